@@ -1,0 +1,124 @@
+"""`connect` and `Database`: opening a file, collections, transactions, versions."""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+
+from .collection import Collection
+from .engine.engine import Engine
+from .schema import Schema, from_micros, validate_name
+from .storage.verify import VerifyReport, verify_file
+
+
+def connect(path: str | os.PathLike = ":memory:", *, readonly: bool = False,
+            durability: str = "commit", batch_ms: float = 50.0) -> "Database":
+    """Open (creating if missing) a varvedb file; ":memory:" keeps nothing on disk.
+
+    durability: "commit" (fdatasync before each commit returns; concurrent
+    commits share one), "batch" (fdatasync at most every `batch_ms`
+    milliseconds) or "off" (the OS decides). readonly=True opens without the
+    write lock; call `refresh()` to see commits made since by the writer.
+    """
+    return Database(path, readonly=readonly, durability=durability, batch_ms=batch_ms)
+
+
+@dataclass
+class VersionInfo:
+    version: int
+    timestamp: object          # datetime (UTC)
+    chain: str                 # hex chain hash
+    rows_changed: int
+
+
+class Database:
+    def __init__(self, path, readonly: bool = False, durability: str = "commit",
+                 batch_ms: float = 50.0):
+        path = os.fspath(path)
+        self.path = None if path == ":memory:" else path
+        self._engine = Engine(self.path, readonly, durability, batch_ms)
+
+    # ---- collections -------------------------------------------------------
+
+    def create_collection(self, name: str, schema: dict) -> Collection:
+        """Create a collection with a schema of field name -> type."""
+        validate_name(name)
+        parsed = Schema.parse(schema)
+        with self._writing():
+            self._engine.create_table(name, parsed)
+        return Collection(self, name)
+
+    def collection(self, name: str) -> Collection:
+        """An existing collection (NotFoundError if there is none by that name)."""
+        self._engine.table(name)
+        return Collection(self, name)
+
+    __getitem__ = collection
+
+    def collections(self) -> list[str]:
+        self._engine._ensure_open()
+        return sorted(self._engine.names)
+
+    # ---- transactions and versions -------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(self):
+        """Group writes into one commit; an exception inside rolls all of them back."""
+        tx = self._engine.begin()
+        try:
+            yield tx
+        except BaseException:
+            self._engine.rollback(tx)
+            raise
+        self._engine.commit(tx)
+
+    @contextlib.contextmanager
+    def _writing(self):
+        if self._engine.in_transaction() is not None:
+            yield
+            return
+        with self.transaction():
+            yield
+
+    @property
+    def version(self) -> int:
+        """The newest committed version this connection sees."""
+        self._engine._ensure_open()
+        return self._engine.read_version()
+
+    def history(self) -> list[VersionInfo]:
+        """Every commit still held: version, timestamp, chain hash, rows changed."""
+        v = self.version
+        return [VersionInfo(c.version, from_micros(c.timestamp_us), c.chain.hex(),
+                            c.rows_changed) for c in self._engine.history if c.version <= v]
+
+    def verify(self, anchor: tuple[int, str] | None = None) -> VerifyReport:
+        """Re-read every frame, recompute every digest and the chain (see verify_file).
+
+        anchor=(version, chain hex) also checks that history up to that
+        version is the one the caller saw before (no rewrite, no truncation).
+        """
+        self._engine._ensure_open()
+        if self.path is None:
+            return VerifyReport(True, self.version, None, "")
+        return verify_file(self.path, anchor=anchor, expect_version=self._engine.written)
+
+    def checkpoint(self) -> None:
+        """Write the current state so the next open loads it instead of replaying."""
+        self._engine.checkpoint()
+
+    def refresh(self) -> int:
+        """See commits added by another connection since open. Returns the version."""
+        return self._engine.refresh()
+
+    def close(self) -> None:
+        self._engine.close()
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<varvedb.Database {self.path or ':memory:'} version {self._engine.visible}>"

@@ -1,0 +1,246 @@
+"""Columns: append-only numpy arrays, one per field, addressed by row number.
+
+Why this layout: a filter over a column is one vectorised numpy expression,
+and a vector search is one BLAS call over a contiguous arena. Every column
+only grows at its end (old row versions are never rewritten), which is what
+lets readers run without locks: a reader takes `view()` — an array and a
+length — and later appends either write past that length or move to a new,
+larger array that the reader never sees.
+
+Arrays loaded from a checkpoint are read-only views over the mapped file;
+the first append copies them (copy-on-write), so open costs no copy.
+
+Representations: int/timestamp int64, float float64, bool bool; text as int32
+codes into a per-column dictionary (-1 = null); json as a list of Python
+values; vectors as an (n, dim) f32/f16 arena with an f32 norm per row.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..schema import VECTOR_DTYPES, Field
+
+NULL_CODE = -1
+
+
+class Growable:
+    """An append-only array with spare capacity at its end."""
+
+    def __init__(self, dtype, tail: tuple = (), data: np.ndarray | None = None):
+        self.dtype = np.dtype(dtype)
+        self.tail = tail
+        self.data = np.empty((0,) + tail, dtype=self.dtype) if data is None else data
+        self.n = 0 if data is None else len(data)
+
+    def view(self) -> np.ndarray:
+        return self.data[:self.n]
+
+    def _reserve(self, extra: int) -> None:
+        need = self.n + extra
+        if need <= len(self.data) and self.data.flags.writeable:
+            return
+        cap = max(need, 2 * len(self.data), 64)
+        new = np.empty((cap,) + self.tail, dtype=self.dtype)
+        new[:self.n] = self.data[:self.n]
+        self.data = new  # readers keep the old array; it stays valid for them
+
+    def append(self, block) -> None:
+        block = np.asarray(block, dtype=self.dtype)
+        self._reserve(len(block))
+        self.data[self.n:self.n + len(block)] = block
+        self.n += len(block)
+
+    def set(self, idx: np.ndarray, values) -> None:
+        """Overwrite existing rows (used only for `died`)."""
+        self._reserve(0)
+        self.data[idx] = values
+
+    def truncate(self, n: int) -> None:
+        assert n <= self.n
+        self.n = n
+
+
+class ScalarColumn:
+    """int, float, bool or timestamp values with a null mask."""
+
+    def __init__(self, field: Field):
+        self.field = field
+        dtype = {"int": np.int64, "timestamp": np.int64, "float": np.float64,
+                 "bool": np.bool_}[field.kind]
+        self.values = Growable(dtype)
+        self.nulls = Growable(np.bool_)
+
+    def append(self, values, nulls) -> None:
+        self.values.append(values)
+        self.nulls.append(nulls)
+
+    def append_nulls(self, n: int) -> None:
+        self.values.append(np.zeros(n, self.values.dtype))
+        self.nulls.append(np.ones(n, bool))
+
+    def take(self, rows: np.ndarray):
+        return self.values.data[rows], self.nulls.data[rows]
+
+    def truncate(self, n: int) -> None:
+        self.values.truncate(n)
+        self.nulls.truncate(n)
+
+    def to_arrays(self) -> dict:
+        return {"values": self.values.view(), "nulls": self.nulls.view()}
+
+    def load(self, arrays: dict, meta) -> None:
+        self.values = Growable(self.values.dtype, data=arrays["values"])
+        self.nulls = Growable(np.bool_, data=arrays["nulls"])
+
+
+class TextColumn:
+    """Strings as int32 codes into a dictionary; equality filters compare codes."""
+
+    def __init__(self, field: Field | None = None):
+        self.field = field
+        self.codes = Growable(np.int32)
+        self.words: list[str] = []
+        self.lookup: dict[str, int] = {}
+
+    def encode(self, values: list) -> np.ndarray:
+        lookup, words = self.lookup, self.words
+        out = np.empty(len(values), dtype=np.int32)
+        for i, v in enumerate(values):
+            if v is None:
+                out[i] = NULL_CODE
+                continue
+            c = lookup.get(v)
+            if c is None:
+                c = lookup[v] = len(words)
+                words.append(v)
+            out[i] = c
+        return out
+
+    def append(self, values: list, nulls=None) -> None:
+        self.codes.append(self.encode(values))
+
+    def append_nulls(self, n: int) -> None:
+        self.codes.append(np.full(n, NULL_CODE, np.int32))
+
+    def code_of(self, value: str) -> int:
+        return self.lookup.get(value, -2)  # -2 matches no row
+
+    def take(self, rows: np.ndarray) -> tuple[list, np.ndarray]:
+        codes = self.codes.data[rows]
+        words = self.words
+        return [None if c < 0 else words[c] for c in codes.tolist()], codes < 0
+
+    def truncate(self, n: int) -> None:
+        self.codes.truncate(n)
+
+    def to_arrays(self) -> dict:
+        return {"codes": self.codes.view()}
+
+    def meta(self) -> list:
+        return self.words
+
+    def load(self, arrays: dict, meta) -> None:
+        self.codes = Growable(np.int32, data=arrays["codes"])
+        self.words = list(meta)
+        self.lookup = {w: i for i, w in enumerate(self.words)}
+
+
+class JsonColumn:
+    """Arbitrary JSON-like values, kept as Python objects (None = null)."""
+
+    def __init__(self, field: Field):
+        self.field = field
+        self.items: list = []
+
+    def append(self, values: list, nulls=None) -> None:
+        self.items.extend(values)
+
+    def append_nulls(self, n: int) -> None:
+        self.items.extend([None] * n)
+
+    def take(self, rows: np.ndarray) -> tuple[list, np.ndarray]:
+        items = self.items
+        vals = [items[r] for r in rows.tolist()]
+        return vals, np.fromiter((v is None for v in vals), bool, len(vals))
+
+    def truncate(self, n: int) -> None:
+        del self.items[n:]
+
+    def to_arrays(self) -> dict:
+        return {}
+
+    def meta(self) -> list:
+        return self.items
+
+    def load(self, arrays: dict, meta) -> None:
+        self.items = list(meta)
+
+
+class VectorColumn:
+    """The vector arena of one field: contiguous (n, dim) rows and their norms.
+
+    `extents` records where runs of arena rows already lie in the file
+    ([first_row, n_rows, file_offset]); a checkpoint refers to them instead of
+    writing the vectors a second time.
+    """
+
+    def __init__(self, field: Field):
+        self.field = field
+        self.arena = Growable(VECTOR_DTYPES[field.dtype], (field.dim,))
+        self.norms = Growable(np.float32)
+        self.nulls = Growable(np.bool_)
+        self.extents: list[list[int]] = []
+
+    def append(self, vectors: np.ndarray, nulls: np.ndarray, file_offset: int | None = None):
+        first = self.arena.n
+        self.arena.append(vectors)
+        self.norms.append(norms_of(vectors))
+        self.nulls.append(nulls)
+        if file_offset is not None and len(vectors):
+            self.extents.append([first, len(vectors), file_offset])
+
+    def append_nulls(self, n: int) -> None:
+        self.append(np.zeros((n, self.field.dim), self.arena.dtype), np.ones(n, bool))
+
+    def take(self, rows: np.ndarray):
+        return self.arena.data[rows], self.nulls.data[rows]
+
+    def truncate(self, n: int) -> None:
+        self.arena.truncate(n)
+        self.norms.truncate(n)
+        self.nulls.truncate(n)
+        self.extents = [e for e in self.extents if e[0] + e[1] <= n]
+
+    def covered_by_extents(self) -> bool:
+        """Do the recorded file extents hold every arena row, in order?"""
+        row = 0
+        for first, count, _ in self.extents:
+            if first != row:
+                return False
+            row += count
+        return row == self.arena.n
+
+    def to_arrays(self) -> dict:
+        return {"norms": self.norms.view(), "nulls": self.nulls.view()}
+
+    def load(self, arrays: dict, meta) -> None:
+        self.norms = Growable(np.float32, data=arrays["norms"])
+        self.nulls = Growable(np.bool_, data=arrays["nulls"])
+
+
+def norms_of(vectors: np.ndarray) -> np.ndarray:
+    """L2 norm of each row, computed in f32 whatever the storage dtype."""
+    if not len(vectors):
+        return np.zeros(0, np.float32)
+    v = vectors.astype(np.float32, copy=False)
+    return np.sqrt(np.einsum("ij,ij->i", v, v)).astype(np.float32)
+
+
+def make_column(field: Field):
+    if field.kind == "vector":
+        return VectorColumn(field)
+    if field.kind == "text":
+        return TextColumn(field)
+    if field.kind == "json":
+        return JsonColumn(field)
+    return ScalarColumn(field)

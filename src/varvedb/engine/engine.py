@@ -1,0 +1,329 @@
+"""The engine: one database's tables, its log, its transactions and its versions.
+
+Write path, top to bottom: an API call builds frames (kind, meta, arrays) →
+`write` appends each to the log and applies it to the tables, tagged with the
+transaction's pending version → `commit` writes the commit frame, releases
+the writer lock, waits until the log is durable (sharing fsyncs with other
+committers) and only then publishes the version to readers.
+
+Read path: a reader takes `read_version()` — the published version, or the
+pending one for the thread that owns the open transaction — and evaluates
+visibility masks against it. Nothing a reader touches is modified in place
+except `died` stamps of versions newer than any it can see.
+
+Open: load the newest checkpoint the superblock points at, then replay the
+commits after it. A read-only connection never writes and `refresh()` replays
+commits other processes have added since.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import (ClosedError, CorruptFileError, NotFoundError, ReadOnlyError,
+                      SchemaError, TransactionError, VersionNotFoundError)
+from ..schema import Schema
+from ..storage import format as F
+from ..storage import record
+from ..storage.log import LogFile, LoggedCommit
+from . import checkpoint
+from .table import Table
+
+
+@dataclass
+class Commit:
+    """One entry of the history: a version and what made it."""
+    version: int
+    timestamp_us: int
+    chain: bytes
+    rows_changed: int
+
+
+class Transaction:
+    """The open write transaction of an Engine (at most one at a time)."""
+
+    def __init__(self, engine: "Engine", version: int):
+        self.engine = engine
+        self.version = version
+        self.owner = threading.get_ident()
+        self.rows_changed = 0
+        self.tables: set[int] = set()
+        self.done = False
+
+
+class Engine:
+    def __init__(self, path: str | None, readonly: bool = False, durability: str = "commit",
+                 batch_ms: float = 50.0):
+        if durability not in ("commit", "batch", "off"):
+            raise ValueError(f"durability is 'commit', 'batch' or 'off', not {durability!r}")
+        self.path = path
+        self.readonly = readonly
+        self.tables: dict[int, Table] = {}
+        self.names: dict[str, int] = {}
+        self.history: list[Commit] = []
+        self.visible = 0                       # newest version readers may see
+        self.written = 0                       # newest version in the log
+        self._tx: Transaction | None = None
+        self._writer = threading.RLock()       # held for a whole transaction
+        self._publish = threading.Lock()
+        self._closed = False
+        self._map = None
+        self.log = LogFile(path, readonly, durability, batch_ms) if path else None
+        if self.log:
+            self._load()
+
+    # ---- opening -------------------------------------------------------------
+
+    def _load(self) -> None:
+        log = self.log
+        buf = log.map()
+        self._map = buf
+        mv = memoryview(buf) if buf is not None else memoryview(b"")
+        sb = log.superblock
+        version, chain, start = 0, F.genesis_chain(log.file_id), F.LOG_START
+        if sb and sb.checkpoint_offset:
+            try:
+                checkpoint.load(self, mv, sb.checkpoint_offset)
+                version, chain, start = sb.checkpoint_version, sb.chain, sb.log_end
+            except CorruptFileError:
+                # A damaged checkpoint is only a shortcut lost: replay the log.
+                self.tables, self.names, self.history = {}, {}, []
+        if len(mv) > start:
+            scan = log.scan(mv, start, version, chain)
+            self._check_scan(scan, start)
+            for c in scan.commits:
+                self._replay(mv, c)
+            if scan.commits:
+                version, chain = scan.commits[-1].record.version, scan.commits[-1].record.chain
+            log.adopt(scan.end, version, chain)
+        else:
+            log.adopt(start, version, chain)
+        self.visible = self.written = version
+        if not self.readonly:
+            log.cut_tail()
+
+    def _check_scan(self, scan, start: int) -> None:
+        if scan.damaged:
+            bad = next(((c.record.version, f.offset) for c in scan.commits for f in c.frames
+                        if not f.payload_ok), None)
+            v, off = bad if bad else (len(scan.commits) + 1, scan.stop_offset)
+            raise CorruptFileError(f"{self.path}: history is damaged at version {v} "
+                                   f"(offset {off}); run `varvedb verify` for a report")
+        if scan.commits and not all(f.payload_ok for f in scan.commits[-1].frames):
+            scan.commits.pop()  # torn before it was acknowledged: drop it
+            scan.end = scan.commits[-1].end if scan.commits else start
+
+    def _replay(self, mv, c: LoggedCommit) -> None:
+        v = c.record.version
+        for f in c.frames:
+            payload = mv[f.payload_offset:f.payload_offset + f.length]
+            meta, arrays, offsets = record.decode(payload)
+            offs = {k: f.payload_offset + o for k, o in offsets.items()}
+            self._apply(f.kind, meta, arrays, offs, v)
+        self.history.append(Commit(v, c.record.timestamp_us, c.record.chain,
+                                   c.record.rows_changed))
+
+    def refresh(self) -> int:
+        """Read-only connections: apply commits other processes added. Returns the version."""
+        self._ensure_open()
+        if self.log is None:
+            return self.visible
+        with self._writer:
+            buf = self.log.map()
+            if buf is None:
+                return self.visible
+            mv = memoryview(buf)
+            scan = self.log.scan(mv, self.log.end, self.log.version, self.log.chain)
+            self._check_scan(scan, self.log.end)
+            for c in scan.commits:
+                self._replay(mv, c)
+            if scan.commits:
+                last = scan.commits[-1]
+                self.log.adopt(last.end, last.record.version, last.record.chain)
+                self._map = buf
+                self.visible = self.written = last.record.version
+            return self.visible
+
+    # ---- frames ----------------------------------------------------------------
+
+    def _apply(self, kind: int, meta: dict, arrays: dict, offsets: dict, version: int) -> None:
+        if kind == F.Kind.CREATE_COLLECTION:
+            t = Table(meta["cid"], meta["name"], Schema.from_dict(meta["schema"]), version)
+            self.tables[t.cid] = t
+            self.names[t.name] = t.cid
+            if self._tx is not None and self._tx.version == version:
+                t.begin()
+                self._tx.tables.add(t.cid)
+        elif kind == F.Kind.INSERT:
+            self.tables[meta["c"]].apply_insert(meta, arrays, offsets, version)
+        elif kind == F.Kind.DELETE:
+            self.tables[meta["c"]].apply_delete(arrays["rows"], version)
+        elif kind == F.Kind.CREATE_INDEX:
+            self.tables[meta["c"]].create_index(meta["field"], meta["spec"], version)
+        else:
+            raise CorruptFileError(f"unknown frame kind {kind}")
+
+    def write(self, kind: int, meta: dict, arrays: dict | None = None, rows_changed: int = 0):
+        """Append one frame to the open transaction and apply it."""
+        tx = self._require_tx()
+        arrays = arrays or {}
+        offs = {}
+        if self.log is not None:
+            parts, length, offsets = record.encode(meta, arrays)
+            base = self.log.append(kind, parts, length)
+            offs = {k: base + o for k, o in offsets.items()}
+        cid = meta.get("c")
+        if cid is not None and cid not in tx.tables:
+            self.tables[cid].begin()
+            tx.tables.add(cid)
+        self._apply(kind, meta, arrays, offs, tx.version)
+        tx.rows_changed += rows_changed
+
+    # ---- transactions ----------------------------------------------------------
+
+    def begin(self) -> Transaction:
+        self._ensure_writable()
+        self._writer.acquire()
+        if self._tx is not None:
+            self._writer.release()
+            raise TransactionError("a transaction is already open on this thread")
+        self._tx = Transaction(self, self.written + 1)
+        return self._tx
+
+    def commit(self, tx: Transaction) -> int:
+        """Make the transaction durable and visible. Returns its version."""
+        if tx is not self._tx or tx.done:
+            raise TransactionError("this transaction is not open")
+        try:
+            if self.log is not None:
+                ts = None
+                rec = self.log.commit(tx.rows_changed, ts)
+                ts, chain, end = rec.timestamp_us, rec.chain, self.log.end
+            else:
+                ts, chain, end = time.time_ns() // 1000, b"", 0
+            self.history.append(Commit(tx.version, ts, chain, tx.rows_changed))
+            self.written = tx.version
+            for cid in tx.tables:
+                self.tables[cid].end()
+        finally:
+            tx.done = True
+            self._tx = None
+            self._writer.release()
+        if self.log is not None:
+            self.log.sync_to(end)
+        with self._publish:
+            self.visible = max(self.visible, tx.version)
+        return tx.version
+
+    def rollback(self, tx: Transaction) -> None:
+        if tx is not self._tx or tx.done:
+            return
+        try:
+            if self.log is not None:
+                self.log.rollback()
+            for cid in tx.tables:
+                t = self.tables[cid]
+                if t.created == tx.version:
+                    del self.tables[cid]
+                    self.names.pop(t.name, None)
+                else:
+                    t.rollback()
+        finally:
+            tx.done = True
+            self._tx = None
+            self._writer.release()
+
+    def in_transaction(self) -> Transaction | None:
+        tx = self._tx
+        return tx if tx is not None and tx.owner == threading.get_ident() else None
+
+    def _require_tx(self) -> Transaction:
+        tx = self.in_transaction()
+        if tx is None:
+            raise TransactionError("no transaction is open on this thread")
+        return tx
+
+    # ---- reading ---------------------------------------------------------------
+
+    def read_version(self) -> int:
+        tx = self.in_transaction()
+        return tx.version if tx is not None else self.visible
+
+    def resolve_as_of(self, as_of) -> int:
+        """A version number, or a datetime → the last version committed at or before it."""
+        if as_of is None:
+            return self.read_version()
+        if isinstance(as_of, bool) or not isinstance(as_of, (int, np.integer)):
+            from ..schema import to_micros
+            from ..errors import FieldTypeError
+            try:
+                us = to_micros("as_of", as_of)
+            except FieldTypeError:
+                raise VersionNotFoundError(
+                    f"as_of is a version number or a datetime, got {as_of!r}") from None
+            stamps = np.fromiter((c.timestamp_us for c in self.history), np.int64,
+                                 len(self.history))
+            i = int(np.searchsorted(stamps, us, side="right"))
+            v = self.history[i - 1].version if i else self.oldest_version() - 1
+            return min(v, self.read_version())
+        v = int(as_of)
+        if v < 0 or v > self.read_version():
+            raise VersionNotFoundError(f"version {v} does not exist; the newest is "
+                                       f"{self.read_version()}")
+        if v < self.oldest_version() - 1:
+            raise VersionNotFoundError(f"version {v} is older than the history kept "
+                                       f"(oldest {self.oldest_version()})")
+        return v
+
+    def oldest_version(self) -> int:
+        return self.history[0].version if self.history else 1
+
+    def table(self, name: str) -> Table:
+        self._ensure_open()
+        cid = self.names.get(name)
+        if cid is None:
+            raise NotFoundError(f"no collection named {name!r}")
+        return self.tables[cid]
+
+    def create_table(self, name: str, schema: Schema) -> Table:
+        if name in self.names:
+            raise SchemaError(f"a collection named {name!r} already exists")
+        cid = max(self.tables, default=0) + 1
+        self.write(F.Kind.CREATE_COLLECTION, {"cid": cid, "name": name,
+                                              "schema": schema.to_dict()})
+        return self.tables[cid]
+
+    # ---- checkpoints and lifecycle ------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Write the state as of the latest version so open loads it instead of replaying."""
+        self._ensure_writable()
+        if self.log is None:
+            return
+        with self._writer:
+            if self.log.superblock and self.log.superblock.checkpoint_version == self.written:
+                return
+            parts, length = checkpoint.encode(self)
+            self.log.write_checkpoint(parts, length, self.written)
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the database is closed")
+
+    def _ensure_writable(self) -> None:
+        self._ensure_open()
+        if self.readonly:
+            raise ReadOnlyError(f"{self.path} was opened read-only")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        with self._writer:
+            if self.log is not None:
+                self.log.close()
+            self._closed = True
+            self.tables.clear()
+            self._map = None

@@ -1,0 +1,147 @@
+"""A collection's in-memory state: row versions, their columns, and the live id map.
+
+Why this layout: every write appends row versions and never edits one, except
+to stamp `died`. A row version is visible as of version v when
+`born <= v < died`, so a writer can apply an uncommitted transaction in place,
+tagged with the next version, and readers at the committed version never see
+it — no locks and no copies. Rolling back truncates the appended rows and
+unstamps `died` (the undo log).
+
+Invariants:
+* every column, `ids`, `born` and `died` have exactly `n` rows;
+* `live` maps each document id to its row whose `died` is ALIVE (the writer's
+  view, including its open transaction); at most one such row per id;
+* frames are applied identically live and on replay, so the state after
+  reopen equals the state before close.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..schema import Schema
+from ..index.scalar import make_scalar_index
+from .columns import Growable, TextColumn, VectorColumn, make_column
+
+ALIVE = np.iinfo(np.int64).max
+
+
+class Table:
+    def __init__(self, cid: int, name: str, schema: Schema, created: int):
+        self.cid = cid
+        self.name = name
+        self.schema = schema
+        self.created = created                 # version that created it
+        self.ids = TextColumn() if schema.id_kind == "text" else Growable(np.int64)
+        self.born = Growable(np.int64)
+        self.died = Growable(np.int64)
+        self.columns = {name: make_column(f) for name, f in schema.fields.items()}
+        self.live: dict = {}
+        self.next_int_id = 1
+        self.indexes = {name: make_scalar_index(name, f)     # scalar field -> index
+                        for name, f in schema.fields.items() if f.index}
+        self.vector_indexes: dict = {}         # vector field -> HnswIndex
+        self._undo: list | None = None         # set while a transaction is open
+
+    @property
+    def n(self) -> int:
+        return self.born.n
+
+    # ---- reading -------------------------------------------------------------
+
+    def visible(self, version: int) -> np.ndarray:
+        """Boolean mask over all row versions: visible as of `version`."""
+        n = self.born.n
+        born, died = self.born.data[:n], self.died.data[:n]
+        return (born <= version) & (died > version)
+
+    def id_values(self, rows: np.ndarray) -> list:
+        if isinstance(self.ids, TextColumn):
+            return self.ids.take(rows)[0]
+        return self.ids.data[rows].tolist()
+
+    def id_array(self) -> np.ndarray:
+        """Ids of all rows as an array (int64, or codes for text ids)."""
+        return self.ids.codes.view() if isinstance(self.ids, TextColumn) else self.ids.view()
+
+    def rows_of_id(self, key) -> np.ndarray:
+        """Every row version ever written for one document id."""
+        if isinstance(self.ids, TextColumn):
+            code = self.ids.code_of(key)
+            return np.flatnonzero(self.ids.codes.view() == code)
+        return np.flatnonzero(self.ids.view() == key)
+
+    def live_rows(self, keys: list) -> np.ndarray:
+        live = self.live
+        return np.fromiter((live.get(k, -1) for k in keys), np.int64, len(keys))
+
+    # ---- transactions --------------------------------------------------------
+
+    def begin(self) -> None:
+        self._undo = [self.n, [], [], self.next_int_id]   # n, died rows, live-map ops, next id
+
+    def end(self) -> None:
+        self._undo = None
+
+    def rollback(self) -> None:
+        n0, died_rows, live_undo, next_id = self._undo
+        for col in [self.born, self.died, self.ids, *self.columns.values()]:
+            col.truncate(n0)
+        if died_rows:
+            self.died.set(np.concatenate(died_rows), ALIVE)
+        for added, keys, rows in reversed(live_undo):
+            if added:
+                for k in keys:
+                    self.live.pop(k, None)
+            else:
+                self.live.update(zip(keys, rows))
+        self.next_int_id = next_id
+        for ix in self.indexes.values():
+            ix.truncate(n0)
+        self._undo = None
+
+    # ---- applying frames -----------------------------------------------------
+
+    def apply_insert(self, meta: dict, arrays: dict, offsets: dict, version: int) -> None:
+        first, count = meta["first"], meta["n"]
+        assert first == self.n, f"insert frame starts at row {first}, table has {self.n}"
+        if isinstance(self.ids, TextColumn):
+            keys = meta["ids"]
+            self.ids.append(keys)
+        else:
+            id_arr = arrays["ids"]
+            self.ids.append(id_arr)
+            keys = id_arr.tolist()
+            if count:
+                self.next_int_id = max(self.next_int_id, int(id_arr.max()) + 1)
+        self.born.append(np.full(count, version, np.int64))
+        self.died.append(np.full(count, ALIVE, np.int64))
+        present = set(meta["fields"])
+        for name, col in self.columns.items():
+            if name not in present:
+                col.append_nulls(count)
+            elif isinstance(col, VectorColumn):
+                off = offsets.get(f"v:{name}")
+                col.append(arrays[f"v:{name}"], arrays[f"n:{name}"], off)
+            elif name in meta.get("lists", {}):
+                col.append(meta["lists"][name])
+            else:
+                col.append(arrays[f"v:{name}"], arrays[f"n:{name}"])
+        if self._undo is not None:
+            self._undo[2].append((True, keys, None))
+        self.live.update(zip(keys, range(first, first + count)))
+        for ix in self.indexes.values():
+            ix.extend(self, first, first + count)
+
+    def apply_delete(self, rows: np.ndarray, version: int) -> None:
+        if not len(rows):
+            return
+        self.died.set(rows, version)
+        keys = self.id_values(rows)
+        if self._undo is not None:
+            self._undo[1].append(np.array(rows, np.int64))
+            self._undo[2].append((False, keys, np.asarray(rows).tolist()))
+        # Writers delete only live rows, and an upsert writes its delete
+        # before its insert, so each deleted row is its id's live row.
+        live = self.live
+        for key in keys:
+            live.pop(key, None)

@@ -1,0 +1,75 @@
+"""The errors varvedb raises.
+
+Every mistake a user can make (bad input, a bad file, a lock held by another
+process) raises a subclass of `VarveError` whose message names the problem.
+A call that raises one of these has changed nothing: validation runs before
+any byte is written or any in-memory state is touched.
+"""
+
+
+class VarveError(Exception):
+    """Base class of every error varvedb raises on purpose."""
+
+
+class SchemaError(VarveError):
+    """A schema (field spec, index spec, collection name) is not valid."""
+
+
+class UnknownFieldError(VarveError):
+    """A row, filter or call names a field the collection does not have."""
+
+
+class FieldTypeError(VarveError):
+    """A value does not fit its field's type (e.g. a string for an int field)."""
+
+
+class DimensionError(VarveError):
+    """A vector does not have the dimension its field declares."""
+
+
+class NonFiniteVectorError(VarveError):
+    """A vector holds NaN or an infinity."""
+
+
+class DuplicateIdError(VarveError):
+    """`insert` was given an id that is already taken (or twice in one batch)."""
+
+
+class FilterError(VarveError):
+    """A `where=` expression is malformed or uses an unsupported construct."""
+
+
+class NotFoundError(VarveError):
+    """A collection (or other named object) does not exist."""
+
+
+class NotAVarveFileError(VarveError):
+    """The file is not a varvedb file (bad magic, or header damaged)."""
+
+
+class FormatVersionError(VarveError):
+    """The file was written by a newer format version than this library reads."""
+
+
+class CorruptFileError(VarveError):
+    """The file's structure is damaged in a way recovery cannot skip."""
+
+
+class WriterLockedError(VarveError):
+    """Another connection (this or another process) holds the file's write lock."""
+
+
+class ReadOnlyError(VarveError):
+    """A write was attempted on a read-only connection."""
+
+
+class ClosedError(VarveError):
+    """The database was closed."""
+
+
+class TransactionError(VarveError):
+    """A transaction was used wrongly (nested on another thread, used after end)."""
+
+
+class VersionNotFoundError(VarveError):
+    """An `as_of` names a version that the file does not (or no longer) hold."""

@@ -1,0 +1,94 @@
+"""Scalar indexes: a sorted run of (value, row) plus an unsorted delta tail.
+
+Why this layout: rows only ever append, so the index keeps the rows it has
+sorted (`keys`, `rows`, by value then row) and leaves rows appended since in
+a delta that is scanned directly. When the delta passes a quarter of the
+sorted run it is merged in (one argsort), so the cost of writes stays
+amortised O(log n) per row and a lookup is two binary searches plus a scan
+of a small tail. "hash" and "sorted" share this structure; a hash index
+answers equality and IN, a sorted one also ranges.
+
+The index holds every row version; visibility is applied by the caller.
+Text fields are indexed by dictionary code (equality only).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class SortedIndex:
+    def __init__(self, field: str, kind: str, ranges: bool):
+        self.field = field
+        self.kind = kind
+        self.ranges = ranges
+        self.keys = np.empty(0, np.int64 if kind != "float" else np.float64)
+        self.rows = np.empty(0, np.int64)
+        self.sorted_upto = 0        # rows [0, sorted_upto) are in keys/rows
+        self.n = 0
+
+    def _column(self, table):
+        col = table.columns[self.field]
+        if hasattr(col, "codes"):
+            return col.codes.data, col.codes.data < 0
+        return col.values.data, col.nulls.data
+
+    def extend(self, table, lo: int, hi: int) -> None:
+        self.n = hi
+        if hi - self.sorted_upto > max(1024, self.sorted_upto // 4):
+            self.merge(table)
+
+    def merge(self, table) -> None:
+        values, nulls = self._column(table)
+        new = np.arange(self.sorted_upto, self.n, dtype=np.int64)
+        new = new[~nulls[self.sorted_upto:self.n]]
+        keys = np.concatenate([self.keys, values[new].astype(self.keys.dtype)])
+        rows = np.concatenate([self.rows, new])
+        order = np.lexsort((rows, keys))
+        self.keys, self.rows = keys[order], rows[order]
+        self.sorted_upto = self.n
+
+    def truncate(self, n: int) -> None:
+        if n < self.sorted_upto:
+            keep = self.rows < n
+            self.keys, self.rows = self.keys[keep], self.rows[keep]
+            self.sorted_upto = n
+        self.n = n
+
+    def serves(self, op: str) -> bool:
+        return op == "eq" or (self.ranges and op in ("lt", "le", "gt", "ge"))
+
+    def lookup(self, table, op: str, value, n: int) -> np.ndarray:
+        """Rows in [0, n) whose value satisfies `op value` (nulls never match)."""
+        keys = self.keys
+        lo, hi = 0, len(keys)
+        if op == "eq":
+            lo, hi = np.searchsorted(keys, value, "left"), np.searchsorted(keys, value, "right")
+        elif op in ("gt", "ge"):
+            lo = np.searchsorted(keys, value, "right" if op == "gt" else "left")
+        else:
+            hi = np.searchsorted(keys, value, "left" if op == "lt" else "right")
+        hits = self.rows[lo:hi]
+        hits = hits[hits < n]
+        tail_lo = self.sorted_upto
+        if n > tail_lo:
+            values, nulls = self._column(table)
+            v = values[tail_lo:n]
+            t = _OPS[op](v, value) & ~nulls[tail_lo:n]
+            hits = np.concatenate([hits, tail_lo + np.flatnonzero(t)])
+        return hits
+
+    def to_arrays(self) -> dict:
+        return {"keys": self.keys, "rows": self.rows,
+                "upto": np.array([self.sorted_upto, self.n], np.int64)}
+
+    def load(self, arrays: dict) -> None:
+        self.keys, self.rows = arrays["keys"], arrays["rows"]
+        self.sorted_upto, self.n = (int(x) for x in arrays["upto"])
+
+
+_OPS = {"eq": np.equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+        "ge": np.greater_equal}
+
+
+def make_scalar_index(field: str, f) -> SortedIndex:
+    return SortedIndex(field, f.kind, ranges=(f.index == "sorted"))

@@ -1,0 +1,369 @@
+"""`where=` filters: SQL boolean expressions parsed by pglast, evaluated as numpy masks.
+
+A filter string is parsed once (cached) into a small tree of `Node`s, checked
+against the collection's schema (unknown fields and type mismatches are
+errors before anything runs), and evaluated column-at-a-time: each leaf is
+one vectorised comparison over a column, text leaves are evaluated once per
+dictionary word and mapped through the codes, and AND/OR/NOT combine masks.
+
+SQL's three-valued logic is kept: every node yields (true, unknown) masks, so
+`NOT (tag = 3)` does not match rows whose tag is NULL, as in PostgreSQL.
+Supported: = <> != < <= > >=, IN, IS [NOT] NULL, [NOT] LIKE/ILIKE, NOT, AND,
+OR, json paths (meta->'a'->>'b'), parameters ($1), literals and casts.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pglast import ast, parse_sql
+from pglast.enums import A_Expr_Kind, BoolExprType, NullTestType
+from pglast.parser import ParseError
+
+from ..errors import FieldTypeError, FilterError, UnknownFieldError
+from ..schema import Schema, to_micros
+
+_OPS = {"=": "eq", "<>": "ne", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
+_FLIP = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A column, or a json path into one (path steps; last_text=True for ->>)."""
+    name: str
+    path: tuple = ()
+    as_text: bool = False
+
+
+@dataclass(frozen=True)
+class Param:
+    index: int  # 1-based, as $1
+
+
+@dataclass(frozen=True)
+class Node:
+    op: str           # and, or, not, cmp, in, isnull, like, bool, const
+    args: tuple = ()
+
+
+# ---- parsing ----------------------------------------------------------------
+
+@functools.lru_cache(maxsize=512)
+def parse(expr: str) -> Node:
+    """Parse a filter expression into a Node tree (no schema check yet)."""
+    if not isinstance(expr, str) or not expr.strip():
+        raise FilterError(f"a filter is a non-empty SQL expression, got {expr!r}")
+    try:
+        stmts = parse_sql(f"SELECT 1 WHERE {expr}")
+    except ParseError as e:
+        raise FilterError(f"malformed filter {expr!r}: {e}") from None
+    if len(stmts) != 1 or not isinstance(stmts[0].stmt, ast.SelectStmt):
+        raise FilterError(f"malformed filter {expr!r}")
+    sel = stmts[0].stmt
+    if sel.fromClause or sel.groupClause or sel.sortClause or sel.limitCount or sel.havingClause:
+        raise FilterError(f"malformed filter {expr!r}: expected a boolean expression")
+    return convert(sel.whereClause, expr)
+
+
+def convert(n, expr: str) -> Node:
+    """Turn a pglast expression node into a Node (shared with the SQL layer)."""
+    if isinstance(n, ast.BoolExpr):
+        args = tuple(convert(a, expr) for a in n.args)
+        op = {BoolExprType.AND_EXPR: "and", BoolExprType.OR_EXPR: "or",
+              BoolExprType.NOT_EXPR: "not"}[n.boolop]
+        return Node(op, args)
+    if isinstance(n, ast.NullTest):
+        return Node("isnull", (_ref(n.arg, expr), n.nulltesttype == NullTestType.IS_NOT_NULL))
+    if isinstance(n, ast.A_Expr):
+        return _a_expr(n, expr)
+    if isinstance(n, ast.ColumnRef):
+        return Node("bool", (_ref(n, expr),))
+    if isinstance(n, ast.A_Const):
+        v = _value(n, expr)
+        if isinstance(v, bool):
+            return Node("const", (v,))
+    if isinstance(n, ast.BooleanTest):
+        raise FilterError(f"IS TRUE/IS FALSE is not supported in filters: {expr!r}")
+    raise FilterError(f"unsupported construct {type(n).__name__} in filter {expr!r}")
+
+
+def _a_expr(n: ast.A_Expr, expr: str) -> Node:
+    name = n.name[-1].sval if n.name else ""
+    if n.kind == A_Expr_Kind.AEXPR_IN:
+        values = tuple(_value(v, expr) for v in n.rexpr)
+        return Node("in", (_ref(n.lexpr, expr), values, name == "<>"))
+    if n.kind in (A_Expr_Kind.AEXPR_LIKE, A_Expr_Kind.AEXPR_ILIKE):
+        negated = name.startswith("!")
+        return Node("like", (_ref(n.lexpr, expr), _value(n.rexpr, expr), negated,
+                             n.kind == A_Expr_Kind.AEXPR_ILIKE))
+    if n.kind == A_Expr_Kind.AEXPR_OP and name in _OPS:
+        op = _OPS[name]
+        if _is_ref(n.lexpr):
+            return Node("cmp", (op, _ref(n.lexpr, expr), _value(n.rexpr, expr)))
+        if _is_ref(n.rexpr):
+            return Node("cmp", (_FLIP[op], _ref(n.rexpr, expr), _value(n.lexpr, expr)))
+        raise FilterError(f"a comparison needs a field on one side: {expr!r}")
+    raise FilterError(f"unsupported operator {name!r} in filter {expr!r}")
+
+
+def _is_ref(n) -> bool:
+    return isinstance(n, ast.ColumnRef) or (
+        isinstance(n, ast.A_Expr) and n.name and n.name[-1].sval in ("->", "->>"))
+
+
+def _ref(n, expr: str) -> Ref:
+    if isinstance(n, ast.ColumnRef):
+        fields = n.fields
+        if len(fields) != 1 or not isinstance(fields[0], ast.String):
+            raise FilterError(f"unsupported column reference in filter {expr!r}")
+        return Ref(fields[0].sval)
+    if isinstance(n, ast.A_Expr) and n.name and n.name[-1].sval in ("->", "->>"):
+        base = _ref(n.lexpr, expr)
+        step = _value(n.rexpr, expr)
+        if not isinstance(step, (str, int)) or isinstance(step, bool):
+            raise FilterError(f"a json path step is a string or an integer: {expr!r}")
+        return Ref(base.name, base.path + (step,), n.name[-1].sval == "->>")
+    raise FilterError(f"expected a field name in filter {expr!r}")
+
+
+def _value(n, expr: str) -> Any:
+    if isinstance(n, ast.TypeCast):
+        return _value(n.arg, expr)
+    if isinstance(n, ast.ParamRef):
+        return Param(n.number)
+    if isinstance(n, ast.A_Const):
+        if n.isnull:
+            return None
+        v = n.val
+        if isinstance(v, ast.Integer):
+            return v.ival
+        if isinstance(v, ast.Float):
+            f = v.fval
+            return int(f) if re.fullmatch(r"-?\d+", f) else float(f)
+        if isinstance(v, ast.String):
+            return v.sval
+        if isinstance(v, ast.Boolean):
+            return bool(v.boolval)
+    if isinstance(n, ast.A_Expr) and n.name and n.name[-1].sval == "-" and n.lexpr is None:
+        v = _value(n.rexpr, expr)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return -v
+    raise FilterError(f"expected a literal or $n parameter in filter {expr!r}")
+
+
+# ---- checking and evaluation -----------------------------------------------
+
+class Filter:
+    """A parsed filter bound to a schema and parameters, ready to evaluate."""
+
+    def __init__(self, expr: str, schema: Schema, params: list | tuple = ()):
+        self.expr = expr
+        self.root = parse(expr)
+        self.schema = schema
+        self.params = list(params)
+        self._check(self.root)
+
+    def _check(self, node: Node) -> None:
+        for a in node.args:
+            if isinstance(a, Node):
+                self._check(a)
+            elif isinstance(a, Ref):
+                if a.name != "id" and a.name not in self.schema.fields:
+                    raise UnknownFieldError(f"unknown field {a.name!r} in filter "
+                                            f"{self.expr!r}; fields are {sorted(self.schema.fields)}")
+                kind = self.kind(a)
+                if a.path and kind != "json":
+                    raise FilterError(f"{a.name!r} is {kind}, not json: no path into it")
+        if node.op == "bool" and self.kind(node.args[0]) not in ("bool", "json"):
+            raise FilterError(f"{node.args[0].name!r} is not a boolean field: {self.expr!r}")
+
+    def kind(self, ref: Ref) -> str:
+        if ref.name == "id":
+            return self.schema.id_kind
+        return self.schema.fields[ref.name].kind
+
+    def param(self, v):
+        if isinstance(v, Param):
+            if not 1 <= v.index <= len(self.params):
+                raise FilterError(f"filter uses ${v.index} but {len(self.params)} "
+                                  "parameter(s) were given")
+            return self.params[v.index - 1]
+        return v
+
+    def mask(self, table, n: int) -> np.ndarray:
+        """Rows [0, n) of table that satisfy the filter (unknown counts as false)."""
+        t, _ = self._eval(self.root, table, n)
+        return t
+
+    def _eval(self, node: Node, table, n: int):
+        op = node.op
+        if op == "and" or op == "or":
+            t, u = self._eval(node.args[0], table, n)
+            for a in node.args[1:]:
+                t2, u2 = self._eval(a, table, n)
+                if op == "and":
+                    f = (~t & ~u) | (~t2 & ~u2)
+                    t, u = t & t2, (u | u2) & ~f
+                else:
+                    t = t | t2
+                    u = (u | u2) & ~t
+            return t, u
+        if op == "not":
+            t, u = self._eval(node.args[0], table, n)
+            return ~t & ~u, u
+        if op == "const":
+            return np.full(n, node.args[0]), np.zeros(n, bool)
+        if op == "isnull":
+            ref, negated = node.args
+            nulls = self._nulls(ref, table, n)
+            return (~nulls if negated else nulls), np.zeros(n, bool)
+        if op == "bool":
+            return self._compare("eq", node.args[0], True, table, n)
+        if op == "cmp":
+            cmp, ref, value = node.args
+            return self._compare(cmp, ref, self.param(value), table, n)
+        if op == "in":
+            ref, values, negated = node.args
+            values = [self.param(v) for v in values]
+            t = np.zeros(n, bool)
+            u = np.zeros(n, bool)
+            for v in values:
+                t2, u2 = self._compare("eq", ref, v, table, n)
+                t |= t2
+                u |= u2
+            u &= ~t
+            return ((~t & ~u) if negated else t), u
+        if op == "like":
+            ref, pattern, negated, icase = node.args
+            pattern = self.param(pattern)
+            if not isinstance(pattern, str):
+                raise FilterError(f"LIKE takes a string pattern, got {pattern!r}")
+            rx = like_regex(pattern, icase)
+            t, u = self._apply(ref, table, n, lambda x: isinstance(x, str) and rx.fullmatch(x)
+                               is not None, text_only=True)
+            return ((~t & ~u) if negated else t), u
+        raise AssertionError(op)
+
+    # A leaf: (true, unknown) masks of `ref <op> value`.
+    def _compare(self, op: str, ref: Ref, value, table, n: int):
+        if value is None:  # comparing with NULL is unknown, as in SQL
+            return np.zeros(n, bool), np.ones(n, bool)
+        kind = "json" if ref.path else self.kind(ref)
+        if kind in ("text", "json"):
+            if kind == "text" and not isinstance(value, str):
+                raise FilterError(f"{ref.name!r} is text; cannot compare it with {value!r}")
+            fn = _PY_OPS[op]
+            if kind == "text" and op == "eq" and ref.name != "id":
+                col = table.columns[ref.name]
+                codes = col.codes.data[:n]
+                return codes == col.code_of(value), codes < 0
+            return self._apply(ref, table, n, lambda x: _safe(fn, x, value))
+        values, nulls = self._scalar(ref, table, n)
+        if kind == "timestamp":
+            try:
+                value = to_micros(ref.name, value)
+            except FieldTypeError as e:
+                raise FilterError(str(e)) from None
+        elif kind == "bool":
+            if not isinstance(value, bool):
+                raise FilterError(f"{ref.name!r} is bool; cannot compare it with {value!r}")
+        elif not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
+            raise FilterError(f"{ref.name!r} is {kind}; cannot compare it with {value!r}")
+        index = table.indexes.get(ref.name)
+        if index is not None and index.serves(op):
+            t = np.zeros(n, bool)
+            t[index.lookup(table, op, value, n)] = True
+        else:
+            t = _NP_OPS[op](values, value)
+        return t & ~nulls, nulls
+
+    def _scalar(self, ref: Ref, table, n: int):
+        if ref.name == "id":
+            return table.ids.data[:n], np.zeros(n, bool)
+        col = table.columns[ref.name]
+        return col.values.data[:n], col.nulls.data[:n]
+
+    def _nulls(self, ref: Ref, table, n: int) -> np.ndarray:
+        if ref.path:
+            vals = self._json_values(ref, table, n)
+            return np.fromiter((v is None for v in vals), bool, n)
+        if ref.name == "id":
+            return np.zeros(n, bool)
+        col = table.columns[ref.name]
+        if hasattr(col, "codes"):
+            return col.codes.data[:n] < 0
+        if hasattr(col, "items"):
+            return np.fromiter((v is None for v in col.items[:n]), bool, n)
+        return col.nulls.data[:n].copy()
+
+    def _apply(self, ref: Ref, table, n: int, pred, text_only: bool = False):
+        """Evaluate a Python predicate over text dictionary words or json values."""
+        kind = "json" if ref.path else self.kind(ref)
+        if kind == "text":
+            col = table.ids if ref.name == "id" else table.columns[ref.name]
+            lut = np.fromiter((bool(pred(w)) for w in col.words), bool, len(col.words))
+            codes = col.codes.data[:n]
+            nulls = codes < 0
+            t = np.zeros(n, bool)
+            t[~nulls] = lut[codes[~nulls]]
+            return t, nulls
+        if text_only and kind != "json":
+            raise FilterError(f"LIKE needs a text field; {ref.name!r} is {kind}")
+        if kind != "json":
+            raise FilterError(f"{ref.name!r} is {kind}")
+        vals = self._json_values(ref, table, n)
+        nulls = np.fromiter((v is None for v in vals), bool, n)
+        t = np.fromiter((v is not None and bool(pred(v)) for v in vals), bool, n)
+        return t, nulls
+
+    def _json_values(self, ref: Ref, table, n: int) -> list:
+        items = table.columns[ref.name].items[:n]
+        return [_walk(v, ref.path, ref.as_text) for v in items]
+
+
+def _walk(v, path: tuple, as_text: bool):
+    for step in path:
+        if isinstance(step, str) and isinstance(v, dict):
+            v = v.get(step)
+        elif isinstance(step, int) and isinstance(v, list) and -len(v) <= step < len(v):
+            v = v[step]
+        else:
+            return None
+    if as_text and v is not None and not isinstance(v, str):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        import json
+        return json.dumps(v, separators=(", ", ": ")) if isinstance(v, (dict, list)) else str(v)
+    return v
+
+
+def _safe(fn, x, value) -> bool:
+    try:
+        return bool(fn(x, value))
+    except TypeError:
+        return False
+
+
+_NP_OPS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+           "gt": np.greater, "ge": np.greater_equal}
+_PY_OPS = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+           "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+
+
+@functools.lru_cache(maxsize=256)
+def like_regex(pattern: str, icase: bool = False) -> re.Pattern:
+    """SQL LIKE pattern (% any run, _ one char, backslash escapes) as a regex."""
+    out = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        out.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
+        i += 1
+    return re.compile("".join(out), re.DOTALL | (re.IGNORECASE if icase else 0))

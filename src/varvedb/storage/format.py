@@ -1,0 +1,162 @@
+"""The bytes on disk: header, superblock slots, frame headers, commit frames.
+
+`docs/file-format.md` is the description this module follows; change both
+together. Everything is little-endian. Invariants:
+
+* the log starts at LOG_START and every frame starts at a multiple of ALIGN,
+  so an array placed at an aligned offset inside a payload is aligned in the
+  file too (numpy views over the mapped file need no copy);
+* a frame header carries its own CRC, so a torn or overwritten header is told
+  apart from a valid one without reading the payload;
+* a frame's SHA-256 covers its kind, length and payload; a commit's digest is
+  the SHA-256 of its frames' hashes, and its chain hash links it to the
+  previous commit, so one changed byte anywhere breaks `verify()`.
+"""
+from __future__ import annotations
+
+import hashlib
+import struct
+import zlib
+from dataclasses import dataclass
+
+MAGIC = b"VARVEDB\x00"
+FORMAT_VERSION = 1
+ALIGN = 64
+HEADER_SIZE = 64
+SLOT_OFFSETS = (1024, 2048)
+SLOT_SIZE = 128
+LOG_START = 4096
+
+# header: magic, format version, flags, file id, created (unix us), crc32
+_HEADER = struct.Struct("<8sII16sq")
+# frame header: magic, kind, flags, payload length, payload sha256, header crc32
+FRAME_MAGIC = 0x4D524656  # "VFRM"
+_FRAME = struct.Struct("<IHHQ32s")
+FRAME_HEADER_SIZE = 64
+# superblock slot: seq, checkpoint offset, checkpoint version, log end, chain
+_SLOT = struct.Struct("<QQQQ32s")
+# commit payload: version, timestamp us, frame count, rows changed, digest, prev chain, chain
+_COMMIT = struct.Struct("<QqIQ32s32s32s")
+
+
+class Kind:
+    """Frame kinds. A frame of an unknown kind makes the file unreadable."""
+    COMMIT = 1
+    CHECKPOINT = 2
+    CREATE_COLLECTION = 10
+    DROP_COLLECTION = 11
+    INSERT = 12
+    DELETE = 13
+    CREATE_INDEX = 14
+
+
+def pad(n: int, align: int = ALIGN) -> int:
+    return (n + align - 1) // align * align
+
+
+def pack_header(file_id: bytes, created_us: int) -> bytes:
+    body = _HEADER.pack(MAGIC, FORMAT_VERSION, 0, file_id, created_us)
+    return (body + struct.pack("<I", zlib.crc32(body))).ljust(HEADER_SIZE, b"\0")
+
+
+@dataclass
+class Header:
+    format_version: int
+    file_id: bytes
+    created_us: int
+
+
+def unpack_header(buf: bytes) -> Header | None:
+    """The header, or None when the magic is wrong. Raises ValueError on a bad crc."""
+    if len(buf) < _HEADER.size + 4 or buf[:8] != MAGIC:
+        return None
+    body = buf[:_HEADER.size]
+    (crc,) = struct.unpack_from("<I", buf, _HEADER.size)
+    if zlib.crc32(body) != crc:
+        raise ValueError("header checksum mismatch")
+    _, fmt, _flags, file_id, created = _HEADER.unpack(body)
+    return Header(fmt, file_id, created)
+
+
+@dataclass
+class Superblock:
+    seq: int
+    checkpoint_offset: int   # 0 = no checkpoint
+    checkpoint_version: int
+    log_end: int             # end of the log covered by the checkpoint
+    chain: bytes             # chain hash at checkpoint_version
+
+
+def pack_slot(sb: Superblock) -> bytes:
+    body = _SLOT.pack(sb.seq, sb.checkpoint_offset, sb.checkpoint_version, sb.log_end, sb.chain)
+    return (body + struct.pack("<I", zlib.crc32(body))).ljust(SLOT_SIZE, b"\0")
+
+
+def unpack_slot(buf: bytes) -> Superblock | None:
+    body = buf[:_SLOT.size]
+    (crc,) = struct.unpack_from("<I", buf, _SLOT.size)
+    if zlib.crc32(body) != crc or body == bytes(len(body)):
+        return None
+    return Superblock(*_SLOT.unpack(body))
+
+
+def frame_hash(kind: int, length: int, parts) -> bytes:
+    h = hashlib.sha256(struct.pack("<HQ", kind, length))
+    for p in parts:
+        h.update(p)
+    return h.digest()
+
+
+def pack_frame_header(kind: int, length: int, digest: bytes) -> bytes:
+    body = _FRAME.pack(FRAME_MAGIC, kind, 0, length, digest)
+    return (body + struct.pack("<I", zlib.crc32(body))).ljust(FRAME_HEADER_SIZE, b"\0")
+
+
+@dataclass
+class FrameHeader:
+    kind: int
+    length: int
+    digest: bytes
+
+
+def unpack_frame_header(buf) -> FrameHeader | None:
+    """The frame header at the start of buf, or None if it is not a valid one."""
+    if len(buf) < FRAME_HEADER_SIZE:
+        return None
+    body = bytes(buf[:_FRAME.size])
+    magic, kind, _flags, length, digest = _FRAME.unpack(body)
+    if magic != FRAME_MAGIC:
+        return None
+    (crc,) = struct.unpack_from("<I", buf, _FRAME.size)
+    if zlib.crc32(body) != crc:
+        return None
+    return FrameHeader(kind, length, digest)
+
+
+@dataclass
+class CommitRecord:
+    version: int
+    timestamp_us: int
+    n_frames: int
+    rows_changed: int
+    digest: bytes
+    prev_chain: bytes
+    chain: bytes
+
+
+def chain_hash(prev_chain: bytes, digest: bytes, version: int, timestamp_us: int) -> bytes:
+    return hashlib.sha256(prev_chain + digest + struct.pack("<Qq", version, timestamp_us)).digest()
+
+
+def pack_commit(c: CommitRecord) -> bytes:
+    return _COMMIT.pack(c.version, c.timestamp_us, c.n_frames, c.rows_changed,
+                        c.digest, c.prev_chain, c.chain)
+
+
+def unpack_commit(buf) -> CommitRecord:
+    return CommitRecord(*_COMMIT.unpack(bytes(buf[:_COMMIT.size])))
+
+
+def genesis_chain(file_id: bytes) -> bytes:
+    """The chain hash 'before' version 1, seeded from the file id."""
+    return hashlib.sha256(b"varvedb genesis" + file_id).digest()
