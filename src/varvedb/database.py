@@ -1,7 +1,6 @@
 """`connect` and `Database`: opening a file, collections, transactions, versions."""
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass
 
@@ -61,24 +60,17 @@ class Database:
 
     # ---- transactions and versions -------------------------------------------
 
-    @contextlib.contextmanager
-    def transaction(self):
-        """Group writes into one commit; an exception inside rolls all of them back."""
-        tx = self._engine.begin()
-        try:
-            yield tx
-        except BaseException:
-            self._engine.rollback(tx)
-            raise
-        self._engine.commit(tx)
+    def transaction(self) -> "_TransactionScope":
+        """Group writes into one commit; an exception inside rolls all of them back.
 
-    @contextlib.contextmanager
-    def _writing(self):
-        if self._engine.in_transaction() is not None:
-            yield
-            return
-        with self.transaction():
-            yield
+            with db.transaction():
+                docs.insert(...); docs.delete(ids=[3])
+        """
+        return _TransactionScope(self._engine, join=False)
+
+    def _writing(self) -> "_TransactionScope":
+        """The caller's open transaction, or a new one that commits on exit."""
+        return _TransactionScope(self._engine, join=True)
 
     @property
     def version(self) -> int:
@@ -122,3 +114,27 @@ class Database:
 
     def __repr__(self) -> str:
         return f"<varvedb.Database {self.path or ':memory:'} version {self._engine.visible}>"
+
+
+class _TransactionScope:
+    """Context manager for a transaction; with join=True it reuses an open one."""
+    __slots__ = ("engine", "join", "tx")
+
+    def __init__(self, engine: Engine, join: bool):
+        self.engine = engine
+        self.join = join
+        self.tx = None
+
+    def __enter__(self):
+        if self.join and self.engine.in_transaction() is not None:
+            return self.engine.in_transaction()
+        self.tx = self.engine.begin()
+        return self.tx
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self.tx is None:
+            return
+        if exc_type is not None:
+            self.engine.rollback(self.tx)
+        else:
+            self.engine.commit(self.tx)

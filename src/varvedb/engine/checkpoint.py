@@ -18,7 +18,7 @@ from ..storage import record
 from .columns import Growable, TextColumn, VectorColumn
 from .table import ALIVE, Table
 
-MAX_EXTENTS = 8
+MAX_EXTENTS = 64   # more runs than this and the arena is written whole instead
 
 
 def encode(engine) -> tuple[list, int]:

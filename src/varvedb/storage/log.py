@@ -160,9 +160,15 @@ class LogFile:
         return best
 
     def map(self) -> mmap.mmap | None:
-        """A read-only map of the whole file as it is now (None if empty)."""
+        """A read-only map of the whole file as it is now (None if empty).
+
+        MAP_POPULATE maps every page up front: one call instead of a page
+        fault per 4 KiB on first touch, which costs more than the read itself."""
         size = os.fstat(self.fd).st_size
-        return mmap.mmap(self.fd, size, access=mmap.ACCESS_READ) if size else None
+        if not size:
+            return None
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        return mmap.mmap(self.fd, size, flags=flags, prot=mmap.PROT_READ)
 
     # ---- walking -----------------------------------------------------------
 

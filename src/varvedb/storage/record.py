@@ -5,7 +5,8 @@ Layout of an encoded record (offsets relative to the payload start, which is
 
     u32 meta_length | meta (msgpack map) | zero pad to 64 | array 0 | pad | array 1 | ...
 
-`meta["_arrays"]` lists [name, dtype, shape, offset] for each array. Arrays are
+`meta["_arrays"]` lists [name, dtype, shape] for each array, in order; each
+starts at the next 64-byte boundary after the one before. Arrays are
 written from their own buffers (no concatenated copy of the payload is made),
 so a bulk insert costs one copy of its data: the kernel's write. Decoding
 returns numpy views over the given buffer, never copies.
@@ -27,38 +28,26 @@ def encode(meta: dict, arrays: dict[str, np.ndarray] | None = None
            ) -> tuple[list, int, dict[str, int]]:
     """Encode to (parts, length, offsets): bytes-like parts, their total length,
     and where each array starts relative to the record."""
-    arrays = arrays or {}
-    descs = []
-    offsets = []
-    # Meta length depends on the offsets it lists, so fix offsets from a
-    # generous estimate of the meta's size and reserve that space.
-    probe = _encoder.encode({**meta, "_arrays": [[n, a.dtype.str, list(a.shape), 2**62]
-                                                  for n, a in arrays.items()]})
-    pos = pad(4 + len(probe))
     contig = {}
-    for name, a in arrays.items():
+    for name, a in (arrays or {}).items():
         a = np.ascontiguousarray(a)
         if a.dtype.byteorder == ">":
             a = a.astype(a.dtype.newbyteorder("<"))
         contig[name] = a
-        descs.append([name, a.dtype.str, list(a.shape), pos])
-        offsets.append(pos)
-        pos = pad(pos + a.nbytes)
-    head = _encoder.encode({**meta, "_arrays": descs})
-    assert 4 + len(head) <= pad(4 + len(probe))
-    first = struct.pack("<I", len(head)) + head
-    parts: list = [first.ljust(pad(4 + len(probe)), b"\0")]
-    cur = len(parts[0])
-    for (name, a), off in zip(contig.items(), offsets):
-        assert cur == off
+    head = _encoder.encode({**meta, "_arrays": [[n, a.dtype.str, list(a.shape)]
+                                                 for n, a in contig.items()]})
+    pos = pad(4 + len(head))
+    parts: list = [(struct.pack("<I", len(head)) + head).ljust(pos, b"\0")]
+    offsets = {}
+    for name, a in contig.items():
+        offsets[name] = pos
         if a.nbytes:
             parts.append(memoryview(a.reshape(-1)).cast("B"))
-        cur += a.nbytes
-        gap = pad(cur) - cur
-        if gap:
-            parts.append(bytes(gap))
-            cur += gap
-    return parts, cur, dict(zip(contig, offsets))
+        end = pad(pos + a.nbytes)
+        if end > pos + a.nbytes:
+            parts.append(bytes(end - pos - a.nbytes))
+        pos = end
+    return parts, pos, offsets
 
 
 def decode(buf) -> tuple[dict, dict[str, np.ndarray], dict[str, int]]:
@@ -66,11 +55,13 @@ def decode(buf) -> tuple[dict, dict[str, np.ndarray], dict[str, int]]:
     (mlen,) = struct.unpack_from("<I", buf, 0)
     meta = _decoder.decode(bytes(buf[4:4 + mlen]))
     arrays, offsets = {}, {}
-    for name, dtype, shape, off in meta.pop("_arrays"):
+    pos = pad(4 + mlen)
+    for name, dtype, shape in meta.pop("_arrays"):
+        dt = np.dtype(dtype)
         count = int(np.prod(shape)) if shape else 1
-        arrays[name] = np.frombuffer(buf, dtype=np.dtype(dtype), count=count,
-                                     offset=off).reshape(shape)
-        offsets[name] = off
+        arrays[name] = np.frombuffer(buf, dtype=dt, count=count, offset=pos).reshape(shape)
+        offsets[name] = pos
+        pos = pad(pos + count * dt.itemsize)
     return meta, arrays, offsets
 
 

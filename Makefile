@@ -1,0 +1,38 @@
+# Every target sets up what it needs: a fresh clone runs `make demo` or `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test bench compare clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# One stamp per set of extras, redone when pyproject.toml changes.
+$(VENV)/.installed-base: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $@
+
+$(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[test,bench]"
+	touch $@
+
+demo: $(VENV)/.installed-base
+	$(BIN)/varvedb demo --file demo.varve
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q
+
+bench: $(VENV)/.installed-base
+	$(BIN)/varvedb bench --peers sqlite
+
+compare: $(VENV)/.installed-bench
+	$(BIN)/varvedb bench --peers all
+
+clean:
+	rm -rf $(VENV) demo.varve bench-results .pytest_cache

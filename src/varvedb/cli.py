@@ -1,0 +1,128 @@
+"""The `varvedb` command: the API's verbs for the shell."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+import varvedb as vv
+
+
+@click.group()
+@click.version_option(vv.__version__, prog_name="varvedb")
+def main() -> None:
+    """varvedb: an embedded, single-file, versioned document + vector database."""
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def info(file: str, as_json: bool) -> None:
+    """Collections, rows, version and size of FILE."""
+    with vv.connect(file, readonly=True) as db:
+        eng = db._engine
+        sb = eng.log.superblock
+        out = {
+            "file": file, "bytes": os.path.getsize(file), "version": db.version,
+            "checkpoint_version": sb.checkpoint_version if sb else None,
+            "collections": {},
+        }
+        for name in db.collections():
+            coll = db[name]
+            t = coll._table
+            out["collections"][name] = {
+                "documents": coll.count(), "row_versions": t.n,
+                "id": t.schema.id_kind,
+                "fields": {n: f.to_dict() for n, f in t.schema.fields.items()},
+            }
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    click.echo(f"{file}: {out['bytes'] / 2**20:.1f} MiB, version {out['version']}, "
+               f"checkpoint at version {out['checkpoint_version']}")
+    for name, c in out["collections"].items():
+        fields = ", ".join(f"{n} {_describe(f)}" for n, f in c["fields"].items())
+        click.echo(f"  {name}: {c['documents']:,} documents ({c['row_versions']:,} row "
+                   f"versions); id {c['id']}; {fields}")
+
+
+def _describe(f: dict) -> str:
+    if f["kind"] == "vector":
+        return f"vector({f['dim']}, {f['metric']}, {f['dtype']})"
+    extra = f" [{f['index']}]" if f.get("index") else ""
+    return f["kind"] + extra
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--anchor", help="VERSION:CHAINHEX seen earlier; fail if history differs.")
+def verify(file: str, anchor: str | None) -> None:
+    """Re-read every frame of FILE and check every digest and the hash chain."""
+    anc = None
+    if anchor:
+        v, _, h = anchor.partition(":")
+        anc = (int(v), h)
+    report = vv.verify_file(file, anchor=anc)
+    if report.ok:
+        click.echo(f"ok: {report.versions_checked} versions verified, chain {report.chain}")
+        return
+    b = report.first_break
+    click.echo(f"BROKEN at version {b.version} (offset {b.offset}): {b.reason}; "
+               f"{report.versions_checked} versions intact before it", err=True)
+    sys.exit(1)
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--limit", default=50, show_default=True, help="Newest N versions.")
+def history(file: str, limit: int) -> None:
+    """The versions of FILE: number, time, rows changed, chain hash."""
+    with vv.connect(file, readonly=True) as db:
+        rows = db.history()[-limit:]
+    for h in rows:
+        click.echo(f"{h.version:>8}  {h.timestamp.isoformat(timespec='milliseconds')}  "
+                   f"{h.rows_changed:>9} rows  {h.chain}")
+
+
+@main.command()
+@click.option("--file", "path", default="demo.varve", show_default=True)
+@click.option("--rows", default=100_000, show_default=True)
+@click.option("--dim", default=128, show_default=True)
+def demo(path: str, rows: int, dim: int) -> None:
+    """Create a demo file, then search, update and search as of the earlier version."""
+    from . import demo as demo_mod
+    demo_mod.run(path, rows, dim, echo=click.echo)
+
+
+@main.command()
+@click.option("--rows", default=100_000, show_default=True)
+@click.option("--dim", default=128, show_default=True)
+@click.option("--queries", default=1000, show_default=True, help="Held-out queries.")
+@click.option("--distribution", type=click.Choice(["clustered", "uniform"]),
+              default="clustered", show_default=True)
+@click.option("--metric", type=click.Choice(["l2", "cosine", "dot"]), default="l2",
+              show_default=True)
+@click.option("--m", default=16, show_default=True, help="HNSW links per node.")
+@click.option("--ef-construction", default=200, show_default=True)
+@click.option("--ef", default="10,40,100,200", show_default=True, help="ef sweep, comma-separated.")
+@click.option("--runs", default=3, show_default=True, help="Median of N runs.")
+@click.option("--peers", default="sqlite", show_default=True,
+              help="Comma-separated peers, or 'all'.")
+@click.option("--exact-queries", default=20, show_default=True,
+              help="Queries timed for exact search (it is slow in some peers).")
+@click.option("--commits", default=500, show_default=True, help="Durable 1-row commits timed.")
+@click.option("--out", default="bench-results", show_default=True)
+def bench(rows, dim, queries, distribution, metric, m, ef_construction, ef, runs, peers,
+          exact_queries, commits, out) -> None:
+    """Measure varvedb and its peers side by side on the same data."""
+    from .bench import harness
+    harness.run(rows, dim, queries, distribution, metric, m, ef_construction,
+                [int(x) for x in ef.split(",")], runs,
+                [p.strip() for p in peers.split(",") if p.strip()], out,
+                exact_queries=exact_queries, commits=commits, echo=click.echo)
+
+
+if __name__ == "__main__":
+    main()
