@@ -217,6 +217,7 @@ def coerce_ids(schema: Schema, ids: Any) -> np.ndarray | list:
     bad = next((v for v in vals if not isinstance(v, str)), None)
     if bad is not None:
         raise FieldTypeError(f"ids of this collection are text, got {bad!r}")
+    _check_utf8("id", vals)
     return vals
 
 
@@ -231,6 +232,7 @@ def coerce_values(name: str, f: Field, values: list) -> tuple[Any, np.ndarray]:
             bad = next((v for v in values if v is not None and not isinstance(v, str)), None)
             if bad is not None:
                 raise FieldTypeError(f"field {name!r} is text, got {bad!r}")
+            _check_utf8(name, [v for v in values if v is not None])
         else:
             for v in values:
                 _check_json(name, v)
@@ -286,7 +288,11 @@ def coerce_array(name: str, f: Field, arr: Any, n: int) -> tuple[Any, np.ndarray
 
 def coerce_query_vector(f: Field, q: Any) -> np.ndarray:
     """A query vector for field f as float32 (dim,), checked like stored ones."""
-    a = np.asarray(q, dtype=np.float32) if not isinstance(q, np.ndarray) else q
+    try:
+        a = np.asarray(q, dtype=np.float32) if not isinstance(q, np.ndarray) else q
+    except (ValueError, TypeError):
+        # e.g. a list of strings: numpy's ValueError is not a VarveError
+        raise FieldTypeError(f"query vector must be numeric, got {_show(q)}") from None
     if a.ndim != 1 or a.shape[0] != f.dim:
         raise DimensionError(f"query vector has shape {a.shape}; field expects ({f.dim},)")
     if a.dtype.kind not in "iuf":
@@ -340,8 +346,40 @@ def _scalar_ok(kind: str, v: Any) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating))
 
 
+def _check_utf8(name: str, strings: list) -> None:
+    # A lone surrogate cannot be encoded into the file: without this check the
+    # encoder raised UnicodeEncodeError (not a VarveError) from inside the write.
+    try:
+        "".join(strings).encode("utf-8")
+    except UnicodeEncodeError:
+        bad = next(s for s in strings if not _utf8_ok(s))
+        raise FieldTypeError(f"field {name!r}: {bad!r} is not valid Unicode "
+                             "(a lone surrogate cannot be stored)") from None
+
+
+def _utf8_ok(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+# msgpack stores integers in [-2**63, 2**64); a larger one made the encoder
+# raise OverflowError (not a VarveError) from inside the write.
+_JSON_INT_MIN, _JSON_INT_END = -(1 << 63), 1 << 64
+
+
 def _check_json(name: str, v: Any) -> None:
-    if v is None or isinstance(v, (str, bool, int)):
+    if v is None or isinstance(v, bool):
+        return
+    if isinstance(v, int):
+        if not _JSON_INT_MIN <= v < _JSON_INT_END:
+            raise FieldTypeError(f"field {name!r}: JSON integer {v} is outside the "
+                                 "64-bit range")
+        return
+    if isinstance(v, str):
+        _check_utf8(name, [v])
         return
     if isinstance(v, float):
         if not math.isfinite(v):
@@ -355,6 +393,7 @@ def _check_json(name: str, v: Any) -> None:
         for key, x in v.items():
             if not isinstance(key, str):
                 raise FieldTypeError(f"field {name!r}: JSON object keys must be str, got {key!r}")
+            _check_utf8(name, [key])
             _check_json(name, x)
         return
     raise FieldTypeError(f"field {name!r} is json; {type(v).__name__} is not a JSON value")

@@ -146,17 +146,23 @@ class TextColumn:
 
 
 class JsonColumn:
-    """Arbitrary JSON-like values, kept as Python objects (None = null)."""
+    """Arbitrary JSON-like values, kept as Python objects (None = null).
+
+    Like a Growable, the list never shrinks: a rollback only lowers `n`, and
+    later appends overwrite the slots past it. A reader that took a larger
+    table length before the rollback can still slice `items[:its n]`."""
 
     def __init__(self, field: Field):
         self.field = field
         self.items: list = []
+        self.n = 0
 
     def append(self, values: list, nulls=None) -> None:
-        self.items.extend(values)
+        self.items[self.n:self.n + len(values)] = values
+        self.n += len(values)
 
     def append_nulls(self, n: int) -> None:
-        self.items.extend([None] * n)
+        self.append([None] * n)
 
     def take(self, rows: np.ndarray) -> tuple[list, np.ndarray]:
         items = self.items
@@ -164,16 +170,17 @@ class JsonColumn:
         return vals, np.fromiter((v is None for v in vals), bool, len(vals))
 
     def truncate(self, n: int) -> None:
-        del self.items[n:]
+        self.n = n
 
     def to_arrays(self) -> dict:
         return {}
 
     def meta(self) -> list:
-        return self.items
+        return self.items[:self.n]
 
     def load(self, arrays: dict, meta) -> None:
         self.items = list(meta)
+        self.n = len(self.items)
 
 
 class VectorColumn:

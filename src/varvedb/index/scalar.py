@@ -21,10 +21,24 @@ class SortedIndex:
         self.field = field
         self.kind = kind
         self.ranges = ranges
-        self.keys = np.empty(0, np.int64 if kind != "float" else np.float64)
-        self.rows = np.empty(0, np.int64)
-        self.sorted_upto = 0        # rows [0, sorted_upto) are in keys/rows
+        # (keys, rows, sorted_upto): rows [0, sorted_upto) are in keys/rows. One
+        # tuple, replaced whole, so a reader beside the writer never pairs the
+        # keys of one merge with the rows or bound of another.
+        self._run = (np.empty(0, np.int64 if kind != "float" else np.float64),
+                     np.empty(0, np.int64), 0)
         self.n = 0
+
+    @property
+    def keys(self) -> np.ndarray:
+        return self._run[0]
+
+    @property
+    def rows(self) -> np.ndarray:
+        return self._run[1]
+
+    @property
+    def sorted_upto(self) -> int:
+        return self._run[2]
 
     def _column(self, table):
         col = table.columns[self.field]
@@ -44,14 +58,12 @@ class SortedIndex:
         keys = np.concatenate([self.keys, values[new].astype(self.keys.dtype)])
         rows = np.concatenate([self.rows, new])
         order = np.lexsort((rows, keys))
-        self.keys, self.rows = keys[order], rows[order]
-        self.sorted_upto = self.n
+        self._run = (keys[order], rows[order], self.n)
 
     def truncate(self, n: int) -> None:
         if n < self.sorted_upto:
             keep = self.rows < n
-            self.keys, self.rows = self.keys[keep], self.rows[keep]
-            self.sorted_upto = n
+            self._run = (self.keys[keep], self.rows[keep], n)
         self.n = n
 
     def serves(self, op: str) -> bool:
@@ -59,7 +71,7 @@ class SortedIndex:
 
     def lookup(self, table, op: str, value, n: int) -> np.ndarray:
         """Rows in [0, n) whose value satisfies `op value` (nulls never match)."""
-        keys = self.keys
+        keys, run_rows, tail_lo = self._run
         lo, hi = 0, len(keys)
         if op == "eq":
             lo, hi = np.searchsorted(keys, value, "left"), np.searchsorted(keys, value, "right")
@@ -67,9 +79,8 @@ class SortedIndex:
             lo = np.searchsorted(keys, value, "right" if op == "gt" else "left")
         else:
             hi = np.searchsorted(keys, value, "left" if op == "lt" else "right")
-        hits = self.rows[lo:hi]
+        hits = run_rows[lo:hi]
         hits = hits[hits < n]
-        tail_lo = self.sorted_upto
         if n > tail_lo:
             values, nulls = self._column(table)
             v = values[tail_lo:n]
@@ -82,8 +93,8 @@ class SortedIndex:
                 "upto": np.array([self.sorted_upto, self.n], np.int64)}
 
     def load(self, arrays: dict) -> None:
-        self.keys, self.rows = arrays["keys"], arrays["rows"]
-        self.sorted_upto, self.n = (int(x) for x in arrays["upto"])
+        upto, self.n = (int(x) for x in arrays["upto"])
+        self._run = (arrays["keys"], arrays["rows"], upto)
 
 
 _OPS = {"eq": np.equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,

@@ -177,6 +177,11 @@ class Filter:
                 kind = self.kind(a)
                 if a.path and kind != "json":
                     raise FilterError(f"{a.name!r} is {kind}, not json: no path into it")
+                # Vector columns have no scalar values: comparing one raised
+                # AttributeError during evaluation. Only IS [NOT] NULL applies.
+                if kind == "vector" and node.op != "isnull":
+                    raise FilterError(f"{a.name!r} is a vector field; a filter can only "
+                                      f"test it with IS [NOT] NULL: {self.expr!r}")
         if node.op == "bool" and self.kind(node.args[0]) not in ("bool", "json"):
             raise FilterError(f"{node.args[0].name!r} is not a boolean field: {self.expr!r}")
 
@@ -304,8 +309,11 @@ class Filter:
         kind = "json" if ref.path else self.kind(ref)
         if kind == "text":
             col = table.ids if ref.name == "id" else table.columns[ref.name]
-            lut = np.fromiter((bool(pred(w)) for w in col.words), bool, len(col.words))
-            codes = col.codes.data[:n]
+            # Codes first (a copy), words after: every code then has its word,
+            # even if the writer rolls back and reuses rows past its n meanwhile.
+            codes = col.codes.data[:n].copy()
+            words = list(col.words)
+            lut = np.fromiter((bool(pred(w)) for w in words), bool, len(words))
             nulls = codes < 0
             t = np.zeros(n, bool)
             t[~nulls] = lut[codes[~nulls]]

@@ -1,0 +1,51 @@
+"""Shared fixtures and helpers for the varvedb test suite.
+
+Files are created under pytest's tmp_path, which on this project's machines
+lies on a real disk (ext4): fsync, flock and truncation behave as in use.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import varvedb as vv
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+@pytest.fixture
+def db_path(tmp_path) -> str:
+    return str(tmp_path / "test.varve")
+
+
+@pytest.fixture
+def db(db_path):
+    d = vv.connect(db_path)
+    yield d
+    d.close()
+
+
+def file_digest(path: str) -> str:
+    """SHA-256 of a file's bytes (to prove a failed call changed nothing)."""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def log_end(db) -> int:
+    """End of the last whole commit in db's file (the log's append position)."""
+    return db._engine.log.end
+
+
+def child_env() -> dict:
+    """Environment for a subprocess that imports varvedb from this checkout."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+PYTHON = sys.executable

@@ -1,0 +1,351 @@
+"""HnswIndex on its own: recall against exact search, filters, f16 arenas,
+determinism, incremental inserts, persistence and bad input."""
+
+import numba
+import numpy as np
+import pytest
+
+from varvedb.index.hnsw import HnswIndex
+
+DIM = 64
+N_ROWS = 20_000
+K = 10
+
+
+def clustered(n: int, dim: int, seed: int) -> np.ndarray:
+    """64 centres; each row = centre + 32 centre-specific directions + small noise.
+
+    The centres and directions come from one fixed seed, so base rows and
+    held-out queries drawn with different seeds share the clusters.
+    """
+    model = np.random.default_rng(20240601)
+    centres = model.normal(size=(64, dim)).astype(np.float32)
+    directions = model.normal(size=(64, 32, dim)).astype(np.float32)
+    directions /= np.linalg.norm(directions, axis=2, keepdims=True)
+    rng = np.random.default_rng(seed)
+    which = rng.integers(0, 64, n)
+    coefficients = rng.normal(0.0, 0.5, size=(n, 32)).astype(np.float32)
+    rows = centres[which] + np.einsum("nk,nkd->nd", coefficients, directions[which])
+    rows += rng.normal(0.0, 0.05, size=(n, dim)).astype(np.float32)
+    return np.ascontiguousarray(rows, dtype=np.float32)
+
+
+def norms_of(vectors: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(vectors.astype(np.float32), axis=1).astype(np.float32)
+
+
+def exact_distances(vectors: np.ndarray, queries: np.ndarray, metric: str) -> np.ndarray:
+    x = vectors.astype(np.float64)
+    q = queries.astype(np.float64)
+    dot = q @ x.T
+    if metric == "dot":
+        return -dot
+    if metric == "cosine":
+        denom = np.linalg.norm(q, axis=1)[:, None] * np.linalg.norm(x, axis=1)[None, :]
+        return 1.0 - dot / np.where(denom == 0.0, np.inf, denom)
+    sq = (q * q).sum(1)[:, None] - 2.0 * dot + (x * x).sum(1)[None, :]
+    return np.sqrt(np.maximum(sq, 0.0))
+
+
+def exact_top_k(vectors, queries, metric, k=K, allow=None):
+    dist = exact_distances(vectors, queries, metric)
+    if allow is not None:
+        dist = np.where(allow[: vectors.shape[0]][None, :], dist, np.inf)
+    return np.argsort(dist, axis=1, kind="stable")[:, :k]
+
+
+def recall(found: np.ndarray, truth: np.ndarray) -> float:
+    hits = sum(len(set(f[f >= 0].tolist()) & set(t.tolist())) for f, t in zip(found, truth))
+    return hits / truth.size
+
+
+def build(vectors, metric="l2", rows=None, **params) -> HnswIndex:
+    index = HnswIndex(vectors.shape[1], metric, **params)
+    index.add(vectors, norms_of(vectors), np.arange(len(vectors)) if rows is None else rows)
+    return index
+
+
+@pytest.fixture(scope="module")
+def base():
+    return clustered(N_ROWS, DIM, seed=1)
+
+
+@pytest.fixture(scope="module")
+def queries():
+    return clustered(200, DIM, seed=2)
+
+
+@pytest.fixture(scope="module")
+def l2_index(base):
+    return build(base, "l2")
+
+
+# ------------------------------------------------------------------ recall
+
+
+@pytest.mark.parametrize("metric", ["l2", "cosine", "dot"])
+def test_recall_at_defaults_is_at_least_095_against_exact_search(base, queries, metric,
+                                                                 l2_index):
+    index = l2_index if metric == "l2" else build(base, metric)
+    rows, dists = index.search_batch(base, norms_of(base), queries, K)
+    assert recall(rows, exact_top_k(base, queries, metric)) >= 0.95
+    assert np.all(np.diff(dists, axis=1) >= 0)
+
+
+def test_distances_are_on_pgvector_scale(base, queries):
+    for metric in ("l2", "cosine", "dot"):
+        index = build(base[:2000], metric)
+        rows, dists = index.search(base[:2000], norms_of(base[:2000]), queries[0], K)
+        expected = exact_distances(base[:2000], queries[:1], metric)[0, rows]
+        np.testing.assert_allclose(dists, expected, rtol=1e-4, atol=1e-4)
+        assert rows.dtype == np.int64 and dists.dtype == np.float32
+
+
+def test_single_and_batch_search_agree(base, queries, l2_index):
+    norms = norms_of(base)
+    batch_rows, batch_dists = l2_index.search_batch(base, norms, queries[:20], K, ef=40)
+    for i in range(20):
+        rows, dists = l2_index.search(base, norms, queries[i], K, ef=40)
+        np.testing.assert_array_equal(rows, batch_rows[i])
+        np.testing.assert_array_equal(dists, batch_dists[i])
+
+
+def test_f16_arena_recall_is_within_001_of_f32(base, queries, l2_index):
+    half = base.astype(np.float16)
+    index = build(half, "l2")
+    truth = exact_top_k(base, queries, "l2")
+    f16_recall = recall(index.search_batch(half, norms_of(half), queries, K)[0], truth)
+    f32_recall = recall(l2_index.search_batch(base, norms_of(base), queries, K)[0], truth)
+    assert f16_recall >= f32_recall - 0.01
+
+
+def test_cosine_treats_zero_norm_rows_as_distance_one():
+    vectors = np.random.default_rng(12).normal(size=(60, 8)).astype(np.float32)
+    vectors[[3, 30, 59]] = 0.0
+    index = build(vectors, "cosine")
+    rows, dists = index.search(vectors, norms_of(vectors), vectors[0], 60)
+    assert sorted(rows.tolist()) == list(range(60))
+    np.testing.assert_allclose(dists[np.isin(rows, [3, 30, 59])], 1.0)
+    rows, dists = index.search(vectors, norms_of(vectors), np.zeros(8, np.float32), 5)
+    np.testing.assert_allclose(dists, 1.0)
+
+
+# ---------------------------------------------------------------- filters
+
+
+@pytest.mark.parametrize("keep", [0.25, 0.75])
+def test_filtered_walk_keeps_recall_and_returns_only_allowed_rows(base, queries, l2_index,
+                                                                  keep):
+    allow = np.random.default_rng(3).random(N_ROWS) < keep
+    rows, _ = l2_index.search_batch(base, norms_of(base), queries, K, allow=allow)
+    assert np.all(allow[rows[rows >= 0]])
+    assert recall(rows, exact_top_k(base, queries, "l2", allow=allow)) >= 0.95
+
+
+def test_one_percent_filter_returns_only_allowed_rows(base, queries, l2_index):
+    allow = np.random.default_rng(4).random(N_ROWS) < 0.01
+    rows, dists = l2_index.search_batch(base, norms_of(base), queries[:50], K, allow=allow,
+                                        ef=10)
+    assert np.all(allow[rows[rows >= 0]])
+    assert np.all((rows >= 0) == np.isfinite(dists))
+
+
+def test_allow_mask_longer_than_the_index_is_accepted(base, queries, l2_index):
+    allow = np.ones(N_ROWS + 500, np.bool_)
+    rows, _ = l2_index.search(base, norms_of(base), queries[0], K, allow=allow)
+    assert len(rows) == K
+
+
+def test_fewer_allowed_rows_than_k_pads_the_batch_result(base, queries, l2_index):
+    allow = np.zeros(N_ROWS, np.bool_)
+    allow[[5, 17, 4000]] = True
+    rows, dists = l2_index.search_batch(base, norms_of(base), queries[:3], K, allow=allow)
+    assert np.all(np.sort(rows[:, :3], axis=1) == [5, 17, 4000])
+    assert np.all(rows[:, 3:] == -1) and np.all(np.isinf(dists[:, 3:]))
+    single, _ = l2_index.search(base, norms_of(base), queries[0], K, allow=allow)
+    assert sorted(single.tolist()) == [5, 17, 4000]
+
+
+# ------------------------------------------------------------ incremental
+
+
+def test_rows_added_in_pieces_and_any_order_are_all_found(queries):
+    vectors = clustered(12_000, DIM, seed=5)
+    norms = norms_of(vectors)
+    index = HnswIndex(DIM, "l2")
+    order = np.random.default_rng(6).permutation(12_000)
+    # nodes are an arbitrary subset of rows, and the arena grows between calls
+    for piece in np.array_split(order[:10_000], 7):
+        grown = vectors[: piece.max() + 1].copy()
+        index.add(grown, norms[: len(grown)], piece)
+    assert len(index) == 10_000
+    members = index.contains(12_000)
+    assert members.sum() == 10_000 and np.all(members[order[:10_000]])
+    index.validate(12_000)
+    rows, _ = index.search_batch(vectors, norms, queries, K)
+    assert recall(rows, exact_top_k(vectors, queries, "l2", allow=members)) >= 0.95
+
+
+def test_reinserted_rows_are_found_among_dead_old_rows(queries):
+    old = clustered(8_000, DIM, seed=7)
+    new = clustered(8_000, DIM, seed=8)
+    arena = np.concatenate([old, new])
+    norms = norms_of(arena)
+    index = HnswIndex(DIM, "cosine")
+    index.add(arena[:8_000], norms[:8_000], np.arange(8_000))
+    index.add(arena, norms, np.arange(8_000, 16_000))
+    alive = np.zeros(16_000, np.bool_)
+    alive[8_000:] = True
+    rows, _ = index.search_batch(arena, norms, queries, K, allow=alive)
+    assert np.all(rows >= 8_000)
+    assert recall(rows, exact_top_k(arena, queries, "cosine", allow=alive)) >= 0.95
+
+
+@pytest.mark.parametrize("metric", ["l2", "cosine"])
+def test_every_version_of_a_repeated_vector_stays_findable(metric):
+    # an updated row whose vector did not change is inserted again: 120 versions
+    vectors = clustered(5_000, DIM, seed=13)
+    arena = np.concatenate([vectors, np.repeat(vectors[7:8], 120, axis=0)])
+    norms = norms_of(arena)
+    index = HnswIndex(DIM, metric)
+    index.add(arena[:5_000], norms[:5_000], np.arange(5_000))
+    for version in range(5_000, 5_120, 8):
+        index.add(arena[: version + 8], norms[: version + 8], np.arange(version, version + 8))
+    index.validate(len(arena))
+    versions = np.append(7, np.arange(5_000, 5_120))
+    query = vectors[7] + np.float32(0.01)
+    rows, _ = index.search(arena, norms, query, K)
+    assert np.all(np.isin(rows, versions))
+    for visible in (7, 5_000, 5_063, 5_119):
+        allow = np.random.default_rng(visible).random(len(arena)) < 0.5
+        allow[versions] = False
+        allow[visible] = True
+        rows, _ = index.search(arena, norms, query, K, allow=allow)
+        assert rows[0] == visible
+
+
+def test_build_is_identical_for_the_same_seed_and_any_thread_count():
+    vectors = clustered(3_000, 16, seed=9)
+    threads = numba.get_num_threads()
+    first = build(vectors, "l2", seed=11).to_arrays()
+    numba.set_num_threads(1)
+    try:
+        single = build(vectors, "l2", seed=11).to_arrays()
+    finally:
+        numba.set_num_threads(threads)
+    again = build(vectors, "l2", seed=11).to_arrays()
+    other = build(vectors, "l2", seed=12).to_arrays()
+    for name in first:
+        np.testing.assert_array_equal(first[name], again[name])
+        np.testing.assert_array_equal(first[name], single[name])
+    assert not np.array_equal(first["links0"], other["links0"])
+
+
+def test_levels_follow_the_geometric_draw(l2_index):
+    levels = l2_index.to_arrays()["levels"]
+    upper = np.count_nonzero(levels > 0) / levels.size
+    assert abs(upper - 1 / 16) < 0.01
+    assert l2_index.to_arrays()["params"][8] == levels.max()
+
+
+def test_level_zero_keeps_two_m_links_and_upper_levels_m(l2_index):
+    arrays = l2_index.to_arrays()
+    assert arrays["links0"].shape[1] == 32
+    assert arrays["upper_links"].shape[2] == 16
+    degree = (arrays["links0"] >= 0).sum(axis=1)
+    assert degree.min() >= 1 and degree.max() == 32
+
+
+# ------------------------------------------------------------ persistence
+
+
+def test_from_arrays_over_read_only_buffers_searches_without_rebuilding(base, queries,
+                                                                        l2_index):
+    arrays = l2_index.to_arrays()
+    frozen = {}
+    for name, array in arrays.items():
+        flat = np.frombuffer(array.tobytes(), dtype=array.dtype)  # read-only, flat
+        assert not flat.flags.writeable
+        frozen[name] = flat
+    restored = HnswIndex.from_arrays(frozen)
+    restored.validate(N_ROWS)
+    assert len(restored) == len(l2_index)
+    norms = norms_of(base)
+    for i in range(5):
+        expected = l2_index.search(base, norms, queries[i], K)
+        got = restored.search(base, norms, queries[i], K)
+        np.testing.assert_array_equal(expected[0], got[0])
+
+    snapshot = {name: array.copy() for name, array in frozen.items()}
+    extra = clustered(300, DIM, seed=10)
+    arena = np.concatenate([base, extra])
+    restored.add(arena, norms_of(arena), np.arange(N_ROWS, N_ROWS + 300))
+    assert len(restored) == N_ROWS + 300
+    restored.validate(len(arena))
+    for name, array in frozen.items():
+        np.testing.assert_array_equal(array, snapshot[name])
+
+
+def test_to_arrays_are_plain_read_only_arrays(l2_index):
+    arrays = l2_index.to_arrays()
+    assert set(arrays) == {"params", "levels", "links0", "upper_slot", "upper_links", "twins"}
+    for name, array in arrays.items():
+        assert isinstance(array, np.ndarray) and array.dtype.kind in "iu"
+        if name != "params":
+            assert not array.flags.writeable
+
+
+def test_memory_is_about_150_bytes_per_node(l2_index):
+    assert 130 <= l2_index.memory_bytes() / len(l2_index) <= 260
+
+
+# ------------------------------------------------------------- validation
+
+
+def test_validate_rejects_broken_structure(base, l2_index):
+    l2_index.validate(N_ROWS)
+    with pytest.raises(ValueError):
+        l2_index.validate(N_ROWS - 1)
+    arrays = {name: array.copy() for name, array in l2_index.to_arrays().items()}
+    arrays["links0"][7, 0] = N_ROWS + 3
+    with pytest.raises(ValueError):
+        HnswIndex.from_arrays(arrays).validate(N_ROWS + 10)
+    arrays = {name: array.copy() for name, array in l2_index.to_arrays().items()}
+    arrays["params"][7] = -1  # entry point
+    with pytest.raises(ValueError):
+        HnswIndex.from_arrays(arrays).validate(N_ROWS)
+    with pytest.raises(ValueError):
+        HnswIndex.from_arrays({"params": arrays["params"]})
+
+
+def test_bad_input_raises_value_error(base, l2_index):
+    norms = norms_of(base)
+    with pytest.raises(ValueError):
+        l2_index.search(base, norms, np.zeros(DIM + 1, np.float32), K)
+    with pytest.raises(ValueError):
+        l2_index.search(base, norms, np.full(DIM, np.nan, np.float32), K)
+    with pytest.raises(ValueError):
+        l2_index.search(base, norms, base[0], K, allow=np.ones(10, np.bool_))
+    with pytest.raises(ValueError):
+        l2_index.search(base.astype(np.float64), norms, base[0], K)
+    with pytest.raises(ValueError):
+        l2_index.add(base, norms, np.array([3]))  # already a node
+    fresh = HnswIndex(DIM, "l2")
+    with pytest.raises(ValueError):
+        fresh.add(base, norms, np.array([1, 1]))
+    with pytest.raises(ValueError):
+        fresh.add(base, norms, np.array([N_ROWS]))
+    with pytest.raises(ValueError):
+        HnswIndex(DIM, "hamming")
+    with pytest.raises(ValueError):
+        HnswIndex(DIM, "cosine").add(base, None, np.arange(3))
+
+
+def test_empty_index_returns_nothing(base):
+    index = HnswIndex(DIM, "cosine")
+    rows, dists = index.search(base, norms_of(base), base[0], K)
+    assert rows.size == 0 and dists.size == 0
+    rows, dists = index.search_batch(base, norms_of(base), base[:2], K)
+    assert np.all(rows == -1) and np.all(np.isinf(dists))
+    index.validate(0)
+    assert len(index) == 0
