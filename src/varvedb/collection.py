@@ -12,11 +12,11 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .errors import DuplicateIdError, FieldTypeError, UnknownFieldError
-from .index import flat
+from .errors import DuplicateIdError, FieldTypeError, SchemaError, UnknownFieldError
 from .query.filter import Filter
+from .query.planner import vector_search
 from .results import Hit, Hits
-from .schema import (Batch, Schema, coerce_array, coerce_ids, coerce_query_vector,
+from .schema import (HNSW, Batch, Schema, coerce_array, coerce_ids, coerce_query_vector,
                      coerce_values, from_micros)
 from .storage.format import Kind
 from .engine.columns import VectorColumn
@@ -131,7 +131,8 @@ class Collection:
             rows = t.live_rows(keys)
             return np.unique(rows[rows >= 0])
         v = self._db._engine.read_version()
-        mask = t.visible(v) & Filter(where, t.schema, params).mask(t, t.n)
+        n = t.n
+        mask = t.visible(v, n) & Filter(where, t.schema, params).mask(t, n)
         return np.flatnonzero(mask)
 
     def _batch_from_rows(self, t: Table, rows) -> Batch:
@@ -204,7 +205,7 @@ class Collection:
         t = self._table
         v = self._db._engine.resolve_as_of(as_of)
         key = _id_list(coerce_ids(t.schema, [id]))[0]
-        rows = t.rows_of_id(key)
+        rows = t.rows_of_id(key, t.n)   # n after v: every row of version v is below it
         rows = rows[(t.born.data[rows] <= v) & (t.died.data[rows] > v)]
         if not len(rows):
             return None
@@ -214,8 +215,8 @@ class Collection:
         """How many documents are visible (as of a version), optionally filtered."""
         t = self._table
         v = self._db._engine.resolve_as_of(as_of)
-        n = t.n
-        mask = t.visible(v)
+        n = t.n   # taken once, after v, for every mask (the writer may append meanwhile)
+        mask = t.visible(v, n)
         if where is not None:
             mask &= Filter(where, t.schema, params).mask(t, n)
         return int(np.count_nonzero(mask))
@@ -225,19 +226,38 @@ class Collection:
         """Documents matching a filter, in insertion order (no scoring)."""
         t = self._table
         v = self._db._engine.resolve_as_of(as_of)
-        mask = t.visible(v)
+        n = t.n
+        mask = t.visible(v, n)
         if where is not None:
-            mask &= Filter(where, t.schema, params).mask(t, t.n)
+            mask &= Filter(where, t.schema, params).mask(t, n)
         rows = np.flatnonzero(mask)[:limit]
         docs = self._docs(t, rows, self._select(t, select))
         return Hits((Hit(d.pop("id"), None, d) for d in docs), plan="filter scan")
 
+    def create_index(self, field: str, index: HNSW) -> None:
+        """Build a graph index on a vector field (best after a bulk load); kept current after."""
+        with self._db._writing():
+            t = self._table
+            fname = self._vector_field(t, field)
+            if not isinstance(index, HNSW):
+                raise SchemaError(f"create_index takes vv.HNSW(...), got {index!r}")
+            if fname in t.vector_indexes:
+                raise SchemaError(f"{fname!r} already has a vector index")
+            for key, low in (("m", 2), ("ef_construction", 1), ("ef_search", 1)):
+                val = getattr(index, key)
+                if not isinstance(val, int) or isinstance(val, bool) or val < low:
+                    raise SchemaError(f"HNSW {key} must be an integer >= {low}, got {val!r}")
+            self._db._engine.write(Kind.CREATE_INDEX, {"c": t.cid, "field": fname,
+                                                        "spec": index.to_dict()})
+
     def search(self, vector=None, where: str | None = None, params: list | tuple = (),
                limit: int = 10, select: list | None = None, as_of=None,
-               field: str | None = None) -> Hits:
+               field: str | None = None, ef: int | None = None, exact: bool = False) -> Hits:
         """The `limit` nearest documents to `vector` among those matching `where`.
 
         Scores are pgvector's distances for the field's metric (lower is closer).
+        `ef` widens the graph walk (default: the index's ef_search); `exact=True`
+        scans every allowed row. `hits.plan` says which path answered.
         """
         t = self._table
         if vector is None:
@@ -250,22 +270,28 @@ class Collection:
         v = self._db._engine.resolve_as_of(as_of)
         n = t.n
         col: VectorColumn = t.columns[fname]
-        mask = t.visible(v)
+        mask = t.visible(v, n)
         if where is not None:
             mask &= Filter(where, t.schema, params).mask(t, n)
         mask &= ~col.nulls.data[:n]
-        rows, dists = flat.search(f.metric, col.arena.data[:n], col.norms.data[:n], q,
-                                  limit, mask)
+        if ef is not None and (not isinstance(ef, int) or isinstance(ef, bool) or ef < 1):
+            raise FieldTypeError(f"ef must be a positive integer, got {ef!r}")
+        rows, dists, plan = vector_search(col, f.metric, t.vector_indexes.get(fname), q,
+                                          limit, mask, ef, exact)
         docs = self._docs(t, rows, self._select(t, select))
         return Hits((Hit(d.pop("id"), float(s), d) for d, s in zip(docs, dists)),
-                    plan=f"exact scan over {int(mask.sum())} rows")
+                    plan=plan.describe())
+
+    def explain(self, **search_args) -> str:
+        """How `search(**search_args)` would be answered (it runs the search)."""
+        return self.search(**search_args).plan
 
     def history(self, id) -> list[dict]:
         """Every version of one document: [{version, deleted, doc}], oldest first."""
         t = self._table
         key = _id_list(coerce_ids(t.schema, [id]))[0]
         v = self._db._engine.read_version()
-        rows = t.rows_of_id(key)
+        rows = t.rows_of_id(key, t.n)
         rows = rows[t.born.data[rows] <= v]
         docs = self._docs(t, rows, self._select(t, None, vectors=True))
         out = []

@@ -103,6 +103,8 @@ def load(engine, mv, offset: int) -> None:
             sub = {k[len(f"{p}vx.{name}."):]: a for k, a in arrays.items()
                    if k.startswith(f"{p}vx.{name}.")}
             t.load_vector_index(name, sub)
+            t.vector_indexes[name].checkpointed = t.vector_indexes[name].linked
+        t.committed_n = t.n
         alive = np.flatnonzero(t.died.view() == ALIVE)
         t.live = dict(zip(t.id_values(alive), alive.tolist()))
         engine.tables[t.cid] = t

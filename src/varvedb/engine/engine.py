@@ -32,6 +32,9 @@ from ..storage.log import LogFile, LoggedCommit
 from . import checkpoint
 from .table import Table
 
+CLOSE_CHECKPOINT_BYTES = 4 << 20   # close() checkpoints when more log than this would replay
+PROGRESS_ROWS = 50_000             # graph builds at least this large show a progress bar
+
 
 @dataclass
 class Commit:
@@ -73,7 +76,15 @@ class Engine:
         self._map = None
         self.log = LogFile(path, readonly, durability, batch_ms) if path else None
         if self.log:
-            self._load()
+            try:
+                self._load()
+            except BaseException:
+                # A file that fails to load (e.g. CorruptFileError) must not keep
+                # its fd and write lock: later connects in this process would
+                # get WriterLockedError until exit.
+                self._map = None
+                self.log.close()
+                raise
 
     # ---- opening -------------------------------------------------------------
 
@@ -102,8 +113,11 @@ class Engine:
         else:
             log.adopt(start, version, chain)
         self.visible = self.written = version
+        for t in self.tables.values():
+            t.committed_n = t.n
         if not self.readonly:
             log.cut_tail()
+            self._link(self.tables.values(), progress=True)
 
     def _check_scan(self, scan, start: int) -> None:
         if scan.damaged:
@@ -145,6 +159,8 @@ class Engine:
                 self.log.adopt(last.end, last.record.version, last.record.chain)
                 self._map = buf
                 self.visible = self.written = last.record.version
+                for t in self.tables.values():
+                    t.committed_n = t.n
             return self.visible
 
     # ---- frames ----------------------------------------------------------------
@@ -216,7 +232,28 @@ class Engine:
             self.log.sync_to(end)
         with self._publish:
             self.visible = max(self.visible, tx.version)
+        touched = [self.tables[c] for c in tx.tables if c in self.tables]
+        if any(t.vector_indexes for t in touched):
+            with self._writer:
+                self._link(touched)
         return tx.version
+
+    def _link(self, tables, progress: bool = False) -> None:
+        """Link committed rows into the vector indexes (graph building happens here)."""
+        todo = sum(max(0, t.committed_n - vi.linked) for t in tables
+                   for vi in t.vector_indexes.values())
+        if not todo:
+            return
+        bar = None
+        if progress and todo >= PROGRESS_ROWS:
+            from tqdm import tqdm
+            bar = tqdm(total=todo, unit="rows", desc="linking vector index")
+        try:
+            for t in tables:
+                t.link_indexes(bar.update if bar else None)
+        finally:
+            if bar:
+                bar.close()
 
     def rollback(self, tx: Transaction) -> None:
         if tx is not self._tx or tx.done:
@@ -308,6 +345,17 @@ class Engine:
                 return
             parts, length = checkpoint.encode(self)
             self.log.write_checkpoint(parts, length, self.written)
+            for t in self.tables.values():
+                for vi in t.vector_indexes.values():
+                    vi.checkpointed = vi.linked
+
+    def _checkpoint_worthwhile(self) -> bool:
+        """Would the next open replay much log, or rebuild graph links?"""
+        sb = self.log.superblock
+        since = self.log.end - (sb.log_end if sb and sb.checkpoint_offset else F.LOG_START)
+        relink = any(vi.linked != vi.checkpointed for t in self.tables.values()
+                     for vi in t.vector_indexes.values())
+        return since > CLOSE_CHECKPOINT_BYTES or (relink and self.written > 0)
 
     def _ensure_open(self) -> None:
         if self._closed:
@@ -319,10 +367,13 @@ class Engine:
             raise ReadOnlyError(f"{self.path} was opened read-only")
 
     def close(self) -> None:
+        """Close; first checkpoint if replaying the log since the last one would be slow."""
         if self._closed:
             return
         with self._writer:
             if self.log is not None:
+                if not self.readonly and self._tx is None and self._checkpoint_worthwhile():
+                    self.checkpoint()
                 self.log.close()
             self._closed = True
             self.tables.clear()

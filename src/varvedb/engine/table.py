@@ -16,10 +16,13 @@ Invariants:
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from ..schema import Schema
 from ..index.scalar import make_scalar_index
+from ..index.vector_index import VectorIndex
+from ..schema import HNSW, Schema
 from .columns import Growable, TextColumn, VectorColumn, make_column
 
 ALIVE = np.iinfo(np.int64).max
@@ -39,7 +42,11 @@ class Table:
         self.next_int_id = 1
         self.indexes = {name: make_scalar_index(name, f)     # scalar field -> index
                         for name, f in schema.fields.items() if f.index}
-        self.vector_indexes: dict = {}         # vector field -> HnswIndex
+        self.vector_indexes: dict[str, VectorIndex] = {}
+        for name, f in schema.fields.items():
+            if f.kind == "vector" and f.vector_index is not None:
+                self.vector_indexes[name] = VectorIndex(name, f.dim, f.metric, f.vector_index)
+        self.committed_n = 0                   # rows of committed versions (a prefix)
         self._undo: list | None = None         # set while a transaction is open
 
     @property
@@ -48,9 +55,13 @@ class Table:
 
     # ---- reading -------------------------------------------------------------
 
-    def visible(self, version: int) -> np.ndarray:
-        """Boolean mask over all row versions: visible as of `version`."""
-        n = self.born.n
+    def visible(self, version: int, n: int | None = None) -> np.ndarray:
+        """Boolean mask over row versions [0, n) (default: all): visible as of `version`.
+
+        A reader takes `n` once and passes it to every column it reads, so
+        all its masks have one length while the writer appends."""
+        if n is None:
+            n = self.born.n
         born, died = self.born.data[:n], self.died.data[:n]
         return (born <= version) & (died > version)
 
@@ -63,12 +74,14 @@ class Table:
         """Ids of all rows as an array (int64, or codes for text ids)."""
         return self.ids.codes.view() if isinstance(self.ids, TextColumn) else self.ids.view()
 
-    def rows_of_id(self, key) -> np.ndarray:
-        """Every row version ever written for one document id."""
+    def rows_of_id(self, key, n: int | None = None) -> np.ndarray:
+        """Every row version among [0, n) (default: all) written for one document id."""
+        if n is None:
+            n = self.born.n
         if isinstance(self.ids, TextColumn):
             code = self.ids.code_of(key)
-            return np.flatnonzero(self.ids.codes.view() == code)
-        return np.flatnonzero(self.ids.view() == key)
+            return np.flatnonzero(self.ids.codes.data[:n] == code)
+        return np.flatnonzero(self.ids.data[:n] == key)
 
     def live_rows(self, keys: list) -> np.ndarray:
         live = self.live
@@ -77,13 +90,17 @@ class Table:
     # ---- transactions --------------------------------------------------------
 
     def begin(self) -> None:
-        self._undo = [self.n, [], [], self.next_int_id]   # n, died rows, live-map ops, next id
+        # n, died rows, live-map ops, next id, vector indexes before the transaction
+        self._undo = [self.n, [], [], self.next_int_id, dict(self.vector_indexes), self.schema]
 
     def end(self) -> None:
+        """The transaction committed: its rows are now part of the committed prefix."""
         self._undo = None
+        self.committed_n = self.n
 
     def rollback(self) -> None:
-        n0, died_rows, live_undo, next_id = self._undo
+        n0, died_rows, live_undo, next_id, vector_indexes, schema = self._undo
+        self.vector_indexes, self.schema = vector_indexes, schema
         for col in [self.born, self.died, self.ids, *self.columns.values()]:
             col.truncate(n0)
         if died_rows:
@@ -113,7 +130,6 @@ class Table:
             keys = id_arr.tolist()
             if count:
                 self.next_int_id = max(self.next_int_id, int(id_arr.max()) + 1)
-        self.born.append(np.full(count, version, np.int64))
         self.died.append(np.full(count, ALIVE, np.int64))
         present = set(meta["fields"])
         for name, col in self.columns.items():
@@ -131,6 +147,11 @@ class Table:
         self.live.update(zip(keys, range(first, first + count)))
         for ix in self.indexes.values():
             ix.extend(self, first, first + count)
+        # `born` goes last: its length is the table's `n`, and readers running
+        # beside the writer slice every other column to that n, so each must
+        # already hold the new rows (else masks of different lengths, or codes
+        # read from unwritten memory).
+        self.born.append(np.full(count, version, np.int64))
 
     def apply_delete(self, rows: np.ndarray, version: int) -> None:
         if not len(rows):
@@ -145,3 +166,29 @@ class Table:
         live = self.live
         for key in keys:
             live.pop(key, None)
+
+    # ---- vector indexes --------------------------------------------------------
+
+    def create_index(self, field: str, spec: dict, version: int) -> None:
+        """Apply a CREATE_INDEX frame: the graph starts empty and is linked after commit."""
+        f = self.schema.fields[field]
+        hnsw = HNSW(spec["m"], spec["ef_construction"], spec["ef_search"])
+        fields = dict(self.schema.fields)
+        fields[field] = replace(f, vector_index=hnsw)
+        self.schema = Schema(fields, self.schema.id_kind)
+        self.vector_indexes = {**self.vector_indexes,
+                               field: VectorIndex(field, f.dim, f.metric, hnsw)}
+
+    def load_vector_index(self, field: str, arrays: dict) -> None:
+        """Restore a graph from a checkpoint; a graph that fails validation is rebuilt."""
+        f = self.schema.fields[field]
+        try:
+            self.vector_indexes[field] = VectorIndex.from_arrays(
+                field, f.dim, f.metric, f.vector_index, arrays, self.n)
+        except (ValueError, KeyError):
+            self.vector_indexes[field] = VectorIndex(field, f.dim, f.metric, f.vector_index)
+
+    def link_indexes(self, progress=None) -> None:
+        """Bring every graph up to the committed rows."""
+        for name, vi in self.vector_indexes.items():
+            vi.link(self.columns[name], self.committed_n, progress)

@@ -1,0 +1,513 @@
+"""The HNSW vector index: a layered proximity graph over the rows of a vector arena.
+
+What this is for: approximate nearest-neighbour search over one vector field.
+The engine owns the vectors (the arena) and the visibility of rows; this class
+owns only the graph and is handed the arena on every call. A node's id is its
+arena row number, so a result needs no id translation, and every row version
+can be a node: rows the caller cannot see are excluded with an ``allow`` mask,
+walked through but never returned. The index never removes a node.
+
+Layout (the kernels in :mod:`varvedb.kernels.hnsw` explain their side):
+
+* ``levels``      int8  ``(cap,)``         -1 = the row is not a node, else its top level.
+* ``links0``      int32 ``(cap, 2m)``      level-0 out-links, -1 padded.
+* ``upper_slot``  int32 ``(cap,)``         slot of the node's upper lists, or -1.
+* ``upper_links`` int32 ``(slots, L, m)``  upper lists, level l at ``[:, l - 1]``.
+* ``twins``       int32 ``(cap,)``         rings of rows with bit-identical vectors
+                                            (encoding in the kernels' docstring).
+
+``cap`` (rows) and ``slots`` grow by doubling, so growth costs an amortised
+copy per element; ``L`` grows to the highest level drawn. A node costs
+``8m + 10`` bytes on level 0 plus ``4 L m / m`` for the upper levels: about
+155 bytes at m=16, on top of the arena itself.
+
+A node's level is ``floor(-ln U / ln m)``, U from a splitmix64 hash of (seed,
+row): a seeded draw that needs no stored RNG state to survive a checkpoint and
+does not depend on how rows were split across ``add`` calls. Within one
+``add``, rows are inserted in a seeded random order, so that rows arriving
+sorted (by cluster, by time) do not build a lopsided graph.
+
+Invariants: ``n_nodes`` rows have ``levels >= 0``; ``entry`` is a node of level
+``top`` (both -1 when empty); every node with a level > 0 owns one slot; list
+ids are nodes; ``extent`` is one past the largest node row. Arrays restored by
+:meth:`HnswIndex.from_arrays` may be read-only views; they are copied on the
+first :meth:`HnswIndex.add` (copy-on-write), never before.
+"""
+
+import numba
+import numpy as np
+
+from varvedb.kernels import hnsw as kernels
+from varvedb.kernels.distance import METRIC_CODES, METRIC_COSINE
+
+_FORMAT = 1
+_MAX_LEVEL = 30
+# Batches grow with the graph, up to a quarter of its size and at most
+# _MAX_BATCH rows: small enough that a batch rarely misses a neighbour it would
+# have seen one row at a time, large enough to keep both cores busy.
+_BATCH_FRACTION = 4
+_MAX_BATCH = 256
+# params layout of to_arrays()/from_arrays()
+_P_FORMAT, _P_DIM, _P_METRIC, _P_M, _P_EFC, _P_EFS, _P_SEED = range(7)
+_P_ENTRY, _P_TOP, _P_NODES, _P_EXTENT, _P_SLOTS, _P_LEVELS = range(7, 13)
+_N_PARAMS = 13
+_ARRAY_NAMES = ("levels", "links0", "upper_slot", "upper_links", "twins")
+_METRIC_NAMES = {code: name for name, code in METRIC_CODES.items()}
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _candidate_capacity(ef: int) -> int:
+    # a filtered walk keeps open candidates that are not allowed, so it gets
+    # far more room than ef before its candidate heap drops its worse half
+    return 16 * ef + 64
+
+
+class _Workspace:
+    """Scratch for one single-query walk: a visited set, the pool and the heaps."""
+
+    __slots__ = ("visited", "generation", "cand_d", "cand_i", "res_d", "res_i", "fresh")
+
+    def __init__(self, rows: int, ef: int, m0: int):
+        self.visited = np.zeros(rows, np.uint16)
+        self.generation = np.zeros(1, np.int64)
+        cand = _candidate_capacity(ef)
+        self.cand_d = np.empty(cand, np.float32)
+        self.cand_i = np.empty(cand, np.int32)
+        self.res_d = np.empty(ef, np.float32)
+        self.res_i = np.empty(ef, np.int32)
+        self.fresh = np.empty(m0, np.int32)
+
+
+class _BuildScratch:
+    """Per-lane scratch of one ``add`` call, plus the batch buffers."""
+
+    def __init__(self, lanes: int, rows: int, dim: int, ef: int, m: int, n_levels: int):
+        m0 = 2 * m
+        self.visited = np.zeros((lanes, rows), np.uint16)
+        self.generation = np.zeros(lanes, np.int64)
+        self.query = np.empty((lanes, dim), np.float32)
+        self.batch_dist = np.empty((lanes, _MAX_BATCH), np.float32)
+        self.pool_d = np.empty((lanes, ef), np.float32)
+        self.pool_i = np.empty((lanes, ef), np.int32)
+        self.fresh = np.empty((lanes, m0), np.int32)
+        self.x_d = np.empty((lanes, _MAX_BATCH), np.float32)
+        self.x_i = np.empty((lanes, _MAX_BATCH), np.int32)
+        self.s_d = np.empty((lanes, ef + _MAX_BATCH), np.float32)
+        self.s_i = np.empty((lanes, ef + _MAX_BATCH), np.int32)
+        self.over_i = np.empty((lanes, _MAX_BATCH), np.int32)
+        self.union_d = np.empty((lanes, m0 + _MAX_BATCH), np.float32)
+        self.union_i = np.empty((lanes, m0 + _MAX_BATCH), np.int32)
+        self.fwd = np.empty((_MAX_BATCH, n_levels, m), np.int32)
+        self.twin_of = np.empty(_MAX_BATCH, np.int64)
+
+
+class HnswIndex:
+    """Hierarchical navigable small-world graph over arena rows.
+
+    ``metric`` is "cosine", "l2" or "dot"; ``m`` is the out-degree of the
+    upper levels (level 0 keeps ``2m``); ``ef_construction`` and
+    ``ef_search`` are the beam widths of insertion and of search; ``seed``
+    fixes the level draws and the insertion order within each ``add``.
+    Writers must be serialised by the caller and must not overlap searches;
+    searches may run in parallel with each other (the kernels release the GIL).
+    """
+
+    def __init__(self, dim: int, metric: str, m: int = 16, ef_construction: int = 200,
+                 ef_search: int = 100, seed: int = 0):
+        if dim < 1:
+            raise ValueError(f"dim must be >= 1, got {dim}")
+        if metric not in METRIC_CODES:
+            raise ValueError(f"metric must be one of {sorted(METRIC_CODES)}, got {metric!r}")
+        if m < 2:
+            raise ValueError(f"m must be >= 2, got {m}")
+        if ef_construction < 1 or ef_search < 1:
+            raise ValueError("ef_construction and ef_search must be >= 1")
+        self.dim = int(dim)
+        self.metric = metric
+        self.m = int(m)
+        self.ef_construction = int(ef_construction)
+        self.ef_search = int(ef_search)
+        self.seed = int(seed)
+        self._metric_code = METRIC_CODES[metric]
+        self._levels = np.full(0, -1, np.int8)
+        self._links0 = np.full((0, 2 * self.m), -1, np.int32)
+        self._upper_slot = np.full(0, -1, np.int32)
+        self._upper_links = np.full((0, 0, self.m), -1, np.int32)
+        self._twins = np.full(0, -1, np.int32)
+        self._n_slots = 0
+        self._entry = -1
+        self._top = -1
+        self._n_nodes = 0
+        self._extent = 0
+        self._workspaces: list[_Workspace] = []
+
+    # ------------------------------------------------------------------ size
+
+    def __len__(self) -> int:
+        """Number of nodes in the graph."""
+        return self._n_nodes
+
+    def contains(self, n_rows: int | None = None) -> np.ndarray:
+        """Bool mask over arena rows ``[0, n_rows)`` (default: the extent): True = node."""
+        n = self._extent if n_rows is None else int(n_rows)
+        mask = np.zeros(n, np.bool_)
+        upto = min(n, self._extent)
+        mask[:upto] = self._levels[:upto] >= 0
+        return mask
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the graph arrays, spare capacity included (not the arena)."""
+        return int(sum(array.nbytes for array in self._arrays()))
+
+    def _arrays(self) -> tuple[np.ndarray, ...]:
+        return (self._levels, self._links0, self._upper_slot, self._upper_links, self._twins)
+
+    # ---------------------------------------------------------------- insert
+
+    def add(self, vectors: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> None:
+        """Insert arena ``rows`` (int64) as new nodes, in parallel on numba's threads.
+
+        ``vectors`` is the whole arena (float32 or float16, shape (N, dim)),
+        ``norms`` the float32 L2 norm of each arena row (read for cosine only).
+        Rows must be distinct, within the arena and not yet nodes.
+        """
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if rows.size == 0:
+            return
+        arena = self._arena(vectors)
+        norms = self._norms(norms, arena.shape[0])
+        if rows.min() < 0 or rows.max() >= arena.shape[0]:
+            raise ValueError(f"rows must lie in [0, {arena.shape[0]})")
+        if np.unique(rows).size != rows.size:
+            raise ValueError("rows must be distinct")
+        if np.any(self.contains(arena.shape[0])[rows]):
+            raise ValueError("some rows are already nodes of the index")
+
+        self._make_writable()
+        self._grow_rows(int(rows.max()) + 1)
+        levels = self._draw_levels(rows)
+        self._assign_upper_slots(rows, levels)
+        self._levels[rows] = levels
+        self._extent = max(self._extent, int(rows.max()) + 1)
+        order = rows[np.random.default_rng((self.seed, self._n_nodes)).permutation(rows.size)]
+        if self._n_nodes == 0:
+            self._entry, self._top = int(order[0]), int(self._levels[order[0]])
+            self._n_nodes = 1
+            order = order[1:]
+        self._insert_batches(arena, norms, order)
+
+    def _insert_batches(self, arena: np.ndarray, norms: np.ndarray, order: np.ndarray) -> None:
+        n_levels = self._upper_links.shape[1] + 1
+        scratch = _BuildScratch(numba.get_num_threads(), self._levels.shape[0], self.dim,
+                                self.ef_construction, self.m, n_levels)
+        pos = 0
+        while pos < order.size:
+            size = min(max(self._n_nodes // _BATCH_FRACTION, 1), _MAX_BATCH, order.size - pos)
+            batch = order[pos:pos + size]
+            twin_of = scratch.twin_of[:size]
+            kernels.find_links(
+                arena, norms, self._metric_code, batch, self._levels, self._links0,
+                self._upper_slot, self._upper_links, self._twins, self._entry, self._top,
+                self.m, self.ef_construction, scratch.visited, scratch.generation,
+                scratch.query, scratch.batch_dist, scratch.pool_d, scratch.pool_i,
+                scratch.fresh, scratch.x_d, scratch.x_i, scratch.s_d, scratch.s_i,
+                scratch.fwd, twin_of)
+            kernels.join_twins(batch, twin_of, self._levels, scratch.fwd, self._twins,
+                               self._links0, self._upper_slot, self._upper_links)
+            keys, sources, starts = kernels.reverse_edges(batch, self._levels,
+                                                          scratch.fwd[:size])
+            kernels.apply_reverse_edges(
+                arena, norms, self._metric_code, keys, sources, starts, n_levels,
+                self._links0, self._upper_slot, self._upper_links, scratch.query,
+                scratch.over_i, scratch.union_d, scratch.union_i)
+            self._raise_entry(batch, twin_of)
+            self._n_nodes += size
+            pos += size
+
+    def _raise_entry(self, batch: np.ndarray, twin_of: np.ndarray) -> None:
+        # the first linked node of the batch above the old top becomes the entry
+        levels = np.where(twin_of < 0, self._levels[batch], -1)
+        best = int(np.argmax(levels))
+        if levels[best] > self._top:
+            self._entry, self._top = int(batch[best]), int(levels[best])
+
+    def _draw_levels(self, rows: np.ndarray) -> np.ndarray:
+        salt = _splitmix64(np.array([self.seed & 0xFFFFFFFFFFFFFFFF], np.uint64))
+        h = _splitmix64(rows.astype(np.uint64) ^ salt)
+        u = ((h >> np.uint64(11)).astype(np.float64) + 0.5) * (1.0 / 2.0**53)
+        level = np.floor(-np.log(u) / np.log(self.m))
+        return np.minimum(level, _MAX_LEVEL).astype(np.int8)
+
+    def _grow_rows(self, needed: int) -> None:
+        cap = self._levels.shape[0]
+        if needed <= cap:
+            return
+        new_cap = max(needed, 2 * cap, 1024)
+        self._levels = _grown(self._levels, (new_cap,))
+        self._links0 = _grown(self._links0, (new_cap, 2 * self.m))
+        self._upper_slot = _grown(self._upper_slot, (new_cap,))
+        self._twins = _grown(self._twins, (new_cap,))
+
+    def _assign_upper_slots(self, rows: np.ndarray, levels: np.ndarray) -> None:
+        upper_rows = rows[levels > 0]
+        needed_slots = self._n_slots + upper_rows.size
+        needed_levels = max(int(levels.max()), self._upper_links.shape[1])
+        slots_cap, levels_cap = self._upper_links.shape[:2]
+        if needed_slots > slots_cap or needed_levels > levels_cap:
+            new_slots = max(needed_slots, 2 * slots_cap, 64) if needed_slots > slots_cap \
+                else slots_cap
+            self._upper_links = _grown(self._upper_links, (new_slots, needed_levels, self.m))
+        self._upper_slot[upper_rows] = np.arange(self._n_slots, needed_slots, dtype=np.int32)
+        self._n_slots = needed_slots
+
+    def _make_writable(self) -> None:
+        if all(a.flags.writeable and a.flags.c_contiguous for a in self._arrays()):
+            return
+        (self._levels, self._links0, self._upper_slot, self._upper_links,
+         self._twins) = (np.array(a, copy=True, order="C") for a in self._arrays())
+
+    # ---------------------------------------------------------------- search
+
+    def search(self, vectors: np.ndarray, norms: np.ndarray, query: np.ndarray, k: int,
+               allow: np.ndarray | None = None, ef: int | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """The (at most) k nearest allowed nodes to ``query`` (float32, shape (dim,)).
+
+        Returns ``(rows int64, distances float32)`` ascending by distance, on
+        pgvector's scale: cosine ``1 - cos``, l2 Euclidean, dot ``-<x, q>``.
+        ``allow`` is a bool mask over arena rows (None = all); rows it
+        excludes are walked through but never returned. The beam is
+        ``max(ef or ef_search, k)`` wide.
+        """
+        k = int(k)
+        if self._n_nodes == 0 or k <= 0:
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+        query = np.ascontiguousarray(query, dtype=np.float32)
+        if query.shape != (self.dim,):
+            raise ValueError(f"query must have shape ({self.dim},), got {query.shape}")
+        arena = self._arena(vectors)
+        norms = self._norms(norms, arena.shape[0])
+        allow, use_allow = self._allow(allow)
+        ef = max(int(ef) if ef is not None else self.ef_search, k)
+        ws = self._take_workspace(ef)
+        out_rows = np.empty(k, np.int64)
+        out_dist = np.empty(k, np.float32)
+        try:
+            count = kernels.search_one(
+                arena, norms, query, self._metric_code, self._links0, self._upper_slot,
+                self._upper_links, self._twins, self._entry, self._top, ef, k, allow,
+                use_allow, ws.visited, ws.generation, 0, ws.cand_d, ws.cand_i, ws.res_d,
+                ws.res_i, ws.fresh, out_rows, out_dist)
+        finally:
+            self._workspaces.append(ws)
+        if count < 0:
+            raise ValueError("query must be finite")
+        return out_rows[:count], out_dist[:count]
+
+    def search_batch(self, vectors: np.ndarray, norms: np.ndarray, queries: np.ndarray,
+                     k: int, allow: np.ndarray | None = None, ef: int | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`search` for each row of ``queries`` (q, dim), in parallel.
+
+        Returns ``(rows (q, k) int64, distances (q, k) float32)``, rows padded
+        with -1 and distances with inf where fewer than k nodes qualify.
+        """
+        k = int(k)
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        if queries.ndim != 2 or queries.shape[1] != self.dim:
+            raise ValueError(f"queries must have shape (q, {self.dim}), got {queries.shape}")
+        n_q = queries.shape[0]
+        out_rows = np.full((n_q, max(k, 0)), -1, np.int64)
+        out_dist = np.full((n_q, max(k, 0)), np.inf, np.float32)
+        if self._n_nodes == 0 or k <= 0 or n_q == 0:
+            return out_rows, out_dist
+        if not np.isfinite(queries).all():
+            raise ValueError("queries must be finite")
+        arena = self._arena(vectors)
+        norms = self._norms(norms, arena.shape[0])
+        allow, use_allow = self._allow(allow)
+        ef = max(int(ef) if ef is not None else self.ef_search, k)
+        lanes = min(numba.get_num_threads(), n_q)
+        cand = _candidate_capacity(ef)
+        out_count = np.zeros(n_q, np.int64)
+        kernels.search_many(
+            arena, norms, queries, self._metric_code, self._links0, self._upper_slot,
+            self._upper_links, self._twins, self._entry, self._top, ef, k, allow, use_allow,
+            np.zeros((lanes, self._levels.shape[0]), np.uint16), np.zeros(lanes, np.int64),
+            np.empty((lanes, cand), np.float32), np.empty((lanes, cand), np.int32),
+            np.empty((lanes, ef), np.float32), np.empty((lanes, ef), np.int32),
+            np.empty((lanes, 2 * self.m), np.int32), out_rows, out_dist, out_count)
+        unfilled = np.arange(k)[None, :] >= out_count[:, None]
+        out_rows[unfilled] = -1
+        out_dist[unfilled] = np.inf
+        return out_rows, out_dist
+
+    def _take_workspace(self, ef: int) -> _Workspace:
+        try:
+            ws = self._workspaces.pop()
+        except IndexError:
+            return _Workspace(self._levels.shape[0], ef, 2 * self.m)
+        if ws.visited.shape[0] < self._levels.shape[0] or ws.res_d.shape[0] < ef:
+            return _Workspace(self._levels.shape[0], ef, 2 * self.m)
+        return ws
+
+    # ------------------------------------------------------------ arguments
+
+    def _arena(self, vectors: np.ndarray) -> np.ndarray:
+        if not isinstance(vectors, np.ndarray) or vectors.ndim != 2 \
+                or vectors.shape[1] != self.dim:
+            raise ValueError(f"vectors must be an array of shape (N, {self.dim})")
+        if vectors.dtype == np.float16:
+            return vectors.view(np.uint16)
+        if vectors.dtype != np.float32:
+            raise ValueError(f"vectors must be float32 or float16, got {vectors.dtype}")
+        return vectors
+
+    def _norms(self, norms: np.ndarray | None, n_rows: int) -> np.ndarray:
+        if self._metric_code != METRIC_COSINE:
+            return _NO_NORMS
+        if not isinstance(norms, np.ndarray) or norms.dtype != np.float32 \
+                or norms.ndim != 1 or norms.shape[0] < n_rows:
+            raise ValueError(f"norms must be a float32 array of at least {n_rows} rows")
+        return norms
+
+    def _allow(self, allow: np.ndarray | None) -> tuple[np.ndarray, bool]:
+        if allow is None:
+            return _NO_ALLOW, False
+        if not isinstance(allow, np.ndarray) or allow.dtype != np.bool_ or allow.ndim != 1:
+            raise ValueError("allow must be a 1-D bool array over arena rows")
+        if allow.shape[0] < self._extent:
+            raise ValueError(f"allow covers {allow.shape[0]} rows, the index {self._extent}")
+        return allow, True
+
+    # ----------------------------------------------------------- validation
+
+    def validate(self, n_rows: int) -> None:
+        """Cheap structural check against an arena of ``n_rows``; raises ValueError."""
+        ext = self._extent
+        if ext > n_rows:
+            raise ValueError(f"index has nodes up to row {ext - 1}, arena has {n_rows} rows")
+        levels = self._levels[:ext]
+        if int(np.count_nonzero(levels >= 0)) != self._n_nodes:
+            raise ValueError("node count does not match the levels array")
+        if self._n_nodes == 0:
+            if self._entry != -1:
+                raise ValueError("empty index with an entry point")
+            return
+        if not (0 <= self._entry < ext) or levels[self._entry] != self._top \
+                or self._top > int(levels.max()):
+            raise ValueError("entry point is not a node of the top level")
+        _check_lists(self._links0[:ext], levels, 0)
+        slots = self._upper_slot[:ext]
+        upper = levels > 0
+        if np.any(slots[~upper] != -1) or np.any(slots[upper] < 0) \
+                or np.any(slots[upper] >= self._n_slots) \
+                or np.unique(slots[upper]).size != int(upper.sum()):
+            raise ValueError("upper slots do not match the node levels")
+        if int(levels.max()) > self._upper_links.shape[1]:
+            raise ValueError("upper links have fewer levels than the nodes")
+        for level in range(1, int(levels.max()) + 1):
+            on_level = np.flatnonzero(levels >= level)
+            _check_lists(self._upper_links[slots[on_level], level - 1], levels, level)
+        _check_twins(self._twins[:ext], levels, self._links0[:ext])
+
+    # ---------------------------------------------------------- persistence
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Everything needed to restore the index, as read-only numpy views.
+
+        ``params`` (int64) holds the settings and the entry point; the other
+        arrays are trimmed to the used extent and reflect the live index until
+        the next :meth:`add`: write them out (or copy them) before that.
+        """
+        params = np.zeros(_N_PARAMS, np.int64)
+        params[[_P_FORMAT, _P_DIM, _P_METRIC, _P_M, _P_EFC, _P_EFS, _P_SEED, _P_ENTRY,
+                _P_TOP, _P_NODES, _P_EXTENT, _P_SLOTS, _P_LEVELS]] = [
+            _FORMAT, self.dim, self._metric_code, self.m, self.ef_construction,
+            self.ef_search, self.seed, self._entry, self._top, self._n_nodes, self._extent,
+            self._n_slots, self._upper_links.shape[1]]
+        arrays = {"params": params}
+        for name, array in zip(_ARRAY_NAMES, self._arrays()):
+            view = array[: self._n_slots if name == "upper_links" else self._extent].view()
+            view.flags.writeable = False
+            arrays[name] = view
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "HnswIndex":
+        """Restore an index from :meth:`to_arrays` output without rebuilding.
+
+        The arrays are used in place (they may be read-only views over a
+        mapped file, flat or shaped); they are copied only if :meth:`add` is
+        called later. Raises ValueError when they do not fit together.
+        """
+        try:
+            p = np.asarray(arrays["params"], dtype=np.int64)
+            if p.shape != (_N_PARAMS,) or int(p[_P_FORMAT]) != _FORMAT \
+                    or int(p[_P_METRIC]) not in _METRIC_NAMES:
+                raise ValueError("unknown HNSW params layout")
+            index = cls(int(p[_P_DIM]), _METRIC_NAMES[int(p[_P_METRIC])], int(p[_P_M]),
+                        int(p[_P_EFC]), int(p[_P_EFS]), int(p[_P_SEED]))
+            extent, slots, n_levels, m = (int(p[_P_EXTENT]), int(p[_P_SLOTS]),
+                                          int(p[_P_LEVELS]), index.m)
+            index._levels = _restored(arrays["levels"], np.int8, (extent,))
+            index._links0 = _restored(arrays["links0"], np.int32, (extent, 2 * m))
+            index._upper_slot = _restored(arrays["upper_slot"], np.int32, (extent,))
+            index._upper_links = _restored(arrays["upper_links"], np.int32,
+                                           (slots, n_levels, m))
+            index._twins = _restored(arrays["twins"], np.int32, (extent,))
+        except KeyError as exc:
+            raise ValueError(f"HNSW arrays lack {exc}") from None
+        index._entry, index._top, index._n_nodes = (int(p[_P_ENTRY]), int(p[_P_TOP]),
+                                                    int(p[_P_NODES]))
+        index._extent, index._n_slots = extent, slots
+        return index
+
+
+_NO_NORMS = np.zeros(1, np.float32)
+_NO_ALLOW = np.zeros(1, np.bool_)
+
+
+def _grown(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    out = np.full(shape, -1, array.dtype)
+    out[tuple(slice(0, n) for n in array.shape)] = array
+    return out
+
+
+def _restored(array: np.ndarray, dtype, shape: tuple[int, ...]) -> np.ndarray:
+    array = np.asarray(array)
+    if array.dtype != dtype or array.size != int(np.prod(shape)):
+        raise ValueError(f"HNSW array has dtype {array.dtype} and size {array.size}, "
+                         f"expected {np.dtype(dtype)} and shape {shape}")
+    return array.reshape(shape)
+
+
+def _check_lists(lists: np.ndarray, levels: np.ndarray, level: int) -> None:
+    if lists.size == 0:
+        return
+    if np.any(lists < -1) or np.any(lists >= levels.shape[0]):
+        raise ValueError(f"level-{level} links point outside the index")
+    if np.any((lists[:, 1:] >= 0) & (lists[:, :-1] < 0)):
+        raise ValueError(f"level-{level} links have gaps")
+    if np.any(levels[lists[lists >= 0]] < level):
+        raise ValueError(f"level-{level} links point to rows that are not nodes there")
+
+
+def _check_twins(twins: np.ndarray, levels: np.ndarray, links0: np.ndarray) -> None:
+    members = np.flatnonzero(twins != -1)
+    nexts = np.where(twins[members] >= 0, twins[members], -twins[members] - 2)
+    if np.any(nexts >= levels.shape[0]):
+        raise ValueError("twin rings point outside the index")
+    # rings: members are nodes and each is the successor of exactly one member
+    if np.any(levels[members] < 0) or np.any(twins[nexts] == -1) \
+            or np.unique(nexts).size != members.size:
+        raise ValueError("twin rings are broken")
+    unlinked = twins <= -2
+    if np.any(links0[unlinked] >= 0) or np.any(unlinked[links0[links0 >= 0]]):
+        raise ValueError("a twin is linked into the graph")

@@ -1,0 +1,150 @@
+"""A vector field's graph index as the engine holds it: the graph, its watermark, its lock.
+
+The graph (`HnswIndex`) covers the arena rows below `linked`; rows at or above
+it — committed since the last link, or replayed after a checkpoint on a
+read-only connection — are searched exactly and merged, so an answer never
+waits for linking and never misses a row. Only committed rows are linked
+(rows are appended in commit order, so they are a prefix of the arena), so a
+rolled-back transaction never touches the graph.
+
+Linking mutates neighbour lists in place, so it holds the write side of a
+readers-writer lock, a chunk of rows at a time: searches hold the read side,
+run in parallel with each other (the kernels release the GIL) and wait at
+most one chunk for a writer.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..schema import HNSW
+from . import flat
+from .hnsw import HnswIndex
+
+LINK_CHUNK = 4096   # rows linked per hold of the write lock
+
+
+class ReadWriteLock:
+    """Many readers or one writer; a waiting writer stops new readers (no starvation)."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+        self._waiting = 0
+
+    def read(self):
+        return _Held(self, False)
+
+    def write(self):
+        return _Held(self, True)
+
+    def _acquire(self, write: bool) -> None:
+        with self._cond:
+            if write:
+                self._waiting += 1
+                while self._writer or self._readers:
+                    self._cond.wait()
+                self._waiting -= 1
+                self._writer = True
+            else:
+                while self._writer or self._waiting:
+                    self._cond.wait()
+                self._readers += 1
+
+    def _release(self, write: bool) -> None:
+        with self._cond:
+            if write:
+                self._writer = False
+            else:
+                self._readers -= 1
+            self._cond.notify_all()
+
+
+class _Held:
+    __slots__ = ("lock", "write")
+
+    def __init__(self, lock: ReadWriteLock, write: bool):
+        self.lock = lock
+        self.write = write
+
+    def __enter__(self):
+        self.lock._acquire(self.write)
+
+    def __exit__(self, *exc):
+        self.lock._release(self.write)
+
+
+class VectorIndex:
+    """The HNSW graph of one vector field plus the rows it does not cover yet."""
+
+    def __init__(self, field: str, dim: int, metric: str, spec: HNSW,
+                 graph: HnswIndex | None = None, linked: int = 0):
+        self.field = field
+        self.spec = spec
+        self.graph = graph or HnswIndex(dim, metric, spec.m, spec.ef_construction,
+                                        spec.ef_search)
+        self.linked = linked              # rows [0, linked) are in the graph (or null)
+        self.checkpointed = linked        # `linked` as of the last checkpoint
+        self._lock = ReadWriteLock()
+        self._link_lock = threading.Lock()
+
+    def link(self, column, upto: int, progress=None) -> None:
+        """Add committed rows [linked, upto) with non-null vectors to the graph."""
+        with self._link_lock:
+            while self.linked < upto:
+                hi = min(upto, self.linked + LINK_CHUNK)
+                arena = column.arena.data[:hi]
+                norms = column.norms.data[:hi]
+                rows = np.arange(self.linked, hi, dtype=np.int64)
+                rows = rows[~column.nulls.data[self.linked:hi]]
+                with self._lock.write():
+                    self.graph.add(arena, norms, rows)
+                    self.linked = hi
+                if progress is not None:
+                    progress(len(rows))
+
+    def search(self, column, metric: str, q: np.ndarray, k: int, allow: np.ndarray,
+               ef: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k allowed rows: the graph below the watermark, exact above it."""
+        n = len(allow)
+        arena = column.arena.data[:n]
+        norms = column.norms.data[:n]
+        with self._lock.read():
+            linked = min(self.linked, n)
+            rows, dists = self.graph.search(arena, norms, q, k, allow[:linked], ef)
+        if linked < n:
+            tail = allow.copy()
+            tail[:linked] = False
+            if tail.any():
+                trows, tdists = flat.search(metric, arena, norms, q, k, tail)
+                rows = np.concatenate([rows, trows])
+                dists = np.concatenate([dists.astype(np.float64), tdists])
+                order = np.argsort(dists, kind="stable")[:k]
+                rows, dists = rows[order], dists[order]
+        return rows, dists
+
+    def truncate(self, n: int) -> None:
+        # Rows above `linked` were never linked; committed rows are never truncated.
+        assert n >= self.linked
+
+    def memory_bytes(self) -> int:
+        return self.graph.memory_bytes()
+
+    def to_arrays(self) -> dict:
+        out = {f"g.{k}": v for k, v in self.graph.to_arrays().items()}
+        out["linked"] = np.array([self.linked], np.int64)
+        return out
+
+    @classmethod
+    def from_arrays(cls, field: str, dim: int, metric: str, spec: HNSW, arrays: dict,
+                    n_rows: int) -> "VectorIndex":
+        graph = HnswIndex.from_arrays({k[2:]: v for k, v in arrays.items()
+                                       if k.startswith("g.")})
+        graph.validate(n_rows)
+        linked = int(arrays["linked"][0])
+        if linked > n_rows:
+            raise ValueError(f"graph covers {linked} rows; the table has {n_rows}")
+        ix = cls(field, dim, metric, spec, graph, linked)
+        return ix

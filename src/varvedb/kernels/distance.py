@@ -1,0 +1,238 @@
+"""Distance kernels between query vectors and rows of a vector arena.
+
+What this is for: every vector index (HNSW walk, graph build, exact scan)
+measures distances between a query and arena rows, and between two arena rows.
+These numba functions are that inner loop, and nothing else.
+
+Why this layout:
+
+* The arena is one C-contiguous 2-D array, shape ``(n_rows, dim)``, rows
+  addressed by row number. It is float32, or float16 passed in as its raw
+  ``uint16`` bit view: numba 0.68 has no CPU float16 type, and a float32 copy
+  would double the memory of an f16 arena. :func:`as_f32` widens one half
+  precision value with LLVM's ``fpext half -> float``; the loop vectoriser turns
+  that into ``vcvtph2ps`` (F16C/AVX-512), so an f16 row costs about what an f32
+  row costs while moving half the bytes.
+* Queries are float32 vectors of shape ``(dim,)``. Loops are plain
+  ``for j in range(dim)`` reductions under ``fastmath`` so LLVM reassociates
+  them into wide FMA accumulators.
+* Metrics are small integer codes so one compiled kernel serves all three; the
+  branch sits outside the loop and is perfectly predicted.
+
+Internal distances are monotone in the reported ones, smaller is nearer:
+
+* ``METRIC_L2``: squared Euclidean distance (the square root is taken once,
+  on output, by :func:`reported_distance`).
+* ``METRIC_DOT``: negative inner product (pgvector's ``<#>``).
+* ``METRIC_COSINE``: ``1 - dot / (|x| |q|)`` using the caller's row norms; a
+  zero norm on either side gives exactly 1 (pgvector's ``<=>`` is undefined
+  there; 1 ranks such rows as orthogonal rather than poisoning the heap).
+
+Invariants: kernels never write to the arena or the norms. Arena values are
+finite (the engine rejects NaN and inf before they reach the arena), so the
+kernels may run under ``fastmath``, which assumes no NaN or infinity; for the
+same reason callers use a large finite sentinel, never ``inf``, inside kernels.
+"""
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+METRIC_L2 = 0
+METRIC_DOT = 1
+METRIC_COSINE = 2
+
+METRIC_CODES = {"l2": METRIC_L2, "dot": METRIC_DOT, "cosine": METRIC_COSINE}
+
+_CACHE_LINE_BYTES = 64
+
+_JIT = dict(cache=True, nogil=True, fastmath=True)
+# Inlined into their callers at numba's IR level: a call to a separate
+# compiled function passes each array as a struct and pays two atomic
+# reference-count updates per array, which costs more than the distance.
+_INLINE = dict(_JIT, inline="always")
+
+
+@intrinsic
+def as_f32(typingctx, value):
+    """Widen one arena element to float32: uint16 holds f16 bits, float32 passes."""
+    if value == types.uint16:
+
+        def widen_half(context, builder, signature, args):
+            half = builder.bitcast(args[0], ir.HalfType())
+            return builder.fpext(half, ir.FloatType())
+
+        return types.float32(value), widen_half
+    if value == types.float32:
+
+        def pass_through(context, builder, signature, args):
+            return args[0]
+
+        return types.float32(value), pass_through
+    return None
+
+
+@intrinsic
+def _prefetch_element(typingctx, arena, row, col):
+    """Hint the CPU to pull the cache line of ``arena[row, col]`` into L1."""
+    if not (isinstance(arena, types.Array) and arena.ndim == 2):
+        return None
+
+    def prefetch(context, builder, signature, args):
+        array_type = signature.args[0]
+        array = context.make_array(array_type)(context, builder, args[0])
+        indices = [context.cast(builder, value, typ, types.intp)
+                   for value, typ in zip(args[1:], signature.args[1:])]
+        pointer = cgutils.get_item_pointer(
+            context, builder, array_type, array, indices, wraparound=False
+        )
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [ir.PointerType(), i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        # read access, keep in all cache levels, data cache
+        builder.call(
+            fn, [builder.bitcast(pointer, ir.PointerType()), ir.Constant(i32, 0),
+                 ir.Constant(i32, 3), ir.Constant(i32, 1)]
+        )
+        return context.get_dummy_value()
+
+    return types.void(arena, row, col), prefetch
+
+
+@intrinsic
+def unmanaged(typingctx, array):
+    """The same array without its reference-counted owner (meminfo = NULL).
+
+    Numba brackets every inlined helper that takes an array with atomic
+    reference-count updates when the helper has several exits (the metric
+    branches do), and in a walk's inner loop those locked instructions cost
+    more than the distance itself. A kernel takes unmanaged views of its
+    arguments once, on entry; the caller's references keep the memory alive
+    for the whole call, so nothing is lost by not counting.
+    """
+    if not isinstance(array, types.Array):
+        return None
+
+    def strip_owner(context, builder, signature, args):
+        source = context.make_array(signature.args[0])(context, builder, args[0])
+        view = context.make_array(signature.return_type)(context, builder)
+        for field in ("data", "shape", "strides", "itemsize", "nitems"):
+            setattr(view, field, getattr(source, field))
+        view.meminfo = context.get_constant_null(types.MemInfoPointer(types.voidptr))
+        view.parent = context.get_constant_null(types.pyobject)
+        return view._getvalue()
+
+    return array(array), strip_owner
+
+
+@njit(**_INLINE)
+def prefetch_row(arena, row):
+    """Start loading every cache line of one arena row; returns at once."""
+    step = _CACHE_LINE_BYTES // arena.itemsize
+    for col in range(0, arena.shape[1], step):
+        _prefetch_element(arena, row, col)
+
+
+@njit(**_INLINE)
+def _dot_query(arena, row, query):
+    acc = np.float32(0.0)
+    for j in range(query.shape[0]):
+        acc += as_f32(arena[row, j]) * query[j]
+    return acc
+
+
+@njit(**_INLINE)
+def _l2sq_query(arena, row, query):
+    acc = np.float32(0.0)
+    for j in range(query.shape[0]):
+        diff = as_f32(arena[row, j]) - query[j]
+        acc += diff * diff
+    return acc
+
+
+@njit(**_INLINE)
+def _dot_rows(arena, a, b):
+    acc = np.float32(0.0)
+    for j in range(arena.shape[1]):
+        acc += as_f32(arena[a, j]) * as_f32(arena[b, j])
+    return acc
+
+
+@njit(**_INLINE)
+def _l2sq_rows(arena, a, b):
+    acc = np.float32(0.0)
+    for j in range(arena.shape[1]):
+        diff = as_f32(arena[a, j]) - as_f32(arena[b, j])
+        acc += diff * diff
+    return acc
+
+
+@njit(**_INLINE)
+def _cosine_from_dot(dot, norm_a, norm_b):
+    if norm_a == 0.0 or norm_b == 0.0:
+        return np.float32(1.0)
+    return np.float32(1.0) - dot / (norm_a * norm_b)
+
+
+@njit(**_INLINE)
+def all_finite(query):
+    """True when no element of a float32 vector is NaN or infinite.
+
+    Tested on the exponent bits, because ``fastmath`` lets the compiler assume
+    that floating-point NaN tests are false.
+    """
+    bits = query.view(np.uint32)
+    bad = 0
+    for j in range(bits.shape[0]):
+        bad |= (bits[j] & 0x7F800000) == 0x7F800000
+    return bad == 0
+
+
+@njit(**_INLINE)
+def query_norm(query, metric):
+    """L2 norm of a float32 query when the metric needs it, else 0 (float32)."""
+    if metric != METRIC_COSINE:
+        return np.float32(0.0)
+    acc = np.float32(0.0)
+    for j in range(query.shape[0]):
+        acc += query[j] * query[j]
+    return np.float32(np.sqrt(acc))
+
+
+@njit(**_INLINE)
+def query_distance(arena, norms, row, query, q_norm, metric):
+    """Internal distance (float32, smaller is nearer) from ``query`` to ``arena[row]``."""
+    if metric == METRIC_L2:
+        return _l2sq_query(arena, row, query)
+    dot = _dot_query(arena, row, query)
+    if metric == METRIC_DOT:
+        return -dot
+    return _cosine_from_dot(dot, norms[row], q_norm)
+
+
+@njit(**_INLINE)
+def row_distance(arena, norms, a, b, metric):
+    """Internal distance (float32) between arena rows ``a`` and ``b``."""
+    if metric == METRIC_L2:
+        return _l2sq_rows(arena, a, b)
+    dot = _dot_rows(arena, a, b)
+    if metric == METRIC_DOT:
+        return -dot
+    return _cosine_from_dot(dot, norms[a], norms[b])
+
+
+@njit(**_INLINE)
+def load_row(arena, row, out):
+    """Copy one arena row into the float32 buffer ``out`` (shape ``(dim,)``)."""
+    for j in range(out.shape[0]):
+        out[j] = as_f32(arena[row, j])
+
+
+@njit(**_INLINE)
+def reported_distance(internal, metric):
+    """Map an internal distance onto pgvector's scale (Euclidean for l2)."""
+    if metric == METRIC_L2:
+        return np.float32(np.sqrt(max(internal, np.float32(0.0))))
+    return internal

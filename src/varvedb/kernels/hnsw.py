@@ -1,0 +1,814 @@
+"""HNSW graph kernels: visited sets, heaps, the layered walk, neighbour
+selection and the lock-free batch insert.
+
+What this is for: :class:`varvedb.index.hnsw.HnswIndex` owns the graph arrays
+and calls these functions; they hold every loop that touches nodes.
+
+The graph (node id == arena row number; every array is indexed by row):
+
+* ``levels``      int8  ``(cap,)``         top level of each row, -1 = not a node.
+* ``links0``      int32 ``(cap, 2m)``      level-0 out-links.
+* ``upper_slot``  int32 ``(cap,)``         row -> slot in ``upper_links``, -1 if the
+                                            node lives on level 0 only.
+* ``upper_links`` int32 ``(slots, L, m)``  ``upper_links[s, l - 1]``: level-l out-links.
+* ``twins``       int32 ``(cap,)``         ring of rows with bit-identical vectors:
+                                            -1 no ring; r >= 0 a linked node whose
+                                            ring continues at r; r <= -2 an unlinked
+                                            twin whose ring continues at -r - 2.
+
+Why this layout: every node has a level-0 list, so that list is a dense row
+(128 bytes at m=16) reached with one multiply, no indirection; about one node
+in m has upper levels, so those lists live in a compact side array (~20 bytes
+per node instead of ``L * m * 4``). A list fills from the front and ends at the
+first -1 or at its capacity, so the walk reads no count array.
+
+Twins: a database that keeps every row version inserts the same vector again
+whenever a row changes but its vector does not. A crowd of identical points
+defeats the diversity heuristic (they tie on every distance, fill each
+other's lists and leave the newest with no in-link), so a node found to be
+bit-identical to a node already in the graph is not linked at all: it joins
+that node's twin ring, and a walk that measures any member of a ring reports
+all of them at the same distance. A filter that hides every version but one
+still finds that one.
+
+Walks: the unfiltered walk keeps one sorted pool that is both the result set
+and the candidate queue (see :func:`beam_search`); the filtered walk, whose
+open candidates are not bounded by ef, keeps a candidate min-heap and a result
+max-heap (see :func:`filtered_search`). Both use a visited set of uint16
+generation stamps per thread (200 kB for 100 000 rows, in L2): starting a walk
+bumps the stamp, and only one walk in 65 535 pays to clear it. Neighbour rows
+and the next node's list are prefetched before they are needed, which hides
+much of the memory latency of the random reads.
+
+Batch insert, parallel without locks, deterministic: new nodes go in batches.
+:func:`find_links` searches the graph as it stood at the start of the batch,
+one new node per thread at a time, also measures each new node against the
+rest of its batch (so nodes of one batch can link to each other), selects its
+out-links with the diversity heuristic and writes them to the node's own lists
+(nothing can reach a new node yet, so no walk reads them).
+:func:`reverse_edges` then groups the reverse links by (target, level) with a
+stable sort, and :func:`apply_reverse_edges` lets one thread per group append
+to, or re-prune, that target's list. No list is written by two threads and no
+result depends on which thread computed it, so the graph depends only on the
+seed and the insertion order, not even on the thread count.
+
+Invariants kept:
+* a list holds nodes only (``levels[id] >= level``), never its owner, never
+  an id twice, its used entries form a prefix and the rest are -1;
+* a twin (a ring member that is not the linked node) has no out-links and
+  no list holds it;
+* no kernel reads a list while another thread writes it (phases are separated
+  by the end of a ``prange``).
+
+A ``prange`` body here only calls plain kernels: numba's parfor pass rewrites
+array expressions written directly in a parallel body, and a slice assignment
+through a list view there was seen to be lost.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from varvedb.kernels.distance import (
+    METRIC_COSINE,
+    all_finite,
+    load_row,
+    prefetch_row,
+    query_distance,
+    query_norm,
+    reported_distance,
+    row_distance,
+    unmanaged,
+)
+
+_JIT = dict(cache=True, nogil=True, fastmath=True)
+_PJIT = dict(cache=True, nogil=True, fastmath=True, parallel=True)
+# small helpers on the walk's inner loops are inlined at numba's IR level, so
+# that no per-call array passing or reference counting is left in those loops
+_INLINE = dict(_JIT, inline="always")
+
+# fastmath assumes no infinities, so "farther than anything" is a finite value
+FAR = np.float32(3.0e38)
+
+# sign bit of a pool id: that entry has been expanded (or needs no expanding)
+EXPANDED = np.int32(-(2**31))
+ID_MASK = np.int32(2**31 - 1)
+
+
+# ---------------------------------------------------------------- visited set
+
+
+@njit(**_JIT)
+def next_stamp(visited, generation, lane):
+    """Start a new walk on ``visited`` (uint16 row); returns its stamp."""
+    stamp = generation[lane] + 1
+    if stamp > 0xFFFF:
+        visited[:] = 0
+        stamp = 1
+    generation[lane] = stamp
+    return np.uint16(stamp)
+
+
+# ---------------------------------------------------------------------- heaps
+
+
+@njit(**_INLINE)
+def _min_sift_down(heap_d, heap_i, j, n):
+    d = heap_d[j]
+    i = heap_i[j]
+    while True:
+        c = 2 * j + 1
+        if c >= n:
+            break
+        if c + 1 < n and heap_d[c + 1] < heap_d[c]:
+            c += 1
+        if heap_d[c] >= d:
+            break
+        heap_d[j] = heap_d[c]
+        heap_i[j] = heap_i[c]
+        j = c
+    heap_d[j] = d
+    heap_i[j] = i
+
+
+@njit(**_INLINE)
+def min_push(heap_d, heap_i, n, d, i):
+    """Push onto a min-heap of size ``n`` (capacity must allow); returns n + 1."""
+    j = n
+    while j > 0:
+        parent = (j - 1) >> 1
+        if heap_d[parent] <= d:
+            break
+        heap_d[j] = heap_d[parent]
+        heap_i[j] = heap_i[parent]
+        j = parent
+    heap_d[j] = d
+    heap_i[j] = i
+    return n + 1
+
+
+@njit(**_INLINE)
+def min_pop(heap_d, heap_i, n):
+    """Drop the root of a min-heap of size ``n``; returns n - 1."""
+    n -= 1
+    if n > 0:
+        heap_d[0] = heap_d[n]
+        heap_i[0] = heap_i[n]
+        _min_sift_down(heap_d, heap_i, 0, n)
+    return n
+
+
+@njit(**_JIT)
+def _min_keep_best(heap_d, heap_i, n, keep):
+    # An in-place heapsort leaves the array descending; its last `keep`
+    # entries, reversed to the front, are ascending, which is a valid min-heap.
+    for end in range(n - 1, 0, -1):
+        d = heap_d[0]
+        i = heap_i[0]
+        heap_d[0] = heap_d[end]
+        heap_i[0] = heap_i[end]
+        heap_d[end] = d
+        heap_i[end] = i
+        _min_sift_down(heap_d, heap_i, 0, end)
+    for t in range(keep):
+        heap_d[t] = heap_d[n - 1 - t]
+        heap_i[t] = heap_i[n - 1 - t]
+    return keep
+
+
+@njit(**_INLINE)
+def candidate_push(heap_d, heap_i, n, d, i):
+    """Push onto the candidate min-heap; when full, first drop its worse half.
+
+    Unfiltered, a candidate farther than the worst result is never expanded,
+    and at most ``ef`` are not, so with capacity > 2 ef nothing useful is lost.
+    """
+    if n == heap_d.shape[0]:
+        n = _min_keep_best(heap_d, heap_i, n, n // 2)
+    return min_push(heap_d, heap_i, n, d, i)
+
+
+@njit(**_INLINE)
+def _max_sift_down(heap_d, heap_i, j, n):
+    d = heap_d[j]
+    i = heap_i[j]
+    while True:
+        c = 2 * j + 1
+        if c >= n:
+            break
+        if c + 1 < n and heap_d[c + 1] > heap_d[c]:
+            c += 1
+        if heap_d[c] <= d:
+            break
+        heap_d[j] = heap_d[c]
+        heap_i[j] = heap_i[c]
+        j = c
+    heap_d[j] = d
+    heap_i[j] = i
+
+
+@njit(**_INLINE)
+def max_push(heap_d, heap_i, n, d, i):
+    """Push onto a max-heap of size ``n``; returns n + 1."""
+    j = n
+    while j > 0:
+        parent = (j - 1) >> 1
+        if heap_d[parent] >= d:
+            break
+        heap_d[j] = heap_d[parent]
+        heap_i[j] = heap_i[parent]
+        j = parent
+    heap_d[j] = d
+    heap_i[j] = i
+    return n + 1
+
+
+@njit(**_INLINE)
+def max_replace_top(heap_d, heap_i, n, d, i):
+    """Replace the root (the worst) of a full max-heap with a nearer pair."""
+    heap_d[0] = d
+    heap_i[0] = i
+    _max_sift_down(heap_d, heap_i, 0, n)
+
+
+@njit(**_INLINE)
+def max_pop(heap_d, heap_i, n):
+    """Drop the root of a max-heap of size ``n``; returns n - 1."""
+    n -= 1
+    if n > 0:
+        heap_d[0] = heap_d[n]
+        heap_i[0] = heap_i[n]
+        _max_sift_down(heap_d, heap_i, 0, n)
+    return n
+
+
+# ---------------------------------------------------------------- graph walk
+
+
+@njit(**_INLINE)
+def ring_next(twins, row):
+    """The next row in ``row``'s twin ring, or -1 when it has none."""
+    code = twins[row]
+    return code if code >= -1 else -code - 2
+
+
+@njit(**_JIT)
+def greedy_descend(arena, norms, query, q_norm, metric, upper_slot, upper_links,
+                   node, dist, top, bottom):
+    """Greedy walk (ef = 1) down levels ``top`` .. ``bottom + 1``; returns (node, dist)."""
+    arena, norms, query = unmanaged(arena), unmanaged(norms), unmanaged(query)
+    upper_slot, upper_links = unmanaged(upper_slot), unmanaged(upper_links)
+    for level in range(top, bottom, -1):
+        improved = True
+        while improved:
+            improved = False
+            slot = upper_slot[node]
+            if slot < 0 or slot >= upper_links.shape[0]:
+                break
+            for j in range(upper_links.shape[2]):
+                v = upper_links[slot, level - 1, j]
+                if v < 0:
+                    break
+                if v >= upper_slot.shape[0] or v >= arena.shape[0]:
+                    continue
+                d = query_distance(arena, norms, v, query, q_norm, metric)
+                if d < dist:
+                    dist = d
+                    node = v
+                    improved = True
+    return node, dist
+
+
+@njit(**_INLINE)
+def _pool_insert(pool_d, pool_i, size, ef, d, v):
+    # binary search, then shift the tail right by one (a full pool drops its last)
+    lo = 0
+    hi = size
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if pool_d[mid] <= d:
+            lo = mid + 1
+        else:
+            hi = mid
+    for t in range(min(size, ef - 1), lo, -1):
+        pool_d[t] = pool_d[t - 1]
+        pool_i[t] = pool_i[t - 1]
+    pool_d[lo] = d
+    pool_i[lo] = v
+    return min(size + 1, ef), lo
+
+
+@njit(**_JIT)
+def beam_search(arena, norms, query, q_norm, metric, links0, upper_slot, upper_links, twins,
+                level, n_seeds, ef, report_twins, visited, stamp, pool_d, pool_i, fresh):
+    """Unfiltered best-first walk of one level; returns the pool size (<= ef).
+
+    ``pool_d/pool_i[:ef]`` is one array sorted by distance that is both the
+    result set and the candidate queue: an entry that needs no expanding
+    carries the sign bit (EXPANDED) on its id, and every entry before
+    ``cursor`` carries it. Inserting is a binary search and a short shift, and
+    the walk ends when no entry is left open, which is HNSW's stopping rule
+    (the nearest open candidate is farther than the ef-th result). Seeds are
+    ``pool_*[:n_seeds]``, ascending, possibly flagged; the results are left
+    there, ascending, flags cleared. With ``report_twins`` the twins of each
+    measured node enter the pool beside it, flagged. Rows at or past
+    ``visited.shape[0]`` are never measured.
+    """
+    arena, norms, query, links0 = (unmanaged(arena), unmanaged(norms), unmanaged(query),
+                                   unmanaged(links0))
+    upper_slot, upper_links, twins, visited = (unmanaged(upper_slot), unmanaged(upper_links),
+                                               unmanaged(twins), unmanaged(visited))
+    pool_d, pool_i, fresh = unmanaged(pool_d), unmanaged(pool_i), unmanaged(fresh)
+    width = links0.shape[1] if level == 0 else upper_links.shape[2]
+    n_rows = visited.shape[0]
+    for s in range(n_seeds):
+        visited[pool_i[s] & ID_MASK] = stamp
+    size = n_seeds
+    cursor = 0
+    while cursor < size and pool_i[cursor] < 0:
+        cursor += 1
+    while cursor < size:
+        node = pool_i[cursor]
+        pool_i[cursor] = node | EXPANDED
+        # `nxt` is the open entry to expand next; its list is prefetched as
+        # soon as it is known, one expansion ahead of its use
+        nxt = cursor + 1
+        while nxt < size and pool_i[nxt] < 0:
+            nxt += 1
+        if level == 0 and nxt < size:
+            prefetch_row(links0, pool_i[nxt])
+        # mark and prefetch every new neighbour before measuring any, so the
+        # arena reads overlap instead of waiting on each other
+        slot = upper_slot[node] if level > 0 else 0
+        n_fresh = 0
+        for j in range(width):
+            v = links0[node, j] if level == 0 else upper_links[slot, level - 1, j]
+            if v < 0:
+                break
+            if v < n_rows and visited[v] != stamp:
+                visited[v] = stamp
+                fresh[n_fresh] = v
+                n_fresh += 1
+                prefetch_row(arena, v)
+        for t in range(n_fresh):
+            v = fresh[t]
+            d = query_distance(arena, norms, v, query, q_norm, metric)
+            if size == ef and d >= pool_d[size - 1]:
+                continue
+            size, pos = _pool_insert(pool_d, pool_i, size, ef, d, v)
+            if pos < cursor:
+                cursor = pos
+            if pos <= nxt:
+                nxt = pos
+                if level == 0:
+                    prefetch_row(links0, v)
+            if report_twins and twins[v] != -1:
+                twin = ring_next(twins, v)
+                while 0 <= twin < n_rows and twin != v and (size < ef or d < pool_d[size - 1]):
+                    if visited[twin] != stamp:
+                        visited[twin] = stamp
+                        size, pos = _pool_insert(pool_d, pool_i, size, ef, d, twin | EXPANDED)
+                        if pos <= nxt:
+                            nxt += 1
+                    twin = ring_next(twins, twin)
+        while cursor < size and pool_i[cursor] < 0:
+            cursor += 1
+    for s in range(size):
+        pool_i[s] &= ID_MASK
+    return size
+
+
+@njit(**_JIT)
+def filtered_search(arena, norms, query, q_norm, metric, links0, twins, seed, seed_dist, ef,
+                    allow, visited, stamp, cand_d, cand_i, res_d, res_i, fresh):
+    """Best-first walk of level 0 that returns allowed nodes only.
+
+    Returns the number of results, left in ``res_d/res_i`` as a max-heap of
+    at most ``ef`` allowed nodes. Nodes that are not allowed are still
+    expanded, so a filter never cuts the graph; the walk ends when the
+    nearest open candidate is farther than the ef-th allowed result (so a
+    selective filter walks far: the planner sends those to exact search).
+    """
+    arena, norms, query, links0 = (unmanaged(arena), unmanaged(norms), unmanaged(query),
+                                   unmanaged(links0))
+    twins, allow, visited = unmanaged(twins), unmanaged(allow), unmanaged(visited)
+    cand_d, cand_i, res_d, res_i, fresh = (unmanaged(cand_d), unmanaged(cand_i),
+                                           unmanaged(res_d), unmanaged(res_i), unmanaged(fresh))
+    visited[seed] = stamp
+    n_cand = candidate_push(cand_d, cand_i, 0, seed_dist, seed)
+    n_res = _report_allowed(twins, allow, visited, stamp, seed, seed_dist, ef, res_d, res_i, 0)
+    while n_cand > 0:
+        if n_res == ef and cand_d[0] > res_d[0]:
+            break
+        node = cand_i[0]
+        n_cand = min_pop(cand_d, cand_i, n_cand)
+        if n_cand > 0:
+            prefetch_row(links0, cand_i[0])
+        n_fresh = 0
+        for j in range(links0.shape[1]):
+            v = links0[node, j]
+            if v < 0:
+                break
+            if v < visited.shape[0] and visited[v] != stamp:
+                visited[v] = stamp
+                fresh[n_fresh] = v
+                n_fresh += 1
+                prefetch_row(arena, v)
+        for t in range(n_fresh):
+            v = fresh[t]
+            d = query_distance(arena, norms, v, query, q_norm, metric)
+            if n_res < ef or d < res_d[0]:
+                n_cand = candidate_push(cand_d, cand_i, n_cand, d, v)
+                n_res = _report_allowed(twins, allow, visited, stamp, v, d, ef, res_d, res_i,
+                                        n_res)
+    return n_res
+
+
+@njit(**_INLINE)
+def _report_allowed(twins, allow, visited, stamp, node, d, ef, res_d, res_i, n_res):
+    # the node itself, then the twins in its ring, into the result max-heap
+    v = node
+    while True:
+        if allow[v] and (n_res < ef or d < res_d[0]):
+            if n_res < ef:
+                n_res = max_push(res_d, res_i, n_res, d, v)
+            else:
+                max_replace_top(res_d, res_i, n_res, d, v)
+        v = ring_next(twins, v)
+        if v < 0 or v >= visited.shape[0] or v == node:
+            return n_res
+        if visited[v] == stamp:
+            return n_res
+        visited[v] = stamp
+
+
+# ------------------------------------------------------------------- queries
+
+
+@njit(**_JIT)
+def search_one(arena, norms, query, metric, links0, upper_slot, upper_links, twins, entry,
+               top, ef, k, allow, use_allow, visited, generation, lane,
+               cand_d, cand_i, res_d, res_i, fresh, out_rows, out_dist):
+    """k nearest allowed nodes to ``query``, ascending, into ``out_*``; returns the count.
+
+    Returns -1, having searched nothing, when the query is not finite.
+    Scratch: ``visited`` holds one uint16 stamp per row and
+    ``generation[lane]`` the lane's current stamp; ``res_*`` need ef entries,
+    ``cand_*`` more than 2 ef (filtered walks only), ``fresh`` 2m.
+    """
+    if not all_finite(query):
+        return -1
+    # Rows at or past `n_rows` are skipped, so a search that overlaps an add()
+    # (which may link rows this caller's arena or mask does not cover yet)
+    # stays inside every array it was handed.
+    n_rows = min(visited.shape[0], links0.shape[0], twins.shape[0], arena.shape[0])
+    if use_allow:
+        n_rows = min(n_rows, allow.shape[0])
+    if entry >= n_rows:
+        return 0
+    q_norm = query_norm(query, metric)
+    dist = query_distance(arena, norms, entry, query, q_norm, metric)
+    node, dist = greedy_descend(arena, norms, query, q_norm, metric, upper_slot, upper_links,
+                                entry, dist, top, 0)
+    stamp = next_stamp(visited, generation, lane)
+    visited = visited[:n_rows]
+    if use_allow:
+        n = filtered_search(arena, norms, query, q_norm, metric, links0, twins, node, dist, ef,
+                            allow, visited, stamp, cand_d, cand_i, res_d, res_i, fresh)
+        while n > k:
+            n = max_pop(res_d, res_i, n)
+        count = n
+        while n > 0:
+            out_rows[n - 1] = res_i[0]
+            out_dist[n - 1] = reported_distance(res_d[0], metric)
+            n = max_pop(res_d, res_i, n)
+        return count
+    res_d[0] = dist
+    res_i[0] = node
+    n_seeds = 1
+    twin = ring_next(twins, node)
+    while 0 <= twin < n_rows and twin != node and n_seeds < ef:
+        res_d[n_seeds] = dist
+        res_i[n_seeds] = twin | EXPANDED
+        n_seeds += 1
+        twin = ring_next(twins, twin)
+    n = beam_search(arena, norms, query, q_norm, metric, links0, upper_slot, upper_links,
+                    twins, 0, n_seeds, ef, True, visited, stamp, res_d, res_i, fresh)
+    count = min(n, k)
+    for j in range(count):
+        out_rows[j] = res_i[j]
+        out_dist[j] = reported_distance(res_d[j], metric)
+    return count
+
+
+@njit(**_PJIT)
+def search_many(arena, norms, queries, metric, links0, upper_slot, upper_links, twins, entry,
+                top, ef, k, allow, use_allow, visited, generation,
+                cand_d, cand_i, res_d, res_i, fresh, out_rows, out_dist, out_count):
+    """:func:`search_one` for each row of ``queries``, in parallel.
+
+    Scratch arrays have one row per lane (``visited.shape[0]`` lanes); lane
+    t answers queries t, t + lanes, ... so that each lane owns its scratch.
+    """
+    lanes = visited.shape[0]
+    for lane in prange(lanes):
+        for qi in range(lane, queries.shape[0], lanes):
+            out_count[qi] = search_one(
+                arena, norms, queries[qi], metric, links0, upper_slot, upper_links, twins,
+                entry, top, ef, k, allow, use_allow, visited[lane], generation, lane,
+                cand_d[lane], cand_i[lane], res_d[lane], res_i[lane], fresh[lane],
+                out_rows[qi], out_dist[qi])
+
+
+# -------------------------------------------------------- neighbour selection
+
+
+@njit(**_JIT)
+def select_diverse(arena, norms, metric, cand_d, cand_i, n_cand, max_keep, out):
+    """The HNSW diversity heuristic; returns how many ids it wrote to ``out``.
+
+    Candidates come sorted by ascending distance to the base node. One is kept
+    when it is nearer to the base than to every node kept before it, so the
+    kept links point in different directions and long links survive.
+    """
+    arena, norms = unmanaged(arena), unmanaged(norms)
+    count = 0
+    for c in range(n_cand):
+        if count == max_keep:
+            break
+        v = cand_i[c]
+        dv = cand_d[c]
+        keep = True
+        for s in range(count):
+            if row_distance(arena, norms, v, out[s], metric) < dv:
+                keep = False
+                break
+        if keep:
+            out[count] = v
+            count += 1
+    return count
+
+
+@njit(**_INLINE)
+def _insert_sorted(buf_d, buf_i, n, d, i):
+    p = n
+    while p > 0 and buf_d[p - 1] > d:
+        buf_d[p] = buf_d[p - 1]
+        buf_i[p] = buf_i[p - 1]
+        p -= 1
+    buf_d[p] = d
+    buf_i[p] = i
+    return n + 1
+
+
+@njit(**_JIT)
+def _merge_sorted(a_d, a_i, n_a, b_d, b_i, n_b, out_d, out_i):
+    # on equal distances `a` (the graph's nodes) goes first
+    ia = 0
+    ib = 0
+    n = 0
+    while ia < n_a or ib < n_b:
+        if ib == n_b or (ia < n_a and a_d[ia] <= b_d[ib]):
+            out_d[n] = a_d[ia]
+            out_i[n] = a_i[ia]
+            ia += 1
+        else:
+            out_d[n] = b_d[ib]
+            out_i[n] = b_i[ib]
+            ib += 1
+        n += 1
+    return n
+
+
+@njit(**_INLINE)
+def _same_vector(arena, a, b):
+    for j in range(arena.shape[1]):
+        if arena[a, j] != arena[b, j]:
+            return False
+    return True
+
+
+# -------------------------------------------------------------- batch insert
+
+
+@njit(**_JIT)
+def _batch_candidates(level, batch, self_pos, batch_dist, levels, limit, x_d, x_i):
+    # other nodes of this batch on this level, nearer than `limit`, ascending
+    n_x = 0
+    for t in range(batch.shape[0]):
+        w = batch[t]
+        if t != self_pos and levels[w] >= level and batch_dist[t] < limit:
+            n_x = _insert_sorted(x_d, x_i, n_x, batch_dist[t], w)
+    return n_x
+
+
+@njit(**_JIT)
+def _find_twin(arena, batch, pos, batch_dist, pool_d, pool_i, n_pool):
+    # An identical row gives exactly the distance the node gives itself (the
+    # same arithmetic on the same bits), so only those ties are compared.
+    u = batch[pos]
+    own = batch_dist[pos]
+    for j in range(n_pool):
+        if pool_d[j] == own and _same_vector(arena, pool_i[j], u):
+            return pool_i[j]
+    for t in range(pos):
+        if batch_dist[t] == own and _same_vector(arena, batch[t], u):
+            return batch[t]
+    return -1
+
+
+@njit(**_JIT)
+def _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot, upper_links,
+                  twins, entry, top, m, ef, visited, generation, lane, query, batch_dist,
+                  pool_d, pool_i, fresh, x_d, x_i, s_d, s_i, fwd, twin_of):
+    u = batch[pos]
+    level_u = levels[u]
+    load_row(arena, u, query)
+    q_norm = norms[u] if metric == METRIC_COSINE else np.float32(0.0)
+    for t in range(batch.shape[0]):
+        batch_dist[t] = query_distance(arena, norms, batch[t], query, q_norm, metric)
+    n_seeds = 0
+    if top >= 0:
+        dist = query_distance(arena, norms, entry, query, q_norm, metric)
+        node, dist = greedy_descend(arena, norms, query, q_norm, metric, upper_slot,
+                                    upper_links, entry, dist, top, level_u)
+        pool_d[0] = dist
+        pool_i[0] = node
+        n_seeds = 1
+    twin_of[pos] = -1
+    for level in range(level_u, -1, -1):
+        n_w = 0
+        if level <= top:
+            # the pool this level leaves behind seeds the walk one level down
+            stamp = next_stamp(visited, generation, lane)
+            n_w = beam_search(arena, norms, query, q_norm, metric, links0, upper_slot,
+                              upper_links, twins, level, n_seeds, ef, False, visited,
+                              stamp, pool_d, pool_i, fresh)
+            n_seeds = n_w
+        if level == 0:
+            twin_of[pos] = _find_twin(arena, batch, pos, batch_dist, pool_d, pool_i, n_w)
+        limit = pool_d[n_w - 1] if n_w == ef else FAR
+        n_x = _batch_candidates(level, batch, pos, batch_dist, levels, limit, x_d, x_i)
+        n_s = _merge_sorted(pool_d, pool_i, n_w, x_d, x_i, n_x, s_d, s_i)
+        out = fwd[pos, level]
+        kept = select_diverse(arena, norms, metric, s_d, s_i, n_s, m, out)
+        out[kept:] = -1
+    if twin_of[pos] >= 0:
+        fwd[pos] = -1
+        return
+    for level in range(level_u + 1):
+        own = links0[u] if level == 0 else upper_links[upper_slot[u], level - 1]
+        own[:m] = fwd[pos, level]
+        own[m:] = -1
+
+
+@njit(**_PJIT)
+def find_links(arena, norms, metric, batch, levels, links0, upper_slot, upper_links, twins,
+               entry, top, m, ef, visited, generation, query, batch_dist,
+               pool_d, pool_i, fresh, x_d, x_i, s_d, s_i, fwd, twin_of):
+    """Phase 1 of a batch: choose and write every new node's out-links, in parallel.
+
+    Reads the graph as it stood before the batch (``entry``, ``top``); fills
+    ``fwd[pos, level, :m]`` with the links of ``batch[pos]`` (-1 padded) for
+    the reverse pass, and ``twin_of[pos]`` with the row it duplicates or -1.
+    Scratch arrays have one row per lane.
+    """
+    lanes = visited.shape[0]
+    for lane in prange(lanes):
+        for pos in range(lane, batch.shape[0], lanes):
+            _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot,
+                          upper_links, twins, entry, top, m, ef, visited[lane], generation,
+                          lane, query[lane], batch_dist[lane], pool_d[lane], pool_i[lane],
+                          fresh[lane], x_d[lane], x_i[lane], s_d[lane], s_i[lane], fwd,
+                          twin_of)
+
+
+@njit(**_JIT)
+def join_twins(batch, twin_of, levels, fwd, twins, links0, upper_slot, upper_links):
+    """Splice each twin of the batch into its original's ring, then unlink it.
+
+    A node of the batch may have chosen a batch-mate that turned out to be a
+    twin; that link is taken out of its lists (and of ``fwd``) so that no
+    list holds a twin.
+    """
+    for pos in range(batch.shape[0]):
+        original = twin_of[pos]
+        if original < 0:
+            continue
+        u = batch[pos]
+        after = ring_next(twins, original)
+        after = original if after < 0 else after
+        twins[original] = u if twins[original] >= -1 else -u - 2
+        twins[u] = -after - 2
+    for pos in range(batch.shape[0]):
+        u = batch[pos]
+        for level in range(levels[u] + 1):
+            for j in range(fwd.shape[2]):
+                v = fwd[pos, level, j]
+                if v >= 0 and twins[v] <= -2:
+                    fwd[pos, level, j] = -1
+                    own = links0[u] if level == 0 else upper_links[upper_slot[u], level - 1]
+                    _remove_link(own, v)
+
+
+@njit(**_JIT)
+def _remove_link(lst, v):
+    gap = 0
+    for j in range(lst.shape[0]):
+        if lst[j] == v:
+            gap = 1
+        elif gap:
+            lst[j - 1] = lst[j]
+    if gap:
+        lst[lst.shape[0] - 1] = -1
+
+
+@njit(**_JIT)
+def reverse_edges(batch, levels, fwd):
+    """Phase 2a: the reverse links of a batch, grouped by target and level.
+
+    Returns ``(keys, sources, starts)``: ``keys[starts[g]]`` is
+    ``target * n_levels + level`` of group g and ``sources[starts[g]:
+    starts[g + 1]]`` its new in-links in batch order (a stable sort).
+    """
+    n_levels = fwd.shape[1]
+    count = 0
+    for pos in range(batch.shape[0]):
+        for level in range(levels[batch[pos]] + 1):
+            for j in range(fwd.shape[2]):
+                if fwd[pos, level, j] >= 0:
+                    count += 1
+    keys = np.empty(count, np.int64)
+    sources = np.empty(count, np.int32)
+    e = 0
+    for pos in range(batch.shape[0]):
+        u = batch[pos]
+        for level in range(levels[u] + 1):
+            for j in range(fwd.shape[2]):
+                v = fwd[pos, level, j]
+                if v >= 0:
+                    keys[e] = np.int64(v) * n_levels + level
+                    sources[e] = u
+                    e += 1
+    order = np.argsort(keys, kind="mergesort")
+    keys = keys[order]
+    sources = sources[order]
+    starts = np.empty(count + 1, np.int64)
+    n_groups = 0
+    for i in range(count):
+        if i == 0 or keys[i] != keys[i - 1]:
+            starts[n_groups] = i
+            n_groups += 1
+    starts[n_groups] = count
+    return keys, sources, starts[: n_groups + 1]
+
+
+@njit(**_JIT)
+def _link_back(arena, norms, metric, target, level, sources, links0, upper_slot,
+               upper_links, query, over_i, union_d, union_i):
+    lst = links0[target] if level == 0 else upper_links[upper_slot[target], level - 1]
+    cap = lst.shape[0]
+    count = 0
+    while count < cap and lst[count] >= 0:
+        count += 1
+    n_over = 0
+    for s in sources:
+        present = False
+        for j in range(count):
+            if lst[j] == s:
+                present = True
+                break
+        if present:
+            continue
+        if count < cap:
+            lst[count] = s
+            count += 1
+        else:
+            over_i[n_over] = s
+            n_over += 1
+    if n_over == 0:
+        return
+    # full: re-prune the union of the old list and the newcomers
+    load_row(arena, target, query)
+    q_norm = norms[target] if metric == METRIC_COSINE else np.float32(0.0)
+    n = 0
+    for j in range(count + n_over):
+        v = lst[j] if j < count else over_i[j - count]
+        n = _insert_sorted(union_d, union_i, n,
+                           query_distance(arena, norms, v, query, q_norm, metric), v)
+    kept = select_diverse(arena, norms, metric, union_d, union_i, n, cap, lst)
+    lst[kept:] = -1
+
+
+@njit(**_PJIT)
+def apply_reverse_edges(arena, norms, metric, keys, sources, starts, n_levels, links0,
+                        upper_slot, upper_links, query, over_i, union_d, union_i):
+    """Phase 2b: add each group's in-links to its target, one thread per target."""
+    lanes = query.shape[0]
+    n_groups = starts.shape[0] - 1
+    for lane in prange(lanes):
+        for g in range(lane, n_groups, lanes):
+            lo = starts[g]
+            key = keys[lo]
+            _link_back(arena, norms, metric, key // n_levels, key % n_levels,
+                       sources[lo:starts[g + 1]], links0, upper_slot, upper_links,
+                       query[lane], over_i[lane], union_d[lane], union_i[lane])
