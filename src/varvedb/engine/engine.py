@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import (ClosedError, CorruptFileError, NotFoundError, ReadOnlyError,
-                      SchemaError, TransactionError, VersionNotFoundError)
-from ..schema import Schema
+from ..errors import (ClosedError, CorruptFileError, FieldTypeError, NotFoundError,
+                      ReadOnlyError, SchemaError, TransactionError, VersionNotFoundError)
+from ..schema import Schema, to_micros
 from ..storage import format as F
 from ..storage import record
 from ..storage.log import LogFile, LoggedCommit
@@ -215,8 +215,7 @@ class Engine:
             raise TransactionError("this transaction is not open")
         try:
             if self.log is not None:
-                ts = None
-                rec = self.log.commit(tx.rows_changed, ts)
+                rec = self.log.commit(tx.rows_changed)
                 ts, chain, end = rec.timestamp_us, rec.chain, self.log.end
             else:
                 ts, chain, end = time.time_ns() // 1000, b"", 0
@@ -294,8 +293,6 @@ class Engine:
         if as_of is None:
             return self.read_version()
         if isinstance(as_of, bool) or not isinstance(as_of, (int, np.integer)):
-            from ..schema import to_micros
-            from ..errors import FieldTypeError
             try:
                 us = to_micros("as_of", as_of)
             except FieldTypeError:

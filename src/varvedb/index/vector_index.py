@@ -95,8 +95,8 @@ class VectorIndex:
         with self._link_lock:
             while self.linked < upto:
                 hi = min(upto, self.linked + LINK_CHUNK)
-                arena = column.arena.data[:hi]
-                norms = column.norms.data[:hi]
+                arena = _read_only(column.arena.data[:hi])
+                norms = _read_only(column.norms.data[:hi])
                 rows = np.arange(self.linked, hi, dtype=np.int64)
                 rows = rows[~column.nulls.data[self.linked:hi]]
                 with self._lock.write():
@@ -109,11 +109,18 @@ class VectorIndex:
                ef: int | None) -> tuple[np.ndarray, np.ndarray]:
         """Top-k allowed rows: the graph below the watermark, exact above it."""
         n = len(allow)
-        arena = column.arena.data[:n]
-        norms = column.norms.data[:n]
         with self._lock.read():
-            linked = min(self.linked, n)
-            rows, dists = self.graph.search(arena, norms, q, k, allow[:linked], ef)
+            # The graph may already hold rows newer than this reader's snapshot:
+            # they are walked through (their vectors are in the arena by now)
+            # but never returned.
+            linked = self.linked
+            arena = _read_only(column.arena.data[:max(n, linked)])
+            norms = _read_only(column.norms.data[:max(n, linked)])
+            walk_allow = allow[:linked] if linked <= n else np.concatenate(
+                [allow, np.zeros(linked - n, bool)])
+            rows, dists = self.graph.search(arena, norms, q, k, walk_allow, ef)
+        arena, norms = arena[:n], norms[:n]
+        linked = min(linked, n)
         if linked < n:
             tail = allow.copy()
             tail[:linked] = False
@@ -148,3 +155,11 @@ class VectorIndex:
             raise ValueError(f"graph covers {linked} rows; the table has {n_rows}")
         ix = cls(field, dim, metric, spec, graph, linked)
         return ix
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view. Arrays mapped from the file are read-only and fresh ones
+    are not; numba compiles a kernel once per flavour, so hand it one flavour."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
