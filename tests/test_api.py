@@ -139,7 +139,7 @@ def test_text_ids_insert_get_filter_and_auto_assign(db):
     assert docs.get("beta") == {"id": "beta", "n": 2}
     assert docs.get(auto)["n"] == 3
     assert _ids(docs.find("id = 'alpha'")) == {"alpha"}
-    assert _ids(docs.find("id LIKE 'b%'")) == {"beta"}
+    assert _ids(docs.find("id LIKE 'be_a'")) == {"beta"}  # auto ids are 32 hex digits
     docs.delete(ids=["alpha"])
     assert docs.get("alpha") is None
     with pytest.raises(vv.FieldTypeError):
@@ -664,3 +664,15 @@ def test_every_durability_mode_keeps_commits_across_reopen(db_path, durability):
     assert d.version == 31 and d["docs"].count("tag = 3") == 7
     assert d.verify().ok
     d.close()
+
+
+def test_a_write_that_changes_nothing_makes_no_version(db):
+    docs = db.create_collection("docs", {"n": "int"})
+    v = db.version
+    assert docs.insert([]) == []
+    assert docs.delete(where="n = 1") == 0
+    with db.transaction():
+        pass
+    assert db.version == v and len(db.history()) == v
+    docs.insert({"n": 1})
+    assert db.version == v + 1

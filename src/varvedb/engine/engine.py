@@ -53,6 +53,7 @@ class Transaction:
         self.version = version
         self.owner = threading.get_ident()
         self.rows_changed = 0
+        self.frames = 0
         self.tables: set[int] = set()
         self.done = False
 
@@ -197,6 +198,7 @@ class Engine:
             tx.tables.add(cid)
         self._apply(kind, meta, arrays, offs, tx.version)
         tx.rows_changed += rows_changed
+        tx.frames += 1
 
     # ---- transactions ----------------------------------------------------------
 
@@ -213,6 +215,11 @@ class Engine:
         """Make the transaction durable and visible. Returns its version."""
         if tx is not self._tx or tx.done:
             raise TransactionError("this transaction is not open")
+        if not tx.frames:   # nothing was written: no version, no fsync
+            tx.done = True
+            self._tx = None
+            self._writer.release()
+            return self.written
         try:
             if self.log is not None:
                 rec = self.log.commit(tx.rows_changed)

@@ -128,8 +128,8 @@ def unpack_frame_header(buf) -> FrameHeader | None:
     if magic != FRAME_MAGIC:
         return None
     (crc,) = struct.unpack_from("<I", buf, _FRAME.size)
-    if zlib.crc32(body) != crc:
-        return None
+    if zlib.crc32(body) != crc or any(buf[_FRAME.size + 4:FRAME_HEADER_SIZE]):
+        return None  # the reserved tail must be zero: every header byte is checked
     return FrameHeader(kind, length, digest)
 
 

@@ -203,7 +203,9 @@ class LogFile:
             else:
                 if check_payload or hdr.kind == F.Kind.CHECKPOINT:
                     got = F.frame_hash(hdr.kind, hdr.length, [buf[body:body + hdr.length]])
-                    ref.payload_ok = got == hdr.digest
+                    # the padding after the payload is not hashed, so check it is zero
+                    ref.payload_ok = got == hdr.digest and not any(
+                        buf[body + hdr.length:min(size, F.pad(body + hdr.length))])
                 if hdr.kind == F.Kind.CHECKPOINT:
                     checkpoints.append(ref)
                 else:
