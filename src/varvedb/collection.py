@@ -132,7 +132,7 @@ class Collection:
             return np.unique(rows[rows >= 0])
         v = self._db._engine.read_version()
         n = t.n
-        mask = t.visible(v, n) & Filter(where, t.schema, params).mask(t, n)
+        mask = self._visible(t, v, n) & Filter(where, t.schema, params).mask(t, n)
         return np.flatnonzero(mask)
 
     def _batch_from_rows(self, t: Table, rows) -> Batch:
@@ -216,7 +216,7 @@ class Collection:
         t = self._table
         v = self._db._engine.resolve_as_of(as_of)
         n = t.n   # taken once, after v, for every mask (the writer may append meanwhile)
-        mask = t.visible(v, n)
+        mask = self._visible(t, v, n)
         if where is not None:
             mask &= Filter(where, t.schema, params).mask(t, n)
         return int(np.count_nonzero(mask))
@@ -227,7 +227,7 @@ class Collection:
         t = self._table
         v = self._db._engine.resolve_as_of(as_of)
         n = t.n
-        mask = t.visible(v, n)
+        mask = self._visible(t, v, n)
         if where is not None:
             mask &= Filter(where, t.schema, params).mask(t, n)
         rows = np.flatnonzero(mask)[:limit]
@@ -270,7 +270,7 @@ class Collection:
         v = self._db._engine.resolve_as_of(as_of)
         n = t.n
         col: VectorColumn = t.columns[fname]
-        mask = t.visible(v, n)
+        mask = self._visible(t, v, n)
         if where is not None:
             mask &= Filter(where, t.schema, params).mask(t, n)
         mask &= ~col.nulls.data[:n]
@@ -302,6 +302,10 @@ class Collection:
         return out
 
     # ---- helpers -----------------------------------------------------------------
+
+    def _visible(self, t: Table, v: int, n: int) -> np.ndarray:
+        # Outside a transaction v is committed, so its mask can be cached.
+        return t.visible(v, n, final=self._db._engine.in_transaction() is None)
 
     def _vector_field(self, t: Table, field: str | None) -> str:
         vecs = [n for n, f in t.schema.fields.items() if f.kind == "vector"]

@@ -47,6 +47,7 @@ class Table:
             if f.kind == "vector" and f.vector_index is not None:
                 self.vector_indexes[name] = VectorIndex(name, f.dim, f.metric, f.vector_index)
         self.committed_n = 0                   # rows of committed versions (a prefix)
+        self._visible_cache = None             # (version, n, mask) of a committed version
         self._undo: list | None = None         # set while a transaction is open
 
     @property
@@ -55,15 +56,24 @@ class Table:
 
     # ---- reading -------------------------------------------------------------
 
-    def visible(self, version: int, n: int | None = None) -> np.ndarray:
+    def visible(self, version: int, n: int | None = None, final: bool = False) -> np.ndarray:
         """Boolean mask over row versions [0, n) (default: all): visible as of `version`.
 
         A reader takes `n` once and passes it to every column it reads, so
-        all its masks have one length while the writer appends."""
+        all its masks have one length while the writer appends. `final` says
+        the version is committed, so the mask may be cached for the next reader."""
         if n is None:
             n = self.born.n
+        cached = self._visible_cache
+        if cached is not None and cached[0] == version and cached[1] == n:
+            return cached[2].copy()
         born, died = self.born.data[:n], self.died.data[:n]
-        return (born <= version) & (died > version)
+        mask = (born <= version) & (died > version)
+        if final:
+            # Visibility as of a committed version never changes: later writes
+            # only append rows born later and stamp `died` with later versions.
+            self._visible_cache = (version, n, mask.copy())
+        return mask
 
     def id_values(self, rows: np.ndarray) -> list:
         if isinstance(self.ids, TextColumn):
