@@ -256,6 +256,17 @@ def test_level_zero_keeps_two_m_links_and_upper_levels_m(l2_index):
     assert degree.min() >= 1 and degree.max() == 32
 
 
+def test_search_over_a_shorter_arena_never_reads_past_it(base, queries, l2_index):
+    # a reader holding the arena as it was before a concurrent add() is
+    # handed a graph that may already link rows its arena does not cover
+    short = base[:5_000]
+    rows, _ = l2_index.search(short, norms_of(short), queries[0], K)
+    assert len(rows) > 0 and np.all(rows < 5_000)
+    rows, _ = l2_index.search_batch(short, norms_of(short), queries[:20], K,
+                                    allow=np.ones(N_ROWS, np.bool_))
+    assert np.all(rows < 5_000)
+
+
 # ------------------------------------------------------------ persistence
 
 
