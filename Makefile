@@ -28,11 +28,14 @@ demo: $(VENV)/.installed-base
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q
 
+# Extra options go through BENCH_ARGS, e.g. make compare BENCH_ARGS="--rows 1000000 --runs 1"
+BENCH_ARGS ?=
+
 bench: $(VENV)/.installed-base
-	$(BIN)/varvedb bench --peers sqlite
+	$(BIN)/varvedb bench --peers sqlite $(BENCH_ARGS)
 
 compare: $(VENV)/.installed-bench
-	$(BIN)/varvedb bench --peers all
+	$(BIN)/varvedb bench --peers all $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) demo.varve bench-results .pytest_cache

@@ -109,19 +109,38 @@ def demo(path: str, rows: int, dim: int) -> None:
 @click.option("--ef", default="10,40,100,200", show_default=True, help="ef sweep, comma-separated.")
 @click.option("--runs", default=3, show_default=True, help="Median of N runs.")
 @click.option("--peers", default="sqlite", show_default=True,
-              help="Comma-separated peers, or 'all'.")
+              help="Comma-separated peers (sqlite, pgvector, hnswlib, faiss, chromadb, "
+                   "lancedb), or 'all'.")
+@click.option("--varvedb/--no-varvedb", "with_varvedb", default=True, show_default=True,
+              help="Measure varvedb too (--no-varvedb: only the named peers, e.g. to add "
+                   "one peer to an earlier result).")
 @click.option("--exact-queries", default=20, show_default=True,
               help="Queries timed for exact search (it is slow in some peers).")
 @click.option("--commits", default=500, show_default=True, help="Durable 1-row commits timed.")
+@click.option("--timeout", default=3600, show_default=True,
+              help="Seconds one engine-run may take before it is stopped (0: no limit); "
+                   "what it measured before is kept.")
+@click.option("--query-budget", default=300, show_default=True,
+              help="Seconds one timed query loop may take; past it, the figures are over the "
+                   "queries answered so far (0: no limit).")
+@click.option("--fresh", is_flag=True,
+              help="Do not merge with an earlier result of the same config.")
 @click.option("--out", default="bench-results", show_default=True)
 def bench(rows, dim, queries, distribution, metric, m, ef_construction, ef, runs, peers,
-          exact_queries, commits, out) -> None:
-    """Measure varvedb and its peers side by side on the same data."""
+          with_varvedb, exact_queries, commits, timeout, query_budget, fresh, out) -> None:
+    """Measure varvedb and its peers side by side on the same data.
+
+    Writes OUT/bench-<distribution>-<rows>x<dim>.md, .json and .png (recall
+    against QPS). A result with the same config as an earlier one merges
+    with it: engines measured now replace theirs, the others are kept.
+    """
     from .bench import harness
     harness.run(rows, dim, queries, distribution, metric, m, ef_construction,
                 [int(x) for x in ef.split(",")], runs,
                 [p.strip() for p in peers.split(",") if p.strip()], out,
-                exact_queries=exact_queries, commits=commits, echo=click.echo)
+                exact_queries=exact_queries, commits=commits, timeout=timeout,
+                query_budget=query_budget,
+                with_varvedb=with_varvedb, fresh=fresh, echo=click.echo)
 
 
 if __name__ == "__main__":

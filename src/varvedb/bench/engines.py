@@ -1,13 +1,26 @@
 """Engines under test: varvedb and its peers behind one small interface.
 
-Each engine is driven the same way by bench/worker.py: bulk load first (one
-transaction), index after, then queries one at a time. A peer whose package
-is missing raises `Missing`, and the harness prints a note and skips it.
-Exact search in SQLite reads the blobs back and scores them with varvedb's
-own kernel (index/flat.py), so the comparison measures storage, not maths.
+bench/worker.py drives every engine through the same phases, in this order:
+
+1. `load`         bulk load of (id, tag, vector) rows, read from the data file
+                  in blocks, plus the tag index a filtered query needs;
+2. `exact`        exact top-k, with and without a tag filter, before any
+                  ANN index exists (so nothing approximate can answer it);
+3. `build_index`  the HNSW index, after the load (m, ef_construction);
+4. `persist`      whatever makes the store durable and quick to open
+                  (checkpoint, CHECKPOINT, save_index);
+5. `ann`          top-k through the index at each ef, then filtered;
+6. `close`/`open` reopen from disk, then one query;
+7. `durable_commits`  single-row durable transactions, where that means
+                  something (a database); pure libraries skip it.
+
+A peer whose package is missing raises `Missing`, and the harness prints a
+note and skips it. Peers live in their own modules (pg_engine,
+library_engines, store_engines) and are imported only when asked for.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import sqlite3
@@ -16,35 +29,80 @@ import time
 
 import numpy as np
 
+from ..collection import Collection
 from ..engine.columns import norms_of
 from ..index import flat
+from .data import VectorFile
+
+# name -> "module:Class" inside varvedb.bench; the order is the table's order.
+ENGINES = {
+    "varvedb": "engines:Varve",
+    "sqlite": "engines:Sqlite",
+    "pgvector": "pg_engine:Pgvector",
+    "hnswlib": "library_engines:Hnswlib",
+    "faiss": "library_engines:Faiss",
+    "chromadb": "store_engines:Chroma",
+    "lancedb": "store_engines:Lance",
+}
+
+LOAD_BLOCK = 50_000   # rows read from the data file and handed to a peer at a time
 
 
 class Missing(Exception):
-    """The peer's package is not installed."""
+    """The peer's package is not installed (or cannot run here)."""
+
+
+def engine_class(name: str) -> type["Engine"]:
+    module, cls = ENGINES[name].split(":")
+    return getattr(importlib.import_module(f".{module}", __package__), cls)
+
+
+def require(module: str, package: str):
+    """Import a peer's module, or raise Missing naming the package to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise Missing(f"{package} is not installed (pip install 'varvedb[bench]'): {e}") from e
+    except Exception as e:     # installed but unusable here (a too-old system library, ...)
+        raise Missing(f"{package} cannot be imported here: {e!r}") from e
 
 
 class Engine:
     name = "?"
-    supports_ann = False
+    supports_exact = True    # has a way to answer exact top-k
+    supports_ann = False     # has an approximate (HNSW) index with an ef knob
+    index_is_store = False   # the ANN index holds the data: no separate bulk write figure
+    durable = True           # a commit can be made durable: durable_commits means something
 
     def __init__(self, workdir: str, dim: int, metric: str):
         self.workdir = workdir
         self.dim = dim
         self.metric = metric
+        self.notes: dict[str, str] = {}    # how this engine was driven, for the JSON
         os.makedirs(workdir, exist_ok=True)
 
-    def load(self, ids: np.ndarray, tags: np.ndarray, vectors: np.ndarray) -> None:
-        raise NotImplementedError
+    def advance(self, n: int) -> None:
+        """Progress callback (rows or items done); the worker points it at a bar."""
 
-    def build_index(self, m: int, ef_construction: int) -> None:
+    def load(self, ids: np.ndarray, tags: np.ndarray, rows: VectorFile) -> None:
         raise NotImplementedError
 
     def exact(self, q: np.ndarray, k: int, max_tag: int | None = None) -> np.ndarray:
         raise NotImplementedError
 
+    def build_index(self, m: int, ef_construction: int) -> None:
+        raise NotImplementedError
+
+    def persist(self) -> None:
+        """Make what was loaded and indexed durable and quick to open."""
+
     def ann(self, q: np.ndarray, k: int, ef: int, max_tag: int | None = None) -> np.ndarray:
         raise NotImplementedError
+
+    def explain(self, q: np.ndarray, k: int, ef: int | None = None,
+                max_tag: int | None = None) -> str | None:
+        """How the engine answers this query (its plan), untimed; None if it cannot say."""
+        return None
 
     def close(self) -> None:
         pass
@@ -52,16 +110,27 @@ class Engine:
     def open(self) -> None:
         raise NotImplementedError
 
-    def disk_bytes(self) -> int:
-        return _du(self.workdir)
+    def teardown(self) -> None:
+        """Release everything, even after a failure (servers, threads)."""
+        self.close()
 
-    def durable_commits(self, n: int, vectors: np.ndarray) -> float:
+    def disk_bytes(self) -> int:
+        return du(self.workdir)
+
+    def server_pids(self) -> list[int]:
+        """Processes outside the worker that hold this engine's memory (a server)."""
+        return []
+
+    def durable_commits(self, n: int, vectors: np.ndarray, threads: int = 1) -> float:
         """Commits per second of single-row durable transactions into a fresh store."""
         raise NotImplementedError
 
 
 class Varve(Engine):
     name = "varvedb"
+    # The HNSW index is being integrated; until Collection.create_index exists the
+    # engine reports exact figures only.
+    supports_ann = hasattr(Collection, "create_index")
 
     def __init__(self, workdir, dim, metric):
         super().__init__(workdir, dim, metric)
@@ -70,20 +139,37 @@ class Varve(Engine):
         self.path = os.path.join(workdir, "bench.varve")
         self.db = None
 
-    def load(self, ids, tags, vectors):
+    def load(self, ids, tags, rows):
         vv = self.vv
         self.db = vv.connect(self.path)
         self.coll = self.db.create_collection("items", {
             "tag": vv.Int(index="sorted"),
             "embedding": vv.Vector(self.dim, metric=self.metric)})
-        self.coll.insert_arrays(id=ids, tag=tags, embedding=vectors)
-
-    def checkpoint(self) -> None:
-        self.db.checkpoint()
+        with self.db.transaction():    # one commit, fed block by block
+            for lo, block in rows.blocks(LOAD_BLOCK):
+                hi = lo + len(block)
+                self.coll.insert_arrays(id=ids[lo:hi], tag=tags[lo:hi], embedding=block)
+                self.advance(len(block))
+        self.notes["load"] = (f"insert_arrays in blocks of {LOAD_BLOCK:,} rows, one transaction; "
+                              "tag: sorted index")
 
     def exact(self, q, k, max_tag=None):
-        where = None if max_tag is None else f"tag < {max_tag}"
-        return np.array(self.coll.search(vector=q, limit=k, where=where).ids)
+        return np.array(self.coll.search(vector=q, limit=k, where=_where(max_tag)).ids)
+
+    def build_index(self, m, ef_construction):
+        self.coll.create_index("embedding", self.vv.HNSW(m=m, ef_construction=ef_construction))
+        self.notes["index"] = f"HNSW m={m} ef_construction={ef_construction}"
+
+    def persist(self):
+        self.db.checkpoint()
+
+    def ann(self, q, k, ef, max_tag=None):
+        return np.array(self.coll.search(vector=q, limit=k, ef=ef, where=_where(max_tag)).ids)
+
+    def explain(self, q, k, ef=None, max_tag=None):
+        if ef is None:
+            return self.coll.search(vector=q, limit=k, where=_where(max_tag)).plan
+        return self.coll.search(vector=q, limit=k, ef=ef, where=_where(max_tag)).plan
 
     def close(self):
         if self.db is not None:
@@ -98,16 +184,20 @@ class Varve(Engine):
         vv = self.vv
         path = os.path.join(self.workdir, f"commits-{threads}.varve")
         with vv.connect(path, durability="commit") as db:
-            c = db.create_collection("items", {"tag": "int",
-                                               "embedding": vv.Vector(self.dim, metric=self.metric)})
+            c = db.create_collection("items", {
+                "tag": "int", "embedding": vv.Vector(self.dim, metric=self.metric)})
 
             def commit_one(i):
                 c.insert({"id": i, "tag": i % 100, "embedding": vectors[i]})
-            return _rate(commit_one, n, threads)
+            return rate(commit_one, n, threads)
 
 
 class Sqlite(Engine):
-    """stdlib sqlite3: WAL, synchronous=NORMAL for the load, rows as (id, tag, blob)."""
+    """stdlib sqlite3: WAL, synchronous=NORMAL for the load, rows as (id, tag, blob).
+
+    Exact search reads the blobs back and scores them with varvedb's own
+    kernel (index/flat.py), so the comparison measures storage, not maths.
+    """
     name = "sqlite"
 
     def __init__(self, workdir, dim, metric):
@@ -121,16 +211,22 @@ class Sqlite(Engine):
         con.execute(f"PRAGMA synchronous={synchronous}")
         return con
 
-    def load(self, ids, tags, vectors):
+    def load(self, ids, tags, rows):
         self.con = con = self._connect(self.path)
         con.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, tag INTEGER, vec BLOB)")
         con.execute("BEGIN")
-        con.executemany("INSERT INTO items VALUES (?, ?, ?)",
-                        zip(ids.tolist(), tags.tolist(), (v.tobytes() for v in vectors)))
+        for lo, block in rows.blocks(LOAD_BLOCK):
+            hi = lo + len(block)
+            con.executemany("INSERT INTO items VALUES (?, ?, ?)",
+                            zip(ids[lo:hi].tolist(), tags[lo:hi].tolist(),
+                                (v.tobytes() for v in block), strict=True))
+            self.advance(len(block))
         con.execute("COMMIT")
+        con.execute("CREATE INDEX items_tag ON items (tag)")
+        self.notes["load"] = "executemany in one transaction (WAL), then an index on tag"
+        self.notes["exact"] = "rows read back with SELECT, scored by varvedb's exact kernel"
 
-    def checkpoint(self) -> None:
-        self.con.execute("CREATE INDEX items_tag ON items (tag)")
+    def persist(self):
         self.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def exact(self, q, k, max_tag=None):
@@ -170,13 +266,14 @@ class Sqlite(Engine):
                 local.con.execute("PRAGMA synchronous=FULL")
             local.con.execute("INSERT INTO items VALUES (?, ?, ?)",
                               (i, i % 100, vectors[i].tobytes()))
-        return _rate(commit_one, n, threads)
+        return rate(commit_one, n, threads)
 
 
-ENGINES = {"varvedb": Varve, "sqlite": Sqlite}
+def _where(max_tag: int | None) -> str | None:
+    return None if max_tag is None else f"tag < {int(max_tag)}"
 
 
-def _rate(commit_one, n: int, threads: int) -> float:
+def rate(commit_one, n: int, threads: int) -> float:
     """Commits per second of n calls of commit_one(i), spread over threads."""
     def work(lo):
         for i in range(lo, n, threads):
@@ -190,9 +287,11 @@ def _rate(commit_one, n: int, threads: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def _du(path: str) -> int:
+def du(path: str, skip: tuple[str, ...] = ()) -> int:
+    """Bytes in the files under path, leaving out subfolders named in skip."""
     total = 0
-    for root, _dirs, files in os.walk(path):
+    for root, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if d not in skip]
         for f in files:
             try:
                 total += os.path.getsize(os.path.join(root, f))

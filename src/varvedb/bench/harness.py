@@ -1,17 +1,25 @@
-"""`varvedb bench`: every engine on the same data in one run; medians of N runs.
+"""`varvedb bench`: every engine on the same data; medians of N runs.
 
-Data and exact ground truth are made once and cached under the output
-folder; each (run, engine) pair is a separate worker process (worker.py).
-Figures are reported as the median with min–max over the runs, and every
-ratio in the table is against a peer measured in this same invocation.
-Output: `bench-results/bench-<rows>x<dim>.md` and `.json` (and a recall/QPS
-plot when ANN figures exist and matplotlib is installed).
+Data and exact ground truth are made once, block by block, and cached under
+the output folder (`cache/`); each (run, engine) pair is a separate worker
+process (worker.py) with a time budget: a worker past it is killed with
+anything it started (a PostgreSQL server included), and what it measured
+before is kept, with the phase it was in. Figures are the median with
+min–max over the runs.
+
+Output: `bench-results/bench-<distribution>-<rows>x<dim>.{md,json,png}`.
+Results merge: a run with the same config as the existing JSON replaces the
+engines it measured and keeps the others (each engine records when it was
+measured), so peers can be measured one invocation at a time, e.g.
+`varvedb bench --peers pgvector --no-varvedb`. `--fresh` starts over.
 """
 from __future__ import annotations
 
 import json
 import os
 import platform
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -20,116 +28,184 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from . import data
+from . import data, report
 from .engines import ENGINES
 
-# (key, label, higher_is_better, format)
-FIGURES = [
-    ("write_rows_per_s", "bulk write rows/s", True, "{:,.0f}"),
-    ("checkpoint_s", "checkpoint / tag index s", False, "{:.3f}"),
-    ("index_build_s", "ANN index build s", False, "{:.2f}"),
-    ("exact_ms", "exact top-10 ms", False, "{:.2f}"),
-    ("exact_f1_ms", "exact top-10, filter 1% ms", False, "{:.2f}"),
-    ("exact_f25_ms", "exact top-10, filter 25% ms", False, "{:.2f}"),
-    ("exact_recall", "exact recall@10", True, "{:.3f}"),
-    ("open_ms", "open ms", False, "{:.2f}"),
-    ("open_first_query_ms", "open + first query ms", False, "{:.2f}"),
-    ("disk_mb", "disk MB", False, "{:.1f}"),
-    ("durable_commits_per_s", "durable 1-row commits/s (sqlite: WAL)", True, "{:,.0f}"),
-    ("durable_commits_rollback_journal_per_s", "durable 1-row commits/s, sqlite rollback journal",
-     True, "{:,.0f}"),
-    ("durable_commits_4_threads_per_s", "durable 1-row commits/s, 4 threads", True, "{:,.0f}"),
-    ("peak_mb", "peak memory MB", False, "{:,.0f}"),
-]
+# A result merges with an earlier one only when these are equal.
+IDENTITY = ("rows", "dim", "queries", "distribution", "metric", "m", "ef_construction", "ef",
+            "exact_queries", "commits")
 
 
 def run(rows: int, dim: int, queries: int, distribution: str, metric: str, m: int,
         ef_construction: int, ef: list[int], runs: int, peers: list[str], out_dir: str,
         exact_queries: int = 20, commits: int = 500, workdir: str | None = None,
-        echo=print) -> dict:
+        timeout: float = 3600, query_budget: float = 300, with_varvedb: bool = True,
+        fresh: bool = False, echo=print) -> dict:
+    """Run the benchmark and write its outputs; returns the (merged) summary."""
+    engines = _engines(peers, with_varvedb)
     os.makedirs(out_dir, exist_ok=True)
+    vpath, qpath, truth = prepare_data(out_dir, rows, dim, queries, distribution, metric, echo)
+    config = {"rows": rows, "dim": dim, "queries": queries, "distribution": distribution,
+              "metric": metric, "m": m, "ef_construction": ef_construction, "ef": ef,
+              "runs": runs, "exact_queries": exact_queries, "commits": commits}
+    own_work = workdir is None
+    work = workdir or tempfile.mkdtemp(prefix="work-", dir=out_dir)
+    results: dict[str, list[dict]] = {e: [] for e in engines}
+    notes: dict[str, dict] = {e: {} for e in engines}
+    problems: dict[str, list[str]] = {e: [] for e in engines}
+    skipped: dict[str, str] = {}
+    try:
+        for r in range(runs):
+            for e in engines:
+                if e in skipped or problems[e]:
+                    continue    # a peer that failed or ran out of time would do so again
+                echo(f"run {r + 1}/{runs}: {e}")
+                cfg = {"engine": e, "vectors": vpath, "queries": qpath, "truth": truth,
+                       "metric": metric, "k": 10, "m": m, "ef_construction": ef_construction,
+                       "ef": ef, "filter_ef": max(ef), "exact_queries": exact_queries,
+                       "commits": commits, "query_budget_s": query_budget,
+                       "workdir": os.path.join(work, e),
+                       "result": os.path.join(work, f"{e}-result.json")}
+                t = time.perf_counter()
+                res, problem = _worker(cfg, timeout)
+                wall = time.perf_counter() - t
+                if "skipped" in res:
+                    skipped[e] = res["skipped"]
+                    echo(f"note: {e} skipped: {res['skipped']}")
+                    continue
+                notes[e].update(res.pop("notes", {}))
+                if res:
+                    results[e].append(res | {"wall_s": wall})
+                if problem:
+                    problems[e].append(f"run {r + 1}: {problem}")
+                    echo(f"note: {e}: {problem}")
+                echo(f"  {e}: {wall:,.1f} s")
+    finally:
+        if own_work:
+            shutil.rmtree(work, ignore_errors=True)
+
+    measured = {"when": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(),
+                "python": platform.python_version(), "platform": platform.platform()}
+    summary = {"config": config, "machine": measured, "engines": {}, "skipped": {}}
+    for e in engines:
+        if results[e] or problems[e]:
+            summary["engines"][e] = {"figures": _aggregate(results[e]), "notes": notes[e],
+                                     "problems": problems[e], "measured": measured["when"],
+                                     "runs": results[e]}
+    summary["skipped"] = skipped
+    base = os.path.join(out_dir, f"bench-{distribution}-{rows}x{dim}")
+    summary = _merge(summary, base + ".json", fresh, echo)
+    with open(base + ".json", "w") as f:
+        json.dump(summary, f, indent=2)
+    table = report.markdown(summary)
+    with open(base + ".md", "w") as f:
+        f.write(table)
+    echo(table)
+    why_not = report.plot(summary, base + ".png")
+    if why_not:
+        echo(f"note: {why_not}")
+        echo(f"wrote {base}.md and {base}.json")
+    else:
+        echo(f"wrote {base}.md, {base}.json and {base}.png")
+    return summary
+
+
+def _engines(peers: list[str], with_varvedb: bool) -> list[str]:
+    wanted = list(ENGINES) if peers == ["all"] else list(dict.fromkeys(peers))
+    unknown = [e for e in wanted if e not in ENGINES]
+    if unknown:
+        raise SystemExit(f"unknown peer(s) {unknown}; known: {', '.join(ENGINES)} or all")
+    if with_varvedb and "varvedb" not in wanted:
+        wanted.insert(0, "varvedb")
+    if not with_varvedb and "varvedb" in wanted:
+        wanted.remove("varvedb")
+    return [e for e in ENGINES if e in wanted]
+
+
+def prepare_data(out_dir: str, rows: int, dim: int, queries: int, distribution: str,
+                 metric: str, echo=print) -> tuple[str, str, dict[str, str]]:
+    """Vectors, queries and exact top-10 ground truth, made once and cached on disk:
+    returns (vectors path, queries path, {"all"|"f1"|"f25": ground-truth path})."""
     cache = os.path.join(out_dir, "cache")
     os.makedirs(cache, exist_ok=True)
     stem = f"{distribution}-{rows}x{dim}-q{queries}"
     vpath, qpath = (os.path.join(cache, f"{stem}-{x}.npy") for x in ("vectors", "queries"))
     if not (os.path.exists(vpath) and os.path.exists(qpath)):
-        echo(f"generating {rows:,} x {dim} {distribution} vectors + {queries} queries")
-        ds = data.make(rows, dim, queries, distribution)
-        np.save(vpath, ds.vectors)
-        np.save(qpath, ds.queries)
-    vectors = np.load(vpath, mmap_mode="r")
-    qs = np.load(qpath)
-    tags = data.tag_of(np.arange(rows))
-    truth = {}
-    for name, allow in (("all", None), ("f1", tags < 1), ("f25", tags < 25)):
-        path = os.path.join(cache, f"{stem}-{metric}-gt-{name}.npy")
-        if not os.path.exists(path):
-            echo(f"exact ground truth ({name})")
-            np.save(path, data.exact_topk(vectors, qs, 10, metric, allow))
-        truth[name] = path
-
-    engines = list(ENGINES) if peers == ["all"] else peers
-    if "varvedb" not in engines:
-        engines.insert(0, "varvedb")
-    unknown = [e for e in engines if e not in ENGINES]
-    if unknown:
-        raise SystemExit(f"unknown peer(s) {unknown}; known: {sorted(ENGINES)}")
-    work = workdir or tempfile.mkdtemp(prefix="varvedb-bench-", dir=out_dir)
-    results: dict[str, list[dict]] = {e: [] for e in engines}
-    skipped: dict[str, str] = {}
-    with tqdm(total=runs * len(engines), desc="bench", unit="engine-run") as bar:
-        for r in range(runs):
-            for e in engines:
-                bar.set_postfix_str(f"run {r + 1}/{runs}: {e}")
-                if e in skipped:
-                    bar.update()
-                    continue
-                cfg = {"engine": e, "vectors": vpath, "queries": qpath, "truth": truth,
-                       "metric": metric, "k": 10, "m": m, "ef_construction": ef_construction,
-                       "ef": ef, "filter_ef": max(ef), "exact_queries": exact_queries,
-                       "commits": commits, "workdir": os.path.join(work, e)}
-                res = _worker(cfg)
-                if "skipped" in res:
-                    skipped[e] = res["skipped"]
-                    echo(f"note: {e} skipped: {res['skipped']}")
-                else:
-                    results[e].append(res)
-                bar.update()
-    summary = {
-        "config": {"rows": rows, "dim": dim, "queries": queries, "distribution": distribution,
-                   "metric": metric, "m": m, "ef_construction": ef_construction, "ef": ef,
-                   "runs": runs, "exact_queries": exact_queries, "commits": commits},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform(), "when": time.strftime("%Y-%m-%d %H:%M")},
-        "engines": {e: _aggregate(rs) for e, rs in results.items() if rs},
-        "skipped": skipped,
-    }
-    base = os.path.join(out_dir, f"bench-{distribution}-{rows}x{dim}")
-    with open(base + ".json", "w") as f:
-        json.dump(summary, f, indent=2)
-    table = markdown(summary)
-    with open(base + ".md", "w") as f:
-        f.write(table)
-    echo(table)
-    echo(f"wrote {base}.md and {base}.json")
-    return summary
+        with tqdm(total=rows + queries, desc=f"generating {distribution} vectors",
+                  unit="row", leave=False) as bar:
+            data.write_npy(vpath, qpath, rows, dim, queries, distribution, progress=bar.update)
+    truth = {name: os.path.join(cache, f"{stem}-{metric}-gt-{name}.npy")
+             for name in ("all", "f1", "f25")}
+    if not all(os.path.exists(p) for p in truth.values()):
+        vectors = np.load(vpath, mmap_mode="r")
+        tags = data.tag_of(np.arange(rows))
+        with tqdm(total=rows, desc="exact ground truth", unit="row", leave=False) as bar:
+            gt = data.exact_topk_many(vectors, np.load(qpath), 10, metric,
+                                      {"all": None, "f1": tags < 1, "f25": tags < 25},
+                                      progress=bar.update)
+        for name, path in truth.items():
+            np.save(path, gt[name])
+    return vpath, qpath, truth
 
 
-def _worker(cfg: dict) -> dict:
+def _worker(cfg: dict, timeout: float) -> tuple[dict, str | None]:
+    """Run one engine-run; returns (figures so far, problem or None)."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(cfg, f)
+    problem = None
     try:
-        out = subprocess.run([sys.executable, "-m", "varvedb.bench.worker", f.name],
-                             capture_output=True, text=True)
+        # Its own session, so that a kill reaches everything it started.
+        proc = subprocess.Popen([sys.executable, "-m", "varvedb.bench.worker", f.name],
+                                start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout or None)
+            if rc != 0:
+                problem = f"worker exited with status {rc} (its traceback is above)"
+        except subprocess.TimeoutExpired:
+            _kill(proc, cfg["workdir"])
+            problem = f"stopped after the {timeout:,.0f} s budget"
+        except BaseException:
+            _kill(proc, cfg["workdir"])
+            raise
     finally:
         os.unlink(f.name)
-    if out.returncode != 0:
-        raise RuntimeError(f"bench worker for {cfg['engine']} failed:\n{out.stderr[-4000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    try:
+        with open(cfg["result"]) as f:
+            res = json.load(f)
+        os.unlink(cfg["result"])
+    except (OSError, ValueError):
+        res = {}
+    phase = res.pop("phase", None)
+    if problem and phase:
+        problem += f", in phase '{phase}'"
+    return res, problem
+
+
+def _kill(proc: subprocess.Popen, workdir: str) -> None:
+    """Kill the worker's process group, then any PostgreSQL server it started
+    (pg_ctl puts the postmaster in a session of its own)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    for root, _dirs, files in os.walk(workdir):
+        if "postmaster.pid" in files:
+            try:
+                with open(os.path.join(root, "postmaster.pid")) as f:
+                    pid = int(f.readline())
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    mine = os.path.abspath(root).encode() in f.read()
+                if mine:
+                    os.kill(pid, signal.SIGQUIT)    # PostgreSQL's immediate shutdown
+            except (OSError, ValueError):
+                pass
+    time.sleep(1)
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _aggregate(runs: list[dict]) -> dict:
-    keys = sorted({k for r in runs for k in r})
+    keys = sorted({k for r in runs for k, v in r.items() if isinstance(v, (int, float))})
     out = {}
     for k in keys:
         vals = np.array([r[k] for r in runs if k in r], dtype=float)
@@ -138,46 +214,29 @@ def _aggregate(runs: list[dict]) -> dict:
     return out
 
 
-def markdown(summary: dict) -> str:
-    cfg = summary["config"]
-    engines = summary["engines"]
-    names = list(engines)
-    lines = [f"### {cfg['rows']:,} x {cfg['dim']} {cfg['distribution']}, {cfg['metric']}, "
-             f"median of {cfg['runs']} runs (min–max), {summary['machine']['cpus']} cores",
-             "", "| figure | " + " | ".join(names) + " | varvedb vs " +
-             " / ".join(n for n in names if n != "varvedb") + " |",
-             "|---" * (len(names) + 2) + "|"]
-    keys = list(FIGURES) + [(k, k.replace("_", " "), k.endswith("recall"), "{:.3f}")
-                            for k in _extra_keys(engines)]
-    for key, label, higher, fmt in keys:
-        if not any(key in engines[n] for n in names):
-            continue
-        cells = []
-        for n in names:
-            s = engines[n].get(key)
-            cells.append("–" if s is None else
-                         f"{fmt.format(s['median'])} ({fmt.format(s['min'])}–{fmt.format(s['max'])})"
-                         if s["n"] > 1 else fmt.format(s["median"]))
-        ratios = []
-        v = engines.get("varvedb", {}).get(key)
-        for n in names:
-            if n == "varvedb" or v is None or key not in engines[n]:
-                continue
-            p = engines[n][key]["median"]
-            if "recall" in key or p == 0 or v["median"] == 0:
-                continue
-            r = v["median"] / p if higher else p / v["median"]
-            ratios.append(f"{r:.2f}x")
-        lines.append(f"| {label} | " + " | ".join(cells) + " | " + " / ".join(ratios) + " |")
-    lines.append("")
-    lines.append("Ratios read \"varvedb is N x better\" (faster, smaller, or more per second). "
-                 "Peak memory includes the benchmark's own copy of the data.")
-    for e, why in summary.get("skipped", {}).items():
-        lines.append(f"- {e} skipped: {why}")
-    return "\n".join(lines) + "\n"
-
-
-def _extra_keys(engines: dict) -> list[str]:
-    known = {k for k, *_ in FIGURES}
-    extra = sorted({k for e in engines.values() for k in e if k not in known})
-    return extra
+def _merge(summary: dict, path: str, fresh: bool, echo) -> dict:
+    """Keep the engines of an earlier result with the same config that this run
+    did not measure; this run's engines replace theirs."""
+    if fresh or not os.path.exists(path):
+        return summary
+    try:
+        with open(path) as f:
+            old = json.load(f)
+        same = all(old["config"].get(k) == summary["config"][k] for k in IDENTITY)
+        old_engines = old["engines"]
+        if same and any("figures" not in e for e in old_engines.values()):
+            same = False    # written by an older harness
+    except (OSError, ValueError, KeyError):
+        same = False
+    if not same:
+        echo(f"note: {path} had a different config (or format); replacing it")
+        return summary
+    kept = [e for e in old_engines if e not in summary["engines"]
+            and e not in summary["skipped"]]
+    if kept:
+        echo(f"note: keeping {', '.join(kept)} from {path}")
+    merged = {e: summary["engines"].get(e) or old_engines.get(e) for e in ENGINES
+              if e in summary["engines"] or e in kept}
+    skipped = {e: why for e, why in old.get("skipped", {}).items()
+               if e not in summary["engines"]} | summary["skipped"]
+    return summary | {"engines": merged, "skipped": skipped}

@@ -1,104 +1,256 @@
-"""One engine, one run, in its own process: load, index, query, reopen, commit.
+"""One engine, one run, in its own process: load, exact, index, ANN, reopen, commit.
 
-Run by the harness as `python -m varvedb.bench.worker CONFIG.json`; prints
-one JSON object of figures. A process per engine and run keeps peak memory
-(ru_maxrss) honest and stops one engine's caches and threads from helping or
-hurting another.
+Run by the harness as `python -m varvedb.bench.worker CONFIG.json`. A process
+per engine and run keeps peak memory honest (VmHWM of this process, plus the
+sampled memory of any server the engine starts) and stops one engine's
+caches and threads from helping or hurting another. The figures so far are
+rewritten to the config's `result` file after every phase, so a run the
+harness stops for time still reports what it measured, and which phase it
+was in. Progress bars go to stderr.
 """
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
+import threading
 import time
 
 import numpy as np
+from tqdm import tqdm
 
 from . import data
-from .engines import ENGINES, Missing, reset
+from .engines import Missing, engine_class, reset
 
 
-def _ms_per_query(fn, queries) -> tuple[float, list]:
+def peak_rss_mb() -> float:
+    """This process's peak resident memory (VmHWM: unlike ru_maxrss it is not
+    inherited from the parent across fork + exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def pss_mb(pids: list[int]) -> float:
+    """Summed proportional set size of processes (shared pages counted once overall)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1])
+                        break
+        except OSError:
+            pass
+    return total / 1024
+
+
+class ServerMemory:
+    """Samples the engine's server processes (if any) every `every` seconds; keeps the peak."""
+
+    def __init__(self, eng, every: float = 0.25):
+        self.eng, self.every, self.peak = eng, every, 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.wait(self.every):
+            pids = self.eng.server_pids()
+            if pids:
+                self.peak = max(self.peak, pss_mb(pids))
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+class Run:
+    """The figures of one engine-run, written out after every phase."""
+
+    def __init__(self, path: str, engine: str):
+        self.path, self.engine = path, engine
+        self.res: dict = {"notes": {}}
+
+    def phase(self, name: str) -> None:
+        self.res["phase"] = name
+        self.save()
+
+    def save(self) -> None:
+        with open(self.path + ".part", "w") as f:
+            json.dump(self.res, f)
+        os.replace(self.path + ".part", self.path)
+
+    def bar(self, total: int, what: str, unit: str = "row"):
+        return tqdm(total=total, desc=f"  {self.engine}: {what}", unit=unit, leave=False,
+                    mininterval=1.0, dynamic_ncols=True)
+
+
+def _timed_queries(fn, queries, bar, budget_s: float) -> tuple[float, list]:
+    """Mean ms per query of fn over queries, one at a time; the bar moves every 50.
+
+    One untimed query first takes one-off costs out of the mean (JIT compiles,
+    statement preparation, a changed search setting); the cold cost is measured
+    on its own as "open + first query". A loop past budget_s stops early (after
+    at least 10 queries): the figures are then over the queries it answered.
+    """
+    fn(queries[0])
     out = []
     t = time.perf_counter()
-    for q in queries:
+    stop = t + budget_s if budget_s else float("inf")
+    for i, q in enumerate(queries):
         out.append(fn(q))
-    return (time.perf_counter() - t) * 1000 / max(1, len(queries)), out
+        if i % 50 == 49:
+            bar.update(50)
+        if i >= 9 and time.perf_counter() > stop:
+            break
+    ms = (time.perf_counter() - t) * 1000 / max(1, len(out))
+    bar.update(len(queries) - 50 * (len(out) // 50))
+    return ms, out
 
 
 def run(cfg: dict) -> dict:
-    vectors = np.load(cfg["vectors"], mmap_mode="r")
+    rows = data.VectorFile(cfg["vectors"])
     queries = np.load(cfg["queries"])
     gt = {name: np.load(path) for name, path in cfg["truth"].items()}
-    ids = np.arange(len(vectors), dtype=np.int64)
+    ids = np.arange(len(rows), dtype=np.int64)
     tags = data.tag_of(ids)
-    k = cfg["k"]
+    k, name = cfg["k"], cfg["engine"]
+    out = Run(cfg["result"], name)
     reset(cfg["workdir"])
     try:
-        eng = ENGINES[cfg["engine"]](cfg["workdir"], vectors.shape[1], cfg["metric"])
+        eng = engine_class(name)(cfg["workdir"], rows.dim, cfg["metric"])
     except Missing as e:
-        return {"skipped": str(e)}
-    res: dict = {}
-    vec = np.ascontiguousarray(vectors)
+        out.res = {"skipped": str(e)}
+        out.save()
+        return out.res
+    res = out.res
+    server = ServerMemory(eng)
+    try:
+        _phases(cfg, eng, out, rows, ids, tags, queries, gt, k)
+        res.pop("phase", None)
+    finally:
+        res["notes"].update(eng.notes)
+        eng.teardown()
+        server_peak = server.stop()
+        res["peak_mb"] = peak_rss_mb() + server_peak
+        if server_peak:
+            res["notes"]["memory"] = (f"worker {peak_rss_mb():,.0f} MB + server processes "
+                                      f"{server_peak:,.0f} MB (summed PSS, sampled)")
+        out.save()
+        reset(cfg["workdir"])
+    return res
 
-    t = time.perf_counter()
-    eng.load(ids, tags, vec)
-    res["write_rows_per_s"] = len(ids) / (time.perf_counter() - t)
 
+def _phases(cfg, eng, out, rows, ids, tags, queries, gt, k) -> None:
+    res = out.res
+    n = len(rows)
+    budget = cfg.get("query_budget_s", 0)
+
+    out.phase("load")
+    with out.bar(n, "load") as bar:
+        eng.advance = bar.update
+        t = time.perf_counter()
+        eng.load(ids, tags, rows)
+        load_s = time.perf_counter() - t
+    if not eng.index_is_store:
+        res["write_rows_per_s"] = n / load_s
+
+    nq_exact = queries[:cfg["exact_queries"]]
+    if eng.supports_exact:
+        out.phase("exact")
+        with out.bar(3 * len(nq_exact), "exact top-k", "query") as bar:
+            for key, max_tag in (("", None), ("_f1", 1), ("_f25", 25)):
+                ms, found = _timed_queries(lambda q, t=max_tag: eng.exact(q, k, t), nq_exact,
+                                           bar, budget)
+                _count(res, f"exact{key}", found, nq_exact)
+                res[f"exact{key}_ms"] = ms
+                res[f"exact{key}_recall"] = data.recall(found, gt[key[1:] or "all"])
+                _explain(eng, res, queries[0], k, None, max_tag)
+        out.save()
+
+    if eng.supports_ann:
+        out.phase("index build")
+        with out.bar(n, "index build") as bar:
+            eng.advance = bar.update
+            t = time.perf_counter()
+            eng.build_index(cfg["m"], cfg["ef_construction"])
+            res["index_build_s"] = time.perf_counter() - t
+        out.save()
+
+    out.phase("persist")
     t = time.perf_counter()
-    eng.checkpoint()
+    eng.persist()
     res["checkpoint_s"] = time.perf_counter() - t
 
     if eng.supports_ann:
-        t = time.perf_counter()
-        eng.build_index(cfg["m"], cfg["ef_construction"])
-        res["index_build_s"] = time.perf_counter() - t
+        out.phase("ann")
+        fe = cfg["filter_ef"]
+        with out.bar(len(queries) * (len(cfg["ef"]) + 2), "ANN top-k", "query") as bar:
+            for ef in cfg["ef"]:
+                ms, found = _timed_queries(lambda q, e=ef: eng.ann(q, k, e), queries, bar,
+                                           budget)
+                _count(res, f"ann_ef{ef}", found, queries)
+                res[f"ann_ef{ef}_ms"] = ms
+                res[f"ann_ef{ef}_recall"] = data.recall(found, gt["all"])
+                out.save()
+            _explain(eng, res, queries[0], k, fe, None)
+            for pct in (1, 25):
+                ms, found = _timed_queries(lambda q, t=pct: eng.ann(q, k, fe, t), queries, bar,
+                                           budget)
+                _count(res, f"ann_f{pct}", found, queries)
+                res[f"ann_f{pct}_ms"] = ms
+                res[f"ann_f{pct}_recall"] = data.recall(found, gt[f"f{pct}"])
+                res[f"ann_f{pct}_hits"] = float(np.mean([len(f) for f in found]))
+                _explain(eng, res, queries[0], k, fe, pct)
+                out.save()
 
-    nq_exact = queries[:cfg["exact_queries"]]
-    ms, found = _ms_per_query(lambda q: eng.exact(q, k), nq_exact)
-    res["exact_ms"] = ms
-    res["exact_recall"] = data.recall(found, gt["all"][:len(nq_exact)])
-
-    for pct in (1, 25):
-        ms, found = _ms_per_query(lambda q: eng.exact(q, k, max_tag=pct), nq_exact)
-        res[f"exact_f{pct}_ms"] = ms
-        res[f"exact_f{pct}_recall"] = data.recall(found, gt[f"f{pct}"][:len(nq_exact)])
-
-    if eng.supports_ann:
-        for ef in cfg["ef"]:
-            ms, found = _ms_per_query(lambda q: eng.ann(q, k, ef), queries)
-            res[f"ann_ef{ef}_ms"] = ms
-            res[f"ann_ef{ef}_recall"] = data.recall(found, gt["all"])
-        ef = cfg["filter_ef"]
-        for pct in (1, 25):
-            ms, found = _ms_per_query(lambda q: eng.ann(q, k, ef, max_tag=pct), queries)
-            res[f"ann_f{pct}_ms"] = ms
-            res[f"ann_f{pct}_recall"] = data.recall(found, gt[f"f{pct}"])
-            res[f"ann_f{pct}_hits"] = float(np.mean([len(f) for f in found]))
-
+    out.phase("reopen")
     eng.close()
     res["disk_mb"] = eng.disk_bytes() / 2**20
-
     t = time.perf_counter()
     eng.open()
     res["open_ms"] = (time.perf_counter() - t) * 1000
-    first = (eng.ann if eng.supports_ann else eng.exact)
-    args = (queries[0], k, cfg["filter_ef"]) if eng.supports_ann else (queries[0], k)
-    first(*args)
+    if eng.supports_ann:
+        eng.ann(queries[0], k, cfg["filter_ef"])
+    else:
+        eng.exact(queries[0], k)
     res["open_first_query_ms"] = (time.perf_counter() - t) * 1000
     eng.close()
+    out.save()
 
-    res["durable_commits_per_s"] = eng.durable_commits(cfg["commits"], vec)
-    res["durable_commits_4_threads_per_s"] = eng.durable_commits(cfg["commits"], vec, threads=4)
-    if cfg["engine"] == "sqlite":
-        res["durable_commits_rollback_journal_per_s"] = eng.durable_commits(
-            cfg["commits"], vec, journal="DELETE")
-    res["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    reset(cfg["workdir"])
-    return res
+    if eng.durable:
+        out.phase("durable commits")
+        vec = rows.read(0, cfg["commits"])
+        res["durable_commits_per_s"] = eng.durable_commits(cfg["commits"], vec)
+        res["durable_commits_4_threads_per_s"] = eng.durable_commits(cfg["commits"], vec,
+                                                                     threads=4)
+        if eng.name == "sqlite":
+            res["durable_commits_rollback_journal_per_s"] = eng.durable_commits(
+                cfg["commits"], vec, journal="DELETE")
+
+
+def _count(res, key, found, queries) -> None:
+    """Note a timed loop that the query budget cut short."""
+    if len(found) < len(queries):
+        res["notes"][f"{key} queries"] = (f"{len(found)} of {len(queries)} queries "
+                                          "(the rest past the --query-budget)")
+
+
+def _explain(eng, res, q, k, ef, max_tag) -> None:
+    plan = eng.explain(q, k, ef, max_tag)
+    if plan is not None:
+        what = "exact" if ef is None else f"ANN ef={ef}"
+        res["notes"][f"plan, {what}, {'no filter' if max_tag is None else f'tag < {max_tag}'}"] = \
+            str(plan)
 
 
 if __name__ == "__main__":
     with open(sys.argv[1]) as f:
         config = json.load(f)
-    print(json.dumps(run(config)))
+    run(config)

@@ -1,0 +1,146 @@
+"""The benchmark's outputs: the markdown table and the recall/QPS plot.
+
+Both read the summary the harness writes as JSON: `config`, `machine`, and
+per engine its `figures` (median, min, max and n over the runs), `notes`
+(how it was driven, the plans it chose), `measured` (when) and `problems`
+(timeouts, failures). Ratios read "varvedb is N x better" against each peer.
+"""
+from __future__ import annotations
+
+# (key, label, higher_is_better, format); ANN rows are added per ef of the run.
+FIGURES = [
+    ("write_rows_per_s", "bulk load rows/s (with tag index)", True, "{:,.0f}"),
+    ("index_build_s", "ANN index build s", False, "{:.2f}"),
+    ("checkpoint_s", "checkpoint / save s", False, "{:.3f}"),
+    ("exact_ms", "exact top-10 ms", False, "{:.2f}"),
+    ("exact_f1_ms", "exact top-10, filter 1% ms", False, "{:.2f}"),
+    ("exact_f25_ms", "exact top-10, filter 25% ms", False, "{:.2f}"),
+    ("exact_recall", "exact recall@10", True, "{:.3f}"),
+    ("exact_f1_recall", "exact recall@10, filter 1%", True, "{:.3f}"),
+    ("exact_f25_recall", "exact recall@10, filter 25%", True, "{:.3f}"),
+]
+TAIL = [
+    ("open_ms", "open ms", False, "{:.2f}"),
+    ("open_first_query_ms", "open + first query ms", False, "{:.2f}"),
+    ("disk_mb", "disk MB", False, "{:.1f}"),
+    ("durable_commits_per_s", "durable 1-row commits/s (sqlite: WAL)", True, "{:,.0f}"),
+    ("durable_commits_rollback_journal_per_s", "durable 1-row commits/s, sqlite rollback journal",
+     True, "{:,.0f}"),
+    ("durable_commits_4_threads_per_s", "durable 1-row commits/s, 4 threads", True, "{:,.0f}"),
+    ("peak_mb", "peak memory MB", False, "{:,.0f}"),
+    ("wall_s", "engine-run wall time s", False, "{:,.1f}"),
+]
+NO_RATIO = ("recall", "hits", "wall_s", "checkpoint_s")   # the last means different things
+
+
+def figure_rows(cfg: dict) -> list[tuple]:
+    fe = max(cfg["ef"])
+    ann = []
+    for ef in cfg["ef"]:
+        ann += [(f"ann_ef{ef}_ms", f"ANN top-10 ms, ef={ef}", False, "{:.3f}"),
+                (f"ann_ef{ef}_recall", f"ANN recall@10, ef={ef}", True, "{:.3f}")]
+    for pct in (1, 25):
+        ann += [(f"ann_f{pct}_ms", f"ANN top-10, filter {pct}% (ef={fe}) ms", False, "{:.3f}"),
+                (f"ann_f{pct}_recall", f"ANN recall@10, filter {pct}%", True, "{:.3f}"),
+                (f"ann_f{pct}_hits", f"ANN hits returned, filter {pct}%", True, "{:.1f}")]
+    return FIGURES + ann + TAIL
+
+
+def markdown(summary: dict) -> str:
+    cfg = summary["config"]
+    engines = summary["engines"]
+    names = list(engines)
+    peers = [n for n in names if n != "varvedb"]
+    lines = [f"### {cfg['rows']:,} x {cfg['dim']} {cfg['distribution']}, {cfg['metric']}, "
+             f"{cfg['queries']:,} queries, HNSW m={cfg['m']} ef_construction="
+             f"{cfg['ef_construction']}, median of runs (min–max), "
+             f"{summary['machine']['cpus']} cores", "",
+             "| figure | " + " | ".join(names) + " | varvedb vs " + " / ".join(peers) + " |",
+             "|---" * (len(names) + 2) + "|"]
+    for key, label, higher, fmt in figure_rows(cfg):
+        if not any(key in engines[n]["figures"] for n in names):
+            continue
+        cells = [_cell(engines[n]["figures"].get(key), fmt) for n in names]
+        ratios = []
+        v = engines.get("varvedb", {}).get("figures", {}).get(key)
+        if v is not None and not any(w in key for w in NO_RATIO):
+            for n in peers:
+                p = engines[n]["figures"].get(key)
+                if p is None or p["median"] == 0 or v["median"] == 0:
+                    ratios.append("–")
+                    continue
+                r = v["median"] / p["median"] if higher else p["median"] / v["median"]
+                ratios.append(f"{r:.2f}x")
+        lines.append(f"| {label} | " + " | ".join(cells) + " | " + " / ".join(ratios) + " |")
+    lines += ["", "Ratios read \"varvedb is N x better\" (faster, smaller, or more per second). "
+              "– : not measured, or not meaningful for that engine (see notes). Exact figures "
+              f"are over the first {cfg['exact_queries']} queries, taken before the ANN index "
+              "exists; ANN figures over all queries, one at a time. Peak memory includes the "
+              "worker's own working set (one block of data) and, for a server, its processes."]
+    stamps = {e["measured"] for e in engines.values()}
+    if len(stamps) > 1:
+        lines.append("Engines measured in separate invocations (same config): " + ", ".join(
+            f"{n} {engines[n]['measured']}" for n in names) + ".")
+    for n in names:
+        for problem in engines[n].get("problems", []):
+            lines.append(f"- **{n}**: {problem}")
+    for e, why in summary.get("skipped", {}).items():
+        lines.append(f"- {e} skipped: {why}")
+    lines += ["", "<details><summary>How each engine was driven</summary>", ""]
+    for n in names:
+        for what, note in engines[n].get("notes", {}).items():
+            lines.append(f"- {n}, {what}: `{note}`")
+    lines += ["", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(s: dict | None, fmt: str) -> str:
+    if s is None:
+        return "–"
+    if s["n"] > 1 and s["min"] != s["max"]:
+        return f"{fmt.format(s['median'])} ({fmt.format(s['min'])}–{fmt.format(s['max'])})"
+    return fmt.format(s["median"])
+
+
+def plot(summary: dict, path: str) -> str | None:
+    """Recall@10 against queries per second (log), one line per engine across
+    the ef sweep; an exact-only engine is one point at its exact speed.
+    Returns a note when it cannot plot (matplotlib missing, nothing to plot)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "no plot: matplotlib is not installed (pip install 'varvedb[bench]')"
+    cfg = summary["config"]
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    drawn = 0
+    for name, e in summary["engines"].items():
+        f = e["figures"]
+        pts = [(f[f"ann_ef{ef}_recall"]["median"], 1000 / f[f"ann_ef{ef}_ms"]["median"], ef)
+               for ef in cfg["ef"] if f"ann_ef{ef}_ms" in f and f"ann_ef{ef}_recall" in f]
+        if pts:
+            line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+            for r, qps, ef in pts:
+                ax.annotate(f"{ef}", (r, qps), textcoords="offset points", xytext=(4, 4),
+                            fontsize=7, color=line.get_color())
+            drawn += 1
+        elif "exact_ms" in f and "exact_recall" in f:
+            ax.plot([f["exact_recall"]["median"]], [1000 / f["exact_ms"]["median"]],
+                    marker="x", linestyle="none", markersize=9, label=f"{name} (exact only)")
+            drawn += 1
+    if not drawn:
+        plt.close(fig)
+        return "no plot: no engine has query figures"
+    ax.set_yscale("log")
+    ax.set_xlabel("recall@10")
+    ax.set_ylabel("queries per second, one at a time (log scale)")
+    ax.set_title(f"{cfg['rows']:,} x {cfg['dim']} {cfg['distribution']}, {cfg['metric']}, "
+                 f"m={cfg['m']} ef_construction={cfg['ef_construction']} (labels: ef)",
+                 fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return None
