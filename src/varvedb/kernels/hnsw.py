@@ -445,6 +445,26 @@ def _report_allowed(twins, allow, visited, stamp, node, d, ef, res_d, res_i, n_r
 
 
 @njit(**_JIT)
+def _covered_entry(links0, upper_slot, upper_links, entry, top, n_rows):
+    # the entry point's first neighbour below n_rows, on the highest level
+    # that has one: where a reader whose arena predates the entry starts
+    if entry >= links0.shape[0] or entry >= upper_slot.shape[0]:
+        return -1, -1
+    for level in range(top, -1, -1):
+        if level > 0:
+            slot = upper_slot[entry]
+            if slot < 0 or slot >= upper_links.shape[0]:
+                continue
+            lst = upper_links[slot, level - 1]
+        else:
+            lst = links0[entry]
+        for v in lst:
+            if 0 <= v < n_rows:
+                return v, level
+    return -1, -1
+
+
+@njit(**_JIT)
 def search_one(arena, norms, query, metric, links0, upper_slot, upper_links, twins, entry,
                top, ef, k, allow, use_allow, visited, generation, lane,
                cand_d, cand_i, res_d, res_i, fresh, out_rows, out_dist):
@@ -464,7 +484,9 @@ def search_one(arena, norms, query, metric, links0, upper_slot, upper_links, twi
     if use_allow:
         n_rows = min(n_rows, allow.shape[0])
     if entry >= n_rows:
-        return 0
+        entry, top = _covered_entry(links0, upper_slot, upper_links, entry, top, n_rows)
+        if entry < 0:
+            return 0
     q_norm = query_norm(query, metric)
     dist = query_distance(arena, norms, entry, query, q_norm, metric)
     node, dist = greedy_descend(arena, norms, query, q_norm, metric, upper_slot, upper_links,
