@@ -98,7 +98,7 @@ def test_distances_are_on_pgvector_scale(base, queries):
         rows, dists = index.search(base[:2000], norms_of(base[:2000]), queries[0], K)
         expected = exact_distances(base[:2000], queries[:1], metric)[0, rows]
         np.testing.assert_allclose(dists, expected, rtol=1e-4, atol=1e-4)
-        assert rows.dtype == np.int64 and dists.dtype == np.float32
+        assert rows.dtype == np.int64 and dists.dtype == np.float64
 
 
 def test_single_and_batch_search_agree(base, queries, l2_index):

@@ -218,7 +218,7 @@ class Collection:
         n = t.n   # taken once, after v, for every mask (the writer may append meanwhile)
         mask = self._visible(t, v, n)
         if where is not None:
-            mask &= Filter(where, t.schema, params).mask(t, n)
+            mask = mask & Filter(where, t.schema, params).mask(t, n)
         return int(np.count_nonzero(mask))
 
     def find(self, where: str | None = None, params: list | tuple = (), as_of=None,
@@ -229,10 +229,9 @@ class Collection:
         n = t.n
         mask = self._visible(t, v, n)
         if where is not None:
-            mask &= Filter(where, t.schema, params).mask(t, n)
+            mask = mask & Filter(where, t.schema, params).mask(t, n)
         rows = np.flatnonzero(mask)[:limit]
-        docs = self._docs(t, rows, self._select(t, select))
-        return Hits((Hit(d.pop("id"), None, d) for d in docs), plan="filter scan")
+        return self._hits(t, rows, self._select(t, select), None, "filter scan")
 
     def create_index(self, field: str, index: HNSW) -> None:
         """Build a graph index on a vector field (best after a bulk load); kept current after."""
@@ -270,17 +269,15 @@ class Collection:
         v = self._db._engine.resolve_as_of(as_of)
         n = t.n
         col: VectorColumn = t.columns[fname]
-        mask = self._visible(t, v, n)
+        mask, allowed = t.searchable(fname, v, n, final=self._final())
         if where is not None:
-            mask &= Filter(where, t.schema, params).mask(t, n)
-        mask &= ~col.nulls.data[:n]
+            mask = mask & Filter(where, t.schema, params).mask(t, n)
+            allowed = int(np.count_nonzero(mask))
         if ef is not None and (not isinstance(ef, int) or isinstance(ef, bool) or ef < 1):
             raise FieldTypeError(f"ef must be a positive integer, got {ef!r}")
         rows, dists, plan = vector_search(col, f.metric, t.vector_indexes.get(fname), q,
-                                          limit, mask, ef, exact)
-        docs = self._docs(t, rows, self._select(t, select))
-        return Hits((Hit(d.pop("id"), float(s), d) for d, s in zip(docs, dists)),
-                    plan=plan.describe())
+                                          limit, mask, allowed, ef, exact)
+        return self._hits(t, rows, self._select(t, select), dists, plan)
 
     def explain(self, **search_args) -> str:
         """How `search(**search_args)` would be answered (it runs the search)."""
@@ -304,11 +301,14 @@ class Collection:
     # ---- helpers -----------------------------------------------------------------
 
     def _visible(self, t: Table, v: int, n: int) -> np.ndarray:
-        # Outside a transaction v is committed, so its mask can be cached.
-        return t.visible(v, n, final=self._db._engine.in_transaction() is None)
+        return t.visible(v, n, final=self._final())
+
+    def _final(self) -> bool:
+        # Outside a transaction the version read is committed, so its masks can be cached.
+        return self._db._engine.in_transaction() is None
 
     def _vector_field(self, t: Table, field: str | None) -> str:
-        vecs = [n for n, f in t.schema.fields.items() if f.kind == "vector"]
+        vecs = t.schema.vector_fields
         if field is None:
             if len(vecs) != 1:
                 raise UnknownFieldError(f"{self.name!r} has vector fields {vecs}; "
@@ -326,12 +326,25 @@ class Collection:
 
     def _docs(self, t: Table, rows: np.ndarray, names: list[str]) -> list[dict]:
         """Materialise rows as dicts (columnar takes, then one zip)."""
+        cols = self._columns(t, rows, names)
+        keys = ["id", *names]
+        return [dict(zip(keys, vals)) for vals in zip(*cols)]
+
+    def _hits(self, t: Table, rows: np.ndarray, names: list[str], scores, plan) -> Hits:
+        ids, *cols = self._columns(t, rows, names)
+        scores = [None] * len(ids) if scores is None else np.asarray(scores, np.float64).tolist()
+        fields = ([dict(zip(names, vals)) for vals in zip(*cols)] if names
+                  else [{} for _ in ids])
+        return Hits([Hit(i, s, f) for i, s, f in zip(ids, scores, fields)], plan=plan)
+
+    @staticmethod
+    def _columns(t: Table, rows: np.ndarray, names: list[str]) -> list[list]:
+        """The ids, then each named field, of `rows` as Python lists (columnar takes)."""
         rows = np.asarray(rows, np.int64)
         cols = [_ids_of(t, rows)]
         for name in names:
             cols.append(_pyvalues(t.schema.fields[name].kind, *t.columns[name].take(rows)))
-        keys = ["id", *names]
-        return [dict(zip(keys, vals)) for vals in zip(*cols)] if len(rows) else []
+        return cols
 
 
 def _pyvalues(kind: str, vals, nulls) -> list:

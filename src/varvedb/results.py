@@ -41,9 +41,13 @@ class Hit:
 class Hits(list):
     """The hits of a query, best first. `plan` says how the query was answered."""
 
-    def __init__(self, hits=(), plan: str = ""):
+    def __init__(self, hits=(), plan=""):
         super().__init__(hits)
-        self.plan = plan
+        self._plan = plan      # a string, or a planner Plan described on first read
+
+    @property
+    def plan(self) -> str:
+        return str(self._plan)
 
     @property
     def ids(self) -> list:

@@ -170,6 +170,15 @@ class Schema:
             fields[name] = parse_field(name, ftype)
         return Schema(fields, id_kind)
 
+    @property
+    def vector_fields(self) -> list[str]:
+        # fields never change after creation, so the answer is kept
+        try:
+            return self._vector_fields
+        except AttributeError:
+            self._vector_fields = [n for n, f in self.fields.items() if f.kind == "vector"]
+            return self._vector_fields
+
     def to_dict(self) -> dict:
         return {"id": self.id_kind, "fields": {n: f.to_dict() for n, f in self.fields.items()}}
 

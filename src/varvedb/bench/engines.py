@@ -29,7 +29,6 @@ import time
 
 import numpy as np
 
-from ..collection import Collection
 from ..engine.columns import norms_of
 from ..index import flat
 from .data import VectorFile
@@ -117,6 +116,10 @@ class Engine:
     def disk_bytes(self) -> int:
         return du(self.workdir)
 
+    def graph_bytes(self) -> int | None:
+        """Bytes the ANN graph holds, the vectors left out (None: not known)."""
+        return None
+
     def server_pids(self) -> list[int]:
         """Processes outside the worker that hold this engine's memory (a server)."""
         return []
@@ -128,9 +131,7 @@ class Engine:
 
 class Varve(Engine):
     name = "varvedb"
-    # The HNSW index is being integrated; until Collection.create_index exists the
-    # engine reports exact figures only.
-    supports_ann = hasattr(Collection, "create_index")
+    supports_ann = True
 
     def __init__(self, workdir, dim, metric):
         super().__init__(workdir, dim, metric)
@@ -154,17 +155,23 @@ class Varve(Engine):
                               "tag: sorted index")
 
     def exact(self, q, k, max_tag=None):
-        return np.array(self.coll.search(vector=q, limit=k, where=_where(max_tag)).ids)
+        return np.array(self.coll.search(vector=q, limit=k, where=_where(max_tag),
+                                         select=[]).ids)
 
     def build_index(self, m, ef_construction):
         self.coll.create_index("embedding", self.vv.HNSW(m=m, ef_construction=ef_construction))
-        self.notes["index"] = f"HNSW m={m} ef_construction={ef_construction}"
+        self.notes["index"] = (f"HNSW m={m} ef_construction={ef_construction}; queries through "
+                               "collection.search(select=[]): ids and scores, like the libraries")
 
     def persist(self):
         self.db.checkpoint()
 
+    def graph_bytes(self):
+        return sum(ix.memory_bytes() for ix in self.coll._table.vector_indexes.values())
+
     def ann(self, q, k, ef, max_tag=None):
-        return np.array(self.coll.search(vector=q, limit=k, ef=ef, where=_where(max_tag)).ids)
+        return np.array(self.coll.search(vector=q, limit=k, ef=ef, where=_where(max_tag),
+                                         select=[]).ids)
 
     def explain(self, q, k, ef=None, max_tag=None):
         if ef is None:

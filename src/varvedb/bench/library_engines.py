@@ -43,6 +43,10 @@ class _Library(Engine):
     def persist(self):
         np.save(self.tags_path, self.tags)
 
+    def graph_bytes(self):
+        # the saved index is the in-memory layout; less the raw float32 vectors
+        return os.path.getsize(self.index_path) - len(self.tags) * self.dim * 4
+
 
 class Hnswlib(_Library):
     """hnswlib: BFIndex for exact; Index (HNSW) with a per-label filter callable."""

@@ -23,6 +23,7 @@ TAIL = [
     ("open_ms", "open ms", False, "{:.2f}"),
     ("open_first_query_ms", "open + first query ms", False, "{:.2f}"),
     ("disk_mb", "disk MB", False, "{:.1f}"),
+    ("graph_bytes_per_vector", "ANN graph bytes per vector (vectors excluded)", False, "{:,.0f}"),
     ("durable_commits_per_s", "durable 1-row commits/s (sqlite: WAL)", True, "{:,.0f}"),
     ("durable_commits_rollback_journal_per_s", "durable 1-row commits/s, sqlite rollback journal",
      True, "{:,.0f}"),

@@ -187,6 +187,9 @@ def _phases(cfg, eng, out, rows, ids, tags, queries, gt, k) -> None:
     t = time.perf_counter()
     eng.persist()
     res["checkpoint_s"] = time.perf_counter() - t
+    graph = eng.graph_bytes() if eng.supports_ann else None
+    if graph is not None:
+        res["graph_bytes_per_vector"] = graph / n
 
     if eng.supports_ann:
         out.phase("ann")

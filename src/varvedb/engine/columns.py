@@ -31,9 +31,22 @@ class Growable:
         self.tail = tail
         self.data = np.empty((0,) + tail, dtype=self.dtype) if data is None else data
         self.n = 0 if data is None else len(data)
+        self._frozen = (None, None)   # (data, a read-only view of it)
 
     def view(self) -> np.ndarray:
         return self.data[:self.n]
+
+    def frozen(self, n: int) -> np.ndarray:
+        """A read-only view of rows [0, n). Arrays mapped from the file are read-only
+        and fresh ones are not; numba compiles a kernel once per flavour, so the
+        kernels are handed one flavour (the view is kept: making one costs a microsecond)."""
+        data, ro = self._frozen
+        if data is not self.data:
+            data = self.data
+            ro = data.view()
+            ro.flags.writeable = False
+            self._frozen = (data, ro)
+        return ro[:n]
 
     def _reserve(self, extra: int) -> None:
         need = self.n + extra

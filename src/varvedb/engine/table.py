@@ -47,7 +47,7 @@ class Table:
             if f.kind == "vector" and f.vector_index is not None:
                 self.vector_indexes[name] = VectorIndex(name, f.dim, f.metric, f.vector_index)
         self.committed_n = 0                   # rows of committed versions (a prefix)
-        self._visible_cache = None             # (version, n, mask) of a committed version
+        self._mask_cache: dict = {}            # field or None -> (version, n, mask, count)
         self._undo: list | None = None         # set while a transaction is open
 
     @property
@@ -57,23 +57,37 @@ class Table:
     # ---- reading -------------------------------------------------------------
 
     def visible(self, version: int, n: int | None = None, final: bool = False) -> np.ndarray:
-        """Boolean mask over row versions [0, n) (default: all): visible as of `version`.
+        """Read-only boolean mask over row versions [0, n) (default: all): visible
+        as of `version`. Combine it into a new array; never write to it.
 
         A reader takes `n` once and passes it to every column it reads, so
         all its masks have one length while the writer appends. `final` says
         the version is committed, so the mask may be cached for the next reader."""
         if n is None:
             n = self.born.n
-        cached = self._visible_cache
+        return self._mask(None, version, n, final)[0]
+
+    def searchable(self, field: str, version: int, n: int, final: bool = False
+                   ) -> tuple[np.ndarray, int]:
+        """(read-only mask, count) of rows visible as of `version` with a non-null `field`."""
+        return self._mask(field, version, n, final)
+
+    def _mask(self, field: str | None, version: int, n: int, final: bool
+              ) -> tuple[np.ndarray, int]:
+        # Visibility as of a committed version never changes (later writes only
+        # append rows born later and stamp `died` with later versions), and a
+        # row's nulls never change, so a committed version's mask is cached.
+        cached = self._mask_cache.get(field)
         if cached is not None and cached[0] == version and cached[1] == n:
-            return cached[2].copy()
-        born, died = self.born.data[:n], self.died.data[:n]
-        mask = (born <= version) & (died > version)
+            return cached[2], cached[3]
+        mask = (self.born.data[:n] <= version) & (self.died.data[:n] > version)
+        if field is not None:
+            mask &= ~self.columns[field].nulls.data[:n]
+        mask.flags.writeable = False
+        count = int(np.count_nonzero(mask))
         if final:
-            # Visibility as of a committed version never changes: later writes
-            # only append rows born later and stamp `died` with later versions.
-            self._visible_cache = (version, n, mask.copy())
-        return mask
+            self._mask_cache[field] = (version, n, mask, count)
+        return mask, count
 
     def id_values(self, rows: np.ndarray) -> list:
         if isinstance(self.ids, TextColumn):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels.distance import METRIC_CODES, exact_row_distances
+
 BLOCK = 32768   # rows widened from f16 at a time
 GATHER_BELOW = 0.15  # a mask allowing fewer rows than this fraction is gathered
 
@@ -45,20 +47,14 @@ def distances(metric: str, arena: np.ndarray, norms: np.ndarray, q: np.ndarray,
     return np.sqrt(np.maximum(nx * nx - 2.0 * s + qq, 0.0))
 
 
-def exact_distances(metric: str, vectors: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Distances computed directly in float64 (for the few rows returned)."""
-    x = vectors.astype(np.float64)
-    q64 = q.astype(np.float64)
-    if metric == "l2":
-        return np.sqrt(((x - q64) ** 2).sum(axis=1))
-    s = x @ q64
-    if metric == "dot":
-        return -s
-    denom = np.linalg.norm(x, axis=1) * np.linalg.norm(q64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        d = 1.0 - s / denom
-    d[denom == 0] = 1.0
-    return d
+def exact_distances(metric: str, arena: np.ndarray, rows: np.ndarray, q: np.ndarray
+                    ) -> np.ndarray:
+    """Distances from q to arena[rows] computed directly in float64 (for the few rows returned)."""
+    out = np.empty(len(rows), np.float64)
+    bits = arena.view(np.uint16) if arena.dtype == np.float16 else arena
+    exact_row_distances(bits, np.asarray(rows, np.int64), np.asarray(q, np.float32),
+                        METRIC_CODES[metric], out)
+    return out
 
 
 def search(metric: str, arena: np.ndarray, norms: np.ndarray, q: np.ndarray, k: int,
@@ -83,6 +79,6 @@ def search(metric: str, arena: np.ndarray, norms: np.ndarray, q: np.ndarray, k: 
     cand = np.argpartition(d, take - 1)[:take] if take < m else np.arange(m)
     cand = cand[np.isfinite(d[cand])]
     idx = cand if rows is None else rows[cand]
-    exact = exact_distances(metric, arena[idx], q)
+    exact = exact_distances(metric, arena, idx, q)
     order = np.lexsort((idx, exact))[:k]
     return idx[order].astype(np.int64), exact[order]

@@ -279,15 +279,15 @@ class HnswIndex:
                ) -> tuple[np.ndarray, np.ndarray]:
         """The (at most) k nearest allowed nodes to ``query`` (float32, shape (dim,)).
 
-        Returns ``(rows int64, distances float32)`` ascending by distance, on
-        pgvector's scale: cosine ``1 - cos``, l2 Euclidean, dot ``-<x, q>``.
+        Returns ``(rows int64, distances float64)`` ascending by (distance, row),
+        exact on pgvector's scale: cosine ``1 - cos``, l2 Euclidean, dot ``-<x, q>``.
         ``allow`` is a bool mask over arena rows (None = all); rows it
         excludes are walked through but never returned. The beam is
         ``max(ef or ef_search, k)`` wide.
         """
         k = int(k)
         if self._n_nodes == 0 or k <= 0:
-            return np.empty(0, np.int64), np.empty(0, np.float32)
+            return np.empty(0, np.int64), np.empty(0, np.float64)
         query = np.ascontiguousarray(query, dtype=np.float32)
         if query.shape != (self.dim,):
             raise ValueError(f"query must have shape ({self.dim},), got {query.shape}")
@@ -297,7 +297,7 @@ class HnswIndex:
         ef = max(int(ef) if ef is not None else self.ef_search, k)
         ws = self._take_workspace(ef)
         out_rows = np.empty(k, np.int64)
-        out_dist = np.empty(k, np.float32)
+        out_dist = np.empty(k, np.float64)
         try:
             count = kernels.search_one(
                 arena, norms, query, self._metric_code, self._links0, self._upper_slot,
@@ -315,7 +315,7 @@ class HnswIndex:
                      ) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`search` for each row of ``queries`` (q, dim), in parallel.
 
-        Returns ``(rows (q, k) int64, distances (q, k) float32)``, rows padded
+        Returns ``(rows (q, k) int64, distances (q, k) float64)``, rows padded
         with -1 and distances with inf where fewer than k nodes qualify.
         """
         k = int(k)
@@ -324,7 +324,7 @@ class HnswIndex:
             raise ValueError(f"queries must have shape (q, {self.dim}), got {queries.shape}")
         n_q = queries.shape[0]
         out_rows = np.full((n_q, max(k, 0)), -1, np.int64)
-        out_dist = np.full((n_q, max(k, 0)), np.inf, np.float32)
+        out_dist = np.full((n_q, max(k, 0)), np.inf, np.float64)
         if self._n_nodes == 0 or k <= 0 or n_q == 0:
             return out_rows, out_dist
         if not np.isfinite(queries).all():

@@ -57,9 +57,11 @@ class ReadWriteLock:
         with self._cond:
             if write:
                 self._writer = False
+                self._cond.notify_all()
             else:
                 self._readers -= 1
-            self._cond.notify_all()
+                if not self._readers and self._waiting:   # only a writer waits on readers
+                    self._cond.notify_all()
 
 
 class _Held:
@@ -95,8 +97,8 @@ class VectorIndex:
         with self._link_lock:
             while self.linked < upto:
                 hi = min(upto, self.linked + LINK_CHUNK)
-                arena = _read_only(column.arena.data[:hi])
-                norms = _read_only(column.norms.data[:hi])
+                arena = column.arena.frozen(hi)
+                norms = column.norms.frozen(hi)
                 rows = np.arange(self.linked, hi, dtype=np.int64)
                 rows = rows[~column.nulls.data[self.linked:hi]]
                 with self._lock.write():
@@ -105,30 +107,33 @@ class VectorIndex:
                 if progress is not None:
                     progress(len(rows))
 
-    def search(self, column, metric: str, q: np.ndarray, k: int, allow: np.ndarray,
-               ef: int | None) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k allowed rows: the graph below the watermark, exact above it."""
-        n = len(allow)
+    def search(self, column, metric: str, q: np.ndarray, k: int, allow: np.ndarray | None,
+               ef: int | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k allowed rows among [0, n) (allow None: all of them) with exact
+        float64 scores, ranked: the graph below the watermark, exact above it."""
         with self._lock.read():
             # The graph may already hold rows newer than this reader's snapshot:
             # they are walked through (their vectors are in the arena by now)
             # but never returned.
             linked = self.linked
-            arena = _read_only(column.arena.data[:max(n, linked)])
-            norms = _read_only(column.norms.data[:max(n, linked)])
-            walk_allow = allow[:linked] if linked <= n else np.concatenate(
-                [allow, np.zeros(linked - n, bool)])
+            arena = column.arena.frozen(max(n, linked))
+            norms = column.norms.frozen(max(n, linked))
+            if linked > n:
+                walk_allow = np.zeros(linked, bool)
+                walk_allow[:n] = True if allow is None else allow
+            else:
+                walk_allow = None if allow is None else allow[:linked]
             rows, dists = self.graph.search(arena, norms, q, k, walk_allow, ef)
         arena, norms = arena[:n], norms[:n]
         linked = min(linked, n)
         if linked < n:
-            tail = allow.copy()
-            tail[:linked] = False
+            tail = np.zeros(n, bool)
+            tail[linked:] = True if allow is None else allow[linked:]
             if tail.any():
                 trows, tdists = flat.search(metric, arena, norms, q, k, tail)
                 rows = np.concatenate([rows, trows])
-                dists = np.concatenate([dists.astype(np.float64), tdists])
-                order = np.argsort(dists, kind="stable")[:k]
+                dists = np.concatenate([dists, tdists])
+                order = np.lexsort((rows, dists))[:k]
                 rows, dists = rows[order], dists[order]
         return rows, dists
 
@@ -156,10 +161,3 @@ class VectorIndex:
         ix = cls(field, dim, metric, spec, graph, linked)
         return ix
 
-
-def _read_only(a: np.ndarray) -> np.ndarray:
-    """A read-only view. Arrays mapped from the file are read-only and fresh ones
-    are not; numba compiles a kernel once per flavour, so hand it one flavour."""
-    v = a.view()
-    v.flags.writeable = False
-    return v

@@ -236,3 +236,51 @@ def reported_distance(internal, metric):
     if metric == METRIC_L2:
         return np.float32(np.sqrt(max(internal, np.float32(0.0))))
     return internal
+
+
+# No fastmath: float64 sums in a fixed order, so a row's score is the same
+# whichever path (walk or scan) found it.
+@njit(cache=True, nogil=True)
+def exact_row_distances(arena, rows, query, metric, out):
+    """pgvector-scale distances in float64 from ``query`` to ``arena[rows]`` (the few rows returned)."""
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        s = 0.0
+        xx = 0.0
+        qq = 0.0
+        for j in range(query.shape[0]):
+            x = np.float64(as_f32(arena[r, j]))
+            q = np.float64(query[j])
+            if metric == METRIC_L2:
+                s += (x - q) * (x - q)
+            else:
+                s += x * q
+                xx += x * x
+                qq += q * q
+        if metric == METRIC_L2:
+            out[i] = np.sqrt(s)
+        elif metric == METRIC_DOT:
+            out[i] = -s
+        elif xx == 0.0 or qq == 0.0:
+            out[i] = 1.0
+        else:
+            out[i] = 1.0 - s / (np.sqrt(xx) * np.sqrt(qq))
+
+
+@njit(cache=True, nogil=True)
+def rank_rows(arena, rows, query, metric, out):
+    """Exact scores of ``rows`` into ``out``, then both sorted by (score, row).
+
+    For the k rows a walk returns: already in order but for near-ties that
+    the float64 scores settle, so an insertion sort is linear in practice.
+    """
+    exact_row_distances(arena, rows, query, metric, out)
+    for i in range(1, rows.shape[0]):
+        d, r = out[i], rows[i]
+        j = i - 1
+        while j >= 0 and (out[j] > d or (out[j] == d and rows[j] > r)):
+            out[j + 1] = out[j]
+            rows[j + 1] = rows[j]
+            j -= 1
+        out[j + 1] = d
+        rows[j + 1] = r

@@ -75,6 +75,7 @@ from varvedb.kernels.distance import (
     prefetch_row,
     query_distance,
     query_norm,
+    rank_rows,
     reported_distance,
     row_distance,
     unmanaged,
@@ -468,7 +469,10 @@ def _covered_entry(links0, upper_slot, upper_links, entry, top, n_rows):
 def search_one(arena, norms, query, metric, links0, upper_slot, upper_links, twins, entry,
                top, ef, k, allow, use_allow, visited, generation, lane,
                cand_d, cand_i, res_d, res_i, fresh, out_rows, out_dist):
-    """k nearest allowed nodes to ``query``, ascending, into ``out_*``; returns the count.
+    """k nearest allowed nodes to ``query`` into ``out_*``; returns the count.
+
+    ``out_dist`` gets exact float64 scores on pgvector's scale and rows are
+    ranked by (score, row), so a caller needs no second pass.
 
     Returns -1, having searched nothing, when the query is not finite.
     Scratch: ``visited`` holds one uint16 stamp per row and
@@ -501,8 +505,8 @@ def search_one(arena, norms, query, metric, links0, upper_slot, upper_links, twi
         count = n
         while n > 0:
             out_rows[n - 1] = res_i[0]
-            out_dist[n - 1] = reported_distance(res_d[0], metric)
             n = max_pop(res_d, res_i, n)
+        rank_rows(arena, out_rows[:count], query, metric, out_dist)
         return count
     res_d[0] = dist
     res_i[0] = node
@@ -518,7 +522,7 @@ def search_one(arena, norms, query, metric, links0, upper_slot, upper_links, twi
     count = min(n, k)
     for j in range(count):
         out_rows[j] = res_i[j]
-        out_dist[j] = reported_distance(res_d[j], metric)
+    rank_rows(arena, out_rows[:count], query, metric, out_dist)
     return count
 
 

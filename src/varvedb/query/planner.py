@@ -9,8 +9,8 @@ Every answer is complete: when k rows are allowed, k rows come back.
   null). A walk that returns fewer than min(k, allowed) rows is retried with
   WIDEN × ef, and if still short, answered exactly.
 
-The final rows are rescored exactly, so scores equal pgvector's values
-whichever path found them. `Plan.describe()` is what `explain` reports.
+Both paths score their final rows exactly in float64 and rank them by (score,
+row), so scores equal pgvector's values whichever path found them. `Plan.describe()` is what `explain` reports.
 """
 from __future__ import annotations
 
@@ -33,6 +33,9 @@ class Plan:
     ef: int | None = None
     reason: str = ""
 
+    def __str__(self) -> str:
+        return self.describe()
+
     def describe(self) -> str:
         if self.path == "exact":
             return f"exact scan over {self.allowed:,} of {self.rows:,} rows ({self.reason})"
@@ -42,12 +45,14 @@ class Plan:
 
 
 def vector_search(column, metric: str, index, q: np.ndarray, k: int, allow: np.ndarray,
-                  ef: int | None = None, exact: bool = False
+                  allowed: int, ef: int | None = None, exact: bool = False
                   ) -> tuple[np.ndarray, np.ndarray, Plan]:
-    """Top-k rows of `column` among `allow` nearest to q: (rows, distances, plan)."""
+    """Top-k rows of `column` among `allow` (`allowed` of them set) nearest to q:
+    (rows, distances, plan)."""
     n = len(allow)
-    allowed = int(np.count_nonzero(allow))
-    arena, norms = column.arena.data[:n], column.norms.data[:n]
+    if allowed == n:
+        allow = None    # every row: the kernels skip the mask
+    arena, norms = column.arena.frozen(n), column.norms.frozen(n)
     want = min(k, allowed)
     reason = ("exact=True" if exact else "no vector index" if index is None
               else "few rows allowed" if allowed < max(EXACT_ROWS, EXACT_FRACTION * n) else "")
@@ -55,15 +60,13 @@ def vector_search(column, metric: str, index, q: np.ndarray, k: int, allow: np.n
         rows, dists = flat.search(metric, arena, norms, q, k, allow)
         return rows, dists, Plan("exact", allowed, n, reason=reason)
     ef = max(ef or index.spec.ef_search, k)
-    rows, _ = index.search(column, metric, q, k, allow, ef)
+    rows, dists = index.search(column, metric, q, k, allow, ef, n)
     path = "hnsw"
     if len(rows) < want:
         ef *= WIDEN
-        rows, _ = index.search(column, metric, q, k, allow, ef)
+        rows, dists = index.search(column, metric, q, k, allow, ef, n)
         path = "hnsw-widened"
     if len(rows) < want:
         rows, dists = flat.search(metric, arena, norms, q, k, allow)
-        return rows, dists, Plan("hnsw-then-exact", allowed, n, ef)
-    dists = flat.exact_distances(metric, arena[rows], q)
-    order = np.lexsort((rows, dists))
-    return rows[order], dists[order], Plan(path, allowed, n, ef)
+        path = "hnsw-then-exact"
+    return rows, dists, Plan(path, allowed, n, ef)
