@@ -402,3 +402,26 @@ def test_empty_existing_file_becomes_a_new_database(tmp_path):
     d.close()
     assert os.path.getsize(path) >= F.LOG_START
     assert vv.verify_file(str(path)).ok
+
+
+def test_readonly_open_of_a_missing_file_raises_file_missing(tmp_path):
+    path = str(tmp_path / "absent.varve")
+    with pytest.raises(vv.FileMissingError) as info:
+        vv.connect(path, readonly=True)
+    assert path in str(info.value)
+    assert isinstance(info.value, FileNotFoundError)   # still caught as the builtin
+    assert not os.path.exists(path)                    # and nothing was created
+
+
+@pytest.mark.parametrize("option", [{"durability": "fast"}, {"durability": None},
+                                    {"batch_ms": -1}, {"batch_ms": "50"}])
+def test_bad_connect_option_raises_option_error(loaded, tmp_path, option):
+    d, docs, path = loaded
+    before = file_digest(path)
+    with pytest.raises(vv.OptionError) as info:
+        vv.connect(path, readonly=True, **option)
+    assert next(iter(option)) in str(info.value)
+    fresh = str(tmp_path / "fresh.varve")
+    with pytest.raises(vv.OptionError):
+        vv.connect(fresh, **option)
+    assert not os.path.exists(fresh) and file_digest(path) == before

@@ -7,10 +7,10 @@
 from .collection import Collection
 from .database import Database, VersionInfo, connect
 from .errors import (ClosedError, CorruptFileError, DimensionError, DuplicateIdError,
-                     FieldTypeError, FilterError, FormatVersionError, NonFiniteVectorError,
-                     NotAVarveFileError, NotFoundError, ReadOnlyError, SchemaError,
-                     TransactionError, UnknownFieldError, VarveError, VersionNotFoundError,
-                     WriterLockedError)
+                     FieldTypeError, FileMissingError, FilterError, FormatVersionError,
+                     NonFiniteVectorError, NotAVarveFileError, NotFoundError, OptionError,
+                     ReadOnlyError, SchemaError, TransactionError, UnknownFieldError, VarveError,
+                     VersionNotFoundError, WriterLockedError)
 from .results import Hit, Hits
 from .schema import HNSW, Bool, Field, Float, Int, Json, Text, Timestamp, Vector
 from .storage.verify import VerifyReport, verify_file
@@ -23,6 +23,6 @@ __all__ = [
     "HNSW", "VarveError", "SchemaError", "UnknownFieldError", "FieldTypeError",
     "DimensionError", "NonFiniteVectorError", "DuplicateIdError", "FilterError",
     "NotFoundError", "NotAVarveFileError", "FormatVersionError", "CorruptFileError",
-    "WriterLockedError", "ReadOnlyError", "ClosedError", "TransactionError",
-    "VersionNotFoundError",
+    "WriterLockedError", "FileMissingError", "OptionError", "ReadOnlyError", "ClosedError",
+    "TransactionError", "VersionNotFoundError",
 ]

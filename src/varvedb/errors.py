@@ -43,6 +43,14 @@ class NotFoundError(VarveError):
     """A collection (or other named object) does not exist."""
 
 
+class FileMissingError(VarveError, FileNotFoundError):
+    """A read-only open names a file that does not exist (a writer would create it)."""
+
+
+class OptionError(VarveError, ValueError):
+    """An option passed to connect (or another call) has a value it does not take."""
+
+
 class NotAVarveFileError(VarveError):
     """The file is not a varvedb file (bad magic, or header damaged)."""
 

@@ -3,17 +3,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import numpy as np
 
 
-class Hit:
-    """One result: `id`, `score` (pgvector's distance for vector search) and fields."""
-    __slots__ = ("id", "score", "fields")
+class Hit(msgspec.Struct):
+    """One result: `id`, `score` (pgvector's distance for vector search) and fields.
 
-    def __init__(self, id: Any, score: float | None, fields: dict):
-        self.id = id
-        self.score = score
-        self.fields = fields
+    A msgspec Struct: built in C, which matters when a query returns many."""
+    id: Any
+    score: float | None
+    fields: dict
 
     def __getitem__(self, name: str) -> Any:
         if name == "id":

@@ -12,9 +12,12 @@ the first append copies them (copy-on-write), so open costs no copy.
 
 Representations: int/timestamp int64, float float64, bool bool; text as int32
 codes into a per-column dictionary (-1 = null); json as a list of Python
-values; vectors as an (n, dim) f32/f16 arena with an f32 norm per row.
+values, plus a dictionary-coded column per json path a filter has read;
+vectors as an (n, dim) f32/f16 arena with an f32 norm per row.
 """
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -169,6 +172,29 @@ class JsonColumn:
         self.field = field
         self.items: list = []
         self.n = 0
+        self._paths: dict = {}           # path key -> _PathCodes
+        self._paths_lock = threading.Lock()
+
+    def path_codes(self, key, n: int, extract) -> tuple[np.ndarray, list]:
+        """(codes for rows [0, n), distinct values): the value `extract(item)` of
+        each row as an int32 code into the values (-1 = None).
+
+        A json path filter evaluates its predicate once per distinct value and
+        maps it over the codes, like a text column. Each row is extracted once
+        and kept (a row's item never changes) — but only rows below `self.n`:
+        rows past it may yet be rolled back and written anew."""
+        with self._paths_lock:
+            pc = self._paths.get(key)
+            if pc is None:
+                pc = self._paths[key] = _PathCodes()
+            upto = min(n, self.n)
+            if pc.codes.n < upto:
+                pc.codes.append(pc.encode([extract(v) for v in self.items[pc.codes.n:upto]]))
+            codes = pc.codes.data[:upto].copy()
+            if upto < n:       # uncommitted rows a reader sees but may not keep
+                codes = np.concatenate([codes, pc.encode([extract(v)
+                                                          for v in self.items[upto:n]])])
+            return codes, list(pc.values)
 
     def append(self, values: list, nulls=None) -> None:
         self.items[self.n:self.n + len(values)] = values
@@ -183,7 +209,10 @@ class JsonColumn:
         return vals, np.fromiter((v is None for v in vals), bool, len(vals))
 
     def truncate(self, n: int) -> None:
-        self.n = n
+        with self._paths_lock:
+            self.n = n
+            for pc in self._paths.values():
+                pc.codes.truncate(min(pc.codes.n, n))
 
     def to_arrays(self) -> dict:
         return {}
@@ -194,6 +223,31 @@ class JsonColumn:
     def load(self, arrays: dict, meta) -> None:
         self.items = list(meta)
         self.n = len(self.items)
+        self._paths = {}
+
+
+class _PathCodes:
+    """The values found at one json path, dictionary-coded: codes and distinct values."""
+
+    def __init__(self):
+        self.codes = Growable(np.int32)
+        self.values: list = []
+        self.lookup: dict = {}
+
+    def encode(self, values: list) -> np.ndarray:
+        out = np.empty(len(values), np.int32)
+        for i, v in enumerate(values):
+            if v is None:
+                out[i] = NULL_CODE
+                continue
+            # keyed by type too: 1, 1.0 and True are equal in Python, not in JSON
+            key = (type(v), v if isinstance(v, (str, int, float, bool)) else repr(v))
+            c = self.lookup.get(key)
+            if c is None:
+                c = self.lookup[key] = len(self.values)
+                self.values.append(v)
+            out[i] = c
+        return out
 
 
 class VectorColumn:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import (ClosedError, CorruptFileError, FieldTypeError, NotFoundError,
-                      ReadOnlyError, SchemaError, TransactionError, VersionNotFoundError)
+                      OptionError, ReadOnlyError, SchemaError, TransactionError, VersionNotFoundError)
 from ..schema import Schema, to_micros
 from ..storage import format as F
 from ..storage import record
@@ -62,7 +62,10 @@ class Engine:
     def __init__(self, path: str | None, readonly: bool = False, durability: str = "commit",
                  batch_ms: float = 50.0):
         if durability not in ("commit", "batch", "off"):
-            raise ValueError(f"durability is 'commit', 'batch' or 'off', not {durability!r}")
+            raise OptionError(f"durability is 'commit', 'batch' or 'off', not {durability!r}")
+        if isinstance(batch_ms, bool) or not isinstance(batch_ms, (int, float)) or batch_ms < 0:
+            raise OptionError(f"batch_ms is a non-negative number of milliseconds, "
+                              f"not {batch_ms!r}")
         self.path = path
         self.readonly = readonly
         self.tables: dict[int, Table] = {}

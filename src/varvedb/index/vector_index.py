@@ -15,6 +15,7 @@ most one chunk for a writer.
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -26,56 +27,44 @@ LINK_CHUNK = 4096   # rows linked per hold of the write lock
 
 
 class ReadWriteLock:
-    """Many readers or one writer; a waiting writer stops new readers (no starvation)."""
+    """Many readers or one writer; a waiting writer stops new readers (no starvation).
+
+    The state sits behind a plain mutex whose `with` runs in C: a search takes
+    and drops the read side once per query, so that path stays short."""
 
     def __init__(self):
-        self._cond = threading.Condition()
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
         self._readers = 0
         self._writer = False
         self._waiting = 0
 
-    def read(self):
-        return _Held(self, False)
+    def acquire_read(self) -> None:
+        with self._mutex:
+            while self._writer or self._waiting:
+                self._cond.wait()
+            self._readers += 1
 
+    def release_read(self) -> None:
+        with self._mutex:
+            self._readers -= 1
+            if not self._readers and self._waiting:   # only a writer waits on readers
+                self._cond.notify_all()
+
+    @contextmanager
     def write(self):
-        return _Held(self, True)
-
-    def _acquire(self, write: bool) -> None:
-        with self._cond:
-            if write:
-                self._waiting += 1
-                while self._writer or self._readers:
-                    self._cond.wait()
-                self._waiting -= 1
-                self._writer = True
-            else:
-                while self._writer or self._waiting:
-                    self._cond.wait()
-                self._readers += 1
-
-    def _release(self, write: bool) -> None:
-        with self._cond:
-            if write:
+        with self._mutex:
+            self._waiting += 1
+            while self._writer or self._readers:
+                self._cond.wait()
+            self._waiting -= 1
+            self._writer = True
+        try:
+            yield
+        finally:
+            with self._mutex:
                 self._writer = False
                 self._cond.notify_all()
-            else:
-                self._readers -= 1
-                if not self._readers and self._waiting:   # only a writer waits on readers
-                    self._cond.notify_all()
-
-
-class _Held:
-    __slots__ = ("lock", "write")
-
-    def __init__(self, lock: ReadWriteLock, write: bool):
-        self.lock = lock
-        self.write = write
-
-    def __enter__(self):
-        self.lock._acquire(self.write)
-
-    def __exit__(self, *exc):
-        self.lock._release(self.write)
 
 
 class VectorIndex:
@@ -111,7 +100,8 @@ class VectorIndex:
                ef: int | None, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k allowed rows among [0, n) (allow None: all of them) with exact
         float64 scores, ranked: the graph below the watermark, exact above it."""
-        with self._lock.read():
+        self._lock.acquire_read()
+        try:
             # The graph may already hold rows newer than this reader's snapshot:
             # they are walked through (their vectors are in the arena by now)
             # but never returned.
@@ -124,6 +114,8 @@ class VectorIndex:
             else:
                 walk_allow = None if allow is None else allow[:linked]
             rows, dists = self.graph.search(arena, norms, q, k, walk_allow, ef)
+        finally:
+            self._lock.release_read()
         arena, norms = arena[:n], norms[:n]
         linked = min(linked, n)
         if linked < n:

@@ -293,8 +293,7 @@ class Filter:
 
     def _nulls(self, ref: Ref, table, n: int) -> np.ndarray:
         if ref.path:
-            vals = self._json_values(ref, table, n)
-            return np.fromiter((v is None for v in vals), bool, n)
+            return self._json_codes(ref, table, n)[0] < 0
         if ref.name == "id":
             return np.zeros(n, bool)
         col = table.columns[ref.name]
@@ -311,25 +310,26 @@ class Filter:
             col = table.ids if ref.name == "id" else table.columns[ref.name]
             # Codes first (a copy), words after: every code then has its word,
             # even if the writer rolls back and reuses rows past its n meanwhile.
-            codes = col.codes.data[:n].copy()
-            words = list(col.words)
-            lut = np.fromiter((bool(pred(w)) for w in words), bool, len(words))
-            nulls = codes < 0
-            t = np.zeros(n, bool)
-            t[~nulls] = lut[codes[~nulls]]
-            return t, nulls
+            return _map_codes(col.codes.data[:n].copy(), list(col.words), pred)
         if text_only and kind != "json":
             raise FilterError(f"LIKE needs a text field; {ref.name!r} is {kind}")
         if kind != "json":
             raise FilterError(f"{ref.name!r} is {kind}")
-        vals = self._json_values(ref, table, n)
-        nulls = np.fromiter((v is None for v in vals), bool, n)
-        t = np.fromiter((v is not None and bool(pred(v)) for v in vals), bool, n)
-        return t, nulls
+        return _map_codes(*self._json_codes(ref, table, n), pred)
 
-    def _json_values(self, ref: Ref, table, n: int) -> list:
-        items = table.columns[ref.name].items[:n]
-        return [_walk(v, ref.path, ref.as_text) for v in items]
+    def _json_codes(self, ref: Ref, table, n: int) -> tuple[np.ndarray, list]:
+        path, as_text = ref.path, ref.as_text
+        return table.columns[ref.name].path_codes((path, as_text), n,
+                                                  lambda v: _walk(v, path, as_text))
+
+
+def _map_codes(codes: np.ndarray, values: list, pred):
+    """(true, null) masks of pred over dictionary-coded rows: pred runs once per distinct value."""
+    lut = np.fromiter((bool(pred(v)) for v in values), bool, len(values))
+    nulls = codes < 0
+    t = np.zeros(len(codes), bool)
+    t[~nulls] = lut[codes[~nulls]]
+    return t, nulls
 
 
 def _walk(v, path: tuple, as_text: bool):

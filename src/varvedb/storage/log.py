@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import (CorruptFileError, FormatVersionError, NotAVarveFileError,
+from ..errors import (CorruptFileError, FileMissingError, FormatVersionError, NotAVarveFileError,
                       WriterLockedError)
 from . import format as F
 
@@ -103,7 +103,11 @@ class LogFile:
 
     def _open_file(self) -> None:
         flags = os.O_RDONLY if self.readonly else os.O_RDWR | os.O_CREAT
-        self.fd = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            self.fd = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except FileNotFoundError:
+            raise FileMissingError(f"{self.path} does not exist; a read-only connection "
+                                   "opens an existing file") from None
         try:
             if not self.readonly:
                 try:
