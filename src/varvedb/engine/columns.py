@@ -5,7 +5,10 @@ and a vector search is one BLAS call over a contiguous arena. Every column
 only grows at its end (old row versions are never rewritten), which is what
 lets readers run without locks: a reader takes `view()` — an array and a
 length — and later appends either write past that length or move to a new,
-larger array that the reader never sees.
+larger array that the reader never sees. A large column is allocated at the
+start of a much larger reserved (not yet backed) mapping and grows within it
+without moving, so a bulk load neither copies its data on growth nor holds
+two copies at once.
 
 Arrays loaded from a checkpoint are read-only views over the mapped file;
 the first append copies them (copy-on-write), so open costs no copy.
@@ -17,6 +20,8 @@ vectors as an (n, dim) f32/f16 arena with an f32 norm per row.
 """
 from __future__ import annotations
 
+import mmap
+import sys
 import threading
 
 import numpy as np
@@ -24,6 +29,9 @@ import numpy as np
 from ..schema import VECTOR_DTYPES, Field
 
 NULL_CODE = -1
+RESERVE_FROM = 16 << 20   # bytes: a column this large grows inside reserved address space
+RESERVE_FACTOR = 16       # ... reserved this many times its size at a time
+_MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform == "linux" else 0)
 
 
 class Growable:
@@ -35,6 +43,7 @@ class Growable:
         self.data = np.empty((0,) + tail, dtype=self.dtype) if data is None else data
         self.n = 0 if data is None else len(data)
         self._frozen = (None, None)   # (data, a read-only view of it)
+        self._room = None             # the reserved mapping `data` starts, if any
 
     def view(self) -> np.ndarray:
         return self.data[:self.n]
@@ -56,9 +65,39 @@ class Growable:
         if need <= len(self.data) and self.data.flags.writeable:
             return
         cap = max(need, 2 * len(self.data), 64)
-        new = np.empty((cap,) + self.tail, dtype=self.dtype)
+        room = self._room
+        if room is not None and self.data.flags.writeable \
+                and cap * self._row_bytes() <= len(room):
+            # a longer view of the same reserved pages: nothing moves or is copied
+            self.data = self._view(room, cap)
+            return
+        new, self._room = self._allocate(cap)
         new[:self.n] = self.data[:self.n]
         self.data = new  # readers keep the old array; it stays valid for them
+
+    def _row_bytes(self) -> int:
+        return self.dtype.itemsize * int(np.prod(self.tail, dtype=np.int64))
+
+    def _view(self, room: mmap.mmap, cap: int) -> np.ndarray:
+        return np.frombuffer(room, self.dtype, cap * (self._row_bytes() // self.dtype.itemsize)
+                             ).reshape((cap,) + self.tail)
+
+    def _allocate(self, cap: int) -> tuple[np.ndarray, mmap.mmap | None]:
+        """cap rows; a large column gets them at the start of a reserved mapping
+        RESERVE_FACTOR times larger, so it then grows in place instead of by
+        doubling copies (which also held old and new arrays at once). The
+        reservation is address space only: pages are backed when first written."""
+        nbytes = cap * self._row_bytes()
+        if nbytes < RESERVE_FROM:
+            return np.empty((cap,) + self.tail, dtype=self.dtype), None
+        try:
+            room = mmap.mmap(-1, nbytes * RESERVE_FACTOR,
+                             flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
+        except OSError:   # strict overcommit refuses the reservation: plain memory then
+            return np.empty((cap,) + self.tail, dtype=self.dtype), None
+        if hasattr(mmap, "MADV_HUGEPAGE"):
+            room.madvise(mmap.MADV_HUGEPAGE)   # as numpy asks for its large arrays
+        return self._view(room, cap), room
 
     def append(self, block) -> None:
         block = np.asarray(block, dtype=self.dtype)
