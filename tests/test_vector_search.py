@@ -122,6 +122,18 @@ def test_delete_every_row_then_insert_new_ones_finds_them(tmp_path, ds):
     db.close()
 
 
+def test_bulk_built_graph_holds_no_spare_rows(tmp_path, ds):
+    # create_index after a bulk load sizes the graph once: memory is per node,
+    # not rounded up to the next doubling (about 150 bytes a node at m=16)
+    db, c = _load(str(tmp_path / "spare.varve"), ds)
+    ix = c._table.vector_indexes["emb"]
+    assert ix.graph.contains(ROWS).all()
+    assert ix.memory_bytes() / ROWS < 175
+    c.insert({"id": ROWS, "tag": 0, "emb": ds.vectors[0]})      # later rows still link
+    assert c.search(vector=ds.vectors[0], limit=2, ef=50).ids[:2] in ([0, ROWS], [ROWS, 0])
+    db.close()
+
+
 def test_rows_committed_after_the_graph_are_found_before_and_after_linking(indexed, ds):
     _, db, c = indexed
     target = ds.queries[0] + 1e-3

@@ -244,11 +244,18 @@ class HnswIndex:
         level = np.floor(-np.log(u) / np.log(self.m))
         return np.minimum(level, _MAX_LEVEL).astype(np.int8)
 
-    def _grow_rows(self, needed: int) -> None:
+    def reserve(self, n_rows: int) -> None:
+        """Room for nodes up to row ``n_rows - 1`` in one allocation, no spare:
+        a bulk link that knows its size need not grow by doubling."""
+        if n_rows > self._levels.shape[0]:
+            self._make_writable()
+            self._grow_rows(n_rows, exact=True)
+
+    def _grow_rows(self, needed: int, exact: bool = False) -> None:
         cap = self._levels.shape[0]
         if needed <= cap:
             return
-        new_cap = max(needed, 2 * cap, 1024)
+        new_cap = needed if exact else max(needed, 2 * cap, 1024)
         self._levels = _grown(self._levels, (new_cap,))
         self._links0 = _grown(self._links0, (new_cap, 2 * self.m))
         self._upper_slot = _grown(self._upper_slot, (new_cap,))

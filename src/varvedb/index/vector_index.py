@@ -84,6 +84,9 @@ class VectorIndex:
     def link(self, column, upto: int, progress=None) -> None:
         """Add committed rows [linked, upto) with non-null vectors to the graph."""
         with self._link_lock:
+            if upto - self.linked > LINK_CHUNK:
+                with self._lock.write():
+                    self.graph.reserve(upto)
             while self.linked < upto:
                 hi = min(upto, self.linked + LINK_CHUNK)
                 arena = column.arena.frozen(hi)
@@ -116,13 +119,11 @@ class VectorIndex:
             rows, dists = self.graph.search(arena, norms, q, k, walk_allow, ef)
         finally:
             self._lock.release_read()
-        arena, norms = arena[:n], norms[:n]
-        linked = min(linked, n)
         if linked < n:
             tail = np.zeros(n, bool)
             tail[linked:] = True if allow is None else allow[linked:]
             if tail.any():
-                trows, tdists = flat.search(metric, arena, norms, q, k, tail)
+                trows, tdists = flat.search(metric, arena[:n], norms[:n], q, k, tail)
                 rows = np.concatenate([rows, trows])
                 dists = np.concatenate([dists, tdists])
                 order = np.lexsort((rows, dists))[:k]

@@ -52,12 +52,11 @@ def vector_search(column, metric: str, index, q: np.ndarray, k: int, allow: np.n
     n = len(allow)
     if allowed == n:
         allow = None    # every row: the kernels skip the mask
-    arena, norms = column.arena.frozen(n), column.norms.frozen(n)
     want = min(k, allowed)
     reason = ("exact=True" if exact else "no vector index" if index is None
               else "few rows allowed" if allowed < max(EXACT_ROWS, EXACT_FRACTION * n) else "")
     if reason:
-        rows, dists = flat.search(metric, arena, norms, q, k, allow)
+        rows, dists = _exact(column, metric, q, k, allow, n)
         return rows, dists, Plan("exact", allowed, n, reason=reason)
     ef = max(ef or index.spec.ef_search, k)
     rows, dists = index.search(column, metric, q, k, allow, ef, n)
@@ -67,6 +66,10 @@ def vector_search(column, metric: str, index, q: np.ndarray, k: int, allow: np.n
         rows, dists = index.search(column, metric, q, k, allow, ef, n)
         path = "hnsw-widened"
     if len(rows) < want:
-        rows, dists = flat.search(metric, arena, norms, q, k, allow)
+        rows, dists = _exact(column, metric, q, k, allow, n)
         path = "hnsw-then-exact"
     return rows, dists, Plan(path, allowed, n, ef)
+
+
+def _exact(column, metric, q, k, allow, n):
+    return flat.search(metric, column.arena.frozen(n), column.norms.frozen(n), q, k, allow)
