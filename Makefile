@@ -14,6 +14,10 @@ $(VENV)/.installed-base: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
+$(VENV)/.installed-plot: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[plot]"
+	touch $@
+
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[test]"
 	touch $@
@@ -31,7 +35,7 @@ test: $(VENV)/.installed-test
 # Extra options go through BENCH_ARGS, e.g. make compare BENCH_ARGS="--rows 1000000 --runs 1"
 BENCH_ARGS ?=
 
-bench: $(VENV)/.installed-base
+bench: $(VENV)/.installed-plot
 	$(BIN)/varvedb bench --peers sqlite $(BENCH_ARGS)
 
 compare: $(VENV)/.installed-bench

@@ -104,6 +104,10 @@ def demo(path: str, rows: int, dim: int) -> None:
               default="clustered", show_default=True)
 @click.option("--metric", type=click.Choice(["l2", "cosine", "dot"]), default="l2",
               show_default=True)
+@click.option("--dtype", type=click.Choice(["f32", "f16"]), default="f32", show_default=True,
+              help="Vector elements. f16 rounds the generated values to half precision; "
+                   "varvedb stores them as f16 and pgvector as halfvec, peers without f16 "
+                   "get the same values as float32.")
 @click.option("--m", default=16, show_default=True, help="HNSW links per node.")
 @click.option("--ef-construction", default=200, show_default=True)
 @click.option("--ef", default="10,40,100,200", show_default=True, help="ef sweep, comma-separated.")
@@ -126,11 +130,11 @@ def demo(path: str, rows: int, dim: int) -> None:
 @click.option("--fresh", is_flag=True,
               help="Do not merge with an earlier result of the same config.")
 @click.option("--out", default="bench-results", show_default=True)
-def bench(rows, dim, queries, distribution, metric, m, ef_construction, ef, runs, peers,
+def bench(rows, dim, queries, distribution, metric, dtype, m, ef_construction, ef, runs, peers,
           with_varvedb, exact_queries, commits, timeout, query_budget, fresh, out) -> None:
     """Measure varvedb and its peers side by side on the same data.
 
-    Writes OUT/bench-<distribution>-<rows>x<dim>.md, .json and .png (recall
+    Writes OUT/bench-<distribution>-<rows>x<dim>[-f16].md, .json and .png (recall
     against QPS). A result with the same config as an earlier one merges
     with it: engines measured now replace theirs, the others are kept.
     """
@@ -140,7 +144,7 @@ def bench(rows, dim, queries, distribution, metric, m, ef_construction, ef, runs
                 [p.strip() for p in peers.split(",") if p.strip()], out,
                 exact_queries=exact_queries, commits=commits, timeout=timeout,
                 query_budget=query_budget,
-                with_varvedb=with_varvedb, fresh=fresh, echo=click.echo)
+                with_varvedb=with_varvedb, fresh=fresh, dtype=dtype, echo=click.echo)
 
 
 if __name__ == "__main__":

@@ -75,13 +75,17 @@ def generate(n: int, dim: int, distribution: str = "clustered", seed: int = 0,
 
 
 def write_npy(vectors_path: str, queries_path: str, rows: int, dim: int, queries: int,
-              distribution: str = "clustered", seed: int = 0, progress=None) -> None:
+              distribution: str = "clustered", seed: int = 0, progress=None,
+              half: bool = False) -> None:
     """Rows and held-out queries (the next draws of the same stream) written as .npy
-    files block by block, so that memory stays flat whatever the size."""
+    files block by block, so that memory stays flat whatever the size. `half`
+    rounds the values to float16 (still written as float32, for every peer)."""
     out = np.lib.format.open_memmap(vectors_path + ".part", "w+", np.float32, (rows, dim))
     qs = np.empty((queries, dim), np.float32)
     at = 0
     for b in generate(rows + queries, dim, distribution, seed):
+        if half:
+            b = b.astype(np.float16).astype(np.float32)
         lo, hi = at, at + len(b)
         if lo < rows:
             out[lo:min(hi, rows)] = b[:rows - lo]

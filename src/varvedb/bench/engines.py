@@ -72,6 +72,7 @@ class Engine:
     supports_ann = False     # has an approximate (HNSW) index with an ef knob
     index_is_store = False   # the ANN index holds the data: no separate bulk write figure
     durable = True           # a commit can be made durable: durable_commits means something
+    dtype = "f32"            # vector elements the engine is asked to store (the worker sets it)
 
     def __init__(self, workdir: str, dim: int, metric: str):
         self.workdir = workdir
@@ -145,14 +146,14 @@ class Varve(Engine):
         self.db = vv.connect(self.path)
         self.coll = self.db.create_collection("items", {
             "tag": vv.Int(index="sorted"),
-            "embedding": vv.Vector(self.dim, metric=self.metric)})
+            "embedding": vv.Vector(self.dim, metric=self.metric, dtype=self.dtype)})
         with self.db.transaction():    # one commit, fed block by block
             for lo, block in rows.blocks(LOAD_BLOCK):
                 hi = lo + len(block)
                 self.coll.insert_arrays(id=ids[lo:hi], tag=tags[lo:hi], embedding=block)
                 self.advance(len(block))
         self.notes["load"] = (f"insert_arrays in blocks of {LOAD_BLOCK:,} rows, one transaction; "
-                              "tag: sorted index")
+                              f"tag: sorted index; vectors stored as {self.dtype}")
 
     def exact(self, q, k, max_tag=None):
         return np.array(self.coll.search(vector=q, limit=k, where=_where(max_tag),
@@ -192,7 +193,8 @@ class Varve(Engine):
         path = os.path.join(self.workdir, f"commits-{threads}.varve")
         with vv.connect(path, durability="commit") as db:
             c = db.create_collection("items", {
-                "tag": "int", "embedding": vv.Vector(self.dim, metric=self.metric)})
+                "tag": "int",
+                "embedding": vv.Vector(self.dim, metric=self.metric, dtype=self.dtype)})
 
             def commit_one(i):
                 c.insert({"id": i, "tag": i % 100, "embedding": vectors[i]})

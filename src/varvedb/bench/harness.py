@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -33,20 +34,26 @@ from .engines import ENGINES
 
 # A result merges with an earlier one only when these are equal.
 IDENTITY = ("rows", "dim", "queries", "distribution", "metric", "m", "ef_construction", "ef",
-            "exact_queries", "commits")
+            "exact_queries", "commits", "dtype")
+IDENTITY_DEFAULTS = {"dtype": "f32"}     # for results written before the key existed
 
 
 def run(rows: int, dim: int, queries: int, distribution: str, metric: str, m: int,
         ef_construction: int, ef: list[int], runs: int, peers: list[str], out_dir: str,
         exact_queries: int = 20, commits: int = 500, workdir: str | None = None,
         timeout: float = 3600, query_budget: float = 300, with_varvedb: bool = True,
-        fresh: bool = False, echo=print) -> dict:
+        fresh: bool = False, dtype: str = "f32", echo=print) -> dict:
     """Run the benchmark and write its outputs; returns the (merged) summary."""
     engines = _engines(peers, with_varvedb)
+    # A plain `kill` (SIGTERM) becomes an exception, so the worker and any
+    # server it started are stopped on the way out, as on Ctrl-C.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminated)
     os.makedirs(out_dir, exist_ok=True)
-    vpath, qpath, truth = prepare_data(out_dir, rows, dim, queries, distribution, metric, echo)
+    vpath, qpath, truth = prepare_data(out_dir, rows, dim, queries, distribution, metric, echo,
+                                       dtype)
     config = {"rows": rows, "dim": dim, "queries": queries, "distribution": distribution,
-              "metric": metric, "m": m, "ef_construction": ef_construction, "ef": ef,
+              "metric": metric, "dtype": dtype, "m": m, "ef_construction": ef_construction, "ef": ef,
               "runs": runs, "exact_queries": exact_queries, "commits": commits}
     own_work = workdir is None
     work = workdir or tempfile.mkdtemp(prefix="work-", dir=out_dir)
@@ -61,7 +68,7 @@ def run(rows: int, dim: int, queries: int, distribution: str, metric: str, m: in
                     continue    # a peer that failed or ran out of time would do so again
                 echo(f"run {r + 1}/{runs}: {e}")
                 cfg = {"engine": e, "vectors": vpath, "queries": qpath, "truth": truth,
-                       "metric": metric, "k": 10, "m": m, "ef_construction": ef_construction,
+                       "metric": metric, "dtype": dtype, "k": 10, "m": m, "ef_construction": ef_construction,
                        "ef": ef, "filter_ef": max(ef), "exact_queries": exact_queries,
                        "commits": commits, "query_budget_s": query_budget,
                        "workdir": os.path.join(work, e),
@@ -93,7 +100,8 @@ def run(rows: int, dim: int, queries: int, distribution: str, metric: str, m: in
                                      "problems": problems[e], "measured": measured["when"],
                                      "runs": results[e]}
     summary["skipped"] = skipped
-    base = os.path.join(out_dir, f"bench-{distribution}-{rows}x{dim}")
+    base = os.path.join(out_dir, f"bench-{distribution}-{rows}x{dim}"
+                               + ("-f16" if dtype == "f16" else ""))
     summary = _merge(summary, base + ".json", fresh, echo)
     with open(base + ".json", "w") as f:
         json.dump(summary, f, indent=2)
@@ -123,17 +131,18 @@ def _engines(peers: list[str], with_varvedb: bool) -> list[str]:
 
 
 def prepare_data(out_dir: str, rows: int, dim: int, queries: int, distribution: str,
-                 metric: str, echo=print) -> tuple[str, str, dict[str, str]]:
+                 metric: str, echo=print, dtype: str = "f32") -> tuple[str, str, dict[str, str]]:
     """Vectors, queries and exact top-10 ground truth, made once and cached on disk:
     returns (vectors path, queries path, {"all"|"f1"|"f25": ground-truth path})."""
     cache = os.path.join(out_dir, "cache")
     os.makedirs(cache, exist_ok=True)
-    stem = f"{distribution}-{rows}x{dim}-q{queries}"
+    stem = f"{distribution}-{rows}x{dim}-q{queries}" + ("-f16" if dtype == "f16" else "")
     vpath, qpath = (os.path.join(cache, f"{stem}-{x}.npy") for x in ("vectors", "queries"))
     if not (os.path.exists(vpath) and os.path.exists(qpath)):
         with tqdm(total=rows + queries, desc=f"generating {distribution} vectors",
                   unit="row", leave=False) as bar:
-            data.write_npy(vpath, qpath, rows, dim, queries, distribution, progress=bar.update)
+            data.write_npy(vpath, qpath, rows, dim, queries, distribution, progress=bar.update,
+                           half=dtype == "f16")
     truth = {name: os.path.join(cache, f"{stem}-{metric}-gt-{name}.npy")
              for name in ("all", "f1", "f25")}
     if not all(os.path.exists(p) for p in truth.values()):
@@ -181,6 +190,10 @@ def _worker(cfg: dict, timeout: float) -> tuple[dict, str | None]:
     return res, problem
 
 
+def _terminated(signum, frame):
+    raise SystemExit(128 + signum)
+
+
 def _kill(proc: subprocess.Popen, workdir: str) -> None:
     """Kill the worker's process group, then any PostgreSQL server it started
     (pg_ctl puts the postmaster in a session of its own)."""
@@ -222,7 +235,8 @@ def _merge(summary: dict, path: str, fresh: bool, echo) -> dict:
     try:
         with open(path) as f:
             old = json.load(f)
-        same = all(old["config"].get(k) == summary["config"][k] for k in IDENTITY)
+        same = all(old["config"].get(k, IDENTITY_DEFAULTS.get(k)) == summary["config"][k]
+                   for k in IDENTITY)
         old_engines = old["engines"]
         if same and any("figures" not in e for e in old_engines.values()):
             same = False    # written by an older harness

@@ -96,14 +96,22 @@ class Pgvector(Engine):
             self.con.execute(f"SET {name} = {value}")
             self.session[name] = str(value)
 
+    @property
+    def vtype(self) -> str:
+        """pgvector's column type: halfvec for f16 (2 bytes an element), else vector."""
+        return "halfvec" if self.dtype == "f16" else "vector"
+
     def load(self, ids, tags, rows):
         con = self.con
-        con.execute(f"CREATE TABLE items (id bigint, tag integer, embedding vector({self.dim}))")
-        if self.dim * 4 + 8 > 2000:
+        size = 2 if self.dtype == "f16" else 4
+        con.execute(f"CREATE TABLE items (id bigint, tag integer, "
+                    f"embedding {self.vtype}({self.dim}))")
+        if self.dim * size + 8 > 2000:
             con.execute("ALTER TABLE items ALTER COLUMN embedding SET STORAGE PLAIN")
+        # halfvec's binary form is vector's with big-endian half floats
         rec = np.dtype([("nf", ">i2"), ("l_id", ">i4"), ("id", ">i8"), ("l_tag", ">i4"),
                         ("tag", ">i4"), ("l_vec", ">i4"), ("dim", ">i2"), ("unused", ">i2"),
-                        ("vec", ">f4", (self.dim,))])
+                        ("vec", f">f{size}", (self.dim,))])
         with con.cursor() as cur, cur.copy(
                 "COPY items (id, tag, embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
             copy.write(b"PGCOPY\n\xff\r\n\x00" + np.array([0, 0], ">i4").tobytes())
@@ -111,7 +119,7 @@ class Pgvector(Engine):
                 hi = lo + len(block)
                 out = np.empty(len(block), rec)
                 out["nf"], out["l_id"], out["l_tag"] = 3, 8, 4
-                out["l_vec"], out["dim"], out["unused"] = 4 + 4 * self.dim, self.dim, 0
+                out["l_vec"], out["dim"], out["unused"] = 4 + size * self.dim, self.dim, 0
                 out["id"], out["tag"], out["vec"] = ids[lo:hi], tags[lo:hi], block
                 copy.write(out.tobytes())
                 self.advance(len(block))
@@ -119,14 +127,15 @@ class Pgvector(Engine):
         con.execute("ALTER TABLE items ADD PRIMARY KEY (id)")
         con.execute("CREATE INDEX items_tag ON items (tag)")
         con.execute("ANALYZE items")
-        self.notes["load"] = ("binary COPY (rows packed by numpy), then primary key, tag index, "
-                              "ANALYZE")
+        self.notes["load"] = (f"binary COPY into a {self.vtype} column (rows packed by numpy), "
+                              "then primary key, tag index, ANALYZE")
 
     def _sql(self, q, k, max_tag):
+        query = f"%s::{self.vtype}"     # the parameter travels as vector; cast for halfvec
         if max_tag is None:
-            return f"SELECT id FROM items ORDER BY embedding {self.op} %s LIMIT %s", (q, k)
-        return (f"SELECT id FROM items WHERE tag < %s ORDER BY embedding {self.op} %s LIMIT %s",
-                (max_tag, q, k))
+            return f"SELECT id FROM items ORDER BY embedding {self.op} {query} LIMIT %s", (q, k)
+        return (f"SELECT id FROM items WHERE tag < %s ORDER BY embedding {self.op} {query} "
+                f"LIMIT %s", (max_tag, q, k))
 
     def _query(self, q, k, max_tag):
         sql, params = self._sql(q, k, max_tag)
@@ -138,7 +147,7 @@ class Pgvector(Engine):
             self.ann(q, k, ef, max_tag)     # the same session settings as the timed loop
         sql, params = self._sql(q, k, max_tag)
         plan = self.con.execute("EXPLAIN " + sql, params).fetchall()
-        return re.sub(r"'\[[^']*\]'::vector", "$q", " / ".join(r[0].strip() for r in plan))
+        return re.sub(r"'\[[^']*\]'::\w+", "$q", " / ".join(r[0].strip() for r in plan))
 
     def exact(self, q, k, max_tag=None):
         return self._query(q, k, max_tag)
@@ -150,10 +159,11 @@ class Pgvector(Engine):
         mwm = min(max(2 * table, 2**30), _ram_bytes() // 2) // 2**20
         self.con.execute(f"SET maintenance_work_mem = '{mwm}MB'")
         self.con.execute(f"SET max_parallel_maintenance_workers = {os.cpu_count() or 1}")
+        opclass = self.opclass.replace("vector_", f"{self.vtype}_")
         self.con.execute(f"CREATE INDEX items_embedding ON items USING hnsw "
-                         f"(embedding {self.opclass}) WITH (m = {m}, ef_construction = "
+                         f"(embedding {opclass}) WITH (m = {m}, ef_construction = "
                          f"{ef_construction})")
-        self.notes["index"] = (f"hnsw ({self.opclass}) m={m} ef_construction={ef_construction}, "
+        self.notes["index"] = (f"hnsw ({opclass}) m={m} ef_construction={ef_construction}, "
                                f"maintenance_work_mem={mwm}MB, "
                                f"max_parallel_maintenance_workers={os.cpu_count()}")
 
@@ -197,7 +207,7 @@ class Pgvector(Engine):
         self.open()
         try:
             self.con.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, tag integer, "
-                             f"embedding vector({self.dim}))")
+                             f"embedding {self.vtype}({self.dim}))")
             local = threading.local()
             uri = self.server.get_uri()
             cons = []

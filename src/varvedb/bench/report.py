@@ -52,7 +52,8 @@ def markdown(summary: dict) -> str:
     engines = summary["engines"]
     names = list(engines)
     peers = [n for n in names if n != "varvedb"]
-    lines = [f"### {cfg['rows']:,} x {cfg['dim']} {cfg['distribution']}, {cfg['metric']}, "
+    lines = [f"### {cfg['rows']:,} x {cfg['dim']} {cfg.get('dtype', 'f32')} "
+             f"{cfg['distribution']}, {cfg['metric']}, "
              f"{cfg['queries']:,} queries, HNSW m={cfg['m']} ef_construction="
              f"{cfg['ef_construction']}, median of runs (min–max), "
              f"{summary['machine']['cpus']} cores", "",
@@ -136,7 +137,8 @@ def plot(summary: dict, path: str) -> str | None:
     ax.set_yscale("log")
     ax.set_xlabel("recall@10")
     ax.set_ylabel("queries per second, one at a time (log scale)")
-    ax.set_title(f"{cfg['rows']:,} x {cfg['dim']} {cfg['distribution']}, {cfg['metric']}, "
+    ax.set_title(f"{cfg['rows']:,} x {cfg['dim']} {cfg.get('dtype', 'f32')} "
+                 f"{cfg['distribution']}, {cfg['metric']}, "
                  f"m={cfg['m']} ef_construction={cfg['ef_construction']} (labels: ef)",
                  fontsize=9)
     ax.grid(True, which="both", alpha=0.3)

@@ -125,6 +125,7 @@ def run(cfg: dict) -> dict:
     reset(cfg["workdir"])
     try:
         eng = engine_class(name)(cfg["workdir"], rows.dim, cfg["metric"])
+        eng.dtype = cfg.get("dtype", "f32")
     except Missing as e:
         out.res = {"skipped": str(e)}
         out.save()
