@@ -27,6 +27,7 @@ def _address(a: np.ndarray) -> int:
 def test_growth_keeps_values_and_every_earlier_view(monkeypatch, reserve_from):
     monkeypatch.setattr(columns, "RESERVE_FROM", reserve_from)
     monkeypatch.setattr(columns, "RESERVE_FACTOR", 4)
+    monkeypatch.setattr(columns, "RESERVE_ROOM", 0)
     g = Growable(np.float32, (8,))
     oracle, views = [], []
     rng = np.random.default_rng(5)
@@ -46,6 +47,7 @@ def test_growth_keeps_values_and_every_earlier_view(monkeypatch, reserve_from):
 def test_large_column_grows_in_place_until_its_room_is_full(monkeypatch):
     monkeypatch.setattr(columns, "RESERVE_FROM", 1 << 12)
     monkeypatch.setattr(columns, "RESERVE_FACTOR", 8)
+    monkeypatch.setattr(columns, "RESERVE_ROOM", 0)
     g = Growable(np.int64)
     g.append(np.arange(1024))                      # 8 KiB: the first reserved room
     start, room = _address(g.data), g._room

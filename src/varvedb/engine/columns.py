@@ -30,7 +30,8 @@ from ..schema import VECTOR_DTYPES, Field
 
 NULL_CODE = -1
 RESERVE_FROM = 16 << 20   # bytes: a column this large grows inside reserved address space
-RESERVE_FACTOR = 16       # ... reserved this many times its size at a time
+RESERVE_FACTOR = 16       # ... reserved this many times its size at a time,
+RESERVE_ROOM = 8 << 30    # ... and at least this much (address space is cheap, moving is not)
 _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform == "linux" else 0)
 
 
@@ -84,14 +85,15 @@ class Growable:
 
     def _allocate(self, cap: int) -> tuple[np.ndarray, mmap.mmap | None]:
         """cap rows; a large column gets them at the start of a reserved mapping
-        RESERVE_FACTOR times larger, so it then grows in place instead of by
-        doubling copies (which also held old and new arrays at once). The
-        reservation is address space only: pages are backed when first written."""
+        RESERVE_FACTOR times larger (RESERVE_ROOM at least), so it then grows in
+        place instead of by doubling copies (which also held old and new arrays
+        at once). The reservation is address space only: pages are backed when
+        first written."""
         nbytes = cap * self._row_bytes()
         if nbytes < RESERVE_FROM:
             return np.empty((cap,) + self.tail, dtype=self.dtype), None
         try:
-            room = mmap.mmap(-1, nbytes * RESERVE_FACTOR,
+            room = mmap.mmap(-1, max(nbytes * RESERVE_FACTOR, RESERVE_ROOM),
                              flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
         except OSError:   # strict overcommit refuses the reservation: plain memory then
             return np.empty((cap,) + self.tail, dtype=self.dtype), None
