@@ -60,11 +60,14 @@ def test_clustered_generator_is_reproducible_and_clustered():
     assert np.median(d.min(1)) < 0.25 * np.median(d[np.isfinite(d)])
 
 
-def _bench(out, *args, timeout=600):
+def _bench(out, *args, timeout=600, path_first=None):
     cmd = [PYTHON, "-m", "varvedb.cli", "bench", "--rows", "3000", "--dim", "16",
            "--queries", "40", "--runs", "1", "--exact-queries", "5", "--commits", "20",
            "--ef", "10,80", "--out", str(out), *args]
-    return subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=timeout)
+    env = child_env()
+    if path_first is not None:
+        env["PYTHONPATH"] = str(path_first) + os.pathsep + env["PYTHONPATH"]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def test_bench_runs_every_phase_and_writes_its_outputs(tmp_path):
@@ -105,14 +108,17 @@ def test_f16_run_stores_half_precision_and_keeps_its_own_result(tmp_path):
 def test_missing_peer_is_skipped_with_a_note(tmp_path):
     r = _bench(tmp_path, "--peers", "sqlite", "--no-varvedb")
     assert r.returncode == 0, r.stderr[-3000:]
-    import importlib.util
-    if importlib.util.find_spec("hnswlib") is None:
-        r = _bench(tmp_path, "--peers", "hnswlib", "--no-varvedb")
-        assert r.returncode == 0, r.stderr[-3000:]
-        assert "hnswlib skipped" in r.stdout + r.stderr
-        summary = json.loads((tmp_path / "bench-clustered-3000x16.json").read_text())
-        assert "hnswlib" in summary.get("skipped", {})
-        assert "sqlite" in summary["engines"]          # the earlier result was kept
+    # hnswlib made missing whether or not it is installed: a module of that
+    # name first on the path that fails to import, as an absent package does
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "hnswlib.py").write_text("raise ImportError('hnswlib blocked by the test')\n")
+    r = _bench(tmp_path, "--peers", "hnswlib", "--no-varvedb", path_first=blocked)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "hnswlib skipped" in r.stdout + r.stderr
+    summary = json.loads((tmp_path / "bench-clustered-3000x16.json").read_text())
+    assert "hnswlib blocked by the test" in summary["skipped"]["hnswlib"]
+    assert "sqlite" in summary["engines"]          # the earlier result was kept
 
 
 def test_sigterm_stops_the_worker_and_removes_its_files(tmp_path):

@@ -17,6 +17,7 @@ import datetime as _dt
 import math
 import re
 from dataclasses import dataclass, field as _field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -170,14 +171,10 @@ class Schema:
             fields[name] = parse_field(name, ftype)
         return Schema(fields, id_kind)
 
-    @property
+    @cached_property
     def vector_fields(self) -> list[str]:
-        # fields never change after creation, so the answer is kept
-        try:
-            return self._vector_fields
-        except AttributeError:
-            self._vector_fields = [n for n, f in self.fields.items() if f.kind == "vector"]
-            return self._vector_fields
+        # a schema is replaced, never edited, so the answer is kept
+        return [n for n, f in self.fields.items() if f.kind == "vector"]
 
     def to_dict(self) -> dict:
         return {"id": self.id_kind, "fields": {n: f.to_dict() for n, f in self.fields.items()}}
