@@ -9,8 +9,9 @@ from .database import Database, VersionInfo, connect
 from .errors import (ClosedError, CorruptFileError, DimensionError, DuplicateIdError,
                      FieldTypeError, FileMissingError, FilterError, FormatVersionError,
                      NonFiniteVectorError, NotAVarveFileError, NotFoundError, OptionError,
-                     ReadOnlyError, SchemaError, TransactionError, UnknownFieldError, VarveError,
-                     VersionNotFoundError, WriterLockedError)
+                     ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
+                     TransactionError, UnknownFieldError, VarveError, VersionNotFoundError,
+                     WriterLockedError)
 from .results import Hit, Hits
 from .schema import HNSW, Bool, Field, Float, Int, Json, Text, Timestamp, Vector
 from .storage.verify import VerifyReport, verify_file
@@ -24,5 +25,5 @@ __all__ = [
     "DimensionError", "NonFiniteVectorError", "DuplicateIdError", "FilterError",
     "NotFoundError", "NotAVarveFileError", "FormatVersionError", "CorruptFileError",
     "WriterLockedError", "FileMissingError", "OptionError", "ReadOnlyError", "ClosedError",
-    "TransactionError", "VersionNotFoundError",
+    "TransactionError", "TransactionAbortedError", "StorageError", "VersionNotFoundError",
 ]

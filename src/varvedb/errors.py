@@ -79,5 +79,28 @@ class TransactionError(VarveError):
     """A transaction was used wrongly (nested on another thread, used after end)."""
 
 
+class TransactionAbortedError(TransactionError):
+    """A write inside this transaction failed, so it cannot commit: roll it back.
+
+    Like PostgreSQL's "current transaction is aborted" (SQLSTATE 25P02): the
+    transaction's earlier writes were undone when the failure happened."""
+    sqlstate = "25P02"
+
+
+class StorageError(VarveError, OSError):
+    """A write or sync of the file failed (ENOSPC, EFBIG, EIO, ...).
+
+    The file and the connection are back at the last acknowledged commit; the
+    connection is usable again once the cause is gone (space freed, say).
+    `errno` and `os_error` carry the operating system's error."""
+
+    def __init__(self, message: str, os_error: OSError | None = None):
+        super().__init__(os_error.errno if os_error else None, message)
+        self.os_error = os_error
+
+    def __str__(self) -> str:
+        return self.strerror or ""
+
+
 class VersionNotFoundError(VarveError):
     """An `as_of` names a version that the file does not (or no longer) hold."""
