@@ -35,6 +35,13 @@ def file_digest(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def zero_from(path: str, offset: int) -> bool:
+    """Is every byte of the file from offset on zero? (A dead tail is zeroed, never cut.)"""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return not any(f.read())
+
+
 def log_end(db) -> int:
     """End of the last whole commit in db's file (the log's append position)."""
     return db._engine.log.end

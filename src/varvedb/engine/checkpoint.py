@@ -9,6 +9,8 @@ mapped file; nothing is rebuilt and nothing is copied until it is written.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from ..errors import CorruptFileError
@@ -21,7 +23,10 @@ from .table import ALIVE, Table
 MAX_EXTENTS = 64   # more runs than this and the arena is written whole instead
 
 
-def encode(engine) -> tuple[list, int]:
+def encode(engine) -> tuple[list, int, Callable[[], None]]:
+    """(parts, length, adopt): the checkpoint's payload, and what to call once it
+    is durable — nothing in memory changes before, so a failed write leaves the
+    state as it was."""
     meta: dict = {"version": engine.written, "tables": []}
     arrays: dict[str, np.ndarray] = {}
     copied: list[tuple[VectorColumn, str]] = []
@@ -64,9 +69,12 @@ def encode(engine) -> tuple[list, int]:
     parts, length, offsets = record.encode(meta, arrays)
     # Once written, a copied arena is one run in the file: later checkpoints refer to it.
     payload_at = engine.log.end + F.FRAME_HEADER_SIZE
-    for col, key in copied:
-        col.extents = [[0, col.arena.n, payload_at + offsets[key]]]
-    return parts, length
+    runs = [(col, [[0, col.arena.n, payload_at + offsets[key]]]) for col, key in copied]
+
+    def adopt() -> None:
+        for col, extents in runs:
+            col.extents = extents
+    return parts, length, adopt
 
 
 def load(engine, mv, offset: int) -> None:

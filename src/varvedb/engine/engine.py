@@ -11,8 +11,17 @@ pending one for the thread that owns the open transaction — and evaluates
 visibility masks against it. Nothing a reader touches is modified in place
 except `died` stamps of versions newer than any it can see.
 
-Open: load the newest checkpoint the superblock points at, then replay the
-commits after it. A read-only connection never writes and `refresh()` replays
+Failure: a write that fails inside a transaction undoes the transaction in
+memory at once (the log has already put the file back at the last commit) and
+marks it aborted: its later writes and its commit raise
+TransactionAbortedError. A failed sync undoes every commit after the last
+durable one, in the file and — by reloading the state from the file — in
+memory, so the connection is again exactly what a fresh open would see.
+
+Open: load the newest checkpoint a superblock points at, then replay the
+commits after it; a checkpoint that fails to load (or whose log does not
+follow from it) is only a shortcut lost: the older one, then the whole log,
+is tried instead. A read-only connection never writes and `refresh()` replays
 commits other processes have added since.
 """
 from __future__ import annotations
@@ -24,7 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import (ClosedError, CorruptFileError, FieldTypeError, NotFoundError,
-                      OptionError, ReadOnlyError, SchemaError, TransactionError, VersionNotFoundError)
+                      OptionError, ReadOnlyError, SchemaError, StorageError,
+                      TransactionAbortedError, TransactionError, VersionNotFoundError)
 from ..schema import Schema, to_micros
 from ..storage import format as F
 from ..storage import record
@@ -56,6 +66,7 @@ class Transaction:
         self.frames = 0
         self.tables: set[int] = set()
         self.done = False
+        self.aborted = False       # a write failed: undone in memory, cannot commit
 
 
 class Engine:
@@ -78,6 +89,7 @@ class Engine:
         self._publish = threading.Lock()
         self._closed = False
         self._map = None
+        self._generation = 0                   # the log generation the state was loaded at
         self.log = LogFile(path, readonly, durability, batch_ms) if path else None
         if self.log:
             try:
@@ -97,18 +109,36 @@ class Engine:
         buf = log.map()
         self._map = buf
         mv = memoryview(buf) if buf is not None else memoryview(b"")
-        sb = log.superblock
-        version, chain, start = 0, F.genesis_chain(log.file_id), F.LOG_START
-        if sb and sb.checkpoint_offset:
+        # the newest checkpoint first; a damaged one costs only its shortcut
+        starts = [sb for sb in log.superblocks if sb.checkpoint_offset] + [None]
+        for i, sb in enumerate(starts):
             try:
-                checkpoint.load(self, mv, sb.checkpoint_offset)
-                version, chain, start = sb.checkpoint_version, sb.chain, sb.log_end
+                version, chain = self._load_from(mv, sb)
+                break
             except CorruptFileError:
-                # A damaged checkpoint is only a shortcut lost: replay the log.
                 self.tables, self.names, self.history = {}, {}, []
+                if i == len(starts) - 1:
+                    raise
+        self.visible = self.written = version
+        self._generation = log.generation
+        for t in self.tables.values():
+            t.committed_n = t.n
+        if not self.readonly:
+            log.cut_tail(buf)
+            self._link(self.tables.values(), progress=True)
+
+    def _load_from(self, mv, sb) -> tuple[int, bytes]:
+        """Load the checkpoint sb points at (None: none), replay the log after it."""
+        log = self.log
+        version, chain, start = 0, F.genesis_chain(log.file_id), F.LOG_START
+        if sb is not None:
+            checkpoint.load(self, mv, sb.checkpoint_offset)
+            version, chain, start = sb.checkpoint_version, sb.chain, sb.log_end
         if len(mv) > start:
             scan = log.scan(mv, start, version, chain)
             self._check_scan(scan, start)
+            if sb is not None and not scan.commits and scan.stop_reason == "bad commit frame":
+                raise CorruptFileError("the log does not follow from the checkpoint")
             for c in scan.commits:
                 self._replay(mv, c)
             if scan.commits:
@@ -116,12 +146,15 @@ class Engine:
             log.adopt(scan.end, version, chain)
         else:
             log.adopt(start, version, chain)
-        self.visible = self.written = version
-        for t in self.tables.values():
-            t.committed_n = t.n
-        if not self.readonly:
-            log.cut_tail()
-            self._link(self.tables.values(), progress=True)
+        return version, chain
+
+    def _reload(self) -> None:
+        """After a failed sync: rebuild the state from the file, which the log has
+        put back at the last durable commit. Called with the writer lock held."""
+        if self.log is None or self._generation == self.log.generation:
+            return
+        self.tables, self.names, self.history = {}, {}, []
+        self._load()
 
     def _check_scan(self, scan, start: int) -> None:
         if scan.damaged:
@@ -187,19 +220,28 @@ class Engine:
             raise CorruptFileError(f"unknown frame kind {kind}")
 
     def write(self, kind: int, meta: dict, arrays: dict | None = None, rows_changed: int = 0):
-        """Append one frame to the open transaction and apply it."""
+        """Append one frame to the open transaction and apply it.
+
+        If either fails, the transaction is undone and aborted, and the error raised."""
         tx = self._require_tx()
+        if tx.aborted:
+            raise TransactionAbortedError("an earlier write of this transaction failed and "
+                                          "the transaction was undone: roll it back")
         arrays = arrays or {}
         offs = {}
-        if self.log is not None:
-            parts, length, offsets = record.encode(meta, arrays)
-            base = self.log.append(kind, parts, length)
-            offs = {k: base + o for k, o in offsets.items()}
-        cid = meta.get("c")
-        if cid is not None and cid not in tx.tables:
-            self.tables[cid].begin()
-            tx.tables.add(cid)
-        self._apply(kind, meta, arrays, offs, tx.version)
+        try:
+            if self.log is not None:
+                parts, length, offsets = record.encode(meta, arrays)
+                base = self.log.append(kind, parts, length)
+                offs = {k: base + o for k, o in offsets.items()}
+            cid = meta.get("c")
+            if cid is not None and cid not in tx.tables:
+                self.tables[cid].begin()
+                tx.tables.add(cid)
+            self._apply(kind, meta, arrays, offs, tx.version)
+        except BaseException:
+            self._abort(tx)
+            raise
         tx.rows_changed += rows_changed
         tx.frames += 1
 
@@ -208,37 +250,59 @@ class Engine:
     def begin(self) -> Transaction:
         self._ensure_writable()
         self._writer.acquire()
-        if self._tx is not None:
+        try:
+            if self._tx is not None:
+                raise TransactionError("a transaction is already open on this thread")
+            if self.log is not None:
+                # a background (batch-mode) sync that failed is reported once, here
+                failure, self.log.failure = self.log.failure, None
+                self._reload()
+                if failure is not None:
+                    raise failure
+                self.log.begin()
+        except BaseException:
             self._writer.release()
-            raise TransactionError("a transaction is already open on this thread")
+            raise
         self._tx = Transaction(self, self.written + 1)
         return self._tx
 
     def commit(self, tx: Transaction) -> int:
         """Make the transaction durable and visible. Returns its version."""
+        if self._closed and tx.done:
+            raise ClosedError("the database was closed inside this transaction, which was "
+                              "rolled back")
         if tx is not self._tx or tx.done:
             raise TransactionError("this transaction is not open")
+        if tx.aborted:
+            self._end(tx)
+            raise TransactionAbortedError("a write of this transaction failed, so it was "
+                                          "rolled back and cannot commit")
         if not tx.frames:   # nothing was written: no version, no fsync
-            tx.done = True
-            self._tx = None
-            self._writer.release()
+            self._end(tx)
             return self.written
         try:
             if self.log is not None:
-                rec = self.log.commit(tx.rows_changed)
-                ts, chain, end = rec.timestamp_us, rec.chain, self.log.end
+                try:
+                    rec, end, generation = self.log.commit(tx.rows_changed)
+                except BaseException:
+                    self._abort(tx)
+                    raise
+                ts, chain = rec.timestamp_us, rec.chain
             else:
-                ts, chain, end = time.time_ns() // 1000, b"", 0
+                ts, chain = time.time_ns() // 1000, b""
             self.history.append(Commit(tx.version, ts, chain, tx.rows_changed))
             self.written = tx.version
             for cid in tx.tables:
                 self.tables[cid].end()
         finally:
-            tx.done = True
-            self._tx = None
-            self._writer.release()
+            self._end(tx)
         if self.log is not None:
-            self.log.sync_to(end)
+            try:
+                self.log.sync_to(end, generation)
+            except StorageError:
+                with self._writer:
+                    self._reload()
+                raise
         with self._publish:
             self.visible = max(self.visible, tx.version)
         touched = [self.tables[c] for c in tx.tables if c in self.tables]
@@ -246,6 +310,34 @@ class Engine:
             with self._writer:
                 self._link(touched)
         return tx.version
+
+    def _end(self, tx: Transaction) -> None:
+        tx.done = True
+        self._tx = None
+        self._writer.release()
+
+    def _abort(self, tx: Transaction) -> None:
+        """Undo the transaction in memory and in the file; it stays open, aborted."""
+        if tx.aborted:
+            return
+        tx.aborted = True
+        try:
+            if self.log is not None:
+                self.log.rollback()
+        finally:
+            self._undo_tables(tx)
+
+    def _undo_tables(self, tx: Transaction) -> None:
+        for cid in tx.tables:
+            t = self.tables.get(cid)
+            if t is None:
+                continue
+            if t.created == tx.version:
+                del self.tables[cid]
+                self.names.pop(t.name, None)
+            else:
+                t.rollback()
+        tx.tables = set()
 
     def _link(self, tables, progress: bool = False) -> None:
         """Link committed rows into the vector indexes (graph building happens here)."""
@@ -268,19 +360,9 @@ class Engine:
         if tx is not self._tx or tx.done:
             return
         try:
-            if self.log is not None:
-                self.log.rollback()
-            for cid in tx.tables:
-                t = self.tables[cid]
-                if t.created == tx.version:
-                    del self.tables[cid]
-                    self.names.pop(t.name, None)
-                else:
-                    t.rollback()
+            self._abort(tx)
         finally:
-            tx.done = True
-            self._tx = None
-            self._writer.release()
+            self._end(tx)
 
     def in_transaction(self) -> Transaction | None:
         tx = self._tx
@@ -345,13 +427,19 @@ class Engine:
     def checkpoint(self) -> None:
         """Write the state as of the latest version so open loads it instead of replaying."""
         self._ensure_writable()
+        if self.in_transaction() is not None:
+            raise TransactionError("checkpoint() inside a transaction: commit or roll back "
+                                   "first")
         if self.log is None:
             return
         with self._writer:
+            self._reload()
             if self.log.superblock and self.log.superblock.checkpoint_version == self.written:
                 return
-            parts, length = checkpoint.encode(self)
+            parts, length, adopt = checkpoint.encode(self)
+            # nothing in memory changes until the checkpoint is durable
             self.log.write_checkpoint(parts, length, self.written)
+            adopt()
             for t in self.tables.values():
                 for vi in t.vector_indexes.values():
                     vi.checkpointed = vi.linked
@@ -377,11 +465,19 @@ class Engine:
         """Close; first checkpoint if replaying the log since the last one would be slow."""
         if self._closed:
             return
+        tx = self.in_transaction()
+        if tx is not None:   # closing inside a transaction rolls it back
+            self.rollback(tx)
         with self._writer:
-            if self.log is not None:
-                if not self.readonly and self._tx is None and self._checkpoint_worthwhile():
-                    self.checkpoint()
-                self.log.close()
-            self._closed = True
-            self.tables.clear()
-            self._map = None
+            try:
+                if self.log is not None:
+                    if not self.readonly and self._tx is None and self._checkpoint_worthwhile():
+                        try:
+                            self.checkpoint()
+                        except StorageError:
+                            pass   # a checkpoint is only a shortcut: the log has it all
+                    self.log.close()
+            finally:
+                self._closed = True
+                self.tables.clear()
+                self._map = None

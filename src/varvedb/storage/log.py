@@ -12,10 +12,27 @@ commits therefore land in a zero-filled region kept ahead of `end`
 (PREFILL_BYTES), so their fdatasync flushes data only. The walker reads a
 zero header as the end of the log.
 
+Every change to the file goes through a `FileIO` (storage/fileio.py). The one
+rule of the writer: a write or sync that fails puts the file back at the last
+commit that can still be acknowledged — the last commit written, when a write
+fails; the last one synced, when a sync fails — by zeroing everything after
+it, resets `end`, the pending frames and the synced offset, and raises
+`StorageError`; the connection writes again once the cause is gone. The file
+never shrinks: a rollback zeroes its dead tail instead of truncating it, so a
+reader that mapped the file never touches a page past its end. A sync failure
+bumps `generation`; a commit written before it is never acknowledged after it.
+
+Positions, always `synced_end <= commit_end <= end`:
+* `commit_end` — the end of the last commit frame (or checkpoint) written;
+* `synced_end` — the end of the last commit known durable;
+* `dirty_end` — nothing at or past it has been written since it was zeroed.
+
 Recovery (`scan`) walks frames by their headers and checks every commit's
 digest and chain hash. Where the walk stops with no valid commit frame beyond,
-the tail was torn and is cut on the next write; a stop with valid commits
-beyond means history is damaged and open refuses the file.
+the tail was torn and is zeroed on the next write; a stop with valid commits
+beyond means history is damaged and open refuses the file. A checkpoint frame
+a superblock points at is stepped over even when its header is damaged: a
+damaged checkpoint costs only the shortcut.
 """
 from __future__ import annotations
 
@@ -32,7 +49,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import (CorruptFileError, FileMissingError, FormatVersionError, NotAVarveFileError,
-                      WriterLockedError)
+                      StorageError, TransactionAbortedError, WriterLockedError)
+from . import fileio
 from . import format as F
 
 FLUSH_BYTES = 16 << 20
@@ -89,14 +107,17 @@ class LogFile:
         self.readonly = readonly
         self.durability = durability
         self.batch_ms = batch_ms
-        self._write_lock = threading.Lock()
+        self._lock = threading.Lock()         # the file's positions and pending frames
         self._sync_lock = threading.Lock()
         self._pending: list[_PendingFrame] = []
         self._pending_bytes = 0
         self._tx_frames: list[bytes] = []     # digests of this transaction's frames
-        self._tx_start = 0
+        self._tx_generation = 0
         self._timer: threading.Timer | None = None
         self._last_sync = time.monotonic()
+        self.generation = 0                   # bumped by each failed sync
+        self.failure: StorageError | None = None  # a background sync's, until taken
+        self.broken: StorageError | None = None   # set when even undoing a failure failed
         self._open_file()
 
     # ---- opening -----------------------------------------------------------
@@ -104,10 +125,12 @@ class LogFile:
     def _open_file(self) -> None:
         flags = os.O_RDONLY if self.readonly else os.O_RDWR | os.O_CREAT
         try:
-            self.fd = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+            fd = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
         except FileNotFoundError:
             raise FileMissingError(f"{self.path} does not exist; a read-only connection "
                                    "opens an existing file") from None
+        self.fd = fd
+        self.io = fileio.open_file(fd, self.path)
         try:
             if not self.readonly:
                 try:
@@ -137,31 +160,33 @@ class LogFile:
                 raise CorruptFileError(f"{self.path} is shorter than its header block")
             self.file_id = header.file_id
             self.created_us = header.created_us
-            self.superblock = self._read_superblock()
+            self.superblocks = self._read_superblocks()
         except BaseException:
-            os.close(self.fd)
+            self.io.close()
             raise
-        self.end = F.LOG_START
-        self.allocated = os.fstat(self.fd).st_size
-        self.synced_end = self.end
-        self.version = 0
-        self.chain = F.genesis_chain(self.file_id)
+        self.allocated = size
+        self.adopt(F.LOG_START, 0, F.genesis_chain(self.file_id))
+
+    @property
+    def superblock(self) -> F.Superblock | None:
+        """The newest valid superblock (None before the first checkpoint)."""
+        return self.superblocks[0] if self.superblocks else None
 
     def _create(self) -> None:
         now = time.time_ns() // 1000
         block = bytearray(F.LOG_START)
         block[:F.HEADER_SIZE] = F.pack_header(uuid.uuid4().bytes, now)
-        os.pwrite(self.fd, bytes(block), 0)
-        os.fsync(self.fd)
-        _fsync_dir(self.path)
+        try:
+            self._write_all([bytes(block)], 0)
+            self.io.fsync()
+            _fsync_dir(self.path)
+        except OSError as e:
+            raise StorageError(f"{self.path}: could not create the file: {e}", e) from e
 
-    def _read_superblock(self) -> F.Superblock | None:
-        best = None
-        for off in F.SLOT_OFFSETS:
-            sb = F.unpack_slot(os.pread(self.fd, F.SLOT_SIZE, off))
-            if sb and (best is None or sb.seq > best.seq):
-                best = sb
-        return best
+    def _read_superblocks(self) -> list[F.Superblock]:
+        """Valid superblocks, newest first."""
+        slots = [F.unpack_slot(os.pread(self.fd, F.SLOT_SIZE, off)) for off in F.SLOT_OFFSETS]
+        return sorted((sb for sb in slots if sb), key=lambda sb: -sb.seq)
 
     def map(self) -> mmap.mmap | None:
         """A read-only map of the whole file as it is now (None if empty).
@@ -182,12 +207,23 @@ class LogFile:
         commits: list[LoggedCommit] = []
         pending: list[FrameRef] = []
         checkpoints: list[FrameRef] = []
+        # checkpoints the superblocks vouch for: stepped over even if their header is damaged
+        known = {sb.checkpoint_offset: sb.log_end for sb in self.superblocks
+                 if sb.checkpoint_offset >= start and sb.log_end > sb.checkpoint_offset}
         pos = last_end = start
         size = len(buf)
         reason = "end"
         while True:
             hdr = F.unpack_frame_header(buf[pos:pos + F.FRAME_HEADER_SIZE])
-            if hdr is None:
+            if hdr is None or (pos in known and hdr.kind != F.Kind.CHECKPOINT):
+                if pos in known and known[pos] <= size:
+                    checkpoints.append(FrameRef(F.Kind.CHECKPOINT, pos,
+                                                known[pos] - pos - F.FRAME_HEADER_SIZE,
+                                                b"", payload_ok=False))
+                    pos = known[pos]
+                    if pos >= size:
+                        break
+                    continue
                 reason = "end" if _is_zero(buf, pos, size) else "bad frame header"
                 break
             body = pos + F.FRAME_HEADER_SIZE
@@ -212,6 +248,8 @@ class LogFile:
                         buf[body + hdr.length:min(size, F.pad(body + hdr.length))])
                 if hdr.kind == F.Kind.CHECKPOINT:
                     checkpoints.append(ref)
+                    if not pending:
+                        last_end = F.pad(body + hdr.length)
                 else:
                     pending.append(ref)
             pos = F.pad(body + hdr.length)
@@ -257,37 +295,50 @@ class LogFile:
         return False
 
     def adopt(self, end: int, version: int, chain: bytes) -> None:
-        """Take (end, version, chain) from a scan as the current state of the log."""
-        self.end = self.synced_end = self._tx_start = end
-        self.version = version
-        self.chain = chain
+        """Take (end, version, chain) from a scan as the current state of the log:
+        everything up to `end` is whole and durable."""
+        with self._lock:
+            self.end = self.commit_end = self.synced_end = self.dirty_end = end
+            self.version = version
+            self.chain = chain
+            self._head = self._synced_head = (end, version, chain)
 
-    def cut_tail(self) -> None:
-        """Drop whatever follows the last whole commit (a torn transaction)."""
-        size = os.fstat(self.fd).st_size
-        if size > self.end:
-            os.ftruncate(self.fd, self.end)
-            os.fsync(self.fd)
-        self.allocated = self.end
+    def cut_tail(self, buf) -> None:
+        """Zero whatever follows the last whole commit in buf (a torn transaction),
+        unless it is zero already."""
+        with self._lock:
+            self.allocated = self.io.size()
+            tail = memoryview(buf)[self.end:] if buf is not None else b""
+            if len(tail) and np.frombuffer(tail, np.uint8).any():
+                self.dirty_end = max(self.allocated, self.end + len(tail))
+                self._undo_to(self.end, None)
 
     # ---- writing -----------------------------------------------------------
+
+    def begin(self) -> None:
+        """A transaction starts: a sync failure from now on aborts it."""
+        self._check_usable()
+        self._tx_generation = self.generation
 
     def append(self, kind: int, parts: list, length: int) -> int:
         """Add a frame to the open transaction (written once FLUSH_BYTES pile up).
 
         Returns the file offset its payload will have."""
-        offset = self.end + sum(F.FRAME_HEADER_SIZE + F.pad(f.length) for f in self._pending)
-        digest = F.frame_hash(kind, length, parts)
-        # parts may be the caller's arrays: a small frame is copied now, a large
-        # one written now, so nothing the caller changes later reaches the file.
-        if length < BIG_FRAME:
-            parts = [b"".join(parts)]
-        self._pending.append(_PendingFrame(kind, parts, length, digest))
-        self._tx_frames.append(digest)
-        self._pending_bytes += length
-        if self._pending_bytes >= FLUSH_BYTES or length >= BIG_FRAME:
-            self._flush()
-        return offset + F.FRAME_HEADER_SIZE
+        with self._lock:
+            self._check_tx()
+            offset = self.end + sum(F.FRAME_HEADER_SIZE + F.pad(f.length)
+                                    for f in self._pending)
+            digest = F.frame_hash(kind, length, parts)
+            # parts may be the caller's arrays: a small frame is copied now, a large
+            # one written now, so nothing the caller changes later reaches the file.
+            if length < BIG_FRAME:
+                parts = [b"".join(parts)]
+            self._pending.append(_PendingFrame(kind, parts, length, digest))
+            self._tx_frames.append(digest)
+            self._pending_bytes += length
+            if self._pending_bytes >= FLUSH_BYTES or length >= BIG_FRAME:
+                self._flush()
+            return offset + F.FRAME_HEADER_SIZE
 
     def _flush(self) -> None:
         bufs: list = []
@@ -299,82 +350,180 @@ class LogFile:
                 bufs.append(bytes(gap))
         self._pending = []
         self._pending_bytes = 0
-        self._write(bufs)
+        try:
+            self.end = self._write_all(bufs, self.end)
+        except OSError as e:
+            raise self._failed(e, "write", self.commit_end) from e
 
-    def _write(self, bufs: list) -> None:
+    def _write_all(self, bufs: list, pos: int) -> int:
+        """Write bufs at pos, finishing short writes; returns the end position."""
         for i in range(0, len(bufs), _MAX_IOV):
             chunk = bufs[i:i + _MAX_IOV]
             want = sum(len(b) if isinstance(b, bytes) else b.nbytes for b in chunk)
-            done = os.pwritev(self.fd, chunk, self.end)
-            if done != want:  # short write: finish it byte by byte
-                rest = b"".join(bytes(b) for b in chunk)[done:]
+            if pos >= F.LOG_START:   # the header block is no part of the log's tail
+                self.dirty_end = max(self.dirty_end, pos + want)
+            done = self.io.pwritev(chunk, pos)
+            if done != want:  # short write: finish it
+                rest = memoryview(b"".join(bytes(b) for b in chunk))[done:]
                 while rest:
-                    k = os.pwrite(self.fd, rest, self.end + done)
+                    k = self.io.pwrite(rest, pos + done)
+                    if k <= 0:
+                        raise OSError(errno.EIO, "write made no progress", self.path)
                     done += k
                     rest = rest[k:]
-            self.end += want
+            pos += want
+        return pos
 
-    def commit(self, rows_changed: int, timestamp_us: int | None = None) -> F.CommitRecord:
-        """Write the open transaction's frames and its commit frame (not yet synced)."""
-        ts = time.time_ns() // 1000 if timestamp_us is None else timestamp_us
-        digest = hashlib.sha256(b"".join(self._tx_frames)).digest()
-        version = self.version + 1
-        rec = F.CommitRecord(version, ts, len(self._tx_frames), rows_changed, digest,
-                             self.chain, F.chain_hash(self.chain, digest, version, ts))
-        payload = F.pack_commit(rec)
-        self._pending.append(_PendingFrame(F.Kind.COMMIT, [payload], len(payload),
-                                           F.frame_hash(F.Kind.COMMIT, len(payload), [payload])))
-        self._flush()
-        self.version, self.chain = version, rec.chain
-        self._tx_frames = []
-        self._tx_start = self.end
-        self._prefill()
-        return rec
+    def commit(self, rows_changed: int, timestamp_us: int | None = None
+               ) -> tuple[F.CommitRecord, int, int]:
+        """Write the open transaction's frames and its commit frame (not yet synced).
+
+        Returns (record, end, generation): pass end and generation to `sync_to`,
+        which refuses a commit that a failed sync has undone meanwhile."""
+        with self._lock:
+            self._check_tx()
+            ts = time.time_ns() // 1000 if timestamp_us is None else timestamp_us
+            digest = hashlib.sha256(b"".join(self._tx_frames)).digest()
+            version = self.version + 1
+            rec = F.CommitRecord(version, ts, len(self._tx_frames), rows_changed, digest,
+                                 self.chain, F.chain_hash(self.chain, digest, version, ts))
+            payload = F.pack_commit(rec)
+            self._pending.append(_PendingFrame(F.Kind.COMMIT, [payload], len(payload),
+                                               F.frame_hash(F.Kind.COMMIT, len(payload),
+                                                            [payload])))
+            self._tx_frames = []
+            self._flush()
+            self.version, self.chain = version, rec.chain
+            self.commit_end = self.end
+            self._head = (self.end, version, rec.chain)
+            self._prefill()
+            return rec, self.end, self.generation
 
     def rollback(self) -> None:
-        """Forget the open transaction; cut any of its frames already written."""
-        self._pending = []
-        self._pending_bytes = 0
-        self._tx_frames = []
-        if self.end != self._tx_start:
-            # Truncate rather than mark: stale frame headers left beyond a
-            # later, shorter commit would be read as part of it.
-            os.ftruncate(self.fd, self._tx_start)
-            self.end = self.allocated = self._tx_start
+        """Forget the open transaction; zero any of its frames already written.
+
+        Zeroed, not truncated: a reader may have mapped them, and stale frame
+        headers left beyond a later, shorter commit would be read as part of it."""
+        with self._lock:
+            self._pending = []
+            self._pending_bytes = 0
+            self._tx_frames = []
+            if self.end != self.commit_end:
+                try:
+                    self._undo_to(self.commit_end, None)
+                except StorageError:
+                    pass   # broken is set: every later write says so
 
     def write_checkpoint(self, parts: list, length: int, version: int) -> int:
-        """Append a checkpoint frame, sync it, and point a superblock at it."""
-        assert not self._pending and not self._tx_frames
-        offset = self.end
-        digest = F.frame_hash(F.Kind.CHECKPOINT, length, parts)
-        self._pending.append(_PendingFrame(F.Kind.CHECKPOINT, parts, length, digest))
-        self._flush()
-        self._tx_start = self.end
-        os.fdatasync(self.fd)
-        seq = (self.superblock.seq + 1) if self.superblock else 1
-        sb = F.Superblock(seq, offset, version, self.end, self.chain)
-        os.pwrite(self.fd, F.pack_slot(sb), F.SLOT_OFFSETS[seq % 2])
-        os.fdatasync(self.fd)
-        self.superblock = sb
-        self.synced_end = self.end
-        self._prefill()
-        return offset
+        """Append a checkpoint frame, sync it, and point a superblock at it.
+
+        All or nothing: on any failure the frame and the slot are zeroed, the
+        superblock in memory is unchanged and StorageError is raised."""
+        with self._lock:
+            self._check_usable()
+            if self._pending or self._tx_frames:
+                raise TransactionAbortedError("a checkpoint cannot be written inside a "
+                                              "transaction")
+            offset = self.end
+            digest = F.frame_hash(F.Kind.CHECKPOINT, length, parts)
+            self._pending.append(_PendingFrame(F.Kind.CHECKPOINT, parts, length, digest))
+            seq = (self.superblock.seq + 1) if self.superblock else 1
+            slot = F.SLOT_OFFSETS[seq % 2]
+            slot_written = False
+            try:
+                self._flush()
+                self.io.fdatasync()
+                sb = F.Superblock(seq, offset, version, self.end, self.chain)
+                slot_written = True
+                self._write_all([F.pack_slot(sb)], slot)
+                self.io.fdatasync()
+            except StorageError:
+                raise
+            except OSError as e:
+                raise self._failed(e, "checkpoint", self.commit_end,
+                                   slot if slot_written else None) from e
+            self.superblocks = [sb] + [s for s in self.superblocks if s.seq != sb.seq][:1]
+            self.commit_end = self.synced_end = self.end
+            self._head = (self.end, self.version, self.chain)
+            self._prefill()
+            return offset
 
     def _prefill(self) -> None:
         # Keep a zeroed region ahead of `end` so small commits overwrite
         # allocated blocks and their fdatasync does not journal a new size.
+        # Only a shortcut: a full disk just goes without it.
         if self.allocated - self.end >= PREFILL_BYTES // 4:
             return
         new = F.pad(self.end + PREFILL_BYTES, PREFILL_BYTES)
-        if new > self.allocated:
-            start = max(self.allocated, self.end)
-            os.pwrite(self.fd, bytes(new - start), start)
+        start = max(self.allocated, self.end)
+        if new > start:
+            try:
+                self._write_all([bytes(new - start)], start)
+            except OSError:
+                return
             self.allocated = new
+
+    # ---- failure -------------------------------------------------------------
+
+    def _failed(self, err: OSError, what: str, to: int, slot: int | None = None) -> StorageError:
+        """The one rule: after a failed write or sync, put the file back at `to`
+        (the last commit that can still be acknowledged). Called with the lock held."""
+        self._pending = []
+        self._pending_bytes = 0
+        self._tx_frames = []
+        self._tx_generation = -1      # the open transaction, if any, cannot commit
+        exc = StorageError(f"{self.path}: {what} failed ({err.strerror or err}); the file is "
+                           f"back at version {self._version_at(to)}", err)
+        try:
+            self._undo_to(to, slot)
+        except StorageError as broken:
+            return broken
+        return exc
+
+    def _undo_to(self, to: int, slot: int | None) -> None:
+        """Zero [to, dirty_end) (and a superblock slot), make it durable, reset positions."""
+        try:
+            if slot is not None:
+                self._write_all([bytes(F.SLOT_SIZE)], slot)
+            self.io.zero(to, self.dirty_end - to)
+            self.io.fdatasync()
+        except OSError as e:
+            self.broken = StorageError(
+                f"{self.path}: a failed write could not be undone ({e.strerror or e}); "
+                "this connection writes no more: reopen the file", e)
+            raise self.broken from e
+        self.end = self.commit_end = self.dirty_end = to
+        self.allocated = min(self.allocated, to)
+        if self.synced_end > to:
+            self.synced_end = to
+        if self._head[0] > to:
+            self._head = self._synced_head
+            self.version, self.chain = self._head[1], self._head[2]
+
+    def _version_at(self, to: int) -> int:
+        return self._head[1] if self._head[0] <= to else self._synced_head[1]
+
+    def _check_usable(self) -> None:
+        if self.broken is not None:
+            raise self.broken
+
+    def _check_tx(self) -> None:
+        self._check_usable()
+        if self._tx_generation != self.generation:
+            raise TransactionAbortedError(
+                "a write or sync of this file failed during the transaction and its "
+                "writes were undone: roll it back")
 
     # ---- durability --------------------------------------------------------
 
-    def sync_to(self, offset: int) -> None:
-        """Return once every byte before offset is durable (per the durability mode)."""
+    def sync_to(self, offset: int, generation: int) -> None:
+        """Return once every byte before offset is durable (per the durability mode).
+
+        Raises StorageError when the commit ending at offset was written in an
+        earlier generation: a failed sync has undone it."""
+        if generation != self.generation:
+            raise StorageError(f"{self.path}: an earlier sync failed and this commit "
+                               "was undone with it")
         if self.durability == "off":
             return
         if self.durability == "batch":
@@ -382,12 +531,26 @@ class LogFile:
                 self._schedule_sync()
                 return
         with self._sync_lock:
+            if generation != self.generation:
+                raise StorageError(f"{self.path}: an earlier sync failed and this commit "
+                                   "was undone with it")
             if self.synced_end >= offset:
                 return  # another thread's fsync covered this commit
-            target = self.end
-            os.fdatasync(self.fd)
-            self.synced_end = max(self.synced_end, target)
-            self._last_sync = time.monotonic()
+            self._sync()
+
+    def _sync(self) -> None:
+        """fdatasync, covering every commit written before it starts (sync lock held)."""
+        head = self._head
+        try:
+            self.io.fdatasync()
+        except OSError as e:
+            with self._lock:
+                self.generation += 1
+                raise self._failed(e, "sync", self.synced_end) from e
+        if head[0] > self.synced_end:
+            self.synced_end = head[0]
+            self._synced_head = head
+        self._last_sync = time.monotonic()
 
     def _schedule_sync(self) -> None:
         if self._timer is not None and self._timer.is_alive():
@@ -400,10 +563,10 @@ class LogFile:
         with self._sync_lock:
             if self.fd < 0:
                 return
-            target = self.end
-            os.fdatasync(self.fd)
-            self.synced_end = max(self.synced_end, target)
-            self._last_sync = time.monotonic()
+            try:
+                self._sync()
+            except StorageError as e:
+                self.failure = e     # the engine reports it at its next call
 
     def close(self) -> None:
         if self.fd < 0:
@@ -411,10 +574,15 @@ class LogFile:
         if self._timer is not None:
             self._timer.cancel()
         with self._sync_lock:
-            if not self.readonly and self.durability != "off":
-                os.fdatasync(self.fd)
-            os.close(self.fd)
-            self.fd = -1
+            try:
+                if not self.readonly and self.durability != "off" and self.broken is None:
+                    self.io.fdatasync()
+            except OSError as e:
+                raise StorageError(f"{self.path}: the final sync failed ({e.strerror or e})",
+                                   e) from e
+            finally:
+                self.io.close()
+                self.fd = -1
 
 
 def _is_zero(buf, pos: int, size: int) -> bool:
