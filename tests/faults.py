@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import random
 
@@ -159,6 +160,9 @@ class FaultyFile(fileio.FileIO):
     def really_close(self) -> None:
         if not self.closed:
             self.closed = True
+            # a dead process's mmaps hold a dup of the descriptor, and with it the
+            # write lock: drop the lock itself, as the kernel does at exit
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
             os.close(self.fd)
 
 
@@ -182,5 +186,4 @@ def installed(faults: Faults):
 
 
 def _writable(fd: int) -> bool:
-    import fcntl
     return (fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE) != os.O_RDONLY

@@ -370,16 +370,19 @@ def test_damaged_superblock_slot_falls_back_and_keeps_every_commit(tmp_path):
     c.insert({"id": 10, "tag": 1})
     d.checkpoint()            # second checkpoint: both superblock slots are in use
     c.delete(ids=[0])
-    state = snapshot(d)
+    state, state_version = snapshot(d), d.version
     d.close()
     raw = open(src, "rb").read()
     bad = str(tmp_path / "bad.varve")
     for slot in F.SLOT_OFFSETS:
         _flip(raw, bad, slot + 3)
+        # verify names the altered slot; the log's versions are all intact
+        report = vv.verify_file(bad)
+        assert not report.ok and report.first_break.offset == slot
+        assert report.first_break.version == 0 and report.versions_checked == state_version
         d = vv.connect(bad)
         assert snapshot(d) == state
         d.close()
-        assert vv.verify_file(bad).ok
 
 
 def test_new_commit_after_torn_tail_does_not_resurrect_torn_frames(tmp_path):

@@ -215,7 +215,7 @@ class LogFile:
         reason = "end"
         while True:
             hdr = F.unpack_frame_header(buf[pos:pos + F.FRAME_HEADER_SIZE])
-            if hdr is None or (pos in known and hdr.kind != F.Kind.CHECKPOINT):
+            if hdr is None:
                 if pos in known and known[pos] <= size:
                     checkpoints.append(FrameRef(F.Kind.CHECKPOINT, pos,
                                                 known[pos] - pos - F.FRAME_HEADER_SIZE,
@@ -248,7 +248,7 @@ class LogFile:
                         buf[body + hdr.length:min(size, F.pad(body + hdr.length))])
                 if hdr.kind == F.Kind.CHECKPOINT:
                     checkpoints.append(ref)
-                    if not pending:
+                    if not pending and ref.payload_ok:   # whole: the log goes on after it
                         last_end = F.pad(body + hdr.length)
                 else:
                     pending.append(ref)
@@ -304,14 +304,17 @@ class LogFile:
             self._head = self._synced_head = (end, version, chain)
 
     def cut_tail(self, buf) -> None:
-        """Zero whatever follows the last whole commit in buf (a torn transaction),
-        unless it is zero already."""
+        """Zero what a crash may have torn: whatever follows the last whole commit
+        in buf (unless it is zero already), and a superblock slot whose checksum
+        fails (a slot write cut short; the other slot holds the previous one)."""
         with self._lock:
             self.allocated = self.io.size()
             tail = memoryview(buf)[self.end:] if buf is not None else b""
-            if len(tail) and np.frombuffer(tail, np.uint8).any():
+            torn = [off for off in F.SLOT_OFFSETS
+                    if any(raw := os.pread(self.fd, F.SLOT_SIZE, off)) and not F.unpack_slot(raw)]
+            if torn or (len(tail) and np.frombuffer(tail, np.uint8).any()):
                 self.dirty_end = max(self.allocated, self.end + len(tail))
-                self._undo_to(self.end, None)
+                self._undo_to(self.end, None, torn)
 
     # ---- writing -----------------------------------------------------------
 
@@ -480,18 +483,21 @@ class LogFile:
             return broken
         return exc
 
-    def _undo_to(self, to: int, slot: int | None) -> None:
-        """Zero [to, dirty_end) (and a superblock slot), make it durable, reset positions."""
+    def _undo_to(self, to: int, slot: int | None, slots: tuple = ()) -> None:
+        """Zero [to, dirty_end) (and superblock slots), make it durable, reset positions."""
         try:
-            if slot is not None:
-                self._write_all([bytes(F.SLOT_SIZE)], slot)
+            for off in ([slot] if slot is not None else []) + list(slots):
+                self._write_all([bytes(F.SLOT_SIZE)], off)
             self.io.zero(to, self.dirty_end - to)
-            self.io.fdatasync()
         except OSError as e:
             self.broken = StorageError(
                 f"{self.path}: a failed write could not be undone ({e.strerror or e}); "
                 "this connection writes no more: reopen the file", e)
             raise self.broken from e
+        try:
+            self.io.fdatasync()
+        except OSError:
+            pass   # only to hasten it: the next commit's fdatasync makes the zeros durable
         self.end = self.commit_end = self.dirty_end = to
         self.allocated = min(self.allocated, to)
         if self.synced_end > to:

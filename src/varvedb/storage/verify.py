@@ -1,13 +1,16 @@
 """`verify`: prove a file's history is the one that was written.
 
 Re-reads every frame from the start of the log, recomputes each frame's
-SHA-256, each commit's digest and the chain, checks every checkpoint frame,
+SHA-256, each commit's digest and the chain, checks every checkpoint frame
+and both superblock slots (each either empty or pointing at a whole
+checkpoint frame whose version and chain hash are the log's at that point),
 and reports the first break: the version it belongs to and its byte offset.
 It never trusts a checkpoint, and it opens the file without the write lock,
 so it can run beside a writer.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from . import format as F
@@ -16,7 +19,7 @@ from .log import LogFile
 
 @dataclass
 class Break:
-    version: int       # the first version that is not intact
+    version: int       # the first version that is not intact (0: the header block)
     offset: int        # byte offset of the damaged frame
     reason: str
 
@@ -57,6 +60,8 @@ def verify_file(path: str, anchor: tuple[int, str] | None = None,
             before = [c.record.version for c in scan.commits if c.offset < bad_ck.offset]
             brk = Break((before[-1] if before else 0) + 1, bad_ck.offset,
                         "checkpoint does not match its hash")
+        if brk is None:
+            brk = _check_slots(log, scan, chains)
         if brk is None and expect_version is not None and good < expect_version:
             brk = Break(good + 1, scan.end, f"the log ends at version {good}, "
                                             f"expected {expect_version}")
@@ -65,10 +70,30 @@ def verify_file(path: str, anchor: tuple[int, str] | None = None,
             if chains.get(version, b"").hex() != chain:
                 brk = Break(version, 0, "chain hash differs from the anchor: "
                             "history was rewritten or truncated")
-        if brk is not None:
+        if brk is not None and brk.version:
             good = min(good, brk.version - 1)
         return VerifyReport(brk is None, good, brk, chains.get(good, genesis).hex())
     finally:
         buf = None
         mv = None
         log.close()
+
+
+def _check_slots(log: LogFile, scan, chains: dict) -> Break | None:
+    """Each superblock slot is empty, or names a whole checkpoint of the log."""
+    frames = {f.offset: f for f in scan.checkpoints}
+    for off in F.SLOT_OFFSETS:
+        raw = os.pread(log.fd, F.SLOT_SIZE, off)
+        if not any(raw):
+            continue
+        sb = F.unpack_slot(raw)
+        if sb is None:
+            return Break(0, off, "superblock slot is damaged")
+        if not sb.checkpoint_offset:
+            continue
+        f = frames.get(sb.checkpoint_offset)
+        whole = f is not None and f.payload_ok and F.pad(f.payload_offset + f.length) == sb.log_end
+        if not whole or chains.get(sb.checkpoint_version) != sb.chain:
+            return Break(0, off, f"superblock slot names no whole checkpoint at offset "
+                                 f"{sb.checkpoint_offset} for version {sb.checkpoint_version}")
+    return None

@@ -1,0 +1,256 @@
+"""Random writes, transactions, checkpoints, reopens and injected faults against a dict oracle.
+
+The oracle holds the acknowledged state (id -> document). Any step may meet a
+fault armed by an earlier one: a write or sync failing with ENOSPC, EFBIG or
+EIO, a short write, or a crash (SIGKILL-like: what was written stays; or a
+power cut: what was not synced is lost). After every step:
+
+* the writer connection reads exactly the oracle;
+* a fresh read-only open of the file reads exactly the oracle;
+* `verify_file` finds the file whole.
+
+A failed call must leave the oracle as it was; a crash may keep or lose the
+one commit in flight, and nothing else. Frames are made to flush often (tiny
+FLUSH_BYTES and BIG_FRAME) so that faults land between a transaction's frames.
+
+CI runs about 2 000 steps; `make soak` (VARVEDB_SOAK=1) runs twenty times more.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import numpy as np
+from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+import varvedb as vv
+from faults import KINDS, Crashed, Faults, installed
+from varvedb.storage import log as storage_log
+
+SOAK = bool(os.environ.get("VARVEDB_SOAK"))
+DIM = 4
+SCHEMA = {"tag": vv.Int(index="sorted"), "title": "text", "meta": "json",
+          "emb": vv.Vector(DIM, metric="l2", index=vv.HNSW(m=4, ef_construction=16))}
+IDS = st.integers(0, 40)
+DOC = st.fixed_dictionaries({
+    "tag": st.one_of(st.none(), st.integers(0, 4)),
+    "title": st.one_of(st.none(), st.sampled_from(["a", "b", "ab"])),
+    "meta": st.one_of(st.none(), st.fixed_dictionaries({"k": st.integers(0, 3)})),
+    "emb": st.one_of(st.none(), st.lists(st.integers(-3, 3), min_size=DIM, max_size=DIM)),
+})
+# a fault armed just before a step: (kind, operations to let through, which operations)
+FAULT = st.one_of(st.none(), st.tuples(st.sampled_from(KINDS), st.integers(0, 6),
+                                       st.sampled_from(["any", "write", "sync"])))
+TALLY = {"steps": 0, "faults_fired": 0, "crashes": 0, "storage_errors": 0, "aborted": 0,
+         "kept_in_flight": 0}
+
+
+def _doc(d) -> tuple:
+    emb = None if d["emb"] is None else tuple(float(x) for x in d["emb"])
+    return (d["tag"], d["title"], None if d["meta"] is None else dict(d["meta"]), emb)
+
+
+def read_state(db) -> dict:
+    docs = db["docs"]
+    out = {}
+    for h in docs.find(select=["tag", "title", "meta", "emb"]):
+        out[h.id] = _doc(h)
+    return out
+
+
+class FaultMachine(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        self.dir = tempfile.mkdtemp(prefix="varve-faults-")
+        self.path = os.path.join(self.dir, "f.varve")
+        self.saved = (storage_log.FLUSH_BYTES, storage_log.BIG_FRAME, storage_log.PREFILL_BYTES)
+        storage_log.FLUSH_BYTES, storage_log.BIG_FRAME, storage_log.PREFILL_BYTES = \
+            4096, 2048, 8192
+        self.faults = Faults(seed=len(self.dir))
+        self.scope = installed(self.faults)
+        self.scope.__enter__()
+        self.db = vv.connect(self.path)
+        self.db.create_collection("docs", SCHEMA)
+        self.oracle: dict = {}
+        self.next_bulk = 1000
+
+    def teardown(self):
+        TALLY["faults_fired"] += sum(self.faults.fired.values())
+        try:
+            if not self.faults.crashed:
+                self.faults.disarm()
+                self.db.close()
+        finally:
+            self.faults.kill_all()
+            self.scope.__exit__(None, None, None)
+            storage_log.FLUSH_BYTES, storage_log.BIG_FRAME, storage_log.PREFILL_BYTES = \
+                self.saved
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # ---- running one acknowledged-or-not change -----------------------------------
+
+    def _change(self, write, after: dict) -> None:
+        """Run `write`; if it returns, the oracle becomes `after`; if it raises a
+        StorageError or TransactionAbortedError, the oracle stays; a crash may
+        keep `after` or not."""
+        try:
+            write()
+        except Crashed:
+            self._crashed(after)
+        except (vv.StorageError, vv.TransactionAbortedError) as e:
+            TALLY["aborted" if isinstance(e, vv.TransactionAbortedError)
+                  else "storage_errors"] += 1
+        else:
+            self.oracle = after
+
+    def _crashed(self, in_flight: dict | None) -> None:
+        TALLY["crashes"] += 1
+        self.faults.kill_all()
+        self.faults.disarm()
+        self.db = vv.connect(self.path)
+        seen = read_state(self.db)
+        if in_flight is not None and seen == in_flight and seen != self.oracle:
+            TALLY["kept_in_flight"] += 1
+            self.oracle = in_flight
+        assert seen == self.oracle
+
+    def _rows(self, ids, docs) -> list[dict]:
+        return [{"id": i, **d} for i, d in zip(ids, docs)]
+
+    # ---- rules ---------------------------------------------------------------
+
+    @rule(ids=st.lists(IDS, min_size=1, max_size=5, unique=True), docs=st.lists(DOC, min_size=5,
+                                                                                max_size=5), fault=FAULT)
+    def insert(self, ids, docs, fault):
+        self._arm(fault)
+        ids = [i for i in ids if i not in self.oracle]
+        if not ids:
+            return
+        rows = self._rows(ids, docs)
+        after = {**self.oracle, **{r["id"]: _doc(r) for r in rows}}
+        self._change(lambda: self.db["docs"].insert(rows), after)
+
+    @rule(ids=st.lists(IDS, min_size=1, max_size=5, unique=True), docs=st.lists(DOC, min_size=5,
+                                                                                max_size=5), fault=FAULT)
+    def upsert(self, ids, docs, fault):
+        self._arm(fault)
+        rows = self._rows(ids, docs)
+        after = {**self.oracle, **{r["id"]: _doc(r) for r in rows}}
+        self._change(lambda: self.db["docs"].upsert(rows), after)
+
+    @rule(ids=st.lists(IDS, min_size=1, max_size=6), fault=FAULT)
+    def delete(self, ids, fault):
+        self._arm(fault)
+        after = {k: v for k, v in self.oracle.items() if k not in ids}
+        self._change(lambda: self.db["docs"].delete(ids=ids), after)
+
+    @rule(old=st.integers(0, 4), new=st.integers(0, 4), fault=FAULT)
+    def update(self, old, new, fault):
+        self._arm(fault)
+        after = {k: ((new,) + v[1:] if v[0] == old else v) for k, v in self.oracle.items()}
+        self._change(lambda: self.db["docs"].update({"tag": new}, where=f"tag = {old}"), after)
+
+    @rule(n=st.integers(20, 300), fault=FAULT)
+    def bulk(self, n, fault):
+        self._arm(fault)
+        ids, tags, emb, docs = self._bulk_rows(n)
+        after = {**self.oracle, **docs}
+        self._change(lambda: self.db["docs"].insert_arrays(id=ids, tag=tags, emb=emb), after)
+
+    def _bulk_rows(self, n):
+        ids = np.arange(self.next_bulk, self.next_bulk + n)
+        self.next_bulk += n
+        emb = (ids[:, None] % 7 + np.arange(DIM)).astype(np.float32)
+        tags = ids % 5
+        docs = {int(i): (int(t), None, None, tuple(float(x) for x in e))
+                for i, t, e in zip(ids, tags, emb)}
+        return ids, tags, emb, docs
+
+    @rule(ids=st.lists(IDS, min_size=1, max_size=4, unique=True),
+          docs=st.lists(DOC, min_size=4, max_size=4), drop=st.lists(IDS, max_size=3),
+          commit=st.booleans(), bulk=st.integers(0, 150), fault=FAULT)
+    def transaction(self, ids, docs, drop, commit, bulk, fault):
+        self._arm(fault)
+        rows = self._rows(ids, docs)
+        bulk_ids, tags, emb, bulk_docs = self._bulk_rows(bulk)
+        after = {**self.oracle, **{r["id"]: _doc(r) for r in rows}, **bulk_docs}
+        after = {k: v for k, v in after.items() if k not in drop}
+        failed, committing = [], []
+        try:
+            with self.db.transaction():
+                coll = self.db["docs"]
+                # the bulk rows are flushed to the file before the commit
+                for step in (lambda: coll.upsert(rows),
+                             lambda: coll.insert_arrays(id=bulk_ids, tag=tags, emb=emb),
+                             lambda: coll.delete(ids=drop)):
+                    try:
+                        step()
+                    except vv.StorageError:
+                        failed.append(True)      # swallowed: the commit must still refuse
+                    except vv.TransactionAbortedError:
+                        assert failed, "aborted without a failed write"
+                if not commit:
+                    raise _Rollback
+                committing.append(True)
+        except _Rollback:
+            return
+        except Crashed:
+            self._crashed(after if committing and not failed else None)
+            return
+        except (vv.StorageError, vv.TransactionAbortedError) as e:
+            assert failed or isinstance(e, vv.StorageError)
+            TALLY["aborted" if failed else "storage_errors"] += 1
+            return
+        assert not failed, "a transaction that saw an error committed"
+        self.oracle = after
+
+    @rule(fault=FAULT)
+    def checkpoint(self, fault):
+        self._arm(fault)
+        self._change(self.db.checkpoint, self.oracle)
+
+    @rule(fault=FAULT)
+    def reopen(self, fault):
+        self._arm(fault)
+        try:
+            self.db.close()
+        except vv.StorageError:
+            TALLY["storage_errors"] += 1
+        except Crashed:
+            self._crashed(None)
+            return
+        self.db = vv.connect(self.path)
+
+    def _arm(self, fault) -> None:
+        if fault is not None:
+            kind, after, on = fault
+            self.faults.arm(kind, after=after, on=on)
+
+    # ---- the invariant ----------------------------------------------------------
+
+    @invariant()
+    def acknowledged_state_is_what_a_fresh_open_sees(self):
+        TALLY["steps"] += 1
+        assert read_state(self.db) == self.oracle
+        with vv.connect(self.path, readonly=True) as ro:
+            assert read_state(ro) == self.oracle
+        report = vv.verify_file(self.path)
+        assert report.ok, report
+
+
+class _Rollback(Exception):
+    pass
+
+
+FaultMachine.TestCase.settings = settings(
+    max_examples=1000 if SOAK else 50, stateful_step_count=50, deadline=None,
+    suppress_health_check=list(HealthCheck))
+TestFaultMachine = FaultMachine.TestCase
+
+
+def test_zz_report_the_tally():
+    """Prints what the state machine survived (run with -s to see it)."""
+    print(f"\nfault state machine: {TALLY}")
+    assert TALLY["steps"] >= (40_000 if SOAK else 2_000)
