@@ -363,3 +363,70 @@ def test_a_file_opened_after_a_failed_write_is_byte_identical_below_the_commit(d
         insert_one(docs)
     assert open(db_path, "rb").read()[:end] == head and zero_from(db_path, end)
     db.close()
+
+
+# ---- the kernel's own EFBIG (RLIMIT_FSIZE), in a child process --------------------------
+
+FSIZE_CHILD = r"""
+import json, os, resource, signal, sys
+import numpy as np
+import varvedb as vv
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # EFBIG instead of death
+path, mode = sys.argv[1], sys.argv[2]
+dim = 8
+vec = lambda ids: (np.asarray(ids, np.float32)[:, None] * 0.5 + np.arange(dim)).astype(np.float32)
+db = vv.connect(path)
+docs = db.create_collection("docs", {"tag": "int", "emb": vv.Vector(dim, metric="l2")})
+for k in range(100):
+    ids = np.arange(k * 30, k * 30 + 30)
+    docs.insert_arrays(id=ids, tag=np.ones(30, np.int64), emb=vec(ids))
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (db._engine.log.end + 4096, hard))   # disk full
+out = {}
+big = np.arange(10_000, 60_000)
+try:
+    if mode == "checkpoint":
+        db.checkpoint()
+    else:
+        docs.insert_arrays(id=big, tag=np.ones(len(big), np.int64), emb=vec(big))
+    out["failed"] = None
+except Exception as e:
+    out["failed"] = type(e).__name__
+    out["errno"] = getattr(e, "errno", None)
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))                     # space is back
+try:
+    if mode != "checkpoint":
+        docs.insert_arrays(id=big, tag=np.ones(len(big), np.int64), emb=vec(big))
+    out["retry"] = "ok"
+except Exception as e:
+    out["retry"] = type(e).__name__
+ids = np.arange(3000, 3010)
+docs.insert_arrays(id=ids, tag=np.ones(10, np.int64), emb=vec(ids))
+db.checkpoint()
+db.close()
+db = vv.connect(path)
+docs = db["docs"]
+hits = docs.find(select=["emb"])
+want = {i: vec([i])[0].tolist() for i in hits.ids}
+out["wrong_vectors"] = sum(h["emb"].tolist() != want[h.id] for h in hits)
+out["count"] = docs.count()
+out["verify"] = db.verify().ok
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("mode", ["insert", "checkpoint"])
+def test_real_efbig_from_a_full_file_limit_loses_and_corrupts_nothing(tmp_path, mode):
+    import json
+    import subprocess
+
+    from conftest import PYTHON, child_env
+    out = subprocess.run([PYTHON, "-c", FSIZE_CHILD, str(tmp_path / "full.varve"), mode],
+                         env=child_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.splitlines()[-1])
+    assert got["failed"] == "StorageError" and got["errno"] == errno.EFBIG
+    assert got["retry"] == "ok"
+    rows = 3010 + (50_000 if mode == "insert" else 0)
+    assert got == {**got, "wrong_vectors": 0, "count": rows, "verify": True}
