@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test bench compare clean
+.PHONY: demo test soak bench compare clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ demo: $(VENV)/.installed-base
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q
+
+# The fault-injection state machine at twenty times CI's length (about 50 000 steps).
+soak: $(VENV)/.installed-test
+	VARVEDB_SOAK=1 $(BIN)/python -m pytest -q -s tests/test_fault_state_machine.py
 
 # Extra options go through BENCH_ARGS, e.g. make compare BENCH_ARGS="--rows 1000000 --runs 1"
 BENCH_ARGS ?=
