@@ -29,6 +29,7 @@ Row k of every collection here has tag k % 7 and a vector derived from k
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import signal
@@ -556,13 +557,12 @@ def test_verify_of_frames_still_being_appended_is_not_a_break(tmp_path):
     """What `verify` maps while the writer is mid-append, frozen: a copy of the file cut
     inside a frame (i) of an open transaction, (ii) of a checkpoint whose superblock is
     not written yet, (iii) the same checkpoint written over a zeroed tail the file
-    already spans. All open at the last commit; verify must call them ok.
+    already spans. All open at the last commit; while a writer holds the file, verify
+    must call them ok (they are what it is appending), and with no writer, a break.
 
-    Fails on the current code: verify_file reports BROKEN 'truncated frame' for (i) and
-    (ii) (the scan stops at a frame that runs past the end of the map, and verify counts
-    any stop other than 'end'/'torn' as damage) and 'checkpoint does not match its
-    hash' for (iii) (it checks a checkpoint frame no superblock points at yet), which
-    is what the tests above hit at random beside a live writer."""
+    Before the fix verify reported 'truncated frame' for (i) and (ii) and 'checkpoint
+    does not match its hash' for (iii) even beside a live writer, which is what the
+    tests above hit at random."""
     from varvedb.storage import format as F
     path = str(tmp_path / "a.varve")
     db = vv.connect(path)
@@ -593,13 +593,22 @@ def test_verify_of_frames_still_being_appended_is_not_a_break(tmp_path):
     # bigger than the checkpoint): the map holds the whole frame, half of it still zero
     cuts["checkpoint over a zeroed tail"] = (cuts["checkpoint frame"]
                                              + bytes(len(after) - end - (2 << 20)))
-    reports = {}
+    reports, static = {}, {}
     for what, image in cuts.items():
         cut = tmp_path / f"cut-{what.replace(' ', '-')}.varve"
         cut.write_bytes(image)
         with vv.connect(str(cut), readonly=True) as r:
             assert r.version == version and r["docs"].count() == 70 * 300
-        reports[what] = vv.verify_file(str(cut))
+        # with no writer holding the file, an unfinished tail is a break ...
+        static[what] = vv.verify_file(str(cut))
+        # ... while one does (its write lock), it is what the writer is appending
+        fd = os.open(str(cut), os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            reports[what] = vv.verify_file(str(cut))
+        finally:
+            os.close(fd)
     bad = {w: (r.first_break.reason, r.first_break.offset) for w, r in reports.items() if not r.ok}
     assert not bad, f"verify reports a healthy file as broken: {bad}"
     assert all(r.versions_checked == version for r in reports.values())
+    assert not any(r.ok for r in static.values())

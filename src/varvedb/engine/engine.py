@@ -141,9 +141,10 @@ class Engine:
                 raise CorruptFileError("the log does not follow from the checkpoint")
             for c in scan.commits:
                 self._replay(mv, c)
-            if scan.commits:
-                version, chain = scan.commits[-1].record.version, scan.commits[-1].record.chain
-            log.adopt(scan.end, version, chain)
+            last = scan.commits[-1] if scan.commits else None
+            if last is not None:
+                version, chain = last.record.version, last.record.chain
+            log.adopt(scan.end, version, chain, last.offset if last else None)
         else:
             log.adopt(start, version, chain)
         return version, chain
@@ -187,13 +188,18 @@ class Engine:
             if buf is None:
                 return self.visible
             mv = memoryview(buf)
+            if not self.log.still_holds(mv):
+                # the writer undid commits this reader had seen (a failed sync): start over
+                self.tables, self.names, self.history = {}, {}, []
+                self._load()
+                return self.visible
             scan = self.log.scan(mv, self.log.end, self.log.version, self.log.chain)
             self._check_scan(scan, self.log.end)
             for c in scan.commits:
                 self._replay(mv, c)
             if scan.commits:
                 last = scan.commits[-1]
-                self.log.adopt(last.end, last.record.version, last.record.chain)
+                self.log.adopt(last.end, last.record.version, last.record.chain, last.offset)
                 self._map = buf
                 self.visible = self.written = last.record.version
                 for t in self.tables.values():

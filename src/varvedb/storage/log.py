@@ -167,6 +167,17 @@ class LogFile:
         self.allocated = size
         self.adopt(F.LOG_START, 0, F.genesis_chain(self.file_id))
 
+    def writer_active(self) -> bool:
+        """Does a writer hold this file's write lock right now? (Asks without waiting.)"""
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return True
+            raise
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        return False
+
     @property
     def superblock(self) -> F.Superblock | None:
         """The newest valid superblock (None before the first checkpoint)."""
@@ -184,8 +195,9 @@ class LogFile:
             raise StorageError(f"{self.path}: could not create the file: {e}", e) from e
 
     def _read_superblocks(self) -> list[F.Superblock]:
-        """Valid superblocks, newest first."""
-        slots = [F.unpack_slot(os.pread(self.fd, F.SLOT_SIZE, off)) for off in F.SLOT_OFFSETS]
+        """Valid superblocks, newest first (the raw slots are kept for verify)."""
+        self.raw_slots = {off: os.pread(self.fd, F.SLOT_SIZE, off) for off in F.SLOT_OFFSETS}
+        slots = [F.unpack_slot(raw) for raw in self.raw_slots.values()]
         return sorted((sb for sb in slots if sb), key=lambda sb: -sb.seq)
 
     def map(self) -> mmap.mmap | None:
@@ -262,7 +274,7 @@ class LogFile:
         # torn last transaction: history itself is damaged. So is a committed
         # frame whose payload no longer matches its hash, unless it belongs to
         # the last commit (a write the crash tore before it was acknowledged).
-        damaged = self._commit_beyond(buf, pos, version + 2) or any(
+        damaged = self.commit_beyond(buf, pos, version + 2) or any(
             not f.payload_ok for c in commits[:-1] for f in c.frames)
         return ScanResult(commits, last_end, pos, reason, damaged, checkpoints)
 
@@ -277,7 +289,7 @@ class LogFile:
               and rec.chain == F.chain_hash(chain, digest, rec.version, rec.timestamp_us))
         return rec, ok
 
-    def _commit_beyond(self, buf, pos: int, min_version: int) -> bool:
+    def commit_beyond(self, buf, pos: int, min_version: int) -> bool:
         """Is there a well-formed commit of min_version or later anywhere after pos?"""
         start = F.pad(pos + 1)
         n = (len(buf) - start) // F.ALIGN
@@ -294,14 +306,33 @@ class LogFile:
                 return True
         return False
 
-    def adopt(self, end: int, version: int, chain: bytes) -> None:
+    def adopt(self, end: int, version: int, chain: bytes, commit_at: int | None = None
+              ) -> None:
         """Take (end, version, chain) from a scan as the current state of the log:
-        everything up to `end` is whole and durable."""
+        everything up to `end` is whole. `commit_at` is the offset of that commit's
+        frame (None: the state is a checkpoint's, which is durable)."""
+        self.commit_at = commit_at
         with self._lock:
             self.end = self.commit_end = self.synced_end = self.dirty_end = end
             self.version = version
             self.chain = chain
             self._head = self._synced_head = (end, version, chain)
+
+    def still_holds(self, buf) -> bool:
+        """Is the last commit this reader replayed still in the file? A writer
+        whose sync failed zeroes commits other processes may already have read."""
+        off = self.commit_at
+        if off is None:
+            return True
+        hdr = F.unpack_frame_header(buf[off:off + F.FRAME_HEADER_SIZE])
+        body = off + F.FRAME_HEADER_SIZE
+        if hdr is None or hdr.kind != F.Kind.COMMIT or body + hdr.length > len(buf):
+            return False
+        payload = buf[body:body + hdr.length]
+        if F.frame_hash(hdr.kind, hdr.length, [payload]) != hdr.digest:
+            return False
+        rec = F.unpack_commit(payload)
+        return rec.version == self.version and rec.chain == self.chain
 
     def cut_tail(self, buf) -> None:
         """Zero what a crash may have torn: whatever follows the last whole commit

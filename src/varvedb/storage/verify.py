@@ -6,11 +6,11 @@ and both superblock slots (each either empty or pointing at a whole
 checkpoint frame whose version and chain hash are the log's at that point),
 and reports the first break: the version it belongs to and its byte offset.
 It never trusts a checkpoint, and it opens the file without the write lock,
-so it can run beside a writer.
+so it can run beside a writer: while one holds the file, an unfinished tail
+past the last commit (frames being appended) is not a break.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from . import format as F
@@ -39,6 +39,7 @@ def verify_file(path: str, anchor: tuple[int, str] | None = None,
                 expect_version: int | None = None) -> VerifyReport:
     log = LogFile(path, readonly=True)
     try:
+        live = log.writer_active()
         buf = log.map()
         mv = memoryview(buf) if buf is not None else memoryview(b"")
         genesis = F.genesis_chain(log.file_id)
@@ -53,9 +54,19 @@ def verify_file(path: str, anchor: tuple[int, str] | None = None,
                 break
             good = c.record.version
             chains[good] = c.record.chain
-        if brk is None and scan.stop_reason not in ("end", "torn"):
+        # While a writer holds the file, what lies past the last commit may be
+        # what it is appending right now (frames of an open transaction, a
+        # checkpoint no superblock names yet): a tail, not history — unless a
+        # whole commit of a later version follows (a commit frame is written
+        # after its frames). With no writer, an unclean tail is a break.
+        live = live or log.writer_active()
+        if brk is None and scan.stop_reason not in ("end", "torn") and (
+                not live or log.commit_beyond(mv, scan.stop_offset, good + 1)):
             brk = Break(good + 1, scan.stop_offset, scan.stop_reason)
-        bad_ck = next((f for f in scan.checkpoints if not f.payload_ok), None)
+        history_end = scan.commits[-1].end if scan.commits else F.LOG_START
+        named = {sb.checkpoint_offset for sb in log.superblocks}
+        bad_ck = next((f for f in scan.checkpoints if not f.payload_ok and (
+            not live or f.offset < history_end or f.offset in named)), None)
         if brk is None and bad_ck is not None:
             before = [c.record.version for c in scan.commits if c.offset < bad_ck.offset]
             brk = Break((before[-1] if before else 0) + 1, bad_ck.offset,
@@ -82,8 +93,9 @@ def verify_file(path: str, anchor: tuple[int, str] | None = None,
 def _check_slots(log: LogFile, scan, chains: dict) -> Break | None:
     """Each superblock slot is empty, or names a whole checkpoint of the log."""
     frames = {f.offset: f for f in scan.checkpoints}
-    for off in F.SLOT_OFFSETS:
-        raw = os.pread(log.fd, F.SLOT_SIZE, off)
+    # the slots as read at open, before the map: a checkpoint a slot names was
+    # durable before the slot was written, so it lies whole inside the map
+    for off, raw in log.raw_slots.items():
         if not any(raw):
             continue
         sb = F.unpack_slot(raw)
