@@ -430,3 +430,32 @@ def test_real_efbig_from_a_full_file_limit_loses_and_corrupts_nothing(tmp_path, 
     assert got["retry"] == "ok"
     rows = 3010 + (50_000 if mode == "insert" else 0)
     assert got == {**got, "wrong_vectors": 0, "count": rows, "verify": True}
+
+
+# ---- batch mode: a background sync that fails ---------------------------------------
+
+def test_failed_background_sync_undoes_its_window_and_readers_follow(db_path, faults):
+    db = vv.connect(db_path, durability="batch", batch_ms=40)
+    docs = db.create_collection("docs", SCHEMA)
+    insert_one(docs, 1)
+    time.sleep(0.1)
+    insert_one(docs, 2)             # synced at once: the window had passed
+    durable = state(db)
+    reader = vv.connect(db_path, readonly=True)
+    faults.arm("eio", on="sync")
+    insert_one(docs, 3)             # acknowledged in batch mode; its sync comes later
+    reader.refresh()
+    assert 3 in state(reader)       # another process can read it before it is durable
+    time.sleep(0.2)                 # the background fdatasync fails: the window is undone
+    assert db._engine.log.failure is not None
+    with pytest.raises(vv.StorageError):
+        insert_one(docs, 4)         # the next write reports it, once
+    assert state(db) == durable
+    reader.refresh()
+    assert state(reader) == durable  # the reader drops the commit that was undone
+    insert_one(docs, 4)
+    reader.refresh()
+    assert state(reader) == {**durable, **expected([4])}
+    reader.close()
+    db.close()
+    assert fresh_view(db_path) == {**durable, **expected([4])}
