@@ -516,7 +516,7 @@ def test_as_of_outside_history_raises_version_not_found(db):
         docs.count(as_of=db.version + 1)
     with pytest.raises(vv.VersionNotFoundError):
         docs.get(1, as_of=-1)
-    with pytest.raises(vv.VersionNotFoundError):
+    with pytest.raises(vv.OptionError):     # not a version: a wrong kind of as_of
         docs.count(as_of="not a time")
 
 

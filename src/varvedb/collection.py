@@ -4,6 +4,8 @@ Every write validates its whole input first (schema.py), then writes frames
 through the engine inside a transaction — the caller's, or one of its own
 that commits when the call returns. A write that raises has written nothing.
 Every read takes `as_of` and answers against the visibility of that version.
+Every argument is checked at the door (schema.py holds the limits): a wrong
+one raises a VarveError subclass before anything is read or written.
 """
 from __future__ import annotations
 
@@ -13,11 +15,11 @@ from typing import Any, Iterable
 import numpy as np
 
 from .errors import DuplicateIdError, FieldTypeError, SchemaError, UnknownFieldError
-from .query.filter import Filter
+from .query.filter import Filter, check_params
 from .query.planner import vector_search
 from .results import Hit, Hits
-from .schema import (HNSW, Batch, Schema, coerce_array, coerce_ids, coerce_query_vector,
-                     coerce_values, from_micros)
+from .schema import (HNSW, MAX_EF, Batch, Schema, coerce_array, coerce_ids,
+                     coerce_query_vector, coerce_values, from_micros, is_int)
 from .storage.format import Kind
 from .engine.columns import VectorColumn
 from .engine.table import ALIVE, Table
@@ -92,6 +94,7 @@ class Collection:
         """Set fields on the live documents matching `where` (or `ids`). Returns the count."""
         with self._db._writing():
             t = self._table
+            check_params(params)
             if not isinstance(set, dict) or not set:
                 raise FieldTypeError("update takes a non-empty dict of field -> value")
             if "id" in set:
@@ -116,9 +119,10 @@ class Collection:
 
     def delete(self, ids: list | None = None, where: str | None = None,
                params: list | tuple = ()) -> int:
-        """Delete live documents by id or by filter. Returns how many were deleted."""
+        """Delete live documents by id (a list) or by filter. Returns how many were deleted."""
         with self._db._writing():
             t = self._table
+            check_params(params)
             rows = self._target_rows(t, where, params, ids)
             self._write_delete(t, rows)
             return len(rows)
@@ -127,7 +131,7 @@ class Collection:
         if (where is None) == (ids is None):
             raise FieldTypeError("give exactly one of ids= or where=")
         if ids is not None:
-            keys = _id_list(coerce_ids(t.schema, list(ids)))
+            keys = _id_list(coerce_ids(t.schema, ids))
             rows = t.live_rows(keys)
             return np.unique(rows[rows >= 0])
         v = self._db._engine.read_version()
@@ -138,10 +142,13 @@ class Collection:
     def _batch_from_rows(self, t: Table, rows) -> Batch:
         if isinstance(rows, dict):
             rows = [rows]
+        if isinstance(rows, (str, bytes, bytearray)) or not hasattr(rows, "__iter__"):
+            raise FieldTypeError(f"rows are a dict or a list of dicts, got {type(rows).__name__}")
         rows = list(rows)
-        bad = next((r for r in rows if not isinstance(r, dict)), None)
+        bad = next((i for i, r in enumerate(rows) if not isinstance(r, dict)), None)
         if bad is not None:
-            raise FieldTypeError(f"rows are dicts of field -> value, got {type(bad).__name__}")
+            raise FieldTypeError(f"rows are dicts of field -> value, got "
+                                 f"{type(rows[bad]).__name__}")
         names = set().union(*rows) if rows else set()
         t.schema.check_names(names)
         raw_ids = [r.get("id") for r in rows]
@@ -201,19 +208,21 @@ class Collection:
     # ---- reads -----------------------------------------------------------------
 
     def get(self, id, as_of=None, select: list | None = None) -> dict | None:
-        """The document with this id (as of a version or datetime), or None."""
+        """The document with this id (as of a version or aware datetime), or None."""
         t = self._table
+        names = self._select(t, select, vectors=True)
         v = self._db._engine.resolve_as_of(as_of)
         key = _id_list(coerce_ids(t.schema, [id]))[0]
         rows = t.rows_of_id(key, t.n)   # n after v: every row of version v is below it
         rows = rows[(t.born.data[rows] <= v) & (t.died.data[rows] > v)]
         if not len(rows):
             return None
-        return self._docs(t, rows, self._select(t, select, vectors=True))[0]
+        return self._docs(t, rows, names)[0]
 
     def count(self, where: str | None = None, params: list | tuple = (), as_of=None) -> int:
         """How many documents are visible (as of a version), optionally filtered."""
         t = self._table
+        check_params(params)
         v = self._db._engine.resolve_as_of(as_of)
         n = t.n   # taken once, after v, for every mask (the writer may append meanwhile)
         mask = self._visible(t, v, n)
@@ -223,15 +232,19 @@ class Collection:
 
     def find(self, where: str | None = None, params: list | tuple = (), as_of=None,
              limit: int | None = None, select: list | None = None) -> Hits:
-        """Documents matching a filter, in insertion order (no scoring)."""
+        """Documents matching a filter, in insertion order (no scoring); limit=None: all."""
         t = self._table
+        check_params(params)
+        if limit is not None:
+            limit = _limit(limit)     # a negative one sliced [:-1], dropping a row
+        names = self._select(t, select)
         v = self._db._engine.resolve_as_of(as_of)
         n = t.n
         mask = self._visible(t, v, n)
         if where is not None:
             mask = mask & Filter(where, t.schema, params).mask(t, n)
         rows = np.flatnonzero(mask)[:limit]
-        return self._hits(t, rows, self._select(t, select), None, "filter scan")
+        return self._hits(t, rows, names, None, "filter scan")
 
     def create_index(self, field: str, index: HNSW) -> None:
         """Build a graph index on a vector field (best after a bulk load); kept current after."""
@@ -242,10 +255,7 @@ class Collection:
                 raise SchemaError(f"create_index takes vv.HNSW(...), got {index!r}")
             if fname in t.vector_indexes:
                 raise SchemaError(f"{fname!r} already has a vector index")
-            for key, low in (("m", 2), ("ef_construction", 1), ("ef_search", 1)):
-                val = getattr(index, key)
-                if not isinstance(val, int) or isinstance(val, bool) or val < low:
-                    raise SchemaError(f"HNSW {key} must be an integer >= {low}, got {val!r}")
+            index.check()     # again: a frozen HNSW can still be altered by force
             self._db._engine.write(Kind.CREATE_INDEX, {"c": t.cid, "field": fname,
                                                         "spec": index.to_dict()})
 
@@ -255,8 +265,9 @@ class Collection:
         """The `limit` nearest documents to `vector` among those matching `where`.
 
         Scores are pgvector's distances for the field's metric (lower is closer).
-        `ef` widens the graph walk (default: the index's ef_search); `exact=True`
-        scans every allowed row. `hits.plan` says which path answered.
+        `ef` widens the graph walk (default: the index's ef_search; at most
+        MAX_EF); `exact=True` scans every allowed row. A limit above the allowed
+        rows returns them all. `hits.plan` says which path answered.
         """
         t = self._table
         if vector is None:
@@ -264,8 +275,13 @@ class Collection:
         fname = self._vector_field(t, field)
         f = t.schema.fields[fname]
         q = coerce_query_vector(f, vector)
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-            raise FieldTypeError(f"limit must be a non-negative integer, got {limit!r}")
+        limit = _limit(limit)
+        if ef is not None and (not is_int(ef) or not 1 <= ef <= MAX_EF):
+            raise FieldTypeError(f"ef must be an integer in 1..{MAX_EF}, got {ef!r:.80}")
+        if not isinstance(exact, (bool, np.bool_)):
+            raise FieldTypeError(f"exact is True or False, got {exact!r:.80}")
+        check_params(params)
+        names = self._select(t, select)
         v = self._db._engine.resolve_as_of(as_of)
         n = t.n
         col: VectorColumn = t.columns[fname]
@@ -273,11 +289,10 @@ class Collection:
         if where is not None:
             mask = mask & Filter(where, t.schema, params).mask(t, n)
             allowed = int(np.count_nonzero(mask))
-        if ef is not None and (not isinstance(ef, int) or isinstance(ef, bool) or ef < 1):
-            raise FieldTypeError(f"ef must be a positive integer, got {ef!r}")
         rows, dists, plan = vector_search(col, f.metric, t.vector_indexes.get(fname), q,
-                                          limit, mask, allowed, ef, exact)
-        return self._hits(t, rows, self._select(t, select), dists, plan)
+                                          limit, mask, allowed, None if ef is None else int(ef),
+                                          bool(exact))
+        return self._hits(t, rows, names, dists, plan)
 
     def explain(self, **search_args) -> str:
         """How `search(**search_args)` would be answered (it runs the search)."""
@@ -321,6 +336,8 @@ class Collection:
     def _select(self, t: Table, select, vectors: bool = False) -> list[str]:
         if select is None:
             return [n for n, f in t.schema.fields.items() if vectors or f.kind != "vector"]
+        if not isinstance(select, (list, tuple)) or not all(isinstance(s, str) for s in select):
+            raise FieldTypeError(f"select is a list of field names, got {select!r:.80}")
         t.schema.check_names(select, "select")
         return [s for s in select if s != "id"]
 
@@ -381,9 +398,22 @@ def _repeat(vals, n: int):
     return np.repeat(vals, n, axis=0)
 
 
+def _limit(limit) -> int:
+    if not is_int(limit) or limit < 0:
+        raise FieldTypeError(f"limit must be a non-negative integer, got {limit!r:.80}")
+    return int(limit)
+
+
 def _batch_length(ids, columns: dict) -> int:
-    lengths = {len(ids)} if ids is not None else set()
-    lengths |= {len(a) for a in columns.values()}
+    given = ({"id": ids} if ids is not None else {}) | columns
+    for name, a in given.items():
+        if (not isinstance(a, (list, tuple, range, np.ndarray))
+                or isinstance(a, np.ndarray) and a.ndim == 0):
+            raise FieldTypeError(f"insert_arrays takes each column as an array or a list; "
+                                 f"{name!r} is {type(a).__name__}")
+    if not given:
+        raise FieldTypeError("insert_arrays needs at least one column")
+    lengths = {len(a) for a in given.values()}
     if len(lengths) != 1:
         raise FieldTypeError(f"insert_arrays columns have different lengths: {sorted(lengths)}")
     return lengths.pop()

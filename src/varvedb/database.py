@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from .collection import Collection
 from .engine.engine import Engine
-from .schema import Schema, from_micros, validate_name
+from .errors import NotFoundError, OptionError
+from .schema import Schema, from_micros, is_int, validate_name
 from .storage.verify import VerifyReport, verify_file
 
 
@@ -49,6 +50,8 @@ class Database:
 
     def collection(self, name: str) -> Collection:
         """An existing collection (NotFoundError if there is none by that name)."""
+        if not isinstance(name, str):    # a list as a dict key raised TypeError
+            raise NotFoundError(f"a collection is named by a str, got {name!r:.80}")
         self._engine.table(name)
         return Collection(self, name)
 
@@ -91,6 +94,9 @@ class Database:
         version is the one the caller saw before (no rewrite, no truncation).
         """
         self._engine._ensure_open()
+        if anchor is not None and (not isinstance(anchor, (tuple, list)) or len(anchor) != 2
+                                   or not is_int(anchor[0]) or not isinstance(anchor[1], str)):
+            raise OptionError(f"anchor is (version, chain hex), got {anchor!r:.80}")
         if self.path is None:
             return VerifyReport(True, self.version, None, "")
         return verify_file(self.path, anchor=anchor, expect_version=self._engine.written)

@@ -10,6 +10,15 @@ int -> int64, float -> float64, bool -> bool, timestamp -> int64 microseconds
 since the Unix epoch (UTC), text -> Python str (dictionary-coded by the engine),
 json -> any msgpack-able value, vector -> float32/float16 (n, dim) block.
 Every scalar column has a null mask; a vector may be null too.
+
+Limits (a value outside them raises before anything is written, so nothing
+stored can break a later open or read):
+* ids: int64, [-2**63, 2**63); bools are not ids.
+* json: at most MAX_JSON_DEPTH nested lists/dicts; one json or text value at
+  most MAX_VALUE_BYTES encoded.
+* timestamps: years 1..9999 in UTC (what a datetime can hold); NaT refused.
+* HNSW: m in 2..100, ef_construction and ef_search in 1..4096 (HNSW_LIMITS);
+  a search's ef in 1..MAX_EF.
 """
 from __future__ import annotations
 
@@ -17,9 +26,11 @@ import datetime as _dt
 import math
 import re
 from dataclasses import dataclass, field as _field
-from functools import cached_property
+from fractions import Fraction
+from functools import cached_property, lru_cache
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from .errors import (DimensionError, FieldTypeError, NonFiniteVectorError,
@@ -31,13 +42,49 @@ VECTOR_DTYPES = {"f32": np.float32, "f16": np.float16}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
+ID_MIN, ID_END = -(1 << 63), 1 << 63
+# Deeper json made msgspec raise RecursionError on every later open (and the
+# checks below recursed in Python); 64 levels is far beyond any document.
+MAX_JSON_DEPTH = 64
+# One json or text value, encoded; a frame holds whole values, so a bound
+# keeps one row from needing gigabytes to write and to replay.
+MAX_VALUE_BYTES = 16 << 20
+# A timestamp is read back as a datetime, so it must lie in datetime's range.
+TS_MIN_US = -62_135_596_800_000_000      # 0001-01-01T00:00:00Z
+TS_MAX_US = 253_402_300_799_999_999      # 9999-12-31T23:59:59.999999Z
+# Graph parameters size the graph's arrays and every walk's scratch: without
+# a bound, m=10**8 committed and then every open failed with MemoryError.
+HNSW_LIMITS = {"m": (2, 100), "ef_construction": (1, 4096), "ef_search": (1, 4096)}
+MAX_EF = 100_000                         # a search's ef (scratch is ~16 x ef)
+
+
+def is_int(v: Any) -> bool:
+    """A Python or numpy integer, not a bool."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
 
 @dataclass(frozen=True)
 class HNSW:
-    """HNSW graph index parameters for a vector field."""
+    """HNSW graph index parameters for a vector field (bounds in HNSW_LIMITS)."""
     m: int = 16
     ef_construction: int = 200
     ef_search: int = 100
+
+    def __post_init__(self):
+        for key in HNSW_LIMITS:
+            val = getattr(self, key)
+            if isinstance(val, np.integer) and not isinstance(val, np.bool_):
+                object.__setattr__(self, key, int(val))   # msgpack stores only int
+        self.check()
+
+    def check(self) -> None:
+        """SchemaError unless every parameter is an integer within HNSW_LIMITS."""
+        for key, (low, high) in HNSW_LIMITS.items():
+            val = getattr(self, key)
+            # a plain int: __post_init__ converted numpy ones, and msgpack stores no other
+            if type(val) is not int or not low <= val <= high:
+                raise SchemaError(f"HNSW {key} must be an integer in {low}..{high}, "
+                                  f"got {_show(val)}")
 
     def to_dict(self) -> dict:
         return {"kind": "hnsw", "m": self.m, "ef_construction": self.ef_construction,
@@ -54,6 +101,41 @@ class Field:
     metric: str = "cosine"            # vectors only
     dtype: str = "f32"                # vectors only
     vector_index: HNSW | None = _field(default=None)
+
+    def __post_init__(self):
+        # Fields are also built directly (vv.Field(...)) and from a file's
+        # schema: refuse what no column or index serves, rather than store it.
+        k = self.kind
+        if k == "vector":
+            if not is_int(self.dim) or not 1 <= self.dim <= 65535:
+                raise SchemaError(f"vector dimension must be an integer in 1..65535, "
+                                  f"got {_show(self.dim)}")
+            if self.metric not in METRICS:
+                raise SchemaError(f"unknown metric {self.metric!r}; expected one of {METRICS}")
+            if not isinstance(self.dtype, str) or self.dtype not in VECTOR_DTYPES:
+                raise SchemaError(f"unknown vector dtype {self.dtype!r}; expected f32 or f16")
+            if self.vector_index is not None:
+                if not isinstance(self.vector_index, HNSW):
+                    raise SchemaError(f"vector index must be vv.HNSW(...), "
+                                      f"got {_show(self.vector_index)}")
+                self.vector_index.check()
+            if self.index is not None or self.fts is not False:
+                raise SchemaError("a vector field takes index=vv.HNSW(...), not a scalar "
+                                  "or full-text index")
+            object.__setattr__(self, "dim", int(self.dim))
+            return
+        if not isinstance(k, str) or k not in SCALAR_KINDS:
+            raise SchemaError(f"unknown field kind {k!r}; expected one of "
+                              f"{SCALAR_KINDS + ('vector',)}")
+        if self.index not in (None, "hash", "sorted"):
+            raise SchemaError(f"unknown index {self.index!r}; expected 'hash' or 'sorted'")
+        if self.index and k in ("json", "bool"):
+            raise SchemaError(f"a {k} field cannot carry a {self.index} index")
+        if not isinstance(self.fts, bool) or (self.fts and k != "text"):
+            raise SchemaError(f"fts=True is for text fields only, got fts={self.fts!r} on "
+                              f"a {k} field")
+        if self.dim != 0 or self.vector_index is not None:
+            raise SchemaError(f"a {k} field has no dimension or vector index")
 
     def to_dict(self) -> dict:
         d: dict[str, Any] = {"kind": self.kind}
@@ -111,23 +193,11 @@ def Timestamp(index: str | None = None) -> Field:
 def Vector(dim: int, metric: str = "cosine", dtype: str = "f32",
            index: HNSW | None = None) -> Field:
     """A fixed-dimension vector. metric: cosine | l2 | dot; dtype: f32 | f16."""
-    if not isinstance(dim, int) or isinstance(dim, bool) or not 1 <= dim <= 65535:
-        raise SchemaError(f"vector dimension must be an integer in 1..65535, got {dim!r}")
-    if metric not in METRICS:
-        raise SchemaError(f"unknown metric {metric!r}; expected one of {METRICS}")
-    if dtype not in VECTOR_DTYPES:
-        raise SchemaError(f"unknown vector dtype {dtype!r}; expected f32 or f16")
-    if index is not None and not isinstance(index, HNSW):
-        raise SchemaError(f"vector index must be vv.HNSW(...), got {index!r}")
     return Field("vector", dim=dim, metric=metric, dtype=dtype, vector_index=index)
 
 
 def _scalar(kind: str, index: str | None) -> Field:
-    if index not in (None, "hash", "sorted"):
-        raise SchemaError(f"unknown index {index!r}; expected 'hash' or 'sorted'")
-    if index and kind in ("json", "bool"):
-        raise SchemaError(f"a {kind} field cannot carry a {index} index")
-    return Field(kind, index=index)
+    return Field(kind, index=index)     # Field checks the index
 
 
 _VECTOR_SPEC = re.compile(r"^vector\((\d+)\)$")
@@ -212,18 +282,41 @@ def validate_name(name: str, what: str = "collection") -> str:
 
 # ---- coercion -------------------------------------------------------------
 
+_LISTLIKE = (list, tuple, range, np.ndarray)
+
+
 def coerce_ids(schema: Schema, ids: Any) -> np.ndarray | list:
-    """Validate ids: an int64 array for int ids, a list of str for text ids."""
+    """Validate ids (a list, tuple or 1-d array): an int64 array for int ids,
+    a list of str for text ids. A numpy integer array is checked vectorised;
+    anything else one id at a time."""
+    if not isinstance(ids, _LISTLIKE) or (isinstance(ids, np.ndarray) and ids.ndim != 1):
+        raise FieldTypeError(f"ids is a list of ids, got {_show(ids)}")
     if schema.id_kind == "int":
-        arr = np.asarray(ids)
-        if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-            raise FieldTypeError(f"ids of this collection are integers, got {_show(ids)}")
-        return arr.astype(np.int64, copy=False)
-    vals = list(ids)
-    bad = next((v for v in vals if not isinstance(v, str)), None)
+        if isinstance(ids, np.ndarray) and ids.dtype != object:
+            if not ids.size:
+                return ids.astype(np.int64)
+            if ids.dtype.kind not in "iu":
+                raise FieldTypeError(f"ids of this collection are integers, got a "
+                                     f"{ids.dtype} array")
+            # astype would wrap a uint64 id >= 2**63 onto a negative one
+            if ids.dtype.kind == "u" and ids.max() >= ID_END:
+                raise FieldTypeError(f"id {int(ids.max())} is outside the 64-bit range "
+                                     "[-2**63, 2**63)")
+            return ids.astype(np.int64, copy=False)
+        vals = ids.tolist() if isinstance(ids, np.ndarray) else ids
+        for v in vals:
+            # one at a time: np.asarray([True, 5]) is an int array, [2**63] a uint64 one
+            if not is_int(v):
+                raise FieldTypeError(f"ids of this collection are integers, got {_show(v)}")
+            if not ID_MIN <= v < ID_END:
+                raise FieldTypeError(f"id {v} is outside the 64-bit range [-2**63, 2**63)")
+        return np.array(vals, dtype=np.int64)
+    vals = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
+    bad = next((i for i, v in enumerate(vals) if not isinstance(v, str)), None)
     if bad is not None:
-        raise FieldTypeError(f"ids of this collection are text, got {bad!r}")
-    _check_utf8("id", vals)
+        raise FieldTypeError(f"ids of this collection are text, got {_show(vals[bad])}")
+    vals = _exact_str(vals)
+    _check_text("id", vals)
     return vals
 
 
@@ -233,15 +326,16 @@ def coerce_values(name: str, f: Field, values: list) -> tuple[Any, np.ndarray]:
     k = f.kind
     if k == "vector":
         return _coerce_vectors(name, f, values, nulls)
-    if k in ("text", "json"):
-        if k == "text":
-            bad = next((v for v in values if v is not None and not isinstance(v, str)), None)
-            if bad is not None:
-                raise FieldTypeError(f"field {name!r} is text, got {bad!r}")
-            _check_utf8(name, [v for v in values if v is not None])
-        else:
-            for v in values:
-                _check_json(name, v)
+    if k == "text":
+        bad = next((v for v in values if v is not None and not isinstance(v, str)), None)
+        if bad is not None:
+            raise FieldTypeError(f"field {name!r} is text, got {_show(bad)}")
+        values = _exact_str(values)
+        _check_text(name, [v for v in values if v is not None])
+        return values, nulls
+    if k == "json":
+        for v in values:
+            _check_json(name, v)
         return list(values), nulls
     if k == "timestamp":
         out = np.fromiter((0 if v is None else to_micros(name, v) for v in values),
@@ -250,60 +344,64 @@ def coerce_values(name: str, f: Field, values: list) -> tuple[Any, np.ndarray]:
     # int / float / bool
     for v in values:
         if v is not None and not _scalar_ok(k, v):
-            raise FieldTypeError(f"field {name!r} is {k}, got {v!r}")
+            raise FieldTypeError(f"field {name!r} is {k}, got {_show(v)}")
     fill = {"int": 0, "float": 0.0, "bool": False}[k]
     dtype = {"int": np.int64, "float": np.float64, "bool": np.bool_}[k]
     try:
         arr = np.array([fill if v is None else v for v in values], dtype=dtype)
     except OverflowError:
-        raise FieldTypeError(f"field {name!r}: integer out of the 64-bit range") from None
+        raise FieldTypeError(f"field {name!r}: a value is outside the 64-bit {k} "
+                             "range") from None
     return arr, nulls
 
 
 def coerce_array(name: str, f: Field, arr: Any, n: int) -> tuple[Any, np.ndarray]:
-    """Coerce one column given as a numpy array (the `insert_arrays` path)."""
-    if f.kind in ("text", "json"):
+    """Coerce one column of `insert_arrays`: a numpy array (checked vectorised)
+    or a list (checked one value at a time, as `insert` does)."""
+    if not isinstance(arr, np.ndarray):
         vals = list(arr)
         if len(vals) != n:
             raise FieldTypeError(f"field {name!r}: {len(vals)} values for {n} ids")
         return coerce_values(name, f, vals)
+    a = arr
     if f.kind == "vector":
-        a = np.asarray(arr)
         if a.ndim != 2 or a.shape[0] != n:
             raise DimensionError(f"field {name!r}: expected an ({n}, {f.dim}) array, "
                                  f"got shape {a.shape}")
         return _check_vector_block(name, f, a), np.zeros(n, dtype=bool)
-    a = np.asarray(arr)
     if a.ndim != 1 or a.shape[0] != n:
         raise FieldTypeError(f"field {name!r}: expected {n} values, got shape {a.shape}")
+    if a.dtype == object or f.kind in ("text", "json"):
+        return coerce_values(name, f, a.tolist())    # tolist: numpy scalars to Python ones
     nulls = np.zeros(n, dtype=bool)
-    if a.dtype == object:
-        return coerce_values(name, f, a.tolist())
     if f.kind == "timestamp":
         if a.dtype.kind != "M":
             raise FieldTypeError(f"field {name!r} is timestamp, got a {a.dtype} array")
-        return a.astype("datetime64[us]").astype(np.int64), nulls
+        return datetime64_micros(name, a), nulls
     ok = {"int": "iu", "float": "iuf", "bool": "b"}[f.kind]
     if a.dtype.kind not in ok:
         raise FieldTypeError(f"field {name!r} is {f.kind}, got a {a.dtype} array")
     dtype = {"int": np.int64, "float": np.float64, "bool": np.bool_}[f.kind]
     if f.kind == "int" and a.dtype == np.uint64 and a.size and a.max() > np.iinfo(np.int64).max:
         raise FieldTypeError(f"field {name!r}: integer out of the 64-bit range")
-    return a.astype(dtype, copy=False), nulls
+    with np.errstate(over="ignore"):     # a long double past float64 is inf, as in a list
+        return a.astype(dtype, copy=False), nulls
 
 
 def coerce_query_vector(f: Field, q: Any) -> np.ndarray:
     """A query vector for field f as float32 (dim,), checked like stored ones."""
     try:
-        a = np.asarray(q, dtype=np.float32) if not isinstance(q, np.ndarray) else q
-    except (ValueError, TypeError):
-        # e.g. a list of strings: numpy's ValueError is not a VarveError
+        with np.errstate(over="ignore"):     # past float32 is inf, refused below
+            a = np.asarray(q, dtype=np.float32) if not isinstance(q, np.ndarray) else q
+    except (ValueError, TypeError, OverflowError):
+        # e.g. a list of strings, or an int past float: not VarveErrors
         raise FieldTypeError(f"query vector must be numeric, got {_show(q)}") from None
     if a.ndim != 1 or a.shape[0] != f.dim:
         raise DimensionError(f"query vector has shape {a.shape}; field expects ({f.dim},)")
     if a.dtype.kind not in "iuf":
         raise FieldTypeError(f"query vector must be numeric, got {a.dtype}")
-    a = a.astype(np.float32, copy=False)
+    with np.errstate(over="ignore"):
+        a = a.astype(np.float32, copy=False)
     if not np.isfinite(a).all():
         raise NonFiniteVectorError("query vector holds NaN or inf")
     return a
@@ -317,14 +415,21 @@ def _coerce_vectors(name, f: Field, values, nulls) -> tuple[np.ndarray, np.ndarr
         present = [values[i] for i in idx]
         try:
             block = np.asarray(present)
-        except ValueError:
+        except (ValueError, TypeError, OverflowError):   # ragged, or not numbers
             block = None
         if block is None or block.ndim != 2 or block.shape[1] != f.dim:
-            bad = next(v for v in present if np.shape(v) != (f.dim,))
+            bad = next((v for v in present if _shape(v) != (f.dim,)), present[0])
             raise DimensionError(f"field {name!r} expects vectors of dimension {f.dim}, "
-                                 f"got one of shape {np.shape(bad)}")
+                                 f"got one of shape {_shape(bad)}")
         out[idx] = _check_vector_block(name, f, block)
     return out, nulls
+
+
+def _shape(v) -> tuple | str:
+    try:
+        return np.shape(v)
+    except (ValueError, TypeError):
+        return "ragged"
 
 
 def _check_vector_block(name, f: Field, a: np.ndarray) -> np.ndarray:
@@ -333,11 +438,12 @@ def _check_vector_block(name, f: Field, a: np.ndarray) -> np.ndarray:
                              f"got {a.shape[1]}")
     if a.dtype.kind not in "iuf":
         raise FieldTypeError(f"field {name!r}: vectors must be numeric, got {a.dtype}")
-    out = a.astype(VECTOR_DTYPES[f.dtype], copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):    # reported just below
+        out = a.astype(VECTOR_DTYPES[f.dtype], copy=False)
     finite = np.isfinite(out).all(axis=1)
     if not finite.all():
         bad = int(np.flatnonzero(~finite)[0])
-        what = "overflows f16" if np.isfinite(a[bad]).all() else "holds NaN or inf"
+        what = f"overflows {f.dtype}" if np.isfinite(a[bad]).all() else "holds NaN or inf"
         raise NonFiniteVectorError(f"field {name!r}: vector at position {bad} {what}")
     return np.ascontiguousarray(out)
 
@@ -352,15 +458,29 @@ def _scalar_ok(kind: str, v: Any) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating))
 
 
-def _check_utf8(name: str, strings: list) -> None:
+def _exact_str(values: list) -> list:
+    # msgpack encodes only plain str: a subclass (numpy's str_ from an array)
+    # made the encoder raise TypeError from inside the write.
+    if all(type(v) is str or v is None for v in values):
+        return values
+    return [v if type(v) is str or v is None else str.__str__(v) for v in values]
+
+
+def _check_text(name: str, strings: list) -> None:
     # A lone surrogate cannot be encoded into the file: without this check the
     # encoder raised UnicodeEncodeError (not a VarveError) from inside the write.
     try:
-        "".join(strings).encode("utf-8")
+        total = len("".join(strings).encode("utf-8"))
     except UnicodeEncodeError:
         bad = next(s for s in strings if not _utf8_ok(s))
-        raise FieldTypeError(f"field {name!r}: {bad!r} is not valid Unicode "
+        raise FieldTypeError(f"field {name!r}: {_show(bad)} is not valid Unicode "
                              "(a lone surrogate cannot be stored)") from None
+    if total > MAX_VALUE_BYTES:
+        # a str of n characters encodes to at most 4n bytes
+        big = (_utf8_len(name, s) for s in strings if 4 * len(s) > MAX_VALUE_BYTES)
+        size = max(big, default=0)
+        if size > MAX_VALUE_BYTES:
+            raise _too_large(name, "text", size)
 
 
 def _utf8_ok(s: str) -> bool:
@@ -371,55 +491,139 @@ def _utf8_ok(s: str) -> bool:
         return False
 
 
+def _utf8_len(name: str, s: str) -> int:
+    try:
+        return len(s.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise FieldTypeError(f"field {name!r}: {_show(s)} is not valid Unicode "
+                             "(a lone surrogate cannot be stored)") from None
+
+
+def _too_large(name: str, kind: str, size: int | None = None) -> FieldTypeError:
+    what = f"of {size:,} bytes " if size else ""
+    return FieldTypeError(f"field {name!r}: a {kind} value {what}is over the limit of "
+                          f"{MAX_VALUE_BYTES >> 20} MiB encoded")
+
+
 # msgpack stores integers in [-2**63, 2**64); a larger one made the encoder
 # raise OverflowError (not a VarveError) from inside the write.
 _JSON_INT_MIN, _JSON_INT_END = -(1 << 63), 1 << 64
 
 
 def _check_json(name: str, v: Any) -> None:
-    if v is None or isinstance(v, bool):
-        return
-    if isinstance(v, int):
-        if not _JSON_INT_MIN <= v < _JSON_INT_END:
-            raise FieldTypeError(f"field {name!r}: JSON integer {v} is outside the "
-                                 "64-bit range")
-        return
-    if isinstance(v, str):
-        _check_utf8(name, [v])
-        return
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            raise FieldTypeError(f"field {name!r}: JSON has no NaN or infinity")
-        return
-    if isinstance(v, (list, tuple)):
-        for x in v:
-            _check_json(name, x)
-        return
-    if isinstance(v, dict):
-        for key, x in v.items():
-            if not isinstance(key, str):
-                raise FieldTypeError(f"field {name!r}: JSON object keys must be str, got {key!r}")
-            _check_utf8(name, [key])
-            _check_json(name, x)
-        return
-    raise FieldTypeError(f"field {name!r} is json; {type(v).__name__} is not a JSON value")
+    """Refuse a json value that the file cannot store or a later open read back.
+
+    A walk with an explicit stack (deep values must not exhaust Python's stack
+    here either) that stops at MAX_JSON_DEPTH. Scalar types are exact: msgpack
+    encodes plain int/float/str, not numpy's float64 or other subclasses."""
+    stack = [(v, 0)]
+    size = 0          # a bound on the encoded size: 9 bytes a node, plus its text
+    while stack:
+        x, depth = stack.pop()
+        size += 9
+        t = type(x)
+        if x is None or t is bool:
+            pass
+        elif t is int:
+            if not _JSON_INT_MIN <= x < _JSON_INT_END:
+                raise FieldTypeError(f"field {name!r}: JSON integer {_show(x)} is outside "
+                                     "the 64-bit range")
+        elif t is float:
+            if not math.isfinite(x):
+                raise FieldTypeError(f"field {name!r}: JSON has no NaN or infinity")
+        elif t is str:
+            size += _utf8_len(name, x)
+        elif isinstance(x, (list, tuple, dict)):
+            if depth == MAX_JSON_DEPTH:
+                raise FieldTypeError(f"field {name!r}: JSON nested deeper than "
+                                     f"{MAX_JSON_DEPTH} levels")
+            if isinstance(x, dict):
+                for key, y in x.items():
+                    if type(key) is not str:
+                        raise FieldTypeError(f"field {name!r}: JSON object keys must be str, "
+                                             f"got {_show(key)}")
+                    size += 9 + _utf8_len(name, key)
+                    stack.append((y, depth + 1))
+            else:
+                stack.extend([(y, depth + 1) for y in x])
+        else:
+            raise FieldTypeError(f"field {name!r} is json; {t.__name__} is not a JSON value")
+        if size > 9 * MAX_VALUE_BYTES:     # each node encodes to at least 1/9 of its bound
+            raise _too_large(name, "json")
+    if size > MAX_VALUE_BYTES:
+        size = len(msgspec.msgpack.encode(v))     # safe now: checked and not too deep
+        if size > MAX_VALUE_BYTES:
+            raise _too_large(name, "json", size)
 
 
 def to_micros(name: str, v: Any) -> int:
-    """A datetime (naive = UTC) or ISO-8601 string as UTC microseconds."""
+    """A datetime (naive = UTC), ISO-8601 string or datetime64 as UTC microseconds.
+
+    Refused outside years 1..9999 UTC: a read turns the value back into a
+    datetime, so a value past its range made every later read overflow."""
     if isinstance(v, str):
         try:
             v = _dt.datetime.fromisoformat(v)
         except ValueError:
-            raise FieldTypeError(f"field {name!r}: not an ISO-8601 timestamp: {v!r}") from None
+            raise FieldTypeError(f"field {name!r}: not an ISO-8601 timestamp: {_show(v)}") from None
     if isinstance(v, np.datetime64):
-        return int(v.astype("datetime64[us]").astype(np.int64))
+        return int(datetime64_micros(name, np.array([v]))[0])
     if not isinstance(v, _dt.datetime):
-        raise FieldTypeError(f"field {name!r} is timestamp, got {v!r}")
-    if v.tzinfo is None:
-        v = v.replace(tzinfo=_dt.timezone.utc)
-    delta = v - _EPOCH
-    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+        raise FieldTypeError(f"field {name!r} is timestamp, got {_show(v)}")
+    try:
+        if v.utcoffset() is None:
+            v = v.replace(tzinfo=_dt.timezone.utc)
+        us = (v - _EPOCH) // _dt.timedelta(microseconds=1)
+    except (TypeError, ValueError, OverflowError):   # a tzinfo that misbehaves
+        raise FieldTypeError(f"field {name!r}: cannot place {_show(v)} in UTC") from None
+    if not TS_MIN_US <= us <= TS_MAX_US:
+        raise FieldTypeError(f"field {name!r}: {_show(v)} is outside years 1..9999 UTC")
+    return us
+
+
+# microseconds in one step of each datetime64 unit (Y and M vary: see _unit_bounds)
+_UNIT_US = {"W": 604_800_000_000, "D": 86_400_000_000, "h": 3_600_000_000, "m": 60_000_000,
+            "s": 1_000_000, "ms": 1000, "us": 1, "ns": Fraction(1, 10**3),
+            "ps": Fraction(1, 10**6), "fs": Fraction(1, 10**9), "as": Fraction(1, 10**12)}
+_I64 = np.iinfo(np.int64)
+
+
+@lru_cache(maxsize=64)
+def _unit_bounds(unit: str, count: int) -> tuple[int, int]:
+    """[lo, hi] of datetime64[count unit] values that lie in years 1..9999 UTC."""
+    if unit in ("Y", "M"):
+        per_year = 1 if unit == "Y" else 12     # a value counts years (months) from 1970
+        lo = math.ceil(Fraction((1 - 1970) * per_year, count))
+        hi = math.floor(Fraction((10000 - 1970) * per_year - 1, count))
+    elif unit in _UNIT_US:
+        step = _UNIT_US[unit] * count
+        # casting to us floors, so value x is in range iff MIN <= x*step < MAX + 1
+        lo = math.ceil(Fraction(TS_MIN_US) / step)
+        hi = math.ceil(Fraction(TS_MAX_US + 1) / step) - 1
+    else:                                   # generic: only NaT
+        lo, hi = 1, 0
+    # numpy's cast multiplies by count first, in int64; and NaT is int64's min
+    lim = int(_I64.max) // count
+    return max(lo, -lim), min(hi, lim)
+
+
+def datetime64_micros(name: str, a: np.ndarray) -> np.ndarray:
+    """A datetime64 array of any unit as int64 UTC microseconds, vectorised.
+
+    Every value must lie in years 1..9999 (NaT refused). The bounds are moved
+    into the array's own unit first: casting a coarse unit to microseconds
+    can overflow, and would wrap before it could be checked."""
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    unit, count = np.datetime_data(a.dtype)
+    lo, hi = _unit_bounds(unit, count)
+    raw = a.view(np.int64)
+    bad = (raw < lo) | (raw > hi)
+    if bad.any():
+        x = a[int(np.flatnonzero(bad)[0])]
+        what = "NaT (not a time)" if np.isnat(x) else f"{x} is outside years 1..9999 UTC"
+        raise FieldTypeError(f"field {name!r}: timestamp {what}")
+    return a.astype("datetime64[us]").view(np.int64)
 
 
 def from_micros(us: int) -> _dt.datetime:

@@ -387,15 +387,27 @@ class Engine:
         return tx.version if tx is not None else self.visible
 
     def resolve_as_of(self, as_of) -> int:
-        """A version number, or a datetime → the last version committed at or before it."""
+        """A version number, or a timezone-aware datetime → the last version
+        committed at or before it. Anything else is an OptionError: a naive
+        datetime (or a string, a datetime64) could be in any zone."""
         if as_of is None:
             return self.read_version()
         if isinstance(as_of, bool) or not isinstance(as_of, (int, np.integer)):
+            import datetime as _dt
+            if not isinstance(as_of, _dt.datetime):
+                raise OptionError(f"as_of is a version number or a timezone-aware "
+                                  f"datetime, got {as_of!r:.80}")
+            try:
+                aware = as_of.utcoffset() is not None
+            except (TypeError, ValueError):
+                aware = False
+            if not aware:
+                raise OptionError("as_of needs a timezone-aware datetime (a naive one could "
+                                  f"be in any zone), got {as_of!r}")
             try:
                 us = to_micros("as_of", as_of)
-            except FieldTypeError:
-                raise VersionNotFoundError(
-                    f"as_of is a version number or a datetime, got {as_of!r}") from None
+            except FieldTypeError as e:
+                raise OptionError(str(e)) from None
             stamps = np.fromiter((c.timestamp_us for c in self.history), np.int64,
                                  len(self.history))
             i = int(np.searchsorted(stamps, us, side="right"))

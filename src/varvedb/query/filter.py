@@ -26,6 +26,10 @@ from pglast.parser import ParseError
 from ..errors import FieldTypeError, FilterError, UnknownFieldError
 from ..schema import Schema, to_micros
 
+# Conversion, checking and evaluation recurse once per level: deeper nesting
+# (NOT NOT ... x, a AND (b OR (...))) raised RecursionError, not a FilterError.
+MAX_FILTER_DEPTH = 64
+
 _OPS = {"=": "eq", "<>": "ne", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
 _FLIP = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
 
@@ -60,12 +64,31 @@ def parse(expr: str) -> Node:
         stmts = parse_sql(f"SELECT 1 WHERE {expr}")
     except ParseError as e:
         raise FilterError(f"malformed filter {expr!r}: {e}") from None
+    except UnicodeEncodeError:      # the parser takes UTF-8: a lone surrogate has none
+        raise FilterError(f"filter {_show(expr)} is not valid Unicode (a lone surrogate)") from None
     if len(stmts) != 1 or not isinstance(stmts[0].stmt, ast.SelectStmt):
         raise FilterError(f"malformed filter {expr!r}")
     sel = stmts[0].stmt
     if sel.fromClause or sel.groupClause or sel.sortClause or sel.limitCount or sel.havingClause:
         raise FilterError(f"malformed filter {expr!r}: expected a boolean expression")
-    return convert(sel.whereClause, expr)
+    try:
+        root = convert(sel.whereClause, expr)
+    except RecursionError:
+        root = None
+    if root is None or _depth(root) > MAX_FILTER_DEPTH:
+        raise FilterError(f"filter nested more than {MAX_FILTER_DEPTH} levels deep: "
+                          f"{_show(expr)}")
+    return root
+
+
+def _depth(root: Node) -> int:
+    """Nesting depth of a Node tree, walked without recursion."""
+    deepest, stack = 0, [(root, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((a, d + 1) for a in node.args if isinstance(a, Node))
+    return deepest
 
 
 def convert(n, expr: str) -> Node:
@@ -156,10 +179,24 @@ def _value(n, expr: str) -> Any:
 
 # ---- checking and evaluation -----------------------------------------------
 
+def check_params(params) -> None:
+    """params= is a list or tuple ($1 is params[0]); a str was split into characters."""
+    if not isinstance(params, (list, tuple)):
+        raise FilterError(f"params is a list or tuple of values, got {_show(params)}")
+
+
+def _show(x) -> str:
+    s = repr(x)
+    return s if len(s) < 60 else s[:57] + "..."
+
+
 class Filter:
     """A parsed filter bound to a schema and parameters, ready to evaluate."""
 
     def __init__(self, expr: str, schema: Schema, params: list | tuple = ()):
+        if not isinstance(expr, str):   # parse's cache would raise TypeError on a list
+            raise FilterError(f"a filter is an SQL expression string, got {_show(expr)}")
+        check_params(params)
         self.expr = expr
         self.root = parse(expr)
         self.schema = schema

@@ -1,13 +1,16 @@
 """The vector search planner: exact scan, graph walk, or a widened walk, by selectivity.
 
-Every answer is complete: when k rows are allowed, k rows come back.
+Every answer is complete: when k rows are allowed, k rows come back. A k
+above the allowed rows is cut to their count first, so no kernel sizes its
+scratch by a caller's limit=10**9.
 
 * No graph, `exact=True`, or few allowed rows (below EXACT_ROWS, or below
   EXACT_FRACTION of the table): exact scan over the allowed rows — cheaper
   than a walk that must step over many disallowed nodes to find them.
 * Otherwise walk the graph with the allow-mask (filter ∧ visibility ∧ not
   null). A walk that returns fewer than min(k, allowed) rows is retried with
-  WIDEN × ef, and if still short, answered exactly.
+  WIDEN × ef, and if still short, answered exactly. A k above MAX_EF is
+  answered exactly too: a walk that wide costs more than the scan.
 
 Both paths score their final rows exactly in float64 and rank them by (score,
 row), so scores equal pgvector's values whichever path found them. `Plan.describe()` is what `explain` reports.
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..index import flat
+from ..schema import MAX_EF
 
 EXACT_ROWS = 2048
 EXACT_FRACTION = 0.02
@@ -52,9 +56,10 @@ def vector_search(column, metric: str, index, q: np.ndarray, k: int, allow: np.n
     n = len(allow)
     if allowed == n:
         allow = None    # every row: the kernels skip the mask
-    want = min(k, allowed)
+    k = want = min(k, allowed)
     reason = ("exact=True" if exact else "no vector index" if index is None
-              else "few rows allowed" if allowed < max(EXACT_ROWS, EXACT_FRACTION * n) else "")
+              else "few rows allowed" if allowed < max(EXACT_ROWS, EXACT_FRACTION * n)
+              else "limit above the widest walk" if k > MAX_EF else "")
     if reason:
         rows, dists = _exact(column, metric, q, k, allow, n)
         return rows, dists, Plan("exact", allowed, n, reason=reason)
