@@ -26,6 +26,7 @@ commits other processes have added since.
 """
 from __future__ import annotations
 
+import datetime
 import threading
 import time
 from dataclasses import dataclass
@@ -393,8 +394,7 @@ class Engine:
         if as_of is None:
             return self.read_version()
         if isinstance(as_of, bool) or not isinstance(as_of, (int, np.integer)):
-            import datetime as _dt
-            if not isinstance(as_of, _dt.datetime):
+            if not isinstance(as_of, datetime.datetime):
                 raise OptionError(f"as_of is a version number or a timezone-aware "
                                   f"datetime, got {as_of!r:.80}")
             try:

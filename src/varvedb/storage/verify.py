@@ -35,8 +35,24 @@ class VerifyReport:
         return self.ok
 
 
+LIVE_RETRIES = 3   # looks at a file a writer holds before a break is believed
+
+
 def verify_file(path: str, anchor: tuple[int, str] | None = None,
                 expect_version: int | None = None) -> VerifyReport:
+    """Verify the file at path (see the module docstring).
+
+    Beside a live writer the bytes change while they are read (a rolled-back
+    tail zeroed and written over), so a break seen then is looked at again:
+    damage stays where it is, a writer's progress does not."""
+    for _ in range(LIVE_RETRIES):
+        report, live = _verify_once(path, anchor, expect_version)
+        if report.ok or not live:
+            break
+    return report
+
+
+def _verify_once(path: str, anchor, expect_version) -> tuple[VerifyReport, bool]:
     log = LogFile(path, readonly=True)
     try:
         live = log.writer_active()
@@ -83,7 +99,7 @@ def verify_file(path: str, anchor: tuple[int, str] | None = None,
                             "history was rewritten or truncated")
         if brk is not None and brk.version:
             good = min(good, brk.version - 1)
-        return VerifyReport(brk is None, good, brk, chains.get(good, genesis).hex())
+        return VerifyReport(brk is None, good, brk, chains.get(good, genesis).hex()), live
     finally:
         buf = None
         mv = None
