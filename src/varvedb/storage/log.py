@@ -345,7 +345,7 @@ class LogFile:
                     if any(raw := os.pread(self.fd, F.SLOT_SIZE, off)) and not F.unpack_slot(raw)]
             if torn or (len(tail) and np.frombuffer(tail, np.uint8).any()):
                 self.dirty_end = max(self.allocated, self.end + len(tail))
-                self._undo_to(self.end, None, torn)
+                self._undo_to(self.end, tuple(torn))
 
     # ---- writing -----------------------------------------------------------
 
@@ -444,7 +444,7 @@ class LogFile:
             self._tx_frames = []
             if self.end != self.commit_end:
                 try:
-                    self._undo_to(self.commit_end, None)
+                    self._undo_to(self.commit_end)
                 except StorageError:
                     pass   # broken is set: every later write says so
 
@@ -475,7 +475,7 @@ class LogFile:
                 raise
             except OSError as e:
                 raise self._failed(e, "checkpoint", self.commit_end,
-                                   slot if slot_written else None) from e
+                                   (slot,) if slot_written else ()) from e
             self.superblocks = [sb] + [s for s in self.superblocks if s.seq != sb.seq][:1]
             self.commit_end = self.synced_end = self.end
             self._head = (self.end, self.version, self.chain)
@@ -499,7 +499,7 @@ class LogFile:
 
     # ---- failure -------------------------------------------------------------
 
-    def _failed(self, err: OSError, what: str, to: int, slot: int | None = None) -> StorageError:
+    def _failed(self, err: OSError, what: str, to: int, slots: tuple = ()) -> StorageError:
         """The one rule: after a failed write or sync, put the file back at `to`
         (the last commit that can still be acknowledged). Called with the lock held."""
         self._pending = []
@@ -509,15 +509,15 @@ class LogFile:
         exc = StorageError(f"{self.path}: {what} failed ({err.strerror or err}); the file is "
                            f"back at version {self._version_at(to)}", err)
         try:
-            self._undo_to(to, slot)
+            self._undo_to(to, slots)
         except StorageError as broken:
             return broken
         return exc
 
-    def _undo_to(self, to: int, slot: int | None, slots: tuple = ()) -> None:
-        """Zero [to, dirty_end) (and superblock slots), make it durable, reset positions."""
+    def _undo_to(self, to: int, slots: tuple = ()) -> None:
+        """Zero [to, dirty_end) and the given superblock slots; reset the positions."""
         try:
-            for off in ([slot] if slot is not None else []) + list(slots):
+            for off in slots:
                 self._write_all([bytes(F.SLOT_SIZE)], off)
             self.io.zero(to, self.dirty_end - to)
         except OSError as e:
