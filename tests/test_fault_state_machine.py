@@ -67,7 +67,7 @@ class FaultMachine(RuleBasedStateMachine):
         self.path = os.path.join(self.dir, "f.varve")
         self.saved = (storage_log.FLUSH_BYTES, storage_log.BIG_FRAME, storage_log.PREFILL_BYTES)
         storage_log.FLUSH_BYTES, storage_log.BIG_FRAME, storage_log.PREFILL_BYTES = \
-            4096, 2048, 8192
+            2048, 1024, 8192
         self.faults = Faults(seed=len(self.dir))
         self.scope = installed(self.faults)
         self.scope.__enter__()
@@ -152,7 +152,7 @@ class FaultMachine(RuleBasedStateMachine):
         after = {k: ((new,) + v[1:] if v[0] == old else v) for k, v in self.oracle.items()}
         self._change(lambda: self.db["docs"].update({"tag": new}, where=f"tag = {old}"), after)
 
-    @rule(n=st.integers(20, 300), fault=FAULT)
+    @rule(n=st.integers(10, 100), fault=FAULT)
     def bulk(self, n, fault):
         self._arm(fault)
         ids, tags, emb, docs = self._bulk_rows(n)
@@ -170,8 +170,11 @@ class FaultMachine(RuleBasedStateMachine):
 
     @rule(ids=st.lists(IDS, min_size=1, max_size=4, unique=True),
           docs=st.lists(DOC, min_size=4, max_size=4), drop=st.lists(IDS, max_size=3),
-          commit=st.booleans(), bulk=st.integers(0, 150), fault=FAULT)
-    def transaction(self, ids, docs, drop, commit, bulk, fault):
+          commit=st.booleans(), bulk=st.integers(0, 60), fault=FAULT,
+          fail_bulk=st.one_of(st.none(), st.sampled_from(["enospc", "efbig", "eio"])))
+    def transaction(self, ids, docs, drop, commit, bulk, fault, fail_bulk):
+        """Several writes in one transaction; `fail_bulk` fails the write of its
+        bulk rows, which are flushed before the commit."""
         self._arm(fault)
         rows = self._rows(ids, docs)
         bulk_ids, tags, emb, bulk_docs = self._bulk_rows(bulk)
@@ -182,9 +185,12 @@ class FaultMachine(RuleBasedStateMachine):
             with self.db.transaction():
                 coll = self.db["docs"]
                 # the bulk rows are flushed to the file before the commit
-                for step in (lambda: coll.upsert(rows),
-                             lambda: coll.insert_arrays(id=bulk_ids, tag=tags, emb=emb),
-                             lambda: coll.delete(ids=drop)):
+                def bulk_step():
+                    if fail_bulk and bulk >= 40:
+                        self.faults.arm(fail_bulk, on="write")
+                    coll.insert_arrays(id=bulk_ids, tag=tags, emb=emb)
+
+                for step in (lambda: coll.upsert(rows), bulk_step, lambda: coll.delete(ids=drop)):
                     try:
                         step()
                     except vv.StorageError:
