@@ -23,7 +23,7 @@ def test_readme_python_example_runs(tmp_path, monkeypatch):
 
 
 def _varvedb(*args, check=True):
-    return subprocess.run([sys.executable, "-m", "varvedb.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "varvedb", *args], capture_output=True,
                           text=True, check=check)
 
 
