@@ -94,10 +94,6 @@ class Table:
             return self.ids.take(rows)[0]
         return self.ids.data[rows].tolist()
 
-    def id_array(self) -> np.ndarray:
-        """Ids of all rows as an array (int64, or codes for text ids)."""
-        return self.ids.codes.view() if isinstance(self.ids, TextColumn) else self.ids.view()
-
     def rows_of_id(self, key, n: int | None = None) -> np.ndarray:
         """Every row version among [0, n) (default: all) written for one document id."""
         if n is None:

@@ -21,8 +21,8 @@ Why this layout:
 
 Internal distances are monotone in the reported ones, smaller is nearer:
 
-* ``METRIC_L2``: squared Euclidean distance (the square root is taken once,
-  on output, by :func:`reported_distance`).
+* ``METRIC_L2``: squared Euclidean distance (the returned rows are rescored
+  exactly, as pgvector reports them, by :func:`rank_rows`).
 * ``METRIC_DOT``: negative inner product (pgvector's ``<#>``).
 * ``METRIC_COSINE``: ``1 - dot / (|x| |q|)`` using the caller's row norms; a
   zero norm on either side gives exactly 1 (pgvector's ``<=>`` is undefined
@@ -228,14 +228,6 @@ def load_row(arena, row, out):
     """Copy one arena row into the float32 buffer ``out`` (shape ``(dim,)``)."""
     for j in range(out.shape[0]):
         out[j] = as_f32(arena[row, j])
-
-
-@njit(**_INLINE)
-def reported_distance(internal, metric):
-    """Map an internal distance onto pgvector's scale (Euclidean for l2)."""
-    if metric == METRIC_L2:
-        return np.float32(np.sqrt(max(internal, np.float32(0.0))))
-    return internal
 
 
 # No fastmath: float64 sums in a fixed order, so a row's score is the same

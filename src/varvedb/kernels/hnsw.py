@@ -76,7 +76,6 @@ from varvedb.kernels.distance import (
     query_distance,
     query_norm,
     rank_rows,
-    reported_distance,
     row_distance,
     unmanaged,
 )
