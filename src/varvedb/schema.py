@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
+import reprlib
 from dataclasses import dataclass, field as _field
 from fractions import Fraction
 from functools import cached_property, lru_cache
@@ -152,11 +153,44 @@ class Field:
 
     @staticmethod
     def from_dict(d: dict) -> "Field":
-        if d["kind"] == "vector":
+        """The field `to_dict` wrote. The dict comes from a file, so every key is
+        checked (SchemaError), not trusted: it becomes the table's layout."""
+        if not isinstance(d, dict) or not isinstance(d.get("kind"), str):
+            raise SchemaError(f"a field is a dict with a 'kind', got {_shown(d)}")
+        kind = d["kind"]
+        if kind == "vector":
             ix = d.get("index")
-            hnsw = HNSW(ix["m"], ix["ef_construction"], ix["ef_search"]) if ix else None
-            return Vector(d["dim"], metric=d["metric"], dtype=d["dtype"], index=hnsw)
-        return Field(d["kind"], index=d.get("index"), fts=d.get("fts", False))
+            hnsw = hnsw_from_dict(ix) if ix is not None else None
+            dim, metric, dtype = d.get("dim"), d.get("metric"), d.get("dtype")
+            if type(dim) is not int or metric not in METRICS or not isinstance(dtype, str) \
+                    or dtype not in VECTOR_DTYPES:
+                raise SchemaError(f"a vector field has an int dim, a metric and a dtype, got "
+                                  f"{_shown(d)}")
+            return Vector(dim, metric=metric, dtype=dtype, index=hnsw)
+        if kind not in SCALAR_KINDS:
+            raise SchemaError(f"unknown field kind {_shown(kind)}")
+        fts, index = d.get("fts", False), d.get("index")
+        if not isinstance(fts, bool) or (fts and kind != "text"):
+            raise SchemaError(f"fts is a bool of text fields, got {_shown(fts)} on {kind}")
+        if index not in (None, "hash", "sorted"):
+            raise SchemaError(f"unknown index {_shown(index)}; expected 'hash' or 'sorted'")
+        return Field(kind, index=_scalar(kind, index).index, fts=fts)
+
+
+# The bounds of an HNSW spec read from a file: beyond them the graph's
+# per-search scratch (ef) or per-node lists (m) would be sized by the file.
+HNSW_BOUNDS = {"m": (2, 100), "ef_construction": (1, 4096), "ef_search": (1, 4096)}
+
+
+def hnsw_from_dict(d: dict) -> HNSW:
+    """The HNSW spec `HNSW.to_dict` wrote, each value checked against HNSW_BOUNDS."""
+    if not isinstance(d, dict) or d.get("kind") != "hnsw":
+        raise SchemaError(f"a vector index spec is {{'kind': 'hnsw', ...}}, got {_shown(d)}")
+    for key, (lo, hi) in HNSW_BOUNDS.items():
+        v = d.get(key)
+        if type(v) is not int or not lo <= v <= hi:
+            raise SchemaError(f"HNSW {key} must be an integer in {lo}..{hi}, got {_shown(v)}")
+    return HNSW(d["m"], d["ef_construction"], d["ef_search"])
 
 
 def Int(index: str | None = None) -> Field:
@@ -251,7 +285,17 @@ class Schema:
 
     @staticmethod
     def from_dict(d: dict) -> "Schema":
-        return Schema({n: Field.from_dict(f) for n, f in d["fields"].items()}, d["id"])
+        """The schema `to_dict` wrote (from a file: checked, SchemaError)."""
+        if not isinstance(d, dict) or d.get("id") not in ("int", "text") \
+                or not isinstance(d.get("fields"), dict):
+            raise SchemaError(f"a schema is {{'id': 'int' | 'text', 'fields': {{...}}}}, "
+                              f"got {_shown(d)}")
+        fields = {}
+        for name, f in d["fields"].items():
+            if not isinstance(name, str) or not _NAME.match(name) or name == "id":
+                raise SchemaError(f"invalid field name {_shown(name)}")
+            fields[name] = Field.from_dict(f)
+        return Schema(fields, d["id"])
 
     def check_names(self, names, what: str = "row") -> None:
         unknown = [n for n in names if n != "id" and n not in self.fields]
@@ -338,9 +382,12 @@ def coerce_values(name: str, f: Field, values: list) -> tuple[Any, np.ndarray]:
             _check_json(name, v)
         return list(values), nulls
     if k == "timestamp":
-        out = np.fromiter((0 if v is None else to_micros(name, v) for v in values),
-                          dtype=np.int64, count=len(values))
-        return out, nulls
+        try:
+            out = np.fromiter((0 if v is None else to_micros(name, v) for v in values),
+                              dtype=np.int64, count=len(values))
+        except OverflowError:   # a datetime64 beyond int64 microseconds
+            raise FieldTypeError(f"field {name!r}: a timestamp is out of range") from None
+        return _check_timestamps(name, out), nulls
     # int / float / bool
     for v in values:
         if v is not None and not _scalar_ok(k, v):
@@ -630,6 +677,35 @@ def from_micros(us: int) -> _dt.datetime:
     return _EPOCH + _dt.timedelta(microseconds=int(us))
 
 
+# What from_micros can turn back into a datetime: years 1..9999 in UTC. A stored
+# timestamp outside it (a NaT, a datetime64 of year 10000) could not be read.
+TIMESTAMP_MIN_US, TIMESTAMP_MAX_US = (
+    (d.replace(tzinfo=_dt.timezone.utc) - _EPOCH) // _dt.timedelta(microseconds=1)
+    for d in (_dt.datetime.min, _dt.datetime.max))
+
+
+def timestamps_readable(us: np.ndarray) -> bool:
+    """Can every one of these int64 microsecond values be read back as a datetime?"""
+    return not us.size or (int(us.min()) >= TIMESTAMP_MIN_US
+                           and int(us.max()) <= TIMESTAMP_MAX_US)
+
+
+def _check_timestamps(name: str, us: np.ndarray) -> np.ndarray:
+    if not timestamps_readable(us):
+        raise FieldTypeError(f"field {name!r}: a timestamp is NaT or outside years 1..9999 "
+                             "in UTC (it could not be read back as a datetime)")
+    return us
+
+
 def _show(x: Any) -> str:
     s = repr(x)
     return s if len(s) < 60 else s[:57] + "..."
+
+
+_FILE_REPR = reprlib.Repr()
+_FILE_REPR.maxlevel, _FILE_REPR.maxstring, _FILE_REPR.maxother = 3, 40, 40
+
+
+def _shown(x: Any) -> str:
+    """_show for what a file holds: bounded depth too (a crafted value may nest deeply)."""
+    return _FILE_REPR.repr(x)

@@ -6,6 +6,15 @@ Vector arenas are usually not copied: when a field's rows already lie in the
 log in at most MAX_EXTENTS runs (a bulk load), the checkpoint lists those
 runs and open maps them. Open turns every array into a read-only view of the
 mapped file; nothing is rebuilt and nothing is copied until it is written.
+
+Open checks what it maps, as replay checks frames (frames.py): every array
+has its table's n rows and its dtype, extents are aligned in-order runs in
+the log before the checkpoint, dictionaries and codes agree, the history is
+increasing and ends at the superblock's version and chain, the vectors of an
+indexed field are finite (one pass over that arena: the graph kernels need
+it), and a graph that does not fit is rebuilt. Anything else raises
+CorruptFileError with the engine untouched, and open replays the log
+instead: a checkpoint is only a shortcut.
 """
 from __future__ import annotations
 
@@ -13,11 +22,13 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import CorruptFileError
-from ..schema import VECTOR_DTYPES, Schema
+from ..errors import CorruptFileError, SchemaError
+from ..schema import VECTOR_DTYPES, Schema, timestamps_readable, validate_name
 from ..storage import format as F
 from ..storage import record
-from .columns import Growable, TextColumn, VectorColumn
+from .columns import Growable, JsonColumn, TextColumn, VectorColumn
+from .frames import (APPLY_ERRORS, INT64_MAX, SCALAR_DTYPES, all_finite, all_of_types,
+                     array_of, int_of, show)
 from .table import ALIVE, Table
 
 MAX_EXTENTS = 64   # more runs than this and the arena is written whole instead
@@ -77,63 +88,218 @@ def encode(engine) -> tuple[list, int, Callable[[], None]]:
     return parts, length, adopt
 
 
-def load(engine, mv, offset: int) -> None:
-    """Restore the engine's tables and history from the checkpoint frame at offset."""
+def load(engine, mv, offset: int, sb: F.Superblock | None = None) -> None:
+    """Restore the engine's tables and history from the checkpoint frame at offset.
+
+    Raises CorruptFileError, having changed nothing, when the frame is damaged
+    or what it holds does not fit together (checked below, before anything is
+    built from it); `sb`, the superblock that names it, must agree on its
+    version, chain and end. The caller then replays the log instead."""
+    try:
+        tables, names, history = _load(mv, offset, sb)
+    except CorruptFileError:
+        raise
+    except APPLY_ERRORS as e:   # a backstop: what the checks below miss
+        raise CorruptFileError(f"the checkpoint at offset {offset} is not valid "
+                               f"({type(e).__name__}: {e})") from e
+    engine.tables, engine.names, engine.history = tables, names, history
+
+
+def _load(mv, offset: int, sb: F.Superblock | None):
     from .engine import Commit
-    hdr = F.unpack_frame_header(mv[offset:offset + F.FRAME_HEADER_SIZE])
+    hdr = F.unpack_frame_header(mv[offset:offset + F.FRAME_HEADER_SIZE]) \
+        if offset >= F.LOG_START and offset % F.ALIGN == 0 else None
     body = offset + F.FRAME_HEADER_SIZE
     if hdr is None or hdr.kind != F.Kind.CHECKPOINT or body + hdr.length > len(mv):
         raise CorruptFileError(f"the checkpoint at offset {offset} is damaged")
     payload = mv[body:body + hdr.length]
     if F.frame_hash(hdr.kind, hdr.length, [payload]) != hdr.digest:
         raise CorruptFileError(f"the checkpoint at offset {offset} is damaged")
+    if sb is not None and sb.log_end != F.pad(body + hdr.length):
+        raise CorruptFileError(f"the superblock says the checkpoint at offset {offset} ends at "
+                               f"{sb.log_end}; it ends at {F.pad(body + hdr.length)}")
     meta, arrays, _ = record.decode(payload)
-    for tm in meta["tables"]:
-        t = Table(tm["cid"], tm["name"], Schema.from_dict(tm["schema"]), tm["created"])
-        p = f"{t.cid}."
-        t.born = Growable(np.int64, data=arrays[p + "born"])
-        t.died = Growable(np.int64, data=arrays[p + "died"])
-        t.next_int_id = tm["next_int_id"]
-        if isinstance(t.ids, TextColumn):
-            t.ids.load({"codes": arrays[p + "ids"]}, tm["id_words"])
+    version = int_of(meta, "version", 0, INT64_MAX)
+    if sb is not None and version != sb.checkpoint_version:
+        raise CorruptFileError(f"the checkpoint holds version {version}, the superblock "
+                               f"says {sb.checkpoint_version}")
+    history = _history(arrays, version, sb.chain if sb is not None else None)
+    tms = meta.get("tables")
+    if not isinstance(tms, list):
+        raise CorruptFileError("the checkpoint has no table list")
+    tables: dict[int, Table] = {}
+    names: dict[str, int] = {}
+    for tm in tms:
+        t = _load_table(tm, arrays, mv, offset, version)
+        if t.cid in tables or t.name in names:
+            raise CorruptFileError(f"the checkpoint holds collection {t.name!r} twice")
+        tables[t.cid] = t
+        names[t.name] = t.cid
+    return tables, names, [Commit(*h) for h in history]
+
+
+def _history(arrays: dict, version: int, chain: bytes | None) -> list[tuple]:
+    """(version, ts, chain, rows) per commit: equal lengths, versions increasing to `version`."""
+    vs = array_of(arrays, "h.version", "<i8", None)
+    k = len(vs)
+    ts = array_of(arrays, "h.ts", "<i8", (k,))
+    rows = array_of(arrays, "h.rows", "<i8", (k,))
+    chains = array_of(arrays, "h.chain", "|u1", (k, 32))
+    if k and (int(vs[0]) < 1 or int(vs[-1]) != version or np.any(vs[1:] <= vs[:-1])):
+        raise CorruptFileError(f"the checkpoint's history is not versions 1..{version} "
+                               "in order")
+    if not timestamps_readable(ts):
+        raise CorruptFileError("the checkpoint's history has timestamps outside years 1..9999")
+    if k and chain is not None and bytes(chains[-1]) != chain:
+        raise CorruptFileError("the checkpoint's history ends at another chain hash "
+                               "than the superblock's")
+    blob = chains.tobytes()
+    return [(v, t, blob[32 * i:32 * i + 32], r) for i, (v, t, r) in
+            enumerate(zip(vs.tolist(), ts.tolist(), rows.tolist()))]
+
+
+def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int) -> Table:
+    """One table of the checkpoint, every array checked to have its n rows."""
+    if not isinstance(tm, dict):
+        raise CorruptFileError(f"a checkpoint table is {show(tm)}")
+    cid = int_of(tm, "cid", 1, INT64_MAX)
+    if not isinstance(tm.get("name"), str):
+        raise CorruptFileError(f"checkpoint table {cid} is named {show(tm.get('name'))}")
+    try:
+        name = validate_name(tm["name"])
+        schema = Schema.from_dict(tm.get("schema"))
+    except SchemaError as e:
+        raise CorruptFileError(f"checkpoint table {cid}: {e}") from None
+    t = Table(cid, name, schema, int_of(tm, "created", 0, version))
+    n = int_of(tm, "n", 0, INT64_MAX)
+    for key in ("columns", "extents", "vector_indexes"):
+        if not isinstance(tm.get(key), dict):
+            raise CorruptFileError(f"checkpoint table {name!r} has no {key!r} map")
+    p = f"{cid}."
+    born = array_of(arrays, p + "born", "<i8", (n,))
+    died = array_of(arrays, p + "died", "<i8", (n,))
+    # every row was born by a commit up to `version`, and died after it was born
+    # (or in the same transaction), or not yet
+    if n and (int(born.min()) < 1 or int(born.max()) > version
+              or np.any((died != ALIVE) & ((died < born) | (died > version)))):
+        raise CorruptFileError(f"checkpoint table {name!r} has row versions outside "
+                               f"1..{version}")
+    t.born = Growable(np.int64, data=born)
+    t.died = Growable(np.int64, data=died)
+    t.next_int_id = int_of(tm, "next_int_id", 1, INT64_MAX)
+    if isinstance(t.ids, TextColumn):
+        words = _words(tm.get("id_words"), f"{name}.id")
+        _codes(array_of(arrays, p + "ids", "<i4", (n,)), len(words), 0, f"{name}.id")
+        t.ids.load({"codes": arrays[p + "ids"]}, words)
+    else:
+        t.ids = Growable(np.int64, data=array_of(arrays, p + "ids", "<i8", (n,)))
+    for fname, col in t.columns.items():
+        f, q = col.field, f"{p}{fname}."
+        cm = tm["columns"].get(fname)
+        if isinstance(col, VectorColumn):
+            norms = array_of(arrays, q + "norms", "<f4", (n,))
+            array_of(arrays, q + "nulls", "|b1", (n,))
+            col.load({"norms": norms, "nulls": arrays[q + "nulls"]}, None)
+            _load_arena(col, f"{name}.{fname}", tm["extents"].get(fname),
+                        arrays.get(q + "arena"), mv, n, ck_offset)
+            # A graph's kernels need finite vectors and norms (frames.all_finite);
+            # an arena no graph walks yet is checked if CREATE_INDEX comes.
+            if fname in t.vector_indexes and not (all_finite(norms)
+                                                  and all_finite(col.arena.view())):
+                raise CorruptFileError(f"vector column {name}.{fname} holds NaN or inf")
+        elif isinstance(col, TextColumn):
+            words = _words(cm, f"{name}.{fname}")
+            _codes(array_of(arrays, q + "codes", "<i4", (n,)), len(words), -1, f"{name}.{fname}")
+            col.load({"codes": arrays[q + "codes"]}, words)
+        elif isinstance(col, JsonColumn):
+            if not isinstance(cm, list) or len(cm) != n:
+                raise CorruptFileError(f"json column {name}.{fname} has {show(cm)} "
+                                       f"for {n} rows")
+            col.load({}, cm)
         else:
-            t.ids = Growable(np.int64, data=arrays[p + "ids"])
-        for name, col in t.columns.items():
-            sub = {k.rsplit(".", 1)[1]: a for k, a in arrays.items()
-                   if k.startswith(f"{p}{name}.") and k.count(".") == 2}
-            col.load(sub, tm["columns"].get(name))
-            if isinstance(col, VectorColumn):
-                _load_arena(col, tm["extents"].get(name), sub.get("arena"), mv, t.n)
-        for name, ix in t.indexes.items():
-            ix.load({k.rsplit(".", 1)[1]: a for k, a in arrays.items()
-                     if k.startswith(f"{p}ix.{name}.")})
-        for name in tm["vector_indexes"]:
-            sub = {k[len(f"{p}vx.{name}."):]: a for k, a in arrays.items()
-                   if k.startswith(f"{p}vx.{name}.")}
-            t.load_vector_index(name, sub)
-            t.vector_indexes[name].checkpointed = t.vector_indexes[name].linked
-        t.committed_n = t.n
-        alive = np.flatnonzero(t.died.view() == ALIVE)
-        t.live = dict(zip(t.id_values(alive), alive.tolist()))
-        engine.tables[t.cid] = t
-        engine.names[t.name] = t.cid
-    chains = arrays["h.chain"]
-    engine.history = [Commit(int(v), int(ts), bytes(chains[i]), int(r)) for i, (v, ts, r) in
-                      enumerate(zip(arrays["h.version"].tolist(), arrays["h.ts"].tolist(),
-                                    arrays["h.rows"].tolist()))]
+            values = array_of(arrays, q + "values", SCALAR_DTYPES[f.kind], (n,))
+            if f.kind == "timestamp" and not timestamps_readable(values):
+                raise CorruptFileError(f"timestamp column {name}.{fname} holds values "
+                                       "outside years 1..9999")
+            col.load({"values": values, "nulls": array_of(arrays, q + "nulls", "|b1", (n,))},
+                     None)
+    for fname, ix in t.indexes.items():
+        ix.load(_scalar_index(arrays, f"{p}ix.{fname}.", ix, n))
+    for fname in tm["vector_indexes"]:
+        if fname not in t.vector_indexes:
+            raise CorruptFileError(f"checkpoint holds a graph of {name}.{show(fname)}, "
+                                   "which has no vector index")
+        sub = {k[len(f"{p}vx.{fname}."):]: a for k, a in arrays.items()
+               if k.startswith(f"{p}vx.{fname}.")}
+        t.load_vector_index(fname, sub)   # a graph that does not fit is rebuilt
+        t.vector_indexes[fname].checkpointed = t.vector_indexes[fname].linked
+    t.committed_n = t.n
+    alive = np.flatnonzero(t.died.view() == ALIVE)
+    t.live = dict(zip(t.id_values(alive), alive.tolist()))
+    return t
 
 
-def _load_arena(col: VectorColumn, extents, arena, mv, n: int) -> None:
+def _load_arena(col: VectorColumn, what: str, extents, arena, mv, n: int,
+                ck_offset: int) -> None:
+    """The arena: copied into the checkpoint, or runs [first, rows, offset] of the log
+    before it, in row order, aligned, and adding up to the table's n rows."""
     dtype = np.dtype(VECTOR_DTYPES[col.field.dtype])
     dim = col.field.dim
+    what = f"vector column {what}"
     if arena is not None:
+        if extents is not None:
+            raise CorruptFileError(f"{what}: both an arena and extents")
+        if arena.dtype != dtype or arena.shape != (n, dim):
+            raise CorruptFileError(f"{what}: arena of {arena.dtype} {arena.shape} for {n} rows")
         col.arena = Growable(dtype, (dim,), data=arena)
         return
+    if not isinstance(extents, list) or len(extents) > MAX_EXTENTS:
+        raise CorruptFileError(f"{what}: extents {show(extents)}")
+    row_bytes = dim * dtype.itemsize
+    row = 0
+    for e in extents:
+        if not (isinstance(e, list) and len(e) == 3 and all(type(x) is int for x in e)):
+            raise CorruptFileError(f"{what}: extent {show(e)}")
+        first, count, off = e
+        # in order, and inside the log before this checkpoint (Python ints: no overflow)
+        if first != row or count < 1 or off < F.LOG_START or off % F.ALIGN \
+                or off + count * row_bytes > ck_offset:
+            raise CorruptFileError(f"{what}: extent {e} is not the next run of rows "
+                                   f"in the log before offset {ck_offset}")
+        row += count
+    if row != n:
+        raise CorruptFileError(f"checkpoint extents hold {row} vectors, table has {n}")
     parts = [np.frombuffer(mv, dtype, count=count * dim, offset=off).reshape(count, dim)
              for _first, count, off in extents]
     data = parts[0] if len(parts) == 1 else (np.concatenate(parts) if parts
                                              else np.empty((0, dim), dtype))
-    if len(data) != n:
-        raise CorruptFileError(f"checkpoint extents hold {len(data)} vectors, table has {n}")
     col.arena = Growable(dtype, (dim,), data=data)
     col.extents = [list(e) for e in extents]
+
+
+def _scalar_index(arrays: dict, q: str, ix, n: int) -> dict:
+    """A scalar index's arrays: a sorted run of (key, row) over rows below its bound."""
+    keys = array_of(arrays, q + "keys", "<f8" if ix.kind == "float" else "<i8", None)
+    rows = array_of(arrays, q + "rows", "<i8", keys.shape)
+    upto = array_of(arrays, q + "upto", "<i8", (2,))
+    sorted_upto, ix_n = int(upto[0]), int(upto[1])
+    # (NaN keys sort last; `<` is False for them, so they pass)
+    if ix_n != n or not 0 <= sorted_upto <= n or len(keys) > sorted_upto \
+            or (len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= sorted_upto)) \
+            or np.any(keys[1:] < keys[:-1]):
+        raise CorruptFileError(f"scalar index {q[:-1]!r} does not fit its {n} rows")
+    return {"keys": keys, "rows": rows, "upto": upto}
+
+
+def _words(words, what: str) -> list:
+    """A text dictionary: distinct strings."""
+    if not isinstance(words, list) or not all_of_types(words, {str}) \
+            or len(set(words)) != len(words):
+        raise CorruptFileError(f"text column {what} has dictionary {show(words)}")
+    return words
+
+
+def _codes(codes: np.ndarray, n_words: int, low: int, what: str) -> None:
+    if len(codes) and (int(codes.min()) < low or int(codes.max()) >= n_words):
+        raise CorruptFileError(f"text column {what} has codes outside its "
+                               f"{n_words}-word dictionary")

@@ -40,7 +40,7 @@ from ..schema import Schema, to_micros
 from ..storage import format as F
 from ..storage import record
 from ..storage.log import LogFile, LoggedCommit
-from . import checkpoint
+from . import checkpoint, frames
 from .table import Table
 
 CLOSE_CHECKPOINT_BYTES = 4 << 20   # close() checkpoints when more log than this would replay
@@ -133,7 +133,7 @@ class Engine:
         log = self.log
         version, chain, start = 0, F.genesis_chain(log.file_id), F.LOG_START
         if sb is not None:
-            checkpoint.load(self, mv, sb.checkpoint_offset)
+            checkpoint.load(self, mv, sb.checkpoint_offset, sb)
             version, chain, start = sb.checkpoint_version, sb.chain, sb.log_end
         if len(mv) > start:
             scan = log.scan(mv, start, version, chain)
@@ -171,11 +171,25 @@ class Engine:
 
     def _replay(self, mv, c: LoggedCommit) -> None:
         v = c.record.version
+        try:
+            frames.check_commit(c.record)
+        except CorruptFileError as e:
+            raise CorruptFileError(f"{self.path}: the commit frame at offset {c.offset}: "
+                                   f"{e}") from e
         for f in c.frames:
             payload = mv[f.payload_offset:f.payload_offset + f.length]
-            meta, arrays, offsets = record.decode(payload)
-            offs = {k: f.payload_offset + o for k, o in offsets.items()}
-            self._apply(f.kind, meta, arrays, offs, v)
+            # The hash proves the bytes, not the writer: each frame is decoded and
+            # checked (frames.py) before it touches a table. The except is a
+            # backstop for what the checks miss; it names where the file is bad.
+            try:
+                meta, arrays, offsets = record.decode(payload)
+                frames.check(self, f.kind, meta, arrays)
+                offs = {k: f.payload_offset + o for k, o in offsets.items()}
+                self._apply(f.kind, meta, arrays, offs, v)
+            except frames.APPLY_ERRORS as e:
+                why = str(e) if isinstance(e, CorruptFileError) else f"{type(e).__name__}: {e}"
+                raise CorruptFileError(f"{self.path}: the frame at offset {f.offset} (version "
+                                       f"{v}) is not valid: {why}") from e
         self.history.append(Commit(v, c.record.timestamp_us, c.record.chain,
                                    c.record.rows_changed))
 

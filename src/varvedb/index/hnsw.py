@@ -34,6 +34,8 @@ ids are nodes; ``extent`` is one past the largest node row. Arrays restored by
 first :meth:`HnswIndex.add` (copy-on-write), never before.
 """
 
+import math
+
 import numba
 import numpy as np
 
@@ -152,6 +154,11 @@ class HnswIndex:
     def __len__(self) -> int:
         """Number of nodes in the graph."""
         return self._n_nodes
+
+    @property
+    def extent(self) -> int:
+        """One past the largest node row (0 when empty)."""
+        return self._extent
 
     def contains(self, n_rows: int | None = None) -> np.ndarray:
         """Bool mask over arena rows ``[0, n_rows)`` (default: the extent): True = node."""
@@ -401,6 +408,8 @@ class HnswIndex:
         if ext > n_rows:
             raise ValueError(f"index has nodes up to row {ext - 1}, arena has {n_rows} rows")
         levels = self._levels[:ext]
+        if levels.size and (int(levels.min()) < -1 or int(levels.max()) > _MAX_LEVEL):
+            raise ValueError(f"node levels outside -1..{_MAX_LEVEL}")
         if int(np.count_nonzero(levels >= 0)) != self._n_nodes:
             raise ValueError("node count does not match the levels array")
         if self._n_nodes == 0:
@@ -408,9 +417,9 @@ class HnswIndex:
                 raise ValueError("empty index with an entry point")
             return
         if not (0 <= self._entry < ext) or levels[self._entry] != self._top \
-                or self._top > int(levels.max()):
+                or self._top < 0:
             raise ValueError("entry point is not a node of the top level")
-        _check_lists(self._links0[:ext], levels, 0)
+        _check_lists(self._links0[:ext], levels, 0, np.arange(ext))
         slots = self._upper_slot[:ext]
         upper = levels > 0
         if np.any(slots[~upper] != -1) or np.any(slots[upper] < 0) \
@@ -421,7 +430,7 @@ class HnswIndex:
             raise ValueError("upper links have fewer levels than the nodes")
         for level in range(1, int(levels.max()) + 1):
             on_level = np.flatnonzero(levels >= level)
-            _check_lists(self._upper_links[slots[on_level], level - 1], levels, level)
+            _check_lists(self._upper_links[slots[on_level], level - 1], levels, level, on_level)
         _check_twins(self._twins[:ext], levels, self._links0[:ext])
 
     # ---------------------------------------------------------- persistence
@@ -452,17 +461,25 @@ class HnswIndex:
 
         The arrays are used in place (they may be read-only views over a
         mapped file, flat or shaped); they are copied only if :meth:`add` is
-        called later. Raises ValueError when they do not fit together.
+        called later. Raises ValueError when they do not fit together. The
+        arrays may come from a crafted file: sizes are checked with Python
+        ints before any array is shaped, and :meth:`validate` checks the rest.
         """
         try:
-            p = np.asarray(arrays["params"], dtype=np.int64)
-            if p.shape != (_N_PARAMS,) or int(p[_P_FORMAT]) != _FORMAT \
-                    or int(p[_P_METRIC]) not in _METRIC_NAMES:
+            p = np.asarray(arrays["params"])
+            if p.dtype != np.int64 or p.shape != (_N_PARAMS,) \
+                    or int(p[_P_FORMAT]) != _FORMAT or int(p[_P_METRIC]) not in _METRIC_NAMES:
                 raise ValueError("unknown HNSW params layout")
+            extent, slots, n_levels = int(p[_P_EXTENT]), int(p[_P_SLOTS]), int(p[_P_LEVELS])
+            # a slot belongs to one node, no node is above _MAX_LEVEL, and a seed
+            # seeds numpy's generator (which takes no negative one)
+            if not (0 <= slots <= extent and 0 <= n_levels <= _MAX_LEVEL) \
+                    or int(p[_P_SEED]) < 0:
+                raise ValueError(f"HNSW params claim {extent} rows, {slots} slots, "
+                                 f"{n_levels} levels, seed {int(p[_P_SEED])}")
             index = cls(int(p[_P_DIM]), _METRIC_NAMES[int(p[_P_METRIC])], int(p[_P_M]),
                         int(p[_P_EFC]), int(p[_P_EFS]), int(p[_P_SEED]))
-            extent, slots, n_levels, m = (int(p[_P_EXTENT]), int(p[_P_SLOTS]),
-                                          int(p[_P_LEVELS]), index.m)
+            m = index.m
             index._levels = _restored(arrays["levels"], np.int8, (extent,))
             index._links0 = _restored(arrays["links0"], np.int32, (extent, 2 * m))
             index._upper_slot = _restored(arrays["upper_slot"], np.int32, (extent,))
@@ -489,19 +506,26 @@ def _grown(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 def _restored(array: np.ndarray, dtype, shape: tuple[int, ...]) -> np.ndarray:
     array = np.asarray(array)
-    if array.dtype != dtype or array.size != int(np.prod(shape)):
+    # math.prod: Python ints, so a crafted shape cannot overflow to a match
+    if array.dtype != dtype or array.size != math.prod(shape):
         raise ValueError(f"HNSW array has dtype {array.dtype} and size {array.size}, "
                          f"expected {np.dtype(dtype)} and shape {shape}")
     return array.reshape(shape)
 
 
-def _check_lists(lists: np.ndarray, levels: np.ndarray, level: int) -> None:
+def _check_lists(lists: np.ndarray, levels: np.ndarray, level: int,
+                 owners: np.ndarray) -> None:
+    """The lists of `owners` (rows) on one level: ids in range, a prefix, of nodes
+    on that level, never the owner. (Not checked: an id twice, which costs a
+    sort and harms only recall.)"""
     if lists.size == 0:
         return
     if np.any(lists < -1) or np.any(lists >= levels.shape[0]):
         raise ValueError(f"level-{level} links point outside the index")
     if np.any((lists[:, 1:] >= 0) & (lists[:, :-1] < 0)):
         raise ValueError(f"level-{level} links have gaps")
+    if np.any(lists == owners[:, None]):
+        raise ValueError(f"a level-{level} list links its own node")
     if np.any(levels[lists[lists >= 0]] < level):
         raise ValueError(f"level-{level} links point to rows that are not nodes there")
 

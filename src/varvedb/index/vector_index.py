@@ -145,12 +145,24 @@ class VectorIndex:
     @classmethod
     def from_arrays(cls, field: str, dim: int, metric: str, spec: HNSW, arrays: dict,
                     n_rows: int) -> "VectorIndex":
+        """The index a checkpoint holds, checked against the field and its rows.
+
+        Raises ValueError when the graph is not the one this field's spec
+        builds (dim, metric, m, ef) or does not fit the table: the caller
+        rebuilds it then."""
         graph = HnswIndex.from_arrays({k[2:]: v for k, v in arrays.items()
                                        if k.startswith("g.")})
+        if (graph.dim, graph.metric, graph.m, graph.ef_construction, graph.ef_search) != \
+                (dim, metric, spec.m, spec.ef_construction, spec.ef_search):
+            raise ValueError(f"the graph of {field!r} was built for another field spec")
         graph.validate(n_rows)
-        linked = int(arrays["linked"][0])
-        if linked > n_rows:
-            raise ValueError(f"graph covers {linked} rows; the table has {n_rows}")
-        ix = cls(field, dim, metric, spec, graph, linked)
-        return ix
-
+        linked = arrays.get("linked")
+        if not isinstance(linked, np.ndarray) or linked.dtype != np.int64 \
+                or linked.shape != (1,):
+            raise ValueError(f"the graph of {field!r} has no 'linked' watermark")
+        linked = int(linked[0])
+        # every node lies below the watermark: rows above it are linked later
+        if not graph.extent <= linked <= n_rows:
+            raise ValueError(f"graph covers {linked} rows; the table has {n_rows} and the "
+                             f"graph nodes up to row {graph.extent - 1}")
+        return cls(field, dim, metric, spec, graph, linked)

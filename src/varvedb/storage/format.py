@@ -93,11 +93,16 @@ def pack_slot(sb: Superblock) -> bytes:
 
 
 def unpack_slot(buf: bytes) -> Superblock | None:
+    """The slot, or None when it is torn, empty or could not have been written."""
     body = buf[:_SLOT.size]
     (crc,) = struct.unpack_from("<I", buf, _SLOT.size)
     if zlib.crc32(body) != crc or body == bytes(len(body)):
         return None
-    return Superblock(*_SLOT.unpack(body))
+    sb = Superblock(*_SLOT.unpack(body))
+    # seq grows by one per checkpoint, so a huge one is crafted; the next
+    # checkpoint's seq + 1 must still fit its u64. (What the slot points at
+    # is checked by the checkpoint's loader.)
+    return sb if sb.seq < 1 << 63 else None
 
 
 def frame_hash(kind: int, length: int, parts) -> bytes:
