@@ -128,7 +128,7 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_commit(tmp_path):
     total_acked = 0
     kills = 0
     path = None
-    for round_no in range(24):
+    for round_no in range(16):
         if path is None or rng.random() < 0.3:
             path = str(tmp_path / f"crash{round_no}.varve")
             acked_by_file[path] = {}
@@ -145,8 +145,8 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_commit(tmp_path):
             total_acked += 1
         rows = check_recovered(path, acked, round_no)
         assert rows >= sum(len(v) for v in acked.values())
-    assert kills >= 20
-    assert total_acked > 48, "the writer barely ran: kills did not land mid-stream"
+    assert kills >= 16
+    assert total_acked > 32, "the writer barely ran: kills did not land mid-stream"
     assert len(acked_by_file) >= 2
 
 

@@ -192,7 +192,7 @@ print("done", runs, flush=True)
 N0 = 16_384           # committed before the readers start
 STEP = 256            # rows per small committed transaction
 BLOCK = 8192          # rows per rolled-back block: 8192 x 64 f32 = 2 MiB, written at once
-ROUNDS = 25
+ROUNDS = 15
 
 
 class _Rollback(Exception):
