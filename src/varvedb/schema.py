@@ -26,6 +26,7 @@ import datetime as _dt
 import math
 import re
 import reprlib
+import warnings
 from dataclasses import dataclass, field as _field
 from fractions import Fraction
 from functools import cached_property, lru_cache
@@ -42,6 +43,10 @@ METRICS = ("cosine", "l2", "dot")
 VECTOR_DTYPES = {"f32": np.float32, "f16": np.float16}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+# A vector that overflows its dtype is refused with NonFiniteVectorError; the
+# cast's own warning would only repeat it. (A filter costs nothing until a
+# warning is raised, unlike np.errstate around every cast.)
+warnings.filterwarnings("ignore", "overflow encountered in cast", RuntimeWarning, __name__)
 
 ID_MIN, ID_END = -(1 << 63), 1 << 63
 # Deeper json made msgspec raise RecursionError on every later open (and the
@@ -485,8 +490,7 @@ def _check_vector_block(name, f: Field, a: np.ndarray) -> np.ndarray:
                              f"got {a.shape[1]}")
     if a.dtype.kind not in "iuf":
         raise FieldTypeError(f"field {name!r}: vectors must be numeric, got {a.dtype}")
-    with np.errstate(over="ignore", invalid="ignore"):    # reported just below
-        out = a.astype(VECTOR_DTYPES[f.dtype], copy=False)
+    out = a.astype(VECTOR_DTYPES[f.dtype], copy=False)   # an overflow is reported below
     finite = np.isfinite(out).all(axis=1)
     if not finite.all():
         bad = int(np.flatnonzero(~finite)[0])

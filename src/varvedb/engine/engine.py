@@ -275,10 +275,11 @@ class Engine:
             if self._tx is not None:
                 raise TransactionError("a transaction is already open on this thread")
             if self.log is not None:
-                # a background (batch-mode) sync that failed is reported once, here
-                failure, self.log.failure = self.log.failure, None
-                self._reload()
-                if failure is not None:
+                if self._generation != self.log.generation:
+                    self._reload()
+                failure = self.log.failure
+                if failure is not None:   # a background (batch-mode) sync's: reported once
+                    self.log.failure = None
                     raise failure
                 self.log.begin()
         except BaseException:
