@@ -14,7 +14,6 @@ log (`db._engine.log.end`) and everything a reader sees. Then:
 """
 from __future__ import annotations
 
-import os
 import shutil
 
 import numpy as np

@@ -90,7 +90,7 @@ class HNSW:
             # a plain int: __post_init__ converted numpy ones, and msgpack stores no other
             if type(val) is not int or not low <= val <= high:
                 raise SchemaError(f"HNSW {key} must be an integer in {low}..{high}, "
-                                  f"got {_show(val)}")
+                                  f"got {brief(val)}")
 
     def to_dict(self) -> dict:
         return {"kind": "hnsw", "m": self.m, "ef_construction": self.ef_construction,
@@ -115,7 +115,7 @@ class Field:
         if k == "vector":
             if not is_int(self.dim) or not 1 <= self.dim <= 65535:
                 raise SchemaError(f"vector dimension must be an integer in 1..65535, "
-                                  f"got {_show(self.dim)}")
+                                  f"got {brief(self.dim)}")
             if self.metric not in METRICS:
                 raise SchemaError(f"unknown metric {self.metric!r}; expected one of {METRICS}")
             if not isinstance(self.dtype, str) or self.dtype not in VECTOR_DTYPES:
@@ -123,7 +123,7 @@ class Field:
             if self.vector_index is not None:
                 if not isinstance(self.vector_index, HNSW):
                     raise SchemaError(f"vector index must be vv.HNSW(...), "
-                                      f"got {_show(self.vector_index)}")
+                                      f"got {brief(self.vector_index)}")
                 self.vector_index.check()
             if self.index is not None or self.fts is not False:
                 raise SchemaError("a vector field takes index=vv.HNSW(...), not a scalar "
@@ -161,7 +161,7 @@ class Field:
         """The field `to_dict` wrote. The dict comes from a file, so every key is
         checked (SchemaError), not trusted: it becomes the table's layout."""
         if not isinstance(d, dict) or not isinstance(d.get("kind"), str):
-            raise SchemaError(f"a field is a dict with a 'kind', got {_shown(d)}")
+            raise SchemaError(f"a field is a dict with a 'kind', got {brief_from_file(d)}")
         kind = d["kind"]
         if kind == "vector":
             ix = d.get("index")
@@ -170,32 +170,24 @@ class Field:
             if type(dim) is not int or metric not in METRICS or not isinstance(dtype, str) \
                     or dtype not in VECTOR_DTYPES:
                 raise SchemaError(f"a vector field has an int dim, a metric and a dtype, got "
-                                  f"{_shown(d)}")
+                                  f"{brief_from_file(d)}")
             return Vector(dim, metric=metric, dtype=dtype, index=hnsw)
         if kind not in SCALAR_KINDS:
-            raise SchemaError(f"unknown field kind {_shown(kind)}")
+            raise SchemaError(f"unknown field kind {brief_from_file(kind)}")
         fts, index = d.get("fts", False), d.get("index")
         if not isinstance(fts, bool) or (fts and kind != "text"):
-            raise SchemaError(f"fts is a bool of text fields, got {_shown(fts)} on {kind}")
+            raise SchemaError(f"fts is a bool of text fields, got {brief_from_file(fts)} on {kind}")
         if index not in (None, "hash", "sorted"):
-            raise SchemaError(f"unknown index {_shown(index)}; expected 'hash' or 'sorted'")
+            raise SchemaError(f"unknown index {brief_from_file(index)}; expected 'hash' or 'sorted'")
         return Field(kind, index=_scalar(kind, index).index, fts=fts)
 
 
-# The bounds of an HNSW spec read from a file: beyond them the graph's
-# per-search scratch (ef) or per-node lists (m) would be sized by the file.
-HNSW_BOUNDS = {"m": (2, 100), "ef_construction": (1, 4096), "ef_search": (1, 4096)}
-
-
 def hnsw_from_dict(d: dict) -> HNSW:
-    """The HNSW spec `HNSW.to_dict` wrote, each value checked against HNSW_BOUNDS."""
+    """The HNSW spec `HNSW.to_dict` wrote (from a file: HNSW checks HNSW_LIMITS, so
+    the graph's per-node lists and per-search scratch are not sized by the file)."""
     if not isinstance(d, dict) or d.get("kind") != "hnsw":
-        raise SchemaError(f"a vector index spec is {{'kind': 'hnsw', ...}}, got {_shown(d)}")
-    for key, (lo, hi) in HNSW_BOUNDS.items():
-        v = d.get(key)
-        if type(v) is not int or not lo <= v <= hi:
-            raise SchemaError(f"HNSW {key} must be an integer in {lo}..{hi}, got {_shown(v)}")
-    return HNSW(d["m"], d["ef_construction"], d["ef_search"])
+        raise SchemaError(f"a vector index spec is {{'kind': 'hnsw', ...}}, got {brief_from_file(d)}")
+    return HNSW(**{key: d.get(key) for key in HNSW_LIMITS})
 
 
 def Int(index: str | None = None) -> Field:
@@ -294,11 +286,11 @@ class Schema:
         if not isinstance(d, dict) or d.get("id") not in ("int", "text") \
                 or not isinstance(d.get("fields"), dict):
             raise SchemaError(f"a schema is {{'id': 'int' | 'text', 'fields': {{...}}}}, "
-                              f"got {_shown(d)}")
+                              f"got {brief_from_file(d)}")
         fields = {}
         for name, f in d["fields"].items():
             if not isinstance(name, str) or not _NAME.match(name) or name == "id":
-                raise SchemaError(f"invalid field name {_shown(name)}")
+                raise SchemaError(f"invalid field name {brief_from_file(name)}")
             fields[name] = Field.from_dict(f)
         return Schema(fields, d["id"])
 
@@ -339,7 +331,7 @@ def coerce_ids(schema: Schema, ids: Any) -> np.ndarray | list:
     a list of str for text ids. A numpy integer array is checked vectorised;
     anything else one id at a time."""
     if not isinstance(ids, _LISTLIKE) or (isinstance(ids, np.ndarray) and ids.ndim != 1):
-        raise FieldTypeError(f"ids is a list of ids, got {_show(ids)}")
+        raise FieldTypeError(f"ids is a list of ids, got {brief(ids)}")
     if schema.id_kind == "int":
         if isinstance(ids, np.ndarray) and ids.dtype != object:
             if not ids.size:
@@ -356,14 +348,14 @@ def coerce_ids(schema: Schema, ids: Any) -> np.ndarray | list:
         for v in vals:
             # one at a time: np.asarray([True, 5]) is an int array, [2**63] a uint64 one
             if not is_int(v):
-                raise FieldTypeError(f"ids of this collection are integers, got {_show(v)}")
+                raise FieldTypeError(f"ids of this collection are integers, got {brief(v)}")
             if not ID_MIN <= v < ID_END:
                 raise FieldTypeError(f"id {v} is outside the 64-bit range [-2**63, 2**63)")
         return np.array(vals, dtype=np.int64)
     vals = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
     bad = next((i for i, v in enumerate(vals) if not isinstance(v, str)), None)
     if bad is not None:
-        raise FieldTypeError(f"ids of this collection are text, got {_show(vals[bad])}")
+        raise FieldTypeError(f"ids of this collection are text, got {brief(vals[bad])}")
     vals = _exact_str(vals)
     _check_text("id", vals)
     return vals
@@ -378,7 +370,7 @@ def coerce_values(name: str, f: Field, values: list) -> tuple[Any, np.ndarray]:
     if k == "text":
         bad = next((v for v in values if v is not None and not isinstance(v, str)), None)
         if bad is not None:
-            raise FieldTypeError(f"field {name!r} is text, got {_show(bad)}")
+            raise FieldTypeError(f"field {name!r} is text, got {brief(bad)}")
         values = _exact_str(values)
         _check_text(name, [v for v in values if v is not None])
         return values, nulls
@@ -392,11 +384,11 @@ def coerce_values(name: str, f: Field, values: list) -> tuple[Any, np.ndarray]:
                               dtype=np.int64, count=len(values))
         except OverflowError:   # a datetime64 beyond int64 microseconds
             raise FieldTypeError(f"field {name!r}: a timestamp is out of range") from None
-        return _check_timestamps(name, out), nulls
+        return out, nulls     # to_micros refused every value outside years 1..9999
     # int / float / bool
     for v in values:
         if v is not None and not _scalar_ok(k, v):
-            raise FieldTypeError(f"field {name!r} is {k}, got {_show(v)}")
+            raise FieldTypeError(f"field {name!r} is {k}, got {brief(v)}")
     fill = {"int": 0, "float": 0.0, "bool": False}[k]
     dtype = {"int": np.int64, "float": np.float64, "bool": np.bool_}[k]
     try:
@@ -447,7 +439,7 @@ def coerce_query_vector(f: Field, q: Any) -> np.ndarray:
             a = np.asarray(q, dtype=np.float32) if not isinstance(q, np.ndarray) else q
     except (ValueError, TypeError, OverflowError):
         # e.g. a list of strings, or an int past float: not VarveErrors
-        raise FieldTypeError(f"query vector must be numeric, got {_show(q)}") from None
+        raise FieldTypeError(f"query vector must be numeric, got {brief(q)}") from None
     if a.ndim != 1 or a.shape[0] != f.dim:
         raise DimensionError(f"query vector has shape {a.shape}; field expects ({f.dim},)")
     if a.dtype.kind not in "iuf":
@@ -524,7 +516,7 @@ def _check_text(name: str, strings: list) -> None:
         total = len("".join(strings).encode("utf-8"))
     except UnicodeEncodeError:
         bad = next(s for s in strings if not _utf8_ok(s))
-        raise FieldTypeError(f"field {name!r}: {_show(bad)} is not valid Unicode "
+        raise FieldTypeError(f"field {name!r}: {brief(bad)} is not valid Unicode "
                              "(a lone surrogate cannot be stored)") from None
     if total > MAX_VALUE_BYTES:
         # a str of n characters encodes to at most 4n bytes
@@ -546,7 +538,7 @@ def _utf8_len(name: str, s: str) -> int:
     try:
         return len(s.encode("utf-8"))
     except UnicodeEncodeError:
-        raise FieldTypeError(f"field {name!r}: {_show(s)} is not valid Unicode "
+        raise FieldTypeError(f"field {name!r}: {brief(s)} is not valid Unicode "
                              "(a lone surrogate cannot be stored)") from None
 
 
@@ -577,7 +569,7 @@ def _check_json(name: str, v: Any) -> None:
             pass
         elif t is int:
             if not _JSON_INT_MIN <= x < _JSON_INT_END:
-                raise FieldTypeError(f"field {name!r}: JSON integer {_show(x)} is outside "
+                raise FieldTypeError(f"field {name!r}: JSON integer {brief(x)} is outside "
                                      "the 64-bit range")
         elif t is float:
             if not math.isfinite(x):
@@ -592,7 +584,7 @@ def _check_json(name: str, v: Any) -> None:
                 for key, y in x.items():
                     if type(key) is not str:
                         raise FieldTypeError(f"field {name!r}: JSON object keys must be str, "
-                                             f"got {_show(key)}")
+                                             f"got {brief(key)}")
                     size += 9 + _utf8_len(name, key)
                     stack.append((y, depth + 1))
             else:
@@ -616,19 +608,19 @@ def to_micros(name: str, v: Any) -> int:
         try:
             v = _dt.datetime.fromisoformat(v)
         except ValueError:
-            raise FieldTypeError(f"field {name!r}: not an ISO-8601 timestamp: {_show(v)}") from None
+            raise FieldTypeError(f"field {name!r}: not an ISO-8601 timestamp: {brief(v)}") from None
     if isinstance(v, np.datetime64):
         return int(datetime64_micros(name, np.array([v]))[0])
     if not isinstance(v, _dt.datetime):
-        raise FieldTypeError(f"field {name!r} is timestamp, got {_show(v)}")
+        raise FieldTypeError(f"field {name!r} is timestamp, got {brief(v)}")
     try:
         if v.utcoffset() is None:
             v = v.replace(tzinfo=_dt.timezone.utc)
         us = (v - _EPOCH) // _dt.timedelta(microseconds=1)
     except (TypeError, ValueError, OverflowError):   # a tzinfo that misbehaves
-        raise FieldTypeError(f"field {name!r}: cannot place {_show(v)} in UTC") from None
+        raise FieldTypeError(f"field {name!r}: cannot place {brief(v)} in UTC") from None
     if not TS_MIN_US <= us <= TS_MAX_US:
-        raise FieldTypeError(f"field {name!r}: {_show(v)} is outside years 1..9999 UTC")
+        raise FieldTypeError(f"field {name!r}: {brief(v)} is outside years 1..9999 UTC")
     return us
 
 
@@ -681,27 +673,14 @@ def from_micros(us: int) -> _dt.datetime:
     return _EPOCH + _dt.timedelta(microseconds=int(us))
 
 
-# What from_micros can turn back into a datetime: years 1..9999 in UTC. A stored
-# timestamp outside it (a NaT, a datetime64 of year 10000) could not be read.
-TIMESTAMP_MIN_US, TIMESTAMP_MAX_US = (
-    (d.replace(tzinfo=_dt.timezone.utc) - _EPOCH) // _dt.timedelta(microseconds=1)
-    for d in (_dt.datetime.min, _dt.datetime.max))
-
-
 def timestamps_readable(us: np.ndarray) -> bool:
-    """Can every one of these int64 microsecond values be read back as a datetime?"""
-    return not us.size or (int(us.min()) >= TIMESTAMP_MIN_US
-                           and int(us.max()) <= TIMESTAMP_MAX_US)
+    """Can every one of these int64 microsecond values be read back as a datetime?
+    (A stored NaT or year-10000 value could not: from_micros would overflow.)"""
+    return not us.size or (int(us.min()) >= TS_MIN_US and int(us.max()) <= TS_MAX_US)
 
 
-def _check_timestamps(name: str, us: np.ndarray) -> np.ndarray:
-    if not timestamps_readable(us):
-        raise FieldTypeError(f"field {name!r}: a timestamp is NaT or outside years 1..9999 "
-                             "in UTC (it could not be read back as a datetime)")
-    return us
-
-
-def _show(x: Any) -> str:
+def brief(x: Any) -> str:
+    """A value's repr cut to one line of a message."""
     s = repr(x)
     return s if len(s) < 60 else s[:57] + "..."
 
@@ -710,6 +689,6 @@ _FILE_REPR = reprlib.Repr()
 _FILE_REPR.maxlevel, _FILE_REPR.maxstring, _FILE_REPR.maxother = 3, 40, 40
 
 
-def _shown(x: Any) -> str:
-    """_show for what a file holds: bounded depth too (a crafted value may nest deeply)."""
+def brief_from_file(x: Any) -> str:
+    """`brief` for what a file holds: bounded depth too (a crafted value may nest deeply)."""
     return _FILE_REPR.repr(x)

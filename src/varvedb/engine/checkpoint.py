@@ -23,12 +23,13 @@ from typing import Callable
 import numpy as np
 
 from ..errors import CorruptFileError, SchemaError
-from ..schema import VECTOR_DTYPES, Schema, timestamps_readable, validate_name
+from ..schema import (VECTOR_DTYPES, Schema, brief_from_file, timestamps_readable,
+                      validate_name)
 from ..storage import format as F
 from ..storage import record
 from .columns import Growable, JsonColumn, TextColumn, VectorColumn
 from .frames import (APPLY_ERRORS, INT64_MAX, SCALAR_DTYPES, all_finite, all_of_types,
-                     array_of, int_of, show)
+                     array_of, int_of)
 from .table import ALIVE, Table
 
 MAX_EXTENTS = 64   # more runs than this and the arena is written whole instead
@@ -161,10 +162,10 @@ def _history(arrays: dict, version: int, chain: bytes | None) -> list[tuple]:
 def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int) -> Table:
     """One table of the checkpoint, every array checked to have its n rows."""
     if not isinstance(tm, dict):
-        raise CorruptFileError(f"a checkpoint table is {show(tm)}")
+        raise CorruptFileError(f"a checkpoint table is {brief_from_file(tm)}")
     cid = int_of(tm, "cid", 1, INT64_MAX)
     if not isinstance(tm.get("name"), str):
-        raise CorruptFileError(f"checkpoint table {cid} is named {show(tm.get('name'))}")
+        raise CorruptFileError(f"checkpoint table {cid} is named {brief_from_file(tm.get('name'))}")
     try:
         name = validate_name(tm["name"])
         schema = Schema.from_dict(tm.get("schema"))
@@ -213,7 +214,7 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int) -> Table:
             col.load({"codes": arrays[q + "codes"]}, words)
         elif isinstance(col, JsonColumn):
             if not isinstance(cm, list) or len(cm) != n:
-                raise CorruptFileError(f"json column {name}.{fname} has {show(cm)} "
+                raise CorruptFileError(f"json column {name}.{fname} has {brief_from_file(cm)} "
                                        f"for {n} rows")
             col.load({}, cm)
         else:
@@ -227,7 +228,7 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int) -> Table:
         ix.load(_scalar_index(arrays, f"{p}ix.{fname}.", ix, n))
     for fname in tm["vector_indexes"]:
         if fname not in t.vector_indexes:
-            raise CorruptFileError(f"checkpoint holds a graph of {name}.{show(fname)}, "
+            raise CorruptFileError(f"checkpoint holds a graph of {name}.{brief_from_file(fname)}, "
                                    "which has no vector index")
         sub = {k[len(f"{p}vx.{fname}."):]: a for k, a in arrays.items()
                if k.startswith(f"{p}vx.{fname}.")}
@@ -254,12 +255,12 @@ def _load_arena(col: VectorColumn, what: str, extents, arena, mv, n: int,
         col.arena = Growable(dtype, (dim,), data=arena)
         return
     if not isinstance(extents, list) or len(extents) > MAX_EXTENTS:
-        raise CorruptFileError(f"{what}: extents {show(extents)}")
+        raise CorruptFileError(f"{what}: extents {brief_from_file(extents)}")
     row_bytes = dim * dtype.itemsize
     row = 0
     for e in extents:
         if not (isinstance(e, list) and len(e) == 3 and all(type(x) is int for x in e)):
-            raise CorruptFileError(f"{what}: extent {show(e)}")
+            raise CorruptFileError(f"{what}: extent {brief_from_file(e)}")
         first, count, off = e
         # in order, and inside the log before this checkpoint (Python ints: no overflow)
         if first != row or count < 1 or off < F.LOG_START or off % F.ALIGN \
@@ -295,7 +296,7 @@ def _words(words, what: str) -> list:
     """A text dictionary: distinct strings."""
     if not isinstance(words, list) or not all_of_types(words, {str}) \
             or len(set(words)) != len(words):
-        raise CorruptFileError(f"text column {what} has dictionary {show(words)}")
+        raise CorruptFileError(f"text column {what} has dictionary {brief_from_file(words)}")
     return words
 
 

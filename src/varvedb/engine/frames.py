@@ -34,7 +34,7 @@ DELETE              c: the cid of an existing table. Arrays: rows <i8 (k,), each
 CREATE_INDEX        c: the cid of an existing table; field: one of its vector
                     fields that has no vector index yet, whose vectors so far
                     are all finite; spec: HNSW.to_dict() with m, ef_construction,
-                    ef_search within schema.HNSW_BOUNDS. No arrays.
+                    ef_search within schema.HNSW_LIMITS. No arrays.
 
 Vectors are checked to be finite only where a graph will walk them (its
 kernels run with fastmath: a NaN distance can loop a greedy walk forever);
@@ -47,13 +47,11 @@ field is dim zeros, as a live insert would hold them.)
 """
 from __future__ import annotations
 
-import reprlib
-
 import msgspec
 import numpy as np
 
 from ..errors import CorruptFileError, SchemaError, VarveError
-from ..schema import (TIMESTAMP_MAX_US, TIMESTAMP_MIN_US, Schema, hnsw_from_dict,
+from ..schema import (TS_MAX_US, TS_MIN_US, Schema, brief_from_file, hnsw_from_dict,
                       timestamps_readable, validate_name)
 from ..storage import format as F
 from .table import ALIVE
@@ -71,7 +69,7 @@ VECTOR_ARRAY_DTYPES = {"f32": "<f4", "f16": "<f2"}
 
 def check_commit(rec: F.CommitRecord) -> None:
     """A commit frame's fields that its hashes do not vouch for: the timestamp."""
-    if not TIMESTAMP_MIN_US <= rec.timestamp_us <= TIMESTAMP_MAX_US:
+    if not TS_MIN_US <= rec.timestamp_us <= TS_MAX_US:
         raise CorruptFileError(f"commit of version {rec.version} has timestamp "
                                f"{rec.timestamp_us}, outside years 1..9999")
 
@@ -90,12 +88,12 @@ def check_create_collection(engine, meta: dict, arrays: dict) -> None:
         raise CorruptFileError(f"collection id {cid} is created twice")
     name = meta.get("name")
     if not isinstance(name, str):
-        raise CorruptFileError(f"collection name {show(name)}")
+        raise CorruptFileError(f"collection name {brief_from_file(name)}")
     try:
         validate_name(name)
         Schema.from_dict(meta.get("schema"))
     except SchemaError as e:
-        raise CorruptFileError(f"collection {show(name)}: {e}") from None
+        raise CorruptFileError(f"collection {brief_from_file(name)}: {e}") from None
     if name in engine.names:
         raise CorruptFileError(f"collection {name!r} is created twice")
     no_arrays(arrays)
@@ -111,19 +109,19 @@ def check_insert(engine, meta: dict, arrays: dict) -> None:
     fields = meta.get("fields")
     if not isinstance(fields, list) or not all_of_types(fields, {str}) \
             or len(set(fields)) != len(fields) or not set(fields) <= t.schema.fields.keys():
-        raise CorruptFileError(f"insert into {t.name!r} names fields {show(fields)}")
+        raise CorruptFileError(f"insert into {t.name!r} names fields {brief_from_file(fields)}")
     lists = meta.get("lists", {})
     if not isinstance(lists, dict):
-        raise CorruptFileError(f"insert 'lists' is {show(lists)}")
+        raise CorruptFileError(f"insert 'lists' is {brief_from_file(lists)}")
     listed = {f for f in fields if t.schema.fields[f].kind in ("text", "json")}
     if lists.keys() != listed:
-        raise CorruptFileError(f"insert into {t.name!r} lists {show(list(lists))}, "
+        raise CorruptFileError(f"insert into {t.name!r} lists {brief_from_file(list(lists))}, "
                                f"its text and json fields are {sorted(listed)}")
     expected = set()
     if t.schema.id_kind == "text":
         ids = meta.get("ids")
         if not isinstance(ids, list) or len(ids) != n or not all_of_types(ids, {str}):
-            raise CorruptFileError(f"insert of {n} rows has text ids {show(ids)}")
+            raise CorruptFileError(f"insert of {n} rows has text ids {brief_from_file(ids)}")
     else:
         array_of(arrays, "ids", "<i8", (n,))
         expected.add("ids")
@@ -135,7 +133,7 @@ def check_insert(engine, meta: dict, arrays: dict) -> None:
             if not isinstance(vals, list) or len(vals) != n \
                     or (allowed and not all_of_types(vals, allowed)):
                 raise CorruptFileError(f"insert of {n} rows: {f.kind} field {name!r} holds "
-                                       f"{show(vals)}")
+                                       f"{brief_from_file(vals)}")
             continue
         if f.kind == "vector":
             v = array_of(arrays, f"v:{name}", VECTOR_ARRAY_DTYPES[f.dtype], (n, f.dim))
@@ -170,7 +168,7 @@ def check_create_index(engine, meta: dict, arrays: dict) -> None:
     name = meta.get("field")
     f = t.schema.fields.get(name) if isinstance(name, str) else None
     if f is None or f.kind != "vector":
-        raise CorruptFileError(f"index on {show(name)}, not a vector field of {t.name!r}")
+        raise CorruptFileError(f"index on {brief_from_file(name)}, not a vector field of {t.name!r}")
     if name in t.vector_indexes:
         raise CorruptFileError(f"{name!r} of {t.name!r} is indexed twice")
     try:
@@ -192,7 +190,7 @@ _CHECKS = {F.Kind.CREATE_COLLECTION: check_create_collection, F.Kind.INSERT: che
 def int_of(meta: dict, key: str, lo: int, hi: int) -> int:
     v = meta.get(key)
     if type(v) is not int or not lo <= v <= hi:
-        raise CorruptFileError(f"{key!r} is {show(v)}, not an integer in {lo}..{hi}")
+        raise CorruptFileError(f"{key!r} is {brief_from_file(v)}, not an integer in {lo}..{hi}")
     return v
 
 
@@ -200,7 +198,7 @@ def table_of(engine, meta: dict):
     cid = meta.get("c")
     t = engine.tables.get(cid) if type(cid) is int else None
     if t is None:
-        raise CorruptFileError(f"frame names collection id {show(cid)}, which does not exist")
+        raise CorruptFileError(f"frame names collection id {brief_from_file(cid)}, which does not exist")
     return t
 
 
@@ -243,10 +241,3 @@ def all_of_types(values: list, types: set) -> bool:
     return set(map(type, values)) <= types
 
 
-def show(x) -> str:
-    """A short repr of a value read from a file (bounded depth: it may nest deeply)."""
-    return _REPR.repr(x)
-
-
-_REPR = reprlib.Repr()
-_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 40, 40

@@ -24,7 +24,7 @@ from pglast.enums import A_Expr_Kind, BoolExprType, NullTestType
 from pglast.parser import ParseError
 
 from ..errors import FieldTypeError, FilterError, UnknownFieldError
-from ..schema import Schema, to_micros
+from ..schema import Schema, brief, to_micros
 
 # Conversion, checking and evaluation recurse once per level: deeper nesting
 # (NOT NOT ... x, a AND (b OR (...))) raised RecursionError, not a FilterError.
@@ -65,7 +65,7 @@ def parse(expr: str) -> Node:
     except ParseError as e:
         raise FilterError(f"malformed filter {expr!r}: {e}") from None
     except UnicodeEncodeError:      # the parser takes UTF-8: a lone surrogate has none
-        raise FilterError(f"filter {_show(expr)} is not valid Unicode (a lone surrogate)") from None
+        raise FilterError(f"filter {brief(expr)} is not valid Unicode (a lone surrogate)") from None
     if len(stmts) != 1 or not isinstance(stmts[0].stmt, ast.SelectStmt):
         raise FilterError(f"malformed filter {expr!r}")
     sel = stmts[0].stmt
@@ -77,7 +77,7 @@ def parse(expr: str) -> Node:
         root = None
     if root is None or _depth(root) > MAX_FILTER_DEPTH:
         raise FilterError(f"filter nested more than {MAX_FILTER_DEPTH} levels deep: "
-                          f"{_show(expr)}")
+                          f"{brief(expr)}")
     return root
 
 
@@ -182,12 +182,7 @@ def _value(n, expr: str) -> Any:
 def check_params(params) -> None:
     """params= is a list or tuple ($1 is params[0]); a str was split into characters."""
     if not isinstance(params, (list, tuple)):
-        raise FilterError(f"params is a list or tuple of values, got {_show(params)}")
-
-
-def _show(x) -> str:
-    s = repr(x)
-    return s if len(s) < 60 else s[:57] + "..."
+        raise FilterError(f"params is a list or tuple of values, got {brief(params)}")
 
 
 class Filter:
@@ -195,7 +190,7 @@ class Filter:
 
     def __init__(self, expr: str, schema: Schema, params: list | tuple = ()):
         if not isinstance(expr, str):   # parse's cache would raise TypeError on a list
-            raise FilterError(f"a filter is an SQL expression string, got {_show(expr)}")
+            raise FilterError(f"a filter is an SQL expression string, got {brief(expr)}")
         check_params(params)
         self.expr = expr
         self.root = parse(expr)
