@@ -8,6 +8,7 @@ commit, a fresh open must see the same, and the connection must write again.
 from __future__ import annotations
 
 import errno
+import os
 import threading
 import time
 
@@ -459,3 +460,19 @@ def test_failed_background_sync_undoes_its_window_and_readers_follow(db_path, fa
     reader.close()
     db.close()
     assert fresh_view(db_path) == {**durable, **expected([4])}
+
+
+def test_a_rolled_back_bulk_leaves_a_hole_that_open_does_not_map(db_path):
+    db, docs = make(db_path)
+    big = np.arange(10_000, 400_000)                 # ~12 MB written before the commit
+    with pytest.raises(RuntimeError):
+        with db.transaction():
+            docs.insert_arrays(id=big, tag=np.ones(len(big), np.int64), emb=vec(big))
+            raise RuntimeError("roll back")
+    db.close()
+    size = os.path.getsize(db_path)
+    assert size > 10 << 20 and zero_from(db_path, 64 << 10)   # the file kept its size
+    for readonly in (True, False):
+        db = vv.connect(db_path, readonly=readonly)
+        assert len(db._engine._map) < 4 << 20 and state(db) == expected(range(10))
+        db.close()

@@ -201,13 +201,20 @@ class LogFile:
         return sorted((sb for sb in slots if sb), key=lambda sb: -sb.seq)
 
     def map(self) -> mmap.mmap | None:
-        """A read-only map of the whole file as it is now (None if empty).
+        """A read-only map of the file's data as it is now (None if empty).
 
+        The file never shrinks, and a dead tail is a punched hole; nothing past
+        the first hole was written since, so the map stops there (a hole reads
+        as zeros: the end of the log) instead of populating gigabytes of it.
         MAP_POPULATE maps every page up front: one call instead of a page
         fault per 4 KiB on first touch, which costs more than the read itself."""
         size = os.fstat(self.fd).st_size
         if not size:
             return None
+        try:
+            size = min(size, max(os.lseek(self.fd, 0, os.SEEK_HOLE), F.LOG_START))
+        except (OSError, AttributeError):   # no SEEK_HOLE here: map it all
+            pass
         flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
         return mmap.mmap(self.fd, size, flags=flags, prot=mmap.PROT_READ)
 
