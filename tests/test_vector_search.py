@@ -100,16 +100,6 @@ def test_results_identical_after_close_and_reopen(tmp_path, ds):
     db2.close()
 
 
-def test_f16_recall_within_001_of_f32(tmp_path, ds):
-    db32, c32 = _load(str(tmp_path / "a.varve"), ds, "f32", "cosine")
-    db16, c16 = _load(str(tmp_path / "b.varve"), ds, "f16", "cosine")
-    r32, _ = _recall(c32, ds, metric="cosine")
-    r16, _ = _recall(c16, ds, metric="cosine")
-    assert r16 >= r32 - 0.01
-    db32.close()
-    db16.close()
-
-
 def test_delete_every_row_then_insert_new_ones_finds_them(tmp_path, ds):
     db, c = _load(str(tmp_path / "d.varve"), ds)
     c.delete(where="id >= 0")

@@ -6,8 +6,10 @@
 """
 from .collection import Collection
 from .database import Database, VersionInfo, connect
+from .session import Session
 from .errors import (ClosedError, CorruptFileError, DimensionError, DuplicateIdError,
                      FieldTypeError, FileMissingError, FilterError, FormatVersionError,
+                     LockTimeoutError,
                      NonFiniteVectorError, NotAVarveFileError, NotFoundError, OptionError,
                      ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
                      TransactionError, UnknownFieldError, VarveError, VersionNotFoundError,
@@ -19,11 +21,11 @@ from .storage.verify import VerifyReport, verify_file
 __version__ = "0.1.0"
 
 __all__ = [
-    "connect", "Database", "Collection", "VersionInfo", "Hit", "Hits", "VerifyReport",
+    "connect", "Database", "Session", "Collection", "VersionInfo", "Hit", "Hits", "VerifyReport",
     "verify_file", "Field", "Int", "Float", "Bool", "Text", "Json", "Timestamp", "Vector",
     "HNSW", "VarveError", "SchemaError", "UnknownFieldError", "FieldTypeError",
     "DimensionError", "NonFiniteVectorError", "DuplicateIdError", "FilterError",
     "NotFoundError", "NotAVarveFileError", "FormatVersionError", "CorruptFileError",
     "WriterLockedError", "FileMissingError", "OptionError", "ReadOnlyError", "ClosedError",
-    "TransactionError", "TransactionAbortedError", "StorageError", "VersionNotFoundError",
+    "TransactionError", "TransactionAbortedError", "LockTimeoutError", "StorageError", "VersionNotFoundError",
 ]

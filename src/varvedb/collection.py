@@ -9,32 +9,41 @@ one raises a VarveError subclass before anything is read or written.
 """
 from __future__ import annotations
 
-import uuid
 from typing import Any, Iterable
 
 import numpy as np
 
-from .errors import DuplicateIdError, FieldTypeError, SchemaError, UnknownFieldError
+from .errors import FieldTypeError, SchemaError, UnknownFieldError
 from .query.filter import Filter, check_params
 from .query.planner import vector_search
 from .results import Hit, Hits
 from .schema import (HNSW, MAX_EF, Batch, Schema, coerce_array, coerce_ids,
                      coerce_query_vector, coerce_values, from_micros, is_int)
-from .storage.format import Kind
 from .engine.columns import VectorColumn
 from .engine.table import ALIVE, Table
 
 
 class Collection:
-    def __init__(self, db, name: str):
+    def __init__(self, db, name: str, session=None):
         self._db = db
+        self._engine = db._engine
         self.name = name
+        self._session = session      # None: the calling thread's default session
+
+    @property
+    def _sess(self):
+        return self._session or self._db._thread_session()
+
+    @property
+    def _tx(self):
+        """The reader's open transaction (its session's), if any."""
+        return self._sess.tx
 
     # ---- description ---------------------------------------------------------
 
     @property
     def _table(self) -> Table:
-        return self._db._engine.table(self.name)
+        return self._engine.table(self.name)
 
     @property
     def schema(self) -> Schema:
@@ -46,15 +55,14 @@ class Collection:
     def __len__(self) -> int:
         return self.count()
 
-    # ---- writes ----------------------------------------------------------------
+    # ---- writes: arguments checked here, then one engine verb ---------------------
 
     def insert(self, rows: dict | Iterable[dict]) -> list:
         """Insert new documents; an id already taken raises DuplicateIdError. Returns the ids."""
-        with self._db._writing():
+        with self._sess._writing() as tx:
             t = self._table
             batch = self._batch_from_rows(t, rows)
-            self._check_new_ids(t, batch.ids)
-            self._write_insert(t, batch)
+            self._engine.insert(tx, t, batch.ids, batch.columns)
             return _id_list(batch.ids)
 
     def insert_arrays(self, id=None, **columns) -> np.ndarray | list:
@@ -63,36 +71,30 @@ class Collection:
         `id` is optional (assigned when omitted); each keyword is a field
         (vectors as an (n, dim) array). Returns the ids.
         """
-        with self._db._writing():
+        with self._sess._writing() as tx:
             t = self._table
             t.schema.check_names(columns, "insert_arrays")
             n = _batch_length(id, columns)
-            ids = self._assign_ids(t, [None] * n) if id is None else coerce_ids(t.schema, id)
+            ids = t.assign_ids([None] * n) if id is None else coerce_ids(t.schema, id)
             if len(ids) != n:
                 raise FieldTypeError(f"{len(ids)} ids for {n} rows")
             cols = {name: coerce_array(name, t.schema.fields[name], arr, n)
                     for name, arr in columns.items()}
-            batch = Batch(ids, cols)
-            self._check_new_ids(t, batch.ids)
-            self._write_insert(t, batch)
-            return batch.ids
+            self._engine.insert(tx, t, ids, cols)
+            return ids
 
     def upsert(self, rows: dict | Iterable[dict]) -> list:
         """Insert documents, replacing any live document with the same id."""
-        with self._db._writing():
+        with self._sess._writing() as tx:
             t = self._table
             batch = self._batch_from_rows(t, rows)
-            keys = _id_list(batch.ids)
-            _check_unique(keys)
-            old = t.live_rows(keys)
-            self._write_delete(t, old[old >= 0])
-            self._write_insert(t, batch)
-            return keys
+            self._engine.upsert(tx, t, batch.ids, batch.columns)
+            return _id_list(batch.ids)
 
     def update(self, set: dict, where: str | None = None, params: list | tuple = (),
                ids: list | None = None) -> int:
         """Set fields on the live documents matching `where` (or `ids`). Returns the count."""
-        with self._db._writing():
+        with self._sess._writing() as tx:
             t = self._table
             check_params(params)
             if not isinstance(set, dict) or not set:
@@ -100,43 +102,42 @@ class Collection:
             if "id" in set:
                 raise FieldTypeError("the id of a document cannot be updated")
             t.schema.check_names(set, "update")
-            new_vals = {name: coerce_values(name, t.schema.fields[name], [v])
-                        for name, v in set.items()}
-            rows = self._target_rows(t, where, params, ids)
-            if not len(rows):
-                return 0
-            cols = {}
-            for name, col in t.columns.items():
-                if name in new_vals:
-                    vals, nulls = new_vals[name]
-                    cols[name] = (_repeat(vals, len(rows)), np.repeat(nulls, len(rows)))
-                else:
-                    cols[name] = col.take(rows)
-            batch = Batch(_ids_of(t, rows), cols)
-            self._write_delete(t, rows)
-            self._write_insert(t, batch)
+            values = {name: coerce_values(name, t.schema.fields[name], [v])
+                      for name, v in set.items()}
+            rows = self._target_rows(t, tx, where, params, ids)
+            self._engine.update(tx, t, rows, values)
             return len(rows)
 
     def delete(self, ids: list | None = None, where: str | None = None,
                params: list | tuple = ()) -> int:
         """Delete live documents by id (a list) or by filter. Returns how many were deleted."""
-        with self._db._writing():
+        with self._sess._writing() as tx:
             t = self._table
             check_params(params)
-            rows = self._target_rows(t, where, params, ids)
-            self._write_delete(t, rows)
+            rows = self._target_rows(t, tx, where, params, ids)
+            self._engine.delete(tx, t, rows)
             return len(rows)
 
-    def _target_rows(self, t: Table, where, params, ids) -> np.ndarray:
+    def create_index(self, field: str, index: HNSW) -> None:
+        """Build a graph index on a vector field (best after a bulk load); kept current after."""
+        with self._sess._writing() as tx:
+            t = self._table
+            fname = self._vector_field(t, field)
+            if not isinstance(index, HNSW):
+                raise SchemaError(f"create_index takes vv.HNSW(...), got {index!r}")
+            index.check()     # again: a frozen HNSW can still be altered by force
+            self._engine.create_index(tx, t, fname, index)
+
+    def _target_rows(self, t: Table, tx, where, params, ids) -> np.ndarray:
         if (where is None) == (ids is None):
             raise FieldTypeError("give exactly one of ids= or where=")
         if ids is not None:
             keys = _id_list(coerce_ids(t.schema, ids))
             rows = t.live_rows(keys)
             return np.unique(rows[rows >= 0])
-        v = self._db._engine.read_version()
+        v = self._engine.read_version(tx)
         n = t.n
-        mask = self._visible(t, v, n) & Filter(where, t.schema, params).mask(t, n)
+        mask = t.visible(v, n) & Filter(where, t.schema, params).mask(t, n)
         return np.flatnonzero(mask)
 
     def _batch_from_rows(self, t: Table, rows) -> Batch:
@@ -151,59 +152,10 @@ class Collection:
                                  f"{type(rows[bad]).__name__}")
         names = set().union(*rows) if rows else set()
         t.schema.check_names(names)
-        raw_ids = [r.get("id") for r in rows]
-        ids = self._assign_ids(t, raw_ids)
+        ids = t.assign_ids([r.get("id") for r in rows])
         cols = {name: coerce_values(name, t.schema.fields[name], [r.get(name) for r in rows])
                 for name in names if name != "id"}
         return Batch(ids, cols)
-
-    def _assign_ids(self, t: Table, raw: list):
-        missing = [i for i, v in enumerate(raw) if v is None]
-        if not missing:
-            return coerce_ids(t.schema, raw)
-        given = [v for v in raw if v is not None]
-        if t.schema.id_kind == "text":
-            fresh = [uuid.uuid4().hex for _ in missing]
-        else:
-            given_ids = coerce_ids(t.schema, given)
-            start = max(t.next_int_id, int(given_ids.max()) + 1 if len(given_ids) else 0)
-            fresh = list(range(start, start + len(missing)))
-        out = list(raw)
-        for i, v in zip(missing, fresh):
-            out[i] = v
-        return coerce_ids(t.schema, out)
-
-    def _check_new_ids(self, t: Table, ids) -> None:
-        keys = _id_list(ids)
-        _check_unique(keys)
-        taken = t.live_rows(keys)
-        if (taken >= 0).any():
-            dup = keys[int(np.flatnonzero(taken >= 0)[0])]
-            raise DuplicateIdError(f"id {dup!r} already exists in {self.name!r}")
-
-    def _write_insert(self, t: Table, batch: Batch) -> None:
-        n = len(batch)
-        if n == 0:
-            return
-        meta: dict[str, Any] = {"c": t.cid, "first": t.n, "n": n, "fields": sorted(batch.columns),
-                                "lists": {}}
-        arrays: dict[str, np.ndarray] = {}
-        if t.schema.id_kind == "text":
-            meta["ids"] = list(batch.ids)
-        else:
-            arrays["ids"] = np.asarray(batch.ids, np.int64)
-        for name, (vals, nulls) in batch.columns.items():
-            if isinstance(vals, list):
-                meta["lists"][name] = vals
-            else:
-                arrays[f"v:{name}"] = vals
-                arrays[f"n:{name}"] = nulls
-        self._db._engine.write(Kind.INSERT, meta, arrays, rows_changed=n)
-
-    def _write_delete(self, t: Table, rows: np.ndarray) -> None:
-        if len(rows):
-            self._db._engine.write(Kind.DELETE, {"c": t.cid},
-                                   {"rows": np.asarray(rows, np.int64)}, rows_changed=len(rows))
 
     # ---- reads -----------------------------------------------------------------
 
@@ -211,7 +163,7 @@ class Collection:
         """The document with this id (as of a version or aware datetime), or None."""
         t = self._table
         names = self._select(t, select, vectors=True)
-        v = self._db._engine.resolve_as_of(as_of)
+        v = self._engine.resolve_as_of(as_of, self._tx)
         key = _id_list(coerce_ids(t.schema, [id]))[0]
         rows = t.rows_of_id(key, t.n)   # n after v: every row of version v is below it
         rows = rows[(t.born.data[rows] <= v) & (t.died.data[rows] > v)]
@@ -223,7 +175,7 @@ class Collection:
         """How many documents are visible (as of a version), optionally filtered."""
         t = self._table
         check_params(params)
-        v = self._db._engine.resolve_as_of(as_of)
+        v = self._engine.resolve_as_of(as_of, self._tx)
         n = t.n   # taken once, after v, for every mask (the writer may append meanwhile)
         mask = self._visible(t, v, n)
         if where is not None:
@@ -238,26 +190,13 @@ class Collection:
         if limit is not None:
             limit = _limit(limit)     # a negative one sliced [:-1], dropping a row
         names = self._select(t, select)
-        v = self._db._engine.resolve_as_of(as_of)
+        v = self._engine.resolve_as_of(as_of, self._tx)
         n = t.n
         mask = self._visible(t, v, n)
         if where is not None:
             mask = mask & Filter(where, t.schema, params).mask(t, n)
         rows = np.flatnonzero(mask)[:limit]
         return self._hits(t, rows, names, None, "filter scan")
-
-    def create_index(self, field: str, index: HNSW) -> None:
-        """Build a graph index on a vector field (best after a bulk load); kept current after."""
-        with self._db._writing():
-            t = self._table
-            fname = self._vector_field(t, field)
-            if not isinstance(index, HNSW):
-                raise SchemaError(f"create_index takes vv.HNSW(...), got {index!r}")
-            if fname in t.vector_indexes:
-                raise SchemaError(f"{fname!r} already has a vector index")
-            index.check()     # again: a frozen HNSW can still be altered by force
-            self._db._engine.write(Kind.CREATE_INDEX, {"c": t.cid, "field": fname,
-                                                        "spec": index.to_dict()})
 
     def search(self, vector=None, where: str | None = None, params: list | tuple = (),
                limit: int = 10, select: list | None = None, as_of=None,
@@ -282,7 +221,7 @@ class Collection:
             raise FieldTypeError(f"exact is True or False, got {exact!r:.80}")
         check_params(params)
         names = self._select(t, select)
-        v = self._db._engine.resolve_as_of(as_of)
+        v = self._engine.resolve_as_of(as_of, self._tx)
         n = t.n
         col: VectorColumn = t.columns[fname]
         mask, allowed = t.searchable(fname, v, n, final=self._final())
@@ -302,7 +241,7 @@ class Collection:
         """Every version of one document: [{version, deleted, doc}], oldest first."""
         t = self._table
         key = _id_list(coerce_ids(t.schema, [id]))[0]
-        v = self._db._engine.read_version()
+        v = self._engine.read_version(self._tx)
         rows = t.rows_of_id(key, t.n)
         rows = rows[t.born.data[rows] <= v]
         docs = self._docs(t, rows, self._select(t, None, vectors=True))
@@ -320,7 +259,7 @@ class Collection:
 
     def _final(self) -> bool:
         # Outside a transaction the version read is committed, so its masks can be cached.
-        return self._db._engine.in_transaction() is None
+        return self._tx is None
 
     def _vector_field(self, t: Table, field: str | None) -> str:
         vecs = t.schema.vector_fields
@@ -383,19 +322,6 @@ def _ids_of(t: Table, rows: np.ndarray) -> list:
 
 def _id_list(ids) -> list:
     return ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
-
-
-def _check_unique(keys: list) -> None:
-    if len(set(keys)) != len(keys):
-        seen = set()
-        dup = next(k for k in keys if k in seen or seen.add(k))
-        raise DuplicateIdError(f"id {dup!r} appears twice in one batch")
-
-
-def _repeat(vals, n: int):
-    if isinstance(vals, list):
-        return vals * n
-    return np.repeat(vals, n, axis=0)
 
 
 def _limit(limit) -> int:

@@ -2,25 +2,31 @@
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 
 from .collection import Collection
 from .engine.engine import Engine
 from .errors import NotFoundError, OptionError
-from .schema import Schema, from_micros, is_int, validate_name
+from .schema import from_micros, is_int
+from .session import Session, TransactionScope
 from .storage.verify import VerifyReport, verify_file
 
 
 def connect(path: str | os.PathLike = ":memory:", *, readonly: bool = False,
-            durability: str = "commit", batch_ms: float = 50.0) -> "Database":
+            durability: str = "commit", batch_ms: float = 50.0,
+            timeout: float = 5.0) -> "Database":
     """Open (creating if missing) a varvedb file; ":memory:" keeps nothing on disk.
 
     durability: "commit" (fdatasync before each commit returns; concurrent
     commits share one), "batch" (fdatasync at most every `batch_ms`
     milliseconds) or "off" (the OS decides). readonly=True opens without the
     write lock; call `refresh()` to see commits made since by the writer.
+    timeout: how many seconds a transaction waits for another session's to end
+    before it raises LockTimeoutError.
     """
-    return Database(path, readonly=readonly, durability=durability, batch_ms=batch_ms)
+    return Database(path, readonly=readonly, durability=durability, batch_ms=batch_ms,
+                    timeout=timeout)
 
 
 @dataclass
@@ -33,19 +39,33 @@ class VersionInfo:
 
 class Database:
     def __init__(self, path, readonly: bool = False, durability: str = "commit",
-                 batch_ms: float = 50.0):
+                 batch_ms: float = 50.0, timeout: float = 5.0):
         path = os.fspath(path)
         self.path = None if path == ":memory:" else path
-        self._engine = Engine(self.path, readonly, durability, batch_ms)
+        self._engine = Engine(self.path, readonly, durability, batch_ms, timeout)
+        self._local = threading.local()
+
+    # ---- sessions ------------------------------------------------------------
+
+    def session(self, timeout: float | None = None) -> Session:
+        """A new session: its own transaction, independent of threads (see Session).
+        `timeout` overrides the connection's lock timeout for its transactions."""
+        self._engine._ensure_open()
+        return Session(self, timeout)
+
+    def _thread_session(self) -> Session:
+        """The calling thread's default session: what db.transaction() and the
+        collections from db.collection() use."""
+        s = getattr(self._local, "session", None)
+        if s is None:
+            s = self._local.session = Session(self)
+        return s
 
     # ---- collections -------------------------------------------------------
 
     def create_collection(self, name: str, schema: dict) -> Collection:
         """Create a collection with a schema of field name -> type."""
-        validate_name(name)
-        parsed = Schema.parse(schema)
-        with self._writing():
-            self._engine.create_table(name, parsed)
+        self._thread_session().create_collection(name, schema)
         return Collection(self, name)
 
     def collection(self, name: str) -> Collection:
@@ -63,23 +83,19 @@ class Database:
 
     # ---- transactions and versions -------------------------------------------
 
-    def transaction(self) -> "_TransactionScope":
+    def transaction(self) -> TransactionScope:
         """Group writes into one commit; an exception inside rolls all of them back.
 
             with db.transaction():
                 docs.insert(...); docs.delete(ids=[3])
-        """
-        return _TransactionScope(self._engine, join=False)
 
-    def _writing(self) -> "_TransactionScope":
-        """The caller's open transaction, or a new one that commits on exit."""
-        return _TransactionScope(self._engine, join=True)
+        The transaction is the calling thread's (its default session's)."""
+        return self._thread_session().transaction()
 
     @property
     def version(self) -> int:
-        """The newest committed version this connection sees."""
-        self._engine._ensure_open()
-        return self._engine.read_version()
+        """The newest version this thread sees (its open transaction's, if any)."""
+        return self._thread_session().version
 
     def history(self) -> list[VersionInfo]:
         """Every commit still held: version, timestamp, chain hash, rows changed."""
@@ -120,27 +136,3 @@ class Database:
 
     def __repr__(self) -> str:
         return f"<varvedb.Database {self.path or ':memory:'} version {self._engine.visible}>"
-
-
-class _TransactionScope:
-    """Context manager for a transaction; with join=True it reuses an open one."""
-    __slots__ = ("engine", "join", "tx")
-
-    def __init__(self, engine: Engine, join: bool):
-        self.engine = engine
-        self.join = join
-        self.tx = None
-
-    def __enter__(self):
-        if self.join and self.engine.in_transaction() is not None:
-            return self.engine.in_transaction()
-        self.tx = self.engine.begin()
-        return self.tx
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if self.tx is None:
-            return
-        if exc_type is not None:
-            self.engine.rollback(self.tx)
-        else:
-            self.engine.commit(self.tx)

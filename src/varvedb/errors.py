@@ -104,3 +104,11 @@ class StorageError(VarveError, OSError):
 
 class VersionNotFoundError(VarveError):
     """An `as_of` names a version that the file does not (or no longer) hold."""
+
+
+class LockTimeoutError(TransactionError):
+    """Another session held the write transaction for longer than the timeout.
+
+    Like PostgreSQL's lock_not_available (SQLSTATE 55P03): nothing was written;
+    retry once the other session commits or rolls back."""
+    sqlstate = "55P03"

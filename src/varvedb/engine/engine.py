@@ -33,15 +33,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import (ClosedError, CorruptFileError, FieldTypeError, NotFoundError,
-                      OptionError, ReadOnlyError, SchemaError, StorageError,
+from ..errors import (ClosedError, CorruptFileError, FieldTypeError, LockTimeoutError,
+                      NotFoundError, OptionError, ReadOnlyError, SchemaError, StorageError,
                       TransactionAbortedError, TransactionError, VersionNotFoundError)
 from ..schema import Schema, to_micros
 from ..storage import format as F
-from ..storage import record
 from ..storage.log import LogFile, LoggedCommit
 from . import checkpoint, frames
-from .table import Table
+from .table import Table, check_unique
+from .writer_lock import WriterLock
 
 CLOSE_CHECKPOINT_BYTES = 4 << 20   # close() checkpoints when more log than this would replay
 PROGRESS_ROWS = 50_000             # graph builds at least this large show a progress bar
@@ -62,7 +62,7 @@ class Transaction:
     def __init__(self, engine: "Engine", version: int):
         self.engine = engine
         self.version = version
-        self.owner = threading.get_ident()
+        self.thread = threading.get_ident()   # where it began (close rolls it back there)
         self.rows_changed = 0
         self.frames = 0
         self.tables: set[int] = set()
@@ -72,12 +72,13 @@ class Transaction:
 
 class Engine:
     def __init__(self, path: str | None, readonly: bool = False, durability: str = "commit",
-                 batch_ms: float = 50.0):
+                 batch_ms: float = 50.0, lock_timeout: float = 5.0):
         if durability not in ("commit", "batch", "off"):
             raise OptionError(f"durability is 'commit', 'batch' or 'off', not {durability!r}")
         if isinstance(batch_ms, bool) or not isinstance(batch_ms, (int, float)) or batch_ms < 0:
             raise OptionError(f"batch_ms is a non-negative number of milliseconds, "
                               f"not {batch_ms!r}")
+        self.lock_timeout = check_timeout(lock_timeout)
         self.path = path
         self.readonly = readonly
         self.tables: dict[int, Table] = {}
@@ -86,7 +87,7 @@ class Engine:
         self.visible = 0                       # newest version readers may see
         self.written = 0                       # newest version in the log
         self._tx: Transaction | None = None
-        self._writer = threading.RLock()       # held for a whole transaction
+        self._writer = WriterLock()            # held for a whole transaction
         self._publish = threading.Lock()
         self._closed = False
         self._map = None
@@ -182,10 +183,7 @@ class Engine:
             # checked (frames.py) before it touches a table. The except is a
             # backstop for what the checks miss; it names where the file is bad.
             try:
-                meta, arrays, offsets = record.decode(payload)
-                frames.check(self, f.kind, meta, arrays)
-                offs = {k: f.payload_offset + o for k, o in offsets.items()}
-                self._apply(f.kind, meta, arrays, offs, v)
+                self._apply(frames.decode(self, f.kind, payload, f.payload_offset), v)
             except frames.APPLY_ERRORS as e:
                 why = str(e) if isinstance(e, CorruptFileError) else f"{type(e).__name__}: {e}"
                 raise CorruptFileError(f"{self.path}: the frame at offset {f.offset} (version "
@@ -198,7 +196,7 @@ class Engine:
         self._ensure_open()
         if self.log is None:
             return self.visible
-        with self._writer:
+        with self._writer.held():
             buf = self.log.map()
             if buf is None:
                 return self.visible
@@ -223,57 +221,124 @@ class Engine:
 
     # ---- frames ----------------------------------------------------------------
 
-    def _apply(self, kind: int, meta: dict, arrays: dict, offsets: dict, version: int) -> None:
-        if kind == F.Kind.CREATE_COLLECTION:
-            t = Table(meta["cid"], meta["name"], Schema.from_dict(meta["schema"]), version)
+    def _apply(self, frame: frames.Frame, version: int) -> None:
+        if isinstance(frame, frames.Insert):
+            self.tables[frame.cid].apply_insert(frame, version)
+        elif isinstance(frame, frames.Delete):
+            self.tables[frame.cid].apply_delete(frame.rows, version)
+        elif isinstance(frame, frames.CreateCollection):
+            t = Table(frame.cid, frame.name, frame.schema, version)
             self.tables[t.cid] = t
             self.names[t.name] = t.cid
             if self._tx is not None and self._tx.version == version:
                 t.begin()
                 self._tx.tables.add(t.cid)
-        elif kind == F.Kind.INSERT:
-            self.tables[meta["c"]].apply_insert(meta, arrays, offsets, version)
-        elif kind == F.Kind.DELETE:
-            self.tables[meta["c"]].apply_delete(arrays["rows"], version)
-        elif kind == F.Kind.CREATE_INDEX:
-            self.tables[meta["c"]].create_index(meta["field"], meta["spec"], version)
+        elif isinstance(frame, frames.CreateIndex):
+            self.tables[frame.cid].create_index(frame.field, frame.spec, version)
         else:
-            raise CorruptFileError(f"unknown frame kind {kind}")
+            raise CorruptFileError(f"unknown frame {type(frame).__name__}")
 
-    def write(self, kind: int, meta: dict, arrays: dict | None = None, rows_changed: int = 0):
+    def write(self, tx: "Transaction", frame: frames.Frame, rows_changed: int = 0) -> None:
         """Append one frame to the open transaction and apply it.
 
         If either fails, the transaction is undone and aborted, and the error raised."""
-        tx = self._require_tx()
-        if tx.aborted:
-            raise TransactionAbortedError("an earlier write of this transaction failed and "
-                                          "the transaction was undone: roll it back")
-        arrays = arrays or {}
-        offs = {}
+        self._check_writing(tx)
         try:
             if self.log is not None:
-                parts, length, offsets = record.encode(meta, arrays)
-                base = self.log.append(kind, parts, length)
-                offs = {k: base + o for k, o in offsets.items()}
-            cid = meta.get("c")
-            if cid is not None and cid not in tx.tables:
-                self.tables[cid].begin()
-                tx.tables.add(cid)
-            self._apply(kind, meta, arrays, offs, tx.version)
+                parts, length, offsets = frames.encode(frame)
+                base = self.log.append(frame.KIND, parts, length)
+                if isinstance(frame, frames.Insert):
+                    frame.located(base, offsets)
+            if not isinstance(frame, frames.CreateCollection) and frame.cid not in tx.tables:
+                self.tables[frame.cid].begin()
+                tx.tables.add(frame.cid)
+            self._apply(frame, tx.version)
         except BaseException:
             self._abort(tx)
             raise
         tx.rows_changed += rows_changed
         tx.frames += 1
 
+    def _check_writing(self, tx: "Transaction") -> None:
+        if tx is not self._tx or tx.done:
+            raise TransactionError("this transaction is not open")
+        if tx.aborted:
+            raise TransactionAbortedError("an earlier write of this transaction failed and "
+                                          "the transaction was undone: roll it back")
+
+    # ---- write verbs: each checks what only the table knows, then writes frames ----
+
+    def create_collection(self, tx: "Transaction", name: str, schema: Schema) -> Table:
+        self._check_writing(tx)
+        if name in self.names:
+            raise SchemaError(f"a collection named {name!r} already exists")
+        cid = max(self.tables, default=0) + 1
+        self.write(tx, frames.CreateCollection(cid, name, schema))
+        return self.tables[cid]
+
+    def insert(self, tx: "Transaction", t: Table, ids, columns: dict) -> None:
+        """New documents; DuplicateIdError if an id is live (or twice in the batch)."""
+        self._check_writing(tx)
+        t.check_new_ids(_keys(ids))
+        self._insert(tx, t, ids, columns)
+
+    def upsert(self, tx: "Transaction", t: Table, ids, columns: dict) -> None:
+        """New documents, each replacing the live document with its id, if any."""
+        self._check_writing(tx)
+        keys = _keys(ids)
+        check_unique(keys)
+        old = t.live_rows(keys)
+        self.delete(tx, t, old[old >= 0])
+        self._insert(tx, t, ids, columns)
+
+    def update(self, tx: "Transaction", t: Table, rows: np.ndarray, values: dict) -> None:
+        """New versions of live `rows`: `values` (field -> (values, nulls) of one
+        row) set, every other field kept."""
+        self._check_writing(tx)
+        if not len(rows):
+            return
+        cols = {}
+        for name, col in t.columns.items():
+            if name in values:
+                vals, nulls = values[name]
+                cols[name] = (_repeat(vals, len(rows)), np.repeat(nulls, len(rows)))
+            else:
+                cols[name] = col.take(rows)
+        ids = t.id_values(rows)
+        self.delete(tx, t, rows)
+        self._insert(tx, t, ids, cols)
+
+    def delete(self, tx: "Transaction", t: Table, rows: np.ndarray) -> None:
+        """Live `rows` die."""
+        if len(rows):
+            self.write(tx, frames.Delete(t.cid, np.asarray(rows, np.int64)),
+                       rows_changed=len(rows))
+
+    def create_index(self, tx: "Transaction", t: Table, field: str, spec) -> None:
+        self._check_writing(tx)
+        if field in t.vector_indexes:
+            raise SchemaError(f"{field!r} already has a vector index")
+        self.write(tx, frames.CreateIndex(t.cid, field, spec))
+
+    def _insert(self, tx: "Transaction", t: Table, ids, columns: dict) -> None:
+        if len(ids):
+            if t.schema.id_kind != "text":
+                ids = np.asarray(ids, np.int64)
+            self.write(tx, frames.Insert(t.cid, t.n, ids, columns), rows_changed=len(ids))
+
     # ---- transactions ----------------------------------------------------------
 
-    def begin(self) -> Transaction:
+    def begin(self, timeout: float | None = None) -> Transaction:
+        """Open the write transaction, waiting up to `timeout` seconds (default:
+        the connection's lock_timeout) while another session holds it."""
         self._ensure_writable()
-        self._writer.acquire()
+        timeout = self.lock_timeout if timeout is None else timeout
+        tx = Transaction(self, 0)
+        if not self._writer.acquire(tx, timeout):
+            raise LockTimeoutError(f"another session held the write transaction for "
+                                   f"{timeout:g} s; commit or roll that one back first")
         try:
-            if self._tx is not None:
-                raise TransactionError("a transaction is already open on this thread")
+            self._ensure_writable()     # closed while this one waited
             if self.log is not None:
                 if self._generation != self.log.generation:
                     self._reload()
@@ -283,10 +348,11 @@ class Engine:
                     raise failure
                 self.log.begin()
         except BaseException:
-            self._writer.release()
+            self._writer.release(tx)
             raise
-        self._tx = Transaction(self, self.written + 1)
-        return self._tx
+        tx.version = self.written + 1
+        self._tx = tx
+        return tx
 
     def commit(self, tx: Transaction) -> int:
         """Make the transaction durable and visible. Returns its version."""
@@ -322,21 +388,21 @@ class Engine:
             try:
                 self.log.sync_to(end, generation)
             except StorageError:
-                with self._writer:
+                with self._writer.held():
                     self._reload()
                 raise
         with self._publish:
             self.visible = max(self.visible, tx.version)
         touched = [self.tables[c] for c in tx.tables if c in self.tables]
         if any(t.vector_indexes for t in touched):
-            with self._writer:
+            with self._writer.held():
                 self._link(touched)
         return tx.version
 
     def _end(self, tx: Transaction) -> None:
         tx.done = True
         self._tx = None
-        self._writer.release()
+        self._writer.release(tx)
 
     def _abort(self, tx: Transaction) -> None:
         """Undo the transaction in memory and in the file; it stays open, aborted."""
@@ -386,28 +452,23 @@ class Engine:
         finally:
             self._end(tx)
 
-    def in_transaction(self) -> Transaction | None:
+    def _begun_here(self) -> Transaction | None:
+        """The open transaction if it began on the calling thread."""
         tx = self._tx
-        return tx if tx is not None and tx.owner == threading.get_ident() else None
-
-    def _require_tx(self) -> Transaction:
-        tx = self.in_transaction()
-        if tx is None:
-            raise TransactionError("no transaction is open on this thread")
-        return tx
+        return tx if tx is not None and tx.thread == threading.get_ident() else None
 
     # ---- reading ---------------------------------------------------------------
 
-    def read_version(self) -> int:
-        tx = self.in_transaction()
-        return tx.version if tx is not None else self.visible
+    def read_version(self, tx: Transaction | None = None) -> int:
+        """The version a reader sees: its own open transaction's, else the published one."""
+        return tx.version if tx is not None and not tx.done else self.visible
 
-    def resolve_as_of(self, as_of) -> int:
+    def resolve_as_of(self, as_of, tx: Transaction | None = None) -> int:
         """A version number, or a timezone-aware datetime → the last version
         committed at or before it. Anything else is an OptionError: a naive
         datetime (or a string, a datetime64) could be in any zone."""
         if as_of is None:
-            return self.read_version()
+            return self.read_version(tx)
         if isinstance(as_of, bool) or not isinstance(as_of, (int, np.integer)):
             if not isinstance(as_of, datetime.datetime):
                 raise OptionError(f"as_of is a version number or a timezone-aware "
@@ -427,11 +488,11 @@ class Engine:
                                  len(self.history))
             i = int(np.searchsorted(stamps, us, side="right"))
             v = self.history[i - 1].version if i else self.oldest_version() - 1
-            return min(v, self.read_version())
+            return min(v, self.read_version(tx))
         v = int(as_of)
-        if v < 0 or v > self.read_version():
+        if v < 0 or v > self.read_version(tx):
             raise VersionNotFoundError(f"version {v} does not exist; the newest is "
-                                       f"{self.read_version()}")
+                                       f"{self.read_version(tx)}")
         if v < self.oldest_version() - 1:
             raise VersionNotFoundError(f"version {v} is older than the history kept "
                                        f"(oldest {self.oldest_version()})")
@@ -447,25 +508,17 @@ class Engine:
             raise NotFoundError(f"no collection named {name!r}")
         return self.tables[cid]
 
-    def create_table(self, name: str, schema: Schema) -> Table:
-        if name in self.names:
-            raise SchemaError(f"a collection named {name!r} already exists")
-        cid = max(self.tables, default=0) + 1
-        self.write(F.Kind.CREATE_COLLECTION, {"cid": cid, "name": name,
-                                              "schema": schema.to_dict()})
-        return self.tables[cid]
-
     # ---- checkpoints and lifecycle ------------------------------------------
 
     def checkpoint(self) -> None:
         """Write the state as of the latest version so open loads it instead of replaying."""
         self._ensure_writable()
-        if self.in_transaction() is not None:
+        if self._begun_here() is not None:   # waiting for it here would wait forever
             raise TransactionError("checkpoint() inside a transaction: commit or roll back "
                                    "first")
         if self.log is None:
             return
-        with self._writer:
+        with self._writer.held():
             self._reload()
             if self.log.superblock and self.log.superblock.checkpoint_version == self.written:
                 return
@@ -498,10 +551,10 @@ class Engine:
         """Close; first checkpoint if replaying the log since the last one would be slow."""
         if self._closed:
             return
-        tx = self.in_transaction()
+        tx = self._begun_here()
         if tx is not None:   # closing inside a transaction rolls it back
             self.rollback(tx)
-        with self._writer:
+        with self._writer.held():
             try:
                 if self.log is not None:
                     if not self.readonly and self._tx is None and self._checkpoint_worthwhile():
@@ -514,3 +567,21 @@ class Engine:
                 self._closed = True
                 self.tables.clear()
                 self._map = None
+
+
+def _keys(ids) -> list:
+    return ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
+
+
+def _repeat(vals, n: int):
+    if isinstance(vals, list):
+        return vals * n
+    return np.repeat(vals, n, axis=0)
+
+
+def check_timeout(timeout) -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+            or not 0 <= timeout < float("inf"):
+        raise OptionError(f"a lock timeout is a non-negative number of seconds, "
+                          f"not {timeout!r:.80}")
+    return float(timeout)

@@ -1,14 +1,20 @@
-"""Checking a logged frame before replay applies it.
+"""The frames a transaction writes: one class per kind, its writer and its reader.
+
+Each kind (docs/file-format.md, "Kinds") is one dataclass here with
+`encode()` → (meta, arrays) for storage/record.py, and `decode(engine, meta,
+arrays)` → the frame, which trusts nothing. The engine applies
+frames, never dicts, so a live write and a replay run the same code after
+this module, and the grammar below is the only statement of each format
+besides the file-format document.
 
 A frame whose SHA-256 checked was written by some writer, not necessarily a
-correct one. `check` takes the decoded record of one frame (storage/record.py
+correct one. `decode` takes the decoded record of one frame (storage/record.py
 has already checked its layout: the arrays lie inside the payload and have
 allowed dtypes) and the engine state it is about to be applied to, and raises
 CorruptFileError unless applying it keeps the invariants of table.py and
 costs work and memory proportional to the frame's own bytes. Nothing is
 allocated, and no engine state touched, before the check passes. A live write
-builds its frames itself and applies them unchecked; only replay (open,
-refresh) runs these.
+builds its frames from checked values and applies them unchecked.
 
 Grammar of each kind (meta keys, then arrays by name; `n` is meta["n"]; every
 int is a msgpack int, never a bool; keys not listed are ignored):
@@ -47,13 +53,17 @@ field is dim zeros, as a live insert would hold them.)
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import ClassVar
+
 import msgspec
 import numpy as np
 
 from ..errors import CorruptFileError, SchemaError, VarveError
-from ..schema import (TS_MAX_US, TS_MIN_US, Schema, brief_from_file, hnsw_from_dict,
+from ..schema import (HNSW, TS_MAX_US, TS_MIN_US, Schema, brief_from_file, hnsw_from_dict,
                       timestamps_readable, validate_name)
 from ..storage import format as F
+from ..storage import record
 from .table import ALIVE
 
 # What applying a well-hashed but malformed frame may still raise past the
@@ -74,115 +84,206 @@ def check_commit(rec: F.CommitRecord) -> None:
                                f"{rec.timestamp_us}, outside years 1..9999")
 
 
-def check(engine, kind: int, meta: dict, arrays: dict) -> None:
-    """Raise CorruptFileError unless the frame can be applied to the engine as it is."""
-    fn = _CHECKS.get(kind)
-    if fn is None:
-        raise CorruptFileError(f"unknown frame kind {kind}")
-    fn(engine, meta, arrays)
+@dataclass
+class CreateCollection:
+    KIND: ClassVar[int] = F.Kind.CREATE_COLLECTION
+    cid: int
+    name: str
+    schema: Schema
+
+    def encode(self) -> tuple[dict, dict]:
+        return {"cid": self.cid, "name": self.name, "schema": self.schema.to_dict()}, {}
+
+    @classmethod
+    def decode(cls, engine, meta: dict, arrays: dict) -> "CreateCollection":
+        cid = int_of(meta, "cid", 1, INT64_MAX)
+        if cid in engine.tables:
+            raise CorruptFileError(f"collection id {cid} is created twice")
+        name = meta.get("name")
+        if not isinstance(name, str):
+            raise CorruptFileError(f"collection name {brief_from_file(name)}")
+        try:
+            validate_name(name)
+            schema = Schema.from_dict(meta.get("schema"))
+        except SchemaError as e:
+            raise CorruptFileError(f"collection {brief_from_file(name)}: {e}") from None
+        if name in engine.names:
+            raise CorruptFileError(f"collection {name!r} is created twice")
+        no_arrays(arrays)
+        return cls(cid, name, schema)
 
 
-def check_create_collection(engine, meta: dict, arrays: dict) -> None:
-    cid = int_of(meta, "cid", 1, INT64_MAX)
-    if cid in engine.tables:
-        raise CorruptFileError(f"collection id {cid} is created twice")
-    name = meta.get("name")
-    if not isinstance(name, str):
-        raise CorruptFileError(f"collection name {brief_from_file(name)}")
-    try:
-        validate_name(name)
-        Schema.from_dict(meta.get("schema"))
-    except SchemaError as e:
-        raise CorruptFileError(f"collection {brief_from_file(name)}: {e}") from None
-    if name in engine.names:
-        raise CorruptFileError(f"collection {name!r} is created twice")
-    no_arrays(arrays)
+@dataclass
+class Insert:
+    """New row versions [first, first + n) of one table: ids, then per present
+    field (values, nulls) — a list for text and json, else an array.
+    `offsets` holds where each field's value block lies in the file (set
+    once the frame is written or read; a vector column maps its block)."""
+    KIND: ClassVar[int] = F.Kind.INSERT
+    cid: int
+    first: int
+    ids: list | np.ndarray
+    columns: dict[str, tuple]
+    offsets: dict[str, int] = field(default_factory=dict)
 
+    def __len__(self) -> int:
+        return len(self.ids)
 
-def check_insert(engine, meta: dict, arrays: dict) -> None:
-    t = table_of(engine, meta)
-    first = int_of(meta, "first", 0, INT64_MAX)
-    if first != t.n:
-        raise CorruptFileError(f"insert into {t.name!r} starts at row {first}; "
-                               f"the collection has {t.n}")
-    n = int_of(meta, "n", 0, INT64_MAX)
-    fields = meta.get("fields")
-    if not isinstance(fields, list) or not all_of_types(fields, {str}) \
-            or len(set(fields)) != len(fields) or not set(fields) <= t.schema.fields.keys():
-        raise CorruptFileError(f"insert into {t.name!r} names fields {brief_from_file(fields)}")
-    lists = meta.get("lists", {})
-    if not isinstance(lists, dict):
-        raise CorruptFileError(f"insert 'lists' is {brief_from_file(lists)}")
-    listed = {f for f in fields if t.schema.fields[f].kind in ("text", "json")}
-    if lists.keys() != listed:
-        raise CorruptFileError(f"insert into {t.name!r} lists {brief_from_file(list(lists))}, "
-                               f"its text and json fields are {sorted(listed)}")
-    expected = set()
-    if t.schema.id_kind == "text":
-        ids = meta.get("ids")
-        if not isinstance(ids, list) or len(ids) != n or not all_of_types(ids, {str}):
-            raise CorruptFileError(f"insert of {n} rows has text ids {brief_from_file(ids)}")
-    else:
-        array_of(arrays, "ids", "<i8", (n,))
-        expected.add("ids")
-    for name in fields:
-        f = t.schema.fields[name]
-        if name in listed:
-            vals = lists[name]
-            allowed = {str, type(None)} if f.kind == "text" else None
-            if not isinstance(vals, list) or len(vals) != n \
-                    or (allowed and not all_of_types(vals, allowed)):
-                raise CorruptFileError(f"insert of {n} rows: {f.kind} field {name!r} holds "
-                                       f"{brief_from_file(vals)}")
-            continue
-        if f.kind == "vector":
-            v = array_of(arrays, f"v:{name}", VECTOR_ARRAY_DTYPES[f.dtype], (n, f.dim))
-            # the writer refuses NaN and inf; a graph's kernels rely on it (all_finite)
-            if name in t.vector_indexes and not all_finite(v):
-                raise CorruptFileError(f"insert: vector field {name!r} holds NaN or inf")
+    def encode(self) -> tuple[dict, dict]:
+        meta: dict = {"c": self.cid, "first": self.first, "n": len(self.ids),
+                      "fields": sorted(self.columns), "lists": {}}
+        arrays: dict[str, np.ndarray] = {}
+        if isinstance(self.ids, np.ndarray):
+            arrays["ids"] = self.ids
         else:
-            v = array_of(arrays, f"v:{name}", SCALAR_DTYPES[f.kind], (n,))
-            if f.kind == "timestamp" and not timestamps_readable(v):
-                raise CorruptFileError(f"insert: timestamp field {name!r} holds values "
-                                       "outside years 1..9999")
-        array_of(arrays, f"n:{name}", "|b1", (n,))
-        expected |= {f"v:{name}", f"n:{name}"}
-    only_arrays(arrays, expected)
+            meta["ids"] = list(self.ids)
+        for name, (vals, nulls) in self.columns.items():
+            if isinstance(vals, list):
+                meta["lists"][name] = vals
+            else:
+                arrays[f"v:{name}"] = vals
+                arrays[f"n:{name}"] = nulls
+        return meta, arrays
+
+    def located(self, base: int, offsets: dict[str, int]) -> None:
+        """Note where the value blocks lie in the file: the record starts at
+        `base`, its arrays at `offsets` within it."""
+        self.offsets = {k[2:]: base + o for k, o in offsets.items() if k.startswith("v:")}
+
+    @classmethod
+    def decode(cls, engine, meta: dict, arrays: dict) -> "Insert":
+        t = table_of(engine, meta)
+        first = int_of(meta, "first", 0, INT64_MAX)
+        if first != t.n:
+            raise CorruptFileError(f"insert into {t.name!r} starts at row {first}; "
+                                   f"the collection has {t.n}")
+        n = int_of(meta, "n", 0, INT64_MAX)
+        fields = meta.get("fields")
+        if not isinstance(fields, list) or not all_of_types(fields, {str}) \
+                or len(set(fields)) != len(fields) or not set(fields) <= t.schema.fields.keys():
+            raise CorruptFileError(f"insert into {t.name!r} names fields "
+                                   f"{brief_from_file(fields)}")
+        lists = meta.get("lists", {})
+        if not isinstance(lists, dict):
+            raise CorruptFileError(f"insert 'lists' is {brief_from_file(lists)}")
+        listed = {f for f in fields if t.schema.fields[f].kind in ("text", "json")}
+        if lists.keys() != listed:
+            raise CorruptFileError(f"insert into {t.name!r} lists "
+                                   f"{brief_from_file(list(lists))}, its text and json "
+                                   f"fields are {sorted(listed)}")
+        expected = set()
+        if t.schema.id_kind == "text":
+            ids = meta.get("ids")
+            if not isinstance(ids, list) or len(ids) != n or not all_of_types(ids, {str}):
+                raise CorruptFileError(f"insert of {n} rows has text ids {brief_from_file(ids)}")
+        else:
+            ids = array_of(arrays, "ids", "<i8", (n,))
+            expected.add("ids")
+        columns = {}
+        for name in fields:
+            f = t.schema.fields[name]
+            if name in listed:
+                vals = lists[name]
+                allowed = {str, type(None)} if f.kind == "text" else None
+                if not isinstance(vals, list) or len(vals) != n \
+                        or (allowed and not all_of_types(vals, allowed)):
+                    raise CorruptFileError(f"insert of {n} rows: {f.kind} field {name!r} "
+                                           f"holds {brief_from_file(vals)}")
+                columns[name] = (vals, None)
+                continue
+            if f.kind == "vector":
+                v = array_of(arrays, f"v:{name}", VECTOR_ARRAY_DTYPES[f.dtype], (n, f.dim))
+                # the writer refuses NaN and inf; a graph's kernels rely on it (all_finite)
+                if name in t.vector_indexes and not all_finite(v):
+                    raise CorruptFileError(f"insert: vector field {name!r} holds NaN or inf")
+            else:
+                v = array_of(arrays, f"v:{name}", SCALAR_DTYPES[f.kind], (n,))
+                if f.kind == "timestamp" and not timestamps_readable(v):
+                    raise CorruptFileError(f"insert: timestamp field {name!r} holds values "
+                                           "outside years 1..9999")
+            columns[name] = (v, array_of(arrays, f"n:{name}", "|b1", (n,)))
+            expected |= {f"v:{name}", f"n:{name}"}
+        only_arrays(arrays, expected)
+        return cls(t.cid, first, ids, columns)
 
 
-def check_delete(engine, meta: dict, arrays: dict) -> None:
-    t = table_of(engine, meta)
-    rows = array_of(arrays, "rows", "<i8", None)
-    only_arrays(arrays, {"rows"})
-    if not len(rows):
-        return
-    if int(rows.min()) < 0 or int(rows.max()) >= t.n:
-        raise CorruptFileError(f"delete names rows outside [0, {t.n}) of {t.name!r}")
-    # writers delete only live rows: a row dies once
-    if not (t.died.data[rows] == ALIVE).all():
-        raise CorruptFileError(f"delete names rows of {t.name!r} that are already dead")
+@dataclass
+class Delete:
+    """Row versions of one table that die (each alive until now)."""
+    KIND: ClassVar[int] = F.Kind.DELETE
+    cid: int
+    rows: np.ndarray
+
+    def encode(self) -> tuple[dict, dict]:
+        return {"c": self.cid}, {"rows": np.asarray(self.rows, np.int64)}
+
+    @classmethod
+    def decode(cls, engine, meta: dict, arrays: dict) -> "Delete":
+        t = table_of(engine, meta)
+        rows = array_of(arrays, "rows", "<i8", None)
+        only_arrays(arrays, {"rows"})
+        if len(rows):
+            if int(rows.min()) < 0 or int(rows.max()) >= t.n:
+                raise CorruptFileError(f"delete names rows outside [0, {t.n}) of {t.name!r}")
+            # writers delete only live rows: a row dies once
+            if not (t.died.data[rows] == ALIVE).all():
+                raise CorruptFileError(f"delete names rows of {t.name!r} that are already dead")
+        return cls(t.cid, rows)
 
 
-def check_create_index(engine, meta: dict, arrays: dict) -> None:
-    t = table_of(engine, meta)
-    name = meta.get("field")
-    f = t.schema.fields.get(name) if isinstance(name, str) else None
-    if f is None or f.kind != "vector":
-        raise CorruptFileError(f"index on {brief_from_file(name)}, not a vector field of {t.name!r}")
-    if name in t.vector_indexes:
-        raise CorruptFileError(f"{name!r} of {t.name!r} is indexed twice")
-    try:
-        hnsw_from_dict(meta.get("spec"))
-    except SchemaError as e:
-        raise CorruptFileError(f"index on {name!r}: {e}") from None
-    no_arrays(arrays)
-    # the rows so far were checked only if a graph already walked them
-    if not all_finite(t.columns[name].arena.view()):
-        raise CorruptFileError(f"index on {name!r}: its vectors hold NaN or inf")
+@dataclass
+class CreateIndex:
+    KIND: ClassVar[int] = F.Kind.CREATE_INDEX
+    cid: int
+    field: str
+    spec: HNSW
+
+    def encode(self) -> tuple[dict, dict]:
+        return {"c": self.cid, "field": self.field, "spec": self.spec.to_dict()}, {}
+
+    @classmethod
+    def decode(cls, engine, meta: dict, arrays: dict) -> "CreateIndex":
+        t = table_of(engine, meta)
+        name = meta.get("field")
+        f = t.schema.fields.get(name) if isinstance(name, str) else None
+        if f is None or f.kind != "vector":
+            raise CorruptFileError(f"index on {brief_from_file(name)}, not a vector field "
+                                   f"of {t.name!r}")
+        if name in t.vector_indexes:
+            raise CorruptFileError(f"{name!r} of {t.name!r} is indexed twice")
+        try:
+            spec = hnsw_from_dict(meta.get("spec"))
+        except SchemaError as e:
+            raise CorruptFileError(f"index on {name!r}: {e}") from None
+        no_arrays(arrays)
+        # the rows so far were checked only if a graph already walked them
+        if not all_finite(t.columns[name].arena.view()):
+            raise CorruptFileError(f"index on {name!r}: its vectors hold NaN or inf")
+        return cls(t.cid, name, spec)
 
 
-_CHECKS = {F.Kind.CREATE_COLLECTION: check_create_collection, F.Kind.INSERT: check_insert,
-           F.Kind.DELETE: check_delete, F.Kind.CREATE_INDEX: check_create_index}
+Frame = CreateCollection | Insert | Delete | CreateIndex
+KINDS = {cls.KIND: cls for cls in (CreateCollection, Insert, Delete, CreateIndex)}
+
+
+def encode(frame: Frame) -> tuple[list, int, dict[str, int]]:
+    """The frame as a record: (parts, length, array offsets within it)."""
+    meta, arrays = frame.encode()
+    return record.encode(meta, arrays)
+
+
+def decode(engine, kind: int, payload, base: int) -> Frame:
+    """The payload of a logged frame (at file offset `base`) as the frame it
+    encodes, checked against the engine's state; CorruptFileError if it is not
+    one varvedb could have written."""
+    cls = KINDS.get(kind)
+    if cls is None:
+        raise CorruptFileError(f"unknown frame kind {kind}")
+    meta, arrays, offsets = record.decode(payload)
+    frame = cls.decode(engine, meta, arrays)
+    if isinstance(frame, Insert):
+        frame.located(base, offsets)
+    return frame
 
 
 # ---- helpers (shared with checkpoint.py) ------------------------------------------

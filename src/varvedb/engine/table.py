@@ -16,13 +16,15 @@ Invariants:
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 
 import numpy as np
 
+from ..errors import DuplicateIdError
 from ..index.scalar import make_scalar_index
 from ..index.vector_index import VectorIndex
-from ..schema import HNSW, Schema
+from ..schema import HNSW, Schema, coerce_ids
 from .columns import Growable, TextColumn, VectorColumn, make_column
 
 ALIVE = np.iinfo(np.int64).max
@@ -138,30 +140,59 @@ class Table:
 
     # ---- applying frames -----------------------------------------------------
 
-    def apply_insert(self, meta: dict, arrays: dict, offsets: dict, version: int) -> None:
-        first, count = meta["first"], meta["n"]
+    def assign_ids(self, raw: list) -> list | np.ndarray:
+        """Ids for a batch of rows, None where the caller gave none: fresh uuids
+        for text ids, else integers above every id used so far (or given)."""
+        missing = [i for i, v in enumerate(raw) if v is None]
+        if not missing:
+            return coerce_ids(self.schema, raw)
+        given = [v for v in raw if v is not None]
+        if self.schema.id_kind == "text":
+            fresh = [uuid.uuid4().hex for _ in missing]
+        else:
+            given_ids = coerce_ids(self.schema, given)
+            start = max(self.next_int_id, int(given_ids.max()) + 1 if len(given_ids) else 0)
+            fresh = list(range(start, start + len(missing)))
+        out = list(raw)
+        for i, v in zip(missing, fresh):
+            out[i] = v
+        return coerce_ids(self.schema, out)
+
+    def check_new_ids(self, keys: list) -> None:
+        """DuplicateIdError unless the keys are distinct and none is live."""
+        check_unique(keys)
+        taken = self.live_rows(keys)
+        if (taken >= 0).any():
+            dup = keys[int(np.flatnonzero(taken >= 0)[0])]
+            raise DuplicateIdError(f"id {dup!r} already exists in {self.name!r}")
+
+    def apply_insert(self, frame, version: int) -> None:
+        """Apply an Insert frame (frames.py): its rows are born at `version`."""
+        first, count = frame.first, len(frame.ids)
         assert first == self.n, f"insert frame starts at row {first}, table has {self.n}"
         if isinstance(self.ids, TextColumn):
-            keys = meta["ids"]
+            keys = list(frame.ids)
             self.ids.append(keys)
         else:
-            id_arr = arrays["ids"]
+            id_arr = frame.ids
             self.ids.append(id_arr)
             keys = id_arr.tolist()
             if count:
                 self.next_int_id = max(self.next_int_id, int(id_arr.max()) + 1)
         self.died.append(np.full(count, ALIVE, np.int64))
-        present = set(meta["fields"])
+        present = frame.columns
         for name, col in self.columns.items():
             if name not in present:
                 col.append_nulls(count)
             elif isinstance(col, VectorColumn):
-                off = offsets.get(f"v:{name}")
-                col.append(arrays[f"v:{name}"], arrays[f"n:{name}"], off)
-            elif name in meta.get("lists", {}):
-                col.append(meta["lists"][name])
+                vals, nulls = present[name]
+                col.append(vals, nulls, frame.offsets.get(name))
             else:
-                col.append(arrays[f"v:{name}"], arrays[f"n:{name}"])
+                vals, nulls = present[name]
+                if isinstance(vals, list):
+                    col.append(vals)
+                else:
+                    col.append(vals, nulls)
         if self._undo is not None:
             self._undo[2].append((True, keys, None))
         self.live.update(zip(keys, range(first, first + count)))
@@ -189,10 +220,9 @@ class Table:
 
     # ---- vector indexes --------------------------------------------------------
 
-    def create_index(self, field: str, spec: dict, version: int) -> None:
-        """Apply a CREATE_INDEX frame: the graph starts empty and is linked after commit."""
+    def create_index(self, field: str, hnsw: HNSW, version: int) -> None:
+        """Apply a CreateIndex frame: the graph starts empty and is linked after commit."""
         f = self.schema.fields[field]
-        hnsw = HNSW(spec["m"], spec["ef_construction"], spec["ef_search"])
         fields = dict(self.schema.fields)
         fields[field] = replace(f, vector_index=hnsw)
         self.schema = Schema(fields, self.schema.id_kind)
@@ -212,3 +242,11 @@ class Table:
         """Bring every graph up to the committed rows."""
         for name, vi in self.vector_indexes.items():
             vi.link(self.columns[name], self.committed_n, progress)
+
+
+def check_unique(keys: list) -> None:
+    """DuplicateIdError if a key appears twice in one batch."""
+    if len(set(keys)) != len(keys):
+        seen = set()
+        dup = next(k for k in keys if k in seen or seen.add(k))
+        raise DuplicateIdError(f"id {dup!r} appears twice in one batch")

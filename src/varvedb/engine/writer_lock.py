@@ -1,0 +1,65 @@
+"""The engine's one-writer lock, held by an owner rather than by a thread.
+
+A session's transaction owns the lock from begin to commit or rollback, and a
+session may begin on one thread and commit on another (requests of an
+asyncio server, served from a pool): so the owner is the transaction object,
+not the thread that took it. Engine maintenance (checkpoint, refresh, close,
+a reload after a failed sync) owns it as its thread, reentrantly.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+
+
+def this_thread() -> tuple:
+    """The owner token of maintenance done by the calling thread."""
+    return ("thread", threading.get_ident())
+
+
+class WriterLock:
+    def __init__(self):
+        self._cond = threading.Condition(threading.Lock())
+        self._owner = None
+        self._depth = 0
+
+    @property
+    def owner(self):
+        return self._owner
+
+    def acquire(self, owner, timeout: float | None = None) -> bool:
+        """Take the lock for `owner` (again, if it holds it); False after `timeout`
+        seconds (None: wait as long as it takes)."""
+        with self._cond:
+            if self._owner is not None and self._owner == owner:
+                self._depth += 1
+                return True
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while self._owner is not None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(left)
+            self._owner, self._depth = owner, 1
+            return True
+
+    def release(self, owner) -> None:
+        with self._cond:
+            if self._owner is None or self._owner != owner:
+                raise RuntimeError("the writer lock is released by an owner that does not "
+                                   "hold it")
+            self._depth -= 1
+            if not self._depth:
+                self._owner = None
+                self._cond.notify()
+
+    @contextmanager
+    def held(self, owner=None):
+        """The lock for the calling thread's maintenance, waiting as long as it takes."""
+        owner = this_thread() if owner is None else owner
+        self.acquire(owner)
+        try:
+            yield
+        finally:
+            self.release(owner)

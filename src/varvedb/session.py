@@ -1,0 +1,157 @@
+"""`Session`: one client of a Database, with its own transaction.
+
+A session, not a thread, owns a transaction: two sessions on one thread are
+isolated (one's uncommitted rows are invisible to the other), and a session
+may begin on one thread and commit on another — the requests of an asyncio
+server, say. A session must not be used by two threads at once. Only one
+transaction writes at a time: a second writing session waits up to its
+`timeout` for the writer lock, then raises LockTimeoutError.
+
+`Database` keeps a default session per thread, so `db.transaction()` and the
+collection verbs work as they always did: one thread, one transaction. A
+session dropped (or closed) with its transaction open rolls it back.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING
+
+from .errors import TransactionError
+from .schema import Schema, validate_name
+
+if TYPE_CHECKING:
+    from .collection import Collection
+    from .database import Database
+    from .engine.engine import Transaction
+
+
+class Session:
+    def __init__(self, db: "Database", timeout: float | None = None):
+        from .engine.engine import check_timeout
+        self._db = db
+        self._engine = db._engine
+        self.timeout = self._engine.lock_timeout if timeout is None else check_timeout(timeout)
+        self._tx: Transaction | None = None
+        self._finalizer = None
+
+    # ---- transactions ----------------------------------------------------------
+
+    @property
+    def tx(self) -> "Transaction | None":
+        """The open transaction of this session, if any."""
+        tx = self._tx
+        return tx if tx is not None and not tx.done else None
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.tx is not None
+
+    def transaction(self) -> "TransactionScope":
+        """Group writes into one commit; an exception inside rolls all of them back.
+
+            with s.transaction():
+                s.collection("docs").insert(...)
+        """
+        return TransactionScope(self, join=False)
+
+    def _writing(self) -> "TransactionScope":
+        """This session's open transaction, or a new one that commits on exit."""
+        return TransactionScope(self, join=True)
+
+    def begin(self) -> None:
+        """Open a transaction (the explicit form of `with s.transaction()`)."""
+        if self.tx is not None:
+            raise TransactionError("this session already has an open transaction")
+        if self._tx is not None:     # ended under it (a close rolled it back)
+            self._take_tx("begin")
+        tx = self._engine.begin(self.timeout)
+        self._tx = tx
+        # dropped with the transaction open: roll it back (the engine, not the
+        # session, is referenced, so the session can be collected)
+        self._finalizer = weakref.finalize(self, self._engine.rollback, tx)
+        self._finalizer.atexit = False
+
+    def commit(self) -> int:
+        """Commit the open transaction; returns its version."""
+        tx = self._take_tx("commit")
+        return self._engine.commit(tx)
+
+    def rollback(self) -> None:
+        """Undo the open transaction (nothing open: nothing to do)."""
+        if self._tx is not None:
+            self._engine.rollback(self._take_tx("rollback"))
+
+    def _take_tx(self, verb: str) -> "Transaction":
+        tx = self._tx
+        if tx is None:
+            raise TransactionError(f"{verb}: this session has no open transaction")
+        self._tx = None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        return tx
+
+    # ---- what a session reads and writes -------------------------------------
+
+    def collection(self, name: str) -> "Collection":
+        """A collection whose reads and writes run in this session."""
+        from .collection import Collection
+        self._db.collection(name)     # NotFoundError now, not at the first call
+        return Collection(self._db, name, self)
+
+    __getitem__ = collection
+
+    def create_collection(self, name: str, schema: dict) -> "Collection":
+        """Create a collection (in this session's transaction, if one is open)."""
+        from .collection import Collection
+        validate_name(name)
+        parsed = Schema.parse(schema)
+        with self._writing() as tx:
+            self._engine.create_collection(tx, name, parsed)
+        return Collection(self._db, name, self)
+
+    @property
+    def version(self) -> int:
+        """The version this session reads: its own open transaction's, else the newest."""
+        self._engine._ensure_open()
+        return self._engine.read_version(self.tx)
+
+    def close(self) -> None:
+        """Roll back the open transaction, if any."""
+        self.rollback()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "in a transaction" if self.in_transaction else "idle"
+        return f"<varvedb.Session {state} on {self._db!r}>"
+
+
+class TransactionScope:
+    """Context manager for a session's transaction; join=True reuses an open one."""
+    __slots__ = ("session", "join", "owns")
+
+    def __init__(self, session: Session, join: bool):
+        self.session = session
+        self.join = join
+        self.owns = False
+
+    def __enter__(self) -> "Transaction":
+        s = self.session
+        if self.join and s.tx is not None:
+            return s.tx
+        s.begin()
+        self.owns = True
+        return s._tx
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if not self.owns:
+            return
+        if exc_type is not None:
+            self.session.rollback()
+        else:
+            self.session.commit()
