@@ -147,5 +147,28 @@ def bench(rows, dim, queries, distribution, metric, dtype, m, ef_construction, e
                 with_varvedb=with_varvedb, fresh=fresh, dtype=dtype, echo=click.echo)
 
 
+
+@main.command("bench-layers")
+@click.option("--rounds", default=9, show_default=True,
+              help="Alternating rounds per figure (medians and spread over them).")
+@click.option("--commits", default=200, show_default=True, help="Durable commits per round.")
+@click.option("--insert-rows", default=500, show_default=True,
+              help="One-row inserts per round of the sustained-insert figure.")
+@click.option("--only", default="", help="Comma-separated figures: get, search, commits-1, "
+                                         "commits-8, inserts, cold (default: all).")
+@click.option("--out", default=None, help="Also write the figures to this JSON file.")
+def bench_layers(rounds, commits, insert_rows, only, out) -> None:
+    """The cost of the layers above the kernels and of the write path, each figure
+    interleaved with a peer (SQLite, hnswlib) in one process. Run it on a real disk."""
+    import json
+    from .bench import layers
+    figures = layers.run(rounds, commits, insert_rows,
+                         only=[x.strip() for x in only.split(",") if x.strip()] or None,
+                         echo=click.echo)
+    if out:
+        with open(out, "w") as f:
+            json.dump(figures, f, indent=1, ensure_ascii=False)
+
+
 if __name__ == "__main__":
     main()

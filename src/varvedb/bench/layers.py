@@ -1,0 +1,307 @@
+"""`varvedb bench-layers`: what the layers above the kernels and the write path
+cost, each figure against a peer in the same process, interleaved.
+
+Each figure is taken over `rounds` alternating rounds (varvedb, peer, peer,
+varvedb, ... — the order flips every round so neither side always runs warm
+or first); a round's figure is a mean over its calls, and the report gives
+the median over rounds, their spread (min–max) and the median of the
+per-round ratios. Peers: SQLite (stdlib sqlite3) and hnswlib (optional: the
+`bench` extra); a peer that is not installed is skipped with a note.
+
+* get(id): `Collection.get` against SQLite's primary-key SELECT.
+* search: a top-10 search with select=[] on a 1 000-row collection (no peer:
+  the goal is absolute, a few microseconds of Python above the kernel).
+* durable commits: one-row commits into a collection with an HNSW index,
+  durability="commit", against SQLite WAL + synchronous=FULL, on 1 and on
+  8 threads. Taken in the working directory: use a real disk, never tmpfs.
+* sustained inserts: one-row inserts into an HNSW-indexed collection
+  (durability="off", timed until the graph has linked every row) against
+  hnswlib's add_items one item at a time, on the same vectors.
+* cold start: fresh processes that open a 100k-row file with its graph and
+  answer one top-10 query (import excluded), and `import varvedb` against
+  `import numba` alone.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+from . import data
+
+
+def _stats(xs: list[float]) -> dict:
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "rounds": len(xs)}
+
+
+def _ab(a, b, rounds: int) -> tuple[list[float], list[float]]:
+    """Alternate a() and b() (each returns its figure) for `rounds` rounds."""
+    ra, rb = [], []
+    for i in range(rounds):
+        if i % 2 == 0:
+            ra.append(a())
+            rb.append(b())
+        else:
+            rb.append(b())
+            ra.append(a())
+    return ra, rb
+
+
+def _pair(name: str, unit: str, ra: list[float], rb: list[float], peer: str,
+          higher_is_better: bool) -> dict:
+    ratios = [(x / y if higher_is_better else y / x) for x, y in zip(ra, rb)]
+    return {"figure": name, "unit": unit, "varvedb": _stats(ra), peer: _stats(rb),
+            "ratio": _stats(ratios), "ratio_means": f"varvedb is this many times as "
+            f"{'fast' if higher_is_better else 'quick'} as {peer} (>1: ahead)"}
+
+
+def _us_per_call(fn, args: list) -> float:
+    t0 = time.perf_counter_ns()
+    for a in args:
+        fn(a)
+    return (time.perf_counter_ns() - t0) / 1e3 / len(args)
+
+
+def get_by_id(workdir: str, rounds: int, calls: int = 2000, rows: int = 10_000) -> dict:
+    import varvedb as vv
+    rng = np.random.default_rng(1)
+    vecs = rng.normal(size=(rows, 16)).astype(np.float32)
+    db = vv.connect(os.path.join(workdir, "get.varve"), durability="off")
+    c = db.create_collection("items", {"tag": "int", "title": "text",
+                                       "embedding": vv.Vector(16)})
+    titles = [f"title {i}" for i in range(rows)]
+    c.insert_arrays(id=np.arange(rows), tag=np.arange(rows) % 100, title=titles,
+                    embedding=vecs)
+    con = sqlite3.connect(os.path.join(workdir, "get.sqlite"), isolation_level=None)
+    con.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, tag INTEGER, title TEXT, "
+                "embedding BLOB)")
+    con.execute("BEGIN")
+    con.executemany("INSERT INTO items VALUES (?, ?, ?, ?)",
+                    zip(range(rows), (i % 100 for i in range(rows)), titles,
+                        (v.tobytes() for v in vecs)))
+    con.execute("COMMIT")
+    keys = rng.integers(0, rows, calls).tolist()
+    sql = "SELECT id, tag, title, embedding FROM items WHERE id = ?"
+
+    def vv_get(k):
+        return c.get(k)
+
+    def sq_get(k):
+        return con.execute(sql, (k,)).fetchone()
+    assert vv_get(keys[0])["tag"] == sq_get(keys[0])[1]
+    ra, rb = _ab(lambda: _us_per_call(vv_get, keys), lambda: _us_per_call(sq_get, keys),
+                 rounds)
+    db.close()
+    con.close()
+    out = _pair("get(id), whole document", "µs per call", ra, rb, "sqlite", False)
+    out["note"] = (f"{rows:,} rows (int, text, 16-d vector); sqlite returns its row as a "
+                   "tuple (the vector a blob), varvedb a dict (the vector an array)")
+    return out
+
+
+def small_search(rounds: int, calls: int = 2000, rows: int = 1000, dim: int = 128) -> dict:
+    import varvedb as vv
+    x = data.clustered(rows, dim, seed=3)
+    qs = data.clustered(calls, dim, seed=4)
+    db = vv.connect(":memory:")
+    c = db.create_collection("items", {"embedding": vv.Vector(dim, metric="l2")})
+    c.insert_arrays(id=np.arange(rows), embedding=x)
+    queries = list(qs)
+
+    def once():
+        return _us_per_call(lambda q: c.search(vector=q, limit=10, select=[]), queries)
+    once()
+    figures = [once() for _ in range(rounds)]
+    db.close()
+    return {"figure": f"top-10 search, select=[], {rows:,} rows × {dim}", "unit": "µs per call",
+            "varvedb": _stats(figures)}
+
+
+def durable_commits(workdir: str, rounds: int, commits: int, threads: int,
+                    dim: int = 128) -> dict:
+    import varvedb as vv
+    from .engines import rate
+    vecs = data.clustered(commits * rounds + 1000, dim, seed=5)
+    db = vv.connect(os.path.join(workdir, f"commits-{threads}.varve"), durability="commit")
+    c = db.create_collection("items", {"tag": "int", "embedding": vv.Vector(dim)})
+    c.insert_arrays(id=np.arange(1000), tag=np.zeros(1000, np.int64), embedding=vecs[:1000])
+    c.create_index("embedding", vv.HNSW())
+    path = os.path.join(workdir, f"commits-{threads}.sqlite")
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, tag INTEGER, vec BLOB)")
+    con.close()
+    local = threading.local()
+    nxt = {"vv": 1000, "sq": 0}
+
+    def vv_round():
+        base = nxt["vv"]
+        nxt["vv"] += commits
+        return rate(lambda i: c.insert({"id": base + i, "tag": i % 100,
+                                        "embedding": vecs[base + i]}), commits, threads)
+
+    def sq_commit(i):
+        if not hasattr(local, "con"):
+            local.con = sqlite3.connect(path, isolation_level=None, timeout=60,
+                                        check_same_thread=False)
+            local.con.execute("PRAGMA synchronous=FULL")
+        local.con.execute("INSERT INTO items VALUES (?, ?, ?)",
+                          (i, i % 100, vecs[i].tobytes()))
+
+    def sq_round():
+        base = nxt["sq"]
+        nxt["sq"] += commits
+        return rate(lambda i: sq_commit(base + i), commits, threads)
+    ra, rb = _ab(vv_round, sq_round, rounds)
+    db.close()
+    out = _pair(f"durable 1-row commits, HNSW-indexed, {threads} thread"
+                f"{'s' if threads > 1 else ''}", "commits/s", ra, rb, "sqlite WAL+FULL", True)
+    out["note"] = f"{commits} commits a round; {dim}-d vectors; a collection of 1,000 rows first"
+    return out
+
+
+def sustained_inserts(rounds: int, rows: int, base_rows: int = 20_000,
+                      dim: int = 128) -> dict | str:
+    try:
+        import hnswlib
+    except ImportError:
+        return "hnswlib not installed (pip install -e '.[bench]'): sustained inserts skipped"
+    import varvedb as vv
+    x = data.clustered(base_rows + rows * rounds, dim, seed=6)
+    db = vv.connect(":memory:")
+    c = db.create_collection("items", {"embedding": vv.Vector(dim, metric="l2")})
+    c.insert_arrays(id=np.arange(base_rows), embedding=x[:base_rows])
+    spec = vv.HNSW()
+    c.create_index("embedding", spec)
+    hn = hnswlib.Index(space="l2", dim=dim)
+    hn.init_index(max_elements=len(x), M=spec.m, ef_construction=spec.ef_construction)
+    hn.set_num_threads(1)
+    hn.add_items(x[:base_rows], np.arange(base_rows))
+    nxt = {"vv": base_rows, "hn": base_rows}
+
+    def vv_round():
+        lo = nxt["vv"]
+        nxt["vv"] += rows
+        t0 = time.perf_counter()
+        for i in range(lo, lo + rows):
+            c.insert({"id": i, "embedding": x[i]})
+        _wait_linked(c)
+        return rows / (time.perf_counter() - t0)
+
+    def hn_round():
+        lo = nxt["hn"]
+        nxt["hn"] += rows
+        t0 = time.perf_counter()
+        for i in range(lo, lo + rows):
+            hn.add_items(x[i:i + 1], [i])
+        return rows / (time.perf_counter() - t0)
+    ra, rb = _ab(vv_round, hn_round, rounds)
+    db.close()
+    out = _pair("sustained 1-row inserts into an HNSW graph", "rows/s", ra, rb,
+                "hnswlib add_items", True)
+    out["note"] = (f"{rows} rows a round onto a {base_rows:,}-row graph, {dim}-d, m="
+                   f"{spec.m}, ef_construction={spec.ef_construction}; varvedb: durability"
+                   "='off', timed until every row is linked; hnswlib on one thread")
+    return out
+
+
+def _wait_linked(c) -> None:
+    status = getattr(c, "index_status", None)
+    if status is None:      # linking inside the commit: nothing to wait for
+        return
+    while status()["unlinked"]:
+        time.sleep(0.0005)
+
+
+_COLD_CHILD = r"""
+import sys, time, json
+t0 = time.perf_counter()
+import varvedb as vv
+import numpy as np
+t1 = time.perf_counter()
+db = vv.connect(sys.argv[1], readonly=True)
+c = db["items"]
+t2 = time.perf_counter()
+q = np.load(sys.argv[2])
+t3 = time.perf_counter()
+hits = c.search(vector=q, limit=10)
+t4 = time.perf_counter()
+assert len(hits) == 10
+print(json.dumps({"import_ms": (t1 - t0) * 1e3, "open_ms": (t2 - t1) * 1e3,
+                  "first_query_ms": (t4 - t3) * 1e3, "open_first_query_ms": (t2 - t1 + t4 - t3) * 1e3}))
+"""
+
+
+def cold_start(workdir: str, rounds: int, rows: int = 100_000, dim: int = 128) -> dict:
+    import varvedb as vv
+    path = os.path.join(workdir, f"cold-{rows}.varve")
+    qpath = os.path.join(workdir, "cold-q.npy")
+    x = data.clustered(rows, dim, seed=7)
+    np.save(qpath, data.clustered(1, dim, seed=8)[0])
+    with vv.connect(path, durability="off") as db:
+        c = db.create_collection("items", {"tag": "int", "embedding": vv.Vector(dim)})
+        c.insert_arrays(id=np.arange(rows), tag=np.arange(rows) % 100, embedding=x)
+        c.create_index("embedding", vv.HNSW())
+        _wait_linked(c)
+        db.checkpoint()
+    env = dict(os.environ)
+
+    def child(code, *args):
+        r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                           text=True, env=env, check=True)
+        return r.stdout
+
+    child(_COLD_CHILD, path, qpath)      # the kernels' cache is written once, not timed
+    timed = "import time; t = time.perf_counter(); import {m}; " \
+            "print((time.perf_counter() - t) * 1e3)"
+    opens, imports_vv, imports_nb = [], [], []
+    for i in range(rounds):
+        figs = json.loads(child(_COLD_CHILD, path, qpath))
+        opens.append(figs)
+        pair = [("varvedb", imports_vv), ("numba", imports_nb)]
+        for m, into in (pair if i % 2 == 0 else pair[::-1]):
+            into.append(float(child(timed.format(m=m))))
+    extra = [a - b for a, b in zip(imports_vv, imports_nb)]
+    return {"figure": f"fresh process: open a {rows:,} × {dim} file with its graph, first "
+                      "top-10 query", "unit": "ms",
+            "open_ms": _stats([f["open_ms"] for f in opens]),
+            "first_query_ms": _stats([f["first_query_ms"] for f in opens]),
+            "open_first_query_ms": _stats([f["open_first_query_ms"] for f in opens]),
+            "import_numba_ms": _stats(imports_nb), "import_varvedb_ms": _stats(imports_vv),
+            "import_varvedb_over_numba_ms": _stats(extra)}
+
+
+def run(rounds: int = 9, commits: int = 200, insert_rows: int = 500, workdir: str | None = None,
+        only: list[str] | None = None, echo=print) -> dict:
+    """Every figure (or those named in `only`), as a dict; progress on `echo`."""
+    own = workdir is None
+    workdir = workdir or tempfile.mkdtemp(prefix="varvedb-layers-", dir=os.getcwd())
+    steps = {
+        "get": lambda: get_by_id(workdir, rounds),
+        "search": lambda: small_search(rounds),
+        "commits-1": lambda: durable_commits(workdir, rounds, commits, 1),
+        "commits-8": lambda: durable_commits(workdir, rounds, commits, 8),
+        "inserts": lambda: sustained_inserts(rounds, insert_rows),
+        "cold": lambda: cold_start(workdir, rounds),
+    }
+    out = {}
+    try:
+        for name, step in steps.items():
+            if only and name not in only:
+                continue
+            echo(f"bench-layers: {name} ({rounds} rounds)")
+            out[name] = step()
+            echo(json.dumps(out[name], indent=1, ensure_ascii=False))
+    finally:
+        if own:
+            import shutil
+            shutil.rmtree(workdir, ignore_errors=True)
+    return out
