@@ -9,7 +9,6 @@ that `tag < 1` keeps ~1% and `tag < 25` ~25% of rows, whatever the order.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 
@@ -144,23 +143,6 @@ def make(rows: int, dim: int, queries: int = 1000, distribution: str = "clustere
     gen = clustered if distribution == "clustered" else uniform
     allv = gen(rows + queries, dim, seed)
     return Dataset(allv[:rows], allv[rows:].copy(), distribution, seed)
-
-
-def ground_truth(ds: Dataset, k: int = 10, metric: str = "l2", allow: np.ndarray | None = None,
-                 cache_dir: str | None = None) -> np.ndarray:
-    """Exact top-k ids for every query (cached by content under cache_dir)."""
-    key = hashlib.sha256(np.ascontiguousarray(ds.vectors[:1000]).tobytes()
-                         + f"{ds.vectors.shape}{ds.queries.shape}{k}{metric}".encode()
-                         + (np.packbits(allow).tobytes() if allow is not None else b"")
-                         ).hexdigest()[:16]
-    path = os.path.join(cache_dir, f"gt-{key}.npy") if cache_dir else None
-    if path and os.path.exists(path):
-        return np.load(path)
-    gt = exact_topk(ds.vectors, ds.queries, k, metric, allow)
-    if path:
-        os.makedirs(cache_dir, exist_ok=True)
-        np.save(path, gt)
-    return gt
 
 
 def exact_topk(x: np.ndarray, queries: np.ndarray, k: int, metric: str,
