@@ -73,15 +73,18 @@ def plan_search(snap, table, field: str, metric: str, q: np.ndarray, k: int, whe
 
 def plan_find(snap, table, where, limit: int | None, fields: tuple) -> Query:
     """Project(Limit(Filter?(Scan))): rows in insertion order, no scoring."""
-    return Query(Project(fields, Limit(limit, _scan(snap, table, where))), snap, table, {})
+    node, masks = _scan(snap, table, where)
+    return Query(Project(fields, Limit(limit, node)), snap, table, masks)
 
 
 def plan_count(snap, table, where) -> Query:
     """Count(Filter?(Scan))."""
-    return Query(Count(_scan(snap, table, where)), snap, table, {})
+    node, masks = _scan(snap, table, where)
+    return Query(Count(node), snap, table, masks)
 
 
-def _scan(snap, table, where) -> PlanNode:
-    _, visible = snap.visible(table)     # cached for a committed version
+def _scan(snap, table, where) -> tuple[PlanNode, dict]:
+    mask, visible = snap.visible(table)     # cached for a committed version
     node = Scan(table.name, snap.version, snap.n(table), visible)
-    return node if where is None else Filter(where.expr, node, bound=where)
+    masks = {id(node): (mask, visible)}
+    return (node if where is None else Filter(where.expr, node, bound=where)), masks
