@@ -144,6 +144,8 @@ def test_find_and_count_plans_compare_as_data(small):
                                                       select=[])
     with pytest.raises(vv.OptionError):
         c.explain("delete", where="tag > 1")
+    with pytest.raises(vv.OptionError):
+        c.explain(["count"])
 
 
 def test_explain_does_not_run_the_search_and_hits_plan_is_what_ran(graph):

@@ -278,9 +278,10 @@ class Collection:
         would fall back shows as planned — `hits.plan` shows what ran."""
         planners = {"search": self._plan_search, "find": self._plan_find,
                     "count": self._plan_count}
-        if verb not in planners:
+        plan = planners.get(verb) if isinstance(verb, str) else None
+        if plan is None:
             raise OptionError(f"explain takes 'search', 'find' or 'count', got {verb!r:.80}")
-        return planners[verb](**args).plan
+        return plan(**args).plan
 
     def history(self, id) -> list[dict]:
         """Every version of one document: [{version, deleted, doc}], oldest first."""

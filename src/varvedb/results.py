@@ -7,6 +7,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from .query.plan import PlanNode
+
 
 class Hit(msgspec.Struct):
     """One result: `id`, `score` (pgvector's distance for vector search) and fields.
@@ -43,7 +45,7 @@ class Hits(list):
     """The hits of a query, best first. `plan` is the plan as it ran (query.plan):
     `str(hits.plan)` prints it as a tree, `hits.plan.to_dict()` gives it as data."""
 
-    def __init__(self, hits=(), plan=None):
+    def __init__(self, hits=(), plan: PlanNode | None = None):
         super().__init__(hits)
         self.plan = plan
 
