@@ -19,6 +19,7 @@ import pytest
 
 import varvedb as vv
 from varvedb.query.filter import MAX_FILTER_DEPTH
+from varvedb.query.plan import VectorTopK
 from varvedb.schema import MAX_EF, MAX_JSON_DEPTH, MAX_VALUE_BYTES
 
 from conftest import file_digest
@@ -241,7 +242,8 @@ def graph(tmp_path_factory):
 
 
 def test_graph_fixture_searches_by_walking_the_graph(graph):
-    assert graph[1].search(vector=[1, 0, 0, 0], limit=3).plan.startswith("hnsw walk")
+    plan = graph[1].search(vector=[1, 0, 0, 0], limit=3).plan
+    assert plan.find(VectorTopK).strategy == "graph"
 
 
 @pytest.mark.parametrize("where,allowed", [(None, 3000), ("tag < 9", 2700)])
@@ -264,22 +266,14 @@ def test_search_ef_at_the_bound_works_and_beyond_it_is_refused(graph):
     assert file_digest(path) == before and g.count() == 3000
 
 
-def test_planner_cuts_k_to_the_allowed_rows_and_scans_past_the_widest_walk():
-    from types import SimpleNamespace
-    from varvedb.query.planner import vector_search
-    n = MAX_EF + 10
-    arena = np.random.default_rng(0).random((n, 2), np.float32)
-    frozen = lambda a: SimpleNamespace(frozen=lambda rows: a[:rows])   # noqa: E731
-    column = SimpleNamespace(arena=frozen(arena), norms=frozen(np.linalg.norm(arena, axis=1)))
-    graph = SimpleNamespace(spec=vv.HNSW())      # a walk would fail: it has no search()
-    q = np.array([0.5, 0.5], np.float32)
-    rows, dists, plan = vector_search(column, "l2", graph, q, 10**9, np.ones(n, bool), n)
-    assert plan.path == "exact" and "widest walk" in plan.reason
-    assert len(rows) == n and len(set(rows.tolist())) == n
-    allow = np.zeros(n, bool)
-    allow[:3] = True
-    rows, _, plan = vector_search(column, "l2", graph, q, 10**9, allow, 3)
-    assert sorted(rows.tolist()) == [0, 1, 2] and plan.reason == "few rows allowed"
+def test_planner_cuts_k_to_the_allowed_rows(graph):
+    # a limit far above the allowed rows returns them, answered exactly (the
+    # planner's choice past MAX_EF is tested in test_planner.py)
+    d, g, _ = graph
+    hits = g.search(vector=[0.5, 0.5, 0, 0], limit=10**9, where="id < 3")
+    assert sorted(hits.ids) == [0, 1, 2]
+    top = hits.plan.find(VectorTopK)
+    assert (top.strategy, top.reason, top.allowed) == ("exact", "few rows allowed", 3)
 
 
 @pytest.mark.parametrize("limit", [-1, -5, 1.5, "3", True, np.float64(2)])

@@ -9,6 +9,7 @@ import pytest
 
 import varvedb as vv
 from varvedb.bench import data
+from varvedb.query.plan import VectorTopK
 
 ROWS, DIM, QUERIES, K = 20_000, 32, 60, 10
 
@@ -41,7 +42,7 @@ def _recall(c, ds, where=None, allow=None, metric="l2", **kw):
     for q in ds.queries:
         hits = c.search(vector=q, limit=K, where=where, **kw)
         found.append(np.array(hits.ids))
-        plans.add(hits.plan.split(" ef=")[0].split(" over ")[0])
+        plans.add(hits.plan.find(VectorTopK).strategy)
     want = np.minimum(K, (truth >= 0).sum(axis=1))
     assert all(len(f) == w for f, w in zip(found, want)), "a search came back short of k"
     return data.recall(found, np.where(truth >= 0, truth, -2)), plans
@@ -50,7 +51,7 @@ def _recall(c, ds, where=None, allow=None, metric="l2", **kw):
 def test_recall_at_defaults_is_at_least_095(indexed, ds):
     _, _, c = indexed
     r, plans = _recall(c, ds)
-    assert plans == {"hnsw walk"}
+    assert plans == {"graph"}
     assert r >= 0.95
 
 
@@ -60,9 +61,9 @@ def test_filtered_search_keeps_recall_and_never_returns_short(indexed, ds, keep)
     r, plans = _recall(c, ds, where=f"tag < {keep}", allow=ds.tags < keep)
     assert r >= 0.95
     if keep == 1:
-        assert plans == {"exact scan"}          # ~200 rows: exact is cheaper than a walk
+        assert plans == {"exact"}          # ~200 rows: exact is cheaper than a walk
     else:
-        assert "hnsw walk" in plans
+        assert "graph" in plans
 
 
 def test_search_as_of_an_earlier_version_walks_the_graph_through_dead_rows(tmp_path, ds):
@@ -77,7 +78,7 @@ def test_search_as_of_an_earlier_version_walks_the_graph_through_dead_rows(tmp_p
         c.delete(ids=ids.tolist())
         c.insert_arrays(id=ids, tag=ds.tags[ids], emb=moved)
     r_then, plans = _recall(c, ds, as_of=v_before)
-    assert r_then >= 0.95 and plans == {"hnsw walk"}
+    assert r_then >= 0.95 and plans == {"graph"}
     now = ds.vectors.copy()
     now[ids] = moved
     r_now, _ = _recall(c, data.Dataset(now, ds.queries, "clustered", 0))
@@ -138,9 +139,10 @@ def test_exact_flag_and_ef_are_honoured(indexed, ds):
     _, _, c = indexed
     q = ds.queries[1]
     exact = c.search(vector=q, limit=K, exact=True)
-    assert exact.plan.startswith("exact scan") and "exact=True" in exact.plan
+    top = exact.plan.find(VectorTopK)
+    assert (top.strategy, top.reason) == ("exact", "exact=True")
     wide = c.search(vector=q, limit=K, ef=400)
-    assert "ef=400" in wide.plan
+    assert wide.plan.find(VectorTopK).ef == 400
     assert set(wide.ids) <= set(exact.ids) | set(wide.ids)
     assert np.allclose(sorted(exact.scores)[:3], sorted(wide.scores)[:3])
     with pytest.raises(vv.FieldTypeError):

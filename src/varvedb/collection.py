@@ -1,25 +1,28 @@
 """`Collection`: the document API of one collection (insert, search, time travel).
 
-Every write validates its whole input first (schema.py), then writes frames
-through the engine inside a transaction — the caller's, or one of its own
-that commits when the call returns. A write that raises has written nothing.
-Every read takes `as_of` and answers against the visibility of that version.
+Every write validates its whole input first (schema.py), then calls one
+engine verb inside its session's transaction — the open one, or one of its
+own that commits when the call returns. A write that raises has written nothing.
+Every read takes `as_of`, gets one Snapshot (`_snapshot`), plans (query/planner.py),
+executes (query/execute.py) and builds Hit objects from the result columns here.
 Every argument is checked at the door (schema.py holds the limits): a wrong
 one raises a VarveError subclass before anything is read or written.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Iterable
 
 import numpy as np
 
-from .errors import FieldTypeError, SchemaError, UnknownFieldError
+from .errors import FieldTypeError, OptionError, SchemaError, UnknownFieldError
+from .query.execute import Result, execute
 from .query.filter import Filter, check_params
-from .query.planner import vector_search
+from .query.plan import PlanNode
+from .query.planner import Query, plan_count, plan_find, plan_search
 from .results import Hit, Hits
-from .schema import (HNSW, MAX_EF, Batch, Schema, coerce_array, coerce_ids,
+from .schema import (HNSW, ID_END, ID_MIN, MAX_EF, Batch, Schema, coerce_array, coerce_ids,
                      coerce_query_vector, coerce_values, from_micros, is_int)
-from .engine.columns import VectorColumn
+from .engine.snapshot import Snapshot
 from .engine.table import ALIVE, Table
 
 
@@ -29,6 +32,7 @@ class Collection:
         self._engine = db._engine
         self.name = name
         self._session = session      # None: the calling thread's default session
+        self._all_fields = None    # (schema, its non-vector fields, all its fields)
 
     @property
     def _sess(self):
@@ -135,10 +139,9 @@ class Collection:
             keys = _id_list(coerce_ids(t.schema, ids))
             rows = t.live_rows(keys)
             return np.unique(rows[rows >= 0])
-        v = self._engine.read_version(tx)
-        n = t.n
-        mask = t.visible(v, n) & Filter(where, t.schema, params).mask(t, n)
-        return np.flatnonzero(mask)
+        snap = self._engine.snapshot(None, tx=tx)
+        mask, _ = snap.visible(t)
+        return np.flatnonzero(mask & Filter(where, t.schema, params).mask(t, snap.n(t)))
 
     def _batch_from_rows(self, t: Table, rows) -> Batch:
         if isinstance(rows, dict):
@@ -159,44 +162,37 @@ class Collection:
 
     # ---- reads -----------------------------------------------------------------
 
+    def _snapshot(self, as_of) -> Snapshot:
+        """The snapshot a read runs against: the one place every read gets it
+        (a version, and each table's row count taken after it)."""
+        return self._engine.snapshot(as_of, tx=self._tx)
+
     def get(self, id, as_of=None, select: list | None = None) -> dict | None:
         """The document with this id (as of a version or aware datetime), or None."""
         t = self._table
         names = self._select(t, select, vectors=True)
-        v = self._engine.resolve_as_of(as_of, self._tx)
-        key = _id_list(coerce_ids(t.schema, [id]))[0]
-        rows = t.rows_of_id(key, t.n)   # n after v: every row of version v is below it
-        rows = rows[(t.born.data[rows] <= v) & (t.died.data[rows] > v)]
-        if not len(rows):
+        key = _one_id(t.schema, id)
+        snap = self._snapshot(as_of)
+        row = snap.row_of(t, key)
+        if row < 0:
             return None
-        return self._docs(t, rows, names)[0]
+        doc = {"id": t.id_value(row)}
+        columns, fields = t.columns, t.schema.fields
+        for name in names:
+            v = columns[name].value(row)
+            doc[name] = from_micros(v) if v is not None and \
+                fields[name].kind == "timestamp" else v
+        return doc
 
     def count(self, where: str | None = None, params: list | tuple = (), as_of=None) -> int:
         """How many documents are visible (as of a version), optionally filtered."""
-        t = self._table
-        check_params(params)
-        v = self._engine.resolve_as_of(as_of, self._tx)
-        n = t.n   # taken once, after v, for every mask (the writer may append meanwhile)
-        mask = self._visible(t, v, n)
-        if where is not None:
-            mask = mask & Filter(where, t.schema, params).mask(t, n)
-        return int(np.count_nonzero(mask))
+        return execute(self._plan_count(where, params, as_of)).count
 
     def find(self, where: str | None = None, params: list | tuple = (), as_of=None,
              limit: int | None = None, select: list | None = None) -> Hits:
         """Documents matching a filter, in insertion order (no scoring); limit=None: all."""
-        t = self._table
-        check_params(params)
-        if limit is not None:
-            limit = _limit(limit)     # a negative one sliced [:-1], dropping a row
-        names = self._select(t, select)
-        v = self._engine.resolve_as_of(as_of, self._tx)
-        n = t.n
-        mask = self._visible(t, v, n)
-        if where is not None:
-            mask = mask & Filter(where, t.schema, params).mask(t, n)
-        rows = np.flatnonzero(mask)[:limit]
-        return self._hits(t, rows, names, None, "filter scan")
+        query = self._plan_find(where, params, as_of, limit, select)
+        return self._hits(query.table, execute(query))
 
     def search(self, vector=None, where: str | None = None, params: list | tuple = (),
                limit: int = 10, select: list | None = None, as_of=None,
@@ -206,60 +202,84 @@ class Collection:
         Scores are pgvector's distances for the field's metric (lower is closer).
         `ef` widens the graph walk (default: the index's ef_search; at most
         MAX_EF); `exact=True` scans every allowed row. A limit above the allowed
-        rows returns them all. `hits.plan` says which path answered.
+        rows returns them all. `hits.plan` is the plan as it ran (fallbacks included).
         """
+        query = self._plan_search(vector, where, params, limit, select, as_of, field, ef, exact)
+        return self._hits(query.table, execute(query))
+
+    def explain(self, verb: str = "search", /, **args) -> PlanNode:
+        """The plan `search(**args)` (or `find`, `count`: explain("count", where=...))
+        would run, built without running it: `str()` prints it as a tree, `.to_dict()`
+        gives it as data. Planning a search counts the rows its filter allows (the
+        strategy depends on it); the vector search itself is not run, so a walk that
+        would fall back shows as planned — `hits.plan` shows what ran."""
+        planners = {"search": self._plan_search, "find": self._plan_find,
+                    "count": self._plan_count}
+        plan = planners.get(verb) if isinstance(verb, str) else None
+        if plan is None:
+            raise OptionError(f"explain takes 'search', 'find' or 'count', got {verb!r:.80}")
+        return plan(**args).plan
+
+    def history(self, id) -> list[dict]:
+        """Every version of one document: [{version, deleted, doc}], oldest first."""
+        t = self._table
+        key = _one_id(t.schema, id)
+        snap = self._snapshot(None)
+        v = snap.version
+        rows = t.rows_of_id(key, snap.n(t))
+        rows = rows[t.born.data[rows] <= v]
+        docs = self._docs(t, rows, self._select(t, None, vectors=True))
+        born, died = t.born.data[rows].tolist(), t.died.data[rows].tolist()
+        return [{"version": b, "deleted": None if gone == ALIVE or gone > v else gone, "doc": d}
+                for b, gone, d in zip(born, died, docs)]
+
+    # ---- planning (explain shows these plans; the reads run them) ------------------
+
+    def _plan_search(self, vector=None, where: str | None = None, params: list | tuple = (),
+                     limit: int = 10, select: list | None = None, as_of=None,
+                     field: str | None = None, ef: int | None = None,
+                     exact: bool = False) -> Query:
         t = self._table
         if vector is None:
             raise FieldTypeError("search needs vector=")
         fname = self._vector_field(t, field)
         f = t.schema.fields[fname]
         q = coerce_query_vector(f, vector)
-        limit = _limit(limit)
-        if ef is not None and (not is_int(ef) or not 1 <= ef <= MAX_EF):
-            raise FieldTypeError(f"ef must be an integer in 1..{MAX_EF}, got {ef!r:.80}")
-        if not isinstance(exact, (bool, np.bool_)):
-            raise FieldTypeError(f"exact is True or False, got {exact!r:.80}")
-        check_params(params)
+        if type(limit) is not int or limit < 0:
+            limit = _limit(limit)
+        if ef is not None:
+            if not is_int(ef) or not 1 <= ef <= MAX_EF:
+                raise FieldTypeError(f"ef must be an integer in 1..{MAX_EF}, got {ef!r:.80}")
+            ef = int(ef)
+        if exact is not False and exact is not True:
+            if not isinstance(exact, np.bool_):
+                raise FieldTypeError(f"exact is True or False, got {exact!r:.80}")
+            exact = bool(exact)
+        if type(params) is not tuple:
+            check_params(params)
         names = self._select(t, select)
-        v = self._engine.resolve_as_of(as_of, self._tx)
-        n = t.n
-        col: VectorColumn = t.columns[fname]
-        mask, allowed = t.searchable(fname, v, n, final=self._final())
-        if where is not None:
-            mask = mask & Filter(where, t.schema, params).mask(t, n)
-            allowed = int(np.count_nonzero(mask))
-        rows, dists, plan = vector_search(col, f.metric, t.vector_indexes.get(fname), q,
-                                          limit, mask, allowed, None if ef is None else int(ef),
-                                          bool(exact))
-        return self._hits(t, rows, names, dists, plan)
+        bound = None if where is None else Filter(where, t.schema, params)
+        return plan_search(self._snapshot(as_of), t, fname, f.metric, q, limit, bound, ef,
+                           exact, names)
 
-    def explain(self, **search_args) -> str:
-        """How `search(**search_args)` would be answered (it runs the search)."""
-        return self.search(**search_args).plan
-
-    def history(self, id) -> list[dict]:
-        """Every version of one document: [{version, deleted, doc}], oldest first."""
+    def _plan_find(self, where: str | None = None, params: list | tuple = (), as_of=None,
+                   limit: int | None = None, select: list | None = None) -> Query:
         t = self._table
-        key = _id_list(coerce_ids(t.schema, [id]))[0]
-        v = self._engine.read_version(self._tx)
-        rows = t.rows_of_id(key, t.n)
-        rows = rows[t.born.data[rows] <= v]
-        docs = self._docs(t, rows, self._select(t, None, vectors=True))
-        out = []
-        for r, d in zip(rows.tolist(), docs):
-            died = int(t.died.data[r])
-            out.append({"version": int(t.born.data[r]),
-                        "deleted": None if died == ALIVE or died > v else died, "doc": d})
-        return out
+        check_params(params)
+        if limit is not None:
+            limit = _limit(limit)     # a negative one sliced [:-1], dropping a row
+        names = self._select(t, select)
+        bound = None if where is None else Filter(where, t.schema, params)
+        return plan_find(self._snapshot(as_of), t, bound, limit, names)
+
+    def _plan_count(self, where: str | None = None, params: list | tuple = (),
+                    as_of=None) -> Query:
+        t = self._table
+        check_params(params)
+        bound = None if where is None else Filter(where, t.schema, params)
+        return plan_count(self._snapshot(as_of), t, bound)
 
     # ---- helpers -----------------------------------------------------------------
-
-    def _visible(self, t: Table, v: int, n: int) -> np.ndarray:
-        return t.visible(v, n, final=self._final())
-
-    def _final(self) -> bool:
-        # Outside a transaction the version read is committed, so its masks can be cached.
-        return self._tx is None
 
     def _vector_field(self, t: Table, field: str | None) -> str:
         vecs = t.schema.vector_fields
@@ -272,35 +292,55 @@ class Collection:
             raise UnknownFieldError(f"{field!r} is not a vector field of {self.name!r}")
         return field
 
-    def _select(self, t: Table, select, vectors: bool = False) -> list[str]:
+    def _select(self, t: Table, select, vectors: bool = False) -> tuple:
         if select is None:
-            return [n for n, f in t.schema.fields.items() if vectors or f.kind != "vector"]
+            cached = self._all_fields
+            if cached is None or cached[0] is not t.schema:
+                fs = t.schema.fields
+                cached = self._all_fields = (
+                    t.schema, tuple(n for n, f in fs.items() if f.kind != "vector"), tuple(fs))
+            return cached[2] if vectors else cached[1]
+        if type(select) is list and not select:
+            return ()
         if not isinstance(select, (list, tuple)) or not all(isinstance(s, str) for s in select):
             raise FieldTypeError(f"select is a list of field names, got {select!r:.80}")
         t.schema.check_names(select, "select")
-        return [s for s in select if s != "id"]
+        return tuple(s for s in select if s != "id")
 
-    def _docs(self, t: Table, rows: np.ndarray, names: list[str]) -> list[dict]:
+    def _docs(self, t: Table, rows: np.ndarray, names) -> list[dict]:
         """Materialise rows as dicts (columnar takes, then one zip)."""
         cols = self._columns(t, rows, names)
         keys = ["id", *names]
         return [dict(zip(keys, vals)) for vals in zip(*cols)]
 
-    def _hits(self, t: Table, rows: np.ndarray, names: list[str], scores, plan) -> Hits:
-        ids, *cols = self._columns(t, rows, names)
-        scores = [None] * len(ids) if scores is None else np.asarray(scores, np.float64).tolist()
-        fields = ([dict(zip(names, vals)) for vals in zip(*cols)] if names
-                  else [{} for _ in ids])
-        return Hits([Hit(i, s, f) for i, s, f in zip(ids, scores, fields)], plan=plan)
+    def _hits(self, t: Table, res: Result) -> Hits:
+        """The API edge: Hit objects from the executor's columns."""
+        rows, names = res.rows, res.fields
+        ids = t.id_values(rows)
+        scores = [None] * len(ids) if res.scores is None else res.scores.tolist()
+        if not names:
+            return Hits([Hit(i, s, {}) for i, s in zip(ids, scores)], plan=res.plan)
+        cols = [_pyvalues(t.schema.fields[name].kind, *t.columns[name].take(rows))
+                for name in names]
+        return Hits([Hit(i, s, dict(zip(names, vals)))
+                     for i, s, vals in zip(ids, scores, zip(*cols))], plan=res.plan)
 
     @staticmethod
-    def _columns(t: Table, rows: np.ndarray, names: list[str]) -> list[list]:
+    def _columns(t: Table, rows: np.ndarray, names) -> list[list]:
         """The ids, then each named field, of `rows` as Python lists (columnar takes)."""
         rows = np.asarray(rows, np.int64)
         cols = [_ids_of(t, rows)]
         for name in names:
             cols.append(_pyvalues(t.schema.fields[name].kind, *t.columns[name].take(rows)))
         return cols
+
+
+def _one_id(schema: Schema, id):
+    """One document id, checked as coerce_ids checks a list of them (a plain
+    int is checked without building an array)."""
+    if type(id) is int and schema.id_kind == "int" and ID_MIN <= id < ID_END:
+        return id
+    return _id_list(coerce_ids(schema, [id]))[0]
 
 
 def _pyvalues(kind: str, vals, nulls) -> list:

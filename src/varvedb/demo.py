@@ -46,7 +46,7 @@ def run(path: str = "demo.varve", rows: int = 100_000, dim: int = 128, echo=prin
     q = ds.queries[0]
     where = "tag < 10 AND year >= 2020"
     hits, ms = _timed(lambda: docs.search(vector=q, where=where, limit=5))
-    echo(f"\nsearch where {where!r}, top 5 ({ms:.2f} ms, {hits.plan}):")
+    echo(f"\nsearch where {where!r}, top 5 ({ms:.2f} ms, {hits.plan.brief()}):")
     for h in hits:
         echo(f"  id={h.id:<7} score={h.score:.4f} tag={h['tag']:<3} year={h['year']} "
              f"title={h['title']!r}")

@@ -1,10 +1,13 @@
-"""Search results: a list of `Hit`s with columnar exits."""
+"""Search results: a list of `Hit`s with columnar exits, built at the API edge
+from the executor's columns (query/execute.py)."""
 from __future__ import annotations
 
 from typing import Any
 
 import msgspec
 import numpy as np
+
+from .query.plan import PlanNode
 
 
 class Hit(msgspec.Struct):
@@ -39,15 +42,12 @@ class Hit(msgspec.Struct):
 
 
 class Hits(list):
-    """The hits of a query, best first. `plan` says how the query was answered."""
+    """The hits of a query, best first. `plan` is the plan as it ran (query.plan):
+    `str(hits.plan)` prints it as a tree, `hits.plan.to_dict()` gives it as data."""
 
-    def __init__(self, hits=(), plan=""):
+    def __init__(self, hits=(), plan: PlanNode | None = None):
         super().__init__(hits)
-        self._plan = plan      # a string, or a planner Plan described on first read
-
-    @property
-    def plan(self) -> str:
-        return str(self._plan)
+        self.plan = plan
 
     @property
     def ids(self) -> list:

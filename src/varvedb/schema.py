@@ -434,6 +434,12 @@ def coerce_array(name: str, f: Field, arr: Any, n: int) -> tuple[Any, np.ndarray
 
 def coerce_query_vector(f: Field, q: Any) -> np.ndarray:
     """A query vector for field f as float32 (dim,), checked like stored ones."""
+    if type(q) is np.ndarray and q.dtype == np.float32 and q.ndim == 1 \
+            and q.shape[0] == f.dim:
+        # the common case, checked without the casts (and their errstate) below
+        if not np.isfinite(q).all():
+            raise NonFiniteVectorError("query vector holds NaN or inf")
+        return q
     try:
         with np.errstate(over="ignore"):     # past float32 is inf, refused below
             a = np.asarray(q, dtype=np.float32) if not isinstance(q, np.ndarray) else q

@@ -175,9 +175,9 @@ class Varve(Engine):
                                          select=[]).ids)
 
     def explain(self, q, k, ef=None, max_tag=None):
-        if ef is None:
-            return self.coll.search(vector=q, limit=k, where=_where(max_tag)).plan
-        return self.coll.search(vector=q, limit=k, ef=ef, where=_where(max_tag)).plan
+        # the plan as it ran (a fallback shows), on one line for the report
+        return self.coll.search(vector=q, limit=k, ef=ef, where=_where(max_tag),
+                                select=[]).plan.brief()
 
     def close(self):
         if self.db is not None:

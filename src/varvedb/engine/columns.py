@@ -49,6 +49,10 @@ class Growable:
     def view(self) -> np.ndarray:
         return self.data[:self.n]
 
+    def head(self, n: int) -> np.ndarray:
+        """Rows [0, n) as a view (a reader's n: never past what was appended)."""
+        return self.data[:n]
+
     def frozen(self, n: int) -> np.ndarray:
         """A read-only view of rows [0, n). Arrays mapped from the file are read-only
         and fresh ones are not; numba compiles a kernel once per flavour, so the
@@ -138,6 +142,22 @@ class ScalarColumn:
     def take(self, rows: np.ndarray):
         return self.values.data[rows], self.nulls.data[rows]
 
+    def value(self, row: int):
+        """One row's value as a Python scalar (timestamps as int microseconds), or None."""
+        return None if self.nulls.data.item(row) else self.values.data.item(row)
+
+    def head(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(values, nulls) of rows [0, n), as views: a filter compares them directly."""
+        return self.values.data[:n], self.nulls.data[:n]
+
+    def keys(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """(sort keys, nulls) of rows [lo, hi), for a scalar index."""
+        return self.values.data[lo:hi], self.nulls.data[lo:hi]
+
+    def null_mask(self, n: int) -> np.ndarray:
+        """A fresh mask of the null rows among [0, n)."""
+        return self.nulls.data[:n].copy()
+
     def truncate(self, n: int) -> None:
         self.values.truncate(n)
         self.nulls.truncate(n)
@@ -186,6 +206,33 @@ class TextColumn:
         codes = self.codes.data[rows]
         words = self.words
         return [None if c < 0 else words[c] for c in codes.tolist()], codes < 0
+
+    def value(self, row: int) -> str | None:
+        c = self.codes.data.item(row)
+        return None if c < 0 else self.words[c]
+
+    def head(self, n: int) -> np.ndarray:
+        """The codes of rows [0, n), as a view (NULL_CODE for null)."""
+        return self.codes.data[:n]
+
+    def coded(self, n: int) -> tuple[np.ndarray, list]:
+        """(a copy of the codes of rows [0, n), the words): codes first, words after,
+        so every code has its word even if the writer rolls back and reuses rows
+        past this n meanwhile."""
+        codes = self.codes.data[:n].copy()
+        return codes, list(self.words)
+
+    def rows_equal(self, value: str, n: int) -> np.ndarray:
+        """Rows among [0, n) holding exactly `value`."""
+        return np.flatnonzero(self.codes.data[:n] == self.code_of(value))
+
+    def keys(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """(codes, nulls) of rows [lo, hi): a text index sorts by dictionary code."""
+        codes = self.codes.data[lo:hi]
+        return codes, codes < 0
+
+    def null_mask(self, n: int) -> np.ndarray:
+        return self.codes.data[:n] < 0
 
     def truncate(self, n: int) -> None:
         self.codes.truncate(n)
@@ -248,6 +295,12 @@ class JsonColumn:
         items = self.items
         vals = [items[r] for r in rows.tolist()]
         return vals, np.fromiter((v is None for v in vals), bool, len(vals))
+
+    def value(self, row: int):
+        return self.items[row]
+
+    def null_mask(self, n: int) -> np.ndarray:
+        return np.fromiter((v is None for v in self.items[:n]), bool, n)
 
     def truncate(self, n: int) -> None:
         with self._paths_lock:
@@ -319,6 +372,21 @@ class VectorColumn:
 
     def take(self, rows: np.ndarray):
         return self.arena.data[rows], self.nulls.data[rows]
+
+    def value(self, row: int) -> np.ndarray | None:
+        """One row's vector as a fresh float32 array, or None."""
+        return None if self.nulls.data.item(row) else self.arena.data[row].astype(np.float32)
+
+    def frozen(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(arena, norms) of rows [0, n), read-only: what the search kernels take."""
+        return self.arena.frozen(n), self.norms.frozen(n)
+
+    def null_mask(self, n: int) -> np.ndarray:
+        return self.nulls.data[:n].copy()
+
+    def nulls_head(self, n: int) -> np.ndarray:
+        """The null mask of rows [0, n), as a view."""
+        return self.nulls.data[:n]
 
     def truncate(self, n: int) -> None:
         self.arena.truncate(n)

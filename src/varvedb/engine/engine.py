@@ -6,9 +6,9 @@ transaction's pending version → `commit` writes the commit frame, releases
 the writer lock, waits until the log is durable (sharing fsyncs with other
 committers) and only then publishes the version to readers.
 
-Read path: a reader takes `read_version()` — the published version, or the
-pending one for the thread that owns the open transaction — and evaluates
-visibility masks against it. Nothing a reader touches is modified in place
+Read path: a reader takes a `snapshot()` (snapshot.py) — the published
+version, or the pending one of its own open transaction, and each table's row
+count read after it — and evaluates visibility masks against it. Nothing a reader touches is modified in place
 except `died` stamps of versions newer than any it can see.
 
 Failure: a write that fails inside a transaction undoes the transaction in
@@ -26,20 +26,20 @@ commits other processes have added since.
 """
 from __future__ import annotations
 
-import datetime
 import threading
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import (ClosedError, CorruptFileError, FieldTypeError, LockTimeoutError,
-                      NotFoundError, OptionError, ReadOnlyError, SchemaError, StorageError,
-                      TransactionAbortedError, TransactionError, VersionNotFoundError)
-from ..schema import Schema, to_micros
+from ..errors import (ClosedError, CorruptFileError, LockTimeoutError, NotFoundError,
+                      OptionError, ReadOnlyError, SchemaError, StorageError,
+                      TransactionAbortedError, TransactionError)
+from ..schema import Schema
 from ..storage import format as F
 from ..storage.log import LogFile, LoggedCommit
 from . import checkpoint, frames
+from .snapshot import Snapshot, take as take_snapshot
 from .table import Table, check_unique
 from .writer_lock import WriterLock
 
@@ -463,40 +463,12 @@ class Engine:
         """The version a reader sees: its own open transaction's, else the published one."""
         return tx.version if tx is not None and not tx.done else self.visible
 
-    def resolve_as_of(self, as_of, tx: Transaction | None = None) -> int:
-        """A version number, or a timezone-aware datetime → the last version
-        committed at or before it. Anything else is an OptionError: a naive
-        datetime (or a string, a datetime64) could be in any zone."""
-        if as_of is None:
-            return self.read_version(tx)
-        if isinstance(as_of, bool) or not isinstance(as_of, (int, np.integer)):
-            if not isinstance(as_of, datetime.datetime):
-                raise OptionError(f"as_of is a version number or a timezone-aware "
-                                  f"datetime, got {as_of!r:.80}")
-            try:
-                aware = as_of.utcoffset() is not None
-            except (TypeError, ValueError):
-                aware = False
-            if not aware:
-                raise OptionError("as_of needs a timezone-aware datetime (a naive one could "
-                                  f"be in any zone), got {as_of!r}")
-            try:
-                us = to_micros("as_of", as_of)
-            except FieldTypeError as e:
-                raise OptionError(str(e)) from None
-            stamps = np.fromiter((c.timestamp_us for c in self.history), np.int64,
-                                 len(self.history))
-            i = int(np.searchsorted(stamps, us, side="right"))
-            v = self.history[i - 1].version if i else self.oldest_version() - 1
-            return min(v, self.read_version(tx))
-        v = int(as_of)
-        if v < 0 or v > self.read_version(tx):
-            raise VersionNotFoundError(f"version {v} does not exist; the newest is "
-                                       f"{self.read_version(tx)}")
-        if v < self.oldest_version() - 1:
-            raise VersionNotFoundError(f"version {v} is older than the history kept "
-                                       f"(oldest {self.oldest_version()})")
-        return v
+    def snapshot(self, as_of=None, tx: Transaction | None = None) -> Snapshot:
+        """What one read sees: a version (as of `as_of`: a version number or an
+        aware datetime; None: the newest) and each table's row count, taken after
+        it. `tx` is the reader's own open transaction, whose writes it sees."""
+        self._ensure_open()
+        return take_snapshot(self, as_of, tx)
 
     def oldest_version(self) -> int:
         return self.history[0].version if self.history else 1

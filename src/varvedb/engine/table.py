@@ -58,51 +58,59 @@ class Table:
 
     # ---- reading -------------------------------------------------------------
 
-    def visible(self, version: int, n: int | None = None, final: bool = False) -> np.ndarray:
-        """Read-only boolean mask over row versions [0, n) (default: all): visible
-        as of `version`. Combine it into a new array; never write to it.
+    def visible(self, version: int, n: int, final: bool = False, nonnull: str | None = None
+                ) -> tuple[np.ndarray, int]:
+        """(read-only mask, count) over row versions [0, n): visible as of
+        `version` (and with a non-null `nonnull` field). Combine the mask into
+        a new array; never write to it.
 
-        A reader takes `n` once and passes it to every column it reads, so
-        all its masks have one length while the writer appends. `final` says
-        the version is committed, so the mask may be cached for the next reader."""
-        if n is None:
-            n = self.born.n
-        return self._mask(None, version, n, final)[0]
-
-    def searchable(self, field: str, version: int, n: int, final: bool = False
-                   ) -> tuple[np.ndarray, int]:
-        """(read-only mask, count) of rows visible as of `version` with a non-null `field`."""
-        return self._mask(field, version, n, final)
-
-    def _mask(self, field: str | None, version: int, n: int, final: bool
-              ) -> tuple[np.ndarray, int]:
+        Readers get here through a Snapshot, which takes `n` once, after the
+        version, so all its masks have one length while the writer appends.
+        `final` says the version is committed, so the mask may be cached for
+        the next reader."""
         # Visibility as of a committed version never changes (later writes only
         # append rows born later and stamp `died` with later versions), and a
         # row's nulls never change, so a committed version's mask is cached.
-        cached = self._mask_cache.get(field)
+        cached = self._mask_cache.get(nonnull)
         if cached is not None and cached[0] == version and cached[1] == n:
             return cached[2], cached[3]
         mask = (self.born.data[:n] <= version) & (self.died.data[:n] > version)
-        if field is not None:
-            mask &= ~self.columns[field].nulls.data[:n]
+        if nonnull is not None:
+            mask &= ~self.columns[nonnull].nulls_head(n)
         mask.flags.writeable = False
         count = int(np.count_nonzero(mask))
         if final:
-            self._mask_cache[field] = (version, n, mask, count)
+            self._mask_cache[nonnull] = (version, n, mask, count)
         return mask, count
+
+    def visible_row(self, key, version: int, n: int) -> int:
+        """The row of document `key` visible as of `version` among [0, n), or -1.
+
+        The live map is tried first: its row is the answer when it is visible
+        at this version (at most one row of an id is visible at any version),
+        which is every read of the current state. Otherwise (an older version,
+        or a row the writer has replaced or deleted but not committed) every
+        row written for the id is looked at."""
+        born, died = self.born.data, self.died.data
+        r = self.live.get(key)
+        if r is not None and r < n and born.item(r) <= version < died.item(r):
+            return r
+        rows = self.rows_of_id(key, n)
+        rows = rows[(born[rows] <= version) & (died[rows] > version)]
+        return int(rows[0]) if len(rows) else -1
+
+    def id_value(self, row: int):
+        return self.ids.value(row) if isinstance(self.ids, TextColumn) else self.ids.data.item(row)
 
     def id_values(self, rows: np.ndarray) -> list:
         if isinstance(self.ids, TextColumn):
             return self.ids.take(rows)[0]
         return self.ids.data[rows].tolist()
 
-    def rows_of_id(self, key, n: int | None = None) -> np.ndarray:
-        """Every row version among [0, n) (default: all) written for one document id."""
-        if n is None:
-            n = self.born.n
+    def rows_of_id(self, key, n: int) -> np.ndarray:
+        """Every row version among [0, n) written for one document id (a scan)."""
         if isinstance(self.ids, TextColumn):
-            code = self.ids.code_of(key)
-            return np.flatnonzero(self.ids.codes.data[:n] == code)
+            return self.ids.rows_equal(key, n)
         return np.flatnonzero(self.ids.data[:n] == key)
 
     def live_rows(self, keys: list) -> np.ndarray:

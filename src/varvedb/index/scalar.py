@@ -40,22 +40,17 @@ class SortedIndex:
     def sorted_upto(self) -> int:
         return self._run[2]
 
-    def _column(self, table):
-        col = table.columns[self.field]
-        if hasattr(col, "codes"):
-            return col.codes.data, col.codes.data < 0
-        return col.values.data, col.nulls.data
-
     def extend(self, table, lo: int, hi: int) -> None:
         self.n = hi
         if hi - self.sorted_upto > max(1024, self.sorted_upto // 4):
             self.merge(table)
 
     def merge(self, table) -> None:
-        values, nulls = self._column(table)
-        new = np.arange(self.sorted_upto, self.n, dtype=np.int64)
-        new = new[~nulls[self.sorted_upto:self.n]]
+        lo = self.sorted_upto
+        values, nulls = table.columns[self.field].keys(lo, self.n)
+        new = np.flatnonzero(~nulls)
         keys = np.concatenate([self.keys, values[new].astype(self.keys.dtype)])
+        new += lo
         rows = np.concatenate([self.rows, new])
         order = np.lexsort((rows, keys))
         self._run = (keys[order], rows[order], self.n)
@@ -82,9 +77,8 @@ class SortedIndex:
         hits = run_rows[lo:hi]
         hits = hits[hits < n]
         if n > tail_lo:
-            values, nulls = self._column(table)
-            v = values[tail_lo:n]
-            t = _OPS[op](v, value) & ~nulls[tail_lo:n]
+            v, nulls = table.columns[self.field].keys(tail_lo, n)
+            t = _OPS[op](v, value) & ~nulls
             hits = np.concatenate([hits, tail_lo + np.flatnonzero(t)])
         return hits
 

@@ -109,8 +109,7 @@ class VectorIndex:
             # they are walked through (their vectors are in the arena by now)
             # but never returned.
             linked = self.linked
-            arena = column.arena.frozen(max(n, linked))
-            norms = column.norms.frozen(max(n, linked))
+            arena, norms = column.frozen(max(n, linked))
             if linked > n:
                 walk_allow = np.zeros(linked, bool)
                 walk_allow[:n] = True if allow is None else allow

@@ -295,7 +295,7 @@ class Filter:
             fn = _PY_OPS[op]
             if kind == "text" and op == "eq" and ref.name != "id":
                 col = table.columns[ref.name]
-                codes = col.codes.data[:n]
+                codes = col.head(n)
                 return codes == col.code_of(value), codes < 0
             return self._apply(ref, table, n, lambda x: _safe(fn, x, value))
         values, nulls = self._scalar(ref, table, n)
@@ -318,31 +318,23 @@ class Filter:
         return t & ~nulls, nulls
 
     def _scalar(self, ref: Ref, table, n: int):
-        if ref.name == "id":
-            return table.ids.data[:n], np.zeros(n, bool)
-        col = table.columns[ref.name]
-        return col.values.data[:n], col.nulls.data[:n]
+        if ref.name == "id":      # int ids (text ones are compared as text)
+            return table.ids.head(n), np.zeros(n, bool)
+        return table.columns[ref.name].head(n)
 
     def _nulls(self, ref: Ref, table, n: int) -> np.ndarray:
         if ref.path:
             return self._json_codes(ref, table, n)[0] < 0
         if ref.name == "id":
             return np.zeros(n, bool)
-        col = table.columns[ref.name]
-        if hasattr(col, "codes"):
-            return col.codes.data[:n] < 0
-        if hasattr(col, "items"):
-            return np.fromiter((v is None for v in col.items[:n]), bool, n)
-        return col.nulls.data[:n].copy()
+        return table.columns[ref.name].null_mask(n)
 
     def _apply(self, ref: Ref, table, n: int, pred, text_only: bool = False):
         """Evaluate a Python predicate over text dictionary words or json values."""
         kind = "json" if ref.path else self.kind(ref)
         if kind == "text":
             col = table.ids if ref.name == "id" else table.columns[ref.name]
-            # Codes first (a copy), words after: every code then has its word,
-            # even if the writer rolls back and reuses rows past its n meanwhile.
-            return _map_codes(col.codes.data[:n].copy(), list(col.words), pred)
+            return _map_codes(*col.coded(n), pred)
         if text_only and kind != "json":
             raise FilterError(f"LIKE needs a text field; {ref.name!r} is {kind}")
         if kind != "json":

@@ -1,80 +1,90 @@
-"""The vector search planner: exact scan, graph walk, or a widened walk, by selectivity.
+"""The planner: a read's arguments → a plan tree (plan.py), run later by execute.py.
 
-Every answer is complete: when k rows are allowed, k rows come back. A k
-above the allowed rows is cut to their count first, so no kernel sizes its
-scratch by a caller's limit=10**9.
+A vector top-k chooses its strategy by selectivity; every answer is complete
+(when k rows are allowed, k rows come back). A k above the allowed rows is
+cut to their count first, so no kernel sizes its scratch by a caller's
+limit=10**9.
 
 * No graph, `exact=True`, or few allowed rows (below EXACT_ROWS, or below
   EXACT_FRACTION of the table): exact scan over the allowed rows — cheaper
-  than a walk that must step over many disallowed nodes to find them.
+  than a walk that must step over many disallowed nodes to find them. A k
+  above MAX_EF is answered exactly too: a walk that wide costs more than the scan.
 * Otherwise walk the graph with the allow-mask (filter ∧ visibility ∧ not
-  null). A walk that returns fewer than min(k, allowed) rows is retried with
-  WIDEN × ef, and if still short, answered exactly. A k above MAX_EF is
-  answered exactly too: a walk that wide costs more than the scan.
+  null). At run time a walk that returns fewer than min(k, allowed) rows is
+  retried WIDEN × wider, and if still short, answered exactly (execute.py).
 
-Both paths score their final rows exactly in float64 and rank them by (score,
-row), so scores equal pgvector's values whichever path found them. `Plan.describe()` is what `explain` reports.
+Choosing needs the count of allowed rows, so planning a search evaluates
+its visibility and filter masks; the `Query` keeps them for the executor.
+Planning a find or a count evaluates nothing but visibility (cached).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from ..index import flat
 from ..schema import MAX_EF
+from .plan import Count, Filter, Limit, PlanNode, Project, Scan, Strategy, VectorTopK
 
 EXACT_ROWS = 2048
 EXACT_FRACTION = 0.02
 WIDEN = 4
 
 
-@dataclass
-class Plan:
-    path: str            # "exact", "hnsw", "hnsw-widened", "hnsw-then-exact"
-    allowed: int
-    rows: int
-    ef: int | None = None
-    reason: str = ""
+class Query:
+    """A planned read: its plan, the snapshot and table it reads, and the
+    masks planning already evaluated (keyed by node), which the executor reuses."""
+    __slots__ = ("plan", "snapshot", "table", "masks")
 
-    def __str__(self) -> str:
-        return self.describe()
-
-    def describe(self) -> str:
-        if self.path == "exact":
-            return f"exact scan over {self.allowed:,} of {self.rows:,} rows ({self.reason})"
-        what = {"hnsw": "hnsw walk", "hnsw-widened": "hnsw walk widened",
-                "hnsw-then-exact": "hnsw walk short of k, then exact scan"}[self.path]
-        return f"{what} ef={self.ef}, {self.allowed:,} of {self.rows:,} rows allowed"
+    def __init__(self, plan: PlanNode, snapshot, table, masks: dict):
+        self.plan = plan
+        self.snapshot = snapshot
+        self.table = table
+        self.masks = masks
 
 
-def vector_search(column, metric: str, index, q: np.ndarray, k: int, allow: np.ndarray,
-                  allowed: int, ef: int | None = None, exact: bool = False
-                  ) -> tuple[np.ndarray, np.ndarray, Plan]:
-    """Top-k rows of `column` among `allow` (`allowed` of them set) nearest to q:
-    (rows, distances, plan)."""
-    n = len(allow)
-    if allowed == n:
-        allow = None    # every row: the kernels skip the mask
-    k = want = min(k, allowed)
+def choose_vector_strategy(index, k: int, allowed: int, n: int, ef: int | None,
+                           exact: bool) -> tuple[Strategy, int | None, str]:
+    """(strategy, ef, reason) for the top-k among `allowed` of `n` rows."""
+    k = min(k, allowed)
     reason = ("exact=True" if exact else "no vector index" if index is None
               else "few rows allowed" if allowed < max(EXACT_ROWS, EXACT_FRACTION * n)
               else "limit above the widest walk" if k > MAX_EF else "")
     if reason:
-        rows, dists = _exact(column, metric, q, k, allow, n)
-        return rows, dists, Plan("exact", allowed, n, reason=reason)
-    ef = max(ef or index.spec.ef_search, k)
-    rows, dists = index.search(column, metric, q, k, allow, ef, n)
-    path = "hnsw"
-    if len(rows) < want:
-        ef *= WIDEN
-        rows, dists = index.search(column, metric, q, k, allow, ef, n)
-        path = "hnsw-widened"
-    if len(rows) < want:
-        rows, dists = _exact(column, metric, q, k, allow, n)
-        path = "hnsw-then-exact"
-    return rows, dists, Plan(path, allowed, n, ef)
+        return Strategy.EXACT, None, reason
+    return Strategy.GRAPH, max(ef or index.spec.ef_search, k), ""
 
 
-def _exact(column, metric, q, k, allow, n):
-    return flat.search(metric, column.arena.frozen(n), column.norms.frozen(n), q, k, allow)
+def plan_search(snap, table, field: str, metric: str, q: np.ndarray, k: int, where,
+                ef: int | None, exact: bool, fields: tuple) -> Query:
+    """Project(VectorTopK(Filter?(Scan))): `where` is a bound query.filter.Filter or None."""
+    mask, allowed = snap.visible(table, field)
+    n = snap.n(table)
+    node = Scan(table.name, snap.version, n, allowed, field)
+    masks = {id(node): (mask, allowed)}
+    if where is not None:
+        mask = mask & where.mask(table, n)
+        allowed = int(np.count_nonzero(mask))
+        node = Filter(where.expr, node, allowed, bound=where)
+        masks[id(node)] = (mask, allowed)
+    index = table.vector_indexes.get(field)
+    strategy, ef, reason = choose_vector_strategy(index, k, allowed, n, ef, exact)
+    top = VectorTopK(field, metric, k, strategy, allowed, node, ef, reason, query=q)
+    return Query(Project(fields, top), snap, table, masks)
+
+
+def plan_find(snap, table, where, limit: int | None, fields: tuple) -> Query:
+    """Project(Limit(Filter?(Scan))): rows in insertion order, no scoring."""
+    node, masks = _scan(snap, table, where)
+    return Query(Project(fields, Limit(limit, node)), snap, table, masks)
+
+
+def plan_count(snap, table, where) -> Query:
+    """Count(Filter?(Scan))."""
+    node, masks = _scan(snap, table, where)
+    return Query(Count(node), snap, table, masks)
+
+
+def _scan(snap, table, where) -> tuple[PlanNode, dict]:
+    mask, visible = snap.visible(table)     # cached for a committed version
+    node = Scan(table.name, snap.version, snap.n(table), visible)
+    masks = {id(node): (mask, visible)}
+    return (node if where is None else Filter(where.expr, node, bound=where)), masks

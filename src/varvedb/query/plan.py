@@ -1,0 +1,191 @@
+"""Plans as data: the tree of nodes a read is answered by.
+
+A node is a small dataclass: its own parameters, and the node(s) it reads
+from (`input`). `collection.explain(...)` returns the tree the planner built,
+without running it; `hits.plan` is the tree as it ran, with the strategy a
+vector top-k actually used (a walk short of k is widened, then answered
+exactly). Both print as an indented EXPLAIN-style tree (`str(plan)`) and
+compare as data (`plan.to_dict()`); tests assert on the dict, never the prose.
+
+Nodes read from one input today; `inputs()` is the one place that says so,
+so a node that reads several (a text top-k fused with a vector one) adds
+itself without changing the printers. A node may carry what it needs to
+run (a bound filter, a query vector) in fields marked `run_only`: they are
+left out of `to_dict()` and of the printed tree.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from enum import StrEnum
+from typing import Any, ClassVar, Iterator
+
+
+def run_only(default=None) -> Any:
+    """A field the executor uses that is not part of the plan's data."""
+    return field(default=default, repr=False, compare=False, metadata={"run_only": True})
+
+
+class Strategy(StrEnum):
+    """How a vector top-k finds its rows."""
+    EXACT = "exact"                 # score every allowed row
+    GRAPH = "graph"                 # walk the HNSW graph with the allow-mask
+    WIDENED = "widened"             # the walk came back short of k: walked again, wider
+    GRAPH_THEN_EXACT = "graph_then_exact"   # still short: answered by the exact scan
+
+
+_STRATEGY_WORDS = {Strategy.EXACT: "exact scan", Strategy.GRAPH: "graph walk",
+                   Strategy.WIDENED: "widened walk",
+                   Strategy.GRAPH_THEN_EXACT: "graph walk short of k, then exact scan"}
+
+
+@dataclass(slots=True, eq=False)
+class PlanNode:
+    NODE: ClassVar[str] = "?"
+
+    def inputs(self) -> tuple["PlanNode", ...]:
+        inp = getattr(self, "input", None)
+        return () if inp is None else (inp,)
+
+    def params(self) -> dict:
+        """This node's own data: every field but its inputs and run-only parts."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)
+                if f.name != "input" and not f.metadata.get("run_only")}
+
+    def to_dict(self) -> dict:
+        d = {"node": self.NODE, **self.params()}
+        ins = self.inputs()
+        if ins:
+            d["input"] = ins[0].to_dict() if len(ins) == 1 else [i.to_dict() for i in ins]
+        return d
+
+    def walk(self) -> Iterator["PlanNode"]:
+        """Every node of the tree, this one first (depth first)."""
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.inputs()))
+
+    def find(self, cls: type) -> "PlanNode | None":
+        """The first node of type `cls` in the tree, or None."""
+        return next((n for n in self.walk() if isinstance(n, cls)), None)
+
+    def describe(self) -> str:
+        """This node alone, on one line."""
+        return self.NODE
+
+    def brief(self) -> str:
+        """The whole tree on one line, outermost node first."""
+        return " <- ".join(n.describe() for n in self.walk())
+
+    def __str__(self) -> str:
+        lines, stack = [], [(self, 0)]
+        while stack:
+            node, depth = stack.pop()
+            lines.append(("  " * depth + "-> " if depth else "") + node.describe())
+            stack.extend((i, depth + 1) for i in reversed(node.inputs()))
+        return "\n".join(lines)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, PlanNode) and self.to_dict() == other.to_dict()
+
+    __hash__ = None
+
+
+@dataclass(slots=True, eq=False)
+class Scan(PlanNode):
+    """The row versions of a collection visible at a version (and with a
+    non-null `nonnull` field, for a vector search)."""
+    NODE: ClassVar[str] = "Scan"
+    collection: str
+    version: int
+    rows: int                   # row versions in the snapshot (visible or not)
+    visible: int | None = None  # of them visible (None: not counted at plan time)
+    nonnull: str | None = None
+
+    def describe(self) -> str:
+        what = f"Scan {self.collection} as of version {self.version}"
+        if self.nonnull:
+            what += f", {self.nonnull} not null"
+        if self.visible is None:
+            return f"{what} ({self.rows:,} row versions)"
+        return f"{what} ({self.visible:,} of {self.rows:,} row versions)"
+
+
+@dataclass(slots=True, eq=False)
+class Filter(PlanNode):
+    """Rows of the input that satisfy a where= expression (a numpy mask)."""
+    NODE: ClassVar[str] = "Filter"
+    where: str
+    input: PlanNode
+    matched: int | None = None  # rows that pass (None: not counted at plan time)
+    bound: Any = run_only()     # the query.filter.Filter, bound to schema and params
+
+    def describe(self) -> str:
+        tail = "" if self.matched is None else f" ({self.matched:,} rows)"
+        return f"Filter {self.where}{tail}"
+
+
+@dataclass(slots=True, eq=False)
+class VectorTopK(PlanNode):
+    """The k input rows nearest to a query vector, by `strategy`."""
+    NODE: ClassVar[str] = "VectorTopK"
+    field: str
+    metric: str
+    k: int                      # as asked (limit=); above the allowed rows, all of them
+    strategy: Strategy
+    allowed: int                # input rows it chooses among
+    input: PlanNode
+    ef: int | None = None       # the walk's width (None: exact)
+    reason: str = ""            # why exact, when it is
+    query: Any = run_only()     # the query vector
+
+    def describe(self) -> str:
+        what = f"VectorTopK {self.field} ({self.metric}) k={self.k}: " \
+               f"{_STRATEGY_WORDS[self.strategy]}"
+        if self.ef is not None:
+            what += f" ef={self.ef}"
+        if self.reason:
+            what += f" ({self.reason})"
+        return f"{what}, {self.allowed:,} rows allowed"
+
+
+@dataclass(slots=True, eq=False)
+class Limit(PlanNode):
+    """The first `limit` rows of the input, in its order (None: all)."""
+    NODE: ClassVar[str] = "Limit"
+    limit: int | None
+    input: PlanNode
+
+    def describe(self) -> str:
+        return "Limit all" if self.limit is None else f"Limit {self.limit:,}"
+
+
+@dataclass(slots=True, eq=False)
+class Project(PlanNode):
+    """The fields returned with each row (besides id and score)."""
+    NODE: ClassVar[str] = "Project"
+    fields: tuple
+    input: PlanNode
+
+    def describe(self) -> str:
+        return f"Project id, {', '.join(self.fields)}" if self.fields else "Project id"
+
+
+@dataclass(slots=True, eq=False)
+class Count(PlanNode):
+    """How many rows the input holds."""
+    NODE: ClassVar[str] = "Count"
+    input: PlanNode
+
+    def describe(self) -> str:
+        return "Count"
+
+
+def _plain(v):
+    if isinstance(v, StrEnum):
+        return str(v)
+    if isinstance(v, tuple):
+        return list(v)
+    return v
+
