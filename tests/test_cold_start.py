@@ -55,3 +55,13 @@ def test_a_cached_kernel_loads_without_numba_compiler_setup(dtype):
         "print('numba.np.linalg' in sys.modules)\n")
     _python(code)
     assert _python(code).split() == ["False"]
+
+
+def test_cold_bench_measures_every_figure(tmp_path, monkeypatch):
+    from varvedb.bench import cold
+    path = str(tmp_path / "cold.varve")
+    cold.build(path, 300, 8)
+    monkeypatch.setenv("PYTHONPATH", os.path.abspath(SRC))   # for its child processes
+    res = cold.run(path, 1)
+    assert len(res) == 12 and all(len(v) == 1 for v in res.values())
+    assert all(v[0] > 0 for k, v in res.items() if "over numba" not in k)
