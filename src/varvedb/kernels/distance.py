@@ -36,9 +36,11 @@ same reason callers use a large finite sentinel, never ``inf``, inside kernels.
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from .jit import njit
 
 METRIC_L2 = 0
 METRIC_DOT = 1
@@ -52,6 +54,7 @@ _JIT = dict(cache=True, nogil=True, fastmath=True)
 # Inlined into their callers at numba's IR level: a call to a separate
 # compiled function passes each array as a struct and pays two atomic
 # reference-count updates per array, which costs more than the distance.
+# (kernels.jit gives inlined functions no disk cache: they are never compiled alone.)
 _INLINE = dict(_JIT, inline="always")
 
 
@@ -72,6 +75,19 @@ def as_f32(typingctx, value):
 
         return types.float32(value), pass_through
     return None
+
+
+@intrinsic
+def _f32_bits(typingctx, value):
+    """The IEEE bits of a float32 as uint32 (a bit cast, no array view: numba's
+    ``ndarray.view`` lives in a module that loading a cached kernel would import)."""
+    if value != types.float32:
+        return None
+
+    def bitcast(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return types.uint32(value), bitcast
 
 
 @intrinsic
@@ -183,11 +199,11 @@ def all_finite(query):
     Tested on the exponent bits, because ``fastmath`` lets the compiler assume
     that floating-point NaN tests are false.
     """
-    bits = query.view(np.uint32)
-    bad = 0
-    for j in range(bits.shape[0]):
-        bad |= (bits[j] & 0x7F800000) == 0x7F800000
-    return bad == 0
+    exponent = np.uint32(0x7F800000)
+    bad = False
+    for j in range(query.shape[0]):
+        bad |= (_f32_bits(query[j]) & exponent) == exponent
+    return not bad
 
 
 @njit(**_INLINE)

@@ -19,9 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from pglast import ast, parse_sql
-from pglast.enums import A_Expr_Kind, BoolExprType, NullTestType
-from pglast.parser import ParseError
 
 from ..errors import FieldTypeError, FilterError, UnknownFieldError
 from ..schema import Schema, brief, to_micros
@@ -60,6 +57,10 @@ def parse(expr: str) -> Node:
     """Parse a filter expression into a Node tree (no schema check yet)."""
     if not isinstance(expr, str) or not expr.strip():
         raise FilterError(f"a filter is a non-empty SQL expression, got {expr!r}")
+    # pglast is imported here, not at import time: it costs ~45 ms and a
+    # search without a filter never needs it
+    from pglast import ast, parse_sql
+    from pglast.parser import ParseError
     try:
         stmts = parse_sql(f"SELECT 1 WHERE {expr}")
     except ParseError as e:
@@ -93,6 +94,8 @@ def _depth(root: Node) -> int:
 
 def convert(n, expr: str) -> Node:
     """Turn a pglast expression node into a Node (shared with the SQL layer)."""
+    from pglast import ast
+    from pglast.enums import BoolExprType, NullTestType
     if isinstance(n, ast.BoolExpr):
         args = tuple(convert(a, expr) for a in n.args)
         op = {BoolExprType.AND_EXPR: "and", BoolExprType.OR_EXPR: "or",
@@ -113,7 +116,8 @@ def convert(n, expr: str) -> Node:
     raise FilterError(f"unsupported construct {type(n).__name__} in filter {expr!r}")
 
 
-def _a_expr(n: ast.A_Expr, expr: str) -> Node:
+def _a_expr(n, expr: str) -> Node:
+    from pglast.enums import A_Expr_Kind
     name = n.name[-1].sval if n.name else ""
     if n.kind == A_Expr_Kind.AEXPR_IN:
         values = tuple(_value(v, expr) for v in n.rexpr)
@@ -133,11 +137,13 @@ def _a_expr(n: ast.A_Expr, expr: str) -> Node:
 
 
 def _is_ref(n) -> bool:
+    from pglast import ast
     return isinstance(n, ast.ColumnRef) or (
         isinstance(n, ast.A_Expr) and n.name and n.name[-1].sval in ("->", "->>"))
 
 
 def _ref(n, expr: str) -> Ref:
+    from pglast import ast
     if isinstance(n, ast.ColumnRef):
         fields = n.fields
         if len(fields) != 1 or not isinstance(fields[0], ast.String):
@@ -153,6 +159,7 @@ def _ref(n, expr: str) -> Ref:
 
 
 def _value(n, expr: str) -> Any:
+    from pglast import ast
     if isinstance(n, ast.TypeCast):
         return _value(n.arg, expr)
     if isinstance(n, ast.ParamRef):
