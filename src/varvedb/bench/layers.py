@@ -17,9 +17,9 @@ per-round ratios. Peers: SQLite (stdlib sqlite3) and hnswlib (optional: the
 * sustained inserts: one-row inserts into an HNSW-indexed collection
   (durability="off", timed until the graph has linked every row) against
   hnswlib's add_items one item at a time, on the same vectors.
-* cold start: fresh processes that open a 100k-row file with its graph and
-  answer one top-10 query (import excluded), and `import varvedb` against
-  `import numba` alone.
+* cold start: bench/cold.py — fresh processes that open a 100k-row file with
+  its graph and answer one top-10 query (import excluded), and `import
+  varvedb` against `import numba` alone.
 """
 from __future__ import annotations
 
@@ -27,8 +27,6 @@ import json
 import os
 import sqlite3
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -221,62 +219,15 @@ def _wait_linked(c) -> None:
         time.sleep(0.0005)
 
 
-_COLD_CHILD = r"""
-import sys, time, json
-t0 = time.perf_counter()
-import varvedb as vv
-import numpy as np
-t1 = time.perf_counter()
-db = vv.connect(sys.argv[1], readonly=True)
-c = db["items"]
-t2 = time.perf_counter()
-q = np.load(sys.argv[2])
-t3 = time.perf_counter()
-hits = c.search(vector=q, limit=10)
-t4 = time.perf_counter()
-assert len(hits) == 10
-print(json.dumps({"import_ms": (t1 - t0) * 1e3, "open_ms": (t2 - t1) * 1e3,
-                  "first_query_ms": (t4 - t3) * 1e3, "open_first_query_ms": (t2 - t1 + t4 - t3) * 1e3}))
-"""
-
-
 def cold_start(workdir: str, rounds: int, rows: int = 100_000, dim: int = 128) -> dict:
-    import varvedb as vv
-    path = os.path.join(workdir, f"cold-{rows}.varve")
-    qpath = os.path.join(workdir, "cold-q.npy")
-    x = data.clustered(rows, dim, seed=7)
-    np.save(qpath, data.clustered(1, dim, seed=8)[0])
-    with vv.connect(path, durability="off") as db:
-        c = db.create_collection("items", {"tag": "int", "embedding": vv.Vector(dim)})
-        c.insert_arrays(id=np.arange(rows), tag=np.arange(rows) % 100, embedding=x)
-        c.create_index("embedding", vv.HNSW())
-        _wait_linked(c)
-        db.checkpoint()
-    env = dict(os.environ)
-
-    def child(code, *args):
-        r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
-                           text=True, env=env, check=True)
-        return r.stdout
-
-    child(_COLD_CHILD, path, qpath)      # the kernels' cache is written once, not timed
-    timed = "import time; t = time.perf_counter(); import {m}; " \
-            "print((time.perf_counter() - t) * 1e3)"
-    opens, imports_vv, imports_nb = [], [], []
-    for i in range(rounds):
-        figs = json.loads(child(_COLD_CHILD, path, qpath))
-        opens.append(figs)
-        pair = [("varvedb", imports_vv), ("numba", imports_nb)]
-        for m, into in (pair if i % 2 == 0 else pair[::-1]):
-            into.append(float(child(timed.format(m=m))))
-    extra = [a - b for a, b in zip(imports_vv, imports_nb)]
+    """bench/cold.py's fresh-process figures (wall and CPU), summarised."""
+    from . import cold
+    path = os.path.join(workdir, f"cold-{rows}x{dim}.varve")
+    cold.build(path, rows, dim)
+    figures = {name: _stats(values) for name, values in cold.run(path, rounds).items()}
     return {"figure": f"fresh process: open a {rows:,} × {dim} file with its graph, first "
-                      "top-10 query", "unit": "ms",
-            "open_ms": _stats([f["open_ms"] for f in opens]),
-            "first_query_ms": _stats([f["first_query_ms"] for f in opens]),
-            "open_first_query_ms": _stats([f["open_first_query_ms"] for f in opens]),
-            "import_numba_ms": _stats(imports_nb), "import_varvedb_ms": _stats(imports_vv),
-            "import_varvedb_over_numba_ms": _stats(extra)}
+                      "top-10 query; import varvedb over import numba", "unit": "ms",
+            **figures}
 
 
 def run(rounds: int = 9, commits: int = 200, insert_rows: int = 500, workdir: str | None = None,
