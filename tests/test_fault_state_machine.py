@@ -27,7 +27,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import varvedb as vv
 from faults import KINDS, Crashed, Faults, installed
-from varvedb.storage import log as storage_log
+from varvedb.storage import log_writer as storage_log
 
 SOAK = bool(os.environ.get("VARVEDB_SOAK"))
 DIM = 4
