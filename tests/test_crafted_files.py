@@ -253,7 +253,7 @@ def test_resealed_file_is_the_same_file(valid, tmp_path):
     assert vv.verify_file(path).ok
     d = vv.connect(path, readonly=True)
     try:
-        assert d._engine.log.superblock.checkpoint_offset      # opened from the checkpoint
+        assert d._engine.log.file.superblock.checkpoint_offset      # opened from the checkpoint
         assert d["docs"].count() == 12 + 40 - 2 + 1 + 2 and d["notes"].count() == 10
         assert len(d["docs"].search([0] * 8, limit=3)) == 3
     finally:
@@ -752,17 +752,19 @@ def test_checkpoint_that_does_not_fit_is_a_lost_shortcut(valid, tmp_path, case):
     good = write(tmp_path, valid, "good.varve")
     path = write(tmp_path, edited_checkpoint(valid, edit))
     assert state(path) == state(good)
-    # the load itself: CorruptFileError (which open catches), the engine untouched
+    # the load itself: CorruptFileError (which open catches); the good one loads
     from varvedb.engine import checkpoint
-    from varvedb.engine.engine import Engine
-    e = Engine.__new__(Engine)
-    e.tables, e.names, e.history = {}, {}, []
-    with open(path, "rb") as f:
-        raw = f.read()
-    sb = F.unpack_slot(raw[F.SLOT_OFFSETS[1]:F.SLOT_OFFSETS[1] + F.SLOT_SIZE])
-    with pytest.raises(CorruptFileError):
-        checkpoint.load(e, memoryview(raw), sb.checkpoint_offset, sb)
-    assert e.tables == {} and e.names == {} and e.history == []
+    for p, ok in ((path, False), (good, True)):
+        with open(p, "rb") as f:
+            raw = f.read()
+        sb = F.unpack_slot(raw[F.SLOT_OFFSETS[1]:F.SLOT_OFFSETS[1] + F.SLOT_SIZE])
+        if ok:
+            loaded = checkpoint.load(memoryview(raw), sb.checkpoint_offset, sb)
+            assert loaded.version == sb.checkpoint_version and "docs" in loaded.names
+            assert loaded.history[-1].version == sb.checkpoint_version
+        else:
+            with pytest.raises(CorruptFileError):
+                checkpoint.load(memoryview(raw), sb.checkpoint_offset, sb)
     d = vv.connect(path)     # a writer too, and its next checkpoint is good again
     d["docs"].insert({"id": 999, "tag": 1})
     d.checkpoint()

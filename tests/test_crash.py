@@ -173,7 +173,7 @@ else:
     time.sleep(120)
 """
 
-BULK_ROWS = 600_000      # ids + 8-dim f32 vectors + tags: over 30 MB, past log.FLUSH_BYTES
+BULK_ROWS = 600_000      # ids + 8-dim f32 vectors + tags: over 30 MB, past log_writer.FLUSH_BYTES
 
 
 def _check_bulk_recovered(path, committed_version, bulk_done: bool | None):

@@ -27,7 +27,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import varvedb as vv
 from faults import KINDS, Crashed, Faults, installed
-from varvedb.storage import log as storage_log
+from varvedb.storage import log_writer
 
 SOAK = bool(os.environ.get("VARVEDB_SOAK"))
 DIM = 4
@@ -65,8 +65,8 @@ class FaultMachine(RuleBasedStateMachine):
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="varve-faults-")
         self.path = os.path.join(self.dir, "f.varve")
-        self.saved = (storage_log.FLUSH_BYTES, storage_log.BIG_FRAME, storage_log.PREFILL_BYTES)
-        storage_log.FLUSH_BYTES, storage_log.BIG_FRAME, storage_log.PREFILL_BYTES = \
+        self.saved = (log_writer.FLUSH_BYTES, log_writer.BIG_FRAME, log_writer.PREFILL_BYTES)
+        log_writer.FLUSH_BYTES, log_writer.BIG_FRAME, log_writer.PREFILL_BYTES = \
             2048, 1024, 8192
         self.faults = Faults(seed=len(self.dir))
         self.scope = installed(self.faults)
@@ -85,7 +85,7 @@ class FaultMachine(RuleBasedStateMachine):
         finally:
             self.faults.kill_all()
             self.scope.__exit__(None, None, None)
-            storage_log.FLUSH_BYTES, storage_log.BIG_FRAME, storage_log.PREFILL_BYTES = \
+            log_writer.FLUSH_BYTES, log_writer.BIG_FRAME, log_writer.PREFILL_BYTES = \
                 self.saved
             shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -73,7 +73,7 @@ def test_failed_checkpoint_changes_nothing_and_later_ones_keep_every_vector(
     with pytest.raises(vv.StorageError) as e:
         db.checkpoint()
     assert e.value.errno == errno.__dict__[kind.upper()]
-    assert db._engine.log.superblock is None
+    assert db._engine.log.file.superblock is None
     ids = np.arange(3000, 3010)
     docs.insert_arrays(id=ids, tag=np.ones(10, np.int64), emb=vec(ids))
     db.checkpoint()
@@ -235,7 +235,7 @@ def test_close_inside_a_transaction_rolls_it_back(db_path):
 def _checkpoint_file(path, commits_after: int) -> tuple[dict, int, int]:
     db, docs = make(path, n_inserts=10)
     db.checkpoint()
-    ck = db._engine.log.superblock.checkpoint_offset
+    ck = db._engine.log.file.superblock.checkpoint_offset
     for k in range(commits_after):
         ids = np.arange(1000 + 10 * k, 1010 + 10 * k)
         docs.insert_arrays(id=ids, tag=np.ones(10, np.int64), emb=vec(ids))
@@ -267,7 +267,7 @@ def test_superblock_naming_a_damaged_checkpoint_falls_back_to_the_older_one(tmp_
     db.checkpoint()
     insert_one(docs, 500)
     db.checkpoint()
-    newest = db._engine.log.superblock.checkpoint_offset
+    newest = db._engine.log.file.superblock.checkpoint_offset
     insert_one(docs, 501)
     want = state(db)
     db.close()

@@ -215,15 +215,17 @@ def _verify_runs(p: Proc) -> list[str]:
 def _checkpoint_offsets(path: str) -> set[int]:
     """Offsets of the checkpoint frames in the file (to say which breaks hit one)."""
     from varvedb.storage import format as F
-    from varvedb.storage.log import LogFile
-    log = LogFile(path, readonly=True)
+    from varvedb.storage import log_reader
+    from varvedb.storage.file import DatabaseFile
+    file = DatabaseFile(path, readonly=True)
     try:
-        buf = log.map()
+        buf = file.map()
         mv = memoryview(buf)
-        scan = log.scan(mv, F.LOG_START, 0, F.genesis_chain(log.file_id), check_payload=False)
+        scan = log_reader.scan(mv, F.LOG_START, 0, F.genesis_chain(file.file_id),
+                               file.superblocks, check_payload=False)
         return {c.offset for c in scan.checkpoints}
     finally:
-        log.close()
+        file.close()
 
 
 def _verify_failure(path: str, broken: list[str], runs: int) -> str:
@@ -382,20 +384,22 @@ def _last_committed(lines: list[str]) -> tuple[int, int]:
 def _checkpoint_phase(path: str, version: int) -> str:
     """Where in its checkpoint a kill landed, read from the file before anything repairs it."""
     from varvedb.storage import format as F
-    from varvedb.storage.log import LogFile
-    log = LogFile(path, readonly=True)
+    from varvedb.storage import log_reader
+    from varvedb.storage.file import DatabaseFile
+    file = DatabaseFile(path, readonly=True)
     try:
-        if log.superblock is not None and log.superblock.checkpoint_version == version:
+        if file.superblock is not None and file.superblock.checkpoint_version == version:
             return "checkpoint durable, not acknowledged"
-        mv = memoryview(log.map())
-        scan = log.scan(mv, F.LOG_START, 0, F.genesis_chain(log.file_id), check_payload=False)
+        mv = memoryview(file.map())
+        scan = log_reader.scan(mv, F.LOG_START, 0, F.genesis_chain(file.file_id),
+                               file.superblocks, check_payload=False)
         end = scan.commits[-1].end          # a checkpoint frame of this version starts here
         assert scan.commits[-1].record.version == version
         if any(c.offset == end and c.payload_ok for c in scan.checkpoints):
             return "frame written, superblock not"
         return "frame being written" if any(bytes(mv[end:end + 64])) else "before the frame"
     finally:
-        log.close()
+        file.close()
 
 
 def _check_ck_recovered(path: str, version: int, n: int, rng: random.Random) -> None:
@@ -420,7 +424,7 @@ def _check_ck_recovered(path: str, version: int, n: int, rng: random.Random) -> 
     with vv.connect(path, readonly=True) as db:
         assert db.version == version + 1 and db["docs"].count() == n + 5
         assert np.array_equal(db["docs"].get(n + 4)["emb"], vec([n + 4])[0])
-        assert db._engine.log.superblock.checkpoint_version == version + 1
+        assert db._engine.log.file.superblock.checkpoint_version == version + 1
         assert db.verify().ok
 
 

@@ -21,7 +21,8 @@ import pytest
 
 import varvedb as vv
 from varvedb.storage import format as F
-from varvedb.storage.log import LogFile
+from varvedb.storage import log_reader
+from varvedb.storage.file import DatabaseFile
 from conftest import zero_from
 
 SCHEMA = {"tag": vv.Int(index="hash"), "title": "text", "meta": "json",
@@ -66,7 +67,7 @@ def build(path, last_commit="small"):
                                                              "emb": [1, 1, 1, 1]}])
             c.insert_arrays(id=[20, 21], tag=[1, 2], emb=np.ones((2, 4), np.float32))
             c.delete(ids=[3])
-        else:   # a bulk frame larger than log.BIG_FRAME, written before the commit frame
+        else:   # a bulk frame larger than log_writer.BIG_FRAME, written before the commit frame
             n = 40_000
             c.insert_arrays(id=np.arange(100, 100 + n), tag=np.ones(n, np.int64),
                             emb=np.random.default_rng(0).normal(size=(n, 4)).astype(np.float32))
@@ -80,11 +81,12 @@ def frames_by_version(path):
     """({version: [(frame offset, payload length)]}, [(offset, length)] of checkpoints).
 
     Each version's list ends with its commit frame."""
-    log = LogFile(path, readonly=True)
-    buf = log.map()
+    file = DatabaseFile(path, readonly=True)
+    buf = file.map()
     mv = memoryview(buf)
     try:
-        scan = log.scan(mv, F.LOG_START, 0, F.genesis_chain(log.file_id))
+        scan = log_reader.scan(mv, F.LOG_START, 0, F.genesis_chain(file.file_id),
+                               file.superblocks)
         out = {}
         for c in scan.commits:
             commit_len = F.unpack_frame_header(mv[c.offset:c.offset + F.FRAME_HEADER_SIZE]).length
@@ -94,7 +96,7 @@ def frames_by_version(path):
     finally:
         mv.release()
         buf.close()
-        log.close()
+        file.close()
 
 
 def copy_truncated(raw: bytes, path, offset: int):

@@ -23,7 +23,7 @@ def info(file: str, as_json: bool) -> None:
     """Collections, rows, version and size of FILE."""
     with vv.connect(file, readonly=True) as db:
         eng = db._engine
-        sb = eng.log.superblock
+        sb = eng.log.file.superblock
         out = {
             "file": file, "bytes": os.path.getsize(file), "version": db.version,
             "checkpoint_version": sb.checkpoint_version if sb else None,

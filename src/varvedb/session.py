@@ -21,12 +21,12 @@ from .schema import Schema, validate_name
 
 if TYPE_CHECKING:
     from .collection import Collection
-    from .database import Database
     from .engine.engine import Transaction
 
 
 class Session:
-    def __init__(self, db: "Database", timeout: float | None = None):
+    def __init__(self, db, timeout: float | None = None):
+        # db: the Database (not imported here: database.py imports this module)
         from .engine.engine import check_timeout
         self._db = db
         self._engine = db._engine

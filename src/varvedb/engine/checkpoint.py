@@ -13,11 +13,13 @@ the log before the checkpoint, dictionaries and codes agree, the history is
 increasing and ends at the superblock's version and chain, the vectors of an
 indexed field are finite (one pass over that arena: the graph kernels need
 it), and a graph that does not fit is rebuilt. Anything else raises
-CorruptFileError with the engine untouched, and open replays the log
-instead: a checkpoint is only a shortcut.
+CorruptFileError, and open replays the log instead: a checkpoint is only a
+shortcut. `load` returns the state (`CheckpointState`) and the engine adopts
+it; neither `encode` nor `load` knows the engine.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -30,19 +32,31 @@ from ..storage import record
 from .columns import Growable, JsonColumn, TextColumn, VectorColumn
 from .frames import (APPLY_ERRORS, INT64_MAX, SCALAR_DTYPES, all_finite, all_of_types,
                      array_of, int_of)
+from .history import Commit
 from .table import ALIVE, Table
 
 MAX_EXTENTS = 64   # more runs than this and the arena is written whole instead
 
 
-def encode(engine) -> tuple[list, int, Callable[[], None]]:
-    """(parts, length, adopt): the checkpoint's payload, and what to call once it
-    is durable — nothing in memory changes before, so a failed write leaves the
-    state as it was."""
-    meta: dict = {"version": engine.written, "tables": []}
+@dataclass
+class CheckpointState:
+    """What a checkpoint holds: the state as of `version`, for the engine to adopt."""
+    version: int
+    tables: dict[int, Table]
+    names: dict[str, int]        # collection name -> cid
+    history: list[Commit]
+
+
+def encode(tables: dict[int, Table], history: list[Commit], version: int, at: int
+           ) -> tuple[list, int, Callable[[], None]]:
+    """(parts, length, adopt): the payload of a checkpoint of `tables` and `history`
+    as of `version`, whose frame will start at file offset `at`, and what to call
+    once it is durable — nothing in memory changes before, so a failed write
+    leaves the state as it was."""
+    meta: dict = {"version": version, "tables": []}
     arrays: dict[str, np.ndarray] = {}
     copied: list[tuple[VectorColumn, str]] = []
-    for cid, t in engine.tables.items():
+    for cid, t in tables.items():
         p = f"{cid}."
         tm = {"cid": cid, "name": t.name, "schema": t.schema.to_dict(), "created": t.created,
               "n": t.n, "next_int_id": t.next_int_id, "columns": {}, "extents": {},
@@ -73,14 +87,14 @@ def encode(engine) -> tuple[list, int, Callable[[], None]]:
             for k, a in ix.to_arrays().items():
                 arrays[f"{p}vx.{name}.{k}"] = a
         meta["tables"].append(tm)
-    h = engine.history
+    h = history
     arrays["h.version"] = np.fromiter((c.version for c in h), np.int64, len(h))
     arrays["h.ts"] = np.fromiter((c.timestamp_us for c in h), np.int64, len(h))
     arrays["h.rows"] = np.fromiter((c.rows_changed for c in h), np.int64, len(h))
     arrays["h.chain"] = np.frombuffer(b"".join(c.chain for c in h), np.uint8).reshape(len(h), 32)
     parts, length, offsets = record.encode(meta, arrays)
     # Once written, a copied arena is one run in the file: later checkpoints refer to it.
-    payload_at = engine.log.end + F.FRAME_HEADER_SIZE
+    payload_at = at + F.FRAME_HEADER_SIZE
     runs = [(col, [[0, col.arena.n, payload_at + offsets[key]]]) for col, key in copied]
 
     def adopt() -> None:
@@ -89,25 +103,23 @@ def encode(engine) -> tuple[list, int, Callable[[], None]]:
     return parts, length, adopt
 
 
-def load(engine, mv, offset: int, sb: F.Superblock | None = None) -> None:
-    """Restore the engine's tables and history from the checkpoint frame at offset.
+def load(mv, offset: int, sb: F.Superblock | None = None) -> CheckpointState:
+    """The tables and history of the checkpoint frame at offset in the mapped file mv.
 
-    Raises CorruptFileError, having changed nothing, when the frame is damaged
-    or what it holds does not fit together (checked below, before anything is
-    built from it); `sb`, the superblock that names it, must agree on its
-    version, chain and end. The caller then replays the log instead."""
+    Raises CorruptFileError when the frame is damaged or what it holds does not
+    fit together (checked below, before anything is built from it); `sb`, the
+    superblock that names it, must agree on its version, chain and end. The
+    caller then replays the log instead."""
     try:
-        tables, names, history = _load(mv, offset, sb)
+        return _load(mv, offset, sb)
     except CorruptFileError:
         raise
     except APPLY_ERRORS as e:   # a backstop: what the checks below miss
         raise CorruptFileError(f"the checkpoint at offset {offset} is not valid "
                                f"({type(e).__name__}: {e})") from e
-    engine.tables, engine.names, engine.history = tables, names, history
 
 
-def _load(mv, offset: int, sb: F.Superblock | None):
-    from .engine import Commit
+def _load(mv, offset: int, sb: F.Superblock | None) -> CheckpointState:
     hdr = F.unpack_frame_header(mv[offset:offset + F.FRAME_HEADER_SIZE]) \
         if offset >= F.LOG_START and offset % F.ALIGN == 0 else None
     body = offset + F.FRAME_HEADER_SIZE
@@ -136,7 +148,7 @@ def _load(mv, offset: int, sb: F.Superblock | None):
             raise CorruptFileError(f"the checkpoint holds collection {t.name!r} twice")
         tables[t.cid] = t
         names[t.name] = t.cid
-    return tables, names, [Commit(*h) for h in history]
+    return CheckpointState(version, tables, names, [Commit(*h) for h in history])
 
 
 def _history(arrays: dict, version: int, chain: bytes | None) -> list[tuple]:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,23 +36,17 @@ from ..errors import (ClosedError, CorruptFileError, LockTimeoutError, NotFoundE
                       TransactionAbortedError, TransactionError)
 from ..schema import Schema
 from ..storage import format as F
-from ..storage.log import LogFile, LoggedCommit
+from ..storage import log_reader
+from ..storage.log_reader import LoggedCommit
+from ..storage.log_writer import LogWriter
 from . import checkpoint, frames
+from .history import Commit
 from .snapshot import Snapshot, take as take_snapshot
 from .table import Table, check_unique
 from .writer_lock import WriterLock
 
 CLOSE_CHECKPOINT_BYTES = 4 << 20   # close() checkpoints when more log than this would replay
 PROGRESS_ROWS = 50_000             # graph builds at least this large show a progress bar
-
-
-@dataclass
-class Commit:
-    """One entry of the history: a version and what made it."""
-    version: int
-    timestamp_us: int
-    chain: bytes
-    rows_changed: int
 
 
 class Transaction:
@@ -92,7 +85,7 @@ class Engine:
         self._closed = False
         self._map = None
         self._generation = 0                   # the log generation the state was loaded at
-        self.log = LogFile(path, readonly, durability, batch_ms) if path else None
+        self.log = LogWriter.open(path, readonly, durability, batch_ms) if path else None
         if self.log:
             try:
                 self._load()
@@ -108,11 +101,11 @@ class Engine:
 
     def _load(self) -> None:
         log = self.log
-        buf = log.map()
+        buf = log.file.map()
         self._map = buf
         mv = memoryview(buf) if buf is not None else memoryview(b"")
         # the newest checkpoint first; a damaged one costs only its shortcut
-        starts = [sb for sb in log.superblocks if sb.checkpoint_offset] + [None]
+        starts = [sb for sb in log.file.superblocks if sb.checkpoint_offset] + [None]
         for i, sb in enumerate(starts):
             try:
                 version, chain = self._load_from(mv, sb)
@@ -132,12 +125,13 @@ class Engine:
     def _load_from(self, mv, sb) -> tuple[int, bytes]:
         """Load the checkpoint sb points at (None: none), replay the log after it."""
         log = self.log
-        version, chain, start = 0, F.genesis_chain(log.file_id), F.LOG_START
+        version, chain, start = 0, F.genesis_chain(log.file.file_id), F.LOG_START
         if sb is not None:
-            checkpoint.load(self, mv, sb.checkpoint_offset, sb)
+            state = checkpoint.load(mv, sb.checkpoint_offset, sb)
+            self.tables, self.names, self.history = state.tables, state.names, state.history
             version, chain, start = sb.checkpoint_version, sb.chain, sb.log_end
         if len(mv) > start:
-            scan = log.scan(mv, start, version, chain)
+            scan = log_reader.scan(mv, start, version, chain, log.file.superblocks)
             self._check_scan(scan, start)
             if sb is not None and not scan.commits and scan.stop_reason == "bad commit frame":
                 raise CorruptFileError("the log does not follow from the checkpoint")
@@ -197,22 +191,23 @@ class Engine:
         if self.log is None:
             return self.visible
         with self._writer.held():
-            buf = self.log.map()
+            log = self.log
+            buf = log.file.map()
             if buf is None:
                 return self.visible
             mv = memoryview(buf)
-            if not self.log.still_holds(mv):
+            if not log_reader.holds_commit(mv, log.commit_at, log.version, log.chain):
                 # the writer undid commits this reader had seen (a failed sync): start over
                 self.tables, self.names, self.history = {}, {}, []
                 self._load()
                 return self.visible
-            scan = self.log.scan(mv, self.log.end, self.log.version, self.log.chain)
-            self._check_scan(scan, self.log.end)
+            scan = log_reader.scan(mv, log.end, log.version, log.chain, log.file.superblocks)
+            self._check_scan(scan, log.end)
             for c in scan.commits:
                 self._replay(mv, c)
             if scan.commits:
                 last = scan.commits[-1]
-                self.log.adopt(last.end, last.record.version, last.record.chain, last.offset)
+                log.adopt(last.end, last.record.version, last.record.chain, last.offset)
                 self._map = buf
                 self.visible = self.written = last.record.version
                 for t in self.tables.values():
@@ -492,9 +487,11 @@ class Engine:
             return
         with self._writer.held():
             self._reload()
-            if self.log.superblock and self.log.superblock.checkpoint_version == self.written:
+            sb = self.log.file.superblock
+            if sb and sb.checkpoint_version == self.written:
                 return
-            parts, length, adopt = checkpoint.encode(self)
+            parts, length, adopt = checkpoint.encode(self.tables, self.history, self.written,
+                                                     self.log.end)
             # nothing in memory changes until the checkpoint is durable
             self.log.write_checkpoint(parts, length, self.written)
             adopt()
@@ -504,7 +501,7 @@ class Engine:
 
     def _checkpoint_worthwhile(self) -> bool:
         """Would the next open replay much log, or rebuild graph links?"""
-        sb = self.log.superblock
+        sb = self.log.file.superblock
         since = self.log.end - (sb.log_end if sb and sb.checkpoint_offset else F.LOG_START)
         relink = any(vi.linked != vi.checkpointed for t in self.tables.values()
                      for vi in t.vector_indexes.values())

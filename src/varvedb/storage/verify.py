@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import format as F
-from .log import LogFile
+from . import log_reader
+from .file import DatabaseFile
 
 
 @dataclass
@@ -53,13 +54,14 @@ def verify_file(path: str, anchor: tuple[int, str] | None = None,
 
 
 def _verify_once(path: str, anchor, expect_version) -> tuple[VerifyReport, bool]:
-    log = LogFile(path, readonly=True)
+    file = DatabaseFile(path, readonly=True)
     try:
-        live = log.writer_active()
-        buf = log.map()
+        live = file.writer_active()
+        buf = file.map()
         mv = memoryview(buf) if buf is not None else memoryview(b"")
-        genesis = F.genesis_chain(log.file_id)
-        scan = log.scan(mv, F.LOG_START, 0, genesis, check_payload=True)
+        genesis = F.genesis_chain(file.file_id)
+        scan = log_reader.scan(mv, F.LOG_START, 0, genesis, file.superblocks,
+                               check_payload=True)
         chains = {0: genesis}
         brk = None
         good = 0
@@ -75,12 +77,12 @@ def _verify_once(path: str, anchor, expect_version) -> tuple[VerifyReport, bool]
         # checkpoint no superblock names yet): a tail, not history — unless a
         # whole commit of a later version follows (a commit frame is written
         # after its frames). With no writer, an unclean tail is a break.
-        live = live or log.writer_active()
+        live = live or file.writer_active()
         if brk is None and scan.stop_reason not in ("end", "torn") and (
-                not live or log.commit_beyond(mv, scan.stop_offset, good + 1)):
+                not live or log_reader.commit_beyond(mv, scan.stop_offset, good + 1)):
             brk = Break(good + 1, scan.stop_offset, scan.stop_reason)
         history_end = scan.commits[-1].end if scan.commits else F.LOG_START
-        named = {sb.checkpoint_offset for sb in log.superblocks}
+        named = {sb.checkpoint_offset for sb in file.superblocks}
         bad_ck = next((f for f in scan.checkpoints if not f.payload_ok and (
             not live or f.offset < history_end or f.offset in named)), None)
         if brk is None and bad_ck is not None:
@@ -88,7 +90,7 @@ def _verify_once(path: str, anchor, expect_version) -> tuple[VerifyReport, bool]
             brk = Break((before[-1] if before else 0) + 1, bad_ck.offset,
                         "checkpoint does not match its hash")
         if brk is None:
-            brk = _check_slots(log, scan, chains)
+            brk = _check_slots(file, scan, chains)
         if brk is None and expect_version is not None and good < expect_version:
             brk = Break(good + 1, scan.end, f"the log ends at version {good}, "
                                             f"expected {expect_version}")
@@ -103,15 +105,15 @@ def _verify_once(path: str, anchor, expect_version) -> tuple[VerifyReport, bool]
     finally:
         buf = None
         mv = None
-        log.close()
+        file.close()
 
 
-def _check_slots(log: LogFile, scan, chains: dict) -> Break | None:
+def _check_slots(file: DatabaseFile, scan, chains: dict) -> Break | None:
     """Each superblock slot is empty, or names a whole checkpoint of the log."""
     frames = {f.offset: f for f in scan.checkpoints}
     # the slots as read at open, before the map: a checkpoint a slot names was
     # durable before the slot was written, so it lies whole inside the map
-    for off, raw in log.raw_slots.items():
+    for off, raw in file.raw_slots.items():
         if not any(raw):
             continue
         sb = F.unpack_slot(raw)

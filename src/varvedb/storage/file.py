@@ -1,0 +1,208 @@
+"""The database file itself: open and lock it, its header, its two superblock slots.
+
+A `DatabaseFile` is one open descriptor of a varvedb file. A writer holds an
+exclusive `flock` on it for as long as it is open; a reader takes none (and
+`writer_active` asks, without waiting, whether a writer holds it now). An
+empty file opened for writing gets its header block, made durable along
+with its directory entry before anything else is written.
+
+The superblock slots (format.py) are read once at open, newest first; the
+raw bytes are kept for `verify`. A checkpoint's writer (log_writer.py) puts
+the next superblock in the slot the older one is in (`write_slot`), and only
+once that is durable does the file take it as its newest (`use_superblock`).
+
+Every byte this module writes goes through the file's `FileIO`
+(storage/fileio.py), the door tests replace to inject faults.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import mmap
+import os
+import time
+import uuid
+
+from ..errors import (CorruptFileError, FileMissingError, FormatVersionError, NotAVarveFileError,
+                      StorageError, WriterLockedError)
+from . import fileio
+from . import format as F
+
+MAX_IOV = 512   # buffers per pwritev (the kernel's IOV_MAX is 1024)
+
+
+class DatabaseFile:
+    """One open varvedb file: descriptor, write lock, header and superblocks."""
+
+    def __init__(self, path: str, readonly: bool = False):
+        self.path = path
+        self.readonly = readonly
+        flags = os.O_RDONLY if readonly else os.O_RDWR | os.O_CREAT
+        try:
+            fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except FileNotFoundError:
+            raise FileMissingError(f"{path} does not exist; a read-only connection "
+                                   "opens an existing file") from None
+        self.fd = fd
+        self.io = fileio.open_file(fd, path)
+        try:
+            if not readonly:
+                self._lock()
+            size = os.fstat(fd).st_size
+            if size == 0 and not readonly:
+                self._create()
+                size = os.fstat(fd).st_size
+            self._read_header(size)
+            self.superblocks = self._read_superblocks()
+        except BaseException:
+            self.io.close()
+            raise
+
+    def _lock(self) -> None:
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise WriterLockedError(
+                    f"{self.path} is open for writing by another connection; "
+                    "open it with readonly=True to read it") from None
+            raise
+
+    def writer_active(self) -> bool:
+        """Does a writer hold this file's write lock right now? (Asks without waiting.)"""
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return True
+            raise
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        return False
+
+    # ---- header --------------------------------------------------------------
+
+    def _create(self) -> None:
+        now = time.time_ns() // 1000
+        block = bytearray(F.LOG_START)
+        block[:F.HEADER_SIZE] = F.pack_header(uuid.uuid4().bytes, now)
+        try:
+            self.write_all([bytes(block)], 0)
+            self.io.fsync()
+            _fsync_dir(self.path)
+        except OSError as e:
+            raise StorageError(f"{self.path}: could not create the file: {e}", e) from e
+
+    def _read_header(self, size: int) -> None:
+        head = os.pread(self.fd, F.HEADER_SIZE, 0)
+        try:
+            header = F.unpack_header(head)
+        except ValueError:
+            raise NotAVarveFileError(f"{self.path}: the header is damaged") from None
+        if header is None:
+            raise NotAVarveFileError(f"{self.path} is not a varvedb file")
+        if header.format_version > F.FORMAT_VERSION:
+            raise FormatVersionError(
+                f"{self.path} has format version {header.format_version}; this varvedb "
+                f"reads up to {F.FORMAT_VERSION}: upgrade varvedb")
+        if size < F.LOG_START:
+            raise CorruptFileError(f"{self.path} is shorter than its header block")
+        self.file_id = header.file_id
+        self.created_us = header.created_us
+
+    # ---- superblocks ---------------------------------------------------------
+
+    @property
+    def superblock(self) -> F.Superblock | None:
+        """The newest valid superblock (None before the first checkpoint)."""
+        return self.superblocks[0] if self.superblocks else None
+
+    def _read_superblocks(self) -> list[F.Superblock]:
+        """Valid superblocks, newest first (the raw slots are kept for verify)."""
+        self.raw_slots = {off: os.pread(self.fd, F.SLOT_SIZE, off) for off in F.SLOT_OFFSETS}
+        slots = [F.unpack_slot(raw) for raw in self.raw_slots.values()]
+        return sorted((sb for sb in slots if sb), key=lambda sb: -sb.seq)
+
+    def next_seq(self) -> int:
+        return self.superblock.seq + 1 if self.superblock else 1
+
+    @staticmethod
+    def slot_of(seq: int) -> int:
+        """The slot offset superblock number seq is written to (they alternate)."""
+        return F.SLOT_OFFSETS[seq % 2]
+
+    def write_slot(self, sb: F.Superblock) -> None:
+        """Write sb into its slot (not synced; raises OSError)."""
+        self.write_all([F.pack_slot(sb)], self.slot_of(sb.seq))
+
+    def zero_slot(self, offset: int) -> None:
+        self.write_all([bytes(F.SLOT_SIZE)], offset)
+
+    def use_superblock(self, sb: F.Superblock) -> None:
+        """sb is durable: it is the newest now, the one before it the fallback."""
+        self.superblocks = [sb] + [s for s in self.superblocks if s.seq != sb.seq][:1]
+
+    def torn_slots(self) -> tuple[int, ...]:
+        """Offsets of slots that hold bytes but no valid superblock (a slot write
+        cut short; the other slot holds the previous one)."""
+        return tuple(off for off in F.SLOT_OFFSETS
+                     if any(raw := os.pread(self.fd, F.SLOT_SIZE, off)) and not F.unpack_slot(raw))
+
+    # ---- bytes ---------------------------------------------------------------
+
+    def write_all(self, bufs: list, pos: int) -> int:
+        """Write bufs at pos, finishing short writes; returns the end position."""
+        for i in range(0, len(bufs), MAX_IOV):
+            chunk = bufs[i:i + MAX_IOV]
+            want = nbytes(chunk)
+            done = self.io.pwritev(chunk, pos)
+            if done != want:  # short write: finish it
+                rest = memoryview(b"".join(bytes(b) for b in chunk))[done:]
+                while rest:
+                    k = self.io.pwrite(rest, pos + done)
+                    if k <= 0:
+                        raise OSError(errno.EIO, "write made no progress", self.path)
+                    done += k
+                    rest = rest[k:]
+            pos += want
+        return pos
+
+    def map(self) -> mmap.mmap | None:
+        """A read-only map of the file's data as it is now (None if empty).
+
+        The file never shrinks, and a dead tail is a punched hole; nothing past
+        the first hole was written since, so the map stops there (a hole reads
+        as zeros: the end of the log) instead of populating gigabytes of it.
+        MAP_POPULATE maps every page up front: one call instead of a page
+        fault per 4 KiB on first touch, which costs more than the read itself."""
+        size = os.fstat(self.fd).st_size
+        if not size:
+            return None
+        try:
+            size = min(size, max(os.lseek(self.fd, 0, os.SEEK_HOLE), F.LOG_START))
+        except (OSError, AttributeError):   # no SEEK_HOLE here: map it all
+            pass
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        return mmap.mmap(self.fd, size, flags=flags, prot=mmap.PROT_READ)
+
+    @property
+    def closed(self) -> bool:
+        return self.fd < 0
+
+    def close(self) -> None:
+        """Close the descriptor (and with it the write lock)."""
+        if self.fd < 0:
+            return
+        self.io.close()
+        self.fd = -1
+
+
+def nbytes(bufs: list) -> int:
+    return sum(len(b) if isinstance(b, bytes) else b.nbytes for b in bufs)
+
+
+def _fsync_dir(path: str) -> None:
+    d = os.open(os.path.dirname(os.path.abspath(path)) or ".", os.O_RDONLY)
+    try:
+        os.fsync(d)
+    finally:
+        os.close(d)
