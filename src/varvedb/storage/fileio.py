@@ -16,7 +16,6 @@ where it cannot.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 
@@ -27,7 +26,8 @@ _ZERO_CHUNK = 1 << 20
 
 def _load_fallocate():
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        # the process's own symbols hold libc's (find_library would run ldconfig)
+        libc = ctypes.CDLL(None, use_errno=True)
         fn = libc.fallocate
     except (OSError, AttributeError):
         return None
