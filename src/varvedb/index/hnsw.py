@@ -49,6 +49,9 @@ _MAX_LEVEL = 30
 # have seen one row at a time, large enough to keep both cores busy.
 _BATCH_FRACTION = 4
 _MAX_BATCH = 256
+# Smaller batches are linked on the calling thread: waking numba's threads for
+# them costs more than it saves (milliseconds on a busy machine).
+_PARALLEL_FROM = 16
 # params layout of to_arrays()/from_arrays()
 _P_FORMAT, _P_DIM, _P_METRIC, _P_M, _P_EFC, _P_EFS, _P_SEED = range(7)
 _P_ENTRY, _P_TOP, _P_NODES, _P_EXTENT, _P_SLOTS, _P_LEVELS = range(7, 13)
@@ -87,7 +90,12 @@ class _Workspace:
 
 
 class _BuildScratch:
-    """Per-lane scratch of one ``add`` call, plus the batch buffers."""
+    """Per-lane scratch of the batch insert, plus the batch buffers.
+
+    Kept by the index across ``add`` calls, so that linking one row does not
+    allocate (and fault in) a visited set over the whole capacity each time;
+    rebuilt only when the capacity, the level count or the thread count grows.
+    """
 
     def __init__(self, lanes: int, rows: int, dim: int, ef: int, m: int, n_levels: int):
         m0 = 2 * m
@@ -107,6 +115,9 @@ class _BuildScratch:
         self.union_i = np.empty((lanes, m0 + _MAX_BATCH), np.int32)
         self.fwd = np.empty((_MAX_BATCH, n_levels, m), np.int32)
         self.twin_of = np.empty(_MAX_BATCH, np.int64)
+
+    def fits(self, lanes: int, rows: int, n_levels: int) -> bool:
+        return self.visited.shape == (lanes, rows) and self.fwd.shape[1] == n_levels
 
 
 class HnswIndex:
@@ -148,6 +159,7 @@ class HnswIndex:
         self._n_nodes = 0
         self._extent = 0
         self._workspaces: list[_Workspace] = []
+        self._scratch: _BuildScratch | None = None
 
     # ------------------------------------------------------------------ size
 
@@ -178,71 +190,97 @@ class HnswIndex:
     # ---------------------------------------------------------------- insert
 
     def add(self, vectors: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> None:
-        """Insert arena ``rows`` (int64) as new nodes, in parallel on numba's threads.
+        """Insert arena ``rows`` (int64) as new nodes.
 
         ``vectors`` is the whole arena (float32 or float16, shape (N, dim)),
         ``norms`` the float32 L2 norm of each arena row (read for cosine only).
-        Rows must be distinct, within the arena and not yet nodes.
+        Rows must be distinct, within the arena and not yet nodes. Batches of
+        at least ``_PARALLEL_FROM`` rows run on numba's threads, smaller ones
+        on the calling thread; the graph is the same either way.
         """
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)
         if rows.size == 0:
             return
         arena = self._arena(vectors)
         norms = self._norms(norms, arena.shape[0])
-        if rows.min() < 0 or rows.max() >= arena.shape[0]:
-            raise ValueError(f"rows must lie in [0, {arena.shape[0]})")
-        if np.unique(rows).size != rows.size:
-            raise ValueError("rows must be distinct")
-        if np.any(self.contains(arena.shape[0])[rows]):
-            raise ValueError("some rows are already nodes of the index")
+        hi = self._check_new_rows(rows, arena.shape[0])
 
         self._make_writable()
-        self._grow_rows(int(rows.max()) + 1)
+        self._grow_rows(hi + 1)
         levels = self._draw_levels(rows)
         self._assign_upper_slots(rows, levels)
         self._levels[rows] = levels
-        self._extent = max(self._extent, int(rows.max()) + 1)
-        order = rows[np.random.default_rng((self.seed, self._n_nodes)).permutation(rows.size)]
+        self._extent = max(self._extent, hi + 1)
+        order = rows
+        if rows.size > 1:
+            order = rows[np.random.default_rng((self.seed, self._n_nodes)).permutation(rows.size)]
         if self._n_nodes == 0:
             self._entry, self._top = int(order[0]), int(self._levels[order[0]])
             self._n_nodes = 1
             order = order[1:]
         self._insert_batches(arena, norms, order)
 
+    def _check_new_rows(self, rows: np.ndarray, n_rows: int) -> int:
+        # O(batch): no mask over the arena
+        lo, hi = (int(rows[0]),) * 2 if rows.size == 1 else (int(rows.min()), int(rows.max()))
+        if lo < 0 or hi >= n_rows:
+            raise ValueError(f"rows must lie in [0, {n_rows})")
+        if rows.size > 1 and np.unique(rows).size != rows.size:
+            raise ValueError("rows must be distinct")
+        cap = self._levels.shape[0]
+        known = rows if hi < cap else rows[rows < cap]
+        if np.any(self._levels[known] >= 0):
+            raise ValueError("some rows are already nodes of the index")
+        return hi
+
     def _insert_batches(self, arena: np.ndarray, norms: np.ndarray, order: np.ndarray) -> None:
         n_levels = self._upper_links.shape[1] + 1
-        scratch = _BuildScratch(numba.get_num_threads(), self._levels.shape[0], self.dim,
-                                self.ef_construction, self.m, n_levels)
+        scratch = self._build_scratch(n_levels)
         pos = 0
         while pos < order.size:
             size = min(max(self._n_nodes // _BATCH_FRACTION, 1), _MAX_BATCH, order.size - pos)
             batch = order[pos:pos + size]
-            twin_of = scratch.twin_of[:size]
-            kernels.find_links(
-                arena, norms, self._metric_code, batch, self._levels, self._links0,
-                self._upper_slot, self._upper_links, self._twins, self._entry, self._top,
-                self.m, self.ef_construction, scratch.visited, scratch.generation,
-                scratch.query, scratch.batch_dist, scratch.pool_d, scratch.pool_i,
-                scratch.fresh, scratch.x_d, scratch.x_i, scratch.s_d, scratch.s_i,
-                scratch.fwd, twin_of)
-            kernels.join_twins(batch, twin_of, self._levels, scratch.fwd, self._twins,
-                               self._links0, self._upper_slot, self._upper_links)
-            keys, sources, starts = kernels.reverse_edges(batch, self._levels,
-                                                          scratch.fwd[:size])
-            kernels.apply_reverse_edges(
-                arena, norms, self._metric_code, keys, sources, starts, n_levels,
-                self._links0, self._upper_slot, self._upper_links, scratch.query,
-                scratch.over_i, scratch.union_d, scratch.union_i)
-            self._raise_entry(batch, twin_of)
+            fwd, twin_of = scratch.fwd[:size], scratch.twin_of[:size]
+            if size < _PARALLEL_FROM:
+                self._entry, self._top = kernels.link_batch(
+                    arena, norms, self._metric_code, batch, self._levels, self._links0,
+                    self._upper_slot, self._upper_links, self._twins, self._entry,
+                    self._top, self.m, self.ef_construction, scratch.visited,
+                    scratch.generation, scratch.query, scratch.batch_dist, scratch.pool_d,
+                    scratch.pool_i, scratch.fresh, scratch.x_d, scratch.x_i, scratch.s_d,
+                    scratch.s_i, fwd, twin_of, scratch.over_i, scratch.union_d,
+                    scratch.union_i)
+            else:
+                self._link_parallel(arena, norms, batch, scratch, fwd, twin_of, n_levels)
             self._n_nodes += size
             pos += size
 
-    def _raise_entry(self, batch: np.ndarray, twin_of: np.ndarray) -> None:
-        # the first linked node of the batch above the old top becomes the entry
-        levels = np.where(twin_of < 0, self._levels[batch], -1)
-        best = int(np.argmax(levels))
-        if levels[best] > self._top:
-            self._entry, self._top = int(batch[best]), int(levels[best])
+    def _link_parallel(self, arena: np.ndarray, norms: np.ndarray, batch: np.ndarray,
+                       scratch: _BuildScratch, fwd: np.ndarray, twin_of: np.ndarray,
+                       n_levels: int) -> None:
+        kernels.find_links(
+            arena, norms, self._metric_code, batch, self._levels, self._links0,
+            self._upper_slot, self._upper_links, self._twins, self._entry, self._top,
+            self.m, self.ef_construction, scratch.visited, scratch.generation,
+            scratch.query, scratch.batch_dist, scratch.pool_d, scratch.pool_i,
+            scratch.fresh, scratch.x_d, scratch.x_i, scratch.s_d, scratch.s_i, fwd, twin_of)
+        kernels.join_twins(batch, twin_of, self._levels, fwd, self._twins, self._links0,
+                           self._upper_slot, self._upper_links)
+        keys, sources, starts = kernels.reverse_edges(batch, self._levels, fwd)
+        kernels.apply_reverse_edges(
+            arena, norms, self._metric_code, keys, sources, starts, n_levels, self._links0,
+            self._upper_slot, self._upper_links, scratch.query, scratch.over_i,
+            scratch.union_d, scratch.union_i)
+        self._entry, self._top = kernels.raise_entry(batch, twin_of, self._levels,
+                                                     self._entry, self._top)
+
+    def _build_scratch(self, n_levels: int) -> _BuildScratch:
+        lanes, rows = numba.get_num_threads(), self._levels.shape[0]
+        if self._scratch is None or not self._scratch.fits(lanes, rows, n_levels):
+            self._scratch = None   # drop the old one before allocating its successor
+            self._scratch = _BuildScratch(lanes, rows, self.dim, self.ef_construction,
+                                          self.m, n_levels)
+        return self._scratch
 
     def _draw_levels(self, rows: np.ndarray) -> np.ndarray:
         salt = _splitmix64(np.array([self.seed & 0xFFFFFFFFFFFFFFFF], np.uint64))
