@@ -60,13 +60,6 @@ _ARRAY_NAMES = ("levels", "links0", "upper_slot", "upper_links", "twins")
 _METRIC_NAMES = {code: name for name, code in METRIC_CODES.items()}
 
 
-def _splitmix64(x: np.ndarray) -> np.ndarray:
-    x = x + np.uint64(0x9E3779B97F4A7C15)
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
 def _candidate_capacity(ef: int) -> int:
     # a filtered walk keeps open candidates that are not allowed, so it gets
     # far more room than ef before its candidate heap drops its worse half
@@ -160,6 +153,7 @@ class HnswIndex:
         self._extent = 0
         self._workspaces: list[_Workspace] = []
         self._scratch: _BuildScratch | None = None
+        self._writable = True   # False while the arrays may be restored read-only views
 
     # ------------------------------------------------------------------ size
 
@@ -221,13 +215,21 @@ class HnswIndex:
         self._insert_batches(arena, norms, order)
 
     def _check_new_rows(self, rows: np.ndarray, n_rows: int) -> int:
-        # O(batch): no mask over the arena
-        lo, hi = (int(rows[0]),) * 2 if rows.size == 1 else (int(rows.min()), int(rows.max()))
-        if lo < 0 or hi >= n_rows:
-            raise ValueError(f"rows must lie in [0, {n_rows})")
-        if rows.size > 1 and np.unique(rows).size != rows.size:
-            raise ValueError("rows must be distinct")
+        """ValueError unless ``rows`` are distinct new rows of the arena; returns the
+        largest. O(batch): a one-row add must not pay for a mask over the arena."""
         cap = self._levels.shape[0]
+        if rows.size == 1:
+            hi = int(rows[0])
+            if not 0 <= hi < n_rows:
+                raise ValueError(f"rows must lie in [0, {n_rows})")
+            if hi < cap and self._levels[hi] >= 0:
+                raise ValueError("some rows are already nodes of the index")
+            return hi
+        hi = int(rows.max())
+        if int(rows.min()) < 0 or hi >= n_rows:
+            raise ValueError(f"rows must lie in [0, {n_rows})")
+        if np.unique(rows).size != rows.size:
+            raise ValueError("rows must be distinct")
         known = rows if hi < cap else rows[rows < cap]
         if np.any(self._levels[known] >= 0):
             raise ValueError("some rows are already nodes of the index")
@@ -283,11 +285,10 @@ class HnswIndex:
         return self._scratch
 
     def _draw_levels(self, rows: np.ndarray) -> np.ndarray:
-        salt = _splitmix64(np.array([self.seed & 0xFFFFFFFFFFFFFFFF], np.uint64))
-        h = _splitmix64(rows.astype(np.uint64) ^ salt)
-        u = ((h >> np.uint64(11)).astype(np.float64) + 0.5) * (1.0 / 2.0**53)
-        level = np.floor(-np.log(u) / np.log(self.m))
-        return np.minimum(level, _MAX_LEVEL).astype(np.int8)
+        levels = np.empty(rows.size, np.int8)
+        kernels.draw_levels(rows, np.uint64(self.seed & 0xFFFFFFFFFFFFFFFF), self.m,
+                            _MAX_LEVEL, levels)
+        return levels
 
     def reserve(self, n_rows: int) -> None:
         """Room for nodes up to row ``n_rows - 1`` in one allocation, no spare:
@@ -307,6 +308,8 @@ class HnswIndex:
         self._twins = _grown(self._twins, (new_cap,))
 
     def _assign_upper_slots(self, rows: np.ndarray, levels: np.ndarray) -> None:
+        if int(levels.max()) == 0:   # most batches of a few rows
+            return
         upper_rows = rows[levels > 0]
         needed_slots = self._n_slots + upper_rows.size
         needed_levels = max(int(levels.max()), self._upper_links.shape[1])
@@ -319,10 +322,12 @@ class HnswIndex:
         self._n_slots = needed_slots
 
     def _make_writable(self) -> None:
-        if all(a.flags.writeable and a.flags.c_contiguous for a in self._arrays()):
+        if self._writable:
             return
-        (self._levels, self._links0, self._upper_slot, self._upper_links,
-         self._twins) = (np.array(a, copy=True, order="C") for a in self._arrays())
+        if not all(a.flags.writeable and a.flags.c_contiguous for a in self._arrays()):
+            (self._levels, self._links0, self._upper_slot, self._upper_links,
+             self._twins) = (np.array(a, copy=True, order="C") for a in self._arrays())
+        self._writable = True
 
     # ---------------------------------------------------------------- search
 
@@ -529,6 +534,7 @@ class HnswIndex:
         index._entry, index._top, index._n_nodes = (int(p[_P_ENTRY]), int(p[_P_TOP]),
                                                     int(p[_P_NODES]))
         index._extent, index._n_slots = extent, slots
+        index._writable = False
         return index
 
 

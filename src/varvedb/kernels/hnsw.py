@@ -104,6 +104,37 @@ EXPANDED = np.int32(-(2**31))
 ID_MASK = np.int32(2**31 - 1)
 
 
+# ---------------------------------------------------------------- level draw
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+@njit(cache=True, nogil=True)
+def _splitmix64(x):
+    x = x + _GOLDEN
+    x = (x ^ (x >> np.uint64(30))) * _MIX1
+    x = (x ^ (x >> np.uint64(27))) * _MIX2
+    return x ^ (x >> np.uint64(31))
+
+
+@njit(cache=True, nogil=True)
+def draw_levels(rows, seed, m, max_level, out):
+    """Each row's level, ``floor(-ln U / ln m)`` capped at ``max_level``, into ``out``.
+
+    U comes from a splitmix64 hash of (seed, row) (``seed`` uint64): a draw
+    that needs no stored RNG state and does not depend on how rows are split
+    across calls. Not fastmath: the same row gets the same level everywhere.
+    """
+    salt = _splitmix64(seed)
+    log_m = np.log(np.float64(m))
+    for i in range(rows.shape[0]):
+        h = _splitmix64(np.uint64(rows[i]) ^ salt)
+        u = (np.float64(h >> np.uint64(11)) + 0.5) * (1.0 / 2.0**53)
+        out[i] = min(np.floor(-np.log(u) / log_m), max_level)
+
+
 # ---------------------------------------------------------------- visited set
 
 
