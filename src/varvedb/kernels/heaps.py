@@ -81,8 +81,8 @@ def min_keep_best(keys, ids, n, keep):
     """Shrink a min-heap of size ``n`` to its ``keep`` best pairs; returns keep.
 
     The result is sorted ascending, which is also a valid min-heap: an
-    in-place heapsort leaves the array descending, and its last ``keep``
-    entries, reversed to the front, are the best ones in ascending order.
+    in-place heapsort leaves the array descending, and reversed it is
+    ascending, the best ``keep`` first.
     """
     for end in range(n - 1, 0, -1):
         d = keys[0]
@@ -92,9 +92,13 @@ def min_keep_best(keys, ids, n, keep):
         keys[end] = d
         ids[end] = i
         _min_sift_down(keys, ids, 0, end)
-    for t in range(keep):
+    for t in range(n // 2):
+        d = keys[t]
+        i = ids[t]
         keys[t] = keys[n - 1 - t]
         ids[t] = ids[n - 1 - t]
+        keys[n - 1 - t] = d
+        ids[n - 1 - t] = i
     return keep
 
 
