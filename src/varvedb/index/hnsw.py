@@ -27,6 +27,12 @@ does not depend on how rows were split across ``add`` calls. Within one
 ``add``, rows are inserted in a seeded random order, so that rows arriving
 sorted (by cluster, by time) do not build a lopsided graph.
 
+A small ``add`` costs its work, not the batch machinery: a batch under
+``_PARALLEL_FROM`` rows is linked on the calling thread in one kernel call
+(waking numba's threads costs milliseconds on a busy machine), the insert
+scratch is kept between calls, and the argument checks touch only the rows
+given, never the whole arena.
+
 Invariants: ``n_nodes`` rows have ``levels >= 0``; ``entry`` is a node of level
 ``top`` (both -1 when empty); every node with a level > 0 owns one slot; list
 ids are nodes; ``extent`` is one past the largest node row. Arrays restored by
@@ -183,14 +189,18 @@ class HnswIndex:
 
     # ---------------------------------------------------------------- insert
 
-    def add(self, vectors: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> None:
+    def add(self, vectors: np.ndarray, norms: np.ndarray, rows: np.ndarray,
+            parallel: bool | None = None) -> None:
         """Insert arena ``rows`` (int64) as new nodes.
 
         ``vectors`` is the whole arena (float32 or float16, shape (N, dim)),
         ``norms`` the float32 L2 norm of each arena row (read for cosine only).
-        Rows must be distinct, within the arena and not yet nodes. Batches of
-        at least ``_PARALLEL_FROM`` rows run on numba's threads, smaller ones
-        on the calling thread; the graph is the same either way.
+        Rows must be distinct, within the arena and not yet nodes.
+        ``parallel``: True links every batch on numba's threads, False on the
+        calling thread only (a background linker that should leave the other
+        cores to the application); None (default) uses the threads for
+        batches of at least ``_PARALLEL_FROM`` rows. The graph is the same
+        either way.
         """
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)
         if rows.size == 0:
@@ -212,7 +222,7 @@ class HnswIndex:
             self._entry, self._top = int(order[0]), int(self._levels[order[0]])
             self._n_nodes = 1
             order = order[1:]
-        self._insert_batches(arena, norms, order)
+        self._insert_batches(arena, norms, order, parallel)
 
     def _check_new_rows(self, rows: np.ndarray, n_rows: int) -> int:
         """ValueError unless ``rows`` are distinct new rows of the arena; returns the
@@ -235,7 +245,8 @@ class HnswIndex:
             raise ValueError("some rows are already nodes of the index")
         return hi
 
-    def _insert_batches(self, arena: np.ndarray, norms: np.ndarray, order: np.ndarray) -> None:
+    def _insert_batches(self, arena: np.ndarray, norms: np.ndarray, order: np.ndarray,
+                        parallel: bool | None) -> None:
         n_levels = self._upper_links.shape[1] + 1
         scratch = self._build_scratch(n_levels)
         pos = 0
@@ -243,7 +254,7 @@ class HnswIndex:
             size = min(max(self._n_nodes // _BATCH_FRACTION, 1), _MAX_BATCH, order.size - pos)
             batch = order[pos:pos + size]
             fwd, twin_of = scratch.fwd[:size], scratch.twin_of[:size]
-            if size < _PARALLEL_FROM:
+            if not (size >= _PARALLEL_FROM if parallel is None else parallel):
                 self._entry, self._top = kernels.link_batch(
                     arena, norms, self._metric_code, batch, self._levels, self._links0,
                     self._upper_slot, self._upper_links, self._twins, self._entry,

@@ -1,5 +1,6 @@
-"""HNSW graph kernels: visited sets, heaps, the layered walk, neighbour
-selection and the lock-free batch insert.
+"""HNSW graph kernels: the level draw, visited sets, the layered walk,
+neighbour selection and the lock-free batch insert (the heaps and sorted
+pools they use are in :mod:`varvedb.kernels.heaps`).
 
 What this is for: :class:`varvedb.index.hnsw.HnswIndex` owns the graph arrays
 and calls these functions; they hold every loop that touches nodes.
@@ -50,7 +51,9 @@ out-links with the diversity heuristic and writes them to the node's own lists
 stable sort, and :func:`apply_reverse_edges` lets one thread per group append
 to, or re-prune, that target's list. No list is written by two threads and no
 result depends on which thread computed it, so the graph depends only on the
-seed and the insertion order, not even on the thread count.
+seed and the insertion order, not even on the thread count. A batch too small
+to pay for waking the threads goes to :func:`link_batch`, which runs the same
+phases on the calling thread in one call and builds the same graph.
 
 Invariants kept:
 * a list holds nodes only (``levels[id] >= level``), never its owner, never
