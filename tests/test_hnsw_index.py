@@ -281,6 +281,22 @@ def test_levels_follow_the_geometric_draw(l2_index):
     assert l2_index.to_arrays()["params"][8] == levels.max()
 
 
+def test_level_draw_is_the_documented_hash_of_seed_and_row():
+    def splitmix64(x):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+    rows = np.arange(300_000, dtype=np.int64)
+    for seed, m in ((0, 16), (2**63 + 5, 3)):
+        h = splitmix64(rows.astype(np.uint64) ^ splitmix64(np.array([seed], np.uint64)))
+        u = ((h >> np.uint64(11)).astype(np.float64) + 0.5) / 2.0**53
+        expected = np.minimum(np.floor(-np.log(u) / np.log(m)), 30).astype(np.int8)
+        index = HnswIndex(8, "l2", m=m, seed=seed)
+        np.testing.assert_array_equal(index._draw_levels(rows), expected)
+
+
 def test_level_zero_keeps_two_m_links_and_upper_levels_m(l2_index):
     arrays = l2_index.to_arrays()
     assert arrays["links0"].shape[1] == 32

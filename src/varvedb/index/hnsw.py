@@ -116,7 +116,9 @@ class _BuildScratch:
         self.twin_of = np.empty(_MAX_BATCH, np.int64)
 
     def fits(self, lanes: int, rows: int, n_levels: int) -> bool:
-        return self.visited.shape == (lanes, rows) and self.fwd.shape[1] == n_levels
+        """Right for ``rows`` and ``n_levels``, with ``lanes`` lanes (0: any number)."""
+        return self.visited.shape[1] == rows and self.fwd.shape[1] == n_levels \
+            and lanes in (0, self.visited.shape[0])
 
 
 class HnswIndex:
@@ -146,6 +148,7 @@ class HnswIndex:
         self.ef_construction = int(ef_construction)
         self.ef_search = int(ef_search)
         self.seed = int(seed)
+        self._seed_bits = np.uint64(self.seed & 0xFFFFFFFFFFFFFFFF)
         self._metric_code = METRIC_CODES[metric]
         self._levels = np.full(0, -1, np.int8)
         self._links0 = np.full((0, 2 * self.m), -1, np.int32)
@@ -248,13 +251,14 @@ class HnswIndex:
     def _insert_batches(self, arena: np.ndarray, norms: np.ndarray, order: np.ndarray,
                         parallel: bool | None) -> None:
         n_levels = self._upper_links.shape[1] + 1
-        scratch = self._build_scratch(n_levels)
         pos = 0
         while pos < order.size:
             size = min(max(self._n_nodes // _BATCH_FRACTION, 1), _MAX_BATCH, order.size - pos)
             batch = order[pos:pos + size]
+            threads = size >= _PARALLEL_FROM if parallel is None else parallel
+            scratch = self._build_scratch(n_levels, numba.get_num_threads() if threads else 0)
             fwd, twin_of = scratch.fwd[:size], scratch.twin_of[:size]
-            if not (size >= _PARALLEL_FROM if parallel is None else parallel):
+            if not threads:
                 self._entry, self._top = kernels.link_batch(
                     arena, norms, self._metric_code, batch, self._levels, self._links0,
                     self._upper_slot, self._upper_links, self._twins, self._entry,
@@ -287,19 +291,19 @@ class HnswIndex:
         self._entry, self._top = kernels.raise_entry(batch, twin_of, self._levels,
                                                      self._entry, self._top)
 
-    def _build_scratch(self, n_levels: int) -> _BuildScratch:
-        lanes, rows = numba.get_num_threads(), self._levels.shape[0]
+    def _build_scratch(self, n_levels: int, lanes: int) -> _BuildScratch:
+        # lanes: one per numba thread for the parallel kernels, 0 for the serial
+        # one (which uses lane 0 of any scratch)
+        rows = self._levels.shape[0]
         if self._scratch is None or not self._scratch.fits(lanes, rows, n_levels):
+            lanes = max(lanes, 1)
             self._scratch = None   # drop the old one before allocating its successor
             self._scratch = _BuildScratch(lanes, rows, self.dim, self.ef_construction,
                                           self.m, n_levels)
         return self._scratch
 
     def _draw_levels(self, rows: np.ndarray) -> np.ndarray:
-        levels = np.empty(rows.size, np.int8)
-        kernels.draw_levels(rows, np.uint64(self.seed & 0xFFFFFFFFFFFFFFFF), self.m,
-                            _MAX_LEVEL, levels)
-        return levels
+        return kernels.draw_levels(rows, self._seed_bits, self.m, _MAX_LEVEL)
 
     def reserve(self, n_rows: int) -> None:
         """Room for nodes up to row ``n_rows - 1`` in one allocation, no spare:
@@ -319,7 +323,7 @@ class HnswIndex:
         self._twins = _grown(self._twins, (new_cap,))
 
     def _assign_upper_slots(self, rows: np.ndarray, levels: np.ndarray) -> None:
-        if int(levels.max()) == 0:   # most batches of a few rows
+        if int(levels[0] if levels.size == 1 else levels.max()) == 0:   # most small batches
             return
         upper_rows = rows[levels > 0]
         needed_slots = self._n_slots + upper_rows.size

@@ -123,8 +123,8 @@ def _splitmix64(x):
 
 
 @njit(cache=True, nogil=True)
-def draw_levels(rows, seed, m, max_level, out):
-    """Each row's level, ``floor(-ln U / ln m)`` capped at ``max_level``, into ``out``.
+def draw_levels(rows, seed, m, max_level):
+    """Each row's level (int8), ``floor(-ln U / ln m)`` capped at ``max_level``.
 
     U comes from a splitmix64 hash of (seed, row) (``seed`` uint64): a draw
     that needs no stored RNG state and does not depend on how rows are split
@@ -132,10 +132,12 @@ def draw_levels(rows, seed, m, max_level, out):
     """
     salt = _splitmix64(seed)
     log_m = np.log(np.float64(m))
+    out = np.empty(rows.shape[0], np.int8)
     for i in range(rows.shape[0]):
         h = _splitmix64(np.uint64(rows[i]) ^ salt)
         u = (np.float64(h >> np.uint64(11)) + 0.5) * (1.0 / 2.0**53)
         out[i] = min(np.floor(-np.log(u) / log_m), max_level)
+    return out
 
 
 # ---------------------------------------------------------------- visited set
