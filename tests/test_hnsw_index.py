@@ -224,6 +224,39 @@ def test_every_version_of_a_repeated_vector_stays_findable(metric):
         assert rows[0] == visible
 
 
+def test_one_row_adds_link_as_well_as_a_bulk_build(queries):
+    vectors = clustered(6_000, DIM, seed=15)
+    norms = norms_of(vectors)
+    index = HnswIndex(DIM, "cosine")
+    index.add(vectors, norms, np.arange(4_000))
+    for row in range(4_000, 6_000):
+        index.add(vectors[: row + 1], norms[: row + 1], np.array([row]))
+    index.validate(6_000)
+    late = np.zeros(6_000, np.bool_)
+    late[4_000:] = True   # only rows linked one at a time may answer
+    rows, _ = index.search_batch(vectors, norms, queries, K, allow=late)
+    assert recall(rows, exact_top_k(vectors, queries, "cosine", allow=late)) >= 0.95
+    rows, _ = index.search_batch(vectors, norms, queries, K)
+    assert recall(rows, exact_top_k(vectors, queries, "cosine")) >= 0.95
+
+
+def test_serial_and_parallel_linking_build_the_same_graph():
+    vectors = clustered(3_000, 16, seed=16)
+    norms = norms_of(vectors)
+    graphs = []
+    for parallel in (True, False, None):   # every batch on the threads, none, by size
+        index = HnswIndex(16, "cosine", seed=4)
+        index.add(vectors, norms, np.arange(2_000), parallel=parallel)
+        for lo in range(2_000, 2_900, 100):
+            index.add(vectors, norms, np.arange(lo, lo + 100), parallel=parallel)
+        for row in range(2_900, 3_000):
+            index.add(vectors, norms, np.array([row]), parallel=parallel)
+        graphs.append(index.to_arrays())
+    for name in graphs[0]:
+        np.testing.assert_array_equal(graphs[0][name], graphs[1][name])
+        np.testing.assert_array_equal(graphs[0][name], graphs[2][name])
+
+
 def test_build_is_identical_for_the_same_seed_and_any_thread_count():
     vectors = clustered(3_000, 16, seed=9)
     threads = numba.get_num_threads()
@@ -246,6 +279,22 @@ def test_levels_follow_the_geometric_draw(l2_index):
     upper = np.count_nonzero(levels > 0) / levels.size
     assert abs(upper - 1 / 16) < 0.01
     assert l2_index.to_arrays()["params"][8] == levels.max()
+
+
+def test_level_draw_is_the_documented_hash_of_seed_and_row():
+    def splitmix64(x):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+    rows = np.arange(300_000, dtype=np.int64)
+    for seed, m in ((0, 16), (2**63 + 5, 3)):
+        h = splitmix64(rows.astype(np.uint64) ^ splitmix64(np.array([seed], np.uint64)))
+        u = ((h >> np.uint64(11)).astype(np.float64) + 0.5) / 2.0**53
+        expected = np.minimum(np.floor(-np.log(u) / np.log(m)), 30).astype(np.int8)
+        index = HnswIndex(8, "l2", m=m, seed=seed)
+        np.testing.assert_array_equal(index._draw_levels(rows), expected)
 
 
 def test_level_zero_keeps_two_m_links_and_upper_levels_m(l2_index):

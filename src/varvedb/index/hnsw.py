@@ -27,6 +27,12 @@ does not depend on how rows were split across ``add`` calls. Within one
 ``add``, rows are inserted in a seeded random order, so that rows arriving
 sorted (by cluster, by time) do not build a lopsided graph.
 
+A small ``add`` costs its work, not the batch machinery: a batch under
+``_PARALLEL_FROM`` rows is linked on the calling thread in one kernel call
+(waking numba's threads costs milliseconds on a busy machine), the insert
+scratch is kept between calls, and the argument checks touch only the rows
+given, never the whole arena.
+
 Invariants: ``n_nodes`` rows have ``levels >= 0``; ``entry`` is a node of level
 ``top`` (both -1 when empty); every node with a level > 0 owns one slot; list
 ids are nodes; ``extent`` is one past the largest node row. Arrays restored by
@@ -49,19 +55,15 @@ _MAX_LEVEL = 30
 # have seen one row at a time, large enough to keep both cores busy.
 _BATCH_FRACTION = 4
 _MAX_BATCH = 256
+# Smaller batches are linked on the calling thread: waking numba's threads for
+# them costs more than it saves (milliseconds on a busy machine).
+_PARALLEL_FROM = 16
 # params layout of to_arrays()/from_arrays()
 _P_FORMAT, _P_DIM, _P_METRIC, _P_M, _P_EFC, _P_EFS, _P_SEED = range(7)
 _P_ENTRY, _P_TOP, _P_NODES, _P_EXTENT, _P_SLOTS, _P_LEVELS = range(7, 13)
 _N_PARAMS = 13
 _ARRAY_NAMES = ("levels", "links0", "upper_slot", "upper_links", "twins")
 _METRIC_NAMES = {code: name for name, code in METRIC_CODES.items()}
-
-
-def _splitmix64(x: np.ndarray) -> np.ndarray:
-    x = x + np.uint64(0x9E3779B97F4A7C15)
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
 
 
 def _candidate_capacity(ef: int) -> int:
@@ -87,7 +89,12 @@ class _Workspace:
 
 
 class _BuildScratch:
-    """Per-lane scratch of one ``add`` call, plus the batch buffers."""
+    """Per-lane scratch of the batch insert, plus the batch buffers.
+
+    Kept by the index across ``add`` calls, so that linking one row does not
+    allocate (and fault in) a visited set over the whole capacity each time;
+    rebuilt only when the capacity, the level count or the thread count grows.
+    """
 
     def __init__(self, lanes: int, rows: int, dim: int, ef: int, m: int, n_levels: int):
         m0 = 2 * m
@@ -107,6 +114,11 @@ class _BuildScratch:
         self.union_i = np.empty((lanes, m0 + _MAX_BATCH), np.int32)
         self.fwd = np.empty((_MAX_BATCH, n_levels, m), np.int32)
         self.twin_of = np.empty(_MAX_BATCH, np.int64)
+
+    def fits(self, lanes: int, rows: int, n_levels: int) -> bool:
+        """Right for ``rows`` and ``n_levels``, with ``lanes`` lanes (0: any number)."""
+        return self.visited.shape[1] == rows and self.fwd.shape[1] == n_levels \
+            and lanes in (0, self.visited.shape[0])
 
 
 class HnswIndex:
@@ -136,6 +148,7 @@ class HnswIndex:
         self.ef_construction = int(ef_construction)
         self.ef_search = int(ef_search)
         self.seed = int(seed)
+        self._seed_bits = np.uint64(self.seed & 0xFFFFFFFFFFFFFFFF)
         self._metric_code = METRIC_CODES[metric]
         self._levels = np.full(0, -1, np.int8)
         self._links0 = np.full((0, 2 * self.m), -1, np.int32)
@@ -148,6 +161,8 @@ class HnswIndex:
         self._n_nodes = 0
         self._extent = 0
         self._workspaces: list[_Workspace] = []
+        self._scratch: _BuildScratch | None = None
+        self._writable = True   # False while the arrays may be restored read-only views
 
     # ------------------------------------------------------------------ size
 
@@ -177,79 +192,118 @@ class HnswIndex:
 
     # ---------------------------------------------------------------- insert
 
-    def add(self, vectors: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> None:
-        """Insert arena ``rows`` (int64) as new nodes, in parallel on numba's threads.
+    def add(self, vectors: np.ndarray, norms: np.ndarray, rows: np.ndarray,
+            parallel: bool | None = None) -> None:
+        """Insert arena ``rows`` (int64) as new nodes.
 
         ``vectors`` is the whole arena (float32 or float16, shape (N, dim)),
         ``norms`` the float32 L2 norm of each arena row (read for cosine only).
         Rows must be distinct, within the arena and not yet nodes.
+        ``parallel``: True links every batch on numba's threads, False on the
+        calling thread only (a background linker that should leave the other
+        cores to the application); None (default) uses the threads for
+        batches of at least ``_PARALLEL_FROM`` rows. The graph is the same
+        either way.
         """
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)
         if rows.size == 0:
             return
         arena = self._arena(vectors)
         norms = self._norms(norms, arena.shape[0])
-        if rows.min() < 0 or rows.max() >= arena.shape[0]:
-            raise ValueError(f"rows must lie in [0, {arena.shape[0]})")
-        if np.unique(rows).size != rows.size:
-            raise ValueError("rows must be distinct")
-        if np.any(self.contains(arena.shape[0])[rows]):
-            raise ValueError("some rows are already nodes of the index")
+        hi = self._check_new_rows(rows, arena.shape[0])
 
         self._make_writable()
-        self._grow_rows(int(rows.max()) + 1)
+        self._grow_rows(hi + 1)
         levels = self._draw_levels(rows)
         self._assign_upper_slots(rows, levels)
         self._levels[rows] = levels
-        self._extent = max(self._extent, int(rows.max()) + 1)
-        order = rows[np.random.default_rng((self.seed, self._n_nodes)).permutation(rows.size)]
+        self._extent = max(self._extent, hi + 1)
+        order = rows
+        if rows.size > 1:
+            order = rows[np.random.default_rng((self.seed, self._n_nodes)).permutation(rows.size)]
         if self._n_nodes == 0:
             self._entry, self._top = int(order[0]), int(self._levels[order[0]])
             self._n_nodes = 1
             order = order[1:]
-        self._insert_batches(arena, norms, order)
+        self._insert_batches(arena, norms, order, parallel)
 
-    def _insert_batches(self, arena: np.ndarray, norms: np.ndarray, order: np.ndarray) -> None:
+    def _check_new_rows(self, rows: np.ndarray, n_rows: int) -> int:
+        """ValueError unless ``rows`` are distinct new rows of the arena; returns the
+        largest. O(batch): a one-row add must not pay for a mask over the arena."""
+        cap = self._levels.shape[0]
+        if rows.size == 1:
+            hi = int(rows[0])
+            if not 0 <= hi < n_rows:
+                raise ValueError(f"rows must lie in [0, {n_rows})")
+            if hi < cap and self._levels[hi] >= 0:
+                raise ValueError("some rows are already nodes of the index")
+            return hi
+        hi = int(rows.max())
+        if int(rows.min()) < 0 or hi >= n_rows:
+            raise ValueError(f"rows must lie in [0, {n_rows})")
+        if np.unique(rows).size != rows.size:
+            raise ValueError("rows must be distinct")
+        known = rows if hi < cap else rows[rows < cap]
+        if np.any(self._levels[known] >= 0):
+            raise ValueError("some rows are already nodes of the index")
+        return hi
+
+    def _insert_batches(self, arena: np.ndarray, norms: np.ndarray, order: np.ndarray,
+                        parallel: bool | None) -> None:
         n_levels = self._upper_links.shape[1] + 1
-        scratch = _BuildScratch(numba.get_num_threads(), self._levels.shape[0], self.dim,
-                                self.ef_construction, self.m, n_levels)
         pos = 0
         while pos < order.size:
             size = min(max(self._n_nodes // _BATCH_FRACTION, 1), _MAX_BATCH, order.size - pos)
             batch = order[pos:pos + size]
-            twin_of = scratch.twin_of[:size]
-            kernels.find_links(
-                arena, norms, self._metric_code, batch, self._levels, self._links0,
-                self._upper_slot, self._upper_links, self._twins, self._entry, self._top,
-                self.m, self.ef_construction, scratch.visited, scratch.generation,
-                scratch.query, scratch.batch_dist, scratch.pool_d, scratch.pool_i,
-                scratch.fresh, scratch.x_d, scratch.x_i, scratch.s_d, scratch.s_i,
-                scratch.fwd, twin_of)
-            kernels.join_twins(batch, twin_of, self._levels, scratch.fwd, self._twins,
-                               self._links0, self._upper_slot, self._upper_links)
-            keys, sources, starts = kernels.reverse_edges(batch, self._levels,
-                                                          scratch.fwd[:size])
-            kernels.apply_reverse_edges(
-                arena, norms, self._metric_code, keys, sources, starts, n_levels,
-                self._links0, self._upper_slot, self._upper_links, scratch.query,
-                scratch.over_i, scratch.union_d, scratch.union_i)
-            self._raise_entry(batch, twin_of)
+            threads = size >= _PARALLEL_FROM if parallel is None else parallel
+            scratch = self._build_scratch(n_levels, numba.get_num_threads() if threads else 0)
+            fwd, twin_of = scratch.fwd[:size], scratch.twin_of[:size]
+            if not threads:
+                self._entry, self._top = kernels.link_batch(
+                    arena, norms, self._metric_code, batch, self._levels, self._links0,
+                    self._upper_slot, self._upper_links, self._twins, self._entry,
+                    self._top, self.m, self.ef_construction, scratch.visited,
+                    scratch.generation, scratch.query, scratch.batch_dist, scratch.pool_d,
+                    scratch.pool_i, scratch.fresh, scratch.x_d, scratch.x_i, scratch.s_d,
+                    scratch.s_i, fwd, twin_of, scratch.over_i, scratch.union_d,
+                    scratch.union_i)
+            else:
+                self._link_parallel(arena, norms, batch, scratch, fwd, twin_of, n_levels)
             self._n_nodes += size
             pos += size
 
-    def _raise_entry(self, batch: np.ndarray, twin_of: np.ndarray) -> None:
-        # the first linked node of the batch above the old top becomes the entry
-        levels = np.where(twin_of < 0, self._levels[batch], -1)
-        best = int(np.argmax(levels))
-        if levels[best] > self._top:
-            self._entry, self._top = int(batch[best]), int(levels[best])
+    def _link_parallel(self, arena: np.ndarray, norms: np.ndarray, batch: np.ndarray,
+                       scratch: _BuildScratch, fwd: np.ndarray, twin_of: np.ndarray,
+                       n_levels: int) -> None:
+        kernels.find_links(
+            arena, norms, self._metric_code, batch, self._levels, self._links0,
+            self._upper_slot, self._upper_links, self._twins, self._entry, self._top,
+            self.m, self.ef_construction, scratch.visited, scratch.generation,
+            scratch.query, scratch.batch_dist, scratch.pool_d, scratch.pool_i,
+            scratch.fresh, scratch.x_d, scratch.x_i, scratch.s_d, scratch.s_i, fwd, twin_of)
+        kernels.join_twins(batch, twin_of, self._levels, fwd, self._twins, self._links0,
+                           self._upper_slot, self._upper_links)
+        keys, sources, starts = kernels.reverse_edges(batch, self._levels, fwd)
+        kernels.apply_reverse_edges(
+            arena, norms, self._metric_code, keys, sources, starts, n_levels, self._links0,
+            self._upper_slot, self._upper_links, scratch.query, scratch.over_i,
+            scratch.union_d, scratch.union_i)
+        self._entry, self._top = kernels.raise_entry(batch, twin_of, self._levels,
+                                                     self._entry, self._top)
+
+    def _build_scratch(self, n_levels: int, lanes: int) -> _BuildScratch:
+        # lanes: one per numba thread for the parallel kernels, 0 for the serial
+        # one (which uses lane 0 of any scratch)
+        rows = self._levels.shape[0]
+        if self._scratch is None or not self._scratch.fits(lanes, rows, n_levels):
+            lanes = max(lanes, 1)
+            self._scratch = None   # drop the old one before allocating its successor
+            self._scratch = _BuildScratch(lanes, rows, self.dim, self.ef_construction,
+                                          self.m, n_levels)
+        return self._scratch
 
     def _draw_levels(self, rows: np.ndarray) -> np.ndarray:
-        salt = _splitmix64(np.array([self.seed & 0xFFFFFFFFFFFFFFFF], np.uint64))
-        h = _splitmix64(rows.astype(np.uint64) ^ salt)
-        u = ((h >> np.uint64(11)).astype(np.float64) + 0.5) * (1.0 / 2.0**53)
-        level = np.floor(-np.log(u) / np.log(self.m))
-        return np.minimum(level, _MAX_LEVEL).astype(np.int8)
+        return kernels.draw_levels(rows, self._seed_bits, self.m, _MAX_LEVEL)
 
     def reserve(self, n_rows: int) -> None:
         """Room for nodes up to row ``n_rows - 1`` in one allocation, no spare:
@@ -269,6 +323,8 @@ class HnswIndex:
         self._twins = _grown(self._twins, (new_cap,))
 
     def _assign_upper_slots(self, rows: np.ndarray, levels: np.ndarray) -> None:
+        if int(levels[0] if levels.size == 1 else levels.max()) == 0:   # most small batches
+            return
         upper_rows = rows[levels > 0]
         needed_slots = self._n_slots + upper_rows.size
         needed_levels = max(int(levels.max()), self._upper_links.shape[1])
@@ -281,10 +337,12 @@ class HnswIndex:
         self._n_slots = needed_slots
 
     def _make_writable(self) -> None:
-        if all(a.flags.writeable and a.flags.c_contiguous for a in self._arrays()):
+        if self._writable:
             return
-        (self._levels, self._links0, self._upper_slot, self._upper_links,
-         self._twins) = (np.array(a, copy=True, order="C") for a in self._arrays())
+        if not all(a.flags.writeable and a.flags.c_contiguous for a in self._arrays()):
+            (self._levels, self._links0, self._upper_slot, self._upper_links,
+             self._twins) = (np.array(a, copy=True, order="C") for a in self._arrays())
+        self._writable = True
 
     # ---------------------------------------------------------------- search
 
@@ -491,6 +549,7 @@ class HnswIndex:
         index._entry, index._top, index._n_nodes = (int(p[_P_ENTRY]), int(p[_P_TOP]),
                                                     int(p[_P_NODES]))
         index._extent, index._n_slots = extent, slots
+        index._writable = False
         return index
 
 

@@ -250,7 +250,7 @@ def load_row(arena, row, out):
 # whichever path (walk or scan) found it. Four interleaved partial sums, added
 # in a fixed order at the end, keep that order and still fill the pipeline.
 @njit(cache=True, nogil=True)
-def _sum4(arena, r, query, metric, square_diff):
+def _sum4(arena, r, query, square_diff):
     a0 = a1 = a2 = a3 = 0.0
     dim = query.shape[0]
     main = dim - dim % 4
@@ -289,9 +289,9 @@ def exact_row_distances(arena, rows, query, metric, out):
     for i in range(rows.shape[0]):
         r = rows[i]
         if metric == METRIC_L2:
-            out[i] = np.sqrt(_sum4(arena, r, query, metric, True))
+            out[i] = np.sqrt(_sum4(arena, r, query, True))
             continue
-        s = _sum4(arena, r, query, metric, False)
+        s = _sum4(arena, r, query, False)
         if metric == METRIC_DOT:
             out[i] = -s
             continue

@@ -1,5 +1,6 @@
-"""HNSW graph kernels: visited sets, heaps, the layered walk, neighbour
-selection and the lock-free batch insert.
+"""HNSW graph kernels: the level draw, visited sets, the layered walk,
+neighbour selection and the lock-free batch insert (the heaps and sorted
+pools they use are in :mod:`varvedb.kernels.heaps`).
 
 What this is for: :class:`varvedb.index.hnsw.HnswIndex` owns the graph arrays
 and calls these functions; they hold every loop that touches nodes.
@@ -50,7 +51,9 @@ out-links with the diversity heuristic and writes them to the node's own lists
 stable sort, and :func:`apply_reverse_edges` lets one thread per group append
 to, or re-prune, that target's list. No list is written by two threads and no
 result depends on which thread computed it, so the graph depends only on the
-seed and the insertion order, not even on the thread count.
+seed and the insertion order, not even on the thread count. A batch too small
+to pay for waking the threads goes to :func:`link_batch`, which runs the same
+phases on the calling thread in one call and builds the same graph.
 
 Invariants kept:
 * a list holds nodes only (``levels[id] >= level``), never its owner, never
@@ -66,8 +69,9 @@ through a list view there was seen to be lost.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from varvedb.kernels.jit import njit
 from varvedb.kernels.distance import (
     METRIC_COSINE,
     all_finite,
@@ -78,6 +82,16 @@ from varvedb.kernels.distance import (
     rank_rows,
     row_distance,
     unmanaged,
+)
+from varvedb.kernels.heaps import (
+    bounded_insert,
+    candidate_push,
+    max_pop,
+    max_sort,
+    merge_sorted,
+    min_pop,
+    sorted_insert,
+    top_k_push,
 )
 
 _JIT = dict(cache=True, nogil=True, fastmath=True)
@@ -94,6 +108,39 @@ EXPANDED = np.int32(-(2**31))
 ID_MASK = np.int32(2**31 - 1)
 
 
+# ---------------------------------------------------------------- level draw
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+@njit(cache=True, nogil=True)
+def _splitmix64(x):
+    x = x + _GOLDEN
+    x = (x ^ (x >> np.uint64(30))) * _MIX1
+    x = (x ^ (x >> np.uint64(27))) * _MIX2
+    return x ^ (x >> np.uint64(31))
+
+
+@njit(cache=True, nogil=True)
+def draw_levels(rows, seed, m, max_level):
+    """Each row's level (int8), ``floor(-ln U / ln m)`` capped at ``max_level``.
+
+    U comes from a splitmix64 hash of (seed, row) (``seed`` uint64): a draw
+    that needs no stored RNG state and does not depend on how rows are split
+    across calls. Not fastmath: the same row gets the same level everywhere.
+    """
+    salt = _splitmix64(seed)
+    log_m = np.log(np.float64(m))
+    out = np.empty(rows.shape[0], np.int8)
+    for i in range(rows.shape[0]):
+        h = _splitmix64(np.uint64(rows[i]) ^ salt)
+        u = (np.float64(h >> np.uint64(11)) + 0.5) * (1.0 / 2.0**53)
+        out[i] = min(np.floor(-np.log(u) / log_m), max_level)
+    return out
+
+
 # ---------------------------------------------------------------- visited set
 
 
@@ -106,139 +153,6 @@ def next_stamp(visited, generation, lane):
         stamp = 1
     generation[lane] = stamp
     return np.uint16(stamp)
-
-
-# ---------------------------------------------------------------------- heaps
-
-
-@njit(**_INLINE)
-def _min_sift_down(heap_d, heap_i, j, n):
-    d = heap_d[j]
-    i = heap_i[j]
-    while True:
-        c = 2 * j + 1
-        if c >= n:
-            break
-        if c + 1 < n and heap_d[c + 1] < heap_d[c]:
-            c += 1
-        if heap_d[c] >= d:
-            break
-        heap_d[j] = heap_d[c]
-        heap_i[j] = heap_i[c]
-        j = c
-    heap_d[j] = d
-    heap_i[j] = i
-
-
-@njit(**_INLINE)
-def min_push(heap_d, heap_i, n, d, i):
-    """Push onto a min-heap of size ``n`` (capacity must allow); returns n + 1."""
-    j = n
-    while j > 0:
-        parent = (j - 1) >> 1
-        if heap_d[parent] <= d:
-            break
-        heap_d[j] = heap_d[parent]
-        heap_i[j] = heap_i[parent]
-        j = parent
-    heap_d[j] = d
-    heap_i[j] = i
-    return n + 1
-
-
-@njit(**_INLINE)
-def min_pop(heap_d, heap_i, n):
-    """Drop the root of a min-heap of size ``n``; returns n - 1."""
-    n -= 1
-    if n > 0:
-        heap_d[0] = heap_d[n]
-        heap_i[0] = heap_i[n]
-        _min_sift_down(heap_d, heap_i, 0, n)
-    return n
-
-
-@njit(**_JIT)
-def _min_keep_best(heap_d, heap_i, n, keep):
-    # An in-place heapsort leaves the array descending; its last `keep`
-    # entries, reversed to the front, are ascending, which is a valid min-heap.
-    for end in range(n - 1, 0, -1):
-        d = heap_d[0]
-        i = heap_i[0]
-        heap_d[0] = heap_d[end]
-        heap_i[0] = heap_i[end]
-        heap_d[end] = d
-        heap_i[end] = i
-        _min_sift_down(heap_d, heap_i, 0, end)
-    for t in range(keep):
-        heap_d[t] = heap_d[n - 1 - t]
-        heap_i[t] = heap_i[n - 1 - t]
-    return keep
-
-
-@njit(**_INLINE)
-def candidate_push(heap_d, heap_i, n, d, i):
-    """Push onto the candidate min-heap; when full, first drop its worse half.
-
-    Unfiltered, a candidate farther than the worst result is never expanded,
-    and at most ``ef`` are not, so with capacity > 2 ef nothing useful is lost.
-    """
-    if n == heap_d.shape[0]:
-        n = _min_keep_best(heap_d, heap_i, n, n // 2)
-    return min_push(heap_d, heap_i, n, d, i)
-
-
-@njit(**_INLINE)
-def _max_sift_down(heap_d, heap_i, j, n):
-    d = heap_d[j]
-    i = heap_i[j]
-    while True:
-        c = 2 * j + 1
-        if c >= n:
-            break
-        if c + 1 < n and heap_d[c + 1] > heap_d[c]:
-            c += 1
-        if heap_d[c] <= d:
-            break
-        heap_d[j] = heap_d[c]
-        heap_i[j] = heap_i[c]
-        j = c
-    heap_d[j] = d
-    heap_i[j] = i
-
-
-@njit(**_INLINE)
-def max_push(heap_d, heap_i, n, d, i):
-    """Push onto a max-heap of size ``n``; returns n + 1."""
-    j = n
-    while j > 0:
-        parent = (j - 1) >> 1
-        if heap_d[parent] >= d:
-            break
-        heap_d[j] = heap_d[parent]
-        heap_i[j] = heap_i[parent]
-        j = parent
-    heap_d[j] = d
-    heap_i[j] = i
-    return n + 1
-
-
-@njit(**_INLINE)
-def max_replace_top(heap_d, heap_i, n, d, i):
-    """Replace the root (the worst) of a full max-heap with a nearer pair."""
-    heap_d[0] = d
-    heap_i[0] = i
-    _max_sift_down(heap_d, heap_i, 0, n)
-
-
-@njit(**_INLINE)
-def max_pop(heap_d, heap_i, n):
-    """Drop the root of a max-heap of size ``n``; returns n - 1."""
-    n -= 1
-    if n > 0:
-        heap_d[0] = heap_d[n]
-        heap_i[0] = heap_i[n]
-        _max_sift_down(heap_d, heap_i, 0, n)
-    return n
 
 
 # ---------------------------------------------------------------- graph walk
@@ -276,25 +190,6 @@ def greedy_descend(arena, norms, query, q_norm, metric, upper_slot, upper_links,
                     node = v
                     improved = True
     return node, dist
-
-
-@njit(**_INLINE)
-def _pool_insert(pool_d, pool_i, size, ef, d, v):
-    # binary search, then shift the tail right by one (a full pool drops its last)
-    lo = 0
-    hi = size
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if pool_d[mid] <= d:
-            lo = mid + 1
-        else:
-            hi = mid
-    for t in range(min(size, ef - 1), lo, -1):
-        pool_d[t] = pool_d[t - 1]
-        pool_i[t] = pool_i[t - 1]
-    pool_d[lo] = d
-    pool_i[lo] = v
-    return min(size + 1, ef), lo
 
 
 @njit(**_JIT)
@@ -354,7 +249,7 @@ def beam_search(arena, norms, query, q_norm, metric, links0, upper_slot, upper_l
             d = query_distance(arena, norms, v, query, q_norm, metric)
             if size == ef and d >= pool_d[size - 1]:
                 continue
-            size, pos = _pool_insert(pool_d, pool_i, size, ef, d, v)
+            size, pos = bounded_insert(pool_d, pool_i, size, ef, d, v)
             if pos < cursor:
                 cursor = pos
             if pos <= nxt:
@@ -366,7 +261,7 @@ def beam_search(arena, norms, query, q_norm, metric, links0, upper_slot, upper_l
                 while 0 <= twin < n_rows and twin != v and (size < ef or d < pool_d[size - 1]):
                     if visited[twin] != stamp:
                         visited[twin] = stamp
-                        size, pos = _pool_insert(pool_d, pool_i, size, ef, d, twin | EXPANDED)
+                        size, pos = bounded_insert(pool_d, pool_i, size, ef, d, twin | EXPANDED)
                         if pos <= nxt:
                             nxt += 1
                     twin = ring_next(twins, twin)
@@ -428,11 +323,8 @@ def _report_allowed(twins, allow, visited, stamp, node, d, ef, res_d, res_i, n_r
     # the node itself, then the twins in its ring, into the result max-heap
     v = node
     while True:
-        if allow[v] and (n_res < ef or d < res_d[0]):
-            if n_res < ef:
-                n_res = max_push(res_d, res_i, n_res, d, v)
-            else:
-                max_replace_top(res_d, res_i, n_res, d, v)
+        if allow[v]:
+            n_res = top_k_push(res_d, res_i, n_res, ef, d, v)
         v = ring_next(twins, v)
         if v < 0 or v >= visited.shape[0] or v == node:
             return n_res
@@ -501,12 +393,11 @@ def search_one(arena, norms, query, metric, links0, upper_slot, upper_links, twi
                             allow, visited, stamp, cand_d, cand_i, res_d, res_i, fresh)
         while n > k:
             n = max_pop(res_d, res_i, n)
-        count = n
-        while n > 0:
-            out_rows[n - 1] = res_i[0]
-            n = max_pop(res_d, res_i, n)
-        rank_rows(arena, out_rows[:count], query, metric, out_dist)
-        return count
+        max_sort(res_d, res_i, n)
+        for j in range(n):
+            out_rows[j] = res_i[j]
+        rank_rows(arena, out_rows[:n], query, metric, out_dist)
+        return n
     res_d[0] = dist
     res_i[0] = node
     n_seeds = 1
@@ -574,37 +465,6 @@ def select_diverse(arena, norms, metric, cand_d, cand_i, n_cand, max_keep, out):
 
 
 @njit(**_INLINE)
-def _insert_sorted(buf_d, buf_i, n, d, i):
-    p = n
-    while p > 0 and buf_d[p - 1] > d:
-        buf_d[p] = buf_d[p - 1]
-        buf_i[p] = buf_i[p - 1]
-        p -= 1
-    buf_d[p] = d
-    buf_i[p] = i
-    return n + 1
-
-
-@njit(**_JIT)
-def _merge_sorted(a_d, a_i, n_a, b_d, b_i, n_b, out_d, out_i):
-    # on equal distances `a` (the graph's nodes) goes first
-    ia = 0
-    ib = 0
-    n = 0
-    while ia < n_a or ib < n_b:
-        if ib == n_b or (ia < n_a and a_d[ia] <= b_d[ib]):
-            out_d[n] = a_d[ia]
-            out_i[n] = a_i[ia]
-            ia += 1
-        else:
-            out_d[n] = b_d[ib]
-            out_i[n] = b_i[ib]
-            ib += 1
-        n += 1
-    return n
-
-
-@njit(**_INLINE)
 def _same_vector(arena, a, b):
     for j in range(arena.shape[1]):
         if arena[a, j] != arena[b, j]:
@@ -622,7 +482,7 @@ def _batch_candidates(level, batch, self_pos, batch_dist, levels, limit, x_d, x_
     for t in range(batch.shape[0]):
         w = batch[t]
         if t != self_pos and levels[w] >= level and batch_dist[t] < limit:
-            n_x = _insert_sorted(x_d, x_i, n_x, batch_dist[t], w)
+            n_x = sorted_insert(x_d, x_i, n_x, batch_dist[t], w)
     return n_x
 
 
@@ -673,7 +533,7 @@ def _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot, 
             twin_of[pos] = _find_twin(arena, batch, pos, batch_dist, pool_d, pool_i, n_w)
         limit = pool_d[n_w - 1] if n_w == ef else FAR
         n_x = _batch_candidates(level, batch, pos, batch_dist, levels, limit, x_d, x_i)
-        n_s = _merge_sorted(pool_d, pool_i, n_w, x_d, x_i, n_x, s_d, s_i)
+        n_s = merge_sorted(pool_d, pool_i, n_w, x_d, x_i, n_x, s_d, s_i)
         out = fwd[pos, level]
         kept = select_diverse(arena, norms, metric, s_d, s_i, n_s, m, out)
         out[kept:] = -1
@@ -818,7 +678,7 @@ def _link_back(arena, norms, metric, target, level, sources, links0, upper_slot,
     n = 0
     for j in range(count + n_over):
         v = lst[j] if j < count else over_i[j - count]
-        n = _insert_sorted(union_d, union_i, n,
+        n = sorted_insert(union_d, union_i, n,
                            query_distance(arena, norms, v, query, q_norm, metric), v)
     kept = select_diverse(arena, norms, metric, union_d, union_i, n, cap, lst)
     lst[kept:] = -1
@@ -837,3 +697,46 @@ def apply_reverse_edges(arena, norms, metric, keys, sources, starts, n_levels, l
             _link_back(arena, norms, metric, key // n_levels, key % n_levels,
                        sources[lo:starts[g + 1]], links0, upper_slot, upper_links,
                        query[lane], over_i[lane], union_d[lane], union_i[lane])
+
+
+@njit(**_JIT)
+def raise_entry(batch, twin_of, levels, entry, top):
+    """The entry point after a batch: its first linked node above ``top``, if any.
+
+    Returns ``(entry, top)``, unchanged when no linked node of the batch is higher.
+    """
+    for pos in range(batch.shape[0]):
+        u = batch[pos]
+        if twin_of[pos] < 0 and levels[u] > top:
+            entry = u
+            top = levels[u]
+    return entry, top
+
+
+@njit(**_JIT)
+def link_batch(arena, norms, metric, batch, levels, links0, upper_slot, upper_links, twins,
+               entry, top, m, ef, visited, generation, query, batch_dist, pool_d, pool_i,
+               fresh, x_d, x_i, s_d, s_i, fwd, twin_of, over_i, union_d, union_i):
+    """A whole batch on the calling thread: both phases, then the entry update.
+
+    For batches too small to pay for waking numba's threads: it builds the
+    same graph as :func:`find_links`, :func:`join_twins`, :func:`reverse_edges`
+    and :func:`apply_reverse_edges` in turn (their results do not depend on
+    the thread count), in one call, using lane 0 of the scratch. ``fwd`` and
+    ``twin_of`` have one row per batch node. Returns the new ``(entry, top)``.
+    """
+    for pos in range(batch.shape[0]):
+        _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot,
+                      upper_links, twins, entry, top, m, ef, visited[0], generation, 0,
+                      query[0], batch_dist[0], pool_d[0], pool_i[0], fresh[0], x_d[0],
+                      x_i[0], s_d[0], s_i[0], fwd, twin_of)
+    join_twins(batch, twin_of, levels, fwd, twins, links0, upper_slot, upper_links)
+    keys, sources, starts = reverse_edges(batch, levels, fwd)
+    n_levels = fwd.shape[1]
+    for g in range(starts.shape[0] - 1):
+        lo = starts[g]
+        key = keys[lo]
+        _link_back(arena, norms, metric, key // n_levels, key % n_levels,
+                   sources[lo:starts[g + 1]], links0, upper_slot, upper_links, query[0],
+                   over_i[0], union_d[0], union_i[0])
+    return raise_entry(batch, twin_of, levels, entry, top)
