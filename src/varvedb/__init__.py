@@ -8,7 +8,8 @@ from .collection import Collection
 from .database import Database, VersionInfo, connect
 from .errors import (ClosedError, CorruptFileError, DimensionError, DuplicateIdError,
                      FieldTypeError, FileMissingError, FilterError, FormatVersionError,
-                     NonFiniteVectorError, NotAVarveFileError, NotFoundError, OptionError,
+                     IndexMaintenanceError, NonFiniteVectorError, NotAVarveFileError,
+                     NotFoundError, OptionError,
                      ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
                      TransactionError, UnknownFieldError, VarveError, VersionNotFoundError,
                      WriterLockedError)
@@ -26,4 +27,5 @@ __all__ = [
     "NotFoundError", "NotAVarveFileError", "FormatVersionError", "CorruptFileError",
     "WriterLockedError", "FileMissingError", "OptionError", "ReadOnlyError", "ClosedError",
     "TransactionError", "TransactionAbortedError", "StorageError", "VersionNotFoundError",
+    "IndexMaintenanceError",
 ]

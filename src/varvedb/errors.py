@@ -104,3 +104,11 @@ class StorageError(VarveError, OSError):
 
 class VersionNotFoundError(VarveError):
     """An `as_of` names a version that the file does not (or no longer) hold."""
+
+
+class IndexMaintenanceError(VarveError):
+    """Linking committed rows into a vector index failed in the background.
+
+    Nothing is lost: the rows are in the file and searches find them by exact
+    scan until they are linked. Raised once, by the next `index_status` or
+    `close`; the next commit tries again."""
