@@ -21,11 +21,26 @@ that the next commit tries again.
 """
 from __future__ import annotations
 
+import atexit
 import threading
+import time
 import weakref
 from contextlib import contextmanager
 
 from ..errors import IndexMaintenanceError
+
+
+PACE_MAX_S = 0.05   # the longest rest between two passes (see _run)
+
+_LIVE: "weakref.WeakSet[Maintainer]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    # At exit, before the interpreter tears down: a chunk in flight finishes
+    # rather than having its thread cut off inside a parallel kernel.
+    for m in list(_LIVE):
+        m.stop()
 
 
 class Maintainer:
@@ -39,6 +54,7 @@ class Maintainer:
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         weakref.finalize(engine, self._stop_thread)
+        _LIVE.add(self)
 
     # ---- what the engine calls ------------------------------------------------
 
@@ -99,14 +115,21 @@ class Maintainer:
             return self._thread
 
     def _run(self) -> None:
+        rest = 0.0
         while True:
             with self._cond:
+                # A pass costs a fixed part plus its rows: resting as long as the
+                # last pass took lets the next one take what commits added
+                # meanwhile in one batch, and leaves committers half the core.
+                if rest:
+                    self._cond.wait_for(lambda: self._stopped, rest)
                 while not (self._wanted and self._error is None) and not self._stopped:
                     self._cond.wait()
                 if self._stopped:
                     return
                 self._wanted = False
                 self._busy = True
+            start = time.perf_counter()
             try:
                 while self._link_one_chunk():
                     pass
@@ -115,6 +138,7 @@ class Maintainer:
                     if self._error is None:
                         self._error = e
             finally:
+                rest = min(time.perf_counter() - start, PACE_MAX_S)
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
