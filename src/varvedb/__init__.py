@@ -9,10 +9,9 @@ from .database import Database, VersionInfo, connect
 from .errors import (ClosedError, CorruptFileError, DimensionError, DuplicateIdError,
                      FieldTypeError, FileMissingError, FilterError, FormatVersionError,
                      IndexMaintenanceError, NonFiniteVectorError, NotAVarveFileError,
-                     NotFoundError, OptionError,
-                     ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
-                     TransactionError, UnknownFieldError, VarveError, VersionNotFoundError,
-                     WriterLockedError)
+                     NotFoundError, OptionError, ReadOnlyError, SchemaError, StorageError,
+                     TransactionAbortedError, TransactionError, UnknownFieldError,
+                     VarveError, VersionNotFoundError, WriterLockedError)
 from .results import Hit, Hits
 from .schema import HNSW, Bool, Field, Float, Int, Json, Text, Timestamp, Vector
 from .storage.verify import VerifyReport, verify_file

@@ -36,8 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import (ClosedError, CorruptFileError, FieldTypeError, IndexMaintenanceError,
-                      NotFoundError,
-                      OptionError, ReadOnlyError, SchemaError, StorageError,
+                      NotFoundError, OptionError, ReadOnlyError, SchemaError, StorageError,
                       TransactionAbortedError, TransactionError, VersionNotFoundError)
 from ..schema import Schema, to_micros
 from ..storage import format as F
