@@ -30,7 +30,8 @@ from contextlib import contextmanager
 from ..errors import IndexMaintenanceError
 
 
-PACE_MAX_S = 0.05   # the longest rest between two passes (see _run)
+PACE_MIN_S = 0.01   # the shortest and longest rest between two passes (see _run)
+PACE_MAX_S = 0.05
 
 _LIVE: "weakref.WeakSet[Maintainer]" = weakref.WeakSet()
 
@@ -119,8 +120,10 @@ class Maintainer:
         while True:
             with self._cond:
                 # A pass costs a fixed part plus its rows: resting as long as the
-                # last pass took lets the next one take what commits added
-                # meanwhile in one batch, and leaves committers half the core.
+                # last pass took (10 ms at least) lets the next one take what
+                # commits added meanwhile in one batch, leaves committers half
+                # the core at most, and keeps them from waiting for the GIL
+                # behind a pass after every commit.
                 if rest:
                     self._cond.wait_for(lambda: self._stopped, rest)
                 while not (self._wanted and self._error is None) and not self._stopped:
@@ -138,7 +141,7 @@ class Maintainer:
                     if self._error is None:
                         self._error = e
             finally:
-                rest = min(time.perf_counter() - start, PACE_MAX_S)
+                rest = min(max(time.perf_counter() - start, PACE_MIN_S), PACE_MAX_S)
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()

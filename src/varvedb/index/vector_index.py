@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 
+import numba
 import numpy as np
 
 from ..schema import HNSW
@@ -25,6 +26,7 @@ from . import flat
 from .hnsw import HnswIndex
 
 LINK_CHUNK = 4096   # rows linked per hold of the write lock
+PARALLEL_FROM = 256  # smaller chunks link on one thread (see link)
 _BUILD = threading.Lock()
 
 
@@ -100,12 +102,21 @@ class VectorIndex:
             rows = rows[~column.nulls.data[lo:hi]]
             # one build at a time in the process: each uses every core, and
             # numba's workqueue layer must not run two parallel kernels at once
+            # A few rows gain nothing from numba's threads, and a parallel region
+            # waits for its slowest thread: on a busy machine that wait, not the
+            # work, was most of a small link. (numba's thread count is per thread.)
+            threads = numba.get_num_threads()
             with _BUILD:
-                with self._lock.write():
-                    if upto - lo > LINK_CHUNK:
-                        self.graph.reserve(upto)
-                    self.graph.add(arena, norms, rows)
-                    self.linked = hi
+                try:
+                    if len(rows) < PARALLEL_FROM:
+                        numba.set_num_threads(1)
+                    with self._lock.write():
+                        if upto - lo > LINK_CHUNK:
+                            self.graph.reserve(upto)
+                        self.graph.add(arena, norms, rows)
+                        self.linked = hi
+                finally:
+                    numba.set_num_threads(threads)
             return hi - lo
 
     def search(self, column, metric: str, q: np.ndarray, k: int, allow: np.ndarray | None,
