@@ -85,11 +85,6 @@ class Maintainer:
         while self._link_one_chunk():
             pass
 
-    def pending(self) -> bool:
-        """Is a pass running or asked for?"""
-        with self._cond:
-            return self._busy or self._wanted
-
     def raise_failure(self) -> None:
         """Raise (once) what went wrong in the background, if anything did."""
         with self._cond:
