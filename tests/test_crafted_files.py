@@ -35,6 +35,7 @@ import shutil
 import struct
 import subprocess
 import textwrap
+import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
@@ -808,8 +809,10 @@ def test_crafted_graph_in_a_checkpoint_is_rebuilt(valid, tmp_path, case):
     finally:
         d.close()
     assert state(path) == state(good)
-    d = vv.connect(path)     # a writer links the graph again
+    d = vv.connect(path)     # a writer links the graph again (in the background)
     try:
+        while d["docs"].index_status()["unlinked"]:
+            time.sleep(0.002)
         assert len(d["docs"]._table.vector_indexes["emb"].graph) > 0
     finally:
         d.close()

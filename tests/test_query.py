@@ -39,6 +39,8 @@ def graph(tmp_path_factory):
                     emb=rng.standard_normal((ROWS, 4)).astype(np.float32))
     c.insert({"id": ROWS, "tag": 0})                 # a row with a null vector
     c.create_index("emb", vv.HNSW(m=8, ef_construction=32, ef_search=24))
+    db.checkpoint()        # links every row first (the maintainer would, in the background)
+    assert c.index_status()["unlinked"] == 0
     yield db, c
     db.close()
 

@@ -9,6 +9,12 @@ pass a filter (ids, and scores within 1e-4).
 Filters are evaluated in the oracle with SQL's three-valued logic (None is
 unknown), so NULL handling, indexes (tag has a sorted index) and json paths
 are all compared against a plain Python reading of the same expression.
+
+`HnswMachine` runs the same steps on a collection whose vector field has an
+HNSW index, linked in the background while the steps go on, and also holds
+the graph path (the walk below the watermark plus the exact scan above it)
+to exact search over the same allowed rows: identical rows when ef is at
+least the number of rows, a recall floor otherwise.
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, p
                                  rule)
 
 import varvedb as vv
+from varvedb.index import flat
 
 IDS = range(0, 31)
 
@@ -193,6 +200,8 @@ class Abort(Exception):
 
 
 class VarveMachine(RuleBasedStateMachine):
+    EMB_INDEX: vv.HNSW | None = None
+
     def __init__(self):
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="varve-sm-", dir="/tmp")
@@ -210,7 +219,7 @@ class VarveMachine(RuleBasedStateMachine):
         self.db = vv.connect(self.path, durability=durability)
         self.coll = self.db.create_collection("docs", {
             "tag": vv.Int(index="sorted"), "title": "text", "meta": "json",
-            "emb": vv.Vector(4, metric=metric)})
+            "emb": vv.Vector(4, metric=metric, index=self.EMB_INDEX)})
         self.states = [{}, {}]            # version 0: empty file; 1: the empty collection
         assert self.db.version == 1
 
@@ -348,4 +357,57 @@ class VarveMachine(RuleBasedStateMachine):
 TestVarveStateMachine = VarveMachine.TestCase
 TestVarveStateMachine.settings = settings(
     max_examples=100, stateful_step_count=30, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+class HnswMachine(VarveMachine):
+    EMB_INDEX = vv.HNSW(m=4, ef_construction=16, ef_search=8)
+    RECALL_FLOOR = 0.8      # of each invariant's narrow walks together (ef=8, k=5)
+
+    def __init__(self):
+        super().__init__()
+        self.found = self.wanted = 0
+
+    @invariant()
+    def reads_match_oracle_at_every_checked_version(self):
+        self.found = self.wanted = 0
+        super().reads_match_oracle_at_every_checked_version()
+        if self.wanted:
+            assert self.found / self.wanted >= self.RECALL_FLOOR, (self.found, self.wanted)
+
+    def check_search(self, state, q, where, as_of, limit=5):
+        super().check_search(state, q, where, as_of, limit)
+        # The planner answers sets this small by exact scan, so the graph path is
+        # called directly, with the allow mask the planner would hand it.
+        t = self.coll._table
+        v = self.db.version if as_of is None else as_of
+        n = t.n
+        cand = [i for i, d in state.items() if d["emb"] is not None
+                and (where is None or matches(where, i, d))]
+        allow = t.visible(v, n)[0] & np.isin(t.ids.data[:n], cand) \
+            & ~t.columns["emb"].nulls.data[:n]
+        col, vi = t.columns["emb"], t.vector_indexes["emb"]
+        ranked, ranked_d = flat.search(self.metric, col.arena.frozen(n), col.norms.frozen(n),
+                                       q, n, allow)      # every allowed row, ranked
+        want, want_d = ranked[:limit], ranked_d[:limit]
+        rows, dists = vi.search(col, self.metric, q, limit, allow, max(n, limit), n)
+        # ef >= rows: the same rows as exact search; where several tie on the last
+        # score, the walk may keep other rows of that tie (its cut is not by row)
+        assert len(rows) == len(want), (v, where, rows, want)
+        assert np.allclose(dists, want_d, atol=1e-9), (v, where, rows, want)
+        if len(want):
+            cut = want_d[-1] - 1e-9
+            assert rows[dists < cut].tolist() == want[want_d < cut].tolist(), (rows, want)
+            tie = set(ranked[np.abs(ranked_d - want_d[-1]) <= 1e-9].tolist())
+            assert set(rows[dists >= cut].tolist()) <= tie, (rows, want)
+        if where is None and as_of is None and len(want):
+            rows, dists = vi.search(col, self.metric, q, limit, allow, 8, n)
+            assert allow[rows].all() and len(set(rows.tolist())) == len(rows)
+            self.found += int(np.count_nonzero(dists <= want_d[-1] + 1e-9))
+            self.wanted += len(want)
+
+
+TestHnswStateMachine = HnswMachine.TestCase
+TestHnswStateMachine.settings = settings(
+    max_examples=25, stateful_step_count=30, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -4,6 +4,8 @@ One clustered data set (DESIGN's generator, fixed seed, 20 000 x 32) is built
 once per module; every figure is checked against exact ground truth computed
 by brute force over the same visible rows.
 """
+import time
+
 import numpy as np
 import pytest
 
@@ -25,7 +27,16 @@ def _load(path, ds, dtype="f32", metric="l2"):
                                        "emb": vv.Vector(DIM, metric=metric, dtype=dtype)})
     c.insert_arrays(id=ds.ids, tag=ds.tags, emb=ds.vectors)
     c.create_index("emb", vv.HNSW(m=16, ef_construction=200))
+    caught_up(c)
     return db, c
+
+
+def caught_up(c, timeout=120.0):
+    """Wait until the background maintainer has linked every committed row."""
+    deadline = time.monotonic() + timeout
+    while c.index_status()["unlinked"]:
+        assert time.monotonic() < deadline, c.index_status()
+        time.sleep(0.002)
 
 
 @pytest.fixture(scope="module")
@@ -189,6 +200,7 @@ def test_searches_run_while_a_writer_inserts(indexed, ds):
     for lo in range(0, 3000, 500):
         c.insert_arrays(id=np.arange(2 * 10**6 + lo, 2 * 10**6 + lo + 500),
                         tag=np.zeros(500, np.int64), emb=extra[lo:lo + 500])
+    caught_up(c)
     stop.set()
     for t in threads:
         t.join()

@@ -9,11 +9,10 @@ from .database import Database, VersionInfo, connect
 from .session import Session
 from .errors import (ClosedError, CorruptFileError, DimensionError, DuplicateIdError,
                      FieldTypeError, FileMissingError, FilterError, FormatVersionError,
-                     LockTimeoutError,
-                     NonFiniteVectorError, NotAVarveFileError, NotFoundError, OptionError,
-                     ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
-                     TransactionError, UnknownFieldError, VarveError, VersionNotFoundError,
-                     WriterLockedError)
+                     IndexMaintenanceError, LockTimeoutError, NonFiniteVectorError,
+                     NotAVarveFileError, NotFoundError, OptionError, ReadOnlyError, SchemaError,
+                     StorageError, TransactionAbortedError, TransactionError, UnknownFieldError,
+                     VarveError, VersionNotFoundError, WriterLockedError)
 from .results import Hit, Hits
 from .schema import HNSW, Bool, Field, Float, Int, Json, Text, Timestamp, Vector
 from .storage.verify import VerifyReport, verify_file
@@ -27,5 +26,6 @@ __all__ = [
     "DimensionError", "NonFiniteVectorError", "DuplicateIdError", "FilterError",
     "NotFoundError", "NotAVarveFileError", "FormatVersionError", "CorruptFileError",
     "WriterLockedError", "FileMissingError", "OptionError", "ReadOnlyError", "ClosedError",
-    "TransactionError", "TransactionAbortedError", "LockTimeoutError", "StorageError", "VersionNotFoundError",
+    "TransactionError", "TransactionAbortedError", "LockTimeoutError", "StorageError",
+    "VersionNotFoundError", "IndexMaintenanceError",
 ]

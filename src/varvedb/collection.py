@@ -194,6 +194,19 @@ class Collection:
         query = self._plan_find(where, params, as_of, limit, select)
         return self._hits(query.table, execute(query))
 
+    def index_status(self, field: str | None = None) -> dict:
+        """How far a vector field's graph has caught up with the committed rows:
+        {"field", "linked", "unlinked"}, counted in row versions.
+
+        Commits return before their rows are linked; a background maintainer
+        links them soon after, and searches find unlinked rows by exact scan
+        meanwhile. Raises IndexMaintenanceError if linking failed (once)."""
+        t = self._table
+        fname = self._vector_field(t, field)
+        if fname not in t.vector_indexes:
+            raise SchemaError(f"{fname!r} has no vector index")
+        return self._db._engine.index_status(t, fname)
+
     def search(self, vector=None, where: str | None = None, params: list | tuple = (),
                limit: int = 10, select: list | None = None, as_of=None,
                field: str | None = None, ef: int | None = None, exact: bool = False) -> Hits:

@@ -112,3 +112,11 @@ class LockTimeoutError(TransactionError):
     Like PostgreSQL's lock_not_available (SQLSTATE 55P03): nothing was written;
     retry once the other session commits or rolls back."""
     sqlstate = "55P03"
+
+
+class IndexMaintenanceError(VarveError):
+    """Linking committed rows into a vector index failed in the background.
+
+    Nothing is lost: the rows are in the file and searches find them by exact
+    scan until they are linked. Raised once, by the next `index_status` or
+    `close`; the next commit tries again."""

@@ -161,6 +161,9 @@ class Varve(Engine):
 
     def build_index(self, m, ef_construction):
         self.coll.create_index("embedding", self.vv.HNSW(m=m, ef_construction=ef_construction))
+        # the graph is built in the background: the figure is the build, not the commit
+        while self.coll.index_status()["unlinked"]:
+            time.sleep(0.001)
         self.notes["index"] = (f"HNSW m={m} ef_construction={ef_construction}; queries through "
                                "collection.search(select=[]): ids and scores, like the libraries")
 

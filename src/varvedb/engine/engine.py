@@ -4,7 +4,9 @@ Write path, top to bottom: an API call builds frames (kind, meta, arrays) →
 `write` appends each to the log and applies it to the tables, tagged with the
 transaction's pending version → `commit` writes the commit frame, releases
 the writer lock, waits until the log is durable (sharing fsyncs with other
-committers) and only then publishes the version to readers.
+committers), publishes the version to readers and returns. New rows of an
+indexed field are linked into its graph afterwards, by the maintainer
+(maintainer.py); searches find them by exact scan until then.
 
 Read path: a reader takes a `snapshot()` (snapshot.py) — the published
 version, or the pending one of its own open transaction, and each table's row
@@ -31,9 +33,9 @@ import time
 
 import numpy as np
 
-from ..errors import (ClosedError, CorruptFileError, LockTimeoutError, NotFoundError,
-                      OptionError, ReadOnlyError, SchemaError, StorageError,
-                      TransactionAbortedError, TransactionError)
+from ..errors import (ClosedError, CorruptFileError, IndexMaintenanceError,
+                      LockTimeoutError, NotFoundError, OptionError, ReadOnlyError, SchemaError,
+                      StorageError, TransactionAbortedError, TransactionError)
 from ..schema import Schema
 from ..storage import format as F
 from ..storage import log_reader
@@ -41,12 +43,12 @@ from ..storage.log_reader import LoggedCommit
 from ..storage.log_writer import LogWriter
 from . import checkpoint, frames
 from .history import Commit
+from .maintainer import Maintainer
 from .snapshot import Snapshot, take as take_snapshot
 from .table import Table, check_unique
 from .writer_lock import WriterLock
 
 CLOSE_CHECKPOINT_BYTES = 4 << 20   # close() checkpoints when more log than this would replay
-PROGRESS_ROWS = 50_000             # graph builds at least this large show a progress bar
 
 
 class Transaction:
@@ -85,6 +87,8 @@ class Engine:
         self._closed = False
         self._map = None
         self._generation = 0                   # the log generation the state was loaded at
+        # read-only connections never link: rows past a checkpoint's graph are scanned
+        self._maintainer = None if readonly else Maintainer(self)
         self.log = LogWriter.open(path, readonly, durability, batch_ms) if path else None
         if self.log:
             try:
@@ -120,7 +124,7 @@ class Engine:
             t.committed_n = t.n
         if not self.readonly:
             log.cut_tail(buf)
-            self._link(self.tables.values(), progress=True)
+            self._link(self.tables.values())
 
     def _load_from(self, mv, sb) -> tuple[int, bytes]:
         """Load the checkpoint sb points at (None: none), replay the log after it."""
@@ -150,8 +154,9 @@ class Engine:
         put back at the last durable commit. Called with the writer lock held."""
         if self.log is None or self._generation == self.log.generation:
             return
-        self.tables, self.names, self.history = {}, {}, []
-        self._load()
+        with self._maintainer.hold():   # it must not link into the tables replaced here
+            self.tables, self.names, self.history = {}, {}, []
+            self._load()
 
     def _check_scan(self, scan, start: int) -> None:
         if scan.damaged:
@@ -388,10 +393,7 @@ class Engine:
                 raise
         with self._publish:
             self.visible = max(self.visible, tx.version)
-        touched = [self.tables[c] for c in tx.tables if c in self.tables]
-        if any(t.vector_indexes for t in touched):
-            with self._writer.held():
-                self._link(touched)
+        self._link(self.tables[c] for c in tx.tables if c in self.tables)
         return tx.version
 
     def _end(self, tx: Transaction) -> None:
@@ -422,22 +424,22 @@ class Engine:
                 t.rollback()
         tx.tables = set()
 
-    def _link(self, tables, progress: bool = False) -> None:
-        """Link committed rows into the vector indexes (graph building happens here)."""
-        todo = sum(max(0, t.committed_n - vi.linked) for t in tables
-                   for vi in t.vector_indexes.values())
-        if not todo:
-            return
-        bar = None
-        if progress and todo >= PROGRESS_ROWS:
-            from tqdm import tqdm
-            bar = tqdm(total=todo, unit="rows", desc="linking vector index")
-        try:
-            for t in tables:
-                t.link_indexes(bar.update if bar else None)
-        finally:
-            if bar:
-                bar.close()
+    def _link(self, tables) -> None:
+        """Wake the maintainer if any of these tables has committed rows its graphs lack.
+
+        Open links in the background too: it never waits for a graph, and
+        until one covers the rows, answers come from the exact tail scan."""
+        if self._maintainer is not None and any(
+                vi.linked < t.committed_n for t in tables for vi in t.vector_indexes.values()):
+            self._maintainer.wake()
+
+    def index_status(self, table: Table, field: str) -> dict:
+        """Committed rows of `field`'s graph linked and not yet linked (row versions)."""
+        if self._maintainer is not None:
+            self._maintainer.raise_failure()
+        vi = table.vector_indexes[field]
+        linked = min(vi.linked, table.committed_n)
+        return {"field": field, "linked": linked, "unlinked": table.committed_n - linked}
 
     def rollback(self, tx: Transaction) -> None:
         if tx is not self._tx or tx.done:
@@ -487,6 +489,7 @@ class Engine:
             return
         with self._writer.held():
             self._reload()
+            self._maintainer.finish()   # the graph written covers every committed row
             sb = self.log.file.superblock
             if sb and sb.checkpoint_version == self.written:
                 return
@@ -523,19 +526,40 @@ class Engine:
         tx = self._begun_here()
         if tx is not None:   # closing inside a transaction rolls it back
             self.rollback(tx)
+        maintainer = self._maintainer
+        failure = linked = None
         with self._writer.held():
             try:
+                if maintainer is not None:
+                    try:
+                        maintainer.finish()   # so the checkpoint below holds whole graphs
+                        linked = True
+                    except Exception as e:
+                        failure = e
+                    maintainer.stop()
+                    try:
+                        maintainer.raise_failure()
+                    except IndexMaintenanceError as e:
+                        failure = failure or e
                 if self.log is not None:
-                    if not self.readonly and self._tx is None and self._checkpoint_worthwhile():
+                    if linked and self._checkpoint_worthwhile():
                         try:
                             self.checkpoint()
                         except StorageError:
                             pass   # a checkpoint is only a shortcut: the log has it all
                     self.log.close()
             finally:
+                if maintainer is not None:
+                    maintainer.stop()   # before the tables go: it touches nothing after
                 self._closed = True
                 self.tables.clear()
                 self._map = None
+        if failure is not None:   # closed all the same, and nothing was lost
+            if isinstance(failure, IndexMaintenanceError):
+                raise failure
+            raise IndexMaintenanceError(f"linking rows into a vector index failed at close: "
+                                        f"{type(failure).__name__}: {failure}; nothing is "
+                                        "lost: the next open links them") from failure
 
 
 def _keys(ids) -> list:

@@ -246,10 +246,12 @@ class Table:
         except (ValueError, KeyError):
             self.vector_indexes[field] = VectorIndex(field, f.dim, f.metric, f.vector_index)
 
-    def link_indexes(self, progress=None) -> None:
-        """Bring every graph up to the committed rows."""
-        for name, vi in self.vector_indexes.items():
-            vi.link(self.columns[name], self.committed_n, progress)
+    def link_indexes(self) -> bool:
+        """Link the next chunk of committed rows into each graph; False if none was left."""
+        moved = 0
+        for name, vi in list(self.vector_indexes.items()):
+            moved += vi.link(self.columns[name], self.committed_n)
+        return moved > 0
 
 
 def check_unique(keys: list) -> None:

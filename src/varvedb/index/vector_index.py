@@ -1,9 +1,10 @@
 """A vector field's graph index as the engine holds it: the graph, its watermark, its lock.
 
 The graph (`HnswIndex`) covers the arena rows below `linked`; rows at or above
-it — committed since the last link, or replayed after a checkpoint on a
-read-only connection — are searched exactly and merged, so an answer never
-waits for linking and never misses a row. Only committed rows are linked
+it — committed but not yet linked by the engine's maintainer
+(engine/maintainer.py), or replayed after a checkpoint on a read-only
+connection — are searched exactly and merged, so an answer never waits for
+linking and never misses a row. Only committed rows are linked
 (rows are appended in commit order, so they are a prefix of the arena), so a
 rolled-back transaction never touches the graph.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 
+import numba
 import numpy as np
 
 from ..schema import HNSW
@@ -24,6 +26,8 @@ from . import flat
 from .hnsw import HnswIndex
 
 LINK_CHUNK = 4096   # rows linked per hold of the write lock
+PARALLEL_FROM = 256  # smaller chunks link on one thread (see link)
+_BUILD = threading.Lock()
 
 
 class ReadWriteLock:
@@ -81,23 +85,39 @@ class VectorIndex:
         self._lock = ReadWriteLock()
         self._link_lock = threading.Lock()
 
-    def link(self, column, upto: int, progress=None) -> None:
-        """Add committed rows [linked, upto) with non-null vectors to the graph."""
+    def link(self, column, upto: int) -> int:
+        """Add the next chunk of committed rows [linked, upto) with non-null vectors
+        to the graph; returns how many rows the watermark moved (0: none left).
+
+        When more than a chunk waits, room for all of it is reserved at once:
+        a bulk build knows its size and need not grow by doubling."""
         with self._link_lock:
-            if upto - self.linked > LINK_CHUNK:
-                with self._lock.write():
-                    self.graph.reserve(upto)
-            while self.linked < upto:
-                hi = min(upto, self.linked + LINK_CHUNK)
-                arena = column.arena.frozen(hi)
-                norms = column.norms.frozen(hi)
-                rows = np.arange(self.linked, hi, dtype=np.int64)
-                rows = rows[~column.nulls.data[self.linked:hi]]
-                with self._lock.write():
-                    self.graph.add(arena, norms, rows)
-                    self.linked = hi
-                if progress is not None:
-                    progress(len(rows))
+            lo = self.linked
+            if lo >= upto:
+                return 0
+            hi = min(upto, lo + LINK_CHUNK)
+            arena = column.arena.frozen(hi)
+            norms = column.norms.frozen(hi)
+            rows = np.arange(lo, hi, dtype=np.int64)
+            rows = rows[~column.nulls.data[lo:hi]]
+            # one build at a time in the process: each uses every core, and
+            # numba's workqueue layer must not run two parallel kernels at once
+            # A few rows gain nothing from numba's threads, and a parallel region
+            # waits for its slowest thread: on a busy machine that wait, not the
+            # work, was most of a small link. (numba's thread count is per thread.)
+            threads = numba.get_num_threads()
+            with _BUILD:
+                try:
+                    if len(rows) < PARALLEL_FROM:
+                        numba.set_num_threads(1)
+                    with self._lock.write():
+                        if upto - lo > LINK_CHUNK:
+                            self.graph.reserve(upto)
+                        self.graph.add(arena, norms, rows)
+                        self.linked = hi
+                finally:
+                    numba.set_num_threads(threads)
+            return hi - lo
 
     def search(self, column, metric: str, q: np.ndarray, k: int, allow: np.ndarray | None,
                ef: int | None, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -128,10 +148,6 @@ class VectorIndex:
                 order = np.lexsort((rows, dists))[:k]
                 rows, dists = rows[order], dists[order]
         return rows, dists
-
-    def truncate(self, n: int) -> None:
-        # Rows above `linked` were never linked; committed rows are never truncated.
-        assert n >= self.linked
 
     def memory_bytes(self) -> int:
         return self.graph.memory_bytes()

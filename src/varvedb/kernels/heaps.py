@@ -20,7 +20,6 @@ on a walk's inner loop are inlined into their callers at numba's IR level, so
 that no call passes arrays (with their reference counts) per element.
 """
 
-import numpy as np
 
 from .jit import njit
 

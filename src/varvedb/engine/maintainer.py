@@ -1,0 +1,153 @@
+"""The index maintainer: links committed rows into the HNSW graphs off the commit path.
+
+A commit returns once its bytes are durable and its version is published; it
+only wakes the maintainer, one daemon thread per writable Engine, which links
+the rows committed since the last pass into every graph, a chunk of rows at a
+time (the graph build itself runs on numba's threads). Until a row is linked,
+a search finds it through the exact scan of the rows above the graph's
+watermark (index/vector_index.py), so linking late changes no answer.
+
+Locks: a chunk is linked holding `hold`, and the tables to link are looked
+up again under it for every chunk. Whoever replaces or discards the engine's
+tables (a reload after a failed sync, close) takes `hold` first, so the
+maintainer never links into a table the engine has replaced, nor touches
+memory after close. The maintainer never takes the engine's writer lock:
+order is writer → hold → a graph's own locks.
+
+A failure inside the maintainer loses nothing (the rows stay searchable by
+the exact scan, and the log has them): it is recorded, linking pauses, and
+the next `index_status` or `close` raises it as IndexMaintenanceError. After
+that the next commit tries again.
+"""
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+import weakref
+from contextlib import contextmanager
+
+from ..errors import IndexMaintenanceError
+
+
+PACE_MIN_S = 0.01   # the shortest and longest rest between two passes (see _run)
+PACE_MAX_S = 0.05
+
+_LIVE: "weakref.WeakSet[Maintainer]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    # At exit, before the interpreter tears down: a chunk in flight finishes
+    # rather than having its thread cut off inside a parallel kernel.
+    for m in list(_LIVE):
+        m.stop()
+
+
+class Maintainer:
+    def __init__(self, engine):
+        self._engine = weakref.ref(engine)   # an engine dropped unclosed is still collected
+        self._cond = threading.Condition()
+        self._hold = threading.Lock()
+        self._wanted = False                 # a commit asked for a pass since one began
+        self._busy = False
+        self._stopped = False
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        weakref.finalize(engine, self._stop_thread)
+        _LIVE.add(self)
+
+    # ---- what the engine calls ------------------------------------------------
+
+    def wake(self) -> None:
+        """Rows were committed (or loaded) that the graphs may not cover yet."""
+        with self._cond:
+            if self._stopped:
+                return
+            self._wanted = True
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="varvedb-maintainer",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    @contextmanager
+    def hold(self):
+        """No chunk is being linked inside this block (it waits for one in flight)."""
+        with self._hold:
+            yield
+
+    def finish(self) -> None:
+        """Link every committed row now, in the calling thread (checkpoint, close).
+
+        The caller holds the engine's writer lock, so no rows are committed
+        meanwhile; a chunk the maintainer has in flight is finished first."""
+        while self._link_one_chunk():
+            pass
+
+    def raise_failure(self) -> None:
+        """Raise (once) what went wrong in the background, if anything did."""
+        with self._cond:
+            error, self._error = self._error, None
+            self._cond.notify_all()   # linking resumes if a commit asked meanwhile
+        if error is not None:
+            raise IndexMaintenanceError(
+                f"linking rows into a vector index failed in the background: "
+                f"{type(error).__name__}: {error}; nothing is lost (those rows are "
+                f"found by exact scan) and the next commit tries again") from error
+
+    def stop(self) -> None:
+        """Stop the thread and wait for it (a chunk in flight is finished first)."""
+        thread = self._stop_thread()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    # ---- the thread -------------------------------------------------------------
+
+    def _stop_thread(self) -> threading.Thread | None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+            return self._thread
+
+    def _run(self) -> None:
+        rest = 0.0
+        while True:
+            with self._cond:
+                # A pass costs a fixed part plus its rows: resting as long as the
+                # last pass took (10 ms at least) lets the next one take what
+                # commits added meanwhile in one batch, leaves committers half
+                # the core at most, and keeps them from waiting for the GIL
+                # behind a pass after every commit.
+                if rest:
+                    self._cond.wait_for(lambda: self._stopped, rest)
+                while not (self._wanted and self._error is None) and not self._stopped:
+                    self._cond.wait()
+                if self._stopped:
+                    return
+                self._wanted = False
+                self._busy = True
+            start = time.perf_counter()
+            try:
+                while self._link_one_chunk():
+                    pass
+            except BaseException as e:   # recorded and raised to the next caller
+                with self._cond:
+                    if self._error is None:
+                        self._error = e
+            finally:
+                rest = min(max(time.perf_counter() - start, PACE_MIN_S), PACE_MAX_S)
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def _link_one_chunk(self) -> bool:
+        """Link one chunk of one table's unlinked rows; False when none is left."""
+        with self._hold:
+            engine = self._engine()
+            if engine is None or self._stopped and threading.current_thread() is self._thread:
+                return False
+            for table in list(engine.tables.values()):
+                if table.link_indexes():
+                    return True
+            return False
