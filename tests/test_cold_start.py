@@ -48,8 +48,8 @@ def test_a_cached_kernel_loads_without_numba_compiler_setup(dtype):
         "rng = np.random.default_rng(0)\n"
         f"arena = rng.normal(size=(50, 8)).astype(np.{dtype})\n"
         "q = rng.normal(size=8).astype(np.float32)\n"
-        "rows = np.arange(0, 50, 7)\n"
-        "got = flat.exact_distances('l2', arena, rows, q)\n"
+        "norms = np.linalg.norm(arena.astype(np.float32), axis=1).astype(np.float32)\n"
+        "rows, got = flat.search('l2', arena, norms, q, 7, None)\n"
         "want = np.linalg.norm(arena[rows].astype(np.float64) - q, axis=1)\n"
         "assert np.allclose(got, want, rtol=1e-6), (got, want)\n"
         "print('numba.np.linalg' in sys.modules)\n")

@@ -1,0 +1,64 @@
+"""Exact top-k by one pass over a small arena: distances and the heap in one call.
+
+What this is for: the exact scan of a small collection (or of few allowed
+rows), where BLAS's matrix-vector product is cheap but the numpy steps
+around it (a distance array, a partition, a gather, a lexsort) cost more
+than the arithmetic. One kernel call ranks every allowed row by the walk's
+float32 distance (:func:`query_distance`), keeps the best ``k + spare`` in a
+max-heap (:mod:`varvedb.kernels.heaps`), then rescores those exactly in
+float64 and sorts them by (score, row) (:func:`rank_rows`) — the same scores
+and order as the BLAS path. The spare candidates absorb float32 near-ties.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .distance import all_finite, query_distance, query_norm, rank_rows
+from .heaps import max_sort, top_k_push
+from .jit import njit
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _offer(keys, ids, n, cap, d, r):
+    # a real call, not inlined: the heap's loops inside the scan loop keep LLVM
+    # from optimising the scan (8x slower), and few rows ever get here
+    return top_k_push(keys, ids, n, cap, d, r)
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _candidates(arena, norms, query, metric, cap, allow, use_allow, keys, ids):
+    q_norm = query_norm(query, metric)
+    n = 0
+    worst = np.float32(np.inf)
+    for r in range(arena.shape[0]):
+        if use_allow and not allow[r]:
+            continue
+        d = query_distance(arena, norms, r, query, q_norm, metric)
+        # most rows lose to the worst kept: test that before touching the heap
+        if n < cap or d < worst:
+            n = _offer(keys, ids, n, cap, d, r)
+            if n == cap:
+                worst = keys[0]
+    return n
+
+
+@njit(cache=True, nogil=True)
+def scan_top_k(arena, norms, query, metric, k, spare, allow, use_allow, out_rows, out_dist):
+    """The k allowed rows of ``arena`` nearest ``query`` into ``out_rows``/``out_dist``
+    (room for k + spare), ascending by (exact float64 score, row); returns how
+    many (fewer than k when fewer rows are allowed), or -1 for a non-finite query.
+
+    ``arena`` is float32, or uint16 holding float16 bits; ``norms`` float32 per
+    row (read for cosine only); ``allow`` a bool mask over the rows (read when
+    ``use_allow``)."""
+    if not all_finite(query):
+        return -1
+    cap = k + spare
+    keys = np.empty(cap, np.float32)
+    ids = np.empty(cap, np.int64)
+    n = _candidates(arena, norms, query, metric, cap, allow, use_allow, keys, ids)
+    n = max_sort(keys, ids, n)
+    for i in range(n):
+        out_rows[i] = ids[i]
+    rank_rows(arena, out_rows[:n], query, metric, out_dist[:n])
+    return min(n, k)
