@@ -21,6 +21,8 @@ from ..kernels.distance import METRIC_CODES
 from ..kernels.scan import scan_top_k
 
 _NO_ALLOW = np.zeros(1, np.bool_)
+_NO_ROWS = np.zeros(1, np.int64)
+GATHER_BELOW = 0.05   # a mask allowing fewer rows than this fraction is gathered first
 
 
 def search(metric: str, arena: np.ndarray, norms: np.ndarray, q: np.ndarray, k: int,
@@ -38,8 +40,13 @@ def search(metric: str, arena: np.ndarray, norms: np.ndarray, q: np.ndarray, k: 
     dists = np.empty(k + spare, np.float64)
     bits = arena.view(np.uint16) if arena.dtype == np.float16 else arena
     q = np.ascontiguousarray(q, dtype=np.float32)
+    gathered = None
+    if allow is not None and np.count_nonzero(allow) < GATHER_BELOW * n:
+        gathered = np.flatnonzero(allow)
     count = scan_top_k(bits, norms, q, METRIC_CODES[metric], k, spare,
-                       _NO_ALLOW if allow is None else allow, allow is not None, rows, dists)
+                       _NO_ALLOW if allow is None else allow, allow is not None,
+                       _NO_ROWS if gathered is None else gathered, gathered is not None,
+                       rows, dists)
     if count < 0:
         raise ValueError("query must be finite")
     return rows[:count], dists[:count]
