@@ -826,13 +826,17 @@ def test_hnsw_validate_rejects_crafted_arrays_with_bounded_work():
     ix.add(vecs, np.ones(300, np.float32), np.arange(300))
     ix.validate(300)
 
-    def broken(change):
+    def broken(change, match=None):
         arrays = {k: a.copy() for k, a in ix.to_arrays().items()}
         change(arrays)
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=match):
             HnswIndex.from_arrays(arrays).validate(300)
 
-    broken(lambda a: a["links0"].__setitem__((3, 0), 3))            # links its own node
+    broken(lambda a: a["links0"].__setitem__((3, 0), 3), "links its own node")
+    broken(lambda a: a["links0"].__setitem__((3, 0), -1), "gaps")
+    broken(lambda a: a["links0"].__setitem__((3, 1), 10**6), "outside the index")
+    level0 = int(np.flatnonzero(ix.to_arrays()["levels"] == 0)[0])
+    broken(lambda a: a["upper_links"].__setitem__((0, 0, 0), level0), "not nodes there")
     broken(lambda a: a["links0"].__setitem__((3, 0), -7))
     broken(lambda a: a["levels"].__setitem__(0, 100))
     broken(lambda a: a["levels"].__setitem__(0, -5))

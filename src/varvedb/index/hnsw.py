@@ -577,16 +577,15 @@ def _check_lists(lists: np.ndarray, levels: np.ndarray, level: int,
     """The lists of `owners` (rows) on one level: ids in range, a prefix, of nodes
     on that level, never the owner. (Not checked: an id twice, which costs a
     sort and harms only recall.)"""
-    if lists.size == 0:
-        return
-    if np.any(lists < -1) or np.any(lists >= levels.shape[0]):
-        raise ValueError(f"level-{level} links point outside the index")
-    if np.any((lists[:, 1:] >= 0) & (lists[:, :-1] < 0)):
-        raise ValueError(f"level-{level} links have gaps")
-    if np.any(lists == owners[:, None]):
-        raise ValueError(f"a level-{level} list links its own node")
-    if np.any(levels[lists[lists >= 0]] < level):
-        raise ValueError(f"level-{level} links point to rows that are not nodes there")
+    lists = np.ascontiguousarray(lists).view()
+    lists.flags.writeable = False    # as mapped from a checkpoint: one compiled variant
+    fault = kernels.check_lists(lists, levels, level, np.ascontiguousarray(owners, np.int64))
+    if fault:
+        raise ValueError({1: f"level-{level} links point outside the index",
+                          2: f"level-{level} links have gaps",
+                          3: f"a level-{level} list links its own node",
+                          4: f"level-{level} links point to rows that are not nodes "
+                             "there"}[fault])
 
 
 def _check_twins(twins: np.ndarray, levels: np.ndarray, links0: np.ndarray) -> None:

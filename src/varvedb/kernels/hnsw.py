@@ -740,3 +740,30 @@ def link_batch(arena, norms, metric, batch, levels, links0, upper_slot, upper_li
                    sources[lo:starts[g + 1]], links0, upper_slot, upper_links, query[0],
                    over_i[0], union_d[0], union_i[0])
     return raise_entry(batch, twin_of, levels, entry, top)
+
+
+@njit(**_JIT)
+def check_lists(lists, levels, level, owners):
+    """Checks the neighbour lists of ``owners`` (one row each) on one ``level`` in one
+    pass: 0 if sound, else the first fault found — 1 an id outside ``levels``, 2 a
+    gap (an id after a -1), 3 a node linking itself, 4 an id not a node on that
+    level. Every id is range-checked before it indexes ``levels`` (the lists may
+    come from a crafted file)."""
+    n_rows = levels.shape[0]
+    for i in range(lists.shape[0]):
+        owner = owners[i]
+        ended = False
+        for j in range(lists.shape[1]):
+            v = lists[i, j]
+            if v < -1 or v >= n_rows:
+                return 1
+            if v == -1:
+                ended = True
+                continue
+            if ended:
+                return 2
+            if v == owner:
+                return 3
+            if levels[v] < level:
+                return 4
+    return 0
