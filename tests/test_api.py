@@ -694,3 +694,23 @@ def test_a_write_that_changes_nothing_makes_no_version(db):
     assert db.version == v and len(db.history()) == v
     docs.insert({"n": 1})
     assert db.version == v + 1
+
+
+def test_close_releases_the_write_lock_while_arrays_from_the_file_live_on(db_path):
+    # A mapping of the file holds its own copy of the descriptor (and so the
+    # lock) until every array over it is gone; close must not wait for that.
+    d = vv.connect(db_path)
+    c = d.create_collection("g", {"emb": vv.Vector(4)})
+    c.insert_arrays(id=np.arange(3000), emb=np.random.default_rng(0).random((3000, 4),
+                                                                            np.float32))
+    c.create_index("emb", vv.HNSW())
+    d.close()
+    d = vv.connect(db_path)                 # the graph and arena now map the file
+    kept = d["g"]._table.columns["emb"].arena.frozen(3000)
+    fetched = d["g"].get(7)["emb"]
+    d.close()
+    again = vv.connect(db_path)
+    assert again["g"].count() == 3000
+    np.testing.assert_array_equal(again["g"].get(7)["emb"], fetched)
+    assert kept.shape == (3000, 4)          # still readable: the file never shrinks
+    again.close()

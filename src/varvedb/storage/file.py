@@ -189,9 +189,15 @@ class DatabaseFile:
         return self.fd < 0
 
     def close(self) -> None:
-        """Close the descriptor (and with it the write lock)."""
+        """Close the descriptor, releasing the write lock first: a mapping of the
+        file (which arrays a caller still holds keep alive) holds its own copy of
+        the descriptor, and with it the lock, until it is collected."""
         if self.fd < 0:
             return
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        except OSError:
+            pass   # closing releases it anyway
         self.io.close()
         self.fd = -1
 
