@@ -265,20 +265,26 @@ class Sqlite(Engine):
     def durable_commits(self, n, vectors, threads=1, journal="WAL"):
         """synchronous=FULL; WAL (its fastest durable mode) unless journal says otherwise."""
         path = os.path.join(self.workdir, f"commits-{threads}-{journal}.sqlite")
-        con = sqlite3.connect(path, isolation_level=None)
-        con.execute(f"PRAGMA journal_mode={journal}")
-        con.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, tag INTEGER, vec BLOB)")
-        con.close()
-        local = threading.local()
+        return rate(sqlite_committer(path, vectors, journal), n, threads)
 
-        def commit_one(i):
-            if not hasattr(local, "con"):
-                local.con = sqlite3.connect(path, isolation_level=None, timeout=60,
-                                            check_same_thread=False)
-                local.con.execute("PRAGMA synchronous=FULL")
-            local.con.execute("INSERT INTO items VALUES (?, ?, ?)",
-                              (i, i % 100, vectors[i].tobytes()))
-        return rate(commit_one, n, threads)
+
+def sqlite_committer(path: str, vectors: np.ndarray, journal: str = "WAL"):
+    """A fresh SQLite table at `path` and commit_one(i): row i as one durable
+    commit (synchronous=FULL), on a connection per thread."""
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute(f"PRAGMA journal_mode={journal}")
+    con.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, tag INTEGER, vec BLOB)")
+    con.close()
+    local = threading.local()
+
+    def commit_one(i):
+        if not hasattr(local, "con"):
+            local.con = sqlite3.connect(path, isolation_level=None, timeout=60,
+                                        check_same_thread=False)
+            local.con.execute("PRAGMA synchronous=FULL")
+        local.con.execute("INSERT INTO items VALUES (?, ?, ?)",
+                          (i, i % 100, vectors[i].tobytes()))
+    return commit_one
 
 
 def _where(max_tag: int | None) -> str | None:

@@ -28,7 +28,6 @@ import os
 import sqlite3
 import statistics
 import tempfile
-import threading
 import time
 
 import numpy as np
@@ -126,18 +125,13 @@ def small_search(rounds: int, calls: int = 2000, rows: int = 1000, dim: int = 12
 def durable_commits(workdir: str, rounds: int, commits: int, threads: int,
                     dim: int = 128) -> dict:
     import varvedb as vv
-    from .engines import rate
+    from .engines import rate, sqlite_committer
     vecs = data.clustered(commits * rounds + 1000, dim, seed=5)
     db = vv.connect(os.path.join(workdir, f"commits-{threads}.varve"), durability="commit")
     c = db.create_collection("items", {"tag": "int", "embedding": vv.Vector(dim)})
     c.insert_arrays(id=np.arange(1000), tag=np.zeros(1000, np.int64), embedding=vecs[:1000])
     c.create_index("embedding", vv.HNSW())
-    path = os.path.join(workdir, f"commits-{threads}.sqlite")
-    con = sqlite3.connect(path, isolation_level=None)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, tag INTEGER, vec BLOB)")
-    con.close()
-    local = threading.local()
+    sq_commit = sqlite_committer(os.path.join(workdir, f"commits-{threads}.sqlite"), vecs)
     nxt = {"vv": 1000, "sq": 0}
 
     def vv_round():
@@ -145,14 +139,6 @@ def durable_commits(workdir: str, rounds: int, commits: int, threads: int,
         nxt["vv"] += commits
         return rate(lambda i: c.insert({"id": base + i, "tag": i % 100,
                                         "embedding": vecs[base + i]}), commits, threads)
-
-    def sq_commit(i):
-        if not hasattr(local, "con"):
-            local.con = sqlite3.connect(path, isolation_level=None, timeout=60,
-                                        check_same_thread=False)
-            local.con.execute("PRAGMA synchronous=FULL")
-        local.con.execute("INSERT INTO items VALUES (?, ?, ?)",
-                          (i, i % 100, vecs[i].tobytes()))
 
     def sq_round():
         base = nxt["sq"]
@@ -212,10 +198,7 @@ def sustained_inserts(rounds: int, rows: int, base_rows: int = 20_000,
 
 
 def _wait_linked(c) -> None:
-    status = getattr(c, "index_status", None)
-    if status is None:      # linking inside the commit: nothing to wait for
-        return
-    while status()["unlinked"]:
+    while c.index_status()["unlinked"]:
         time.sleep(0.0005)
 
 

@@ -50,7 +50,6 @@ class Maintainer:
         self._cond = threading.Condition()
         self._hold = threading.Lock()
         self._wanted = False                 # a commit asked for a pass since one began
-        self._busy = False
         self._stopped = False
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
@@ -126,7 +125,6 @@ class Maintainer:
                 if self._stopped:
                     return
                 self._wanted = False
-                self._busy = True
             start = time.perf_counter()
             try:
                 while self._link_one_chunk():
@@ -137,9 +135,6 @@ class Maintainer:
                         self._error = e
             finally:
                 rest = min(max(time.perf_counter() - start, PACE_MIN_S), PACE_MAX_S)
-                with self._cond:
-                    self._busy = False
-                    self._cond.notify_all()
 
     def _link_one_chunk(self) -> bool:
         """Link one chunk of one table's unlinked rows; False when none is left."""
