@@ -61,6 +61,14 @@ class Database:
             s = self._local.session = Session(self)
         return s
 
+    def sql(self, text: str, params: list | tuple = ()):
+        """Run SQL in pgvector's dialect (in this thread's session); returns a SqlResult.
+
+            db.sql("SELECT id FROM docs WHERE tag = $1 ORDER BY embedding <-> $2 LIMIT 5",
+                   [3, q])
+        """
+        return self._thread_session().sql(text, params)
+
     # ---- collections -------------------------------------------------------
 
     def create_collection(self, name: str, schema: dict) -> Collection:

@@ -8,39 +8,51 @@ any byte is written or any in-memory state is touched.
 
 
 class VarveError(Exception):
-    """Base class of every error varvedb raises on purpose."""
+    """Base class of every error varvedb raises on purpose.
+
+    `sqlstate` is PostgreSQL's code for the same condition, so SQL clients
+    (db.sql, the shell, the server) can report it the way psql does."""
+    sqlstate = "XX000"
 
 
 class SchemaError(VarveError):
     """A schema (field spec, index spec, collection name) is not valid."""
+    sqlstate = "42P16"
 
 
 class UnknownFieldError(VarveError):
     """A row, filter or call names a field the collection does not have."""
+    sqlstate = "42703"
 
 
 class FieldTypeError(VarveError):
     """A value does not fit its field's type (e.g. a string for an int field)."""
+    sqlstate = "22P02"
 
 
 class DimensionError(VarveError):
     """A vector does not have the dimension its field declares."""
+    sqlstate = "22000"
 
 
 class NonFiniteVectorError(VarveError):
     """A vector holds NaN or an infinity."""
+    sqlstate = "22000"
 
 
 class DuplicateIdError(VarveError):
     """`insert` was given an id that is already taken (or twice in one batch)."""
+    sqlstate = "23505"
 
 
 class FilterError(VarveError):
     """A `where=` expression is malformed or uses an unsupported construct."""
+    sqlstate = "42601"
 
 
 class NotFoundError(VarveError):
     """A collection (or other named object) does not exist."""
+    sqlstate = "42P01"
 
 
 class FileMissingError(VarveError, FileNotFoundError):
@@ -49,34 +61,42 @@ class FileMissingError(VarveError, FileNotFoundError):
 
 class OptionError(VarveError, ValueError):
     """An option passed to connect (or another call) has a value it does not take."""
+    sqlstate = "22023"
 
 
 class NotAVarveFileError(VarveError):
     """The file is not a varvedb file (bad magic, or header damaged)."""
+    sqlstate = "58000"
 
 
 class FormatVersionError(VarveError):
     """The file was written by a newer format version than this library reads."""
+    sqlstate = "58000"
 
 
 class CorruptFileError(VarveError):
     """The file's structure is damaged in a way recovery cannot skip."""
+    sqlstate = "XX001"
 
 
 class WriterLockedError(VarveError):
     """Another connection (this or another process) holds the file's write lock."""
+    sqlstate = "55006"
 
 
 class ReadOnlyError(VarveError):
     """A write was attempted on a read-only connection."""
+    sqlstate = "25006"
 
 
 class ClosedError(VarveError):
     """The database was closed."""
+    sqlstate = "08003"
 
 
 class TransactionError(VarveError):
     """A transaction was used wrongly (nested on another thread, used after end)."""
+    sqlstate = "25000"
 
 
 class TransactionAbortedError(TransactionError):
@@ -93,6 +113,7 @@ class StorageError(VarveError, OSError):
     The file and the connection are back at the last acknowledged commit; the
     connection is usable again once the cause is gone (space freed, say).
     `errno` and `os_error` carry the operating system's error."""
+    sqlstate = "58030"
 
     def __init__(self, message: str, os_error: OSError | None = None):
         super().__init__(os_error.errno if os_error else None, message)
@@ -104,6 +125,7 @@ class StorageError(VarveError, OSError):
 
 class VersionNotFoundError(VarveError):
     """An `as_of` names a version that the file does not (or no longer) hold."""
+    sqlstate = "22023"
 
 
 class LockTimeoutError(TransactionError):
@@ -120,3 +142,21 @@ class IndexMaintenanceError(VarveError):
     Nothing is lost: the rows are in the file and searches find them by exact
     scan until they are linked. Raised once, by the next `index_status` or
     `close`; the next commit tries again."""
+    sqlstate = "XX000"
+
+
+class SqlError(VarveError):
+    """An SQL statement that cannot run, with PostgreSQL's SQLSTATE and, for
+    a syntax error, the 1-based character `position` in the statement."""
+
+    def __init__(self, sqlstate: str, message: str, position: int | None = None):
+        super().__init__(message)
+        self.sqlstate = sqlstate
+        self.position = position
+
+
+class NotSupportedError(SqlError):
+    """Valid PostgreSQL that varvedb does not do (SQLSTATE 0A000)."""
+
+    def __init__(self, message: str):
+        super().__init__("0A000", message)

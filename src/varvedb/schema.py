@@ -75,6 +75,8 @@ class HNSW:
     m: int = 16
     ef_construction: int = 200
     ef_search: int = 100
+    metric: str | None = None     # None: the field's; else the field takes this one (SQL's opclass)
+    name: str | None = None       # the index's name (SQL's CREATE INDEX name)
 
     def __post_init__(self):
         for key in HNSW_LIMITS:
@@ -91,10 +93,20 @@ class HNSW:
             if type(val) is not int or not low <= val <= high:
                 raise SchemaError(f"HNSW {key} must be an integer in {low}..{high}, "
                                   f"got {brief(val)}")
+        if self.metric is not None and (not isinstance(self.metric, str)
+                                        or self.metric not in METRICS):
+            raise SchemaError(f"HNSW metric is one of {METRICS}, got {brief(self.metric)}")
+        if self.name is not None and (not isinstance(self.name, str) or not _NAME.match(self.name)):
+            raise SchemaError(f"invalid index name {brief(self.name)}")
 
     def to_dict(self) -> dict:
-        return {"kind": "hnsw", "m": self.m, "ef_construction": self.ef_construction,
-                "ef_search": self.ef_search}
+        d = {"kind": "hnsw", "m": self.m, "ef_construction": self.ef_construction,
+             "ef_search": self.ef_search}
+        if self.metric is not None:
+            d["metric"] = self.metric
+        if self.name is not None:
+            d["name"] = self.name
+        return d
 
 
 @dataclass(frozen=True)
@@ -187,7 +199,8 @@ def hnsw_from_dict(d: dict) -> HNSW:
     the graph's per-node lists and per-search scratch are not sized by the file)."""
     if not isinstance(d, dict) or d.get("kind") != "hnsw":
         raise SchemaError(f"a vector index spec is {{'kind': 'hnsw', ...}}, got {brief_from_file(d)}")
-    return HNSW(**{key: d.get(key) for key in HNSW_LIMITS})
+    return HNSW(**{key: d.get(key) for key in HNSW_LIMITS}, metric=d.get("metric"),
+                name=d.get("name"))
 
 
 def Int(index: str | None = None) -> Field:
@@ -251,9 +264,15 @@ def parse_field(name: str, spec: Any) -> Field:
 
 @dataclass
 class Schema:
-    """The fields of a collection, plus the kind of its ids ("int" or "text")."""
+    """The fields of a collection, plus the kind of its ids ("int" or "text").
+
+    Two flags come from SQL's CREATE TABLE: `id_hidden` (the table declared no
+    primary key, so `*` leaves the id out) and `id_required` (an id column
+    that is not serial: an INSERT must give it, as PostgreSQL requires)."""
     fields: dict[str, Field]
     id_kind: str = "int"
+    id_hidden: bool = False
+    id_required: bool = False
 
     @staticmethod
     def parse(spec: dict) -> "Schema":
@@ -278,7 +297,12 @@ class Schema:
         return [n for n, f in self.fields.items() if f.kind == "vector"]
 
     def to_dict(self) -> dict:
-        return {"id": self.id_kind, "fields": {n: f.to_dict() for n, f in self.fields.items()}}
+        d = {"id": self.id_kind, "fields": {n: f.to_dict() for n, f in self.fields.items()}}
+        if self.id_hidden:
+            d["id_hidden"] = True
+        if self.id_required:
+            d["id_required"] = True
+        return d
 
     @staticmethod
     def from_dict(d: dict) -> "Schema":
@@ -292,7 +316,10 @@ class Schema:
             if not isinstance(name, str) or not _NAME.match(name) or name == "id":
                 raise SchemaError(f"invalid field name {brief_from_file(name)}")
             fields[name] = Field.from_dict(f)
-        return Schema(fields, d["id"])
+        flags = {k: d.get(k, False) for k in ("id_hidden", "id_required")}
+        if not all(isinstance(v, bool) for v in flags.values()):
+            raise SchemaError(f"schema flags are bools, got {brief_from_file(flags)}")
+        return Schema(fields, d["id"], **flags)
 
     def check_names(self, names, what: str = "row") -> None:
         unknown = [n for n in names if n != "id" and n not in self.fields]

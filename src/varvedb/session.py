@@ -22,6 +22,7 @@ from .schema import Schema, validate_name
 if TYPE_CHECKING:
     from .collection import Collection
     from .engine.engine import Transaction
+    from .sql.result import SqlResult
 
 
 class Session:
@@ -33,6 +34,9 @@ class Session:
         self.timeout = self._engine.lock_timeout if timeout is None else check_timeout(timeout)
         self._tx: Transaction | None = None
         self._finalizer = None
+        self.settings: dict = {}      # SQL's SET (hnsw.ef_search, ...), per session
+        self.sql_block = False        # a transaction SQL's BEGIN opened
+        self.sql_failed = False       # a statement in it failed: 25P02 until ROLLBACK
 
     # ---- transactions ----------------------------------------------------------
 
@@ -109,6 +113,12 @@ class Session:
         with self._writing() as tx:
             self._engine.create_collection(tx, name, parsed)
         return Collection(self._db, name, self)
+
+    def sql(self, text: str, params: list | tuple = ()) -> "SqlResult":
+        """Run SQL (pgvector's dialect) in this session; see varvedb.sql."""
+        from .sql import run
+        self._engine._ensure_open()
+        return run(self, text, params)
 
     @property
     def version(self) -> int:

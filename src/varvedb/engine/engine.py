@@ -294,16 +294,18 @@ class Engine:
     def update(self, tx: "Transaction", t: Table, rows: np.ndarray, values: dict) -> None:
         """New versions of live `rows`: `values` (field -> (values, nulls) of one
         row) set, every other field kept."""
+        self.rewrite(tx, t, rows, {name: (_repeat(vals, len(rows)), np.repeat(nulls, len(rows)))
+                                   for name, (vals, nulls) in values.items()})
+
+    def rewrite(self, tx: "Transaction", t: Table, rows: np.ndarray, values: dict) -> None:
+        """New versions of live `rows`: `values` (field -> (values, nulls), one per
+        row) set, every other field kept (SQL's UPDATE, whose values differ by row)."""
         self._check_writing(tx)
         if not len(rows):
             return
         cols = {}
         for name, col in t.columns.items():
-            if name in values:
-                vals, nulls = values[name]
-                cols[name] = (_repeat(vals, len(rows)), np.repeat(nulls, len(rows)))
-            else:
-                cols[name] = col.take(rows)
+            cols[name] = values[name] if name in values else col.take(rows)
         ids = t.id_values(rows)
         self.delete(tx, t, rows)
         self._insert(tx, t, ids, cols)

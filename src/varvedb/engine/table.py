@@ -231,9 +231,11 @@ class Table:
     def create_index(self, field: str, hnsw: HNSW, version: int) -> None:
         """Apply a CreateIndex frame: the graph starts empty and is linked after commit."""
         f = self.schema.fields[field]
+        if hnsw.metric is not None:       # an SQL operator class names the metric
+            f = replace(f, metric=hnsw.metric)
         fields = dict(self.schema.fields)
         fields[field] = replace(f, vector_index=hnsw)
-        self.schema = Schema(fields, self.schema.id_kind)
+        self.schema = replace(self.schema, fields=fields)
         self.vector_indexes = {**self.vector_indexes,
                                field: VectorIndex(field, f.dim, f.metric, hnsw)}
 

@@ -9,83 +9,115 @@ a vector top-k that fell back (widened walk, then exact scan) says so.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import numpy as np
 
 from ..index import flat
-from .plan import Count, Filter, Limit, PlanNode, Project, Scan, Strategy, VectorTopK
+from .aggregate import aggregate, groups as _groups, sort_ranks
+from .expr import Rel, Val, evaluate, truth
+from .plan import (Aggregate, Count, Derived, Distinct, Filter, FunctionScan, Limit, Output,
+                   PlanNode,
+                   Project, Scan, Sort, Strategy, VectorTopK, Where)
 from .planner import WIDEN, Query
 
 
 class Result:
     """What a read returns before any Python objects are built."""
-    __slots__ = ("rows", "scores", "count", "fields", "plan")
+    __slots__ = ("rows", "scores", "count", "fields", "plan", "columns")
 
-    def __init__(self, rows, scores, count, fields, plan):
+    def __init__(self, rows, scores, count, fields, plan, columns=None):
         self.rows: np.ndarray | None = rows      # int64 row numbers, in answer order
         self.scores: np.ndarray | None = scores  # float64, one per row (vector top-k)
         self.count: int = count
         self.fields: tuple = fields              # fields to return besides id (and score)
         self.plan: PlanNode = plan               # as it ran
+        self.columns: list | None = columns      # an Output node's columns (expr.Val each)
+
+
+class Out:
+    """What a node yields: a row mask over the table (Scan, Filter) or ranked
+    rows (and scores), with columns computed so far (an Output's, a
+    subquery's, an aggregate's; aligned with rows), and the node as it ran."""
+    __slots__ = ("mask", "rows", "scores", "count", "node", "cols")
+
+    def __init__(self, mask, rows, scores, count, node, cols=None):
+        self.mask = mask
+        self.rows = rows
+        self.scores = scores
+        self.count = count
+        self.node = node
+        self.cols = cols
 
 
 def execute(query: Query) -> Result:
     root = query.plan
-    fields = ()
-    if isinstance(root, Project):
-        fields = root.fields
+    fields = root.fields if isinstance(root, Project) else ()
     out = _run(root, query)
-    mask, rows, scores, count, plan = out
-    return Result(rows, scores, count, fields, plan)
+    columns = None
+    if out.cols is not None and "$out" in out.cols:
+        columns = [out.cols[k] for k in out.cols["$out"]]
+    return Result(out.rows, out.scores, out.count, fields, out.node, columns)
 
 
-# Each runner returns (mask, rows, scores, count, node as it ran); mask or rows is None.
+def _run(node: PlanNode, query: Query) -> Out:
+    analyze = query.analyze
+    if analyze is None:
+        return _RUNNERS[type(node)](node, query)
+    t0 = time.perf_counter()
+    out = _RUNNERS[type(node)](node, query)
+    analyze[id(out.node)] = (out.count, time.perf_counter() - t0)
+    return out
 
-def _run(node: PlanNode, query: Query):
-    return _RUNNERS[type(node)](node, query)
 
-
-def _scan(node: Scan, query: Query):
+def _scan(node: Scan, query: Query) -> Out:
     got = query.masks.get(id(node))
     mask, count = got if got is not None else query.snapshot.visible(query.table, node.nonnull)
-    return mask, None, None, count, node
+    return Out(mask, None, None, count, node)
 
 
-def _filter(node: Filter, query: Query):
+def _filter(node: Filter, query: Query) -> Out:
     got = query.masks.get(id(node))
     if got is not None:
-        return got[0], None, None, got[1], node
-    mask, _, _, _, inp = _run(node.input, query)
+        return Out(got[0], None, None, got[1], node)
+    inp = _run(node.input, query)
     table = query.table
-    mask = mask & node.bound.mask(table, query.snapshot.n(table))
-    return mask, None, None, int(np.count_nonzero(mask)), _with_input(node, inp)
+    mask = inp.mask & node.bound.mask(table, query.snapshot.n(table))
+    return Out(mask, None, None, int(np.count_nonzero(mask)), _with_input(node, inp.node))
 
 
-def _limit(node: Limit, query: Query):
-    mask, rows, scores, _, inp = _run(node.input, query)
-    if rows is None:
-        rows = np.flatnonzero(mask)
-    rows = rows[:node.limit]
+def _limit(node: Limit, query: Query) -> Out:
+    inp = _run(node.input, query)
+    rows, scores, cols = inp.rows, inp.scores, inp.cols
+    if rows is None and cols is None:
+        rows = np.flatnonzero(inp.mask)
+    end = None if node.limit is None else node.offset + node.limit
+    part = slice(node.offset or None, end)
+    if rows is not None:
+        rows = rows[part]
     if scores is not None:
-        scores = scores[:node.limit]
-    return None, rows, scores, len(rows), _with_input(node, inp)
+        scores = scores[part]
+    count = len(rows) if rows is not None else len(range(inp.count)[part])
+    if cols is not None:
+        cols = _take_cols(cols, np.arange(inp.count)[part])
+    return Out(None, rows, scores, count, _with_input(node, inp.node), cols)
 
 
-def _project(node: Project, query: Query):
-    mask, rows, scores, count, inp = _run(node.input, query)
-    if rows is None:
-        rows = np.flatnonzero(mask)
-    return None, rows, scores, count, _with_input(node, inp)
+def _project(node: Project, query: Query) -> Out:
+    inp = _run(node.input, query)
+    rows = inp.rows if inp.rows is not None else np.flatnonzero(inp.mask)
+    return Out(None, rows, inp.scores, inp.count, _with_input(node, inp.node))
 
 
-def _count(node: Count, query: Query):
-    _, _, _, count, inp = _run(node.input, query)
-    return None, None, None, count, _with_input(node, inp)
+def _count(node: Count, query: Query) -> Out:
+    inp = _run(node.input, query)
+    return Out(None, None, None, inp.count, _with_input(node, inp.node))
 
 
-def _vector_topk(node: VectorTopK, query: Query):
-    mask, _, _, allowed, inp = _run(node.input, query)
+def _vector_topk(node: VectorTopK, query: Query) -> Out:
+    inp = _run(node.input, query)
+    mask, allowed = inp.mask, inp.count
     table = query.table
     n = query.snapshot.n(table)
     column = table.columns[node.field]
@@ -106,9 +138,124 @@ def _vector_topk(node: VectorTopK, query: Query):
             strategy = Strategy.GRAPH_THEN_EXACT
             rows, dists = _exact(column, metric, q, k, allow, n)
     ran = node
-    if strategy is not node.strategy or inp is not node.input:
-        ran = replace(node, strategy=strategy, ef=ef, input=inp)
-    return None, rows, dists, len(rows), ran
+    if strategy is not node.strategy or inp.node is not node.input:
+        ran = replace(node, strategy=strategy, ef=ef, input=inp.node)
+    return Out(None, rows, dists, len(rows), ran)
+
+
+# ---- the nodes SQL adds: each evaluates query/expr.py expressions over a Rel ----
+
+def _rel(inp: Out, query: Query) -> Rel:
+    """The rows an Out holds, as a Rel expressions can be evaluated over."""
+    rows = inp.rows
+    if rows is None and inp.mask is not None:
+        rows = np.flatnonzero(inp.mask)
+    cols = dict(inp.cols) if inp.cols is not None else {}
+    if inp.scores is not None:
+        cols["$score"] = Val("float", inp.scores, np.zeros(len(inp.scores), bool))
+    # rows computed from nothing but columns (an aggregate's, a subquery's) have no table
+    return Rel(query.table if rows is not None else None, rows, cols, inp.count)
+
+
+def _derived(node: Derived, query: Query) -> Out:
+    res = execute(node.inner)
+    cols = {f"$c{i}": v for i, v in enumerate(res.columns)}
+    for name, v in zip(node.columns, res.columns):
+        cols.setdefault(name, v)
+    return Out(None, None, None, res.count, replace(node, input=res.plan), cols)
+
+
+def _function_scan(node: FunctionScan, query: Query) -> Out:
+    return Out(None, None, None, node.rows, node, dict(node.cols or {}))
+
+
+def _where(node: Where, query: Query) -> Out:
+    inp = _run(node.input, query)
+    rel = _rel(inp, query)
+    keep = truth(evaluate(node.expr, rel, query.env))
+    ran = replace(node, matched=int(np.count_nonzero(keep)), input=inp.node)
+    if inp.mask is not None:      # stay a mask over the table: a top-k may read it
+        mask = np.zeros(len(inp.mask), bool)
+        mask[rel.rows[keep]] = True
+        return Out(mask, None, None, ran.matched, ran)
+    idx = np.flatnonzero(keep)
+    sub = rel.take(idx)
+    scores = None if inp.scores is None else inp.scores[idx]
+    return Out(None, sub.rows, scores, len(idx), ran, _own_cols(sub.cols))
+
+
+def _output(node: Output, query: Query) -> Out:
+    inp = _run(node.input, query)
+    rel = _rel(inp, query)
+    env = query.env
+    cols = dict(rel.cols)
+    keys = []
+    for i, e in enumerate(node.exprs):
+        key = f"$o{i}"
+        cols[key] = evaluate(e, rel, env)
+        keys.append(key)
+    cols["$out"] = tuple(keys)
+    cols.pop("$score", None)
+    return Out(None, rel.rows, inp.scores, rel.n, _with_input(node, inp.node), cols)
+
+
+def _aggregate(node: Aggregate, query: Query) -> Out:
+    inp = _run(node.input, query)
+    rel = _rel(inp, query)
+    env = query.env
+    keys = [evaluate(e, rel, env) for e in node.group_exprs]
+    group, n_groups, firsts = _groups(keys, rel.n)
+    cols = {f"$g{i}": k.take(firsts) for i, k in enumerate(keys)}
+    for i, a in enumerate(node.agg_exprs):
+        cols[f"$a{i}"] = aggregate(a, rel, env, group, n_groups)
+    if node.having_expr is not None:
+        keep = np.flatnonzero(truth(evaluate(node.having_expr, Rel(None, None, cols, n_groups),
+                                             env)))
+        cols = _take_cols(cols, keep)
+        n_groups = len(keep)
+    return Out(None, None, None, n_groups, _with_input(node, inp.node), cols)
+
+
+def _distinct(node: Distinct, query: Query) -> Out:
+    inp = _run(node.input, query)
+    cols = inp.cols
+    keys = [cols[k] for k in cols["$out"]]
+    _, _, firsts = _groups(keys, inp.count)
+    firsts = np.sort(firsts)
+    rows = None if inp.rows is None else inp.rows[firsts]
+    scores = None if inp.scores is None else inp.scores[firsts]
+    return Out(None, rows, scores, len(firsts), _with_input(node, inp.node),
+               _take_cols(cols, firsts))
+
+
+def _sort(node: Sort, query: Query) -> Out:
+    inp = _run(node.input, query)
+    rel = _rel(inp, query)
+    env = query.env
+    order_keys = []
+    for e, desc, nulls_first in reversed(node.key_exprs):   # lexsort: last key is primary
+        v = evaluate(e, rel, env)
+        ranks = sort_ranks(v)
+        if desc:
+            ranks = -ranks
+        if nulls_first is None:
+            nulls_first = desc          # PostgreSQL: NULLS LAST ascending, FIRST descending
+        order_keys.append(ranks)
+        order_keys.append(~v.nulls if nulls_first else v.nulls)
+    order = np.lexsort(order_keys) if order_keys else np.arange(rel.n)
+    rows = None if rel.rows is None else rel.rows[order]
+    scores = None if inp.scores is None else inp.scores[order]
+    cols = None if inp.cols is None else _take_cols(inp.cols, order)
+    return Out(None, rows, scores, rel.n, _with_input(node, inp.node), cols)
+
+
+def _take_cols(cols: dict, idx: np.ndarray) -> dict:
+    return {k: (v if k == "$out" else v.take(idx)) for k, v in cols.items()}
+
+
+def _own_cols(cols: dict) -> dict | None:
+    cols = {k: v for k, v in cols.items() if k != "$score"}
+    return cols or None
 
 
 def _exact(column, metric, q, k, allow, n):
@@ -121,4 +268,6 @@ def _with_input(node: PlanNode, inp: PlanNode) -> PlanNode:
 
 
 _RUNNERS = {Scan: _scan, Filter: _filter, Limit: _limit, Project: _project, Count: _count,
-            VectorTopK: _vector_topk}
+            VectorTopK: _vector_topk, Derived: _derived, Where: _where, Output: _output,
+            Aggregate: _aggregate, Distinct: _distinct, Sort: _sort,
+            FunctionScan: _function_scan}

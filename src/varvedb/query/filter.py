@@ -195,15 +195,21 @@ def check_params(params) -> None:
 class Filter:
     """A parsed filter bound to a schema and parameters, ready to evaluate."""
 
-    def __init__(self, expr: str, schema: Schema, params: list | tuple = ()):
+    def __init__(self, expr: str, schema: Schema, params: list | tuple = (),
+                 root: Node | None = None):
         if not isinstance(expr, str):   # parse's cache would raise TypeError on a list
             raise FilterError(f"a filter is an SQL expression string, got {brief(expr)}")
         check_params(params)
         self.expr = expr
-        self.root = parse(expr)
+        self.root = parse(expr) if root is None else root
         self.schema = schema
-        self.params = list(params)
+        self.params = params if type(params) is list else list(params)
         self._check(self.root)
+
+    @classmethod
+    def from_root(cls, expr: str, root: Node, schema: Schema, params=()) -> "Filter":
+        """A filter from a tree already converted (an SQL WHERE clause)."""
+        return cls(expr, schema, params, root)
 
     def _check(self, node: Node) -> None:
         for a in node.args:

@@ -152,13 +152,22 @@ class VectorTopK(PlanNode):
 
 @dataclass(slots=True, eq=False)
 class Limit(PlanNode):
-    """The first `limit` rows of the input, in its order (None: all)."""
+    """The first `limit` rows of the input after skipping `offset`, in its order
+    (None: all)."""
     NODE: ClassVar[str] = "Limit"
     limit: int | None
     input: PlanNode
+    offset: int = 0
+
+    def params(self) -> dict:
+        d = {"limit": self.limit}
+        if self.offset:
+            d["offset"] = self.offset
+        return d
 
     def describe(self) -> str:
-        return "Limit all" if self.limit is None else f"Limit {self.limit:,}"
+        what = "Limit all" if self.limit is None else f"Limit {self.limit:,}"
+        return what + (f" offset {self.offset:,}" if self.offset else "")
 
 
 @dataclass(slots=True, eq=False)
@@ -180,6 +189,105 @@ class Count(PlanNode):
 
     def describe(self) -> str:
         return "Count"
+
+
+@dataclass(slots=True, eq=False)
+class Derived(PlanNode):
+    """The rows of a subquery in FROM, under an alias: the outer query reads
+    its output columns."""
+    NODE: ClassVar[str] = "Derived"
+    alias: str
+    input: PlanNode
+    columns: tuple = ()
+    inner: Any = run_only()       # the planned inner query (planner.Query)
+
+    def describe(self) -> str:
+        return f"Subquery {self.alias} ({', '.join(self.columns)})"
+
+
+@dataclass(slots=True, eq=False)
+class FunctionScan(PlanNode):
+    """Rows a table function made (varvedb_history), or the one row of a
+    SELECT without FROM."""
+    NODE: ClassVar[str] = "FunctionScan"
+    function: str
+    columns: tuple
+    rows: int
+    cols: Any = run_only()        # name -> expr.Val
+
+    def describe(self) -> str:
+        return f"Function {self.function} ({self.rows:,} rows)"
+
+
+@dataclass(slots=True, eq=False)
+class Where(PlanNode):
+    """Rows of the input for which an expression is true (evaluated by
+    query/expr.py: what the where= grammar of Filter does not cover)."""
+    NODE: ClassVar[str] = "Where"
+    condition: str
+    input: PlanNode
+    matched: int | None = None
+    expr: Any = run_only()
+
+    def describe(self) -> str:
+        tail = "" if self.matched is None else f" ({self.matched:,} rows)"
+        return f"Where {self.condition}{tail}"
+
+
+@dataclass(slots=True, eq=False)
+class Aggregate(PlanNode):
+    """Groups of input rows (by `groups`; none: one group of all rows) and an
+    aggregate per group; `having` keeps the groups it is true for."""
+    NODE: ClassVar[str] = "Aggregate"
+    groups: tuple
+    aggregates: tuple
+    input: PlanNode
+    having: str | None = None
+    group_exprs: Any = run_only(())
+    agg_exprs: Any = run_only(())
+    having_expr: Any = run_only()
+
+    def describe(self) -> str:
+        what = "Aggregate " + ", ".join(self.aggregates)
+        if self.groups:
+            what += f" group by {', '.join(self.groups)}"
+        if self.having:
+            what += f" having {self.having}"
+        return what
+
+
+@dataclass(slots=True, eq=False)
+class Output(PlanNode):
+    """The statement's output columns: names and the expressions that make them."""
+    NODE: ClassVar[str] = "Output"
+    columns: tuple
+    input: PlanNode
+    exprs: Any = run_only(())
+
+    def describe(self) -> str:
+        return f"Output {', '.join(self.columns)}"
+
+
+@dataclass(slots=True, eq=False)
+class Distinct(PlanNode):
+    """The input's rows with duplicates of the output columns removed (first kept)."""
+    NODE: ClassVar[str] = "Distinct"
+    input: PlanNode
+
+    def describe(self) -> str:
+        return "Distinct"
+
+
+@dataclass(slots=True, eq=False)
+class Sort(PlanNode):
+    """The input's rows ordered by `keys` (each "expr [DESC] [NULLS FIRST|LAST]")."""
+    NODE: ClassVar[str] = "Sort"
+    keys: tuple
+    input: PlanNode
+    key_exprs: Any = run_only(())     # ((expr, descending, nulls_first), ...)
+
+    def describe(self) -> str:
+        return f"Sort {', '.join(self.keys)}"
 
 
 def _plain(v):

@@ -32,13 +32,15 @@ WIDEN = 4
 class Query:
     """A planned read: its plan, the snapshot and table it reads, and the
     masks planning already evaluated (keyed by node), which the executor reuses."""
-    __slots__ = ("plan", "snapshot", "table", "masks")
+    __slots__ = ("plan", "snapshot", "table", "masks", "env", "analyze")
 
-    def __init__(self, plan: PlanNode, snapshot, table, masks: dict):
+    def __init__(self, plan: PlanNode, snapshot, table, masks: dict, env=None):
         self.plan = plan
         self.snapshot = snapshot
         self.table = table
         self.masks = masks
+        self.env = env              # expression parameters and subquery values (SQL)
+        self.analyze = None         # EXPLAIN ANALYZE: id(node as ran) -> (rows, seconds)
 
 
 def choose_vector_strategy(index, k: int, allowed: int, n: int, ef: int | None,
@@ -73,17 +75,18 @@ def plan_search(snap, table, field: str, metric: str, q: np.ndarray, k: int, whe
 
 def plan_find(snap, table, where, limit: int | None, fields: tuple) -> Query:
     """Project(Limit(Filter?(Scan))): rows in insertion order, no scoring."""
-    node, masks = _scan(snap, table, where)
+    node, masks = plan_scan(snap, table, where)
     return Query(Project(fields, Limit(limit, node)), snap, table, masks)
 
 
 def plan_count(snap, table, where) -> Query:
     """Count(Filter?(Scan))."""
-    node, masks = _scan(snap, table, where)
+    node, masks = plan_scan(snap, table, where)
     return Query(Count(node), snap, table, masks)
 
 
-def _scan(snap, table, where) -> tuple[PlanNode, dict]:
+def plan_scan(snap, table, where) -> tuple[PlanNode, dict]:
+    """Filter?(Scan), and the masks planning evaluated (visibility)."""
     mask, visible = snap.visible(table)     # cached for a committed version
     node = Scan(table.name, snap.version, snap.n(table), visible)
     masks = {id(node): (mask, visible)}

@@ -1,0 +1,132 @@
+"""Grouping, aggregates and sort ranks over expression values (expr.Val).
+
+Every step is a numpy pass: keys are factorized (np.unique's inverse), a
+composite key is the combined codes, and each aggregate is one ufunc.at /
+bincount over the group codes. Text and json values are factorized through
+np.unique on object arrays (Python comparisons, but no loop of our own).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import SqlError
+from .expr import Agg, Env, Rel, Val, coerce, evaluate
+
+
+def codes(v: Val) -> tuple[np.ndarray, int]:
+    """Dense codes of a column's values in ascending order (NULL: the code after the
+    last), and how many distinct codes there are."""
+    n = len(v)
+    nulls = v.nulls
+    if v.kind == "null" or n == 0:
+        return np.zeros(n, np.int64), 1
+    data = v.data
+    if v.kind == "vector":
+        data = np.ascontiguousarray(data).view(np.dtype((np.void, data.dtype.itemsize *
+                                                          data.shape[1]))).ravel()
+    present = ~nulls
+    out = np.empty(n, np.int64)
+    vals = data[present]
+    if vals.dtype == object:
+        try:
+            uniq, inv = np.unique(vals, return_inverse=True)
+        except TypeError:      # json values of mixed types: order by their text
+            import json
+            keys = np.array([json.dumps(x, sort_keys=True) for x in vals], dtype=object)
+            uniq, inv = np.unique(keys, return_inverse=True)
+    else:
+        uniq, inv = np.unique(vals, return_inverse=True)
+    out[present] = inv
+    out[nulls] = len(uniq)
+    return out, len(uniq) + 1
+
+
+def sort_ranks(v: Val) -> np.ndarray:
+    """Ranks that order rows by value (NULLs ranked by the caller)."""
+    if v.kind in ("int", "float", "bool", "timestamp"):
+        return v.data.astype(np.float64) if v.kind != "int" else v.data
+    return codes(v)[0]
+
+
+def groups(keys: list[Val], n: int) -> tuple[np.ndarray, int, np.ndarray]:
+    """(group code per row, number of groups, first row of each group) for rows grouped
+    by equal keys (NULLs equal to each other, as GROUP BY and DISTINCT treat them).
+    No keys: one group of every row (even of none, as an aggregate without GROUP BY)."""
+    if not keys:
+        return np.zeros(n, np.int64), 1, np.zeros(1 if n else 0, np.int64)
+    combined = np.zeros(n, np.int64)
+    for k in keys:
+        c, width = codes(k)
+        combined = combined * width + c
+        _, combined = np.unique(combined, return_inverse=True)   # keep codes dense
+    uniq, first, inv = np.unique(combined, return_index=True, return_inverse=True)
+    return inv.astype(np.int64), len(uniq), first
+
+
+def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> Val:
+    """One aggregate per group, PostgreSQL's types: count → int, sum of ints → int,
+    avg → float, min/max keep the kind; NULL inputs are skipped, an empty group
+    (other than for count) gives NULL."""
+    fn = a.fn
+    if a.arg is None:       # count(*)
+        return Val("int", np.bincount(group, minlength=n_groups).astype(np.int64),
+                   np.zeros(n_groups, bool))
+    v = evaluate(a.arg, rel, env)
+    if v.kind == "unknown":
+        v = coerce(v, "text" if fn in ("count", "min", "max") else "float")
+    present = ~v.nulls
+    g = group[present]
+    if a.distinct:
+        c, _ = codes(v.take(np.flatnonzero(present)))
+        keep = _first_of_pairs(g, c)
+        g = g[keep]
+        v = v.take(np.flatnonzero(present)[keep])
+    else:
+        v = v.take(np.flatnonzero(present))
+    counts = np.bincount(g, minlength=n_groups)
+    empty = counts == 0
+    if fn == "count":
+        return Val("int", counts.astype(np.int64), np.zeros(n_groups, bool))
+    if fn in ("sum", "avg"):
+        if v.kind not in ("int", "float"):
+            raise SqlError("42883", f"function {fn}({v.kind}) does not exist")
+        if v.kind == "int" and fn == "sum":
+            out = np.zeros(n_groups, np.int64)
+            np.add.at(out, g, v.data)
+            return Val("int", out, empty)
+        sums = np.bincount(g, weights=v.data.astype(np.float64), minlength=n_groups)
+        if fn == "sum":
+            return Val("float", sums, empty)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return Val("float", sums / np.maximum(counts, 1), empty)
+    if fn in ("min", "max"):
+        if v.kind == "vector" or v.kind == "json":
+            raise SqlError("42883", f"function {fn}({v.kind}) does not exist")
+        c, _ = codes(v)
+        best = np.full(n_groups, -1 if fn == "max" else np.iinfo(np.int64).max, np.int64)
+        (np.maximum if fn == "max" else np.minimum).at(best, g, c)
+        # back from codes to values: any row holding the winning code
+        order = np.argsort(c, kind="stable")
+        pos = np.searchsorted(c[order], np.where(empty, 0, best))
+        idx = order[np.minimum(pos, max(len(order) - 1, 0))] if len(order) else \
+            np.zeros(n_groups, np.int64)
+        if not len(order):
+            return Val(v.kind, _empty_of(v, n_groups), np.ones(n_groups, bool))
+        out = v.take(idx)
+        return Val(out.kind, out.data, empty)
+    raise SqlError("42883", f"function {fn}() does not exist")
+
+
+def _first_of_pairs(g: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Indices of the first occurrence of each distinct (group, code) pair."""
+    if not len(g):
+        return np.zeros(0, np.int64)
+    key = g * (int(c.max()) + 1) + c
+    _, first = np.unique(key, return_index=True)
+    return np.sort(first)
+
+
+def _empty_of(v: Val, n: int):
+    if v.data is not None and v.data.dtype == object:
+        return np.full(n, None, dtype=object)
+    return np.zeros(n, v.data.dtype if v.data is not None else np.int64)

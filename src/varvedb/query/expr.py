@@ -1,0 +1,776 @@
+"""Expressions over rows, evaluated a column at a time: what SQL's target
+lists, WHERE clauses the filter grammar cannot serve, ORDER BY keys,
+GROUP BY keys, HAVING and RETURNING are made of.
+
+An expression is a small tree of frozen nodes (Col, Const, Param, Op, Func,
+...), built once per statement text by the SQL compiler and evaluated by
+`evaluate(expr, rel, params)` against a `Rel`: row numbers of a table
+(values gathered per column), plus columns already computed (a derived
+table's, an aggregate's, the vector distance of a top-k). Every node yields
+a `Val`: a kind, one numpy array of values and a null mask — never a Python
+loop per row except where the values are Python objects anyway (json paths).
+
+SQL's rules are kept where they decide an answer: NULL propagates through
+operators and functions; AND/OR/NOT are three-valued; integer division
+truncates toward zero and dividing by zero is an error (22012); a quoted
+literal has no type until it meets one ('[1,2,3]' next to a vector column
+is a vector, '2026-01-01' next to a timestamp is a timestamp).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import SqlError
+from ..schema import from_micros
+from . import vector_funcs
+
+NUMERIC = ("int", "float")
+
+# pgvector's distance operators (its scale: <#> is the negative inner product)
+OPERATORS = {
+    "<->": vector_funcs.l2_distance,
+    "<#>": lambda a, b: -vector_funcs.inner_product(a, b),
+    "<=>": vector_funcs.cosine_distance,
+    "<+>": vector_funcs.l1_distance,
+}
+# each operator's metric, as the planner and the indexes name it
+OPERATOR_METRICS = {"<->": "l2", "<#>": "dot", "<=>": "cosine", "<+>": "l1"}
+
+
+def vector_text(v) -> str:
+    """pgvector's text form of a vector: [1,2.5,3]."""
+    return "[" + ",".join(repr(float(x)).removesuffix(".0") if float(x).is_integer()
+                          else repr(float(x)) for x in np.asarray(v, np.float32)) + "]"
+
+
+@dataclass(slots=True)
+class Val:
+    """A column of values: kind (int, float, bool, text, json, timestamp,
+    vector, unknown: an untyped literal, null: all NULL), data, null mask."""
+    kind: str
+    data: Any            # ndarray (object for text/json/unknown; (n, d) for vector)
+    nulls: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.nulls)
+
+    def take(self, idx: np.ndarray) -> "Val":
+        return Val(self.kind, None if self.data is None else self.data[idx], self.nulls[idx])
+
+    def python(self) -> list:
+        """The values as Python objects (None for NULL), as a row of a result holds them."""
+        kind, nulls = self.kind, self.nulls
+        if kind == "null":
+            return [None] * len(nulls)
+        if kind == "vector":
+            vs = list(self.data)
+        elif kind == "timestamp":
+            vs = [from_micros(x) for x in self.data.tolist()]
+        else:
+            vs = self.data.tolist()
+        if nulls.any():
+            return [None if nl else v for v, nl in zip(vs, nulls.tolist())]
+        return vs
+
+
+class Rel:
+    """Rows an expression is evaluated over: `rows` of `table` (None: no
+    table), and `cols`, named columns already computed (aligned with rows)."""
+    __slots__ = ("table", "rows", "cols", "n")
+
+    def __init__(self, table, rows: np.ndarray | None, cols: dict | None = None,
+                 n: int | None = None):
+        self.table = table
+        self.rows = rows
+        self.cols = cols if cols is not None else {}
+        self.n = len(rows) if rows is not None else (n if n is not None else 0)
+
+    def take(self, idx: np.ndarray) -> "Rel":
+        return Rel(self.table, None if self.rows is None else self.rows[idx],
+                   {k: v.take(idx) for k, v in self.cols.items()}, len(idx))
+
+
+# ---- nodes ---------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Col:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    index: int          # 1-based ($1)
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    op: str             # + - * / % || = <> < <= > >= and or not neg <-> <#> <=> <+> -> ->>
+    args: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class Func:
+    name: str
+    args: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class Cast:
+    kind: str           # a schema kind, or vector / halfvec
+    arg: Any
+
+
+@dataclass(frozen=True, slots=True)
+class IsNull:
+    arg: Any
+    negated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class InList:
+    arg: Any
+    values: tuple       # expressions; or one Col naming a column of `rel.cols` holding a set
+    negated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Like:
+    arg: Any
+    pattern: Any
+    negated: bool
+    icase: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    whens: tuple        # ((condition, result), ...)
+    default: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Agg:
+    """An aggregate call; the planner replaces it by a Col of the Aggregate node's output."""
+    fn: str             # count sum avg min max
+    arg: Any            # None for count(*)
+    distinct: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SubqueryValues:
+    """`x IN (SELECT ...)`: the subquery's single column, computed before the
+    outer query runs and handed in as a parameter-like value."""
+    key: int
+
+
+def walk(expr):
+    """Every node of an expression tree."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        yield e
+        if isinstance(e, (Op, Func)):
+            stack.extend(e.args)
+        elif isinstance(e, (Cast,)):
+            stack.append(e.arg)
+        elif isinstance(e, IsNull):
+            stack.append(e.arg)
+        elif isinstance(e, InList):
+            stack.append(e.arg)
+            stack.extend(e.values)
+        elif isinstance(e, Like):
+            stack.extend((e.arg, e.pattern))
+        elif isinstance(e, Case):
+            for c, r in e.whens:
+                stack.extend((c, r))
+            if e.default is not None:
+                stack.append(e.default)
+        elif isinstance(e, Agg) and e.arg is not None:
+            stack.append(e.arg)
+
+
+# ---- evaluation ------------------------------------------------------------------
+
+class Env:
+    """What evaluation reads besides the rows: parameters, subquery results."""
+    __slots__ = ("params", "subqueries")
+
+    def __init__(self, params=(), subqueries: dict | None = None):
+        self.params = params
+        self.subqueries = subqueries or {}
+
+
+def evaluate(expr, rel: Rel, env: Env) -> Val:
+    return _EVAL[type(expr)](expr, rel, env)
+
+
+def truth(v: Val) -> np.ndarray:
+    """Rows where a boolean Val is true (NULL and false are not)."""
+    if v.kind == "null":
+        return np.zeros(len(v), bool)
+    if v.kind == "unknown":
+        v = coerce(v, "bool")
+    if v.kind != "bool":
+        raise SqlError("42804", f"argument of WHERE must be type boolean, not type {v.kind}")
+    return v.data & ~v.nulls
+
+
+def _col(e: Col, rel: Rel, env: Env) -> Val:
+    got = rel.cols.get(e.name)
+    if got is not None:
+        return got
+    t = rel.table
+    if t is None:
+        raise SqlError("42703", f'column "{e.name}" does not exist')
+    rows = rel.rows
+    if e.name == "id":
+        kind = t.schema.id_kind
+        if kind == "text":
+            return Val("text", np.array(t.id_values(rows), dtype=object), np.zeros(len(rows), bool))
+        return Val("int", t.ids.data[rows], np.zeros(len(rows), bool))
+    f = t.schema.fields.get(e.name)
+    if f is None:
+        raise SqlError("42703", f'column "{e.name}" does not exist')
+    vals, nulls = t.columns[e.name].take(rows)
+    nulls = np.asarray(nulls, bool)
+    if isinstance(vals, list):
+        return Val(f.kind, _objects(vals), nulls)
+    return Val(f.kind, vals, nulls)
+
+
+def _objects(values: list) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def const_val(value, n: int) -> Val:
+    """A Python value (a literal, a parameter) broadcast to n rows."""
+    if value is None:
+        return Val("null", None, np.ones(n, bool))
+    nulls = np.zeros(n, bool)
+    if isinstance(value, (bool, np.bool_)):
+        return Val("bool", np.full(n, bool(value)), nulls)
+    if isinstance(value, (int, np.integer)):
+        return Val("int", np.full(n, int(value), np.int64), nulls)
+    if isinstance(value, (float, np.floating)):
+        return Val("float", np.full(n, float(value)), nulls)
+    if isinstance(value, str):
+        return Val("unknown", np.full(n, value, dtype=object), nulls)
+    if isinstance(value, _dt.datetime):
+        from ..schema import to_micros
+        return Val("timestamp", np.full(n, to_micros("value", value), np.int64), nulls)
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        return Val("vector", np.broadcast_to(value.astype(np.float32), (n, len(value))), nulls)
+    if isinstance(value, (list, tuple)) and value and all(
+            isinstance(x, (int, float, np.number)) and not isinstance(x, bool) for x in value):
+        a = np.asarray(value, np.float32)
+        return Val("vector", np.broadcast_to(a, (n, len(a))), nulls)
+    if isinstance(value, (dict, list)):
+        out = np.empty(n, dtype=object)
+        for i in range(n):
+            out[i] = value
+        return Val("json", out, nulls)
+    raise SqlError("22P02", f"cannot use a value of type {type(value).__name__} here")
+
+
+def _const(e: Const, rel: Rel, env: Env) -> Val:
+    return const_val(e.value, rel.n)
+
+
+def _param(e: Param, rel: Rel, env: Env) -> Val:
+    params = env.params
+    if not 1 <= e.index <= len(params):
+        raise SqlError("42P02", f"there is no parameter ${e.index}")
+    return const_val(params[e.index - 1], rel.n)
+
+
+def coerce(v: Val, kind: str) -> Val:
+    """An untyped literal (or an int, where a float is wanted) as `kind`."""
+    if v.kind == kind or v.kind == "null":
+        return v
+    if v.kind == "int" and kind == "float":
+        return Val("float", v.data.astype(np.float64), v.nulls)
+    if v.kind == "unknown":
+        from ..sql.values import parse_input
+        if not len(v):
+            return Val(kind, np.empty((0,) if kind != "vector" else (0, 0)), v.nulls)
+        # a literal is one value broadcast: parse it once
+        first = v.data[0]
+        if all(x is first or x == first for x in v.data[:1]) and (v.data == first).all():
+            return const_like(parse_input(kind, first), kind, len(v), v.nulls)
+        parsed = [parse_input(kind, x) for x in v.data]
+        return _from_python(kind, parsed, v.nulls)
+    return v
+
+
+def const_like(value, kind: str, n: int, nulls) -> Val:
+    if kind == "vector":
+        return Val("vector", np.broadcast_to(value, (n, len(value))), nulls)
+    if kind in ("text", "json"):
+        out = np.empty(n, dtype=object)
+        out[:] = [value] * n
+        return Val(kind, out, nulls)
+    dtype = {"int": np.int64, "float": np.float64, "bool": bool, "timestamp": np.int64}[kind]
+    return Val(kind, np.full(n, value, dtype), nulls)
+
+
+def _from_python(kind: str, values: list, nulls) -> Val:
+    if kind == "vector":
+        return Val("vector", np.asarray(values, np.float32), nulls)
+    if kind in ("text", "json"):
+        return Val(kind, _objects(values), nulls)
+    dtype = {"int": np.int64, "float": np.float64, "bool": bool, "timestamp": np.int64}[kind]
+    return Val(kind, np.asarray(values, dtype), nulls)
+
+
+def _unify(a: Val, b: Val) -> tuple[Val, Val]:
+    """Give an untyped side the other side's type; widen int to float."""
+    if a.kind == "unknown" and b.kind not in ("unknown", "null"):
+        a = coerce(a, b.kind)
+    elif b.kind == "unknown" and a.kind not in ("unknown", "null"):
+        b = coerce(b, a.kind)
+    elif a.kind == "unknown" and b.kind == "unknown":
+        a, b = Val("text", a.data, a.nulls), Val("text", b.data, b.nulls)
+    if a.kind == "int" and b.kind == "float":
+        a = coerce(a, "float")
+    elif a.kind == "float" and b.kind == "int":
+        b = coerce(b, "float")
+    return a, b
+
+
+_CMP = {"=": np.equal, "<>": np.not_equal, "<": np.less, "<=": np.less_equal,
+        ">": np.greater, ">=": np.greater_equal}
+
+
+def _op(e: Op, rel: Rel, env: Env) -> Val:
+    op = e.op
+    if op in ("and", "or"):
+        return _logic(op, [evaluate(a, rel, env) for a in e.args])
+    if op == "not":
+        v = _as_bool(evaluate(e.args[0], rel, env))
+        return Val("bool", ~v.data & ~v.nulls, v.nulls)
+    if op == "neg":
+        v = evaluate(e.args[0], rel, env)
+        if v.kind == "unknown":
+            v = coerce(v, "float")
+        if v.kind not in NUMERIC:
+            raise SqlError("42883", f"operator does not exist: - {v.kind}")
+        return Val(v.kind, -v.data, v.nulls)
+    a, b = (evaluate(x, rel, env) for x in e.args)
+    if op in ("->", "->>"):
+        return _json_path(a, b, op == "->>")
+    if op in OPERATORS:
+        return _distance(op, a, b)
+    a, b = _unify(a, b)
+    nulls = a.nulls | b.nulls
+    if a.kind == "null" or b.kind == "null":
+        kind = "bool" if op in _CMP else (a.kind if b.kind == "null" else b.kind)
+        return Val("null" if kind == "null" else kind, _zeros(kind, len(nulls)), nulls)
+    if op in _CMP:
+        if a.kind != b.kind or a.kind in ("vector", "json") and op not in ("=", "<>"):
+            raise SqlError("42883", f"operator does not exist: {a.kind} {op} {b.kind}")
+        if a.kind == "vector":
+            eq = (a.data == b.data).all(axis=1)
+            return Val("bool", eq if op == "=" else ~eq, nulls)
+        with np.errstate(invalid="ignore"):
+            out = _CMP[op](a.data, b.data)
+        return Val("bool", np.asarray(out, bool), nulls)
+    if op == "||":
+        if a.kind != "text" or b.kind != "text":
+            raise SqlError("42883", f"operator does not exist: {a.kind} || {b.kind}")
+        return Val("text", a.data + b.data, nulls)
+    if a.kind not in NUMERIC or b.kind not in NUMERIC:
+        if a.kind == b.kind == "vector" and op in "+-*":
+            return Val("vector", {"+": np.add, "-": np.subtract, "*": np.multiply}[op](
+                a.data, b.data).astype(np.float32), nulls)
+        raise SqlError("42883", f"operator does not exist: {a.kind} {op} {b.kind}")
+    x, y = a.data, b.data
+    if op in ("/", "%"):
+        if (y[~nulls] == 0).any():
+            raise SqlError("22012", "division by zero")
+        y = np.where(nulls, 1, y)
+    if a.kind == "int":
+        if op == "/":
+            q = np.abs(x) // np.abs(y)
+            return Val("int", np.where((x < 0) ^ (y < 0), -q, q), nulls)
+        if op == "%":
+            return Val("int", np.fmod(x, y), nulls)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
+               "%": np.fmod}[op](x, y)
+    return Val(a.kind, out, nulls)
+
+
+def _zeros(kind: str, n: int):
+    if kind in ("null",):
+        return None
+    if kind in ("text", "json", "unknown"):
+        return np.full(n, None, dtype=object)
+    return np.zeros(n, {"float": np.float64, "bool": bool}.get(kind, np.int64))
+
+
+def _as_bool(v: Val) -> Val:
+    if v.kind == "null":
+        return Val("bool", np.zeros(len(v), bool), v.nulls)
+    if v.kind == "unknown":
+        v = coerce(v, "bool")
+    if v.kind != "bool":
+        raise SqlError("42804", f"argument of a boolean operator must be type boolean, "
+                                f"not type {v.kind}")
+    return v
+
+
+def _logic(op: str, vals: list) -> Val:
+    vals = [_as_bool(v) for v in vals]
+    t, u = vals[0].data & ~vals[0].nulls, vals[0].nulls
+    for v in vals[1:]:
+        t2, u2 = v.data & ~v.nulls, v.nulls
+        if op == "and":
+            f = (~t & ~u) | (~t2 & ~u2)
+            t, u = t & t2, (u | u2) & ~f
+        else:
+            t = t | t2
+            u = (u | u2) & ~t
+    return Val("bool", t, u)
+
+
+def _distance(op: str, a: Val, b: Val) -> Val:
+    if a.kind == "unknown":
+        a = coerce(a, "vector")
+    if b.kind == "unknown":
+        b = coerce(b, "vector")
+    if a.kind == "null" or b.kind == "null":
+        return Val("float", np.zeros(len(a)), a.nulls | b.nulls)
+    if a.kind != "vector" or b.kind != "vector":
+        raise SqlError("42883", f"operator does not exist: {a.kind} {op} {b.kind}")
+    _same_dims(a, b)
+    nulls = a.nulls | b.nulls
+    return Val("float", OPERATORS[op](a.data, b.data), nulls)
+
+
+def _same_dims(a: Val, b: Val) -> None:
+    if a.data.shape[1:] != b.data.shape[1:]:
+        raise SqlError("22000", f"different vector dimensions {a.data.shape[1]} and "
+                                f"{b.data.shape[1]}")
+
+
+def _json_path(a: Val, b: Val, as_text: bool) -> Val:
+    if a.kind == "unknown":
+        a = Val("json", np.array([json.loads(x) for x in a.data], dtype=object), a.nulls)
+    if a.kind != "json":
+        raise SqlError("42883", f"operator does not exist: {a.kind} -> {b.kind}")
+    keys = b.data
+    out = np.empty(len(a), dtype=object)
+    nulls = a.nulls | b.nulls
+    for i, (v, k) in enumerate(zip(a.data, keys)):
+        got = None
+        if isinstance(v, dict) and isinstance(k, str):
+            got = v.get(k)
+        elif isinstance(v, list) and isinstance(k, (int, np.integer)) and -len(v) <= k < len(v):
+            got = v[k]
+        if as_text and got is not None and not isinstance(got, str):
+            got = json.dumps(got, separators=(", ", ": ")) if isinstance(got, (dict, list)) \
+                else ("true" if got is True else "false" if got is False else str(got))
+        out[i] = got
+    nulls = nulls | np.array([x is None for x in out], bool)
+    return Val("text" if as_text else "json", out, nulls)
+
+
+def _func(e: Func, rel: Rel, env: Env) -> Val:
+    if e.name == "$scalar":       # (SELECT ...) as a value: its one row, or NULL
+        sub: Val = env.subqueries[e.args[0].key]
+        if len(sub) > 1:
+            raise SqlError("21000", "more than one row returned by a subquery used as an "
+                                    "expression")
+        if not len(sub):
+            return const_val(None, rel.n)
+        one = sub.take(np.zeros(rel.n, np.int64))
+        return one
+    args = [evaluate(a, rel, env) for a in e.args]
+    fn = FUNCTIONS.get(e.name)
+    if fn is None:
+        raise SqlError("42883", f"function {e.name}() does not exist")
+    return fn(*args)
+
+
+def _cast(e: Cast, rel: Rel, env: Env) -> Val:
+    v = evaluate(e.arg, rel, env)
+    kind = e.kind
+    if v.kind == kind or v.kind == "null":
+        return v if v.kind != "null" else Val(kind, _zeros(kind, len(v)), v.nulls)
+    if v.kind == "unknown":
+        return coerce(v, kind)
+    if kind == "float" and v.kind == "int":
+        return coerce(v, "float")
+    if kind == "int" and v.kind == "float":
+        return Val("int", np.rint(v.data).astype(np.int64), v.nulls)
+    if kind == "text":
+        return Val("text", np.array([_text_of(v.kind, x) for x in v.python()], dtype=object),
+                   v.nulls)
+    if kind in ("int", "float", "bool") and v.kind in ("int", "float", "bool"):
+        return Val(kind, v.data.astype({"int": np.int64, "float": np.float64, "bool": bool}[kind]),
+                   v.nulls)
+    if kind == "vector" and v.kind == "vector":
+        return v
+    if v.kind == "text":
+        return coerce(Val("unknown", v.data, v.nulls), kind)
+    raise SqlError("42846", f"cannot cast type {v.kind} to {kind}")
+
+
+def _text_of(kind: str, x) -> str | None:
+    if x is None:
+        return None
+    if kind == "bool":
+        return "true" if x else "false"
+    if kind == "vector":
+        return vector_text(x)
+    if kind == "json":
+        return json.dumps(x, separators=(", ", ": "))
+    if kind == "timestamp":
+        return x.isoformat(sep=" ")
+    return str(x)
+
+
+def _isnull(e: IsNull, rel: Rel, env: Env) -> Val:
+    v = evaluate(e.arg, rel, env)
+    nulls = v.nulls
+    return Val("bool", ~nulls if e.negated else nulls.copy(), np.zeros(len(nulls), bool))
+
+
+def _inlist(e: InList, rel: Rel, env: Env) -> Val:
+    a = evaluate(e.arg, rel, env)
+    n = len(a)
+    if len(e.values) == 1 and isinstance(e.values[0], SubqueryValues):
+        sub: Val = env.subqueries[e.values[0].key]
+        a, sub = _unify(a, sub)
+        present = sub.data[~sub.nulls]
+        if a.kind in ("text", "json"):
+            pool = set(present.tolist())
+            hit = np.fromiter((x in pool for x in a.data), bool, n)
+        else:
+            hit = np.isin(a.data, present)
+        unknown = a.nulls | (~hit & bool(sub.nulls.any()))
+        t = hit & ~a.nulls
+    else:
+        t = np.zeros(n, bool)
+        u = np.zeros(n, bool)
+        for x in e.values:
+            eq = _op_vals("=", a, evaluate(x, rel, env))
+            t |= eq.data & ~eq.nulls
+            u |= eq.nulls
+        unknown = u & ~t
+    if e.negated:
+        return Val("bool", ~t & ~unknown, unknown)
+    return Val("bool", t, unknown)
+
+
+def _op_vals(op: str, a: Val, b: Val) -> Val:
+    return _op(Op(op, (_Given(a), _Given(b))), Rel(None, None, n=len(a)), Env())
+
+
+@dataclass(frozen=True, slots=True)
+class _Given:
+    """An already-evaluated Val inside a tree (for reusing operator rules)."""
+    val: Any
+
+
+def _given(e: _Given, rel: Rel, env: Env) -> Val:
+    return e.val
+
+
+def _like(e: Like, rel: Rel, env: Env) -> Val:
+    from .filter import like_regex
+    a = evaluate(e.arg, rel, env)
+    p = evaluate(e.pattern, rel, env)
+    if a.kind == "unknown":
+        a = coerce(a, "text")
+    if a.kind == "null" or p.kind == "null":
+        return Val("bool", np.zeros(len(a), bool), a.nulls | p.nulls)
+    if a.kind != "text":
+        raise SqlError("42883", f"operator does not exist: {a.kind} ~~ unknown")
+    nulls = a.nulls | p.nulls
+    pats = p.data
+    if len(pats) and (pats == pats[0]).all():
+        rx = like_regex(pats[0], e.icase)
+        hit = np.fromiter((x is not None and rx.fullmatch(x) is not None for x in a.data),
+                          bool, len(a))
+    else:
+        hit = np.fromiter((x is not None and pt is not None and
+                           like_regex(pt, e.icase).fullmatch(x) is not None
+                           for x, pt in zip(a.data, pats)), bool, len(a))
+    if e.negated:
+        hit = ~hit
+    return Val("bool", hit & ~nulls, nulls)
+
+
+def _case(e: Case, rel: Rel, env: Env) -> Val:
+    n = rel.n
+    results = [evaluate(r, rel, env) for _, r in e.whens]
+    default = evaluate(e.default, rel, env) if e.default is not None else const_val(None, n)
+    kinds = {v.kind for v in results + [default]} - {"null", "unknown"}
+    kind = "float" if kinds == {"int", "float"} else (kinds.pop() if len(kinds) == 1 else
+                                                     "text" if not kinds else None)
+    if kind is None:
+        raise SqlError("42804", "CASE types do not match")
+    results = [coerce(v, kind) if v.kind == "unknown" else v for v in results]
+    default = coerce(default, kind) if default.kind == "unknown" else default
+    out = Val(kind, _zeros(kind, n) if default.kind == "null" else default.data.copy(),
+              default.nulls.copy())
+    decided = np.zeros(n, bool)
+    for (cond, _), v in zip(e.whens, results):
+        hit = truth(evaluate(cond, rel, env)) & ~decided
+        if v.kind != "null":
+            out.data[hit] = coerce(v, kind).data[hit] if v.kind != kind else v.data[hit]
+            out.nulls[hit] = v.nulls[hit]
+        else:
+            out.nulls[hit] = True
+        decided |= hit
+    return out
+
+
+def _agg(e: Agg, rel: Rel, env: Env) -> Val:
+    raise SqlError("42803", f"aggregate function {e.fn} is not allowed here")
+
+
+def _subquery(e: SubqueryValues, rel: Rel, env: Env) -> Val:
+    raise SqlError("42601", "a subquery is only allowed in IN (...) and FROM")
+
+
+_EVAL = {Col: _col, Const: _const, Param: _param, Op: _op, Func: _func, Cast: _cast,
+         IsNull: _isnull, InList: _inlist, Like: _like, Case: _case, Agg: _agg,
+         SubqueryValues: _subquery, _Given: _given}
+
+
+# ---- functions ---------------------------------------------------------------
+
+def _vector_arg(name: str, v: Val) -> Val:
+    if v.kind == "unknown":
+        v = coerce(v, "vector")
+    if v.kind not in ("vector", "null"):
+        raise SqlError("42883", f"function {name}({v.kind}) does not exist")
+    return v
+
+
+def _vector_fn(name: str, fn, out_kind: str):
+    def call(a: Val, b: Val | None = None) -> Val:
+        a = _vector_arg(name, a)
+        if b is None:
+            if a.kind == "null":
+                return Val(out_kind, _zeros(out_kind, len(a)), a.nulls)
+            return Val(out_kind, fn(a.data), a.nulls)
+        b = _vector_arg(name, b)
+        if a.kind == "null" or b.kind == "null":
+            return Val(out_kind, _zeros(out_kind, len(a)), a.nulls | b.nulls)
+        _same_dims(a, b)
+        return Val(out_kind, fn(a.data, b.data), a.nulls | b.nulls)
+    return call
+
+
+def _subvector(v: Val, start: Val, count: Val) -> Val:
+    v = _vector_arg("subvector", v)
+    s, c = int(start.data[0]), int(count.data[0]) if len(v) else (1, 1)
+    return Val("vector", vector_funcs.subvector(v.data, s, c), v.nulls | start.nulls | count.nulls)
+
+
+def _coalesce(*args: Val) -> Val:
+    kinds = {a.kind for a in args} - {"null", "unknown"}
+    kind = "float" if kinds == {"int", "float"} else (kinds.pop() if len(kinds) == 1 else "text")
+    vals = [coerce(a, kind) if a.kind in ("unknown", "int") else a for a in args]
+    out = Val(kind, _zeros(kind, len(args[0])), np.ones(len(args[0]), bool))
+    for v in vals:
+        if v.kind == "null":
+            continue
+        take = out.nulls & ~v.nulls
+        out.data[take] = v.data[take]
+        out.nulls[take] = False
+    return out
+
+
+def _text_fn(fn):
+    def call(v: Val) -> Val:
+        if v.kind == "unknown":
+            v = coerce(v, "text")
+        if v.kind == "null":
+            return v
+        if v.kind != "text":
+            raise SqlError("42883", f"function does not exist for {v.kind}")
+        return fn(v)
+    return call
+
+
+def _numeric_fn(fn, keep_int: bool):
+    def call(v: Val) -> Val:
+        if v.kind == "unknown":
+            v = coerce(v, "float")
+        if v.kind == "null":
+            return v
+        if v.kind not in NUMERIC:
+            raise SqlError("42883", f"function does not exist for {v.kind}")
+        out = fn(v.data)
+        return Val(v.kind if keep_int else "float", out, v.nulls)
+    return call
+
+
+FUNCTIONS = {
+    "l2_distance": _vector_fn("l2_distance", vector_funcs.l2_distance, "float"),
+    "cosine_distance": _vector_fn("cosine_distance", vector_funcs.cosine_distance, "float"),
+    "inner_product": _vector_fn("inner_product", vector_funcs.inner_product, "float"),
+    "l1_distance": _vector_fn("l1_distance", vector_funcs.l1_distance, "float"),
+    "vector_dims": _vector_fn("vector_dims", vector_funcs.vector_dims, "int"),
+    "vector_norm": _vector_fn("vector_norm", vector_funcs.vector_norm, "float"),
+    "l2_normalize": _vector_fn("l2_normalize", vector_funcs.l2_normalize, "vector"),
+    "subvector": _subvector,
+    "coalesce": _coalesce,
+    "lower": _text_fn(lambda v: Val("text", np.array([x.lower() if x is not None else None
+                                                     for x in v.data], dtype=object), v.nulls)),
+    "upper": _text_fn(lambda v: Val("text", np.array([x.upper() if x is not None else None
+                                                     for x in v.data], dtype=object), v.nulls)),
+    "length": _text_fn(lambda v: Val("int", np.array([len(x) if x is not None else 0
+                                                     for x in v.data], np.int64), v.nulls)),
+    "abs": _numeric_fn(np.abs, True),
+    "sqrt": _numeric_fn(np.sqrt, False),
+}
+
+
+def rewrite(e, fn):
+    """A copy of the tree with each node replaced by fn(node) where that is not
+    None (the replacement is not descended into)."""
+    got = fn(e)
+    if got is not None:
+        return got
+    if isinstance(e, (Op, Func)):
+        return type(e)(e.name if isinstance(e, Func) else e.op,
+                       tuple(rewrite(a, fn) for a in e.args))
+    if isinstance(e, Cast):
+        return Cast(e.kind, rewrite(e.arg, fn))
+    if isinstance(e, IsNull):
+        return IsNull(rewrite(e.arg, fn), e.negated)
+    if isinstance(e, InList):
+        return InList(rewrite(e.arg, fn), tuple(rewrite(v, fn) for v in e.values), e.negated)
+    if isinstance(e, Like):
+        return Like(rewrite(e.arg, fn), rewrite(e.pattern, fn), e.negated, e.icase)
+    if isinstance(e, Case):
+        return Case(tuple((rewrite(c, fn), rewrite(r, fn)) for c, r in e.whens),
+                    None if e.default is None else rewrite(e.default, fn))
+    if isinstance(e, Agg):
+        return Agg(e.fn, None if e.arg is None else rewrite(e.arg, fn), e.distinct)
+    return e
+
+
+def columns_of(e) -> set[str]:
+    """The column names an expression reads."""
+    return {x.name for x in walk(e) if isinstance(x, Col)}
+
+
+def has_aggregate(e) -> bool:
+    return any(isinstance(x, Agg) for x in walk(e))

@@ -1,0 +1,165 @@
+"""SQL in pgvector's dialect, on the query layer: `db.sql(text, params)`.
+
+A statement's text is parsed by pglast and compiled once (`compile_text`
+keeps the last 512 texts), so a repeated query pays no parse: running it
+binds the compiled form to the current schema and a snapshot, plans it onto
+query/plan.py nodes and runs it with query/execute.py — there is no second
+executor. Writes run through the same engine verbs as the Python API, in the
+session's transaction (BEGIN ... COMMIT) or, outside one, in a transaction
+of their own that commits when the statement returns.
+
+varvedb's one extension of the grammar, `AS OF VERSION n` or
+`AS OF TIMESTAMP '...'` at the end of a SELECT, is cut off before pglast
+parses the rest.
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+from pglast import ast, parse_sql
+from pglast.parser import ParseError
+
+from ..errors import NotFoundError, SqlError, TransactionAbortedError, VarveError
+from .result import SqlResult
+
+__all__ = ["run", "compile_text", "SqlResult"]
+
+_AS_OF = re.compile(r"\s+AS\s+OF\s+(VERSION\s+(?P<v>\d+|\$\d+)|TIMESTAMP\s+"
+                    r"(?P<t>'(?:[^']|'')*'|\$\d+))\s*;?\s*$", re.I)
+
+
+class Compiled:
+    """One compiled statement: `run(ctx, params)` returns a SqlResult."""
+    __slots__ = ("kind", "impl", "as_of", "text")
+
+    def __init__(self, kind: str, impl, as_of, text: str):
+        self.kind = kind          # select, write, ddl, command, transaction
+        self.impl = impl
+        self.as_of = as_of        # ("version", expr) / ("timestamp", expr) / None
+        self.text = text
+
+
+@functools.lru_cache(maxsize=512)
+def compile_text(text: str) -> tuple[Compiled, ...]:
+    """Parse and compile every statement of a text (cached by the text)."""
+    if not isinstance(text, str):
+        raise SqlError("42601", f"SQL is a str, got {type(text).__name__}")
+    body, as_of = _cut_as_of(text)
+    try:
+        stmts = parse_sql(body)
+    except ParseError as e:
+        pos = e.args[1] + 1 if len(e.args) > 1 and isinstance(e.args[1], int) else None
+        raise SqlError("42601", str(e.args[0]) if e.args else "syntax error", pos) from None
+    except UnicodeEncodeError:
+        raise SqlError("22021", "invalid byte sequence for encoding UTF8") from None
+    if as_of is not None and (len(stmts) != 1 or not isinstance(stmts[0].stmt, ast.SelectStmt)):
+        raise SqlError("42601", "AS OF applies to one SELECT statement")
+    return tuple(_compile(raw.stmt, as_of, body) for raw in stmts)
+
+
+def _cut_as_of(text: str):
+    m = _AS_OF.search(text)
+    if m is None:
+        return text, None
+    if m.group("v") is not None:
+        spec = ("version", m.group("v"))
+    else:
+        spec = ("timestamp", m.group("t"))
+    return text[:m.start()], spec
+
+
+def _compile(stmt, as_of, text: str) -> Compiled:
+    from . import commands, ddl, dml, select
+    if isinstance(stmt, ast.SelectStmt):
+        return Compiled("select", select.Select(stmt), as_of, text)
+    for module, kind in ((dml, "write"), (ddl, "ddl"), (commands, "command")):
+        impl = module.compile_statement(stmt)
+        if impl is not None:
+            return Compiled(kind, impl, as_of, text)
+    raise SqlError("0A000", f"{type(stmt).__name__.removesuffix('Stmt')} statements are not "
+                            "supported")
+
+
+class Context:
+    """What one statement runs against: its session, and one snapshot for all
+    of its reads (subqueries included)."""
+    __slots__ = ("session", "engine", "as_of", "_snap")
+
+    def __init__(self, session, as_of=None):
+        self.session = session
+        self.engine = session._engine
+        self.as_of = as_of
+        self._snap = None
+
+    def snapshot(self):
+        if self._snap is None:
+            self._snap = self.engine.snapshot(self.as_of, tx=self.session.tx)
+        return self._snap
+
+    def table(self, name: str):
+        try:
+            return self.engine.table(name)
+        except NotFoundError:
+            raise SqlError("42P01", f'relation "{name}" does not exist') from None
+
+    def ef_search(self) -> int | None:
+        return self.session.settings.get("hnsw.ef_search")
+
+
+def run(session, text: str, params=()) -> SqlResult:
+    """Run SQL in a session; the last statement's result is returned."""
+    if params is None:
+        params = ()
+    if not isinstance(params, (list, tuple)):
+        raise SqlError("22023", f"params is a list or tuple, got {type(params).__name__}")
+    compiled = compile_text(text)
+    if not compiled:
+        return SqlResult([], [], "EMPTY")
+    if params and len(compiled) > 1:
+        raise SqlError("42601", "cannot insert multiple commands into a prepared statement")
+    result = None
+    for c in compiled:
+        result = _run_one(session, c, params)
+    return result
+
+
+def _run_one(session, c: Compiled, params) -> SqlResult:
+    from .commands import TransactionCommand
+    if session.sql_failed and session.tx is not None:
+        if not (c.kind == "command" and isinstance(c.impl, TransactionCommand)
+                and c.impl.ends_transaction):
+            raise SqlError("25P02", "current transaction is aborted, commands ignored until "
+                                    "end of transaction block")
+    try:
+        ctx = Context(session, _as_of(c, params, session))
+        return c.impl.run(ctx, params)
+    except VarveError as e:
+        if session.tx is not None and session.sql_block:
+            session.sql_failed = True
+        if isinstance(e, TransactionAbortedError):
+            raise
+        raise
+    except RecursionError:
+        raise SqlError("54001", "stack depth limit exceeded") from None
+
+
+def _as_of(c: Compiled, params, session):
+    if c.as_of is None:
+        return None
+    kind, text = c.as_of
+    if text.startswith("$"):
+        i = int(text[1:])
+        if not 1 <= i <= len(params):
+            raise SqlError("42P02", f"there is no parameter ${i}")
+        value = params[i - 1]
+    elif kind == "version":
+        value = int(text)
+    else:
+        value = text[1:-1].replace("''", "'")
+    if kind == "timestamp" and isinstance(value, str):
+        import datetime as _dt
+        from .values import parse_timestamp
+        us = parse_timestamp(value)
+        value = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(microseconds=us)
+    return value

@@ -1,0 +1,183 @@
+"""Session commands: SET / SHOW / RESET, BEGIN / COMMIT / ROLLBACK, EXPLAIN.
+
+Settings live on the session (`session.settings`), as PostgreSQL's do on a
+connection. `hnsw.ef_search` is the graph walk's width for this session's
+searches; `hnsw.iterative_scan` is accepted and changes nothing, because the
+planner always completes a filtered walk (widens, then scans exactly).
+"""
+from __future__ import annotations
+
+from pglast import ast
+from pglast.enums import TransactionStmtKind, VariableSetKind
+
+from ..errors import NotSupportedError, SqlError, TransactionError
+from ..schema import MAX_EF
+from .result import SqlResult
+
+# name -> (default, parse(text) -> value)
+SETTINGS = {
+    "hnsw.ef_search": (None, "int"),
+    "hnsw.iterative_scan": ("off", "choice"),
+    "hnsw.max_scan_tuples": (20000, "int"),
+    "ivfflat.probes": (1, "int"),
+}
+_CHOICES = {"hnsw.iterative_scan": ("off", "relaxed_order", "strict_order")}
+# settings a client or ORM sets at connect; accepted, not used
+_IGNORED = {"client_encoding", "search_path", "timezone", "statement_timeout",
+            "application_name", "datestyle", "extra_float_digits", "client_min_messages",
+            "maintenance_work_mem", "work_mem", "max_parallel_maintenance_workers",
+            "max_parallel_workers_per_gather", "enable_seqscan", "jit"}
+
+
+def compile_statement(stmt):
+    if isinstance(stmt, ast.VariableSetStmt):
+        return SetCommand(stmt)
+    if isinstance(stmt, ast.VariableShowStmt):
+        return ShowCommand(stmt.name)
+    if isinstance(stmt, ast.TransactionStmt):
+        return TransactionCommand(stmt)
+    if isinstance(stmt, ast.ExplainStmt):
+        return ExplainCommand(stmt)
+    return None
+
+
+class SetCommand:
+    def __init__(self, stmt: ast.VariableSetStmt):
+        self.name = (stmt.name or "").lower()
+        self.reset = stmt.kind in (VariableSetKind.VAR_RESET, VariableSetKind.VAR_SET_DEFAULT)
+        if stmt.kind == VariableSetKind.VAR_RESET_ALL:
+            self.name, self.reset = "all", True
+        elif stmt.kind not in (VariableSetKind.VAR_SET_VALUE, VariableSetKind.VAR_RESET,
+                               VariableSetKind.VAR_SET_DEFAULT):
+            raise NotSupportedError(f"SET {self.name} in this form is not supported")
+        self.value = None
+        if stmt.args:
+            if len(stmt.args) != 1 or not isinstance(stmt.args[0], ast.A_Const):
+                raise NotSupportedError(f"SET {self.name} takes one value")
+            v = stmt.args[0].val
+            self.value = v.sval if isinstance(v, ast.String) else \
+                getattr(v, "ival", None) if isinstance(v, ast.Integer) else \
+                getattr(v, "fval", None)
+
+    def run(self, ctx, params) -> SqlResult:
+        settings = ctx.session.settings
+        if self.name == "all":
+            settings.clear()
+            return SqlResult([], [], "RESET" if self.reset else "SET")
+        if self.name in _IGNORED:
+            return SqlResult([], [], "RESET" if self.reset else "SET")
+        spec = SETTINGS.get(self.name)
+        if spec is None:
+            raise SqlError("42704", f'unrecognized configuration parameter "{self.name}"')
+        if self.reset:
+            settings.pop(self.name, None)
+            return SqlResult([], [], "RESET")
+        settings[self.name] = _parse(self.name, spec[1], self.value)
+        return SqlResult([], [], "SET")
+
+
+def _parse(name: str, kind: str, value):
+    if kind == "int":
+        try:
+            n = int(value)
+        except (TypeError, ValueError):
+            raise SqlError("22023", f'invalid value for parameter "{name}": "{value}"') from None
+        high = MAX_EF if name == "hnsw.ef_search" else 1 << 31
+        if not 1 <= n <= high:
+            raise SqlError("22023", f"{n} is outside the valid range for parameter "
+                                    f'"{name}" (1 .. {high})')
+        return n
+    v = str(value).lower()
+    if v not in _CHOICES[name]:
+        raise SqlError("22023", f'invalid value for parameter "{name}": "{value}"')
+    return v
+
+
+class ShowCommand:
+    def __init__(self, name: str):
+        self.name = name.lower()
+
+    def run(self, ctx, params) -> SqlResult:
+        spec = SETTINGS.get(self.name)
+        if spec is None:
+            raise SqlError("42704", f'unrecognized configuration parameter "{self.name}"')
+        value = ctx.session.settings.get(self.name, spec[0])
+        if value is None and self.name == "hnsw.ef_search":
+            value = "index default"
+        return SqlResult([self.name], [(str(value),)], "SHOW")
+
+
+class TransactionCommand:
+    def __init__(self, stmt: ast.TransactionStmt):
+        k = stmt.kind
+        if k in (TransactionStmtKind.TRANS_STMT_BEGIN, TransactionStmtKind.TRANS_STMT_START):
+            self.verb = "BEGIN"
+        elif k == TransactionStmtKind.TRANS_STMT_COMMIT:
+            self.verb = "COMMIT"
+        elif k == TransactionStmtKind.TRANS_STMT_ROLLBACK:
+            self.verb = "ROLLBACK"
+        else:
+            raise NotSupportedError(f"{k.name.removeprefix('TRANS_STMT_')} is not supported")
+        self.ends_transaction = self.verb != "BEGIN"
+
+    def run(self, ctx, params) -> SqlResult:
+        s = ctx.session
+        if self.verb == "BEGIN":
+            if s.tx is not None:
+                raise SqlError("25001", "there is already a transaction in progress")
+            s.begin()
+            s.sql_block = True
+            s.sql_failed = False
+            return SqlResult([], [], "BEGIN")
+        failed = s.sql_failed
+        s.sql_failed = False
+        s.sql_block = False
+        if s.tx is None:
+            # PostgreSQL warns and carries on: there is no transaction in progress
+            return SqlResult([], [], self.verb)
+        if self.verb == "ROLLBACK" or failed:
+            s.rollback()
+            return SqlResult([], [], "ROLLBACK")
+        try:
+            s.commit()
+        except TransactionError as e:
+            if getattr(e, "sqlstate", "") == "25P02":
+                s.rollback()
+                return SqlResult([], [], "ROLLBACK")
+            raise
+        return SqlResult([], [], "COMMIT")
+
+
+class ExplainCommand:
+    def __init__(self, stmt: ast.ExplainStmt):
+        from .select import Select
+        if not isinstance(stmt.query, ast.SelectStmt):
+            raise NotSupportedError("EXPLAIN is supported for SELECT")
+        self.analyze = False
+        for opt in stmt.options or ():
+            name = opt.defname.lower()
+            on = opt.arg is None or str(getattr(opt.arg, "sval", getattr(opt.arg, "ival", "on"))
+                                        ).lower() in ("on", "true", "1")
+            if name == "analyze":
+                self.analyze = on
+        self.select = Select(stmt.query)
+
+    def run(self, ctx, params) -> SqlResult:
+        from ..query.execute import execute
+        query = self.select.plan(ctx, params)
+        if not self.analyze:
+            lines = str(query.plan).split("\n")
+            return SqlResult(["QUERY PLAN"], [(line,) for line in lines], "EXPLAIN",
+                             plan=query.plan)
+        query.analyze = {}
+        res = execute(query)
+        lines = []
+        stack = [(res.plan, 0)]
+        while stack:
+            node, depth = stack.pop()
+            rows, seconds = query.analyze.get(id(node), (None, None))
+            tail = "" if rows is None else f" (actual rows={rows:,} time={seconds * 1e3:.3f} ms)"
+            lines.append(("  " * depth + "-> " if depth else "") + node.describe() + tail)
+            stack.extend((i, depth + 1) for i in reversed(node.inputs()))
+        return SqlResult(["QUERY PLAN"], [(line,) for line in lines], "EXPLAIN", plan=res.plan)
+

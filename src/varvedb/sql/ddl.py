@@ -1,0 +1,368 @@
+"""DDL: CREATE EXTENSION / TABLE / INDEX, DROP TABLE / INDEX, ALTER TABLE.
+
+A table is a collection: CREATE TABLE builds the same Schema the Python API
+does and calls the same engine verb, so either interface reads the other's
+tables. The primary key must be one column named `id` (the collection's id;
+serial types have their ids assigned); a table without one gets a hidden,
+assigned id. ALTER TABLE ADD / DROP / RENAME COLUMN change the schema only —
+no row is rewritten.
+
+Index names: an HNSW index keeps the name CREATE INDEX gave it (in its
+spec); every index also answers to PostgreSQL's default name
+`{table}_{column}_idx`, and a scalar index only to that one.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pglast import ast
+from pglast.enums import AlterTableType, ConstrType, ObjectType
+
+from ..errors import NotSupportedError, SqlError
+from ..query import expr as E
+from ..schema import HNSW, Field, Schema, Vector, validate_name
+from .expressions import Scope, convert
+from .result import SqlResult
+from .values import SERIAL, type_kind
+
+# pgvector's operator classes -> (metric, dtype of the column they index)
+OPCLASSES = {
+    "vector_l2_ops": ("l2", "f32"), "vector_ip_ops": ("dot", "f32"),
+    "vector_cosine_ops": ("cosine", "f32"),
+    "halfvec_l2_ops": ("l2", "f16"), "halfvec_ip_ops": ("dot", "f16"),
+    "halfvec_cosine_ops": ("cosine", "f16"),
+}
+
+
+def compile_statement(stmt):
+    if isinstance(stmt, ast.CreateExtensionStmt):
+        return CreateExtension(stmt)
+    if isinstance(stmt, ast.CreateStmt):
+        return CreateTable(stmt)
+    if isinstance(stmt, ast.DropStmt):
+        return Drop(stmt)
+    if isinstance(stmt, ast.AlterTableStmt):
+        return AlterTable(stmt)
+    if isinstance(stmt, ast.RenameStmt):
+        return Rename(stmt)
+    if isinstance(stmt, ast.IndexStmt):
+        return CreateIndex(stmt)
+    return None
+
+
+class CreateExtension:
+    def __init__(self, stmt):
+        if stmt.extname != "vector":
+            raise NotSupportedError(f'extension "{stmt.extname}" is not available '
+                                    "(vectors are built in)")
+
+    def run(self, ctx, params) -> SqlResult:
+        return SqlResult([], [], "CREATE EXTENSION")
+
+
+def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
+    """(field, type name, primary key?, not null?) of a column definition;
+    the field is None for the id column."""
+    names = [s.sval for s in cd.typeName.names]
+    kind, tname = type_kind(names)
+    if cd.typeName.arrayBounds:
+        raise NotSupportedError(f'array type of column "{cd.colname}" is not supported')
+    primary, not_null, default = False, bool(cd.is_not_null), None
+    for c in cd.constraints or ():
+        if c.contype == ConstrType.CONSTR_PRIMARY:
+            primary = True
+        elif c.contype == ConstrType.CONSTR_NOTNULL:
+            not_null = True
+        elif c.contype == ConstrType.CONSTR_NULL:
+            not_null = False
+        elif c.contype == ConstrType.CONSTR_DEFAULT:
+            default = _default_value(cd.colname, kind, c.raw_expr)
+        elif c.contype == ConstrType.CONSTR_UNIQUE and primary:
+            pass
+        else:
+            raise NotSupportedError(f'constraint {c.contype.name.removeprefix("CONSTR_")} on '
+                                    f'column "{cd.colname}" is not supported')
+    if kind == "vector":
+        mods = cd.typeName.typmods or ()
+        if len(mods) != 1:
+            raise SqlError("22023", f'column "{cd.colname}": {tname} needs its dimension, '
+                                    f"as {tname}(n)")
+        dim = mods[0].val.ival
+        if default is not None:
+            raise NotSupportedError("a vector column has no DEFAULT")
+        field = Vector(dim, metric="l2", dtype="f16" if tname == "halfvec" else "f32")
+    else:
+        field = Field(kind)
+    if primary:
+        return None, tname, True, True
+    if not_null or default is not None:
+        field = replace(field, not_null=not_null, default=default)
+    return field, tname, False, not_null
+
+
+def _default_value(column: str, kind: str, node):
+    v = E.evaluate(convert(node, Scope(set())), E.Rel(None, None, n=1), E.Env())
+    if v.kind == "unknown" or (v.kind == "int" and kind == "float"):
+        v = E.coerce(v, kind)
+    if v.kind == "null":
+        return None
+    if v.kind != kind:
+        raise SqlError("42804", f'column "{column}" is of type {kind} but default expression '
+                                f"is of type {v.kind}")
+    value = v.python()[0]
+    if kind == "timestamp":
+        return value
+    return value
+
+
+class CreateTable:
+    def __init__(self, stmt: ast.CreateStmt):
+        if stmt.inhRelations or stmt.partspec or stmt.ofTypename:
+            raise NotSupportedError("inheritance, partitions and typed tables are not supported")
+        self.name = stmt.relation.relname
+        self.if_not_exists = bool(stmt.if_not_exists)
+        fields, id_kind, id_type, pk = {}, None, None, None
+        for el in stmt.tableElts or ():
+            if isinstance(el, ast.Constraint):
+                if el.contype != ConstrType.CONSTR_PRIMARY:
+                    raise NotSupportedError(f"table constraint {el.contype.name} is not supported")
+                keys = [k.sval for k in el.keys]
+                if len(keys) != 1:
+                    raise NotSupportedError("a primary key is one column")
+                pk = keys[0]
+                continue
+            if not isinstance(el, ast.ColumnDef):
+                raise NotSupportedError(f"{type(el).__name__} in CREATE TABLE is not supported")
+            field, tname, primary, _ = column_field(el)
+            name = el.colname
+            if name in fields or (name == "id" and id_kind is not None):
+                raise SqlError("42701", f'column "{name}" specified more than once')
+            if primary or name == "id":
+                if name != "id":
+                    raise NotSupportedError(f'the primary key column must be named "id", '
+                                            f'not "{name}"')
+                kind = field.kind if field is not None else type_kind([tname])[0]
+                if kind not in ("int", "text"):
+                    raise NotSupportedError("the id column is an integer or text type")
+                id_kind, id_type = kind, tname
+                if primary:
+                    pk = "id"
+                continue
+            validate_name(name, "column")
+            fields[name] = field
+        if pk is not None and pk != "id":
+            raise NotSupportedError(f'the primary key column must be named "id", not "{pk}"')
+        if id_kind is not None and pk is None:
+            raise NotSupportedError('a column named "id" must be the PRIMARY KEY')
+        self.schema = Schema(fields, id_kind or "int", id_hidden=id_kind is None,
+                             id_required=id_kind is not None and id_type not in SERIAL
+                             and id_kind == "int")
+
+    def run(self, ctx, params) -> SqlResult:
+        s = ctx.session
+        if self.name in ctx.engine.names:
+            if self.if_not_exists:
+                return SqlResult([], [], "CREATE TABLE")
+            raise SqlError("42P07", f'relation "{self.name}" already exists')
+        validate_name(self.name, "table")
+        with s._writing() as tx:
+            ctx.engine.create_collection(tx, self.name, self.schema)
+        return SqlResult([], [], "CREATE TABLE")
+
+
+def index_names(engine) -> dict[str, tuple[str, str]]:
+    """Every index by name -> (table, column): default names and HNSW names given."""
+    out = {}
+    for tname, cid in engine.names.items():
+        t = engine.tables[cid]
+        for field in list(t.vector_indexes) + list(t.indexes):
+            out[f"{tname}_{field}_idx"] = (tname, field)
+            f = t.schema.fields.get(field)
+            spec = getattr(f, "vector_index", None)
+            given = getattr(spec, "name", None)
+            if given:
+                out[given] = (tname, field)
+    return out
+
+
+class Drop:
+    def __init__(self, stmt: ast.DropStmt):
+        if stmt.removeType not in (ObjectType.OBJECT_TABLE, ObjectType.OBJECT_INDEX,
+                                   ObjectType.OBJECT_EXTENSION):
+            raise NotSupportedError(f"DROP {stmt.removeType.name.removeprefix('OBJECT_')} "
+                                    "is not supported")
+        self.what = stmt.removeType
+        self.names = [o[-1].sval if isinstance(o, tuple) else o.sval for o in stmt.objects]
+        self.missing_ok = bool(stmt.missing_ok)
+
+    def run(self, ctx, params) -> SqlResult:
+        s, engine = ctx.session, ctx.engine
+        if self.what == ObjectType.OBJECT_EXTENSION:
+            raise NotSupportedError("the vector extension is built in; it cannot be dropped")
+        if self.what == ObjectType.OBJECT_TABLE:
+            missing = [n for n in self.names if n not in engine.names]
+            if missing and not self.missing_ok:
+                raise SqlError("42P01", f'table "{missing[0]}" does not exist')
+            with s._writing():
+                for n in self.names:
+                    if n in engine.names:
+                        s.drop_collection(n)
+            return SqlResult([], [], "DROP TABLE")
+        known = index_names(engine)
+        missing = [n for n in self.names if n not in known]
+        if missing and not self.missing_ok:
+            raise SqlError("42704", f'index "{missing[0]}" does not exist')
+        with s._writing():
+            for n in self.names:
+                if n in known:
+                    table, field = known[n]
+                    s.collection(table).drop_index(field)
+        return SqlResult([], [], "DROP INDEX")
+
+
+class AlterTable:
+    def __init__(self, stmt: ast.AlterTableStmt):
+        if stmt.objtype != ObjectType.OBJECT_TABLE:
+            raise NotSupportedError("ALTER is supported for tables")
+        self.name = stmt.relation.relname
+        self.missing_ok = bool(stmt.missing_ok)
+        self.cmds = []
+        for c in stmt.cmds:
+            if c.subtype == AlterTableType.AT_AddColumn:
+                field, _, primary, _ = column_field(c.def_)
+                if primary or c.def_.colname == "id":
+                    raise NotSupportedError("a table's id column cannot be added")
+                self.cmds.append(("add", c.def_.colname, field, bool(c.missing_ok)))
+            elif c.subtype == AlterTableType.AT_DropColumn:
+                self.cmds.append(("drop", c.name, None, bool(c.missing_ok)))
+            else:
+                raise NotSupportedError(f"ALTER TABLE {c.subtype.name.removeprefix('AT_')} "
+                                        "is not supported")
+
+    def run(self, ctx, params) -> SqlResult:
+        if self.name not in ctx.engine.names:
+            if self.missing_ok:
+                return SqlResult([], [], "ALTER TABLE")
+            raise SqlError("42P01", f'relation "{self.name}" does not exist')
+        s = ctx.session
+        with s._writing():
+            coll = s.collection(self.name)
+            for verb, column, field, missing_ok in self.cmds:
+                fields = ctx.engine.table(self.name).schema.fields
+                if verb == "add":
+                    if column in fields:
+                        if missing_ok:
+                            continue
+                        raise SqlError("42701", f'column "{column}" of relation "{self.name}" '
+                                                "already exists")
+                    validate_name(column, "column")
+                    coll.add_field(column, field)
+                else:
+                    if column == "id":
+                        raise NotSupportedError("a table's id column cannot be dropped")
+                    if column not in fields:
+                        if missing_ok:
+                            continue
+                        raise SqlError("42703", f'column "{column}" of relation "{self.name}" '
+                                                "does not exist")
+                    coll.drop_field(column)
+        return SqlResult([], [], "ALTER TABLE")
+
+
+class Rename:
+    def __init__(self, stmt: ast.RenameStmt):
+        if stmt.renameType != ObjectType.OBJECT_COLUMN:
+            raise NotSupportedError(f"RENAME {stmt.renameType.name.removeprefix('OBJECT_')} "
+                                    "is not supported (columns only)")
+        self.table, self.old, self.new = stmt.relation.relname, stmt.subname, stmt.newname
+
+    def run(self, ctx, params) -> SqlResult:
+        t = ctx.table(self.table)
+        if self.old not in t.schema.fields:
+            if self.old == "id":
+                raise NotSupportedError("a table's id column cannot be renamed")
+            raise SqlError("42703", f'column "{self.old}" does not exist')
+        if self.new in t.schema.fields or self.new == "id":
+            raise SqlError("42701", f'column "{self.new}" of relation "{self.table}" '
+                                    "already exists")
+        validate_name(self.new, "column")
+        s = ctx.session
+        with s._writing():
+            s.collection(self.table).rename_field(self.old, self.new)
+        return SqlResult([], [], "ALTER TABLE")
+
+
+class CreateIndex:
+    def __init__(self, stmt: ast.IndexStmt):
+        self.table = stmt.relation.relname
+        self.name = stmt.idxname
+        self.if_not_exists = bool(stmt.if_not_exists)
+        method = (stmt.accessMethod or "btree").lower()
+        if stmt.unique:
+            raise NotSupportedError("unique indexes are not supported (the id is unique)")
+        if stmt.whereClause is not None:
+            raise NotSupportedError("partial indexes are not supported")
+        if len(stmt.indexParams) != 1 or stmt.indexParams[0].name is None:
+            raise NotSupportedError("an index is on one column")
+        elem = stmt.indexParams[0]
+        self.column = elem.name
+        options = {}
+        for opt in stmt.options or ():
+            arg = opt.arg
+            options[opt.defname.lower()] = getattr(arg, "ival", getattr(arg, "sval", None))
+        if method in ("ivfflat", "ivfpq"):
+            raise NotSupportedError(f"index method {method} is not supported yet (use hnsw)")
+        if method == "hnsw":
+            opclass = elem.opclass[-1].sval if elem.opclass else "vector_l2_ops"
+            if opclass not in OPCLASSES:
+                raise NotSupportedError(f'operator class "{opclass}" is not supported '
+                                        f"(one of {', '.join(OPCLASSES)})")
+            unknown = set(options) - {"m", "ef_construction"}
+            if unknown:
+                raise SqlError("22023", f'unrecognized parameter "{sorted(unknown)[0]}"')
+            self.kind = "hnsw"
+            self.metric, self.dtype = OPCLASSES[opclass]
+            self.options = options
+        elif method in ("btree", "hash"):
+            if elem.opclass or options:
+                raise NotSupportedError("operator classes and options of scalar indexes are "
+                                        "not supported")
+            self.kind = "sorted" if method == "btree" else "hash"
+        else:
+            raise NotSupportedError(f"index method {method} is not supported")
+
+    def run(self, ctx, params) -> SqlResult:
+        t = ctx.table(self.table)
+        f = t.schema.fields.get(self.column)
+        if f is None:
+            raise SqlError("42703", f'column "{self.column}" does not exist')
+        if self.name is not None and self.name in index_names(ctx.engine):
+            if self.if_not_exists:
+                return SqlResult([], [], "CREATE INDEX")
+            raise SqlError("42P07", f'relation "{self.name}" already exists')
+        s = ctx.session
+        if self.kind == "hnsw":
+            if f.kind != "vector":
+                raise SqlError("42704", f'column "{self.column}" is not a vector column')
+            if f.dtype != self.dtype:
+                raise SqlError("42804", f"operator class for {'halfvec' if self.dtype == 'f16' else 'vector'} "
+                                        f"does not accept a {'halfvec' if f.dtype == 'f16' else 'vector'} column")
+            if f.vector_index is not None:
+                if self.if_not_exists or self.name is None:
+                    raise NotSupportedError(f'column "{self.column}" already has an HNSW index '
+                                            "(one per column)")
+                raise NotSupportedError(f'column "{self.column}" already has an HNSW index')
+            spec = HNSW(**self.options, metric=self.metric, name=self.name)
+            with s._writing():
+                s.collection(self.table).create_index(self.column, spec)
+            return SqlResult([], [], "CREATE INDEX")
+        if f.kind in ("vector", "json", "bool"):
+            raise NotSupportedError(f"a {f.kind} column cannot carry a scalar index")
+        if self.column in t.indexes:
+            if self.if_not_exists:
+                return SqlResult([], [], "CREATE INDEX")
+            raise NotSupportedError(f'column "{self.column}" already has an index')
+        with s._writing():
+            s.collection(self.table).create_index(self.column, self.kind)
+        return SqlResult([], [], "CREATE INDEX")
+

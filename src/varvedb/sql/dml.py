@@ -1,0 +1,474 @@
+"""INSERT, UPDATE, DELETE (each with RETURNING) and COPY ... FROM.
+
+Values are evaluated by query/expr.py and converted to each column's kind
+the way PostgreSQL assigns them (a quoted literal through the type's input
+function, a float rounded into an integer column, a number into text as
+its text), then validated by schema.py like any Python API write, and
+written by the same engine verbs, in the session's transaction. A
+statement that raises has written nothing: its writes share one
+transaction, and a statement inside BEGIN that fails leaves the block
+failed (25P02) until ROLLBACK, as in PostgreSQL.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+
+import numpy as np
+from pglast import ast
+from pglast.enums import OnConflictAction
+
+from ..errors import NotSupportedError, SqlError
+from ..query import expr as E
+from ..schema import coerce_ids, coerce_values
+from .expressions import Scope, convert, output_name
+from .result import SqlResult
+from .values import parse_input, parse_vector
+
+_DEFAULT = object()        # a DEFAULT in VALUES, or a column the INSERT leaves out
+
+
+def compile_statement(stmt):
+    if isinstance(stmt, ast.InsertStmt):
+        return Insert(stmt)
+    if isinstance(stmt, ast.UpdateStmt):
+        return Update(stmt)
+    if isinstance(stmt, ast.DeleteStmt):
+        return Delete(stmt)
+    if isinstance(stmt, ast.CopyStmt):
+        return Copy(stmt)
+    return None
+
+
+def _table_names(rv: ast.RangeVar) -> set:
+    return {rv.relname} | ({rv.alias.aliasname} if rv.alias else set())
+
+
+def _returning(clause, scope) -> list | None:
+    if clause is None:
+        return None
+    out = []
+    for rt in clause.exprs:
+        v = rt.val
+        if isinstance(v, ast.ColumnRef) and isinstance(v.fields[-1], ast.A_Star):
+            out.append(("*",))
+        else:
+            out.append((rt.name or output_name(v), convert(v, scope)))
+    return out
+
+
+def returning_result(items, t, rows: np.ndarray, env, status: str) -> SqlResult:
+    if items is None:
+        return SqlResult([], [], status, rowcount=len(rows))
+    names, exprs = [], []
+    for it in items:
+        if it[0] == "*":
+            cols = ([] if t.schema.id_hidden else ["id"]) + list(t.schema.fields)
+            names += cols
+            exprs += [E.Col(c) for c in cols]
+        else:
+            names.append(it[0])
+            exprs.append(it[1])
+    rel = E.Rel(t, np.asarray(rows, np.int64))
+    vals = [E.evaluate(e, rel, env).python() for e in exprs]
+    out = list(zip(*vals)) if vals else [()] * len(rows)
+    return SqlResult(names, out, status, rowcount=len(rows))
+
+
+def assignable(kind: str, v: E.Val, column: str) -> list:
+    """A Val as Python values for a column of `kind` (PostgreSQL's assignment casts)."""
+    if v.kind == "null":
+        return [None] * len(v)
+    if v.kind == "unknown":
+        v = E.coerce(v, kind)
+    elif kind == "float" and v.kind == "int":
+        v = E.coerce(v, "float")
+    elif kind == "int" and v.kind == "float":
+        v = E.Val("int", np.rint(v.data).astype(np.int64), v.nulls)
+    elif kind == "text" and v.kind != "text":
+        v = E.evaluate(E.Cast("text", E._Given(v)), E.Rel(None, None, n=len(v)), E.Env())
+    elif kind == "json" and v.kind == "text":
+        v = E.coerce(E.Val("unknown", v.data, v.nulls), "json")
+    elif kind == "json" and v.kind in ("int", "float", "bool"):
+        v = E.Val("json", np.array(v.python(), dtype=object), v.nulls)
+    if v.kind != kind:
+        raise SqlError("42804", f'column "{column}" is of type {kind} but expression is of '
+                                f"type {v.kind}")
+    if kind == "timestamp":
+        from ..schema import from_micros
+        return [None if nl else from_micros(x) for x, nl in zip(v.data.tolist(), v.nulls)]
+    if kind == "vector":
+        return [None if nl else np.asarray(x) for x, nl in zip(v.data, v.nulls)]
+    return v.python()
+
+
+# ---- INSERT -----------------------------------------------------------------------
+
+class Insert:
+    def __init__(self, stmt: ast.InsertStmt):
+        self.table = stmt.relation.relname
+        self.columns = [c.name for c in stmt.cols] if stmt.cols else None
+        if stmt.withClause is not None:
+            raise NotSupportedError("WITH is not supported")
+        sel = stmt.selectStmt
+        scope = Scope(_table_names(stmt.relation))
+        self.values = None
+        self.select = None
+        if sel is None:
+            self.values = [[]]               # INSERT ... DEFAULT VALUES
+        elif sel.valuesLists:
+            self.values = [[_DEFAULT if isinstance(x, ast.SetToDefault) else convert(x, scope)
+                            for x in row] for row in sel.valuesLists]
+        else:
+            from .select import Select
+            self.select = Select(sel)
+        self.conflict = None
+        oc = stmt.onConflictClause
+        if oc is not None:
+            if oc.infer is not None:
+                keys = [e.name for e in oc.infer.indexElems or ()]
+                if keys != ["id"]:
+                    raise NotSupportedError("ON CONFLICT is on the id column: ON CONFLICT (id)")
+            if oc.action == OnConflictAction.ONCONFLICT_NOTHING:
+                self.conflict = ("nothing",)
+            else:
+                if oc.infer is None:
+                    raise SqlError("42601", "ON CONFLICT DO UPDATE requires inference "
+                                            "specification or constraint name")
+                if oc.whereClause is not None:
+                    raise NotSupportedError("ON CONFLICT DO UPDATE ... WHERE is not supported")
+                uscope = Scope(scope.names | {"excluded"})
+                sets = []
+                for rt in oc.targetList:
+                    sets.append((rt.name, _DEFAULT if isinstance(rt.val, ast.SetToDefault)
+                                 else convert(rt.val, uscope)))
+                self.conflict = ("update", sets)
+        self.returning = _returning(stmt.returningClause, scope)
+
+    def run(self, ctx, params) -> SqlResult:
+        t = ctx.table(self.table)
+        schema = t.schema
+        order = ([] if schema.id_hidden else ["id"]) + list(schema.fields)
+        columns = self.columns or order
+        for c in columns:
+            if c not in schema.fields and not (c == "id" and not schema.id_hidden):
+                raise SqlError("42703", f'column "{c}" of relation "{self.table}" does not exist')
+        if len(set(columns)) != len(columns):
+            raise SqlError("42701", "column specified more than once")
+        env = E.Env(params)
+        rows = self._rows(ctx, columns, params, env, t)
+        s = ctx.session
+        with s._writing() as tx:
+            t = ctx.table(self.table)
+            written, updated = _insert_rows(ctx, tx, t, rows, self.conflict, env)
+        status = f"INSERT 0 {len(written)}"
+        return returning_result(self.returning, t, written, env, status)
+
+    def _rows(self, ctx, columns, params, env, t) -> list[dict]:
+        schema = t.schema
+        kinds = {c: (schema.id_kind if c == "id" else schema.fields[c].kind) for c in columns}
+        one = E.Rel(None, None, n=1)
+        if self.select is not None:
+            from ..query.execute import execute
+            q = self.select.plan(ctx, params)
+            res = execute(q)
+            if len(res.columns) > len(columns):
+                raise SqlError("42601", "INSERT has more expressions than target columns")
+            cols = [assignable(kinds[c], v, c) for c, v in zip(columns, res.columns)]
+            return [dict(zip(columns, r)) for r in zip(*cols)]
+        out = []
+        for row in self.values:
+            if len(row) > len(columns):
+                raise SqlError("42601", "INSERT has more expressions than target columns")
+            d = {}
+            for c, x in zip(columns, row):
+                if x is _DEFAULT:
+                    continue
+                d[c] = assignable(kinds[c], E.evaluate(x, one, env), c)[0]
+            out.append(d)
+        return out
+
+
+def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env) -> tuple[np.ndarray, int]:
+    """Write the rows (after ON CONFLICT); the row numbers written, in input order."""
+    from ..collection import Collection
+    schema = t.schema
+    if schema.id_required:
+        if any(r.get("id") is None for r in rows):
+            raise SqlError("23502", f'null value in column "id" of relation "{t.name}" '
+                                    "violates not-null constraint")
+    coll = Collection(ctx.session._db, t.name, ctx.session)
+    if conflict is None:
+        ids = coll.insert(rows) if rows else []
+        return t.live_rows(list(ids)), 0
+    given = [r.get("id") for r in rows]
+    keys = list(coerce_ids(schema, [g for g in given if g is not None]))
+    keys = iter(k.item() if hasattr(k, "item") else k for k in keys)
+    fresh, clashing, seen = [], [], set()
+    for r, g in zip(rows, given):
+        key = None if g is None else next(keys)
+        if key is not None and (key in seen or key in t.live):
+            if conflict[0] == "update" and key in seen:
+                raise SqlError("21000", "ON CONFLICT DO UPDATE command cannot affect row a "
+                                        "second time")
+            clashing.append((key, r))
+        else:
+            fresh.append(r)
+        if key is not None:
+            seen.add(key)
+    written = []
+    if fresh:
+        written = list(coll.insert(fresh))
+    if conflict[0] == "nothing" or not clashing:
+        return t.live_rows(written), 0
+    # DO UPDATE: SET evaluated over the existing rows, EXCLUDED.* the proposed ones
+    sets = conflict[1]
+    keys = [k for k, _ in clashing]
+    old = t.live_rows(keys)
+    rel = E.Rel(t, old)
+    for name in schema.fields:
+        kind = schema.fields[name].kind
+        proposed = [r.get(name) for _, r in clashing]
+        vals, nulls = coerce_values(name, schema.fields[name], proposed)
+        rel.cols[f"excluded.{name}"] = _val_of(kind, vals, nulls)
+    rel.cols["excluded.id"] = E.Val(schema.id_kind if schema.id_kind != "text" else "text",
+                                    np.array(keys, dtype=object if schema.id_kind == "text"
+                                             else np.int64), np.zeros(len(keys), bool))
+    values = {}
+    for name, x in sets:
+        if name == "id":
+            raise NotSupportedError("the id of a row cannot be updated")
+        f = schema.fields.get(name)
+        if f is None:
+            raise SqlError("42703", f'column "{name}" of relation "{t.name}" does not exist')
+        if x is _DEFAULT:
+            values[name] = [f.default if hasattr(f, "default") else None] * len(old)
+        else:
+            values[name] = assignable(f.kind, E.evaluate(x, rel, env), name)
+    rewrite_rows(ctx, tx, t, old, values)
+    return t.live_rows(written + keys), len(keys)
+
+
+def _val_of(kind: str, vals, nulls) -> E.Val:
+    if isinstance(vals, list):
+        return E.Val(kind, E._objects(vals), np.asarray(nulls, bool))
+    return E.Val(kind, vals, np.asarray(nulls, bool))
+
+
+def rewrite_rows(ctx, tx, t, rows: np.ndarray, values: dict[str, list]) -> None:
+    """New versions of live `rows` with `values` (column -> one value per row) set."""
+    schema = t.schema
+    cols = {name: coerce_values(name, schema.fields[name], vals) for name, vals in values.items()}
+    ctx.engine.rewrite(tx, t, np.asarray(rows, np.int64), cols)
+
+
+# ---- UPDATE and DELETE ------------------------------------------------------------
+
+class _Targeted:
+    """UPDATE and DELETE: the live rows their WHERE clause picks."""
+
+    def _init(self, stmt):
+        self.table = stmt.relation.relname
+        if getattr(stmt, "fromClause", None) or getattr(stmt, "usingClause", None):
+            raise NotSupportedError("UPDATE ... FROM and DELETE ... USING are not supported")
+        if stmt.withClause is not None:
+            raise NotSupportedError("WITH is not supported")
+        from .expressions import deparse
+        from .select import Select
+        self.scope = Scope(_table_names(stmt.relation), self._add_subquery)
+        self.subqueries: dict = {}
+        self._Select = Select
+        self.where_node = stmt.whereClause
+        self.where = None if stmt.whereClause is None else convert(stmt.whereClause, self.scope)
+        self.where_text = None if stmt.whereClause is None else deparse(stmt.whereClause)
+        self.returning = _returning(stmt.returningClause, self.scope)
+
+    def _add_subquery(self, node) -> int:
+        key = len(self.subqueries)
+        self.subqueries[key] = self._Select(node)
+        return key
+
+    def _env(self, ctx, params) -> E.Env:
+        from ..query.execute import execute
+        env = E.Env(params, {})
+        for key, sub in self.subqueries.items():
+            res = execute(sub.plan(ctx, params))
+            if len(res.columns) != 1:
+                raise SqlError("42601", "subquery has too many columns")
+            env.subqueries[key] = res.columns[0]
+        return env
+
+    def _rows(self, ctx, t, env) -> np.ndarray:
+        snap = ctx.snapshot()
+        mask, _ = snap.visible(t)
+        if self.where is None:
+            return np.flatnonzero(mask)
+        from ..query.filter import convert as grammar_convert
+        from .select import WhereBound
+        try:
+            root = grammar_convert(self.where_node, self.where_text)
+        except Exception:
+            root = None
+        bound = WhereBound(self.where_text, self.where, root, t.schema, env)
+        return np.flatnonzero(mask & bound.mask(t, snap.n(t)))
+
+
+class Update(_Targeted):
+    def __init__(self, stmt: ast.UpdateStmt):
+        self._init(stmt)
+        self.sets = []
+        for rt in stmt.targetList:
+            if rt.indirection:
+                raise NotSupportedError("UPDATE of a part of a column is not supported")
+            self.sets.append((rt.name, _DEFAULT if isinstance(rt.val, ast.SetToDefault)
+                              else convert(rt.val, self.scope)))
+
+    def run(self, ctx, params) -> SqlResult:
+        s = ctx.session
+        with s._writing() as tx:
+            t = ctx.table(self.table)
+            schema = t.schema
+            for name, _ in self.sets:
+                if name == "id":
+                    raise NotSupportedError("the id of a row cannot be updated")
+                if name not in schema.fields:
+                    raise SqlError("42703", f'column "{name}" of relation "{self.table}" does '
+                                            "not exist")
+            env = self._env(ctx, params)
+            rows = self._rows(ctx, t, env)
+            rel = E.Rel(t, rows)
+            values = {}
+            for name, x in self.sets:
+                f = schema.fields[name]
+                if x is _DEFAULT:
+                    values[name] = [getattr(f, "default", None)] * len(rows)
+                else:
+                    values[name] = assignable(f.kind, E.evaluate(x, rel, env), name)
+            ids = t.id_values(rows)
+            if len(rows):
+                rewrite_rows(ctx, tx, t, rows, values)
+            new_rows = t.live_rows(ids)
+        return returning_result(self.returning, t, new_rows, env, f"UPDATE {len(rows)}")
+
+
+class Delete(_Targeted):
+    def __init__(self, stmt: ast.DeleteStmt):
+        self._init(stmt)
+
+    def run(self, ctx, params) -> SqlResult:
+        s = ctx.session
+        with s._writing() as tx:
+            t = ctx.table(self.table)
+            env = self._env(ctx, params)
+            rows = self._rows(ctx, t, env)
+            result = returning_result(self.returning, t, rows, env, f"DELETE {len(rows)}")
+            ctx.engine.delete(tx, t, rows)
+        return result
+
+
+# ---- COPY ... FROM --------------------------------------------------------------------
+
+class Copy:
+    def __init__(self, stmt: ast.CopyStmt):
+        if not stmt.is_from:
+            raise NotSupportedError("COPY ... TO is not supported (use SELECT)")
+        if stmt.relation is None:
+            raise NotSupportedError("COPY (query) is not supported")
+        if stmt.filename is None or stmt.is_program:
+            raise NotSupportedError("COPY FROM STDIN or PROGRAM is not supported; "
+                                    "give a file name")
+        self.table = stmt.relation.relname
+        self.columns = [c.sval for c in stmt.attlist] if stmt.attlist else None
+        self.filename = stmt.filename
+        opts = {}
+        for o in stmt.options or ():
+            arg = o.arg
+            value = True if arg is None else getattr(arg, "sval", None)
+            if value is None:
+                value = getattr(arg, "boolval", getattr(arg, "ival", True))
+            opts[o.defname.lower()] = value
+        self.format = str(opts.pop("format", "text")).lower()
+        if self.format not in ("text", "csv"):
+            raise NotSupportedError(f"COPY format {self.format} is not supported (text, csv)")
+        self.header = str(opts.pop("header", False)).lower() in ("true", "1", "on")
+        self.delimiter = opts.pop("delimiter", "," if self.format == "csv" else "\t")
+        self.null = opts.pop("null", "" if self.format == "csv" else "\\N")
+        if opts:
+            raise NotSupportedError(f"COPY option {sorted(opts)[0]} is not supported")
+
+    def run(self, ctx, params) -> SqlResult:
+        t = ctx.table(self.table)
+        schema = t.schema
+        columns = self.columns or (([] if schema.id_hidden else ["id"]) + list(schema.fields))
+        for c in columns:
+            if c not in schema.fields and c != "id":
+                raise SqlError("42703", f'column "{c}" of relation "{self.table}" does not exist')
+        try:
+            with open(os.path.expanduser(self.filename), newline="", encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as e:
+            raise SqlError("58P01", f'could not open file "{self.filename}" for reading: '
+                                    f"{e.strerror}") from None
+        records = self._records(text)
+        if self.header and records:
+            records = records[1:]
+        for i, r in enumerate(records):
+            if len(r) != len(columns):
+                raise SqlError("22P04", f"COPY {self.table}, line {i + 1 + self.header}: "
+                                        f"expected {len(columns)} columns, got {len(r)}")
+        cols = {}
+        for j, c in enumerate(columns):
+            kind = schema.id_kind if c == "id" else schema.fields[c].kind
+            cols[c] = _parse_column(kind, [r[j] for r in records])
+        rows = [dict(zip(cols, vals)) for vals in zip(*cols.values())] if cols else []
+        with ctx.session._writing() as tx:
+            t = ctx.table(self.table)
+            written, _ = _insert_rows(ctx, tx, t, rows, None, E.Env(params))
+        return SqlResult([], [], f"COPY {len(written)}", rowcount=len(written))
+
+    def _records(self, text: str) -> list[list]:
+        if self.format == "csv":
+            reader = csv.reader(io.StringIO(text), delimiter=self.delimiter)
+            out = []
+            for rec in reader:
+                # csv gives "" for both an empty quoted field and a missing one;
+                # PostgreSQL's NULL is the unquoted empty field, which csv cannot tell
+                # apart, so an empty field is NULL (its default)
+                out.append([None if v == self.null else v for v in rec])
+            return out
+        out = []
+        for line in text.split("\n"):
+            if line == "" or line == "\\.":
+                continue
+            out.append([None if v == self.null else _unescape(v)
+                        for v in line.rstrip("\r").split(self.delimiter)])
+        return out
+
+
+def _unescape(v: str) -> str:
+    if "\\" not in v:
+        return v
+    return v.encode("latin-1", "backslashreplace").decode("unicode_escape") \
+        if v.isascii() else v.replace("\\t", "\t").replace("\\n", "\n").replace("\\\\", "\\")
+
+
+def _parse_column(kind: str, values: list) -> list:
+    if kind == "vector":
+        present = [v for v in values if v is not None]
+        if present:
+            try:
+                bodies = ",".join(v.strip()[1:-1] for v in present)
+                flat = np.array(bodies.split(","), np.float32)
+                dims = {v.count(",") + 1 for v in present}
+                if len(dims) == 1 and all(v.strip().startswith("[") and v.strip().endswith("]")
+                                          for v in present):
+                    block = flat.reshape(len(present), dims.pop())
+                    it = iter(block)
+                    return [None if v is None else next(it) for v in values]
+            except ValueError:
+                pass
+        return [None if v is None else parse_vector(v) for v in values]
+    if kind == "text":
+        return values
+    return [None if v is None else parse_input(kind, v) for v in values]

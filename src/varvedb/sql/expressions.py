@@ -1,0 +1,200 @@
+"""pglast expression nodes → query/expr.py trees, and the names PostgreSQL
+gives output columns.
+
+Column references may carry a table or alias qualifier (`items.id`, `s.d`):
+one relation is read per query level, so the qualifier is checked against
+the names that level answers to and dropped. `x IN (SELECT ...)` becomes a
+SubqueryValues leaf; the Select compiler runs the subquery first.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from pglast import ast
+from pglast.enums import A_Expr_Kind, BoolExprType, NullTestType, SubLinkType
+
+from ..errors import NotSupportedError, SqlError
+from ..query import expr as E
+from .values import type_kind
+
+_BINARY = {"+", "-", "*", "/", "%", "||", "=", "<>", "!=", "<", "<=", ">", ">=", "->", "->>",
+           *E.OPERATORS}
+AGGREGATES = ("count", "sum", "avg", "min", "max")
+
+
+class Scope:
+    """What one query level's expressions may name: its relation's names (for
+    qualifiers), and a hook that compiles a subquery (returns its key)."""
+
+    def __init__(self, names: set[str], subquery: Callable | None = None):
+        self.names = names
+        self.subquery = subquery
+
+
+def convert(n, scope: Scope):
+    """A pglast expression as an expr tree."""
+    if isinstance(n, ast.ColumnRef):
+        return E.Col(column_name(n, scope))
+    if isinstance(n, ast.A_Const):
+        return E.Const(literal(n))
+    if isinstance(n, ast.ParamRef):
+        return E.Param(n.number)
+    if isinstance(n, ast.TypeCast):
+        kind, _ = type_kind([s.sval for s in n.typeName.names])
+        return E.Cast(kind, convert(n.arg, scope))
+    if isinstance(n, ast.BoolExpr):
+        op = {BoolExprType.AND_EXPR: "and", BoolExprType.OR_EXPR: "or",
+              BoolExprType.NOT_EXPR: "not"}[n.boolop]
+        return E.Op(op, tuple(convert(a, scope) for a in n.args))
+    if isinstance(n, ast.NullTest):
+        return E.IsNull(convert(n.arg, scope), n.nulltesttype == NullTestType.IS_NOT_NULL)
+    if isinstance(n, ast.A_Expr):
+        return _a_expr(n, scope)
+    if isinstance(n, ast.FuncCall):
+        return _func(n, scope)
+    if isinstance(n, ast.CoalesceExpr):
+        return E.Func("coalesce", tuple(convert(a, scope) for a in n.args))
+    if isinstance(n, ast.CaseExpr):
+        arg = convert(n.arg, scope) if n.arg is not None else None
+        whens = []
+        for w in n.args:
+            cond = convert(w.expr, scope)
+            if arg is not None:
+                cond = E.Op("=", (arg, cond))
+            whens.append((cond, convert(w.result, scope)))
+        default = convert(n.defresult, scope) if n.defresult is not None else None
+        return E.Case(tuple(whens), default)
+    if isinstance(n, ast.SubLink):
+        if scope.subquery is None:
+            raise NotSupportedError("subqueries are not supported here")
+        if n.subLinkType == SubLinkType.ANY_SUBLINK and not n.operName:
+            key = scope.subquery(n.subselect)
+            return E.InList(convert(n.testexpr, scope), (E.SubqueryValues(key),), False)
+        if n.subLinkType == SubLinkType.EXPR_SUBLINK:
+            return E.Func("$scalar", (E.SubqueryValues(scope.subquery(n.subselect)),))
+        raise NotSupportedError("only IN (SELECT ...) and scalar subqueries are supported")
+    if isinstance(n, ast.A_ArrayExpr):
+        raise NotSupportedError("array values are not supported")
+    if isinstance(n, ast.BooleanTest):
+        raise NotSupportedError("IS TRUE / IS FALSE is not supported")
+    raise NotSupportedError(f"{type(n).__name__} expressions are not supported")
+
+
+def column_name(n: ast.ColumnRef, scope: Scope) -> str:
+    parts = n.fields
+    if any(isinstance(p, ast.A_Star) for p in parts):
+        raise SqlError("42601", "* is only allowed in a select list or count(*)")
+    names = [p.sval for p in parts]
+    if len(names) == 2:
+        if names[0] == "excluded" and "excluded" in scope.names:
+            return f"excluded.{names[1]}"     # ON CONFLICT's proposed row
+        if names[0] not in scope.names:
+            raise SqlError("42P01", f'missing FROM-clause entry for table "{names[0]}"')
+        return names[1]
+    if len(names) != 1:
+        raise NotSupportedError(f"column reference {'.'.join(names)} is not supported")
+    return names[0]
+
+
+def literal(n: ast.A_Const):
+    if n.isnull:
+        return None
+    v = n.val
+    if isinstance(v, ast.Integer):
+        return v.ival
+    if isinstance(v, ast.Float):
+        text = v.fval
+        try:
+            return int(text)          # an integer too large for int4 arrives as Float
+        except ValueError:
+            return float(text)
+    if isinstance(v, ast.Boolean):
+        return bool(v.boolval)
+    if isinstance(v, ast.String):
+        return v.sval
+    raise NotSupportedError(f"literal {type(v).__name__} is not supported")
+
+
+def _a_expr(n: ast.A_Expr, scope: Scope):
+    kind = n.kind
+    name = n.name[-1].sval if n.name else ""
+    if kind == A_Expr_Kind.AEXPR_OP:
+        if n.lexpr is None:
+            arg = convert(n.rexpr, scope)
+            if name == "-":
+                if isinstance(arg, E.Const) and isinstance(arg.value, (int, float)) \
+                        and not isinstance(arg.value, bool):
+                    return E.Const(-arg.value)
+                return E.Op("neg", (arg,))
+            if name == "+":
+                return arg
+            raise NotSupportedError(f"prefix operator {name} is not supported")
+        if name not in _BINARY:
+            raise SqlError("42883", f"operator does not exist: {name}")
+        op = "<>" if name == "!=" else name
+        return E.Op(op, (convert(n.lexpr, scope), convert(n.rexpr, scope)))
+    if kind == A_Expr_Kind.AEXPR_IN:
+        values = tuple(convert(v, scope) for v in n.rexpr)
+        return E.InList(convert(n.lexpr, scope), values, name == "<>")
+    if kind in (A_Expr_Kind.AEXPR_LIKE, A_Expr_Kind.AEXPR_ILIKE):
+        return E.Like(convert(n.lexpr, scope), convert(n.rexpr, scope), name.startswith("!"),
+                      kind == A_Expr_Kind.AEXPR_ILIKE)
+    if kind in (A_Expr_Kind.AEXPR_BETWEEN, A_Expr_Kind.AEXPR_NOT_BETWEEN):
+        x = convert(n.lexpr, scope)
+        lo, hi = (convert(v, scope) for v in n.rexpr)
+        inside = E.Op("and", (E.Op(">=", (x, lo)), E.Op("<=", (x, hi))))
+        return E.Op("not", (inside,)) if kind == A_Expr_Kind.AEXPR_NOT_BETWEEN else inside
+    if kind == A_Expr_Kind.AEXPR_NULLIF:
+        a, b = convert(n.lexpr, scope), convert(n.rexpr, scope)
+        return E.Case(((E.Op("=", (a, b)), E.Const(None)),), a)
+    if kind == A_Expr_Kind.AEXPR_DISTINCT:
+        raise NotSupportedError("IS DISTINCT FROM is not supported")
+    raise NotSupportedError(f"operator {name} ({kind.name}) is not supported")
+
+
+def _func(n: ast.FuncCall, scope: Scope):
+    names = [s.sval.lower() for s in n.funcname]
+    if len(names) == 2 and names[0] == "pg_catalog":
+        names = names[1:]
+    if len(names) != 1:
+        raise SqlError("42883", f"function {'.'.join(names)}() does not exist")
+    name = names[0]
+    if n.over is not None:
+        raise NotSupportedError("window functions are not supported")
+    args = tuple(convert(a, scope) for a in (n.args or ()))
+    if name in AGGREGATES:
+        if n.agg_star:
+            if name != "count":
+                raise SqlError("42601", f"{name}(*) is not valid")
+            return E.Agg("count", None)
+        if len(args) != 1:
+            raise SqlError("42883", f"function {name} takes one argument")
+        return E.Agg(name, args[0], bool(n.agg_distinct))
+    if name not in E.FUNCTIONS:
+        raise SqlError("42883", f"function {name}() does not exist")
+    return E.Func(name, args)
+
+
+def output_name(n) -> str:
+    """The name PostgreSQL gives an output column without an alias."""
+    if isinstance(n, ast.ColumnRef):
+        last = n.fields[-1]
+        return last.sval if isinstance(last, ast.String) else "?column?"
+    if isinstance(n, ast.FuncCall):
+        return n.funcname[-1].sval
+    if isinstance(n, ast.CoalesceExpr):
+        return "coalesce"
+    if isinstance(n, ast.TypeCast):
+        inner = output_name(n.arg)
+        if inner != "?column?":
+            return inner
+        return n.typeName.names[-1].sval
+    if isinstance(n, ast.CaseExpr):
+        return "case"
+    return "?column?"
+
+
+def deparse(n) -> str:
+    """An expression as SQL text (for plans and messages)."""
+    from pglast.stream import RawStream
+    return RawStream()(n)

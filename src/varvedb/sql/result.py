@@ -1,0 +1,89 @@
+"""`SqlResult`: what `db.sql()` returns — column names, rows, the command tag."""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+
+class SqlResult:
+    """The outcome of one statement.
+
+    `columns` are the output names, `rows` a list of tuples (vectors as numpy
+    arrays, timestamps as UTC datetimes, json as Python values), `status`
+    PostgreSQL's command tag ("SELECT 3", "INSERT 0 2", "CREATE TABLE"), and
+    `rowcount` the rows returned or changed. `plan` is the query plan as it
+    ran, for a SELECT."""
+    __slots__ = ("columns", "rows", "status", "rowcount", "plan", "_cols")
+
+    def __init__(self, columns: list[str], rows: list[tuple], status: str,
+                 rowcount: int | None = None, plan=None, cols: list | None = None):
+        self.columns = columns
+        self.rows = rows
+        self.status = status
+        self.rowcount = len(rows) if rowcount is None else rowcount
+        self.plan = plan
+        self._cols = cols           # the columns as expr.Val, when they came from a plan
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[tuple]:
+        return iter(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]
+
+    def __repr__(self) -> str:
+        return f"<SqlResult {self.status}: {len(self.columns)} columns>"
+
+    def scalar(self) -> Any:
+        """The first column of the first row (None when there is no row)."""
+        return self.rows[0][0] if self.rows and self.columns else None
+
+    def dicts(self) -> list[dict]:
+        names = self.columns
+        return [dict(zip(names, r)) for r in self.rows]
+
+    def to_numpy(self) -> dict[str, np.ndarray]:
+        """Each column as an array: numeric ones typed (NaN for a NULL float),
+        vectors as an (n, dim) block, everything else as objects."""
+        out = {}
+        for i, name in enumerate(self.columns):
+            values = [r[i] for r in self.rows]
+            out[name] = _array(values)
+        return out
+
+    def to_arrow(self):
+        """A pyarrow Table (needs pyarrow)."""
+        import pyarrow as pa
+        data = {}
+        for i, name in enumerate(self.columns):
+            values = [r[i] for r in self.rows]
+            if values and any(isinstance(v, np.ndarray) for v in values):
+                values = [None if v is None else v.tolist() for v in values]
+            data[name] = pa.array(values)
+        return pa.table(data) if data else pa.table({})
+
+    def to_pandas(self):
+        """A pandas DataFrame (needs pandas)."""
+        import pandas as pd
+        return pd.DataFrame(self.rows, columns=self.columns)
+
+
+def _array(values: list) -> np.ndarray:
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, np.ndarray) for v in present) \
+            and len({v.shape for v in present}) == 1 and len(present) == len(values):
+        return np.stack(values)
+    if present and all(isinstance(v, bool) for v in present) and len(present) == len(values):
+        return np.array(values, bool)
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present) \
+            and len(present) == len(values):
+        return np.array(values, np.int64)
+    if present and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                       for v in present):
+        return np.array([np.nan if v is None else v for v in values], np.float64)
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out

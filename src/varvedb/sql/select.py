@@ -1,0 +1,435 @@
+"""SELECT: a compiled statement that plans itself onto the query layer.
+
+Compiling (once per statement text) turns the pglast tree into expression
+trees and decides the statement's shape; planning (every run) binds it to
+the table's current schema and a snapshot and builds plan nodes
+(query/plan.py), which query/execute.py runs. The shapes:
+
+* `ORDER BY vec <op> q LIMIT k` (op one of <-> <#> <=> <+>, q a constant or
+  parameter): the vector top-k of the query layer (planner.plan_search), so
+  it walks the HNSW graph with the filter mask, widens or falls back exactly
+  as the Python API's search does. The distance in the select list is the
+  top-k's score, not computed twice.
+* otherwise: Scan → Filter/Where → Aggregate → Sort → Limit → Output, or with
+  DISTINCT: ... → Output → Distinct → Sort → Limit.
+
+WHERE uses the where= filter grammar (query/filter.py: scalar indexes, text
+codes) when it can express the clause and its values, else the expression
+evaluator (Where).
+"""
+from __future__ import annotations
+
+import numpy as np
+from pglast import ast
+from pglast.enums import SetOperation, SortByDir, SortByNulls
+
+from ..errors import FilterError, NotFoundError, NotSupportedError, SqlError, VarveError
+from ..query import expr as E
+from ..query.execute import execute
+from ..query.filter import Filter as GrammarFilter, convert as grammar_convert
+from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Output, Sort,
+                          Where)
+from ..query.planner import Query, plan_scan, plan_search
+from ..schema import coerce_query_vector
+from .expressions import Scope, convert, deparse, output_name
+from .result import SqlResult
+
+
+class Select:
+    def __init__(self, stmt: ast.SelectStmt):
+        if stmt.op != SetOperation.SETOP_NONE:
+            raise NotSupportedError("UNION, INTERSECT and EXCEPT are not supported")
+        if stmt.valuesLists:
+            raise NotSupportedError("VALUES lists are only supported in INSERT")
+        if stmt.intoClause or stmt.lockingClause or stmt.withClause or stmt.windowClause:
+            raise NotSupportedError("SELECT INTO, FOR UPDATE, WITH and WINDOW are not supported")
+        self.subqueries: dict[int, Select] = {}
+        self.source = self._source(stmt.fromClause)
+        scope = Scope(self._names, self._add_subquery)
+        self.targets = []                          # ("*",) or (name, expr)
+        for rt in stmt.targetList or ():
+            v = rt.val
+            if isinstance(v, ast.ColumnRef) and isinstance(v.fields[-1], ast.A_Star):
+                self.targets.append(("*",))
+            else:
+                self.targets.append((rt.name or output_name(v), convert(v, scope)))
+        self.where = stmt.whereClause
+        self.where_expr = None if stmt.whereClause is None else convert(stmt.whereClause, scope)
+        self.where_text = None if stmt.whereClause is None else deparse(stmt.whereClause)
+        self.distinct = stmt.distinctClause is not None
+        if self.distinct and any(d is not None for d in stmt.distinctClause):
+            raise NotSupportedError("DISTINCT ON is not supported")
+        self.group = [self._ref_or_expr(g, scope) for g in (stmt.groupClause or ())]
+        self.having = None if stmt.havingClause is None else convert(stmt.havingClause, scope)
+        self.order = []                            # (expr or target ref, desc, nulls_first, text)
+        for sb in stmt.sortClause or ():
+            if sb.useOp:
+                raise NotSupportedError("ORDER BY ... USING is not supported")
+            nulls = {SortByNulls.SORTBY_NULLS_FIRST: True,
+                     SortByNulls.SORTBY_NULLS_LAST: False}.get(sb.sortby_nulls)
+            self.order.append((self._ref_or_expr(sb.node, scope),
+                               sb.sortby_dir == SortByDir.SORTBY_DESC, nulls, deparse(sb))
+                              )
+        self.limit = None if stmt.limitCount is None else convert(stmt.limitCount, scope)
+        self.offset = None if stmt.limitOffset is None else convert(stmt.limitOffset, scope)
+        self._bound = None                          # (schema, Bound) of the last run
+
+    # ---- compiling ---------------------------------------------------------------
+
+    def _source(self, from_clause):
+        self._names = set()
+        if not from_clause:
+            return ("none",)
+        if len(from_clause) > 1:
+            raise NotSupportedError("joins are not supported (one table per FROM)")
+        f = from_clause[0]
+        if isinstance(f, ast.RangeVar):
+            if f.schemaname not in (None, "public"):
+                raise SqlError("42P01", f'relation "{f.schemaname}.{f.relname}" does not exist')
+            self._names = {f.relname} | ({f.alias.aliasname} if f.alias else set())
+            return ("table", f.relname)
+        if isinstance(f, ast.RangeSubselect):
+            if f.alias is None:
+                raise SqlError("42601", "subquery in FROM must have an alias")
+            self._names = {f.alias.aliasname}
+            return ("derived", Select(f.subquery), f.alias.aliasname)
+        if isinstance(f, ast.RangeFunction):
+            call = f.functions[0][0]
+            name = call.funcname[-1].sval.lower()
+            args = tuple(convert(a, Scope(set())) for a in (call.args or ()))
+            alias = f.alias.aliasname if f.alias else name
+            self._names = {alias, name}
+            return ("function", name, args)
+        if isinstance(f, ast.JoinExpr):
+            raise NotSupportedError("joins are not supported")
+        raise NotSupportedError(f"FROM {type(f).__name__} is not supported")
+
+    def _add_subquery(self, stmt) -> int:
+        key = len(self.subqueries)
+        self.subqueries[key] = Select(stmt)
+        return key
+
+    def _ref_or_expr(self, node, scope):
+        """GROUP BY / ORDER BY item: an output position (int), an output name, or an
+        expression (resolved against the select list when the statement is bound)."""
+        if isinstance(node, ast.A_Const) and not node.isnull \
+                and isinstance(node.val, ast.Integer):
+            return ("position", node.val.ival)
+        if isinstance(node, ast.ColumnRef) and len(node.fields) == 1 \
+                and isinstance(node.fields[0], ast.String):
+            return ("name", node.fields[0].sval)
+        return ("expr", convert(node, scope))
+
+    # ---- planning ------------------------------------------------------------------
+
+    def plan(self, ctx, params, analyze: bool = False) -> Query:
+        env = E.Env(params, {})
+        for key, sub in self.subqueries.items():
+            res = execute(sub.plan(ctx, params))
+            if len(res.columns) != 1:
+                raise SqlError("42601", "subquery has too many columns")
+            env.subqueries[key] = res.columns[0]
+        kind = self.source[0]
+        table = None
+        if kind == "table":
+            table = ctx.table(self.source[1])
+            source_cols = ["id", *table.schema.fields] if not table.schema.id_hidden \
+                else list(table.schema.fields)
+            known = {"id", *table.schema.fields}
+        elif kind == "derived":
+            inner = self.source[1].plan(ctx, params)
+            names = inner.plan.find(Output).columns
+            source_cols, known = list(names), set(names)
+        else:
+            cols, names = self._function_rows(ctx, env)
+            source_cols, known = list(names), set(names)
+        b = self._bind(table, source_cols, known)
+        snap = ctx.snapshot()
+        if kind == "table":
+            where = None if self.where_expr is None else self._where_bound(table, env)
+            if b.vector is not None:
+                return self._plan_vector(ctx, b, snap, table, where, env)
+            node, masks = plan_scan(snap, table, where)
+        elif kind == "derived":
+            node = Derived(self.source[2], inner.plan, tuple(names), inner=inner)
+            masks = {}
+            if self.where_expr is not None:
+                node = Where(self.where_text, node, expr=self.where_expr)
+        else:
+            node = FunctionScan(self.source[1] if kind == "function" else "one row",
+                                tuple(names), len(cols[0]) if cols else 1,
+                                cols=dict(zip(names, cols)))
+            masks = {}
+            if self.where_expr is not None:
+                node = Where(self.where_text, node, expr=self.where_expr)
+        node = self._shape(b, node, env)
+        return Query(node, snap, table, masks, env)
+
+    def _plan_vector(self, ctx, b, snap, table, where, env) -> Query:
+        fname, metric, q_expr = b.vector
+        f = table.schema.fields[fname]
+        qv = E.evaluate(q_expr, E.Rel(None, None, n=1), env)
+        if qv.kind == "unknown":
+            qv = E.coerce(qv, "vector")
+        if qv.kind != "vector" or qv.nulls[0]:
+            raise SqlError("42883", f"operator does not exist: vector {b.vector_op} {qv.kind}")
+        q = coerce_query_vector(f, qv.data[0])
+        limit, offset = self._limit_offset(env)
+        k = snap.n(table) if limit is None else limit + offset
+        query = plan_search(snap, table, fname, metric, q, k, where, ctx.ef_search(), False, ())
+        node = query.plan.input               # the VectorTopK (plan_search wraps it in Project)
+        if offset or limit is None:
+            node = Limit(limit, node, offset)
+        query.plan = Output(tuple(b.names), node, exprs=tuple(b.exprs))
+        query.env = env
+        return query
+
+    def _shape(self, b, node, env):
+        limit, offset = self._limit_offset(env)
+        if b.aggregates is not None:
+            groups, aggs, having = b.aggregates
+            node = Aggregate(tuple(t for t, _ in groups), tuple(t for t, _ in aggs), node,
+                             self._having_text, group_exprs=tuple(e for _, e in groups),
+                             agg_exprs=tuple(e for _, e in aggs), having_expr=having)
+        if self.distinct:
+            node = Output(tuple(b.names), node, exprs=tuple(b.exprs))
+            node = Distinct(node)
+        if b.sort:
+            node = Sort(tuple(t for *_, t in b.sort), node,
+                        key_exprs=tuple((e, d, nf) for e, d, nf, _ in b.sort))
+        if limit is not None or offset:
+            node = Limit(limit, node, offset)
+        if not self.distinct:
+            node = Output(tuple(b.names), node, exprs=tuple(b.exprs))
+        return node
+
+    @property
+    def _having_text(self):
+        return None if self.having is None else "(having)"
+
+    def _limit_offset(self, env) -> tuple[int | None, int]:
+        one = E.Rel(None, None, n=1)
+        limit = offset = None
+        if self.limit is not None:
+            v = E.evaluate(self.limit, one, env)
+            limit = None if v.nulls[0] else _count_value(v, "LIMIT")
+        if self.offset is not None:
+            v = E.evaluate(self.offset, one, env)
+            offset = None if v.nulls[0] else _count_value(v, "OFFSET")
+        return limit, offset or 0
+
+    def _where_bound(self, table, env):
+        try:
+            root = grammar_convert(self.where, self.where_text)
+        except (FilterError, RecursionError):
+            root = None
+        return WhereBound(self.where_text, self.where_expr, root, table.schema, env)
+
+    def _function_rows(self, ctx, env):
+        if self.source[0] == "none":          # SELECT without FROM: one row, no columns
+            return [], []
+        name, args = self.source[1], self.source[2]
+        if name != "varvedb_history":
+            raise SqlError("42883", f"function {name}() does not exist")
+        vals = [E.evaluate(a, E.Rel(None, None, n=1), env).python()[0] for a in args]
+        from .history import history_rows
+        names, cols = history_rows(ctx, vals)
+        return cols, names
+
+    def _bind(self, table, source_cols: list, known: set) -> "Bound":
+        schema = table.schema if table is not None else tuple(source_cols)
+        cached = self._bound
+        if cached is not None and cached[0] is schema:
+            return cached[1]
+        b = Bound(self, source_cols, known, table)
+        self._bound = (schema, b)
+        return b
+
+    # ---- running ---------------------------------------------------------------------
+
+    def run(self, ctx, params) -> SqlResult:
+        query = self.plan(ctx, params)
+        res = execute(query)
+        return result_of(res, query.plan.find(Output).columns)
+
+
+def result_of(res, names) -> SqlResult:
+    cols = [v.python() for v in res.columns]
+    rows = list(zip(*cols)) if cols else []
+    return SqlResult(list(names), rows, f"SELECT {len(rows)}", plan=res.plan)
+
+
+def _count_value(v: E.Val, what: str) -> int:
+    if v.kind == "unknown":
+        v = E.coerce(v, "int")
+    if v.kind == "float":
+        v = E.Val("int", np.rint(v.data).astype(np.int64), v.nulls)
+    if v.kind != "int":
+        raise SqlError("42804", f"argument of {what} must be type bigint, not type {v.kind}")
+    n = int(v.data[0])
+    if n < 0:
+        raise SqlError("2201W" if what == "LIMIT" else "2201X", f"{what} must not be negative")
+    return n
+
+
+class WhereBound:
+    """A WHERE clause over a table: the filter grammar's mask when it can express
+    it (indexes, text codes), else the expression evaluator's."""
+    __slots__ = ("expr", "tree", "grammar", "env")
+
+    def __init__(self, text, tree, root, schema, env):
+        self.expr = text
+        self.tree = tree
+        self.env = env
+        self.grammar = None
+        if root is not None:
+            try:
+                self.grammar = GrammarFilter.from_root(text, root, schema, env.params)
+            except FilterError:
+                self.grammar = None
+            except VarveError:
+                self.grammar = None
+
+    def mask(self, table, n: int) -> np.ndarray:
+        if self.grammar is not None:
+            try:
+                return self.grammar.mask(table, n)
+            except VarveError:
+                pass                # a value the grammar cannot compare: SQL's coercions
+        return E.truth(E.evaluate(self.tree, E.Rel(table, np.arange(n, dtype=np.int64)),
+                                  self.env))
+
+
+class Bound:
+    """A Select bound to a source's columns: expanded *, validated names, the
+    vector top-k (if the ORDER BY is one), aggregates and sort keys."""
+
+    def __init__(self, sel: Select, source_cols: list, known: set, table):
+        self.names, self.exprs = [], []
+        for t in sel.targets:
+            if t[0] == "*":
+                self.names.extend(source_cols)
+                self.exprs.extend(E.Col(c) for c in source_cols)
+            else:
+                self.names.append(t[0])
+                self.exprs.append(t[1])
+        if not sel.targets and sel.source[0] != "none":
+            pass                                   # SELECT FROM t: zero columns
+        self._check_names(sel, known)
+        order = [(self._resolve(o, known, "ORDER BY"), d, nf, text)
+                 for o, d, nf, text in sel.order]
+        self.vector = None
+        self.vector_op = None
+        self.aggregates = None
+        aggregating = bool(sel.group) or any(E.has_aggregate(e) for e in self.exprs) or \
+            sel.having is not None or any(E.has_aggregate(e) for e, *_ in order)
+        if aggregating:
+            self._bind_aggregates(sel, known, order)
+            return
+        if sel.distinct:
+            self.sort = [(self._target_col(e), d, nf, text) for e, d, nf, text in order]
+            return
+        vec = self._vector_order(order, table)
+        if vec is not None:
+            return
+        self.sort = order
+
+    def _check_names(self, sel: Select, known: set) -> None:
+        exprs = list(self.exprs)
+        if sel.where_expr is not None:
+            exprs.append(sel.where_expr)
+        for e in exprs:
+            for name in E.columns_of(e):
+                if name not in known and not name.startswith("$"):
+                    raise SqlError("42703", f'column "{name}" does not exist')
+
+    def _resolve(self, item, known: set, clause: str):
+        kind, v = item
+        if kind == "position":
+            if not 1 <= v <= len(self.exprs):
+                raise SqlError("42P10", f"{clause} position {v} is not in select list")
+            return self.exprs[v - 1]
+        if kind == "name":
+            if v in self.names and (clause == "ORDER BY" or v not in known):
+                return self.exprs[self.names.index(v)]
+            if v not in known:
+                raise SqlError("42703", f'column "{v}" does not exist')
+            return E.Col(v)
+        for name in E.columns_of(v):
+            if name not in known:
+                raise SqlError("42703", f'column "{name}" does not exist')
+        return v
+
+    def _target_col(self, e):
+        for i, t in enumerate(self.exprs):
+            if t == e:
+                return E.Col(f"$o{i}")
+        raise SqlError("42P10", "for SELECT DISTINCT, ORDER BY expressions must appear in "
+                                "select list")
+
+    def _vector_order(self, order, table):
+        if len(order) != 1 or order[0][1] or table is None:
+            return None
+        e = order[0][0]
+        if not (isinstance(e, E.Op) and e.op in E.OPERATORS):
+            return None
+        a, b = e.args
+        if isinstance(b, E.Col) and not isinstance(a, E.Col):
+            a, b = b, a
+        if not isinstance(a, E.Col) or E.columns_of(b):
+            return None
+        f = table.schema.fields.get(a.name)
+        if f is None or f.kind != "vector":
+            return None
+        self.vector = (a.name, E.OPERATOR_METRICS[e.op], b)
+        self.vector_op = e.op
+        score = E.Col("$score")
+        self.exprs = [E.rewrite(x, lambda n: score if n == e else None) for x in self.exprs]
+        self.sort = []
+        return self.vector
+
+    def _bind_aggregates(self, sel: Select, known: set, order) -> None:
+        groups = []
+        for g in sel.group:
+            e = self._resolve(g, known, "GROUP BY")
+            if E.has_aggregate(e):
+                raise SqlError("42803", "aggregate functions are not allowed in GROUP BY")
+            groups.append(e)
+        aggs: list = []
+
+        def sub(n):
+            for i, g in enumerate(groups):
+                if n == g:
+                    return E.Col(f"$g{i}")
+            if isinstance(n, E.Agg):
+                if n.arg is not None and E.has_aggregate(n.arg):
+                    raise SqlError("42803", "aggregate function calls cannot be nested")
+                if n not in aggs:
+                    aggs.append(n)
+                return E.Col(f"$a{aggs.index(n)}")
+            if isinstance(n, E.Col) and not n.name.startswith("$"):
+                raise SqlError("42803", f'column "{n.name}" must appear in the GROUP BY clause '
+                                        "or be used in an aggregate function")
+            return None
+
+        self.exprs = [E.rewrite(e, sub) for e in self.exprs]
+        having = None if sel.having is None else E.rewrite(sel.having, sub)
+        if sel.distinct:
+            self.sort = [(self._target_col(e), d, nf, text) for e, d, nf, text in order]
+        else:
+            self.sort = [(E.rewrite(e, sub), d, nf, text) for e, d, nf, text in order]
+        self.aggregates = ([(_text(g), g) for g in groups],
+                           [(_agg_text(a), a) for a in aggs], having)
+
+
+def _text(e) -> str:
+    if isinstance(e, E.Col):
+        return e.name
+    return type(e).__name__.lower()
+
+
+def _agg_text(a: E.Agg) -> str:
+    if a.arg is None:
+        return f"{a.fn}(*)"
+    inner = _text(a.arg)
+    return f"{a.fn}({'DISTINCT ' if a.distinct else ''}{inner})"
