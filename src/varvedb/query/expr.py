@@ -301,7 +301,7 @@ def coerce(v: Val, kind: str) -> Val:
     if v.kind == "int" and kind == "float":
         return Val("float", v.data.astype(np.float64), v.nulls)
     if v.kind == "unknown":
-        from ..sql.values import parse_input
+        from .literals import parse_input
         if not len(v):
             return Val(kind, np.empty((0,) if kind != "vector" else (0, 0)), v.nulls)
         # a literal is one value broadcast: parse it once

@@ -20,7 +20,7 @@ import re
 from pglast import ast, parse_sql
 from pglast.parser import ParseError
 
-from ..errors import NotFoundError, SqlError, TransactionAbortedError, VarveError
+from ..errors import NotFoundError, SqlError, VarveError
 from .result import SqlResult
 
 __all__ = ["run", "compile_text", "SqlResult"]
@@ -125,20 +125,16 @@ def run(session, text: str, params=()) -> SqlResult:
 
 
 def _run_one(session, c: Compiled, params) -> SqlResult:
-    from .commands import TransactionCommand
     if session.sql_failed and session.tx is not None:
-        if not (c.kind == "command" and isinstance(c.impl, TransactionCommand)
-                and c.impl.ends_transaction):
+        if not (c.kind == "command" and getattr(c.impl, "ends_transaction", False)):
             raise SqlError("25P02", "current transaction is aborted, commands ignored until "
                                     "end of transaction block")
     try:
         ctx = Context(session, _as_of(c, params, session))
         return c.impl.run(ctx, params)
-    except VarveError as e:
+    except VarveError:
         if session.tx is not None and session.sql_block:
             session.sql_failed = True
-        if isinstance(e, TransactionAbortedError):
-            raise
         raise
     except RecursionError:
         raise SqlError("54001", "stack depth limit exceeded") from None
@@ -159,7 +155,7 @@ def _as_of(c: Compiled, params, session):
         value = text[1:-1].replace("''", "'")
     if kind == "timestamp" and isinstance(value, str):
         import datetime as _dt
-        from .values import parse_timestamp
+        from ..query.literals import parse_timestamp
         us = parse_timestamp(value)
         value = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(microseconds=us)
     return value

@@ -23,7 +23,7 @@ from ..query import expr as E
 from ..schema import HNSW, Field, Schema, Vector, validate_name
 from .expressions import Scope, convert
 from .result import SqlResult
-from .values import SERIAL, type_kind
+from .types import SERIAL, type_kind
 
 # pgvector's operator classes -> (metric, dtype of the column they index)
 OPCLASSES = {

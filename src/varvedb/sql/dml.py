@@ -24,7 +24,7 @@ from ..query import expr as E
 from ..schema import coerce_ids, coerce_values
 from .expressions import Scope, convert, output_name
 from .result import SqlResult
-from .values import parse_input, parse_vector
+from ..query.literals import parse_input, parse_vector
 
 _DEFAULT = object()        # a DEFAULT in VALUES, or a column the INSERT leaves out
 
@@ -206,14 +206,17 @@ def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env) -> tuple[np.ndarra
     keys = list(coerce_ids(schema, [g for g in given if g is not None]))
     keys = iter(k.item() if hasattr(k, "item") else k for k in keys)
     fresh, clashing, seen = [], [], set()
+    order = []                  # per input row: ("new", i) / ("old", i) / None (skipped)
     for r, g in zip(rows, given):
         key = None if g is None else next(keys)
         if key is not None and (key in seen or key in t.live):
             if conflict[0] == "update" and key in seen:
                 raise SqlError("21000", "ON CONFLICT DO UPDATE command cannot affect row a "
                                         "second time")
+            order.append(("old", len(clashing)) if conflict[0] == "update" else None)
             clashing.append((key, r))
         else:
+            order.append(("new", len(fresh)))
             fresh.append(r)
         if key is not None:
             seen.add(key)
@@ -247,7 +250,9 @@ def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env) -> tuple[np.ndarra
         else:
             values[name] = assignable(f.kind, E.evaluate(x, rel, env), name)
     rewrite_rows(ctx, tx, t, old, values)
-    return t.live_rows(written + keys), len(keys)
+    # RETURNING lists rows in the order the VALUES gave them
+    out = [written[i] if side == "new" else keys[i] for side, i in filter(None, order)]
+    return t.live_rows(out), len(keys)
 
 
 def _val_of(kind: str, vals, nulls) -> E.Val:
@@ -275,13 +280,13 @@ class _Targeted:
         if stmt.withClause is not None:
             raise NotSupportedError("WITH is not supported")
         from .expressions import deparse
-        from .select import Select
+        from .select import Select, grammar_root
         self.scope = Scope(_table_names(stmt.relation), self._add_subquery)
         self.subqueries: dict = {}
         self._Select = Select
-        self.where_node = stmt.whereClause
         self.where = None if stmt.whereClause is None else convert(stmt.whereClause, self.scope)
         self.where_text = None if stmt.whereClause is None else deparse(stmt.whereClause)
+        self.where_grammar = grammar_root(stmt.whereClause, self.where_text)
         self.returning = _returning(stmt.returningClause, self.scope)
 
     def _add_subquery(self, node) -> int:
@@ -304,13 +309,8 @@ class _Targeted:
         mask, _ = snap.visible(t)
         if self.where is None:
             return np.flatnonzero(mask)
-        from ..query.filter import convert as grammar_convert
         from .select import WhereBound
-        try:
-            root = grammar_convert(self.where_node, self.where_text)
-        except Exception:
-            root = None
-        bound = WhereBound(self.where_text, self.where, root, t.schema, env)
+        bound = WhereBound(self.where_text, self.where, self.where_grammar, t.schema, env)
         return np.flatnonzero(mask & bound.mask(t, snap.n(t)))
 
 

@@ -15,7 +15,7 @@ from pglast.enums import A_Expr_Kind, BoolExprType, NullTestType, SubLinkType
 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
-from .values import type_kind
+from .types import type_kind
 
 _BINARY = {"+", "-", "*", "/", "%", "||", "=", "<>", "!=", "<", "<=", ">", ">=", "->", "->>",
            *E.OPERATORS}

@@ -23,7 +23,7 @@ import numpy as np
 from pglast import ast
 from pglast.enums import SetOperation, SortByDir, SortByNulls
 
-from ..errors import FilterError, NotFoundError, NotSupportedError, SqlError, VarveError
+from ..errors import FilterError, NotSupportedError, SqlError, VarveError
 from ..query import expr as E
 from ..query.execute import execute
 from ..query.filter import Filter as GrammarFilter, convert as grammar_convert
@@ -56,6 +56,7 @@ class Select:
         self.where = stmt.whereClause
         self.where_expr = None if stmt.whereClause is None else convert(stmt.whereClause, scope)
         self.where_text = None if stmt.whereClause is None else deparse(stmt.whereClause)
+        self.where_grammar = grammar_root(stmt.whereClause, self.where_text)
         self.distinct = stmt.distinctClause is not None
         if self.distinct and any(d is not None for d in stmt.distinctClause):
             raise NotSupportedError("DISTINCT ON is not supported")
@@ -133,17 +134,14 @@ class Select:
         table = None
         if kind == "table":
             table = ctx.table(self.source[1])
-            source_cols = ["id", *table.schema.fields] if not table.schema.id_hidden \
-                else list(table.schema.fields)
-            known = {"id", *table.schema.fields}
+            b = self._bind(table, table.schema)
         elif kind == "derived":
             inner = self.source[1].plan(ctx, params)
             names = inner.plan.find(Output).columns
-            source_cols, known = list(names), set(names)
+            b = self._bind(None, tuple(names))
         else:
             cols, names = self._function_rows(ctx, env)
-            source_cols, known = list(names), set(names)
-        b = self._bind(table, source_cols, known)
+            b = self._bind(None, tuple(names))
         snap = ctx.snapshot()
         if kind == "table":
             where = None if self.where_expr is None else self._where_bound(table, env)
@@ -168,12 +166,20 @@ class Select:
     def _plan_vector(self, ctx, b, snap, table, where, env) -> Query:
         fname, metric, q_expr = b.vector
         f = table.schema.fields[fname]
-        qv = E.evaluate(q_expr, E.Rel(None, None, n=1), env)
-        if qv.kind == "unknown":
-            qv = E.coerce(qv, "vector")
-        if qv.kind != "vector" or qv.nulls[0]:
-            raise SqlError("42883", f"operator does not exist: vector {b.vector_op} {qv.kind}")
-        q = coerce_query_vector(f, qv.data[0])
+        q = None
+        if type(q_expr) is E.Param and 1 <= q_expr.index <= len(env.params):
+            q = env.params[q_expr.index - 1]       # the common case: a vector parameter
+            if not isinstance(q, (np.ndarray, list, tuple)):
+                q = None
+        if q is None:
+            qv = E.evaluate(q_expr, E.Rel(None, None, n=1), env)
+            if qv.kind == "unknown":
+                qv = E.coerce(qv, "vector")
+            if qv.kind != "vector" or qv.nulls[0]:
+                raise SqlError("42883", f"operator does not exist: vector {b.vector_op} "
+                                        f"{qv.kind}")
+            q = qv.data[0]
+        q = coerce_query_vector(f, q)
         limit, offset = self._limit_offset(env)
         k = snap.n(table) if limit is None else limit + offset
         query = plan_search(snap, table, fname, metric, q, k, where, ctx.ef_search(), False, ())
@@ -208,22 +214,12 @@ class Select:
         return None if self.having is None else "(having)"
 
     def _limit_offset(self, env) -> tuple[int | None, int]:
-        one = E.Rel(None, None, n=1)
-        limit = offset = None
-        if self.limit is not None:
-            v = E.evaluate(self.limit, one, env)
-            limit = None if v.nulls[0] else _count_value(v, "LIMIT")
-        if self.offset is not None:
-            v = E.evaluate(self.offset, one, env)
-            offset = None if v.nulls[0] else _count_value(v, "OFFSET")
+        limit = None if self.limit is None else _count_value(self.limit, env, "LIMIT")
+        offset = None if self.offset is None else _count_value(self.offset, env, "OFFSET")
         return limit, offset or 0
 
     def _where_bound(self, table, env):
-        try:
-            root = grammar_convert(self.where, self.where_text)
-        except (FilterError, RecursionError):
-            root = None
-        return WhereBound(self.where_text, self.where_expr, root, table.schema, env)
+        return WhereBound(self.where_text, self.where_expr, self.where_grammar, table.schema, env)
 
     def _function_rows(self, ctx, env):
         if self.source[0] == "none":          # SELECT without FROM: one row, no columns
@@ -236,11 +232,16 @@ class Select:
         names, cols = history_rows(ctx, vals)
         return cols, names
 
-    def _bind(self, table, source_cols: list, known: set) -> "Bound":
-        schema = table.schema if table is not None else tuple(source_cols)
+    def _bind(self, table, schema) -> "Bound":
+        """Bound to a table's schema (or a subquery's column names): kept until they change."""
         cached = self._bound
-        if cached is not None and cached[0] is schema:
+        if cached is not None and (cached[0] is schema or cached[0] == schema):
             return cached[1]
+        if table is not None:
+            source_cols = list(schema.fields) if schema.id_hidden else ["id", *schema.fields]
+            known = {"id", *schema.fields}
+        else:
+            source_cols, known = list(schema), set(schema)
         b = Bound(self, source_cols, known, table)
         self._bound = (schema, b)
         return b
@@ -253,13 +254,31 @@ class Select:
         return result_of(res, query.plan.find(Output).columns)
 
 
+def grammar_root(node, text):
+    """The where= grammar's tree of a WHERE clause, or None where the grammar
+    cannot express it (functions, arithmetic, subqueries: the evaluator's)."""
+    if node is None:
+        return None
+    try:
+        return grammar_convert(node, text)
+    except (FilterError, RecursionError):
+        return None
+
+
 def result_of(res, names) -> SqlResult:
     cols = [v.python() for v in res.columns]
     rows = list(zip(*cols)) if cols else []
     return SqlResult(list(names), rows, f"SELECT {len(rows)}", plan=res.plan)
 
 
-def _count_value(v: E.Val, what: str) -> int:
+def _count_value(e, env, what: str) -> int | None:
+    """A LIMIT or OFFSET: a non-negative integer (None: NULL, no limit)."""
+    v = e.value if type(e) is E.Const else None
+    if type(v) is int and v >= 0:      # the common case, without building a Val
+        return v
+    v = E.evaluate(e, E.Rel(None, None, n=1), env)
+    if v.nulls[0]:
+        return None
     if v.kind == "unknown":
         v = E.coerce(v, "int")
     if v.kind == "float":

@@ -1,11 +1,6 @@
-"""SQL types and values: PostgreSQL type names onto schema kinds, and the
-text input form of each kind (what a quoted literal, a COPY field or a
-string parameter means once its column's type is known).
-
-Every integer type is stored as int64 and every float type as float64: a
-value PostgreSQL would reject as out of range for int4 or float4 is kept.
-vector(n) is a float32 vector, halfvec(n) a float16 one.
-"""
+"""The text input form of each kind: what a quoted literal, a COPY field or a
+string parameter means once the type it meets is known (PostgreSQL's input
+functions, for the kinds varvedb stores)."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -14,40 +9,12 @@ import re
 
 import numpy as np
 
-from ..errors import NotSupportedError, SqlError
+from ..errors import SqlError
 from ..schema import to_micros
-
-# PostgreSQL's names (pglast gives the internal ones: int8, float4, ...) -> schema kind
-TYPE_KINDS = {
-    "int2": "int", "int4": "int", "int8": "int", "smallint": "int", "integer": "int",
-    "int": "int", "bigint": "int", "serial": "int", "bigserial": "int", "smallserial": "int",
-    "serial4": "int", "serial8": "int",
-    "float4": "float", "float8": "float", "real": "float", "double precision": "float",
-    "float": "float", "numeric": "float", "decimal": "float",
-    "bool": "bool", "boolean": "bool",
-    "text": "text", "varchar": "text", "bpchar": "text", "char": "text",
-    "character varying": "text",
-    "json": "json", "jsonb": "json",
-    "timestamp": "timestamp", "timestamptz": "timestamp",
-    "vector": "vector", "halfvec": "vector",
-}
-SERIAL = ("serial", "bigserial", "smallserial", "serial4", "serial8")
 
 _TRUE = {"t", "true", "y", "yes", "on", "1"}
 _FALSE = {"f", "false", "n", "no", "off", "0"}
 _VECTOR = re.compile(r"^\s*\[(.*)\]\s*$", re.S)
-
-
-def type_kind(names: list[str]) -> tuple[str, str]:
-    """(kind, the type's own name) of a pglast TypeName's name list."""
-    name = names[-1].lower()
-    if names[0].lower() == "pg_catalog" or len(names) == 1:
-        kind = TYPE_KINDS.get(name)
-        if kind is not None:
-            return kind, name
-    if name in TYPE_KINDS:
-        return TYPE_KINDS[name], name
-    raise NotSupportedError(f'type "{".".join(names)}" is not supported')
 
 
 def parse_input(kind: str, text: str):

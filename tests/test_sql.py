@@ -1,0 +1,465 @@
+"""db.sql(): pgvector's dialect on the query layer — Python-side behaviour
+(parameters, plans, transactions, time travel, errors, results). Row-level
+semantics against real PostgreSQL are in test_sql_cases.py."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import varvedb as vv
+from varvedb.query.plan import Aggregate, Output, Sort, Strategy, VectorTopK
+from varvedb.sql import compile_text
+
+
+@pytest.fixture
+def db(tmp_path):
+    d = vv.connect(tmp_path / "s.varve")
+    yield d
+    d.close()
+
+
+def _items(db, n=3000, dim=8, index=True, seed=0):
+    rng = np.random.default_rng(seed)
+    db.sql(f"CREATE TABLE items (id bigint PRIMARY KEY, embedding vector({dim}), tag int, "
+           "title text)")
+    x = rng.standard_normal((n, dim)).astype(np.float32)
+    db.collection("items").insert_arrays(id=np.arange(n), embedding=x,
+                                         tag=np.arange(n) % 10,
+                                         title=[f"t{i}" for i in range(n)])
+    if index:
+        db.sql("CREATE INDEX ON items USING hnsw (embedding vector_l2_ops) "
+               "WITH (m = 16, ef_construction = 64)")
+        c = db.collection("items")
+        import time
+        while c.index_status()["unlinked"]:
+            time.sleep(0.05)
+    return x
+
+
+# ---- tables are collections ------------------------------------------------------
+
+def test_sql_tables_and_api_collections_are_the_same_objects(db):
+    db.sql("CREATE TABLE docs (id bigserial PRIMARY KEY, body text, embedding vector(3))")
+    docs = db.collection("docs")
+    assert docs.schema.fields["embedding"].dim == 3
+    ids = docs.insert([{"body": "from the api", "embedding": [1, 2, 3]}])
+    r = db.sql("INSERT INTO docs (body, embedding) VALUES ('from sql', '[3,2,1]') RETURNING id")
+    assert r.rows == [(ids[0] + 1,)]
+    assert docs.get(ids[0] + 1)["body"] == "from sql"
+    api = db.create_collection("notes", {"n": "int", "v": "vector(2)"})
+    api.insert([{"id": 5, "n": 1, "v": [0, 1]}])
+    assert db.sql("SELECT id, n, v FROM notes").rows[0][:2] == (5, 1)
+    assert db.sql("SELECT * FROM docs ORDER BY id").columns == ["id", "body", "embedding"]
+
+
+def test_a_table_without_primary_key_hides_its_id(db):
+    db.sql("CREATE TABLE t (x int, y text)")
+    db.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+    r = db.sql("SELECT * FROM t ORDER BY x")
+    assert r.columns == ["x", "y"] and r.rows == [(1, "a"), (2, "b")]
+
+
+def test_every_column_type_round_trips(db):
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, a smallint, b bigint, c real, "
+           "d double precision, e boolean, f varchar(10), g jsonb, h timestamptz, "
+           "i vector(2), k halfvec(2))")
+    ts = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
+    db.sql("INSERT INTO t VALUES (1, 2, 3, 0.5, 1.25, true, 'x', '{\"a\": [1, 2]}', "
+           "'2026-11-30 12:00:00+00', '[1,2]', '[0.5,1.5]')")
+    row = db.sql("SELECT * FROM t").rows[0]
+    assert row[:9] == (1, 2, 3, 0.5, 1.25, True, "x", {"a": [1, 2]}, ts)
+    assert row[9].dtype == np.float32 and row[9].tolist() == [1, 2]
+    assert row[10].dtype == np.float16 and row[10].tolist() == [0.5, 1.5]
+
+
+# ---- parameters ------------------------------------------------------------------
+
+@pytest.mark.parametrize("q", [np.array([1, 0, 0], np.float32), [1, 0, 0], "[1,0,0]",
+                               (1.0, 0.0, 0.0)])
+def test_a_vector_parameter_in_every_form(db, q):
+    db.sql("CREATE TABLE v (id int PRIMARY KEY, e vector(3))")
+    db.sql("INSERT INTO v VALUES (1, $1), (2, $2)", [[0, 1, 0], np.array([1, 0.1, 0])])
+    r = db.sql("SELECT id, e <-> $1 AS d FROM v ORDER BY e <-> $1 LIMIT 1", [q])
+    assert r.rows[0][0] == 2 and r.rows[0][1] == pytest.approx(0.1, rel=1e-6)
+
+
+def test_a_wrong_dimension_is_22000_and_changes_nothing(db):
+    db.sql("CREATE TABLE v (id int PRIMARY KEY, e vector(3))")
+    with pytest.raises(vv.VarveError) as e:
+        db.sql("INSERT INTO v VALUES (1, '[1,2]')")
+    assert e.value.sqlstate == "22000"
+    with pytest.raises(vv.VarveError) as e:
+        db.sql("SELECT id FROM v ORDER BY e <-> $1 LIMIT 1", [[1, 2]])
+    assert e.value.sqlstate == "22000"
+    assert db.sql("SELECT count(*) FROM v").rows == [(0,)]
+
+
+def test_missing_parameter_is_an_error(db):
+    db.sql("CREATE TABLE t (id int PRIMARY KEY)")
+    with pytest.raises(vv.VarveError) as e:
+        db.sql("SELECT id FROM t WHERE id = $2", [1])
+    assert e.value.sqlstate in ("42P02", "42601")
+
+
+# ---- ANN through SQL is the query layer's vector top-k ---------------------------------
+
+def test_sql_ann_is_the_same_plan_and_answer_as_the_api(db):
+    x = _items(db)
+    c = db.collection("items")
+    q = x[7] + 0.01
+    hits = c.search(vector=q, where="tag = $1", params=[3], limit=10, select=[],
+                    metric="l2") if "metric" in c.search.__code__.co_varnames else \
+        c.search(vector=q, where="tag = $1", params=[3], limit=10, select=[])
+    r = db.sql("SELECT id, embedding <-> $1 AS distance FROM items WHERE tag = $2 "
+               "ORDER BY embedding <-> $1 LIMIT 10", [q, 3])
+    assert [row[0] for row in r.rows] == [h.id for h in hits]
+    assert [row[1] for row in r.rows] == pytest.approx([h.score for h in hits])
+    top = r.plan.find(VectorTopK)
+    assert top.metric == "l2" and top.k == 10
+
+
+def test_an_unfiltered_ann_query_walks_the_graph_with_the_session_ef(db):
+    x = _items(db)
+    s = db.session()
+    s.sql("SET hnsw.ef_search = 37")
+    assert s.sql("SHOW hnsw.ef_search").rows == [("37",)]
+    r = s.sql("SELECT id FROM items ORDER BY embedding <-> $1 LIMIT 5", [x[1]])
+    top = r.plan.find(VectorTopK)
+    assert top.strategy == Strategy.GRAPH and top.ef == 37
+    assert r.rows[0] == (1,)
+    # another session keeps the index's default
+    r2 = db.sql("SELECT id FROM items ORDER BY embedding <-> $1 LIMIT 5", [x[1]])
+    assert r2.plan.find(VectorTopK).ef == 100
+    s.sql("SET hnsw.iterative_scan = relaxed_order")       # accepted, changes nothing
+    with pytest.raises(vv.VarveError) as e:
+        s.sql("SET hnsw.ef_search = 0")
+    assert e.value.sqlstate == "22023"
+
+
+def test_the_ann_subquery_idiom_reorders_outside(db):
+    x = _items(db, index=False)
+    inner = db.sql("SELECT id, embedding <-> $1 AS d FROM items ORDER BY d LIMIT 5", [x[0]])
+    outer = db.sql("SELECT * FROM (SELECT id, embedding <-> $1 AS d FROM items "
+                   "ORDER BY embedding <-> $1 LIMIT 5) s ORDER BY id DESC", [x[0]])
+    assert sorted(inner.rows, key=lambda r: -r[0]) == outer.rows
+    assert outer.columns == ["id", "d"]
+    ids = db.sql("SELECT title FROM items WHERE id IN (SELECT id FROM items "
+                 "ORDER BY embedding <-> $1 LIMIT 3) ORDER BY title", [x[0]])
+    assert len(ids.rows) == 3
+
+
+def test_order_by_distance_without_limit_orders_every_row(db):
+    x = _items(db, n=50, index=False)
+    r = db.sql("SELECT id FROM items ORDER BY embedding <#> $1", [x[0]])
+    dots = x @ x[0]
+    assert [row[0] for row in r.rows] == list(np.argsort(-dots, kind="stable"))
+
+
+@pytest.mark.parametrize("op, fn", [
+    ("<->", lambda a, q: np.linalg.norm(a - q, axis=1)),
+    ("<#>", lambda a, q: -(a @ q)),
+    ("<=>", lambda a, q: 1 - (a @ q) / np.linalg.norm(a, axis=1) / np.linalg.norm(q)),
+    ("<+>", lambda a, q: np.abs(a - q).sum(axis=1)),
+])
+def test_each_distance_operator_matches_numpy(db, op, fn):
+    x = _items(db, n=200, index=False)
+    q = x[3] * 0.5 + 0.1
+    r = db.sql(f"SELECT id, embedding {op} $1 FROM items ORDER BY embedding {op} $1 LIMIT 7",
+               [q])
+    want = fn(x.astype(np.float64), q.astype(np.float64))
+    order = np.argsort(want, kind="stable")[:7]
+    assert [row[0] for row in r.rows] == order.tolist()
+    assert [row[1] for row in r.rows] == pytest.approx(want[order], rel=1e-5, abs=1e-6)
+
+
+# ---- plans -----------------------------------------------------------------------
+
+def test_explain_prints_the_query_layer_plan(db):
+    x = _items(db)
+    plan = db.sql("EXPLAIN SELECT id FROM items WHERE tag = 1 ORDER BY embedding <-> $1 "
+                  "LIMIT 3", [x[0]])
+    assert plan.columns == ["QUERY PLAN"]
+    text = "\n".join(r[0] for r in plan.rows)
+    assert "VectorTopK embedding (l2) k=3" in text and "Filter tag = 1" in text
+    assert "Scan items" in text
+    analyzed = db.sql("EXPLAIN ANALYZE SELECT id FROM items WHERE tag = 1 "
+                      "ORDER BY embedding <-> $1 LIMIT 3", [x[0]])
+    first = analyzed.rows[0][0]
+    assert first.startswith("Output id") and "actual rows=3" in first and "ms)" in first
+    agg = db.sql("EXPLAIN SELECT tag, count(*) FROM items GROUP BY tag ORDER BY tag")
+    assert isinstance(agg.plan.find(Aggregate), Aggregate)
+    assert isinstance(agg.plan.find(Sort), Sort)
+
+
+def test_a_repeated_statement_is_parsed_once(db):
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
+    text = "SELECT x FROM t WHERE id = $1"
+    db.sql(text, [1])
+    before = compile_text.cache_info()
+    for i in range(5):
+        db.sql(text, [i])
+    after = compile_text.cache_info()
+    assert after.hits - before.hits == 5 and after.misses == before.misses
+
+
+def test_a_statement_rebinds_after_ddl(db):
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
+    db.sql("INSERT INTO t VALUES (1, 2)")
+    assert db.sql("SELECT * FROM t").columns == ["id", "x"]
+    db.sql("DROP TABLE t")
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, y text, x int)")
+    db.sql("INSERT INTO t VALUES (1, 'a', 2)")
+    assert db.sql("SELECT * FROM t").rows == [(1, "a", 2)]
+
+
+# ---- writes ------------------------------------------------------------------------
+
+def test_insert_returning_on_conflict(db):
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, x int, s text)")
+    assert db.sql("INSERT INTO t VALUES (1, 1, 'a'), (2, 2, 'b') RETURNING id, x * 10 AS y"
+                  ).rows == [(1, 10), (2, 20)]
+    r = db.sql("INSERT INTO t (id, x) VALUES (2, 5), (3, 3) ON CONFLICT (id) DO NOTHING "
+               "RETURNING id")
+    assert r.rows == [(3,)] and r.status == "INSERT 0 1"
+    r = db.sql("INSERT INTO t (id, x) VALUES (2, 5), (4, 4) ON CONFLICT (id) DO UPDATE "
+               "SET x = EXCLUDED.x + t.x RETURNING id, x, s")
+    assert r.rows == [(2, 7, "b"), (4, 4, None)]
+    with pytest.raises(vv.VarveError) as e:
+        db.sql("INSERT INTO t (id, x) VALUES (5, 1), (5, 2) ON CONFLICT (id) DO UPDATE "
+               "SET x = EXCLUDED.x")
+    assert e.value.sqlstate == "21000"
+    assert db.sql("SELECT count(*) FROM t").rows == [(4,)]
+
+
+def test_update_and_delete_with_expressions_and_returning(db):
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, x int, s text)")
+    db.sql("INSERT INTO t VALUES (1, 1, 'a'), (2, 2, 'b'), (3, 3, NULL)")
+    r = db.sql("UPDATE t SET x = x * 100 + id, s = coalesce(s, 'none') WHERE x >= $1 "
+               "RETURNING id, x, s", [2])
+    assert sorted(r.rows) == [(2, 202, "b"), (3, 303, "none")] and r.status == "UPDATE 2"
+    r = db.sql("DELETE FROM t WHERE s = 'none' OR id = 1 RETURNING id, x")
+    assert sorted(r.rows) == [(1, 1), (3, 303)] and r.status == "DELETE 2"
+    assert db.sql("SELECT * FROM t").rows == [(2, 202, "b")]
+    with pytest.raises(vv.VarveError) as e:
+        db.sql("UPDATE t SET id = 5")
+    assert e.value.sqlstate == "0A000"
+
+
+def test_copy_from_csv_and_text(db, tmp_path):
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, x int, s text, v vector(2))")
+    (tmp_path / "a.csv").write_text('id,x,s,v\n1,10,"hello, world","[1,2]"\n2,,,\n')
+    assert db.sql(f"COPY t FROM '{tmp_path}/a.csv' WITH (FORMAT csv, HEADER true)"
+                  ).status == "COPY 2"
+    (tmp_path / "a.txt").write_text("3\t30\ttab\\there\t[3,4]\n4\t\\N\t\\N\t\\N\n")
+    assert db.sql(f"COPY t (id, x, s, v) FROM '{tmp_path}/a.txt'").status == "COPY 2"
+    rows = db.sql("SELECT id, x, s, v FROM t ORDER BY id").rows
+    assert [r[:3] for r in rows] == [(1, 10, "hello, world"), (2, None, None),
+                                     (3, 30, "tab\there"), (4, None, None)]
+    assert rows[0][3].tolist() == [1, 2] and rows[1][3] is None
+    with pytest.raises(vv.VarveError) as e:
+        db.sql(f"COPY t FROM '{tmp_path}/missing.csv' WITH (FORMAT csv)")
+    assert e.value.sqlstate == "58P01"
+
+
+# ---- transactions --------------------------------------------------------------------
+
+def test_begin_commit_rollback_and_the_failed_block(db):
+    s = db.session()
+    s.sql("CREATE TABLE t (id int PRIMARY KEY)")
+    s.sql("BEGIN")
+    s.sql("INSERT INTO t VALUES (1)")
+    assert s.sql("SELECT count(*) FROM t").rows == [(1,)]
+    assert db.sql("SELECT count(*) FROM t").rows == [(0,)]     # another session
+    s.sql("ROLLBACK")
+    assert s.sql("SELECT count(*) FROM t").rows == [(0,)]
+    s.sql("BEGIN")
+    s.sql("INSERT INTO t VALUES (2)")
+    with pytest.raises(vv.VarveError):
+        s.sql("INSERT INTO t VALUES (2)")
+    with pytest.raises(vv.VarveError) as e:
+        s.sql("SELECT 1")
+    assert e.value.sqlstate == "25P02"
+    assert s.sql("COMMIT").status == "ROLLBACK"       # a failed block only rolls back
+    assert s.sql("SELECT count(*) FROM t").rows == [(0,)]
+    s.sql("BEGIN")
+    s.sql("INSERT INTO t VALUES (3)")
+    assert s.sql("COMMIT").status == "COMMIT"
+    assert db.sql("SELECT id FROM t").rows == [(3,)]
+
+
+# ---- time travel and history -------------------------------------------------------------
+
+def test_as_of_version_and_timestamp(db):
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
+    db.sql("INSERT INTO t VALUES (1, 1)")
+    v1 = db.version
+    stamp = db.history()[-1].timestamp
+    db.sql("UPDATE t SET x = 2")
+    db.sql("INSERT INTO t VALUES (2, 5)")
+    assert db.sql(f"SELECT id, x FROM t AS OF VERSION {v1}").rows == [(1, 1)]
+    assert db.sql("SELECT id, x FROM t ORDER BY id AS OF VERSION $1", [v1 + 1]).rows == [(1, 2)]
+    assert db.sql(f"SELECT x FROM t WHERE id = 1 AS OF TIMESTAMP '{stamp.isoformat()}'"
+                  ).rows == [(1,)]
+    assert db.sql("SELECT count(*) FROM t").rows == [(2,)]
+    with pytest.raises(vv.VarveError):
+        db.sql("SELECT id FROM t AS OF VERSION 999")
+
+
+def test_history_table_functions(db):
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
+    db.sql("INSERT INTO t VALUES (1, 1)")
+    db.sql("UPDATE t SET x = 2 WHERE id = 1")
+    db.sql("CREATE TABLE u (id int PRIMARY KEY)")
+    db.sql("INSERT INTO u VALUES (1)")
+    everything = db.sql("SELECT version, rows_changed FROM varvedb_history()")
+    assert [r[0] for r in everything.rows] == [h.version for h in db.history()]
+    of_t = db.sql("SELECT version FROM varvedb_history('t') ORDER BY version")
+    assert [r[0] for r in of_t.rows] == [2, 3]
+    of_row = db.sql("SELECT version, deleted, doc FROM varvedb_history('t', 1)")
+    assert of_row.rows == [(2, 3, {"id": 1, "x": 1}), (3, None, {"id": 1, "x": 2})]
+
+
+# ---- errors ------------------------------------------------------------------------------
+
+ERRORS = [
+    ("SELEC 1", "42601"),
+    ("SELECT * FROM nope", "42P01"),
+    ("SELECT nope FROM t", "42703"),
+    ("INSERT INTO t VALUES (1, 1)", "23505"),
+    ("INSERT INTO t (x) VALUES (1)", "23502"),
+    ("INSERT INTO t VALUES (9, 'abc')", "22P02"),
+    ("SELECT x FROM t GROUP BY id", "42803"),
+    ("SELECT * FROM t a, t b", "0A000"),
+    ("CREATE INDEX ON t USING ivfflat (v vector_l2_ops)", "0A000"),
+    ("CREATE TABLE t (id int PRIMARY KEY)", "42P07"),
+    ("SELECT 1 / 0", "22012"),
+    ("DROP TABLE nope", "42P01"),
+    ("DROP INDEX nope", "42704"),
+    ("SET nope.setting = 1", "42704"),
+    ("SELECT x FROM t LIMIT -1", "2201W"),
+]
+
+
+@pytest.mark.parametrize("sql, state", ERRORS)
+def test_errors_carry_sqlstate_and_leave_the_file_unchanged(tmp_path, sql, state):
+    path = tmp_path / "e.varve"
+    db = vv.connect(path)
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, x int, v vector(2))")
+    db.sql("INSERT INTO t VALUES (1, 1, '[1,1]')")
+    before = path.read_bytes()
+    with pytest.raises(vv.VarveError) as e:
+        db.sql(sql)
+    assert e.value.sqlstate == state, e.value
+    assert path.read_bytes() == before
+    assert db.sql("SELECT id, x FROM t").rows == [(1, 1)]
+    db.close()
+    assert vv.connect(path, readonly=True).sql("SELECT count(*) FROM t").rows == [(1,)]
+
+
+def test_a_syntax_error_names_its_position(db):
+    with pytest.raises(vv.VarveError) as e:
+        db.sql("SELECT * FORM t")
+    assert e.value.sqlstate == "42601" and e.value.position == 10
+    assert 'near "FORM"' in str(e.value)
+
+
+# ---- results -------------------------------------------------------------------------------
+
+def test_result_exits(db):
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, x double precision, v vector(2), s text)")
+    db.sql("INSERT INTO t VALUES (1, 0.5, '[1,2]', 'a'), (2, NULL, '[3,4]', NULL)")
+    r = db.sql("SELECT id, x, v, s FROM t ORDER BY id")
+    assert r.dicts()[0]["s"] == "a" and len(r) == 2 and list(r)[1][0] == 2
+    arrays = r.to_numpy()
+    assert arrays["id"].dtype == np.int64 and np.isnan(arrays["x"][1])
+    assert arrays["v"].shape == (2, 2)
+    table = r.to_arrow()
+    assert table.column_names == ["id", "x", "v", "s"] and table.num_rows == 2
+    assert table.column("v").to_pylist()[1] == [3.0, 4.0]
+    frame = r.to_pandas()
+    assert list(frame.columns) == ["id", "x", "v", "s"] and frame["id"].tolist() == [1, 2]
+
+
+# ---- WHERE semantics against a plain-Python oracle ---------------------------------------
+
+_cell = st.one_of(st.none(), st.integers(-3, 3))
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(_cell, _cell), min_size=0, max_size=12),
+       a=st.integers(-3, 3), b=st.integers(-3, 3),
+       shape=st.sampled_from(["x < {a} AND y > {b}", "x < {a} OR y > {b}",
+                              "NOT (x = {a})", "x + y >= {a}", "x IN ({a}, {b})",
+                              "x NOT IN ({a}, {b})", "x BETWEEN {a} AND {b}",
+                              "coalesce(x, {a}) = {b}", "x IS NULL OR y * 2 = {b}"]))
+def test_where_follows_three_valued_logic(rows, a, b, shape):
+    db = vv.connect(":memory:")
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, x int, y int)")
+    for i, (x, y) in enumerate(rows):
+        db.sql("INSERT INTO t VALUES ($1, $2, $3)", [i, x, y])
+    where = shape.format(a=a, b=b)
+    got = [r[0] for r in db.sql(f"SELECT id FROM t WHERE {where} ORDER BY id").rows]
+    want = [i for i, (x, y) in enumerate(rows) if _oracle(shape, x, y, a, b) is True]
+    assert got == want, where
+
+
+def _and(p, q):
+    if p is False or q is False:
+        return False
+    return None if p is None or q is None else True
+
+
+def _or(p, q):
+    if p is True or q is True:
+        return True
+    return None if p is None or q is None else False
+
+
+def _not(p):
+    return None if p is None else not p
+
+
+def _cmp(fn, p, q):
+    return None if p is None or q is None else fn(p, q)
+
+
+def _oracle(shape, x, y, a, b):
+    lt = lambda p, q: _cmp(lambda u, v: u < v, p, q)
+    gt = lambda p, q: _cmp(lambda u, v: u > v, p, q)
+    eq = lambda p, q: _cmp(lambda u, v: u == v, p, q)
+    in_ = lambda p: _or(eq(p, a), eq(p, b))
+    return {
+        "x < {a} AND y > {b}": lambda: _and(lt(x, a), gt(y, b)),
+        "x < {a} OR y > {b}": lambda: _or(lt(x, a), gt(y, b)),
+        "NOT (x = {a})": lambda: _not(eq(x, a)),
+        "x + y >= {a}": lambda: None if x is None or y is None else x + y >= a,
+        "x IN ({a}, {b})": lambda: in_(x),
+        "x NOT IN ({a}, {b})": lambda: _not(in_(x)),
+        "x BETWEEN {a} AND {b}": lambda: _and(_cmp(lambda u, v: u >= v, x, a),
+                                              _cmp(lambda u, v: u <= v, x, b)),
+        "coalesce(x, {a}) = {b}": lambda: (x if x is not None else a) == b,
+        "x IS NULL OR y * 2 = {b}": lambda: _or(x is None, None if y is None else y * 2 == b),
+    }[shape]()
+
+
+def test_output_is_a_plan_node_everywhere(db):
+    db.sql("CREATE TABLE t (id int PRIMARY KEY)")
+    assert isinstance(db.sql("SELECT id FROM t").plan, Output)
+    assert isinstance(db.sql("SELECT count(*) FROM t").plan, Output)
+
+
+def test_sql_runs_on_a_read_only_connection(tmp_path):
+    path = tmp_path / "r.varve"
+    with vv.connect(path) as w:
+        w.sql("CREATE TABLE t (id int PRIMARY KEY)")
+        w.sql("INSERT INTO t VALUES (1)")
+    ro = vv.connect(path, readonly=True)
+    assert ro.sql("SELECT id FROM t").rows == [(1,)]
+    with pytest.raises(vv.VarveError) as e:
+        ro.sql("INSERT INTO t VALUES (2)")
+    assert e.value.sqlstate == "25006"
+    assert os.path.getsize(path) > 0
