@@ -126,8 +126,9 @@ class Func:
 
 @dataclass(frozen=True, slots=True)
 class Cast:
-    kind: str           # a schema kind, or vector / halfvec
+    kind: str           # a schema kind
     arg: Any
+    dim: int | None = None      # vector(n): the dimension the value must have
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,6 +412,15 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
     return Val(a.kind, out, nulls)
 
 
+def round_half_away(x: np.ndarray) -> np.ndarray:
+    """Floats to int64 as PostgreSQL rounds them (2.5 -> 3, -2.5 -> -3, not to even)."""
+    with np.errstate(invalid="ignore"):
+        r = np.sign(x) * np.floor(np.abs(x) + 0.5)
+    if not np.isfinite(r).all() or (np.abs(r) >= 2.0 ** 63).any():
+        raise SqlError("22003", "bigint out of range")
+    return r.astype(np.int64)
+
+
 def _zeros(kind: str, n: int):
     if kind in ("null",):
         return None
@@ -504,6 +514,13 @@ def _func(e: Func, rel: Rel, env: Env) -> Val:
 
 
 def _cast(e: Cast, rel: Rel, env: Env) -> Val:
+    v = _cast_value(e, rel, env)
+    if e.dim is not None and v.kind == "vector" and len(v) and v.data.shape[1] != e.dim:
+        raise SqlError("22000", f"expected {e.dim} dimensions, not {v.data.shape[1]}")
+    return v
+
+
+def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
     v = evaluate(e.arg, rel, env)
     kind = e.kind
     if v.kind == kind or v.kind == "null":
@@ -513,7 +530,7 @@ def _cast(e: Cast, rel: Rel, env: Env) -> Val:
     if kind == "float" and v.kind == "int":
         return coerce(v, "float")
     if kind == "int" and v.kind == "float":
-        return Val("int", np.rint(v.data).astype(np.int64), v.nulls)
+        return Val("int", round_half_away(v.data), v.nulls)
     if kind == "text":
         return Val("text", np.array([_text_of(v.kind, x) for x in v.python()], dtype=object),
                    v.nulls)
@@ -752,7 +769,7 @@ def rewrite(e, fn):
         return type(e)(e.name if isinstance(e, Func) else e.op,
                        tuple(rewrite(a, fn) for a in e.args))
     if isinstance(e, Cast):
-        return Cast(e.kind, rewrite(e.arg, fn))
+        return Cast(e.kind, rewrite(e.arg, fn), e.dim)
     if isinstance(e, IsNull):
         return IsNull(rewrite(e.arg, fn), e.negated)
     if isinstance(e, InList):

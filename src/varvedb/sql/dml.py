@@ -85,7 +85,7 @@ def assignable(kind: str, v: E.Val, column: str) -> list:
     elif kind == "float" and v.kind == "int":
         v = E.coerce(v, "float")
     elif kind == "int" and v.kind == "float":
-        v = E.Val("int", np.rint(v.data).astype(np.int64), v.nulls)
+        v = E.Val("int", E.round_half_away(v.data), v.nulls)
     elif kind == "text" and v.kind != "text":
         v = E.evaluate(E.Cast("text", E._Given(v)), E.Rel(None, None, n=len(v)), E.Env())
     elif kind == "json" and v.kind == "text":

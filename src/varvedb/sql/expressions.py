@@ -41,7 +41,9 @@ def convert(n, scope: Scope):
         return E.Param(n.number)
     if isinstance(n, ast.TypeCast):
         kind, _ = type_kind([s.sval for s in n.typeName.names])
-        return E.Cast(kind, convert(n.arg, scope))
+        mods = n.typeName.typmods or ()
+        dim = mods[0].val.ival if kind == "vector" and len(mods) == 1 else None
+        return E.Cast(kind, convert(n.arg, scope), dim)
     if isinstance(n, ast.BoolExpr):
         op = {BoolExprType.AND_EXPR: "and", BoolExprType.OR_EXPR: "or",
               BoolExprType.NOT_EXPR: "not"}[n.boolop]
@@ -191,6 +193,8 @@ def output_name(n) -> str:
         return n.typeName.names[-1].sval
     if isinstance(n, ast.CaseExpr):
         return "case"
+    if isinstance(n, ast.A_Expr) and n.kind == A_Expr_Kind.AEXPR_NULLIF:
+        return "nullif"
     return "?column?"
 
 

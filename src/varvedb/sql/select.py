@@ -282,7 +282,7 @@ def _count_value(e, env, what: str) -> int | None:
     if v.kind == "unknown":
         v = E.coerce(v, "int")
     if v.kind == "float":
-        v = E.Val("int", np.rint(v.data).astype(np.int64), v.nulls)
+        v = E.Val("int", E.round_half_away(v.data), v.nulls)
     if v.kind != "int":
         raise SqlError("42804", f"argument of {what} must be type bigint, not type {v.kind}")
     n = int(v.data[0])

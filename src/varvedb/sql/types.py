@@ -7,7 +7,7 @@ vector(n) is a float32 vector, halfvec(n) a float16 one.
 """
 from __future__ import annotations
 
-from ..errors import NotSupportedError
+from ..errors import NotSupportedError, SqlError
 
 # PostgreSQL's names (pglast gives the internal ones: int8, float4, ...) -> schema kind
 TYPE_KINDS = {
@@ -35,4 +35,12 @@ def type_kind(names: list[str]) -> tuple[str, str]:
             return kind, name
     if name in TYPE_KINDS:
         return TYPE_KINDS[name], name
-    raise NotSupportedError(f'type "{".".join(names)}" is not supported')
+    if name in _POSTGRES_ONLY:
+        raise NotSupportedError(f'type "{name}" is not supported')
+    raise SqlError("42704", f'type "{".".join(names)}" does not exist')
+
+
+# PostgreSQL types varvedb does not store (0A000, where any other name is 42704)
+_POSTGRES_ONLY = {"uuid", "bytea", "date", "time", "timetz", "interval", "money", "inet",
+                  "cidr", "macaddr", "point", "line", "box", "polygon", "circle", "xml",
+                  "bit", "varbit", "tsvector", "tsquery", "oid", "int4range", "sparsevec"}
