@@ -4,16 +4,17 @@ What this is for: the exact scan of a small collection (or of few allowed
 rows), where BLAS's matrix-vector product is cheap but the numpy steps
 around it (a distance array, a partition, a gather, a lexsort) cost more
 than the arithmetic. One kernel call ranks every allowed row by the walk's
-float32 distance (:func:`query_distance`), keeps the best ``k + spare`` in a
-max-heap (:mod:`varvedb.kernels.heaps`), then rescores those exactly in
-float64 and sorts them by (score, row) (:func:`rank_rows`) — the same scores
+float32 distance (:func:`scan_distance`: the walk's, or L1, which only the
+scan answers), keeps the best ``k + spare`` in a max-heap
+(:mod:`varvedb.kernels.heaps`), then rescores those exactly in float64 and
+sorts them by (score, row) (:func:`rank_rows`) — the same scores
 and order as the BLAS path. The spare candidates absorb float32 near-ties.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .distance import all_finite, query_distance, query_norm, rank_rows
+from .distance import all_finite, query_norm, rank_rows, scan_distance
 from .heaps import max_sort, top_k_push
 from .jit import njit
 
@@ -35,7 +36,7 @@ def _candidates(arena, norms, query, metric, cap, allow, use_allow, rows, use_ro
         r = rows[i] if use_rows else i
         if use_allow and not allow[r]:
             continue
-        d = query_distance(arena, norms, r, query, q_norm, metric)
+        d = scan_distance(arena, norms, r, query, q_norm, metric)
         # most rows lose to the worst kept: test that before touching the heap
         if n < cap or d < worst:
             n = _offer(keys, ids, n, cap, d, r)
@@ -51,6 +52,7 @@ def scan_top_k(arena, norms, query, metric, k, spare, allow, use_allow, rows, us
     (room for k + spare), ascending by (exact float64 score, row); returns how
     many (fewer than k when fewer rows are allowed), or -1 for a non-finite query.
 
+    ``metric`` is any code of ``METRIC_CODES`` (L1 included);
     ``arena`` is float32, or uint16 holding float16 bits; ``norms`` float32 per
     row (read for cosine only); ``allow`` a bool mask over the rows (read when
     ``use_allow``); ``rows`` the only rows to score, ascending (read when
