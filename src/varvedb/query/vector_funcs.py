@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DimensionError
+from ..errors import DimensionError, FieldTypeError
 
 
 def _vectors(v) -> np.ndarray:
@@ -42,7 +42,7 @@ def _vectors(v) -> np.ndarray:
     if a.dtype == object:          # a column of separate vectors
         a = np.stack([np.asarray(x) for x in a]) if a.ndim == 1 else a
     if a.dtype.kind not in "fiu":
-        raise DimensionError(f"a vector holds numbers, got {a.dtype}")
+        raise FieldTypeError(f"a vector holds numbers, got {a.dtype}")
     if a.ndim not in (1, 2) or a.shape[-1] < 1:
         raise DimensionError(f"vectors are a (d,) vector or an (n, d) block, got shape "
                              f"{a.shape}")
