@@ -20,7 +20,7 @@ Why this layout:
   branch sits outside the loop and is perfectly predicted. The graph metrics
   (``GRAPH_METRIC_CODES``: what an HNSW graph is built and walked for) are
   l2, dot and cosine; ``METRIC_L1`` is answered by the exact scan only
-  (:func:`scan_distance`), so the walk's :func:`query_distance` never branches on it.
+  (:func:`l1_query`), so the walk's :func:`query_distance` never branches on it.
 
 Internal distances are monotone in the reported ones, smaller is nearer:
 
@@ -175,7 +175,8 @@ def _l2sq_query(arena, row, query):
 
 
 @njit(**_INLINE)
-def _l1_query(arena, row, query):
+def l1_query(arena, row, query):
+    """L1 distance (float32) from ``query`` to ``arena[row]``: the exact scan's only."""
     acc = np.float32(0.0)
     for j in range(query.shape[0]):
         acc += abs(as_f32(arena[row, j]) - query[j])
@@ -240,14 +241,6 @@ def query_distance(arena, norms, row, query, q_norm, metric):
     if metric == METRIC_DOT:
         return -dot
     return _cosine_from_dot(dot, norms[row], q_norm)
-
-
-@njit(**_INLINE)
-def scan_distance(arena, norms, row, query, q_norm, metric):
-    """:func:`query_distance`, or L1 (the exact scan's extra metric, never walked)."""
-    if metric == METRIC_L1:
-        return _l1_query(arena, row, query)
-    return query_distance(arena, norms, row, query, q_norm, metric)
 
 
 @njit(**_INLINE)
