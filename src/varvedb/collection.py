@@ -20,8 +20,8 @@ from .query.filter import Filter, check_params
 from .query.plan import PlanNode
 from .query.planner import Query, plan_count, plan_find, plan_search
 from .results import Hit, Hits
-from .schema import (HNSW, ID_END, ID_MIN, MAX_EF, Batch, Schema, coerce_array, coerce_ids,
-                     coerce_query_vector, coerce_values, from_micros, is_int)
+from .schema import (HNSW, ID_END, ID_MIN, MAX_EF, QUERY_METRICS, Batch, Schema, coerce_array,
+                     coerce_ids, coerce_query_vector, coerce_values, from_micros, is_int)
 from .engine.snapshot import Snapshot
 from .engine.table import ALIVE, Table
 
@@ -209,15 +209,20 @@ class Collection:
 
     def search(self, vector=None, where: str | None = None, params: list | tuple = (),
                limit: int = 10, select: list | None = None, as_of=None,
-               field: str | None = None, ef: int | None = None, exact: bool = False) -> Hits:
+               field: str | None = None, ef: int | None = None, exact: bool = False,
+               metric: str | None = None) -> Hits:
         """The `limit` nearest documents to `vector` among those matching `where`.
 
-        Scores are pgvector's distances for the field's metric (lower is closer).
+        Scores are pgvector's distances for `metric` (lower is closer): "cosine"
+        (`<=>`), "l2" (`<->`), "dot" (`<#>`, the negative inner product) or "l1"
+        (`<+>`); default the field's. A metric other than the one the field's
+        graph was built for is answered by exact scan.
         `ef` widens the graph walk (default: the index's ef_search; at most
         MAX_EF); `exact=True` scans every allowed row. A limit above the allowed
         rows returns them all. `hits.plan` is the plan as it ran (fallbacks included).
         """
-        query = self._plan_search(vector, where, params, limit, select, as_of, field, ef, exact)
+        query = self._plan_search(vector, where, params, limit, select, as_of, field, ef, exact,
+                                  metric)
         return self._hits(query.table, execute(query))
 
     def explain(self, verb: str = "search", /, **args) -> PlanNode:
@@ -251,7 +256,7 @@ class Collection:
     def _plan_search(self, vector=None, where: str | None = None, params: list | tuple = (),
                      limit: int = 10, select: list | None = None, as_of=None,
                      field: str | None = None, ef: int | None = None,
-                     exact: bool = False) -> Query:
+                     exact: bool = False, metric: str | None = None) -> Query:
         t = self._table
         if vector is None:
             raise FieldTypeError("search needs vector=")
@@ -264,6 +269,12 @@ class Collection:
             if not is_int(ef) or not 1 <= ef <= MAX_EF:
                 raise FieldTypeError(f"ef must be an integer in 1..{MAX_EF}, got {ef!r:.80}")
             ef = int(ef)
+        if metric is None:
+            metric = f.metric
+        elif not isinstance(metric, str) or metric not in QUERY_METRICS:
+            raise OptionError(f"metric is one of {', '.join(QUERY_METRICS)}, got {metric!r:.80}")
+        else:
+            metric = QUERY_METRICS[QUERY_METRICS.index(metric)]   # a plain str (np.str_ too)
         if exact is not False and exact is not True:
             if not isinstance(exact, np.bool_):
                 raise FieldTypeError(f"exact is True or False, got {exact!r:.80}")
@@ -272,7 +283,7 @@ class Collection:
             check_params(params)
         names = self._select(t, select)
         bound = None if where is None else Filter(where, t.schema, params)
-        return plan_search(self._snapshot(as_of), t, fname, f.metric, q, limit, bound, ef,
+        return plan_search(self._snapshot(as_of), t, fname, metric, q, limit, bound, ef,
                            exact, names)
 
     def _plan_find(self, where: str | None = None, params: list | tuple = (), as_of=None,

@@ -39,7 +39,8 @@ from .errors import (DimensionError, FieldTypeError, NonFiniteVectorError,
                      SchemaError, UnknownFieldError)
 
 SCALAR_KINDS = ("int", "float", "bool", "text", "json", "timestamp")
-METRICS = ("cosine", "l2", "dot")
+METRICS = ("cosine", "l2", "dot")           # a field's (and its graph's) metric
+QUERY_METRICS = METRICS + ("l1",)           # a search may ask any: l1 is answered exactly
 VECTOR_DTYPES = {"f32": np.float32, "f16": np.float16}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)

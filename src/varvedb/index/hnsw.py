@@ -46,7 +46,7 @@ import numba
 import numpy as np
 
 from varvedb.kernels import hnsw as kernels
-from varvedb.kernels.distance import METRIC_CODES, METRIC_COSINE
+from varvedb.kernels.distance import GRAPH_METRIC_CODES, METRIC_COSINE
 
 _FORMAT = 1
 _MAX_LEVEL = 30
@@ -63,7 +63,7 @@ _P_FORMAT, _P_DIM, _P_METRIC, _P_M, _P_EFC, _P_EFS, _P_SEED = range(7)
 _P_ENTRY, _P_TOP, _P_NODES, _P_EXTENT, _P_SLOTS, _P_LEVELS = range(7, 13)
 _N_PARAMS = 13
 _ARRAY_NAMES = ("levels", "links0", "upper_slot", "upper_links", "twins")
-_METRIC_NAMES = {code: name for name, code in METRIC_CODES.items()}
+_METRIC_NAMES = {code: name for name, code in GRAPH_METRIC_CODES.items()}
 
 
 def _candidate_capacity(ef: int) -> int:
@@ -136,8 +136,9 @@ class HnswIndex:
                  ef_search: int = 100, seed: int = 0):
         if dim < 1:
             raise ValueError(f"dim must be >= 1, got {dim}")
-        if metric not in METRIC_CODES:
-            raise ValueError(f"metric must be one of {sorted(METRIC_CODES)}, got {metric!r}")
+        if metric not in GRAPH_METRIC_CODES:     # l1 is exact-scan only
+            raise ValueError(f"metric must be one of {sorted(GRAPH_METRIC_CODES)}, "
+                             f"got {metric!r}")
         if m < 2:
             raise ValueError(f"m must be >= 2, got {m}")
         if ef_construction < 1 or ef_search < 1:
@@ -149,7 +150,7 @@ class HnswIndex:
         self.ef_search = int(ef_search)
         self.seed = int(seed)
         self._seed_bits = np.uint64(self.seed & 0xFFFFFFFFFFFFFFFF)
-        self._metric_code = METRIC_CODES[metric]
+        self._metric_code = GRAPH_METRIC_CODES[metric]
         self._levels = np.full(0, -1, np.int8)
         self._links0 = np.full((0, 2 * self.m), -1, np.int32)
         self._upper_slot = np.full(0, -1, np.int32)

@@ -16,8 +16,11 @@ Why this layout:
 * Queries are float32 vectors of shape ``(dim,)``. Loops are plain
   ``for j in range(dim)`` reductions under ``fastmath`` so LLVM reassociates
   them into wide FMA accumulators.
-* Metrics are small integer codes so one compiled kernel serves all three; the
-  branch sits outside the loop and is perfectly predicted.
+* Metrics are small integer codes so one compiled kernel serves them all; the
+  branch sits outside the loop and is perfectly predicted. The graph metrics
+  (``GRAPH_METRIC_CODES``: what an HNSW graph is built and walked for) are
+  l2, dot and cosine; ``METRIC_L1`` is answered by the exact scan only
+  (:func:`l1_query`), so the walk's :func:`query_distance` never branches on it.
 
 Internal distances are monotone in the reported ones, smaller is nearer:
 
@@ -25,8 +28,9 @@ Internal distances are monotone in the reported ones, smaller is nearer:
   exactly, as pgvector reports them, by :func:`rank_rows`).
 * ``METRIC_DOT``: negative inner product (pgvector's ``<#>``).
 * ``METRIC_COSINE``: ``1 - dot / (|x| |q|)`` using the caller's row norms; a
-  zero norm on either side gives exactly 1 (pgvector's ``<=>`` is undefined
-  there; 1 ranks such rows as orthogonal rather than poisoning the heap).
+  zero norm on either side gives exactly 1 (pgvector's ``<=>`` is NaN there;
+  1 ranks such rows as orthogonal rather than poisoning the heap).
+* ``METRIC_L1``: the taxicab distance ``sum |x - q|`` (pgvector's ``<+>``).
 
 Invariants: kernels never write to the arena or the norms. Arena values are
 finite (the engine rejects NaN and inf before they reach the arena), so the
@@ -45,8 +49,10 @@ from .jit import njit
 METRIC_L2 = 0
 METRIC_DOT = 1
 METRIC_COSINE = 2
+METRIC_L1 = 3
 
-METRIC_CODES = {"l2": METRIC_L2, "dot": METRIC_DOT, "cosine": METRIC_COSINE}
+GRAPH_METRIC_CODES = {"l2": METRIC_L2, "dot": METRIC_DOT, "cosine": METRIC_COSINE}
+METRIC_CODES = {**GRAPH_METRIC_CODES, "l1": METRIC_L1}   # l1: exact scan only
 
 _CACHE_LINE_BYTES = 64
 
@@ -169,6 +175,15 @@ def _l2sq_query(arena, row, query):
 
 
 @njit(**_INLINE)
+def l1_query(arena, row, query):
+    """L1 distance (float32) from ``query`` to ``arena[row]``: the exact scan's only."""
+    acc = np.float32(0.0)
+    for j in range(query.shape[0]):
+        acc += abs(as_f32(arena[row, j]) - query[j])
+    return acc
+
+
+@njit(**_INLINE)
 def _dot_rows(arena, a, b):
     acc = np.float32(0.0)
     for j in range(arena.shape[1]):
@@ -246,35 +261,33 @@ def load_row(arena, row, out):
         out[j] = as_f32(arena[row, j])
 
 
+# What _sum4 adds up per element: x*q, (x-q)^2 or |x-q|.
+_PRODUCT, _SQUARED_DIFF, _ABS_DIFF = 0, 1, 2
+
+
+@njit(nogil=True, inline="always")   # no fastmath: part of _sum4's exact sums
+def _term(x, q, kind):
+    if kind == _PRODUCT:
+        return x * q
+    d = x - q
+    return d * d if kind == _SQUARED_DIFF else abs(d)
+
+
 # No fastmath: float64 sums in a fixed order, so a row's score is the same
 # whichever path (walk or scan) found it. Four interleaved partial sums, added
 # in a fixed order at the end, keep that order and still fill the pipeline.
 @njit(cache=True, nogil=True)
-def _sum4(arena, r, query, square_diff):
+def _sum4(arena, r, query, kind):
     a0 = a1 = a2 = a3 = 0.0
     dim = query.shape[0]
     main = dim - dim % 4
     for j in range(0, main, 4):
-        if square_diff:
-            d0 = np.float64(as_f32(arena[r, j])) - np.float64(query[j])
-            d1 = np.float64(as_f32(arena[r, j + 1])) - np.float64(query[j + 1])
-            d2 = np.float64(as_f32(arena[r, j + 2])) - np.float64(query[j + 2])
-            d3 = np.float64(as_f32(arena[r, j + 3])) - np.float64(query[j + 3])
-            a0 += d0 * d0
-            a1 += d1 * d1
-            a2 += d2 * d2
-            a3 += d3 * d3
-        else:
-            a0 += np.float64(as_f32(arena[r, j])) * np.float64(query[j])
-            a1 += np.float64(as_f32(arena[r, j + 1])) * np.float64(query[j + 1])
-            a2 += np.float64(as_f32(arena[r, j + 2])) * np.float64(query[j + 2])
-            a3 += np.float64(as_f32(arena[r, j + 3])) * np.float64(query[j + 3])
+        a0 += _term(np.float64(as_f32(arena[r, j])), np.float64(query[j]), kind)
+        a1 += _term(np.float64(as_f32(arena[r, j + 1])), np.float64(query[j + 1]), kind)
+        a2 += _term(np.float64(as_f32(arena[r, j + 2])), np.float64(query[j + 2]), kind)
+        a3 += _term(np.float64(as_f32(arena[r, j + 3])), np.float64(query[j + 3]), kind)
     for j in range(main, dim):
-        if square_diff:
-            d0 = np.float64(as_f32(arena[r, j])) - np.float64(query[j])
-            a0 += d0 * d0
-        else:
-            a0 += np.float64(as_f32(arena[r, j])) * np.float64(query[j])
+        a0 += _term(np.float64(as_f32(arena[r, j])), np.float64(query[j]), kind)
     return (a0 + a1) + (a2 + a3)
 
 
@@ -289,9 +302,12 @@ def exact_row_distances(arena, rows, query, metric, out):
     for i in range(rows.shape[0]):
         r = rows[i]
         if metric == METRIC_L2:
-            out[i] = np.sqrt(_sum4(arena, r, query, True))
+            out[i] = np.sqrt(_sum4(arena, r, query, _SQUARED_DIFF))
             continue
-        s = _sum4(arena, r, query, False)
+        if metric == METRIC_L1:
+            out[i] = _sum4(arena, r, query, _ABS_DIFF)
+            continue
+        s = _sum4(arena, r, query, _PRODUCT)
         if metric == METRIC_DOT:
             out[i] = -s
             continue
@@ -302,7 +318,8 @@ def exact_row_distances(arena, rows, query, metric, out):
         if xx == 0.0 or q_norm == 0.0:
             out[i] = 1.0
         else:
-            out[i] = 1.0 - s / (np.sqrt(xx) * q_norm)
+            # clamped like pgvector's cosine_distance: a vector and itself score 0, not -2e-16
+            out[i] = 1.0 - min(1.0, max(-1.0, s / (np.sqrt(xx) * q_norm)))
 
 
 @njit(cache=True, nogil=True)

@@ -4,16 +4,17 @@ What this is for: the exact scan of a small collection (or of few allowed
 rows), where BLAS's matrix-vector product is cheap but the numpy steps
 around it (a distance array, a partition, a gather, a lexsort) cost more
 than the arithmetic. One kernel call ranks every allowed row by the walk's
-float32 distance (:func:`query_distance`), keeps the best ``k + spare`` in a
-max-heap (:mod:`varvedb.kernels.heaps`), then rescores those exactly in
-float64 and sorts them by (score, row) (:func:`rank_rows`) — the same scores
+float32 distance (:func:`query_distance`, or :func:`l1_query` for L1, which
+only the scan answers), keeps the best ``k + spare`` in a max-heap
+(:mod:`varvedb.kernels.heaps`), then rescores those exactly in float64 and
+sorts them by (score, row) (:func:`rank_rows`) — the same scores
 and order as the BLAS path. The spare candidates absorb float32 near-ties.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .distance import all_finite, query_distance, query_norm, rank_rows
+from .distance import METRIC_L1, all_finite, l1_query, query_distance, query_norm, rank_rows
 from .heaps import max_sort, top_k_push
 from .jit import njit
 
@@ -44,6 +45,24 @@ def _candidates(arena, norms, query, metric, cap, allow, use_allow, rows, use_ro
     return n
 
 
+# The same loop for L1. Its own kernel, not a fourth branch in query_distance:
+# with that branch the l2 scan of an f16 arena ran 8-10% slower (measured).
+@njit(cache=True, nogil=True, fastmath=True)
+def _l1_candidates(arena, query, cap, allow, use_allow, rows, use_rows, keys, ids):
+    n = 0
+    worst = np.float32(np.inf)
+    for i in range(rows.shape[0] if use_rows else arena.shape[0]):
+        r = rows[i] if use_rows else i
+        if use_allow and not allow[r]:
+            continue
+        d = l1_query(arena, r, query)
+        if n < cap or d < worst:
+            n = _offer(keys, ids, n, cap, d, r)
+            if n == cap:
+                worst = keys[0]
+    return n
+
+
 @njit(cache=True, nogil=True)
 def scan_top_k(arena, norms, query, metric, k, spare, allow, use_allow, rows, use_rows,
                out_rows, out_dist):
@@ -51,6 +70,7 @@ def scan_top_k(arena, norms, query, metric, k, spare, allow, use_allow, rows, us
     (room for k + spare), ascending by (exact float64 score, row); returns how
     many (fewer than k when fewer rows are allowed), or -1 for a non-finite query.
 
+    ``metric`` is any code of ``METRIC_CODES`` (L1 included);
     ``arena`` is float32, or uint16 holding float16 bits; ``norms`` float32 per
     row (read for cosine only); ``allow`` a bool mask over the rows (read when
     ``use_allow``); ``rows`` the only rows to score, ascending (read when
@@ -60,8 +80,11 @@ def scan_top_k(arena, norms, query, metric, k, spare, allow, use_allow, rows, us
     cap = k + spare
     keys = np.empty(cap, np.float32)
     ids = np.empty(cap, np.int64)
-    n = _candidates(arena, norms, query, metric, cap, allow, use_allow, rows, use_rows, keys,
-                    ids)
+    if metric == METRIC_L1:
+        n = _l1_candidates(arena, query, cap, allow, use_allow, rows, use_rows, keys, ids)
+    else:
+        n = _candidates(arena, norms, query, metric, cap, allow, use_allow, rows, use_rows,
+                        keys, ids)
     n = max_sort(keys, ids, n)
     for i in range(n):
         out_rows[i] = ids[i]

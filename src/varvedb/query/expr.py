@@ -34,7 +34,7 @@ NUMERIC = ("int", "float")
 # pgvector's distance operators (its scale: <#> is the negative inner product)
 OPERATORS = {
     "<->": vector_funcs.l2_distance,
-    "<#>": lambda a, b: -vector_funcs.inner_product(a, b),
+    "<#>": vector_funcs.negative_inner_product,
     "<=>": vector_funcs.cosine_distance,
     "<+>": vector_funcs.l1_distance,
 }

@@ -9,6 +9,8 @@ limit=10**9.
   EXACT_FRACTION of the table): exact scan over the allowed rows — cheaper
   than a walk that must step over many disallowed nodes to find them. A k
   above MAX_EF is answered exactly too: a walk that wide costs more than the scan.
+  So is a metric other than the one the graph was built for ("index built for
+  cosine"): its edges link rows near by that metric only (l1 has no graph at all).
 * Otherwise walk the graph with the allow-mask (filter ∧ visibility ∧ not
   null). At run time a walk that returns fewer than min(k, allowed) rows is
   retried WIDEN × wider, and if still short, answered exactly (execute.py).
@@ -44,10 +46,15 @@ class Query:
 
 
 def choose_vector_strategy(index, k: int, allowed: int, n: int, ef: int | None,
-                           exact: bool) -> tuple[Strategy, int | None, str]:
-    """(strategy, ef, reason) for the top-k among `allowed` of `n` rows."""
+                           exact: bool, metric: str | None = None
+                           ) -> tuple[Strategy, int | None, str]:
+    """(strategy, ef, reason) for the top-k among `allowed` of `n` rows by `metric`
+    (None: the index's own)."""
     k = min(k, allowed)
+    built_for = None if index is None or metric is None else index.graph.metric
     reason = ("exact=True" if exact else "no vector index" if index is None
+              # a graph's edges are nearest by its own metric: another one it cannot answer
+              else f"index built for {built_for}" if built_for != metric
               else "few rows allowed" if allowed < max(EXACT_ROWS, EXACT_FRACTION * n)
               else "limit above the widest walk" if k > MAX_EF else "")
     if reason:
@@ -68,7 +75,7 @@ def plan_search(snap, table, field: str, metric: str, q: np.ndarray, k: int, whe
         node = Filter(where.expr, node, allowed, bound=where)
         masks[id(node)] = (mask, allowed)
     index = table.vector_indexes.get(field)
-    strategy, ef, reason = choose_vector_strategy(index, k, allowed, n, ef, exact)
+    strategy, ef, reason = choose_vector_strategy(index, k, allowed, n, ef, exact, metric)
     top = VectorTopK(field, metric, k, strategy, allowed, node, ef, reason, query=q)
     return Query(Project(fields, top), snap, table, masks)
 
