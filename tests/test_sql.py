@@ -152,6 +152,18 @@ def test_the_ann_subquery_idiom_reorders_outside(db):
     assert len(ids.rows) == 3
 
 
+def test_the_relaxed_order_cte_idiom(db):
+    x = _items(db)
+    r = db.sql("WITH relaxed AS MATERIALIZED (SELECT id, embedding <-> $1 AS distance FROM items "
+               "WHERE tag = 3 ORDER BY distance LIMIT 5) SELECT * FROM relaxed "
+               "ORDER BY distance + 0", [x[13]])
+    assert r.columns == ["id", "distance"] and r.rows[0] == (13, 0.0)
+    assert [d for _, d in r.rows] == sorted(d for _, d in r.rows)
+    no_alias = db.sql("SELECT id FROM (SELECT id FROM items ORDER BY embedding <-> $1 LIMIT 3) "
+                      "ORDER BY id", [x[13]])
+    assert (13,) in no_alias.rows and len(no_alias.rows) == 3
+
+
 def test_order_by_distance_without_limit_orders_every_row(db):
     x = _items(db, n=50, index=False)
     r = db.sql("SELECT id FROM items ORDER BY embedding <#> $1", [x[0]])

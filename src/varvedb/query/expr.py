@@ -570,7 +570,7 @@ def _inlist(e: InList, rel: Rel, env: Env) -> Val:
     if len(e.values) == 1 and isinstance(e.values[0], SubqueryValues):
         sub: Val = env.subqueries[e.values[0].key]
         a, sub = _unify(a, sub)
-        present = sub.data[~sub.nulls]
+        present = sub.data[~sub.nulls] if sub.kind != "null" else np.zeros(0)
         if a.kind in ("text", "json"):
             pool = set(present.tolist())
             hit = np.fromiter((x in pool for x in a.data), bool, n)

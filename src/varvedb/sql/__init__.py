@@ -113,7 +113,11 @@ def run(session, text: str, params=()) -> SqlResult:
         params = ()
     if not isinstance(params, (list, tuple)):
         raise SqlError("22023", f"params is a list or tuple, got {type(params).__name__}")
-    compiled = compile_text(text)
+    try:
+        compiled = compile_text(text)
+    except RecursionError:
+        raise SqlError("54001", "statement nested too deeply (stack depth limit exceeded)") \
+            from None
     if not compiled:
         return SqlResult([], [], "EMPTY")
     if params and len(compiled) > 1:

@@ -22,7 +22,7 @@ from pglast.enums import OnConflictAction
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
 from ..schema import coerce_ids, coerce_values
-from .expressions import Scope, convert, output_name
+from .expressions import Scope, convert, literal, output_name
 from .result import SqlResult
 from ..query.literals import parse_input, parse_vector
 
@@ -103,6 +103,36 @@ def assignable(kind: str, v: E.Val, column: str) -> list:
     return v.python()
 
 
+_NO_FAST = object()
+
+
+def assign_python(kind: str, v):
+    """A literal or parameter as a value for a column of `kind`, for the common
+    cases (the rest, _NO_FAST, go through `assignable`); schema.py validates it after."""
+    t = type(v)
+    if v is None:
+        return None
+    if t is str:
+        if kind == "text":
+            return v
+        parsed = parse_input(kind, v)
+        if kind == "timestamp":
+            from ..schema import from_micros
+            return from_micros(parsed)
+        return parsed
+    if kind == "int" and t is int:
+        return v
+    if kind == "float" and (t is float or t is int):
+        return float(v)
+    if kind == "bool" and t is bool:
+        return v
+    if kind == "vector" and (t is np.ndarray or t is list or t is tuple):
+        return v
+    if kind == "json" and t in (dict, list, int, float, bool):
+        return v
+    return _NO_FAST
+
+
 # ---- INSERT -----------------------------------------------------------------------
 
 class Insert:
@@ -118,8 +148,9 @@ class Insert:
         if sel is None:
             self.values = [[]]               # INSERT ... DEFAULT VALUES
         elif sel.valuesLists:
-            self.values = [[_DEFAULT if isinstance(x, ast.SetToDefault) else convert(x, scope)
-                            for x in row] for row in sel.valuesLists]
+            self.values = [[_DEFAULT if isinstance(x, ast.SetToDefault) else
+                            E.Const(literal(x)) if isinstance(x, ast.A_Const) else
+                            convert(x, scope) for x in row] for row in sel.valuesLists]
         else:
             from .select import Select
             self.select = Select(sel)
@@ -185,7 +216,18 @@ class Insert:
             for c, x in zip(columns, row):
                 if x is _DEFAULT:
                     continue
-                d[c] = assignable(kinds[c], E.evaluate(x, one, env), c)[0]
+                kind = kinds[c]
+                # a literal or a parameter (nearly every VALUES item): no Val built
+                tx = type(x)
+                if tx is E.Const:
+                    v = assign_python(kind, x.value)
+                elif tx is E.Param and 1 <= x.index <= len(params):
+                    v = assign_python(kind, params[x.index - 1])
+                else:
+                    v = _NO_FAST
+                if v is _NO_FAST:
+                    v = assignable(kind, E.evaluate(x, one, env), c)[0]
+                d[c] = v
             out.append(d)
         return out
 

@@ -36,13 +36,25 @@ from .result import SqlResult
 
 
 class Select:
-    def __init__(self, stmt: ast.SelectStmt):
+    def __init__(self, stmt: ast.SelectStmt, ctes: dict | None = None):
         if stmt.op != SetOperation.SETOP_NONE:
             raise NotSupportedError("UNION, INTERSECT and EXCEPT are not supported")
         if stmt.valuesLists:
             raise NotSupportedError("VALUES lists are only supported in INSERT")
-        if stmt.intoClause or stmt.lockingClause or stmt.withClause or stmt.windowClause:
-            raise NotSupportedError("SELECT INTO, FOR UPDATE, WITH and WINDOW are not supported")
+        if stmt.intoClause or stmt.lockingClause or stmt.windowClause:
+            raise NotSupportedError("SELECT INTO, FOR UPDATE and WINDOW are not supported")
+        # WITH name AS [NOT] MATERIALIZED (SELECT ...): each name is a subquery in FROM
+        # (pgvector's relaxed-order idiom re-orders an ANN query this way)
+        self.ctes = dict(ctes or {})
+        if stmt.withClause is not None:
+            if stmt.withClause.recursive:
+                raise NotSupportedError("WITH RECURSIVE is not supported")
+            for cte in stmt.withClause.ctes:
+                if not isinstance(cte.ctequery, ast.SelectStmt):
+                    raise NotSupportedError("a WITH query is a SELECT")
+                if cte.aliascolnames:
+                    raise NotSupportedError("WITH column lists are not supported")
+                self.ctes[cte.ctename] = cte.ctequery
         self.subqueries: dict[int, Select] = {}
         self.source = self._source(stmt.fromClause)
         scope = Scope(self._names, self._add_subquery)
@@ -84,16 +96,21 @@ class Select:
         if len(from_clause) > 1:
             raise NotSupportedError("joins are not supported (one table per FROM)")
         f = from_clause[0]
+        if isinstance(f, ast.RangeVar) and f.schemaname is None and f.relname in self.ctes:
+            alias = f.alias.aliasname if f.alias else f.relname
+            self._names = {alias, f.relname}
+            return ("derived", Select(self.ctes[f.relname], self.ctes), alias)
         if isinstance(f, ast.RangeVar):
             if f.schemaname not in (None, "public"):
                 raise SqlError("42P01", f'relation "{f.schemaname}.{f.relname}" does not exist')
             self._names = {f.relname} | ({f.alias.aliasname} if f.alias else set())
             return ("table", f.relname)
         if isinstance(f, ast.RangeSubselect):
-            if f.alias is None:
-                raise SqlError("42601", "subquery in FROM must have an alias")
-            self._names = {f.alias.aliasname}
-            return ("derived", Select(f.subquery), f.alias.aliasname)
+            if f.lateral:
+                raise NotSupportedError("LATERAL is not supported")
+            alias = f.alias.aliasname if f.alias is not None else "subquery"
+            self._names = {alias}
+            return ("derived", Select(f.subquery, self.ctes), alias)
         if isinstance(f, ast.RangeFunction):
             call = f.functions[0][0]
             name = call.funcname[-1].sval.lower()
@@ -107,7 +124,7 @@ class Select:
 
     def _add_subquery(self, stmt) -> int:
         key = len(self.subqueries)
-        self.subqueries[key] = Select(stmt)
+        self.subqueries[key] = Select(stmt, self.ctes)
         return key
 
     def _ref_or_expr(self, node, scope):
