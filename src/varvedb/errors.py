@@ -120,3 +120,12 @@ class IndexMaintenanceError(VarveError):
     Nothing is lost: the rows are in the file and searches find them by exact
     scan until they are linked. Raised once, by the next `index_status` or
     `close`; the next commit tries again."""
+
+
+class NotNullViolationError(VarveError):
+    """A write would leave a null in a field declared not_null (given as None,
+    or omitted from a row when the field has no default), or a not_null field
+    without a default was added to a collection that has documents.
+
+    Like PostgreSQL's not_null_violation (SQLSTATE 23502): nothing was written."""
+    sqlstate = "23502"
