@@ -151,6 +151,9 @@ def test_defaults_and_not_null_on_every_write_path(db, db_path):
     assert c.get(1)["n"] == 7 and c.get(1)["s"] == "a2"
     c.update({"n": 1}, ids=[1])
     assert c.get(1)["n"] == 1
+    # a json default is each row's own value, not one object shared with the schema
+    js = [c.get(i)["j"] for i in (2, 3, 4, 5)] + [c.schema.fields["j"].default]
+    assert len({id(j) for j in js}) == 5 and all(j == {"k": 1} for j in js)
 
     bad = [lambda: c.insert({"id": 9, "v": [1, 1]}),                  # s omitted
            lambda: c.insert({"id": 9, "s": None, "v": [1, 1]}),       # s given null
@@ -477,3 +480,59 @@ def test_schema_frames_round_trip_and_refuse_what_no_writer_writes(people):
         e.tables.pop(c)
         decode(e, frames.CreateCollection, {"cid": c, "name": "again",
                                             "schema": {"id": "int", "fields": {}}})
+
+
+# ---- failures: a schema change whose write or sync fails is undone -----------------
+
+DDL_CALLS = {
+    "drop_collection": lambda db: db.drop_collection("people"),
+    "add_field": lambda db: db["people"].add_field("x", vv.Int(default=2, index="hash")),
+    "drop_field": lambda db: db["people"].drop_field("name"),
+    "rename_field": lambda db: db["people"].rename_field("v", "w"),
+    "create_index": lambda db: db["people"].create_index("age", "sorted"),
+    "drop_index": lambda db: db["people"].drop_index("v"),
+}
+
+
+@pytest.fixture
+def faults():
+    from faults import Faults, installed
+    f = Faults(seed=3)
+    with installed(f):
+        yield f
+    f.kill_all()
+
+
+@pytest.mark.parametrize("on", ["write", "sync"])
+@pytest.mark.parametrize("verb", sorted(DDL_CALLS))
+def test_failed_schema_change_is_undone_and_the_retry_lands(db_path, faults, verb, on):
+    db = vv.connect(db_path)
+    c = db.create_collection("people", {"name": vv.Text(index="hash"), "age": "int",
+                                        "v": vv.Vector(2, index=vv.HNSW())})
+    c.insert([{"id": 1, "name": "ann", "age": 30, "v": [1, 0]}])
+    before, version = state(db), db.version
+    faults.arm("eio", on=on)
+    with pytest.raises(vv.StorageError):
+        DDL_CALLS[verb](db)
+    assert state(db) == before and db.version == version
+    DDL_CALLS[verb](db)
+    after = state(db)
+    assert after != before and db.version == version + 1
+    db.close()
+    db = vv.connect(db_path)
+    assert state(db) == after and db.verify().ok
+    db.close()
+
+
+def test_a_reader_refreshes_across_schema_changes(people, db_path):
+    db = people
+    reader = vv.connect(db_path, readonly=True)
+    for verb in ("add_field", "create_index", "drop_index", "rename_field", "drop_field"):
+        DDL_CALLS[verb](db)
+        reader.refresh()
+        assert state(reader) == state(db)
+    db.drop_collection("people")
+    db.create_collection("people", {"a": vv.Int(default=1)}).insert({})
+    reader.refresh()
+    assert state(reader) == state(db)
+    reader.close()

@@ -197,7 +197,7 @@ class Collection:
         # a row that omits a field gets its default; None given is null
         cols = {name: coerce_values(name, fields[name], [r.get(name) for r in rows]
                                     if fields[name].default is None else
-                                    [r[name] if name in r else fields[name].default
+                                    [r[name] if name in r else fields[name].default_value()
                                      for r in rows])
                 for name in names if name != "id"}
         return Batch(ids, cols)

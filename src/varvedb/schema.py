@@ -162,10 +162,20 @@ class Field:
                                else stored)
         object.__setattr__(self, "_stored_default", stored)
 
+    def default_value(self) -> Any:
+        """The default as a row's value: a json list or dict is a fresh copy."""
+        v = self.default
+        if isinstance(v, (dict, list)):
+            return msgspec.msgpack.decode(msgspec.msgpack.encode(v))
+        return v
+
     def default_column(self, n: int) -> tuple[Any, np.ndarray]:
         """(values, nulls) of n rows holding the default, as coerce_values returns
         them (a timestamp as int64 microseconds); the field must have a default."""
         v = self._stored_default
+        if isinstance(v, (dict, list)):   # a row of its own each: a reader may edit its copy
+            blob = msgspec.msgpack.encode(v)
+            return [msgspec.msgpack.decode(blob) for _ in range(n)], np.zeros(n, bool)
         if self.kind in ("text", "json"):
             return [v] * n, np.zeros(n, bool)
         dtype = {"int": np.int64, "timestamp": np.int64, "float": np.float64,
