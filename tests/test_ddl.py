@@ -536,3 +536,96 @@ def test_a_reader_refreshes_across_schema_changes(people, db_path):
     reader.refresh()
     assert state(reader) == state(db)
     reader.close()
+
+
+# ---- random sequences: live, replayed and checkpointed states agree ------------------
+
+SPECS = [lambda: "int", lambda: vv.Int(default=5, index="sorted"), lambda: vv.Text(),
+         lambda: vv.Text(default="d", not_null=True, index="hash"), lambda: vv.Float(default=1.5),
+         lambda: vv.Bool(default=True), lambda: vv.Json(default={"a": [1]}),
+         lambda: vv.Timestamp(default="2000-01-01T00:00:00Z"),
+         lambda: vv.Vector(2, index=vv.HNSW(m=4)), lambda: vv.Vector(2, metric="l2")]
+
+
+def a_value(rng, f):
+    k = f.kind
+    if k == "vector":
+        return [rng.random(), rng.random()]
+    return {"int": lambda: rng.randint(-3, 3), "float": lambda: rng.random(),
+            "bool": lambda: rng.random() < 0.5, "text": lambda: rng.choice("abc"),
+            "json": lambda: {"n": rng.randint(0, 2)},
+            "timestamp": lambda: dt.datetime(2020, 1, rng.randint(1, 28), tzinfo=UTC)}[k]()
+
+
+def random_step(rng, db, counter):
+    colls = db.collections()
+    ops = ["create"] + (["drop", "add", "add", "drop_field", "rename", "index", "unindex",
+                         "insert", "insert", "insert", "delete", "update"] if colls else [])
+    op = rng.choice(ops)
+    if op == "create":
+        fields = {f"f{next(counter)}": rng.choice(SPECS)() for _ in range(rng.randint(0, 3))}
+        db.create_collection(f"c{next(counter)}", fields)
+        return
+    c = db[rng.choice(colls)]
+    fields = c.schema.fields
+    pick = rng.choice(list(fields)) if fields else "id"
+    if op == "drop":
+        db.drop_collection(c.name)
+    elif op == "add":
+        c.add_field(f"f{next(counter)}", rng.choice(SPECS)())
+    elif op == "drop_field":
+        c.drop_field(pick)
+    elif op == "rename":
+        c.rename_field(pick, f"f{next(counter)}")
+    elif op == "index":
+        c.create_index(pick, rng.choice(["hash", "sorted"]))
+    elif op == "unindex":
+        c.drop_index(pick)
+    elif op == "insert":
+        rows = [{name: a_value(rng, f) if rng.random() < 0.8 else None
+                 for name, f in fields.items() if rng.random() < 0.7}
+                for _ in range(rng.randint(1, 4))]
+        c.insert(rows)
+    elif op == "delete":
+        c.delete(where="id > 0" if rng.random() < 0.2 else f"id = {rng.randint(1, 9)}")
+    elif op == "update" and fields:
+        c.update({pick: a_value(rng, fields[pick])}, where=f"id < {rng.randint(1, 9)}")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_schema_changes_replay_and_checkpoint_to_the_live_state(tmp_path, seed):
+    import itertools
+    import random
+    rng, counter = random.Random(seed), itertools.count()
+    path = str(tmp_path / "r.varve")
+    db = vv.connect(path)
+    for i in range(60):
+        before = state(db)
+        if rng.random() < 0.2:       # a few steps in a transaction that rolls back
+            with pytest.raises(RuntimeError):
+                with db.transaction():
+                    for _ in range(rng.randint(1, 3)):
+                        try:
+                            random_step(rng, db, counter)
+                        except vv.VarveError:
+                            pass
+                    raise RuntimeError("undo")
+            assert state(db) == before
+            continue
+        digest = file_digest(path)
+        try:
+            random_step(rng, db, counter)
+        except vv.VarveError:        # a refused call changed nothing
+            assert state(db) == before and file_digest(path) == digest
+        if i % 15 == 14:
+            live = state(db)
+            reader = vv.connect(path, readonly=True)
+            assert state(reader) == live
+            reader.close()
+            if rng.random() < 0.5:
+                db.checkpoint()
+            db.close()
+            db = vv.connect(path)
+            assert state(db) == live
+    assert db.verify().ok
+    db.close()

@@ -453,6 +453,7 @@ class Engine:
             self._writer.release(tx)
             raise
         tx.version = self.written + 1
+        tx.next_cid = self.next_cid     # as loaded: a reload above may have changed it
         self._tx = tx
         return tx
 
