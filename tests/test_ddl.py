@@ -7,6 +7,7 @@ and leaves the file byte for byte as it was; as_of reads follow the rule that
 the schema is the current one for every version; verify() passes after."""
 from __future__ import annotations
 
+import copy
 import datetime as dt
 
 import numpy as np
@@ -629,3 +630,52 @@ def test_random_schema_changes_replay_and_checkpoint_to_the_live_state(tmp_path,
             assert state(db) == live
     assert db.verify().ok
     db.close()
+
+
+def test_hostile_schema_frames_are_refused_or_applied_cleanly():
+    """Each key of each schema frame (and of an added field's spec) set to hostile
+    values: decode raises CorruptFileError, or the frame applies without error."""
+    from test_crafted_files import ADVERSARIAL
+    values = [v for v in ADVERSARIAL if isinstance(v, (type(None), bool, int, float, str,
+                                                          list, dict, bytes))]
+    values += [{"kind": "int", "default": 2**64 - 1}, {"kind": "json", "default": [[[]]]},
+               {"kind": "text", "default": 5}, {"kind": "int", "not_null": True},
+               {"kind": "vector", "dim": 2, "metric": "l2", "dtype": "f16", "not_null": True},
+               "hash", "sorted", "name", "age", "w"]
+
+    def fresh():
+        db = vv.connect(":memory:")
+        db.create_collection("people", {"name": vv.Text(index="hash"), "age": "int",
+                                        "v": vv.Vector(2, index=vv.HNSW())})
+        db["people"].insert({"id": 1, "name": "a", "age": 1, "v": [1, 1]})
+        return db
+
+    metas = [(frames.DropCollection, {"c": 1}),
+             (frames.AddColumn, {"c": 1, "n": 1, "name": "w", "field": {"kind": "int"}}),
+             (frames.DropColumn, {"c": 1, "name": "age"}),
+             (frames.RenameColumn, {"c": 1, "old": "age", "new": "w"}),
+             (frames.CreateScalarIndex, {"c": 1, "field": "age", "kind": "hash"}),
+             (frames.DropIndex, {"c": 1, "field": "v"})]
+    tried = applied = 0
+    db = fresh()
+    for cls, meta in metas:
+        edits = [(key, v) for key in meta for v in values]
+        edits += [(("field", k), v) for k in ("kind", "default", "not_null", "index", "dim")
+                  for v in values] if cls is frames.AddColumn else []
+        for key, v in edits:
+            m = copy.deepcopy(meta)
+            if isinstance(key, tuple):
+                m["field"][key[1]] = v
+            else:
+                m[key] = v
+            tried += 1
+            try:
+                frame = decode(db._engine, cls, m)
+            except CorruptFileError:
+                continue
+            db._engine._apply(frame, db.version + 1)
+            applied += 1
+            db.close()
+            db = fresh()
+    db.close()
+    assert tried > 300 and 0 < applied < tried / 4
