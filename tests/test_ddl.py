@@ -206,6 +206,31 @@ def test_drop_collection(people, db_path):
     db.close()
 
 
+def test_engine_verbs_refuse_a_dropped_tables_object_without_aborting(people):
+    db = people
+    e = db._engine
+    t = e.table("people")
+    s = db.session()
+    s.begin()
+    tx = s.tx
+    s.drop_collection("people")
+    nulls = np.zeros(1, bool)
+    calls = [lambda: e.insert(tx, t, np.array([9]), {}), lambda: e.upsert(tx, t, [9], {}),
+             lambda: e.update(tx, t, np.array([0]), {"age": (np.array([1]), nulls)}),
+             lambda: e.delete(tx, t, np.array([0])),
+             lambda: e.create_index(tx, t, "v", vv.HNSW()),
+             lambda: e.drop_collection(tx, t), lambda: e.add_column(tx, t, "x", vv.Int()),
+             lambda: e.drop_column(tx, t, "age"), lambda: e.rename_column(tx, t, "age", "x"),
+             lambda: e.create_scalar_index(tx, t, "age", "hash"),
+             lambda: e.drop_index(tx, t, "v")]
+    for call in calls:
+        with pytest.raises(vv.NotFoundError):
+            call()
+    assert not tx.aborted
+    s.rollback()
+    assert db["people"].count() == 2
+
+
 def test_drop_collection_rolled_back_and_refused(people, db_path):
     db = rolled_back(people, db_path, lambda: people.drop_collection("people"))
     # dropped and created again under the same name, then rolled back

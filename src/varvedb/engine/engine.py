@@ -305,6 +305,7 @@ class Engine:
         Fields absent from `columns` get their default (else null);
         NotNullViolationError if a not_null field would be null."""
         self._check_writing(tx)
+        self._check_current(t)
         columns = complete_columns(t.schema, columns, len(ids))
         t.check_new_ids(_keys(ids))
         self._insert(tx, t, ids, columns)
@@ -313,6 +314,7 @@ class Engine:
         """New documents, each replacing the live document with its id, if any
         (absent fields and not_null ones as in `insert`)."""
         self._check_writing(tx)
+        self._check_current(t)
         columns = complete_columns(t.schema, columns, len(ids))
         keys = _keys(ids)
         check_unique(keys)
@@ -325,10 +327,11 @@ class Engine:
         row) set, every other field kept; NotNullViolationError if one of
         `values` is null in a not_null field."""
         self._check_writing(tx)
-        check_not_null(Schema({k: f for k, f in t.schema.fields.items() if k in values}),
-                       values, 1)
+        self._check_current(t)
         if not len(rows):
             return
+        check_not_null(Schema({k: f for k, f in t.schema.fields.items() if k in values}),
+                       values, 1)
         cols = {}
         for name, col in t.columns.items():
             if name in values:
@@ -342,12 +345,14 @@ class Engine:
 
     def delete(self, tx: "Transaction", t: Table, rows: np.ndarray) -> None:
         """Live `rows` die."""
+        self._check_current(t)
         if len(rows):
             self.write(tx, frames.Delete(t.cid, np.asarray(rows, np.int64)),
                        rows_changed=len(rows))
 
     def create_index(self, tx: "Transaction", t: Table, field: str, spec) -> None:
         self._check_writing(tx)
+        self._check_current(t)
         if field in t.vector_indexes:
             raise SchemaError(f"{field!r} already has a vector index")
         self.write(tx, frames.CreateIndex(t.cid, field, spec))
@@ -419,6 +424,7 @@ class Engine:
         self.write(tx, frames.DropIndex(t.cid, field))
 
     def _check_current(self, t: Table) -> None:
+        """NotFoundError for a table object its collection's drop left behind."""
         if self.tables.get(t.cid) is not t:
             raise NotFoundError(f"collection {t.name!r} was dropped")
 
