@@ -10,7 +10,8 @@ from .session import Session
 from .errors import (ClosedError, CorruptFileError, DimensionError, DuplicateIdError,
                      FieldTypeError, FileMissingError, FilterError, FormatVersionError,
                      IndexMaintenanceError, LockTimeoutError, NonFiniteVectorError,
-                     NotAVarveFileError, NotFoundError, OptionError, ReadOnlyError, SchemaError,
+                     NotAVarveFileError, NotFoundError, NotNullViolationError, OptionError,
+                     ReadOnlyError, SchemaError,
                      StorageError, TransactionAbortedError, TransactionError, UnknownFieldError,
                      VarveError, VersionNotFoundError, WriterLockedError)
 from .results import Hit, Hits
@@ -27,5 +28,5 @@ __all__ = [
     "NotFoundError", "NotAVarveFileError", "FormatVersionError", "CorruptFileError",
     "WriterLockedError", "FileMissingError", "OptionError", "ReadOnlyError", "ClosedError",
     "TransactionError", "TransactionAbortedError", "LockTimeoutError", "StorageError",
-    "VersionNotFoundError", "IndexMaintenanceError",
+    "VersionNotFoundError", "IndexMaintenanceError", "NotNullViolationError",
 ]

@@ -21,7 +21,8 @@ from .query.plan import PlanNode
 from .query.planner import Query, plan_count, plan_find, plan_search
 from .results import Hit, Hits
 from .schema import (HNSW, ID_END, ID_MIN, MAX_EF, QUERY_METRICS, Batch, Schema, coerce_array,
-                     coerce_ids, coerce_query_vector, coerce_values, from_micros, is_int)
+                     coerce_ids, coerce_query_vector, coerce_values, from_micros, is_int,
+                     parse_field, validate_name)
 from .engine.snapshot import Snapshot
 from .engine.table import ALIVE, Table
 
@@ -122,15 +123,51 @@ class Collection:
             self._engine.delete(tx, t, rows)
             return len(rows)
 
-    def create_index(self, field: str, index: HNSW) -> None:
-        """Build a graph index on a vector field (best after a bulk load); kept current after."""
+    def create_index(self, field: str, index: HNSW | str) -> None:
+        """Build an index: vv.HNSW(...) on a vector field (a graph; best after a
+        bulk load), or "hash" (equality) or "sorted" (ranges too) on a scalar
+        field, built over the documents so far. Kept current after."""
         with self._sess._writing() as tx:
             t = self._table
+            if isinstance(index, str):
+                self._engine.create_scalar_index(tx, t, field, index)
+                return
             fname = self._vector_field(t, field)
             if not isinstance(index, HNSW):
-                raise SchemaError(f"create_index takes vv.HNSW(...), got {index!r}")
+                raise SchemaError(f"create_index takes vv.HNSW(...), 'hash' or 'sorted', "
+                                  f"got {index!r:.80}")
             index.check()     # again: a frozen HNSW can still be altered by force
             self._engine.create_index(tx, t, fname, index)
+
+    def drop_index(self, field: str) -> None:
+        """Drop the index of a field (a vector field's graph, or a scalar index)."""
+        with self._sess._writing() as tx:
+            self._engine.drop_index(tx, self._table, field)
+
+    # ---- schema changes: no document is rewritten ------------------------------
+    # The schema is the current one for every read, as_of included: a renamed
+    # field reads under its new name at every version, a dropped one is gone
+    # from every version, an added one reads its default (or None) in the
+    # documents written before it.
+
+    def add_field(self, name: str, spec) -> None:
+        """Add a field ("int", "vector(8)", vv.Int(default=0), ...); the documents
+        so far read as its default, or None. A not_null field without a default
+        on a collection that has documents raises NotNullViolationError."""
+        with self._sess._writing() as tx:
+            t = self._table
+            validate_name(name, "field")
+            self._engine.add_column(tx, t, name, parse_field(name, spec))
+
+    def drop_field(self, name: str) -> None:
+        """Drop a field, its values (at every version) and its indexes."""
+        with self._sess._writing() as tx:
+            self._engine.drop_column(tx, self._table, name)
+
+    def rename_field(self, old: str, new: str) -> None:
+        """Rename a field (its values and indexes go with it, at every version)."""
+        with self._sess._writing() as tx:
+            self._engine.rename_column(tx, self._table, old, new)
 
     def _target_rows(self, t: Table, tx, where, params, ids) -> np.ndarray:
         if (where is None) == (ids is None):
@@ -156,7 +193,12 @@ class Collection:
         names = set().union(*rows) if rows else set()
         t.schema.check_names(names)
         ids = t.assign_ids([r.get("id") for r in rows])
-        cols = {name: coerce_values(name, t.schema.fields[name], [r.get(name) for r in rows])
+        fields = t.schema.fields
+        # a row that omits a field gets its default; None given is null
+        cols = {name: coerce_values(name, fields[name], [r.get(name) for r in rows]
+                                    if fields[name].default is None else
+                                    [r[name] if name in r else fields[name].default_value()
+                                     for r in rows])
                 for name in names if name != "id"}
         return Batch(ids, cols)
 

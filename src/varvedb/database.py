@@ -76,6 +76,11 @@ class Database:
         self._thread_session().create_collection(name, schema)
         return Collection(self, name)
 
+    def drop_collection(self, name: str) -> None:
+        """Drop a collection: its documents are gone for every version (as_of
+        included); the name can be used again by a new collection."""
+        self._thread_session().drop_collection(name)
+
     def collection(self, name: str) -> Collection:
         """An existing collection (NotFoundError if there is none by that name)."""
         if not isinstance(name, str):    # a list as a dict key raised TypeError

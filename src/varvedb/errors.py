@@ -160,3 +160,12 @@ class NotSupportedError(SqlError):
 
     def __init__(self, message: str):
         super().__init__("0A000", message)
+
+
+class NotNullViolationError(VarveError):
+    """A write would leave a null in a field declared not_null (given as None,
+    or omitted from a row when the field has no default), or a not_null field
+    without a default was added to a collection that has documents.
+
+    Like PostgreSQL's not_null_violation (SQLSTATE 23502): nothing was written."""
+    sqlstate = "23502"

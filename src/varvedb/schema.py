@@ -36,7 +36,7 @@ import msgspec
 import numpy as np
 
 from .errors import (DimensionError, FieldTypeError, NonFiniteVectorError,
-                     SchemaError, UnknownFieldError)
+                     NotNullViolationError, SchemaError, UnknownFieldError, VarveError)
 
 SCALAR_KINDS = ("int", "float", "bool", "text", "json", "timestamp")
 METRICS = ("cosine", "l2", "dot")           # a field's (and its graph's) metric
@@ -120,12 +120,21 @@ class Field:
     metric: str = "cosine"            # vectors only
     dtype: str = "f32"                # vectors only
     vector_index: HNSW | None = _field(default=None)
+    not_null: bool = False            # a null (given, or omitted without a default) is refused
+    # what a row that omits the field gets (scalar kinds; None: no default);
+    # checked and normalised like a row's value (a timestamp becomes a UTC datetime)
+    default: Any = _field(default=None, hash=False)
 
     def __post_init__(self):
         # Fields are also built directly (vv.Field(...)) and from a file's
         # schema: refuse what no column or index serves, rather than store it.
         k = self.kind
+        if not isinstance(self.not_null, (bool, np.bool_)):
+            raise SchemaError(f"not_null is True or False, got {brief(self.not_null)}")
+        object.__setattr__(self, "not_null", bool(self.not_null))
         if k == "vector":
+            if self.default is not None:
+                raise SchemaError("a vector field has no default")
             if not is_int(self.dim) or not 1 <= self.dim <= 65535:
                 raise SchemaError(f"vector dimension must be an integer in 1..65535, "
                                   f"got {brief(self.dim)}")
@@ -142,6 +151,7 @@ class Field:
                 raise SchemaError("a vector field takes index=vv.HNSW(...), not a scalar "
                                   "or full-text index")
             object.__setattr__(self, "dim", int(self.dim))
+            object.__setattr__(self, "_stored_default", None)
             return
         if not isinstance(k, str) or k not in SCALAR_KINDS:
             raise SchemaError(f"unknown field kind {k!r}; expected one of "
@@ -155,6 +165,35 @@ class Field:
                               f"a {k} field")
         if self.dim != 0 or self.vector_index is not None:
             raise SchemaError(f"a {k} field has no dimension or vector index")
+        stored = None
+        if self.default is not None:
+            vals, _ = coerce_values("default", self, [self.default])
+            stored = vals[0] if isinstance(vals, list) else vals.item()
+            if k == "json":   # as the file gives it back (tuples become lists)
+                stored = msgspec.msgpack.decode(msgspec.msgpack.encode(stored))
+            object.__setattr__(self, "default", from_micros(stored) if k == "timestamp"
+                               else stored)
+        object.__setattr__(self, "_stored_default", stored)
+
+    def default_value(self) -> Any:
+        """The default as a row's value: a json list or dict is a fresh copy."""
+        v = self.default
+        if isinstance(v, (dict, list)):
+            return msgspec.msgpack.decode(msgspec.msgpack.encode(v))
+        return v
+
+    def default_column(self, n: int) -> tuple[Any, np.ndarray]:
+        """(values, nulls) of n rows holding the default, as coerce_values returns
+        them (a timestamp as int64 microseconds); the field must have a default."""
+        v = self._stored_default
+        if isinstance(v, (dict, list)):   # a row of its own each: a reader may edit its copy
+            blob = msgspec.msgpack.encode(v)
+            return [msgspec.msgpack.decode(blob) for _ in range(n)], np.zeros(n, bool)
+        if self.kind in ("text", "json"):
+            return [v] * n, np.zeros(n, bool)
+        dtype = {"int": np.int64, "timestamp": np.int64, "float": np.float64,
+                 "bool": np.bool_}[self.kind]
+        return np.full(n, v, dtype), np.zeros(n, bool)
 
     def to_dict(self) -> dict:
         d: dict[str, Any] = {"kind": self.kind}
@@ -167,6 +206,10 @@ class Field:
                 d["index"] = self.index
             if self.fts:
                 d["fts"] = True
+            if self.default is not None:    # a timestamp as int microseconds
+                d["default"] = self._stored_default
+        if self.not_null:
+            d["not_null"] = True
         return d
 
     @staticmethod
@@ -176,7 +219,12 @@ class Field:
         if not isinstance(d, dict) or not isinstance(d.get("kind"), str):
             raise SchemaError(f"a field is a dict with a 'kind', got {brief_from_file(d)}")
         kind = d["kind"]
+        not_null = d.get("not_null", False)
+        if not isinstance(not_null, bool):
+            raise SchemaError(f"not_null is a bool, got {brief_from_file(not_null)}")
         if kind == "vector":
+            if "default" in d:
+                raise SchemaError("a vector field has no default")
             ix = d.get("index")
             hnsw = hnsw_from_dict(ix) if ix is not None else None
             dim, metric, dtype = d.get("dim"), d.get("metric"), d.get("dtype")
@@ -184,7 +232,7 @@ class Field:
                     or dtype not in VECTOR_DTYPES:
                 raise SchemaError(f"a vector field has an int dim, a metric and a dtype, got "
                                   f"{brief_from_file(d)}")
-            return Vector(dim, metric=metric, dtype=dtype, index=hnsw)
+            return Vector(dim, metric=metric, dtype=dtype, index=hnsw, not_null=not_null)
         if kind not in SCALAR_KINDS:
             raise SchemaError(f"unknown field kind {brief_from_file(kind)}")
         fts, index = d.get("fts", False), d.get("index")
@@ -192,7 +240,23 @@ class Field:
             raise SchemaError(f"fts is a bool of text fields, got {brief_from_file(fts)} on {kind}")
         if index not in (None, "hash", "sorted"):
             raise SchemaError(f"unknown index {brief_from_file(index)}; expected 'hash' or 'sorted'")
-        return Field(kind, index=_scalar(kind, index).index, fts=fts)
+        default = d.get("default")
+        if kind == "timestamp" and default is not None:
+            if type(default) is not int or not TS_MIN_US <= default <= TS_MAX_US:
+                raise SchemaError(f"a timestamp default is int microseconds in years "
+                                  f"1..9999, got {brief_from_file(default)}")
+            default = from_micros(default)
+        if kind == "float" and type(default) is int:
+            default = float(default)
+        elif kind in ("int", "float", "bool", "text") and default is not None \
+                and type(default) is not {"int": int, "float": float, "bool": bool,
+                                          "text": str}[kind]:
+            raise SchemaError(f"a {kind} field's default is {brief_from_file(default)}")
+        try:
+            return Field(kind, index=_scalar(kind, index).index, fts=fts, not_null=not_null,
+                         default=default)
+        except VarveError as e:    # a default that does not fit its kind
+            raise SchemaError(f"a {kind} field: {e}") from None
 
 
 def hnsw_from_dict(d: dict) -> HNSW:
@@ -204,45 +268,51 @@ def hnsw_from_dict(d: dict) -> HNSW:
                 name=d.get("name"))
 
 
-def Int(index: str | None = None) -> Field:
+# Every helper takes not_null= (a null is refused on every write) and, but for
+# Vector, default= (what a row that omits the field gets).
+
+def Int(index: str | None = None, not_null: bool = False, default: Any = None) -> Field:
     """A 64-bit integer field; `index` is "hash" (equality) or "sorted" (ranges)."""
-    return _scalar("int", index)
+    return _scalar("int", index, not_null, default)
 
 
-def Float(index: str | None = None) -> Field:
+def Float(index: str | None = None, not_null: bool = False, default: Any = None) -> Field:
     """A 64-bit float field."""
-    return _scalar("float", index)
+    return _scalar("float", index, not_null, default)
 
 
-def Bool() -> Field:
+def Bool(not_null: bool = False, default: Any = None) -> Field:
     """A boolean field."""
-    return Field("bool")
+    return Field("bool", not_null=not_null, default=default)
 
 
-def Text(fts: bool = False, index: str | None = None) -> Field:
+def Text(fts: bool = False, index: str | None = None, not_null: bool = False,
+         default: Any = None) -> Field:
     """A text field; `fts=True` asks for a full-text (BM25) index."""
     f = _scalar("text", index)
-    return Field("text", index=f.index, fts=bool(fts))
+    return Field("text", index=f.index, fts=bool(fts), not_null=not_null, default=default)
 
 
-def Json() -> Field:
+def Json(not_null: bool = False, default: Any = None) -> Field:
     """A field holding any JSON-like value (dict, list, str, number, bool)."""
-    return Field("json")
+    return Field("json", not_null=not_null, default=default)
 
 
-def Timestamp(index: str | None = None) -> Field:
+def Timestamp(index: str | None = None, not_null: bool = False, default: Any = None) -> Field:
     """A point in time (datetime), stored as UTC microseconds."""
-    return _scalar("timestamp", index)
+    return _scalar("timestamp", index, not_null, default)
 
 
 def Vector(dim: int, metric: str = "cosine", dtype: str = "f32",
-           index: HNSW | None = None) -> Field:
+           index: HNSW | None = None, not_null: bool = False) -> Field:
     """A fixed-dimension vector. metric: cosine | l2 | dot; dtype: f32 | f16."""
-    return Field("vector", dim=dim, metric=metric, dtype=dtype, vector_index=index)
+    return Field("vector", dim=dim, metric=metric, dtype=dtype, vector_index=index,
+                 not_null=not_null)
 
 
-def _scalar(kind: str, index: str | None) -> Field:
-    return Field(kind, index=index)     # Field checks the index
+def _scalar(kind: str, index: str | None, not_null: bool = False, default: Any = None
+            ) -> Field:
+    return Field(kind, index=index, not_null=not_null, default=default)  # Field checks them
 
 
 _VECTOR_SPEC = re.compile(r"^vector\((\d+)\)$")
@@ -340,6 +410,37 @@ class Batch:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+
+def complete_columns(schema: Schema, columns: dict, n: int) -> dict:
+    """The columns of n new rows with every absent field that has a default
+    filled with it (absent fields without one stay absent: null); raises
+    NotNullViolationError if a not_null field would hold a null."""
+    out = columns
+    for name, f in schema.fields.items():
+        if name not in columns and f.default is not None and n:
+            if out is columns:
+                out = dict(columns)
+            out[name] = f.default_column(n)
+    check_not_null(schema, out, n)
+    return out
+
+
+def check_not_null(schema: Schema, columns: dict, n: int) -> None:
+    """NotNullViolationError if a not_null field is absent from, or null in,
+    the columns of n rows."""
+    for name, f in schema.fields.items():
+        if not f.not_null or not n:
+            continue
+        col = columns.get(name)
+        if col is None:
+            raise NotNullViolationError(f"field {name!r} is not null and has no default: "
+                                        "every row must give it")
+        vals, nulls = col
+        if nulls is None:   # a list without its mask
+            nulls = np.fromiter((v is None for v in vals), bool, len(vals))
+        if np.any(nulls):
+            raise NotNullViolationError(f"field {name!r} is not null; a row gives it null")
 
 
 def validate_name(name: str, what: str = "collection") -> str:

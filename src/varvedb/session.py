@@ -16,7 +16,7 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING
 
-from .errors import TransactionError
+from .errors import NotFoundError, TransactionError
 from .schema import Schema, validate_name
 
 if TYPE_CHECKING:
@@ -113,6 +113,14 @@ class Session:
         with self._writing() as tx:
             self._engine.create_collection(tx, name, parsed)
         return Collection(self._db, name, self)
+
+    def drop_collection(self, name: str) -> None:
+        """Drop a collection (in this session's transaction, if one is open): its
+        documents are gone for every version; the name can be used again."""
+        if not isinstance(name, str):
+            raise NotFoundError(f"a collection is named by a str, got {name!r:.80}")
+        with self._writing() as tx:
+            self._engine.drop_collection(tx, self._engine.table(name))
 
     def sql(self, text: str, params: list | tuple = ()) -> "SqlResult":
         """Run SQL (pgvector's dialect) in this session; see varvedb.sql."""

@@ -45,15 +45,17 @@ class CheckpointState:
     tables: dict[int, Table]
     names: dict[str, int]        # collection name -> cid
     history: list[Commit]
+    next_cid: int                # above every cid used, dropped collections' too
 
 
-def encode(tables: dict[int, Table], history: list[Commit], version: int, at: int
-           ) -> tuple[list, int, Callable[[], None]]:
+def encode(tables: dict[int, Table], history: list[Commit], version: int, at: int,
+           next_cid: int | None = None) -> tuple[list, int, Callable[[], None]]:
     """(parts, length, adopt): the payload of a checkpoint of `tables` and `history`
     as of `version`, whose frame will start at file offset `at`, and what to call
     once it is durable — nothing in memory changes before, so a failed write
     leaves the state as it was."""
-    meta: dict = {"version": version, "tables": []}
+    meta: dict = {"version": version, "tables": [],
+                  "next_cid": max(tables, default=0) + 1 if next_cid is None else next_cid}
     arrays: dict[str, np.ndarray] = {}
     copied: list[tuple[VectorColumn, str]] = []
     for cid, t in tables.items():
@@ -148,7 +150,10 @@ def _load(mv, offset: int, sb: F.Superblock | None) -> CheckpointState:
             raise CorruptFileError(f"the checkpoint holds collection {t.name!r} twice")
         tables[t.cid] = t
         names[t.name] = t.cid
-    return CheckpointState(version, tables, names, [Commit(*h) for h in history])
+    # absent from checkpoints written before collections could be dropped
+    least = max(tables, default=0) + 1
+    next_cid = int_of(meta, "next_cid", least, INT64_MAX) if "next_cid" in meta else least
+    return CheckpointState(version, tables, names, [Commit(*h) for h in history], next_cid)
 
 
 def _history(arrays: dict, version: int, chain: bytes | None) -> list[tuple]:

@@ -34,9 +34,10 @@ import time
 import numpy as np
 
 from ..errors import (ClosedError, CorruptFileError, IndexMaintenanceError,
-                      LockTimeoutError, NotFoundError, OptionError, ReadOnlyError, SchemaError,
-                      StorageError, TransactionAbortedError, TransactionError)
-from ..schema import Schema
+                      LockTimeoutError, NotFoundError, NotNullViolationError, OptionError,
+                      ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
+                      TransactionError, UnknownFieldError)
+from ..schema import Field, Schema, check_not_null, complete_columns, validate_name
 from ..storage import format as F
 from ..storage import log_reader
 from ..storage.log_reader import LoggedCommit
@@ -61,6 +62,8 @@ class Transaction:
         self.rows_changed = 0
         self.frames = 0
         self.tables: set[int] = set()
+        self.dropped: list[Table] = []       # tables it dropped (a rollback restores them)
+        self.next_cid = engine.next_cid      # (and the cid counter)
         self.done = False
         self.aborted = False       # a write failed: undone in memory, cannot commit
 
@@ -78,6 +81,7 @@ class Engine:
         self.readonly = readonly
         self.tables: dict[int, Table] = {}
         self.names: dict[str, int] = {}
+        self.next_cid = 1                      # above every cid ever used (dropped ones too)
         self.history: list[Commit] = []
         self.visible = 0                       # newest version readers may see
         self.written = 0                       # newest version in the log
@@ -116,6 +120,7 @@ class Engine:
                 break
             except CorruptFileError:
                 self.tables, self.names, self.history = {}, {}, []
+                self.next_cid = 1
                 if i == len(starts) - 1:
                     raise
         self.visible = self.written = version
@@ -133,6 +138,7 @@ class Engine:
         if sb is not None:
             state = checkpoint.load(mv, sb.checkpoint_offset, sb)
             self.tables, self.names, self.history = state.tables, state.names, state.history
+            self.next_cid = state.next_cid
             version, chain, start = sb.checkpoint_version, sb.chain, sb.log_end
         if len(mv) > start:
             scan = log_reader.scan(mv, start, version, chain, log.file.superblocks)
@@ -156,6 +162,7 @@ class Engine:
             return
         with self._maintainer.hold():   # it must not link into the tables replaced here
             self.tables, self.names, self.history = {}, {}, []
+            self.next_cid = 1
             self._load()
 
     def _check_scan(self, scan, start: int) -> None:
@@ -204,6 +211,7 @@ class Engine:
             if not log_reader.holds_commit(mv, log.commit_at, log.version, log.chain):
                 # the writer undid commits this reader had seen (a failed sync): start over
                 self.tables, self.names, self.history = {}, {}, []
+                self.next_cid = 1
                 self._load()
                 return self.visible
             scan = log_reader.scan(mv, log.end, log.version, log.chain, log.file.superblocks)
@@ -230,11 +238,27 @@ class Engine:
             t = Table(frame.cid, frame.name, frame.schema, version)
             self.tables[t.cid] = t
             self.names[t.name] = t.cid
+            self.next_cid = max(self.next_cid, t.cid + 1)
             if self._tx is not None and self._tx.version == version:
                 t.begin()
                 self._tx.tables.add(t.cid)
         elif isinstance(frame, frames.CreateIndex):
             self.tables[frame.cid].create_index(frame.field, frame.spec, version)
+        elif isinstance(frame, frames.DropCollection):
+            t = self.tables.pop(frame.cid)
+            del self.names[t.name]
+            if self._tx is not None and self._tx.version == version:
+                self._tx.dropped.append(t)
+        elif isinstance(frame, frames.AddColumn):
+            self.tables[frame.cid].add_column(frame.name, frame.field)
+        elif isinstance(frame, frames.DropColumn):
+            self.tables[frame.cid].drop_column(frame.name)
+        elif isinstance(frame, frames.RenameColumn):
+            self.tables[frame.cid].rename_column(frame.old, frame.new)
+        elif isinstance(frame, frames.CreateScalarIndex):
+            self.tables[frame.cid].create_scalar_index(frame.field, frame.kind)
+        elif isinstance(frame, frames.DropIndex):
+            self.tables[frame.cid].drop_index(frame.field)
         else:
             raise CorruptFileError(f"unknown frame {type(frame).__name__}")
 
@@ -272,19 +296,26 @@ class Engine:
         self._check_writing(tx)
         if name in self.names:
             raise SchemaError(f"a collection named {name!r} already exists")
-        cid = max(self.tables, default=0) + 1
+        cid = self.next_cid
         self.write(tx, frames.CreateCollection(cid, name, schema))
         return self.tables[cid]
 
     def insert(self, tx: "Transaction", t: Table, ids, columns: dict) -> None:
-        """New documents; DuplicateIdError if an id is live (or twice in the batch)."""
+        """New documents; DuplicateIdError if an id is live (or twice in the batch).
+        Fields absent from `columns` get their default (else null);
+        NotNullViolationError if a not_null field would be null."""
         self._check_writing(tx)
+        self._check_current(t)
+        columns = complete_columns(t.schema, columns, len(ids))
         t.check_new_ids(_keys(ids))
         self._insert(tx, t, ids, columns)
 
     def upsert(self, tx: "Transaction", t: Table, ids, columns: dict) -> None:
-        """New documents, each replacing the live document with its id, if any."""
+        """New documents, each replacing the live document with its id, if any
+        (absent fields and not_null ones as in `insert`)."""
         self._check_writing(tx)
+        self._check_current(t)
+        columns = complete_columns(t.schema, columns, len(ids))
         keys = _keys(ids)
         check_unique(keys)
         old = t.live_rows(keys)
@@ -293,7 +324,8 @@ class Engine:
 
     def update(self, tx: "Transaction", t: Table, rows: np.ndarray, values: dict) -> None:
         """New versions of live `rows`: `values` (field -> (values, nulls) of one
-        row) set, every other field kept."""
+        row) set, every other field kept; NotNullViolationError if one of
+        `values` is null in a not_null field."""
         self.rewrite(tx, t, rows, {name: (_repeat(vals, len(rows)), np.repeat(nulls, len(rows)))
                                    for name, (vals, nulls) in values.items()})
 
@@ -301,8 +333,11 @@ class Engine:
         """New versions of live `rows`: `values` (field -> (values, nulls), one per
         row) set, every other field kept (SQL's UPDATE, whose values differ by row)."""
         self._check_writing(tx)
+        self._check_current(t)
         if not len(rows):
             return
+        check_not_null(Schema({k: f for k, f in t.schema.fields.items() if k in values}),
+                       values, len(rows))
         cols = {}
         for name, col in t.columns.items():
             cols[name] = values[name] if name in values else col.take(rows)
@@ -312,15 +347,88 @@ class Engine:
 
     def delete(self, tx: "Transaction", t: Table, rows: np.ndarray) -> None:
         """Live `rows` die."""
+        self._check_current(t)
         if len(rows):
             self.write(tx, frames.Delete(t.cid, np.asarray(rows, np.int64)),
                        rows_changed=len(rows))
 
     def create_index(self, tx: "Transaction", t: Table, field: str, spec) -> None:
         self._check_writing(tx)
+        self._check_current(t)
         if field in t.vector_indexes:
             raise SchemaError(f"{field!r} already has a vector index")
         self.write(tx, frames.CreateIndex(t.cid, field, spec))
+
+    # ---- schema changes (DDL): one frame each, no row rewritten --------------------
+    # Like every write they join the transaction and its rollback undoes them.
+    # The schema is the current one for every read, as_of included (table.py).
+
+    def drop_collection(self, tx: "Transaction", t: Table) -> None:
+        """The collection is gone for every version (an as_of read of it is
+        NotFoundError); its name can be reused, with a new cid."""
+        self._check_writing(tx)
+        self._check_current(t)
+        self.write(tx, frames.DropCollection(t.cid))
+
+    def add_column(self, tx: "Transaction", t: Table, name: str, field: Field) -> None:
+        """A new field; the documents so far (every version of them) read as its
+        default, or null. NotNullViolationError for a not_null field without a
+        default on a collection that has documents."""
+        self._check_writing(tx)
+        self._check_current(t)
+        validate_name(name, "field")
+        if not isinstance(field, Field):
+            raise SchemaError(f"a field is a vv.Field, got {field!r:.80}")
+        if name == "id" or name in t.schema.fields:
+            raise SchemaError(f"{t.name!r} already has a field named {name!r}")
+        if field.not_null and field.default is None and t.live:
+            raise NotNullViolationError(f"field {name!r} is not null and has no default, "
+                                        f"and {t.name!r} has documents")
+        self.write(tx, frames.AddColumn(t.cid, t.n, name, field))
+
+    def drop_column(self, tx: "Transaction", t: Table, name: str) -> None:
+        """The field, its values and its indexes are gone, for every version."""
+        self._check_writing(tx)
+        self._check_current(t)
+        self.write(tx, frames.DropColumn(t.cid, _field_of(t, name, "dropped")))
+
+    def rename_column(self, tx: "Transaction", t: Table, old: str, new: str) -> None:
+        """The field (its values and indexes) takes the name `new`, for every version."""
+        self._check_writing(tx)
+        self._check_current(t)
+        old = _field_of(t, old, "renamed")
+        validate_name(new, "field")
+        if new == "id" or new in t.schema.fields:
+            raise SchemaError(f"{t.name!r} already has a field named {new!r}")
+        self.write(tx, frames.RenameColumn(t.cid, old, new))
+
+    def create_scalar_index(self, tx: "Transaction", t: Table, field: str, kind: str) -> None:
+        """A "hash" (equality) or "sorted" (ranges too) index on a scalar field,
+        built over the rows so far."""
+        self._check_writing(tx)
+        self._check_current(t)
+        if kind not in ("hash", "sorted"):
+            raise SchemaError(f"a scalar index is 'hash' or 'sorted', got {kind!r:.80}")
+        f = t.schema.fields[_field_of(t, field, "indexed")]
+        if f.kind in ("vector", "json", "bool"):
+            raise SchemaError(f"a {f.kind} field cannot carry a {kind} index")
+        if f.index is not None:
+            raise SchemaError(f"{field!r} already has a {f.index} index")
+        self.write(tx, frames.CreateScalarIndex(t.cid, field, kind))
+
+    def drop_index(self, tx: "Transaction", t: Table, field: str) -> None:
+        """Drop the field's index: its HNSW graph or its scalar index."""
+        self._check_writing(tx)
+        self._check_current(t)
+        field = _field_of(t, field, "unindexed")
+        if field not in t.vector_indexes and field not in t.indexes:
+            raise SchemaError(f"{field!r} has no index")
+        self.write(tx, frames.DropIndex(t.cid, field))
+
+    def _check_current(self, t: Table) -> None:
+        """NotFoundError for a table object its collection's drop left behind."""
+        if self.tables.get(t.cid) is not t:
+            raise NotFoundError(f"collection {t.name!r} was dropped")
 
     def _insert(self, tx: "Transaction", t: Table, ids, columns: dict) -> None:
         if len(ids):
@@ -353,6 +461,7 @@ class Engine:
             self._writer.release(tx)
             raise
         tx.version = self.written + 1
+        tx.next_cid = self.next_cid     # as loaded: a reload above may have changed it
         self._tx = tx
         return tx
 
@@ -383,7 +492,8 @@ class Engine:
             self.history.append(Commit(tx.version, ts, chain, tx.rows_changed))
             self.written = tx.version
             for cid in tx.tables:
-                self.tables[cid].end()
+                if cid in self.tables:      # not dropped
+                    self.tables[cid].end()
         finally:
             self._end(tx)
         if self.log is not None:
@@ -424,7 +534,14 @@ class Engine:
                 self.names.pop(t.name, None)
             else:
                 t.rollback()
-        tx.tables = set()
+        # dropped ones come back after the tables created in their place are gone
+        for t in reversed(tx.dropped):
+            if t.created != tx.version:
+                t.rollback()
+                self.tables[t.cid] = t
+                self.names[t.name] = t.cid
+        self.next_cid = tx.next_cid
+        tx.tables, tx.dropped = set(), []
 
     def _link(self, tables) -> None:
         """Wake the maintainer if any of these tables has committed rows its graphs lack.
@@ -496,7 +613,7 @@ class Engine:
             if sb and sb.checkpoint_version == self.written:
                 return
             parts, length, adopt = checkpoint.encode(self.tables, self.history, self.written,
-                                                     self.log.end)
+                                                     self.log.end, self.next_cid)
             # nothing in memory changes until the checkpoint is durable
             self.log.write_checkpoint(parts, length, self.written)
             adopt()
@@ -562,6 +679,15 @@ class Engine:
             raise IndexMaintenanceError(f"linking rows into a vector index failed at close: "
                                         f"{type(failure).__name__}: {failure}; nothing is "
                                         "lost: the next open links them") from failure
+
+
+def _field_of(t: Table, name: str, what: str) -> str:
+    if name == "id":
+        raise SchemaError(f"the id field cannot be {what}")
+    if not isinstance(name, str) or name not in t.schema.fields:
+        raise UnknownFieldError(f"{t.name!r} has no field {name!r:.80}; fields are "
+                                f"{sorted(t.schema.fields)}")
+    return name
 
 
 def _keys(ids) -> list:

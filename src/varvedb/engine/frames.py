@@ -21,7 +21,7 @@ int is a msgpack int, never a bool; keys not listed are ignored):
 
 COMMIT              (fixed struct, checked by the log's scan) timestamp within
                     years 1..9999, so the history can be read as datetimes.
-CREATE_COLLECTION   cid: int >= 1 not yet used; name: a collection name not yet
+CREATE_COLLECTION   cid: int >= 1 above every cid used so far (dropped ones too); name: a collection name not yet
                     used; schema: a dict that `Schema.from_dict` accepts.
                     No arrays.
 INSERT              c: the cid of an existing table; first: int == that table's n;
@@ -41,6 +41,19 @@ CREATE_INDEX        c: the cid of an existing table; field: one of its vector
                     fields that has no vector index yet, whose vectors so far
                     are all finite; spec: HNSW.to_dict() with m, ef_construction,
                     ef_search within schema.HNSW_LIMITS. No arrays.
+DROP_COLLECTION     c: the cid of an existing table. No arrays.
+ADD_COLUMN          c: an existing table; n: int == its n; name: a valid field name
+                    it does not have (not "id"); field: a dict `Field.from_dict`
+                    accepts (not_null without a default only if the table has no
+                    live rows). No arrays.
+DROP_COLUMN         c: an existing table; name: one of its fields. No arrays.
+RENAME_COLUMN       c: an existing table; old: one of its fields; new: a valid
+                    field name it does not have. No arrays.
+CREATE_SCALAR_INDEX c: an existing table; field: one of its int, float, text or
+                    timestamp fields without an index; kind: "hash" | "sorted".
+                    No arrays.
+DROP_INDEX          c: an existing table; field: one of its fields that has a
+                    vector or scalar index. No arrays.
 
 Vectors are checked to be finite only where a graph will walk them (its
 kernels run with fastmath: a NaN distance can loop a greedy walk forever);
@@ -49,7 +62,9 @@ exact search over a NaN is merely a bad score, and the check costs a pass.
 Every n is bounded by the frame itself: it equals the length of the ids array
 or list, so each row an insert adds is paid for by at least one byte of the
 file. (What a row then costs in memory is its columns' width: an absent vector
-field is dim zeros, as a live insert would hold them.)
+field is dim zeros, as a live insert would hold them.) An ADD_COLUMN fills
+the table's rows so far in memory with the field's default or null: the same
+width per row an insert would have cost had the field been there from the start.
 """
 from __future__ import annotations
 
@@ -60,7 +75,7 @@ import msgspec
 import numpy as np
 
 from ..errors import CorruptFileError, SchemaError, VarveError
-from ..schema import (HNSW, TS_MAX_US, TS_MIN_US, Schema, brief_from_file, hnsw_from_dict,
+from ..schema import (HNSW, TS_MAX_US, TS_MIN_US, Field, Schema, brief_from_file, hnsw_from_dict,
                       timestamps_readable, validate_name)
 from ..storage import format as F
 from ..storage import record
@@ -97,8 +112,9 @@ class CreateCollection:
     @classmethod
     def decode(cls, engine, meta: dict, arrays: dict) -> "CreateCollection":
         cid = int_of(meta, "cid", 1, INT64_MAX)
-        if cid in engine.tables:
-            raise CorruptFileError(f"collection id {cid} is created twice")
+        if cid in engine.tables or cid < engine.next_cid:
+            raise CorruptFileError(f"collection id {cid} is created twice (ids below "
+                                   f"{engine.next_cid} are taken)")
         name = meta.get("name")
         if not isinstance(name, str):
             raise CorruptFileError(f"collection name {brief_from_file(name)}")
@@ -262,8 +278,144 @@ class CreateIndex:
         return cls(t.cid, name, spec)
 
 
-Frame = CreateCollection | Insert | Delete | CreateIndex
-KINDS = {cls.KIND: cls for cls in (CreateCollection, Insert, Delete, CreateIndex)}
+# ---- schema changes (DDL): each rewrites no rows ------------------------------------
+
+@dataclass
+class DropCollection:
+    """The table and its rows are gone for every version; its name may be reused."""
+    KIND: ClassVar[int] = F.Kind.DROP_COLLECTION
+    cid: int
+
+    def encode(self) -> tuple[dict, dict]:
+        return {"c": self.cid}, {}
+
+    @classmethod
+    def decode(cls, engine, meta: dict, arrays: dict) -> "DropCollection":
+        t = table_of(engine, meta)
+        no_arrays(arrays)
+        return cls(t.cid)
+
+
+@dataclass
+class AddColumn:
+    """A new field; the table's `n` rows so far read as its default (or null).
+    No row data: the column is filled in memory when the frame is applied."""
+    KIND: ClassVar[int] = F.Kind.ADD_COLUMN
+    cid: int
+    n: int
+    name: str
+    field: Field
+
+    def encode(self) -> tuple[dict, dict]:
+        return {"c": self.cid, "n": self.n, "name": self.name,
+                "field": self.field.to_dict()}, {}
+
+    @classmethod
+    def decode(cls, engine, meta: dict, arrays: dict) -> "AddColumn":
+        t = table_of(engine, meta)
+        n = int_of(meta, "n", 0, INT64_MAX)
+        if n != t.n:
+            raise CorruptFileError(f"add column to {t.name!r} at row {n}; it has {t.n}")
+        name = new_field_name(t, meta.get("name"))
+        try:
+            f = Field.from_dict(meta.get("field"))
+        except SchemaError as e:
+            raise CorruptFileError(f"add column {name!r}: {e}") from None
+        if f.not_null and f.default is None and t.live:
+            raise CorruptFileError(f"add column {name!r}: not null without a default on "
+                                   f"{t.name!r}, which has documents")
+        no_arrays(arrays)
+        return cls(t.cid, n, name, f)
+
+
+@dataclass
+class DropColumn:
+    """A field, its column and its indexes are gone (for every version)."""
+    KIND: ClassVar[int] = F.Kind.DROP_COLUMN
+    cid: int
+    name: str
+
+    def encode(self) -> tuple[dict, dict]:
+        return {"c": self.cid, "name": self.name}, {}
+
+    @classmethod
+    def decode(cls, engine, meta: dict, arrays: dict) -> "DropColumn":
+        t = table_of(engine, meta)
+        name = field_of(t, meta.get("name"))
+        no_arrays(arrays)
+        return cls(t.cid, name)
+
+
+@dataclass
+class RenameColumn:
+    """A field, its column and its indexes take a new name (for every version)."""
+    KIND: ClassVar[int] = F.Kind.RENAME_COLUMN
+    cid: int
+    old: str
+    new: str
+
+    def encode(self) -> tuple[dict, dict]:
+        return {"c": self.cid, "old": self.old, "new": self.new}, {}
+
+    @classmethod
+    def decode(cls, engine, meta: dict, arrays: dict) -> "RenameColumn":
+        t = table_of(engine, meta)
+        old = field_of(t, meta.get("old"))
+        new = new_field_name(t, meta.get("new"))
+        no_arrays(arrays)
+        return cls(t.cid, old, new)
+
+
+@dataclass
+class CreateScalarIndex:
+    """A "hash" or "sorted" index on a scalar field without one, built over its rows."""
+    KIND: ClassVar[int] = F.Kind.CREATE_SCALAR_INDEX
+    cid: int
+    field: str
+    kind: str
+
+    def encode(self) -> tuple[dict, dict]:
+        return {"c": self.cid, "field": self.field, "kind": self.kind}, {}
+
+    @classmethod
+    def decode(cls, engine, meta: dict, arrays: dict) -> "CreateScalarIndex":
+        t = table_of(engine, meta)
+        name = field_of(t, meta.get("field"))
+        f, kind = t.schema.fields[name], meta.get("kind")
+        if kind not in ("hash", "sorted") or f.kind in ("vector", "json", "bool") \
+                or f.index is not None:
+            raise CorruptFileError(f"a {brief_from_file(kind)} index on {f.kind} field "
+                                   f"{name!r} of {t.name!r} (index now: {f.index})")
+        no_arrays(arrays)
+        return cls(t.cid, name, kind)
+
+
+@dataclass
+class DropIndex:
+    """A field's index (its HNSW graph, or its scalar index) is gone."""
+    KIND: ClassVar[int] = F.Kind.DROP_INDEX
+    cid: int
+    field: str
+
+    def encode(self) -> tuple[dict, dict]:
+        return {"c": self.cid, "field": self.field}, {}
+
+    @classmethod
+    def decode(cls, engine, meta: dict, arrays: dict) -> "DropIndex":
+        t = table_of(engine, meta)
+        name = field_of(t, meta.get("field"))
+        if name not in t.vector_indexes and name not in t.indexes:
+            raise CorruptFileError(f"drop index on {name!r} of {t.name!r}, which has none")
+        no_arrays(arrays)
+        return cls(t.cid, name)
+
+
+Frame = (CreateCollection | Insert | Delete | CreateIndex | DropCollection | AddColumn
+         | DropColumn | RenameColumn | CreateScalarIndex | DropIndex)
+KINDS = {cls.KIND: cls for cls in (CreateCollection, Insert, Delete, CreateIndex,
+                                   DropCollection, AddColumn, DropColumn, RenameColumn,
+                                   CreateScalarIndex, DropIndex)}
+SCHEMA_FRAMES = (AddColumn, DropColumn, RenameColumn, CreateScalarIndex, DropIndex)
 
 
 def encode(frame: Frame) -> tuple[list, int, dict[str, int]]:
@@ -293,6 +445,24 @@ def int_of(meta: dict, key: str, lo: int, hi: int) -> int:
     if type(v) is not int or not lo <= v <= hi:
         raise CorruptFileError(f"{key!r} is {brief_from_file(v)}, not an integer in {lo}..{hi}")
     return v
+
+
+def field_of(t, name) -> str:
+    """name, which must be one of t's fields."""
+    if not isinstance(name, str) or name not in t.schema.fields:
+        raise CorruptFileError(f"frame names field {brief_from_file(name)}, which "
+                               f"{t.name!r} does not have")
+    return name
+
+
+def new_field_name(t, name) -> str:
+    """name, which must be a valid field name that t does not have yet."""
+    if not isinstance(name, str) or name == "id" or name in t.schema.fields:
+        raise CorruptFileError(f"new field {brief_from_file(name)} of {t.name!r}")
+    try:
+        return validate_name(name, "field")
+    except SchemaError as e:
+        raise CorruptFileError(str(e)) from None
 
 
 def table_of(engine, meta: dict):

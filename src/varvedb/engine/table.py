@@ -16,6 +16,7 @@ Invariants:
 """
 from __future__ import annotations
 
+import copy
 import uuid
 from dataclasses import replace
 
@@ -24,7 +25,7 @@ import numpy as np
 from ..errors import DuplicateIdError
 from ..index.scalar import make_scalar_index
 from ..index.vector_index import VectorIndex
-from ..schema import HNSW, Schema, coerce_ids
+from ..schema import HNSW, Field, Schema, coerce_ids
 from .columns import Growable, TextColumn, VectorColumn, make_column
 
 ALIVE = np.iinfo(np.int64).max
@@ -120,8 +121,10 @@ class Table:
     # ---- transactions --------------------------------------------------------
 
     def begin(self) -> None:
-        # n, died rows, live-map ops, next id, vector indexes before the transaction
-        self._undo = [self.n, [], [], self.next_int_id, dict(self.vector_indexes), self.schema]
+        # n, died rows, live-map ops, next id, and the schema with its columns and
+        # indexes before the transaction (schema changes replace these, never edit them)
+        self._undo = [self.n, [], [], self.next_int_id, dict(self.vector_indexes), self.schema,
+                      dict(self.columns), dict(self.indexes)]
 
     def end(self) -> None:
         """The transaction committed: its rows are now part of the committed prefix."""
@@ -129,7 +132,10 @@ class Table:
         self.committed_n = self.n
 
     def rollback(self) -> None:
-        n0, died_rows, live_undo, next_id, vector_indexes, schema = self._undo
+        n0, died_rows, live_undo, next_id, vector_indexes, schema, columns, indexes = self._undo
+        if schema is not self.schema:
+            self._mask_cache = {}
+        self.columns, self.indexes = columns, indexes
         self.vector_indexes, self.schema = vector_indexes, schema
         for col in [self.born, self.died, self.ids, *self.columns.values()]:
             col.truncate(n0)
@@ -239,6 +245,77 @@ class Table:
         self.vector_indexes = {**self.vector_indexes,
                                field: VectorIndex(field, f.dim, f.metric, hnsw)}
 
+    # ---- schema changes (each applies one DDL frame; no row is rewritten) ----------
+    # The schema is the current one for every read, as_of included: a renamed
+    # field reads under its new name, a dropped one is gone for every version,
+    # and an added one reads its default (or null) for the rows written before it.
+    # Each replaces the dicts it changes (the undo keeps the old ones), filling
+    # a new column before the schema names it, for readers beside the writer.
+
+    def _set_schema(self, fields: dict) -> None:
+        self._mask_cache = {}      # keyed by field name, which may now mean another column
+        self.schema = Schema(fields, self.schema.id_kind)
+
+    def add_column(self, name: str, f: Field) -> None:
+        """A new field: the rows so far hold its default, or null (in memory only)."""
+        col, n = make_column(f), self.n
+        if f.default is None:
+            col.append_nulls(n)
+        elif isinstance(col, TextColumn):
+            if n:
+                col.codes.append(np.full(n, col.encode([f.default])[0], np.int32))
+        else:
+            col.append(*f.default_column(n))
+        self.columns = {**self.columns, name: col}
+        if f.index:
+            self.indexes = {**self.indexes, name: self._built_index(name, f)}
+        if f.kind == "vector" and f.vector_index is not None:
+            self.vector_indexes = {**self.vector_indexes,
+                                   name: VectorIndex(name, f.dim, f.metric, f.vector_index)}
+        self._set_schema({**self.schema.fields, name: f})
+
+    def drop_column(self, name: str) -> None:
+        self._set_schema({k: f for k, f in self.schema.fields.items() if k != name})
+        self.vector_indexes = {k: v for k, v in self.vector_indexes.items() if k != name}
+        self.indexes = {k: v for k, v in self.indexes.items() if k != name}
+        self.columns = {k: c for k, c in self.columns.items() if k != name}
+
+    def rename_column(self, old: str, new: str) -> None:
+        def renamed(d: dict) -> dict:   # in the same place: the field order is kept
+            return {new if k == old else k: v for k, v in d.items()}
+        self.columns = renamed(self.columns)
+        if old in self.indexes:
+            ix = copy.copy(self.indexes[old])   # the undo keeps the old one as it was
+            ix.field = new
+            self.indexes = renamed({**self.indexes, old: ix})
+        self.vector_indexes = renamed(self.vector_indexes)
+        self._set_schema(renamed(self.schema.fields))
+
+    def create_scalar_index(self, field: str, kind: str) -> None:
+        """A "hash" or "sorted" index on a scalar field, built over every row so far."""
+        f = replace(self.schema.fields[field], index=kind)
+        self.indexes = {**self.indexes, field: self._built_index(field, f)}
+        self._set_schema({**self.schema.fields, field: f})
+
+    def drop_index(self, field: str) -> None:
+        """Drop the field's HNSW graph or its scalar index."""
+        f = self.schema.fields[field]
+        if field in self.vector_indexes:
+            f = replace(f, vector_index=None)
+            self.vector_indexes = {k: v for k, v in self.vector_indexes.items() if k != field}
+        else:
+            f = replace(f, index=None)
+        self._set_schema({**self.schema.fields, field: f})
+        self.indexes = {k: v for k, v in self.indexes.items() if k != field}
+
+    def _built_index(self, name: str, f: Field):
+        """A scalar index over the rows so far (the column must be in self.columns)."""
+        ix = make_scalar_index(name, f)
+        if self.n:
+            ix.n = self.n
+            ix.merge(self)
+        return ix
+
     def load_vector_index(self, field: str, arrays: dict) -> None:
         """Restore a graph from a checkpoint; a graph that fails validation is rebuilt."""
         f = self.schema.fields[field]
@@ -251,8 +328,13 @@ class Table:
     def link_indexes(self) -> bool:
         """Link the next chunk of committed rows into each graph; False if none was left."""
         moved = 0
+        # columns first: a schema change replaces vector_indexes before (drop) or
+        # after (add) columns, so a field found in both here is one column's
+        columns = self.columns
         for name, vi in list(self.vector_indexes.items()):
-            moved += vi.link(self.columns[name], self.committed_n)
+            col = columns.get(name)
+            if col is not None:
+                moved += vi.link(col, self.committed_n)
         return moved > 0
 
 

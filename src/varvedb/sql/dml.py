@@ -215,6 +215,8 @@ class Insert:
             d = {}
             for c, x in zip(columns, row):
                 if x is _DEFAULT:
+                    if c != "id":         # an id left out is assigned
+                        d[c] = schema.fields[c].default_value()
                     continue
                 kind = kinds[c]
                 # a literal or a parameter (nearly every VALUES item): no Val built
@@ -288,7 +290,7 @@ def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env) -> tuple[np.ndarra
         if f is None:
             raise SqlError("42703", f'column "{name}" of relation "{t.name}" does not exist')
         if x is _DEFAULT:
-            values[name] = [f.default if hasattr(f, "default") else None] * len(old)
+            values[name] = [f.default_value() for _ in range(len(old))]
         else:
             values[name] = assignable(f.kind, E.evaluate(x, rel, env), name)
     rewrite_rows(ctx, tx, t, old, values)
@@ -384,7 +386,7 @@ class Update(_Targeted):
             for name, x in self.sets:
                 f = schema.fields[name]
                 if x is _DEFAULT:
-                    values[name] = [getattr(f, "default", None)] * len(rows)
+                    values[name] = [f.default_value() for _ in range(len(rows))]
                 else:
                     values[name] = assignable(f.kind, E.evaluate(x, rel, env), name)
             ids = t.id_values(rows)

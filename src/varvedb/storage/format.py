@@ -48,6 +48,11 @@ class Kind:
     INSERT = 12
     DELETE = 13
     CREATE_INDEX = 14
+    ADD_COLUMN = 15
+    DROP_COLUMN = 16
+    RENAME_COLUMN = 17
+    CREATE_SCALAR_INDEX = 18
+    DROP_INDEX = 19
 
 
 def pad(n: int, align: int = ALIGN) -> int:
