@@ -123,15 +123,18 @@ class Collection:
             self._engine.delete(tx, t, rows)
             return len(rows)
 
-    def create_index(self, field: str, index: HNSW | str) -> None:
+    def create_index(self, field: str, index: HNSW | str, name: str | None = None) -> None:
         """Build an index: vv.HNSW(...) on a vector field (a graph; best after a
         bulk load), or "hash" (equality) or "sorted" (ranges too) on a scalar
-        field, built over the documents so far. Kept current after."""
+        field, built over the documents so far. Kept current after. `name`
+        names a scalar index (an HNSW spec carries its own name=)."""
         with self._sess._writing() as tx:
             t = self._table
             if isinstance(index, str):
-                self._engine.create_scalar_index(tx, t, field, index)
+                self._engine.create_scalar_index(tx, t, field, index, name)
                 return
+            if name is not None:
+                raise SchemaError("an HNSW index takes its name in vv.HNSW(name=...)")
             fname = self._vector_field(t, field)
             if not isinstance(index, HNSW):
                 raise SchemaError(f"create_index takes vv.HNSW(...), 'hash' or 'sorted', "

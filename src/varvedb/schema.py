@@ -124,6 +124,7 @@ class Field:
     # what a row that omits the field gets (scalar kinds; None: no default);
     # checked and normalised like a row's value (a timestamp becomes a UTC datetime)
     default: Any = _field(default=None, hash=False)
+    index_name: str | None = None     # the scalar index's name (SQL's CREATE INDEX name)
 
     def __post_init__(self):
         # Fields are also built directly (vv.Field(...)) and from a file's
@@ -160,6 +161,9 @@ class Field:
             raise SchemaError(f"unknown index {self.index!r}; expected 'hash' or 'sorted'")
         if self.index and k in ("json", "bool"):
             raise SchemaError(f"a {k} field cannot carry a {self.index} index")
+        if self.index_name is not None and (self.index is None or not isinstance(
+                self.index_name, str) or not _NAME.match(self.index_name)):
+            raise SchemaError(f"an index name names an index, got {brief(self.index_name)}")
         if not isinstance(self.fts, bool) or (self.fts and k != "text"):
             raise SchemaError(f"fts=True is for text fields only, got fts={self.fts!r} on "
                               f"a {k} field")
@@ -204,6 +208,8 @@ class Field:
         else:
             if self.index:
                 d["index"] = self.index
+            if self.index_name:
+                d["index_name"] = self.index_name
             if self.fts:
                 d["fts"] = True
             if self.default is not None:    # a timestamp as int microseconds
@@ -254,7 +260,7 @@ class Field:
             raise SchemaError(f"a {kind} field's default is {brief_from_file(default)}")
         try:
             return Field(kind, index=_scalar(kind, index).index, fts=fts, not_null=not_null,
-                         default=default)
+                         default=default, index_name=d.get("index_name"))
         except VarveError as e:    # a default that does not fit its kind
             raise SchemaError(f"a {kind} field: {e}") from None
 

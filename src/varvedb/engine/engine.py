@@ -256,7 +256,7 @@ class Engine:
         elif isinstance(frame, frames.RenameColumn):
             self.tables[frame.cid].rename_column(frame.old, frame.new)
         elif isinstance(frame, frames.CreateScalarIndex):
-            self.tables[frame.cid].create_scalar_index(frame.field, frame.kind)
+            self.tables[frame.cid].create_scalar_index(frame.field, frame.kind, frame.name)
         elif isinstance(frame, frames.DropIndex):
             self.tables[frame.cid].drop_index(frame.field)
         else:
@@ -402,9 +402,10 @@ class Engine:
             raise SchemaError(f"{t.name!r} already has a field named {new!r}")
         self.write(tx, frames.RenameColumn(t.cid, old, new))
 
-    def create_scalar_index(self, tx: "Transaction", t: Table, field: str, kind: str) -> None:
+    def create_scalar_index(self, tx: "Transaction", t: Table, field: str, kind: str,
+                            name: str | None = None) -> None:
         """A "hash" (equality) or "sorted" (ranges too) index on a scalar field,
-        built over the rows so far."""
+        built over the rows so far; `name` names it (SQL's DROP INDEX finds it by it)."""
         self._check_writing(tx)
         self._check_current(t)
         if kind not in ("hash", "sorted"):
@@ -414,7 +415,9 @@ class Engine:
             raise SchemaError(f"a {f.kind} field cannot carry a {kind} index")
         if f.index is not None:
             raise SchemaError(f"{field!r} already has a {f.index} index")
-        self.write(tx, frames.CreateScalarIndex(t.cid, field, kind))
+        if name is not None:
+            validate_name(name, "index")
+        self.write(tx, frames.CreateScalarIndex(t.cid, field, kind, name))
 
     def drop_index(self, tx: "Transaction", t: Table, field: str) -> None:
         """Drop the field's index: its HNSW graph or its scalar index."""

@@ -373,9 +373,13 @@ class CreateScalarIndex:
     cid: int
     field: str
     kind: str
+    name: str | None = None          # the index's name, when it was given one
 
     def encode(self) -> tuple[dict, dict]:
-        return {"c": self.cid, "field": self.field, "kind": self.kind}, {}
+        meta = {"c": self.cid, "field": self.field, "kind": self.kind}
+        if self.name is not None:
+            meta["name"] = self.name
+        return meta, {}
 
     @classmethod
     def decode(cls, engine, meta: dict, arrays: dict) -> "CreateScalarIndex":
@@ -386,8 +390,15 @@ class CreateScalarIndex:
                 or f.index is not None:
             raise CorruptFileError(f"a {brief_from_file(kind)} index on {f.kind} field "
                                    f"{name!r} of {t.name!r} (index now: {f.index})")
+        index_name = meta.get("name")
+        if index_name is not None:
+            try:
+                validate_name(index_name, "index")
+            except SchemaError:
+                raise CorruptFileError(f"index name {brief_from_file(index_name)} on "
+                                       f"{name!r}") from None
         no_arrays(arrays)
-        return cls(t.cid, name, kind)
+        return cls(t.cid, name, kind, index_name)
 
 
 @dataclass

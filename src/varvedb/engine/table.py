@@ -291,9 +291,9 @@ class Table:
         self.vector_indexes = renamed(self.vector_indexes)
         self._set_schema(renamed(self.schema.fields))
 
-    def create_scalar_index(self, field: str, kind: str) -> None:
+    def create_scalar_index(self, field: str, kind: str, name: str | None = None) -> None:
         """A "hash" or "sorted" index on a scalar field, built over every row so far."""
-        f = replace(self.schema.fields[field], index=kind)
+        f = replace(self.schema.fields[field], index=kind, index_name=name)
         self.indexes = {**self.indexes, field: self._built_index(field, f)}
         self._set_schema({**self.schema.fields, field: f})
 
@@ -304,7 +304,7 @@ class Table:
             f = replace(f, vector_index=None)
             self.vector_indexes = {k: v for k, v in self.vector_indexes.items() if k != field}
         else:
-            f = replace(f, index=None)
+            f = replace(f, index=None, index_name=None)
         self._set_schema({**self.schema.fields, field: f})
         self.indexes = {k: v for k, v in self.indexes.items() if k != field}
 

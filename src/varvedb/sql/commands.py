@@ -110,8 +110,11 @@ class ShowCommand:
 class TransactionCommand:
     def __init__(self, stmt: ast.TransactionStmt):
         k = stmt.kind
+        self.tag = None
         if k in (TransactionStmtKind.TRANS_STMT_BEGIN, TransactionStmtKind.TRANS_STMT_START):
             self.verb = "BEGIN"
+            if k == TransactionStmtKind.TRANS_STMT_START:
+                self.tag = "START TRANSACTION"
         elif k == TransactionStmtKind.TRANS_STMT_COMMIT:
             self.verb = "COMMIT"
         elif k == TransactionStmtKind.TRANS_STMT_ROLLBACK:
@@ -128,7 +131,7 @@ class TransactionCommand:
             s.begin()
             s.sql_block = True
             s.sql_failed = False
-            return SqlResult([], [], "BEGIN")
+            return SqlResult([], [], self.tag or "BEGIN")
         failed = s.sql_failed
         s.sql_failed = False
         s.sql_block = False

@@ -7,9 +7,9 @@ serial types have their ids assigned); a table without one gets a hidden,
 assigned id. ALTER TABLE ADD / DROP / RENAME COLUMN change the schema only —
 no row is rewritten.
 
-Index names: an HNSW index keeps the name CREATE INDEX gave it (in its
-spec); every index also answers to PostgreSQL's default name
-`{table}_{column}_idx`, and a scalar index only to that one.
+Index names: an index keeps the name CREATE INDEX gave it (an HNSW spec's
+name, a scalar field's index_name); one made without a name has
+PostgreSQL's default, `{table}_{column}_idx`.
 """
 from __future__ import annotations
 
@@ -171,17 +171,15 @@ class CreateTable:
 
 
 def index_names(engine) -> dict[str, tuple[str, str]]:
-    """Every index by name -> (table, column): default names and HNSW names given."""
+    """Every index by name -> (table, column): the name CREATE INDEX gave it, else
+    PostgreSQL's default, `{table}_{column}_idx`."""
     out = {}
     for tname, cid in engine.names.items():
         t = engine.tables[cid]
-        for field in list(t.vector_indexes) + list(t.indexes):
-            out[f"{tname}_{field}_idx"] = (tname, field)
-            f = t.schema.fields.get(field)
-            spec = getattr(f, "vector_index", None)
-            given = getattr(spec, "name", None)
-            if given:
-                out[given] = (tname, field)
+        for name, f in t.schema.fields.items():
+            given = f.vector_index.name if f.vector_index is not None else f.index_name
+            if f.vector_index is not None or f.index is not None:
+                out[given or f"{tname}_{name}_idx"] = (tname, name)
     return out
 
 
@@ -345,13 +343,13 @@ class CreateIndex:
             if f.kind != "vector":
                 raise SqlError("42704", f'column "{self.column}" is not a vector column')
             if f.dtype != self.dtype:
-                raise SqlError("42804", f"operator class for {'halfvec' if self.dtype == 'f16' else 'vector'} "
-                                        f"does not accept a {'halfvec' if f.dtype == 'f16' else 'vector'} column")
+                want, have = (("halfvec", "vector") if self.dtype == "f16"
+                              else ("vector", "halfvec"))
+                raise SqlError("42804", f"operator class for {want} does not accept a "
+                                        f"{have} column")
             if f.vector_index is not None:
-                if self.if_not_exists or self.name is None:
-                    raise NotSupportedError(f'column "{self.column}" already has an HNSW index '
-                                            "(one per column)")
-                raise NotSupportedError(f'column "{self.column}" already has an HNSW index')
+                raise NotSupportedError(f'column "{self.column}" already has an HNSW index: '
+                                        "varvedb keeps one graph per vector column")
             spec = HNSW(**self.options, metric=self.metric, name=self.name)
             with s._writing():
                 s.collection(self.table).create_index(self.column, spec)
@@ -363,6 +361,6 @@ class CreateIndex:
                 return SqlResult([], [], "CREATE INDEX")
             raise NotSupportedError(f'column "{self.column}" already has an index')
         with s._writing():
-            s.collection(self.table).create_index(self.column, self.kind)
+            s.collection(self.table).create_index(self.column, self.kind, name=self.name)
         return SqlResult([], [], "CREATE INDEX")
 
