@@ -65,6 +65,11 @@ def test_vectors_print_in_pgvectors_text_form():
                   0.1, -0.5, 3.4e38], np.float32)
     assert vector_text(v) == ("[1,2.5,3,100000,999999,123456.7,1e+06,1.234567e+06,1.2345679e+08,"
                               "0.0001,1.5e-05,0.1,-0.5,3.4e+38]")
+    # every magnitude: the fast path (numpy's digits) agrees with float4's rule one by one
+    rng = np.random.default_rng(1)
+    for scale in (1e-8, 1e-4, 1e-2, 1.0, 1e4, 1e6, 1e20):
+        w = (rng.standard_normal(2000) * scale).astype(np.float32)
+        assert vector_text(w) == "[" + ",".join(float_text(x, 6) for x in w.tolist()) + "]"
     # halfvec: the half's value printed as float4, as pgvector does
     assert vector_text(np.array([0.1, 1000], np.float16)) == "[0.099975586,1000]"
 

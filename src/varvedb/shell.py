@@ -199,9 +199,24 @@ def float_text(x: float, digits: int = 15) -> str:
     return f"{minus}{whole.ljust(e10 + 1, '0')}{'.' + frac if frac else ''}"
 
 
+_POINT_ZERO = re.compile(r"\.0(?=,|$)")
+
+
 def vector_text(v: np.ndarray) -> str:
-    """pgvector's text form: [1,2.5,3]; halfvec elements print as float4, like pgvector."""
-    return "[" + ",".join(float_text(x, 6) for x in np.asarray(v, np.float32).tolist()) + "]"
+    """pgvector's text form: [1,2.5,3]; halfvec elements print as float4, like pgvector.
+
+    numpy's own shortest digits (one C loop) already are float4's for
+    1e-4 <= |x| < 1e6 once a trailing ".0" goes, and below 1e-4 numpy's
+    exponent form is PostgreSQL's; only the rest go through float_text."""
+    a = np.asarray(v, np.float32)
+    s = a.astype(str)
+    mag = np.abs(a)
+    fix = np.flatnonzero((mag >= 1e6) | ((mag >= 1e-4) & (np.char.find(s, "e") >= 0)))
+    if len(fix):
+        s = s.astype(object)
+        for i in fix.tolist():
+            s[i] = float_text(float(a[i]), 6)
+    return "[" + _POINT_ZERO.sub("", ",".join(s.tolist())) + "]"
 
 
 def timestamp_text(d: _dt.datetime) -> str:
@@ -321,7 +336,8 @@ def aligned_table(columns: list[str], rows: list[tuple], title: str | None = Non
 def _json_value(v):
     if isinstance(v, np.ndarray):
         # through float4's shortest text, so 0.1 stays 0.1 rather than 0.10000000149011612
-        return [float(float_text(x, 6)) for x in np.asarray(v, np.float32).tolist()]
+        text = vector_text(v)
+        return [float(x) for x in text[1:-1].split(",")] if len(text) > 2 else []
     if isinstance(v, _dt.datetime):
         return v.isoformat()
     if isinstance(v, (float, np.floating)):
@@ -414,7 +430,7 @@ def error_text(e: BaseException, statement: str | None = None) -> str:
                     beg, cut_left = end - _DISPLAY, True
         prefix = f"LINE {lineno}: " + ("..." if cut_left else "")
         lines.append(prefix + line[beg:end] + ("..." if cut_right else ""))
-        lines.append(" " * (len(prefix) + _width(line[beg:beg + col - beg])) + "^")
+        lines.append(" " * (len(prefix) + _width(line[beg:col])) + "^")
     lines.append(f"SQLSTATE: {state}")
     return "\n".join(lines) + "\n"
 
