@@ -404,6 +404,16 @@ def test_interactive_prompt_on_a_pseudo_terminal(sql_file, tmp_path):
         assert " kept\n(1 row)" in out and "dropped" not in out
         term.send("\\?")
         assert "\\timing" in term.expect("varvedb=> ")
+        # a transaction shows in the prompt, as psql's %x: * open, ! failed
+        term.send("BEGIN;")
+        term.expect("varvedb=*> ")
+        term.send("INSERT INTO t (id) VALUES (1);")
+        assert "SQLSTATE: 23505" in term.expect("varvedb=!> ")
+        term.send("ROLLBACK;")
+        assert "ROLLBACK\n" in term.expect("varvedb=> ")
+        # Tab completes a column name
+        term.send("SELECT na\t FROM t WHERE id = 1;")
+        assert " name \n------\n a\n(1 row)\n" in term.expect("varvedb=> ")
         term.send("\\q")
         assert term.wait() == 0
     finally:

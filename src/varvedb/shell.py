@@ -26,7 +26,7 @@ import numpy as np
 
 from .errors import VarveError
 
-PROMPT, PROMPT_CONTINUE = "varvedb=> ", "varvedb-> "
+PROMPT, PROMPT_CONTINUE = "varvedb=> ", "varvedb-> "     # psql's: =*> in a transaction
 HISTORY_LENGTH = 2000
 FORMATS = ("table", "json", "csv")
 
@@ -549,8 +549,8 @@ class Shell:
         text_out = format_result(result, self.fmt)
         if text_out:
             self.out(text_out)
-        if self.timing:
-            self.out(f"Time: {elapsed * 1e3:.3f} ms\n")
+        if self.timing:               # beside JSON or CSV on stdout it goes to stderr
+            (self.out if self.fmt == "table" else self.err)(f"Time: {elapsed * 1e3:.3f} ms\n")
         return True
 
     def command(self, line: str) -> bool:
@@ -629,17 +629,42 @@ class Shell:
         return self.run_lines(text.splitlines(keepends=True), stop_on_error)
 
     # the prompt
+    def _transaction_mark(self) -> str:
+        """psql's %x: * inside BEGIN ... COMMIT, ! once a statement in it failed."""
+        session = self.db._thread_session()
+        if not session.in_transaction:
+            return ""
+        return "!" if session.sql_failed else "*"
+
+    def _completions(self, prefix: str) -> list[str]:
+        """Tab completion: backslash commands, tables, their columns, keywords."""
+        if prefix.startswith("\\"):
+            return [c for c in COMMANDS if c.startswith(prefix)]
+        words = set()
+        try:
+            for name in self.db.collections():
+                words.add(name)
+                words.update(self.db[name]._table.schema.fields)
+        except VarveError:
+            pass
+        low = prefix.lower()
+        names = sorted(w for w in words if w.startswith(prefix))
+        keys = [k if prefix[:1].isupper() else k.lower() for k in KEYWORDS
+                if k.lower().startswith(low)]
+        return names + keys
+
     def interactive(self, banner: str = "", history: str | None = None) -> int:
         """Read lines at a prompt until \\q or Ctrl-D; errors are printed and the
         session goes on. Ctrl-C drops the statement being typed."""
         history = history or os.environ.get("VARVEDB_HISTORY") or \
             os.path.join(os.path.expanduser("~"), ".varvedb_history")
-        readline = _readline(history)
+        readline = _readline(history, self._completions)
         if banner:
             self.out(banner)
         try:
             while not self.quit:
-                prompt = PROMPT_CONTINUE if self.splitter.pending else PROMPT
+                prompt = (PROMPT_CONTINUE if self.splitter.pending else PROMPT) \
+                    .replace(">", self._transaction_mark() + ">")
                 try:
                     text = input(prompt)
                 except KeyboardInterrupt:
@@ -659,13 +684,37 @@ class Shell:
         return 0
 
 
-def _readline(history: str):
-    """The stdlib readline (line editing, history from `history`), if it exists here."""
+COMMANDS = ("\\d", "\\q", "\\?", "\\r", "\\timing")
+KEYWORDS = ("SELECT", "FROM", "WHERE", "ORDER BY", "GROUP BY", "HAVING", "LIMIT", "OFFSET",
+            "INSERT INTO", "VALUES", "RETURNING", "UPDATE", "SET", "DELETE FROM", "CREATE",
+            "TABLE", "INDEX", "USING", "hnsw", "DROP", "ALTER", "EXPLAIN", "ANALYZE", "BEGIN",
+            "COMMIT", "ROLLBACK", "DISTINCT", "COUNT", "AND", "OR", "NOT", "NULL", "IS", "IN",
+            "AS OF VERSION", "AS OF TIMESTAMP", "vector", "halfvec", "bigint", "text",
+            "double precision", "boolean", "jsonb", "timestamptz", "PRIMARY KEY")
+
+
+def _readline(history: str, complete=None):
+    """The stdlib readline (line editing, history from `history`, Tab completing
+    through `complete(prefix) -> words`), if it exists here."""
     try:
         import readline
     except ImportError:             # not on every platform: the prompt still works
         return None
     readline.set_history_length(HISTORY_LENGTH)
+    if complete is not None:
+        matches: list[str] = []
+
+        def completer(text: str, state: int):
+            if state == 0:
+                matches[:] = complete(text)
+            return matches[state] if state < len(matches) else None
+
+        readline.set_completer(completer)
+        readline.set_completer_delims(" \t\n(),;=<>+-*/'\"")
+        if "libedit" in (readline.__doc__ or ""):         # macOS's readline
+            readline.parse_and_bind("bind ^I rl_complete")
+        else:
+            readline.parse_and_bind("tab: complete")
     try:
         readline.read_history_file(history)
     except OSError:
