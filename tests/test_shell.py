@@ -280,6 +280,17 @@ def test_describe_lists_tables_and_a_tables_columns_types_and_indexes(sql_file):
     assert missing.exit_code == 1 and 'Did not find any relation named "nosuch"' in missing.stderr
 
 
+def test_describe_folds_an_unquoted_name_and_hides_a_hidden_id(tmp_path):
+    path = str(tmp_path / "h.varve")
+    assert sql(path, "CREATE TABLE h (x int)").exit_code == 0
+    out = sql(path, "\\d H").stdout
+    assert out == (' ' * 14 + 'Table "h"\n'
+                   ' Column |  Type  | Nullable | Default \n'
+                   '--------+--------+----------+---------\n'
+                   ' x      | bigint |          | \n\n')
+    assert sql(path, '\\d "H"').exit_code == 1
+
+
 @pytest.mark.skipif("not_null" not in getattr(vv.Field, "__dataclass_fields__", {}),
                     reason="the schema has no NOT NULL columns on this branch yet")
 def test_describe_shows_not_null_and_default(tmp_path):

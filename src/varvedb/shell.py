@@ -579,8 +579,12 @@ class Shell:
                 if not arg:
                     self.out(describe_tables(self.db))
                 else:
-                    name = arg[1:-1].replace('""', '"') if arg.startswith('"') else arg
-                    text = describe_table(self.db, name)
+                    if arg.startswith('"'):        # quoted: exactly this name
+                        text = describe_table(self.db, arg[1:-1].replace('""', '"'))
+                    else:                           # SQL folds it to lower case
+                        text = describe_table(self.db, arg.lower())
+                        if text is None and arg != arg.lower():
+                            text = describe_table(self.db, arg)   # a Python API name
                     if text is None:
                         self.err(f'Did not find any relation named "{arg}".\n')
                         return False
@@ -737,14 +741,31 @@ def main(path: str, statement: str | None, fmt: str, readonly: bool,
         return 1
     with db:
         shell = Shell(db, out, err, fmt)
-        if statement is not None:
-            return shell.run_text(statement)
-        if not _is_terminal(stdin):
-            return shell.run_lines(stdin)
+        try:
+            if statement is not None:
+                return shell.run_text(statement)
+            if not _is_terminal(stdin):
+                return shell.run_lines(stdin)
+        except UnicodeDecodeError:
+            err('ERROR:  invalid byte sequence for encoding "UTF8"\nSQLSTATE: 22021\n')
+            return 1
+        except BrokenPipeError:          # `varvedb sql ... | head`: the reader has gone
+            _quiet_stdout()
+            return 1
         from . import __version__
         mode = " (read-only)" if readonly else ""
         return shell.interactive(f"varvedb {__version__}: {path}{mode}\n"
                                  f'Type "\\?" for help.\n\n')
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the flush at exit does not raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):   # not a real file (a test's capture)
+        pass
 
 
 def _is_terminal(stream) -> bool:
