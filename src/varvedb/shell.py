@@ -24,7 +24,7 @@ from decimal import Decimal
 
 import numpy as np
 
-from .errors import VarveError
+from .errors import OptionError, VarveError
 
 PROMPT, PROMPT_CONTINUE = "varvedb=> ", "varvedb-> "     # psql's: =*> in a transaction
 HISTORY_LENGTH = 2000
@@ -528,7 +528,7 @@ class Shell:
 
     def __init__(self, db, out, err, fmt: str = "table", timing: bool = False):
         if fmt not in FORMATS:
-            raise ValueError(f"fmt is one of {FORMATS}")
+            raise OptionError(f"fmt is one of {FORMATS}, got {fmt!r}")
         self.db, self.out, self.err, self.fmt, self.timing = db, out, err, fmt, timing
         self.splitter = StatementSplitter()
         self.quit = False
