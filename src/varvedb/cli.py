@@ -87,6 +87,26 @@ def history(file: str, limit: int) -> None:
 
 
 @main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("statement", required=False)
+@click.option("--json", "as_json", is_flag=True,
+              help="Rows as a JSON array of objects (statements without rows print nothing).")
+@click.option("--csv", "as_csv", is_flag=True, help="Rows as CSV (RFC 4180) with a header.")
+@click.option("--readonly", is_flag=True, help="Open FILE read-only.")
+def sql(file: str, statement: str | None, as_json: bool, as_csv: bool, readonly: bool) -> None:
+    """Run SQL on FILE (pgvector's dialect): STATEMENT (several separated by ;),
+    else the script on stdin, else, on a terminal, an interactive prompt
+    (\\? lists its commands). Stops at the first error: exit status 1."""
+    from . import shell
+    if as_json and as_csv:
+        raise click.UsageError("choose one of --json and --csv")
+    fmt = "json" if as_json else "csv" if as_csv else "table"
+    sys.exit(shell.main(file, statement, fmt, readonly, stdin=sys.stdin,
+                        out=lambda s: click.echo(s, nl=False),
+                        err=lambda s: click.echo(s, nl=False, err=True)))
+
+
+@main.command()
 @click.option("--file", "path", default="demo.varve", show_default=True)
 @click.option("--rows", default=100_000, show_default=True)
 @click.option("--dim", default=128, show_default=True)
