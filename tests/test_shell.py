@@ -291,8 +291,6 @@ def test_describe_folds_an_unquoted_name_and_hides_a_hidden_id(tmp_path):
     assert sql(path, '\\d "H"').exit_code == 1
 
 
-@pytest.mark.skipif("not_null" not in getattr(vv.Field, "__dataclass_fields__", {}),
-                    reason="the schema has no NOT NULL columns on this branch yet")
 def test_describe_shows_not_null_and_default(tmp_path):
     path = str(tmp_path / "nn.varve")
     assert sql(path, "CREATE TABLE n (id bigint PRIMARY KEY, a text NOT NULL, "

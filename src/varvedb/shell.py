@@ -278,10 +278,7 @@ def _width(s: str) -> int:
 def column_kinds(result) -> list[str | None]:
     """The kind of each column of a SqlResult where its plan knew it (int, float,
     json, ...), else None (the values tell)."""
-    cols = getattr(result, "_cols", None)
-    if cols and len(cols) == len(result.columns):
-        return [getattr(c, "kind", None) for c in cols]
-    return [None] * len(result.columns)
+    return list(result.kinds)
 
 
 def aligned_table(columns: list[str], rows: list[tuple], title: str | None = None,
@@ -479,8 +476,8 @@ def describe_table(db, name: str) -> str | None:
     if not schema.id_hidden:
         rows.append(("id", "bigint" if schema.id_kind == "int" else "text", "not null", None))
     for fname, f in schema.fields.items():
-        default = getattr(f, "default", None)
-        rows.append((fname, sql_type(f), "not null" if getattr(f, "not_null", False) else None,
+        default = f.default
+        rows.append((fname, sql_type(f), "not null" if f.not_null else None,
                      None if default is None else _literal(default)))
     out = aligned_table(["Column", "Type", "Nullable", "Default"], rows,
                         title=f'Table "{name}"', footer=False)
@@ -495,8 +492,8 @@ def describe_table(db, name: str) -> str | None:
             indexes.append(f'"{spec.name or f"{name}_{fname}_idx"}" hnsw ({fname} {opclass}) '
                            f"WITH (m = {spec.m}, ef_construction = {spec.ef_construction})")
         elif f.kind != "vector" and f.index:
-            indexes.append(f'"{name}_{fname}_idx" {f.index} ({fname})')
-        if getattr(f, "fts", False):
+            indexes.append(f'"{f.index_name or f"{name}_{fname}_idx"}" {f.index} ({fname})')
+        if f.fts:
             indexes.append(f"full-text ({fname})")
     if indexes:
         out += "Indexes:\n" + "".join(f"    {x}\n" for x in indexes)

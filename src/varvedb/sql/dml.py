@@ -71,9 +71,10 @@ def returning_result(items, t, rows: np.ndarray, env, status: str) -> SqlResult:
             names.append(it[0])
             exprs.append(it[1])
     rel = E.Rel(t, np.asarray(rows, np.int64))
-    vals = [E.evaluate(e, rel, env).python() for e in exprs]
-    out = list(zip(*vals)) if vals else [()] * len(rows)
-    return SqlResult(names, out, status, rowcount=len(rows))
+    vals = [E.evaluate(e, rel, env) for e in exprs]
+    out = list(zip(*(v.python() for v in vals))) if vals else [()] * len(rows)
+    kinds = [None if v.kind in ("null", "unknown") else v.kind for v in vals]
+    return SqlResult(names, out, status, rowcount=len(rows), kinds=kinds)
 
 
 def assignable(kind: str, v: E.Val, column: str) -> list:

@@ -13,17 +13,18 @@ class SqlResult:
     arrays, timestamps as UTC datetimes, json as Python values), `status`
     PostgreSQL's command tag ("SELECT 3", "INSERT 0 2", "CREATE TABLE"), and
     `rowcount` the rows returned or changed. `plan` is the query plan as it
-    ran, for a SELECT."""
-    __slots__ = ("columns", "rows", "status", "rowcount", "plan", "_cols")
+    ran, for a SELECT; `kinds` each column's kind where the statement knew it
+    (int, float, bool, text, json, timestamp, vector; None where it did not)."""
+    __slots__ = ("columns", "rows", "status", "rowcount", "plan", "kinds")
 
     def __init__(self, columns: list[str], rows: list[tuple], status: str,
-                 rowcount: int | None = None, plan=None, cols: list | None = None):
+                 rowcount: int | None = None, plan=None, kinds: list | None = None):
         self.columns = columns
         self.rows = rows
         self.status = status
         self.rowcount = len(rows) if rowcount is None else rowcount
         self.plan = plan
-        self._cols = cols           # the columns as expr.Val, when they came from a plan
+        self.kinds = kinds if kinds is not None else [None] * len(columns)
 
     def __len__(self) -> int:
         return len(self.rows)

@@ -284,8 +284,9 @@ def grammar_root(node, text):
 
 def result_of(res, names) -> SqlResult:
     cols = [v.python() for v in res.columns]
-    rows = list(zip(*cols)) if cols else []
-    return SqlResult(list(names), rows, f"SELECT {len(rows)}", plan=res.plan)
+    rows = list(zip(*cols)) if cols else [() for _ in range(res.count)]
+    kinds = [None if v.kind in ("null", "unknown") else v.kind for v in res.columns]
+    return SqlResult(list(names), rows, f"SELECT {len(rows)}", plan=res.plan, kinds=kinds)
 
 
 def _count_value(e, env, what: str) -> int | None:
