@@ -1,0 +1,10 @@
+-- varvedb-only
+-- What varvedb refuses on purpose, where PostgreSQL would go on: 0A000 "not supported".
+CREATE TABLE items (id bigint PRIMARY KEY, embedding vector(3));
+INSERT INTO items VALUES (1, '[1,2,3]');
+-- no IVF index exists yet
+CREATE INDEX ON items USING ivfflat (embedding vector_l2_ops) WITH (lists = 10);
+-- !! 0A000
+-- the failed statement left the table as it was
+SELECT id, embedding FROM items;
+-- => [(1, [1.0, 2.0, 3.0])]
