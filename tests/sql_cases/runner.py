@@ -39,6 +39,7 @@ import numpy as np
 
 VARVEDB_ONLY = "-- varvedb-only"
 REL_TOL = ABS_TOL = 1e-6
+SHOW_AT_MOST = 25          # mismatches listed in one failure (a crash repeats on each)
 
 
 class CaseFormatError(Exception):
@@ -388,7 +389,10 @@ def expectation_failures(case: Case, outcomes: list[Outcome]) -> list[str]:
 
 def _assert_none(problems: list[str], title: str) -> None:
     if problems:
-        raise AssertionError(f"{title}: {len(problems)} statement(s)\n" + "\n".join(problems))
+        shown = problems[:SHOW_AT_MOST]
+        more = len(problems) - len(shown)
+        raise AssertionError(f"{title}: {len(problems)} statement(s)\n" + "\n".join(shown)
+                             + (f"\n... and {more} more" if more else ""))
 
 
 def run_case_varvedb(path, tmp_path) -> list[Outcome]:
