@@ -74,7 +74,8 @@ def test_expectations_and_their_errors():
                      ("SELECT 1;\n-- !! 42P01\n-- !! 42P01", "a second expectation"),
                      ("SELECT 1;\n-- !! nope", "not an SQLSTATE"),
                      ("SELECT 1;\n-- => [(1,)", "does not parse"),
-                     ("SELECT 1", "not ended"), ("SELECT ';\n", "not ended")]:
+                     ("SELECT 1", "not ended"), ("SELECT ';\n", "not ended"),
+                     ("SELECT 1\n-- => [(1,)]\nSELECT 2;", "inside the statement of line 1")]:
         with pytest.raises(CaseFormatError, match=why):
             parse_script(bad)
 

@@ -220,6 +220,8 @@ def parse_script(text: str, name: str = "<case>") -> list[Statement]:
             if stripped.startswith("--"):
                 continue                                # a comment between statements
             start = lineno
+        elif stripped.startswith("-- =>") or stripped.startswith("-- !!"):
+            fail(lineno, f"an expectation inside the statement of line {start} (no `;`?)")
         current.append(line)
         if _scan_line(line, state):
             sql = "\n".join(current).strip()
