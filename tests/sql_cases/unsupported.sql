@@ -8,3 +8,7 @@ CREATE INDEX ON items USING ivfflat (embedding vector_l2_ops) WITH (lists = 10);
 -- the failed statement left the table as it was
 SELECT id, embedding FROM items;
 -- => [(1, [1.0, 2.0, 3.0])]
+-- one HNSW graph per column (PostgreSQL would build a second, for another operator class)
+CREATE INDEX items_l2 ON items USING hnsw (embedding vector_l2_ops);
+CREATE INDEX items_cos ON items USING hnsw (embedding vector_cosine_ops);
+-- !! 0A000
