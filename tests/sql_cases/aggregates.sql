@@ -56,6 +56,10 @@ SELECT region, sum(amount) FROM sales GROUP BY region HAVING sum(amount) >= 3.5 
 SELECT region FROM sales GROUP BY region HAVING max(units) < 3;
 -- => [('south',), (None,)]
 
+-- FILTER (WHERE ...) narrows one aggregate's rows
+SELECT count(*) FILTER (WHERE units > 2), sum(units) FILTER (WHERE region = 'north'), count(*) FROM sales;
+-- => [(3, 8, 6)]
+
 -- a column neither grouped nor aggregated
 SELECT region, units FROM sales GROUP BY region;
 -- !! 42803
