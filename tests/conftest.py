@@ -56,3 +56,29 @@ def child_env() -> dict:
 
 
 PYTHON = sys.executable
+
+
+# ---- PostgreSQL + pgvector for the differential SQL tests (tests/pg_server.py)
+
+@pytest.fixture(scope="session")
+def pg():
+    """One real PostgreSQL + pgvector server for the session, stopped at its end;
+    skipped, with the reason, where it cannot start."""
+    from pg_server import PgServer, Unavailable
+    try:
+        server = PgServer()
+    except Unavailable as e:
+        pytest.skip(str(e))
+    yield server
+    server.stop()
+
+
+_schemas = iter(range(1, 1 << 30))
+
+
+@pytest.fixture
+def pg_conn(pg):
+    """A new connection to pg whose search_path starts at an empty schema of its own."""
+    con = pg.connect(f"case_{next(_schemas)}")
+    yield con
+    con.close()

@@ -1,0 +1,110 @@
+-- Expressions and clauses beyond the basics that docs/sql.md lists: CASE, coalesce, nullif,
+-- ||, ILIKE, casts, json -> / ->>, text and math functions, count(DISTINCT), ORDER BY and
+-- GROUP BY positions, scalar subqueries, INSERT ... SELECT, DEFAULT, DROP TABLE a, b.
+CREATE TABLE pets (id bigint PRIMARY KEY, name text, kind text, age int, weight double precision,
+                   tags jsonb, nick varchar(10));
+INSERT INTO pets VALUES
+    (1, 'Rex', 'dog', 3, 12.5, '{"color": "brown", "vet": {"city": "Oslo"}}', 'rexy'),
+    (2, 'Tom', 'cat', 5, 4.25, '{"color": "grey"}', NULL),
+    (3, 'Kiki', 'bird', 1, 0.5, NULL, 'kk'),
+    (4, 'Bo', 'dog', NULL, 30, '{"color": "black", "n": 2}', 'bo'),
+    (5, 'Mia', 'cat', 9, NULL, '[1, 2, 3]', 'mimi');
+
+-- CASE, coalesce, nullif
+SELECT id, CASE WHEN age < 4 THEN 'young' WHEN age < 8 THEN 'adult' ELSE 'old' END AS stage FROM pets ORDER BY id;
+-- => [(1, 'young'), (2, 'adult'), (3, 'young'), (4, 'old'), (5, 'old')]
+SELECT id, CASE kind WHEN 'dog' THEN 1 WHEN 'cat' THEN 2 END FROM pets ORDER BY id;
+-- => [(1, 1), (2, 2), (3, None), (4, 1), (5, 2)]
+SELECT id, coalesce(age, 0), coalesce(nick, name) AS shown FROM pets ORDER BY id;
+-- => [(1, 3, 'rexy'), (2, 5, 'Tom'), (3, 1, 'kk'), (4, 0, 'bo'), (5, 9, 'mimi')]
+SELECT id, nullif(kind, 'dog') FROM pets ORDER BY id;
+-- => [(1, None), (2, 'cat'), (3, 'bird'), (4, None), (5, 'cat')]
+-- ||, ILIKE, lower / upper / length
+SELECT id, name || ' the ' || kind AS title FROM pets WHERE id <= 2 ORDER BY id;
+-- => [(1, 'Rex the dog'), (2, 'Tom the cat')]
+SELECT id, name || NULL FROM pets WHERE id = 1;
+-- => [(1, None)]
+SELECT id FROM pets WHERE name ILIKE 'r%' OR name ILIKE '%KI';
+-- => [(1,), (3,)]
+SELECT id FROM pets WHERE name NOT ILIKE '%o%';
+-- => [(1,), (3,), (5,)]
+SELECT lower(name), upper(kind), length(name) FROM pets WHERE id = 3;
+-- => [('kiki', 'BIRD', 4)]
+-- math
+SELECT abs(-3), abs(-2.5), sqrt(16), sqrt(2.25);
+-- => [(3, 2.5, 4.0, 1.5)]
+SELECT id, abs(age - 5) AS off FROM pets WHERE age IS NOT NULL ORDER BY off, id;
+-- => [(2, 0), (1, 2), (3, 4), (5, 4)]
+SELECT sqrt(-1);
+-- !! 2201F
+-- casts
+SELECT '42'::int + 1, CAST('2.5' AS double precision) * 2, 7::text || '!', 3.75::int, true::int;
+-- => [(43, 5.0, '7!', 4, 1)]
+SELECT id, age::double precision / 2 FROM pets WHERE id IN (1, 2) ORDER BY id;
+-- => [(1, 1.5), (2, 2.5)]
+SELECT 'x'::int;
+-- !! 22P02
+-- json: -> gives json, ->> gives text
+SELECT id, tags -> 'color', tags ->> 'color' FROM pets WHERE id IN (1, 2, 3) ORDER BY id;
+-- => [(1, 'brown', 'brown'), (2, 'grey', 'grey'), (3, None, None)]
+SELECT id, tags -> 'vet' ->> 'city' FROM pets WHERE id = 1;
+-- => [(1, 'Oslo')]
+SELECT id, tags -> 1 FROM pets WHERE id = 5;
+-- => [(5, 2)]
+SELECT id FROM pets WHERE tags ->> 'color' = 'grey';
+-- => [(2,)]
+
+-- count(DISTINCT), ORDER BY / GROUP BY by position and by output name
+SELECT count(DISTINCT kind), count(kind), count(DISTINCT age) FROM pets;
+-- => [(3, 5, 4)]
+SELECT kind, count(*) FROM pets GROUP BY 1 ORDER BY 2 DESC, 1;
+-- => [('cat', 2), ('dog', 2), ('bird', 1)]
+SELECT kind AS k, max(age) AS oldest FROM pets GROUP BY k ORDER BY oldest DESC NULLS LAST;
+-- => [('cat', 9), ('dog', 3), ('bird', 1)]
+SELECT name, age FROM pets ORDER BY 2 NULLS FIRST, 1;
+-- => [('Bo', None), ('Kiki', 1), ('Rex', 3), ('Tom', 5), ('Mia', 9)]
+SELECT name FROM pets ORDER BY 3;
+-- !! 42P10
+
+-- scalar subqueries
+SELECT id, name FROM pets WHERE age = (SELECT max(age) FROM pets);
+-- => [(5, 'Mia')]
+SELECT (SELECT count(*) FROM pets WHERE kind = 'dog') AS dogs, (SELECT min(weight) FROM pets) AS lightest;
+-- => [(2, 0.5)]
+SELECT id FROM pets WHERE weight > (SELECT avg(weight) FROM pets) ORDER BY id;
+-- => [(1,), (4,)]
+
+-- INSERT ... SELECT, DEFAULT
+CREATE TABLE old_pets (id bigint PRIMARY KEY, name text, age int DEFAULT 1);
+INSERT INTO old_pets SELECT id, name, age FROM pets WHERE age >= 5;
+INSERT INTO old_pets (id, name) SELECT id + 100, upper(name) FROM pets WHERE kind = 'bird' RETURNING *;
+-- => [(103, 'KIKI', 1)]
+INSERT INTO old_pets VALUES (50, 'Zed', DEFAULT);
+SELECT * FROM old_pets ORDER BY id;
+-- => [(2, 'Tom', 5), (5, 'Mia', 9), (50, 'Zed', 1), (103, 'KIKI', 1)]
+INSERT INTO old_pets SELECT id, name, age FROM pets WHERE id = 2;
+-- !! 23505
+
+-- DROP TABLE of several
+CREATE TABLE t1 (id bigint PRIMARY KEY);
+CREATE TABLE t2 (id bigint PRIMARY KEY);
+DROP TABLE t1, t2;
+SELECT * FROM t1;
+-- !! 42P01
+DROP TABLE IF EXISTS t1, old_pets;
+SELECT * FROM old_pets;
+-- !! 42P01
+
+-- syntax errors
+SELEC 1;
+-- !! 42601
+SELECT id FROM pets WHERE;
+-- !! 42601
+
+-- varchar(n) holds at most n characters
+CREATE TABLE codes (id bigint PRIMARY KEY, code varchar(3));
+INSERT INTO codes VALUES (1, 'abc');
+INSERT INTO codes VALUES (2, 'abcd');
+-- !! 22001
+SELECT id, code FROM codes;
+-- => [(1, 'abc')]

@@ -1,0 +1,118 @@
+-- Vectors: literals, the four distance operators in ORDER BY ... LIMIT k (exact: no index),
+-- distances as columns, pgvector's functions, halfvec, and the ANN subquery idioms.
+-- The vectors lie on a grid of halves (exact in float4 and float16); the query vectors
+-- are chosen so that no two rows tie on any of the four distances.
+CREATE TABLE items (id bigint PRIMARY KEY, category text, embedding vector(3));
+INSERT INTO items VALUES
+    (1, 'a', '[2.5,0,-1]'),
+    (2, 'b', '[3,0.5,-3]'),
+    (3, 'a', '[1.5,3,1.5]'),
+    (4, 'b', '[-0.5,1,0.5]'),
+    (5, 'a', '[-2.5,-2,1]'),
+    (6, 'b', '[-1,1.5,2.5]'),
+    (7, 'a', '[-0.5,-2.5,1.5]'),
+    (8, 'b', '[-2.5,0,-3]'),
+    (9, 'a', '[0,0.5,1]'),
+    (10, 'b', '[-3,3,-3]'),
+    (11, 'a', NULL);
+
+SELECT id, embedding FROM items WHERE id IN (1, 9, 11) ORDER BY id;
+-- => [(1, [2.5, 0.0, -1.0]), (9, [0.0, 0.5, 1.0]), (11, None)]
+SELECT '[1,2,3]'::vector, '[1.5, -2, 0]'::vector(3);
+-- => [([1.0, 2.0, 3.0], [1.5, -2.0, 0.0])]
+SELECT '[1,2,3]'::vector(2);
+-- !! 22000
+SELECT 'nonsense'::vector;
+-- !! 22P02
+
+-- nearest neighbours, each operator: <-> L2, <#> negative inner product, <=> cosine, <+> L1
+SELECT id FROM items ORDER BY embedding <-> '[0.3,1.1,2.7]' LIMIT 5;
+-- => [(6,), (9,), (4,), (3,), (7,)]
+SELECT id FROM items ORDER BY embedding <#> '[0.3,1.1,2.7]' LIMIT 5;
+-- => [(6,), (3,), (9,), (4,), (7,)]
+SELECT id FROM items ORDER BY embedding <=> '[0.3,1.1,2.7]' LIMIT 5;
+-- => [(9,), (6,), (3,), (4,), (7,)]
+SELECT id FROM items ORDER BY embedding <+> '[0.3,1.1,2.7]' LIMIT 5;
+-- => [(6,), (9,), (4,), (3,), (7,)]
+SELECT id FROM items ORDER BY embedding <-> '[-1.2,0.4,1.9]' LIMIT 3;
+-- => [(6,), (9,), (4,)]
+SELECT id FROM items ORDER BY embedding <#> '[-1.2,0.4,1.9]' LIMIT 3;
+-- => [(6,), (5,), (7,)]
+SELECT id FROM items ORDER BY embedding <=> '[-1.2,0.4,1.9]' LIMIT 3;
+-- => [(6,), (9,), (4,)]
+SELECT id FROM items ORDER BY embedding <+> '[-1.2,0.4,1.9]' LIMIT 3;
+-- => [(6,), (9,), (4,)]
+SELECT id FROM items ORDER BY embedding <-> '[0.3,1.1,2.7]' LIMIT 3 OFFSET 2;
+-- => [(4,), (3,), (7,)]
+SELECT id FROM items ORDER BY embedding <-> '[0.3,1.1,2.7]'::vector(3) LIMIT 1;
+-- => [(6,)]
+-- filtered: the k nearest among the rows that pass
+SELECT id FROM items WHERE category = 'a' ORDER BY embedding <-> '[0.3,1.1,2.7]' LIMIT 3;
+-- => [(9,), (3,), (7,)]
+SELECT id FROM items WHERE category = 'b' AND id > 2 ORDER BY embedding <=> '[-1.2,0.4,1.9]' LIMIT 2;
+-- => [(6,), (4,)]
+SELECT id FROM items WHERE id IN (2, 5, 8) ORDER BY embedding <#> '[0.3,1.1,2.7]' LIMIT 10;
+-- => [(5,), (2,), (8,)]
+SELECT id FROM items WHERE category = 'z' ORDER BY embedding <-> '[0.3,1.1,2.7]' LIMIT 3;
+-- => []
+
+-- distances as output columns
+SELECT id, embedding <-> '[1,1,1]' AS distance FROM items WHERE id <= 4 ORDER BY id;
+-- => [(1, 2.6925824), (2, 4.5), (3, 2.12132034), (4, 1.58113883)]
+SELECT id, embedding <-> '[1,1,1]' AS distance FROM items ORDER BY distance LIMIT 3;
+-- => [(9, 1.11803399), (4, 1.58113883), (3, 2.12132034)]
+SELECT id, embedding <#> '[1,1,1]' AS neg_ip, embedding <=> '[1,1,1]' AS cos,
+       embedding <+> '[1,1,1]' AS l1 FROM items WHERE id IN (3, 7) ORDER BY id;
+-- => [(3, -6.0, 0.0571909584, 3.0), (7, 1.5, 1.29277002, 5.5)]
+SELECT id, embedding <-> '[0.3,1.1,2.7]' AS d FROM items ORDER BY embedding <-> '[0.3,1.1,2.7]' LIMIT 2;
+-- => [(6, 1.37477262), (9, 1.82756673)]
+SELECT id, embedding <-> '[1,1,1]' FROM items WHERE id = 11;
+-- => [(11, None)]
+SELECT embedding <-> '[1,2]' FROM items;
+-- !! 22000
+
+-- functions
+SELECT id, l2_distance(embedding, '[1,1,1]'), cosine_distance(embedding, '[1,1,1]'),
+       inner_product(embedding, '[1,1,1]'), l1_distance(embedding, '[1,1,1]')
+    FROM items WHERE id IN (1, 4) ORDER BY id;
+-- => [(1, 2.6925824, 0.67836624, 1.5, 4.5), (4, 1.58113883, 0.528595479, 1.0, 2.0)]
+SELECT id, vector_dims(embedding), vector_norm(embedding) FROM items WHERE id IN (1, 3, 11) ORDER BY id;
+-- => [(1, 3, 2.6925824), (3, 3, 3.67423461), (11, None, None)]
+SELECT l2_normalize('[3,0,4]'::vector), subvector('[1,2,3,4,5]'::vector, 2, 3);
+-- => [([0.6, 0.0, 0.8], [2.0, 3.0, 4.0])]
+SELECT id, subvector(embedding, 1, 2) FROM items WHERE id = 3;
+-- => [(3, [1.5, 3.0])]
+SELECT vector_dims('[1,2,3,4]'::vector), vector_norm('[3,4]'::vector);
+-- => [(4, 5.0)]
+SELECT id FROM items ORDER BY l2_distance(embedding, '[0.3,1.1,2.7]') LIMIT 3;
+-- => [(6,), (9,), (4,)]
+SELECT id FROM items WHERE embedding <-> '[1,1,1]' < 2 ORDER BY id;
+-- => [(4,), (9,)]
+SELECT '[1,2,3]'::vector <-> '[1,2,5]'::vector, '[1,1]'::vector <#> '[2,3]'::vector;
+-- => [(2.0, -5.0)]
+
+-- the ANN subquery idiom: the k nearest, re-ordered outside
+SELECT * FROM (SELECT id, embedding <-> '[0.3,1.1,2.7]' AS d FROM items ORDER BY d LIMIT 5) s ORDER BY id;
+-- => [(3, 2.54754789), (4, 2.34307496), (6, 1.37477262), (7, 3.87814376), (9, 1.82756673)]
+SELECT id FROM (SELECT id, category FROM items ORDER BY embedding <=> '[-1.2,0.4,1.9]' LIMIT 4) s WHERE category = 'b';
+-- => [(6,), (4,)]
+SELECT id, category FROM items WHERE id IN (SELECT id FROM items ORDER BY embedding <-> '[0.3,1.1,2.7]' LIMIT 3) ORDER BY id;
+-- => [(4, 'b'), (6, 'b'), (9, 'a')]
+SELECT id FROM items WHERE id IN (SELECT id FROM items WHERE category = 'b') AND id < 7;
+-- => [(2,), (4,), (6,)]
+SELECT id FROM items WHERE id NOT IN (SELECT id FROM items WHERE category = 'a');
+-- => [(2,), (4,), (6,), (8,), (10,)]
+
+-- halfvec
+CREATE TABLE halves (id bigint PRIMARY KEY, h halfvec(3));
+INSERT INTO halves VALUES (1, '[1,0.5,0.25]'), (2, '[-1,2,0]'), (3, '[0.75,0.75,-2]'), (4, NULL);
+SELECT id, h FROM halves ORDER BY id;
+-- => [(1, [1.0, 0.5, 0.25]), (2, [-1.0, 2.0, 0.0]), (3, [0.75, 0.75, -2.0]), (4, None)]
+SELECT id FROM halves ORDER BY h <-> '[1,1,1]' LIMIT 2;
+-- => [(1,), (2,)]
+SELECT id, h <-> '[1,1,1]' AS d, h <=> '[1,1,1]' AS c FROM halves WHERE id <= 3 ORDER BY id;
+-- => [(1, 0.901387819, 0.118082896), (2, 2.44948974, 0.74180111), (3, 3.02076149, 1.12751534)]
+SELECT id, l2_distance(h, '[0,0,0]'::halfvec), vector_dims(h) FROM halves WHERE id = 3;
+-- => [(3, 2.26384628, 3)]
+INSERT INTO halves VALUES (5, '[1,2]');
+-- !! 22000
