@@ -34,6 +34,8 @@ def test_bench_sql_reports_both_figures(tmp_path):
         assert o[side]["median"] > 0 and o[side]["per_round_median"]["rounds"] == 2
     a = o["added"]
     assert a["p25"] <= a["median"] <= a["p75"]
+    bo = o["added_by_order"]
+    assert o["goal"] == ("met" if bo["balanced"] <= o["goal_us"] else "missed")
     if o["goal"] == "missed":
         assert o["profile"]["sql_only_by_own_time"]
     assert "db.sql() over collection.search" in md

@@ -13,15 +13,19 @@ plan is a graph walk with the filter mask (the report shows the plan).
   query runs on both sides back to back, the side that runs first alternating
   query by query and round by round; the figure is the median over every
   (query, round) of the paired difference, with its p25–p75, and each side's
-  median. Goal: at most GOAL_US. A missed goal brings a cProfile of the SQL
-  path minus the API path (functions only the SQL path calls).
+  median (also split by which side ran first: the second call of a query finds
+  its graph nodes in cache). Whole rounds (layers._ab: all queries on one side,
+  then on the other) give a second view. Goal: at most GOAL_US. A missed goal
+  brings a cProfile of the SQL path minus the API path (functions only the
+  SQL path calls, and the matching steps of both paths).
 * pgvector: the same query through `db.sql()` against PostgreSQL + pgvector
   (bench/pg_engine.py's server on its unix socket, binary COPY, HNSW with the
   same m / ef_construction, `SET hnsw.ef_search` = ef, `SET
   hnsw.iterative_scan = relaxed_order`), psycopg 3 with pgvector's types and
   `prepare=True`, both returning 10 ids. Interleaved query by query in the
   same way; a round's figure is each side's QPS over the round's queries; the
-  ratio is the median of the per-round ratios. Recall@10 of each against
+  ratio is the median of the per-round ratios (whole rounds as a second view).
+  Recall@10 of each against
   numpy's exact answer under the filter, so the ratio is read at known recall.
 """
 from __future__ import annotations
@@ -39,7 +43,7 @@ import time
 import numpy as np
 
 from . import data
-from .layers import _pair, _stats
+from .layers import _ab, _pair, _stats, _us_per_call
 
 GOAL_US = 10.0
 K = 10
@@ -52,6 +56,17 @@ PG_IDS = "SELECT id FROM items WHERE tag < %s ORDER BY embedding <-> %s::vector 
 SQL_MODULES = (os.sep + os.path.join("varvedb", "sql") + os.sep,
                os.path.join("varvedb", "query", "expr.py"),
                os.path.join("varvedb", "query", "execute.py"))
+
+
+# matching steps of the two paths (inclusive time), to say where the SQL path's time goes
+PHASES = (("whole call", (os.path.join("varvedb", "database.py"), "sql"),
+           (os.path.join("varvedb", "collection.py"), "search")),
+          ("plan (bind, masks, strategy)", (os.path.join("sql", "select.py"), "plan"),
+           (os.path.join("varvedb", "collection.py"), "_plan_search")),
+          ("execute (walk, output columns)", (os.path.join("query", "execute.py"), "execute"),
+           (os.path.join("query", "execute.py"), "execute")),
+          ("result objects", (os.path.join("sql", "select.py"), "result_of"),
+           (os.path.join("varvedb", "collection.py"), "_hits")))
 
 
 class Setup:
@@ -131,6 +146,11 @@ def _interleaved(a, b, queries, rounds: int) -> tuple[np.ndarray, np.ndarray]:
     return ta, tb
 
 
+def _quartiles(x: np.ndarray) -> dict:
+    return {"median": float(np.median(x)), "p25": float(np.percentile(x, 25)),
+            "p75": float(np.percentile(x, 75))}
+
+
 def _plan_of(plan) -> dict:
     """The VectorTopK under a plan: its strategy, ef and allowed rows, and the tree."""
     node = plan
@@ -153,6 +173,15 @@ def overhead(s: Setup, rounds: int, profile_queries: int = 300) -> dict:
     api_plan, sql_plan = _plan_of(h.plan), _plan_of(r.plan)
     ta, tb = _interleaved(s.api, s.sql, queries, rounds)
     diff = (tb - ta) / 1e3                       # µs the SQL side adds, per (round, query)
+    api_first = (np.add.outer(np.arange(rounds), np.arange(len(queries))) % 2) == 0
+    # whole rounds too (all queries on one side, then on the other, the first side
+    # alternating): each side warm in its own loop, as a caller's loop would be
+    ra, rb = _ab(lambda: _us_per_call(s.api, queries), lambda: _us_per_call(s.sql, queries),
+                 rounds)
+    whole = _pair("whole rounds", "µs per query", ra, rb, "sql", False)
+    whole["added"] = _stats([y - x for x, y in zip(ra, rb)])
+    del whole["ratio_means"]
+    whole["ratio"]["means"] = "db.sql()'s time over collection.search's, per round"
     out = {
         "figure": f"time db.sql() adds over collection.search, filtered top-{K} "
                   f"(tag < {MAX_TAG}), {s.rows:,} × {s.dim}, statement cached",
@@ -164,6 +193,18 @@ def overhead(s: Setup, rounds: int, profile_queries: int = 300) -> dict:
                 "per_round_median": _stats([float(np.median(t) / 1e3) for t in ta])},
         "sql": {"median": float(np.median(tb) / 1e3),
                 "per_round_median": _stats([float(np.median(t) / 1e3) for t in tb])},
+        "added_by_order": {
+            "api_first": _quartiles(diff[api_first]), "sql_first": _quartiles(diff[~api_first]),
+            "balanced": (float(np.median(diff[api_first])) +
+                         float(np.median(diff[~api_first]))) / 2,
+            "balanced_per_round": _stats([(float(np.median(d[f])) + float(np.median(d[~f]))) / 2
+                                          for d, f in zip(diff, api_first)]),
+            "means": "the second call of a query finds its graph nodes in cache, so the "
+                     "paired difference is bimodal by which side ran first; the balanced "
+                     "figure (the mean of the two medians) cancels that, and is the one "
+                     "the goal is read on"},
+        "whole_rounds": {"api": whole["varvedb"], "sql": whole["sql"],
+                         "added": whole["added"], "ratio": whole["ratio"]},
         "goal_us": GOAL_US,
         "queries": len(queries), "rounds": rounds,
         "same_ids": f"{same} of {len(queries)} queries",
@@ -173,7 +214,7 @@ def overhead(s: Setup, rounds: int, profile_queries: int = 300) -> dict:
         "api_call": f'items.search(vector=q, where="tag < $1", params=[{MAX_TAG}], '
                     f'limit={K}, select=[])',
     }
-    out["goal"] = "met" if out["added"]["median"] <= GOAL_US else "missed"
+    out["goal"] = "met" if out["added_by_order"]["balanced"] <= GOAL_US else "missed"
     if out["goal"] == "missed" and profile_queries:
         out["profile"] = profile_sql_minus_api(s, queries[:profile_queries])
     return out
@@ -222,8 +263,16 @@ def profile_sql_minus_api(s: Setup, queries, top: int = 15) -> dict:
     both = {k: v for k, v in sql.items() if k in api}
     total = lambda st: sum(v[2] for v in st.values()) / n * 1e6   # noqa: E731
     more = sorted(((v[2] - api[k][2]) / n * 1e6, k) for k, v in both.items())[::-1]
+
+    def incl(st, path, name):
+        ct = [v[3] for k, v in st.items() if k[0].endswith(path) and k[2] == name]
+        return round(ct[0] / n * 1e6, 1) if ct else None
+    phases = {phase: {"sql": incl(sql, *a), "api": incl(api, *b),
+                      "sql_function": f"{a[0]} {a[1]}", "api_function": f"{b[0]} {b[1]}"}
+              for phase, a, b in PHASES}
     return {
         "queries": n,
+        "phases_inclusive_us": phases,
         "sql_total_us": round(total(sql), 1), "api_total_us": round(total(api), 1),
         "sql_only_own_us": round(total(only), 1),
         "sql_layer_own_us": round(sum(v[2] for k, v in only.items()
@@ -267,6 +316,8 @@ def versus_pgvector(s: Setup, workdir: str, rounds: int, echo=print) -> dict | s
                                     None, "(GENERIC_PLAN) "),
                 "prepared": _prepared_plan(con, queries[0])}
         ta, tb = _interleaved(s.sql_ids, pg_ids, queries, rounds)
+        wa, wb = _ab(lambda: 1e6 / _us_per_call(s.sql_ids, queries),
+                     lambda: 1e6 / _us_per_call(pg_ids, queries), rounds)
         truth = s.truth()
         qps_vv = [len(queries) / (t.sum() / 1e9) for t in ta]
         qps_pg = [len(queries) / (t.sum() / 1e9) for t in tb]
@@ -278,6 +329,7 @@ def versus_pgvector(s: Setup, workdir: str, rounds: int, echo=print) -> dict | s
                           "pgvector": data.recall(pg_found, truth)},
             "median_us": {"varvedb": float(np.median(ta) / 1e3),
                           "pgvector": float(np.median(tb) / 1e3)},
+            "whole_rounds": _pair("whole rounds", "queries/s", wa, wb, "pgvector", True),
             "both_return_k": bool(all(len(f) == K for f in vv_found + pg_found)),
             "queries": len(queries),
             "plan": {"varvedb": _plan_of(s.db.sql(SQL_IDS, [MAX_TAG, queries[0]]).plan),
@@ -370,7 +422,7 @@ def markdown(report: dict) -> str:
              "(first side alternating per query and per round).", ""]
     o = report.get("overhead")
     if isinstance(o, dict):
-        a = o["added"]
+        a, bo = o["added"], o["added_by_order"]
         pr = a["per_round_median"]
         lines += ["## db.sql() over collection.search", "",
                   "| | median µs | p25–p75 | per-round medians (min–max) |",
@@ -382,7 +434,19 @@ def markdown(report: dict) -> str:
                   f"{o['api']['per_round_median']['max']:.1f} |",
                   f"| db.sql() | {o['sql']['median']:.1f} | | "
                   f"{o['sql']['per_round_median']['min']:.1f}–"
-                  f"{o['sql']['per_round_median']['max']:.1f} |", "",
+                  f"{o['sql']['per_round_median']['max']:.1f} |",
+                  f"| added, pairs with the API first | {bo['api_first']['median']:.1f} | "
+                  f"{bo['api_first']['p25']:.1f}–{bo['api_first']['p75']:.1f} | |",
+                  f"| added, pairs with db.sql() first | {bo['sql_first']['median']:.1f} | "
+                  f"{bo['sql_first']['p25']:.1f}–{bo['sql_first']['p75']:.1f} | |",
+                  f"| **added, balanced** (mean of the two above) | **{bo['balanced']:.1f}** | "
+                  f"| {bo['balanced_per_round']['min']:.1f}–"
+                  f"{bo['balanced_per_round']['max']:.1f} |",
+                  f"| added, whole rounds (mean µs a round) | "
+                  f"{o['whole_rounds']['added']['median']:.1f} | | "
+                  f"{o['whole_rounds']['added']['min']:.1f}–"
+                  f"{o['whole_rounds']['added']['max']:.1f} |", "",
+                  f"{bo['means'][0].upper()}{bo['means'][1:]}.", "",
                   f"Goal ≤ {o['goal_us']:g} µs: **{o['goal']}**. Same ids: {o['same_ids']}. "
                   f"Plan: {o['plan']['sql']['strategy']} (ef {o['plan']['sql'].get('ef')}).", ""]
         if "profile" in o:
@@ -396,6 +460,11 @@ def markdown(report: dict) -> str:
                       "|---|---|---|---|"]
             lines += [f"| `{r['function']}` | {r['calls_per_query']} | {r['own_us']} | "
                       f"{r['inclusive_us']} |" for r in p["sql_only_by_own_time"]]
+            lines += ["", "| step (inclusive µs, profiled) | db.sql() | collection.search |",
+                      "|---|---|---|"]
+            lines += [f"| {name} (`{ph['sql_function']}` / `{ph['api_function']}`) | "
+                      f"{ph['sql']} | {ph['api']} |"
+                      for name, ph in p["phases_inclusive_us"].items()]
             lines.append("")
     elif o is not None:
         lines += [f"overhead: {o}", ""]
@@ -410,10 +479,16 @@ def markdown(report: dict) -> str:
                   f"{g['pgvector']['max']:,.0f}) |",
                   f"| median µs per query | {g['median_us']['varvedb']:.0f} | "
                   f"{g['median_us']['pgvector']:.0f} |",
+                  f"| QPS, whole rounds (one side, then the other) | "
+                  f"{g['whole_rounds']['varvedb']['median']:,.0f} | "
+                  f"{g['whole_rounds']['pgvector']['median']:,.0f} |",
                   f"| recall@10 (filtered, exact truth) | {g['recall@10']['varvedb']:.4f} | "
                   f"{g['recall@10']['pgvector']:.4f} |", "",
                   f"Ratio (median of per-round QPS ratios): **{r['median']:.2f}×** "
-                  f"({r['min']:.2f}–{r['max']:.2f}); {g['ratio_means']}.", "",
+                  f"({r['min']:.2f}–{r['max']:.2f}); {g['ratio_means']}. Whole rounds: "
+                  f"{g['whole_rounds']['ratio']['median']:.2f}× "
+                  f"({g['whole_rounds']['ratio']['min']:.2f}–"
+                  f"{g['whole_rounds']['ratio']['max']:.2f}).", "",
                   f"pgvector plan of the prepared statement (EXPLAIN EXECUTE after ten runs): "
                   f"`{g['plan']['pgvector']['prepared']}`; custom plan: "
                   f"`{g['plan']['pgvector']['custom']}`; generic plan: "
