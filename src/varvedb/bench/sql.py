@@ -146,6 +146,65 @@ def _interleaved(a, b, queries, rounds: int) -> tuple[np.ndarray, np.ndarray]:
     return ta, tb
 
 
+def steps(s: Setup, queries, rounds: int = 3) -> dict | str:
+    """µs of the matching steps of both paths, timed with perf_counter_ns (no
+    profiler), interleaved query by query with the first side alternating; each
+    step's figure is balanced like the overhead's (the mean of its median when
+    its side ran first and when it ran second).
+    It calls the paths' internals (sql.compile_text, Context, Select.plan,
+    result_of; Collection._plan_search, _hits): if those change it says so
+    instead of failing the figure."""
+    try:
+        from ..query.execute import execute
+        from ..query.plan import Output
+        from ..sql import Context, compile_text
+        from ..sql.select import result_of
+        session = s.db._thread_session()
+        items = s.items
+        clock = time.perf_counter_ns
+
+        def sql_steps(q):
+            t0 = clock()
+            session._engine._ensure_open()
+            (c,) = compile_text(SQL_OVERHEAD)
+            ctx = Context(session, None)
+            t1 = clock()
+            query = c.impl.plan(ctx, [q, MAX_TAG])
+            t2 = clock()
+            res = execute(query)
+            t3 = clock()
+            result_of(res, query.plan.find(Output).columns)
+            return t1 - t0, t2 - t1, t3 - t2, clock() - t3
+
+        def api_steps(q):
+            t0 = clock()
+            query = items._plan_search(q, "tag < $1", [MAX_TAG], K, [])
+            t1 = clock()
+            res = execute(query)
+            t2 = clock()
+            items._hits(query.table, res)
+            return 0, t1 - t0, t2 - t1, clock() - t2
+        sql_steps(queries[0])
+        api_steps(queries[0])
+    except (ImportError, AttributeError, TypeError, ValueError) as e:
+        return f"steps not timed: the paths' internals changed ({e!r})"
+    # got[side][ran first?]: each side's step times when it ran first, and second
+    got = {"sql": ([], []), "api": ([], [])}
+    for r in range(rounds):
+        for i, q in enumerate(queries):
+            order = (("sql", sql_steps), ("api", api_steps))
+            for j, (side, fn) in enumerate(order if (i + r) % 2 == 0 else order[::-1]):
+                got[side][j].append(fn(q))
+    names = ("entry (compile_text cache hit, Context)", "plan (bind, filter mask, strategy)",
+             "execute (walk; output columns)", "result objects (rows / Hit objects)")
+    # balanced as the figure is: the mean of the medians run first and run second
+    med = {side: sum(np.median(np.array(v, np.float64), axis=0) for v in pair) / 2e3
+           for side, pair in got.items()}
+    return {name: {"sql": round(float(med["sql"][j]), 2), "api": round(float(med["api"][j]), 2),
+                   "added": round(float(med["sql"][j] - med["api"][j]), 2)}
+            for j, name in enumerate(names)}
+
+
 def _quartiles(x: np.ndarray) -> dict:
     return {"median": float(np.median(x)), "p25": float(np.percentile(x, 25)),
             "p75": float(np.percentile(x, 75))}
@@ -215,25 +274,29 @@ def overhead(s: Setup, rounds: int, profile_queries: int = 300) -> dict:
                     f'limit={K}, select=[])',
     }
     out["goal"] = "met" if out["added_by_order"]["balanced"] <= GOAL_US else "missed"
+    out["steps_us"] = steps(s, queries)
     if out["goal"] == "missed" and profile_queries:
         out["profile"] = profile_sql_minus_api(s, queries[:profile_queries])
     return out
 
 
-def _profile(fn, queries) -> dict:
+def _profile_pair(a, b, queries) -> tuple[dict, dict]:
+    """cProfile stats of a(q) and of b(q), one profiler each, interleaved query by
+    query with the first side alternating (as the timed figure runs them)."""
+    pa, pb = cProfile.Profile(), cProfile.Profile()
     # gc off: a collection's pause lands on whatever function allocates at the
     # time and would be charged to it
     gc.collect()
     gc.disable()
-    pr = cProfile.Profile()
     try:
-        pr.enable()
-        for q in queries:
-            fn(q)
-        pr.disable()
+        for i, q in enumerate(queries):
+            for prof, fn in ((pa, a), (pb, b)) if i % 2 == 0 else ((pb, b), (pa, a)):
+                prof.enable()
+                fn(q)
+                prof.disable()
     finally:
         gc.enable()
-    return pstats.Stats(pr).stats
+    return pstats.Stats(pa).stats, pstats.Stats(pb).stats
 
 
 def _where(key) -> str:
@@ -246,13 +309,11 @@ def _where(key) -> str:
 
 
 def profile_sql_minus_api(s: Setup, queries, top: int = 15) -> dict:
-    """cProfile of both paths over the same queries: the functions the SQL path
+    """cProfile of both paths over the same queries, interleaved: the functions the SQL path
     calls and the API path does not, by their own time and by their inclusive
     time, per query (cProfile's own cost inflates every figure: read the
     shares, not the microseconds; gc is off while profiling)."""
-    _profile(s.sql, queries[:20])
-    sql = _profile(s.sql, queries)
-    api = _profile(s.api, queries)
+    sql, api = _profile_pair(s.sql, s.api, queries)
     n = len(queries)
 
     def row(key, st):
@@ -449,6 +510,16 @@ def markdown(report: dict) -> str:
                   f"{bo['means'][0].upper()}{bo['means'][1:]}.", "",
                   f"Goal ≤ {o['goal_us']:g} µs: **{o['goal']}**. Same ids: {o['same_ids']}. "
                   f"Plan: {o['plan']['sql']['strategy']} (ef {o['plan']['sql'].get('ef')}).", ""]
+        if isinstance(o.get("steps_us"), dict):
+            lines += ["Where the time goes, step by step (perf_counter_ns, no profiler, "
+                      "interleaved; balanced medians, as above):", "",
+                      "| step | db.sql() µs | collection.search µs | added µs |",
+                      "|---|---|---|---|"]
+            lines += [f"| {name} | {v['sql']} | {v['api']} | {v['added']} |"
+                      for name, v in o["steps_us"].items()]
+            lines.append("")
+        elif o.get("steps_us"):
+            lines += [o["steps_us"], ""]
         if "profile" in o:
             p = o["profile"]
             lines += [f"cProfile over {p['queries']} queries (inflated by the profiler, gc off): SQL "
