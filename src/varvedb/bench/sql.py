@@ -82,9 +82,8 @@ class Setup:
         self.ids = ds.ids
         self.tags = self.ids % 10
         self.path = os.path.join(workdir, f"sql-{rows}x{dim}.varve")
-        for p in (self.path, self.path + "-wal"):
-            if os.path.exists(p):
-                os.remove(p)
+        if os.path.exists(self.path):     # a work folder reused from an earlier run
+            os.remove(self.path)
         self.db = vv.connect(self.path, durability="off")
         self.items = self.db.create_collection(
             "items", {"tag": "int", "embedding": vv.Vector(dim, metric="l2")})
