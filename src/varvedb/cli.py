@@ -190,5 +190,35 @@ def bench_layers(rounds, commits, insert_rows, only, out) -> None:
             json.dump(figures, f, indent=1, ensure_ascii=False)
 
 
+@main.command("bench-sql")
+@click.option("--rows", default=100_000, show_default=True)
+@click.option("--dim", default=128, show_default=True)
+@click.option("--queries", default=1000, show_default=True, help="Held-out queries per round.")
+@click.option("--rounds", default=9, show_default=True,
+              help="Rounds over the queries (each interleaved query by query).")
+@click.option("--m", default=16, show_default=True, help="HNSW links per node.")
+@click.option("--ef-construction", default=200, show_default=True)
+@click.option("--ef", default=100, show_default=True, help="ef_search on both sides.")
+@click.option("--only", default="", help="Comma-separated figures: overhead, pgvector "
+                                         "(default: both).")
+@click.option("--profile-queries", default=300, show_default=True,
+              help="Queries profiled when the overhead goal is missed (0: no profile).")
+@click.option("--workdir", default=None, help="Folder for the files and the PostgreSQL "
+                                              "server (default: a temporary one here).")
+@click.option("--out", default=None, help="Also write the figures to this JSON file, and "
+                                         "as markdown next to it (.md).")
+def bench_sql(rows, dim, queries, rounds, m, ef_construction, ef, only, profile_queries,
+              workdir, out) -> None:
+    """What db.sql() costs: the time it adds over the Python API for a filtered
+    top-10 query, and the same query against PostgreSQL + pgvector, interleaved
+    query by query in one process. Run it on a real disk."""
+    from .bench import sql
+    report = sql.run(rows, dim, queries, rounds, m, ef_construction, ef, workdir,
+                     only=[x.strip() for x in only.split(",") if x.strip()] or None,
+                     profile_queries=profile_queries, echo=click.echo)
+    if out:
+        click.echo(f"bench-sql: wrote {out} and {sql.write(report, out)}")
+
+
 if __name__ == "__main__":
     main()
