@@ -11,9 +11,9 @@ from .errors import (ClosedError, CorruptFileError, DimensionError, DuplicateIdE
                      FieldTypeError, FileMissingError, FilterError, FormatVersionError,
                      IndexMaintenanceError, LockTimeoutError, NonFiniteVectorError,
                      NotAVarveFileError, NotFoundError, NotNullViolationError, OptionError,
-                     ReadOnlyError, SchemaError,
+                     NotSupportedError, ReadOnlyError, SchemaError, SqlError,
                      StorageError, TransactionAbortedError, TransactionError, UnknownFieldError,
-                     VarveError, VersionNotFoundError, WriterLockedError)
+                     ValueTooLongError, VarveError, VersionNotFoundError, WriterLockedError)
 from .results import Hit, Hits
 from .schema import HNSW, Bool, Field, Float, Int, Json, Text, Timestamp, Vector
 from .storage.verify import VerifyReport, verify_file
@@ -29,4 +29,5 @@ __all__ = [
     "WriterLockedError", "FileMissingError", "OptionError", "ReadOnlyError", "ClosedError",
     "TransactionError", "TransactionAbortedError", "LockTimeoutError", "StorageError",
     "VersionNotFoundError", "IndexMaintenanceError", "NotNullViolationError",
+    "SqlError", "NotSupportedError", "ValueTooLongError",
 ]

@@ -30,6 +30,12 @@ class FieldTypeError(VarveError):
     sqlstate = "22P02"
 
 
+class ValueTooLongError(FieldTypeError):
+    """A text value is longer than its field's max_length (SQL's varchar(n);
+    SQLSTATE 22001, string_data_right_truncation)."""
+    sqlstate = "22001"
+
+
 class DimensionError(VarveError):
     """A vector does not have the dimension its field declares."""
     sqlstate = "22000"

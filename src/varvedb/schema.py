@@ -36,7 +36,8 @@ import msgspec
 import numpy as np
 
 from .errors import (DimensionError, FieldTypeError, NonFiniteVectorError,
-                     NotNullViolationError, SchemaError, UnknownFieldError, VarveError)
+                     NotNullViolationError, SchemaError, UnknownFieldError, ValueTooLongError,
+                     VarveError)
 
 SCALAR_KINDS = ("int", "float", "bool", "text", "json", "timestamp")
 METRICS = ("cosine", "l2", "dot")           # a field's (and its graph's) metric
@@ -125,6 +126,7 @@ class Field:
     # checked and normalised like a row's value (a timestamp becomes a UTC datetime)
     default: Any = _field(default=None, hash=False)
     index_name: str | None = None     # the scalar index's name (SQL's CREATE INDEX name)
+    max_length: int | None = None     # text: at most this many characters (SQL's varchar(n))
 
     def __post_init__(self):
         # Fields are also built directly (vv.Field(...)) and from a file's
@@ -169,6 +171,10 @@ class Field:
                               f"a {k} field")
         if self.dim != 0 or self.vector_index is not None:
             raise SchemaError(f"a {k} field has no dimension or vector index")
+        if self.max_length is not None and (k != "text" or not is_int(self.max_length)
+                                            or not 1 <= self.max_length <= MAX_VALUE_BYTES):
+            raise SchemaError(f"max_length is a positive integer of text fields, got "
+                              f"{brief(self.max_length)} on a {k} field")
         stored = None
         if self.default is not None:
             vals, _ = coerce_values("default", self, [self.default])
@@ -210,6 +216,8 @@ class Field:
                 d["index"] = self.index
             if self.index_name:
                 d["index_name"] = self.index_name
+            if self.max_length is not None:
+                d["max_length"] = int(self.max_length)
             if self.fts:
                 d["fts"] = True
             if self.default is not None:    # a timestamp as int microseconds
@@ -260,7 +268,8 @@ class Field:
             raise SchemaError(f"a {kind} field's default is {brief_from_file(default)}")
         try:
             return Field(kind, index=_scalar(kind, index).index, fts=fts, not_null=not_null,
-                         default=default, index_name=d.get("index_name"))
+                         default=default, index_name=d.get("index_name"),
+                         max_length=d.get("max_length"))
         except VarveError as e:    # a default that does not fit its kind
             raise SchemaError(f"a {kind} field: {e}") from None
 
@@ -508,6 +517,11 @@ def coerce_values(name: str, f: Field, values: list) -> tuple[Any, np.ndarray]:
             raise FieldTypeError(f"field {name!r} is text, got {brief(bad)}")
         values = _exact_str(values)
         _check_text(name, [v for v in values if v is not None])
+        if f.max_length is not None:
+            long = next((v for v in values if v is not None and len(v) > f.max_length), None)
+            if long is not None:
+                raise ValueTooLongError(f"value too long for type character varying"
+                                        f"({f.max_length}) in field {name!r}: {brief(long)}")
         return values, nulls
     if k == "json":
         for v in values:

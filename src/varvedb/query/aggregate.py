@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SqlError
-from .expr import Agg, Env, Rel, Val, coerce, evaluate
+from .expr import Agg, Env, Rel, Val, coerce, evaluate, truth
 
 
 def codes(v: Val) -> tuple[np.ndarray, int]:
@@ -68,6 +68,9 @@ def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> V
     avg → float, min/max keep the kind; NULL inputs are skipped, an empty group
     (other than for count) gives NULL."""
     fn = a.fn
+    if a.filter is not None:        # FILTER (WHERE ...): the other rows are not seen
+        keep = np.flatnonzero(truth(evaluate(a.filter, rel, env)))
+        rel, group = rel.take(keep), group[keep]
     if a.arg is None:       # count(*)
         return Val("int", np.bincount(group, minlength=n_groups).astype(np.int64),
                    np.zeros(n_groups, bool))

@@ -138,6 +138,14 @@ class IsNull:
 
 
 @dataclass(frozen=True, slots=True)
+class BoolTest:
+    """x IS [NOT] TRUE / FALSE / UNKNOWN: never NULL itself."""
+    arg: Any
+    value: bool | None      # True, False, or None for UNKNOWN
+    negated: bool
+
+
+@dataclass(frozen=True, slots=True)
 class InList:
     arg: Any
     values: tuple       # expressions; or one Col naming a column of `rel.cols` holding a set
@@ -164,6 +172,7 @@ class Agg:
     fn: str             # count sum avg min max
     arg: Any            # None for count(*)
     distinct: bool = False
+    filter: Any = None  # FILTER (WHERE ...): only the rows it is true for
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +192,7 @@ def walk(expr):
             stack.extend(e.args)
         elif isinstance(e, (Cast,)):
             stack.append(e.arg)
-        elif isinstance(e, IsNull):
+        elif isinstance(e, (IsNull, BoolTest)):
             stack.append(e.arg)
         elif isinstance(e, InList):
             stack.append(e.arg)
@@ -195,8 +204,8 @@ def walk(expr):
                 stack.extend((c, r))
             if e.default is not None:
                 stack.append(e.default)
-        elif isinstance(e, Agg) and e.arg is not None:
-            stack.append(e.arg)
+        elif isinstance(e, Agg):
+            stack.extend(x for x in (e.arg, e.filter) if x is not None)
 
 
 # ---- evaluation ------------------------------------------------------------------
@@ -383,13 +392,22 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         if a.kind == "vector":
             eq = (a.data == b.data).all(axis=1)
             return Val("bool", eq if op == "=" else ~eq, nulls)
+        if a.data.dtype == object:      # Python values: compared where neither is NULL
+            out = np.zeros(len(nulls), bool)
+            keep = ~nulls
+            if keep.any():
+                out[keep] = np.asarray(_CMP[op](a.data[keep], b.data[keep]), bool)
+            return Val("bool", out, nulls)
         with np.errstate(invalid="ignore"):
             out = _CMP[op](a.data, b.data)
         return Val("bool", np.asarray(out, bool), nulls)
     if op == "||":
         if a.kind != "text" or b.kind != "text":
             raise SqlError("42883", f"operator does not exist: {a.kind} || {b.kind}")
-        return Val("text", a.data + b.data, nulls)
+        out = np.full(len(nulls), None, dtype=object)
+        keep = ~nulls
+        out[keep] = a.data[keep] + b.data[keep]
+        return Val("text", out, nulls)
     if a.kind not in NUMERIC or b.kind not in NUMERIC:
         if a.kind == b.kind == "vector" and op in "+-*":
             return Val("vector", {"+": np.add, "-": np.subtract, "*": np.multiply}[op](
@@ -564,6 +582,15 @@ def _isnull(e: IsNull, rel: Rel, env: Env) -> Val:
     return Val("bool", ~nulls if e.negated else nulls.copy(), np.zeros(len(nulls), bool))
 
 
+def _booltest(e: BoolTest, rel: Rel, env: Env) -> Val:
+    v = _as_bool(evaluate(e.arg, rel, env))
+    if e.value is None:
+        hit = v.nulls.copy()
+    else:
+        hit = (v.data == e.value) & ~v.nulls
+    return Val("bool", ~hit if e.negated else hit, np.zeros(len(hit), bool))
+
+
 def _inlist(e: InList, rel: Rel, env: Env) -> Val:
     a = evaluate(e.arg, rel, env)
     n = len(a)
@@ -664,7 +691,7 @@ def _subquery(e: SubqueryValues, rel: Rel, env: Env) -> Val:
 
 
 _EVAL = {Col: _col, Const: _const, Param: _param, Op: _op, Func: _func, Cast: _cast,
-         IsNull: _isnull, InList: _inlist, Like: _like, Case: _case, Agg: _agg,
+         IsNull: _isnull, BoolTest: _booltest, InList: _inlist, Like: _like, Case: _case, Agg: _agg,
          SubqueryValues: _subquery, _Given: _given}
 
 
@@ -738,6 +765,12 @@ def _numeric_fn(fn, keep_int: bool):
     return call
 
 
+def _sqrt(x: np.ndarray) -> np.ndarray:
+    if (x < 0).any():
+        raise SqlError("2201F", "cannot take square root of a negative number")
+    return np.sqrt(x.astype(np.float64))
+
+
 FUNCTIONS = {
     "l2_distance": _vector_fn("l2_distance", vector_funcs.l2_distance, "float"),
     "cosine_distance": _vector_fn("cosine_distance", vector_funcs.cosine_distance, "float"),
@@ -755,7 +788,7 @@ FUNCTIONS = {
     "length": _text_fn(lambda v: Val("int", np.array([len(x) if x is not None else 0
                                                      for x in v.data], np.int64), v.nulls)),
     "abs": _numeric_fn(np.abs, True),
-    "sqrt": _numeric_fn(np.sqrt, False),
+    "sqrt": _numeric_fn(_sqrt, False),
 }
 
 
@@ -772,6 +805,8 @@ def rewrite(e, fn):
         return Cast(e.kind, rewrite(e.arg, fn), e.dim)
     if isinstance(e, IsNull):
         return IsNull(rewrite(e.arg, fn), e.negated)
+    if isinstance(e, BoolTest):
+        return BoolTest(rewrite(e.arg, fn), e.value, e.negated)
     if isinstance(e, InList):
         return InList(rewrite(e.arg, fn), tuple(rewrite(v, fn) for v in e.values), e.negated)
     if isinstance(e, Like):
@@ -780,7 +815,8 @@ def rewrite(e, fn):
         return Case(tuple((rewrite(c, fn), rewrite(r, fn)) for c, r in e.whens),
                     None if e.default is None else rewrite(e.default, fn))
     if isinstance(e, Agg):
-        return Agg(e.fn, None if e.arg is None else rewrite(e.arg, fn), e.distinct)
+        return Agg(e.fn, None if e.arg is None else rewrite(e.arg, fn), e.distinct,
+                   None if e.filter is None else rewrite(e.filter, fn))
     return e
 
 

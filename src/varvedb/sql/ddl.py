@@ -91,6 +91,8 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
         if default is not None:
             raise NotSupportedError("a vector column has no DEFAULT")
         field = Vector(dim, metric="l2", dtype="f16" if tname == "halfvec" else "f32")
+    elif kind == "text" and tname in ("varchar", "bpchar", "char") and cd.typeName.typmods:
+        field = Field(kind, max_length=cd.typeName.typmods[0].val.ival)
     else:
         field = Field(kind)
     if primary:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from pglast import ast
-from pglast.enums import A_Expr_Kind, BoolExprType, NullTestType, SubLinkType
+from pglast.enums import A_Expr_Kind, BoolExprType, BoolTestType, NullTestType, SubLinkType
 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
@@ -20,6 +20,9 @@ from .types import type_kind
 _BINARY = {"+", "-", "*", "/", "%", "||", "=", "<>", "!=", "<", "<=", ">", ">=", "->", "->>",
            *E.OPERATORS}
 AGGREGATES = ("count", "sum", "avg", "min", "max")
+_BOOL_TESTS = {BoolTestType.IS_TRUE: (True, False), BoolTestType.IS_NOT_TRUE: (True, True),
+               BoolTestType.IS_FALSE: (False, False), BoolTestType.IS_NOT_FALSE: (False, True),
+               BoolTestType.IS_UNKNOWN: (None, False), BoolTestType.IS_NOT_UNKNOWN: (None, True)}
 
 
 class Scope:
@@ -78,7 +81,8 @@ def convert(n, scope: Scope):
     if isinstance(n, ast.A_ArrayExpr):
         raise NotSupportedError("array values are not supported")
     if isinstance(n, ast.BooleanTest):
-        raise NotSupportedError("IS TRUE / IS FALSE is not supported")
+        which, negated = _BOOL_TESTS[n.booltesttype]
+        return E.BoolTest(convert(n.arg, scope), which, negated)
     raise NotSupportedError(f"{type(n).__name__} expressions are not supported")
 
 
@@ -165,13 +169,18 @@ def _func(n: ast.FuncCall, scope: Scope):
         raise NotSupportedError("window functions are not supported")
     args = tuple(convert(a, scope) for a in (n.args or ()))
     if name in AGGREGATES:
+        if n.agg_order:
+            raise NotSupportedError("ORDER BY inside an aggregate is not supported")
+        where = None if n.agg_filter is None else convert(n.agg_filter, scope)
         if n.agg_star:
             if name != "count":
                 raise SqlError("42601", f"{name}(*) is not valid")
-            return E.Agg("count", None)
+            return E.Agg("count", None, False, where)
         if len(args) != 1:
             raise SqlError("42883", f"function {name} takes one argument")
-        return E.Agg(name, args[0], bool(n.agg_distinct))
+        return E.Agg(name, args[0], bool(n.agg_distinct), where)
+    if n.agg_filter is not None:
+        raise SqlError("42809", f"FILTER specified, but {name} is not an aggregate function")
     if name not in E.FUNCTIONS:
         raise SqlError("42883", f"function {name}() does not exist")
     return E.Func(name, args)
