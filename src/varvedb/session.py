@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from .sql.result import SqlResult
 
 
+_sql_run = None     # varvedb.sql.run, imported by the first Session.sql
+
+
 class Session:
     def __init__(self, db, timeout: float | None = None):
         # db: the Database (not imported here: database.py imports this module)
@@ -124,9 +127,11 @@ class Session:
 
     def sql(self, text: str, params: list | tuple = ()) -> "SqlResult":
         """Run SQL (pgvector's dialect) in this session; see varvedb.sql."""
-        from .sql import run
+        global _sql_run
+        if _sql_run is None:        # pglast loads with the first statement, not with varvedb
+            from .sql import run as _sql_run
         self._engine._ensure_open()
-        return run(self, text, params)
+        return _sql_run(self, text, params)
 
     @property
     def version(self) -> int:

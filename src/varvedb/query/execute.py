@@ -16,7 +16,7 @@ import numpy as np
 
 from ..index import flat
 from .aggregate import aggregate, groups as _groups, sort_ranks
-from .expr import Rel, Val, evaluate, truth
+from .expr import Col, Rel, Val, col_value, evaluate, truth
 from .plan import (Aggregate, Count, Derived, Distinct, Filter, FunctionScan, Limit, Output,
                    PlanNode,
                    Project, Scan, Sort, Strategy, VectorTopK, Where)
@@ -186,17 +186,42 @@ def _where(node: Where, query: Query) -> Out:
 
 def _output(node: Output, query: Query) -> Out:
     inp = _run(node.input, query)
+    keys = node.keys
+    cols = _plain_columns(node.exprs, keys, inp, query.table)
+    if cols is not None:        # ids, scores and stored columns of ranked rows: no Rel
+        return Out(None, inp.rows, inp.scores, inp.count, _with_input(node, inp.node), cols)
     rel = _rel(inp, query)
     env = query.env
     cols = dict(rel.cols)
-    keys = []
-    for i, e in enumerate(node.exprs):
-        key = f"$o{i}"
+    for key, e in zip(keys, node.exprs):
         cols[key] = evaluate(e, rel, env)
-        keys.append(key)
-    cols["$out"] = tuple(keys)
+    cols["$out"] = keys
     cols.pop("$score", None)
     return Out(None, rel.rows, inp.scores, rel.n, _with_input(node, inp.node), cols)
+
+
+def _plain_columns(exprs, keys, inp: Out, table) -> dict | None:
+    """The output columns when each is the score or a column of the table read at
+    ranked rows (a top-k's usual select list), else None (the evaluator's)."""
+    rows = inp.rows
+    if rows is None or inp.cols is not None or table is None:
+        return None
+    cols = {}
+    no_nulls = None
+    for key, e in zip(keys, exprs):
+        if type(e) is not Col:
+            return None
+        name = e.name
+        if name == "$score" and inp.scores is not None:
+            if no_nulls is None:
+                no_nulls = np.zeros(len(rows), bool)
+            cols[key] = Val("float", inp.scores, no_nulls)
+        elif name == "id" or name in table.schema.fields:
+            cols[key] = col_value(e, table, rows)
+        else:
+            return None
+    cols["$out"] = keys
+    return cols
 
 
 def _aggregate(node: Aggregate, query: Query) -> Out:

@@ -73,7 +73,7 @@ class Val:
             vs = [from_micros(x) for x in self.data.tolist()]
         else:
             vs = self.data.tolist()
-        if nulls.any():
+        if np.count_nonzero(nulls):     # (ndarray.any() costs 4x more on a short array)
             return [None if nl else v for v, nl in zip(vs, nulls.tolist())]
         return vs
 
@@ -241,7 +241,11 @@ def _col(e: Col, rel: Rel, env: Env) -> Val:
     t = rel.table
     if t is None:
         raise SqlError("42703", f'column "{e.name}" does not exist')
-    rows = rel.rows
+    return col_value(e, t, rel.rows)
+
+
+def col_value(e: Col, t, rows: np.ndarray) -> Val:
+    """A stored column (or the id) of table `t` at `rows`."""
     if e.name == "id":
         kind = t.schema.id_kind
         if kind == "text":

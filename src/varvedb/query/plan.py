@@ -263,6 +263,12 @@ class Output(PlanNode):
     columns: tuple
     input: PlanNode
     exprs: Any = run_only(())
+    keys: Any = run_only(())       # the executor's names of the columns: $o0, $o1, ...
+
+    def __post_init__(self):
+        n = len(self.columns)
+        self.keys = _OUTPUT_KEYS[n] if n < len(_OUTPUT_KEYS) else \
+            tuple(f"$o{i}" for i in range(n))
 
     def describe(self) -> str:
         return f"Output {', '.join(self.columns)}"
@@ -288,6 +294,9 @@ class Sort(PlanNode):
 
     def describe(self) -> str:
         return f"Sort {', '.join(self.keys)}"
+
+
+_OUTPUT_KEYS = [tuple(f"$o{i}" for i in range(n)) for n in range(32)]
 
 
 def _plain(v):

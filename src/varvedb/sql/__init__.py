@@ -109,18 +109,21 @@ class Context:
 
 def run(session, text: str, params=()) -> SqlResult:
     """Run SQL in a session; the last statement's result is returned."""
-    if params is None:
-        params = ()
-    if not isinstance(params, (list, tuple)):
-        raise SqlError("22023", f"params is a list or tuple, got {type(params).__name__}")
+    if type(params) is not list and type(params) is not tuple:
+        if params is None:
+            params = ()
+        elif not isinstance(params, (list, tuple)):
+            raise SqlError("22023", f"params is a list or tuple, got {type(params).__name__}")
     try:
         compiled = compile_text(text)
     except RecursionError:
         raise SqlError("54001", "statement nested too deeply (stack depth limit exceeded)") \
             from None
+    if len(compiled) == 1:
+        return _run_one(session, compiled[0], params)
     if not compiled:
         return SqlResult([], [], "EMPTY")
-    if params and len(compiled) > 1:
+    if params:
         raise SqlError("42601", "cannot insert multiple commands into a prepared statement")
     result = None
     for c in compiled:
@@ -134,7 +137,7 @@ def _run_one(session, c: Compiled, params) -> SqlResult:
             raise SqlError("25P02", "current transaction is aborted, commands ignored until "
                                     "end of transaction block")
     try:
-        ctx = Context(session, _as_of(c, params, session))
+        ctx = Context(session, None if c.as_of is None else _as_of(c, params, session))
         return c.impl.run(ctx, params)
     except VarveError:
         if session.tx is not None and session.sql_block:

@@ -268,7 +268,8 @@ class Select:
     def run(self, ctx, params) -> SqlResult:
         query = self.plan(ctx, params)
         res = execute(query)
-        return result_of(res, query.plan.find(Output).columns)
+        top = query.plan
+        return result_of(res, (top if type(top) is Output else top.find(Output)).columns)
 
 
 def grammar_root(node, text):
