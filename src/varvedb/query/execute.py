@@ -207,15 +207,12 @@ def _plain_columns(exprs, keys, inp: Out, table) -> dict | None:
     if rows is None or inp.cols is not None or table is None:
         return None
     cols = {}
-    no_nulls = None
     for key, e in zip(keys, exprs):
         if type(e) is not Col:
             return None
         name = e.name
         if name == "$score" and inp.scores is not None:
-            if no_nulls is None:
-                no_nulls = np.zeros(len(rows), bool)
-            cols[key] = Val("float", inp.scores, no_nulls)
+            cols[key] = Val("float", inp.scores, np.zeros(len(rows), bool))
         elif name == "id" or name in table.schema.fields:
             cols[key] = col_value(e, table, rows)
         else:

@@ -831,3 +831,30 @@ def columns_of(e) -> set[str]:
 
 def has_aggregate(e) -> bool:
     return any(isinstance(x, Agg) for x in walk(e))
+
+
+def describe(e) -> str:
+    """An expression as SQL-like text (for plans: GROUP BY keys, aggregates)."""
+    if isinstance(e, Col):
+        return e.name
+    if isinstance(e, Const):
+        return "NULL" if e.value is None else repr(e.value) if isinstance(e.value, str) \
+            else str(e.value)
+    if isinstance(e, Param):
+        return f"${e.index}"
+    if isinstance(e, Agg):
+        inner = "*" if e.arg is None else ("DISTINCT " if e.distinct else "") + describe(e.arg)
+        tail = "" if e.filter is None else f" FILTER (WHERE {describe(e.filter)})"
+        return f"{e.fn}({inner}){tail}"
+    if isinstance(e, Op):
+        if e.op in ("not", "neg"):
+            return ("NOT " if e.op == "not" else "-") + describe(e.args[0])
+        return "(" + f" {e.op.upper() if e.op in ('and', 'or') else e.op} ".join(
+            describe(a) for a in e.args) + ")"
+    if isinstance(e, Func):
+        return f"{e.name}({', '.join(describe(a) for a in e.args)})"
+    if isinstance(e, Cast):
+        return f"{describe(e.arg)}::{e.kind}"
+    if isinstance(e, IsNull):
+        return f"{describe(e.arg)} IS {'NOT ' if e.negated else ''}NULL"
+    return type(e).__name__.lower()

@@ -74,6 +74,7 @@ class Select:
             raise NotSupportedError("DISTINCT ON is not supported")
         self.group = [self._ref_or_expr(g, scope) for g in (stmt.groupClause or ())]
         self.having = None if stmt.havingClause is None else convert(stmt.havingClause, scope)
+        self.having_text = None if stmt.havingClause is None else deparse(stmt.havingClause)
         self.order = []                            # (expr or target ref, desc, nulls_first, text)
         for sb in stmt.sortClause or ():
             if sb.useOp:
@@ -212,7 +213,7 @@ class Select:
         if b.aggregates is not None:
             groups, aggs, having = b.aggregates
             node = Aggregate(tuple(t for t, _ in groups), tuple(t for t, _ in aggs), node,
-                             self._having_text, group_exprs=tuple(e for _, e in groups),
+                             self.having_text, group_exprs=tuple(e for _, e in groups),
                              agg_exprs=tuple(e for _, e in aggs), having_expr=having)
         if self.distinct:
             node = Output(tuple(b.names), node, exprs=tuple(b.exprs))
@@ -225,10 +226,6 @@ class Select:
         if not self.distinct:
             node = Output(tuple(b.names), node, exprs=tuple(b.exprs))
         return node
-
-    @property
-    def _having_text(self):
-        return None if self.having is None else "(having)"
 
     def _limit_offset(self, env) -> tuple[int | None, int]:
         limit = None if self.limit is None else _count_value(self.limit, env, "LIMIT")
@@ -456,18 +453,5 @@ class Bound:
             self.sort = [(self._target_col(e), d, nf, text) for e, d, nf, text in order]
         else:
             self.sort = [(E.rewrite(e, sub), d, nf, text) for e, d, nf, text in order]
-        self.aggregates = ([(_text(g), g) for g in groups],
-                           [(_agg_text(a), a) for a in aggs], having)
-
-
-def _text(e) -> str:
-    if isinstance(e, E.Col):
-        return e.name
-    return type(e).__name__.lower()
-
-
-def _agg_text(a: E.Agg) -> str:
-    if a.arg is None:
-        return f"{a.fn}(*)"
-    inner = _text(a.arg)
-    return f"{a.fn}({'DISTINCT ' if a.distinct else ''}{inner})"
+        self.aggregates = ([(E.describe(g), g) for g in groups],
+                           [(E.describe(a), a) for a in aggs], having)
