@@ -334,7 +334,9 @@ class Terminal:
                 os._exit(127)
         self.buf = ""
 
-    def expect(self, text: str, timeout: float = 20.0) -> str:
+    # generous: on a fresh clone the child compiles numba's kernels while the other
+    # test worker compiles too (20 s was short in CI); a passing run waits milliseconds
+    def expect(self, text: str, timeout: float = 120.0) -> str:
         """What was printed up to and including `text` (\\r dropped)."""
         end = time.monotonic() + timeout
         while text not in self.buf:
@@ -356,7 +358,7 @@ class Terminal:
     def send(self, line: str, end: str = "\r") -> None:
         os.write(self.fd, (line + end).encode())
 
-    def wait(self, timeout: float = 20.0) -> int:
+    def wait(self, timeout: float = 60.0) -> int:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             pid, status = os.waitpid(self.pid, os.WNOHANG)

@@ -77,9 +77,7 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
             not_null = False
         elif c.contype == ConstrType.CONSTR_DEFAULT:
             default = _default_value(cd.colname, kind, c.raw_expr)
-        elif c.contype == ConstrType.CONSTR_UNIQUE and primary:
-            pass
-        else:
+        elif c.contype != ConstrType.CONSTR_UNIQUE or not primary:   # the key is unique
             raise NotSupportedError(f'constraint {c.contype.name.removeprefix("CONSTR_")} on '
                                     f'column "{cd.colname}" is not supported')
     if kind == "vector":
@@ -111,10 +109,7 @@ def _default_value(column: str, kind: str, node):
     if v.kind != kind:
         raise SqlError("42804", f'column "{column}" is of type {kind} but default expression '
                                 f"is of type {v.kind}")
-    value = v.python()[0]
-    if kind == "timestamp":
-        return value
-    return value
+    return v.python()[0]
 
 
 class CreateTable:

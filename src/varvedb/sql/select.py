@@ -348,8 +348,6 @@ class Bound:
             else:
                 self.names.append(t[0])
                 self.exprs.append(t[1])
-        if not sel.targets and sel.source[0] != "none":
-            pass                                   # SELECT FROM t: zero columns
         self._check_names(sel, known)
         order = [(self._resolve(o, known, "ORDER BY"), d, nf, text)
                  for o, d, nf, text in sel.order]
