@@ -67,7 +67,8 @@ class Database:
             db.sql("SELECT id FROM docs WHERE tag = $1 ORDER BY embedding <-> $2 LIMIT 5",
                    [3, q])
         """
-        return self._thread_session().sql(text, params)
+        s = getattr(self._local, "session", None) or self._thread_session()
+        return s.sql(text, params)
 
     # ---- collections -------------------------------------------------------
 

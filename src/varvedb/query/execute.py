@@ -16,7 +16,7 @@ import numpy as np
 
 from ..index import flat
 from .aggregate import aggregate, groups as _groups, sort_ranks
-from .expr import Col, Rel, Val, col_value, evaluate, truth
+from .expr import Col, Rel, Val, col_value, evaluate, no_nulls, truth
 from .plan import (Aggregate, Count, Derived, Distinct, Filter, FunctionScan, Limit, Output,
                    PlanNode,
                    Project, Scan, Sort, Strategy, VectorTopK, Where)
@@ -212,7 +212,7 @@ def _plain_columns(exprs, keys, inp: Out, table) -> dict | None:
             return None
         name = e.name
         if name == "$score" and inp.scores is not None:
-            cols[key] = Val("float", inp.scores, np.zeros(len(rows), bool))
+            cols[key] = Val("float", inp.scores, no_nulls(len(rows)))
         elif name == "id" or name in table.schema.fields:
             cols[key] = col_value(e, table, rows)
         else:

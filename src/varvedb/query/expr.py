@@ -73,9 +73,24 @@ class Val:
             vs = [from_micros(x) for x in self.data.tolist()]
         else:
             vs = self.data.tolist()
-        if np.count_nonzero(nulls):     # (ndarray.any() costs 4x more on a short array)
+        if nulls is not _NO_NULLS.get(len(nulls)) and np.count_nonzero(nulls):
             return [None if nl else v for v, nl in zip(vs, nulls.tolist())]
         return vs
+
+
+_NO_NULLS: dict = {}     # n -> a read-only all-False mask, shared by columns that have no NULLs
+
+
+def no_nulls(n: int) -> np.ndarray:
+    """A read-only all-False null mask of n rows (shared: a top-k's ids and scores
+    have no NULLs, and Val.python skips counting them)."""
+    got = _NO_NULLS.get(n)
+    if got is None:
+        got = np.zeros(n, bool)
+        got.flags.writeable = False
+        if n <= 4096:
+            _NO_NULLS[n] = got
+    return got
 
 
 class Rel:
@@ -250,7 +265,7 @@ def col_value(e: Col, t, rows: np.ndarray) -> Val:
         kind = t.schema.id_kind
         if kind == "text":
             return Val("text", np.array(t.id_values(rows), dtype=object), np.zeros(len(rows), bool))
-        return Val("int", t.ids.data[rows], np.zeros(len(rows), bool))
+        return Val("int", t.ids.data[rows], no_nulls(len(rows)))
     f = t.schema.fields.get(e.name)
     if f is None:
         raise SqlError("42703", f'column "{e.name}" does not exist')
