@@ -679,13 +679,15 @@ def test_hostile_schema_frames_are_refused_or_applied_cleanly():
              (frames.AddColumn, {"c": 1, "n": 1, "name": "w", "field": {"kind": "int"}}),
              (frames.DropColumn, {"c": 1, "name": "age"}),
              (frames.RenameColumn, {"c": 1, "old": "age", "new": "w"}),
-             (frames.CreateScalarIndex, {"c": 1, "field": "age", "kind": "hash"}),
+             (frames.CreateScalarIndex, {"c": 1, "field": "age", "kind": "hash",
+                                         "name": "age_idx"}),
              (frames.DropIndex, {"c": 1, "field": "v"})]
     tried = applied = 0
     db = fresh()
     for cls, meta in metas:
         edits = [(key, v) for key in meta for v in values]
-        edits += [(("field", k), v) for k in ("kind", "default", "not_null", "index", "dim")
+        edits += [(("field", k), v) for k in ("kind", "default", "not_null", "index", "dim",
+                                              "index_name", "max_length")
                   for v in values] if cls is frames.AddColumn else []
         for key, v in edits:
             m = copy.deepcopy(meta)

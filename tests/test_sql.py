@@ -475,3 +475,28 @@ def test_sql_runs_on_a_read_only_connection(tmp_path):
         ro.sql("INSERT INTO t VALUES (2)")
     assert e.value.sqlstate == "25006"
     assert os.path.getsize(path) > 0
+
+
+def test_index_names_and_varchar_lengths_survive_reopen(tmp_path):
+    path = tmp_path / "n.varve"
+    with vv.connect(path) as db:
+        db.sql("CREATE TABLE t (id int PRIMARY KEY, code varchar(3), tag int, e vector(2))")
+        db.sql("CREATE INDEX by_tag ON t (tag)")
+        db.sql("CREATE INDEX near ON t USING hnsw (e vector_cosine_ops)")
+        db.sql("INSERT INTO t VALUES (1, 'abc', 1, '[1,0]')")
+    with vv.connect(path) as db:
+        f = db.collection("t").schema.fields
+        assert f["tag"].index_name == "by_tag" and f["e"].vector_index.name == "near"
+        assert f["e"].metric == "cosine" and f["code"].max_length == 3
+        with pytest.raises(vv.VarveError) as e:
+            db.sql("INSERT INTO t VALUES (2, 'abcd', 2, '[0,1]')")
+        assert e.value.sqlstate == "22001"
+        with pytest.raises(vv.VarveError) as e:
+            db.sql("DROP INDEX t_tag_idx")          # it has a name of its own
+        assert e.value.sqlstate == "42704"
+        db.sql("DROP INDEX by_tag")
+        db.sql("DROP INDEX near")
+    with vv.connect(path) as db:
+        f = db.collection("t").schema.fields
+        assert f["tag"].index is None and f["e"].vector_index is None
+        assert db.sql("SELECT id, code FROM t").rows == [(1, "abc")]
