@@ -10,6 +10,7 @@ import os
 import pty
 import re
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -304,7 +305,7 @@ def test_describe_shows_not_null_and_default(tmp_path):
 
 def _env(tmp_path) -> dict:
     return dict(os.environ, PYTHONPATH=SRC, VARVEDB_HISTORY=str(tmp_path / "history"),
-                HOME=str(tmp_path), TERM="dumb", INPUTRC=os.devnull)
+                HOME=str(tmp_path), TERM="dumb", INPUTRC=os.devnull, PYTHONFAULTHANDLER="1")
 
 
 def test_subprocess_runs_a_statement_and_a_piped_script(sql_file, tmp_path):
@@ -343,7 +344,8 @@ class Terminal:
             left = end - time.monotonic()
             ready, _, _ = select.select([self.fd], [], [], max(0.0, left))
             if not ready:
-                raise AssertionError(f"no {text!r} within {timeout} s; got {self.buf!r}")
+                raise AssertionError(f"no {text!r} within {timeout} s; got {self.buf!r}; "
+                                     f"the child's stacks: {self.stacks()!r}")
             try:
                 data = os.read(self.fd, 65536)
             except OSError:              # EIO: the child has gone
@@ -354,6 +356,25 @@ class Terminal:
         i = self.buf.index(text) + len(text)
         out, self.buf = self.buf[:i], self.buf[i:]
         return out
+
+    def stacks(self) -> str:
+        """Where a silent child is (faulthandler prints every thread on SIGABRT)."""
+        try:
+            os.kill(self.pid, signal.SIGABRT)
+        except ProcessLookupError:
+            return "(gone)"
+        out, end = b"", time.monotonic() + 5
+        while time.monotonic() < end:
+            try:
+                if not select.select([self.fd], [], [], 0.2)[0]:
+                    continue
+                data = os.read(self.fd, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            out += data
+        return out.decode(errors="replace")
 
     def send(self, line: str, end: str = "\r") -> None:
         os.write(self.fd, (line + end).encode())
