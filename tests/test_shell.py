@@ -358,7 +358,18 @@ class Terminal:
         return out
 
     def stacks(self) -> str:
-        """Where a silent child is (faulthandler prints every thread on SIGABRT)."""
+        """Where a silent child is (faulthandler prints every thread on SIGABRT), and
+        what its standard streams are."""
+        fds = {}
+        for fd in (0, 1, 2):
+            try:
+                fds[fd] = os.readlink(f"/proc/{self.pid}/fd/{fd}")
+            except OSError as e:
+                fds[fd] = str(e)
+        try:
+            fds["master"] = os.ttyname(self.fd)
+        except OSError as e:
+            fds["master"] = str(e)
         try:
             os.kill(self.pid, signal.SIGABRT)
         except ProcessLookupError:
@@ -374,7 +385,7 @@ class Terminal:
             if not data:
                 break
             out += data
-        return out.decode(errors="replace")
+        return f"{fds} " + out.decode(errors="replace")
 
     def send(self, line: str, end: str = "\r") -> None:
         os.write(self.fd, (line + end).encode())
