@@ -327,6 +327,7 @@ class Terminal:
     """A child process on a pseudo-terminal: `send` a line, `expect` text."""
 
     def __init__(self, argv: list[str], env: dict):
+        self.threads = len(os.listdir("/proc/self/task"))
         self.pid, self.fd = pty.fork()
         if self.pid == 0:               # the child: nothing but exec
             try:
@@ -367,9 +368,19 @@ class Terminal:
             except OSError as e:
                 fds[fd] = str(e)
         try:
-            fds["master"] = os.ttyname(self.fd)
+            import fcntl
+            import struct
+            import termios
+            fds["master_pts"] = struct.unpack("I", fcntl.ioctl(self.fd, termios.TIOCGPTN,
+                                                               b"\0\0\0\0"))[0]
         except OSError as e:
-            fds["master"] = str(e)
+            fds["master_pts"] = str(e)
+        fds["parent_threads"] = self.threads
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                fds["child_stat"] = f.read().split()[2:8]
+        except OSError as e:
+            fds["child_stat"] = str(e)
         try:
             os.kill(self.pid, signal.SIGABRT)
         except ProcessLookupError:
