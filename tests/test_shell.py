@@ -367,14 +367,18 @@ class Terminal:
                 fds[fd] = os.readlink(f"/proc/{self.pid}/fd/{fd}")
             except OSError as e:
                 fds[fd] = str(e)
+        import fcntl
+        import struct
+        import termios
+        for name, req in (("master_pts", 0x80045430), ("readable", termios.FIONREAD)):
+            try:           # 0x80045430: Linux's TIOCGPTN, the master's pts number
+                fds[name] = struct.unpack("I", fcntl.ioctl(self.fd, req, b"\0\0\0\0"))[0]
+            except Exception as e:      # noqa: BLE001 — a diagnostic never hides the failure
+                fds[name] = repr(e)
         try:
-            import fcntl
-            import struct
-            import termios
-            fds["master_pts"] = struct.unpack("I", fcntl.ioctl(self.fd, termios.TIOCGPTN,
-                                                               b"\0\0\0\0"))[0]
-        except OSError as e:
-            fds["master_pts"] = str(e)
+            fds["termios"] = termios.tcgetattr(self.fd)[:4]
+        except Exception as e:          # noqa: BLE001
+            fds["termios"] = repr(e)
         fds["parent_threads"] = self.threads
         try:
             with open(f"/proc/{self.pid}/stat") as f:
