@@ -7,7 +7,6 @@ import csv
 import io
 import json
 import os
-import pty
 import re
 import select
 import signal
@@ -328,12 +327,18 @@ class Terminal:
 
     def __init__(self, argv: list[str], env: dict):
         self.threads = len(os.listdir("/proc/self/task"))
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:               # the child: nothing but exec
-            try:
-                os.execve(argv[0], argv, env)
-            finally:
-                os._exit(127)
+        # The child is started by subprocess (fork and exec in C, safe in this
+        # multi-threaded test process), in a session of its own, and takes the
+        # terminal as its controlling one before it execs the shell: Ctrl-C is
+        # then the terminal's SIGINT, as at a real prompt.
+        master, slave = os.openpty()
+        take_terminal = ("import fcntl, os, sys, termios; "
+                         "fcntl.ioctl(0, termios.TIOCSCTTY, 0); os.execv(sys.argv[1], sys.argv[1:])")
+        self.proc = subprocess.Popen([sys.executable, "-c", take_terminal, *argv],
+                                     stdin=slave, stdout=slave, stderr=slave, env=env,
+                                     start_new_session=True)
+        os.close(slave)
+        self.pid, self.fd = self.proc.pid, master
         self.buf = ""
 
     # generous: on a fresh clone the child compiles numba's kernels while the other
