@@ -409,21 +409,6 @@ class Terminal:
             out += data
         return f"{fds} " + out.decode(errors="replace")
 
-    def first_prompt(self, prompt: str = "varvedb=> ", quiet: float = 30.0) -> str | None:
-        """The banner and first prompt; None when they never came and an empty line
-        brought the prompt instead. Seen only on a fresh clone, with another test
-        worker compiling kernels beside it: the child sits in input() with its
-        first output not on the terminal (not explained yet). Every later exchange
-        is checked as usual."""
-        try:
-            return self.expect(prompt, timeout=quiet, diagnose=False)
-        except TimeoutError:
-            if self.buf:
-                raise AssertionError(f"no {prompt!r}; got {self.buf!r}") from None
-        self.send("")
-        self.expect(prompt)
-        return None
-
     def send(self, line: str, end: str = "\r") -> None:
         os.write(self.fd, (line + end).encode())
 
@@ -443,12 +428,35 @@ class Terminal:
         raise AssertionError("the shell did not exit")
 
 
+def start_shell(path: str, env: dict) -> tuple[Terminal, str]:
+    """`varvedb sql PATH` on a terminal, and what it printed up to its first prompt.
+
+    Seen only on a fresh clone, with the other test worker compiling kernels at
+    the same moment: the child sits in input() having printed nothing, and
+    answers no input, while its terminal still carries what it writes later
+    (the diagnostic's stack dump arrives). Not explained yet (see the closing
+    note of the SQL issue); a second child, started once the first is killed,
+    has always answered, so the session is retried once. Every exchange after
+    the first prompt is checked as usual."""
+    argv = [sys.executable, "-m", "varvedb", "sql", path]
+    term = Terminal(argv, env)
+    try:
+        return term, term.expect("varvedb=> ", timeout=15.0, diagnose=False)
+    except TimeoutError:
+        if term.buf:
+            raise AssertionError(f"no first prompt; got {term.buf!r}") from None
+    os.kill(term.pid, signal.SIGKILL)
+    os.waitpid(term.pid, 0)
+    os.close(term.fd)
+    term = Terminal(argv, env)
+    return term, term.expect("varvedb=> ")
+
+
 def test_interactive_prompt_on_a_pseudo_terminal(sql_file, tmp_path):
     env = _env(tmp_path)
-    term = Terminal([sys.executable, "-m", "varvedb", "sql", sql_file], env)
+    term, banner = start_shell(sql_file, env)
     try:
-        banner = term.first_prompt()
-        assert banner is None or "Type \"\\?\" for help." in banner
+        assert "Type \"\\?\" for help." in banner
         # a statement over three lines; the ; inside the quotes does not end it
         term.send("SELECT id, 'a;b' AS s")
         term.expect("varvedb-> ")
@@ -508,9 +516,8 @@ def test_interactive_prompt_on_a_pseudo_terminal(sql_file, tmp_path):
 
 def test_interactive_ctrl_d_quits_and_writes_persist(tmp_path):
     path = str(tmp_path / "i.varve")
-    term = Terminal([sys.executable, "-m", "varvedb", "sql", path], _env(tmp_path))
+    term, _ = start_shell(path, _env(tmp_path))
     try:
-        term.first_prompt()
         term.send("CREATE TABLE z (id bigint PRIMARY KEY);")
         assert "CREATE TABLE\n" in term.expect("varvedb=> ")
         term.send("INSERT INTO z VALUES (1), (2);")
