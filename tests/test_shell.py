@@ -390,6 +390,14 @@ class Terminal:
         try:
             with open(f"/proc/{self.pid}/stat") as f:
                 fds["child_stat"] = f.read().split()[2:8]
+            for name in ("wchan", "syscall"):
+                with open(f"/proc/{self.pid}/{name}") as f:
+                    fds[name] = f.read().strip()[:80]
+            with open(f"/proc/{self.pid}/status") as f:
+                fds["signals"] = [x for x in f.read().split("\n")
+                                  if x.startswith(("SigBlk", "SigIgn", "Threads"))]
+            fds["tasks"] = {t: open(f"/proc/{self.pid}/task/{t}/wchan").read()
+                            for t in os.listdir(f"/proc/{self.pid}/task")}
         except OSError as e:
             fds["child_stat"] = str(e)
         try:
