@@ -93,7 +93,10 @@ def history(file: str, limit: int) -> None:
               help="Rows as a JSON array of objects (statements without rows print nothing).")
 @click.option("--csv", "as_csv", is_flag=True, help="Rows as CSV (RFC 4180) with a header.")
 @click.option("--readonly", is_flag=True, help="Open FILE read-only.")
-def sql(file: str, statement: str | None, as_json: bool, as_csv: bool, readonly: bool) -> None:
+@click.option("-n", "--no-readline", "no_readline", is_flag=True,
+              help="At the prompt, read plain lines (no line editing or history), as psql -n.")
+def sql(file: str, statement: str | None, as_json: bool, as_csv: bool, readonly: bool,
+        no_readline: bool) -> None:
     """Run SQL on FILE (pgvector's dialect): STATEMENT (several separated by ;),
     else the script on stdin, else, on a terminal, an interactive prompt
     (\\? lists its commands). Stops at the first error: exit status 1."""
@@ -103,7 +106,8 @@ def sql(file: str, statement: str | None, as_json: bool, as_csv: bool, readonly:
     fmt = "json" if as_json else "csv" if as_csv else "table"
     sys.exit(shell.main(file, statement, fmt, readonly, stdin=sys.stdin,
                         out=lambda s: click.echo(s, nl=False),
-                        err=lambda s: click.echo(s, nl=False, err=True)))
+                        err=lambda s: click.echo(s, nl=False, err=True),
+                        line_editing=not no_readline))
 
 
 @main.command()

@@ -654,12 +654,14 @@ class Shell:
                 if k.lower().startswith(low)]
         return names + keys
 
-    def interactive(self, banner: str = "", history: str | None = None) -> int:
+    def interactive(self, banner: str = "", history: str | None = None,
+                    line_editing: bool = True) -> int:
         """Read lines at a prompt until \\q or Ctrl-D; errors are printed and the
-        session goes on. Ctrl-C drops the statement being typed."""
+        session goes on. Ctrl-C drops the statement being typed. line_editing=False
+        reads plain lines (psql's --no-readline)."""
         history = history or os.environ.get("VARVEDB_HISTORY") or \
             os.path.join(os.path.expanduser("~"), ".varvedb_history")
-        readline = _readline(history, self._completions)
+        readline = _readline(history, self._completions) if line_editing else None
         if banner:
             self.out(banner)
         try:
@@ -724,7 +726,7 @@ def _readline(history: str, complete=None):
 
 
 def main(path: str, statement: str | None, fmt: str, readonly: bool,
-         stdin=None, out=None, err=None) -> int:
+         stdin=None, out=None, err=None, line_editing: bool = True) -> int:
     """`varvedb sql`: the exit status of running STATEMENT, the script on stdin,
     or the prompt when stdin is a terminal."""
     from .database import connect
@@ -752,7 +754,8 @@ def main(path: str, statement: str | None, fmt: str, readonly: bool,
         from . import __version__
         mode = " (read-only)" if readonly else ""
         return shell.interactive(f"varvedb {__version__}: {path}{mode}\n"
-                                 f'Type "\\?" for help.\n\n')
+                                 f'Type "\\?" for help.\n\n',
+                                 line_editing=line_editing)
 
 
 def _quiet_stdout() -> None:
