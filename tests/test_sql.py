@@ -500,3 +500,23 @@ def test_index_names_and_varchar_lengths_survive_reopen(tmp_path):
         f = db.collection("t").schema.fields
         assert f["tag"].index is None and f["e"].vector_index is None
         assert db.sql("SELECT id, code FROM t").rows == [(1, "abc")]
+
+
+def test_a_failed_statement_inside_an_api_transaction_aborts_it(db):
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
+    db.sql("INSERT INTO t VALUES (1, 1)")
+    with pytest.raises(vv.TransactionAbortedError):
+        with db.transaction():
+            db.sql("INSERT INTO t VALUES (5, 5)")
+            # the new row 2 is written, then its SET fails: nothing of it may stay
+            with pytest.raises(vv.VarveError) as e:
+                db.sql("INSERT INTO t VALUES (2, 2), (1, 0) ON CONFLICT (id) DO UPDATE "
+                       "SET x = EXCLUDED.x / 0")
+            assert e.value.sqlstate == "22012"
+    assert db.sql("SELECT id, x FROM t").rows == [(1, 1)]
+    # a statement that failed before writing leaves the transaction usable
+    with db.transaction():
+        db.sql("INSERT INTO t VALUES (6, 6)")
+        with pytest.raises(vv.VarveError):
+            db.sql("SELECT nope FROM t")
+    assert db.sql("SELECT id FROM t ORDER BY id").rows == [(1,), (6,)]

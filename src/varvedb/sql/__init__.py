@@ -136,12 +136,21 @@ def _run_one(session, c: Compiled, params) -> SqlResult:
         if not (c.kind == "command" and getattr(c.impl, "ends_transaction", False)):
             raise SqlError("25P02", "current transaction is aborted, commands ignored until "
                                     "end of transaction block")
+    tx = session.tx
+    frames = tx.frames if tx is not None else 0
     try:
         ctx = Context(session, None if c.as_of is None else _as_of(c, params, session))
         return c.impl.run(ctx, params)
     except VarveError:
-        if session.tx is not None and session.sql_block:
-            session.sql_failed = True
+        tx = session.tx
+        if tx is not None:
+            if session.sql_block:
+                session.sql_failed = True
+            elif tx.frames != frames:
+                # the statement failed after some of its writes landed in an open
+                # (Python API) transaction: no savepoints to undo just those, so the
+                # transaction is undone and aborted (its commit raises 25P02)
+                session._engine._abort(tx)
         raise
     except RecursionError:
         raise SqlError("54001", "stack depth limit exceeded") from None
