@@ -74,14 +74,8 @@ class PgServer:
 
     def server_pids(self) -> list[int]:
         """The postmaster and its children (to prove that stop() leaves none)."""
-        if self.server is None:
-            return []
-        import psutil
-        try:
-            master = psutil.Process(self.server.get_pid())
-            return [master.pid] + [c.pid for c in master.children(recursive=True)]
-        except psutil.Error:
-            return []
+        from varvedb.bench.pg_engine import server_pids
+        return server_pids(self.server)
 
     def stop(self) -> None:
         if self.server is not None:

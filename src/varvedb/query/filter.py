@@ -158,6 +158,37 @@ def _ref(n, expr: str) -> Ref:
     raise FilterError(f"expected a field name in filter {expr!r}")
 
 
+NOT_A_LITERAL = object()
+
+
+def literal(n) -> Any:
+    """The Python value of a pglast A_Const (NULL: None); NOT_A_LITERAL for a
+    kind of constant neither filters nor SQL take (bit strings). Shared with sql/."""
+    from pglast import ast
+    if n.isnull:
+        return None
+    v = n.val
+    if isinstance(v, ast.Integer):
+        return v.ival
+    if isinstance(v, ast.Float):     # an integer too large for int4 arrives as Float
+        f = v.fval
+        return int(f) if re.fullmatch(r"-?\d+", f) else float(f)
+    if isinstance(v, ast.String):
+        return v.sval
+    if isinstance(v, ast.Boolean):
+        return bool(v.boolval)
+    return NOT_A_LITERAL
+
+
+def kleene(op: str, t, u, t2, u2):
+    """SQL's three-valued AND / OR of (true, unknown) mask pairs."""
+    if op == "and":
+        f = (~t & ~u) | (~t2 & ~u2)
+        return t & t2, (u | u2) & ~f
+    t = t | t2
+    return t, (u | u2) & ~t
+
+
 def _value(n, expr: str) -> Any:
     from pglast import ast
     if isinstance(n, ast.TypeCast):
@@ -165,18 +196,9 @@ def _value(n, expr: str) -> Any:
     if isinstance(n, ast.ParamRef):
         return Param(n.number)
     if isinstance(n, ast.A_Const):
-        if n.isnull:
-            return None
-        v = n.val
-        if isinstance(v, ast.Integer):
-            return v.ival
-        if isinstance(v, ast.Float):
-            f = v.fval
-            return int(f) if re.fullmatch(r"-?\d+", f) else float(f)
-        if isinstance(v, ast.String):
-            return v.sval
-        if isinstance(v, ast.Boolean):
-            return bool(v.boolval)
+        found = literal(n)
+        if found is not NOT_A_LITERAL:
+            return found
     if isinstance(n, ast.A_Expr) and n.name and n.name[-1].sval == "-" and n.lexpr is None:
         v = _value(n.rexpr, expr)
         if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -253,13 +275,7 @@ class Filter:
         if op == "and" or op == "or":
             t, u = self._eval(node.args[0], table, n)
             for a in node.args[1:]:
-                t2, u2 = self._eval(a, table, n)
-                if op == "and":
-                    f = (~t & ~u) | (~t2 & ~u2)
-                    t, u = t & t2, (u | u2) & ~f
-                else:
-                    t = t | t2
-                    u = (u | u2) & ~t
+                t, u = kleene(op, t, u, *self._eval(a, table, n))
             return t, u
         if op == "not":
             t, u = self._eval(node.args[0], table, n)

@@ -340,14 +340,8 @@ class _Targeted:
         return key
 
     def _env(self, ctx, params) -> E.Env:
-        from ..query.execute import execute
-        env = E.Env(params, {})
-        for key, sub in self.subqueries.items():
-            res = execute(sub.plan(ctx, params))
-            if len(res.columns) != 1:
-                raise SqlError("42601", "subquery has too many columns")
-            env.subqueries[key] = res.columns[0]
-        return env
+        from .select import subquery_env
+        return subquery_env(self.subqueries, ctx, params)
 
     def _rows(self, ctx, t, env) -> np.ndarray:
         snap = ctx.snapshot()

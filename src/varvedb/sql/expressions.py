@@ -15,6 +15,7 @@ from pglast.enums import A_Expr_Kind, BoolExprType, BoolTestType, NullTestType, 
 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
+from ..query.filter import NOT_A_LITERAL, literal as _literal
 from .types import type_kind
 
 _BINARY = {"+", "-", "*", "/", "%", "||", "=", "<>", "!=", "<", "<=", ">", ">=", "->", "->>",
@@ -103,22 +104,11 @@ def column_name(n: ast.ColumnRef, scope: Scope) -> str:
 
 
 def literal(n: ast.A_Const):
-    if n.isnull:
-        return None
-    v = n.val
-    if isinstance(v, ast.Integer):
-        return v.ival
-    if isinstance(v, ast.Float):
-        text = v.fval
-        try:
-            return int(text)          # an integer too large for int4 arrives as Float
-        except ValueError:
-            return float(text)
-    if isinstance(v, ast.Boolean):
-        return bool(v.boolval)
-    if isinstance(v, ast.String):
-        return v.sval
-    raise NotSupportedError(f"literal {type(v).__name__} is not supported")
+    """A constant's value (query/filter.py reads it, for filters and SQL alike)."""
+    v = _literal(n)
+    if v is NOT_A_LITERAL:
+        raise NotSupportedError(f"literal {type(n.val).__name__} is not supported")
+    return v
 
 
 def _a_expr(n: ast.A_Expr, scope: Scope):

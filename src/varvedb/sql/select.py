@@ -141,13 +141,8 @@ class Select:
 
     # ---- planning ------------------------------------------------------------------
 
-    def plan(self, ctx, params, analyze: bool = False) -> Query:
-        env = E.Env(params, {})
-        for key, sub in self.subqueries.items():
-            res = execute(sub.plan(ctx, params))
-            if len(res.columns) != 1:
-                raise SqlError("42601", "subquery has too many columns")
-            env.subqueries[key] = res.columns[0]
+    def plan(self, ctx, params) -> Query:
+        env = subquery_env(self.subqueries, ctx, params)
         kind = self.source[0]
         table = None
         if kind == "table":
@@ -267,6 +262,18 @@ class Select:
         res = execute(query)
         top = query.plan
         return result_of(res, (top if type(top) is Output else top.find(Output)).columns)
+
+
+def subquery_env(subqueries: dict, ctx, params) -> E.Env:
+    """The parameters, and each `x IN (SELECT ...)` subquery's one column, run
+    first on the statement's snapshot."""
+    env = E.Env(params, {})
+    for key, sub in subqueries.items():
+        res = execute(sub.plan(ctx, params))
+        if len(res.columns) != 1:
+            raise SqlError("42601", "subquery has too many columns")
+        env.subqueries[key] = res.columns[0]
+    return env
 
 
 def grammar_root(node, text):
