@@ -12,6 +12,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import datetime as dt
@@ -501,6 +502,11 @@ def test_interactive_prompt_on_a_pseudo_terminal(sql_file, tmp_path):
         term.expect("varvedb-> ")
         term.send("\x03", end="")
         term.expect("varvedb=> ")
+        for _ in range(5):                  # at once after the prompt: none is lost
+            term.send("SELECT 'dropped'")
+            term.expect("varvedb-> ")
+            term.send("\x03", end="")
+            term.expect("varvedb=> ")
         term.send("SELECT 'kept' AS k;")
         out = term.expect("varvedb=> ")
         assert " kept\n(1 row)" in out and "dropped" not in out
@@ -520,6 +526,42 @@ def test_interactive_prompt_on_a_pseudo_terminal(sql_file, tmp_path):
             os.kill(term.pid, 9)
         except ProcessLookupError:
             pass
+
+
+def test_plain_lines_wake_for_a_signal_another_thread_took(monkeypatch):
+    """--no-readline's reader: lines as input() gives them, and
+    a SIGINT handled on another thread, which interrupts no call of the main
+    one (as one landing between the prompt and the read), still ends the wait."""
+    from varvedb.shell import PlainLines
+    master, slave = os.openpty()
+    stdin = os.fdopen(slave, "r", encoding="utf-8")
+    monkeypatch.setattr(sys, "stdin", stdin)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    printed: list[str] = []
+    lines = PlainLines.open(printed.append)
+    try:
+        os.write(master, "SELECT 1;\nsé\n".encode())
+        assert lines.read("p1> ") == "SELECT 1;" and lines.read("p2> ") == "sé"
+        assert printed == ["p1> ", "p2> "]
+        # a thread that only waits, and takes the signal
+        ready, done = threading.Event(), threading.Event()
+        waiter = threading.Thread(target=lambda: (ready.set(), done.wait(30)), daemon=True)
+        waiter.start()
+        ready.wait()
+        timer = threading.Timer(0.3, signal.pthread_kill, (waiter.ident, signal.SIGINT))
+        timer.start()
+        start = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            lines.read("p3> ")
+        assert time.monotonic() - start < 20
+        done.set()
+        os.write(master, b"after\n")
+        assert lines.read("p4> ") == "after"
+    finally:
+        lines.close()
+        signal.signal(signal.SIGINT, previous)
+        stdin.close()
+        os.close(master)
 
 
 def test_readline_completes_and_keeps_history(sql_file, tmp_path):

@@ -17,6 +17,8 @@ import json
 import math
 import os
 import re
+import select
+import signal
 import sys
 import time
 import unicodedata
@@ -662,6 +664,8 @@ class Shell:
         history = history or os.environ.get("VARVEDB_HISTORY") or \
             os.path.join(os.path.expanduser("~"), ".varvedb_history")
         readline = _readline(history, self._completions) if line_editing else None
+        plain = PlainLines.open(self.out) if readline is None else None
+        read = plain.read if plain is not None else input
         if banner:
             self.out(banner)
         try:
@@ -669,7 +673,7 @@ class Shell:
                 prompt = (PROMPT_CONTINUE if self.splitter.pending else PROMPT) \
                     .replace(">", self._transaction_mark() + ">")
                 try:
-                    text = input(prompt)
+                    text = read(prompt)
                 except KeyboardInterrupt:
                     self.splitter.reset()
                     self.out("\n")
@@ -679,12 +683,78 @@ class Shell:
                     break
                 self.line(text)
         finally:
+            if plain is not None:
+                plain.close()
             if readline is not None:
                 try:
                     readline.write_history_file(history)
                 except OSError:
                     pass
         return 0
+
+
+class PlainLines:
+    """Lines typed at a terminal, without line editing, where Ctrl-C is never lost.
+
+    input() writes the prompt, then blocks in read(): a SIGINT that lands between
+    the two runs Python's handler but interrupts no call, so the read waits on
+    and the KeyboardInterrupt comes only after the next Enter (seen on a loaded
+    machine, where the gap is long). Here the signal also writes a byte to a
+    pipe the wait watches (signal.set_wakeup_fd), so the wait ends at once and
+    the handler's KeyboardInterrupt is raised."""
+
+    def __init__(self, fd: int, out, wake_r: int, wake_w: int, previous: int):
+        self.fd, self.out = fd, out
+        self.wake_r, self.wake_w, self.previous = wake_r, wake_w, previous
+        self.pending = b""
+
+    @classmethod
+    def open(cls, out) -> "PlainLines | None":
+        """Reading sys.stdin's terminal; None where there is no such descriptor or
+        this is not the main thread (then input() reads)."""
+        try:
+            fd = sys.stdin.fileno()
+        except (AttributeError, ValueError, OSError):
+            return None
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        try:
+            previous = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        except ValueError:                      # not the main thread
+            os.close(wake_r)
+            os.close(wake_w)
+            return None
+        return cls(fd, out, wake_r, wake_w, previous)
+
+    def read(self, prompt: str) -> str:
+        """One line without its newline, as input(); EOFError at Ctrl-D."""
+        self.out(prompt)
+        try:
+            while b"\n" not in self.pending:
+                ready, _, _ = select.select([self.fd, self.wake_r], [], [])
+                if self.wake_r in ready:        # a signal: its handler runs next
+                    try:
+                        os.read(self.wake_r, 64)
+                    except BlockingIOError:
+                        pass
+                if self.fd in ready:
+                    data = os.read(self.fd, 65536)
+                    if not data:
+                        if not self.pending:
+                            raise EOFError
+                        data = b"\n"           # Ctrl-D after text ends that line
+                    self.pending += data
+        except KeyboardInterrupt:
+            self.pending = b""                  # the terminal dropped its line too
+            raise
+        line, _, self.pending = self.pending.partition(b"\n")
+        return line.decode(sys.stdin.encoding or "utf-8", "replace")
+
+    def close(self) -> None:
+        signal.set_wakeup_fd(self.previous)
+        os.close(self.wake_r)
+        os.close(self.wake_w)
 
 
 COMMANDS = ("\\d", "\\q", "\\?", "\\r", "\\timing")

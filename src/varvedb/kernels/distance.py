@@ -291,7 +291,7 @@ def _sum4(arena, r, query, kind):
     return (a0 + a1) + (a2 + a3)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, readonly=("rows",))
 def exact_row_distances(arena, rows, query, metric, out):
     """pgvector-scale distances in float64 from ``query`` to ``arena[rows]`` (the few rows returned)."""
     q_norm = 0.0

@@ -14,11 +14,27 @@ symbol only a registry module installs), it falls back to numba's own path.
 Functions marked ``inline="always"`` are never compiled on their own (their
 IR is copied into each caller), so they get no cache: a cache costs a
 directory probe and a temporary file per function at import.
+
+numba specialises on each array's writability: a mapped (read-only) arena and
+an in-memory one compiled the same kernel twice, and with a read-only or
+writable query and mask too, up to eight times (195 specialisations where 71
+differ in more than that, and most of a fresh test run's time). So the inputs
+a kernel only reads, :data:`READ_ONLY` by name plus any it names in
+``readonly=``, are compiled as read-only arrays whatever the caller passes: a
+writable array converts to that type at no cost, so one specialisation serves
+both (dispatching to it by the caller's exact types too), and a kernel that
+writes one of them fails to compile.
 """
 from __future__ import annotations
 
+import inspect
+
 from numba import njit as _numba_njit
+from numba.core import types
 from numba.core.caching import FunctionCache
+
+# parameters that, in every kernel that has them, are only read
+READ_ONLY = frozenset({"arena", "norms", "query", "queries", "allow"})
 
 # numba's private entry points this relies on; without them, plain caching
 _LIGHT = all(hasattr(FunctionCache, name)
@@ -38,16 +54,48 @@ class LoadOnlyCache(FunctionCache):
             return super().load_overload(sig, target_context)
 
 
-def njit(**options):
-    """``numba.njit(**options)`` with :class:`LoadOnlyCache` for ``cache=True``."""
+def njit(readonly=(), **options):
+    """``numba.njit(**options)`` with :class:`LoadOnlyCache` for ``cache=True``,
+    compiling :data:`READ_ONLY` and ``readonly`` parameters as read-only arrays."""
     cache = options.pop("cache", False)
-    if options.get("inline", "never") != "never":
-        cache = False
+    inline = options.get("inline", "never") != "never"
 
     def wrap(fn):
-        dispatcher = _numba_njit(cache=cache and not _LIGHT, **options)(fn)
-        if cache and _LIGHT:
+        dispatcher = _numba_njit(cache=cache and not inline and not _LIGHT, **options)(fn)
+        if cache and not inline and _LIGHT:
             dispatcher._cache = LoadOnlyCache(fn)
+        if not inline:
+            _compile_reading(dispatcher, fn, readonly)
         return dispatcher
 
     return wrap
+
+
+def _compile_reading(dispatcher, fn, readonly) -> None:
+    """Make `dispatcher` compile its read-only parameters as read-only arrays."""
+    params = list(inspect.signature(fn).parameters)
+    unknown = set(readonly) - set(params)
+    if unknown:
+        raise TypeError(f"{fn.__name__} has no parameter {sorted(unknown)}")
+    at = frozenset(i for i, name in enumerate(params) if name in READ_ONLY or name in readonly)
+    if not at:
+        return
+    compile_exact = dispatcher.compile
+
+    def compile(sig):
+        # numba's own callers (a first call, a kernel calling this one) pass a
+        # tuple of argument types; anything else is an explicit signature, kept
+        if not isinstance(sig, tuple):
+            return compile_exact(sig)
+        reading = tuple(t.copy(readonly=True)
+                        if i in at and isinstance(t, types.Array) and t.mutable else t
+                        for i, t in enumerate(sig))
+        entry = compile_exact(reading)
+        if reading != sig:
+            # the caller's exact types also dispatch straight to that code: a
+            # call numba matches only by conversion costs ~35 us, not ~0.3 us
+            cres = dispatcher.overloads[reading]
+            dispatcher._insert([t._code for t in sig], cres.entry_point, cres.objectmode)
+        return entry
+
+    dispatcher.compile = compile
