@@ -52,6 +52,8 @@ def _describe(f: dict) -> str:
     if f["kind"] == "vector":
         return f"vector({f['dim']}, {f['metric']}, {f['dtype']})"
     extra = f" [{f['index']}]" if f.get("index") else ""
+    if f.get("fts"):
+        extra += f" [fts{', ' + f['stem'] if f.get('stem') else ''}]"
     return f["kind"] + extra
 
 
@@ -84,6 +86,31 @@ def history(file: str, limit: int) -> None:
     for h in rows:
         click.echo(f"{h.version:>8}  {h.timestamp.isoformat(timespec='milliseconds')}  "
                    f"{h.rows_changed:>9} rows  {h.chain}")
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("collection")
+@click.option("--text", required=True, help='The text query: words, "a phrase", OR, -word, '
+              "prefix*, parentheses.")
+@click.option("--where", help="A filter (SQL boolean expression).")
+@click.option("--limit", default=10, show_default=True)
+@click.option("--field", "text_field", help="The full-text field (if there are several).")
+@click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON lines.")
+def search(file: str, collection: str, text: str, where: str | None, limit: int,
+           text_field: str | None, as_json: bool) -> None:
+    """Full-text search of COLLECTION in FILE: the best LIMIT documents by BM25."""
+    try:
+        with vv.connect(file, readonly=True) as db:
+            hits = db[collection].search(text=text, where=where, limit=limit,
+                                         text_field=text_field)
+    except vv.VarveError as e:
+        raise click.ClickException(str(e)) from None
+    for h in hits:
+        if as_json:
+            click.echo(json.dumps({"id": h.id, "score": h.score, **h.fields}, default=str))
+        else:
+            click.echo(f"{h.score:10.4f}  {h.id}")
 
 
 @main.command()

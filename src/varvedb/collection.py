@@ -10,6 +10,7 @@ one raises a VarveError subclass before anything is read or written.
 """
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
 import numpy as np
@@ -18,7 +19,9 @@ from .errors import FieldTypeError, OptionError, SchemaError, UnknownFieldError
 from .query.execute import Result, execute
 from .query.filter import Filter, check_params
 from .query.plan import PlanNode
-from .query.planner import Query, plan_count, plan_find, plan_search
+from .query.planner import (RRF_K, Query, plan_count, plan_find, plan_hybrid, plan_rerank,
+                            plan_search, plan_text)
+from .query.text_query import text_query
 from .results import Hit, Hits
 from .schema import (HNSW, ID_END, ID_MIN, MAX_EF, QUERY_METRICS, Batch, Schema, coerce_array,
                      coerce_ids, coerce_query_vector, coerce_values, from_micros, is_int,
@@ -255,19 +258,36 @@ class Collection:
     def search(self, vector=None, where: str | None = None, params: list | tuple = (),
                limit: int = 10, select: list | None = None, as_of=None,
                field: str | None = None, ef: int | None = None, exact: bool = False,
-               metric: str | None = None) -> Hits:
-        """The `limit` nearest documents to `vector` among those matching `where`.
+               metric: str | None = None, *, text: str | None = None,
+               text_field: str | None = None, vector_text: str | None = None,
+               rerank=None, candidates: int | None = None, rrf_k: int = RRF_K,
+               weights: tuple = (1.0, 1.0)) -> Hits:
+        """The `limit` best documents among those matching `where`: nearest to
+        `vector`, best matching `text`, or both.
 
-        Scores are pgvector's distances for `metric` (lower is closer): "cosine"
-        (`<=>`), "l2" (`<->`), "dot" (`<#>`, the negative inner product) or "l1"
-        (`<+>`); default the field's. A metric other than the one the field's
-        graph was built for is answered by exact scan.
+        Vector search: scores are pgvector's distances for `metric` (lower is
+        closer): "cosine" (`<=>`), "l2" (`<->`), "dot" (`<#>`, the negative inner
+        product) or "l1" (`<+>`); default the field's. A metric other than the
+        one the field's graph was built for is answered by exact scan.
         `ef` widens the graph walk (default: the index's ef_search; at most
-        MAX_EF); `exact=True` scans every allowed row. A limit above the allowed
-        rows returns them all. `hits.plan` is the plan as it ran (fallbacks included).
-        """
+        MAX_EF); `exact=True` scans every allowed row.
+
+        Text search (`text=`, on a vv.Text(fts=True) field, `text_field` if there
+        are several): the query syntax is words (all required), "a phrase",
+        OR, -word, prefix*, parentheses; scores are BM25 (higher is better).
+        `vector_text=` is embedded by the vector field's embedder as `vector`.
+        Both `text` and a vector: each finds `candidates` rows (default
+        max(limit, 50)) and their rankings are fused by reciprocal rank
+        (weight / (rrf_k + rank), `weights` = (text, vector)); the score is the
+        fused one. `rerank=vector` with `text`: the text's `candidates` best rows
+        ordered by exact distance to it (no graph).
+
+        A limit above the allowed rows returns them all. `hits.plan` is the plan
+        as it ran (fallbacks included)."""
         query = self._plan_search(vector, where, params, limit, select, as_of, field, ef, exact,
-                                  metric)
+                                  metric, text=text, text_field=text_field,
+                                  vector_text=vector_text, rerank=rerank,
+                                  candidates=candidates, rrf_k=rrf_k, weights=weights)
         return self._hits(query.table, execute(query))
 
     def explain(self, verb: str = "search", /, **args) -> PlanNode:
@@ -301,10 +321,18 @@ class Collection:
     def _plan_search(self, vector=None, where: str | None = None, params: list | tuple = (),
                      limit: int = 10, select: list | None = None, as_of=None,
                      field: str | None = None, ef: int | None = None,
-                     exact: bool = False, metric: str | None = None) -> Query:
+                     exact: bool = False, metric: str | None = None, *,
+                     text: str | None = None, text_field: str | None = None,
+                     vector_text: str | None = None, rerank=None,
+                     candidates: int | None = None, rrf_k: int = RRF_K,
+                     weights: tuple = (1.0, 1.0)) -> Query:
         t = self._table
+        if text is not None or vector_text is not None or rerank is not None:
+            return self._plan_text_search(vector, where, params, limit, select, as_of, field,
+                                          ef, exact, metric, text, text_field, vector_text,
+                                          rerank, candidates, rrf_k, weights)
         if vector is None:
-            raise FieldTypeError("search needs vector=")
+            raise FieldTypeError("search needs vector= or text=")
         fname = self._vector_field(t, field)
         f = t.schema.fields[fname]
         q = coerce_query_vector(f, vector)
@@ -314,12 +342,7 @@ class Collection:
             if not is_int(ef) or not 1 <= ef <= MAX_EF:
                 raise FieldTypeError(f"ef must be an integer in 1..{MAX_EF}, got {ef!r:.80}")
             ef = int(ef)
-        if metric is None:
-            metric = f.metric
-        elif not isinstance(metric, str) or metric not in QUERY_METRICS:
-            raise OptionError(f"metric is one of {', '.join(QUERY_METRICS)}, got {metric!r:.80}")
-        else:
-            metric = QUERY_METRICS[QUERY_METRICS.index(metric)]   # a plain str (np.str_ too)
+        metric = self._query_metric(f, metric)
         if exact is not False and exact is not True:
             if not isinstance(exact, np.bool_):
                 raise FieldTypeError(f"exact is True or False, got {exact!r:.80}")
@@ -330,6 +353,53 @@ class Collection:
         bound = None if where is None else Filter(where, t.schema, params)
         return plan_search(self._snapshot(as_of), t, fname, metric, q, limit, bound, ef,
                            exact, names)
+
+    def _plan_text_search(self, vector, where, params, limit, select, as_of, field, ef, exact,
+                          metric, text, text_field, vector_text, rerank, candidates, rrf_k,
+                          weights) -> Query:
+        """search() with text=: a text top-k, fused with a vector one, or reranked."""
+        t = self._table
+        if text is None:
+            raise FieldTypeError("vector_text= and rerank= go with text= (a text query)")
+        if vector is not None and vector_text is not None:
+            raise FieldTypeError("give vector= or vector_text=, not both")
+        if rerank is not None and (vector is not None or vector_text is not None):
+            raise FieldTypeError("rerank= orders the text matches by a vector: give it "
+                                 "instead of vector=")
+        limit = _limit(limit)
+        tfield = self._text_field(t, text_field)
+        bound = text_query(text, t.text_indexes[tfield].analyzer)
+        snap = self._snapshot(as_of)
+        check_params(params)
+        names = self._select(t, select)
+        fbound = None if where is None else Filter(where, t.schema, params)
+        if vector is None and vector_text is None and rerank is None:
+            return plan_text(snap, t, tfield, text, bound, limit, fbound, names)
+        candidates = max(limit, 50) if candidates is None else _limit(candidates)
+        if candidates < 1:
+            raise FieldTypeError("candidates must be a positive integer")
+        vfield = self._vector_field(t, field)
+        f = t.schema.fields[vfield]
+        if vector_text is not None:
+            vector = _embed_query(f, vfield, vector_text)
+        q = coerce_query_vector(f, rerank if rerank is not None else vector)
+        metric = self._query_metric(f, metric)
+        if rerank is not None:
+            return plan_rerank(snap, t, (tfield, text, bound), vfield, metric, q, limit,
+                               candidates, fbound, names)
+        if not is_int(rrf_k) or not 1 <= rrf_k <= 10**6:
+            raise FieldTypeError(f"rrf_k must be an integer in 1..1000000, got {rrf_k!r:.80}")
+        if not isinstance(weights, (tuple, list)) or len(weights) != 2 or not all(
+                isinstance(w, (int, float)) and not isinstance(w, bool) and w >= 0
+                and math.isfinite(w) for w in weights):
+            raise FieldTypeError(f"weights are two non-negative numbers (text, vector), "
+                                 f"got {weights!r:.80}")
+        if ef is not None and (not is_int(ef) or not 1 <= ef <= MAX_EF):
+            raise FieldTypeError(f"ef must be an integer in 1..{MAX_EF}, got {ef!r:.80}")
+        return plan_hybrid(snap, t, (tfield, text, bound),
+                           (vfield, metric, q, None if ef is None else int(ef), bool(exact)),
+                           limit, candidates, int(rrf_k), tuple(float(w) for w in weights),
+                           fbound, names)
 
     def _plan_find(self, where: str | None = None, params: list | tuple = (), as_of=None,
                    limit: int | None = None, select: list | None = None) -> Query:
@@ -349,6 +419,27 @@ class Collection:
         return plan_count(self._snapshot(as_of), t, bound)
 
     # ---- helpers -----------------------------------------------------------------
+
+    def _text_field(self, t: Table, field: str | None) -> str:
+        texts = list(t.text_indexes)
+        if field is None:
+            if len(texts) != 1:
+                raise UnknownFieldError(
+                    f"{self.name!r} has full-text fields {texts}; say which with text_field="
+                    if texts else f"{self.name!r} has no full-text field (vv.Text(fts=True))")
+            return texts[0]
+        if field not in texts:
+            raise UnknownFieldError(f"{field!r} is not a full-text field of {self.name!r} "
+                                    f"(vv.Text(fts=True)); full-text fields are {texts}")
+        return field
+
+    @staticmethod
+    def _query_metric(f, metric: str | None) -> str:
+        if metric is None:
+            return f.metric
+        if not isinstance(metric, str) or metric not in QUERY_METRICS:
+            raise OptionError(f"metric is one of {', '.join(QUERY_METRICS)}, got {metric!r:.80}")
+        return QUERY_METRICS[QUERY_METRICS.index(metric)]   # a plain str (np.str_ too)
 
     def _vector_field(self, t: Table, field: str | None) -> str:
         vecs = t.schema.vector_fields
@@ -402,6 +493,17 @@ class Collection:
         for name in names:
             cols.append(_pyvalues(t.schema.fields[name].kind, *t.columns[name].take(rows)))
         return cols
+
+
+def _embed_query(f, name: str, text) -> np.ndarray:
+    """vector_text= as the vector field's embedder makes it."""
+    if f.embed is None:
+        raise SchemaError(f"vector field {name!r} names no embedder "
+                          "(vv.Vector(..., embed=..., source=...)): give vector=")
+    if not isinstance(text, str):
+        raise FieldTypeError(f"vector_text is a string, got {text!r:.80}")
+    from .embed import resolve
+    return resolve(f.embed).embed([text])[0]
 
 
 def _one_id(schema: Schema, id):

@@ -11,7 +11,8 @@ from .query.plan import PlanNode
 
 
 class Hit(msgspec.Struct):
-    """One result: `id`, `score` (pgvector's distance for vector search) and fields.
+    """One result: `id`, `score` (pgvector's distance for vector search, BM25 for text,
+    the fused score for hybrid) and fields.
 
     A msgspec Struct: built in C, which matters when a query returns many."""
     id: Any

@@ -127,6 +127,11 @@ class Field:
     default: Any = _field(default=None, hash=False)
     index_name: str | None = None     # the scalar index's name (SQL's CREATE INDEX name)
     max_length: int | None = None     # text: at most this many characters (SQL's varchar(n))
+    stem: str | None = None           # fts: the Snowball language its words are stemmed in
+    k1: float = 1.2                   # fts: BM25's term-frequency saturation
+    b: float = 0.75                   # fts: BM25's length normalisation
+    embed: str | None = None          # vector: the embedder spec (embed.resolve) that fills it
+    source: str | None = None         # vector: the text field it embeds
 
     def __post_init__(self):
         # Fields are also built directly (vv.Field(...)) and from a file's
@@ -153,6 +158,13 @@ class Field:
             if self.index is not None or self.fts is not False:
                 raise SchemaError("a vector field takes index=vv.HNSW(...), not a scalar "
                                   "or full-text index")
+            if (self.embed is None) != (self.source is None) or not all(
+                    v is None or (isinstance(v, str) and 0 < len(v) <= 256)
+                    for v in (self.embed, self.source)):
+                raise SchemaError(f"a vector filled by an embedder names both embed= (a spec "
+                                  f"such as 'onnx') and source= (a text field), got embed="
+                                  f"{brief(self.embed)}, source={brief(self.source)}")
+            self._check_fts_options(False)
             object.__setattr__(self, "dim", int(self.dim))
             object.__setattr__(self, "_stored_default", None)
             return
@@ -169,6 +181,9 @@ class Field:
         if not isinstance(self.fts, bool) or (self.fts and k != "text"):
             raise SchemaError(f"fts=True is for text fields only, got fts={self.fts!r} on "
                               f"a {k} field")
+        self._check_fts_options(self.fts)
+        if self.embed is not None or self.source is not None:
+            raise SchemaError(f"embed= and source= are options of vector fields, not {k}")
         if self.dim != 0 or self.vector_index is not None:
             raise SchemaError(f"a {k} field has no dimension or vector index")
         if self.max_length is not None and (k != "text" or not is_int(self.max_length)
@@ -184,6 +199,22 @@ class Field:
             object.__setattr__(self, "default", from_micros(stored) if k == "timestamp"
                                else stored)
         object.__setattr__(self, "_stored_default", stored)
+
+    def _check_fts_options(self, fts: bool) -> None:
+        """stem, k1 and b belong to a full-text index, and take sane values."""
+        if not fts:
+            if self.stem is not None or (self.k1, self.b) != (1.2, 0.75):
+                raise SchemaError("stem=, k1= and b= are options of a full-text index "
+                                  "(vv.Text(fts=True, ...))")
+            return
+        if self.stem is not None:
+            from .text.analyzer import Analyzer
+            Analyzer(self.stem)         # an unknown language is refused here
+        for name, v, low, high in (("k1", self.k1, 0.0, 10.0), ("b", self.b, 0.0, 1.0)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not low <= v <= high:
+                raise SchemaError(f"BM25's {name} is a number in {low:g}..{high:g}, got "
+                                  f"{brief(v)}")
+            object.__setattr__(self, name, float(v))
 
     def default_value(self) -> Any:
         """The default as a row's value: a json list or dict is a fresh copy."""
@@ -211,6 +242,8 @@ class Field:
             d.update(dim=self.dim, metric=self.metric, dtype=self.dtype)
             if self.vector_index is not None:
                 d["index"] = self.vector_index.to_dict()
+            if self.embed is not None:
+                d.update(embed=self.embed, source=self.source)
         else:
             if self.index:
                 d["index"] = self.index
@@ -220,6 +253,10 @@ class Field:
                 d["max_length"] = int(self.max_length)
             if self.fts:
                 d["fts"] = True
+                if self.stem is not None:
+                    d["stem"] = self.stem
+                if (self.k1, self.b) != (1.2, 0.75):
+                    d.update(k1=self.k1, b=self.b)
             if self.default is not None:    # a timestamp as int microseconds
                 d["default"] = self._stored_default
         if self.not_null:
@@ -246,7 +283,8 @@ class Field:
                     or dtype not in VECTOR_DTYPES:
                 raise SchemaError(f"a vector field has an int dim, a metric and a dtype, got "
                                   f"{brief_from_file(d)}")
-            return Vector(dim, metric=metric, dtype=dtype, index=hnsw, not_null=not_null)
+            return Vector(dim, metric=metric, dtype=dtype, index=hnsw, not_null=not_null,
+                          embed=d.get("embed"), source=d.get("source"))
         if kind not in SCALAR_KINDS:
             raise SchemaError(f"unknown field kind {brief_from_file(kind)}")
         fts, index = d.get("fts", False), d.get("index")
@@ -269,7 +307,8 @@ class Field:
         try:
             return Field(kind, index=_scalar(kind, index).index, fts=fts, not_null=not_null,
                          default=default, index_name=d.get("index_name"),
-                         max_length=d.get("max_length"))
+                         max_length=d.get("max_length"), stem=d.get("stem"),
+                         k1=d.get("k1", 1.2), b=d.get("b", 0.75))
         except VarveError as e:    # a default that does not fit its kind
             raise SchemaError(f"a {kind} field: {e}") from None
 
@@ -302,10 +341,14 @@ def Bool(not_null: bool = False, default: Any = None) -> Field:
 
 
 def Text(fts: bool = False, index: str | None = None, not_null: bool = False,
-         default: Any = None) -> Field:
-    """A text field; `fts=True` asks for a full-text (BM25) index."""
+         default: Any = None, stem: str | None = None, k1: float = 1.2,
+         b: float = 0.75) -> Field:
+    """A text field; `fts=True` asks for a full-text (BM25) index, its words stemmed
+    in `stem`'s language (a Snowball name such as "english"; None: not stemmed),
+    scored with BM25's `k1` and `b`."""
     f = _scalar("text", index)
-    return Field("text", index=f.index, fts=bool(fts), not_null=not_null, default=default)
+    return Field("text", index=f.index, fts=bool(fts), not_null=not_null, default=default,
+                 stem=stem, k1=k1, b=b)
 
 
 def Json(not_null: bool = False, default: Any = None) -> Field:
@@ -319,10 +362,14 @@ def Timestamp(index: str | None = None, not_null: bool = False, default: Any = N
 
 
 def Vector(dim: int, metric: str = "cosine", dtype: str = "f32",
-           index: HNSW | None = None, not_null: bool = False) -> Field:
-    """A fixed-dimension vector. metric: cosine | l2 | dot; dtype: f32 | f16."""
+           index: HNSW | None = None, not_null: bool = False, embed: str | None = None,
+           source: str | None = None) -> Field:
+    """A fixed-dimension vector. metric: cosine | l2 | dot; dtype: f32 | f16.
+    `embed` names an embedder (varvedb.embed.resolve: "onnx", "onnx:/folder",
+    "fastembed:MODEL", or a registered name) and `source` the text field it
+    embeds: a row that gives that text and no vector gets its vector filled."""
     return Field("vector", dim=dim, metric=metric, dtype=dtype, vector_index=index,
-                 not_null=not_null)
+                 not_null=not_null, embed=embed, source=source)
 
 
 def _scalar(kind: str, index: str | None, not_null: bool = False, default: Any = None
@@ -359,6 +406,13 @@ class Schema:
     id_kind: str = "int"
     id_hidden: bool = False
     id_required: bool = False
+
+    def __post_init__(self):
+        for name, f in self.fields.items():
+            if f.source is not None and (f.source not in self.fields
+                                         or self.fields[f.source].kind != "text"):
+                raise SchemaError(f"vector field {name!r} embeds source={f.source!r}, "
+                                  "which is not a text field of the collection")
 
     @staticmethod
     def parse(spec: dict) -> "Schema":

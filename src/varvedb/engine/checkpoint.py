@@ -88,6 +88,9 @@ def encode(tables: dict[int, Table], history: list[Commit], version: int, at: in
             tm["vector_indexes"][name] = True
             for k, a in ix.to_arrays().items():
                 arrays[f"{p}vx.{name}.{k}"] = a
+        for name, ix in t.text_indexes.items():
+            for k, a in ix.to_arrays().items():
+                arrays[f"{p}tx.{name}.{k}"] = a
         meta["tables"].append(tm)
     h = history
     arrays["h.version"] = np.fromiter((c.version for c in h), np.int64, len(h))
@@ -251,6 +254,10 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int) -> Table:
                if k.startswith(f"{p}vx.{fname}.")}
         t.load_vector_index(fname, sub)   # a graph that does not fit is rebuilt
         t.vector_indexes[fname].checkpointed = t.vector_indexes[fname].linked
+    for fname in t.text_indexes:
+        sub = {k[len(f"{p}tx.{fname}."):]: a for k, a in arrays.items()
+               if k.startswith(f"{p}tx.{fname}.")}
+        t.load_text_index(fname, sub)    # one that does not fit is rebuilt from the column
     t.committed_n = t.n
     alive = np.flatnonzero(t.died.view() == ALIVE)
     t.live = dict(zip(t.id_values(alive), alive.tolist()))

@@ -38,6 +38,7 @@ from ..errors import (ClosedError, CorruptFileError, IndexMaintenanceError,
                       ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
                       TransactionError, UnknownFieldError)
 from ..schema import Field, Schema, check_not_null, complete_columns, validate_name
+from .embedding import embedded_fields, fill_embedded
 from ..storage import format as F
 from ..storage import log_reader
 from ..storage.log_reader import LoggedCommit
@@ -306,7 +307,8 @@ class Engine:
         NotNullViolationError if a not_null field would be null."""
         self._check_writing(tx)
         self._check_current(t)
-        columns = complete_columns(t.schema, columns, len(ids))
+        columns = fill_embedded(t.schema, complete_columns(t.schema, columns, len(ids)),
+                                len(ids))
         t.check_new_ids(_keys(ids))
         self._insert(tx, t, ids, columns)
 
@@ -315,7 +317,8 @@ class Engine:
         (absent fields and not_null ones as in `insert`)."""
         self._check_writing(tx)
         self._check_current(t)
-        columns = complete_columns(t.schema, columns, len(ids))
+        columns = fill_embedded(t.schema, complete_columns(t.schema, columns, len(ids)),
+                                len(ids))
         keys = _keys(ids)
         check_unique(keys)
         old = t.live_rows(keys)
@@ -341,6 +344,10 @@ class Engine:
         cols = {}
         for name, col in t.columns.items():
             cols[name] = values[name] if name in values else col.take(rows)
+        stale = [name for name in embedded_fields(t.schema)
+                 if name not in values and t.schema.fields[name].source in values]
+        if stale:
+            cols = fill_embedded(t.schema, cols, len(rows), stale)
         ids = t.id_values(rows)
         self.delete(tx, t, rows)
         self._insert(tx, t, ids, cols)
@@ -381,6 +388,7 @@ class Engine:
             raise SchemaError(f"a field is a vv.Field, got {field!r:.80}")
         if name == "id" or name in t.schema.fields:
             raise SchemaError(f"{t.name!r} already has a field named {name!r}")
+        Schema({**t.schema.fields, name: field}, t.schema.id_kind)   # an embedder's source
         if field.not_null and field.default is None and t.live:
             raise NotNullViolationError(f"field {name!r} is not null and has no default, "
                                         f"and {t.name!r} has documents")
@@ -390,7 +398,12 @@ class Engine:
         """The field, its values and its indexes are gone, for every version."""
         self._check_writing(tx)
         self._check_current(t)
-        self.write(tx, frames.DropColumn(t.cid, _field_of(t, name, "dropped")))
+        name = _field_of(t, name, "dropped")
+        filled = [k for k, f in t.schema.fields.items() if f.source == name]
+        if filled:
+            raise SchemaError(f"{name!r} is the text that vector field {filled[0]!r} embeds; "
+                              "drop that field first")
+        self.write(tx, frames.DropColumn(t.cid, name))
 
     def rename_column(self, tx: "Transaction", t: Table, old: str, new: str) -> None:
         """The field (its values and indexes) takes the name `new`, for every version."""

@@ -23,6 +23,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import DuplicateIdError
+from ..index.fts import FtsIndex
 from ..index.scalar import make_scalar_index
 from ..index.vector_index import VectorIndex
 from ..schema import HNSW, Field, Schema, coerce_ids
@@ -49,6 +50,8 @@ class Table:
         for name, f in schema.fields.items():
             if f.kind == "vector" and f.vector_index is not None:
                 self.vector_indexes[name] = VectorIndex(name, f.dim, f.metric, f.vector_index)
+        self.text_indexes = {name: make_text_index(name, f)    # fts text field -> index
+                             for name, f in schema.fields.items() if f.fts}
         self.committed_n = 0                   # rows of committed versions (a prefix)
         self._mask_cache: dict = {}            # field or None -> (version, n, mask, count)
         self._undo: list | None = None         # set while a transaction is open
@@ -124,7 +127,7 @@ class Table:
         # n, died rows, live-map ops, next id, and the schema with its columns and
         # indexes before the transaction (schema changes replace these, never edit them)
         self._undo = [self.n, [], [], self.next_int_id, dict(self.vector_indexes), self.schema,
-                      dict(self.columns), dict(self.indexes)]
+                      dict(self.columns), dict(self.indexes), dict(self.text_indexes)]
 
     def end(self) -> None:
         """The transaction committed: its rows are now part of the committed prefix."""
@@ -132,10 +135,11 @@ class Table:
         self.committed_n = self.n
 
     def rollback(self) -> None:
-        n0, died_rows, live_undo, next_id, vector_indexes, schema, columns, indexes = self._undo
+        n0, died_rows, live_undo, next_id, vector_indexes, schema, columns, indexes, \
+            text_indexes = self._undo
         if schema is not self.schema:
             self._mask_cache = {}
-        self.columns, self.indexes = columns, indexes
+        self.columns, self.indexes, self.text_indexes = columns, indexes, text_indexes
         self.vector_indexes, self.schema = vector_indexes, schema
         for col in [self.born, self.died, self.ids, *self.columns.values()]:
             col.truncate(n0)
@@ -148,7 +152,7 @@ class Table:
             else:
                 self.live.update(zip(keys, rows))
         self.next_int_id = next_id
-        for ix in self.indexes.values():
+        for ix in [*self.indexes.values(), *self.text_indexes.values()]:
             ix.truncate(n0)
         self._undo = None
 
@@ -212,6 +216,9 @@ class Table:
         self.live.update(zip(keys, range(first, first + count)))
         for ix in self.indexes.values():
             ix.extend(self, first, first + count)
+        for name, ix in self.text_indexes.items():
+            col = self.columns[name]
+            ix.extend(first, first + count, col.codes.data[first:first + count], col.words)
         # `born` goes last: its length is the table's `n`, and readers running
         # beside the writer slice every other column to that n, so each must
         # already hold the new rows (else masks of different lengths, or codes
@@ -269,6 +276,11 @@ class Table:
         self.columns = {**self.columns, name: col}
         if f.index:
             self.indexes = {**self.indexes, name: self._built_index(name, f)}
+        if f.fts:
+            ix = make_text_index(name, f)
+            if n and isinstance(col, TextColumn):
+                ix.extend(0, n, col.codes.data[:n], col.words)
+            self.text_indexes = {**self.text_indexes, name: ix}
         if f.kind == "vector" and f.vector_index is not None:
             self.vector_indexes = {**self.vector_indexes,
                                    name: VectorIndex(name, f.dim, f.metric, f.vector_index)}
@@ -278,6 +290,7 @@ class Table:
         self._set_schema({k: f for k, f in self.schema.fields.items() if k != name})
         self.vector_indexes = {k: v for k, v in self.vector_indexes.items() if k != name}
         self.indexes = {k: v for k, v in self.indexes.items() if k != name}
+        self.text_indexes = {k: v for k, v in self.text_indexes.items() if k != name}
         self.columns = {k: c for k, c in self.columns.items() if k != name}
 
     def rename_column(self, old: str, new: str) -> None:
@@ -289,7 +302,13 @@ class Table:
             ix.field = new
             self.indexes = renamed({**self.indexes, old: ix})
         self.vector_indexes = renamed(self.vector_indexes)
-        self._set_schema(renamed(self.schema.fields))
+        if old in self.text_indexes:
+            ix = copy.copy(self.text_indexes[old])
+            ix.field = new
+            self.text_indexes = renamed({**self.text_indexes, old: ix})
+        # a vector filled from the renamed text field now names it as its source
+        self._set_schema({k: replace(f, source=new) if f.source == old else f
+                          for k, f in renamed(self.schema.fields).items()})
 
     def create_scalar_index(self, field: str, kind: str, name: str | None = None) -> None:
         """A "hash" or "sorted" index on a scalar field, built over every row so far."""
@@ -325,6 +344,21 @@ class Table:
         except (ValueError, KeyError):
             self.vector_indexes[field] = VectorIndex(field, f.dim, f.metric, f.vector_index)
 
+    def load_text_index(self, field: str, arrays: dict) -> None:
+        """Restore a full-text index from a checkpoint (no text is analyzed again);
+        one that fails validation is rebuilt from the column."""
+        f, n = self.schema.fields[field], self.n
+        ix = make_text_index(field, f)
+        try:
+            if not arrays:
+                raise ValueError("no arrays")
+            ix = FtsIndex.from_arrays(field, ix.analyzer, f.k1, f.b, arrays, n)
+        except (ValueError, KeyError):
+            col = self.columns[field]
+            if n:
+                ix.extend(0, n, col.codes.data[:n], col.words)
+        self.text_indexes[field] = ix
+
     def link_indexes(self) -> bool:
         """Link the next chunk of committed rows into each graph; False if none was left."""
         moved = 0
@@ -336,6 +370,12 @@ class Table:
             if col is not None:
                 moved += vi.link(col, self.committed_n)
         return moved > 0
+
+
+def make_text_index(name: str, f: Field) -> FtsIndex:
+    """An empty full-text index for an fts text field, with the field's options."""
+    from ..text.analyzer import Analyzer
+    return FtsIndex(name, Analyzer(f.stem), k1=f.k1, b=f.b)
 
 
 def check_unique(keys: list) -> None:

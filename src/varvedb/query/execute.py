@@ -17,9 +17,9 @@ import numpy as np
 from ..index import flat
 from .aggregate import aggregate, groups as _groups, sort_ranks
 from .expr import Col, Rel, Val, col_value, evaluate, no_nulls, truth
-from .plan import (Aggregate, Count, Derived, Distinct, Filter, FunctionScan, Limit, Output,
-                   PlanNode,
-                   Project, Scan, Sort, Strategy, VectorTopK, Where)
+from .plan import (Aggregate, Count, Derived, Distinct, Filter, FunctionScan, Fusion, Limit,
+                   Output, PlanNode, Project, Rerank, Scan, Sort, Strategy, TextTopK,
+                   VectorTopK, Where)
 from .planner import WIDEN, Query
 
 
@@ -285,6 +285,58 @@ def _exact(column, metric, q, k, allow, n):
     return flat.search(metric, arena, norms, q, k, allow)
 
 
+def _text_topk(node: TextTopK, query: Query) -> Out:
+    inp = _run(node.input, query)
+    table = query.table
+    index = table.text_indexes[node.field]
+    k = min(node.k, inp.count)
+    if k <= 0 or node.bound is None:
+        rows, scores = np.empty(0, np.int64), np.empty(0, np.float64)
+    else:
+        visible, _ = query.snapshot.visible(table)
+        rows, scores = index.top_k(node.bound, k, fit_mask(inp.mask, index.n),
+                                   fit_mask(visible, index.n), exhaustive=not node.pruned)
+        scores = scores.astype(np.float64)
+    return Out(None, rows, scores, len(rows), _with_input(node, inp.node))
+
+
+def fit_mask(mask: np.ndarray, n: int) -> np.ndarray:
+    """A snapshot's mask over an index's n rows: the writer may have appended rows
+    the snapshot does not see (not allowed), or rolled back rows it counted."""
+    if len(mask) == n:
+        return mask
+    if len(mask) > n:
+        return mask[:n]
+    out = np.zeros(n, bool)
+    out[:len(mask)] = mask
+    return out
+
+
+def _fusion(node: Fusion, query: Query) -> Out:
+    outs = [_run(leg, query) for leg in node.legs]
+    rows = np.concatenate([o.rows for o in outs])
+    # reciprocal rank: weight / (k + rank), rank 1-based within each leg
+    parts = [np.full(len(o.rows), w) / (node.rrf_k + np.arange(1, len(o.rows) + 1))
+             for o, w in zip(outs, node.weights)]
+    found, at = np.unique(rows, return_inverse=True)
+    fused = np.bincount(at, weights=np.concatenate(parts), minlength=len(found))
+    order = np.lexsort((found, -fused))          # best first, ties by row
+    ran = replace(node, legs=tuple(o.node for o in outs))
+    return Out(None, found[order], fused[order], len(found), ran)
+
+
+def _rerank(node: Rerank, query: Query) -> Out:
+    inp = _run(node.input, query)
+    table = query.table
+    n = query.snapshot.n(table)
+    column = table.columns[node.field]
+    allow = np.zeros(n, bool)
+    allow[inp.rows] = True
+    allow &= ~column.nulls_head(n)               # a row without a vector has no distance
+    rows, dists = _exact(column, node.metric, node.query, len(inp.rows), allow, n)
+    return Out(None, rows, dists, len(rows), _with_input(node, inp.node))
+
+
 def _with_input(node: PlanNode, inp: PlanNode) -> PlanNode:
     return node if inp is node.input else replace(node, input=inp)
 
@@ -292,4 +344,5 @@ def _with_input(node: PlanNode, inp: PlanNode) -> PlanNode:
 _RUNNERS = {Scan: _scan, Filter: _filter, Limit: _limit, Project: _project, Count: _count,
             VectorTopK: _vector_topk, Derived: _derived, Where: _where, Output: _output,
             Aggregate: _aggregate, Distinct: _distinct, Sort: _sort,
-            FunctionScan: _function_scan}
+            FunctionScan: _function_scan, TextTopK: _text_topk, Fusion: _fusion,
+            Rerank: _rerank}

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import SqlError
 from ..schema import from_micros
-from . import vector_funcs
+from . import text_funcs, vector_funcs
 from .filter import kleene, like_regex
 
 NUMERIC = ("int", "float")
@@ -227,12 +227,15 @@ def walk(expr):
 # ---- evaluation ------------------------------------------------------------------
 
 class Env:
-    """What evaluation reads besides the rows: parameters, subquery results."""
-    __slots__ = ("params", "subqueries")
+    """What evaluation reads besides the rows: parameters, subquery results, and
+    the statement's snapshot (`snapshot()`, taken when first asked: BM25's
+    statistics are those of the rows it sees)."""
+    __slots__ = ("params", "subqueries", "snapshot")
 
-    def __init__(self, params=(), subqueries: dict | None = None):
+    def __init__(self, params=(), subqueries: dict | None = None, snapshot=None):
         self.params = params
         self.subqueries = subqueries or {}
+        self.snapshot = snapshot
 
 
 def evaluate(expr, rel: Rel, env: Env) -> Val:
@@ -384,6 +387,8 @@ _CMP = {"=": np.equal, "<>": np.not_equal, "<": np.less, "<=": np.less_equal,
 
 def _op(e: Op, rel: Rel, env: Env) -> Val:
     op = e.op
+    if op == "@@":
+        return _text_match(e, rel, env)
     if op in ("and", "or"):
         return _logic(op, [evaluate(a, rel, env) for a in e.args])
     if op == "not":
@@ -538,11 +543,109 @@ def _func(e: Func, rel: Rel, env: Env) -> Val:
             return const_val(None, rel.n)
         one = sub.take(np.zeros(rel.n, np.int64))
         return one
+    if e.name in _TEXT_ON_ROWS:             # they read the table's text index, not values
+        return _TEXT_ON_ROWS[e.name](e, rel, env)
     args = [evaluate(a, rel, env) for a in e.args]
     fn = FUNCTIONS.get(e.name)
     if fn is None:
         raise SqlError("42883", f"function {e.name}() does not exist")
     return fn(*args)
+
+
+# ---- full-text (query/text_funcs.py does the work over row numbers) ----------------
+
+def _text_args(e, rel: Rel, env: Env, what: str, extra: tuple = ()) -> tuple:
+    """(index, column name, query text, extra constant arguments) of `what`(col, 'q', ...)."""
+    args = e.args
+    if not 2 <= len(args) <= 2 + len(extra) or not isinstance(args[0], Col) \
+            or rel.table is None or rel.rows is None:
+        raise SqlError("42883", f"{what} takes a full-text column of the table and a "
+                                f"query{', then ' + ', '.join(extra) if extra else ''}")
+    index = text_funcs.index_of(rel.table, args[0].name)
+    if index is None:
+        raise SqlError("42883", f'column "{args[0].name}" has no full-text index '
+                                "(vv.Text(fts=True))")
+    consts = []
+    for a in args[1:]:
+        v = evaluate(a, Rel(None, None, n=1), env)   # a constant or a parameter
+        if v.kind == "unknown":
+            v = coerce(v, "text")
+        consts.append(None if v.nulls[0] else v.data[0])
+    if not isinstance(consts[0], str):
+        raise SqlError("42883", f"{what}'s query is text, got {consts[0]!r:.40}")
+    return index, args[0].name, consts[0], consts[1:]
+
+
+def _text_match(e: Op, rel: Rel, env: Env) -> Val:
+    index, name, q, _ = _text_args(Func("@@", e.args), rel, env, "@@")
+    nulls = evaluate(Col(name), rel, env).nulls
+    return Val("bool", text_funcs.match_rows(index, q, rel.rows) & ~nulls, nulls)
+
+
+def _bm25(e: Func, rel: Rel, env: Env) -> Val:
+    index, _, q, _ = _text_args(e, rel, env, "bm25()")
+    visible, _ = env.snapshot().visible(rel.table)
+    return Val("float", text_funcs.bm25_scores(index, q, rel.rows, visible), no_nulls(rel.n))
+
+
+def _marks(e: Func, rel: Rel, env: Env, what: str, extra: tuple, defaults: tuple, build):
+    index, name, q, given = _text_args(e, rel, env, what, extra)
+    opts = [d if g is None else g for g, d in zip(given + [None] * len(defaults), defaults)]
+    texts = evaluate(Col(name), rel, env)
+    terms, prefixes = text_funcs.query_terms(index, q)
+    out = [build(index, t, terms, prefixes, *opts) for t in texts.python()]
+    return Val("text", _objects(out), texts.nulls)
+
+
+def _snippet(e: Func, rel: Rel, env: Env) -> Val:
+    return _marks(e, rel, env, "snippet()", ("start", "stop", "ellipsis", "tokens"),
+                  ("<b>", "</b>", "…", text_funcs.SNIPPET_TOKENS), text_funcs.snippet)
+
+
+def _highlight(e: Func, rel: Rel, env: Env) -> Val:
+    return _marks(e, rel, env, "highlight()", ("start", "stop"), ("<b>", "</b>"),
+                  text_funcs.highlight)
+
+
+def _embed(e: Func, rel: Rel, env: Env) -> Val:
+    """embed('text' [, 'spec']): the text as the embedder makes it — `spec`'s, or
+    that of the table's one vector field that names an embedder."""
+    if not 1 <= len(e.args) <= 2:
+        raise SqlError("42883", "embed() takes a text and, optionally, an embedder spec")
+    vals = [evaluate(a, rel, env) for a in e.args]
+    vals = [coerce(v, "text") if v.kind == "unknown" else v for v in vals]
+    if any(v.kind not in ("text", "null") for v in vals):
+        raise SqlError("42883", "embed() takes text arguments")
+    from ..embed import resolve
+    if len(vals) == 2:
+        spec = vals[1].data[0] if len(vals[1].data) and not vals[1].nulls[0] else None
+    else:
+        specs = [] if rel.table is None else \
+            [f.embed for f in rel.table.schema.fields.values() if f.embed is not None]
+        if len(set(specs)) != 1:
+            raise SqlError("42883", "embed('...') without a spec needs the table to have one "
+                                    "vector field with an embedder; say which: "
+                                    "embed('...', 'onnx')")
+        spec = specs[0]
+    if not isinstance(spec, str):
+        raise SqlError("22004", "embed()'s spec is not null text")
+    texts, nulls = vals[0].data, np.asarray(vals[0].nulls)
+    embedder = resolve(spec)
+    todo = [str(t) for t, null in zip(texts, nulls) if not null]
+    out = np.zeros((len(texts), embedder.dim), np.float32)
+    if todo:
+        out[~nulls] = embedder.embed(todo)
+    return Val("vector", out, nulls.copy())
+
+
+def _rrf(e: Func, rel: Rel, env: Env) -> Val:
+    raise SqlError("0A000", "rrf(bm25(col, 'q'), vec <op> $1 [, k]) fuses two rankings: it is "
+                            "only valid as a table SELECT's ORDER BY rrf(...) DESC LIMIT n")
+
+
+_TEXT_ON_ROWS = {"bm25": _bm25, "snippet": _snippet, "highlight": _highlight,
+                 "embed": _embed, "rrf": _rrf}
+ROW_FUNCTIONS = frozenset(_TEXT_ON_ROWS)
 
 
 def _cast(e: Cast, rel: Rel, env: Env) -> Val:

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import FieldTypeError, FilterError, UnknownFieldError
 from ..schema import Schema, brief, to_micros
+from .text_query import text_query
 
 # Conversion, checking and evaluation recurse once per level: deeper nesting
 # (NOT NOT ... x, a AND (b OR (...))) raised RecursionError, not a FilterError.
@@ -126,6 +127,10 @@ def _a_expr(n, expr: str) -> Node:
         negated = name.startswith("!")
         return Node("like", (_ref(n.lexpr, expr), _value(n.rexpr, expr), negated,
                              n.kind == A_Expr_Kind.AEXPR_ILIKE))
+    if n.kind == A_Expr_Kind.AEXPR_OP and name == "@@":
+        if not _is_ref(n.lexpr):
+            raise FilterError(f"@@ takes a full-text field on its left: {expr!r}")
+        return Node("match", (_ref(n.lexpr, expr), _value(n.rexpr, expr)))
     if n.kind == A_Expr_Kind.AEXPR_OP and name in _OPS:
         op = _OPS[name]
         if _is_ref(n.lexpr):
@@ -249,6 +254,12 @@ class Filter:
                 if kind == "vector" and node.op != "isnull":
                     raise FilterError(f"{a.name!r} is a vector field; a filter can only "
                                       f"test it with IS [NOT] NULL: {self.expr!r}")
+        if node.op == "match":
+            ref = node.args[0]
+            f = self.schema.fields.get(ref.name)
+            if f is None or not f.fts or ref.path:
+                raise FilterError(f"@@ needs a full-text field (vv.Text(fts=True)) on its "
+                                  f"left; {ref.name!r} is not one: {self.expr!r}")
         if node.op == "bool" and self.kind(node.args[0]) not in ("bool", "json"):
             raise FilterError(f"{node.args[0].name!r} is not a boolean field: {self.expr!r}")
 
@@ -302,6 +313,8 @@ class Filter:
                 u |= u2
             u &= ~t
             return ((~t & ~u) if negated else t), u
+        if op == "match":
+            return self._match(node.args[0], self.param(node.args[1]), table, n)
         if op == "like":
             ref, pattern, negated, icase = node.args
             pattern = self.param(pattern)
@@ -344,6 +357,24 @@ class Filter:
             t[index.lookup(table, op, value, n)] = True
         else:
             t = _NP_OPS[op](values, value)
+        return t & ~nulls, nulls
+
+    def _match(self, ref: Ref, query, table, n: int):
+        """`field @@ 'query'`: the rows the full-text query matches; unknown where
+        the field is null."""
+        if not isinstance(query, str):
+            raise FilterError(f"@@ takes a text query string, got {brief(query)}")
+        index = table.text_indexes[ref.name]
+        nulls = table.columns[ref.name].null_mask(n)
+        bound = text_query(query, index.analyzer)
+        if bound is None:
+            return np.zeros(n, bool), nulls
+        m = index.n
+        t = index.match(bound, np.ones(m, bool))
+        if m >= n:
+            t = t[:n]
+        else:
+            t = np.concatenate([t, np.zeros(n - m, bool)])
         return t & ~nulls, nulls
 
     def _scalar(self, ref: Ref, table, n: int):

@@ -151,6 +151,59 @@ class VectorTopK(PlanNode):
 
 
 @dataclass(slots=True, eq=False)
+class TextTopK(PlanNode):
+    """The k input rows that best match a full-text query, by BM25 (higher is
+    better), with the statistics of the rows the snapshot sees."""
+    NODE: ClassVar[str] = "TextTopK"
+    field: str
+    query: str
+    k: int
+    allowed: int                # input rows it chooses among
+    input: PlanNode
+    pruned: bool = True         # dynamic pruning (False: every match scored)
+    bound: Any = run_only()     # the query tree, analyzed as the field's words
+
+    def describe(self) -> str:
+        how = "block-max pruned" if self.pruned else "every match scored"
+        return f"TextTopK {self.field} @@ {self.query!r} k={self.k} (bm25, {how}), " \
+               f"{self.allowed:,} rows allowed"
+
+
+@dataclass(slots=True, eq=False)
+class Fusion(PlanNode):
+    """Reciprocal-rank fusion of ranked legs: a row's score is the sum over the
+    legs that found it of weight / (rrf_k + rank), rank 1-based."""
+    NODE: ClassVar[str] = "Fusion"
+    rrf_k: int
+    weights: tuple
+    legs: tuple
+
+    def inputs(self) -> tuple:
+        return self.legs
+
+    def params(self) -> dict:
+        return {"rrf_k": self.rrf_k, "weights": list(self.weights)}
+
+    def describe(self) -> str:
+        w = ", ".join(f"{x:g}" for x in self.weights)
+        return f"Fusion rrf k={self.rrf_k} weights ({w})"
+
+
+@dataclass(slots=True, eq=False)
+class Rerank(PlanNode):
+    """The input's rows ordered by exact distance to a query vector (lower is
+    better): no graph."""
+    NODE: ClassVar[str] = "Rerank"
+    field: str
+    metric: str
+    input: PlanNode
+    query: Any = run_only()     # the query vector
+
+    def describe(self) -> str:
+        return f"Rerank by {self.field} ({self.metric}), exact distances"
+
+
+@dataclass(slots=True, eq=False)
 class Limit(PlanNode):
     """The first `limit` rows of the input after skipping `offset`, in its order
     (None: all)."""

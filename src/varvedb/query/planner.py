@@ -24,8 +24,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..schema import MAX_EF
-from .plan import Count, Filter, Limit, PlanNode, Project, Scan, Strategy, VectorTopK
+from .plan import (Count, Filter, Fusion, Limit, PlanNode, Project, Rerank, Scan, Strategy,
+                   TextTopK, VectorTopK)
 
+RRF_K = 60          # reciprocal-rank fusion's k (Cormack et al.'s constant)
 EXACT_ROWS = 2048
 EXACT_FRACTION = 0.02
 WIDEN = 4
@@ -65,19 +67,77 @@ def choose_vector_strategy(index, k: int, allowed: int, n: int, ef: int | None,
 def plan_search(snap, table, field: str, metric: str, q: np.ndarray, k: int, where,
                 ef: int | None, exact: bool, fields: tuple) -> Query:
     """Project(VectorTopK(Filter?(Scan))): `where` is a bound query.filter.Filter or None."""
-    mask, allowed = snap.visible(table, field)
+    masks: dict = {}
+    top = _vector_leg(snap, table, field, metric, q, k, where, ef, exact, masks)
+    return Query(Project(fields, top), snap, table, masks)
+
+
+def plan_text(snap, table, field: str, text: str, bound, k: int, where, fields: tuple,
+              pruned: bool = True) -> Query:
+    """Project(TextTopK(Filter?(Scan))): `bound` is the text query's tree, analyzed."""
+    masks: dict = {}
+    top = _text_leg(snap, table, field, text, bound, k, where, pruned, masks)
+    return Query(Project(fields, top), snap, table, masks)
+
+
+def plan_hybrid(snap, table, text_leg: tuple, vector_leg: tuple, limit: int,
+                candidates: int, rrf_k: int, weights: tuple, where, fields: tuple) -> Query:
+    """Project(Limit(Fusion(TextTopK(...), VectorTopK(...)))): each leg finds
+    `candidates` rows among those `where` allows; text_leg is (field, text, bound),
+    vector_leg (field, metric, q, ef, exact)."""
+    masks: dict = {}
+    where_mask = _where_mask(snap, table, where)
+    text = _text_leg(snap, table, *text_leg, candidates, where, True, masks, where_mask)
+    field, metric, q, ef, exact = vector_leg
+    vector = _vector_leg(snap, table, field, metric, q, candidates, where, ef, exact, masks,
+                         where_mask)
+    fused = Fusion(rrf_k, weights, (text, vector))
+    return Query(Project(fields, Limit(limit, fused)), snap, table, masks)
+
+
+def plan_rerank(snap, table, text_leg: tuple, field: str, metric: str, q: np.ndarray,
+                limit: int, candidates: int, where, fields: tuple) -> Query:
+    """Project(Limit(Rerank(TextTopK(Filter?(Scan))))): the text leg's `candidates`
+    best rows, ordered by their exact distance to `q` (no graph needed)."""
+    masks: dict = {}
+    text = _text_leg(snap, table, *text_leg, candidates, where, True, masks)
+    top = Rerank(field, metric, text, query=q)
+    return Query(Project(fields, Limit(limit, top)), snap, table, masks)
+
+
+def _where_mask(snap, table, where) -> np.ndarray | None:
+    return None if where is None else where.mask(table, snap.n(table))
+
+
+def _allowed(snap, table, nonnull: str | None, where, masks: dict,
+             where_mask: np.ndarray | None = None) -> tuple[PlanNode, int]:
+    """Filter?(Scan) over the rows visible (with `nonnull` not null), their mask
+    recorded in `masks` for the executor, and how many it allows."""
+    mask, allowed = snap.visible(table, nonnull)
     n = snap.n(table)
-    node = Scan(table.name, snap.version, n, allowed, field)
-    masks = {id(node): (mask, allowed)}
+    node = Scan(table.name, snap.version, n, allowed, nonnull)
+    masks[id(node)] = (mask, allowed)
     if where is not None:
-        mask = mask & where.mask(table, n)
+        mask = mask & (where.mask(table, n) if where_mask is None else where_mask)
         allowed = int(np.count_nonzero(mask))
         node = Filter(where.expr, node, allowed, bound=where)
         masks[id(node)] = (mask, allowed)
+    return node, allowed
+
+
+def _vector_leg(snap, table, field, metric, q, k, where, ef, exact, masks,
+                where_mask=None) -> VectorTopK:
+    node, allowed = _allowed(snap, table, field, where, masks, where_mask)
     index = table.vector_indexes.get(field)
-    strategy, ef, reason = choose_vector_strategy(index, k, allowed, n, ef, exact, metric)
-    top = VectorTopK(field, metric, k, strategy, allowed, node, ef, reason, query=q)
-    return Query(Project(fields, top), snap, table, masks)
+    strategy, ef, reason = choose_vector_strategy(index, k, allowed, snap.n(table), ef, exact,
+                                                  metric)
+    return VectorTopK(field, metric, k, strategy, allowed, node, ef, reason, query=q)
+
+
+def _text_leg(snap, table, field, text, bound, k, where, pruned, masks,
+              where_mask=None) -> TextTopK:
+    node, allowed = _allowed(snap, table, None, where, masks, where_mask)
+    return TextTopK(field, text, k, allowed, node, pruned, bound=bound)
 
 
 def plan_find(snap, table, where, limit: int | None, fields: tuple) -> Query:

@@ -19,7 +19,7 @@ from ..query.filter import NOT_A_LITERAL, literal as _literal
 from .types import type_kind
 
 _BINARY = {"+", "-", "*", "/", "%", "||", "=", "<>", "!=", "<", "<=", ">", ">=", "->", "->>",
-           *E.OPERATORS}
+           "@@", *E.OPERATORS}
 AGGREGATES = ("count", "sum", "avg", "min", "max")
 _BOOL_TESTS = {BoolTestType.IS_TRUE: (True, False), BoolTestType.IS_NOT_TRUE: (True, True),
                BoolTestType.IS_FALSE: (False, False), BoolTestType.IS_NOT_FALSE: (False, True),
@@ -171,7 +171,7 @@ def _func(n: ast.FuncCall, scope: Scope):
         return E.Agg(name, args[0], bool(n.agg_distinct), where)
     if n.agg_filter is not None:
         raise SqlError("42809", f"FILTER specified, but {name} is not an aggregate function")
-    if name not in E.FUNCTIONS:
+    if name not in E.FUNCTIONS and name not in E.ROW_FUNCTIONS:
         raise SqlError("42883", f"function {name}() does not exist")
     return E.Func(name, args)
 

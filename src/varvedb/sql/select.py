@@ -29,7 +29,8 @@ from ..query.execute import execute
 from ..query.filter import Filter as GrammarFilter, convert as grammar_convert
 from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Output, Sort,
                           Where)
-from ..query.planner import Query, plan_scan, plan_search
+from ..query.planner import RRF_K, Query, plan_hybrid, plan_scan, plan_search, plan_text
+from ..query.text_query import text_query
 from ..schema import coerce_query_vector
 from .expressions import Scope, convert, deparse, output_name
 from .result import SqlResult
@@ -160,6 +161,8 @@ class Select:
             where = None if self.where_expr is None else self._where_bound(table, env)
             if b.vector is not None:
                 return self._plan_vector(ctx, b, snap, table, where, env)
+            if b.text is not None or b.hybrid is not None:
+                return self._plan_text(ctx, b, snap, table, where, env)
             node, masks = plan_scan(snap, table, where)
         elif kind == "derived":
             node = Derived(self.source[2], inner.plan, tuple(names), inner=inner)
@@ -176,23 +179,68 @@ class Select:
         node = self._shape(b, node, env)
         return Query(node, snap, table, masks, env)
 
-    def _plan_vector(self, ctx, b, snap, table, where, env) -> Query:
-        fname, metric, q_expr = b.vector
-        f = table.schema.fields[fname]
+    def _plan_text(self, ctx, b, snap, table, where, env) -> Query:
+        """ORDER BY bm25(...) DESC → the text top-k; rrf(...) DESC → it fused with the
+        vector top-k, each leg finding max(LIMIT + OFFSET, 50) rows."""
+        (tfield, q_expr) = b.text if b.text is not None else b.hybrid[0]
+        q = self._constant(q_expr, env)
+        if not isinstance(q, str):
+            raise SqlError("42883", f"bm25()'s query is text, got {q!r:.40}")
+        bound = text_query(q, table.text_indexes[tfield].analyzer)
+        limit, offset = self._limit_offset(env)
+        k = snap.n(table) if limit is None else limit + offset
+        if b.text is not None:
+            query = plan_text(snap, table, tfield, q, bound, k, where, ())
+            node = query.plan.input           # the TextTopK (plan_text wraps it in Project)
+        else:
+            (vfield, metric, v_expr), k_expr = b.hybrid[1], b.hybrid[2]
+            rrf_k = RRF_K if k_expr is None else self._constant(k_expr, env)
+            if type(rrf_k) is not int or not 1 <= rrf_k <= 10**6:
+                raise SqlError("22023", f"rrf()'s k is an integer in 1..1000000, got "
+                                        f"{rrf_k!r:.40}")
+            vq = self._query_vector(table.schema.fields[vfield], vfield, v_expr, env,
+                                    f"vector {metric}")
+            query = plan_hybrid(snap, table, (tfield, q, bound),
+                                (vfield, metric, vq, ctx.ef_search(), False), k,
+                                max(k, 50), rrf_k, (1.0, 1.0), where, ())
+            node = query.plan.input.input     # the Fusion (under Project and Limit)
+            node = Limit(k, node)
+        if offset or limit is None:
+            node = Limit(limit, node, offset)
+        query.plan = Output(tuple(b.names), node, exprs=tuple(b.exprs))
+        query.env = env
+        return query
+
+    @staticmethod
+    def _constant(e, env):
+        """A constant or parameter's value (it reads no column)."""
+        v = E.evaluate(e, E.Rel(None, None, n=1), env)
+        if v.kind == "unknown":
+            v = E.coerce(v, "text")
+        return None if v.nulls[0] else v.python()[0]
+
+    def _query_vector(self, f, fname, q_expr, env, what):
         q = None
         if type(q_expr) is E.Param and 1 <= q_expr.index <= len(env.params):
             q = env.params[q_expr.index - 1]       # the common case: a vector parameter
             if not isinstance(q, (np.ndarray, list, tuple)):
                 q = None
+        if q is None and isinstance(q_expr, E.Func) and q_expr.name == "embed" \
+                and len(q_expr.args) == 1 and f.embed is not None:
+            q_expr = E.Func("embed", (q_expr.args[0], E.Const(f.embed)))   # this field's
         if q is None:
             qv = E.evaluate(q_expr, E.Rel(None, None, n=1), env)
             if qv.kind == "unknown":
                 qv = E.coerce(qv, "vector")
             if qv.kind != "vector" or qv.nulls[0]:
-                raise SqlError("42883", f"operator does not exist: vector {b.vector_op} "
-                                        f"{qv.kind}")
+                raise SqlError("42883", f"operator does not exist: {what} {qv.kind}")
             q = qv.data[0]
-        q = coerce_query_vector(f, q)
+        return coerce_query_vector(f, q)
+
+    def _plan_vector(self, ctx, b, snap, table, where, env) -> Query:
+        fname, metric, q_expr = b.vector
+        f = table.schema.fields[fname]
+        q = self._query_vector(f, fname, q_expr, env, f"vector {b.vector_op}")
         limit, offset = self._limit_offset(env)
         k = snap.n(table) if limit is None else limit + offset
         query = plan_search(snap, table, fname, metric, q, k, where, ctx.ef_search(), False, ())
@@ -267,7 +315,7 @@ class Select:
 def subquery_env(subqueries: dict, ctx, params) -> E.Env:
     """The parameters, and each `x IN (SELECT ...)` subquery's one column, run
     first on the statement's snapshot."""
-    env = E.Env(params, {})
+    env = E.Env(params, {}, ctx.snapshot)
     for key, sub in subqueries.items():
         res = execute(sub.plan(ctx, params))
         if len(res.columns) != 1:
@@ -360,6 +408,8 @@ class Bound:
                  for o, d, nf, text in sel.order]
         self.vector = None
         self.vector_op = None
+        self.text = None              # ORDER BY bm25(col, q) DESC: (field, query expr)
+        self.hybrid = None            # ORDER BY rrf(bm25(...), vec <op> q [, k]) DESC
         self.aggregates = None
         aggregating = bool(sel.group) or any(E.has_aggregate(e) for e in self.exprs) or \
             sel.having is not None or any(E.has_aggregate(e) for e, *_ in order)
@@ -371,6 +421,8 @@ class Bound:
             return
         vec = self._vector_order(order, table)
         if vec is not None:
+            return
+        if self._text_order(order, table):
             return
         self.sort = order
 
@@ -411,6 +463,52 @@ class Bound:
         if len(order) != 1 or order[0][1] or table is None:
             return None
         e = order[0][0]
+        self.vector = self._distance_call(e, table)
+        if self.vector is None:
+            return None
+        self.vector_op = e.op
+        score = E.Col("$score")
+        self.exprs = [E.rewrite(x, lambda n: score if n == e else None) for x in self.exprs]
+        self.sort = []
+        return self.vector
+
+    def _text_order(self, order, table) -> bool:
+        """ORDER BY bm25(col, q) DESC (a text top-k) or rrf(bm25(col, q), vec <op> q2
+        [, k]) DESC (the two fused): the score replaces that call in the select list."""
+        if len(order) != 1 or not order[0][1] or table is None:
+            return False
+        e = order[0][0]
+        if not isinstance(e, E.Func) or e.name not in ("bm25", "rrf"):
+            return False
+        text = self._bm25_call(e if e.name == "bm25" else e.args[0] if e.args else None, table)
+        if text is None:
+            return False
+        if e.name == "bm25":
+            self.text = text
+        else:
+            if not 2 <= len(e.args) <= 3:
+                return False
+            vec = self._distance_call(e.args[1], table)
+            if vec is None:
+                return False
+            self.hybrid = (text, vec, e.args[2] if len(e.args) == 3 else None)
+        score = E.Col("$score")
+        self.exprs = [E.rewrite(x, lambda n: score if n == e else None) for x in self.exprs]
+        self.sort = []
+        return True
+
+    @staticmethod
+    def _bm25_call(e, table):
+        """(field, query expr) of bm25(fts_col, q) with a constant or parameter q."""
+        if not (isinstance(e, E.Func) and e.name == "bm25" and len(e.args) == 2
+                and isinstance(e.args[0], E.Col) and not E.columns_of(e.args[1])):
+            return None
+        f = table.schema.fields.get(e.args[0].name)
+        return (e.args[0].name, e.args[1]) if f is not None and f.fts else None
+
+    @staticmethod
+    def _distance_call(e, table):
+        """(field, metric, query expr) of `vec <op> q` with q not reading the table."""
         if not (isinstance(e, E.Op) and e.op in E.OPERATORS):
             return None
         a, b = e.args
@@ -421,12 +519,7 @@ class Bound:
         f = table.schema.fields.get(a.name)
         if f is None or f.kind != "vector":
             return None
-        self.vector = (a.name, E.OPERATOR_METRICS[e.op], b)
-        self.vector_op = e.op
-        score = E.Col("$score")
-        self.exprs = [E.rewrite(x, lambda n: score if n == e else None) for x in self.exprs]
-        self.sort = []
-        return self.vector
+        return (a.name, E.OPERATOR_METRICS[e.op], b)
 
     def _bind_aggregates(self, sel: Select, known: set, order) -> None:
         groups = []

@@ -1,0 +1,62 @@
+"""Vectors filled from text on write: a vector field that names an embedder
+(vv.Vector(dim, embed=..., source="body")) gets, in each new row version that
+has the source text and no vector, the embedder's vector of that text.
+
+Filled before the frame is written, like a default (schema.complete_columns):
+the log holds the vector, so replay and readers never run the model, and an
+embedder that fails or returns the wrong shape refuses the write with nothing
+written. An update that sets the text and not the vector embeds it again (the
+old vector would describe the old text).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import SchemaError
+from ..schema import VECTOR_DTYPES, Schema
+
+PROGRESS_FROM = 1000     # texts: a progress bar from this many in one write
+
+
+def embedded_fields(schema: Schema) -> list[str]:
+    return [n for n, f in schema.fields.items() if f.embed is not None]
+
+
+def fill_embedded(schema: Schema, columns: dict, n: int, stale=()) -> dict:
+    """`columns` of n new rows with each embedded vector filled where it is null
+    (or absent, or named in `stale`) and its source text is not."""
+    out = columns
+    for name in embedded_fields(schema):
+        f = schema.fields[name]
+        src = columns.get(f.source)
+        if src is None or not n:
+            continue
+        texts, tnulls = src
+        if tnulls is None:
+            tnulls = np.fromiter((t is None for t in texts), bool, len(texts))
+        dtype = VECTOR_DTYPES[f.dtype]
+        given = None if name in stale else columns.get(name)
+        if given is None:
+            vals, vnulls = np.zeros((n, f.dim), dtype), np.ones(n, bool)
+        else:
+            vals, vnulls = np.array(given[0], dtype), np.array(given[1], bool)
+        todo = np.flatnonzero(vnulls & ~np.asarray(tnulls, bool))
+        if not len(todo):
+            continue
+        vals[todo] = _embed(f, name, [texts[i] for i in todo.tolist()]).astype(dtype)
+        vnulls[todo] = False
+        if out is columns:
+            out = dict(columns)
+        out[name] = (vals, vnulls)
+    return out
+
+
+def _embed(f, name: str, texts: list) -> np.ndarray:
+    from ..embed import embed_batched, resolve
+    embedder = resolve(f.embed)
+    got = np.asarray(embed_batched(embedder, texts, progress=len(texts) >= PROGRESS_FROM),
+                     np.float32)
+    if got.shape != (len(texts), f.dim) or not np.isfinite(got).all():
+        raise SchemaError(f"embedder {f.embed!r} gave {got.shape} values for {len(texts)} "
+                          f"texts of vector field {name!r} ({f.dim} dimensions, finite)")
+    return got

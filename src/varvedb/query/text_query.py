@@ -1,0 +1,25 @@
+"""A full-text query as the query layer takes it: parsed once, bound to a field.
+
+The same text means the same thing in `search(text=...)`, in a `where=` or SQL
+`body @@ '...'`, and in SQL's bm25(), snippet() and highlight(): each comes
+here, so the syntax and its errors are one.
+"""
+from __future__ import annotations
+
+import functools
+
+from ..errors import FieldTypeError
+
+
+def text_query(text, analyzer):
+    """`text` parsed (QuerySyntaxError naming the position) and bound to a field's
+    analyzer: its words analyzed as the field's are; None when no word is left."""
+    if not isinstance(text, str):
+        raise FieldTypeError(f"a text query is a string, got {text!r:.80}")
+    return _bound(text, analyzer)
+
+
+@functools.lru_cache(maxsize=512)
+def _bound(text: str, analyzer):
+    from ..text.query import bind, parse
+    return bind(parse(text), analyzer)
