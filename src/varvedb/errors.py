@@ -70,6 +70,12 @@ class OptionError(VarveError, ValueError):
     sqlstate = "22023"
 
 
+class EmbedderError(OptionError):
+    """An embedder spec names nothing usable (unknown, a model folder that is
+    missing or incomplete, a library or model package not installed, a model
+    not on disk), or an embedder returned vectors of the wrong shape or values."""
+
+
 class NotAVarveFileError(VarveError):
     """The file is not a varvedb file (bad magic, or header damaged)."""
     sqlstate = "58000"
