@@ -70,6 +70,12 @@ class OptionError(VarveError, ValueError):
     sqlstate = "22023"
 
 
+class EmbedderError(OptionError):
+    """An embedder spec names nothing usable (unknown, a model folder that is
+    missing or incomplete, a library or model package not installed, a model
+    not on disk), or an embedder returned vectors of the wrong shape or values."""
+
+
 class NotAVarveFileError(VarveError):
     """The file is not a varvedb file (bad magic, or header damaged)."""
     sqlstate = "58000"
@@ -175,3 +181,15 @@ class NotNullViolationError(VarveError):
 
     Like PostgreSQL's not_null_violation (SQLSTATE 23502): nothing was written."""
     sqlstate = "23502"
+
+
+class QuerySyntaxError(VarveError):
+    """A full-text query (search(text=...), SQL's `body @@ 'query'`) is malformed:
+    an unclosed quote or parenthesis, a dangling OR, a lone `-`, an empty query,
+    a group of only negations. `position` is the 1-based character offset in
+    the query where the problem is (SQLSTATE 42601, syntax_error)."""
+    sqlstate = "42601"
+
+    def __init__(self, message: str, position: int):
+        super().__init__(message)
+        self.position = position

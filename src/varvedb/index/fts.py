@@ -1,0 +1,524 @@
+"""Full-text index of one text field: BM25 over row versions, in compressed segments.
+
+Why this layout:
+
+* Rows only append and a row's text never changes (an update is a new row),
+  so the index is a list of immutable **segments**, each covering a row range
+  [lo, hi), newest last. A new batch of rows becomes a new small segment and
+  segments merge tier-wise as in an LSM tree (a segment is merged into the one
+  before it while that one holds at most twice its postings), so a corpus of
+  P postings has O(log P) segments and each posting is rewritten O(log P)
+  times. A rollback (``truncate``) drops the segments above the cut and
+  re-encodes the one it cuts. Visibility is not in the index: the caller's
+  masks decide it, so versions and ``as_of`` cost the index nothing.
+* Per segment and term, the postings are one byte stream of varints (row
+  delta, tf): deltas of sorted rows are small, and a byte code decodes with
+  no tables and no branches per bit in a numba loop. Lists longer than one
+  block of 128 postings carry, per block, its last row (a cursor skips a block
+  without decoding it), its largest tf and its shortest document (an upper
+  bound of any BM25 contribution in the block whatever avgdl and idf are,
+  which is what dynamic pruning needs); shorter lists, most terms, carry
+  nothing and are decoded whole. Positions are a separate stream, read only
+  by phrases, so ranking a word query never touches them.
+* One global vocabulary (term -> id, plus the terms sorted for prefixes,
+  built on demand) is shared by the segments, so a merge renumbers nothing.
+* ``to_arrays`` concatenates each segment array into one flat array with a
+  per-segment offset array: a checkpoint writes them as they are and
+  ``from_arrays`` maps them back as views, checked once (every stream decoded
+  against its skip data) and never written into.
+
+Statistics (N, avgdl, df) are those of the rows a ``visible`` mask holds, so
+they are exact for every snapshot; a read-only mask (a committed version's)
+gets its statistics cached.
+
+A query node is dispatched on its class name (Term, Prefix, Phrase, And, Or,
+Not), so any classes with those fields serve. A leaf (Term, Prefix, Phrase) is
+scored when it is not under a Not: its tf in a row is its occurrences there
+(a prefix: all its terms'; a phrase: its start positions) and its df the
+visible rows holding it.
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..kernels import bm25
+
+SEGMENT_FIELDS = {
+    "term_ids": np.int32, "term_df": np.int32, "term_post": np.uint32,
+    "term_pos": np.uint32, "term_blk": np.int32,
+    "blk_last": np.int32, "blk_maxtf": np.int32, "blk_minlen": np.int32,
+    "blk_post": np.uint32, "blk_pos": np.uint32,
+    "post": np.uint8, "posb": np.uint8,
+}
+_TERM_FIELDS = ("term_ids", "term_df", "term_post", "term_pos", "term_blk")
+_BLOCK_FIELDS = ("blk_last", "blk_maxtf", "blk_minlen", "blk_post", "blk_pos")
+# a segment's streams are addressed by uint32 offsets: merging stops below this
+_MAX_STREAM = 1 << 31
+
+
+@dataclass(frozen=True)
+class Stats:
+    N: int          # visible rows with a text (not null)
+    avgdl: float    # their mean length in tokens
+
+
+class Segment:
+    """Rows [lo, hi) compressed (the arrays of :mod:`varvedb.kernels.bm25`)."""
+
+    __slots__ = ("lo", "hi", "npost", *SEGMENT_FIELDS)
+
+    def __init__(self, lo: int, hi: int, arrays):
+        self.lo = lo
+        self.hi = hi
+        for name, a in zip(SEGMENT_FIELDS, arrays):
+            setattr(self, name, a)
+        self.npost = int(self.term_df.sum())
+
+    def arrays(self):
+        return tuple(getattr(self, name) for name in SEGMENT_FIELDS)
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays())
+
+    def find(self, ids: np.ndarray) -> np.ndarray:
+        """Indexes into this segment's term arrays of the global ``ids`` it holds."""
+        at = np.searchsorted(self.term_ids, ids)
+        inside = at < len(self.term_ids)
+        at = at[inside]
+        return at[self.term_ids[at] == ids[inside]]
+
+
+class FtsIndex:
+    def __init__(self, field: str, analyzer, k1: float = 1.2, b: float = 0.75):
+        self.field = field
+        self.analyzer = analyzer
+        self.k1 = float(k1)
+        self.b = float(b)
+        self.n = 0
+        self._lengths = np.empty(0, np.int32)   # tokens per row, -1 = null; capacity >= n
+        self._own_lengths = True                # False: a mapped array, copied on extend
+        self._segments: tuple[Segment, ...] = ()
+        self._terms: list[str] = []
+        self._ids: dict[str, int] | None = {}
+        self._sorted: tuple[list[str], list[int]] | None = None
+        self._vocab_bytes = 0
+        self._gen = 0                           # bumped by every change (stat cache key)
+        self._stat_cache = None
+
+    # ------------------------------------------------------------ vocabulary
+
+    def _id_map(self) -> dict[str, int]:
+        ids = self._ids
+        if ids is None:
+            ids = self._ids = {t: i for i, t in enumerate(self._terms)}
+        return ids
+
+    def _term_ids(self, vocab: list[str]) -> np.ndarray:
+        ids = self._id_map()
+        terms = self._terms
+        out = np.empty(len(vocab), np.int32)
+        for i, t in enumerate(vocab):
+            g = ids.get(t)
+            if g is None:
+                if not t or "\x00" in t:
+                    raise ValueError(f"fts: the analyzer produced the term {t!r}")
+                g = ids[t] = len(terms)
+                terms.append(t)
+                self._vocab_bytes += len(t.encode()) + 1
+                self._sorted = None
+            out[i] = g
+        return out
+
+    def _prefix_ids(self, prefix: str) -> np.ndarray:
+        s = self._sorted
+        if s is None or len(s[0]) != len(self._terms):
+            order = sorted(range(len(self._terms)), key=self._terms.__getitem__)
+            s = self._sorted = ([self._terms[i] for i in order], order)
+        words, order = s
+        lo = bisect.bisect_left(words, prefix)
+        if prefix and ord(prefix[-1]) < 0x10FFFF:
+            hi = bisect.bisect_left(words, prefix[:-1] + chr(ord(prefix[-1]) + 1), lo)
+        else:
+            hi = len(words) if not prefix else lo + sum(
+                1 for w in words[lo:] if w.startswith(prefix))
+        return np.sort(np.array(order[lo:hi], np.int32))
+
+    # ------------------------------------------------------------ writing
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self._lengths[:self.n]
+
+    def doc_lengths(self) -> np.ndarray:
+        return np.maximum(self._lengths[:self.n], 0).astype(np.int32)
+
+    def extend(self, lo: int, hi: int, codes: np.ndarray, words: list[str]) -> None:
+        """Index rows [lo, hi): ``codes[i]`` is row lo+i's code into ``words`` (-1 null)."""
+        codes = np.asarray(codes)
+        if lo != self.n or hi - lo != len(codes):
+            raise ValueError(f"fts: extend({lo}, {hi}) with {len(codes)} codes at n={self.n}")
+        if hi == lo:
+            return
+        present = np.flatnonzero(codes >= 0)
+        uniq, inverse = np.unique(codes[present], return_inverse=True)
+        lengths = np.full(hi - lo, -1, np.int32)
+        tokens = None
+        if len(uniq):
+            batch = self.analyzer.analyze_batch([words[c] for c in uniq])
+            ids = self._term_ids(list(batch.vocab))
+            doc = np.asarray(batch.doc, np.int64)
+            pos = np.asarray(batch.pos, np.int32)
+            if len(doc) > 1 and not np.all((doc[1:] > doc[:-1])
+                                            | ((doc[1:] == doc[:-1]) & (pos[1:] > pos[:-1]))):
+                order = np.lexsort((pos, doc))
+                doc, pos = doc[order], pos[order]
+                term = np.asarray(batch.term)[order]
+            else:
+                term = np.asarray(batch.term)
+            per_text = np.asarray(batch.lengths, np.int32)
+            lengths[present] = per_text[inverse]
+            starts = np.searchsorted(doc, np.arange(len(uniq)))
+            counts = np.bincount(doc, minlength=len(uniq))[inverse]
+            if counts.sum():
+                total = int(counts.sum())
+                first = np.cumsum(counts) - counts
+                take = np.repeat(starts[inverse] - first, counts) + np.arange(total)
+                tokens = (ids[term[take]], np.repeat((lo + present).astype(np.int32), counts),
+                          pos[take])
+        self._append_lengths(lengths)
+        if tokens is not None:
+            seg = self._encode(lo, hi, *tokens)
+            self._segments = self._merged(self._segments + (seg,))
+        self.n = hi
+        self._gen += 1
+
+    def _append_lengths(self, new: np.ndarray) -> None:
+        n = self.n
+        need = n + len(new)
+        if not self._own_lengths or need > len(self._lengths):
+            buf = np.empty(max(need, 2 * len(self._lengths), 1024), np.int32)
+            buf[:n] = self._lengths[:n]
+            self._lengths = buf
+            self._own_lengths = True
+        self._lengths[n:need] = new
+
+    def _encode(self, lo, hi, term, row, pos) -> Segment:
+        arrays = bm25.encode_segment(term, row, pos, len(self._terms), self._lengths, lo)
+        return Segment(lo, hi, arrays)
+
+    def _tokens(self, seg: Segment, below: int):
+        return bm25.segment_tokens(seg.term_ids, seg.term_df, seg.term_post, seg.term_pos,
+                                   seg.post, seg.posb, seg.lo, seg.hi, below)
+
+    def _merged(self, segs: tuple) -> tuple:
+        segs = list(segs)
+        while (len(segs) >= 2 and segs[-2].npost <= 2 * segs[-1].npost
+               and len(segs[-2].post) + len(segs[-1].post) < _MAX_STREAM
+               and len(segs[-2].posb) + len(segs[-1].posb) < _MAX_STREAM):
+            a, b = segs[-2], segs[-1]
+            ta, tb = self._tokens(a, a.hi), self._tokens(b, b.hi)
+            segs[-2:] = [self._encode(a.lo, b.hi, *(np.concatenate(p) for p in zip(ta, tb)))]
+        return tuple(segs)
+
+    def truncate(self, n: int) -> None:
+        """Forget rows >= n (a rolled-back transaction)."""
+        if n >= self.n:
+            return
+        if n < 0:
+            raise ValueError(f"fts: truncate({n})")
+        segs = []
+        for seg in self._segments:
+            if seg.hi <= n:
+                segs.append(seg)
+            elif seg.lo < n:
+                tokens = self._tokens(seg, n)
+                if len(tokens[0]):
+                    segs.append(self._encode(seg.lo, n, *tokens))
+        self._segments = tuple(segs)
+        self.n = n
+        # terms first seen in the forgotten rows go too (ids are given in order)
+        keep = max((int(s.term_ids[-1]) + 1 for s in segs), default=0)
+        if keep < len(self._terms):
+            ids = self._id_map()
+            for t in self._terms[keep:]:
+                del ids[t]
+                self._vocab_bytes -= len(t.encode()) + 1
+            del self._terms[keep:]
+            self._sorted = None
+        self._gen += 1
+
+    # ------------------------------------------------------------ statistics
+
+    def _check_mask(self, mask, what) -> np.ndarray:
+        mask = np.asarray(mask)
+        if mask.dtype != np.bool_ or mask.ndim != 1 or len(mask) > self.n:
+            raise ValueError(f"fts: {what} must be a bool array of at most n={self.n} rows")
+        return mask
+
+    def _stats_entry(self, visible: np.ndarray):
+        cache = self._stat_cache
+        if cache is not None and cache[0] is visible and cache[1] == self._gen:
+            return cache[2], cache[3]
+        lengths = self._lengths[:len(visible)]
+        seen = visible & (lengths >= 0)
+        N = int(np.count_nonzero(seen))
+        total = int(lengths[seen].sum(dtype=np.int64))
+        stats = Stats(N, total / N if N and total else 1.0)
+        dfs: dict = {}
+        if not visible.flags.writeable:
+            self._stat_cache = (visible, self._gen, stats, dfs)
+        return stats, dfs
+
+    def stats(self, visible: np.ndarray) -> Stats:
+        return self._stats_entry(self._check_mask(visible, "visible"))[0]
+
+    def _idf(self, N: int, df: int) -> float:
+        return float(np.log(1.0 + (N - df + 0.5) / (df + 0.5)))
+
+    # ------------------------------------------------------------ query leaves
+
+    def _leaf_key(self, node):
+        kind = type(node).__name__
+        if kind == "Phrase":
+            words = tuple(node.terms)
+            return ("Term", words[0]) if len(words) == 1 else ("Phrase", words)
+        if kind in ("Term", "Prefix"):
+            return (kind, node.text)
+        raise ValueError(f"fts: not a query node: {node!r}")
+
+    def _postings(self, segs, key):
+        """A leaf's postings over every segment: (rows int64 ascending, tfs int32)."""
+        kind, what = key
+        rows, tfs = [], []
+        if kind == "Phrase":
+            ids = self._id_map()
+            gids = [ids.get(w) for w in what]
+            if any(g is None for g in gids):
+                return np.empty(0, np.int64), np.empty(0, np.int32)
+            for seg in segs:
+                at = [seg.find(np.array([g], np.int32)) for g in gids]
+                if all(len(a) for a in at):
+                    which = np.array([a[0] for a in at], np.int64)
+                    r, t = bm25.phrase_rows(seg.post, seg.posb, seg.term_post, seg.term_pos,
+                                            seg.term_df, which, seg.lo, seg.hi)
+                    rows.append(r)
+                    tfs.append(t)
+        else:
+            if kind == "Term":
+                g = self._id_map().get(what)
+                gids = np.array([] if g is None else [g], np.int32)
+            else:
+                gids = self._prefix_ids(what)
+            if len(gids) == 0:
+                return np.empty(0, np.int64), np.empty(0, np.int32)
+            for seg in segs:
+                which = seg.find(gids)
+                if len(which) == 0:
+                    continue
+                r, t = bm25.decode_terms(seg.post, seg.term_post, seg.term_df,
+                                         which.astype(np.int64), seg.lo, seg.hi)
+                if len(which) > 1:
+                    # a prefix: the terms' tfs summed per row
+                    order = np.argsort(r, kind="stable")
+                    r, t = r[order], t[order]
+                    first = np.flatnonzero(np.r_[True, r[1:] != r[:-1]])
+                    r, t = r[first], np.add.reduceat(t, first).astype(np.int32)
+                rows.append(r)
+                tfs.append(t)
+        if not rows:
+            return np.empty(0, np.int64), np.empty(0, np.int32)
+        return np.concatenate(rows), np.concatenate(tfs)
+
+    def _leaves(self, node, negated=False, out=None):
+        """The tree's leaves in order: [(key, scored)]."""
+        out = [] if out is None else out
+        kind = type(node).__name__
+        if kind in ("And", "Or"):
+            for c in node.children:
+                self._leaves(c, negated, out)
+        elif kind == "Not":
+            self._leaves(node.child, True, out)
+        else:
+            out.append((self._leaf_key(node), not negated))
+        return out
+
+    def _eval(self, node, present, it):
+        """The tree's truth per row, ``present(i)`` giving leaf i's (in _leaves order)."""
+        kind = type(node).__name__
+        if kind in ("And", "Or"):
+            vals = [self._eval(c, present, it) for c in node.children]
+            if not vals:
+                raise ValueError(f"fts: an empty {kind}")
+            out = vals[0].copy()
+            for v in vals[1:]:
+                if kind == "And":
+                    out &= v
+                else:
+                    out |= v
+            return out
+        if kind == "Not":
+            return ~self._eval(node.child, present, it)
+        return present(next(it))
+
+    def _query(self, node, visible):
+        """The leaves' postings and, with ``visible``, their idf."""
+        segs = self._segments
+        leaves = self._leaves(node)
+        posting = {}
+        for key, _ in leaves:
+            if key not in posting:
+                posting[key] = self._postings(segs, key)
+        idf = {}
+        stats = None
+        if visible is not None:
+            stats, dfs = self._stats_entry(visible)
+            for key, scored in leaves:
+                if scored and key not in idf:
+                    df = dfs.get(key)
+                    if df is None:
+                        df = dfs[key] = bm25.count_visible(posting[key][0], visible)
+                    idf[key] = self._idf(stats.N, df)
+        return leaves, posting, idf, stats
+
+    # ------------------------------------------------------------ answers
+
+    def match(self, node, allow: np.ndarray) -> np.ndarray:
+        """Rows allowed that match the query (boolean semantics), as a mask."""
+        allow = self._check_mask(allow, "allow")
+        leaves, posting, _, _ = self._query(node, None)
+        return self._match(node, leaves, posting, len(allow)) & allow
+
+    def _match(self, node, leaves, posting, m):
+        def present(i):
+            rows = posting[leaves[i][0]][0]
+            mask = np.zeros(m, np.bool_)
+            mask[rows[:np.searchsorted(rows, m)]] = True
+            return mask
+
+        # a null text matches nothing, not even a negation
+        return self._eval(node, present, iter(range(len(leaves)))) & (self._lengths[:m] >= 0)
+
+    def _scores_of(self, node, rows, leaves, posting, idf, stats):
+        """BM25 of ``rows`` (ascending), 0 where the row does not match."""
+        scores = np.zeros(len(rows), np.float64)
+        for key, scored in leaves:
+            if scored:
+                r, t = posting[key]
+                bm25.add_scores(scores, rows, r, t, self._lengths, idf[key],
+                                self.k1, self.b, stats.avgdl)
+
+        def present(i):
+            r = posting[leaves[i][0]][0]
+            at = np.searchsorted(r, rows)
+            return r[np.minimum(at, len(r) - 1)] == rows if len(r) else np.zeros(len(rows), bool)
+
+        hit = self._eval(node, present, iter(range(len(leaves))))
+        scores[~hit | (self._lengths[rows] < 0)] = 0.0
+        return scores
+
+    def score_rows(self, node, rows: np.ndarray, visible: np.ndarray) -> np.ndarray:
+        """BM25 of the given rows with ``visible``'s statistics (0 where not matching)."""
+        visible = self._check_mask(visible, "visible")
+        rows = np.asarray(rows, np.int64)
+        if len(rows) and (rows.min() < 0 or rows.max() >= self.n):
+            raise ValueError("fts: score_rows of rows out of range")
+        order = np.argsort(rows, kind="stable")
+        leaves, posting, idf, stats = self._query(node, visible)
+        out = np.empty(len(rows), np.float32)
+        out[order] = self._scores_of(node, rows[order], leaves, posting, idf, stats)
+        return out
+
+    def top_k(self, node, k: int, allow: np.ndarray, visible: np.ndarray,
+              exhaustive: bool = False):
+        """The k best rows allowed that match, best first (ties by row ascending):
+        (rows int64, scores float32), scored with ``visible``'s statistics."""
+        allow = self._check_mask(allow, "allow")
+        visible = self._check_mask(visible, "visible")
+        if k <= 0:
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+        leaves, posting, idf, stats = self._query(node, visible)
+        rows = np.flatnonzero(self._match(node, leaves, posting, len(allow)) & allow)
+        scores = self._scores_of(node, rows, leaves, posting, idf, stats).astype(np.float32)
+        best = np.lexsort((rows, -scores))[:k]
+        return rows[best].astype(np.int64), scores[best]
+
+    # ------------------------------------------------------------ checkpoint form
+
+    def nbytes(self) -> int:
+        return (sum(s.nbytes() for s in self._segments) + 4 * self.n + self._vocab_bytes)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        segs = self._segments
+        out = {
+            "lengths": self._lengths[:self.n].copy(),
+            "vocab": np.frombuffer("\x00".join(self._terms).encode(), np.uint8).copy(),
+            "seg_lo": np.array([s.lo for s in segs], np.int64),
+            "seg_hi": np.array([s.hi for s in segs], np.int64),
+        }
+        for name, dtype in SEGMENT_FIELDS.items():
+            parts = [getattr(s, name) for s in segs]
+            out[name] = np.concatenate(parts).astype(dtype) if parts else np.empty(0, dtype)
+            out["off_" + name] = np.cumsum([0] + [len(p) for p in parts]).astype(np.int64)
+        return out
+
+    @classmethod
+    def from_arrays(cls, field: str, analyzer, k1: float, b: float,
+                    arrays: dict[str, np.ndarray], n: int) -> "FtsIndex":
+        """The index ``to_arrays`` gave, over the arrays as they are (views, never
+        written); raises ValueError on anything inconsistent."""
+        def get(name, dtype):
+            a = arrays.get(name)
+            if not isinstance(a, np.ndarray) or a.dtype != dtype or a.ndim != 1:
+                raise ValueError(f"fts: array {name!r} missing or not 1-D {np.dtype(dtype)}")
+            return a
+
+        self = cls(field, analyzer, k1, b)
+        lengths = get("lengths", np.int32)
+        if len(lengths) != n or (n and lengths.min() < -1):
+            raise ValueError("fts: lengths do not match the rows")
+        try:
+            text = get("vocab", np.uint8).tobytes().decode()
+        except UnicodeDecodeError as e:
+            raise ValueError("fts: vocabulary is not UTF-8") from e
+        self._terms = text.split("\x00") if text else []
+        if any(not t for t in self._terms):
+            raise ValueError("fts: vocabulary holds an empty term")
+        self._ids = None
+        self._vocab_bytes = len(text) + 1 if text else 0
+        seg_lo, seg_hi = get("seg_lo", np.int64), get("seg_hi", np.int64)
+        n_seg = len(seg_lo)
+        if (len(seg_hi) != n_seg or np.any(seg_lo < 0) or np.any(seg_hi <= seg_lo)
+                or np.any(seg_hi > n) or np.any(seg_lo[1:] < seg_hi[:-1])):
+            raise ValueError("fts: segment row ranges damaged")
+        flat = {}
+        for name, dtype in SEGMENT_FIELDS.items():
+            a = get(name, dtype)
+            off = get("off_" + name, np.int64)
+            if (len(off) != n_seg + 1 or off[0] != 0 or off[-1] != len(a)
+                    or np.any(np.diff(off) < 0)):
+                raise ValueError(f"fts: offsets of {name!r} damaged")
+            flat[name] = (a, off)
+        segs = []
+        for s in range(n_seg):
+            parts = [a[off[s]:off[s + 1]] for a, off in flat.values()]
+            seg = dict(zip(SEGMENT_FIELDS, parts))
+            if (len({len(seg[f]) for f in _TERM_FIELDS}) != 1
+                    or len({len(seg[f]) for f in _BLOCK_FIELDS}) != 1
+                    or len(seg["term_ids"]) == 0):
+                raise ValueError("fts: segment arrays of unequal lengths")
+            if (np.any(seg["term_post"][1:] < seg["term_post"][:-1])
+                    or np.any(seg["term_pos"][1:] < seg["term_pos"][:-1])
+                    or seg["term_post"][-1] > len(seg["post"])
+                    or seg["term_pos"][-1] > len(seg["posb"])):
+                raise ValueError("fts: segment offsets damaged")
+            lo, hi = int(seg_lo[s]), int(seg_hi[s])
+            bm25.check_segment(*parts, lo, hi, len(self._terms), lengths)
+            segs.append(Segment(lo, hi, parts))
+        self._segments = tuple(segs)
+        self._lengths = lengths
+        self._own_lengths = False
+        self.n = n
+        return self
