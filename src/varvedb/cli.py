@@ -224,5 +224,41 @@ def bench_sql(rows, dim, queries, rounds, m, ef_construction, ef, only, profile_
         click.echo(f"bench-sql: wrote {out} and {sql.write(report, out)}")
 
 
+@main.command("bench-text")
+@click.option("--corpus", default=None,
+              help="A JSONL file of {id, body, summary} (default: the Debian package "
+                   "descriptions of this machine's package lists).")
+@click.option("--limit", default=0, show_default=True,
+              help="Only the first N documents (0: all).")
+@click.option("--queries", default=200, show_default=True, help="Queries per class.")
+@click.option("--rounds", default=7, show_default=True,
+              help="Rounds over the queries (each interleaved query by query).")
+@click.option("--build-rounds", default=3, show_default=True,
+              help="Alternating rounds of the build figure (fresh files each).")
+@click.option("--hybrid-queries", default=500, show_default=True,
+              help="Packages of the labelled set (summary -> package).")
+@click.option("--seed", default=0, show_default=True, help="Seed of the query classes.")
+@click.option("--varvedb/--no-varvedb", "with_varvedb", default=True, show_default=True,
+              help="Measure varvedb too (--no-varvedb: FTS5 alone).")
+@click.option("--workdir", default=None, help="Folder for the files (default: a temporary "
+                                              "one here). Use a real disk, never tmpfs.")
+@click.option("--out", default=None, help="Also write the figures to this JSON file, and "
+                                         "as markdown next to it (.md).")
+def bench_text(corpus, limit, queries, rounds, build_rounds, hybrid_queries, seed,
+               with_varvedb, workdir, out) -> None:
+    """Full-text search against SQLite FTS5 on the same corpus, in one process: build
+    time, index bytes, latency per query class (interleaved query by query), top-10
+    overlap with FTS5's ranking, and the text leg of a labelled hybrid set."""
+    from .bench import text
+    from .errors import VarveError
+    try:
+        report = text.run(corpus, limit or None, queries, rounds, build_rounds,
+                          hybrid_queries, seed, workdir, with_varvedb, echo=click.echo)
+    except VarveError as e:
+        raise click.ClickException(str(e)) from None
+    if out:
+        click.echo(f"bench-text: wrote {out} and {text.write(report, out)}")
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,685 @@
+"""`varvedb bench-text`: full-text search against SQLite FTS5, on one corpus, in one process.
+
+Corpus: the Debian package long descriptions this machine's package lists hold
+(every `*_main_i18n_Translation-en.lz4` under /var/lib/apt/lists, read with
+apt-helper; one document per package, the first description seen wins): the
+id is the package name, the body the long description without its one-line
+summary, and the summary is kept apart as the hybrid figure's query. `--corpus
+FILE.jsonl` reads {"id", "body", "summary"} lines instead (the test's tiny corpus).
+
+Peer: SQLite FTS5 through the stdlib sqlite3 module, `fts5(body, tokenize=
+'unicode61 remove_diacritics 2')` (no prefix index: `word*` is answered from
+the main index), BM25 with FTS5's fixed k1 = 1.2, b = 0.75. varvedb: a
+collection with text ids and `body: vv.Text(fts=True)`, queried with
+`search(text=q, limit=10)`.
+
+Figures (every one over alternating rounds, medians and min–max):
+* build: varvedb's bulk insert (one insert_arrays, committed) and its checkpoint
+  against FTS5's insert (one transaction, committed) and its 'optimize', on
+  fresh files, the side that runs first alternating round by round; varvedb
+  without fts=True too, so the index's own share is seen.
+* bytes: FTS5's file after optimize (it holds the text too) and a contentless
+  FTS5 file (content='': the index alone); varvedb's file with and without
+  fts=True on the same documents after a checkpoint: the difference is what
+  the index adds. The ratio the goal reads is varvedb's index bytes over
+  FTS5's file, as the issue words it; the like-for-like one (index over index)
+  is given beside it.
+* latency per query class, each class drawn from the corpus's own statistics
+  (seeded): common word (df in the vocabulary's top 1%), rare word (df 2..10),
+  two words (both mid-frequency: df rank in the top 10% but not the top 1%, drawn
+  from one document so they co-occur), phrase ("w1 w2", a word pair adjacent in
+  at least 5 documents) and prefix (`netw*`: 4 or 5 letters of a word of the
+  top 1% that is longer). Every query runs on both sides back to back, the side
+  that runs first alternating query by query and round by round; a class's
+  figure is each side's median µs per query, and the ratio varvedb / FTS5 of
+  the per-round medians (goal ≤ 1).
+* top-10 overlap with FTS5's ranking for the common, rare and two-word classes:
+  |ids in both| / min(10, hits FTS5 returned), the mean over the class's
+  queries (FTS5's idf is ln((N - df + 0.5) / (df + 0.5)), floored near 0, the
+  contract's ln(1 + ...): single-word rankings agree, multi-word ones can differ).
+* hybrid, labelled set: the summaries of `hybrid_queries` packages (seeded) as
+  queries, that package as the one relevant document; recall@10 of the text
+  leg (the summary's words joined by OR) on both sides.
+
+Words in queries are ASCII ([a-z][a-z0-9]*), so the two tokenizers read them alike.
+"""
+from __future__ import annotations
+
+import glob
+import itertools
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+import time
+import unicodedata
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import FileMissingError, OptionError
+from .layers import _ab, _stats
+from .sql import _interleaved
+
+K = 10
+APT_LISTS = "/var/lib/apt/lists/*_main_i18n_Translation-en.lz4"
+APT_HELPER = "/usr/lib/apt/apt-helper"
+FTS5_SCHEMA = "CREATE VIRTUAL TABLE docs USING fts5(body{}, tokenize='unicode61 remove_diacritics 2')"
+FTS5_QUERY = "SELECT rowid, bm25(docs) FROM docs WHERE docs MATCH ? ORDER BY bm25(docs) LIMIT 10"
+CLASSES = ("common", "rare", "two_words", "phrase", "prefix")
+OVERLAP_CLASSES = ("common", "rare", "two_words")
+# unicode61's token characters: letters and digits (underscore separates)
+_TOKEN = re.compile(r"[^\W_]+")
+_QUERY_WORD = re.compile(r"[a-z][a-z0-9]*")
+# words either query syntax could read as an operator
+_OPERATORS = {"and", "or", "not", "near"}
+
+
+@dataclass
+class Corpus:
+    ids: list[str]
+    bodies: list[str]
+    summaries: list[str]
+    source: str
+
+
+def parse_translations(text: str) -> list[tuple[str, str, str]]:
+    """(package, summary, long description) of each record of a Translation-en file:
+    records are separated by blank lines; `Description-en:` holds the summary and
+    the lines after it that start with a space the long description (" ." is an
+    empty line)."""
+    out = []
+    for record in text.split("\n\n"):
+        name, summary, body, in_desc = None, "", [], False
+        for line in record.split("\n"):
+            if line.startswith(" ") and in_desc:
+                body.append("" if line == " ." else line[1:])
+            elif line.startswith("Package:"):
+                name, in_desc = line[8:].strip(), False
+            elif line.startswith("Description-en:"):
+                summary, in_desc = line[15:].strip(), True
+            else:
+                in_desc = False
+        if name:
+            out.append((name, summary, "\n".join(body).strip()))
+    return out
+
+
+def load_corpus(path: str | None = None, limit: int | None = None) -> Corpus:
+    """The apt lists' package descriptions (path None) or a JSONL file of
+    {"id", "body", "summary"}; documents without a body are left out, and an id
+    seen before keeps its first document. `limit`: the first N documents."""
+    if path is None:
+        files = sorted(glob.glob(APT_LISTS))
+        if not files or not os.path.exists(APT_HELPER):
+            raise FileMissingError(
+                "no package descriptions on this machine: run `apt-get update -o "
+                "Acquire::Languages=en` (or pass --corpus FILE.jsonl)")
+        # the main archive first: its descriptions win over the updates' copies
+        files.sort(key=lambda f: ("-security_" in f or "-updates_" in f, f))
+        text = "\n\n".join(subprocess.run([APT_HELPER, "cat-file", f], check=True,
+                                          capture_output=True, text=True).stdout
+                           for f in files)
+        records = parse_translations(text)
+        source = f"package descriptions of {len(files)} Translation-en lists"
+    else:
+        if not os.path.exists(path):
+            raise FileMissingError(f"corpus {path!r} does not exist")
+        records = []
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        d = json.loads(line)
+                        records.append((str(d["id"]), str(d.get("summary") or ""),
+                                        str(d["body"])))
+                    except (ValueError, KeyError, TypeError) as e:
+                        raise OptionError(f"{path}:{n}: not a {{id, body, summary}} "
+                                          f"object ({e})") from None
+        source = os.path.basename(path)
+    seen, ids, bodies, summaries = set(), [], [], []
+    for name, summary, body in records:
+        if body and name not in seen:
+            seen.add(name)
+            ids.append(name)
+            bodies.append(body)
+            summaries.append(summary)
+            if limit and len(ids) >= limit:
+                break
+    if len(ids) < 2:
+        raise OptionError(f"the corpus ({source}) has {len(ids)} documents with a body")
+    return Corpus(ids, bodies, summaries, source)
+
+
+def _distinct(x: np.ndarray) -> np.ndarray:
+    """x's distinct values, sorted (a sort: numpy's hashed unique is slower here)."""
+    x = np.sort(x)
+    return x[np.r_[True, x[1:] != x[:-1]]] if len(x) else x
+
+
+def _fold(text: str) -> str:
+    """Lower case with Latin diacritics removed (for the statistics only)."""
+    text = text.lower()
+    if text.isascii():
+        return text
+    return "".join(c for c in unicodedata.normalize("NFKD", text)
+                   if not unicodedata.combining(c))
+
+
+class Stats:
+    """The corpus's tokens as arrays (doc, term), a vocabulary, each term's df, and
+    each word pair's df (adjacent tokens of a document)."""
+
+    def __init__(self, bodies: list[str]):
+        vocab: dict[str, int] = {}
+        terms, lengths = [], []
+        for body in bodies:
+            toks = _TOKEN.findall(_fold(body))
+            terms.append([vocab.setdefault(t, len(vocab)) for t in toks])
+            lengths.append(len(toks))
+        self.vocab = list(vocab)
+        self.n_docs = len(bodies)
+        v = len(self.vocab)
+        self.term = np.fromiter(itertools.chain.from_iterable(terms), np.int64,
+                                sum(lengths))
+        self.doc = np.repeat(np.arange(len(bodies), dtype=np.int64), lengths)
+        pairs = _distinct(self.doc * v + self.term)     # (doc, term), sorted
+        self.pair_doc, self.pair_term = pairs // v, pairs % v
+        self.doc_start = np.searchsorted(self.pair_doc, np.arange(len(bodies) + 1))
+        self.df = np.bincount(self.pair_term, minlength=v)
+        same = self.doc[1:] == self.doc[:-1]
+        code = self.term[:-1][same] * v + self.term[1:][same]
+        n = max(1, self.n_docs)
+        if v * v * n >= 2 ** 63:
+            raise OptionError(f"{v:,} terms × {n:,} documents: too many for the word-pair "
+                              "statistics")
+        key = _distinct(code * n + self.doc[1:][same]) // n     # (pair, doc), sorted
+        start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        self.bigram, self.bigram_df = key[start], np.diff(np.r_[start, len(key)])
+        ok = np.array([bool(_QUERY_WORD.fullmatch(w)) and w not in _OPERATORS
+                       for w in self.vocab])
+        self.query_word = ok
+        order = np.argsort(-self.df, kind="stable")
+        self.rank = np.empty(v, np.int64)
+        self.rank[order] = np.arange(v)
+
+    def words(self, mask: np.ndarray) -> np.ndarray:
+        return np.flatnonzero(mask & self.query_word)
+
+
+def _draw(rng, pool, n: int) -> list:
+    """n distinct items of pool (all of them when it has fewer), in drawn order."""
+    pool = list(pool)
+    if len(pool) <= n:
+        return [pool[i] for i in rng.permutation(len(pool))]
+    return [pool[i] for i in rng.choice(len(pool), n, replace=False)]
+
+
+def query_classes(st: Stats, n: int, seed: int = 0) -> dict[str, dict]:
+    """Each class's queries and the df of what they name (its median, min, max)."""
+    rng = np.random.default_rng(seed)
+    v = len(st.vocab)
+    top1, top10 = max(1, int(np.ceil(v * 0.01))), max(2, int(np.ceil(v * 0.10)))
+    common = st.words(st.rank < top1)
+    rare = st.words((st.df >= 2) & (st.df <= 10))
+    mid = st.words((st.rank >= top1) & (st.rank < top10) & (st.df >= 2))
+    out: dict[str, dict] = {}
+
+    def put(name, queries, dfs, means):
+        out[name] = {"queries": queries, "means": means,
+                     "df": {"median": float(np.median(dfs)), "min": int(np.min(dfs)),
+                            "max": int(np.max(dfs))} if len(dfs) else None}
+
+    pick = _draw(rng, common, n)
+    put("common", [st.vocab[t] for t in pick], st.df[pick],
+        f"one word of the top 1% by df ({top1} words)")
+    pick = _draw(rng, rare, n)
+    put("rare", [st.vocab[t] for t in pick], st.df[pick], "one word with df 2..10")
+    is_mid = np.zeros(v, bool)
+    is_mid[mid] = True
+    pairs, seen = [], set()
+    for d in rng.permutation(st.n_docs):
+        if len(pairs) >= n:
+            break
+        here = st.pair_term[st.doc_start[d]:st.doc_start[d + 1]]
+        here = here[is_mid[here]]
+        if len(here) >= 2:
+            a, b = (int(x) for x in rng.choice(here, 2, replace=False))
+            if (a, b) not in seen and (b, a) not in seen:
+                seen.add((a, b))
+                pairs.append((a, b))
+    put("two_words", [f"{st.vocab[a]} {st.vocab[b]}" for a, b in pairs],
+        [min(st.df[a], st.df[b]) for a, b in pairs],
+        "two words with df rank in the top 10% but not the top 1%, from one document "
+        "(df: the rarer word's)")
+    first, second = st.bigram[st.bigram_df >= 5] // v, st.bigram[st.bigram_df >= 5] % v
+    dfs = st.bigram_df[st.bigram_df >= 5]
+    ok = np.flatnonzero(st.query_word[first] & st.query_word[second])
+    pick = _draw(rng, ok, n)
+    put("phrase", [f'"{st.vocab[first[i]]} {st.vocab[second[i]]}"' for i in pick],
+        dfs[pick], "a quoted word pair adjacent in at least 5 documents (df: the phrase's)")
+    long_common = [t for t in common if len(st.vocab[t]) >= 6]
+    prefixes: dict[str, int] = {}
+    for t in _draw(rng, long_common, len(long_common)):
+        p = st.vocab[t][:int(rng.integers(4, 6))]
+        prefixes.setdefault(p, t)
+        if len(prefixes) >= n:
+            break
+    put("prefix", [p + "*" for p in prefixes], st.df[list(prefixes.values())],
+        "4 or 5 letters of a top-1% word of 6 letters or more, with * (df: that word's)")
+    return out
+
+
+def summary_query(summary: str) -> str | None:
+    """A package's one-line summary as a text query: its distinct words joined by OR."""
+    words = []
+    for w in _TOKEN.findall(_fold(summary)):
+        if _QUERY_WORD.fullmatch(w) and w not in _OPERATORS and w not in words:
+            words.append(w)
+    return " OR ".join(words) or None
+
+
+def labelled_set(c: Corpus, n: int, seed: int = 0) -> list[tuple[str, int]]:
+    """(query, index of the relevant document) for n packages with a usable summary."""
+    rng = np.random.default_rng(seed + 1)
+    out = []
+    for i in rng.permutation(len(c.ids)):
+        q = summary_query(c.summaries[i])
+        if q:
+            out.append((q, int(i)))
+            if len(out) >= n:
+                break
+    return out
+
+
+# -- the two sides ---------------------------------------------------------
+
+def _fs_type(path: str) -> str:
+    """The file system under path (from /proc/mounts; '?' where unknown)."""
+    path, best, kind = os.path.realpath(path), "", "?"
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) > 2 and (path == parts[1] or path.startswith(
+                        parts[1].rstrip("/") + "/")) and len(parts[1]) > len(best):
+                    best, kind = parts[1], parts[2]
+    except OSError:
+        pass
+    return kind
+
+
+def _fresh(path: str) -> str:
+    for p in (path, path + "-journal"):
+        if os.path.exists(p):
+            os.remove(p)
+    return path
+
+
+def fts5_build(path: str, bodies: list[str], content: bool = True) -> dict:
+    """Seconds to insert (one transaction, committed) and to optimize, and the file's bytes."""
+    con = sqlite3.connect(_fresh(path), isolation_level=None)
+    try:
+        con.execute(FTS5_SCHEMA.format("" if content else ", content=''"))
+        t0 = time.perf_counter()
+        con.execute("BEGIN")
+        con.executemany("INSERT INTO docs(rowid, body) VALUES (?, ?)",
+                        zip(range(1, len(bodies) + 1), bodies))
+        con.execute("COMMIT")
+        t1 = time.perf_counter()
+        con.execute("INSERT INTO docs(docs) VALUES('optimize')")
+        t2 = time.perf_counter()
+    finally:
+        con.close()
+    return {"insert_s": t1 - t0, "optimize_s": t2 - t1, "bytes": os.path.getsize(path)}
+
+
+class Fts5:
+    def __init__(self, path: str):
+        self.con = sqlite3.connect(path, isolation_level=None)
+        self.con.execute("SELECT count(*) FROM docs").fetchone()
+
+    def query(self, q: str):
+        return self.con.execute(FTS5_QUERY, (q,)).fetchall()
+
+    def top(self, q: str, ids: list[str]) -> list[str]:
+        return [ids[r - 1] for r, _ in self.query(q)]
+
+    def close(self):
+        self.con.close()
+
+
+def varvedb_probe() -> str | None:
+    """None when varvedb answers `search(text=...)` on a `Text(fts=True)` field, else why not."""
+    import varvedb as vv
+    try:
+        with vv.connect(":memory:") as db:
+            c = db.create_collection("docs", {"id": "text", "body": vv.Text(fts=True)})
+            c.insert_arrays(id=["a", "b"], body=["free software", "network tools"])
+            hits = c.search(text="network", limit=10)
+            if list(hits.ids) != ["b"] or not hits.scores[0] > 0:
+                return f"search(text='network') answered {list(hits.ids)} {hits.scores}"
+    except Exception as e:      # the feature is missing, whatever form that takes
+        return f"varvedb side not run: search(text=...) is not available ({e!r})"
+    return None
+
+
+def _used_bytes(db, path: str) -> int:
+    """Where varvedb's log ends (the file is zero-filled ahead of it), else the file size."""
+    log = getattr(getattr(db, "_engine", None), "log", None)
+    return int(getattr(log, "end", 0)) or os.path.getsize(path)
+
+
+def varvedb_build(path: str, c: Corpus, fts: bool) -> dict:
+    """Seconds of the bulk insert (committed) and of the checkpoint, and the bytes after it."""
+    import varvedb as vv
+    db = vv.connect(_fresh(path))
+    try:
+        col = db.create_collection("docs", {"id": "text", "body": vv.Text(fts=fts)})
+        t0 = time.perf_counter()
+        col.insert_arrays(id=c.ids, body=c.bodies)
+        t1 = time.perf_counter()
+        db.checkpoint()
+        t2 = time.perf_counter()
+        used = _used_bytes(db, path)
+    finally:
+        db.close()
+    return {"insert_s": t1 - t0, "checkpoint_s": t2 - t1, "bytes": used,
+            "file_bytes": os.path.getsize(path)}
+
+
+class Varvedb:
+    def __init__(self, path: str):
+        import varvedb as vv
+        self.db = vv.connect(path, readonly=True)
+        self.col = self.db.collection("docs")
+
+    def query(self, q: str):
+        return self.col.search(text=q, limit=K)
+
+    def top(self, q: str, ids=None) -> list[str]:
+        return list(self.query(q).ids)
+
+    def close(self):
+        self.db.close()
+
+
+# -- the figures -----------------------------------------------------------
+
+def _side(seconds: list[float]) -> dict:
+    return _stats([round(s, 4) for s in seconds])
+
+
+def _ratio(a: list[float], b: list[float]) -> dict:
+    return _stats([x / y for x, y in zip(a, b)])
+
+
+def build(c: Corpus, workdir: str, rounds: int, with_varvedb: bool, echo=print) -> dict:
+    """Build time over alternating rounds on fresh files, and each side's bytes."""
+    fts_path = os.path.join(workdir, "fts5.sqlite")
+    vv_path = os.path.join(workdir, "fts.varve")
+    fts_runs, vv_runs = [], []
+
+    def fts_round():
+        fts_runs.append(fts5_build(fts_path, c.bodies))
+        return 0.0
+
+    def vv_round():
+        vv_runs.append(varvedb_build(vv_path, c, True))
+        return 0.0
+    if with_varvedb:
+        _ab(vv_round, fts_round, rounds)
+    else:
+        for _ in range(rounds):
+            fts_round()
+    f = fts_runs[-1]
+    echo(f"bench-text: FTS5 insert {f['insert_s']:.2f} s + optimize {f['optimize_s']:.2f} s, "
+         f"{f['bytes']:,} bytes")
+    contentless = fts5_build(os.path.join(workdir, "fts5-contentless.sqlite"), c.bodies,
+                             content=False)
+    fts5 = {"insert_s": _side([r["insert_s"] for r in fts_runs]),
+            "optimize_s": _side([r["optimize_s"] for r in fts_runs]),
+            "total_s": _side([r["insert_s"] + r["optimize_s"] for r in fts_runs])}
+    out = {"figure": f"index build, {len(c.ids):,} documents, fresh files, rounds "
+                     "alternating the side that runs first",
+           "unit": "s", "fts5": fts5, "varvedb": None,
+           "bytes": {"fts5_file": f["bytes"], "fts5_contentless_file": contentless["bytes"]}}
+    if not with_varvedb:
+        return out
+    plain = varvedb_build(os.path.join(workdir, "plain.varve"), c, False)
+    tot_vv = [r["insert_s"] + r["checkpoint_s"] for r in vv_runs]
+    tot_fts = [r["insert_s"] + r["optimize_s"] for r in fts_runs]
+    out["varvedb"] = {"insert_s": _side([r["insert_s"] for r in vv_runs]),
+                      "checkpoint_s": _side([r["checkpoint_s"] for r in vv_runs]),
+                      "total_s": _side(tot_vv),
+                      "without_fts": {"insert_s": round(plain["insert_s"], 4),
+                                      "checkpoint_s": round(plain["checkpoint_s"], 4)}}
+    out["ratio"] = {"insert": _ratio([r["insert_s"] for r in vv_runs],
+                                     [r["insert_s"] for r in fts_runs]),
+                    "total": _ratio(tot_vv, tot_fts),
+                    "means": "varvedb's seconds over FTS5's, per round (goal ≤ 1: insert "
+                             "against insert + commit; total adds checkpoint and optimize)"}
+    v = vv_runs[-1]
+    index = v["bytes"] - plain["bytes"]
+    out["bytes"].update({
+        "varvedb_with_fts": v["bytes"], "varvedb_without_fts": plain["bytes"],
+        "varvedb_index": index,
+        "varvedb_file_sizes": {"with_fts": v["file_bytes"], "without_fts": plain["file_bytes"]},
+        "ratio_index_over_fts5_file": index / f["bytes"],
+        "ratio_index_over_fts5_contentless": index / contentless["bytes"],
+        "ratio_files": v["bytes"] / f["bytes"],
+        "means": "varvedb bytes: where its log ends after the checkpoint (the file is "
+                 "zero-filled ahead of it, file_sizes); index = with fts - without. The goal "
+                 "(≤ 0.8) reads index over FTS5's file after optimize"})
+    echo(f"bench-text: varvedb insert {v['insert_s']:.2f} s + checkpoint "
+         f"{v['checkpoint_s']:.2f} s, index {index:,} bytes")
+    return out
+
+
+def latency(classes: dict, fts: Fts5, vv: Varvedb | None, rounds: int) -> dict:
+    """Per class: each side's median µs per query (interleaved), ratio over rounds."""
+    out = {}
+    for name in CLASSES:
+        queries = classes[name]["queries"]
+        if not queries:
+            out[name] = "no queries of this class in the corpus"
+            continue
+        for q in queries:       # untimed pass: the statement cache, the pages, the kernels
+            fts.query(q)
+            if vv is not None:
+                vv.query(q)
+        if vv is None:
+            ta = None
+            tb = np.empty((rounds, len(queries)), np.int64)
+            for r in range(rounds):
+                for i, q in enumerate(queries):
+                    t0 = time.perf_counter_ns()
+                    fts.query(q)
+                    tb[r, i] = time.perf_counter_ns() - t0
+        else:
+            ta, tb = _interleaved(vv.query, fts.query, queries, rounds)
+        per_fts = [float(np.median(t)) / 1e3 for t in tb]
+        fig = {"queries": len(queries), "fts5_us": {"median": float(np.median(tb)) / 1e3,
+                                                    "per_round_median": _stats(per_fts)}}
+        if ta is not None:
+            per_vv = [float(np.median(t)) / 1e3 for t in ta]
+            fig["varvedb_us"] = {"median": float(np.median(ta)) / 1e3,
+                                 "per_round_median": _stats(per_vv)}
+            fig["ratio"] = _ratio(per_vv, per_fts)
+            fig["goal"] = "met" if fig["ratio"]["median"] <= 1 else "missed"
+        out[name] = fig
+    return out
+
+
+def overlap(classes: dict, fts: Fts5, vv: Varvedb, ids: list[str]) -> dict:
+    """Mean top-10 overlap with FTS5's ranking, per class."""
+    out = {}
+    for name in OVERLAP_CLASSES:
+        got = []
+        for q in classes[name]["queries"]:
+            want = fts.top(q, ids)
+            if want:
+                got.append(len(set(want) & set(vv.top(q))) / min(K, len(want)))
+        out[name] = {"mean": float(np.mean(got)) if got else None,
+                     "min": float(np.min(got)) if got else None, "queries": len(got)}
+    out["means"] = "|ids in both top-10s| / min(10, hits FTS5 returned), mean over the class"
+    vals = [v["mean"] for k, v in out.items() if k != "means" and v["mean"] is not None]
+    out["goal"] = "met" if vals and min(vals) >= 0.8 else "missed"
+    return out
+
+
+def hybrid(c: Corpus, fts: Fts5, vv: Varvedb | None, n: int) -> dict:
+    """recall@10 of the text leg on the labelled set (summary -> its package)."""
+    labelled = labelled_set(c, n)
+    out = {"queries": len(labelled),
+           "means": "each query is a package's one-line summary (its words joined by OR); "
+                    "the relevant document is that package; recall@10 = share of queries "
+                    "whose package is in the top 10",
+           "example": labelled[0][0] if labelled else None,
+           "text_recall@10": {"fts5": float(np.mean([c.ids[i] in fts.top(q, c.ids)
+                                                      for q, i in labelled]))}}
+    if vv is not None:
+        out["text_recall@10"]["varvedb"] = float(np.mean([c.ids[i] in vv.top(q)
+                                                           for q, i in labelled]))
+    return out
+
+
+def run(corpus: str | None = None, limit: int | None = None, queries: int = 200,
+        rounds: int = 7, build_rounds: int = 3, hybrid_queries: int = 500, seed: int = 0,
+        workdir: str | None = None, with_varvedb: bool = True, echo=print) -> dict:
+    """Every figure as a dict; progress on `echo`."""
+    own = workdir is None
+    workdir = workdir or tempfile.mkdtemp(prefix="varvedb-text-", dir=os.getcwd())
+    os.makedirs(workdir, exist_ok=True)
+    t0 = time.perf_counter()
+    c = load_corpus(corpus, limit)
+    echo(f"bench-text: {len(c.ids):,} documents ({c.source}) read in "
+         f"{time.perf_counter() - t0:.1f} s")
+    skipped = varvedb_probe() if with_varvedb else "varvedb side not run (--no-varvedb)"
+    if skipped:
+        echo(f"bench-text: {skipped}")
+    t0 = time.perf_counter()
+    st = Stats(c.bodies)
+    classes = query_classes(st, queries, seed)
+    echo(f"bench-text: {len(st.term):,} tokens, {len(st.vocab):,} terms; query classes "
+         f"drawn in {time.perf_counter() - t0:.1f} s")
+    out = {"config": {"documents": len(c.ids), "corpus": c.source, "tokens": int(len(st.term)),
+                      "terms": len(st.vocab), "queries_per_class": queries, "rounds": rounds,
+                      "build_rounds": build_rounds, "seed": seed,
+                      "workdir_fs": _fs_type(workdir), "sqlite": sqlite3.sqlite_version,
+                      "fts5_table": FTS5_SCHEMA.format(""), "fts5_query": FTS5_QUERY,
+                      "varvedb_query": f"collection.search(text=q, limit={K})"},
+           "varvedb_skipped": skipped,
+           "classes": {k: {"means": v["means"], "queries": len(v["queries"]), "df": v["df"],
+                           "examples": v["queries"][:5]} for k, v in classes.items()}}
+    fts = vv = None
+    try:
+        echo(f"bench-text: build ({build_rounds} rounds)")
+        out["build"] = build(c, workdir, build_rounds, not skipped, echo)
+        fts = Fts5(os.path.join(workdir, "fts5.sqlite"))
+        vv = None if skipped else Varvedb(os.path.join(workdir, "fts.varve"))
+        echo(f"bench-text: latency ({rounds} rounds × {queries} queries a class)")
+        out["latency"] = latency(classes, fts, vv, rounds)
+        for name, fig in out["latency"].items():
+            if isinstance(fig, dict):
+                vvs = (f"varvedb {fig['varvedb_us']['median']:.1f} µs, ratio "
+                       f"{fig['ratio']['median']:.2f}" if "ratio" in fig else "")
+                echo(f"bench-text:   {name}: FTS5 {fig['fts5_us']['median']:.1f} µs {vvs}")
+        if vv is not None:
+            out["overlap"] = overlap(classes, fts, vv, c.ids)
+        out["hybrid"] = hybrid(c, fts, vv, hybrid_queries)
+        echo(f"bench-text: hybrid text leg recall@10 {out['hybrid']['text_recall@10']}")
+    finally:
+        for side in (fts, vv):
+            if side is not None:
+                side.close()
+        if own:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return out
+
+
+def _mm(s: dict, fmt: str = "{:.1f}") -> str:
+    return f"{fmt.format(s['median'])} ({fmt.format(s['min'])}–{fmt.format(s['max'])})"
+
+
+def markdown(report: dict) -> str:
+    """The figures as a short markdown note."""
+    c = report["config"]
+    lines = [f"# bench-text: {c['documents']:,} documents, varvedb against SQLite FTS5", "",
+             f"Corpus: {c['corpus']} ({c['tokens']:,} tokens, {c['terms']:,} terms). "
+             f"SQLite {c['sqlite']}: `{c['fts5_table']}`; `{c['fts5_query']}`. varvedb: "
+             f"`{c['varvedb_query']}`. Files on {c['workdir_fs']}.", ""]
+    if report["varvedb_skipped"]:
+        lines += [f"**{report['varvedb_skipped']}**: FTS5's figures only.", ""]
+    b = report["build"]
+    lines += ["## Build", "", f"{b['figure']}; seconds, median (min–max) over "
+              f"{b['fts5']['total_s']['rounds']} rounds.", "",
+              "| | insert, committed | optimize / checkpoint | total |", "|---|---|---|---|",
+              f"| FTS5 | {_mm(b['fts5']['insert_s'], '{:.2f}')} | "
+              f"{_mm(b['fts5']['optimize_s'], '{:.2f}')} | {_mm(b['fts5']['total_s'], '{:.2f}')} |"]
+    if b["varvedb"]:
+        v = b["varvedb"]
+        lines += [f"| varvedb | {_mm(v['insert_s'], '{:.2f}')} | "
+                  f"{_mm(v['checkpoint_s'], '{:.2f}')} | {_mm(v['total_s'], '{:.2f}')} |",
+                  f"| varvedb without fts | {v['without_fts']['insert_s']:.2f} | "
+                  f"{v['without_fts']['checkpoint_s']:.2f} | |",
+                  f"| ratio varvedb / FTS5 (goal ≤ 1) | {_mm(b['ratio']['insert'], '{:.2f}')} "
+                  f"| | {_mm(b['ratio']['total'], '{:.2f}')} |"]
+    by = b["bytes"]
+    lines += ["", "## Bytes", "", "| | bytes |", "|---|---|",
+              f"| FTS5 file after optimize (text + index) | {by['fts5_file']:,} |",
+              f"| FTS5 contentless file (index only) | {by['fts5_contentless_file']:,} |"]
+    if "varvedb_index" in by:
+        lines += [f"| varvedb with fts=True | {by['varvedb_with_fts']:,} |",
+                  f"| varvedb without | {by['varvedb_without_fts']:,} |",
+                  f"| varvedb index (the difference) | {by['varvedb_index']:,} |", "",
+                  f"Index over FTS5's file (goal ≤ 0.8): "
+                  f"**{by['ratio_index_over_fts5_file']:.2f}**; over the contentless file: "
+                  f"{by['ratio_index_over_fts5_contentless']:.2f}; file over file: "
+                  f"{by['ratio_files']:.2f}. {by['means']}."]
+    lines += ["", "## Latency per query class", "",
+              f"{c['queries_per_class']} queries a class × {c['rounds']} rounds, interleaved "
+              "query by query (first side alternating per query and per round); µs per "
+              "query, median (min–max of the per-round medians).", "",
+              "| class | queries | df median | FTS5 µs | varvedb µs | ratio (goal ≤ 1) |",
+              "|---|---|---|---|---|---|"]
+    for name, fig in report["latency"].items():
+        cl = report["classes"][name]
+        if not isinstance(fig, dict):
+            lines.append(f"| {name} | 0 | | {fig} | | |")
+            continue
+        df = cl["df"]["median"] if cl["df"] else ""
+        vvs = (f"{fig['varvedb_us']['median']:.1f} ({_mm(fig['varvedb_us']['per_round_median'])})"
+               if "varvedb_us" in fig else "")
+        ratio = f"{_mm(fig['ratio'], '{:.2f}')} {fig['goal']}" if "ratio" in fig else ""
+        lines.append(f"| {name} | {fig['queries']} | {df} | {fig['fts5_us']['median']:.1f} "
+                     f"({_mm(fig['fts5_us']['per_round_median'])}) | {vvs} | {ratio} |")
+    lines += ["", "Classes: " + "; ".join(f"{k}: {v['means']}, e.g. "
+                                         f"{', '.join(f'`{q}`' for q in v['examples'][:3])}"
+                                         for k, v in report["classes"].items()) + ".", ""]
+    o = report.get("overlap")
+    if o:
+        lines += ["## Top-10 overlap with FTS5", "", "| class | mean | min | queries |",
+                  "|---|---|---|---|"]
+        lines += [f"| {k} | {v['mean']:.3f} | {v['min']:.2f} | {v['queries']} |"
+                  for k, v in o.items() if isinstance(v, dict) and v["mean"] is not None]
+        lines += ["", f"{o['means']}; goal ≥ 0.8: **{o['goal']}**.", ""]
+    h = report["hybrid"]
+    lines += ["## Hybrid: labelled set", "", f"{h['queries']} queries; {h['means']}; e.g. "
+              f"`{h['example']}`.", "", "| | recall@10 |", "|---|---|"]
+    lines += [f"| text, {side} | {r:.3f} |" for side, r in h["text_recall@10"].items()]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write(report: dict, out: str) -> str:
+    """OUT (JSON) and OUT with .md: returns the markdown's path."""
+    with open(out, "w") as f:
+        json.dump(report, f, indent=1, ensure_ascii=False)
+    md = os.path.splitext(out)[0] + ".md"
+    with open(md, "w") as f:
+        f.write(markdown(report))
+    return md
