@@ -98,6 +98,8 @@ def test_bench_text_reports_the_figures(tmp_path):
         fig = report["latency"][name]
         assert fig["queries"] > 0 and fig["fts5_us"]["per_round_median"]["rounds"] == 2
         assert 0 < fig["fts5_us"]["median"] < 1e6
+    t = report["tokens_agree"]
+    assert t["queries"] == report["classes"]["rare"]["queries"] > 0 and t["fts5"] == t["queries"]
     h = report["hybrid"]
     # each query is its document's own first words: FTS5 finds most of them
     assert h["queries"] == 40 and h["text_recall@10"]["fts5"] >= 0.5
@@ -115,6 +117,6 @@ def test_bench_text_reports_the_figures(tmp_path):
         assert fig["varvedb_us"]["median"] > 0 and fig["goal"] in ("met", "missed")
     # same BM25 parameters and the same tokens: single-word rankings agree
     o = report["overlap"]
-    assert o["rare"]["mean"] == 1.0 and o["common"]["mean"] >= 0.6
+    assert t["varvedb"] == t["queries"] and o["rare"]["mean"] == 1.0 and o["common"]["mean"] >= 0.6
     assert h["text_recall@10"]["varvedb"] >= 0.5
     assert "## Top-10 overlap with FTS5" in md

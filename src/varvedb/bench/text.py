@@ -67,7 +67,8 @@ from .sql import _interleaved
 K = 10
 APT_LISTS = "/var/lib/apt/lists/*_main_i18n_Translation-en.lz4"
 APT_HELPER = "/usr/lib/apt/apt-helper"
-FTS5_SCHEMA = "CREATE VIRTUAL TABLE docs USING fts5(body{}, tokenize='unicode61 remove_diacritics 2')"
+FTS5_SCHEMA = ("CREATE VIRTUAL TABLE docs USING fts5(body{}, "
+               "tokenize='unicode61 remove_diacritics 2')")
 FTS5_QUERY = "SELECT rowid, bm25(docs) FROM docs WHERE docs MATCH ? ORDER BY bm25(docs) LIMIT 10"
 CLASSES = ("common", "rare", "two_words", "phrase", "prefix")
 OVERLAP_CLASSES = ("common", "rare", "two_words")
@@ -229,7 +230,7 @@ def query_classes(st: Stats, n: int, seed: int = 0) -> dict[str, dict]:
     out: dict[str, dict] = {}
 
     def put(name, queries, dfs, means):
-        out[name] = {"queries": queries, "means": means,
+        out[name] = {"queries": queries, "means": means, "df_each": [int(x) for x in dfs],
                      "df": {"median": float(np.median(dfs)), "min": int(np.min(dfs)),
                             "max": int(np.max(dfs))} if len(dfs) else None}
 
@@ -348,6 +349,10 @@ class Fts5:
     def top(self, q: str, ids: list[str]) -> list[str]:
         return [ids[r - 1] for r, _ in self.query(q)]
 
+    def count(self, q: str) -> int:
+        return self.con.execute("SELECT count(*) FROM docs WHERE docs MATCH ?",
+                                (q,)).fetchone()[0]
+
     def close(self):
         self.con.close()
 
@@ -394,7 +399,7 @@ def varvedb_build(path: str, c: Corpus, fts: bool) -> dict:
 class Varvedb:
     def __init__(self, path: str):
         import varvedb as vv
-        self.db = vv.connect(path, readonly=True)
+        self.db = vv.connect(path)
         self.col = self.db.collection("docs")
 
     def query(self, q: str):
@@ -514,6 +519,18 @@ def latency(classes: dict, fts: Fts5, vv: Varvedb | None, rounds: int) -> dict:
     return out
 
 
+def tokens_agree(rare: dict, fts: Fts5, vv: Varvedb | None) -> dict:
+    """How many rare-word queries each side finds in exactly as many documents as
+    the statistics' df (df <= 10, so varvedb's top 10 is every match): a check
+    that both tokenizers read the words as the statistics do."""
+    dfs = rare.get("df_each", [])
+    out = {"queries": len(dfs),
+           "fts5": sum(fts.count(q) == df for q, df in zip(rare["queries"], dfs))}
+    if vv is not None:
+        out["varvedb"] = sum(len(vv.query(q)) == df for q, df in zip(rare["queries"], dfs))
+    return out
+
+
 def overlap(classes: dict, fts: Fts5, vv: Varvedb, ids: list[str]) -> dict:
     """Mean top-10 overlap with FTS5's ranking, per class."""
     out = {}
@@ -588,6 +605,9 @@ def run(corpus: str | None = None, limit: int | None = None, queries: int = 200,
                 vvs = (f"varvedb {fig['varvedb_us']['median']:.1f} µs, ratio "
                        f"{fig['ratio']['median']:.2f}" if "ratio" in fig else "")
                 echo(f"bench-text:   {name}: FTS5 {fig['fts5_us']['median']:.1f} µs {vvs}")
+        out["tokens_agree"] = tokens_agree(classes["rare"], fts, vv)
+        echo(f"bench-text: rare words found in as many documents as their df: "
+             f"{out['tokens_agree']}")
         if vv is not None:
             out["overlap"] = overlap(classes, fts, vv, c.ids)
         out["hybrid"] = hybrid(c, fts, vv, hybrid_queries)
@@ -603,6 +623,12 @@ def run(corpus: str | None = None, limit: int | None = None, queries: int = 200,
 
 def _mm(s: dict, fmt: str = "{:.1f}") -> str:
     return f"{fmt.format(s['median'])} ({fmt.format(s['min'])}–{fmt.format(s['max'])})"
+
+
+def _us(side: dict) -> str:
+    """A side's median µs, then the min–max of its per-round medians."""
+    r = side["per_round_median"]
+    return f"{side['median']:.1f} ({r['min']:.1f}–{r['max']:.1f})"
 
 
 def markdown(report: dict) -> str:
@@ -651,15 +677,19 @@ def markdown(report: dict) -> str:
         if not isinstance(fig, dict):
             lines.append(f"| {name} | 0 | | {fig} | | |")
             continue
-        df = cl["df"]["median"] if cl["df"] else ""
-        vvs = (f"{fig['varvedb_us']['median']:.1f} ({_mm(fig['varvedb_us']['per_round_median'])})"
-               if "varvedb_us" in fig else "")
+        df = cl["df"]["median"] if cl["df"] else 0
+        vvs = _us(fig["varvedb_us"]) if "varvedb_us" in fig else ""
         ratio = f"{_mm(fig['ratio'], '{:.2f}')} {fig['goal']}" if "ratio" in fig else ""
-        lines.append(f"| {name} | {fig['queries']} | {df} | {fig['fts5_us']['median']:.1f} "
-                     f"({_mm(fig['fts5_us']['per_round_median'])}) | {vvs} | {ratio} |")
+        lines.append(f"| {name} | {fig['queries']} | {df:g} | {_us(fig['fts5_us'])} | {vvs} | "
+                     f"{ratio} |")
     lines += ["", "Classes: " + "; ".join(f"{k}: {v['means']}, e.g. "
                                          f"{', '.join(f'`{q}`' for q in v['examples'][:3])}"
                                          for k, v in report["classes"].items()) + ".", ""]
+    t = report.get("tokens_agree")
+    if t:
+        lines += [f"Tokenizer check: of {t['queries']} rare-word queries, FTS5 finds "
+                  f"{t['fts5']} in exactly their df's documents"
+                  + (f", varvedb {t['varvedb']}" if "varvedb" in t else "") + ".", ""]
     o = report.get("overlap")
     if o:
         lines += ["## Top-10 overlap with FTS5", "", "| class | mean | min | queries |",
