@@ -2,7 +2,9 @@
 statistics, the FTS5 side's figures, the report's shape, and the varvedb side
 when `search(text=...)` exists (a probe says so; without it the report names
 the reason and carries FTS5's figures alone)."""
+import importlib.util
 import json
+import zlib
 
 import numpy as np
 import pytest
@@ -48,6 +50,19 @@ def _corpus(path, n=240, seed=3):
                                 "summary": " ".join(words[:4])}) + "\n")
 
 
+class HashedWords:
+    """A small real embedder: each word a fixed random direction (seeded by the word),
+    a text the sum of its words' (so texts sharing words point alike)."""
+    name, dim = "bench-text-hashed-words", 32
+
+    def embed(self, texts):
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for i, t in enumerate(texts):
+            for w in t.lower().split():
+                out[i] += np.random.default_rng(zlib.crc32(w.encode())).normal(size=self.dim)
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
 def test_translation_records_parse():
     recs = text.parse_translations(TRANSLATIONS)
     assert recs[0] == ("7zip", "7-Zip file archiver",
@@ -82,9 +97,14 @@ def test_query_classes_follow_the_statistics(tmp_path):
 def test_bench_text_reports_the_figures(tmp_path):
     _corpus(tmp_path / "c.jsonl")
     out = tmp_path / "text.json"
+    has_embed = importlib.util.find_spec("varvedb.embed") is not None
+    if has_embed:
+        from varvedb import embed
+        embed.register(HashedWords.name, HashedWords())
     res = CliRunner().invoke(main, [
         "bench-text", "--corpus", str(tmp_path / "c.jsonl"), "--queries", "15",
         "--rounds", "2", "--build-rounds", "2", "--hybrid-queries", "40",
+        "--hybrid-docs", "120", "--embedder", HashedWords.name,
         "--workdir", str(tmp_path / "work"), "--out", str(out)])
     assert res.exit_code == 0, res.output + repr(res.exception)
     report = json.loads(out.read_text())
@@ -104,6 +124,14 @@ def test_bench_text_reports_the_figures(tmp_path):
     # each query is its document's own first words: FTS5 finds most of them
     assert h["queries"] == 40 and h["text_recall@10"]["fts5"] >= 0.5
     assert "## Latency per query class" in md and "FTS5 contentless" in md
+    sm = h["sample"]
+    if has_embed:
+        assert sm["documents"] == 120 and sm["queries"] == 40
+        r = sm["recall@10"]
+        assert r["text, fts5"] >= 0.5 and 0 < r["vectors, exact cosine"] <= 1
+        assert "fusion of the two above" in md
+    else:
+        assert "vector leg not run" in sm
 
     if report["varvedb_skipped"]:
         assert "not available" in report["varvedb_skipped"]
