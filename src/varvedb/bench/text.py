@@ -594,15 +594,15 @@ def _sample(c: Corpus, labelled: list, size: int, seed: int) -> tuple[Corpus, li
     return sub, [(q, where[i], c.summaries[i]) for q, i in labelled]
 
 
-def _vectors(embed, model, texts: list[str], workdir: str) -> tuple[np.ndarray, float]:
-    """The texts' vectors and the seconds they took (cached in workdir by content)."""
+def _vectors(embed, model, texts: list[str], workdir: str) -> tuple[np.ndarray, float | None]:
+    """The texts' vectors and the seconds they took (None: read from workdir's cache)."""
     h = hashlib.sha1(f"{model.name}\0{model.dim}".encode())
     for t in texts:
         h.update(t.encode())
         h.update(b"\0")
     path = os.path.join(workdir, f"vectors-{h.hexdigest()[:16]}.npy")
     if os.path.exists(path):
-        return np.load(path), 0.0
+        return np.load(path), None
     t0 = time.perf_counter()
     vecs = embed.embed_batched(model, texts, progress=None)
     took = time.perf_counter() - t0
@@ -659,8 +659,10 @@ def on_sample(c: Corpus, labelled: list, with_varvedb: bool, embed, model, workd
     def recall(tops):
         return float(np.mean([w in list(t)[:K] for w, t in zip(want, tops)]))
     out = {"documents": len(sub.ids), "queries": len(lab), "embedder": model.name,
-           "dim": model.dim, "embed_s": {"documents": round(docs_s, 1),
-                                         "queries": round(q_s, 1)},
+           "dim": model.dim,
+           "embed_s": {"documents": None if docs_s is None else round(docs_s, 1),
+                       "queries": None if q_s is None else round(q_s, 1),
+                       "means": "seconds to embed; null: vectors cached in the workdir"},
            "recall@10": {"text, fts5": recall(text_top),
                          "vectors, exact cosine": recall(vec_top),
                          "fusion of the two above (RRF k=60, 100 a side, computed here)":
@@ -840,8 +842,9 @@ def markdown(report: dict) -> str:
         lines += [f"On a sample of {sm['documents']:,} documents (the {sm['queries']} "
                   f"relevant ones and others drawn at random; embedding every document "
                   f"takes too long on a CPU), vectors from `{sm['embedder']}` "
-                  f"({sm['dim']} dimensions; {sm['embed_s']['documents']} s for the "
-                  f"documents, 0 = cached):", "", "| leg | recall@10 |", "|---|---|"]
+                  f"({sm['dim']} dimensions; the documents took "
+                  f"{sm['embed_s']['documents'] or 'cached'} s to embed):", "",
+                  "| leg | recall@10 |", "|---|---|"]
         lines += [f"| {leg} | {r:.3f} |" for leg, r in sm["recall@10"].items()]
         if sm.get("varvedb_hybrid"):
             lines += ["", sm["varvedb_hybrid"]]
