@@ -118,6 +118,9 @@ def test_bench_text_reports_the_figures(tmp_path):
         fig = report["latency"][name]
         assert fig["queries"] > 0 and fig["fts5_us"]["per_round_median"]["rounds"] == 2
         assert 0 < fig["fts5_us"]["median"] < 1e6
+    px = report["prefix_index"]
+    assert px["fts5_prefix_index_us"]["median"] > 0 and px["bytes"] > 0
+    assert "with a prefix index" in md
     t = report["tokens_agree"]
     assert t["queries"] == report["classes"]["rare"]["queries"] > 0 and t["fts5"] == t["queries"]
     h = report["hybrid"]

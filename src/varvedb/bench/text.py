@@ -18,8 +18,9 @@ Figures (every one over alternating rounds, medians and min–max):
   against FTS5's insert (one transaction, committed) and its 'optimize', on
   fresh files, the side that runs first alternating round by round; varvedb
   without fts=True too, so the index's own share is seen.
-* bytes: FTS5's file after optimize (it holds the text too) and a contentless
-  FTS5 file (content='': the index alone); varvedb's file with and without
+* bytes: FTS5's file after optimize (it holds the text too; the free pages the
+  merge left inside it are reported) and a contentless FTS5 file (content='':
+  the index alone); varvedb's file with and without
   fts=True on the same documents after a checkpoint: the difference is what
   the index adds. The ratio the goal reads is varvedb's index bytes over
   FTS5's file, as the issue words it; the like-for-like one (index over index)
@@ -32,14 +33,21 @@ Figures (every one over alternating rounds, medians and min–max):
   top 1% that is longer). Every query runs on both sides back to back, the side
   that runs first alternating query by query and round by round; a class's
   figure is each side's median µs per query, and the ratio varvedb / FTS5 of
-  the per-round medians (goal ≤ 1).
+  the per-round medians (goal ≤ 1). The prefix class runs once more against
+  FTS5 with a prefix index (prefix='4 5'), what a user of prefix queries adds.
 * top-10 overlap with FTS5's ranking for the common, rare and two-word classes:
   |ids in both| / min(10, hits FTS5 returned), the mean over the class's
   queries (FTS5's idf is ln((N - df + 0.5) / (df + 0.5)), floored near 0, the
   contract's ln(1 + ...): single-word rankings agree, multi-word ones can differ).
 * hybrid, labelled set: the summaries of `hybrid_queries` packages (seeded) as
   queries, that package as the one relevant document; recall@10 of the text
-  leg (the summary's words joined by OR) on both sides.
+  leg (the summary's words joined by OR) on both sides over the whole corpus.
+  Then, on a sample (the relevant documents plus others drawn at random, up to
+  `hybrid_docs`: a small ONNX model embeds about ten descriptions a second on
+  this machine's CPUs), with vectors from an embedder spec (varvedb.embed,
+  cached in the workdir): text (FTS5, varvedb), vectors (exact cosine), their
+  reciprocal-rank fusion computed here (k = 60, 100 candidates a side), and
+  varvedb's own `search(text=..., vector=...)` when it exists.
 
 Words in queries are ASCII ([a-z][a-z0-9]*), so the two tokenizers read them alike.
 """
@@ -321,11 +329,12 @@ def _fresh(path: str) -> str:
     return path
 
 
-def fts5_build(path: str, bodies: list[str], content: bool = True) -> dict:
-    """Seconds to insert (one transaction, committed) and to optimize, and the file's bytes."""
+def fts5_build(path: str, bodies: list[str], options: str = "") -> dict:
+    """Seconds to insert (one transaction, committed) and to optimize, and the file's
+    bytes. options: more of fts5's (", content=''": contentless)."""
     con = sqlite3.connect(_fresh(path), isolation_level=None)
     try:
-        con.execute(FTS5_SCHEMA.format("" if content else ", content=''"))
+        con.execute(FTS5_SCHEMA.format(options))
         t0 = time.perf_counter()
         con.execute("BEGIN")
         con.executemany("INSERT INTO docs(rowid, body) VALUES (?, ?)",
@@ -334,9 +343,13 @@ def fts5_build(path: str, bodies: list[str], content: bool = True) -> dict:
         t1 = time.perf_counter()
         con.execute("INSERT INTO docs(docs) VALUES('optimize')")
         t2 = time.perf_counter()
+        # optimize leaves the merged segments' pages on the free list, inside the file
+        free = (con.execute("PRAGMA freelist_count").fetchone()[0] *
+                con.execute("PRAGMA page_size").fetchone()[0])
     finally:
         con.close()
-    return {"insert_s": t1 - t0, "optimize_s": t2 - t1, "bytes": os.path.getsize(path)}
+    return {"insert_s": t1 - t0, "optimize_s": t2 - t1, "bytes": os.path.getsize(path),
+            "free_bytes": free}
 
 
 class Fts5:
@@ -445,14 +458,18 @@ def build(c: Corpus, workdir: str, rounds: int, with_varvedb: bool, echo=print) 
     echo(f"bench-text: FTS5 insert {f['insert_s']:.2f} s + optimize {f['optimize_s']:.2f} s, "
          f"{f['bytes']:,} bytes")
     contentless = fts5_build(os.path.join(workdir, "fts5-contentless.sqlite"), c.bodies,
-                             content=False)
+                             ", content=''")
     fts5 = {"insert_s": _side([r["insert_s"] for r in fts_runs]),
             "optimize_s": _side([r["optimize_s"] for r in fts_runs]),
             "total_s": _side([r["insert_s"] + r["optimize_s"] for r in fts_runs])}
     out = {"figure": f"index build, {len(c.ids):,} documents, fresh files, rounds "
                      "alternating the side that runs first",
            "unit": "s", "fts5": fts5, "varvedb": None,
-           "bytes": {"fts5_file": f["bytes"], "fts5_contentless_file": contentless["bytes"]}}
+           "bytes": {"fts5_file": f["bytes"], "fts5_contentless_file": contentless["bytes"],
+                     "fts5_free_pages": {"file": f["free_bytes"],
+                                         "contentless_file": contentless["free_bytes"],
+                                         "means": "bytes of free pages inside each file after "
+                                                  "optimize (a VACUUM would drop them)"}}}
     if not with_varvedb:
         return out
     plain = varvedb_build(os.path.join(workdir, "plain.varve"), c, False)
@@ -530,6 +547,38 @@ def tokens_agree(rare: dict, fts: Fts5, vv: Varvedb | None) -> dict:
     if vv is not None:
         out["varvedb"] = sum(len(vv.query(q)) == df for q, df in zip(rare["queries"], dfs))
     return out
+
+
+def prefix_index(c: Corpus, prefix: dict, fts: Fts5, vv: Varvedb | None, workdir: str,
+                 rounds: int) -> dict | str:
+    """The prefix class against FTS5 with a prefix index (`prefix='4 5'`, what a user
+    who runs prefix queries would add), interleaved with varvedb (FTS5 without one
+    when varvedb is not measured)."""
+    queries = prefix["queries"]
+    if not queries:
+        return "no prefix queries"
+    path = os.path.join(workdir, "fts5-prefix.sqlite")
+    built = fts5_build(path, c.bodies, ", prefix='4 5'")
+    fp = Fts5(path)
+    try:
+        other, name = (vv, "varvedb") if vv is not None else (fts, "fts5")
+        for q in queries:
+            fp.query(q)
+            other.query(q)
+        ta, tb = _interleaved(other.query, fp.query, queries, rounds)
+    finally:
+        fp.close()
+    per_a = [float(np.median(t)) / 1e3 for t in ta]
+    per_b = [float(np.median(t)) / 1e3 for t in tb]
+    return {"fts5_table": FTS5_SCHEMA.format(", prefix='4 5'"),
+            "build_s": round(built["insert_s"] + built["optimize_s"], 3),
+            "bytes": built["bytes"], "queries": len(queries),
+            f"{name}_us": {"median": float(np.median(ta)) / 1e3,
+                           "per_round_median": _stats(per_a)},
+            "fts5_prefix_index_us": {"median": float(np.median(tb)) / 1e3,
+                                     "per_round_median": _stats(per_b)},
+            "ratio": _ratio(per_a, per_b),
+            "means": f"{name}'s per-round median over FTS5-with-prefix-index's"}
 
 
 def overlap(classes: dict, fts: Fts5, vv: Varvedb, ids: list[str]) -> dict:
@@ -736,6 +785,11 @@ def run(corpus: str | None = None, limit: int | None = None, queries: int = 200,
                 vvs = (f"varvedb {fig['varvedb_us']['median']:.1f} µs, ratio "
                        f"{fig['ratio']['median']:.2f}" if "ratio" in fig else "")
                 echo(f"bench-text:   {name}: FTS5 {fig['fts5_us']['median']:.1f} µs {vvs}")
+        out["prefix_index"] = prefix_index(c, classes["prefix"], fts, vv, workdir, rounds)
+        px = out["prefix_index"]
+        if isinstance(px, dict):
+            echo(f"bench-text:   prefix, FTS5 with prefix='4 5': "
+                 f"{px['fts5_prefix_index_us']['median']:.1f} µs ({px['bytes']:,} bytes)")
         out["tokens_agree"] = tokens_agree(classes["rare"], fts, vv)
         echo(f"bench-text: rare words found in as many documents as their df: "
              f"{out['tokens_agree']}")
@@ -792,7 +846,9 @@ def markdown(report: dict) -> str:
     by = b["bytes"]
     lines += ["", "## Bytes", "", "| | bytes |", "|---|---|",
               f"| FTS5 file after optimize (text + index) | {by['fts5_file']:,} |",
-              f"| FTS5 contentless file (index only) | {by['fts5_contentless_file']:,} |"]
+              f"| FTS5 contentless file (index only) | {by['fts5_contentless_file']:,} |",
+              f"| free pages inside them after optimize | {by['fts5_free_pages']['file']:,}; "
+              f"{by['fts5_free_pages']['contentless_file']:,} |"]
     if "varvedb_index" in by:
         lines += [f"| varvedb with fts=True | {by['varvedb_with_fts']:,} |",
                   f"| varvedb without | {by['varvedb_without_fts']:,} |",
@@ -820,6 +876,14 @@ def markdown(report: dict) -> str:
     lines += ["", "Classes: " + "; ".join(f"{k}: {v['means']}, e.g. "
                                          f"{', '.join(f'`{q}`' for q in v['examples'][:3])}"
                                          for k, v in report["classes"].items()) + ".", ""]
+    px = report.get("prefix_index")
+    if isinstance(px, dict):
+        side = "varvedb" if "varvedb_us" in px else "fts5"
+        lines += [f"Prefix class against FTS5 with a prefix index (`{px['fts5_table']}`: "
+                  f"{px['bytes']:,} bytes, built in {px['build_s']} s), interleaved with "
+                  f"{'varvedb' if side == 'varvedb' else 'FTS5 without one'}: "
+                  f"{_us(px['fts5_prefix_index_us'])} µs against "
+                  f"{_us(px[side + '_us'])}; ratio {_mm(px['ratio'], '{:.2f}')}.", ""]
     t = report.get("tokens_agree")
     if t:
         lines += [f"Tokenizer check: of {t['queries']} rare-word queries, FTS5 finds "
