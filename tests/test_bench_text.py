@@ -146,6 +146,9 @@ def test_bench_text_reports_the_figures(tmp_path):
     for name in text.CLASSES:
         fig = report["latency"][name]
         assert fig["varvedb_us"]["median"] > 0 and fig["goal"] in ("met", "missed")
+        assert ("profile" in fig) == (fig["goal"] == "missed")
+        if fig["goal"] == "missed":
+            assert fig["profile"]["by_own_time"] and f"{name} missed its goal" in md
     # same BM25 parameters and the same tokens: single-word rankings agree
     o = report["overlap"]
     assert t["varvedb"] == t["queries"] and o["rare"]["mean"] == 1.0 and o["common"]["mean"] >= 0.6

@@ -241,6 +241,8 @@ def bench_sql(rows, dim, queries, rounds, m, ef_construction, ef, only, profile_
               help="Embedder spec of the hybrid figure's vector leg ('': no vector leg).")
 @click.option("--hybrid-docs", default=5000, show_default=True,
               help="Documents of the sample the vector leg and the fusion run on.")
+@click.option("--profile-queries", default=200, show_default=True,
+              help="Queries profiled in a class that misses its goal (0: no profile).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the query classes.")
 @click.option("--varvedb/--no-varvedb", "with_varvedb", default=True, show_default=True,
               help="Measure varvedb too (--no-varvedb: FTS5 alone).")
@@ -249,7 +251,7 @@ def bench_sql(rows, dim, queries, rounds, m, ef_construction, ef, only, profile_
 @click.option("--out", default=None, help="Also write the figures to this JSON file, and "
                                          "as markdown next to it (.md).")
 def bench_text(corpus, limit, queries, rounds, build_rounds, hybrid_queries, embedder,
-               hybrid_docs, seed, with_varvedb, workdir, out) -> None:
+               hybrid_docs, profile_queries, seed, with_varvedb, workdir, out) -> None:
     """Full-text search against SQLite FTS5 on the same corpus, in one process: build
     time, index bytes, latency per query class (interleaved query by query), top-10
     overlap with FTS5's ranking, and recall@10 of text, vectors and their fusion on a
@@ -259,7 +261,7 @@ def bench_text(corpus, limit, queries, rounds, build_rounds, hybrid_queries, emb
     try:
         report = text.run(corpus, limit or None, queries, rounds, build_rounds,
                           hybrid_queries, seed, workdir, with_varvedb, embedder or None,
-                          hybrid_docs, echo=click.echo)
+                          hybrid_docs, profile_queries, echo=click.echo)
     except VarveError as e:
         raise click.ClickException(str(e)) from None
     if out:
