@@ -63,6 +63,9 @@ class HashedWords:
         return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
+HASHED = HashedWords()      # one instance: a name registers one embedder per process
+
+
 def test_translation_records_parse():
     recs = text.parse_translations(TRANSLATIONS)
     assert recs[0] == ("7zip", "7-Zip file archiver",
@@ -100,11 +103,11 @@ def test_bench_text_reports_the_figures(tmp_path):
     has_embed = importlib.util.find_spec("varvedb.embed") is not None
     if has_embed:
         from varvedb import embed
-        embed.register(HashedWords.name, HashedWords())
+        embed.register(HASHED.name, HASHED)
     res = CliRunner().invoke(main, [
         "bench-text", "--corpus", str(tmp_path / "c.jsonl"), "--queries", "15",
         "--rounds", "2", "--build-rounds", "2", "--hybrid-queries", "40",
-        "--hybrid-docs", "120", "--embedder", HashedWords.name,
+        "--hybrid-docs", "120", "--embedder", HASHED.name,
         "--workdir", str(tmp_path / "work"), "--out", str(out)])
     assert res.exit_code == 0, res.output + repr(res.exception)
     report = json.loads(out.read_text())
