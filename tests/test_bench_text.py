@@ -145,6 +145,7 @@ def test_bench_text_reports_the_figures(tmp_path):
         pytest.skip(f"varvedb's half: {report['varvedb_skipped']}")
     v = b["varvedb"]
     assert v["total_s"]["rounds"] == 2 and b["ratio"]["total"]["median"] > 0
+    assert ("profile" in b) == (b["goal"] == "missed")
     assert b["bytes"]["varvedb_with_fts"] > b["bytes"]["varvedb_without_fts"]
     for name in text.CLASSES:
         fig = report["latency"][name]

@@ -242,7 +242,8 @@ def bench_sql(rows, dim, queries, rounds, m, ef_construction, ef, only, profile_
 @click.option("--hybrid-docs", default=5000, show_default=True,
               help="Documents of the sample the vector leg and the fusion run on.")
 @click.option("--profile-queries", default=200, show_default=True,
-              help="Queries profiled in a class that misses its goal (0: no profile).")
+              help="Queries profiled in a class that misses its goal (0: no profiles, "
+                   "the build's included).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the query classes.")
 @click.option("--varvedb/--no-varvedb", "with_varvedb", default=True, show_default=True,
               help="Measure varvedb too (--no-varvedb: FTS5 alone).")

@@ -439,7 +439,26 @@ def _ratio(a: list[float], b: list[float]) -> dict:
     return _stats([x / y for x, y in zip(a, b)])
 
 
-def build(c: Corpus, workdir: str, rounds: int, with_varvedb: bool, echo=print) -> dict:
+def profile_build(c: Corpus, path: str, top: int = 15) -> dict:
+    """cProfile of one varvedb build (insert + checkpoint) on a fresh file, gc off."""
+    prof = cProfile.Profile()
+    gc.collect()
+    gc.disable()
+    try:
+        prof.enable()
+        varvedb_build(path, c, True)
+        prof.disable()
+    finally:
+        gc.enable()
+    st = pstats.Stats(prof).stats
+    rows = sorted(st.items(), key=lambda kv: -kv[1][2])[:top]
+    return {"total_s": round(sum(v[2] for v in st.values()), 3),
+            "by_own_time": [{"function": _where(k), "calls": v[1], "own_s": round(v[2], 4),
+                             "inclusive_s": round(v[3], 4)} for k, v in rows]}
+
+
+def build(c: Corpus, workdir: str, rounds: int, with_varvedb: bool, profile: bool = True,
+          echo=print) -> dict:
     """Build time over alternating rounds on fresh files, and each side's bytes."""
     fts_path = os.path.join(workdir, "fts5.sqlite")
     vv_path = os.path.join(workdir, "fts.varve")
@@ -505,6 +524,9 @@ def build(c: Corpus, workdir: str, rounds: int, with_varvedb: bool, echo=print) 
                  "(≤ 0.8) reads index over FTS5's file after optimize"})
     echo(f"bench-text: varvedb insert {v['insert_s']:.2f} s + checkpoint "
          f"{v['checkpoint_s']:.2f} s, index {index:,} bytes")
+    out["goal"] = "met" if out["ratio"]["total"]["median"] <= 1 else "missed"
+    if out["goal"] == "missed" and profile:
+        out["profile"] = profile_build(c, vv_path)
     return out
 
 
@@ -807,7 +829,7 @@ def run(corpus: str | None = None, limit: int | None = None, queries: int = 200,
     fts = vv = None
     try:
         echo(f"bench-text: build ({build_rounds} rounds)")
-        out["build"] = build(c, workdir, build_rounds, not skipped, echo)
+        out["build"] = build(c, workdir, build_rounds, not skipped, profile_queries > 0, echo)
         fts = Fts5(os.path.join(workdir, "fts5.sqlite"))
         vv = None if skipped else Varvedb(os.path.join(workdir, "fts.varve"))
         echo(f"bench-text: latency ({rounds} rounds × {queries} queries a class)")
@@ -875,6 +897,13 @@ def markdown(report: dict) -> str:
                   f"{v['without_fts']['checkpoint_s']:.2f} | |",
                   f"| ratio varvedb / FTS5 (goal ≤ 1) | {_mm(b['ratio']['insert'], '{:.2f}')} "
                   f"| | {_mm(b['ratio']['total'], '{:.2f}')} |"]
+    if b.get("profile"):
+        p = b["profile"]
+        lines += ["", f"The build missed its goal: cProfile of one varvedb build ({p['total_s']} "
+                  "s under the profiler, gc off):", "",
+                  "| function | calls | own s | inclusive s |", "|---|---|---|---|"]
+        lines += [f"| `{r['function']}` | {r['calls']} | {r['own_s']} | {r['inclusive_s']} |"
+                  for r in p["by_own_time"]]
     by = b["bytes"]
     lines += ["", "## Bytes", "", "| | bytes |", "|---|---|",
               f"| FTS5 file after optimize (text + index) | {by['fts5_file']:,} |",
