@@ -487,8 +487,8 @@ def build(c: Corpus, workdir: str, rounds: int, with_varvedb: bool, profile: boo
     fts5 = {"insert_s": _side([r["insert_s"] for r in fts_runs]),
             "optimize_s": _side([r["optimize_s"] for r in fts_runs]),
             "total_s": _side([r["insert_s"] + r["optimize_s"] for r in fts_runs])}
-    out = {"figure": f"index build, {len(c.ids):,} documents, fresh files, rounds "
-                     "alternating the side that runs first",
+    out = {"figure": f"index build, {len(c.ids):,} documents, fresh files"
+                     + (", rounds alternating the side that runs first" if with_varvedb else ""),
            "unit": "s", "fts5": fts5, "varvedb": None,
            "bytes": {"fts5_file": f["bytes"], "fts5_contentless_file": contentless["bytes"],
                      "fts5_free_pages": {"file": f["free_bytes"],
