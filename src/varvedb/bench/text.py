@@ -977,8 +977,10 @@ def markdown(report: dict) -> str:
         lines += [f"On a sample of {sm['documents']:,} documents (the {sm['queries']} "
                   f"relevant ones and others drawn at random; embedding every document "
                   f"takes too long on a CPU), vectors from `{sm['embedder']}` "
-                  f"({sm['dim']} dimensions; the documents took "
-                  f"{sm['embed_s']['documents'] or 'cached'} s to embed):", "",
+                  f"({sm['dim']} dimensions; the documents "
+                  + ("were embedded by an earlier run (cached in the workdir)"
+                     if sm["embed_s"]["documents"] is None else
+                     f"took {sm['embed_s']['documents']} s to embed") + "):", "",
                   "| leg | recall@10 |", "|---|---|"]
         lines += [f"| {leg} | {r:.3f} |" for leg, r in sm["recall@10"].items()]
         if sm.get("varvedb_hybrid"):
