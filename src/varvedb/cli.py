@@ -251,5 +251,50 @@ def bench_sql(rows, dim, queries, rounds, m, ef_construction, ef, only, profile_
         click.echo(f"bench-sql: wrote {out} and {sql.write(report, out)}")
 
 
+@main.command("bench-text")
+@click.option("--corpus", default=None,
+              help="A JSONL file of {id, body, summary} (default: the Debian package "
+                   "descriptions of this machine's package lists).")
+@click.option("--limit", default=0, show_default=True,
+              help="Only the first N documents (0: all).")
+@click.option("--queries", default=200, show_default=True, help="Queries per class.")
+@click.option("--rounds", default=7, show_default=True,
+              help="Rounds over the queries (each interleaved query by query).")
+@click.option("--build-rounds", default=3, show_default=True,
+              help="Alternating rounds of the build figure (fresh files each).")
+@click.option("--hybrid-queries", default=500, show_default=True,
+              help="Packages of the labelled set (summary -> package).")
+@click.option("--embedder", default="onnx", show_default=True,
+              help="Embedder spec of the hybrid figure's vector leg ('': no vector leg).")
+@click.option("--hybrid-docs", default=5000, show_default=True,
+              help="Documents of the sample the vector leg and the fusion run on.")
+@click.option("--profile-queries", default=200, show_default=True,
+              help="Queries profiled in a class that misses its goal (0: no profiles, "
+                   "the build's included).")
+@click.option("--seed", default=0, show_default=True, help="Seed of the query classes.")
+@click.option("--varvedb/--no-varvedb", "with_varvedb", default=True, show_default=True,
+              help="Measure varvedb too (--no-varvedb: FTS5 alone).")
+@click.option("--workdir", default=None, help="Folder for the files (default: a temporary "
+                                              "one here). Use a real disk, never tmpfs.")
+@click.option("--out", default=None, help="Also write the figures to this JSON file, and "
+                                         "as markdown next to it (.md).")
+def bench_text(corpus, limit, queries, rounds, build_rounds, hybrid_queries, embedder,
+               hybrid_docs, profile_queries, seed, with_varvedb, workdir, out) -> None:
+    """Full-text search against SQLite FTS5 on the same corpus, in one process: build
+    time, index bytes, latency per query class (interleaved query by query), top-10
+    overlap with FTS5's ranking, and recall@10 of text, vectors and their fusion on a
+    labelled set (a package's summary -> the package). Run it on a real disk."""
+    from .bench import text
+    from .errors import VarveError
+    try:
+        report = text.run(corpus, limit or None, queries, rounds, build_rounds,
+                          hybrid_queries, seed, workdir, with_varvedb, embedder or None,
+                          hybrid_docs, profile_queries, echo=click.echo)
+    except VarveError as e:
+        raise click.ClickException(str(e)) from None
+    if out:
+        click.echo(f"bench-text: wrote {out} and {text.write(report, out)}")
+
+
 if __name__ == "__main__":
     main()
