@@ -420,7 +420,8 @@ class Varvedb:
         self.col = self.db.collection("docs")
 
     def query(self, q: str):
-        return self.col.search(text=q, limit=K)
+        # ids and scores, no fields: what FTS5's `SELECT rowid, bm25(docs)` returns
+        return self.col.search(text=q, limit=K, select=[])
 
     def top(self, q: str, ids=None) -> list[str]:
         return list(self.query(q).ids)
