@@ -103,6 +103,10 @@ def test_a_large_batch_grows_its_tables():
     assert batch.lengths.tolist() == [300] * 100 + [30000]
     assert [batch.vocab[t] for t in batch.term[batch.doc == 100].tolist()] == words
     assert np.array_equal(batch.pos[batch.doc == 100], np.arange(30000))
+    # one text that outgrows the hash table several times over (it is rerun)
+    alone = PLAIN.analyze_batch(["x " + " ".join(words) + " 東京 ß"])
+    assert alone.vocab == ["x"] + words + ["東京", "ss"]
+    assert alone.term.tolist() == list(range(30003))
 
 
 @settings(max_examples=150, deadline=None)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 import unicodedata
 from dataclasses import dataclass
+from itertools import filterfalse
 
 import numpy as np
 
@@ -85,11 +86,12 @@ def _fold_entry(cp: int):
     return entry
 
 
-def _fold_tables(cps: np.ndarray):
-    """The kernel's folding of the non-ASCII code points in `cps`."""
-    if cps.dtype == np.uint8:
+def _fold_tables(texts: list[str]):
+    """The kernel's folding of the non-ASCII characters in `texts`."""
+    chars = set("".join(filterfalse(str.isascii, texts)))
+    if not chars:
         return _NO_KEYS, _NO_OFF, _NO_KEYS, _NO_CLASS
-    keys = np.unique(cps[cps > 127])
+    keys = np.array(sorted(ord(ch) for ch in chars if ord(ch) >= 128), np.uint32)
     entries = [_fold_entry(cp) for cp in keys.tolist()]
     off = np.zeros(len(entries) + 1, np.int64)
     np.cumsum([len(e[0]) for e in entries], out=off[1:])
@@ -98,14 +100,15 @@ def _fold_tables(cps: np.ndarray):
     return keys, off, fold_cp, fold_class
 
 
-def _code_points(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The texts' concatenation as code points, and where each text starts."""
+def _utf8(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The texts' UTF-8, joined, and where each text starts in it."""
+    try:
+        encoded = list(map(str.encode, texts))
+    except UnicodeEncodeError:     # a lone surrogate: carried, and never in a token
+        encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
     starts = np.zeros(len(texts) + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)), out=starts[1:])
-    joined = "".join(texts)
-    if joined.isascii():
-        return np.frombuffer(joined.encode("ascii"), np.uint8), starts
-    return np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32), starts
+    np.cumsum(np.fromiter(map(len, encoded), np.int64, len(texts)), out=starts[1:])
+    return np.frombuffer(b"".join(encoded), np.uint8), starts
 
 
 @dataclass(frozen=True)
@@ -153,10 +156,10 @@ class Analyzer:
                 zip(ostart.tolist(), oend.tolist(), term.tolist())]
 
     def _run(self, texts, want_spans):
-        cps, starts = _code_points(texts)
-        keys, off, fold_cp, fold_class = _fold_tables(cps)
+        data, starts = _utf8(texts)
+        keys, off, fold_cp, fold_class = _fold_tables(texts)
         doc, pos, term, lengths, ostart, oend, pool, t_start = _kernel.tokenize(
-            cps, starts, _ASCII_FOLD, _ASCII_CLASS, keys, off, fold_cp, fold_class,
+            data, starts, _ASCII_FOLD, _ASCII_CLASS, keys, off, fold_cp, fold_class,
             want_spans)
         buf = _kernel.term_code_points(pool, t_start)
         vocab = buf.tobytes().decode("utf-32-le").split("\x00")[:-1]
@@ -167,7 +170,9 @@ class Analyzer:
     def _stemmed(self, vocab, term):
         """Stem the distinct terms only, then renumber the tokens' terms."""
         import Stemmer
-        stems = Stemmer.Stemmer(self.stem).stemWords(vocab)
+        stemmer = Stemmer.Stemmer(self.stem)
+        stemmer.maxCacheSize = 0    # its cache only slows distinct words (3x)
+        stems = stemmer.stemWords(vocab)
         distinct = dict.fromkeys(stems)
         if len(distinct) == len(stems):
             return stems, term
