@@ -441,3 +441,29 @@ def test_cached_statistics_follow_the_mask():
     ix.extend(ix.n, ix.n + 1, np.array([0]), ["cat"])
     again = ix.top_k(Term("cat"), 3, visible, visible)
     assert again[0].tolist() == first[0].tolist()
+
+
+def test_pruned_equals_exhaustive_on_zipf_corpora():
+    """Long lists (many blocks, several segments), skewed words: pruning bites."""
+    rng = np.random.default_rng(11)
+    vocab = [f"w{i}" for i in range(60)] + ["wa", "wab", "wabc"]
+    p = 1.0 / np.arange(1, len(vocab) + 1)
+    p /= p.sum()
+    texts = [" ".join(rng.choice(vocab, size=rng.integers(0, 30), p=p)) for _ in range(3000)]
+    ix = build(texts, [1000, 2500, 2900, 2990])
+    assert len(ix._segments) >= 2
+    leaves = [Term("w0"), Term("w1"), Term("w7"), Term("w40"), Prefix("wa"), Prefix("w1"),
+              Phrase(("w0", "w1")), Phrase(("w0", "w0"))]
+    n = len(texts)
+    for trial in range(120):
+        picks = [leaves[i] for i in rng.choice(len(leaves), size=rng.integers(1, 4))]
+        shape = trial % 4
+        q = (picks[0] if shape == 0 else Or(tuple(picks)) if shape == 1 else
+             And(tuple(picks)) if shape == 2 else And((Or(tuple(picks)), Not(Term("w3")))))
+        visible = rng.random(n) < (1.0 if trial % 3 == 0 else 0.8)
+        allow = visible & (rng.random(n) < (1.0 if trial % 2 else 0.3))
+        k = int(rng.choice([1, 5, 10, 100]))
+        want = ix.top_k(q, k, allow, visible, exhaustive=True)
+        got = ix.top_k(q, k, allow, visible)
+        assert got[0].tolist() == want[0].tolist(), q
+        assert got[1].tolist() == want[1].tolist(), q

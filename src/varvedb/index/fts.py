@@ -259,18 +259,20 @@ class FtsIndex:
         return mask
 
     def _stats_entry(self, visible: np.ndarray):
+        """(Stats, df cache, every row below len(visible) visible) of a mask."""
         cache = self._stat_cache
         if cache is not None and cache[0] is visible and cache[1] == self._gen:
-            return cache[2], cache[3]
+            return cache[2:]
         lengths = self._lengths[:len(visible)]
         seen = visible & (lengths >= 0)
         N = int(np.count_nonzero(seen))
         total = int(lengths[seen].sum(dtype=np.int64))
         stats = Stats(N, total / N if N and total else 1.0)
         dfs: dict = {}
+        everyone = bool(np.count_nonzero(visible) == len(visible))
         if not visible.flags.writeable:
-            self._stat_cache = (visible, self._gen, stats, dfs)
-        return stats, dfs
+            self._stat_cache = (visible, self._gen, stats, dfs, everyone)
+        return stats, dfs, everyone
 
     def stats(self, visible: np.ndarray) -> Stats:
         return self._stats_entry(self._check_mask(visible, "visible"))[0]
@@ -374,7 +376,7 @@ class FtsIndex:
         idf = {}
         stats = None
         if visible is not None:
-            stats, dfs = self._stats_entry(visible)
+            stats, dfs, _ = self._stats_entry(visible)
             for key, scored in leaves:
                 if scored and key not in idf:
                     df = dfs.get(key)
@@ -434,16 +436,152 @@ class FtsIndex:
     def top_k(self, node, k: int, allow: np.ndarray, visible: np.ndarray,
               exhaustive: bool = False):
         """The k best rows allowed that match, best first (ties by row ascending):
-        (rows int64, scores float32), scored with ``visible``'s statistics."""
+        (rows int64, scores float32), scored with ``visible``'s statistics.
+
+        Pruned unless ``exhaustive``: the same answer (held to it by the tests)
+        from the kernel that skips what cannot reach the k best."""
         allow = self._check_mask(allow, "allow")
         visible = self._check_mask(visible, "visible")
         if k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
+        if not exhaustive:
+            found = self._top_k_pruned(node, int(k), allow, visible)
+            if found is not None:
+                return found
         leaves, posting, idf, stats = self._query(node, visible)
         rows = np.flatnonzero(self._match(node, leaves, posting, len(allow)) & allow)
         scores = self._scores_of(node, rows, leaves, posting, idf, stats).astype(np.float32)
         best = np.lexsort((rows, -scores))[:k]
         return rows[best].astype(np.int64), scores[best]
+
+    def _shape(self, node, it):
+        """(every match holds a scored leaf, the scored leaves every match holds)."""
+        kind = type(node).__name__
+        if kind in ("And", "Or"):
+            parts = [self._shape(c, it) for c in node.children]
+            if kind == "And":
+                return any(p[0] for p in parts), set().union(*(p[1] for p in parts))
+            return all(p[0] for p in parts), set.intersection(*(p[1] for p in parts))
+        if kind == "Not":
+            self._shape(node.child, it)
+            return False, set()
+        return True, {next(it)}
+
+    def _program(self, node, ops, args, it):
+        """The tree in postfix for the kernel: (0, leaf), (1, n) AND, (2, n) OR, (3, 0) NOT."""
+        kind = type(node).__name__
+        if kind in ("And", "Or"):
+            for c in node.children:
+                self._program(c, ops, args, it)
+            ops.append(1 if kind == "And" else 2)
+            args.append(len(node.children))
+        elif kind == "Not":
+            self._program(node.child, ops, args, it)
+            ops.append(3)
+            args.append(0)
+        else:
+            ops.append(0)
+            args.append(next(it))
+
+    def _term_df(self, segs, gid, visible, everyone) -> int:
+        """Visible rows holding term ``gid``: with every row below len(visible)
+        visible, the segments' own counts; else its rows decoded and counted."""
+        m = len(visible)
+        total = 0
+        for seg in segs:
+            if seg.lo >= m:
+                break
+            at = seg.find(np.array([gid], np.int32))
+            if not len(at):
+                continue
+            t = int(at[0])
+            if everyone and seg.hi <= m:
+                total += int(seg.term_df[t])
+                continue
+            rows, _ = bm25.decode_terms(seg.post, seg.term_post, seg.term_df,
+                                        np.array([t], np.int64), seg.lo, seg.hi)
+            total += bm25.count_visible(rows, visible)
+        return total
+
+    def _top_k_pruned(self, node, k, allow, visible):
+        segs = self._segments
+        leaves = self._leaves(node)
+        holds_leaf, required = self._shape(node, iter(range(len(leaves))))
+        if not holds_leaf:
+            return None       # a row can match by negations alone: score every match
+        stats, dfs, everyone = self._stats_entry(visible)
+        ids_of = self._id_map()
+        L = len(leaves)
+        gids = np.full(L, -1, np.int64)
+        cost = np.zeros(L, np.int64)
+        idf = np.zeros(L, np.float64)
+        decoded = {}
+        d_rows, d_tfs, base = [], [], 0
+        for i, (key, scored) in enumerate(leaves):
+            if key[0] == "Term":
+                g = ids_of.get(key[1])
+                if g is None:
+                    continue
+                gids[i] = g
+                if scored and key not in dfs:
+                    dfs[key] = self._term_df(segs, g, visible, everyone)
+                cost[i] = sum(int(s.term_df[a[0]]) for s in segs
+                              if len(a := s.find(np.array([g], np.int32))))
+            else:
+                if key not in decoded:
+                    rows, tfs = self._postings(segs, key)
+                    decoded[key] = (base, rows)
+                    d_rows.append(rows)
+                    d_tfs.append(tfs)
+                    base += len(rows)
+                    if scored and key not in dfs:
+                        dfs[key] = bm25.count_visible(rows, visible)
+                cost[i] = len(decoded[key][1])
+            if scored:
+                idf[i] = self._idf(stats.N, dfs[key])
+        scored = np.array([sc for _, sc in leaves], np.bool_)
+        lead = min(required, key=lambda i: (cost[i], i)) if required else -1
+        ops, args = [], []
+        self._program(node, ops, args, iter(range(L)))
+        ops, args = np.array(ops, np.int64), np.array(args, np.int64)
+        d_rows = np.concatenate(d_rows) if d_rows else np.empty(0, np.int64)
+        d_tfs = np.concatenate(d_tfs) if d_tfs else np.empty(0, np.int32)
+        keys = np.empty(k, np.float32)
+        heap_ids = np.empty(k, np.int32)
+        n = 0
+        m = len(allow)
+        for seg in segs:
+            if seg.lo >= m:
+                break
+            kind = np.full(L, 2, np.int64)
+            start = np.zeros(L, np.int64)
+            df = np.zeros(L, np.int64)
+            blk = np.full(L, -1, np.int64)
+            doff = np.zeros(L, np.int64)
+            for i, (key, _) in enumerate(leaves):
+                if key[0] == "Term":
+                    if gids[i] < 0:
+                        continue
+                    at = seg.find(np.array([gids[i]], np.int32))
+                    if len(at):
+                        t = int(at[0])
+                        kind[i] = 0
+                        start[i] = seg.term_post[t]
+                        df[i] = seg.term_df[t]
+                        blk[i] = seg.term_blk[t]
+                else:
+                    b0, rows = decoded[key]
+                    a, e = np.searchsorted(rows, [seg.lo, seg.hi])
+                    if e > a:
+                        kind[i] = 1
+                        doff[i] = b0 + a
+                        df[i] = e - a
+            n = bm25.top_k_segment(seg.post, seg.blk_last, seg.blk_maxtf, seg.blk_minlen,
+                                   seg.blk_post, seg.lo, kind, start, df, blk, doff, idf,
+                                   scored, d_rows, d_tfs, ops, args, lead, self._lengths,
+                                   allow, self.k1, self.b, stats.avgdl, keys, heap_ids, n, k)
+        best = np.lexsort((heap_ids[:n], keys[:n]))
+        return heap_ids[best].astype(np.int64), -keys[best]
 
     # ------------------------------------------------------------ checkpoint form
 

@@ -442,6 +442,360 @@ def add_scores(scores, rows, leaf_rows, leaf_tfs, lengths, idf, k1, b, avgdl):
         if j == n:
             break
         if leaf_rows[j] == r:
-            tf = leaf_tfs[j]
-            norm = k1 * (1.0 - b + b * lengths[r] / avgdl)
-            scores[i] += idf * tf * (k1 + 1.0) / (tf + norm)
+            scores[i] += _bm25(idf, leaf_tfs[j], lengths[r], k1, b, avgdl)
+
+
+@njit(**_INLINE)
+def _bm25(idf, tf, length, k1, b, avgdl):
+    return idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * length / avgdl))
+
+
+# --------------------------------------------------------------- pruned top-k
+#
+# One call ranks one segment's rows and carries the k best so far (a max-heap
+# of (-score, row) from heaps.py) into the next segment's call; segments are
+# visited in row order, so a later row never displaces an equal score and the
+# ties go to the lower row. The leaves of the query are cursors over blocks:
+# a compressed term (kind 0), a list decoded by the caller (kind 1: a prefix's
+# or a phrase's postings) or nothing in this segment (kind 2). Every block has
+# a last row and a score upper bound, so a cursor can be bounded and skipped
+# without decoding it.
+
+_INF = np.int64(1) << np.int64(62)
+_SLACK = 1.0 + 1e-9      # bounds are summed in another order than scores
+
+
+@njit(**_INLINE)
+def _worse(ka, ia, kb, ib):
+    return ka > kb or (ka == kb and ia > ib)
+
+
+@njit(**_INLINE)
+def _offer(keys, ids, n, k, key, row):
+    """Offer (key, row) to a max-heap of the k best (smaller key, then lower row,
+    is better; heaps.py orders by key alone, and ties here must go to the lower
+    row whatever the heap's shape); returns its size."""
+    if n < k:
+        j = n
+        n += 1
+        while j > 0:
+            parent = (j - 1) >> 1
+            if not _worse(key, row, keys[parent], ids[parent]):
+                break
+            keys[j] = keys[parent]
+            ids[j] = ids[parent]
+            j = parent
+        keys[j] = key
+        ids[j] = row
+        return n
+    if not _worse(keys[0], ids[0], key, row):
+        return n
+    j = 0
+    while True:
+        c = 2 * j + 1
+        if c >= n:
+            break
+        if c + 1 < n and _worse(keys[c + 1], ids[c + 1], keys[c], ids[c]):
+            c += 1
+        if not _worse(keys[c], ids[c], key, row):
+            break
+        keys[j] = keys[c]
+        ids[j] = ids[c]
+        j = c
+    keys[j] = key
+    ids[j] = row
+    return n
+
+
+@njit(**_INLINE)
+def _decode_block(l, j, kind, start, df, blk, doff, post, blk_post, lasts, u0, lo,
+                  d_rows, d_tfs, br, bt, bn):
+    first = j * BLOCK
+    if kind[l] == 0:
+        cnt = min(BLOCK, df[l] - first)
+        if blk[l] >= 0:
+            i = np.int64(blk_post[blk[l] + j])
+            prev = lasts[u0[l] + j - 1] if j > 0 else np.int64(lo - 1)
+        else:
+            i = start[l]
+            prev = np.int64(lo - 1)
+        end = post.shape[0]
+        for d in range(cnt):
+            delta, i = _get(post, i, end)
+            tf, i = _get(post, i, end)
+            prev += delta
+            if delta < 1 or tf < 1:
+                raise ValueError("fts: postings stream damaged")
+            br[l, d] = prev
+            bt[l, d] = tf
+    else:
+        cnt = min(BLOCK, df[l] - first)
+        for d in range(cnt):
+            br[l, d] = d_rows[doff[l] + first + d]
+            bt[l, d] = d_tfs[doff[l] + first + d]
+    bn[l] = cnt
+
+
+@njit(**_INLINE)
+def _seek(l, target, kind, start, df, blk, doff, post, blk_post, lasts, u0, lo,
+          d_rows, d_tfs, br, bt, bn, cur, bpos, row_at, nblk):
+    """Move leaf l's cursor to its first row >= target; returns that row or _INF."""
+    if row_at[l] >= target:
+        return row_at[l]
+    j = cur[l]
+    if j < 0 or lasts[u0[l] + j] < target:
+        j = max(j + 1, 0)
+        while j < nblk[l] and lasts[u0[l] + j] < target:
+            j += 1
+        if j == nblk[l]:
+            cur[l] = j
+            row_at[l] = _INF
+            return _INF
+        _decode_block(l, j, kind, start, df, blk, doff, post, blk_post, lasts, u0, lo,
+                      d_rows, d_tfs, br, bt, bn)
+        cur[l] = j
+        bpos[l] = 0
+    p = bpos[l]
+    while br[l, p] < target:
+        p += 1
+    bpos[l] = p
+    row_at[l] = br[l, p]
+    return row_at[l]
+
+
+@njit(**_INLINE)
+def _shallow_ub(l, target, lasts, ubs, u0, nblk, sblk):
+    """The bound of leaf l's block that would hold `target` (0 past its end)."""
+    j = sblk[l]
+    while j < nblk[l] and lasts[u0[l] + j] < target:
+        j += 1
+    sblk[l] = j
+    return ubs[u0[l] + j] if j < nblk[l] else 0.0
+
+
+@njit(**_INLINE)
+def _matches(ops, args, present, stack):
+    top = 0
+    for o in range(ops.shape[0]):
+        op = ops[o]
+        if op == 0:
+            stack[top] = present[args[o]]
+            top += 1
+        elif op == 3:
+            stack[top - 1] = not stack[top - 1]
+        else:
+            a = args[o]
+            v = stack[top - a]
+            for q in range(top - a + 1, top):
+                v = (v and stack[q]) if op == 1 else (v or stack[q])
+            top -= a - 1
+            stack[top - 1] = v
+    return stack[0]
+
+
+@njit(**_JIT)
+def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
+                  kind, start, df, blk, doff, idf, scored, d_rows, d_tfs,
+                  ops, args, lead, lengths, allow, k1, b, avgdl, keys, ids, n, k):
+    """Offer one segment's matching allowed rows to the k-best heap (keys, ids, n);
+    returns the heap's new size. Pruned: with ``lead`` >= 0 (a scored leaf every
+    match holds) its postings drive and the others are probed best bound first;
+    otherwise MaxScore over the scored leaves. Either way a candidate is dropped
+    as soon as its score so far plus its other leaves' block bounds cannot beat
+    the k-th best, and the lead skips whole blocks by their bounds."""
+    L = kind.shape[0]
+    m = allow.shape[0]
+    nblk = np.zeros(L, np.int64)
+    u0 = np.zeros(L + 1, np.int64)
+    for l in range(L):
+        if kind[l] != 2:
+            nblk[l] = (df[l] + BLOCK - 1) // BLOCK
+        u0[l + 1] = u0[l] + nblk[l]
+    lasts = np.empty(u0[L], np.int64)
+    ubs = np.zeros(u0[L], np.float64)
+    br = np.empty((L, BLOCK), np.int64)
+    bt = np.empty((L, BLOCK), np.int32)
+    bn = np.zeros(L, np.int64)
+    cur = np.full(L, -1, np.int64)
+    bpos = np.zeros(L, np.int64)
+    row_at = np.full(L, -1, np.int64)
+    sblk = np.zeros(L, np.int64)
+    leaf_ub = np.zeros(L, np.float64)
+    for l in range(L):
+        if nblk[l] == 0:
+            row_at[l] = _INF
+            continue
+        if kind[l] == 0 and blk[l] >= 0:
+            for j in range(nblk[l]):
+                lasts[u0[l] + j] = blk_last[blk[l] + j]
+                if scored[l]:
+                    ubs[u0[l] + j] = _bm25(idf[l], blk_maxtf[blk[l] + j],
+                                           blk_minlen[blk[l] + j], k1, b, avgdl)
+        elif kind[l] == 0:
+            _decode_block(l, 0, kind, start, df, blk, doff, post, blk_post, lasts, u0, lo,
+                          d_rows, d_tfs, br, bt, bn)
+            cur[l] = 0
+            lasts[u0[l]] = br[l, bn[l] - 1]
+            if scored[l]:
+                for d in range(bn[l]):
+                    ubs[u0[l]] = max(ubs[u0[l]], _bm25(idf[l], bt[l, d], lengths[br[l, d]],
+                                                       k1, b, avgdl))
+        else:
+            for j in range(nblk[l]):
+                a = doff[l] + j * BLOCK
+                e = doff[l] + min(df[l], (j + 1) * BLOCK)
+                lasts[u0[l] + j] = d_rows[e - 1]
+                if scored[l]:
+                    u = 0.0
+                    for d in range(a, e):
+                        u = max(u, _bm25(idf[l], d_tfs[d], lengths[d_rows[d]], k1, b, avgdl))
+                    ubs[u0[l] + j] = u
+        for j in range(nblk[l]):
+            leaf_ub[l] = max(leaf_ub[l], ubs[u0[l] + j])
+
+    # scored leaves by bound, ascending (MaxScore's order)
+    n_sc = 0
+    for l in range(L):
+        if scored[l]:
+            n_sc += 1
+    order = np.empty(n_sc, np.int64)
+    q = 0
+    for l in np.argsort(leaf_ub):
+        if scored[l]:
+            order[q] = l
+            q += 1
+    cum = np.zeros(n_sc + 1, np.float64)       # cum[j]: bounds of order[:j]
+    for j in range(n_sc):
+        cum[j + 1] = cum[j] + leaf_ub[order[j]]
+    present = np.zeros(L, np.bool_)
+    contrib = np.zeros(L, np.float64)
+    stack = np.zeros(ops.shape[0] + 1, np.bool_)
+
+    theta = -np.inf
+    if n == k:
+        theta = -np.float64(keys[0])
+    # MaxScore: order[:n_ness] are non-essential (their bounds sum to <= theta)
+    n_ness = 0
+    if lead < 0:
+        while n_ness < n_sc and cum[n_ness + 1] * _SLACK <= theta:
+            n_ness += 1
+    rest = 0.0                 # with a lead: the other scored leaves' bounds
+    if lead >= 0:
+        for j in range(n_sc):
+            if order[j] != lead:
+                rest += leaf_ub[order[j]]
+    next_block = 0
+    in_block = False
+    lp = 0
+    while True:
+        # ---- the next candidate row d
+        if lead >= 0:
+            if in_block and (n < k or (ubs[u0[lead] + cur[lead]] + rest) * _SLACK > theta) \
+                    and lp + 1 < bn[lead]:
+                lp += 1
+            else:
+                j = next_block
+                while j < nblk[lead] and n == k and \
+                        (ubs[u0[lead] + j] + rest) * _SLACK <= theta:
+                    j += 1
+                if j >= nblk[lead]:
+                    break
+                if cur[lead] != j:
+                    _decode_block(lead, j, kind, start, df, blk, doff, post, blk_post, lasts,
+                                  u0, lo, d_rows, d_tfs, br, bt, bn)
+                    cur[lead] = j
+                next_block = j + 1
+                in_block = True
+                lp = 0
+            bpos[lead] = lp
+            d = br[lead, lp]
+            row_at[lead] = d
+        else:
+            if n_ness == n_sc:
+                break
+            d = _INF
+            for j in range(n_ness, n_sc):
+                l = order[j]
+                r = _seek(l, 0, kind, start, df, blk, doff, post, blk_post, lasts, u0, lo,
+                          d_rows, d_tfs, br, bt, bn, cur, bpos, row_at, nblk)
+                if r < d:
+                    d = r
+            if d == _INF:
+                break
+        if d >= m:
+            break
+        # ---- score it, dropping it as soon as it cannot enter
+        ok = allow[d]
+        if ok:
+            s = 0.0
+            if lead >= 0:
+                s = _bm25(idf[lead], bt[lead, lp], lengths[d], k1, b, avgdl)
+                contrib[lead] = s
+                top = n_sc
+            else:
+                for j in range(n_ness, n_sc):
+                    l = order[j]
+                    if row_at[l] == d:
+                        contrib[l] = _bm25(idf[l], bt[l, bpos[l]], lengths[d], k1, b, avgdl)
+                        s += contrib[l]
+                    else:
+                        contrib[l] = 0.0
+                top = n_ness
+            # the leaves still to probe are order[:top], best bound first
+            j = top
+            while ok and j > 0:
+                if n == k and (s + _rest_bound(order, j, lead, d, lasts, ubs, u0, nblk, sblk)) \
+                        * _SLACK <= theta:
+                    ok = False
+                    break
+                j -= 1
+                l = order[j]
+                if l == lead:
+                    continue
+                r = _seek(l, d, kind, start, df, blk, doff, post, blk_post, lasts, u0, lo,
+                          d_rows, d_tfs, br, bt, bn, cur, bpos, row_at, nblk)
+                contrib[l] = 0.0
+                if r == d:
+                    contrib[l] = _bm25(idf[l], bt[l, bpos[l]], lengths[d], k1, b, avgdl)
+                    s += contrib[l]
+        if ok:
+            # the score as the exhaustive path sums it: leaves in query order
+            total = 0.0
+            for l in range(L):
+                if scored[l]:
+                    present[l] = row_at[l] == d
+                    if present[l]:
+                        total += contrib[l]
+            score = np.float32(total)
+            if n < k or -score < keys[0]:
+                for l in range(L):
+                    if not scored[l]:
+                        r = _seek(l, d, kind, start, df, blk, doff, post, blk_post, lasts, u0,
+                                  lo, d_rows, d_tfs, br, bt, bn, cur, bpos, row_at, nblk)
+                        present[l] = r == d
+                if _matches(ops, args, present, stack):
+                    n = _offer(keys, ids, n, k, -score, np.int32(d))
+                    if n == k:
+                        theta = -np.float64(keys[0])
+                        if lead < 0:
+                            while n_ness < n_sc and cum[n_ness + 1] * _SLACK <= theta:
+                                n_ness += 1
+        # ---- move past d
+        if lead < 0:
+            for j in range(n_ness, n_sc):
+                l = order[j]
+                if row_at[l] == d:
+                    _seek(l, d + 1, kind, start, df, blk, doff, post, blk_post, lasts, u0,
+                          lo, d_rows, d_tfs, br, bt, bn, cur, bpos, row_at, nblk)
+    return n
+
+
+@njit(**_INLINE)
+def _rest_bound(order, j, lead, d, lasts, ubs, u0, nblk, sblk):
+    """Block bounds at row d of order[:j] (the leaves still to probe), less the lead."""
+    u = 0.0
+    for q in range(j):
+        l = order[q]
+        if l != lead:
+            u += _shallow_ub(l, d, lasts, ubs, u0, nblk, sblk)
+    return u
