@@ -48,13 +48,13 @@ from ..kernels import bm25
 
 SEGMENT_FIELDS = {
     "term_ids": np.int32, "term_df": np.int32, "term_post": np.uint32,
-    "term_pos": np.uint32, "term_blk": np.int32,
+    "term_pos": np.uint32,
     "blk_last": np.int32, "blk_maxtf": np.int32, "blk_minlen": np.int32,
-    "blk_post": np.uint32, "blk_pos": np.uint32,
+    "blk_post": np.uint32,
     "post": np.uint8, "posb": np.uint8,
 }
-_TERM_FIELDS = ("term_ids", "term_df", "term_post", "term_pos", "term_blk")
-_BLOCK_FIELDS = ("blk_last", "blk_maxtf", "blk_minlen", "blk_post", "blk_pos")
+_TERM_FIELDS = ("term_ids", "term_df", "term_post", "term_pos")
+_BLOCK_FIELDS = ("blk_last", "blk_maxtf", "blk_minlen", "blk_post")
 # a segment's streams are addressed by uint32 offsets: merging stops below this
 _MAX_STREAM = 1 << 31
 
@@ -68,20 +68,21 @@ class Stats:
 class Segment:
     """Rows [lo, hi) compressed (the arrays of :mod:`varvedb.kernels.bm25`)."""
 
-    __slots__ = ("lo", "hi", "npost", *SEGMENT_FIELDS)
+    __slots__ = ("lo", "hi", "npost", "term_blk", *SEGMENT_FIELDS)
 
     def __init__(self, lo: int, hi: int, arrays):
         self.lo = lo
         self.hi = hi
         for name, a in zip(SEGMENT_FIELDS, arrays):
             setattr(self, name, a)
-        self.npost = int(self.term_df.sum())
+        self.npost = int(self.term_df.sum(dtype=np.int64))
+        self.term_blk = bm25.term_blocks(self.term_df)   # derived, so not stored
 
     def arrays(self):
         return tuple(getattr(self, name) for name in SEGMENT_FIELDS)
 
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.arrays())
+        return sum(a.nbytes for a in self.arrays()) + self.term_blk.nbytes
 
     def find(self, ids: np.ndarray) -> np.ndarray:
         """Indexes into this segment's term arrays of the global ``ids`` it holds."""
@@ -118,19 +119,20 @@ class FtsIndex:
 
     def _term_ids(self, vocab: list[str]) -> np.ndarray:
         ids = self._id_map()
-        terms = self._terms
-        out = np.empty(len(vocab), np.int32)
-        for i, t in enumerate(vocab):
-            g = ids.get(t)
-            if g is None:
-                if not t or "\x00" in t:
-                    raise ValueError(f"fts: the analyzer produced the term {t!r}")
-                g = ids[t] = len(terms)
-                terms.append(t)
-                self._vocab_bytes += len(t.encode()) + 1
-                self._sorted = None
-            out[i] = g
-        return out
+        got = [ids.get(t, -1) for t in vocab]
+        new = [t for t, g in zip(vocab, got) if g < 0]
+        if new:
+            joined = "\x00".join(new)
+            if "" in new or joined.count("\x00") != len(new) - 1 or len(set(new)) != len(new):
+                raise ValueError("fts: the analyzer's vocabulary holds an empty, repeated "
+                                 "or NUL-holding term")
+            first = len(self._terms)
+            ids.update(zip(new, range(first, first + len(new))))
+            self._terms.extend(new)
+            self._vocab_bytes += len(joined.encode()) + 1
+            self._sorted = None
+            got = [ids[t] if g < 0 else g for t, g in zip(vocab, got)]
+        return np.array(got, np.int32)
 
     def _prefix_ids(self, prefix: str) -> np.ndarray:
         s = self._sorted
@@ -165,32 +167,31 @@ class FtsIndex:
         present = np.flatnonzero(codes >= 0)
         uniq, inverse = np.unique(codes[present], return_inverse=True)
         lengths = np.full(hi - lo, -1, np.int32)
-        tokens = None
+        seg = None
         if len(uniq):
             batch = self.analyzer.analyze_batch([words[c] for c in uniq])
             ids = self._term_ids(list(batch.vocab))
-            doc = np.asarray(batch.doc, np.int64)
-            pos = np.asarray(batch.pos, np.int32)
-            if len(doc) > 1 and not np.all((doc[1:] > doc[:-1])
-                                            | ((doc[1:] == doc[:-1]) & (pos[1:] > pos[:-1]))):
+            doc = np.ascontiguousarray(batch.doc, np.int32)
+            pos = np.ascontiguousarray(batch.pos, np.int32)
+            term = np.ascontiguousarray(batch.term, np.int32)
+            if not bm25.in_order(doc, pos):
                 order = np.lexsort((pos, doc))
-                doc, pos = doc[order], pos[order]
-                term = np.asarray(batch.term)[order]
-            else:
-                term = np.asarray(batch.term)
-            per_text = np.asarray(batch.lengths, np.int32)
-            lengths[present] = per_text[inverse]
-            starts = np.searchsorted(doc, np.arange(len(uniq)))
-            counts = np.bincount(doc, minlength=len(uniq))[inverse]
-            if counts.sum():
-                total = int(counts.sum())
-                first = np.cumsum(counts) - counts
-                take = np.repeat(starts[inverse] - first, counts) + np.arange(total)
-                tokens = (ids[term[take]], np.repeat((lo + present).astype(np.int32), counts),
-                          pos[take])
-        self._append_lengths(lengths)
-        if tokens is not None:
-            seg = self._encode(lo, hi, *tokens)
+                doc, pos, term = doc[order], pos[order], term[order]
+            text_start = np.searchsorted(doc, np.arange(len(uniq) + 1))
+            # a row's length is its tokens (the batch's lengths say the same)
+            lengths[present] = np.diff(text_start)[inverse]
+            self._append_lengths(lengths)
+            text_of_row = np.full(hi - lo, -1, np.int64)
+            text_of_row[present] = inverse
+            n_tokens = int(lengths[present].sum(dtype=np.int64))
+            if n_tokens:
+                by_term = n_tokens * 8 >= len(self._terms)
+                st, sr, sp = bm25.row_tokens(text_start, term, pos, ids, text_of_row, lo,
+                                             len(self._terms), by_term)
+                seg = self._encode(lo, hi, st, sr, sp, by_term)
+        else:
+            self._append_lengths(lengths)
+        if seg is not None:
             self._segments = self._merged(self._segments + (seg,))
         self.n = hi
         self._gen += 1
@@ -205,9 +206,17 @@ class FtsIndex:
             self._own_lengths = True
         self._lengths[n:need] = new
 
-    def _encode(self, lo, hi, term, row, pos) -> Segment:
-        arrays = bm25.encode_segment(term, row, pos, len(self._terms), self._lengths, lo)
-        return Segment(lo, hi, arrays)
+    def _encode(self, lo, hi, term, row, pos, by_term=False) -> Segment:
+        """A segment of tokens whose rows ascend (and positions within a row),
+        or already term-major (``by_term``)."""
+        if by_term:
+            pass
+        elif len(term) * 8 >= len(self._terms):
+            term, row, pos = bm25.sort_by_term(term, row, pos, len(self._terms))
+        else:   # a few tokens against a large vocabulary: no pass over the vocabulary
+            order = np.argsort(term, kind="stable")
+            term, row, pos = term[order], row[order], pos[order]
+        return Segment(lo, hi, bm25.encode_segment(term, row, pos, self._lengths, lo))
 
     def _tokens(self, seg: Segment, below: int):
         return bm25.segment_tokens(seg.term_ids, seg.term_df, seg.term_post, seg.term_pos,
@@ -534,8 +543,8 @@ class FtsIndex:
                     d_rows.append(rows)
                     d_tfs.append(tfs)
                     base += len(rows)
-                    if scored and key not in dfs:
-                        dfs[key] = bm25.count_visible(rows, visible)
+                if scored and key not in dfs:
+                    dfs[key] = bm25.count_visible(decoded[key][1], visible)
                 cost[i] = len(decoded[key][1])
             if scored:
                 idf[i] = self._idf(stats.N, dfs[key])
@@ -617,15 +626,16 @@ class FtsIndex:
         lengths = get("lengths", np.int32)
         if len(lengths) != n or (n and lengths.min() < -1):
             raise ValueError("fts: lengths do not match the rows")
+        raw = get("vocab", np.uint8)
         try:
-            text = get("vocab", np.uint8).tobytes().decode()
+            text = raw.tobytes().decode()
         except UnicodeDecodeError as e:
             raise ValueError("fts: vocabulary is not UTF-8") from e
         self._terms = text.split("\x00") if text else []
         if any(not t for t in self._terms):
             raise ValueError("fts: vocabulary holds an empty term")
         self._ids = None
-        self._vocab_bytes = len(text) + 1 if text else 0
+        self._vocab_bytes = len(raw) + 1 if len(raw) else 0
         seg_lo, seg_hi = get("seg_lo", np.int64), get("seg_hi", np.int64)
         n_seg = len(seg_lo)
         if (len(seg_hi) != n_seg or np.any(seg_lo < 0) or np.any(seg_hi <= seg_lo)
@@ -653,6 +663,8 @@ class FtsIndex:
                     or seg["term_pos"][-1] > len(seg["posb"])):
                 raise ValueError("fts: segment offsets damaged")
             lo, hi = int(seg_lo[s]), int(seg_hi[s])
+            if lo < 0 or hi > n:
+                raise ValueError("fts: segment row ranges damaged")
             bm25.check_segment(*parts, lo, hi, len(self._terms), lengths)
             segs.append(Segment(lo, hi, parts))
         self._segments = tuple(segs)

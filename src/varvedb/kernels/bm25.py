@@ -2,19 +2,21 @@
 
 The compressed form of one segment (the layout and why are in fts.py's header):
 
-* ``post``: per term, its postings in row order, each ``varint(row delta)``
-  then ``varint(tf)``; the first delta is from ``lo - 1``, so every delta is
-  >= 1 and the chain runs unbroken through a term's blocks.
+* ``post``: per term, its postings in row order, each ``varint(2 * row
+  delta + 1)`` when tf is 1 (most postings: one byte) else ``varint(2 * row
+  delta)`` then ``varint(tf)``; the first delta is from ``lo - 1``, so every
+  delta is >= 1 and the chain runs unbroken through a term's blocks.
 * ``posb``: per posting, its ``tf`` positions, ``varint(first)`` then
   ``varint(gap)`` (gaps >= 1).
 * per term: ``term_ids`` (global ids, ascending), ``term_df`` (postings),
-  ``term_post`` / ``term_pos`` (where its bytes start in each stream) and
-  ``term_blk`` (its first entry in the block arrays, or -1 for a list of one
-  block: <= BLOCK postings, decoded whole, so it needs no skip data).
+  ``term_post`` / ``term_pos`` (where its bytes start in each stream); a list
+  of one block (<= BLOCK postings, most terms) is decoded whole and has no
+  skip data, the blocks of longer lists follow in term order.
 * per block of BLOCK postings of a longer list: ``blk_last`` (its last row: a
   cursor skips a block by it), ``blk_maxtf`` and ``blk_minlen`` (a BM25 upper
   bound for the block, whatever avgdl is: the score grows with tf and falls
-  with length), ``blk_post`` / ``blk_pos`` (where it starts in each stream).
+  with length), ``blk_post`` (where it starts in ``post``). Phrases decode a
+  term's positions whole, so blocks need no position offsets.
 
 Every decoder checks what it reads (bytes in range, deltas >= 1, rows below
 the segment's end, tf >= 1) and raises ValueError, so a damaged stream is an
@@ -74,111 +76,182 @@ def _get(buf, i, end):
 
 
 @njit(**_JIT)
-def encode_segment(term, row, pos, n_terms, lengths, lo):
-    """Compress tokens ``(term, row, pos)`` (rows ascending, positions ascending
-    within a row) into one segment's arrays (see the module header).
+def in_order(doc, pos):
+    """Whether tokens ascend by (doc, pos), as an analyzer emits them."""
+    for i in range(1, doc.shape[0]):
+        if doc[i] < doc[i - 1] or (doc[i] == doc[i - 1] and pos[i] <= pos[i - 1]):
+            return False
+    return True
 
-    Tokens are first bucketed by term (a stable counting sort), so the order
-    within a term stays that of the input: (row, pos).
-    """
+
+@njit(**_JIT)
+def row_tokens(text_start, term, pos, ids, text_of_row, first_row, n_terms, by_term):
+    """The tokens of rows ``first_row + i`` (i where text_of_row[i] >= 0), each
+    row's text being tokens [text_start[u], text_start[u + 1]) of a batch, as
+    (global term, row, pos): in row order, or term-major when ``by_term`` (a
+    stable counting sort over the vocabulary: worth it for a large batch)."""
+    total = 0
+    for i in range(text_of_row.shape[0]):
+        u = text_of_row[i]
+        if u >= 0:
+            total += text_start[u + 1] - text_start[u]
+    st = np.empty(total, np.int32)
+    sr = np.empty(total, np.int32)
+    sp = np.empty(total, np.int32)
+    if by_term:
+        fill = np.zeros(n_terms + 1, np.int64)
+        for i in range(text_of_row.shape[0]):
+            u = text_of_row[i]
+            if u >= 0:
+                for x in range(text_start[u], text_start[u + 1]):
+                    fill[ids[term[x]] + 1] += 1
+        for t in range(n_terms):
+            fill[t + 1] += fill[t]
+    at = 0
+    for i in range(text_of_row.shape[0]):
+        u = text_of_row[i]
+        if u < 0:
+            continue
+        for x in range(text_start[u], text_start[u + 1]):
+            t = ids[term[x]]
+            if by_term:
+                at = fill[t]
+                fill[t] = at + 1
+            st[at] = t
+            sr[at] = first_row + i
+            sp[at] = pos[x]
+            at += 1
+    return st, sr, sp
+
+
+@njit(**_JIT)
+def sort_by_term(term, row, pos, n_terms):
+    """Tokens in row order -> term-major (a stable counting sort)."""
     p = term.shape[0]
-    count = np.zeros(n_terms + 1, np.int64)
+    fill = np.zeros(n_terms + 1, np.int64)
     for i in range(p):
-        count[term[i] + 1] += 1
+        fill[term[i] + 1] += 1
     for t in range(n_terms):
-        count[t + 1] += count[t]
-    order = np.empty(p, np.int64)
-    fill = count[:n_terms].copy()
+        fill[t + 1] += fill[t]
+    st = np.empty(p, np.int32)
+    sr = np.empty(p, np.int32)
+    sp = np.empty(p, np.int32)
     for i in range(p):
         t = term[i]
-        order[fill[t]] = i
-        fill[t] += 1
+        d = fill[t]
+        st[d] = t
+        sr[d] = row[i]
+        sp[d] = pos[i]
+        fill[t] = d + 1
+    return st, sr, sp
 
+
+@njit(**_INLINE)
+def _posting_size(delta, tf):
+    if tf == 1:
+        return _varint_size(2 * delta + 1)
+    return _varint_size(2 * delta) + _varint_size(tf)
+
+
+@njit(**_INLINE)
+def _put_posting(buf, i, delta, tf):
+    # tf 1 (most postings) rides in the delta's low bit: one varint, not two
+    if tf == 1:
+        return _put(buf, i, 2 * delta + 1)
+    i = _put(buf, i, 2 * delta)
+    return _put(buf, i, tf)
+
+
+@njit(**_INLINE)
+def _get_posting(buf, i, end):
+    """(row delta, tf, next i) of the posting at ``buf[i]``."""
+    v, i = _get(buf, i, end)
+    if v & 1:
+        tf = np.int64(1)
+    else:
+        tf, i = _get(buf, i, end)
+        if tf < 2:
+            raise ValueError("fts: postings stream damaged")
+    delta = v >> 1
+    if delta < 1:
+        raise ValueError("fts: postings stream damaged")
+    return delta, tf, i
+
+
+@njit(**_JIT)
+def encode_segment(st, sr, sp, lengths, lo):
+    """Compress tokens sorted by (term, row, pos) into one segment's arrays."""
+    p = st.shape[0]
     # pass 1: sizes
     n_t = 0
-    n_post = 0
     n_blk = 0
     post_size = 0
     pos_size = 0
     j = 0
     while j < p:
-        t = term[order[j]]
+        t = st[j]
         n_t += 1
         prev = lo - 1
         df = 0
-        while j < p and term[order[j]] == t:
-            r = row[order[j]]
-            tf = 0
-            last_pos = -1
-            while j < p and term[order[j]] == t and row[order[j]] == r:
-                q = pos[order[j]]
-                pos_size += _varint_size(q if last_pos < 0 else q - last_pos)
-                last_pos = q
-                tf += 1
-                j += 1
-            post_size += _varint_size(r - prev) + _varint_size(tf)
+        while j < p and st[j] == t:
+            r = sr[j]
+            pos_size += _varint_size(sp[j])
+            k = j + 1
+            while k < p and st[k] == t and sr[k] == r:
+                pos_size += _varint_size(sp[k] - sp[k - 1])
+                k += 1
+            post_size += _posting_size(r - prev, k - j)
             prev = r
             df += 1
-        n_post += df
+            j = k
         if df > BLOCK:
             n_blk += (df + BLOCK - 1) // BLOCK
-
     term_ids = np.empty(n_t, np.int32)
-    term_df = np.empty(n_t, np.int32)
+    term_df = np.zeros(n_t, np.int32)
     term_post = np.empty(n_t, np.uint32)
     term_pos = np.empty(n_t, np.uint32)
-    term_blk = np.empty(n_t, np.int32)
     blk_last = np.empty(n_blk, np.int32)
     blk_maxtf = np.empty(n_blk, np.int32)
     blk_minlen = np.empty(n_blk, np.int32)
     blk_post = np.empty(n_blk, np.uint32)
-    blk_pos = np.empty(n_blk, np.uint32)
     post = np.empty(post_size, np.uint8)
     posb = np.empty(pos_size, np.uint8)
-
-    # pass 2: write
+    # the dfs first, to know which lists get blocks
     j = 0
     ti = -1
+    while j < p:
+        if j == 0 or st[j] != st[j - 1]:
+            ti += 1
+            term_ids[ti] = st[j]
+        if j == 0 or st[j] != st[j - 1] or sr[j] != sr[j - 1]:
+            term_df[ti] += 1
+        j += 1
+    # pass 2: write
+    j = 0
     bi = -1
     pp = 0
     qp = 0
-    while j < p:
-        t = term[order[j]]
-        ti += 1
-        # this term's df, to know whether it gets blocks
-        df = 0
-        k = j
-        while k < p and term[order[k]] == t:
-            r = row[order[k]]
-            while k < p and term[order[k]] == t and row[order[k]] == r:
-                k += 1
-            df += 1
-        term_ids[ti] = t
-        term_df[ti] = df
+    for ti in range(n_t):
+        t = term_ids[ti]
         term_post[ti] = pp
         term_pos[ti] = qp
-        blocks = df > BLOCK
-        term_blk[ti] = bi + 1 if blocks else -1
+        blocks = term_df[ti] > BLOCK
         prev = lo - 1
         d = 0
-        while j < p and term[order[j]] == t:
-            r = row[order[j]]
+        while j < p and st[j] == t:
+            r = sr[j]
             if blocks and d % BLOCK == 0:
                 bi += 1
                 blk_post[bi] = pp
-                blk_pos[bi] = qp
                 blk_maxtf[bi] = 0
                 blk_minlen[bi] = 2147483647
-            tf = 0
-            last_pos = -1
-            while j < p and term[order[j]] == t and row[order[j]] == r:
-                q = pos[order[j]]
-                qp = _put(posb, qp, q if last_pos < 0 else q - last_pos)
-                last_pos = q
-                tf += 1
-                j += 1
-            pp = _put(post, pp, r - prev)
-            pp = _put(post, pp, tf)
+            qp = _put(posb, qp, sp[j])
+            k = j + 1
+            while k < p and st[k] == t and sr[k] == r:
+                qp = _put(posb, qp, sp[k] - sp[k - 1])
+                k += 1
+            tf = k - j
+            pp = _put_posting(post, pp, r - prev, tf)
             prev = r
             if blocks:
                 blk_last[bi] = r
@@ -187,8 +260,9 @@ def encode_segment(term, row, pos, n_terms, lengths, lo):
                 if lengths[r] < blk_minlen[bi]:
                     blk_minlen[bi] = lengths[r]
             d += 1
-    return (term_ids, term_df, term_post, term_pos, term_blk,
-            blk_last, blk_maxtf, blk_minlen, blk_post, blk_pos, post, posb)
+            j = k
+    return (term_ids, term_df, term_post, term_pos,
+            blk_last, blk_maxtf, blk_minlen, blk_post, post, posb)
 
 
 # --------------------------------------------------------------- decoding
@@ -206,10 +280,9 @@ def _decode_list(post, i, end, df, lo, hi, rows, tfs, at):
     """Decode ``df`` postings from ``post[i:end]`` into rows/tfs at ``at``; returns i."""
     prev = np.int64(lo - 1)
     for d in range(df):
-        delta, i = _get(post, i, end)
-        tf, i = _get(post, i, end)
+        delta, tf, i = _get_posting(post, i, end)
         prev += delta
-        if delta < 1 or prev >= hi or tf < 1:
+        if prev >= hi:
             raise ValueError("fts: postings stream damaged")
         rows[at + d] = prev
         tfs[at + d] = tf
@@ -292,14 +365,29 @@ def segment_tokens(term_ids, term_df, term_post, term_pos, post, posb, lo, hi, k
 
 
 @njit(**_JIT)
-def check_segment(term_ids, term_df, term_post, term_pos, term_blk, blk_last, blk_maxtf,
-                  blk_minlen, blk_post, blk_pos, post, posb, lo, hi, n_terms, lengths):
+def term_blocks(term_df):
+    """Each term's first entry in the block arrays, -1 for a list of one block
+    (derived, not stored: lists of more than BLOCK postings take them in order)."""
+    out = np.empty(term_df.shape[0], np.int32)
+    at = 0
+    for t in range(term_df.shape[0]):
+        if term_df[t] > BLOCK:
+            out[t] = at
+            at += (term_df[t] + BLOCK - 1) // BLOCK
+        else:
+            out[t] = -1
+    return out
+
+
+@njit(**_JIT)
+def check_segment(term_ids, term_df, term_post, term_pos, blk_last, blk_maxtf,
+                  blk_minlen, blk_post, post, posb, lo, hi, n_terms, lengths):
     """Decode a whole segment and check it against its own skip data and the
     lengths (what a checkpoint load trusts); raises ValueError on any mismatch."""
     n_t = term_ids.shape[0]
     n_blk = blk_last.shape[0]
     prev_t = -1
-    expect_blk = 0
+    b = -1
     for t in range(n_t):
         if term_ids[t] <= prev_t or term_ids[t] >= n_terms or term_df[t] < 1:
             raise ValueError("fts: segment terms damaged")
@@ -311,29 +399,19 @@ def check_segment(term_ids, term_df, term_post, term_pos, term_blk, blk_last, bl
         qend = _stream_end(term_pos, t, posb)
         if i > end or q > qend:
             raise ValueError("fts: segment offsets damaged")
-        if df > BLOCK:
-            if term_blk[t] != expect_blk:
-                raise ValueError("fts: segment blocks damaged")
-            expect_blk += (df + BLOCK - 1) // BLOCK
-            if expect_blk > n_blk:
-                raise ValueError("fts: segment blocks damaged")
-        elif term_blk[t] != -1:
-            raise ValueError("fts: segment blocks damaged")
         prev = np.int64(lo - 1)
-        b = term_blk[t] - 1
         maxtf = 0
         minlen = 2147483647
         for d in range(df):
             if df > BLOCK and d % BLOCK == 0:
                 b += 1
-                if blk_post[b] != i or blk_pos[b] != q:
+                if b >= n_blk or blk_post[b] != i:
                     raise ValueError("fts: segment blocks damaged")
                 maxtf = 0
                 minlen = 2147483647
-            delta, i = _get(post, i, end)
-            tf, i = _get(post, i, end)
+            delta, tf, i = _get_posting(post, i, end)
             prev += delta
-            if delta < 1 or prev >= hi or tf < 1 or lengths[prev] < tf:
+            if prev >= hi or lengths[prev] < tf:
                 raise ValueError("fts: postings stream damaged")
             last = np.int64(-1)
             for _ in range(tf):
@@ -349,7 +427,7 @@ def check_segment(term_ids, term_df, term_post, term_pos, term_blk, blk_last, bl
                         raise ValueError("fts: segment blocks damaged")
         if i != end or q != qend:
             raise ValueError("fts: segment offsets damaged")
-    if expect_blk != n_blk:
+    if b + 1 != n_blk:
         raise ValueError("fts: segment blocks damaged")
 
 
@@ -521,11 +599,8 @@ def _decode_block(l, j, kind, start, df, blk, doff, post, blk_post, lasts, u0, l
             prev = np.int64(lo - 1)
         end = post.shape[0]
         for d in range(cnt):
-            delta, i = _get(post, i, end)
-            tf, i = _get(post, i, end)
+            delta, tf, i = _get_posting(post, i, end)
             prev += delta
-            if delta < 1 or tf < 1:
-                raise ValueError("fts: postings stream damaged")
             br[l, d] = prev
             bt[l, d] = tf
     else:
