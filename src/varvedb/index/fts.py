@@ -307,7 +307,7 @@ class FtsIndex:
         if kind == "Phrase":
             ids = self._id_map()
             gids = [ids.get(w) for w in what]
-            if any(g is None for g in gids):
+            if not gids or any(g is None for g in gids):
                 return np.empty(0, np.int64), np.empty(0, np.int32)
             for seg in segs:
                 at = [seg.find(np.array([g], np.int32)) for g in gids]
@@ -453,8 +453,9 @@ class FtsIndex:
         visible = self._check_mask(visible, "visible")
         if k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
-        if not exhaustive:
-            found = self._top_k_pruned(node, int(k), allow, visible)
+        k = min(int(k), len(allow))
+        if not exhaustive and k:
+            found = self._top_k_pruned(node, k, allow, visible)
             if found is not None:
                 return found
         leaves, posting, idf, stats = self._query(node, visible)
