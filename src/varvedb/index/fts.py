@@ -272,13 +272,10 @@ class FtsIndex:
         cache = self._stat_cache
         if cache is not None and cache[0] is visible and cache[1] == self._gen:
             return cache[2:]
-        lengths = self._lengths[:len(visible)]
-        seen = visible & (lengths >= 0)
-        N = int(np.count_nonzero(seen))
-        total = int(lengths[seen].sum(dtype=np.int64))
+        N, total, n_visible = bm25.mask_stats(visible, self._lengths)
         stats = Stats(N, total / N if N and total else 1.0)
         dfs: dict = {}
-        everyone = bool(np.count_nonzero(visible) == len(visible))
+        everyone = n_visible == len(visible)
         if not visible.flags.writeable:
             self._stat_cache = (visible, self._gen, stats, dfs, everyone)
         return stats, dfs, everyone

@@ -496,6 +496,21 @@ def phrase_rows(post, posb, term_post, term_pos, term_df, which, lo, hi):
 
 
 @njit(**_JIT)
+def mask_stats(visible, lengths):
+    """(visible rows with a text, their tokens, visible rows) in one pass."""
+    n_text = 0
+    tokens = 0
+    n_vis = 0
+    for r in range(visible.shape[0]):
+        if visible[r]:
+            n_vis += 1
+            if lengths[r] >= 0:
+                n_text += 1
+                tokens += lengths[r]
+    return n_text, tokens, n_vis
+
+
+@njit(**_JIT)
 def count_visible(rows, visible):
     """How many of ``rows`` (ascending) are set in ``visible`` (shorter = False)."""
     m = visible.shape[0]
