@@ -467,3 +467,16 @@ def test_pruned_equals_exhaustive_on_zipf_corpora():
         got = ix.top_k(q, k, allow, visible)
         assert got[0].tolist() == want[0].tolist(), q
         assert got[1].tolist() == want[1].tolist(), q
+
+
+def test_one_row_extends_equal_one_extend():
+    rng = np.random.default_rng(3)
+    texts = [" ".join(rng.choice(WORDS, size=rng.integers(0, 60))) for _ in range(400)]
+    texts[17] = None
+    ix = build(texts, range(400))
+    assert len(ix._segments) <= 12
+    queries = [Term("a"), Prefix("ab"), Phrase(("a", "b")), Or((Term("d"), Term("cd"))),
+               And((Term("c"), Not(Term("ba"))))]
+    assert answers(ix, len(texts), queries) == answers(build(texts), len(texts), queries)
+    ix.truncate(250)
+    assert answers(ix, 250, queries) == answers(build(texts[:250]), 250, queries)

@@ -6,14 +6,16 @@ Why this layout:
   so the index is a list of immutable **segments**, each covering a row range
   [lo, hi), newest last. A new batch of rows becomes a new small segment and
   segments merge tier-wise as in an LSM tree (a segment is merged into the one
-  before it while that one holds at most twice its postings), so a corpus of
-  P postings has O(log P) segments and each posting is rewritten O(log P)
-  times. A rollback (``truncate``) drops the segments above the cut and
-  re-encodes the one it cuts. Visibility is not in the index: the caller's
+  before it while that one holds at most twice its postings; segments of a
+  few rows first wait in a run of up to 8), so a corpus of P postings has
+  O(log P) segments and each posting is rewritten O(log P) times. A rollback
+  (``truncate``) drops the segments above the cut and re-encodes the one it
+  cuts. Visibility is not in the index: the caller's
   masks decide it, so versions and ``as_of`` cost the index nothing.
 * Per segment and term, the postings are one byte stream of varints (row
-  delta, tf): deltas of sorted rows are small, and a byte code decodes with
-  no tables and no branches per bit in a numba loop. Lists longer than one
+  delta, with a tf of 1 in its low bit, else the tf after it): deltas of
+  sorted rows are small, and a byte code decodes with no tables and no bit
+  shuffling per value in a numba loop. Lists longer than one
   block of 128 postings carry, per block, its last row (a cursor skips a block
   without decoding it), its largest tf and its shortest document (an upper
   bound of any BM25 contribution in the block whatever avgdl and idf are,
@@ -57,6 +59,9 @@ _TERM_FIELDS = ("term_ids", "term_df", "term_post", "term_pos")
 _BLOCK_FIELDS = ("blk_last", "blk_maxtf", "blk_minlen", "blk_post")
 # a segment's streams are addressed by uint32 offsets: merging stops below this
 _MAX_STREAM = 1 << 31
+# segments under this many postings wait for up to SMALL_RUN of them to merge
+SMALL_POSTINGS = 4096
+SMALL_RUN = 8
 
 
 @dataclass(frozen=True)
@@ -165,7 +170,11 @@ class FtsIndex:
         if hi == lo:
             return
         present = np.flatnonzero(codes >= 0)
-        uniq, inverse = np.unique(codes[present], return_inverse=True)
+        uniq = codes[present]
+        if len(uniq) > 1 and not np.all(uniq[1:] > uniq[:-1]):
+            uniq, inverse = np.unique(uniq, return_inverse=True)
+        else:   # distinct and in order (a bulk load of new texts, one row): no sort
+            inverse = np.arange(len(uniq))
         lengths = np.full(hi - lo, -1, np.int32)
         seg = None
         if len(uniq):
@@ -222,14 +231,30 @@ class FtsIndex:
         return bm25.segment_tokens(seg.term_ids, seg.term_df, seg.term_post, seg.term_pos,
                                    seg.post, seg.posb, seg.lo, seg.hi, below)
 
+    def _merge(self, run: list) -> Segment:
+        """One segment of consecutive segments (their rows ascend, so a stable
+        sort by term of their tokens, concatenated, is sorted by term and row)."""
+        tokens = [self._tokens(s, s.hi) for s in run]
+        return self._encode(run[0].lo, run[-1].hi, *(np.concatenate(p) for p in zip(*tokens)))
+
     def _merged(self, segs: tuple) -> tuple:
+        """Segments after the newest: small ones (a row or a few) wait in a run
+        of up to SMALL_RUN and merge together, so a stream of one-row extends
+        costs one merge per SMALL_RUN rows, not one per row; then a segment
+        merges into the one before it while that one holds at most twice its
+        postings (so sizes at least double towards the oldest: O(log P) segments)."""
         segs = list(segs)
-        while (len(segs) >= 2 and segs[-2].npost <= 2 * segs[-1].npost
+        small = 0
+        while small < len(segs) and segs[-1 - small].npost < SMALL_POSTINGS:
+            small += 1
+        if small >= SMALL_RUN or (small > 1 and sum(
+                s.npost for s in segs[-small:]) >= SMALL_POSTINGS):
+            segs[-small:] = [self._merge(segs[-small:])]
+        while (len(segs) >= 2 and segs[-1].npost >= SMALL_POSTINGS
+               and segs[-2].npost <= 2 * segs[-1].npost
                and len(segs[-2].post) + len(segs[-1].post) < _MAX_STREAM
                and len(segs[-2].posb) + len(segs[-1].posb) < _MAX_STREAM):
-            a, b = segs[-2], segs[-1]
-            ta, tb = self._tokens(a, a.hi), self._tokens(b, b.hi)
-            segs[-2:] = [self._encode(a.lo, b.hi, *(np.concatenate(p) for p in zip(ta, tb)))]
+            segs[-2:] = [self._merge(segs[-2:])]
         return tuple(segs)
 
     def truncate(self, n: int) -> None:
