@@ -155,10 +155,6 @@ class FtsIndex:
 
     # ------------------------------------------------------------ writing
 
-    @property
-    def lengths(self) -> np.ndarray:
-        return self._lengths[:self.n]
-
     def doc_lengths(self) -> np.ndarray:
         return np.maximum(self._lengths[:self.n], 0).astype(np.int32)
 

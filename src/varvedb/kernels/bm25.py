@@ -32,6 +32,8 @@ BLOCK = 128
 
 _JIT = dict(cache=True, nogil=True)
 _INLINE = dict(_JIT, inline="always")
+# every kernel names the arrays it only reads (``readonly=``): a checkpoint's
+# mapped arrays and in-memory ones then share one compiled specialisation
 
 
 # --------------------------------------------------------------- varints
@@ -75,7 +77,7 @@ def _get(buf, i, end):
 # --------------------------------------------------------------- encoding
 
 
-@njit(**_JIT)
+@njit(readonly=('doc', 'pos'), **_JIT)
 def in_order(doc, pos):
     """Whether tokens ascend by (doc, pos), as an analyzer emits them."""
     for i in range(1, doc.shape[0]):
@@ -84,7 +86,7 @@ def in_order(doc, pos):
     return True
 
 
-@njit(**_JIT)
+@njit(readonly=('text_start', 'term', 'pos', 'ids', 'text_of_row'), **_JIT)
 def row_tokens(text_start, term, pos, ids, text_of_row, first_row, n_terms, by_term):
     """The tokens of rows ``first_row + i`` (i where text_of_row[i] >= 0), each
     row's text being tokens [text_start[u], text_start[u + 1]) of a batch, as
@@ -124,7 +126,7 @@ def row_tokens(text_start, term, pos, ids, text_of_row, first_row, n_terms, by_t
     return st, sr, sp
 
 
-@njit(**_JIT)
+@njit(readonly=('term', 'row', 'pos'), **_JIT)
 def sort_by_term(term, row, pos, n_terms):
     """Tokens in row order -> term-major (a stable counting sort)."""
     p = term.shape[0]
@@ -178,7 +180,7 @@ def _get_posting(buf, i, end):
     return delta, tf, i
 
 
-@njit(**_JIT)
+@njit(readonly=('st', 'sr', 'sp', 'lengths'), **_JIT)
 def encode_segment(st, sr, sp, lengths, lo):
     """Compress tokens sorted by (term, row, pos) into one segment's arrays."""
     p = st.shape[0]
@@ -289,7 +291,7 @@ def _decode_list(post, i, end, df, lo, hi, rows, tfs, at):
     return i
 
 
-@njit(**_JIT)
+@njit(readonly=('post', 'term_post', 'term_df', 'which'), **_JIT)
 def decode_terms(post, term_post, term_df, which, lo, hi):
     """Decode whole posting lists: terms ``which`` (indexes into the segment's
     term arrays), concatenated in that order. Returns (rows int64, tfs int32)."""
@@ -325,7 +327,7 @@ def _decode_positions(posb, i, end, tfs, a, b, out, at):
     return i
 
 
-@njit(**_JIT)
+@njit(readonly=('term_ids', 'term_df', 'term_post', 'term_pos', 'post', 'posb'), **_JIT)
 def segment_tokens(term_ids, term_df, term_post, term_pos, post, posb, lo, hi, keep_below):
     """Every token of a segment as (term, row, pos), term-major, rows < ``keep_below``."""
     n_t = term_ids.shape[0]
@@ -364,7 +366,7 @@ def segment_tokens(term_ids, term_df, term_post, term_pos, post, posb, lo, hi, k
     return out_t, out_r, out_p
 
 
-@njit(**_JIT)
+@njit(readonly=('term_df',), **_JIT)
 def term_blocks(term_df):
     """Each term's first entry in the block arrays, -1 for a list of one block
     (derived, not stored: lists of more than BLOCK postings take them in order)."""
@@ -379,7 +381,7 @@ def term_blocks(term_df):
     return out
 
 
-@njit(**_JIT)
+@njit(readonly=('term_ids', 'term_df', 'term_post', 'term_pos', 'blk_last', 'blk_maxtf', 'blk_minlen', 'blk_post', 'post', 'posb', 'lengths'), **_JIT)
 def check_segment(term_ids, term_df, term_post, term_pos, blk_last, blk_maxtf,
                   blk_minlen, blk_post, post, posb, lo, hi, n_terms, lengths):
     """Decode a whole segment and check it against its own skip data and the
@@ -434,7 +436,7 @@ def check_segment(term_ids, term_df, term_post, term_pos, blk_last, blk_maxtf,
 # --------------------------------------------------------------- phrases
 
 
-@njit(**_JIT)
+@njit(readonly=('post', 'posb', 'term_post', 'term_pos', 'term_df', 'which'), **_JIT)
 def phrase_rows(post, posb, term_post, term_pos, term_df, which, lo, hi):
     """Rows of one segment holding the phrase whose i-th word is segment term
     ``which[i]``, and the phrase's occurrences in each: (rows int64, tfs int32).
@@ -495,7 +497,7 @@ def phrase_rows(post, posb, term_post, term_pos, term_df, which, lo, hi):
 # --------------------------------------------------------------- scoring
 
 
-@njit(**_JIT)
+@njit(readonly=('visible', 'lengths'), **_JIT)
 def mask_stats(visible, lengths):
     """(visible rows with a text, their tokens, visible rows) in one pass."""
     n_text = 0
@@ -510,7 +512,7 @@ def mask_stats(visible, lengths):
     return n_text, tokens, n_vis
 
 
-@njit(**_JIT)
+@njit(readonly=('rows', 'visible'), **_JIT)
 def count_visible(rows, visible):
     """How many of ``rows`` (ascending) are set in ``visible`` (shorter = False)."""
     m = visible.shape[0]
@@ -523,7 +525,7 @@ def count_visible(rows, visible):
     return c
 
 
-@njit(**_JIT)
+@njit(readonly=('rows', 'leaf_rows', 'leaf_tfs', 'lengths'), **_JIT)
 def add_scores(scores, rows, leaf_rows, leaf_tfs, lengths, idf, k1, b, avgdl):
     """``scores[i] += BM25(leaf at rows[i])`` for rows (ascending) holding the leaf."""
     j = 0
@@ -683,7 +685,7 @@ def _matches(ops, args, present, stack):
     return stack[0]
 
 
-@njit(**_JIT)
+@njit(readonly=('post', 'blk_last', 'blk_maxtf', 'blk_minlen', 'blk_post', 'kind', 'start', 'df', 'blk', 'doff', 'idf', 'scored', 'd_rows', 'd_tfs', 'ops', 'args', 'lengths'), **_JIT)
 def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
                   kind, start, df, blk, doff, idf, scored, d_rows, d_tfs,
                   ops, args, lead, lengths, allow, k1, b, avgdl, keys, ids, n, k):
