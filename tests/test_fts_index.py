@@ -480,3 +480,14 @@ def test_one_row_extends_equal_one_extend():
     assert answers(ix, len(texts), queries) == answers(build(texts), len(texts), queries)
     ix.truncate(250)
     assert answers(ix, 250, queries) == answers(build(texts[:250]), 250, queries)
+
+
+def test_malformed_trees_are_value_errors():
+    ix = build(CORPUS)
+    every = np.ones(len(CORPUS), bool)
+    for bad in (And(()), Or((Term("cat"), Or(()))), "cat", Not(None)):
+        with pytest.raises(ValueError):
+            ix.top_k(bad, 3, every, every)
+        with pytest.raises(ValueError):
+            ix.match(bad, every)
+    assert ix.top_k(Phrase(()), 3, every, every)[0].tolist() == []

@@ -366,6 +366,8 @@ class FtsIndex:
         out = [] if out is None else out
         kind = type(node).__name__
         if kind in ("And", "Or"):
+            if not node.children:
+                raise ValueError(f"fts: an empty {kind}")
             for c in node.children:
                 self._leaves(c, negated, out)
         elif kind == "Not":
@@ -379,8 +381,6 @@ class FtsIndex:
         kind = type(node).__name__
         if kind in ("And", "Or"):
             vals = [self._eval(c, present, it) for c in node.children]
-            if not vals:
-                raise ValueError(f"fts: an empty {kind}")
             out = vals[0].copy()
             for v in vals[1:]:
                 if kind == "And":
