@@ -491,3 +491,42 @@ def test_malformed_trees_are_value_errors():
         with pytest.raises(ValueError):
             ix.match(bad, every)
     assert ix.top_k(Phrase(()), 3, every, every)[0].tolist() == []
+
+
+def test_readers_beside_a_writer_see_their_snapshot():
+    """A query over n rows gives the answer of an index of just those rows,
+    while another thread extends (kernels run without the GIL)."""
+    import threading
+    rng = np.random.default_rng(5)
+    texts = [" ".join(rng.choice(WORDS, size=rng.integers(1, 20))) for _ in range(1500)]
+    words = sorted(set(texts))
+    codes = np.array([words.index(t) for t in texts])
+    ix = FtsIndex("body", WordAnalyzer(), K1, B)
+    ix.extend(0, 100, codes[:100], words)
+    seen = []
+    done = threading.Event()
+    queries = [Or((Term("a"), Term("cd"))), And((Prefix("a"), Term("d")))]
+
+    def read():
+        while not done.is_set():
+            m = ix.n
+            vis = np.ones(m, bool)
+            for q in queries:
+                r, s = ix.top_k(q, 5, vis, vis)
+                seen.append((m, q, r.tolist(), s.tolist()))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for lo in range(100, 1500, 7):
+            hi = min(lo + 7, 1500)
+            ix.extend(lo, hi, codes[lo:hi], words)
+    finally:
+        done.set()
+        reader.join()
+    assert seen
+    for m, q, rows, scores in seen[::max(1, len(seen) // 12)]:
+        fresh = build(texts[:m])
+        vis = np.ones(m, bool)
+        r, s = fresh.top_k(q, 5, vis, vis)
+        assert (rows, scores) == (r.tolist(), s.tolist())
