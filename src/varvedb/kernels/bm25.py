@@ -381,7 +381,10 @@ def term_blocks(term_df):
     return out
 
 
-@njit(readonly=('term_ids', 'term_df', 'term_post', 'term_pos', 'blk_last', 'blk_maxtf', 'blk_minlen', 'blk_post', 'post', 'posb', 'lengths'), **_JIT)
+@njit(readonly=(
+    'term_ids', 'term_df', 'term_post', 'term_pos', 'blk_last', 'blk_maxtf', 'blk_minlen',
+    'blk_post', 'post', 'posb', 'lengths',
+), **_JIT)
 def check_segment(term_ids, term_df, term_post, term_pos, blk_last, blk_maxtf,
                   blk_minlen, blk_post, post, posb, lo, hi, n_terms, lengths):
     """Decode a whole segment and check it against its own skip data and the
@@ -685,7 +688,10 @@ def _matches(ops, args, present, stack):
     return stack[0]
 
 
-@njit(readonly=('post', 'blk_last', 'blk_maxtf', 'blk_minlen', 'blk_post', 'kind', 'start', 'df', 'blk', 'doff', 'idf', 'scored', 'd_rows', 'd_tfs', 'ops', 'args', 'lengths'), **_JIT)
+@njit(readonly=(
+    'post', 'blk_last', 'blk_maxtf', 'blk_minlen', 'blk_post', 'kind', 'start', 'df',
+    'blk', 'doff', 'idf', 'scored', 'd_rows', 'd_tfs', 'ops', 'args', 'lengths',
+), **_JIT)
 def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
                   kind, start, df, blk, doff, idf, scored, d_rows, d_tfs,
                   ops, args, lead, lengths, allow, k1, b, avgdl, keys, ids, n, k):
