@@ -441,3 +441,92 @@ def test_cached_statistics_follow_the_mask():
     ix.extend(ix.n, ix.n + 1, np.array([0]), ["cat"])
     again = ix.top_k(Term("cat"), 3, visible, visible)
     assert again[0].tolist() == first[0].tolist()
+
+
+def test_pruned_equals_exhaustive_on_zipf_corpora():
+    """Long lists (many blocks, several segments), skewed words: pruning bites."""
+    rng = np.random.default_rng(11)
+    vocab = [f"w{i}" for i in range(60)] + ["wa", "wab", "wabc"]
+    p = 1.0 / np.arange(1, len(vocab) + 1)
+    p /= p.sum()
+    texts = [" ".join(rng.choice(vocab, size=rng.integers(0, 30), p=p)) for _ in range(3000)]
+    ix = build(texts, [1000, 2500, 2900, 2990])
+    assert len(ix._segments) >= 2
+    leaves = [Term("w0"), Term("w1"), Term("w7"), Term("w40"), Prefix("wa"), Prefix("w1"),
+              Phrase(("w0", "w1")), Phrase(("w0", "w0"))]
+    n = len(texts)
+    for trial in range(120):
+        picks = [leaves[i] for i in rng.choice(len(leaves), size=rng.integers(1, 4))]
+        shape = trial % 4
+        q = (picks[0] if shape == 0 else Or(tuple(picks)) if shape == 1 else
+             And(tuple(picks)) if shape == 2 else And((Or(tuple(picks)), Not(Term("w3")))))
+        visible = rng.random(n) < (1.0 if trial % 3 == 0 else 0.8)
+        allow = visible & (rng.random(n) < (1.0 if trial % 2 else 0.3))
+        k = int(rng.choice([1, 5, 10, 100]))
+        want = ix.top_k(q, k, allow, visible, exhaustive=True)
+        got = ix.top_k(q, k, allow, visible)
+        assert got[0].tolist() == want[0].tolist(), q
+        assert got[1].tolist() == want[1].tolist(), q
+
+
+def test_one_row_extends_equal_one_extend():
+    rng = np.random.default_rng(3)
+    texts = [" ".join(rng.choice(WORDS, size=rng.integers(0, 60))) for _ in range(400)]
+    texts[17] = None
+    ix = build(texts, range(400))
+    assert len(ix._segments) <= 12
+    queries = [Term("a"), Prefix("ab"), Phrase(("a", "b")), Or((Term("d"), Term("cd"))),
+               And((Term("c"), Not(Term("ba"))))]
+    assert answers(ix, len(texts), queries) == answers(build(texts), len(texts), queries)
+    ix.truncate(250)
+    assert answers(ix, 250, queries) == answers(build(texts[:250]), 250, queries)
+
+
+def test_malformed_trees_are_value_errors():
+    ix = build(CORPUS)
+    every = np.ones(len(CORPUS), bool)
+    for bad in (And(()), Or((Term("cat"), Or(()))), "cat", Not(None)):
+        with pytest.raises(ValueError):
+            ix.top_k(bad, 3, every, every)
+        with pytest.raises(ValueError):
+            ix.match(bad, every)
+    assert ix.top_k(Phrase(()), 3, every, every)[0].tolist() == []
+
+
+def test_readers_beside_a_writer_see_their_snapshot():
+    """A query over n rows gives the answer of an index of just those rows,
+    while another thread extends (kernels run without the GIL)."""
+    import threading
+    rng = np.random.default_rng(5)
+    texts = [" ".join(rng.choice(WORDS, size=rng.integers(1, 20))) for _ in range(1500)]
+    words = sorted(set(texts))
+    codes = np.array([words.index(t) for t in texts])
+    ix = FtsIndex("body", WordAnalyzer(), K1, B)
+    ix.extend(0, 100, codes[:100], words)
+    seen = []
+    done = threading.Event()
+    queries = [Or((Term("a"), Term("cd"))), And((Prefix("a"), Term("d")))]
+
+    def read():
+        while not done.is_set():
+            m = ix.n
+            vis = np.ones(m, bool)
+            for q in queries:
+                r, s = ix.top_k(q, 5, vis, vis)
+                seen.append((m, q, r.tolist(), s.tolist()))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for lo in range(100, 1500, 7):
+            hi = min(lo + 7, 1500)
+            ix.extend(lo, hi, codes[lo:hi], words)
+    finally:
+        done.set()
+        reader.join()
+    assert seen
+    for m, q, rows, scores in seen[::max(1, len(seen) // 12)]:
+        fresh = build(texts[:m])
+        vis = np.ones(m, bool)
+        r, s = fresh.top_k(q, 5, vis, vis)
+        assert (rows, scores) == (r.tolist(), s.tolist())

@@ -6,14 +6,16 @@ Why this layout:
   so the index is a list of immutable **segments**, each covering a row range
   [lo, hi), newest last. A new batch of rows becomes a new small segment and
   segments merge tier-wise as in an LSM tree (a segment is merged into the one
-  before it while that one holds at most twice its postings), so a corpus of
-  P postings has O(log P) segments and each posting is rewritten O(log P)
-  times. A rollback (``truncate``) drops the segments above the cut and
-  re-encodes the one it cuts. Visibility is not in the index: the caller's
+  before it while that one holds at most twice its postings; segments of a
+  few rows first wait in a run of up to 8), so a corpus of P postings has
+  O(log P) segments and each posting is rewritten O(log P) times. A rollback
+  (``truncate``) drops the segments above the cut and re-encodes the one it
+  cuts. Visibility is not in the index: the caller's
   masks decide it, so versions and ``as_of`` cost the index nothing.
 * Per segment and term, the postings are one byte stream of varints (row
-  delta, tf): deltas of sorted rows are small, and a byte code decodes with
-  no tables and no branches per bit in a numba loop. Lists longer than one
+  delta, with a tf of 1 in its low bit, else the tf after it): deltas of
+  sorted rows are small, and a byte code decodes with no tables and no bit
+  shuffling per value in a numba loop. Lists longer than one
   block of 128 postings carry, per block, its last row (a cursor skips a block
   without decoding it), its largest tf and its shortest document (an upper
   bound of any BM25 contribution in the block whatever avgdl and idf are,
@@ -48,15 +50,18 @@ from ..kernels import bm25
 
 SEGMENT_FIELDS = {
     "term_ids": np.int32, "term_df": np.int32, "term_post": np.uint32,
-    "term_pos": np.uint32, "term_blk": np.int32,
+    "term_pos": np.uint32,
     "blk_last": np.int32, "blk_maxtf": np.int32, "blk_minlen": np.int32,
-    "blk_post": np.uint32, "blk_pos": np.uint32,
+    "blk_post": np.uint32,
     "post": np.uint8, "posb": np.uint8,
 }
-_TERM_FIELDS = ("term_ids", "term_df", "term_post", "term_pos", "term_blk")
-_BLOCK_FIELDS = ("blk_last", "blk_maxtf", "blk_minlen", "blk_post", "blk_pos")
+_TERM_FIELDS = ("term_ids", "term_df", "term_post", "term_pos")
+_BLOCK_FIELDS = ("blk_last", "blk_maxtf", "blk_minlen", "blk_post")
 # a segment's streams are addressed by uint32 offsets: merging stops below this
 _MAX_STREAM = 1 << 31
+# segments under this many postings wait for up to SMALL_RUN of them to merge
+SMALL_POSTINGS = 4096
+SMALL_RUN = 8
 
 
 @dataclass(frozen=True)
@@ -68,20 +73,21 @@ class Stats:
 class Segment:
     """Rows [lo, hi) compressed (the arrays of :mod:`varvedb.kernels.bm25`)."""
 
-    __slots__ = ("lo", "hi", "npost", *SEGMENT_FIELDS)
+    __slots__ = ("lo", "hi", "npost", "term_blk", *SEGMENT_FIELDS)
 
     def __init__(self, lo: int, hi: int, arrays):
         self.lo = lo
         self.hi = hi
         for name, a in zip(SEGMENT_FIELDS, arrays):
             setattr(self, name, a)
-        self.npost = int(self.term_df.sum())
+        self.npost = int(self.term_df.sum(dtype=np.int64))
+        self.term_blk = bm25.term_blocks(self.term_df)   # derived, so not stored
 
     def arrays(self):
         return tuple(getattr(self, name) for name in SEGMENT_FIELDS)
 
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.arrays())
+        return sum(a.nbytes for a in self.arrays()) + self.term_blk.nbytes
 
     def find(self, ids: np.ndarray) -> np.ndarray:
         """Indexes into this segment's term arrays of the global ``ids`` it holds."""
@@ -118,19 +124,20 @@ class FtsIndex:
 
     def _term_ids(self, vocab: list[str]) -> np.ndarray:
         ids = self._id_map()
-        terms = self._terms
-        out = np.empty(len(vocab), np.int32)
-        for i, t in enumerate(vocab):
-            g = ids.get(t)
-            if g is None:
-                if not t or "\x00" in t:
-                    raise ValueError(f"fts: the analyzer produced the term {t!r}")
-                g = ids[t] = len(terms)
-                terms.append(t)
-                self._vocab_bytes += len(t.encode()) + 1
-                self._sorted = None
-            out[i] = g
-        return out
+        got = [ids.get(t, -1) for t in vocab]
+        new = [t for t, g in zip(vocab, got) if g < 0]
+        if new:
+            joined = "\x00".join(new)
+            if "" in new or joined.count("\x00") != len(new) - 1 or len(set(new)) != len(new):
+                raise ValueError("fts: the analyzer's vocabulary holds an empty, repeated "
+                                 "or NUL-holding term")
+            first = len(self._terms)
+            ids.update(zip(new, range(first, first + len(new))))
+            self._terms.extend(new)
+            self._vocab_bytes += len(joined.encode()) + 1
+            self._sorted = None
+            got = [ids[t] if g < 0 else g for t, g in zip(vocab, got)]
+        return np.array(got, np.int32)
 
     def _prefix_ids(self, prefix: str) -> np.ndarray:
         s = self._sorted
@@ -148,10 +155,6 @@ class FtsIndex:
 
     # ------------------------------------------------------------ writing
 
-    @property
-    def lengths(self) -> np.ndarray:
-        return self._lengths[:self.n]
-
     def doc_lengths(self) -> np.ndarray:
         return np.maximum(self._lengths[:self.n], 0).astype(np.int32)
 
@@ -163,34 +166,37 @@ class FtsIndex:
         if hi == lo:
             return
         present = np.flatnonzero(codes >= 0)
-        uniq, inverse = np.unique(codes[present], return_inverse=True)
+        uniq = codes[present]
+        if len(uniq) > 1 and not np.all(uniq[1:] > uniq[:-1]):
+            uniq, inverse = np.unique(uniq, return_inverse=True)
+        else:   # distinct and in order (a bulk load of new texts, one row): no sort
+            inverse = np.arange(len(uniq))
         lengths = np.full(hi - lo, -1, np.int32)
-        tokens = None
+        seg = None
         if len(uniq):
             batch = self.analyzer.analyze_batch([words[c] for c in uniq])
             ids = self._term_ids(list(batch.vocab))
-            doc = np.asarray(batch.doc, np.int64)
-            pos = np.asarray(batch.pos, np.int32)
-            if len(doc) > 1 and not np.all((doc[1:] > doc[:-1])
-                                            | ((doc[1:] == doc[:-1]) & (pos[1:] > pos[:-1]))):
+            doc = np.ascontiguousarray(batch.doc, np.int32)
+            pos = np.ascontiguousarray(batch.pos, np.int32)
+            term = np.ascontiguousarray(batch.term, np.int32)
+            if not bm25.in_order(doc, pos):
                 order = np.lexsort((pos, doc))
-                doc, pos = doc[order], pos[order]
-                term = np.asarray(batch.term)[order]
-            else:
-                term = np.asarray(batch.term)
-            per_text = np.asarray(batch.lengths, np.int32)
-            lengths[present] = per_text[inverse]
-            starts = np.searchsorted(doc, np.arange(len(uniq)))
-            counts = np.bincount(doc, minlength=len(uniq))[inverse]
-            if counts.sum():
-                total = int(counts.sum())
-                first = np.cumsum(counts) - counts
-                take = np.repeat(starts[inverse] - first, counts) + np.arange(total)
-                tokens = (ids[term[take]], np.repeat((lo + present).astype(np.int32), counts),
-                          pos[take])
-        self._append_lengths(lengths)
-        if tokens is not None:
-            seg = self._encode(lo, hi, *tokens)
+                doc, pos, term = doc[order], pos[order], term[order]
+            text_start = np.searchsorted(doc, np.arange(len(uniq) + 1))
+            # a row's length is its tokens (the batch's lengths say the same)
+            lengths[present] = np.diff(text_start)[inverse]
+            self._append_lengths(lengths)
+            text_of_row = np.full(hi - lo, -1, np.int64)
+            text_of_row[present] = inverse
+            n_tokens = int(lengths[present].sum(dtype=np.int64))
+            if n_tokens:
+                by_term = n_tokens * 8 >= len(self._terms)
+                st, sr, sp = bm25.row_tokens(text_start, term, pos, ids, text_of_row, lo,
+                                             len(self._terms), by_term)
+                seg = self._encode(lo, hi, st, sr, sp, by_term)
+        else:
+            self._append_lengths(lengths)
+        if seg is not None:
             self._segments = self._merged(self._segments + (seg,))
         self.n = hi
         self._gen += 1
@@ -205,22 +211,46 @@ class FtsIndex:
             self._own_lengths = True
         self._lengths[n:need] = new
 
-    def _encode(self, lo, hi, term, row, pos) -> Segment:
-        arrays = bm25.encode_segment(term, row, pos, len(self._terms), self._lengths, lo)
-        return Segment(lo, hi, arrays)
+    def _encode(self, lo, hi, term, row, pos, by_term=False) -> Segment:
+        """A segment of tokens whose rows ascend (and positions within a row),
+        or already term-major (``by_term``)."""
+        if by_term:
+            pass
+        elif len(term) * 8 >= len(self._terms):
+            term, row, pos = bm25.sort_by_term(term, row, pos, len(self._terms))
+        else:   # a few tokens against a large vocabulary: no pass over the vocabulary
+            order = np.argsort(term, kind="stable")
+            term, row, pos = term[order], row[order], pos[order]
+        return Segment(lo, hi, bm25.encode_segment(term, row, pos, self._lengths, lo))
 
     def _tokens(self, seg: Segment, below: int):
         return bm25.segment_tokens(seg.term_ids, seg.term_df, seg.term_post, seg.term_pos,
                                    seg.post, seg.posb, seg.lo, seg.hi, below)
 
+    def _merge(self, run: list) -> Segment:
+        """One segment of consecutive segments (their rows ascend, so a stable
+        sort by term of their tokens, concatenated, is sorted by term and row)."""
+        tokens = [self._tokens(s, s.hi) for s in run]
+        return self._encode(run[0].lo, run[-1].hi, *(np.concatenate(p) for p in zip(*tokens)))
+
     def _merged(self, segs: tuple) -> tuple:
+        """Segments after the newest: small ones (a row or a few) wait in a run
+        of up to SMALL_RUN and merge together, so a stream of one-row extends
+        costs one merge per SMALL_RUN rows, not one per row; then a segment
+        merges into the one before it while that one holds at most twice its
+        postings (so sizes at least double towards the oldest: O(log P) segments)."""
         segs = list(segs)
-        while (len(segs) >= 2 and segs[-2].npost <= 2 * segs[-1].npost
+        small = 0
+        while small < len(segs) and segs[-1 - small].npost < SMALL_POSTINGS:
+            small += 1
+        if small >= SMALL_RUN or (small > 1 and sum(
+                s.npost for s in segs[-small:]) >= SMALL_POSTINGS):
+            segs[-small:] = [self._merge(segs[-small:])]
+        while (len(segs) >= 2 and segs[-1].npost >= SMALL_POSTINGS
+               and segs[-2].npost <= 2 * segs[-1].npost
                and len(segs[-2].post) + len(segs[-1].post) < _MAX_STREAM
                and len(segs[-2].posb) + len(segs[-1].posb) < _MAX_STREAM):
-            a, b = segs[-2], segs[-1]
-            ta, tb = self._tokens(a, a.hi), self._tokens(b, b.hi)
-            segs[-2:] = [self._encode(a.lo, b.hi, *(np.concatenate(p) for p in zip(ta, tb)))]
+            segs[-2:] = [self._merge(segs[-2:])]
         return tuple(segs)
 
     def truncate(self, n: int) -> None:
@@ -259,18 +289,17 @@ class FtsIndex:
         return mask
 
     def _stats_entry(self, visible: np.ndarray):
+        """(Stats, df cache, every row below len(visible) visible) of a mask."""
         cache = self._stat_cache
         if cache is not None and cache[0] is visible and cache[1] == self._gen:
-            return cache[2], cache[3]
-        lengths = self._lengths[:len(visible)]
-        seen = visible & (lengths >= 0)
-        N = int(np.count_nonzero(seen))
-        total = int(lengths[seen].sum(dtype=np.int64))
+            return cache[2:]
+        N, total, n_visible = bm25.mask_stats(visible, self._lengths)
         stats = Stats(N, total / N if N and total else 1.0)
         dfs: dict = {}
+        everyone = n_visible == len(visible)
         if not visible.flags.writeable:
-            self._stat_cache = (visible, self._gen, stats, dfs)
-        return stats, dfs
+            self._stat_cache = (visible, self._gen, stats, dfs, everyone)
+        return stats, dfs, everyone
 
     def stats(self, visible: np.ndarray) -> Stats:
         return self._stats_entry(self._check_mask(visible, "visible"))[0]
@@ -296,7 +325,7 @@ class FtsIndex:
         if kind == "Phrase":
             ids = self._id_map()
             gids = [ids.get(w) for w in what]
-            if any(g is None for g in gids):
+            if not gids or any(g is None for g in gids):
                 return np.empty(0, np.int64), np.empty(0, np.int32)
             for seg in segs:
                 at = [seg.find(np.array([g], np.int32)) for g in gids]
@@ -337,6 +366,8 @@ class FtsIndex:
         out = [] if out is None else out
         kind = type(node).__name__
         if kind in ("And", "Or"):
+            if not node.children:
+                raise ValueError(f"fts: an empty {kind}")
             for c in node.children:
                 self._leaves(c, negated, out)
         elif kind == "Not":
@@ -350,8 +381,6 @@ class FtsIndex:
         kind = type(node).__name__
         if kind in ("And", "Or"):
             vals = [self._eval(c, present, it) for c in node.children]
-            if not vals:
-                raise ValueError(f"fts: an empty {kind}")
             out = vals[0].copy()
             for v in vals[1:]:
                 if kind == "And":
@@ -374,7 +403,7 @@ class FtsIndex:
         idf = {}
         stats = None
         if visible is not None:
-            stats, dfs = self._stats_entry(visible)
+            stats, dfs, _ = self._stats_entry(visible)
             for key, scored in leaves:
                 if scored and key not in idf:
                     df = dfs.get(key)
@@ -434,16 +463,153 @@ class FtsIndex:
     def top_k(self, node, k: int, allow: np.ndarray, visible: np.ndarray,
               exhaustive: bool = False):
         """The k best rows allowed that match, best first (ties by row ascending):
-        (rows int64, scores float32), scored with ``visible``'s statistics."""
+        (rows int64, scores float32), scored with ``visible``'s statistics.
+
+        Pruned unless ``exhaustive``: the same answer (held to it by the tests)
+        from the kernel that skips what cannot reach the k best."""
         allow = self._check_mask(allow, "allow")
         visible = self._check_mask(visible, "visible")
         if k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
+        k = min(int(k), len(allow))
+        if not exhaustive and k:
+            found = self._top_k_pruned(node, k, allow, visible)
+            if found is not None:
+                return found
         leaves, posting, idf, stats = self._query(node, visible)
         rows = np.flatnonzero(self._match(node, leaves, posting, len(allow)) & allow)
         scores = self._scores_of(node, rows, leaves, posting, idf, stats).astype(np.float32)
         best = np.lexsort((rows, -scores))[:k]
         return rows[best].astype(np.int64), scores[best]
+
+    def _shape(self, node, it):
+        """(every match holds a scored leaf, the scored leaves every match holds)."""
+        kind = type(node).__name__
+        if kind in ("And", "Or"):
+            parts = [self._shape(c, it) for c in node.children]
+            if kind == "And":
+                return any(p[0] for p in parts), set().union(*(p[1] for p in parts))
+            return all(p[0] for p in parts), set.intersection(*(p[1] for p in parts))
+        if kind == "Not":
+            self._shape(node.child, it)
+            return False, set()
+        return True, {next(it)}
+
+    def _program(self, node, ops, args, it):
+        """The tree in postfix for the kernel: (0, leaf), (1, n) AND, (2, n) OR, (3, 0) NOT."""
+        kind = type(node).__name__
+        if kind in ("And", "Or"):
+            for c in node.children:
+                self._program(c, ops, args, it)
+            ops.append(1 if kind == "And" else 2)
+            args.append(len(node.children))
+        elif kind == "Not":
+            self._program(node.child, ops, args, it)
+            ops.append(3)
+            args.append(0)
+        else:
+            ops.append(0)
+            args.append(next(it))
+
+    def _term_df(self, segs, gid, visible, everyone) -> int:
+        """Visible rows holding term ``gid``: with every row below len(visible)
+        visible, the segments' own counts; else its rows decoded and counted."""
+        m = len(visible)
+        total = 0
+        for seg in segs:
+            if seg.lo >= m:
+                break
+            at = seg.find(np.array([gid], np.int32))
+            if not len(at):
+                continue
+            t = int(at[0])
+            if everyone and seg.hi <= m:
+                total += int(seg.term_df[t])
+                continue
+            rows, _ = bm25.decode_terms(seg.post, seg.term_post, seg.term_df,
+                                        np.array([t], np.int64), seg.lo, seg.hi)
+            total += bm25.count_visible(rows, visible)
+        return total
+
+    def _top_k_pruned(self, node, k, allow, visible):
+        segs = self._segments
+        leaves = self._leaves(node)
+        holds_leaf, required = self._shape(node, iter(range(len(leaves))))
+        if not holds_leaf:
+            return None       # a row can match by negations alone: score every match
+        stats, dfs, everyone = self._stats_entry(visible)
+        ids_of = self._id_map()
+        L = len(leaves)
+        gids = np.full(L, -1, np.int64)
+        cost = np.zeros(L, np.int64)
+        idf = np.zeros(L, np.float64)
+        decoded = {}
+        d_rows, d_tfs, base = [], [], 0
+        for i, (key, scored) in enumerate(leaves):
+            if key[0] == "Term":
+                g = ids_of.get(key[1])
+                if g is None:
+                    continue
+                gids[i] = g
+                if scored and key not in dfs:
+                    dfs[key] = self._term_df(segs, g, visible, everyone)
+                cost[i] = sum(int(s.term_df[a[0]]) for s in segs
+                              if len(a := s.find(np.array([g], np.int32))))
+            else:
+                if key not in decoded:
+                    rows, tfs = self._postings(segs, key)
+                    decoded[key] = (base, rows)
+                    d_rows.append(rows)
+                    d_tfs.append(tfs)
+                    base += len(rows)
+                if scored and key not in dfs:
+                    dfs[key] = bm25.count_visible(decoded[key][1], visible)
+                cost[i] = len(decoded[key][1])
+            if scored:
+                idf[i] = self._idf(stats.N, dfs[key])
+        scored = np.array([sc for _, sc in leaves], np.bool_)
+        lead = min(required, key=lambda i: (cost[i], i)) if required else -1
+        ops, args = [], []
+        self._program(node, ops, args, iter(range(L)))
+        ops, args = np.array(ops, np.int64), np.array(args, np.int64)
+        d_rows = np.concatenate(d_rows) if d_rows else np.empty(0, np.int64)
+        d_tfs = np.concatenate(d_tfs) if d_tfs else np.empty(0, np.int32)
+        keys = np.empty(k, np.float32)
+        heap_ids = np.empty(k, np.int32)
+        n = 0
+        m = len(allow)
+        for seg in segs:
+            if seg.lo >= m:
+                break
+            kind = np.full(L, 2, np.int64)
+            start = np.zeros(L, np.int64)
+            df = np.zeros(L, np.int64)
+            blk = np.full(L, -1, np.int64)
+            doff = np.zeros(L, np.int64)
+            for i, (key, _) in enumerate(leaves):
+                if key[0] == "Term":
+                    if gids[i] < 0:
+                        continue
+                    at = seg.find(np.array([gids[i]], np.int32))
+                    if len(at):
+                        t = int(at[0])
+                        kind[i] = 0
+                        start[i] = seg.term_post[t]
+                        df[i] = seg.term_df[t]
+                        blk[i] = seg.term_blk[t]
+                else:
+                    b0, rows = decoded[key]
+                    a, e = np.searchsorted(rows, [seg.lo, seg.hi])
+                    if e > a:
+                        kind[i] = 1
+                        doff[i] = b0 + a
+                        df[i] = e - a
+            n = bm25.top_k_segment(seg.post, seg.blk_last, seg.blk_maxtf, seg.blk_minlen,
+                                   seg.blk_post, seg.lo, kind, start, df, blk, doff, idf,
+                                   scored, d_rows, d_tfs, ops, args, lead, self._lengths,
+                                   allow, self.k1, self.b, stats.avgdl, keys, heap_ids, n, k)
+        best = np.lexsort((heap_ids[:n], keys[:n]))
+        return heap_ids[best].astype(np.int64), -keys[best]
 
     # ------------------------------------------------------------ checkpoint form
 
@@ -479,15 +645,16 @@ class FtsIndex:
         lengths = get("lengths", np.int32)
         if len(lengths) != n or (n and lengths.min() < -1):
             raise ValueError("fts: lengths do not match the rows")
+        raw = get("vocab", np.uint8)
         try:
-            text = get("vocab", np.uint8).tobytes().decode()
+            text = raw.tobytes().decode()
         except UnicodeDecodeError as e:
             raise ValueError("fts: vocabulary is not UTF-8") from e
         self._terms = text.split("\x00") if text else []
         if any(not t for t in self._terms):
             raise ValueError("fts: vocabulary holds an empty term")
         self._ids = None
-        self._vocab_bytes = len(text) + 1 if text else 0
+        self._vocab_bytes = len(raw) + 1 if len(raw) else 0
         seg_lo, seg_hi = get("seg_lo", np.int64), get("seg_hi", np.int64)
         n_seg = len(seg_lo)
         if (len(seg_hi) != n_seg or np.any(seg_lo < 0) or np.any(seg_hi <= seg_lo)
@@ -515,6 +682,8 @@ class FtsIndex:
                     or seg["term_pos"][-1] > len(seg["posb"])):
                 raise ValueError("fts: segment offsets damaged")
             lo, hi = int(seg_lo[s]), int(seg_hi[s])
+            if lo < 0 or hi > n:
+                raise ValueError("fts: segment row ranges damaged")
             bm25.check_segment(*parts, lo, hi, len(self._terms), lengths)
             segs.append(Segment(lo, hi, parts))
         self._segments = tuple(segs)
