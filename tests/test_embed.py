@@ -94,13 +94,17 @@ def test_similar_sentences_are_closer_than_unrelated_ones(model):
 def test_batched_equals_one_at_a_time(model):
     # lengths vary, so batches pad their shorter texts
     texts = [f"document {i}: " + "word " * (i * 7 % 40) + ("tail" if i % 3 else "")
-             for i in range(24)]
+             for i in range(16)]
     single = np.stack([model.embed([t])[0] for t in texts])
     for batch in (5, 64):
         got = embed.embed_batched(model, texts, batch=batch, progress=False)
         np.testing.assert_allclose(got, single, atol=2e-5)
     assert embed.embed_batched(model, [], progress=False).shape == (0, 384)
     assert model.embed([]).shape == (0, 384)
+    # the model's own batches: at most 3 texts and 100 padded word pieces each
+    small = embed.OnnxEmbedder(model.model_path, embed._installed_file(*embed._DEFAULT_TOKENIZER),
+                               name="small-batches", max_length=256, batch=3, tokens=100)
+    np.testing.assert_allclose(small.embed(texts), single, atol=2e-5)
 
 
 @needs_model
