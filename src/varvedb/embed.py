@@ -49,7 +49,7 @@ EXTRA_HINT = {
     "sentence-transformers": "pip install 'varvedb[sentence-transformers]'",
 }
 # embed_batched shows a bar by itself from this many texts (on a terminal)
-PROGRESS_FROM = 2048
+PROGRESS_FROM = 1000
 
 
 @runtime_checkable
