@@ -4,14 +4,15 @@
     db = vv.connect("notes.varve")
     docs = db.create_collection("docs", {"title": "text", "embedding": vv.Vector(384)})
 """
+from . import embed
 from .collection import Collection
 from .database import Database, VersionInfo, connect
 from .session import Session
 from .errors import (ClosedError, CorruptFileError, DimensionError, DuplicateIdError,
-                     FieldTypeError, FileMissingError, FilterError, FormatVersionError,
+                     EmbedderError, FieldTypeError, FileMissingError, FilterError, FormatVersionError,
                      IndexMaintenanceError, LockTimeoutError, NonFiniteVectorError,
                      NotAVarveFileError, NotFoundError, NotNullViolationError, OptionError,
-                     NotSupportedError, ReadOnlyError, SchemaError, SqlError,
+                     NotSupportedError, QuerySyntaxError, ReadOnlyError, SchemaError, SqlError,
                      StorageError, TransactionAbortedError, TransactionError, UnknownFieldError,
                      ValueTooLongError, VarveError, VersionNotFoundError, WriterLockedError)
 from .results import Hit, Hits
@@ -29,5 +30,6 @@ __all__ = [
     "WriterLockedError", "FileMissingError", "OptionError", "ReadOnlyError", "ClosedError",
     "TransactionError", "TransactionAbortedError", "LockTimeoutError", "StorageError",
     "VersionNotFoundError", "IndexMaintenanceError", "NotNullViolationError",
-    "SqlError", "NotSupportedError", "ValueTooLongError",
+    "SqlError", "NotSupportedError", "ValueTooLongError", "QuerySyntaxError", "EmbedderError",
+    "embed",
 ]

@@ -502,8 +502,8 @@ def _embed_query(f, name: str, text) -> np.ndarray:
                           "(vv.Vector(..., embed=..., source=...)): give vector=")
     if not isinstance(text, str):
         raise FieldTypeError(f"vector_text is a string, got {text!r:.80}")
-    from .embed import resolve
-    return resolve(f.embed).embed([text])[0]
+    from .embed import embed_batched, resolve
+    return embed_batched(resolve(f.embed), [text], progress=False)[0]   # checked, normalized
 
 
 def _one_id(schema: Schema, id):

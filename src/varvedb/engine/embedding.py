@@ -15,8 +15,6 @@ import numpy as np
 from ..errors import SchemaError
 from ..schema import VECTOR_DTYPES, Schema
 
-PROGRESS_FROM = 1000     # texts: a progress bar from this many in one write
-
 
 def embedded_fields(schema: Schema) -> list[str]:
     return [n for n, f in schema.fields.items() if f.embed is not None]
@@ -54,8 +52,7 @@ def fill_embedded(schema: Schema, columns: dict, n: int, stale=()) -> dict:
 def _embed(f, name: str, texts: list) -> np.ndarray:
     from ..embed import embed_batched, resolve
     embedder = resolve(f.embed)
-    got = np.asarray(embed_batched(embedder, texts, progress=len(texts) >= PROGRESS_FROM),
-                     np.float32)
+    got = np.asarray(embed_batched(embedder, texts), np.float32)  # a bar on a terminal
     if got.shape != (len(texts), f.dim) or not np.isfinite(got).all():
         raise SchemaError(f"embedder {f.embed!r} gave {got.shape} values for {len(texts)} "
                           f"texts of vector field {name!r} ({f.dim} dimensions, finite)")
