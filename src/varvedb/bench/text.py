@@ -11,7 +11,7 @@ Peer: SQLite FTS5 through the stdlib sqlite3 module, `fts5(body, tokenize=
 'unicode61 remove_diacritics 2')` (no prefix index: `word*` is answered from
 the main index), BM25 with FTS5's fixed k1 = 1.2, b = 0.75. varvedb: a
 collection with text ids and `body: vv.Text(fts=True)`, queried with
-`search(text=q, limit=10)`.
+`search(text=q, limit=10, select=[])` (ids and scores, as FTS5 gives rowids and bm25).
 
 Figures (every one over alternating rounds, medians and min–max):
 * build: varvedb's bulk insert (one insert_arrays, committed) and its checkpoint
@@ -823,7 +823,7 @@ def run(corpus: str | None = None, limit: int | None = None, queries: int = 200,
                       "build_rounds": build_rounds, "seed": seed,
                       "workdir_fs": _fs_type(workdir), "sqlite": sqlite3.sqlite_version,
                       "fts5_table": FTS5_SCHEMA.format(""), "fts5_query": FTS5_QUERY,
-                      "varvedb_query": f"collection.search(text=q, limit={K})"},
+                      "varvedb_query": f"collection.search(text=q, limit={K}, select=[])"},
            "varvedb_skipped": skipped,
            "classes": {k: {"means": v["means"], "queries": len(v["queries"]), "df": v["df"],
                            "examples": v["queries"][:5]} for k, v in classes.items()}}
