@@ -1,14 +1,15 @@
 """Heap and sorted-array kernels over (key float32, id int32) pairs: top-k machinery.
 
 What this is for: every best-k search keeps its candidates and results in
-these structures — the HNSW walks and graph build (:mod:`varvedb.kernels.hnsw`)
-today, a text top-k (BM25) next. A structure is two parallel arrays of the
+these structures — the HNSW walks and graph build (:mod:`varvedb.kernels.hnsw`).
+(The BM25 top-k in :mod:`varvedb.kernels.bm25` keeps its own heap, ordered by
+score then row, so that equal scores go to the lower row as the exhaustive
+path orders them.) A structure is two parallel arrays of the
 same length, ``keys`` float32 and ``ids`` int32, plus its current size ``n``
 held by the caller; every function takes the size and returns the new one, so
 nothing here allocates and a structure can live in reusable scratch.
 
-Smaller keys are better everywhere (a distance). A caller ranking by a score
-where larger is better (BM25) passes ``-score``.
+Smaller keys are better everywhere (a distance).
 
 * min-heap: the best pair at index 0 (a walk's open candidates);
 * max-heap: the worst pair at index 0 (the k best found so far: a new pair

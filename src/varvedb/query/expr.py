@@ -584,6 +584,8 @@ def _text_match(e: Op, rel: Rel, env: Env) -> Val:
 
 def _bm25(e: Func, rel: Rel, env: Env) -> Val:
     index, _, q, _ = _text_args(e, rel, env, "bm25()")
+    if env.snapshot is None:     # RETURNING of a write: no snapshot's statistics to score by
+        raise SqlError("0A000", "bm25() is only supported in SELECT")
     visible, _ = env.snapshot().visible(rel.table)
     return Val("float", text_funcs.bm25_scores(index, q, rel.rows, visible), no_nulls(rel.n))
 

@@ -164,7 +164,7 @@ class TextTopK(PlanNode):
     bound: Any = run_only()     # the query tree, analyzed as the field's words
 
     def describe(self) -> str:
-        how = "block-max pruned" if self.pruned else "every match scored"
+        how = "pruned by block bounds" if self.pruned else "every match scored"
         return f"TextTopK {self.field} @@ {self.query!r} k={self.k} (bm25, {how}), " \
                f"{self.allowed:,} rows allowed"
 
