@@ -62,6 +62,10 @@ _MAX_STREAM = 1 << 31
 # segments under this many postings wait for up to SMALL_RUN of them to merge
 SMALL_POSTINGS = 4096
 SMALL_RUN = 8
+# terms whose segment lookups FtsIndex keeps (cleared when full)
+_AT_CACHE = 4096
+_NO_ROWS = np.empty(0, np.int64)
+_NO_TFS = np.empty(0, np.int32)
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,7 @@ class FtsIndex:
         self._vocab_bytes = 0
         self._gen = 0                           # bumped by every change (stat cache key)
         self._stat_cache = None
+        self._at_cache = ((), {})               # _term_at's, for one segment tuple
 
     # ------------------------------------------------------------ vocabulary
 
@@ -482,49 +487,63 @@ class FtsIndex:
         best = np.lexsort((rows, -scores))[:k]
         return rows[best].astype(np.int64), scores[best]
 
-    def _shape(self, node, it):
-        """(every match holds a scored leaf, the scored leaves every match holds)."""
+    def _compile(self, node, leaves, ops, args, negated=False):
+        """The tree's leaves in order ([(key, scored)], as _leaves), its postfix
+        program for the kernel ((0, leaf), (1, n) AND, (2, n) OR, (3, 0) NOT) and
+        (every match holds a scored leaf, the scored leaves every match holds)."""
         kind = type(node).__name__
         if kind in ("And", "Or"):
-            parts = [self._shape(c, it) for c in node.children]
+            if not node.children:
+                raise ValueError(f"fts: an empty {kind}")
+            parts = [self._compile(c, leaves, ops, args, negated) for c in node.children]
+            ops.append(1 if kind == "And" else 2)
+            args.append(len(node.children))
             if kind == "And":
                 return any(p[0] for p in parts), set().union(*(p[1] for p in parts))
             return all(p[0] for p in parts), set.intersection(*(p[1] for p in parts))
         if kind == "Not":
-            self._shape(node.child, it)
-            return False, set()
-        return True, {next(it)}
-
-    def _program(self, node, ops, args, it):
-        """The tree in postfix for the kernel: (0, leaf), (1, n) AND, (2, n) OR, (3, 0) NOT."""
-        kind = type(node).__name__
-        if kind in ("And", "Or"):
-            for c in node.children:
-                self._program(c, ops, args, it)
-            ops.append(1 if kind == "And" else 2)
-            args.append(len(node.children))
-        elif kind == "Not":
-            self._program(node.child, ops, args, it)
+            self._compile(node.child, leaves, ops, args, True)
             ops.append(3)
             args.append(0)
-        else:
-            ops.append(0)
-            args.append(next(it))
+            return False, set()
+        ops.append(0)
+        args.append(len(leaves))
+        leaves.append((self._leaf_key(node), not negated))
+        return True, {len(leaves) - 1}
+
+    def _term_at(self, segs, gid):
+        """Where term ``gid`` is in ``segs``: ([(segment, index, start, df, blk)], its
+        df summed). Cached per segment tuple (a new tuple on every change of the segments), so
+        the lookups of a term are made once for all the queries holding it."""
+        cache = self._at_cache
+        if cache[0] is not segs:
+            cache = self._at_cache = (segs, {})
+        found = cache[1].get(gid)
+        if found is None:
+            out, total = [], 0
+            for s, seg in enumerate(segs):
+                ids = seg.term_ids
+                t = int(ids.searchsorted(gid))
+                if t < len(ids) and ids[t] == gid:
+                    df = int(seg.term_df[t])
+                    out.append((s, t, int(seg.term_post[t]), df, int(seg.term_blk[t])))
+                    total += df
+            if len(cache[1]) >= _AT_CACHE:
+                cache[1].clear()
+            found = cache[1][gid] = (out, total)
+        return found
 
     def _term_df(self, segs, gid, visible, everyone) -> int:
         """Visible rows holding term ``gid``: with every row below len(visible)
         visible, the segments' own counts; else its rows decoded and counted."""
         m = len(visible)
         total = 0
-        for seg in segs:
+        for s, t, _, df, _ in self._term_at(segs, gid)[0]:
+            seg = segs[s]
             if seg.lo >= m:
                 break
-            at = seg.find(np.array([gid], np.int32))
-            if not len(at):
-                continue
-            t = int(at[0])
             if everyone and seg.hi <= m:
-                total += int(seg.term_df[t])
+                total += df
                 continue
             rows, _ = bm25.decode_terms(seg.post, seg.term_post, seg.term_df,
                                         np.array([t], np.int64), seg.lo, seg.hi)
@@ -533,16 +552,23 @@ class FtsIndex:
 
     def _top_k_pruned(self, node, k, allow, visible):
         segs = self._segments
-        leaves = self._leaves(node)
-        holds_leaf, required = self._shape(node, iter(range(len(leaves))))
+        leaves, ops, args = [], [], []
+        holds_leaf, required = self._compile(node, leaves, ops, args)
         if not holds_leaf:
             return None       # a row can match by negations alone: score every match
         stats, dfs, everyone = self._stats_entry(visible)
         ids_of = self._id_map()
+        m = len(allow)
+        n_seg = 0
+        while n_seg < len(segs) and segs[n_seg].lo < m:
+            n_seg += 1
         L = len(leaves)
-        gids = np.full(L, -1, np.int64)
-        cost = np.zeros(L, np.int64)
-        idf = np.zeros(L, np.float64)
+        # per segment, the kernel's leaf table (kind, start, df, blk, doff, scored):
+        # a leaf not in a segment stays kind 2
+        spec = [[[2] * L, [0] * L, [0] * L, [-1] * L, [0] * L, [0] * L]
+                for _ in range(n_seg)]
+        cost = [0] * L
+        idf = [0.0] * L
         decoded = {}
         d_rows, d_tfs, base = [], [], 0
         for i, (key, scored) in enumerate(leaves):
@@ -550,11 +576,13 @@ class FtsIndex:
                 g = ids_of.get(key[1])
                 if g is None:
                     continue
-                gids[i] = g
+                at, cost[i] = self._term_at(segs, g)
+                for s, _, start, df, blk in at:
+                    if s < n_seg:
+                        col = spec[s]
+                        col[0][i], col[1][i], col[2][i], col[3][i] = 0, start, df, blk
                 if scored and key not in dfs:
                     dfs[key] = self._term_df(segs, g, visible, everyone)
-                cost[i] = sum(int(s.term_df[a[0]]) for s in segs
-                              if len(a := s.find(np.array([g], np.int32))))
             else:
                 if key not in decoded:
                     rows, tfs = self._postings(segs, key)
@@ -562,54 +590,38 @@ class FtsIndex:
                     d_rows.append(rows)
                     d_tfs.append(tfs)
                     base += len(rows)
+                b0, rows = decoded[key]
                 if scored and key not in dfs:
-                    dfs[key] = bm25.count_visible(decoded[key][1], visible)
-                cost[i] = len(decoded[key][1])
+                    dfs[key] = bm25.count_visible(rows, visible)
+                cost[i] = len(rows)
+                if len(rows) and n_seg:
+                    cut = np.searchsorted(rows, [r for seg in segs[:n_seg]
+                                                 for r in (seg.lo, seg.hi)]).tolist()
+                    for s in range(n_seg):
+                        a, e = cut[2 * s], cut[2 * s + 1]
+                        if e > a:
+                            col = spec[s]
+                            col[0][i], col[2][i], col[4][i] = 1, e - a, b0 + a
             if scored:
                 idf[i] = self._idf(stats.N, dfs[key])
-        scored = np.array([sc for _, sc in leaves], np.bool_)
+                for col in spec:
+                    col[5][i] = 1
         lead = min(required, key=lambda i: (cost[i], i)) if required else -1
-        ops, args = [], []
-        self._program(node, ops, args, iter(range(L)))
-        ops, args = np.array(ops, np.int64), np.array(args, np.int64)
-        d_rows = np.concatenate(d_rows) if d_rows else np.empty(0, np.int64)
-        d_tfs = np.concatenate(d_tfs) if d_tfs else np.empty(0, np.int32)
+        prog = np.array((ops, args), np.int64)
+        idf = np.array(idf, np.float64)
+        d_rows = np.concatenate(d_rows) if d_rows else _NO_ROWS
+        d_tfs = np.concatenate(d_tfs) if d_tfs else _NO_TFS
         keys = np.empty(k, np.float32)
         heap_ids = np.empty(k, np.int32)
         n = 0
-        m = len(allow)
-        for seg in segs:
-            if seg.lo >= m:
-                break
-            kind = np.full(L, 2, np.int64)
-            start = np.zeros(L, np.int64)
-            df = np.zeros(L, np.int64)
-            blk = np.full(L, -1, np.int64)
-            doff = np.zeros(L, np.int64)
-            for i, (key, _) in enumerate(leaves):
-                if key[0] == "Term":
-                    if gids[i] < 0:
-                        continue
-                    at = seg.find(np.array([gids[i]], np.int32))
-                    if len(at):
-                        t = int(at[0])
-                        kind[i] = 0
-                        start[i] = seg.term_post[t]
-                        df[i] = seg.term_df[t]
-                        blk[i] = seg.term_blk[t]
-                else:
-                    b0, rows = decoded[key]
-                    a, e = np.searchsorted(rows, [seg.lo, seg.hi])
-                    if e > a:
-                        kind[i] = 1
-                        doff[i] = b0 + a
-                        df[i] = e - a
+        for s in range(n_seg):
+            seg = segs[s]
             n = bm25.top_k_segment(seg.post, seg.blk_last, seg.blk_maxtf, seg.blk_minlen,
-                                   seg.blk_post, seg.lo, kind, start, df, blk, doff, idf,
-                                   scored, d_rows, d_tfs, ops, args, lead, self._lengths,
-                                   allow, self.k1, self.b, stats.avgdl, keys, heap_ids, n, k)
-        best = np.lexsort((heap_ids[:n], keys[:n]))
-        return heap_ids[best].astype(np.int64), -keys[best]
+                                   seg.blk_post, seg.lo, np.array(spec[s], np.int64), idf,
+                                   d_rows, d_tfs, prog, lead, self._lengths, allow, self.k1,
+                                   self.b, stats.avgdl, keys, heap_ids, n, k,
+                                   s == n_seg - 1)
+        return heap_ids[:n].astype(np.int64), -keys[:n]
 
     # ------------------------------------------------------------ checkpoint form
 

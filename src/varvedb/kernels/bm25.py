@@ -689,18 +689,56 @@ def _matches(ops, args, present, stack):
 
 
 @njit(readonly=(
-    'post', 'blk_last', 'blk_maxtf', 'blk_minlen', 'blk_post', 'kind', 'start', 'df',
-    'blk', 'doff', 'idf', 'scored', 'd_rows', 'd_tfs', 'ops', 'args', 'lengths',
+    'post', 'blk_last', 'blk_maxtf', 'blk_minlen', 'blk_post', 'leaf', 'idf', 'd_rows',
+    'd_tfs', 'prog', 'lengths',
 ), **_JIT)
-def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
-                  kind, start, df, blk, doff, idf, scored, d_rows, d_tfs,
-                  ops, args, lead, lengths, allow, k1, b, avgdl, keys, ids, n, k):
+def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo, leaf, idf,
+                  d_rows, d_tfs, prog, lead, lengths, allow, k1, b, avgdl, keys, ids, n, k,
+                  last):
     """Offer one segment's matching allowed rows to the k-best heap (keys, ids, n);
-    returns the heap's new size. Pruned: with ``lead`` >= 0 (a scored leaf every
-    match holds) its postings drive and the others are probed best bound first;
+    returns the heap's new size, and with ``last`` leaves keys/ids[:n] sorted best
+    first (ties by row). ``leaf`` holds per leaf (columns) its kind (0 a term of
+    this segment, 1 decoded rows, 2 none here), start, df, blk, doff and scored;
+    ``prog`` the tree in postfix (ops, args). Pruned: with ``lead`` >= 0 (a scored
+    leaf every match holds) its postings drive and the others are probed best bound first;
     otherwise MaxScore over the scored leaves. Either way a candidate is dropped
     as soon as its score so far plus its other leaves' block bounds cannot beat
     the k-th best, and the lead skips whole blocks by their bounds."""
+    n = _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
+                       leaf[0], leaf[1], leaf[2], leaf[3], leaf[4], idf, leaf[5], d_rows,
+                       d_tfs, prog[0], prog[1], lead, lengths, allow, k1, b, avgdl, keys,
+                       ids, n, k)
+    if last:
+        _heap_sort(keys, ids, n)
+    return n
+
+
+@njit(**_INLINE)
+def _heap_sort(keys, ids, n):
+    """The max-heap keys/ids[:n] sorted ascending (best first), in place."""
+    for end in range(n - 1, 0, -1):
+        key, row = keys[end], ids[end]
+        keys[end], ids[end] = keys[0], ids[0]
+        j = 0
+        while True:
+            c = 2 * j + 1
+            if c >= end:
+                break
+            if c + 1 < end and _worse(keys[c + 1], ids[c + 1], keys[c], ids[c]):
+                c += 1
+            if not _worse(keys[c], ids[c], key, row):
+                break
+            keys[j] = keys[c]
+            ids[j] = ids[c]
+            j = c
+        keys[j] = key
+        ids[j] = row
+
+
+@njit(**_INLINE)
+def _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
+                   kind, start, df, blk, doff, idf, scored, d_rows, d_tfs,
+                   ops, args, lead, lengths, allow, k1, b, avgdl, keys, ids, n, k):
     L = kind.shape[0]
     m = allow.shape[0]
     nblk = np.zeros(L, np.int64)
