@@ -294,17 +294,17 @@ class FtsIndex:
         return mask
 
     def _stats_entry(self, visible: np.ndarray):
-        """(Stats, df cache, every row below len(visible) visible) of a mask."""
+        """(Stats, idf cache by leaf key, every row below len(visible) visible) of a mask."""
         cache = self._stat_cache
         if cache is not None and cache[0] is visible and cache[1] == self._gen:
             return cache[2:]
         N, total, n_visible = bm25.mask_stats(visible, self._lengths)
         stats = Stats(N, total / N if N and total else 1.0)
-        dfs: dict = {}
+        idfs: dict = {}
         everyone = n_visible == len(visible)
         if not visible.flags.writeable:
-            self._stat_cache = (visible, self._gen, stats, dfs, everyone)
-        return stats, dfs, everyone
+            self._stat_cache = (visible, self._gen, stats, idfs, everyone)
+        return stats, idfs, everyone
 
     def stats(self, visible: np.ndarray) -> Stats:
         return self._stats_entry(self._check_mask(visible, "visible"))[0]
@@ -408,13 +408,14 @@ class FtsIndex:
         idf = {}
         stats = None
         if visible is not None:
-            stats, dfs, _ = self._stats_entry(visible)
+            stats, idfs, _ = self._stats_entry(visible)
             for key, scored in leaves:
                 if scored and key not in idf:
-                    df = dfs.get(key)
-                    if df is None:
-                        df = dfs[key] = bm25.count_visible(posting[key][0], visible)
-                    idf[key] = self._idf(stats.N, df)
+                    got = idfs.get(key)
+                    if got is None:
+                        got = idfs[key] = self._idf(
+                            stats.N, bm25.count_visible(posting[key][0], visible))
+                    idf[key] = got
         return leaves, posting, idf, stats
 
     # ------------------------------------------------------------ answers
@@ -492,24 +493,31 @@ class FtsIndex:
         program for the kernel ((0, leaf), (1, n) AND, (2, n) OR, (3, 0) NOT) and
         (every match holds a scored leaf, the scored leaves every match holds)."""
         kind = type(node).__name__
-        if kind in ("And", "Or"):
-            if not node.children:
+        if kind == "And" or kind == "Or":
+            children = node.children
+            if not children:
                 raise ValueError(f"fts: an empty {kind}")
-            parts = [self._compile(c, leaves, ops, args, negated) for c in node.children]
+            holds, required = self._compile(children[0], leaves, ops, args, negated)
+            for c in children[1:]:
+                h, r = self._compile(c, leaves, ops, args, negated)
+                if kind == "And":
+                    holds, required = holds or h, required | r
+                else:
+                    holds, required = holds and h, required & r
             ops.append(1 if kind == "And" else 2)
-            args.append(len(node.children))
-            if kind == "And":
-                return any(p[0] for p in parts), set().union(*(p[1] for p in parts))
-            return all(p[0] for p in parts), set.intersection(*(p[1] for p in parts))
+            args.append(len(children))
+            return holds, required
         if kind == "Not":
             self._compile(node.child, leaves, ops, args, True)
             ops.append(3)
             args.append(0)
             return False, set()
+        i = len(leaves)
         ops.append(0)
-        args.append(len(leaves))
-        leaves.append((self._leaf_key(node), not negated))
-        return True, {len(leaves) - 1}
+        args.append(i)
+        leaves.append((("Term", node.text) if kind == "Term" else self._leaf_key(node),
+                       not negated))
+        return True, {i}
 
     def _term_at(self, segs, gid):
         """Where term ``gid`` is in ``segs``: ([(segment, index, start, df, blk)], its
@@ -556,7 +564,7 @@ class FtsIndex:
         holds_leaf, required = self._compile(node, leaves, ops, args)
         if not holds_leaf:
             return None       # a row can match by negations alone: score every match
-        stats, dfs, everyone = self._stats_entry(visible)
+        stats, idfs, everyone = self._stats_entry(visible)
         ids_of = self._id_map()
         m = len(allow)
         n_seg = 0
@@ -565,7 +573,8 @@ class FtsIndex:
         L = len(leaves)
         # per segment, the kernel's leaf table (kind, start, df, blk, doff, scored):
         # a leaf not in a segment stays kind 2
-        spec = [[[2] * L, [0] * L, [0] * L, [-1] * L, [0] * L, [0] * L]
+        scored_of = [1 if sc else 0 for _, sc in leaves]
+        spec = [[[2] * L, [0] * L, [0] * L, [-1] * L, [0] * L, scored_of]
                 for _ in range(n_seg)]
         cost = [0] * L
         idf = [0.0] * L
@@ -581,8 +590,8 @@ class FtsIndex:
                     if s < n_seg:
                         col = spec[s]
                         col[0][i], col[1][i], col[2][i], col[3][i] = 0, start, df, blk
-                if scored and key not in dfs:
-                    dfs[key] = self._term_df(segs, g, visible, everyone)
+                if scored and key not in idfs:
+                    idfs[key] = self._idf(stats.N, self._term_df(segs, g, visible, everyone))
             else:
                 if key not in decoded:
                     rows, tfs = self._postings(segs, key)
@@ -591,8 +600,8 @@ class FtsIndex:
                     d_tfs.append(tfs)
                     base += len(rows)
                 b0, rows = decoded[key]
-                if scored and key not in dfs:
-                    dfs[key] = bm25.count_visible(rows, visible)
+                if scored and key not in idfs:
+                    idfs[key] = self._idf(stats.N, bm25.count_visible(rows, visible))
                 cost[i] = len(rows)
                 if len(rows) and n_seg:
                     cut = np.searchsorted(rows, [r for seg in segs[:n_seg]
@@ -603,10 +612,14 @@ class FtsIndex:
                             col = spec[s]
                             col[0][i], col[2][i], col[4][i] = 1, e - a, b0 + a
             if scored:
-                idf[i] = self._idf(stats.N, dfs[key])
-                for col in spec:
-                    col[5][i] = 1
+                idf[i] = idfs[key]
         lead = min(required, key=lambda i: (cost[i], i)) if required else -1
+        # a segment holding no leaf (or not the lead, which every match holds)
+        # matches nothing there
+        runs = [s for s in range(n_seg)
+                if (spec[s][0][lead] != 2 if lead >= 0 else min(spec[s][0]) != 2)]
+        if not runs:
+            return np.empty(0, np.int64), np.empty(0, np.float32)
         prog = np.array((ops, args), np.int64)
         idf = np.array(idf, np.float64)
         d_rows = np.concatenate(d_rows) if d_rows else _NO_ROWS
@@ -614,13 +627,13 @@ class FtsIndex:
         keys = np.empty(k, np.float32)
         heap_ids = np.empty(k, np.int32)
         n = 0
-        for s in range(n_seg):
+        for s in runs:
             seg = segs[s]
             n = bm25.top_k_segment(seg.post, seg.blk_last, seg.blk_maxtf, seg.blk_minlen,
                                    seg.blk_post, seg.lo, np.array(spec[s], np.int64), idf,
                                    d_rows, d_tfs, prog, lead, self._lengths, allow, self.k1,
                                    self.b, stats.avgdl, keys, heap_ids, n, k,
-                                   s == n_seg - 1)
+                                   s == runs[-1])
         return heap_ids[:n].astype(np.int64), -keys[:n]
 
     # ------------------------------------------------------------ checkpoint form
