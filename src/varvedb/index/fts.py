@@ -571,11 +571,11 @@ class FtsIndex:
         while n_seg < len(segs) and segs[n_seg].lo < m:
             n_seg += 1
         L = len(leaves)
-        # per segment, the kernel's leaf table (kind, start, df, blk, doff, scored):
-        # a leaf not in a segment stays kind 2
-        scored_of = [1 if sc else 0 for _, sc in leaves]
-        spec = [[[2] * L, [0] * L, [0] * L, [-1] * L, [0] * L, scored_of]
-                for _ in range(n_seg)]
+        # per segment, the kernel's plan: L kinds, starts, dfs, blks, doffs, scored
+        # flags (then the program); a leaf not in a segment stays kind 2
+        head = [2] * L + [0] * (2 * L) + [-1] * L + [0] * L
+        head += [1 if sc else 0 for _, sc in leaves]
+        spec = [head.copy() for _ in range(n_seg)]
         cost = [0] * L
         idf = [0.0] * L
         decoded = {}
@@ -589,7 +589,7 @@ class FtsIndex:
                 for s, _, start, df, blk in at:
                     if s < n_seg:
                         col = spec[s]
-                        col[0][i], col[1][i], col[2][i], col[3][i] = 0, start, df, blk
+                        col[i], col[L + i], col[2 * L + i], col[3 * L + i] = 0, start, df, blk
                 if scored and key not in idfs:
                     idfs[key] = self._idf(stats.N, self._term_df(segs, g, visible, everyone))
             else:
@@ -610,17 +610,22 @@ class FtsIndex:
                         a, e = cut[2 * s], cut[2 * s + 1]
                         if e > a:
                             col = spec[s]
-                            col[0][i], col[2][i], col[4][i] = 1, e - a, b0 + a
+                            col[i], col[2 * L + i], col[4 * L + i] = 1, e - a, b0 + a
             if scored:
                 idf[i] = idfs[key]
-        lead = min(required, key=lambda i: (cost[i], i)) if required else -1
+        lead = -1
+        for i in required:      # the cheapest leaf every match holds, first if tied
+            if lead < 0 or (cost[i], i) < (cost[lead], lead):
+                lead = i
         # a segment holding no leaf (or not the lead, which every match holds)
         # matches nothing there
-        runs = [s for s in range(n_seg)
-                if (spec[s][0][lead] != 2 if lead >= 0 else min(spec[s][0]) != 2)]
+        if lead >= 0:
+            runs = [s for s in range(n_seg) if spec[s][lead] != 2]
+        else:
+            runs = [s for s in range(n_seg) if min(spec[s][:L]) != 2]
         if not runs:
             return np.empty(0, np.int64), np.empty(0, np.float32)
-        prog = np.array((ops, args), np.int64)
+        prog = ops + args
         idf = np.array(idf, np.float64)
         d_rows = np.concatenate(d_rows) if d_rows else _NO_ROWS
         d_tfs = np.concatenate(d_tfs) if d_tfs else _NO_TFS
@@ -630,8 +635,8 @@ class FtsIndex:
         for s in runs:
             seg = segs[s]
             n = bm25.top_k_segment(seg.post, seg.blk_last, seg.blk_maxtf, seg.blk_minlen,
-                                   seg.blk_post, seg.lo, np.array(spec[s], np.int64), idf,
-                                   d_rows, d_tfs, prog, lead, self._lengths, allow, self.k1,
+                                   seg.blk_post, seg.lo, np.array(spec[s] + prog, np.int64),
+                                   idf, d_rows, d_tfs, lead, self._lengths, allow, self.k1,
                                    self.b, stats.avgdl, keys, heap_ids, n, k,
                                    s == runs[-1])
         return heap_ids[:n].astype(np.int64), -keys[:n]

@@ -689,25 +689,28 @@ def _matches(ops, args, present, stack):
 
 
 @njit(readonly=(
-    'post', 'blk_last', 'blk_maxtf', 'blk_minlen', 'blk_post', 'leaf', 'idf', 'd_rows',
-    'd_tfs', 'prog', 'lengths',
+    'post', 'blk_last', 'blk_maxtf', 'blk_minlen', 'blk_post', 'plan', 'idf', 'd_rows',
+    'd_tfs', 'lengths',
 ), **_JIT)
-def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo, leaf, idf,
-                  d_rows, d_tfs, prog, lead, lengths, allow, k1, b, avgdl, keys, ids, n, k,
-                  last):
+def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo, plan, idf,
+                  d_rows, d_tfs, lead, lengths, allow, k1, b, avgdl, keys, ids, n, k, last):
     """Offer one segment's matching allowed rows to the k-best heap (keys, ids, n);
     returns the heap's new size, and with ``last`` leaves keys/ids[:n] sorted best
-    first (ties by row). ``leaf`` holds per leaf (columns) its kind (0 a term of
-    this segment, 1 decoded rows, 2 none here), start, df, blk, doff and scored;
-    ``prog`` the tree in postfix (ops, args). Pruned: with ``lead`` >= 0 (a scored
-    leaf every match holds) its postings drive and the others are probed best bound first;
+    first (ties by row). ``plan`` is, for the L = len(idf) leaves, L kinds (0 a
+    term of this segment, 1 decoded rows, 2 none here), L starts, dfs, blks, doffs
+    and scored flags, then the tree in postfix: P ops and P args.
+    Pruned: with ``lead`` >= 0 (a scored leaf every match holds) its postings
+    drive and the others are probed best bound first;
     otherwise MaxScore over the scored leaves. Either way a candidate is dropped
     as soon as its score so far plus its other leaves' block bounds cannot beat
     the k-th best, and the lead skips whole blocks by their bounds."""
+    L = idf.shape[0]
+    P = (plan.shape[0] - 6 * L) // 2
     n = _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
-                       leaf[0], leaf[1], leaf[2], leaf[3], leaf[4], idf, leaf[5], d_rows,
-                       d_tfs, prog[0], prog[1], lead, lengths, allow, k1, b, avgdl, keys,
-                       ids, n, k)
+                       plan[:L], plan[L:2 * L], plan[2 * L:3 * L], plan[3 * L:4 * L],
+                       plan[4 * L:5 * L], idf, plan[5 * L:6 * L], d_rows, d_tfs,
+                       plan[6 * L:6 * L + P], plan[6 * L + P:], lead, lengths, allow, k1, b,
+                       avgdl, keys, ids, n, k)
     if last:
         _heap_sort(keys, ids, n)
     return n
