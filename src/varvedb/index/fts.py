@@ -630,7 +630,7 @@ class FtsIndex:
         d_rows = np.concatenate(d_rows) if d_rows else _NO_ROWS
         d_tfs = np.concatenate(d_tfs) if d_tfs else _NO_TFS
         keys = np.empty(k, np.float32)
-        heap_ids = np.empty(k, np.int32)
+        heap_ids = np.empty(k, np.int64)
         n = 0
         for s in runs:
             seg = segs[s]
@@ -639,7 +639,7 @@ class FtsIndex:
                                    idf, d_rows, d_tfs, lead, self._lengths, allow, self.k1,
                                    self.b, stats.avgdl, keys, heap_ids, n, k,
                                    s == runs[-1])
-        return heap_ids[:n].astype(np.int64), -keys[:n]
+        return heap_ids[:n], keys[:n]
 
     # ------------------------------------------------------------ checkpoint form
 

@@ -695,8 +695,8 @@ def _matches(ops, args, present, stack):
 def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo, plan, idf,
                   d_rows, d_tfs, lead, lengths, allow, k1, b, avgdl, keys, ids, n, k, last):
     """Offer one segment's matching allowed rows to the k-best heap (keys, ids, n);
-    returns the heap's new size, and with ``last`` leaves keys/ids[:n] sorted best
-    first (ties by row). ``plan`` is, for the L = len(idf) leaves, L kinds (0 a
+    returns the heap's new size, and with ``last`` leaves ids[:n] sorted best
+    first (ties by row) and keys[:n] their scores (no longer negated). ``plan`` is, for the L = len(idf) leaves, L kinds (0 a
     term of this segment, 1 decoded rows, 2 none here), L starts, dfs, blks, doffs
     and scored flags, then the tree in postfix: P ops and P args.
     Pruned: with ``lead`` >= 0 (a scored leaf every match holds) its postings
@@ -713,6 +713,8 @@ def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo, plan, idf
                        avgdl, keys, ids, n, k)
     if last:
         _heap_sort(keys, ids, n)
+        for i in range(n):
+            keys[i] = -keys[i]
     return n
 
 
@@ -913,7 +915,7 @@ def _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
                                   lo, d_rows, d_tfs, br, bt, bn, cur, bpos, row_at, nblk)
                         present[l] = r == d
                 if _matches(ops, args, present, stack):
-                    n = _offer(keys, ids, n, k, -score, np.int32(d))
+                    n = _offer(keys, ids, n, k, -score, d)
                     if n == k:
                         theta = -np.float64(keys[0])
                         if lead < 0:
