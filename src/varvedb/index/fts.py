@@ -521,8 +521,8 @@ class FtsIndex:
 
     def _term_at(self, segs, gid):
         """Where term ``gid`` is in ``segs``: ([(segment, index, start, df, blk)], its
-        df summed). Cached per segment tuple (a new tuple on every change of the segments), so
-        the lookups of a term are made once for all the queries holding it."""
+        df summed). Cached per segment tuple (a new tuple on every change of the
+        segments), so a term is looked up once for all the queries holding it."""
         cache = self._at_cache
         if cache[0] is not segs:
             cache = self._at_cache = (segs, {})
@@ -560,8 +560,12 @@ class FtsIndex:
 
     def _top_k_pruned(self, node, k, allow, visible):
         segs = self._segments
-        leaves, ops, args = [], [], []
-        holds_leaf, required = self._compile(node, leaves, ops, args)
+        if type(node).__name__ == "Term":    # the commonest query: no tree to walk
+            leaves, ops, args = [(("Term", node.text), True)], [0], [0]
+            holds_leaf, required = True, (0,)
+        else:
+            leaves, ops, args = [], [], []
+            holds_leaf, required = self._compile(node, leaves, ops, args)
         if not holds_leaf:
             return None       # a row can match by negations alone: score every match
         stats, idfs, everyone = self._stats_entry(visible)
@@ -573,9 +577,13 @@ class FtsIndex:
         L = len(leaves)
         # per segment, the kernel's plan: L kinds, starts, dfs, blks, doffs, scored
         # flags (then the program); a leaf not in a segment stays kind 2
-        head = [2] * L + [0] * (2 * L) + [-1] * L + [0] * L
-        head += [1 if sc else 0 for _, sc in leaves]
-        spec = [head.copy() for _ in range(n_seg)]
+        head = [2] * L + [0] * (2 * L) + [-1] * L + [0] * (2 * L)
+        for i in range(L):
+            if leaves[i][1]:
+                head[5 * L + i] = 1
+        spec = [head]
+        for _ in range(1, n_seg):
+            spec.append(head.copy())
         cost = [0] * L
         idf = [0.0] * L
         decoded = {}
@@ -619,10 +627,10 @@ class FtsIndex:
                 lead = i
         # a segment holding no leaf (or not the lead, which every match holds)
         # matches nothing there
-        if lead >= 0:
-            runs = [s for s in range(n_seg) if spec[s][lead] != 2]
-        else:
-            runs = [s for s in range(n_seg) if min(spec[s][:L]) != 2]
+        runs = []
+        for s in range(n_seg):
+            if (spec[s][lead] if lead >= 0 else min(spec[s][:L])) != 2:
+                runs.append(s)
         if not runs:
             return np.empty(0, np.int64), np.empty(0, np.float32)
         prog = ops + args

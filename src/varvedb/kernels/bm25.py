@@ -696,14 +696,18 @@ def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo, plan, idf
                   d_rows, d_tfs, lead, lengths, allow, k1, b, avgdl, keys, ids, n, k, last):
     """Offer one segment's matching allowed rows to the k-best heap (keys, ids, n);
     returns the heap's new size, and with ``last`` leaves ids[:n] sorted best
-    first (ties by row) and keys[:n] their scores (no longer negated). ``plan`` is, for the L = len(idf) leaves, L kinds (0 a
-    term of this segment, 1 decoded rows, 2 none here), L starts, dfs, blks, doffs
-    and scored flags, then the tree in postfix: P ops and P args.
+    first (ties by row) and keys[:n] their scores (no longer negated).
+
+    ``plan`` is, for the L = len(idf) leaves, L kinds (0 a term of this segment,
+    1 decoded rows, 2 none here), L starts, dfs, blks, doffs and scored flags,
+    then the tree in postfix: P ops and P args (one array: one argument to
+    dispatch, one array to build per call).
+
     Pruned: with ``lead`` >= 0 (a scored leaf every match holds) its postings
-    drive and the others are probed best bound first;
-    otherwise MaxScore over the scored leaves. Either way a candidate is dropped
-    as soon as its score so far plus its other leaves' block bounds cannot beat
-    the k-th best, and the lead skips whole blocks by their bounds."""
+    drive and the others are probed best bound first; otherwise MaxScore over
+    the scored leaves. Either way a candidate is dropped as soon as its score so
+    far plus its other leaves' block bounds cannot beat the k-th best, and the
+    lead skips whole blocks by their bounds."""
     L = idf.shape[0]
     P = (plan.shape[0] - 6 * L) // 2
     n = _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
