@@ -634,7 +634,7 @@ class FtsIndex:
         if not runs:
             return np.empty(0, np.int64), np.empty(0, np.float32)
         prog = ops + args
-        idf = np.array(idf, np.float64)
+        idf = np.array(idf + [self.k1, self.b, stats.avgdl], np.float64)
         d_rows = np.concatenate(d_rows) if d_rows else _NO_ROWS
         d_tfs = np.concatenate(d_tfs) if d_tfs else _NO_TFS
         keys = np.empty(k, np.float32)
@@ -642,11 +642,10 @@ class FtsIndex:
         n = 0
         for s in runs:
             seg = segs[s]
+            plan = np.array(spec[s] + prog + [seg.lo, lead, n, k, s == runs[-1]], np.int64)
             n = bm25.top_k_segment(seg.post, seg.blk_last, seg.blk_maxtf, seg.blk_minlen,
-                                   seg.blk_post, seg.lo, np.array(spec[s] + prog, np.int64),
-                                   idf, d_rows, d_tfs, lead, self._lengths, allow, self.k1,
-                                   self.b, stats.avgdl, keys, heap_ids, n, k,
-                                   s == runs[-1])
+                                   seg.blk_post, plan, idf, d_rows, d_tfs, self._lengths,
+                                   allow, keys, heap_ids)
         return heap_ids[:n], keys[:n]
 
     # ------------------------------------------------------------ checkpoint form

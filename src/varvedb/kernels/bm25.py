@@ -692,29 +692,32 @@ def _matches(ops, args, present, stack):
     'post', 'blk_last', 'blk_maxtf', 'blk_minlen', 'blk_post', 'plan', 'idf', 'd_rows',
     'd_tfs', 'lengths',
 ), **_JIT)
-def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo, plan, idf,
-                  d_rows, d_tfs, lead, lengths, allow, k1, b, avgdl, keys, ids, n, k, last):
+def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, plan, idf, d_rows, d_tfs,
+                  lengths, allow, keys, ids):
     """Offer one segment's matching allowed rows to the k-best heap (keys, ids, n);
     returns the heap's new size, and with ``last`` leaves ids[:n] sorted best
     first (ties by row) and keys[:n] their scores (no longer negated).
 
     ``plan`` is, for the L = len(idf) leaves, L kinds (0 a term of this segment,
     1 decoded rows, 2 none here), L starts, dfs, blks, doffs and scored flags,
-    then the tree in postfix: P ops and P args (one array: one argument to
-    dispatch, one array to build per call).
+    then the tree in postfix: P ops and P args, then lo (the segment's first
+    row), lead, n, k and last; ``idf`` the leaves' idf, then k1, b and avgdl.
+    (Few arguments: a call's dispatch costs per argument.)
 
     Pruned: with ``lead`` >= 0 (a scored leaf every match holds) its postings
     drive and the others are probed best bound first; otherwise MaxScore over
     the scored leaves. Either way a candidate is dropped as soon as its score so
     far plus its other leaves' block bounds cannot beat the k-th best, and the
     lead skips whole blocks by their bounds."""
-    L = idf.shape[0]
-    P = (plan.shape[0] - 6 * L) // 2
+    L = idf.shape[0] - 3
+    P = (plan.shape[0] - 6 * L - 5) // 2
+    e = 6 * L + 2 * P
+    lo, lead, n, k, last = plan[e], plan[e + 1], plan[e + 2], plan[e + 3], plan[e + 4]
     n = _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
                        plan[:L], plan[L:2 * L], plan[2 * L:3 * L], plan[3 * L:4 * L],
-                       plan[4 * L:5 * L], idf, plan[5 * L:6 * L], d_rows, d_tfs,
-                       plan[6 * L:6 * L + P], plan[6 * L + P:], lead, lengths, allow, k1, b,
-                       avgdl, keys, ids, n, k)
+                       plan[4 * L:5 * L], idf[:L], plan[5 * L:6 * L], d_rows, d_tfs,
+                       plan[6 * L:6 * L + P], plan[6 * L + P:e], lead, lengths, allow,
+                       idf[L], idf[L + 1], idf[L + 2], keys, ids, n, k)
     if last:
         _heap_sort(keys, ids, n)
         for i in range(n):
