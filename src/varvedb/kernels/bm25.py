@@ -753,8 +753,16 @@ def _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
                    ops, args, lead, lengths, allow, k1, b, avgdl, keys, ids, n, k):
     L = kind.shape[0]
     m = allow.shape[0]
-    nblk = np.zeros(L, np.int64)
-    u0 = np.zeros(L + 1, np.int64)
+    # the per-leaf scratch, carved from one array per type (an allocation apiece
+    # is a good part of a small query's time)
+    iw = np.zeros(7 * L + 1, np.int64)
+    nblk, bn, cur, bpos, row_at, sblk = (iw[:L], iw[L:2 * L], iw[2 * L:3 * L],
+                                         iw[3 * L:4 * L], iw[4 * L:5 * L], iw[5 * L:6 * L])
+    u0 = iw[6 * L:]
+    cur[:] = -1
+    row_at[:] = -1
+    fw = np.zeros(3 * L + 1, np.float64)
+    leaf_ub, contrib, cum = fw[:L], fw[L:2 * L], fw[2 * L:]
     for l in range(L):
         if kind[l] != 2:
             nblk[l] = (df[l] + BLOCK - 1) // BLOCK
@@ -763,12 +771,6 @@ def _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
     ubs = np.zeros(u0[L], np.float64)
     br = np.empty((L, BLOCK), np.int64)
     bt = np.empty((L, BLOCK), np.int32)
-    bn = np.zeros(L, np.int64)
-    cur = np.full(L, -1, np.int64)
-    bpos = np.zeros(L, np.int64)
-    row_at = np.full(L, -1, np.int64)
-    sblk = np.zeros(L, np.int64)
-    leaf_ub = np.zeros(L, np.float64)
     for l in range(L):
         if nblk[l] == 0:
             row_at[l] = _INF
@@ -812,12 +814,11 @@ def _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
         if scored[l]:
             order[q] = l
             q += 1
-    cum = np.zeros(n_sc + 1, np.float64)       # cum[j]: bounds of order[:j]
+    # cum[j]: bounds of order[:j]
     for j in range(n_sc):
         cum[j + 1] = cum[j] + leaf_ub[order[j]]
-    present = np.zeros(L, np.bool_)
-    contrib = np.zeros(L, np.float64)
-    stack = np.zeros(ops.shape[0] + 1, np.bool_)
+    bw = np.zeros(L + ops.shape[0] + 1, np.bool_)
+    present, stack = bw[:L], bw[L:]
 
     theta = -np.inf
     if n == k:
