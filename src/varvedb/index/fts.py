@@ -576,11 +576,13 @@ class FtsIndex:
             n_seg += 1
         L = len(leaves)
         # per segment, the kernel's plan: L kinds, starts, dfs, blks, doffs, scored
-        # flags (then the program); a leaf not in a segment stays kind 2
-        head = [2] * L + [0] * (2 * L) + [-1] * L + [0] * (2 * L)
+        # and required flags (then the program); a leaf not in a segment stays kind 2
+        head = [2] * L + [0] * (2 * L) + [-1] * L + [0] * (3 * L)
         for i in range(L):
             if leaves[i][1]:
                 head[5 * L + i] = 1
+        for i in required:
+            head[6 * L + i] = 1
         spec = [head]
         for _ in range(1, n_seg):
             spec.append(head.copy())

@@ -698,11 +698,12 @@ def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, plan, idf, d_
     returns the heap's new size, and with ``last`` leaves ids[:n] sorted best
     first (ties by row) and keys[:n] their scores (no longer negated).
 
-    ``plan`` is, for the L = len(idf) leaves, L kinds (0 a term of this segment,
-    1 decoded rows, 2 none here), L starts, dfs, blks, doffs and scored flags,
-    then the tree in postfix: P ops and P args, then lo (the segment's first
-    row), lead, n, k and last; ``idf`` the leaves' idf, then k1, b and avgdl.
-    (Few arguments: a call's dispatch costs per argument.)
+    ``plan`` is, for the L = len(idf) - 3 leaves, L kinds (0 a term of this
+    segment, 1 decoded rows, 2 none here), L starts, dfs, blks, doffs, scored
+    flags and required flags (every match holds the leaf), then the tree in
+    postfix (P ops, P args), then lo (the segment's first row), lead, n, k and
+    last; ``idf`` is the leaves' idf, then k1, b and avgdl. (Few arguments: a
+    call's dispatch costs per argument.)
 
     Pruned: with ``lead`` >= 0 (a scored leaf every match holds) its postings
     drive and the others are probed best bound first; otherwise MaxScore over
@@ -710,13 +711,14 @@ def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, plan, idf, d_
     far plus its other leaves' block bounds cannot beat the k-th best, and the
     lead skips whole blocks by their bounds."""
     L = idf.shape[0] - 3
-    P = (plan.shape[0] - 6 * L - 5) // 2
-    e = 6 * L + 2 * P
+    P = (plan.shape[0] - 7 * L - 5) // 2
+    e = 7 * L + 2 * P
     lo, lead, n, k, last = plan[e], plan[e + 1], plan[e + 2], plan[e + 3], plan[e + 4]
     n = _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
                        plan[:L], plan[L:2 * L], plan[2 * L:3 * L], plan[3 * L:4 * L],
-                       plan[4 * L:5 * L], idf[:L], plan[5 * L:6 * L], d_rows, d_tfs,
-                       plan[6 * L:6 * L + P], plan[6 * L + P:e], lead, lengths, allow,
+                       plan[4 * L:5 * L], idf[:L], plan[5 * L:6 * L], plan[6 * L:7 * L],
+                       d_rows, d_tfs, plan[7 * L:7 * L + P], plan[7 * L + P:e], lead, lengths,
+                       allow,
                        idf[L], idf[L + 1], idf[L + 2], keys, ids, n, k)
     if last:
         _heap_sort(keys, ids, n)
@@ -749,7 +751,7 @@ def _heap_sort(keys, ids, n):
 
 @njit(**_INLINE)
 def _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
-                   kind, start, df, blk, doff, idf, scored, d_rows, d_tfs,
+                   kind, start, df, blk, doff, idf, scored, req, d_rows, d_tfs,
                    ops, args, lead, lengths, allow, k1, b, avgdl, keys, ids, n, k):
     L = kind.shape[0]
     m = allow.shape[0]
@@ -836,6 +838,7 @@ def _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
     next_block = 0
     in_block = False
     lp = 0
+    skip = np.int64(-1)        # with a lead: no match below this row (a required leaf's next)
     while True:
         # ---- the next candidate row d
         if lead >= 0:
@@ -844,8 +847,8 @@ def _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
                 lp += 1
             else:
                 j = next_block
-                while j < nblk[lead] and n == k and \
-                        (ubs[u0[lead] + j] + rest) * _SLACK <= theta:
+                while j < nblk[lead] and (lasts[u0[lead] + j] < skip or (
+                        n == k and (ubs[u0[lead] + j] + rest) * _SLACK <= theta)):
                     j += 1
                 if j >= nblk[lead]:
                     break
@@ -873,6 +876,8 @@ def _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
                 break
         if d >= m:
             break
+        if d < skip:
+            continue
         # ---- score it, dropping it as soon as it cannot enter
         ok = allow[d]
         if ok:
@@ -907,6 +912,10 @@ def _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
                 if r == d:
                     contrib[l] = _bm25(idf[l], bt[l, bpos[l]], lengths[d], k1, b, avgdl)
                     s += contrib[l]
+                elif req[l]:
+                    ok = False
+                    skip = r
+                    break
         if ok:
             # the score as the exhaustive path sums it: leaves in query order
             total = 0.0
