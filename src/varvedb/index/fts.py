@@ -469,14 +469,16 @@ class FtsIndex:
     def top_k(self, node, k: int, allow: np.ndarray, visible: np.ndarray,
               exhaustive: bool = False):
         """The k best rows allowed that match, best first (ties by row ascending):
-        (rows int64, scores float32), scored with ``visible``'s statistics.
+        (rows int64, scores float64 holding float32 values), scored with
+        ``visible``'s statistics (summed as float64, rounded to float32: the
+        executor wants float64, and a conversion per query costs).
 
         Pruned unless ``exhaustive``: the same answer (held to it by the tests)
         from the kernel that skips what cannot reach the k best."""
         allow = self._check_mask(allow, "allow")
         visible = self._check_mask(visible, "visible")
         if k <= 0:
-            return np.empty(0, np.int64), np.empty(0, np.float32)
+            return np.empty(0, np.int64), np.empty(0, np.float64)
         k = min(int(k), len(allow))
         if not exhaustive and k:
             found = self._top_k_pruned(node, k, allow, visible)
@@ -486,7 +488,7 @@ class FtsIndex:
         rows = np.flatnonzero(self._match(node, leaves, posting, len(allow)) & allow)
         scores = self._scores_of(node, rows, leaves, posting, idf, stats).astype(np.float32)
         best = np.lexsort((rows, -scores))[:k]
-        return rows[best].astype(np.int64), scores[best]
+        return rows[best].astype(np.int64), scores[best].astype(np.float64)
 
     def _compile(self, node, leaves, ops, args, negated=False):
         """The tree's leaves in order ([(key, scored)], as _leaves), its postfix
@@ -634,12 +636,12 @@ class FtsIndex:
             if (spec[s][lead] if lead >= 0 else min(spec[s][:L])) != 2:
                 runs.append(s)
         if not runs:
-            return np.empty(0, np.int64), np.empty(0, np.float32)
+            return np.empty(0, np.int64), np.empty(0, np.float64)
         prog = ops + args
         idf = np.array(idf + [self.k1, self.b, stats.avgdl], np.float64)
         d_rows = np.concatenate(d_rows) if d_rows else _NO_ROWS
         d_tfs = np.concatenate(d_tfs) if d_tfs else _NO_TFS
-        keys = np.empty(k, np.float32)
+        keys = np.empty(k, np.float64)     # -score: float32 values, compared exactly
         heap_ids = np.empty(k, np.int64)
         n = 0
         for s in runs:
