@@ -482,6 +482,25 @@ def test_one_row_extends_equal_one_extend():
     assert answers(ix, 250, queries) == answers(build(texts[:250]), 250, queries)
 
 
+def test_term_lookups_follow_extend_and_truncate():
+    # the per-term segment lookups are cached: primed, then the segments change
+    rng = np.random.default_rng(5)
+    texts = [" ".join(rng.choice(WORDS, size=rng.integers(1, 30))) for _ in range(300)]
+    other = [" ".join(rng.choice(["zz", "yy", "a"], size=3)) for _ in range(50)]
+    queries = [Term("a"), Term("zz"), And((Term("a"), Term("b"))), Or((Term("yy"), Term("c")))]
+    words = sorted(set(texts + other))
+    codes = np.array([words.index(t) for t in texts + other])
+    ix = build(texts[:200])
+    assert answers(ix, 200, queries) == answers(build(texts[:200]), 200, queries)
+    ix.extend(200, 300, codes[200:300], words)
+    assert answers(ix, 300, queries) == answers(build(texts), 300, queries)
+    ix.truncate(150)
+    assert answers(ix, 150, queries) == answers(build(texts[:150]), 150, queries)
+    ix.extend(150, 200, codes[300:], words)     # new terms take the ids forgotten
+    mixed = texts[:150] + other
+    assert answers(ix, 200, queries) == answers(build(mixed), 200, queries)
+
+
 def test_malformed_trees_are_value_errors():
     ix = build(CORPUS)
     every = np.ones(len(CORPUS), bool)

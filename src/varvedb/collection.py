@@ -328,9 +328,9 @@ class Collection:
                      weights: tuple = (1.0, 1.0)) -> Query:
         t = self._table
         if text is not None or vector_text is not None or rerank is not None:
-            return self._plan_text_search(vector, where, params, limit, select, as_of, field,
-                                          ef, exact, metric, text, text_field, vector_text,
-                                          rerank, candidates, rrf_k, weights)
+            return self._plan_text_search(t, vector, where, params, limit, select, as_of,
+                                          field, ef, exact, metric, text, text_field,
+                                          vector_text, rerank, candidates, rrf_k, weights)
         if vector is None:
             raise FieldTypeError("search needs vector= or text=")
         fname = self._vector_field(t, field)
@@ -354,11 +354,10 @@ class Collection:
         return plan_search(self._snapshot(as_of), t, fname, metric, q, limit, bound, ef,
                            exact, names)
 
-    def _plan_text_search(self, vector, where, params, limit, select, as_of, field, ef, exact,
-                          metric, text, text_field, vector_text, rerank, candidates, rrf_k,
-                          weights) -> Query:
+    def _plan_text_search(self, t, vector, where, params, limit, select, as_of, field, ef,
+                          exact, metric, text, text_field, vector_text, rerank, candidates,
+                          rrf_k, weights) -> Query:
         """search() with text=: a text top-k, fused with a vector one, or reranked."""
-        t = self._table
         if text is None:
             raise FieldTypeError("vector_text= and rerank= go with text= (a text query)")
         if vector is not None and vector_text is not None:

@@ -107,9 +107,11 @@ class Table:
         return self.ids.value(row) if isinstance(self.ids, TextColumn) else self.ids.data.item(row)
 
     def id_values(self, rows: np.ndarray) -> list:
-        if isinstance(self.ids, TextColumn):
-            return self.ids.take(rows)[0]
-        return self.ids.data[rows].tolist()
+        ids = self.ids
+        if isinstance(ids, TextColumn):     # an id is never null: no null mask to make
+            words = ids.words
+            return [words[c] for c in ids.codes.data[rows].tolist()]
+        return ids.data[rows].tolist()
 
     def rows_of_id(self, key, n: int) -> np.ndarray:
         """Every row version among [0, n) written for one document id (a scan)."""

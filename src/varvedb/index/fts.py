@@ -62,6 +62,10 @@ _MAX_STREAM = 1 << 31
 # segments under this many postings wait for up to SMALL_RUN of them to merge
 SMALL_POSTINGS = 4096
 SMALL_RUN = 8
+# terms whose segment lookups FtsIndex keeps (cleared when full)
+_AT_CACHE = 4096
+_NO_ROWS = np.empty(0, np.int64)
+_NO_TFS = np.empty(0, np.int32)
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,7 @@ class FtsIndex:
         self._vocab_bytes = 0
         self._gen = 0                           # bumped by every change (stat cache key)
         self._stat_cache = None
+        self._at_cache = ((), {})               # _term_at's, for one segment tuple
 
     # ------------------------------------------------------------ vocabulary
 
@@ -289,17 +294,17 @@ class FtsIndex:
         return mask
 
     def _stats_entry(self, visible: np.ndarray):
-        """(Stats, df cache, every row below len(visible) visible) of a mask."""
+        """(Stats, idf cache by leaf key, every row below len(visible) visible) of a mask."""
         cache = self._stat_cache
         if cache is not None and cache[0] is visible and cache[1] == self._gen:
             return cache[2:]
         N, total, n_visible = bm25.mask_stats(visible, self._lengths)
         stats = Stats(N, total / N if N and total else 1.0)
-        dfs: dict = {}
+        idfs: dict = {}
         everyone = n_visible == len(visible)
         if not visible.flags.writeable:
-            self._stat_cache = (visible, self._gen, stats, dfs, everyone)
-        return stats, dfs, everyone
+            self._stat_cache = (visible, self._gen, stats, idfs, everyone)
+        return stats, idfs, everyone
 
     def stats(self, visible: np.ndarray) -> Stats:
         return self._stats_entry(self._check_mask(visible, "visible"))[0]
@@ -403,13 +408,14 @@ class FtsIndex:
         idf = {}
         stats = None
         if visible is not None:
-            stats, dfs, _ = self._stats_entry(visible)
+            stats, idfs, _ = self._stats_entry(visible)
             for key, scored in leaves:
                 if scored and key not in idf:
-                    df = dfs.get(key)
-                    if df is None:
-                        df = dfs[key] = bm25.count_visible(posting[key][0], visible)
-                    idf[key] = self._idf(stats.N, df)
+                    got = idfs.get(key)
+                    if got is None:
+                        got = idfs[key] = self._idf(
+                            stats.N, bm25.count_visible(posting[key][0], visible))
+                    idf[key] = got
         return leaves, posting, idf, stats
 
     # ------------------------------------------------------------ answers
@@ -463,14 +469,16 @@ class FtsIndex:
     def top_k(self, node, k: int, allow: np.ndarray, visible: np.ndarray,
               exhaustive: bool = False):
         """The k best rows allowed that match, best first (ties by row ascending):
-        (rows int64, scores float32), scored with ``visible``'s statistics.
+        (rows int64, scores float64 holding float32 values), scored with
+        ``visible``'s statistics (summed as float64, rounded to float32: the
+        executor wants float64, and a conversion per query costs).
 
         Pruned unless ``exhaustive``: the same answer (held to it by the tests)
         from the kernel that skips what cannot reach the k best."""
         allow = self._check_mask(allow, "allow")
         visible = self._check_mask(visible, "visible")
         if k <= 0:
-            return np.empty(0, np.int64), np.empty(0, np.float32)
+            return np.empty(0, np.int64), np.empty(0, np.float64)
         k = min(int(k), len(allow))
         if not exhaustive and k:
             found = self._top_k_pruned(node, k, allow, visible)
@@ -480,51 +488,72 @@ class FtsIndex:
         rows = np.flatnonzero(self._match(node, leaves, posting, len(allow)) & allow)
         scores = self._scores_of(node, rows, leaves, posting, idf, stats).astype(np.float32)
         best = np.lexsort((rows, -scores))[:k]
-        return rows[best].astype(np.int64), scores[best]
+        return rows[best].astype(np.int64), scores[best].astype(np.float64)
 
-    def _shape(self, node, it):
-        """(every match holds a scored leaf, the scored leaves every match holds)."""
+    def _compile(self, node, leaves, ops, args, negated=False):
+        """The tree's leaves in order ([(key, scored)], as _leaves), its postfix
+        program for the kernel ((0, leaf), (1, n) AND, (2, n) OR, (3, 0) NOT) and
+        (every match holds a scored leaf, the scored leaves every match holds)."""
         kind = type(node).__name__
-        if kind in ("And", "Or"):
-            parts = [self._shape(c, it) for c in node.children]
-            if kind == "And":
-                return any(p[0] for p in parts), set().union(*(p[1] for p in parts))
-            return all(p[0] for p in parts), set.intersection(*(p[1] for p in parts))
-        if kind == "Not":
-            self._shape(node.child, it)
-            return False, set()
-        return True, {next(it)}
-
-    def _program(self, node, ops, args, it):
-        """The tree in postfix for the kernel: (0, leaf), (1, n) AND, (2, n) OR, (3, 0) NOT."""
-        kind = type(node).__name__
-        if kind in ("And", "Or"):
-            for c in node.children:
-                self._program(c, ops, args, it)
+        if kind == "And" or kind == "Or":
+            children = node.children
+            if not children:
+                raise ValueError(f"fts: an empty {kind}")
+            holds, required = self._compile(children[0], leaves, ops, args, negated)
+            for c in children[1:]:
+                h, r = self._compile(c, leaves, ops, args, negated)
+                if kind == "And":
+                    holds, required = holds or h, required | r
+                else:
+                    holds, required = holds and h, required & r
             ops.append(1 if kind == "And" else 2)
-            args.append(len(node.children))
-        elif kind == "Not":
-            self._program(node.child, ops, args, it)
+            args.append(len(children))
+            return holds, required
+        if kind == "Not":
+            self._compile(node.child, leaves, ops, args, True)
             ops.append(3)
             args.append(0)
-        else:
-            ops.append(0)
-            args.append(next(it))
+            return False, set()
+        i = len(leaves)
+        ops.append(0)
+        args.append(i)
+        leaves.append((("Term", node.text) if kind == "Term" else self._leaf_key(node),
+                       not negated))
+        return True, {i}
+
+    def _term_at(self, segs, gid):
+        """Where term ``gid`` is in ``segs``: ([(segment, index, start, df, blk)], its
+        df summed). Cached per segment tuple (a new tuple on every change of the
+        segments), so a term is looked up once for all the queries holding it."""
+        cache = self._at_cache
+        if cache[0] is not segs:
+            cache = self._at_cache = (segs, {})
+        found = cache[1].get(gid)
+        if found is None:
+            out, total = [], 0
+            for s, seg in enumerate(segs):
+                ids = seg.term_ids
+                t = int(ids.searchsorted(gid))
+                if t < len(ids) and ids[t] == gid:
+                    df = int(seg.term_df[t])
+                    out.append((s, t, int(seg.term_post[t]), df, int(seg.term_blk[t])))
+                    total += df
+            if len(cache[1]) >= _AT_CACHE:
+                cache[1].clear()
+            found = cache[1][gid] = (out, total)
+        return found
 
     def _term_df(self, segs, gid, visible, everyone) -> int:
         """Visible rows holding term ``gid``: with every row below len(visible)
         visible, the segments' own counts; else its rows decoded and counted."""
         m = len(visible)
         total = 0
-        for seg in segs:
+        for s, t, _, df, _ in self._term_at(segs, gid)[0]:
+            seg = segs[s]
             if seg.lo >= m:
                 break
-            at = seg.find(np.array([gid], np.int32))
-            if not len(at):
-                continue
-            t = int(at[0])
             if everyone and seg.hi <= m:
-                total += int(seg.term_df[t])
+                total += df
                 continue
             rows, _ = bm25.decode_terms(seg.post, seg.term_post, seg.term_df,
                                         np.array([t], np.int64), seg.lo, seg.hi)
@@ -533,16 +562,34 @@ class FtsIndex:
 
     def _top_k_pruned(self, node, k, allow, visible):
         segs = self._segments
-        leaves = self._leaves(node)
-        holds_leaf, required = self._shape(node, iter(range(len(leaves))))
+        if type(node).__name__ == "Term":    # the commonest query: no tree to walk
+            leaves, ops, args = [(("Term", node.text), True)], [0], [0]
+            holds_leaf, required = True, (0,)
+        else:
+            leaves, ops, args = [], [], []
+            holds_leaf, required = self._compile(node, leaves, ops, args)
         if not holds_leaf:
             return None       # a row can match by negations alone: score every match
-        stats, dfs, everyone = self._stats_entry(visible)
+        stats, idfs, everyone = self._stats_entry(visible)
         ids_of = self._id_map()
+        m = len(allow)
+        n_seg = 0
+        while n_seg < len(segs) and segs[n_seg].lo < m:
+            n_seg += 1
         L = len(leaves)
-        gids = np.full(L, -1, np.int64)
-        cost = np.zeros(L, np.int64)
-        idf = np.zeros(L, np.float64)
+        # per segment, the kernel's plan: L kinds, starts, dfs, blks, doffs, scored
+        # and required flags (then the program); a leaf not in a segment stays kind 2
+        head = [2] * L + [0] * (2 * L) + [-1] * L + [0] * (3 * L)
+        for i in range(L):
+            if leaves[i][1]:
+                head[5 * L + i] = 1
+        for i in required:
+            head[6 * L + i] = 1
+        spec = [head]
+        for _ in range(1, n_seg):
+            spec.append(head.copy())
+        cost = [0] * L
+        idf = [0.0] * L
         decoded = {}
         d_rows, d_tfs, base = [], [], 0
         for i, (key, scored) in enumerate(leaves):
@@ -550,11 +597,13 @@ class FtsIndex:
                 g = ids_of.get(key[1])
                 if g is None:
                     continue
-                gids[i] = g
-                if scored and key not in dfs:
-                    dfs[key] = self._term_df(segs, g, visible, everyone)
-                cost[i] = sum(int(s.term_df[a[0]]) for s in segs
-                              if len(a := s.find(np.array([g], np.int32))))
+                at, cost[i] = self._term_at(segs, g)
+                for s, _, start, df, blk in at:
+                    if s < n_seg:
+                        col = spec[s]
+                        col[i], col[L + i], col[2 * L + i], col[3 * L + i] = 0, start, df, blk
+                if scored and key not in idfs:
+                    idfs[key] = self._idf(stats.N, self._term_df(segs, g, visible, everyone))
             else:
                 if key not in decoded:
                     rows, tfs = self._postings(segs, key)
@@ -562,54 +611,46 @@ class FtsIndex:
                     d_rows.append(rows)
                     d_tfs.append(tfs)
                     base += len(rows)
-                if scored and key not in dfs:
-                    dfs[key] = bm25.count_visible(decoded[key][1], visible)
-                cost[i] = len(decoded[key][1])
+                b0, rows = decoded[key]
+                if scored and key not in idfs:
+                    idfs[key] = self._idf(stats.N, bm25.count_visible(rows, visible))
+                cost[i] = len(rows)
+                if len(rows) and n_seg:
+                    cut = np.searchsorted(rows, [r for seg in segs[:n_seg]
+                                                 for r in (seg.lo, seg.hi)]).tolist()
+                    for s in range(n_seg):
+                        a, e = cut[2 * s], cut[2 * s + 1]
+                        if e > a:
+                            col = spec[s]
+                            col[i], col[2 * L + i], col[4 * L + i] = 1, e - a, b0 + a
             if scored:
-                idf[i] = self._idf(stats.N, dfs[key])
-        scored = np.array([sc for _, sc in leaves], np.bool_)
-        lead = min(required, key=lambda i: (cost[i], i)) if required else -1
-        ops, args = [], []
-        self._program(node, ops, args, iter(range(L)))
-        ops, args = np.array(ops, np.int64), np.array(args, np.int64)
-        d_rows = np.concatenate(d_rows) if d_rows else np.empty(0, np.int64)
-        d_tfs = np.concatenate(d_tfs) if d_tfs else np.empty(0, np.int32)
-        keys = np.empty(k, np.float32)
-        heap_ids = np.empty(k, np.int32)
+                idf[i] = idfs[key]
+        lead = -1
+        for i in required:      # the cheapest leaf every match holds, first if tied
+            if lead < 0 or (cost[i], i) < (cost[lead], lead):
+                lead = i
+        # a segment holding no leaf (or not the lead, which every match holds)
+        # matches nothing there
+        runs = []
+        for s in range(n_seg):
+            if (spec[s][lead] if lead >= 0 else min(spec[s][:L])) != 2:
+                runs.append(s)
+        if not runs:
+            return np.empty(0, np.int64), np.empty(0, np.float64)
+        prog = ops + args
+        idf = np.array(idf + [self.k1, self.b, stats.avgdl], np.float64)
+        d_rows = np.concatenate(d_rows) if d_rows else _NO_ROWS
+        d_tfs = np.concatenate(d_tfs) if d_tfs else _NO_TFS
+        keys = np.empty(k, np.float64)     # -score: float32 values, compared exactly
+        heap_ids = np.empty(k, np.int64)
         n = 0
-        m = len(allow)
-        for seg in segs:
-            if seg.lo >= m:
-                break
-            kind = np.full(L, 2, np.int64)
-            start = np.zeros(L, np.int64)
-            df = np.zeros(L, np.int64)
-            blk = np.full(L, -1, np.int64)
-            doff = np.zeros(L, np.int64)
-            for i, (key, _) in enumerate(leaves):
-                if key[0] == "Term":
-                    if gids[i] < 0:
-                        continue
-                    at = seg.find(np.array([gids[i]], np.int32))
-                    if len(at):
-                        t = int(at[0])
-                        kind[i] = 0
-                        start[i] = seg.term_post[t]
-                        df[i] = seg.term_df[t]
-                        blk[i] = seg.term_blk[t]
-                else:
-                    b0, rows = decoded[key]
-                    a, e = np.searchsorted(rows, [seg.lo, seg.hi])
-                    if e > a:
-                        kind[i] = 1
-                        doff[i] = b0 + a
-                        df[i] = e - a
+        for s in runs:
+            seg = segs[s]
+            plan = np.array(spec[s] + prog + [seg.lo, lead, n, k, s == runs[-1]], np.int64)
             n = bm25.top_k_segment(seg.post, seg.blk_last, seg.blk_maxtf, seg.blk_minlen,
-                                   seg.blk_post, seg.lo, kind, start, df, blk, doff, idf,
-                                   scored, d_rows, d_tfs, ops, args, lead, self._lengths,
-                                   allow, self.k1, self.b, stats.avgdl, keys, heap_ids, n, k)
-        best = np.lexsort((heap_ids[:n], keys[:n]))
-        return heap_ids[best].astype(np.int64), -keys[best]
+                                   seg.blk_post, plan, idf, d_rows, d_tfs, self._lengths,
+                                   allow, keys, heap_ids)
+        return heap_ids[:n], keys[:n]
 
     # ------------------------------------------------------------ checkpoint form
 

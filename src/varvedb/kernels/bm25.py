@@ -689,22 +689,82 @@ def _matches(ops, args, present, stack):
 
 
 @njit(readonly=(
-    'post', 'blk_last', 'blk_maxtf', 'blk_minlen', 'blk_post', 'kind', 'start', 'df',
-    'blk', 'doff', 'idf', 'scored', 'd_rows', 'd_tfs', 'ops', 'args', 'lengths',
+    'post', 'blk_last', 'blk_maxtf', 'blk_minlen', 'blk_post', 'plan', 'idf', 'd_rows',
+    'd_tfs', 'lengths',
 ), **_JIT)
-def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
-                  kind, start, df, blk, doff, idf, scored, d_rows, d_tfs,
-                  ops, args, lead, lengths, allow, k1, b, avgdl, keys, ids, n, k):
+def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, plan, idf, d_rows, d_tfs,
+                  lengths, allow, keys, ids):
     """Offer one segment's matching allowed rows to the k-best heap (keys, ids, n);
-    returns the heap's new size. Pruned: with ``lead`` >= 0 (a scored leaf every
-    match holds) its postings drive and the others are probed best bound first;
-    otherwise MaxScore over the scored leaves. Either way a candidate is dropped
-    as soon as its score so far plus its other leaves' block bounds cannot beat
-    the k-th best, and the lead skips whole blocks by their bounds."""
+    returns the heap's new size, and with ``last`` leaves ids[:n] sorted best
+    first (ties by row) and keys[:n] their scores (no longer negated).
+
+    ``plan`` is, for the L = len(idf) - 3 leaves, L kinds (0 a term of this
+    segment, 1 decoded rows, 2 none here), L starts, dfs, blks, doffs, scored
+    flags and required flags (every match holds the leaf), then the tree in
+    postfix (P ops, P args), then lo (the segment's first row), lead, n, k and
+    last; ``idf`` is the leaves' idf, then k1, b and avgdl. (Few arguments: a
+    call's dispatch costs per argument.)
+
+    Pruned: with ``lead`` >= 0 (a scored leaf every match holds) its postings
+    drive and the others are probed best bound first; otherwise MaxScore over
+    the scored leaves. Either way a candidate is dropped as soon as its score so
+    far plus its other leaves' block bounds cannot beat the k-th best, and the
+    lead skips whole blocks by their bounds."""
+    L = idf.shape[0] - 3
+    P = (plan.shape[0] - 7 * L - 5) // 2
+    e = 7 * L + 2 * P
+    lo, lead, n, k, last = plan[e], plan[e + 1], plan[e + 2], plan[e + 3], plan[e + 4]
+    n = _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
+                       plan[:L], plan[L:2 * L], plan[2 * L:3 * L], plan[3 * L:4 * L],
+                       plan[4 * L:5 * L], idf[:L], plan[5 * L:6 * L], plan[6 * L:7 * L],
+                       d_rows, d_tfs, plan[7 * L:7 * L + P], plan[7 * L + P:e], lead, lengths,
+                       allow,
+                       idf[L], idf[L + 1], idf[L + 2], keys, ids, n, k)
+    if last:
+        _heap_sort(keys, ids, n)
+        for i in range(n):
+            keys[i] = -keys[i]
+    return n
+
+
+@njit(**_INLINE)
+def _heap_sort(keys, ids, n):
+    """The max-heap keys/ids[:n] sorted ascending (best first), in place."""
+    for end in range(n - 1, 0, -1):
+        key, row = keys[end], ids[end]
+        keys[end], ids[end] = keys[0], ids[0]
+        j = 0
+        while True:
+            c = 2 * j + 1
+            if c >= end:
+                break
+            if c + 1 < end and _worse(keys[c + 1], ids[c + 1], keys[c], ids[c]):
+                c += 1
+            if not _worse(keys[c], ids[c], key, row):
+                break
+            keys[j] = keys[c]
+            ids[j] = ids[c]
+            j = c
+        keys[j] = key
+        ids[j] = row
+
+
+@njit(**_INLINE)
+def _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
+                   kind, start, df, blk, doff, idf, scored, req, d_rows, d_tfs,
+                   ops, args, lead, lengths, allow, k1, b, avgdl, keys, ids, n, k):
     L = kind.shape[0]
     m = allow.shape[0]
-    nblk = np.zeros(L, np.int64)
-    u0 = np.zeros(L + 1, np.int64)
+    # the per-leaf scratch, carved from one array per type (an allocation apiece
+    # is a good part of a small query's time)
+    iw = np.zeros(7 * L + 1, np.int64)
+    nblk, bn, cur, bpos, row_at, sblk = (iw[:L], iw[L:2 * L], iw[2 * L:3 * L],
+                                         iw[3 * L:4 * L], iw[4 * L:5 * L], iw[5 * L:6 * L])
+    u0 = iw[6 * L:]
+    cur[:] = -1
+    row_at[:] = -1
+    fw = np.zeros(3 * L + 1, np.float64)
+    leaf_ub, contrib, cum = fw[:L], fw[L:2 * L], fw[2 * L:]
     for l in range(L):
         if kind[l] != 2:
             nblk[l] = (df[l] + BLOCK - 1) // BLOCK
@@ -713,12 +773,6 @@ def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
     ubs = np.zeros(u0[L], np.float64)
     br = np.empty((L, BLOCK), np.int64)
     bt = np.empty((L, BLOCK), np.int32)
-    bn = np.zeros(L, np.int64)
-    cur = np.full(L, -1, np.int64)
-    bpos = np.zeros(L, np.int64)
-    row_at = np.full(L, -1, np.int64)
-    sblk = np.zeros(L, np.int64)
-    leaf_ub = np.zeros(L, np.float64)
     for l in range(L):
         if nblk[l] == 0:
             row_at[l] = _INF
@@ -762,12 +816,11 @@ def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
         if scored[l]:
             order[q] = l
             q += 1
-    cum = np.zeros(n_sc + 1, np.float64)       # cum[j]: bounds of order[:j]
+    # cum[j]: bounds of order[:j]
     for j in range(n_sc):
         cum[j + 1] = cum[j] + leaf_ub[order[j]]
-    present = np.zeros(L, np.bool_)
-    contrib = np.zeros(L, np.float64)
-    stack = np.zeros(ops.shape[0] + 1, np.bool_)
+    bw = np.zeros(L + ops.shape[0] + 1, np.bool_)
+    present, stack = bw[:L], bw[L:]
 
     theta = -np.inf
     if n == k:
@@ -785,6 +838,7 @@ def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
     next_block = 0
     in_block = False
     lp = 0
+    skip = np.int64(-1)        # with a lead: no match below this row (a required leaf's next)
     while True:
         # ---- the next candidate row d
         if lead >= 0:
@@ -793,8 +847,8 @@ def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
                 lp += 1
             else:
                 j = next_block
-                while j < nblk[lead] and n == k and \
-                        (ubs[u0[lead] + j] + rest) * _SLACK <= theta:
+                while j < nblk[lead] and (lasts[u0[lead] + j] < skip or (
+                        n == k and (ubs[u0[lead] + j] + rest) * _SLACK <= theta)):
                     j += 1
                 if j >= nblk[lead]:
                     break
@@ -822,6 +876,8 @@ def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
                 break
         if d >= m:
             break
+        if d < skip:
+            continue
         # ---- score it, dropping it as soon as it cannot enter
         ok = allow[d]
         if ok:
@@ -856,6 +912,10 @@ def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
                 if r == d:
                     contrib[l] = _bm25(idf[l], bt[l, bpos[l]], lengths[d], k1, b, avgdl)
                     s += contrib[l]
+                elif req[l]:
+                    ok = False
+                    skip = r
+                    break
         if ok:
             # the score as the exhaustive path sums it: leaves in query order
             total = 0.0
@@ -872,7 +932,7 @@ def top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
                                   lo, d_rows, d_tfs, br, bt, bn, cur, bpos, row_at, nblk)
                         present[l] = r == d
                 if _matches(ops, args, present, stack):
-                    n = _offer(keys, ids, n, k, -score, np.int32(d))
+                    n = _offer(keys, ids, n, k, -score, d)
                     if n == k:
                         theta = -np.float64(keys[0])
                         if lead < 0:

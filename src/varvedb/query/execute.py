@@ -296,7 +296,6 @@ def _text_topk(node: TextTopK, query: Query) -> Out:
         visible, _ = query.snapshot.visible(table)
         rows, scores = index.top_k(node.bound, k, fit_mask(inp.mask, index.n),
                                    fit_mask(visible, index.n), exhaustive=not node.pruned)
-        scores = scores.astype(np.float64)
     return Out(None, rows, scores, len(rows), _with_input(node, inp.node))
 
 
