@@ -435,20 +435,33 @@ def test_real_efbig_from_a_full_file_limit_loses_and_corrupts_nothing(tmp_path, 
 
 # ---- batch mode: a background sync that fails ---------------------------------------
 
+def _wait_for(condition, seconds: float = 10.0) -> None:
+    end = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.005)
+
+
 def test_failed_background_sync_undoes_its_window_and_readers_follow(db_path, faults):
-    db = vv.connect(db_path, durability="batch", batch_ms=40)
+    # The window is wide and each step waits for what it needs, rather than
+    # sleeping a guess: on a loaded machine the background sync fires late,
+    # and a commit meant to sync at once landed in its window instead.
+    db = vv.connect(db_path, durability="batch", batch_ms=300)
+    log = db._engine.log
     docs = db.create_collection("docs", SCHEMA)
     insert_one(docs, 1)
-    time.sleep(0.1)
-    insert_one(docs, 2)             # synced at once: the window had passed
+    _wait_for(lambda: log.synced_end == log.commit_end)
+    time.sleep(0.35)                # the window has passed: the next commit syncs at once
+    insert_one(docs, 2)
+    assert log.synced_end == log.commit_end
     durable = state(db)
     reader = vv.connect(db_path, readonly=True)
     faults.arm("eio", on="sync")
     insert_one(docs, 3)             # acknowledged in batch mode; its sync comes later
+    assert log.synced_end < log.commit_end
     reader.refresh()
     assert 3 in state(reader)       # another process can read it before it is durable
-    time.sleep(0.2)                 # the background fdatasync fails: the window is undone
-    assert db._engine.log.failure is not None
+    _wait_for(lambda: log.failure is not None)   # the background fdatasync fails: undone
     with pytest.raises(vv.StorageError):
         insert_one(docs, 4)         # the next write reports it, once
     assert state(db) == durable
