@@ -165,7 +165,7 @@ def ring_next(twins, row):
     return code if code >= -1 else -code - 2
 
 
-@njit(**_JIT, readonly=("upper_slot", "upper_links"))
+@njit(**_JIT)
 def greedy_descend(arena, norms, query, q_norm, metric, upper_slot, upper_links,
                    node, dist, top, bottom):
     """Greedy walk (ef = 1) down levels ``top`` .. ``bottom + 1``; returns (node, dist)."""
@@ -192,7 +192,7 @@ def greedy_descend(arena, norms, query, q_norm, metric, upper_slot, upper_links,
     return node, dist
 
 
-@njit(**_JIT, readonly=("links0", "upper_slot", "upper_links", "twins"))
+@njit(**_JIT)
 def beam_search(arena, norms, query, q_norm, metric, links0, upper_slot, upper_links, twins,
                 level, n_seeds, ef, report_twins, visited, stamp, pool_d, pool_i, fresh):
     """Unfiltered best-first walk of one level; returns the pool size (<= ef).
@@ -272,7 +272,7 @@ def beam_search(arena, norms, query, q_norm, metric, links0, upper_slot, upper_l
     return size
 
 
-@njit(**_JIT, readonly=("links0", "twins"))
+@njit(**_JIT)
 def filtered_search(arena, norms, query, q_norm, metric, links0, twins, seed, seed_dist, ef,
                     allow, visited, stamp, cand_d, cand_i, res_d, res_i, fresh):
     """Best-first walk of level 0 that returns allowed nodes only.
@@ -336,7 +336,7 @@ def _report_allowed(twins, allow, visited, stamp, node, d, ef, res_d, res_i, n_r
 # ------------------------------------------------------------------- queries
 
 
-@njit(**_JIT, readonly=("links0", "upper_slot", "upper_links"))
+@njit(**_JIT)
 def _covered_entry(links0, upper_slot, upper_links, entry, top, n_rows):
     # the entry point's first neighbour below n_rows, on the highest level
     # that has one: where a reader whose arena predates the entry starts
@@ -356,7 +356,7 @@ def _covered_entry(links0, upper_slot, upper_links, entry, top, n_rows):
     return -1, -1
 
 
-@njit(**_JIT, readonly=("links0", "upper_slot", "upper_links", "twins"))
+@njit(**_JIT)
 def search_one(arena, norms, query, metric, links0, upper_slot, upper_links, twins, entry,
                top, ef, k, allow, use_allow, visited, generation, lane,
                cand_d, cand_i, res_d, res_i, fresh, out_rows, out_dist):
@@ -416,7 +416,7 @@ def search_one(arena, norms, query, metric, links0, upper_slot, upper_links, twi
     return count
 
 
-@njit(**_PJIT, readonly=("links0", "upper_slot", "upper_links", "twins"))
+@njit(**_PJIT)
 def search_many(arena, norms, queries, metric, links0, upper_slot, upper_links, twins, entry,
                 top, ef, k, allow, use_allow, visited, generation,
                 cand_d, cand_i, res_d, res_i, fresh, out_rows, out_dist, out_count):
@@ -503,18 +503,18 @@ def _find_twin(arena, batch, pos, batch_dist, pool_d, pool_i, n_pool):
 
 @njit(**_JIT)
 def _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot, upper_links,
-                  twins, entry, top, m, ef, visited, generation, lane, row_buf, batch_dist,
+                  twins, entry, top, m, ef, visited, generation, lane, query, batch_dist,
                   pool_d, pool_i, fresh, x_d, x_i, s_d, s_i, fwd, twin_of):
     u = batch[pos]
     level_u = levels[u]
-    load_row(arena, u, row_buf)
+    load_row(arena, u, query)
     q_norm = norms[u] if metric == METRIC_COSINE else np.float32(0.0)
     for t in range(batch.shape[0]):
-        batch_dist[t] = query_distance(arena, norms, batch[t], row_buf, q_norm, metric)
+        batch_dist[t] = query_distance(arena, norms, batch[t], query, q_norm, metric)
     n_seeds = 0
     if top >= 0:
-        dist = query_distance(arena, norms, entry, row_buf, q_norm, metric)
-        node, dist = greedy_descend(arena, norms, row_buf, q_norm, metric, upper_slot,
+        dist = query_distance(arena, norms, entry, query, q_norm, metric)
+        node, dist = greedy_descend(arena, norms, query, q_norm, metric, upper_slot,
                                     upper_links, entry, dist, top, level_u)
         pool_d[0] = dist
         pool_i[0] = node
@@ -525,7 +525,7 @@ def _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot, 
         if level <= top:
             # the pool this level leaves behind seeds the walk one level down
             stamp = next_stamp(visited, generation, lane)
-            n_w = beam_search(arena, norms, row_buf, q_norm, metric, links0, upper_slot,
+            n_w = beam_search(arena, norms, query, q_norm, metric, links0, upper_slot,
                               upper_links, twins, level, n_seeds, ef, False, visited,
                               stamp, pool_d, pool_i, fresh)
             n_seeds = n_w
@@ -548,7 +548,7 @@ def _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot, 
 
 @njit(**_PJIT)
 def find_links(arena, norms, metric, batch, levels, links0, upper_slot, upper_links, twins,
-               entry, top, m, ef, visited, generation, row_buf, batch_dist,
+               entry, top, m, ef, visited, generation, query, batch_dist,
                pool_d, pool_i, fresh, x_d, x_i, s_d, s_i, fwd, twin_of):
     """Phase 1 of a batch: choose and write every new node's out-links, in parallel.
 
@@ -562,7 +562,7 @@ def find_links(arena, norms, metric, batch, levels, links0, upper_slot, upper_li
         for pos in range(lane, batch.shape[0], lanes):
             _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot,
                           upper_links, twins, entry, top, m, ef, visited[lane], generation,
-                          lane, row_buf[lane], batch_dist[lane], pool_d[lane], pool_i[lane],
+                          lane, query[lane], batch_dist[lane], pool_d[lane], pool_i[lane],
                           fresh[lane], x_d[lane], x_i[lane], s_d[lane], s_i[lane], fwd,
                           twin_of)
 
@@ -649,7 +649,7 @@ def reverse_edges(batch, levels, fwd):
 
 @njit(**_JIT)
 def _link_back(arena, norms, metric, target, level, sources, links0, upper_slot,
-               upper_links, row_buf, over_i, union_d, union_i):
+               upper_links, query, over_i, union_d, union_i):
     lst = links0[target] if level == 0 else upper_links[upper_slot[target], level - 1]
     cap = lst.shape[0]
     count = 0
@@ -673,22 +673,22 @@ def _link_back(arena, norms, metric, target, level, sources, links0, upper_slot,
     if n_over == 0:
         return
     # full: re-prune the union of the old list and the newcomers
-    load_row(arena, target, row_buf)
+    load_row(arena, target, query)
     q_norm = norms[target] if metric == METRIC_COSINE else np.float32(0.0)
     n = 0
     for j in range(count + n_over):
         v = lst[j] if j < count else over_i[j - count]
         n = sorted_insert(union_d, union_i, n,
-                           query_distance(arena, norms, v, row_buf, q_norm, metric), v)
+                           query_distance(arena, norms, v, query, q_norm, metric), v)
     kept = select_diverse(arena, norms, metric, union_d, union_i, n, cap, lst)
     lst[kept:] = -1
 
 
 @njit(**_PJIT)
 def apply_reverse_edges(arena, norms, metric, keys, sources, starts, n_levels, links0,
-                        upper_slot, upper_links, row_buf, over_i, union_d, union_i):
+                        upper_slot, upper_links, query, over_i, union_d, union_i):
     """Phase 2b: add each group's in-links to its target, one thread per target."""
-    lanes = row_buf.shape[0]
+    lanes = query.shape[0]
     n_groups = starts.shape[0] - 1
     for lane in prange(lanes):
         for g in range(lane, n_groups, lanes):
@@ -696,7 +696,7 @@ def apply_reverse_edges(arena, norms, metric, keys, sources, starts, n_levels, l
             key = keys[lo]
             _link_back(arena, norms, metric, key // n_levels, key % n_levels,
                        sources[lo:starts[g + 1]], links0, upper_slot, upper_links,
-                       row_buf[lane], over_i[lane], union_d[lane], union_i[lane])
+                       query[lane], over_i[lane], union_d[lane], union_i[lane])
 
 
 @njit(**_JIT)
@@ -715,7 +715,7 @@ def raise_entry(batch, twin_of, levels, entry, top):
 
 @njit(**_JIT)
 def link_batch(arena, norms, metric, batch, levels, links0, upper_slot, upper_links, twins,
-               entry, top, m, ef, visited, generation, row_buf, batch_dist, pool_d, pool_i,
+               entry, top, m, ef, visited, generation, query, batch_dist, pool_d, pool_i,
                fresh, x_d, x_i, s_d, s_i, fwd, twin_of, over_i, union_d, union_i):
     """A whole batch on the calling thread: both phases, then the entry update.
 
@@ -728,7 +728,7 @@ def link_batch(arena, norms, metric, batch, levels, links0, upper_slot, upper_li
     for pos in range(batch.shape[0]):
         _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot,
                       upper_links, twins, entry, top, m, ef, visited[0], generation, 0,
-                      row_buf[0], batch_dist[0], pool_d[0], pool_i[0], fresh[0], x_d[0],
+                      query[0], batch_dist[0], pool_d[0], pool_i[0], fresh[0], x_d[0],
                       x_i[0], s_d[0], s_i[0], fwd, twin_of)
     join_twins(batch, twin_of, levels, fwd, twins, links0, upper_slot, upper_links)
     keys, sources, starts = reverse_edges(batch, levels, fwd)
@@ -737,7 +737,7 @@ def link_batch(arena, norms, metric, batch, levels, links0, upper_slot, upper_li
         lo = starts[g]
         key = keys[lo]
         _link_back(arena, norms, metric, key // n_levels, key % n_levels,
-                   sources[lo:starts[g + 1]], links0, upper_slot, upper_links, row_buf[0],
+                   sources[lo:starts[g + 1]], links0, upper_slot, upper_links, query[0],
                    over_i[0], union_d[0], union_i[0])
     return raise_entry(batch, twin_of, levels, entry, top)
 

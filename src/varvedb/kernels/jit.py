@@ -17,8 +17,8 @@ directory probe and a temporary file per function at import.
 
 numba specialises on each array's writability: a mapped (read-only) arena and
 an in-memory one compiled the same kernel twice, and with a read-only or
-writable query and mask too, up to eight times (195 specialisations where 71
-differ in more than that, and most of a fresh test run's time). So the inputs
+writable mask too, up to four times (195 specialisations where 71 differ in
+more than that, and most of a fresh test run's time). So the inputs
 a kernel only reads, :data:`READ_ONLY` by name plus any it names in
 ``readonly=``, are compiled as read-only arrays whatever the caller passes: a
 writable array converts to that type at no cost, so one specialisation serves
@@ -33,8 +33,13 @@ from numba import njit as _numba_njit
 from numba.core import types
 from numba.core.caching import FunctionCache
 
-# parameters that, in every kernel that has them, are only read
-READ_ONLY = frozenset({"arena", "norms", "query", "queries", "allow"})
+# parameters that, in every kernel that has them, are only read. Not `query`:
+# the graph build passes its reused row buffer under that name. And not the
+# graph's link arrays, which the build writes between the walks that read them:
+# typing those read-only (or renaming the build's buffer) gave a cold-compiled
+# process graphs of lower recall from its second build on, an effect not yet
+# understood, so they are left as numba types them.
+READ_ONLY = frozenset({"arena", "norms", "queries", "allow"})
 
 # numba's private entry points this relies on; without them, plain caching
 _LIGHT = all(hasattr(FunctionCache, name)
