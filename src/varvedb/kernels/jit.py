@@ -33,13 +33,14 @@ from numba import njit as _numba_njit
 from numba.core import types
 from numba.core.caching import FunctionCache
 
-# parameters that, in every kernel that has them, are only read. Not `query`:
-# the graph build passes its reused row buffer under that name. And not the
-# graph's link arrays, which the build writes between the walks that read them:
-# typing those read-only (or renaming the build's buffer) gave a cold-compiled
-# process graphs of lower recall from its second build on, an effect not yet
-# understood, so they are left as numba types them.
-READ_ONLY = frozenset({"arena", "norms", "queries", "allow"})
+# parameters that, in every kernel that has them, are only read, and that reach
+# the kernels they call as themselves. Not `query` (the build passes its reused
+# row buffer under that name), not `queries` (its rows are a single search's
+# `query`: two flavours of the distance kernels, under fastmath, rounded a
+# batch search's distances 1 ulp apart from a single one's), and not the
+# graph's link arrays (typed read-only, a cold-compiled process built graphs of
+# lower recall from its second build on; not understood yet).
+READ_ONLY = frozenset({"arena", "norms", "allow"})
 
 # numba's private entry points this relies on; without them, plain caching
 _LIGHT = all(hasattr(FunctionCache, name)
