@@ -29,10 +29,9 @@ $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed-base
 	$(BIN)/varvedb demo --file demo.varve
 
-# Two workers, each file whole on one (module fixtures and file order stay as written;
-# tests/conftest.py groups the files that share the full-text kernels).
+# Two workers, each file whole on one (module fixtures and file order stay as written).
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # The fault-injection state machine at twenty times CI's length (about 50 000 steps).
 soak: $(VENV)/.installed-test

@@ -83,18 +83,3 @@ def pg_conn(pg):
     yield con
     con.close()
 
-
-# ---- worker assignment (make test runs `pytest -n 2 --dist loadgroup`) -------------------
-# Each file runs whole on one worker (its module fixtures are made once), and the
-# files that use the full-text kernels run on the same one: numba compiles a
-# kernel in every process that calls it before the disk cache has it, and those
-# kernels are the slowest to compile (about 30 s), so a fresh clone pays them once.
-FULLTEXT_FILES = {"test_text_search.py", "test_fts_index.py", "test_text_analyzer.py",
-                  "test_text_query.py", "test_bench_text.py", "test_cli_and_docs.py"}
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        name = item.path.name
-        item.add_marker(pytest.mark.xdist_group("fulltext" if name in FULLTEXT_FILES else name))
