@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -44,34 +43,8 @@ class WordAnalyzer:
         return b
 
 
-@dataclass(frozen=True)
-class Term:
-    text: str
-
-
-@dataclass(frozen=True)
-class Prefix:
-    text: str
-
-
-@dataclass(frozen=True)
-class Phrase:
-    terms: tuple
-
-
-@dataclass(frozen=True)
-class And:
-    children: tuple
-
-
-@dataclass(frozen=True)
-class Or:
-    children: tuple
-
-
-@dataclass(frozen=True)
-class Not:
-    child: object
+# the query language's own nodes (the index dispatches on their class names)
+from varvedb.text.query import And, Not, Or, Phrase, Prefix, Term  # noqa: E402
 
 
 # ---------------------------------------------------------------- the oracle
