@@ -396,6 +396,9 @@ def test_vectors_are_filled_from_their_source_text(db_path, hashing):
     assert got[3] is None and np.allclose(got[4], np.ones(8))
     col.update({"body": "cherry"}, where="id = 1")          # the text changed: embedded again
     assert np.allclose(col.get(1, select=["emb"])["emb"], hashing.embed(["cherry"])[0])
+    alone = col.search(vector_text="cherry", limit=2)          # a vector search by text
+    assert alone.ids[0] in (1, 2) and "VectorTopK" in str(alone.plan)
+    assert "TextTopK" not in str(alone.plan)
     hits = col.search(vector_text="cherry", text="cherry", limit=5)
     assert hits.ids[:2] == [1, 2] or hits.ids[:2] == [2, 1]
     with pytest.raises(vv.SchemaError):

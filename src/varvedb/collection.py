@@ -327,6 +327,10 @@ class Collection:
                      candidates: int | None = None, rrf_k: int = RRF_K,
                      weights: tuple = (1.0, 1.0)) -> Query:
         t = self._table
+        if text is None and rerank is None and vector_text is not None and vector is None:
+            fname = self._vector_field(t, field)          # a vector search by text alone
+            vector = _embed_query(t.schema.fields[fname], fname, vector_text)
+            vector_text = None
         if text is not None or vector_text is not None or rerank is not None:
             return self._plan_text_search(t, vector, where, params, limit, select, as_of,
                                           field, ef, exact, metric, text, text_field,
