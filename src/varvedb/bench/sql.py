@@ -568,11 +568,12 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
-def write(report: dict, out: str) -> str:
-    """OUT (JSON) and OUT with .md: returns the markdown's path."""
+def write(report: dict, out: str, render=None) -> str:
+    """OUT (JSON) and OUT with .md (`render(report)`, default this bench's
+    markdown): returns the markdown's path."""
     with open(out, "w") as f:
         json.dump(report, f, indent=1, ensure_ascii=False)
     md = os.path.splitext(out)[0] + ".md"
     with open(md, "w") as f:
-        f.write(markdown(report))
+        f.write((render or markdown)(report))
     return md

@@ -74,6 +74,7 @@ import numpy as np
 
 from ..errors import FileMissingError, OptionError
 from .layers import _ab, _stats
+from . import sql as _sql
 from .sql import _interleaved, _where
 
 K = 10
@@ -994,9 +995,4 @@ def markdown(report: dict) -> str:
 
 def write(report: dict, out: str) -> str:
     """OUT (JSON) and OUT with .md: returns the markdown's path."""
-    with open(out, "w") as f:
-        json.dump(report, f, indent=1, ensure_ascii=False)
-    md = os.path.splitext(out)[0] + ".md"
-    with open(md, "w") as f:
-        f.write(markdown(report))
-    return md
+    return _sql.write(report, out, markdown)
