@@ -193,3 +193,42 @@ class QuerySyntaxError(VarveError):
     def __init__(self, message: str, position: int):
         super().__init__(message)
         self.position = position
+
+
+# ---- the server and its client (varvedb serve, vv.Client) ------------------------
+
+class AuthenticationError(VarveError):
+    """The server wants a token and the request had none, or a wrong one (HTTP 401)."""
+    sqlstate = "28000"
+
+
+class RequestError(VarveError):
+    """A request the server cannot read: malformed JSON, a body of the wrong
+    shape or type (HTTP 400, or 415 for a content type a route does not take)."""
+    sqlstate = "08P01"
+
+
+class RequestTooLargeError(RequestError):
+    """A request body over the server's size cap (HTTP 413)."""
+    sqlstate = "54000"
+
+
+class ResultTooLargeError(VarveError):
+    """A query would answer more rows than the server's result cap (HTTP 422):
+    ask for fewer (limit) or page through them."""
+    sqlstate = "54000"
+
+
+class RequestTimeoutError(VarveError):
+    """A read ran past the server's per-request timeout (HTTP 504); nothing changed."""
+    sqlstate = "57014"
+
+
+class ServerError(VarveError):
+    """The server failed in a way that is not one of the typed errors (HTTP 5xx)."""
+    sqlstate = "XX000"
+
+
+class ServerUnavailableError(VarveError, ConnectionError):
+    """The client could not reach the server (refused, reset, timed out)."""
+    sqlstate = "08006"

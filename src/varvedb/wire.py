@@ -1,0 +1,107 @@
+"""The server's JSON form of values, results and errors, shared by the server
+(varvedb.server) and its clients (varvedb.client), so both read and write one form.
+
+Vectors travel as arrays of numbers, timestamps as RFC 3339 strings, errors as
+{"error": {"type", "message", "sqlstate", "position"}}; a client turns them back
+into numpy arrays, aware datetimes and the same VarveError subclass.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from . import errors as E
+from .schema import VECTOR_DTYPES
+
+
+def _enc_hook(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
+
+
+_encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
+encode = _encoder.encode          # obj -> JSON bytes (numpy, datetimes, Structs, dataclasses)
+
+
+def decode(body: bytes) -> Any:
+    """JSON bytes -> Python values; a malformed body is a RequestError."""
+    try:
+        return msgspec.json.decode(body)
+    except msgspec.DecodeError as e:
+        raise E.RequestError(f"the body is not valid JSON: {e}") from None
+
+
+# ---- errors --------------------------------------------------------------------
+
+def error_to_wire(exc: E.VarveError) -> dict:
+    return {"error": {"type": type(exc).__name__, "message": str(exc),
+                      "sqlstate": getattr(exc, "sqlstate", "XX000"),
+                      "position": getattr(exc, "position", None)}}
+
+
+def _error_classes() -> dict[str, type]:
+    return {name: cls for name, cls in vars(E).items()
+            if isinstance(cls, type) and issubclass(cls, E.VarveError)}
+
+
+_CLASSES = _error_classes()
+
+
+def error_from_wire(body: Any, status: int) -> E.VarveError:
+    """The typed error an error body names (ServerError for anything unreadable)."""
+    err = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(err, dict):
+        return E.ServerError(f"HTTP {status}: {str(body)[:200]}")
+    cls = _CLASSES.get(err.get("type"), E.ServerError)
+    message = str(err.get("message", ""))
+    exc = cls.__new__(cls)
+    # constructors differ (SqlError takes a sqlstate, StorageError an OSError):
+    # build the plain exception, then set what the server sent
+    if issubclass(cls, OSError):
+        OSError.__init__(exc, None, message)
+        exc.os_error = None
+    else:
+        Exception.__init__(exc, message)
+    sqlstate = err.get("sqlstate")
+    if isinstance(sqlstate, str) and sqlstate != cls.sqlstate:
+        exc.sqlstate = sqlstate
+    if issubclass(cls, (E.SqlError, E.QuerySyntaxError)) or err.get("position") is not None:
+        exc.position = err.get("position")
+    return exc
+
+
+# ---- values: the client's way back to the embedded API's types --------------------
+
+def parse_timestamp(v: str) -> _dt.datetime:
+    d = _dt.datetime.fromisoformat(v)
+    return d if d.tzinfo else d.replace(tzinfo=_dt.timezone.utc)
+
+
+def value_from_wire(field: dict, v: Any) -> Any:
+    """One field's value as the embedded API returns it, from its JSON form.
+    `field` is the field's spec as GET /collections/{c} gives it."""
+    if v is None:
+        return None
+    kind = field.get("kind")
+    if kind == "vector":
+        return np.asarray(v, VECTOR_DTYPES.get(field.get("dtype", "f32"), np.float32))
+    if kind == "timestamp" and isinstance(v, str):
+        return parse_timestamp(v)
+    return v
+
+
+def sql_value_from_wire(kind: str | None, v: Any) -> Any:
+    """One SQL result value from its JSON form, by the column's kind."""
+    if v is None:
+        return None
+    if kind == "vector":
+        return np.asarray(v, np.float32)
+    if kind == "timestamp" and isinstance(v, str):
+        return parse_timestamp(v)
+    return v

@@ -1,0 +1,98 @@
+"""A real `varvedb serve` in a child process on 127.0.0.1, for the server tests.
+
+    with ServerProcess(path, token="t") as srv:
+        client = vv.Client(srv.url, token=srv.token)
+
+It picks a free port, waits for GET /health to answer, and on exit stops the
+server with SIGTERM (as a service manager would) and waits for it.
+"""
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+START_TIMEOUT = 60.0     # a cold numba cache compiles kernels at open
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    def __init__(self, path: str, token: str | None = None, args: list[str] = (),
+                 env: dict | None = None):
+        self.path, self.token, self.args = path, token, list(args)
+        self.env = {**os.environ, **(env or {})}
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.log_path = f"{path}.server.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "ServerProcess":
+        cmd = [sys.executable, "-m", "varvedb", "serve", self.path, "--port", str(self.port),
+               *self.args]
+        if self.token is not None:
+            cmd += ["--token", self.token]
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=self.env)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the server exited with {self.proc.returncode}:\n"
+                                   f"{self.log()}")
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                c.request("GET", "/health")
+                if c.getresponse().status == 200:
+                    c.close()
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"the server did not answer /health in {START_TIMEOUT} s:\n"
+                           f"{self.log()}")
+
+    def log(self) -> str:
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")[-4000:]
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM, then wait: the server finishes in-flight requests and closes the file."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self._log.close()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc is not None:
+            self._log.close()
+
+    def restart(self) -> "ServerProcess":
+        self.stop()
+        return self.start()
+
+    def __enter__(self) -> "ServerProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.stop()
+        finally:
+            self.kill()
