@@ -1,7 +1,7 @@
 """varvedb: an embedded, single-file, versioned document + vector database.
 
     import varvedb as vv
-    db = vv.connect("notes.varve")
+    db = vv.connect("notes.varve")          # or vv.Client("http://127.0.0.1:8080", token=...)
     docs = db.create_collection("docs", {"title": "text", "embedding": vv.Vector(384)})
 """
 from . import embed
@@ -15,6 +15,10 @@ from .errors import (ClosedError, CorruptFileError, DimensionError, DuplicateIdE
                      NotSupportedError, QuerySyntaxError, ReadOnlyError, SchemaError, SqlError,
                      StorageError, TransactionAbortedError, TransactionError, UnknownFieldError,
                      ValueTooLongError, VarveError, VersionNotFoundError, WriterLockedError)
+# the server's and its clients' (varvedb serve, vv.Client)
+from .errors import (AuthenticationError, RequestError, RequestTimeoutError,
+                     RequestTooLargeError, ResultTooLargeError, ServerError,
+                     ServerUnavailableError)
 from .results import Hit, Hits
 from .schema import HNSW, Bool, Field, Float, Int, Json, Text, Timestamp, Vector
 from .storage.verify import VerifyReport, verify_file
@@ -31,5 +35,18 @@ __all__ = [
     "TransactionError", "TransactionAbortedError", "LockTimeoutError", "StorageError",
     "VersionNotFoundError", "IndexMaintenanceError", "NotNullViolationError",
     "SqlError", "NotSupportedError", "ValueTooLongError", "QuerySyntaxError", "EmbedderError",
-    "embed",
+    "AuthenticationError", "RequestError", "RequestTooLargeError", "ResultTooLargeError",
+    "RequestTimeoutError", "ServerError", "ServerUnavailableError",
+    "embed", "Client", "AsyncClient",
 ]
+
+# The server's clients load on first use: `import varvedb` stays free of
+# http.client, and of httpx (AsyncClient's transport, the "server" extra).
+_CLIENTS = ("Client", "AsyncClient", "RemoteCollection", "AsyncRemoteCollection")
+
+
+def __getattr__(name: str):
+    if name in _CLIENTS:
+        from . import client
+        return getattr(client, name)
+    raise AttributeError(f"module 'varvedb' has no attribute {name!r}")

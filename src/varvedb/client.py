@@ -1,0 +1,835 @@
+"""`Client` and `AsyncClient`: the embedded API's verbs over `varvedb serve`.
+
+    db = vv.Client("http://127.0.0.1:8080", token="s3cret")     # for vv.connect(path)
+    docs = db.collection("docs")
+    docs.search(vector=q, where="tag = $1", params=[3], limit=10)
+
+Every verb is written once, as a generator that yields the HTTP requests it
+needs (a `_Request`) and is sent back each answer (a `_Response`): it builds
+the bodies of docs/server.md and turns the answers into the embedded API's
+types (Hits of Hit, SqlResult, VersionInfo, VerifyReport) and its typed
+errors (wire.error_from_wire). Only the transport differs: `Client` runs the
+generators over stdlib http.client, one kept-alive connection per thread;
+`AsyncClient` awaits each request on an httpx.AsyncClient pool.
+
+The retry rule (the same for both): a request is sent again, once, only when
+the server cannot have acted on it or acting twice changes nothing —
+  * a kept-alive connection the server has closed is found before the request
+    goes out (the socket is readable while no answer is due) and replaced;
+  * a send that failed on a reused connection: the request did not reach the
+    server whole, so it never ran (any method);
+  * a read (`_Request.idempotent`: GET, and the POST routes that only read:
+    search, find, count, verify) whose connection dropped before its answer.
+A write whose connection drops after it was sent is never resent (it may have
+been applied): it raises ServerUnavailableError saying so. A timeout is never
+retried.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import http.client
+import io
+import select
+import ssl
+import threading
+import weakref
+from typing import Any, Generator, Iterable, NamedTuple
+from urllib.parse import quote, urlsplit
+
+import msgspec
+import numpy as np
+
+from . import errors as E
+from .collection import _batch_length, _one_id
+from .database import VersionInfo
+from .query.planner import RRF_K
+from .results import Hit, Hits
+from .schema import Field, Schema
+from .sql.result import SqlResult
+from .storage.verify import Break, VerifyReport
+from .wire import error_from_wire, parse_timestamp, sql_value_from_wire, value_from_wire
+from .wire import encode as _encode
+
+JSON = "application/json"
+ARROW = "application/vnd.apache.arrow.stream"
+NPY = "application/x-npy"
+
+
+class _Request(NamedTuple):
+    method: str
+    path: str                       # quoted, with its query string
+    body: bytes | None = None
+    content_type: str = JSON
+    idempotent: bool = False        # safe to send twice (see the module's retry rule)
+
+
+class _Response(NamedTuple):
+    status: int
+    body: bytes
+
+
+# ---- bodies and answers ----------------------------------------------------------
+
+def _body(obj: Any) -> bytes:
+    try:
+        return _encode(obj)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise E.FieldTypeError(f"cannot send this value as JSON: {e}") from None
+
+
+def _post(path: str, obj: Any, idempotent: bool = False, method: str = "POST") -> _Request:
+    return _Request(method, path, _body(obj), JSON, idempotent)
+
+
+def _get(path: str) -> _Request:
+    return _Request("GET", path, None, JSON, True)
+
+
+def _error(resp: _Response) -> E.VarveError:
+    """The typed error of an error answer; `http_status` keeps its status."""
+    try:
+        body = msgspec.json.decode(resp.body) if resp.body else None
+    except msgspec.DecodeError:
+        body = resp.body[:200].decode(errors="replace")
+    exc = error_from_wire(body, resp.status)
+    exc.http_status = resp.status
+    return exc
+
+
+def _answer(resp: _Response, decoder=None) -> Any:
+    """The decoded body of a 2xx answer; any other status raises its typed error."""
+    if not 200 <= resp.status < 300:
+        raise _error(resp)
+    try:
+        return decoder.decode(resp.body) if decoder else msgspec.json.decode(resp.body)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise E.ServerError(f"the server's answer does not read: {e}") from None
+
+
+class _Answer(msgspec.Struct):
+    hits: list[Hit]                 # msgspec builds the Hit structs in C
+    plan: dict | None = None
+
+
+class _BatchAnswer(msgspec.Struct):
+    results: list[_Answer]
+
+
+_HITS = msgspec.json.Decoder(_Answer)
+_BATCH = msgspec.json.Decoder(_BatchAnswer)
+
+
+def _as_of(v: Any) -> Any:
+    """as_of on the wire: a version number, or a datetime as RFC 3339 (UTC)."""
+    if isinstance(v, _dt.datetime):
+        if v.utcoffset() is None:     # as the embedded API: a naive one could be any zone
+            raise E.OptionError("as_of needs a timezone-aware datetime (a naive one could "
+                                f"be in any zone), got {v!r}")
+        return v.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def _query_string(**args) -> str:
+    parts = [f"{k}={quote(str(v), safe=',:')}" for k, v in args.items() if v is not None]
+    return "?" + "&".join(parts) if parts else ""
+
+
+def _select_param(select) -> str | None:
+    if select is None:
+        return None
+    if not isinstance(select, (list, tuple)) or not all(isinstance(s, str) for s in select):
+        raise E.FieldTypeError(f"select is a list of field names, got {select!r:.80}")
+    return ",".join(select)           # "" is the empty list: the id alone
+
+
+def _rows(rows) -> Any:
+    """insert/upsert's rows as a JSON array (a wrong shape is sent as it is: the
+    server refuses it with the embedded API's error)."""
+    if isinstance(rows, dict):
+        return [rows]
+    if isinstance(rows, (list, tuple)):
+        return rows
+    if hasattr(rows, "__iter__") and not isinstance(rows, (str, bytes, bytearray)):
+        return list(rows)
+    return rows
+
+
+def _schema_of(desc: dict) -> Schema:
+    """The Schema of a collection from GET /collections/{c}."""
+    id_kind = desc.get("id", "int")
+    d = {"id": "text" if id_kind == "str" else id_kind, "fields": desc.get("fields", {})}
+    for flag in ("id_hidden", "id_required"):
+        if flag in desc:
+            d[flag] = desc[flag]
+    return Schema.from_dict(d)
+
+
+def _field_spec(spec: Any) -> Any:
+    return spec.to_dict() if isinstance(spec, Field) else spec
+
+
+def _collection_path(name: str) -> str:
+    return "/collections/" + quote(name, safe="")
+
+
+def _convert_hits(hits: list, specs: dict) -> None:
+    """Vectors and timestamps of the hits back from their JSON form, in place
+    (a block of vectors becomes one float32 array, its rows handed out, as the
+    embedded API's are)."""
+    names = [n for n in hits[0].fields if specs.get(n, {}).get("kind") in ("vector", "timestamp")]
+    for name in names:
+        spec = specs[name]
+        values = [h.fields[name] for h in hits]
+        if spec["kind"] == "vector" and None not in values:
+            try:
+                block = np.asarray(values, np.float32)
+            except ValueError:       # ragged: leave it to value_from_wire one by one
+                block = None
+            if block is not None and block.ndim == 2:
+                for h, row in zip(hits, block):
+                    h.fields[name] = row
+                continue
+        for h, v in zip(hits, values):
+            h.fields[name] = _value(spec, v)
+
+
+def _value(spec: dict, v: Any) -> Any:
+    if v is not None and spec.get("kind") == "vector":
+        return np.asarray(v, np.float32)       # the embedded API gives float32 (f16 too)
+    return value_from_wire(spec, v)
+
+
+# ---- insert_arrays' bodies: Arrow IPC, .npy, or JSON rows ------------------------
+
+def _arrow_available() -> bool:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _arrow_body(schema: Schema, id, columns: dict) -> bytes | None:
+    """The columns as one Arrow IPC stream (vectors as FixedSizeList<float32>);
+    None where a column does not make an Arrow array (then JSON rows go)."""
+    import pyarrow as pa
+    names, arrays = [], []
+    try:
+        if id is not None:
+            names.append("id")
+            arrays.append(pa.array(np.asarray(id) if isinstance(id, range) else id))
+        for name, col in columns.items():
+            f = schema.fields[name]
+            if f.kind == "json":
+                return None
+            if f.kind == "vector":
+                a = np.asarray(col) if not isinstance(col, np.ndarray) else col
+                if a.dtype != object and a.ndim == 2:
+                    flat = pa.array(np.ascontiguousarray(a, np.float32).reshape(-1))
+                    arrays.append(pa.FixedSizeListArray.from_arrays(flat, a.shape[1]))
+                else:
+                    arrays.append(pa.array(
+                        [None if v is None else np.asarray(v, np.float32) for v in col],
+                        pa.list_(pa.float32(), f.dim)))
+            else:
+                arrays.append(pa.array(col))
+            names.append(name)
+        table = pa.Table.from_arrays(arrays, names)
+    except (pa.ArrowException, ValueError, TypeError, OverflowError):
+        return None
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue()
+
+
+def _npy_body(a) -> bytes:
+    a = np.asarray(a)
+    if a.dtype.kind != "f":
+        a = a.astype(np.float32)
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
+    return buf.getvalue()
+
+
+def _json_rows(id, columns: dict, n: int) -> list[dict]:
+    cols = {k: (v.tolist() if isinstance(v, np.ndarray) else list(v)) for k, v in columns.items()}
+    if id is not None:
+        cols = {"id": id.tolist() if isinstance(id, np.ndarray) else list(id), **cols}
+    names = list(cols)
+    return [dict(zip(names, vals)) for vals in zip(*cols.values())] if names else []
+
+
+# ---- the verbs, written once --------------------------------------------------------
+
+def _blocking(op):
+    """A verb of the sync client: the generator run over http.client."""
+    @functools.wraps(op)
+    def verb(self, *args, **kwargs):
+        return self._drive(op(self, *args, **kwargs))
+    return verb
+
+
+def _awaitable(op):
+    """A verb of the async client: the same generator, each request awaited."""
+    @functools.wraps(op)
+    async def verb(self, *args, **kwargs):
+        return await self._drive(op(self, *args, **kwargs))
+    return verb
+
+
+Op = Generator[_Request, _Response, Any]
+
+
+class _CollectionVerbs:
+    """One collection's verbs as request generators, and its cached schema."""
+
+    def __init__(self, client, desc: dict):
+        self._client = client
+        self.name = desc["name"]
+        self._path = _collection_path(self.name)
+        self._describe(desc)
+
+    def _describe(self, desc: dict) -> None:
+        self._fields = desc.get("fields", {})        # name -> spec: how values decode
+        self._schema = _schema_of(desc)
+
+    @property
+    def schema(self) -> Schema:
+        """The collection's schema as last fetched (refetched when an answer or a
+        call names a field it does not have)."""
+        return self._schema
+
+    def _drive(self, op):
+        return self._client._drive(op)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} at {self._client.url}>"
+
+    def _refresh(self) -> Op:
+        self._describe(_answer((yield _get(self._path))))
+
+    def _known(self, names) -> Op:
+        if any(n != "id" and n not in self._fields for n in names):
+            yield from self._refresh()
+
+    def _hits(self, answer: _Answer) -> Op:
+        hits = answer.hits
+        if hits:
+            yield from self._known(hits[0].fields)
+            _convert_hits(hits, self._fields)
+        return Hits(hits, plan=answer.plan)
+
+    def _doc(self, doc: dict) -> Op:
+        yield from self._known(doc)
+        return {k: v if k == "id" else _value(self._fields.get(k, {}), v)
+                for k, v in doc.items()}
+
+    def _item_path(self, id) -> Op:
+        try:
+            key = _one_id(self._schema, id)
+        except E.FieldTypeError:
+            yield from self._refresh()        # the collection may have been made anew
+            key = _one_id(self._schema, id)
+        return f"{self._path}/items/{quote(str(key), safe='')}"
+
+    # ---- writes
+
+    def insert(self, rows: dict | Iterable[dict]) -> Op:
+        """Insert new documents; an id already taken raises DuplicateIdError. Returns the ids."""
+        return (_answer((yield _post(f"{self._path}/items", _rows(rows)))))["ids"]
+
+    def insert_arrays(self, id=None, **columns) -> Op:
+        """Insert documents given column-wise (vectors as an (n, dim) array); `id`
+        optional. Sent as Arrow IPC where pyarrow is installed, else as .npy for
+        one vector column without ids, else as JSON rows. Returns the ids."""
+        n = _batch_length(id, columns)      # the embedded API's errors, before sending
+        yield from self._known(columns)
+        self._schema.check_names(columns, "insert_arrays")
+        path = f"{self._path}/items"
+        req = None
+        if self._client._bulk in ("auto", "arrow") and _arrow_available():
+            body = _arrow_body(self._schema, id, columns)
+            if body is not None:
+                req = _Request("POST", path, body, ARROW)
+        if req is None and self._client._bulk in ("auto", "npy") and id is None \
+                and len(columns) == 1:
+            (name, col), = columns.items()
+            a = np.asarray(col)
+            if self._schema.fields[name].kind == "vector" and a.ndim == 2 \
+                    and a.dtype.kind in "fiu":
+                req = _Request("POST", path + _query_string(field=name), _npy_body(a), NPY)
+        if req is None:
+            req = _post(path, _json_rows(id, columns, n))
+        ids = _answer((yield req))["ids"]
+        return np.asarray(ids, np.int64) if self._schema.id_kind == "int" else ids
+
+    def upsert(self, rows: dict | Iterable[dict]) -> Op:
+        """Insert documents, replacing any live document with the same id."""
+        return (_answer((yield _post(f"{self._path}/items", _rows(rows), method="PUT"))))["ids"]
+
+    def update(self, set: dict, where: str | None = None, params: list | tuple = (),
+               ids: list | None = None) -> Op:
+        """Set fields on the live documents matching `where` (or `ids`). Returns the count."""
+        body = {"set": set, "where": where, "params": params, "ids": ids}
+        return _answer((yield _post(f"{self._path}/update", body)))["updated"]
+
+    def delete(self, ids: list | None = None, where: str | None = None,
+               params: list | tuple = ()) -> Op:
+        """Delete live documents by id (a list) or by filter. Returns how many were deleted."""
+        body = {"ids": ids, "where": where, "params": params}
+        return _answer((yield _post(f"{self._path}/delete", body)))["deleted"]
+
+    # ---- reads
+
+    def get(self, id, as_of=None, select: list | None = None) -> Op:
+        """The document with this id (as of a version or aware datetime), or None."""
+        path = (yield from self._item_path(id)) + _query_string(
+            as_of=_as_of(as_of), select=_select_param(select))
+        resp = yield _get(path)
+        if resp.status == 404:
+            err = _error_body(resp)
+            if err is not None and "item" in err:     # the item is missing, not the collection
+                return None
+        return (yield from self._doc(_answer(resp)))
+
+    def count(self, where: str | None = None, params: list | tuple = (), as_of=None) -> Op:
+        """How many documents are visible (as of a version), optionally filtered."""
+        body = {"where": where, "params": params, "as_of": _as_of(as_of)}
+        return _answer((yield _post(f"{self._path}/count", body, idempotent=True)))["count"]
+
+    def find(self, where: str | None = None, params: list | tuple = (), as_of=None,
+             limit: int | None = None, select: list | None = None) -> Op:
+        """Documents matching a filter, in insertion order (no scoring); limit=None: all."""
+        body = {"where": where, "params": params, "as_of": _as_of(as_of), "limit": limit,
+                "select": select}
+        resp = yield _post(f"{self._path}/find", body, idempotent=True)
+        return (yield from self._hits(_answer(resp, _HITS)))
+
+    def search(self, vector=None, where: str | None = None, params: list | tuple = (),
+               limit: int = 10, select: list | None = None, as_of=None,
+               field: str | None = None, ef: int | None = None, exact: bool = False,
+               metric: str | None = None, *, text: str | None = None,
+               text_field: str | None = None, vector_text: str | None = None,
+               rerank=None, candidates: int | None = None, rrf_k: int = RRF_K,
+               weights: tuple = (1.0, 1.0), explain: bool = False) -> Op:
+        """The `limit` best documents: Collection.search's arguments and answers (see
+        there). `hits.plan` is the plan as it ran, as data, with explain=True (else None)."""
+        body = _search_body(vector, where, params, limit, select, as_of, field, ef, exact,
+                            metric, text, text_field, vector_text, rerank, candidates, rrf_k,
+                            weights, explain)
+        resp = yield _post(f"{self._path}/search", body, idempotent=True)
+        return (yield from self._hits(_answer(resp, _HITS)))
+
+    def search_batch(self, queries: list[dict]) -> Op:
+        """Several searches in one request (each a dict of search's arguments):
+        a list of Hits, in order. It fails whole if one query is wrong."""
+        if not isinstance(queries, (list, tuple)) or not all(isinstance(q, dict)
+                                                              for q in queries):
+            raise E.FieldTypeError(f"search_batch takes a list of dicts, got {queries!r:.80}")
+        bodies = []
+        for q in queries:
+            try:
+                bodies.append(_search_body(**q))
+            except TypeError as e:
+                raise E.OptionError(f"a search query: {e}") from None
+        resp = yield _post(f"{self._path}/search", {"queries": bodies}, idempotent=True)
+        out = []
+        for answer in _answer(resp, _BATCH).results:
+            out.append((yield from self._hits(answer)))
+        return out
+
+    def history(self, id) -> Op:
+        """Every version of one document: [{"version", "deleted", "doc"}], oldest first."""
+        resp = yield _get((yield from self._item_path(id)) + "/history")
+        if resp.status == 404:
+            err = _error_body(resp)
+            if err is not None and "item" in err:
+                return []
+        out = []
+        for e in _answer(resp)["versions"]:
+            doc = e.get("doc")
+            if doc is not None:
+                e["doc"] = yield from self._doc(doc)
+            out.append(e)
+        return out
+
+
+def _error_body(resp: _Response) -> dict | None:
+    try:
+        body = msgspec.json.decode(resp.body)
+    except msgspec.DecodeError:
+        return None
+    err = body.get("error") if isinstance(body, dict) else None
+    return err if isinstance(err, dict) else None
+
+
+def _search_body(vector=None, where=None, params=(), limit=10, select=None, as_of=None,
+                 field=None, ef=None, exact=False, metric=None, text=None, text_field=None,
+                 vector_text=None, rerank=None, candidates=None, rrf_k=RRF_K,
+                 weights=(1.0, 1.0), explain=False) -> dict:
+    """One search's JSON body: what was given, defaults left to the server."""
+    body = {"limit": limit}
+    for key, v in (("vector", vector), ("where", where), ("select", select),
+                   ("as_of", _as_of(as_of)), ("field", field), ("ef", ef),
+                   ("metric", metric), ("text", text), ("text_field", text_field),
+                   ("vector_text", vector_text), ("rerank", rerank),
+                   ("candidates", candidates)):
+        if v is not None:
+            body[key] = v
+    if not (isinstance(params, (list, tuple)) and len(params) == 0):
+        body["params"] = params
+    if exact is not False:
+        body["exact"] = exact
+    if not (type(rrf_k) is int and rrf_k == RRF_K):
+        body["rrf_k"] = rrf_k
+    if not (isinstance(weights, tuple) and len(weights) == 2 and weights == (1.0, 1.0)):
+        body["weights"] = weights
+    if explain is not False:
+        body["explain"] = explain
+    return body
+
+
+class _ClientVerbs:
+    """The database-wide verbs as request generators."""
+    _collection_class: type
+
+    def create_collection(self, name: str, schema: dict) -> Op:
+        """Create a collection with a schema of field name -> type (strings such as
+        "text", "vector(3)", or vv field objects)."""
+        spec = {k: _field_spec(v) for k, v in schema.items()} if isinstance(schema, dict) \
+            else schema
+        desc = _answer((yield _post("/collections", {"name": name, "schema": spec})))
+        return self._collection_class(self, desc)
+
+    def collection(self, name: str) -> Op:
+        """An existing collection (NotFoundError if there is none by that name)."""
+        if not isinstance(name, str):
+            raise E.NotFoundError(f"a collection is named by a str, got {name!r:.80}")
+        desc = _answer((yield _get(_collection_path(name))))
+        return self._collection_class(self, desc)
+
+    def collections(self) -> Op:
+        return _answer((yield _get("/collections")))["collections"]
+
+    def drop_collection(self, name: str) -> Op:
+        """Drop a collection: its documents are gone for every version."""
+        if not isinstance(name, str):
+            raise E.NotFoundError(f"a collection is named by a str, got {name!r:.80}")
+        _answer((yield _Request("DELETE", _collection_path(name))))
+
+    def sql(self, text: str, params: list | tuple = ()) -> Op:
+        """Run SQL in pgvector's dialect on the server; returns a SqlResult."""
+        a = _answer((yield _post("/sql", {"sql": text, "params": params})))
+        kinds = a.get("kinds") or [None] * len(a["columns"])
+        convert = [i for i, k in enumerate(kinds) if k in ("vector", "timestamp")]
+        rows = [tuple(r) for r in a["rows"]]
+        if convert:
+            rows = [tuple(sql_value_from_wire(kinds[i], v) if i in convert else v
+                          for i, v in enumerate(r)) for r in rows]
+        return SqlResult(a["columns"], rows, a["status"], a.get("rowcount"), kinds=kinds)
+
+    def history(self) -> Op:
+        """Every commit still held: version, timestamp, chain hash, rows changed."""
+        a = _answer((yield _get("/history")))
+        return [VersionInfo(v["version"], parse_timestamp(v["timestamp"]), v["chain"],
+                            v["rows_changed"]) for v in a["versions"]]
+
+    def verify(self, anchor: tuple[int, str] | None = None) -> Op:
+        """The server re-reads its file (see Database.verify); anchor=(version, chain hex)."""
+        body = {} if anchor is None else {
+            "anchor": list(anchor) if isinstance(anchor, (tuple, list)) else anchor}
+        a = _answer((yield _post("/verify", body, idempotent=True)))
+        fb = a.get("first_break")
+        return VerifyReport(a["ok"], a["versions_checked"],
+                            None if fb is None else Break(fb["version"], fb["offset"],
+                                                          fb["reason"]), a["chain"])
+
+    def _version(self) -> Op:
+        return _answer((yield _get("/health")))["version"]
+
+
+# ---- the sync transport: http.client, one kept-alive connection per thread ------------
+
+def _dropped(sock) -> bool:
+    """Has the server closed this idle connection? (Readable while no answer is due.)"""
+    try:
+        if hasattr(select, "poll"):
+            p = select.poll()
+            p.register(sock, select.POLLIN)
+            return bool(p.poll(0))
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
+def _unavailable(url: str, e: Exception, sent: bool = False) -> E.ServerUnavailableError:
+    what = (f"the connection to {url} failed after the request was sent "
+            f"(it may or may not have been applied): ") if sent else \
+        f"cannot reach the server at {url}: "
+    return E.ServerUnavailableError(what + (f"{type(e).__name__}: {e}" if str(e)
+                                            else type(e).__name__))
+
+
+class _Connections:
+    def __init__(self, url: str, token: str | None, timeout: float,
+                 ssl_context: ssl.SSLContext | None):
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise E.OptionError(f"the server's URL is http://host:port or https://..., "
+                                f"got {url!r:.80}")
+        self.url = url
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port or (443 if self._https else 80)
+        self._prefix = parts.path.rstrip("/")
+        self._timeout = timeout
+        self._ssl = ssl_context
+        self._headers = {"Accept": JSON}
+        if token is not None:
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._local = threading.local()
+        self._all: weakref.WeakSet = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._https:
+                conn = http.client.HTTPSConnection(self._host, self._port,
+                                                   timeout=self._timeout, context=self._ssl)
+            else:
+                conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+            self._local.conn = conn
+            with self._lock:
+                self._all.add(conn)
+        return conn
+
+    def send(self, req: _Request) -> _Response:
+        if self._closed:
+            raise E.ClosedError("the client was closed")
+        conn = self._connection()
+        path = self._prefix + req.path
+        headers = self._headers if req.body is None else {
+            **self._headers, "Content-Type": req.content_type}
+        for attempt in (0, 1):
+            reused = conn.sock is not None
+            if reused and _dropped(conn.sock):
+                conn.close()
+                reused = False
+            try:
+                conn.request(req.method, path, req.body, headers)
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                if reused and attempt == 0 and not isinstance(e, TimeoutError):
+                    continue          # not sent whole: the server cannot have run it
+                raise _unavailable(self.url, e) from None
+            try:
+                resp = conn.getresponse()
+                return _Response(resp.status, resp.read())
+            except TimeoutError as e:
+                conn.close()
+                raise _unavailable(self.url, e, sent=not req.idempotent) from None
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                if reused and attempt == 0 and req.idempotent:
+                    continue          # a read: asking again changes nothing
+                raise _unavailable(self.url, e, sent=not req.idempotent) from None
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self._closed = True
+        with self._lock:
+            conns = list(self._all)
+        for c in conns:
+            c.close()
+
+
+# ---- the clients -----------------------------------------------------------------------
+
+class RemoteCollection(_CollectionVerbs):
+    """A collection on the server, with Collection's verbs (from Client.collection)."""
+    insert = _blocking(_CollectionVerbs.insert)
+    insert_arrays = _blocking(_CollectionVerbs.insert_arrays)
+    upsert = _blocking(_CollectionVerbs.upsert)
+    update = _blocking(_CollectionVerbs.update)
+    delete = _blocking(_CollectionVerbs.delete)
+    get = _blocking(_CollectionVerbs.get)
+    count = _blocking(_CollectionVerbs.count)
+    find = _blocking(_CollectionVerbs.find)
+    search = _blocking(_CollectionVerbs.search)
+    search_batch = _blocking(_CollectionVerbs.search_batch)
+    history = _blocking(_CollectionVerbs.history)
+
+    def __len__(self) -> int:
+        return self.count()
+
+
+class Client(_ClientVerbs):
+    """A varvedb served by `varvedb serve`, with the embedded Database's verbs.
+
+        db = vv.Client("http://127.0.0.1:8080", token="s3cret")
+
+    Thread-safe: each thread keeps one connection alive. `timeout` is the socket
+    timeout in seconds; `ssl_context` is used for https:// URLs."""
+    _collection_class = RemoteCollection
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 30.0, *,
+                 ssl_context: ssl.SSLContext | None = None):
+        self.url = url.rstrip("/")
+        self._transport = _Connections(self.url, token, timeout, ssl_context)
+        self._bulk = "auto"       # insert_arrays' body: auto | arrow | npy | json (tests)
+
+    def _drive(self, op):
+        send = self._transport.send
+        try:
+            req = next(op)
+            while True:
+                req = op.send(send(req))
+        except StopIteration as done:
+            return done.value
+
+    create_collection = _blocking(_ClientVerbs.create_collection)
+    collection = _blocking(_ClientVerbs.collection)
+    __getitem__ = collection
+    collections = _blocking(_ClientVerbs.collections)
+    drop_collection = _blocking(_ClientVerbs.drop_collection)
+    sql = _blocking(_ClientVerbs.sql)
+    history = _blocking(_ClientVerbs.history)
+    verify = _blocking(_ClientVerbs.verify)
+
+    @property
+    def version(self) -> int:
+        """The server's newest version (GET /health)."""
+        return self._drive(self._version())
+
+    def close(self) -> None:
+        """Close every connection; the client is not usable after."""
+        self._transport.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<varvedb.Client {self.url}>"
+
+
+# ---- async: the same verbs over httpx ------------------------------------------------
+
+class _AsyncConnections:
+    def __init__(self, url: str, token: str | None, timeout: float,
+                 ssl_context: ssl.SSLContext | None, max_connections: int):
+        import httpx
+        self._httpx = httpx
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise E.OptionError(f"the server's URL is http://host:port or https://..., "
+                                f"got {url!r:.80}")
+        self.url = url
+        headers = {"Accept": JSON}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.AsyncClient(
+            headers=headers, timeout=timeout, verify=ssl_context or True,
+            limits=httpx.Limits(max_connections=max_connections,
+                                max_keepalive_connections=max_connections))
+        self._closed = False
+
+    async def send(self, req: _Request) -> _Response:
+        if self._closed:
+            raise E.ClosedError("the client was closed")
+        httpx = self._httpx
+        headers = None if req.body is None else {"Content-Type": req.content_type}
+        for attempt in (0, 1):
+            try:
+                r = await self._http.request(req.method, self.url + req.path,
+                                             content=req.body, headers=headers)
+                return _Response(r.status_code, r.content)
+            except httpx.TimeoutException as e:
+                raise _unavailable(self.url, e, sent=not req.idempotent) from None
+            except httpx.WriteError as e:
+                if attempt == 0:
+                    continue          # not sent whole: the server cannot have run it
+                raise _unavailable(self.url, e) from None
+            except (httpx.RemoteProtocolError, httpx.ReadError) as e:
+                if attempt == 0 and req.idempotent:
+                    continue          # a read: asking again changes nothing
+                raise _unavailable(self.url, e, sent=not req.idempotent) from None
+            except httpx.TransportError as e:
+                raise _unavailable(self.url, e) from None
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        self._closed = True
+        await self._http.aclose()
+
+
+class AsyncRemoteCollection(_CollectionVerbs):
+    """A collection on the server, its verbs as coroutines (from AsyncClient.collection)."""
+    insert = _awaitable(_CollectionVerbs.insert)
+    insert_arrays = _awaitable(_CollectionVerbs.insert_arrays)
+    upsert = _awaitable(_CollectionVerbs.upsert)
+    update = _awaitable(_CollectionVerbs.update)
+    delete = _awaitable(_CollectionVerbs.delete)
+    get = _awaitable(_CollectionVerbs.get)
+    count = _awaitable(_CollectionVerbs.count)
+    find = _awaitable(_CollectionVerbs.find)
+    search = _awaitable(_CollectionVerbs.search)
+    search_batch = _awaitable(_CollectionVerbs.search_batch)
+    history = _awaitable(_CollectionVerbs.history)
+
+
+class AsyncClient(_ClientVerbs):
+    """Client's verbs as coroutines, over a pool of kept-alive httpx connections.
+
+        async with vv.AsyncClient("http://127.0.0.1:8080", token=...) as db:
+            docs = await db.collection("docs")
+            hits = await docs.search(vector=q)
+    """
+    _collection_class = AsyncRemoteCollection
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 30.0, *,
+                 ssl_context: ssl.SSLContext | None = None, max_connections: int = 16):
+        self.url = url.rstrip("/")
+        self._transport = _AsyncConnections(self.url, token, timeout, ssl_context,
+                                             max_connections)
+        self._bulk = "auto"
+
+    async def _drive(self, op):
+        send = self._transport.send
+        try:
+            req = next(op)
+            while True:
+                req = op.send(await send(req))
+        except StopIteration as done:
+            return done.value
+
+    create_collection = _awaitable(_ClientVerbs.create_collection)
+    collection = _awaitable(_ClientVerbs.collection)
+    collections = _awaitable(_ClientVerbs.collections)
+    drop_collection = _awaitable(_ClientVerbs.drop_collection)
+    sql = _awaitable(_ClientVerbs.sql)
+    history = _awaitable(_ClientVerbs.history)
+    verify = _awaitable(_ClientVerbs.verify)
+
+    async def version(self) -> int:
+        """The server's newest version (GET /health)."""
+        return await self._drive(self._version())
+
+    async def aclose(self) -> None:
+        await self._transport.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"<varvedb.AsyncClient {self.url}>"

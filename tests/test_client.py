@@ -1,0 +1,512 @@
+"""vv.Client and vv.AsyncClient against a real `varvedb serve` (tests/server_proc.py).
+
+One server for the module, with a token; each test starts by dropping every
+collection (the server's versions advance across tests, so a test that needs
+version 1 to be its first gets a fresh server of its own). The embedded API's
+own test cases run here through the client where they apply (APPLIED below;
+EXCUSED names the rest and why).
+"""
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import socket
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+
+import varvedb as vv
+import test_api
+import test_text_search
+import test_vector_search
+from conftest import PYTHON, child_env, file_digest
+from server_proc import ServerProcess, free_port
+from varvedb.bench import data
+from varvedb.sql.result import SqlResult
+
+TOKEN = "test-token-0123"
+UTC = dt.timezone.utc
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("served") / "served.varve")
+    with ServerProcess(path, token=TOKEN, env=child_env()) as srv:
+        yield srv
+
+
+@pytest.fixture
+def client(server):
+    c = vv.Client(server.url, token=TOKEN, timeout=120)
+    for name in c.collections():
+        c.drop_collection(name)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def db(client):
+    """The embedded tests' `db`: a Client on the module's server, emptied."""
+    return client
+
+
+@pytest.fixture
+def db_path(server, client, monkeypatch):
+    """The embedded tests' `db_path`: the served file; vv.connect(it) is a new
+    Client on the server (so a close and a connect again is a reconnect)."""
+    monkeypatch.setattr(vv, "connect", lambda path, **kw: vv.Client(server.url, token=TOKEN, timeout=120))
+    return server.path
+
+
+def _fresh_client(tmp_path):
+    srv = ServerProcess(str(tmp_path / "fresh.varve"), token=TOKEN, env=child_env()).start()
+    return srv, vv.Client(srv.url, token=TOKEN, timeout=120)
+
+
+# ---- the embedded API's cases, through the client ------------------------------------
+
+filtered = test_api.filtered          # a fixture over `db`
+
+APPLIED = {
+    test_api: [
+        "test_insert_then_get_returns_every_field_as_written",
+        "test_missing_fields_read_back_as_null", "test_get_of_unknown_id_is_none",
+        "test_insert_without_ids_assigns_fresh_increasing_ids",
+        "test_upsert_replaces_live_document_and_inserts_new_one",
+        "test_update_sets_fields_on_matching_rows_and_keeps_the_rest",
+        "test_delete_by_ids_and_by_filter_returns_counts",
+        "test_insert_arrays_matches_insert_of_the_same_rows",
+        "test_insert_arrays_without_ids_assigns_them",
+        "test_find_returns_insertion_order_with_limit_and_select",
+        "test_text_ids_insert_get_filter_and_auto_assign",
+        "test_closed_database_raises_closed_error",
+        "test_collection_lookup_and_duplicate_name",
+        "test_filter_answers_match_hand_worked_sql",
+        "test_vector_fields_filter_only_by_null_test",
+        "test_filter_parameters_bind_by_position",
+        "test_update_and_delete_where_use_parameters",
+        "test_timestamp_fields_filter_by_datetime_and_iso_string",
+        "test_search_scores_equal_pgvector_operators",
+        "test_cosine_distance_to_a_zero_vector_is_one",
+        "test_search_skips_rows_with_null_vectors_and_respects_limit",
+        "test_search_select_returns_chosen_fields",
+        "test_as_of_version_sees_each_past_state",
+        "test_as_of_outside_history_raises_version_not_found",
+        "test_collection_history_lists_versions_of_one_document",
+    ],
+    test_text_search: [
+        "test_bm25_scores_equal_the_reference_on_a_small_corpus",
+        "test_text_queries_travel_in_time",
+        "test_reopen_without_a_checkpoint_replays_into_the_same_index",
+        "test_phrase_prefix_or_not_and_parentheses",
+        "test_a_malformed_query_is_a_typed_error_and_changes_nothing",
+        "test_stemming_accents_and_cjk",
+        "test_a_filtered_text_query_is_never_short_of_k",
+        "test_at_at_in_a_filter_is_the_text_match_with_sql_nulls",
+        "test_search_argument_errors",
+    ],
+}
+for _module, _names in APPLIED.items():
+    for _name in _names:
+        globals()[_name] = getattr(_module, _name)
+
+# run on a fresh server each: they count versions from 1
+FRESH = ["test_as_of_datetime_picks_last_version_committed_at_or_before_it",
+         "test_database_history_lists_every_commit_with_distinct_chain"]
+
+TRANSACTIONS = "db.transaction() has no HTTP form (each request is its own transaction)"
+REOPEN = "closes and reopens the file itself (the server holds it open)"
+EXCUSED = {
+    test_api: {
+        "test_memory_database_supports_the_same_api": "a :memory: database and a transaction",
+        "test_transaction_makes_several_writes_one_version": TRANSACTIONS,
+        "test_exception_in_transaction_rolls_every_write_back": TRANSACTIONS,
+        "test_collection_created_in_rolled_back_transaction_is_gone": TRANSACTIONS,
+        "test_nested_transaction_raises_transaction_error": TRANSACTIONS,
+        "test_json_path_filter_forgets_rows_a_rollback_removed": TRANSACTIONS,
+        "test_hash_and_sorted_indexes_answer_like_a_scan": "checkpoint, reopen and a transaction",
+        "test_checkpoint_then_reopen_shows_identical_state_at_every_version": REOPEN,
+        "test_reopen_without_checkpoint_replays_the_log": REOPEN,
+        "test_readonly_connection_refuses_every_write_and_leaves_the_file_alone":
+            "read-only connections (the server's --readonly is its own contract)",
+        "test_readonly_connection_of_missing_file_fails_without_creating_it":
+            "read-only connections",
+        "test_every_durability_mode_keeps_commits_across_reopen": "connect's options, reopen",
+        "test_a_write_that_changes_nothing_makes_no_version": TRANSACTIONS,
+        "test_close_releases_the_write_lock_while_arrays_from_the_file_live_on":
+            "create_index and the engine's arrays (no HTTP form)",
+    },
+    test_text_search: {
+        "test_statistics_stay_exact_through_inserts_updates_and_deletes":
+            "two databases in one test (a rebuilt twin in a second file)",
+        "test_a_rolled_back_transaction_leaves_no_postings": TRANSACTIONS,
+        "test_checkpoint_and_reopen_answer_the_same_without_analyzing_again":
+            "checkpoint, a read-only reopen and a patch of this process's analyzer",
+        "test_hybrid_fuses_the_two_rankings_by_reciprocal_rank":
+            "Collection.explain's plan objects (the wire has explain=True's dict)",
+        "test_rerank_orders_the_text_candidates_by_exact_distance":
+            "hits.plan as a plan object (the wire has explain=True's dict)",
+        "test_vectors_are_filled_from_their_source_text":
+            "an embedder registered in the test's process, which the server's lacks",
+        "test_sql_match_bm25_snippet_highlight_and_rrf":
+            "an embedder registered in the test's process, and SqlResult.plan",
+        "test_varvedb_search_command": "the `varvedb search` command on a file",
+    },
+    test_vector_search: {name: "create_index, index_status and the engine's graph (no HTTP "
+                         "form); recall through the client: test_hnsw_recall_through_the_client"
+                         for name in dir(test_vector_search) if name.startswith("test_")},
+}
+
+
+def test_every_embedded_case_is_run_or_excused():
+    for module in (test_api, test_text_search, test_vector_search):
+        names = {n for n in dir(module) if n.startswith("test_")}
+        covered = set(APPLIED.get(module, ())) | set(EXCUSED[module]) | \
+            (set(FRESH) if module is test_api else set())
+        assert names == covered, names ^ covered
+
+
+@pytest.mark.parametrize("name", FRESH)
+def test_version_counting_cases_on_a_fresh_server(tmp_path, name):
+    srv, c = _fresh_client(tmp_path)
+    try:
+        getattr(test_api, name)(c)
+    finally:
+        c.close()
+        srv.stop()
+
+
+# ---- the client's own contract -----------------------------------------------------------
+
+def _docs(c, name="docs"):
+    d = c.create_collection(name, {"title": "text", "tag": vv.Int(index="hash"),
+                                   "body": vv.Text(fts=True), "ts": "timestamp",
+                                   "emb": vv.Vector(3, metric="l2")})
+    d.insert([{"id": i, "title": f"t{i}", "tag": i % 3, "body": f"apple w{i}",
+               "ts": dt.datetime(2024, 1, 1, tzinfo=UTC) + dt.timedelta(hours=i),
+               "emb": [i, 0, 1]} for i in range(10)])
+    return d
+
+
+def test_results_have_the_embedded_types(client):
+    d = _docs(client)
+    hits = d.search(vector=np.array([2, 0, 1], np.float32), limit=3, select=["ts", "emb"])
+    assert isinstance(hits, vv.Hits) and all(isinstance(h, vv.Hit) for h in hits)
+    assert hits.ids == [2, 1, 3] and hits.plan is None
+    assert hits[0]["ts"] == dt.datetime(2024, 1, 1, 2, tzinfo=UTC)
+    assert hits[0]["emb"].dtype == np.float32 and hits[0]["emb"].tolist() == [2, 0, 1]
+    explained = d.search(vector=[2, 0, 1], limit=3, explain=True)
+    assert explained.ids == hits.ids and "VectorTopK" in str(explained.plan)
+    assert isinstance(explained.plan, dict)
+    assert d.get(4, select=[]) == {"id": 4}
+    assert d.get(4, select=["tag"]) == {"id": 4, "tag": 1}
+    r = client.sql("SELECT id, ts, emb FROM docs WHERE id = $1", [3])
+    assert isinstance(r, SqlResult) and r.columns == ["id", "ts", "emb"]
+    (i, ts, emb), = r.rows
+    assert i == 3 and ts == dt.datetime(2024, 1, 1, 3, tzinfo=UTC)
+    assert emb.dtype == np.float32 and emb.tolist() == [3, 0, 1]
+    h = client.history()
+    assert all(isinstance(v, vv.VersionInfo) and v.timestamp.tzinfo for v in h)
+    assert h[-1].version == client.version
+    rep = client.verify()
+    assert isinstance(rep, vv.VerifyReport) and rep.ok and rep.chain == h[-1].chain
+    bad = client.verify(anchor=(h[-1].version, h[0].chain))
+    assert not bad.ok and bad.first_break.version == h[-1].version
+    assert len(d) == 10 and d.schema.fields["emb"].dim == 3
+
+
+def test_search_batch_answers_each_query_in_order(client):
+    d = _docs(client)
+    batch = d.search_batch([{"vector": [1, 0, 1], "limit": 2},
+                            {"text": "w7", "limit": 5},
+                            {"vector": [9, 0, 1], "where": "tag = $1", "params": [0],
+                             "limit": 1}])
+    assert [b.ids for b in batch] == [[1, 0], [7], [9]]
+    assert [b.ids for b in batch] == [d.search(vector=[1, 0, 1], limit=2).ids,
+                                     d.search(text="w7", limit=5).ids,
+                                     d.search(vector=[9, 0, 1], where="tag = $1",
+                                              params=[0], limit=1).ids]
+    v = client.version
+    with pytest.raises(vv.DimensionError):       # one bad query fails the batch
+        d.search_batch([{"vector": [1, 0, 1]}, {"vector": [1, 0]}])
+    with pytest.raises(vv.OptionError):
+        d.search_batch([{"vectr": [1, 0, 1]}])
+    assert client.version == v
+
+
+@pytest.mark.parametrize("bulk", ["arrow", "npy", "json"])
+def test_insert_arrays_in_each_body_form(client, bulk):
+    client._bulk = bulk
+    d = client.create_collection("bulk", {"emb": vv.Vector(4, metric="l2"), "tag": "int"})
+    X = np.random.default_rng(5).normal(size=(300, 4)).astype(np.float32)
+    ids = d.insert_arrays(emb=X)             # one vector column, no ids: .npy's case
+    assert len(ids) == 300 and d.count() == 300
+    got = np.stack([d.get(int(i))["emb"] for i in ids[:5]])
+    np.testing.assert_array_equal(got, X[:5])
+    more = d.insert_arrays(id=np.arange(1000, 1010), emb=X[:10], tag=np.arange(10))
+    assert more.tolist() == list(range(1000, 1010))
+    assert d.get(1004)["tag"] == 4
+    v = client.version
+    with pytest.raises(vv.DimensionError):
+        d.insert_arrays(emb=X[:, :3])
+    with pytest.raises(vv.FieldTypeError):     # checked before anything is sent
+        d.insert_arrays(emb=X[:3], tag=[1, 2])
+    with pytest.raises(vv.UnknownFieldError):
+        d.insert_arrays(nope=[1, 2])
+    assert client.version == v and d.count() == 310
+
+
+def _state(c, d):
+    return c.version, d.count(), c.history()[-1].chain
+
+
+def test_typed_errors_with_their_status_and_nothing_changes(client, server):
+    d = _docs(client)
+    before = _state(client, d)
+    digest = file_digest(server.path)
+    cases = [
+        (lambda: d.insert([{"id": 50, "emb": [1, 2, 3]}, {"id": 51, "emb": [1, 2]}]),
+         vv.DimensionError, 422),
+        (lambda: d.insert([{"id": 50}, {"id": 3}]), vv.DuplicateIdError, 409),
+        (lambda: d.update({"tag": "x"}, ids=[1]), vv.FieldTypeError, 422),
+        (lambda: d.insert({"nope": 1}), vv.UnknownFieldError, 422),
+        (lambda: d.find("tag ==== 1"), vv.FilterError, 400),
+        (lambda: d.delete(where="tag = $2", params=[1]), vv.FilterError, 400),
+        (lambda: d.search(text='"unclosed'), vv.QuerySyntaxError, 400),
+        (lambda: client.sql("SELEC 1"), vv.SqlError, 400),
+        (lambda: client.sql("SELECT nope FROM docs"), vv.SqlError, 400),
+        (lambda: client.collection("nope"), vv.NotFoundError, 404),
+        (lambda: d.count(as_of=10**9), vv.VersionNotFoundError, 404),
+        (lambda: d.search(vector=[1, 2, 3], metric="hamming"), vv.OptionError, 400),
+    ]
+    for call, cls, status in cases:
+        with pytest.raises(cls) as e:
+            call()
+        assert type(e.value) is cls and e.value.http_status == status, (cls, e.value)
+        assert _state(client, d) == before, cls
+    # the same error as the embedded API's: class, message, position, sqlstate
+    twin_db = vv.connect(":memory:")
+    twin = _docs(twin_db)
+    for call in (lambda c, db: c.search(text="apple OR"),
+                 lambda c, db: c.find("body @@ '(apple'"),
+                 lambda c, db: db.sql("SELECT id FROM docs WHERE"),
+                 lambda c, db: db.sql("SELECT nope FROM docs")):
+        with pytest.raises(vv.VarveError) as want:
+            call(twin, twin_db)
+        with pytest.raises(vv.VarveError) as got:
+            call(d, client)
+        assert (type(got.value), str(got.value), got.value.sqlstate) == \
+            (type(want.value), str(want.value), want.value.sqlstate)
+        assert getattr(got.value, "position", None) == getattr(want.value, "position", None)
+    twin_db.close()
+    assert file_digest(server.path) == digest
+    client.drop_collection("docs")
+    with pytest.raises(vv.NotFoundError):         # a collection dropped under its handle
+        d.count()
+    assert client.version == before[0] + 1
+
+
+def test_a_wrong_or_missing_token_is_refused_and_health_is_open(client, server):
+    d = _docs(client)
+    before = _state(client, d)
+    for token in ("wrong", None):
+        other = vv.Client(server.url, token=token)
+        with pytest.raises(vv.AuthenticationError) as e:
+            other.collections()
+        assert e.value.http_status == 401
+        with pytest.raises(vv.AuthenticationError):
+            other["docs"]
+        with pytest.raises(vv.AuthenticationError):
+            vv.Client(server.url, token=token).sql("DROP TABLE docs")
+        assert other.version == before[0]          # GET /health needs no token
+        other.close()
+    assert _state(client, d) == before
+
+
+def test_an_unreachable_server_is_server_unavailable(client):
+    c = vv.Client(f"http://127.0.0.1:{free_port()}", token=TOKEN, timeout=2)
+    with pytest.raises(vv.ServerUnavailableError) as e:
+        c.collections()
+    assert isinstance(e.value, ConnectionError) and "127.0.0.1" in str(e.value)
+    c.close()
+    client.close()
+    with pytest.raises(vv.ClosedError):
+        client.collections()
+
+
+def _sock(c):
+    return c._transport._local.conn.sock
+
+
+def test_one_thread_reuses_one_connection(client):
+    d = _docs(client)
+    d.count()
+    sock = _sock(client)
+    port = sock.getsockname()[1]
+    for i in range(200):
+        assert d.get(i % 10)["id"] == i % 10
+        d.upsert({"id": 100, "tag": i})        # writes too
+    assert _sock(client) is sock and sock.getsockname()[1] == port
+
+
+def test_eight_threads_get_correct_answers_on_their_own_connections(client):
+    d = client.create_collection("par", {"tag": "int", "emb": vv.Vector(8, metric="l2")})
+    X = np.random.default_rng(2).normal(size=(500, 8)).astype(np.float32)
+    d.insert_arrays(id=np.arange(500), tag=np.arange(500) % 5, emb=X)
+    Q = np.random.default_rng(3).normal(size=(8, 30, 8)).astype(np.float32)
+    want = [[np.argsort(((X - q) ** 2).sum(1), kind="stable")[:5].tolist() for q in qs]
+            for qs in Q]
+    got, socks, errors = [None] * 8, [None] * 8, []
+
+    def work(t):
+        try:
+            got[t] = [d.search(vector=q, limit=5, exact=True).ids for q in Q[t]]
+            socks[t] = _sock(client)
+        except Exception as e:       # reported below
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    assert got == want
+    assert len({id(s) for s in socks}) == 8
+
+
+class MisbehavingServer:
+    """A real TCP server that answers the first request on each connection and,
+    on the second, reads it and hangs up without answering: a kept-alive
+    connection lost while a request is out."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.port = self.sock.getsockname()[1]
+        self.requests: list[str] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn):
+        f = conn.makefile("rb")
+        for n in range(2):
+            line = f.readline()
+            if not line:
+                break
+            length = 0
+            while (h := f.readline()) not in (b"\r\n", b""):
+                if h.lower().startswith(b"content-length:"):
+                    length = int(h.split(b":")[1])
+            f.read(length)
+            self.requests.append(line.split()[0].decode())
+            if n == 0:
+                body = b'{"status": "ok", "version": 7, "collections": []}'
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        f.close()
+        conn.close()
+
+    def close(self):
+        self.sock.close()
+
+
+def test_a_lost_connection_retries_reads_once_and_never_resends_writes():
+    srv = MisbehavingServer()
+    c = vv.Client(f"http://127.0.0.1:{srv.port}")
+    try:
+        assert c.version == 7                  # connection 1, request 1
+        assert c.version == 7                  # request 2 lost: asked again on connection 2
+        assert srv.requests == ["GET", "GET", "GET"]
+        with pytest.raises(vv.ServerUnavailableError, match="may or may not"):
+            c.drop_collection("x")             # a write lost after it was sent
+        assert srv.requests == ["GET", "GET", "GET", "DELETE"]
+        assert c.collections() == []           # a new connection for the next one
+    finally:
+        c.close()
+        srv.close()
+
+
+def test_a_restarted_server_is_reached_again_without_losing_a_write(client, server):
+    d = _docs(client)
+    client.sql("SELECT 1")
+    server.restart()           # every kept-alive connection is now closed
+    d.insert({"id": 77, "tag": 1})      # the dead connection is found before sending
+    assert d.get(77)["tag"] == 1 and d.count() == 11
+    assert client.verify().ok
+
+
+def test_hnsw_recall_through_the_client(client):
+    ds = data.make(2000, 16, 20, seed=4)
+    d = client.create_collection("items", {"tag": "int", "emb": vv.Vector(16, metric="l2")})
+    d.insert_arrays(id=ds.ids, tag=ds.tags, emb=ds.vectors)
+    client.sql("CREATE INDEX ON items USING hnsw (emb vector_l2_ops)")
+    truth = data.exact_topk(ds.vectors, ds.queries, 10, "l2")
+    found = [np.array(h.ids) for h in d.search_batch([{"vector": q, "limit": 10}
+                                                      for q in ds.queries])]
+    assert data.recall(found, truth) >= 0.95
+    one = d.search(vector=ds.queries[0], limit=10, ef=100, explain=True)
+    assert one.ids == found[0].tolist() or data.recall([np.array(one.ids)], truth[:1]) >= 0.9
+    assert "VectorTopK" in str(one.plan)
+
+
+# ---- AsyncClient ----------------------------------------------------------------------
+
+def test_async_client_round_trips(server, client):
+    async def main():
+        async with vv.AsyncClient(server.url, token=TOKEN) as a:
+            d = await a.create_collection("adocs", {"tag": "int", "ts": "timestamp",
+                                                    "emb": vv.Vector(3, metric="l2")})
+            assert await a.collections() == ["adocs"]
+            assert await d.insert([{"id": 1, "tag": 1, "emb": [1, 0, 0],
+                                    "ts": dt.datetime(2024, 1, 1, tzinfo=UTC)}]) == [1]
+            ids = await d.insert_arrays(id=np.arange(2, 12), tag=np.arange(10),
+                                        emb=np.eye(10, 3, dtype=np.float32))
+            assert ids.tolist() == list(range(2, 12))
+            doc = await d.get(1)
+            assert doc["ts"] == dt.datetime(2024, 1, 1, tzinfo=UTC)
+            assert doc["emb"].dtype == np.float32 and await d.get(99) is None
+            hits = await d.search(vector=[1, 0, 0], limit=3)
+            assert hits.ids[0] in (1, 2) and isinstance(hits[0], vv.Hit)
+            many = await asyncio.gather(*(d.search(vector=[0, 1, 0], limit=2)
+                                          for _ in range(20)))
+            assert all(h.ids == many[0].ids for h in many)
+            assert await d.count("tag > 4") == 5
+            assert await d.update({"tag": 0}, ids=[1]) == 1
+            assert await d.delete(ids=[11]) == 1
+            r = await a.sql("SELECT count(*) FROM adocs")
+            assert r.rows == [(10,)]
+            assert [e["doc"]["tag"] for e in await d.history(1)] == [1, 0]
+            assert (await a.verify()).ok and (await a.history())[-1].version == \
+                await a.version()
+            v = await a.version()
+            with pytest.raises(vv.DimensionError):
+                await d.insert({"emb": [1, 0]})
+            with pytest.raises(vv.NotFoundError):
+                await a.collection("nope")
+            with pytest.raises(vv.SqlError):
+                await a.sql("SELEC")
+            assert await a.version() == v
+        async with vv.AsyncClient(server.url, token="wrong") as bad:
+            with pytest.raises(vv.AuthenticationError):
+                await bad.collections()
+    asyncio.run(main())
+
+
+def test_import_varvedb_loads_no_client():
+    out = subprocess.run(
+        [PYTHON, "-c", "import sys, varvedb; print(sorted(m for m in ('http.client', 'httpx', "
+         "'varvedb.client') if m in sys.modules)); varvedb.Client; "
+         "print('httpx' in sys.modules)"],
+        capture_output=True, text=True, env=child_env(), timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["[]", "False"]
