@@ -574,6 +574,27 @@ def _unavailable(url: str, e: Exception, sent: bool = False) -> E.ServerUnavaila
                                             else type(e).__name__))
 
 
+class _OneSend:
+    """http.client sends a request's head and its body in two sends; one is
+    cheaper, and a request then either left whole or failed while leaving."""
+
+    def _send_output(self, message_body=None, encode_chunked=False):
+        if not isinstance(message_body, bytes):
+            return super()._send_output(message_body, encode_chunked)
+        self._buffer.extend((b"", message_body))
+        msg = b"\r\n".join(self._buffer)
+        del self._buffer[:]
+        self.send(msg)
+
+
+class _HTTPConnection(_OneSend, http.client.HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_OneSend, http.client.HTTPSConnection):
+    pass
+
+
 class _Connections:
     def __init__(self, url: str, token: str | None, timeout: float,
                  ssl_context: ssl.SSLContext | None):
@@ -588,7 +609,7 @@ class _Connections:
         self._prefix = parts.path.rstrip("/")
         self._timeout = timeout
         self._ssl = ssl_context
-        self._headers = {"Accept": JSON}
+        self._headers = {}
         if token is not None:
             self._headers["Authorization"] = f"Bearer {token}"
         self._local = threading.local()
@@ -600,10 +621,10 @@ class _Connections:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             if self._https:
-                conn = http.client.HTTPSConnection(self._host, self._port,
+                conn = _HTTPSConnection(self._host, self._port,
                                                    timeout=self._timeout, context=self._ssl)
             else:
-                conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+                conn = _HTTPConnection(self._host, self._port, timeout=self._timeout)
             self._local.conn = conn
             with self._lock:
                 self._all.add(conn)
@@ -732,7 +753,7 @@ class _AsyncConnections:
             raise E.OptionError(f"the server's URL is http://host:port or https://..., "
                                 f"got {url!r:.80}")
         self.url = url
-        headers = {"Accept": JSON}
+        headers = {}
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
         self._http = httpx.AsyncClient(
