@@ -258,6 +258,33 @@ def test_insert_arrays_in_each_body_form(client, bulk):
     assert client.version == v and d.count() == 310
 
 
+@pytest.mark.parametrize("bulk", ["arrow", "json"])
+def test_insert_arrays_of_every_kind_reads_back_as_insert_does(client, bulk):
+    client._bulk = bulk
+    spec = {"id": "text", "tag": "int", "score": "float", "flag": "bool", "title": "text",
+            "ts": "timestamp", "meta": "json", "emb": vv.Vector(2)}
+    a, b = client.create_collection("a", spec), client.create_collection("b", spec)
+    base = dt.datetime(2024, 1, 1, tzinfo=UTC)
+    ids = ["x/1", "y 2", "é3", "4?&#"]
+    cols = {"tag": np.arange(4), "score": np.linspace(0, 1, 4), "flag": [True, False, True, None],
+            "title": ["a", None, "c", "d"], "ts": [base + dt.timedelta(days=i) for i in range(4)],
+            "emb": np.eye(4, 2, dtype=np.float32)}
+    got = a.insert_arrays(id=ids, **cols)
+    assert got == ids
+    b.insert([{"id": i, **{k: (v[n].item() if isinstance(v, np.ndarray) and v.ndim == 1
+                              else v[n]) for k, v in cols.items()}}
+              for n, i in enumerate(ids)])
+    a.insert_arrays(id=["j"], meta=[{"k": [1, 2]}])        # json: always JSON rows
+    b.insert({"id": "j", "meta": {"k": [1, 2]}})
+    for i in ids + ["j"]:
+        da, dbb = a.get(i), b.get(i)
+        ea, eb = da.pop("emb"), dbb.pop("emb")
+        assert (ea is None and eb is None) or ea.tolist() == eb.tolist()
+        assert da == dbb and da["id"] == i
+        assert [e["doc"]["id"] for e in a.history(i)] == [i]
+    assert a.get("x/1")["ts"] == base and a.get("nope/") is None
+
+
 def _state(c, d):
     return c.version, d.count(), c.history()[-1].chain
 

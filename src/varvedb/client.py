@@ -30,6 +30,7 @@ import datetime as _dt
 import functools
 import http.client
 import io
+import os
 import select
 import ssl
 import threading
@@ -574,6 +575,17 @@ def _unavailable(url: str, e: Exception, sent: bool = False) -> E.ServerUnavaila
                                             else type(e).__name__))
 
 
+def _early_answer(conn) -> _Response | None:
+    """The answer a server sent before it stopped reading the request, if any."""
+    if conn.sock is None:
+        return None
+    try:
+        resp = conn.getresponse()
+        return _Response(resp.status, resp.read())
+    except (OSError, http.client.HTTPException):
+        return None
+
+
 class _OneSend:
     """http.client sends a request's head and its body in two sends; one is
     cheaper, and a request then either left whole or failed while leaving."""
@@ -619,10 +631,11 @@ class _Connections:
 
     def _connection(self) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
-        if conn is None:
+        if conn is None or self._local.pid != os.getpid():   # a forked child: its own
+            self._local.pid = os.getpid()
             if self._https:
-                conn = _HTTPSConnection(self._host, self._port,
-                                                   timeout=self._timeout, context=self._ssl)
+                conn = _HTTPSConnection(self._host, self._port, timeout=self._timeout,
+                                        context=self._ssl)
             else:
                 conn = _HTTPConnection(self._host, self._port, timeout=self._timeout)
             self._local.conn = conn
@@ -645,7 +658,10 @@ class _Connections:
             try:
                 conn.request(req.method, path, req.body, headers)
             except (OSError, http.client.HTTPException) as e:
+                early = None if isinstance(e, TimeoutError) else _early_answer(conn)
                 conn.close()
+                if early is not None:     # refused before the body was read (a 413, say)
+                    return early
                 if reused and attempt == 0 and not isinstance(e, TimeoutError):
                     continue          # not sent whole: the server cannot have run it
                 raise _unavailable(self.url, e) from None
