@@ -372,7 +372,7 @@ def test_one_thread_reuses_one_connection(client):
     d.count()
     sock = _sock(client)
     port = sock.getsockname()[1]
-    for i in range(200):
+    for i in range(100):
         assert d.get(i % 10)["id"] == i % 10
         d.upsert({"id": 100, "tag": i})        # writes too
     assert _sock(client) is sock and sock.getsockname()[1] == port

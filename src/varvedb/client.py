@@ -133,6 +133,11 @@ def _as_of(v: Any) -> Any:
     return v
 
 
+def _given(**args) -> dict:
+    """A JSON body of the arguments given (None: left to the server's default)."""
+    return {k: v for k, v in args.items() if v is not None}
+
+
 def _query_string(**args) -> str:
     parts = [f"{k}={quote(str(v), safe=',:')}" for k, v in args.items() if v is not None]
     return "?" + "&".join(parts) if parts else ""
@@ -347,9 +352,9 @@ class _CollectionVerbs:
         """Insert documents given column-wise (vectors as an (n, dim) array); `id`
         optional. Sent as Arrow IPC where pyarrow is installed, else as .npy for
         one vector column without ids, else as JSON rows. Returns the ids."""
-        n = _batch_length(id, columns)      # the embedded API's errors, before sending
-        yield from self._known(columns)
+        yield from self._known(columns)     # the embedded API's errors, before sending
         self._schema.check_names(columns, "insert_arrays")
+        n = _batch_length(id, columns)
         path = f"{self._path}/items"
         req = None
         if self._client._bulk in ("auto", "arrow") and _arrow_available():
@@ -375,13 +380,13 @@ class _CollectionVerbs:
     def update(self, set: dict, where: str | None = None, params: list | tuple = (),
                ids: list | None = None) -> Op:
         """Set fields on the live documents matching `where` (or `ids`). Returns the count."""
-        body = {"set": set, "where": where, "params": params, "ids": ids}
+        body = _given(set=set, where=where, params=params, ids=ids)
         return _answer((yield _post(f"{self._path}/update", body)))["updated"]
 
     def delete(self, ids: list | None = None, where: str | None = None,
                params: list | tuple = ()) -> Op:
         """Delete live documents by id (a list) or by filter. Returns how many were deleted."""
-        body = {"ids": ids, "where": where, "params": params}
+        body = _given(ids=ids, where=where, params=params)
         return _answer((yield _post(f"{self._path}/delete", body)))["deleted"]
 
     # ---- reads
@@ -399,14 +404,14 @@ class _CollectionVerbs:
 
     def count(self, where: str | None = None, params: list | tuple = (), as_of=None) -> Op:
         """How many documents are visible (as of a version), optionally filtered."""
-        body = {"where": where, "params": params, "as_of": _as_of(as_of)}
+        body = _given(where=where, params=params, as_of=_as_of(as_of))
         return _answer((yield _post(f"{self._path}/count", body, idempotent=True)))["count"]
 
     def find(self, where: str | None = None, params: list | tuple = (), as_of=None,
              limit: int | None = None, select: list | None = None) -> Op:
         """Documents matching a filter, in insertion order (no scoring); limit=None: all."""
-        body = {"where": where, "params": params, "as_of": _as_of(as_of), "limit": limit,
-                "select": select}
+        body = _given(where=where, params=params, as_of=_as_of(as_of), limit=limit,
+                      select=select)
         resp = yield _post(f"{self._path}/find", body, idempotent=True)
         return (yield from self._hits(_answer(resp, _HITS)))
 
