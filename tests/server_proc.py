@@ -15,7 +15,9 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+SRC = str(Path(__file__).resolve().parents[1] / "src")
 START_TIMEOUT = 60.0     # a cold numba cache compiles kernels at open
 
 
@@ -29,7 +31,8 @@ class ServerProcess:
     def __init__(self, path: str, token: str | None = None, args: list[str] = (),
                  env: dict | None = None):
         self.path, self.token, self.args = path, token, list(args)
-        self.env = {**os.environ, **(env or {})}
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.env["PYTHONPATH"] = SRC + os.pathsep + self.env.get("PYTHONPATH", "")
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
         self.log_path = f"{path}.server.log"
