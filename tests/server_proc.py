@@ -12,6 +12,7 @@ import http.client
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -39,7 +40,8 @@ class ServerProcess:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if "--tls-cert" in self.args else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     def start(self) -> "ServerProcess":
         cmd = [sys.executable, "-m", "varvedb", "serve", self.path, "--port", str(self.port),
@@ -55,7 +57,12 @@ class ServerProcess:
                 raise RuntimeError(f"the server exited with {self.proc.returncode}:\n"
                                    f"{self.log()}")
             try:
-                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                if "--tls-cert" in self.args:
+                    c = http.client.HTTPSConnection(
+                        "127.0.0.1", self.port, timeout=2,
+                        context=ssl._create_unverified_context())
+                else:
+                    c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
                 c.request("GET", "/health")
                 if c.getresponse().status == 200:
                     c.close()
