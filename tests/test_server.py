@@ -309,6 +309,9 @@ def test_tls(tmp_path):
         assert http("GET", "/collections")[:2] == (200, {"collections": []})
         with pytest.raises((http_client.HTTPException, OSError)):
             Http(srv, timeout=2)("GET", "/health")     # plain HTTP to a TLS port
+        # an idle kept-alive TLS connection holds a SIGTERM's shutdown for asyncio's
+        # 30 s TLS-close timeout: a client that is done closes it
+        http.close()
 
 
 def test_sigkill_during_ingest_loses_no_acknowledged_batch(tmp_path):
