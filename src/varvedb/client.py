@@ -165,6 +165,8 @@ def _rows(rows) -> Any:
 
 def _schema_of(desc: dict) -> Schema:
     """The Schema of a collection from GET /collections/{c}."""
+    if isinstance(desc.get("schema"), dict):
+        return Schema.from_dict(desc["schema"])
     id_kind = desc.get("id", "int")
     d = {"id": "text" if id_kind == "str" else id_kind, "fields": desc.get("fields", {})}
     for flag in ("id_hidden", "id_required"):
