@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import socket
+import ssl
 import subprocess
 import threading
 
@@ -215,6 +216,18 @@ def test_results_have_the_embedded_types(client):
     bad = client.verify(anchor=(h[-1].version, h[0].chain))
     assert not bad.ok and bad.first_break.version == h[-1].version
     assert len(d) == 10 and d.schema.fields["emb"].dim == 3
+
+
+def test_a_field_added_elsewhere_is_fetched_and_decoded(client):
+    d = _docs(client)
+    client.sql("ALTER TABLE docs ADD COLUMN seen timestamptz")      # not through `d`
+    when = dt.datetime(2025, 5, 5, 5, 5, 5, 5, tzinfo=UTC)
+    client["docs"].update({"seen": when}, ids=[3])
+    assert "seen" not in d.schema.fields
+    assert d.get(3)["seen"] == when                 # the description fetched again
+    assert "seen" in d.schema.fields and d.schema.fields["seen"].kind == "timestamp"
+    assert d.find("id = 3", select=["seen"])[0]["seen"] == when
+    assert d.history(3)[-1]["doc"]["seen"] == when
 
 
 def test_search_batch_answers_each_query_in_order(client):
@@ -493,6 +506,28 @@ def test_hnsw_recall_through_the_client(client):
     one = d.search(vector=ds.queries[0], limit=10, ef=100, explain=True)
     assert one.ids == found[0].tolist() or data.recall([np.array(one.ids)], truth[:1]) >= 0.9
     assert "VectorTopK" in str(one.plan)
+
+
+def test_https_with_an_ssl_context(tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    ctx = ssl.create_default_context(cafile=str(cert))
+    with ServerProcess(str(tmp_path / "tls.varve"), token=TOKEN, env=child_env(),
+                       args=["--tls-cert", str(cert), "--tls-key", str(key)]) as srv:
+        assert srv.url.startswith("https://")
+        with vv.Client(srv.url, token=TOKEN, ssl_context=ctx) as c:
+            d = c.create_collection("t", {"emb": vv.Vector(2, metric="l2")})
+            d.insert([{"id": 1, "emb": [0, 0]}, {"id": 2, "emb": [1, 1]}])
+            assert d.search(vector=[1, 1]).ids == [2, 1]
+            with pytest.raises(vv.ServerUnavailableError):     # no context: unverified
+                vv.Client(srv.url, token=TOKEN, timeout=5).collections()
+
+        async def main():
+            async with vv.AsyncClient(srv.url, token=TOKEN, ssl_context=ctx) as a:
+                return (await (await a.collection("t")).get(2))["emb"].tolist()
+        assert asyncio.run(main()) == [1, 1]
 
 
 # ---- AsyncClient ----------------------------------------------------------------------
