@@ -719,7 +719,8 @@ class Client(_ClientVerbs):
         db = vv.Client("http://127.0.0.1:8080", token="s3cret")
 
     Thread-safe: each thread keeps one connection alive. `timeout` is the socket
-    timeout in seconds; `ssl_context` is used for https:// URLs."""
+    timeout in seconds (None: wait for ever, and save the poll a timed socket makes
+    before each send and receive); `ssl_context` is used for https:// URLs."""
     _collection_class = RemoteCollection
 
     def __init__(self, url: str, token: str | None = None, timeout: float = 30.0, *,
