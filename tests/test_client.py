@@ -29,6 +29,11 @@ from varvedb.sql.result import SqlResult
 
 TOKEN = "test-token-0123"
 UTC = dt.timezone.utc
+SLOW = 120      # seconds: a server's first query of a kind may compile its kernel (cold cache)
+
+
+def _client(url: str) -> vv.Client:
+    return vv.Client(url, token=TOKEN, timeout=SLOW)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +45,7 @@ def server(tmp_path_factory):
 
 @pytest.fixture
 def client(server):
-    c = vv.Client(server.url, token=TOKEN, timeout=120)
+    c = _client(server.url)
     for name in c.collections():
         c.drop_collection(name)
     yield c
@@ -57,13 +62,13 @@ def db(client):
 def db_path(server, client, monkeypatch):
     """The embedded tests' `db_path`: the served file; vv.connect(it) is a new
     Client on the server (so a close and a connect again is a reconnect)."""
-    monkeypatch.setattr(vv, "connect", lambda path, **kw: vv.Client(server.url, token=TOKEN, timeout=120))
+    monkeypatch.setattr(vv, "connect", lambda path, **kw: _client(server.url))
     return server.path
 
 
 def _fresh_client(tmp_path):
     srv = ServerProcess(str(tmp_path / "fresh.varve"), token=TOKEN, env=child_env()).start()
-    return srv, vv.Client(srv.url, token=TOKEN, timeout=120)
+    return srv, _client(srv.url)
 
 
 # ---- the embedded API's cases, through the client ------------------------------------
