@@ -29,6 +29,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import http.client
+import importlib.util
 import io
 import os
 import select
@@ -212,12 +213,9 @@ def _value(spec: dict, v: Any) -> Any:
 
 # ---- insert_arrays' bodies: Arrow IPC, .npy, or JSON rows ------------------------
 
+@functools.cache
 def _arrow_available() -> bool:
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("pyarrow") is not None
 
 
 def _arrow_body(schema: Schema, id, columns: dict) -> bytes | None:
@@ -263,7 +261,7 @@ def _npy_body(a) -> bytes:
     return buf.getvalue()
 
 
-def _json_rows(id, columns: dict, n: int) -> list[dict]:
+def _json_rows(id, columns: dict) -> list[dict]:
     cols = {k: (v.tolist() if isinstance(v, np.ndarray) else list(v)) for k, v in columns.items()}
     if id is not None:
         cols = {"id": id.tolist() if isinstance(id, np.ndarray) else list(id), **cols}
@@ -356,7 +354,7 @@ class _CollectionVerbs:
         one vector column without ids, else as JSON rows. Returns the ids."""
         yield from self._known(columns)     # the embedded API's errors, before sending
         self._schema.check_names(columns, "insert_arrays")
-        n = _batch_length(id, columns)
+        _batch_length(id, columns)
         path = f"{self._path}/items"
         req = None
         if self._client._bulk in ("auto", "arrow") and _arrow_available():
@@ -371,7 +369,7 @@ class _CollectionVerbs:
                     and a.dtype.kind in "fiu":
                 req = _Request("POST", path + _query_string(field=name), _npy_body(a), NPY)
         if req is None:
-            req = _post(path, _json_rows(id, columns, n))
+            req = _post(path, _json_rows(id, columns))
         ids = _answer((yield req))["ids"]
         return np.asarray(ids, np.int64) if self._schema.id_kind == "int" else ids
 
