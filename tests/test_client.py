@@ -14,6 +14,7 @@ import socket
 import ssl
 import subprocess
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -507,6 +508,42 @@ def test_a_restarted_server_is_reached_again_without_losing_a_write(client, serv
     d.insert({"id": 77, "tag": 1})      # the dead connection is found before sending
     assert d.get(77)["tag"] == 1 and d.count() == 11
     assert client.verify().ok
+
+
+def test_sigkill_during_ingest_keeps_every_acknowledged_batch(tmp_path):
+    srv, c = _fresh_client(tmp_path)
+    try:
+        d = c.create_collection("ingest", {"emb": vv.Vector(8)})
+        acked, failed = [], []
+        X = np.random.default_rng(9).normal(size=(200, 8)).astype(np.float32)
+
+        def ingest():
+            for b in range(10_000):
+                try:
+                    d.insert_arrays(id=np.arange(b * 200, (b + 1) * 200), emb=X)
+                except vv.ServerUnavailableError as e:
+                    failed.append(str(e))
+                    return
+                acked.append(b)
+        t = threading.Thread(target=ingest)
+        t.start()
+        deadline = time.monotonic() + SLOW
+        while len(acked) < 5 and time.monotonic() < deadline:
+            time.sleep(0.002)
+        srv.kill()
+        t.join()
+        assert failed and ("may or may not" in failed[0] or "cannot reach" in failed[0])
+        srv.start()
+        c2 = _client(srv.url)
+        got = c2["ingest"]
+        n = got.count()
+        assert n >= 200 * len(acked) and n % 200 == 0       # a batch is whole or absent
+        assert all(got.get(b * 200 + 7) is not None for b in acked)
+        assert c2.verify().ok
+        c2.close()
+    finally:
+        c.close()
+        srv.stop()
 
 
 def test_hnsw_recall_through_the_client(client):
