@@ -185,11 +185,10 @@ def _collection_path(name: str) -> str:
 
 
 def _convert_hits(hits: list, specs: dict) -> None:
-    """Vectors and timestamps of the hits back from their JSON form, in place
-    (a block of vectors becomes one float32 array, its rows handed out, as the
-    embedded API's are)."""
-    names = [n for n in hits[0].fields if specs.get(n, {}).get("kind") in ("vector", "timestamp")]
-    for name in names:
+    """Vectors and timestamps (`specs`: those fields) of the hits back from their
+    JSON form, in place (a block of vectors becomes one float32 array, its rows
+    handed out, as the embedded API's are)."""
+    for name in [n for n in hits[0].fields if n in specs]:
         spec = specs[name]
         values = [h.fields[name] for h in hits]
         if spec["kind"] == "vector" and None not in values:
@@ -300,8 +299,11 @@ class _CollectionVerbs:
         self._describe(desc)
 
     def _describe(self, desc: dict) -> None:
-        self._fields = desc.get("fields", {})        # name -> spec: how values decode
         self._schema = _schema_of(desc)
+        self._fields = {n: f.to_dict() for n, f in self._schema.fields.items()}
+        # the fields whose values do not come back as JSON gives them
+        self._typed = {n: spec for n, spec in self._fields.items()
+                       if spec["kind"] in ("vector", "timestamp")}
 
     @property
     def schema(self) -> Schema:
@@ -319,20 +321,22 @@ class _CollectionVerbs:
         self._describe(_answer((yield _get(self._path))))
 
     def _known(self, names) -> Op:
-        if any(n != "id" and n not in self._fields for n in names):
+        if not self._fields.keys() >= names - {"id"}:
             yield from self._refresh()
 
     def _hits(self, answer: _Answer) -> Op:
         hits = answer.hits
         if hits:
-            yield from self._known(hits[0].fields)
-            _convert_hits(hits, self._fields)
+            yield from self._known(hits[0].fields.keys())
+            if self._typed:
+                _convert_hits(hits, self._typed)
         return Hits(hits, plan=answer.plan)
 
     def _doc(self, doc: dict) -> Op:
-        yield from self._known(doc)
-        return {k: v if k == "id" else _value(self._fields.get(k, {}), v)
-                for k, v in doc.items()}
+        yield from self._known(doc.keys())
+        for k in self._typed.keys() & doc.keys():
+            doc[k] = _value(self._typed[k], doc[k])
+        return doc
 
     def _item_path(self, id) -> Op:
         try:
@@ -352,7 +356,7 @@ class _CollectionVerbs:
         """Insert documents given column-wise (vectors as an (n, dim) array); `id`
         optional. Sent as Arrow IPC where pyarrow is installed, else as .npy for
         one vector column without ids, else as JSON rows. Returns the ids."""
-        yield from self._known(columns)     # the embedded API's errors, before sending
+        yield from self._known(columns.keys())    # the embedded API's errors, before sending
         self._schema.check_names(columns, "insert_arrays")
         _batch_length(id, columns)
         path = f"{self._path}/items"
