@@ -224,6 +224,24 @@ def test_results_have_the_embedded_types(client):
     assert len(d) == 10 and d.schema.fields["emb"].dim == 3
 
 
+def test_a_schema_of_field_objects_arrives_whole(client):
+    spec = {"id": "text", "n": vv.Int(index="sorted", default=5, not_null=True),
+            "when": vv.Timestamp(default=dt.datetime(2020, 1, 1, tzinfo=UTC)),
+            "body": vv.Text(fts=True, stem="english", k1=1.5), "tag": "int",
+            "emb": vv.Vector(4, metric="dot", dtype="f16", index=vv.HNSW(m=8, ef_search=50)),
+            "meta": vv.Json(default={"a": 1}), "title": "vector(2)"}
+    d = client.create_collection("rich", spec)
+    twin = vv.connect(":memory:")
+    assert d.schema == twin.create_collection("rich", spec).schema
+    assert client["rich"].schema == d.schema
+    twin.close()
+    d.insert({"id": "a", "body": "running", "emb": [1, 2, 3, 4]})
+    doc = d.get("a")
+    assert doc["n"] == 5 and doc["when"] == dt.datetime(2020, 1, 1, tzinfo=UTC)
+    assert doc["meta"] == {"a": 1} and doc["emb"].dtype == np.float32
+    assert d.search(text="run").ids == ["a"]
+
+
 def test_a_field_added_elsewhere_is_fetched_and_decoded(client):
     d = _docs(client)
     client.sql("ALTER TABLE docs ADD COLUMN seen timestamptz")      # not through `d`
