@@ -623,6 +623,11 @@ def test_async_client_round_trips(server, client):
                                           for _ in range(20)))
             assert all(h.ids == many[0].ids for h in many)
             assert await d.count("tag > 4") == 5
+            assert await d.upsert({"id": 11, "tag": 50}) == [11]
+            assert (await d.find("tag >= 50", select=["tag"]))[0].fields == {"tag": 50}
+            batch = await d.search_batch([{"vector": [0, 0, 1], "limit": 1},
+                                          {"vector": [1, 0, 0], "limit": 1}])
+            assert batch[0].ids == [4] and batch[1].ids[0] in (1, 2)    # 1 and 2 tie
             assert await d.update({"tag": 0}, ids=[1]) == 1
             assert await d.delete(ids=[11]) == 1
             r = await a.sql("SELECT count(*) FROM adocs")
