@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import os
 import socket
 import ssl
 import subprocess
@@ -432,6 +433,25 @@ def test_one_thread_reuses_one_connection(client):
         assert d.get(i % 10)["id"] == i % 10
         d.upsert({"id": 100, "tag": i})        # writes too
     assert _sock(client) is sock and sock.getsockname()[1] == port
+
+
+def test_a_forked_child_opens_its_own_connection(client):
+    assert client.collections() == []
+    port = _sock(client).getsockname()[1]
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:        # the child: the parent's socket must not be shared
+        try:
+            ok = client.collections() == [] and _sock(client).getsockname()[1] != port
+            os.write(w, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(w)
+    answer = os.read(r, 1)
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert answer == b"1"
+    assert client.collections() == [] and _sock(client).getsockname()[1] == port
 
 
 def test_eight_threads_get_correct_answers_on_their_own_connections(client):

@@ -616,6 +616,11 @@ class _HTTPSConnection(_OneSend, http.client.HTTPSConnection):
     pass
 
 
+_TRANSPORTS: weakref.WeakSet = weakref.WeakSet()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: [t._forget() for t in list(_TRANSPORTS)])
+
+
 class _Connections:
     def __init__(self, url: str, token: str | None, timeout: float,
                  ssl_context: ssl.SSLContext | None):
@@ -637,11 +642,17 @@ class _Connections:
         self._all: weakref.WeakSet = weakref.WeakSet()
         self._lock = threading.Lock()
         self._closed = False
+        _TRANSPORTS.add(self)
+
+    def _forget(self) -> None:
+        """In a forked child: the parent's connections are the parent's."""
+        self._local = threading.local()
+        self._all = weakref.WeakSet()
+        self._lock = threading.Lock()
 
     def _connection(self) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
-        if conn is None or self._local.pid != os.getpid():   # a forked child: its own
-            self._local.pid = os.getpid()
+        if conn is None:
             if self._https:
                 conn = _HTTPSConnection(self._host, self._port, timeout=self._timeout,
                                         context=self._ssl)
