@@ -1,0 +1,363 @@
+"""The server against its own OpenAPI document (issue: "Schemathesis over the
+OpenAPI document finds no 5xx and no response that breaks the schema").
+
+One real `varvedb serve` (tests/server_proc.py, with a token) on a file that
+holds two collections: `docs` (int ids; fts text, hashed int, float, bool,
+timestamp, json, an HNSW vector) and `notes` (str ids, an l2 vector). Each
+operation of GET /openapi.json gets requests Schemathesis generates from the
+document (positive, then negative data), run through Hypothesis with a fixed
+seed and a bounded number of examples. Generated values rarely name a real
+collection, id, filter or vector, so a part of the examples has their path
+parameters and some body keys replaced by real ones (`_steer`): the requests
+reach the verbs, not only 404s, and each operation must have been answered
+2xx at least once.
+
+Schemathesis's Python API runs inside one pytest test per operation (not its
+pytest plugin, `schema.parametrize`): the plugin loads the document when the
+module is imported, before a fixture can start the server, and its lazy
+fixture form parametrizes inside one item, where xdist cannot see it. The
+checks' failures are collected and asserted on at the end of each test, with
+the curl line of every failing request.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import http.client
+import json
+import os
+
+import pytest
+
+schemathesis = pytest.importorskip("schemathesis")
+jsonschema_rs = pytest.importorskip("jsonschema_rs")
+
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from schemathesis.checks import not_a_server_error  # noqa: E402
+from schemathesis.core.failures import FailureGroup  # noqa: E402
+from schemathesis.specs.openapi.checks import (  # noqa: E402
+    content_type_conformance, negative_data_rejection, response_headers_conformance,
+    response_schema_conformance, status_code_conformance)
+
+import varvedb as vv  # noqa: E402
+from varvedb.server.openapi import SCHEMAS as WIRE_SCHEMAS, openapi_document  # noqa: E402
+
+from conftest import child_env  # noqa: E402
+from server_proc import ServerProcess  # noqa: E402
+
+TOKEN = "s3cret-props"
+POSITIVE_EXAMPLES = int(os.environ.get("VARVEDB_SCHEMA_EXAMPLES", 40))  # per operation
+NEGATIVE_EXAMPLES = POSITIVE_EXAMPLES * 3 // 8
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
+          response_schema_conformance, response_headers_conformance]
+NEGATIVE_CHECKS = CHECKS + [negative_data_rejection]
+
+SCHEMA = {
+    "docs": {"title": vv.Text(fts=True), "tag": vv.Int(index="hash"), "score": "float",
+             "flag": "bool", "ts": "timestamp", "meta": "json",
+             "emb": vv.Vector(4, index=vv.HNSW(m=8, ef_construction=32))},
+    "notes": {"id": "text", "body": vv.Text(fts=True), "n": "int",
+              "emb": vv.Vector(3, metric="l2")},
+}
+ROWS = {
+    "docs": [{"id": i, "title": f"hello world {i}", "tag": i % 3, "score": i / 2,
+              "flag": i % 2 == 0, "ts": f"2026-01-01T{i:02d}:00:00Z", "meta": {"i": i},
+              "emb": [1.0, i / 10, (i % 3) - 1.0, 0.5]} for i in range(1, 21)],
+    "notes": [{"id": f"n{i}", "body": f"note {i} text", "n": i, "emb": [i, 0.0, 1.0]}
+              for i in range(10)],
+}
+
+# ---- what `_steer` puts in place of generated values ----------------------------
+
+NAMES = ["docs", "notes", "docs", "notes", "nope"]
+IDS = ["1", "2", "7", "20", "n1", "n4", "999", "-1", "x y", "1.5"]
+WHERES = ["tag = 1", "tag = $1", "score > $1", "flag", "title LIKE 'hello%'", "n < 5",
+          "ts < '2026-01-01T05:00:00Z'", "meta IS NOT NULL", "id IN (1, 2, 3)",
+          "tag = ", "nosuch = 1", "tag = 'x'", "emb IS NULL"]
+PARAMS = [[1], [2.5], ["hello%"], [], [None], [[1, 2]], [{"a": 1}], [1, 2]]
+VECTORS = [[1.0, 0.1, 0.0, 0.5], [0.0, 0.0, 1.0], [1, 2, 3, 4], [0.0] * 4, [1.0], [],
+           [1e308, 1e308, 1e308, 1e308], [1.0, 2.0, 3.0]]
+TEXTS = ["hello", "hello world", '"hello world"', "note -text", "hello OR note", "(",
+         "-hello", "", "zzz"]
+AS_OF = [1, 2, 3, 10 ** 6, -1, "2026-01-01T00:00:00Z", "2999-01-01T00:00:00Z",
+         "not a time", 0]
+FIELD_SPECS = ["text", "int", "float", "bool", "json", "timestamp", "vector(3)",
+               {"kind": "vector", "dim": 2}, {"kind": "text", "fts": True},
+               {"kind": "int", "index": "sorted"}, {"kind": "vector", "dim": 0},
+               "vector(100000)", {"kind": "int", "index": "nope"}]
+SQL = ["SELECT * FROM docs WHERE tag = $1", "SELECT id, title FROM docs ORDER BY id LIMIT 3",
+       "SELECT id FROM docs ORDER BY emb <=> '[1,0,0,0]' LIMIT 3",
+       "SELECT count(*) FROM notes", "UPDATE docs SET tag = 2 WHERE id = $1",
+       "INSERT INTO notes (id, n) VALUES ('sql1', 1)", "DELETE FROM docs WHERE id = 3",
+       "SELECT * FROM nope", "SELEC 1", "BEGIN", "COMMIT", "SELECT $1::int",
+       "CREATE TABLE t (id int PRIMARY KEY, v vector(2))", "SELECT 1/0"]
+ROW_VALUES = {"title": ["t", 5, None], "tag": [1, "x", 2 ** 70, None], "score": [0.5, "y"],
+              "flag": [True, 1], "ts": ["2026-02-03T04:05:06Z", "yesterday", 5],
+              "meta": [{"a": [1, None]}, [1, 2], "s"], "emb": VECTORS,
+              "body": ["a note", None], "n": [3, 3.5], "nosuch": [1]}
+ROW_IDS = [100, 101, 1, "n100", "n1", None, -5, "12", 2 ** 63]
+
+
+GOOD_ROWS = {"docs": [{"title": "fresh", "tag": 1, "emb": [0.5, 0.5, 0.0, 1.0]},
+                        {"score": 1.5, "flag": True, "ts": "2026-03-04T05:06:07.000008Z"},
+                        {"meta": {"k": ["v", 1]}, "title": "hello again"}],
+             "notes": [{"body": "another note", "n": 2}, {"emb": [0.0, 1.0, 2.0]}]}
+
+
+def _row(draw, collection: str) -> dict:
+    if collection in GOOD_ROWS and draw(st.booleans()):
+        row = dict(draw(st.sampled_from(GOOD_ROWS[collection])))
+        if draw(st.booleans()):
+            row["id"] = draw(st.integers(100, 120)) if collection == "docs" \
+                else f"n{draw(st.integers(100, 120))}"
+        return row
+    keys = draw(st.lists(st.sampled_from(sorted(ROW_VALUES)), max_size=4, unique=True))
+    row = {k: draw(st.sampled_from(ROW_VALUES[k])) for k in keys}
+    ident = draw(st.sampled_from(ROW_IDS))
+    if ident is not None:
+        row["id"] = ident
+    return row
+
+
+QUERY_VALUES = {
+    "where": WHERES, "params": PARAMS, "vector": VECTORS, "text": TEXTS, "as_of": AS_OF,
+    "select": [["title"], ["tag", "emb"], ["nosuch"], [], ["id", "body"]],
+    "field": ["emb", "title", None], "text_field": ["title", "body", "emb", None],
+    "vector_text": ["hello", None], "metric": ["l2", "cosine", "dot", "l1", None],
+    "exact": [True, False], "explain": [True, False], "rerank": [[1.0, 0.0, 0.0, 0.0], None],
+    "candidates": [5, 1, 0, None], "rrf_k": [60, 0, 1], "weights": [[0.5, 0.5], [1, -1]],
+    "limit": [1, 5, 0, -1, 10 ** 9, None], "ef": [10, 1, 5000, None],
+    "ids": [[1, 2], ["n1", "n2"], [], [1, "x"], [2 ** 64]],
+    "set": [{"tag": 9}, {"title": "new"}, {"emb": [0.0, 1.0, 0.0, 0.0]}, {"n": 7},
+            {"body": "b"}, {"nosuch": 1}, {"id": 5}, {}]}
+# the keys each body takes (as the document's schemas say)
+QUERY_KEYS = {verb: sorted(WIRE_SCHEMAS[schema]["properties"])
+              for verb, schema in [("search", "Search"), ("find", "Find"),
+                                   ("count", "Count"), ("update", "Update"),
+                                   ("delete", "Delete")]}
+
+
+# bodies that mostly succeed, for the verbs a random mix of keys rarely satisfies
+SENSIBLE = {
+    "update": [{"set": {"tag": 7}, "where": "tag = $1", "params": [1]},
+               {"set": {"title": "renamed"}, "ids": [1, 2, 3]},
+               {"set": {"n": 1}, "ids": ["n1", "n2"]}, {"set": {"body": "x"}, "where": "n > 2"}],
+    "delete": [{"ids": [4, 5]}, {"where": "tag = 2"}, {"ids": ["n3"]},
+               {"where": "n >= $1", "params": [8]}],
+    "search": [{"vector": [1.0, 0.2, 0.0, 0.5], "limit": 3}, {"text": "hello", "limit": 5},
+               {"vector": [1.0, 0.0, 1.0], "limit": 2, "where": "n > 1"},
+               {"text": "note", "text_field": "body"},
+               {"vector": [0.0, 1.0, 0.0, 0.0], "text": "world", "limit": 4},
+               {"vector": [1.0, 0.2, 0.0, 0.5], "exact": True, "explain": True}],
+}
+
+
+def _query(draw, verb: str, body: dict) -> dict:
+    """A search, find, count, update or delete body with some keys made real."""
+    if verb in SENSIBLE and draw(st.booleans()):
+        body.clear()
+        body.update(draw(st.sampled_from(SENSIBLE[verb])))
+        if draw(st.booleans()):
+            return body
+    keys = QUERY_KEYS[verb]
+    for key in draw(st.lists(st.sampled_from(keys), max_size=5, unique=True)):
+        body[key] = draw(st.sampled_from(QUERY_VALUES[key]))
+    return body
+
+
+def _steer(case, draw) -> None:
+    """Make some of a generated case real: a known collection and id, plausible
+    rows, filters, vectors, text queries, SQL and field specs."""
+    if not draw(st.integers(0, 3)):        # a quarter stay as generated
+        return
+    params = case.path_parameters or {}
+    if "c" in params:
+        params["c"] = draw(st.sampled_from(NAMES))
+    if "id" in params:
+        params["id"] = draw(st.sampled_from(IDS))
+    label = f"{case.method.upper()} {case.operation.path}"
+    body = case.body if isinstance(case.body, (dict, list)) else None
+    if label in ("POST /collections/{c}/items", "PUT /collections/{c}/items") \
+            and (case.media_type or "").startswith("application/json"):
+        case.body = [_row(draw, params["c"]) for _ in range(draw(st.integers(0, 3)))]
+    elif label == "PATCH /collections/{c}/items/{id}":
+        case.body = {k: v for k, v in _row(draw, params["c"]).items() if k != "id"}
+    elif label == "POST /collections":
+        name = draw(st.sampled_from(["made", "docs", "made2", "bad name", ""]))
+        case.body = {"name": name, "schema": {
+            f"f{i}": draw(st.sampled_from(FIELD_SPECS))
+            for i in range(draw(st.integers(0, 3)))}}
+    elif label == "POST /sql" and isinstance(body, dict):
+        body["sql"] = draw(st.sampled_from(SQL))
+        if draw(st.booleans()):
+            body["params"] = draw(st.sampled_from(PARAMS))
+    elif case.operation.path.rsplit("/", 1)[-1] in QUERY_KEYS and not isinstance(body, list):
+        verb = case.operation.path.rsplit("/", 1)[-1]
+        if body is None or draw(st.booleans()):      # a body of real values only
+            case.body = body = {}
+            case.media_type = "application/json"
+        if verb == "search" and draw(st.integers(0, 3)) == 0:
+            body.clear()
+            body["queries"] = [_query(draw, verb, {}) for _ in range(draw(st.integers(0, 3)))]
+        else:
+            _query(draw, verb, body)
+
+
+# ---- the server ------------------------------------------------------------------
+
+def _request(srv, method: str, path: str, body=None, token: str | None = TOKEN,
+             content_type: str = "application/json"):
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    headers = {"Content-Type": content_type}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+    try:
+        conn.request(method, path, body=data, headers=headers)
+        r = conn.getresponse()
+        return r.status, dict(r.getheaders()), r.read()
+    finally:
+        conn.close()
+
+
+def _restore(srv) -> None:
+    """docs and notes as the fixture wrote them, through the server's own routes
+    (an operation's examples write and drop; the next one starts from here)."""
+    for name in SCHEMA:
+        _request(srv, "DELETE", f"/collections/{name}")
+        fields = {k: v if isinstance(v, str) else v.to_dict() for k, v in SCHEMA[name].items()}
+        status, _, body = _request(srv, "POST", "/collections",
+                                   {"name": name, "schema": fields})
+        assert status == 201, body
+        status, _, body = _request(srv, "POST", f"/collections/{name}/items", ROWS[name])
+        assert status == 201, body
+    for name in json.loads(_request(srv, "GET", "/collections")[2])["collections"]:
+        if name not in SCHEMA:
+            _request(srv, "DELETE", f"/collections/{name}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("schema") / "served.varve")
+    db = vv.connect(path)
+    for name, fields in SCHEMA.items():
+        db.create_collection(name, fields).insert(ROWS[name])
+    db.close()
+    with ServerProcess(path, token=TOKEN, env=child_env()) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def api_schema(server):
+    return schemathesis.openapi.from_url(f"{server.url}/openapi.json",
+                                         headers={"Authorization": f"Bearer {TOKEN}"})
+
+
+DOCUMENT = openapi_document()
+OPERATIONS = [(method.upper(), path) for path, item in DOCUMENT["paths"].items()
+              for method in item]
+
+
+def _run(srv, operation, mode, examples: int, checks: list, statuses: list,
+         failures: list) -> None:
+    strategy = operation.as_strategy(generation_mode=mode)
+
+    @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])
+    @given(case=strategy, data=st.data())
+    def examples_of(case, data):
+        if mode == schemathesis.GenerationMode.POSITIVE:
+            _steer(case, data.draw)
+        response = case.call(base_url=srv.url, headers={"Authorization": f"Bearer {TOKEN}"})
+        statuses.append(response.status_code)
+        try:
+            case.validate_response(response, checks=checks)
+        except FailureGroup as e:
+            failures.append(str(e))
+
+    examples_of()
+
+
+@pytest.mark.parametrize("method,path", OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
+def test_operation_answers_as_documented(server, api_schema, method, path):
+    """No 5xx, and every answer's status, content type, headers and body as the
+    document says, over generated requests (and 4xx for data the document rules out)."""
+    if path == "/openapi.json":
+        pytest.skip("Schemathesis leaves out the document's own route (the auth test covers it)")
+    operation = api_schema[path][method]
+    _restore(server)
+    statuses: list[int] = []
+    failures: list[str] = []
+    _run(server, operation, schemathesis.GenerationMode.POSITIVE, POSITIVE_EXAMPLES, CHECKS,
+         statuses, failures)
+    positive = len(statuses)
+    try:
+        _run(server, operation, schemathesis.GenerationMode.NEGATIVE, NEGATIVE_EXAMPLES,
+             NEGATIVE_CHECKS, statuses, failures)
+    except Exception as e:   # no negative data for an operation without inputs
+        if type(e).__name__ != "Unsatisfiable":
+            raise
+    assert not failures, f"{len(failures)} of {len(statuses)} answers broke the document:\n" \
+                         + "\n".join(failures[:5]) + "\nthe server's log:\n" + server.log()
+    assert positive > 0, "no example ran"
+    assert any(200 <= s < 300 for s in statuses), \
+        f"no example reached the verb: statuses {sorted(set(statuses))}"
+
+
+# ---- the token on every route ------------------------------------------------------
+
+ERROR = jsonschema_rs.validator_for({**WIRE_SCHEMAS["Error"]})
+
+
+def _filled(path: str) -> str:
+    return path.replace("{c}", "docs").replace("{id}", "1")
+
+
+def _body_for(method: str, path: str):
+    if method in ("GET", "DELETE"):
+        return None
+    if path.endswith("/items") or method == "PUT":
+        return []
+    return {}
+
+
+@pytest.mark.parametrize("token", [None, "wrong", TOKEN[:-1], TOKEN + "x"],
+                         ids=["no-token", "wrong", "prefix", "longer"])
+def test_every_route_but_health_refuses_a_missing_or_wrong_token(server, token):
+    refused = 0
+    for method, path in OPERATIONS:
+        status, headers, body = _request(server, method, _filled(path),
+                                         _body_for(method, path), token=token)
+        if path == "/health":
+            assert status == 200, (method, path, body)
+            continue
+        assert status == 401, (method, path, status, body)
+        assert headers.get("www-authenticate", headers.get("WWW-Authenticate")) == "Bearer"
+        doc = json.loads(body)
+        assert ERROR.is_valid(doc), doc
+        assert doc["error"]["type"] == "AuthenticationError"
+        refused += 1
+    assert refused == len(OPERATIONS) - 1
+
+
+def test_every_route_answers_with_the_token(server):
+    _restore(server)
+    answered = {}
+    for method, path in OPERATIONS:
+        status, _, body = _request(server, method, _filled(path), _body_for(method, path))
+        assert status != 401, (method, path, body)
+        answered[f"{method} {path}"] = status
+    assert answered["GET /health"] == 200 and answered["GET /openapi.json"] == 200
+    assert answered["GET /collections/{c}"] == 200
+    _restore(server)
+
+
+def test_a_refused_request_applies_nothing(server):
+    _restore(server)
+    before = _request(server, "GET", "/history")[2]
+    for method, path in OPERATIONS:
+        if method != "GET":
+            _request(server, method, _filled(path), _body_for(method, path), token="wrong")
+    assert _request(server, "GET", "/history")[2] == before
+    status, _, body = _request(server, "GET", "/collections/docs")
+    assert status == 200 and json.loads(body)["documents"] == len(ROWS["docs"])
