@@ -361,3 +361,24 @@ def test_a_refused_request_applies_nothing(server):
     assert _request(server, "GET", "/history")[2] == before
     status, _, body = _request(server, "GET", "/collections/docs")
     assert status == 200 and json.loads(body)["documents"] == len(ROWS["docs"])
+
+
+def test_a_collection_from_the_short_field_specs_of_docs_server_md(server):
+    """POST /collections as docs/server.md shows it: a vector's metric and dtype,
+    and its index's parameters, may be left out (they were a 422)."""
+    status, _, body = _request(server, "POST", "/collections", {"name": "short", "schema": {
+        "title": "text", "emb": {"kind": "vector", "dim": 3},
+        "v2": {"kind": "vector", "dim": 2, "metric": "l2", "index": {"m": 8}}}})
+    try:
+        assert status == 201, body
+        fields = json.loads(body)["fields"]
+        assert fields["emb"] == {"kind": "vector", "dim": 3, "metric": "cosine", "dtype": "f32"}
+        assert fields["v2"]["metric"] == "l2"
+        assert fields["v2"]["index"] == {"kind": "hnsw", "m": 8, "ef_construction": 200,
+                                         "ef_search": 100}
+    finally:
+        _request(server, "DELETE", "/collections/short")
+    status, _, body = _request(server, "POST", "/collections", {"name": "short", "schema": {
+        "emb": {"kind": "vector", "dim": 3, "index": {"kind": "ivf"}}}})
+    assert status == 422 and json.loads(body)["error"]["type"] == "SchemaError"
+

@@ -12,7 +12,7 @@ import io
 import numpy as np
 
 from .. import errors as E
-from ..schema import ID_END, ID_MIN, Field, is_int
+from ..schema import HNSW, ID_END, ID_MIN, Field, Vector, is_int
 from ..wire import decode, encode, parse_timestamp
 
 ARROW = "application/vnd.apache.arrow.stream"
@@ -97,7 +97,7 @@ def table(api) -> list:
             raise E.SchemaError(f"a collection's name is a string, got {name!r:.80}")
         if not isinstance(spec, dict):
             raise E.SchemaError("schema is an object of field name -> type")
-        spec = {k: Field.from_dict(v) if isinstance(v, dict) else v for k, v in spec.items()}
+        spec = {k: field_from_wire(v) for k, v in spec.items()}
 
         def go(s):
             s.create_collection(name, spec)
@@ -341,6 +341,22 @@ def json_body(ctype: str, raw: bytes, shape: type, what: str):
         raise E.RequestError(f"{what} takes a JSON {_shape_name(shape)}, got "
                              f"{_shape_name(type(value))}")
     return value
+
+
+def field_from_wire(spec):
+    """A field of POST /collections: a type name as it came, or a spec as GET
+    /collections/{c} shows it, where a vector's metric and dtype and its index's
+    parameters may be left out (they take vv.Vector's and vv.HNSW's defaults)."""
+    if not isinstance(spec, dict):
+        return spec
+    if spec.get("kind") == "vector":
+        spec = {**_VECTOR_DEFAULTS, **spec}
+        if isinstance(spec.get("index"), dict):
+            spec["index"] = {**HNSW().to_dict(), **spec["index"]}
+    return Field.from_dict(spec)
+
+
+_VECTOR_DEFAULTS = {k: v for k, v in Vector(1).to_dict().items() if k != "dim"}
 
 
 def only(body: dict, allowed: set, what: str) -> dict:
