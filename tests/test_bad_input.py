@@ -263,6 +263,25 @@ def test_unknown_field_in_filter_raises_unknown_field_error(loaded, where):
         assert_rejected(loaded, call, vv.UnknownFieldError, "colour")
 
 
+# ---- SQL parameters ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sql", ["SELECT $1", "UPDATE docs SET tag = $1 WHERE id = 1",
+                                 "SELECT id FROM docs LIMIT $1"])
+@pytest.mark.parametrize("value", [2 ** 64, 2 ** 63, -(2 ** 63) - 1])
+def test_sql_int_parameter_outside_bigint_raises_sql_error(loaded, sql, value):
+    # it was an OverflowError from numpy (POST /sql answered 500)
+    d = loaded[0]
+
+    def call():
+        try:
+            d.sql(sql, [value])
+        except vv.SqlError as e:
+            assert e.sqlstate == "22003", e.sqlstate
+            raise
+    assert_rejected(loaded, call, vv.SqlError, "out of range for type bigint")
+    assert d.sql("SELECT $1", [2 ** 63 - 1]).rows == [(2 ** 63 - 1,)]
+
+
 # ---- failed calls inside a transaction -----------------------------------------------------
 
 def test_failed_call_inside_transaction_leaves_the_rest_of_it_intact(loaded):
