@@ -393,3 +393,30 @@ def test_the_document_lists_each_routes_error_statuses():
             if path != "/health":
                 assert {"401", "500"} <= codes, (method, path)
                 assert op["responses"]["401"]["headers"]["WWW-Authenticate"]["required"]
+
+
+def _npy(a) -> bytes:
+    import io
+
+    import numpy as np
+    out = io.BytesIO()
+    np.save(out, a)
+    return out.getvalue()
+
+
+def test_an_npy_body_whose_header_overstates_its_data_is_a_400(server):
+    """np.load allocates the shape a header declares: 10**10 rows declared in a
+    150-byte body was a MemoryError, a 500 (and on a big machine, 150 GB taken)."""
+    import numpy as np
+    _restore(server)
+    good = _npy(np.ones((2, 4), np.float32))
+    lying = good.replace(b"(2, 4)", b"(10000000000, 4)")
+    for raw in (lying, good[:-4], good + b"x", _npy(np.array([[1]], dtype=object))):
+        status, _, body = _request(server, "POST", "/collections/docs/items?field=emb", raw,
+                                   content_type="application/x-npy")
+        assert status == 400, body
+        assert json.loads(body)["error"]["type"] == "RequestError"
+    assert json.loads(_request(server, "GET", "/collections/docs")[2])["documents"] == 20
+    status, _, body = _request(server, "POST", "/collections/docs/items?field=emb", good,
+                               content_type="application/x-npy")
+    assert status == 201 and len(json.loads(body)["ids"]) == 2

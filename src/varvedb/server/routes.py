@@ -417,8 +417,24 @@ def _params(body: dict):
 
 
 def _npy_array(raw: bytes) -> np.ndarray:
+    f = io.BytesIO(raw)
     try:
-        a = np.load(io.BytesIO(raw), allow_pickle=False)
+        # the header first: np.load would allocate the shape it declares, however
+        # few bytes follow it
+        fmt = np.lib.format
+        version = fmt.read_magic(f)
+        header = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
+        if version not in header:
+            raise ValueError(f".npy format version {version} (this server reads 1.0 and 2.0)")
+        shape, _, dtype = header[version](f)
+        if dtype.hasobject:
+            raise ValueError("an object array")
+        want = int(np.prod(shape, dtype=object)) * dtype.itemsize
+        if want != len(raw) - f.tell():
+            raise ValueError(f"its header declares {want:,} bytes of data, "
+                             f"{len(raw) - f.tell():,} follow")
+        f.seek(0)
+        a = np.load(f, allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:
         raise E.RequestError(f"the body is not a .npy array: {e}") from None
     if a.ndim != 2 or a.dtype.kind not in "fiu":
