@@ -297,6 +297,20 @@ def test_like_pattern_of_many_percents_answers_at_once(loaded):
     assert docs.count("title LIKE $1", ["%a_a%"]) == 1 and docs.count("title LIKE 't%'") == 5
 
 
+def test_text_query_nested_too_deeply_raises_query_syntax_error(db):
+    # it was a RecursionError (POST /search answered 500)
+    col = db.create_collection("notes", {"body": vv.Text(fts=True)})
+    col.insert([{"id": 1, "body": "hello world"}])
+    for query in ["(" * 5000 + "hello" + ")" * 5000, "-(" * 3000 + "hello" + ")" * 3000]:
+        with pytest.raises(vv.QuerySyntaxError, match="nested more than 64 levels") as info:
+            col.search(text="world " + query)
+        text = "world " + query
+        nth = [i for i, c in enumerate(text) if c == "("][64]
+        assert info.value.position == nth + 1       # the 65th '(', 1-based
+    deep = "(" * 64 + "hello" + ")" * 64
+    assert col.search(text=deep).ids == [1]
+
+
 # ---- failed calls inside a transaction -----------------------------------------------------
 
 def test_failed_call_inside_transaction_leaves_the_rest_of_it_intact(loaded):
