@@ -420,3 +420,18 @@ def test_an_npy_body_whose_header_overstates_its_data_is_a_400(server):
     status, _, body = _request(server, "POST", "/collections/docs/items?field=emb", good,
                                content_type="application/x-npy")
     assert status == 201 and len(json.loads(body)["ids"]) == 2
+
+
+def test_a_json_body_nested_too_deeply_is_a_400(server):
+    """msgspec guards its stack with a RecursionError: it was a 500."""
+    _restore(server)
+    deep = "[" * 5000 + "]" * 5000
+    for method, path, raw in [
+            ("POST", "/collections/docs/items", f'[{{"id": 900, "meta": {deep}}}]'),
+            ("PATCH", "/collections/docs/items/1", f'{{"meta": {deep}}}'),
+            ("POST", "/sql", f'{{"sql": "SELECT $1", "params": [{deep}]}}'),
+            ("POST", "/collections/docs/find", f'{{"where": "meta = $1", "params": [{deep}]}}')]:
+        status, _, body = _request(server, method, path, raw.encode())
+        assert status == 400, (method, path, body)
+        assert json.loads(body)["error"]["type"] == "RequestError"
+    assert json.loads(_request(server, "GET", "/collections/docs")[2])["documents"] == 20

@@ -336,7 +336,10 @@ def json_body(ctype: str, raw: bytes, shape: type, what: str):
         raise MediaTypeError(f"{what} takes a JSON body, got {ctype!r:.80}")
     if not raw:
         raise E.RequestError(f"{what} takes a JSON body; it was empty")
-    value = decode(raw)
+    try:
+        value = decode(raw)
+    except RecursionError:     # msgspec's guard against a stack overflow
+        raise E.RequestError(f"{what}: the JSON body is nested too deeply") from None
     if not isinstance(value, shape):
         raise E.RequestError(f"{what} takes a JSON {_shape_name(shape)}, got "
                              f"{_shape_name(type(value))}")
