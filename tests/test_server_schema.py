@@ -36,8 +36,8 @@ from hypothesis import strategies as st  # noqa: E402
 from schemathesis.checks import not_a_server_error  # noqa: E402
 from schemathesis.core.failures import FailureGroup  # noqa: E402
 from schemathesis.specs.openapi.checks import (  # noqa: E402
-    content_type_conformance, negative_data_rejection, response_headers_conformance,
-    response_schema_conformance, status_code_conformance)
+    content_type_conformance, ignored_auth, negative_data_rejection,
+    response_headers_conformance, response_schema_conformance, status_code_conformance)
 
 import varvedb as vv  # noqa: E402
 from varvedb.server.openapi import SCHEMAS as WIRE_SCHEMAS, openapi_document  # noqa: E402
@@ -49,7 +49,7 @@ TOKEN = "s3cret-props"
 POSITIVE_EXAMPLES = int(os.environ.get("VARVEDB_SCHEMA_EXAMPLES", 40))  # per operation
 NEGATIVE_EXAMPLES = POSITIVE_EXAMPLES * 3 // 8
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
-          response_schema_conformance, response_headers_conformance]
+          response_schema_conformance, response_headers_conformance, ignored_auth]
 NEGATIVE_CHECKS = CHECKS + [negative_data_rejection]
 
 SCHEMA = {
