@@ -435,3 +435,14 @@ def test_a_json_body_nested_too_deeply_is_a_400(server):
         assert status == 400, (method, path, body)
         assert json.loads(body)["error"]["type"] == "RequestError"
     assert json.loads(_request(server, "GET", "/collections/docs")[2])["documents"] == 20
+
+
+def test_an_as_of_of_other_digits_is_a_400(server):
+    """'²'.isdigit() is True and int('²') a ValueError: GET ?as_of=² was a 500."""
+    _restore(server)
+    for as_of in ("%C2%B2", "%EF%BC%91", "%D9%A1"):      # '²', fullwidth 1, Arabic-Indic 1
+        status, _, body = _request(server, "GET", f"/collections/docs/items/1?as_of={as_of}")
+        assert status == 400, (as_of, body)
+        assert json.loads(body)["error"]["type"] == "OptionError"
+    status, _, body = _request(server, "GET", "/collections/docs/items/1?as_of=1000000")
+    assert status == 404 and json.loads(body)["error"]["type"] == "VersionNotFoundError"

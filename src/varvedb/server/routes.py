@@ -150,7 +150,8 @@ def table(api) -> list:
         select = q.get("select")
         select = None if select is None else [f for f in select.split(",") if f]
         as_of = q.get("as_of")
-        if as_of is not None and as_of.lstrip("-").isdigit() and len(as_of) < 20:
+        if as_of is not None and as_of.isascii() and as_of.lstrip("-").isdigit() \
+                and len(as_of) < 20:      # isdigit alone takes '²', which int() refuses
             as_of = int(as_of)
 
         def go(s):
