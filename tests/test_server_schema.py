@@ -446,3 +446,25 @@ def test_an_as_of_of_other_digits_is_a_400(server):
         assert json.loads(body)["error"]["type"] == "OptionError"
     status, _, body = _request(server, "GET", "/collections/docs/items/1?as_of=1000000")
     assert status == 404 and json.loads(body)["error"]["type"] == "VersionNotFoundError"
+
+
+def test_a_client_that_leaves_before_its_body_ends_is_not_a_server_error(server):
+    """Content-Length promises more than comes: starlette's ClientDisconnect was
+    logged as a server bug with its traceback, and counted as a 500."""
+    import socket
+    import time
+    with socket.create_connection(("127.0.0.1", server.port)) as s:
+        s.sendall(b"POST /sql HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                  + TOKEN.encode() + b"\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 50\r\n\r\n{}")
+        time.sleep(0.2)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        metrics = _request(server, "GET", "/metrics")[2].decode()
+        if 'route="/sql"' in metrics and 'status="400"' in metrics:
+            break
+        time.sleep(0.1)
+    sql_lines = [ln for ln in metrics.splitlines() if 'route="/sql"' in ln and "_count" in ln]
+    assert any('status="400"' in ln for ln in sql_lines), sql_lines
+    assert not any('status="500"' in ln for ln in sql_lines), sql_lines
+    assert "ClientDisconnect" not in server.log()

@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -88,12 +88,16 @@ class Api:
             raise E.RequestTooLargeError(f"the body is {int(length):,} bytes; this server "
                                          f"takes at most {self.max_body:,}")
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_body:
-                raise E.RequestTooLargeError(f"the body is over {self.max_body:,} bytes, "
-                                             "this server's limit")
-            chunks.append(chunk)
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > self.max_body:
+                    raise E.RequestTooLargeError(f"the body is over {self.max_body:,} bytes, "
+                                                 "this server's limit")
+                chunks.append(chunk)
+        except ClientDisconnect:     # the client's mistake, not a server bug to log
+            raise E.RequestError("the client closed the connection before the body "
+                                 "ended") from None
         return b"".join(chunks)
 
     def endpoint(self, template: str, work, write: bool = False, status: int = 200,
