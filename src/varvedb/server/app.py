@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -30,6 +31,55 @@ log = logging.getLogger("varvedb.server")
 
 JSON = "application/json"
 
+
+class Job:
+    """One request's work on the pool, and the race between its timeout and its writes.
+
+    A read past the timeout is abandoned (the client gets 504, its answer is
+    dropped); a write is never abandoned once it has begun, and never begins once
+    abandoned, so a 504 always means nothing was applied."""
+    __slots__ = ("_lock", "_state")
+    current = threading.local()      # the job the calling pool thread runs
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._state = "queued"       # queued | running | writing | abandoned
+
+    def start(self) -> bool:
+        with self._lock:
+            if self._state == "abandoned":
+                return False
+            self._state = "running"
+            return True
+
+    def abandon(self) -> bool:
+        with self._lock:
+            if self._state == "writing":
+                return False
+            self._state = "abandoned"
+            return True
+
+    @classmethod
+    def claim_write(cls) -> None:
+        """Called by a route before its first write (routes.write_call, SQL writes)."""
+        job = getattr(cls.current, "job", None)
+        if job is None:
+            return
+        with job._lock:
+            if job._state == "abandoned":
+                raise E.RequestTimeoutError("the request ran past the server's timeout "
+                                            "before it began")
+            job._state = "writing"
+
+
+def _run_job(job: Job, work, parts):
+    if not job.start():
+        raise E.RequestTimeoutError("the request waited past the server's timeout")
+    Job.current.job = job
+    try:
+        return work(*parts)
+    finally:
+        Job.current.job = None
 
 
 # the VarveError classes and their HTTP status; the first match in this order wins
@@ -100,10 +150,11 @@ class Api:
                                  "ended") from None
         return b"".join(chunks)
 
-    def endpoint(self, template: str, work, write: bool = False, status: int = 200,
-                 needs_body: bool = False, open_route: bool = False):
+    def endpoint(self, template: str, work, needs_body: bool = False, open_route: bool = False,
+                 inline: bool = False):
         """An ASGI endpoint: checks the token, reads the body, runs `work(request
-        parts)` on the pool (a read at most `timeout` seconds), answers JSON."""
+        parts)` on the pool (at most `timeout` seconds, unless it has begun to
+        write: see Job), answers with the status and bytes `work` returns."""
         observe = self.metrics.observe
         loop_pool = self.pool
 
@@ -116,17 +167,21 @@ class Api:
                 raw = await self.body(request) if needs_body else b""
                 parts = (request.path_params, request.query_params,
                          request.headers.get("content-type", JSON), raw)
-                fut = asyncio.get_running_loop().run_in_executor(loop_pool, work, *parts)
-                if write:      # a write is never abandoned half way: the lock wait is bounded
-                    code, payload = await fut
-                else:
-                    try:
-                        code, payload = await asyncio.wait_for(fut, self.timeout)
-                    except asyncio.TimeoutError:
+                if inline:     # trivial work (health): no hand-off, no queue behind a read
+                    code, payload = work(*parts)
+                    return self._answer(template, request, code, payload, t0)
+                job = Job()
+                fut = asyncio.get_running_loop().run_in_executor(loop_pool, _run_job, job, work,
+                                                                 parts)
+                try:
+                    code, payload = await asyncio.wait_for(asyncio.shield(fut), self.timeout)
+                except asyncio.TimeoutError:
+                    if job.abandon():
                         raise E.RequestTimeoutError(
                             f"the request ran past this server's {self.timeout:g} s "
-                            "timeout") from None
-                response = Response(payload, code or status, media_type=self._media(payload))
+                            "timeout; nothing was applied") from None
+                    code, payload = await fut      # a write under way: it ends, then answers
+                return self._answer(template, request, code, payload, t0)
             except E.VarveError as e:
                 response = self.error_response(e)
             except Exception as e:   # a bug: say so, keep serving
@@ -137,9 +192,11 @@ class Api:
 
         return run
 
-    @staticmethod
-    def _media(payload) -> str:
-        return "text/plain; version=0.0.4" if isinstance(payload, str) else JSON
+    def _answer(self, template: str, request: Request, code: int, payload, t0: float):
+        media = "text/plain; version=0.0.4" if isinstance(payload, str) else JSON
+        response = Response(payload, code, media_type=media)
+        self.metrics.observe(template, request.method, code, time.perf_counter() - t0)
+        return response
 
     def error_response(self, exc: E.VarveError) -> Response:
         status = status_of(exc)
@@ -154,7 +211,7 @@ def build_app(db, *, token: str | None = None, max_body: int = 256 << 20,
     """The Starlette application serving `db` (see docs/server.md)."""
     api = Api(db, token=token, max_body=max_body, max_results=max_results, timeout=timeout,
               threads=threads)
-    routes = table(api)
+    routes = table(api, Job.claim_write)
 
     @asynccontextmanager
     async def lifespan(app):

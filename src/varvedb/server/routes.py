@@ -26,8 +26,9 @@ class MediaTypeError(E.RequestError):
     """A body of a type the route does not take (HTTP 415)."""
 
 
-def table(api) -> list:
-    """(path, method, work, endpoint options) for every route of app.Api `api`."""
+def table(api, claim_write) -> list:
+    """(path, method, work, endpoint options) for every route of app.Api `api`;
+    a write calls `claim_write()` before it begins (app.Job)."""
     db = api.db
 
     def cap(n: int, what: str) -> None:
@@ -51,6 +52,7 @@ def table(api) -> list:
     def write_call(fn) -> bytes:
         """Run fn(session) as one transaction; its answer gains the commit's version."""
         sess = db.session()
+        claim_write()
         sess.begin()
         try:
             out = fn(sess)
@@ -279,6 +281,8 @@ def table(api) -> list:
         own_tx = bool(kinds & {"write", "ddl"}) and "transaction" not in kinds
 
         def go(s):
+            if kinds - {"select"}:     # it may write: not abandoned at the timeout from here
+                claim_write()
             if own_tx:
                 s.begin()
             try:
@@ -307,25 +311,25 @@ def table(api) -> list:
 
     C, I = "/collections/{c}", "/collections/{c}/items/{id}"
     return [
-        ("/health", "GET", health, {"open_route": True}),
+        ("/health", "GET", health, {"open_route": True, "inline": True}),
         ("/openapi.json", "GET", openapi, {}),
         ("/metrics", "GET", metrics, {}),
         ("/collections", "GET", list_collections, {}),
-        ("/collections", "POST", create_collection, {"write": True, "needs_body": True}),
+        ("/collections", "POST", create_collection, {"needs_body": True}),
         (C, "GET", get_collection, {}),
-        (C, "DELETE", drop_collection, {"write": True}),
-        (C + "/items", "POST", insert, {"write": True, "needs_body": True}),
-        (C + "/items", "PUT", upsert, {"write": True, "needs_body": True}),
+        (C, "DELETE", drop_collection, {}),
+        (C + "/items", "POST", insert, {"needs_body": True}),
+        (C + "/items", "PUT", upsert, {"needs_body": True}),
         (I, "GET", get_item, {}),
-        (I, "PATCH", patch_item, {"write": True, "needs_body": True}),
-        (I, "DELETE", delete_item, {"write": True}),
+        (I, "PATCH", patch_item, {"needs_body": True}),
+        (I, "DELETE", delete_item, {}),
         (I + "/history", "GET", item_history, {}),
-        (C + "/update", "POST", update, {"write": True, "needs_body": True}),
-        (C + "/delete", "POST", delete, {"write": True, "needs_body": True}),
+        (C + "/update", "POST", update, {"needs_body": True}),
+        (C + "/delete", "POST", delete, {"needs_body": True}),
         (C + "/count", "POST", count, {"needs_body": True}),
         (C + "/find", "POST", find, {"needs_body": True}),
         (C + "/search", "POST", search, {"needs_body": True}),
-        ("/sql", "POST", sql, {"write": True, "needs_body": True}),
+        ("/sql", "POST", sql, {"needs_body": True}),
         ("/history", "GET", history, {}),
         ("/verify", "POST", verify, {"needs_body": True}),
     ]
