@@ -109,16 +109,17 @@ ERRORS = {400: "malformed JSON or body, a bad option, filter, text query or SQL"
           422: "a value that does not fit the schema, a result over the cap",
           500: "the file or the server failed",
           503: "the writer is busy past the timeout, or the server is stopping",
-          504: "a read ran past the server's timeout"}
+          504: "the request ran past the server's timeout before it began to write"}
 ERROR_HEADERS = {
     401: {"WWW-Authenticate": {"required": True, "schema": {"const": "Bearer"}}},
     503: {"Retry-After": {"required": True, "schema": {"type": "string"}}}}
 
 
 def _errors(write: bool, inputs: bool, body: bool) -> list[int]:
-    """The error statuses of a route: every route can be refused (401), fail (500)
-    or meet a stopping server (503); a read can time out; input can be wrong."""
-    codes = {401, 500, 503} | ({409} if write else {504})
+    """The error statuses of a route: every route can be refused (401), fail (500),
+    meet a stopping server (503) or time out before it writes (504); a write can
+    conflict; input can be wrong."""
+    codes = {401, 500, 503, 504} | ({409} if write else set())
     if inputs:
         codes |= {400, 404, 422}
     if body:
