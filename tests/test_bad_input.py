@@ -311,6 +311,22 @@ def test_text_query_nested_too_deeply_raises_query_syntax_error(db):
     assert col.search(text=deep).ids == [1]
 
 
+@pytest.mark.parametrize("anchor", [(-1, ""), (10 ** 9, ""), (1, ""), (1, "ab"), (1, "g" * 64),
+                                    (-1, "0" * 64), (1, "0" * 65)])
+def test_verify_anchor_without_a_chain_hash_raises_option_error(loaded, anchor):
+    # (n, "") matched the "" of a version the file does not hold: verify said ok
+    assert_rejected(loaded, lambda: loaded[0].verify(anchor=anchor), vv.OptionError, "anchor")
+
+
+def test_verify_anchor_takes_its_chain_in_either_case(loaded):
+    d, _, path = loaded
+    last = d.history()[-1]
+    assert d.verify(anchor=(last.version, last.chain.upper())).ok
+    assert not d.verify(anchor=(last.version + 5, last.chain)).ok
+    with pytest.raises(vv.OptionError, match="anchor"):
+        vv.verify_file(path, anchor=(10 ** 9, ""))
+
+
 # ---- failed calls inside a transaction -----------------------------------------------------
 
 def test_failed_call_inside_transaction_leaves_the_rest_of_it_intact(loaded):
