@@ -13,6 +13,8 @@ import zlib
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import varvedb as vv
 from varvedb.storage import format as F
@@ -295,6 +297,33 @@ def test_like_pattern_of_many_percents_answers_at_once(loaded):
         == [(0,)]
     assert time.perf_counter() - t0 < 5
     assert docs.count("title LIKE $1", ["%a_a%"]) == 1 and docs.count("title LIKE 't%'") == 5
+
+
+def _like_reference(pattern: str, s: str) -> bool:
+    """LIKE by dynamic programming over (pattern position, string position)."""
+    toks, i = [], 0
+    while i < len(pattern):
+        if pattern[i] == "\\" and i + 1 < len(pattern):
+            toks.append(("lit", pattern[i + 1]))
+            i += 2
+        else:
+            toks.append(("any", None) if pattern[i] == "%" else ("one", None)
+                        if pattern[i] == "_" else ("lit", pattern[i]))
+            i += 1
+    ok = {0}
+    for kind, ch in toks:
+        if kind == "any":
+            ok = set(range(min(ok), len(s) + 1)) if ok else set()
+        else:
+            ok = {j + 1 for j in ok if j < len(s) and (kind == "one" or s[j] == ch)}
+    return len(s) in ok
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(pattern=st.text("ab%_\\", max_size=8), s=st.text("ab%_", max_size=8))
+def test_like_regex_matches_as_like_does(pattern, s):
+    from varvedb.query.filter import like_regex
+    assert (like_regex(pattern).fullmatch(s) is not None) == _like_reference(pattern, s)
 
 
 def test_text_query_nested_too_deeply_raises_query_syntax_error(db):
