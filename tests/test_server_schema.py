@@ -467,3 +467,16 @@ def test_a_client_that_leaves_before_its_body_ends_is_not_a_server_error(server)
     assert any('status="400"' in ln for ln in sql_lines), sql_lines
     assert not any('status="500"' in ln for ln in sql_lines), sql_lines
     assert "ClientDisconnect" not in server.log()
+
+
+def test_a_method_a_path_does_not_take_is_a_405_naming_those_it_does(server):
+    """RFC 9110: a 405 carries Allow (it had none)."""
+    for method, path, allow in [("PUT", "/collections", "GET, HEAD, POST"),
+                                ("GET", "/collections/docs/items", "POST, PUT"),
+                                ("POST", "/collections/docs/items/1",
+                                 "DELETE, GET, HEAD, PATCH"),
+                                ("DELETE", "/sql", "POST")]:
+        status, headers, body = _request(server, method, path, {})
+        assert status == 405, (method, path, body)
+        assert headers.get("allow") == allow, (method, path, headers)
+        assert ERROR.is_valid(json.loads(body))

@@ -232,6 +232,10 @@ def build_app(db, *, token: str | None = None, max_body: int = 256 << 20,
             err = E.RequestError(str(exc.detail))
         r = api.error_response(err)
         r.status_code = exc.status_code
+        if exc.status_code == 405:    # every method of the path (each Route holds one)
+            r.headers["Allow"] = ", ".join(sorted({m for route in app.routes
+                                                   if route.path_regex.match(request.url.path)
+                                                   for m in route.methods}))
         return r
 
     app = Starlette(routes=[Route(path, api.endpoint(path, work, **opts), methods=[method])
