@@ -480,3 +480,34 @@ def test_a_method_a_path_does_not_take_is_a_405_naming_those_it_does(server):
         assert status == 405, (method, path, body)
         assert headers.get("allow") == allow, (method, path, headers)
         assert ERROR.is_valid(json.loads(body))
+
+
+def _arrow(table) -> bytes:
+    import io
+
+    import pyarrow as pa
+    out = io.BytesIO()
+    with pa.ipc.new_stream(out, table.schema) as w:
+        w.write_table(table)
+    return out.getvalue()
+
+
+def test_arrow_bodies_the_door_refuses(server):
+    """A timestamp past datetime's years (pyarrow's OverflowError was a 500) and two
+    columns of one name (the last one was taken quietly)."""
+    pa = pytest.importorskip("pyarrow")
+    _restore(server)
+    for table, status, kind in [
+            (pa.table({"ts": pa.array([10 ** 18, 1], pa.timestamp("s"))}), 422,
+             "FieldTypeError"),
+            (pa.table({"ts": pa.array([10 ** 9, 1], pa.date32())}), 422, "FieldTypeError"),
+            (pa.Table.from_arrays([pa.array([1]), pa.array([2])], names=["tag", "tag"]), 400,
+             "RequestError")]:
+        got, _, body = _request(server, "POST", "/collections/docs/items", _arrow(table),
+                                content_type="application/vnd.apache.arrow.stream")
+        assert got == status and json.loads(body)["error"]["type"] == kind, body
+    assert json.loads(_request(server, "GET", "/collections/docs")[2])["documents"] == 20
+    got, _, body = _request(server, "POST", "/collections/docs/items",
+                            _arrow(pa.table({"ts": pa.array([1, 2], pa.timestamp("s"))})),
+                            content_type="application/vnd.apache.arrow.stream")
+    assert got == 201 and len(json.loads(body)["ids"]) == 2

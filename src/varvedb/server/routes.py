@@ -463,6 +463,8 @@ def _arrow_columns(raw: bytes) -> dict:
         raise E.RequestError(f"the body is not an Arrow IPC stream: {e}") from None
     out = {}
     for name, col in zip(t.column_names, t.columns):
+        if name in out:      # a dict would keep the last one quietly
+            raise E.RequestError(f"the Arrow stream has two columns named {name!r:.80}")
         out[name] = _arrow_column(name, col.combine_chunks() if col.num_chunks != 1
                                   else col.chunk(0))
     return out
@@ -478,7 +480,11 @@ def _arrow_column(name: str, arr):
         flat = arr.flatten().to_numpy(zero_copy_only=False)
         return flat.reshape(len(arr), typ.list_size)
     if pa.types.is_timestamp(typ) or pa.types.is_date(typ):
-        return arr.to_pylist()
+        try:
+            return arr.to_pylist()
+        except (OverflowError, ValueError):   # past the years 1..9999 of datetime
+            raise E.FieldTypeError(f"field {name!r:.80}: a {typ} value is outside the "
+                                   "years 1..9999") from None
     if arr.null_count or pa.types.is_string(typ) or pa.types.is_large_string(typ) \
             or pa.types.is_struct(typ) or pa.types.is_list(typ) or pa.types.is_map(typ):
         return arr.to_pylist()
