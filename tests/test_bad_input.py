@@ -356,6 +356,20 @@ def test_verify_anchor_takes_its_chain_in_either_case(loaded):
         vv.verify_file(path, anchor=(10 ** 9, ""))
 
 
+@pytest.mark.parametrize("sql", ["SELECT " + "+".join(["1"] * 5000),
+                                 "SELECT " + " || ".join(["'a'"] * 5000),
+                                 "SELECT id FROM docs WHERE " + " * ".join(["tag"] * 3000)
+                                 + " = 1"])
+def test_sql_nested_too_deeply_raises_sql_error_54001(loaded, sql):
+    # the server compiles a statement before it runs it (to wrap a write in its own
+    # transaction): compile_text's RecursionError was a 500 there
+    from varvedb.sql import compile_text
+    assert_rejected(loaded, lambda: loaded[0].sql(sql), vv.SqlError, "nested too deeply")
+    with pytest.raises(vv.SqlError, match="nested too deeply") as info:
+        compile_text(sql)
+    assert info.value.sqlstate == "54001"
+
+
 # ---- failed calls inside a transaction -----------------------------------------------------
 
 def test_failed_call_inside_transaction_leaves_the_rest_of_it_intact(loaded):

@@ -511,3 +511,12 @@ def test_arrow_bodies_the_door_refuses(server):
                             _arrow(pa.table({"ts": pa.array([1, 2], pa.timestamp("s"))})),
                             content_type="application/vnd.apache.arrow.stream")
     assert got == 201 and len(json.loads(body)["ids"]) == 2
+
+
+def test_sql_nested_too_deeply_is_a_422(server):
+    """POST /sql compiles before it runs: compile_text's RecursionError was a 500."""
+    status, _, body = _request(server, "POST", "/sql",
+                               {"sql": "SELECT " + "+".join(["1"] * 5000)})
+    assert status == 422, body
+    err = json.loads(body)["error"]
+    assert err["type"] == "SqlError" and err["sqlstate"] == "54001"
