@@ -241,6 +241,7 @@ def build_app(db, *, token: str | None = None, max_body: int = 256 << 20,
     app = Starlette(routes=[Route(path, api.endpoint(path, work, **opts), methods=[method])
                             for path, method, work, opts in routes],
                     exception_handlers={HTTPException: not_found}, lifespan=lifespan)
+    app.router.redirect_slashes = False     # /collections/ is a 404 (a 307 skipped the token)
     app.state.api = api
     return app
 
