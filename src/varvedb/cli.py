@@ -277,6 +277,10 @@ def bench_sql(rows, dim, queries, rounds, m, ef_construction, ef, only, profile_
               help="Measure PostgreSQL + pgvector too.")
 @click.option("--profile", "profile_s", default=0.0, show_default=True,
               help="Seconds of py-spy samples of the server under the most clients (0: none).")
+@click.option("--client", default="both", show_default=True,
+              type=click.Choice(["http.client", "raw", "both"]),
+              help="varvedb's load generator: stdlib http.client, pre-built requests on a "
+                   "raw socket (the least client-side Python), or both as separate sides.")
 @click.option("--quick", is_flag=True, help="Tiny sizes (a smoke test of the harness).")
 @click.option("--workdir", default=None, help="Folder for the file and the PostgreSQL "
                                               "server (default: a temporary one here). "
@@ -285,7 +289,7 @@ def bench_sql(rows, dim, queries, rounds, m, ef_construction, ef, only, profile_
                                          "as markdown next to it (.md).")
 def bench_server(rows, dim, queries, rounds, seconds, threads, m, ef_construction, ef,
                  ingest_rows, batch, write_batch, ingest_rounds, only, serve_args, with_pg,
-                 profile_s, quick, workdir, out) -> None:
+                 profile_s, client, quick, workdir, out) -> None:
     """`varvedb serve` against PostgreSQL + pgvector over TCP on 127.0.0.1: search QPS
     and p50/p99 at 1, 4 and 8 client threads, ingest rows/s (JSON, Arrow, .npy against
     binary COPY) and search under a writer, the engines alternating round by round."""
@@ -293,7 +297,7 @@ def bench_server(rows, dim, queries, rounds, seconds, threads, m, ef_constructio
 
     from .bench import server, sql
     if quick:
-        rows, dim, queries, rounds, seconds = 2000, 16, 50, 2, 0.2
+        rows, dim, queries, rounds, seconds = 2000, 16, 50, 2, 0.15
         ingest_rows, batch, write_batch, ingest_rounds = 1000, 250, 100, 1
         m, ef_construction = 8, 40
     try:
@@ -303,7 +307,7 @@ def bench_server(rows, dim, queries, rounds, seconds, threads, m, ef_constructio
             ingest_rows, batch, write_batch, ingest_rounds,
             only=[x.strip() for x in only.split(",") if x.strip()] or None,
             serve_args=shlex.split(serve_args), workdir=workdir, with_pg=with_pg,
-            profile_s=profile_s, echo=click.echo)
+            profile_s=profile_s, client=client, echo=click.echo)
     except server.BenchError as e:
         raise click.ClickException(str(e)) from None
     click.echo(server.markdown(report))
