@@ -666,7 +666,7 @@ def _unlinked(info: dict) -> int | None:
 def _order(sides: list, r: int) -> list:
     """Round r's order: rotated by r, and reversed every other round, so that
     each side goes first, and follows each other side, as often as the rounds allow."""
-    k = r % len(sides)
+    k = r % max(len(sides), 1)
     order = sides[k:] + sides[:k]
     return order[::-1] if r % 2 else order
 
@@ -946,26 +946,37 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
 
 
 def profile_server(side: VarveSearch, threads: int, seconds: float, n_queries: int,
-                   workdir: str) -> dict | str:
-    """py-spy's samples of the server (threads holding the GIL, and all) while
-    `threads` clients search, grouped by what the frame does."""
+                   workdir: str, rate: int = 400) -> dict | str:
+    """py-spy's samples of the server's threads while they hold the GIL (the
+    Python the server runs; the kernels release it), `threads` clients
+    searching, grouped by what the frame does; µs per request from the samples
+    over the requests answered in the profiled window. --nonblocking: the
+    server is not paused to be sampled."""
     exe = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
     if not os.path.exists(exe):
-        return "not profiled: py-spy is not installed"
-    out = {}
-    for mode, flags in (("gil", ["--gil"]), ("all", [])):
-        raw = os.path.join(workdir, f"profile-{mode}.txt")
-        proc = subprocess.Popen([exe, "record", "--format", "raw", "-r", "250", "-d",
-                                 str(int(max(1, seconds))), "-o", raw, "--pid",
-                                 str(side.srv.proc.pid), *flags],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(0.5)
-        fig = measure(side, threads, seconds, n_queries)
-        _, err = proc.communicate(timeout=seconds + 60)
-        if proc.returncode != 0 or not os.path.exists(raw):
-            return f"not profiled: py-spy failed ({err.decode(errors='replace')[-300:]})"
-        out[mode] = {"groups": group_stacks(raw), "during": fig}
-    return out
+        return "not profiled: py-spy is not installed (pip install py-spy)"
+    raw = os.path.join(workdir, "profile-gil.txt")
+    proc = subprocess.Popen([exe, "record", "--format", "raw", "--rate", str(rate),
+                             "--duration", str(int(max(1, seconds))), "--nonblocking", "--gil",
+                             "--output", raw, "--pid", str(side.srv.proc.pid)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # the clients run before py-spy starts sampling and after it stops: its window
+    # sees the steady state, and the requests in it are qps × its duration
+    fig = measure(side, threads, int(max(1, seconds)) + 1.5, n_queries)
+    _, err = proc.communicate(timeout=seconds + 60)
+    if proc.returncode != 0 or not os.path.exists(raw):
+        return f"not profiled: py-spy failed ({err.decode(errors='replace')[-300:]})"
+    requests = fig["qps"] * int(max(1, seconds))
+    got = group_stacks(raw)
+    per_sample_us = 1e6 / rate / max(requests, 1)
+    got["us_per_request"] = {g: round(n * per_sample_us, 1) for g, n in got.pop("counts").items()}
+    got["top_frames"] = [{"frame": f, "us_per_request": round(n * per_sample_us, 1)}
+                         for f, n in got["top_frames"]]
+    got["gil_us_per_request"] = round(got["samples"] * per_sample_us, 1)
+    return {"gil": got, "during": fig, "rate_hz": rate,
+            "means": "samples of server threads holding the GIL; µs per request = samples / "
+                     "rate / requests answered in the window (py-spy may miss samples under "
+                     "load: read the shares first)"}
 
 
 # where a sample's time goes, by the innermost frame that names one (first match wins)
@@ -985,11 +996,12 @@ GROUPS = (
 )
 
 
-def group_stacks(raw_path: str) -> dict:
+def group_stacks(raw_path: str, top: int = 15) -> dict:
     """Samples per group from py-spy's raw (collapsed) output: each line is
     'frame;frame;... count', the innermost frame last; a sample counts for the
-    innermost frame that matches a group."""
+    innermost frame that matches a group. Also the innermost frames themselves."""
     counts: dict[str, int] = {}
+    frames_self: dict[str, int] = {}
     total = 0
     with open(raw_path) as f:
         for line in f:
@@ -999,6 +1011,7 @@ def group_stacks(raw_path: str) -> dict:
             n = int(n)
             total += n
             frames = stack.split(";")
+            frames_self[frames[-1]] = frames_self.get(frames[-1], 0) + n
             group = "other"
             for frame in reversed(frames):
                 g = next((name for name, keys in GROUPS if any(k in frame for k in keys)),
@@ -1007,9 +1020,10 @@ def group_stacks(raw_path: str) -> dict:
                     group = g
                     break
             counts[group] = counts.get(group, 0) + n
-    return {"samples": total,
-            "share": {g: round(c / max(total, 1), 4) for g, c in
-                      sorted(counts.items(), key=lambda kv: -kv[1])}}
+    order = sorted(counts.items(), key=lambda kv: -kv[1])
+    return {"samples": total, "counts": dict(order),
+            "share": {g: round(c / max(total, 1), 4) for g, c in order},
+            "top_frames": sorted(frames_self.items(), key=lambda kv: -kv[1])[:top]}
 
 
 def _version(module: str) -> str:
@@ -1104,12 +1118,17 @@ def markdown(report: dict) -> str:
                   "linked); varvedb acknowledges at commit and links in the background.", ""]
     p = report.get("profile")
     if isinstance(p, dict):
-        lines += ["## Where the server's time goes (py-spy, 8 clients)", ""]
-        for mode, d in p.items():
-            lines += [f"{mode} samples ({d['groups']['samples']}), during "
-                      f"{d['during']['qps']:,.0f} QPS:", ""]
-            lines += [f"- {g}: {x:.1%}" for g, x in d["groups"]["share"].items()]
-            lines.append("")
+        g = p["gil"]
+        lines += ["## Where the server's time goes (py-spy --gil, "
+                  f"{p['during']['requests']:,} requests at {p['during']['qps']:,.0f} QPS)", "",
+                  f"{p['means']}. GIL held {g['gil_us_per_request']} µs per request "
+                  f"({g['samples']} samples).", "",
+                  "| group | share | µs per request |", "|---|---|---|"]
+        lines += [f"| {name} | {share:.1%} | {g['us_per_request'][name]} |"
+                  for name, share in g["share"].items()]
+        lines += ["", "| innermost frame | µs per request |", "|---|---|"]
+        lines += [f"| `{f['frame']}` | {f['us_per_request']} |" for f in g["top_frames"]]
+        lines.append("")
     elif p:
         lines += [str(p), ""]
     return "\n".join(lines)
