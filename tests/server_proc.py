@@ -12,10 +12,13 @@ import http.client
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+SRC = str(Path(__file__).resolve().parents[1] / "src")
 START_TIMEOUT = 60.0     # a cold numba cache compiles kernels at open
 
 
@@ -29,14 +32,16 @@ class ServerProcess:
     def __init__(self, path: str, token: str | None = None, args: list[str] = (),
                  env: dict | None = None):
         self.path, self.token, self.args = path, token, list(args)
-        self.env = {**os.environ, **(env or {})}
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.env["PYTHONPATH"] = SRC + os.pathsep + self.env.get("PYTHONPATH", "")
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
         self.log_path = f"{path}.server.log"
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if "--tls-cert" in self.args else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     def start(self) -> "ServerProcess":
         cmd = [sys.executable, "-m", "varvedb", "serve", self.path, "--port", str(self.port),
@@ -52,7 +57,12 @@ class ServerProcess:
                 raise RuntimeError(f"the server exited with {self.proc.returncode}:\n"
                                    f"{self.log()}")
             try:
-                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                if "--tls-cert" in self.args:
+                    c = http.client.HTTPSConnection(
+                        "127.0.0.1", self.port, timeout=2,
+                        context=ssl._create_unverified_context())
+                else:
+                    c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
                 c.request("GET", "/health")
                 if c.getresponse().status == 200:
                     c.close()

@@ -138,6 +138,48 @@ def sql(file: str, statement: str | None, as_json: bool, as_csv: bool, readonly:
 
 
 @main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind; one that is not loopback needs a token.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--token", default=None, help="Bearer token every route but /health needs.")
+@click.option("--token-file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Read the token from this file (kept out of the process list).")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--max-body-mb", default=256, show_default=True, type=click.IntRange(1),
+              help="Largest request body (413 above it).")
+@click.option("--max-results", default=10_000, show_default=True, type=click.IntRange(1),
+              help="Most rows one answer carries (422 above it).")
+@click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(0.001),
+              help="Seconds a read may run (504 after it).")
+@click.option("--threads", default=8, show_default=True, type=click.IntRange(1, 256),
+              help="Threads that run requests (reads run side by side).")
+@click.option("--durability", default="commit", show_default=True,
+              type=click.Choice(["commit", "batch", "off"]))
+def serve(file: str, host: str, port: int, token: str | None, token_file: str | None,
+          tls_cert: str | None, tls_key: str | None, max_body_mb: int, max_results: int,
+          timeout: float, threads: int, durability: str) -> None:
+    """Serve FILE over HTTP (see docs/server.md) until SIGTERM or Ctrl-C."""
+    try:
+        from .server import serve as run
+    except ImportError as e:
+        raise click.ClickException(f"the server needs the 'server' extra "
+                                   f"(pip install 'varvedb[server]'): {e}") from None
+    if token and token_file:
+        raise click.UsageError("give --token or --token-file, not both")
+    if token_file:
+        with open(token_file, encoding="utf-8") as f:
+            token = f.read().strip()
+    try:
+        run(file, host=host, port=port, token=token, tls_cert=tls_cert, tls_key=tls_key,
+            max_body=max_body_mb << 20, max_results=max_results, timeout=timeout,
+            threads=threads, durability=durability)
+    except vv.VarveError as e:
+        raise click.ClickException(str(e)) from None
+
+
+@main.command()
 @click.option("--file", "path", default="demo.varve", show_default=True)
 @click.option("--rows", default=100_000, show_default=True)
 @click.option("--dim", default=128, show_default=True)

@@ -40,9 +40,15 @@ def decode(body: bytes) -> Any:
 # ---- errors --------------------------------------------------------------------
 
 def error_to_wire(exc: E.VarveError) -> dict:
-    return {"error": {"type": type(exc).__name__, "message": str(exc),
-                      "sqlstate": getattr(exc, "sqlstate", "XX000"),
-                      "position": getattr(exc, "position", None)}}
+    """The error body; `type` is the nearest class of varvedb.errors (the one a
+    client can raise again), `item` the id a 404 for one document names."""
+    cls = next(c for c in type(exc).__mro__ if c.__module__ == E.__name__)
+    err = {"type": cls.__name__, "message": str(exc),
+           "sqlstate": getattr(exc, "sqlstate", "XX000"),
+           "position": getattr(exc, "position", None)}
+    if hasattr(exc, "item"):
+        err["item"] = exc.item
+    return {"error": err}
 
 
 def _error_classes() -> dict[str, type]:

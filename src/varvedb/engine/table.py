@@ -60,6 +60,18 @@ class Table:
     def n(self) -> int:
         return self.born.n
 
+    def memory_bytes(self) -> dict[str, int]:
+        """Bytes of the arrays this table holds, by part (the server's metrics):
+        rows (ids, born, died), columns, vector graphs, text and scalar indexes.
+        Arrays mapped from the file count too (their pages are the OS's to keep)."""
+        def grown(obj) -> int:
+            return sum(v.data.nbytes for v in vars(obj).values() if isinstance(v, Growable))
+        rows = grown(self) + (grown(self.ids) if isinstance(self.ids, TextColumn) else 0)
+        return {"rows": rows, "columns": sum(grown(c) for c in self.columns.values()),
+                "vector_indexes": sum(vi.memory_bytes() for vi in self.vector_indexes.values()),
+                "text_indexes": sum(ix.nbytes() for ix in self.text_indexes.values()),
+                "scalar_indexes": sum(ix.nbytes() for ix in self.indexes.values())}
+
     # ---- reading -------------------------------------------------------------
 
     def visible(self, version: int, n: int, final: bool = False, nonnull: str | None = None

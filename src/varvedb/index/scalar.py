@@ -32,6 +32,10 @@ class SortedIndex:
     def keys(self) -> np.ndarray:
         return self._run[0]
 
+    def nbytes(self) -> int:
+        keys, rows, _ = self._run
+        return keys.nbytes + rows.nbytes
+
     @property
     def rows(self) -> np.ndarray:
         return self._run[1]

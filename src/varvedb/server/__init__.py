@@ -1,0 +1,10 @@
+"""`varvedb serve`: one database file over HTTP (docs/server.md).
+
+app.py holds the door (token, body cap, thread pool, timeouts, errors),
+routes.py the verbs, openapi.py their document, metrics.py GET /metrics, and
+run.py starts uvicorn. Needs the `server` extra (starlette, uvicorn, prometheus-client).
+"""
+from .app import build_app
+from .run import serve
+
+__all__ = ["build_app", "serve"]

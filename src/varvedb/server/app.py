@@ -1,0 +1,252 @@
+"""The HTTP API (docs/server.md): Starlette routes onto a Database's verbs.
+
+Each request runs in a session of its own, on a thread of the server's pool
+(the event loop only reads bodies and writes answers): reads run side by side
+(the kernels release the GIL), writes meet at the file's single writer.
+Errors are VarveErrors carried as {"error": {...}} with the status of
+`status_of`; a request that fails has applied nothing.
+"""
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from .. import errors as E
+from ..wire import encode, error_to_wire
+from .metrics import Metrics
+from .routes import MediaTypeError, table
+
+log = logging.getLogger("varvedb.server")
+
+JSON = "application/json"
+
+
+class Job:
+    """One request's work on the pool, and the race between its timeout and its writes.
+
+    A read past the timeout is abandoned (the client gets 504, its answer is
+    dropped); a write is never abandoned once it has begun, and never begins once
+    abandoned, so a 504 always means nothing was applied."""
+    __slots__ = ("_lock", "_state")
+    current = threading.local()      # the job the calling pool thread runs
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._state = "queued"       # queued | running | writing | abandoned
+
+    def start(self) -> bool:
+        with self._lock:
+            if self._state == "abandoned":
+                return False
+            self._state = "running"
+            return True
+
+    def abandon(self) -> bool:
+        with self._lock:
+            if self._state == "writing":
+                return False
+            self._state = "abandoned"
+            return True
+
+    @classmethod
+    def claim_write(cls) -> None:
+        """Called by a route before its first write (routes.write_call, SQL writes)."""
+        job = getattr(cls.current, "job", None)
+        if job is None:
+            return
+        with job._lock:
+            if job._state == "abandoned":
+                raise E.RequestTimeoutError("the request ran past the server's timeout "
+                                            "before it began")
+            job._state = "writing"
+
+
+def _run_job(job: Job, work, parts):
+    if not job.start():
+        raise E.RequestTimeoutError("the request waited past the server's timeout")
+    Job.current.job = job
+    try:
+        return work(*parts)
+    finally:
+        Job.current.job = None
+
+
+# the VarveError classes and their HTTP status; the first match in this order wins
+_STATUS = [
+    (MediaTypeError, 415),
+    (E.AuthenticationError, 401), (E.RequestTooLargeError, 413), (E.RequestError, 400),
+    (E.ReadOnlyError, 403), (E.VersionNotFoundError, 404), (E.NotFoundError, 404),
+    (E.DuplicateIdError, 409), (E.LockTimeoutError, 503), (E.TransactionError, 409),
+    (E.ClosedError, 503), (E.RequestTimeoutError, 504), (E.ResultTooLargeError, 422),
+    (E.DimensionError, 422), (E.NonFiniteVectorError, 422), (E.FieldTypeError, 422),
+    (E.UnknownFieldError, 422), (E.SchemaError, 422), (E.NotNullViolationError, 422),
+    (E.OptionError, 400), (E.FilterError, 400), (E.QuerySyntaxError, 400),
+    (E.StorageError, 500), (E.CorruptFileError, 500), (E.IndexMaintenanceError, 500),
+]
+# SQL errors carry PostgreSQL's SQLSTATE; its class decides
+_SQL_CLASS_STATUS = {"42P01": 404, "23": 409, "22": 422, "42": 400, "0A": 400, "25": 409,
+                     "55": 503, "54": 422}
+
+
+def status_of(exc: E.VarveError) -> int:
+    if isinstance(exc, E.SqlError):
+        code = exc.sqlstate or ""
+        return _SQL_CLASS_STATUS.get(code, _SQL_CLASS_STATUS.get(code[:2], 400))
+    for cls, status in _STATUS:
+        if isinstance(exc, cls):
+            return status
+    return 500
+
+
+class Api:
+    """The routes' work, on one open Database."""
+
+    def __init__(self, db, *, token: str | None = None, max_body: int = 256 << 20,
+                 max_results: int = 10_000, timeout: float = 30.0, threads: int = 8):
+        self.db = db
+        self.token = token.encode() if token else None
+        self.max_body = max_body
+        self.max_results = max_results
+        self.timeout = timeout
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="varvedb-request")
+        self.metrics = Metrics(db)
+
+    # ---- the door: token, body, thread, errors, metrics ----------------------------
+
+    def authorized(self, request: Request) -> bool:
+        if self.token is None:
+            return True
+        given = request.headers.get("authorization", "")
+        scheme, _, value = given.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(),
+                                                                  self.token)
+
+    async def body(self, request: Request) -> bytes:
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body:
+            raise E.RequestTooLargeError(f"the body is {int(length):,} bytes; this server "
+                                         f"takes at most {self.max_body:,}")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.max_body:
+                raise E.RequestTooLargeError(f"the body is over {self.max_body:,} bytes, "
+                                             "this server's limit")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def endpoint(self, template: str, work, needs_body: bool = False, open_route: bool = False,
+                 inline: bool = False):
+        """An ASGI endpoint: checks the token, reads the body, runs `work(request
+        parts)` on the pool (at most `timeout` seconds, unless it has begun to
+        write: see Job), answers with the status and bytes `work` returns."""
+        observe = self.metrics.observe
+        loop_pool = self.pool
+
+        async def run(request: Request) -> Response:
+            t0 = time.perf_counter()
+            try:
+                if not open_route and not self.authorized(request):
+                    raise E.AuthenticationError("this server needs a token: send "
+                                                "'Authorization: Bearer TOKEN'")
+                raw = await self.body(request) if needs_body else b""
+                parts = (request.path_params, request.query_params,
+                         request.headers.get("content-type", JSON), raw)
+                if inline:     # trivial work (health): no hand-off, no queue behind a read
+                    code, payload = work(*parts)
+                    return self._answer(template, request, code, payload, t0)
+                job = Job()
+                fut = asyncio.get_running_loop().run_in_executor(loop_pool, _run_job, job, work,
+                                                                 parts)
+                try:
+                    code, payload = await asyncio.wait_for(asyncio.shield(fut), self.timeout)
+                except asyncio.TimeoutError:
+                    if job.abandon():
+                        raise E.RequestTimeoutError(
+                            f"the request ran past this server's {self.timeout:g} s "
+                            "timeout; nothing was applied") from None
+                    code, payload = await fut      # a write under way: it ends, then answers
+                return self._answer(template, request, code, payload, t0)
+            except E.VarveError as e:
+                response = self.error_response(e)
+            except Exception as e:   # a bug: say so, keep serving
+                log.exception("request %s %s failed", request.method, request.url.path)
+                response = self.error_response(E.ServerError(f"{type(e).__name__}: {e}"))
+            observe(template, request.method, response.status_code, time.perf_counter() - t0)
+            return response
+
+        return run
+
+    def _answer(self, template: str, request: Request, code: int, payload, t0: float):
+        media = "text/plain; version=0.0.4" if isinstance(payload, str) else JSON
+        response = Response(payload, code, media_type=media)
+        self.metrics.observe(template, request.method, code, time.perf_counter() - t0)
+        return response
+
+    def error_response(self, exc: E.VarveError) -> Response:
+        status = status_of(exc)
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        if status == 503:
+            headers = {"Retry-After": "1"}
+        return Response(encode(error_to_wire(exc)), status, headers=headers, media_type=JSON)
+
+def build_app(db, *, token: str | None = None, max_body: int = 256 << 20,
+              max_results: int = 10_000, timeout: float = 30.0, threads: int = 8,
+              on_shutdown=None) -> Starlette:
+    """The Starlette application serving `db` (see docs/server.md)."""
+    api = Api(db, token=token, max_body=max_body, max_results=max_results, timeout=timeout,
+              threads=threads)
+    routes = table(api, Job.claim_write)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        yield
+        # SIGTERM: uvicorn has finished the requests in flight; let the pool's
+        # threads end, then the maintainer links what is committed, the state is
+        # checkpointed and the file closed (a restart opens without a rebuild)
+        await asyncio.get_running_loop().run_in_executor(None, _shutdown, api, on_shutdown)
+
+    async def not_found(request: Request, exc: HTTPException) -> Response:
+        if not api.authorized(request) and request.url.path != "/health":
+            return api.error_response(E.AuthenticationError("this server needs a token"))
+        if exc.status_code == 405:
+            err = E.RequestError(f"{request.method} is not a method of {request.url.path}")
+        elif exc.status_code == 404:
+            err = E.NotFoundError(f"no route {request.url.path}")
+        else:
+            err = E.RequestError(str(exc.detail))
+        r = api.error_response(err)
+        r.status_code = exc.status_code
+        return r
+
+    app = Starlette(routes=[Route(path, api.endpoint(path, work, **opts), methods=[method])
+                            for path, method, work, opts in routes],
+                    exception_handlers={HTTPException: not_found}, lifespan=lifespan)
+    app.state.api = api
+    return app
+
+
+def _shutdown(api: Api, on_shutdown) -> None:
+    api.pool.shutdown(wait=True)
+    db = api.db
+    try:
+        if db.path is not None and not db._engine.readonly:
+            db.checkpoint()
+    except E.VarveError:
+        log.exception("the checkpoint at shutdown failed (nothing is lost: the log has it)")
+    finally:
+        db.close()
+        if on_shutdown is not None:
+            on_shutdown()
+

@@ -1,0 +1,102 @@
+"""GET /metrics: Prometheus's text format, with its conventional names
+(varvedb_ prefix, base units, _total counters).
+
+Request counts and durations are kept as requests end; what the database
+holds (documents per collection, file bytes, memory bytes, the version) is
+read when the metrics are scraped.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+from prometheus_client import (CollectorRegistry, Counter, Histogram, disable_created_metrics,
+                               generate_latest)
+from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
+
+from .. import __version__
+
+# request durations: from a cached lookup (~100 µs) to a bulk load (tens of s)
+BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+           10.0, 30.0, 60.0)
+
+
+class Metrics:
+    def __init__(self, db):
+        disable_created_metrics()     # no *_created series: one process, one start
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter("varvedb_http_requests", "HTTP requests answered",
+                                ["route", "method", "status"], registry=self.registry)
+        self.duration = Histogram("varvedb_http_request_duration_seconds",
+                                  "Time from a request's arrival to its answer",
+                                  ["route", "method", "status"], buckets=BUCKETS,
+                                  registry=self.registry)
+        self.registry.register(_DatabaseCollector(db))
+        self._children: dict = {}
+        self._lock = threading.Lock()
+
+    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        key = (route, method, status)
+        pair = self._children.get(key)
+        if pair is None:      # labels() costs a lock and a dict: once per key
+            with self._lock:
+                pair = (self.requests.labels(route, method, str(status)),
+                        self.duration.labels(route, method, str(status)))
+                self._children[key] = pair
+        pair[0].inc()
+        pair[1].observe(seconds)
+
+    def render(self) -> str:
+        return generate_latest(self.registry).decode()
+
+
+class _DatabaseCollector:
+    """The database's own figures, read at each scrape."""
+
+    def __init__(self, db):
+        self.db = db
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        db = self.db
+        info = InfoMetricFamily("varvedb_build", "varvedb's version")
+        info.add_metric([], {"version": __version__})
+        yield info
+        engine = db._engine
+        if engine._closed:
+            return
+        version = GaugeMetricFamily("varvedb_version", "The newest committed version")
+        version.add_metric([], engine.visible)
+        yield version
+        docs = GaugeMetricFamily("varvedb_documents", "Live documents per collection",
+                                 labels=["collection"])
+        versions = GaugeMetricFamily("varvedb_row_versions",
+                                     "Row versions held per collection (live and dead)",
+                                     labels=["collection"])
+        memory = GaugeMetricFamily("varvedb_memory_bytes",
+                                   "Bytes of the arrays the engine holds (columns, vector "
+                                   "graphs, text indexes; mapped file pages included)",
+                                   labels=["collection", "part"])
+        sess = db.session()
+        for name in db.collections():
+            try:
+                coll = sess.collection(name)
+                docs.add_metric([name], coll.count())
+                t = coll._table
+            except Exception:     # dropped between the listing and the count
+                continue
+            versions.add_metric([name], t.n)
+            for part, n in t.memory_bytes().items():
+                memory.add_metric([name, part], n)
+        yield docs
+        yield versions
+        yield memory
+        if db.path is not None:
+            size = GaugeMetricFamily("varvedb_file_bytes", "Size of the database file")
+            try:
+                size.add_metric([], os.path.getsize(db.path))
+            except OSError:
+                return
+            yield size

@@ -1,0 +1,207 @@
+"""The OpenAPI 3.1 document of the routes (GET /openapi.json).
+
+Written by hand beside routes.py, and held to it by the tests: a property
+test (schemathesis) sends requests generated from this document and checks
+every answer against it.
+"""
+from __future__ import annotations
+
+from .. import __version__
+
+ANY = {}
+NULLABLE_INT = {"type": ["integer", "null"]}
+ID = {"type": ["integer", "string"]}
+AS_OF = {"type": ["integer", "string", "null"],
+         "description": "a version number, or an RFC 3339 timestamp"}
+PARAMS = {"type": ["array", "null"], "description": "values of $1, $2, ... in where"}
+WHERE = {"type": ["string", "null"], "description": "a filter, as Collection.find's where="}
+SELECT = {"type": ["array", "null"], "items": {"type": "string"}}
+
+
+def _ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _obj(props: dict, required: tuple = (), extra: bool = False) -> dict:
+    d = {"type": "object", "properties": props, "additionalProperties": extra}
+    if required:
+        d["required"] = list(required)
+    return d
+
+
+SCHEMAS = {
+    "Error": _obj({"error": _obj({
+        "type": {"type": "string", "description": "the VarveError subclass"},
+        "message": {"type": "string"}, "sqlstate": {"type": "string"},
+        "position": NULLABLE_INT, "item": ID}, ("type", "message", "sqlstate"))}, ("error",)),
+    "Row": {"type": "object", "description": "a document: field name -> value (id too)",
+            "additionalProperties": True},
+    "FieldSpec": {"description": "a type name (\"text\", \"int\", \"vector(3)\", ...) or a field "
+                                 "spec as GET /collections/{c} shows it",
+                  "type": ["string", "object"]},
+    "Hit": _obj({"id": ID, "score": {"type": ["number", "null"]},
+                 "fields": {"type": "object", "additionalProperties": True}},
+                ("id", "score", "fields")),
+    "Hits": _obj({"hits": {"type": "array", "items": _ref("Hit")},
+                  "plan": {"type": ["object", "null"]}}, ("hits",)),
+    "Collection": _obj({"name": {"type": "string"}, "id": {"enum": ["int", "text"]},
+                        "fields": {"type": "object", "additionalProperties": {"type": "object"}},
+                        "schema": {"type": "object"}, "documents": {"type": "integer"},
+                        "version": {"type": "integer"}},
+                       ("name", "id", "fields", "schema", "documents", "version")),
+    "NewCollection": _obj({"name": {"type": "string"},
+                           "schema": {"type": "object",
+                                      "additionalProperties": _ref("FieldSpec")}},
+                          ("name", "schema")),
+    "Written": _obj({"ids": {"type": "array", "items": ID}, "version": {"type": "integer"}},
+                    ("ids", "version")),
+    "Changed": _obj({"updated": {"type": "integer"}, "deleted": {"type": "integer"},
+                     "version": {"type": "integer"}}, ("version",)),
+    "Version": _obj({"version": {"type": "integer"}}, ("version",)),
+    "Update": _obj({"set": {"type": "object"}, "where": WHERE, "params": PARAMS,
+                    "ids": {"type": ["array", "null"], "items": ID}}, ("set",)),
+    "Delete": _obj({"ids": {"type": ["array", "null"], "items": ID}, "where": WHERE,
+                    "params": PARAMS}),
+    "Count": _obj({"where": WHERE, "params": PARAMS, "as_of": AS_OF}),
+    "Find": _obj({"where": WHERE, "params": PARAMS, "as_of": AS_OF,
+                  "limit": NULLABLE_INT, "select": SELECT}),
+    "Search": _obj({
+        "vector": {"type": ["array", "null"], "items": {"type": "number"}},
+        "text": {"type": ["string", "null"], "description": "a full-text query"},
+        "where": WHERE, "params": PARAMS, "limit": {"type": "integer", "default": 10},
+        "select": SELECT, "as_of": AS_OF, "field": {"type": ["string", "null"]},
+        "ef": NULLABLE_INT, "exact": {"type": "boolean"},
+        "metric": {"type": ["string", "null"], "enum": ["cosine", "l2", "dot", "l1", None]},
+        "text_field": {"type": ["string", "null"]},
+        "vector_text": {"type": ["string", "null"]},
+        "rerank": {"type": ["array", "null"], "items": {"type": "number"}},
+        "candidates": NULLABLE_INT, "rrf_k": {"type": "integer"},
+        "weights": {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2},
+        "explain": {"type": "boolean"}}),
+    "SearchBatch": _obj({"queries": {"type": "array", "items": _ref("Search")}}, ("queries",)),
+    "Results": _obj({"results": {"type": "array", "items": _ref("Hits")}}, ("results",)),
+    "Sql": _obj({"sql": {"type": "string"}, "params": PARAMS}, ("sql",)),
+    "SqlResult": _obj({"columns": {"type": "array", "items": {"type": "string"}},
+                       "kinds": {"type": "array", "items": {"type": ["string", "null"]}},
+                       "rows": {"type": "array", "items": {"type": "array"}},
+                       "status": {"type": "string"}, "rowcount": {"type": "integer"}},
+                      ("columns", "kinds", "rows", "status", "rowcount")),
+    "Versions": _obj({"versions": {"type": "array", "items": {"type": "object"}}},
+                     ("versions",)),
+    "Verify": _obj({"anchor": {"type": ["array", "null"], "prefixItems": [
+        {"type": "integer"}, {"type": "string"}], "minItems": 2, "maxItems": 2}}),
+    "VerifyReport": _obj({"ok": {"type": "boolean"}, "versions_checked": {"type": "integer"},
+                          "first_break": {"type": ["object", "null"]},
+                          "chain": {"type": "string"}},
+                         ("ok", "versions_checked", "first_break", "chain")),
+}
+
+
+def _json_body(schema: dict, required: bool = True) -> dict:
+    return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+
+def _op(summary: str, ok: int, answer: dict | None, body: dict | None = None,
+        params: list | None = None, open_route: bool = False) -> dict:
+    content = {"application/json": {"schema": answer}} if answer is not None else None
+    ok_response = {"description": "done"}
+    if content:
+        ok_response["content"] = content
+    op = {"summary": summary,
+          "responses": {str(ok): ok_response,
+                        "default": {"description": "an error (docs/server.md)",
+                                    "content": {"application/json": {"schema": _ref("Error")}}}}}
+    if body is not None:
+        op["requestBody"] = body
+    if params:
+        op["parameters"] = params
+    if open_route:
+        op["security"] = []
+    return op
+
+
+def _path_param(name: str, what: str) -> dict:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"},
+            "description": what}
+
+
+def _query_param(name: str, what: str) -> dict:
+    return {"name": name, "in": "query", "required": False, "schema": {"type": "string"},
+            "description": what}
+
+
+def openapi_document() -> dict:
+    C = [_path_param("c", "the collection")]
+    I = C + [_path_param("id", "the document's id (an int in an int-id collection)")]
+    items_body = {"required": True, "content": {
+        "application/json": {"schema": {"type": "array", "items": _ref("Row")}},
+        "application/vnd.apache.arrow.stream": {"schema": {"type": "string",
+                                                           "format": "binary"}},
+        "application/x-npy": {"schema": {"type": "string", "format": "binary"}}}}
+    search_body = _json_body({"oneOf": [_ref("Search"), _ref("SearchBatch")]})
+    paths = {
+        "/health": {"get": _op("Liveness and the newest version (no token needed)", 200,
+                               _obj({"status": {"const": "ok"},
+                                     "version": {"type": "integer"}},
+                                    ("status", "version")), open_route=True)},
+        "/openapi.json": {"get": _op("This document", 200, {"type": "object"})},
+        "/metrics": {"get": {"summary": "Prometheus metrics (text format)", "responses": {
+            "200": {"description": "metrics",
+                    "content": {"text/plain": {"schema": {"type": "string"}}}},
+            "default": {"description": "an error",
+                        "content": {"application/json": {"schema": _ref("Error")}}}}}},
+        "/collections": {
+            "get": _op("The collections' names", 200,
+                       _obj({"collections": {"type": "array", "items": {"type": "string"}}},
+                            ("collections",))),
+            "post": _op("Create a collection", 201, _ref("Collection"),
+                        _json_body(_ref("NewCollection")))},
+        "/collections/{c}": {
+            "get": _op("A collection's schema and size", 200, _ref("Collection"), params=C),
+            "delete": _op("Drop a collection", 200, _ref("Version"), params=C)},
+        "/collections/{c}/items": {
+            "post": _op("Insert documents: JSON rows, an Arrow IPC stream, or an .npy block "
+                        "of vectors (?field=)", 201, _ref("Written"), items_body,
+                        C + [_query_param("field", "the vector field of an .npy body")]),
+            "put": _op("Upsert documents (JSON rows)", 200, _ref("Written"),
+                       _json_body({"type": "array", "items": _ref("Row")}), C)},
+        "/collections/{c}/items/{id}": {
+            "get": _op("One document (404 if none has this id)", 200, _ref("Row"), params=I + [
+                _query_param("as_of", "a version number or an RFC 3339 timestamp"),
+                _query_param("select", "fields to return, comma-separated")]),
+            "patch": _op("Set fields of one document", 200, _ref("Changed"),
+                         _json_body({"type": "object"}), I),
+            "delete": _op("Delete one document", 200, _ref("Changed"), params=I)},
+        "/collections/{c}/items/{id}/history": {
+            "get": _op("Every version of one document", 200, _ref("Versions"), params=I)},
+        "/collections/{c}/update": {
+            "post": _op("Set fields on the documents matching where or ids", 200,
+                        _ref("Changed"), _json_body(_ref("Update")), C)},
+        "/collections/{c}/delete": {
+            "post": _op("Delete the documents matching ids or where", 200, _ref("Changed"),
+                        _json_body(_ref("Delete")), C)},
+        "/collections/{c}/count": {
+            "post": _op("Count documents", 200, _obj({"count": {"type": "integer"}},
+                                                     ("count",)),
+                        _json_body(_ref("Count"), required=False), C)},
+        "/collections/{c}/find": {
+            "post": _op("Documents matching a filter, in insertion order", 200, _ref("Hits"),
+                        _json_body(_ref("Find"), required=False), C)},
+        "/collections/{c}/search": {
+            "post": _op("Vector, text or hybrid search; or a batch of them", 200,
+                        {"oneOf": [_ref("Hits"), _ref("Results")]}, search_body, C)},
+        "/sql": {"post": _op("Run SQL in pgvector's dialect", 200, _ref("SqlResult"),
+                             _json_body(_ref("Sql")))},
+        "/history": {"get": _op("Every commit held", 200, _ref("Versions"))},
+        "/verify": {"post": _op("Re-read and check the whole file", 200, _ref("VerifyReport"),
+                                _json_body(_ref("Verify"), required=False))},
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "varvedb", "version": __version__,
+                 "description": "varvedb's HTTP API: the embedded API's verbs over one file."},
+        "paths": paths,
+        "components": {"schemas": SCHEMAS, "securitySchemes": {
+            "token": {"type": "http", "scheme": "bearer"}}},
+        "security": [{"token": []}],
+    }

@@ -1,0 +1,450 @@
+"""The routes of docs/server.md: each verb reads its request, runs one call of
+the embedded API in a session of its own, and returns (status, JSON bytes).
+
+They run on the server's thread pool (app.Api.endpoint), never on the event
+loop. Arguments reach the embedded API as they came: its checks at the door
+are the server's (a wrong value raises the same VarveError).
+"""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from .. import errors as E
+from ..schema import ID_END, ID_MIN, Field, is_int
+from ..wire import decode, encode, parse_timestamp
+
+ARROW = "application/vnd.apache.arrow.stream"
+NPY = "application/x-npy"
+SEARCH_ARGS = {"vector", "where", "params", "limit", "select", "as_of", "field", "ef", "exact",
+               "metric", "text", "text_field", "vector_text", "rerank", "candidates", "rrf_k",
+               "weights"}
+
+
+class MediaTypeError(E.RequestError):
+    """A body of a type the route does not take (HTTP 415)."""
+
+
+def table(api, claim_write) -> list:
+    """(path, method, work, endpoint options) for every route of app.Api `api`;
+    a write calls `claim_write()` before it begins (app.Job)."""
+    db = api.db
+
+    def cap(n: int, what: str) -> None:
+        if n > api.max_results:
+            raise E.ResultTooLargeError(f"{what} would answer {n:,} rows; this server answers "
+                                        f"at most {api.max_results:,} (ask for fewer)")
+
+    def cap_limit(limit) -> None:
+        if is_int(limit) and limit > api.max_results:
+            raise E.ResultTooLargeError(f"limit {limit:,} is over this server's result cap "
+                                        f"of {api.max_results:,}")
+
+    def session_call(fn):
+        """Run fn(session) in a fresh session; an open transaction left is rolled back."""
+        sess = db.session()
+        try:
+            return fn(sess)
+        finally:
+            sess.close()
+
+    def write_call(fn) -> bytes:
+        """Run fn(session) as one transaction; its answer gains the commit's version."""
+        sess = db.session()
+        claim_write()
+        sess.begin()
+        try:
+            out = fn(sess)
+            out["version"] = sess.commit()
+        finally:
+            sess.close()      # rolls back what did not commit
+        return encode(out)
+
+    # ---- service -----------------------------------------------------------------
+
+    def health(p, q, ctype, raw):
+        return 200, encode({"status": "ok", "version": db._engine.visible})
+
+    openapi_bytes = None
+
+    def openapi(p, q, ctype, raw):
+        nonlocal openapi_bytes
+        if openapi_bytes is None:
+            from .openapi import openapi_document
+            openapi_bytes = encode(openapi_document())
+        return 200, openapi_bytes
+
+    def metrics(p, q, ctype, raw):
+        return 200, api.metrics.render()
+
+    # ---- collections -------------------------------------------------------------
+
+    def describe(sess, name: str) -> dict:
+        coll = sess.collection(name)
+        schema = coll.schema
+        return {"name": name, "id": schema.id_kind,
+                "fields": {n: f.to_dict() for n, f in schema.fields.items()},
+                "schema": schema.to_dict(), "documents": coll.count(),
+                "version": sess.version}
+
+    def list_collections(p, q, ctype, raw):
+        return 200, encode({"collections": db.collections()})
+
+    def create_collection(p, q, ctype, raw):
+        body = only(json_body(ctype, raw, dict, "POST /collections"), {"name", "schema"},
+                         "POST /collections")
+        name, spec = body.get("name"), body.get("schema")
+        if not isinstance(name, str):
+            raise E.SchemaError(f"a collection's name is a string, got {name!r:.80}")
+        if not isinstance(spec, dict):
+            raise E.SchemaError("schema is an object of field name -> type")
+        spec = {k: Field.from_dict(v) if isinstance(v, dict) else v for k, v in spec.items()}
+
+        def go(s):
+            s.create_collection(name, spec)
+            return describe(s, name)
+        return 201, write_call(go)
+
+    def get_collection(p, q, ctype, raw):
+        return 200, encode(session_call(lambda s: describe(s, p["c"])))
+
+    def drop_collection(p, q, ctype, raw):
+        def go(s):
+            s.drop_collection(p["c"])
+            return {}
+        return 200, write_call(go)
+
+    # ---- items ---------------------------------------------------------------------
+
+    def insert(p, q, ctype, raw):
+        kind = ctype.split(";")[0].strip().lower()
+        if kind == ARROW:
+            columns = _arrow_columns(raw)
+
+            def run(s):
+                coll = s.collection(p["c"])
+                ids = columns.pop("id", None)
+                return coll.insert_arrays(id=ids, **columns)
+        elif kind == NPY:
+            field = q.get("field")
+            if not field:
+                raise E.RequestError("an application/x-npy body names its vector field: "
+                                     "?field=NAME")
+            block = _npy_array(raw)
+
+            def run(s):
+                return s.collection(p["c"]).insert_arrays(**{field: block})
+        else:
+            rows = json_body(ctype, raw, list, "POST /collections/{c}/items")
+
+            def run(s):
+                return s.collection(p["c"]).insert(rows)
+
+        return 201, write_call(lambda s: {"ids": run(s)})
+
+    def upsert(p, q, ctype, raw):
+        rows = json_body(ctype, raw, list, "PUT /collections/{c}/items")
+
+        return 200, write_call(lambda s: {"ids": s.collection(p["c"]).upsert(rows)})
+
+    def get_item(p, q, ctype, raw):
+        select = q.get("select")
+        select = None if select is None else [f for f in select.split(",") if f]
+        as_of = q.get("as_of")
+        if as_of is not None and as_of.lstrip("-").isdigit() and len(as_of) < 20:
+            as_of = int(as_of)
+
+        def go(s):
+            coll = s.collection(p["c"])
+            key = path_id(coll, p["id"])
+            doc = coll.get(key, as_of=_as_of(as_of), select=select)
+            if doc is None:
+                raise ItemNotFound(key)
+            return doc
+        return 200, encode(session_call(go))
+
+    def patch_item(p, q, ctype, raw):
+        values = json_body(ctype, raw, dict, "PATCH /collections/{c}/items/{id}")
+
+        def go(s):
+            coll = s.collection(p["c"])
+            return {"updated": coll.update(values, ids=[path_id(coll, p["id"])])}
+        return 200, write_call(go)
+
+    def delete_item(p, q, ctype, raw):
+        def go(s):
+            coll = s.collection(p["c"])
+            return {"deleted": coll.delete(ids=[path_id(coll, p["id"])])}
+        return 200, write_call(go)
+
+    def item_history(p, q, ctype, raw):
+        def go(s):
+            coll = s.collection(p["c"])
+            return {"versions": coll.history(path_id(coll, p["id"]))}
+        return 200, encode(session_call(go))
+
+    def update(p, q, ctype, raw):
+        body = only(json_body(ctype, raw, dict, "update"), {"set", "where", "params", "ids"},
+                         "update")
+
+        def go(s):
+            n = s.collection(p["c"]).update(body.get("set"), where=body.get("where"),
+                                            params=_params(body), ids=body.get("ids"))
+            return {"updated": n}
+        return 200, write_call(go)
+
+    def delete(p, q, ctype, raw):
+        body = only(json_body(ctype, raw, dict, "delete"), {"ids", "where", "params"},
+                         "delete")
+
+        def go(s):
+            n = s.collection(p["c"]).delete(ids=body.get("ids"), where=body.get("where"),
+                                            params=_params(body))
+            return {"deleted": n}
+        return 200, write_call(go)
+
+    # ---- reads ---------------------------------------------------------------------
+
+    def count(p, q, ctype, raw):
+        body = only(json_body(ctype, raw, dict, "count") if raw else {},
+                         {"where", "params", "as_of"}, "count")
+        n = session_call(lambda s: s.collection(p["c"]).count(
+            body.get("where"), _params(body), as_of=_as_of(body.get("as_of"))))
+        return 200, encode({"count": n})
+
+    def find(p, q, ctype, raw):
+        body = only(json_body(ctype, raw, dict, "find") if raw else {},
+                         {"where", "params", "as_of", "limit", "select"}, "find")
+        limit = body.get("limit")
+        cap_limit(limit)
+
+        def go(s):
+            coll = s.collection(p["c"])
+            if limit is None:   # all of them: only as many as the cap
+                cap(coll.count(body.get("where"), _params(body),
+                                    as_of=_as_of(body.get("as_of"))), "find")
+            return coll.find(body.get("where"), _params(body), as_of=_as_of(body.get("as_of")),
+                             limit=limit, select=body.get("select"))
+        return 200, encode({"hits": session_call(go)})
+
+    def one_search(coll, query) -> dict:
+        if not isinstance(query, dict):
+            raise E.RequestError(f"a search is a JSON object, got {type(query).__name__}")
+        explain = query.get("explain", False)
+        if not isinstance(explain, bool):
+            raise E.RequestError("explain is true or false")
+        args = only({k: v for k, v in query.items() if k != "explain"}, SEARCH_ARGS,
+                         "search")
+        cap_limit(args.get("limit", 10))
+        if "as_of" in args:
+            args["as_of"] = _as_of(args["as_of"])
+        if "params" in args:
+            args["params"] = _params(args)
+        if isinstance(args.get("weights"), list):
+            args["weights"] = tuple(args["weights"])
+        hits = coll.search(**args)
+        out = {"hits": hits}
+        if explain:
+            out["plan"] = hits.plan.to_dict() if hits.plan is not None else None
+        return out
+
+    def search(p, q, ctype, raw):
+        body = json_body(ctype, raw, dict, "search")
+
+        def go(s):
+            coll = s.collection(p["c"])
+            if "queries" in body:
+                only(body, {"queries"}, "a batch search")
+                queries = body["queries"]
+                if not isinstance(queries, list):
+                    raise E.RequestError("queries is a JSON array of searches")
+                cap(sum(q.get("limit", 10) if isinstance(q, dict) and is_int(
+                    q.get("limit", 10)) else 0 for q in queries), "a batch of searches")
+                return {"results": [one_search(coll, one) for one in queries]}
+            return one_search(coll, body)
+        return 200, encode(session_call(go))
+
+    # ---- SQL, history, verify ------------------------------------------------------
+
+    def sql(p, q, ctype, raw):
+        body = only(json_body(ctype, raw, dict, "POST /sql"), {"sql", "params"}, "POST /sql")
+        text = body.get("sql")
+        if not isinstance(text, str):
+            raise E.SqlError("42601", f"sql is a string, got {type(text).__name__}")
+        params = _params(body)
+        from ..sql import compile_text
+        kinds = {c.kind for c in compile_text(text)}
+        # a write the server wraps in a transaction of its own, so that an answer
+        # over the result cap is refused with nothing applied
+        own_tx = bool(kinds & {"write", "ddl"}) and "transaction" not in kinds
+
+        def go(s):
+            if kinds - {"select"}:     # it may write: not abandoned at the timeout from here
+                claim_write()
+            if own_tx:
+                s.begin()
+            try:
+                r = s.sql(text, params)
+                cap(len(r.rows), "this statement")
+                if own_tx:
+                    s.commit()
+            except BaseException:
+                if own_tx:
+                    s.rollback()
+                raise
+            return {"columns": r.columns, "kinds": r.kinds, "rows": r.rows,
+                    "status": r.status, "rowcount": r.rowcount}
+        return 200, encode(session_call(go))
+
+    def history(p, q, ctype, raw):
+        return 200, encode({"versions": db.history()})
+
+    def verify(p, q, ctype, raw):
+        body = only(json_body(ctype, raw, dict, "verify") if raw else {}, {"anchor"},
+                         "verify")
+        anchor = body.get("anchor")
+        if isinstance(anchor, list):
+            anchor = tuple(anchor)
+        return 200, encode(db.verify(anchor=anchor))
+
+    C, I = "/collections/{c}", "/collections/{c}/items/{id}"
+    return [
+        ("/health", "GET", health, {"open_route": True, "inline": True}),
+        ("/openapi.json", "GET", openapi, {}),
+        ("/metrics", "GET", metrics, {}),
+        ("/collections", "GET", list_collections, {}),
+        ("/collections", "POST", create_collection, {"needs_body": True}),
+        (C, "GET", get_collection, {}),
+        (C, "DELETE", drop_collection, {}),
+        (C + "/items", "POST", insert, {"needs_body": True}),
+        (C + "/items", "PUT", upsert, {"needs_body": True}),
+        (I, "GET", get_item, {}),
+        (I, "PATCH", patch_item, {"needs_body": True}),
+        (I, "DELETE", delete_item, {}),
+        (I + "/history", "GET", item_history, {}),
+        (C + "/update", "POST", update, {"needs_body": True}),
+        (C + "/delete", "POST", delete, {"needs_body": True}),
+        (C + "/count", "POST", count, {"needs_body": True}),
+        (C + "/find", "POST", find, {"needs_body": True}),
+        (C + "/search", "POST", search, {"needs_body": True}),
+        ("/sql", "POST", sql, {"needs_body": True}),
+        ("/history", "GET", history, {}),
+        ("/verify", "POST", verify, {"needs_body": True}),
+    ]
+
+
+def json_body(ctype: str, raw: bytes, shape: type, what: str):
+    # any body is read as JSON (curl -d sends a form type) but the binary ones
+    if ctype.split(";")[0].strip().lower() in (ARROW, NPY):
+        raise MediaTypeError(f"{what} takes a JSON body, got {ctype!r:.80}")
+    if not raw:
+        raise E.RequestError(f"{what} takes a JSON body; it was empty")
+    value = decode(raw)
+    if not isinstance(value, shape):
+        raise E.RequestError(f"{what} takes a JSON {_shape_name(shape)}, got "
+                             f"{_shape_name(type(value))}")
+    return value
+
+
+def only(body: dict, allowed: set, what: str) -> dict:
+    unknown = set(body) - allowed
+    if unknown:
+        raise E.RequestError(f"{what} does not take {', '.join(sorted(map(str, unknown)))};"
+                             f" it takes {', '.join(sorted(allowed))}")
+    return body
+
+
+def path_id(coll, text: str):
+    """An id from a path: an int in an int-id collection, else the string."""
+    if coll.schema.id_kind == "int":
+        digits = text[1:] if text[:1] == "-" else text
+        if not (digits.isascii() and digits.isdigit()) or len(digits) > 19:
+            raise E.FieldTypeError(f"this collection's ids are ints, got {text!r:.80}")
+        v = int(text)
+        if not ID_MIN <= v < ID_END:
+            raise E.FieldTypeError(f"id {v} is out of range")
+        return v
+    return text
+
+
+def _shape_name(t: type) -> str:
+    return {dict: "object", list: "array", str: "string", int: "number", float: "number",
+            bool: "boolean", type(None): "null"}.get(t, t.__name__)
+
+
+def _as_of(value):
+    """as_of from JSON: a version number, or an RFC 3339 timestamp string."""
+    if value is None or is_int(value):
+        return value
+    if isinstance(value, str):
+        try:
+            return parse_timestamp(value)
+        except ValueError:
+            pass
+    raise E.OptionError(f"as_of is a version number or an RFC 3339 timestamp, "
+                        f"got {value!r:.80}")
+
+
+class ItemNotFound(E.NotFoundError):
+    """No document has this id (GET /items/{id}): a 404 whose body names the item,
+    so a client tells it from an unknown collection."""
+
+    def __init__(self, key):
+        super().__init__(f"no document with id {key!r:.80}")
+        self.item = key
+
+
+def _params(body: dict):
+    params = body.get("params")
+    if params is None:
+        return ()
+    if not isinstance(params, list):
+        raise E.RequestError(f"params is a JSON array, got {type(params).__name__}")
+    return params
+
+
+def _npy_array(raw: bytes) -> np.ndarray:
+    try:
+        a = np.load(io.BytesIO(raw), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        raise E.RequestError(f"the body is not a .npy array: {e}") from None
+    if a.ndim != 2 or a.dtype.kind not in "fiu":
+        raise E.RequestError(f"an application/x-npy body is an (n, dim) numeric array, got "
+                             f"shape {a.shape} of {a.dtype}")
+    return a
+
+
+def _arrow_columns(raw: bytes) -> dict:
+    try:
+        import pyarrow as pa
+    except ImportError:
+        raise E.RequestError("this server has no pyarrow: send rows as JSON, or vectors as "
+                             "application/x-npy") from None
+    try:
+        t = pa.ipc.open_stream(raw).read_all()
+    except (pa.ArrowInvalid, pa.ArrowException, OSError) as e:
+        raise E.RequestError(f"the body is not an Arrow IPC stream: {e}") from None
+    out = {}
+    for name, col in zip(t.column_names, t.columns):
+        out[name] = _arrow_column(name, col.combine_chunks() if col.num_chunks != 1
+                                  else col.chunk(0))
+    return out
+
+
+def _arrow_column(name: str, arr):
+    import pyarrow as pa
+    typ = arr.type
+    if pa.types.is_fixed_size_list(typ) and (pa.types.is_floating(typ.value_type)
+                                             or pa.types.is_integer(typ.value_type)):
+        if arr.null_count:
+            return [None if v is None else v for v in arr.to_pylist()]
+        flat = arr.flatten().to_numpy(zero_copy_only=False)
+        return flat.reshape(len(arr), typ.list_size)
+    if pa.types.is_timestamp(typ) or pa.types.is_date(typ):
+        return arr.to_pylist()
+    if arr.null_count or pa.types.is_string(typ) or pa.types.is_large_string(typ) \
+            or pa.types.is_struct(typ) or pa.types.is_list(typ) or pa.types.is_map(typ):
+        return arr.to_pylist()
+    return arr.to_numpy(zero_copy_only=False)
+

@@ -1,0 +1,413 @@
+"""`varvedb serve` through raw HTTP: a real server process on 127.0.0.1, real files.
+
+The verbs themselves are the embedded API's (tests/test_client.py runs its
+cases through vv.Client); here is what the server adds: the token, the caps,
+the status codes and error bodies, nothing applied by a failed request,
+concurrency of reads beside a write, SIGKILL during ingest, a clean SIGTERM.
+"""
+from __future__ import annotations
+
+from http import client as http_client
+import io
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import varvedb as vv
+from conftest import file_digest
+from server_proc import ServerProcess
+
+TOKEN = "s3cret-token"
+
+
+class Http:
+    """One kept-alive connection to a server (http.client, as a plain HTTP user)."""
+
+    def __init__(self, srv: ServerProcess, token: str | None = TOKEN, context=None,
+                 timeout: float = 60):
+        self.token = token
+        if context is not None:
+            self.conn = http_client.HTTPSConnection("127.0.0.1", srv.port, timeout=timeout,
+                                                    context=context)
+        else:
+            self.conn = http_client.HTTPConnection("127.0.0.1", srv.port, timeout=timeout)
+
+    def __call__(self, method: str, path: str, body=None, ctype="application/json",
+                 headers=None):
+        h = {"Content-Type": ctype, **(headers or {})}
+        if self.token is not None:
+            h["Authorization"] = f"Bearer {self.token}"
+        if body is not None and not isinstance(body, bytes):
+            body = json.dumps(body).encode()
+        self.conn.request(method, path, body, h)
+        r = self.conn.getresponse()
+        data = r.read()
+        ct = r.getheader("Content-Type", "")
+        value = json.loads(data) if ct.startswith("application/json") else data.decode()
+        return r.status, value, r
+
+    def close(self):
+        self.conn.close()
+
+
+def fill(http: Http, rows: int = 200, dim: int = 8, name: str = "docs") -> np.ndarray:
+    status, _, _ = http("POST", "/collections", {"name": name, "schema": {
+        "title": {"kind": "text", "fts": True}, "tag": "int",
+        "emb": {"kind": "vector", "dim": dim, "metric": "l2", "dtype": "f32",
+                "index": {"kind": "hnsw", "m": 8, "ef_construction": 40,
+                          "ef_search": 40}}}})
+    assert status == 201
+    vecs = np.random.default_rng(7).standard_normal((rows, dim)).astype(np.float32)
+    status, out, _ = http("POST", f"/collections/{name}/items", [
+        {"id": i, "title": f"doc {i} word{i % 5}", "tag": i % 10, "emb": vecs[i].tolist()}
+        for i in range(rows)])
+    assert status == 201 and out["ids"] == list(range(rows))
+    return vecs
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("served") / "served.varve")
+    with ServerProcess(path, token=TOKEN, args=["--max-results", "50", "--max-body-mb", "1"]) \
+            as srv:
+        http = Http(srv)
+        vecs = fill(http)
+        yield srv, http, vecs
+        http.close()
+
+
+def version_of(http: Http) -> int:
+    return http("GET", "/health")[1]["version"]
+
+
+# ---- answers -------------------------------------------------------------------
+
+def test_search_answers_what_the_embedded_api_answers(served, tmp_path):
+    srv, http, vecs = served
+    q = vecs[3] + 0.01
+    status, out, r = http("POST", "/collections/docs/search",
+                          {"vector": q.tolist(), "limit": 5, "where": "tag >= 2", "exact": True})
+    assert status == 200 and r.getheader("Content-Type").startswith("application/json")
+    d = np.linalg.norm(vecs - q, axis=1)
+    allowed = np.flatnonzero(np.arange(len(vecs)) % 10 >= 2)
+    want = allowed[np.argsort(d[allowed], kind="stable")[:5]]
+    assert [h["id"] for h in out["hits"]] == want.tolist()
+    assert set(out["hits"][0]["fields"]) == {"title", "tag"}
+
+
+def test_a_batch_answers_each_query_in_order(served):
+    srv, http, vecs = served
+    queries = [{"vector": vecs[i].tolist(), "limit": 1, "exact": True} for i in (5, 9, 2)]
+    queries.append({"text": "word3", "limit": 40, "select": []})
+    status, out, _ = http("POST", "/collections/docs/search", {"queries": queries})
+    assert status == 200
+    assert [r["hits"][0]["id"] for r in out["results"][:3]] == [5, 9, 2]
+    assert {h["id"] for h in out["results"][3]["hits"]} == {i for i in range(200) if i % 5 == 3}
+
+
+def test_as_of_reads_an_earlier_version(served):
+    srv, http, _ = served
+    before = version_of(http)
+    status, out, _ = http("PATCH", "/collections/docs/items/4", {"tag": 99})
+    assert status == 200 and out == {"updated": 1, "version": before + 1}
+    _, now, _ = http("GET", "/collections/docs/items/4?select=tag")
+    _, then, _ = http("GET", f"/collections/docs/items/4?select=tag&as_of={before}")
+    assert now == {"id": 4, "tag": 99} and then == {"id": 4, "tag": 4}
+    _, hist, _ = http("GET", "/collections/docs/items/4/history")
+    assert [v["doc"]["tag"] for v in hist["versions"]] == [4, 99]
+    http("PATCH", "/collections/docs/items/4", {"tag": 4})
+
+
+def test_sql_and_history_and_verify(served):
+    srv, http, _ = served
+    status, out, _ = http("POST", "/sql", {"sql": "SELECT count(*) AS n FROM docs WHERE tag = $1",
+                                           "params": [3]})
+    assert status == 200 and out["rows"] == [[20]] and out["columns"] == ["n"]
+    _, hist, _ = http("GET", "/history")
+    assert [v["version"] for v in hist["versions"]] == list(range(1, version_of(http) + 1))
+    status, rep, _ = http("POST", "/verify", {})
+    assert status == 200 and rep["ok"] is True and rep["versions_checked"] == version_of(http)
+    last = hist["versions"][-1]
+    status, rep, _ = http("POST", "/verify", {"anchor": [last["version"], last["chain"]]})
+    assert rep["ok"] is True
+    status, rep, _ = http("POST", "/verify", {"anchor": [last["version"], "00" * 32]})
+    assert status == 200 and rep["ok"] is False
+
+
+def test_one_connection_serves_many_requests(served):
+    srv, http, _ = served
+    conn = http.conn
+    for _ in range(30):
+        status, _, r = http("GET", "/health")
+        assert status == 200 and r.getheader("Connection", "keep-alive") != "close"
+    assert http.conn is conn and conn.sock is not None
+
+
+def test_metrics_use_prometheus_names(served):
+    srv, http, _ = served
+    http("GET", "/collections/docs")
+    status, text, r = http("GET", "/metrics")
+    assert status == 200 and r.getheader("Content-Type").startswith("text/plain")
+    lines = text.splitlines()
+    assert any(line.startswith('varvedb_http_requests_total{method="GET",'
+                               'route="/collections/{c}",status="200"}') for line in lines)
+    assert any(line.startswith("varvedb_http_request_duration_seconds_bucket{")
+               and 'route="/collections/{c}"' in line for line in lines)
+    docs = [line for line in lines if line.startswith('varvedb_documents{collection="docs"}')]
+    assert docs and float(docs[0].split()[-1]) == 200
+    for name in ("varvedb_file_bytes ", "varvedb_memory_bytes{", "varvedb_build_info{",
+                 "varvedb_version "):
+        assert any(line.startswith(name) for line in lines), name
+    assert "# TYPE varvedb_http_requests_total counter" in text
+
+
+# ---- errors: typed, with their status, and nothing applied -------------------------
+
+BAD = [
+    ("POST", "/collections/docs/items", b"[{oops", 400, "RequestError"),
+    ("POST", "/collections/docs/items", [{"id": 900, "emb": [1.0, 2.0]}], 422, "DimensionError"),
+    ("POST", "/collections/docs/items", [{"id": 1, "tag": 1}], 409, "DuplicateIdError"),
+    ("POST", "/collections/docs/items", [{"id": 901, "tag": "x"}], 422, "FieldTypeError"),
+    ("POST", "/collections/docs/items", [{"id": 902, "nope": 1}], 422, "UnknownFieldError"),
+    ("POST", "/collections/nope/items", [{"id": 1}], 404, "NotFoundError"),
+    ("POST", "/collections/docs/items", {"id": 1}, 400, "RequestError"),
+    ("PUT", "/collections/docs/items", [{"id": 903, "emb": [1e39] * 8}], 422,
+     "NonFiniteVectorError"),
+    ("POST", "/collections/docs/update", {"set": {"tag": 1}, "where": "tag >>> 2"}, 400,
+     "FilterError"),
+    ("POST", "/collections/docs/search", {"text": "\"unclosed"}, 400, "QuerySyntaxError"),
+    ("POST", "/collections/docs/search", {"vector": [1.0] * 8, "limit": 51}, 422,
+     "ResultTooLargeError"),
+    ("POST", "/collections/docs/search", {"vector": [1.0] * 8, "colour": 1}, 400,
+     "RequestError"),
+    ("POST", "/collections/docs/find", {}, 422, "ResultTooLargeError"),
+    ("POST", "/sql", {"sql": "SELEC 1"}, 400, "SqlError"),
+    ("POST", "/sql", {"sql": "INSERT INTO docs (id, tag) SELECT id + 1000, tag FROM docs "
+                             "RETURNING id"}, 422, "ResultTooLargeError"),
+    ("POST", "/sql", {"sql": "SELECT * FROM missing"}, 404, "SqlError"),
+    ("POST", "/collections", {"name": "docs", "schema": {"a": "int"}}, 422, "SchemaError"),
+    ("POST", "/collections", {"name": "x", "schema": {"a": "colour"}}, 422, "SchemaError"),
+    ("DELETE", "/collections/nope", None, 404, "NotFoundError"),
+    ("GET", "/collections/docs/items/abc", None, 422, "FieldTypeError"),
+    ("POST", "/collections/docs/count", {"as_of": 10 ** 6}, 404, "VersionNotFoundError"),
+    ("POST", "/collections/docs/items", b"\x93NUMPY", 415, "RequestError"),
+    ("GET", "/no/such/route", None, 404, "NotFoundError"),
+    ("POST", "/collections/docs/items", b"x" * (1 << 20 | 1), 413, "RequestTooLargeError"),
+]
+
+
+@pytest.mark.parametrize("method,path,body,status,kind", BAD,
+                         ids=[f"{b[0]} {b[1]} {b[4]}" for b in BAD])
+def test_a_bad_request_is_refused_with_its_type_and_changes_nothing(served, method, path, body,
+                                                                     status, kind):
+    srv, http, _ = served
+    ctype = "application/x-npy" if body == b"\x93NUMPY" else "application/json"
+    if body == b"\x93NUMPY":
+        path = "/collections/docs/search"
+    before, digest = version_of(http), file_digest(srv.path)
+    got, out, _ = http(method, path, body, ctype=ctype)
+    assert (got, out["error"]["type"]) == (status, kind), out
+    assert out["error"]["message"] and out["error"]["sqlstate"]
+    assert version_of(http) == before and file_digest(srv.path) == digest
+    assert http("POST", "/collections/docs/count", {})[1] == {"count": 200}
+
+
+def test_a_syntax_error_carries_its_position(served):
+    srv, http, _ = served
+    _, out, _ = http("POST", "/collections/docs/search", {"text": "a OR"})
+    assert out["error"]["type"] == "QuerySyntaxError" and out["error"]["position"] == 3
+    _, out, _ = http("POST", "/sql", {"sql": "SELECT FROM WHERE"})
+    assert out["error"]["sqlstate"] == "42601" and isinstance(out["error"]["position"], int)
+
+
+def test_the_item_404_names_the_item(served):
+    srv, http, _ = served
+    status, out, _ = http("GET", "/collections/docs/items/12345")
+    assert status == 404 and out["error"]["item"] == 12345
+    status, out, _ = http("GET", "/collections/gone/items/1")
+    assert status == 404 and "item" not in out["error"]
+
+
+def test_a_missing_or_wrong_token_is_refused(served):
+    srv, http, _ = served
+    for token in (None, "wrong", TOKEN + "x", ""):
+        anon = Http(srv, token=token)
+        status, out, r = anon("GET", "/collections")
+        assert status == 401 and out["error"]["type"] == "AuthenticationError"
+        assert r.getheader("WWW-Authenticate") == "Bearer"
+        status, out, _ = anon("GET", "/no/such/route")
+        assert status == 401
+        assert anon("GET", "/health")[0] == 200
+        anon.close()
+
+
+# ---- concurrency -----------------------------------------------------------------
+
+def test_reads_are_answered_while_a_write_runs(tmp_path):
+    with ServerProcess(str(tmp_path / "c.varve")) as srv:
+        http = Http(srv, token=None)
+        fill(http, rows=50)
+        rows = [{"title": "bulk " * 20, "tag": 1, "emb": [0.5] * 8}] * 60_000
+        body = json.dumps(rows).encode()
+        done = {}
+
+        def write():
+            w = Http(srv, token=None)
+            status, out, _ = w("POST", "/collections/docs/items", body)
+            done["write"] = time.perf_counter()
+            done["status"] = status
+            w.close()
+
+        t = threading.Thread(target=write)
+        t.start()
+        reads = []
+        while t.is_alive() and len(reads) < 200:
+            status, out, _ = http("POST", "/collections/docs/count", {"where": "tag = 3"})
+            assert status == 200 and out == {"count": 5}
+            reads.append(time.perf_counter())
+        t.join()
+        assert done["status"] == 201
+        # reads went on being answered before the write finished
+        assert sum(r < done["write"] for r in reads) >= 3, (len(reads), done)
+        http.close()
+
+
+# ---- process: limits of the command, SIGKILL, SIGTERM -----------------------------
+
+def test_a_non_loopback_address_needs_a_token(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "varvedb", "serve", str(tmp_path / "x.varve"),
+                        "--host", "0.0.0.0", "--port", "0"], capture_output=True, text=True,
+                       timeout=60, env=ServerProcess(str(tmp_path / "x.varve")).env)
+    assert r.returncode != 0 and "without a token" in r.stderr
+    assert not os.path.exists(tmp_path / "x.varve")
+
+
+def test_the_token_can_come_from_a_file(tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("from-a-file\n")
+    with ServerProcess(str(tmp_path / "t.varve"), args=["--token-file", str(token_file)]) as srv:
+        assert Http(srv, token="from-a-file")("GET", "/collections")[0] == 200
+        assert Http(srv, token=None)("GET", "/collections")[0] == 401
+
+
+def test_tls(tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    with ServerProcess(str(tmp_path / "tls.varve"), token=TOKEN,
+                       args=["--tls-cert", str(cert), "--tls-key", str(key)]) as srv:
+        http = Http(srv, context=ssl.create_default_context(cafile=str(cert)))
+        assert http("GET", "/collections")[:2] == (200, {"collections": []})
+        with pytest.raises((http_client.HTTPException, OSError)):
+            Http(srv, timeout=2)("GET", "/health")     # plain HTTP to a TLS port
+        # an idle kept-alive TLS connection holds a SIGTERM's shutdown for asyncio's
+        # 30 s TLS-close timeout: a client that is done closes it
+        http.close()
+
+
+def test_sigkill_during_ingest_loses_no_acknowledged_batch(tmp_path):
+    path = str(tmp_path / "kill.varve")
+    srv = ServerProcess(path).start()
+    http = Http(srv, token=None)
+    fill(http, rows=10)
+    acked, stop = [], threading.Event()
+    rng = np.random.default_rng(3)
+
+    def ingest():
+        w = Http(srv, token=None)
+        batch = 0
+        while not stop.is_set():
+            ids = list(range(1000 + batch * 500, 1000 + (batch + 1) * 500))
+            body = [{"id": i, "tag": batch, "emb": rng.standard_normal(8).tolist()} for i in ids]
+            try:
+                status, out, _ = w("POST", "/collections/docs/items", body)
+            except (OSError, http_client.HTTPException):
+                return
+            assert status == 201
+            acked.append(ids)
+            batch += 1
+
+    t = threading.Thread(target=ingest)
+    t.start()
+    while len(acked) < 8:
+        time.sleep(0.01)
+    srv.proc.send_signal(signal.SIGKILL)
+    srv.proc.wait()
+    stop.set()
+    t.join()
+    srv.start()
+    http = Http(srv, token=None)
+    status, rep, _ = http("POST", "/verify", {})
+    assert rep["ok"] is True
+    want = {i for batch in acked for i in batch}
+    _, out, _ = http("POST", "/sql", {"sql": "SELECT count(*) FROM docs WHERE id >= 1000"})
+    n = out["rows"][0][0]
+    assert n >= len(want)      # a batch in flight at the kill may have landed too
+    missing = [i for i in sorted(want)[::97]
+               if http("GET", f"/collections/docs/items/{i}?select=tag")[0] != 200]
+    assert missing == []
+    assert n % 500 == 0        # whole batches only
+    srv.stop()
+
+
+def test_sigterm_finishes_the_request_in_flight_then_checkpoints(tmp_path):
+    path = str(tmp_path / "term.varve")
+    srv = ServerProcess(path).start()
+    http = Http(srv, token=None)
+    fill(http, rows=100)
+    rows = [{"tag": 7, "emb": [0.25] * 8} for _ in range(80_000)]
+    body = json.dumps(rows).encode()
+    answer = {}
+
+    def write():
+        w = Http(srv, token=None)
+        answer["status"], answer["out"], _ = w("POST", "/collections/docs/items", body)
+
+    t = threading.Thread(target=write)
+    t.start()
+    time.sleep(0.3)            # the body is sent; the insert is running
+    srv.proc.send_signal(signal.SIGTERM)
+    t.join(60)
+    assert answer.get("status") == 201 and len(answer["out"]["ids"]) == 80_000
+    # uvicorn ends by raising the signal it caught again, after the shutdown ran
+    assert srv.proc.wait(60) in (0, -signal.SIGTERM)
+    with vv.connect(path, readonly=True) as db:
+        # checkpointed at the last version, graph whole: a restart rebuilds nothing
+        assert db._engine.log.file.superblock.checkpoint_version == db.version
+        assert db["docs"].count() == 80_100
+        assert db["docs"].index_status("emb")["unlinked"] == 0
+
+
+def test_a_request_past_the_timeout_is_504_applies_nothing_and_the_server_goes_on(tmp_path):
+    with ServerProcess(str(tmp_path / "slow.varve")) as srv:
+        http = Http(srv, token=None)
+        fill(http, rows=20_000, dim=64)
+        http.close()
+        srv.args = ["--timeout", "0.02"]
+        srv.restart()
+        http = Http(srv, token=None)
+        q = np.ones(64).tolist()
+        status, out, _ = http("POST", "/collections/docs/search", {
+            "queries": [{"vector": q, "exact": True, "where": f"tag != {i}"}
+                        for i in range(400)]})
+        assert status == 504 and out["error"]["type"] == "RequestTimeoutError"
+        # a write that has not begun by the timeout (its 8 MB body is still being
+        # decoded) is dropped whole
+        before = version_of(http)
+        rows = [{"tag": 1, "emb": q} for _ in range(20_000)]
+        status, out, _ = http("POST", "/collections/docs/items", rows)
+        if status == 504:
+            assert version_of(http) == before
+        else:      # it began in time: then it finished and says so
+            assert status == 201 and out["version"] == before + 1
+        assert http("POST", "/collections/docs/count", {})[1]["count"] in (20_000, 40_000)
+        assert http("POST", "/collections/docs/count", {})[0] == 200
