@@ -59,6 +59,12 @@ def test_bench_server_quick(tmp_path):
     for form in ("varvedb_json", "varvedb_arrow", "varvedb_npy"):
         assert forms[form]["rows_per_s"]["median"] > 0
     assert "## Search: QPS and latency" in md and "## Ingest" in md
+    la = report["ladder"]
+    assert isinstance(la, dict), la
+    levels = {k: v["median_us"] for k, v in la["levels"].items()}
+    assert all(v > 0 for v in levels.values()) and levels["http"] > levels["search"]
+    assert la["steps"]["thread hand-off (run_in_executor to the pool and back)"] == \
+        pytest.approx(levels["asgi_pool"] - levels["asgi_inline"], abs=0.11)
 
     if not pg:
         pytest.skip(f"the pgvector side did not run: {c.get('pgvector', 'VARVEDB_NO_PG')}")

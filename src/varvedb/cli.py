@@ -323,6 +323,9 @@ def bench_sql(rows, dim, queries, rounds, m, ef_construction, ef, only, profile_
               type=click.Choice(["http.client", "raw", "both"]),
               help="varvedb's load generator: stdlib http.client, pre-built requests on a "
                    "raw socket (the least client-side Python), or both as separate sides.")
+@click.option("--ladder-rounds", default=3, show_default=True,
+              help="Rounds of the one-request ladder (each level of the server's stack, "
+                   "interleaved; 0: none).")
 @click.option("--quick", is_flag=True, help="Tiny sizes (a smoke test of the harness).")
 @click.option("--workdir", default=None, help="Folder for the file and the PostgreSQL "
                                               "server (default: a temporary one here). "
@@ -331,7 +334,7 @@ def bench_sql(rows, dim, queries, rounds, m, ef_construction, ef, only, profile_
                                          "as markdown next to it (.md).")
 def bench_server(rows, dim, queries, rounds, seconds, threads, m, ef_construction, ef,
                  ingest_rows, batch, write_batch, ingest_rounds, only, serve_args, with_pg,
-                 profile_s, client, quick, workdir, out) -> None:
+                 profile_s, client, ladder_rounds, quick, workdir, out) -> None:
     """`varvedb serve` against PostgreSQL + pgvector over TCP on 127.0.0.1: search QPS
     and p50/p99 at 1, 4 and 8 client threads, ingest rows/s (JSON, Arrow, .npy against
     binary COPY) and search under a writer, the engines alternating round by round."""
@@ -341,7 +344,7 @@ def bench_server(rows, dim, queries, rounds, seconds, threads, m, ef_constructio
     if quick:
         rows, dim, queries, rounds, seconds = 2000, 16, 50, 2, 0.15
         ingest_rows, batch, write_batch, ingest_rounds = 1000, 250, 100, 1
-        m, ef_construction = 8, 40
+        m, ef_construction, ladder_rounds = 8, 40, 1
     try:
         report = server.run(
             rows, dim, queries, rounds, seconds,
@@ -349,7 +352,8 @@ def bench_server(rows, dim, queries, rounds, seconds, threads, m, ef_constructio
             ingest_rows, batch, write_batch, ingest_rounds,
             only=[x.strip() for x in only.split(",") if x.strip()] or None,
             serve_args=shlex.split(serve_args), workdir=workdir, with_pg=with_pg,
-            profile_s=profile_s, client=client, echo=click.echo)
+            profile_s=profile_s, client=client, ladder_rounds=ladder_rounds,
+            echo=click.echo)
     except server.BenchError as e:
         raise click.ClickException(str(e)) from None
     click.echo(server.markdown(report))

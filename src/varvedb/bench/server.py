@@ -859,7 +859,8 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
         ef: int = 100, ingest_rows: int = 50_000, batch: int = 10_000,
         write_batch: int = 1000, ingest_rounds_: int = 3, only: list[str] | None = None,
         serve_args: list[str] = (), workdir: str | None = None, with_pg: bool = True,
-        profile_s: float = 0.0, client: str = "both", echo=print) -> dict:
+        profile_s: float = 0.0, client: str = "both", ladder_rounds: int = 3,
+        echo=print) -> dict:
     """The figures (or those in `only`: search, mixed, ingest) as a dict."""
     own = workdir is None
     workdir = os.path.abspath(workdir or tempfile.mkdtemp(prefix="varvedb-server-",
@@ -922,6 +923,8 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
         recall = {s.name: data.recall(answers(s, queries), truth) for s in sides}
         report["recall@10"] = recall
         echo(f"bench-server: recall@10 {recall}")
+        if ladder_rounds > 0:
+            report["ladder"] = ladder(path, vv_side, ds.queries, ef, ladder_rounds)
         if want & {"search", "mixed"}:
             writers = None
             if "mixed" in want:
@@ -996,6 +999,144 @@ def profile_server(side: VarveSearch, threads: int, seconds: float, n_queries: i
             "means": "samples of server threads holding the GIL; µs per request = samples / "
                      "rate / requests answered in the window (py-spy may miss samples under "
                      "load: read the shares first)"}
+
+
+LADDER = (
+    ("collection.search (in process, ndarray query)", "search"),
+    ("the route's work: JSON decode, session, search, encode", "work"),
+    ("the ASGI app in process, the work inline (Starlette, endpoint, metrics)", "asgi_inline"),
+    ("the ASGI app in process, the work on its thread pool", "asgi_pool"),
+    ("HTTP over TCP to the server, one kept-alive raw-socket client", "http"),
+)
+LADDER_STEPS = (
+    ("JSON decode + session + list→vector + encode", "work", "search"),
+    ("Starlette routing, body read, endpoint, wait_for, metrics", "asgi_inline", "work"),
+    ("thread hand-off (run_in_executor to the pool and back)", "asgi_pool", "asgi_inline"),
+    ("HTTP: uvicorn/httptools, TCP on loopback, two writes per answer, the client's "
+     "own parse", "http", "asgi_pool"),
+)
+
+
+def ladder(path: str, side: VarveSearch, queries: np.ndarray, ef: int, rounds: int) -> dict | str:
+    """Where one request's time goes, one request at a time: the same query at
+    each level of the server's stack (LADDER), interleaved query by query (the
+    order rotating with the query and the round), the in-process levels on a
+    read-only connection to the file the server holds. A step's cost is the
+    difference of the medians of two levels. It calls the server's internals
+    (build_app, routes.table, app.Job): if those change it says so instead."""
+    import asyncio
+
+    import varvedb as vv
+    try:
+        from ..server.app import Job, _run_job, build_app
+        from ..server.routes import table
+    except ImportError as e:
+        return f"ladder not run: {e!r}"
+    db = vv.connect(path, readonly=True)
+    conn = side.connect() if side.client == "raw" else RawHttp(side.srv.port)
+    head = side.requests
+    try:
+        app = build_app(db, threads=8)
+        routes = {(p, m): w for p, m, w, _ in table(app.state.api, Job.claim_write)}
+        work = routes[(f"/collections/{{c}}/search", "POST")]
+        coll = db.collection(COLLECTION)
+        qs = list(queries)
+        path_ = side.path
+
+        def scope(body: bytes) -> dict:
+            return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                    "method": "POST", "scheme": "http", "path": path_,
+                    "raw_path": path_.encode(), "query_string": b"", "root_path": "",
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode())],
+                    "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 2), "state": {}}
+
+        async def asgi(body: bytes) -> None:
+            got = []
+            msgs = [{"type": "http.request", "body": body, "more_body": False}]
+
+            async def receive():
+                return msgs.pop() if msgs else {"type": "http.disconnect"}
+
+            async def send(m):
+                got.append(m)
+            await app(scope(body), receive, send)
+            if got[0]["status"] != 200:
+                raise BenchError(f"the in-process app answered {got[0]['status']}")
+
+        class Inline:
+            """An executor that runs the work in the calling thread."""
+            def submit(self, fn, *args):
+                import concurrent.futures as cf
+                f = cf.Future()
+                try:
+                    f.set_result(fn(*args))
+                except BaseException as e:     # noqa: BLE001 - the awaiting side raises it
+                    f.set_exception(e)
+                return f
+
+        async def main() -> dict:
+            loop = asyncio.get_running_loop()
+            pool_run = loop.run_in_executor
+            inline = Inline()
+
+            def inline_run(executor, fn, *args):
+                return pool_run(inline, fn, *args)
+            clock = time.perf_counter_ns
+
+            async def level(name: str, i: int) -> None:
+                body = side.bodies[i]
+                if name == "search":
+                    coll.search(vector=qs[i], limit=K, ef=ef, select=[])
+                elif name == "work":
+                    _run_job(Job(), work, ({"c": COLLECTION}, {}, "application/json", body))
+                elif name == "asgi_inline":
+                    loop.run_in_executor = inline_run
+                    try:
+                        await asgi(body)
+                    finally:
+                        loop.run_in_executor = pool_run
+                elif name == "asgi_pool":
+                    await asgi(body)
+                else:
+                    status, _ = conn.exchange(head[i])
+                    if status != 200:
+                        raise BenchError(f"search answered {status}")
+            names = [key for _, key in LADDER]
+            for i in range(min(50, len(qs))):          # warm every level
+                for name in names:
+                    await level(name, i)
+            got = {name: np.empty((rounds, len(qs)), np.int64) for name in names}
+            for r in range(rounds):
+                for i in range(len(qs)):
+                    k = (i + r) % len(names)
+                    for name in names[k:] + names[:k]:
+                        t0 = clock()
+                        await level(name, i)
+                        got[name][r, i] = clock() - t0
+            return got
+        try:      # the server's loop (uvloop where installed), so the ASGI levels match it
+            import uvloop
+            factory = uvloop.new_event_loop
+        except ImportError:
+            factory = None
+        with asyncio.Runner(loop_factory=factory) as runner:
+            got = runner.run(main())
+    except (AttributeError, KeyError, TypeError) as e:
+        return f"ladder not run: the server's internals changed ({e!r})"
+    finally:
+        conn.close()
+        db.close()
+    med = {name: float(np.median(t)) / 1e3 for name, t in got.items()}
+    out = {"levels": {key: {"label": label, "median_us": round(med[key], 1),
+                            "p25_us": round(float(np.percentile(got[key], 25)) / 1e3, 1),
+                            "p75_us": round(float(np.percentile(got[key], 75)) / 1e3, 1),
+                            "per_round_median_us": _stats([float(np.median(t)) / 1e3
+                                                           for t in got[key]])}
+                      for label, key in LADDER},
+           "steps": {label: round(med[a] - med[b], 1) for label, a, b in LADDER_STEPS},
+           "queries": len(queries), "rounds": rounds}
+    return out
 
 
 # where a sample's time goes, by the innermost frame that names one (first match wins)
@@ -1141,6 +1282,20 @@ def markdown(report: dict) -> str:
                      if by == {"index status"} else
                      "the server's CPU going idle after the last ack (its HTTP API has no "
                      "index status; the linking is CPU-bound)") + ".", ""]
+    la = report.get("ladder")
+    if isinstance(la, dict):
+        lines += ["## One request, level by level (one at a time, interleaved query by query)",
+                  "", "| level | median µs | p25–p75 | per-round medians (min–max) |",
+                  "|---|---|---|---|"]
+        for lv in la["levels"].values():
+            pr = lv["per_round_median_us"]
+            lines.append(f"| {lv['label']} | {lv['median_us']} | {lv['p25_us']}–"
+                         f"{lv['p75_us']} | {pr['min']:.1f}–{pr['max']:.1f} |")
+        lines += ["", "| step | µs (difference of medians) |", "|---|---|"]
+        lines += [f"| {k} | {v} |" for k, v in la["steps"].items()]
+        lines.append("")
+    elif la:
+        lines += [str(la), ""]
     p = report.get("profile")
     if isinstance(p, dict):
         g = p["gil"]
