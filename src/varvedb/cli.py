@@ -311,6 +311,9 @@ def bench_sql(rows, dim, queries, rounds, m, ef_construction, ef, only, profile_
 @click.option("--write-batch", default=1000, show_default=True,
               help="Rows per batch of the mixed figure's writer.")
 @click.option("--ingest-rounds", default=3, show_default=True)
+@click.option("--write-rate", default=0.0, show_default=True,
+              help="Rows/s of the mixed figure's writer on both sides (0: as fast as each "
+                   "can).")
 @click.option("--only", default="", help="Comma-separated figures: search, mixed, ingest "
                                          "(default: all).")
 @click.option("--serve-args", default="", help="More arguments for `varvedb serve` "
@@ -333,7 +336,8 @@ def bench_sql(rows, dim, queries, rounds, m, ef_construction, ef, only, profile_
 @click.option("--out", default=None, help="Also write the figures to this JSON file, and "
                                          "as markdown next to it (.md).")
 def bench_server(rows, dim, queries, rounds, seconds, threads, m, ef_construction, ef,
-                 ingest_rows, batch, write_batch, ingest_rounds, only, serve_args, with_pg,
+                 ingest_rows, batch, write_batch, ingest_rounds, write_rate, only, serve_args,
+                 with_pg,
                  profile_s, client, ladder_rounds, quick, workdir, out) -> None:
     """`varvedb serve` against PostgreSQL + pgvector over TCP on 127.0.0.1: search QPS
     and p50/p99 at 1, 4 and 8 client threads, ingest rows/s (JSON, Arrow, .npy against
@@ -344,7 +348,7 @@ def bench_server(rows, dim, queries, rounds, seconds, threads, m, ef_constructio
     if quick:
         rows, dim, queries, rounds, seconds = 2000, 16, 50, 2, 0.15
         ingest_rows, batch, write_batch, ingest_rounds = 1000, 250, 100, 1
-        m, ef_construction, ladder_rounds = 8, 40, 1
+        m, ef_construction, ladder_rounds = 8, 40, min(ladder_rounds, 1)
     try:
         report = server.run(
             rows, dim, queries, rounds, seconds,
@@ -353,7 +357,7 @@ def bench_server(rows, dim, queries, rounds, seconds, threads, m, ef_constructio
             only=[x.strip() for x in only.split(",") if x.strip()] or None,
             serve_args=shlex.split(serve_args), workdir=workdir, with_pg=with_pg,
             profile_s=profile_s, client=client, ladder_rounds=ladder_rounds,
-            echo=click.echo)
+            write_rate=write_rate, echo=click.echo)
     except server.BenchError as e:
         raise click.ClickException(str(e)) from None
     click.echo(server.markdown(report))

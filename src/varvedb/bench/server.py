@@ -418,10 +418,11 @@ def copy_rows(con, table: str, vectors: np.ndarray) -> None:
 # -- the load generator ----------------------------------------------------------
 
 def measure(side, threads: int, seconds: float, n_queries: int, offset: int = 0,
-            writer=None) -> dict:
+            writer=None, write_rate: float = 0.0) -> dict:
     """`threads` client threads (one connection each, connected and warmed before
     the clock) calling side.call for `seconds`, each from its own place in the
-    queries; with a writer, one more thread writing batches all along. QPS is
+    queries; with a writer, one more thread writing batches all along (at most
+    write_rate rows/s when it is set, else as fast as it can). QPS is
     answers over the window (first start to last answer), latencies per request."""
     conns = [side.connect() for _ in range(threads)]
     wconn = writer.connect() if writer is not None else None
@@ -454,11 +455,15 @@ def measure(side, threads: int, seconds: float, n_queries: int, offset: int = 0,
     def write() -> None:
         try:
             barrier.wait()
-            i = 0
+            i, start = 0, clock()
             while not stop.is_set():
                 writer.write(wconn, i)
                 i += 1
                 written[:] = [i, clock()]
+                if write_rate:     # paced: the same rows/s on both sides
+                    ahead = (start + i * writer.rows / write_rate * 1e9 - clock()) / 1e9
+                    if ahead > 0:
+                        stop.wait(ahead)
         except BaseException as e:     # noqa: BLE001
             errors.append(e)
             stop.set()
@@ -500,8 +505,8 @@ def measure(side, threads: int, seconds: float, n_queries: int, offset: int = 0,
            "client_cpu_us_per_query": cpu / max(n, 1) * 1e6}
     if writer is not None:
         batches, last = written
-        out["writer_rows_per_s"] = batches * writer.rows / max((last - t0) / 1e9, 1e-9) \
-            if batches else 0.0
+        # over the readers' window, or to the last ack when it came after (a batch in flight)
+        out["writer_rows_per_s"] = batches * writer.rows / max((last - t0) / 1e9, window)
         out["writer_batches"] = batches
     return out
 
@@ -691,7 +696,7 @@ def _order(sides: list, r: int) -> list:
 
 
 def search_rounds(sides: list, threads, rounds: int, seconds: float, n_queries: int,
-                  mixed_writers=None, bar=None) -> dict:
+                  mixed_writers=None, bar=None, write_rate: float = 0.0) -> dict:
     """The search figure (and the mixed one, with writers, for the sides they
     name) over alternating rounds; ratios of every varvedb side to pgvector."""
     per = {s.name: {t: [] for t in threads} for s in sides}
@@ -708,7 +713,8 @@ def search_rounds(sides: list, threads, rounds: int, seconds: float, n_queries: 
         for s in _order(mixed_sides, r):
             waits.append(quiesce(s.pids))
             mixed[s.name].append(measure(s, max(threads), seconds, n_queries,
-                                         offset=r * 97 + 13, writer=mixed_writers[s.name]))
+                                         offset=r * 97 + 13, writer=mixed_writers[s.name],
+                                         write_rate=write_rate))
             if bar:
                 bar.update(1)
     out = {"threads": {}, "quiesce_s": _stats(waits)}
@@ -879,7 +885,7 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
         write_batch: int = 1000, ingest_rounds_: int = 3, only: list[str] | None = None,
         serve_args: list[str] = (), workdir: str | None = None, with_pg: bool = True,
         profile_s: float = 0.0, client: str = "both", ladder_rounds: int = 3,
-        echo=print) -> dict:
+        write_rate: float = 0.0, echo=print) -> dict:
     """The figures (or those in `only`: search, mixed, ingest) as a dict."""
     own = workdir is None
     workdir = os.path.abspath(workdir or tempfile.mkdtemp(prefix="varvedb-server-",
@@ -893,6 +899,7 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
         "threads": list(threads), "m": m, "ef_construction": ef_construction, "ef": ef,
         "ingest_rows": ingest_rows, "batch": batch, "write_batch": write_batch,
         "ingest_rounds": ingest_rounds_, "serve_args": list(serve_args),
+        "write_rate": write_rate,
         "workdir_fs": fs, "cpus": os.cpu_count(), "client": client,
         "data": "bench/data.py clustered, held-out queries, exact top-10 by numpy"}}
     srv = pg = None
@@ -954,14 +961,17 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
             steps = rounds * (len(sides) * len(threads) + len(writers or ()))
             bar = _progress(steps, "bench-server: search rounds")
             report["search"] = search_rounds(sides, threads, rounds, seconds, queries,
-                                             writers, bar)
+                                             writers, bar, write_rate)
             bar.close()
             if "mixed" in report["search"]:
                 report["mixed"] = report["search"].pop("mixed")
                 report["mixed"]["writes"] = (
                     f"{write_batch}-row batches into `{WRITES}` (HNSW m={m} "
                     f"ef_construction={ef_construction}): varvedb JSON rows through POST "
-                    "/items, pgvector a binary COPY per batch (both encoded before the clock)")
+                    "/items, pgvector a binary COPY per batch (both encoded before the clock)"
+                    + (f"; paced at {write_rate:,.0f} rows/s on both sides" if write_rate else
+                       "; each writer as fast as it can (their rows/s differ: see the last "
+                       "column; --write-rate paces both alike)"))
             if "search" not in want:
                 del report["search"]
         if profile_s > 0:
