@@ -13,6 +13,8 @@ import zlib
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import varvedb as vv
 from varvedb.storage import format as F
@@ -261,6 +263,111 @@ def test_unknown_field_in_filter_raises_unknown_field_error(loaded, where):
                  lambda: docs.search(vector=[0, 0, 0, 0], field="emb", where=where),
                  lambda: docs.update({"tag": 1}, where=where), lambda: docs.delete(where=where)]:
         assert_rejected(loaded, call, vv.UnknownFieldError, "colour")
+
+
+# ---- SQL parameters ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sql", ["SELECT $1", "UPDATE docs SET tag = $1 WHERE id = 1",
+                                 "SELECT id FROM docs LIMIT $1"])
+@pytest.mark.parametrize("value", [2 ** 64, 2 ** 63, -(2 ** 63) - 1])
+def test_sql_int_parameter_outside_bigint_raises_sql_error(loaded, sql, value):
+    # it was an OverflowError from numpy (POST /sql answered 500)
+    d = loaded[0]
+
+    def call():
+        try:
+            d.sql(sql, [value])
+        except vv.SqlError as e:
+            assert e.sqlstate == "22003", e.sqlstate
+            raise
+    assert_rejected(loaded, call, vv.SqlError, "out of range for type bigint")
+    assert d.sql("SELECT $1", [2 ** 63 - 1]).rows == [(2 ** 63 - 1,)]
+
+
+def test_like_pattern_of_many_percents_answers_at_once(loaded):
+    # LIKE became a backtracking regex: '%' * 10000 + 'a' (or '%a' * 20 + '%b' on a
+    # long string) ran for ever in a server thread, and held its shutdown
+    import time
+    d, docs, _ = loaded
+    docs.insert({"id": 50, "title": "a" * 200})
+    t0 = time.perf_counter()
+    assert docs.count("title LIKE $1", ["%" * 10000 + "a"]) == 1
+    assert docs.count("title LIKE $1", ["%a" * 20 + "%b"]) == 0
+    assert d.sql("SELECT count(*) FROM docs WHERE title LIKE $1", ["%a" * 30 + "%b"]).rows \
+        == [(0,)]
+    assert time.perf_counter() - t0 < 5
+    assert docs.count("title LIKE $1", ["%a_a%"]) == 1 and docs.count("title LIKE 't%'") == 5
+
+
+def _like_reference(pattern: str, s: str) -> bool:
+    """LIKE by dynamic programming over (pattern position, string position)."""
+    toks, i = [], 0
+    while i < len(pattern):
+        if pattern[i] == "\\" and i + 1 < len(pattern):
+            toks.append(("lit", pattern[i + 1]))
+            i += 2
+        else:
+            toks.append(("any", None) if pattern[i] == "%" else ("one", None)
+                        if pattern[i] == "_" else ("lit", pattern[i]))
+            i += 1
+    ok = {0}
+    for kind, ch in toks:
+        if kind == "any":
+            ok = set(range(min(ok), len(s) + 1)) if ok else set()
+        else:
+            ok = {j + 1 for j in ok if j < len(s) and (kind == "one" or s[j] == ch)}
+    return len(s) in ok
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(pattern=st.text("ab%_\\", max_size=8), s=st.text("ab%_", max_size=8))
+def test_like_regex_matches_as_like_does(pattern, s):
+    from varvedb.query.filter import like_regex
+    assert (like_regex(pattern).fullmatch(s) is not None) == _like_reference(pattern, s)
+
+
+def test_text_query_nested_too_deeply_raises_query_syntax_error(db):
+    # it was a RecursionError (POST /search answered 500)
+    col = db.create_collection("notes", {"body": vv.Text(fts=True)})
+    col.insert([{"id": 1, "body": "hello world"}])
+    for query in ["(" * 5000 + "hello" + ")" * 5000, "-(" * 3000 + "hello" + ")" * 3000]:
+        with pytest.raises(vv.QuerySyntaxError, match="nested more than 64 levels") as info:
+            col.search(text="world " + query)
+        text = "world " + query
+        nth = [i for i, c in enumerate(text) if c == "("][64]
+        assert info.value.position == nth + 1       # the 65th '(', 1-based
+    deep = "(" * 64 + "hello" + ")" * 64
+    assert col.search(text=deep).ids == [1]
+
+
+@pytest.mark.parametrize("anchor", [(-1, ""), (10 ** 9, ""), (1, ""), (1, "ab"), (1, "g" * 64),
+                                    (-1, "0" * 64), (1, "0" * 65)])
+def test_verify_anchor_without_a_chain_hash_raises_option_error(loaded, anchor):
+    # (n, "") matched the "" of a version the file does not hold: verify said ok
+    assert_rejected(loaded, lambda: loaded[0].verify(anchor=anchor), vv.OptionError, "anchor")
+
+
+def test_verify_anchor_takes_its_chain_in_either_case(loaded):
+    d, _, path = loaded
+    last = d.history()[-1]
+    assert d.verify(anchor=(last.version, last.chain.upper())).ok
+    assert not d.verify(anchor=(last.version + 5, last.chain)).ok
+    with pytest.raises(vv.OptionError, match="anchor"):
+        vv.verify_file(path, anchor=(10 ** 9, ""))
+
+
+@pytest.mark.parametrize("sql", ["SELECT " + "+".join(["1"] * 5000),
+                                 "SELECT " + " || ".join(["'a'"] * 5000),
+                                 "SELECT id FROM docs WHERE " + " * ".join(["tag"] * 3000)
+                                 + " = 1"])
+def test_sql_nested_too_deeply_raises_sql_error_54001(loaded, sql):
+    # the server compiles a statement before it runs it (to wrap a write in its own
+    # transaction): compile_text's RecursionError was a 500 there
+    from varvedb.sql import compile_text
+    assert_rejected(loaded, lambda: loaded[0].sql(sql), vv.SqlError, "nested too deeply")
+    with pytest.raises(vv.SqlError, match="nested too deeply") as info:
+        compile_text(sql)
+    assert info.value.sqlstate == "54001"
 
 
 # ---- failed calls inside a transaction -----------------------------------------------------

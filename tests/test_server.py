@@ -245,6 +245,7 @@ def test_a_missing_or_wrong_token_is_refused(served):
         assert r.getheader("WWW-Authenticate") == "Bearer"
         status, out, _ = anon("GET", "/no/such/route")
         assert status == 401
+        assert anon("GET", "/collections/")[0] == 401     # no redirect round the token
         assert anon("GET", "/health")[0] == 200
         anon.close()
 

@@ -293,9 +293,12 @@ def tokenize(data, starts, ascii_fold, ascii_class, keys, fold_off, fold_cp, fol
                 oend = _grow(oend, ntok + most)
         if t_start[nterms] + chars > pool.shape[0]:
             pool = _grow(pool, t_start[nterms] + chars)
+        # each array checked against its own size (t_hash is one shorter than
+        # t_start, and growing both from one check let t_hash fall behind)
         if nterms + most + 1 > t_start.shape[0]:
             t_start = _grow(t_start, nterms + most + 1)
-            t_hash = _grow(t_hash, nterms + most + 1)
+        if nterms + most > t_hash.shape[0]:
+            t_hash = _grow(t_hash, nterms + most)
         before = ntok
         while True:
             if ascii:

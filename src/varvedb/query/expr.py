@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SqlError
-from ..schema import from_micros
+from ..schema import brief, from_micros
 from . import text_funcs, vector_funcs
 from .filter import kleene, like_regex
 
@@ -294,6 +294,8 @@ def const_val(value, n: int) -> Val:
     if isinstance(value, (bool, np.bool_)):
         return Val("bool", np.full(n, bool(value)), nulls)
     if isinstance(value, (int, np.integer)):
+        if not -(1 << 63) <= int(value) < (1 << 63):    # a parameter: Python ints are unbounded
+            raise SqlError("22003", f"{brief(value)} is out of range for type bigint")
         return Val("int", np.full(n, int(value), np.int64), nulls)
     if isinstance(value, (float, np.floating)):
         return Val("float", np.full(n, float(value)), nulls)

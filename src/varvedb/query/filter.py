@@ -447,15 +447,27 @@ _PY_OPS = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a,
 
 @functools.lru_cache(maxsize=256)
 def like_regex(pattern: str, icase: bool = False) -> re.Pattern:
-    """SQL LIKE pattern (% any run, _ one char, backslash escapes) as a regex."""
-    out = []
+    """SQL LIKE pattern (% any run, _ one char, backslash escapes) as a regex for
+    fullmatch. The pieces between %s have fixed lengths, so each middle piece may
+    take its leftmost place for good: an atomic group each, and the regex never
+    backtracks into one ('%a%a%a...%b' was exponential in the number of %s)."""
+    pieces, piece = [], []
     i = 0
     while i < len(pattern):
         c = pattern[i]
         if c == "\\" and i + 1 < len(pattern):
-            out.append(re.escape(pattern[i + 1]))
+            piece.append(re.escape(pattern[i + 1]))
             i += 2
             continue
-        out.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
+        if c == "%":
+            pieces.append("".join(piece))
+            piece = []
+        else:
+            piece.append("." if c == "_" else re.escape(c))
         i += 1
-    return re.compile("".join(out), re.DOTALL | (re.IGNORECASE if icase else 0))
+    pieces.append("".join(piece))
+    if len(pieces) == 1:
+        rx = pieces[0]
+    else:
+        rx = pieces[0] + "".join(f"(?>.*?{p})" for p in pieces[1:-1] if p) + ".*" + pieces[-1]
+    return re.compile(rx, re.DOTALL | (re.IGNORECASE if icase else 0))

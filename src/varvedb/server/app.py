@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -138,12 +138,16 @@ class Api:
             raise E.RequestTooLargeError(f"the body is {int(length):,} bytes; this server "
                                          f"takes at most {self.max_body:,}")
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_body:
-                raise E.RequestTooLargeError(f"the body is over {self.max_body:,} bytes, "
-                                             "this server's limit")
-            chunks.append(chunk)
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > self.max_body:
+                    raise E.RequestTooLargeError(f"the body is over {self.max_body:,} bytes, "
+                                                 "this server's limit")
+                chunks.append(chunk)
+        except ClientDisconnect:     # the client's mistake, not a server bug to log
+            raise E.RequestError("the client closed the connection before the body "
+                                 "ended") from None
         return b"".join(chunks)
 
     def endpoint(self, template: str, work, needs_body: bool = False, open_route: bool = False,
@@ -228,11 +232,16 @@ def build_app(db, *, token: str | None = None, max_body: int = 256 << 20,
             err = E.RequestError(str(exc.detail))
         r = api.error_response(err)
         r.status_code = exc.status_code
+        if exc.status_code == 405:    # every method of the path (each Route holds one)
+            r.headers["Allow"] = ", ".join(sorted({m for route in app.routes
+                                                   if route.path_regex.match(request.url.path)
+                                                   for m in route.methods}))
         return r
 
     app = Starlette(routes=[Route(path, api.endpoint(path, work, **opts), methods=[method])
                             for path, method, work, opts in routes],
                     exception_handlers={HTTPException: not_found}, lifespan=lifespan)
+    app.router.redirect_slashes = False     # /collections/ is a 404 (a 307 skipped the token)
     app.state.api = api
     return app
 

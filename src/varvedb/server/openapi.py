@@ -101,16 +101,51 @@ def _json_body(schema: dict, required: bool = True) -> dict:
     return {"required": required, "content": {"application/json": {"schema": schema}}}
 
 
+# the error answers of docs/server.md's table; a route lists those it can give
+ERRORS = {400: "malformed JSON or body, a bad option, filter, text query or SQL",
+          401: "token missing or wrong", 404: "unknown collection, item or version",
+          409: "id taken, transaction conflict", 413: "body over the server's cap",
+          415: "a body type the route does not take",
+          422: "a value that does not fit the schema, a result over the cap",
+          500: "the file or the server failed",
+          503: "the writer is busy past the timeout, or the server is stopping",
+          504: "the request ran past the server's timeout before it began to write"}
+ERROR_HEADERS = {
+    401: {"WWW-Authenticate": {"required": True, "schema": {"const": "Bearer"}}},
+    503: {"Retry-After": {"required": True, "schema": {"type": "string"}}}}
+
+
+def _errors(write: bool, inputs: bool, body: bool) -> list[int]:
+    """The error statuses of a route: every route can be refused (401), fail (500),
+    meet a stopping server (503) or time out before it writes (504); a write can
+    conflict; input can be wrong."""
+    codes = {401, 500, 503, 504} | ({409} if write else set())
+    if inputs:
+        codes |= {400, 404, 422}
+    if body:
+        codes |= {413, 415}
+    return sorted(codes)
+
+
+def _error_response(code: int) -> dict:
+    r = {"description": ERRORS[code],
+         "content": {"application/json": {"schema": _ref("Error")}}}
+    if code in ERROR_HEADERS:
+        r["headers"] = ERROR_HEADERS[code]
+    return r
+
+
 def _op(summary: str, ok: int, answer: dict | None, body: dict | None = None,
-        params: list | None = None, open_route: bool = False) -> dict:
+        params: list | None = None, open_route: bool = False, write: bool = False) -> dict:
     content = {"application/json": {"schema": answer}} if answer is not None else None
     ok_response = {"description": "done"}
     if content:
         ok_response["content"] = content
-    op = {"summary": summary,
-          "responses": {str(ok): ok_response,
-                        "default": {"description": "an error (docs/server.md)",
-                                    "content": {"application/json": {"schema": _ref("Error")}}}}}
+    responses = {str(ok): ok_response}
+    if not open_route:
+        for code in _errors(write, bool(params or body), body is not None):
+            responses[str(code)] = _error_response(code)
+    op = {"summary": summary, "responses": responses}
     if body is not None:
         op["requestBody"] = body
     if params:
@@ -148,38 +183,38 @@ def openapi_document() -> dict:
         "/metrics": {"get": {"summary": "Prometheus metrics (text format)", "responses": {
             "200": {"description": "metrics",
                     "content": {"text/plain": {"schema": {"type": "string"}}}},
-            "default": {"description": "an error",
-                        "content": {"application/json": {"schema": _ref("Error")}}}}}},
+            **{str(c): _error_response(c) for c in _errors(False, False, False)}}}},
         "/collections": {
             "get": _op("The collections' names", 200,
                        _obj({"collections": {"type": "array", "items": {"type": "string"}}},
                             ("collections",))),
             "post": _op("Create a collection", 201, _ref("Collection"),
-                        _json_body(_ref("NewCollection")))},
+                        _json_body(_ref("NewCollection")), write=True)},
         "/collections/{c}": {
             "get": _op("A collection's schema and size", 200, _ref("Collection"), params=C),
-            "delete": _op("Drop a collection", 200, _ref("Version"), params=C)},
+            "delete": _op("Drop a collection", 200, _ref("Version"), params=C, write=True)},
         "/collections/{c}/items": {
             "post": _op("Insert documents: JSON rows, an Arrow IPC stream, or an .npy block "
                         "of vectors (?field=)", 201, _ref("Written"), items_body,
-                        C + [_query_param("field", "the vector field of an .npy body")]),
+                        C + [_query_param("field", "the vector field of an .npy body")],
+                        write=True),
             "put": _op("Upsert documents (JSON rows)", 200, _ref("Written"),
-                       _json_body({"type": "array", "items": _ref("Row")}), C)},
+                       _json_body({"type": "array", "items": _ref("Row")}), C, write=True)},
         "/collections/{c}/items/{id}": {
             "get": _op("One document (404 if none has this id)", 200, _ref("Row"), params=I + [
                 _query_param("as_of", "a version number or an RFC 3339 timestamp"),
                 _query_param("select", "fields to return, comma-separated")]),
             "patch": _op("Set fields of one document", 200, _ref("Changed"),
-                         _json_body({"type": "object"}), I),
-            "delete": _op("Delete one document", 200, _ref("Changed"), params=I)},
+                         _json_body({"type": "object"}), I, write=True),
+            "delete": _op("Delete one document", 200, _ref("Changed"), params=I, write=True)},
         "/collections/{c}/items/{id}/history": {
             "get": _op("Every version of one document", 200, _ref("Versions"), params=I)},
         "/collections/{c}/update": {
             "post": _op("Set fields on the documents matching where or ids", 200,
-                        _ref("Changed"), _json_body(_ref("Update")), C)},
+                        _ref("Changed"), _json_body(_ref("Update")), C, write=True)},
         "/collections/{c}/delete": {
             "post": _op("Delete the documents matching ids or where", 200, _ref("Changed"),
-                        _json_body(_ref("Delete")), C)},
+                        _json_body(_ref("Delete")), C, write=True)},
         "/collections/{c}/count": {
             "post": _op("Count documents", 200, _obj({"count": {"type": "integer"}},
                                                      ("count",)),
@@ -191,7 +226,7 @@ def openapi_document() -> dict:
             "post": _op("Vector, text or hybrid search; or a batch of them", 200,
                         {"oneOf": [_ref("Hits"), _ref("Results")]}, search_body, C)},
         "/sql": {"post": _op("Run SQL in pgvector's dialect", 200, _ref("SqlResult"),
-                             _json_body(_ref("Sql")))},
+                             _json_body(_ref("Sql")), write=True)},
         "/history": {"get": _op("Every commit held", 200, _ref("Versions"))},
         "/verify": {"post": _op("Re-read and check the whole file", 200, _ref("VerifyReport"),
                                 _json_body(_ref("Verify"), required=False))},

@@ -12,7 +12,7 @@ import io
 import numpy as np
 
 from .. import errors as E
-from ..schema import ID_END, ID_MIN, Field, is_int
+from ..schema import HNSW, ID_END, ID_MIN, Field, Vector, is_int
 from ..wire import decode, encode, parse_timestamp
 
 ARROW = "application/vnd.apache.arrow.stream"
@@ -99,7 +99,7 @@ def table(api, claim_write) -> list:
             raise E.SchemaError(f"a collection's name is a string, got {name!r:.80}")
         if not isinstance(spec, dict):
             raise E.SchemaError("schema is an object of field name -> type")
-        spec = {k: Field.from_dict(v) if isinstance(v, dict) else v for k, v in spec.items()}
+        spec = {k: field_from_wire(v) for k, v in spec.items()}
 
         def go(s):
             s.create_collection(name, spec)
@@ -152,7 +152,8 @@ def table(api, claim_write) -> list:
         select = q.get("select")
         select = None if select is None else [f for f in select.split(",") if f]
         as_of = q.get("as_of")
-        if as_of is not None and as_of.lstrip("-").isdigit() and len(as_of) < 20:
+        if as_of is not None and as_of.isascii() and as_of.lstrip("-").isdigit() \
+                and len(as_of) < 20:      # isdigit alone takes '²', which int() refuses
             as_of = int(as_of)
 
         def go(s):
@@ -340,11 +341,30 @@ def json_body(ctype: str, raw: bytes, shape: type, what: str):
         raise MediaTypeError(f"{what} takes a JSON body, got {ctype!r:.80}")
     if not raw:
         raise E.RequestError(f"{what} takes a JSON body; it was empty")
-    value = decode(raw)
+    try:
+        value = decode(raw)
+    except RecursionError:     # msgspec's guard against a stack overflow
+        raise E.RequestError(f"{what}: the JSON body is nested too deeply") from None
     if not isinstance(value, shape):
         raise E.RequestError(f"{what} takes a JSON {_shape_name(shape)}, got "
                              f"{_shape_name(type(value))}")
     return value
+
+
+def field_from_wire(spec):
+    """A field of POST /collections: a type name as it came, or a spec as GET
+    /collections/{c} shows it, where a vector's metric and dtype and its index's
+    parameters may be left out (they take vv.Vector's and vv.HNSW's defaults)."""
+    if not isinstance(spec, dict):
+        return spec
+    if spec.get("kind") == "vector":
+        spec = {**_VECTOR_DEFAULTS, **spec}
+        if isinstance(spec.get("index"), dict):
+            spec["index"] = {**HNSW().to_dict(), **spec["index"]}
+    return Field.from_dict(spec)
+
+
+_VECTOR_DEFAULTS = {k: v for k, v in Vector(1).to_dict().items() if k != "dim"}
 
 
 def only(body: dict, allowed: set, what: str) -> dict:
@@ -405,8 +425,24 @@ def _params(body: dict):
 
 
 def _npy_array(raw: bytes) -> np.ndarray:
+    f = io.BytesIO(raw)
     try:
-        a = np.load(io.BytesIO(raw), allow_pickle=False)
+        # the header first: np.load would allocate the shape it declares, however
+        # few bytes follow it
+        fmt = np.lib.format
+        version = fmt.read_magic(f)
+        header = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
+        if version not in header:
+            raise ValueError(f".npy format version {version} (this server reads 1.0 and 2.0)")
+        shape, _, dtype = header[version](f)
+        if dtype.hasobject:
+            raise ValueError("an object array")
+        want = int(np.prod(shape, dtype=object)) * dtype.itemsize
+        if want != len(raw) - f.tell():
+            raise ValueError(f"its header declares {want:,} bytes of data, "
+                             f"{len(raw) - f.tell():,} follow")
+        f.seek(0)
+        a = np.load(f, allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:
         raise E.RequestError(f"the body is not a .npy array: {e}") from None
     if a.ndim != 2 or a.dtype.kind not in "fiu":
@@ -427,6 +463,8 @@ def _arrow_columns(raw: bytes) -> dict:
         raise E.RequestError(f"the body is not an Arrow IPC stream: {e}") from None
     out = {}
     for name, col in zip(t.column_names, t.columns):
+        if name in out:      # a dict would keep the last one quietly
+            raise E.RequestError(f"the Arrow stream has two columns named {name!r:.80}")
         out[name] = _arrow_column(name, col.combine_chunks() if col.num_chunks != 1
                                   else col.chunk(0))
     return out
@@ -442,7 +480,11 @@ def _arrow_column(name: str, arr):
         flat = arr.flatten().to_numpy(zero_copy_only=False)
         return flat.reshape(len(arr), typ.list_size)
     if pa.types.is_timestamp(typ) or pa.types.is_date(typ):
-        return arr.to_pylist()
+        try:
+            return arr.to_pylist()
+        except (OverflowError, ValueError):   # past the years 1..9999 of datetime
+            raise E.FieldTypeError(f"field {name!r:.80}: a {typ} value is outside the "
+                                   "years 1..9999") from None
     if arr.null_count or pa.types.is_string(typ) or pa.types.is_large_string(typ) \
             or pa.types.is_struct(typ) or pa.types.is_list(typ) or pa.types.is_map(typ):
         return arr.to_pylist()

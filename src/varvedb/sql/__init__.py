@@ -40,6 +40,9 @@ class Compiled:
         self.text = text
 
 
+_TOO_DEEP = "statement nested too deeply (stack depth limit exceeded)"
+
+
 @functools.lru_cache(maxsize=512)
 def compile_text(text: str) -> tuple[Compiled, ...]:
     """Parse and compile every statement of a text (cached by the text)."""
@@ -53,9 +56,14 @@ def compile_text(text: str) -> tuple[Compiled, ...]:
         raise SqlError("42601", str(e.args[0]) if e.args else "syntax error", pos) from None
     except UnicodeEncodeError:
         raise SqlError("22021", "invalid byte sequence for encoding UTF8") from None
+    except RecursionError:      # pglast builds the tree's Python nodes recursively
+        raise SqlError("54001", _TOO_DEEP) from None
     if as_of is not None and (len(stmts) != 1 or not isinstance(stmts[0].stmt, ast.SelectStmt)):
         raise SqlError("42601", "AS OF applies to one SELECT statement")
-    return tuple(_compile(raw.stmt, as_of, body) for raw in stmts)
+    try:
+        return tuple(_compile(raw.stmt, as_of, body) for raw in stmts)
+    except RecursionError:      # 'SELECT 1+1+...+1': the compiler walks the tree
+        raise SqlError("54001", _TOO_DEEP) from None
 
 
 def _cut_as_of(text: str):
@@ -114,11 +122,7 @@ def run(session, text: str, params=()) -> SqlResult:
             params = ()
         elif not isinstance(params, (list, tuple)):
             raise SqlError("22023", f"params is a list or tuple, got {type(params).__name__}")
-    try:
-        compiled = compile_text(text)
-    except RecursionError:
-        raise SqlError("54001", "statement nested too deeply (stack depth limit exceeded)") \
-            from None
+    compiled = compile_text(text)
     if len(compiled) == 1:
         return _run_one(session, compiled[0], params)
     if not compiled:

@@ -11,8 +11,10 @@ past the last commit (frames being appended) is not a break.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+from ..errors import OptionError
 from . import format as F
 from . import log_reader
 from .file import DatabaseFile
@@ -37,6 +39,7 @@ class VerifyReport:
 
 
 LIVE_RETRIES = 3   # looks at a file a writer holds before a break is believed
+_CHAIN_HEX = re.compile(r"[0-9a-fA-F]{64}")   # a SHA-256 as history() shows it
 
 
 def verify_file(path: str, anchor: tuple[int, str] | None = None,
@@ -46,6 +49,13 @@ def verify_file(path: str, anchor: tuple[int, str] | None = None,
     Beside a live writer the bytes change while they are read (a rolled-back
     tail zeroed and written over), so a break seen then is looked at again:
     damage stays where it is, a writer's progress does not."""
+    if anchor is not None:
+        version, chain = anchor
+        # an empty chain matched the "" of a version the file does not hold: ok
+        if version < 0 or not isinstance(chain, str) or not _CHAIN_HEX.fullmatch(chain):
+            raise OptionError(f"anchor is (version, chain hex): a version >= 0 and the 64 "
+                              f"hex digits history() gave, got {tuple(anchor)!r:.80}")
+        anchor = (int(version), chain.lower())
     for _ in range(LIVE_RETRIES):
         report, live = _verify_once(path, anchor, expect_version)
         if report.ok or not live:

@@ -97,10 +97,14 @@ def _lex(text: str) -> list[tuple[str, str, int]]:
     return out
 
 
+MAX_QUERY_DEPTH = 64     # parentheses within parentheses (the parser and tree walks recurse)
+
+
 class _Parser:
     def __init__(self, text: str):
         self.tokens = _lex(text)
         self.at = 0
+        self.depth = 0
 
     def peek(self):
         return self.tokens[self.at]
@@ -172,10 +176,15 @@ class _Parser:
             if self.peek()[0] == ")":
                 raise QuerySyntaxError(f"empty parentheses at position {position}",
                                        position)
+            self.depth += 1
+            if self.depth > MAX_QUERY_DEPTH:
+                raise QuerySyntaxError(f"'(' at position {position} is nested more than "
+                                       f"{MAX_QUERY_DEPTH} levels deep", position)
             node = self.disjunction()
             if self.peek()[0] != ")":
                 raise QuerySyntaxError(f"unclosed '(' at position {position}", position)
             self.take()
+            self.depth -= 1
             return node
         if kind == ")":
             raise QuerySyntaxError(f"unmatched ')' at position {position}", position)
