@@ -35,8 +35,18 @@ median of the per-round ratios varvedb / pgvector.
   Arrow IPC stream and .npy; pgvector through binary COPY with pgvector's
   binary dumper, one COPY (one transaction) per batch. rows/s over the
   acknowledged batches; varvedb links its graph after the commit in the
-  background, so its time until every row is linked is reported too, where
-  the server says (its collection description), else marked as not known.
+  background, so its time until every row is linked is reported too: from
+  the collection's index status where the server gives one, else until the
+  server's CPU goes idle (the linking is CPU-bound).
+* ladder: one request at a time, the same query at each level of the
+  server's stack (in process: collection.search, the route's work, the ASGI
+  app with the work inline and on its pool; then HTTP), interleaved.
+* profile (--profile S): py-spy --gil samples of the server under the most
+  clients, grouped (HTTP, search, hand-off, routing, decode, encode).
+
+The varvedb side is measured twice where --client both: with http.client and
+with pre-built requests on a raw socket (RawHttp), so the load generator's own
+cost, which shares the cores, is visible as a side of its own.
 """
 from __future__ import annotations
 
