@@ -1077,7 +1077,7 @@ def ladder(path: str, side: VarveSearch, queries: np.ndarray, ef: int, rounds: i
     try:
         app = build_app(db, threads=8)
         routes = {(p, m): w for p, m, w, _ in table(app.state.api, Job.claim_write)}
-        work = routes[(f"/collections/{{c}}/search", "POST")]
+        work = routes[("/collections/{c}/search", "POST")]
         coll = db.collection(COLLECTION)
         qs = list(queries)
         path_ = side.path
