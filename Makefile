@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test soak bench compare clean
+.PHONY: demo test soak boundscheck bench compare clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,14 @@ test: $(VENV)/.installed-test
 soak: $(VENV)/.installed-test
 	VARVEDB_SOAK=1 $(BIN)/python -m pytest -q -s tests/test_fault_state_machine.py
 
+# The kernels' tests with numba's bounds checks compiled in (numba checks no index
+# otherwise): an index past an array's end raises instead of reading or writing
+# past it. Its own cache, so the checked kernels never mix with the fast ones.
+boundscheck: $(VENV)/.installed-test
+	NUMBA_BOUNDSCHECK=1 NUMBA_CACHE_DIR=.numba-boundscheck $(BIN)/python -m pytest -q -n 2 \
+		tests/test_hnsw_index.py tests/test_heaps.py tests/test_text_analyzer.py \
+		tests/test_fts_index.py tests/test_vector_search.py tests/test_l1_metric.py
+
 # Extra options go through BENCH_ARGS, e.g. make compare BENCH_ARGS="--rows 1000000 --runs 1"
 BENCH_ARGS ?=
 
@@ -47,4 +55,4 @@ compare: $(VENV)/.installed-bench
 	$(BIN)/varvedb bench --peers all $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) demo.varve bench-results .pytest_cache
+	rm -rf $(VENV) demo.varve bench-results .pytest_cache .numba-boundscheck

@@ -175,8 +175,10 @@ def test_rows_added_in_pieces_and_any_order_are_all_found(queries):
     index = HnswIndex(DIM, "l2")
     order = np.random.default_rng(6).permutation(12_000)
     # nodes are an arbitrary subset of rows, and the arena grows between calls
+    # (it never shrinks: every node's vector stays in it)
+    grown = vectors[:0]
     for piece in np.array_split(order[:10_000], 7):
-        grown = vectors[: piece.max() + 1].copy()
+        grown = vectors[: max(len(grown), piece.max() + 1)].copy()
         index.add(grown, norms[: len(grown)], piece)
     assert len(index) == 10_000
     members = index.contains(12_000)
@@ -399,6 +401,54 @@ def test_bad_input_raises_value_error(base, l2_index):
         HnswIndex(DIM, "hamming")
     with pytest.raises(ValueError):
         HnswIndex(DIM, "cosine").add(base, None, np.arange(3))
+
+
+def test_an_arena_without_every_node_is_refused_before_anything_changes():
+    # The build walk measures every node it meets; a node past the end of the
+    # arena it was handed was read past the end of that array (garbage
+    # distances, a recall that came and went, IndexError under bounds checks).
+    vectors = clustered(3_000, DIM, seed=21)
+    norms = norms_of(vectors)
+    index = HnswIndex(DIM, "l2")
+    index.add(vectors, norms, np.arange(0, 3_000, 2))
+    before = {name: array.copy() for name, array in index.to_arrays().items()}
+    with pytest.raises(ValueError, match="nodes up to row 2998"):
+        index.add(vectors[:2_000].copy(), norms[:2_000], np.array([1, 3, 5]))
+    after = index.to_arrays()
+    assert all(np.array_equal(before[name], after[name]) for name in before)
+    index.add(vectors, norms, np.array([1, 3, 5]))   # the whole arena: accepted
+    assert len(index) == 1_503
+    index.validate(3_000)
+
+
+def test_the_graph_build_walks_arrays_that_grow_between_calls():
+    # numba does not check indexes: `make boundscheck` runs this (and the other
+    # kernel tests) with them compiled in, where an index past an end raises.
+    # Every build path (parallel, serial, upper levels, twins) and every search
+    # path runs over an arena that grows between calls.
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(4_000, 8)).astype(np.float32)
+    vectors[3_000:3_040] = vectors[5]            # twins: rows that repeat one vector
+    norms = np.linalg.norm(vectors, axis=1).astype(np.float32)
+    queries = rng.normal(size=(20, 8)).astype(np.float32)
+    for metric in ("l2", "cosine"):
+        # m=2: many levels, so the capacity, the upper slots, the level count and
+        # the build scratch all grow between calls; rows come in any order, in
+        # pieces of every size, on numba's threads and on the calling thread
+        index = HnswIndex(8, metric, m=2, ef_construction=16, ef_search=16, seed=1)
+        order = rng.permutation(4_000)[:3_500]
+        n = 0
+        for i, piece in enumerate(np.array_split(order, [1, 3, 10, 40, 200, 900, 1500, 2600])):
+            n = max(n, int(piece.max()) + 1)
+            arena = vectors[:n].copy()
+            index.add(arena, norms[:n].copy(), piece, parallel=[None, False, True][i % 3])
+            behind = max(n // 2, 1)      # a reader whose arena predates the last add
+            rows, _ = index.search_batch(arena[:behind], norms[:behind], queries, 5)
+            assert rows.max() < behind
+            index.search_batch(arena, norms[:n], queries, 5, allow=np.ones(n, np.bool_))
+            index.search(arena, norms[:n], queries[0], 5)
+        assert len(index) == 3_500
+        index.validate(4_000)
 
 
 def test_empty_index_returns_nothing(base):

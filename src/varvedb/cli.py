@@ -293,6 +293,78 @@ def bench_sql(rows, dim, queries, rounds, m, ef_construction, ef, only, profile_
         click.echo(f"bench-sql: wrote {out} and {sql.write(report, out)}")
 
 
+@main.command("bench-server")
+@click.option("--rows", default=100_000, show_default=True)
+@click.option("--dim", default=128, show_default=True)
+@click.option("--queries", default=1000, show_default=True, help="Held-out queries.")
+@click.option("--rounds", default=5, show_default=True,
+              help="Alternating rounds of the search and mixed figures.")
+@click.option("--seconds", default=3.0, show_default=True,
+              help="Length of one measurement (one engine, one thread count).")
+@click.option("--threads", default="1,4,8", show_default=True, help="Client thread counts.")
+@click.option("--m", default=16, show_default=True, help="HNSW links per node (both sides).")
+@click.option("--ef-construction", default=200, show_default=True, help="Both sides.")
+@click.option("--ef", default=100, show_default=True, help="ef_search on both sides.")
+@click.option("--ingest-rows", default=50_000, show_default=True,
+              help="Rows per ingest round (into a fresh indexed collection / table).")
+@click.option("--batch", default=10_000, show_default=True, help="Rows per ingest request.")
+@click.option("--write-batch", default=1000, show_default=True,
+              help="Rows per batch of the mixed figure's writer.")
+@click.option("--ingest-rounds", default=3, show_default=True)
+@click.option("--write-rate", default=0.0, show_default=True,
+              help="Rows/s of the mixed figure's writer on both sides (0: as fast as each "
+                   "can).")
+@click.option("--only", default="", help="Comma-separated figures: search, mixed, ingest "
+                                         "(default: all).")
+@click.option("--serve-args", default="", help="More arguments for `varvedb serve` "
+                                               "(e.g. '--threads 8').")
+@click.option("--pg/--no-pg", "with_pg", default=True, show_default=True,
+              help="Measure PostgreSQL + pgvector too.")
+@click.option("--profile", "profile_s", default=0.0, show_default=True,
+              help="Seconds of py-spy samples of the server under the most clients (0: none).")
+@click.option("--client", default="both", show_default=True,
+              type=click.Choice(["http.client", "raw", "both"]),
+              help="varvedb's load generator: stdlib http.client, pre-built requests on a "
+                   "raw socket (the least client-side Python), or both as separate sides.")
+@click.option("--ladder-rounds", default=3, show_default=True,
+              help="Rounds of the one-request ladder (each level of the server's stack, "
+                   "interleaved; 0: none).")
+@click.option("--quick", is_flag=True, help="Tiny sizes (a smoke test of the harness).")
+@click.option("--workdir", default=None, help="Folder for the file and the PostgreSQL "
+                                              "server (default: a temporary one here). "
+                                              "A real disk: tmpfs is refused.")
+@click.option("--out", default=None, help="Also write the figures to this JSON file, and "
+                                         "as markdown next to it (.md).")
+def bench_server(rows, dim, queries, rounds, seconds, threads, m, ef_construction, ef,
+                 ingest_rows, batch, write_batch, ingest_rounds, write_rate, only, serve_args,
+                 with_pg,
+                 profile_s, client, ladder_rounds, quick, workdir, out) -> None:
+    """`varvedb serve` against PostgreSQL + pgvector over TCP on 127.0.0.1: search QPS
+    and p50/p99 at 1, 4 and 8 client threads, ingest rows/s (JSON, Arrow, .npy against
+    binary COPY) and search under a writer, the engines alternating round by round."""
+    import shlex
+
+    from .bench import server, sql
+    if quick:
+        rows, dim, queries, rounds, seconds = 2000, 16, 50, 2, 0.15
+        ingest_rows, batch, write_batch, ingest_rounds = 1000, 250, 100, 1
+        m, ef_construction, ladder_rounds = 8, 40, min(ladder_rounds, 1)
+    try:
+        report = server.run(
+            rows, dim, queries, rounds, seconds,
+            tuple(int(t) for t in threads.split(",") if t.strip()), m, ef_construction, ef,
+            ingest_rows, batch, write_batch, ingest_rounds,
+            only=[x.strip() for x in only.split(",") if x.strip()] or None,
+            serve_args=shlex.split(serve_args), workdir=workdir, with_pg=with_pg,
+            profile_s=profile_s, client=client, ladder_rounds=ladder_rounds,
+            write_rate=write_rate, echo=click.echo)
+    except server.BenchError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(server.markdown(report))
+    if out:
+        click.echo(f"bench-server: wrote {out} and {sql.write(report, out, server.markdown)}")
+
+
 @main.command("bench-text")
 @click.option("--corpus", default=None,
               help="A JSONL file of {id, body, summary} (default: the Debian package "

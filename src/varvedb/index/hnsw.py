@@ -199,7 +199,8 @@ class HnswIndex:
 
         ``vectors`` is the whole arena (float32 or float16, shape (N, dim)),
         ``norms`` the float32 L2 norm of each arena row (read for cosine only).
-        Rows must be distinct, within the arena and not yet nodes.
+        Rows must be distinct, within the arena and not yet nodes, and the
+        arena must hold every node already in the graph (the walk measures them).
         ``parallel``: True links every batch on numba's threads, False on the
         calling thread only (a background linker that should leave the other
         cores to the application); None (default) uses the threads for
@@ -210,6 +211,11 @@ class HnswIndex:
         if rows.size == 0:
             return
         arena = self._arena(vectors)
+        if arena.shape[0] < self._extent:
+            # the build walk reads the vector of every node it meets: a node
+            # past the arena's end would be read past the array's end
+            raise ValueError(f"vectors has {arena.shape[0]} rows, the index has nodes "
+                             f"up to row {self._extent - 1}")
         norms = self._norms(norms, arena.shape[0])
         hi = self._check_new_rows(rows, arena.shape[0])
 

@@ -47,8 +47,14 @@ SCHEMAS = {
     "Collection": _obj({"name": {"type": "string"}, "id": {"enum": ["int", "text"]},
                         "fields": {"type": "object", "additionalProperties": {"type": "object"}},
                         "schema": {"type": "object"}, "documents": {"type": "integer"},
-                        "version": {"type": "integer"}},
-                       ("name", "id", "fields", "schema", "documents", "version")),
+                        "version": {"type": "integer"},
+                        "indexes": {"type": "object", "description": "per indexed vector field: "
+                                    "row versions its graph has linked, and not yet",
+                                    "additionalProperties": _obj(
+                                        {"linked": {"type": "integer"},
+                                         "unlinked": {"type": "integer"}},
+                                        ("linked", "unlinked"))}},
+                       ("name", "id", "fields", "schema", "documents", "version", "indexes")),
     "NewCollection": _obj({"name": {"type": "string"},
                            "schema": {"type": "object",
                                       "additionalProperties": _ref("FieldSpec")}},

@@ -1,0 +1,77 @@
+"""`varvedb bench-server --quick` end to end: a real `varvedb serve` and a real
+PostgreSQL + pgvector on 127.0.0.1, tiny sizes; the report's shape and sane
+values. Where PostgreSQL cannot start, the varvedb side is checked and the
+test then skips with the reason (VARVEDB_NO_PG runs without it)."""
+import json
+import os
+import signal
+
+import pytest
+from click.testing import CliRunner
+
+from varvedb.cli import main
+
+
+def _sane(summary):
+    assert summary["qps"]["median"] > 0
+    assert summary["qps"]["min"] <= summary["qps"]["median"] <= summary["qps"]["max"]
+    assert 0 < summary["p50_us"]["median"] <= summary["p99_us"]["median"]
+    assert summary["qps"]["rounds"] == 2
+
+
+def test_bench_server_quick(tmp_path):
+    pytest.importorskip("varvedb.server", reason="`varvedb serve` is not in this tree yet")
+    no_pg = bool(os.environ.get("VARVEDB_NO_PG"))
+    out = tmp_path / "server.json"
+    # the default work folder (a temporary one in the current directory): not
+    # under pytest's base folder, which another pytest session may reset to 0700
+    # while PostgreSQL (another system user when root) still needs to reach it
+    args = ["--quick", "--out", str(out)]
+    if no_pg:
+        args.append("--no-pg")
+    res = CliRunner().invoke(main, ["bench-server", *args])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    report = json.loads(out.read_text())
+    md = (tmp_path / "server.md").read_text()
+    c = report["config"]
+    assert c["threads"] == [1, 4, 8] and c["workdir_fs"] not in ("tmpfs", "ramfs")
+    # uvicorn re-raises a SIGTERM it handled once the server has shut down cleanly
+    assert c["varvedb"]["sigterm_exit"] in (0, -signal.SIGTERM)
+    pg = isinstance(c.get("pgvector"), dict)
+
+    assert 0.0 <= report["recall@10"]["varvedb"] <= 1.0
+    # 2 000 rows at ef 100: the graph answers near exactly
+    assert report["recall@10"]["varvedb"] >= 0.9
+    for t, row in report["search"]["threads"].items():
+        _sane(row["varvedb"])
+        assert len(row["rounds"]["varvedb"]) == 2
+        if pg:
+            _sane(row["pgvector"])
+            ratios = [a["qps"] / b["qps"] for a, b in
+                      zip(row["rounds"]["varvedb"], row["rounds"]["pgvector"])]
+            assert row["ratio_qps"]["median"] == pytest.approx(sorted(ratios)[0] / 2 +
+                                                               sorted(ratios)[1] / 2)
+    mx = report["mixed"]["varvedb"]
+    _sane(mx["with_writer"])
+    assert mx["writer_rows_per_s"]["median"] > 0
+    assert mx["read_only"] == report["search"]["threads"]["8"]["varvedb"]
+    forms = report["ingest"]["forms"]
+    for form in ("varvedb_json", "varvedb_arrow", "varvedb_npy"):
+        assert forms[form]["rows_per_s"]["median"] > 0
+    assert "## Search: QPS and latency" in md and "## Ingest" in md
+    la = report["ladder"]
+    assert isinstance(la, dict), la
+    levels = {k: v["median_us"] for k, v in la["levels"].items()}
+    assert all(v > 0 for v in levels.values()) and levels["http"] > levels["search"]
+    assert la["steps"]["thread hand-off (run_in_executor to the pool and back)"] == \
+        pytest.approx(levels["asgi_pool"] - levels["asgi_inline"], abs=0.11)
+
+    if not pg:
+        pytest.skip(f"the pgvector side did not run: {c.get('pgvector', 'VARVEDB_NO_PG')}")
+    assert 0.9 <= report["recall@10"]["pgvector"] <= 1.0
+    copy = forms["pgvector_copy"]["rows_per_s"]
+    for form in ("varvedb_json", "varvedb_arrow", "varvedb_npy"):
+        r = report["ingest"]["ratio_vs_copy"][form]
+        assert r["median"] == pytest.approx(forms[form]["rows_per_s"]["median"] / copy["median"])
+    assert report["mixed"]["pgvector"]["writer_rows_per_s"]["median"] > 0
+    assert "pgvector" in md
