@@ -677,3 +677,25 @@ def test_import_varvedb_loads_no_client():
         capture_output=True, text=True, env=child_env(), timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == ["[]", "False"]
+
+
+def test_the_readme_client_example_runs(tmp_path):
+    # The README's embedded examples make notes.varve (run here in a process of
+    # their own, which exits and lets go of the file); its ```py block then runs
+    # as written against `varvedb serve notes.varve --token s3cret`.
+    import re
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    text = open(os.path.join(root, "README.md")).read()
+    embedded = re.findall(r"```python\n(.*?)```", text, re.S)
+    (client_block,) = re.findall(r"```py\n(.*?)```", text, re.S)
+    script = tmp_path / "readme.py"
+    script.write_text("\n".join(embedded))
+    subprocess.run([PYTHON, str(script)], cwd=tmp_path, env=child_env(), check=True,
+                   capture_output=True, timeout=300)
+    assert "vv.Client(\"http://127.0.0.1:8080\", token=\"s3cret\")" in client_block
+    with ServerProcess(str(tmp_path / "notes.varve"), token="s3cret") as srv:
+        code = client_block.replace("http://127.0.0.1:8080", srv.url)
+        out = subprocess.run([PYTHON, "-c", code], cwd=tmp_path, env=child_env(),
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert "Hit(id=" in out.stdout and "[(" in out.stdout
