@@ -408,7 +408,16 @@ def test_a_request_past_the_timeout_is_504_applies_nothing_and_the_server_goes_o
         status, out, _ = http("POST", "/collections/docs/items", rows)
         if status == 504:
             assert version_of(http) == before
+            want = 20_000
         else:      # it began in time: then it finished and says so
             assert status == 201 and out["version"] == before + 1
-        assert http("POST", "/collections/docs/count", {})[1]["count"] in (20_000, 40_000)
-        assert http("POST", "/collections/docs/count", {})[0] == 200
+            want = 40_000
+        # the server goes on: once the dropped work is off its threads, a count (well
+        # under the 20 ms) is answered again
+        for _ in range(200):
+            status, out, _ = http("POST", "/collections/docs/count", {})
+            if status == 200:
+                break
+            assert status == 504
+            time.sleep(0.05)
+        assert status == 200 and out["count"] == want
