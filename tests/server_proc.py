@@ -44,8 +44,11 @@ class ServerProcess:
         return f"{scheme}://127.0.0.1:{self.port}"
 
     def start(self) -> "ServerProcess":
+        # a fresh clone's server compiles its kernels at its first requests (tens of
+        # seconds on a busy machine): past the 30 s default, a read would be a 504
+        timeout = [] if "--timeout" in self.args else ["--timeout", "600"]
         cmd = [sys.executable, "-m", "varvedb", "serve", self.path, "--port", str(self.port),
-               *self.args]
+               *timeout, *self.args]
         if self.token is not None:
             cmd += ["--token", self.token]
         self._log = open(self.log_path, "ab")
