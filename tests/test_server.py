@@ -8,7 +8,6 @@ concurrency of reads beside a write, SIGKILL during ingest, a clean SIGTERM.
 from __future__ import annotations
 
 from http import client as http_client
-import io
 import json
 import os
 import signal
