@@ -205,9 +205,9 @@ class Api:
             headers = {"Retry-After": "1"}
         return Response(encode(error_to_wire(exc)), status, headers=headers, media_type=JSON)
 
+
 def build_app(db, *, token: str | None = None, max_body: int = 256 << 20,
-              max_results: int = 10_000, timeout: float = 30.0, threads: int = 8,
-              on_shutdown=None) -> Starlette:
+              max_results: int = 10_000, timeout: float = 30.0, threads: int = 8) -> Starlette:
     """The Starlette application serving `db` (see docs/server.md)."""
     api = Api(db, token=token, max_body=max_body, max_results=max_results, timeout=timeout,
               threads=threads)
@@ -219,7 +219,7 @@ def build_app(db, *, token: str | None = None, max_body: int = 256 << 20,
         # SIGTERM: uvicorn has finished the requests in flight; let the pool's
         # threads end, then the maintainer links what is committed, the state is
         # checkpointed and the file closed (a restart opens without a rebuild)
-        await asyncio.get_running_loop().run_in_executor(None, _shutdown, api, on_shutdown)
+        await asyncio.get_running_loop().run_in_executor(None, _shutdown, api)
 
     async def not_found(request: Request, exc: HTTPException) -> Response:
         if not api.authorized(request) and request.url.path != "/health":
@@ -246,7 +246,7 @@ def build_app(db, *, token: str | None = None, max_body: int = 256 << 20,
     return app
 
 
-def _shutdown(api: Api, on_shutdown) -> None:
+def _shutdown(api: Api) -> None:
     api.pool.shutdown(wait=True)
     db = api.db
     try:
@@ -256,6 +256,4 @@ def _shutdown(api: Api, on_shutdown) -> None:
         log.exception("the checkpoint at shutdown failed (nothing is lost: the log has it)")
     finally:
         db.close()
-        if on_shutdown is not None:
-            on_shutdown()
 
