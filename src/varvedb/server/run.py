@@ -29,8 +29,7 @@ def is_loopback(host: str) -> bool:
 def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | None = None,
           tls_cert: str | None = None, tls_key: str | None = None,
           max_body: int = 256 << 20, max_results: int = 10_000, timeout: float = 30.0,
-          threads: int = 8, durability: str = "commit", log_level: str = "warning",
-          ready=None) -> None:
+          threads: int = 8, durability: str = "commit", log_level: str = "warning") -> None:
     """Serve the file at `path` until SIGTERM/SIGINT (blocks)."""
     import uvicorn
 
@@ -60,6 +59,4 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | Non
     print(f"varvedb: serving {path} on {scheme}://{host}:{port}"
           f"{' (token required)' if token else ''}; SIGTERM or Ctrl-C stops it",
           file=sys.stderr, flush=True)
-    if ready is not None:
-        ready(server)
     server.run()
