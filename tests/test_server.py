@@ -227,6 +227,25 @@ def test_a_syntax_error_carries_its_position(served):
     assert out["error"]["sqlstate"] == "42601" and isinstance(out["error"]["position"], int)
 
 
+def test_an_id_with_a_slash_is_read_from_the_path_as_sent(served):
+    srv, http, _ = served
+    http("POST", "/collections", {"name": "urls", "schema": {"id": "text", "n": "int"}})
+    http("POST", "/collections/urls/items", [{"id": "x/y", "n": 1}, {"id": "x", "n": 2}])
+    assert http("GET", "/collections/urls/items/x%2Fy")[:2] == (200, {"id": "x/y", "n": 1})
+    status, out, _ = http("GET", "/collections/urls/items/x%2Fy/history")
+    assert status == 200 and [v["doc"]["n"] for v in out["versions"]] == [1]
+    assert http("PATCH", "/collections/urls/items/x%2Fy", {"n": 5})[1]["updated"] == 1
+    # a '/' as sent is a separator: no route has two segments after items/
+    for method in ("GET", "PATCH", "DELETE"):
+        status, out, _ = http(method, "/collections/urls/items/x/y",
+                              {"n": 1} if method == "PATCH" else None)
+        assert status == 404 and out["error"]["type"] == "NotFoundError"
+        assert "item" not in out["error"]
+    assert http("DELETE", "/collections/urls/items/x%2Fy")[1]["deleted"] == 1
+    assert http("GET", "/collections/urls/items/x")[1] == {"id": "x", "n": 2}
+    http("DELETE", "/collections/urls")
+
+
 def test_the_item_404_names_the_item(served):
     srv, http, _ = served
     status, out, _ = http("GET", "/collections/docs/items/12345")

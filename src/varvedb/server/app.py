@@ -15,6 +15,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from urllib.parse import unquote_to_bytes
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -70,6 +71,16 @@ class Job:
                 raise E.RequestTimeoutError("the request ran past the server's timeout "
                                             "before it began")
             job._state = "writing"
+
+
+def item_params(request: Request) -> dict:
+    """c, id and what follows the id ("" or "history") of /collections/{c}/items/{id}...,
+    read from the path as sent: a '/' inside the id is %2F there."""
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    segments = [unquote_to_bytes(s).decode("utf-8", "surrogateescape")
+                for s in raw.split(b"?", 1)[0].split(b"/")]
+    # ['', 'collections', c, 'items', id, *tail]
+    return {"c": segments[2], "id": segments[4], "tail": "/".join(segments[5:])}
 
 
 def _run_job(job: Job, work, parts):
@@ -157,6 +168,7 @@ class Api:
         write: see Job), answers with the status and bytes `work` returns."""
         observe = self.metrics.observe
         loop_pool = self.pool
+        by_raw_path = "{id}" in template
 
         async def run(request: Request) -> Response:
             t0 = time.perf_counter()
@@ -165,7 +177,8 @@ class Api:
                     raise E.AuthenticationError("this server needs a token: send "
                                                 "'Authorization: Bearer TOKEN'")
                 raw = await self.body(request) if needs_body else b""
-                parts = (request.path_params, request.query_params,
+                params = item_params(request) if by_raw_path else request.path_params
+                parts = (params, request.query_params,
                          request.headers.get("content-type", JSON), raw)
                 if inline:     # trivial work (health): no hand-off, no queue behind a read
                     code, payload = work(*parts)
@@ -238,7 +251,10 @@ def build_app(db, *, token: str | None = None, max_body: int = 256 << 20,
                                                    for m in route.methods}))
         return r
 
-    app = Starlette(routes=[Route(path, api.endpoint(path, work, **opts), methods=[method])
+    # an item's id may hold '/' (sent as %2F, decoded before routing): its routes
+    # match the rest of the path, and item_params reads the id from the raw path
+    app = Starlette(routes=[Route(path.replace("{id}", "{id:path}"),
+                                  api.endpoint(path, work, **opts), methods=[method])
                             for path, method, work, opts in routes],
                     exception_handlers={HTTPException: not_found}, lifespan=lifespan)
     app.router.redirect_slashes = False     # /collections/ is a 404 (a 307 skipped the token)

@@ -151,7 +151,20 @@ def table(api, claim_write) -> list:
 
         return 200, write_call(lambda s: {"ids": s.collection(p["c"]).upsert(rows)})
 
+    def item_route(p, tail: str):
+        """An item route's path has nothing after the id but its own `tail`."""
+        if p.get("tail", "") != tail:
+            raise E.NotFoundError(f"no route /collections/{p['c']}/items/.../{p['tail']}")
+
+    def get_item_or_history(p, q, ctype, raw):
+        # GET .../items/{id} and .../items/{id}/history both match a path whose id
+        # holds '/': the path as sent (app.item_params) says which it is
+        if p.get("tail") == "history":
+            return item_history(p, q, ctype, raw)
+        return get_item(p, q, ctype, raw)
+
     def get_item(p, q, ctype, raw):
+        item_route(p, "")
         select = q.get("select")
         select = None if select is None else [f for f in select.split(",") if f]
         as_of = q.get("as_of")
@@ -169,6 +182,7 @@ def table(api, claim_write) -> list:
         return 200, encode(session_call(go))
 
     def patch_item(p, q, ctype, raw):
+        item_route(p, "")
         values = json_body(ctype, raw, dict, "PATCH /collections/{c}/items/{id}")
 
         def go(s):
@@ -177,12 +191,14 @@ def table(api, claim_write) -> list:
         return 200, write_call(go)
 
     def delete_item(p, q, ctype, raw):
+        item_route(p, "")
         def go(s):
             coll = s.collection(p["c"])
             return {"deleted": coll.delete(ids=[path_id(coll, p["id"])])}
         return 200, write_call(go)
 
     def item_history(p, q, ctype, raw):
+        item_route(p, "history")
         def go(s):
             coll = s.collection(p["c"])
             return {"versions": coll.history(path_id(coll, p["id"]))}
@@ -316,7 +332,7 @@ def table(api, claim_write) -> list:
     return [
         # the hot routes first: Starlette tries them in order (17 µs a search)
         (C + "/search", "POST", search, {"needs_body": True}),
-        (I, "GET", get_item, {}),
+        (I, "GET", get_item_or_history, {}),
         (C + "/find", "POST", find, {"needs_body": True}),
         (C + "/count", "POST", count, {"needs_body": True}),
         ("/health", "GET", health, {"open_route": True, "inline": True}),
@@ -330,7 +346,7 @@ def table(api, claim_write) -> list:
         (C + "/items", "PUT", upsert, {"needs_body": True}),
         (I, "PATCH", patch_item, {"needs_body": True}),
         (I, "DELETE", delete_item, {}),
-        (I + "/history", "GET", item_history, {}),
+        (I + "/history", "GET", get_item_or_history, {}),
         (C + "/update", "POST", update, {"needs_body": True}),
         (C + "/delete", "POST", delete, {"needs_body": True}),
         ("/sql", "POST", sql, {"needs_body": True}),
