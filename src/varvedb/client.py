@@ -50,7 +50,7 @@ from .results import Hit, Hits
 from .schema import Field, Schema
 from .sql.result import SqlResult
 from .storage.verify import Break, VerifyReport
-from .wire import error_from_wire, parse_timestamp, sql_value_from_wire, value_from_wire
+from .wire import error_from_wire, parse_timestamp, value_from_wire
 from .wire import encode as _encode
 
 JSON = "application/json"
@@ -201,13 +201,7 @@ def _convert_hits(hits: list, specs: dict) -> None:
                     h.fields[name] = row
                 continue
         for h, v in zip(hits, values):
-            h.fields[name] = _value(spec, v)
-
-
-def _value(spec: dict, v: Any) -> Any:
-    if v is not None and spec.get("kind") == "vector":
-        return np.asarray(v, np.float32)       # the embedded API gives float32 (f16 too)
-    return value_from_wire(spec, v)
+            h.fields[name] = value_from_wire(spec["kind"], v)
 
 
 # ---- insert_arrays' bodies: Arrow IPC, .npy, or JSON rows ------------------------
@@ -335,7 +329,7 @@ class _CollectionVerbs:
     def _doc(self, doc: dict) -> Op:
         yield from self._known(doc.keys())
         for k in self._typed.keys() & doc.keys():
-            doc[k] = _value(self._typed[k], doc[k])
+            doc[k] = value_from_wire(self._typed[k]["kind"], doc[k])
         return doc
 
     def _item_path(self, id) -> Op:
@@ -538,7 +532,7 @@ class _ClientVerbs:
         convert = [i for i, k in enumerate(kinds) if k in ("vector", "timestamp")]
         rows = [tuple(r) for r in a["rows"]]
         if convert:
-            rows = [tuple(sql_value_from_wire(kinds[i], v) if i in convert else v
+            rows = [tuple(value_from_wire(kinds[i], v) if i in convert else v
                           for i, v in enumerate(r)) for r in rows]
         return SqlResult(a["columns"], rows, a["status"], a.get("rowcount"), kinds=kinds)
 

@@ -14,7 +14,6 @@ import msgspec
 import numpy as np
 
 from . import errors as E
-from .schema import VECTOR_DTYPES
 
 
 def _enc_hook(obj: Any) -> Any:
@@ -89,21 +88,10 @@ def parse_timestamp(v: str) -> _dt.datetime:
     return d if d.tzinfo else d.replace(tzinfo=_dt.timezone.utc)
 
 
-def value_from_wire(field: dict, v: Any) -> Any:
-    """One field's value as the embedded API returns it, from its JSON form.
-    `field` is the field's spec as GET /collections/{c} gives it."""
-    if v is None:
-        return None
-    kind = field.get("kind")
-    if kind == "vector":
-        return np.asarray(v, VECTOR_DTYPES.get(field.get("dtype", "f32"), np.float32))
-    if kind == "timestamp" and isinstance(v, str):
-        return parse_timestamp(v)
-    return v
-
-
-def sql_value_from_wire(kind: str | None, v: Any) -> Any:
-    """One SQL result value from its JSON form, by the column's kind."""
+def value_from_wire(kind: str | None, v: Any) -> Any:
+    """A value as the embedded API returns it, from its JSON form, by its kind (a
+    field's, or an SQL column's): vectors as float32 (f16 fields too), timestamps
+    as aware datetimes, the rest as JSON gives them."""
     if v is None:
         return None
     if kind == "vector":
