@@ -189,10 +189,41 @@ def demo(path: str, rows: int, dim: int) -> None:
     demo_mod.run(path, rows, dim, echo=click.echo)
 
 
+class _CountOrFile(click.ParamType):
+    """A number, or a path (a file of query vectors)."""
+    name = "COUNT|FILE"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        try:
+            return int(value)
+        except ValueError:
+            return str(value)
+
+
 @main.command()
-@click.option("--rows", default=100_000, show_default=True)
+@click.option("--rows", default=100_000, show_default=True,
+              help="Rows (with --dataset: the first N train rows; default all of them).")
 @click.option("--dim", default=128, show_default=True)
-@click.option("--queries", default=1000, show_default=True, help="Held-out queries.")
+@click.option("--queries", default=1000, show_default=True, type=_CountOrFile(),
+              help="Held-out queries; with --dataset a number (the first Q) or a file of "
+                   "query vectors (.npy, .fvecs, .bvecs).")
+@click.option("--dataset", default=None, metavar="SPEC",
+              help="Real data instead of the generator: an ann-benchmarks .hdf5, a .npy "
+                   "(queries from NAME.query.npy, truth from NAME.truth.npy, else held out "
+                   "and computed), .fvecs/.bvecs (with _query / _groundtruth.ivecs beside "
+                   "it), or a named set: glove-50, minilm-debian (also clustered, uniform).")
+@click.option("--truth", "truth_file", default=None, type=click.Path(dir_okay=False),
+              help="With --dataset: a ground-truth file (.npy or .ivecs; row numbers).")
+@click.option("--ab", default=None, metavar="ENGINES",
+              help="A/B in one process instead of the worker processes: e.g. "
+                   "varvedb,hnswlib,faiss (varvedb:int8 = HNSW(quantize='int8')), "
+                   "interleaved query by query; writes OUT/ab-<dataset>-<rows>x<dim>.*")
+@click.option("--rounds", default=5, show_default=True,
+              help="With --ab: rounds over the queries at each ef.")
+@click.option("--build-rounds", default=1, show_default=True,
+              help="With --ab: builds of every engine, alternating (median, min–max).")
 @click.option("--distribution", type=click.Choice(["clustered", "uniform"]),
               default="clustered", show_default=True)
 @click.option("--metric", type=click.Choice(["l2", "cosine", "dot"]), default="l2",
@@ -203,7 +234,8 @@ def demo(path: str, rows: int, dim: int) -> None:
                    "get the same values as float32.")
 @click.option("--m", default=16, show_default=True, help="HNSW links per node.")
 @click.option("--ef-construction", default=200, show_default=True)
-@click.option("--ef", default="10,40,100,200", show_default=True, help="ef sweep, comma-separated.")
+@click.option("--ef", default="10,40,100,200", show_default=True,
+              help="ef sweep, comma-separated (--ab: default 10,20,40,80,120,200,300,400,600,800).")
 @click.option("--runs", default=3, show_default=True, help="Median of N runs.")
 @click.option("--peers", default="sqlite", show_default=True,
               help="Comma-separated peers (sqlite, pgvector, hnswlib, faiss, chromadb, "
@@ -223,21 +255,56 @@ def demo(path: str, rows: int, dim: int) -> None:
 @click.option("--fresh", is_flag=True,
               help="Do not merge with an earlier result of the same config.")
 @click.option("--out", default="bench-results", show_default=True)
-def bench(rows, dim, queries, distribution, metric, dtype, m, ef_construction, ef, runs, peers,
-          with_varvedb, exact_queries, commits, timeout, query_budget, fresh, out) -> None:
+@click.pass_context
+def bench(ctx, rows, dim, queries, dataset, truth_file, ab, rounds, build_rounds, distribution,
+          metric, dtype, m, ef_construction, ef, runs, peers, with_varvedb, exact_queries,
+          commits, timeout, query_budget, fresh, out) -> None:
     """Measure varvedb and its peers side by side on the same data.
 
     Writes OUT/bench-<distribution>-<rows>x<dim>[-f16].md, .json and .png (recall
-    against QPS). A result with the same config as an earlier one merges
-    with it: engines measured now replace theirs, the others are kept.
+    against QPS); with --dataset the data set's name replaces the distribution.
+    A result with the same config as an earlier one merges with it: engines
+    measured now replace theirs, the others are kept. --ab: every named engine
+    in this one process instead (OUT/ab-<dataset>-<rows>x<dim>.*).
     """
     from .bench import harness
-    harness.run(rows, dim, queries, distribution, metric, m, ef_construction,
-                [int(x) for x in ef.split(",")], runs,
-                [p.strip() for p in peers.split(",") if p.strip()], out,
-                exact_queries=exact_queries, commits=commits, timeout=timeout,
-                query_budget=query_budget,
-                with_varvedb=with_varvedb, fresh=fresh, dtype=dtype, echo=click.echo)
+    from .errors import VarveError
+
+    def given(name):
+        return ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT
+
+    try:
+        efs = [int(x) for x in ef.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{ef!r} is not a comma-separated list of numbers",
+                                 param_hint="--ef") from None
+    if isinstance(queries, str) and dataset is None:
+        raise click.BadParameter("a file of queries needs --dataset", param_hint="--queries")
+    try:
+        ds = None
+        if dataset is not None or ab is not None:
+            from .bench import datasets
+            spec = dataset or distribution
+            ds = datasets.load(
+                spec, os.path.join(out, "cache"), echo=click.echo,
+                rows=rows if given("rows") or spec in datasets.GENERATED else None,
+                queries=queries if isinstance(queries, int) else None,
+                query_file=queries if isinstance(queries, str) else None,
+                truth_file=truth_file, metric=metric if given("metric") else None, dim=dim)
+            click.echo(f"data: {ds.source}")
+        if ab is not None:
+            from .bench import ab as ab_mode
+            ab_mode.run(ds, ab, out, m, ef_construction, efs if given("ef") else None,
+                        rounds, build_rounds, echo=click.echo)
+            return
+        harness.run(rows, dim, queries, distribution, metric, m, ef_construction, efs, runs,
+                    [p.strip() for p in peers.split(",") if p.strip()], out,
+                    exact_queries=exact_queries, commits=commits, timeout=timeout,
+                    query_budget=query_budget,
+                    with_varvedb=with_varvedb, fresh=fresh, dtype=dtype, echo=click.echo,
+                    dataset=ds)
+    except VarveError as e:
+        raise click.ClickException(str(e)) from None
 
 
 

@@ -7,7 +7,9 @@ anything it started (a PostgreSQL server included), and what it measured
 before is kept, with the phase it was in. Figures are the median with
 min–max over the runs.
 
-Output: `bench-results/bench-<distribution>-<rows>x<dim>.{md,json,png}`.
+Output: `bench-results/bench-<distribution>-<rows>x<dim>.{md,json,png}`;
+with a data set (`--dataset`, bench/datasets.py) its name replaces the
+distribution and its metric the `--metric`.
 Results merge: a run with the same config as the existing JSON replaces the
 engines it measured and keeps the others (each engine records when it was
 measured), so peers can be measured one invocation at a time, e.g.
@@ -29,21 +31,31 @@ import time
 import numpy as np
 from tqdm import tqdm
 
+from ..errors import OptionError
 from . import data, report
 from .engines import ENGINES
 
 # A result merges with an earlier one only when these are equal.
 IDENTITY = ("rows", "dim", "queries", "distribution", "metric", "m", "ef_construction", "ef",
-            "exact_queries", "commits", "dtype")
-IDENTITY_DEFAULTS = {"dtype": "f32"}     # for results written before the key existed
+            "exact_queries", "commits", "dtype", "dataset")
+# for results written before the key existed
+IDENTITY_DEFAULTS = {"dtype": "f32", "dataset": None}
 
 
 def run(rows: int, dim: int, queries: int, distribution: str, metric: str, m: int,
         ef_construction: int, ef: list[int], runs: int, peers: list[str], out_dir: str,
         exact_queries: int = 20, commits: int = 500, workdir: str | None = None,
         timeout: float = 3600, query_budget: float = 300, with_varvedb: bool = True,
-        fresh: bool = False, dtype: str = "f32", echo=print) -> dict:
-    """Run the benchmark and write its outputs; returns the (merged) summary."""
+        fresh: bool = False, dtype: str = "f32", echo=print, dataset=None) -> dict:
+    """Run the benchmark and write its outputs; returns the (merged) summary.
+    `dataset` (a datasets.Dataset): its rows, queries, truth and metric instead
+    of the generator's (rows, dim, queries, distribution and metric are then its)."""
+    if dataset is not None:
+        if dtype != "f32":
+            raise OptionError("--dtype f16 rounds the generator's values; with --dataset "
+                              "the vectors are the file's (f32)")
+        rows, dim = dataset.train.shape
+        queries, distribution, metric = len(dataset.test), dataset.name, dataset.metric
     engines = _engines(peers, with_varvedb)
     # A plain `kill` (SIGTERM) becomes an exception, so the worker and any
     # server it started are stopped on the way out, as on Ctrl-C.
@@ -51,8 +63,10 @@ def run(rows: int, dim: int, queries: int, distribution: str, metric: str, m: in
         signal.signal(signal.SIGTERM, _terminated)
     os.makedirs(out_dir, exist_ok=True)
     vpath, qpath, truth = prepare_data(out_dir, rows, dim, queries, distribution, metric, echo,
-                                       dtype)
+                                       dtype, dataset)
     config = {"rows": rows, "dim": dim, "queries": queries, "distribution": distribution,
+              "dataset": None if dataset is None else dataset.key,
+              "source": None if dataset is None else dataset.source,
               "metric": metric, "dtype": dtype, "m": m, "ef_construction": ef_construction, "ef": ef,
               "runs": runs, "exact_queries": exact_queries, "commits": commits}
     own_work = workdir is None
@@ -131,14 +145,26 @@ def _engines(peers: list[str], with_varvedb: bool) -> list[str]:
 
 
 def prepare_data(out_dir: str, rows: int, dim: int, queries: int, distribution: str,
-                 metric: str, echo=print, dtype: str = "f32") -> tuple[str, str, dict[str, str]]:
+                 metric: str, echo=print, dtype: str = "f32",
+                 dataset=None) -> tuple[str, str, dict[str, str]]:
     """Vectors, queries and exact top-10 ground truth, made once and cached on disk:
-    returns (vectors path, queries path, {"all"|"f1"|"f25": ground-truth path})."""
+    returns (vectors path, queries path, {"all"|"f1"|"f25": ground-truth path}).
+    A dataset's rows and queries are written as they are, its truth is "all"."""
     cache = os.path.join(out_dir, "cache")
     os.makedirs(cache, exist_ok=True)
     stem = f"{distribution}-{rows}x{dim}-q{queries}" + ("-f16" if dtype == "f16" else "")
+    if dataset is not None:
+        stem = f"ds-{stem}-{dataset.key}"
     vpath, qpath = (os.path.join(cache, f"{stem}-{x}.npy") for x in ("vectors", "queries"))
-    if not (os.path.exists(vpath) and os.path.exists(qpath)):
+    if dataset is not None:
+        for path, x in ((vpath, dataset.train), (qpath, dataset.test)):
+            if not os.path.exists(path):
+                np.save(path + ".part.npy", x)
+                os.replace(path + ".part.npy", path)
+        all_path = os.path.join(cache, f"{stem}-{metric}-gt-all.npy")
+        if not os.path.exists(all_path):
+            np.save(all_path, dataset.neighbors[:, :10])
+    elif not (os.path.exists(vpath) and os.path.exists(qpath)):
         with tqdm(total=rows + queries, desc=f"generating {distribution} vectors",
                   unit="row", leave=False) as bar:
             data.write_npy(vpath, qpath, rows, dim, queries, distribution, progress=bar.update,
@@ -148,12 +174,15 @@ def prepare_data(out_dir: str, rows: int, dim: int, queries: int, distribution: 
     if not all(os.path.exists(p) for p in truth.values()):
         vectors = np.load(vpath, mmap_mode="r")
         tags = data.tag_of(np.arange(rows))
+        masks = {"all": None, "f1": tags < 1, "f25": tags < 25}
+        if dataset is not None:
+            del masks["all"]      # the dataset's own
         with tqdm(total=rows, desc="exact ground truth", unit="row", leave=False) as bar:
-            gt = data.exact_topk_many(vectors, np.load(qpath), 10, metric,
-                                      {"all": None, "f1": tags < 1, "f25": tags < 25},
+            gt = data.exact_topk_many(vectors, np.load(qpath), 10, metric, masks,
                                       progress=bar.update)
         for name, path in truth.items():
-            np.save(path, gt[name])
+            if name in gt:
+                np.save(path, gt[name])
     return vpath, qpath, truth
 
 
