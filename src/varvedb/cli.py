@@ -282,6 +282,9 @@ def bench(ctx, rows, dim, queries, dataset, truth_file, ab, rounds, build_rounds
         raise click.BadParameter("a file of queries needs --dataset", param_hint="--queries")
     try:
         ds = None
+        if ab is not None:
+            from .bench import ab as ab_mode
+            ab_mode.parse_engines(ab)     # a wrong name fails before the data is read
         if dataset is not None or ab is not None:
             from .bench import datasets
             spec = dataset or distribution
@@ -293,7 +296,6 @@ def bench(ctx, rows, dim, queries, dataset, truth_file, ab, rounds, build_rounds
                 truth_file=truth_file, metric=metric if given("metric") else None, dim=dim)
             click.echo(f"data: {ds.source}")
         if ab is not None:
-            from .bench import ab as ab_mode
             ab_mode.run(ds, ab, out, m, ef_construction, efs if given("ef") else None,
                         rounds, build_rounds, echo=click.echo)
             return

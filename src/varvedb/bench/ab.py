@@ -78,7 +78,12 @@ class VarveAB(_AB):
 
     def __init__(self, label, dim, metric, workdir, quantize=None):
         super().__init__(label, dim, metric, workdir)
+        import dataclasses
+
         import varvedb as vv
+        if quantize is not None and "quantize" not in {f.name for f in
+                                                       dataclasses.fields(vv.HNSW)}:
+            raise OptionError(f"--ab {label}: this varvedb's HNSW has no quantize option yet")
         self.vv, self.quantize, self.db, self.builds = vv, quantize, None, 0
 
     def build(self, train, m, ef_construction):
