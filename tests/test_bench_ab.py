@@ -63,6 +63,7 @@ def test_ab_mode_runs_end_to_end_and_writes_curves_and_interpolated_points(tmp_p
     for name, e in summary["engines"].items():
         assert len(e["build_s"]["per_round"]) == 2 and e["build_s"]["median"] > 0
         assert 0 < e["graph_bytes_per_vector"] < e["memory_bytes_per_vector"]
+        assert e["build_threads"] >= 1
         assert e["memory_bytes_per_vector"] - e["graph_bytes_per_vector"] == 16 * 4
         assert [p["ef"] for p in e["curve"]] == [10, 20, 40, 80]
         for p in e["curve"]:

@@ -45,6 +45,7 @@ WARMUP = 20              # untimed queries per engine before each ef's rounds
 class _AB:
     """One engine's in-process index: build, search one query, sizes."""
     label = kind = "?"
+    build_threads = BUILD_THREADS
 
     def __init__(self, label: str, dim: int, metric: str, workdir: str):
         self.label, self.dim, self.metric, self.workdir = label, dim, metric, workdir
@@ -108,8 +109,14 @@ class VarveAB(_AB):
         took = time.perf_counter() - t
         self.note = (f"collection.search(vector=q, limit=10, ef=ef, select=[]); HNSW {opts}; "
                      "build = create_index until index_status()['unlinked'] == 0 (the rows "
-                     "inserted before, untimed)")
+                     f"inserted before, untimed), on numba's {self.build_threads} threads")
         return took
+
+    @property
+    def build_threads(self) -> int:
+        # the background build runs on numba's default thread count (NUMBA_NUM_THREADS)
+        import numba
+        return int(numba.config.NUMBA_NUM_THREADS)
 
     def warm(self, train, m, ef_construction):
         # numba compiles the build and the walk on first use (or loads its cache)
@@ -310,7 +317,8 @@ def run(ds, engines: str, out_dir: str, m: int = 16, ef_construction: int = 200,
         for label in labels:
             g = eng[label].graph_bytes()
             v = eng[label].vector_bytes(n)
-            sizes[label] = {"graph_bytes_per_vector": g / n,
+            sizes[label] = {"build_threads": eng[label].build_threads,
+                            "graph_bytes_per_vector": g / n,
                             "memory_bytes_per_vector": (g + v) / n}
         sweep = _sweep(eng, labels, queries, truth, ef, rounds)
         notes = {label: eng[label].note for label in labels}
@@ -462,11 +470,12 @@ def markdown(summary: dict) -> str:
              "", f"{cfg['source']}. Queries one at a time on one thread, interleaved query by "
              f"query; medians (min–max) of {cfg['rounds']} rounds; ratios against {ref}, "
              f"per round. {summary['machine']['cpus']} cores, {summary['machine']['when']}.",
-             "", "| engine | build s (2 threads) | build vs " + ref + " | graph B/vector "
+             "", "| engine | build s | build vs " + ref + " | graph B/vector "
              "| memory B/vector (vectors + graph) |", "|---|---|---|---|---|"]
     for label in labels:
         e = engines[label]
-        lines.append(f"| {label} | {_fmt(e['build_s'], '{:.2f}')} | "
+        lines.append(f"| {label} | {_fmt(e['build_s'], '{:.2f}')} on {e['build_threads']} "
+                     f"threads | "
                      f"{_fmt(e['build_ratio_to_reference'], '{:.2f}x')} | "
                      f"{e['graph_bytes_per_vector']:,.0f} | {e['memory_bytes_per_vector']:,.0f} |")
     lines += ["", "QPS at equal recall@10 (interpolated on each curve):", "",
