@@ -130,6 +130,18 @@ def test_npy_alone_holds_queries_out_of_its_rows(tmp_path):
     assert all(r.tobytes() in rows for r in ds.test)
     assert not {r.tobytes() for r in ds.test} & {r.tobytes() for r in ds.train}
     assert np.array_equal(ds.neighbors, brute(ds.train, ds.test, "l2"))
+    # by default: as many queries as it can hold out (at most 1 000, at most half)
+    assert datasets.load(str(tmp_path / "alone.npy"), str(tmp_path / "cache")).test.shape \
+        == (150, 4)
+
+
+def test_a_file_gives_its_first_thousand_queries_by_default(tmp_path):
+    train, test = vectors(40, 3, 18), vectors(1200, 3, 19)
+    write_hdf5(tmp_path / "many.hdf5", train, test)
+    ds = datasets.load(str(tmp_path / "many.hdf5"), str(tmp_path / "cache"))
+    assert np.array_equal(ds.test, test[:1000]) and ds.neighbors.shape == (1000, 10)
+    ds = datasets.load(str(tmp_path / "many.hdf5"), str(tmp_path / "cache"), queries=1200)
+    assert len(ds.test) == 1200
 
 
 def test_texmex_files_by_their_suffixes_and_explicitly(tmp_path):

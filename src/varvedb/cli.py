@@ -207,8 +207,8 @@ class _CountOrFile(click.ParamType):
               help="Rows (with --dataset: the first N train rows; default all of them).")
 @click.option("--dim", default=128, show_default=True)
 @click.option("--queries", default=1000, show_default=True, type=_CountOrFile(),
-              help="Held-out queries; with --dataset a number (the first Q) or a file of "
-                   "query vectors (.npy, .fvecs, .bvecs).")
+              help="Held-out queries; with --dataset a number (the first Q; default 1000 "
+                   "or all the file has) or a file of query vectors (.npy, .fvecs, .bvecs).")
 @click.option("--dataset", default=None, metavar="SPEC",
               help="Real data instead of the generator: an ann-benchmarks .hdf5, a .npy "
                    "(queries from NAME.query.npy, truth from NAME.truth.npy, else held out "
@@ -291,7 +291,7 @@ def bench(ctx, rows, dim, queries, dataset, truth_file, ab, rounds, build_rounds
             ds = datasets.load(
                 spec, os.path.join(out, "cache"), echo=click.echo,
                 rows=rows if given("rows") or spec in datasets.GENERATED else None,
-                queries=queries if isinstance(queries, int) else None,
+                queries=queries if isinstance(queries, int) and given("queries") else None,
                 query_file=queries if isinstance(queries, str) else None,
                 truth_file=truth_file, metric=metric if given("metric") else None, dim=dim)
             click.echo(f"data: {ds.source}")

@@ -31,7 +31,7 @@ NAMED = {
                      "package summaries of this machine's apt lists",
 }
 GENERATED = ("clustered", "uniform")
-HELD_OUT = 1000          # queries a named set holds out of its rows
+HELD_OUT = 1000          # queries a named set holds out of its rows; a file's first ones
 SEED = 0                 # the permutation that picks them (fixed: results compare)
 K = 10
 BLOCK = 65536
@@ -62,7 +62,8 @@ def load(spec: str, cache_dir: str, echo=print, *, rows: int | None = None,
          k: int = K, corpus: str | None = None, embedder: str = "onnx") -> Dataset:
     """The data set `spec` names. rows: the first N train rows (a named set: the
     first N of a fixed random permutation of its rows, queries held out);
-    queries: the first Q queries; metric: overrides the file's (its truth is
+    queries: the first Q queries (default HELD_OUT, or all a file has if fewer,
+    or half the rows where they are held out of a small file); metric: overrides the file's (its truth is
     then recomputed); dim: the generator's dimension; corpus / embedder: the
     texts and the model of minilm-debian (default: the apt lists, "onnx")."""
     if metric is not None and metric not in METRICS:
@@ -234,8 +235,7 @@ def _finish(name, path, train, test, truth, full, file_metric, metric, cache_dir
                           f"dimension {train.shape[1]}, its queries {test.shape[1]}")
     if truth_file is not None:
         truth = _read_any(truth_file)
-    if queries is not None:
-        test = test[:queries]
+    test = test[:queries or HELD_OUT]
     metric = metric or file_metric
     if truth is not None:
         truth = np.asarray(truth)
