@@ -303,8 +303,8 @@ def run(ds, engines: str, out_dir: str, m: int = 16, ef_construction: int = 200,
     work = tempfile.mkdtemp(prefix="ab-", dir=out_dir)
     labels = [s[0] for s in specs]
     ref = next((s[0] for s in specs if s[1] != "varvedb"), labels[0])
+    eng = {}
     try:
-        eng = {}
         for label, kind, quantize in specs:
             wd = os.path.join(work, label.replace(":", "-"))
             os.makedirs(wd, exist_ok=True)
@@ -323,7 +323,7 @@ def run(ds, engines: str, out_dir: str, m: int = 16, ef_construction: int = 200,
         sweep = _sweep(eng, labels, queries, truth, ef, rounds)
         notes = {label: eng[label].note for label in labels}
     finally:
-        for e in locals().get("eng", {}).values():
+        for e in eng.values():
             e.close()
         shutil.rmtree(work, ignore_errors=True)
 
