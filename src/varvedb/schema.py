@@ -63,6 +63,7 @@ TS_MAX_US = 253_402_300_799_999_999      # 9999-12-31T23:59:59.999999Z
 # Graph parameters size the graph's arrays and every walk's scratch: without
 # a bound, m=10**8 committed and then every open failed with MemoryError.
 HNSW_LIMITS = {"m": (2, 100), "ef_construction": (1, 4096), "ef_search": (1, 4096)}
+HNSW_QUANTIZERS = (None, "int8")
 MAX_EF = 100_000                         # a search's ef (scratch is ~16 x ef)
 
 
@@ -79,6 +80,9 @@ class HNSW:
     ef_search: int = 100
     metric: str | None = None     # None: the field's; else the field takes this one (SQL's opclass)
     name: str | None = None       # the index's name (SQL's CREATE INDEX name)
+    # "int8": the walk reads one byte per dimension and reranks its best
+    # candidates exactly from the stored vectors (index/hnsw.py)
+    quantize: str | None = None
 
     def __post_init__(self):
         for key in HNSW_LIMITS:
@@ -100,6 +104,9 @@ class HNSW:
             raise SchemaError(f"HNSW metric is one of {METRICS}, got {brief(self.metric)}")
         if self.name is not None and (not isinstance(self.name, str) or not _NAME.match(self.name)):
             raise SchemaError(f"invalid index name {brief(self.name)}")
+        if self.quantize not in HNSW_QUANTIZERS:
+            raise SchemaError(f"HNSW quantize is one of {HNSW_QUANTIZERS}, "
+                              f"got {brief(self.quantize)}")
 
     def to_dict(self) -> dict:
         d = {"kind": "hnsw", "m": self.m, "ef_construction": self.ef_construction,
@@ -108,6 +115,8 @@ class HNSW:
             d["metric"] = self.metric
         if self.name is not None:
             d["name"] = self.name
+        if self.quantize is not None:
+            d["quantize"] = self.quantize
         return d
 
 
@@ -319,7 +328,7 @@ def hnsw_from_dict(d: dict) -> HNSW:
     if not isinstance(d, dict) or d.get("kind") != "hnsw":
         raise SchemaError(f"a vector index spec is {{'kind': 'hnsw', ...}}, got {brief_from_file(d)}")
     return HNSW(**{key: d.get(key) for key in HNSW_LIMITS}, metric=d.get("metric"),
-                name=d.get("name"))
+                name=d.get("name"), quantize=d.get("quantize"))
 
 
 # Every helper takes not_null= (a null is refused on every write) and, but for

@@ -45,10 +45,12 @@ import math
 import numba
 import numpy as np
 
+from varvedb.kernels import codes as code_kernels
 from varvedb.kernels import hnsw as kernels
-from varvedb.kernels.distance import GRAPH_METRIC_CODES, METRIC_COSINE
+from varvedb.kernels.distance import (GRAPH_METRIC_CODES, METRIC_CODE_DOT, METRIC_CODE_L2,
+                                      METRIC_COSINE, METRIC_L2)
 
-_FORMAT = 1
+_FORMAT = 2              # 1: before quantize (13 params), still read
 _MAX_LEVEL = 30
 # Batches grow with the graph, up to a quarter of its size and at most
 # _MAX_BATCH rows: small enough that a batch rarely misses a neighbour it would
@@ -61,8 +63,21 @@ _PARALLEL_FROM = 16
 # params layout of to_arrays()/from_arrays()
 _P_FORMAT, _P_DIM, _P_METRIC, _P_M, _P_EFC, _P_EFS, _P_SEED = range(7)
 _P_ENTRY, _P_TOP, _P_NODES, _P_EXTENT, _P_SLOTS, _P_LEVELS = range(7, 13)
-_N_PARAMS = 13
+_P_QUANT, _P_CODE_FIT = 13, 14
+_N_PARAMS = 15
+_N_PARAMS_V1 = 13
 _ARRAY_NAMES = ("levels", "links0", "upper_slot", "upper_links", "twins")
+_CODE_ARRAYS = ("codes", "code_norms", "code_lo", "code_step")
+QUANTIZERS = (None, "int8")
+_QUANT_CODES = {None: 0, "int8": 1}
+_QUANT_NAMES = {code: name for name, code in _QUANT_CODES.items()}
+# The codes' range is fitted again each time the graph doubles, on a sample of
+# at most this many rows, until it has been fitted on that many: a graph built
+# row by row does not keep the range of its first few rows.
+_CODE_SAMPLE = 65536
+# A coded walk's best RERANK_PER_K * k candidates are measured exactly. On
+# glove-50 (100k), 2 * k already gave the recall of measuring the whole pool.
+_RERANK_PER_K = 4
 _METRIC_NAMES = {code: name for name, code in GRAPH_METRIC_CODES.items()}
 
 
@@ -96,14 +111,18 @@ class _BuildScratch:
     rebuilt only when the capacity, the level count or the thread count grows.
     """
 
-    def __init__(self, lanes: int, rows: int, dim: int, ef: int, m: int, n_levels: int):
+    def __init__(self, lanes: int, rows: int, dim: int, width: int, ef: int, m: int,
+                 n_levels: int):
         m0 = 2 * m
         self.visited = np.zeros((lanes, rows), np.uint16)
         self.generation = np.zeros(lanes, np.int64)
         self.query = np.empty((lanes, dim), np.float32)
+        self.walk_query = np.empty((lanes, width), np.float32)
         self.batch_dist = np.empty((lanes, _MAX_BATCH), np.float32)
         self.pool_d = np.empty((lanes, ef), np.float32)
         self.pool_i = np.empty((lanes, ef), np.int32)
+        self.exact_d = np.empty((lanes, ef), np.float32)
+        self.exact_i = np.empty((lanes, ef), np.int32)
         self.fresh = np.empty((lanes, m0), np.int32)
         self.x_d = np.empty((lanes, _MAX_BATCH), np.float32)
         self.x_i = np.empty((lanes, _MAX_BATCH), np.int32)
@@ -133,7 +152,7 @@ class HnswIndex:
     """
 
     def __init__(self, dim: int, metric: str, m: int = 16, ef_construction: int = 200,
-                 ef_search: int = 100, seed: int = 0):
+                 ef_search: int = 100, seed: int = 0, quantize: str | None = None):
         if dim < 1:
             raise ValueError(f"dim must be >= 1, got {dim}")
         if metric not in GRAPH_METRIC_CODES:     # l1 is exact-scan only
@@ -143,6 +162,9 @@ class HnswIndex:
             raise ValueError(f"m must be >= 2, got {m}")
         if ef_construction < 1 or ef_search < 1:
             raise ValueError("ef_construction and ef_search must be >= 1")
+        if quantize not in QUANTIZERS:
+            raise ValueError(f"quantize must be one of {QUANTIZERS}, got {quantize!r}")
+        self.quantize = quantize
         self.dim = int(dim)
         self.metric = metric
         self.m = int(m)
@@ -156,6 +178,13 @@ class HnswIndex:
         self._upper_slot = np.full(0, -1, np.int32)
         self._upper_links = np.full((0, 0, self.m), -1, np.int32)
         self._twins = np.full(0, -1, np.int32)
+        # quantize="int8": the walk's codes (kernels.codes), one row per arena row
+        self._code_width = code_kernels.code_width(dim)
+        self._codes = np.zeros((0, self._code_width), np.int8)
+        self._code_norms = np.zeros(0, np.float32)
+        self._code_lo = np.zeros(dim, np.float32)
+        self._code_step = np.ones(dim, np.float32)
+        self._code_fit = 0          # rows the codes' range was fitted on
         self._n_slots = 0
         self._entry = -1
         self._top = -1
@@ -185,11 +214,16 @@ class HnswIndex:
         return mask
 
     def memory_bytes(self) -> int:
-        """Bytes held by the graph arrays, spare capacity included (not the arena)."""
-        return int(sum(array.nbytes for array in self._arrays()))
+        """Bytes held by the graph arrays and codes, spare capacity included (not the arena)."""
+        return int(sum(array.nbytes for array in self._arrays() + self._code_arrays()))
 
     def _arrays(self) -> tuple[np.ndarray, ...]:
         return (self._levels, self._links0, self._upper_slot, self._upper_links, self._twins)
+
+    def _code_arrays(self) -> tuple[np.ndarray, ...]:
+        if self.quantize is None:
+            return ()
+        return (self._codes, self._code_norms, self._code_lo, self._code_step)
 
     # ---------------------------------------------------------------- insert
 
@@ -225,6 +259,8 @@ class HnswIndex:
         self._assign_upper_slots(rows, levels)
         self._levels[rows] = levels
         self._extent = max(self._extent, hi + 1)
+        if self.quantize is not None:
+            self._encode(arena, norms, rows)
         order = rows
         if rows.size > 1:
             order = rows[np.random.default_rng((self.seed, self._n_nodes)).permutation(rows.size)]
@@ -267,11 +303,12 @@ class HnswIndex:
             fwd, twin_of = scratch.fwd[:size], scratch.twin_of[:size]
             if not threads:
                 self._entry, self._top = kernels.link_batch(
-                    arena, norms, self._metric_code, batch, self._levels, self._links0,
-                    self._upper_slot, self._upper_links, self._twins, self._entry,
-                    self._top, self.m, self.ef_construction, scratch.visited,
-                    scratch.generation, scratch.query, scratch.batch_dist, scratch.pool_d,
-                    scratch.pool_i, scratch.fresh, scratch.x_d, scratch.x_i, scratch.s_d,
+                    arena, norms, self._metric_code, *self._build_walk(arena, norms), batch,
+                    self._levels, self._links0, self._upper_slot, self._upper_links,
+                    self._twins, self._entry, self._top, self.m, self.ef_construction,
+                    scratch.visited, scratch.generation, scratch.query, scratch.walk_query,
+                    scratch.batch_dist, scratch.pool_d, scratch.pool_i, scratch.exact_d,
+                    scratch.exact_i, scratch.fresh, scratch.x_d, scratch.x_i, scratch.s_d,
                     scratch.s_i, fwd, twin_of, scratch.over_i, scratch.union_d,
                     scratch.union_i)
             else:
@@ -283,10 +320,11 @@ class HnswIndex:
                        scratch: _BuildScratch, fwd: np.ndarray, twin_of: np.ndarray,
                        n_levels: int) -> None:
         kernels.find_links(
-            arena, norms, self._metric_code, batch, self._levels, self._links0,
-            self._upper_slot, self._upper_links, self._twins, self._entry, self._top,
-            self.m, self.ef_construction, scratch.visited, scratch.generation,
-            scratch.query, scratch.batch_dist, scratch.pool_d, scratch.pool_i,
+            arena, norms, self._metric_code, *self._build_walk(arena, norms), batch,
+            self._levels, self._links0, self._upper_slot, self._upper_links, self._twins,
+            self._entry, self._top, self.m, self.ef_construction, scratch.visited,
+            scratch.generation, scratch.query, scratch.walk_query, scratch.batch_dist,
+            scratch.pool_d, scratch.pool_i, scratch.exact_d, scratch.exact_i,
             scratch.fresh, scratch.x_d, scratch.x_i, scratch.s_d, scratch.s_i, fwd, twin_of)
         kernels.join_twins(batch, twin_of, self._levels, fwd, self._twins, self._links0,
                            self._upper_slot, self._upper_links)
@@ -298,6 +336,51 @@ class HnswIndex:
         self._entry, self._top = kernels.raise_entry(batch, twin_of, self._levels,
                                                      self._entry, self._top)
 
+    def _encode(self, arena: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> None:
+        """Codes for the new ``rows``; first fit the range again (and encode every
+        node again) while the graph has doubled since the last fit."""
+        nodes = self._n_nodes + rows.size
+        normalize = self._metric_code == METRIC_COSINE
+        if self._code_fit < _CODE_SAMPLE and nodes >= 2 * self._code_fit:
+            every = np.flatnonzero(self._levels[:self._extent] >= 0)
+            sample = every
+            if sample.size > _CODE_SAMPLE:
+                sample = np.sort(np.random.default_rng(self.seed).choice(
+                    every, _CODE_SAMPLE, replace=False))
+            x = self._widened(arena[sample])
+            if normalize:
+                x /= np.maximum(norms[sample], np.float32(1e-30))[:, None]
+            self._code_lo, self._code_step = code_kernels.fit(x)
+            self._code_fit = int(sample.size)
+            rows = every
+        code_kernels.encode_rows(arena, norms, rows, normalize, self._code_lo,
+                                 self._code_step, self._codes, self._code_norms)
+
+    @staticmethod
+    def _widened(block: np.ndarray) -> np.ndarray:
+        return (block.view(np.float16) if block.dtype == np.uint16 else block).astype(np.float32)
+
+    def _walk(self, query: np.ndarray):
+        """What the walk measures for ``query`` (float32 (dim,) or (q, dim)):
+        (rows, their norms, the query, the metric) — the arena's or the codes'."""
+        if self.quantize is None:
+            return None
+        metric = METRIC_CODE_L2 if self._metric_code == METRIC_L2 else METRIC_CODE_DOT
+        return (self._codes, self._code_norms,
+                code_kernels.scaled_query(query, self._code_step, self._code_width), metric)
+
+    @staticmethod
+    def _rerank(k: int, ef: int) -> int:
+        """How many of a coded walk's best candidates are measured exactly."""
+        return min(ef, _RERANK_PER_K * k)
+
+    def _build_walk(self, arena: np.ndarray, norms: np.ndarray):
+        """What the build's candidate search walks: (rows, norms, code step, metric)."""
+        if self.quantize is None:
+            return arena, norms, self._code_step, self._metric_code
+        metric = METRIC_CODE_L2 if self._metric_code == METRIC_L2 else METRIC_CODE_DOT
+        return self._codes, self._code_norms, self._code_step, metric
+
     def _build_scratch(self, n_levels: int, lanes: int) -> _BuildScratch:
         # lanes: one per numba thread for the parallel kernels, 0 for the serial
         # one (which uses lane 0 of any scratch)
@@ -305,7 +388,8 @@ class HnswIndex:
         if self._scratch is None or not self._scratch.fits(lanes, rows, n_levels):
             lanes = max(lanes, 1)
             self._scratch = None   # drop the old one before allocating its successor
-            self._scratch = _BuildScratch(lanes, rows, self.dim, self.ef_construction,
+            width = self._code_width if self.quantize is not None else self.dim
+            self._scratch = _BuildScratch(lanes, rows, self.dim, width, self.ef_construction,
                                           self.m, n_levels)
         return self._scratch
 
@@ -328,6 +412,9 @@ class HnswIndex:
         self._links0 = _grown(self._links0, (new_cap, 2 * self.m))
         self._upper_slot = _grown(self._upper_slot, (new_cap,))
         self._twins = _grown(self._twins, (new_cap,))
+        if self.quantize is not None:
+            self._codes = _aligned_grown(self._codes, new_cap)
+            self._code_norms = _grown(self._code_norms, (new_cap,))
 
     def _assign_upper_slots(self, rows: np.ndarray, levels: np.ndarray) -> None:
         if int(levels[0] if levels.size == 1 else levels.max()) == 0:   # most small batches
@@ -349,6 +436,9 @@ class HnswIndex:
         if not all(a.flags.writeable and a.flags.c_contiguous for a in self._arrays()):
             (self._levels, self._links0, self._upper_slot, self._upper_links,
              self._twins) = (np.array(a, copy=True, order="C") for a in self._arrays())
+        if self.quantize is not None and not self._codes.flags.writeable:
+            self._codes = _aligned_grown(self._codes, self._codes.shape[0])
+            self._code_norms = self._code_norms.copy()
         self._writable = True
 
     # ---------------------------------------------------------------- search
@@ -377,12 +467,14 @@ class HnswIndex:
         ws = self._take_workspace(ef)
         out_rows = np.empty(k, np.int64)
         out_dist = np.empty(k, np.float64)
+        walk = self._walk(query) or (arena, norms, query, self._metric_code)
         try:
             count = kernels.search_one(
-                arena, norms, query, self._metric_code, self._links0, self._upper_slot,
-                self._upper_links, self._twins, self._entry, self._top, ef, k, allow,
-                use_allow, ws.visited, ws.generation, 0, ws.cand_d, ws.cand_i, ws.res_d,
-                ws.res_i, ws.fresh, out_rows, out_dist)
+                arena, norms, query, self._metric_code, *walk, self._rerank(k, ef),
+                self._links0,
+                self._upper_slot, self._upper_links, self._twins, self._entry, self._top,
+                ef, k, allow, use_allow, ws.visited, ws.generation, 0, ws.cand_d, ws.cand_i,
+                ws.res_d, ws.res_i, ws.fresh, out_rows, out_dist)
         finally:
             self._workspaces.append(ws)
         if count < 0:
@@ -415,8 +507,10 @@ class HnswIndex:
         lanes = min(numba.get_num_threads(), n_q)
         cand = _candidate_capacity(ef)
         out_count = np.zeros(n_q, np.int64)
+        walk = self._walk(queries) or (arena, norms, queries, self._metric_code)
         kernels.search_many(
-            arena, norms, queries, self._metric_code, self._links0, self._upper_slot,
+            arena, norms, queries, self._metric_code, *walk, self._rerank(k, ef),
+            self._links0, self._upper_slot,
             self._upper_links, self._twins, self._entry, self._top, ef, k, allow, use_allow,
             np.zeros((lanes, self._levels.shape[0]), np.uint16), np.zeros(lanes, np.int64),
             np.empty((lanes, cand), np.float32), np.empty((lanes, cand), np.int32),
@@ -509,13 +603,16 @@ class HnswIndex:
         """
         params = np.zeros(_N_PARAMS, np.int64)
         params[[_P_FORMAT, _P_DIM, _P_METRIC, _P_M, _P_EFC, _P_EFS, _P_SEED, _P_ENTRY,
-                _P_TOP, _P_NODES, _P_EXTENT, _P_SLOTS, _P_LEVELS]] = [
+                _P_TOP, _P_NODES, _P_EXTENT, _P_SLOTS, _P_LEVELS, _P_QUANT, _P_CODE_FIT]] = [
             _FORMAT, self.dim, self._metric_code, self.m, self.ef_construction,
             self.ef_search, self.seed, self._entry, self._top, self._n_nodes, self._extent,
-            self._n_slots, self._upper_links.shape[1]]
+            self._n_slots, self._upper_links.shape[1], _QUANT_CODES[self.quantize],
+            self._code_fit]
         arrays = {"params": params}
-        for name, array in zip(_ARRAY_NAMES, self._arrays()):
-            view = array[: self._n_slots if name == "upper_links" else self._extent].view()
+        trim = {"upper_links": self._n_slots, "code_lo": self.dim, "code_step": self.dim}
+        for name, array in zip(_ARRAY_NAMES + _CODE_ARRAYS,
+                               self._arrays() + self._code_arrays()):
+            view = array[: trim.get(name, self._extent)].view()
             view.flags.writeable = False
             arrays[name] = view
         return arrays
@@ -532,9 +629,14 @@ class HnswIndex:
         """
         try:
             p = np.asarray(arrays["params"])
-            if p.dtype != np.int64 or p.shape != (_N_PARAMS,) \
-                    or int(p[_P_FORMAT]) != _FORMAT or int(p[_P_METRIC]) not in _METRIC_NAMES:
+            if p.dtype == np.int64 and p.shape == (_N_PARAMS_V1,) and int(p[_P_FORMAT]) == 1:
+                p = np.concatenate([p, np.zeros(_N_PARAMS - _N_PARAMS_V1, np.int64)])
+            elif p.dtype != np.int64 or p.shape != (_N_PARAMS,) or int(p[_P_FORMAT]) != _FORMAT:
                 raise ValueError("unknown HNSW params layout")
+            if int(p[_P_METRIC]) not in _METRIC_NAMES or int(p[_P_QUANT]) not in _QUANT_NAMES \
+                    or int(p[_P_CODE_FIT]) < 0:
+                raise ValueError("unknown HNSW metric or quantizer")
+            quant = _QUANT_NAMES[int(p[_P_QUANT])]
             extent, slots, n_levels = int(p[_P_EXTENT]), int(p[_P_SLOTS]), int(p[_P_LEVELS])
             # a slot belongs to one node, no node is above _MAX_LEVEL, and a seed
             # seeds numpy's generator (which takes no negative one)
@@ -543,8 +645,20 @@ class HnswIndex:
                 raise ValueError(f"HNSW params claim {extent} rows, {slots} slots, "
                                  f"{n_levels} levels, seed {int(p[_P_SEED])}")
             index = cls(int(p[_P_DIM]), _METRIC_NAMES[int(p[_P_METRIC])], int(p[_P_M]),
-                        int(p[_P_EFC]), int(p[_P_EFS]), int(p[_P_SEED]))
+                        int(p[_P_EFC]), int(p[_P_EFS]), int(p[_P_SEED]), quant)
             m = index.m
+            if quant is not None:
+                index._codes = _restored(arrays["codes"], np.int8,
+                                         (extent, index._code_width))
+                index._code_norms = _restored(arrays["code_norms"], np.float32, (extent,))
+                index._code_lo = _restored(arrays["code_lo"], np.float32, (index.dim,))
+                index._code_step = _restored(arrays["code_step"], np.float32, (index.dim,))
+                if not (np.isfinite(index._code_lo).all()
+                        and np.isfinite(index._code_step).all()
+                        and (index._code_step > 0).all()
+                        and np.isfinite(index._code_norms).all()):
+                    raise ValueError("HNSW codes have a range that is not finite and positive")
+                index._code_fit = int(p[_P_CODE_FIT])
             index._levels = _restored(arrays["levels"], np.int8, (extent,))
             index._links0 = _restored(arrays["links0"], np.int32, (extent, 2 * m))
             index._upper_slot = _restored(arrays["upper_slot"], np.int32, (extent,))
@@ -567,6 +681,18 @@ _NO_ALLOW = np.zeros(1, np.bool_)
 def _grown(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     out = np.full(shape, -1, array.dtype)
     out[tuple(slice(0, n) for n in array.shape)] = array
+    return out
+
+
+def _aligned_grown(codes: np.ndarray, rows: int) -> np.ndarray:
+    """``codes`` copied into ``rows`` rows (zeros past its own) whose first byte is
+    on a cache line, so that a row of 64 bytes is one line."""
+    width = codes.shape[1]
+    buf = np.zeros(rows * width + 64, np.uint8)
+    start = -buf.ctypes.data % 64
+    out = buf[start:start + rows * width].view(np.int8).reshape(rows, width)
+    n = min(rows, codes.shape[0])
+    out[:n] = codes[:n]
     return out
 
 

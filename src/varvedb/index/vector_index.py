@@ -79,7 +79,7 @@ class VectorIndex:
         self.field = field
         self.spec = spec
         self.graph = graph or HnswIndex(dim, metric, spec.m, spec.ef_construction,
-                                        spec.ef_search)
+                                        spec.ef_search, quantize=spec.quantize)
         self.linked = linked              # rows [0, linked) are in the graph (or null)
         self.checkpointed = linked        # `linked` as of the last checkpoint
         self._lock = ReadWriteLock()
@@ -167,8 +167,9 @@ class VectorIndex:
         rebuilds it then."""
         graph = HnswIndex.from_arrays({k[2:]: v for k, v in arrays.items()
                                        if k.startswith("g.")})
-        if (graph.dim, graph.metric, graph.m, graph.ef_construction, graph.ef_search) != \
-                (dim, metric, spec.m, spec.ef_construction, spec.ef_search):
+        if (graph.dim, graph.metric, graph.m, graph.ef_construction, graph.ef_search,
+                graph.quantize) != (dim, metric, spec.m, spec.ef_construction,
+                                    spec.ef_search, spec.quantize):
             raise ValueError(f"the graph of {field!r} was built for another field spec")
         graph.validate(n_rows)
         linked = arrays.get("linked")

@@ -50,6 +50,12 @@ METRIC_L2 = 0
 METRIC_DOT = 1
 METRIC_COSINE = 2
 METRIC_L1 = 3
+# The walk on int8 codes (kernels.codes): the arena is the codes, the query the
+# scaled query q' (q'_j = scale_j q_j), so x̂·q = codes·q' + a constant of the
+# query, and the norms are |x̂|² of each row. Constants of the query are
+# dropped: a walk only compares distances to one query.
+METRIC_CODE_L2 = 4     # |x̂ - q|² up to a constant: |x̂|² - 2 codes·q'
+METRIC_CODE_DOT = 5    # -x̂·q up to a constant (dot, and cosine on unit rows)
 
 GRAPH_METRIC_CODES = {"l2": METRIC_L2, "dot": METRIC_DOT, "cosine": METRIC_COSINE}
 METRIC_CODES = {**GRAPH_METRIC_CODES, "l1": METRIC_L1}   # l1: exact scan only
@@ -74,6 +80,12 @@ def as_f32(typingctx, value):
             return builder.fpext(half, ir.FloatType())
 
         return types.float32(value), widen_half
+    if value == types.int8:
+
+        def widen_int8(context, builder, signature, args):
+            return builder.sitofp(args[0], ir.FloatType())
+
+        return types.float32(value), widen_int8
     if value == types.float32:
 
         def pass_through(context, builder, signature, args):
@@ -238,8 +250,10 @@ def query_distance(arena, norms, row, query, q_norm, metric):
     if metric == METRIC_L2:
         return _l2sq_query(arena, row, query)
     dot = _dot_query(arena, row, query)
-    if metric == METRIC_DOT:
+    if metric == METRIC_DOT or metric == METRIC_CODE_DOT:
         return -dot
+    if metric == METRIC_CODE_L2:
+        return norms[row] - np.float32(2.0) * dot
     return _cosine_from_dot(dot, norms[row], q_norm)
 
 

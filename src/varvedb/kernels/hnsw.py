@@ -357,13 +357,18 @@ def _covered_entry(links0, upper_slot, upper_links, entry, top, n_rows):
 
 
 @njit(**_JIT)
-def search_one(arena, norms, query, metric, links0, upper_slot, upper_links, twins, entry,
-               top, ef, k, allow, use_allow, visited, generation, lane,
-               cand_d, cand_i, res_d, res_i, fresh, out_rows, out_dist):
+def search_one(arena, norms, query, metric, walk, walk_norms, walk_query, walk_metric,
+               rerank, links0, upper_slot, upper_links, twins, entry, top, ef, k, allow,
+               use_allow, visited, generation, lane, cand_d, cand_i, res_d, res_i, fresh,
+               out_rows, out_dist):
     """k nearest allowed nodes to ``query`` into ``out_*``; returns the count.
 
-    ``out_dist`` gets exact float64 scores on pgvector's scale and rows are
-    ranked by (score, row), so a caller needs no second pass.
+    The walk measures ``walk`` rows against ``walk_query`` by ``walk_metric``:
+    the arena itself (``walk is arena``), or its int8 codes
+    (:mod:`varvedb.kernels.codes`), whose ``rerank`` best candidates are then
+    measured exactly from the arena before the best k are kept. ``out_dist`` gets exact float64
+    scores on pgvector's scale and rows are ranked by (score, row), so a
+    caller needs no second pass.
 
     Returns -1, having searched nothing, when the query is not finite.
     Scratch: ``visited`` holds one uint16 stamp per row and
@@ -375,22 +380,28 @@ def search_one(arena, norms, query, metric, links0, upper_slot, upper_links, twi
     # Rows at or past `n_rows` are skipped, so a search that overlaps an add()
     # (which may link rows this caller's arena or mask does not cover yet)
     # stays inside every array it was handed.
-    n_rows = min(visited.shape[0], links0.shape[0], twins.shape[0], arena.shape[0])
+    n_rows = min(visited.shape[0], links0.shape[0], twins.shape[0], arena.shape[0],
+                 walk.shape[0])
     if use_allow:
         n_rows = min(n_rows, allow.shape[0])
     if entry >= n_rows:
         entry, top = _covered_entry(links0, upper_slot, upper_links, entry, top, n_rows)
         if entry < 0:
             return 0
-    q_norm = query_norm(query, metric)
-    dist = query_distance(arena, norms, entry, query, q_norm, metric)
-    node, dist = greedy_descend(arena, norms, query, q_norm, metric, upper_slot, upper_links,
-                                entry, dist, top, 0)
+    q_norm = query_norm(walk_query, walk_metric)
+    dist = query_distance(walk, walk_norms, entry, walk_query, q_norm, walk_metric)
+    node, dist = greedy_descend(walk, walk_norms, walk_query, q_norm, walk_metric, upper_slot,
+                                upper_links, entry, dist, top, 0)
     stamp = next_stamp(visited, generation, lane)
     visited = visited[:n_rows]
     if use_allow:
-        n = filtered_search(arena, norms, query, q_norm, metric, links0, twins, node, dist, ef,
-                            allow, visited, stamp, cand_d, cand_i, res_d, res_i, fresh)
+        n = filtered_search(walk, walk_norms, walk_query, q_norm, walk_metric, links0, twins,
+                            node, dist, ef, allow, visited, stamp, cand_d, cand_i, res_d,
+                            res_i, fresh)
+        if walk_metric != metric:
+            max_sort(res_d, res_i, n)
+            return _rerank(arena, norms, query, metric, res_i, min(n, rerank), k, res_d,
+                           out_rows, out_dist)
         while n > k:
             n = max_pop(res_d, res_i, n)
         max_sort(res_d, res_i, n)
@@ -407,8 +418,12 @@ def search_one(arena, norms, query, metric, links0, upper_slot, upper_links, twi
         res_i[n_seeds] = twin | EXPANDED
         n_seeds += 1
         twin = ring_next(twins, twin)
-    n = beam_search(arena, norms, query, q_norm, metric, links0, upper_slot, upper_links,
-                    twins, 0, n_seeds, ef, True, visited, stamp, res_d, res_i, fresh)
+    n = beam_search(walk, walk_norms, walk_query, q_norm, walk_metric, links0, upper_slot,
+                    upper_links, twins, 0, n_seeds, ef, True, visited, stamp, res_d, res_i,
+                    fresh)
+    if walk_metric != metric:
+        return _rerank(arena, norms, query, metric, res_i, min(n, rerank), k, res_d,
+                       out_rows, out_dist)
     count = min(n, k)
     for j in range(count):
         out_rows[j] = res_i[j]
@@ -416,11 +431,41 @@ def search_one(arena, norms, query, metric, links0, upper_slot, upper_links, twi
     return count
 
 
+@njit(**_JIT)
+def _rerank(arena, norms, query, metric, rows, n, k, scratch_d, out_rows, out_dist):
+    """The k best of ``rows[:n]`` by the exact distance from the arena, ranked.
+
+    ``scratch_d`` (>= n entries) receives the exact float32 distances; the
+    pool is reordered in place, its best k first.
+    """
+    arena, norms, query = unmanaged(arena), unmanaged(norms), unmanaged(query)
+    rows, scratch_d = unmanaged(rows), unmanaged(scratch_d)
+    q_norm = query_norm(query, metric)
+    for j in range(n):
+        prefetch_row(arena, rows[j])
+    for j in range(n):
+        scratch_d[j] = query_distance(arena, norms, rows[j], query, q_norm, metric)
+    count = min(n, k)
+    # a selection of the k best: the pool is small (ef) and k smaller
+    for j in range(count):
+        best = j
+        for t in range(j + 1, n):
+            if scratch_d[t] < scratch_d[best]:
+                best = t
+        d, r = scratch_d[j], rows[j]
+        scratch_d[j], rows[j] = scratch_d[best], rows[best]
+        scratch_d[best], rows[best] = d, r
+        out_rows[j] = rows[j]
+    rank_rows(arena, out_rows[:count], query, metric, out_dist)
+    return count
+
+
 @njit(**_PJIT)
-def search_many(arena, norms, queries, metric, links0, upper_slot, upper_links, twins, entry,
-                top, ef, k, allow, use_allow, visited, generation,
-                cand_d, cand_i, res_d, res_i, fresh, out_rows, out_dist, out_count):
-    """:func:`search_one` for each row of ``queries``, in parallel.
+def search_many(arena, norms, queries, metric, walk, walk_norms, walk_queries, walk_metric,
+                rerank, links0, upper_slot, upper_links, twins, entry, top, ef, k, allow, use_allow,
+                visited, generation, cand_d, cand_i, res_d, res_i, fresh, out_rows,
+                out_dist, out_count):
+    """:func:`search_one` for each row of ``queries`` (and of ``walk_queries``), in parallel.
 
     Scratch arrays have one row per lane (``visited.shape[0]`` lanes); lane
     t answers queries t, t + lanes, ... so that each lane owns its scratch.
@@ -429,10 +474,11 @@ def search_many(arena, norms, queries, metric, links0, upper_slot, upper_links, 
     for lane in prange(lanes):
         for qi in range(lane, queries.shape[0], lanes):
             out_count[qi] = search_one(
-                arena, norms, queries[qi], metric, links0, upper_slot, upper_links, twins,
-                entry, top, ef, k, allow, use_allow, visited[lane], generation, lane,
-                cand_d[lane], cand_i[lane], res_d[lane], res_i[lane], fresh[lane],
-                out_rows[qi], out_dist[qi])
+                arena, norms, queries[qi], metric, walk, walk_norms, walk_queries[qi],
+                walk_metric, rerank, links0, upper_slot, upper_links, twins, entry, top, ef, k,
+                allow, use_allow, visited[lane], generation, lane, cand_d[lane],
+                cand_i[lane], res_d[lane], res_i[lane], fresh[lane], out_rows[qi],
+                out_dist[qi])
 
 
 # -------------------------------------------------------- neighbour selection
@@ -502,19 +548,31 @@ def _find_twin(arena, batch, pos, batch_dist, pool_d, pool_i, n_pool):
 
 
 @njit(**_JIT)
-def _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot, upper_links,
-                  twins, entry, top, m, ef, visited, generation, lane, query, batch_dist,
-                  pool_d, pool_i, fresh, x_d, x_i, s_d, s_i, fwd, twin_of):
+def _choose_links(arena, norms, metric, walk, walk_norms, code_step, walk_metric, batch, pos,
+                  levels, links0, upper_slot, upper_links, twins, entry, top, m, ef, visited,
+                  generation, lane, query, walk_query, batch_dist, pool_d, pool_i, exact_d,
+                  exact_i, fresh, x_d, x_i, s_d, s_i, fwd, twin_of):
+    # The candidate search walks `walk` (the arena, or its int8 codes when
+    # walk_metric != metric); the links are chosen on exact distances, so a
+    # coded walk's pool is measured again from the arena (exact_*) first.
     u = batch[pos]
     level_u = levels[u]
     load_row(arena, u, query)
     q_norm = norms[u] if metric == METRIC_COSINE else np.float32(0.0)
+    coded = walk_metric != metric
+    if coded:
+        for j in range(code_step.shape[0]):
+            walk_query[j] = query[j] * code_step[j]
+        for j in range(code_step.shape[0], walk_query.shape[0]):
+            walk_query[j] = 0.0
+    wq = walk_query if coded else query
+    wq_norm = query_norm(wq, walk_metric)
     for t in range(batch.shape[0]):
         batch_dist[t] = query_distance(arena, norms, batch[t], query, q_norm, metric)
     n_seeds = 0
     if top >= 0:
-        dist = query_distance(arena, norms, entry, query, q_norm, metric)
-        node, dist = greedy_descend(arena, norms, query, q_norm, metric, upper_slot,
+        dist = query_distance(walk, walk_norms, entry, wq, wq_norm, walk_metric)
+        node, dist = greedy_descend(walk, walk_norms, wq, wq_norm, walk_metric, upper_slot,
                                     upper_links, entry, dist, top, level_u)
         pool_d[0] = dist
         pool_i[0] = node
@@ -525,15 +583,20 @@ def _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot, 
         if level <= top:
             # the pool this level leaves behind seeds the walk one level down
             stamp = next_stamp(visited, generation, lane)
-            n_w = beam_search(arena, norms, query, q_norm, metric, links0, upper_slot,
+            n_w = beam_search(walk, walk_norms, wq, wq_norm, walk_metric, links0, upper_slot,
                               upper_links, twins, level, n_seeds, ef, False, visited,
                               stamp, pool_d, pool_i, fresh)
             n_seeds = n_w
+        found_d, found_i = pool_d, pool_i
+        if coded:
+            _measure_exactly(arena, norms, query, q_norm, metric, pool_i, n_w, exact_d,
+                             exact_i)
+            found_d, found_i = exact_d, exact_i
         if level == 0:
-            twin_of[pos] = _find_twin(arena, batch, pos, batch_dist, pool_d, pool_i, n_w)
-        limit = pool_d[n_w - 1] if n_w == ef else FAR
+            twin_of[pos] = _find_twin(arena, batch, pos, batch_dist, found_d, found_i, n_w)
+        limit = found_d[n_w - 1] if n_w == ef else FAR
         n_x = _batch_candidates(level, batch, pos, batch_dist, levels, limit, x_d, x_i)
-        n_s = merge_sorted(pool_d, pool_i, n_w, x_d, x_i, n_x, s_d, s_i)
+        n_s = merge_sorted(found_d, found_i, n_w, x_d, x_i, n_x, s_d, s_i)
         out = fwd[pos, level]
         kept = select_diverse(arena, norms, metric, s_d, s_i, n_s, m, out)
         out[kept:] = -1
@@ -546,25 +609,47 @@ def _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot, 
         own[m:] = -1
 
 
+@njit(**_JIT)
+def _measure_exactly(arena, norms, query, q_norm, metric, rows, n, out_d, out_i):
+    # rows[:n] with their exact distances into out_*, ascending; they come in
+    # the order of their coded distances, nearly sorted, so an insertion sort
+    # moves little
+    for j in range(n):
+        prefetch_row(arena, rows[j])
+    for j in range(n):
+        d = query_distance(arena, norms, rows[j], query, q_norm, metric)
+        v = rows[j]
+        t = j - 1
+        while t >= 0 and out_d[t] > d:
+            out_d[t + 1] = out_d[t]
+            out_i[t + 1] = out_i[t]
+            t -= 1
+        out_d[t + 1] = d
+        out_i[t + 1] = v
+
+
 @njit(**_PJIT)
-def find_links(arena, norms, metric, batch, levels, links0, upper_slot, upper_links, twins,
-               entry, top, m, ef, visited, generation, query, batch_dist,
-               pool_d, pool_i, fresh, x_d, x_i, s_d, s_i, fwd, twin_of):
+def find_links(arena, norms, metric, walk, walk_norms, code_step, walk_metric, batch, levels,
+               links0, upper_slot, upper_links, twins, entry, top, m, ef, visited, generation,
+               query, walk_query, batch_dist, pool_d, pool_i, exact_d, exact_i, fresh, x_d,
+               x_i, s_d, s_i, fwd, twin_of):
     """Phase 1 of a batch: choose and write every new node's out-links, in parallel.
 
     Reads the graph as it stood before the batch (``entry``, ``top``); fills
     ``fwd[pos, level, :m]`` with the links of ``batch[pos]`` (-1 padded) for
     the reverse pass, and ``twin_of[pos]`` with the row it duplicates or -1.
-    Scratch arrays have one row per lane.
+    The candidate search walks ``walk`` by ``walk_metric`` (see
+    :func:`search_one`). Scratch arrays have one row per lane.
     """
     lanes = visited.shape[0]
     for lane in prange(lanes):
         for pos in range(lane, batch.shape[0], lanes):
-            _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot,
-                          upper_links, twins, entry, top, m, ef, visited[lane], generation,
-                          lane, query[lane], batch_dist[lane], pool_d[lane], pool_i[lane],
-                          fresh[lane], x_d[lane], x_i[lane], s_d[lane], s_i[lane], fwd,
-                          twin_of)
+            _choose_links(arena, norms, metric, walk, walk_norms, code_step, walk_metric,
+                          batch, pos, levels, links0, upper_slot, upper_links, twins, entry,
+                          top, m, ef, visited[lane], generation, lane, query[lane],
+                          walk_query[lane], batch_dist[lane], pool_d[lane], pool_i[lane],
+                          exact_d[lane], exact_i[lane], fresh[lane], x_d[lane], x_i[lane],
+                          s_d[lane], s_i[lane], fwd, twin_of)
 
 
 @njit(**_JIT)
@@ -714,8 +799,9 @@ def raise_entry(batch, twin_of, levels, entry, top):
 
 
 @njit(**_JIT)
-def link_batch(arena, norms, metric, batch, levels, links0, upper_slot, upper_links, twins,
-               entry, top, m, ef, visited, generation, query, batch_dist, pool_d, pool_i,
+def link_batch(arena, norms, metric, walk, walk_norms, code_step, walk_metric, batch, levels,
+               links0, upper_slot, upper_links, twins, entry, top, m, ef, visited,
+               generation, query, walk_query, batch_dist, pool_d, pool_i, exact_d, exact_i,
                fresh, x_d, x_i, s_d, s_i, fwd, twin_of, over_i, union_d, union_i):
     """A whole batch on the calling thread: both phases, then the entry update.
 
@@ -726,9 +812,10 @@ def link_batch(arena, norms, metric, batch, levels, links0, upper_slot, upper_li
     ``twin_of`` have one row per batch node. Returns the new ``(entry, top)``.
     """
     for pos in range(batch.shape[0]):
-        _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot,
-                      upper_links, twins, entry, top, m, ef, visited[0], generation, 0,
-                      query[0], batch_dist[0], pool_d[0], pool_i[0], fresh[0], x_d[0],
+        _choose_links(arena, norms, metric, walk, walk_norms, code_step, walk_metric, batch,
+                      pos, levels, links0, upper_slot, upper_links, twins, entry, top, m, ef,
+                      visited[0], generation, 0, query[0], walk_query[0], batch_dist[0],
+                      pool_d[0], pool_i[0], exact_d[0], exact_i[0], fresh[0], x_d[0],
                       x_i[0], s_d[0], s_i[0], fwd, twin_of)
     join_twins(batch, twin_of, levels, fwd, twins, links0, upper_slot, upper_links)
     keys, sources, starts = reverse_edges(batch, levels, fwd)

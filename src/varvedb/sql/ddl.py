@@ -312,7 +312,7 @@ class CreateIndex:
             if opclass not in OPCLASSES:
                 raise NotSupportedError(f'operator class "{opclass}" is not supported '
                                         f"(one of {', '.join(OPCLASSES)})")
-            unknown = set(options) - {"m", "ef_construction"}
+            unknown = set(options) - {"m", "ef_construction", "quantize"}
             if unknown:
                 raise SqlError("22023", f'unrecognized parameter "{sorted(unknown)[0]}"')
             self.kind = "hnsw"

@@ -1,0 +1,195 @@
+"""HNSW(quantize="int8"): the walk on int8 codes with an exact rerank, against exact
+search and against the unquantized graph; the codes' error bound; persistence,
+reopening, as_of and filters through the codes; bad specs."""
+
+import numpy as np
+import pytest
+
+import varvedb as vv
+from varvedb.errors import SchemaError
+from varvedb.index.hnsw import HnswIndex
+from varvedb.kernels import codes
+
+from test_hnsw_index import clustered, exact_distances, exact_top_k, norms_of, recall
+
+N, DIM, K = 4000, 32, 10
+
+
+@pytest.fixture(scope="module")
+def data():
+    return clustered(N, DIM, seed=11), clustered(100, DIM, seed=12)
+
+
+def built(x, metric, quantize="int8", **kw):
+    g = HnswIndex(x.shape[1], metric, 16, 100, quantize=quantize, **kw)
+    g.add(x, norms_of(x), np.arange(len(x)))
+    return g
+
+
+def answers(g, x, queries, k=K, ef=100, allow=None):
+    got = [g.search(x, norms_of(x), q, k, allow=allow, ef=ef) for q in queries]
+    return np.array([r for r, _ in got]), np.array([d for _, d in got])
+
+
+@pytest.mark.parametrize("metric", ["l2", "cosine", "dot"])
+def test_recall_against_exact_search_is_within_001_of_the_unquantized_graph(data, metric):
+    x, queries = data
+    truth = exact_top_k(x, queries, metric)
+    coded = recall(answers(built(x, metric), x, queries)[0], truth)
+    plain = recall(answers(built(x, metric, None), x, queries)[0], truth)
+    assert coded >= 0.95, coded
+    assert coded >= plain - 0.01, (coded, plain)
+
+
+def test_scores_are_exact_and_ranked_after_the_rerank(data):
+    x, queries = data
+    rows, dists = answers(built(x, "cosine"), x, queries)
+    want = exact_distances(x, queries, "cosine")
+    np.testing.assert_allclose(dists, np.take_along_axis(want, rows, 1), rtol=0, atol=1e-6)
+    assert (np.diff(dists, axis=1) >= 0).all()
+
+
+def test_f16_arena_walks_on_codes_too(data):
+    x, queries = data
+    half = x.astype(np.float16)
+    g = HnswIndex(DIM, "l2", 16, 100, quantize="int8")
+    g.add(half, norms_of(half), np.arange(N))
+    rows, _ = answers(g, half, queries)
+    assert recall(rows, exact_top_k(half, queries, "l2")) >= 0.95
+
+
+def test_a_code_stands_for_its_value_within_half_a_step():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(2000, 40)).astype(np.float32)
+    lo, step = codes.fit(x)
+    width = codes.code_width(40)
+    assert width == 64
+    out = np.zeros((2000, width), np.int8)
+    sq = np.zeros(2000, np.float32)
+    codes.encode_rows(x, norms_of(x), np.arange(2000), False, lo, step, out, sq)
+    decoded = lo + (out[:, :40].astype(np.float32) + 128) * step
+    inside = (x >= lo) & (x <= lo + 255 * step)
+    assert inside.mean() > 0.99
+    assert (np.abs(decoded - x)[inside] <= step.repeat(2000).reshape(40, 2000).T[inside] / 2
+            + 1e-6).all()
+    assert (out[:, 40:] == 0).all()                  # the padding adds nothing to a dot
+    np.testing.assert_allclose(sq, (decoded ** 2).sum(1), rtol=1e-4)
+    # the walk's quantity: codes . (step * q) = decoded . q - off . q
+    q = rng.normal(size=40).astype(np.float32)
+    off = lo + 128 * step
+    scaled = codes.scaled_query(q, step, width)
+    np.testing.assert_allclose(out.astype(np.float32) @ scaled, decoded @ q - off @ q,
+                               rtol=1e-3, atol=1e-3)
+
+
+def test_filtered_walk_through_codes_returns_only_allowed_rows(data):
+    x, queries = data
+    allow = np.random.default_rng(5).random(N) < 0.3
+    rows, _ = answers(built(x, "l2"), x, queries, allow=allow)
+    assert allow[rows].all()
+    assert recall(rows, exact_top_k(x, queries, "l2", allow=allow)) >= 0.93
+
+
+def test_rows_added_one_batch_at_a_time_refit_the_codes(data):
+    x, queries = data
+    g = HnswIndex(DIM, "l2", 16, 100, quantize="int8")
+    norms = norms_of(x)
+    for lo in range(0, N, 7):            # a range fitted on 7 rows would clip most others
+        g.add(x, norms, np.arange(lo, min(lo + 7, N)))
+    assert g._code_fit >= N // 2
+    assert recall(answers(g, x, queries)[0], exact_top_k(x, queries, "l2")) >= 0.95
+
+
+def test_to_arrays_round_trip_answers_identically(data):
+    x, queries = data
+    g = built(x, "cosine")
+    again = HnswIndex.from_arrays({k: v.copy() for k, v in g.to_arrays().items()})
+    assert again.quantize == "int8"
+    again.validate(N)
+    a, b = answers(g, x, queries), answers(again, x, queries)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    assert g.memory_bytes() >= built(x, "cosine", None).memory_bytes() + N * 64
+
+
+def test_format_1_params_of_an_older_file_still_load(data):
+    x, queries = data
+    g = built(x, "l2", None)
+    arrays = g.to_arrays()
+    arrays["params"] = arrays["params"][:13].copy()
+    arrays["params"][0] = 1
+    old = HnswIndex.from_arrays(arrays)
+    assert old.quantize is None
+    np.testing.assert_array_equal(answers(old, x, queries)[0], answers(g, x, queries)[0])
+
+
+def test_codes_that_do_not_fit_the_params_are_refused(data):
+    x, _ = data
+    arrays = dict(built(x, "l2").to_arrays())
+    bad = dict(arrays, codes=arrays["codes"][:-1])
+    with pytest.raises(ValueError, match="dtype"):
+        HnswIndex.from_arrays(bad)
+    step = arrays["code_step"].copy()
+    step[3] = 0.0
+    with pytest.raises(ValueError, match="finite and positive"):
+        HnswIndex.from_arrays(dict(arrays, code_step=step))
+    params = arrays["params"].copy()
+    params[13] = 7
+    with pytest.raises(ValueError, match="quantizer"):
+        HnswIndex.from_arrays(dict(arrays, params=params))
+
+
+def test_a_collection_with_a_quantized_index_survives_reopen_with_as_of_and_filters(
+        tmp_path, data):
+    x, queries = data
+    path = tmp_path / "q.varve"
+    with vv.connect(path) as db:
+        c = db.create_collection("items", {
+            "tag": vv.Int(),
+            "v": vv.Vector(DIM, metric="l2", index=vv.HNSW(m=16, ef_construction=100,
+                                                           quantize="int8"))})
+        c.insert_arrays(id=np.arange(N), tag=np.arange(N) % 4, v=x)
+        first = db.version
+        c.update(where="tag = 0", set={"v": x[0] + 100})     # moves a quarter away
+        db.checkpoint()
+        before = [c.search(vector=q, limit=K, ef=100, where="tag != 1", select=[]).ids
+                  for q in queries[:20]]
+        old = [c.search(vector=q, limit=K, ef=100, as_of=first, select=[]).ids
+               for q in queries[:20]]
+    with vv.connect(path) as db:
+        c = db["items"]
+        assert c.schema.fields["v"].vector_index.quantize == "int8"
+        after = [c.search(vector=q, limit=K, ef=100, where="tag != 1", select=[]).ids
+                 for q in queries[:20]]
+        old_again = [c.search(vector=q, limit=K, ef=100, as_of=first, select=[]).ids
+                     for q in queries[:20]]
+    assert after == before and old_again == old
+    live = np.arange(N)[(np.arange(N) % 4 != 0) & (np.arange(N) % 4 != 1)]
+    truth = exact_top_k(x[live], queries[:20], "l2")
+    assert recall(np.array([np.asarray(ids) for ids in after]), live[truth]) >= 0.9
+    truth_then = exact_top_k(x, queries[:20], "l2")
+    assert recall(np.array([np.asarray(ids) for ids in old]), truth_then) >= 0.9
+
+
+def test_sql_creates_a_quantized_index(tmp_path, data):
+    x, queries = data
+    with vv.connect(tmp_path / "s.varve") as db:
+        db.sql("CREATE TABLE t (id bigint PRIMARY KEY, v vector(32))")
+        c = db["t"]
+        c.insert_arrays(id=np.arange(500), v=x[:500])
+        before = (tmp_path / "s.varve").read_bytes()
+        with pytest.raises(SchemaError, match="quantize"):
+            db.sql("CREATE INDEX ON t USING hnsw (v vector_l2_ops) WITH (quantize = 'int4')")
+        assert (tmp_path / "s.varve").read_bytes() == before
+        db.sql("CREATE INDEX ON t USING hnsw (v vector_l2_ops) WITH (m = 8, quantize = 'int8')")
+        spec = c._table.vector_indexes["v"].spec
+        assert spec.quantize == "int8" and spec.m == 8
+        rows = c.search(vector=queries[0], limit=K, ef=100, select=[]).ids
+        truth = exact_top_k(x[:500], queries[:1], "l2")[0]
+        assert len(set(rows) & set(truth.tolist())) >= 9
+
+
+@pytest.mark.parametrize("bad", ["int4", "INT8", 8, True])
+def test_an_unknown_quantizer_is_a_schema_error(bad):
+    with pytest.raises(SchemaError, match="quantize"):
+        vv.HNSW(quantize=bad)
