@@ -15,6 +15,10 @@ Layout (the kernels in :mod:`varvedb.kernels.hnsw` explain their side):
 * ``upper_links`` int32 ``(slots, L, m)``  upper lists, level l at ``[:, l - 1]``.
 * ``twins``       int32 ``(cap,)``         rings of rows with bit-identical vectors
                                             (encoding in the kernels' docstring).
+* ``codes``       int8  ``(cap, w)``       quantize="int8" only: each node's codes
+                                            (:mod:`varvedb.kernels.codes`), with
+                                            ``code_norms`` (cap,) and the range
+                                            ``code_lo`` / ``code_step`` (dim,).
 
 ``cap`` (rows) and ``slots`` grow by doubling, so growth costs an amortised
 copy per element; ``L`` grows to the highest level drawn. A node costs
@@ -111,18 +115,14 @@ class _BuildScratch:
     rebuilt only when the capacity, the level count or the thread count grows.
     """
 
-    def __init__(self, lanes: int, rows: int, dim: int, width: int, ef: int, m: int,
-                 n_levels: int):
+    def __init__(self, lanes: int, rows: int, dim: int, ef: int, m: int, n_levels: int):
         m0 = 2 * m
         self.visited = np.zeros((lanes, rows), np.uint16)
         self.generation = np.zeros(lanes, np.int64)
         self.query = np.empty((lanes, dim), np.float32)
-        self.walk_query = np.empty((lanes, width), np.float32)
         self.batch_dist = np.empty((lanes, _MAX_BATCH), np.float32)
         self.pool_d = np.empty((lanes, ef), np.float32)
         self.pool_i = np.empty((lanes, ef), np.int32)
-        self.exact_d = np.empty((lanes, ef), np.float32)
-        self.exact_i = np.empty((lanes, ef), np.int32)
         self.fresh = np.empty((lanes, m0), np.int32)
         self.x_d = np.empty((lanes, _MAX_BATCH), np.float32)
         self.x_i = np.empty((lanes, _MAX_BATCH), np.int32)
@@ -303,12 +303,11 @@ class HnswIndex:
             fwd, twin_of = scratch.fwd[:size], scratch.twin_of[:size]
             if not threads:
                 self._entry, self._top = kernels.link_batch(
-                    arena, norms, self._metric_code, *self._build_walk(arena, norms), batch,
-                    self._levels, self._links0, self._upper_slot, self._upper_links,
-                    self._twins, self._entry, self._top, self.m, self.ef_construction,
-                    scratch.visited, scratch.generation, scratch.query, scratch.walk_query,
-                    scratch.batch_dist, scratch.pool_d, scratch.pool_i, scratch.exact_d,
-                    scratch.exact_i, scratch.fresh, scratch.x_d, scratch.x_i, scratch.s_d,
+                    arena, norms, self._metric_code, batch, self._levels, self._links0,
+                    self._upper_slot, self._upper_links, self._twins, self._entry,
+                    self._top, self.m, self.ef_construction, scratch.visited,
+                    scratch.generation, scratch.query, scratch.batch_dist, scratch.pool_d,
+                    scratch.pool_i, scratch.fresh, scratch.x_d, scratch.x_i, scratch.s_d,
                     scratch.s_i, fwd, twin_of, scratch.over_i, scratch.union_d,
                     scratch.union_i)
             else:
@@ -320,11 +319,10 @@ class HnswIndex:
                        scratch: _BuildScratch, fwd: np.ndarray, twin_of: np.ndarray,
                        n_levels: int) -> None:
         kernels.find_links(
-            arena, norms, self._metric_code, *self._build_walk(arena, norms), batch,
-            self._levels, self._links0, self._upper_slot, self._upper_links, self._twins,
-            self._entry, self._top, self.m, self.ef_construction, scratch.visited,
-            scratch.generation, scratch.query, scratch.walk_query, scratch.batch_dist,
-            scratch.pool_d, scratch.pool_i, scratch.exact_d, scratch.exact_i,
+            arena, norms, self._metric_code, batch, self._levels, self._links0,
+            self._upper_slot, self._upper_links, self._twins, self._entry, self._top,
+            self.m, self.ef_construction, scratch.visited, scratch.generation,
+            scratch.query, scratch.batch_dist, scratch.pool_d, scratch.pool_i,
             scratch.fresh, scratch.x_d, scratch.x_i, scratch.s_d, scratch.s_i, fwd, twin_of)
         kernels.join_twins(batch, twin_of, self._levels, fwd, self._twins, self._links0,
                            self._upper_slot, self._upper_links)
@@ -374,13 +372,6 @@ class HnswIndex:
         """How many of a coded walk's best candidates are measured exactly."""
         return min(ef, _RERANK_PER_K * k)
 
-    def _build_walk(self, arena: np.ndarray, norms: np.ndarray):
-        """What the build's candidate search walks: (rows, norms, code step, metric)."""
-        if self.quantize is None:
-            return arena, norms, self._code_step, self._metric_code
-        metric = METRIC_CODE_L2 if self._metric_code == METRIC_L2 else METRIC_CODE_DOT
-        return self._codes, self._code_norms, self._code_step, metric
-
     def _build_scratch(self, n_levels: int, lanes: int) -> _BuildScratch:
         # lanes: one per numba thread for the parallel kernels, 0 for the serial
         # one (which uses lane 0 of any scratch)
@@ -388,8 +379,7 @@ class HnswIndex:
         if self._scratch is None or not self._scratch.fits(lanes, rows, n_levels):
             lanes = max(lanes, 1)
             self._scratch = None   # drop the old one before allocating its successor
-            width = self._code_width if self.quantize is not None else self.dim
-            self._scratch = _BuildScratch(lanes, rows, self.dim, width, self.ef_construction,
+            self._scratch = _BuildScratch(lanes, rows, self.dim, self.ef_construction,
                                           self.m, n_levels)
         return self._scratch
 

@@ -41,6 +41,14 @@ bumps the stamp, and only one walk in 65 535 pays to clear it. Neighbour rows
 and the next node's list are prefetched before they are needed, which hides
 much of the memory latency of the random reads.
 
+A walk measures either the arena or the index's int8 codes of it
+(:mod:`varvedb.kernels.codes`: a row is one cache line instead of four for
+dim 50 in f32); :func:`search_one` then measures the coded walk's best few
+candidates again from the arena and ranks those. The build always walks the
+arena: walking codes there (and measuring the pool again for the neighbour
+selection) was measured no faster. Tried and not kept either: prefetching,
+one expansion ahead, the rows the next node links to (slower on glove-50).
+
 Batch insert, parallel without locks, deterministic: new nodes go in batches.
 :func:`find_links` searches the graph as it stood at the start of the batch,
 one new node per thread at a time, also measures each new node against the
@@ -548,31 +556,19 @@ def _find_twin(arena, batch, pos, batch_dist, pool_d, pool_i, n_pool):
 
 
 @njit(**_JIT)
-def _choose_links(arena, norms, metric, walk, walk_norms, code_step, walk_metric, batch, pos,
-                  levels, links0, upper_slot, upper_links, twins, entry, top, m, ef, visited,
-                  generation, lane, query, walk_query, batch_dist, pool_d, pool_i, exact_d,
-                  exact_i, fresh, x_d, x_i, s_d, s_i, fwd, twin_of):
-    # The candidate search walks `walk` (the arena, or its int8 codes when
-    # walk_metric != metric); the links are chosen on exact distances, so a
-    # coded walk's pool is measured again from the arena (exact_*) first.
+def _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot, upper_links,
+                  twins, entry, top, m, ef, visited, generation, lane, query, batch_dist,
+                  pool_d, pool_i, fresh, x_d, x_i, s_d, s_i, fwd, twin_of):
     u = batch[pos]
     level_u = levels[u]
     load_row(arena, u, query)
     q_norm = norms[u] if metric == METRIC_COSINE else np.float32(0.0)
-    coded = walk_metric != metric
-    if coded:
-        for j in range(code_step.shape[0]):
-            walk_query[j] = query[j] * code_step[j]
-        for j in range(code_step.shape[0], walk_query.shape[0]):
-            walk_query[j] = 0.0
-    wq = walk_query if coded else query
-    wq_norm = query_norm(wq, walk_metric)
     for t in range(batch.shape[0]):
         batch_dist[t] = query_distance(arena, norms, batch[t], query, q_norm, metric)
     n_seeds = 0
     if top >= 0:
-        dist = query_distance(walk, walk_norms, entry, wq, wq_norm, walk_metric)
-        node, dist = greedy_descend(walk, walk_norms, wq, wq_norm, walk_metric, upper_slot,
+        dist = query_distance(arena, norms, entry, query, q_norm, metric)
+        node, dist = greedy_descend(arena, norms, query, q_norm, metric, upper_slot,
                                     upper_links, entry, dist, top, level_u)
         pool_d[0] = dist
         pool_i[0] = node
@@ -583,20 +579,15 @@ def _choose_links(arena, norms, metric, walk, walk_norms, code_step, walk_metric
         if level <= top:
             # the pool this level leaves behind seeds the walk one level down
             stamp = next_stamp(visited, generation, lane)
-            n_w = beam_search(walk, walk_norms, wq, wq_norm, walk_metric, links0, upper_slot,
+            n_w = beam_search(arena, norms, query, q_norm, metric, links0, upper_slot,
                               upper_links, twins, level, n_seeds, ef, False, visited,
                               stamp, pool_d, pool_i, fresh)
             n_seeds = n_w
-        found_d, found_i = pool_d, pool_i
-        if coded:
-            _measure_exactly(arena, norms, query, q_norm, metric, pool_i, n_w, exact_d,
-                             exact_i)
-            found_d, found_i = exact_d, exact_i
         if level == 0:
-            twin_of[pos] = _find_twin(arena, batch, pos, batch_dist, found_d, found_i, n_w)
-        limit = found_d[n_w - 1] if n_w == ef else FAR
+            twin_of[pos] = _find_twin(arena, batch, pos, batch_dist, pool_d, pool_i, n_w)
+        limit = pool_d[n_w - 1] if n_w == ef else FAR
         n_x = _batch_candidates(level, batch, pos, batch_dist, levels, limit, x_d, x_i)
-        n_s = merge_sorted(found_d, found_i, n_w, x_d, x_i, n_x, s_d, s_i)
+        n_s = merge_sorted(pool_d, pool_i, n_w, x_d, x_i, n_x, s_d, s_i)
         out = fwd[pos, level]
         kept = select_diverse(arena, norms, metric, s_d, s_i, n_s, m, out)
         out[kept:] = -1
@@ -609,47 +600,25 @@ def _choose_links(arena, norms, metric, walk, walk_norms, code_step, walk_metric
         own[m:] = -1
 
 
-@njit(**_JIT)
-def _measure_exactly(arena, norms, query, q_norm, metric, rows, n, out_d, out_i):
-    # rows[:n] with their exact distances into out_*, ascending; they come in
-    # the order of their coded distances, nearly sorted, so an insertion sort
-    # moves little
-    for j in range(n):
-        prefetch_row(arena, rows[j])
-    for j in range(n):
-        d = query_distance(arena, norms, rows[j], query, q_norm, metric)
-        v = rows[j]
-        t = j - 1
-        while t >= 0 and out_d[t] > d:
-            out_d[t + 1] = out_d[t]
-            out_i[t + 1] = out_i[t]
-            t -= 1
-        out_d[t + 1] = d
-        out_i[t + 1] = v
-
-
 @njit(**_PJIT)
-def find_links(arena, norms, metric, walk, walk_norms, code_step, walk_metric, batch, levels,
-               links0, upper_slot, upper_links, twins, entry, top, m, ef, visited, generation,
-               query, walk_query, batch_dist, pool_d, pool_i, exact_d, exact_i, fresh, x_d,
-               x_i, s_d, s_i, fwd, twin_of):
+def find_links(arena, norms, metric, batch, levels, links0, upper_slot, upper_links, twins,
+               entry, top, m, ef, visited, generation, query, batch_dist,
+               pool_d, pool_i, fresh, x_d, x_i, s_d, s_i, fwd, twin_of):
     """Phase 1 of a batch: choose and write every new node's out-links, in parallel.
 
     Reads the graph as it stood before the batch (``entry``, ``top``); fills
     ``fwd[pos, level, :m]`` with the links of ``batch[pos]`` (-1 padded) for
     the reverse pass, and ``twin_of[pos]`` with the row it duplicates or -1.
-    The candidate search walks ``walk`` by ``walk_metric`` (see
-    :func:`search_one`). Scratch arrays have one row per lane.
+    Scratch arrays have one row per lane.
     """
     lanes = visited.shape[0]
     for lane in prange(lanes):
         for pos in range(lane, batch.shape[0], lanes):
-            _choose_links(arena, norms, metric, walk, walk_norms, code_step, walk_metric,
-                          batch, pos, levels, links0, upper_slot, upper_links, twins, entry,
-                          top, m, ef, visited[lane], generation, lane, query[lane],
-                          walk_query[lane], batch_dist[lane], pool_d[lane], pool_i[lane],
-                          exact_d[lane], exact_i[lane], fresh[lane], x_d[lane], x_i[lane],
-                          s_d[lane], s_i[lane], fwd, twin_of)
+            _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot,
+                          upper_links, twins, entry, top, m, ef, visited[lane], generation,
+                          lane, query[lane], batch_dist[lane], pool_d[lane], pool_i[lane],
+                          fresh[lane], x_d[lane], x_i[lane], s_d[lane], s_i[lane], fwd,
+                          twin_of)
 
 
 @njit(**_JIT)
@@ -799,9 +768,8 @@ def raise_entry(batch, twin_of, levels, entry, top):
 
 
 @njit(**_JIT)
-def link_batch(arena, norms, metric, walk, walk_norms, code_step, walk_metric, batch, levels,
-               links0, upper_slot, upper_links, twins, entry, top, m, ef, visited,
-               generation, query, walk_query, batch_dist, pool_d, pool_i, exact_d, exact_i,
+def link_batch(arena, norms, metric, batch, levels, links0, upper_slot, upper_links, twins,
+               entry, top, m, ef, visited, generation, query, batch_dist, pool_d, pool_i,
                fresh, x_d, x_i, s_d, s_i, fwd, twin_of, over_i, union_d, union_i):
     """A whole batch on the calling thread: both phases, then the entry update.
 
@@ -812,10 +780,9 @@ def link_batch(arena, norms, metric, walk, walk_norms, code_step, walk_metric, b
     ``twin_of`` have one row per batch node. Returns the new ``(entry, top)``.
     """
     for pos in range(batch.shape[0]):
-        _choose_links(arena, norms, metric, walk, walk_norms, code_step, walk_metric, batch,
-                      pos, levels, links0, upper_slot, upper_links, twins, entry, top, m, ef,
-                      visited[0], generation, 0, query[0], walk_query[0], batch_dist[0],
-                      pool_d[0], pool_i[0], exact_d[0], exact_i[0], fresh[0], x_d[0],
+        _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot,
+                      upper_links, twins, entry, top, m, ef, visited[0], generation, 0,
+                      query[0], batch_dist[0], pool_d[0], pool_i[0], fresh[0], x_d[0],
                       x_i[0], s_d[0], s_i[0], fwd, twin_of)
     join_twins(batch, twin_of, levels, fwd, twins, links0, upper_slot, upper_links)
     keys, sources, starts = reverse_edges(batch, levels, fwd)
