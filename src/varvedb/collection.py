@@ -24,8 +24,8 @@ from .query.planner import (RRF_K, Query, plan_count, plan_find, plan_hybrid, pl
 from .query.text_query import text_query
 from .results import Hit, Hits
 from .schema import (HNSW, ID_END, ID_MIN, MAX_EF, QUERY_METRICS, Batch, Schema, coerce_array,
-                     coerce_ids, coerce_query_vector, coerce_values, from_micros, is_int,
-                     parse_field, validate_name)
+                     check_query_metric, coerce_ids, coerce_query_vector, coerce_values,
+                     from_micros, is_int, parse_field, validate_name, vector_values)
 from .engine.snapshot import Snapshot
 from .engine.table import ALIVE, Table
 
@@ -442,7 +442,9 @@ class Collection:
             return f.metric
         if not isinstance(metric, str) or metric not in QUERY_METRICS:
             raise OptionError(f"metric is one of {', '.join(QUERY_METRICS)}, got {metric!r:.80}")
-        return QUERY_METRICS[QUERY_METRICS.index(metric)]   # a plain str (np.str_ too)
+        metric = QUERY_METRICS[QUERY_METRICS.index(metric)]   # a plain str (np.str_ too)
+        check_query_metric(f, metric)     # hamming for bit fields, and only for them
+        return metric
 
     def _vector_field(self, t: Table, field: str | None) -> str:
         vecs = t.schema.vector_fields
@@ -483,7 +485,7 @@ class Collection:
         scores = [None] * len(ids) if res.scores is None else res.scores.tolist()
         if not names:
             return Hits([Hit(i, s, {}) for i, s in zip(ids, scores)], plan=res.plan)
-        cols = [_pyvalues(t.schema.fields[name].kind, *t.columns[name].take(rows))
+        cols = [_pyvalues(t.schema.fields[name], *t.columns[name].take(rows))
                 for name in names]
         return Hits([Hit(i, s, dict(zip(names, vals)))
                      for i, s, vals in zip(ids, scores, zip(*cols))], plan=res.plan)
@@ -494,7 +496,7 @@ class Collection:
         rows = np.asarray(rows, np.int64)
         cols = [_ids_of(t, rows)]
         for name in names:
-            cols.append(_pyvalues(t.schema.fields[name].kind, *t.columns[name].take(rows)))
+            cols.append(_pyvalues(t.schema.fields[name], *t.columns[name].take(rows)))
         return cols
 
 
@@ -517,10 +519,11 @@ def _one_id(schema: Schema, id):
     return _id_list(coerce_ids(schema, [id]))[0]
 
 
-def _pyvalues(kind: str, vals, nulls) -> list:
+def _pyvalues(f, vals, nulls) -> list:
     nulls = np.asarray(nulls).tolist()
+    kind = f.kind
     if kind == "vector":
-        vs = list(vals.astype(np.float32))
+        vs = list(vector_values(f, vals))   # float32, int8, or bool (bit)
     elif kind == "timestamp":
         vs = [from_micros(x) for x in vals.tolist()]
     elif isinstance(vals, list):
