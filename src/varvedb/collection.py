@@ -255,6 +255,23 @@ class Collection:
             raise SchemaError(f"{fname!r} has no vector index")
         return self._db._engine.index_status(t, fname)
 
+    def vector_memory(self, field: str | None = None) -> dict:
+        """Memory of a vector field: {"field", "dtype", "dim", "vectors" (row
+        versions), "bytes_per_vector" (one stored vector in the arena: 4 dim for
+        f32, 2 dim for f16, dim for int8, ceil(dim / 8) for bit), "arena_bytes",
+        "graph_bytes" and "graph_bytes_per_vector" (the HNSW graph's arrays, spare
+        capacity included, over its nodes; 0 without a graph)}."""
+        t = self._table
+        fname = self._vector_field(t, field)
+        f = t.schema.fields[fname]
+        vi = t.vector_indexes.get(fname)
+        graph = vi.memory_bytes() if vi is not None else 0
+        nodes = len(vi.graph) if vi is not None else 0
+        return {"field": fname, "dtype": f.dtype, "dim": f.dim, "vectors": t.n,
+                "bytes_per_vector": f.bytes_per_vector,
+                "arena_bytes": t.n * f.bytes_per_vector, "graph_bytes": graph,
+                "graph_bytes_per_vector": round(graph / nodes, 1) if nodes else 0.0}
+
     def search(self, vector=None, where: str | None = None, params: list | tuple = (),
                limit: int = 10, select: list | None = None, as_of=None,
                field: str | None = None, ef: int | None = None, exact: bool = False,
@@ -267,7 +284,8 @@ class Collection:
 
         Vector search: scores are pgvector's distances for `metric` (lower is
         closer): "cosine" (`<=>`), "l2" (`<->`), "dot" (`<#>`, the negative inner
-        product) or "l1" (`<+>`); default the field's. A metric other than the
+        product) or "l1" (`<+>`); on a bit field "hamming" (`<~>`, the differing
+        bits; its query is dim bools or 0/1) and nothing else; default the field's. A metric other than the
         one the field's graph was built for is answered by exact scan.
         `ef` widens the graph walk (default: the index's ef_search; at most
         MAX_EF); `exact=True` scans every allowed row.

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SqlError
-from ..schema import brief, from_micros
+from ..schema import brief, from_micros, vector_values
 from . import text_funcs, vector_funcs
 from .filter import kleene, like_regex
 
@@ -275,6 +275,9 @@ def col_value(e: Col, t, rows: np.ndarray) -> Val:
         raise SqlError("42703", f'column "{e.name}" does not exist')
     vals, nulls = t.columns[e.name].take(rows)
     nulls = np.asarray(nulls, bool)
+    if f.kind == "vector" and f.dtype in ("int8", "bit"):
+        # SQL has float vectors only: int8 values and 0/1 bits as float32
+        vals = vector_values(f, vals).astype(np.float32)
     if isinstance(vals, list):
         return Val(f.kind, _objects(vals), nulls)
     return Val(f.kind, vals, nulls)
