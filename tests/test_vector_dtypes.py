@@ -326,3 +326,25 @@ def test_wire_round_trip(built, data):
     assert b.dtype == np.bool_ and b.tolist() == doc["b"].tolist()
     assert value_from_wire("vector", [1, 0, 1], "bit").tolist() == [True, False, True]
     assert value_from_wire("vector", [0.5, 1], None).dtype == np.float32
+
+
+def test_a_client_reads_int8_and_bit_vectors_back_as_the_embedded_api_does(tmp_path):
+    from conftest import child_env
+    from server_proc import ServerProcess
+    a, b = int8_rows(50, 8, seed=9), bit_rows(50, 20, seed=9)
+    with ServerProcess(str(tmp_path / "s.varve"), env=child_env()) as srv:
+        client = vv.Client(srv.url, timeout=120)
+        c = client.create_collection("docs", {"q": vv.Vector(8, dtype="int8", metric="l2"),
+                                              "b": vv.Vector(20, dtype="bit")})
+        c.insert_arrays(id=np.arange(50), q=a, b=b)                 # the bulk body
+        c.insert([{"id": 50, "q": a[0].tolist(), "b": b[0].tolist()}])   # JSON rows
+        for i in (3, 50):
+            doc = c.get(i)
+            assert doc["q"].dtype == np.int8 and doc["q"].tolist() == a[i % 50].tolist()
+            assert doc["b"].dtype == np.bool_ and doc["b"].tolist() == b[i % 50].tolist()
+        hits = c.search(b[3], field="b", limit=3, select=["q", "b"])
+        assert 3 in hits.ids and hits.scores[0] == 0.0
+        assert hits[0].fields["b"].dtype == np.bool_ and hits[0].fields["q"].dtype == np.int8
+        with pytest.raises(vv.FieldTypeError):
+            c.insert([{"id": 51, "q": [0.5] * 8}])
+        client.close()
