@@ -348,3 +348,27 @@ def test_a_client_reads_int8_and_bit_vectors_back_as_the_embedded_api_does(tmp_p
         with pytest.raises(vv.FieldTypeError):
             c.insert([{"id": 51, "q": [0.5] * 8}])
         client.close()
+
+
+def test_updates_keep_the_stored_form_and_sql_reads_numbers(tmp_path):
+    path = str(tmp_path / "u.varve")
+    db = vv.connect(path)
+    c = db.create_collection("c", {"g": "int", "q": vv.Vector(4, dtype="int8", metric="l2"),
+                                   "b": vv.Vector(10, dtype="bit")})
+    bits = [1, 0, 1, 0, 1, 1, 0, 0, 0, 1]
+    c.insert([{"id": 1, "g": 0, "q": [1, 2, 3, 4], "b": bits}])
+    c.update({"g": 5}, where="id = 1")                  # the vectors are carried over
+    db.sql("UPDATE c SET g = 7 WHERE id = 1")
+    c.update({"q": [-1, -2, -3, -4]}, where="g = 7")
+    db.close()
+    db = vv.connect(path)
+    c = db.collection("c")
+    doc = c.get(1)
+    assert doc["g"] == 7 and doc["q"].tolist() == [-1, -2, -3, -4]
+    assert doc["b"].tolist() == [bool(x) for x in bits]
+    (q, b), = [r[1:] for r in db.sql("SELECT id, q, b FROM c").rows]
+    assert q.tolist() == [-1, -2, -3, -4] and b.tolist() == [float(x) for x in bits]
+    assert db.sql("SELECT id FROM c ORDER BY q <-> '[-1,-2,-3,-4]' LIMIT 1").rows == [(1,)]
+    with pytest.raises(vv.SqlError):            # no hamming operator in SQL yet
+        db.sql("SELECT id FROM c ORDER BY b <-> '[1,0,1,0,1,1,0,0,0,1]' LIMIT 1")
+    db.close()
