@@ -372,3 +372,16 @@ def test_updates_keep_the_stored_form_and_sql_reads_numbers(tmp_path):
     with pytest.raises(vv.SqlError):            # no hamming operator in SQL yet
         db.sql("SELECT id FROM c ORDER BY b <-> '[1,0,1,0,1,1,0,0,0,1]' LIMIT 1")
     db.close()
+
+
+def test_a_graph_takes_packed_bits_for_hamming_only():
+    from varvedb.index.hnsw import HnswIndex
+    bits = np.packbits(bit_rows(100, 64), axis=1)
+    with pytest.raises(ValueError):
+        HnswIndex(8, "l2").add(bits, np.zeros(100, np.float32), np.arange(100))
+    with pytest.raises(ValueError):
+        HnswIndex(8, "hamming").add(bits.view(np.int8), None, np.arange(100))
+    g = HnswIndex(8, "hamming")
+    g.add(bits, None, np.arange(100))
+    rows, dists = g.search(bits, None, bits[5], 1)
+    assert dists.tolist() == [0.0] and (bits[rows[0]] == bits[5]).all()

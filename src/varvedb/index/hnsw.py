@@ -446,12 +446,13 @@ class HnswIndex:
         if not isinstance(vectors, np.ndarray) or vectors.ndim != 2 \
                 or vectors.shape[1] != self.dim:
             raise ValueError(f"vectors must be an array of shape (N, {self.dim})")
+        if (vectors.dtype == np.uint8) != (self.metric == "hamming"):
+            raise ValueError(f"a hamming graph's vectors are packed bits (uint8), and only "
+                             f"its: got {vectors.dtype} for {self.metric}")
         if vectors.dtype == np.float16:
             return vectors.view(np.uint16)
-        if vectors.dtype != (np.uint8 if self.metric == "hamming" else np.float32) \
-                and vectors.dtype != np.int8:
-            raise ValueError(f"vectors must be float32, float16 or int8 (packed uint8 for "
-                             f"hamming), got {vectors.dtype}")
+        if vectors.dtype not in (np.float32, np.int8, np.uint8):
+            raise ValueError(f"vectors must be float32, float16 or int8, got {vectors.dtype}")
         return vectors
 
     def _norms(self, norms: np.ndarray | None, n_rows: int) -> np.ndarray:
