@@ -122,7 +122,6 @@ def _popcount(typingctx, word):
     """The number of set bits of an unsigned 64- or 8-bit integer (llvm.ctpop: one
     ``popcnt`` instruction on x86-64), as int64."""
     if word not in (types.uint64, types.uint8):
-
         return None
 
     def codegen(context, builder, signature, args):
@@ -136,7 +135,7 @@ def _popcount(typingctx, word):
 
 
 def _word_at(context, builder, array_type, array_value, indices):
-    """Load the 8 bytes from ``array[indices]`` on as one uint64 (unaligned)."""
+    """The 8 bytes from ``array[indices]`` onward loaded as one uint64 (unaligned)."""
     array = context.make_array(array_type)(context, builder, array_value)
     pointer = cgutils.get_item_pointer(context, builder, array_type, array, indices,
                                        wraparound=False)
