@@ -385,3 +385,29 @@ def test_a_graph_takes_packed_bits_for_hamming_only():
     g.add(bits, None, np.arange(100))
     rows, dists = g.search(bits, None, bits[5], 1)
     assert dists.tolist() == [0.0] and (bits[rows[0]] == bits[5]).all()
+
+
+def test_sql_bit_columns_and_the_hamming_operator():
+    db = vv.connect(":memory:")
+    db.sql("CREATE TABLE items (id bigserial PRIMARY KEY, tag int, b bit(12))")
+    db.sql("INSERT INTO items (tag, b) VALUES (1, '101100001111'), (2, '000000000000'), "
+           "(3, '[1,0,1,1,0,0,0,0,1,1,1,0]')")
+    f = db.collection("items").schema.fields["b"]
+    assert (f.dtype, f.metric, f.dim) == ("bit", "hamming", 12)
+    order = "ORDER BY b <~> '101100001111' LIMIT 3"
+    assert db.sql(f"SELECT id, b <~> '101100001111' FROM items {order}").rows == \
+        [(1, 0.0), (3, 1.0), (2, 7.0)]
+    db.sql("CREATE INDEX ON items USING hnsw (b bit_hamming_ops)")
+    assert db.sql(f"SELECT id, hamming_distance(b, '101100001111') FROM items {order}"
+                  ).rows == [(1, 0.0), (3, 1.0), (2, 7.0)]
+    assert db.collection("items").search([1, 0, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1]).ids[:2] == [1, 3]
+    with pytest.raises(vv.SqlError):
+        db.sql("SELECT id FROM items ORDER BY b <-> '101100001111' LIMIT 1")
+    with pytest.raises(vv.DimensionError):
+        db.sql("INSERT INTO items (b) VALUES ('10110000111')")
+    db.sql("CREATE TABLE v (id bigserial PRIMARY KEY, e vector(3))")
+    with pytest.raises(vv.SqlError):
+        db.sql("SELECT id FROM v ORDER BY e <~> '[1,0,1]' LIMIT 1")
+    with pytest.raises(vv.SqlError):
+        db.sql("CREATE INDEX ON v USING hnsw (e bit_hamming_ops)")
+    db.close()

@@ -38,9 +38,10 @@ OPERATORS = {
     "<#>": vector_funcs.negative_inner_product,
     "<=>": vector_funcs.cosine_distance,
     "<+>": vector_funcs.l1_distance,
+    "<~>": vector_funcs.hamming_distance,
 }
 # each operator's metric, as the planner and the indexes name it
-OPERATOR_METRICS = {"<->": "l2", "<#>": "dot", "<=>": "cosine", "<+>": "l1"}
+OPERATOR_METRICS = {"<->": "l2", "<#>": "dot", "<=>": "cosine", "<+>": "l1", "<~>": "hamming"}
 
 
 def vector_text(v) -> str:
@@ -899,6 +900,7 @@ FUNCTIONS = {
     "cosine_distance": _vector_fn("cosine_distance", vector_funcs.cosine_distance, "float"),
     "inner_product": _vector_fn("inner_product", vector_funcs.inner_product, "float"),
     "l1_distance": _vector_fn("l1_distance", vector_funcs.l1_distance, "float"),
+    "hamming_distance": _vector_fn("hamming_distance", vector_funcs.hamming_distance, "float"),
     "vector_dims": _vector_fn("vector_dims", vector_funcs.vector_dims, "int"),
     "vector_norm": _vector_fn("vector_norm", vector_funcs.vector_norm, "float"),
     "l2_normalize": _vector_fn("l2_normalize", vector_funcs.l2_normalize, "vector"),
