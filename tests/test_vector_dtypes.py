@@ -369,7 +369,7 @@ def test_updates_keep_the_stored_form_and_sql_reads_numbers(tmp_path):
     (q, b), = [r[1:] for r in db.sql("SELECT id, q, b FROM c").rows]
     assert q.tolist() == [-1, -2, -3, -4] and b.tolist() == [float(x) for x in bits]
     assert db.sql("SELECT id FROM c ORDER BY q <-> '[-1,-2,-3,-4]' LIMIT 1").rows == [(1,)]
-    with pytest.raises(vv.SqlError):            # no hamming operator in SQL yet
+    with pytest.raises(vv.SqlError):            # a bit column's distance is <~> only
         db.sql("SELECT id FROM c ORDER BY b <-> '[1,0,1,0,1,1,0,0,0,1]' LIMIT 1")
     db.close()
 
