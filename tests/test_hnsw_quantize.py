@@ -193,3 +193,18 @@ def test_sql_creates_a_quantized_index(tmp_path, data):
 def test_an_unknown_quantizer_is_a_schema_error(bad):
     with pytest.raises(SchemaError, match="quantize"):
         vv.HNSW(quantize=bad)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "bit"])
+def test_quantize_is_refused_on_vectors_that_are_codes_already(tmp_path, dtype):
+    with pytest.raises(SchemaError, match="quantize"):
+        vv.Vector(16, dtype=dtype, index=vv.HNSW(quantize="int8"))
+    path = tmp_path / "d.varve"
+    with vv.connect(path) as db:
+        c = db.create_collection("items", {"v": vv.Vector(16, dtype=dtype)})
+        c.insert({"id": 1, "v": np.ones(16, np.int8)})
+        db.checkpoint()
+        before = path.read_bytes()
+        with pytest.raises(SchemaError, match="quantize"):
+            c.create_index("v", vv.HNSW(quantize="int8"))
+        assert path.read_bytes() == before

@@ -607,7 +607,10 @@ CALLS = [  # (label, junk values, call(ctx, value))
     ("HNSW", BAD_HNSW, lambda c, v: vv.HNSW(**v)),
     ("Vector.index", BAD_INDEX[1:], lambda c, v: vv.Vector(4, index=_v(v))),
     ("Vector.dim", [0, -1, 65536, 4.0, True, "4", None, np.float16(4)], lambda c, v: vv.Vector(v)),
-    ("Vector.metric-dtype", [{"metric": "hamming"}, {"metric": None}, {"dtype": "f64"},
+    # metric=None is the dtype's own (cosine; hamming for bit)
+    ("Vector.metric-dtype", [{"metric": "hamming"}, {"metric": 5}, {"dtype": "f64"},
+                             {"dtype": "bit", "metric": "cosine"}, {"dtype": "int8",
+                                                                   "metric": "hamming"},
                              {"dtype": None}, {"dtype": ["f32"]}],
      lambda c, v: vv.Vector(4, **v)),
     ("create_collection.name", BAD_NAMES, lambda c, v: c.db.create_collection(v, {"a": "int"})),

@@ -36,6 +36,8 @@ def info(file: str, as_json: bool) -> None:
                 "documents": coll.count(), "row_versions": t.n,
                 "id": t.schema.id_kind,
                 "fields": {n: f.to_dict() for n, f in t.schema.fields.items()},
+                # bytes per stored vector and per graph node, by vector field
+                "vectors": {n: coll.vector_memory(n) for n in t.schema.vector_fields},
             }
     if as_json:
         click.echo(json.dumps(out, indent=2))
@@ -46,6 +48,10 @@ def info(file: str, as_json: bool) -> None:
         fields = ", ".join(f"{n} {_describe(f)}" for n, f in c["fields"].items())
         click.echo(f"  {name}: {c['documents']:,} documents ({c['row_versions']:,} row "
                    f"versions); id {c['id']}; {fields}")
+        for n, m in c["vectors"].items():
+            graph = (f", graph {m['graph_bytes_per_vector']:g} B/vector"
+                     if m["graph_bytes"] else "")
+            click.echo(f"    {n}: {m['bytes_per_vector']} B/vector ({m['dtype']}){graph}")
 
 
 def _describe(f: dict) -> str:

@@ -50,7 +50,7 @@ from .results import Hit, Hits
 from .schema import Field, Schema
 from .sql.result import SqlResult
 from .storage.verify import Break, VerifyReport
-from .wire import error_from_wire, parse_timestamp, value_from_wire
+from .wire import error_from_wire, parse_timestamp, value_from_wire, vector_read_type
 from .wire import encode as _encode
 
 JSON = "application/json"
@@ -193,7 +193,7 @@ def _convert_hits(hits: list, specs: dict) -> None:
         values = [h.fields[name] for h in hits]
         if spec["kind"] == "vector" and None not in values:
             try:
-                block = np.asarray(values, np.float32)
+                block = np.asarray(values, vector_read_type(spec.get("dtype")))
             except ValueError:       # ragged: leave it to value_from_wire one by one
                 block = None
             if block is not None and block.ndim == 2:
@@ -201,7 +201,7 @@ def _convert_hits(hits: list, specs: dict) -> None:
                     h.fields[name] = row
                 continue
         for h, v in zip(hits, values):
-            h.fields[name] = value_from_wire(spec["kind"], v)
+            h.fields[name] = value_from_wire(spec["kind"], v, spec.get("dtype"))
 
 
 # ---- insert_arrays' bodies: Arrow IPC, .npy, or JSON rows ------------------------
@@ -329,7 +329,8 @@ class _CollectionVerbs:
     def _doc(self, doc: dict) -> Op:
         yield from self._known(doc.keys())
         for k in self._typed.keys() & doc.keys():
-            doc[k] = value_from_wire(self._typed[k]["kind"], doc[k])
+            spec = self._typed[k]
+            doc[k] = value_from_wire(spec["kind"], doc[k], spec.get("dtype"))
         return doc
 
     def _item_path(self, id) -> Op:

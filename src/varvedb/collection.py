@@ -24,8 +24,8 @@ from .query.planner import (RRF_K, Query, plan_count, plan_find, plan_hybrid, pl
 from .query.text_query import text_query
 from .results import Hit, Hits
 from .schema import (HNSW, ID_END, ID_MIN, MAX_EF, QUERY_METRICS, Batch, Schema, coerce_array,
-                     coerce_ids, coerce_query_vector, coerce_values, from_micros, is_int,
-                     parse_field, validate_name)
+                     check_query_metric, coerce_ids, coerce_query_vector, coerce_values,
+                     from_micros, is_int, parse_field, validate_name, vector_values)
 from .engine.snapshot import Snapshot
 from .engine.table import ALIVE, Table
 
@@ -255,6 +255,23 @@ class Collection:
             raise SchemaError(f"{fname!r} has no vector index")
         return self._db._engine.index_status(t, fname)
 
+    def vector_memory(self, field: str | None = None) -> dict:
+        """Memory of a vector field: {"field", "dtype", "dim", "vectors" (row
+        versions), "bytes_per_vector" (one stored vector in the arena: 4 dim for
+        f32, 2 dim for f16, dim for int8, ceil(dim / 8) for bit), "arena_bytes",
+        "graph_bytes" and "graph_bytes_per_vector" (the HNSW graph's arrays, spare
+        capacity included, over its nodes; 0 without a graph)}."""
+        t = self._table
+        fname = self._vector_field(t, field)
+        f = t.schema.fields[fname]
+        vi = t.vector_indexes.get(fname)
+        graph = vi.memory_bytes() if vi is not None else 0
+        nodes = len(vi.graph) if vi is not None else 0
+        return {"field": fname, "dtype": f.dtype, "dim": f.dim, "vectors": t.n,
+                "bytes_per_vector": f.bytes_per_vector,
+                "arena_bytes": t.n * f.bytes_per_vector, "graph_bytes": graph,
+                "graph_bytes_per_vector": round(graph / nodes, 1) if nodes else 0.0}
+
     def search(self, vector=None, where: str | None = None, params: list | tuple = (),
                limit: int = 10, select: list | None = None, as_of=None,
                field: str | None = None, ef: int | None = None, exact: bool = False,
@@ -267,7 +284,8 @@ class Collection:
 
         Vector search: scores are pgvector's distances for `metric` (lower is
         closer): "cosine" (`<=>`), "l2" (`<->`), "dot" (`<#>`, the negative inner
-        product) or "l1" (`<+>`); default the field's. A metric other than the
+        product) or "l1" (`<+>`); on a bit field "hamming" (`<~>`, the differing
+        bits; its query is dim bools or 0/1) and nothing else; default the field's. A metric other than the
         one the field's graph was built for is answered by exact scan.
         `ef` widens the graph walk (default: the index's ef_search; at most
         MAX_EF); `exact=True` scans every allowed row.
@@ -442,7 +460,9 @@ class Collection:
             return f.metric
         if not isinstance(metric, str) or metric not in QUERY_METRICS:
             raise OptionError(f"metric is one of {', '.join(QUERY_METRICS)}, got {metric!r:.80}")
-        return QUERY_METRICS[QUERY_METRICS.index(metric)]   # a plain str (np.str_ too)
+        metric = QUERY_METRICS[QUERY_METRICS.index(metric)]   # a plain str (np.str_ too)
+        check_query_metric(f, metric)     # hamming for bit fields, and only for them
+        return metric
 
     def _vector_field(self, t: Table, field: str | None) -> str:
         vecs = t.schema.vector_fields
@@ -483,7 +503,7 @@ class Collection:
         scores = [None] * len(ids) if res.scores is None else res.scores.tolist()
         if not names:
             return Hits([Hit(i, s, {}) for i, s in zip(ids, scores)], plan=res.plan)
-        cols = [_pyvalues(t.schema.fields[name].kind, *t.columns[name].take(rows))
+        cols = [_pyvalues(t.schema.fields[name], *t.columns[name].take(rows))
                 for name in names]
         return Hits([Hit(i, s, dict(zip(names, vals)))
                      for i, s, vals in zip(ids, scores, zip(*cols))], plan=res.plan)
@@ -494,7 +514,7 @@ class Collection:
         rows = np.asarray(rows, np.int64)
         cols = [_ids_of(t, rows)]
         for name in names:
-            cols.append(_pyvalues(t.schema.fields[name].kind, *t.columns[name].take(rows)))
+            cols.append(_pyvalues(t.schema.fields[name], *t.columns[name].take(rows)))
         return cols
 
 
@@ -517,10 +537,11 @@ def _one_id(schema: Schema, id):
     return _id_list(coerce_ids(schema, [id]))[0]
 
 
-def _pyvalues(kind: str, vals, nulls) -> list:
+def _pyvalues(f, vals, nulls) -> list:
     nulls = np.asarray(nulls).tolist()
+    kind = f.kind
     if kind == "vector":
-        vs = list(vals.astype(np.float32))
+        vs = list(vector_values(f, vals))   # float32, int8, or bool (bit)
     elif kind == "timestamp":
         vs = [from_micros(x) for x in vals.tolist()]
     elif isinstance(vals, list):

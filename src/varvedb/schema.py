@@ -8,7 +8,11 @@ a batch that leaves this module is known to fit the schema.
 Column representations (what the engine stores and the file carries):
 int -> int64, float -> float64, bool -> bool, timestamp -> int64 microseconds
 since the Unix epoch (UTC), text -> Python str (dictionary-coded by the engine),
-json -> any msgpack-able value, vector -> float32/float16 (n, dim) block.
+json -> any msgpack-able value, vector -> an (n, width) block of its dtype:
+float32, float16, int8 (integers in -128..127), or bit (uint8, dim bits packed
+8 a byte, big-endian bit order as np.packbits and pgvector's bit type; width
+= ceil(dim / 8)). Vectors are read back as float32 (f32, f16), int8, or bool
+arrays of length dim (bit): `vector_values`.
 Every scalar column has a null mask; a vector may be null too.
 
 Limits (a value outside them raises before anything is written, so nothing
@@ -36,13 +40,15 @@ import msgspec
 import numpy as np
 
 from .errors import (DimensionError, FieldTypeError, NonFiniteVectorError,
-                     NotNullViolationError, SchemaError, UnknownFieldError, ValueTooLongError,
+                     NotNullViolationError, OptionError, SchemaError, UnknownFieldError, ValueTooLongError,
                      VarveError)
 
 SCALAR_KINDS = ("int", "float", "bool", "text", "json", "timestamp")
-METRICS = ("cosine", "l2", "dot")           # a field's (and its graph's) metric
+METRICS = ("cosine", "l2", "dot", "hamming")   # a field's (and its graph's) metric
 QUERY_METRICS = METRICS + ("l1",)           # a search may ask any: l1 is answered exactly
-VECTOR_DTYPES = {"f32": np.float32, "f16": np.float16}
+# a vector dtype -> its arena's element type (bit: packed bytes)
+VECTOR_DTYPES = {"f32": np.float32, "f16": np.float16, "int8": np.int8, "bit": np.uint8}
+INT8_MIN, INT8_MAX = -128, 127
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 # A vector that overflows its dtype is refused with NonFiniteVectorError; the
@@ -158,12 +164,18 @@ class Field:
             if self.metric not in METRICS:
                 raise SchemaError(f"unknown metric {self.metric!r}; expected one of {METRICS}")
             if not isinstance(self.dtype, str) or self.dtype not in VECTOR_DTYPES:
-                raise SchemaError(f"unknown vector dtype {self.dtype!r}; expected f32 or f16")
+                raise SchemaError(f"unknown vector dtype {self.dtype!r}; expected one of "
+                                  f"{tuple(VECTOR_DTYPES)}")
+            check_metric_dtype(self.metric, self.dtype)
             if self.vector_index is not None:
                 if not isinstance(self.vector_index, HNSW):
                     raise SchemaError(f"vector index must be vv.HNSW(...), "
                                       f"got {brief(self.vector_index)}")
                 self.vector_index.check()
+                check_index_dtype(self.vector_index, self.dtype)
+            if self.embed is not None and self.dtype in ("int8", "bit"):
+                raise SchemaError(f"an embedder fills float vectors: embed= goes with dtype "
+                                  f"f32 or f16, not {self.dtype}")
             if self.index is not None or self.fts is not False:
                 raise SchemaError("a vector field takes index=vv.HNSW(...), not a scalar "
                                   "or full-text index")
@@ -224,6 +236,16 @@ class Field:
                 raise SchemaError(f"BM25's {name} is a number in {low:g}..{high:g}, got "
                                   f"{brief(v)}")
             object.__setattr__(self, name, float(v))
+
+    @property
+    def width(self) -> int:
+        """Arena columns a row of this vector field takes: dim, or for bit its bytes."""
+        return (self.dim + 7) // 8 if self.dtype == "bit" else self.dim
+
+    @property
+    def bytes_per_vector(self) -> int:
+        """Bytes one stored vector takes in the arena (norms and null flag aside)."""
+        return self.width * np.dtype(VECTOR_DTYPES[self.dtype]).itemsize
 
     def default_value(self) -> Any:
         """The default as a row's value: a json list or dict is a fresh copy."""
@@ -370,15 +392,50 @@ def Timestamp(index: str | None = None, not_null: bool = False, default: Any = N
     return _scalar("timestamp", index, not_null, default)
 
 
-def Vector(dim: int, metric: str = "cosine", dtype: str = "f32",
+def Vector(dim: int, metric: str | None = None, dtype: str = "f32",
            index: HNSW | None = None, not_null: bool = False, embed: str | None = None,
            source: str | None = None) -> Field:
-    """A fixed-dimension vector. metric: cosine | l2 | dot; dtype: f32 | f16.
+    """A fixed-dimension vector. dtype: f32 | f16 | int8 (integers in -128..127) |
+    bit (dim bits, packed 8 a byte). metric: cosine (the default) | l2 | dot, or
+    for bit hamming (its only metric, and its default).
     `embed` names an embedder (varvedb.embed.resolve: "onnx", "onnx:/folder",
     "fastembed:MODEL", or a registered name) and `source` the text field it
     embeds: a row that gives that text and no vector gets its vector filled."""
+    if metric is None:
+        metric = "hamming" if dtype == "bit" else "cosine"
     return Field("vector", dim=dim, metric=metric, dtype=dtype, vector_index=index,
                  not_null=not_null, embed=embed, source=source)
+
+
+def check_metric_dtype(metric: str, dtype: str) -> None:
+    """SchemaError unless `metric` measures vectors of `dtype`: hamming is the
+    metric of bit vectors, and bit vectors have no other."""
+    if (metric == "hamming") != (dtype == "bit"):
+        raise SchemaError(f"metric {metric!r} does not measure {dtype} vectors: "
+                          + ("a bit vector's metric is 'hamming'" if dtype == "bit" else
+                             "hamming measures bit vectors (dtype='bit') only"))
+
+
+def check_index_dtype(spec: HNSW, dtype: str) -> None:
+    """SchemaError unless the graph `spec` fits vectors of `dtype`: its metric (see
+    check_metric_dtype), and quantize="int8" only over f32 or f16 vectors (int8
+    vectors are their own codes, bits have no scale)."""
+    if spec.metric is not None:
+        check_metric_dtype(spec.metric, dtype)
+    if spec.quantize is not None and dtype not in ("f32", "f16"):
+        raise SchemaError(f"HNSW quantize={spec.quantize!r} walks codes of f32 or f16 "
+                          f"vectors; a {dtype} vector field walks its own values")
+
+
+def check_query_metric(f: Field, metric: str) -> None:
+    """OptionError unless a search of field f may rank by `metric` (l1 too, but
+    not on bit; hamming on bit only)."""
+    if metric == "l1" and f.dtype != "bit":
+        return
+    try:
+        check_metric_dtype(metric, f.dtype)
+    except SchemaError as e:
+        raise OptionError(str(e)) from None
 
 
 def _scalar(kind: str, index: str | None, not_null: bool = False, default: Any = None
@@ -645,7 +702,10 @@ def coerce_array(name: str, f: Field, arr: Any, n: int) -> tuple[Any, np.ndarray
 
 
 def coerce_query_vector(f: Field, q: Any) -> np.ndarray:
-    """A query vector for field f as float32 (dim,), checked like stored ones."""
+    """A query vector for field f as float32 (dim,), checked like stored ones;
+    for a bit field its bits (0/1 or bool, length dim) packed like its rows."""
+    if f.dtype == "bit":
+        return _query_bits(f, q)
     if type(q) is np.ndarray and q.dtype == np.float32 and q.ndim == 1 \
             and q.shape[0] == f.dim:
         # the common case, checked without the casts (and their errstate) below
@@ -669,9 +729,31 @@ def coerce_query_vector(f: Field, q: Any) -> np.ndarray:
     return a
 
 
+def _query_bits(f: Field, q: Any) -> np.ndarray:
+    try:
+        a = np.asarray(q)
+    except (ValueError, TypeError, OverflowError):
+        a = None
+    if a is None or a.dtype == object or a.dtype.kind not in "biuf":
+        raise FieldTypeError(f"query vector of a bit field holds 0/1 or bools, got {brief(q)}")
+    if a.ndim != 1 or a.shape[0] != f.dim:
+        raise DimensionError(f"query vector has shape {a.shape}; field expects ({f.dim},)")
+    return _packed_bits("query vector:", f, a[None, :])[0]
+
+
+def vector_values(f: Field, stored: np.ndarray) -> np.ndarray:
+    """Stored rows (n, width) of field f in their read form: float32 (f32, f16),
+    int8, or bool (n, dim) for bit (a fresh array, never a view of the arena)."""
+    if f.dtype == "bit":
+        return np.unpackbits(stored, axis=-1, count=f.dim).astype(bool)
+    if f.dtype == "int8":
+        return np.array(stored, np.int8)
+    return stored.astype(np.float32)
+
+
 def _coerce_vectors(name, f: Field, values, nulls) -> tuple[np.ndarray, np.ndarray]:
     n = len(values)
-    out = np.zeros((n, f.dim), dtype=VECTOR_DTYPES[f.dtype])
+    out = np.zeros((n, f.width), dtype=VECTOR_DTYPES[f.dtype])
     idx = np.flatnonzero(~nulls)
     if idx.size:
         present = [values[i] for i in idx]
@@ -698,8 +780,14 @@ def _check_vector_block(name, f: Field, a: np.ndarray) -> np.ndarray:
     if a.shape[1] != f.dim:
         raise DimensionError(f"field {name!r} expects vectors of dimension {f.dim}, "
                              f"got {a.shape[1]}")
+    if f.dtype == "bit":
+        if a.dtype.kind not in "biuf":
+            raise FieldTypeError(f"field {name!r}: bit vectors hold 0/1 or bools, got {a.dtype}")
+        return _packed_bits(f"field {name!r}:", f, a)
     if a.dtype.kind not in "iuf":
         raise FieldTypeError(f"field {name!r}: vectors must be numeric, got {a.dtype}")
+    if f.dtype == "int8":
+        return _checked_int8(name, a)
     out = a.astype(VECTOR_DTYPES[f.dtype], copy=False)   # an overflow is reported below
     finite = np.isfinite(out).all(axis=1)
     if not finite.all():
@@ -707,6 +795,35 @@ def _check_vector_block(name, f: Field, a: np.ndarray) -> np.ndarray:
         what = f"overflows {f.dtype}" if np.isfinite(a[bad]).all() else "holds NaN or inf"
         raise NonFiniteVectorError(f"field {name!r}: vector at position {bad} {what}")
     return np.ascontiguousarray(out)
+
+
+def _checked_int8(name: str, a: np.ndarray) -> np.ndarray:
+    """An int8 block: every value a whole number in -128..127 (never rounded)."""
+    if a.dtype == np.int8:
+        return np.ascontiguousarray(a)
+    with np.errstate(invalid="ignore"):
+        bad = (a < INT8_MIN) | (a > INT8_MAX)
+        if a.dtype.kind == "f":
+            bad |= ~np.isfinite(a) | (a != np.trunc(a))
+    if bad.any():
+        row, col = (int(x) for x in np.argwhere(bad)[0])
+        raise FieldTypeError(f"field {name!r}: vector at position {row} holds {a[row, col]!r} "
+                             f"at dimension {col}; an int8 vector holds whole numbers in "
+                             f"{INT8_MIN}..{INT8_MAX}")
+    return np.ascontiguousarray(a.astype(np.int8))
+
+
+def _packed_bits(what: str, f: Field, a: np.ndarray) -> np.ndarray:
+    """A bit block (n, dim) of 0/1 values or bools, packed to (n, ceil(dim / 8)) bytes."""
+    if a.dtype != np.bool_:
+        with np.errstate(invalid="ignore"):
+            bad = (a != 0) & (a != 1)
+        if bad.any():
+            row, col = (int(x) for x in np.argwhere(bad)[0])
+            raise FieldTypeError(f"{what} bit vector at position {row} holds {a[row, col]!r} "
+                                 f"at bit {col}; a bit is 0 or 1 (or a bool)")
+        a = a != 0
+    return np.ascontiguousarray(np.packbits(a, axis=1))
 
 
 def _scalar_ok(kind: str, v: Any) -> bool:

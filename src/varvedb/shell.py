@@ -436,13 +436,14 @@ def error_text(e: BaseException, statement: str | None = None) -> str:
 
 # ---- describing tables (\d) ----------------------------------------------------------
 
-OPCLASS = {"l2": "l2_ops", "dot": "ip_ops", "cosine": "cosine_ops"}
+OPCLASS = {"l2": "l2_ops", "dot": "ip_ops", "cosine": "cosine_ops", "hamming": "hamming_ops"}
 
 
 def sql_type(field) -> str:
     """A field's type in SQL: int -> bigint, json -> jsonb, vector(n) / halfvec(n), ..."""
     if field.kind == "vector":
-        return f"{'halfvec' if field.dtype == 'f16' else 'vector'}({field.dim})"
+        name = {"f16": "halfvec", "bit": "bit"}.get(field.dtype, "vector")
+        return f"{name}({field.dim})"
     return {"int": "bigint", "float": "double precision", "bool": "boolean", "text": "text",
             "json": "jsonb", "timestamp": "timestamp with time zone"}[field.kind]
 
@@ -490,7 +491,7 @@ def describe_table(db, name: str) -> str | None:
         if f.kind == "vector" and f.vector_index is not None:
             spec = f.vector_index
             metric = spec.metric or f.metric
-            opclass = ("halfvec_" if f.dtype == "f16" else "vector_") + OPCLASS[metric]
+            opclass = {"f16": "halfvec_", "bit": "bit_"}.get(f.dtype, "vector_") + OPCLASS[metric]
             indexes.append(f'"{spec.name or f"{name}_{fname}_idx"}" hnsw ({fname} {opclass}) '
                            f"WITH (m = {spec.m}, ef_construction = {spec.ef_construction})")
         elif f.kind != "vector" and f.index:

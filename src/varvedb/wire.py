@@ -88,14 +88,24 @@ def parse_timestamp(v: str) -> _dt.datetime:
     return d if d.tzinfo else d.replace(tzinfo=_dt.timezone.utc)
 
 
-def value_from_wire(kind: str | None, v: Any) -> Any:
+# what a vector of each dtype reads back as (f32 and f16: float32)
+_VECTOR_READ_TYPES = {"int8": np.int8, "bit": np.bool_}
+
+
+def vector_read_type(dtype: str | None) -> type:
+    """The numpy type the embedded API reads a vector of `dtype` back as."""
+    return _VECTOR_READ_TYPES.get(dtype, np.float32)
+
+
+def value_from_wire(kind: str | None, v: Any, dtype: str | None = None) -> Any:
     """A value as the embedded API returns it, from its JSON form, by its kind (a
-    field's, or an SQL column's): vectors as float32 (f16 fields too), timestamps
-    as aware datetimes, the rest as JSON gives them."""
+    field's, or an SQL column's) and a vector field's dtype: vectors as float32
+    (f16 fields too), int8 (a list of ints), or bool (bit: a list of 0/1 or
+    booleans), timestamps as aware datetimes, the rest as JSON gives them."""
     if v is None:
         return None
     if kind == "vector":
-        return np.asarray(v, np.float32)
+        return np.asarray(v, vector_read_type(dtype))
     if kind == "timestamp" and isinstance(v, str):
         return parse_timestamp(v)
     return v

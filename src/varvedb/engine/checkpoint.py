@@ -269,7 +269,7 @@ def _load_arena(col: VectorColumn, what: str, extents, arena, mv, n: int,
     """The arena: copied into the checkpoint, or runs [first, rows, offset] of the log
     before it, in row order, aligned, and adding up to the table's n rows."""
     dtype = np.dtype(VECTOR_DTYPES[col.field.dtype])
-    dim = col.field.dim
+    dim = col.field.width     # arena columns: bit rows are packed bytes
     what = f"vector column {what}"
     if arena is not None:
         if extents is not None:

@@ -26,7 +26,7 @@ import threading
 
 import numpy as np
 
-from ..schema import VECTOR_DTYPES, Field
+from ..schema import VECTOR_DTYPES, Field, vector_values
 
 NULL_CODE = -1
 RESERVE_FROM = 16 << 20   # bytes: a column this large grows inside reserved address space
@@ -345,7 +345,10 @@ class _PathCodes:
 
 
 class VectorColumn:
-    """The vector arena of one field: contiguous (n, dim) rows and their norms.
+    """The vector arena of one field: contiguous (n, width) rows and their norms.
+
+    Rows are in the stored form of the field's dtype (bit: packed bytes, so
+    width = ceil(dim / 8); the norms of a bit arena are never read).
 
     `extents` records where runs of arena rows already lie in the file
     ([first_row, n_rows, file_offset]); a checkpoint refers to them instead of
@@ -354,7 +357,7 @@ class VectorColumn:
 
     def __init__(self, field: Field):
         self.field = field
-        self.arena = Growable(VECTOR_DTYPES[field.dtype], (field.dim,))
+        self.arena = Growable(VECTOR_DTYPES[field.dtype], (field.width,))
         self.norms = Growable(np.float32)
         self.nulls = Growable(np.bool_)
         self.extents: list[list[int]] = []
@@ -368,14 +371,16 @@ class VectorColumn:
             self.extents.append([first, len(vectors), file_offset])
 
     def append_nulls(self, n: int) -> None:
-        self.append(np.zeros((n, self.field.dim), self.arena.dtype), np.ones(n, bool))
+        self.append(np.zeros((n, self.field.width), self.arena.dtype), np.ones(n, bool))
 
     def take(self, rows: np.ndarray):
         return self.arena.data[rows], self.nulls.data[rows]
 
     def value(self, row: int) -> np.ndarray | None:
-        """One row's vector as a fresh float32 array, or None."""
-        return None if self.nulls.data.item(row) else self.arena.data[row].astype(np.float32)
+        """One row's vector in its read form (vector_values: float32, int8 or bool), or None."""
+        if self.nulls.data.item(row):
+            return None
+        return vector_values(self.field, self.arena.data[row:row + 1])[0]
 
     def frozen(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(arena, norms) of rows [0, n), read-only: what the search kernels take."""

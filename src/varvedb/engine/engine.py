@@ -37,7 +37,8 @@ from ..errors import (ClosedError, CorruptFileError, IndexMaintenanceError,
                       LockTimeoutError, NotFoundError, NotNullViolationError, OptionError,
                       ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
                       TransactionError, UnknownFieldError)
-from ..schema import Field, Schema, check_not_null, complete_columns, validate_name
+from ..schema import (Field, Schema, check_index_dtype, check_not_null, complete_columns,
+                      validate_name)
 from .embedding import embedded_fields, fill_embedded
 from ..storage import format as F
 from ..storage import log_reader
@@ -364,6 +365,9 @@ class Engine:
         self._check_current(t)
         if field in t.vector_indexes:
             raise SchemaError(f"{field!r} already has a vector index")
+        f = t.schema.fields.get(field)
+        if f is not None and f.kind == "vector":
+            check_index_dtype(spec, f.dtype)   # before the frame: replay applies it
         self.write(tx, frames.CreateIndex(t.cid, field, spec))
 
     # ---- schema changes (DDL): one frame each, no row rewritten --------------------

@@ -89,7 +89,7 @@ APPLY_ERRORS = (VarveError, KeyError, TypeError, ValueError, IndexError, Attribu
 
 INT64_MAX = (1 << 63) - 1
 SCALAR_DTYPES = {"int": "<i8", "timestamp": "<i8", "float": "<f8", "bool": "|b1"}
-VECTOR_ARRAY_DTYPES = {"f32": "<f4", "f16": "<f2"}
+VECTOR_ARRAY_DTYPES = {"f32": "<f4", "f16": "<f2", "int8": "|i1", "bit": "|u1"}
 
 
 def check_commit(rec: F.CommitRecord) -> None:
@@ -208,7 +208,7 @@ class Insert:
                 columns[name] = (vals, None)
                 continue
             if f.kind == "vector":
-                v = array_of(arrays, f"v:{name}", VECTOR_ARRAY_DTYPES[f.dtype], (n, f.dim))
+                v = array_of(arrays, f"v:{name}", VECTOR_ARRAY_DTYPES[f.dtype], (n, f.width))
                 # the writer refuses NaN and inf; a graph's kernels rely on it (all_finite)
                 if name in t.vector_indexes and not all_finite(v):
                     raise CorruptFileError(f"insert: vector field {name!r} holds NaN or inf")

@@ -49,7 +49,7 @@ class Table:
         self.vector_indexes: dict[str, VectorIndex] = {}
         for name, f in schema.fields.items():
             if f.kind == "vector" and f.vector_index is not None:
-                self.vector_indexes[name] = VectorIndex(name, f.dim, f.metric, f.vector_index)
+                self.vector_indexes[name] = VectorIndex(name, f.width, f.metric, f.vector_index)
         self.text_indexes = {name: make_text_index(name, f)    # fts text field -> index
                              for name, f in schema.fields.items() if f.fts}
         self.committed_n = 0                   # rows of committed versions (a prefix)
@@ -264,7 +264,7 @@ class Table:
         fields[field] = replace(f, vector_index=hnsw)
         self.schema = replace(self.schema, fields=fields)
         self.vector_indexes = {**self.vector_indexes,
-                               field: VectorIndex(field, f.dim, f.metric, hnsw)}
+                               field: VectorIndex(field, f.width, f.metric, hnsw)}
 
     # ---- schema changes (each applies one DDL frame; no row is rewritten) ----------
     # The schema is the current one for every read, as_of included: a renamed
@@ -297,7 +297,7 @@ class Table:
             self.text_indexes = {**self.text_indexes, name: ix}
         if f.kind == "vector" and f.vector_index is not None:
             self.vector_indexes = {**self.vector_indexes,
-                                   name: VectorIndex(name, f.dim, f.metric, f.vector_index)}
+                                   name: VectorIndex(name, f.width, f.metric, f.vector_index)}
         self._set_schema({**self.schema.fields, name: f})
 
     def drop_column(self, name: str) -> None:
@@ -354,9 +354,9 @@ class Table:
         f = self.schema.fields[field]
         try:
             self.vector_indexes[field] = VectorIndex.from_arrays(
-                field, f.dim, f.metric, f.vector_index, arrays, self.n)
+                field, f.width, f.metric, f.vector_index, arrays, self.n)
         except (ValueError, KeyError):
-            self.vector_indexes[field] = VectorIndex(field, f.dim, f.metric, f.vector_index)
+            self.vector_indexes[field] = VectorIndex(field, f.width, f.metric, f.vector_index)
 
     def load_text_index(self, field: str, arrays: dict) -> None:
         """Restore a full-text index from a checkpoint (no text is analyzed again);

@@ -39,7 +39,8 @@ def search(metric: str, arena: np.ndarray, norms: np.ndarray, q: np.ndarray, k: 
     rows = np.empty(k + spare, np.int64)
     dists = np.empty(k + spare, np.float64)
     bits = arena.view(np.uint16) if arena.dtype == np.float16 else arena
-    q = np.ascontiguousarray(q, dtype=np.float32)
+    # a bit arena's query is packed bytes like its rows; every other one float32
+    q = np.ascontiguousarray(q, dtype=np.uint8 if metric == "hamming" else np.float32)
     gathered = None
     if allow is not None and np.count_nonzero(allow) < GATHER_BELOW * n:
         gathered = np.flatnonzero(allow)

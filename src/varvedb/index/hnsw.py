@@ -115,11 +115,12 @@ class _BuildScratch:
     rebuilt only when the capacity, the level count or the thread count grows.
     """
 
-    def __init__(self, lanes: int, rows: int, dim: int, ef: int, m: int, n_levels: int):
+    def __init__(self, lanes: int, rows: int, dim: int, ef: int, m: int, n_levels: int,
+                 query_dtype=np.float32):
         m0 = 2 * m
         self.visited = np.zeros((lanes, rows), np.uint16)
         self.generation = np.zeros(lanes, np.int64)
-        self.query = np.empty((lanes, dim), np.float32)
+        self.query = np.empty((lanes, dim), query_dtype)   # a row's copy: the walk's query
         self.batch_dist = np.empty((lanes, _MAX_BATCH), np.float32)
         self.pool_d = np.empty((lanes, ef), np.float32)
         self.pool_i = np.empty((lanes, ef), np.int32)
@@ -162,8 +163,9 @@ class HnswIndex:
             raise ValueError(f"m must be >= 2, got {m}")
         if ef_construction < 1 or ef_search < 1:
             raise ValueError("ef_construction and ef_search must be >= 1")
-        if quantize not in QUANTIZERS:
-            raise ValueError(f"quantize must be one of {QUANTIZERS}, got {quantize!r}")
+        if quantize not in QUANTIZERS or (quantize is not None and metric == "hamming"):
+            raise ValueError(f"quantize must be one of {QUANTIZERS} (None for hamming), "
+                             f"got {quantize!r}")
         self.quantize = quantize
         self.dim = int(dim)
         self.metric = metric
@@ -173,6 +175,9 @@ class HnswIndex:
         self.seed = int(seed)
         self._seed_bits = np.uint64(self.seed & 0xFFFFFFFFFFFFFFFF)
         self._metric_code = GRAPH_METRIC_CODES[metric]
+        # hamming graphs are over packed bit rows (uint8, dim = bytes a row): their
+        # queries are packed bytes too, every other graph's float32
+        self._query_dtype = np.uint8 if metric == "hamming" else np.float32
         self._levels = np.full(0, -1, np.int8)
         self._links0 = np.full((0, 2 * self.m), -1, np.int32)
         self._upper_slot = np.full(0, -1, np.int32)
@@ -380,7 +385,7 @@ class HnswIndex:
             lanes = max(lanes, 1)
             self._scratch = None   # drop the old one before allocating its successor
             self._scratch = _BuildScratch(lanes, rows, self.dim, self.ef_construction,
-                                          self.m, n_levels)
+                                          self.m, n_levels, self._query_dtype)
         return self._scratch
 
     def _draw_levels(self, rows: np.ndarray) -> np.ndarray:
@@ -447,7 +452,7 @@ class HnswIndex:
         k = int(k)
         if self._n_nodes == 0 or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float64)
-        query = np.ascontiguousarray(query, dtype=np.float32)
+        query = np.ascontiguousarray(query, dtype=self._query_dtype)
         if query.shape != (self.dim,):
             raise ValueError(f"query must have shape ({self.dim},), got {query.shape}")
         arena = self._arena(vectors)
@@ -480,7 +485,7 @@ class HnswIndex:
         with -1 and distances with inf where fewer than k nodes qualify.
         """
         k = int(k)
-        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        queries = np.ascontiguousarray(queries, dtype=self._query_dtype)
         if queries.ndim != 2 or queries.shape[1] != self.dim:
             raise ValueError(f"queries must have shape (q, {self.dim}), got {queries.shape}")
         n_q = queries.shape[0]
@@ -526,10 +531,13 @@ class HnswIndex:
         if not isinstance(vectors, np.ndarray) or vectors.ndim != 2 \
                 or vectors.shape[1] != self.dim:
             raise ValueError(f"vectors must be an array of shape (N, {self.dim})")
+        if (vectors.dtype == np.uint8) != (self.metric == "hamming"):
+            raise ValueError(f"a hamming graph's vectors are packed bits (uint8), and only "
+                             f"its: got {vectors.dtype} for {self.metric}")
         if vectors.dtype == np.float16:
             return vectors.view(np.uint16)
-        if vectors.dtype != np.float32:
-            raise ValueError(f"vectors must be float32 or float16, got {vectors.dtype}")
+        if vectors.dtype not in (np.float32, np.int8, np.uint8):
+            raise ValueError(f"vectors must be float32, float16 or int8, got {vectors.dtype}")
         return vectors
 
     def _norms(self, norms: np.ndarray | None, n_rows: int) -> np.ndarray:

@@ -13,7 +13,14 @@ Why this layout:
   precision value with LLVM's ``fpext half -> float``; the loop vectoriser turns
   that into ``vcvtph2ps`` (F16C/AVX-512), so an f16 row costs about what an f32
   row costs while moving half the bytes.
-* Queries are float32 vectors of shape ``(dim,)``. Loops are plain
+  An int8 arena (``dtype="int8"`` fields) is widened the same way, by
+  ``sitofp``: its distances are exactly the float distances of the integers.
+  A bit arena (``dtype="bit"``) is uint8, ``ceil(dim / 8)`` packed bytes a row
+  (big-endian bit order, as ``np.packbits`` and pgvector's ``bit`` type), and
+  is measured only by ``METRIC_HAMMING``: XOR and popcount, 8 bytes a step.
+* Queries are float32 vectors of shape ``(dim,)``; a bit arena's query is
+  packed like its rows (uint8, same width), and so is the build's row buffer
+  (:func:`load_row` copies bytes into a uint8 buffer). Loops are plain
   ``for j in range(dim)`` reductions under ``fastmath`` so LLVM reassociates
   them into wide FMA accumulators.
 * Metrics are small integer codes so one compiled kernel serves them all; the
@@ -31,6 +38,11 @@ Internal distances are monotone in the reported ones, smaller is nearer:
   zero norm on either side gives exactly 1 (pgvector's ``<=>`` is NaN there;
   1 ranks such rows as orthogonal rather than poisoning the heap).
 * ``METRIC_L1``: the taxicab distance ``sum |x - q|`` (pgvector's ``<+>``).
+* ``METRIC_HAMMING``: the number of differing bits (pgvector's ``<~>``), as a
+  float; the only metric of bit arenas, and of no other. The kernels compile
+  its branch for every arena type (the metric is a run-time value), so for
+  non-bit types :func:`hamming_query` / :func:`hamming_rows` compile to a
+  constant, and the float metrics' helpers type for uint8 (never run there).
 
 Invariants: kernels never write to the arena or the norms. Arena values are
 finite (the engine rejects NaN and inf before they reach the arena), so the
@@ -42,7 +54,7 @@ import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 from .jit import njit
 
@@ -50,14 +62,16 @@ METRIC_L2 = 0
 METRIC_DOT = 1
 METRIC_COSINE = 2
 METRIC_L1 = 3
+METRIC_HAMMING = 4   # bit arenas only
 # The walk on int8 codes (kernels.codes): the arena is the codes, the query the
 # scaled query q' (q'_j = scale_j q_j), so x̂·q = codes·q' + a constant of the
 # query, and the norms are |x̂|² of each row. Constants of the query are
-# dropped: a walk only compares distances to one query.
-METRIC_CODE_L2 = 4     # |x̂ - q|² up to a constant: |x̂|² - 2 codes·q'
-METRIC_CODE_DOT = 5    # -x̂·q up to a constant (dot, and cosine on unit rows)
+# dropped: a walk only compares distances to one query. Never stored in a file.
+METRIC_CODE_L2 = 10    # |x̂ - q|² up to a constant: |x̂|² - 2 codes·q'
+METRIC_CODE_DOT = 11   # -x̂·q up to a constant (dot, and cosine on unit rows)
 
-GRAPH_METRIC_CODES = {"l2": METRIC_L2, "dot": METRIC_DOT, "cosine": METRIC_COSINE}
+GRAPH_METRIC_CODES = {"l2": METRIC_L2, "dot": METRIC_DOT, "cosine": METRIC_COSINE,
+                      "hamming": METRIC_HAMMING}
 METRIC_CODES = {**GRAPH_METRIC_CODES, "l1": METRIC_L1}   # l1: exact scan only
 
 _CACHE_LINE_BYTES = 64
@@ -70,35 +84,107 @@ _JIT = dict(cache=True, nogil=True, fastmath=True)
 _INLINE = dict(_JIT, inline="always")
 
 
-@intrinsic
-def as_f32(typingctx, value):
-    """Widen one arena element to float32: uint16 holds f16 bits, float32 passes."""
+def _widen(value):
+    """The codegen that widens one arena element of numba type ``value`` to
+    float32, or None for a type no arena holds."""
     if value == types.uint16:
 
         def widen_half(context, builder, signature, args):
             half = builder.bitcast(args[0], ir.HalfType())
             return builder.fpext(half, ir.FloatType())
 
-        return types.float32(value), widen_half
+        return widen_half
     if value == types.int8:
-
-        def widen_int8(context, builder, signature, args):
-            return builder.sitofp(args[0], ir.FloatType())
-
-        return types.float32(value), widen_int8
+        return lambda context, builder, signature, args: builder.sitofp(
+            args[0], ir.FloatType())
+    if value == types.uint8:    # a byte of packed bits: typed for the float metrics' code
+        return lambda context, builder, signature, args: builder.uitofp(
+            args[0], ir.FloatType())
     if value == types.float32:
-
-        def pass_through(context, builder, signature, args):
-            return args[0]
-
-        return types.float32(value), pass_through
+        return lambda context, builder, signature, args: args[0]
     return None
+
+
+@intrinsic
+def as_f32(typingctx, value):
+    """Widen one arena element to float32: uint16 holds f16 bits, int8 its
+    integer, float32 passes."""
+    codegen = _widen(value)
+    return None if codegen is None else (types.float32(value), codegen)
+
+
+@intrinsic
+def _as_buffer_element(typingctx, value):
+    """An arena element as :func:`load_row`'s buffer holds it: float32, but a
+    byte of packed bits stays that byte (a bit row's buffer is uint8)."""
+    if value == types.uint8:
+        return types.uint8(value), lambda context, builder, signature, args: args[0]
+    codegen = _widen(value)
+    return None if codegen is None else (types.float32(value), codegen)
+
+
+@intrinsic
+def _popcount(typingctx, word):
+    """The number of set bits of an unsigned 64- or 8-bit integer (llvm.ctpop: one
+    ``popcnt`` instruction on x86-64), as int64."""
+    if word not in (types.uint64, types.uint8):
+        return None
+
+    def codegen(context, builder, signature, args):
+        width = word.bitwidth
+        ty = ir.IntType(width)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ty, [ty]),
+                                            f"llvm.ctpop.i{width}")
+        return builder.zext(builder.call(fn, [args[0]]), ir.IntType(64))
+
+    return types.int64(word), codegen
+
+
+def _word_at(context, builder, array_type, array_value, indices):
+    """The 8 bytes from ``array[indices]`` onward loaded as one uint64 (unaligned)."""
+    array = context.make_array(array_type)(context, builder, array_value)
+    pointer = cgutils.get_item_pointer(context, builder, array_type, array, indices,
+                                       wraparound=False)
+    word_pointer = builder.bitcast(pointer, ir.PointerType(ir.IntType(64)))
+    return builder.load(word_pointer, align=1)
+
+
+@intrinsic
+def _row_word(typingctx, arena, row, col):
+    """Bytes ``arena[row, col:col + 8]`` of a 2-D uint8 array read as one uint64."""
+    if not (isinstance(arena, types.Array) and arena.ndim == 2 and arena.dtype == types.uint8):
+        return None
+
+    def codegen(context, builder, signature, args):
+        indices = [context.cast(builder, value, typ, types.intp)
+                   for value, typ in zip(args[1:], signature.args[1:])]
+        return _word_at(context, builder, signature.args[0], args[0], indices)
+
+    return types.uint64(arena, row, col), codegen
+
+
+@intrinsic
+def _vector_word(typingctx, vector, col):
+    """Bytes ``vector[col:col + 8]`` of a 1-D uint8 array read as one uint64."""
+    if not (isinstance(vector, types.Array) and vector.ndim == 1
+            and vector.dtype == types.uint8):
+        return None
+
+    def codegen(context, builder, signature, args):
+        index = context.cast(builder, args[1], signature.args[1], types.intp)
+        return _word_at(context, builder, signature.args[0], args[0], [index])
+
+    return types.uint64(vector, col), codegen
 
 
 @intrinsic
 def _f32_bits(typingctx, value):
     """The IEEE bits of a float32 as uint32 (a bit cast, no array view: numba's
     ``ndarray.view`` lives in a module that loading a cached kernel would import)."""
+    if value == types.uint8:
+        # a packed bit query has no NaN: all_finite sees bits that test clean
+        return types.uint32(value), lambda context, builder, signature, args: \
+            ir.Constant(ir.IntType(32), 0)
     if value != types.float32:
         return None
 
@@ -212,6 +298,56 @@ def _l2sq_rows(arena, a, b):
     return acc
 
 
+def hamming_query(arena, row, query):
+    """Differing bits (float32) between packed ``query`` and packed ``arena[row]``."""
+    raise NotImplementedError("a numba kernel helper")   # overloaded below
+
+
+def hamming_rows(arena, a, b):
+    """Differing bits (float32) between packed arena rows ``a`` and ``b``."""
+    raise NotImplementedError("a numba kernel helper")
+
+
+def _is_bits(array) -> bool:
+    return isinstance(array, types.Array) and array.dtype == types.uint8
+
+
+@overload(hamming_query, fastmath=True)
+def _hamming_query_impl(arena, row, query):
+    if not (_is_bits(arena) and _is_bits(query)):
+        return lambda arena, row, query: np.float32(0.0)   # not a bit arena: never run
+
+    def count(arena, row, query):
+        width = query.shape[0]
+        whole = width - width % 8
+        acc = 0
+        for j in range(0, whole, 8):
+            acc += _popcount(_row_word(arena, row, j) ^ _vector_word(query, j))
+        for j in range(whole, width):
+            acc += _popcount(arena[row, j] ^ query[j])
+        return np.float32(acc)
+
+    return count
+
+
+@overload(hamming_rows, fastmath=True)
+def _hamming_rows_impl(arena, a, b):
+    if not _is_bits(arena):
+        return lambda arena, a, b: np.float32(0.0)
+
+    def count(arena, a, b):
+        width = arena.shape[1]
+        whole = width - width % 8
+        acc = 0
+        for j in range(0, whole, 8):
+            acc += _popcount(_row_word(arena, a, j) ^ _row_word(arena, b, j))
+        for j in range(whole, width):
+            acc += _popcount(arena[a, j] ^ arena[b, j])
+        return np.float32(acc)
+
+    return count
+
+
 @njit(**_INLINE)
 def _cosine_from_dot(dot, norm_a, norm_b):
     if norm_a == 0.0 or norm_b == 0.0:
@@ -249,6 +385,8 @@ def query_distance(arena, norms, row, query, q_norm, metric):
     """Internal distance (float32, smaller is nearer) from ``query`` to ``arena[row]``."""
     if metric == METRIC_L2:
         return _l2sq_query(arena, row, query)
+    if metric == METRIC_HAMMING:
+        return hamming_query(arena, row, query)
     dot = _dot_query(arena, row, query)
     if metric == METRIC_DOT or metric == METRIC_CODE_DOT:
         return -dot
@@ -262,6 +400,8 @@ def row_distance(arena, norms, a, b, metric):
     """Internal distance (float32) between arena rows ``a`` and ``b``."""
     if metric == METRIC_L2:
         return _l2sq_rows(arena, a, b)
+    if metric == METRIC_HAMMING:
+        return hamming_rows(arena, a, b)
     dot = _dot_rows(arena, a, b)
     if metric == METRIC_DOT:
         return -dot
@@ -270,9 +410,10 @@ def row_distance(arena, norms, a, b, metric):
 
 @njit(**_INLINE)
 def load_row(arena, row, out):
-    """Copy one arena row into the float32 buffer ``out`` (shape ``(dim,)``)."""
+    """Copy one arena row into the buffer ``out`` (shape ``(dim,)``): float32, or
+    uint8 for a bit arena (its packed bytes, the form of its queries)."""
     for j in range(out.shape[0]):
-        out[j] = as_f32(arena[row, j])
+        out[j] = _as_buffer_element(arena[row, j])
 
 
 # What _sum4 adds up per element: x*q, (x-q)^2 or |x-q|.
@@ -320,6 +461,9 @@ def exact_row_distances(arena, rows, query, metric, out):
             continue
         if metric == METRIC_L1:
             out[i] = _sum4(arena, r, query, _ABS_DIFF)
+            continue
+        if metric == METRIC_HAMMING:   # an integer count: exact already
+            out[i] = np.float64(hamming_query(arena, r, query))
             continue
         s = _sum4(arena, r, query, _PRODUCT)
         if metric == METRIC_DOT:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SqlError
-from ..schema import brief, from_micros
+from ..schema import brief, from_micros, vector_values
 from . import text_funcs, vector_funcs
 from .filter import kleene, like_regex
 
@@ -38,9 +38,10 @@ OPERATORS = {
     "<#>": vector_funcs.negative_inner_product,
     "<=>": vector_funcs.cosine_distance,
     "<+>": vector_funcs.l1_distance,
+    "<~>": vector_funcs.hamming_distance,
 }
 # each operator's metric, as the planner and the indexes name it
-OPERATOR_METRICS = {"<->": "l2", "<#>": "dot", "<=>": "cosine", "<+>": "l1"}
+OPERATOR_METRICS = {"<->": "l2", "<#>": "dot", "<=>": "cosine", "<+>": "l1", "<~>": "hamming"}
 
 
 def vector_text(v) -> str:
@@ -275,6 +276,9 @@ def col_value(e: Col, t, rows: np.ndarray) -> Val:
         raise SqlError("42703", f'column "{e.name}" does not exist')
     vals, nulls = t.columns[e.name].take(rows)
     nulls = np.asarray(nulls, bool)
+    if f.kind == "vector" and f.dtype in ("int8", "bit"):
+        # SQL has float vectors only: int8 values and 0/1 bits as float32
+        vals = vector_values(f, vals).astype(np.float32)
     if isinstance(vals, list):
         return Val(f.kind, _objects(vals), nulls)
     return Val(f.kind, vals, nulls)
@@ -896,6 +900,7 @@ FUNCTIONS = {
     "cosine_distance": _vector_fn("cosine_distance", vector_funcs.cosine_distance, "float"),
     "inner_product": _vector_fn("inner_product", vector_funcs.inner_product, "float"),
     "l1_distance": _vector_fn("l1_distance", vector_funcs.l1_distance, "float"),
+    "hamming_distance": _vector_fn("hamming_distance", vector_funcs.hamming_distance, "float"),
     "vector_dims": _vector_fn("vector_dims", vector_funcs.vector_dims, "int"),
     "vector_norm": _vector_fn("vector_norm", vector_funcs.vector_norm, "float"),
     "l2_normalize": _vector_fn("l2_normalize", vector_funcs.l2_normalize, "vector"),

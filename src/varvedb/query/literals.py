@@ -15,6 +15,7 @@ from ..schema import to_micros
 _TRUE = {"t", "true", "y", "yes", "on", "1"}
 _FALSE = {"f", "false", "n", "no", "off", "0"}
 _VECTOR = re.compile(r"^\s*\[(.*)\]\s*$", re.S)
+_BITS = re.compile(r"^\s*[01]+\s*$")
 
 
 def parse_input(kind: str, text: str):
@@ -58,8 +59,11 @@ _PG_NAMES = {"int": "bigint", "float": "double precision", "bool": "boolean", "t
 
 
 def parse_vector(text: str) -> np.ndarray:
-    """pgvector's text form '[1,2,3]' as a float32 array."""
+    """pgvector's text form '[1,2,3]' as a float32 array; a bit string's form
+    '0101' (PostgreSQL's bit(n)) as its bits, 0.0 and 1.0."""
     m = _VECTOR.match(text)
+    if m is None and _BITS.match(text):
+        return np.frombuffer(text.strip().encode(), np.uint8).astype(np.float32) - ord("0")
     if m is None:
         raise SqlError("22P02", f'invalid input syntax for type vector: "{text}"')
     body = m.group(1).strip()

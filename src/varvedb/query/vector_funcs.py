@@ -82,6 +82,13 @@ def l1_distance(a, b):
     return _result(np.abs(a - b).sum(axis=-1))
 
 
+def hamming_distance(a, b):
+    """pgvector's ``hamming_distance`` / ``<~>``: the positions where two bit
+    vectors (0/1 values) differ, float64."""
+    a, b = _pair(a, b)
+    return _result((a != b).sum(axis=-1).astype(np.float64))
+
+
 def inner_product(a, b):
     """pgvector's ``inner_product``: the plain dot product, float64."""
     a, b = _pair(a, b)

@@ -53,7 +53,11 @@ SCHEMAS = {
                                     "additionalProperties": _obj(
                                         {"linked": {"type": "integer"},
                                          "unlinked": {"type": "integer"}},
-                                        ("linked", "unlinked"))}},
+                                        ("linked", "unlinked"))},
+                        "vectors": {"type": "object", "description": "per vector field: its "
+                                    "dtype, dim, row versions, bytes per stored vector, arena "
+                                    "bytes, graph bytes and graph bytes per vector",
+                                    "additionalProperties": {"type": "object"}}},
                        ("name", "id", "fields", "schema", "documents", "version", "indexes")),
     "NewCollection": _obj({"name": {"type": "string"},
                            "schema": {"type": "object",

@@ -89,7 +89,10 @@ def table(api, claim_write) -> list:
                 "version": sess.version,
                 # how far each graph has linked the committed rows (commits return first)
                 "indexes": {n: {k: v for k, v in coll.index_status(n).items() if k != "field"}
-                            for n in coll._table.vector_indexes}}
+                            for n in coll._table.vector_indexes},
+                # bytes per stored vector (and per graph node) of each vector field
+                "vectors": {n: {k: v for k, v in coll.vector_memory(n).items() if k != "field"}
+                            for n in schema.vector_fields}}
 
     def list_collections(p, q, ctype, raw):
         return 200, encode({"collections": db.collections()})
@@ -378,7 +381,8 @@ def field_from_wire(spec):
     if not isinstance(spec, dict):
         return spec
     if spec.get("kind") == "vector":
-        spec = {**_VECTOR_DEFAULTS, **spec}
+        own = {"metric": "hamming"} if spec.get("dtype") == "bit" else {}
+        spec = {**_VECTOR_DEFAULTS, **own, **spec}
         if isinstance(spec.get("index"), dict):
             spec["index"] = {**HNSW().to_dict(), **spec["index"]}
     return Field.from_dict(spec)

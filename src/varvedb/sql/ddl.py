@@ -31,7 +31,9 @@ OPCLASSES = {
     "vector_cosine_ops": ("cosine", "f32"),
     "halfvec_l2_ops": ("l2", "f16"), "halfvec_ip_ops": ("dot", "f16"),
     "halfvec_cosine_ops": ("cosine", "f16"),
+    "bit_hamming_ops": ("hamming", "bit"),
 }
+_SQL_TYPE = {"f32": "vector", "f16": "halfvec", "bit": "bit", "int8": "vector"}
 
 
 def compile_statement(stmt):
@@ -88,7 +90,8 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
         dim = mods[0].val.ival
         if default is not None:
             raise NotSupportedError("a vector column has no DEFAULT")
-        field = Vector(dim, metric="l2", dtype="f16" if tname == "halfvec" else "f32")
+        field = Vector(dim, dtype="bit") if tname == "bit" else \
+            Vector(dim, metric="l2", dtype="f16" if tname == "halfvec" else "f32")
     elif kind == "text" and tname in ("varchar", "bpchar", "char") and cd.typeName.typmods:
         field = Field(kind, max_length=cd.typeName.typmods[0].val.ival)
     else:
@@ -340,8 +343,7 @@ class CreateIndex:
             if f.kind != "vector":
                 raise SqlError("42704", f'column "{self.column}" is not a vector column')
             if f.dtype != self.dtype:
-                want, have = (("halfvec", "vector") if self.dtype == "f16"
-                              else ("vector", "halfvec"))
+                want, have = _SQL_TYPE[self.dtype], _SQL_TYPE[f.dtype]
                 raise SqlError("42804", f"operator class for {want} does not accept a "
                                         f"{have} column")
             if f.vector_index is not None:

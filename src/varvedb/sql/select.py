@@ -240,6 +240,10 @@ class Select:
     def _plan_vector(self, ctx, b, snap, table, where, env) -> Query:
         fname, metric, q_expr = b.vector
         f = table.schema.fields[fname]
+        if (f.dtype == "bit") != (metric == "hamming"):   # <~> is bit's, and bit has only it
+            raise SqlError("42883", f"operator does not exist: "
+                                    f"{'bit' if f.dtype == 'bit' else 'vector'} {b.vector_op} "
+                                    f"{'bit' if f.dtype != 'bit' else 'vector'}")
         q = self._query_vector(f, fname, q_expr, env, f"vector {b.vector_op}")
         limit, offset = self._limit_offset(env)
         k = snap.n(table) if limit is None else limit + offset

@@ -3,7 +3,8 @@ forms are query/literals.py's).
 
 Every integer type is stored as int64 and every float type as float64: a
 value PostgreSQL would reject as out of range for int4 or float4 is kept.
-vector(n) is a float32 vector, halfvec(n) a float16 one.
+vector(n) is a float32 vector, halfvec(n) a float16 one, bit(n) n bits (a
+vector field of dtype bit, read in SQL as a vector of 0/1 values).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ TYPE_KINDS = {
     "character varying": "text",
     "json": "json", "jsonb": "json",
     "timestamp": "timestamp", "timestamptz": "timestamp",
-    "vector": "vector", "halfvec": "vector",
+    "vector": "vector", "halfvec": "vector", "bit": "vector",
 }
 SERIAL = ("serial", "bigserial", "smallserial", "serial4", "serial8")
 
@@ -43,4 +44,4 @@ def type_kind(names: list[str]) -> tuple[str, str]:
 # PostgreSQL types varvedb does not store (0A000, where any other name is 42704)
 _POSTGRES_ONLY = {"uuid", "bytea", "date", "time", "timetz", "interval", "money", "inet",
                   "cidr", "macaddr", "point", "line", "box", "polygon", "circle", "xml",
-                  "bit", "varbit", "tsvector", "tsquery", "oid", "int4range", "sparsevec"}
+                  "varbit", "tsvector", "tsquery", "oid", "int4range", "sparsevec"}
