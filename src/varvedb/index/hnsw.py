@@ -77,8 +77,9 @@ _QUANT_CODES = {None: 0, "int8": 1}
 _QUANT_NAMES = {code: name for name, code in _QUANT_CODES.items()}
 # The codes' range is fitted again each time the graph doubles, on a sample of
 # at most this many rows, until it has been fitted on that many: a graph built
-# row by row does not keep the range of its first few rows.
-_CODE_SAMPLE = 65536
+# row by row does not keep the range of its first few rows. (The quantiles of
+# 16 384 rows cost 0.2 s at dim 384; of 65 536, 0.8 s.)
+_CODE_SAMPLE = 16384
 # A coded walk's best RERANK_PER_K * k candidates are measured exactly. On
 # glove-50 (100k), 2 * k already gave the recall of measuring the whole pool.
 _RERANK_PER_K = 4
