@@ -30,10 +30,7 @@ demo: $(VENV)/.installed-base
 	$(BIN)/varvedb demo --file demo.varve
 
 # Two workers, each file whole on one (module fixtures and file order stay as written).
-# First numba's cache is filled by two processes side by side (tests/warm_kernels.py),
-# so the workers do not both compile the same kernels on a fresh clone.
 test: $(VENV)/.installed-test
-	$(BIN)/python tests/warm_kernels.py vectors & $(BIN)/python tests/warm_kernels.py text & wait
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # The fault-injection state machine at twenty times CI's length (about 50 000 steps).
