@@ -148,7 +148,9 @@ class HnswIndex:
     ``metric`` is "cosine", "l2" or "dot"; ``m`` is the out-degree of the
     upper levels (level 0 keeps ``2m``); ``ef_construction`` and
     ``ef_search`` are the beam widths of insertion and of search; ``seed``
-    fixes the level draws and the insertion order within each ``add``.
+    fixes the level draws and the insertion order within each ``add``;
+    ``quantize="int8"`` makes searches walk int8 codes of the rows and measure
+    the best ``4 k`` candidates again from the arena (the build walks the arena).
     Writers must be serialised by the caller and must not overlap searches;
     searches may run in parallel with each other (the kernels release the GIL).
     """
