@@ -20,7 +20,6 @@ Output: OUT/ab-<dataset>-<rows>x<dim>.{json,md,png}.
 from __future__ import annotations
 
 import gc
-import json
 import os
 import platform
 import shutil
@@ -31,7 +30,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..errors import OptionError
-from . import data
+from . import data, report
 
 K = 10
 EF_SWEEP = [10, 20, 40, 80, 120, 200, 300, 400, 600, 800]
@@ -329,19 +328,8 @@ def run(ds, engines: str, out_dir: str, m: int = 16, ef_construction: int = 200,
 
     summary = _summarize(ds, labels, ref, m, ef_construction, ef, rounds, build_rounds,
                          builds, sizes, sweep, notes)
-    base = os.path.join(out_dir, f"ab-{ds.name}-{n}x{dim}")
-    with open(base + ".json", "w") as f:
-        json.dump(summary, f, indent=2)
-    table = markdown(summary)
-    with open(base + ".md", "w") as f:
-        f.write(table)
-    echo(table)
-    why_not = plot(summary, base + ".png")
-    if why_not:
-        echo(f"note: {why_not}")
-        echo(f"wrote {base}.md and {base}.json")
-    else:
-        echo(f"wrote {base}.md, {base}.json and {base}.png")
+    report.write_outputs(summary, os.path.join(out_dir, f"ab-{ds.name}-{n}x{dim}"),
+                         markdown, plot, echo)
     return summary
 
 
@@ -517,12 +505,9 @@ def markdown(summary: dict) -> str:
 
 def plot(summary: dict, path: str) -> str | None:
     """Recall@10 against QPS (log) per engine, the interpolated points marked."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return "no plot: matplotlib is not installed (pip install 'varvedb[bench]')"
+    plt = report.pyplot()
+    if plt is None:
+        return report.NO_MATPLOTLIB
     cfg = summary["config"]
     fig, ax = plt.subplots(figsize=(7.5, 5))
     for label, e in summary["engines"].items():

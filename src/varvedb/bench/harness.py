@@ -117,18 +117,7 @@ def run(rows: int, dim: int, queries: int, distribution: str, metric: str, m: in
     base = os.path.join(out_dir, f"bench-{distribution}-{rows}x{dim}"
                                + ("-f16" if dtype == "f16" else ""))
     summary = _merge(summary, base + ".json", fresh, echo)
-    with open(base + ".json", "w") as f:
-        json.dump(summary, f, indent=2)
-    table = report.markdown(summary)
-    with open(base + ".md", "w") as f:
-        f.write(table)
-    echo(table)
-    why_not = report.plot(summary, base + ".png")
-    if why_not:
-        echo(f"note: {why_not}")
-        echo(f"wrote {base}.md and {base}.json")
-    else:
-        echo(f"wrote {base}.md, {base}.json and {base}.png")
+    report.write_outputs(summary, base, report.markdown, report.plot, echo)
     return summary
 
 

@@ -32,6 +32,35 @@ TAIL = [
     ("wall_s", "engine-run wall time s", False, "{:,.1f}"),
 ]
 NO_RATIO = ("recall", "hits", "wall_s", "checkpoint_s")   # the last means different things
+NO_MATPLOTLIB = "no plot: matplotlib is not installed (pip install 'varvedb[bench]')"
+
+
+def write_outputs(summary: dict, base: str, markdown, plot, echo) -> None:
+    """BASE.json, BASE.md (also echoed) and, where matplotlib is there, BASE.png."""
+    import json
+    with open(base + ".json", "w") as f:
+        json.dump(summary, f, indent=2)
+    table = markdown(summary)
+    with open(base + ".md", "w") as f:
+        f.write(table)
+    echo(table)
+    why_not = plot(summary, base + ".png")
+    if why_not:
+        echo(f"note: {why_not}")
+        echo(f"wrote {base}.md and {base}.json")
+    else:
+        echo(f"wrote {base}.md, {base}.json and {base}.png")
+
+
+def pyplot():
+    """matplotlib's pyplot on the Agg backend, or None when it is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
 
 
 def figure_rows(cfg: dict) -> list[tuple]:
@@ -108,12 +137,9 @@ def plot(summary: dict, path: str) -> str | None:
     """Recall@10 against queries per second (log), one line per engine across
     the ef sweep; an exact-only engine is one point at its exact speed.
     Returns a note when it cannot plot (matplotlib missing, nothing to plot)."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return "no plot: matplotlib is not installed (pip install 'varvedb[bench]')"
+    plt = pyplot()
+    if plt is None:
+        return NO_MATPLOTLIB
     cfg = summary["config"]
     fig, ax = plt.subplots(figsize=(7.5, 5))
     drawn = 0
