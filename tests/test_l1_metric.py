@@ -138,7 +138,7 @@ def test_graphs_stay_cosine_l2_dot():
 # ---- the planner: a metric the graph was not built for is answered exactly ------------
 
 def test_choose_vector_strategy_refuses_a_graph_of_another_metric():
-    index = type("Index", (), {"spec": vv.HNSW(ef_search=40),
+    index = type("Index", (), {"spec": vv.HNSW(ef_search=40), "is_ivf": False,
                                "graph": type("Graph", (), {"metric": "cosine"})()})()
     n = 100_000
     assert choose_vector_strategy(index, 10, n, n, None, False, "cosine") == \

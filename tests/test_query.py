@@ -94,7 +94,7 @@ def test_filter_refuses_a_bad_expression_at_bind_or_first_evaluation(small, wher
 # ---- the planner -----------------------------------------------------------------
 
 def test_vector_strategy_by_selectivity():
-    index = type("Index", (), {"spec": vv.HNSW(ef_search=40)})()
+    index = type("Index", (), {"spec": vv.HNSW(ef_search=40), "is_ivf": False})()
     n = 10 * MAX_EF
     assert choose_vector_strategy(index, 10, n, n, None, False) == (Strategy.GRAPH, 40, "")
     assert choose_vector_strategy(index, 100, n, n, None, False) == (Strategy.GRAPH, 100, "")
@@ -119,7 +119,7 @@ def test_search_plans_compare_as_data(graph):
     assert plan.to_dict() == {
         "node": "Project", "fields": ["tag"], "input": {
             "node": "VectorTopK", "field": "emb", "metric": "l2", "k": 7,
-            "strategy": "graph", "allowed": ROWS * 8 // 10, "ef": 24, "reason": "", "input": {
+            "strategy": "graph", "allowed": ROWS * 8 // 10, "ef": 24, "reason": "", "scanned": None, "input": {
                 "node": "Filter", "where": "tag < 8", "matched": ROWS * 8 // 10, "input": {
                     "node": "Scan", "collection": "items", "version": v, "rows": ROWS + 1,
                     "visible": ROWS, "nonnull": "emb"}}}}

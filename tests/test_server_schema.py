@@ -128,7 +128,7 @@ QUERY_VALUES = {
     "vector_text": ["hello", None], "metric": ["l2", "cosine", "dot", "l1", None],
     "exact": [True, False], "explain": [True, False], "rerank": [[1.0, 0.0, 0.0, 0.0], None],
     "candidates": [5, 1, 0, None], "rrf_k": [60, 0, 1], "weights": [[0.5, 0.5], [1, -1]],
-    "limit": [1, 5, 0, -1, 10 ** 9, None], "ef": [10, 1, 5000, None],
+    "limit": [1, 5, 0, -1, 10 ** 9, None], "ef": [10, 1, 5000, None], "probes": [None, 4],
     "ids": [[1, 2], ["n1", "n2"], [], [1, "x"], [2 ** 64]],
     "set": [{"tag": 9}, {"title": "new"}, {"emb": [0.0, 1.0, 0.0, 0.0]}, {"n": 7},
             {"body": "b"}, {"nosuch": 1}, {"id": 5}, {}]}

@@ -346,7 +346,7 @@ ERRORS = [
     ("INSERT INTO t VALUES (9, 'abc')", "22P02"),
     ("SELECT x FROM t GROUP BY id", "42803"),
     ("SELECT * FROM t a, t b", "0A000"),
-    ("CREATE INDEX ON t USING ivfflat (v vector_l2_ops)", "0A000"),
+    ("CREATE INDEX ON t USING gist (v vector_l2_ops)", "0A000"),
     ("CREATE TABLE t (id int PRIMARY KEY)", "42P07"),
     ("SELECT 1 / 0", "22012"),
     ("DROP TABLE nope", "42P01"),

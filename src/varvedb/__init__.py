@@ -20,7 +20,7 @@ from .errors import (AuthenticationError, RequestError, RequestTimeoutError,
                      RequestTooLargeError, ResultTooLargeError, ServerError,
                      ServerUnavailableError)
 from .results import Hit, Hits
-from .schema import HNSW, Bool, Field, Float, Int, Json, Text, Timestamp, Vector
+from .schema import HNSW, IVFPQ, Bool, Field, Float, Int, Json, Text, Timestamp, Vector
 from .storage.verify import VerifyReport, verify_file
 
 __version__ = "0.1.0"
@@ -28,7 +28,7 @@ __version__ = "0.1.0"
 __all__ = [
     "connect", "Database", "Session", "Collection", "VersionInfo", "Hit", "Hits", "VerifyReport",
     "verify_file", "Field", "Int", "Float", "Bool", "Text", "Json", "Timestamp", "Vector",
-    "HNSW", "VarveError", "SchemaError", "UnknownFieldError", "FieldTypeError",
+    "HNSW", "IVFPQ", "VarveError", "SchemaError", "UnknownFieldError", "FieldTypeError",
     "DimensionError", "NonFiniteVectorError", "DuplicateIdError", "FilterError",
     "NotFoundError", "NotAVarveFileError", "FormatVersionError", "CorruptFileError",
     "WriterLockedError", "FileMissingError", "OptionError", "ReadOnlyError", "ClosedError",

@@ -417,7 +417,8 @@ class _CollectionVerbs:
     def search(self, vector=None, where: str | None = None, params: list | tuple = (),
                limit: int = 10, select: list | None = None, as_of=None,
                field: str | None = None, ef: int | None = None, exact: bool = False,
-               metric: str | None = None, *, text: str | None = None,
+               metric: str | None = None, *, probes: int | None = None,
+               text: str | None = None,
                text_field: str | None = None, vector_text: str | None = None,
                rerank=None, candidates: int | None = None, rrf_k: int = RRF_K,
                weights: tuple = (1.0, 1.0), explain: bool = False) -> Op:
@@ -425,7 +426,7 @@ class _CollectionVerbs:
         there). `hits.plan` is the plan as it ran, as data, with explain=True (else None)."""
         body = _search_body(vector, where, params, limit, select, as_of, field, ef, exact,
                             metric, text, text_field, vector_text, rerank, candidates, rrf_k,
-                            weights, explain)
+                            weights, explain, probes=probes)
         resp = yield _post(f"{self._path}/search", body, idempotent=True)
         return (yield from self._hits(_answer(resp, _HITS)))
 
@@ -475,14 +476,14 @@ def _error_body(resp: _Response) -> dict | None:
 def _search_body(vector=None, where=None, params=(), limit=10, select=None, as_of=None,
                  field=None, ef=None, exact=False, metric=None, text=None, text_field=None,
                  vector_text=None, rerank=None, candidates=None, rrf_k=RRF_K,
-                 weights=(1.0, 1.0), explain=False) -> dict:
+                 weights=(1.0, 1.0), explain=False, probes=None) -> dict:
     """One search's JSON body: what was given, defaults left to the server."""
     body = {"limit": limit}
     for key, v in (("vector", vector), ("where", where), ("select", select),
                    ("as_of", _as_of(as_of)), ("field", field), ("ef", ef),
                    ("metric", metric), ("text", text), ("text_field", text_field),
                    ("vector_text", vector_text), ("rerank", rerank),
-                   ("candidates", candidates)):
+                   ("candidates", candidates), ("probes", probes)):
         if v is not None:
             body[key] = v
     if not (isinstance(params, (list, tuple)) and len(params) == 0):

@@ -23,8 +23,8 @@ from .query.planner import (RRF_K, Query, plan_count, plan_find, plan_hybrid, pl
                             plan_search, plan_text)
 from .query.text_query import text_query
 from .results import Hit, Hits
-from .schema import (HNSW, ID_END, ID_MIN, MAX_EF, QUERY_METRICS, Batch, Schema, coerce_array,
-                     check_query_metric, coerce_ids, coerce_query_vector, coerce_values,
+from .schema import (HNSW, ID_END, ID_MIN, IVF_LIMITS, IVFPQ, MAX_EF, QUERY_METRICS, Batch,
+                     Schema, coerce_array, check_query_metric, coerce_ids, coerce_query_vector, coerce_values,
                      from_micros, is_int, parse_field, validate_name, vector_values)
 from .engine.snapshot import Snapshot
 from .engine.table import ALIVE, Table
@@ -126,23 +126,26 @@ class Collection:
             self._engine.delete(tx, t, rows)
             return len(rows)
 
-    def create_index(self, field: str, index: HNSW | str, name: str | None = None) -> None:
-        """Build an index: vv.HNSW(...) on a vector field (a graph; best after a
-        bulk load), or "hash" (equality) or "sorted" (ranges too) on a scalar
-        field, built over the documents so far. Kept current after. `name`
-        names a scalar index (an HNSW spec carries its own name=)."""
+    def create_index(self, field: str, index: HNSW | IVFPQ | str,
+                     name: str | None = None) -> None:
+        """Build an index: vv.HNSW(...) (a graph) or vv.IVFPQ(...) (k-means lists,
+        trained on the rows present) on a vector field, best after a bulk load;
+        or "hash" (equality) or "sorted" (ranges too) on a scalar field, built
+        over the documents so far. Kept current after. `name` names a scalar
+        index (a vector index spec carries its own name=)."""
         with self._sess._writing() as tx:
             t = self._table
             if isinstance(index, str):
                 self._engine.create_scalar_index(tx, t, field, index, name)
                 return
             if name is not None:
-                raise SchemaError("an HNSW index takes its name in vv.HNSW(name=...)")
+                raise SchemaError("a vector index takes its name in vv.HNSW(name=...) "
+                                  "or vv.IVFPQ(name=...)")
             fname = self._vector_field(t, field)
-            if not isinstance(index, HNSW):
-                raise SchemaError(f"create_index takes vv.HNSW(...), 'hash' or 'sorted', "
-                                  f"got {index!r:.80}")
-            index.check()     # again: a frozen HNSW can still be altered by force
+            if not isinstance(index, (HNSW, IVFPQ)):
+                raise SchemaError(f"create_index takes vv.HNSW(...), vv.IVFPQ(...), 'hash' "
+                                  f"or 'sorted', got {index!r:.80}")
+            index.check()     # again: a frozen spec can still be altered by force
             self._engine.create_index(tx, t, fname, index)
 
     def drop_index(self, field: str) -> None:
@@ -275,7 +278,8 @@ class Collection:
     def search(self, vector=None, where: str | None = None, params: list | tuple = (),
                limit: int = 10, select: list | None = None, as_of=None,
                field: str | None = None, ef: int | None = None, exact: bool = False,
-               metric: str | None = None, *, text: str | None = None,
+               metric: str | None = None, *, probes: int | None = None,
+               text: str | None = None,
                text_field: str | None = None, vector_text: str | None = None,
                rerank=None, candidates: int | None = None, rrf_k: int = RRF_K,
                weights: tuple = (1.0, 1.0)) -> Hits:
@@ -288,7 +292,8 @@ class Collection:
         bits; its query is dim bools or 0/1) and nothing else; default the field's. A metric other than the
         one the field's graph was built for is answered by exact scan.
         `ef` widens the graph walk (default: the index's ef_search; at most
-        MAX_EF); `exact=True` scans every allowed row.
+        MAX_EF); `probes` is how many lists an IVFPQ index scans (default its
+        nprobe; more lists, higher recall); `exact=True` scans every allowed row.
 
         Text search (`text=`, on a vv.Text(fts=True) field, `text_field` if there
         are several): the query syntax is words (all required), "a phrase",
@@ -303,7 +308,7 @@ class Collection:
         A limit above the allowed rows returns them all. `hits.plan` is the plan
         as it ran (fallbacks included)."""
         query = self._plan_search(vector, where, params, limit, select, as_of, field, ef, exact,
-                                  metric, text=text, text_field=text_field,
+                                  metric, probes=probes, text=text, text_field=text_field,
                                   vector_text=vector_text, rerank=rerank,
                                   candidates=candidates, rrf_k=rrf_k, weights=weights)
         return self._hits(query.table, execute(query))
@@ -340,6 +345,7 @@ class Collection:
                      limit: int = 10, select: list | None = None, as_of=None,
                      field: str | None = None, ef: int | None = None,
                      exact: bool = False, metric: str | None = None, *,
+                     probes: int | None = None,
                      text: str | None = None, text_field: str | None = None,
                      vector_text: str | None = None, rerank=None,
                      candidates: int | None = None, rrf_k: int = RRF_K,
@@ -350,6 +356,8 @@ class Collection:
             vector = _embed_query(t.schema.fields[fname], fname, vector_text)
             vector_text = None
         if text is not None or vector_text is not None or rerank is not None:
+            if vector is not None or vector_text is not None:
+                ef = self._width(t, field, ef, probes)
             return self._plan_text_search(t, vector, where, params, limit, select, as_of,
                                           field, ef, exact, metric, text, text_field,
                                           vector_text, rerank, candidates, rrf_k, weights)
@@ -360,10 +368,7 @@ class Collection:
         q = coerce_query_vector(f, vector)
         if type(limit) is not int or limit < 0:
             limit = _limit(limit)
-        if ef is not None:
-            if not is_int(ef) or not 1 <= ef <= MAX_EF:
-                raise FieldTypeError(f"ef must be an integer in 1..{MAX_EF}, got {ef!r:.80}")
-            ef = int(ef)
+        ef = self._width(t, fname, ef, probes)
         metric = self._query_metric(f, metric)
         if exact is not False and exact is not True:
             if not isinstance(exact, np.bool_):
@@ -375,6 +380,18 @@ class Collection:
         bound = None if where is None else Filter(where, t.schema, params)
         return plan_search(self._snapshot(as_of), t, fname, metric, q, limit, bound, ef,
                            exact, names)
+
+    def _width(self, t: Table, field: str | None, ef, probes) -> int | None:
+        """The search width the field's index takes: `ef` for a graph, `probes`
+        for IVF lists (both checked; the other one does not apply, as pgvector's
+        hnsw.ef_search does not to an ivfflat index)."""
+        for name, value, high in (("ef", ef, MAX_EF), ("probes", probes, IVF_LIMITS["lists"][1])):
+            if value is not None and (not is_int(value) or not 1 <= value <= high):
+                raise FieldTypeError(f"{name} must be an integer in 1..{high}, "
+                                     f"got {value!r:.80}")
+        vi = t.vector_indexes.get(self._vector_field(t, field))
+        width = probes if vi is not None and vi.is_ivf else ef
+        return None if width is None else int(width)
 
     def _plan_text_search(self, t, vector, where, params, limit, select, as_of, field, ef,
                           exact, metric, text, text_field, vector_text, rerank, candidates,
@@ -415,8 +432,6 @@ class Collection:
                 and math.isfinite(w) for w in weights):
             raise FieldTypeError(f"weights are two non-negative numbers (text, vector), "
                                  f"got {weights!r:.80}")
-        if ef is not None and (not is_int(ef) or not 1 <= ef <= MAX_EF):
-            raise FieldTypeError(f"ef must be an integer in 1..{MAX_EF}, got {ef!r:.80}")
         return plan_hybrid(snap, t, (tfield, text, bound),
                            (vfield, metric, q, None if ef is None else int(ef), bool(exact)),
                            limit, candidates, int(rrf_k), tuple(float(w) for w in weights),

@@ -23,6 +23,8 @@ stored can break a later open or read):
 * timestamps: years 1..9999 in UTC (what a datetime can hold); NaT refused.
 * HNSW: m in 2..100, ef_construction and ef_search in 1..4096 (HNSW_LIMITS);
   a search's ef in 1..MAX_EF.
+* IVFPQ: lists and nprobe in 1..65536 (a search probes at most every list), pq_m dividing the dimension
+  (at most 1024), rerank in 1..MAX_EF (IVF_LIMITS).
 """
 from __future__ import annotations
 
@@ -70,6 +72,8 @@ TS_MAX_US = 253_402_300_799_999_999      # 9999-12-31T23:59:59.999999Z
 # a bound, m=10**8 committed and then every open failed with MemoryError.
 HNSW_LIMITS = {"m": (2, 100), "ef_construction": (1, 4096), "ef_search": (1, 4096)}
 HNSW_QUANTIZERS = (None, "int8")
+IVF_LIMITS = {"lists": (1, 65536), "nprobe": (1, 65536), "pq_m": (1, 1024),
+              "rerank": (1, 100_000), "seed": (0, (1 << 63) - 1)}
 MAX_EF = 100_000                         # a search's ef (scratch is ~16 x ef)
 
 
@@ -127,6 +131,58 @@ class HNSW:
 
 
 @dataclass(frozen=True)
+class IVFPQ:
+    """An inverted-file index for a vector field: the rows split into `lists`
+    k-means clusters, a search scanning the `nprobe` nearest (SQL: ivfflat.probes).
+
+    pq_m=None is IVF-Flat: the probed rows are measured from the stored vectors.
+    pq_m=M keeps an M-byte product-quantizer code of each row (M must divide
+    the dimension) and measures only the `rerank` best by code exactly (None:
+    8 x k). Training runs once, on a sample drawn from `seed`, when the field
+    has 4 rows per list (and 1 024 with pq_m); build it after a bulk load."""
+    lists: int = 100
+    pq_m: int | None = None
+    nprobe: int = 10
+    rerank: int | None = None
+    metric: str | None = None
+    name: str | None = None
+    seed: int = 0
+
+    def __post_init__(self):
+        for key in IVF_LIMITS:
+            val = getattr(self, key)
+            if isinstance(val, np.integer) and not isinstance(val, np.bool_):
+                object.__setattr__(self, key, int(val))
+        self.check()
+
+    def check(self) -> None:
+        """SchemaError unless every parameter is an integer within IVF_LIMITS."""
+        for key, (low, high) in IVF_LIMITS.items():
+            val = getattr(self, key)
+            if val is None and key in ("pq_m", "rerank"):
+                continue
+            if type(val) is not int or not low <= val <= high:
+                raise SchemaError(f"IVFPQ {key} must be an integer in {low}..{high}, "
+                                  f"got {brief(val)}")
+        if self.metric is not None and (not isinstance(self.metric, str)
+                                        or self.metric not in ("cosine", "l2", "dot")):
+            raise SchemaError(f"IVFPQ metric is one of ('cosine', 'l2', 'dot'), "
+                              f"got {brief(self.metric)}")
+        if self.name is not None and (not isinstance(self.name, str) or not _NAME.match(self.name)):
+            raise SchemaError(f"invalid index name {brief(self.name)}")
+
+    def to_dict(self) -> dict:
+        d = {"kind": "ivfpq", "lists": self.lists, "nprobe": self.nprobe, "seed": self.seed}
+        for key in ("pq_m", "rerank", "metric", "name"):
+            if getattr(self, key) is not None:
+                d[key] = getattr(self, key)
+        return d
+
+
+VECTOR_INDEXES = (HNSW, IVFPQ)
+
+
+@dataclass(frozen=True)
 class Field:
     """One field of a collection. Use the helpers `Int`, `Text`, `Vector`, ..."""
     kind: str
@@ -135,7 +191,7 @@ class Field:
     dim: int = 0                      # vectors only
     metric: str = "cosine"            # vectors only
     dtype: str = "f32"                # vectors only
-    vector_index: HNSW | None = _field(default=None)
+    vector_index: HNSW | IVFPQ | None = _field(default=None)
     not_null: bool = False            # a null (given, or omitted without a default) is refused
     # what a row that omits the field gets (scalar kinds; None: no default);
     # checked and normalised like a row's value (a timestamp becomes a UTC datetime)
@@ -168,11 +224,11 @@ class Field:
                                   f"{tuple(VECTOR_DTYPES)}")
             check_metric_dtype(self.metric, self.dtype)
             if self.vector_index is not None:
-                if not isinstance(self.vector_index, HNSW):
-                    raise SchemaError(f"vector index must be vv.HNSW(...), "
+                if not isinstance(self.vector_index, VECTOR_INDEXES):
+                    raise SchemaError(f"vector index must be vv.HNSW(...) or vv.IVFPQ(...), "
                                       f"got {brief(self.vector_index)}")
                 self.vector_index.check()
-                check_index_dtype(self.vector_index, self.dtype)
+                check_index_dtype(self.vector_index, self.dtype, self.dim)
             if self.embed is not None and self.dtype in ("int8", "bit"):
                 raise SchemaError(f"an embedder fills float vectors: embed= goes with dtype "
                                   f"f32 or f16, not {self.dtype}")
@@ -308,7 +364,7 @@ class Field:
             if "default" in d:
                 raise SchemaError("a vector field has no default")
             ix = d.get("index")
-            hnsw = hnsw_from_dict(ix) if ix is not None else None
+            hnsw = index_spec_from_dict(ix) if ix is not None else None
             dim, metric, dtype = d.get("dim"), d.get("metric"), d.get("dtype")
             if type(dim) is not int or metric not in METRICS or not isinstance(dtype, str) \
                     or dtype not in VECTOR_DTYPES:
@@ -344,11 +400,15 @@ class Field:
             raise SchemaError(f"a {kind} field: {e}") from None
 
 
-def hnsw_from_dict(d: dict) -> HNSW:
-    """The HNSW spec `HNSW.to_dict` wrote (from a file: HNSW checks HNSW_LIMITS, so
-    the graph's per-node lists and per-search scratch are not sized by the file)."""
+def index_spec_from_dict(d: dict) -> HNSW | IVFPQ:
+    """The spec `HNSW.to_dict` or `IVFPQ.to_dict` wrote (from a file: the spec checks
+    its limits, so the index's arrays and per-search scratch are not sized by the file)."""
+    if isinstance(d, dict) and d.get("kind") == "ivfpq":
+        return IVFPQ(**{key: d.get(key) for key in IVF_LIMITS}, metric=d.get("metric"),
+                     name=d.get("name"))
     if not isinstance(d, dict) or d.get("kind") != "hnsw":
-        raise SchemaError(f"a vector index spec is {{'kind': 'hnsw', ...}}, got {brief_from_file(d)}")
+        raise SchemaError(f"a vector index spec is {{'kind': 'hnsw' | 'ivfpq', ...}}, "
+                          f"got {brief_from_file(d)}")
     return HNSW(**{key: d.get(key) for key in HNSW_LIMITS}, metric=d.get("metric"),
                 name=d.get("name"), quantize=d.get("quantize"))
 
@@ -393,7 +453,7 @@ def Timestamp(index: str | None = None, not_null: bool = False, default: Any = N
 
 
 def Vector(dim: int, metric: str | None = None, dtype: str = "f32",
-           index: HNSW | None = None, not_null: bool = False, embed: str | None = None,
+           index: HNSW | IVFPQ | None = None, not_null: bool = False, embed: str | None = None,
            source: str | None = None) -> Field:
     """A fixed-dimension vector. dtype: f32 | f16 | int8 (integers in -128..127) |
     bit (dim bits, packed 8 a byte). metric: cosine (the default) | l2 | dot, or
@@ -416,12 +476,20 @@ def check_metric_dtype(metric: str, dtype: str) -> None:
                              "hamming measures bit vectors (dtype='bit') only"))
 
 
-def check_index_dtype(spec: HNSW, dtype: str) -> None:
-    """SchemaError unless the graph `spec` fits vectors of `dtype`: its metric (see
-    check_metric_dtype), and quantize="int8" only over f32 or f16 vectors (int8
-    vectors are their own codes, bits have no scale)."""
+def check_index_dtype(spec: HNSW | IVFPQ, dtype: str, dim: int) -> None:
+    """SchemaError unless the index `spec` fits vectors of `dtype` and `dim`: its
+    metric (see check_metric_dtype), quantize="int8" only over f32 or f16 vectors
+    (int8 vectors are their own codes, bits have no scale), IVF lists never over
+    bits (k-means has no mean of bits), and pq_m dividing the dimension."""
     if spec.metric is not None:
         check_metric_dtype(spec.metric, dtype)
+    if isinstance(spec, IVFPQ):
+        if dtype == "bit":
+            raise SchemaError("an IVFPQ index clusters float vectors; a bit field takes "
+                              "vv.HNSW()")
+        if spec.pq_m is not None and dim % spec.pq_m:
+            raise SchemaError(f"IVFPQ pq_m={spec.pq_m} must divide the dimension {dim}")
+        return
     if spec.quantize is not None and dtype not in ("f32", "f16"):
         raise SchemaError(f"HNSW quantize={spec.quantize!r} walks codes of f32 or f16 "
                           f"vectors; a {dtype} vector field walks its own values")

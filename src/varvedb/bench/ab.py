@@ -15,6 +15,12 @@ Builds alternate too: `build_rounds` rounds, each building every engine again
 (the order reversed every other round), 2 threads for the libraries
 (hnswlib num_threads=2, FAISS OpenMP 2) and varvedb's own background build.
 
+IVF engines (`varvedb:ivfpq`, `varvedb:ivfflat`, `faiss:ivfpq`: IndexIVFPQ under
+an IndexRefineFlat, the exact rerank) take the same `lists`, `pq_m` and
+`rerank` (candidates measured exactly: FAISS's k_factor = rerank / 10), and
+read each sweep value as the lists probed instead of ef. Curves are compared
+at equal recall, so graph and IVF engines can share one run.
+
 Output: OUT/ab-<dataset>-<rows>x<dim>.{json,md,png}.
 """
 from __future__ import annotations
@@ -76,15 +82,21 @@ class _AB:
 class VarveAB(_AB):
     kind = "varvedb"
 
-    def __init__(self, label, dim, metric, workdir, quantize=None):
+    def __init__(self, label, dim, metric, workdir, option=None, ivf=None):
         super().__init__(label, dim, metric, workdir)
-        import dataclasses
-
         import varvedb as vv
-        if quantize is not None and "quantize" not in {f.name for f in
-                                                       dataclasses.fields(vv.HNSW)}:
-            raise OptionError(f"--ab {label}: this varvedb's HNSW has no quantize option yet")
-        self.vv, self.quantize, self.db, self.builds = vv, quantize, None, 0
+        self.vv, self.option, self.ivf, self.db, self.builds = vv, option, ivf, None, 0
+        self.quantize = option if option == "int8" else None
+
+    def _spec(self, m, ef_construction):
+        vv = self.vv
+        if self.option in ("ivfpq", "ivfflat"):
+            pq = self.ivf["pq_m"] if self.option == "ivfpq" else None
+            return vv.IVFPQ(lists=self.ivf["lists"], pq_m=pq, rerank=self.ivf["rerank"])
+        opts = {"m": m, "ef_construction": ef_construction}
+        if self.quantize is not None:
+            opts["quantize"] = self.quantize
+        return vv.HNSW(**opts)
 
     def build(self, train, m, ef_construction):
         vv = self.vv
@@ -98,17 +110,17 @@ class VarveAB(_AB):
             for lo in range(0, len(train), 50_000):
                 self.coll.insert_arrays(id=np.arange(lo, min(len(train), lo + 50_000)),
                                         embedding=train[lo:lo + 50_000])
-        opts = {"m": m, "ef_construction": ef_construction}
-        if self.quantize is not None:      # only when asked: older HNSW has no such field
-            opts["quantize"] = self.quantize
+        spec = self._spec(m, ef_construction)
         t = time.perf_counter()
-        self.coll.create_index("embedding", vv.HNSW(**opts))
-        while self.coll.index_status()["unlinked"]:     # the graph links in the background
+        self.coll.create_index("embedding", spec)
+        while self.coll.index_status()["unlinked"]:     # the index links in the background
             time.sleep(0.001)
         took = time.perf_counter() - t
-        self.note = (f"collection.search(vector=q, limit=10, ef=ef, select=[]); HNSW {opts}; "
-                     "build = create_index until index_status()['unlinked'] == 0 (the rows "
-                     f"inserted before, untimed), on numba's {self.build_threads} threads")
+        self.width = "probes" if isinstance(spec, vv.IVFPQ) else "ef"
+        self.note = (f"collection.search(vector=q, limit=10, {self.width}=sweep value, "
+                     f"select=[]); {spec!r}; build = create_index until "
+                     "index_status()['unlinked'] == 0 (the rows inserted before, untimed), "
+                     f"on numba's {self.build_threads} threads")
         return took
 
     @property
@@ -119,13 +131,14 @@ class VarveAB(_AB):
 
     def warm(self, train, m, ef_construction):
         # numba compiles the build and the walk on first use (or loads its cache)
-        self.build(train[:512], m, ef_construction)
+        lists = self.ivf["lists"] if self.option in ("ivfpq", "ivfflat") else 0
+        self.build(train[:max(512, 4 * max(lists, 256))], m, ef_construction)
         self.set_ef(K)
         self.search(train[0])
         self.close()
 
     def search(self, q):
-        return self.coll.search(vector=q, limit=K, ef=self.ef, select=[]).ids
+        return self.coll.search(vector=q, limit=K, select=[], **{self.width: self.ef}).ids
 
     def graph_bytes(self):
         return sum(ix.memory_bytes() for ix in self.coll._table.vector_indexes.values())
@@ -220,11 +233,57 @@ class FaissAB(_AB):
         return h.neighbors.size() * 4 + h.offsets.size() * 8 + h.levels.size() * 4
 
 
+class FaissIvfAB(FaissAB):
+    """FAISS IndexIVFPQ (8-bit codes of the residuals) under IndexRefineFlat."""
+
+    def __init__(self, label, dim, metric, workdir, ivf=None):
+        super().__init__(label, dim, metric, workdir)
+        self.ivf = ivf
+
+    def warm(self, train, m, ef_construction):
+        pass
+
+    def build(self, train, m, ef_construction):
+        faiss = self.faiss
+        self.index = None
+        x = self.prepare(train)
+        lists, pq_m = self.ivf["lists"], self.ivf["pq_m"]
+        metric = faiss.METRIC_L2 if self.metric == "l2" else faiss.METRIC_INNER_PRODUCT
+        faiss.omp_set_num_threads(BUILD_THREADS)
+        t = time.perf_counter()
+        quantizer = (faiss.IndexFlatL2 if self.metric == "l2" else faiss.IndexFlatIP)(self.dim)
+        base = faiss.IndexIVFPQ(quantizer, self.dim, lists, pq_m, 8, metric)
+        index = faiss.IndexRefineFlat(base)
+        index.train(x)
+        index.add(x)
+        took = time.perf_counter() - t
+        faiss.omp_set_num_threads(1)
+        self.index, self.base, self.quantizer = index, base, quantizer
+        self.k_factor = max(1.0, (self.ivf["rerank"] or 8 * K) / K)
+        self.note = (f"IndexRefineFlat(IndexIVFPQ(nlist={lists}, M={pq_m}, nbits=8)), "
+                     f"train + add on {BUILD_THREADS} OpenMP threads; queries on 1 thread, "
+                     f"nprobe = sweep value, k_factor {self.k_factor:g}")
+        return took
+
+    def set_ef(self, ef):
+        self.params = self.faiss.IndexRefineSearchParameters(
+            k_factor=self.k_factor, base_index_params=self.faiss.SearchParametersIVF(nprobe=ef))
+
+    def search(self, q):
+        return self.index.search(q.reshape(1, -1), K, params=self.params)[1][0]
+
+    def graph_bytes(self):
+        # the IVF-PQ part (codes, ids, centroids, codebooks): the refine copy is the vectors
+        return len(self.faiss.serialize_index(self.base))
+
+
 KINDS = {"varvedb": VarveAB, "hnswlib": HnswlibAB, "faiss": FaissAB}
+OPTIONS = {"varvedb": ("int8", "ivfpq", "ivfflat"), "faiss": ("ivfpq",)}
+IVF_DEFAULTS = {"lists": 1000, "pq_m": None, "rerank": None}
 
 
 def parse_engines(spec: str) -> list[tuple[str, str, str | None]]:
-    """"varvedb,varvedb:int8,hnswlib" -> [(label, kind, quantize)]."""
+    """"varvedb,varvedb:int8,hnswlib" -> [(label, kind, option)]."""
     out = []
     for part in (p.strip() for p in spec.split(",")):
         if not part:
@@ -232,11 +291,10 @@ def parse_engines(spec: str) -> list[tuple[str, str, str | None]]:
         kind, _, opt = part.partition(":")
         if kind not in KINDS:
             raise OptionError(f"--ab: unknown engine {kind!r}; known: {', '.join(KINDS)}")
-        if opt and kind != "varvedb":
-            raise OptionError(f"--ab: {part!r}: only varvedb takes an option "
-                              "(varvedb:int8)")
-        if opt and opt != "int8":
-            raise OptionError(f"--ab: {part!r}: the quantize option is int8")
+        if opt and opt not in OPTIONS.get(kind, ()):
+            raise OptionError(f"--ab: {part!r}: the options are "
+                              + "; ".join(f"{k}:{o}" for k, os_ in OPTIONS.items()
+                                          for o in os_))
         if part in (o[0] for o in out):
             raise OptionError(f"--ab: {part!r} named twice")
         out.append((part, kind, opt or None))
@@ -287,14 +345,18 @@ def spread(vals) -> dict:
 
 def run(ds, engines: str, out_dir: str, m: int = 16, ef_construction: int = 200,
         ef: list[int] | None = None, rounds: int = 5, build_rounds: int = 1,
-        echo=print) -> dict:
-    """Build every engine, sweep ef interleaved query by query, write the outputs;
-    returns the summary (the JSON)."""
+        echo=print, ivf: dict | None = None) -> dict:
+    """Build every engine, sweep ef (or probes) interleaved query by query, write
+    the outputs; returns the summary (the JSON). `ivf`: lists, pq_m, rerank."""
     specs = parse_engines(engines)
+    ivf = {**IVF_DEFAULTS, **(ivf or {})}
+    if ivf["pq_m"] is None:        # a byte per 8 dimensions where 8 divides, else per 4 ...
+        ivf["pq_m"] = next(ds.dim // s for s in (8, 4, 2, 1) if ds.dim % s == 0)
+    has_ivf = any(opt in ("ivfpq", "ivfflat") for _, _, opt in specs)
     ef = sorted(set(ef or EF_SWEEP))
     if rounds < 1 or build_rounds < 1:
         raise OptionError("--rounds and --build-rounds must be at least 1")
-    if any(e < K for e in ef):
+    if any(e < K for e in ef) and not has_ivf:
         raise OptionError(f"every ef must be at least {K} (the top-{K} is asked for)")
     os.makedirs(out_dir, exist_ok=True)
     train, test, truth = ds.train, ds.test, ds.neighbors[:, :K]
@@ -304,11 +366,15 @@ def run(ds, engines: str, out_dir: str, m: int = 16, ef_construction: int = 200,
     ref = next((s[0] for s in specs if s[1] != "varvedb"), labels[0])
     eng = {}
     try:
-        for label, kind, quantize in specs:
+        for label, kind, option in specs:
             wd = os.path.join(work, label.replace(":", "-"))
             os.makedirs(wd, exist_ok=True)
-            extra = {"quantize": quantize} if kind == "varvedb" else {}
-            eng[label] = KINDS[kind](label, dim, ds.metric, wd, **extra)
+            if kind == "varvedb":
+                eng[label] = VarveAB(label, dim, ds.metric, wd, option, ivf)
+            elif option == "ivfpq":
+                eng[label] = FaissIvfAB(label, dim, ds.metric, wd, ivf)
+            else:
+                eng[label] = KINDS[kind](label, dim, ds.metric, wd)
         builds = _builds(eng, train, m, ef_construction, build_rounds)
         queries = {label: (eng[label].prepare(test) if isinstance(eng[label], FaissAB)
                            else test) for label in labels}
@@ -328,6 +394,8 @@ def run(ds, engines: str, out_dir: str, m: int = 16, ef_construction: int = 200,
 
     summary = _summarize(ds, labels, ref, m, ef_construction, ef, rounds, build_rounds,
                          builds, sizes, sweep, notes)
+    if has_ivf:
+        summary["config"]["ivf"] = ivf
     report.write_outputs(summary, os.path.join(out_dir, f"ab-{ds.name}-{n}x{dim}"),
                          markdown, plot, echo)
     return summary

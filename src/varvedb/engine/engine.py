@@ -367,7 +367,7 @@ class Engine:
             raise SchemaError(f"{field!r} already has a vector index")
         f = t.schema.fields.get(field)
         if f is not None and f.kind == "vector":
-            check_index_dtype(spec, f.dtype)   # before the frame: replay applies it
+            check_index_dtype(spec, f.dtype, f.dim)   # before the frame: replay applies it
         self.write(tx, frames.CreateIndex(t.cid, field, spec))
 
     # ---- schema changes (DDL): one frame each, no row rewritten --------------------

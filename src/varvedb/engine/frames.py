@@ -40,7 +40,8 @@ DELETE              c: the cid of an existing table. Arrays: rows <i8 (k,), each
 CREATE_INDEX        c: the cid of an existing table; field: one of its vector
                     fields that has no vector index yet, whose vectors so far
                     are all finite; spec: HNSW.to_dict() with m, ef_construction,
-                    ef_search within schema.HNSW_LIMITS. No arrays.
+                    ef_search within schema.HNSW_LIMITS, or IVFPQ.to_dict() within
+                    schema.IVF_LIMITS (pq_m dividing the field's dim). No arrays.
 DROP_COLLECTION     c: the cid of an existing table. No arrays.
 ADD_COLUMN          c: an existing table; n: int == its n; name: a valid field name
                     it does not have (not "id"); field: a dict `Field.from_dict`
@@ -75,7 +76,8 @@ import msgspec
 import numpy as np
 
 from ..errors import CorruptFileError, SchemaError, VarveError
-from ..schema import (HNSW, TS_MAX_US, TS_MIN_US, Field, Schema, brief_from_file, hnsw_from_dict,
+from ..schema import (HNSW, IVFPQ, TS_MAX_US, TS_MIN_US, Field, Schema, brief_from_file,
+                      check_index_dtype, index_spec_from_dict,
                       timestamps_readable, validate_name)
 from ..storage import format as F
 from ..storage import record
@@ -252,7 +254,7 @@ class CreateIndex:
     KIND: ClassVar[int] = F.Kind.CREATE_INDEX
     cid: int
     field: str
-    spec: HNSW
+    spec: HNSW | IVFPQ
 
     def encode(self) -> tuple[dict, dict]:
         return {"c": self.cid, "field": self.field, "spec": self.spec.to_dict()}, {}
@@ -268,7 +270,8 @@ class CreateIndex:
         if name in t.vector_indexes:
             raise CorruptFileError(f"{name!r} of {t.name!r} is indexed twice")
         try:
-            spec = hnsw_from_dict(meta.get("spec"))
+            spec = index_spec_from_dict(meta.get("spec"))
+            check_index_dtype(spec, f.dtype, f.dim)
         except SchemaError as e:
             raise CorruptFileError(f"index on {name!r}: {e}") from None
         no_arrays(arrays)

@@ -1,6 +1,7 @@
-"""A vector field's graph index as the engine holds it: the graph, its watermark, its lock.
+"""A vector field's index as the engine holds it: the index, its watermark, its lock.
 
-The graph (`HnswIndex`) covers the arena rows below `linked`; rows at or above
+The index (`graph`: an `HnswIndex`, or an `IvfIndex` for vv.IVFPQ) covers the
+arena rows below `linked`; rows at or above
 it — committed but not yet linked by the engine's maintainer
 (engine/maintainer.py), or replayed after a checkpoint on a read-only
 connection — are searched exactly and merged, so an answer never waits for
@@ -12,6 +13,11 @@ Linking mutates neighbour lists in place, so it holds the write side of a
 readers-writer lock, a chunk of rows at a time: searches hold the read side,
 run in parallel with each other (the kernels release the GIL) and wait at
 most one chunk for a writer.
+
+An IVF index links nothing until it is trained: its first link, once the
+field has `train_min` committed vectors, fits the lists on a sample of all of
+them (outside the write lock: searches go on answering exactly meanwhile),
+then adds every waiting row in one batch (one sort into the lists).
 """
 from __future__ import annotations
 
@@ -21,9 +27,10 @@ from contextlib import contextmanager
 import numba
 import numpy as np
 
-from ..schema import HNSW
+from ..schema import HNSW, IVFPQ
 from . import flat
 from .hnsw import HnswIndex
+from .ivfpq import IvfIndex
 
 LINK_CHUNK = 4096   # rows linked per hold of the write lock
 PARALLEL_FROM = 256  # smaller chunks link on one thread (see link)
@@ -74,12 +81,12 @@ class ReadWriteLock:
 class VectorIndex:
     """The HNSW graph of one vector field plus the rows it does not cover yet."""
 
-    def __init__(self, field: str, dim: int, metric: str, spec: HNSW,
-                 graph: HnswIndex | None = None, linked: int = 0):
+    def __init__(self, field: str, dim: int, metric: str, spec: HNSW | IVFPQ,
+                 graph: HnswIndex | IvfIndex | None = None, linked: int = 0):
         self.field = field
         self.spec = spec
-        self.graph = graph or HnswIndex(dim, metric, spec.m, spec.ef_construction,
-                                        spec.ef_search, quantize=spec.quantize)
+        self.graph = graph or new_index(dim, metric, spec)
+        self.is_ivf = isinstance(self.graph, IvfIndex)
         self.linked = linked              # rows [0, linked) are in the graph (or null)
         self.checkpointed = linked        # `linked` as of the last checkpoint
         self._lock = ReadWriteLock()
@@ -95,6 +102,8 @@ class VectorIndex:
             lo = self.linked
             if lo >= upto:
                 return 0
+            if self.is_ivf:
+                return self._link_lists(column, lo, upto)
             hi = min(upto, lo + LINK_CHUNK)
             arena = column.arena.frozen(hi)
             norms = column.norms.frozen(hi)
@@ -119,10 +128,31 @@ class VectorIndex:
                     numba.set_num_threads(threads)
             return hi - lo
 
+    def _link_lists(self, column, lo: int, upto: int) -> int:
+        """IVF: train once enough rows are committed, then add [lo, upto) at once."""
+        ivf = self.graph
+        arena = column.arena.frozen(upto)
+        norms = column.norms.frozen(upto)
+        with _BUILD:
+            if not ivf.trained:
+                present = np.flatnonzero(~column.nulls.data[:upto])
+                if len(present) < ivf.train_min:
+                    return 0        # searched exactly until there are enough
+                ivf.train(arena, norms, present)
+            rows = np.arange(lo, upto, dtype=np.int64)
+            batch = ivf.encode(arena, norms, rows[~column.nulls.data[lo:upto]])
+            with self._lock.write():
+                ivf.insert(batch)
+                self.linked = upto
+        return upto - lo
+
     def search(self, column, metric: str, q: np.ndarray, k: int, allow: np.ndarray | None,
-               ef: int | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+               ef: int | None, n: int, stats: dict | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
         """Top-k allowed rows among [0, n) (allow None: all of them) with exact
-        float64 scores, ranked: the graph below the watermark, exact above it."""
+        float64 scores, ranked: the index below the watermark, exact above it.
+        `ef` is the graph's beam, or an IVF index's probes; `stats` (a dict)
+        gets an IVF search's "lists" probed and "scanned" rows."""
         self._lock.acquire_read()
         try:
             # The graph may already hold rows newer than this reader's snapshot:
@@ -135,7 +165,10 @@ class VectorIndex:
                 walk_allow[:n] = True if allow is None else allow
             else:
                 walk_allow = None if allow is None else allow[:linked]
-            rows, dists = self.graph.search(arena, norms, q, k, walk_allow, ef)
+            if self.is_ivf:
+                rows, dists = self.graph.search(arena, norms, q, k, walk_allow, ef, stats)
+            else:
+                rows, dists = self.graph.search(arena, norms, q, k, walk_allow, ef)
         finally:
             self._lock.release_read()
         if linked < n:
@@ -158,19 +191,17 @@ class VectorIndex:
         return out
 
     @classmethod
-    def from_arrays(cls, field: str, dim: int, metric: str, spec: HNSW, arrays: dict,
+    def from_arrays(cls, field: str, dim: int, metric: str, spec: HNSW | IVFPQ, arrays: dict,
                     n_rows: int) -> "VectorIndex":
         """The index a checkpoint holds, checked against the field and its rows.
 
-        Raises ValueError when the graph is not the one this field's spec
-        builds (dim, metric, m, ef) or does not fit the table: the caller
-        rebuilds it then."""
-        graph = HnswIndex.from_arrays({k[2:]: v for k, v in arrays.items()
-                                       if k.startswith("g.")})
-        if (graph.dim, graph.metric, graph.m, graph.ef_construction, graph.ef_search,
-                graph.quantize) != (dim, metric, spec.m, spec.ef_construction,
-                                    spec.ef_search, spec.quantize):
-            raise ValueError(f"the graph of {field!r} was built for another field spec")
+        Raises ValueError when the index is not the one this field's spec
+        builds (dim, metric, its parameters) or does not fit the table: the
+        caller rebuilds it then."""
+        own = {k[2:]: v for k, v in arrays.items() if k.startswith("g.")}
+        graph = (IvfIndex if isinstance(spec, IVFPQ) else HnswIndex).from_arrays(own)
+        if _settings(graph) != _settings(new_index(dim, metric, spec)):
+            raise ValueError(f"the index of {field!r} was built for another field spec")
         graph.validate(n_rows)
         linked = arrays.get("linked")
         if not isinstance(linked, np.ndarray) or linked.dtype != np.int64 \
@@ -182,3 +213,20 @@ class VectorIndex:
             raise ValueError(f"graph covers {linked} rows; the table has {n_rows} and the "
                              f"graph nodes up to row {graph.extent - 1}")
         return cls(field, dim, metric, spec, graph, linked)
+
+
+def new_index(dim: int, metric: str, spec: HNSW | IVFPQ) -> HnswIndex | IvfIndex:
+    """The empty index `spec` builds over a field of `dim` and `metric`."""
+    if isinstance(spec, IVFPQ):
+        return IvfIndex(dim, metric, spec.lists, spec.pq_m, spec.nprobe, spec.rerank,
+                        spec.seed)
+    return HnswIndex(dim, metric, spec.m, spec.ef_construction, spec.ef_search,
+                     quantize=spec.quantize)
+
+
+def _settings(index: HnswIndex | IvfIndex) -> tuple:
+    if isinstance(index, IvfIndex):
+        return ("ivf", index.dim, index.metric, index.lists, index.pq_m, index.nprobe,
+                index.rerank, index.seed)
+    return ("hnsw", index.dim, index.metric, index.m, index.ef_construction,
+            index.ef_search, index.quantize)

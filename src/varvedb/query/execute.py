@@ -125,21 +125,26 @@ def _vector_topk(node: VectorTopK, query: Query) -> Out:
     k = want = min(node.k, allowed)
     q, metric = node.query, node.metric
     strategy, ef = node.strategy, node.ef
+    scanned = None
     if strategy is Strategy.EXACT:
         rows, dists = _exact(column, metric, q, k, allow, n)
     else:
         index = table.vector_indexes[node.field]
-        rows, dists = index.search(column, metric, q, k, allow, ef, n)
+        lists = strategy is Strategy.LISTS
+        stats = {} if lists else None
+        rows, dists = index.search(column, metric, q, k, allow, ef, n, stats)
+        # (every list already probed: nothing wider to try)
+        if len(rows) < want and not (lists and ef >= index.spec.lists):
+            ef = min(ef * WIDEN, index.spec.lists) if lists else ef * WIDEN
+            strategy = Strategy.LISTS_WIDENED if lists else Strategy.WIDENED
+            rows, dists = index.search(column, metric, q, k, allow, ef, n, stats)
         if len(rows) < want:
-            ef *= WIDEN
-            strategy = Strategy.WIDENED
-            rows, dists = index.search(column, metric, q, k, allow, ef, n)
-        if len(rows) < want:
-            strategy = Strategy.GRAPH_THEN_EXACT
+            strategy = Strategy.LISTS_THEN_EXACT if lists else Strategy.GRAPH_THEN_EXACT
             rows, dists = _exact(column, metric, q, k, allow, n)
+        scanned = stats.get("scanned") if lists else None
     ran = node
-    if strategy is not node.strategy or inp.node is not node.input:
-        ran = replace(node, strategy=strategy, ef=ef, input=inp.node)
+    if strategy is not node.strategy or inp.node is not node.input or scanned is not None:
+        ran = replace(node, strategy=strategy, ef=ef, input=inp.node, scanned=scanned)
     return Out(None, rows, dists, len(rows), ran)
 
 

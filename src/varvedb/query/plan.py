@@ -31,11 +31,17 @@ class Strategy(StrEnum):
     GRAPH = "graph"                 # walk the HNSW graph with the allow-mask
     WIDENED = "widened"             # the walk came back short of k: walked again, wider
     GRAPH_THEN_EXACT = "graph_then_exact"   # still short: answered by the exact scan
+    LISTS = "lists"                 # scan the IVF index's nearest lists with the allow-mask
+    LISTS_WIDENED = "lists_widened"     # short of k: more lists scanned
+    LISTS_THEN_EXACT = "lists_then_exact"   # still short: answered by the exact scan
 
 
 _STRATEGY_WORDS = {Strategy.EXACT: "exact scan", Strategy.GRAPH: "graph walk",
                    Strategy.WIDENED: "widened walk",
-                   Strategy.GRAPH_THEN_EXACT: "graph walk short of k, then exact scan"}
+                   Strategy.GRAPH_THEN_EXACT: "graph walk short of k, then exact scan",
+                   Strategy.LISTS: "IVF lists", Strategy.LISTS_WIDENED: "IVF lists, widened",
+                   Strategy.LISTS_THEN_EXACT: "IVF lists short of k, then exact scan"}
+LIST_STRATEGIES = (Strategy.LISTS, Strategy.LISTS_WIDENED, Strategy.LISTS_THEN_EXACT)
 
 
 @dataclass(slots=True, eq=False)
@@ -136,15 +142,19 @@ class VectorTopK(PlanNode):
     strategy: Strategy
     allowed: int                # input rows it chooses among
     input: PlanNode
-    ef: int | None = None       # the walk's width (None: exact)
+    ef: int | None = None       # the walk's width, or the IVF lists probed (None: exact)
     reason: str = ""            # why exact, when it is
+    scanned: int | None = None  # IVF: the allowed rows its lists held, once it ran
     query: Any = run_only()     # the query vector
 
     def describe(self) -> str:
         what = f"VectorTopK {self.field} ({self.metric}) k={self.k}: " \
                f"{_STRATEGY_WORDS[self.strategy]}"
         if self.ef is not None:
-            what += f" ef={self.ef}"
+            what += f" probes={self.ef}" if self.strategy in LIST_STRATEGIES \
+                else f" ef={self.ef}"
+        if self.scanned is not None:
+            what += f" ({self.scanned:,} rows scanned)"
         if self.reason:
             what += f" ({self.reason})"
         return f"{what}, {self.allowed:,} rows allowed"

@@ -12,8 +12,10 @@ limit=10**9.
   So is a metric other than the one the graph was built for ("index built for
   cosine"): its edges link rows near by that metric only (l1 has no graph at all).
 * Otherwise walk the graph with the allow-mask (filter ∧ visibility ∧ not
-  null). At run time a walk that returns fewer than min(k, allowed) rows is
-  retried WIDEN × wider, and if still short, answered exactly (execute.py).
+  null), or, for an IVF index, scan its nearest lists with it (the width is
+  then the lists probed). At run time a search that returns fewer than
+  min(k, allowed) rows is retried WIDEN × wider, and if still short, answered
+  exactly (execute.py).
 
 Choosing needs the count of allowed rows, so planning a search evaluates
 its visibility and filter masks; the `Query` keeps them for the executor.
@@ -50,8 +52,9 @@ class Query:
 def choose_vector_strategy(index, k: int, allowed: int, n: int, ef: int | None,
                            exact: bool, metric: str | None = None
                            ) -> tuple[Strategy, int | None, str]:
-    """(strategy, ef, reason) for the top-k among `allowed` of `n` rows by `metric`
-    (None: the index's own)."""
+    """(strategy, width, reason) for the top-k among `allowed` of `n` rows by `metric`
+    (None: the index's own); `ef` is the caller's width (a graph's beam, or the
+    lists an IVF index probes; None: the index's own)."""
     k = min(k, allowed)
     built_for = None if index is None or metric is None else index.graph.metric
     reason = ("exact=True" if exact else "no vector index" if index is None
@@ -61,6 +64,8 @@ def choose_vector_strategy(index, k: int, allowed: int, n: int, ef: int | None,
               else "limit above the widest walk" if k > MAX_EF else "")
     if reason:
         return Strategy.EXACT, None, reason
+    if index.is_ivf:
+        return Strategy.LISTS, min(ef or index.spec.nprobe, index.spec.lists), ""
     return Strategy.GRAPH, max(ef or index.spec.ef_search, k), ""
 
 

@@ -81,6 +81,8 @@ SCHEMAS = {
         "where": WHERE, "params": PARAMS, "limit": {"type": "integer", "default": 10},
         "select": SELECT, "as_of": AS_OF, "field": {"type": ["string", "null"]},
         "ef": NULLABLE_INT, "exact": {"type": "boolean"},
+        "probes": {"type": ["integer", "null"], "minimum": 1, "maximum": 65536,
+                   "description": "lists an IVFPQ index scans (ignored by HNSW)"},
         "metric": {"type": ["string", "null"], "enum": ["cosine", "l2", "dot", "l1", None]},
         "text_field": {"type": ["string", "null"]},
         "vector_text": {"type": ["string", "null"]},

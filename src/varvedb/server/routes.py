@@ -12,12 +12,12 @@ import io
 import numpy as np
 
 from .. import errors as E
-from ..schema import HNSW, ID_END, ID_MIN, Field, Vector, is_int
+from ..schema import HNSW, ID_END, IVFPQ, ID_MIN, Field, Vector, is_int
 from ..wire import decode, encode, parse_timestamp
 
 ARROW = "application/vnd.apache.arrow.stream"
 NPY = "application/x-npy"
-SEARCH_ARGS = {"vector", "where", "params", "limit", "select", "as_of", "field", "ef", "exact",
+SEARCH_ARGS = {"vector", "where", "params", "limit", "select", "as_of", "field", "ef", "probes", "exact",
                "metric", "text", "text_field", "vector_text", "rerank", "candidates", "rrf_k",
                "weights"}
 
@@ -377,14 +377,16 @@ def json_body(ctype: str, raw: bytes, shape: type, what: str):
 def field_from_wire(spec):
     """A field of POST /collections: a type name as it came, or a spec as GET
     /collections/{c} shows it, where a vector's metric and dtype and its index's
-    parameters may be left out (they take vv.Vector's and vv.HNSW's defaults)."""
+    parameters may be left out (they take vv.Vector's and vv.HNSW's or vv.IVFPQ's
+    defaults)."""
     if not isinstance(spec, dict):
         return spec
     if spec.get("kind") == "vector":
         own = {"metric": "hamming"} if spec.get("dtype") == "bit" else {}
         spec = {**_VECTOR_DEFAULTS, **own, **spec}
         if isinstance(spec.get("index"), dict):
-            spec["index"] = {**HNSW().to_dict(), **spec["index"]}
+            own = IVFPQ() if spec["index"].get("kind") == "ivfpq" else HNSW()
+            spec["index"] = {**own.to_dict(), **spec["index"]}
     return Field.from_dict(spec)
 
 

@@ -111,8 +111,12 @@ class Context:
         except NotFoundError:
             raise SqlError("42P01", f'relation "{name}" does not exist') from None
 
-    def ef_search(self) -> int | None:
-        return self.session.settings.get("hnsw.ef_search")
+    def search_width(self, table, field: str) -> int | None:
+        """The session's width for a search of `field`: hnsw.ef_search for a graph,
+        ivfflat.probes for IVF lists (None: the index's own)."""
+        vi = table.vector_indexes.get(field)
+        name = "ivfflat.probes" if vi is not None and vi.is_ivf else "hnsw.ef_search"
+        return self.session.settings.get(name)
 
 
 def run(session, text: str, params=()) -> SqlResult:

@@ -2,7 +2,8 @@
 
 Settings live on the session (`session.settings`), as PostgreSQL's do on a
 connection. `hnsw.ef_search` is the graph walk's width for this session's
-searches; `hnsw.iterative_scan` is accepted and changes nothing, because the
+searches, `ivfflat.probes` the number of lists an IVF index (ivfflat or
+ivfpq) scans (both unset: the index's own); `hnsw.iterative_scan` is accepted and changes nothing, because the
 planner always completes a filtered walk (widens, then scans exactly).
 """
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pglast import ast
 from pglast.enums import TransactionStmtKind, VariableSetKind
 
 from ..errors import NotSupportedError, SqlError, TransactionError
-from ..schema import MAX_EF
+from ..schema import IVF_LIMITS, MAX_EF
 from .result import SqlResult
 
 # name -> (default, parse(text) -> value)
@@ -19,7 +20,7 @@ SETTINGS = {
     "hnsw.ef_search": (None, "int"),
     "hnsw.iterative_scan": ("off", "choice"),
     "hnsw.max_scan_tuples": (20000, "int"),
-    "ivfflat.probes": (1, "int"),
+    "ivfflat.probes": (None, "int"),
 }
 _CHOICES = {"hnsw.iterative_scan": ("off", "relaxed_order", "strict_order")}
 # settings a client or ORM sets at connect; accepted, not used
@@ -82,7 +83,8 @@ def _parse(name: str, kind: str, value):
             n = int(value)
         except (TypeError, ValueError):
             raise SqlError("22023", f'invalid value for parameter "{name}": "{value}"') from None
-        high = MAX_EF if name == "hnsw.ef_search" else 1 << 31
+        high = {"hnsw.ef_search": MAX_EF, "ivfflat.probes": IVF_LIMITS["lists"][1]}.get(
+            name, 1 << 31)
         if not 1 <= n <= high:
             raise SqlError("22023", f"{n} is outside the valid range for parameter "
                                     f'"{name}" (1 .. {high})')
@@ -102,7 +104,7 @@ class ShowCommand:
         if spec is None:
             raise SqlError("42704", f'unrecognized configuration parameter "{self.name}"')
         value = ctx.session.settings.get(self.name, spec[0])
-        if value is None and self.name == "hnsw.ef_search":
+        if value is None:
             value = "index default"
         return SqlResult([self.name], [(str(value),)], "SHOW")
 

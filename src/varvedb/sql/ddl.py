@@ -7,8 +7,12 @@ serial types have their ids assigned); a table without one gets a hidden,
 assigned id. ALTER TABLE ADD / DROP / RENAME COLUMN change the schema only —
 no row is rewritten.
 
-Index names: an index keeps the name CREATE INDEX gave it (an HNSW spec's
-name, a scalar field's index_name); one made without a name has
+Vector indexes: USING hnsw WITH (m, ef_construction, quantize), USING
+ivfflat WITH (lists) — vv.IVFPQ without codes — and USING ivfpq WITH (lists,
+pq_m, rerank); the operator class gives the metric, as in pgvector.
+
+Index names: an index keeps the name CREATE INDEX gave it (a vector index
+spec's name, a scalar field's index_name); one made without a name has
 PostgreSQL's default, `{table}_{column}_idx`.
 """
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pglast.enums import AlterTableType, ConstrType, ObjectType
 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
-from ..schema import HNSW, Field, Schema, Vector, validate_name
+from ..schema import HNSW, IVFPQ, Field, Schema, Vector, validate_name
 from .expressions import Scope, convert
 from .result import SqlResult
 from .types import SERIAL, type_kind
@@ -33,6 +37,9 @@ OPCLASSES = {
     "halfvec_cosine_ops": ("cosine", "f16"),
     "bit_hamming_ops": ("hamming", "bit"),
 }
+# index methods -> their WITH (...) parameters
+_VECTOR_METHODS = {"hnsw": {"m", "ef_construction", "quantize"}, "ivfflat": {"lists"},
+                   "ivfpq": {"lists", "pq_m", "rerank"}}
 _SQL_TYPE = {"f32": "vector", "f16": "halfvec", "bit": "bit", "int8": "vector"}
 
 
@@ -308,17 +315,18 @@ class CreateIndex:
         for opt in stmt.options or ():
             arg = opt.arg
             options[opt.defname.lower()] = getattr(arg, "ival", getattr(arg, "sval", None))
-        if method in ("ivfflat", "ivfpq"):
-            raise NotSupportedError(f"index method {method} is not supported yet (use hnsw)")
-        if method == "hnsw":
+        if method in _VECTOR_METHODS:
             opclass = elem.opclass[-1].sval if elem.opclass else "vector_l2_ops"
             if opclass not in OPCLASSES:
                 raise NotSupportedError(f'operator class "{opclass}" is not supported '
                                         f"(one of {', '.join(OPCLASSES)})")
-            unknown = set(options) - {"m", "ef_construction", "quantize"}
+            unknown = set(options) - _VECTOR_METHODS[method]
             if unknown:
                 raise SqlError("22023", f'unrecognized parameter "{sorted(unknown)[0]}"')
-            self.kind = "hnsw"
+            if method == "ivfpq" and "pq_m" not in options:
+                raise SqlError("22023", 'an ivfpq index needs the parameter "pq_m" (bytes '
+                                        "per row, dividing the dimension)")
+            self.kind = method
             self.metric, self.dtype = OPCLASSES[opclass]
             self.options = options
         elif method in ("btree", "hash"):
@@ -339,7 +347,7 @@ class CreateIndex:
                 return SqlResult([], [], "CREATE INDEX")
             raise SqlError("42P07", f'relation "{self.name}" already exists')
         s = ctx.session
-        if self.kind == "hnsw":
+        if self.kind in _VECTOR_METHODS:
             if f.kind != "vector":
                 raise SqlError("42704", f'column "{self.column}" is not a vector column')
             if f.dtype != self.dtype:
@@ -347,9 +355,10 @@ class CreateIndex:
                 raise SqlError("42804", f"operator class for {want} does not accept a "
                                         f"{have} column")
             if f.vector_index is not None:
-                raise NotSupportedError(f'column "{self.column}" already has an HNSW index: '
-                                        "varvedb keeps one graph per vector column")
-            spec = HNSW(**self.options, metric=self.metric, name=self.name)
+                raise NotSupportedError(f'column "{self.column}" already has a vector index: '
+                                        "varvedb keeps one per vector column")
+            make = HNSW if self.kind == "hnsw" else IVFPQ
+            spec = make(**self.options, metric=self.metric, name=self.name)
             with s._writing():
                 s.collection(self.table).create_index(self.column, spec)
             return SqlResult([], [], "CREATE INDEX")

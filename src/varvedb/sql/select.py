@@ -201,7 +201,7 @@ class Select:
             vq = self._query_vector(table.schema.fields[vfield], vfield, v_expr, env,
                                     f"vector {metric}")
             query = plan_hybrid(snap, table, (tfield, q, bound),
-                                (vfield, metric, vq, ctx.ef_search(), False), k,
+                                (vfield, metric, vq, ctx.search_width(table, vfield), False), k,
                                 max(k, 50), rrf_k, (1.0, 1.0), where, ())
             node = query.plan.input.input     # the Fusion (under Project and Limit)
             node = Limit(k, node)
@@ -247,7 +247,8 @@ class Select:
         q = self._query_vector(f, fname, q_expr, env, f"vector {b.vector_op}")
         limit, offset = self._limit_offset(env)
         k = snap.n(table) if limit is None else limit + offset
-        query = plan_search(snap, table, fname, metric, q, k, where, ctx.ef_search(), False, ())
+        query = plan_search(snap, table, fname, metric, q, k, where,
+                            ctx.search_width(table, fname), False, ())
         node = query.plan.input               # the VectorTopK (plan_search wraps it in Project)
         if offset or limit is None:
             node = Limit(limit, node, offset)
