@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -130,6 +131,30 @@ def test_a_replaced_file_falls_back_to_advice_by_address(tmp_path):
         assert np.array_equal(arena[[3, 200]], rows[[3, 200]])
 
 
+def test_auto_leaves_a_file_that_fits_alone(tmp_path):
+    path = tmp_path / "rows.f32"
+    write_rows(path, 2000)
+    with open(path, "rb") as f:
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    arena = np.frombuffer(m, np.float32).reshape(-1, DIM)
+    pick = np.arange(0, 2000, 97)
+    assert P.page_ranges(arena, pick)[0].fits     # 6 MiB: it fits in memory
+    P.prefetch_rows(arena, pick)                  # auto: nothing asked for
+    assert P.resident_fraction(arena, pick) == 0.0
+    P.prefetch_rows(arena, pick, "fadvise")       # asked: read in the background
+    deadline = time.monotonic() + 5
+    while P.resident_fraction(arena, pick) < 1.0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert P.resident_fraction(arena, pick) == 1.0
+
+
+def test_memory_limit_is_at_most_physical_memory():
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert 0 < P.memory_limit() <= physical
+    assert P.memory_cgroup().startswith("/")
+
+
 def test_advise_random_keeps_the_rows(mapped):
     rows, _, arena = mapped
     P.advise_random(arena[10:500])
@@ -145,16 +170,17 @@ import numpy as np
 from varvedb.storage import prefetch as P
 path, cgroup = sys.argv[1], sys.argv[2]
 f = open(path, "rb")
-m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
-m.madvise(mmap.MADV_RANDOM)          # a fault reads its own page, not its neighbours'
-arena = np.frombuffer(m, np.float32).reshape(-1, 768)
-P.prefetch_rows(arena, [0], "fadvise")       # kernels loaded before the cap
+warm = np.frombuffer(mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ), np.float32).reshape(-1, 768)
+P.prefetch_rows(warm, [0], "fadvise")        # kernels loaded before the cap
 with open(cgroup + "/cgroup.procs", "w") as g:
     g.write(str(os.getpid()))
+m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)   # looked up under the cap
+m.madvise(mmap.MADV_RANDOM)          # a fault reads its own page, not its neighbours'
+arena = np.frombuffer(m, np.float32).reshape(-1, 768)
 os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)   # cold
 rng = np.random.default_rng(11)
-out = []
-for how in ("none", "fadvise", "none", "fadvise"):
+out = [int(P.page_ranges(arena, [0])[0].fits)]
+for how in ("none", "auto", "none", "auto"):
     rows = rng.integers(0, len(arena), 100)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_majflt
     P.prefetch_rows(arena, rows, how)
@@ -187,7 +213,8 @@ def test_under_a_memory_cap_a_prefetched_group_faults_no_more(tmp_path):
         done = subprocess.run([sys.executable, "-c", textwrap.dedent(_CAPPED), str(path), cgroup],
                               capture_output=True, text=True, env=env, timeout=120)
         assert done.returncode == 0, done.stderr
-        plain1, pre1, plain2, pre2 = map(int, done.stdout.split())
+        fits, plain1, pre1, plain2, pre2 = map(int, done.stdout.split())
+        assert not fits                         # 64 MiB under a 16 MiB cap: auto prefetches
         assert plain1 >= 50 and plain2 >= 50                # cold rows did fault
         assert pre1 <= plain1 and pre2 <= plain2
     finally:

@@ -2,7 +2,7 @@
 mapped file after each way of prefetching them, under a memory cap or none.
 
     python -m varvedb.bench.prefetch FILE [--rows 1000000] [--dim 768]
-        [--cap-mb 1024] [--groups 300] [--sizes 40,100,400] [--how none,random,...]
+        [--cap-mb 1024] [--groups 300] [--sizes 40,100,400] [--how random,fadvise/random,...]
 
 FILE holds rows x dim float32 values; it is written once (random values,
 fsynced) if missing. With --cap-mb the process first moves itself into a
@@ -12,9 +12,12 @@ whole first, so that every page is resident. Per group size, the ways are
 interleaved group by group (each group fresh random rows), so that they share
 the page cache's state fairly. A group's time is prefetch + reading every row
 (a sum of arena[rows]); bytes read and major faults are the process's
-(/proc/self/io read_bytes, getrusage ru_majflt) across it. `random` is no
-prefetch through a second mapping advised MADV_RANDOM (no read-around on a
-fault); `mincore` is the residency check alone (resident_fraction).
+(/proc/self/io read_bytes, getrusage ru_majflt) across it. A way is one of
+prefetch.HOW, pread (PreadPool) or uring (UringReads), through the plain
+mapping; or WAY/random: the same through a second mapping of the file advised
+MADV_RANDOM (a fault reads its own page, not the read-around window);
+`random` is none/random; `mincore` the residency check alone
+(resident_fraction).
 """
 from __future__ import annotations
 
@@ -48,6 +51,7 @@ class MemoryCap:
     """This process inside a fresh cgroup v1 memory group of `limit` bytes."""
 
     def __init__(self, limit: int):
+        self.back = CGROUP + P.memory_cgroup()   # where this process was: it goes back there
         self.path = f"{CGROUP}/varvedb-prefetch-{os.getpid()}"
         os.mkdir(self.path)
         with open(f"{self.path}/memory.limit_in_bytes", "w") as f:
@@ -56,7 +60,7 @@ class MemoryCap:
             f.write(str(os.getpid()))
 
     def close(self) -> None:
-        with open(f"{CGROUP}/cgroup.procs", "w") as f:
+        with open(f"{self.back}/cgroup.procs", "w") as f:
             f.write(str(os.getpid()))
         for _ in range(50):
             try:
@@ -98,6 +102,43 @@ class PreadPool:
         self._executor.shutdown(wait=True)
 
 
+class UringReads:
+    """The io_uring way, measured and not kept: one read per range into
+    scratch memory, all submitted in one io_uring_enter and waited for, from
+    the `liburing` package (an alpha binding; not a dependency: the way is
+    skipped without it)."""
+
+    def __init__(self, entries: int = 1024):
+        import liburing
+        self.L = liburing
+        self.ring = liburing.Ring()
+        liburing.io_uring_queue_init(entries, self.ring)
+        self.cqe = liburing.Cqe()
+        self.entries = entries
+
+    def read(self, array: np.ndarray, rows: np.ndarray, fd: int) -> None:
+        L, ring = self.L, self.ring
+        where, starts, lengths = P.page_ranges(array, rows)
+        starts = (starts + where.file_offset).tolist()
+        lengths = lengths.tolist()
+        for at in range(0, len(starts), self.entries):
+            bufs = []
+            for off, k in zip(starts[at:at + self.entries], lengths[at:at + self.entries]):
+                buf = bytearray(k)
+                bufs.append(buf)
+                L.io_uring_prep_read(L.io_uring_get_sqe(ring), fd, buf, off)
+            L.io_uring_submit_and_wait(ring, len(bufs))
+            seen = 0
+            while seen < len(bufs):
+                L.io_uring_wait_cqe(ring, self.cqe)
+                ready = L.io_uring_cq_ready(ring)
+                L.io_uring_cq_advance(ring, ready)
+                seen += ready
+
+    def shutdown(self) -> None:
+        self.L.io_uring_queue_exit(self.ring)
+
+
 def read_bytes() -> int:
     with open("/proc/self/io") as f:
         for line in f:
@@ -132,7 +173,13 @@ def measure(args) -> None:
     a_plain, a_rand = arenas[plain], arenas[rand]
     n = len(a_plain)
     hows = args.how.split(",")
-    pool = PreadPool()
+    readers = {"pread": PreadPool()}
+    if any(h.startswith("uring") for h in hows):
+        try:
+            readers["uring"] = UringReads()
+        except ImportError:
+            print("no liburing: the uring way is skipped")
+            hows = [h for h in hows if not h.startswith("uring")]
     rng = np.random.default_rng(7)
     print(f"file {size / 2**30:.2f} GiB, {n} x {args.dim} f32, cap "
           f"{str(args.cap_mb) + ' MiB' if args.cap_mb else 'none'}, {args.groups} groups"
@@ -153,8 +200,8 @@ def measure(args) -> None:
                     P.resident_fraction(arena, rows)
                     t1 = t2 = time.perf_counter_ns()
                 else:
-                    if way == "pread":
-                        pool.read(arena, rows, f.fileno())
+                    if way in readers:
+                        readers[way].read(arena, rows, f.fileno())
                     elif way != "none":
                         P.prefetch_rows(arena, rows, way)
                     t1 = time.perf_counter_ns()
@@ -174,7 +221,8 @@ def measure(args) -> None:
                   f"({tot.min():.3f}-{tot.max():.3f})  pre {np.median(pre):7.3f}  "
                   f"KiB {np.median(by) / 1024:8.0f} ({by.mean() / 1024:8.0f})  "
                   f"majflt {statistics.median(mf.tolist()):6.0f} ({mf.mean():6.1f})", flush=True)
-    pool.shutdown()
+    for reader in readers.values():
+        reader.shutdown()
 
 
 def main(argv=None) -> None:

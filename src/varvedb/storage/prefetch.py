@@ -29,16 +29,18 @@ PAGE = mmap.PAGESIZE
 
 #: the ways to request the pages: none (plain faults), or per coalesced range
 #: madvise(MADV_WILLNEED) by address or posix_fadvise(POSIX_FADV_WILLNEED) on
-#: the file (the default; madvise where the file cannot be opened)
-HOW = ("none", "madvise", "fadvise")
-DEFAULT = "fadvise"
+#: the file (madvise where the file cannot be opened); auto, the default:
+#: fadvise when the mapped file is larger than half the memory this process
+#: may use, else none (its pages then stay resident: advice only costs)
+HOW = ("auto", "none", "madvise", "fadvise")
+DEFAULT = "auto"
 
 
 class _Mapping:
     """What a file mapping is: its first byte's address, the file behind it and
     the file offset of that byte."""
 
-    __slots__ = ("addr", "file_offset", "path", "inode", "fd", "__weakref__")
+    __slots__ = ("addr", "file_offset", "path", "inode", "fd", "fits", "__weakref__")
 
     def __init__(self, addr: int, file_offset: int, path: str, inode: int):
         self.addr = addr
@@ -46,6 +48,12 @@ class _Mapping:
         self.path = path
         self.inode = inode
         self.fd = None        # opened on first use by fadvise; -1: cannot be
+        try:
+            size = os.stat(path).st_size
+        except OSError:
+            size = 0
+        # judged once per mapping (a checkpoint or reopen maps the file anew)
+        self.fits = 2 * size <= memory_limit()
 
     def file_fd(self) -> int:
         """A descriptor of the mapped file, or -1 if it cannot be opened or its
@@ -148,14 +156,52 @@ def prefetch_rows(array: np.ndarray, rows, how: str = DEFAULT) -> None:
     if how not in HOW:
         raise OptionError(f"unknown prefetch {how!r}: one of {', '.join(HOW)}")
     where, starts, lengths = page_ranges(array, rows)
-    if where is None or not len(starts) or how == "none":
+    if where is None or not len(starts) or how == "none" or how == "auto" and where.fits:
         return
-    fd = where.file_fd() if how == "fadvise" else -1
+    fd = where.file_fd() if how != "madvise" else -1
     if fd >= 0:
         _fadvise_ranges(fd, starts + where.file_offset, lengths, os.POSIX_FADV_WILLNEED)
     else:   # no descriptor for the file behind it: the same advice by address
         # (the array holds the mmap's buffer: it cannot be unmapped under us)
         _madvise_ranges(where.addr, starts, lengths, mmap.MADV_WILLNEED)
+
+
+def memory_cgroup() -> str:
+    """This process's cgroup v1 memory group ("/a/b"), or v2's group if none."""
+    v2 = "/"
+    try:
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if "memory" in controllers.split(","):
+                    return path
+                if controllers == "":
+                    v2 = path
+    except OSError:
+        pass
+    return v2
+
+
+def memory_limit() -> int:
+    """The bytes this process may use: physical memory, or less where its
+    memory cgroup (or one above it) has a lower limit (v1 or v2)."""
+    limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    group = memory_cgroup()
+    for root, name in (("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
+                       ("/sys/fs/cgroup", "memory.max")):
+        path = group
+        while True:
+            try:
+                with open(f"{root}{path.rstrip('/')}/{name}") as f:
+                    text = f.read().strip()
+                if text.isdigit():
+                    limit = min(limit, int(text))
+            except OSError:
+                pass
+            if path in ("/", ""):
+                break
+            path = path.rsplit("/", 1)[0] or "/"
+    return limit
 
 
 def advise_random(array: np.ndarray) -> None:
