@@ -157,7 +157,8 @@ def test_memory_limit_is_at_most_physical_memory():
 
 def test_advise_random_keeps_the_rows(mapped):
     rows, _, arena = mapped
-    P.advise_random(arena[10:500])
+    P.advise_random(arena[10:500])          # fits in memory: left as it is
+    P.advise_random(arena[10:500], force=True)
     P.advise_random(np.zeros((4, 4)))       # not mapped: nothing to advise
     pick = np.array([11, 12, 499, 1999])
     P.prefetch_rows(arena, pick)

@@ -117,24 +117,24 @@ def _mapping(array: np.ndarray) -> _Mapping | None:
     return found
 
 
-def page_ranges(array: np.ndarray, rows) -> tuple[_Mapping | None, np.ndarray, np.ndarray]:
-    """(mapping, starts, lengths): the page-aligned byte ranges, relative to the
-    mapping's first byte, that hold `rows` of `array`; adjacent pages coalesced.
-    (None, empty, empty) when `array` is not a view on a file mapping."""
+def _checked(array: np.ndarray, rows) -> np.ndarray:
+    """`rows` as int64 row numbers of `array`, or OptionError."""
     rows = np.asarray(rows)
     if array.ndim != 2:
         raise OptionError(f"prefetch needs a 2-D array of rows, not {array.ndim}-D")
     if rows.dtype.kind not in "iu":
         raise OptionError(f"row numbers must be integers, not {rows.dtype}")
     rows = rows.reshape(-1).astype(np.int64, copy=False)
-    n = array.shape[0]
-    if len(rows) and (rows.min() < 0 or rows.max() >= n):
-        bad = rows[(rows < 0) | (rows >= n)][0]
-        raise OptionError(f"row {int(bad)} is out of range for an array of {n} rows")
-    empty = np.empty(0, np.int64)
-    where = _mapping(array)
-    if where is None or not len(rows) or not array.shape[1]:
-        return where, empty, empty
+    bad = _first_out_of_range(rows, array.shape[0])
+    if bad >= 0:
+        raise OptionError(f"row {int(rows[bad])} is out of range for an array of "
+                          f"{array.shape[0]} rows")
+    return rows
+
+
+def _ranges(where: _Mapping, array: np.ndarray, rows: np.ndarray):
+    if not len(rows) or not array.shape[1]:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
     if array.shape[1] > 1 and array.strides[1] != array.itemsize:
         raise OptionError("prefetch needs each row's values stored together")
     start = np.sort(array.ctypes.data - where.addr + rows * array.strides[0])
@@ -146,7 +146,18 @@ def page_ranges(array: np.ndarray, rows) -> tuple[_Mapping | None, np.ndarray, n
     new[1:] = first[1:] > last[:-1] + 1
     lo = first[new]
     hi = np.maximum.reduceat(last, np.flatnonzero(new))
-    return where, lo * PAGE, (hi - lo + 1) * PAGE
+    return lo * PAGE, (hi - lo + 1) * PAGE
+
+
+def page_ranges(array: np.ndarray, rows) -> tuple[_Mapping | None, np.ndarray, np.ndarray]:
+    """(mapping, starts, lengths): the page-aligned byte ranges, relative to the
+    mapping's first byte, that hold `rows` of `array`; adjacent pages coalesced.
+    (None, empty, empty) when `array` is not a view on a file mapping."""
+    rows = _checked(array, rows)
+    where = _mapping(array)
+    if where is None:
+        return None, np.empty(0, np.int64), np.empty(0, np.int64)
+    return (where,) + _ranges(where, array, rows)
 
 
 def prefetch_rows(array: np.ndarray, rows, how: str = DEFAULT) -> None:
@@ -155,8 +166,12 @@ def prefetch_rows(array: np.ndarray, rows, how: str = DEFAULT) -> None:
     on a file mapping; out-of-range rows raise OptionError before any call."""
     if how not in HOW:
         raise OptionError(f"unknown prefetch {how!r}: one of {', '.join(HOW)}")
-    where, starts, lengths = page_ranges(array, rows)
-    if where is None or not len(starts) or how == "none" or how == "auto" and where.fits:
+    rows = _checked(array, rows)
+    where = _mapping(array)
+    if where is None or how == "none" or how == "auto" and where.fits:
+        return
+    starts, lengths = _ranges(where, array, rows)
+    if not len(starts):
         return
     fd = where.file_fd() if how != "madvise" else -1
     if fd >= 0:
@@ -204,14 +219,15 @@ def memory_limit() -> int:
     return limit
 
 
-def advise_random(array: np.ndarray) -> None:
+def advise_random(array: np.ndarray, force: bool = False) -> None:
     """madvise(MADV_RANDOM) over the pages of `array` when it is a view on a
-    file mapping: a fault there then reads its own page, not the read-around
+    file mapping larger than half the memory this process may use (any size
+    with `force`): a fault there then reads its own page, not the read-around
     window (the device's read-ahead, 8 MiB on the bench machine: there a
     group of 100 plain faults under a 1 GiB cap read 455 MiB). Not for an
     array that is also scanned in order: a cold scan then faults page by page."""
     where = _mapping(array)
-    if where is None or not array.nbytes:
+    if where is None or not array.nbytes or where.fits and not force:
         return
     lo = (array.ctypes.data - where.addr) // PAGE * PAGE
     hi = array.ctypes.data - where.addr + array.nbytes
@@ -239,6 +255,16 @@ _fadvise = types.ExternalFunction(
 # addresses as int64 (user space is below 2**47): uintp + int64 would be a float
 _madvise = types.ExternalFunction("madvise", types.int32(types.int64, types.int64, types.int32))
 _mincore = types.ExternalFunction("mincore", types.int32(types.int64, types.int64, types.uintp))
+
+
+@njit(cache=True, nogil=True)
+def _first_out_of_range(rows, n):
+    """The first i with rows[i] outside [0, n), or -1 (one pass, where numpy's
+    min and max took two and ~6 us for 40 rows: most of a no-op's cost)."""
+    for i in range(len(rows)):
+        if rows[i] < 0 or rows[i] >= n:
+            return i
+    return -1
 
 
 @njit(cache=True, nogil=True)
