@@ -155,6 +155,25 @@ def test_memory_limit_is_at_most_physical_memory():
     assert P.memory_cgroup().startswith("/")
 
 
+def test_a_reopened_databases_arena_is_seen_as_its_file(tmp_path):
+    # the arena the rerank reads: after a checkpoint and reopen, a view on the map
+    import varvedb as vv
+    path = tmp_path / "db.varve"
+    x = np.random.default_rng(2).standard_normal((3000, 64), dtype=np.float32)
+    with vv.connect(path) as db:
+        db.create_collection("items", {"v": vv.Vector(64)}).insert_arrays(id=np.arange(3000), v=x)
+        db.checkpoint()
+    with vv.connect(path) as db:
+        column = db._engine.table("items").columns["v"]
+        arena, _ = column.frozen(3000)
+        where, starts, _ = P.page_ranges(arena, [0, 2999])
+        assert where is not None and where.path == str(path) and len(starts) == 2
+        pick = np.array([5, 1000, 2999])
+        P.prefetch_rows(arena, pick, "fadvise")
+        P.prefetch_rows(arena, pick, "madvise")
+        assert np.array_equal(arena[pick], x[pick])
+
+
 def test_advise_random_keeps_the_rows(mapped):
     rows, _, arena = mapped
     P.advise_random(arena[10:500])          # fits in memory: left as it is
