@@ -106,7 +106,7 @@ def test_bad_rows_are_refused_before_any_system_call(mapped):
     with pytest.raises(OptionError, match="integers"):
         P.prefetch_rows(arena, np.array([1.0, 2.0]))
     with pytest.raises(OptionError, match="2-D"):
-        P.prefetch_rows(arena.reshape(-1), [1])
+        P.prefetch_rows(arena.reshape(1, 1, -1), [0])
     with pytest.raises(OptionError, match="unknown prefetch"):
         P.prefetch_rows(arena, [1], "mmap")
     # the checks came first: the mapping was never looked up (nor its file opened)
@@ -165,13 +165,18 @@ def test_a_reopened_databases_arena_is_seen_as_its_file(tmp_path):
         db.checkpoint()
     with vv.connect(path) as db:
         column = db._engine.table("items").columns["v"]
-        arena, _ = column.frozen(3000)
+        arena, norms = column.frozen(3000)
         where, starts, _ = P.page_ranges(arena, [0, 2999])
         assert where is not None and where.path == str(path) and len(starts) == 2
         pick = np.array([5, 1000, 2999])
         P.prefetch_rows(arena, pick, "fadvise")
         P.prefetch_rows(arena, pick, "madvise")
         assert np.array_equal(arena[pick], x[pick])
+        where, starts, lengths = P.page_ranges(norms, pick)   # the norms: 1-D rows
+        assert where is not None
+        at = norms.ctypes.data - where.addr + pick * norms.itemsize
+        assert all(np.any((starts <= a) & (a + norms.itemsize <= starts + lengths)) for a in at)
+        P.prefetch_rows(norms, pick)
 
 
 def test_advise_random_keeps_the_rows(mapped):

@@ -6,8 +6,8 @@ resident is a page fault that waits for its read alone: R reads one after the
 other. Requesting all of their pages first lets the device serve the reads
 together, and the faults that follow find the pages in the page cache.
 
-`prefetch_rows(array, rows)` does it for a 2-D array (rows x dim) that is a
-numpy view on an mmap of a file; for any other array (in memory, or an
+`prefetch_rows(array, rows)` does it for a 2-D array (rows x dim; or 1-D,
+such as the norms) that is a numpy view on an mmap of a file; for any other array (in memory, or an
 anonymous mapping) it returns at once (~3 us). The rows' pages are coalesced
 into ranges (adjacent pages join) and each range is advised WILLNEED from a
 kernel, without waiting: the reads are queued together and the faults that
@@ -129,8 +129,8 @@ def _mapping(array: np.ndarray) -> _Mapping | None:
 def _checked(array: np.ndarray, rows) -> np.ndarray:
     """`rows` as int64 row numbers of `array`, or OptionError."""
     rows = np.asarray(rows)
-    if array.ndim != 2:
-        raise OptionError(f"prefetch needs a 2-D array of rows, not {array.ndim}-D")
+    if array.ndim not in (1, 2):
+        raise OptionError(f"prefetch needs a 1-D or 2-D array of rows, not {array.ndim}-D")
     if rows.dtype.kind not in "iu":
         raise OptionError(f"row numbers must be integers, not {rows.dtype}")
     rows = rows.reshape(-1).astype(np.int64, copy=False)
@@ -142,13 +142,14 @@ def _checked(array: np.ndarray, rows) -> np.ndarray:
 
 
 def _ranges(where: _Mapping, array: np.ndarray, rows: np.ndarray):
-    if not len(rows) or not array.shape[1]:
+    width = array.shape[1] if array.ndim == 2 else 1   # a 1-D array: rows of one value
+    if not len(rows) or not width:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    if array.shape[1] > 1 and array.strides[1] != array.itemsize:
+    if width > 1 and array.strides[1] != array.itemsize:
         raise OptionError("prefetch needs each row's values stored together")
     start = np.sort(array.ctypes.data - where.addr + rows * array.strides[0])
     first = start // PAGE
-    last = (start + array.shape[1] * array.itemsize - 1) // PAGE
+    last = (start + width * array.itemsize - 1) // PAGE
     # a range starts where a row's first page is past the previous row's last + 1
     new = np.empty(len(first), bool)
     new[0] = True
