@@ -7,19 +7,21 @@ other. Requesting all of their pages first lets the device serve the reads
 together, and the faults that follow find the pages in the page cache.
 
 `prefetch_rows(array, rows)` does it for a 2-D array (rows x dim; or 1-D,
-such as the norms) that is a numpy view on an mmap of a file; for any other array (in memory, or an
-anonymous mapping) it returns at once (~3 us). The rows' pages are coalesced
-into ranges (adjacent pages join) and each range is advised WILLNEED from a
-kernel, without waiting: the reads are queued together and the faults that
-follow find their pages (python -m varvedb.bench.prefetch measures the ways).
-What it found, 1M x 768 f32 (2.9 GiB) under a 1 GiB cap, 400 random rows:
-plain faults 53 ms a group, fadvise 10 ms; a pool of pread threads 18 ms and
-io_uring reads 10 ms (neither kept: no better, and threads or a dependency);
-a mincore check cost about as much as the advice itself, so `auto` judges by
-the file's size against the memory limit instead. With every page resident
-the advice costs ~1 us a range, so `auto` skips a file that fits. Faults
-through a mapping not advised MADV_RANDOM (`advise_random`) read the
-device's read-around window (8 MiB there) and made fadvise's p99 5x worse.
+such as the norms) that is a numpy view on an mmap of a file; for any other
+array (in memory, or an anonymous mapping) it returns at once (~3 us). The
+rows' pages are coalesced into ranges (adjacent pages join) and each range is
+advised WILLNEED from a kernel, without waiting: the reads are queued
+together and the faults that follow find their pages.
+
+What `python -m varvedb.bench.prefetch` found, 1M x 768 f32 (2.9 GiB) under
+a 1 GiB cap, 400 random rows a group, medians: plain faults 53 ms, fadvise
+10 ms; a pool of pread threads 18 ms and io_uring reads 10 ms (neither kept:
+no better, and threads or an alpha dependency); a mincore check cost about
+as much as the advice, so `auto` judges by the file's size against the
+memory limit instead: with every page resident the advice costs ~1 us a
+range. Through a mapping not advised MADV_RANDOM (`advise_random`) a fault
+reads the device's read-around window (8 MiB there): fadvise's p99 was 172 ms
+there against 36 ms with it.
 """
 from __future__ import annotations
 
