@@ -1,4 +1,4 @@
-"""Grouped prefetch (storage/prefetch.py): a no-op off file mappings, the pages
+"""Grouped prefetch (index/prefetch.py): a no-op off file mappings, the pages
 it asks for cover the rows, rows read back the same after it, bad rows refused
 before any system call, a replaced file falls back to advice by address, and
 under a memory cap a prefetched group costs no more major faults than plain
@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from varvedb.errors import OptionError
-from varvedb.storage import prefetch as P
+from varvedb.index import prefetch as P
+from varvedb.storage.memory import memory_cgroup, memory_limit
 
 DIM = 768
 
@@ -151,8 +152,8 @@ def test_auto_leaves_a_file_that_fits_alone(tmp_path):
 
 def test_memory_limit_is_at_most_physical_memory():
     physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    assert 0 < P.memory_limit() <= physical
-    assert P.memory_cgroup().startswith("/")
+    assert 0 < memory_limit() <= physical
+    assert memory_cgroup().startswith("/")
 
 
 def test_a_reopened_databases_arena_is_seen_as_its_file(tmp_path):
@@ -192,7 +193,7 @@ def test_advise_random_keeps_the_rows(mapped):
 _CAPPED = """
 import mmap, os, resource, sys
 import numpy as np
-from varvedb.storage import prefetch as P
+from varvedb.index import prefetch as P
 path, cgroup = sys.argv[1], sys.argv[2]
 f = open(path, "rb")
 warm = np.frombuffer(mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ), np.float32).reshape(-1, 768)

@@ -33,7 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..storage import prefetch as P
+from ..index import prefetch as P
+from ..storage.memory import memory_cgroup
 
 CGROUP = "/sys/fs/cgroup/memory"
 
@@ -51,7 +52,7 @@ class MemoryCap:
     """This process inside a fresh cgroup v1 memory group of `limit` bytes."""
 
     def __init__(self, limit: int):
-        self.back = CGROUP + P.memory_cgroup()   # where this process was: it goes back there
+        self.back = CGROUP + memory_cgroup()   # where this process was: it goes back there
         self.path = f"{CGROUP}/varvedb-prefetch-{os.getpid()}"
         os.mkdir(self.path)
         with open(f"{self.path}/memory.limit_in_bytes", "w") as f:
@@ -71,7 +72,7 @@ class MemoryCap:
 
 
 class PreadPool:
-    """The pool way, measured and not kept in storage/prefetch.py (it lost to
+    """The pool way, measured and not kept in index/prefetch.py (it lost to
     fadvise at every size, capped or not): a few threads pread the ranges into
     scratch memory, so that the page cache holds them; `read` waits for all."""
 

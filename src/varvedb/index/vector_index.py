@@ -31,6 +31,7 @@ from ..schema import HNSW, IVFPQ
 from . import flat
 from .hnsw import HnswIndex
 from .ivfpq import IvfIndex
+from .prefetch import prefetch_rows
 
 LINK_CHUNK = 4096   # rows linked per hold of the write lock
 PARALLEL_FROM = 256  # smaller chunks link on one thread (see link)
@@ -166,7 +167,8 @@ class VectorIndex:
             else:
                 walk_allow = None if allow is None else allow[:linked]
             if self.is_ivf:
-                rows, dists = self.graph.search(arena, norms, q, k, walk_allow, ef, stats)
+                rows, dists = self.graph.search(arena, norms, q, k, walk_allow, ef, stats,
+                                                prefetch_rows)
             else:
                 rows, dists = self.graph.search(arena, norms, q, k, walk_allow, ef)
         finally:

@@ -27,6 +27,7 @@ from ..errors import (CorruptFileError, FileMissingError, FormatVersionError, No
                       StorageError, WriterLockedError)
 from . import fileio
 from . import format as F
+from .memory import memory_limit
 
 MAX_IOV = 512   # buffers per pwritev (the kernel's IOV_MAX is 1024)
 
@@ -173,7 +174,9 @@ class DatabaseFile:
         the first hole was written since, so the map stops there (a hole reads
         as zeros: the end of the log) instead of populating gigabytes of it.
         MAP_POPULATE maps every page up front: one call instead of a page
-        fault per 4 KiB on first touch, which costs more than the read itself."""
+        fault per 4 KiB on first touch, which costs more than the read itself.
+        Only for a file that fits in half the memory this process may use: a
+        larger one would be read whole at every open, and evicted as it is."""
         size = os.fstat(self.fd).st_size
         if not size:
             return None
@@ -181,7 +184,9 @@ class DatabaseFile:
             size = min(size, max(os.lseek(self.fd, 0, os.SEEK_HOLE), F.LOG_START))
         except (OSError, AttributeError):   # no SEEK_HOLE here: map it all
             pass
-        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        flags = mmap.MAP_SHARED
+        if 2 * size <= memory_limit():
+            flags |= getattr(mmap, "MAP_POPULATE", 0)
         return mmap.mmap(self.fd, size, flags=flags, prot=mmap.PROT_READ)
 
     @property

@@ -35,6 +35,7 @@ from numba import types
 
 from ..errors import OptionError
 from ..kernels.jit import njit
+from ..storage.memory import memory_limit
 
 PAGE = mmap.PAGESIZE
 
@@ -51,7 +52,8 @@ class _Mapping:
     """What a file mapping is: its first byte's address, the file behind it and
     the file offset of that byte."""
 
-    __slots__ = ("addr", "file_offset", "path", "inode", "fd", "fits", "__weakref__")
+    __slots__ = ("addr", "file_offset", "path", "inode", "fd", "fits", "random",
+                 "__weakref__")
 
     def __init__(self, addr: int, file_offset: int, path: str, inode: int):
         self.addr = addr
@@ -65,6 +67,7 @@ class _Mapping:
             size = 0
         # judged once per mapping (a checkpoint or reopen maps the file anew)
         self.fits = 2 * size <= memory_limit()
+        self.random = {}      # array start -> bytes advised MADV_RANDOM so far
 
     def file_fd(self) -> int:
         """A descriptor of the mapped file, or -1 if it cannot be opened or its
@@ -182,6 +185,9 @@ def prefetch_rows(array: np.ndarray, rows, how: str = DEFAULT) -> None:
     where = _mapping(array)
     if where is None or how == "none" or how == "auto" and where.fits:
         return
+    if not where.fits and where.random.get(array.ctypes.data, 0) < array.nbytes:
+        advise_random(array)        # once per array: its faults then read no read-around
+        where.random[array.ctypes.data] = array.nbytes
     starts, lengths = _ranges(where, array, rows)
     if not len(starts):
         return
@@ -191,44 +197,6 @@ def prefetch_rows(array: np.ndarray, rows, how: str = DEFAULT) -> None:
     else:   # no descriptor for the file behind it: the same advice by address
         # (the array holds the mmap's buffer: it cannot be unmapped under us)
         _madvise_ranges(where.addr, starts, lengths, mmap.MADV_WILLNEED)
-
-
-def memory_cgroup() -> str:
-    """This process's cgroup v1 memory group ("/a/b"), or v2's group if none."""
-    v2 = "/"
-    try:
-        with open("/proc/self/cgroup") as f:
-            for line in f:
-                _, controllers, path = line.rstrip("\n").split(":", 2)
-                if "memory" in controllers.split(","):
-                    return path
-                if controllers == "":
-                    v2 = path
-    except OSError:
-        pass
-    return v2
-
-
-def memory_limit() -> int:
-    """The bytes this process may use: physical memory, or less where its
-    memory cgroup (or one above it) has a lower limit (v1 or v2)."""
-    limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    group = memory_cgroup()
-    for root, name in (("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
-                       ("/sys/fs/cgroup", "memory.max")):
-        path = group
-        while True:
-            try:
-                with open(f"{root}{path.rstrip('/')}/{name}") as f:
-                    text = f.read().strip()
-                if text.isdigit():
-                    limit = min(limit, int(text))
-            except OSError:
-                pass
-            if path in ("/", ""):
-                break
-            path = path.rsplit("/", 1)[0] or "/"
-    return limit
 
 
 def advise_random(array: np.ndarray, force: bool = False) -> None:
