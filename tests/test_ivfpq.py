@@ -12,7 +12,7 @@ import pytest
 import varvedb as vv
 from varvedb.errors import SchemaError, SqlError
 from varvedb.index.ivfpq import IvfIndex
-from varvedb.kernels import ivf as kernels
+from varvedb.kernels import pq as kernels
 
 from test_hnsw_index import clustered, exact_top_k, norms_of, recall
 

@@ -31,7 +31,7 @@ import math
 
 import numpy as np
 
-from ..kernels import ivf
+from ..kernels import ivf, pq
 from ..kernels.distance import GRAPH_METRIC_CODES, METRIC_COSINE, METRIC_DOT, rank_rows
 
 _FORMAT = 1
@@ -67,8 +67,8 @@ class IvfIndex:
         self._c_sq = np.zeros(0, np.float32)
         m = self.pq_m or 0
         dsub = dim // m if m else 0
-        self.codebooks = np.zeros((m, ivf.PQ_CODES, dsub), np.float32)
-        self._books_t = np.zeros((m, dsub, ivf.PQ_CODES), np.float32)
+        self.codebooks = np.zeros((m, pq.PQ_CODES, dsub), np.float32)
+        self._books_t = np.zeros((m, dsub, pq.PQ_CODES), np.float32)
         # the sealed lists, then the tail (capacity grows by doubling; n_tail used)
         self._offsets = np.zeros(1, np.int64)
         self._rows = np.zeros(0, np.int64)
@@ -90,7 +90,7 @@ class IvfIndex:
     @property
     def train_min(self) -> int:
         """Rows needed before training: four per list, and per sub-vector code."""
-        return 4 * max(self.lists, ivf.PQ_CODES if self.pq_m else 1)
+        return 4 * max(self.lists, pq.PQ_CODES if self.pq_m else 1)
 
     def __len__(self) -> int:
         return len(self._rows) + self._n_tail
@@ -121,11 +121,11 @@ class IvfIndex:
                    MAX_SAMPLE)
         sample = np.sort(rng.choice(rows, size=size, replace=False))
         x = self._floats(vectors, norms, sample)
-        centroids = ivf.kmeans(x, self.lists, KMEANS_ITERS, rng)
+        centroids = pq.kmeans(x, self.lists, KMEANS_ITERS, rng)
         if self.pq_m:
             part = x[:PQ_SAMPLE]
-            residuals = part - centroids[ivf.nearest(part, centroids)]
-            books = ivf.pq_train(residuals, self.pq_m, KMEANS_ITERS, rng)
+            residuals = part - centroids[pq.nearest(part, centroids)]
+            books = pq.train(residuals, self.pq_m, KMEANS_ITERS, rng)
             self.codebooks = books
             self._books_t = np.ascontiguousarray(books.transpose(0, 2, 1))
         self._c_sq = np.einsum("ij,ij->i", centroids, centroids).astype(np.float32)
@@ -158,14 +158,14 @@ class IvfIndex:
         lists = np.empty(len(rows), np.int32)
         codes = np.empty((len(rows), m), np.uint8)
         extra = np.zeros(len(rows), np.float32)
-        for lo in range(0, len(rows), ivf.BLOCK_ROWS):
-            part = rows[lo:lo + ivf.BLOCK_ROWS]
+        for lo in range(0, len(rows), pq.BLOCK_ROWS):
+            part = rows[lo:lo + pq.BLOCK_ROWS]
             x = self._floats(vectors, norms, part)
-            lab = ivf.nearest(x, self.centroids)
+            lab = pq.nearest(x, self.centroids)
             lists[lo:lo + len(part)] = lab
             if m:
                 centre = self.centroids[lab]
-                ivf.pq_encode(x - centre, self._books_t, codes[lo:lo + len(part)])
+                pq.encode(x - centre, self._books_t, codes[lo:lo + len(part)])
                 ivf.pq_extra(codes[lo:lo + len(part)], self.codebooks, centre,
                              extra[lo:lo + len(part)])
         return rows, lists, codes, extra
@@ -249,8 +249,8 @@ class IvfIndex:
         if self.pq_m:
             cap = max(self.rerank or RERANK_PER_K * k, k)
             keys, ids = np.empty(cap, np.float32), np.empty(cap, np.int64)
-            table = np.empty((self.pq_m, ivf.PQ_CODES), np.float32)
-            ivf.adc_table(self._books_t, q, table)
+            table = np.empty((self.pq_m, pq.PQ_CODES), np.float32)
+            pq.adc_table(self._books_t, q, table)
             n, scanned = ivf.pq_candidates(
                 lists, n_probed, base, self._metric_code, self._offsets, self._rows,
                 self._codes, self._extra, self._tail_rows, self._tail_lists,
@@ -348,7 +348,7 @@ class IvfIndex:
             if trained:
                 index.centroids = _restored(arrays["centroids"], np.float32, (lists, dim))
                 index.codebooks = _restored(arrays["codebooks"], np.float32,
-                                            (m, ivf.PQ_CODES, dsub))
+                                            (m, pq.PQ_CODES, dsub))
                 index._books_t = np.ascontiguousarray(index.codebooks.transpose(0, 2, 1))
                 index._c_sq = np.einsum("ij,ij->i", index.centroids,
                                         index.centroids).astype(np.float32)
