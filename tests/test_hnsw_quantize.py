@@ -1,6 +1,7 @@
-"""HNSW(quantize="int8"): the walk on int8 codes with an exact rerank, against exact
-search and against the unquantized graph; the codes' error bound; persistence,
-reopening, as_of and filters through the codes; bad specs."""
+"""HNSW(quantize="int8") and HNSW(quantize="pq", pq_m=...): the walk on int8 or
+product-quantizer codes with an exact rerank, against exact search and against
+the unquantized graph; the int8 codes' error bound; persistence, reopening,
+as_of and filters through the codes; bad specs."""
 
 import numpy as np
 import pytest
@@ -20,6 +21,11 @@ def data():
     return clustered(N, DIM, seed=11), clustered(100, DIM, seed=12)
 
 
+# each quantizer with its options
+QUANTIZERS = [pytest.param({"quantize": "int8"}, id="int8"),
+              pytest.param({"quantize": "pq", "pq_m": 8}, id="pq")]
+
+
 def built(x, metric, quantize="int8", **kw):
     g = HnswIndex(x.shape[1], metric, 16, 100, quantize=quantize, **kw)
     g.add(x, norms_of(x), np.arange(len(x)))
@@ -31,11 +37,13 @@ def answers(g, x, queries, k=K, ef=100, allow=None):
     return np.array([r for r, _ in got]), np.array([d for _, d in got])
 
 
+@pytest.mark.parametrize("quant", QUANTIZERS)
 @pytest.mark.parametrize("metric", ["l2", "cosine", "dot"])
-def test_recall_against_exact_search_is_within_001_of_the_unquantized_graph(data, metric):
+def test_recall_against_exact_search_is_within_001_of_the_unquantized_graph(data, metric,
+                                                                            quant):
     x, queries = data
     truth = exact_top_k(x, queries, metric)
-    coded = recall(answers(built(x, metric), x, queries)[0], truth)
+    coded = recall(answers(built(x, metric, **quant), x, queries)[0], truth)
     plain = recall(answers(built(x, metric, None), x, queries)[0], truth)
     assert coded >= 0.95, coded
     assert coded >= plain - 0.01, (coded, plain)
@@ -104,16 +112,44 @@ def test_rows_added_one_batch_at_a_time_refit_the_codes(data):
     assert recall(answers(g, x, queries)[0], exact_top_k(x, queries, "l2")) >= 0.95
 
 
-def test_to_arrays_round_trip_answers_identically(data):
+@pytest.mark.parametrize("quant", QUANTIZERS)
+def test_to_arrays_round_trip_answers_identically(data, quant):
     x, queries = data
-    g = built(x, "cosine")
+    g = built(x, "cosine", **quant)
     again = HnswIndex.from_arrays({k: v.copy() for k, v in g.to_arrays().items()})
-    assert again.quantize == "int8"
+    assert (again.quantize, again.pq_m) == (quant["quantize"], quant.get("pq_m"))
     again.validate(N)
     a, b = answers(g, x, queries), answers(again, x, queries)
     np.testing.assert_array_equal(a[0], b[0])
     np.testing.assert_array_equal(a[1], b[1])
-    assert g.memory_bytes() >= built(x, "cosine", None).memory_bytes() + N * 64
+    code_bytes = 64 if quant["quantize"] == "int8" else quant["pq_m"]
+    assert g.memory_bytes() >= built(x, "cosine", None).memory_bytes() + N * code_bytes
+
+
+def test_format_2_params_of_an_older_file_still_load(data):
+    x, queries = data
+    g = built(x, "l2")
+    arrays = g.to_arrays()
+    arrays["params"] = arrays["params"][:15].copy()
+    arrays["params"][0] = 2
+    old = HnswIndex.from_arrays(arrays)
+    assert old.quantize == "int8" and old.pq_m is None
+    np.testing.assert_array_equal(answers(old, x, queries)[0], answers(g, x, queries)[0])
+
+
+def test_pq_codes_that_do_not_fit_are_refused(data):
+    x, _ = data
+    arrays = dict(built(x, "l2", "pq", pq_m=8).to_arrays())
+    with pytest.raises(ValueError, match="dtype"):
+        HnswIndex.from_arrays(dict(arrays, codes=arrays["codes"][:, :4].copy()))
+    books = arrays["codebooks"].copy()
+    books[0, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="not finite"):
+        HnswIndex.from_arrays(dict(arrays, codebooks=books))
+    params = arrays["params"].copy()
+    params[15] = 0                      # pq without its pq_m
+    with pytest.raises(ValueError, match="pq_m"):
+        HnswIndex.from_arrays(dict(arrays, params=params))
 
 
 def test_format_1_params_of_an_older_file_still_load(data):
@@ -143,15 +179,16 @@ def test_codes_that_do_not_fit_the_params_are_refused(data):
         HnswIndex.from_arrays(dict(arrays, params=params))
 
 
+@pytest.mark.parametrize("quant", QUANTIZERS)
 def test_a_collection_with_a_quantized_index_survives_reopen_with_as_of_and_filters(
-        tmp_path, data):
+        tmp_path, data, quant):
     x, queries = data
     path = tmp_path / "q.varve"
     with vv.connect(path) as db:
         c = db.create_collection("items", {
             "tag": vv.Int(),
             "v": vv.Vector(DIM, metric="l2", index=vv.HNSW(m=16, ef_construction=100,
-                                                           quantize="int8"))})
+                                                           **quant))})
         c.insert_arrays(id=np.arange(N), tag=np.arange(N) % 4, v=x)
         first = db.version
         c.update(where="tag = 0", set={"v": x[0] + 100})     # moves a quarter away
@@ -162,7 +199,7 @@ def test_a_collection_with_a_quantized_index_survives_reopen_with_as_of_and_filt
                for q in queries[:20]]
     with vv.connect(path) as db:
         c = db["items"]
-        assert c.schema.fields["v"].vector_index.quantize == "int8"
+        assert c.schema.fields["v"].vector_index.quantize == quant["quantize"]
         after = [c.search(vector=q, limit=K, ef=100, where="tag != 1", select=[]).ids
                  for q in queries[:20]]
         old_again = [c.search(vector=q, limit=K, ef=100, as_of=first, select=[]).ids
@@ -185,18 +222,33 @@ def test_sql_creates_a_quantized_index(tmp_path, data):
         with pytest.raises(SchemaError, match="quantize"):
             db.sql("CREATE INDEX ON t USING hnsw (v vector_l2_ops) WITH (quantize = 'int4')")
         assert (tmp_path / "s.varve").read_bytes() == before
-        db.sql("CREATE INDEX ON t USING hnsw (v vector_l2_ops) WITH (m = 8, quantize = 'int8')")
-        spec = c._table.vector_indexes["v"].spec
-        assert spec.quantize == "int8" and spec.m == 8
-        rows = c.search(vector=queries[0], limit=K, ef=100, select=[]).ids
+        with pytest.raises(SchemaError, match="divide"):
+            db.sql("CREATE INDEX ON t USING hnsw (v vector_l2_ops) "
+                   "WITH (quantize = 'pq', pq_m = 5)")
+        assert (tmp_path / "s.varve").read_bytes() == before
         truth = exact_top_k(x[:500], queries[:1], "l2")[0]
-        assert len(set(rows) & set(truth.tolist())) >= 9
+        for sql, quant in [("m = 8, quantize = 'int8'", ("int8", None)),
+                           ("m = 8, quantize = 'pq', pq_m = 16", ("pq", 16))]:
+            db.sql(f"CREATE INDEX t_v ON t USING hnsw (v vector_l2_ops) WITH ({sql})")
+            spec = c._table.vector_indexes["v"].spec
+            assert (spec.quantize, spec.pq_m) == quant and spec.m == 8
+            rows = c.search(vector=queries[0], limit=K, ef=100, select=[]).ids
+            assert len(set(rows) & set(truth.tolist())) >= 9
+            db.sql("DROP INDEX t_v")
 
 
 @pytest.mark.parametrize("bad", ["int4", "INT8", 8, True])
 def test_an_unknown_quantizer_is_a_schema_error(bad):
     with pytest.raises(SchemaError, match="quantize"):
         vv.HNSW(quantize=bad)
+
+
+@pytest.mark.parametrize("args", [{"quantize": "pq"}, {"quantize": "int8", "pq_m": 8},
+                                  {"pq_m": 8}, {"quantize": "pq", "pq_m": 0},
+                                  {"quantize": "pq", "pq_m": 2.0}])
+def test_pq_m_goes_with_quantize_pq_and_only_with_it(args):
+    with pytest.raises(SchemaError, match="pq_m"):
+        vv.HNSW(**args)
 
 
 @pytest.mark.parametrize("dtype", ["int8", "bit"])

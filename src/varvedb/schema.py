@@ -71,7 +71,7 @@ TS_MAX_US = 253_402_300_799_999_999      # 9999-12-31T23:59:59.999999Z
 # Graph parameters size the graph's arrays and every walk's scratch: without
 # a bound, m=10**8 committed and then every open failed with MemoryError.
 HNSW_LIMITS = {"m": (2, 100), "ef_construction": (1, 4096), "ef_search": (1, 4096)}
-HNSW_QUANTIZERS = (None, "int8")
+HNSW_QUANTIZERS = (None, "int8", "pq")
 IVF_LIMITS = {"lists": (1, 65536), "nprobe": (1, 65536), "pq_m": (1, 1024),
               "rerank": (1, 100_000), "seed": (0, (1 << 63) - 1)}
 MAX_EF = 100_000                         # a search's ef (scratch is ~16 x ef)
@@ -91,8 +91,10 @@ class HNSW:
     metric: str | None = None     # None: the field's; else the field takes this one (SQL's opclass)
     name: str | None = None       # the index's name (SQL's CREATE INDEX name)
     # "int8": the walk reads one byte per dimension and reranks its best
-    # candidates exactly from the stored vectors (index/hnsw.py)
+    # candidates exactly from the stored vectors (index/hnsw.py); "pq": it reads
+    # pq_m bytes a row, product-quantizer codes (pq_m divides the dimension)
     quantize: str | None = None
+    pq_m: int | None = None
 
     def __post_init__(self):
         for key in HNSW_LIMITS:
@@ -117,6 +119,13 @@ class HNSW:
         if self.quantize not in HNSW_QUANTIZERS:
             raise SchemaError(f"HNSW quantize is one of {HNSW_QUANTIZERS}, "
                               f"got {brief(self.quantize)}")
+        if isinstance(self.pq_m, np.integer):
+            object.__setattr__(self, "pq_m", int(self.pq_m))
+        if (self.quantize == "pq") != (self.pq_m is not None) or self.pq_m is not None and (
+                type(self.pq_m) is not int or not 1 <= self.pq_m <= IVF_LIMITS["pq_m"][1]):
+            raise SchemaError(f"HNSW quantize='pq' takes pq_m, an integer in 1.."
+                              f"{IVF_LIMITS['pq_m'][1]} dividing the dimension (and no "
+                              f"other quantizer takes one), got pq_m={brief(self.pq_m)}")
 
     def to_dict(self) -> dict:
         d = {"kind": "hnsw", "m": self.m, "ef_construction": self.ef_construction,
@@ -127,6 +136,8 @@ class HNSW:
             d["name"] = self.name
         if self.quantize is not None:
             d["quantize"] = self.quantize
+        if self.pq_m is not None:
+            d["pq_m"] = self.pq_m
         return d
 
 
@@ -410,7 +421,7 @@ def index_spec_from_dict(d: dict) -> HNSW | IVFPQ:
         raise SchemaError(f"a vector index spec is {{'kind': 'hnsw' | 'ivfpq', ...}}, "
                           f"got {brief_from_file(d)}")
     return HNSW(**{key: d.get(key) for key in HNSW_LIMITS}, metric=d.get("metric"),
-                name=d.get("name"), quantize=d.get("quantize"))
+                name=d.get("name"), quantize=d.get("quantize"), pq_m=d.get("pq_m"))
 
 
 # Every helper takes not_null= (a null is refused on every write) and, but for
@@ -493,6 +504,8 @@ def check_index_dtype(spec: HNSW | IVFPQ, dtype: str, dim: int) -> None:
     if spec.quantize is not None and dtype not in ("f32", "f16"):
         raise SchemaError(f"HNSW quantize={spec.quantize!r} walks codes of f32 or f16 "
                           f"vectors; a {dtype} vector field walks its own values")
+    if spec.pq_m is not None and dim % spec.pq_m:
+        raise SchemaError(f"HNSW pq_m={spec.pq_m} must divide the dimension {dim}")
 
 
 def check_query_metric(f: Field, metric: str) -> None:

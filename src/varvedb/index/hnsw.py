@@ -18,7 +18,10 @@ Layout (the kernels in :mod:`varvedb.kernels.hnsw` explain their side):
 * ``codes``       int8  ``(cap, w)``       quantize="int8" only: each node's codes
                                             (:mod:`varvedb.kernels.codes`), with
                                             ``code_norms`` (cap,) and the range
-                                            ``code_lo`` / ``code_step`` (dim,).
+                                            ``code_lo`` / ``code_step`` (dim,);
+                  uint8 ``(cap, pq_m)``    quantize="pq": each node's product-quantizer
+                                            code (:mod:`varvedb.kernels.pq`), with the
+                                            ``codebooks`` (pq_m, 256, dim / pq_m).
 
 ``cap`` (rows) and ``slots`` grow by doubling, so growth costs an amortised
 copy per element; ``L`` grows to the highest level drawn. A node costs
@@ -51,10 +54,11 @@ import numpy as np
 
 from varvedb.kernels import codes as code_kernels
 from varvedb.kernels import hnsw as kernels
+from varvedb.kernels import pq as pq_kernels
 from varvedb.kernels.distance import (GRAPH_METRIC_CODES, METRIC_CODE_DOT, METRIC_CODE_L2,
-                                      METRIC_COSINE, METRIC_L2)
+                                      METRIC_CODE_PQ, METRIC_COSINE, METRIC_L2)
 
-_FORMAT = 2              # 1: before quantize (13 params), still read
+_FORMAT = 3              # 1: before quantize (13 params), 2: before pq (15); both read
 _MAX_LEVEL = 30
 # Batches grow with the graph, up to a quarter of its size and at most
 # _MAX_BATCH rows: small enough that a batch rarely misses a neighbour it would
@@ -67,13 +71,15 @@ _PARALLEL_FROM = 16
 # params layout of to_arrays()/from_arrays()
 _P_FORMAT, _P_DIM, _P_METRIC, _P_M, _P_EFC, _P_EFS, _P_SEED = range(7)
 _P_ENTRY, _P_TOP, _P_NODES, _P_EXTENT, _P_SLOTS, _P_LEVELS = range(7, 13)
-_P_QUANT, _P_CODE_FIT = 13, 14
-_N_PARAMS = 15
-_N_PARAMS_V1 = 13
+_P_QUANT, _P_CODE_FIT, _P_PQ_M = 13, 14, 15
+_N_PARAMS = 16
+_N_PARAMS_OLD = {1: 13, 2: 15}
 _ARRAY_NAMES = ("levels", "links0", "upper_slot", "upper_links", "twins")
-_CODE_ARRAYS = ("codes", "code_norms", "code_lo", "code_step")
-QUANTIZERS = (None, "int8")
-_QUANT_CODES = {None: 0, "int8": 1}
+_CODE_ARRAYS = {"int8": ("codes", "code_norms", "code_lo", "code_step"),
+                "pq": ("codes", "codebooks")}
+QUANTIZERS = (None, "int8", "pq")
+_QUANT_CODES = {None: 0, "int8": 1, "pq": 2}
+_PQ_ITERS = 20           # k-means iterations of each sub-vector's codebook
 _QUANT_NAMES = {code: name for name, code in _QUANT_CODES.items()}
 # The codes' range is fitted again each time the graph doubles, on a sample of
 # at most this many rows, until it has been fitted on that many: a graph built
@@ -82,7 +88,7 @@ _QUANT_NAMES = {code: name for name, code in _QUANT_CODES.items()}
 _CODE_SAMPLE = 16384
 # A coded walk's best RERANK_PER_K * k candidates are measured exactly. On
 # glove-50 (100k), 2 * k already gave the recall of measuring the whole pool.
-_RERANK_PER_K = 4
+_RERANK_PER_K = {"int8": 4, "pq": 8}   # pq's codes are coarser: more candidates measured
 _METRIC_NAMES = {code: name for name, code in GRAPH_METRIC_CODES.items()}
 
 
@@ -150,13 +156,16 @@ class HnswIndex:
     ``ef_search`` are the beam widths of insertion and of search; ``seed``
     fixes the level draws and the insertion order within each ``add``;
     ``quantize="int8"`` makes searches walk int8 codes of the rows and measure
-    the best ``4 k`` candidates again from the arena (the build walks the arena).
+    the best ``4 k`` candidates again from the arena (the build walks the arena);
+    ``quantize="pq"`` walks ``pq_m``-byte product-quantizer codes instead (and measures
+    the best ``8 k``: its codes are coarser).
     Writers must be serialised by the caller and must not overlap searches;
     searches may run in parallel with each other (the kernels release the GIL).
     """
 
     def __init__(self, dim: int, metric: str, m: int = 16, ef_construction: int = 200,
-                 ef_search: int = 100, seed: int = 0, quantize: str | None = None):
+                 ef_search: int = 100, seed: int = 0, quantize: str | None = None,
+                 pq_m: int | None = None):
         if dim < 1:
             raise ValueError(f"dim must be >= 1, got {dim}")
         if metric not in GRAPH_METRIC_CODES:     # l1 is exact-scan only
@@ -169,7 +178,12 @@ class HnswIndex:
         if quantize not in QUANTIZERS or (quantize is not None and metric == "hamming"):
             raise ValueError(f"quantize must be one of {QUANTIZERS} (None for hamming), "
                              f"got {quantize!r}")
+        if (quantize == "pq") != (pq_m is not None) or pq_m is not None and (
+                pq_m < 1 or dim % pq_m):
+            raise ValueError(f"quantize='pq' takes a pq_m dividing the dimension {dim} "
+                             f"(and only it takes one), got {pq_m!r}")
         self.quantize = quantize
+        self.pq_m = None if pq_m is None else int(pq_m)
         self.dim = int(dim)
         self.metric = metric
         self.m = int(m)
@@ -192,7 +206,12 @@ class HnswIndex:
         self._code_norms = np.zeros(0, np.float32)
         self._code_lo = np.zeros(dim, np.float32)
         self._code_step = np.ones(dim, np.float32)
-        self._code_fit = 0          # rows the codes' range was fitted on
+        self._code_fit = 0          # rows the codes' range (or codebooks) was fitted on
+        if quantize == "pq":        # quantize="pq": the walk's codes (kernels.pq)
+            dsub = dim // self.pq_m
+            self._codes = np.zeros((0, self.pq_m), np.uint8)
+            self._codebooks = np.zeros((self.pq_m, pq_kernels.PQ_CODES, dsub), np.float32)
+            self._books_t = np.zeros((self.pq_m, dsub, pq_kernels.PQ_CODES), np.float32)
         self._n_slots = 0
         self._entry = -1
         self._top = -1
@@ -231,6 +250,8 @@ class HnswIndex:
     def _code_arrays(self) -> tuple[np.ndarray, ...]:
         if self.quantize is None:
             return ()
+        if self.quantize == "pq":
+            return (self._codes, self._codebooks)
         return (self._codes, self._code_norms, self._code_lo, self._code_step)
 
     # ---------------------------------------------------------------- insert
@@ -343,8 +364,8 @@ class HnswIndex:
                                                      self._entry, self._top)
 
     def _encode(self, arena: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> None:
-        """Codes for the new ``rows``; first fit the range again (and encode every
-        node again) while the graph has doubled since the last fit."""
+        """Codes for the new ``rows``; first fit the range (or the codebooks) again,
+        and encode every node again, while the graph has doubled since the last fit."""
         nodes = self._n_nodes + rows.size
         normalize = self._metric_code == METRIC_COSINE
         if self._code_fit < _CODE_SAMPLE and nodes >= 2 * self._code_fit:
@@ -353,14 +374,31 @@ class HnswIndex:
             if sample.size > _CODE_SAMPLE:
                 sample = np.sort(np.random.default_rng(self.seed).choice(
                     every, _CODE_SAMPLE, replace=False))
-            x = self._widened(arena[sample])
-            if normalize:
-                x /= np.maximum(norms[sample], np.float32(1e-30))[:, None]
-            self._code_lo, self._code_step = code_kernels.fit(x)
+            x = self._unit_rows(arena, norms, sample)
+            if self.quantize == "pq":
+                self._codebooks = pq_kernels.train(x, self.pq_m, _PQ_ITERS,
+                                                   np.random.default_rng(self.seed))
+                self._books_t = np.ascontiguousarray(self._codebooks.transpose(0, 2, 1))
+            else:
+                self._code_lo, self._code_step = code_kernels.fit(x)
             self._code_fit = int(sample.size)
             rows = every
+        if self.quantize == "pq":
+            for lo in range(0, rows.size, pq_kernels.BLOCK_ROWS):
+                part = rows[lo:lo + pq_kernels.BLOCK_ROWS]
+                out = np.empty((part.size, self.pq_m), np.uint8)
+                pq_kernels.encode(self._unit_rows(arena, norms, part), self._books_t, out)
+                self._codes[part] = out
+            return
         code_kernels.encode_rows(arena, norms, rows, normalize, self._code_lo,
                                  self._code_step, self._codes, self._code_norms)
+
+    def _unit_rows(self, arena: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Arena ``rows`` as float32, normalized for cosine (the rows codes stand for)."""
+        x = self._widened(arena[rows])
+        if self._metric_code == METRIC_COSINE:
+            x /= np.maximum(norms[rows], np.float32(1e-30))[:, None]
+        return x
 
     @staticmethod
     def _widened(block: np.ndarray) -> np.ndarray:
@@ -371,14 +409,26 @@ class HnswIndex:
         (rows, their norms, the query, the metric) — the arena's or the codes'."""
         if self.quantize is None:
             return None
+        if self.quantize == "pq":
+            return (self._codes, _NO_NORMS, self._pq_table(query), METRIC_CODE_PQ)
         metric = METRIC_CODE_L2 if self._metric_code == METRIC_L2 else METRIC_CODE_DOT
         return (self._codes, self._code_norms,
                 code_kernels.scaled_query(query, self._code_step, self._code_width), metric)
 
-    @staticmethod
-    def _rerank(k: int, ef: int) -> int:
+    def _pq_table(self, query: np.ndarray) -> np.ndarray:
+        """The walk's query for PQ codes: per query, the flattened (pq_m, 256) table."""
+        queries = np.atleast_2d(query).astype(np.float32)
+        if self._metric_code == METRIC_COSINE:
+            queries = queries / np.maximum(np.linalg.norm(queries, axis=1), 1e-30)[:, None]
+        out = np.empty((len(queries), self.pq_m, pq_kernels.PQ_CODES), np.float32)
+        for q, table in zip(queries, out):
+            pq_kernels.distance_table(self._books_t, q, self._metric_code == METRIC_L2, table)
+        out = out.reshape(len(queries), -1)
+        return out[0] if query.ndim == 1 else out
+
+    def _rerank(self, k: int, ef: int) -> int:
         """How many of a coded walk's best candidates are measured exactly."""
-        return min(ef, _RERANK_PER_K * k)
+        return min(ef, _RERANK_PER_K.get(self.quantize, 0) * k)
 
     def _build_scratch(self, n_levels: int, lanes: int) -> _BuildScratch:
         # lanes: one per numba thread for the parallel kernels, 0 for the serial
@@ -410,7 +460,11 @@ class HnswIndex:
         self._links0 = _grown(self._links0, (new_cap, 2 * self.m))
         self._upper_slot = _grown(self._upper_slot, (new_cap,))
         self._twins = _grown(self._twins, (new_cap,))
-        if self.quantize is not None:
+        if self.quantize == "pq":
+            codes = np.zeros((new_cap, self.pq_m), np.uint8)
+            codes[:self._codes.shape[0]] = self._codes
+            self._codes = codes
+        elif self.quantize is not None:
             self._codes = _aligned_grown(self._codes, new_cap)
             self._code_norms = _grown(self._code_norms, (new_cap,))
 
@@ -434,7 +488,9 @@ class HnswIndex:
         if not all(a.flags.writeable and a.flags.c_contiguous for a in self._arrays()):
             (self._levels, self._links0, self._upper_slot, self._upper_links,
              self._twins) = (np.array(a, copy=True, order="C") for a in self._arrays())
-        if self.quantize is not None and not self._codes.flags.writeable:
+        if self.quantize == "pq" and not self._codes.flags.writeable:
+            self._codes = self._codes.copy()
+        elif self.quantize is not None and not self._codes.flags.writeable:
             self._codes = _aligned_grown(self._codes, self._codes.shape[0])
             self._code_norms = self._code_norms.copy()
         self._writable = True
@@ -604,14 +660,16 @@ class HnswIndex:
         """
         params = np.zeros(_N_PARAMS, np.int64)
         params[[_P_FORMAT, _P_DIM, _P_METRIC, _P_M, _P_EFC, _P_EFS, _P_SEED, _P_ENTRY,
-                _P_TOP, _P_NODES, _P_EXTENT, _P_SLOTS, _P_LEVELS, _P_QUANT, _P_CODE_FIT]] = [
+                _P_TOP, _P_NODES, _P_EXTENT, _P_SLOTS, _P_LEVELS, _P_QUANT, _P_CODE_FIT,
+                _P_PQ_M]] = [
             _FORMAT, self.dim, self._metric_code, self.m, self.ef_construction,
             self.ef_search, self.seed, self._entry, self._top, self._n_nodes, self._extent,
             self._n_slots, self._upper_links.shape[1], _QUANT_CODES[self.quantize],
-            self._code_fit]
+            self._code_fit, self.pq_m or 0]
         arrays = {"params": params}
-        trim = {"upper_links": self._n_slots, "code_lo": self.dim, "code_step": self.dim}
-        for name, array in zip(_ARRAY_NAMES + _CODE_ARRAYS,
+        trim = {"upper_links": self._n_slots, "code_lo": self.dim, "code_step": self.dim,
+                "codebooks": self.pq_m or 0}
+        for name, array in zip(_ARRAY_NAMES + _CODE_ARRAYS.get(self.quantize, ()),
                                self._arrays() + self._code_arrays()):
             view = array[: trim.get(name, self._extent)].view()
             view.flags.writeable = False
@@ -630,8 +688,10 @@ class HnswIndex:
         """
         try:
             p = np.asarray(arrays["params"])
-            if p.dtype == np.int64 and p.shape == (_N_PARAMS_V1,) and int(p[_P_FORMAT]) == 1:
-                p = np.concatenate([p, np.zeros(_N_PARAMS - _N_PARAMS_V1, np.int64)])
+            old = _N_PARAMS_OLD.get(int(p[_P_FORMAT])) if p.dtype == np.int64 \
+                and p.ndim == 1 and p.size else None
+            if old is not None and p.shape == (old,):
+                p = np.concatenate([p, np.zeros(_N_PARAMS - old, np.int64)])
             elif p.dtype != np.int64 or p.shape != (_N_PARAMS,) or int(p[_P_FORMAT]) != _FORMAT:
                 raise ValueError("unknown HNSW params layout")
             if int(p[_P_METRIC]) not in _METRIC_NAMES or int(p[_P_QUANT]) not in _QUANT_NAMES \
@@ -645,10 +705,22 @@ class HnswIndex:
                     or int(p[_P_SEED]) < 0:
                 raise ValueError(f"HNSW params claim {extent} rows, {slots} slots, "
                                  f"{n_levels} levels, seed {int(p[_P_SEED])}")
+            pq_m = int(p[_P_PQ_M])
+            if (quant == "pq") != (pq_m > 0):
+                raise ValueError("HNSW params give pq_m without quantize='pq', or not with it")
             index = cls(int(p[_P_DIM]), _METRIC_NAMES[int(p[_P_METRIC])], int(p[_P_M]),
-                        int(p[_P_EFC]), int(p[_P_EFS]), int(p[_P_SEED]), quant)
+                        int(p[_P_EFC]), int(p[_P_EFS]), int(p[_P_SEED]), quant,
+                        pq_m or None)
             m = index.m
-            if quant is not None:
+            if quant == "pq":
+                index._codes = _restored(arrays["codes"], np.uint8, (extent, pq_m))
+                index._codebooks = _restored(arrays["codebooks"], np.float32,
+                                             index._codebooks.shape)
+                if not np.isfinite(index._codebooks).all():
+                    raise ValueError("HNSW codebooks are not finite")
+                index._books_t = np.ascontiguousarray(index._codebooks.transpose(0, 2, 1))
+                index._code_fit = int(p[_P_CODE_FIT])
+            elif quant is not None:
                 index._codes = _restored(arrays["codes"], np.int8,
                                          (extent, index._code_width))
                 index._code_norms = _restored(arrays["code_norms"], np.float32, (extent,))

@@ -223,7 +223,7 @@ def new_index(dim: int, metric: str, spec: HNSW | IVFPQ) -> HnswIndex | IvfIndex
         return IvfIndex(dim, metric, spec.lists, spec.pq_m, spec.nprobe, spec.rerank,
                         spec.seed)
     return HnswIndex(dim, metric, spec.m, spec.ef_construction, spec.ef_search,
-                     quantize=spec.quantize)
+                     quantize=spec.quantize, pq_m=spec.pq_m)
 
 
 def _settings(index: HnswIndex | IvfIndex) -> tuple:
@@ -231,4 +231,4 @@ def _settings(index: HnswIndex | IvfIndex) -> tuple:
         return ("ivf", index.dim, index.metric, index.lists, index.pq_m, index.nprobe,
                 index.rerank, index.seed)
     return ("hnsw", index.dim, index.metric, index.m, index.ef_construction,
-            index.ef_search, index.quantize)
+            index.ef_search, index.quantize, index.pq_m)

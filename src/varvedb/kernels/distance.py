@@ -69,6 +69,10 @@ METRIC_HAMMING = 4   # bit arenas only
 # dropped: a walk only compares distances to one query. Never stored in a file.
 METRIC_CODE_L2 = 10    # |x̂ - q|² up to a constant: |x̂|² - 2 codes·q'
 METRIC_CODE_DOT = 11   # -x̂·q up to a constant (dot, and cosine on unit rows)
+# The walk on product-quantizer codes (kernels.pq): the arena is the codes (uint8,
+# m a row), the query the flattened (m, 256) table of the query's part of each
+# sub-centroid's distance; a row's distance is the sum of its m entries.
+METRIC_CODE_PQ = 12
 
 GRAPH_METRIC_CODES = {"l2": METRIC_L2, "dot": METRIC_DOT, "cosine": METRIC_COSINE,
                       "hamming": METRIC_HAMMING}
@@ -312,6 +316,26 @@ def _is_bits(array) -> bool:
     return isinstance(array, types.Array) and array.dtype == types.uint8
 
 
+def pq_code_sum(arena, row, query):
+    """``sum_j query[256 j + arena[row, j]]``: a PQ-coded row's distance (float32)."""
+    raise NotImplementedError("a numba kernel helper")   # overloaded below
+
+
+@overload(pq_code_sum, fastmath=True)
+def _pq_code_sum_impl(arena, row, query):
+    if not (_is_bits(arena) and isinstance(query, types.Array)
+            and query.dtype == types.float32):
+        return lambda arena, row, query: np.float32(0.0)   # not a code walk: never run
+
+    def total(arena, row, query):
+        acc = np.float32(0.0)
+        for j in range(arena.shape[1]):
+            acc += query[j * 256 + arena[row, j]]
+        return acc
+
+    return total
+
+
 @overload(hamming_query, fastmath=True)
 def _hamming_query_impl(arena, row, query):
     if not (_is_bits(arena) and _is_bits(query)):
@@ -387,6 +411,8 @@ def query_distance(arena, norms, row, query, q_norm, metric):
         return _l2sq_query(arena, row, query)
     if metric == METRIC_HAMMING:
         return hamming_query(arena, row, query)
+    if metric == METRIC_CODE_PQ:
+        return pq_code_sum(arena, row, query)
     dot = _dot_query(arena, row, query)
     if metric == METRIC_DOT or metric == METRIC_CODE_DOT:
         return -dot

@@ -149,3 +149,22 @@ def adc_table(codebooks_t, query, table):
             v = query[j * dsub + t]
             for c in range(n_codes):
                 table[j, c] += v * codebooks_t[j, t, c]
+
+
+@njit(cache=True, nogil=True, fastmath=True, readonly=("codebooks_t", "query"))
+def distance_table(codebooks_t, query, l2, table):
+    """The table a PQ-coded walk sums (distance.METRIC_CODE_PQ): ``table[j, c]``
+    is ``|q_j - codebook_j[c]|²`` with ``l2``, else ``-q_j · codebook_j[c]``
+    (dot, and cosine over normalized rows and query)."""
+    m, dsub, n_codes = codebooks_t.shape
+    for j in range(m):
+        for c in range(n_codes):
+            table[j, c] = 0.0
+        for t in range(dsub):
+            v = query[j * dsub + t]
+            for c in range(n_codes):
+                if l2:
+                    diff = v - codebooks_t[j, t, c]
+                    table[j, c] += diff * diff
+                else:
+                    table[j, c] -= v * codebooks_t[j, t, c]

@@ -7,7 +7,7 @@ serial types have their ids assigned); a table without one gets a hidden,
 assigned id. ALTER TABLE ADD / DROP / RENAME COLUMN change the schema only —
 no row is rewritten.
 
-Vector indexes: USING hnsw WITH (m, ef_construction, quantize), USING
+Vector indexes: USING hnsw WITH (m, ef_construction, quantize, pq_m), USING
 ivfflat WITH (lists) — vv.IVFPQ without codes — and USING ivfpq WITH (lists,
 pq_m, rerank); the operator class gives the metric, as in pgvector.
 
@@ -38,7 +38,7 @@ OPCLASSES = {
     "bit_hamming_ops": ("hamming", "bit"),
 }
 # index methods -> their WITH (...) parameters
-_VECTOR_METHODS = {"hnsw": {"m", "ef_construction", "quantize"}, "ivfflat": {"lists"},
+_VECTOR_METHODS = {"hnsw": {"m", "ef_construction", "quantize", "pq_m"}, "ivfflat": {"lists"},
                    "ivfpq": {"lists", "pq_m", "rerank"}}
 _SQL_TYPE = {"f32": "vector", "f16": "halfvec", "bit": "bit", "int8": "vector"}
 
