@@ -4,8 +4,9 @@ The child process loads every kernel on a small file first, then joins a
 cgroup v1 memory group (what it allocated before stays charged where it
 was: only what it reads from now on counts), drops the big file from the page
 cache and opens it: the file does not fit, so it is mapped without
-MAP_POPULATE, and the IVF-PQ rerank prefetches its candidates through an
-arena advised MADV_RANDOM. Its answers must equal an uncapped child's."""
+MAP_POPULATE, the IVF-PQ rerank prefetches its candidates through an arena
+advised MADV_RANDOM, and the PQ-coded HNSW walk hands its candidates back to be
+prefetched before their rerank. Its answers must equal an uncapped child's."""
 
 import json
 import os
@@ -18,10 +19,11 @@ import pytest
 import varvedb as vv
 from varvedb.bench.cgroup import ROOT, MemoryGroup
 
-from test_hnsw_index import clustered
-
-N, DIM, CAP = 20_000, 512, 24 << 20         # a 40 MB arena under a 24 MB cap
+# an 80 MB arena (and a 4 MB one) under a 64 MB cap: room for what the child
+# loads after it joins (the prefetch and rerank kernels of a file that does not fit)
+N, DIM, CAP, GRAPH_ROWS = 40_000, 512, 64 << 20, 2000
 SPEC = vv.IVFPQ(lists=32, pq_m=32, nprobe=8)
+GRAPH = vv.HNSW(m=8, ef_construction=40, quantize="pq", pq_m=32)
 
 CHILD = r"""
 import json, os, sys
@@ -32,6 +34,7 @@ big, warm, procs = sys.argv[1], sys.argv[2], sys.argv[3]
 queries = np.load(sys.argv[4])
 with vv.connect(warm, readonly=True) as db:           # every kernel loaded before the cap
     db.collection("docs").search(vector=queries[0], limit=10)
+    db.collection("graph").search(vector=queries[0], limit=10)
 if procs != "-":
     with open(procs, "w") as f:
         f.write("0\n")
@@ -43,9 +46,18 @@ with vv.connect(big, readonly=True) as db:
     ids = [c.search(vector=q, limit=10).ids for q in queries]
     filtered = [c.search(vector=q, limit=10, where="tag = 3", probes=16).ids
                 for q in queries[:10]]
-print(json.dumps({"ids": ids, "filtered": filtered, "limit": memory_limit(),
+    g = db.collection("graph")
+    walked = [g.search(vector=q, limit=10).ids for q in queries]
+print(json.dumps({"ids": ids, "filtered": filtered, "walked": walked, "limit": memory_limit(),
                   "size": os.path.getsize(big)}))
 """
+
+
+def clustered(n, dim, seed):
+    centres = np.random.default_rng(0).normal(size=(64, dim))
+    rng = np.random.default_rng(seed)
+    return (centres[rng.integers(64, size=n)] + 0.5 * rng.normal(size=(n, dim))).astype(
+        np.float32)
 
 
 def _build(path, n, seed):
@@ -55,6 +67,9 @@ def _build(path, n, seed):
     # would be joined in memory at open, and this arena does not fit the cap)
     c.insert_arrays(id=np.arange(n), v=clustered(n, DIM, seed=seed), tag=np.arange(n) % 7)
     c.create_index("v", SPEC)
+    g = db.create_collection("graph", {"v": vv.Vector(DIM, metric="l2", index=GRAPH)})
+    rows = min(n, GRAPH_ROWS)
+    g.insert_arrays(id=np.arange(rows), v=clustered(rows, DIM, seed=seed + 1))
     db.checkpoint()
     db.close()
 
@@ -64,7 +79,7 @@ def _build(path, n, seed):
 def test_answers_under_a_cap_smaller_than_the_file_equal_the_uncapped_ones(tmp_path):
     big, warm = str(tmp_path / "big.varve"), str(tmp_path / "warm.varve")
     _build(big, N, seed=1)
-    _build(warm, 2000, seed=9)
+    _build(warm, 1100, seed=9)          # enough to train the lists: 4 a code
     queries = str(tmp_path / "q.npy")
     np.save(queries, clustered(40, DIM, seed=5))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -84,4 +99,5 @@ def test_answers_under_a_cap_smaller_than_the_file_equal_the_uncapped_ones(tmp_p
     assert peak <= CAP
     assert capped["ids"] == free["ids"]
     assert capped["filtered"] == free["filtered"]
+    assert capped["walked"] == free["walked"]
     assert all(len(ids) == 10 for ids in free["ids"])

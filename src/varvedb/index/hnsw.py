@@ -58,6 +58,8 @@ from varvedb.kernels import pq as pq_kernels
 from varvedb.kernels.distance import (GRAPH_METRIC_CODES, METRIC_CODE_DOT, METRIC_CODE_L2,
                                       METRIC_CODE_PQ, METRIC_COSINE, METRIC_L2)
 
+from . import prefetch
+
 _FORMAT = 3              # 1: before quantize (13 params), 2: before pq (15); both read
 _MAX_LEVEL = 30
 # Batches grow with the graph, up to a quarter of its size and at most
@@ -522,13 +524,25 @@ class HnswIndex:
         out_rows = np.empty(k, np.int64)
         out_dist = np.empty(k, np.float64)
         walk = self._walk(query) or (arena, norms, query, self._metric_code)
+        rerank = self._rerank(k, ef)
+        # a coded walk over vectors that do not fit in memory: walk, ask for the
+        # candidates' pages together, then rerank (else one fault at a time)
+        split = self.quantize is not None and prefetch.pays(vectors)
+        if split:
+            out_rows = np.empty(max(k, rerank), np.int64)
+            rerank = -rerank
         try:
             count = kernels.search_one(
-                arena, norms, query, self._metric_code, *walk, self._rerank(k, ef),
+                arena, norms, query, self._metric_code, *walk, rerank,
                 self._links0,
                 self._upper_slot, self._upper_links, self._twins, self._entry, self._top,
                 ef, k, allow, use_allow, ws.visited, ws.generation, 0, ws.cand_d, ws.cand_i,
                 ws.res_d, ws.res_i, ws.fresh, out_rows, out_dist)
+            if split and count > 0:
+                rows = out_rows[:count].copy()
+                prefetch.prefetch_rows(vectors, rows)
+                count = kernels.rerank_rows(arena, norms, query, self._metric_code, rows,
+                                            count, k, ws.res_d, out_rows, out_dist)
         finally:
             self._workspaces.append(ws)
         if count < 0:

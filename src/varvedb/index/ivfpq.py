@@ -42,7 +42,8 @@ _METRIC_NAMES = {GRAPH_METRIC_CODES[name]: name for name in ("l2", "dot", "cosin
 KMEANS_ITERS = 20
 SAMPLE_PER_LIST = 64           # training rows per list, at most ...
 MAX_SAMPLE = 131_072           # ... and in all
-PQ_SAMPLE = 65_536             # residuals the sub-vector codebooks are trained on
+PQ_SAMPLE = 32_768             # residuals the sub-vector codebooks are trained on (128 a code)
+PQ_ITERS = 15                  # their k-means iterations
 RERANK_PER_K = 8               # IVF-PQ: candidates measured exactly per result asked
 SEAL_FRACTION = 32             # a tail past 1/32 of the rows is sorted into the lists
 SEAL_MIN = 4096
@@ -125,7 +126,7 @@ class IvfIndex:
         if self.pq_m:
             part = x[:PQ_SAMPLE]
             residuals = part - centroids[pq.nearest(part, centroids)]
-            books = pq.train(residuals, self.pq_m, KMEANS_ITERS, rng)
+            books = pq.train(residuals, self.pq_m, PQ_ITERS, rng)
             self.codebooks = books
             self._books_t = np.ascontiguousarray(books.transpose(0, 2, 1))
         self._c_sq = np.einsum("ij,ij->i", centroids, centroids).astype(np.float32)

@@ -175,6 +175,14 @@ def page_ranges(array: np.ndarray, rows) -> tuple[_Mapping | None, np.ndarray, n
     return (where,) + _ranges(where, array, rows)
 
 
+def pays(array: np.ndarray) -> bool:
+    """Would `prefetch_rows(array, ...)` (auto) ask for anything: is `array` a view
+    on a file mapping larger than half the memory this process may use? (Judged
+    once per mapping; a caller that reranks inside one kernel splits it then.)"""
+    where = _mapping(array)
+    return where is not None and not where.fits
+
+
 def prefetch_rows(array: np.ndarray, rows, how: str = DEFAULT) -> None:
     """Request the pages of `rows` of `array` together (see the module's doc),
     without waiting for them. Returns at once for an array that is not a view

@@ -374,7 +374,9 @@ def search_one(arena, norms, query, metric, walk, walk_norms, walk_query, walk_m
     The walk measures ``walk`` rows against ``walk_query`` by ``walk_metric``:
     the arena itself (``walk is arena``), or its int8 codes
     (:mod:`varvedb.kernels.codes`), whose ``rerank`` best candidates are then
-    measured exactly from the arena before the best k are kept. ``out_dist`` gets exact float64
+    measured exactly from the arena before the best k are kept (a negative
+    ``rerank``: its ``-rerank`` best rows are only written to ``out_rows``, for
+    the caller to rerank with :func:`rerank_rows`). ``out_dist`` gets exact float64
     scores on pgvector's scale and rows are ranked by (score, row), so a
     caller needs no second pass.
 
@@ -408,7 +410,9 @@ def search_one(arena, norms, query, metric, walk, walk_norms, walk_query, walk_m
                             res_i, fresh)
         if walk_metric != metric:
             max_sort(res_d, res_i, n)
-            return _rerank(arena, norms, query, metric, res_i, min(n, rerank), k, res_d,
+            if rerank < 0:
+                return _candidates(res_i, min(n, -rerank), out_rows)
+            return rerank_rows(arena, norms, query, metric, res_i, min(n, rerank), k, res_d,
                            out_rows, out_dist)
         while n > k:
             n = max_pop(res_d, res_i, n)
@@ -430,7 +434,9 @@ def search_one(arena, norms, query, metric, walk, walk_norms, walk_query, walk_m
                     upper_links, twins, 0, n_seeds, ef, True, visited, stamp, res_d, res_i,
                     fresh)
     if walk_metric != metric:
-        return _rerank(arena, norms, query, metric, res_i, min(n, rerank), k, res_d,
+        if rerank < 0:
+            return _candidates(res_i, min(n, -rerank), out_rows)
+        return rerank_rows(arena, norms, query, metric, res_i, min(n, rerank), k, res_d,
                        out_rows, out_dist)
     count = min(n, k)
     for j in range(count):
@@ -439,8 +445,17 @@ def search_one(arena, norms, query, metric, walk, walk_norms, walk_query, walk_m
     return count
 
 
+@njit(**_INLINE)
+def _candidates(rows, n, out_rows):
+    """A coded walk's best ``n`` rows into ``out_rows``, for a caller that reranks
+    them itself (after asking for their pages: index/prefetch.py)."""
+    for j in range(n):
+        out_rows[j] = rows[j]
+    return n
+
+
 @njit(**_JIT)
-def _rerank(arena, norms, query, metric, rows, n, k, scratch_d, out_rows, out_dist):
+def rerank_rows(arena, norms, query, metric, rows, n, k, scratch_d, out_rows, out_dist):
     """The k best of ``rows[:n]`` by the exact distance from the arena, ranked.
 
     ``scratch_d`` (>= n entries) receives the exact float32 distances; the
