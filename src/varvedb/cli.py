@@ -49,14 +49,18 @@ def info(file: str, as_json: bool) -> None:
         click.echo(f"  {name}: {c['documents']:,} documents ({c['row_versions']:,} row "
                    f"versions); id {c['id']}; {fields}")
         for n, m in c["vectors"].items():
-            graph = (f", graph {m['graph_bytes_per_vector']:g} B/vector"
+            graph = (f", index {m['graph_bytes_per_vector']:g} B/vector"
                      if m["graph_bytes"] else "")
             click.echo(f"    {n}: {m['bytes_per_vector']} B/vector ({m['dtype']}){graph}")
 
 
 def _describe(f: dict) -> str:
     if f["kind"] == "vector":
-        return f"vector({f['dim']}, {f['metric']}, {f['dtype']})"
+        ix = f.get("index")
+        params = "" if not ix else " [" + " ".join(
+            [ix["kind"]] + [f"{k}={v}" for k, v in ix.items()
+                            if k in ("m", "quantize", "pq_m", "lists", "nprobe")]) + "]"
+        return f"vector({f['dim']}, {f['metric']}, {f['dtype']}){params}"
     extra = f" [{f['index']}]" if f.get("index") else ""
     if f.get("fts"):
         extra += f" [fts{', ' + f['stem'] if f.get('stem') else ''}]"
