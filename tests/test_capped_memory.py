@@ -63,9 +63,13 @@ def clustered(n, dim, seed):
 def _build(path, n, seed):
     db = vv.connect(path)
     c = db.create_collection("docs", {"v": vv.Vector(DIM, metric="l2"), "tag": vv.Int()})
-    # one insert: the arena is one run in the file, which the checkpoint maps (runs
-    # would be joined in memory at open, and this arena does not fit the cap)
-    c.insert_arrays(id=np.arange(n), v=clustered(n, DIM, seed=seed), tag=np.arange(n) % 7)
+    # in blocks, as a bulk load goes: the checkpoint writes this 80 MB arena as one
+    # run, which open maps (runs would be joined in memory, beyond the cap)
+    x = clustered(n, DIM, seed=seed)
+    with db.transaction():
+        for lo in range(0, n, 10_000):
+            c.insert_arrays(id=np.arange(lo, min(n, lo + 10_000)), v=x[lo:lo + 10_000],
+                            tag=np.arange(lo, min(n, lo + 10_000)) % 7)
     c.create_index("v", SPEC)
     g = db.create_collection("graph", {"v": vv.Vector(DIM, metric="l2", index=GRAPH)})
     rows = min(n, GRAPH_ROWS)

@@ -5,10 +5,12 @@ row-version arrays, columns, scalar and vector indexes, and the history.
 Vector arenas are usually not copied: when a field's rows already lie in the
 log in at most MAX_EXTENTS runs (a bulk load), the checkpoint lists those
 runs and open maps them (several runs are joined into one array in memory at
-open). An arena larger than a quarter of the memory this process may use is
-written whole instead unless it is one run already, so that open maps it
-and never copies it: a file larger than memory is then read page by page,
-not loaded. Open turns every array into a read-only view of the
+open). An arena of CONSOLIDATE_BYTES or more is written whole instead
+unless it is one run already, so that open maps it and never copies it: a
+file larger than memory is then read page by page, not loaded (a bulk load
+in blocks made a 200 000 x 128 open take 135 MB, and a capped reader was
+killed for it). The price: a checkpoint after new rows writes such an arena
+again; vacuum reclaims the old copies. Open turns every array into a read-only view of the
 mapped file; nothing is rebuilt and nothing is copied until it is written.
 
 Open checks what it maps, as replay checks frames (frames.py): every array
@@ -33,7 +35,6 @@ from ..schema import (VECTOR_DTYPES, Schema, brief_from_file, timestamps_readabl
                       validate_name)
 from ..storage import format as F
 from ..storage import record
-from ..storage.memory import memory_limit
 from .columns import Growable, JsonColumn, TextColumn, VectorColumn
 from .frames import (APPLY_ERRORS, INT64_MAX, SCALAR_DTYPES, all_finite, all_of_types,
                      array_of, int_of)
@@ -41,6 +42,7 @@ from .history import Commit
 from .table import ALIVE, Table
 
 MAX_EXTENTS = 64   # more runs than this and the arena is written whole instead
+CONSOLIDATE_BYTES = 64 << 20   # an arena this large is mapped as one run, never joined
 
 
 @dataclass
@@ -81,7 +83,7 @@ def encode(tables: dict[int, Table], history: list[Commit], version: int, at: in
             if hasattr(col, "meta"):
                 tm["columns"][name] = col.meta()
             if isinstance(col, VectorColumn):
-                big = 4 * col.arena.n * col.field.bytes_per_vector > memory_limit()
+                big = col.arena.n * col.field.bytes_per_vector >= CONSOLIDATE_BYTES
                 if len(col.extents) <= (1 if big else MAX_EXTENTS) \
                         and col.covered_by_extents():
                     tm["extents"][name] = col.extents
