@@ -293,7 +293,9 @@ def bench(ctx, rows, dim, queries, dataset, truth_file, ab, engines, memory_cap,
     against QPS); with --dataset the data set's name replaces the distribution.
     A result with the same config as an earlier one merges with it: engines
     measured now replace theirs, the others are kept. --ab: every named engine
-    in this one process instead (OUT/ab-<dataset>-<rows>x<dim>.*).
+    in this one process instead (OUT/ab-<dataset>-<rows>x<dim>.*). --engines:
+    recall/QPS sweeps, a fresh process per point, optionally under --memory-cap
+    and --cold (OUT/sweep-*; docs/bench.md).
     """
     from .bench import harness
     from .errors import VarveError

@@ -177,6 +177,16 @@ def plot(summary: dict, path: str) -> str | None:
 
 # -- the sweep mode (bench/sweep.py) -----------------------------------------------------
 
+def peak_of(res: dict) -> float | None:
+    """A sweep worker's peak MB: its memory group's max usage (page cache included)
+    where it had one, else its VmHWM plus its servers' sampled PSS."""
+    if res.get("cgroup_peak_mb") is not None:
+        return res["cgroup_peak_mb"]
+    if res.get("worker_peak_mb") is None:
+        return None
+    return res["worker_peak_mb"] + res.get("server_peak_mb", 0)
+
+
 def _mb(b):
     return None if b is None else b / 2**20
 
@@ -201,9 +211,7 @@ def sweep_markdown(summary: dict) -> str:
     engines = summary["engines"]
     for n, e in engines.items():
         b = e["build"] or {}
-        peak = b.get("cgroup_peak_mb")
-        if peak is None and "worker_peak_mb" in b:
-            peak = b["worker_peak_mb"] + b.get("server_peak_mb", 0)
+        peak = peak_of(b)
         at = [_spread_cell(e["qps_at_recall"][t], "{:,.0f}") for t in ("0.90", "0.95", "0.99")]
         lines.append(f"| {n} | {_num(b.get('index_build_s'), '{:.1f}')} | "
                      f"{_num(peak, '{:,.0f}')} | {_num(_mb(b.get('index_bytes')), '{:,.1f}')} | "
@@ -212,7 +220,7 @@ def sweep_markdown(summary: dict) -> str:
               "| query peak MB |", "|---" * 8 + "|"]
     for n, e in engines.items():
         for p, f in e["points"].items():
-            peak = f["cgroup_peak_mb"] if f["cgroup_peak_mb"]["n"] else f["worker_peak_mb"]
+            peak = f["peak_mb"]
             kb = {k: (v / 1024 if isinstance(v, float) else v)
                   for k, v in f["read_bytes_per_query"].items()}
             lines.append(f"| {n} | {e['sweep']}={p} | {_spread_cell(f['qps'], '{:,.0f}')} | "
@@ -226,7 +234,8 @@ def sweep_markdown(summary: dict) -> str:
               "included) where there is a cgroup, else the worker's VmHWM plus its servers' "
               "PSS. KB read / query: /proc/PID/io read_bytes of the worker and its server "
               "processes over the timed queries. Query peak: the capped group's max usage "
-              "(page cache included) or, without a cap, the worker's VmHWM."]
+              "(page cache included) or, without a cap, the worker's VmHWM plus its "
+              "servers' PSS."]
     for n, e in engines.items():
         for problem in e["problems"]:
             lines.append(f"- **{n}**: {problem}")

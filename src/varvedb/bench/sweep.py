@@ -110,7 +110,8 @@ def run(engines: list[str], rows: int, dim: int, queries: int, distribution: str
                 "dim": dim, "k": 10, "m": m, "ef_construction": ef_construction, "cold": cold,
                 "query_budget_s": query_budget}
     work = tempfile.mkdtemp(prefix="sweep-", dir=out_dir)
-    state = {e: {"build": None, "rounds": [], "problems": [], "notes": {}} for e in engines}
+    state = {e: {"build": None, "rounds": [], "problems": [], "notes": {}, "failed": set()}
+             for e in engines}
     skipped: dict[str, str] = {}
     try:
         for e in engines:
@@ -134,9 +135,11 @@ def run(engines: list[str], rows: int, dim: int, queries: int, distribution: str
         live = [e for e in engines if state[e]["build"] and not state[e]["problems"]]
         for r in range(rounds):
             for e in (live if r % 2 == 0 else live[::-1]):
-                if state[e]["problems"]:
-                    continue    # an engine that failed (or hit the cap) would do so again
-                points = probes if engine_class(e).sweep == "probes" else ef
+                # a point that failed (or hit the cap) would do so again
+                points = [p for p in (probes if engine_class(e).sweep == "probes" else ef)
+                          if p not in state[e]["failed"]]
+                if not points:
+                    continue
                 echo(f"round {r + 1}/{rounds}: {e} at {engine_class(e).sweep} "
                      f"{','.join(map(str, points))}")
                 got = {}
@@ -151,7 +154,8 @@ def run(engines: list[str], rows: int, dim: int, queries: int, distribution: str
                         state[e]["problems"].append(f"round {r + 1}, "
                                                     f"{engine_class(e).sweep}={p}: {problem}")
                         echo(f"note: {e}: {problem}")
-                        break
+                        state[e]["failed"].add(p)
+                        continue
                     got[p] = res
                 state[e]["rounds"].append(got)
     finally:
@@ -252,6 +256,7 @@ def _summarize(config, engines, state, skipped, ef, probes) -> dict:
                 per_point[str(p)] = {k: spread([r.get(k) for r in runs]) for k in
                                      FIGURES + ("open_ms", "cgroup_peak_mb", "worker_peak_mb",
                                                 "server_peak_mb")}
+                per_point[str(p)]["peak_mb"] = spread([report.peak_of(r) for r in runs])
         at = {}
         for target in TARGETS:
             vals, how = [], set()
