@@ -97,3 +97,11 @@ def test_cli_refuses_a_cap_without_engines_and_unknown_engines(tmp_path):
                         "--out", str(tmp_path)], env=child_env(), capture_output=True,
                        text=True)
     assert r.returncode != 0 and "unknown engine" in r.stderr
+
+
+def test_cold_is_refused_where_the_page_cache_cannot_be_dropped(tmp_path, monkeypatch):
+    monkeypatch.setattr(cgroup, "DROP_CACHES", str(tmp_path))     # a folder: not writable
+    with pytest.raises(OptionError, match="--cold"):
+        sweep.run(["varvedb:int8"], 1000, 8, 10, "clustered", "l2", str(tmp_path / "out"),
+                  cold=True)
+    assert os.listdir(tmp_path) == []
