@@ -34,19 +34,24 @@ def test_sizes_parse_in_binary_units():
             cgroup.parse_size(bad)
 
 
+def _sweep(out, *args):
+    return subprocess.run(
+        [PYTHON, "-m", "varvedb.cli", "bench", "--engines", "varvedb:int8,faiss:ivfpq",
+         "--rows", "10000", "--dim", "32", "--queries", "50", "--ef", "40", "--probes", "8",
+         "--lists", "10", "--pq-m", "4", "--m", "8", "--ef-construction", "64",
+         "--keep-builds", str(out / "builds"), "--out", str(out), *args],
+        env=child_env(), capture_output=True, text=True, timeout=300)
+
+
 @needs_cgroup
 def test_capped_sweep_runs_each_worker_in_a_fresh_group_and_removes_it(tmp_path):
-    r = subprocess.run(
-        [PYTHON, "-m", "varvedb.cli", "bench", "--engines", "varvedb:int8,faiss:ivfpq",
-         "--rows", "10000", "--dim", "32", "--queries", "50", "--memory-cap", "64M",
-         "--rounds", "2", "--ef", "40", "--probes", "8", "--lists", "10", "--pq-m", "4", "--m", "8",
-         "--ef-construction", "64",
-         "--out", str(tmp_path)],
-        env=child_env(), capture_output=True, text=True, timeout=300)
+    r = _sweep(tmp_path, "--memory-cap", "64M", "--rounds", "2")
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads((tmp_path / "sweep-clustered-10000x32-cap64M.json").read_text())
     assert summary["config"]["memory_cap"] == 64 * 2**20
-    for name, points in (("varvedb:int8", ("40",)), ("faiss:ivfpq", ("8",))):
+    points_of = {"varvedb:int8": "40", "faiss:ivfpq": "8"}
+    for name, point in points_of.items():
+        points = (point,)
         e = summary["engines"][name]
         assert not e["problems"], e["problems"]
         assert e["build"]["index_build_s"] > 0 and e["build"]["cgroup_peak_mb"] > 0
@@ -76,8 +81,16 @@ def test_capped_sweep_runs_each_worker_in_a_fresh_group_and_removes_it(tmp_path)
     # no group of this run left behind (named varvedb-<engine>-<its pid>-<n>)
     run_pid = res["cap_group"].rsplit("-", 2)[1]
     assert not [d for d in os.listdir(cgroup.ROOT) if f"-{run_pid}-" in d]
-    assert not [p for p in os.listdir(tmp_path) if p.startswith("sweep-") and
-                os.path.isdir(tmp_path / p)]    # work folder cleaned up
+
+    # the same indexes again, without a cap: the builds are reused, not redone
+    r = _sweep(tmp_path, "--rounds", "1")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count("reusing the build") == 2
+    nocap = json.loads((tmp_path / "sweep-clustered-10000x32-nocap.json").read_text())
+    for name in ("varvedb:int8", "faiss:ivfpq"):
+        e = nocap["engines"][name]
+        assert e["build"]["index_build_s"] == summary["engines"][name]["build"]["index_build_s"]
+        assert "cap_group" not in e["rounds"][0][points_of[name]]     # no cap, no group
 
 
 def test_a_cap_is_refused_without_a_memory_controller(tmp_path, monkeypatch):

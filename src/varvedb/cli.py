@@ -246,6 +246,9 @@ class _CountOrFile(click.ParamType):
 @click.option("--pg-shared-buffers", default=None, metavar="SIZE",
               help="With --engines and --memory-cap: pgvector's shared_buffers (default a "
                    "quarter of the cap).")
+@click.option("--keep-builds", default=None, metavar="DIR",
+              help="With --engines: keep the built indexes in DIR and reuse them in a later "
+                   "run with the same data and index settings (e.g. with and without a cap).")
 @click.option("--rounds", default=5, show_default=True,
               help="With --ab: rounds over the queries at each ef; with --engines: "
                    "alternating rounds of every sweep point (default there 3).")
@@ -284,7 +287,7 @@ class _CountOrFile(click.ParamType):
 @click.option("--out", default="bench-results", show_default=True)
 @click.pass_context
 def bench(ctx, rows, dim, queries, dataset, truth_file, ab, engines, memory_cap, cold, probes,
-          lists, pq_m, rerank, pg_shared_buffers, rounds, build_rounds, distribution,
+          lists, pq_m, rerank, pg_shared_buffers, keep_builds, rounds, build_rounds, distribution,
           metric, dtype, m, ef_construction, ef, runs, peers, with_varvedb, exact_queries,
           commits, timeout, query_budget, fresh, out) -> None:
     """Measure varvedb and its peers side by side on the same data.
@@ -346,7 +349,8 @@ def bench(ctx, rows, dim, queries, dataset, truth_file, ab, engines, memory_cap,
                       pq_m=pq_m, rerank=rerank,
                       pg_shared_buffers=(cgroup.parse_size(pg_shared_buffers)
                                          if pg_shared_buffers else None),
-                      timeout=timeout, query_budget=query_budget, echo=click.echo, dataset=ds)
+                      timeout=timeout, query_budget=query_budget, echo=click.echo, dataset=ds,
+                      builds=keep_builds)
             return
         harness.run(rows, dim, queries, distribution, metric, m, ef_construction, efs, runs,
                     [p.strip() for p in peers.split(",") if p.strip()], out,

@@ -59,6 +59,9 @@ from .harness import _kill, _terminated, prepare_data
 
 PROBES = [1, 2, 4, 8, 16, 32, 64]
 FIGURES = ("qps", "p50_ms", "p99_ms", "recall", "read_bytes_per_query")
+# a kept build (--keep-builds) is reused only when these are the same
+BUILD_IDENTITY = ("rows", "dim", "queries", "distribution", "metric", "dataset", "m",
+                  "ef_construction", "lists", "pq_m", "rerank")
 
 
 def default_lists(rows: int) -> int:
@@ -80,9 +83,12 @@ def run(engines: list[str], rows: int, dim: int, queries: int, distribution: str
         m: int = 16, ef_construction: int = 200, ef: list[int] | None = None,
         probes: list[int] | None = None, lists: int | None = None, pq_m: int | None = None,
         rerank: int | None = 100, pg_shared_buffers: int | None = None,
-        timeout: float = 3600, query_budget: float = 300, echo=print, dataset=None) -> dict:
+        timeout: float = 3600, query_budget: float = 300, echo=print, dataset=None,
+        builds: str | None = None) -> dict:
     """Build every engine once, then `rounds` alternating rounds of query workers;
-    writes the outputs and returns the summary."""
+    writes the outputs and returns the summary. `builds`: a folder that keeps the
+    built indexes, reused by a later run with the same data and index settings
+    (e.g. the same indexes with and without a cap); else a temporary folder."""
     if dataset is not None:
         rows, dim = dataset.train.shape
         queries, distribution, metric = len(dataset.test), dataset.name, dataset.metric
@@ -109,7 +115,9 @@ def run(engines: list[str], rows: int, dim: int, queries: int, distribution: str
     base_cfg = {"vectors": vpath, "queries": qpath, "truth": truth["all"], "metric": metric,
                 "dim": dim, "k": 10, "m": m, "ef_construction": ef_construction, "cold": cold,
                 "query_budget_s": query_budget}
-    work = tempfile.mkdtemp(prefix="sweep-", dir=out_dir)
+    work = builds or tempfile.mkdtemp(prefix="sweep-", dir=out_dir)
+    os.makedirs(work, exist_ok=True)
+    identity = {k: config[k] for k in BUILD_IDENTITY}
     state = {e: {"build": None, "rounds": [], "problems": [], "notes": {}, "failed": set()}
              for e in engines}
     skipped: dict[str, str] = {}
@@ -119,10 +127,20 @@ def run(engines: list[str], rows: int, dim: int, queries: int, distribution: str
             if memory_cap is not None and cls.in_ram_only:
                 skipped[e] = "in RAM only: its index must fit in memory, not run under the cap"
                 continue
-            echo(f"build: {e}")
-            cfg = base_cfg | {"engine": e, "step": "build", "options": ivf,
-                              "workdir": os.path.join(work, e)}
-            res, problem = _step(cfg, e, None if memory_cap is None else 0, timeout, work)
+            saved = os.path.join(work, f"{e.replace(':', '-')}-build.json")
+            kept = _kept_build(saved, identity) if builds else None
+            if kept is not None:
+                echo(f"build: {e}: reusing the build in {work} ({kept['built']})")
+                res, problem = kept, None
+            else:
+                echo(f"build: {e}")
+                cfg = base_cfg | {"engine": e, "step": "build", "options": ivf,
+                                  "workdir": os.path.join(work, e)}
+                res, problem = _step(cfg, e, None if memory_cap is None else 0, timeout, work)
+                if builds and not problem and "skipped" not in res:
+                    with open(saved, "w") as f:
+                        json.dump(res | {"identity": identity,
+                                         "built": time.strftime("%Y-%m-%d %H:%M")}, f)
             if "skipped" in res:
                 skipped[e] = res["skipped"]
                 echo(f"note: {e} skipped: {res['skipped']}")
@@ -159,13 +177,24 @@ def run(engines: list[str], rows: int, dim: int, queries: int, distribution: str
                     got[p] = res
                 state[e]["rounds"].append(got)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not builds:
+            shutil.rmtree(work, ignore_errors=True)
     summary = _summarize(config, engines, state, skipped, ef, probes)
     base = os.path.join(out_dir, f"sweep-{distribution}-{rows}x{dim}-"
                         + (f"cap{memory_cap // 2**20}M" if memory_cap else "nocap")
                         + ("-cold" if cold else ""))
     report.write_outputs(summary, base, report.sweep_markdown, report.sweep_plot, echo)
     return summary
+
+
+def _kept_build(path: str, identity: dict) -> dict | None:
+    """The figures of a kept build of the same data and settings, or None."""
+    try:
+        with open(path) as f:
+            res = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return res if res.pop("identity", None) == identity else None
 
 
 def _query_options(engine: str, ivf: dict, memory_cap: int | None,
