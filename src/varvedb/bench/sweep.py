@@ -168,6 +168,9 @@ def run(engines: list[str], rows: int, dim: int, queries: int, distribution: str
                                       "workdir": os.path.join(work, e)}
                     res, problem = _step(cfg, e, memory_cap, timeout, work)
                     state[e]["notes"].update(res.pop("notes", {}))
+                    if "skipped" in res and not problem:
+                        # it built, so a failed import here is the cap's doing
+                        problem = f"could not start: {res['skipped']}"
                     if problem:
                         state[e]["problems"].append(f"round {r + 1}, "
                                                     f"{engine_class(e).sweep}={p}: {problem}")
@@ -280,7 +283,7 @@ def _summarize(config, engines, state, skipped, ef, probes) -> dict:
         points = probes if sweep == "probes" else ef
         per_point = {}
         for p in points:
-            runs = [rd[p] for rd in st["rounds"] if p in rd]
+            runs = [rd[p] for rd in st["rounds"] if "recall" in rd.get(p, {})]
             if runs:
                 per_point[str(p)] = {k: spread([r.get(k) for r in runs]) for k in
                                      FIGURES + ("open_ms", "cgroup_peak_mb", "worker_peak_mb",
@@ -290,7 +293,7 @@ def _summarize(config, engines, state, skipped, ef, probes) -> dict:
         for target in TARGETS:
             vals, how = [], set()
             for rd in st["rounds"]:
-                pts = [p for p in points if p in rd]
+                pts = [p for p in points if "recall" in rd.get(p, {})]
                 if pts:
                     v, h = qps_at_recall([rd[p]["recall"] for p in pts],
                                          [rd[p]["qps"] for p in pts], target)
