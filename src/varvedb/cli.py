@@ -230,8 +230,32 @@ class _CountOrFile(click.ParamType):
               help="A/B in one process instead of the worker processes: e.g. "
                    "varvedb,hnswlib,faiss (varvedb:int8 = HNSW(quantize='int8')), "
                    "interleaved query by query; writes OUT/ab-<dataset>-<rows>x<dim>.*")
+@click.option("--engines", default=None, metavar="ENGINES",
+              help="Sweep mode: recall/QPS sweeps in fresh processes, e.g. varvedb:int8,"
+                   "pgvector,faiss:ivfpq,lancedb:ivfpq (also varvedb, varvedb:ivfpq, hnswlib, "
+                   "faiss, lancedb); writes OUT/sweep-<data>-<rows>x<dim>-<cap>[-cold].*")
+@click.option("--memory-cap", default=None, metavar="SIZE",
+              help="With --engines: each query worker and its servers run in a fresh cgroup "
+                   "v1 memory group of SIZE (e.g. 64M, 1G; page cache counts).")
+@click.option("--cold", is_flag=True,
+              help="With --engines: sync and drop the page cache before the timed queries.")
+@click.option("--probes", default="1,2,4,8,16,32,64", show_default=True,
+              help="With --engines: the IVF engines' sweep (lists probed).")
+@click.option("--lists", default=None, type=int,
+              help="With --engines: IVF lists (default rows/1000, sqrt(rows) past 1M rows).")
+@click.option("--pq-m", default=None, type=int,
+              help="With --engines: PQ sub-vectors of the IVF-PQ engines (default dim/8).")
+@click.option("--rerank", default=100, show_default=True,
+              help="With --engines: candidates the IVF-PQ engines rerank exactly.")
+@click.option("--pg-shared-buffers", default=None, metavar="SIZE",
+              help="With --engines and --memory-cap: pgvector's shared_buffers (default a "
+                   "quarter of the cap).")
+@click.option("--keep-builds", default=None, metavar="DIR",
+              help="With --engines: keep the built indexes in DIR and reuse them in a later "
+                   "run with the same data and index settings (e.g. with and without a cap).")
 @click.option("--rounds", default=5, show_default=True,
-              help="With --ab: rounds over the queries at each ef.")
+              help="With --ab: rounds over the queries at each ef; with --engines: "
+                   "alternating rounds of every sweep point (default there 3).")
 @click.option("--build-rounds", default=1, show_default=True,
               help="With --ab: builds of every engine, alternating (median, min–max).")
 @click.option("--distribution", type=click.Choice(["clustered", "uniform"]),
@@ -266,7 +290,8 @@ class _CountOrFile(click.ParamType):
               help="Do not merge with an earlier result of the same config.")
 @click.option("--out", default="bench-results", show_default=True)
 @click.pass_context
-def bench(ctx, rows, dim, queries, dataset, truth_file, ab, rounds, build_rounds, distribution,
+def bench(ctx, rows, dim, queries, dataset, truth_file, ab, engines, memory_cap, cold, probes,
+          lists, pq_m, rerank, pg_shared_buffers, keep_builds, rounds, build_rounds, distribution,
           metric, dtype, m, ef_construction, ef, runs, peers, with_varvedb, exact_queries,
           commits, timeout, query_budget, fresh, out) -> None:
     """Measure varvedb and its peers side by side on the same data.
@@ -275,7 +300,9 @@ def bench(ctx, rows, dim, queries, dataset, truth_file, ab, rounds, build_rounds
     against QPS); with --dataset the data set's name replaces the distribution.
     A result with the same config as an earlier one merges with it: engines
     measured now replace theirs, the others are kept. --ab: every named engine
-    in this one process instead (OUT/ab-<dataset>-<rows>x<dim>.*).
+    in this one process instead (OUT/ab-<dataset>-<rows>x<dim>.*). --engines:
+    recall/QPS sweeps, a fresh process per point, optionally under --memory-cap
+    and --cold (OUT/sweep-*; docs/bench.md).
     """
     from .bench import harness
     from .errors import VarveError
@@ -288,6 +315,9 @@ def bench(ctx, rows, dim, queries, dataset, truth_file, ab, rounds, build_rounds
     except ValueError:
         raise click.BadParameter(f"{ef!r} is not a comma-separated list of numbers",
                                  param_hint="--ef") from None
+    if engines is None and (memory_cap or cold):
+        raise click.UsageError("--memory-cap and --cold are options of the sweep mode: "
+                               "name the engines with --engines")
     if isinstance(queries, str) and dataset is None:
         raise click.BadParameter("a file of queries needs --dataset", param_hint="--queries")
     try:
@@ -308,6 +338,23 @@ def bench(ctx, rows, dim, queries, dataset, truth_file, ab, rounds, build_rounds
         if ab is not None:
             ab_mode.run(ds, ab, out, m, ef_construction, efs if given("ef") else None,
                         rounds, build_rounds, echo=click.echo)
+            return
+        if engines is not None:
+            from .bench import cgroup, sweep
+            try:
+                probe_list = [int(x) for x in probes.split(",")]
+            except ValueError:
+                raise click.BadParameter(f"{probes!r} is not a comma-separated list of "
+                                         "numbers", param_hint="--probes") from None
+            sweep.run(sweep.parse_engines(engines), rows, dim, queries, distribution, metric,
+                      out, memory_cap=cgroup.parse_size(memory_cap) if memory_cap else None,
+                      cold=cold, rounds=rounds if given("rounds") else 3, m=m,
+                      ef_construction=ef_construction, ef=efs, probes=probe_list, lists=lists,
+                      pq_m=pq_m, rerank=rerank,
+                      pg_shared_buffers=(cgroup.parse_size(pg_shared_buffers)
+                                         if pg_shared_buffers else None),
+                      timeout=timeout, query_budget=query_budget, echo=click.echo, dataset=ds,
+                      builds=keep_builds)
             return
         harness.run(rows, dim, queries, distribution, metric, m, ef_construction, efs, runs,
                     [p.strip() for p in peers.split(",") if p.strip()], out,

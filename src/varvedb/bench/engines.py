@@ -43,6 +43,20 @@ ENGINES = {
     "chromadb": "store_engines:Chroma",
     "lancedb": "store_engines:Lance",
 }
+# `varvedb bench --engines` (bench/sweep.py): the sweep mode's engines, ANN only;
+# NAME:VARIANT is another index of the same engine. The sweep is ef for HNSW
+# engines and the lists probed for IVF engines (`sweep = "probes"`).
+SWEEP_ENGINES = {
+    "varvedb": "engines:Varve",
+    "varvedb:int8": "engines:VarveInt8",
+    "varvedb:ivfpq": "engines:VarveIvfpq",
+    "pgvector": "pg_engine:Pgvector",
+    "hnswlib": "library_engines:Hnswlib",
+    "faiss": "library_engines:Faiss",
+    "faiss:ivfpq": "library_engines:FaissIvfpq",
+    "lancedb": "store_engines:Lance",
+    "lancedb:ivfpq": "store_engines:LanceIvfpq",
+}
 
 LOAD_BLOCK = 50_000   # rows read from the data file and handed to a peer at a time
 
@@ -52,7 +66,7 @@ class Missing(Exception):
 
 
 def engine_class(name: str) -> type["Engine"]:
-    module, cls = ENGINES[name].split(":")
+    module, cls = (ENGINES.get(name) or SWEEP_ENGINES[name]).rsplit(":", 1)
     return getattr(importlib.import_module(f".{module}", __package__), cls)
 
 
@@ -72,12 +86,16 @@ class Engine:
     supports_ann = False     # has an approximate (HNSW) index with an ef knob
     index_is_store = False   # the ANN index holds the data: no separate bulk write figure
     durable = True           # a commit can be made durable: durable_commits means something
+    sweep = "ef"             # what ann()'s third argument is: "ef", or "probes" (IVF lists)
+    in_ram_only = False      # its index must sit in memory: the sweep mode skips it under a cap
     dtype = "f32"            # vector elements the engine is asked to store (the worker sets it)
 
-    def __init__(self, workdir: str, dim: int, metric: str):
+    def __init__(self, workdir: str, dim: int, metric: str, **options):
         self.workdir = workdir
         self.dim = dim
         self.metric = metric
+        # the sweep mode's settings (bench/sweep.py): memory_cap, lists, pq_m, rerank, ...
+        self.options = options
         self.notes: dict[str, str] = {}    # how this engine was driven, for the JSON
         os.makedirs(workdir, exist_ok=True)
 
@@ -134,8 +152,8 @@ class Varve(Engine):
     name = "varvedb"
     supports_ann = True
 
-    def __init__(self, workdir, dim, metric):
-        super().__init__(workdir, dim, metric)
+    def __init__(self, workdir, dim, metric, **options):
+        super().__init__(workdir, dim, metric, **options)
         import varvedb as vv
         self.vv = vv
         self.path = os.path.join(workdir, "bench.varve")
@@ -204,6 +222,45 @@ class Varve(Engine):
             return rate(commit_one, n, threads)
 
 
+class VarveInt8(Varve):
+    """varvedb's HNSW over int8 codes: the walk reads the codes, the best 4*k are
+    reranked from the stored vectors (in the mapped file after the checkpoint)."""
+    name = "varvedb:int8"
+
+    def build_index(self, m, ef_construction):
+        self.coll.create_index("embedding", self.vv.HNSW(m=m, ef_construction=ef_construction,
+                                                         quantize="int8"))
+        while self.coll.index_status()["unlinked"]:
+            time.sleep(0.001)
+        self.notes["index"] = f"HNSW m={m} ef_construction={ef_construction} quantize='int8'"
+
+
+class VarveIvfpq(Varve):
+    """varvedb's IVF-PQ index (vv.IVFPQ); the sweep is the lists probed."""
+    name = "varvedb:ivfpq"
+    sweep = "probes"
+
+    def __init__(self, workdir, dim, metric, **options):
+        super().__init__(workdir, dim, metric, **options)
+        if getattr(self.vv, "IVFPQ", None) is None:
+            raise Missing("this varvedb has no vv.IVFPQ index yet")
+
+    def build_index(self, m, ef_construction):
+        o = self.options
+        self.coll.create_index("embedding", self.vv.IVFPQ(lists=o["lists"], pq_m=o["pq_m"],
+                                                          rerank=o.get("rerank")))
+        self.notes["index"] = (f"IVFPQ lists={o['lists']} pq_m={o['pq_m']} "
+                               f"rerank={o.get('rerank')}; search(probes=N)")
+
+    def ann(self, q, k, probes, max_tag=None):
+        return np.array(self.coll.search(vector=q, limit=k, probes=probes,
+                                         where=_where(max_tag), select=[]).ids)
+
+    def explain(self, q, k, probes=None, max_tag=None):
+        return self.coll.search(vector=q, limit=k, probes=probes, where=_where(max_tag),
+                                select=[]).plan.brief()
+
+
 class Sqlite(Engine):
     """stdlib sqlite3: WAL, synchronous=NORMAL for the load, rows as (id, tag, blob).
 
@@ -212,8 +269,8 @@ class Sqlite(Engine):
     """
     name = "sqlite"
 
-    def __init__(self, workdir, dim, metric):
-        super().__init__(workdir, dim, metric)
+    def __init__(self, workdir, dim, metric, **options):
+        super().__init__(workdir, dim, metric, **options)
         self.path = os.path.join(workdir, "bench.sqlite")
         self.con = None
 

@@ -24,9 +24,10 @@ class _Library(Engine):
     index_is_store = True
     supports_ann = True
     durable = False
+    in_ram_only = True
 
-    def __init__(self, workdir, dim, metric):
-        super().__init__(workdir, dim, metric)
+    def __init__(self, workdir, dim, metric, **options):
+        super().__init__(workdir, dim, metric, **options)
         self.index_path = os.path.join(workdir, f"{self.name}.index")
         self.tags_path = os.path.join(workdir, "tags.npy")
         self.rows = None
@@ -53,8 +54,8 @@ class Hnswlib(_Library):
     name = "hnswlib"
     SPACES = {"l2": "l2", "cosine": "cosine", "dot": "ip"}
 
-    def __init__(self, workdir, dim, metric):
-        super().__init__(workdir, dim, metric)
+    def __init__(self, workdir, dim, metric, **options):
+        super().__init__(workdir, dim, metric, **options)
         self.hnswlib = require("hnswlib", "hnswlib")
         self.space = self.SPACES[metric]
         self.index = None
@@ -69,6 +70,8 @@ class Hnswlib(_Library):
 
     def load(self, ids, tags, rows):
         self._keep(tags, rows)
+        if not self.supports_exact:
+            return
         self.flat = self.hnswlib.BFIndex(space=self.space, dim=self.dim)
         self.flat.init_index(max_elements=len(rows))
         for lo, block in rows.blocks(LOAD_BLOCK):
@@ -118,8 +121,8 @@ class Faiss(_Library):
     """FAISS: IndexFlat for exact; IndexHNSWFlat; filters as an IDSelectorBitmap."""
     name = "faiss"
 
-    def __init__(self, workdir, dim, metric):
-        super().__init__(workdir, dim, metric)
+    def __init__(self, workdir, dim, metric, **options):
+        super().__init__(workdir, dim, metric, **options)
         self.faiss = require("faiss", "faiss-cpu")
         self.index = None
         # cosine = inner product over normalised vectors (FAISS has no cosine metric)
@@ -149,6 +152,8 @@ class Faiss(_Library):
 
     def load(self, ids, tags, rows):
         self._keep(tags, rows)
+        if not self.supports_exact:
+            return
         faiss = self.faiss
         self.flat = faiss.IndexFlatIP(self.dim) if self.ip else faiss.IndexFlatL2(self.dim)
         for _lo, block in rows.blocks(LOAD_BLOCK):
@@ -184,3 +189,52 @@ class Faiss(_Library):
     def open(self):
         self.index = self.faiss.read_index(self.index_path)
         self.tags = np.load(self.tags_path)
+
+
+class FaissIvfpq(Faiss):
+    """FAISS IndexIVFPQ (residual PQ, 8-bit codes) under an IndexRefineFlat that
+    reranks rerank candidates exactly; trained on a sample of the rows; queries on
+    one thread. Everything, the refine vectors included, is held in memory."""
+    name = "faiss:ivfpq"
+    sweep = "probes"
+    supports_exact = False
+    in_ram_only = False      # run under a cap too: the report shows what the cap does to it
+    TRAIN_ROWS = 100_000
+
+    def build_index(self, m, ef_construction):
+        faiss, o = self.faiss, self.options
+        metric = faiss.METRIC_INNER_PRODUCT if self.ip else faiss.METRIC_L2
+        quantizer = faiss.IndexFlatIP(self.dim) if self.ip else faiss.IndexFlatL2(self.dim)
+        ivf = faiss.IndexIVFPQ(quantizer, self.dim, o["lists"], o["pq_m"], 8, metric)
+        self.index = faiss.IndexRefineFlat(ivf)
+        n = len(self.rows)
+        pick = np.sort(np.random.default_rng(0).choice(n, min(n, self.TRAIN_ROWS),
+                                                       replace=False))
+        self.index.train(self._prepare(np.load(self.rows.path, mmap_mode="r")[pick]))
+        for _lo, block in self.rows.blocks(LOAD_BLOCK):
+            self.index.add(self._prepare(block))
+            self.advance(len(block))
+        self.quantizer = quantizer       # FAISS does not own it: keep it alive
+        self.notes["index"] = (f"IndexRefineFlat(IndexIVFPQ nlist={o['lists']} M={o['pq_m']} "
+                               f"nbits=8), trained on {len(pick):,} rows, k_factor = "
+                               f"rerank / k; queries on 1 thread")
+        faiss.omp_set_num_threads(1)
+
+    def _settings(self, k, probes):
+        faiss = self.faiss
+        rerank = self.options.get("rerank") or k
+        if getattr(self, "_set", None) != (k, probes):
+            faiss.extract_index_ivf(self.index).nprobe = probes
+            self.index.k_factor = max(1.0, rerank / k)
+            self._set = (k, probes)
+
+    def ann(self, q, k, probes, max_tag=None):
+        self._settings(k, probes)
+        _, labels = self.index.search(self._prepare(q), k)
+        found = labels[0]
+        return found[found >= 0].astype(np.int64)
+
+    def open(self):
+        super().open()
+        self.faiss.omp_set_num_threads(1)
+        self._set = None

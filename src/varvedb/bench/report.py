@@ -173,3 +173,124 @@ def plot(summary: dict, path: str) -> str | None:
     fig.savefig(path, dpi=130)
     plt.close(fig)
     return None
+
+
+# -- the sweep mode (bench/sweep.py) -----------------------------------------------------
+
+def peak_of(res: dict) -> float | None:
+    """A sweep worker's peak MB: its memory group's max usage (page cache included)
+    where it had one, else its VmHWM plus its servers' sampled PSS."""
+    if res.get("cgroup_peak_mb") is not None:
+        return res["cgroup_peak_mb"]
+    if res.get("worker_peak_mb") is None:
+        return None
+    return res["worker_peak_mb"] + res.get("server_peak_mb", 0)
+
+
+def _mb(b):
+    return None if b is None else b / 2**20
+
+
+def sweep_markdown(summary: dict) -> str:
+    """Per engine: the build; per sweep point QPS, p50/p99, recall@10, bytes read per
+    query (median (min–max) over the rounds); QPS at recall 0.90/0.95/0.99."""
+    cfg = summary["config"]
+    cap = cfg["memory_cap"]
+    where = (f"memory cap {cap / 2**20:,.0f} MB (cgroup v1, page cache included)" if cap
+             else "no memory cap")
+    lines = [f"### {cfg['rows']:,} x {cfg['dim']} {cfg['distribution']}, {cfg['metric']}, "
+             f"{cfg['queries']:,} queries, {where}, "
+             f"{'cold (page cache dropped before the timed queries)' if cfg['cold'] else 'warm'}"
+             f", median of {cfg['rounds']} rounds (min–max), {summary['machine']['cpus']} cores",
+             "", f"HNSW m={cfg['m']} ef_construction={cfg['ef_construction']}; IVF lists="
+             f"{cfg['lists']} pq_m={cfg['pq_m']} rerank={cfg['rerank']}"
+             + (f"; pgvector shared_buffers={cfg['pg_shared_buffers'] / 2**20:,.0f} MB"
+                if cfg.get("pg_shared_buffers") else ""), "",
+             "| engine | build s | build peak MB | index MB | disk MB | QPS @0.90 | QPS @0.95 "
+             "| QPS @0.99 |", "|---" * 8 + "|"]
+    engines = summary["engines"]
+    for n, e in engines.items():
+        b = e["build"] or {}
+        peak = peak_of(b)
+        at = [_spread_cell(e["qps_at_recall"][t], "{:,.0f}") for t in ("0.90", "0.95", "0.99")]
+        lines.append(f"| {n} | {_num(b.get('index_build_s'), '{:.1f}')} | "
+                     f"{_num(peak, '{:,.0f}')} | {_num(_mb(b.get('index_bytes')), '{:,.1f}')} | "
+                     f"{_num(_mb(b.get('disk_bytes')), '{:,.1f}')} | " + " | ".join(at) + " |")
+    lines += ["", "| engine | point | QPS | p50 ms | p99 ms | recall@10 | KB read / query "
+              "| query peak MB |", "|---" * 8 + "|"]
+    for n, e in engines.items():
+        for p, f in e["points"].items():
+            peak = f["peak_mb"]
+            kb = {k: (v / 1024 if isinstance(v, float) else v)
+                  for k, v in f["read_bytes_per_query"].items()}
+            lines.append(f"| {n} | {e['sweep']}={p} | {_spread_cell(f['qps'], '{:,.0f}')} | "
+                         f"{_spread_cell(f['p50_ms'], '{:.3f}')} | "
+                         f"{_spread_cell(f['p99_ms'], '{:.3f}')} | "
+                         f"{_spread_cell(f['recall'], '{:.3f}')} | {_spread_cell(kb, '{:,.1f}')}"
+                         f" | {_spread_cell(peak, '{:,.0f}')} |")
+    lines += ["", "QPS @r: interpolated on each round's recall/QPS curve (linear in recall "
+              "between the sweep points around r; '≥' when the first point already reaches it, "
+              "'–' not reached). Build peak: the build's memory group's max usage (page cache "
+              "included) where there is a cgroup, else the worker's VmHWM plus its servers' "
+              "PSS. KB read / query: /proc/PID/io read_bytes of the worker and its server "
+              "processes over the timed queries. Query peak: the capped group's max usage "
+              "(page cache included) or, without a cap, the worker's VmHWM plus its "
+              "servers' PSS."]
+    for n, e in engines.items():
+        for problem in e["problems"]:
+            lines.append(f"- **{n}**: {problem}")
+    for n, why in summary.get("skipped", {}).items():
+        lines.append(f"- {n} skipped: {why}")
+    lines += ["", "<details><summary>How each engine was driven</summary>", ""]
+    for n, e in engines.items():
+        for what, note in e["notes"].items():
+            lines.append(f"- {n}, {what}: `{note}`")
+    lines += ["", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+def _num(v, fmt):
+    return "–" if v is None else fmt.format(v)
+
+
+def _spread_cell(s: dict, fmt: str) -> str:
+    if not s.get("n"):
+        return "–"
+    cell = _cell(s, fmt)
+    return ("≥ " + cell) if s.get("how") == ["reached at the first point"] else cell
+
+
+def sweep_plot(summary: dict, path: str) -> str | None:
+    """Recall@10 against QPS (log), one line per engine over its sweep (medians)."""
+    plt = pyplot()
+    if plt is None:
+        return NO_MATPLOTLIB
+    cfg = summary["config"]
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    drawn = 0
+    for name, e in summary["engines"].items():
+        pts = [(f["recall"]["median"], f["qps"]["median"], p) for p, f in e["points"].items()
+               if f["qps"]["n"]]
+        if not pts:
+            continue
+        line, = ax.plot([x[0] for x in pts], [x[1] for x in pts], marker="o", label=name)
+        for r, q, p in pts:
+            ax.annotate(p, (r, q), textcoords="offset points", xytext=(4, 4), fontsize=7,
+                        color=line.get_color())
+        drawn += 1
+    if not drawn:
+        plt.close(fig)
+        return "no plot: no engine has query figures"
+    cap = cfg["memory_cap"]
+    ax.set_yscale("log")
+    ax.set_xlabel("recall@10")
+    ax.set_ylabel("queries per second, one at a time (log scale)")
+    ax.set_title(f"{cfg['rows']:,} x {cfg['dim']} {cfg['distribution']}, "
+                 f"{f'cap {cap / 2**20:,.0f} MB' if cap else 'no cap'}"
+                 f"{', cold' if cfg['cold'] else ''} (labels: ef or probes)", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return None

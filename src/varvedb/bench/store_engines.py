@@ -25,7 +25,7 @@ import re
 
 import numpy as np
 
-from .engines import LOAD_BLOCK, Engine, require
+from .engines import LOAD_BLOCK, Engine, du, require
 
 CHROMA_SPACES = {"l2": "l2", "cosine": "cosine", "dot": "ip"}
 
@@ -37,8 +37,8 @@ class Chroma(Engine):
     index_is_store = True
     durable = False
 
-    def __init__(self, workdir, dim, metric):
-        super().__init__(workdir, dim, metric)
+    def __init__(self, workdir, dim, metric, **options):
+        super().__init__(workdir, dim, metric, **options)
         os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
         self.chromadb = require("chromadb", "chromadb")
         self.path = os.path.join(workdir, "chroma")
@@ -98,8 +98,8 @@ class Lance(Engine):
     supports_ann = True
     durable = False
 
-    def __init__(self, workdir, dim, metric):
-        super().__init__(workdir, dim, metric)
+    def __init__(self, workdir, dim, metric, **options):
+        super().__init__(workdir, dim, metric, **options)
         self.lancedb = require("lancedb", "lancedb")
         self.pa = require("pyarrow", "pyarrow")
         self.path = os.path.join(workdir, "lance")
@@ -161,3 +161,38 @@ class Lance(Engine):
     def open(self):
         self.db = self.lancedb.connect(self.path)
         self.tbl = self.db.open_table("items")
+
+
+class LanceIvfpq(Lance):
+    """LanceDB's IVF_PQ index (num_partitions = lists, num_sub_vectors = pq_m, 8-bit
+    codes), searched with nprobes and refine_factor = rerank / k (the candidates
+    reranked with the full vectors, read from the table's files)."""
+    name = "lancedb:ivfpq"
+    sweep = "probes"
+
+    def build_index(self, m, ef_construction):
+        from lancedb.index import IvfPq
+        o = self.options
+        self.tbl.create_index("vector", config=IvfPq(
+            distance_type=self.metric, num_partitions=o["lists"], num_sub_vectors=o["pq_m"]))
+        self.notes["index"] = (f"IVF_PQ num_partitions={o['lists']} num_sub_vectors={o['pq_m']} "
+                               f"num_bits=8; nprobes = probes, refine_factor = rerank / k")
+
+    def _ann(self, q, k, probes, max_tag):
+        query = self._search(q, k, max_tag).nprobes(probes)
+        rerank = self.options.get("rerank")
+        if rerank and rerank > k:
+            query = query.refine_factor(-(-rerank // k))
+        return query
+
+    def ann(self, q, k, probes, max_tag=None):
+        return self._ann(q, k, probes, max_tag).to_arrow()["id"].to_numpy()
+
+    def explain(self, q, k, probes=None, max_tag=None):
+        query = self._search(q, k, max_tag) if probes is None else self._ann(q, k, probes,
+                                                                             max_tag)
+        return re.sub(r"uri=\S+, ", "", " / ".join(
+            line.strip() for line in query.explain_plan().splitlines() if line.strip()))
+
+    def graph_bytes(self):
+        return du(os.path.join(self.path, "items.lance", "_indices"))

@@ -254,7 +254,129 @@ def _explain(eng, res, q, k, ef, max_tag) -> None:
             str(plan)
 
 
+# -- the sweep mode (bench/sweep.py): a build step, then one process per sweep point ---
+
+def sweep_step(cfg: dict) -> dict:
+    """One step of `varvedb bench --engines`: "build" (load, index, persist, close;
+    outside any cap) or "query" (open the built files, time the queries at one
+    sweep point). Figures go to cfg["result"], as for run()."""
+    out = Run(cfg["result"], cfg["engine"])
+    if cfg["step"] == "build":
+        reset(cfg["workdir"])
+    try:
+        eng = engine_class(cfg["engine"])(cfg["workdir"], cfg["dim"], cfg["metric"],
+                                          **cfg["options"])
+    except Missing as e:
+        out.res = {"skipped": str(e)}
+        out.save()
+        return out.res
+    server = ServerMemory(eng)
+    try:
+        if cfg["step"] == "build":
+            _build_step(cfg, eng, out)
+        else:
+            _query_step(cfg, eng, out)
+        out.res.pop("phase", None)
+    finally:
+        out.res["notes"].update(eng.notes)
+        eng.teardown()
+        out.res["worker_peak_mb"] = peak_rss_mb()
+        out.res["server_peak_mb"] = server.stop()
+        out.save()
+    return out.res
+
+
+def _build_step(cfg, eng, out) -> None:
+    res = out.res
+    rows = data.VectorFile(cfg["vectors"])
+    ids = np.arange(len(rows), dtype=np.int64)
+    eng.supports_exact = False          # no exact figures here: no brute-force copy
+    out.phase("load")
+    with out.bar(len(rows), "load") as bar:
+        eng.advance = bar.update
+        t = time.perf_counter()
+        eng.load(ids, data.tag_of(ids), rows)
+        res["load_s"] = time.perf_counter() - t
+    out.phase("index build")
+    with out.bar(len(rows), "index build") as bar:
+        eng.advance = bar.update
+        t = time.perf_counter()
+        eng.build_index(cfg["m"], cfg["ef_construction"])
+        res["index_build_s"] = time.perf_counter() - t
+    out.phase("persist")
+    t = time.perf_counter()
+    eng.persist()
+    res["persist_s"] = time.perf_counter() - t
+    index = eng.graph_bytes()
+    if index is not None:
+        res["index_bytes"] = int(index)
+    eng.close()
+    res["disk_bytes"] = eng.disk_bytes()
+    out.save()
+
+
+def _query_step(cfg, eng, out) -> None:
+    """Open, one untimed query (JIT, prepared statements), then cold (drop the page
+    cache) or warm (one untimed pass over the queries); then the timed pass:
+    per-query latency and the bytes the worker and its servers read from disk."""
+    from .cgroup import drop_page_cache, read_bytes
+    res = out.res
+    queries = np.load(cfg["queries"])
+    truth = np.load(cfg["truth"])
+    k, point = cfg["k"], cfg["point"]
+    out.phase("open")
+    eng.close()
+    t = time.perf_counter()
+    eng.open()
+    res["open_ms"] = (time.perf_counter() - t) * 1000
+    eng.ann(queries[0], k, point)
+    out.phase("warm-up")
+    if cfg["cold"]:
+        drop_page_cache()
+    else:
+        for q in queries:
+            eng.ann(q, k, point)
+    out.phase("queries")
+    pids = [os.getpid()] + eng.server_pids()
+    before = read_bytes(pids)
+    budget = cfg.get("query_budget_s") or float("inf")
+    found, lat = [], []
+    stop = time.perf_counter() + budget
+    for i, q in enumerate(queries):
+        t0 = time.perf_counter_ns()
+        found.append(eng.ann(q, k, point))
+        lat.append(time.perf_counter_ns() - t0)
+        if i >= 9 and time.perf_counter() > stop:
+            break
+    after = read_bytes(pids + [p for p in eng.server_pids() if p not in pids])
+    n = len(found)
+    lat_ms = np.array(lat) / 1e6
+    res.update(queries=n, qps=n / (lat_ms.sum() / 1000), p50_ms=float(np.percentile(lat_ms, 50)),
+               p99_ms=float(np.percentile(lat_ms, 99)), recall=data.recall(found, truth),
+               read_bytes_per_query=sum(after[p] - before.get(p, 0) for p in after) / n)
+    if n < len(queries):
+        res["notes"]["queries"] = f"{n} of {len(queries)} queries (past the --query-budget)"
+    plan = eng.explain(queries[0], k, point)
+    if plan is not None:
+        res["notes"][f"plan, {eng.sweep}={point}"] = str(plan)
+    res["cgroup"] = _my_cgroup()
+    out.save()
+
+
+def _my_cgroup() -> str:
+    """This process's memory cgroup (the tests check that the worker ran inside the cap)."""
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            if "memory" in controllers.split(","):
+                return path
+    return ""
+
+
 if __name__ == "__main__":
     with open(sys.argv[1]) as f:
         config = json.load(f)
-    run(config)
+    if "step" in config:
+        sweep_step(config)
+    else:
+        run(config)
