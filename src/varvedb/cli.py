@@ -337,7 +337,8 @@ def bench(ctx, rows, dim, queries, dataset, truth_file, ab, engines, memory_cap,
             click.echo(f"data: {ds.source}")
         if ab is not None:
             ab_mode.run(ds, ab, out, m, ef_construction, efs if given("ef") else None,
-                        rounds, build_rounds, echo=click.echo)
+                        rounds, build_rounds, echo=click.echo,
+                        ivf={"lists": lists, "pq_m": pq_m, "rerank": rerank})
             return
         if engines is not None:
             from .bench import cgroup, sweep

@@ -26,6 +26,7 @@ Output: OUT/ab-<dataset>-<rows>x<dim>.{json,md,png}.
 from __future__ import annotations
 
 import gc
+import math
 import os
 import platform
 import shutil
@@ -279,7 +280,21 @@ class FaissIvfAB(FaissAB):
 
 KINDS = {"varvedb": VarveAB, "hnswlib": HnswlibAB, "faiss": FaissAB}
 OPTIONS = {"varvedb": ("int8", "ivfpq", "ivfflat"), "faiss": ("ivfpq",)}
-IVF_DEFAULTS = {"lists": 1000, "pq_m": None, "rerank": None}
+
+
+def default_lists(rows: int) -> int:
+    """pgvector's advice: rows / 1000 up to a million rows, sqrt(rows) beyond."""
+    return max(1, rows // 1000 if rows <= 1_000_000 else int(math.sqrt(rows)))
+
+
+def ivf_settings(rows: int, dim: int, lists: int | None = None, pq_m: int | None = None,
+                 rerank: int | None = None) -> dict:
+    """The IVF engines' shared settings, defaults filled in: lists by default_lists,
+    pq_m a byte per 8 dimensions (per 4, 2 or 1 where 8 does not divide the dim)."""
+    pq_m = pq_m or next(dim // s for s in (8, 4, 2, 1) if dim % s == 0)
+    if dim % pq_m:
+        raise OptionError(f"--pq-m {pq_m} does not divide the dimension {dim}")
+    return {"lists": lists or default_lists(rows), "pq_m": pq_m, "rerank": rerank}
 
 
 def parse_engines(spec: str) -> list[tuple[str, str, str | None]]:
@@ -349,9 +364,7 @@ def run(ds, engines: str, out_dir: str, m: int = 16, ef_construction: int = 200,
     """Build every engine, sweep ef (or probes) interleaved query by query, write
     the outputs; returns the summary (the JSON). `ivf`: lists, pq_m, rerank."""
     specs = parse_engines(engines)
-    ivf = {**IVF_DEFAULTS, **(ivf or {})}
-    if ivf["pq_m"] is None:        # a byte per 8 dimensions where 8 divides, else per 4 ...
-        ivf["pq_m"] = next(ds.dim // s for s in (8, 4, 2, 1) if ds.dim % s == 0)
+    ivf = ivf_settings(ds.rows, ds.dim, **(ivf or {}))
     has_ivf = any(opt in ("ivfpq", "ivfflat") for _, _, opt in specs)
     ef = sorted(set(ef or EF_SWEEP))
     if rounds < 1 or build_rounds < 1:

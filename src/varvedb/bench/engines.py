@@ -240,11 +240,6 @@ class VarveIvfpq(Varve):
     name = "varvedb:ivfpq"
     sweep = "probes"
 
-    def __init__(self, workdir, dim, metric, **options):
-        super().__init__(workdir, dim, metric, **options)
-        if getattr(self.vv, "IVFPQ", None) is None:
-            raise Missing("this varvedb has no vv.IVFPQ index yet")
-
     def build_index(self, m, ef_construction):
         o = self.options
         self.coll.create_index("embedding", self.vv.IVFPQ(lists=o["lists"], pq_m=o["pq_m"],

@@ -35,8 +35,7 @@ import numpy as np
 
 from ..index import prefetch as P
 from ..storage.memory import memory_cgroup
-
-CGROUP = "/sys/fs/cgroup/memory"
+from . import cgroup
 
 
 def write_file(path: str, rows: int, dim: int) -> None:
@@ -49,26 +48,18 @@ def write_file(path: str, rows: int, dim: int) -> None:
 
 
 class MemoryCap:
-    """This process inside a fresh cgroup v1 memory group of `limit` bytes."""
+    """This process inside a fresh cgroup v1 memory group of `limit` bytes
+    (bench/cgroup.py), moved back to its own group on close."""
 
     def __init__(self, limit: int):
-        self.back = CGROUP + memory_cgroup()   # where this process was: it goes back there
-        self.path = f"{CGROUP}/varvedb-prefetch-{os.getpid()}"
-        os.mkdir(self.path)
-        with open(f"{self.path}/memory.limit_in_bytes", "w") as f:
-            f.write(str(limit))
-        with open(f"{self.path}/cgroup.procs", "w") as f:
-            f.write(str(os.getpid()))
+        self.back = os.path.join(cgroup.ROOT, memory_cgroup().lstrip("/"), "cgroup.procs")
+        self.group = cgroup.MemoryGroup(limit, "prefetch").create()
+        self.group.add(os.getpid())
 
     def close(self) -> None:
-        with open(f"{self.back}/cgroup.procs", "w") as f:
+        with open(self.back, "w") as f:
             f.write(str(os.getpid()))
-        for _ in range(50):
-            try:
-                os.rmdir(self.path)
-                return
-            except OSError:
-                time.sleep(0.1)
+        self.group.remove()
 
 
 class PreadPool:

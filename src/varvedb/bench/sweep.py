@@ -40,7 +40,6 @@ curve (ab.qps_at_recall). Output: OUT/sweep-<data>-<rows>x<dim>-<cap|nocap>[-col
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 import shutil
@@ -53,7 +52,7 @@ import time
 
 from ..errors import OptionError
 from . import cgroup, report
-from .ab import TARGETS, qps_at_recall, spread
+from .ab import TARGETS, ivf_settings, qps_at_recall, spread
 from .engines import SWEEP_ENGINES, engine_class
 from .harness import _kill, _terminated, prepare_data
 
@@ -62,11 +61,6 @@ FIGURES = ("qps", "p50_ms", "p99_ms", "recall", "read_bytes_per_query")
 # a kept build (--keep-builds) is reused only when these are the same
 BUILD_IDENTITY = ("rows", "dim", "queries", "distribution", "metric", "dataset", "m",
                   "ef_construction", "lists", "pq_m", "rerank")
-
-
-def default_lists(rows: int) -> int:
-    """pgvector's advice: rows / 1000 up to a million rows, sqrt(rows) beyond."""
-    return max(1, rows // 1000 if rows <= 1_000_000 else int(math.sqrt(rows)))
 
 
 def parse_engines(spec: str) -> list[str]:
@@ -92,10 +86,8 @@ def run(engines: list[str], rows: int, dim: int, queries: int, distribution: str
     if dataset is not None:
         rows, dim = dataset.train.shape
         queries, distribution, metric = len(dataset.test), dataset.name, dataset.metric
-    lists = lists or default_lists(rows)
-    pq_m = pq_m or max(1, dim // 8)
-    if dim % pq_m:
-        raise OptionError(f"--pq-m {pq_m} does not divide the dimension {dim}")
+    ivf = ivf_settings(rows, dim, lists, pq_m, rerank)
+    lists, pq_m = ivf["lists"], ivf["pq_m"]
     if memory_cap is not None:
         cgroup.MemoryGroup(memory_cap, "check").create().remove()   # refuse before any work
     if cold:
