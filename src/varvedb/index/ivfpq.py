@@ -32,7 +32,8 @@ import math
 import numpy as np
 
 from ..kernels import ivf, pq
-from ..kernels.distance import GRAPH_METRIC_CODES, METRIC_COSINE, METRIC_DOT, rank_rows
+from ..kernels.distance import (GRAPH_METRIC_CODES, METRIC_COSINE, METRIC_DOT, rank_rows,
+                                rerank_rows)
 
 _FORMAT = 1
 _P_FORMAT, _P_DIM, _P_METRIC, _P_LISTS, _P_PQ_M, _P_NPROBE, _P_RERANK, _P_SEED = range(8)
@@ -265,14 +266,20 @@ class IvfIndex:
                 self._offsets, self._rows, self._tail_rows, self._tail_lists, self._n_tail,
                 allow, use_allow, cap, keys, ids)
         rows = ids[:n].copy()
-        if prefetch is not None and self.pq_m:
-            prefetch(vectors, rows)
-        dists = np.empty(n, np.float64)
-        rank_rows(arena, rows, query, self._metric_code, dists)
         if stats is not None:
             stats["lists"] = n_probed
             stats["scanned"] = scanned
-        return rows[:k], dists[:k]
+        if not self.pq_m:
+            dists = np.empty(n, np.float64)
+            rank_rows(arena, rows, query, self._metric_code, dists)
+            return rows[:k], dists[:k]
+        if prefetch is not None:
+            prefetch(vectors, rows)
+        # the candidates measured in float32 (vector code), the best k then exactly
+        out_rows, out_dist = np.empty(k, np.int64), np.empty(k, np.float64)
+        count = rerank_rows(arena, norms, query, self._metric_code, rows, n, k, keys,
+                            out_rows, out_dist)
+        return out_rows[:count], out_dist[:count]
 
     # ---------------------------------------------------------- persistence
 

@@ -523,3 +523,32 @@ def rank_rows(arena, rows, query, metric, out):
             j -= 1
         out[j + 1] = d
         rows[j + 1] = r
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def rerank_rows(arena, norms, query, metric, rows, n, k, scratch_d, out_rows, out_dist):
+    """The k best of ``rows[:n]`` by the exact distance from the arena, ranked.
+
+    ``scratch_d`` (>= n entries) receives the exact float32 distances; the
+    pool is reordered in place, its best k first.
+    """
+    arena, norms, query = unmanaged(arena), unmanaged(norms), unmanaged(query)
+    rows, scratch_d = unmanaged(rows), unmanaged(scratch_d)
+    q_norm = query_norm(query, metric)
+    for j in range(n):
+        prefetch_row(arena, rows[j])
+    for j in range(n):
+        scratch_d[j] = query_distance(arena, norms, rows[j], query, q_norm, metric)
+    count = min(n, k)
+    # a selection of the k best: the pool is small (ef) and k smaller
+    for j in range(count):
+        best = j
+        for t in range(j + 1, n):
+            if scratch_d[t] < scratch_d[best]:
+                best = t
+        d, r = scratch_d[j], rows[j]
+        scratch_d[j], rows[j] = scratch_d[best], rows[best]
+        scratch_d[best], rows[best] = d, r
+        out_rows[j] = rows[j]
+    rank_rows(arena, out_rows[:count], query, metric, out_dist)
+    return count
