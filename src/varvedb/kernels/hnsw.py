@@ -105,6 +105,11 @@ from varvedb.kernels.heaps import (
 
 _JIT = dict(cache=True, nogil=True, fastmath=True)
 _PJIT = dict(cache=True, nogil=True, fastmath=True, parallel=True)
+# A search never writes the graph, so its kernels take the graph's arrays (and
+# the walk's rows) read-only: a mapped graph and an in-memory one share one
+# specialisation. Not the build's kernels, which write the lists: typed
+# read-only there, a cold-compiled process built graphs of lower recall.
+_SEARCH_READS = ("walk", "walk_norms", "links0", "upper_slot", "upper_links", "twins")
 # small helpers on the walk's inner loops are inlined at numba's IR level, so
 # that no per-call array passing or reference counting is left in those loops
 _INLINE = dict(_JIT, inline="always")
@@ -201,7 +206,9 @@ def greedy_descend(arena, norms, query, q_norm, metric, upper_slot, upper_links,
     return node, dist
 
 
-@njit(**_JIT)
+# `level` and `report_twins` stay literals: the search's level-0 walk is compiled
+# without the upper levels' branches
+@njit(literal=("level", "report_twins"), **_JIT)
 def beam_search(arena, norms, query, q_norm, metric, links0, upper_slot, upper_links, twins,
                 level, n_seeds, ef, report_twins, visited, stamp, pool_d, pool_i, fresh):
     """Unfiltered best-first walk of one level; returns the pool size (<= ef).
@@ -345,7 +352,7 @@ def _report_allowed(twins, allow, visited, stamp, node, d, ef, res_d, res_i, n_r
 # ------------------------------------------------------------------- queries
 
 
-@njit(**_JIT)
+@njit(readonly=("links0", "upper_slot", "upper_links"), **_JIT)
 def _covered_entry(links0, upper_slot, upper_links, entry, top, n_rows):
     # the entry point's first neighbour below n_rows, on the highest level
     # that has one: where a reader whose arena predates the entry starts
@@ -365,7 +372,7 @@ def _covered_entry(links0, upper_slot, upper_links, entry, top, n_rows):
     return -1, -1
 
 
-@njit(**_JIT)
+@njit(readonly=_SEARCH_READS, **_JIT)
 def search_one(arena, norms, query, metric, walk, walk_norms, walk_query, walk_metric,
                rerank, links0, upper_slot, upper_links, twins, entry, top, ef, k, allow,
                use_allow, visited, generation, lane, cand_d, cand_i, res_d, res_i, fresh,
@@ -455,7 +462,7 @@ def _candidates(rows, n, out_rows):
     return n
 
 
-@njit(**_PJIT)
+@njit(readonly=_SEARCH_READS, **_PJIT)
 def search_many(arena, norms, queries, metric, walk, walk_norms, walk_queries, walk_metric,
                 rerank, links0, upper_slot, upper_links, twins, entry, top, ef, k, allow, use_allow,
                 visited, generation, cand_d, cand_i, res_d, res_i, fresh, out_rows,
@@ -466,7 +473,8 @@ def search_many(arena, norms, queries, metric, walk, walk_norms, walk_queries, w
     t answers queries t, t + lanes, ... so that each lane owns its scratch.
     """
     lanes = visited.shape[0]
-    for lane in prange(lanes):
+    for i in prange(lanes):
+        lane = np.int64(i)   # prange's index is unsigned: one search_one for every caller
         for qi in range(lane, queries.shape[0], lanes):
             out_count[qi] = search_one(
                 arena, norms, queries[qi], metric, walk, walk_norms, walk_queries[qi],
@@ -599,7 +607,8 @@ def find_links(arena, norms, metric, batch, levels, links0, upper_slot, upper_li
     Scratch arrays have one row per lane.
     """
     lanes = visited.shape[0]
-    for lane in prange(lanes):
+    for i in prange(lanes):
+        lane = np.int64(i)   # prange's index is unsigned: one _choose_links for every caller
         for pos in range(lane, batch.shape[0], lanes):
             _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot,
                           upper_links, twins, entry, top, m, ef, visited[lane], generation,

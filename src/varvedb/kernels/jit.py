@@ -24,10 +24,23 @@ a kernel only reads, :data:`READ_ONLY` by name plus any it names in
 writable array converts to that type at no cost, so one specialisation serves
 both (dispatching to it by the caller's exact types too), and a kernel that
 writes one of them fails to compile.
+
+A constant argument reaches a kernel as a literal type (``Literal[int](0)``),
+and while numba infers a caller's loop-carried variable it compiles the
+callee once for the literal start value and again for the loop's type: both
+are compiled as the plain type instead, unless the kernel names the argument
+in ``literal=`` (the walk's ``level == 0`` pruned at compile time).
+
+The cache is keyed on the source of every module in this package, not only
+the kernel's own file: a kernel's machine code holds the inlined helpers and
+constants of the modules it imports, so a change to any of them must miss.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import inspect
+from pathlib import Path
 
 from numba import njit as _numba_njit
 from numba.core import types
@@ -38,19 +51,38 @@ from numba.core.caching import FunctionCache
 # row buffer under that name), not `queries` (its rows are a single search's
 # `query`: two flavours of the distance kernels, under fastmath, rounded a
 # batch search's distances 1 ulp apart from a single one's), and not the
-# graph's link arrays (typed read-only, a cold-compiled process built graphs of
-# lower recall from its second build on; not understood yet).
+# graph's link arrays (typed read-only in the build's kernels, a cold-compiled
+# process built graphs of lower recall from its second build on; not understood
+# yet): the search kernels, which never write them, name them in ``readonly=``.
 READ_ONLY = frozenset({"arena", "norms", "allow"})
 
-# numba's private entry points this relies on; without them, plain caching
+# numba's private entry points the light load relies on; without them, numba's load
 _LIGHT = all(hasattr(FunctionCache, name)
              for name in ("_load_overload", "_guard_against_spurious_io_errors"))
 
 
+@functools.cache
+def source_stamp(package: Path = Path(__file__).parent) -> str:
+    """A hash over the source of every module of ``package`` (this one: kernels/*.py)."""
+    digest = hashlib.sha256()
+    for path in sorted(package.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 class LoadOnlyCache(FunctionCache):
-    """numba's per-function disk cache, loading without the context refresh."""
+    """numba's per-function disk cache, loading without the context refresh, and
+    stale when any module of this package changed (:func:`source_stamp`)."""
+
+    def __init__(self, py_func):
+        super().__init__(py_func)
+        # numba's stamp is the kernel's own file's mtime and size; an index
+        # whose stamp differs is read as empty and rewritten on the next save
+        self._cache_file._source_stamp = source_stamp()
 
     def load_overload(self, sig, target_context):
+        if not _LIGHT:
+            return super().load_overload(sig, target_context)
         from numba.core.runtime import rtsys
         try:
             rtsys.initialize(target_context)
@@ -60,42 +92,46 @@ class LoadOnlyCache(FunctionCache):
             return super().load_overload(sig, target_context)
 
 
-def njit(readonly=(), **options):
+def njit(readonly=(), literal=(), **options):
     """``numba.njit(**options)`` with :class:`LoadOnlyCache` for ``cache=True``,
-    compiling :data:`READ_ONLY` and ``readonly`` parameters as read-only arrays."""
+    compiling :data:`READ_ONLY` and ``readonly`` parameters as read-only arrays,
+    and literal arguments as their plain type but for the parameters in ``literal``."""
     cache = options.pop("cache", False)
     inline = options.get("inline", "never") != "never"
 
     def wrap(fn):
-        dispatcher = _numba_njit(cache=cache and not inline and not _LIGHT, **options)(fn)
-        if cache and not inline and _LIGHT:
+        dispatcher = _numba_njit(**options)(fn)
+        if cache and not inline:
             dispatcher._cache = LoadOnlyCache(fn)
         if not inline:
-            _compile_reading(dispatcher, fn, readonly)
+            _compile_plain(dispatcher, fn, readonly, literal)
         return dispatcher
 
     return wrap
 
 
-def _compile_reading(dispatcher, fn, readonly) -> None:
-    """Make `dispatcher` compile its read-only parameters as read-only arrays."""
+def _compile_plain(dispatcher, fn, readonly, literal) -> None:
+    """Make `dispatcher` compile its read-only parameters as read-only arrays and
+    literal arguments (but those in `literal`) as their plain types."""
     params = list(inspect.signature(fn).parameters)
-    unknown = set(readonly) - set(params)
+    unknown = (set(readonly) | set(literal)) - set(params)
     if unknown:
         raise TypeError(f"{fn.__name__} has no parameter {sorted(unknown)}")
     at = frozenset(i for i, name in enumerate(params) if name in READ_ONLY or name in readonly)
-    if not at:
-        return
+    keep = frozenset(i for i, name in enumerate(params) if name in literal)
     compile_exact = dispatcher.compile
+
+    def plain(i, t):
+        if i in at and isinstance(t, types.Array) and t.mutable:
+            return t.copy(readonly=True)
+        return t if i in keep else types.unliteral(t)
 
     def compile(sig):
         # numba's own callers (a first call, a kernel calling this one) pass a
         # tuple of argument types; anything else is an explicit signature, kept
         if not isinstance(sig, tuple):
             return compile_exact(sig)
-        reading = tuple(t.copy(readonly=True)
-                        if i in at and isinstance(t, types.Array) and t.mutable else t
-                        for i, t in enumerate(sig))
+        reading = tuple(plain(i, t) for i, t in enumerate(sig))
         entry = compile_exact(reading)
         if reading != sig:
             # the caller's exact types also dispatch straight to that code: a
