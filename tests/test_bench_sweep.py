@@ -36,7 +36,7 @@ def test_sizes_parse_in_binary_units():
 
 def _sweep(out, *args):
     return subprocess.run(
-        [PYTHON, "-m", "varvedb.cli", "bench", "--engines", "varvedb:int8,faiss:ivfpq",
+        [PYTHON, "-m", "varvedb.cli", "bench", "--engines", "varvedb:int8,varvedb:ivfpq",
          "--rows", "10000", "--dim", "32", "--queries", "50", "--ef", "40", "--probes", "8",
          "--lists", "10", "--pq-m", "4", "--m", "8", "--ef-construction", "64",
          "--keep-builds", str(out / "builds"), "--out", str(out), *args],
@@ -49,7 +49,7 @@ def test_capped_sweep_runs_each_worker_in_a_fresh_group_and_removes_it(tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads((tmp_path / "sweep-clustered-10000x32-cap64M.json").read_text())
     assert summary["config"]["memory_cap"] == 64 * 2**20
-    points_of = {"varvedb:int8": "40", "faiss:ivfpq": "8"}
+    points_of = {"varvedb:int8": "40", "varvedb:ivfpq": "8"}
     for name, point in points_of.items():
         points = (point,)
         e = summary["engines"][name]
@@ -87,7 +87,7 @@ def test_capped_sweep_runs_each_worker_in_a_fresh_group_and_removes_it(tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.count("reusing the build") == 2
     nocap = json.loads((tmp_path / "sweep-clustered-10000x32-nocap.json").read_text())
-    for name in ("varvedb:int8", "faiss:ivfpq"):
+    for name in ("varvedb:int8", "varvedb:ivfpq"):
         e = nocap["engines"][name]
         assert e["build"]["index_build_s"] == summary["engines"][name]["build"]["index_build_s"]
         assert "cap_group" not in e["rounds"][0][points_of[name]]     # no cap, no group
