@@ -231,44 +231,44 @@ class IvfIndex:
         query = np.ascontiguousarray(query, np.float32)
         if query.shape != (self.dim,):
             raise ValueError(f"query must have shape ({self.dim},), got {query.shape}")
-        if not np.isfinite(query).all():
-            raise ValueError("query must be finite")
         arena = vectors.view(np.uint16) if vectors.dtype == np.float16 else vectors
         if allow is not None and (allow.dtype != np.bool_ or allow.shape[0] < self._extent):
             raise ValueError(f"allow must be a bool mask over at least {self._extent} rows")
         use_allow = allow is not None
         allow = allow if use_allow else _NO_ALLOW
         probes = min(max(int(probes or self.nprobe), 1), self.lists)
-        q = query
-        if self._metric_code == METRIC_COSINE:
-            qn = float(np.sqrt(np.dot(query, query)))
-            q = query / np.float32(qn) if qn > 0 else query
-        lists = np.empty(probes, np.int64)
-        base = np.empty(self.lists, np.float32)
-        n_probed = ivf.probe_lists(self.centroids, self._c_sq, q,
-                                   METRIC_DOT if self._metric_code == METRIC_DOT else 0,
-                                   probes, lists, base)
+        counts = np.zeros(2, np.int64)          # lists probed, rows scanned
         if self.pq_m:
             cap = max(self.rerank or RERANK_PER_K * k, k)
             keys, ids = np.empty(cap, np.float32), np.empty(cap, np.int64)
-            table = np.empty((self.pq_m, pq.PQ_CODES), np.float32)
-            pq.adc_table(self._books_t, q, table)
-            n, scanned = ivf.pq_candidates(
-                lists, n_probed, base, self._metric_code, self._offsets, self._rows,
-                self._codes, self._extra, self._tail_rows, self._tail_lists,
-                self._tail_codes, self._tail_extra, self._n_tail, table, allow, use_allow,
-                cap, keys, ids)
+            n = ivf.coded_search(
+                self.centroids, self._c_sq, self._books_t, query, self._metric_code, probes,
+                self._offsets, self._rows, self._codes, self._extra, self._tail_rows,
+                self._tail_lists, self._tail_codes, self._tail_extra, self._n_tail, allow,
+                use_allow, cap, keys, ids, counts)
         else:
+            if not np.isfinite(query).all():
+                raise ValueError("query must be finite")
+            q = query
+            if self._metric_code == METRIC_COSINE:
+                qn = float(np.sqrt(np.dot(query, query)))
+                q = query / np.float32(qn) if qn > 0 else query
+            lists = np.empty(probes, np.int64)
+            base = np.empty(self.lists, np.float32)
+            counts[0] = ivf.probe_lists(self.centroids, self._c_sq, q,
+                                        METRIC_DOT if self._metric_code == METRIC_DOT else 0,
+                                        probes, lists, base)
             cap = k + max(8, k // 4)     # float32 near-ties settled by the exact ranking
             keys, ids = np.empty(cap, np.float32), np.empty(cap, np.int64)
-            n, scanned = ivf.flat_candidates(
-                lists, n_probed, self.lists, arena, norms, query, self._metric_code,
+            n, counts[1] = ivf.flat_candidates(
+                lists, int(counts[0]), self.lists, arena, norms, query, self._metric_code,
                 self._offsets, self._rows, self._tail_rows, self._tail_lists, self._n_tail,
                 allow, use_allow, cap, keys, ids)
-        rows = ids[:n].copy()
+        if n < 0:
+            raise ValueError("query must be finite")
         if stats is not None:
-            stats["lists"] = n_probed
-            stats["scanned"] = scanned
+            stats["lists"], stats["scanned"] = int(counts[0]), int(counts[1])
+        rows = ids[:n]
         if not self.pq_m:
             dists = np.empty(n, np.float64)
             rank_rows(arena, rows, query, self._metric_code, dists)

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .distance import METRIC_DOT, query_distance, query_norm
+from .distance import METRIC_COSINE, METRIC_DOT, all_finite, query_distance, query_norm
 from .heaps import max_sort, top_k_push
 from .jit import njit
+from .pq import adc_table
 
 _SENTINEL = np.float32(3.0e38)
 
@@ -178,3 +179,38 @@ def flat_candidates(lists, n_probed, n_lists, arena, norms, query, metric, offse
                 worst = keys[0]
     return max_sort(keys, ids, n), scanned
 
+
+
+@njit(cache=True, nogil=True, fastmath=True,
+      readonly=("centroids", "c_sq", "codebooks_t", "query", "offsets", "rows", "codes",
+                "extra", "tail_rows", "tail_lists", "tail_codes", "tail_extra", "allow"))
+def coded_search(centroids, c_sq, codebooks_t, query, metric, probes, offsets, rows, codes,
+                 extra, tail_rows, tail_lists, tail_codes, tail_extra, n_tail, allow,
+                 use_allow, cap, keys, ids, stats):
+    """IVF-PQ's candidates in one call: the query normalized for cosine, the
+    ``probes`` nearest lists, the query's table, the scan; the best ``cap`` rows
+    by code go to ``ids`` (ascending). Returns their count, or -1 for a query
+    that is not finite; ``stats`` gets (lists probed, rows scanned)."""
+    if not all_finite(query):
+        return -1
+    q = query.copy()
+    if metric == METRIC_COSINE:
+        norm = np.float32(0.0)
+        for j in range(q.shape[0]):
+            norm += q[j] * q[j]
+        if norm > 0:
+            norm = np.float32(1.0) / np.sqrt(norm)
+            for j in range(q.shape[0]):
+                q[j] *= norm
+    lists = np.empty(probes, np.int64)
+    base = np.empty(centroids.shape[0], np.float32)
+    n_probed = probe_lists(centroids, c_sq, q, METRIC_DOT if metric == METRIC_DOT else 0,
+                           probes, lists, base)
+    table = np.empty((codebooks_t.shape[0], codebooks_t.shape[2]), np.float32)
+    adc_table(codebooks_t, q, table)
+    n, scanned = pq_candidates(lists, n_probed, base, metric, offsets, rows, codes, extra,
+                               tail_rows, tail_lists, tail_codes, tail_extra, n_tail, table,
+                               allow, use_allow, cap, keys, ids)
+    stats[0] = n_probed
+    stats[1] = scanned
+    return n
