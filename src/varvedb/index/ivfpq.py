@@ -210,6 +210,10 @@ class IvfIndex:
         self._extra = np.concatenate([self._extra, self._tail_extra[:t]])[order]
         self._offsets = np.zeros(self.lists + 1, np.int64)
         np.cumsum(np.bincount(lists, minlength=self.lists), out=self._offsets[1:])
+        # the tail's room goes too (a bulk add grew it to the whole batch)
+        m = self.pq_m or 0
+        self._tail_rows, self._tail_lists = np.zeros(0, np.int64), np.zeros(0, np.int32)
+        self._tail_codes, self._tail_extra = np.zeros((0, m), np.uint8), np.zeros(0, np.float32)
         self._n_tail = 0
 
     def reserve(self, n_rows: int) -> None:
