@@ -244,6 +244,8 @@ class VarveIvfpq(Varve):
         o = self.options
         self.coll.create_index("embedding", self.vv.IVFPQ(lists=o["lists"], pq_m=o["pq_m"],
                                                           rerank=o.get("rerank")))
+        while self.coll.index_status()["unlinked"]:    # trained and filled in the background
+            time.sleep(0.001)
         self.notes["index"] = (f"IVFPQ lists={o['lists']} pq_m={o['pq_m']} "
                                f"rerank={o.get('rerank')}; search(probes=N)")
 
