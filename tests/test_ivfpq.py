@@ -75,9 +75,9 @@ def test_codes_scan_ranks_by_the_decoded_rows(data):
         [books[j][ix._codes[:, j]] for j in range(ix.pq_m)], axis=1)
     want = ((decoded - q) ** 2).sum(1) - (q ** 2).sum()
     table = np.empty((ix.pq_m, kernels.PQ_CODES), np.float32)
-    kernels.adc_table(ix._books_t, q, table)
+    kernels.distance_table(ix._books_t, q, False, table)      # -q_j · codebook_j[c]
     base = ix._c_sq - 2 * cents @ q
-    got = base[lists] + ix._extra - 2 * table[np.arange(ix.pq_m), ix._codes].sum(1)
+    got = base[lists] + ix._extra + 2 * table[np.arange(ix.pq_m), ix._codes].sum(1)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
 
 

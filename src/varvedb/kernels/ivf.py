@@ -17,9 +17,10 @@ The code scan (asymmetric distance, "ADC"), for a row ``x = c + r`` in list
 
 ``|q - c|²`` (up to |q|², the same for every row) and ``q·c`` come from the
 probe step; ``2 c·r̂ + |r̂|²`` is one float per row (``extra``), fixed when the
-row is encoded; ``q·r̂`` is a sum of ``pq_m`` lookups in one table per query
-(``table[j, code_j] = q_j · codebook_j[code_j]``). So the table does not
-depend on the list, and a probe costs nothing but its rows. Cosine rows and
+row is encoded; ``-q·r̂`` is a sum of ``pq_m`` lookups in one table per query
+(``table[j, code_j] = -q_j · codebook_j[code_j]``: kernels.pq.distance_table).
+So the table does not depend on the list, and a probe costs nothing but its
+rows. Cosine rows and
 queries are normalized first and scanned as l2.
 
 Rows live in two parts: a *sealed* part laid out list by list (``offsets``:
@@ -36,7 +37,7 @@ import numpy as np
 from .distance import METRIC_COSINE, METRIC_DOT, all_finite, query_distance, query_norm
 from .heaps import max_sort, top_k_push
 from .jit import njit
-from .pq import adc_table
+from .pq import distance_table
 
 _SENTINEL = np.float32(3.0e38)
 
@@ -104,9 +105,10 @@ def pq_candidates(lists, n_probed, base, metric, offsets, rows, codes, extra, ta
     codes, into the max-heap ``keys``/``ids``, then sorted ascending; returns
     (kept, rows scanned).
 
-    l2 (and cosine, normalized): base + extra - 2 sum(table); dot: base - sum(table)."""
+    ``table`` holds ``-q_j · codebook_j[c]``, so with ``s`` its sum over a row's
+    codes (``-q·r̂``): l2 (and cosine, normalized) is base + extra + 2 s, dot base + s."""
     dot = metric == METRIC_DOT
-    scale = np.float32(-1.0) if dot else np.float32(-2.0)
+    scale = np.float32(1.0) if dot else np.float32(2.0)
     probed = np.zeros(base.shape[0], np.bool_)
     n = 0
     worst = _SENTINEL
@@ -207,7 +209,7 @@ def coded_search(centroids, c_sq, codebooks_t, query, metric, probes, offsets, r
     n_probed = probe_lists(centroids, c_sq, q, METRIC_DOT if metric == METRIC_DOT else 0,
                            probes, lists, base)
     table = np.empty((codebooks_t.shape[0], codebooks_t.shape[2]), np.float32)
-    adc_table(codebooks_t, q, table)
+    distance_table(codebooks_t, q, False, table)      # -q_j · codebook_j[c]
     n, scanned = pq_candidates(lists, n_probed, base, metric, offsets, rows, codes, extra,
                                tail_rows, tail_lists, tail_codes, tail_extra, n_tail, table,
                                allow, use_allow, cap, keys, ids)

@@ -139,23 +139,11 @@ def train(residuals: np.ndarray, m: int, iters: int, rng: np.random.Generator,
 
 
 @njit(cache=True, nogil=True, fastmath=True, readonly=("codebooks_t", "query"))
-def adc_table(codebooks_t, query, table):
-    """``table[j, c] = q_j · codebook_j[c]`` for the sub-vectors q_j of ``query``."""
-    m, dsub, n_codes = codebooks_t.shape
-    for j in range(m):
-        for c in range(n_codes):
-            table[j, c] = 0.0
-        for t in range(dsub):
-            v = query[j * dsub + t]
-            for c in range(n_codes):
-                table[j, c] += v * codebooks_t[j, t, c]
-
-
-@njit(cache=True, nogil=True, fastmath=True, readonly=("codebooks_t", "query"))
 def distance_table(codebooks_t, query, l2, table):
-    """The table a PQ-coded walk sums (distance.METRIC_CODE_PQ): ``table[j, c]``
-    is ``|q_j - codebook_j[c]|²`` with ``l2``, else ``-q_j · codebook_j[c]``
-    (dot, and cosine over normalized rows and query)."""
+    """The table a PQ-coded row's distance sums: ``table[j, c]`` is
+    ``|q_j - codebook_j[c]|²`` with ``l2``, else ``-q_j · codebook_j[c]`` (dot, and
+    cosine over normalized rows and query). An HNSW walk on codes sums it as it is
+    (distance.METRIC_CODE_PQ); the IVF scan sums the ``-q·r̂`` form (kernels.ivf)."""
     m, dsub, n_codes = codebooks_t.shape
     for j in range(m):
         for c in range(n_codes):
