@@ -125,7 +125,9 @@ class IvfIndex:
         x = self._floats(vectors, norms, sample)
         centroids = pq.kmeans(x, self.lists, KMEANS_ITERS, rng)
         if self.pq_m:
-            part = x[:PQ_SAMPLE]
+            # every few rows of the sample (sorted by row), not its first: the
+            # codebooks see the whole span of the table, not its oldest rows
+            part = x[::-(-len(x) // PQ_SAMPLE)]
             residuals = part - centroids[pq.nearest(part, centroids)]
             books = pq.train(residuals, self.pq_m, PQ_ITERS, rng)
             self.codebooks = books
