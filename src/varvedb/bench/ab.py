@@ -606,15 +606,8 @@ def plot(summary: dict, path: str) -> str | None:
                     markersize=9, color=line.get_color())
     for t in cfg["targets"]:
         ax.axvline(t, color="grey", alpha=0.3, linewidth=0.8)
-    ax.set_yscale("log")
-    ax.set_xlabel("recall@10")
-    ax.set_ylabel("queries per second, one at a time (log scale)")
-    ax.set_title(f"A/B in one process: {cfg['dataset']} {cfg['rows']:,} x {cfg['dim']} "
-                 f"{cfg['metric']}, m={cfg['m']} ef_construction={cfg['ef_construction']} "
-                 "(labels: ef; x: interpolated)", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return None
+    return report.save_curves(
+        plt, fig, ax, path,
+        f"A/B in one process: {cfg['dataset']} {cfg['rows']:,} x {cfg['dim']} "
+        f"{cfg['metric']}, m={cfg['m']} ef_construction={cfg['ef_construction']} "
+        "(labels: ef; x: interpolated)")

@@ -133,6 +133,19 @@ def _cell(s: dict | None, fmt: str) -> str:
     return fmt.format(s["median"])
 
 
+def save_curves(plt, fig, ax, path: str, title: str) -> None:
+    """The recall@10 / QPS (log) axes every bench plot shares: titled, saved, closed."""
+    ax.set_yscale("log")
+    ax.set_xlabel("recall@10")
+    ax.set_ylabel("queries per second, one at a time (log scale)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
 def plot(summary: dict, path: str) -> str | None:
     """Recall@10 against queries per second (log), one line per engine across
     the ef sweep; an exact-only engine is one point at its exact speed.
@@ -160,19 +173,11 @@ def plot(summary: dict, path: str) -> str | None:
     if not drawn:
         plt.close(fig)
         return "no plot: no engine has query figures"
-    ax.set_yscale("log")
-    ax.set_xlabel("recall@10")
-    ax.set_ylabel("queries per second, one at a time (log scale)")
-    ax.set_title(f"{cfg['rows']:,} x {cfg['dim']} {cfg.get('dtype', 'f32')} "
-                 f"{cfg['distribution']}, {cfg['metric']}, "
-                 f"m={cfg['m']} ef_construction={cfg['ef_construction']} (labels: ef)",
-                 fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return None
+    return save_curves(
+        plt, fig, ax, path,
+        f"{cfg['rows']:,} x {cfg['dim']} {cfg.get('dtype', 'f32')} "
+        f"{cfg['distribution']}, {cfg['metric']}, "
+        f"m={cfg['m']} ef_construction={cfg['ef_construction']} (labels: ef)")
 
 
 # -- the sweep mode (bench/sweep.py) -----------------------------------------------------
@@ -282,15 +287,8 @@ def sweep_plot(summary: dict, path: str) -> str | None:
         plt.close(fig)
         return "no plot: no engine has query figures"
     cap = cfg["memory_cap"]
-    ax.set_yscale("log")
-    ax.set_xlabel("recall@10")
-    ax.set_ylabel("queries per second, one at a time (log scale)")
-    ax.set_title(f"{cfg['rows']:,} x {cfg['dim']} {cfg['distribution']}, "
-                 f"{f'cap {cap / 2**20:,.0f} MB' if cap else 'no cap'}"
-                 f"{', cold' if cfg['cold'] else ''} (labels: ef or probes)", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return None
+    return save_curves(
+        plt, fig, ax, path,
+        f"{cfg['rows']:,} x {cfg['dim']} {cfg['distribution']}, "
+        f"{f'cap {cap / 2**20:,.0f} MB' if cap else 'no cap'}"
+        f"{', cold' if cfg['cold'] else ''} (labels: ef or probes)")

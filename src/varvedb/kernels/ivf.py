@@ -88,6 +88,17 @@ def _offer(keys, ids, n, cap, d, r):
 
 
 @njit(nogil=True, fastmath=True, inline="always")
+def _keep(keys, ids, n, cap, worst, d, r):
+    """Offer (d, r) to the heap when it can enter; returns (size, worst kept).
+    Most rows lose to the worst kept: that test stays inline, the heap does not."""
+    if n < cap or d < worst:
+        n = _offer(keys, ids, n, cap, d, r)
+        if n == cap:
+            worst = keys[0]
+    return n, worst
+
+
+@njit(nogil=True, fastmath=True, inline="always")
 def _code_sum(codes, i, table):
     acc = np.float32(0.0)
     for j in range(table.shape[0]):
@@ -125,10 +136,7 @@ def pq_candidates(lists, n_probed, base, metric, offsets, rows, codes, extra, ta
             d = b + scale * _code_sum(codes, i, table)
             if not dot:
                 d += extra[i]
-            if n < cap or d < worst:
-                n = _offer(keys, ids, n, cap, d, r)
-                if n == cap:
-                    worst = keys[0]
+            n, worst = _keep(keys, ids, n, cap, worst, d, r)
     for i in range(n_tail):
         lst = tail_lists[i]
         r = tail_rows[i]
@@ -138,10 +146,7 @@ def pq_candidates(lists, n_probed, base, metric, offsets, rows, codes, extra, ta
         d = base[lst] + scale * _code_sum(tail_codes, i, table)
         if not dot:
             d += tail_extra[i]
-        if n < cap or d < worst:
-            n = _offer(keys, ids, n, cap, d, r)
-            if n == cap:
-                worst = keys[0]
+        n, worst = _keep(keys, ids, n, cap, worst, d, r)
     return max_sort(keys, ids, n), scanned
 
 
@@ -165,20 +170,14 @@ def flat_candidates(lists, n_probed, n_lists, arena, norms, query, metric, offse
                 continue
             scanned += 1
             d = query_distance(arena, norms, r, query, q_norm, metric)
-            if n < cap or d < worst:
-                n = _offer(keys, ids, n, cap, d, r)
-                if n == cap:
-                    worst = keys[0]
+            n, worst = _keep(keys, ids, n, cap, worst, d, r)
     for i in range(n_tail):
         r = tail_rows[i]
         if not probed[tail_lists[i]] or (use_allow and not allow[r]):
             continue
         scanned += 1
         d = query_distance(arena, norms, r, query, q_norm, metric)
-        if n < cap or d < worst:
-            n = _offer(keys, ids, n, cap, d, r)
-            if n == cap:
-                worst = keys[0]
+        n, worst = _keep(keys, ids, n, cap, worst, d, r)
     return max_sort(keys, ids, n), scanned
 
 
