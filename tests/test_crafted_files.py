@@ -46,6 +46,7 @@ import pytest
 import varvedb as vv
 from varvedb.errors import CorruptFileError
 from varvedb.storage import format as F
+from varvedb.storage import record
 
 from conftest import PYTHON, child_env
 
@@ -152,8 +153,13 @@ def _with_history(payload: bytes, chains: list[bytes]) -> bytes:
 
 
 def unpack_record(payload: bytes) -> tuple[dict, list[bytes]]:
-    """(meta including '_arrays', the raw bytes of each array) of a record payload."""
+    """(meta including '_arrays', the raw bytes of each array) of a record payload;
+    a compressed one (checkpoints) comes back uncompressed, as pack_record writes it."""
     (mlen,) = struct.unpack_from("<I", payload, 0)
+    if mlen & record.PACKED_META or any(len(a) == 4 for a in _specs(payload, mlen)):
+        meta, arrays, _ = record.decode(payload)
+        meta["_arrays"] = [[n, a.dtype.str, list(a.shape)] for n, a in arrays.items()]
+        return meta, [a.tobytes() for a in arrays.values()]
     meta = msgspec.msgpack.decode(payload[4:4 + mlen])
     blobs, pos = [], F.pad(4 + mlen)
     for _name, dtype, shape in meta["_arrays"]:
@@ -161,6 +167,12 @@ def unpack_record(payload: bytes) -> tuple[dict, list[bytes]]:
         blobs.append(payload[pos:pos + nbytes])
         pos = F.pad(pos + nbytes)
     return meta, blobs
+
+
+def _specs(payload: bytes, mlen: int) -> list:
+    if mlen & record.PACKED_META:
+        return []
+    return msgspec.msgpack.decode(payload[4:4 + mlen]).get("_arrays", [])
 
 
 def pack_record(meta: dict, blobs: list[bytes], meta_length: int | None = None) -> bytes:

@@ -39,8 +39,10 @@ from .columns import Growable, JsonColumn, TextColumn, VectorColumn
 from .frames import (APPLY_ERRORS, INT64_MAX, SCALAR_DTYPES, all_finite, all_of_types,
                      array_of, int_of)
 from .history import Commit
+from .rowmap import RowMap
 from .table import ALIVE, Table
 
+MAP_FROM = 1 << 20   # arrays this large are never compressed in a checkpoint: they are mapped
 MAX_EXTENTS = 64   # more runs than this and the arena is written whole instead
 CONSOLIDATE_BYTES = 64 << 20   # an arena this large is mapped as one run, never joined
 
@@ -64,12 +66,17 @@ def encode(tables: dict[int, Table], history: list[Commit], version: int, at: in
     meta: dict = {"version": version, "tables": [],
                   "next_cid": max(tables, default=0) + 1 if next_cid is None else next_cid}
     arrays: dict[str, np.ndarray] = {}
+    packable: set[str] = set()     # compressed where it pays: never vectors or indexes, nor
+                                   # arrays of MAP_FROM bytes or more
     copied: list[tuple[VectorColumn, str]] = []
     for cid, t in tables.items():
         p = f"{cid}."
         tm = {"cid": cid, "name": t.name, "schema": t.schema.to_dict(), "created": t.created,
               "n": t.n, "next_int_id": t.next_int_id, "columns": {}, "extents": {},
               "vector_indexes": {}}
+        if t.rowmap is not None:
+            tm["log_base"] = t.rowmap.log_base
+            arrays[p + "rowmap"] = t.rowmap.kept
         arrays[p + "born"] = t.born.view()
         arrays[p + "died"] = t.died.view()
         if isinstance(t.ids, TextColumn):
@@ -77,9 +84,12 @@ def encode(tables: dict[int, Table], history: list[Commit], version: int, at: in
             tm["id_words"] = t.ids.words
         else:
             arrays[p + "ids"] = t.ids.view()
+        packable.update((p + "born", p + "died", p + "ids"))
         for name, col in t.columns.items():
             for k, a in col.to_arrays().items():
                 arrays[f"{p}{name}.{k}"] = a
+                if not isinstance(col, VectorColumn):
+                    packable.add(f"{p}{name}.{k}")
             if hasattr(col, "meta"):
                 tm["columns"][name] = col.meta()
             if isinstance(col, VectorColumn):
@@ -106,7 +116,10 @@ def encode(tables: dict[int, Table], history: list[Commit], version: int, at: in
     arrays["h.ts"] = np.fromiter((c.timestamp_us for c in h), np.int64, len(h))
     arrays["h.rows"] = np.fromiter((c.rows_changed for c in h), np.int64, len(h))
     arrays["h.chain"] = np.frombuffer(b"".join(c.chain for c in h), np.uint8).reshape(len(h), 32)
-    parts, length, offsets = record.encode(meta, arrays)
+    # A large array stays raw even so: open maps it, and a reader under a memory cap
+    # can drop its pages, where a decompressed copy would be anonymous memory.
+    packable = {k for k in packable if arrays[k].nbytes < MAP_FROM}
+    parts, length, offsets = record.encode(meta, arrays, packed=packable.__contains__)
     # Once written, a copied arena is one run in the file: later checkpoints refer to it.
     payload_at = at + F.FRAME_HEADER_SIZE
     runs = [(col, [[0, col.arena.n, payload_at + offsets[key]]]) for col, key in copied]
@@ -217,6 +230,8 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int) -> Table:
     t.born = Growable(np.int64, data=born)
     t.died = Growable(np.int64, data=died)
     t.next_int_id = int_of(tm, "next_int_id", 1, INT64_MAX)
+    if "log_base" in tm:
+        t.rowmap = _rowmap(tm, arrays, p, name, n)
     if isinstance(t.ids, TextColumn):
         words = _words(tm.get("id_words"), f"{name}.id")
         _codes(array_of(arrays, p + "ids", "<i4", (n,)), len(words), 0, f"{name}.id")
@@ -268,8 +283,7 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int) -> Table:
                if k.startswith(f"{p}tx.{fname}.")}
         t.load_text_index(fname, sub)    # one that does not fit is rebuilt from the column
     t.committed_n = t.n
-    alive = np.flatnonzero(t.died.view() == ALIVE)
-    t.live = dict(zip(t.id_values(alive), alive.tolist()))
+    t._live = None          # built on first use (Table.live)
     return t
 
 
@@ -309,6 +323,17 @@ def _load_arena(col: VectorColumn, what: str, extents, arena, mv, n: int,
                                              else np.empty((0, dim), dtype))
     col.arena = Growable(dtype, (dim,), data=data)
     col.extents = [list(e) for e in extents]
+
+
+def _rowmap(tm, arrays: dict, p: str, name: str, n: int) -> RowMap:
+    """A vacuumed table's map (rowmap.py): k <= n increasing rows below log_base."""
+    kept = array_of(arrays, p + "rowmap", "<i8", None)
+    base = int_of(tm, "log_base", len(kept), INT64_MAX)
+    if len(kept) > n or (len(kept) and (int(kept[0]) < 0 or int(kept[-1]) >= base
+                                         or np.any(kept[1:] <= kept[:-1]))):
+        raise CorruptFileError(f"checkpoint table {name!r} has a row map that is not "
+                               f"increasing rows in [0, {base})")
+    return RowMap(kept, base)
 
 
 def _scalar_index(arrays: dict, q: str, ix, n: int) -> dict:

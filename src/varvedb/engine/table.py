@@ -17,6 +17,7 @@ Invariants:
 from __future__ import annotations
 
 import copy
+import threading
 import uuid
 from dataclasses import replace
 
@@ -42,7 +43,8 @@ class Table:
         self.born = Growable(np.int64)
         self.died = Growable(np.int64)
         self.columns = {name: make_column(f) for name, f in schema.fields.items()}
-        self.live: dict = {}
+        self._live: dict | None = {}           # see `live`
+        self._live_lock = threading.Lock()
         self.next_int_id = 1
         self.indexes = {name: make_scalar_index(name, f)     # scalar field -> index
                         for name, f in schema.fields.items() if f.index}
@@ -53,8 +55,23 @@ class Table:
         self.text_indexes = {name: make_text_index(name, f)    # fts text field -> index
                              for name, f in schema.fields.items() if f.fts}
         self.committed_n = 0                   # rows of committed versions (a prefix)
+        self.rowmap = None                     # the log's numbering, once vacuumed (rowmap.py)
         self._mask_cache: dict = {}            # field or None -> (version, n, mask, count)
         self._undo: list | None = None         # set while a transaction is open
+
+    @property
+    def live(self) -> dict:
+        """Document id -> its live row. A table loaded from a checkpoint builds it
+        on first use: for millions of rows the dict is hundreds of MB that a reader
+        which only searches never needs (and a capped one cannot spare)."""
+        live = self._live
+        if live is None:
+            with self._live_lock:
+                if self._live is None:
+                    alive = np.flatnonzero(self.died.data[:self.n] == ALIVE)
+                    self._live = dict(zip(self.id_values(alive), alive.tolist()))
+                live = self._live
+        return live
 
     @property
     def n(self) -> int:

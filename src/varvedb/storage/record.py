@@ -11,6 +11,15 @@ written from their own buffers (no concatenated copy of the payload is made),
 so a bulk insert costs one copy of its data: the kernel's write. Decoding
 returns numpy views over the given buffer, never copies.
 
+Compressed records (`encode(..., packed=...)`: a vacuum's base, checkpoints):
+the meta, and the arrays `packed` names, may be stored as zstd frames where
+that pays (a tenth smaller or more). Bit 31 of the meta length then says the
+meta is compressed, and a compressed array's entry is [name, dtype, shape,
+stored bytes]. Decoding returns those as new read-only arrays (no offset: they
+are not views of the file); vectors are never packed, so they stay mappable.
+A frame must not expand past MAX_RATIO times its stored bytes, so decoding
+still costs memory proportional to the payload.
+
 Decoding trusts nothing: a payload whose hash checked may still come from a
 buggy or hostile writer. `decode` raises CorruptFileError unless the meta
 length fits the payload, the meta is a msgpack map with string
@@ -27,10 +36,16 @@ import struct
 
 import msgspec
 import numpy as np
+import zstandard
 
-from ..errors import CorruptFileError
+from ..errors import CorruptFileError, OptionError
 from .format import pad
 
+# a compressed part decodes to at most this many times its stored bytes: about
+# the most zstd's format can reach (an all-equal block of 128 KiB in a few bytes)
+MAX_RATIO = 1 << 15
+ZSTD_LEVEL = 3
+PACKED_META = 1 << 31
 MAX_DIMS = 8          # varvedb writes arrays of 1 or 2 dimensions (3 for HNSW upper links)
 # the dtypes `encode` writes (all little-endian or byte-sized); anything else
 # (objects, strings, structured, big-endian) is refused before numpy sees it
@@ -46,30 +61,74 @@ _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(ext_hook=_no_ext)
 
 
-def encode(meta: dict, arrays: dict[str, np.ndarray] | None = None
+def encode(meta: dict, arrays: dict[str, np.ndarray] | None = None, packed=None
            ) -> tuple[list, int, dict[str, int]]:
     """Encode to (parts, length, offsets): bytes-like parts, their total length,
-    and where each array starts relative to the record."""
-    contig = {}
+    and where each raw array starts relative to the record. `packed`: None, or
+    a predicate on array names: the meta and those arrays are compressed where
+    it pays (no offset is given for a compressed array)."""
+    contig, stored = {}, {}
     for name, a in (arrays or {}).items():
         a = np.ascontiguousarray(a)
         if a.dtype.byteorder == ">":
             a = a.astype(a.dtype.newbyteorder("<"))
         contig[name] = a
-    head = _encoder.encode({**meta, "_arrays": [[n, a.dtype.str, list(a.shape)]
-                                                 for n, a in contig.items()]})
+        if packed is not None and packed(name) and a.nbytes >= 256:
+            z = _pack(memoryview(a.reshape(-1)).cast("B"))
+            if z is not None:
+                stored[name] = z
+    specs = [[n, a.dtype.str, list(a.shape)] + ([len(stored[n])] if n in stored else [])
+             for n, a in contig.items()]
+    head = _encoder.encode({**meta, "_arrays": specs})
+    word = len(head)
+    if word >= PACKED_META:    # bit 31 is the compression flag
+        raise OptionError(f"one write's text and json come to {word:,} bytes encoded; at "
+                          "most 2 GiB fit one frame: write them in smaller batches")
+    if packed is not None and len(head) >= 256 and (z := _pack(head)) is not None:
+        head, word = z, len(z) | PACKED_META
     pos = pad(4 + len(head))
-    parts: list = [(struct.pack("<I", len(head)) + head).ljust(pos, b"\0")]
+    parts: list = [(struct.pack("<I", word) + head).ljust(pos, b"\0")]
     offsets = {}
     for name, a in contig.items():
-        offsets[name] = pos
-        if a.nbytes:
-            parts.append(memoryview(a.reshape(-1)).cast("B"))
-        end = pad(pos + a.nbytes)
-        if end > pos + a.nbytes:
-            parts.append(bytes(end - pos - a.nbytes))
+        data = stored.get(name)
+        if data is None:
+            offsets[name] = pos
+            data = memoryview(a.reshape(-1)).cast("B") if a.nbytes else b""
+        if len(data):
+            parts.append(data)
+        end = pad(pos + len(data))
+        if end > pos + len(data):
+            parts.append(bytes(end - pos - len(data)))
         pos = end
     return parts, pos, offsets
+
+
+def _pack(raw) -> bytes | None:
+    """raw as a zstd frame, or None where that does not pay (or would decode past
+    MAX_RATIO times its size, which a reader refuses)."""
+    z = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True).compress(raw)
+    n = len(raw)
+    return z if len(z) * 10 <= n * 9 and len(z) * MAX_RATIO >= n else None
+
+
+def _unpack(data, expect: int | None, what: str) -> bytes:
+    """A zstd frame's bytes, refused past MAX_RATIO or a size other than `expect`."""
+    data = bytes(data)
+    try:
+        size = zstandard.frame_content_size(data)
+    except zstandard.ZstdError:
+        size = -1
+    limit = len(data) * MAX_RATIO
+    if size < 0 or size > limit or (expect is not None and size != expect):
+        raise CorruptFileError(f"compressed {what} of {len(data)} bytes says it holds {size} "
+                               f"bytes" + (f", not {expect}" if expect is not None else ""))
+    try:
+        out = zstandard.ZstdDecompressor().decompress(data, max_output_size=size)
+    except zstandard.ZstdError as e:
+        raise CorruptFileError(f"compressed {what} does not decode: {e}") from None
+    if len(out) != size:
+        raise CorruptFileError(f"compressed {what} decodes to {len(out)} bytes, not {size}")
+    return out
 
 
 def decode(buf) -> tuple[dict, dict[str, np.ndarray], dict[str, int]]:
@@ -79,15 +138,19 @@ def decode(buf) -> tuple[dict, dict[str, np.ndarray], dict[str, int]]:
     size = len(buf)
     if size < 4:
         raise CorruptFileError(f"record of {size} bytes has no meta length")
-    (mlen,) = struct.unpack_from("<I", buf, 0)
+    (word,) = struct.unpack_from("<I", buf, 0)
+    mlen = word & ~PACKED_META
     # The meta's only bound is the payload: an insert's text and json values
     # and a checkpoint's dictionaries live there, so a legitimate one can be
     # hundreds of MiB (the writer does not split a bulk insert). Decoding costs
     # memory proportional to it, never more than a constant times the file.
     if mlen > size - 4:
         raise CorruptFileError(f"record meta length {mlen} exceeds the payload ({size} bytes)")
+    head = buf[4:4 + mlen]
+    if word & PACKED_META:
+        head = _unpack(head, None, "record meta")
     try:
-        meta = _decoder.decode(buf[4:4 + mlen])
+        meta = _decoder.decode(head)
     except (msgspec.DecodeError, RecursionError) as e:
         # RecursionError: a deeply nested meta (varvedb's are a few levels deep)
         raise CorruptFileError(f"record meta does not decode: {e}") from None
@@ -99,34 +162,42 @@ def decode(buf) -> tuple[dict, dict[str, np.ndarray], dict[str, int]]:
     arrays, offsets = {}, {}
     pos = pad(4 + mlen)
     for spec in specs:
-        name, dt, shape = _array_spec(spec)
+        name, dt, shape, zlen = _array_spec(spec)
         if name in arrays:
             raise CorruptFileError(f"record lists array {name!r} twice")
         count = 1
         for d in shape:
             count *= d
         nbytes = count * dt.itemsize   # Python ints: no overflow
-        if pos + nbytes > size:
-            raise CorruptFileError(f"array {name!r} of shape {tuple(shape)} ({nbytes} bytes at "
+        stored = nbytes if zlen is None else zlen
+        if pos + stored > size:
+            raise CorruptFileError(f"array {name!r} of shape {tuple(shape)} ({stored} bytes at "
                                    f"{pos}) lies past the end of the {size}-byte record")
-        arrays[name] = np.frombuffer(buf, dtype=dt, count=count, offset=pos).reshape(shape)
-        offsets[name] = pos
-        pos = pad(pos + nbytes)
+        if zlen is None:
+            arrays[name] = np.frombuffer(buf, dtype=dt, count=count, offset=pos).reshape(shape)
+            offsets[name] = pos
+        else:
+            raw = _unpack(buf[pos:pos + zlen], nbytes, f"array {name!r}")
+            arrays[name] = np.frombuffer(raw, dtype=dt, count=count).reshape(shape)
+        pos = pad(pos + stored)
     return meta, arrays, offsets
 
 
-def _array_spec(spec) -> tuple[str, np.dtype, list[int]]:
-    """(name, dtype, shape) of one `_arrays` entry, or CorruptFileError."""
-    if not (isinstance(spec, list) and len(spec) == 3 and isinstance(spec[0], str)
-            and isinstance(spec[1], str) and isinstance(spec[2], list)):
+def _array_spec(spec) -> tuple[str, np.dtype, list[int], int | None]:
+    """(name, dtype, shape, stored bytes if compressed) of one `_arrays` entry,
+    or CorruptFileError."""
+    if not (isinstance(spec, list) and len(spec) in (3, 4) and isinstance(spec[0], str)
+            and isinstance(spec[1], str) and isinstance(spec[2], list)
+            and (len(spec) == 3 or type(spec[3]) is int and spec[3] > 0)):
         raise CorruptFileError(f"malformed array entry {_show(spec)} in a record")
-    name, dtype, shape = spec
+    name, dtype, shape = spec[:3]
+    zlen = spec[3] if len(spec) == 4 else None
     dt = DTYPES.get(dtype)
     if dt is None:
         raise CorruptFileError(f"array {name!r} has dtype {dtype!r}, not one varvedb writes")
     if len(shape) > MAX_DIMS or not all(type(d) is int and d >= 0 for d in shape):
         raise CorruptFileError(f"array {name!r} has shape {_show(shape)}")
-    return name, dt, shape
+    return name, dt, shape, zlen
 
 
 def _show(x) -> str:
