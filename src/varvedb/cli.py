@@ -26,6 +26,8 @@ def info(file: str, as_json: bool) -> None:
         sb = eng.log.file.superblock
         out = {
             "file": file, "bytes": os.path.getsize(file), "version": db.version,
+            "oldest_version": eng.oldest_version(),       # > 1: a vacuum dropped the rest
+            "format_version": eng.log.file.format_version,
             "checkpoint_version": sb.checkpoint_version if sb else None,
             "collections": {},
         }
@@ -42,8 +44,11 @@ def info(file: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
-    click.echo(f"{file}: {out['bytes'] / 2**20:.1f} MiB, version {out['version']}, "
-               f"checkpoint at version {out['checkpoint_version']}")
+    kept = (f" (history kept from version {out['oldest_version']})"
+            if out["oldest_version"] > 1 else "")
+    click.echo(f"{file}: {out['bytes'] / 2**20:.1f} MiB, version {out['version']}{kept}, "
+               f"checkpoint at version {out['checkpoint_version']}, "
+               f"format {out['format_version']}")
     for name, c in out["collections"].items():
         fields = ", ".join(f"{n} {_describe(f)}" for n, f in c["fields"].items())
         click.echo(f"  {name}: {c['documents']:,} documents ({c['row_versions']:,} row "
@@ -84,6 +89,68 @@ def verify(file: str, anchor: str | None) -> None:
     click.echo(f"BROKEN at version {b.version} (offset {b.offset}): {b.reason}; "
                f"{report.versions_checked} versions intact before it", err=True)
     sys.exit(1)
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--keep", default="all", show_default=True, metavar="N|DATETIME|all",
+              help="Versions to keep: the newest N, those from an ISO date-time on "
+                   "(with its zone), or all (compaction only).")
+def vacuum(file: str, keep: str) -> None:
+    """Compact FILE: drop the row versions no kept version can see."""
+    try:
+        with vv.connect(file) as db:
+            r = db.vacuum(keep=_keep(keep), progress=True)
+    except vv.VarveError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"kept versions {r.oldest}..{r.version}: {r.rows_kept} row versions kept, "
+               f"{r.rows_dropped} dropped; {r.bytes_before:,} -> {r.bytes_after:,} bytes "
+               f"in {r.seconds:.1f} s")
+
+
+def _keep(text: str):
+    import datetime
+    if text == "all":
+        return None
+    if text.isdigit():
+        return int(text)
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a count, an ISO date-time or 'all'",
+                                 param_hint="--keep") from None
+    if when.tzinfo is None:
+        raise click.BadParameter(f"{text!r} has no zone (add +00:00 or Z)",
+                                 param_hint="--keep")
+    return when
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("dest", type=click.Path(dir_okay=False))
+def backup(file: str, dest: str) -> None:
+    """Copy FILE to DEST as of its newest commit, while writers go on (verified)."""
+    try:
+        with vv.connect(file, readonly=True) as db:
+            r = db.backup(dest, progress=True)
+    except vv.VarveError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"backed up version {r.version} to {r.path} ({r.bytes:,} bytes, verified)")
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("version")
+def restore(file: str, version: str) -> None:
+    """A new commit of FILE whose documents equal VERSION's (a number or an ISO
+    date-time with its zone); history is kept."""
+    when = _keep(version)
+    try:
+        with vv.connect(file) as db:
+            new = db.restore(when)
+    except vv.VarveError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"restored version {version}: now version {new}")
 
 
 @main.command()
@@ -490,6 +557,34 @@ def bench_server(rows, dim, queries, rounds, seconds, threads, m, ef_constructio
     click.echo(server.markdown(report))
     if out:
         click.echo(f"bench-server: wrote {out} and {sql.write(report, out, server.markdown)}")
+
+
+@main.command("bench-history")
+@click.option("--rows", default=100_000, show_default=True, help="Vacuum: rows with HNSW.")
+@click.option("--dim", default=128, show_default=True)
+@click.option("--updates", default=3, show_default=True, help="Vacuum: updates of every row.")
+@click.option("--queries", default=300, show_default=True)
+@click.option("--rounds", default=5, show_default=True,
+              help="Alternating rounds of the QPS and get() figures.")
+@click.option("--docs", default=100_000, show_default=True,
+              help="Compression: documents of text + json (package description paragraphs).")
+@click.option("--corpus", default=None, help="Compression: a JSONL of {id, body, summary}.")
+@click.option("--backup-mb", default=1024, show_default=True, help="Backup: the file's size.")
+@click.option("--writer-seconds", default=5.0, show_default=True,
+              help="Backup: how long the writer commits before the backup starts.")
+@click.option("--out", default="bench-results", show_default=True,
+              help="A folder on a real disk (the figures are file sizes and fsyncs).")
+def bench_history(rows, dim, updates, queries, rounds, docs, corpus, backup_mb,
+                  writer_seconds, out) -> None:
+    """Vacuum, compression and backup: sizes and times against a fresh load and SQLite."""
+    from .bench import history
+    from .errors import VarveError
+    try:
+        history.run(out, rows=rows, dim=dim, updates=updates, queries=queries, rounds=rounds,
+                    docs=docs, corpus=corpus, backup_mb=backup_mb,
+                    writer_seconds=writer_seconds, echo=click.echo)
+    except VarveError as e:
+        raise click.ClickException(str(e)) from None
 
 
 @main.command("bench-text")

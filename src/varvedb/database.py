@@ -10,12 +10,15 @@ from .engine.engine import Engine
 from .errors import NotFoundError, OptionError
 from .schema import from_micros, is_int
 from .session import Session, TransactionScope
+from .engine.snapshot import resolve as resolve_version
+from .engine.vacuum import Retention
+from .storage.backup import BackupInfo
 from .storage.verify import VerifyReport, verify_file
 
 
 def connect(path: str | os.PathLike = ":memory:", *, readonly: bool = False,
             durability: str = "commit", batch_ms: float = 50.0,
-            timeout: float = 5.0) -> "Database":
+            timeout: float = 5.0, retain=None, retain_dead: float = 0.5) -> "Database":
     """Open (creating if missing) a varvedb file; ":memory:" keeps nothing on disk.
 
     durability: "commit" (fdatasync before each commit returns; concurrent
@@ -24,9 +27,22 @@ def connect(path: str | os.PathLike = ":memory:", *, readonly: bool = False,
     write lock; call `refresh()` to see commits made since by the writer.
     timeout: how many seconds a transaction waits for another session's to end
     before it raises LockTimeoutError.
+    retain: automatic vacuum, off (None) by default: the number of newest
+    versions to keep, or a datetime.timedelta (the versions younger than
+    that). Once the row versions that such a vacuum would drop pass
+    `retain_dead` of all of them, one runs in the background (Database.vacuum).
     """
-    return Database(path, readonly=readonly, durability=durability, batch_ms=batch_ms,
-                    timeout=timeout)
+    db = Database(path, readonly=readonly, durability=durability, batch_ms=batch_ms,
+                  timeout=timeout)
+    if retain is not None:
+        try:
+            if db.path is None or readonly:
+                raise OptionError("retain= needs a file opened for writing")
+            db._engine.retention = Retention(db._engine, retain, retain_dead)
+        except BaseException:
+            db.close()
+            raise
+    return db
 
 
 @dataclass
@@ -130,6 +146,37 @@ class Database:
         if self.path is None:
             return VerifyReport(True, self.version, None, "")
         return verify_file(self.path, anchor=anchor, expect_version=self._engine.written)
+
+    def vacuum(self, keep=None, progress: bool | None = None):
+        """Compact the file: drop the row versions that none of the kept versions
+        can see, and the history before them. `keep`: None (every version: only
+        what no version sees goes, e.g. rows of dropped collections), a number of
+        the newest versions, or an aware datetime (the version visible then and
+        every later one). The kept versions keep their numbers, timestamps and
+        chain hashes; as_of an older one raises VersionNotFoundError naming the
+        oldest kept. The new file is written beside this one and renamed into
+        place (a crash leaves one or the other whole); other writers wait.
+        Returns a VacuumReport (versions kept, rows dropped, bytes before/after)."""
+        return self._engine.vacuum(keep, progress)
+
+    def backup(self, path: str | os.PathLike, progress: bool | None = None) -> BackupInfo:
+        """Copy the file, as of its newest durable commit, to `path` (a new file)
+        while writes go on: the copy is fsynced and verified before this returns,
+        and opens on its own with the same history (as_of, verify, chain hashes).
+        `progress`: a bar (None: for large files when stderr is a terminal)."""
+        return self._engine.backup(os.fspath(path), progress)
+
+    def restore(self, version) -> int:
+        """A new commit whose documents equal those as of `version` (a version
+        number or an aware datetime), in every collection; history is kept, so
+        restoring is itself undone by restoring the version before it. Fields
+        and indexes stay as they are now. Returns the new version (the current
+        one when nothing differs)."""
+        s = self._thread_session()
+        v = resolve_version(self._engine, version, s.version)
+        with s._writing() as tx:
+            self._engine.restore(tx, v)
+        return s.version
 
     def checkpoint(self) -> None:
         """Write the current state so the next open loads it instead of replaying."""

@@ -41,14 +41,16 @@ from ..schema import (Field, Schema, check_index_dtype, check_not_null, complete
                       validate_name)
 from .embedding import embedded_fields, fill_embedded
 from ..storage import format as F
-from ..storage import log_reader
+from ..storage import backup, log_reader
+from ..storage.backup import BackupInfo
 from ..storage.log_reader import LoggedCommit
 from ..storage.log_writer import LogWriter
-from . import checkpoint, frames
+from . import checkpoint, frames, vacuum
 from .history import Commit
 from .maintainer import Maintainer
+from .rowmap import RowMap
 from .snapshot import Snapshot, take as take_snapshot
-from .table import Table, check_unique
+from .table import ALIVE, Table, check_unique
 from .writer_lock import WriterLock
 
 CLOSE_CHECKPOINT_BYTES = 4 << 20   # close() checkpoints when more log than this would replay
@@ -72,7 +74,8 @@ class Transaction:
 
 class Engine:
     def __init__(self, path: str | None, readonly: bool = False, durability: str = "commit",
-                 batch_ms: float = 50.0, lock_timeout: float = 5.0):
+                 batch_ms: float = 50.0, lock_timeout: float = 5.0, until: int | None = None):
+        """`until` (read-only): load the state as of that version, no later (vacuum's)."""
         if durability not in ("commit", "batch", "off"):
             raise OptionError(f"durability is 'commit', 'batch' or 'off', not {durability!r}")
         if isinstance(batch_ms, bool) or not isinstance(batch_ms, (int, float)) or batch_ms < 0:
@@ -93,6 +96,8 @@ class Engine:
         self._closed = False
         self._map = None
         self._generation = 0                   # the log generation the state was loaded at
+        self._until = until
+        self.retention: vacuum.Retention | None = None   # automatic vacuum, when set
         # read-only connections never link: rows past a checkpoint's graph are scanned
         self._maintainer = None if readonly else Maintainer(self)
         self.log = LogWriter.open(path, readonly, durability, batch_ms) if path else None
@@ -115,7 +120,8 @@ class Engine:
         self._map = buf
         mv = memoryview(buf) if buf is not None else memoryview(b"")
         # the newest checkpoint first; a damaged one costs only its shortcut
-        starts = [sb for sb in log.file.superblocks if sb.checkpoint_offset] + [None]
+        starts = [sb for sb in log.file.superblocks if sb.checkpoint_offset
+                  and (self._until is None or sb.checkpoint_version <= self._until)] + [None]
         for i, sb in enumerate(starts):
             try:
                 version, chain = self._load_from(mv, sb)
@@ -147,6 +153,9 @@ class Engine:
             self._check_scan(scan, start)
             if sb is not None and not scan.commits and scan.stop_reason == "bad commit frame":
                 raise CorruptFileError("the log does not follow from the checkpoint")
+            if self._until is not None:
+                scan.commits = [c for c in scan.commits if c.record.version <= self._until]
+                scan.end = scan.commits[-1].end if scan.commits else start
             for c in scan.commits:
                 self._replay(mv, c)
             last = scan.commits[-1] if scan.commits else None
@@ -205,6 +214,14 @@ class Engine:
         if self.log is None:
             return self.visible
         with self._writer.held():
+            if self.log.file.replaced():   # a vacuum renamed a new file into place
+                old = self.log
+                self.log = LogWriter.open(self.path, True, old.durability, old.batch_ms)
+                old.close()
+                self.tables, self.names, self.history = {}, {}, []
+                self.next_cid = 1
+                self._load()
+                return self.visible
             log = self.log
             buf = log.file.map()
             if buf is None:
@@ -261,6 +278,13 @@ class Engine:
             self.tables[frame.cid].create_scalar_index(frame.field, frame.kind, frame.name)
         elif isinstance(frame, frames.DropIndex):
             self.tables[frame.cid].drop_index(frame.field)
+        elif isinstance(frame, frames.Base):
+            for cid, (kept, base, next_id) in frame.tables.items():
+                t = self.tables[cid]
+                if base != t.n:      # rows were dropped: the log numbers them apart
+                    t.rowmap = RowMap(kept, base)
+                t.next_int_id = next_id
+            self.next_cid = max(self.next_cid, frame.next_cid)
         else:
             raise CorruptFileError(f"unknown frame {type(frame).__name__}")
 
@@ -271,7 +295,8 @@ class Engine:
         self._check_writing(tx)
         try:
             if self.log is not None:
-                parts, length, offsets = frames.encode(frame)
+                t = self.tables.get(frame.cid)
+                parts, length, offsets = frames.encode(frame, t.rowmap if t else None)
                 base = self.log.append(frame.KIND, parts, length)
                 if isinstance(frame, frames.Insert):
                     frame.located(base, offsets)
@@ -445,6 +470,23 @@ class Engine:
             raise SchemaError(f"{field!r} has no index")
         self.write(tx, frames.DropIndex(t.cid, field))
 
+    def restore(self, tx: "Transaction", version: int) -> None:
+        """Make every collection's documents what they were at `version`: the live
+        rows that were not visible then die, the rows visible then and dead now
+        are written again (their values, vectors included, as stored). History
+        is kept, so a restore is undone by restoring the version before it."""
+        self._check_writing(tx)
+        for t in list(self.tables.values()):
+            n = t.n
+            born, died = t.born.data[:n], t.died.data[:n]
+            then = (born <= version) & (died > version)
+            now = died == ALIVE
+            self.delete(tx, t, np.flatnonzero(now & ~then))
+            back = np.flatnonzero(then & ~now)
+            if len(back):
+                self._insert(tx, t, t.id_values(back),
+                             {name: col.take(back) for name, col in t.columns.items()})
+
     def _check_current(self, t: Table) -> None:
         """NotFoundError for a table object its collection's drop left behind."""
         if self.tables.get(t.cid) is not t:
@@ -526,6 +568,8 @@ class Engine:
         with self._publish:
             self.visible = max(self.visible, tx.version)
         self._link(self.tables[c] for c in tx.tables if c in self.tables)
+        if self.retention is not None:
+            self.retention.after_commit(tx.rows_changed)
         return tx.version
 
     def _end(self, tx: Transaction) -> None:
@@ -641,6 +685,22 @@ class Engine:
                 for vi in t.vector_indexes.values():
                     vi.checkpointed = vi.linked
 
+    def vacuum(self, keep=None, progress: bool | None = None):
+        """Drop the row versions no kept version can see (vacuum.py)."""
+        return vacuum.vacuum(self, keep, progress)
+
+    def backup(self, dest: str, progress: bool | None = None) -> BackupInfo:
+        """A consistent copy of the file as of its newest durable commit, taken
+        while writes go on (storage/backup.py); fsynced and verified."""
+        self._ensure_open()
+        if self.log is None:
+            raise OptionError("a ':memory:' database has no file to back up")
+        end, version, _ = self.log.durable_head()
+        n = backup.copy_prefix(self.log.file.fd, end, list(self.log.file.superblocks), dest,
+                               progress)
+        backup.check_copy(dest, version)
+        return backup.BackupInfo(dest, version, n)
+
     def _checkpoint_worthwhile(self) -> bool:
         """Would the next open replay much log, or rebuild graph links?"""
         sb = self.log.file.superblock
@@ -665,6 +725,8 @@ class Engine:
         tx = self._begun_here()
         if tx is not None:   # closing inside a transaction rolls it back
             self.rollback(tx)
+        if self.retention is not None:
+            self.retention.stop()
         maintainer = self._maintainer
         failure = linked = None
         with self._writer.held():

@@ -55,6 +55,16 @@ CREATE_SCALAR_INDEX c: an existing table; field: one of its int, float, text or
                     No arrays.
 DROP_INDEX          c: an existing table; field: one of its fields that has a
                     vector or scalar index. No arrays.
+BASE                (only in the first commit of a log: a vacuum's anchor) next_cid:
+                    int >= the engine's; tables: a list of {c, log_n, next_int_id},
+                    each table once and not mapped yet, log_n >= its n, next_int_id
+                    >= its own. Arrays: rows:<c> <i8 (n,) for each, strictly
+                    increasing in [0, log_n). No other arrays.
+
+Row numbers above (INSERT's first, DELETE's rows, ADD_COLUMN's n) are the
+log's: a table a vacuum renumbered (its BASE map, rowmap.py) is written and
+read through `encode(frame, rowmap)` and the checks here, which translate; a
+DELETE naming a row the vacuum dropped is refused.
 
 Vectors are checked to be finite only where a graph will walk them (its
 kernels run with fastmath: a NaN distance can loop a greedy walk forever);
@@ -81,6 +91,7 @@ from ..schema import (HNSW, IVFPQ, TS_MAX_US, TS_MIN_US, Field, Schema, brief_fr
                       timestamps_readable, validate_name)
 from ..storage import format as F
 from ..storage import record
+from .rowmap import RowMap, log_n
 from .table import ALIVE
 
 # What applying a well-hashed but malformed frame may still raise past the
@@ -172,9 +183,9 @@ class Insert:
     def decode(cls, engine, meta: dict, arrays: dict) -> "Insert":
         t = table_of(engine, meta)
         first = int_of(meta, "first", 0, INT64_MAX)
-        if first != t.n:
+        if first != log_n(t.rowmap, t.n):
             raise CorruptFileError(f"insert into {t.name!r} starts at row {first}; "
-                                   f"the collection has {t.n}")
+                                   f"the collection has {log_n(t.rowmap, t.n)}")
         n = int_of(meta, "n", 0, INT64_MAX)
         fields = meta.get("fields")
         if not isinstance(fields, list) or not all_of_types(fields, {str}) \
@@ -222,7 +233,7 @@ class Insert:
             columns[name] = (v, array_of(arrays, f"n:{name}", "|b1", (n,)))
             expected |= {f"v:{name}", f"n:{name}"}
         only_arrays(arrays, expected)
-        return cls(t.cid, first, ids, columns)
+        return cls(t.cid, t.n, ids, columns)
 
 
 @dataclass
@@ -241,8 +252,14 @@ class Delete:
         rows = array_of(arrays, "rows", "<i8", None)
         only_arrays(arrays, {"rows"})
         if len(rows):
-            if int(rows.min()) < 0 or int(rows.max()) >= t.n:
-                raise CorruptFileError(f"delete names rows outside [0, {t.n}) of {t.name!r}")
+            end = log_n(t.rowmap, t.n)
+            if int(rows.min()) < 0 or int(rows.max()) >= end:
+                raise CorruptFileError(f"delete names rows outside [0, {end}) of {t.name!r}")
+            if t.rowmap is not None:
+                rows = t.rowmap.to_memory(rows)
+                if rows is None:
+                    raise CorruptFileError(f"delete names rows of {t.name!r} that a vacuum "
+                                           "dropped")
             # writers delete only live rows: a row dies once
             if not (t.died.data[rows] == ALIVE).all():
                 raise CorruptFileError(f"delete names rows of {t.name!r} that are already dead")
@@ -317,8 +334,9 @@ class AddColumn:
     def decode(cls, engine, meta: dict, arrays: dict) -> "AddColumn":
         t = table_of(engine, meta)
         n = int_of(meta, "n", 0, INT64_MAX)
-        if n != t.n:
-            raise CorruptFileError(f"add column to {t.name!r} at row {n}; it has {t.n}")
+        if n != log_n(t.rowmap, t.n):
+            raise CorruptFileError(f"add column to {t.name!r} at row {n}; it has "
+                                   f"{log_n(t.rowmap, t.n)}")
         name = new_field_name(t, meta.get("name"))
         try:
             f = Field.from_dict(meta.get("field"))
@@ -328,7 +346,7 @@ class AddColumn:
             raise CorruptFileError(f"add column {name!r}: not null without a default on "
                                    f"{t.name!r}, which has documents")
         no_arrays(arrays)
-        return cls(t.cid, n, name, f)
+        return cls(t.cid, t.n, name, f)
 
 
 @dataclass
@@ -424,18 +442,71 @@ class DropIndex:
         return cls(t.cid, name)
 
 
+@dataclass
+class Base:
+    """The last frame of a vacuumed file's anchor commit: for each table, the log's
+    numbers of the rows the base kept (engine/rowmap.py) and its id counter, and
+    the engine's collection counter (so no id or cid is handed out twice)."""
+    KIND: ClassVar[int] = F.Kind.BASE
+    next_cid: int
+    tables: dict[int, tuple[np.ndarray, int, int]]   # cid -> (kept, log_base, next_int_id)
+
+    def encode(self) -> tuple[dict, dict]:
+        meta = {"next_cid": self.next_cid,
+                "tables": [{"c": cid, "log_n": base, "next_int_id": nid}
+                           for cid, (_, base, nid) in self.tables.items()]}
+        return meta, {f"rows:{cid}": np.asarray(kept, np.int64)
+                      for cid, (kept, _, _) in self.tables.items()}
+
+    @classmethod
+    def decode(cls, engine, meta: dict, arrays: dict) -> "Base":
+        if engine.history:
+            raise CorruptFileError("a BASE frame outside a vacuumed file's first commit")
+        next_cid = int_of(meta, "next_cid", engine.next_cid, INT64_MAX)
+        tms = meta.get("tables")
+        if not isinstance(tms, list):
+            raise CorruptFileError(f"BASE tables are {brief_from_file(tms)}")
+        tables = {}
+        for tm in tms:
+            if not isinstance(tm, dict):
+                raise CorruptFileError(f"a BASE table is {brief_from_file(tm)}")
+            t = table_of(engine, tm)
+            if t.cid in tables or t.rowmap is not None:
+                raise CorruptFileError(f"BASE maps {t.name!r} twice")
+            kept = array_of(arrays, f"rows:{t.cid}", "<i8", (t.n,))
+            base = int_of(tm, "log_n", t.n, INT64_MAX)
+            if t.n and (int(kept[0]) < 0 or int(kept[-1]) >= base
+                        or np.any(kept[1:] <= kept[:-1])):
+                raise CorruptFileError(f"BASE rows of {t.name!r} are not increasing in "
+                                       f"[0, {base})")
+            tables[t.cid] = (kept, base,
+                             int_of(tm, "next_int_id", t.next_int_id, INT64_MAX))
+        only_arrays(arrays, {f"rows:{cid}" for cid in tables})
+        return cls(next_cid, tables)
+
+
 Frame = (CreateCollection | Insert | Delete | CreateIndex | DropCollection | AddColumn
-         | DropColumn | RenameColumn | CreateScalarIndex | DropIndex)
+         | DropColumn | RenameColumn | CreateScalarIndex | DropIndex | Base)
 KINDS = {cls.KIND: cls for cls in (CreateCollection, Insert, Delete, CreateIndex,
                                    DropCollection, AddColumn, DropColumn, RenameColumn,
-                                   CreateScalarIndex, DropIndex)}
+                                   CreateScalarIndex, DropIndex, Base)}
 SCHEMA_FRAMES = (AddColumn, DropColumn, RenameColumn, CreateScalarIndex, DropIndex)
 
 
-def encode(frame: Frame) -> tuple[list, int, dict[str, int]]:
-    """The frame as a record: (parts, length, array offsets within it)."""
+def encode(frame: Frame, rowmap: RowMap | None = None, packed=None
+           ) -> tuple[list, int, dict[str, int]]:
+    """The frame as a record: (parts, length, array offsets within it). Rows are
+    numbered as the log numbers them (`rowmap`: the table's, if a vacuum made one).
+    `packed`: which arrays (and the meta) may be compressed (record.py)."""
     meta, arrays = frame.encode()
-    return record.encode(meta, arrays)
+    if rowmap is not None:
+        if isinstance(frame, Insert):
+            meta["first"] = rowmap.log_n(frame.first)
+        elif isinstance(frame, AddColumn):
+            meta["n"] = rowmap.log_n(frame.n)
+        elif isinstance(frame, Delete):
+            arrays["rows"] = rowmap.to_log(frame.rows)
+    return record.encode(meta, arrays, packed)
 
 
 def decode(engine, kind: int, payload, base: int) -> Frame:

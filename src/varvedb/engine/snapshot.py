@@ -19,7 +19,7 @@ import datetime
 import numpy as np
 
 from ..errors import FieldTypeError, OptionError, VersionNotFoundError
-from ..schema import to_micros
+from ..schema import from_micros, to_micros
 
 
 class Snapshot:
@@ -88,12 +88,18 @@ def resolve(engine, as_of, newest: int) -> int:
         history = engine.history
         stamps = np.fromiter((c.timestamp_us for c in history), np.int64, len(history))
         i = int(np.searchsorted(stamps, us, side="right"))
-        v = history[i - 1].version if i else engine.oldest_version() - 1
+        if not i and engine.oldest_version() > 1:
+            raise VersionNotFoundError(f"{as_of} is before the history kept: a vacuum dropped "
+                                       f"it; the oldest version is {engine.oldest_version()}, "
+                                       f"committed at {from_micros(history[0].timestamp_us)}")
+        v = history[i - 1].version if i else 0
         return min(v, newest)
     v = int(as_of)
     if v < 0 or v > newest:
         raise VersionNotFoundError(f"version {v} does not exist; the newest is {newest}")
-    if v < engine.oldest_version() - 1:
-        raise VersionNotFoundError(f"version {v} is older than the history kept "
-                                   f"(oldest {engine.oldest_version()})")
+    # version 0 is the empty database, unless a vacuum dropped the versions after it
+    oldest = engine.oldest_version()
+    if v < oldest and (v > 0 or oldest > 1):
+        raise VersionNotFoundError(f"version {v} is older than the history kept: a vacuum "
+                                   f"dropped it; the oldest version is {oldest}")
     return v

@@ -1,4 +1,4 @@
-"""Session commands: SET / SHOW / RESET, BEGIN / COMMIT / ROLLBACK, EXPLAIN.
+"""Session commands: SET / SHOW / RESET, BEGIN / COMMIT / ROLLBACK, EXPLAIN, VACUUM.
 
 Settings live on the session (`session.settings`), as PostgreSQL's do on a
 connection. `hnsw.ef_search` is the graph walk's width for this session's
@@ -39,7 +39,49 @@ def compile_statement(stmt):
         return TransactionCommand(stmt)
     if isinstance(stmt, ast.ExplainStmt):
         return ExplainCommand(stmt)
+    if isinstance(stmt, ast.VacuumStmt) and stmt.is_vacuumcmd:
+        return VacuumCommand(stmt)
     return None
+
+
+class VacuumCommand:
+    """VACUUM [(KEEP n | KEEP 'timestamp with zone')]: Database.vacuum of the whole
+    file. Without KEEP every version stays (what no version sees still goes);
+    PostgreSQL's FULL, VERBOSE, ANALYZE and FREEZE are accepted and change nothing."""
+
+    def __init__(self, stmt: ast.VacuumStmt):
+        self.keep = None
+        if stmt.rels:
+            raise NotSupportedError("VACUUM of a table: varvedb vacuums the whole file "
+                                    "(VACUUM with no table)")
+        for opt in stmt.options or ():
+            name = opt.defname.lower()
+            if name in ("full", "verbose", "analyze", "freeze"):
+                continue
+            if name != "keep":
+                raise NotSupportedError(f"VACUUM option {name.upper()} is not supported "
+                                        "(KEEP n or KEEP 'timestamp')")
+            arg = opt.arg
+            if isinstance(arg, ast.Integer) and arg.ival >= 1:
+                self.keep = arg.ival
+            elif isinstance(arg, ast.String):
+                import datetime
+                try:
+                    self.keep = datetime.datetime.fromisoformat(arg.sval)
+                except ValueError:
+                    self.keep = None
+                if self.keep is None or self.keep.tzinfo is None:
+                    raise SqlError("22007", f"KEEP takes a count of versions >= 1 or a "
+                                            f"timestamp with its zone, got {arg.sval!r}")
+            else:
+                raise SqlError("22023", "KEEP takes a count of versions >= 1 or a timestamp "
+                                        "with its zone")
+
+    def run(self, ctx, params) -> SqlResult:
+        if ctx.session.tx is not None:
+            raise SqlError("25001", "VACUUM cannot run inside a transaction block")
+        ctx.engine.vacuum(self.keep)
+        return SqlResult([], [], "VACUUM")
 
 
 class SetCommand:

@@ -80,6 +80,15 @@ class DatabaseFile:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         return False
 
+    def replaced(self) -> bool:
+        """Does the path now name another file than the one open here (a vacuum's)?"""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return False
+        mine = os.fstat(self.fd)
+        return (st.st_dev, st.st_ino) != (mine.st_dev, mine.st_ino)
+
     # ---- header --------------------------------------------------------------
 
     def _create(self) -> None:
@@ -109,6 +118,7 @@ class DatabaseFile:
             raise CorruptFileError(f"{self.path} is shorter than its header block")
         self.file_id = header.file_id
         self.created_us = header.created_us
+        self.format_version = header.format_version
 
     # ---- superblocks ---------------------------------------------------------
 

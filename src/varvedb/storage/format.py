@@ -20,7 +20,7 @@ import zlib
 from dataclasses import dataclass
 
 MAGIC = b"VARVEDB\x00"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: anchor commits and BASE frames (a vacuumed file); 1 is read
 ALIGN = 64
 HEADER_SIZE = 64
 SLOT_OFFSETS = (1024, 2048)
@@ -37,12 +37,14 @@ FRAME_HEADER_SIZE = 64
 _SLOT = struct.Struct("<QQQQ32s")
 # commit payload: version, timestamp us, frame count, rows changed, digest, prev chain, chain
 _COMMIT = struct.Struct("<QqIQ32s32s32s")
+COMMIT_SIZE = _COMMIT.size
 
 
 class Kind:
     """Frame kinds. A frame of an unknown kind makes the file unreadable."""
     COMMIT = 1
     CHECKPOINT = 2
+    ANCHOR = 3          # a vacuumed file's first commit: its chain hash is taken as given
     CREATE_COLLECTION = 10
     DROP_COLLECTION = 11
     INSERT = 12
@@ -53,14 +55,15 @@ class Kind:
     RENAME_COLUMN = 17
     CREATE_SCALAR_INDEX = 18
     DROP_INDEX = 19
+    BASE = 20           # in an anchor commit: how the log numbers the rows it kept
 
 
 def pad(n: int, align: int = ALIGN) -> int:
     return (n + align - 1) // align * align
 
 
-def pack_header(file_id: bytes, created_us: int) -> bytes:
-    body = _HEADER.pack(MAGIC, FORMAT_VERSION, 0, file_id, created_us)
+def pack_header(file_id: bytes, created_us: int, version: int = FORMAT_VERSION) -> bytes:
+    body = _HEADER.pack(MAGIC, version, 0, file_id, created_us)
     return (body + struct.pack("<I", zlib.crc32(body))).ljust(HEADER_SIZE, b"\0")
 
 

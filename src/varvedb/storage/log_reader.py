@@ -39,6 +39,7 @@ class LoggedCommit:
     frames: list[FrameRef]
     offset: int       # start of the commit frame
     end: int          # first byte after it
+    anchor: bool = False   # a vacuumed file's first commit (its frames hold the base)
 
 
 @dataclass
@@ -83,14 +84,17 @@ def scan(buf, start: int, version: int, chain: bytes, superblocks=(),
             reason = "truncated frame"
             break
         ref = FrameRef(hdr.kind, pos, hdr.length, hdr.digest)
-        if hdr.kind == F.Kind.COMMIT:
-            rec, ok = _check_commit(buf, ref, pending, version, chain)
-            if not ok:
+        if hdr.kind in (F.Kind.COMMIT, F.Kind.ANCHOR):
+            # an anchor only opens a log: its chain hash proves what vacuum dropped
+            anchor = hdr.kind == F.Kind.ANCHOR
+            first = start == F.LOG_START and not commits and version == 0
+            rec, ok = _check_commit(buf, ref, pending, version, chain, anchor)
+            if not ok or (anchor and not first):
                 reason = "bad commit frame"
                 break
             version, chain = rec.version, rec.chain
             last_end = F.pad(body + hdr.length)
-            commits.append(LoggedCommit(rec, pending, pos, last_end))
+            commits.append(LoggedCommit(rec, pending, pos, last_end, anchor))
             pending = []
         else:
             if check_payload or hdr.kind == F.Kind.CHECKPOINT:
@@ -119,14 +123,17 @@ def scan(buf, start: int, version: int, chain: bytes, superblocks=(),
     return ScanResult(commits, last_end, pos, reason, damaged, checkpoints)
 
 
-def _check_commit(buf, ref: FrameRef, pending, version, chain):
+def _check_commit(buf, ref: FrameRef, pending, version, chain, anchor: bool = False):
     body = buf[ref.payload_offset:ref.payload_offset + ref.length]
-    if F.frame_hash(ref.kind, ref.length, [body]) != ref.digest:
+    if ref.length < F.COMMIT_SIZE or F.frame_hash(ref.kind, ref.length, [body]) != ref.digest:
         return None, False
     rec = F.unpack_commit(body)
     digest = hashlib.sha256(b"".join(f.digest for f in pending)).digest()
+    if rec.n_frames != len(pending) or rec.digest != digest:
+        return rec, False
+    if anchor:   # the version and chain of the oldest version kept, as recorded
+        return rec, 1 <= rec.version < 1 << 62
     ok = (rec.version == version + 1 and rec.prev_chain == chain
-          and rec.n_frames == len(pending) and rec.digest == digest
           and rec.chain == F.chain_hash(chain, digest, rec.version, rec.timestamp_us))
     return rec, ok
 
@@ -142,7 +149,7 @@ def commit_beyond(buf, pos: int, min_version: int) -> bool:
         off = start + int(i) * F.ALIGN
         hdr = F.unpack_frame_header(buf[off:off + F.FRAME_HEADER_SIZE])
         body = off + F.FRAME_HEADER_SIZE
-        if (hdr is not None and hdr.kind == F.Kind.COMMIT
+        if (hdr is not None and hdr.kind == F.Kind.COMMIT and hdr.length >= F.COMMIT_SIZE
                 and body + hdr.length <= len(buf)
                 and F.unpack_commit(buf[body:body + hdr.length]).version >= min_version):
             return True
@@ -157,7 +164,8 @@ def holds_commit(buf, offset: int | None, version: int, chain: bytes) -> bool:
         return True
     hdr = F.unpack_frame_header(buf[offset:offset + F.FRAME_HEADER_SIZE])
     body = offset + F.FRAME_HEADER_SIZE
-    if hdr is None or hdr.kind != F.Kind.COMMIT or body + hdr.length > len(buf):
+    if hdr is None or hdr.kind not in (F.Kind.COMMIT, F.Kind.ANCHOR) \
+            or body + hdr.length > len(buf) or hdr.length < F.COMMIT_SIZE:
         return False
     payload = buf[body:body + hdr.length]
     if F.frame_hash(hdr.kind, hdr.length, [payload]) != hdr.digest:

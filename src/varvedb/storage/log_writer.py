@@ -225,7 +225,7 @@ class LogWriter:
                 raise self._failed(e, "checkpoint", self.commit_end, slots) from e
             self.file.use_superblock(sb)
             self.commit_end = self.synced_end = self.end
-            self._head = (self.end, self.version, self.chain)
+            self._head = self._synced_head = (self.end, self.version, self.chain)
             self._prefill()
             return offset
 
@@ -335,6 +335,15 @@ class LogWriter:
             self.synced_end = head[0]
             self._synced_head = head
         self._last_sync = time.monotonic()
+
+    def durable_head(self) -> tuple[int, int, bytes]:
+        """(end, version, chain) of the newest commit that is durable, syncing the
+        ones written but not yet synced first (any durability mode): the prefix
+        of the file up to `end` is whole and nothing a failure undoes reaches it."""
+        with self._sync_lock:
+            if not self.readonly and self._head[0] > self.synced_end:
+                self._sync()
+            return self._synced_head if not self.readonly else self._head
 
     def _schedule_sync(self) -> None:
         if self._timer is not None and self._timer.is_alive():

@@ -1,0 +1,295 @@
+"""`vacuum`: a compacted file that keeps the newest versions, renamed into place.
+
+With K the oldest version kept (`keep`: a number of versions, a datetime, or
+None for all of them), the new file holds
+
+1. an ANCHOR commit (storage/rewrite.py) with the base: the state as of K,
+   replayed from the file itself up to K (a read-only engine, `until=K`), so a
+   collection dropped or a field renamed after K is there as it was. Only the
+   row versions visible at K are written, renumbered from 0, and a BASE frame
+   records what the log called them (engine/rowmap.py). The commit record
+   carries K's version, timestamp and chain hash, and the chain hash of K - 1;
+2. the frames of versions K+1.. copied byte for byte, so every retained
+   version keeps its digest and chain hash and `verify()` proves them from
+   the anchor on; an external anchor taken at K - 1 or later still checks.
+
+Row versions dead by K are gone, with their graph nodes: the graphs are
+rebuilt from the kept rows when the new file is first opened here (which
+also checkpoints it, so no later open relinks). The file is written beside
+the old one as PATH.vacuum, fsynced, locked, and renamed over PATH; a crash
+before the rename leaves the old file whole (and a stale PATH.vacuum, which
+the next vacuum removes), after it the new one. The writer lock is held
+throughout: other writers wait (their timeout applies), readers of this
+connection go on answering from the old state until the new one is loaded,
+and readers in other processes until they refresh().
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import OptionError, StorageError, TransactionError, VersionNotFoundError
+from ..schema import is_int
+from ..storage import format as F
+from ..storage import log_reader
+from ..storage.file import DatabaseFile, _fsync_dir
+from ..storage.log_writer import LogWriter
+from ..storage.rewrite import NewLog
+from . import frames
+from .rowmap import log_n
+from .snapshot import resolve
+from .table import ALIVE
+
+PROGRESS_FROM = 100_000  # base rows from which a bar is shown
+
+
+@dataclass
+class VacuumReport:
+    oldest: int            # the oldest version kept (as_of anything older is an error)
+    version: int           # the newest
+    rows_kept: int         # row versions in the base
+    rows_dropped: int      # row versions no kept version can see
+    bytes_before: int
+    bytes_after: int
+    seconds: float
+
+
+def oldest_kept(engine, keep) -> int:
+    """K for `keep`: None (every version held), a count >= 1 of the newest
+    versions, or an aware datetime (the version visible then, and every later one)."""
+    history = engine.history
+    if not history:
+        return 0
+    oldest, newest = history[0].version, history[-1].version
+    if keep is None:
+        return oldest
+    if isinstance(keep, datetime.datetime):
+        try:
+            v = resolve(engine, keep, newest)
+        except VersionNotFoundError:   # before the history held: every version stays
+            v = oldest
+        return max(v, oldest)
+    if not is_int(keep) or keep < 1:
+        raise OptionError(f"keep is a number of versions >= 1, an aware datetime, or None "
+                          f"(keep every version), got {keep!r:.80}")
+    return max(oldest, newest - int(keep) + 1)
+
+
+def vacuum(engine, keep, progress: bool | None = None) -> VacuumReport:
+    engine._ensure_writable()
+    if engine.log is None:
+        raise OptionError("a ':memory:' database has no file to vacuum")
+    if engine._begun_here() is not None:
+        raise TransactionError("vacuum() inside a transaction: commit or roll back first")
+    t0 = time.perf_counter()
+    path = engine.path
+    with engine._writer.held():
+        engine._reload()
+        k = oldest_kept(engine, keep)
+        before = os.fstat(engine.log.file.fd).st_size
+        if k == 0:                 # no commit yet: nothing to keep or drop
+            return VacuumReport(0, 0, 0, 0, before, before, time.perf_counter() - t0)
+        tmp = path + ".vacuum"
+        _remove(tmp)         # left by a vacuum cut short: never the live file
+        try:
+            kept, dropped = _write(engine, k, tmp, progress)
+            fresh = type(engine)(tmp, durability=engine.log.durability)
+            try:
+                fresh.checkpoint()     # links every kept row: the graphs are rebuilt
+            finally:
+                fresh.close()
+            new = DatabaseFile(tmp)    # its lock, before the file takes the name
+        except StorageError:
+            _remove(tmp)
+            raise
+        except OSError as e:      # the new file's writes: the old file is untouched
+            _remove(tmp)
+            raise StorageError(f"{path}: vacuum failed ({e.strerror or e}); the file is as "
+                               "it was", e) from e
+        except BaseException:
+            _remove(tmp)
+            raise
+        try:
+            os.rename(tmp, path)
+        except OSError as e:
+            new.close()
+            _remove(tmp)
+            raise StorageError(f"{path}: vacuum could not rename its new file into place "
+                               f"({e.strerror or e}); the file is as it was", e) from e
+        new.path = new.io.path = path
+        _adopt(engine, new)        # the name is the new file's now, whatever follows
+        after = os.fstat(engine.log.file.fd).st_size
+        try:
+            _fsync_dir(path)
+        except OSError as e:
+            raise StorageError(f"{path}: the vacuumed file is in place, but syncing its "
+                               f"folder failed ({e.strerror or e}): a power cut could still "
+                               "bring the old one back", e) from e
+    return VacuumReport(k, engine.written, kept, dropped, before, after,
+                        time.perf_counter() - t0)
+
+
+def _write(engine, k: int, tmp: str, progress) -> tuple[int, int]:
+    """Write the new file at tmp: the base as of k, then the commits after it."""
+    file = engine.log.file
+    buf = file.map()    # as it is now: the engine's own map ends where its open found the file
+    mv = memoryview(buf) if buf is not None else memoryview(b"")
+    scan = log_reader.scan(mv, F.LOG_START, 0, F.genesis_chain(file.file_id),
+                           file.superblocks, check_payload=False)
+    by_version = {c.record.version: c for c in scan.commits}
+    log = NewLog(tmp, file.file_id, file.created_us)
+    try:
+        scratch = type(engine)(path=engine.path, readonly=True, until=k)
+        try:
+            kept, dropped = _write_base(scratch, log, progress)
+        finally:
+            scratch.close()
+        rec = by_version[k].record
+        log.anchor(k, rec.timestamp_us, rec.rows_changed, rec.prev_chain, rec.chain)
+        runs: list[list[int]] = []
+        for c in scan.commits:
+            if c.record.version <= k:
+                continue
+            start = c.frames[0].offset if c.frames else c.offset
+            if runs and runs[-1][1] == start:
+                runs[-1][1] = c.end
+            else:
+                runs.append([start, c.end])
+        for start, end in runs:
+            log.copy(file.fd, start, end, progress)
+        log.finish()
+    finally:
+        log.close()
+    return kept, dropped
+
+
+def _write_base(scratch, log: NewLog, progress) -> tuple[int, int]:
+    """The frames of the state as of the scratch engine's version: each table,
+    its rows alive then (renumbered from 0), and the BASE frame that maps them."""
+    tables = [scratch.tables[cid] for cid in sorted(scratch.tables)]
+    alive = {t.cid: np.flatnonzero(t.died.data[:t.n] == ALIVE) for t in tables}
+    total = sum(len(r) for r in alive.values())
+    bar = None
+    if progress or (progress is None and total >= PROGRESS_FROM):
+        from tqdm import tqdm
+        bar = tqdm(total=total, unit="rows", desc="vacuum: base",
+                   disable=None if progress is None else False)
+    base: dict = {}
+    try:
+        for t in tables:
+            log.frame(*_encoded(frames.CreateCollection(t.cid, t.name, t.schema)))
+            # one INSERT per table: each vector arena is one run in the new file,
+            # which its checkpoints then reference in place (checkpoint.py)
+            rows = alive[t.cid]
+            if len(rows):
+                ids = t.id_values(rows)
+                if t.schema.id_kind != "text":
+                    ids = np.asarray(ids, np.int64)
+                cols = {name: col.take(rows) for name, col in t.columns.items()}
+                # text, json and scalars compressed; vectors raw, so they can be mapped
+                raw = {f"v:{name}" for name, f in t.schema.fields.items() if f.kind == "vector"}
+                log.frame(*_encoded(frames.Insert(t.cid, 0, ids, cols),
+                                    packed=lambda a, raw=raw: a not in raw))
+                del cols
+            if bar is not None:
+                bar.update(len(rows))
+            kept = rows if t.rowmap is None else t.rowmap.to_log(rows)
+            base[t.cid] = (kept, log_n(t.rowmap, t.n), t.next_int_id)
+        log.frame(*_encoded(frames.Base(scratch.next_cid, base)))
+    finally:
+        if bar is not None:
+            bar.close()
+    n_all = sum(t.n for t in tables)
+    return total, n_all - total
+
+
+def _encoded(frame, packed=None) -> tuple[int, list, int]:
+    parts, length, _ = frames.encode(frame, packed=packed)
+    return frame.KIND, parts, length
+
+
+def _adopt(engine, new: DatabaseFile) -> None:
+    """The engine leaves the old file for the new one (same path, locked)."""
+    old = engine.log
+    engine.log = LogWriter(new, old.durability, old.batch_ms)
+    old.close()
+    # The new file ends in a checkpoint of all of it: the state is loaded whole and
+    # then replaces the old (readers see one or the other: cids are the same).
+    with engine._maintainer.hold():   # it must not link into the tables replaced here
+        if new.superblock is None:    # (never: the new file was checkpointed) replay afresh
+            engine.tables, engine.names, engine.history = {}, {}, []
+            engine.next_cid = 1
+        engine._load()
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+class Retention:
+    """Automatic vacuum (`connect(path, retain=..., retain_dead=...)`), off by default.
+
+    After commits have changed rows amounting to 1/16 of the rows held (so the
+    count below costs O(1) per changed row), the row versions a vacuum with
+    `keep` would drop are counted; when they pass `dead` of all row versions,
+    a vacuum runs on a thread of its own, so the commit that tipped it returns
+    at once. `keep` is a number of versions or a timedelta (versions newer than
+    that, and the one visible at its start). A failure is warned about; the
+    file is then as it was (vacuum is all or nothing)."""
+
+    def __init__(self, engine, keep, dead: float = 0.5):
+        if keep is None or not (isinstance(keep, datetime.timedelta) and keep.total_seconds() >= 0
+                                or is_int(keep) and keep >= 1):
+            raise OptionError(f"retain is a number of versions >= 1 or a datetime.timedelta, "
+                              f"got {keep!r:.80}")
+        if isinstance(dead, bool) or not isinstance(dead, (int, float)) or not 0 < dead < 1:
+            raise OptionError(f"retain_dead is a fraction of the row versions in (0, 1), "
+                              f"got {dead!r:.80}")
+        self.engine, self.keep, self.dead = engine, keep, float(dead)
+        self.changed = 0
+        self.thread: threading.Thread | None = None
+
+    def _keep_now(self):
+        if isinstance(self.keep, datetime.timedelta):
+            return datetime.datetime.now(datetime.timezone.utc) - self.keep
+        return int(self.keep)
+
+    def after_commit(self, rows_changed: int) -> None:
+        e = self.engine
+        self.changed += rows_changed
+        total = sum(t.n for t in e.tables.values())
+        if self.changed * 16 < total or (self.thread is not None and self.thread.is_alive()):
+            return
+        self.changed = 0
+        if total and self.droppable() >= self.dead * total:
+            self.thread = threading.Thread(target=self._run, name="varvedb-retention",
+                                           daemon=True)
+            self.thread.start()
+
+    def droppable(self) -> int:
+        """Row versions dead by the oldest version `keep` keeps."""
+        e = self.engine
+        k = oldest_kept(e, self._keep_now())
+        return sum(int(np.count_nonzero(t.died.data[:t.n] <= k)) for t in e.tables.values())
+
+    def _run(self) -> None:
+        try:
+            vacuum(self.engine, self._keep_now(), progress=False)
+        except Exception as exc:    # noqa: BLE001 — reported, and the file is unchanged
+            if not self.engine._closed:
+                warnings.warn(f"automatic vacuum failed: {type(exc).__name__}: {exc}",
+                              RuntimeWarning, stacklevel=1)
+
+    def stop(self) -> None:
+        """Wait for a vacuum under way (close calls it before it takes the lock)."""
+        if self.thread is not None:
+            self.thread.join()

@@ -1,0 +1,80 @@
+"""`NewLog`: a new varvedb file written front to back, for vacuum.
+
+Its header carries the old file's id and creation time (it is the same
+database); its first commit is an ANCHOR (format.py): the frames of the base
+state, under a commit record that gives the version, timestamp and chain hash
+of the oldest version kept and the chain hash of the last one dropped. Then
+the frames of every later version are copied byte for byte from the old file,
+so their digests and chain hashes are unchanged. Nothing of it is durable
+before `finish` (fsync); the caller renames it into place.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+
+from . import fileio
+from . import format as F
+from .backup import _copy
+from .file import MAX_IOV
+
+
+class NewLog:
+    def __init__(self, path: str, file_id: bytes, created_us: int):
+        self.path = path
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        self.io = fileio.open_file(fd, path)
+        block = bytearray(F.LOG_START)
+        block[:F.HEADER_SIZE] = F.pack_header(file_id, created_us)
+        self.pos = 0
+        self._write([bytes(block)])
+        self._digests: list[bytes] = []
+
+    def _write(self, bufs: list) -> None:
+        """Write bufs at pos, however large (a call writes at most ~2 GiB)."""
+        views = [memoryview(b).cast("B") for b in bufs]
+        views = [v for v in views if len(v)]
+        while views:
+            done = self.io.pwritev(views[:MAX_IOV], self.pos)
+            if done <= 0:
+                raise OSError(5, "write made no progress", self.path)
+            self.pos += done
+            while views and done >= len(views[0]):
+                done -= len(views[0])
+                views.pop(0)
+            if done:
+                views[0] = views[0][done:]
+
+    def frame(self, kind: int, parts: list, length: int) -> int:
+        """Append one frame of the anchor commit; returns its payload's offset."""
+        digest = F.frame_hash(kind, length, parts)
+        at = self.pos + F.FRAME_HEADER_SIZE
+        gap = F.pad(length) - length
+        self._write([F.pack_frame_header(kind, length, digest), *parts]
+                    + ([bytes(gap)] if gap else []))
+        self._digests.append(digest)
+        return at
+
+    def anchor(self, version: int, timestamp_us: int, rows_changed: int, prev_chain: bytes,
+               chain: bytes) -> None:
+        """The commit record over the frames so far, as the ANCHOR commit."""
+        digest = hashlib.sha256(b"".join(self._digests)).digest()
+        rec = F.CommitRecord(version, timestamp_us, len(self._digests), rows_changed, digest,
+                             prev_chain, chain)
+        self.frame(F.Kind.ANCHOR, [F.pack_commit(rec)], F.COMMIT_SIZE)
+        self._digests = []
+
+    def copy(self, src_fd: int, start: int, end: int, progress: bool | None) -> None:
+        """Append bytes [start, end) of another file (whole frames, aligned)."""
+        # copy_file_range writes at its own offsets: shift them by where this log is
+        _copy(src_fd, self.io.fd, start, end, progress, dst_at=self.pos, desc="vacuum: copy")
+        self.pos += end - start
+
+    def finish(self) -> None:
+        self.io.fsync()
+        self.close()
+
+    def close(self) -> None:
+        if self.io.fd >= 0:
+            self.io.close()
+            self.io.fd = -1
