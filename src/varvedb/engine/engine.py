@@ -114,6 +114,11 @@ class Engine:
 
     # ---- opening -------------------------------------------------------------
 
+    def _forget(self) -> None:
+        """Drop the loaded state, before a load starts over from the file."""
+        self.tables, self.names, self.history = {}, {}, []
+        self.next_cid = 1
+
     def _load(self) -> None:
         log = self.log
         buf = log.file.map()
@@ -127,8 +132,7 @@ class Engine:
                 version, chain = self._load_from(mv, sb)
                 break
             except CorruptFileError:
-                self.tables, self.names, self.history = {}, {}, []
-                self.next_cid = 1
+                self._forget()
                 if i == len(starts) - 1:
                     raise
         self.visible = self.written = version
@@ -172,8 +176,7 @@ class Engine:
         if self.log is None or self._generation == self.log.generation:
             return
         with self._maintainer.hold():   # it must not link into the tables replaced here
-            self.tables, self.names, self.history = {}, {}, []
-            self.next_cid = 1
+            self._forget()
             self._load()
 
     def _check_scan(self, scan, start: int) -> None:
@@ -218,8 +221,7 @@ class Engine:
                 old = self.log
                 self.log = LogWriter.open(self.path, True, old.durability, old.batch_ms)
                 old.close()
-                self.tables, self.names, self.history = {}, {}, []
-                self.next_cid = 1
+                self._forget()
                 self._load()
                 return self.visible
             log = self.log
@@ -229,8 +231,7 @@ class Engine:
             mv = memoryview(buf)
             if not log_reader.holds_commit(mv, log.commit_at, log.version, log.chain):
                 # the writer undid commits this reader had seen (a failed sync): start over
-                self.tables, self.names, self.history = {}, {}, []
-                self.next_cid = 1
+                self._forget()
                 self._load()
                 return self.visible
             scan = log_reader.scan(mv, log.end, log.version, log.chain, log.file.superblocks)

@@ -38,6 +38,7 @@ from ..errors import OptionError, StorageError, TransactionError, VersionNotFoun
 from ..schema import is_int
 from ..storage import format as F
 from ..storage import log_reader
+from ..storage.backup import remove_quietly as _remove
 from ..storage.file import DatabaseFile, _fsync_dir
 from ..storage.log_writer import LogWriter
 from ..storage.rewrite import NewLog
@@ -105,15 +106,12 @@ def vacuum(engine, keep, progress: bool | None = None) -> VacuumReport:
             finally:
                 fresh.close()
             new = DatabaseFile(tmp)    # its lock, before the file takes the name
-        except StorageError:
+        except BaseException as e:
             _remove(tmp)
-            raise
-        except OSError as e:      # the new file's writes: the old file is untouched
-            _remove(tmp)
-            raise StorageError(f"{path}: vacuum failed ({e.strerror or e}); the file is as "
-                               "it was", e) from e
-        except BaseException:
-            _remove(tmp)
+            if isinstance(e, OSError) and not isinstance(e, StorageError):
+                # the new file's writes: the old file is untouched
+                raise StorageError(f"{path}: vacuum failed ({e.strerror or e}); the file is "
+                                   "as it was", e) from e
             raise
         try:
             os.rename(tmp, path)
@@ -223,16 +221,9 @@ def _adopt(engine, new: DatabaseFile) -> None:
     # then replaces the old (readers see one or the other: cids are the same).
     with engine._maintainer.hold():   # it must not link into the tables replaced here
         if new.superblock is None:    # (never: the new file was checkpointed) replay afresh
-            engine.tables, engine.names, engine.history = {}, {}, []
-            engine.next_cid = 1
+            engine._forget()
         engine._load()
 
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 class Retention:

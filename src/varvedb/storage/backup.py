@@ -62,11 +62,11 @@ def copy_prefix(src_fd: int, end: int, superblocks, dest: str, progress: bool | 
         os.rename(tmp, dest)
         _fsync_dir(dest)
     except OSError as e:
-        _remove(tmp)
+        remove_quietly(tmp)
         raise StorageError(f"{dest}: the backup failed ({e.strerror or e}); nothing was "
                            "left there", e) from e
     except BaseException:
-        _remove(tmp)
+        remove_quietly(tmp)
         raise
     return end
 
@@ -106,12 +106,13 @@ def check_copy(dest: str, version: int) -> None:
     from .verify import verify_file
     report = verify_file(dest, expect_version=version)
     if not report.ok:
-        _remove(dest)
+        remove_quietly(dest)
         raise CorruptFileError(f"the backup at {dest} did not verify ({report.first_break}); "
                                "it was removed")
 
 
-def _remove(path: str) -> None:
+def remove_quietly(path: str) -> None:
+    """Remove path if it is there (a copy or a new file a failure left)."""
     try:
         os.unlink(path)
     except OSError:

@@ -162,20 +162,7 @@ class DatabaseFile:
 
     def write_all(self, bufs: list, pos: int) -> int:
         """Write bufs at pos, finishing short writes; returns the end position."""
-        for i in range(0, len(bufs), MAX_IOV):
-            chunk = bufs[i:i + MAX_IOV]
-            want = nbytes(chunk)
-            done = self.io.pwritev(chunk, pos)
-            if done != want:  # short write: finish it
-                rest = memoryview(b"".join(bytes(b) for b in chunk))[done:]
-                while rest:
-                    k = self.io.pwrite(rest, pos + done)
-                    if k <= 0:
-                        raise OSError(errno.EIO, "write made no progress", self.path)
-                    done += k
-                    rest = rest[k:]
-            pos += want
-        return pos
+        return write_all(self.io, bufs, pos)
 
     def map(self) -> mmap.mmap | None:
         """A read-only map of the file's data as it is now (None if empty).
@@ -215,6 +202,24 @@ class DatabaseFile:
             pass   # closing releases it anyway
         self.io.close()
         self.fd = -1
+
+
+def write_all(io, bufs: list, pos: int) -> int:
+    """Write bufs at pos through a FileIO, however large (one call writes at most
+    ~2 GiB) and however short a write comes back; returns the end position."""
+    views = [v for v in (memoryview(b).cast("B") for b in bufs) if len(v)]
+    i = 0
+    while i < len(views):
+        done = io.pwritev(views[i:i + MAX_IOV], pos)
+        if done <= 0:
+            raise OSError(errno.EIO, "write made no progress", io.path)
+        pos += done
+        while i < len(views) and done >= len(views[i]):
+            done -= len(views[i])
+            i += 1
+        if done:                  # short inside a buffer: the rest of it goes next
+            views[i] = views[i][done:]
+    return pos
 
 
 def nbytes(bufs: list) -> int:

@@ -16,7 +16,7 @@ import os
 from . import fileio
 from . import format as F
 from .backup import _copy
-from .file import MAX_IOV
+from .file import write_all
 
 
 class NewLog:
@@ -31,19 +31,7 @@ class NewLog:
         self._digests: list[bytes] = []
 
     def _write(self, bufs: list) -> None:
-        """Write bufs at pos, however large (a call writes at most ~2 GiB)."""
-        views = [memoryview(b).cast("B") for b in bufs]
-        views = [v for v in views if len(v)]
-        while views:
-            done = self.io.pwritev(views[:MAX_IOV], self.pos)
-            if done <= 0:
-                raise OSError(5, "write made no progress", self.path)
-            self.pos += done
-            while views and done >= len(views[0]):
-                done -= len(views[0])
-                views.pop(0)
-            if done:
-                views[0] = views[0][done:]
+        self.pos = write_all(self.io, bufs, self.pos)
 
     def frame(self, kind: int, parts: list, length: int) -> int:
         """Append one frame of the anchor commit; returns its payload's offset."""
