@@ -112,11 +112,11 @@ def test_open_from_a_checkpoint_builds_the_id_map_only_when_a_write_or_get_needs
     db.close()
     db = vv.connect(path)
     t = db["docs"]._table
-    assert t._live is None
-    assert db["docs"].search(vector=[3, 0], limit=2).ids == [3, 2] and t._live is None
+    assert t._lives == {}
+    assert db["docs"].search(vector=[3, 0], limit=2).ids == [3, 2] and t._lives == {}
     with pytest.raises(vv.DuplicateIdError):
         db["docs"].insert({"id": 7, "v": [0, 0]})
-    assert len(t._live) == 99 and 5 not in t._live
+    assert len(t._lives[0]) == 99 and 5 not in t._lives[0]
     db["docs"].insert({"id": 5, "v": [5, 5]})
     assert db["docs"].get(5)["v"].tolist() == [5, 5]
     db.close()

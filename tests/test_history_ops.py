@@ -161,7 +161,7 @@ def test_vacuum_drops_dead_versions_and_keeps_chain_and_anchors(db_path):
     docs = db["docs"]
     assert docs.count() == 49 and max(docs.find(limit=100).ids) == 50
     assert db.verify().ok and db.history()[0].version == 3
-    assert db._engine.log.file.format_version == 2
+    assert db._engine.log.file.format_version == 3
     db.close()
 
 
@@ -410,7 +410,7 @@ def test_cli_vacuum_backup_restore(tmp_path, db_path):
     with vv.connect(db_path, readonly=True) as db:
         assert db.history()[0].version == 4 and db["docs"].count() == 50
     out = run("info", db_path)
-    assert "history kept from version 4" in out.output and "format 2" in out.output
+    assert "history kept from version 4" in out.output and "format 3" in out.output
 
 
 # ---- crafted files: an anchor where none may be, a BASE that maps rows twice -------------

@@ -29,6 +29,7 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, p
 
 import varvedb as vv
 from varvedb.index import flat
+from varvedb.engine.branches import main_view
 
 IDS = range(0, 31)
 
@@ -384,7 +385,7 @@ class HnswMachine(VarveMachine):
         n = t.n
         cand = [i for i, d in state.items() if d["emb"] is not None
                 and (where is None or matches(where, i, d))]
-        allow = t.visible(v, n)[0] & np.isin(t.ids.data[:n], cand) \
+        allow = t.visible(main_view(v), n)[0] & np.isin(t.ids.data[:n], cand) \
             & ~t.columns["emb"].nulls.data[:n]
         col, vi = t.columns["emb"], t.vector_indexes["emb"]
         ranked, ranked_d = flat.search(self.metric, col.arena.frozen(n), col.norms.frozen(n),

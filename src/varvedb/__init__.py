@@ -6,11 +6,13 @@
 """
 from . import embed
 from .collection import Collection
-from .database import Database, VersionInfo, connect
+from .database import BranchInfo, Database, VersionInfo, connect
+from .engine.merge import Changes
 from .session import Session
-from .errors import (ClosedError, CorruptFileError, DimensionError, DuplicateIdError,
+from .errors import (BranchError, ClosedError, CorruptFileError, DimensionError, DuplicateIdError,
                      EmbedderError, FieldTypeError, FileMissingError, FilterError, FormatVersionError,
-                     IndexMaintenanceError, LockTimeoutError, NonFiniteVectorError,
+                     IndexMaintenanceError, LockTimeoutError, MergeConflictError,
+                     NonFiniteVectorError,
                      NotAVarveFileError, NotFoundError, NotNullViolationError, OptionError,
                      NotSupportedError, QuerySyntaxError, ReadOnlyError, SchemaError, SqlError,
                      StorageError, TransactionAbortedError, TransactionError, UnknownFieldError,
@@ -37,6 +39,7 @@ __all__ = [
     "SqlError", "NotSupportedError", "ValueTooLongError", "QuerySyntaxError", "EmbedderError",
     "AuthenticationError", "RequestError", "RequestTooLargeError", "ResultTooLargeError",
     "RequestTimeoutError", "ServerError", "ServerUnavailableError",
+    "BranchError", "MergeConflictError", "BranchInfo", "Changes",
     "embed", "Client", "AsyncClient",
 ]
 

@@ -156,13 +156,107 @@ def restore(file: str, version: str) -> None:
 @main.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--limit", default=50, show_default=True, help="Newest N versions.")
-def history(file: str, limit: int) -> None:
-    """The versions of FILE: number, time, rows changed, chain hash."""
-    with vv.connect(file, readonly=True) as db:
-        rows = db.history()[-limit:]
+@click.option("--branch", default="main", show_default=True, help="Whose line of versions.")
+def history(file: str, limit: int, branch: str) -> None:
+    """The versions of FILE: number, time, rows changed, branch, chain hash."""
+    try:
+        with vv.connect(file, readonly=True, branch=branch) as db:
+            rows = db.history()[-limit:]
+    except vv.VarveError as e:
+        raise click.ClickException(str(e)) from None
     for h in rows:
         click.echo(f"{h.version:>8}  {h.timestamp.isoformat(timespec='milliseconds')}  "
-                   f"{h.rows_changed:>9} rows  {h.chain}")
+                   f"{h.rows_changed:>9} rows  {h.branch:<12}  {h.chain}")
+
+
+# ---- branches: each verb is the Database method of the same name ------------------
+
+def _on_branch(file: str, branch: str, readonly: bool = False):
+    try:
+        return vv.connect(file, readonly=readonly, branch=branch)
+    except vv.VarveError as e:
+        raise click.ClickException(str(e)) from None
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("name")
+@click.option("--from", "parent", default="main", show_default=True,
+              help="The branch it forks from.")
+@click.option("--at", default=None, metavar="N|DATETIME",
+              help="The version of --from it sees, no later (default: its newest).")
+def branch(file: str, name: str, parent: str, at: str | None) -> None:
+    """Fork branch NAME from another branch of FILE."""
+    with _on_branch(file, parent) as db:
+        try:
+            b = db.branch(name, at=None if at is None else _keep(at))
+        except vv.VarveError as e:
+            raise click.ClickException(str(e)) from None
+    click.echo(f"branch {b.name}: forked from {b.parent} at version {b.fork}, "
+               f"made at version {b.created}")
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+def branches(file: str) -> None:
+    """The live branches of FILE: name, parent, fork version, newest version."""
+    with _on_branch(file, "main", readonly=True) as db:
+        for b in db.branches():
+            click.echo(f"{b.name:<16} {b.parent or '-':<16} fork {b.fork:>8}  "
+                       f"head {b.head:>8}")
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("a")
+@click.argument("b")
+def diff(file: str, a: str, b: str) -> None:
+    """Ids added, changed and deleted from A to B: each a branch name, a version
+    of main, or BRANCH@VERSION."""
+    def side(text: str):
+        name, _, version = text.partition("@")
+        if version:
+            return (name, int(version)) if version.isdigit() else (name, _keep(version))
+        return int(text) if text.isdigit() else text
+    with _on_branch(file, "main", readonly=True) as db:
+        try:
+            out = db.diff(side(a), side(b))
+        except vv.VarveError as e:
+            raise click.ClickException(str(e)) from None
+    for name, ch in out.items():
+        if ch:
+            click.echo(f"{name}: added {ch.added}, changed {ch.changed}, "
+                       f"deleted {ch.deleted}")
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("source")
+@click.option("--into", default="main", show_default=True, help="The branch merged into.")
+def merge(file: str, source: str, into: str) -> None:
+    """Apply branch SOURCE's changes onto --into as one commit (refused, with the
+    ids, when both changed an id)."""
+    with _on_branch(file, into) as db:
+        try:
+            v = db.merge(source)
+        except vv.MergeConflictError as e:
+            raise click.ClickException(f"conflict: {e}") from None
+        except vv.VarveError as e:
+            raise click.ClickException(str(e)) from None
+    click.echo(f"merged {source} into {into}: version {v}")
+
+
+@main.command("drop-branch")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("name")
+def drop_branch(file: str, name: str) -> None:
+    """Drop branch NAME of FILE (its rows go at the next vacuum)."""
+    with _on_branch(file, "main") as db:
+        try:
+            db.drop_branch(name)
+        except vv.VarveError as e:
+            raise click.ClickException(str(e)) from None
+    click.echo(f"dropped branch {name}")
 
 
 @main.command()
@@ -585,6 +679,18 @@ def bench_history(rows, dim, updates, queries, rounds, docs, corpus, backup_mb,
                     writer_seconds=writer_seconds, echo=click.echo)
     except VarveError as e:
         raise click.ClickException(str(e)) from None
+
+
+@main.command("bench-branch")
+@click.option("--rows", default=100_000, show_default=True, help="Rows with HNSW on main.")
+@click.option("--dim", default=128, show_default=True)
+@click.option("--writes", default=1000, show_default=True, help="Single-row updates on the branch.")
+@click.option("--out", default="bench-results", show_default=True,
+              help="A folder on a real disk (the figures are fsyncs and file bytes).")
+def bench_branch(rows, dim, writes, out) -> None:
+    """Fork, writes on the branch, merge: time and bytes added."""
+    from .bench import branch
+    branch.run(out, rows=rows, dim=dim, writes=writes, echo=click.echo)
 
 
 @main.command("bench-text")

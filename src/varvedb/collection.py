@@ -27,7 +27,7 @@ from .schema import (HNSW, ID_END, ID_MIN, IVF_LIMITS, IVFPQ, MAX_EF, QUERY_METR
                      Schema, coerce_array, check_query_metric, coerce_ids, coerce_query_vector, coerce_values,
                      from_micros, is_int, parse_field, validate_name, vector_values)
 from .engine.snapshot import Snapshot
-from .engine.table import ALIVE, Table
+from .engine.table import Table
 
 
 class Collection:
@@ -216,7 +216,9 @@ class Collection:
     def _snapshot(self, as_of) -> Snapshot:
         """The snapshot a read runs against: the one place every read gets it
         (a version, and each table's row count taken after it)."""
-        return self._engine.snapshot(as_of, tx=self._tx)
+        s = self._sess
+        tx = s.tx
+        return self._engine.snapshot(as_of, tx=tx, branch=tx.branch if tx else s.branch_id)
 
     def get(self, id, as_of=None, select: list | None = None) -> dict | None:
         """The document with this id (as of a version or aware datetime), or None."""
@@ -331,12 +333,9 @@ class Collection:
         t = self._table
         key = _one_id(t.schema, id)
         snap = self._snapshot(None)
-        v = snap.version
-        rows = t.rows_of_id(key, snap.n(t))
-        rows = rows[t.born.data[rows] <= v]
+        rows, born, died = t.row_history(key, snap.view, snap.n(t))
         docs = self._docs(t, rows, self._select(t, None, vectors=True))
-        born, died = t.born.data[rows].tolist(), t.died.data[rows].tolist()
-        return [{"version": b, "deleted": None if gone == ALIVE or gone > v else gone, "doc": d}
+        return [{"version": b, "deleted": gone, "doc": d}
                 for b, gone, d in zip(born, died, docs)]
 
     # ---- planning (explain shows these plans; the reads run them) ------------------

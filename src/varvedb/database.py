@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 from .collection import Collection
 from .engine.engine import Engine
-from .errors import NotFoundError, OptionError
+from .engine import merge
+from .engine.branches import MAIN
+from .errors import BranchError, NotFoundError, OptionError, TransactionError
 from .schema import from_micros, is_int
 from .session import Session, TransactionScope
 from .engine.snapshot import resolve as resolve_version
@@ -18,7 +20,8 @@ from .storage.verify import VerifyReport, verify_file
 
 def connect(path: str | os.PathLike = ":memory:", *, readonly: bool = False,
             durability: str = "commit", batch_ms: float = 50.0,
-            timeout: float = 5.0, retain=None, retain_dead: float = 0.5) -> "Database":
+            timeout: float = 5.0, retain=None, retain_dead: float = 0.5,
+            branch: str = "main") -> "Database":
     """Open (creating if missing) a varvedb file; ":memory:" keeps nothing on disk.
 
     durability: "commit" (fdatasync before each commit returns; concurrent
@@ -31,9 +34,16 @@ def connect(path: str | os.PathLike = ":memory:", *, readonly: bool = False,
     versions to keep, or a datetime.timedelta (the versions younger than
     that). Once the row versions that such a vacuum would drop pass
     `retain_dead` of all of them, one runs in the background (Database.vacuum).
+    branch: the branch read and written (Database.branch makes one; use() switches).
     """
     db = Database(path, readonly=readonly, durability=durability, batch_ms=batch_ms,
                   timeout=timeout)
+    try:
+        if branch != "main":
+            db.use(branch)
+    except BaseException:
+        db.close()
+        raise
     if retain is not None:
         try:
             if db.path is None or readonly:
@@ -51,6 +61,16 @@ class VersionInfo:
     timestamp: object          # datetime (UTC)
     chain: str                 # hex chain hash
     rows_changed: int
+    branch: str = "main"       # the branch it was made on
+
+
+@dataclass
+class BranchInfo:
+    name: str
+    parent: str | None         # None for main
+    fork: int                  # the parent's version it sees, no later
+    created: int               # the version that made it (0 for main)
+    head: int                  # its newest version (its fork's, before its own commits)
 
 
 class Database:
@@ -60,6 +80,7 @@ class Database:
         self.path = None if path == ":memory:" else path
         self._engine = Engine(self.path, readonly, durability, batch_ms, timeout)
         self._local = threading.local()
+        self._branch = MAIN         # the branch its sessions use, unless one use()s another
 
     # ---- sessions ------------------------------------------------------------
 
@@ -128,10 +149,99 @@ class Database:
         return self._thread_session().version
 
     def history(self) -> list[VersionInfo]:
-        """Every commit still held: version, timestamp, chain hash, rows changed."""
-        v = self.version
+        """Every commit still held on this branch's line (its ancestors' up to each
+        fork, then its own): version, timestamp, chain hash, rows changed, branch."""
+        s = self._thread_session()
+        v = s.version
+        eng = self._engine
+        view = eng.catalog.view(s.branch_id, v)
+        names = {b.id: b.name for b in eng.catalog.by_id.values()}
         return [VersionInfo(c.version, from_micros(c.timestamp_us), c.chain.hex(),
-                            c.rows_changed) for c in self._engine.history if c.version <= v]
+                            c.rows_changed, names[c.branch])
+                for c in eng.history if c.version <= v and view.holds(c.branch, c.version)]
+
+    # ---- branches (docs: README "Branches") --------------------------------------
+
+    @property
+    def current_branch(self) -> str:
+        """The branch this thread reads and writes."""
+        return self._thread_session().branch
+
+    def use(self, name: str) -> None:
+        """Read and write branch `name` (this connection's sessions that have not
+        chosen their own with Session.use); not inside a transaction."""
+        self._engine._ensure_open()
+        if self._thread_session().in_transaction:
+            raise TransactionError("use() inside a transaction: commit or roll back first")
+        self._branch = self._engine.catalog.named(name).id
+
+    def branch(self, name: str, at=None) -> BranchInfo:
+        """Fork a new branch `name` from the current one as of `at` (a version or
+        an aware datetime; None: now). Nothing is copied: the branch sees the
+        current branch up to `at`, then its own writes; main never sees them.
+        Making it is a commit of the new branch (it has a version and a chain hash)."""
+        s = self._thread_session()
+        head = s.version
+        at = head if at is None else resolve_version(self._engine, at, head)
+        with s.transaction() as tx:
+            self._engine.create_branch(tx, name, at)
+        return self._branch_info(self._engine.catalog.named(name))
+
+    def branches(self) -> list[BranchInfo]:
+        """Every live branch, main first."""
+        self._engine._ensure_open()
+        live = sorted(self._engine.catalog.live(), key=lambda b: b.id)
+        return [self._branch_info(b) for b in live]
+
+    def _branch_info(self, b) -> BranchInfo:
+        eng = self._engine
+        parent = eng.catalog.by_id[b.parent].name if b.parent >= 0 else None
+        return BranchInfo(b.name, parent, b.fork, b.created, eng.read_version(None, b.id))
+
+    def drop_branch(self, name: str) -> None:
+        """Drop branch `name`: it can no longer be read or written and its name is
+        free; its rows stay in the file, seen by no one, until a vacuum. The drop
+        is a commit on the branch it forked from."""
+        b = self._engine.catalog.named(name)
+        if b.id == MAIN:
+            raise BranchError("main cannot be dropped")
+        if b.id == self._thread_session().branch_id:
+            raise BranchError(f"{name!r} is the branch in use: use() another first")
+        s = Session(self)          # the drop is a commit on its parent
+        s._branch = b.parent
+        with s.transaction() as tx:
+            self._engine.drop_branch(tx, b.id)
+
+    def merge(self, source: str) -> int:
+        """Apply branch `source`'s changes since it and the current branch last met
+        (its fork, or the previous merge of it here) onto the current branch, as
+        one commit. Raises MergeConflictError, having written nothing, when an id
+        changed on both sides to different documents. Returns the version."""
+        src = self._engine.catalog.named(source)
+        s = self._thread_session()
+        with s.transaction() as tx:
+            self._engine.merge(tx, src.id)
+        return s.version
+
+    def diff(self, a, b) -> dict:
+        """What changed from `a` to `b`, per collection: {name: Changes(added,
+        changed, deleted)} (sorted ids). Each side is a version of the current
+        branch, a branch name (its newest version), or (branch name, version)."""
+        return merge.diff(self._engine, self._view_of(a), self._view_of(b))
+
+    def _view_of(self, side):
+        eng = self._engine
+        s = self._thread_session()
+        if isinstance(side, str):
+            b = eng.catalog.named(side)
+            return eng.catalog.view(b.id, eng.read_version(None, b.id))
+        if isinstance(side, (tuple, list)) and len(side) == 2 and isinstance(side[0], str):
+            b = eng.catalog.named(side[0])
+            return eng.catalog.view(b.id, resolve_version(eng, side[1], eng.visible))
+        if isinstance(side, (tuple, list, str)):
+            raise OptionError(f"a side of a diff is a version, a branch name or (branch, "
+                              f"version), got {side!r:.80}")
+        return eng.catalog.view(s.branch_id, resolve_version(eng, side, s.version))
 
     def verify(self, anchor: tuple[int, str] | None = None) -> VerifyReport:
         """Re-read every frame, recompute every digest and the chain (see verify_file).

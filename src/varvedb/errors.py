@@ -140,6 +140,21 @@ class VersionNotFoundError(VarveError):
     sqlstate = "22023"
 
 
+class BranchError(VarveError):
+    """A branch that cannot do this: dropped, main dropped, a schema change off main."""
+    sqlstate = "0A000"
+
+
+class MergeConflictError(VarveError):
+    """A merge found documents changed on both sides since their common version
+    (to different values); nothing was written. `conflicts`: collection -> ids."""
+    sqlstate = "40001"
+
+    def __init__(self, message: str, conflicts: dict):
+        super().__init__(message)
+        self.conflicts = conflicts
+
+
 class LockTimeoutError(TransactionError):
     """Another session held the write transaction for longer than the timeout.
 

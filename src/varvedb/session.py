@@ -16,7 +16,7 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING
 
-from .errors import NotFoundError, TransactionError
+from .errors import BranchError, NotFoundError, TransactionError
 from .schema import Schema, validate_name
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ class Session:
         self._engine = db._engine
         self.timeout = self._engine.lock_timeout if timeout is None else check_timeout(timeout)
         self._tx: Transaction | None = None
+        self._branch: int | None = None   # its own branch (use()); None: the database's
         self._finalizer = None
         self.settings: dict = {}      # SQL's SET (hnsw.ef_search, ...), per session
         self.sql_block = False        # a transaction SQL's BEGIN opened
@@ -71,7 +72,7 @@ class Session:
             raise TransactionError("this session already has an open transaction")
         if self._tx is not None:     # ended under it (a close rolled it back)
             self._take_tx("begin")
-        tx = self._engine.begin(self.timeout)
+        tx = self._engine.begin(self.timeout, self.branch_id)
         self._tx = tx
         # dropped with the transaction open: roll it back (the engine, not the
         # session, is referenced, so the session can be collected)
@@ -97,6 +98,29 @@ class Session:
             self._finalizer.detach()
             self._finalizer = None
         return tx
+
+    # ---- branches ------------------------------------------------------------
+
+    @property
+    def branch_id(self) -> int:
+        """The id of the branch this session reads and writes (BranchError once
+        that branch is dropped)."""
+        bid = self._branch if self._branch is not None else self._db._branch
+        b = self._engine.catalog.by_id.get(bid)
+        if b is None or b.dropped:
+            raise BranchError("the branch this session used was dropped: use() another")
+        return bid
+
+    @property
+    def branch(self) -> str:
+        """The name of the branch this session reads and writes."""
+        return self._engine.catalog.by_id[self.branch_id].name
+
+    def use(self, name: str) -> None:
+        """Read and write branch `name` from now on (not inside a transaction)."""
+        if self.tx is not None:
+            raise TransactionError("use() inside a transaction: commit or roll back first")
+        self._branch = self._engine.catalog.named(name).id
 
     # ---- what a session reads and writes -------------------------------------
 
@@ -137,7 +161,8 @@ class Session:
     def version(self) -> int:
         """The version this session reads: its own open transaction's, else the newest."""
         self._engine._ensure_open()
-        return self._engine.read_version(self.tx)
+        tx = self.tx
+        return self._engine.read_version(tx, tx.branch if tx else self.branch_id)
 
     def close(self) -> None:
         """Roll back the open transaction, if any."""

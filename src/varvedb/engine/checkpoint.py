@@ -35,6 +35,7 @@ from ..schema import (VECTOR_DTYPES, Schema, brief_from_file, timestamps_readabl
                       validate_name)
 from ..storage import format as F
 from ..storage import record
+from .branches import MAIN, Branch, Catalog
 from .columns import Growable, JsonColumn, TextColumn, VectorColumn
 from .frames import (APPLY_ERRORS, INT64_MAX, SCALAR_DTYPES, all_finite, all_of_types,
                      array_of, int_of)
@@ -55,16 +56,20 @@ class CheckpointState:
     names: dict[str, int]        # collection name -> cid
     history: list[Commit]
     next_cid: int                # above every cid used, dropped collections' too
+    catalog: Catalog             # the branches (branches.py)
 
 
 def encode(tables: dict[int, Table], history: list[Commit], version: int, at: int,
-           next_cid: int | None = None) -> tuple[list, int, Callable[[], None]]:
+           next_cid: int | None = None, catalog: Catalog | None = None
+           ) -> tuple[list, int, Callable[[], None]]:
     """(parts, length, adopt): the payload of a checkpoint of `tables` and `history`
     as of `version`, whose frame will start at file offset `at`, and what to call
     once it is durable — nothing in memory changes before, so a failed write
     leaves the state as it was."""
     meta: dict = {"version": version, "tables": [],
                   "next_cid": max(tables, default=0) + 1 if next_cid is None else next_cid}
+    if catalog is not None and catalog.any:
+        meta["branches"] = catalog.to_list()
     arrays: dict[str, np.ndarray] = {}
     packable: set[str] = set()     # compressed where it pays: never vectors or indexes, nor
                                    # arrays of MAP_FROM bytes or more
@@ -85,6 +90,14 @@ def encode(tables: dict[int, Table], history: list[Commit], version: int, at: in
         else:
             arrays[p + "ids"] = t.ids.view()
         packable.update((p + "born", p + "died", p + "ids"))
+        if t.branch_of is not None:
+            arrays[p + "branch"] = t.branch_of.view()
+            packable.add(p + "branch")
+        tm["deaths"] = sorted(t.deaths)
+        for b, (rows, versions) in t.deaths.items():
+            arrays[f"{p}deaths.{b}.rows"] = rows.view()
+            arrays[f"{p}deaths.{b}.versions"] = versions.view()
+            packable.update((f"{p}deaths.{b}.rows", f"{p}deaths.{b}.versions"))
         for name, col in t.columns.items():
             for k, a in col.to_arrays().items():
                 arrays[f"{p}{name}.{k}"] = a
@@ -116,6 +129,8 @@ def encode(tables: dict[int, Table], history: list[Commit], version: int, at: in
     arrays["h.ts"] = np.fromiter((c.timestamp_us for c in h), np.int64, len(h))
     arrays["h.rows"] = np.fromiter((c.rows_changed for c in h), np.int64, len(h))
     arrays["h.chain"] = np.frombuffer(b"".join(c.chain for c in h), np.uint8).reshape(len(h), 32)
+    if any(c.branch for c in h):
+        arrays["h.branch"] = np.fromiter((c.branch for c in h), np.int64, len(h))
     # A large array stays raw even so: open maps it, and a reader under a memory cap
     # can drop its pages, where a decompressed copy would be anonymous memory.
     packable = {k for k in packable if arrays[k].nbytes < MAP_FROM}
@@ -164,13 +179,19 @@ def _load(mv, offset: int, sb: F.Superblock | None) -> CheckpointState:
         raise CorruptFileError(f"the checkpoint holds version {version}, the superblock "
                                f"says {sb.checkpoint_version}")
     history = _history(arrays, version, sb.chain if sb is not None else None)
+    catalog = _catalog(meta.get("branches", []), version)
+    if "h.branch" in arrays:
+        branches = array_of(arrays, "h.branch", "<i8", (len(history),))
+        if not np.isin(branches, list(catalog.by_id)).all():
+            raise CorruptFileError("the checkpoint's history names branches it does not hold")
+        history = [h + (b,) for h, b in zip(history, branches.tolist())]
     tms = meta.get("tables")
     if not isinstance(tms, list):
         raise CorruptFileError("the checkpoint has no table list")
     tables: dict[int, Table] = {}
     names: dict[str, int] = {}
     for tm in tms:
-        t = _load_table(tm, arrays, mv, offset, version)
+        t = _load_table(tm, arrays, mv, offset, version, catalog)
         if t.cid in tables or t.name in names:
             raise CorruptFileError(f"the checkpoint holds collection {t.name!r} twice")
         tables[t.cid] = t
@@ -178,7 +199,30 @@ def _load(mv, offset: int, sb: F.Superblock | None) -> CheckpointState:
     # absent from checkpoints written before collections could be dropped
     least = max(tables, default=0) + 1
     next_cid = int_of(meta, "next_cid", least, INT64_MAX) if "next_cid" in meta else least
-    return CheckpointState(version, tables, names, [Commit(*h) for h in history], next_cid)
+    return CheckpointState(version, tables, names, [Commit(*h) for h in history], next_cid,
+                           catalog)
+
+
+def _catalog(items, version: int) -> Catalog:
+    """The branches a checkpoint holds: main and every branch made, each once, each
+    forked from one made before it at a version no later than its own first."""
+    if not isinstance(items, list):
+        raise CorruptFileError(f"the checkpoint's branches are {brief_from_file(items)}")
+    catalog = Catalog()
+    for d in items:
+        b = Branch.from_dict(d)
+        ok = (type(b.id) is int and isinstance(b.name, str) and all(
+            type(x) is int for x in (b.parent, b.fork, b.created, b.dropped))
+              and all(type(x) is int for s, vm in b.merged.items() for x in (s, *vm)))
+        if b.id == MAIN:
+            ok = ok and b.parent == -1
+        else:
+            ok = ok and b.id not in catalog.by_id and b.parent in catalog.by_id \
+                and 0 <= b.fork < b.created <= version and 0 <= b.dropped <= version
+        if not ok:
+            raise CorruptFileError(f"the checkpoint holds a bad branch {brief_from_file(d)}")
+        catalog.by_id[b.id] = b
+    return catalog
 
 
 def _history(arrays: dict, version: int, chain: bytes | None) -> list[tuple]:
@@ -201,7 +245,8 @@ def _history(arrays: dict, version: int, chain: bytes | None) -> list[tuple]:
             enumerate(zip(vs.tolist(), ts.tolist(), rows.tolist()))]
 
 
-def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int) -> Table:
+def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int, catalog: Catalog
+                ) -> Table:
     """One table of the checkpoint, every array checked to have its n rows."""
     if not isinstance(tm, dict):
         raise CorruptFileError(f"a checkpoint table is {brief_from_file(tm)}")
@@ -229,6 +274,22 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int) -> Table:
                                f"1..{version}")
     t.born = Growable(np.int64, data=born)
     t.died = Growable(np.int64, data=died)
+    if p + "branch" in arrays:
+        births = array_of(arrays, p + "branch", "<i4", (n,))
+        if not np.isin(births, list(catalog.by_id)).all():
+            raise CorruptFileError(f"checkpoint table {name!r} has rows of unknown branches")
+        t.branch_of = Growable(np.int32, data=births)
+    deaths = tm.get("deaths", [])
+    if not isinstance(deaths, list) or not all(b in catalog.by_id for b in deaths):
+        raise CorruptFileError(f"checkpoint table {name!r} has deaths of unknown branches")
+    for b in deaths:
+        rows = array_of(arrays, f"{p}deaths.{b}.rows", "<i8", None)
+        versions = array_of(arrays, f"{p}deaths.{b}.versions", "<i8", rows.shape)
+        if len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= n
+                          or int(versions.min()) < 1 or int(versions.max()) > version):
+            raise CorruptFileError(f"checkpoint table {name!r} has deaths outside its rows "
+                                   f"or versions")
+        t.deaths[b] = (Growable(np.int64, data=rows), Growable(np.int64, data=versions))
     t.next_int_id = int_of(tm, "next_int_id", 1, INT64_MAX)
     if "log_base" in tm:
         t.rowmap = _rowmap(tm, arrays, p, name, n)
@@ -283,7 +344,7 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int) -> Table:
                if k.startswith(f"{p}tx.{fname}.")}
         t.load_text_index(fname, sub)    # one that does not fit is rebuilt from the column
     t.committed_n = t.n
-    t._live = None          # built on first use (Table.live)
+    t._lives = {}           # built on first use (Table.live)
     return t
 
 

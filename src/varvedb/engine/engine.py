@@ -28,12 +28,13 @@ commits other processes have added since.
 """
 from __future__ import annotations
 
+import copy
 import threading
 import time
 
 import numpy as np
 
-from ..errors import (ClosedError, CorruptFileError, IndexMaintenanceError,
+from ..errors import (BranchError, ClosedError, CorruptFileError, IndexMaintenanceError,
                       LockTimeoutError, NotFoundError, NotNullViolationError, OptionError,
                       ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
                       TransactionError, UnknownFieldError)
@@ -45,12 +46,13 @@ from ..storage import backup, log_reader
 from ..storage.backup import BackupInfo
 from ..storage.log_reader import LoggedCommit
 from ..storage.log_writer import LogWriter
-from . import checkpoint, frames, vacuum
+from . import checkpoint, frames, merge, vacuum
+from .branches import HEAD, MAIN, Branch, Catalog, View
 from .history import Commit
 from .maintainer import Maintainer
 from .rowmap import RowMap
 from .snapshot import Snapshot, take as take_snapshot
-from .table import ALIVE, Table, check_unique
+from .table import Table, check_unique
 from .writer_lock import WriterLock
 
 CLOSE_CHECKPOINT_BYTES = 4 << 20   # close() checkpoints when more log than this would replay
@@ -68,6 +70,8 @@ class Transaction:
         self.tables: set[int] = set()
         self.dropped: list[Table] = []       # tables it dropped (a rollback restores them)
         self.next_cid = engine.next_cid      # (and the cid counter)
+        self.branch = MAIN                   # the branch it writes (branches.py)
+        self.catalog = None                  # the branches before its first BRANCH frame
         self.done = False
         self.aborted = False       # a write failed: undone in memory, cannot commit
 
@@ -88,6 +92,9 @@ class Engine:
         self.names: dict[str, int] = {}
         self.next_cid = 1                      # above every cid ever used (dropped ones too)
         self.history: list[Commit] = []
+        self.catalog = Catalog()               # the branches (branches.py)
+        self.applying_version = 0              # the commit whose frames are being applied,
+        self.applying_branch = MAIN            # and its branch (frames.py checks against them)
         self.visible = 0                       # newest version readers may see
         self.written = 0                       # newest version in the log
         self._tx: Transaction | None = None
@@ -117,6 +124,7 @@ class Engine:
     def _forget(self) -> None:
         """Drop the loaded state, before a load starts over from the file."""
         self.tables, self.names, self.history = {}, {}, []
+        self.catalog = Catalog()
         self.next_cid = 1
 
     def _load(self) -> None:
@@ -150,7 +158,7 @@ class Engine:
         if sb is not None:
             state = checkpoint.load(mv, sb.checkpoint_offset, sb)
             self.tables, self.names, self.history = state.tables, state.names, state.history
-            self.next_cid = state.next_cid
+            self.next_cid, self.catalog = state.next_cid, state.catalog
             version, chain, start = sb.checkpoint_version, sb.chain, sb.log_end
         if len(mv) > start:
             scan = log_reader.scan(mv, start, version, chain, log.file.superblocks)
@@ -194,6 +202,7 @@ class Engine:
         v = c.record.version
         try:
             frames.check_commit(c.record)
+            self._applying(v, c.record.branch, first=c.frames[0].kind if c.frames else None)
         except CorruptFileError as e:
             raise CorruptFileError(f"{self.path}: the commit frame at offset {c.offset}: "
                                    f"{e}") from e
@@ -209,7 +218,23 @@ class Engine:
                 raise CorruptFileError(f"{self.path}: the frame at offset {f.offset} (version "
                                        f"{v}) is not valid: {why}") from e
         self.history.append(Commit(v, c.record.timestamp_us, c.record.chain,
-                                   c.record.rows_changed))
+                                   c.record.rows_changed, c.record.branch))
+
+    def _applying(self, version: int, branch: int, first: int | None = None) -> None:
+        """The frames applied next are those of `version`, on `branch`: the tables
+        write that branch. A replayed commit on a branch needs the branch live,
+        unless its first frame makes it (`first`: that frame's kind)."""
+        b = self.catalog.by_id.get(branch)
+        if b is None or b.dropped:
+            if branch == MAIN or first != F.Kind.BRANCH or b is not None:
+                raise CorruptFileError(f"version {version} is on branch {branch}, which "
+                                       "is not live")
+            view = View(((branch, HEAD),))    # its BRANCH frame makes it; no rows yet
+        else:
+            view = self.catalog.view(branch, HEAD)
+        self.applying_version, self.applying_branch = version, branch
+        for t in self.tables.values():
+            t.use_view(view)
 
     def refresh(self) -> int:
         """Read-only connections: apply commits other processes added. Returns the version."""
@@ -254,6 +279,8 @@ class Engine:
             self.tables[frame.cid].apply_insert(frame, version)
         elif isinstance(frame, frames.Delete):
             self.tables[frame.cid].apply_delete(frame.rows, version)
+        elif isinstance(frame, frames.BranchOp):
+            self._apply_branch(frame, version)
         elif isinstance(frame, frames.CreateCollection):
             t = Table(frame.cid, frame.name, frame.schema, version)
             self.tables[t.cid] = t
@@ -289,11 +316,29 @@ class Engine:
         else:
             raise CorruptFileError(f"unknown frame {type(frame).__name__}")
 
+    def _apply_branch(self, frame: frames.BranchOp, version: int) -> None:
+        tx = self._tx
+        if tx is not None and tx.version == version and tx.catalog is None:
+            tx.catalog = copy.deepcopy(self.catalog)    # what a rollback puts back
+        if frame.op == "create":
+            self.catalog.by_id[frame.id] = Branch(frame.id, frame.name, frame.parent,
+                                                  frame.fork, version)
+            view = self.catalog.view(frame.id, HEAD)
+            for t in self.tables.values():
+                t.use_view(view)
+        elif frame.op == "drop":
+            self.catalog.by_id[frame.id].dropped = version
+        else:
+            self.catalog.by_id[frame.id].merged[frame.source] = (frame.source_version, version)
+
     def write(self, tx: "Transaction", frame: frames.Frame, rows_changed: int = 0) -> None:
         """Append one frame to the open transaction and apply it.
 
         If either fails, the transaction is undone and aborted, and the error raised."""
         self._check_writing(tx)
+        if tx.branch != MAIN and isinstance(frame, frames.SCHEMA_CHANGES):
+            raise BranchError("the schema (collections, fields, indexes) is one for every "
+                              "branch and is changed on main: db.use('main') first")
         try:
             if self.log is not None:
                 t = self.tables.get(frame.cid)
@@ -301,7 +346,8 @@ class Engine:
                 base = self.log.append(frame.KIND, parts, length)
                 if isinstance(frame, frames.Insert):
                     frame.located(base, offsets)
-            if not isinstance(frame, frames.CreateCollection) and frame.cid not in tx.tables:
+            if frame.cid is not None and not isinstance(frame, frames.CreateCollection) \
+                    and frame.cid not in tx.tables:
                 self.tables[frame.cid].begin()
                 tx.tables.add(frame.cid)
             self._apply(frame, tx.version)
@@ -477,16 +523,63 @@ class Engine:
         are written again (their values, vectors included, as stored). History
         is kept, so a restore is undone by restoring the version before it."""
         self._check_writing(tx)
+        view = self.catalog.view(tx.branch, version)
         for t in list(self.tables.values()):
             n = t.n
-            born, died = t.born.data[:n], t.died.data[:n]
-            then = (born <= version) & (died > version)
-            now = died == ALIVE
+            then = t._view_mask(view, n)
+            now = t.alive_mask(n)
             self.delete(tx, t, np.flatnonzero(now & ~then))
             back = np.flatnonzero(then & ~now)
             if len(back):
                 self._insert(tx, t, t.id_values(back),
                              {name: col.take(back) for name, col in t.columns.items()})
+
+    # ---- branches (branches.py, merge.py) -----------------------------------------
+
+    def create_branch(self, tx: "Transaction", name: str, at: int) -> int:
+        """Fork `name` from the transaction's branch as of version `at`: the
+        transaction, which must hold nothing else, becomes the new branch's first
+        commit. Returns the branch id."""
+        self._check_writing(tx)
+        if tx.frames:
+            raise TransactionError("a branch is made in a transaction of its own")
+        try:
+            self.catalog.check_new_name(name)
+        except SchemaError as e:
+            raise OptionError(str(e)) from None
+        if self.log is not None:
+            self.log.file.upgrade_header()
+        bid, parent = self.catalog.next_id, tx.branch
+        tx.branch = self.applying_branch = bid
+        self.write(tx, frames.BranchOp("create", bid, name, parent, at))
+        return bid
+
+    def drop_branch(self, tx: "Transaction", branch: int) -> None:
+        """Drop `branch`, a child of the transaction's branch (a commit there): its
+        name is free again; its rows stay in the file, unseen, until a vacuum."""
+        self._check_writing(tx)
+        b = self.catalog.by_id[branch]
+        if branch == MAIN:
+            raise BranchError("main cannot be dropped")
+        if b.parent != tx.branch:
+            raise BranchError(f"{b.name!r} is dropped from its parent branch")
+        children = [c.name for c in self.catalog.live() if c.parent == branch]
+        if children:
+            raise BranchError(f"branches {children} fork from {b.name!r}: drop them first")
+        self.write(tx, frames.BranchOp("drop", branch))
+
+    def merge(self, tx: "Transaction", source: int) -> None:
+        """Write branch `source`'s changes onto the transaction's branch (merge.py)."""
+        self._check_writing(tx)
+        if source == tx.branch:
+            raise BranchError("a branch cannot be merged into itself")
+        if tx.frames:
+            raise TransactionError("a merge is made in a transaction of its own")
+        version = self.read_version(None, source)
+        merge.merge(self, tx, source, version)
+        if tx.frames:     # nothing to merge: no commit
+            self.write(tx, frames.BranchOp("merge", tx.branch, source=source,
+                                           source_version=version))
 
     def _check_current(self, t: Table) -> None:
         """NotFoundError for a table object its collection's drop left behind."""
@@ -501,9 +594,9 @@ class Engine:
 
     # ---- transactions ----------------------------------------------------------
 
-    def begin(self, timeout: float | None = None) -> Transaction:
-        """Open the write transaction, waiting up to `timeout` seconds (default:
-        the connection's lock_timeout) while another session holds it."""
+    def begin(self, timeout: float | None = None, branch: int = MAIN) -> Transaction:
+        """Open the write transaction on `branch`, waiting up to `timeout` seconds
+        (default: the connection's lock_timeout) while another session holds it."""
         self._ensure_writable()
         timeout = self.lock_timeout if timeout is None else timeout
         tx = Transaction(self, 0)
@@ -512,6 +605,9 @@ class Engine:
                                    f"{timeout:g} s; commit or roll that one back first")
         try:
             self._ensure_writable()     # closed while this one waited
+            b = self.catalog.by_id.get(branch)
+            if b is None or b.dropped:
+                raise BranchError(f"branch {b.name if b else branch!r} was dropped")
             if self.log is not None:
                 if self._generation != self.log.generation:
                     self._reload()
@@ -525,6 +621,8 @@ class Engine:
             raise
         tx.version = self.written + 1
         tx.next_cid = self.next_cid     # as loaded: a reload above may have changed it
+        tx.branch = branch
+        self._applying(tx.version, branch)
         self._tx = tx
         return tx
 
@@ -545,14 +643,15 @@ class Engine:
         try:
             if self.log is not None:
                 try:
-                    rec, end, generation = self.log.commit(tx.rows_changed)
+                    rec, end, generation = self.log.commit(tx.rows_changed,
+                                                           branch=tx.branch)
                 except BaseException:
                     self._abort(tx)
                     raise
                 ts, chain = rec.timestamp_us, rec.chain
             else:
                 ts, chain = time.time_ns() // 1000, b""
-            self.history.append(Commit(tx.version, ts, chain, tx.rows_changed))
+            self.history.append(Commit(tx.version, ts, chain, tx.rows_changed, tx.branch))
             self.written = tx.version
             for cid in tx.tables:
                 if cid in self.tables:      # not dropped
@@ -606,6 +705,10 @@ class Engine:
                 self.tables[t.cid] = t
                 self.names[t.name] = t.cid
         self.next_cid = tx.next_cid
+        if tx.catalog is not None:       # a branch it made is unmade: forget its live maps
+            self.catalog, tx.catalog = tx.catalog, None
+            for t in self.tables.values():
+                t.forget_branches(self.catalog.by_id)
         tx.tables, tx.dropped = set(), []
 
     def _link(self, tables) -> None:
@@ -640,16 +743,30 @@ class Engine:
 
     # ---- reading ---------------------------------------------------------------
 
-    def read_version(self, tx: Transaction | None = None) -> int:
-        """The version a reader sees: its own open transaction's, else the published one."""
-        return tx.version if tx is not None and not tx.done else self.visible
+    def read_version(self, tx: Transaction | None = None, branch: int = MAIN) -> int:
+        """The version a reader sees: its own open transaction's, else the newest
+        published commit of `branch` (its fork's, if it has none since)."""
+        if tx is not None and not tx.done:
+            return tx.version
+        visible = self.visible
+        if not self.catalog.any:
+            return visible
+        view = self.catalog.view(branch, visible)
+        for c in reversed(self.history):
+            if c.version <= visible and view.holds(c.branch, c.version):
+                return c.version
+        return 0
 
-    def snapshot(self, as_of=None, tx: Transaction | None = None) -> Snapshot:
-        """What one read sees: a version (as of `as_of`: a version number or an
-        aware datetime; None: the newest) and each table's row count, taken after
-        it. `tx` is the reader's own open transaction, whose writes it sees."""
+    def snapshot(self, as_of=None, tx: Transaction | None = None,
+                 branch: int | None = None) -> Snapshot:
+        """What one read sees: a branch (None: `tx`'s, else main) as of a version
+        (`as_of`: a version number or an aware datetime; None: the newest) and
+        each table's row count, taken after it. `tx` is the reader's own open
+        transaction, whose writes it sees."""
         self._ensure_open()
-        return take_snapshot(self, as_of, tx)
+        if branch is None:
+            branch = tx.branch if tx is not None else MAIN
+        return take_snapshot(self, as_of, tx, branch)
 
     def oldest_version(self) -> int:
         return self.history[0].version if self.history else 1

@@ -35,8 +35,8 @@ INSERT              c: the cid of an existing table; first: int == that table's 
                     |b1 for bool; (n, dim) of the field's dtype (<f4 or <f2) for
                     vectors, finite if the field has a graph — and n:<field> |b1
                     (n,). No other arrays.
-DELETE              c: the cid of an existing table. Arrays: rows <i8 (k,), each a
-                    row in [0, n) that is alive (died == ALIVE). No other arrays.
+DELETE              c: the cid of an existing table. Arrays: rows <i8 (k,), distinct,
+                    each a row in [0, n) alive on the commit's branch. No other arrays.
 CREATE_INDEX        c: the cid of an existing table; field: one of its vector
                     fields that has no vector index yet, whose vectors so far
                     are all finite; spec: HNSW.to_dict() with m, ef_construction,
@@ -60,6 +60,18 @@ BASE                (only in the first commit of a log: a vacuum's anchor) next_
                     each table once and not mapped yet, log_n >= its n, next_int_id
                     >= its own. Arrays: rows:<c> <i8 (n,) for each, strictly
                     increasing in [0, log_n). No other arrays.
+
+BRANCH              op: "create" | "drop" | "merge"; id: int. create: id is the
+                    commit's own branch, above every branch made (a branch's first
+                    commit makes it); name, a branch name no live branch has;
+                    parent: a live branch; fork: int <= the commit's version - 1.
+                    drop (a commit on its parent): id, a live branch other than
+                    main whose parent is the commit's branch and that no live
+                    branch forks from. merge (a merge's commit, on the target, id):
+                    source, another branch made; source_version: int below the
+                    commit's version. No arrays. Any commit on a branch other than
+                    main needs the branch made and not dropped, and changes no
+                    schema.
 
 Row numbers above (INSERT's first, DELETE's rows, ADD_COLUMN's n) are the
 log's: a table a vacuum renumbered (its BASE map, rowmap.py) is written and
@@ -92,7 +104,6 @@ from ..schema import (HNSW, IVFPQ, TS_MAX_US, TS_MIN_US, Field, Schema, brief_fr
 from ..storage import format as F
 from ..storage import record
 from .rowmap import RowMap, log_n
-from .table import ALIVE
 
 # What applying a well-hashed but malformed frame may still raise past the
 # checks below; replay turns each into CorruptFileError (a backstop, not the
@@ -260,8 +271,8 @@ class Delete:
                 if rows is None:
                     raise CorruptFileError(f"delete names rows of {t.name!r} that a vacuum "
                                            "dropped")
-            # writers delete only live rows: a row dies once
-            if not (t.died.data[rows] == ALIVE).all():
+            # writers delete only live rows: a row dies once on each branch
+            if len(np.unique(rows)) != len(rows) or not t.alive_mask(t.n)[rows].all():
                 raise CorruptFileError(f"delete names rows of {t.name!r} that are already dead")
         return cls(t.cid, rows)
 
@@ -485,12 +496,75 @@ class Base:
         return cls(next_cid, tables)
 
 
+@dataclass
+class BranchOp:
+    """A branch made (the first frame of its first commit), dropped (a commit on its
+    parent) or merged into the commit's branch (`source` as of `source_version`)."""
+    KIND: ClassVar[int] = F.Kind.BRANCH
+    op: str
+    id: int
+    name: str = ""
+    parent: int = 0
+    fork: int = 0
+    source: int = 0
+    source_version: int = 0
+    cid: ClassVar[None] = None      # no table
+
+    def encode(self) -> tuple[dict, dict]:
+        meta = {"op": self.op, "id": self.id}
+        if self.op == "create":
+            meta.update(name=self.name, parent=self.parent, fork=self.fork)
+        elif self.op == "merge":
+            meta.update(source=self.source, source_version=self.source_version)
+        return meta, {}
+
+    @classmethod
+    def decode(cls, engine, meta: dict, arrays: dict) -> "BranchOp":
+        no_arrays(arrays)
+        op, bid, version = meta.get("op"), meta.get("id"), engine.applying_version
+        catalog, here = engine.catalog, engine.applying_branch
+        if op == "drop":
+            b = catalog.by_id.get(bid) if type(bid) is int else None
+            if b is None or b.dropped or b.id == 0 or b.parent != here or any(
+                    c.parent == bid for c in catalog.live()):
+                raise CorruptFileError(f"a BRANCH frame drops {brief_from_file(bid)} on "
+                                       f"branch {here}: not a live leaf branch of it")
+            return cls(op, bid)
+        if bid != here:
+            raise CorruptFileError(f"a BRANCH frame of branch {brief_from_file(bid)} in a "
+                                   f"commit on branch {here}")
+        if op == "create":
+            if bid in catalog.by_id:
+                raise CorruptFileError(f"branch {bid} is made twice")
+            name = meta.get("name")
+            try:
+                catalog.check_new_name(name)
+            except VarveError as e:
+                raise CorruptFileError(f"a BRANCH frame: {e}") from None
+            parent = meta.get("parent")
+            if parent not in catalog.by_id or catalog.by_id[parent].dropped:
+                raise CorruptFileError(f"branch {name!r} forks from {brief_from_file(parent)}, "
+                                       "no live branch")
+            return cls(op, bid, name, parent, int_of(meta, "fork", 0, version - 1))
+        if bid not in catalog.by_id or catalog.by_id[bid].dropped:
+            raise CorruptFileError(f"a BRANCH frame names branch {brief_from_file(bid)}, "
+                                   "which is not live")
+        if op == "merge":
+            source = meta.get("source")
+            if source not in catalog.by_id or source == bid:
+                raise CorruptFileError(f"a merge of {brief_from_file(source)} into {bid}")
+            return cls(op, bid, source=source,
+                       source_version=int_of(meta, "source_version", 0, version - 1))
+        raise CorruptFileError(f"a BRANCH frame of op {brief_from_file(op)}")
+
+
 Frame = (CreateCollection | Insert | Delete | CreateIndex | DropCollection | AddColumn
-         | DropColumn | RenameColumn | CreateScalarIndex | DropIndex | Base)
+         | DropColumn | RenameColumn | CreateScalarIndex | DropIndex | Base | BranchOp)
 KINDS = {cls.KIND: cls for cls in (CreateCollection, Insert, Delete, CreateIndex,
                                    DropCollection, AddColumn, DropColumn, RenameColumn,
-                                   CreateScalarIndex, DropIndex, Base)}
+                                   CreateScalarIndex, DropIndex, Base, BranchOp)}
 SCHEMA_FRAMES = (AddColumn, DropColumn, RenameColumn, CreateScalarIndex, DropIndex)
+SCHEMA_CHANGES = (CreateCollection, DropCollection, CreateIndex, *SCHEMA_FRAMES)
 
 
 def encode(frame: Frame, rowmap: RowMap | None = None, packed=None
@@ -516,6 +590,9 @@ def decode(engine, kind: int, payload, base: int) -> Frame:
     cls = KINDS.get(kind)
     if cls is None:
         raise CorruptFileError(f"unknown frame kind {kind}")
+    if engine.applying_branch and cls in SCHEMA_CHANGES:
+        raise CorruptFileError(f"a {cls.__name__} frame on branch {engine.applying_branch}: "
+                               "the schema changes on main only")
     meta, arrays, offsets = record.decode(payload)
     frame = cls.decode(engine, meta, arrays)
     if isinstance(frame, Insert):

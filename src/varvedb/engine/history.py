@@ -12,3 +12,4 @@ class Commit:
     timestamp_us: int
     chain: bytes
     rows_changed: int
+    branch: int = 0         # the branch it was made on (branches.py); 0 is main

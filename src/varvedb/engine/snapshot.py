@@ -20,15 +20,17 @@ import numpy as np
 
 from ..errors import FieldTypeError, OptionError, VersionNotFoundError
 from ..schema import from_micros, to_micros
+from .branches import MAIN, View, main_view
 
 
 class Snapshot:
-    __slots__ = ("version", "newest", "final", "_n")
+    __slots__ = ("version", "newest", "final", "view", "_n")
 
-    def __init__(self, version: int, newest: int, final: bool):
-        self.version = version      # rows with born <= version < died are visible
+    def __init__(self, version: int, newest: int, final: bool, view: View | None = None):
+        self.version = version      # the commits seen: up to this one, on the view's line
         self.newest = newest        # the newest version the reader could have asked for
         self.final = final          # committed: masks may be cached
+        self.view = main_view(version) if view is None else view   # (branches.py)
         self._n: dict = {}          # table -> its row count, taken once, after `version`
 
     @property
@@ -46,24 +48,26 @@ class Snapshot:
     def visible(self, table, nonnull: str | None = None) -> tuple[np.ndarray, int]:
         """(read-only mask, count) over the table's rows [0, n): visible at this
         version (and with a non-null `nonnull` field, for a vector search)."""
-        return table.visible(self.version, self.n(table), self.final, nonnull)
+        return table.visible(self.view, self.n(table), self.final, nonnull)
 
     def row_of(self, table, key) -> int:
         """The row of document `key` visible in this snapshot, or -1."""
-        return table.visible_row(key, self.version, self.n(table))
+        return table.visible_row(key, self.view, self.n(table))
 
     def __repr__(self) -> str:
         return f"<Snapshot v{self.version}{'' if self.final else ' (open transaction)'}>"
 
 
-def take(engine, as_of=None, tx=None) -> Snapshot:
-    """The snapshot a reader gets: as of `as_of` (None: the newest it can see).
+def take(engine, as_of=None, tx=None, branch: int = MAIN) -> Snapshot:
+    """The snapshot a reader of `branch` gets: as of `as_of` (None: the newest it
+    can see).
 
     `tx` is the reader's own open transaction (or None): inside it the reader
     sees its own writes, at the transaction's pending version."""
     newest = tx.version if tx is not None else engine.visible
     version = newest if as_of is None else resolve(engine, as_of, newest)
-    return Snapshot(version, newest, tx is None or version < tx.version)
+    view = engine.catalog.view(branch, version) if engine.catalog.any else None
+    return Snapshot(version, newest, tx is None or version < tx.version, view)
 
 
 def resolve(engine, as_of, newest: int) -> int:

@@ -9,8 +9,11 @@ unstamps `died` (the undo log).
 
 Invariants:
 * every column, `ids`, `born` and `died` have exactly `n` rows;
-* `live` maps each document id to its row whose `died` is ALIVE (the writer's
+* `live` maps each document id to its row alive on the writer's branch (its
   view, including its open transaction); at most one such row per id;
+* with branches (branches.py): `branch_of` holds each row's birth branch (None
+  while every row was born on main), `died` is stamped by that branch only,
+  and `deaths[b]` lists the rows of b's ancestors that b deleted;
 * frames are applied identically live and on replay, so the state after
   reopen equals the state before close.
 """
@@ -28,6 +31,7 @@ from ..index.fts import FtsIndex
 from ..index.scalar import make_scalar_index
 from ..index.vector_index import VectorIndex
 from ..schema import HNSW, Field, Schema, coerce_ids
+from .branches import HEAD, MAIN, View, main_view
 from .columns import Growable, TextColumn, VectorColumn, make_column
 
 ALIVE = np.iinfo(np.int64).max
@@ -43,7 +47,10 @@ class Table:
         self.born = Growable(np.int64)
         self.died = Growable(np.int64)
         self.columns = {name: make_column(f) for name, f in schema.fields.items()}
-        self._live: dict | None = {}           # see `live`
+        self._lives: dict[int, dict] = {MAIN: {}}   # branch -> its live map (see `live`)
+        self.writer_view = main_view(HEAD)     # the writing branch's view (set by the engine)
+        self.branch_of: Growable | None = None     # int32 birth branch, once one is not main
+        self.deaths: dict[int, tuple[Growable, Growable]] = {}   # branch -> (rows, versions)
         self._live_lock = threading.Lock()
         self.next_int_id = 1
         self.indexes = {name: make_scalar_index(name, f)     # scalar field -> index
@@ -61,18 +68,52 @@ class Table:
 
     @property
     def live(self) -> dict:
-        """Document id -> its live row. A table loaded from a checkpoint builds it
-        on first use: for millions of rows the dict is hundreds of MB that a reader
-        which only searches never needs (and a capped one cannot spare)."""
-        live = self._live
+        """Document id -> its live row on the writer's branch. Each branch's map is
+        changed only by that branch's writes, so one is kept per branch used; a
+        table loaded from a checkpoint builds it on first use: for millions of
+        rows the dict is hundreds of MB that a reader which only searches never
+        needs (and a capped one cannot spare)."""
+        b = self.writer_view.branch
+        live = self._lives.get(b)
         if live is None:
             with self._live_lock:
-                if self._live is None:
-                    alive = np.flatnonzero(self.died.data[:self.n] == ALIVE)
-                    self._live = dict(zip(self.id_values(alive), alive.tolist()))
-                live = self._live
+                live = self._lives.get(b)
+                if live is None:
+                    alive = np.flatnonzero(self.alive_mask(self.n))
+                    live = self._lives[b] = dict(zip(self.id_values(alive), alive.tolist()))
         return live
 
+    def use_view(self, view: View) -> None:
+        """The writer now writes (or replays) the branch of `view` (its cut: HEAD)."""
+        self.writer_view = view
+
+    def forget_branches(self, known) -> None:
+        """Drop the live maps of branches not in `known` (a rolled-back branch's id is
+        handed out again) and write main until the engine says otherwise."""
+        self._lives = {b: m for b, m in self._lives.items() if b in known}
+        self.writer_view = main_view(HEAD)
+
+    def alive_mask(self, n: int) -> np.ndarray:
+        """Rows [0, n) alive on the writer's branch, its open transaction included."""
+        if self.branch_of is None and self.writer_view.main_only:
+            return self.died.data[:n] == ALIVE
+        return self._view_mask(self.writer_view, n)
+
+    def _view_mask(self, view: View, n: int) -> np.ndarray:
+        births = self.branch_of.data[:n] if self.branch_of is not None else None
+        mask = _born_in(view, self.born.data[:n], self.died.data[:n], births)
+        for gone in self._deaths_in(view):
+            mask[gone[gone < n]] = False
+        return mask
+
+    def _deaths_in(self, view: View):
+        """For each branch of the view that deleted its ancestors' rows: those rows,
+        as far as the view sees that branch."""
+        for b, cut in view.segments:
+            d = self.deaths.get(b)
+            if d is not None:
+                k = min(d[0].n, d[1].n)      # a writer appends rows, then versions
+                yield d[0].data[:k][d[1].data[:k] <= cut]
     @property
     def n(self) -> int:
         return self.born.n
@@ -91,11 +132,11 @@ class Table:
 
     # ---- reading -------------------------------------------------------------
 
-    def visible(self, version: int, n: int, final: bool = False, nonnull: str | None = None
+    def visible(self, view: View, n: int, final: bool = False, nonnull: str | None = None
                 ) -> tuple[np.ndarray, int]:
-        """(read-only mask, count) over row versions [0, n): visible as of
-        `version` (and with a non-null `nonnull` field). Combine the mask into
-        a new array; never write to it.
+        """(read-only mask, count) over row versions [0, n): visible in `view` (a
+        branch as of a version: branches.py) and with a non-null `nonnull` field.
+        Combine the mask into a new array; never write to it.
 
         Readers get here through a Snapshot, which takes `n` once, after the
         version, so all its masks have one length while the writer appends.
@@ -105,32 +146,66 @@ class Table:
         # append rows born later and stamp `died` with later versions), and a
         # row's nulls never change, so a committed version's mask is cached.
         cached = self._mask_cache.get(nonnull)
-        if cached is not None and cached[0] == version and cached[1] == n:
+        if cached is not None and cached[0] == view and cached[1] == n:
             return cached[2], cached[3]
-        mask = (self.born.data[:n] <= version) & (self.died.data[:n] > version)
+        mask = self._view_mask(view, n)
         if nonnull is not None:
             mask &= ~self.columns[nonnull].nulls_head(n)
         mask.flags.writeable = False
         count = int(np.count_nonzero(mask))
         if final:
-            self._mask_cache[nonnull] = (version, n, mask, count)
+            self._mask_cache[nonnull] = (view, n, mask, count)
         return mask, count
 
-    def visible_row(self, key, version: int, n: int) -> int:
-        """The row of document `key` visible as of `version` among [0, n), or -1.
+    def rows_visible(self, rows: np.ndarray, view: View) -> np.ndarray:
+        """Which of `rows` (row numbers below n) are visible in `view`: a mask."""
+        rows = np.asarray(rows, np.int64)
+        births = self.branch_of.data[rows] if self.branch_of is not None else None
+        ok = _born_in(view, self.born.data[rows], self.died.data[rows], births)
+        for gone in self._deaths_in(view):
+            ok &= ~np.isin(rows, gone)
+        return ok
+
+    def visible_row(self, key, view: View, n: int) -> int:
+        """The row of document `key` visible in `view` among [0, n), or -1.
 
         The live map is tried first: its row is the answer when it is visible
-        at this version (at most one row of an id is visible at any version),
-        which is every read of the current state. Otherwise (an older version,
-        or a row the writer has replaced or deleted but not committed) every
-        row written for the id is looked at."""
-        born, died = self.born.data, self.died.data
+        in this view (at most one row of an id is visible in any view), which
+        is every read of the writer's branch as it is now. Otherwise (an older
+        version, another branch, or a row the writer has replaced or deleted but
+        not committed) every row written for the id is looked at."""
         r = self.live.get(key)
-        if r is not None and r < n and born.item(r) <= version < died.item(r):
-            return r
+        if r is not None and r < n:
+            if self.branch_of is None and view.main_only:   # no branch: two compares
+                if self.born.data.item(r) <= view.version < self.died.data.item(r):
+                    return r
+            elif self.rows_visible(np.array([r]), view)[0]:
+                return r
         rows = self.rows_of_id(key, n)
-        rows = rows[(born[rows] <= version) & (died[rows] > version)]
+        rows = rows[self.rows_visible(rows, view)]
         return int(rows[0]) if len(rows) else -1
+
+    def row_history(self, key, view: View, n: int) -> tuple[np.ndarray, list, list]:
+        """(rows, born, deleted) of every version of document `key` in `view`'s
+        line, oldest first; deleted is the version that ended it there, or None."""
+        rows = self.rows_of_id(key, n)
+        births = (self.branch_of.data[rows].tolist() if self.branch_of is not None
+                  else [MAIN] * len(rows))
+        born = self.born.data[rows].tolist()
+        keep = [i for i, (b, v) in enumerate(zip(births, born)) if view.holds(b, v)]
+        rows = rows[keep]
+        deleted = []
+        for row, b in zip(rows.tolist(), [births[i] for i in keep]):
+            gone = self.died.data.item(row)
+            ends = [gone] if gone != ALIVE and view.holds(b, gone) else []
+            for d, cut in view.segments:
+                pair = self.deaths.get(d)
+                if pair is not None:
+                    k = min(pair[0].n, pair[1].n)
+                    hit = np.flatnonzero(pair[0].data[:k] == row)
+                    ends += [v for v in pair[1].data[hit].tolist() if v <= cut]
+            deleted.append(min(ends) if ends else None)
+        return rows, [born[i] for i in keep], deleted
 
     def id_value(self, row: int):
         return self.ids.value(row) if isinstance(self.ids, TextColumn) else self.ids.data.item(row)
@@ -158,7 +233,8 @@ class Table:
         # n, died rows, live-map ops, next id, and the schema with its columns and
         # indexes before the transaction (schema changes replace these, never edit them)
         self._undo = [self.n, [], [], self.next_int_id, dict(self.vector_indexes), self.schema,
-                      dict(self.columns), dict(self.indexes), dict(self.text_indexes)]
+                      dict(self.columns), dict(self.indexes), dict(self.text_indexes),
+                      self.branch_of, {b: d[0].n for b, d in self.deaths.items()}]
 
     def end(self) -> None:
         """The transaction committed: its rows are now part of the committed prefix."""
@@ -167,13 +243,22 @@ class Table:
 
     def rollback(self) -> None:
         n0, died_rows, live_undo, next_id, vector_indexes, schema, columns, indexes, \
-            text_indexes = self._undo
+            text_indexes, branch_of, deaths_n = self._undo
         if schema is not self.schema:
             self._mask_cache = {}
         self.columns, self.indexes, self.text_indexes = columns, indexes, text_indexes
         self.vector_indexes, self.schema = vector_indexes, schema
+        self.branch_of = branch_of
         for col in [self.born, self.died, self.ids, *self.columns.values()]:
             col.truncate(n0)
+        if branch_of is not None:
+            branch_of.truncate(n0)
+        for b in list(self.deaths):
+            if b not in deaths_n:
+                del self.deaths[b]
+            else:
+                for part in self.deaths[b]:
+                    part.truncate(deaths_n[b])
         if died_rows:
             self.died.set(np.concatenate(died_rows), ALIVE)
         for added, keys, rows in reversed(live_undo):
@@ -216,7 +301,8 @@ class Table:
             raise DuplicateIdError(f"id {dup!r} already exists in {self.name!r}")
 
     def apply_insert(self, frame, version: int) -> None:
-        """Apply an Insert frame (frames.py): its rows are born at `version`."""
+        """Apply an Insert frame (frames.py): its rows are born at `version`, on
+        the writer's branch."""
         first, count = frame.first, len(frame.ids)
         assert first == self.n, f"insert frame starts at row {first}, table has {self.n}"
         if isinstance(self.ids, TextColumn):
@@ -229,6 +315,12 @@ class Table:
             if count:
                 self.next_int_id = max(self.next_int_id, int(id_arr.max()) + 1)
         self.died.append(np.full(count, ALIVE, np.int64))
+        branch = self.writer_view.branch
+        if branch != MAIN and self.branch_of is None:
+            self.branch_of = Growable(np.int32)
+            self.branch_of.append(np.zeros(first, np.int32))
+        if self.branch_of is not None:
+            self.branch_of.append(np.full(count, branch, np.int32))
         present = frame.columns
         for name, col in self.columns.items():
             if name not in present:
@@ -257,13 +349,29 @@ class Table:
         self.born.append(np.full(count, version, np.int64))
 
     def apply_delete(self, rows: np.ndarray, version: int) -> None:
+        """Apply a Delete frame on the writer's branch: its own rows get `died`,
+        its ancestors' rows go to its own list of deaths (they live on there)."""
         if not len(rows):
             return
-        self.died.set(rows, version)
+        rows = np.asarray(rows, np.int64)
+        own = rows
+        if self.branch_of is not None or not self.writer_view.main_only:
+            births = (self.branch_of.data[rows] if self.branch_of is not None
+                      else np.zeros(len(rows), np.int32))
+            mine = births == self.writer_view.branch
+            own, theirs = rows[mine], rows[~mine]
+            if len(theirs):
+                d = self.deaths.get(self.writer_view.branch)
+                if d is None:
+                    d = self.deaths[self.writer_view.branch] = (Growable(np.int64),
+                                                                Growable(np.int64))
+                d[0].append(theirs)
+                d[1].append(np.full(len(theirs), version, np.int64))
+        self.died.set(own, version)
         keys = self.id_values(rows)
         if self._undo is not None:
-            self._undo[1].append(np.array(rows, np.int64))
-            self._undo[2].append((False, keys, np.asarray(rows).tolist()))
+            self._undo[1].append(np.array(own, np.int64))
+            self._undo[2].append((False, keys, rows.tolist()))
         # Writers delete only live rows, and an upsert writes its delete
         # before its insert, so each deleted row is its id's live row.
         live = self.live
@@ -401,6 +509,19 @@ class Table:
             if col is not None:
                 moved += vi.link(col, self.committed_n)
         return moved > 0
+
+
+def _born_in(view: View, born: np.ndarray, died: np.ndarray, births: np.ndarray | None
+             ) -> np.ndarray:
+    """Rows whose birth branch's segment of the view holds their birth and not
+    their death (`births` None: every row was born on main)."""
+    if births is None:
+        cut = view.segments[0][1]
+        return (born <= cut) & (died > cut)
+    mask = np.zeros(len(born), bool)
+    for b, cut in view.segments:
+        mask |= (births == b) & (born <= cut) & (died > cut)
+    return mask
 
 
 def make_text_index(name: str, f: Field) -> FtsIndex:

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import OptionError, StorageError, TransactionError, VersionNotFoundError
+from ..errors import (BranchError, OptionError, StorageError, TransactionError,
+                      VersionNotFoundError)
 from ..schema import is_int
 from ..storage import format as F
 from ..storage import log_reader
@@ -45,7 +46,7 @@ from ..storage.rewrite import NewLog
 from . import frames
 from .rowmap import log_n
 from .snapshot import resolve
-from .table import ALIVE
+from .branches import HEAD, MAIN, main_view
 
 PROGRESS_FROM = 100_000  # base rows from which a bar is shown
 
@@ -93,6 +94,13 @@ def vacuum(engine, keep, progress: bool | None = None) -> VacuumReport:
     with engine._writer.held():
         engine._reload()
         k = oldest_kept(engine, keep)
+        branched = [b.name for b in engine.catalog.live() if b.id != MAIN]
+        if branched:
+            raise BranchError(f"vacuum keeps main's history only: merge or drop the "
+                              f"branches {branched} first")
+        if any(c.branch != MAIN for c in engine.history if c.version > k):
+            raise BranchError("the versions kept hold commits of dropped branches: keep "
+                              "fewer versions (the newest commit on main and later)")
         before = os.fstat(engine.log.file.fd).st_size
         if k == 0:                 # no commit yet: nothing to keep or drop
             return VacuumReport(0, 0, 0, 0, before, before, time.perf_counter() - t0)
@@ -171,7 +179,8 @@ def _write_base(scratch, log: NewLog, progress) -> tuple[int, int]:
     """The frames of the state as of the scratch engine's version: each table,
     its rows alive then (renumbered from 0), and the BASE frame that maps them."""
     tables = [scratch.tables[cid] for cid in sorted(scratch.tables)]
-    alive = {t.cid: np.flatnonzero(t.died.data[:t.n] == ALIVE) for t in tables}
+    # main's rows alive then: a dropped branch's rows go with its history
+    alive = {t.cid: np.flatnonzero(t._view_mask(main_view(HEAD), t.n)) for t in tables}
     total = sum(len(r) for r in alive.values())
     bar = None
     if progress or (progress is None and total >= PROGRESS_FROM):

@@ -8,9 +8,10 @@ executor. Writes run through the same engine verbs as the Python API, in the
 session's transaction (BEGIN ... COMMIT) or, outside one, in a transaction
 of their own that commits when the statement returns.
 
-varvedb's one extension of the grammar, `AS OF VERSION n` or
-`AS OF TIMESTAMP '...'` at the end of a SELECT, is cut off before pglast
-parses the rest.
+varvedb's one extension of the grammar, `AS OF VERSION n`,
+`AS OF TIMESTAMP '...'` or `AS OF BRANCH 'name'` (optionally followed by
+`VERSION n` or `TIMESTAMP '...'`) at the end of a SELECT, is cut off before
+pglast parses the rest.
 """
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ from .result import SqlResult
 
 __all__ = ["run", "compile_text", "SqlResult"]
 
-_AS_OF = re.compile(r"\s+AS\s+OF\s+(VERSION\s+(?P<v>\d+|\$\d+)|TIMESTAMP\s+"
-                    r"(?P<t>'(?:[^']|'')*'|\$\d+))\s*;?\s*$", re.I)
+_AS_OF = re.compile(r"\s+AS\s+OF\s+(BRANCH\s+(?P<b>'(?:[^']|'')*'|\$\d+)\s*)?"
+                    r"(VERSION\s+(?P<v>\d+|\$\d+)|TIMESTAMP\s+"
+                    r"(?P<t>'(?:[^']|'')*'|\$\d+))?\s*;?\s*$", re.I)
 
 
 class Compiled:
@@ -36,7 +38,8 @@ class Compiled:
     def __init__(self, kind: str, impl, as_of, text: str):
         self.kind = kind          # select, write, ddl, command, transaction
         self.impl = impl
-        self.as_of = as_of        # ("version", expr) / ("timestamp", expr) / None
+        self.as_of = as_of        # (branch expr | None, "version" | "timestamp" | None,
+                                  #  expr | None), or None
         self.text = text
 
 
@@ -68,12 +71,14 @@ def compile_text(text: str) -> tuple[Compiled, ...]:
 
 def _cut_as_of(text: str):
     m = _AS_OF.search(text)
-    if m is None:
+    if m is None or not (m.group("b") or m.group("v") or m.group("t")):
         return text, None
     if m.group("v") is not None:
-        spec = ("version", m.group("v"))
+        spec = (m.group("b"), "version", m.group("v"))
+    elif m.group("t") is not None:
+        spec = (m.group("b"), "timestamp", m.group("t"))
     else:
-        spec = ("timestamp", m.group("t"))
+        spec = (m.group("b"), None, None)
     return text[:m.start()], spec
 
 
@@ -97,12 +102,22 @@ class Context:
     def __init__(self, session, as_of=None):
         self.session = session
         self.engine = session._engine
-        self.as_of = as_of
+        self.as_of = as_of        # (branch name | None, version | datetime | None), or None
         self._snap = None
 
     def snapshot(self):
         if self._snap is None:
-            self._snap = self.engine.snapshot(self.as_of, tx=self.session.tx)
+            s, (branch, when) = self.session, self.as_of or (None, None)
+            tx = s.tx
+            if branch is not None:
+                bid = self.engine.catalog.named(branch).id
+                if tx is not None and bid != tx.branch:
+                    tx = None      # another branch: its committed state, not this one's writes
+                if when is None:
+                    when = self.engine.read_version(tx, bid)
+            else:
+                bid = tx.branch if tx is not None else s.branch_id
+            self._snap = self.engine.snapshot(when, tx=tx, branch=bid)
         return self._snap
 
     def table(self, name: str):
@@ -167,16 +182,29 @@ def _run_one(session, c: Compiled, params) -> SqlResult:
 def _as_of(c: Compiled, params, session):
     if c.as_of is None:
         return None
-    kind, text = c.as_of
+    branch, kind, text = c.as_of
+    if branch is not None:
+        branch = _literal(branch, params)
+        if not isinstance(branch, str):
+            raise SqlError("22023", f"AS OF BRANCH takes a branch name, got {branch!r:.80}")
+    if kind is None:
+        return branch, None
+    return branch, _when(kind, text, params)
+
+
+def _literal(text: str, params):
     if text.startswith("$"):
         i = int(text[1:])
         if not 1 <= i <= len(params):
             raise SqlError("42P02", f"there is no parameter ${i}")
-        value = params[i - 1]
-    elif kind == "version":
-        value = int(text)
-    else:
-        value = text[1:-1].replace("''", "'")
+        return params[i - 1]
+    return text[1:-1].replace("''", "'")
+
+
+def _when(kind: str, text: str, params):
+    if kind == "version" and not text.startswith("$"):
+        return int(text)
+    value = _literal(text, params)
     if kind == "timestamp" and isinstance(value, str):
         import datetime as _dt
         from ..query.literals import parse_timestamp

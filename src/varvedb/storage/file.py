@@ -120,6 +120,19 @@ class DatabaseFile:
         self.created_us = header.created_us
         self.format_version = header.format_version
 
+    def upgrade_header(self) -> None:
+        """Stamp the header with this format before the file first holds what an
+        older varvedb cannot read (it then refuses the file instead of misreading
+        it). One 64-byte write inside the first block, synced."""
+        if self.format_version >= F.FORMAT_VERSION:
+            return
+        try:
+            self.write_all([F.pack_header(self.file_id, self.created_us)], 0)
+            self.io.fsync()
+        except OSError as e:
+            raise StorageError(f"{self.path}: could not upgrade the header: {e}", e) from e
+        self.format_version = F.FORMAT_VERSION
+
     # ---- superblocks ---------------------------------------------------------
 
     @property

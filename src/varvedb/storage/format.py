@@ -20,7 +20,9 @@ import zlib
 from dataclasses import dataclass
 
 MAGIC = b"VARVEDB\x00"
-FORMAT_VERSION = 2   # 2: anchor commits and BASE frames (a vacuumed file); 1 is read
+# 2: anchor commits and BASE frames (a vacuumed file); 3: branch commits and BRANCH
+# frames. Older formats are read; a file is written in the newest.
+FORMAT_VERSION = 3
 ALIGN = 64
 HEADER_SIZE = 64
 SLOT_OFFSETS = (1024, 2048)
@@ -36,8 +38,10 @@ FRAME_HEADER_SIZE = 64
 # superblock slot: seq, checkpoint offset, checkpoint version, log end, chain
 _SLOT = struct.Struct("<QQQQ32s")
 # commit payload: version, timestamp us, frame count, rows changed, digest, prev chain, chain
+# [, branch id (u32): only on a branch other than main, whose commits end here]
 _COMMIT = struct.Struct("<QqIQ32s32s32s")
 COMMIT_SIZE = _COMMIT.size
+_BRANCH = struct.Struct("<I")
 
 
 class Kind:
@@ -56,6 +60,7 @@ class Kind:
     CREATE_SCALAR_INDEX = 18
     DROP_INDEX = 19
     BASE = 20           # in an anchor commit: how the log numbers the rows it kept
+    BRANCH = 21         # a branch created or dropped
 
 
 def pad(n: int, align: int = ALIGN) -> int:
@@ -155,19 +160,28 @@ class CommitRecord:
     digest: bytes
     prev_chain: bytes
     chain: bytes
+    branch: int = 0          # the branch the commit was made on; 0 is main
 
 
-def chain_hash(prev_chain: bytes, digest: bytes, version: int, timestamp_us: int) -> bytes:
-    return hashlib.sha256(prev_chain + digest + struct.pack("<Qq", version, timestamp_us)).digest()
+def chain_hash(prev_chain: bytes, digest: bytes, version: int, timestamp_us: int,
+               branch: int = 0) -> bytes:
+    # a main commit hashes as in format 1, so older files keep their chain hashes
+    tail = _BRANCH.pack(branch) if branch else b""
+    return hashlib.sha256(prev_chain + digest + struct.pack("<Qq", version, timestamp_us)
+                          + tail).digest()
 
 
 def pack_commit(c: CommitRecord) -> bytes:
-    return _COMMIT.pack(c.version, c.timestamp_us, c.n_frames, c.rows_changed,
+    body = _COMMIT.pack(c.version, c.timestamp_us, c.n_frames, c.rows_changed,
                         c.digest, c.prev_chain, c.chain)
+    return body + _BRANCH.pack(c.branch) if c.branch else body
 
 
 def unpack_commit(buf) -> CommitRecord:
-    return CommitRecord(*_COMMIT.unpack(bytes(buf[:_COMMIT.size])))
+    rec = CommitRecord(*_COMMIT.unpack(bytes(buf[:_COMMIT.size])))
+    if len(buf) >= COMMIT_SIZE + _BRANCH.size:
+        (rec.branch,) = _BRANCH.unpack(bytes(buf[COMMIT_SIZE:COMMIT_SIZE + _BRANCH.size]))
+    return rec
 
 
 def genesis_chain(file_id: bytes) -> bytes:

@@ -134,7 +134,8 @@ def _check_commit(buf, ref: FrameRef, pending, version, chain, anchor: bool = Fa
     if anchor:   # the version and chain of the oldest version kept, as recorded
         return rec, 1 <= rec.version < 1 << 62
     ok = (rec.version == version + 1 and rec.prev_chain == chain
-          and rec.chain == F.chain_hash(chain, digest, rec.version, rec.timestamp_us))
+          and rec.chain == F.chain_hash(chain, digest, rec.version, rec.timestamp_us,
+                                        rec.branch))
     return rec, ok
 
 

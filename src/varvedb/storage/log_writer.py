@@ -156,9 +156,10 @@ class LogWriter:
         self.dirty_end = max(self.dirty_end, pos + nbytes(bufs))
         return self.file.write_all(bufs, pos)
 
-    def commit(self, rows_changed: int, timestamp_us: int | None = None
+    def commit(self, rows_changed: int, timestamp_us: int | None = None, branch: int = 0
                ) -> tuple[F.CommitRecord, int, int]:
-        """Write the open transaction's frames and its commit frame (not yet synced).
+        """Write the open transaction's frames and its commit frame (not yet synced),
+        made on `branch` (0: main).
 
         Returns (record, end, generation): pass end and generation to `sync_to`,
         which refuses a commit that a failed sync has undone meanwhile."""
@@ -168,7 +169,8 @@ class LogWriter:
             digest = hashlib.sha256(b"".join(self._tx_frames)).digest()
             version = self.version + 1
             rec = F.CommitRecord(version, ts, len(self._tx_frames), rows_changed, digest,
-                                 self.chain, F.chain_hash(self.chain, digest, version, ts))
+                                 self.chain, F.chain_hash(self.chain, digest, version, ts,
+                                                          branch), branch)
             payload = F.pack_commit(rec)
             self._pending.append(_PendingFrame(F.Kind.COMMIT, [payload], len(payload),
                                                F.frame_hash(F.Kind.COMMIT, len(payload),

@@ -1,0 +1,446 @@
+"""Branches: isolation, merge and conflicts against a dict-of-dicts oracle (a
+hypothesis state machine over a real file, reopened and checkpointed on the
+way), and the edges: errors that write nothing, search through one graph,
+SQL's AS OF BRANCH, the CLI, verify, vacuum's refusal, crafted frames."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+import varvedb as vv
+
+IDS = st.integers(1, 6)
+NAMES = ("a", "b", "c")
+
+
+class Line:
+    """The oracle's branch: (version, {id: tag}) for every version of its line."""
+
+    def __init__(self, parent, fork, hist):
+        self.parent, self.fork, self.hist = parent, fork, hist
+        self.merged = {}          # source -> (source's version, merge's version)
+
+    def at(self, v) -> dict:
+        state = {}
+        for ver, s in self.hist:
+            if ver > v:
+                break
+            state = s
+        return state
+
+    @property
+    def head(self) -> dict:
+        return self.hist[-1][1] if self.hist else {}
+
+
+def _changes(base: dict, head: dict) -> set:
+    return {k for k in base.keys() | head.keys() if base.get(k) != head.get(k)}
+
+
+class BranchMachine(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        import tempfile
+        self.dir = tempfile.mkdtemp(prefix="varve-branch-")
+        self.path = os.path.join(self.dir, "b.varve")
+        self.db = vv.connect(self.path)
+        self.db.create_collection("docs", {"tag": vv.Int(index="hash")})
+        self.lines = {"main": Line(None, 0, [(1, {})])}
+        self.cur = "main"
+
+    def teardown(self):
+        assert self.db.verify().ok
+        self.db.close()
+        import shutil
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    @property
+    def docs(self):
+        return self.db["docs"]
+
+    def _written(self) -> int:
+        return self.db._engine.written
+
+    def _commit(self, name: str, state: dict) -> None:
+        self.lines[name].hist.append((self._written(), state))
+
+    @rule(k=IDS, tag=st.integers(0, 3))
+    def upsert(self, k, tag):
+        self.docs.upsert([{"id": k, "tag": tag}])
+        self._commit(self.cur, {**self.lines[self.cur].head, k: tag})
+
+    @rule(k=IDS)
+    def delete(self, k):
+        state = dict(self.lines[self.cur].head)
+        if k not in state:
+            return
+        self.docs.delete(ids=[k])
+        del state[k]
+        self._commit(self.cur, state)
+
+    @precondition(lambda self: len(self.lines) < 4)
+    @rule(name=st.sampled_from(NAMES), back=st.integers(0, 3))
+    def fork(self, name, back):
+        if name in self.lines:
+            with pytest.raises(vv.OptionError, match="exists already"):
+                self.db.branch(name)
+            return
+        line = self.lines[self.cur]
+        versions = [v for v, _ in line.hist]
+        at = versions[max(0, len(versions) - 1 - back)]
+        info = self.db.branch(name, at=at)
+        assert info.created == self._written() and info.fork == at
+        hist = [(v, s) for v, s in line.hist if v <= at] + [(info.created, line.at(at))]
+        self.lines[name] = Line(self.cur, at, hist)
+
+    @rule(name=st.sampled_from(("main",) + NAMES))
+    def use(self, name):
+        if name not in self.lines:
+            with pytest.raises(vv.NotFoundError):
+                self.db.use(name)
+            return
+        self.db.use(name)
+        self.cur = name
+
+    @rule(data=st.data())
+    def merge(self, data):
+        here = self.lines[self.cur]
+        kin = [n for n, ln in self.lines.items() if ln.parent == self.cur] + \
+            ([here.parent] if here.parent else [])
+        if not kin:
+            return
+        src = data.draw(st.sampled_from(sorted(kin)))
+        there = self.lines[src]
+        done, back = here.merged.get(src), there.merged.get(self.cur)
+        if back is not None and (done is None or back[1] > done[1]):
+            base_t, base_s = here.at(back[0]), there.at(back[1])
+        elif done is not None:
+            base_s, base_t = there.at(done[0]), here.at(done[1])
+        else:
+            fork = there.fork if there.parent == self.cur else here.fork
+            base_s = base_t = (here if there.parent == self.cur else there).at(fork)
+        ours, theirs = _changes(base_t, here.head), _changes(base_s, there.head)
+        clash = sorted(k for k in ours & theirs if here.head.get(k) != there.head.get(k))
+        src_version = there.hist[-1][0]
+        if clash:
+            before = self._written()
+            with pytest.raises(vv.MergeConflictError) as e:
+                self.db.merge(src)
+            assert e.value.conflicts == {"docs": clash} and self._written() == before
+            return
+        todo = {k for k in theirs - ours} | {k for k in theirs & ours
+                                            if here.head.get(k) != there.head.get(k)}
+        before = self._written()
+        self.db.merge(src)
+        if not todo:
+            assert self._written() == before
+            return
+        state = dict(here.head)
+        for k in todo:
+            if k in there.head:
+                state[k] = there.head[k]
+            else:
+                state.pop(k, None)
+        self._commit(self.cur, state)
+        here.merged[src] = (src_version, self._written())
+
+    @rule(name=st.sampled_from(NAMES))
+    def drop(self, name):
+        line = self.lines.get(name)
+        if line is None or name == self.cur or any(
+                ln.parent == name for ln in self.lines.values()):
+            return
+        self.db.drop_branch(name)
+        parent = self.lines[line.parent]
+        parent.hist.append((self._written(), parent.head))
+        del self.lines[name]
+
+    @rule(checkpoint=st.booleans())
+    def reopen(self, checkpoint):
+        if checkpoint:
+            self.db.checkpoint()
+        self.db.close()
+        self.db = vv.connect(self.path, branch=self.cur)
+
+    @invariant()
+    def every_branch_reads_its_oracle(self):
+        db = self.db
+        for name, line in self.lines.items():
+            s = db.session()
+            s.use(name)
+            docs = s.collection("docs")
+            got = {d["id"]: d["tag"] for d in docs.find(limit=100)}
+            assert got == line.head, (name, got, line.head)
+            versions = [v for v, _ in line.hist]
+            assert [h.version for h in _history(db, name)] == versions
+            for v in versions[-3:]:
+                got = {d["id"]: d["tag"] for d in docs.find(limit=100, as_of=v)}
+                assert got == line.at(v), (name, v)
+                assert docs.count(where="tag = 1", as_of=v) == \
+                    sum(1 for t in line.at(v).values() if t == 1)
+            for k in range(1, 7):
+                d = docs.get(k)
+                assert (d["tag"] if d else None) == line.head.get(k)
+
+
+def _history(db, name):
+    old = db.current_branch
+    db.use(name)
+    try:
+        return db.history()
+    finally:
+        db.use(old)
+
+
+TestBranchMachine = BranchMachine.TestCase
+TestBranchMachine.settings = settings(
+    max_examples=40, stateful_step_count=25, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+# ---- the edges ------------------------------------------------------------------
+
+@pytest.fixture
+def db(tmp_path):
+    d = vv.connect(tmp_path / "e.varve")
+    yield d
+    d.close()
+
+
+def _file_bytes(path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def test_branch_search_sees_its_rows_through_the_one_graph(db):
+    rng = np.random.default_rng(3)
+    docs = db.create_collection("docs", {"tag": vv.Int(index="hash"),
+                                         "emb": vv.Vector(8, index=vv.HNSW(m=8))})
+    vecs = rng.standard_normal((300, 8)).astype(np.float32)
+    docs.insert_arrays(id=np.arange(300), tag=np.arange(300) % 3, emb=vecs)
+    db.branch("exp")
+    db.use("exp")
+    moved = np.arange(0, 300, 5)
+    docs.update({"tag": 7}, ids=moved.tolist())
+    docs.delete(ids=[1, 2])
+    docs.insert([{"id": 1000, "tag": 7, "emb": vecs[3].tolist()}])
+    db.checkpoint()             # the graph links every branch's rows: one graph
+    q = vecs[3]
+    for where, want in (("tag = 7", set(moved.tolist()) | {1000}),
+                        (None, set(range(300)) - {1, 2} | {1000})):
+        hits = docs.search(vector=q, where=where, limit=10)
+        exact = docs.search(vector=q, where=where, limit=10, exact=True)
+        assert set(hits.ids) <= want and hits.ids == exact.ids
+    db.use("main")
+    hits = docs.search(vector=q, where="tag = 7", limit=10)
+    assert hits.ids == []
+    assert 1000 not in docs.search(vector=q, limit=20).ids
+    assert docs.count(where="tag = 7") == 0 and docs.count() == 300
+
+
+def test_errors_write_nothing(db, tmp_path):
+    docs = db.create_collection("docs", {"tag": "int"})
+    docs.insert([{"id": 1, "tag": 1}])
+    db.branch("exp")
+    path = tmp_path / "e.varve"
+    before = _file_bytes(path)
+    for call, error, match in [
+            (lambda: db.branch("exp"), vv.OptionError, "exists already"),
+            (lambda: db.branch("no way"), vv.OptionError, "invalid branch name"),
+            (lambda: db.use("nope"), vv.NotFoundError, "no branch named 'nope'"),
+            (lambda: db.merge("nope"), vv.NotFoundError, "no branch named"),
+            (lambda: db.drop_branch("main"), vv.BranchError, "main cannot be dropped"),
+            (lambda: db.merge("main"), vv.BranchError, "into itself"),
+            (lambda: db.branch("late", at=99), vv.VersionNotFoundError, "does not exist")]:
+        with pytest.raises(error, match=match):
+            call()
+    db.use("exp")
+    with pytest.raises(vv.BranchError, match="in use"):
+        db.drop_branch("exp")
+    for ddl in (lambda: db.create_collection("x", {"a": "int"}),
+                lambda: docs.add_field("b", "int"),
+                lambda: db.drop_collection("docs")):
+        with pytest.raises(vv.BranchError, match="changed on main"):
+            ddl()
+    assert _file_bytes(path)[:len(before)] == before
+    with db.transaction():
+        docs.insert([{"id": 2, "tag": 2}])
+        with pytest.raises(vv.TransactionError):
+            db.use("main")
+        with pytest.raises(vv.TransactionError):
+            db.branch("inner")
+    db.use("main")
+    with pytest.raises(vv.BranchError, match="merge or drop"):
+        db.vacuum(keep=1)
+    db.drop_branch("exp")
+    with pytest.raises(vv.NotFoundError):
+        db.use("exp")
+    db.vacuum(keep=1)           # dropped: its rows go with the history
+    assert docs.count() == 1 and db.verify().ok and db.branches()[0].name == "main"
+
+
+def test_a_dropped_branch_stops_its_sessions_and_its_name_is_free(db):
+    docs = db.create_collection("docs", {"tag": "int"})
+    db.branch("exp")
+    s = db.session()
+    s.use("exp")
+    s.collection("docs").insert([{"id": 5, "tag": 5}])
+    db.drop_branch("exp")
+    with pytest.raises(vv.BranchError, match="dropped"):
+        s.collection("docs").get(5)
+    db.branch("exp")          # a new branch of the same name sees nothing of the old
+    s.use("exp")
+    assert s.collection("docs").get(5) is None and docs.get(5) is None
+
+
+def test_merge_conflict_lists_ids_and_equal_changes_are_no_conflict(db):
+    docs = db.create_collection("docs", {"tag": "int", "note": "text", "meta": "json"})
+    docs.insert([{"id": i, "tag": 0, "note": "x", "meta": {"k": i}} for i in range(1, 6)])
+    db.branch("exp")
+    docs.update({"tag": 1}, where="id IN (1, 2)")        # main
+    docs.update({"note": "same"}, where="id = 3")
+    db.use("exp")
+    docs.update({"tag": 2}, where="id = 1")               # both: different
+    docs.delete(ids=[2])                                  # both: deleted vs changed
+    docs.update({"note": "same"}, where="id = 3")         # both: equal
+    docs.update({"meta": {"k": 40}}, where="id = 4")      # exp only
+    db.use("main")
+    v = db.version
+    with pytest.raises(vv.MergeConflictError) as e:
+        db.merge("exp")
+    assert e.value.conflicts == {"docs": [1, 2]} and "1, 2" in str(e.value)
+    assert db.version == v
+    db.use("exp")
+    docs.upsert([{"id": 1, "tag": 1, "note": "x", "meta": {"k": 1}},
+                 {"id": 2, "tag": 1, "note": "x", "meta": {"k": 2}}])
+    db.use("main")
+    db.merge("exp")
+    assert docs.get(4)["meta"] == {"k": 40} and docs.get(1)["tag"] == 1
+    assert db.diff("main", "exp") == {"docs": vv.Changes()}
+    assert db.merge("exp") == db.version        # nothing new: no commit
+
+
+def test_diff_of_versions_and_branches(db):
+    docs = db.create_collection("docs", {"tag": "int"})
+    docs.insert([{"id": i, "tag": i} for i in range(1, 4)])
+    v1 = db.version
+    docs.update({"tag": 9}, where="id = 1")
+    docs.update({"tag": 2}, where="id = 2")     # same value: no change
+    docs.delete(ids=[3])
+    docs.insert([{"id": 4, "tag": 4}])
+    ch = db.diff(v1, db.version)["docs"]
+    assert (ch.added, ch.changed, ch.deleted) == ([4], [1], [3])
+    db.branch("exp", at=v1)
+    assert db.diff(("exp", db.version), "main")["docs"] == ch
+    with pytest.raises(vv.OptionError):
+        db.diff(("exp",), "main")
+
+
+def test_text_ids_and_a_branch_of_a_branch(db):
+    docs = db.create_collection("docs", {"id": "text", "tag": "int"})
+    docs.insert([{"id": "a", "tag": 1}, {"id": "b", "tag": 2}])
+    db.branch("one")
+    db.use("one")
+    docs.update({"tag": 10}, where="id = 'a'")
+    db.branch("two")
+    db.use("two")
+    docs.delete(ids=["b"])
+    docs.insert([{"id": "c", "tag": 3}])
+    assert {d["id"] for d in docs.find()} == {"a", "c"} and docs.get("a")["tag"] == 10
+    db.use("one")
+    assert {d["id"] for d in docs.find()} == {"a", "b"}
+    db.merge("two")
+    assert {d["id"]: d["tag"] for d in docs.find()} == {"a": 10, "c": 3}
+    db.use("main")
+    assert {d["id"]: d["tag"] for d in docs.find()} == {"a": 1, "b": 2}
+    assert [b.name for b in db.branches()] == ["main", "one", "two"]
+    with pytest.raises(vv.BranchError, match="drop them first"):
+        db.drop_branch("one")
+    h = docs.history("b")
+    assert len(h) == 1 and h[0]["deleted"] is None
+    db.use("two")
+    assert docs.history("b")[0]["deleted"] is not None
+
+
+def test_sql_as_of_branch(db):
+    db.sql("CREATE TABLE t (id bigint PRIMARY KEY, tag int)")
+    db.sql("INSERT INTO t VALUES (1, 1), (2, 2)")
+    fork = db.version
+    db.branch("exp")
+    db.use("exp")
+    db.sql("UPDATE t SET tag = 10 WHERE id = 1")
+    with pytest.raises(vv.VarveError) as e:
+        db.sql("CREATE TABLE u (id bigint PRIMARY KEY)")
+    assert e.value.sqlstate == "0A000"
+    db.use("main")
+    q = "SELECT id, tag FROM t ORDER BY id"
+    assert db.sql(q).rows == [(1, 1), (2, 2)]
+    assert db.sql(q + " AS OF BRANCH 'exp'").rows == [(1, 10), (2, 2)]
+    assert db.sql(q + f" AS OF BRANCH 'exp' VERSION {fork}").rows == [(1, 1), (2, 2)]
+    assert db.sql(q + " AS OF BRANCH $1", ["exp"]).rows == [(1, 10), (2, 2)]
+    with pytest.raises(vv.NotFoundError):
+        db.sql(q + " AS OF BRANCH 'nope'")
+    with pytest.raises(vv.SqlError) as e:
+        db.sql(q + " AS OF BRANCH $1", [3])
+    assert e.value.sqlstate == "22023"
+
+
+def test_branches_survive_a_crash_and_verify_proves_them(tmp_path):
+    path = tmp_path / "c.varve"
+    code = f"""
+import os, varvedb as vv
+db = vv.connect({str(path)!r})
+docs = db.create_collection("docs", {{"tag": "int"}})
+docs.insert([{{"id": 1, "tag": 1}}])
+db.branch("exp"); db.use("exp")
+docs.update({{"tag": 2}}, where="id = 1")
+print(db.history()[-1].chain, flush=True)
+os._exit(9)        # no close, no checkpoint
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    chain = out.stdout.strip()
+    with vv.connect(path, branch="exp") as db:
+        assert db["docs"].get(1)["tag"] == 2 and db.history()[-1].chain == chain
+        assert db.verify(anchor=(db.version, chain)).ok
+        db.use("main")
+        assert db["docs"].get(1)["tag"] == 1
+        assert db._engine.log.file.format_version == 3
+    raw = bytearray(_file_bytes(path))
+    # the branch id lies in the commit's last 4 bytes: flip it and verify breaks
+    commits = [i for i in range(4096, len(raw), 64) if raw[i:i + 4] == b"VFRM"
+               and raw[i + 4] == 1]
+    last = commits[-1]
+    raw[last + 64 + 124] ^= 1
+    with open(path, "wb") as f:
+        f.write(raw)
+    assert not vv.verify_file(str(path)).ok
+
+
+def test_cli_mirrors_the_branch_verbs(tmp_path):
+    path = str(tmp_path / "cli.varve")
+    with vv.connect(path) as db:
+        db.create_collection("docs", {"tag": "int"}).insert([{"id": 1, "tag": 1}])
+
+    def cli(*args, ok=True):
+        r = subprocess.run([sys.executable, "-m", "varvedb", *args], capture_output=True,
+                           text=True)
+        assert (r.returncode == 0) == ok, r.stderr
+        return r.stdout + r.stderr
+    assert "forked from main at version 2" in cli("branch", path, "exp")
+    with vv.connect(path, branch="exp") as db:
+        db["docs"].update({"tag": 5}, where="id = 1")
+    assert "exp" in cli("branches", path)
+    assert "changed [1]" in cli("diff", path, "main", "exp")
+    assert "merged exp into main" in cli("merge", path, "exp")
+    assert "exp" in cli("history", path, "--branch", "exp")
+    assert "dropped branch exp" in cli("drop-branch", path, "exp")
+    assert "no branch named" in cli("merge", path, "exp", ok=False)
+    with vv.connect(path) as db:
+        assert db["docs"].get(1)["tag"] == 5
