@@ -385,6 +385,10 @@ def test_sql_as_of_branch(db):
     assert db.sql(q + " AS OF BRANCH 'exp'").rows == [(1, 10), (2, 2)]
     assert db.sql(q + f" AS OF BRANCH 'exp' VERSION {fork}").rows == [(1, 1), (2, 2)]
     assert db.sql(q + " AS OF BRANCH $1", ["exp"]).rows == [(1, 10), (2, 2)]
+    hist = db.sql("SELECT version FROM varvedb_history() AS OF BRANCH 'exp'").rows
+    assert [v for (v,) in hist] == [h.version for h in _history(db, "exp")]
+    assert [v for (v,) in db.sql("SELECT version FROM varvedb_history()").rows] == \
+        [h.version for h in db.history()] != [v for (v,) in hist]
     with pytest.raises(vv.NotFoundError):
         db.sql(q + " AS OF BRANCH 'nope'")
     with pytest.raises(vv.SqlError) as e:
@@ -444,3 +448,19 @@ def test_cli_mirrors_the_branch_verbs(tmp_path):
     assert "no branch named" in cli("merge", path, "exp", ok=False)
     with vv.connect(path) as db:
         assert db["docs"].get(1)["tag"] == 5
+
+
+def test_text_search_on_a_branch_sees_its_rows(db):
+    docs = db.create_collection("docs", {"body": vv.Text(fts=True), "tag": "int"})
+    docs.insert([{"id": i, "body": f"plain words {i}", "tag": 0} for i in range(20)])
+    db.branch("exp")
+    db.use("exp")
+    docs.update({"body": "rare heron sighting"}, where="id IN (3, 4)")
+    docs.delete(ids=[5])
+    assert sorted(docs.search(text="heron", limit=10).ids) == [3, 4]
+    assert docs.count(where="body @@ 'plain'") == 17
+    db.use("main")
+    assert docs.search(text="heron", limit=10).ids == []
+    assert docs.count(where="body @@ 'plain'") == 20
+    assert db.sql("SELECT count(*) FROM docs WHERE body @@ 'heron' "
+                  "AS OF BRANCH 'exp'").rows == [(2,)]

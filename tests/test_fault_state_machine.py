@@ -10,7 +10,9 @@ power cut: what was not synced is lost). After every step:
 * `verify_file` finds the file whole.
 
 A failed call must leave the oracle as it was; a crash may keep or lose the
-one commit in flight, and nothing else. Frames are made to flush often (tiny
+one commit in flight, and nothing else. A branch ("exp") comes and goes under
+the same faults: made, written, dropped; the oracle holds each branch's state
+and every invariant reads every branch. Frames are made to flush often (tiny
 FLUSH_BYTES and BIG_FRAME) so that faults land between a transaction's frames.
 
 CI runs about 2 000 steps; `make soak` (VARVEDB_SOAK=1) runs twenty times more.
@@ -73,8 +75,17 @@ class FaultMachine(RuleBasedStateMachine):
         self.scope.__enter__()
         self.db = vv.connect(self.path)
         self.db.create_collection("docs", SCHEMA)
-        self.oracle: dict = {}
+        self.oracles: dict = {"main": {}}    # branch -> its acknowledged state
+        self.cur = "main"
         self.next_bulk = 1000
+
+    @property
+    def oracle(self) -> dict:
+        return self.oracles[self.cur]
+
+    @oracle.setter
+    def oracle(self, state: dict) -> None:
+        self.oracles[self.cur] = state
 
     def teardown(self):
         TALLY["faults_fired"] += sum(self.faults.fired.values())
@@ -109,7 +120,7 @@ class FaultMachine(RuleBasedStateMachine):
         TALLY["crashes"] += 1
         self.faults.kill_all()
         self.faults.disarm()
-        self.db = vv.connect(self.path)
+        self.db = vv.connect(self.path, branch=self.cur)
         seen = read_state(self.db)
         if in_flight is not None and seen == in_flight and seen != self.oracle:
             TALLY["kept_in_flight"] += 1
@@ -213,6 +224,51 @@ class FaultMachine(RuleBasedStateMachine):
         self.oracle = after
 
     @rule(fault=FAULT)
+    def fork(self, fault):
+        """Make branch "exp" from the current branch (when there is none)."""
+        if "exp" in self.oracles:
+            return
+        self._arm(fault)
+        self._branch_change(lambda: self.db.branch("exp"), True, dict(self.oracle))
+
+    @rule(name=st.sampled_from(["main", "exp"]))
+    def switch(self, name):
+        if name in self.oracles:
+            self.db.use(name)
+            self.cur = name
+
+    @rule(fault=FAULT)
+    def drop(self, fault):
+        if "exp" not in self.oracles or self.cur != "main":
+            return
+        self._arm(fault)
+        self._branch_change(lambda: self.db.drop_branch("exp"), False, None)
+
+    def _branch_change(self, change, made: bool, state) -> None:
+        """A branch made (or dropped) exists afterwards (or not) if acknowledged,
+        is as it was if the call failed, and either after a crash."""
+        try:
+            change()
+        except Crashed:
+            TALLY["crashes"] += 1
+            self.faults.kill_all()
+            self.faults.disarm()
+            self.db = vv.connect(self.path, branch=self.cur)
+            if ("exp" in [b.name for b in self.db.branches()]) == made:
+                self._set_exp(made, state)
+        except (vv.StorageError, vv.TransactionAbortedError):
+            TALLY["storage_errors"] += 1
+        else:
+            self._set_exp(made, state)
+        assert ("exp" in [b.name for b in self.db.branches()]) == ("exp" in self.oracles)
+
+    def _set_exp(self, made: bool, state) -> None:
+        if made:
+            self.oracles["exp"] = state
+        else:
+            self.oracles.pop("exp", None)
+
+    @rule(fault=FAULT)
     def checkpoint(self, fault):
         self._arm(fault)
         self._change(self.db.checkpoint, self.oracle)
@@ -227,7 +283,7 @@ class FaultMachine(RuleBasedStateMachine):
         except Crashed:
             self._crashed(None)
             return
-        self.db = vv.connect(self.path)
+        self.db = vv.connect(self.path, branch=self.cur)
 
     def _arm(self, fault) -> None:
         if fault is not None:
@@ -240,8 +296,9 @@ class FaultMachine(RuleBasedStateMachine):
     def acknowledged_state_is_what_a_fresh_open_sees(self):
         TALLY["steps"] += 1
         assert read_state(self.db) == self.oracle
-        with vv.connect(self.path, readonly=True) as ro:
-            assert read_state(ro) == self.oracle
+        for name, state in self.oracles.items():
+            with vv.connect(self.path, readonly=True, branch=name) as ro:
+                assert read_state(ro) == state, name
         report = vv.verify_file(self.path)
         assert report.ok, report
 

@@ -401,7 +401,7 @@ def test_cli_vacuum_backup_restore(tmp_path, db_path):
     assert out.exit_code == 0 and "backed up version 4" in out.output, out.output
     out = run("restore", db_path, "2")
     assert out.exit_code == 0 and "now version 5" in out.output, out.output
-    out = run("vacuum", db_path, "--keep", "2")
+    out = run("vacuum", db_path, "--keep", "2", "--graphs", "repair")
     assert out.exit_code == 0 and "kept versions 4..5" in out.output, out.output
     out = run("vacuum", db_path, "--keep", "soon")
     assert out.exit_code != 0 and "not a count" in out.output
@@ -637,3 +637,34 @@ def test_a_failed_write_or_sync_during_vacuum_leaves_the_file_and_the_connection
     assert db.history()[0].version == db.version and db.verify().ok
     db.close()
     assert vv.connect(db_path)["docs"].get(500)["t"] == "after"
+
+
+def test_vacuum_repairs_the_graph_when_asked_and_answers_as_exact_search(tmp_path):
+    rng = np.random.default_rng(8)
+    path = str(tmp_path / "rep.varve")
+    db = vv.connect(path)
+    docs = db.create_collection("docs", {"tag": "int",
+                                         "emb": vv.Vector(8, metric="l2", index=vv.HNSW(m=8))})
+    x = rng.standard_normal((3000, 8)).astype(np.float32)
+    docs.insert_arrays(id=np.arange(3000), tag=np.zeros(3000, np.int64), emb=x)
+    for r in range(2):            # two thirds of the row versions die
+        x = x + rng.normal(scale=0.1, size=x.shape).astype(np.float32)
+        docs.upsert([{"id": i, "tag": r + 1, "emb": x[i]} for i in range(3000)])
+    db.checkpoint()
+    before = open(path, "rb").read()
+    with pytest.raises(vv.OptionError, match="rebuild' or 'repair"):
+        db.vacuum(keep=1, graphs="mend")
+    assert open(path, "rb").read() == before
+    report = db.vacuum(keep=1, graphs="repair")
+    assert report.rows_dropped == 6000
+    t = docs._table
+    vi = t.vector_indexes["emb"]
+    vi.graph.validate(t.n)
+    assert vi.linked == t.n == 3000 and len(vi.graph) == 3000
+    q = rng.standard_normal((50, 8)).astype(np.float32)
+    hits = [docs.search(vector=v, limit=10, ef=200).ids for v in q]
+    exact = [docs.search(vector=v, limit=10, exact=True).ids for v in q]
+    assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(hits, exact)]) >= 0.98
+    db.close()
+    with vv.connect(path) as db:      # the checkpoint holds the repaired graph
+        assert db["docs"].count(where="tag = 2") == 3000 and db.verify().ok

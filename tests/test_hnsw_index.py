@@ -459,3 +459,28 @@ def test_empty_index_returns_nothing(base):
     assert np.all(rows == -1) and np.all(np.isinf(dists))
     index.validate(0)
     assert len(index) == 0
+
+
+# ------------------------------------------------------------------ repair
+
+
+@pytest.mark.parametrize("dropped", [0.25, 0.75])
+def test_a_repaired_graph_is_sound_and_finds_the_kept_rows(base, queries, l2_index, dropped):
+    """Vacuum's graphs="repair": the graph over the kept rows (renumbered), twins
+    added in the kept part, validated and within recall of a graph built afresh."""
+    rng = np.random.default_rng(5)
+    arena = base.copy()
+    arena[7] = arena[3]                     # a twin pair, both kept
+    index = build(arena, "l2")
+    kept = np.sort(rng.choice(N_ROWS, int(N_ROWS * (1 - dropped)), replace=False))
+    kept = np.union1d(kept, [3, 7])
+    new = np.ascontiguousarray(arena[kept])
+    repaired = index.repaired(kept, new, norms_of(new))
+    repaired.validate(len(kept))
+    assert len(repaired) == len(kept) and repaired.extent == len(kept)
+    truth = exact_top_k(new, queries, "l2")
+    found = repaired.search_batch(new, norms_of(new), queries, K, ef=64)[0]
+    fresh = build(new, "l2").search_batch(new, norms_of(new), queries, K, ef=64)[0]
+    assert recall(found, truth) >= recall(fresh, truth) - 0.05 >= 0.85
+    rows, _ = repaired.search(new, norms_of(new), arena[3], 2, ef=64)
+    assert set(rows.tolist()) == set(np.searchsorted(kept, [3, 7]).tolist())

@@ -96,11 +96,14 @@ def verify(file: str, anchor: str | None) -> None:
 @click.option("--keep", default="all", show_default=True, metavar="N|DATETIME|all",
               help="Versions to keep: the newest N, those from an ISO date-time on "
                    "(with its zone), or all (compaction only).")
-def vacuum(file: str, keep: str) -> None:
+@click.option("--graphs", type=click.Choice(["rebuild", "repair"]), default="rebuild",
+              show_default=True, help="HNSW graphs: built again from the kept rows, or "
+                                      "kept with their dropped nodes' lists repaired.")
+def vacuum(file: str, keep: str, graphs: str) -> None:
     """Compact FILE: drop the row versions no kept version can see."""
     try:
         with vv.connect(file) as db:
-            r = db.vacuum(keep=_keep(keep), progress=True)
+            r = db.vacuum(keep=_keep(keep), progress=True, graphs=graphs)
     except vv.VarveError as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"kept versions {r.oldest}..{r.version}: {r.rows_kept} row versions kept, "

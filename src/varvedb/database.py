@@ -257,7 +257,7 @@ class Database:
             return VerifyReport(True, self.version, None, "")
         return verify_file(self.path, anchor=anchor, expect_version=self._engine.written)
 
-    def vacuum(self, keep=None, progress: bool | None = None):
+    def vacuum(self, keep=None, progress: bool | None = None, graphs: str = "rebuild"):
         """Compact the file: drop the row versions that none of the kept versions
         can see, and the history before them. `keep`: None (every version: only
         what no version sees goes, e.g. rows of dropped collections), a number of
@@ -266,8 +266,11 @@ class Database:
         chain hashes; as_of an older one raises VersionNotFoundError naming the
         oldest kept. The new file is written beside this one and renamed into
         place (a crash leaves one or the other whole); other writers wait.
+        `graphs`: "rebuild" (each HNSW graph built again from the kept rows) or
+        "repair" (the graph kept, less the dropped nodes, each list that named one
+        chosen again from its neighbourhood; see README "History").
         Returns a VacuumReport (versions kept, rows dropped, bytes before/after)."""
-        return self._engine.vacuum(keep, progress)
+        return self._engine.vacuum(keep, progress, graphs)
 
     def backup(self, path: str | os.PathLike, progress: bool | None = None) -> BackupInfo:
         """Copy the file, as of its newest durable commit, to `path` (a new file)

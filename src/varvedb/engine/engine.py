@@ -78,8 +78,11 @@ class Transaction:
 
 class Engine:
     def __init__(self, path: str | None, readonly: bool = False, durability: str = "commit",
-                 batch_ms: float = 50.0, lock_timeout: float = 5.0, until: int | None = None):
-        """`until` (read-only): load the state as of that version, no later (vacuum's)."""
+                 batch_ms: float = 50.0, lock_timeout: float = 5.0, until: int | None = None,
+                 prepare=None):
+        """`until` (read-only): load the state as of that version, no later (vacuum's);
+        `prepare(engine)`: called once loaded, before anything is linked (vacuum's
+        repaired graphs go in there)."""
         if durability not in ("commit", "batch", "off"):
             raise OptionError(f"durability is 'commit', 'batch' or 'off', not {durability!r}")
         if isinstance(batch_ms, bool) or not isinstance(batch_ms, (int, float)) or batch_ms < 0:
@@ -104,6 +107,7 @@ class Engine:
         self._map = None
         self._generation = 0                   # the log generation the state was loaded at
         self._until = until
+        self._prepare = prepare
         self.retention: vacuum.Retention | None = None   # automatic vacuum, when set
         # read-only connections never link: rows past a checkpoint's graph are scanned
         self._maintainer = None if readonly else Maintainer(self)
@@ -147,6 +151,8 @@ class Engine:
         self._generation = log.generation
         for t in self.tables.values():
             t.committed_n = t.n
+        if self._prepare is not None:
+            self._prepare(self)
         if not self.readonly:
             log.cut_tail(buf)
             self._link(self.tables.values())
@@ -803,9 +809,9 @@ class Engine:
                 for vi in t.vector_indexes.values():
                     vi.checkpointed = vi.linked
 
-    def vacuum(self, keep=None, progress: bool | None = None):
+    def vacuum(self, keep=None, progress: bool | None = None, graphs: str = "rebuild"):
         """Drop the row versions no kept version can see (vacuum.py)."""
-        return vacuum.vacuum(self, keep, progress)
+        return vacuum.vacuum(self, keep, progress, graphs)
 
     def backup(self, dest: str, progress: bool | None = None) -> BackupInfo:
         """A consistent copy of the file as of its newest durable commit, taken

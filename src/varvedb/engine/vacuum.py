@@ -26,6 +26,7 @@ and readers in other processes until they refresh().
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 import threading
 import time
@@ -37,6 +38,7 @@ import numpy as np
 from ..errors import (BranchError, OptionError, StorageError, TransactionError,
                       VersionNotFoundError)
 from ..schema import is_int
+from ..index.vector_index import VectorIndex
 from ..storage import format as F
 from ..storage import log_reader
 from ..storage.backup import remove_quietly as _remove
@@ -83,12 +85,18 @@ def oldest_kept(engine, keep) -> int:
     return max(oldest, newest - int(keep) + 1)
 
 
-def vacuum(engine, keep, progress: bool | None = None) -> VacuumReport:
+GRAPHS = ("rebuild", "repair")
+
+
+def vacuum(engine, keep, progress: bool | None = None, graphs: str = "rebuild"
+           ) -> VacuumReport:
     engine._ensure_writable()
     if engine.log is None:
         raise OptionError("a ':memory:' database has no file to vacuum")
     if engine._begun_here() is not None:
         raise TransactionError("vacuum() inside a transaction: commit or roll back first")
+    if graphs not in GRAPHS:
+        raise OptionError(f"graphs is 'rebuild' or 'repair', not {graphs!r:.80}")
     t0 = time.perf_counter()
     path = engine.path
     with engine._writer.held():
@@ -107,8 +115,12 @@ def vacuum(engine, keep, progress: bool | None = None) -> VacuumReport:
         tmp = path + ".vacuum"
         _remove(tmp)         # left by a vacuum cut short: never the live file
         try:
-            kept, dropped = _write(engine, k, tmp, progress)
-            fresh = type(engine)(tmp, durability=engine.log.durability)
+            kept, dropped, rows = _write(engine, k, tmp, progress)
+            prepare = None
+            if graphs == "repair":
+                engine._maintainer.finish()     # the old graphs cover every row
+                prepare = functools.partial(_repair_graphs, engine, rows)
+            fresh = type(engine)(tmp, durability=engine.log.durability, prepare=prepare)
             try:
                 fresh.checkpoint()     # links every kept row: the graphs are rebuilt
             finally:
@@ -141,8 +153,10 @@ def vacuum(engine, keep, progress: bool | None = None) -> VacuumReport:
                         time.perf_counter() - t0)
 
 
-def _write(engine, k: int, tmp: str, progress) -> tuple[int, int]:
-    """Write the new file at tmp: the base as of k, then the commits after it."""
+def _write(engine, k: int, tmp: str, progress) -> tuple[int, int, dict]:
+    """Write the new file at tmp: the base as of k, then the commits after it.
+    Returns (rows kept, rows dropped, cid -> the engine's rows the new file holds,
+    in its order)."""
     file = engine.log.file
     buf = file.map()    # as it is now: the engine's own map ends where its open found the file
     mv = memoryview(buf) if buf is not None else memoryview(b"")
@@ -153,7 +167,8 @@ def _write(engine, k: int, tmp: str, progress) -> tuple[int, int]:
     try:
         scratch = type(engine)(path=engine.path, readonly=True, until=k)
         try:
-            kept, dropped = _write_base(scratch, log, progress)
+            kept, dropped, alive = _write_base(scratch, log, progress)
+            at_k = {cid: t.n for cid, t in scratch.tables.items()}
         finally:
             scratch.close()
         rec = by_version[k].record
@@ -172,10 +187,13 @@ def _write(engine, k: int, tmp: str, progress) -> tuple[int, int]:
         log.finish()
     finally:
         log.close()
-    return kept, dropped
+    # the base's rows, then every row the copied commits add (memory numbering)
+    rows = {cid: np.concatenate([alive[cid], np.arange(at_k[cid], t.n, dtype=np.int64)])
+            for cid, t in engine.tables.items() if cid in alive}
+    return kept, dropped, rows
 
 
-def _write_base(scratch, log: NewLog, progress) -> tuple[int, int]:
+def _write_base(scratch, log: NewLog, progress) -> tuple[int, int, dict]:
     """The frames of the state as of the scratch engine's version: each table,
     its rows alive then (renumbered from 0), and the BASE frame that maps them."""
     tables = [scratch.tables[cid] for cid in sorted(scratch.tables)]
@@ -213,7 +231,28 @@ def _write_base(scratch, log: NewLog, progress) -> tuple[int, int]:
         if bar is not None:
             bar.close()
     n_all = sum(t.n for t in tables)
-    return total, n_all - total
+    return total, n_all - total, alive
+
+
+def _repair_graphs(engine, rows: dict, fresh) -> None:
+    """The vacuumed file's HNSW graphs from the engine's own, repaired
+    (HnswIndex.repaired) instead of rebuilt; the rows past what the old graph
+    held are linked after, as any new rows."""
+    for cid, t in fresh.tables.items():
+        old = engine.tables.get(cid)
+        if old is None or cid not in rows:
+            continue
+        kept = rows[cid]
+        for name, vi in list(t.vector_indexes.items()):
+            was = old.vector_indexes.get(name)
+            if vi.is_ivf or was is None or was.is_ivf or was.spec != vi.spec:
+                continue
+            col = t.columns[name]
+            arena, norms = col.frozen(t.n)
+            graph = was.graph.repaired(kept[kept < was.linked], arena, norms)
+            t.vector_indexes[name] = VectorIndex(name, col.field.width, col.field.metric,
+                                                 vi.spec, graph,
+                                                 int(np.searchsorted(kept, was.linked)))
 
 
 def _encoded(frame, packed=None) -> tuple[int, list, int]:

@@ -301,6 +301,77 @@ class HnswIndex:
             order = order[1:]
         self._insert_batches(arena, norms, order, parallel)
 
+    def repaired(self, kept: np.ndarray, vectors: np.ndarray, norms: np.ndarray
+                 ) -> "HnswIndex":
+        """This graph over only the arena rows ``kept`` (increasing), renumbered:
+        new row i is old row ``kept[i]`` and ``vectors`` / ``norms`` are the new
+        arena. Each kept node keeps its level and its lists less the dropped ids;
+        a list that lost one is chosen again from its survivors and the dropped
+        nodes' own neighbours (:func:`kernels.repair_lists`); the entry point
+        moves to a node of the highest level left if it was dropped. Twins are
+        linked again (their rings may have lost their linked node). What a
+        vacuum does instead of a rebuild, when asked to repair."""
+        kept = np.asarray(kept, np.int64)
+        inside = kept[kept < self._extent]      # a prefix: kept is increasing
+        n, k = len(kept), len(inside)
+        inv = np.full(self._extent, -1, np.int32)
+        inv[inside] = np.arange(k, dtype=np.int32)
+        old_levels = self._levels[:self._extent]
+        unlinked = self._twins[inside] <= -2    # twins: linked again below
+        levels = np.full(n, -1, np.int8)
+        levels[:k] = np.where(unlinked, -1, old_levels[inside])
+        nodes = levels[:k] >= 0
+
+        def mapped(lists: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            # old ids -> new, dropped ones removed with the survivors' order kept
+            ids = np.where(lists >= 0, inv[np.maximum(lists, 0)], -1)
+            lost = ((lists >= 0) & (ids < 0)).any(axis=-1)
+            return np.take_along_axis(ids, np.argsort(ids < 0, axis=-1, kind="stable"),
+                                      -1), lost
+
+        out = HnswIndex(self.dim, self.metric, self.m, self.ef_construction, self.ef_search,
+                        self.seed, self.quantize, self.pq_m)
+        out._grow_rows(n, exact=True)
+        l0, lost0 = mapped(self._links0[inside])
+        out._links0[:k] = np.where(nodes[:, None], l0, -1)
+        upper = np.flatnonzero(levels >= 1)
+        n_levels = self._upper_links.shape[1]
+        out._upper_slot[upper] = np.arange(len(upper), dtype=np.int32)
+        out._upper_links = np.full((len(upper), n_levels, self.m), -1, np.int32)
+        lost_up = np.zeros((len(upper), n_levels), bool)
+        if len(upper):
+            out._upper_links[:], lost_up = mapped(self._upper_links[self._upper_slot[kept[upper]]])
+        out._n_slots = len(upper)
+        out._levels[:] = levels
+        task_node = np.concatenate([np.flatnonzero(lost0 & nodes),
+                                    upper[np.nonzero(lost_up)[0]]]).astype(np.int64)
+        task_level = np.concatenate([np.zeros(int((lost0 & nodes).sum()), np.int64),
+                                     np.nonzero(lost_up)[1].astype(np.int64) + 1])
+        arena = self._arena(vectors)
+        norms = self._norms(norms, arena.shape[0])
+        kernels.repair_lists(arena, norms, self._metric_code, kept, inv, old_levels,
+                             self._links0, self._upper_slot, self._upper_links, task_node,
+                             task_level, out._links0, out._upper_slot, out._upper_links)
+        if self.quantize is not None:
+            src = self._codes[inside]
+            if self.quantize == "pq":
+                out._codes[:k] = src
+                out._codebooks, out._books_t = self._codebooks, self._books_t
+            else:
+                out._codes = _aligned_grown(np.ascontiguousarray(src), n)
+                out._code_norms[:k] = self._code_norms[inside]
+                out._code_lo, out._code_step = self._code_lo, self._code_step
+            out._code_fit = self._code_fit
+        out._n_nodes = int(np.count_nonzero(levels >= 0))
+        if out._n_nodes:
+            out._extent = int(np.flatnonzero(levels >= 0)[-1]) + 1
+            entry = inv[self._entry] if 0 <= self._entry < self._extent else -1
+            if entry < 0 or levels[entry] < 0:
+                entry = int(np.argmax(levels))
+            out._entry, out._top = int(entry), int(levels[entry])
+        out.add(vectors, norms, np.flatnonzero(unlinked))
+        return out
+
     def _check_new_rows(self, rows: np.ndarray, n_rows: int) -> int:
         """ValueError unless ``rows`` are distinct new rows of the arena; returns the
         largest. O(batch): a one-row add must not pay for a mask over the arena."""

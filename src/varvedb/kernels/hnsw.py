@@ -792,6 +792,92 @@ def link_batch(arena, norms, metric, batch, levels, links0, upper_slot, upper_li
     return raise_entry(batch, twin_of, levels, entry, top)
 
 
+# ------------------------------------------------------------------- repair
+
+@njit(**_INLINE)
+def _old_list(links0, upper_slot, upper_links, row, level):
+    if level == 0:
+        return links0[row]
+    return upper_links[upper_slot[row], level - 1]
+
+
+@njit(**_JIT)
+def _add_new(cand, n, v, owner):
+    if v < 0 or v == owner:
+        return n
+    for j in range(n):
+        if cand[j] == v:
+            return n
+    cand[n] = v
+    return n + 1
+
+
+@njit(**_JIT)
+def _repair_one(arena, norms, metric, kept, inv, old_levels, old_links0, old_upper_slot,
+                old_upper_links, p, level, links0, upper_slot, upper_links):
+    src = _old_list(old_links0, old_upper_slot, old_upper_links, kept[p], level)
+    cap = src.shape[0]
+    want = 2 * cap                    # candidates enough to choose a list from
+    budget = 8 * cap                  # dropped nodes looked through, at most
+    cand = np.empty(want + cap, np.int32)
+    gone = np.empty(budget, np.int32)     # dropped nodes met: a queue, walked in order
+    n = n_gone = head = 0
+    for v in src:
+        if v < 0:
+            break
+        if inv[v] >= 0:
+            n = _add_new(cand, n, inv[v], p)
+        elif n_gone < budget:
+            n_gone = _add_new(gone, n_gone, v, -1)
+    # through dropped nodes, breadth first: where most of a neighbourhood was
+    # dropped (rows updated again and again), one hop finds few survivors
+    while head < n_gone and n < want:
+        v = gone[head]
+        head += 1
+        if old_levels[v] < level:
+            continue
+        for w in _old_list(old_links0, old_upper_slot, old_upper_links, v, level):
+            if w < 0:
+                break
+            if inv[w] >= 0:
+                if n < want + cap:
+                    n = _add_new(cand, n, inv[w], p)
+            elif n_gone < budget:
+                n_gone = _add_new(gone, n_gone, w, -1)
+    dist = np.empty(n, np.float32)
+    for j in range(n):
+        dist[j] = row_distance(arena, norms, p, cand[j], metric)
+    order = np.argsort(dist)
+    cand_d = dist[order]
+    cand_i = cand[:n][order]
+    lst = links0[p] if level == 0 else upper_links[upper_slot[p], level - 1]
+    out = np.empty(cap, np.int32)
+    count = select_diverse(arena, norms, metric, cand_d, cand_i, n, cap, out)
+    for j in range(cap):
+        lst[j] = out[j] if j < count else -1
+
+
+@njit(**_PJIT)
+def repair_lists(arena, norms, metric, kept, inv, old_levels, old_links0, old_upper_slot,
+                 old_upper_links, task_node, task_level, links0, upper_slot, upper_links):
+    """Choose again, after a vacuum dropped nodes, the lists that named one.
+
+    The graph was renumbered (new row ``p`` is old row ``kept[p]``, ``inv`` maps
+    old rows to new, -1 for a dropped one) with every list kept as it was, less
+    its dropped ids; each task (``task_node[t]``, ``task_level[t]``) is a list
+    that lost one. Its candidates are its surviving ids and the kept nodes the
+    old lists reach through dropped ones (breadth first, up to 8 lists' worth of
+    dropped nodes, until twice a list's capacity is found): the neighbours a walk
+    would have reached through them. They are ranked by distance and thinned by
+    the diversity heuristic into the list. No search: each list reads only the
+    old lists around it, and tasks write distinct lists, so they run in parallel.
+    """
+    for t in prange(task_node.shape[0]):
+        _repair_one(arena, norms, metric, kept, inv, old_levels, old_links0, old_upper_slot,
+                    old_upper_links, task_node[t], task_level[t], links0, upper_slot,
+                    upper_links)
+
+
 @njit(**_JIT)
 def check_lists(lists, levels, level, owners):
     """Checks the neighbour lists of ``owners`` (one row each) on one ``level`` in one

@@ -21,7 +21,9 @@ def history_rows(ctx, args: list) -> tuple[list[str], list[Val]]:
     if len(args) == 2:
         return _row_history(ctx, args[0], args[1])
     snap = ctx.snapshot()
-    commits = [c for c in ctx.engine.history if c.version <= snap.version]
+    view = snap.view        # the branch's line: its ancestors' commits up to each fork
+    commits = [c for c in ctx.engine.history
+               if c.version <= snap.version and view.holds(c.branch, c.version)]
     if args:
         t = ctx.table(_name(args[0]))
         n = snap.n(t)
