@@ -464,3 +464,50 @@ def test_text_search_on_a_branch_sees_its_rows(db):
     assert docs.count(where="body @@ 'plain'") == 20
     assert db.sql("SELECT count(*) FROM docs WHERE body @@ 'heron' "
                   "AS OF BRANCH 'exp'").rows == [(2,)]
+
+
+def test_an_older_file_opens_and_is_upgraded_only_when_it_gets_a_branch(tmp_path):
+    import struct
+    import zlib
+    from varvedb.storage import format as F
+    path = tmp_path / "old.varve"
+    with vv.connect(path) as db:
+        db.create_collection("docs", {"tag": "int"}).insert([{"id": 1, "tag": 1}])
+    with open(path, "r+b") as f:           # stamp it as a format-2 file
+        head = f.read(F.HEADER_SIZE)
+        magic, _, flags, file_id, created = F._HEADER.unpack(head[:F._HEADER.size])
+        body = F._HEADER.pack(magic, 2, flags, file_id, created)
+        f.seek(0)
+        f.write(body + struct.pack("<I", zlib.crc32(body)))
+    with vv.connect(path) as db:
+        db["docs"].insert([{"id": 2, "tag": 2}])        # a main commit: format 2 still
+        assert db._engine.log.file.format_version == 2
+    assert F.unpack_header(_file_bytes(path)[:64]).format_version == 2
+    with vv.connect(path) as db:
+        db.branch("exp")
+        assert db._engine.log.file.format_version == 3
+    assert F.unpack_header(_file_bytes(path)[:64]).format_version == 3
+    with vv.connect(path, branch="exp") as db:
+        assert db["docs"].count() == 2 and db.verify().ok
+
+
+def test_a_reader_in_another_connection_follows_the_branches(tmp_path):
+    path = tmp_path / "ro.varve"
+    db = vv.connect(path)
+    docs = db.create_collection("docs", {"tag": "int"})
+    docs.insert([{"id": 1, "tag": 1}])
+    ro = vv.connect(path, readonly=True)
+    db.branch("exp")
+    db.use("exp")
+    docs.update({"tag": 2}, where="id = 1")
+    with pytest.raises(vv.NotFoundError):
+        ro.use("exp")
+    ro.refresh()
+    ro.use("exp")
+    assert ro["docs"].get(1)["tag"] == 2 and ro.current_branch == "exp"
+    with pytest.raises(vv.ReadOnlyError):
+        ro.branch("other")
+    ro.use("main")
+    assert ro["docs"].get(1)["tag"] == 1
+    ro.close()
+    db.close()
