@@ -511,3 +511,22 @@ def test_a_reader_in_another_connection_follows_the_branches(tmp_path):
     assert ro["docs"].get(1)["tag"] == 1
     ro.close()
     db.close()
+
+
+def test_automatic_retention_waits_while_a_branch_lives(tmp_path):
+    import warnings
+    db = vv.connect(tmp_path / "r.varve", retain=1, retain_dead=0.5)
+    docs = db.create_collection("docs", {"n": "int"})
+    docs.insert([{"id": i, "n": 0} for i in range(50)])
+    db.branch("exp")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")       # no "automatic vacuum failed" warning either
+        for r in range(1, 4):
+            docs.update({"n": r}, where="n >= 0")
+            db._engine.retention.stop()
+    assert db.history()[0].version == 1      # nothing vacuumed
+    db.drop_branch("exp")
+    docs.update({"n": 9}, where="n >= 0")
+    db._engine.retention.stop()
+    assert db.history()[0].version == db.version and docs.count(where="n = 9") == 50
+    db.close()

@@ -282,7 +282,8 @@ class Retention:
     `keep` would drop are counted; when they pass `dead` of all row versions,
     a vacuum runs on a thread of its own, so the commit that tipped it returns
     at once. `keep` is a number of versions or a timedelta (versions newer than
-    that, and the one visible at its start). A failure is warned about; the
+    that, and the one visible at its start). None runs while a branch other than
+    main lives (a vacuum keeps main's history only). A failure is warned about; the
     file is then as it was (vacuum is all or nothing)."""
 
     def __init__(self, engine, keep, dead: float = 0.5):
@@ -309,6 +310,8 @@ class Retention:
         if self.changed * 16 < total or (self.thread is not None and self.thread.is_alive()):
             return
         self.changed = 0
+        if any(b.id != MAIN for b in e.catalog.live()):
+            return      # a vacuum would refuse: it waits until the branches are merged or dropped
         if total and self.droppable() >= self.dead * total:
             self.thread = threading.Thread(target=self._run, name="varvedb-retention",
                                            daemon=True)
