@@ -1,4 +1,5 @@
-"""The README's example runs as written, and the CLI's verbs work on a real file."""
+"""The README's examples (and those of docs/langchain.md and docs/llama_index.md) run
+as written, and the CLI's verbs work on a real file."""
 import os
 import re
 import subprocess
@@ -20,6 +21,18 @@ def test_readme_python_example_runs(tmp_path, monkeypatch):
     for code in blocks:
         exec(compile(code, "README.md", "exec"), {})
     assert (tmp_path / "notes.varve").exists()
+
+
+@pytest.mark.parametrize("doc, made", [("langchain.md", "lc-notes.varve"),
+                                       ("llama_index.md", "li-notes.varve")])
+def test_integration_docs_examples_run(tmp_path, monkeypatch, doc, made):
+    text = open(os.path.join(ROOT, "docs", doc)).read()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert blocks, f"docs/{doc} has no python example"
+    monkeypatch.chdir(tmp_path)
+    for code in blocks:
+        exec(compile(code, f"docs/{doc}", "exec"), {})
+    assert (tmp_path / made).exists()
 
 
 def _varvedb(*args, check=True):

@@ -308,7 +308,7 @@ class _Rollback(Exception):
 
 
 FaultMachine.TestCase.settings = settings(
-    max_examples=1000 if SOAK else 50, stateful_step_count=50, deadline=None,
+    max_examples=1000 if SOAK else 60, stateful_step_count=50, deadline=None,
     suppress_health_check=list(HealthCheck))
 TestFaultMachine = FaultMachine.TestCase
 

@@ -696,6 +696,25 @@ def bench_branch(rows, dim, writes, out) -> None:
     branch.run(out, rows=rows, dim=dim, writes=writes, echo=click.echo)
 
 
+@main.command("bench-langchain")
+@click.option("--docs", default=10_000, show_default=True)
+@click.option("--dim", default=384, show_default=True)
+@click.option("--rounds", default=5, show_default=True,
+              help="Alternating rounds (fresh stores each).")
+@click.option("--queries", default=100, show_default=True,
+              help="Filtered similarity_search calls a round.")
+@click.option("--no-peers", is_flag=True, help="varvedb only (no Chroma).")
+@click.option("--workdir", default=None, help="Where the stores' files go (a real disk).")
+@click.option("--out", default="bench-results/langchain-10000", show_default=True,
+              help="Writes OUT.md and OUT.json.")
+def bench_langchain(docs, dim, rounds, queries, no_peers, workdir, out) -> None:
+    """The LangChain store against Chroma's (langchain-chroma): add_documents and a
+    filtered similarity_search, same documents, precomputed vectors."""
+    from .bench import langchain
+    langchain.run(out, n=docs, dim=dim, rounds=rounds, queries=queries,
+                  peers=not no_peers, workdir=workdir, echo=click.echo)
+
+
 @main.command("bench-text")
 @click.option("--corpus", default=None,
               help="A JSONL file of {id, body, summary} (default: the Debian package "

@@ -1,0 +1,239 @@
+"""Stores for retrieval frameworks over a varvedb collection.
+
+    from varvedb.integrations.langchain import VarveVectorStore      # extra: langchain
+    from varvedb.integrations.llama_index import VarveVectorStore    # extra: llamaindex
+
+Nothing here is imported by `import varvedb`: each module imports its framework
+when it is itself imported. What both share: the collection they keep
+(`open_collection`), metadata filters as `where` strings whose values travel as
+$n parameters (`MetaWhere`), and relevance scores per metric.
+"""
+from __future__ import annotations
+
+import math
+
+from ..errors import FilterError, NotFoundError, OptionError, SchemaError
+
+TEXT, METADATA, VECTOR = "text", "metadata", "embedding"
+
+
+def quote_literal(s: str) -> str:
+    """An SQL string literal: the one place a key becomes filter text (values
+    never do; they go as parameters)."""
+    if not isinstance(s, str):
+        raise FilterError(f"a metadata key is a string, got {s!r:.80}")
+    if "\x00" in s:
+        raise FilterError("a metadata key cannot contain NUL")
+    return "'" + s.replace("'", "''") + "'"
+
+
+class MetaWhere:
+    """Builds one `where` string over a json metadata field; every value is a
+    $n parameter (`params`), so no value can change the filter's meaning.
+
+    Comparisons follow JSON types: a bool matches only a bool (`->>` text
+    'true'/'false'), a number only a number (never a bool, which Python would
+    equal to 1), a string only a string. A missing key, or a json null, is SQL's
+    NULL: no comparison matches it (`!=` and `nin` included), as in pgvector stores."""
+
+    def __init__(self, field: str = METADATA):
+        self.field = field
+        self.params: list = []
+
+    def param(self, v) -> str:
+        self.params.append(v)
+        return f"${len(self.params)}"
+
+    def path(self, key: str, as_text: bool = False) -> str:
+        return f"{self.field}{'->>' if as_text else '->'}{quote_literal(key)}"
+
+    def cmp(self, key: str, op: str, value) -> str:
+        """`key op value` for op in = <> < <= > >=."""
+        path, text = self.path(key), self.path(key, True)
+        bools = f"{text} IN ('true', 'false')"
+        if isinstance(value, bool):
+            if op not in ("=", "<>"):
+                raise FilterError(f"a boolean metadata value takes = or !=, not {op}")
+            # Python's True == 1: the text form tells a json bool from a number
+            if op == "=":
+                return f"({path} = {self.param(value)} AND {bools})"
+            return f"({path} <> {self.param(value)} OR NOT {bools})"
+        if isinstance(value, (int, float)):
+            if isinstance(value, float) and not math.isfinite(value):
+                raise FilterError(f"a metadata filter value is finite, got {value!r}")
+            if op == "<>":
+                return f"({path} <> {self.param(value)} OR {bools})"
+            return f"({path} {op} {self.param(value)} AND NOT {bools})"
+        if isinstance(value, str):
+            return f"{path} {op} {self.param(value)}"
+        if value is None and op in ("=", "<>"):
+            return f"{path} IS {'NOT ' if op == '<>' else ''}NULL"
+        raise FilterError(f"a metadata filter value is a str, int, float or bool "
+                          f"(or None with = and !=), got {value!r:.80}")
+
+    def one_of(self, key: str, values, negated: bool = False) -> str:
+        if not isinstance(values, (list, tuple, set, frozenset)):
+            raise FilterError(f"in / nin take a list of values, got {values!r:.80}")
+        if not values:
+            return "true" if negated else "false"
+        ors = " OR ".join(self.cmp(key, "=", v) for v in values)
+        return f"(NOT ({ors}) AND {self.path(key)} IS NOT NULL)" if negated else f"({ors})"
+
+    def exists(self, key: str, yes: bool = True) -> str:
+        return f"{self.path(key)} IS {'NOT ' if yes else ''}NULL"
+
+    def like(self, key: str, pattern, icase: bool = False) -> str:
+        if not isinstance(pattern, str):
+            raise FilterError(f"like takes a string pattern, got {pattern!r:.80}")
+        return f"{self.path(key, True)} {'ILIKE' if icase else 'LIKE'} {self.param(pattern)}"
+
+
+def join(op: str, parts: list[str]) -> str:
+    if not parts:
+        return "true" if op == "AND" else "false"
+    return parts[0] if len(parts) == 1 else "(" + f" {op} ".join(parts) + ")"
+
+
+def and_where(a: str | None, b: str | None) -> str | None:
+    """Two filters, both required (either may be None)."""
+    if a is None or b is None:
+        return a if b is None else b
+    return f"({a}) AND ({b})"
+
+
+def renumber(where: str, shift: int) -> str:
+    """A user's `where` with its $n parameters moved up by `shift` (so that its
+    params can follow ones already taken). Quoted text and identifiers are left alone."""
+    if not shift:
+        return where
+    out, i, n = [], 0, len(where)
+    while i < n:
+        c = where[i]
+        if c in "'\"":
+            j = i + 1
+            while j < n:
+                if where[j] == c:
+                    if j + 1 < n and where[j + 1] == c:
+                        j += 2
+                        continue
+                    break
+                j += 1
+            out.append(where[i:j + 1])
+            i = j + 1
+        elif c == "$" and i + 1 < n and where[i + 1].isdigit():
+            j = i + 1
+            while j < n and where[j].isdigit():
+                j += 1
+            out.append(f"${int(where[i + 1:j]) + shift}")
+            i = j
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+# ---- relevance: a distance as a score in [0, 1], higher is closer ---------------
+
+def relevance_fn(metric: str):
+    """varvedb's distance for `metric` (pgvector's operators) -> [0, 1].
+
+    cosine (1 - cos, in [0, 2]): 1 - d / 2. l2 and l1 (in [0, inf)): 1 / (1 + d).
+    dot (the negative inner product): (1 + ip) / 2, clipped to [0, 1], which is
+    exact for unit vectors (the case dot is chosen for) and keeps the order
+    among them."""
+    if metric == "cosine":
+        return lambda d: min(1.0, max(0.0, 1.0 - d / 2.0))
+    if metric in ("l2", "l1"):
+        return lambda d: 1.0 / (1.0 + max(0.0, d))
+    if metric == "dot":
+        return lambda d: min(1.0, max(0.0, (1.0 - d) / 2.0))
+    raise OptionError(f"no relevance score for metric {metric!r}")
+
+
+# ---- the collection a store keeps -----------------------------------------------
+
+def store_schema(dim: int, metric: str, fts: bool, index, text: str, metadata: str,
+                 vector: str) -> dict:
+    from ..schema import HNSW, Json, Text, Vector
+    return {"id": "text", text: Text(fts=bool(fts)), metadata: Json(),
+            vector: Vector(dim, metric=metric, index=HNSW() if index is True else index)}
+
+
+def check_store_schema(schema, name: str, text: str, metadata: str, vector: str) -> None:
+    """An existing collection serves as a store when its fields are of the kinds needed."""
+    fields = schema.fields
+    want = {text: "text", metadata: "json", vector: "vector"}
+    for field, kind in want.items():
+        f = fields.get(field)
+        if f is None or f.kind != kind:
+            raise SchemaError(f"collection {name!r} has no {kind} field {field!r} "
+                              f"(fields: {sorted(fields)}); name its fields with "
+                              f"text_field=, metadata_field=, vector_field=")
+    if schema.id_kind != "text":
+        raise SchemaError(f"collection {name!r} has int ids; a store keeps string ids "
+                          "(create it with {'id': 'text', ...})")
+
+
+# ---- LangChain's dict filters ------------------------------------------------------
+
+_LC_OPS = {"$eq": "=", "$ne": "<>", "$lt": "<", "$lte": "<=", "$gt": ">", "$gte": ">="}
+
+
+def dict_where(filter: dict, field: str = METADATA) -> tuple[str, list]:
+    """A LangChain metadata filter as (where, params): {"k": v} (equality; several
+    keys are all required), {"k": {"$eq" | "$ne" | "$lt" | "$lte" | "$gt" | "$gte":
+    v, "$in" | "$nin": [...], "$exists": bool, "$like" | "$ilike": pattern,
+    "$between": [lo, hi]}}, {"$and": [...]}, {"$or": [...]}, {"$not": {...}}."""
+    w = MetaWhere(field)
+    return _dict_node(w, filter), w.params
+
+
+def _dict_node(w: MetaWhere, f) -> str:
+    if not isinstance(f, dict):
+        raise FilterError(f"a metadata filter is a dict, got {f!r:.80}")
+    parts = []
+    for key, v in f.items():
+        if key in ("$and", "$or"):
+            if not isinstance(v, (list, tuple)):
+                raise FilterError(f"{key} takes a list of filters, got {v!r:.80}")
+            parts.append(join(key[1:].upper(), [_dict_node(w, x) for x in v]))
+        elif key == "$not":
+            parts.append(f"NOT ({_dict_node(w, v)})")
+        elif isinstance(key, str) and key.startswith("$"):
+            raise FilterError(f"unknown filter operator {key!r} at the top of a filter; "
+                              "operators go under a key: {'key': {'$gt': 1}}")
+        elif isinstance(v, dict):
+            parts.append(join("AND", [_dict_op(w, key, op, arg) for op, arg in v.items()]))
+        else:
+            parts.append(w.cmp(key, "=", v))
+    return join("AND", parts)
+
+
+def _dict_op(w: MetaWhere, key: str, op: str, arg) -> str:
+    if op in _LC_OPS:
+        return w.cmp(key, _LC_OPS[op], arg)
+    if op in ("$in", "$nin"):
+        return w.one_of(key, arg, negated=op == "$nin")
+    if op == "$exists":
+        if not isinstance(arg, bool):
+            raise FilterError(f"$exists takes true or false, got {arg!r:.80}")
+        return w.exists(key, arg)
+    if op in ("$like", "$ilike"):
+        return w.like(key, arg, icase=op == "$ilike")
+    if op == "$between":
+        if not isinstance(arg, (list, tuple)) or len(arg) != 2:
+            raise FilterError(f"$between takes [low, high], got {arg!r:.80}")
+        return f"({w.cmp(key, '>=', arg[0])} AND {w.cmp(key, '<=', arg[1])})"
+    raise FilterError(f"unknown filter operator {op!r} for key {key!r}; known: "
+                      f"{', '.join([*_LC_OPS, '$in', '$nin', '$exists', '$like', '$ilike', '$between'])}")
+
+
+def open_or_create(db, name: str, dim: int | None, adopt, schema):
+    """A store's collection: `name` adopted (checked) if it exists, else None when
+    no `dim` is known yet, else created from `schema(dim)` (the first add's width)."""
+    try:
+        return adopt(db.collection(name))
+    except NotFoundError:
+        if dim is None:
+            return None
+    return adopt(db.create_collection(name, schema(dim)))

@@ -1,0 +1,215 @@
+"""varvedb.integrations.llama_index. LlamaIndex ships no standard suite; this one
+is modelled on LangChain's: an empty store, add / query / get_nodes / delete /
+delete_nodes / clear round trips, every filter operator and condition, the
+query modes, and the async variants, against an embedded file and a real
+server. Also: `import varvedb` imports neither framework.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import subprocess
+
+import pytest
+from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+from llama_index.core.vector_stores.types import (FilterCondition, FilterOperator,
+                                                  MetadataFilter, MetadataFilters,
+                                                  VectorStoreQuery, VectorStoreQueryMode)
+
+import varvedb as vv
+from conftest import PYTHON, child_env
+from server_proc import ServerProcess
+from varvedb.integrations.llama_index import VarveVectorStore, filters_where
+
+TOKEN = "li-token"
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module", params=["file", "server"])
+def db(request, tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("li") / "li.varve")
+    if request.param == "file":
+        d = vv.connect(path)
+        yield d
+        d.close()
+    else:
+        with ServerProcess(path, token=TOKEN, env=child_env()) as srv:
+            c = vv.Client(srv.url, token=TOKEN, timeout=120)
+            yield c
+            c.close()
+
+
+@pytest.fixture
+def store(db):
+    s = VarveVectorStore(db=db, collection_name=f"li{next(_names)}", fts=True)
+    yield s
+    if s.collection is not None:
+        db.drop_collection(s.collection_name)
+
+
+META = [
+    {"n": 1, "f": 1.5, "s": "alpha", "tags": ["x"], "b": True},
+    {"n": 2, "f": 2.0, "s": "it's beta", "tags": []},
+    {"n": 3, "s": "Gamma_1"},
+    {"n": "4", "s": "100%"},
+]
+
+
+def _nodes():
+    return [TextNode(text=f"node {i} {'apple' if i % 2 else 'pear'}", id_=f"n{i}",
+                     metadata=META[i], embedding=[1.0, float(i), 0.0],
+                     relationships={NodeRelationship.SOURCE: RelatedNodeInfo(
+                         node_id=f"doc{i % 2}")})
+            for i in range(len(META))]
+
+
+def _f(key, value, op="=="):
+    return MetadataFilter(key=key, value=value, operator=FilterOperator(op))
+
+
+def _q(store, filters=None, **kw):
+    kw.setdefault("query_embedding", [1.0, 0.0, 0.0])
+    kw.setdefault("similarity_top_k", 10)
+    if isinstance(filters, MetadataFilter):
+        filters = MetadataFilters(filters=[filters])
+    return store.query(VectorStoreQuery(filters=filters, **kw))
+
+
+def test_empty_store_answers_nothing(store):
+    assert _q(store).ids == [] and store.get_nodes() == []
+    store.delete("doc0")
+    store.delete_nodes(["n0"])
+    store.clear()
+    assert store.collection is None
+
+
+def test_add_query_get_round_trip(store):
+    nodes = _nodes()
+    assert store.add(nodes) == ["n0", "n1", "n2", "n3"]
+    r = _q(store, similarity_top_k=2)
+    assert r.ids == ["n0", "n1"] and r.similarities[0] == pytest.approx(1.0)
+    assert r.similarities[0] >= r.similarities[1] >= 0
+    assert r.nodes[1].get_content() == "node 1 apple" and r.nodes[1].ref_doc_id == "doc1"
+    got = store.get_nodes(["n3", "n0", "missing"])
+    assert got == [nodes[3], nodes[0]]                   # every field, embedding included
+    assert [type(v) for v in got[1].metadata.values()] == [int, float, str, list, bool]
+    again = TextNode(text="replaced", id_="n0", metadata={"n": 9}, embedding=[0.0, 1.0, 0.0])
+    store.add([again])
+    assert store.get_nodes(["n0"])[0].get_content() == "replaced"
+    assert len(store.get_nodes()) == 4
+
+
+@pytest.mark.parametrize("flt, want", [
+    (_f("n", 1), ["n0"]),
+    (_f("n", 1, "!="), ["n1", "n2", "n3"]),
+    (_f("n", 2, "<"), ["n0"]),
+    (_f("n", 2, "<="), ["n0", "n1"]),
+    (_f("n", 2, ">"), ["n2"]),                           # "4" is a string
+    (_f("n", 2, ">="), ["n1", "n2"]),
+    (_f("n", [1, 3], "in"), ["n0", "n2"]),
+    (_f("n", [1, 3], "nin"), ["n1", "n3"]),
+    (_f("s", ["alpha", "100%"], "in"), ["n0", "n3"]),
+    (_f("f", 2, "=="), ["n1"]),
+    (_f("s", "it's beta"), ["n1"]),                      # a quote in a value
+    (_f("s", "Gamm_", "text_match"), []),                # _ is a character, not a wildcard
+    (_f("s", "gamma_1", "text_match_insensitive"), ["n2"]),
+    (_f("s", "0%", "text_match"), ["n3"]),
+    (_f("s", "ph", "text_match"), ["n0"]),
+    (_f("tags", None, "is_empty"), ["n1", "n2", "n3"]),
+    (MetadataFilters(filters=[_f("n", 1, ">"), _f("s", "Gamma_1")]), ["n2"]),
+    (MetadataFilters(filters=[_f("n", 1), _f("n", 3)], condition=FilterCondition.OR),
+     ["n0", "n2"]),
+    (MetadataFilters(filters=[_f("n", 1), _f("n", 3)], condition=FilterCondition.NOT),
+     ["n1", "n3"]),                                      # n3's "4" is no number
+    (MetadataFilters(filters=[_f("n", 2, ">="), MetadataFilters(
+        filters=[_f("s", "alpha"), _f("s", "Gamma_1")], condition=FilterCondition.OR)]),
+     ["n2"]),
+])
+def test_filters(store, flt, want):
+    store.add(_nodes())
+    assert sorted(_q(store, flt).ids) == want
+    if isinstance(flt, MetadataFilter):
+        flt = MetadataFilters(filters=[flt])
+    assert sorted(n.node_id for n in store.get_nodes(filters=flt)) == want
+
+
+def test_unsupported_filters_and_modes_raise(store):
+    store.add(_nodes())
+    for op in ("any", "all", "contains"):
+        with pytest.raises(vv.FilterError):
+            _q(store, _f("tags", ["x"] if op != "contains" else "x", op))
+    with pytest.raises(vv.OptionError):
+        _q(store, mode=VectorStoreQueryMode.SVM)
+    with pytest.raises(vv.OptionError):
+        _q(store, mode=VectorStoreQueryMode.TEXT_SEARCH)          # no query_str
+    with pytest.raises(vv.OptionError):
+        store.add([TextNode(text="no vector", id_="x")])
+    where, params = filters_where(MetadataFilters(filters=[_f("k'); --", "x'y")]))
+    assert "x'y" not in where and params == ["x'y"] and "'k''); --'" in where
+
+
+def test_doc_ids_node_ids_and_modes(store):
+    store.add(_nodes())
+    assert _q(store, doc_ids=["doc1"]).ids == ["n1", "n3"]
+    assert _q(store, node_ids=["n2", "n3"]).ids == ["n2", "n3"]
+    assert _q(store, node_ids=[]).ids == []
+    text = _q(store, query_str="apple", mode=VectorStoreQueryMode.TEXT_SEARCH,
+              query_embedding=None)
+    assert sorted(text.ids) == ["n1", "n3"] and all(s > 0 for s in text.similarities)
+    hybrid = _q(store, query_str="apple", mode=VectorStoreQueryMode.HYBRID,
+                similarity_top_k=3)
+    # n1 and n3 are in both legs, n0 only first in the vector one
+    assert sorted(hybrid.ids[:2]) == ["n1", "n3"] and hybrid.ids[2] == "n0"
+    only_text = _q(store, query_str="apple", mode=VectorStoreQueryMode.HYBRID, alpha=0.0,
+                   similarity_top_k=2)
+    assert sorted(only_text.ids) == ["n1", "n3"]
+
+
+def test_delete_delete_nodes_clear(store):
+    store.add(_nodes())
+    store.delete("doc0")
+    assert sorted(n.node_id for n in store.get_nodes()) == ["n1", "n3"]
+    store.delete_nodes(["n1", "zz"])
+    assert [n.node_id for n in store.get_nodes()] == ["n3"]
+    store.add(_nodes())
+    store.delete_nodes(filters=MetadataFilters(filters=[_f("n", 2, ">=")]))
+    assert sorted(n.node_id for n in store.get_nodes()) == ["n0", "n3"]
+    store.delete_nodes(["n0", "n3"], filters=MetadataFilters(filters=[_f("n", 1)]))
+    assert [n.node_id for n in store.get_nodes()] == ["n3"]
+    store.clear()
+    assert store.get_nodes() == [] and _q(store).ids == []
+
+
+def test_async_variants(store):
+    async def main():
+        assert await store.async_add(_nodes()) == ["n0", "n1", "n2", "n3"]
+        r = await store.aquery(VectorStoreQuery(query_embedding=[1.0, 0.0, 0.0],
+                                                similarity_top_k=1))
+        assert r.ids == ["n0"]
+        assert [n.node_id for n in await store.aget_nodes(["n2"])] == ["n2"]
+        await store.adelete("doc1")
+        await store.adelete_nodes(["n0"])
+        assert [n.node_id for n in await store.aget_nodes()] == ["n2"]
+        await store.aclear()
+        assert await store.aget_nodes() == []
+    asyncio.run(main())
+
+
+def test_a_path_store_and_an_existing_collection(tmp_path):
+    s = VarveVectorStore(path=str(tmp_path / "own.varve"))
+    s.add(_nodes()[:2])
+    again = VarveVectorStore(collection=s.collection)
+    assert [n.node_id for n in again.get_nodes()] == ["n0", "n1"]
+    s.close()
+    with pytest.raises(vv.OptionError):
+        VarveVectorStore()
+
+
+def test_import_varvedb_imports_no_framework():
+    code = ("import sys, varvedb, varvedb.integrations\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('langchain_core', 'langchain', 'llama_index', 'langchain_tests'))\n"
+            "print(bad)\n")
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True,
+                         env=child_env(), check=True).stdout
+    assert out.strip() == "[]"
