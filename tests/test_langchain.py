@@ -191,9 +191,10 @@ def test_relevance_per_metric(file_db, metric):
 
 def test_mmr_prefers_diverse(axis_store):
     # 0.1 is nearest; 0.0 nearly duplicates it, so a diversity-weighted pick skips it
-    docs = axis_store.max_marginal_relevance_search("0.1", k=2, fetch_k=5, lambda_mult=0.1)
+    # (the query is 0.09, not 0.1, which is as near 0.0 as 0.2: a tie either way)
+    docs = axis_store.max_marginal_relevance_search("0.09", k=2, fetch_k=5, lambda_mult=0.1)
     assert docs[0].id == "d1" and docs[1].id != "d0"
-    assert axis_store.max_marginal_relevance_search("0.1", k=2, fetch_k=5,
+    assert axis_store.max_marginal_relevance_search("0.09", k=2, fetch_k=5,
                                                     lambda_mult=1.0)[1].id == "d0"
     assert axis_store.max_marginal_relevance_search("0.1", k=2, filter={"n": 99}) == []
 
