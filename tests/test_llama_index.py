@@ -19,6 +19,7 @@ from llama_index.core.vector_stores.types import (FilterCondition, FilterOperato
 import varvedb as vv
 from conftest import PYTHON, child_env
 from server_proc import ServerProcess
+from varvedb.integrations import MAX_FILTER_DEPTH
 from varvedb.integrations.llama_index import VarveVectorStore, filters_where
 
 TOKEN = "li-token"
@@ -163,6 +164,34 @@ def test_doc_ids_node_ids_and_modes(store):
     only_text = _q(store, query_str="apple", mode=VectorStoreQueryMode.HYBRID, alpha=0.0,
                    similarity_top_k=2)
     assert sorted(only_text.ids) == ["n1", "n3"]
+
+
+def _nested(levels: int, cond: FilterCondition):
+    """`levels` MetadataFilters, each `cond` of a string comparison (one level of
+    a where) and the next: a where nested levels + 1 deep, matching n2 alone."""
+    f = _f("s", "Gamma_1")
+    other = _f("s", "", "text_match") if cond == FilterCondition.AND else _f("s", "zz")
+    for _ in range(levels):
+        f = MetadataFilters(filters=[other, f], condition=cond)
+    return f
+
+
+@pytest.mark.parametrize("cond", [FilterCondition.AND, FilterCondition.OR])
+def test_deep_filters_are_bounded(store, cond):
+    store.add(_nodes())
+    at_limit = _nested(MAX_FILTER_DEPTH - 1, cond)
+    assert _q(store, at_limit).ids == ["n2"]
+    assert [n.node_id for n in store.get_nodes(filters=at_limit)] == ["n2"]
+    chain = _f("s", "Gamma_1")                  # the issue's: one filter in each, 3 000 deep
+    for _ in range(3000):
+        chain = MetadataFilters(filters=[chain], condition=cond)
+    for deep in (_nested(MAX_FILTER_DEPTH, cond), chain,
+                 MetadataFilters(filters=[chain], condition=FilterCondition.NOT)):
+        with pytest.raises(vv.FilterError, match=f"more than {MAX_FILTER_DEPTH} levels"):
+            _q(store, deep)
+        with pytest.raises(vv.FilterError, match=f"more than {MAX_FILTER_DEPTH} levels"):
+            store.delete_nodes(filters=deep)
+    assert len(store.get_nodes()) == 4                                # nothing deleted
 
 
 def test_delete_delete_nodes_clear(store):
