@@ -241,12 +241,15 @@ class VarveVectorStore(BasePydanticVectorStore):
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """DEFAULT (vector), HYBRID (vector and BM25 fused; `alpha` weighs the
         vector leg, 1 - alpha the text one), TEXT_SEARCH / SPARSE (BM25 alone);
-        filters, doc_ids and node_ids restrict each."""
+        filters, doc_ids and node_ids restrict each; node_ids=[] restricts
+        nothing."""
         coll = self._collection()
         if coll is None:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         mode = query.mode
-        where, params = self._where(query.filters, query.node_ids)
+        # VectorStoreIndex's retriever passes its index struct's node ids on every
+        # query: [] for a store that keeps the text (stores_text), meaning all nodes
+        where, params = self._where(query.filters, query.node_ids or None)
         if query.doc_ids is not None:
             refs = ", ".join(f"${len(params) + k + 1}" for k in range(len(query.doc_ids)))
             where = and_where(where, f"{REF} IN ({refs})" if refs else "false")
