@@ -2,7 +2,7 @@
 (langchain_tests' VectorStoreIntegrationTests, sync and async, every test
 enabled) against an embedded file and against a real `varvedb serve` started
 here, then what the suite does not cover: filters (every operator, JSON types,
-a quote in a key and a value), exact metadata round trips, relevance scores per
+a quote in a key and a value, the nesting bound), exact metadata round trips, relevance scores per
 metric, MMR, hybrid and text modes, and errors.
 
 One file and one server per module; each standard test gets a fresh collection.
@@ -21,7 +21,7 @@ from langchain_tests.integration_tests import VectorStoreIntegrationTests
 import varvedb as vv
 from conftest import child_env
 from server_proc import ServerProcess
-from varvedb.integrations import dict_where, renumber
+from varvedb.integrations import MAX_FILTER_DEPTH, dict_where, renumber
 from varvedb.integrations.langchain import VarveVectorStore
 
 TOKEN = "lc-token"
@@ -167,6 +167,31 @@ def test_bad_filters_raise(axis_store):
     assert "x'y" not in where and params == ["x'y"]
 
 
+def _nested(op: str, levels: int) -> dict:
+    """`levels` of `op` over {"s": "c"} (a string comparison: one level of a where),
+    each $and / $or beside another one-level comparison: a where levels + 1 deep."""
+    f = {"s": "c"}
+    for _ in range(levels):
+        f = {"$and": [{"n": {"$exists": True}}, f]} if op == "$and" else \
+            {"$or": [{"s": "zz"}, f]} if op == "$or" else {"$not": f}
+    return f
+
+
+@pytest.mark.parametrize("op, at_limit", [("$and", ["d2"]), ("$or", ["d2"]),
+                                          ("$not", ["d0", "d1", "d3"])])    # 63 NOTs
+def test_deep_filters_are_bounded(axis_store, op, at_limit):
+    assert _ids(axis_store, filter=_nested(op, MAX_FILTER_DEPTH - 1)) == at_limit
+    chain = {"s": "c"}                           # the issue's: one filter in each, 10 000 deep
+    for _ in range(10_000):
+        chain = {"$not": chain} if op == "$not" else {op: [chain]}
+    for deep in (_nested(op, MAX_FILTER_DEPTH), _nested(op, 10_000), chain):
+        with pytest.raises(vv.FilterError, match=f"more than {MAX_FILTER_DEPTH} levels"):
+            axis_store.similarity_search("0", filter=deep)
+        with pytest.raises(vv.FilterError, match=f"more than {MAX_FILTER_DEPTH} levels"):
+            axis_store.delete(filter=deep)
+    assert len(axis_store.get_by_ids([f"d{i}" for i in range(len(META))])) == len(META)
+
+
 def test_scores_order_and_relevance(axis_store):
     pairs = axis_store.similarity_search_with_score("0.1", k=5)
     assert [d.id for d, _ in pairs] == ["d1", "d0", "d2", "d3", "d4"]
@@ -191,9 +216,10 @@ def test_relevance_per_metric(file_db, metric):
 
 def test_mmr_prefers_diverse(axis_store):
     # 0.1 is nearest; 0.0 nearly duplicates it, so a diversity-weighted pick skips it
-    docs = axis_store.max_marginal_relevance_search("0.1", k=2, fetch_k=5, lambda_mult=0.1)
+    # (the query is 0.09, not 0.1, which is as near 0.0 as 0.2: a tie either way)
+    docs = axis_store.max_marginal_relevance_search("0.09", k=2, fetch_k=5, lambda_mult=0.1)
     assert docs[0].id == "d1" and docs[1].id != "d0"
-    assert axis_store.max_marginal_relevance_search("0.1", k=2, fetch_k=5,
+    assert axis_store.max_marginal_relevance_search("0.09", k=2, fetch_k=5,
                                                     lambda_mult=1.0)[1].id == "d0"
     assert axis_store.max_marginal_relevance_search("0.1", k=2, filter={"n": 99}) == []
 

@@ -1,16 +1,20 @@
 """varvedb.integrations.llama_index. LlamaIndex ships no standard suite; this one
 is modelled on LangChain's: an empty store, add / query / get_nodes / delete /
 delete_nodes / clear round trips, every filter operator and condition, the
-query modes, and the async variants, against an embedded file and a real
-server. Also: `import varvedb` imports neither framework.
+nesting bound, the query modes, the async variants, and LlamaIndex's own
+VectorStoreIndex over the store, against an embedded file and a real server.
+Also: `import varvedb` imports neither framework.
 """
 from __future__ import annotations
 
 import asyncio
 import itertools
 import subprocess
+import zlib
 
 import pytest
+from llama_index.core import Document, StorageContext, VectorStoreIndex
+from llama_index.core.embeddings import BaseEmbedding
 from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 from llama_index.core.vector_stores.types import (FilterCondition, FilterOperator,
                                                   MetadataFilter, MetadataFilters,
@@ -19,6 +23,7 @@ from llama_index.core.vector_stores.types import (FilterCondition, FilterOperato
 import varvedb as vv
 from conftest import PYTHON, child_env
 from server_proc import ServerProcess
+from varvedb.integrations import MAX_FILTER_DEPTH
 from varvedb.integrations.llama_index import VarveVectorStore, filters_where
 
 TOKEN = "li-token"
@@ -152,7 +157,10 @@ def test_doc_ids_node_ids_and_modes(store):
     store.add(_nodes())
     assert _q(store, doc_ids=["doc1"]).ids == ["n1", "n3"]
     assert _q(store, node_ids=["n2", "n3"]).ids == ["n2", "n3"]
-    assert _q(store, node_ids=[]).ids == []
+    assert _q(store, node_ids=[]).ids == ["n0", "n1", "n2", "n3"]    # [] restricts nothing
+    assert store.get_nodes([]) == []                                 # but asks for none here
+    store.delete_nodes([])                                           # and deletes none
+    assert len(store.get_nodes()) == 4
     text = _q(store, query_str="apple", mode=VectorStoreQueryMode.TEXT_SEARCH,
               query_embedding=None)
     assert sorted(text.ids) == ["n1", "n3"] and all(s > 0 for s in text.similarities)
@@ -163,6 +171,34 @@ def test_doc_ids_node_ids_and_modes(store):
     only_text = _q(store, query_str="apple", mode=VectorStoreQueryMode.HYBRID, alpha=0.0,
                    similarity_top_k=2)
     assert sorted(only_text.ids) == ["n1", "n3"]
+
+
+def _nested(levels: int, cond: FilterCondition):
+    """`levels` MetadataFilters, each `cond` of a string comparison (one level of
+    a where) and the next: a where nested levels + 1 deep, matching n2 alone."""
+    f = _f("s", "Gamma_1")
+    other = _f("s", "", "text_match") if cond == FilterCondition.AND else _f("s", "zz")
+    for _ in range(levels):
+        f = MetadataFilters(filters=[other, f], condition=cond)
+    return f
+
+
+@pytest.mark.parametrize("cond", [FilterCondition.AND, FilterCondition.OR])
+def test_deep_filters_are_bounded(store, cond):
+    store.add(_nodes())
+    at_limit = _nested(MAX_FILTER_DEPTH - 1, cond)
+    assert _q(store, at_limit).ids == ["n2"]
+    assert [n.node_id for n in store.get_nodes(filters=at_limit)] == ["n2"]
+    chain = _f("s", "Gamma_1")                  # the issue's: one filter in each, 3 000 deep
+    for _ in range(3000):
+        chain = MetadataFilters(filters=[chain], condition=cond)
+    for deep in (_nested(MAX_FILTER_DEPTH, cond), chain,
+                 MetadataFilters(filters=[chain], condition=FilterCondition.NOT)):
+        with pytest.raises(vv.FilterError, match=f"more than {MAX_FILTER_DEPTH} levels"):
+            _q(store, deep)
+        with pytest.raises(vv.FilterError, match=f"more than {MAX_FILTER_DEPTH} levels"):
+            store.delete_nodes(filters=deep)
+    assert len(store.get_nodes()) == 4                                # nothing deleted
 
 
 def test_delete_delete_nodes_clear(store):
@@ -193,6 +229,45 @@ def test_async_variants(store):
         await store.aclear()
         assert await store.aget_nodes() == []
     asyncio.run(main())
+
+
+class Words(BaseEmbedding):
+    """A deterministic local embedding: a bag of words, each word hashed into one
+    of 64 dimensions (texts sharing words are near; no model, no network)."""
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        v = [0.0] * 64
+        for word in text.lower().split():
+            v[zlib.crc32(word.encode()) % 64] += 1.0
+        return v
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._get_text_embedding(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_text_embedding(query)
+
+
+def test_vector_store_index_over_the_store(store):
+    # LlamaIndex's retriever passes node_ids=[] on every query (its index struct
+    # lists no nodes when the store keeps the text): that must restrict nothing
+    docs = [Document(text="the cat sat on the mat", id_="cats"),
+            Document(text="stock markets fell sharply today", id_="stocks"),
+            Document(text="a recipe for lemon cake with lemon zest", id_="cake")]
+    index = VectorStoreIndex.from_documents(
+        docs, storage_context=StorageContext.from_defaults(vector_store=store),
+        embed_model=Words())
+    got = index.as_retriever(similarity_top_k=3).retrieve("lemon cake recipe")
+    assert [n.node.ref_doc_id for n in got][0] == "cake" and len(got) == 3
+    assert got[0].node.get_content() == "a recipe for lemon cake with lemon zest"
+    assert got[0].score > got[1].score
+    got = asyncio.run(index.as_retriever(similarity_top_k=1).aretrieve("stock markets"))
+    assert [n.node.ref_doc_id for n in got] == ["stocks"]
+    filtered = index.as_retriever(filters=MetadataFilters(filters=[_f("k", 1)]))
+    assert filtered.retrieve("lemon cake") == []                      # filters still apply
+    index.delete_ref_doc("cake")
+    got = index.as_retriever(similarity_top_k=3).retrieve("lemon cake recipe")
+    assert sorted(n.node.ref_doc_id for n in got) == ["cats", "stocks"]
 
 
 def test_a_path_store_and_an_existing_collection(tmp_path):

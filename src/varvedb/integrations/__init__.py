@@ -7,12 +7,19 @@ Nothing here is imported by `import varvedb`: each module imports its framework
 when it is itself imported. What both share: the collection they keep
 (`open_collection`), metadata filters as `where` strings whose values travel as
 $n parameters (`MetaWhere`), and relevance scores per metric.
+
+A metadata filter nests at most `MAX_FILTER_DEPTH` levels, the engine's bound
+on a `where` (so a filter that compiles here, the engine's parser accepts),
+counted on the where it compiles to (`Sql.depth`, never less than the
+engine's count); deeper raises FilterError, checked before each descent, so
+no filter, however deep, reaches Python's recursion limit.
 """
 from __future__ import annotations
 
 import math
 
 from ..errors import FilterError, NotFoundError, OptionError, SchemaError
+from ..query.filter import MAX_FILTER_DEPTH
 
 TEXT, METADATA, VECTOR = "text", "metadata", "embedding"
 
@@ -25,6 +32,54 @@ def quote_literal(s: str) -> str:
     if "\x00" in s:
         raise FilterError("a metadata key cannot contain NUL")
     return "'" + s.replace("'", "''") + "'"
+
+
+class Sql(str):
+    """A where fragment that knows how deep it nests, at least as deep as the
+    engine's filter parser counts it: a comparison is 1; AND, OR and NOT one
+    more than their deepest part (a one-part AND / OR too, though it adds no
+    text: each level of a user's filter counts)."""
+
+    def __new__(cls, text: str, depth: int = 1):
+        s = super().__new__(cls, text)
+        s.depth = depth
+        return s
+
+
+def depth(part: str) -> int:
+    return getattr(part, "depth", 1)
+
+
+def join(op: str, parts: list[str]) -> Sql:
+    if not parts:
+        return Sql("true" if op == "AND" else "false")
+    text = parts[0] if len(parts) == 1 else "(" + f" {op} ".join(parts) + ")"
+    return Sql(text, 1 + max(map(depth, parts)))
+
+
+def negate(part: str) -> Sql:
+    return Sql(f"NOT ({part})", 1 + depth(part))
+
+
+def too_deep() -> FilterError:
+    return FilterError(f"a metadata filter nests more than {MAX_FILTER_DEPTH} levels "
+                       "(counting its and / or / not and the levels each comparison "
+                       "compiles to; varvedb.integrations.MAX_FILTER_DEPTH, the bound "
+                       "on a where filter)")
+
+
+def check_descent(above: int) -> None:
+    """Called before compiling a nested filter under `above` levels: one more
+    cannot fit, so the walk stops here, long before Python's recursion limit."""
+    if above >= MAX_FILTER_DEPTH:
+        raise too_deep()
+
+
+def within_bound(where: Sql) -> str:
+    """A compiled filter, checked; as a plain str, which is what goes over the wire."""
+    if depth(where) > MAX_FILTER_DEPTH:
+        raise too_deep()
+    return str(where)
 
 
 class MetaWhere:
@@ -48,7 +103,8 @@ class MetaWhere:
         return f"{self.field}{'->>' if as_text else '->'}{quote_literal(key)}"
 
     def cmp(self, key: str, op: str, value) -> str:
-        """`key op value` for op in = <> < <= > >=."""
+        """`key op value` for op in = <> < <= > >=; bool and number values
+        nest two or three levels deep (the JSON type test beside them)."""
         path, text = self.path(key), self.path(key, True)
         bools = f"{text} IN ('true', 'false')"
         if isinstance(value, bool):
@@ -56,14 +112,14 @@ class MetaWhere:
                 raise FilterError(f"a boolean metadata value takes = or !=, not {op}")
             # Python's True == 1: the text form tells a json bool from a number
             if op == "=":
-                return f"({path} = {self.param(value)} AND {bools})"
-            return f"({path} <> {self.param(value)} OR NOT {bools})"
+                return join("AND", [f"{path} = {self.param(value)}", bools])
+            return join("OR", [f"{path} <> {self.param(value)}", negate(bools)])
         if isinstance(value, (int, float)):
             if isinstance(value, float) and not math.isfinite(value):
                 raise FilterError(f"a metadata filter value is finite, got {value!r}")
             if op == "<>":
-                return f"({path} <> {self.param(value)} OR {bools})"
-            return f"({path} {op} {self.param(value)} AND NOT {bools})"
+                return join("OR", [f"{path} <> {self.param(value)}", bools])
+            return join("AND", [f"{path} {op} {self.param(value)}", negate(bools)])
         if isinstance(value, str):
             return f"{path} {op} {self.param(value)}"
         if value is None and op in ("=", "<>"):
@@ -76,8 +132,8 @@ class MetaWhere:
             raise FilterError(f"in / nin take a list of values, got {values!r:.80}")
         if not values:
             return "true" if negated else "false"
-        ors = " OR ".join(self.cmp(key, "=", v) for v in values)
-        return f"(NOT ({ors}) AND {self.path(key)} IS NOT NULL)" if negated else f"({ors})"
+        ors = join("OR", [self.cmp(key, "=", v) for v in values])
+        return join("AND", [negate(ors), f"{self.path(key)} IS NOT NULL"]) if negated else ors
 
     def exists(self, key: str, yes: bool = True) -> str:
         return f"{self.path(key)} IS {'NOT ' if yes else ''}NULL"
@@ -86,12 +142,6 @@ class MetaWhere:
         if not isinstance(pattern, str):
             raise FilterError(f"like takes a string pattern, got {pattern!r:.80}")
         return f"{self.path(key, True)} {'ILIKE' if icase else 'LIKE'} {self.param(pattern)}"
-
-
-def join(op: str, parts: list[str]) -> str:
-    if not parts:
-        return "true" if op == "AND" else "false"
-    return parts[0] if len(parts) == 1 else "(" + f" {op} ".join(parts) + ")"
 
 
 def and_where(a: str | None, b: str | None) -> str | None:
@@ -183,12 +233,14 @@ def dict_where(filter: dict, field: str = METADATA) -> tuple[str, list]:
     """A LangChain metadata filter as (where, params): {"k": v} (equality; several
     keys are all required), {"k": {"$eq" | "$ne" | "$lt" | "$lte" | "$gt" | "$gte":
     v, "$in" | "$nin": [...], "$exists": bool, "$like" | "$ilike": pattern,
-    "$between": [lo, hi]}}, {"$and": [...]}, {"$or": [...]}, {"$not": {...}}."""
+    "$between": [lo, hi]}}, {"$and": [...]}, {"$or": [...]}, {"$not": {...}}.
+    Each $and / $or / $not is a level (at most MAX_FILTER_DEPTH in all)."""
     w = MetaWhere(field)
-    return _dict_node(w, filter), w.params
+    return within_bound(_dict_node(w, filter, 0)), w.params
 
 
-def _dict_node(w: MetaWhere, f) -> str:
+def _dict_node(w: MetaWhere, f, above: int) -> str:
+    check_descent(above)
     if not isinstance(f, dict):
         raise FilterError(f"a metadata filter is a dict, got {f!r:.80}")
     parts = []
@@ -196,17 +248,22 @@ def _dict_node(w: MetaWhere, f) -> str:
         if key in ("$and", "$or"):
             if not isinstance(v, (list, tuple)):
                 raise FilterError(f"{key} takes a list of filters, got {v!r:.80}")
-            parts.append(join(key[1:].upper(), [_dict_node(w, x) for x in v]))
+            parts.append(join(key[1:].upper(), [_dict_node(w, x, above + 1) for x in v]))
         elif key == "$not":
-            parts.append(f"NOT ({_dict_node(w, v)})")
+            parts.append(negate(_dict_node(w, v, above + 1)))
         elif isinstance(key, str) and key.startswith("$"):
             raise FilterError(f"unknown filter operator {key!r} at the top of a filter; "
                               "operators go under a key: {'key': {'$gt': 1}}")
         elif isinstance(v, dict):
-            parts.append(join("AND", [_dict_op(w, key, op, arg) for op, arg in v.items()]))
+            parts.append(_all_of([_dict_op(w, key, op, arg) for op, arg in v.items()]))
         else:
             parts.append(w.cmp(key, "=", v))
-    return join("AND", parts)
+    return _all_of(parts)
+
+
+def _all_of(parts: list[str]) -> str:
+    # the keys (or operators) of one dict are an AND; one alone is no level of its own
+    return parts[0] if len(parts) == 1 else join("AND", parts)
 
 
 def _dict_op(w: MetaWhere, key: str, op: str, arg) -> str:
@@ -223,7 +280,7 @@ def _dict_op(w: MetaWhere, key: str, op: str, arg) -> str:
     if op == "$between":
         if not isinstance(arg, (list, tuple)) or len(arg) != 2:
             raise FilterError(f"$between takes [low, high], got {arg!r:.80}")
-        return f"({w.cmp(key, '>=', arg[0])} AND {w.cmp(key, '<=', arg[1])})"
+        return join("AND", [w.cmp(key, ">=", arg[0]), w.cmp(key, "<=", arg[1])])
     raise FilterError(f"unknown filter operator {op!r} for key {key!r}; known: "
                       f"{', '.join([*_LC_OPS, '$in', '$nin', '$exists', '$like', '$ilike', '$between'])}")
 

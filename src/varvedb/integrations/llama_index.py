@@ -16,9 +16,10 @@ relationships and templates) and `embedding`. It is made at the first `add`.
 MetadataFilters map onto one `where` string whose values are $n parameters:
 == != < <= > >= in nin, text_match (LIKE '%value%') and text_match_insensitive
 (ILIKE), is_empty (missing, null or []), AND / OR / NOT (none of them)
-nested. A missing key is SQL's NULL, which no comparison matches. `any`,
-`all` and `contains` (array membership) have no form in varvedb's filters
-and raise FilterError.
+nested, each MetadataFilters a level (at most
+`varvedb.integrations.MAX_FILTER_DEPTH`, counted on the where). A missing key
+is SQL's NULL, which no comparison matches. `any`, `all` and `contains` (array
+membership) have no form in varvedb's filters and raise FilterError.
 
 Similarities: in the default mode the distance as a relevance in [0, 1]
 (higher is closer, `varvedb.integrations.relevance_fn`); BM25 in TEXT_SEARCH,
@@ -41,8 +42,8 @@ from llama_index.core.vector_stores.types import (BasePydanticVectorStore, Filte
                                                   VectorStoreQueryResult)
 
 from ..errors import FilterError, OptionError, SchemaError
-from . import (METADATA, TEXT, VECTOR, MetaWhere, and_where, open_or_create, check_store_schema, join,
-               relevance_fn, store_schema)
+from . import (METADATA, TEXT, VECTOR, MetaWhere, and_where, check_descent, check_store_schema,
+               join, negate, open_or_create, relevance_fn, store_schema, within_bound)
 
 REF, NODE = "ref_doc_id", "node"
 _NODE_CLASSES = {c.class_name(): c for c in (TextNode, ImageNode, IndexNode, Node)}
@@ -57,15 +58,16 @@ def filters_where(filters: MetadataFilters | None, field: str = METADATA,
     w = MetaWhere(field) if w is None else w
     if filters is None or not filters.filters:
         return None, w.params
-    return _filters(w, filters), w.params
+    return within_bound(_filters(w, filters, 0)), w.params
 
 
-def _filters(w: MetaWhere, fs: MetadataFilters) -> str:
-    parts = [_filters(w, f) if isinstance(f, MetadataFilters) else _filter(w, f)
+def _filters(w: MetaWhere, fs: MetadataFilters, above: int) -> str:
+    check_descent(above)
+    parts = [_filters(w, f, above + 1) if isinstance(f, MetadataFilters) else _filter(w, f)
              for f in fs.filters]
     cond = fs.condition or FilterCondition.AND
     if cond == FilterCondition.NOT:
-        return f"NOT {join('OR', parts)}"
+        return negate(join("OR", parts))
     if cond not in (FilterCondition.AND, FilterCondition.OR):
         raise FilterError(f"unknown filter condition {cond!r}")
     return join(cond.value.upper(), parts)
@@ -87,7 +89,7 @@ def _filter(w: MetaWhere, f: MetadataFilter) -> str:
         return w.like(key, f"%{_like_escape(value)}%",
                       icase=op == FilterOperator.TEXT_MATCH_INSENSITIVE)
     if op == FilterOperator.IS_EMPTY:
-        return f"({w.path(key)} IS NULL OR {w.path(key, True)} = '[]')"
+        return join("OR", [f"{w.path(key)} IS NULL", f"{w.path(key, True)} = '[]'"])
     raise FilterError(f"filter operator {op.value!r} has no varvedb form; supported: "
                       "==, !=, <, <=, >, >=, in, nin, text_match, "
                       "text_match_insensitive, is_empty")
@@ -239,12 +241,15 @@ class VarveVectorStore(BasePydanticVectorStore):
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """DEFAULT (vector), HYBRID (vector and BM25 fused; `alpha` weighs the
         vector leg, 1 - alpha the text one), TEXT_SEARCH / SPARSE (BM25 alone);
-        filters, doc_ids and node_ids restrict each."""
+        filters, doc_ids and node_ids restrict each; node_ids=[] restricts
+        nothing."""
         coll = self._collection()
         if coll is None:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         mode = query.mode
-        where, params = self._where(query.filters, query.node_ids)
+        # VectorStoreIndex's retriever passes its index struct's node ids on every
+        # query: [] for a store that keeps the text (stores_text), meaning all nodes
+        where, params = self._where(query.filters, query.node_ids or None)
         if query.doc_ids is not None:
             refs = ", ".join(f"${len(params) + k + 1}" for k in range(len(query.doc_ids)))
             where = and_where(where, f"{REF} IN ({refs})" if refs else "false")
