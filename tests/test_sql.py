@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import varvedb as vv
+from conftest import file_digest
 from varvedb.query.plan import Aggregate, Output, Sort, Strategy, VectorTopK
 from varvedb.sql import compile_text
 
@@ -500,6 +501,76 @@ def test_index_names_and_varchar_lengths_survive_reopen(tmp_path):
         f = db.collection("t").schema.fields
         assert f["tag"].index is None and f["e"].vector_index is None
         assert db.sql("SELECT id, code FROM t").rows == [(1, "abc")]
+
+
+# A RETURNING list is part of its statement: when it fails, the rows it would
+# return were never written (issue 26: they used to be committed first)
+_FAILING_RETURNING = [
+    "UPDATE t SET x = x - 1 RETURNING 1 / x",
+    "UPDATE t SET x = x - 1 WHERE id = 1 RETURNING id, 1 / x",
+    "INSERT INTO t VALUES (3, 0) RETURNING 1 / x",
+    "INSERT INTO t VALUES (3, 5), (4, 0) RETURNING id, 10 / x",
+    "INSERT INTO t VALUES (1, 0), (3, 3) ON CONFLICT (id) DO UPDATE SET x = 0 RETURNING 1 / x",
+    "INSERT INTO t VALUES (1, 9), (3, 0) ON CONFLICT (id) DO NOTHING RETURNING 1 / x",
+    "DELETE FROM t WHERE id = 1 RETURNING 1 / (x - 1)",
+]
+
+
+@pytest.mark.parametrize("statement", _FAILING_RETURNING)
+def test_a_failing_returning_leaves_the_file_and_version_as_they_were(tmp_path, statement):
+    path = tmp_path / "r.varve"
+    with vv.connect(path) as db:
+        db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
+        db.sql("INSERT INTO t VALUES (1, 1), (2, 2)")
+        version, digest = db.version, file_digest(path)
+        with pytest.raises(vv.VarveError) as e:
+            db.sql(statement)
+        assert e.value.sqlstate == "22012"
+        assert db.version == version and file_digest(path) == digest
+        assert db.sql("SELECT id, x FROM t ORDER BY id").rows == [(1, 1), (2, 2)]
+        db.sql("INSERT INTO t VALUES (7, 7)")       # the session goes on
+    with vv.connect(path, readonly=True) as db:
+        assert db.version == version + 1
+        assert db.sql("SELECT id, x FROM t ORDER BY id").rows == [(1, 1), (2, 2), (7, 7)]
+        assert db.sql("SELECT id, x FROM t ORDER BY id AS OF VERSION $1",
+                      [version]).rows == [(1, 1), (2, 2)]
+
+
+@pytest.mark.parametrize("statement", _FAILING_RETURNING)
+def test_a_failing_returning_inside_a_transaction_keeps_nothing_of_it(tmp_path, statement):
+    path = tmp_path / "r.varve"
+    with vv.connect(path) as db:
+        db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
+        db.sql("INSERT INTO t VALUES (1, 1), (2, 2)")
+        version, digest = db.version, file_digest(path)
+        # BEGIN: the block fails (25P02) and its COMMIT rolls back, as in PostgreSQL
+        s = db.session()
+        s.sql("BEGIN")
+        s.sql("INSERT INTO t VALUES (5, 5)")
+        with pytest.raises(vv.VarveError) as e:
+            s.sql(statement)
+        assert e.value.sqlstate == "22012"
+        with pytest.raises(vv.VarveError) as e:
+            s.sql("SELECT 1")
+        assert e.value.sqlstate == "25P02"
+        assert s.sql("COMMIT").status == "ROLLBACK"
+        assert db.version == version and file_digest(path) == digest
+        # a Python transaction: a statement that failed after writing aborts it (no
+        # savepoints); one that failed before (DELETE's RETURNING comes first) does not
+        aborted = False
+        try:
+            with db.transaction():
+                db.sql("INSERT INTO t VALUES (6, 6)")
+                with pytest.raises(vv.VarveError) as e:
+                    db.sql(statement)
+                assert e.value.sqlstate == "22012"
+        except vv.TransactionAbortedError:
+            aborted = True
+        assert aborted == (not statement.startswith("DELETE"))
+        kept = [(1, 1), (2, 2)] + ([] if aborted else [(6, 6)])
+        assert db.sql("SELECT id, x FROM t ORDER BY id").rows == kept
+    with vv.connect(path, readonly=True) as db:
+        assert db.sql("SELECT id, x FROM t ORDER BY id").rows == kept
 
 
 def test_a_failed_statement_inside_an_api_transaction_aborts_it(db):
