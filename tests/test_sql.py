@@ -322,6 +322,56 @@ def test_as_of_version_and_timestamp(db):
         db.sql("SELECT id FROM t AS OF VERSION 999")
 
 
+# AS OF is found among the statement's tokens: the same words in a comment or a
+# string are not a clause (issue 26: a comment used to change the answer)
+_NOT_AS_OF = [
+    "SELECT count(*) FROM t -- AS OF VERSION {v}",
+    "SELECT count(*) FROM t --AS OF VERSION {v}\n",
+    "SELECT count(*) FROM t /* AS OF VERSION {v} */",
+    "SELECT count(*) FROM t /* AS OF VERSION {v} */ ;",
+    "SELECT count(*) FROM t /* x /* AS OF VERSION {v} */ AS OF VERSION {v} */",
+    "SELECT count(*) FROM t WHERE 'x' <> 'x AS OF TIMESTAMP ' || ''''",
+    "SELECT count(*) FROM t WHERE s <> ' AS OF VERSION {v}'",
+    "SELECT count(*) FROM t WHERE s <> $$ AS OF VERSION {v}$$",
+    "SELECT count(*) FROM t WHERE s <> $q$ AS OF BRANCH 'main' VERSION {v} $q$",
+    "SELECT count(*) FROM t WHERE s <> E'\\' AS OF VERSION {v}'",
+    'SELECT count(*) AS "AS OF VERSION {v}" FROM t',
+]
+_AS_OF = [
+    "SELECT count(*) FROM t AS OF VERSION {v}",
+    "SELECT count(*) FROM t AS OF VERSION {v}; -- a note",
+    "SELECT count(*) FROM t /* note */ AS OF /* c */ VERSION {v} /* note */",
+    "SELECT count(*) FROM t\n  as of version {v}\n;",
+    "SELECT count(*) FROM t WHERE s <> ' AS OF VERSION 99' AS OF VERSION {v}",
+    "SELECT count(*) FROM t AS OF BRANCH 'main' VERSION {v}",
+    "SELECT count(*) FROM t AS OF BRANCH $$main$$ VERSION {v} -- AS OF VERSION 99",
+    "SELECT count(*) FROM t AS OF BRANCH E'ma\\x69n' VERSION $1",
+    "SELECT count(*) FROM t AS OF VERSION $1",
+    "SELECT count(*) FROM t AS OF TIMESTAMP '{ts}'",
+    "SELECT count(*) FROM t AS OF TIMESTAMP $${ts}$$ -- AS OF VERSION 99",
+    "SELECT count(*) FROM t AS OF BRANCH $2 TIMESTAMP $3",
+]
+
+
+def test_as_of_in_a_comment_or_a_string_is_not_a_clause(db):
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, s text)")
+    db.sql("INSERT INTO t VALUES (1, 'a')")
+    v = db.version
+    ts = db.history()[-1].timestamp.isoformat()
+    db.sql("INSERT INTO t VALUES (2, 'b')")
+    params = [v, "main", ts]
+    for text in _NOT_AS_OF:
+        sql = text.format(v=v, ts=ts)
+        assert db.sql(sql).rows == [(2,)], sql
+    for text in _AS_OF:
+        sql = text.format(v=v, ts=ts)
+        used = params[:max((int(c) for c in "123" if f"${c}" in sql), default=0)]
+        assert db.sql(sql, used).rows == [(1,)], sql
+    with pytest.raises(vv.VarveError) as e:      # the clause ends the statement
+        db.sql(f"SELECT count(*) FROM t AS OF VERSION {v} WHERE id = 1")
+    assert e.value.sqlstate == "42601"
+
+
 def test_history_table_functions(db):
     db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
     db.sql("INSERT INTO t VALUES (1, 1)")
