@@ -12,7 +12,9 @@ loop per row except where the values are Python objects anyway (json paths).
 
 SQL's rules are kept where they decide an answer: NULL propagates through
 operators and functions; AND/OR/NOT are three-valued; integer division
-truncates toward zero and dividing by zero is an error (22012); a quoted
+truncates toward zero and dividing by zero is an error (22012); integer
+arithmetic that leaves int64 is an error (22003), never a wrapped number
+(checked on the whole column at once); a quoted
 literal has no type until it meets one ('[1,2,3]' next to a vector column
 is a vector, '2026-01-01' next to a timestamp is a timestamp).
 """
@@ -406,6 +408,8 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
             v = coerce(v, "float")
         if v.kind not in NUMERIC:
             raise SqlError("42883", f"operator does not exist: - {v.kind}")
+        if v.kind == "int":
+            _no_int64_min(v)
         return Val(v.kind, -v.data, v.nulls)
     a, b = (evaluate(x, rel, env) for x in e.args)
     if op in ("->", "->>"):
@@ -450,15 +454,66 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
             raise SqlError("22012", "division by zero")
         y = np.where(nulls, 1, y)
     if a.kind == "int":
-        if op == "/":
-            q = np.abs(x) // np.abs(y)
-            return Val("int", np.where((x < 0) ^ (y < 0), -q, q), nulls)
-        if op == "%":
-            return Val("int", np.fmod(x, y), nulls)
+        return Val("int", _int_arith(op, x, y, nulls), nulls)
     with np.errstate(over="ignore", invalid="ignore"):
         out = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
                "%": np.fmod}[op](x, y)
     return Val(a.kind, out, nulls)
+
+
+_INT64_MIN = np.iinfo(np.int64).min
+
+
+def _int_arith(op: str, x: np.ndarray, y: np.ndarray, nulls: np.ndarray) -> np.ndarray:
+    """x op y on int64 columns as PostgreSQL's int8 operators: exact, or 22003 where
+    the result leaves int64 (a row with a NULL operand is never checked); `/`
+    truncates toward zero and `%` takes the dividend's sign. Arrays of Python ints
+    (an exact sum past int64) are computed as Python ints."""
+    if x.dtype == object or y.dtype == object:
+        return _PY_INT_OPS[op](x, y)
+    with np.errstate(over="ignore"):
+        if op == "+":
+            out = x + y
+            bad = ((x ^ out) & (y ^ out)) < 0       # both operands' sign differs from it
+        elif op == "-":
+            out = x - y
+            bad = ((x ^ y) & (x ^ out)) < 0
+        elif op == "*":
+            out = x * y
+            # wrapped iff dividing back misses y; -1 * INT64_MIN is the one product
+            # whose check would itself divide out of range
+            safe = np.where((x == 0) | (x == -1), 1, x)
+            bad = np.where(x == -1, y == _INT64_MIN, (x != 0) & (out // safe != y))
+        else:                                       # / and %: y has no zero here
+            if op == "/":
+                bad = (x == _INT64_MIN) & (y == -1)
+                y = np.where(bad, 1, y)
+            else:
+                bad = None
+                y = np.where(y == -1, 1, y)         # x % -1 is x % 1: 0, with no trap
+            rem = np.fmod(x, y)                     # truncating: the sign of x
+            out = rem if op == "%" else (x - rem) // y
+    if bad is not None and (bad & ~nulls).any():
+        raise SqlError("22003", "bigint out of range")
+    return out
+
+
+def _py_int_div(a, b):
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+_PY_INT_OPS = {
+    "+": np.add, "-": np.subtract, "*": np.multiply,
+    "/": np.frompyfunc(_py_int_div, 2, 1),
+    "%": np.frompyfunc(lambda a, b: a - b * _py_int_div(a, b), 2, 1),
+}
+
+
+def _no_int64_min(v: Val) -> None:
+    """-x and abs(x) have no int64 for INT64_MIN (22003, as PostgreSQL's int8)."""
+    if v.data.dtype != object and ((v.data == _INT64_MIN) & ~v.nulls).any():
+        raise SqlError("22003", "bigint out of range")
 
 
 def round_half_away(x: np.ndarray) -> np.ndarray:
@@ -884,6 +939,8 @@ def _numeric_fn(fn, keep_int: bool):
             return v
         if v.kind not in NUMERIC:
             raise SqlError("42883", f"function does not exist for {v.kind}")
+        if v.kind == "int" and keep_int:       # abs, the one that keeps ints
+            _no_int64_min(v)
         out = fn(v.data)
         return Val(v.kind if keep_int else "float", out, v.nulls)
     return call
