@@ -86,3 +86,6 @@ SELECT id % 2 AS odd, sum(x)::text FROM n GROUP BY id % 2 ORDER BY sum(x);
 -- => [(0, '-18446744073709551616'), (1, '18446744073709551615')]
 SELECT avg(x) FROM n WHERE id IN (1, 5);
 -- => [(9223372036854775807,)]
+SELECT sum(s)::text, max(s)::text, min(s)::text
+    FROM (SELECT id % 2 AS odd, sum(x) AS s FROM n GROUP BY id % 2) q;
+-- => [('-1', '18446744073709551615', '-18446744073709551616')]

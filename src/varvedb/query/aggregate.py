@@ -126,10 +126,10 @@ def _int_sums(g: np.ndarray, data: np.ndarray, n_groups: int) -> tuple[np.ndarra
     """Exact per-group sums of int64 values as (high, low): sum = high * 2**32 + low,
     0 <= low < 2**32. The values' high and low 32 bits are summed apart, so neither
     sum wraps below 2**31 rows."""
-    if data.dtype == object:        # sums of sums: Python ints already
-        high = np.zeros(n_groups, object)
-        np.add.at(high, g, data)
-        return high, np.zeros(n_groups, np.int64)
+    if data.dtype == object:        # sums of sums past int64: Python ints already
+        total = np.zeros(n_groups, object)
+        np.add.at(total, g, data)
+        return total >> 32, total & 0xFFFFFFFF
     high = np.zeros(n_groups, np.int64)
     low = np.zeros(n_groups, np.int64)
     np.add.at(high, g, data >> 32)
@@ -141,7 +141,7 @@ def _exact(high: np.ndarray, low: np.ndarray) -> np.ndarray:
     """high * 2**32 + low as int64 where every group fits, else as Python ints (the
     groups past int64 only): PostgreSQL's sum(bigint) is numeric, never wrapped."""
     if high.dtype == object:
-        return high
+        return high * (1 << 32) + low
     fits = (high >= -(1 << 31)) & (high < (1 << 31))
     out = (np.where(fits, high, 0) << 32) + low
     if fits.all():
