@@ -43,6 +43,15 @@ SELECT x / -7, x % -7, -x, abs(x), x - 1, x * -1 FROM n WHERE id = 1;
 -- => [(-1317624576693539401, 0, -9223372036854775807, 9223372036854775807, 9223372036854775806, -9223372036854775807)]
 SELECT x + 1, -x, abs(x), x * 2, x / -1 FROM n WHERE id = 4;
 -- => [(None, None, None, None, None)]
+-- CASE evaluates a branch only on the rows that reach it: no error from the others
+SELECT id, CASE WHEN x < 9223372036854775807 THEN x + 1 ELSE x END FROM n WHERE id IN (1, 3) ORDER BY id;
+-- => [(1, 9223372036854775807), (3, 2)]
+SELECT id, CASE WHEN x = -9223372036854775808 THEN 0 WHEN x > 0 THEN abs(x) END FROM n ORDER BY id;
+-- => [(1, 9223372036854775807), (2, 0), (3, 1), (4, None), (5, 9223372036854775807), (6, 0)]
+SELECT id, CASE x WHEN 1 THEN x * 2 ELSE -1 END FROM n ORDER BY id;
+-- => [(1, -1), (2, -1), (3, 2), (4, -1), (5, -1), (6, -1)]
+SELECT id, CASE WHEN x > 0 THEN x + 1 END FROM n ORDER BY id;
+-- !! 22003
 SELECT 9223372036854775807 + 1;
 -- !! 22003
 SELECT -9223372036854775807 - 2;
@@ -89,3 +98,6 @@ SELECT avg(x) FROM n WHERE id IN (1, 5);
 SELECT sum(s)::text, max(s)::text, min(s)::text
     FROM (SELECT id % 2 AS odd, sum(x) AS s FROM n GROUP BY id % 2) q;
 -- => [('-1', '18446744073709551615', '-18446744073709551616')]
+SELECT CASE WHEN id = 1 THEN 0 ELSE id END, CASE WHEN id = 1 THEN 'y' ELSE 'x'::text END,
+       CASE WHEN id = 1 THEN 0 ELSE abs(x) END, CASE WHEN id = 1 THEN 0 END FROM n WHERE id = 3;
+-- => [(3, 'x', 1, None)]

@@ -65,8 +65,9 @@ def groups(keys: list[Val], n: int) -> tuple[np.ndarray, int, np.ndarray]:
 
 def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> Val:
     """One aggregate per group, PostgreSQL's types: count → int, sum of ints → an
-    exact int (past int64: Python ints, as PostgreSQL's numeric), avg → float, min/max keep the kind; NULL inputs are skipped, an empty group
-    (other than for count) gives NULL."""
+    exact int (past int64: Python ints, as PostgreSQL's numeric), avg → float,
+    min/max keep the kind; NULL inputs are skipped, an empty group (other than
+    for count) gives NULL."""
     fn = a.fn
     if a.filter is not None:        # FILTER (WHERE ...): the other rows are not seen
         keep = np.flatnonzero(truth(evaluate(a.filter, rel, env)))

@@ -837,27 +837,35 @@ def _like(e: Like, rel: Rel, env: Env) -> Val:
 
 
 def _case(e: Case, rel: Rel, env: Env) -> Val:
+    """Each WHEN is evaluated on the rows no earlier WHEN took, and each result
+    only on the rows that reach it, as PostgreSQL does: a branch no row takes
+    cannot fail (CASE WHEN x < 9223372036854775807 THEN x + 1 END)."""
     n = rel.n
-    results = [evaluate(r, rel, env) for _, r in e.whens]
-    default = evaluate(e.default, rel, env) if e.default is not None else const_val(None, n)
-    kinds = {v.kind for v in results + [default]} - {"null", "unknown"}
+    left = np.arange(n)                 # rows no WHEN has taken yet
+    parts = []                          # (row indices, their Val)
+    for cond, r in e.whens:
+        hit = truth(evaluate(cond, rel.take(left), env))
+        parts.append((left[hit], evaluate(r, rel.take(left[hit]), env)))
+        left = left[~hit]
+    parts.append((left, evaluate(e.default, rel.take(left), env) if e.default is not None
+                  else const_val(None, len(left))))
+    kinds = {v.kind for _, v in parts} - {"null", "unknown"}
     kind = "float" if kinds == {"int", "float"} else (kinds.pop() if len(kinds) == 1 else
                                                      "text" if not kinds else None)
     if kind is None:
         raise SqlError("42804", "CASE types do not match")
-    results = [coerce(v, kind) if v.kind == "unknown" else v for v in results]
-    default = coerce(default, kind) if default.kind == "unknown" else default
-    out = Val(kind, _zeros(kind, n) if default.kind == "null" else default.data.copy(),
-              default.nulls.copy())
-    decided = np.zeros(n, bool)
-    for (cond, _), v in zip(e.whens, results):
-        hit = truth(evaluate(cond, rel, env)) & ~decided
+    parts = [(idx, v if v.kind in ("null", kind) else coerce(v, kind)) for idx, v in parts]
+    datas = [v.data for _, v in parts if v.kind != "null"]
+    if not datas:
+        data = _zeros(kind, n)
+    else:                               # the values' own dtype (Python ints past int64)
+        dtype = object if any(d.dtype == object for d in datas) else datas[0].dtype
+        data = np.zeros((n,) + datas[0].shape[1:], dtype)
+    out = Val(kind, data, np.ones(n, bool))
+    for idx, v in parts:
         if v.kind != "null":
-            out.data[hit] = coerce(v, kind).data[hit] if v.kind != kind else v.data[hit]
-            out.nulls[hit] = v.nulls[hit]
-        else:
-            out.nulls[hit] = True
-        decided |= hit
+            out.data[idx] = v.data
+            out.nulls[idx] = v.nulls
     return out
 
 

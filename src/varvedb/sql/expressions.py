@@ -189,8 +189,11 @@ def output_name(n) -> str:
         if inner != "?column?":
             return inner
         return n.typeName.names[-1].sval
-    if isinstance(n, ast.CaseExpr):
-        return "case"
+    if isinstance(n, ast.CaseExpr):     # its ELSE's name, where that is a real one
+        d = n.defresult
+        strong = d is not None and output_name(d) != "?column?" and not (
+            isinstance(d, ast.TypeCast) and output_name(d.arg) == "?column?")
+        return output_name(d) if strong else "case"
     if isinstance(n, ast.A_Expr) and n.kind == A_Expr_Kind.AEXPR_NULLIF:
         return "nullif"
     return "?column?"
