@@ -50,6 +50,8 @@ SELECT id, CASE WHEN x = -9223372036854775808 THEN 0 WHEN x > 0 THEN abs(x) END 
 -- => [(1, 9223372036854775807), (2, 0), (3, 1), (4, None), (5, 9223372036854775807), (6, 0)]
 SELECT id, CASE x WHEN 1 THEN x * 2 ELSE -1 END FROM n ORDER BY id;
 -- => [(1, -1), (2, -1), (3, 2), (4, -1), (5, -1), (6, -1)]
+SELECT id, CASE WHEN x = 1 THEN 0 ELSE 6 / (x - 1) END FROM n WHERE id IN (1, 3) ORDER BY id;
+-- => [(1, 0), (3, 0)]
 SELECT id, CASE WHEN x > 0 THEN x + 1 END FROM n ORDER BY id;
 -- !! 22003
 SELECT 9223372036854775807 + 1;
