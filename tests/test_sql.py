@@ -498,6 +498,22 @@ def test_integer_arithmetic_is_exact_or_out_of_range(rows, expr):
     assert total == (sum(present) if present else None) and type(total) in (int, type(None))
 
 
+def test_a_sum_past_int64_is_exact_in_every_result_form(db):
+    from decimal import Decimal
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, x bigint)")
+    big = (1 << 63) - 1
+    db.sql("INSERT INTO t VALUES (1, $1), (2, $1), (3, 4), (4, NULL), (5, $1)", [big])
+    r = db.sql("SELECT id % 2 AS odd, sum(x) AS s, sum(x) + 1 AS s1, avg(x) AS a FROM t "
+               "GROUP BY id % 2 ORDER BY s DESC")
+    odd = 2 * big + 4                       # ids 1, 3, 5; the even ids sum to big
+    assert [row[:3] for row in r.rows] == [(1, odd, odd + 1), (0, big, big + 1)]
+    assert all(type(v) is int for row in r.rows for v in row[:3])
+    assert r.rows[0][3] == pytest.approx(odd / 3, rel=1e-15) and r.rows[1][3] == float(big)
+    assert r.to_numpy()["s"].tolist() == [odd, big]
+    assert r.to_arrow().column("s").to_pylist() == [Decimal(odd), Decimal(big)]
+    assert r.to_pandas()["s"].tolist() == [odd, big]
+
+
 # ---- WHERE semantics against a plain-Python oracle ---------------------------------------
 
 _cell = st.one_of(st.none(), st.integers(-3, 3))
