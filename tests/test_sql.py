@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import varvedb as vv
+from conftest import file_digest
 from varvedb.query.plan import Aggregate, Output, Sort, Strategy, VectorTopK
 from varvedb.sql import compile_text
 
@@ -321,6 +322,56 @@ def test_as_of_version_and_timestamp(db):
         db.sql("SELECT id FROM t AS OF VERSION 999")
 
 
+# AS OF is found among the statement's tokens: the same words in a comment or a
+# string are not a clause (issue 26: a comment used to change the answer)
+_NOT_AS_OF = [
+    "SELECT count(*) FROM t -- AS OF VERSION {v}",
+    "SELECT count(*) FROM t --AS OF VERSION {v}\n",
+    "SELECT count(*) FROM t /* AS OF VERSION {v} */",
+    "SELECT count(*) FROM t /* AS OF VERSION {v} */ ;",
+    "SELECT count(*) FROM t /* x /* AS OF VERSION {v} */ AS OF VERSION {v} */",
+    "SELECT count(*) FROM t WHERE 'x' <> 'x AS OF TIMESTAMP ' || ''''",
+    "SELECT count(*) FROM t WHERE s <> ' AS OF VERSION {v}'",
+    "SELECT count(*) FROM t WHERE s <> $$ AS OF VERSION {v}$$",
+    "SELECT count(*) FROM t WHERE s <> $q$ AS OF BRANCH 'main' VERSION {v} $q$",
+    "SELECT count(*) FROM t WHERE s <> E'\\' AS OF VERSION {v}'",
+    'SELECT count(*) AS "AS OF VERSION {v}" FROM t',
+]
+_AS_OF = [
+    "SELECT count(*) FROM t AS OF VERSION {v}",
+    "SELECT count(*) FROM t AS OF VERSION {v}; -- a note",
+    "SELECT count(*) FROM t /* note */ AS OF /* c */ VERSION {v} /* note */",
+    "SELECT count(*) FROM t\n  as of version {v}\n;",
+    "SELECT count(*) FROM t WHERE s <> ' AS OF VERSION 99' AS OF VERSION {v}",
+    "SELECT count(*) FROM t AS OF BRANCH 'main' VERSION {v}",
+    "SELECT count(*) FROM t AS OF BRANCH $$main$$ VERSION {v} -- AS OF VERSION 99",
+    "SELECT count(*) FROM t AS OF BRANCH E'ma\\x69n' VERSION $1",
+    "SELECT count(*) FROM t AS OF VERSION $1",
+    "SELECT count(*) FROM t AS OF TIMESTAMP '{ts}'",
+    "SELECT count(*) FROM t AS OF TIMESTAMP $${ts}$$ -- AS OF VERSION 99",
+    "SELECT count(*) FROM t AS OF BRANCH $2 TIMESTAMP $3",
+]
+
+
+def test_as_of_in_a_comment_or_a_string_is_not_a_clause(db):
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, s text)")
+    db.sql("INSERT INTO t VALUES (1, 'a')")
+    v = db.version
+    ts = db.history()[-1].timestamp.isoformat()
+    db.sql("INSERT INTO t VALUES (2, 'b')")
+    params = [v, "main", ts]
+    for text in _NOT_AS_OF:
+        sql = text.format(v=v, ts=ts)
+        assert db.sql(sql).rows == [(2,)], sql
+    for text in _AS_OF:
+        sql = text.format(v=v, ts=ts)
+        used = params[:max((int(c) for c in "123" if f"${c}" in sql), default=0)]
+        assert db.sql(sql, used).rows == [(1,)], sql
+    with pytest.raises(vv.VarveError) as e:      # the clause ends the statement
+        db.sql(f"SELECT count(*) FROM t AS OF VERSION {v} WHERE id = 1")
+    assert e.value.sqlstate == "42601"
+
+
 def test_history_table_functions(db):
     db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
     db.sql("INSERT INTO t VALUES (1, 1)")
@@ -394,6 +445,73 @@ def test_result_exits(db):
     assert table.column("v").to_pylist()[1] == [3.0, 4.0]
     frame = r.to_pandas()
     assert list(frame.columns) == ["id", "x", "v", "s"] and frame["id"].tolist() == [1, 2]
+
+
+# ---- integer arithmetic against Python's unbounded ints ----------------------------------
+
+_I64 = (-(1 << 63), (1 << 63) - 1)
+_EDGE = [_I64[0], _I64[0] + 1, _I64[1], _I64[1] - 1, -(1 << 32), -(1 << 31) - 1, -(1 << 31),
+         (1 << 31) - 1, 1 << 31, 1 << 32, 1 << 62, -(1 << 62), 3037000499, 3037000500,
+         -3037000500, -3, -2, -1, 0, 1, 2, 3]
+_int64 = st.one_of(st.sampled_from(_EDGE), st.integers(*_I64))
+
+
+def _trunc_div(a, b):
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+_EXACT = {"a + b": lambda a, b: a + b, "a - b": lambda a, b: a - b,
+          "a * b": lambda a, b: a * b, "a / b": _trunc_div,
+          "a % b": lambda a, b: a - b * _trunc_div(a, b),
+          "abs(a)": lambda a, b: abs(a), "-a": lambda a, b: -a}
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.tuples(st.one_of(st.none(), _int64), st.one_of(st.none(), _int64)),
+                     min_size=1, max_size=6),
+       expr=st.sampled_from(sorted(_EXACT)))
+def test_integer_arithmetic_is_exact_or_out_of_range(rows, expr):
+    """Over a column at once: the exact result of every row, or 22003 when any row's
+    leaves int64 (22012 first, when a divisor is zero); NULL rows are never checked;
+    sum is the exact sum, past int64 too, and never a float."""
+    db = vv.connect(":memory:")
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, a bigint, b bigint)")
+    db.collection("t").insert([{"id": i, "a": a, "b": b} for i, (a, b) in enumerate(rows)])
+    unary = expr in ("abs(a)", "-a")
+    want = [None if a is None or (b is None and not unary) else (a, b) for a, b in rows]
+    if not unary and expr[2] in "/%" and any(w and w[1] == 0 for w in want):
+        sqlstate = "22012"
+    else:
+        want = [None if w is None else _EXACT[expr](*w) for w in want]
+        sqlstate = "22003" if any(w is not None and not _I64[0] <= w <= _I64[1]
+                                  for w in want) else None
+    if sqlstate is None:
+        got = [r[0] for r in db.sql(f"SELECT {expr} FROM t ORDER BY id").rows]
+        assert got == want and all(type(g) is int for g in got if g is not None), expr
+    else:
+        with pytest.raises(vv.VarveError) as e:
+            db.sql(f"SELECT {expr} FROM t ORDER BY id")
+        assert e.value.sqlstate == sqlstate, expr
+    present = [a for a, _ in rows if a is not None]
+    total, = db.sql("SELECT sum(a) FROM t").rows[0]
+    assert total == (sum(present) if present else None) and type(total) in (int, type(None))
+
+
+def test_a_sum_past_int64_is_exact_in_every_result_form(db):
+    from decimal import Decimal
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, x bigint)")
+    big = (1 << 63) - 1
+    db.sql("INSERT INTO t VALUES (1, $1), (2, $1), (3, 4), (4, NULL), (5, $1)", [big])
+    r = db.sql("SELECT id % 2 AS odd, sum(x) AS s, sum(x) + 1 AS s1, avg(x) AS a FROM t "
+               "GROUP BY id % 2 ORDER BY s DESC")
+    odd = 2 * big + 4                       # ids 1, 3, 5; the even ids sum to big
+    assert [row[:3] for row in r.rows] == [(1, odd, odd + 1), (0, big, big + 1)]
+    assert all(type(v) is int for row in r.rows for v in row[:3])
+    assert r.rows[0][3] == pytest.approx(odd / 3, rel=1e-15) and r.rows[1][3] == float(big)
+    assert r.to_numpy()["s"].tolist() == [odd, big]
+    assert r.to_arrow().column("s").to_pylist() == [Decimal(odd), Decimal(big)]
+    assert r.to_pandas()["s"].tolist() == [odd, big]
 
 
 # ---- WHERE semantics against a plain-Python oracle ---------------------------------------
@@ -500,6 +618,76 @@ def test_index_names_and_varchar_lengths_survive_reopen(tmp_path):
         f = db.collection("t").schema.fields
         assert f["tag"].index is None and f["e"].vector_index is None
         assert db.sql("SELECT id, code FROM t").rows == [(1, "abc")]
+
+
+# A RETURNING list is part of its statement: when it fails, the rows it would
+# return were never written (issue 26: they used to be committed first)
+_FAILING_RETURNING = [
+    "UPDATE t SET x = x - 1 RETURNING 1 / x",
+    "UPDATE t SET x = x - 1 WHERE id = 1 RETURNING id, 1 / x",
+    "INSERT INTO t VALUES (3, 0) RETURNING 1 / x",
+    "INSERT INTO t VALUES (3, 5), (4, 0) RETURNING id, 10 / x",
+    "INSERT INTO t VALUES (1, 0), (3, 3) ON CONFLICT (id) DO UPDATE SET x = 0 RETURNING 1 / x",
+    "INSERT INTO t VALUES (1, 9), (3, 0) ON CONFLICT (id) DO NOTHING RETURNING 1 / x",
+    "DELETE FROM t WHERE id = 1 RETURNING 1 / (x - 1)",
+]
+
+
+@pytest.mark.parametrize("statement", _FAILING_RETURNING)
+def test_a_failing_returning_leaves_the_file_and_version_as_they_were(tmp_path, statement):
+    path = tmp_path / "r.varve"
+    with vv.connect(path) as db:
+        db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
+        db.sql("INSERT INTO t VALUES (1, 1), (2, 2)")
+        version, digest = db.version, file_digest(path)
+        with pytest.raises(vv.VarveError) as e:
+            db.sql(statement)
+        assert e.value.sqlstate == "22012"
+        assert db.version == version and file_digest(path) == digest
+        assert db.sql("SELECT id, x FROM t ORDER BY id").rows == [(1, 1), (2, 2)]
+        db.sql("INSERT INTO t VALUES (7, 7)")       # the session goes on
+    with vv.connect(path, readonly=True) as db:
+        assert db.version == version + 1
+        assert db.sql("SELECT id, x FROM t ORDER BY id").rows == [(1, 1), (2, 2), (7, 7)]
+        assert db.sql("SELECT id, x FROM t ORDER BY id AS OF VERSION $1",
+                      [version]).rows == [(1, 1), (2, 2)]
+
+
+@pytest.mark.parametrize("statement", _FAILING_RETURNING)
+def test_a_failing_returning_inside_a_transaction_keeps_nothing_of_it(tmp_path, statement):
+    path = tmp_path / "r.varve"
+    with vv.connect(path) as db:
+        db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
+        db.sql("INSERT INTO t VALUES (1, 1), (2, 2)")
+        version, digest = db.version, file_digest(path)
+        # BEGIN: the block fails (25P02) and its COMMIT rolls back, as in PostgreSQL
+        s = db.session()
+        s.sql("BEGIN")
+        s.sql("INSERT INTO t VALUES (5, 5)")
+        with pytest.raises(vv.VarveError) as e:
+            s.sql(statement)
+        assert e.value.sqlstate == "22012"
+        with pytest.raises(vv.VarveError) as e:
+            s.sql("SELECT 1")
+        assert e.value.sqlstate == "25P02"
+        assert s.sql("COMMIT").status == "ROLLBACK"
+        assert db.version == version and file_digest(path) == digest
+        # a Python transaction: a statement that failed after writing aborts it (no
+        # savepoints); one that failed before (DELETE's RETURNING comes first) does not
+        aborted = False
+        try:
+            with db.transaction():
+                db.sql("INSERT INTO t VALUES (6, 6)")
+                with pytest.raises(vv.VarveError) as e:
+                    db.sql(statement)
+                assert e.value.sqlstate == "22012"
+        except vv.TransactionAbortedError:
+            aborted = True
+        assert aborted == (not statement.startswith("DELETE"))
+        kept = [(1, 1), (2, 2)] + ([] if aborted else [(6, 6)])
+        assert db.sql("SELECT id, x FROM t ORDER BY id").rows == kept
+    with vv.connect(path, readonly=True) as db:
+        assert db.sql("SELECT id, x FROM t ORDER BY id").rows == kept
 
 
 def test_a_failed_statement_inside_an_api_transaction_aborts_it(db):

@@ -64,9 +64,10 @@ def groups(keys: list[Val], n: int) -> tuple[np.ndarray, int, np.ndarray]:
 
 
 def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> Val:
-    """One aggregate per group, PostgreSQL's types: count → int, sum of ints → int,
-    avg → float, min/max keep the kind; NULL inputs are skipped, an empty group
-    (other than for count) gives NULL."""
+    """One aggregate per group, PostgreSQL's types: count → int, sum of ints → an
+    exact int (past int64: Python ints, as PostgreSQL's numeric), avg → float,
+    min/max keep the kind; NULL inputs are skipped, an empty group (other than
+    for count) gives NULL."""
     fn = a.fn
     if a.filter is not None:        # FILTER (WHERE ...): the other rows are not seen
         keep = np.flatnonzero(truth(evaluate(a.filter, rel, env)))
@@ -93,13 +94,15 @@ def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> V
     if fn in ("sum", "avg"):
         if v.kind not in ("int", "float"):
             raise SqlError("42883", f"function {fn}({v.kind}) does not exist")
-        if v.kind == "int" and fn == "sum":
-            out = np.zeros(n_groups, np.int64)
-            np.add.at(out, g, v.data)
-            return Val("int", out, empty)
-        sums = np.bincount(g, weights=v.data.astype(np.float64), minlength=n_groups)
-        if fn == "sum":
-            return Val("float", sums, empty)
+        if v.kind == "int":
+            high, low = _int_sums(g, v.data, n_groups)
+            if fn == "sum":
+                return Val("int", _exact(high, low), empty)
+            sums = high.astype(np.float64) * 2.0 ** 32 + low      # one rounding
+        else:
+            sums = np.bincount(g, weights=v.data.astype(np.float64), minlength=n_groups)
+            if fn == "sum":
+                return Val("float", sums, empty)
         with np.errstate(invalid="ignore", divide="ignore"):
             return Val("float", sums / np.maximum(counts, 1), empty)
     if fn in ("min", "max"):
@@ -118,6 +121,36 @@ def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> V
         out = v.take(idx)
         return Val(out.kind, out.data, empty)
     raise SqlError("42883", f"function {fn}() does not exist")
+
+
+def _int_sums(g: np.ndarray, data: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact per-group sums of int64 values as (high, low): sum = high * 2**32 + low,
+    0 <= low < 2**32. The values' high and low 32 bits are summed apart, so neither
+    sum wraps below 2**31 rows."""
+    if data.dtype == object:        # sums of sums past int64: Python ints already
+        total = np.zeros(n_groups, object)
+        np.add.at(total, g, data)
+        return total >> 32, total & 0xFFFFFFFF
+    high = np.zeros(n_groups, np.int64)
+    low = np.zeros(n_groups, np.int64)
+    np.add.at(high, g, data >> 32)
+    np.add.at(low, g, data & 0xFFFFFFFF)
+    return high + (low >> 32), low & 0xFFFFFFFF
+
+
+def _exact(high: np.ndarray, low: np.ndarray) -> np.ndarray:
+    """high * 2**32 + low as int64 where every group fits, else as Python ints (the
+    groups past int64 only): PostgreSQL's sum(bigint) is numeric, never wrapped."""
+    if high.dtype == object:
+        return high * (1 << 32) + low
+    fits = (high >= -(1 << 31)) & (high < (1 << 31))
+    out = (np.where(fits, high, 0) << 32) + low
+    if fits.all():
+        return out
+    out = out.astype(object)
+    big = np.flatnonzero(~fits)
+    out[big] = [h * (1 << 32) + lo for h, lo in zip(high[big].tolist(), low[big].tolist())]
+    return out
 
 
 def _first_of_pairs(g: np.ndarray, c: np.ndarray) -> np.ndarray:

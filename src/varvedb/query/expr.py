@@ -12,7 +12,9 @@ loop per row except where the values are Python objects anyway (json paths).
 
 SQL's rules are kept where they decide an answer: NULL propagates through
 operators and functions; AND/OR/NOT are three-valued; integer division
-truncates toward zero and dividing by zero is an error (22012); a quoted
+truncates toward zero and dividing by zero is an error (22012); integer
+arithmetic that leaves int64 is an error (22003), never a wrapped number
+(checked on the whole column at once); a quoted
 literal has no type until it meets one ('[1,2,3]' next to a vector column
 is a vector, '2026-01-01' next to a timestamp is a timestamp).
 """
@@ -406,6 +408,8 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
             v = coerce(v, "float")
         if v.kind not in NUMERIC:
             raise SqlError("42883", f"operator does not exist: - {v.kind}")
+        if v.kind == "int":
+            _no_int64_min(v)
         return Val(v.kind, -v.data, v.nulls)
     a, b = (evaluate(x, rel, env) for x in e.args)
     if op in ("->", "->>"):
@@ -450,15 +454,66 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
             raise SqlError("22012", "division by zero")
         y = np.where(nulls, 1, y)
     if a.kind == "int":
-        if op == "/":
-            q = np.abs(x) // np.abs(y)
-            return Val("int", np.where((x < 0) ^ (y < 0), -q, q), nulls)
-        if op == "%":
-            return Val("int", np.fmod(x, y), nulls)
+        return Val("int", _int_arith(op, x, y, nulls), nulls)
     with np.errstate(over="ignore", invalid="ignore"):
         out = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
                "%": np.fmod}[op](x, y)
     return Val(a.kind, out, nulls)
+
+
+_INT64_MIN = np.iinfo(np.int64).min
+
+
+def _int_arith(op: str, x: np.ndarray, y: np.ndarray, nulls: np.ndarray) -> np.ndarray:
+    """x op y on int64 columns as PostgreSQL's int8 operators: exact, or 22003 where
+    the result leaves int64 (a row with a NULL operand is never checked); `/`
+    truncates toward zero and `%` takes the dividend's sign. Arrays of Python ints
+    (an exact sum past int64) are computed as Python ints."""
+    if x.dtype == object or y.dtype == object:
+        return _PY_INT_OPS[op](x, y)
+    with np.errstate(over="ignore"):
+        if op == "+":
+            out = x + y
+            bad = ((x ^ out) & (y ^ out)) < 0       # both operands' sign differs from it
+        elif op == "-":
+            out = x - y
+            bad = ((x ^ y) & (x ^ out)) < 0
+        elif op == "*":
+            out = x * y
+            # wrapped iff dividing back misses y; -1 * INT64_MIN is the one product
+            # whose check would itself divide out of range
+            safe = np.where((x == 0) | (x == -1), 1, x)
+            bad = np.where(x == -1, y == _INT64_MIN, (x != 0) & (out // safe != y))
+        else:                                       # / and %: y has no zero here
+            if op == "/":
+                bad = (x == _INT64_MIN) & (y == -1)
+                y = np.where(bad, 1, y)
+            else:
+                bad = None
+                y = np.where(y == -1, 1, y)         # x % -1 is x % 1: 0, with no trap
+            rem = np.fmod(x, y)                     # truncating: the sign of x
+            out = rem if op == "%" else (x - rem) // y
+    if bad is not None and (bad & ~nulls).any():
+        raise SqlError("22003", "bigint out of range")
+    return out
+
+
+def _py_int_div(a, b):
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+_PY_INT_OPS = {
+    "+": np.add, "-": np.subtract, "*": np.multiply,
+    "/": np.frompyfunc(_py_int_div, 2, 1),
+    "%": np.frompyfunc(lambda a, b: a - b * _py_int_div(a, b), 2, 1),
+}
+
+
+def _no_int64_min(v: Val) -> None:
+    """-x and abs(x) have no int64 for INT64_MIN (22003, as PostgreSQL's int8)."""
+    if v.data.dtype != object and ((v.data == _INT64_MIN) & ~v.nulls).any():
+        raise SqlError("22003", "bigint out of range")
 
 
 def round_half_away(x: np.ndarray) -> np.ndarray:
@@ -782,27 +837,35 @@ def _like(e: Like, rel: Rel, env: Env) -> Val:
 
 
 def _case(e: Case, rel: Rel, env: Env) -> Val:
+    """Each WHEN is evaluated on the rows no earlier WHEN took, and each result
+    only on the rows that reach it, as PostgreSQL does: a branch no row takes
+    cannot fail (CASE WHEN x < 9223372036854775807 THEN x + 1 END)."""
     n = rel.n
-    results = [evaluate(r, rel, env) for _, r in e.whens]
-    default = evaluate(e.default, rel, env) if e.default is not None else const_val(None, n)
-    kinds = {v.kind for v in results + [default]} - {"null", "unknown"}
+    left = np.arange(n)                 # rows no WHEN has taken yet
+    parts = []                          # (row indices, their Val)
+    for cond, r in e.whens:
+        hit = truth(evaluate(cond, rel.take(left), env))
+        parts.append((left[hit], evaluate(r, rel.take(left[hit]), env)))
+        left = left[~hit]
+    parts.append((left, evaluate(e.default, rel.take(left), env) if e.default is not None
+                  else const_val(None, len(left))))
+    kinds = {v.kind for _, v in parts} - {"null", "unknown"}
     kind = "float" if kinds == {"int", "float"} else (kinds.pop() if len(kinds) == 1 else
                                                      "text" if not kinds else None)
     if kind is None:
         raise SqlError("42804", "CASE types do not match")
-    results = [coerce(v, kind) if v.kind == "unknown" else v for v in results]
-    default = coerce(default, kind) if default.kind == "unknown" else default
-    out = Val(kind, _zeros(kind, n) if default.kind == "null" else default.data.copy(),
-              default.nulls.copy())
-    decided = np.zeros(n, bool)
-    for (cond, _), v in zip(e.whens, results):
-        hit = truth(evaluate(cond, rel, env)) & ~decided
+    parts = [(idx, v if v.kind in ("null", kind) else coerce(v, kind)) for idx, v in parts]
+    datas = [v.data for _, v in parts if v.kind != "null"]
+    if not datas:
+        data = _zeros(kind, n)
+    else:                               # the values' own dtype (Python ints past int64)
+        dtype = object if any(d.dtype == object for d in datas) else datas[0].dtype
+        data = np.zeros((n,) + datas[0].shape[1:], dtype)
+    out = Val(kind, data, np.ones(n, bool))
+    for idx, v in parts:
         if v.kind != "null":
-            out.data[hit] = coerce(v, kind).data[hit] if v.kind != kind else v.data[hit]
-            out.nulls[hit] = v.nulls[hit]
-        else:
-            out.nulls[hit] = True
-        decided |= hit
+            out.data[idx] = v.data
+            out.nulls[idx] = v.nulls
     return out
 
 
@@ -884,6 +947,8 @@ def _numeric_fn(fn, keep_int: bool):
             return v
         if v.kind not in NUMERIC:
             raise SqlError("42883", f"function does not exist for {v.kind}")
+        if v.kind == "int" and keep_int:       # abs, the one that keeps ints
+            _no_int64_min(v)
         out = fn(v.data)
         return Val(v.kind if keep_int else "float", out, v.nulls)
     return call

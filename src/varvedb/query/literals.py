@@ -26,7 +26,10 @@ def parse_input(kind: str, text: str):
     s = text.strip()
     try:
         if kind == "int":
-            return int(s)
+            value = int(s)
+            if not -(1 << 63) <= value < (1 << 63):
+                raise SqlError("22003", f'value "{s}" is out of range for type bigint')
+            return value
         if kind == "float":
             low = s.lower()
             if low in ("nan", "infinity", "-infinity", "inf", "-inf"):

@@ -10,25 +10,25 @@ of their own that commits when the statement returns.
 
 varvedb's one extension of the grammar, `AS OF VERSION n`,
 `AS OF TIMESTAMP '...'` or `AS OF BRANCH 'name'` (optionally followed by
-`VERSION n` or `TIMESTAMP '...'`) at the end of a SELECT, is cut off before
-pglast parses the rest.
+`VERSION n` or `TIMESTAMP '...'`) at the end of a SELECT, is found among
+PostgreSQL's own tokens (pglast's scanner: words inside a comment or a
+string are not tokens) and cut off before pglast parses the rest.
 """
 from __future__ import annotations
 
 import functools
-import re
 
 from pglast import ast, parse_sql
-from pglast.parser import ParseError
+from pglast.parser import ParseError, scan
 
 from ..errors import NotFoundError, SqlError, VarveError
 from .result import SqlResult
 
 __all__ = ["run", "compile_text", "SqlResult"]
 
-_AS_OF = re.compile(r"\s+AS\s+OF\s+(BRANCH\s+(?P<b>'(?:[^']|'')*'|\$\d+)\s*)?"
-                    r"(VERSION\s+(?P<v>\d+|\$\d+)|TIMESTAMP\s+"
-                    r"(?P<t>'(?:[^']|'')*'|\$\d+))?\s*;?\s*$", re.I)
+_COMMENTS = frozenset(("SQL_COMMENT", "C_COMMENT"))
+_STRINGS = frozenset(("SCONST", "USCONST"))
+_AS_OF_KINDS = {"VERSION_P": "version", "TIMESTAMP": "timestamp"}
 
 
 class Compiled:
@@ -38,8 +38,8 @@ class Compiled:
     def __init__(self, kind: str, impl, as_of, text: str):
         self.kind = kind          # select, write, ddl, command, transaction
         self.impl = impl
-        self.as_of = as_of        # (branch expr | None, "version" | "timestamp" | None,
-                                  #  expr | None), or None
+        self.as_of = as_of        # (branch arg | None, "version" | "timestamp" | None,
+                                  #  arg | None), or None; an arg is ("$", n) or ("=", value)
         self.text = text
 
 
@@ -70,16 +70,48 @@ def compile_text(text: str) -> tuple[Compiled, ...]:
 
 
 def _cut_as_of(text: str):
-    m = _AS_OF.search(text)
-    if m is None or not (m.group("b") or m.group("v") or m.group("t")):
+    """(the text without its AS OF clause, the clause) — the clause being the
+    statement's last tokens, comments aside, before any final `;`."""
+    try:
+        toks = [t for t in scan(text) if t.name not in _COMMENTS]
+    except (ParseError, UnicodeEncodeError):
+        return text, None                   # parse_sql reports it
+    while toks and toks[-1].name == "ASCII_59":
+        toks.pop()
+    start = next((i for i in range(len(toks) - 2, -1, -1)
+                  if toks[i].name == "AS" and toks[i + 1].name == "OF"), None)
+    if start is None:
         return text, None
-    if m.group("v") is not None:
-        spec = (m.group("b"), "version", m.group("v"))
-    elif m.group("t") is not None:
-        spec = (m.group("b"), "timestamp", m.group("t"))
-    else:
-        spec = (m.group("b"), None, None)
-    return text[:m.start()], spec
+    words = [(t.name, text[t.start:t.end + 1]) for t in toks[start + 2:]]
+    branch = kind = value = None
+    if len(words) >= 2 and words[0][0] == "IDENT" and words[0][1].lower() == "branch":
+        branch = _as_of_arg(words[1], _STRINGS)
+        if branch is None:
+            return text, None
+        words = words[2:]
+    if len(words) == 2:
+        kind = _AS_OF_KINDS.get(words[0][0])
+        if kind is not None:
+            value = _as_of_arg(words[1], ("ICONST", "FCONST") if kind == "version"
+                               else _STRINGS)
+        if value is None:
+            return text, None
+    elif words or branch is None:
+        return text, None
+    return text[:toks[start].start], (branch, kind, value)
+
+
+def _as_of_arg(word, literals):
+    """A parameter as ("$", n), a literal of the `literals` tokens as ("=", its value),
+    else None."""
+    name, src = word
+    if name == "PARAM":
+        return "$", int(src[1:])
+    if name not in literals:
+        return None
+    if name in _STRINGS:        # PostgreSQL's parser reads the literal ('', E'', $$ $$)
+        return "=", parse_sql("SELECT " + src)[0].stmt.targetList[0].val.val.sval
+    return ("=", int(src)) if src.isdigit() else None
 
 
 def _compile(stmt, as_of, text: str) -> Compiled:
@@ -182,29 +214,27 @@ def _run_one(session, c: Compiled, params) -> SqlResult:
 def _as_of(c: Compiled, params, session):
     if c.as_of is None:
         return None
-    branch, kind, text = c.as_of
+    branch, kind, arg = c.as_of
     if branch is not None:
         branch = _literal(branch, params)
         if not isinstance(branch, str):
             raise SqlError("22023", f"AS OF BRANCH takes a branch name, got {branch!r:.80}")
     if kind is None:
         return branch, None
-    return branch, _when(kind, text, params)
+    return branch, _when(kind, arg, params)
 
 
-def _literal(text: str, params):
-    if text.startswith("$"):
-        i = int(text[1:])
+def _literal(arg, params):
+    if arg[0] == "$":
+        i = arg[1]
         if not 1 <= i <= len(params):
             raise SqlError("42P02", f"there is no parameter ${i}")
         return params[i - 1]
-    return text[1:-1].replace("''", "'")
+    return arg[1]
 
 
-def _when(kind: str, text: str, params):
-    if kind == "version" and not text.startswith("$"):
-        return int(text)
-    value = _literal(text, params)
+def _when(kind: str, arg, params):
+    value = _literal(arg, params)
     if kind == "timestamp" and isinstance(value, str):
         import datetime as _dt
         from ..query.literals import parse_timestamp

@@ -27,7 +27,7 @@ from ..query import expr as E
 from ..schema import HNSW, IVFPQ, Field, Schema, Vector, validate_name
 from .expressions import Scope, convert
 from .result import SqlResult
-from .types import SERIAL, type_kind
+from .types import SERIAL, type_kind, type_of
 
 # pgvector's operator classes -> (metric, dtype of the column they index)
 OPCLASSES = {
@@ -72,8 +72,7 @@ class CreateExtension:
 def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
     """(field, type name, primary key?, not null?) of a column definition;
     the field is None for the id column."""
-    names = [s.sval for s in cd.typeName.names]
-    kind, tname = type_kind(names)
+    kind, tname, mods = type_of(cd.typeName)
     if cd.typeName.arrayBounds:
         raise NotSupportedError(f'array type of column "{cd.colname}" is not supported')
     primary, not_null, default = False, bool(cd.is_not_null), None
@@ -90,17 +89,16 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
             raise NotSupportedError(f'constraint {c.contype.name.removeprefix("CONSTR_")} on '
                                     f'column "{cd.colname}" is not supported')
     if kind == "vector":
-        mods = cd.typeName.typmods or ()
-        if len(mods) != 1:
+        if not mods:
             raise SqlError("22023", f'column "{cd.colname}": {tname} needs its dimension, '
                                     f"as {tname}(n)")
-        dim = mods[0].val.ival
+        dim = mods[0]
         if default is not None:
             raise NotSupportedError("a vector column has no DEFAULT")
         field = Vector(dim, dtype="bit") if tname == "bit" else \
             Vector(dim, metric="l2", dtype="f16" if tname == "halfvec" else "f32")
-    elif kind == "text" and tname in ("varchar", "bpchar", "char") and cd.typeName.typmods:
-        field = Field(kind, max_length=cd.typeName.typmods[0].val.ival)
+    elif kind == "text" and mods:         # varchar(n), char(n)
+        field = Field(kind, max_length=mods[0])
     else:
         field = Field(kind)
     if primary:

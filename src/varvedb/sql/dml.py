@@ -194,8 +194,9 @@ class Insert:
         with s._writing() as tx:
             t = ctx.table(self.table)
             written, updated = _insert_rows(ctx, tx, t, rows, self.conflict, env)
-        status = f"INSERT 0 {len(written)}"
-        return returning_result(self.returning, t, written, env, status)
+            # RETURNING inside the transaction: a failing expression undoes the rows
+            return returning_result(self.returning, t, written, env,
+                                    f"INSERT 0 {len(written)}")
 
     def _rows(self, ctx, columns, params, env, t) -> list[dict]:
         schema = t.schema
@@ -388,7 +389,8 @@ class Update(_Targeted):
             if len(rows):
                 rewrite_rows(ctx, tx, t, rows, values)
             new_rows = t.live_rows(ids)
-        return returning_result(self.returning, t, new_rows, env, f"UPDATE {len(rows)}")
+            # RETURNING inside the transaction: a failing expression undoes the update
+            return returning_result(self.returning, t, new_rows, env, f"UPDATE {len(rows)}")
 
 
 class Delete(_Targeted):

@@ -16,7 +16,7 @@ from pglast.enums import A_Expr_Kind, BoolExprType, BoolTestType, NullTestType, 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
 from ..query.filter import NOT_A_LITERAL, literal as _literal
-from .types import type_kind
+from .types import type_of
 
 _BINARY = {"+", "-", "*", "/", "%", "||", "=", "<>", "!=", "<", "<=", ">", ">=", "->", "->>",
            "@@", *E.OPERATORS}
@@ -44,9 +44,8 @@ def convert(n, scope: Scope):
     if isinstance(n, ast.ParamRef):
         return E.Param(n.number)
     if isinstance(n, ast.TypeCast):
-        kind, _ = type_kind([s.sval for s in n.typeName.names])
-        mods = n.typeName.typmods or ()
-        dim = mods[0].val.ival if kind == "vector" and len(mods) == 1 else None
+        kind, _, mods = type_of(n.typeName)
+        dim = mods[0] if kind == "vector" and mods else None
         return E.Cast(kind, convert(n.arg, scope), dim)
     if isinstance(n, ast.BoolExpr):
         op = {BoolExprType.AND_EXPR: "and", BoolExprType.OR_EXPR: "or",
@@ -190,8 +189,11 @@ def output_name(n) -> str:
         if inner != "?column?":
             return inner
         return n.typeName.names[-1].sval
-    if isinstance(n, ast.CaseExpr):
-        return "case"
+    if isinstance(n, ast.CaseExpr):     # its ELSE's name, where that is a real one
+        d = n.defresult
+        strong = d is not None and output_name(d) != "?column?" and not (
+            isinstance(d, ast.TypeCast) and output_name(d.arg) == "?column?")
+        return output_name(d) if strong else "case"
     if isinstance(n, ast.A_Expr) and n.kind == A_Expr_Kind.AEXPR_NULLIF:
         return "nullif"
     return "?column?"

@@ -63,6 +63,12 @@ class SqlResult:
             values = [r[i] for r in self.rows]
             if values and any(isinstance(v, np.ndarray) for v in values):
                 values = [None if v is None else v.tolist() for v in values]
+            if any(type(v) is int and not _INT64[0] <= v <= _INT64[1] for v in values):
+                # an exact sum past int64: a decimal, as PostgreSQL's numeric
+                from decimal import Decimal
+                data[name] = pa.array([None if v is None else Decimal(v) for v in values],
+                                      pa.decimal128(38, 0))
+                continue
             data[name] = pa.array(values)
         return pa.table(data) if data else pa.table({})
 
@@ -72,6 +78,9 @@ class SqlResult:
         return pd.DataFrame(self.rows, columns=self.columns)
 
 
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
 def _array(values: list) -> np.ndarray:
     present = [v for v in values if v is not None]
     if present and all(isinstance(v, np.ndarray) for v in present) \
@@ -79,11 +88,13 @@ def _array(values: list) -> np.ndarray:
         return np.stack(values)
     if present and all(isinstance(v, bool) for v in present) and len(present) == len(values):
         return np.array(values, bool)
-    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present) \
-            and len(present) == len(values):
+    # an int past int64 (an exact sum, PostgreSQL's numeric) keeps the column as objects
+    fits = not any(type(v) is int and not _INT64[0] <= v <= _INT64[1] for v in present)
+    if fits and present and len(present) == len(values) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in present):
         return np.array(values, np.int64)
-    if present and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                       for v in present):
+    if fits and present and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                for v in present):
         return np.array([np.nan if v is None else v for v in values], np.float64)
     out = np.empty(len(values), dtype=object)
     out[:] = values
