@@ -29,7 +29,7 @@ _sql_run = None     # varvedb.sql.run, imported by the first Session.sql
 
 
 class Session:
-    def __init__(self, db, timeout: float | None = None):
+    def __init__(self, db, timeout: float | None = None, server_files: bool = True):
         # db: the Database (not imported here: database.py imports this module)
         from .engine.engine import check_timeout
         self._db = db
@@ -41,6 +41,10 @@ class Session:
         self.settings: dict = {}      # SQL's SET (hnsw.ef_search, ...), per session
         self.sql_block = False        # a transaction SQL's BEGIN opened
         self.sql_failed = False       # a statement in it failed: 25P02 until ROLLBACK
+        # may its SQL read files of this machine (COPY FROM 'file', embed() with a spec
+        # that loads a model from disk)? An embedded caller may; the server's sessions
+        # may not (sql/privileges.py)
+        self.server_files = bool(server_files)
 
     # ---- transactions ----------------------------------------------------------
 
