@@ -204,6 +204,10 @@ def test_an_embedded_session_reads_files_a_session_without_the_privilege_may_not
             s.sql(statement, params)
         assert e.value.sqlstate == "42501", (statement, e.value)
         assert file_digest(path) == before
+    folder = {"t": "text", "v": vv.Vector(4, embed=f"onnx:{tmp_path}", source="t")}
+    with pytest.raises(vv.SqlError) as e:
+        s.create_collection("e", folder)
+    assert e.value.sqlstate == "42501" and "e" not in d.collections()
     # inside BEGIN the refusal fails the block, as any error does
     s.sql("BEGIN")
     with pytest.raises(vv.SqlError):
@@ -217,4 +221,5 @@ def test_an_embedded_session_reads_files_a_session_without_the_privilege_may_not
     assert d.sql(f"COPY t FROM '{tmp_path}/in'").status == "COPY 2"
     with pytest.raises(vv.EmbedderError, match="no model.onnx"):
         d.sql(f"SELECT embed('x', 'onnx:{tmp_path}')")
+    d.create_collection("e", folder)
     assert d.session().server_files and not s.server_files

@@ -116,7 +116,7 @@ def _json_body(schema: dict, required: bool = True) -> dict:
 # the error answers of docs/server.md's table; a route lists those it can give
 ERRORS = {400: "malformed JSON or body, a bad option, filter, text query or SQL",
           401: "token missing or wrong",
-          403: "SQL that only an embedded caller may run (it reads the server's files)",
+          403: "what only an embedded caller may do: read the server's files",
           404: "unknown collection, item or version",
           409: "id taken, transaction conflict", 413: "body over the server's cap",
           415: "a body type the route does not take",
@@ -204,7 +204,7 @@ def openapi_document() -> dict:
                        _obj({"collections": {"type": "array", "items": {"type": "string"}}},
                             ("collections",))),
             "post": _op("Create a collection", 201, _ref("Collection"),
-                        _json_body(_ref("NewCollection")), write=True)},
+                        _json_body(_ref("NewCollection")), write=True, also=(403,))},
         "/collections/{c}": {
             "get": _op("A collection's schema and size", 200, _ref("Collection"), params=C),
             "delete": _op("Drop a collection", 200, _ref("Version"), params=C, write=True)},

@@ -8,7 +8,9 @@ embedded caller runs on its own machine and has it; a session of the server
 has not (Session.server_files, which server/routes.py sets False), and such a
 statement is refused with SQLSTATE 42501 before it runs. What a statement
 reads is found in its parsed tree when it is compiled, never in its text; an
-embed() spec given as a parameter is checked against the value sent.
+embed() spec given as a parameter is checked against the value sent. (A table
+whose field names such an embedder is refused to the same sessions when it is
+made: Session.create_collection.)
 """
 from __future__ import annotations
 
