@@ -32,7 +32,9 @@ class ServerProcess:
     def __init__(self, path: str, token: str | None = None, args: list[str] = (),
                  env: dict | None = None):
         self.path, self.token, self.args = path, token, list(args)
-        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        # a VARVEDB_TOKEN of the caller's would protect a server a test leaves open
+        inherited = {k: v for k, v in os.environ.items() if k != "VARVEDB_TOKEN"}
+        self.env = {**inherited, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.env["PYTHONPATH"] = SRC + os.pathsep + self.env.get("PYTHONPATH", "")
         self.port = free_port()
         self.proc: subprocess.Popen | None = None

@@ -141,6 +141,48 @@ def test_sql_and_history_and_verify(served):
     assert status == 200 and rep["ok"] is False
 
 
+def test_sql_may_not_read_the_servers_files(served, tmp_path):
+    """COPY FROM a file and embed() naming a model folder read the server's machine:
+    an embedded caller's privilege, refused to every client (42501, 403), before
+    anything is read; the same statements run embedded."""
+    srv, http, _ = served
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the server's secret\n")
+    before, digest = version_of(http), file_digest(srv.path)
+    refused = [(f"COPY docs (title) FROM '/proc/self/cmdline'", []),
+               (f"COPY docs (title) FROM '{secret}'", []),
+               (f"COPY docs (title) FROM '{secret}' WITH (FORMAT csv)", []),
+               (f"SELECT 1; COPY docs (title) FROM '{secret}'", []),
+               (f"SELECT embed('x', 'onnx:{tmp_path}')", []),
+               ("SELECT embed('x', $1)", [f"sentence-transformers:{tmp_path}"])]
+    for statement, params in refused:
+        status, out, _ = http("POST", "/sql", {"sql": statement, "params": params})
+        assert status == 403, (statement, out)
+        assert (out["error"]["type"], out["error"]["sqlstate"]) == ("SqlError", "42501")
+    with vv.Client(srv.url, token=TOKEN) as client:
+        with pytest.raises(vv.SqlError) as e:
+            client.sql(f"COPY docs (title) FROM '{secret}'")
+        assert e.value.sqlstate == "42501"
+    assert version_of(http) == before and file_digest(srv.path) == digest
+    status, out, _ = http("POST", "/sql", {"sql": "SELECT count(*) FROM docs WHERE title "
+                                                  "NOT LIKE 'doc %'"})
+    assert out["rows"] == [[0]]
+    # nor by a collection whose vector field would load it (at each write, and embed(x))
+    for spec, status in ((f"onnx:{tmp_path}", 403), ("onnx", 201)):
+        got, out, _ = http("POST", "/collections", {"name": "embedded", "schema": {
+            "t": "text", "v": {"kind": "vector", "dim": 384, "embed": spec, "source": "t"}}})
+        assert got == status and (status == 201 or out["error"]["sqlstate"] == "42501"), out
+        if status == 403:
+            assert "embedded" not in http("GET", "/collections")[1]["collections"]
+    assert out["fields"]["v"]["embed"] == "onnx"
+    assert http("DELETE", "/collections/embedded")[0] == 200
+    # embedded, the same COPY reads the file
+    with vv.connect(tmp_path / "embedded.varve") as db:
+        db.sql("CREATE TABLE docs (title text)")
+        assert db.sql(f"COPY docs (title) FROM '{secret}'").status == "COPY 1"
+        assert db.sql("SELECT title FROM docs").rows == [("the server's secret",)]
+
+
 def test_one_connection_serves_many_requests(served):
     srv, http, _ = served
     conn = http.conn
@@ -315,6 +357,21 @@ def test_the_token_can_come_from_a_file(tmp_path):
     with ServerProcess(str(tmp_path / "t.varve"), args=["--token-file", str(token_file)]) as srv:
         assert Http(srv, token="from-a-file")("GET", "/collections")[0] == 200
         assert Http(srv, token=None)("GET", "/collections")[0] == 401
+
+
+def test_the_token_can_come_from_the_environment(tmp_path):
+    """VARVEDB_TOKEN keeps the token off the command line (ps, /proc/PID/cmdline)."""
+    with ServerProcess(str(tmp_path / "e.varve"), env={"VARVEDB_TOKEN": "from-env"}) as srv:
+        assert Http(srv, token="from-env")("GET", "/collections")[0] == 200
+        assert Http(srv, token=None)("GET", "/collections")[0] == 401
+        assert Http(srv, token="from-envx")("GET", "/collections")[0] == 401
+        with open(f"/proc/{srv.proc.pid}/cmdline", "rb") as f:
+            assert b"from-env" not in f.read()
+    # an option given wins over the environment
+    with ServerProcess(str(tmp_path / "e.varve"), token="from-option",
+                       env={"VARVEDB_TOKEN": "from-env"}) as srv:
+        assert Http(srv, token="from-option")("GET", "/collections")[0] == 200
+        assert Http(srv, token="from-env")("GET", "/collections")[0] == 401
 
 
 def test_tls(tmp_path):

@@ -316,7 +316,10 @@ def sql(file: str, statement: str | None, as_json: bool, as_csv: bool, readonly:
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to bind; one that is not loopback needs a token.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--token", default=None, help="Bearer token every route but /health needs.")
+@click.option("--token", default=None,
+              help="Bearer token every route but /health needs. Given here it is on the "
+                   "command line, which every user of the machine can read (ps, "
+                   "/proc/PID/cmdline): prefer --token-file or VARVEDB_TOKEN.")
 @click.option("--token-file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Read the token from this file (kept out of the process list).")
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), default=None)
@@ -334,7 +337,8 @@ def sql(file: str, statement: str | None, as_json: bool, as_csv: bool, readonly:
 def serve(file: str, host: str, port: int, token: str | None, token_file: str | None,
           tls_cert: str | None, tls_key: str | None, max_body_mb: int, max_results: int,
           timeout: float, threads: int, durability: str) -> None:
-    """Serve FILE over HTTP (see docs/server.md) until SIGTERM or Ctrl-C."""
+    """Serve FILE over HTTP (see docs/server.md) until SIGTERM or Ctrl-C. The token
+    comes from --token-file or --token, else the environment variable VARVEDB_TOKEN."""
     try:
         from .server import serve as run
     except ImportError as e:
@@ -345,6 +349,10 @@ def serve(file: str, host: str, port: int, token: str | None, token_file: str | 
     if token_file:
         with open(token_file, encoding="utf-8") as f:
             token = f.read().strip()
+    elif token is None:
+        # the environment, like a file, keeps the token out of the process list;
+        # an option given says otherwise
+        token = os.environ.get("VARVEDB_TOKEN") or None
     try:
         run(file, host=host, port=port, token=token, tls_cert=tls_cert, tls_key=tls_key,
             max_body=max_body_mb << 20, max_results=max_results, timeout=timeout,

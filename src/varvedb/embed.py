@@ -311,6 +311,12 @@ def register(name: str, embedder: Embedder) -> None:
         _registered[name] = embedder
 
 
+def names_files(spec: str) -> bool:
+    """Does `spec` load a model from the filesystem it names (a folder, a model on
+    disk)? Not "onnx" (the packaged default) nor a registered name."""
+    return spec != "onnx" and spec not in _registered
+
+
 def resolve(spec: str) -> Embedder:
     """The embedder a spec names (see the module's docstring); built-in ones
     are loaded on first use and then shared."""

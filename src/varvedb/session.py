@@ -16,7 +16,7 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING
 
-from .errors import BranchError, NotFoundError, TransactionError
+from .errors import BranchError, NotFoundError, SqlError, TransactionError
 from .schema import Schema, validate_name
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ _sql_run = None     # varvedb.sql.run, imported by the first Session.sql
 
 
 class Session:
-    def __init__(self, db, timeout: float | None = None):
+    def __init__(self, db, timeout: float | None = None, server_files: bool = True):
         # db: the Database (not imported here: database.py imports this module)
         from .engine.engine import check_timeout
         self._db = db
@@ -41,6 +41,10 @@ class Session:
         self.settings: dict = {}      # SQL's SET (hnsw.ef_search, ...), per session
         self.sql_block = False        # a transaction SQL's BEGIN opened
         self.sql_failed = False       # a statement in it failed: 25P02 until ROLLBACK
+        # may its SQL read files of this machine (COPY FROM 'file', embed() with a spec
+        # that loads a model from disk)? An embedded caller may; the server's sessions
+        # may not (sql/privileges.py)
+        self.server_files = bool(server_files)
 
     # ---- transactions ----------------------------------------------------------
 
@@ -137,6 +141,8 @@ class Session:
         from .collection import Collection
         validate_name(name)
         parsed = Schema.parse(schema)
+        if not self.server_files:
+            _no_embedder_from_files(parsed)
         with self._writing() as tx:
             self._engine.create_collection(tx, name, parsed)
         return Collection(self._db, name, self)
@@ -177,6 +183,18 @@ class Session:
     def __repr__(self) -> str:
         state = "in a transaction" if self.in_transaction else "idle"
         return f"<varvedb.Session {state} on {self._db!r}>"
+
+
+def _no_embedder_from_files(schema: Schema) -> None:
+    """A session without the privilege of reading this machine's files may not make a
+    field whose embedder loads a model from them (its writes and embed() would)."""
+    from .embed import names_files
+    for name, f in schema.fields.items():
+        if f.embed is not None and names_files(f.embed):
+            raise SqlError("42501", f"permission denied to load an embedder from the "
+                                    f"server's files: field {name!r} names {f.embed!r:.80}; "
+                                    "a server's session may name 'onnx' or a registered "
+                                    "embedder")
 
 
 class TransactionScope:

@@ -106,7 +106,7 @@ _STATUS = [
     (E.StorageError, 500), (E.CorruptFileError, 500), (E.IndexMaintenanceError, 500),
 ]
 # SQL errors carry PostgreSQL's SQLSTATE; its class decides
-_SQL_CLASS_STATUS = {"42P01": 404, "23": 409, "22": 422, "42": 400, "0A": 400, "25": 409,
+_SQL_CLASS_STATUS = {"42P01": 404, "42501": 403, "23": 409, "22": 422, "42": 400, "0A": 400, "25": 409,
                      "55": 503, "54": 422}
 
 

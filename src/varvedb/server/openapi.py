@@ -115,7 +115,9 @@ def _json_body(schema: dict, required: bool = True) -> dict:
 
 # the error answers of docs/server.md's table; a route lists those it can give
 ERRORS = {400: "malformed JSON or body, a bad option, filter, text query or SQL",
-          401: "token missing or wrong", 404: "unknown collection, item or version",
+          401: "token missing or wrong",
+          403: "what only an embedded caller may do: read the server's files",
+          404: "unknown collection, item or version",
           409: "id taken, transaction conflict", 413: "body over the server's cap",
           415: "a body type the route does not take",
           422: "a value that does not fit the schema, a result over the cap",
@@ -148,14 +150,15 @@ def _error_response(code: int) -> dict:
 
 
 def _op(summary: str, ok: int, answer: dict | None, body: dict | None = None,
-        params: list | None = None, open_route: bool = False, write: bool = False) -> dict:
+        params: list | None = None, open_route: bool = False, write: bool = False,
+        also: tuple = ()) -> dict:
     content = {"application/json": {"schema": answer}} if answer is not None else None
     ok_response = {"description": "done"}
     if content:
         ok_response["content"] = content
     responses = {str(ok): ok_response}
     if not open_route:
-        for code in _errors(write, bool(params or body), body is not None):
+        for code in sorted({*_errors(write, bool(params or body), body is not None), *also}):
             responses[str(code)] = _error_response(code)
     op = {"summary": summary, "responses": responses}
     if body is not None:
@@ -201,7 +204,7 @@ def openapi_document() -> dict:
                        _obj({"collections": {"type": "array", "items": {"type": "string"}}},
                             ("collections",))),
             "post": _op("Create a collection", 201, _ref("Collection"),
-                        _json_body(_ref("NewCollection")), write=True)},
+                        _json_body(_ref("NewCollection")), write=True, also=(403,))},
         "/collections/{c}": {
             "get": _op("A collection's schema and size", 200, _ref("Collection"), params=C),
             "delete": _op("Drop a collection", 200, _ref("Version"), params=C, write=True)},
@@ -238,7 +241,7 @@ def openapi_document() -> dict:
             "post": _op("Vector, text or hybrid search; or a batch of them", 200,
                         {"oneOf": [_ref("Hits"), _ref("Results")]}, search_body, C)},
         "/sql": {"post": _op("Run SQL in pgvector's dialect", 200, _ref("SqlResult"),
-                             _json_body(_ref("Sql")), write=True)},
+                             _json_body(_ref("Sql")), write=True, also=(403,))},
         "/history": {"get": _op("Every commit held", 200, _ref("Versions"))},
         "/verify": {"post": _op("Re-read and check the whole file", 200, _ref("VerifyReport"),
                                 _json_body(_ref("Verify"), required=False))},

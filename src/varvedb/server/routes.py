@@ -42,8 +42,9 @@ def table(api, claim_write) -> list:
                                         f"of {api.max_results:,}")
 
     def session_call(fn):
-        """Run fn(session) in a fresh session; an open transaction left is rolled back."""
-        sess = db.session()
+        """Run fn(session) in a fresh session; an open transaction left is rolled back.
+        A client's session may not read the server's files (sql/privileges.py)."""
+        sess = db.session(server_files=False)
         try:
             return fn(sess)
         finally:
@@ -51,7 +52,7 @@ def table(api, claim_write) -> list:
 
     def write_call(fn) -> bytes:
         """Run fn(session) as one transaction; its answer gains the commit's version."""
-        sess = db.session()
+        sess = db.session(server_files=False)
         claim_write()
         sess.begin()
         try:

@@ -40,7 +40,7 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | Non
         raise OptionError("the token is empty")
     if not is_loopback(host) and not token:
         raise OptionError(f"refusing to serve on {host}, which is not a loopback address, "
-                          "without a token (--token or --token-file)")
+                          "without a token (--token-file, VARVEDB_TOKEN or --token)")
     if (tls_cert is None) != (tls_key is None):
         raise OptionError("TLS needs both --tls-cert and --tls-key")
     db = vv.connect(path, durability=durability)

@@ -22,6 +22,7 @@ from pglast import ast, parse_sql
 from pglast.parser import ParseError, scan
 
 from ..errors import NotFoundError, SqlError, VarveError
+from . import privileges
 from .result import SqlResult
 
 __all__ = ["run", "compile_text", "SqlResult"]
@@ -33,7 +34,7 @@ _AS_OF_KINDS = {"VERSION_P": "version", "TIMESTAMP": "timestamp"}
 
 class Compiled:
     """One compiled statement: `run(ctx, params)` returns a SqlResult."""
-    __slots__ = ("kind", "impl", "as_of", "text")
+    __slots__ = ("kind", "impl", "as_of", "text", "files")
 
     def __init__(self, kind: str, impl, as_of, text: str):
         self.kind = kind          # select, write, ddl, command, transaction
@@ -41,6 +42,7 @@ class Compiled:
         self.as_of = as_of        # (branch arg | None, "version" | "timestamp" | None,
                                   #  arg | None), or None; an arg is ("$", n) or ("=", value)
         self.text = text
+        self.files = ()           # what it reads from the server's files (privileges.py)
 
 
 _TOO_DEEP = "statement nested too deeply (stack depth limit exceeded)"
@@ -115,6 +117,12 @@ def _as_of_arg(word, literals):
 
 
 def _compile(stmt, as_of, text: str) -> Compiled:
+    c = _compile_kind(stmt, as_of, text)
+    c.files = privileges.server_files(stmt)
+    return c
+
+
+def _compile_kind(stmt, as_of, text: str) -> Compiled:
     from . import commands, ddl, dml, select
     if isinstance(stmt, ast.SelectStmt):
         return Compiled("select", select.Select(stmt), as_of, text)
@@ -194,6 +202,8 @@ def _run_one(session, c: Compiled, params) -> SqlResult:
     tx = session.tx
     frames = tx.frames if tx is not None else 0
     try:
+        if c.files and not session.server_files:
+            privileges.check(c.files, params)
         ctx = Context(session, None if c.as_of is None else _as_of(c, params, session))
         return c.impl.run(ctx, params)
     except VarveError:

@@ -12,8 +12,10 @@ failed (25P02) until ROLLBACK, as in PostgreSQL.
 from __future__ import annotations
 
 import csv
-import io
+import itertools
 import os
+import re
+import stat
 
 import numpy as np
 from pglast import ast
@@ -24,7 +26,7 @@ from ..query import expr as E
 from ..schema import coerce_ids, coerce_values
 from .expressions import Scope, convert, literal, output_name
 from .result import SqlResult
-from ..query.literals import parse_input, parse_vector
+from ..query.literals import parse_input
 
 _DEFAULT = object()        # a DEFAULT in VALUES, or a column the INSERT leaves out
 
@@ -410,7 +412,20 @@ class Delete(_Targeted):
 
 # ---- COPY ... FROM --------------------------------------------------------------------
 
+MAX_LINE = 4 << 20     # bytes in one line of a COPY file (one CSV record): 54000 past it
+_CHUNK = 1 << 20       # bytes read at a time
+_BATCH = 10_000        # records parsed and written at a time, all in the statement's one
+                       # transaction: a failure anywhere leaves nothing written
+_TOO_LONG = f"a line (a CSV record) is longer than {MAX_LINE >> 20} MiB"
+_TEXT_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+
+
 class Copy:
+    """COPY t [(cols)] FROM 'file': a regular file read in chunks, line by line (at
+    most MAX_LINE bytes each, UTF-8), each record parsed with its line number for the
+    error it may raise, written _BATCH records at a time in one transaction. Reading
+    a file of the server's machine is an embedded caller's privilege (privileges.py)."""
+
     def __init__(self, stmt: ast.CopyStmt):
         if not stmt.is_from:
             raise NotSupportedError("COPY ... TO is not supported (use SELECT)")
@@ -437,6 +452,14 @@ class Copy:
         self.null = opts.pop("null", "" if self.format == "csv" else "\\N")
         if opts:
             raise NotSupportedError(f"COPY option {sorted(opts)[0]} is not supported")
+        if not isinstance(self.delimiter, str) or len(self.delimiter.encode()) != 1:
+            raise NotSupportedError("COPY delimiter must be a single one-byte character")
+        if self.delimiter in "\\\r\n" or (self.format == "csv" and self.delimiter == '"'):
+            raise SqlError("22023", f"COPY delimiter cannot be {self.delimiter!r}")
+        if not isinstance(self.null, str):
+            raise SqlError("22023", "COPY null is a string")
+        self._escape = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|(.)|$)|"
+                                  + re.escape(self.delimiter), re.S)
 
     def run(self, ctx, params) -> SqlResult:
         t = ctx.table(self.table)
@@ -445,71 +468,202 @@ class Copy:
         for c in columns:
             if c not in schema.fields and c != "id":
                 raise SqlError("42703", f'column "{c}" of relation "{self.table}" does not exist')
-        try:
-            with open(os.path.expanduser(self.filename), newline="", encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as e:
-            raise SqlError("58P01", f'could not open file "{self.filename}" for reading: '
-                                    f"{e.strerror}") from None
-        records = self._records(text)
-        if self.header and records:
-            records = records[1:]
-        for i, r in enumerate(records):
-            if len(r) != len(columns):
-                raise SqlError("22P04", f"COPY {self.table}, line {i + 1 + self.header}: "
-                                        f"expected {len(columns)} columns, got {len(r)}")
+        n = 0
+        with _open_regular(self.filename) as fh, ctx.session._writing() as tx:
+            records = self._records(fh)
+            if self.header:
+                next(records, None)
+            while True:
+                batch = list(itertools.islice(records, _BATCH))
+                if not batch:
+                    break
+                t = ctx.table(self.table)
+                rows = self._rows(batch, columns, t.schema)
+                written, _ = _insert_rows(ctx, tx, t, rows, None, E.Env(params))
+                n += len(written)
+        return SqlResult([], [], f"COPY {n}", rowcount=n)
+
+    def _where(self, line: int, column: str | None = None) -> str:
+        """PostgreSQL's CONTEXT of a COPY error, leading its message."""
+        return f"COPY {self.table}, line {line}" + (f", column {column}" if column else "")
+
+    def _records(self, fh):
+        """(line number, fields) of each record; a field is None where it is NULL."""
+        lines = _lines(fh, self._where)
+        if self.format == "text":
+            for n, line in lines:
+                if line.endswith("\r"):
+                    line = line[:-1]
+                if line == "\\.":          # the end-of-data marker
+                    return
+                yield n, self._text_fields(line, n)
+            return
+        at = [0, 0]     # the line read last; the bytes of the record so far
+
+        def feed():
+            for n, line in lines:
+                at[0] = n
+                at[1] += len(line)
+                if at[1] > MAX_LINE:
+                    raise SqlError("54000", f"{self._where(n)}: {_TOO_LONG}")
+                yield line + "\n"
+        reader = csv.reader(feed(), delimiter=self.delimiter)
+        while True:
+            try:
+                rec = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as e:      # an unclosed quote, a field past csv's limit
+                raise SqlError("22P04", f"{self._where(at[0])}: {e}") from None
+            at[1] = 0
+            # csv gives "" for both an empty quoted field and a missing one;
+            # PostgreSQL's NULL is the unquoted empty field, which csv cannot tell
+            # apart, so an empty field is NULL (its default)
+            yield at[0], [None if v == self.null else v for v in rec or [""]]
+
+    def _text_fields(self, line: str, n: int) -> list:
+        """The fields of a text-format line: cut at the delimiter, backslash escapes
+        read as PostgreSQL reads them (\\t, \\n, ..., octal \\ooo and hex \\xhh bytes,
+        any other character as itself); the null string, as written, is NULL."""
+        if "\\" not in line:
+            null = self.null
+            return [None if v == null else v for v in line.split(self.delimiter)]
+        fields, parts, start, pos = [], [], 0, 0
+        for m in self._escape.finditer(line):
+            parts.append(line[pos:m.start()])
+            pos = m.end()
+            if m.group(0) == self.delimiter:
+                fields.append(self._field(line[start:m.start()], parts, n))
+                parts, start = [], pos
+            elif m.group(1) is not None:
+                parts.append(bytes([int(m.group(1), 8) & 0xFF]))
+            elif m.group(2) is not None:
+                parts.append(bytes([int(m.group(2), 16)]))
+            elif m.group(3) is not None:
+                parts.append(_TEXT_ESCAPES.get(m.group(3), m.group(3)))
+            else:
+                raise SqlError("22P04", f"{self._where(n)}: a backslash ends the line (a "
+                                        "newline in a value is written \\n)")
+        parts.append(line[pos:])
+        fields.append(self._field(line[start:], parts, n))
+        return fields
+
+    def _field(self, raw: str, parts: list, n: int):
+        if raw == self.null:
+            return None
+        if not any(type(p) is bytes for p in parts):
+            return "".join(parts)
+        data = b"".join(p if type(p) is bytes else p.encode() for p in parts)
+        return _utf8(data, self._where(n))
+
+    def _rows(self, batch: list, columns: list, schema) -> list[dict]:
+        width = len(columns)
+        for n, r in batch:
+            if len(r) != width:
+                detail = (f'missing data for column "{columns[len(r)]}"' if len(r) < width
+                          else "extra data after last expected column")
+                raise SqlError("22P04", f"{self._where(n)}: {detail}")
         cols = {}
         for j, c in enumerate(columns):
-            kind = schema.id_kind if c == "id" else schema.fields[c].kind
-            cols[c] = _parse_column(kind, [r[j] for r in records])
-        rows = [dict(zip(cols, vals)) for vals in zip(*cols.values())] if cols else []
-        with ctx.session._writing() as tx:
-            t = ctx.table(self.table)
-            written, _ = _insert_rows(ctx, tx, t, rows, None, E.Env(params))
-        return SqlResult([], [], f"COPY {len(written)}", rowcount=len(written))
-
-    def _records(self, text: str) -> list[list]:
-        if self.format == "csv":
-            reader = csv.reader(io.StringIO(text), delimiter=self.delimiter)
-            out = []
-            for rec in reader:
-                # csv gives "" for both an empty quoted field and a missing one;
-                # PostgreSQL's NULL is the unquoted empty field, which csv cannot tell
-                # apart, so an empty field is NULL (its default)
-                out.append([None if v == self.null else v for v in rec])
-            return out
-        out = []
-        for line in text.split("\n"):
-            if line == "" or line == "\\.":
-                continue
-            out.append([None if v == self.null else _unescape(v)
-                        for v in line.rstrip("\r").split(self.delimiter)])
-        return out
+            field = None if c == "id" else schema.fields[c]
+            values = [r[j] for _, r in batch]
+            try:
+                cols[c] = _parse_column(schema.id_kind if field is None else field.kind,
+                                        values, field)
+            except _BadValue as bad:
+                e = bad.error
+                raise SqlError(e.sqlstate, f"{self._where(batch[bad.index][0], c)}: {e}") \
+                    from None
+        return [dict(zip(cols, vals)) for vals in zip(*cols.values())] if cols else \
+            [{} for _ in batch]
 
 
-def _unescape(v: str) -> str:
-    if "\\" not in v:
-        return v
-    return v.encode("latin-1", "backslashreplace").decode("unicode_escape") \
-        if v.isascii() else v.replace("\\t", "\t").replace("\\n", "\n").replace("\\\\", "\\")
+def _open_regular(filename: str):
+    """The file for reading, if it is a regular file. Opened without blocking (a FIFO
+    with no writer would wait for one forever), then checked: a device such as
+    /dev/zero, a FIFO or a directory is refused before a byte is read."""
+    path = os.path.expanduser(filename)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise SqlError("58P01", f'could not open file "{filename}" for reading: '
+                                f"{e.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SqlError("42809", f'"{filename}" is not a regular file: COPY reads files')
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
-def _parse_column(kind: str, values: list) -> list:
+def _lines(fh, where):
+    """(number, text) of each line of a binary file, read _CHUNK bytes at a time: a
+    line past MAX_LINE bytes (a file with no newline) is refused before more is read,
+    one that is not UTF-8 (or holds a NUL, as PostgreSQL's text cannot) is refused."""
+    tail, n = b"", 0
+    while True:
+        chunk = fh.read(_CHUNK)
+        if not chunk:
+            break
+        lines = (tail + chunk).split(b"\n")
+        tail = lines.pop()
+        for line in lines:
+            n += 1
+            if len(line) > MAX_LINE:
+                raise SqlError("54000", f"{where(n)}: {_TOO_LONG}")
+            yield n, _utf8(line, where(n))
+        if len(tail) > MAX_LINE:
+            raise SqlError("54000", f"{where(n + 1)}: {_TOO_LONG}")
+    if tail:
+        yield n + 1, _utf8(tail, where(n + 1))
+
+
+def _utf8(data: bytes, where: str) -> str:
+    try:
+        if b"\0" in data:
+            raise UnicodeDecodeError("utf-8", data, data.index(b"\0"), 0, "NUL")
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SqlError("22021", f'{where}: invalid byte sequence for encoding "UTF8": '
+                                f"0x{data[e.start]:02x}") from None
+
+
+class _BadValue(Exception):
+    """A value of a COPY column that did not parse: its index, for the line number."""
+
+    def __init__(self, index: int, error: SqlError):
+        self.index, self.error = index, error
+
+
+def _parse_column(kind: str, values: list, field=None) -> list:
+    """Text values as a column of `kind` (a vector's checked against field's dim);
+    _BadValue names the first one that is not."""
+    if kind == "text":
+        return values
     if kind == "vector":
+        dim = field.dim if field is not None else None
         present = [v for v in values if v is not None]
         if present:
-            try:
+            try:        # the common case in one numpy parse: bracketed, one width
                 bodies = ",".join(v.strip()[1:-1] for v in present)
                 flat = np.array(bodies.split(","), np.float32)
                 dims = {v.count(",") + 1 for v in present}
-                if len(dims) == 1 and all(v.strip().startswith("[") and v.strip().endswith("]")
-                                          for v in present):
-                    block = flat.reshape(len(present), dims.pop())
-                    it = iter(block)
+                if len(dims) == 1 and dims == {dim} and np.isfinite(flat).all() and all(
+                        v.strip().startswith("[") and v.strip().endswith("]")
+                        for v in present):
+                    it = iter(flat.reshape(len(present), dim))
                     return [None if v is None else next(it) for v in values]
             except ValueError:
-                pass
-        return [None if v is None else parse_vector(v) for v in values]
-    if kind == "text":
-        return values
-    return [None if v is None else parse_input(kind, v) for v in values]
+                pass    # one of them is not: found, with its index, below
+    out = []
+    for i, v in enumerate(values):
+        try:
+            x = None if v is None else parse_input(kind, v)
+            if kind == "vector" and x is not None and field is not None and len(x) != field.dim:
+                raise SqlError("22000", f"expected {field.dim} dimensions, not {len(x)}")
+        except SqlError as e:
+            raise _BadValue(i, e) from None
+        out.append(x)
+    return out

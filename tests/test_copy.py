@@ -1,0 +1,225 @@
+"""COPY t FROM 'file' on bad input: every malformed row is a typed SqlError with
+PostgreSQL's SQLSTATE and its line number, a file that is not a regular file is
+refused before a byte is read (a FIFO with no writer, /dev/zero), a line with no
+end is stopped at the line limit (bounded memory), and a failed COPY changes
+nothing in the database file. And the privilege of reading this machine's files,
+which an embedded session has and a server's session (server_files=False) has not.
+The same over a real server is in test_server.py."""
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+
+import pytest
+
+import varvedb as vv
+from conftest import PYTHON, child_env, file_digest
+from varvedb.sql.dml import MAX_LINE
+
+COLUMNS = "id int PRIMARY KEY, x int, s text, v vector(3)"
+GOOD = b"1\t10\tone\t[1,2,3]\n2\t20\ttwo\t[4,5,6]\n"
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "c.varve"
+    d = vv.connect(path)
+    d.sql(f"CREATE TABLE t ({COLUMNS})")
+    d.sql("INSERT INTO t VALUES (0, 0, 'zero', '[0,0,0]')")
+    yield d, str(path)
+    d.close()
+
+
+def refused(db, path, statement, sqlstate):
+    """Run a COPY that must fail with `sqlstate`; check it wrote nothing. The error."""
+    before, rows = file_digest(path), db.sql("SELECT count(*) FROM t").rows
+    with pytest.raises(vv.SqlError) as e:
+        db.sql(statement)
+    assert e.value.sqlstate == sqlstate, e.value
+    assert file_digest(path) == before
+    assert db.sql("SELECT count(*) FROM t").rows == rows
+    return e.value
+
+
+# (name, the file's bytes, WITH options, SQLSTATE, the line named, text in the message)
+MALFORMED = [
+    ("bad vector", GOOD + b"3\t30\tthree\t[7,x,9]\n", "", "22P02", 3, "column v"),
+    ("vector of the wrong dimension", GOOD + b"3\t30\tthree\t[7,8]\n", "", "22000", 3,
+     "expected 3 dimensions"),
+    ("NaN in a vector", GOOD + b"3\t30\tthree\t[7,NaN,9]\n", "", "22000", 3, "NaN"),
+    ("bad integer", b"1\tten\tone\t[1,2,3]\n" + GOOD[GOOD.index(b"\n") + 1:], "", "22P02",
+     1, "column x"),
+    ("too few columns", GOOD + b"3\t30\tthree\n", "", "22P04", 3, 'missing data for '
+     'column "v"'),
+    ("too many columns", GOOD + b"3\t30\tthree\t[7,8,9]\t4\n", "", "22P04", 3, "extra data"),
+    ("empty line", GOOD + b"\n" + GOOD.replace(b"1\t", b"5\t").replace(b"2\t", b"6\t"),
+     "", "22P04", 3, "missing data"),
+    ("backslash ending a line", GOOD + b"3\t30\tthree\\\n", "", "22P04", 3, "backslash"),
+    ("escape making invalid UTF-8", GOOD + b"3\t30\t\\xff\t[7,8,9]\n", "", "22021", 3,
+     "0xff"),
+    ("invalid UTF-8", GOOD + b"3\t30\t\xc3\x28\t[7,8,9]\n", "", "22021", 3, "0xc3"),
+    ("a NUL byte", GOOD + b"3\t30\tth\x00ree\t[7,8,9]\n", "", "22021", 3, "0x00"),
+    ("csv: too few columns", b'1,10,one,"[1,2,3]"\n2,20,"two\nlines"\n', "FORMAT csv",
+     "22P04", 3, "missing data"),
+    ("csv: invalid UTF-8", b'1,10,one,"[1,2,3]"\n2,20,\xff,"[1,2,3]"\n', "FORMAT csv",
+     "22021", 2, "0xff"),
+    ("csv: a field past the csv module's limit",
+     b'1,10,"' + b"a" * 200_000 + b'","[1,2,3]"\n', "FORMAT csv", "22P04", 1,
+     "field larger than field limit"),
+]
+
+
+@pytest.mark.parametrize("name,body,options,sqlstate,line,text", MALFORMED,
+                         ids=[m[0] for m in MALFORMED])
+def test_a_malformed_row_is_a_typed_error_with_its_line_and_nothing_is_written(
+        db, tmp_path, name, body, options, sqlstate, line, text):
+    d, path = db
+    (tmp_path / "in").write_bytes(body)
+    with_ = f" WITH ({options})" if options else ""
+    e = refused(d, path, f"COPY t FROM '{tmp_path}/in'{with_}", sqlstate)
+    assert f"COPY t, line {line}" in str(e) and text in str(e), str(e)
+
+
+def test_a_bad_row_after_many_good_ones_writes_none_of_them(db, tmp_path):
+    """Rows are written a batch at a time, all in the statement's one transaction."""
+    d, path = db
+    good = b"".join(b"%d\t%d\tt\t[1,2,3]\n" % (i, i) for i in range(1, 25_001))
+    (tmp_path / "in").write_bytes(good + b"25001\tx\tt\t[1,2,3]\n")
+    e = refused(d, path, f"COPY t FROM '{tmp_path}/in'", "22P02")
+    assert "line 25001, column x" in str(e)
+    # and the same rows, whole, load
+    (tmp_path / "in").write_bytes(good)
+    assert d.sql(f"COPY t FROM '{tmp_path}/in'").status == "COPY 25000"
+    assert d.sql("SELECT count(*), sum(x) FROM t").rows == [(25_001, 25_000 * 25_001 // 2)]
+    assert d.sql("SELECT v FROM t WHERE id = 25000").rows[0][0].tolist() == [1, 2, 3]
+
+
+def test_escapes_of_the_text_format_are_read_as_postgresql_reads_them(db, tmp_path):
+    d, _ = db
+    (tmp_path / "in").write_bytes(b"1\t\\N\ta\\\\b\\tc\\101\\x42\\q\t\\N\n"
+                                  b"2\t2\t\\N\t[1,2,3]\r\n\\.\nnot read\n")
+    assert d.sql(f"COPY t FROM '{tmp_path}/in'").status == "COPY 2"
+    rows = d.sql("SELECT id, x, s, v FROM t WHERE id > 0 ORDER BY id").rows
+    assert [r[:3] for r in rows] == [(1, None, "a\\b\tcABq"), (2, 2, None)]
+    assert rows[0][3] is None and rows[1][3].tolist() == [1, 2, 3]
+    (tmp_path / "in").write_bytes(b"3;3;a\\;b;[1,2,3]\n")
+    assert d.sql(f"COPY t FROM '{tmp_path}/in' WITH (DELIMITER ';')").status == "COPY 1"
+    assert d.sql("SELECT s FROM t WHERE id = 3").rows == [("a;b",)]
+
+
+@pytest.mark.parametrize("option,sqlstate", [("DELIMITER 'ab'", "0A000"),
+                                             ("DELIMITER '\\'", "22023")])
+def test_a_bad_delimiter_is_a_typed_error(db, tmp_path, option, sqlstate):
+    d, path = db
+    (tmp_path / "in").write_bytes(GOOD)
+    refused(d, path, f"COPY t FROM '{tmp_path}/in' WITH ({option})", sqlstate)
+
+
+def test_devices_and_directories_are_refused_before_a_byte_is_read(db, tmp_path):
+    d, path = db
+    for name in ("/dev/zero", "/dev/urandom", str(tmp_path)):
+        e = refused(d, path, f"COPY t FROM '{name}'", "42809")
+        assert "not a regular file" in str(e)
+
+
+def test_a_fifo_with_no_writer_is_refused_not_waited_on(db, tmp_path):
+    d, path = db
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    before = file_digest(path)
+    out = {}
+
+    def copy():
+        try:
+            d.sql(f"COPY t FROM '{fifo}'")
+            out["result"] = "loaded"
+        except vv.VarveError as e:
+            out["result"] = e
+
+    t = threading.Thread(target=copy, daemon=True)
+    t.start()
+    t.join(60)          # a hang guard only: the refusal comes before any wait
+    if t.is_alive():    # unblock the reader waiting for a writer, then fail
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        t.join(60)
+        pytest.fail("COPY FROM a FIFO waited for a writer")
+    e = out["result"]
+    assert isinstance(e, vv.SqlError) and e.sqlstate == "42809", e
+    assert file_digest(path) == before
+
+
+CHILD = """
+import resource, sys
+import varvedb as vv
+db = vv.connect(sys.argv[1])
+db.sql("SELECT count(*) FROM t")        # pglast and the SQL layer loaded
+with open("/proc/self/status") as f:
+    size = next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmSize:"))
+resource.setrlimit(resource.RLIMIT_AS, (size + (512 << 20),) * 2)
+try:
+    db.sql(f"COPY t FROM '{sys.argv[2]}'")
+    print("loaded")
+except vv.VarveError as e:
+    print(type(e).__name__, e.sqlstate, e)
+except MemoryError:
+    print("MemoryError")
+"""
+
+
+def test_a_line_with_no_end_is_stopped_at_the_limit_in_bounded_memory(tmp_path):
+    """A 4 GiB regular file of zeros (sparse) with no newline, read under an address
+    space limit of 512 MiB over the process's size: refused at the line limit."""
+    path = str(tmp_path / "c.varve")
+    with vv.connect(path) as d:
+        d.sql(f"CREATE TABLE t ({COLUMNS})")
+    big = tmp_path / "no-newline"
+    with open(big, "wb") as f:
+        f.truncate(4 << 30)
+    before = file_digest(path)
+    r = subprocess.run([PYTHON, "-c", CHILD, path, str(big)], env=child_env(),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("SqlError 54000 COPY t, line 1:"), (r.stdout, r.stderr)
+    assert f"longer than {MAX_LINE >> 20} MiB" in r.stdout
+    assert file_digest(path) == before
+
+
+# ---- the privilege of reading this machine's files --------------------------------
+
+def test_an_embedded_session_reads_files_a_session_without_the_privilege_may_not(
+        db, tmp_path):
+    d, path = db
+    (tmp_path / "in").write_bytes(GOOD)
+    s = d.session(server_files=False)
+    for statement, params in [(f"COPY t FROM '{tmp_path}/in'", ()),
+                              ("COPY t FROM '/proc/self/cmdline'", ()),
+                              (f"SELECT embed('x', 'onnx:{tmp_path}')", ()),
+                              ("SELECT embed('x', $1)", [f"onnx:{tmp_path}"]),
+                              ("SELECT embed('x', 'sentence-transformers:' || $1)",
+                               [str(tmp_path)]),
+                              (f"EXPLAIN ANALYZE SELECT embed('x', 'onnx:{tmp_path}')", ())]:
+        before = file_digest(path)
+        with pytest.raises(vv.SqlError) as e:
+            s.sql(statement, params)
+        assert e.value.sqlstate == "42501", (statement, e.value)
+        assert file_digest(path) == before
+    folder = {"t": "text", "v": vv.Vector(4, embed=f"onnx:{tmp_path}", source="t")}
+    with pytest.raises(vv.SqlError) as e:
+        s.create_collection("e", folder)
+    assert e.value.sqlstate == "42501" and "e" not in d.collections()
+    # inside BEGIN the refusal fails the block, as any error does
+    s.sql("BEGIN")
+    with pytest.raises(vv.SqlError):
+        s.sql(f"COPY t FROM '{tmp_path}/in'")
+    with pytest.raises(vv.SqlError) as e:
+        s.sql("SELECT 1")
+    assert e.value.sqlstate == "25P02"
+    s.sql("ROLLBACK")
+    assert s.sql("SELECT count(*) FROM t").rows == [(1,)]
+    # the same statements, embedded: COPY loads; embed() looks in the folder
+    assert d.sql(f"COPY t FROM '{tmp_path}/in'").status == "COPY 2"
+    with pytest.raises(vv.EmbedderError, match="no model.onnx"):
+        d.sql(f"SELECT embed('x', 'onnx:{tmp_path}')")
+    d.create_collection("e", folder)
+    assert d.session().server_files and not s.server_files
