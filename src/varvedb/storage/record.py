@@ -17,8 +17,13 @@ that pays (a tenth smaller or more). Bit 31 of the meta length then says the
 meta is compressed, and a compressed array's entry is [name, dtype, shape,
 stored bytes]. Decoding returns those as new read-only arrays (no offset: they
 are not views of the file); vectors are never packed, so they stay mappable.
-A frame must not expand past MAX_RATIO times its stored bytes, so decoding
-still costs memory proportional to the payload.
+A compressed part is a zstd frame that declares its content size, followed by
+zero padding up to its stored length, and must not declare more than MAX_RATIO
+times that length: decoding an S-byte payload makes at most MAX_RATIO * S
+bytes, checked before anything is allocated, so a crafted frame costs memory
+in proportion to its own size (zstd's format alone reaches ~32 768 times: the
+8 KiB frame of 256 MiB of msgpack nils made a 2 GiB list). Where zstd does
+better than MAX_RATIO (a run of one value), the writer pads the part to it.
 
 Decoding trusts nothing: a payload whose hash checked may still come from a
 buggy or hostile writer. `decode` raises CorruptFileError unless the meta
@@ -41,9 +46,10 @@ import zstandard
 from ..errors import CorruptFileError, OptionError
 from .format import pad
 
-# a compressed part decodes to at most this many times its stored bytes: about
-# the most zstd's format can reach (an all-equal block of 128 KiB in a few bytes)
-MAX_RATIO = 1 << 15
+# a compressed part decodes to at most this many times its stored bytes (padding
+# included): what a frame may cost in memory per byte (a msgpack meta's objects
+# take up to ~72 bytes per byte decoded on top)
+MAX_RATIO = 64
 ZSTD_LEVEL = 3
 PACKED_META = 1 << 31
 MAX_DIMS = 8          # varvedb writes arrays of 1 or 2 dimensions (3 for HNSW upper links)
@@ -104,15 +110,17 @@ def encode(meta: dict, arrays: dict[str, np.ndarray] | None = None, packed=None
 
 
 def _pack(raw) -> bytes | None:
-    """raw as a zstd frame, or None where that does not pay (or would decode past
-    MAX_RATIO times its size, which a reader refuses)."""
+    """raw as a zstd frame zero-padded to 1/MAX_RATIO of raw's size, or None where
+    that does not pay."""
     z = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True).compress(raw)
     n = len(raw)
-    return z if len(z) * 10 <= n * 9 and len(z) * MAX_RATIO >= n else None
+    return z.ljust(-(-n // MAX_RATIO), b"\0") if len(z) * 10 <= n * 9 else None
 
 
 def _unpack(data, expect: int | None, what: str) -> bytes:
-    """A zstd frame's bytes, refused past MAX_RATIO or a size other than `expect`."""
+    """A zstd frame's bytes (zero padding may follow it in `data`), refused unless it
+    declares its size, that size is at most MAX_RATIO times len(data) and `expect`
+    (when given), and it decodes to exactly that: nothing larger is allocated."""
     data = bytes(data)
     try:
         size = zstandard.frame_content_size(data)
@@ -120,8 +128,10 @@ def _unpack(data, expect: int | None, what: str) -> bytes:
         size = -1
     limit = len(data) * MAX_RATIO
     if size < 0 or size > limit or (expect is not None and size != expect):
-        raise CorruptFileError(f"compressed {what} of {len(data)} bytes says it holds {size} "
-                               f"bytes" + (f", not {expect}" if expect is not None else ""))
+        raise CorruptFileError(f"compressed {what} of {len(data)} bytes says it holds "
+                               + ("no size" if size < 0 else f"{size} bytes")
+                               + (f", not {expect}" if expect is not None else
+                                  f"; at most {limit} are allowed"))
     try:
         out = zstandard.ZstdDecompressor().decompress(data, max_output_size=size)
     except zstandard.ZstdError as e:
