@@ -18,12 +18,14 @@ meta is compressed, and a compressed array's entry is [name, dtype, shape,
 stored bytes]. Decoding returns those as new read-only arrays (no offset: they
 are not views of the file); vectors are never packed, so they stay mappable.
 A compressed part is a zstd frame that declares its content size, followed by
-zero padding up to its stored length, and must not declare more than MAX_RATIO
-times that length: decoding an S-byte payload makes at most MAX_RATIO * S
-bytes, checked before anything is allocated, so a crafted frame costs memory
-in proportion to its own size (zstd's format alone reaches ~32 768 times: the
-8 KiB frame of 256 MiB of msgpack nils made a 2 GiB list). Where zstd does
-better than MAX_RATIO (a run of one value), the writer pads the part to it.
+zero padding up to its stored length. The parts of an S-byte payload must not
+declare more than MAX_RATIO * S bytes in all, checked before each is
+decompressed, so a crafted frame costs memory in proportion to its own size
+(zstd's format alone reaches ~32 768 times: an 8 KiB frame of 256 MiB of
+msgpack nils made a 2 GiB list). Where zstd does better than MAX_RATIO (a run
+of one value), the writer pads the part to 1/MAX_RATIO of its size, so each
+part keeps the bound (a file written before, up to 32 768 times per part,
+still reads where its record as a whole keeps it: its ids and vectors count).
 
 Decoding trusts nothing: a payload whose hash checked may still come from a
 buggy or hostile writer. `decode` raises CorruptFileError unless the meta
@@ -46,9 +48,9 @@ import zstandard
 from ..errors import CorruptFileError, OptionError
 from .format import pad
 
-# a compressed part decodes to at most this many times its stored bytes (padding
-# included): what a frame may cost in memory per byte (a msgpack meta's objects
-# take up to ~72 bytes per byte decoded on top)
+# a record's compressed parts decode to at most this many times its bytes: what a
+# frame may cost in memory per byte (a msgpack meta's objects take up to ~72 bytes
+# per byte decoded on top)
 MAX_RATIO = 64
 ZSTD_LEVEL = 3
 PACKED_META = 1 << 31
@@ -117,21 +119,20 @@ def _pack(raw) -> bytes | None:
     return z.ljust(-(-n // MAX_RATIO), b"\0") if len(z) * 10 <= n * 9 else None
 
 
-def _unpack(data, expect: int | None, what: str) -> bytes:
+def _unpack(data, expect: int | None, limit: int, what: str) -> bytes:
     """A zstd frame's bytes (zero padding may follow it in `data`), refused unless it
-    declares its size, that size is at most MAX_RATIO times len(data) and `expect`
-    (when given), and it decodes to exactly that: nothing larger is allocated."""
+    declares its size, that size is at most `limit` and `expect` (when given), and
+    it decodes to exactly that: nothing larger is allocated."""
     data = bytes(data)
     try:
         size = zstandard.frame_content_size(data)
     except zstandard.ZstdError:
         size = -1
-    limit = len(data) * MAX_RATIO
     if size < 0 or size > limit or (expect is not None and size != expect):
         raise CorruptFileError(f"compressed {what} of {len(data)} bytes says it holds "
                                + ("no size" if size < 0 else f"{size} bytes")
                                + (f", not {expect}" if expect is not None else
-                                  f"; at most {limit} are allowed"))
+                                  f"; the record allows {limit} more"))
     try:
         out = zstandard.ZstdDecompressor().decompress(data, max_output_size=size)
     except zstandard.ZstdError as e:
@@ -157,8 +158,10 @@ def decode(buf) -> tuple[dict, dict[str, np.ndarray], dict[str, int]]:
     if mlen > size - 4:
         raise CorruptFileError(f"record meta length {mlen} exceeds the payload ({size} bytes)")
     head = buf[4:4 + mlen]
+    budget = MAX_RATIO * size     # what the compressed parts may decode to, in all
     if word & PACKED_META:
-        head = _unpack(head, None, "record meta")
+        head = _unpack(head, None, budget, "record meta")
+        budget -= len(head)
     try:
         meta = _decoder.decode(head)
     except (msgspec.DecodeError, RecursionError) as e:
@@ -187,7 +190,8 @@ def decode(buf) -> tuple[dict, dict[str, np.ndarray], dict[str, int]]:
             arrays[name] = np.frombuffer(buf, dtype=dt, count=count, offset=pos).reshape(shape)
             offsets[name] = pos
         else:
-            raw = _unpack(buf[pos:pos + zlen], nbytes, f"array {name!r}")
+            raw = _unpack(buf[pos:pos + zlen], nbytes, budget, f"array {name!r}")
+            budget -= nbytes
             arrays[name] = np.frombuffer(raw, dtype=dt, count=count).reshape(shape)
         pos = pad(pos + stored)
     return meta, arrays, offsets
