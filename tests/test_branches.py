@@ -164,11 +164,15 @@ class BranchMachine(RuleBasedStateMachine):
         del self.lines[name]
         self.last_drop = self._written()
 
-    @precondition(lambda self: len(self.lines) == 1 and self.cur == "main")
+    @precondition(lambda self: self.cur == "main")
     @rule(keep=st.sampled_from((None, 1, 2, 3)))
     def vacuum(self, keep):
-        """Once every branch is merged or dropped: main's history from the oldest kept
-        version (the last drop's, at least) on; each version kept reads as before."""
+        """Every branch dropped (leaves first), then a vacuum: main's history from the
+        oldest kept version (the last drop's, at least) on; each kept version reads
+        as before."""
+        while len(self.lines) > 1:
+            self.drop(next(n for n in self.lines if n != "main" and not any(
+                ln.parent == n for ln in self.lines.values())))
         first, newest = self.lines["main"].hist[0][0], self._written()
         want = max(first, 0 if keep is None else newest - keep + 1, self.last_drop)
         report = self.db.vacuum(keep=keep)
