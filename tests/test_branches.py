@@ -54,6 +54,7 @@ class BranchMachine(RuleBasedStateMachine):
         self.db.create_collection("docs", {"tag": vv.Int(index="hash")})
         self.lines = {"main": Line(None, 0, [(1, {})])}
         self.cur = "main"
+        self.last_drop = 0
 
     def teardown(self):
         assert self.db.verify().ok
@@ -161,6 +162,24 @@ class BranchMachine(RuleBasedStateMachine):
         parent = self.lines[line.parent]
         parent.hist.append((self._written(), parent.head))
         del self.lines[name]
+        self.last_drop = self._written()
+
+    @precondition(lambda self: self.cur == "main")
+    @rule(keep=st.sampled_from((None, 1, 2, 3)))
+    def vacuum(self, keep):
+        """Every branch dropped (leaves first), then a vacuum: main's history from the
+        oldest kept version (the last drop's, at least) on; each kept version reads
+        as before."""
+        while len(self.lines) > 1:
+            self.drop(next(n for n in self.lines if n != "main" and not any(
+                ln.parent == n for ln in self.lines.values())))
+        first, newest = self.lines["main"].hist[0][0], self._written()
+        want = max(first, 0 if keep is None else newest - keep + 1, self.last_drop)
+        report = self.db.vacuum(keep=keep)
+        assert report.oldest == want and report.version == newest
+        main = self.lines["main"]
+        main.hist = [(want, main.at(want))] + [(v, s) for v, s in main.hist if v > want]
+        main.merged = {}
 
     @rule(checkpoint=st.booleans())
     def reopen(self, checkpoint):
@@ -529,4 +548,60 @@ def test_automatic_retention_waits_while_a_branch_lives(tmp_path):
     docs.update({"n": 9}, where="n >= 0")
     db._engine.retention.stop()
     assert db.history()[0].version == db.version and docs.count(where="n = 9") == 50
+    db.close()
+
+
+def _readme_flow(path) -> vv.Database:
+    """README "Branches" as written, with a bulk of rows the branch adds and deletes
+    again (so the file outgrows its first allocation and a vacuum has bytes to free)."""
+    db = vv.connect(path)
+    items = db.create_collection("items", {"price": vv.Int(index="sorted"),
+                                           "emb": vv.Vector(2, metric="l2")})
+    items.insert([{"id": i, "price": 10 * i, "emb": [i, 1]} for i in range(1, 6)])
+    db.branch("sale")
+    db.use("sale")
+    items.update({"price": 5}, where="id = 2")
+    items.delete(ids=[5])
+    bulk = np.arange(100, 60_100)
+    items.insert_arrays(id=bulk, price=bulk, emb=np.ones((len(bulk), 2), np.float32))
+    items.delete(ids=bulk.tolist())
+    db.use("main")
+    items.update({"price": 25}, where="id = 3")
+    db.merge("sale")
+    assert items.get(2)["price"] == 5 and items.get(5) is None and items.get(3)["price"] == 25
+    db.drop_branch("sale")
+    assert db.verify().ok
+    return db
+
+
+def _content(db, as_of=None) -> dict:
+    return {d["id"]: (d["price"], d["emb"].tolist())
+            for d in db["items"].find(limit=1000, as_of=as_of, select=["price", "emb"])}
+
+
+@pytest.mark.parametrize("keep", [None, 2])
+def test_vacuum_after_the_readme_merge_and_drop(tmp_path, keep):
+    """vacuum() and vacuum(keep=2) after merge() + drop_branch() raised
+    CorruptFileError / BranchError: the kept commits named a branch the new file
+    does not hold. The base is now the last drop's state at least."""
+    path = tmp_path / "catalog.varve"
+    db = _readme_flow(path)
+    merged, drop = _content(db), db.version
+    before = os.path.getsize(path)
+    report = db.vacuum(keep=keep)
+    assert report.oldest == drop and report.version == drop and report.rows_dropped > 60_000
+    assert os.path.getsize(path) < before and report.bytes_after < report.bytes_before
+    assert db.verify().ok and _content(db) == merged
+    assert _content(db, as_of=drop) == merged
+    with pytest.raises(vv.VersionNotFoundError):
+        db["items"].find(as_of=drop - 1)
+    assert [b.name for b in db.branches()] == ["main"]
+    db["items"].insert({"id": 7, "price": 70, "emb": [7, 1]})    # writes go on
+    db.close()
+    db = vv.connect(path)
+    assert db.verify().ok and {k: v for k, v in _content(db).items() if k != 7} == merged
+    assert _content(db, as_of=drop) == merged
+    assert db["items"].search([2, 1], limit=1).ids == [2]
+    assert db.vacuum(keep=keep).oldest == (drop if keep is None else db.version - 1)
+    assert db.verify().ok
     db.close()

@@ -23,7 +23,13 @@ stopping at a hash.
   nested meta (RecursionError), an HNSW m of 10**8 (763 GiB), a checkpoint
   whose extents point past the file (ValueError: it is a lost shortcut, so
   open replays the log and sees the same state), and crafted graph arrays in
-  a checkpoint (rebuilt).
+  a checkpoint (rebuilt);
+* lying lengths: frames of a few KiB whose zstd content size, array shape or
+  msgpack list declares 1 GiB (a meta of nils or of maps, an array of zeros, a
+  content size past the frame, no content size), in an INSERT and in the
+  checkpoint, and an IVF dimension of 2**40, each opened in a child capped at a
+  plain open's peak address space + 192 MiB: a typed error (or the shortcut
+  skipped), never MemoryError.
 """
 from __future__ import annotations
 
@@ -42,6 +48,7 @@ from dataclasses import dataclass, field, replace
 import msgspec
 import numpy as np
 import pytest
+import zstandard
 
 import varvedb as vv
 from varvedb.errors import CorruptFileError
@@ -547,7 +554,8 @@ ADDRESS_HEADROOM = 1 << 30   # above a normal open's peak (numba, threads, arena
 
 
 def open_in_children(warm: str, files: list[tuple[int, str]], workers: int = 2,
-                     timeout: float = 60) -> tuple[dict, list[str]]:
+                     timeout: float = 60, floor: int = ADDRESS_FLOOR,
+                     headroom: int = ADDRESS_HEADROOM) -> tuple[dict, list[str]]:
     """{file index: outcomes} for each file, opened in `workers` children; plus problems
     (a child killed by a signal or timed out, naming the file it was on)."""
     env = child_env()
@@ -562,7 +570,7 @@ def open_in_children(warm: str, files: list[tuple[int, str]], workers: int = 2,
             json.dump(files[k::workers], f)
         shutil.copyfile(warm, mine)   # each child opens its own copy for writing
         procs.append(subprocess.Popen(
-            [PYTHON, "-c", CHILD, mine, todo, str(ADDRESS_FLOOR), str(ADDRESS_HEADROOM)],
+            [PYTHON, "-c", CHILD, mine, todo, str(floor), str(headroom)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
     results, problems = {}, []
     for p in procs:
@@ -667,9 +675,10 @@ def open_raises_corrupt(path: str, match: str) -> None:
             vv.connect(path, readonly=readonly)
 
 
-def open_in_child(tmp_path, valid: bytes, data: bytes) -> list[str]:
+def open_in_child(tmp_path, valid: bytes, data: bytes, **limits) -> list[str]:
     warm = write(tmp_path, valid, "valid.varve")
-    results, problems = open_in_children(warm, [(0, write(tmp_path, data))], workers=1)
+    results, problems = open_in_children(warm, [(0, write(tmp_path, data))], workers=1,
+                                         **limits)
     assert not problems, problems
     return results[0]
 
@@ -876,3 +885,132 @@ def test_timestamps_that_cannot_be_read_back_are_refused(valid, tmp_path):
         i = array_index(meta, "v:at")
         blobs[i] = np.full(len(blobs[i]) // 8, 2**62, np.int64).tobytes()
     open_raises_corrupt(write(tmp_path, edited(valid, F.Kind.INSERT, edit)), "years 1..9999")
+
+
+# ---- lying lengths: a small frame that declares (or holds) a great deal ----------------
+
+TIGHT = {"floor": 0, "headroom": 192 << 20}   # a plain open's peak address space + 192 MiB
+BOMB = 1 << 30     # 1 GiB: a zstd frame of ~32 KiB declares (and holds) it
+
+
+def zstd_of(chunks, size: int) -> bytes:
+    """A zstd frame declaring `size` bytes, made from `chunks` without holding them whole."""
+    z = zstandard.ZstdCompressor(write_content_size=True).compressobj(size=size)
+    return b"".join([z.compress(c) for c in chunks] + [z.flush()])
+
+
+def runs(byte: bytes, n: int, head: bytes = b""):
+    yield head
+    while n > 0:
+        yield byte * min(n, 1 << 20)
+        n -= 1 << 20
+
+
+def packed_record(meta_z: bytes | None, meta: dict | None = None, blobs=()) -> bytes:
+    """A record whose meta is the zstd frame meta_z (bit 31 set), or the plain `meta`."""
+    head = meta_z if meta_z is not None else msgspec.msgpack.encode(meta)
+    word = len(head) | (record.PACKED_META if meta_z is not None else 0)
+    out = bytearray((struct.pack("<I", word) + head).ljust(F.pad(4 + len(head)), b"\0"))
+    for b in blobs:
+        out.extend(b)
+        out.extend(bytes(F.pad(len(out)) - len(out)))
+    return bytes(out)
+
+
+def lying(case: str, insert: Frame) -> bytes:
+    """The payload of an INSERT frame whose lengths lie (each frame is a few KiB)."""
+    meta, blobs = unpack_record(insert.payload)
+    if case == "meta of nils":            # 8 bytes of Python list per byte decoded
+        return packed_record(zstd_of(runs(b"\xc0", BOMB, b"\xdd" + struct.pack(">I", BOMB)),
+                                     BOMB + 5))
+    if case == "meta of maps":            # ~72 bytes of dicts per byte decoded
+        return packed_record(zstd_of(runs(b"\x80", BOMB, b"\xdd" + struct.pack(">I", BOMB)),
+                                     BOMB + 5))
+    i = array_index(meta, "ids")
+    if case == "array of zeros":          # a shape and a frame that agree, both huge
+        z = zstd_of(runs(b"\0", BOMB), BOMB)
+        meta["_arrays"][i] = ["ids", "<i8", [BOMB // 8], len(z)]
+    elif case == "content size past the frame":   # declares 1 GiB, holds its first blocks
+        z = zstd_of(runs(b"\0", BOMB), BOMB)[:4096]
+        meta["_arrays"][i] = ["ids", "<i8", [BOMB // 8], len(z)]
+    else:                                 # "no content size": a frame that declares none
+        z = zstandard.ZstdCompressor(write_content_size=False).compress(blobs[i])
+        meta["_arrays"][i] = ["ids", "<i8", meta["_arrays"][i][2], len(z)]
+    blobs[i] = z
+    return pack_record(meta, blobs)
+
+
+LYING = ["meta of nils", "meta of maps", "array of zeros", "content size past the frame",
+         "no content size"]
+
+
+@pytest.mark.parametrize("case", LYING)
+def test_lying_lengths_are_refused_before_they_are_allocated(valid, tmp_path, case):
+    """Each frame is a few KiB and declares 1 GiB (a zstd frame's content size, the
+    array shape that must match it, or the msgpack list inside it). Opened in a child
+    whose address space is capped at a plain open's peak + 192 MiB: a typed error,
+    never MemoryError (before: the 32 768x ratio let each through to the allocation)."""
+    layout = Layout.parse(valid)
+    layout.items = [it for it in layout.items if isinstance(it, Txn)]
+    i, j = frame_of(layout, F.Kind.INSERT)
+    payload = lying(case, layout.items[i].frames[j])
+    assert len(payload) < 64 << 10
+    layout.items[i].frames[j] = Frame(F.Kind.INSERT, payload)
+    data = layout.build()
+    outs = open_in_child(tmp_path, valid, data, **TIGHT)
+    assert outs == ["ro:CorruptFileError", "verify:ok", "rw:CorruptFileError"], outs
+    open_raises_corrupt(write(tmp_path, data), "says it holds|does not decode")
+
+
+def test_a_crafted_checkpoint_is_refused_in_bounded_memory(valid, tmp_path):
+    """The same in the checkpoint the superblock names: its load fails (a typed error,
+    in bounded memory) and open replays the log to the same state."""
+    layout = Layout.parse(valid)
+    k = next(k for k, it in enumerate(layout.items) if isinstance(it, Frame))
+    layout.items[k] = Frame(F.Kind.CHECKPOINT, lying("meta of nils", layout.items[k]))
+    data = layout.build(fix_history=False)
+    outs = open_in_child(tmp_path, valid, data, **TIGHT)
+    assert outs == ["ro:checkpoint:CorruptFileError", "ro:ok", "verify:ok",
+                    "rw:checkpoint:CorruptFileError", "rw:ok"], outs
+    assert state(write(tmp_path, data)) == state(write(tmp_path, valid, "good.varve"))
+
+
+def test_compressed_parts_beyond_the_ratio_are_padded_to_it():
+    """A run of one value compresses far past MAX_RATIO; the writer pads it so a
+    reader's bound holds, and it reads back."""
+    zeros = np.zeros(1 << 20, np.int64)
+    parts, length, _ = record.encode({"x": [None] * 100_000}, {"a": zeros},
+                                     packed=lambda name: True)
+    payload = b"".join(bytes(p) for p in parts)
+    assert len(payload) == length and zeros.nbytes // record.MAX_RATIO <= length < 400_000
+    meta, arrays, _ = record.decode(payload)
+    assert meta == {"x": [None] * 100_000} and np.array_equal(arrays["a"], zeros)
+
+
+def test_a_crafted_ivf_dimension_in_a_checkpoint_allocates_nothing(tmp_path):
+    """An IVF index's params in a checkpoint said dim = 2**40 with pq_m = 1: restoring
+    it made empty codebooks of 256 x dim floats (MemoryError) before any array was
+    compared. dim is checked against the codebooks present first; the index is
+    rebuilt (as any graph that does not fit) and the state is the same."""
+    path = str(tmp_path / "ivf.varve")
+    rng = np.random.default_rng(5)
+    d = vv.connect(path)
+    c = d.create_collection("docs", {"emb": vv.Vector(8, metric="l2", index=vv.IVFPQ(
+        lists=4, pq_m=2))})
+    c.insert_arrays(id=np.arange(1100), emb=rng.normal(size=(1100, 8)).astype(np.float32))
+    while c.index_status()["unlinked"]:
+        time.sleep(0.002)
+    d.close()
+    with open(path, "rb") as f:
+        valid = Layout.parse(f.read()).build()
+
+    def edit(meta, blobs):
+        i = array_index(meta, "1.vx.emb.g.params")
+        params = np.frombuffer(blobs[i], np.int64).copy()
+        assert params[1] == 8 and params[4] == 2 and params[8] == 1     # dim, pq_m, trained
+        params[1], params[4] = 2**40, 1
+        blobs[i] = params.tobytes()
+    data = edited_checkpoint(valid, edit)
+    outs = open_in_child(tmp_path, valid, data, **TIGHT)
+    assert outs == ["ro:ok", "verify:ok", "rw:ok"], outs
+    assert state(write(tmp_path, data)) == state(write(tmp_path, valid, "good.varve"))

@@ -583,8 +583,8 @@ def test_a_compressed_array_that_claims_another_size_or_a_bomb_is_refused(monkey
         record.pad(4 + len(new_head)), b"\0") + body
     with pytest.raises(CorruptFileError, match="not 1600000"):
         record.decode(forged)
-    # a part that expands past MAX_RATIO times its stored bytes (zstd's own format caps
-    # real frames near the default; a lower cap shows the check)
+    # a part that expands past MAX_RATIO times its stored bytes (the writer pads its
+    # parts to the default; a lower cap shows the check)
     monkeypatch.setattr(record, "MAX_RATIO", 16)
     with pytest.raises(CorruptFileError, match="says it holds"):
         record.decode(good)

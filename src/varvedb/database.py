@@ -267,8 +267,10 @@ class Database:
         the newest versions, or an aware datetime (the version visible then and
         every later one). The kept versions keep their numbers, timestamps and
         chain hashes; as_of an older one raises VersionNotFoundError naming the
-        oldest kept. The new file is written beside this one and renamed into
-        place (a crash leaves one or the other whole); other writers wait.
+        oldest kept. Versions before the last drop_branch() are never kept (the
+        dropped branches' commits go with them). The new file is written beside
+        this one and renamed into place (a crash leaves one or the other whole);
+        other writers wait.
         `graphs`: "rebuild" (each HNSW graph built again from the kept rows) or
         "repair" (the graph kept, less the dropped nodes, each list that named one
         chosen again from its neighbourhood; see README "History").

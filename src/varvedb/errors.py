@@ -120,10 +120,12 @@ class TransactionAbortedError(TransactionError):
 
 
 class StorageError(VarveError, OSError):
-    """A write or sync of the file failed (ENOSPC, EFBIG, EIO, ...).
+    """A write or sync of the file failed (ENOSPC, EFBIG, EIO, ...), or a path
+    could not be opened (a directory, a path under a regular file, no permission).
 
-    The file and the connection are back at the last acknowledged commit; the
-    connection is usable again once the cause is gone (space freed, say).
+    After a failed write the file and the connection are back at the last
+    acknowledged commit; the connection is usable again once the cause is gone
+    (space freed, say).
     `errno` and `os_error` carry the operating system's error."""
     sqlstate = "58030"
 

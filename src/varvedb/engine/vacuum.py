@@ -1,7 +1,8 @@
 """`vacuum`: a compacted file that keeps the newest versions, renamed into place.
 
 With K the oldest version kept (`keep`: a number of versions, a datetime, or
-None for all of them), the new file holds
+None for all of them; never before the last branch drop, as the new file holds
+main's line only and no branch), the new file holds
 
 1. an ANCHOR commit (storage/rewrite.py) with the base: the state as of K,
    replayed from the file itself up to K (a read-only engine, `until=K`), so a
@@ -106,9 +107,11 @@ def vacuum(engine, keep, progress: bool | None = None, graphs: str = "rebuild"
         if branched:
             raise BranchError(f"vacuum keeps main's history only: merge or drop the "
                               f"branches {branched} first")
-        if any(c.branch != MAIN for c in engine.history if c.version > k):
-            raise BranchError("the versions kept hold commits of dropped branches: keep "
-                              "fewer versions (the newest commit on main and later)")
+        # The new file holds main's line only, with no branches: a dropped branch's
+        # commits, and the frames on main that name it (its merges, its drop), have
+        # nothing to replay onto there, so the base is at least the last drop's state
+        # (all of them come before it) and the branch's versions go with the older ones.
+        k = max(k, max((b.dropped for b in engine.catalog.by_id.values()), default=0))
         before = os.fstat(engine.log.file.fd).st_size
         if k == 0:                 # no commit yet: nothing to keep or drop
             return VacuumReport(0, 0, 0, 0, before, before, time.perf_counter() - t0)

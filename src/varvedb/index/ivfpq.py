@@ -352,6 +352,10 @@ class IvfIndex:
                     or not 0 <= m <= dim or dim < 1 or int(p[_P_SEED]) < 0 \
                     or int(p[_P_NPROBE]) < 1 or int(p[_P_RERANK]) < 0:
                 raise ValueError("IVF params are out of range")
+            # the empty index allocates codebooks of 256 x dim floats: dim is checked
+            # against those present first, so a crafted dim allocates nothing
+            if m and np.asarray(arrays["codebooks"]).size != pq.PQ_CODES * dim:
+                raise ValueError("IVF codebooks do not fit the dimension")
             index = cls(dim, _METRIC_NAMES[int(p[_P_METRIC])], lists, m or None,
                         int(p[_P_NPROBE]), int(p[_P_RERANK]) or None, int(p[_P_SEED]))
             sealed, tail = int(p[_P_SEALED]), int(p[_P_TAIL])

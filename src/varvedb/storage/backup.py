@@ -43,6 +43,8 @@ def copy_prefix(src_fd: int, end: int, superblocks, dest: str, progress: bool | 
     except FileExistsError:
         raise OptionError(f"{tmp} exists: another backup to {dest} is under way, or one "
                           "was cut short (remove it)") from None
+    except ValueError as e:     # a NUL byte: no file can have that name
+        raise OptionError(f"{dest!r} is not a file path: {e}") from e
     except OSError as e:
         raise StorageError(f"{dest}: could not create the backup: {e.strerror or e}", e) from e
     try:

@@ -20,11 +20,12 @@ import errno
 import fcntl
 import mmap
 import os
+import stat
 import time
 import uuid
 
 from ..errors import (CorruptFileError, FileMissingError, FormatVersionError, NotAVarveFileError,
-                      StorageError, WriterLockedError)
+                      OptionError, StorageError, WriterLockedError)
 from . import fileio
 from . import format as F
 from .memory import memory_limit
@@ -38,13 +39,7 @@ class DatabaseFile:
     def __init__(self, path: str, readonly: bool = False):
         self.path = path
         self.readonly = readonly
-        flags = os.O_RDONLY if readonly else os.O_RDWR | os.O_CREAT
-        try:
-            fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
-        except FileNotFoundError:
-            raise FileMissingError(f"{path} does not exist; a read-only connection "
-                                   "opens an existing file") from None
-        self.fd = fd
+        self.fd = fd = _open(path, readonly)
         self.io = fileio.open_file(fd, path)
         try:
             if not readonly:
@@ -237,6 +232,27 @@ def write_all(io, bufs: list, pos: int) -> int:
 
 def nbytes(bufs: list) -> int:
     return sum(len(b) if isinstance(b, bytes) else b.nbytes for b in bufs)
+
+
+def _open(path: str, readonly: bool) -> int:
+    """A descriptor of the regular file at path (created for a writer), or a typed
+    error naming the path with the operating system's error as its cause."""
+    flags = os.O_RDONLY if readonly else os.O_RDWR | os.O_CREAT
+    try:
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except ValueError as e:     # a NUL byte: no file can have that name
+        raise OptionError(f"{path!r} is not a file path: {e}") from e
+    except FileNotFoundError as e:
+        raise FileMissingError(f"{path} does not exist; a read-only connection opens an "
+                               "existing file" if readonly else
+                               f"{path} cannot be created: its folder does not exist") from e
+    except OSError as e:        # a directory, a path under a file, no permission, ...
+        raise StorageError(f"{path}: cannot open it ({e.strerror or e})", e) from e
+    if stat.S_ISDIR(os.fstat(fd).st_mode):   # a reader's O_RDONLY opens a directory
+        os.close(fd)
+        e = IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        raise StorageError(f"{path}: cannot open it ({e.strerror})", e) from e
+    return fd
 
 
 def _fsync_dir(path: str) -> None:

@@ -17,8 +17,15 @@ that pays (a tenth smaller or more). Bit 31 of the meta length then says the
 meta is compressed, and a compressed array's entry is [name, dtype, shape,
 stored bytes]. Decoding returns those as new read-only arrays (no offset: they
 are not views of the file); vectors are never packed, so they stay mappable.
-A frame must not expand past MAX_RATIO times its stored bytes, so decoding
-still costs memory proportional to the payload.
+A compressed part is a zstd frame that declares its content size, followed by
+zero padding up to its stored length. The parts of an S-byte payload must not
+declare more than MAX_RATIO * S bytes in all, checked before each is
+decompressed, so a crafted frame costs memory in proportion to its own size
+(zstd's format alone reaches ~32 768 times: an 8 KiB frame of 256 MiB of
+msgpack nils made a 2 GiB list). Where zstd does better than MAX_RATIO (a run
+of one value), the writer pads the part to 1/MAX_RATIO of its size, so each
+part keeps the bound (a file written before, up to 32 768 times per part,
+still reads where its record as a whole keeps it: its ids and vectors count).
 
 Decoding trusts nothing: a payload whose hash checked may still come from a
 buggy or hostile writer. `decode` raises CorruptFileError unless the meta
@@ -41,9 +48,10 @@ import zstandard
 from ..errors import CorruptFileError, OptionError
 from .format import pad
 
-# a compressed part decodes to at most this many times its stored bytes: about
-# the most zstd's format can reach (an all-equal block of 128 KiB in a few bytes)
-MAX_RATIO = 1 << 15
+# a record's compressed parts decode to at most this many times its bytes: what a
+# frame may cost in memory per byte (a msgpack meta's objects take up to ~72 bytes
+# per byte decoded on top)
+MAX_RATIO = 64
 ZSTD_LEVEL = 3
 PACKED_META = 1 << 31
 MAX_DIMS = 8          # varvedb writes arrays of 1 or 2 dimensions (3 for HNSW upper links)
@@ -104,24 +112,27 @@ def encode(meta: dict, arrays: dict[str, np.ndarray] | None = None, packed=None
 
 
 def _pack(raw) -> bytes | None:
-    """raw as a zstd frame, or None where that does not pay (or would decode past
-    MAX_RATIO times its size, which a reader refuses)."""
+    """raw as a zstd frame zero-padded to 1/MAX_RATIO of raw's size, or None where
+    that does not pay."""
     z = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True).compress(raw)
     n = len(raw)
-    return z if len(z) * 10 <= n * 9 and len(z) * MAX_RATIO >= n else None
+    return z.ljust(-(-n // MAX_RATIO), b"\0") if len(z) * 10 <= n * 9 else None
 
 
-def _unpack(data, expect: int | None, what: str) -> bytes:
-    """A zstd frame's bytes, refused past MAX_RATIO or a size other than `expect`."""
+def _unpack(data, expect: int | None, limit: int, what: str) -> bytes:
+    """A zstd frame's bytes (zero padding may follow it in `data`), refused unless it
+    declares its size, that size is at most `limit` and `expect` (when given), and
+    it decodes to exactly that: nothing larger is allocated."""
     data = bytes(data)
     try:
         size = zstandard.frame_content_size(data)
     except zstandard.ZstdError:
         size = -1
-    limit = len(data) * MAX_RATIO
     if size < 0 or size > limit or (expect is not None and size != expect):
-        raise CorruptFileError(f"compressed {what} of {len(data)} bytes says it holds {size} "
-                               f"bytes" + (f", not {expect}" if expect is not None else ""))
+        raise CorruptFileError(f"compressed {what} of {len(data)} bytes says it holds "
+                               + ("no size" if size < 0 else f"{size} bytes")
+                               + (f", not {expect}" if expect is not None else
+                                  f"; the record allows {limit} more"))
     try:
         out = zstandard.ZstdDecompressor().decompress(data, max_output_size=size)
     except zstandard.ZstdError as e:
@@ -147,8 +158,10 @@ def decode(buf) -> tuple[dict, dict[str, np.ndarray], dict[str, int]]:
     if mlen > size - 4:
         raise CorruptFileError(f"record meta length {mlen} exceeds the payload ({size} bytes)")
     head = buf[4:4 + mlen]
+    budget = MAX_RATIO * size     # what the compressed parts may decode to, in all
     if word & PACKED_META:
-        head = _unpack(head, None, "record meta")
+        head = _unpack(head, None, budget, "record meta")
+        budget -= len(head)
     try:
         meta = _decoder.decode(head)
     except (msgspec.DecodeError, RecursionError) as e:
@@ -177,7 +190,8 @@ def decode(buf) -> tuple[dict, dict[str, np.ndarray], dict[str, int]]:
             arrays[name] = np.frombuffer(buf, dtype=dt, count=count, offset=pos).reshape(shape)
             offsets[name] = pos
         else:
-            raw = _unpack(buf[pos:pos + zlen], nbytes, f"array {name!r}")
+            raw = _unpack(buf[pos:pos + zlen], nbytes, budget, f"array {name!r}")
+            budget -= nbytes
             arrays[name] = np.frombuffer(raw, dtype=dt, count=count).reshape(shape)
         pos = pad(pos + stored)
     return meta, arrays, offsets
