@@ -1,7 +1,9 @@
 """The database file itself: open and lock it, its header, its two superblock slots.
 
 A `DatabaseFile` is one open descriptor of a varvedb file. A writer holds an
-exclusive `flock` on it for as long as it is open; a reader takes none (and
+exclusive `flock` on it for as long as it is open, taken on the file the path
+names once it is locked (a vacuum renames a new file over the path: a writer
+that locked the old one opens the path again); a reader takes none (and
 `writer_active` asks, without waiting, whether a writer holds it now). An
 empty file opened for writing gets its header block, made durable along
 with its directory entry before anything else is written.
@@ -30,6 +32,7 @@ from . import format as F
 from .memory import memory_limit
 
 MAX_IOV = 512   # buffers per pwritev (the kernel's IOV_MAX is 1024)
+LOCK_TRIES = 100   # opens of a path that is replaced each time before it is locked
 
 
 class DatabaseFile:
@@ -38,17 +41,20 @@ class DatabaseFile:
     def __init__(self, path: str, readonly: bool = False):
         self.path = path
         self.readonly = readonly
-        flags = os.O_RDONLY if readonly else os.O_RDWR | os.O_CREAT
+        for _ in range(LOCK_TRIES):
+            self._open()
+            try:
+                if readonly or self._lock():
+                    break
+            except BaseException:
+                self.io.close()
+                raise
+            self.io.close()   # locked a file the path no longer names: open it again
+        else:
+            raise WriterLockedError(f"{path} was replaced {LOCK_TRIES} times while it was "
+                                    "being opened: another connection is writing it")
+        fd = self.fd
         try:
-            fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
-        except FileNotFoundError:
-            raise FileMissingError(f"{path} does not exist; a read-only connection "
-                                   "opens an existing file") from None
-        self.fd = fd
-        self.io = fileio.open_file(fd, path)
-        try:
-            if not readonly:
-                self._lock()
             size = os.fstat(fd).st_size
             if size == 0 and not readonly:
                 self._create()
@@ -59,7 +65,21 @@ class DatabaseFile:
             self.io.close()
             raise
 
-    def _lock(self) -> None:
+    def _open(self) -> None:
+        flags = os.O_RDONLY if self.readonly else os.O_RDWR | os.O_CREAT
+        try:
+            self.fd = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except FileNotFoundError:
+            raise FileMissingError(f"{self.path} does not exist; a read-only connection "
+                                   "opens an existing file") from None
+        self.io = fileio.open_file(self.fd, self.path)
+
+    def _lock(self) -> bool:
+        """Take the write lock; False if it was taken on a file the path no longer
+        names. A vacuum renames its new file over the path while it holds both
+        locks, then lets the old one go: a descriptor opened before the rename
+        would get that lock on a file no one reads again. Once the lock is held,
+        a path that names the same file keeps naming it (only the holder renames)."""
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
@@ -68,6 +88,12 @@ class DatabaseFile:
                     f"{self.path} is open for writing by another connection; "
                     "open it with readonly=True to read it") from None
             raise
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return False          # unlinked since the open: open (create) it again
+        mine = os.fstat(self.fd)
+        return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino) and mine.st_nlink > 0
 
     def writer_active(self) -> bool:
         """Does a writer hold this file's write lock right now? (Asks without waiting.)"""
