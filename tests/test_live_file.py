@@ -126,3 +126,76 @@ def test_a_second_writer_opening_during_a_vacuum_is_refused_and_loses_nothing(tm
     # ... because none was acknowledged: the vacuuming connection held the file throughout
     assert refused == ROUNDS and held == {99}, (acked, held)
     assert vv.verify_file(path).ok
+
+
+# ---- read-only processes refreshing under bursts of commits ------------------------
+
+REFRESHER = r"""
+import os, sys
+import varvedb as vv
+path, stop = sys.argv[1], sys.argv[2]
+ro = vv.connect(path, readonly=True)
+print("ready", flush=True)
+refreshes = damaged = 0
+while not os.path.exists(stop):
+    try:
+        ro.refresh()
+        refreshes += 1
+    except vv.CorruptFileError as e:
+        damaged += 1
+        print("damaged", e, flush=True)
+print("done", ro.refresh(), ro["t"].count(), refreshes, damaged, flush=True)
+"""
+
+READERS = 3
+BURSTS = 600        # each: the readers stopped, two commits, the readers let go, one more
+VACUUM_EVERY = 150
+
+
+def test_readers_refreshing_under_bursts_of_commits_never_see_damage(tmp_path):
+    """Each reader is stopped (SIGSTOP) at whatever point of its refresh loop it has
+    reached, two commits land, and it goes on: a refresh that had read the end of
+    the log before them then finds whole commits past it. That is a commit in
+    progress, not damage."""
+    path, stop = str(tmp_path / "r.varve"), str(tmp_path / "stop")
+    db = vv.connect(path, durability="off")
+    t = db.create_collection("t", {"x": vv.Int()})
+    readers = [Child(REFRESHER, path, stop) for _ in range(READERS)]
+    pids = [r.proc.pid for r in readers]
+    try:
+        for r in readers:
+            assert r.line() == "ready"
+        n = 0
+        for burst in range(BURSTS):
+            for pid in pids:
+                os.kill(pid, signal.SIGSTOP)
+            for pid in pids:
+                _, status = os.waitpid(pid, os.WUNTRACED)
+                assert os.WIFSTOPPED(status), status
+            for _ in range(2):
+                t.insert([{"id": n, "x": n}])
+                n += 1
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+            t.insert([{"id": n, "x": n}])
+            n += 1
+            if burst % VACUUM_EVERY == VACUUM_EVERY - 1:
+                t.delete(ids=[n - 1])
+                n -= 1
+                db.vacuum(keep=2)
+        version = db.version
+    finally:
+        open(stop, "w").close()
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+        db.close()
+    for r in readers:
+        lines = []
+        while not (lines and lines[-1].startswith("done")):
+            lines.append(r.line())
+        r.finish()
+        damaged = [line for line in lines if line.startswith("damaged")]
+        assert not damaged, (f"{len(damaged)} refreshes said a healthy file was damaged: "
+                             f"{damaged[:3]}")
+        _, seen, count, refreshes, _ = lines[-1].split()
+        assert (int(seen), int(count)) == (version, n) and int(refreshes) > 0
