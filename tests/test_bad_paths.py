@@ -20,6 +20,7 @@ from conftest import file_digest
 def places(tmp_path):
     (tmp_path / "a_file").write_bytes(b"not a folder")
     (tmp_path / "a_dir").mkdir()
+    os.mkfifo(tmp_path / "a_fifo")
     return tmp_path
 
 
@@ -27,6 +28,7 @@ def places(tmp_path):
 CONNECT = [
     ("a_dir", vv.StorageError, IsADirectoryError),
     ("a_file/db.varve", vv.StorageError, NotADirectoryError),
+    ("a_fifo", vv.StorageError, OSError),        # refused, never waited on for a writer
     ("nul\0byte.varve", vv.OptionError, ValueError),
     ("no_dir/db.varve", vv.FileMissingError, FileNotFoundError),
 ]

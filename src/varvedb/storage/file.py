@@ -1,7 +1,9 @@
 """The database file itself: open and lock it, its header, its two superblock slots.
 
 A `DatabaseFile` is one open descriptor of a varvedb file. A writer holds an
-exclusive `flock` on it for as long as it is open; a reader takes none (and
+exclusive `flock` on it for as long as it is open, taken on the file the path
+names once it is locked (a vacuum renames a new file over the path: a writer
+that locked the old one opens the path again); a reader takes none (and
 `writer_active` asks, without waiting, whether a writer holds it now). An
 empty file opened for writing gets its header block, made durable along
 with its directory entry before anything else is written.
@@ -31,6 +33,7 @@ from . import format as F
 from .memory import memory_limit
 
 MAX_IOV = 512   # buffers per pwritev (the kernel's IOV_MAX is 1024)
+LOCK_TRIES = 100   # opens of a path that is replaced each time before it is locked
 
 
 class DatabaseFile:
@@ -39,11 +42,20 @@ class DatabaseFile:
     def __init__(self, path: str, readonly: bool = False):
         self.path = path
         self.readonly = readonly
-        self.fd = fd = _open(path, readonly)
-        self.io = fileio.open_file(fd, path)
+        for _ in range(LOCK_TRIES):
+            self._open()
+            try:
+                if readonly or self._lock():
+                    break
+            except BaseException:
+                self.io.close()
+                raise
+            self.io.close()   # locked a file the path no longer names: open it again
+        else:
+            raise WriterLockedError(f"{path} was replaced {LOCK_TRIES} times while it was "
+                                    "being opened: another connection is writing it")
+        fd = self.fd
         try:
-            if not readonly:
-                self._lock()
             size = os.fstat(fd).st_size
             if size == 0 and not readonly:
                 self._create()
@@ -54,7 +66,16 @@ class DatabaseFile:
             self.io.close()
             raise
 
-    def _lock(self) -> None:
+    def _open(self) -> None:
+        self.fd = _open_regular(self.path, self.readonly)
+        self.io = fileio.open_file(self.fd, self.path)
+
+    def _lock(self) -> bool:
+        """Take the write lock; False if it was taken on a file the path no longer
+        names. A vacuum renames its new file over the path while it holds both
+        locks, then lets the old one go: a descriptor opened before the rename
+        would get that lock on a file no one reads again. Once the lock is held,
+        a path that names the same file keeps naming it (only the holder renames)."""
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
@@ -63,6 +84,12 @@ class DatabaseFile:
                     f"{self.path} is open for writing by another connection; "
                     "open it with readonly=True to read it") from None
             raise
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return False          # unlinked since the open: open (create) it again
+        mine = os.fstat(self.fd)
+        return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino) and mine.st_nlink > 0
 
     def writer_active(self) -> bool:
         """Does a writer hold this file's write lock right now? (Asks without waiting.)"""
@@ -234,12 +261,14 @@ def nbytes(bufs: list) -> int:
     return sum(len(b) if isinstance(b, bytes) else b.nbytes for b in bufs)
 
 
-def _open(path: str, readonly: bool) -> int:
+def _open_regular(path: str, readonly: bool) -> int:
     """A descriptor of the regular file at path (created for a writer), or a typed
-    error naming the path with the operating system's error as its cause."""
+    error naming the path with the operating system's error as its cause. Opened
+    without blocking (a FIFO with no writer would wait forever) and refused unless
+    it is a regular file (a reader's O_RDONLY opens a directory or a device)."""
     flags = os.O_RDONLY if readonly else os.O_RDWR | os.O_CREAT
     try:
-        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        fd = os.open(path, flags | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o644)
     except ValueError as e:     # a NUL byte: no file can have that name
         raise OptionError(f"{path!r} is not a file path: {e}") from e
     except FileNotFoundError as e:
@@ -248,10 +277,13 @@ def _open(path: str, readonly: bool) -> int:
                                f"{path} cannot be created: its folder does not exist") from e
     except OSError as e:        # a directory, a path under a file, no permission, ...
         raise StorageError(f"{path}: cannot open it ({e.strerror or e})", e) from e
-    if stat.S_ISDIR(os.fstat(fd).st_mode):   # a reader's O_RDONLY opens a directory
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
         os.close(fd)
-        e = IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        e = (IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+             if stat.S_ISDIR(mode) else OSError(errno.EINVAL, "not a regular file", path))
         raise StorageError(f"{path}: cannot open it ({e.strerror})", e) from e
+    os.set_blocking(fd, True)
     return fd
 
 

@@ -88,10 +88,11 @@ def _verify_once(path: str, anchor, expect_version) -> tuple[VerifyReport, bool]
         # what it is appending right now (frames of an open transaction, a
         # checkpoint no superblock names yet): a tail, not history — unless a
         # whole commit of a later version follows (a commit frame is written
-        # after its frames). With no writer, an unclean tail is a break.
+        # after its frames; the scan read the stop again after it). With no
+        # writer, an unclean tail is a break.
         live = live or file.writer_active()
         if brk is None and scan.stop_reason not in ("end", "torn") and (
-                not live or log_reader.commit_beyond(mv, scan.stop_offset, good + 1)):
+                not live or scan.beyond > good):
             brk = Break(good + 1, scan.stop_offset, scan.stop_reason)
         history_end = scan.commits[-1].end if scan.commits else F.LOG_START
         named = {sb.checkpoint_offset for sb in file.superblocks}
