@@ -22,8 +22,8 @@ Both steps are linear in the query's length: parse reads each character once
 stops at MAX_QUERY_WORDS distinct words as written; bind analyzes every
 distinct word in one batch and refuses a query of more than MAX_QUERY_TERMS
 distinct terms, prefixes and phrases (QueryTooLargeError) before any index is
-read.
-Repeated words are allowed (each one counts in the BM25 sum, as in Lucene).
+read. A word may repeat any number of times (each repeat adds to the BM25 sum,
+as in Lucene).
 """
 from __future__ import annotations
 
