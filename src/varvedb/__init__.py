@@ -21,6 +21,7 @@ from .errors import (BranchError, ClosedError, CorruptFileError, DimensionError,
 from .errors import (AuthenticationError, RequestError, RequestTimeoutError,
                      RequestTooLargeError, ResultTooLargeError, ServerError,
                      ServerUnavailableError)
+from .errors import QueryCanceledError, QueryTooLargeError
 from .results import Hit, Hits
 from .schema import HNSW, IVFPQ, Bool, Field, Float, Int, Json, Text, Timestamp, Vector
 from .storage.verify import VerifyReport, verify_file
@@ -37,6 +38,7 @@ __all__ = [
     "TransactionError", "TransactionAbortedError", "LockTimeoutError", "StorageError",
     "VersionNotFoundError", "IndexMaintenanceError", "NotNullViolationError",
     "SqlError", "NotSupportedError", "ValueTooLongError", "QuerySyntaxError", "EmbedderError",
+    "QueryTooLargeError", "QueryCanceledError",
     "AuthenticationError", "RequestError", "RequestTooLargeError", "ResultTooLargeError",
     "RequestTimeoutError", "ServerError", "ServerUnavailableError",
     "BranchError", "MergeConflictError", "BranchInfo", "Changes",

@@ -212,6 +212,20 @@ class QuerySyntaxError(VarveError):
         self.position = position
 
 
+class QueryTooLargeError(QuerySyntaxError):
+    """A full-text query carries more distinct terms, once analyzed, than the
+    1 024 a query may (Lucene's default clause limit): SQLSTATE 54000,
+    program_limit_exceeded. `position` is None (the count is of the whole query)."""
+    sqlstate = "54000"
+
+
+class QueryCanceledError(VarveError):
+    """A read was canceled before it finished: the server gave up on it at its
+    timeout (varvedb.cancel), so it stopped instead of computing an answer no one
+    reads. Nothing was changed (SQLSTATE 57014, query_canceled)."""
+    sqlstate = "57014"
+
+
 # ---- the server and its client (varvedb serve, vv.Client) ------------------------
 
 class AuthenticationError(VarveError):

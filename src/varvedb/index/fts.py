@@ -38,6 +38,10 @@ Not), so any classes with those fields serve. A leaf (Term, Prefix, Phrase) is
 scored when it is not under a Not: its tf in a row is its occurrences there
 (a prefix: all its terms'; a phrase: its start positions) and its df the
 visible rows holding it.
+
+A query's work is linear in its leaves (a query of N words compiles in O(N))
+and checks for cancellation (varvedb.cancel) every few thousand leaves and
+between its kernel calls, so a read the server gave up on stops there.
 """
 from __future__ import annotations
 
@@ -46,6 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..cancel import check as check_canceled
 from ..kernels import bm25
 
 SEGMENT_FIELDS = {
@@ -385,17 +390,21 @@ class FtsIndex:
         """The tree's truth per row, ``present(i)`` giving leaf i's (in _leaves order)."""
         kind = type(node).__name__
         if kind in ("And", "Or"):
-            vals = [self._eval(c, present, it) for c in node.children]
-            out = vals[0].copy()
-            for v in vals[1:]:
+            # folded child by child: one mask per level, not one per child
+            children = iter(node.children)
+            out = self._eval(next(children), present, it).copy()
+            for c in children:
                 if kind == "And":
-                    out &= v
+                    out &= self._eval(c, present, it)
                 else:
-                    out |= v
+                    out |= self._eval(c, present, it)
             return out
         if kind == "Not":
             return ~self._eval(node.child, present, it)
-        return present(next(it))
+        i = next(it)
+        if i & 1023 == 1023:
+            check_canceled()
+        return present(i)
 
     def _query(self, node, visible):
         """The leaves' postings and, with ``visible``, their idf."""
@@ -404,6 +413,7 @@ class FtsIndex:
         posting = {}
         for key, _ in leaves:
             if key not in posting:
+                check_canceled()
                 posting[key] = self._postings(segs, key)
         idf = {}
         stats = None
@@ -439,7 +449,9 @@ class FtsIndex:
     def _scores_of(self, node, rows, leaves, posting, idf, stats):
         """BM25 of ``rows`` (ascending), 0 where the row does not match."""
         scores = np.zeros(len(rows), np.float64)
-        for key, scored in leaves:
+        for i, (key, scored) in enumerate(leaves):
+            if i & 1023 == 1023:
+                check_canceled()
             if scored:
                 r, t = posting[key]
                 bm25.add_scores(scores, rows, r, t, self._lengths, idf[key],
@@ -502,10 +514,13 @@ class FtsIndex:
             holds, required = self._compile(children[0], leaves, ops, args, negated)
             for c in children[1:]:
                 h, r = self._compile(c, leaves, ops, args, negated)
+                # in place: a new set per child made a wide And quadratic
                 if kind == "And":
-                    holds, required = holds or h, required | r
+                    holds = holds or h
+                    required |= r
                 else:
-                    holds, required = holds and h, required & r
+                    holds = holds and h
+                    required &= r
             ops.append(1 if kind == "And" else 2)
             args.append(len(children))
             return holds, required
@@ -515,6 +530,8 @@ class FtsIndex:
             args.append(0)
             return False, set()
         i = len(leaves)
+        if i & 4095 == 4095:
+            check_canceled()
         ops.append(0)
         args.append(i)
         leaves.append((("Term", node.text) if kind == "Term" else self._leaf_key(node),
@@ -593,6 +610,8 @@ class FtsIndex:
         decoded = {}
         d_rows, d_tfs, base = [], [], 0
         for i, (key, scored) in enumerate(leaves):
+            if i & 1023 == 1023:
+                check_canceled()
             if key[0] == "Term":
                 g = ids_of.get(key[1])
                 if g is None:
@@ -606,6 +625,7 @@ class FtsIndex:
                     idfs[key] = self._idf(stats.N, self._term_df(segs, g, visible, everyone))
             else:
                 if key not in decoded:
+                    check_canceled()
                     rows, tfs = self._postings(segs, key)
                     decoded[key] = (base, rows)
                     d_rows.append(rows)
@@ -645,6 +665,7 @@ class FtsIndex:
         heap_ids = np.empty(k, np.int64)
         n = 0
         for s in runs:
+            check_canceled()
             seg = segs[s]
             plan = np.array(spec[s] + prog + [seg.lo, lead, n, k, s == runs[-1]], np.int64)
             n = bm25.top_k_segment(seg.post, seg.blk_last, seg.blk_maxtf, seg.blk_minlen,

@@ -6,6 +6,7 @@ numbers, and scores where there are any). The result is `Result`: rows,
 scores, the count, the fields to return, and the plan as it actually ran —
 a vector top-k that fell back (widened walk, then exact scan) says so.
 `Hit` objects are built from it only at the API edge (collection.py).
+Before each node it checks for cancellation (varvedb.cancel).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..cancel import check as check_canceled
 from ..index import flat
 from .aggregate import aggregate, groups as _groups, sort_ranks
 from .expr import Col, Rel, Val, col_value, evaluate, no_nulls, truth
@@ -62,6 +64,7 @@ def execute(query: Query) -> Result:
 
 
 def _run(node: PlanNode, query: Query) -> Out:
+    check_canceled()       # between nodes: a read its caller gave up on stops here
     analyze = query.analyze
     if analyze is None:
         return _RUNNERS[type(node)](node, query)

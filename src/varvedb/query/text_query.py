@@ -16,10 +16,18 @@ def text_query(text, analyzer):
     analyzer: its words analyzed as the field's are; None when no word is left."""
     if not isinstance(text, str):
         raise FieldTypeError(f"a text query is a string, got {text!r:.80}")
+    if len(text) > _CACHED_CHARS:    # a long query is rare: 512 of them would pin GBs
+        return _bind(text, analyzer)
     return _bound(text, analyzer)
 
 
-@functools.lru_cache(maxsize=512)
-def _bound(text: str, analyzer):
+_CACHED_CHARS = 4096
+
+
+def _bind(text: str, analyzer):
     from ..text.query import bind, parse
     return bind(parse(text), analyzer)
+
+
+_bound = functools.lru_cache(maxsize=512)(_bind)
+

@@ -24,6 +24,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .. import errors as E
+from ..cancel import CancelToken, running
 from ..wire import encode, error_to_wire
 from .metrics import Metrics
 from .routes import MediaTypeError, table
@@ -36,15 +37,17 @@ JSON = "application/json"
 class Job:
     """One request's work on the pool, and the race between its timeout and its writes.
 
-    A read past the timeout is abandoned (the client gets 504, its answer is
-    dropped); a write is never abandoned once it has begun, and never begins once
-    abandoned, so a 504 always means nothing was applied."""
-    __slots__ = ("_lock", "_state")
+    A read past the timeout is abandoned (the client gets 504) and canceled:
+    its work stops at its next cancellation check (varvedb.cancel), so the pool
+    thread is free again; a write is never abandoned once it has begun, and
+    never begins once abandoned, so a 504 always means nothing was applied."""
+    __slots__ = ("_lock", "_state", "token")
     current = threading.local()      # the job the calling pool thread runs
 
     def __init__(self):
         self._lock = threading.Lock()
         self._state = "queued"       # queued | running | writing | abandoned
+        self.token = CancelToken()
 
     def start(self) -> bool:
         with self._lock:
@@ -58,6 +61,7 @@ class Job:
             if self._state == "writing":
                 return False
             self._state = "abandoned"
+            self.token.cancel("the request ran past the server's timeout and was canceled")
             return True
 
     @classmethod
@@ -83,14 +87,25 @@ def item_params(request: Request) -> dict:
     return {"c": segments[2], "id": segments[4], "tail": "/".join(segments[5:])}
 
 
-def _run_job(job: Job, work, parts):
+def _run_job(job: Job, work, parts, metrics):
     if not job.start():
         raise E.RequestTimeoutError("the request waited past the server's timeout")
     Job.current.job = job
+    metrics.busy.inc()
     try:
-        return work(*parts)
+        with running(job.token):
+            return work(*parts)
+    except E.QueryCanceledError:
+        metrics.canceled.inc()
+        raise
     finally:
+        metrics.busy.dec()
         Job.current.job = None
+
+
+def _retrieve(fut) -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 # the VarveError classes and their HTTP status; the first match in this order wins
@@ -99,7 +114,8 @@ _STATUS = [
     (E.AuthenticationError, 401), (E.RequestTooLargeError, 413), (E.RequestError, 400),
     (E.ReadOnlyError, 403), (E.VersionNotFoundError, 404), (E.NotFoundError, 404),
     (E.DuplicateIdError, 409), (E.LockTimeoutError, 503), (E.TransactionError, 409),
-    (E.ClosedError, 503), (E.RequestTimeoutError, 504), (E.ResultTooLargeError, 422),
+    (E.ClosedError, 503), (E.RequestTimeoutError, 504), (E.QueryCanceledError, 504),
+    (E.ResultTooLargeError, 422),
     (E.DimensionError, 422), (E.NonFiniteVectorError, 422), (E.FieldTypeError, 422),
     (E.UnknownFieldError, 422), (E.SchemaError, 422), (E.NotNullViolationError, 422),
     (E.OptionError, 400), (E.FilterError, 400), (E.QuerySyntaxError, 400),
@@ -185,11 +201,14 @@ class Api:
                     return self._answer(template, request, code, payload, t0)
                 job = Job()
                 fut = asyncio.get_running_loop().run_in_executor(loop_pool, _run_job, job, work,
-                                                                 parts)
+                                                                 parts, self.metrics)
                 try:
                     code, payload = await asyncio.wait_for(asyncio.shield(fut), self.timeout)
                 except asyncio.TimeoutError:
                     if job.abandon():
+                        # its work ends in QueryCanceledError or RequestTimeoutError,
+                        # which no one awaits: read it, so asyncio logs no traceback
+                        fut.add_done_callback(_retrieve)
                         raise E.RequestTimeoutError(
                             f"the request ran past this server's {self.timeout:g} s "
                             "timeout; nothing was applied") from None

@@ -1,7 +1,8 @@
 """GET /metrics: Prometheus's text format, with its conventional names
 (varvedb_ prefix, base units, _total counters).
 
-Request counts and durations are kept as requests end; what the database
+Request counts and durations are kept as requests end, the pool threads
+busy as work starts and stops; what the database
 holds (documents per collection, file bytes, memory bytes, the version) is
 read when the metrics are scraped.
 """
@@ -10,8 +11,8 @@ from __future__ import annotations
 import os
 import threading
 
-from prometheus_client import (CollectorRegistry, Counter, Histogram, disable_created_metrics,
-                               generate_latest)
+from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram,
+                               disable_created_metrics, generate_latest)
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
 
 from .. import __version__
@@ -31,6 +32,13 @@ class Metrics:
                                   "Time from a request's arrival to its answer",
                                   ["route", "method", "status"], buckets=BUCKETS,
                                   registry=self.registry)
+        # a read canceled at the timeout leaves this gauge when it stops
+        self.busy = Gauge("varvedb_pool_threads_busy",
+                          "Pool threads running a request's work now (a scrape counts itself)",
+                          registry=self.registry)
+        self.canceled = Counter("varvedb_requests_canceled",
+                                "Reads stopped at the server's timeout (their threads freed)",
+                                registry=self.registry)
         self.registry.register(_DatabaseCollector(db))
         self._children: dict = {}
         self._lock = threading.Lock()

@@ -123,7 +123,8 @@ ERRORS = {400: "malformed JSON or body, a bad option, filter, text query or SQL"
           422: "a value that does not fit the schema, a result over the cap",
           500: "the file or the server failed",
           503: "the writer is busy past the timeout, or the server is stopping",
-          504: "the request ran past the server's timeout before it began to write"}
+          504: "the request ran past the server's timeout before it began to write "
+               "(a read is canceled)"}
 ERROR_HEADERS = {
     401: {"WWW-Authenticate": {"required": True, "schema": {"const": "Bearer"}}},
     503: {"Retry-After": {"required": True, "schema": {"type": "string"}}}}

@@ -497,9 +497,37 @@ def _arrow_columns(raw: bytes) -> dict:
     return out
 
 
+def _arrow_taken(typ) -> bool:
+    """Whether an Arrow type maps onto the values a field takes: numbers, bools,
+    strings, timestamps and dates, nulls, and lists, structs and maps of these
+    (vectors, JSON). Binary, decimal, time, duration, interval, union and
+    extension types do not (a union's values have no one type to coerce)."""
+    import pyarrow as pa
+    t = pa.types
+    if (t.is_null(typ) or t.is_boolean(typ) or t.is_integer(typ) or t.is_floating(typ)
+            or t.is_string(typ) or t.is_large_string(typ) or t.is_timestamp(typ)
+            or t.is_date(typ)):
+        return True
+    if t.is_dictionary(typ):
+        return _arrow_taken(typ.value_type)
+    if t.is_list(typ) or t.is_large_list(typ) or t.is_fixed_size_list(typ):
+        return _arrow_taken(typ.value_type)
+    if t.is_struct(typ):
+        return all(_arrow_taken(typ.field(i).type) for i in range(typ.num_fields))
+    if t.is_map(typ):
+        return _arrow_taken(typ.key_type) and _arrow_taken(typ.item_type)
+    return False
+
+
 def _arrow_column(name: str, arr):
     import pyarrow as pa
     typ = arr.type
+    if not _arrow_taken(typ):
+        raise E.FieldTypeError(f"column {name!r:.80}: Arrow type {typ} is not one this "
+                               "server takes (numbers, bools, strings, timestamps, dates, "
+                               "and lists, structs and maps of these)")
+    if pa.types.is_dictionary(typ):
+        arr, typ = arr.dictionary_decode(), typ.value_type
     if pa.types.is_fixed_size_list(typ) and (pa.types.is_floating(typ.value_type)
                                              or pa.types.is_integer(typ.value_type)):
         if arr.null_count:

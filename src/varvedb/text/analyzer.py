@@ -155,6 +155,13 @@ class Analyzer:
         return [(s, e, vocab[t]) for s, e, t in
                 zip(ostart.tolist(), oend.tolist(), term.tolist())]
 
+    def spans_batch(self, texts: list[str]) -> list[list[tuple[int, int, str]]]:
+        """`spans` of every text, in one pass over all of them."""
+        doc, _, term, _, ostart, oend, vocab = self._run(texts, True)
+        cut = np.searchsorted(doc, np.arange(len(texts) + 1)).tolist()
+        triples = list(zip(ostart.tolist(), oend.tolist(), map(vocab.__getitem__, term.tolist())))
+        return [triples[a:b] for a, b in zip(cut, cut[1:])]
+
     def _run(self, texts, want_spans):
         data, starts = _utf8(texts)
         keys, off, fold_cp, fold_class = _fold_tables(texts)

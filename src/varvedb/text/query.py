@@ -16,12 +16,24 @@ operand of OR) of only negations would match nearly every row, so it is a
 syntax error, as are an unclosed quote or parenthesis, a dangling OR, a lone
 `-`, an empty phrase and an empty query. Positions are 1-based character
 offsets into the query.
+
+Both steps are linear in the query's length: parse reads each character once
+(and checks for cancellation every few thousand tokens, varvedb.cancel) and
+stops at MAX_QUERY_WORDS distinct words as written; bind analyzes every
+distinct word in one batch and refuses a query of more than MAX_QUERY_TERMS
+distinct terms, prefixes and phrases (QueryTooLargeError) before any index is
+read. A word may repeat any number of times (each repeat adds to the BM25 sum,
+as in Lucene).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from ..errors import QuerySyntaxError
+import numpy as np
+
+from ..cancel import check as check_canceled
+from ..errors import QuerySyntaxError, QueryTooLargeError
 from .analyzer import Analyzer
 
 
@@ -57,42 +69,52 @@ class Not:
 
 Node = Term | Prefix | Phrase | And | Or | Not
 
-_SPECIAL = '()"'
+MAX_QUERY_TERMS = 1024   # distinct terms a bound query may carry (Lucene's clause limit)
+# distinct words as written, before analysis (a term may be written several ways)
+MAX_QUERY_WORDS = 16 * MAX_QUERY_TERMS
+
+
+_TOKEN = re.compile(r'(\s+)|([()])|("[^"]*"?)|(-)|([^\s()"]+)')
 
 
 def _lex(text: str) -> list[tuple[str, str, int]]:
-    """(kind, value, position) per token: kind is one of ( ) - OR word phrase end."""
+    """(kind, value, position) per token: kind is one of ( ) - OR word phrase end.
+
+    QueryTooLargeError once the words, as written, are more than MAX_QUERY_WORDS
+    distinct: so a huge query fails here, in time linear in the words read."""
     out = []
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch.isspace():
-            i += 1
-        elif ch in "()":
-            out.append((ch, ch, i + 1))
-            i += 1
-        elif ch == '"':
-            close = text.find('"', i + 1)
-            if close < 0:
+    seen: set[str] = set()
+    n = len(text)
+    for m in _TOKEN.finditer(text):
+        space, paren, quoted, minus, word = m.groups()
+        i = m.start()
+        if space:
+            continue
+        if len(out) & 4095 == 4095:
+            check_canceled()
+        if paren:
+            out.append((paren, paren, i + 1))
+        elif quoted:
+            if len(quoted) < 2 or quoted[-1] != '"':
                 raise QuerySyntaxError(f"unclosed quote at position {i + 1}", i + 1)
-            words = tuple(text[i + 1:close].split())
+            words = tuple(quoted[1:-1].split())
             if not words:
                 raise QuerySyntaxError(f"empty phrase at position {i + 1}", i + 1)
+            seen.update(words)
             out.append(("phrase", words, i + 1))
-            i = close + 1
-        elif ch == "-":
+        elif minus:
             if i + 1 >= n or text[i + 1].isspace() or text[i + 1] in ")-":
                 raise QuerySyntaxError(f"a lone '-' at position {i + 1} (write -word, "
                                        '-"phrase" or -(...))', i + 1)
             out.append(("-", "-", i + 1))
-            i += 1
         else:
-            j = i
-            while j < n and not text[j].isspace() and text[j] not in _SPECIAL:
-                j += 1
-            word = text[i:j]
+            seen.add(word)
             out.append(("OR" if word == "OR" else "word", word, i + 1))
-            i = j
+        if len(seen) > MAX_QUERY_WORDS:
+            raise QueryTooLargeError(f"the query holds more than {MAX_QUERY_WORDS:,} "
+                                     f"distinct words (at position {i + 1}); a query may "
+                                     f"hold at most {MAX_QUERY_TERMS:,} distinct terms",
+                                     i + 1)
     out.append(("end", "", n + 1))
     return out
 
@@ -231,28 +253,83 @@ def bind(node: Node, analyzer: Analyzer) -> Node | None:
     a Term); a word of none is dropped, and a group left with nothing positive
     goes with it: None if nothing is left. A prefix is folded, not stemmed (a
     stem is not a prefix of its word's forms); `state-of*` becomes the phrase
-    before the last token And that token as a prefix."""
+    before the last token And that token as a prefix.
+
+    The distinct words are analyzed in one batch (a word repeated costs a
+    lookup); QueryTooLargeError if the distinct terms, prefixes and phrases
+    (each a posting list to read) are more than MAX_QUERY_TERMS."""
+    words: dict[str, None] = {}
+    prefixes: dict[str, None] = {}
+    _words(node, words, prefixes)
+    # a prefix: the word before its last token (analyzed) and that token (folded)
+    split = {}
+    for text, spans in zip(prefixes, _FOLD_ONLY.spans_batch(list(prefixes))):
+        if spans:
+            start, _, last = spans[-1]
+            split[text] = (text[:start], last)
+            words[text[:start]] = None
+    batch = analyzer.analyze_batch(list(words))
+    vocab = batch.vocab
+    _check_size(len(vocab) + len({last for _, last in split.values()}))
+    check_canceled()
+    starts = np.searchsorted(batch.doc, np.arange(len(words) + 1)).tolist()
+    term = batch.term.tolist()
+    tokens = {w: [vocab[t] for t in term[starts[i]:starts[i + 1]]]
+              for i, w in enumerate(words)}
+    phrases: set = set()
+    bound = _bind(node, tokens, split, phrases)
+    _check_size(len(vocab) + len({last for _, last in split.values()}) + len(phrases))
+    return bound
+
+
+def _check_size(n: int) -> None:
+    if n > MAX_QUERY_TERMS:
+        raise QueryTooLargeError(f"the query holds {n:,} distinct terms, prefixes and "
+                                 f"phrases; a query may hold at most {MAX_QUERY_TERMS:,}",
+                                 None)
+
+
+def _words(node: Node, words: dict, prefixes: dict) -> None:
+    """The words (and prefixes) of the tree, each once, in order."""
     if isinstance(node, Term):
-        return _terms(analyzer.analyze(node.text))
+        words[node.text] = None
+    elif isinstance(node, Phrase):
+        words.update(dict.fromkeys(node.terms))
+    elif isinstance(node, Prefix):
+        prefixes[node.text] = None
+    elif isinstance(node, Not):
+        _words(node.child, words, prefixes)
+    else:
+        for c in node.children:
+            _words(c, words, prefixes)
+
+
+def _bind(node: Node, tokens: dict, split: dict, phrases: set) -> Node | None:
+    if isinstance(node, Term):
+        return _terms(tokens[node.text], phrases)
     if isinstance(node, Phrase):
-        return _terms([t for word in node.terms for t in analyzer.analyze(word)])
+        return _terms([t for word in node.terms for t in tokens[word]], phrases)
     if isinstance(node, Prefix):
-        spans = _FOLD_ONLY.spans(node.text)
-        if not spans:
+        if node.text not in split:
             return None
-        start, _, last = spans[-1]
-        lead = _terms(analyzer.analyze(node.text[:start]))
+        lead_text, last = split[node.text]
+        lead = _terms(tokens[lead_text], phrases)
         return Prefix(last) if lead is None else And((lead, Prefix(last)))
     if isinstance(node, Not):
-        child = bind(node.child, analyzer)
+        child = _bind(node.child, tokens, split, phrases)
         return None if child is None else Not(child)
-    children = tuple(c for c in (bind(c, analyzer) for c in node.children) if c is not None)
+    children = tuple(c for c in (_bind(c, tokens, split, phrases) for c in node.children)
+                     if c is not None)
     if not any(not isinstance(c, Not) for c in children):
         return None
     return children[0] if len(children) == 1 else type(node)(children)
 
 
-def _terms(tokens: list[str]) -> Node | None:
+def _terms(tokens: list[str], phrases: set) -> Node | None:
     if not tokens:
         return None
-    return Term(tokens[0]) if len(tokens) == 1 else Phrase(tuple(tokens))
+    if len(tokens) == 1:
+        return Term(tokens[0])
+    phrase = Phrase(tuple(tokens))
+    phrases.add(phrase.terms)
+    return phrase

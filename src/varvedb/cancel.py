@@ -1,0 +1,48 @@
+"""Cooperative cancellation of a read that no one waits for any more.
+
+A caller runs its work under a `CancelToken` (`with running(token):`; a context
+variable, so it is the calling thread's and never leaks to another request);
+the long loops of a read call `check()` at coarse points (every few thousand
+query words, between the kernel calls of a text query), never inside a kernel
+nor per row. Once the token is canceled the next check raises
+QueryCanceledError, so the work stops and its thread is free again.
+
+The server cancels a read that ran past its timeout (server/app.py, Job); a
+write is never canceled once it has begun. Work with no token (the embedded
+API's) pays one context-variable lookup per check.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+
+from .errors import QueryCanceledError
+
+_current: contextvars.ContextVar = contextvars.ContextVar("varvedb_cancel", default=None)
+
+
+class CancelToken:
+    __slots__ = ("reason",)
+
+    def __init__(self):
+        self.reason = None        # why it was canceled; None while it runs on
+
+    def cancel(self, reason: str) -> None:
+        self.reason = reason
+
+
+@contextlib.contextmanager
+def running(token: CancelToken):
+    """Run the block's work (on this thread) under `token`."""
+    reset = _current.set(token)
+    try:
+        yield token
+    finally:
+        _current.reset(reset)
+
+
+def check() -> None:
+    """Raise QueryCanceledError if the work this thread runs was canceled."""
+    token = _current.get()
+    if token is not None and token.reason is not None:
+        raise QueryCanceledError(token.reason)

@@ -1,0 +1,215 @@
+"""The real server (tests/server_proc.py) under heavy or malformed requests: a read
+past the timeout is canceled and its pool thread freed, a text query over the
+term cap is a 400, and an Arrow column of a type the ingest does not take is a
+422 naming the column, with nothing written."""
+from __future__ import annotations
+
+import datetime
+import decimal
+import io
+import itertools
+import json
+import random
+import re
+import threading
+
+import numpy as np
+import pytest
+
+import varvedb as vv
+from conftest import child_env
+from server_proc import ServerProcess
+from test_server import Http
+
+pa = pytest.importorskip("pyarrow")
+
+ARROW = "application/vnd.apache.arrow.stream"
+
+
+def _metric(text: str, name: str) -> float:
+    found = re.search(rf"^{name} (\S+)$", text, re.M)
+    assert found, name
+    return float(found.group(1))
+
+
+def test_reads_past_the_timeout_are_canceled_and_free_the_pool(tmp_path):
+    """8 heavy text queries (1 000 distinct phrases, just under the term cap: tens of
+    seconds of phrase matching each if run to the end) on a server of 2 pool
+    threads and a 1 s timeout: all are 504, the ones that began stop at their next
+    cancellation check (counted by /metrics), the pool is idle again, and a 9th
+    ordinary request is answered. Before cancellation the 2 threads stayed on
+    their heavy reads to the end and every other request was a 504."""
+    path = str(tmp_path / "heavy.varve")
+    rng = random.Random(3)
+    db = vv.connect(path)
+    db.create_collection("docs", {"body": vv.Text(fts=True)}).insert(
+        [{"id": i, "body": " ".join(rng.choice("ab") for _ in range(400))}
+         for i in range(1000)])
+    db.close()
+    phrases = [" ".join(p) for p in itertools.product("ab", repeat=10)][:1000]
+    heavy = {"text": " OR ".join(f'"{p}"' for p in phrases), "limit": 5}
+    with ServerProcess(path, args=["--timeout", "1", "--threads", "2"],
+                       env=child_env()) as srv:
+        http = Http(srv, token=None)
+        # warm (the kernels load at their first call) until an ordinary read fits
+        for _ in range(100):
+            status, out, _ = http("POST", "/collections/docs/search",
+                                  {"text": '"a b a"', "limit": 3})
+            if status == 200:
+                break
+        assert status == 200 and len(out["hits"]) == 3
+        answers = []
+
+        def send():
+            h = Http(srv, token=None, timeout=600)
+            answers.append(h("POST", "/collections/docs/search", heavy)[:2])
+            h.close()
+
+        senders = [threading.Thread(target=send) for _ in range(8)]
+        for t in senders:
+            t.start()
+        for t in senders:
+            t.join(600)
+        assert len(answers) == 8
+        assert all(s == 504 and out["error"]["type"] == "RequestTimeoutError"
+                   for s, out in answers), answers
+        # the pool is idle again (the scrape counts itself) once the heavy reads stop
+        for _ in range(6000):
+            status, metrics, _ = http("GET", "/metrics")
+            if status == 200 and _metric(metrics, "varvedb_pool_threads_busy") == 1:
+                break
+        assert status == 200 and _metric(metrics, "varvedb_pool_threads_busy") == 1
+        # each of the 2 threads began a heavy read: it was canceled, not finished
+        assert _metric(metrics, "varvedb_requests_canceled_total") >= 2
+        status, out, _ = http("POST", "/collections/docs/search",
+                              {"text": '"a b a"', "limit": 3})
+        assert status == 200 and len(out["hits"]) == 3
+        assert "Traceback" not in srv.log()
+        http.close()
+
+
+# ---- the term cap over HTTP -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("limits") / "served.varve")
+    db = vv.connect(path)
+    db.create_collection("docs", {"body": vv.Text(fts=True), "tag": vv.Int(),
+                                  "score": vv.Float(), "meta": vv.Json(),
+                                  "ts": vv.Timestamp(), "emb": vv.Vector(2)}).insert(
+        [{"id": i, "body": f"w{i} common", "tag": i} for i in range(10)])
+    db.close()
+    with ServerProcess(path, env=child_env()) as srv:
+        http = Http(srv, token=None)
+        yield srv, http
+        http.close()
+
+
+def _state(http) -> tuple[int, int]:
+    return (http("GET", "/health")[1]["version"],
+            http("GET", "/collections/docs")[1]["documents"])
+
+
+@pytest.mark.parametrize("distinct", [1024, 1025])
+def test_a_text_query_over_the_term_cap_is_a_400(served, distinct):
+    _, http = served
+    words = " ".join(f"w{i}" for i in range(distinct))
+    status, out, _ = http("POST", "/collections/docs/search", {"text": words, "limit": 3})
+    if distinct <= 1024:
+        assert status == 200 and out["hits"] == []
+    else:
+        assert status == 400, out
+        assert out["error"]["type"] == "QueryTooLargeError"
+        assert out["error"]["sqlstate"] == "54000"
+
+
+# ---- Arrow ingest: every column type is taken or refused by name -----------------------
+
+def _arrow(columns: dict) -> bytes:
+    table = pa.table(columns)
+    out = io.BytesIO()
+    with pa.ipc.new_stream(out, table.schema) as w:
+        w.write_table(table)
+    return out.getvalue()
+
+
+def _sparse_union():
+    return pa.UnionArray.from_sparse(pa.array([0, 1], pa.int8()),
+                                     [pa.array([1, 2]), pa.array(["a", "b"])])
+
+
+def _bad_columns():
+    yield "sparse_union", "meta", _sparse_union()
+    yield "dense_union", "meta", pa.UnionArray.from_dense(
+        pa.array([0, 1], pa.int8()), pa.array([0, 0], pa.int32()),
+        [pa.array([1]), pa.array(["b"])])
+    yield "union_id", "id", _sparse_union()
+    yield "list_of_union", "meta", pa.ListArray.from_arrays(pa.array([0, 1, 2], pa.int32()),
+                                                            _sparse_union())
+    yield "binary", "body", pa.array([b"a", b"b"])
+    yield "large_binary", "body", pa.array([b"a", b"b"], pa.large_binary())
+    yield "fixed_binary", "body", pa.array([b"ab", b"cd"], pa.binary(2))
+    yield "decimal", "score", pa.array([decimal.Decimal("1.5")] * 2, pa.decimal128(5, 2))
+    yield "struct_of_decimal", "meta", pa.array(
+        [{"a": decimal.Decimal("1")}] * 2, pa.struct([("a", pa.decimal128(5, 2))]))
+    yield "time", "ts", pa.array([1, 2], pa.time32("s"))
+    yield "duration", "tag", pa.array([1, 2], pa.duration("s"))
+    yield "interval", "meta", pa.array([(1, 2, 3)] * 2, pa.month_day_nano_interval())
+    yield "dictionary_of_binary", "body", pa.array([b"a", b"b"]).dictionary_encode()
+    yield "extension", "meta", pa.ExtensionArray.from_storage(
+        pa.uuid(), pa.array([b"0" * 16, b"1" * 16], pa.binary(16)))
+
+
+BAD = list(_bad_columns())
+
+
+@pytest.mark.parametrize("kind,column,array", BAD, ids=[b[0] for b in BAD])
+def test_an_arrow_column_of_a_type_not_taken_is_a_422_naming_it(served, kind, column,
+                                                                   array):
+    """A sparse union was a 500 (pyarrow's to_numpy raised); every type the ingest
+    does not take is refused at the door, naming the column, nothing written."""
+    _, http = served
+    before = _state(http)
+    cols = {"id": pa.array([100, 101], pa.int64()), column: array}
+    status, out, _ = http("POST", "/collections/docs/items", _arrow(cols), ctype=ARROW)
+    assert status == 422, out
+    assert out["error"]["type"] == "FieldTypeError"
+    assert repr(column) in out["error"]["message"]
+    assert _state(http) == before
+
+
+GOOD = [
+    ("large_string", "body", pa.array(["x y", "y z"], pa.large_string())),
+    ("dictionary_of_string", "body", pa.array(["x", "y"]).dictionary_encode()),
+    ("uint8", "tag", pa.array([1, 2], pa.uint8())),
+    ("float16", "score", pa.array(np.array([1.5, 2], np.float16))),
+    ("null", "score", pa.array([None, None], pa.null())),
+    ("struct", "meta", pa.array([{"a": 1}, {"a": 2}])),
+    ("list_of_lists", "meta", pa.array([[[1]], [[2, 3]]])),
+    ("map", "meta", pa.array([[("a", 1)], [("b", 2)]], pa.map_(pa.string(), pa.int64()))),
+    ("timestamp", "ts", pa.array([datetime.datetime(2020, 1, 1)] * 2, pa.timestamp("us"))),
+    ("fixed_size_list", "emb", pa.FixedSizeListArray.from_arrays(
+        pa.array([1, 2, 3, 4], pa.float32()), 2)),
+]
+
+
+@pytest.mark.parametrize("kind,column,array", GOOD, ids=[g[0] for g in GOOD])
+def test_an_arrow_column_of_a_type_taken_is_written(served, kind, column, array):
+    _, http = served
+    version, count = _state(http)
+    n = 1000 + 2 * [g[0] for g in GOOD].index(kind)
+    cols = {"id": pa.array([n, n + 1], pa.int64()), column: array}
+    status, out, _ = http("POST", "/collections/docs/items", _arrow(cols), ctype=ARROW)
+    assert status == 201, out
+    assert out["ids"] == [n, n + 1] and _state(http) == (version + 1, count + 2)
+    status, item, _ = http("GET", f"/collections/docs/items/{n}")
+    assert status == 200
+    want = array.dictionary_decode() if pa.types.is_dictionary(array.type) else array
+    first = want.to_pylist()[0]
+    if kind == "timestamp":
+        assert item[column].startswith("2020-01-01")
+    elif kind == "map":
+        assert item[column] in ([["a", 1]], {"a": 1})
+    else:
+        assert item[column] == (json.loads(json.dumps(first)) if first is not None
+                                else None)
