@@ -1128,7 +1128,8 @@ def ladder(path: str, side: VarveSearch, queries: np.ndarray, ef: int, rounds: i
                 if name == "search":
                     coll.search(vector=qs[i], limit=K, ef=ef, select=[])
                 elif name == "work":
-                    _run_job(Job(), work, ({"c": COLLECTION}, {}, "application/json", body))
+                    _run_job(Job(), work, ({"c": COLLECTION}, {}, "application/json", body),
+                             app.state.api.metrics)
                 elif name == "asgi_inline":
                     loop.run_in_executor = inline_run
                     try:
