@@ -54,3 +54,15 @@ SELECT id, v <-> '[1,2,3]', subvector(v, 2, 2) FROM t WHERE x > 5;
 -- => []
 SELECT count(*), sum(CASE WHEN x > 5 THEN v <-> '[1,2,3]' ELSE 0 END) FROM e;
 -- => [(0, None)]
+
+-- CASE and coalesce results: NULL rows of text are NULL to the functions after them,
+-- a vector result has the dimension of the rows that have it
+CREATE TABLE w (id int PRIMARY KEY, v vector(3), s text);
+INSERT INTO w VALUES (1, NULL, NULL), (2, '[1,2,3]', 'B');
+SELECT id, lower(CASE WHEN id > 1 THEN 'A' END), length(CASE WHEN id > 1 THEN s END),
+       upper(coalesce(s, NULL)) FROM w ORDER BY id;
+-- => [(1, None, None, None), (2, 'a', 1, 'B')]
+SELECT id, coalesce(v, '[0,0,0]') FROM w ORDER BY id;
+-- => [(1, [0, 0, 0]), (2, [1, 2, 3])]
+SELECT id, CASE WHEN id = 5 THEN '[1,2]' ELSE v END FROM w ORDER BY id;
+-- => [(1, None), (2, [1, 2, 3])]

@@ -929,21 +929,28 @@ def _case(e: Case, rel: Rel, env: Env) -> Val:
     if kind is None:
         raise SqlError("42804", "CASE types do not match")
     parts = [(idx, v if v.kind in ("null", kind) else coerce(v, kind)) for idx, v in parts]
-    datas = [v.data for _, v in parts if v.kind != "null"]
-    if not datas:
-        data = _zeros(kind, n)
-    else:                               # the values' own dtype (Python ints past int64)
-        dtype = object if any(d.dtype == object for d in datas) else datas[0].dtype
-        shapes = {d.shape[1:] for d in datas if len(d)} or {datas[0].shape[1:]}
-        if len(shapes) > 1:             # a vector column has one dimension
-            raise SqlError("22000", "CASE results have different vector dimensions "
-                                    f"{' and '.join(str(s[0]) for s in sorted(shapes))}")
-        data = np.zeros((n,) + shapes.pop(), dtype)
-    out = Val(kind, data, np.ones(n, bool))
+    out = Val(kind, _blank(kind, [v.data for _, v in parts if v.kind != "null"], n),
+              np.ones(n, bool))
     for idx, v in parts:
-        if v.kind != "null":
+        if v.kind != "null" and len(idx):
             out.data[idx] = v.data
             out.nulls[idx] = v.nulls
+    return out
+
+
+def _blank(kind: str, datas: list, n: int) -> np.ndarray:
+    """n rows of `kind` to fill from `datas` (CASE's, coalesce's parts): NULL's filler
+    (None for text), the values' dtype (Python ints past int64), and one vector
+    dimension, that of the parts that have rows (22000 where they differ)."""
+    if kind == "vector" and datas:
+        shapes = {d.shape[1:] for d in datas if len(d)} or {datas[0].shape[1:]}
+        if len(shapes) > 1:
+            raise SqlError("22000", "different vector dimensions "
+                                    f"{' and '.join(str(s[0]) for s in sorted(shapes))}")
+        return np.zeros((n,) + shapes.pop(), datas[0].dtype)
+    out = _zeros(kind, n)
+    if out.dtype != object and any(d.dtype == object for d in datas):
+        out = out.astype(object)
     return out
 
 
@@ -989,9 +996,9 @@ def _coalesce(*args: Val) -> Val:
     kinds = {a.kind for a in args} - {"null", "unknown"}
     kind = "float" if kinds == {"int", "float"} else (kinds.pop() if len(kinds) == 1 else "text")
     vals = [coerce(a, kind) if a.kind in ("unknown", "int") else a for a in args]
-    out = Val(kind, _zeros(kind, len(args[0])), np.ones(len(args[0]), bool))
-    if any(v.data is not None and v.data.dtype == object for v in vals):
-        out.data = out.data.astype(object)      # Python ints past int64 (an exact sum)
+    n = len(args[0])
+    out = Val(kind, _blank(kind, [v.data for v in vals if v.kind != "null"], n),
+              np.ones(n, bool))
     for v in vals:
         if v.kind == "null":
             continue
