@@ -514,6 +514,94 @@ def test_a_sum_past_int64_is_exact_in_every_result_form(db):
     assert r.to_pandas()["s"].tolist() == [odd, big]
 
 
+@pytest.mark.parametrize("a, b, expr, want", [
+    # operands whose ranges reach int64's edge exactly: no overflow is possible, and
+    # operands whose ranges could overflow where no row does (the per-row check runs)
+    ([_I64[1] - 1, 0], [1, 0], "a + b", [_I64[1], 0]),
+    ([_I64[0] + 1, 6], [1, -1], "a - b", [_I64[0], 7]),
+    ([3037000499, -3037000499], [3037000499, 3037000499],
+     "a * b", [9223372030926249001, -9223372030926249001]),
+    ([_I64[1], -4], [-1, 2], "a + b", [_I64[1] - 1, -2]),
+    ([_I64[0], 5], [2, -1], "a / b", [_I64[0] // 2, -5]),
+    ([_I64[0], 5], [2, -1], "a % b", [0, 0]),
+    ([_I64[0], 5], [-1, 2], "a / b", "22003"),
+    ([_I64[1], 1], [1, _I64[1]], "a + b", "22003"),
+    ([1 << 32, 1], [1, 1 << 32], "a * b", [1 << 32, 1 << 32]),
+    ([1 << 32, 1], [1 << 31, 1], "a * b", "22003"),
+])
+def test_integer_arithmetic_at_the_edge_of_the_range_check(db, a, b, expr, want):
+    """The pre-check that skips the per-row overflow test (from the operands' min
+    and max) answers exactly at its boundary, either way."""
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, a bigint, b bigint)")
+    db.collection("t").insert([{"id": i, "a": x, "b": y} for i, (x, y) in enumerate(zip(a, b))])
+    if isinstance(want, str):
+        with pytest.raises(vv.VarveError) as e:
+            db.sql(f"SELECT {expr} FROM t")
+        assert e.value.sqlstate == want
+    else:
+        assert [r[0] for r in db.sql(f"SELECT {expr} FROM t ORDER BY id").rows] == want
+
+
+def test_a_sum_past_int64_assigned_to_a_column_is_out_of_range(tmp_path):
+    """INSERT ... SELECT sum(x) and UPDATE SET x = (SELECT sum(x)) past int64: 22003,
+    as PostgreSQL assigns a numeric to a bigint, and the file is unchanged."""
+    path = tmp_path / "s.varve"
+    with vv.connect(path) as db:
+        db.sql("CREATE TABLE t (id int PRIMARY KEY, x bigint)")
+        db.sql("INSERT INTO t VALUES (1, $1), (2, $1), (3, -5)", [(1 << 63) - 1])
+        version, digest = db.version, file_digest(path)
+        for statement in ("INSERT INTO t (id, x) SELECT 100, sum(x) FROM t",
+                          "UPDATE t SET x = (SELECT sum(x) FROM t)",
+                          "UPDATE t SET x = (SELECT coalesce(sum(x), 0) FROM t) WHERE id = 3 "
+                          "RETURNING x"):
+            with pytest.raises(vv.VarveError) as e:
+                db.sql(statement)
+            assert e.value.sqlstate == "22003", statement
+        assert db.version == version and file_digest(path) == digest
+        assert db.sql("SELECT x FROM t ORDER BY id").rows == [((1 << 63) - 1,)] * 2 + [(-5,)]
+
+
+class _CountingEmbedder:
+    name, dim = "test-sql-counting", 4
+
+    def __init__(self):
+        self.texts = 0
+
+    def embed(self, texts):
+        self.texts += len(texts)
+        return np.ones((len(texts), self.dim), np.float32) / 2
+
+
+def test_a_case_branch_no_row_takes_computes_nothing_and_cannot_fail(db):
+    """A branch no row reaches (and any expression over zero rows) is typed from the
+    query, not from row 0 of empty data: no dimension error, no IndexError, and an
+    embedder in it embeds nothing."""
+    from varvedb import embed as vv_embed
+    emb = _CountingEmbedder()
+    vv_embed.register(emb.name, emb)
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, x int, v vector(3))")
+    db.sql("CREATE TABLE e (id int PRIMARY KEY, x int, v vector(3))")
+    db.sql("INSERT INTO t VALUES (1, 1, '[1,2,3]'), (2, 2, '[3,2,1]')")
+    for table, want in (("t", [(1, None), (2, None)]), ("e", [])):
+        for fn in (f"embed('hi', '{emb.name}')", "embed('hi', 'onnx')", "subvector(v, 1, 2)",
+                   "l2_normalize(v + '[1,1,1]')", "v - '[1,2,3]'"):
+            got = db.sql(f"SELECT id, CASE WHEN id = 99 THEN {fn} END FROM {table} "
+                         "ORDER BY id").rows
+            assert got == want, fn
+        assert db.sql(f"SELECT id FROM {table} WHERE CASE WHEN x > 5 THEN "
+                      f"embed(v::text, '{emb.name}') <-> '[1,1,1,1]' < 1 END").rows == []
+    assert emb.texts == 0
+    got = db.sql(f"SELECT id, CASE WHEN x = 2 THEN embed('hi', '{emb.name}') END FROM t "
+                 "ORDER BY id").rows
+    assert got[0] == (1, None) and got[1][1].tolist() == [0.5] * 4 and emb.texts == 1
+    # start and count are one value for every row (a column's vectors share a dimension)
+    with pytest.raises(vv.VarveError) as e:
+        db.sql("SELECT subvector(v, id, 2) FROM t")
+    assert e.value.sqlstate == "0A000"
+    assert [r[1].tolist() for r in db.sql("SELECT id, subvector(v, $1, 2) FROM t ORDER BY id",
+                                          [2]).rows] == [[2, 3], [2, 1]]
+
+
 # ---- WHERE semantics against a plain-Python oracle ---------------------------------------
 
 _cell = st.one_of(st.none(), st.integers(-3, 3))

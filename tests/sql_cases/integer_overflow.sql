@@ -103,3 +103,54 @@ SELECT sum(s)::text, max(s)::text, min(s)::text
 SELECT CASE WHEN id = 1 THEN 0 ELSE id END, CASE WHEN id = 1 THEN 'y' ELSE 'x'::text END,
        CASE WHEN id = 1 THEN 0 ELSE abs(x) END, CASE WHEN id = 1 THEN 0 END FROM n WHERE id = 3;
 -- => [(3, 'x', 1, None)]
+
+-- an exact sum past bigint keeps every digit through coalesce, arithmetic, comparisons
+-- and ORDER BY; made a bigint again (a cast, a column's value) it is 22003
+CREATE TABLE s (id bigint PRIMARY KEY, x bigint);
+INSERT INTO s VALUES (1, 9223372036854775807), (2, 9223372036854775807), (3, -5);
+SELECT coalesce(sum(x), 0)::text FROM s;
+-- => [('18446744073709551609',)]
+SELECT coalesce(sum(x), sum(x))::text, coalesce(NULL, sum(x))::text FROM s;
+-- => [('18446744073709551609', '18446744073709551609')]
+SELECT id > 2 AS k, coalesce(sum(x), 0)::text FROM s GROUP BY id > 2 ORDER BY k;
+-- => [(False, '18446744073709551614'), (True, '-5')]
+SELECT coalesce(sum(x), 0) > 9223372036854775807 FROM s;
+-- => [(True,)]
+SELECT sum(x)::bigint FROM s;
+-- !! 22003
+SELECT coalesce(sum(x), 0)::bigint FROM s;
+-- !! 22003
+SELECT sum(x)::bigint FROM s WHERE id > 1;
+-- => [(9223372036854775802,)]
+SELECT (sum(x) - 9223372036854775807)::bigint FROM s WHERE id < 3;
+-- => [(9223372036854775807,)]
+SELECT (sum(x) - 9223372036854775806)::bigint FROM s WHERE id < 3;
+-- !! 22003
+SELECT (sum(x) + 1)::text, (sum(x) - 1)::text, (sum(x) * 2)::text, (-sum(x))::text,
+       abs(-sum(x))::text, (sum(x) % 7)::text, (sum(x) % -10)::text FROM s;
+-- => [('18446744073709551610', '18446744073709551608', '36893488147419103218',
+--      '-18446744073709551609', '18446744073709551609', '2', '9')]
+SELECT (sum(x) / 2)::bigint, (sum(x) / -2)::bigint FROM s WHERE id < 3;
+-- => [(9223372036854775807, -9223372036854775807)]
+SELECT (sum(x) / 2 + 1)::bigint FROM s WHERE id < 3;
+-- !! 22003
+SELECT (sum(x) * sum(x))::text, (sum(x) + x)::text FROM s GROUP BY x ORDER BY x;
+-- => [('25', '-10'), ('340282366920938463389587631136930004996', '27670116110564327421')]
+SELECT sum(x) > 9223372036854775807, sum(x) < 0, sum(x) = sum(x) + 0, sum(x) IN (1, 2),
+       sum(x) BETWEEN 0 AND 9223372036854775807 FROM s;
+-- => [(True, False, True, False, False)]
+SELECT id > 2 AS k, sum(x)::text FROM s GROUP BY id > 2 ORDER BY sum(x) DESC;
+-- => [(False, '18446744073709551614'), (True, '-5')]
+SELECT id > 2 AS k FROM s GROUP BY id > 2 HAVING sum(x) > 9223372036854775807;
+-- => [(False,)]
+INSERT INTO s (id, x) SELECT 100, sum(x) FROM s;
+-- !! 22003
+UPDATE s SET x = (SELECT sum(x) FROM s);
+-- !! 22003
+UPDATE s SET x = (SELECT sum(x) FROM s) WHERE id = 3 RETURNING x;
+-- !! 22003
+INSERT INTO s (id, x) SELECT 100, sum(x) - 9223372036854775807 FROM s WHERE id < 3;
+UPDATE s SET x = (SELECT sum(x) - 9223372036854775807 - 1 FROM s WHERE id < 3) WHERE id = 3;
+SELECT id, x FROM s ORDER BY id;
+-- => [(1, 9223372036854775807), (2, 9223372036854775807), (3, 9223372036854775806),
+--     (100, 9223372036854775807)]

@@ -12,6 +12,8 @@ import numpy as np
 from ..errors import SqlError
 from .expr import Agg, Env, Rel, Val, coerce, evaluate, truth
 
+_INT64_MAX = np.iinfo(np.int64).max
+
 
 def codes(v: Val) -> tuple[np.ndarray, int]:
     """Dense codes of a column's values in ascending order (NULL: the code after the
@@ -95,10 +97,10 @@ def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> V
         if v.kind not in ("int", "float"):
             raise SqlError("42883", f"function {fn}({v.kind}) does not exist")
         if v.kind == "int":
-            high, low = _int_sums(g, v.data, n_groups)
+            sums = _int_sums(g, v.data, n_groups)
             if fn == "sum":
-                return Val("int", _exact(high, low), empty)
-            sums = high.astype(np.float64) * 2.0 ** 32 + low      # one rounding
+                return Val("int", sums, empty)
+            sums = sums.astype(np.float64)      # one rounding of the exact sum
         else:
             sums = np.bincount(g, weights=v.data.astype(np.float64), minlength=n_groups)
             if fn == "sum":
@@ -123,26 +125,27 @@ def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> V
     raise SqlError("42883", f"function {fn}() does not exist")
 
 
-def _int_sums(g: np.ndarray, data: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact per-group sums of int64 values as (high, low): sum = high * 2**32 + low,
-    0 <= low < 2**32. The values' high and low 32 bits are summed apart, so neither
-    sum wraps below 2**31 rows."""
+def _int_sums(g: np.ndarray, data: np.ndarray, n_groups: int) -> np.ndarray:
+    """Exact per-group sums of int64 values: int64 where every group fits, else
+    Python ints (`_exact`)."""
     if data.dtype == object:        # sums of sums past int64: Python ints already
         total = np.zeros(n_groups, object)
         np.add.at(total, g, data)
-        return total >> 32, total & 0xFFFFFFFF
-    high = np.zeros(n_groups, np.int64)
-    low = np.zeros(n_groups, np.int64)
+        return total
+    out = np.zeros(n_groups, np.int64)
+    if not len(data) or len(data) * max(-int(data.min()), int(data.max())) <= _INT64_MAX:
+        np.add.at(out, g, data)     # no partial sum can leave int64: one plain pass
+        return out
+    # the values' high and low 32 bits summed apart: neither wraps below 2**31 rows
+    high, low = out, np.zeros(n_groups, np.int64)
     np.add.at(high, g, data >> 32)
     np.add.at(low, g, data & 0xFFFFFFFF)
-    return high + (low >> 32), low & 0xFFFFFFFF
+    return _exact(high + (low >> 32), low & 0xFFFFFFFF)
 
 
 def _exact(high: np.ndarray, low: np.ndarray) -> np.ndarray:
     """high * 2**32 + low as int64 where every group fits, else as Python ints (the
     groups past int64 only): PostgreSQL's sum(bigint) is numeric, never wrapped."""
-    if high.dtype == object:
-        return high * (1 << 32) + low
     fits = (high >= -(1 << 31)) & (high < (1 << 31))
     out = (np.where(fits, high, 0) << 32) + low
     if fits.all():

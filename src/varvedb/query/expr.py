@@ -59,12 +59,14 @@ class Val:
     kind: str
     data: Any            # ndarray (object for text/json/unknown; (n, d) for vector)
     nulls: np.ndarray
+    literal: Any = None  # unknown: the literal's text, which zero rows of data do not hold
 
     def __len__(self) -> int:
         return len(self.nulls)
 
     def take(self, idx: np.ndarray) -> "Val":
-        return Val(self.kind, None if self.data is None else self.data[idx], self.nulls[idx])
+        return Val(self.kind, None if self.data is None else self.data[idx], self.nulls[idx],
+                   self.literal)
 
     def python(self) -> list:
         """The values as Python objects (None for NULL), as a row of a result holds them."""
@@ -306,7 +308,7 @@ def const_val(value, n: int) -> Val:
     if isinstance(value, (float, np.floating)):
         return Val("float", np.full(n, float(value)), nulls)
     if isinstance(value, str):
-        return Val("unknown", np.full(n, value, dtype=object), nulls)
+        return Val("unknown", np.full(n, value, dtype=object), nulls, value)
     if isinstance(value, _dt.datetime):
         from ..schema import to_micros
         return Val("timestamp", np.full(n, to_micros("value", value), np.int64), nulls)
@@ -343,9 +345,11 @@ def coerce(v: Val, kind: str) -> Val:
         return Val("float", v.data.astype(np.float64), v.nulls)
     if v.kind == "unknown":
         from .literals import parse_input
+        if v.literal is not None:       # one value broadcast, known on zero rows too
+            return const_like(parse_input(kind, v.literal), kind, len(v), v.nulls)
         if not len(v):
             return Val(kind, np.empty((0,) if kind != "vector" else (0, 0)), v.nulls)
-        # a literal is one value broadcast: parse it once
+        # one value in every row (text cast to a type): parse it once
         first = v.data[0]
         if all(x is first or x == first for x in v.data[:1]) and (v.data == first).all():
             return const_like(parse_input(kind, first), kind, len(v), v.nulls)
@@ -454,7 +458,9 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
             raise SqlError("22012", "division by zero")
         y = np.where(nulls, 1, y)
     if a.kind == "int":
-        return Val("int", _int_arith(op, x, y, nulls), nulls)
+        # a literal operand's range is its value: no reduction over its broadcast
+        lits = [n.value if type(n) is Const and type(n.value) is int else None for n in e.args]
+        return Val("int", _int_arith(op, x, y, nulls, lits), nulls)
     with np.errstate(over="ignore", invalid="ignore"):
         out = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
                "%": np.fmod}[op](x, y)
@@ -462,15 +468,24 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
 
 
 _INT64_MIN = np.iinfo(np.int64).min
+_INT64_MAX = np.iinfo(np.int64).max
 
 
-def _int_arith(op: str, x: np.ndarray, y: np.ndarray, nulls: np.ndarray) -> np.ndarray:
+def _int_arith(op: str, x: np.ndarray, y: np.ndarray, nulls: np.ndarray,
+               lits: list = (None, None)) -> np.ndarray:
     """x op y on int64 columns as PostgreSQL's int8 operators: exact, or 22003 where
     the result leaves int64 (a row with a NULL operand is never checked); `/`
     truncates toward zero and `%` takes the dividend's sign. Arrays of Python ints
-    (an exact sum past int64) are computed as Python ints."""
+    (an exact sum past int64) are computed as Python ints. `lits`: an operand's value
+    where it is an int literal."""
     if x.dtype == object or y.dtype == object:
         return _PY_INT_OPS[op](x, y)
+    if not _may_overflow(op, _range(x, lits[0]), _range(y, lits[1])):
+        # the common case: plain numpy, no per-row check
+        if op in "+-*":
+            return {"+": np.add, "-": np.subtract, "*": np.multiply}[op](x, y)
+        rem = np.fmod(x, y)
+        return rem if op == "%" else (x - rem) // y
     with np.errstate(over="ignore"):
         if op == "+":
             out = x + y
@@ -498,6 +513,29 @@ def _int_arith(op: str, x: np.ndarray, y: np.ndarray, nulls: np.ndarray) -> np.n
     return out
 
 
+def _range(x: np.ndarray, literal: int | None) -> tuple[int, int] | None:
+    """(min, max) of an int64 operand as Python ints (None: no rows); NULL rows count
+    too: a false alarm only runs the exact per-row check."""
+    if literal is not None:
+        return literal, literal
+    return (int(x.min()), int(x.max())) if len(x) else None
+
+
+def _may_overflow(op: str, xr: tuple | None, yr: tuple | None) -> bool:
+    """Whether x op y can leave int64 (or trap, INT64_MIN / -1) on any row, from the
+    operands' ranges, compared as Python ints."""
+    if xr is None or yr is None:
+        return False
+    (xlo, xhi), (ylo, yhi) = xr, yr
+    if op == "+":
+        return xlo + ylo < _INT64_MIN or xhi + yhi > _INT64_MAX
+    if op == "-":
+        return xlo - yhi < _INT64_MIN or xhi - ylo > _INT64_MAX
+    if op == "*":
+        return max(-xlo, xhi) * max(-ylo, yhi) > _INT64_MAX
+    return xlo == _INT64_MIN and ylo <= -1 <= yhi    # / and %: y has no zero here
+
+
 def _py_int_div(a, b):
     q = abs(a) // abs(b)
     return q if (a < 0) == (b < 0) else -q
@@ -508,6 +546,17 @@ _PY_INT_OPS = {
     "/": np.frompyfunc(_py_int_div, 2, 1),
     "%": np.frompyfunc(lambda a, b: a - b * _py_int_div(a, b), 2, 1),
 }
+
+
+def int64_of(v: Val) -> Val:
+    """An int Val as int64: Python ints (an exact sum past int64, PostgreSQL's
+    numeric) are 22003 where a row that is not NULL leaves bigint's range."""
+    if v.data.dtype != object:
+        return v
+    keep = v.data[~v.nulls]
+    if len(keep) and (keep.min() < _INT64_MIN or keep.max() > _INT64_MAX):
+        raise SqlError("22003", "bigint out of range")
+    return Val("int", np.where(v.nulls, 0, v.data).astype(np.int64), v.nulls)
 
 
 def _no_int64_min(v: Val) -> None:
@@ -604,8 +653,8 @@ def _func(e: Func, rel: Rel, env: Env) -> Val:
             return const_val(None, rel.n)
         one = sub.take(np.zeros(rel.n, np.int64))
         return one
-    if e.name in _TEXT_ON_ROWS:             # they read the table's text index, not values
-        return _TEXT_ON_ROWS[e.name](e, rel, env)
+    if e.name in _ON_NODES:     # the table's text index, or constant arguments' nodes
+        return _ON_NODES[e.name](e, rel, env)
     args = [evaluate(a, rel, env) for a in e.args]
     fn = FUNCTIONS.get(e.name)
     if fn is None:
@@ -626,15 +675,22 @@ def _text_args(e, rel: Rel, env: Env, what: str, extra: tuple = ()) -> tuple:
     if index is None:
         raise SqlError("42883", f'column "{args[0].name}" has no full-text index '
                                 "(vv.Text(fts=True))")
-    consts = []
-    for a in args[1:]:
-        v = evaluate(a, Rel(None, None, n=1), env)   # a constant or a parameter
-        if v.kind == "unknown":
-            v = coerce(v, "text")
-        consts.append(None if v.nulls[0] else v.data[0])
+    consts = [_constant(a, env, what, "text") for a in args[1:]]
     if not isinstance(consts[0], str):
         raise SqlError("42883", f"{what}'s query is text, got {consts[0]!r:.40}")
     return index, args[0].name, consts[0], consts[1:]
+
+
+def _constant(e, env: Env, what: str, kind: str):
+    """The value (None: NULL) of an argument that is one value for every row (a
+    literal, a parameter), read from its node: known on zero rows too."""
+    if any(isinstance(x, (Col, Agg, SubqueryValues)) for x in walk(e)):
+        raise SqlError("0A000", f"{what}'s arguments after the first must be the same for "
+                                "every row (a literal or a parameter)")
+    v = evaluate(e, Rel(None, None, n=1), env)
+    if v.kind == "unknown":
+        v = coerce(v, kind)
+    return None if v.nulls[0] else v.python()[0]
 
 
 def _text_match(e: Op, rel: Rel, env: Env) -> Val:
@@ -675,13 +731,15 @@ def _embed(e: Func, rel: Rel, env: Env) -> Val:
     that of the table's one vector field that names an embedder."""
     if not 1 <= len(e.args) <= 2:
         raise SqlError("42883", "embed() takes a text and, optionally, an embedder spec")
-    vals = [evaluate(a, rel, env) for a in e.args]
+    vals = [evaluate(a, rel, env) for a in e.args[:1]]
     vals = [coerce(v, "text") if v.kind == "unknown" else v for v in vals]
     if any(v.kind not in ("text", "null") for v in vals):
         raise SqlError("42883", "embed() takes text arguments")
     from ..embed import resolve
-    if len(vals) == 2:
-        spec = vals[1].data[0] if len(vals[1].data) and not vals[1].nulls[0] else None
+    if len(e.args) == 2:
+        spec = _constant(e.args[1], env, "embed()", "text")
+        if spec is not None and not isinstance(spec, str):
+            raise SqlError("42883", "embed() takes text arguments")
     else:
         specs = [] if rel.table is None else \
             [f.embed for f in rel.table.schema.fields.values() if f.embed is not None]
@@ -701,14 +759,28 @@ def _embed(e: Func, rel: Rel, env: Env) -> Val:
     return Val("vector", out, nulls.copy())
 
 
+def _subvector(e: Func, rel: Rel, env: Env) -> Val:
+    """subvector(v, start, count): one start and count for every row (a column's
+    vectors share one dimension), read from their nodes."""
+    if len(e.args) != 3:
+        raise SqlError("42883", "subvector() takes a vector, a start and a count")
+    v = _vector_arg("subvector", evaluate(e.args[0], rel, env))
+    s, c = (_constant(a, env, "subvector()", "int") for a in e.args[1:])
+    if s is None or c is None or v.kind == "null":
+        return Val("null", None, np.ones(rel.n, bool))
+    if not isinstance(s, int) or not isinstance(c, int):
+        raise SqlError("42883", "subvector()'s start and count are integers")
+    return Val("vector", vector_funcs.subvector(v.data, s, c), v.nulls)
+
+
 def _rrf(e: Func, rel: Rel, env: Env) -> Val:
     raise SqlError("0A000", "rrf(bm25(col, 'q'), vec <op> $1 [, k]) fuses two rankings: it is "
                             "only valid as a table SELECT's ORDER BY rrf(...) DESC LIMIT n")
 
 
-_TEXT_ON_ROWS = {"bm25": _bm25, "snippet": _snippet, "highlight": _highlight,
-                 "embed": _embed, "rrf": _rrf}
-ROW_FUNCTIONS = frozenset(_TEXT_ON_ROWS)
+_ON_NODES = {"bm25": _bm25, "snippet": _snippet, "highlight": _highlight,
+                 "embed": _embed, "rrf": _rrf, "subvector": _subvector}
+ROW_FUNCTIONS = frozenset(_ON_NODES)
 
 
 def _cast(e: Cast, rel: Rel, env: Env) -> Val:
@@ -721,6 +793,8 @@ def _cast(e: Cast, rel: Rel, env: Env) -> Val:
 def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
     v = evaluate(e.arg, rel, env)
     kind = e.kind
+    if v.kind == "int" == kind:
+        return int64_of(v)
     if v.kind == kind or v.kind == "null":
         return v if v.kind != "null" else Val(kind, _zeros(kind, len(v)), v.nulls)
     if v.kind == "unknown":
@@ -855,17 +929,28 @@ def _case(e: Case, rel: Rel, env: Env) -> Val:
     if kind is None:
         raise SqlError("42804", "CASE types do not match")
     parts = [(idx, v if v.kind in ("null", kind) else coerce(v, kind)) for idx, v in parts]
-    datas = [v.data for _, v in parts if v.kind != "null"]
-    if not datas:
-        data = _zeros(kind, n)
-    else:                               # the values' own dtype (Python ints past int64)
-        dtype = object if any(d.dtype == object for d in datas) else datas[0].dtype
-        data = np.zeros((n,) + datas[0].shape[1:], dtype)
-    out = Val(kind, data, np.ones(n, bool))
+    out = Val(kind, _blank(kind, [v.data for _, v in parts if v.kind != "null"], n),
+              np.ones(n, bool))
     for idx, v in parts:
-        if v.kind != "null":
+        if v.kind != "null" and len(idx):
             out.data[idx] = v.data
             out.nulls[idx] = v.nulls
+    return out
+
+
+def _blank(kind: str, datas: list, n: int) -> np.ndarray:
+    """n rows of `kind` to fill from `datas` (CASE's, coalesce's parts): NULL's filler
+    (None for text), the values' dtype (Python ints past int64), and one vector
+    dimension, that of the parts that have rows (22000 where they differ)."""
+    if kind == "vector" and datas:
+        shapes = {d.shape[1:] for d in datas if len(d)} or {datas[0].shape[1:]}
+        if len(shapes) > 1:
+            raise SqlError("22000", "different vector dimensions "
+                                    f"{' and '.join(str(s[0]) for s in sorted(shapes))}")
+        return np.zeros((n,) + shapes.pop(), datas[0].dtype)
+    out = _zeros(kind, n)
+    if out.dtype != object and any(d.dtype == object for d in datas):
+        out = out.astype(object)
     return out
 
 
@@ -907,17 +992,13 @@ def _vector_fn(name: str, fn, out_kind: str):
     return call
 
 
-def _subvector(v: Val, start: Val, count: Val) -> Val:
-    v = _vector_arg("subvector", v)
-    s, c = int(start.data[0]), int(count.data[0]) if len(v) else (1, 1)
-    return Val("vector", vector_funcs.subvector(v.data, s, c), v.nulls | start.nulls | count.nulls)
-
-
 def _coalesce(*args: Val) -> Val:
     kinds = {a.kind for a in args} - {"null", "unknown"}
     kind = "float" if kinds == {"int", "float"} else (kinds.pop() if len(kinds) == 1 else "text")
     vals = [coerce(a, kind) if a.kind in ("unknown", "int") else a for a in args]
-    out = Val(kind, _zeros(kind, len(args[0])), np.ones(len(args[0]), bool))
+    n = len(args[0])
+    out = Val(kind, _blank(kind, [v.data for v in vals if v.kind != "null"], n),
+              np.ones(n, bool))
     for v in vals:
         if v.kind == "null":
             continue
@@ -969,7 +1050,6 @@ FUNCTIONS = {
     "vector_dims": _vector_fn("vector_dims", vector_funcs.vector_dims, "int"),
     "vector_norm": _vector_fn("vector_norm", vector_funcs.vector_norm, "float"),
     "l2_normalize": _vector_fn("l2_normalize", vector_funcs.l2_normalize, "vector"),
-    "subvector": _subvector,
     "coalesce": _coalesce,
     "lower": _text_fn(lambda v: Val("text", np.array([x.lower() if x is not None else None
                                                      for x in v.data], dtype=object), v.nulls)),

@@ -98,6 +98,8 @@ def assignable(kind: str, v: E.Val, column: str) -> list:
     if v.kind != kind:
         raise SqlError("42804", f'column "{column}" is of type {kind} but expression is of '
                                 f"type {v.kind}")
+    if kind == "int":
+        v = E.int64_of(v)       # an exact sum past int64: 22003, as PostgreSQL assigns it
     if kind == "timestamp":
         from ..schema import from_micros
         return [None if nl else from_micros(x) for x, nl in zip(v.data.tolist(), v.nulls)]
