@@ -489,3 +489,44 @@ def test_a_rolled_back_bulk_leaves_a_hole_that_open_does_not_map(db_path):
         db = vv.connect(db_path, readonly=readonly)
         assert len(db._engine._map) < 4 << 20 and state(db) == expected(range(10))
         db.close()
+
+
+# ---- a vacuum failing at each of its operations ----------------------------------------
+
+@pytest.mark.parametrize("kind", ["enospc", "efbig", "eio"])
+def test_every_failed_operation_of_a_vacuum_keeps_the_state_and_the_next_write_lands(
+        tmp_path, kind):
+    """Whichever write or sync of a vacuum fails — the new file's, its checkpoint's,
+    or the old file's once the new one has its name — the connection and a fresh
+    open read the acknowledged state, and the next commit is in the file (a failed
+    last sync of the replaced file left the engine on the new file with the old
+    state, appending over the new log's start)."""
+    def setup(path):
+        db, docs = make(path, n_inserts=3)
+        docs.update({"tag": 2}, where="id < 5")     # a version for the vacuum to drop
+        return db, docs
+
+    n_ops = count_ops(str(tmp_path / "count.varve"), lambda docs: docs._db.vacuum(keep=1),
+                      setup)
+    assert n_ops >= 4
+    for at in range(n_ops):
+        path = str(tmp_path / f"{kind}{at}.varve")
+        f = Faults(seed=at)
+        with installed(f):
+            db, docs = setup(path)
+            before = state(db)
+            f.arm(kind, after=at)
+            try:
+                db.vacuum(keep=1, progress=False)
+            except vv.StorageError:
+                pass
+            f.disarm()
+            assert state(db) == before and fresh_view(path) == before
+            insert_one(docs)
+            want = {**before, **expected([50])}
+            assert state(db) == want and fresh_view(path) == want
+            db.close()
+        f.kill_all()
+        db = vv.connect(path)
+        assert state(db) == want and db.verify().ok
+        db.close()

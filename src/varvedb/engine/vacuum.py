@@ -267,7 +267,10 @@ def _adopt(engine, new: DatabaseFile) -> None:
     """The engine leaves the old file for the new one (same path, locked)."""
     old = engine.log
     engine.log = LogWriter(new, old.durability, old.batch_ms)
-    old.close()
+    # No final sync of the old file: the path names the new one, which holds and has
+    # synced every commit. A failure there must not stop the engine from loading the
+    # new file: it would append at the new log's start with the old file's state.
+    old.close(sync=False)
     # The new file ends in a checkpoint of all of it: the state is loaded whole and
     # then replaces the old (readers see one or the other: cids are the same).
     with engine._maintainer.hold():   # it must not link into the tables replaced here

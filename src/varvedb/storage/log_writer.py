@@ -363,15 +363,18 @@ class LogWriter:
             except StorageError as e:
                 self.failure = e     # the engine reports it at its next call
 
-    def close(self) -> None:
-        """The final sync (unless durability is off), then close the file."""
+    def close(self, sync: bool = True) -> None:
+        """The final sync (unless durability is off, or `sync` is False: a file a
+        vacuum replaced, whose every commit its successor holds, synced), then
+        close the file."""
         if self.file.closed:
             return
         if self._timer is not None:
             self._timer.cancel()
         with self._sync_lock:
             try:
-                if not self.readonly and self.durability != "off" and self.broken is None:
+                if (sync and not self.readonly and self.durability != "off"
+                        and self.broken is None):
                     self.io.fdatasync()
             except OSError as e:
                 raise StorageError(f"{self.path}: the final sync failed ({e.strerror or e})",
