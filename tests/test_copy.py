@@ -223,3 +223,38 @@ def test_an_embedded_session_reads_files_a_session_without_the_privilege_may_not
         d.sql(f"SELECT embed('x', 'onnx:{tmp_path}')")
     d.create_collection("e", folder)
     assert d.session().server_files and not s.server_files
+
+
+def test_no_verb_gives_a_session_without_the_privilege_an_embedder_from_files(
+        db, tmp_path):
+    """Every verb that makes a field (create_collection, add_field; SQL's CREATE TABLE
+    and ALTER TABLE ADD COLUMN cannot name an embedder), alone or in an open
+    transaction, is refused an embedder that loads a model from this machine's files
+    (42501) when the session has not the privilege, and changes nothing."""
+    d, path = db
+    s = d.session(server_files=False)
+    s.create_collection("b", {"body": "text"})
+    spec = vv.Vector(4, embed=f"onnx:{tmp_path}", source="body")
+    made = [("create_collection", lambda: s.create_collection("e", {"body": "text", "v": spec})),
+            ("add_field", lambda: s.collection("b").add_field("v", spec)),
+            ("add_field on the session's table", lambda: s["t"].add_field("w", vv.Vector(
+                3, embed=f"sentence-transformers:{tmp_path}", source="s")))]
+    for name, make in made:
+        for in_tx in (False, True):
+            before = file_digest(path)
+            if in_tx:
+                s.begin()
+            with pytest.raises(vv.SqlError) as e:
+                make()
+            assert e.value.sqlstate == "42501", (name, e.value)
+            assert "permission denied to load an embedder" in str(e.value)
+            if in_tx:
+                s.rollback()
+            assert file_digest(path) == before, name
+    assert set(d.collections()) == {"t", "b"}
+    assert "v" not in d["b"].schema.fields and "w" not in d["t"].schema.fields
+    # the packaged default is no file of the caller's choosing: allowed
+    s.collection("b").add_field("d", vv.Vector(4, embed="onnx", source="body"))
+    # an embedded session makes the same field
+    d.collection("b").add_field("v", spec)
+    assert "v" in d["b"].schema.fields

@@ -8,9 +8,9 @@ embedded caller runs on its own machine and has it; a session of the server
 has not (Session.server_files, which server/routes.py sets False), and such a
 statement is refused with SQLSTATE 42501 before it runs. What a statement
 reads is found in its parsed tree when it is compiled, never in its text; an
-embed() spec given as a parameter is checked against the value sent. (A table
-whose field names such an embedder is refused to the same sessions when it is
-made: Session.create_collection.)
+embed() spec given as a parameter is checked against the value sent. (A field
+whose embedder is such a spec is refused to the same sessions when it is made,
+by whatever verb: engine/embedding.py's check_embedders.)
 """
 from __future__ import annotations
 
