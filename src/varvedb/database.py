@@ -76,7 +76,14 @@ class BranchInfo:
 class Database:
     def __init__(self, path, readonly: bool = False, durability: str = "commit",
                  batch_ms: float = 50.0, timeout: float = 5.0):
-        path = os.fspath(path)
+        try:
+            path = os.fspath(path)
+        except TypeError:
+            raise OptionError(f"a database's path is a str or os.PathLike (\":memory:\" for "
+                              f"one kept in memory), got {type(path).__name__}") from None
+        if not path:        # else taken as no path: a typo'd path would silently keep nothing
+            raise OptionError('the path is empty: name a file, or ":memory:" for a database '
+                              "kept in memory")
         self.path = None if path == ":memory:" else path
         self._engine = Engine(self.path, readonly, durability, batch_ms, timeout)
         self._local = threading.local()
