@@ -695,7 +695,7 @@ def coerce_ids(schema: Schema, ids: Any) -> np.ndarray | list:
             if not is_int(v):
                 raise FieldTypeError(f"ids of this collection are integers, got {brief(v)}")
             if not ID_MIN <= v < ID_END:
-                raise FieldTypeError(f"id {v} is outside the 64-bit range [-2**63, 2**63)")
+                raise FieldTypeError(f"id {brief(v)} is outside the 64-bit range [-2**63, 2**63)")
         return np.array(vals, dtype=np.int64)
     vals = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
     bad = next((i for i, v in enumerate(vals) if not isinstance(v, str)), None)
@@ -1095,16 +1095,26 @@ def timestamps_readable(us: np.ndarray) -> bool:
     return not us.size or (int(us.min()) >= TS_MIN_US and int(us.max()) <= TS_MAX_US)
 
 
+class _Brief(reprlib.Repr):
+    """reprlib's bounds (depth, items, string lengths) for the kinds it leaves whole."""
+
+    def repr_int(self, x, level):       # str() of a huge int is slow, then refused
+        return super().repr_int(x, level) if x.bit_length() <= 256 else \
+            f"<an int of {x.bit_length()} bits>"
+
+    def repr_bytes(self, x, level):
+        return repr(x[:self.maxstring]) + ("..." if len(x) > self.maxstring else "")
+
+    repr_bytearray = repr_bytes
+
+
+_BRIEF = _Brief()
+_BRIEF.maxlevel, _BRIEF.maxstring, _BRIEF.maxother, _BRIEF.maxlong = 3, 60, 60, 60
+
+
 def brief(x: Any) -> str:
-    """A value's repr cut to one line of a message."""
-    s = repr(x)
-    return s if len(s) < 60 else s[:57] + "..."
-
-
-_FILE_REPR = reprlib.Repr()
-_FILE_REPR.maxlevel, _FILE_REPR.maxstring, _FILE_REPR.maxother = 3, 40, 40
-
-
-def brief_from_file(x: Any) -> str:
-    """`brief` for what a file holds: bounded depth too (a crafted value may nest deeply)."""
-    return _FILE_REPR.repr(x)
+    """A value's repr for one line of a message, in bounded time and memory whatever
+    the value (nested, huge, or read from a crafted file): cut in depth, items and
+    length while it is built, never built whole and then cut."""
+    s = _BRIEF.repr(x)
+    return s if len(s) <= 100 else s[:97] + "..."

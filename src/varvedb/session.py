@@ -17,7 +17,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from .errors import BranchError, NotFoundError, TransactionError
-from .schema import Schema, validate_name
+from .schema import Schema, brief, validate_name
 
 if TYPE_CHECKING:
     from .collection import Collection
@@ -149,7 +149,7 @@ class Session:
         """Drop a collection (in this session's transaction, if one is open): its
         documents are gone for every version; the name can be used again."""
         if not isinstance(name, str):
-            raise NotFoundError(f"a collection is named by a str, got {name!r:.80}")
+            raise NotFoundError(f"a collection is named by a str, got {brief(name)}")
         with self._writing() as tx:
             self._engine.drop_collection(tx, self._engine.table(name))
 

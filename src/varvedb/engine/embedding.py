@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SchemaError, SqlError
-from ..schema import VECTOR_DTYPES, Schema
+from ..schema import VECTOR_DTYPES, Schema, brief
 
 
 def embedded_fields(schema: Schema) -> list[str]:
@@ -30,7 +30,6 @@ def check_embedders(fields: dict, server_files: bool) -> None:
     if server_files:
         return
     from ..embed import names_files
-    from ..schema import brief
     for name, f in fields.items():
         if f.embed is not None and names_files(f.embed):
             raise SqlError("42501", f"permission denied to load an embedder from the "

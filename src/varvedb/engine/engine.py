@@ -38,8 +38,8 @@ from ..errors import (BranchError, ClosedError, CorruptFileError, IndexMaintenan
                       LockTimeoutError, NotFoundError, NotNullViolationError, OptionError,
                       ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
                       TransactionError, UnknownFieldError)
-from ..schema import (Field, Schema, check_index_dtype, check_not_null, complete_columns,
-                      validate_name)
+from ..schema import (Field, Schema, brief, check_index_dtype, check_not_null,
+                      complete_columns, validate_name)
 from .embedding import check_embedders, embedded_fields, fill_embedded
 from ..storage import format as F
 from ..storage import backup, log_reader
@@ -469,7 +469,7 @@ class Engine:
         self._check_current(t)
         validate_name(name, "field")
         if not isinstance(field, Field):
-            raise SchemaError(f"a field is a vv.Field, got {field!r:.80}")
+            raise SchemaError(f"a field is a vv.Field, got {brief(field)}")
         if name == "id" or name in t.schema.fields:
             raise SchemaError(f"{t.name!r} already has a field named {name!r}")
         Schema({**t.schema.fields, name: field}, t.schema.id_kind)   # an embedder's source
@@ -507,7 +507,7 @@ class Engine:
         self._check_writing(tx)
         self._check_current(t)
         if kind not in ("hash", "sorted"):
-            raise SchemaError(f"a scalar index is 'hash' or 'sorted', got {kind!r:.80}")
+            raise SchemaError(f"a scalar index is 'hash' or 'sorted', got {brief(kind)}")
         f = t.schema.fields[_field_of(t, field, "indexed")]
         if f.kind in ("vector", "json", "bool"):
             raise SchemaError(f"a {f.kind} field cannot carry a {kind} index")
@@ -898,7 +898,7 @@ def _field_of(t: Table, name: str, what: str) -> str:
     if name == "id":
         raise SchemaError(f"the id field cannot be {what}")
     if not isinstance(name, str) or name not in t.schema.fields:
-        raise UnknownFieldError(f"{t.name!r} has no field {name!r:.80}; fields are "
+        raise UnknownFieldError(f"{t.name!r} has no field {brief(name)}; fields are "
                                 f"{sorted(t.schema.fields)}")
     return name
 
@@ -917,5 +917,5 @@ def check_timeout(timeout) -> float:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
             or not 0 <= timeout < float("inf"):
         raise OptionError(f"a lock timeout is a non-negative number of seconds, "
-                          f"not {timeout!r:.80}")
+                          f"not {brief(timeout)}")
     return float(timeout)

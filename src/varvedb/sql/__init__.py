@@ -22,6 +22,7 @@ from pglast import ast, parse_sql
 from pglast.parser import ParseError, scan
 
 from ..errors import NotFoundError, SqlError, VarveError
+from ..schema import brief
 from . import privileges
 from .result import SqlResult
 
@@ -228,7 +229,7 @@ def _as_of(c: Compiled, params, session):
     if branch is not None:
         branch = _literal(branch, params)
         if not isinstance(branch, str):
-            raise SqlError("22023", f"AS OF BRANCH takes a branch name, got {branch!r:.80}")
+            raise SqlError("22023", f"AS OF BRANCH takes a branch name, got {brief(branch)}")
     if kind is None:
         return branch, None
     return branch, _when(kind, arg, params)

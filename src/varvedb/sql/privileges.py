@@ -18,6 +18,7 @@ from pglast import ast
 from pglast.visitors import Visitor
 
 from ..errors import SqlError
+from ..schema import brief
 
 
 def server_files(stmt) -> tuple:
@@ -59,7 +60,7 @@ def check(needs: tuple, params) -> None:
                 continue        # evaluation raises 42P02
             value = params[value - 1]
         if how == "expr" or (isinstance(value, str) and names_files(value)):
-            spec = "a spec computed by an expression" if how == "expr" else f"{value!r:.80}"
+            spec = "a spec computed by an expression" if how == "expr" else f"{brief(value)}"
             raise SqlError("42501", "permission denied to load an embedder from the "
                                     f"server's files ({spec}): a server's session "
                                     "may use 'onnx', a registered embedder, or a table's "
