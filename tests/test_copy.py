@@ -251,6 +251,18 @@ def test_no_verb_gives_a_session_without_the_privilege_an_embedder_from_files(
             if in_tx:
                 s.rollback()
             assert file_digest(path) == before, name
+    # SQL names no embedder in a column, but a DEFAULT is evaluated when the statement
+    # runs, after the privilege check (it was evaluated when compiled: the folder read)
+    for statement in [f"CREATE TABLE e (id int PRIMARY KEY, x text DEFAULT "
+                      f"embed('x', 'onnx:{tmp_path}')::text)",
+                      f"ALTER TABLE b ADD COLUMN x text DEFAULT embed('x', 'onnx:{tmp_path}')::text"]:
+        before = file_digest(path)
+        with pytest.raises(vv.SqlError) as e:
+            s.sql(statement)
+        assert e.value.sqlstate == "42501", (statement, e.value)
+        assert file_digest(path) == before
+        with pytest.raises(vv.EmbedderError, match="no model.onnx"):    # embedded: it looks
+            d.sql(statement)
     assert set(d.collections()) == {"t", "b"}
     assert "v" not in d["b"].schema.fields and "w" not in d["t"].schema.fields
     # the packaged default is no file of the caller's choosing: allowed
@@ -258,3 +270,32 @@ def test_no_verb_gives_a_session_without_the_privilege_an_embedder_from_files(
     # an embedded session makes the same field
     d.collection("b").add_field("v", spec)
     assert "v" in d["b"].schema.fields
+
+
+# where an embed() call may stand in a statement: each is found in the parsed tree
+EMBED_PLACES = [
+    "INSERT INTO t VALUES " + ", ".join(f"({i}, {i}, 's', '[1,2,3]')" for i in range(1, 2000))
+    + ", (2000, 1, embed('x', {spec})::text, '[1,2,3]')",
+    "SELECT upper(lower(coalesce(embed('x', {spec})::text, 'a')))",
+    "SELECT * FROM t WHERE x IN (SELECT length(embed('x', {spec})::text))",
+    "WITH w AS (SELECT embed('x', {spec}) AS e) SELECT * FROM w",
+    "INSERT INTO t VALUES (9, 9, 'n', '[1,2,3]') ON CONFLICT (id) DO UPDATE "
+    "SET s = embed('x', {spec})::text",
+    "UPDATE t SET x = 1 WHERE id = 0 RETURNING embed('x', {spec})",
+    "DELETE FROM t WHERE s = CASE WHEN x > 0 THEN embed('x', {spec})::text END",
+    "SELECT id FROM t ORDER BY v <-> embed('x', {spec}) LIMIT 1",
+    "SELECT U&\"\\0065mbed\"('x', {spec})",
+    "EXPLAIN SELECT embed('x', {spec})",
+]
+
+
+@pytest.mark.parametrize("statement", EMBED_PLACES, ids=range(len(EMBED_PLACES)))
+def test_an_embed_call_anywhere_in_a_statement_is_checked(db, tmp_path, statement):
+    d, path = db
+    s = d.session(server_files=False)
+    before = file_digest(path)
+    for spec, params in [(f"'onnx:{tmp_path}'", ()), ("$1", [f"onnx:{tmp_path}"])]:
+        with pytest.raises(vv.SqlError) as e:
+            s.sql(statement.format(spec=spec), params)
+        assert e.value.sqlstate == "42501", e.value
+    assert file_digest(path) == before
