@@ -336,6 +336,8 @@ _NOT_AS_OF = [
     "SELECT count(*) FROM t WHERE s <> $q$ AS OF BRANCH 'main' VERSION {v} $q$",
     "SELECT count(*) FROM t WHERE s <> E'\\' AS OF VERSION {v}'",
     'SELECT count(*) AS "AS OF VERSION {v}" FROM t',
+    'SELECT count(*) AS "as" FROM t "of"',          # quoted: names, not the keywords
+    "SELECT count(*) FROM t WHERE s <> 'x' -- bias of\n",
 ]
 _AS_OF = [
     "SELECT count(*) FROM t AS OF VERSION {v}",
@@ -350,6 +352,11 @@ _AS_OF = [
     "SELECT count(*) FROM t AS OF TIMESTAMP '{ts}'",
     "SELECT count(*) FROM t AS OF TIMESTAMP $${ts}$$ -- AS OF VERSION 99",
     "SELECT count(*) FROM t AS OF BRANCH $2 TIMESTAMP $3",
+    # the words with no space around them (the text is scanned only where both stand)
+    "SELECT count(*) FROM t As/**/oF VERSION {v}",
+    "SELECT count(*) FROM t\tAS--\nOF\tVERSION {v}",
+    'SELECT count(*) FROM "t"AS OF VERSION {v}',
+    "SELECT count(*) FROM t WHERE s <> $$x$$AS OF VERSION {v}",
 ]
 
 
