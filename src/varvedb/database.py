@@ -95,9 +95,10 @@ class Database:
     def session(self, timeout: float | None = None, *, server_files: bool = True) -> Session:
         """A new session: its own transaction, independent of threads (see Session).
         `timeout` overrides the connection's lock timeout for its transactions.
-        server_files=False takes from its SQL the privilege of reading this machine's
-        files (COPY FROM 'file', embed() loading a model from disk: SQLSTATE 42501),
-        as the server does for its clients' sessions."""
+        server_files=False takes from it the privilege of reading this machine's
+        files (COPY FROM 'file', embed() loading a model from disk, a field made
+        with such an embedder: SQLSTATE 42501), as the server does for its
+        clients' sessions."""
         self._engine._ensure_open()
         return Session(self, timeout, server_files)
 
