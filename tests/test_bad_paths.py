@@ -74,3 +74,17 @@ def test_backup_to_a_path_that_is_no_new_file(places, dest, error, cause):
     assert file_digest(src) == digest and sorted(os.listdir(places)) == before
     assert db["c"].count() == 1
     db.close()
+
+
+@pytest.mark.parametrize("path", ["", b"", None], ids=["empty str", "empty bytes", "None"])
+def test_an_empty_or_missing_path_is_refused_not_taken_for_memory(tmp_path, monkeypatch,
+                                                                  path):
+    """An empty path names no file: an OptionError saying so, never a database kept
+    silently in memory (":memory:", or no path at all, is how one asks for that)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(vv.OptionError, match=":memory:"):
+        vv.connect(path)
+    assert os.listdir(tmp_path) == []
+    for memory in (vv.connect(), vv.connect(":memory:")):
+        assert memory.path is None
+        memory.close()

@@ -223,3 +223,79 @@ def test_an_embedded_session_reads_files_a_session_without_the_privilege_may_not
         d.sql(f"SELECT embed('x', 'onnx:{tmp_path}')")
     d.create_collection("e", folder)
     assert d.session().server_files and not s.server_files
+
+
+def test_no_verb_gives_a_session_without_the_privilege_an_embedder_from_files(
+        db, tmp_path):
+    """Every verb that makes a field (create_collection, add_field; SQL's CREATE TABLE
+    and ALTER TABLE ADD COLUMN cannot name an embedder), alone or in an open
+    transaction, is refused an embedder that loads a model from this machine's files
+    (42501) when the session has not the privilege, and changes nothing."""
+    d, path = db
+    s = d.session(server_files=False)
+    s.create_collection("b", {"body": "text"})
+    spec = vv.Vector(4, embed=f"onnx:{tmp_path}", source="body")
+    made = [("create_collection", lambda: s.create_collection("e", {"body": "text", "v": spec})),
+            ("add_field", lambda: s.collection("b").add_field("v", spec)),
+            ("add_field on the session's table", lambda: s["t"].add_field("w", vv.Vector(
+                3, embed=f"sentence-transformers:{tmp_path}", source="s")))]
+    for name, make in made:
+        for in_tx in (False, True):
+            before = file_digest(path)
+            if in_tx:
+                s.begin()
+            with pytest.raises(vv.SqlError) as e:
+                make()
+            assert e.value.sqlstate == "42501", (name, e.value)
+            assert "permission denied to load an embedder" in str(e.value)
+            if in_tx:
+                s.rollback()
+            assert file_digest(path) == before, name
+    # SQL names no embedder in a column, but a DEFAULT is evaluated when the statement
+    # runs, after the privilege check (it was evaluated when compiled: the folder read)
+    for statement in [f"CREATE TABLE e (id int PRIMARY KEY, x text DEFAULT "
+                      f"embed('x', 'onnx:{tmp_path}')::text)",
+                      f"ALTER TABLE b ADD COLUMN x text DEFAULT embed('x', 'onnx:{tmp_path}')::text"]:
+        before = file_digest(path)
+        with pytest.raises(vv.SqlError) as e:
+            s.sql(statement)
+        assert e.value.sqlstate == "42501", (statement, e.value)
+        assert file_digest(path) == before
+        with pytest.raises(vv.EmbedderError, match="no model.onnx"):    # embedded: it looks
+            d.sql(statement)
+    assert set(d.collections()) == {"t", "b"}
+    assert "v" not in d["b"].schema.fields and "w" not in d["t"].schema.fields
+    # the packaged default is no file of the caller's choosing: allowed
+    s.collection("b").add_field("d", vv.Vector(4, embed="onnx", source="body"))
+    # an embedded session makes the same field
+    d.collection("b").add_field("v", spec)
+    assert "v" in d["b"].schema.fields
+
+
+# where an embed() call may stand in a statement: each is found in the parsed tree
+EMBED_PLACES = [
+    "INSERT INTO t VALUES " + ", ".join(f"({i}, {i}, 's', '[1,2,3]')" for i in range(1, 2000))
+    + ", (2000, 1, embed('x', {spec})::text, '[1,2,3]')",
+    "SELECT upper(lower(coalesce(embed('x', {spec})::text, 'a')))",
+    "SELECT * FROM t WHERE x IN (SELECT length(embed('x', {spec})::text))",
+    "WITH w AS (SELECT embed('x', {spec}) AS e) SELECT * FROM w",
+    "INSERT INTO t VALUES (9, 9, 'n', '[1,2,3]') ON CONFLICT (id) DO UPDATE "
+    "SET s = embed('x', {spec})::text",
+    "UPDATE t SET x = 1 WHERE id = 0 RETURNING embed('x', {spec})",
+    "DELETE FROM t WHERE s = CASE WHEN x > 0 THEN embed('x', {spec})::text END",
+    "SELECT id FROM t ORDER BY v <-> embed('x', {spec}) LIMIT 1",
+    "SELECT U&\"\\0065mbed\"('x', {spec})",
+    "EXPLAIN SELECT embed('x', {spec})",
+]
+
+
+@pytest.mark.parametrize("statement", EMBED_PLACES, ids=range(len(EMBED_PLACES)))
+def test_an_embed_call_anywhere_in_a_statement_is_checked(db, tmp_path, statement):
+    d, path = db
+    s = d.session(server_files=False)
+    before = file_digest(path)
+    for spec, params in [(f"'onnx:{tmp_path}'", ()), ("$1", [f"onnx:{tmp_path}"])]:
+        with pytest.raises(vv.SqlError) as e:
+            s.sql(statement.format(spec=spec), params)
+        assert e.value.sqlstate == "42501", e.value
+    assert file_digest(path) == before

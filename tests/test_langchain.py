@@ -192,6 +192,28 @@ def test_deep_filters_are_bounded(axis_store, op, at_limit):
     assert len(axis_store.get_by_ids([f"d{i}" for i in range(len(META))])) == len(META)
 
 
+def test_nested_and_huge_filter_values_get_a_filter_error(axis_store):
+    """A value too deep for repr() (a list nested 100 000 deep, as key, operator or
+    operand) or too big to print whole, anywhere in a filter: FilterError with a
+    message cut while it is built, never RecursionError."""
+    deep, deep_key = 1, 1
+    for _ in range(100_000):
+        deep, deep_key = [deep], (deep_key,)
+    filters = [{"k": {"$eq": deep}}, {"k": {"$in": deep}}, {"k": {"$in": [1, deep]}},
+               {"k": {"$between": deep}}, {"k": deep}, {"k": {"$like": deep}},
+               {"k": {"$exists": deep}}, {"$and": deep}, {"$or": [deep]}, {"$not": deep},
+               {"k": {deep_key: 1}}, {deep_key: 1},
+               {"k": {"$between": list(range(1_000_000))}}, {"k": {"$eq": b"x" * 10 ** 7}},
+               {"k": {"$" + "z" * 10 ** 7: 1}}]
+    for flt in filters:
+        with pytest.raises(vv.FilterError) as e:
+            dict_where(flt)
+        assert len(str(e.value)) < 400, str(e.value)[:400]
+        with pytest.raises(vv.FilterError):
+            axis_store.similarity_search("0", filter=flt)
+    assert len(axis_store.get_by_ids([f"d{i}" for i in range(len(META))])) == len(META)
+
+
 def test_scores_order_and_relevance(axis_store):
     pairs = axis_store.similarity_search_with_score("0.1", k=5)
     assert [d.id for d, _ in pairs] == ["d1", "d0", "d2", "d3", "d4"]

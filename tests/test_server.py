@@ -154,7 +154,12 @@ def test_sql_may_not_read_the_servers_files(served, tmp_path):
                (f"COPY docs (title) FROM '{secret}' WITH (FORMAT csv)", []),
                (f"SELECT 1; COPY docs (title) FROM '{secret}'", []),
                (f"SELECT embed('x', 'onnx:{tmp_path}')", []),
-               ("SELECT embed('x', $1)", [f"sentence-transformers:{tmp_path}"])]
+               ("SELECT embed('x', $1)", [f"sentence-transformers:{tmp_path}"]),
+               # a DEFAULT is evaluated when the statement runs, after the check
+               (f"CREATE TABLE e (id int PRIMARY KEY, x text DEFAULT "
+                f"embed('x', 'onnx:{tmp_path}')::text)", []),
+               (f"ALTER TABLE docs ADD COLUMN x text DEFAULT embed('x', 'onnx:{tmp_path}')::text",
+                [])]
     for statement, params in refused:
         status, out, _ = http("POST", "/sql", {"sql": statement, "params": params})
         assert status == 403, (statement, out)

@@ -336,6 +336,8 @@ _NOT_AS_OF = [
     "SELECT count(*) FROM t WHERE s <> $q$ AS OF BRANCH 'main' VERSION {v} $q$",
     "SELECT count(*) FROM t WHERE s <> E'\\' AS OF VERSION {v}'",
     'SELECT count(*) AS "AS OF VERSION {v}" FROM t',
+    'SELECT count(*) AS "as" FROM t "of"',          # quoted: names, not the keywords
+    "SELECT count(*) FROM t WHERE s <> 'x' -- bias of\n",
 ]
 _AS_OF = [
     "SELECT count(*) FROM t AS OF VERSION {v}",
@@ -350,6 +352,11 @@ _AS_OF = [
     "SELECT count(*) FROM t AS OF TIMESTAMP '{ts}'",
     "SELECT count(*) FROM t AS OF TIMESTAMP $${ts}$$ -- AS OF VERSION 99",
     "SELECT count(*) FROM t AS OF BRANCH $2 TIMESTAMP $3",
+    # the words with no space around them (the text is scanned only where both stand)
+    "SELECT count(*) FROM t As/**/oF VERSION {v}",
+    "SELECT count(*) FROM t\tAS--\nOF\tVERSION {v}",
+    'SELECT count(*) FROM "t"AS OF VERSION {v}',
+    "SELECT count(*) FROM t WHERE s <> $$x$$AS OF VERSION {v}",
 ]
 
 
@@ -796,3 +803,46 @@ def test_a_failed_statement_inside_an_api_transaction_aborts_it(db):
         with pytest.raises(vv.VarveError):
             db.sql("SELECT nope FROM t")
     assert db.sql("SELECT id FROM t ORDER BY id").rows == [(1,), (6,)]
+
+
+def _nested(depth: int):
+    x = 1
+    for _ in range(depth):
+        x = [x]
+    return x
+
+
+def test_a_nested_or_huge_value_gets_its_typed_error_with_a_bounded_repr(tmp_path):
+    """A value too deep for repr() or too big to print whole (a list nested 100 000
+    deep, a million items, a 300 000-bit int, 10 MB of bytes), passed to a Collection
+    verb (where params, ids, values, names, options) or as an SQL parameter, gets the
+    typed error the value deserves, its message cut while it is built; never
+    RecursionError or MemoryError, and the file is unchanged."""
+    path = tmp_path / "b.varve"
+    d = vv.connect(path)
+    c = d.create_collection("c", {"n": "int", "s": "text", "b": "bool", "v": vv.Vector(2)})
+    c.insert([{"id": 1, "n": 1, "s": "a", "b": True, "v": [1, 0]}])
+    d.sql("CREATE TABLE t (id int PRIMARY KEY, n int)")
+    before = file_digest(path)
+    huge = 10 ** 100_000        # a number: compared as one where it is one
+    for value in (_nested(100_000), list(range(1_000_000)), b"x" * 10 ** 7, huge):
+        for i, (call, error) in enumerate([
+                (lambda: c.find("n = $1", params=[value]), vv.FilterError),
+                (lambda: c.count("b = $1", params=[value]), vv.FilterError),
+                (lambda: c.find("s LIKE $1", params=[value]), vv.FilterError),
+                (lambda: c.find(value), vv.FilterError),
+                (lambda: c.get([value]), vv.FieldTypeError),
+                (lambda: c.delete(ids=[1, value]), vv.FieldTypeError),
+                (lambda: c.update({"s": value}, ids=[1]), vv.FieldTypeError),
+                (lambda: c.search([1, 0], limit=value), vv.FieldTypeError),
+                (lambda: c.find("n = 1", as_of=value), (vv.OptionError, vv.VersionNotFoundError)),
+                (lambda: d.collection(value), vv.NotFoundError),
+                (lambda: d.session(server_files=False).drop_collection(value), vv.NotFoundError),
+                (lambda: d.sql("SELECT * FROM t AS OF BRANCH $1", [value]), vv.SqlError)]):
+            if value is huge and i in (0, 1, 7):
+                continue
+            with pytest.raises(error) as e:
+                call()
+            assert len(str(e.value)) < 400, (i, str(e.value)[:400])
+        assert file_digest(path) == before
+    d.close()

@@ -47,7 +47,7 @@ from .collection import _batch_length, _one_id
 from .database import VersionInfo
 from .query.planner import RRF_K
 from .results import Hit, Hits
-from .schema import Field, Schema
+from .schema import Field, Schema, brief
 from .sql.result import SqlResult
 from .storage.verify import Break, VerifyReport
 from .wire import error_from_wire, parse_timestamp, value_from_wire, vector_read_type
@@ -148,7 +148,7 @@ def _select_param(select) -> str | None:
     if select is None:
         return None
     if not isinstance(select, (list, tuple)) or not all(isinstance(s, str) for s in select):
-        raise E.FieldTypeError(f"select is a list of field names, got {select!r:.80}")
+        raise E.FieldTypeError(f"select is a list of field names, got {brief(select)}")
     return ",".join(select)           # "" is the empty list: the id alone
 
 
@@ -435,7 +435,7 @@ class _CollectionVerbs:
         a list of Hits, in order. It fails whole if one query is wrong."""
         if not isinstance(queries, (list, tuple)) or not all(isinstance(q, dict)
                                                               for q in queries):
-            raise E.FieldTypeError(f"search_batch takes a list of dicts, got {queries!r:.80}")
+            raise E.FieldTypeError(f"search_batch takes a list of dicts, got {brief(queries)}")
         bodies = []
         for q in queries:
             try:
@@ -514,7 +514,7 @@ class _ClientVerbs:
     def collection(self, name: str) -> Op:
         """An existing collection (NotFoundError if there is none by that name)."""
         if not isinstance(name, str):
-            raise E.NotFoundError(f"a collection is named by a str, got {name!r:.80}")
+            raise E.NotFoundError(f"a collection is named by a str, got {brief(name)}")
         desc = _answer((yield _get(_collection_path(name))))
         return self._collection_class(self, desc)
 
@@ -524,7 +524,7 @@ class _ClientVerbs:
     def drop_collection(self, name: str) -> Op:
         """Drop a collection: its documents are gone for every version."""
         if not isinstance(name, str):
-            raise E.NotFoundError(f"a collection is named by a str, got {name!r:.80}")
+            raise E.NotFoundError(f"a collection is named by a str, got {brief(name)}")
         _answer((yield _Request("DELETE", _collection_path(name))))
 
     def sql(self, text: str, params: list | tuple = ()) -> Op:
@@ -623,7 +623,7 @@ class _Connections:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise E.OptionError(f"the server's URL is http://host:port or https://..., "
-                                f"got {url!r:.80}")
+                                f"got {brief(url)}")
         self.url = url
         self._https = parts.scheme == "https"
         self._host = parts.hostname
@@ -784,7 +784,7 @@ class _AsyncConnections:
         self._httpx = httpx
         if urlsplit(url).scheme not in ("http", "https"):
             raise E.OptionError(f"the server's URL is http://host:port or https://..., "
-                                f"got {url!r:.80}")
+                                f"got {brief(url)}")
         self.url = url
         headers = {}
         if token is not None:

@@ -25,7 +25,7 @@ from .query.text_query import text_query
 from .results import Hit, Hits
 from .schema import (HNSW, ID_END, ID_MIN, IVF_LIMITS, IVFPQ, MAX_EF, QUERY_METRICS, Batch,
                      Schema, coerce_array, check_query_metric, coerce_ids, coerce_query_vector, coerce_values,
-                     from_micros, is_int, parse_field, validate_name, vector_values)
+                     brief, from_micros, is_int, parse_field, validate_name, vector_values)
 from .engine.snapshot import Snapshot
 from .engine.table import Table
 
@@ -144,7 +144,7 @@ class Collection:
             fname = self._vector_field(t, field)
             if not isinstance(index, (HNSW, IVFPQ)):
                 raise SchemaError(f"create_index takes vv.HNSW(...), vv.IVFPQ(...), 'hash' "
-                                  f"or 'sorted', got {index!r:.80}")
+                                  f"or 'sorted', got {brief(index)}")
             index.check()     # again: a frozen spec can still be altered by force
             self._engine.create_index(tx, t, fname, index)
 
@@ -325,7 +325,7 @@ class Collection:
                     "count": self._plan_count}
         plan = planners.get(verb) if isinstance(verb, str) else None
         if plan is None:
-            raise OptionError(f"explain takes 'search', 'find' or 'count', got {verb!r:.80}")
+            raise OptionError(f"explain takes 'search', 'find' or 'count', got {brief(verb)}")
         return plan(**args).plan
 
     def history(self, id) -> list[dict]:
@@ -371,7 +371,7 @@ class Collection:
         metric = self._query_metric(f, metric)
         if exact is not False and exact is not True:
             if not isinstance(exact, np.bool_):
-                raise FieldTypeError(f"exact is True or False, got {exact!r:.80}")
+                raise FieldTypeError(f"exact is True or False, got {brief(exact)}")
             exact = bool(exact)
         if type(params) is not tuple:
             check_params(params)
@@ -387,7 +387,7 @@ class Collection:
         for name, value, high in (("ef", ef, MAX_EF), ("probes", probes, IVF_LIMITS["lists"][1])):
             if value is not None and (not is_int(value) or not 1 <= value <= high):
                 raise FieldTypeError(f"{name} must be an integer in 1..{high}, "
-                                     f"got {value!r:.80}")
+                                     f"got {brief(value)}")
         vi = t.vector_indexes.get(self._vector_field(t, field))
         width = probes if vi is not None and vi.is_ivf else ef
         return None if width is None else int(width)
@@ -425,12 +425,12 @@ class Collection:
             return plan_rerank(snap, t, (tfield, text, bound), vfield, metric, q, limit,
                                candidates, fbound, names)
         if not is_int(rrf_k) or not 1 <= rrf_k <= 10**6:
-            raise FieldTypeError(f"rrf_k must be an integer in 1..1000000, got {rrf_k!r:.80}")
+            raise FieldTypeError(f"rrf_k must be an integer in 1..1000000, got {brief(rrf_k)}")
         if not isinstance(weights, (tuple, list)) or len(weights) != 2 or not all(
                 isinstance(w, (int, float)) and not isinstance(w, bool) and w >= 0
                 and math.isfinite(w) for w in weights):
             raise FieldTypeError(f"weights are two non-negative numbers (text, vector), "
-                                 f"got {weights!r:.80}")
+                                 f"got {brief(weights)}")
         return plan_hybrid(snap, t, (tfield, text, bound),
                            (vfield, metric, q, None if ef is None else int(ef), bool(exact)),
                            limit, candidates, int(rrf_k), tuple(float(w) for w in weights),
@@ -473,7 +473,7 @@ class Collection:
         if metric is None:
             return f.metric
         if not isinstance(metric, str) or metric not in QUERY_METRICS:
-            raise OptionError(f"metric is one of {', '.join(QUERY_METRICS)}, got {metric!r:.80}")
+            raise OptionError(f"metric is one of {', '.join(QUERY_METRICS)}, got {brief(metric)}")
         metric = QUERY_METRICS[QUERY_METRICS.index(metric)]   # a plain str (np.str_ too)
         check_query_metric(f, metric)     # hamming for bit fields, and only for them
         return metric
@@ -500,7 +500,7 @@ class Collection:
         if type(select) is list and not select:
             return ()
         if not isinstance(select, (list, tuple)) or not all(isinstance(s, str) for s in select):
-            raise FieldTypeError(f"select is a list of field names, got {select!r:.80}")
+            raise FieldTypeError(f"select is a list of field names, got {brief(select)}")
         t.schema.check_names(select, "select")
         return tuple(s for s in select if s != "id")
 
@@ -538,7 +538,7 @@ def _embed_query(f, name: str, text) -> np.ndarray:
         raise SchemaError(f"vector field {name!r} names no embedder "
                           "(vv.Vector(..., embed=..., source=...)): give vector=")
     if not isinstance(text, str):
-        raise FieldTypeError(f"vector_text is a string, got {text!r:.80}")
+        raise FieldTypeError(f"vector_text is a string, got {brief(text)}")
     from .embed import embed_batched, resolve
     return embed_batched(resolve(f.embed), [text], progress=False)[0]   # checked, normalized
 
@@ -575,7 +575,7 @@ def _id_list(ids) -> list:
 
 def _limit(limit) -> int:
     if not is_int(limit) or limit < 0:
-        raise FieldTypeError(f"limit must be a non-negative integer, got {limit!r:.80}")
+        raise FieldTypeError(f"limit must be a non-negative integer, got {brief(limit)}")
     return int(limit)
 
 

@@ -10,7 +10,7 @@ from .engine.engine import Engine
 from .engine import merge
 from .engine.branches import MAIN
 from .errors import BranchError, NotFoundError, OptionError, TransactionError
-from .schema import from_micros, is_int
+from .schema import brief, from_micros, is_int
 from .session import Session, TransactionScope
 from .engine.snapshot import resolve as resolve_version
 from .engine.vacuum import Retention
@@ -22,7 +22,8 @@ def connect(path: str | os.PathLike = ":memory:", *, readonly: bool = False,
             durability: str = "commit", batch_ms: float = 50.0,
             timeout: float = 5.0, retain=None, retain_dead: float = 0.5,
             branch: str = "main") -> "Database":
-    """Open (creating if missing) a varvedb file; ":memory:" keeps nothing on disk.
+    """Open (creating if missing) a varvedb file; ":memory:" (the default) keeps
+    nothing on disk; an empty path is an OptionError.
 
     durability: "commit" (fdatasync before each commit returns; concurrent
     commits share one), "batch" (fdatasync at most every `batch_ms`
@@ -76,7 +77,14 @@ class BranchInfo:
 class Database:
     def __init__(self, path, readonly: bool = False, durability: str = "commit",
                  batch_ms: float = 50.0, timeout: float = 5.0):
-        path = os.fspath(path)
+        try:
+            path = os.fspath(path)
+        except TypeError:
+            raise OptionError(f"a database's path is a str or os.PathLike (\":memory:\" for "
+                              f"one kept in memory), got {type(path).__name__}") from None
+        if not path:        # else taken as no path: a typo'd path would silently keep nothing
+            raise OptionError('the path is empty: name a file, or ":memory:" for a database '
+                              "kept in memory")
         self.path = None if path == ":memory:" else path
         self._engine = Engine(self.path, readonly, durability, batch_ms, timeout)
         self._local = threading.local()
@@ -87,9 +95,10 @@ class Database:
     def session(self, timeout: float | None = None, *, server_files: bool = True) -> Session:
         """A new session: its own transaction, independent of threads (see Session).
         `timeout` overrides the connection's lock timeout for its transactions.
-        server_files=False takes from its SQL the privilege of reading this machine's
-        files (COPY FROM 'file', embed() loading a model from disk: SQLSTATE 42501),
-        as the server does for its clients' sessions."""
+        server_files=False takes from it the privilege of reading this machine's
+        files (COPY FROM 'file', embed() loading a model from disk, a field made
+        with such an embedder: SQLSTATE 42501), as the server does for its
+        clients' sessions."""
         self._engine._ensure_open()
         return Session(self, timeout, server_files)
 
@@ -125,7 +134,7 @@ class Database:
     def collection(self, name: str) -> Collection:
         """An existing collection (NotFoundError if there is none by that name)."""
         if not isinstance(name, str):    # a list as a dict key raised TypeError
-            raise NotFoundError(f"a collection is named by a str, got {name!r:.80}")
+            raise NotFoundError(f"a collection is named by a str, got {brief(name)}")
         self._engine.table(name)
         return Collection(self, name)
 
@@ -243,7 +252,7 @@ class Database:
             return eng.catalog.view(b.id, resolve_version(eng, side[1], eng.visible))
         if isinstance(side, (tuple, list, str)):
             raise OptionError(f"a side of a diff is a version, a branch name or (branch, "
-                              f"version), got {side!r:.80}")
+                              f"version), got {brief(side)}")
         return eng.catalog.view(s.branch_id, resolve_version(eng, side, s.version))
 
     def verify(self, anchor: tuple[int, str] | None = None) -> VerifyReport:
@@ -255,7 +264,7 @@ class Database:
         self._engine._ensure_open()
         if anchor is not None and (not isinstance(anchor, (tuple, list)) or len(anchor) != 2
                                    or not is_int(anchor[0]) or not isinstance(anchor[1], str)):
-            raise OptionError(f"anchor is (version, chain hex), got {anchor!r:.80}")
+            raise OptionError(f"anchor is (version, chain hex), got {brief(anchor)}")
         if self.path is None:
             return VerifyReport(True, self.version, None, "")
         return verify_file(self.path, anchor=anchor, expect_version=self._engine.written)

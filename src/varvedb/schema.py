@@ -366,11 +366,11 @@ class Field:
         """The field `to_dict` wrote. The dict comes from a file, so every key is
         checked (SchemaError), not trusted: it becomes the table's layout."""
         if not isinstance(d, dict) or not isinstance(d.get("kind"), str):
-            raise SchemaError(f"a field is a dict with a 'kind', got {brief_from_file(d)}")
+            raise SchemaError(f"a field is a dict with a 'kind', got {brief(d)}")
         kind = d["kind"]
         not_null = d.get("not_null", False)
         if not isinstance(not_null, bool):
-            raise SchemaError(f"not_null is a bool, got {brief_from_file(not_null)}")
+            raise SchemaError(f"not_null is a bool, got {brief(not_null)}")
         if kind == "vector":
             if "default" in d:
                 raise SchemaError("a vector field has no default")
@@ -380,28 +380,28 @@ class Field:
             if type(dim) is not int or metric not in METRICS or not isinstance(dtype, str) \
                     or dtype not in VECTOR_DTYPES:
                 raise SchemaError(f"a vector field has an int dim, a metric and a dtype, got "
-                                  f"{brief_from_file(d)}")
+                                  f"{brief(d)}")
             return Vector(dim, metric=metric, dtype=dtype, index=hnsw, not_null=not_null,
                           embed=d.get("embed"), source=d.get("source"))
         if kind not in SCALAR_KINDS:
-            raise SchemaError(f"unknown field kind {brief_from_file(kind)}")
+            raise SchemaError(f"unknown field kind {brief(kind)}")
         fts, index = d.get("fts", False), d.get("index")
         if not isinstance(fts, bool) or (fts and kind != "text"):
-            raise SchemaError(f"fts is a bool of text fields, got {brief_from_file(fts)} on {kind}")
+            raise SchemaError(f"fts is a bool of text fields, got {brief(fts)} on {kind}")
         if index not in (None, "hash", "sorted"):
-            raise SchemaError(f"unknown index {brief_from_file(index)}; expected 'hash' or 'sorted'")
+            raise SchemaError(f"unknown index {brief(index)}; expected 'hash' or 'sorted'")
         default = d.get("default")
         if kind == "timestamp" and default is not None:
             if type(default) is not int or not TS_MIN_US <= default <= TS_MAX_US:
                 raise SchemaError(f"a timestamp default is int microseconds in years "
-                                  f"1..9999, got {brief_from_file(default)}")
+                                  f"1..9999, got {brief(default)}")
             default = from_micros(default)
         if kind == "float" and type(default) is int:
             default = float(default)
         elif kind in ("int", "float", "bool", "text") and default is not None \
                 and type(default) is not {"int": int, "float": float, "bool": bool,
                                           "text": str}[kind]:
-            raise SchemaError(f"a {kind} field's default is {brief_from_file(default)}")
+            raise SchemaError(f"a {kind} field's default is {brief(default)}")
         try:
             return Field(kind, index=_scalar(kind, index).index, fts=fts, not_null=not_null,
                          default=default, index_name=d.get("index_name"),
@@ -419,7 +419,7 @@ def index_spec_from_dict(d: dict) -> HNSW | IVFPQ:
                      name=d.get("name"))
     if not isinstance(d, dict) or d.get("kind") != "hnsw":
         raise SchemaError(f"a vector index spec is {{'kind': 'hnsw' | 'ivfpq', ...}}, "
-                          f"got {brief_from_file(d)}")
+                          f"got {brief(d)}")
     return HNSW(**{key: d.get(key) for key in HNSW_LIMITS}, metric=d.get("metric"),
                 name=d.get("name"), quantize=d.get("quantize"), pq_m=d.get("pq_m"))
 
@@ -597,15 +597,15 @@ class Schema:
         if not isinstance(d, dict) or d.get("id") not in ("int", "text") \
                 or not isinstance(d.get("fields"), dict):
             raise SchemaError(f"a schema is {{'id': 'int' | 'text', 'fields': {{...}}}}, "
-                              f"got {brief_from_file(d)}")
+                              f"got {brief(d)}")
         fields = {}
         for name, f in d["fields"].items():
             if not isinstance(name, str) or not _NAME.match(name) or name == "id":
-                raise SchemaError(f"invalid field name {brief_from_file(name)}")
+                raise SchemaError(f"invalid field name {brief(name)}")
             fields[name] = Field.from_dict(f)
         flags = {k: d.get(k, False) for k in ("id_hidden", "id_required")}
         if not all(isinstance(v, bool) for v in flags.values()):
-            raise SchemaError(f"schema flags are bools, got {brief_from_file(flags)}")
+            raise SchemaError(f"schema flags are bools, got {brief(flags)}")
         return Schema(fields, d["id"], **flags)
 
     def check_names(self, names, what: str = "row") -> None:
@@ -695,7 +695,7 @@ def coerce_ids(schema: Schema, ids: Any) -> np.ndarray | list:
             if not is_int(v):
                 raise FieldTypeError(f"ids of this collection are integers, got {brief(v)}")
             if not ID_MIN <= v < ID_END:
-                raise FieldTypeError(f"id {v} is outside the 64-bit range [-2**63, 2**63)")
+                raise FieldTypeError(f"id {brief(v)} is outside the 64-bit range [-2**63, 2**63)")
         return np.array(vals, dtype=np.int64)
     vals = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
     bad = next((i for i, v in enumerate(vals) if not isinstance(v, str)), None)
@@ -1095,16 +1095,26 @@ def timestamps_readable(us: np.ndarray) -> bool:
     return not us.size or (int(us.min()) >= TS_MIN_US and int(us.max()) <= TS_MAX_US)
 
 
+class _Brief(reprlib.Repr):
+    """reprlib's bounds (depth, items, string lengths) for the kinds it leaves whole."""
+
+    def repr_int(self, x, level):       # str() of a huge int is slow, then refused
+        return super().repr_int(x, level) if x.bit_length() <= 256 else \
+            f"<an int of {x.bit_length()} bits>"
+
+    def repr_bytes(self, x, level):
+        return repr(x[:self.maxstring]) + ("..." if len(x) > self.maxstring else "")
+
+    repr_bytearray = repr_bytes
+
+
+_BRIEF = _Brief()
+_BRIEF.maxlevel, _BRIEF.maxstring, _BRIEF.maxother, _BRIEF.maxlong = 3, 60, 60, 60
+
+
 def brief(x: Any) -> str:
-    """A value's repr cut to one line of a message."""
-    s = repr(x)
-    return s if len(s) < 60 else s[:57] + "..."
-
-
-_FILE_REPR = reprlib.Repr()
-_FILE_REPR.maxlevel, _FILE_REPR.maxstring, _FILE_REPR.maxother = 3, 40, 40
-
-
-def brief_from_file(x: Any) -> str:
-    """`brief` for what a file holds: bounded depth too (a crafted value may nest deeply)."""
-    return _FILE_REPR.repr(x)
+    """A value's repr for one line of a message, in bounded time and memory whatever
+    the value (nested, huge, or read from a crafted file): cut in depth, items and
+    length while it is built, never built whole and then cut."""
+    s = _BRIEF.repr(x)
+    return s if len(s) <= 100 else s[:97] + "..."

@@ -16,8 +16,8 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING
 
-from .errors import BranchError, NotFoundError, SqlError, TransactionError
-from .schema import Schema, validate_name
+from .errors import BranchError, NotFoundError, TransactionError
+from .schema import Schema, brief, validate_name
 
 if TYPE_CHECKING:
     from .collection import Collection
@@ -41,9 +41,9 @@ class Session:
         self.settings: dict = {}      # SQL's SET (hnsw.ef_search, ...), per session
         self.sql_block = False        # a transaction SQL's BEGIN opened
         self.sql_failed = False       # a statement in it failed: 25P02 until ROLLBACK
-        # may its SQL read files of this machine (COPY FROM 'file', embed() with a spec
-        # that loads a model from disk)? An embedded caller may; the server's sessions
-        # may not (sql/privileges.py)
+        # may it read files of this machine (COPY FROM 'file'; embed() with a spec, or a
+        # field made with an embedder, that loads a model from disk)? An embedded caller
+        # may; the server's sessions may not (sql/privileges.py, engine/embedding.py)
         self.server_files = bool(server_files)
 
     # ---- transactions ----------------------------------------------------------
@@ -76,7 +76,7 @@ class Session:
             raise TransactionError("this session already has an open transaction")
         if self._tx is not None:     # ended under it (a close rolled it back)
             self._take_tx("begin")
-        tx = self._engine.begin(self.timeout, self.branch_id)
+        tx = self._engine.begin(self.timeout, self.branch_id, self.server_files)
         self._tx = tx
         # dropped with the transaction open: roll it back (the engine, not the
         # session, is referenced, so the session can be collected)
@@ -141,8 +141,6 @@ class Session:
         from .collection import Collection
         validate_name(name)
         parsed = Schema.parse(schema)
-        if not self.server_files:
-            _no_embedder_from_files(parsed)
         with self._writing() as tx:
             self._engine.create_collection(tx, name, parsed)
         return Collection(self._db, name, self)
@@ -151,7 +149,7 @@ class Session:
         """Drop a collection (in this session's transaction, if one is open): its
         documents are gone for every version; the name can be used again."""
         if not isinstance(name, str):
-            raise NotFoundError(f"a collection is named by a str, got {name!r:.80}")
+            raise NotFoundError(f"a collection is named by a str, got {brief(name)}")
         with self._writing() as tx:
             self._engine.drop_collection(tx, self._engine.table(name))
 
@@ -183,18 +181,6 @@ class Session:
     def __repr__(self) -> str:
         state = "in a transaction" if self.in_transaction else "idle"
         return f"<varvedb.Session {state} on {self._db!r}>"
-
-
-def _no_embedder_from_files(schema: Schema) -> None:
-    """A session without the privilege of reading this machine's files may not make a
-    field whose embedder loads a model from them (its writes and embed() would)."""
-    from .embed import names_files
-    for name, f in schema.fields.items():
-        if f.embed is not None and names_files(f.embed):
-            raise SqlError("42501", f"permission denied to load an embedder from the "
-                                    f"server's files: field {name!r} names {f.embed!r:.80}; "
-                                    "a server's session may name 'onnx' or a registered "
-                                    "embedder")
 
 
 class TransactionScope:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import NotFoundError, OptionError
-from ..schema import validate_name
+from ..schema import brief, validate_name
 
 MAIN = 0
 HEAD = (1 << 63) - 2      # a cut past every version: the writer's own, open transaction too
@@ -101,7 +101,7 @@ class Catalog:
 
     def named(self, name) -> Branch:
         if not isinstance(name, str):
-            raise OptionError(f"a branch is named by a str, got {name!r:.80}")
+            raise OptionError(f"a branch is named by a str, got {brief(name)}")
         for b in self.by_id.values():
             if b.name == name and not b.dropped:
                 return b

@@ -31,7 +31,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import CorruptFileError, SchemaError
-from ..schema import (VECTOR_DTYPES, Schema, brief_from_file, timestamps_readable,
+from ..schema import (VECTOR_DTYPES, Schema, brief, timestamps_readable,
                       validate_name)
 from ..storage import format as F
 from ..storage import record
@@ -207,7 +207,7 @@ def _catalog(items, version: int) -> Catalog:
     """The branches a checkpoint holds: main and every branch made, each once, each
     forked from one made before it at a version no later than its own first."""
     if not isinstance(items, list):
-        raise CorruptFileError(f"the checkpoint's branches are {brief_from_file(items)}")
+        raise CorruptFileError(f"the checkpoint's branches are {brief(items)}")
     catalog = Catalog()
     for d in items:
         b = Branch.from_dict(d)
@@ -220,7 +220,7 @@ def _catalog(items, version: int) -> Catalog:
             ok = ok and b.id not in catalog.by_id and b.parent in catalog.by_id \
                 and 0 <= b.fork < b.created <= version and 0 <= b.dropped <= version
         if not ok:
-            raise CorruptFileError(f"the checkpoint holds a bad branch {brief_from_file(d)}")
+            raise CorruptFileError(f"the checkpoint holds a bad branch {brief(d)}")
         catalog.by_id[b.id] = b
     return catalog
 
@@ -249,10 +249,10 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int, catalog: Cat
                 ) -> Table:
     """One table of the checkpoint, every array checked to have its n rows."""
     if not isinstance(tm, dict):
-        raise CorruptFileError(f"a checkpoint table is {brief_from_file(tm)}")
+        raise CorruptFileError(f"a checkpoint table is {brief(tm)}")
     cid = int_of(tm, "cid", 1, INT64_MAX)
     if not isinstance(tm.get("name"), str):
-        raise CorruptFileError(f"checkpoint table {cid} is named {brief_from_file(tm.get('name'))}")
+        raise CorruptFileError(f"checkpoint table {cid} is named {brief(tm.get('name'))}")
     try:
         name = validate_name(tm["name"])
         schema = Schema.from_dict(tm.get("schema"))
@@ -319,7 +319,7 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int, catalog: Cat
             col.load({"codes": arrays[q + "codes"]}, words)
         elif isinstance(col, JsonColumn):
             if not isinstance(cm, list) or len(cm) != n:
-                raise CorruptFileError(f"json column {name}.{fname} has {brief_from_file(cm)} "
+                raise CorruptFileError(f"json column {name}.{fname} has {brief(cm)} "
                                        f"for {n} rows")
             col.load({}, cm)
         else:
@@ -333,7 +333,7 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int, catalog: Cat
         ix.load(_scalar_index(arrays, f"{p}ix.{fname}.", ix, n))
     for fname in tm["vector_indexes"]:
         if fname not in t.vector_indexes:
-            raise CorruptFileError(f"checkpoint holds a graph of {name}.{brief_from_file(fname)}, "
+            raise CorruptFileError(f"checkpoint holds a graph of {name}.{brief(fname)}, "
                                    "which has no vector index")
         sub = {k[len(f"{p}vx.{fname}."):]: a for k, a in arrays.items()
                if k.startswith(f"{p}vx.{fname}.")}
@@ -363,12 +363,12 @@ def _load_arena(col: VectorColumn, what: str, extents, arena, mv, n: int,
         col.arena = Growable(dtype, (dim,), data=arena)
         return
     if not isinstance(extents, list) or len(extents) > MAX_EXTENTS:
-        raise CorruptFileError(f"{what}: extents {brief_from_file(extents)}")
+        raise CorruptFileError(f"{what}: extents {brief(extents)}")
     row_bytes = dim * dtype.itemsize
     row = 0
     for e in extents:
         if not (isinstance(e, list) and len(e) == 3 and all(type(x) is int for x in e)):
-            raise CorruptFileError(f"{what}: extent {brief_from_file(e)}")
+            raise CorruptFileError(f"{what}: extent {brief(e)}")
         first, count, off = e
         # in order, and inside the log before this checkpoint (Python ints: no overflow)
         if first != row or count < 1 or off < F.LOG_START or off % F.ALIGN \
@@ -415,7 +415,7 @@ def _words(words, what: str) -> list:
     """A text dictionary: distinct strings."""
     if not isinstance(words, list) or not all_of_types(words, {str}) \
             or len(set(words)) != len(words):
-        raise CorruptFileError(f"text column {what} has dictionary {brief_from_file(words)}")
+        raise CorruptFileError(f"text column {what} has dictionary {brief(words)}")
     return words
 
 

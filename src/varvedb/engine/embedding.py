@@ -7,17 +7,35 @@ the log holds the vector, so replay and readers never run the model, and an
 embedder that fails or returns the wrong shape refuses the write with nothing
 written. An update that sets the text and not the vector embeds it again (the
 old vector would describe the old text).
+
+A transaction without the privilege of reading this machine's files (that of a
+server's session) may not make a field whose embedder loads a model from them
+(check_embedders, which every verb that makes a field calls).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SchemaError
-from ..schema import VECTOR_DTYPES, Schema
+from ..errors import SchemaError, SqlError
+from ..schema import VECTOR_DTYPES, Schema, brief
 
 
 def embedded_fields(schema: Schema) -> list[str]:
     return [n for n, f in schema.fields.items() if f.embed is not None]
+
+
+def check_embedders(fields: dict, server_files: bool) -> None:
+    """Refuse (42501), to a transaction without the privilege of reading this machine's
+    files, a field whose embedder loads a model from them (its writes and embed() would)."""
+    if server_files:
+        return
+    from ..embed import names_files
+    for name, f in fields.items():
+        if f.embed is not None and names_files(f.embed):
+            raise SqlError("42501", f"permission denied to load an embedder from the "
+                                    f"server's files: field {brief(name)} names "
+                                    f"{brief(f.embed)}; a server's session may name 'onnx' "
+                                    "or a registered embedder")
 
 
 def fill_embedded(schema: Schema, columns: dict, n: int, stale=()) -> dict:

@@ -38,9 +38,9 @@ from ..errors import (BranchError, ClosedError, CorruptFileError, IndexMaintenan
                       LockTimeoutError, NotFoundError, NotNullViolationError, OptionError,
                       ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
                       TransactionError, UnknownFieldError)
-from ..schema import (Field, Schema, check_index_dtype, check_not_null, complete_columns,
-                      validate_name)
-from .embedding import embedded_fields, fill_embedded
+from ..schema import (Field, Schema, brief, check_index_dtype, check_not_null,
+                      complete_columns, validate_name)
+from .embedding import check_embedders, embedded_fields, fill_embedded
 from ..storage import format as F
 from ..storage import backup, log_reader
 from ..storage.backup import BackupInfo
@@ -71,6 +71,7 @@ class Transaction:
         self.dropped: list[Table] = []       # tables it dropped (a rollback restores them)
         self.next_cid = engine.next_cid      # (and the cid counter)
         self.branch = MAIN                   # the branch it writes (branches.py)
+        self.server_files = True             # may it read this machine's files (embedding.py)
         self.catalog = None                  # the branches before its first BRANCH frame
         self.done = False
         self.aborted = False       # a write failed: undone in memory, cannot commit
@@ -376,6 +377,7 @@ class Engine:
         self._check_writing(tx)
         if name in self.names:
             raise SchemaError(f"a collection named {name!r} already exists")
+        check_embedders(schema.fields, tx.server_files)
         cid = self.next_cid
         self.write(tx, frames.CreateCollection(cid, name, schema))
         return self.tables[cid]
@@ -467,10 +469,11 @@ class Engine:
         self._check_current(t)
         validate_name(name, "field")
         if not isinstance(field, Field):
-            raise SchemaError(f"a field is a vv.Field, got {field!r:.80}")
+            raise SchemaError(f"a field is a vv.Field, got {brief(field)}")
         if name == "id" or name in t.schema.fields:
             raise SchemaError(f"{t.name!r} already has a field named {name!r}")
         Schema({**t.schema.fields, name: field}, t.schema.id_kind)   # an embedder's source
+        check_embedders({name: field}, tx.server_files)
         if field.not_null and field.default is None and t.live:
             raise NotNullViolationError(f"field {name!r} is not null and has no default, "
                                         f"and {t.name!r} has documents")
@@ -504,7 +507,7 @@ class Engine:
         self._check_writing(tx)
         self._check_current(t)
         if kind not in ("hash", "sorted"):
-            raise SchemaError(f"a scalar index is 'hash' or 'sorted', got {kind!r:.80}")
+            raise SchemaError(f"a scalar index is 'hash' or 'sorted', got {brief(kind)}")
         f = t.schema.fields[_field_of(t, field, "indexed")]
         if f.kind in ("vector", "json", "bool"):
             raise SchemaError(f"a {f.kind} field cannot carry a {kind} index")
@@ -600,9 +603,12 @@ class Engine:
 
     # ---- transactions ----------------------------------------------------------
 
-    def begin(self, timeout: float | None = None, branch: int = MAIN) -> Transaction:
+    def begin(self, timeout: float | None = None, branch: int = MAIN,
+              server_files: bool = True) -> Transaction:
         """Open the write transaction on `branch`, waiting up to `timeout` seconds
-        (default: the connection's lock_timeout) while another session holds it."""
+        (default: the connection's lock_timeout) while another session holds it;
+        server_files=False: a transaction that may not make a field whose embedder
+        loads a model from this machine's files."""
         self._ensure_writable()
         timeout = self.lock_timeout if timeout is None else timeout
         tx = Transaction(self, 0)
@@ -628,6 +634,7 @@ class Engine:
         tx.version = self.written + 1
         tx.next_cid = self.next_cid     # as loaded: a reload above may have changed it
         tx.branch = branch
+        tx.server_files = server_files
         self._applying(tx.version, branch)
         self._tx = tx
         return tx
@@ -891,7 +898,7 @@ def _field_of(t: Table, name: str, what: str) -> str:
     if name == "id":
         raise SchemaError(f"the id field cannot be {what}")
     if not isinstance(name, str) or name not in t.schema.fields:
-        raise UnknownFieldError(f"{t.name!r} has no field {name!r:.80}; fields are "
+        raise UnknownFieldError(f"{t.name!r} has no field {brief(name)}; fields are "
                                 f"{sorted(t.schema.fields)}")
     return name
 
@@ -910,5 +917,5 @@ def check_timeout(timeout) -> float:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
             or not 0 <= timeout < float("inf"):
         raise OptionError(f"a lock timeout is a non-negative number of seconds, "
-                          f"not {timeout!r:.80}")
+                          f"not {brief(timeout)}")
     return float(timeout)

@@ -98,7 +98,7 @@ import msgspec
 import numpy as np
 
 from ..errors import CorruptFileError, SchemaError, VarveError
-from ..schema import (HNSW, IVFPQ, TS_MAX_US, TS_MIN_US, Field, Schema, brief_from_file,
+from ..schema import (HNSW, IVFPQ, TS_MAX_US, TS_MIN_US, Field, Schema, brief,
                       check_index_dtype, index_spec_from_dict,
                       timestamps_readable, validate_name)
 from ..storage import format as F
@@ -141,12 +141,12 @@ class CreateCollection:
                                    f"{engine.next_cid} are taken)")
         name = meta.get("name")
         if not isinstance(name, str):
-            raise CorruptFileError(f"collection name {brief_from_file(name)}")
+            raise CorruptFileError(f"collection name {brief(name)}")
         try:
             validate_name(name)
             schema = Schema.from_dict(meta.get("schema"))
         except SchemaError as e:
-            raise CorruptFileError(f"collection {brief_from_file(name)}: {e}") from None
+            raise CorruptFileError(f"collection {brief(name)}: {e}") from None
         if name in engine.names:
             raise CorruptFileError(f"collection {name!r} is created twice")
         no_arrays(arrays)
@@ -202,20 +202,20 @@ class Insert:
         if not isinstance(fields, list) or not all_of_types(fields, {str}) \
                 or len(set(fields)) != len(fields) or not set(fields) <= t.schema.fields.keys():
             raise CorruptFileError(f"insert into {t.name!r} names fields "
-                                   f"{brief_from_file(fields)}")
+                                   f"{brief(fields)}")
         lists = meta.get("lists", {})
         if not isinstance(lists, dict):
-            raise CorruptFileError(f"insert 'lists' is {brief_from_file(lists)}")
+            raise CorruptFileError(f"insert 'lists' is {brief(lists)}")
         listed = {f for f in fields if t.schema.fields[f].kind in ("text", "json")}
         if lists.keys() != listed:
             raise CorruptFileError(f"insert into {t.name!r} lists "
-                                   f"{brief_from_file(list(lists))}, its text and json "
+                                   f"{brief(list(lists))}, its text and json "
                                    f"fields are {sorted(listed)}")
         expected = set()
         if t.schema.id_kind == "text":
             ids = meta.get("ids")
             if not isinstance(ids, list) or len(ids) != n or not all_of_types(ids, {str}):
-                raise CorruptFileError(f"insert of {n} rows has text ids {brief_from_file(ids)}")
+                raise CorruptFileError(f"insert of {n} rows has text ids {brief(ids)}")
         else:
             ids = array_of(arrays, "ids", "<i8", (n,))
             expected.add("ids")
@@ -228,7 +228,7 @@ class Insert:
                 if not isinstance(vals, list) or len(vals) != n \
                         or (allowed and not all_of_types(vals, allowed)):
                     raise CorruptFileError(f"insert of {n} rows: {f.kind} field {name!r} "
-                                           f"holds {brief_from_file(vals)}")
+                                           f"holds {brief(vals)}")
                 columns[name] = (vals, None)
                 continue
             if f.kind == "vector":
@@ -293,7 +293,7 @@ class CreateIndex:
         name = meta.get("field")
         f = t.schema.fields.get(name) if isinstance(name, str) else None
         if f is None or f.kind != "vector":
-            raise CorruptFileError(f"index on {brief_from_file(name)}, not a vector field "
+            raise CorruptFileError(f"index on {brief(name)}, not a vector field "
                                    f"of {t.name!r}")
         if name in t.vector_indexes:
             raise CorruptFileError(f"{name!r} of {t.name!r} is indexed twice")
@@ -420,14 +420,14 @@ class CreateScalarIndex:
         f, kind = t.schema.fields[name], meta.get("kind")
         if kind not in ("hash", "sorted") or f.kind in ("vector", "json", "bool") \
                 or f.index is not None:
-            raise CorruptFileError(f"a {brief_from_file(kind)} index on {f.kind} field "
+            raise CorruptFileError(f"a {brief(kind)} index on {f.kind} field "
                                    f"{name!r} of {t.name!r} (index now: {f.index})")
         index_name = meta.get("name")
         if index_name is not None:
             try:
                 validate_name(index_name, "index")
             except SchemaError:
-                raise CorruptFileError(f"index name {brief_from_file(index_name)} on "
+                raise CorruptFileError(f"index name {brief(index_name)} on "
                                        f"{name!r}") from None
         no_arrays(arrays)
         return cls(t.cid, name, kind, index_name)
@@ -476,11 +476,11 @@ class Base:
         next_cid = int_of(meta, "next_cid", engine.next_cid, INT64_MAX)
         tms = meta.get("tables")
         if not isinstance(tms, list):
-            raise CorruptFileError(f"BASE tables are {brief_from_file(tms)}")
+            raise CorruptFileError(f"BASE tables are {brief(tms)}")
         tables = {}
         for tm in tms:
             if not isinstance(tm, dict):
-                raise CorruptFileError(f"a BASE table is {brief_from_file(tm)}")
+                raise CorruptFileError(f"a BASE table is {brief(tm)}")
             t = table_of(engine, tm)
             if t.cid in tables or t.rowmap is not None:
                 raise CorruptFileError(f"BASE maps {t.name!r} twice")
@@ -527,11 +527,11 @@ class BranchOp:
             b = catalog.by_id.get(bid) if type(bid) is int else None
             if b is None or b.dropped or b.id == 0 or b.parent != here or any(
                     c.parent == bid for c in catalog.live()):
-                raise CorruptFileError(f"a BRANCH frame drops {brief_from_file(bid)} on "
+                raise CorruptFileError(f"a BRANCH frame drops {brief(bid)} on "
                                        f"branch {here}: not a live leaf branch of it")
             return cls(op, bid)
         if bid != here:
-            raise CorruptFileError(f"a BRANCH frame of branch {brief_from_file(bid)} in a "
+            raise CorruptFileError(f"a BRANCH frame of branch {brief(bid)} in a "
                                    f"commit on branch {here}")
         if op == "create":
             if bid in catalog.by_id:
@@ -543,19 +543,19 @@ class BranchOp:
                 raise CorruptFileError(f"a BRANCH frame: {e}") from None
             parent = meta.get("parent")
             if parent not in catalog.by_id or catalog.by_id[parent].dropped:
-                raise CorruptFileError(f"branch {name!r} forks from {brief_from_file(parent)}, "
+                raise CorruptFileError(f"branch {name!r} forks from {brief(parent)}, "
                                        "no live branch")
             return cls(op, bid, name, parent, int_of(meta, "fork", 0, version - 1))
         if bid not in catalog.by_id or catalog.by_id[bid].dropped:
-            raise CorruptFileError(f"a BRANCH frame names branch {brief_from_file(bid)}, "
+            raise CorruptFileError(f"a BRANCH frame names branch {brief(bid)}, "
                                    "which is not live")
         if op == "merge":
             source = meta.get("source")
             if source not in catalog.by_id or source == bid:
-                raise CorruptFileError(f"a merge of {brief_from_file(source)} into {bid}")
+                raise CorruptFileError(f"a merge of {brief(source)} into {bid}")
             return cls(op, bid, source=source,
                        source_version=int_of(meta, "source_version", 0, version - 1))
-        raise CorruptFileError(f"a BRANCH frame of op {brief_from_file(op)}")
+        raise CorruptFileError(f"a BRANCH frame of op {brief(op)}")
 
 
 Frame = (CreateCollection | Insert | Delete | CreateIndex | DropCollection | AddColumn
@@ -605,14 +605,14 @@ def decode(engine, kind: int, payload, base: int) -> Frame:
 def int_of(meta: dict, key: str, lo: int, hi: int) -> int:
     v = meta.get(key)
     if type(v) is not int or not lo <= v <= hi:
-        raise CorruptFileError(f"{key!r} is {brief_from_file(v)}, not an integer in {lo}..{hi}")
+        raise CorruptFileError(f"{key!r} is {brief(v)}, not an integer in {lo}..{hi}")
     return v
 
 
 def field_of(t, name) -> str:
     """name, which must be one of t's fields."""
     if not isinstance(name, str) or name not in t.schema.fields:
-        raise CorruptFileError(f"frame names field {brief_from_file(name)}, which "
+        raise CorruptFileError(f"frame names field {brief(name)}, which "
                                f"{t.name!r} does not have")
     return name
 
@@ -620,7 +620,7 @@ def field_of(t, name) -> str:
 def new_field_name(t, name) -> str:
     """name, which must be a valid field name that t does not have yet."""
     if not isinstance(name, str) or name == "id" or name in t.schema.fields:
-        raise CorruptFileError(f"new field {brief_from_file(name)} of {t.name!r}")
+        raise CorruptFileError(f"new field {brief(name)} of {t.name!r}")
     try:
         return validate_name(name, "field")
     except SchemaError as e:
@@ -631,7 +631,7 @@ def table_of(engine, meta: dict):
     cid = meta.get("c")
     t = engine.tables.get(cid) if type(cid) is int else None
     if t is None:
-        raise CorruptFileError(f"frame names collection id {brief_from_file(cid)}, which does not exist")
+        raise CorruptFileError(f"frame names collection id {brief(cid)}, which does not exist")
     return t
 
 

@@ -19,7 +19,7 @@ import datetime
 import numpy as np
 
 from ..errors import FieldTypeError, OptionError, VersionNotFoundError
-from ..schema import from_micros, to_micros
+from ..schema import brief, from_micros, to_micros
 from .branches import MAIN, View, main_view
 
 
@@ -77,7 +77,7 @@ def resolve(engine, as_of, newest: int) -> int:
     if isinstance(as_of, bool) or not isinstance(as_of, (int, np.integer)):
         if not isinstance(as_of, datetime.datetime):
             raise OptionError(f"as_of is a version number or a timezone-aware "
-                              f"datetime, got {as_of!r:.80}")
+                              f"datetime, got {brief(as_of)}")
         try:
             aware = as_of.utcoffset() is not None
         except (TypeError, ValueError):
@@ -100,7 +100,7 @@ def resolve(engine, as_of, newest: int) -> int:
         return min(v, newest)
     v = int(as_of)
     if v < 0 or v > newest:
-        raise VersionNotFoundError(f"version {v} does not exist; the newest is {newest}")
+        raise VersionNotFoundError(f"version {brief(v)} does not exist; the newest is {newest}")
     # version 0 is the empty database, unless a vacuum dropped the versions after it
     oldest = engine.oldest_version()
     if v < oldest and (v > 0 or oldest > 1):

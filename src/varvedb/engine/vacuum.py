@@ -38,7 +38,7 @@ import numpy as np
 
 from ..errors import (BranchError, OptionError, StorageError, TransactionError,
                       VersionNotFoundError)
-from ..schema import is_int
+from ..schema import brief, is_int
 from ..index.vector_index import VectorIndex
 from ..storage import format as F
 from ..storage import log_reader
@@ -82,7 +82,7 @@ def oldest_kept(engine, keep) -> int:
         return max(v, oldest)
     if not is_int(keep) or keep < 1:
         raise OptionError(f"keep is a number of versions >= 1, an aware datetime, or None "
-                          f"(keep every version), got {keep!r:.80}")
+                          f"(keep every version), got {brief(keep)}")
     return max(oldest, newest - int(keep) + 1)
 
 
@@ -97,7 +97,7 @@ def vacuum(engine, keep, progress: bool | None = None, graphs: str = "rebuild"
     if engine._begun_here() is not None:
         raise TransactionError("vacuum() inside a transaction: commit or roll back first")
     if graphs not in GRAPHS:
-        raise OptionError(f"graphs is 'rebuild' or 'repair', not {graphs!r:.80}")
+        raise OptionError(f"graphs is 'rebuild' or 'repair', not {brief(graphs)}")
     t0 = time.perf_counter()
     path = engine.path
     with engine._writer.held():
@@ -296,10 +296,10 @@ class Retention:
         if keep is None or not (isinstance(keep, datetime.timedelta) and keep.total_seconds() >= 0
                                 or is_int(keep) and keep >= 1):
             raise OptionError(f"retain is a number of versions >= 1 or a datetime.timedelta, "
-                              f"got {keep!r:.80}")
+                              f"got {brief(keep)}")
         if isinstance(dead, bool) or not isinstance(dead, (int, float)) or not 0 < dead < 1:
             raise OptionError(f"retain_dead is a fraction of the row versions in (0, 1), "
-                              f"got {dead!r:.80}")
+                              f"got {brief(dead)}")
         self.engine, self.keep, self.dead = engine, keep, float(dead)
         self.changed = 0
         self.thread: threading.Thread | None = None

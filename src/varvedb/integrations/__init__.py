@@ -20,6 +20,7 @@ import math
 
 from ..errors import FilterError, NotFoundError, OptionError, SchemaError
 from ..query.filter import MAX_FILTER_DEPTH
+from ..schema import brief
 
 TEXT, METADATA, VECTOR = "text", "metadata", "embedding"
 
@@ -28,7 +29,7 @@ def quote_literal(s: str) -> str:
     """An SQL string literal: the one place a key becomes filter text (values
     never do; they go as parameters)."""
     if not isinstance(s, str):
-        raise FilterError(f"a metadata key is a string, got {s!r:.80}")
+        raise FilterError(f"a metadata key is a string, got {brief(s)}")
     if "\x00" in s:
         raise FilterError("a metadata key cannot contain NUL")
     return "'" + s.replace("'", "''") + "'"
@@ -125,11 +126,11 @@ class MetaWhere:
         if value is None and op in ("=", "<>"):
             return f"{path} IS {'NOT ' if op == '<>' else ''}NULL"
         raise FilterError(f"a metadata filter value is a str, int, float or bool "
-                          f"(or None with = and !=), got {value!r:.80}")
+                          f"(or None with = and !=), got {brief(value)}")
 
     def one_of(self, key: str, values, negated: bool = False) -> str:
         if not isinstance(values, (list, tuple, set, frozenset)):
-            raise FilterError(f"in / nin take a list of values, got {values!r:.80}")
+            raise FilterError(f"in / nin take a list of values, got {brief(values)}")
         if not values:
             return "true" if negated else "false"
         ors = join("OR", [self.cmp(key, "=", v) for v in values])
@@ -140,7 +141,7 @@ class MetaWhere:
 
     def like(self, key: str, pattern, icase: bool = False) -> str:
         if not isinstance(pattern, str):
-            raise FilterError(f"like takes a string pattern, got {pattern!r:.80}")
+            raise FilterError(f"like takes a string pattern, got {brief(pattern)}")
         return f"{self.path(key, True)} {'ILIKE' if icase else 'LIKE'} {self.param(pattern)}"
 
 
@@ -242,17 +243,17 @@ def dict_where(filter: dict, field: str = METADATA) -> tuple[str, list]:
 def _dict_node(w: MetaWhere, f, above: int) -> str:
     check_descent(above)
     if not isinstance(f, dict):
-        raise FilterError(f"a metadata filter is a dict, got {f!r:.80}")
+        raise FilterError(f"a metadata filter is a dict, got {brief(f)}")
     parts = []
     for key, v in f.items():
         if key in ("$and", "$or"):
             if not isinstance(v, (list, tuple)):
-                raise FilterError(f"{key} takes a list of filters, got {v!r:.80}")
+                raise FilterError(f"{key} takes a list of filters, got {brief(v)}")
             parts.append(join(key[1:].upper(), [_dict_node(w, x, above + 1) for x in v]))
         elif key == "$not":
             parts.append(negate(_dict_node(w, v, above + 1)))
         elif isinstance(key, str) and key.startswith("$"):
-            raise FilterError(f"unknown filter operator {key!r} at the top of a filter; "
+            raise FilterError(f"unknown filter operator {brief(key)} at the top of a filter; "
                               "operators go under a key: {'key': {'$gt': 1}}")
         elif isinstance(v, dict):
             parts.append(_all_of([_dict_op(w, key, op, arg) for op, arg in v.items()]))
@@ -273,15 +274,15 @@ def _dict_op(w: MetaWhere, key: str, op: str, arg) -> str:
         return w.one_of(key, arg, negated=op == "$nin")
     if op == "$exists":
         if not isinstance(arg, bool):
-            raise FilterError(f"$exists takes true or false, got {arg!r:.80}")
+            raise FilterError(f"$exists takes true or false, got {brief(arg)}")
         return w.exists(key, arg)
     if op in ("$like", "$ilike"):
         return w.like(key, arg, icase=op == "$ilike")
     if op == "$between":
         if not isinstance(arg, (list, tuple)) or len(arg) != 2:
-            raise FilterError(f"$between takes [low, high], got {arg!r:.80}")
+            raise FilterError(f"$between takes [low, high], got {brief(arg)}")
         return join("AND", [w.cmp(key, ">=", arg[0]), w.cmp(key, "<=", arg[1])])
-    raise FilterError(f"unknown filter operator {op!r} for key {key!r}; known: "
+    raise FilterError(f"unknown filter operator {brief(op)} for key {brief(key)}; known: "
                       f"{', '.join([*_LC_OPS, '$in', '$nin', '$exists', '$like', '$ilike', '$between'])}")
 
 

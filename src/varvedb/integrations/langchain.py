@@ -33,6 +33,7 @@ from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from ..errors import OptionError
+from ..schema import brief
 from . import (METADATA, TEXT, VECTOR, and_where, check_store_schema, dict_where,
                open_or_create, relevance_fn, renumber, store_schema)
 
@@ -167,7 +168,7 @@ class VarveVectorStore(VectorStore):
         ids = [str(uuid.uuid4()) if i is None else i for i in ids]
         for m in metadatas:
             if not isinstance(m, dict):
-                raise OptionError(f"metadata is a dict, got {m!r:.80}")
+                raise OptionError(f"metadata is a dict, got {brief(m)}")
         coll = self._collection(dim=vectors.shape[1])
         t, m, v = self.text_field, self.metadata_field, self.vector_field
         if all(fresh):
@@ -233,7 +234,7 @@ class VarveVectorStore(VectorStore):
         `mode="text"` is the full-text search alone."""
         mode = kwargs.pop("mode", "vector")
         if mode not in MODES:
-            raise OptionError(f"mode is one of {', '.join(MODES)}, got {mode!r:.80}")
+            raise OptionError(f"mode is one of {', '.join(MODES)}, got {brief(mode)}")
         vector = None if mode == "text" else self._embedding.embed_query(query)
         text = None if mode == "vector" else query
         return self._search(vector, k, filter, text=text, **kwargs)

@@ -42,6 +42,7 @@ from llama_index.core.vector_stores.types import (BasePydanticVectorStore, Filte
                                                   VectorStoreQueryResult)
 
 from ..errors import FilterError, OptionError, SchemaError
+from ..schema import brief
 from . import (METADATA, TEXT, VECTOR, MetaWhere, and_where, check_descent, check_store_schema,
                join, negate, open_or_create, relevance_fn, store_schema, within_bound)
 
@@ -69,7 +70,7 @@ def _filters(w: MetaWhere, fs: MetadataFilters, above: int) -> str:
     if cond == FilterCondition.NOT:
         return negate(join("OR", parts))
     if cond not in (FilterCondition.AND, FilterCondition.OR):
-        raise FilterError(f"unknown filter condition {cond!r}")
+        raise FilterError(f"unknown filter condition {brief(cond)}")
     return join(cond.value.upper(), parts)
 
 
@@ -85,7 +86,7 @@ def _filter(w: MetaWhere, f: MetadataFilter) -> str:
         return w.one_of(key, value, negated=op == FilterOperator.NIN)
     if op in (FilterOperator.TEXT_MATCH, FilterOperator.TEXT_MATCH_INSENSITIVE):
         if not isinstance(value, str):
-            raise FilterError(f"text_match takes a string, got {value!r:.80}")
+            raise FilterError(f"text_match takes a string, got {brief(value)}")
         return w.like(key, f"%{_like_escape(value)}%",
                       icase=op == FilterOperator.TEXT_MATCH_INSENSITIVE)
     if op == FilterOperator.IS_EMPTY:

@@ -57,7 +57,7 @@ class Node:
 def parse(expr: str) -> Node:
     """Parse a filter expression into a Node tree (no schema check yet)."""
     if not isinstance(expr, str) or not expr.strip():
-        raise FilterError(f"a filter is a non-empty SQL expression, got {expr!r}")
+        raise FilterError(f"a filter is a non-empty SQL expression, got {brief(expr)}")
     # pglast is imported here, not at import time: it costs ~45 ms and a
     # search without a filter never needs it
     from pglast import ast, parse_sql
@@ -319,7 +319,7 @@ class Filter:
             ref, pattern, negated, icase = node.args
             pattern = self.param(pattern)
             if not isinstance(pattern, str):
-                raise FilterError(f"LIKE takes a string pattern, got {pattern!r}")
+                raise FilterError(f"LIKE takes a string pattern, got {brief(pattern)}")
             rx = like_regex(pattern, icase)
             t, u = self._apply(ref, table, n, lambda x: isinstance(x, str) and rx.fullmatch(x)
                                is not None, text_only=True)
@@ -333,7 +333,7 @@ class Filter:
         kind = "json" if ref.path else self.kind(ref)
         if kind in ("text", "json"):
             if kind == "text" and not isinstance(value, str):
-                raise FilterError(f"{ref.name!r} is text; cannot compare it with {value!r}")
+                raise FilterError(f"{ref.name!r} is text; cannot compare it with {brief(value)}")
             fn = _PY_OPS[op]
             if kind == "text" and op == "eq" and ref.name != "id":
                 col = table.columns[ref.name]
@@ -348,9 +348,9 @@ class Filter:
                 raise FilterError(str(e)) from None
         elif kind == "bool":
             if not isinstance(value, bool):
-                raise FilterError(f"{ref.name!r} is bool; cannot compare it with {value!r}")
+                raise FilterError(f"{ref.name!r} is bool; cannot compare it with {brief(value)}")
         elif not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
-            raise FilterError(f"{ref.name!r} is {kind}; cannot compare it with {value!r}")
+            raise FilterError(f"{ref.name!r} is {kind}; cannot compare it with {brief(value)}")
         index = table.indexes.get(ref.name)
         if index is not None and index.serves(op):
             t = np.zeros(n, bool)

@@ -9,13 +9,14 @@ from __future__ import annotations
 import functools
 
 from ..errors import FieldTypeError
+from ..schema import brief
 
 
 def text_query(text, analyzer):
     """`text` parsed (QuerySyntaxError naming the position) and bound to a field's
     analyzer: its words analyzed as the field's are; None when no word is left."""
     if not isinstance(text, str):
-        raise FieldTypeError(f"a text query is a string, got {text!r:.80}")
+        raise FieldTypeError(f"a text query is a string, got {brief(text)}")
     if len(text) > _CACHED_CHARS:    # a long query is rare: 512 of them would pin GBs
         return _bind(text, analyzer)
     return _bound(text, analyzer)

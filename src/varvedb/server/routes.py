@@ -12,7 +12,7 @@ import io
 import numpy as np
 
 from .. import errors as E
-from ..schema import HNSW, ID_END, IVFPQ, ID_MIN, Field, Vector, is_int
+from ..schema import HNSW, ID_END, IVFPQ, ID_MIN, Field, Vector, brief, is_int
 from ..wire import decode, encode, parse_timestamp
 
 ARROW = "application/vnd.apache.arrow.stream"
@@ -103,7 +103,7 @@ def table(api, claim_write) -> list:
                          "POST /collections")
         name, spec = body.get("name"), body.get("schema")
         if not isinstance(name, str):
-            raise E.SchemaError(f"a collection's name is a string, got {name!r:.80}")
+            raise E.SchemaError(f"a collection's name is a string, got {brief(name)}")
         if not isinstance(spec, dict):
             raise E.SchemaError("schema is an object of field name -> type")
         spec = {k: field_from_wire(v) for k, v in spec.items()}
@@ -362,7 +362,7 @@ def table(api, claim_write) -> list:
 def json_body(ctype: str, raw: bytes, shape: type, what: str):
     # any body is read as JSON (curl -d sends a form type) but the binary ones
     if ctype.split(";")[0].strip().lower() in (ARROW, NPY):
-        raise MediaTypeError(f"{what} takes a JSON body, got {ctype!r:.80}")
+        raise MediaTypeError(f"{what} takes a JSON body, got {brief(ctype)}")
     if not raw:
         raise E.RequestError(f"{what} takes a JSON body; it was empty")
     try:
@@ -407,7 +407,7 @@ def path_id(coll, text: str):
     if coll.schema.id_kind == "int":
         digits = text[1:] if text[:1] == "-" else text
         if not (digits.isascii() and digits.isdigit()) or len(digits) > 19:
-            raise E.FieldTypeError(f"this collection's ids are ints, got {text!r:.80}")
+            raise E.FieldTypeError(f"this collection's ids are ints, got {brief(text)}")
         v = int(text)
         if not ID_MIN <= v < ID_END:
             raise E.FieldTypeError(f"id {v} is out of range")
@@ -430,7 +430,7 @@ def _as_of(value):
         except ValueError:
             pass
     raise E.OptionError(f"as_of is a version number or an RFC 3339 timestamp, "
-                        f"got {value!r:.80}")
+                        f"got {brief(value)}")
 
 
 class ItemNotFound(E.NotFoundError):
@@ -438,7 +438,7 @@ class ItemNotFound(E.NotFoundError):
     so a client tells it from an unknown collection."""
 
     def __init__(self, key):
-        super().__init__(f"no document with id {key!r:.80}")
+        super().__init__(f"no document with id {brief(key)}")
         self.item = key
 
 
@@ -491,7 +491,7 @@ def _arrow_columns(raw: bytes) -> dict:
     out = {}
     for name, col in zip(t.column_names, t.columns):
         if name in out:      # a dict would keep the last one quietly
-            raise E.RequestError(f"the Arrow stream has two columns named {name!r:.80}")
+            raise E.RequestError(f"the Arrow stream has two columns named {brief(name)}")
         out[name] = _arrow_column(name, col.combine_chunks() if col.num_chunks != 1
                                   else col.chunk(0))
     return out
@@ -523,7 +523,7 @@ def _arrow_column(name: str, arr):
     import pyarrow as pa
     typ = arr.type
     if not _arrow_taken(typ):
-        raise E.FieldTypeError(f"column {name!r:.80}: Arrow type {typ} is not one this "
+        raise E.FieldTypeError(f"column {brief(name)}: Arrow type {typ} is not one this "
                                "server takes (numbers, bools, strings, timestamps, dates, "
                                "and lists, structs and maps of these)")
     if pa.types.is_dictionary(typ):
@@ -538,7 +538,7 @@ def _arrow_column(name: str, arr):
         try:
             return arr.to_pylist()
         except (OverflowError, ValueError):   # past the years 1..9999 of datetime
-            raise E.FieldTypeError(f"field {name!r:.80}: a {typ} value is outside the "
+            raise E.FieldTypeError(f"field {brief(name)}: a {typ} value is outside the "
                                    "years 1..9999") from None
     if arr.null_count or pa.types.is_string(typ) or pa.types.is_large_string(typ) \
             or pa.types.is_struct(typ) or pa.types.is_list(typ) or pa.types.is_map(typ):

@@ -126,8 +126,14 @@ class CreateTable:
             raise NotSupportedError("inheritance, partitions and typed tables are not supported")
         self.name = stmt.relation.relname
         self.if_not_exists = bool(stmt.if_not_exists)
+        self.stmt = stmt
+
+    def schema(self) -> Schema:
+        """The table's schema, made when the statement runs, never when it is compiled:
+        a DEFAULT is evaluated, and a statement runs only once its session may
+        (privileges.py: embed() with a spec loads a model)."""
         fields, id_kind, id_type, pk = {}, None, None, None
-        for el in stmt.tableElts or ():
+        for el in self.stmt.tableElts or ():
             if isinstance(el, ast.Constraint):
                 if el.contype != ConstrType.CONSTR_PRIMARY:
                     raise NotSupportedError(f"table constraint {el.contype.name} is not supported")
@@ -159,9 +165,9 @@ class CreateTable:
             raise NotSupportedError(f'the primary key column must be named "id", not "{pk}"')
         if id_kind is not None and pk is None:
             raise NotSupportedError('a column named "id" must be the PRIMARY KEY')
-        self.schema = Schema(fields, id_kind or "int", id_hidden=id_kind is None,
-                             id_required=id_kind is not None and id_type not in SERIAL
-                             and id_kind == "int")
+        return Schema(fields, id_kind or "int", id_hidden=id_kind is None,
+                      id_required=id_kind is not None and id_type not in SERIAL
+                      and id_kind == "int")
 
     def run(self, ctx, params) -> SqlResult:
         s = ctx.session
@@ -170,8 +176,9 @@ class CreateTable:
                 return SqlResult([], [], "CREATE TABLE")
             raise SqlError("42P07", f'relation "{self.name}" already exists')
         validate_name(self.name, "table")
+        schema = self.schema()
         with s._writing() as tx:
-            ctx.engine.create_collection(tx, self.name, self.schema)
+            ctx.engine.create_collection(tx, self.name, schema)
         return SqlResult([], [], "CREATE TABLE")
 
 
@@ -232,10 +239,10 @@ class AlterTable:
         self.cmds = []
         for c in stmt.cmds:
             if c.subtype == AlterTableType.AT_AddColumn:
-                field, _, primary, _ = column_field(c.def_)
-                if primary or c.def_.colname == "id":
+                if c.def_.colname == "id":
                     raise NotSupportedError("a table's id column cannot be added")
-                self.cmds.append(("add", c.def_.colname, field, bool(c.missing_ok)))
+                # its field is made when the statement runs (CreateTable.schema says why)
+                self.cmds.append(("add", c.def_.colname, c.def_, bool(c.missing_ok)))
             elif c.subtype == AlterTableType.AT_DropColumn:
                 self.cmds.append(("drop", c.name, None, bool(c.missing_ok)))
             else:
@@ -250,7 +257,7 @@ class AlterTable:
         s = ctx.session
         with s._writing():
             coll = s.collection(self.name)
-            for verb, column, field, missing_ok in self.cmds:
+            for verb, column, column_def, missing_ok in self.cmds:
                 fields = ctx.engine.table(self.name).schema.fields
                 if verb == "add":
                     if column in fields:
@@ -258,6 +265,9 @@ class AlterTable:
                             continue
                         raise SqlError("42701", f'column "{column}" of relation "{self.name}" '
                                                 "already exists")
+                    field, _, primary, _ = column_field(column_def)
+                    if primary:
+                        raise NotSupportedError("a table's id column cannot be added")
                     validate_name(column, "column")
                     coll.add_field(column, field)
                 else:

@@ -31,7 +31,7 @@ from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Out
                           Where)
 from ..query.planner import RRF_K, Query, plan_hybrid, plan_scan, plan_search, plan_text
 from ..query.text_query import text_query
-from ..schema import coerce_query_vector
+from ..schema import brief, coerce_query_vector
 from .expressions import Scope, convert, deparse, output_name
 from .result import SqlResult
 
@@ -185,7 +185,7 @@ class Select:
         (tfield, q_expr) = b.text if b.text is not None else b.hybrid[0]
         q = self._constant(q_expr, env)
         if not isinstance(q, str):
-            raise SqlError("42883", f"bm25()'s query is text, got {q!r:.40}")
+            raise SqlError("42883", f"bm25()'s query is text, got {brief(q)}")
         bound = text_query(q, table.text_indexes[tfield].analyzer)
         limit, offset = self._limit_offset(env)
         k = snap.n(table) if limit is None else limit + offset
@@ -197,7 +197,7 @@ class Select:
             rrf_k = RRF_K if k_expr is None else self._constant(k_expr, env)
             if type(rrf_k) is not int or not 1 <= rrf_k <= 10**6:
                 raise SqlError("22023", f"rrf()'s k is an integer in 1..1000000, got "
-                                        f"{rrf_k!r:.40}")
+                                        f"{brief(rrf_k)}")
             vq = self._query_vector(table.schema.fields[vfield], vfield, v_expr, env,
                                     f"vector {metric}")
             query = plan_hybrid(snap, table, (tfield, q, bound),
