@@ -31,4 +31,3 @@ def _bind(text: str, analyzer):
 
 
 _bound = functools.lru_cache(maxsize=512)(_bind)
-
