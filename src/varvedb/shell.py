@@ -293,6 +293,8 @@ _ROW_TAGS = ("INSERT", "UPDATE", "DELETE", "MERGE")
 def format_result(result, fmt: str = "table") -> str:
     """What the shell prints for one statement's SqlResult."""
     status = result.status or ""
+    if result.copy_data is not None:      # COPY ... TO STDOUT: its data, as psql prints it
+        return result.copy_data.decode() + (status + "\n" if fmt == "table" else "")
     has_rows = bool(result.columns) or status.startswith("SELECT")
     if fmt != "table":
         # machine formats carry only data; a statement without rows prints nothing
@@ -433,6 +435,37 @@ and may span several lines.
 
 # ---- the shell ---------------------------------------------------------------------
 
+class _ScriptData:
+    """A binary file object over a script's next lines, up to a line `\\.` or the
+    script's end: what a COPY ... FROM STDIN of the script reads. A statement
+    that reads no data takes no line."""
+
+    def __init__(self, lines):
+        self.lines, self.rest, self.started, self.done = lines, b"", False, False
+
+    def read(self, n: int = -1) -> bytes:
+        self.started = True
+        parts, size = [self.rest], len(self.rest)
+        while not self.done and (n < 0 or size < n):
+            line = next(self.lines, None)
+            if line is None or line.rstrip("\r\n") == "\\.":
+                self.done = True
+                break
+            b = (line if line.endswith("\n") else line + "\n").encode("utf-8", "surrogateescape")
+            parts.append(b)
+            size += len(b)
+        data = b"".join(parts)
+        if n < 0:
+            self.rest = b""
+            return data
+        self.rest = data[n:]
+        return data[:n]
+
+    def drain(self) -> None:
+        while not self.done:
+            self.read(1 << 20)
+
+
 class Shell:
     """Statements and backslash commands against one database.
 
@@ -445,19 +478,24 @@ class Shell:
         self.db, self.out, self.err, self.fmt, self.timing = db, out, err, fmt, timing
         self.splitter = StatementSplitter()
         self.quit = False
+        self._script = None         # the lines of a script being run: COPY FROM STDIN's data
 
     # one statement / one command
     def statement(self, text: str) -> bool:
         """Run one SQL statement and print its result (or its error); True if it ran."""
         t0 = time.perf_counter()
+        data = None if self._script is None else _ScriptData(self._script)
         try:
-            result = self.db.sql(text)
+            result = self.db.sql(text, copy_data=data)
         except KeyboardInterrupt:
             self.err("ERROR:  canceling statement due to user request\nSQLSTATE: 57014\n")
             return False
         except Exception as e:          # noqa: BLE001 — every failure is reported, not raised
             self.err(error_text(e, text))
             return False
+        finally:
+            if data is not None and data.started:
+                data.drain()        # a COPY that failed midway: the rest of its data too
         elapsed = time.perf_counter() - t0
         text_out = format_result(result, self.fmt)
         if text_out:
@@ -528,7 +566,15 @@ class Shell:
     def run_lines(self, lines, stop_on_error: bool = True) -> int:
         """A script (lines of a string, or a file object such as stdin, read as
         it arrives); a last statement without `;` runs at the end. Stops at the
-        first error unless told otherwise."""
+        first error unless told otherwise. A COPY ... FROM STDIN reads the lines
+        after it, up to a line `\\.`, as its data (as psql does)."""
+        lines = self._script = iter(lines)
+        try:
+            return self._run_lines(lines, stop_on_error)
+        finally:
+            self._script = None
+
+    def _run_lines(self, lines, stop_on_error: bool) -> int:
         status = 0
         for text in lines:
             if not self.line(text, stop_on_error):
