@@ -20,7 +20,7 @@ import re
 import stat
 
 import numpy as np
-from pglast import ast
+from pglast import ast, parse_sql
 from pglast.enums import OnConflictAction
 
 from ..errors import NotSupportedError, SqlError
@@ -28,6 +28,7 @@ from ..query import expr as E
 from ..schema import coerce_ids, coerce_values, from_micros
 from .expressions import Scope, convert, literal, output_name
 from .result import SqlResult
+from .select import Select
 from ..query.literals import parse_input, value_text
 
 _DEFAULT = object()        # a DEFAULT in VALUES, or a column the INSERT leaves out
@@ -445,16 +446,13 @@ class Copy:
         if stmt.relation is None:
             if self.is_from or not isinstance(stmt.query, ast.SelectStmt):
                 raise NotSupportedError("COPY (query) supports only SELECT ... TO STDOUT")
-            from .select import Select
             self.query = Select(stmt.query)
-            self.table = "query"
+            self.table = None
         else:
             self.table = stmt.relation.relname
         self.columns = [c.sval for c in stmt.attlist] if stmt.attlist else None
         self.filename = stmt.filename           # None: STDIN (or STDOUT)
         if self.query is None and not self.is_from:
-            from pglast import parse_sql
-            from .select import Select
             cols = ", ".join(map(_quoted, self.columns)) if self.columns else "*"
             self.query = Select(parse_sql(f"SELECT {cols} FROM {_quoted(self.table)}")[0].stmt)
         opts = {}
