@@ -628,6 +628,23 @@ def test_https_with_an_ssl_context(tmp_path):
 
 # ---- AsyncClient ----------------------------------------------------------------------
 
+def test_async_client_copies_through_stdin_and_stdout(server, client):
+    """copy_data goes up with COPY FROM STDIN (str or bytes) and comes back, as bytes,
+    from COPY TO STDOUT."""
+    async def main():
+        async with vv.AsyncClient(server.url, token=TOKEN) as a:
+            await a.sql("CREATE TABLE ac (id int PRIMARY KEY, s text, ts timestamptz)")
+            r = await a.sql("COPY ac FROM STDIN WITH (FORMAT csv)",
+                            copy_data='1,"x, y",2026-01-02 03:04:05+00\n2,,\n')
+            assert (r.status, r.rowcount, r.copy_data) == ("COPY 2", 2, None)
+            out = await a.sql("COPY (SELECT * FROM ac ORDER BY id) TO STDOUT")
+            assert out.copy_data == b"1\tx, y\t2026-01-02 03:04:05+00\n2\t\\N\t\\N\n"
+            assert (await a.sql("COPY ac (id) FROM STDIN", copy_data=b"3\n")).rowcount == 1
+            assert (await a.sql("SELECT count(*) FROM ac")).rows == [(3,)]
+            await a.sql("DROP TABLE ac")
+    asyncio.run(main())
+
+
 def test_async_client_round_trips(server, client):
     async def main():
         async with vv.AsyncClient(server.url, token=TOKEN) as a:

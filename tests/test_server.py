@@ -8,6 +8,7 @@ concurrency of reads beside a write, SIGKILL during ingest, a clean SIGTERM.
 from __future__ import annotations
 
 from http import client as http_client
+import io
 import json
 import os
 import signal
@@ -186,6 +187,54 @@ def test_sql_may_not_read_the_servers_files(served, tmp_path):
         db.sql("CREATE TABLE docs (title text)")
         assert db.sql(f"COPY docs (title) FROM '{secret}'").status == "COPY 1"
         assert db.sql("SELECT title FROM docs").rows == [("the server's secret",)]
+
+
+def test_copy_from_stdin_and_to_stdout_work_for_every_client(served, tmp_path):
+    """The COPY forms whose data travels with the request (copy_data) need no
+    privilege: FROM STDIN loads, TO STDOUT answers, under the result cap; a file
+    stays refused (42501) and a bad row changes nothing."""
+    srv, http, _ = served
+    sql = lambda body: http("POST", "/sql", body)[:2]      # noqa: E731
+    assert sql({"sql": "CREATE TABLE cp (id int PRIMARY KEY, s text, v vector(2))"})[0] == 200
+    status, out = sql({"sql": "COPY cp FROM STDIN", "copy_data": "1\ta\\tb \u00e9\t[1,2]\n"
+                                                               "2\t\\N\t[3,4.5]\n"})
+    assert status == 200 and (out["status"], out["rowcount"]) == ("COPY 2", 2), out
+    status, out = sql({"sql": "COPY cp TO STDOUT WITH (FORMAT csv, HEADER)"})
+    assert status == 200 and out["status"] == "COPY 2"
+    assert sorted(out["copy_data"].splitlines()) == sorted(
+        ["id,s,v", '1,a\tb \u00e9,"[1,2]"', '2,,"[3,4.5]"'])
+    before, digest = version_of(http), file_digest(srv.path)
+    (tmp_path / "rows").write_text("3\tc\t[5,6]\n")
+    for body, status, sqlstate in [
+            ({"sql": "COPY cp FROM STDIN", "copy_data": "3\tc\t[5,6]\n4\td\t[7,x]\n"},
+             422, "22P02"),
+            ({"sql": "COPY cp FROM STDIN"}, 422, "22023"),
+            ({"sql": "COPY cp FROM STDIN", "copy_data": ["3\tc\t[5,6]\n"]}, 422, "22023"),
+            ({"sql": f"COPY cp FROM '{tmp_path}/rows'"}, 403, "42501"),
+            ({"sql": f"COPY cp TO '{tmp_path}/out'"}, 400, "0A000")]:
+        got, out = sql(body)
+        assert (got, out["error"]["sqlstate"]) == (status, sqlstate), (body, out)
+    assert "line 2, column v" in sql({"sql": "COPY cp FROM STDIN",
+                                      "copy_data": "3\tc\t[5,6]\n4\td\t[7,x]\n"})[1][
+        "error"]["message"]
+    assert not (tmp_path / "out").exists()
+    # the result cap (50 here) holds for the rows a COPY TO STDOUT answers
+    got, out = sql({"sql": "COPY docs TO STDOUT"})
+    assert got == 422 and out["error"]["type"] == "ResultTooLargeError", out
+    assert version_of(http) == before and file_digest(srv.path) == digest
+    # vv.Client: bytes out, and back in through a file object
+    with vv.Client(srv.url, token=TOKEN) as client:
+        data = client.sql("COPY cp TO STDOUT").copy_data
+        assert isinstance(data, bytes) and sorted(data.splitlines()) == [
+            b"1\ta\\tb \xc3\xa9\t[1,2]", b"2\t\\N\t[3,4.5]"]
+        client.sql("CREATE TABLE cp2 (id int PRIMARY KEY, s text, v vector(2))")
+        assert client.sql("COPY cp2 FROM STDIN", copy_data=io.BytesIO(data)).rowcount == 2
+        assert client.sql("COPY (SELECT * FROM cp2 ORDER BY id) TO STDOUT").copy_data == \
+            client.sql("COPY (SELECT * FROM cp ORDER BY id) TO STDOUT").copy_data
+        with pytest.raises(vv.SqlError) as e:
+            client.sql("COPY cp2 FROM STDIN", copy_data=b"5\t\xff\t[1,2]\n")
+        assert e.value.sqlstate == "22021"
+    assert sql({"sql": "DROP TABLE cp; DROP TABLE cp2"})[0] == 200
 
 
 def test_one_connection_serves_many_requests(served):

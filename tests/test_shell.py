@@ -249,6 +249,27 @@ def test_script_on_stdin_runs_statement_by_statement_and_stops_at_an_error(tmp_p
     assert sql(path, input="SELECT 'end' AS e").stdout == "  e  \n-----\n end\n(1 row)\n\n"
 
 
+def test_copy_from_stdin_in_a_script_reads_its_lines_up_to_the_end_marker(tmp_path):
+    """As psql: a COPY ... FROM STDIN takes the script's next lines up to `\\.` as its
+    data; a failed COPY takes the rest of its data too (never run as SQL); COPY ...
+    TO STDOUT prints the data, then its tag (the data only with --csv/--json)."""
+    path = str(tmp_path / "s.varve")
+    script = ("CREATE TABLE k (id bigint PRIMARY KEY, v text);\n"
+              "COPY k FROM STDIN;\n1\ta\\tb\n2\t\\N\n\\.\n"
+              "COPY k (id) FROM STDIN WITH (FORMAT csv);\n3\n\\.\n"
+              "SELECT count(*) FROM k;\n"
+              "COPY (SELECT * FROM k ORDER BY id) TO STDOUT;\n"
+              "COPY k FROM STDIN;\n4\tx\n5\nSELECT 'data, not SQL';\n\\.\n"
+              "SELECT 'never';\n")
+    r = sql(path, input=script)
+    assert r.exit_code == 1, r.stdout
+    assert r.stdout.startswith("CREATE TABLE\nCOPY 2\nCOPY 1\n count \n-------\n     3\n")
+    assert r.stdout.endswith("(1 row)\n\n1\ta\\tb\n2\t\\N\n3\t\\N\nCOPY 3\n"), r.stdout
+    assert "SQLSTATE: 22P04" in r.stderr and "COPY k, line 2" in r.stderr
+    out = sql(path, "--csv", "COPY (SELECT * FROM k ORDER BY id) TO STDOUT WITH (FORMAT csv)")
+    assert out.exit_code == 0 and out.stdout == "1,a\tb\n2,\n3,\n"
+
+
 def test_readonly_refuses_writes_and_leaves_the_file_unchanged(sql_file):
     before = file_digest(sql_file)
     r = sql(sql_file, "--readonly", "INSERT INTO t (id) VALUES (99)")

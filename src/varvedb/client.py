@@ -84,6 +84,22 @@ def _post(path: str, obj: Any, idempotent: bool = False, method: str = "POST") -
     return _Request(method, path, _body(obj), JSON, idempotent)
 
 
+def _copy_text(data) -> str:
+    """copy_data as the JSON body's text: a str, or bytes (a file object's) in UTF-8."""
+    if callable(getattr(data, "read", None)):
+        data = data.read()
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(data).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise E.SqlError("22021", 'copy_data: invalid byte sequence for encoding "UTF8" '
+                                      f"at byte {e.start}") from None
+    if not isinstance(data, str):
+        raise E.SqlError("22023", f"copy_data is str, bytes or a binary file object, got "
+                                  f"{type(data).__name__}")
+    return data
+
+
 def _get(path: str) -> _Request:
     return _Request("GET", path, None, JSON, True)
 
@@ -527,16 +543,23 @@ class _ClientVerbs:
             raise E.NotFoundError(f"a collection is named by a str, got {brief(name)}")
         _answer((yield _Request("DELETE", _collection_path(name))))
 
-    def sql(self, text: str, params: list | tuple = ()) -> Op:
-        """Run SQL in pgvector's dialect on the server; returns a SqlResult."""
-        a = _answer((yield _post("/sql", {"sql": text, "params": params})))
+    def sql(self, text: str, params: list | tuple = (), copy_data=None) -> Op:
+        """Run SQL in pgvector's dialect on the server; returns a SqlResult. `copy_data`
+        (str, UTF-8 bytes or a binary file object) is what a COPY ... FROM STDIN reads;
+        a COPY ... TO STDOUT's data comes back in the result's copy_data (bytes)."""
+        body = {"sql": text, "params": params}
+        if copy_data is not None:
+            body["copy_data"] = _copy_text(copy_data)
+        a = _answer((yield _post("/sql", body)))
         kinds = a.get("kinds") or [None] * len(a["columns"])
         convert = [i for i, k in enumerate(kinds) if k in ("vector", "timestamp")]
         rows = [tuple(r) for r in a["rows"]]
         if convert:
             rows = [tuple(value_from_wire(kinds[i], v) if i in convert else v
                           for i, v in enumerate(r)) for r in rows]
-        return SqlResult(a["columns"], rows, a["status"], a.get("rowcount"), kinds=kinds)
+        data = a.get("copy_data")
+        return SqlResult(a["columns"], rows, a["status"], a.get("rowcount"), kinds=kinds,
+                         copy_data=None if data is None else data.encode())
 
     def history(self) -> Op:
         """Every commit still held: version, timestamp, chain hash, rows changed."""

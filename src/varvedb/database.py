@@ -110,14 +110,16 @@ class Database:
             s = self._local.session = Session(self)
         return s
 
-    def sql(self, text: str, params: list | tuple = ()):
+    def sql(self, text: str, params: list | tuple = (), copy_data=None):
         """Run SQL in pgvector's dialect (in this thread's session); returns a SqlResult.
+        `copy_data` (bytes, str or a binary file object) is what a COPY ... FROM STDIN
+        reads; COPY ... TO STDOUT returns its data in the result's copy_data.
 
             db.sql("SELECT id FROM docs WHERE tag = $1 ORDER BY embedding <-> $2 LIMIT 5",
                    [3, q])
         """
         s = getattr(self._local, "session", None) or self._thread_session()
-        return s.sql(text, params)
+        return s.sql(text, params, copy_data)
 
     # ---- collections -------------------------------------------------------
 

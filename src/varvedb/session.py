@@ -153,13 +153,14 @@ class Session:
         with self._writing() as tx:
             self._engine.drop_collection(tx, self._engine.table(name))
 
-    def sql(self, text: str, params: list | tuple = ()) -> "SqlResult":
-        """Run SQL (pgvector's dialect) in this session; see varvedb.sql."""
+    def sql(self, text: str, params: list | tuple = (), copy_data=None) -> "SqlResult":
+        """Run SQL (pgvector's dialect) in this session; see varvedb.sql. `copy_data`
+        (bytes, str or a binary file object) is the data of a COPY ... FROM STDIN."""
         global _sql_run
         if _sql_run is None:        # pglast loads with the first statement, not with varvedb
             from .sql import run as _sql_run
         self._engine._ensure_open()
-        return _sql_run(self, text, params)
+        return _sql_run(self, text, params, copy_data)
 
     @property
     def version(self) -> int:

@@ -5,7 +5,7 @@ Three layers, each usable alone:
   dollar quotes and comments, fed a line at a time (so a prompt knows when a
   statement is complete);
 * the formatters turn a SqlResult into psql's aligned table, JSON or CSV,
-  with values in PostgreSQL's (and pgvector's) text forms;
+  with values in PostgreSQL's (and pgvector's) text forms (query/literals.py);
 * `Shell` runs statements and backslash commands (\\d, \\d NAME, \\timing,
   \\q, \\?), from a string, a script or an interactive prompt (readline:
   line editing and history).
@@ -22,11 +22,12 @@ import signal
 import sys
 import time
 import unicodedata
-from decimal import Decimal
 
 import numpy as np
 
 from .errors import OptionError, VarveError
+from .query.literals import (float_text, json_text, timestamp_text,  # noqa: F401 (the shell's API)
+                             value_text, vector_text)
 
 PROMPT, PROMPT_CONTINUE = "varvedb=> ", "varvedb-> "     # psql's: =*> in a transaction
 HISTORY_LENGTH = 2000
@@ -174,94 +175,6 @@ class StatementSplitter:
         return rest or None
 
 
-# ---- values in PostgreSQL's text forms ---------------------------------------------
-
-def float_text(x: float, digits: int = 15) -> str:
-    """PostgreSQL's shortest exact output of a float8 (digits=15) or float4
-    (digits=6): the shortest digits that read back the same value, in
-    exponent form when the decimal exponent is below -4 or at least `digits`
-    (1e+15, 1e-05, 2.5, 1)."""
-    if math.isnan(x):
-        return "NaN"
-    if math.isinf(x):
-        return "Infinity" if x > 0 else "-Infinity"
-    shortest = repr(float(x)) if digits == 15 else str(np.float32(x))
-    sign, ds, exp = Decimal(shortest).as_tuple()
-    minus = "-" if sign else ""
-    e10 = len(ds) + exp - 1                # the exponent of the leading digit
-    ds = "".join(map(str, ds)).rstrip("0")
-    if not ds:
-        return minus + "0"
-    if e10 < -4 or e10 >= digits:
-        mant = ds[0] + ("." + ds[1:] if len(ds) > 1 else "")
-        return f"{minus}{mant}e{'-' if e10 < 0 else '+'}{abs(e10):02d}"
-    if e10 < 0:
-        return f"{minus}0.{'0' * (-e10 - 1)}{ds}"
-    whole, frac = ds[:e10 + 1], ds[e10 + 1:]
-    return f"{minus}{whole.ljust(e10 + 1, '0')}{'.' + frac if frac else ''}"
-
-
-_POINT_ZERO = re.compile(r"\.0(?=,|$)")
-
-
-def vector_text(v: np.ndarray) -> str:
-    """pgvector's text form: [1,2.5,3]; halfvec elements print as float4, like pgvector.
-
-    numpy's own shortest digits (one C loop) already are float4's for
-    1e-4 <= |x| < 1e6 once a trailing ".0" goes, and below 1e-4 numpy's
-    exponent form is PostgreSQL's; only the rest go through float_text."""
-    a = np.asarray(v, np.float32)
-    s = a.astype(str)
-    mag = np.abs(a)
-    fix = np.flatnonzero((mag >= 1e6) | ((mag >= 1e-4) & (np.char.find(s, "e") >= 0)))
-    if len(fix):
-        s = s.astype(object)
-        for i in fix.tolist():
-            s[i] = float_text(float(a[i]), 6)
-    return "[" + _POINT_ZERO.sub("", ",".join(s.tolist())) + "]"
-
-
-def timestamp_text(d: _dt.datetime) -> str:
-    """timestamptz as PostgreSQL prints it with TimeZone UTC: 2026-12-01 12:00:00.25+00."""
-    if d.tzinfo is not None:
-        d = d.astimezone(_dt.timezone.utc)
-    s = (f"{d.year:04d}-{d.month:02d}-{d.day:02d} "
-         f"{d.hour:02d}:{d.minute:02d}:{d.second:02d}")
-    if d.microsecond:
-        s += f".{d.microsecond:06d}".rstrip("0")
-    return s + "+00"
-
-
-def json_text(v) -> str:
-    return json.dumps(v, ensure_ascii=False)
-
-
-def value_text(v, kind: str | None = None) -> str | None:
-    """A value as psql shows it; None for NULL. `kind` is the column's kind when
-    known: a json column's string prints as JSON ("s"), a text one's as is."""
-    if v is None:
-        return None
-    if kind == "json":
-        return json_text(v)
-    if isinstance(v, (bool, np.bool_)):
-        return "t" if v else "f"
-    if isinstance(v, (int, np.integer)):
-        return str(int(v))
-    if isinstance(v, np.floating):
-        return float_text(float(v), 6 if v.dtype.itemsize <= 4 else 15)
-    if isinstance(v, float):
-        return float_text(v)
-    if isinstance(v, str):
-        return v
-    if isinstance(v, np.ndarray):
-        return vector_text(v)
-    if isinstance(v, _dt.datetime):
-        return timestamp_text(v)
-    if isinstance(v, (dict, list)):
-        return json_text(v)
-    return str(v)
-
-
 def _is_number(v) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) \
         and not isinstance(v, (bool, np.bool_))
@@ -380,6 +293,8 @@ _ROW_TAGS = ("INSERT", "UPDATE", "DELETE", "MERGE")
 def format_result(result, fmt: str = "table") -> str:
     """What the shell prints for one statement's SqlResult."""
     status = result.status or ""
+    if result.copy_data is not None:      # COPY ... TO STDOUT: its data, as psql prints it
+        return result.copy_data.decode() + (status + "\n" if fmt == "table" else "")
     has_rows = bool(result.columns) or status.startswith("SELECT")
     if fmt != "table":
         # machine formats carry only data; a statement without rows prints nothing
@@ -520,6 +435,37 @@ and may span several lines.
 
 # ---- the shell ---------------------------------------------------------------------
 
+class _ScriptData:
+    """A binary file object over a script's next lines, up to a line `\\.` or the
+    script's end: what a COPY ... FROM STDIN of the script reads. A statement
+    that reads no data takes no line."""
+
+    def __init__(self, lines):
+        self.lines, self.rest, self.started, self.done = lines, b"", False, False
+
+    def read(self, n: int = -1) -> bytes:
+        self.started = True
+        parts, size = [self.rest], len(self.rest)
+        while not self.done and (n < 0 or size < n):
+            line = next(self.lines, None)
+            if line is None or line.rstrip("\r\n") == "\\.":
+                self.done = True
+                break
+            b = (line if line.endswith("\n") else line + "\n").encode("utf-8", "surrogateescape")
+            parts.append(b)
+            size += len(b)
+        data = b"".join(parts)
+        if n < 0:
+            self.rest = b""
+            return data
+        self.rest = data[n:]
+        return data[:n]
+
+    def drain(self) -> None:
+        while not self.done:
+            self.read(1 << 20)
+
+
 class Shell:
     """Statements and backslash commands against one database.
 
@@ -532,19 +478,24 @@ class Shell:
         self.db, self.out, self.err, self.fmt, self.timing = db, out, err, fmt, timing
         self.splitter = StatementSplitter()
         self.quit = False
+        self._script = None         # the lines of a script being run: COPY FROM STDIN's data
 
     # one statement / one command
     def statement(self, text: str) -> bool:
         """Run one SQL statement and print its result (or its error); True if it ran."""
         t0 = time.perf_counter()
+        data = None if self._script is None else _ScriptData(self._script)
         try:
-            result = self.db.sql(text)
+            result = self.db.sql(text, copy_data=data)
         except KeyboardInterrupt:
             self.err("ERROR:  canceling statement due to user request\nSQLSTATE: 57014\n")
             return False
         except Exception as e:          # noqa: BLE001 — every failure is reported, not raised
             self.err(error_text(e, text))
             return False
+        finally:
+            if data is not None and data.started:
+                data.drain()        # a COPY that failed midway: the rest of its data too
         elapsed = time.perf_counter() - t0
         text_out = format_result(result, self.fmt)
         if text_out:
@@ -615,7 +566,15 @@ class Shell:
     def run_lines(self, lines, stop_on_error: bool = True) -> int:
         """A script (lines of a string, or a file object such as stdin, read as
         it arrives); a last statement without `;` runs at the end. Stops at the
-        first error unless told otherwise."""
+        first error unless told otherwise. A COPY ... FROM STDIN reads the lines
+        after it, up to a line `\\.`, as its data (as psql does)."""
+        lines = self._script = iter(lines)
+        try:
+            return self._run_lines(lines, stop_on_error)
+        finally:
+            self._script = None
+
+    def _run_lines(self, lines, stop_on_error: bool) -> int:
         status = 0
         for text in lines:
             if not self.line(text, stop_on_error):

@@ -1,11 +1,14 @@
 """The text input form of each kind: what a quoted literal, a COPY field or a
 string parameter means once the type it meets is known (PostgreSQL's input
-functions, for the kinds varvedb stores)."""
+functions, for the kinds varvedb stores); and its output twin, `value_text`:
+a value as PostgreSQL prints it (psql's cells, CSV, COPY TO STDOUT)."""
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import re
+from decimal import Decimal
 
 import numpy as np
 
@@ -96,3 +99,91 @@ def parse_timestamp(s: str) -> int:
     if d.tzinfo is None:
         d = d.replace(tzinfo=_dt.timezone.utc)
     return to_micros("timestamp", d)
+
+
+# ---- the output twin: each value in PostgreSQL's (and pgvector's) text form ----------
+
+def float_text(x: float, digits: int = 15) -> str:
+    """PostgreSQL's shortest exact output of a float8 (digits=15) or float4
+    (digits=6): the shortest digits that read back the same value, in
+    exponent form when the decimal exponent is below -4 or at least `digits`
+    (1e+15, 1e-05, 2.5, 1)."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    shortest = repr(float(x)) if digits == 15 else str(np.float32(x))
+    sign, ds, exp = Decimal(shortest).as_tuple()
+    minus = "-" if sign else ""
+    e10 = len(ds) + exp - 1                # the exponent of the leading digit
+    ds = "".join(map(str, ds)).rstrip("0")
+    if not ds:
+        return minus + "0"
+    if e10 < -4 or e10 >= digits:
+        mant = ds[0] + ("." + ds[1:] if len(ds) > 1 else "")
+        return f"{minus}{mant}e{'-' if e10 < 0 else '+'}{abs(e10):02d}"
+    if e10 < 0:
+        return f"{minus}0.{'0' * (-e10 - 1)}{ds}"
+    whole, frac = ds[:e10 + 1], ds[e10 + 1:]
+    return f"{minus}{whole.ljust(e10 + 1, '0')}{'.' + frac if frac else ''}"
+
+
+_POINT_ZERO = re.compile(r"\.0(?=,|$)")
+
+
+def vector_text(v: np.ndarray) -> str:
+    """pgvector's text form: [1,2.5,3]; halfvec elements print as float4, like pgvector.
+
+    numpy's own shortest digits (one C loop) already are float4's for
+    1e-4 <= |x| < 1e6 once a trailing ".0" goes, and below 1e-4 numpy's
+    exponent form is PostgreSQL's; only the rest go through float_text."""
+    a = np.asarray(v, np.float32)
+    s = a.astype(str)
+    mag = np.abs(a)
+    fix = np.flatnonzero((mag >= 1e6) | ((mag >= 1e-4) & (np.char.find(s, "e") >= 0)))
+    if len(fix):
+        s = s.astype(object)
+        for i in fix.tolist():
+            s[i] = float_text(float(a[i]), 6)
+    return "[" + _POINT_ZERO.sub("", ",".join(s.tolist())) + "]"
+
+
+def timestamp_text(d: _dt.datetime) -> str:
+    """timestamptz as PostgreSQL prints it with TimeZone UTC: 2026-12-01 12:00:00.25+00."""
+    if d.tzinfo is not None:
+        d = d.astimezone(_dt.timezone.utc)
+    s = (f"{d.year:04d}-{d.month:02d}-{d.day:02d} "
+         f"{d.hour:02d}:{d.minute:02d}:{d.second:02d}")
+    if d.microsecond:
+        s += f".{d.microsecond:06d}".rstrip("0")
+    return s + "+00"
+
+
+def json_text(v) -> str:
+    return json.dumps(v, ensure_ascii=False)
+
+
+def value_text(v, kind: str | None = None) -> str | None:
+    """A value as psql shows it; None for NULL. `kind` is the column's kind when
+    known: a json column's string prints as JSON ("s"), a text one's as is."""
+    if v is None:
+        return None
+    if kind == "json":
+        return json_text(v)
+    if isinstance(v, (bool, np.bool_)):
+        return "t" if v else "f"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, np.floating):
+        return float_text(float(v), 6 if v.dtype.itemsize <= 4 else 15)
+    if isinstance(v, float):
+        return float_text(v)
+    if isinstance(v, str):
+        return v
+    if isinstance(v, np.ndarray):
+        return vector_text(v)
+    if isinstance(v, _dt.datetime):
+        return timestamp_text(v)
+    if isinstance(v, (dict, list)):
+        return json_text(v)
+    return str(v)

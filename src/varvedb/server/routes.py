@@ -292,11 +292,15 @@ def table(api, claim_write) -> list:
     # ---- SQL, history, verify ------------------------------------------------------
 
     def sql(p, q, ctype, raw):
-        body = only(json_body(ctype, raw, dict, "POST /sql"), {"sql", "params"}, "POST /sql")
+        body = only(json_body(ctype, raw, dict, "POST /sql"), {"sql", "params", "copy_data"},
+                    "POST /sql")
         text = body.get("sql")
         if not isinstance(text, str):
             raise E.SqlError("42601", f"sql is a string, got {type(text).__name__}")
         params = _params(body)
+        copy_data = body.get("copy_data")       # what a COPY ... FROM STDIN reads
+        if copy_data is not None and not isinstance(copy_data, str):
+            raise E.SqlError("22023", f"copy_data is a string, got {type(copy_data).__name__}")
         from ..sql import compile_text
         kinds = {c.kind for c in compile_text(text)}
         # a write the server wraps in a transaction of its own, so that an answer
@@ -309,16 +313,20 @@ def table(api, claim_write) -> list:
             if own_tx:
                 s.begin()
             try:
-                r = s.sql(text, params)
-                cap(len(r.rows), "this statement")
+                r = s.sql(text, params, copy_data)
+                # COPY ... TO STDOUT answers its rows as copy_data
+                cap(len(r.rows) if r.copy_data is None else r.rowcount, "this statement")
                 if own_tx:
                     s.commit()
             except BaseException:
                 if own_tx:
                     s.rollback()
                 raise
-            return {"columns": r.columns, "kinds": r.kinds, "rows": r.rows,
-                    "status": r.status, "rowcount": r.rowcount}
+            out = {"columns": r.columns, "kinds": r.kinds, "rows": r.rows,
+                   "status": r.status, "rowcount": r.rowcount}
+            if r.copy_data is not None:
+                out["copy_data"] = r.copy_data.decode()
+            return out
         return 200, encode(session_call(go))
 
     def history(p, q, ctype, raw):

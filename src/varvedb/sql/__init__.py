@@ -153,19 +153,21 @@ def _compile_kind(stmt, as_of, text: str) -> Compiled:
         return Compiled("select", select.Select(stmt), as_of, text)
     for module, kind in ((dml, "write"), (ddl, "ddl"), (commands, "command")):
         impl = module.compile_statement(stmt)
-        if impl is not None:
-            return Compiled(kind, impl, as_of, text)
+        if impl is not None:        # an impl may name its own kind (COPY TO STDOUT reads)
+            return Compiled(getattr(impl, "kind", kind), impl, as_of, text)
     raise SqlError("0A000", f"{type(stmt).__name__.removesuffix('Stmt')} statements are not "
                             "supported")
 
 
 class Context:
     """What one statement runs against: its session, and one snapshot for all
-    of its reads (subqueries included)."""
-    __slots__ = ("session", "engine", "as_of", "_snap")
+    of its reads (subqueries included), and the caller's copy_data for a COPY
+    FROM STDIN."""
+    __slots__ = ("session", "engine", "as_of", "copy_data", "_snap")
 
-    def __init__(self, session, as_of=None):
+    def __init__(self, session, as_of=None, copy_data=None):
         self.session = session
+        self.copy_data = copy_data
         self.engine = session._engine
         self.as_of = as_of        # (branch name | None, version | datetime | None), or None
         self._snap = None
@@ -199,8 +201,9 @@ class Context:
         return self.session.settings.get(name)
 
 
-def run(session, text: str, params=()) -> SqlResult:
-    """Run SQL in a session; the last statement's result is returned."""
+def run(session, text: str, params=(), copy_data=None) -> SqlResult:
+    """Run SQL in a session; the last statement's result is returned. `copy_data`
+    (bytes, str or a binary file object) is what a COPY ... FROM STDIN reads."""
     if type(params) is not list and type(params) is not tuple:
         if params is None:
             params = ()
@@ -208,18 +211,18 @@ def run(session, text: str, params=()) -> SqlResult:
             raise SqlError("22023", f"params is a list or tuple, got {type(params).__name__}")
     compiled = compile_text(text)
     if len(compiled) == 1:
-        return _run_one(session, compiled[0], params)
+        return _run_one(session, compiled[0], params, copy_data)
     if not compiled:
         return SqlResult([], [], "EMPTY")
     if params:
         raise SqlError("42601", "cannot insert multiple commands into a prepared statement")
     result = None
     for c in compiled:
-        result = _run_one(session, c, params)
+        result = _run_one(session, c, params, copy_data)
     return result
 
 
-def _run_one(session, c: Compiled, params) -> SqlResult:
+def _run_one(session, c: Compiled, params, copy_data=None) -> SqlResult:
     if session.sql_failed and session.tx is not None:
         if not (c.kind == "command" and getattr(c.impl, "ends_transaction", False)):
             raise SqlError("25P02", "current transaction is aborted, commands ignored until "
@@ -229,7 +232,8 @@ def _run_one(session, c: Compiled, params) -> SqlResult:
     try:
         if c.files and not session.server_files:
             privileges.check(c.files, params)
-        ctx = Context(session, None if c.as_of is None else _as_of(c, params, session))
+        ctx = Context(session, None if c.as_of is None else _as_of(c, params, session),
+                      copy_data)
         return c.impl.run(ctx, params)
     except VarveError:
         tx = session.tx

@@ -1,4 +1,4 @@
-"""INSERT, UPDATE, DELETE (each with RETURNING) and COPY ... FROM.
+"""INSERT, UPDATE, DELETE (each with RETURNING) and COPY (FROM a file or STDIN, TO STDOUT).
 
 Values are evaluated by query/expr.py and converted to each column's kind
 the way PostgreSQL assigns them (a quoted literal through the type's input
@@ -11,22 +11,25 @@ failed (25P02) until ROLLBACK, as in PostgreSQL.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import itertools
 import os
 import re
 import stat
 
 import numpy as np
-from pglast import ast
+from pglast import ast, parse_sql
 from pglast.enums import OnConflictAction
 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
-from ..schema import coerce_ids, coerce_values
+from ..schema import coerce_ids, coerce_values, from_micros
 from .expressions import Scope, convert, literal, output_name
 from .result import SqlResult
-from ..query.literals import parse_input
+from .select import Select
+from ..query.literals import parse_input, value_text
 
 _DEFAULT = object()        # a DEFAULT in VALUES, or a column the INSERT leaves out
 
@@ -122,7 +125,6 @@ def assign_python(kind: str, v):
             return v
         parsed = parse_input(kind, v)
         if kind == "timestamp":
-            from ..schema import from_micros
             return from_micros(parsed)
         return parsed
     if kind == "int" and t is int:
@@ -412,7 +414,7 @@ class Delete(_Targeted):
         return result
 
 
-# ---- COPY ... FROM --------------------------------------------------------------------
+# ---- COPY -----------------------------------------------------------------------------
 
 MAX_LINE = 4 << 20     # bytes in one line of a COPY file (one CSV record): 54000 past it
 _CHUNK = 1 << 20       # bytes read at a time
@@ -423,22 +425,36 @@ _TEXT_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v
 
 
 class Copy:
-    """COPY t [(cols)] FROM 'file': a regular file read in chunks, line by line (at
+    """COPY t [(cols)] FROM 'file' | STDIN: the data read in chunks, line by line (at
     most MAX_LINE bytes each, UTF-8), each record parsed with its line number for the
-    error it may raise, written _BATCH records at a time in one transaction. Reading
-    a file of the server's machine is an embedded caller's privilege (privileges.py)."""
+    error it may raise, written _BATCH records at a time in one transaction. A file
+    is one of the server's machine: reading it is an embedded caller's privilege
+    (privileges.py); STDIN is the caller's own copy_data, read by the same reader.
+    COPY t [(cols)] | (SELECT ...) TO STDOUT: the rows as PostgreSQL writes them
+    (text or CSV), in SqlResult.copy_data; no file of the server is ever written."""
 
     def __init__(self, stmt: ast.CopyStmt):
-        if not stmt.is_from:
-            raise NotSupportedError("COPY ... TO is not supported (use SELECT)")
+        self.is_from = stmt.is_from
+        self.kind = "write" if self.is_from else "select"
+        if stmt.is_program:
+            raise NotSupportedError("COPY ... PROGRAM is not supported")
+        if not self.is_from and stmt.filename is not None:
+            raise NotSupportedError("COPY ... TO a file is not supported (use TO STDOUT)")
+        if stmt.whereClause is not None:
+            raise NotSupportedError("COPY ... FROM ... WHERE is not supported")
+        self.query = None
         if stmt.relation is None:
-            raise NotSupportedError("COPY (query) is not supported")
-        if stmt.filename is None or stmt.is_program:
-            raise NotSupportedError("COPY FROM STDIN or PROGRAM is not supported; "
-                                    "give a file name")
-        self.table = stmt.relation.relname
+            if self.is_from or not isinstance(stmt.query, ast.SelectStmt):
+                raise NotSupportedError("COPY (query) supports only SELECT ... TO STDOUT")
+            self.query = Select(stmt.query)
+            self.table = None
+        else:
+            self.table = stmt.relation.relname
         self.columns = [c.sval for c in stmt.attlist] if stmt.attlist else None
-        self.filename = stmt.filename
+        self.filename = stmt.filename           # None: STDIN (or STDOUT)
+        if self.query is None and not self.is_from:
+            cols = ", ".join(map(_quoted, self.columns)) if self.columns else "*"
+            self.query = Select(parse_sql(f"SELECT {cols} FROM {_quoted(self.table)}")[0].stmt)
         opts = {}
         for o in stmt.options or ():
             arg = o.arg
@@ -464,6 +480,8 @@ class Copy:
                                   + re.escape(self.delimiter), re.S)
 
     def run(self, ctx, params) -> SqlResult:
+        if not self.is_from:
+            return self._to_stdout(ctx, params)
         t = ctx.table(self.table)
         schema = t.schema
         columns = self.columns or (([] if schema.id_hidden else ["id"]) + list(schema.fields))
@@ -471,7 +489,7 @@ class Copy:
             if c not in schema.fields and c != "id":
                 raise SqlError("42703", f'column "{c}" of relation "{self.table}" does not exist')
         n = 0
-        with _open_regular(self.filename) as fh, ctx.session._writing() as tx:
+        with self._source(ctx) as fh, ctx.session._writing() as tx:
             records = self._records(fh)
             if self.header:
                 next(records, None)
@@ -484,6 +502,55 @@ class Copy:
                 written, _ = _insert_rows(ctx, tx, t, rows, None, E.Env(params))
                 n += len(written)
         return SqlResult([], [], f"COPY {n}", rowcount=n)
+
+    def _source(self, ctx):
+        """The binary file the records are read from: the named regular file, or the
+        caller's copy_data (bytes, str, or a binary file object, not closed here)."""
+        if self.filename is not None:
+            return _open_regular(self.filename)
+        data = ctx.copy_data
+        if data is None:
+            raise SqlError("22023", "COPY FROM STDIN needs copy_data= (the rows, as bytes, "
+                                    "str or a binary file object)")
+        if isinstance(data, str):
+            data = data.encode("utf-8", "surrogateescape")
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            return io.BytesIO(data)
+        if not callable(getattr(data, "read", None)):
+            raise SqlError("22023", "copy_data is bytes, str or a binary file object, got "
+                                    f"{type(data).__name__}")
+        return contextlib.nullcontext(data)
+
+    def _to_stdout(self, ctx, params) -> SqlResult:
+        """The rows of the table (or query) in the text or CSV format, one line each,
+        every value in its PostgreSQL text form (query/literals.py's value_text)."""
+        res = self.query.run(ctx, params)
+        if self.format == "csv":
+            quote = re.compile("[" + re.escape(self.delimiter) + '"\r\n]')
+            alone = len(res.columns) == 1    # a lone \. would read as the end marker
+
+            def field(s):
+                if s is None:
+                    return self.null
+                if s == self.null or quote.search(s) or (alone and s == "\\."):
+                    return '"' + s.replace('"', '""') + '"'
+                return s
+        else:
+            # PostgreSQL's escapes; a control character that is the delimiter keeps its own
+            escapes = str.maketrans({self.delimiter: "\\" + self.delimiter, "\\": "\\\\",
+                                     "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
+                                     "\t": "\\t", "\v": "\\v"})
+
+            def field(s):
+                return self.null if s is None else s.translate(escapes)
+        d = self.delimiter
+        lines = [d.join(map(field, res.columns))] if self.header else []
+        kinds = res.kinds
+        lines += [d.join([field(value_text(v, k)) for v, k in zip(row, kinds)])
+                  for row in res.rows]
+        data = "".join(line + "\n" for line in lines).encode()
+        n = len(res.rows)
+        return SqlResult([], [], f"COPY {n}", rowcount=n, copy_data=data)
 
     def _where(self, line: int, column: str | None = None) -> str:
         """PostgreSQL's CONTEXT of a COPY error, leading its message."""
@@ -580,6 +647,10 @@ class Copy:
             [{} for _ in batch]
 
 
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 def _open_regular(filename: str):
     """The file for reading, if it is a regular file. Opened without blocking (a FIFO
     with no writer would wait for one forever), then checked: a device such as
@@ -609,6 +680,9 @@ def _lines(fh, where):
         chunk = fh.read(_CHUNK)
         if not chunk:
             break
+        if not isinstance(chunk, (bytes, bytearray)):
+            raise SqlError("22023", "copy_data's file object is read in binary mode (its "
+                                    f"read() gave {type(chunk).__name__})")
         lines = (tail + chunk).split(b"\n")
         tail = lines.pop()
         for line in lines:
@@ -665,6 +739,8 @@ def _parse_column(kind: str, values: list, field=None) -> list:
             x = None if v is None else parse_input(kind, v)
             if kind == "vector" and x is not None and field is not None and len(x) != field.dim:
                 raise SqlError("22000", f"expected {field.dim} dimensions, not {len(x)}")
+            if kind == "timestamp" and x is not None:     # microseconds, as a column takes it
+                x = from_micros(x)
         except SqlError as e:
             raise _BadValue(i, e) from None
         out.append(x)

@@ -14,17 +14,21 @@ class SqlResult:
     PostgreSQL's command tag ("SELECT 3", "INSERT 0 2", "CREATE TABLE"), and
     `rowcount` the rows returned or changed. `plan` is the query plan as it
     ran, for a SELECT; `kinds` each column's kind where the statement knew it
-    (int, float, bool, text, json, timestamp, vector; None where it did not)."""
-    __slots__ = ("columns", "rows", "status", "rowcount", "plan", "kinds")
+    (int, float, bool, text, json, timestamp, vector; None where it did not).
+    `copy_data` is what COPY ... TO STDOUT wrote (bytes; None for any other
+    statement)."""
+    __slots__ = ("columns", "rows", "status", "rowcount", "plan", "kinds", "copy_data")
 
     def __init__(self, columns: list[str], rows: list[tuple], status: str,
-                 rowcount: int | None = None, plan=None, kinds: list | None = None):
+                 rowcount: int | None = None, plan=None, kinds: list | None = None,
+                 copy_data: bytes | None = None):
         self.columns = columns
         self.rows = rows
         self.status = status
         self.rowcount = len(rows) if rowcount is None else rowcount
         self.plan = plan
         self.kinds = kinds if kinds is not None else [None] * len(columns)
+        self.copy_data = copy_data
 
     def __len__(self) -> int:
         return len(self.rows)
