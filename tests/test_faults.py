@@ -7,6 +7,7 @@ commit, a fresh open must see the same, and the connection must write again.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import threading
@@ -125,6 +126,23 @@ def count_ops(path, action, setup=make) -> int:
     return 10**9 - left
 
 
+@contextlib.contextmanager
+def armed(tmp_path, kind: str, at: int, setup=make):
+    """A fresh file made by `setup`, then its `at`-th write or sync from now armed
+    to fail with `kind`: yields (path, faults, db, docs, the state before) inside
+    the faults' scope; afterwards every descriptor is closed, as a dead process's."""
+    path = str(tmp_path / f"{kind}{at}.varve")
+    f = Faults(seed=at)
+    try:
+        with installed(f):
+            db, docs = setup(path)
+            before = state(db)
+            f.arm(kind, after=at)
+            yield path, f, db, docs, before
+    finally:
+        f.kill_all()
+
+
 def insert_one(docs, i=50):
     docs.insert({"id": i, "tag": 1, "emb": vec([i])[0].tolist()})
 
@@ -134,12 +152,7 @@ def test_every_failed_operation_of_a_commit_rolls_back_and_the_retry_lands(tmp_p
     n_ops = count_ops(str(tmp_path / "count.varve"), insert_one)
     assert n_ops >= 2        # the commit's write and its sync at least
     for at in range(n_ops):
-        path = str(tmp_path / f"{kind}{at}.varve")
-        f = Faults(seed=at)
-        with installed(f):
-            db, docs = make(path)
-            before = state(db)
-            f.arm(kind, after=at)
+        with armed(tmp_path, kind, at) as (path, f, db, docs, before):
             try:
                 insert_one(docs)
             except vv.StorageError as e:
@@ -153,7 +166,6 @@ def test_every_failed_operation_of_a_commit_rolls_back_and_the_retry_lands(tmp_p
             want = {**before, **expected([50, 51])}
             assert state(db) == want and fresh_view(path) == want
             db.close()
-        f.kill_all()
         db = vv.connect(path)
         assert state(db) == want and db.verify().ok
         db.close()
@@ -338,15 +350,9 @@ def test_crash_at_each_operation_of_a_checkpoint_keeps_the_last_commit(tmp_path,
     n_ops = count_ops(str(tmp_path / "count.varve"), lambda docs: docs._db.checkpoint(), setup)
     assert n_ops >= 4      # frame write, its sync, the slot write, its sync
     for at in range(n_ops):
-        path = str(tmp_path / f"{kind}{at}.varve")
-        f = Faults(seed=at)
-        with installed(f):
-            db, docs = setup(path)
-            want = state(db)
-            f.arm(kind, after=at)
+        with armed(tmp_path, kind, at, setup) as (path, _, db, _, want):
             with pytest.raises(Crashed):
                 db.checkpoint()
-        f.kill_all()
         db = vv.connect(path)
         assert state(db) == want and db.verify().ok
         insert_one(db["docs"], 999)
@@ -510,12 +516,7 @@ def test_every_failed_operation_of_a_vacuum_keeps_the_state_and_the_next_write_l
                       setup)
     assert n_ops >= 4
     for at in range(n_ops):
-        path = str(tmp_path / f"{kind}{at}.varve")
-        f = Faults(seed=at)
-        with installed(f):
-            db, docs = setup(path)
-            before = state(db)
-            f.arm(kind, after=at)
+        with armed(tmp_path, kind, at, setup) as (path, f, db, docs, before):
             try:
                 db.vacuum(keep=1, progress=False)
             except vv.StorageError:
@@ -526,7 +527,6 @@ def test_every_failed_operation_of_a_vacuum_keeps_the_state_and_the_next_write_l
             want = {**before, **expected([50])}
             assert state(db) == want and fresh_view(path) == want
             db.close()
-        f.kill_all()
         db = vv.connect(path)
         assert state(db) == want and db.verify().ok
         db.close()

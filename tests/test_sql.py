@@ -728,12 +728,20 @@ _FAILING_RETURNING = [
 ]
 
 
-@pytest.mark.parametrize("statement", _FAILING_RETURNING)
-def test_a_failing_returning_leaves_the_file_and_version_as_they_were(tmp_path, statement):
+@pytest.fixture
+def two_rows(tmp_path):
+    """A file whose table t holds (1, 1) and (2, 2)."""
     path = tmp_path / "r.varve"
     with vv.connect(path) as db:
         db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
         db.sql("INSERT INTO t VALUES (1, 1), (2, 2)")
+    return path
+
+
+@pytest.mark.parametrize("statement", _FAILING_RETURNING)
+def test_a_failing_returning_leaves_the_file_and_version_as_they_were(two_rows, statement):
+    path = two_rows
+    with vv.connect(path) as db:
         version, digest = db.version, file_digest(path)
         with pytest.raises(vv.VarveError) as e:
             db.sql(statement)
@@ -749,11 +757,9 @@ def test_a_failing_returning_leaves_the_file_and_version_as_they_were(tmp_path, 
 
 
 @pytest.mark.parametrize("statement", _FAILING_RETURNING)
-def test_a_failing_returning_inside_a_transaction_keeps_nothing_of_it(tmp_path, statement):
-    path = tmp_path / "r.varve"
+def test_a_failing_returning_inside_a_transaction_keeps_nothing_of_it(two_rows, statement):
+    path = two_rows
     with vv.connect(path) as db:
-        db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
-        db.sql("INSERT INTO t VALUES (1, 1), (2, 2)")
         version, digest = db.version, file_digest(path)
         # BEGIN: the block fails (25P02) and its COMMIT rolls back, as in PostgreSQL
         s = db.session()
