@@ -29,7 +29,7 @@ from ..schema import MAX_EF
 from .plan import (Count, Filter, Fusion, Limit, PlanNode, Project, Rerank, Scan, Strategy,
                    TextTopK, VectorTopK)
 
-RRF_K = 60          # reciprocal-rank fusion's k (Cormack et al.'s constant)
+from .request import RRF_K     # noqa: F401  (fusion's k, written once in request.py)
 EXACT_ROWS = 2048
 EXACT_FRACTION = 0.02
 WIDEN = 4
