@@ -142,7 +142,7 @@ class VarveAB(_AB):
         return self.coll.search(vector=q, limit=K, select=[], **{self.width: self.ef}).ids
 
     def graph_bytes(self):
-        return sum(ix.memory_bytes() for ix in self.coll._table.vector_indexes.values())
+        return self.coll.vector_memory()["graph_bytes"]
 
     def close(self):
         if self.db is not None:

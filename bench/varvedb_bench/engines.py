@@ -189,7 +189,7 @@ class Varve(Engine):
         self.db.checkpoint()
 
     def graph_bytes(self):
-        return sum(ix.memory_bytes() for ix in self.coll._table.vector_indexes.values())
+        return self.coll.vector_memory()["graph_bytes"]
 
     def ann(self, q, k, ef, max_tag=None):
         return np.array(self.coll.search(vector=q, limit=k, ef=ef, where=_where(max_tag),
