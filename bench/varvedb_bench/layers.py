@@ -6,7 +6,7 @@ varvedb, ... — the order flips every round so neither side always runs warm
 or first); a round's figure is a mean over its calls, and the report gives
 the median over rounds, their spread (min–max) and the median of the
 per-round ratios. Peers: SQLite (stdlib sqlite3) and hnswlib (optional: the
-`bench` extra); a peer that is not installed is skipped with a note.
+`peers` or `test` extra); a peer that is not installed is skipped with a note.
 
 * get(id): `Collection.get` against SQLite's primary-key SELECT.
 * search: a top-10 search with select=[] on a 1 000-row collection (no peer:
