@@ -9,21 +9,23 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-# One stamp per set of extras, redone when pyproject.toml changes.
+# One stamp per set of extras, redone when a pyproject.toml changes. The bench is
+# its own distribution in bench/ (varvedb-bench): installed beside the package by
+# the targets that run it or its tests.
 $(VENV)/.installed-base: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
-$(VENV)/.installed-plot: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e ".[plot]"
+$(VENV)/.installed-test: pyproject.toml bench/pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[test]" -e "./bench[test]"
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e ".[test]"
+$(VENV)/.installed-bench: pyproject.toml bench/pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e . -e "./bench[plot]"
 	touch $@
 
-$(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e ".[test,bench]"
+$(VENV)/.installed-compare: pyproject.toml bench/pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[test]" -e "./bench[test,peers]"
 	touch $@
 
 demo: $(VENV)/.installed-base
@@ -48,11 +50,11 @@ boundscheck: $(VENV)/.installed-test
 # Extra options go through BENCH_ARGS, e.g. make compare BENCH_ARGS="--rows 1000000 --runs 1"
 BENCH_ARGS ?=
 
-bench: $(VENV)/.installed-plot
-	$(BIN)/varvedb bench --peers sqlite $(BENCH_ARGS)
+bench: $(VENV)/.installed-bench
+	$(BIN)/varvedb bench ann --peers sqlite $(BENCH_ARGS)
 
-compare: $(VENV)/.installed-bench
-	$(BIN)/varvedb bench --peers all $(BENCH_ARGS)
+compare: $(VENV)/.installed-compare
+	$(BIN)/varvedb bench ann --peers all $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) demo.varve bench-results .pytest_cache .numba-boundscheck

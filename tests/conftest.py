@@ -15,6 +15,7 @@ import pytest
 import varvedb as vv
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
+BENCH = str(Path(__file__).resolve().parents[1] / "bench")   # the varvedb-bench distribution
 
 
 @pytest.fixture
@@ -48,9 +49,9 @@ def log_end(db) -> int:
 
 
 def child_env() -> dict:
-    """Environment for a subprocess that imports varvedb from this checkout."""
+    """Environment for a subprocess that imports varvedb and its bench from this checkout."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = os.pathsep.join((SRC, BENCH, env.get("PYTHONPATH", "")))
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

@@ -74,7 +74,7 @@ class PgServer:
 
     def server_pids(self) -> list[int]:
         """The postmaster and its children (to prove that stop() leaves none)."""
-        from varvedb.bench.pg_engine import server_pids
+        from varvedb_bench.pg_engine import server_pids
         return server_pids(self.server)
 
     def stop(self) -> None:

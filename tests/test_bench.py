@@ -16,24 +16,25 @@ import time
 import numpy as np
 import pytest
 
-from varvedb.bench import data
+from varvedb import demo_data
+from varvedb_bench.data import exact_topk_many
 
 from conftest import PYTHON, child_env
 
 
 def test_tags_keep_the_fractions_the_filters_name():
-    tags = data.tag_of(np.arange(200_000))
+    tags = demo_data.tag_of(np.arange(200_000))
     assert tags.min() == 0 and tags.max() == 99
     assert abs(np.mean(tags < 1) - 0.01) < 0.002
     assert abs(np.mean(tags < 25) - 0.25) < 0.01
-    assert np.array_equal(tags, data.tag_of(np.arange(200_000)))   # hashed, not drawn
+    assert np.array_equal(tags, demo_data.tag_of(np.arange(200_000)))   # hashed, not drawn
 
 
 @pytest.mark.parametrize("metric", ["l2", "cosine", "dot"])
 def test_ground_truth_is_exact_under_a_filter(metric):
-    ds = data.make(3000, 12, queries=15, seed=3)
-    allow = data.tag_of(ds.ids) < 25
-    gt = data.exact_topk_many(ds.vectors, ds.queries, 10, metric, {"all": None, "f": allow},
+    ds = demo_data.make(3000, 12, queries=15, seed=3)
+    allow = demo_data.tag_of(ds.ids) < 25
+    gt = exact_topk_many(ds.vectors, ds.queries, 10, metric, {"all": None, "f": allow},
                               block=700)
     x, q = ds.vectors.astype(np.float64), ds.queries.astype(np.float64)
     if metric == "l2":
@@ -50,9 +51,9 @@ def test_ground_truth_is_exact_under_a_filter(metric):
 
 
 def test_clustered_generator_is_reproducible_and_clustered():
-    a, b = data.clustered(5000, 32, seed=1), data.clustered(5000, 32, seed=1)
+    a, b = demo_data.clustered(5000, 32, seed=1), demo_data.clustered(5000, 32, seed=1)
     assert a.dtype == np.float32 and np.array_equal(a, b)
-    assert not np.array_equal(a, data.clustered(5000, 32, seed=2))
+    assert not np.array_equal(a, demo_data.clustered(5000, 32, seed=2))
     # clustered: a row's nearest neighbour is far nearer than a random row
     x = a[:500].astype(np.float64)
     d = ((x[:, None] - x[None]) ** 2).sum(-1)
@@ -61,7 +62,7 @@ def test_clustered_generator_is_reproducible_and_clustered():
 
 
 def _bench(out, *args, timeout=600, path_first=None):
-    cmd = [PYTHON, "-m", "varvedb.cli", "bench", "--rows", "3000", "--dim", "16",
+    cmd = [PYTHON, "-m", "varvedb_bench", "ann", "--rows", "3000", "--dim", "16",
            "--queries", "40", "--runs", "1", "--exact-queries", "5", "--commits", "20",
            "--ef", "10,80", "--out", str(out), *args]
     env = child_env()
@@ -124,7 +125,7 @@ def test_missing_peer_is_skipped_with_a_note(tmp_path):
 
 def test_sigterm_stops_the_worker_and_removes_its_files(tmp_path):
     proc = subprocess.Popen(
-        [PYTHON, "-m", "varvedb.cli", "bench", "--rows", "400000", "--dim", "64",
+        [PYTHON, "-m", "varvedb_bench", "ann", "--rows", "400000", "--dim", "64",
          "--queries", "20", "--runs", "1", "--peers", "sqlite", "--out", str(tmp_path)],
         env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 300
@@ -143,7 +144,7 @@ def test_sigterm_stops_the_worker_and_removes_its_files(tmp_path):
 
 
 def _workers(parent: int) -> list[int]:
-    """Pids of `varvedb.bench.worker` processes whose parent is `parent`."""
+    """Pids of `varvedb_bench.worker` processes whose parent is `parent`."""
     out = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -155,6 +156,6 @@ def _workers(parent: int) -> list[int]:
                 ppid = int(f.read().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        if b"varvedb.bench.worker" in cmd and ppid == parent:
+        if b"varvedb_bench.worker" in cmd and ppid == parent:
             out.append(int(pid))
     return out

@@ -1,4 +1,4 @@
-"""bench/ab.py: the A/B mode end to end through the CLI on a tiny set, and the
+"""varvedb_bench/ab.py: the A/B mode end to end through the CLI on a tiny set, and the
 interpolation of QPS at equal recall on hand-made curves.
 
 Speed is not asserted (the machine is shared); the run is held to its shape:
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from varvedb.bench import ab
-from varvedb.cli import main
+from varvedb_bench import ab
+from varvedb_bench.cli import bench
 from varvedb.errors import OptionError
 
 
@@ -50,8 +50,8 @@ def test_engine_lists_are_checked():
 
 def test_ab_mode_runs_end_to_end_and_writes_curves_and_interpolated_points(tmp_path):
     out = tmp_path / "out"
-    r = CliRunner().invoke(main, [
-        "bench", "--dataset", "clustered", "--rows", "2000", "--dim", "16", "--queries", "60",
+    r = CliRunner().invoke(bench, [
+        "ann", "--dataset", "clustered", "--rows", "2000", "--dim", "16", "--queries", "60",
         "--ab", "varvedb,hnswlib", "--rounds", "3", "--build-rounds", "2",
         "--ef", "10,20,40,80", "--out", str(out)])
     assert r.exit_code == 0, r.output + repr(r.exception)
@@ -93,7 +93,7 @@ def test_ab_mode_runs_end_to_end_and_writes_curves_and_interpolated_points(tmp_p
 
 
 def test_ab_mode_reports_a_bad_engine_as_a_usage_error(tmp_path):
-    r = CliRunner().invoke(main, ["bench", "--dataset", "clustered", "--rows", "200",
+    r = CliRunner().invoke(bench, ["ann", "--dataset", "clustered", "--rows", "200",
                                   "--dim", "4", "--queries", "5", "--ab", "varvedb,annoy",
                                   "--out", str(tmp_path)])
     assert r.exit_code == 1 and "unknown engine 'annoy'" in r.output

@@ -1,4 +1,4 @@
-"""bench/datasets.py: every file layout the bench reads, the named sets, the
+"""varvedb_bench/datasets.py: every file layout the bench reads, the named sets, the
 ground truth it computes, and the errors a wrong file gets.
 
 Files are written here by hand (h5py, numpy) in the layouts the outside
@@ -13,7 +13,8 @@ import h5py
 import numpy as np
 import pytest
 
-from varvedb.bench import data, datasets
+from varvedb import demo_data
+from varvedb_bench import datasets
 from varvedb.errors import FileMissingError, OptionError, VarveError
 
 from conftest import PYTHON, child_env
@@ -166,7 +167,7 @@ def test_texmex_files_by_their_suffixes_and_explicitly(tmp_path):
 
 def test_generator_spec_is_the_generator(tmp_path):
     ds = datasets.load("clustered", str(tmp_path), rows=500, queries=20, dim=8)
-    ref = data.make(500, 8, 20, "clustered")
+    ref = demo_data.make(500, 8, 20, "clustered")
     assert np.array_equal(ds.train, ref.vectors) and np.array_equal(ds.test, ref.queries)
     assert np.array_equal(ds.neighbors, brute(ref.vectors, ref.queries, "l2"))
 
@@ -247,7 +248,7 @@ def test_harness_runs_on_a_dataset_file(tmp_path):
     train, test = vectors(1500, 8, 16), vectors(20, 8, 17)
     np.save(tmp_path / "mine.npy", train)
     np.save(tmp_path / "mine.query.npy", test)
-    r = subprocess.run([PYTHON, "-m", "varvedb.cli", "bench", "--dataset",
+    r = subprocess.run([PYTHON, "-m", "varvedb_bench", "ann", "--dataset",
                         str(tmp_path / "mine.npy"), "--peers", "hnswlib", "--no-varvedb",
                         "--runs", "1", "--exact-queries", "3", "--ef", "10,80",
                         "--out", str(tmp_path / "out")],
@@ -262,7 +263,7 @@ def test_harness_runs_on_a_dataset_file(tmp_path):
 
 
 def test_cli_names_a_bad_dataset_without_a_traceback(tmp_path):
-    r = subprocess.run([PYTHON, "-m", "varvedb.cli", "bench", "--dataset",
+    r = subprocess.run([PYTHON, "-m", "varvedb_bench", "ann", "--dataset",
                         str(tmp_path / "missing.hdf5"), "--out", str(tmp_path)],
                        env=child_env(), capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "Traceback" not in r.stderr

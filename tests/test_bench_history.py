@@ -1,9 +1,9 @@
-"""`varvedb bench-history` end to end at a tiny scale: every figure is there and sane."""
+"""`varvedb bench history` end to end at a tiny scale: every figure is there and sane."""
 import json
 
 from click.testing import CliRunner
 
-from varvedb.cli import main
+from varvedb_bench.cli import bench
 
 from test_bench_text import _corpus
 
@@ -11,7 +11,7 @@ from test_bench_text import _corpus
 def test_bench_history_reports_vacuum_compression_and_backup(tmp_path):
     _corpus(tmp_path / "c.jsonl", n=300)
     out = tmp_path / "out"
-    r = CliRunner().invoke(main, ["bench-history", "--rows", "1000", "--dim", "8",
+    r = CliRunner().invoke(bench, ["history", "--rows", "1000", "--dim", "8",
                                   "--queries", "20", "--rounds", "2", "--docs", "300",
                                   "--corpus", str(tmp_path / "c.jsonl"), "--backup-mb", "8", "--writer-seconds", "0.3",
                                   "--out", str(out)])

@@ -1,4 +1,4 @@
-"""`varvedb bench-server --quick` end to end: a real `varvedb serve` and a real
+"""`varvedb bench server --quick` end to end: a real `varvedb serve` and a real
 PostgreSQL + pgvector on 127.0.0.1, tiny sizes; the report's shape and sane
 values. Where PostgreSQL cannot start, the varvedb side is checked and the
 test then skips with the reason (VARVEDB_NO_PG runs without it)."""
@@ -9,7 +9,7 @@ import signal
 import pytest
 from click.testing import CliRunner
 
-from varvedb.cli import main
+from varvedb_bench.cli import bench
 
 
 def _sane(summary):
@@ -29,7 +29,7 @@ def test_bench_server_quick(tmp_path):
     args = ["--quick", "--out", str(out)]
     if no_pg:
         args.append("--no-pg")
-    res = CliRunner().invoke(main, ["bench-server", *args])
+    res = CliRunner().invoke(bench, ["server", *args])
     assert res.exit_code == 0, res.output + repr(res.exception)
     report = json.loads(out.read_text())
     md = (tmp_path / "server.md").read_text()

@@ -1,4 +1,4 @@
-"""`varvedb bench-sql` on a tiny collection: the report's shape, both sides of
+"""`varvedb bench sql` on a tiny collection: the report's shape, both sides of
 the overhead figure answering alike, and the pgvector figure (which must run:
 it fails with the reason when PostgreSQL cannot start, unless VARVEDB_NO_PG
 is set)."""
@@ -7,7 +7,7 @@ import os
 
 from click.testing import CliRunner
 
-from varvedb.cli import main
+from varvedb_bench.cli import bench
 
 # 3 000 rows: tag < 9 allows 2 700, above the planner's exact-scan threshold, so
 # the plan is a graph walk as in the real figure
@@ -21,7 +21,7 @@ def test_bench_sql_reports_both_figures(tmp_path):
     args = ARGS + ["--workdir", str(tmp_path / "work"), "--out", str(out)]
     if no_pg:
         args += ["--only", "overhead"]
-    res = CliRunner().invoke(main, ["bench-sql", *args])
+    res = CliRunner().invoke(bench, ["sql", *args])
     assert res.exit_code == 0, res.output + repr(res.exception)
     report = json.loads(out.read_text())
     md = (tmp_path / "sql.md").read_text()

@@ -1,4 +1,4 @@
-"""The bench's sweep mode (`varvedb bench --engines`) under a memory cap.
+"""The bench's sweep mode (`varvedb bench ann --engines`) under a memory cap.
 
 These hold the mode to what its figures rest on: each capped query worker
 ran inside a fresh cgroup v1 memory group with the limit asked for, the group
@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from varvedb.bench import cgroup, sweep
+from varvedb_bench import cgroup, sweep
 from varvedb.errors import OptionError
 
 from conftest import PYTHON, child_env
@@ -36,7 +36,7 @@ def test_sizes_parse_in_binary_units():
 
 def _sweep(out, *args):
     return subprocess.run(
-        [PYTHON, "-m", "varvedb.cli", "bench", "--engines", "varvedb:int8,varvedb:ivfpq",
+        [PYTHON, "-m", "varvedb_bench", "ann", "--engines", "varvedb:int8,varvedb:ivfpq",
          "--rows", "10000", "--dim", "32", "--queries", "50", "--ef", "40", "--probes", "8",
          "--lists", "10", "--pq-m", "4", "--m", "8", "--ef-construction", "64",
          "--keep-builds", str(out / "builds"), "--out", str(out), *args],
@@ -102,11 +102,11 @@ def test_a_cap_is_refused_without_a_memory_controller(tmp_path, monkeypatch):
 
 
 def test_cli_refuses_a_cap_without_engines_and_unknown_engines(tmp_path):
-    r = subprocess.run([PYTHON, "-m", "varvedb.cli", "bench", "--memory-cap", "64M",
+    r = subprocess.run([PYTHON, "-m", "varvedb_bench", "ann", "--memory-cap", "64M",
                         "--out", str(tmp_path)], env=child_env(), capture_output=True,
                        text=True)
     assert r.returncode != 0 and "--engines" in r.stderr
-    r = subprocess.run([PYTHON, "-m", "varvedb.cli", "bench", "--engines", "nosuch",
+    r = subprocess.run([PYTHON, "-m", "varvedb_bench", "ann", "--engines", "nosuch",
                         "--out", str(tmp_path)], env=child_env(), capture_output=True,
                        text=True)
     assert r.returncode != 0 and "unknown engine" in r.stderr

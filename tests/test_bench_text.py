@@ -1,4 +1,4 @@
-"""`varvedb bench-text` on a tiny corpus: the query classes drawn from its
+"""`varvedb bench text` on a tiny corpus: the query classes drawn from its
 statistics, the FTS5 side's figures, the report's shape, and the varvedb side
 when `search(text=...)` exists (a probe says so; without it the report names
 the reason and carries FTS5's figures alone)."""
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from varvedb.bench import text
-from varvedb.cli import main
+from varvedb_bench import text
+from varvedb_bench.cli import bench
 
 WORDS = ("network packet server client library python module data file system tool "
          "free software graphics audio video kernel driver font theme game").split()
@@ -104,8 +104,8 @@ def test_bench_text_reports_the_figures(tmp_path):
     if has_embed:
         from varvedb import embed
         embed.register(HASHED.name, HASHED)
-    res = CliRunner().invoke(main, [
-        "bench-text", "--corpus", str(tmp_path / "c.jsonl"), "--queries", "15",
+    res = CliRunner().invoke(bench, [
+        "text", "--corpus", str(tmp_path / "c.jsonl"), "--queries", "15",
         "--rounds", "2", "--build-rounds", "2", "--hybrid-queries", "40",
         "--hybrid-docs", "120", "--embedder", HASHED.name,
         "--workdir", str(tmp_path / "work"), "--out", str(out)])

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import varvedb as vv
-from varvedb.bench.cgroup import ROOT, MemoryGroup
+from varvedb_bench.cgroup import ROOT, MemoryGroup
 
 # an 80 MB arena (and a 4 MB one) under a 64 MB cap: room for what the child
 # loads after it joins (the prefetch and rerank kernels of a file that does not fit)

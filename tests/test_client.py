@@ -26,8 +26,9 @@ import test_text_search
 import test_vector_search
 from conftest import PYTHON, child_env, file_digest
 from server_proc import ServerProcess, free_port
-from varvedb.bench import data
+from varvedb import demo_data
 from varvedb.sql.result import SqlResult
+from varvedb_bench.data import exact_topk, recall
 
 TOKEN = "test-token-0123"
 UTC = dt.timezone.utc
@@ -590,16 +591,16 @@ def test_sigkill_during_ingest_keeps_every_acknowledged_batch(tmp_path):
 
 
 def test_hnsw_recall_through_the_client(client):
-    ds = data.make(2000, 16, 20, seed=4)
+    ds = demo_data.make(2000, 16, 20, seed=4)
     d = client.create_collection("items", {"tag": "int", "emb": vv.Vector(16, metric="l2")})
     d.insert_arrays(id=ds.ids, tag=ds.tags, emb=ds.vectors)
     client.sql("CREATE INDEX ON items USING hnsw (emb vector_l2_ops)")
-    truth = data.exact_topk(ds.vectors, ds.queries, 10, "l2")
+    truth = exact_topk(ds.vectors, ds.queries, 10, "l2")
     found = [np.array(h.ids) for h in d.search_batch([{"vector": q, "limit": 10}
                                                       for q in ds.queries])]
-    assert data.recall(found, truth) >= 0.95
+    assert recall(found, truth) >= 0.95
     one = d.search(vector=ds.queries[0], limit=10, ef=100, explain=True)
-    assert one.ids == found[0].tolist() or data.recall([np.array(one.ids)], truth[:1]) >= 0.9
+    assert one.ids == found[0].tolist() or recall([np.array(one.ids)], truth[:1]) >= 0.9
     assert "VectorTopK" in str(one.plan)
 
 

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from conftest import child_env
+
 SRC = os.path.join(os.path.dirname(__file__), os.pardir, "src")
 
 
@@ -22,7 +24,7 @@ def test_import_leaves_out_what_a_first_query_does_not_need():
     loaded = _python(
         "import sys, varvedb\n"
         "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('pglast', 'tqdm', 'click') or m.startswith(('varvedb.bench', 'varvedb.cli', "
+        "('pglast', 'tqdm', 'click') or m.startswith(('varvedb_bench', 'varvedb.cli', "
         "'varvedb.demo')))))\n").split()
     assert loaded == []
 
@@ -58,10 +60,10 @@ def test_a_cached_kernel_loads_without_numba_compiler_setup(dtype):
 
 
 def test_cold_bench_measures_every_figure(tmp_path, monkeypatch):
-    from varvedb.bench import cold
+    from varvedb_bench import cold
     path = str(tmp_path / "cold.varve")
     cold.build(path, 300, 8)
-    monkeypatch.setenv("PYTHONPATH", os.path.abspath(SRC))   # for its child processes
+    monkeypatch.setenv("PYTHONPATH", child_env()["PYTHONPATH"])   # for its child processes
     res = cold.run(path, 1)
     assert len(res) == 12 and all(len(v) == 1 for v in res.values())
     assert all(v[0] > 0 for k, v in res.items() if "over numba" not in k)

@@ -308,7 +308,7 @@ def test_add_embeddings_bulk(file_db):
 
 def test_bench_langchain_small(tmp_path):
     """The bench's code path at a tiny size (Chroma too where it is installed)."""
-    from varvedb.bench import langchain as bench
+    from varvedb_bench import langchain as bench
     out = str(tmp_path / "lc")
     s = bench.run(out, n=60, dim=8, rounds=2, queries=4, k=5, workdir=str(tmp_path),
                   peers=bench.chroma_available(), echo=lambda *a: None)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import varvedb as vv
-from varvedb.bench import data
+from varvedb import demo_data
+from varvedb_bench.data import exact_topk, recall
 from varvedb.query.plan import VectorTopK
 
 ROWS, DIM, QUERIES, K = 20_000, 32, 60, 10
@@ -18,7 +19,7 @@ ROWS, DIM, QUERIES, K = 20_000, 32, 60, 10
 
 @pytest.fixture(scope="module")
 def ds():
-    return data.make(ROWS, DIM, QUERIES, seed=7)
+    return demo_data.make(ROWS, DIM, QUERIES, seed=7)
 
 
 def _load(path, ds, dtype="f32", metric="l2"):
@@ -48,7 +49,7 @@ def indexed(tmp_path_factory, ds):
 
 
 def _recall(c, ds, where=None, allow=None, metric="l2", **kw):
-    truth = data.exact_topk(ds.vectors, ds.queries, K, metric, allow)
+    truth = exact_topk(ds.vectors, ds.queries, K, metric, allow)
     found, plans = [], set()
     for q in ds.queries:
         hits = c.search(vector=q, limit=K, where=where, **kw)
@@ -56,7 +57,7 @@ def _recall(c, ds, where=None, allow=None, metric="l2", **kw):
         plans.add(hits.plan.find(VectorTopK).strategy)
     want = np.minimum(K, (truth >= 0).sum(axis=1))
     assert all(len(f) == w for f, w in zip(found, want)), "a search came back short of k"
-    return data.recall(found, np.where(truth >= 0, truth, -2)), plans
+    return recall(found, np.where(truth >= 0, truth, -2)), plans
 
 
 def test_recall_at_defaults_is_at_least_095(indexed, ds):
@@ -84,7 +85,7 @@ def test_search_as_of_an_earlier_version_walks_the_graph_through_dead_rows(tmp_p
     # stay nodes, the new ones are linked.
     rng = np.random.default_rng(3)
     ids = rng.choice(ROWS, ROWS // 3, replace=False)
-    moved = data.clustered(len(ids), DIM, seed=99)
+    moved = demo_data.clustered(len(ids), DIM, seed=99)
     with db.transaction():
         c.delete(ids=ids.tolist())
         c.insert_arrays(id=ids, tag=ds.tags[ids], emb=moved)
@@ -92,7 +93,7 @@ def test_search_as_of_an_earlier_version_walks_the_graph_through_dead_rows(tmp_p
     assert r_then >= 0.95 and plans == {"graph"}
     now = ds.vectors.copy()
     now[ids] = moved
-    r_now, _ = _recall(c, data.Dataset(now, ds.queries, "clustered", 0))
+    r_now, _ = _recall(c, demo_data.Dataset(now, ds.queries, "clustered", 0))
     assert r_now >= 0.95
     db.close()
 
@@ -116,11 +117,11 @@ def test_delete_every_row_then_insert_new_ones_finds_them(tmp_path, ds):
     db, c = _load(str(tmp_path / "d.varve"), ds)
     c.delete(where="id >= 0")
     assert c.count() == 0
-    fresh = data.clustered(2000, DIM, seed=5)
+    fresh = demo_data.clustered(2000, DIM, seed=5)
     c.insert_arrays(id=np.arange(ROWS, ROWS + 2000), tag=np.zeros(2000, np.int64), emb=fresh)
-    truth = data.exact_topk(fresh, ds.queries, K, "l2") + ROWS
+    truth = exact_topk(fresh, ds.queries, K, "l2") + ROWS
     found = [np.array(c.search(vector=q, limit=K).ids) for q in ds.queries]
-    assert data.recall(found, truth) >= 0.95
+    assert recall(found, truth) >= 0.95
     db.close()
 
 
@@ -196,7 +197,7 @@ def test_searches_run_while_a_writer_inserts(indexed, ds):
     threads = [threading.Thread(target=reader) for _ in range(3)]
     for t in threads:
         t.start()
-    extra = data.clustered(3000, DIM, seed=11)
+    extra = demo_data.clustered(3000, DIM, seed=11)
     for lo in range(0, 3000, 500):
         c.insert_arrays(id=np.arange(2 * 10**6 + lo, 2 * 10**6 + lo + 500),
                         tag=np.zeros(500, np.int64), emb=extra[lo:lo + 500])

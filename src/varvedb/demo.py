@@ -8,7 +8,7 @@ import numpy as np
 from tqdm import tqdm
 
 import varvedb as vv
-from .bench import data
+from .demo_data import make
 
 WORDS = ("river ice varve layer sediment lake summer winter clay silt core year "
          "pollen glacier melt season").split()
@@ -17,7 +17,7 @@ WORDS = ("river ice varve layer sediment lake summer winter clay silt core year 
 def run(path: str = "demo.varve", rows: int = 100_000, dim: int = 128, echo=print) -> None:
     if os.path.exists(path):
         os.remove(path)
-    ds = data.make(rows, dim, queries=1)
+    ds = make(rows, dim, queries=1)
     ids = ds.ids
     rng = np.random.default_rng(1)
     words = np.array(WORDS, dtype=object)

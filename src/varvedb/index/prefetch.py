@@ -13,7 +13,7 @@ rows' pages are coalesced into ranges (adjacent pages join) and each range is
 advised WILLNEED from a kernel, without waiting: the reads are queued
 together and the faults that follow find their pages.
 
-What `python -m varvedb.bench.prefetch` found, 1M x 768 f32 (2.9 GiB) under
+What `python -m varvedb_bench.prefetch` found, 1M x 768 f32 (2.9 GiB) under
 a 1 GiB cap, 400 random rows a group, medians: plain faults 53 ms, fadvise
 10 ms; a pool of pread threads 18 ms and io_uring reads 10 ms (neither kept:
 no better, and threads or an alpha dependency); a mincore check cost about

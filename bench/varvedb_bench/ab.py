@@ -1,4 +1,4 @@
-"""`varvedb bench --dataset SPEC --ab varvedb,hnswlib`: engines A/B in one process.
+"""`varvedb bench ann --dataset SPEC --ab varvedb,hnswlib`: engines A/B in one process.
 
 Every engine is built on the same rows with the same graph parameters, then
 queried on the same queries, one at a time on one thread, interleaved query by
@@ -36,7 +36,7 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from ..errors import OptionError
+from varvedb.errors import OptionError
 from . import data, report
 
 K = 10
@@ -142,7 +142,7 @@ class VarveAB(_AB):
         return self.coll.search(vector=q, limit=K, select=[], **{self.width: self.ef}).ids
 
     def graph_bytes(self):
-        return sum(ix.memory_bytes() for ix in self.coll._table.vector_indexes.values())
+        return self.coll.vector_memory()["graph_bytes"]
 
     def close(self):
         if self.db is not None:
@@ -325,7 +325,7 @@ def _require(module: str, package: str):
         return importlib.import_module(module)
     except ImportError as e:
         raise OptionError(f"--ab: {package} is not installed (pip install "
-                          f"'varvedb[bench]'): {e}") from None
+                          f"-e './bench[peers]'): {e}") from None
 
 
 # -- figures ---------------------------------------------------------------------------

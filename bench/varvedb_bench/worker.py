@@ -1,6 +1,6 @@
 """One engine, one run, in its own process: load, exact, index, ANN, reopen, commit.
 
-Run by the harness as `python -m varvedb.bench.worker CONFIG.json`. A process
+Run by the harness as `python -m varvedb_bench.worker CONFIG.json`. A process
 per engine and run keeps peak memory honest (VmHWM of this process, plus the
 sampled memory of any server the engine starts) and stops one engine's
 caches and threads from helping or hurting another. The figures so far are
@@ -20,6 +20,7 @@ import time
 import numpy as np
 from tqdm import tqdm
 
+from varvedb import demo_data
 from . import data
 from .engines import Missing, engine_class, reset
 
@@ -119,7 +120,7 @@ def run(cfg: dict) -> dict:
     queries = np.load(cfg["queries"])
     gt = {name: np.load(path) for name, path in cfg["truth"].items()}
     ids = np.arange(len(rows), dtype=np.int64)
-    tags = data.tag_of(ids)
+    tags = demo_data.tag_of(ids)
     k, name = cfg["k"], cfg["engine"]
     out = Run(cfg["result"], name)
     reset(cfg["workdir"])
@@ -254,10 +255,10 @@ def _explain(eng, res, q, k, ef, max_tag) -> None:
             str(plan)
 
 
-# -- the sweep mode (bench/sweep.py): a build step, then one process per sweep point ---
+# -- the sweep mode (varvedb_bench/sweep.py): a build step, then one process per sweep point ---
 
 def sweep_step(cfg: dict) -> dict:
-    """One step of `varvedb bench --engines`: "build" (load, index, persist, close;
+    """One step of `varvedb bench ann --engines`: "build" (load, index, persist, close;
     outside any cap) or "query" (open the built files, time the queries at one
     sweep point). Figures go to cfg["result"], as for run()."""
     out = Run(cfg["result"], cfg["engine"])
@@ -295,7 +296,7 @@ def _build_step(cfg, eng, out) -> None:
     with out.bar(len(rows), "load") as bar:
         eng.advance = bar.update
         t = time.perf_counter()
-        eng.load(ids, data.tag_of(ids), rows)
+        eng.load(ids, demo_data.tag_of(ids), rows)
         res["load_s"] = time.perf_counter() - t
     out.phase("index build")
     with out.bar(len(rows), "index build") as bar:

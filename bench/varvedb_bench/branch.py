@@ -1,4 +1,4 @@
-"""`varvedb bench-branch`: what a branch costs — fork, writes on it, merge.
+"""`varvedb bench branch`: what a branch costs — fork, writes on it, merge.
 
 ROWS x DIM vectors with an HNSW index are loaded and checkpointed on a real
 disk (`--out`); then, timed one by one: `branch("exp")`, WRITES single-row

@@ -1,7 +1,7 @@
 """Grouped prefetch, measured: the time to read a random group of rows of a
 mapped file after each way of prefetching them, under a memory cap or none.
 
-    python -m varvedb.bench.prefetch FILE [--rows 1000000] [--dim 768]
+    python -m varvedb_bench.prefetch FILE [--rows 1000000] [--dim 768]
         [--cap-mb 1024] [--groups 300] [--sizes 40,100,400] [--how random,fadvise/random,...]
 
 FILE holds rows x dim float32 values; it is written once (random values,
@@ -33,8 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..index import prefetch as P
-from ..storage.memory import memory_cgroup
+from varvedb.index import prefetch as P
+from varvedb.storage.memory import memory_cgroup
 from . import cgroup
 
 
@@ -49,7 +49,7 @@ def write_file(path: str, rows: int, dim: int) -> None:
 
 class MemoryCap:
     """This process inside a fresh cgroup v1 memory group of `limit` bytes
-    (bench/cgroup.py), moved back to its own group on close."""
+    (varvedb_bench/cgroup.py), moved back to its own group on close."""
 
     def __init__(self, limit: int):
         self.back = os.path.join(cgroup.ROOT, memory_cgroup().lstrip("/"), "cgroup.procs")

@@ -1,4 +1,4 @@
-"""`varvedb bench-text`: full-text search against SQLite FTS5, on one corpus, in one process.
+"""`varvedb bench text`: full-text search against SQLite FTS5, on one corpus, in one process.
 
 Corpus: the Debian package long descriptions this machine's package lists hold
 (every `*_main_i18n_Translation-en.lz4` under /var/lib/apt/lists, read with
@@ -72,7 +72,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import FileMissingError, OptionError
+from varvedb.errors import FileMissingError, OptionError
 from .layers import _ab, _stats
 from . import sql as _sql
 from .sql import _interleaved, _where
@@ -482,7 +482,7 @@ def build(c: Corpus, workdir: str, rounds: int, with_varvedb: bool, profile: boo
         for _ in range(rounds):
             fts_round()
     f = fts_runs[-1]
-    echo(f"bench-text: FTS5 insert {f['insert_s']:.2f} s + optimize {f['optimize_s']:.2f} s, "
+    echo(f"bench text: FTS5 insert {f['insert_s']:.2f} s + optimize {f['optimize_s']:.2f} s, "
          f"{f['bytes']:,} bytes")
     contentless = fts5_build(os.path.join(workdir, "fts5-contentless.sqlite"), c.bodies,
                              ", content=''")
@@ -524,7 +524,7 @@ def build(c: Corpus, workdir: str, rounds: int, with_varvedb: bool, profile: boo
         "means": "varvedb bytes: where its log ends after the checkpoint (the file is "
                  "zero-filled ahead of it, file_sizes); index = with fts - without. The goal "
                  "(≤ 0.8) reads index over FTS5's file after optimize"})
-    echo(f"bench-text: varvedb insert {v['insert_s']:.2f} s + checkpoint "
+    echo(f"bench text: varvedb insert {v['insert_s']:.2f} s + checkpoint "
          f"{v['checkpoint_s']:.2f} s, index {index:,} bytes")
     out["goal"] = "met" if out["ratio"]["total"]["median"] <= 1 else "missed"
     if out["goal"] == "missed" and profile:
@@ -745,7 +745,7 @@ def on_sample(c: Corpus, labelled: list, with_varvedb: bool, embed, model, workd
               size: int, seed: int, echo=print) -> dict:
     """recall@10 of text, vectors (exact cosine) and fusion on a sample of the corpus."""
     sub, lab = _sample(c, labelled, size, seed)
-    echo(f"bench-text: hybrid on {len(sub.ids):,} documents: embedding them "
+    echo(f"bench text: hybrid on {len(sub.ids):,} documents: embedding them "
          f"({model.name}, {model.dim} dimensions)")
     docs, docs_s = _vectors(embed, model, sub.bodies, workdir)
     qvecs, q_s = _vectors(embed, model, [s for _, _, s in lab], workdir)
@@ -809,15 +809,15 @@ def run(corpus: str | None = None, limit: int | None = None, queries: int = 200,
     os.makedirs(workdir, exist_ok=True)
     t0 = time.perf_counter()
     c = load_corpus(corpus, limit)
-    echo(f"bench-text: {len(c.ids):,} documents ({c.source}) read in "
+    echo(f"bench text: {len(c.ids):,} documents ({c.source}) read in "
          f"{time.perf_counter() - t0:.1f} s")
     skipped = varvedb_probe() if with_varvedb else "varvedb side not run (--no-varvedb)"
     if skipped:
-        echo(f"bench-text: {skipped}")
+        echo(f"bench text: {skipped}")
     t0 = time.perf_counter()
     st = Stats(c.bodies)
     classes = query_classes(st, queries, seed)
-    echo(f"bench-text: {len(st.term):,} tokens, {len(st.vocab):,} terms; query classes "
+    echo(f"bench text: {len(st.term):,} tokens, {len(st.vocab):,} terms; query classes "
          f"drawn in {time.perf_counter() - t0:.1f} s")
     out = {"config": {"documents": len(c.ids), "corpus": c.source, "tokens": int(len(st.term)),
                       "terms": len(st.vocab), "queries_per_class": queries, "rounds": rounds,
@@ -830,31 +830,31 @@ def run(corpus: str | None = None, limit: int | None = None, queries: int = 200,
                            "examples": v["queries"][:5]} for k, v in classes.items()}}
     fts = vv = None
     try:
-        echo(f"bench-text: build ({build_rounds} rounds)")
+        echo(f"bench text: build ({build_rounds} rounds)")
         out["build"] = build(c, workdir, build_rounds, not skipped, profile_queries > 0, echo)
         fts = Fts5(os.path.join(workdir, "fts5.sqlite"))
         vv = None if skipped else Varvedb(os.path.join(workdir, "fts.varve"))
-        echo(f"bench-text: latency ({rounds} rounds × {queries} queries a class)")
+        echo(f"bench text: latency ({rounds} rounds × {queries} queries a class)")
         out["latency"] = latency(classes, fts, vv, rounds, profile_queries)
         for name, fig in out["latency"].items():
             if isinstance(fig, dict):
                 vvs = (f"varvedb {fig['varvedb_us']['median']:.1f} µs, ratio "
                        f"{fig['ratio']['median']:.2f}" if "ratio" in fig else "")
-                echo(f"bench-text:   {name}: FTS5 {fig['fts5_us']['median']:.1f} µs {vvs}")
+                echo(f"bench text:   {name}: FTS5 {fig['fts5_us']['median']:.1f} µs {vvs}")
         out["prefix_index"] = prefix_index(c, classes["prefix"], fts, vv, workdir, rounds)
         px = out["prefix_index"]
         if isinstance(px, dict):
-            echo(f"bench-text:   prefix, FTS5 with prefix='4 5': "
+            echo(f"bench text:   prefix, FTS5 with prefix='4 5': "
                  f"{px['fts5_prefix_index_us']['median']:.1f} µs ({px['bytes']:,} bytes)")
         out["tokens_agree"] = tokens_agree(classes["rare"], fts, vv)
-        echo(f"bench-text: rare words found in as many documents as their df: "
+        echo(f"bench text: rare words found in as many documents as their df: "
              f"{out['tokens_agree']}")
         if vv is not None:
             out["overlap"] = overlap(classes, fts, vv, c.ids)
         out["hybrid"] = hybrid(c, fts, vv, hybrid_queries, workdir, embedder, hybrid_docs,
                                seed, echo)
         sm = out["hybrid"]["sample"]
-        echo(f"bench-text: text recall@10 on the labelled set "
+        echo(f"bench text: text recall@10 on the labelled set "
              f"{out['hybrid']['text_recall@10']}; on the sample: "
              f"{sm['recall@10'] if isinstance(sm, dict) else sm}")
     finally:
@@ -879,7 +879,7 @@ def _us(side: dict) -> str:
 def markdown(report: dict) -> str:
     """The figures as a short markdown note."""
     c = report["config"]
-    lines = [f"# bench-text: {c['documents']:,} documents, varvedb against SQLite FTS5", "",
+    lines = [f"# bench text: {c['documents']:,} documents, varvedb against SQLite FTS5", "",
              f"Corpus: {c['corpus']} ({c['tokens']:,} tokens, {c['terms']:,} terms). "
              f"SQLite {c['sqlite']}: `{c['fts5_table']}`; `{c['fts5_query']}`. varvedb: "
              f"`{c['varvedb_query']}`. Files on {c['workdir_fs']}.", ""]

@@ -1,4 +1,4 @@
-"""`varvedb bench --engines ... [--memory-cap 1G] [--cold]`: recall/QPS sweeps of
+"""`varvedb bench ann --engines ... [--memory-cap 1G] [--cold]`: recall/QPS sweeps of
 ANN indexes in fresh processes, optionally under a memory cap and from a cold cache.
 
 The data and the exact ground truth are made first, outside any cap
@@ -50,7 +50,7 @@ import tempfile
 import threading
 import time
 
-from ..errors import OptionError
+from varvedb.errors import OptionError
 from . import cgroup, report
 from .ab import TARGETS, ivf_settings, qps_at_recall, spread
 from .engines import SWEEP_ENGINES, engine_class
@@ -213,7 +213,7 @@ def _step(cfg: dict, engine: str, cap: int | None, timeout: float,
         json.dump(cfg, f)
     problem = None
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "varvedb.bench.worker", f.name],
+        proc = subprocess.Popen([sys.executable, "-m", "varvedb_bench.worker", f.name],
                                 start_new_session=True,
                                 preexec_fn=group.join_fn() if group else None)
         try:

@@ -32,7 +32,7 @@ TAIL = [
     ("wall_s", "engine-run wall time s", False, "{:,.1f}"),
 ]
 NO_RATIO = ("recall", "hits", "wall_s", "checkpoint_s")   # the last means different things
-NO_MATPLOTLIB = "no plot: matplotlib is not installed (pip install 'varvedb[bench]')"
+NO_MATPLOTLIB = "no plot: matplotlib is not installed (pip install -e './bench[plot]')"
 
 
 def write_outputs(summary: dict, base: str, markdown, plot, echo) -> None:
@@ -180,7 +180,7 @@ def plot(summary: dict, path: str) -> str | None:
         f"m={cfg['m']} ef_construction={cfg['ef_construction']} (labels: ef)")
 
 
-# -- the sweep mode (bench/sweep.py) -----------------------------------------------------
+# -- the sweep mode (varvedb_bench/sweep.py) ---------------------------------------------------
 
 def peak_of(res: dict) -> float | None:
     """A sweep worker's peak MB: its memory group's max usage (page cache included)

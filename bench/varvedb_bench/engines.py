@@ -1,6 +1,6 @@
 """Engines under test: varvedb and its peers behind one small interface.
 
-bench/worker.py drives every engine through the same phases, in this order:
+varvedb_bench/worker.py drives every engine through the same phases, in this order:
 
 1. `load`         bulk load of (id, tag, vector) rows, read from the data file
                   in blocks, plus the tag index a filtered query needs;
@@ -29,11 +29,11 @@ import time
 
 import numpy as np
 
-from ..engine.columns import norms_of
-from ..index import flat
+from varvedb.engine.columns import norms_of
+from varvedb.index import flat
 from .data import VectorFile
 
-# name -> "module:Class" inside varvedb.bench; the order is the table's order.
+# name -> "module:Class" inside varvedb_bench; the order is the table's order.
 ENGINES = {
     "varvedb": "engines:Varve",
     "sqlite": "engines:Sqlite",
@@ -43,7 +43,7 @@ ENGINES = {
     "chromadb": "store_engines:Chroma",
     "lancedb": "store_engines:Lance",
 }
-# `varvedb bench --engines` (bench/sweep.py): the sweep mode's engines, ANN only;
+# `varvedb bench ann --engines` (varvedb_bench/sweep.py): the sweep mode's engines, ANN only;
 # NAME:VARIANT is another index of the same engine. The sweep is ef for HNSW
 # engines and the lists probed for IVF engines (`sweep = "probes"`).
 SWEEP_ENGINES = {
@@ -75,7 +75,7 @@ def require(module: str, package: str):
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise Missing(f"{package} is not installed (pip install 'varvedb[bench]'): {e}") from e
+        raise Missing(f"{package} is not installed (pip install -e './bench[peers]'): {e}") from e
     except Exception as e:     # installed but unusable here (a too-old system library, ...)
         raise Missing(f"{package} cannot be imported here: {e!r}") from e
 
@@ -94,7 +94,7 @@ class Engine:
         self.workdir = workdir
         self.dim = dim
         self.metric = metric
-        # the sweep mode's settings (bench/sweep.py): memory_cap, lists, pq_m, rerank, ...
+        # the sweep mode's settings (varvedb_bench/sweep.py): memory_cap, lists, pq_m, rerank, ...
         self.options = options
         self.notes: dict[str, str] = {}    # how this engine was driven, for the JSON
         os.makedirs(workdir, exist_ok=True)
@@ -189,7 +189,7 @@ class Varve(Engine):
         self.db.checkpoint()
 
     def graph_bytes(self):
-        return sum(ix.memory_bytes() for ix in self.coll._table.vector_indexes.values())
+        return self.coll.vector_memory()["graph_bytes"]
 
     def ann(self, q, k, ef, max_tag=None):
         return np.array(self.coll.search(vector=q, limit=k, ef=ef, where=_where(max_tag),

@@ -1,4 +1,4 @@
-"""`varvedb bench-langchain`: the LangChain store against Chroma's, same documents.
+"""`varvedb bench langchain`: the LangChain store against Chroma's, same documents.
 
 Both stores get the same documents and the same vectors: the vectors are made
 once (seeded, unit length) and handed out by a lookup `Embeddings`, so model
@@ -56,7 +56,7 @@ def _lookup(texts, qtexts, vecs):
 
 
 def _ours(emb, folder: str):
-    from ..integrations.langchain import VarveVectorStore
+    from varvedb.integrations.langchain import VarveVectorStore
     store = VarveVectorStore(emb, path=os.path.join(folder, "lc.varve"))
     return store, store.close, store.add_documents
 
@@ -183,7 +183,7 @@ def markdown(summary: dict) -> str:
     lines = [
         f"# LangChain stores: {summary['docs']:,} documents × {summary['dim']}".replace(",", " "),
         "",
-        f"Measured {summary['measured']} by `varvedb bench-langchain` on "
+        f"Measured {summary['measured']} by `varvedb bench langchain` on "
         f"{summary['machine']['cpus']} cores (Python {summary['machine']['python']}), "
         f"{summary['rounds']} rounds in one process, the stores alternating (which goes first alternates by "
         f"round; queries alternate one by one). Each round: fresh stores on disk, "

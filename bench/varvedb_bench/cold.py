@@ -1,7 +1,7 @@
 """Cold start in fresh processes: `import varvedb` against `import numba`, then
 open a file with its HNSW graph and answer the first top-10 query.
 
-    python -m varvedb.bench.cold PATH [--rows 100000] [--dim 128] [--rounds 15]
+    python -m varvedb_bench.cold PATH [--rows 100000] [--dim 128] [--rounds 15]
 
 PATH is built once if missing (clustered vectors, cosine, HNSW defaults,
 checkpointed); the first child run also fills numba's kernel cache, and is
@@ -28,8 +28,8 @@ def build(path: str, rows: int, dim: int) -> None:
     import numpy as np
 
     import varvedb as vv
-    from varvedb.bench import data
-    vectors = data.clustered(rows + 1, dim, seed=0)
+    from varvedb import demo_data
+    vectors = demo_data.clustered(rows + 1, dim, seed=0)
     np.save(path + ".query.npy", vectors[rows])
     with vv.connect(path) as db:
         docs = db.create_collection("docs", {"tag": "int",
@@ -64,7 +64,7 @@ def _child(args: list[str]) -> list[float]:
 
 
 def run(path: str, rounds: int) -> dict[str, list[float]]:
-    me = ["-m", "varvedb.bench.cold", "--child", path]
+    me = ["-m", "varvedb_bench.cold", "--child", path]
     _child(me)                            # fills the kernel cache if it is cold
     names = ("import numba wall", "import numba cpu", "import varvedb wall",
              "import varvedb cpu", "open wall", "open cpu", "first query wall",

@@ -1,4 +1,4 @@
-"""`varvedb bench-layers`: what the layers above the kernels and the write path
+"""`varvedb bench layers`: what the layers above the kernels and the write path
 cost, each figure against a peer in the same process, interleaved.
 
 Each figure is taken over `rounds` alternating rounds (varvedb, peer, peer,
@@ -6,7 +6,7 @@ varvedb, ... — the order flips every round so neither side always runs warm
 or first); a round's figure is a mean over its calls, and the report gives
 the median over rounds, their spread (min–max) and the median of the
 per-round ratios. Peers: SQLite (stdlib sqlite3) and hnswlib (optional: the
-`bench` extra); a peer that is not installed is skipped with a note.
+`peers` or `test` extra); a peer that is not installed is skipped with a note.
 
 * get(id): `Collection.get` against SQLite's primary-key SELECT.
 * search: a top-10 search with select=[] on a 1 000-row collection (no peer:
@@ -17,7 +17,7 @@ per-round ratios. Peers: SQLite (stdlib sqlite3) and hnswlib (optional: the
 * sustained inserts: one-row inserts into an HNSW-indexed collection
   (durability="off", timed until the graph has linked every row) against
   hnswlib's add_items one item at a time, on the same vectors.
-* cold start: bench/cold.py — fresh processes that open a 100k-row file with
+* cold start: varvedb_bench/cold.py — fresh processes that open a 100k-row file with
   its graph and answer one top-10 query (import excluded), and `import
   varvedb` against `import numba` alone.
 """
@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from . import data
+from varvedb import demo_data
 
 
 def _stats(xs: list[float]) -> dict:
@@ -106,8 +106,8 @@ def get_by_id(workdir: str, rounds: int, calls: int = 2000, rows: int = 10_000) 
 
 def small_search(rounds: int, calls: int = 2000, rows: int = 1000, dim: int = 128) -> dict:
     import varvedb as vv
-    x = data.clustered(rows, dim, seed=3)
-    qs = data.clustered(calls, dim, seed=4)
+    x = demo_data.clustered(rows, dim, seed=3)
+    qs = demo_data.clustered(calls, dim, seed=4)
     db = vv.connect(":memory:")
     c = db.create_collection("items", {"embedding": vv.Vector(dim, metric="l2")})
     c.insert_arrays(id=np.arange(rows), embedding=x)
@@ -126,7 +126,7 @@ def durable_commits(workdir: str, rounds: int, commits: int, threads: int,
                     dim: int = 128) -> dict:
     import varvedb as vv
     from .engines import rate, sqlite_committer
-    vecs = data.clustered(commits * rounds + 1000, dim, seed=5)
+    vecs = demo_data.clustered(commits * rounds + 1000, dim, seed=5)
     db = vv.connect(os.path.join(workdir, f"commits-{threads}.varve"), durability="commit")
     c = db.create_collection("items", {"tag": "int", "embedding": vv.Vector(dim)})
     c.insert_arrays(id=np.arange(1000), tag=np.zeros(1000, np.int64), embedding=vecs[:1000])
@@ -159,7 +159,7 @@ def sustained_inserts(rounds: int, rows: int, base_rows: int = 20_000,
     except ImportError:
         return "hnswlib not installed (pip install -e '.[bench]'): sustained inserts skipped"
     import varvedb as vv
-    x = data.clustered(base_rows + rows * rounds, dim, seed=6)
+    x = demo_data.clustered(base_rows + rows * rounds, dim, seed=6)
     db = vv.connect(":memory:")
     c = db.create_collection("items", {"embedding": vv.Vector(dim, metric="l2")})
     c.insert_arrays(id=np.arange(base_rows), embedding=x[:base_rows])
@@ -203,7 +203,7 @@ def _wait_linked(c) -> None:
 
 
 def cold_start(workdir: str, rounds: int, rows: int = 100_000, dim: int = 128) -> dict:
-    """bench/cold.py's fresh-process figures (wall and CPU), summarised."""
+    """varvedb_bench/cold.py's fresh-process figures (wall and CPU), summarised."""
     from . import cold
     path = os.path.join(workdir, f"cold-{rows}x{dim}.varve")
     cold.build(path, rows, dim)
@@ -231,7 +231,7 @@ def run(rounds: int = 9, commits: int = 200, insert_rows: int = 500, workdir: st
         for name, step in steps.items():
             if only and name not in only:
                 continue
-            echo(f"bench-layers: {name} ({rounds} rounds)")
+            echo(f"bench layers: {name} ({rounds} rounds)")
             out[name] = step()
             echo(json.dumps(out[name], indent=1, ensure_ascii=False))
     finally:

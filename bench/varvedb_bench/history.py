@@ -1,4 +1,4 @@
-"""`varvedb bench-history`: what vacuum, compression and backup cost and give.
+"""`varvedb bench history`: what vacuum, compression and backup cost and give.
 
 Three measurements, in one run, on a real disk (`--out`):
 
@@ -9,7 +9,7 @@ Three measurements, in one run, on a real disk (`--out`):
   recall@10 / QPS of the three files (the pre-vacuum file is a copy), queried
   interleaved in one process (before, vacuumed, fresh, then the reverse ...).
 * **compress**: DOCS documents of text + json metadata and no vectors (the
-  package descriptions' paragraphs `bench-text` reads, or `--corpus`): the
+  package descriptions' paragraphs `bench text` reads, or `--corpus`): the
   file's bytes before and after a vacuum (which writes text, json and scalar
   columns compressed) against SQLite's file of the same rows (after its own
   VACUUM), and get() latency of the three, interleaved.

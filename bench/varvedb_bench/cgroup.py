@@ -1,4 +1,4 @@
-"""A cgroup v1 memory group for one bench worker: the cap of `varvedb bench --memory-cap`.
+"""A cgroup v1 memory group for one bench worker: the cap of `varvedb bench ann --memory-cap`.
 
 The group is a fresh folder under ROOT (`/sys/fs/cgroup/memory`) with
 `memory.limit_in_bytes` set; a process written to its `cgroup.procs` (the
@@ -17,7 +17,7 @@ import os
 import re
 import time
 
-from ..errors import OptionError
+from varvedb.errors import OptionError
 
 ROOT = "/sys/fs/cgroup/memory"      # tests point it at a folder that is not a cgroup
 DROP_CACHES = "/proc/sys/vm/drop_caches"

@@ -1,4 +1,4 @@
-"""`varvedb bench`: every engine on the same data; medians of N runs.
+"""`varvedb bench ann`: every engine on the same data; medians of N runs.
 
 Data and exact ground truth are made once, block by block, and cached under
 the output folder (`cache/`); each (run, engine) pair is a separate worker
@@ -8,12 +8,12 @@ before is kept, with the phase it was in. Figures are the median with
 min–max over the runs.
 
 Output: `bench-results/bench-<distribution>-<rows>x<dim>.{md,json,png}`;
-with a data set (`--dataset`, bench/datasets.py) its name replaces the
+with a data set (`--dataset`, varvedb_bench/datasets.py) its name replaces the
 distribution and its metric the `--metric`.
 Results merge: a run with the same config as the existing JSON replaces the
 engines it measured and keeps the others (each engine records when it was
 measured), so peers can be measured one invocation at a time, e.g.
-`varvedb bench --peers pgvector --no-varvedb`. `--fresh` starts over.
+`varvedb bench ann --peers pgvector --no-varvedb`. `--fresh` starts over.
 """
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from ..errors import OptionError
+from varvedb import demo_data
+from varvedb.errors import OptionError
 from . import data, report
 from .engines import ENGINES
 
@@ -162,7 +163,7 @@ def prepare_data(out_dir: str, rows: int, dim: int, queries: int, distribution: 
              for name in ("all", "f1", "f25")}
     if not all(os.path.exists(p) for p in truth.values()):
         vectors = np.load(vpath, mmap_mode="r")
-        tags = data.tag_of(np.arange(rows))
+        tags = demo_data.tag_of(np.arange(rows))
         masks = {"all": None, "f1": tags < 1, "f25": tags < 25}
         if dataset is not None:
             del masks["all"]      # the dataset's own
@@ -182,7 +183,7 @@ def _worker(cfg: dict, timeout: float) -> tuple[dict, str | None]:
     problem = None
     try:
         # Its own session, so that a kill reaches everything it started.
-        proc = subprocess.Popen([sys.executable, "-m", "varvedb.bench.worker", f.name],
+        proc = subprocess.Popen([sys.executable, "-m", "varvedb_bench.worker", f.name],
                                 start_new_session=True)
         try:
             rc = proc.wait(timeout=timeout or None)

@@ -1,7 +1,7 @@
-"""`varvedb bench-sql`: what `db.sql()` costs, measured in one process.
+"""`varvedb bench sql`: what `db.sql()` costs, measured in one process.
 
 Both figures use one collection `items` (id, tag = id % 10, embedding l2),
-the clustered vectors of bench/data.py with held-out queries, an HNSW index
+the clustered vectors of varvedb.demo_data with held-out queries, an HNSW index
 (m, ef_construction; ef_search = ef), waited on until every row is linked,
 and the filtered top-10 query `tag < 9`: it allows 90% of the rows, so the
 plan is a graph walk with the filter mask (the report shows the plan).
@@ -19,7 +19,7 @@ plan is a graph walk with the filter mask (the report shows the plan).
   brings a cProfile of the SQL path minus the API path (functions only the
   SQL path calls, and the matching steps of both paths).
 * pgvector: the same query through `db.sql()` against PostgreSQL + pgvector
-  (bench/pg_engine.py's server on its unix socket, binary COPY, HNSW with the
+  (varvedb_bench/pg_engine.py's server on its unix socket, binary COPY, HNSW with the
   same m / ef_construction, `SET hnsw.ef_search` = ef, `SET
   hnsw.iterative_scan = relaxed_order`), psycopg 3 with pgvector's types and
   `prepare=True`, both returning 10 ids. Interleaved query by query in the
@@ -42,6 +42,7 @@ import time
 
 import numpy as np
 
+from varvedb import demo_data
 from . import data
 from .layers import _ab, _pair, _stats, _us_per_call
 
@@ -77,7 +78,7 @@ class Setup:
         import varvedb as vv
         self.rows, self.dim, self.m, self.ef_construction, self.ef = \
             rows, dim, m, ef_construction, ef
-        ds = data.make(rows, dim, queries)
+        ds = demo_data.make(rows, dim, queries)
         self.vectors, self.queries = ds.vectors, ds.queries
         self.ids = ds.ids
         self.tags = self.ids % 10
@@ -94,7 +95,7 @@ class Setup:
         while self.items.index_status()["unlinked"]:
             time.sleep(0.01)
         self.build_s = time.perf_counter() - t0
-        echo(f"bench-sql: {rows:,} × {dim} loaded, HNSW linked in {self.build_s:.1f} s")
+        echo(f"bench sql: {rows:,} × {dim} loaded, HNSW linked in {self.build_s:.1f} s")
         self._truth = None
 
     def truth(self) -> np.ndarray:
@@ -154,10 +155,10 @@ def steps(s: Setup, queries, rounds: int = 3) -> dict | str:
     result_of; Collection._plan_search, _hits): if those change it says so
     instead of failing the figure."""
     try:
-        from ..query.execute import execute
-        from ..query.plan import Output
-        from ..sql import Context, compile_text
-        from ..sql.select import result_of
+        from varvedb.query.execute import execute
+        from varvedb.query.plan import Output
+        from varvedb.sql import Context, compile_text
+        from varvedb.sql.select import result_of
         session = s.db._thread_session()
         items = s.items
         clock = time.perf_counter_ns
@@ -452,7 +453,7 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
     out = {"config": {"rows": rows, "dim": dim, "queries": queries, "rounds": rounds,
                       "m": m, "ef_construction": ef_construction, "ef": ef,
                       "filter": f"tag < {MAX_TAG}, tag = id % 10",
-                      "data": "bench/data.py clustered, held-out queries"}}
+                      "data": "varvedb.demo_data clustered, held-out queries"}}
     s = None
     try:
         s = Setup(workdir, rows, dim, queries, m, ef_construction, ef, echo)
@@ -462,7 +463,7 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
         for name, step in steps.items():
             if only and name not in only:
                 continue
-            echo(f"bench-sql: {name} ({rounds} rounds × {queries} queries)")
+            echo(f"bench sql: {name} ({rounds} rounds × {queries} queries)")
             out[name] = step()
             echo(json.dumps(out[name], indent=1, ensure_ascii=False))
     finally:
@@ -476,7 +477,7 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
 def markdown(report: dict) -> str:
     """The figures as a short markdown note."""
     c = report["config"]
-    lines = [f"# bench-sql: {c['rows']:,} × {c['dim']}, filter {c['filter']}", "",
+    lines = [f"# bench sql: {c['rows']:,} × {c['dim']}, filter {c['filter']}", "",
              f"HNSW m={c['m']} ef_construction={c['ef_construction']}, ef_search={c['ef']}; "
              f"{c['queries']} queries × {c['rounds']} rounds, interleaved query by query "
              "(first side alternating per query and per round).", ""]
