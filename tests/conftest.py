@@ -45,7 +45,7 @@ def zero_from(path: str, offset: int) -> bool:
 
 def log_end(db) -> int:
     """End of the last whole commit in db's file (the log's append position)."""
-    return db._engine.log.end
+    return db.engine.log.end
 
 
 def child_env() -> dict:

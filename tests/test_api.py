@@ -706,7 +706,7 @@ def test_close_releases_the_write_lock_while_arrays_from_the_file_live_on(db_pat
     c.create_index("emb", vv.HNSW())
     d.close()
     d = vv.connect(db_path)                 # the graph and arena now map the file
-    kept = d["g"]._table.columns["emb"].arena.frozen(3000)
+    kept = d["g"].table.columns["emb"].arena.frozen(3000)
     fetched = d["g"].get(7)["emb"]
     d.close()
     again = vv.connect(db_path)

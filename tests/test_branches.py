@@ -67,7 +67,7 @@ class BranchMachine(RuleBasedStateMachine):
         return self.db["docs"]
 
     def _written(self) -> int:
-        return self.db._engine.written
+        return self.db.engine.written
 
     def _commit(self, name: str, state: dict) -> None:
         self.lines[name].hist.append((self._written(), state))
@@ -434,7 +434,7 @@ os._exit(9)        # no close, no checkpoint
         assert db.verify(anchor=(db.version, chain)).ok
         db.use("main")
         assert db["docs"].get(1)["tag"] == 1
-        assert db._engine.log.file.format_version == 3
+        assert db.engine.log.file.format_version == 3
     raw = bytearray(_file_bytes(path))
     # the branch id lies in the commit's last 4 bytes: flip it and verify breaks
     commits = [i for i in range(4096, len(raw), 64) if raw[i:i + 4] == b"VFRM"
@@ -500,11 +500,11 @@ def test_an_older_file_opens_and_is_upgraded_only_when_it_gets_a_branch(tmp_path
         f.write(body + struct.pack("<I", zlib.crc32(body)))
     with vv.connect(path) as db:
         db["docs"].insert([{"id": 2, "tag": 2}])        # a main commit: format 2 still
-        assert db._engine.log.file.format_version == 2
+        assert db.engine.log.file.format_version == 2
     assert F.unpack_header(_file_bytes(path)[:64]).format_version == 2
     with vv.connect(path) as db:
         db.branch("exp")
-        assert db._engine.log.file.format_version == 3
+        assert db.engine.log.file.format_version == 3
     assert F.unpack_header(_file_bytes(path)[:64]).format_version == 3
     with vv.connect(path, branch="exp") as db:
         assert db["docs"].count() == 2 and db.verify().ok
@@ -542,11 +542,11 @@ def test_automatic_retention_waits_while_a_branch_lives(tmp_path):
         warnings.simplefilter("error")       # no "automatic vacuum failed" warning either
         for r in range(1, 4):
             docs.update({"n": r}, where="n >= 0")
-            db._engine.retention.stop()
+            db.engine.retention.stop()
     assert db.history()[0].version == 1      # nothing vacuumed
     db.drop_branch("exp")
     docs.update({"n": 9}, where="n >= 0")
-    db._engine.retention.stop()
+    db.engine.retention.stop()
     assert db.history()[0].version == db.version and docs.count(where="n = 9") == 50
     db.close()
 

@@ -111,12 +111,12 @@ def test_open_from_a_checkpoint_builds_the_id_map_only_when_a_write_or_get_needs
     db.checkpoint()
     db.close()
     db = vv.connect(path)
-    t = db["docs"]._table
-    assert t._lives == {}
-    assert db["docs"].search(vector=[3, 0], limit=2).ids == [3, 2] and t._lives == {}
+    t = db["docs"].table
+    assert t.built_live_maps == ()
+    assert db["docs"].search(vector=[3, 0], limit=2).ids == [3, 2] and t.built_live_maps == ()
     with pytest.raises(vv.DuplicateIdError):
         db["docs"].insert({"id": 7, "v": [0, 0]})
-    assert len(t._lives[0]) == 99 and 5 not in t._lives[0]
+    assert len(t.live) == 99 and 5 not in t.live
     db["docs"].insert({"id": 5, "v": [5, 5]})
     assert db["docs"].get(5)["v"].tolist() == [5, 5]
     db.close()

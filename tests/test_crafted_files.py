@@ -273,7 +273,7 @@ def test_resealed_file_is_the_same_file(valid, tmp_path):
     assert vv.verify_file(path).ok
     d = vv.connect(path, readonly=True)
     try:
-        assert d._engine.log.file.superblock.checkpoint_offset      # opened from the checkpoint
+        assert d.engine.log.file.superblock.checkpoint_offset      # opened from the checkpoint
         assert d["docs"].count() == 12 + 40 - 2 + 1 + 2 and d["notes"].count() == 10
         assert len(d["docs"].search([0] * 8, limit=3)) == 3
     finally:
@@ -512,11 +512,11 @@ CHILD = textwrap.dedent(r"""
                 c = d[name]
                 c.count()
                 c.find(limit=5)
-                for f in c._table.schema.vector_fields:
-                    q = np.ones(c._table.schema.fields[f].dim)
+                for f in c.table.schema.vector_fields:
+                    q = np.ones(c.table.schema.fields[f].dim)
                     c.search(q, field=f, limit=3)
                     c.search(q, field=f, limit=3, where="id != 'x'" if
-                             c._table.schema.id_kind == "text" else "id != 3")
+                             c.table.schema.id_kind == "text" else "id != 3")
         finally:
             d.close()
 
@@ -736,8 +736,8 @@ def state(path: str) -> dict:
             c = d[name]
             out[name] = [{k: (v.tolist() if isinstance(v, np.ndarray) else v)
                           for k, v in x.to_dict().items()} for x in c.find()]
-            for f in c._table.schema.vector_fields:
-                s = c.search(np.ones(c._table.schema.fields[f].dim), field=f, limit=5,
+            for f in c.table.schema.vector_fields:
+                s = c.search(np.ones(c.table.schema.fields[f].dim), field=f, limit=5,
                              exact=True)
                 out[f"{name}.{f}"] = (s.ids, s.scores.tolist())
         return out
@@ -823,7 +823,7 @@ def test_crafted_graph_in_a_checkpoint_is_rebuilt(valid, tmp_path, case):
     path = write(tmp_path, edited_checkpoint(valid, edit))
     d = vv.connect(path, readonly=True)
     try:
-        vi = d["docs"]._table.vector_indexes["emb"]
+        vi = d["docs"].table.vector_indexes["emb"]
         assert vi.linked == 0 and len(vi.graph) == 0     # rebuilt (empty: read-only)
         assert d["docs"].search(np.ones(8), limit=5).ids == \
             vv.connect(good, readonly=True)["docs"].search(np.ones(8), limit=5).ids
@@ -834,7 +834,7 @@ def test_crafted_graph_in_a_checkpoint_is_rebuilt(valid, tmp_path, case):
     try:
         while d["docs"].index_status()["unlinked"]:
             time.sleep(0.002)
-        assert len(d["docs"]._table.vector_indexes["emb"].graph) > 0
+        assert len(d["docs"].table.vector_indexes["emb"].graph) > 0
     finally:
         d.close()
 

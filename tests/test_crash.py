@@ -190,7 +190,7 @@ def _check_bulk_recovered(path, committed_version, bulk_done: bool | None):
             assert db.version == committed_version and n == 10
             assert docs.count("tag = 2") == 0
             # the torn bulk frames were zeroed (the file never shrinks under a reader)
-            assert zero_from(path, db._engine.log.end)
+            assert zero_from(path, db.engine.log.end)
         assert sorted(docs.find("tag = 1").ids) == list(range(10))
         assert db.verify().ok
         docs.insert({"id": 5_000_000, "tag": 3, "emb": [-50] * 8})

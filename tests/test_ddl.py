@@ -32,7 +32,7 @@ def state(db) -> dict:
         for h in c.find(select=list(c.schema.fields)):
             docs.append({"id": h.id, **{k: v.tolist() if isinstance(v, np.ndarray) else v
                                         for k, v in h.fields.items()}})
-        t = db._engine.table(name)
+        t = db.engine.table(name)
         out[name] = (c.schema.to_dict(), t.cid, sorted(t.indexes), sorted(t.vector_indexes),
                      sorted(docs, key=lambda d: repr(d["id"])))
     return out
@@ -45,7 +45,7 @@ def assert_survives_reopen(db, path) -> vv.Database:
     assert db.verify().ok
     # a reader opened beside the writer replays the log (close may checkpoint)
     reader = vv.connect(path, readonly=True)
-    sb = reader._engine.log.file.superblock
+    sb = reader.engine.log.file.superblock
     assert sb is None or sb.checkpoint_version < reader.version
     assert state(reader) == before
     reader.close()
@@ -55,7 +55,7 @@ def assert_survives_reopen(db, path) -> vv.Database:
     db.checkpoint()
     db.close()
     db = vv.connect(path)
-    sb = db._engine.log.file.superblock
+    sb = db.engine.log.file.superblock
     assert sb is not None and sb.checkpoint_version == db.version       # from the checkpoint
     assert state(db) == before
     assert db.verify().ok
@@ -181,7 +181,7 @@ def test_defaults_and_not_null_on_every_write_path(db, db_path):
 def test_drop_collection(people, db_path):
     db = people
     v_before = db.version
-    old_cid = db._engine.table("people").cid
+    old_cid = db.engine.table("people").cid
     db.create_collection("other", {"a": "int"}).insert({"a": 1})
     handle = db["people"]
     db.drop_collection("people")
@@ -193,22 +193,22 @@ def test_drop_collection(people, db_path):
         with pytest.raises(vv.NotFoundError):
             read()
     c = db.create_collection("people", {"x": "text"})
-    assert db._engine.table("people").cid not in (old_cid, db._engine.table("other").cid)
+    assert db.engine.table("people").cid not in (old_cid, db.engine.table("other").cid)
     c.insert({"x": "new"})
     assert [h.fields for h in c.find()] == [{"x": "new"}]
     # as_of into the version before the drop reads the new collection's (empty) state
     assert c.count(as_of=v_before) == 0
     db = assert_survives_reopen(db, db_path)
-    new_cid = db._engine.table("people").cid
+    new_cid = db.engine.table("people").cid
     db.drop_collection("people")
     db.create_collection("people", {"x": "int"})
-    assert db._engine.table("people").cid > new_cid       # never reused, even after reopen
+    assert db.engine.table("people").cid > new_cid       # never reused, even after reopen
     db.close()
 
 
 def test_engine_verbs_refuse_a_dropped_tables_object_without_aborting(people):
     db = people
-    e = db._engine
+    e = db.engine
     t = e.table("people")
     s = db.session()
     s.begin()
@@ -255,7 +255,7 @@ def test_add_field_reads_default_or_null_for_old_rows_at_every_version(people, d
     v1 = db.version
     c.delete(ids=[2])
     v2 = db.version
-    before = db._engine.log.end
+    before = db.engine.log.end
     c.add_field("score", vv.Float(default=0.5, index="sorted"))
     c.add_field("tag", "text")
     c.add_field("note", vv.Text(default="none"))
@@ -263,7 +263,7 @@ def test_add_field_reads_default_or_null_for_old_rows_at_every_version(people, d
     c.add_field("w", vv.Vector(3, index=vv.HNSW()))
     c.add_field("must", vv.Int(not_null=True, default=1))
     # no per-row data was written: five small frames and their commits
-    assert db._engine.log.end - before < 6 * 1024
+    assert db.engine.log.end - before < 6 * 1024
     doc = c.get(1)
     assert (doc["score"], doc["tag"], doc["note"], doc["meta"], doc["w"], doc["must"]) == \
         (0.5, None, "none", [1], None, 1)
@@ -326,7 +326,7 @@ def test_drop_field_is_gone_at_every_version(people, db_path):
     c.drop_field("name")
     c.drop_field("v")
     assert list(c.schema.fields) == ["age"]
-    t = db._engine.table("people")
+    t = db.engine.table("people")
     assert "name" not in t.indexes and "v" not in t.vector_indexes
     assert c.get(1, as_of=v1) == {"id": 1, "age": 30}
     with pytest.raises(vv.VarveError):
@@ -348,7 +348,7 @@ def test_rename_field_keeps_values_and_indexes_at_every_version(people, db_path)
     c.rename_field("name", "who")
     c.rename_field("v", "vec")
     assert list(c.schema.fields) == ["who", "age", "vec"]   # in place
-    t = db._engine.table("people")
+    t = db.engine.table("people")
     assert sorted(t.indexes) == ["who"] and sorted(t.vector_indexes) == ["vec"]
     assert c.get(1, as_of=v1) == {"id": 1, "who": "ann", "age": 30,
                                   "vec": pytest.approx(np.array([1, 0], np.float32))}
@@ -392,7 +392,7 @@ def test_create_and_drop_scalar_index(people, db_path):
     c.insert([{"id": i, "name": f"n{i}", "age": i % 50, "v": [1, i]} for i in range(3, 2100)])
     want = sorted(h.id for h in c.find(where="age >= 45"))
     c.create_index("age", "sorted")
-    t = db._engine.table("people")
+    t = db.engine.table("people")
     assert t.indexes["age"].ranges and c.schema.fields["age"].index == "sorted"
     assert "age" in str(c.explain("find", where="age >= 45")).lower()
     assert sorted(h.id for h in c.find(where="age >= 45")) == want
@@ -403,7 +403,7 @@ def test_create_and_drop_scalar_index(people, db_path):
     assert sorted(h.id for h in c.find(where="age >= 45")) == sorted(want + [5000])
     c.drop_index("age")
     c.drop_index("name")
-    assert db._engine.table("people").indexes == {}
+    assert db.engine.table("people").indexes == {}
     assert c.schema.fields["name"].index is None
     assert sorted(h.id for h in c.find(where="age >= 45")) == sorted(want + [5000])
     db = assert_survives_reopen(db, db_path)
@@ -430,7 +430,7 @@ def test_create_and_drop_scalar_index(people, db_path):
 def test_drop_vector_index(people, db_path):
     db, c = people, people["people"]
     c.drop_index("v")
-    assert db._engine.table("people").vector_indexes == {}
+    assert db.engine.table("people").vector_indexes == {}
     assert c.schema.fields["v"].vector_index is None
     assert [h.id for h in c.search([0, 1], limit=1)] == [2]   # exact now
     db = assert_survives_reopen(db, db_path)
@@ -438,7 +438,7 @@ def test_drop_vector_index(people, db_path):
     refused(db, db_path, vv.SchemaError, lambda: c.drop_index("v"))
     c.create_index("v", vv.HNSW(m=8))
     db = rolled_back(db, db_path, lambda: db["people"].drop_index("v"))
-    assert db._engine.table("people").vector_indexes["v"].spec.m == 8
+    assert db.engine.table("people").vector_indexes["v"].spec.m == 8
     db.close()
 
 
@@ -471,7 +471,7 @@ def decode(engine, frame_cls, meta, arrays=None):
 
 
 def test_schema_frames_round_trip_and_refuse_what_no_writer_writes(people):
-    e = people._engine
+    e = people.engine
     t = e.table("people")
     good = [frames.DropCollection(t.cid), frames.AddColumn(t.cid, t.n, "x", vv.Int(default=1)),
             frames.DropColumn(t.cid, "age"), frames.RenameColumn(t.cid, "age", "years"),
@@ -697,10 +697,10 @@ def test_hostile_schema_frames_are_refused_or_applied_cleanly():
                 m[key] = v
             tried += 1
             try:
-                frame = decode(db._engine, cls, m)
+                frame = decode(db.engine, cls, m)
             except CorruptFileError:
                 continue
-            db._engine._apply(frame, db.version + 1)
+            db.engine._apply(frame, db.version + 1)
             applied += 1
             db.close()
             db = fresh()

@@ -74,7 +74,7 @@ def test_failed_checkpoint_changes_nothing_and_later_ones_keep_every_vector(
     with pytest.raises(vv.StorageError) as e:
         db.checkpoint()
     assert e.value.errno == errno.__dict__[kind.upper()]
-    assert db._engine.log.file.superblock is None
+    assert db.engine.log.file.superblock is None
     ids = np.arange(3000, 3010)
     docs.insert_arrays(id=ids, tag=np.ones(10, np.int64), emb=vec(ids))
     db.checkpoint()
@@ -247,7 +247,7 @@ def test_close_inside_a_transaction_rolls_it_back(db_path):
 def _checkpoint_file(path, commits_after: int) -> tuple[dict, int, int]:
     db, docs = make(path, n_inserts=10)
     db.checkpoint()
-    ck = db._engine.log.file.superblock.checkpoint_offset
+    ck = db.engine.log.file.superblock.checkpoint_offset
     for k in range(commits_after):
         ids = np.arange(1000 + 10 * k, 1010 + 10 * k)
         docs.insert_arrays(id=ids, tag=np.ones(10, np.int64), emb=vec(ids))
@@ -279,7 +279,7 @@ def test_superblock_naming_a_damaged_checkpoint_falls_back_to_the_older_one(tmp_
     db.checkpoint()
     insert_one(docs, 500)
     db.checkpoint()
-    newest = db._engine.log.file.superblock.checkpoint_offset
+    newest = db.engine.log.file.superblock.checkpoint_offset
     insert_one(docs, 501)
     want = state(db)
     db.close()
@@ -304,7 +304,7 @@ def test_commit_after_a_rolled_back_flushed_transaction_is_synced(db_path, fault
             time.sleep(0.15)                  # the batch sync runs while they are in the file
             raise RuntimeError("roll back")
     time.sleep(0.1)                           # past the batch window: the next commit syncs
-    log = db._engine.log
+    log = db.engine.log
     insert_one(docs, 2)
     assert log.synced_end == log.commit_end   # its own fdatasync covered it
     db.close()
@@ -314,7 +314,7 @@ def test_sync_target_is_the_last_commit_not_an_open_transaction(db_path, faults)
     db = vv.connect(db_path)
     docs = db.create_collection("docs", SCHEMA)
     insert_one(docs, 1)
-    log = db._engine.log
+    log = db.engine.log
     ready, go = threading.Event(), threading.Event()
 
     def writer():
@@ -347,7 +347,7 @@ def test_crash_at_each_operation_of_a_checkpoint_keeps_the_last_commit(tmp_path,
     def setup(path):
         return make(path, n_inserts=70, rows=5)   # > 64 runs: the arena is copied
 
-    n_ops = count_ops(str(tmp_path / "count.varve"), lambda docs: docs._db.checkpoint(), setup)
+    n_ops = count_ops(str(tmp_path / "count.varve"), lambda docs: docs.database.checkpoint(), setup)
     assert n_ops >= 4      # frame write, its sync, the slot write, its sync
     for at in range(n_ops):
         with armed(tmp_path, kind, at, setup) as (path, _, db, _, want):
@@ -363,7 +363,7 @@ def test_crash_at_each_operation_of_a_checkpoint_keeps_the_last_commit(tmp_path,
 
 def test_a_file_opened_after_a_failed_write_is_byte_identical_below_the_commit(db_path, faults):
     db, docs = make(db_path)
-    end = db._engine.log.commit_end
+    end = db.engine.log.commit_end
     head = open(db_path, "rb").read()[:end]
     faults.arm("enospc", on="write")
     with pytest.raises(vv.StorageError):
@@ -389,7 +389,7 @@ for k in range(100):
     ids = np.arange(k * 30, k * 30 + 30)
     docs.insert_arrays(id=ids, tag=np.ones(30, np.int64), emb=vec(ids))
 soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-resource.setrlimit(resource.RLIMIT_FSIZE, (db._engine.log.end + 4096, hard))   # disk full
+resource.setrlimit(resource.RLIMIT_FSIZE, (db.engine.log.end + 4096, hard))   # disk full
 out = {}
 big = np.arange(10_000, 60_000)
 try:
@@ -453,7 +453,7 @@ def test_failed_background_sync_undoes_its_window_and_readers_follow(db_path, fa
     # sleeping a guess: on a loaded machine the background sync fires late,
     # and a commit meant to sync at once landed in its window instead.
     db = vv.connect(db_path, durability="batch", batch_ms=300)
-    log = db._engine.log
+    log = db.engine.log
     docs = db.create_collection("docs", SCHEMA)
     insert_one(docs, 1)
     _wait_for(lambda: log.synced_end == log.commit_end)
@@ -493,7 +493,7 @@ def test_a_rolled_back_bulk_leaves_a_hole_that_open_does_not_map(db_path):
     assert size > 10 << 20 and zero_from(db_path, 64 << 10)   # the file kept its size
     for readonly in (True, False):
         db = vv.connect(db_path, readonly=readonly)
-        assert len(db._engine._map) < 4 << 20 and state(db) == expected(range(10))
+        assert len(db.engine._map) < 4 << 20 and state(db) == expected(range(10))
         db.close()
 
 
@@ -512,7 +512,7 @@ def test_every_failed_operation_of_a_vacuum_keeps_the_state_and_the_next_write_l
         docs.update({"tag": 2}, where="id < 5")     # a version for the vacuum to drop
         return db, docs
 
-    n_ops = count_ops(str(tmp_path / "count.varve"), lambda docs: docs._db.vacuum(keep=1),
+    n_ops = count_ops(str(tmp_path / "count.varve"), lambda docs: docs.database.vacuum(keep=1),
                       setup)
     assert n_ops >= 4
     for at in range(n_ops):

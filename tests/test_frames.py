@@ -19,7 +19,7 @@ SCHEMA = {"n": "int", "x": "float", "ok": "bool", "title": "text", "meta": "json
 def engine():
     db = vv.connect(":memory:")
     db.create_collection("docs", SCHEMA)
-    yield db._engine
+    yield db.engine
     db.close()
 
 
@@ -45,7 +45,7 @@ def an_insert(engine, n=3) -> frames.Insert:
 def test_create_collection_round_trip():
     db = vv.connect(":memory:")
     frame = frames.CreateCollection(1, "docs", Schema.parse(SCHEMA))
-    back, _ = roundtrip(db._engine, frame)
+    back, _ = roundtrip(db.engine, frame)
     assert (back.cid, back.name) == (1, "docs")
     assert back.schema.to_dict() == frame.schema.to_dict()
 

@@ -161,7 +161,7 @@ def test_vacuum_drops_dead_versions_and_keeps_chain_and_anchors(db_path):
     docs = db["docs"]
     assert docs.count() == 49 and max(docs.find(limit=100).ids) == 50
     assert db.verify().ok and db.history()[0].version == 3
-    assert db._engine.log.file.format_version == 3
+    assert db.engine.log.file.format_version == 3
     db.close()
 
 
@@ -513,10 +513,10 @@ def test_automatic_retention_vacuums_once_dead_versions_pass_the_fraction(db_pat
     docs = db.create_collection("docs", {"n": "int"})
     docs.insert([{"id": i, "n": 0} for i in range(100)])
     docs.update({"n": 1}, where="n >= 0")   # 100 of 200 row versions droppable: not yet
-    db._engine.retention.stop()
+    db.engine.retention.stop()
     assert db.history()[0].version == 1
     docs.update({"n": 2}, where="n >= 0")   # 200 of 300: past 0.6, a vacuum starts
-    db._engine.retention.stop()             # wait for it
+    db.engine.retention.stop()             # wait for it
     assert db.history()[0].version == db.version == 4
     assert docs.count() == 100 and docs.count(where="n = 2") == 100 and db.verify().ok
     db.close()
@@ -547,9 +547,9 @@ def test_vacuum_and_checkpoint_compress_text_json_and_scalars_not_vectors(tmp_pa
     docs = db.create_collection("docs", {"body": "text", "meta": "json", "n": "int",
                                          "v": vv.Vector(4, metric="l2")})
     docs.insert(rows)
-    raw_bytes = db._engine.log.end
+    raw_bytes = db.engine.log.end
     db.vacuum(keep=1)          # the insert becomes the base: written again, packed
-    packed_bytes = db._engine.log.end
+    packed_bytes = db.engine.log.end
     assert packed_bytes < raw_bytes / 3, (packed_bytes, raw_bytes)
     for r in rows[::97]:
         got = docs.get(r["id"])
@@ -559,7 +559,7 @@ def test_vacuum_and_checkpoint_compress_text_json_and_scalars_not_vectors(tmp_pa
     docs = db["docs"]
     assert docs.get(2999)["meta"] == rows[2999]["meta"] and db.verify().ok
     # the vectors stayed raw: the arena is a view of the mapped file, not a copy
-    arena = db._engine.tables[1].columns["v"].arena.view()
+    arena = db.engine.tables[1].columns["v"].arena.view()
     assert arena.base is not None and not arena.flags.owndata
     db.close()
 
@@ -657,7 +657,7 @@ def test_vacuum_repairs_the_graph_when_asked_and_answers_as_exact_search(tmp_pat
     assert open(path, "rb").read() == before
     report = db.vacuum(keep=1, graphs="repair")
     assert report.rows_dropped == 6000
-    t = docs._table
+    t = docs.table
     vi = t.vector_indexes["emb"]
     vi.graph.validate(t.n)
     assert vi.linked == t.n == 3000 and len(vi.graph) == 3000

@@ -230,7 +230,7 @@ def test_sql_creates_a_quantized_index(tmp_path, data):
         for sql, quant in [("m = 8, quantize = 'int8'", ("int8", None)),
                            ("m = 8, quantize = 'pq', pq_m = 16", ("pq", 16))]:
             db.sql(f"CREATE INDEX t_v ON t USING hnsw (v vector_l2_ops) WITH ({sql})")
-            spec = c._table.vector_indexes["v"].spec
+            spec = c.table.vector_indexes["v"].spec
             assert (spec.quantize, spec.pq_m) == quant and spec.m == 8
             rows = c.search(vector=queries[0], limit=K, ef=100, select=[]).ids
             assert len(set(rows) & set(truth.tolist())) >= 9

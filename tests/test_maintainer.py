@@ -177,7 +177,7 @@ def test_a_failed_sync_reload_never_links_into_the_replaced_tables(db_path, smal
     f = Faults(seed=3)
     with installed(f):
         db, c = indexed(db_path)
-        old = c._table.vector_indexes["emb"]
+        old = c.table.vector_indexes["emb"]
         f.arm("eio", on="sync")
         with pytest.raises(vv.StorageError):
             c.insert({"id": 10**6, "tag": 0, "emb": np.ones(DIM, np.float32)})
@@ -185,7 +185,7 @@ def test_a_failed_sync_reload_never_links_into_the_replaced_tables(db_path, smal
         c.insert({"id": 10**6 + 1, "tag": 0, "emb": np.ones(DIM, np.float32)})
         frozen_at = old.linked
         caught_up(c)
-        assert c._table.vector_indexes["emb"] is not old
+        assert c.table.vector_indexes["emb"] is not old
         assert old.linked == frozen_at
         assert c.get(10**6) is None and c.count() == ROWS + 1
         for q in vectors(8, seed=6):

@@ -165,7 +165,7 @@ def test_a_reopened_databases_arena_is_seen_as_its_file(tmp_path):
         db.create_collection("items", {"v": vv.Vector(64)}).insert_arrays(id=np.arange(3000), v=x)
         db.checkpoint()
     with vv.connect(path) as db:
-        column = db._engine.table("items").columns["v"]
+        column = db.engine.table("items").columns["v"]
         arena, norms = column.frozen(3000)
         where, starts, _ = P.page_ranges(arena, [0, 2999])
         assert where is not None and where.path == str(path) and len(starts) == 2

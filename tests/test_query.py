@@ -46,7 +46,7 @@ def graph(tmp_path_factory):
 
 
 def _mask(c, where, params=()):
-    t = c._table
+    t = c.table
     return np.flatnonzero(Filter(where, t.schema, params).mask(t, t.n)).tolist()
 
 
@@ -74,7 +74,7 @@ def test_filter_masks_follow_sql_three_valued_logic(small, where, rows):
 
 def test_filter_binds_parameters_and_reads_only_the_readers_rows(small):
     _, c = small
-    t = c._table
+    t = c.table
     f = Filter("tag >= $1", t.schema, [2])
     assert f.mask(t, t.n).tolist() == [False, True, False, True]
     assert f.mask(t, 2).tolist() == [False, True]        # a reader's n, not the table's
@@ -86,7 +86,7 @@ def test_filter_binds_parameters_and_reads_only_the_readers_rows(small):
 ])
 def test_filter_refuses_a_bad_expression_at_bind_or_first_evaluation(small, where, err):
     _, c = small
-    t = c._table
+    t = c.table
     with pytest.raises(err):
         Filter(where, t.schema, [1]).mask(t, t.n)
 
@@ -160,8 +160,8 @@ def test_explain_does_not_run_the_search_and_hits_plan_is_what_ran(graph):
     # The walk falls short when the input allows rows the graph cannot return:
     # here the row with a null vector (never linked). The executor widens the
     # walk, then answers exactly, and the plan it returns says so.
-    t = c._table
-    snap = c._snapshot(None)
+    t = c.table
+    snap = c.database.session().snapshot()
     n = snap.n(t)
     scan = Scan("items", snap.version, n, n)         # every row, the null one too
     top = VectorTopK("emb", "l2", n, Strategy.GRAPH, n, scan, 24,
@@ -185,8 +185,8 @@ def test_explain_takes_the_same_arguments_as_search_and_checks_them(graph):
 
 def test_find_and_count_plans_run_to_the_same_answers(small):
     _, c = small
-    t = c._table
-    snap = c._snapshot(None)
+    t = c.table
+    snap = c.database.session().snapshot()
     f = Filter("name = 'a'", t.schema)
     assert execute(plan_count(snap, t, f)).count == c.count(where="name = 'a'") == 2
     res = execute(plan_find(snap, t, f, None, ()))
@@ -201,23 +201,23 @@ def test_snapshot_takes_n_once_after_the_version(tmp_path):
     db = vv.connect(str(tmp_path / "s.varve"))
     c = db.create_collection("d", {"x": "int"})
     c.insert({"id": 1, "x": 1})
-    t = c._table
-    snap = db._engine.snapshot()
+    t = c.table
+    snap = db.engine.snapshot()
     assert snap.final and snap.current and snap.n(t) == 1
     c.insert({"id": 2, "x": 2})                        # the writer appends meanwhile
     assert snap.n(t) == 1 and snap.visible(t)[1] == 1  # the reader's n does not move
-    assert db._engine.snapshot().n(t) == 2
-    old = db._engine.snapshot(as_of=snap.version)
+    assert db.engine.snapshot().n(t) == 2
+    old = db.engine.snapshot(as_of=snap.version)
     assert old.final and not old.current and old.n(t) == 2 and old.visible(t)[1] == 1
     with db.transaction() as tx:
         c.insert({"id": 3, "x": 3})
-        mine = db._engine.snapshot(tx=tx)
+        mine = db.engine.snapshot(tx=tx)
         assert not mine.final and mine.version == tx.version and mine.visible(t)[1] == 3
-        other = db._engine.snapshot()                  # a reader outside the transaction
+        other = db.engine.snapshot()                  # a reader outside the transaction
         assert other.final and other.visible(t)[1] == 2
-        assert db._engine.snapshot(as_of=snap.version, tx=tx).final
+        assert db.engine.snapshot(as_of=snap.version, tx=tx).final
     with pytest.raises(vv.VersionNotFoundError):
-        db._engine.snapshot(as_of=db.version + 1)
+        db.engine.snapshot(as_of=db.version + 1)
     db.close()
 
 

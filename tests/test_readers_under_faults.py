@@ -272,7 +272,7 @@ def test_readers_never_fault_while_writer_rolls_back_large_transactions(tmp_path
                         docs.insert_arrays(id=bids, tag=np.full(BLOCK, -1),
                                            emb=vec(bids % n))
                     # the frames are in the file before any commit
-                    assert db._engine.log.end > end + BLOCK * DIM * 4
+                    assert db.engine.log.end > end + BLOCK * DIM * 4
                     time.sleep(rng.uniform(0.0, 0.06))       # more work, then it fails
                     raise _Rollback
             except _Rollback:
@@ -424,7 +424,7 @@ def _check_ck_recovered(path: str, version: int, n: int, rng: random.Random) -> 
     with vv.connect(path, readonly=True) as db:
         assert db.version == version + 1 and db["docs"].count() == n + 5
         assert np.array_equal(db["docs"].get(n + 4)["emb"], vec([n + 4])[0])
-        assert db._engine.log.file.superblock.checkpoint_version == version + 1
+        assert db.engine.log.file.superblock.checkpoint_version == version + 1
         assert db.verify().ok
 
 

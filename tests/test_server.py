@@ -513,7 +513,7 @@ def test_sigterm_finishes_the_request_in_flight_then_checkpoints(tmp_path):
     assert srv.proc.wait(60) in (0, -signal.SIGTERM)
     with vv.connect(path, readonly=True) as db:
         # checkpointed at the last version, graph whole: a restart rebuilds nothing
-        assert db._engine.log.file.superblock.checkpoint_version == db.version
+        assert db.engine.log.file.superblock.checkpoint_version == db.version
         assert db["docs"].count() == 80_100
         assert db["docs"].index_status("emb")["unlinked"] == 0
 

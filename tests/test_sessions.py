@@ -105,7 +105,7 @@ def test_a_session_may_begin_on_one_thread_and_commit_on_another(docs_db, db_pat
 
 
 def test_a_session_dropped_mid_transaction_leaves_nothing(docs_db, db_path):
-    before, digest_end = docs_db.version, docs_db._engine.log.end
+    before, digest_end = docs_db.version, docs_db.engine.log.end
 
     def abandon():
         s = docs_db.session()
@@ -115,7 +115,7 @@ def test_a_session_dropped_mid_transaction_leaves_nothing(docs_db, db_path):
     gc.collect()
     assert docs_db.version == before
     assert docs_db["docs"].count() == 0
-    assert docs_db._engine.log.end == digest_end
+    assert docs_db.engine.log.end == digest_end
     with docs_db.session(timeout=0.5).transaction():   # the lock is free again
         docs_db["docs"].count()
     docs_db.close()

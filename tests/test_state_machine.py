@@ -380,7 +380,7 @@ class HnswMachine(VarveMachine):
         super().check_search(state, q, where, as_of, limit)
         # The planner answers sets this small by exact scan, so the graph path is
         # called directly, with the allow mask the planner would hand it.
-        t = self.coll._table
+        t = self.coll.table
         v = self.db.version if as_of is None else as_of
         n = t.n
         cand = [i for i, d in state.items() if d["emb"] is not None

@@ -409,7 +409,7 @@ def test_vectors_are_filled_from_their_source_text(db_path, hashing):
         db.create_collection("bad", {"emb": vv.Vector(8, embed="test-hashing", source="nope")})
     db.close()
     with vv.connect(db_path) as db2:            # the schema keeps both names
-        f = db2["docs"]._table.schema.fields["emb"]
+        f = db2["docs"].table.schema.fields["emb"]
         assert (f.embed, f.source) == ("test-hashing", "body")
 
 

@@ -1,7 +1,7 @@
 """Torn tails and flipped bytes: the file opens at the last whole commit, verify finds damage.
 
 A file is built with a few commits, recording after each one the end of the
-log (`db._engine.log.end`) and everything a reader sees. Then:
+log (`db.engine.log.end`) and everything a reader sees. Then:
 
 * a copy truncated at every byte inside the last commit opens at the previous
   version with the previous contents, takes a new commit and verifies;
@@ -46,11 +46,11 @@ def build(path, last_commit="small"):
     """A file of 5 commits. Returns (ends, states): log end and snapshot per version."""
     d = vv.connect(path)
     c = d.create_collection("docs", SCHEMA)
-    ends = {0: F.LOG_START, d.version: d._engine.log.end}
+    ends = {0: F.LOG_START, d.version: d.engine.log.end}
     states = {}
 
     def done():
-        ends[d.version] = d._engine.log.end
+        ends[d.version] = d.engine.log.end
         states[d.version] = snapshot(d)
 
     done()

@@ -659,7 +659,7 @@ def test_the_sweep_has_over_300_cases():
 def test_sweep_bad_argument_raises_a_varve_error(sweep, label, call, value):
     with pytest.raises(vv.VarveError):
         call(sweep, value)
-    assert sweep.db._engine._tx is None
+    assert sweep.db.engine._tx is None
     assert file_digest(sweep.path) == sweep.digest
     assert sweep.state() == sweep.before
 

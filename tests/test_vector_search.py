@@ -22,7 +22,7 @@ def ds():
     return demo_data.make(ROWS, DIM, QUERIES, seed=7)
 
 
-def _load(path, ds, dtype="f32", metric="l2"):
+def load_state(path, ds, dtype="f32", metric="l2"):
     db = vv.connect(path)
     c = db.create_collection("items", {"tag": vv.Int(index="sorted"),
                                        "emb": vv.Vector(DIM, metric=metric, dtype=dtype)})
@@ -105,7 +105,7 @@ def test_results_identical_after_close_and_reopen(tmp_path, ds):
     db.close()
     db2 = vv.connect(path)
     c2 = db2["items"]
-    vi = c2._table.vector_indexes["emb"]
+    vi = c2.table.vector_indexes["emb"]
     assert vi.linked == ROWS and len(vi.graph) == ROWS    # loaded, not rebuilt
     after = [c2.search(vector=q, limit=K, where="tag < 50") for q in ds.queries[:20]]
     assert [h.ids for h in before] == [h.ids for h in after]
@@ -129,7 +129,7 @@ def test_bulk_built_graph_holds_no_spare_rows(tmp_path, ds):
     # create_index after a bulk load sizes the graph once: memory is per node,
     # not rounded up to the next doubling (about 150 bytes a node at m=16)
     db, c = _load(str(tmp_path / "spare.varve"), ds)
-    ix = c._table.vector_indexes["emb"]
+    ix = c.table.vector_indexes["emb"]
     assert ix.graph.contains(ROWS).all()
     assert ix.memory_bytes() / ROWS < 175
     c.insert({"id": ROWS, "tag": 0, "emb": ds.vectors[0]})      # later rows still link
@@ -207,4 +207,4 @@ def test_searches_run_while_a_writer_inserts(indexed, ds):
         t.join()
     assert not errors
     assert counts and all(n == K for n in counts)
-    assert c._table.vector_indexes["emb"].linked == c._table.n
+    assert c.table.vector_indexes["emb"].linked == c.table.n

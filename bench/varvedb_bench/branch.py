@@ -40,7 +40,7 @@ def run(out: str, rows: int = 100_000, dim: int = 128, writes: int = 1000, echo=
         while docs.index_status("emb")["unlinked"]:
             time.sleep(0.1)
         db.checkpoint()
-        log = db._engine.log
+        log = db.engine.log
         e0 = log.end
         t = time.perf_counter()
         db.branch("exp")

@@ -49,7 +49,7 @@ def _settled(db, t0: float) -> tuple[float, int]:
     """Graph linked, checkpoint written, closed: (seconds since t0, log bytes)."""
     _wait_linked(db)
     db.checkpoint()
-    seconds, end = time.perf_counter() - t0, db._engine.log.end
+    seconds, end = time.perf_counter() - t0, db.engine.log.end
     db.close()
     return seconds, end
 
@@ -90,7 +90,7 @@ def vacuum_figures(out: str, rows: int, dim: int, updates: int, queries: int, ro
     db.close()
     db = vv.connect(upd)
     rep = db.vacuum(keep=1)
-    res["vacuumed_log"] = db._engine.log.end
+    res["vacuumed_log"] = db.engine.log.end
     db.close()
     res["vacuum_s"] = rep.seconds
     res["rows_dropped"] = rep.rows_dropped
@@ -153,7 +153,7 @@ def compress_figures(out: str, n: int, corpus: str | None, rounds: int, echo) ->
     db = vv.connect(vpath)
     db.create_collection("docs", {"name": "text", "body": "text", "meta": "json"}).insert(docs)
     db.checkpoint()
-    log_before = db._engine.log.end
+    log_before = db.engine.log.end
     db.close()
     res: dict = {"documents": len(docs), "corpus": source,
                  "body_chars": sum(len(d["body"]) for d in docs),
@@ -168,7 +168,7 @@ def compress_figures(out: str, n: int, corpus: str | None, rounds: int, echo) ->
     res["sqlite_bytes"] = os.path.getsize(spath)
     db = vv.connect(vpath)
     res["vacuum_s"] = db.vacuum(keep=1).seconds
-    res["log_after_vacuum"] = db._engine.log.end
+    res["log_after_vacuum"] = db.engine.log.end
     db.close()
     res["bytes_after_vacuum"] = os.path.getsize(vpath)
     res["after_over_sqlite"] = res["bytes_after_vacuum"] / res["sqlite_bytes"]

@@ -159,13 +159,13 @@ def steps(s: Setup, queries, rounds: int = 3) -> dict | str:
         from varvedb.query.plan import Output
         from varvedb.sql import Context, compile_text
         from varvedb.sql.select import result_of
-        session = s.db._thread_session()
+        session = s.db.thread_session()
         items = s.items
         clock = time.perf_counter_ns
 
         def sql_steps(q):
             t0 = clock()
-            session._engine._ensure_open()
+            session.engine.ensure_open()
             (c,) = compile_text(SQL_OVERHEAD)
             ctx = Context(session, None)
             t1 = clock()

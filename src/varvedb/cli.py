@@ -36,7 +36,7 @@ def main() -> None:
 def info(file: str, as_json: bool) -> None:
     """Collections, rows, version and size of FILE."""
     with vv.connect(file, readonly=True) as db:
-        eng = db._engine
+        eng = db.engine
         sb = eng.log.file.superblock
         out = {
             "file": file, "bytes": os.path.getsize(file), "version": db.version,
@@ -47,7 +47,7 @@ def info(file: str, as_json: bool) -> None:
         }
         for name in db.collections():
             coll = db[name]
-            t = coll._table
+            t = coll.table
             out["collections"][name] = {
                 "documents": coll.count(), "row_versions": t.n,
                 "id": t.schema.id_kind,

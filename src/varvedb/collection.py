@@ -33,14 +33,19 @@ from .engine.table import Table
 class Collection:
     def __init__(self, db, name: str, session=None):
         self._db = db
-        self._engine = db._engine
+        self.engine = db.engine
         self.name = name
         self._session = session      # None: the calling thread's default session
         self._all_fields = None    # (schema, its non-vector fields, all its fields)
 
     @property
+    def database(self):
+        """The Database this collection is in."""
+        return self._db
+
+    @property
     def _sess(self):
-        return self._session or self._db._thread_session()
+        return self._session or self._db.thread_session()
 
     @property
     def _tx(self):
@@ -50,12 +55,12 @@ class Collection:
     # ---- description ---------------------------------------------------------
 
     @property
-    def _table(self) -> Table:
-        return self._engine.table(self.name)
+    def table(self) -> Table:
+        return self.engine.table(self.name)
 
     @property
     def schema(self) -> Schema:
-        return self._table.schema
+        return self.table.schema
 
     def __repr__(self) -> str:
         return f"<Collection {self.name!r}>"
@@ -67,10 +72,10 @@ class Collection:
 
     def insert(self, rows: dict | Iterable[dict]) -> list:
         """Insert new documents; an id already taken raises DuplicateIdError. Returns the ids."""
-        with self._sess._writing() as tx:
-            t = self._table
+        with self._sess.writing() as tx:
+            t = self.table
             batch = self._batch_from_rows(t, rows)
-            self._engine.insert(tx, t, batch.ids, batch.columns)
+            self.engine.insert(tx, t, batch.ids, batch.columns)
             return _id_list(batch.ids)
 
     def insert_arrays(self, id=None, **columns) -> np.ndarray | list:
@@ -79,8 +84,8 @@ class Collection:
         `id` is optional (assigned when omitted); each keyword is a field
         (vectors as an (n, dim) array). Returns the ids.
         """
-        with self._sess._writing() as tx:
-            t = self._table
+        with self._sess.writing() as tx:
+            t = self.table
             t.schema.check_names(columns, "insert_arrays")
             n = _batch_length(id, columns)
             ids = t.assign_ids([None] * n) if id is None else coerce_ids(t.schema, id)
@@ -88,22 +93,22 @@ class Collection:
                 raise FieldTypeError(f"{len(ids)} ids for {n} rows")
             cols = {name: coerce_array(name, t.schema.fields[name], arr, n)
                     for name, arr in columns.items()}
-            self._engine.insert(tx, t, ids, cols)
+            self.engine.insert(tx, t, ids, cols)
             return ids
 
     def upsert(self, rows: dict | Iterable[dict]) -> list:
         """Insert documents, replacing any live document with the same id."""
-        with self._sess._writing() as tx:
-            t = self._table
+        with self._sess.writing() as tx:
+            t = self.table
             batch = self._batch_from_rows(t, rows)
-            self._engine.upsert(tx, t, batch.ids, batch.columns)
+            self.engine.upsert(tx, t, batch.ids, batch.columns)
             return _id_list(batch.ids)
 
     def update(self, set: dict, where: str | None = None, params: list | tuple = (),
                ids: list | None = None) -> int:
         """Set fields on the live documents matching `where` (or `ids`). Returns the count."""
-        with self._sess._writing() as tx:
-            t = self._table
+        with self._sess.writing() as tx:
+            t = self.table
             check_params(params)
             if not isinstance(set, dict) or not set:
                 raise FieldTypeError("update takes a non-empty dict of field -> value")
@@ -113,17 +118,17 @@ class Collection:
             values = {name: coerce_values(name, t.schema.fields[name], [v])
                       for name, v in set.items()}
             rows = self._target_rows(t, tx, where, params, ids)
-            self._engine.update(tx, t, rows, values)
+            self.engine.update(tx, t, rows, values)
             return len(rows)
 
     def delete(self, ids: list | None = None, where: str | None = None,
                params: list | tuple = ()) -> int:
         """Delete live documents by id (a list) or by filter. Returns how many were deleted."""
-        with self._sess._writing() as tx:
-            t = self._table
+        with self._sess.writing() as tx:
+            t = self.table
             check_params(params)
             rows = self._target_rows(t, tx, where, params, ids)
-            self._engine.delete(tx, t, rows)
+            self.engine.delete(tx, t, rows)
             return len(rows)
 
     def create_index(self, field: str, index: HNSW | IVFPQ | str,
@@ -133,10 +138,10 @@ class Collection:
         or "hash" (equality) or "sorted" (ranges too) on a scalar field, built
         over the documents so far. Kept current after. `name` names a scalar
         index (a vector index spec carries its own name=)."""
-        with self._sess._writing() as tx:
-            t = self._table
+        with self._sess.writing() as tx:
+            t = self.table
             if isinstance(index, str):
-                self._engine.create_scalar_index(tx, t, field, index, name)
+                self.engine.create_scalar_index(tx, t, field, index, name)
                 return
             if name is not None:
                 raise SchemaError("a vector index takes its name in vv.HNSW(name=...) "
@@ -146,12 +151,12 @@ class Collection:
                 raise SchemaError(f"create_index takes vv.HNSW(...), vv.IVFPQ(...), 'hash' "
                                   f"or 'sorted', got {brief(index)}")
             index.check()     # again: a frozen spec can still be altered by force
-            self._engine.create_index(tx, t, fname, index)
+            self.engine.create_index(tx, t, fname, index)
 
     def drop_index(self, field: str) -> None:
         """Drop the index of a field (a vector field's graph, or a scalar index)."""
-        with self._sess._writing() as tx:
-            self._engine.drop_index(tx, self._table, field)
+        with self._sess.writing() as tx:
+            self.engine.drop_index(tx, self.table, field)
 
     # ---- schema changes: no document is rewritten ------------------------------
     # The schema is the current one for every read, as_of included: a renamed
@@ -163,20 +168,20 @@ class Collection:
         """Add a field ("int", "vector(8)", vv.Int(default=0), ...); the documents
         so far read as its default, or None. A not_null field without a default
         on a collection that has documents raises NotNullViolationError."""
-        with self._sess._writing() as tx:
-            t = self._table
+        with self._sess.writing() as tx:
+            t = self.table
             validate_name(name, "field")
-            self._engine.add_column(tx, t, name, parse_field(name, spec))
+            self.engine.add_column(tx, t, name, parse_field(name, spec))
 
     def drop_field(self, name: str) -> None:
         """Drop a field, its values (at every version) and its indexes."""
-        with self._sess._writing() as tx:
-            self._engine.drop_column(tx, self._table, name)
+        with self._sess.writing() as tx:
+            self.engine.drop_column(tx, self.table, name)
 
     def rename_field(self, old: str, new: str) -> None:
         """Rename a field (its values and indexes go with it, at every version)."""
-        with self._sess._writing() as tx:
-            self._engine.rename_column(tx, self._table, old, new)
+        with self._sess.writing() as tx:
+            self.engine.rename_column(tx, self.table, old, new)
 
     def _target_rows(self, t: Table, tx, where, params, ids) -> np.ndarray:
         if (where is None) == (ids is None):
@@ -185,7 +190,7 @@ class Collection:
             keys = _id_list(coerce_ids(t.schema, ids))
             rows = t.live_rows(keys)
             return np.unique(rows[rows >= 0])
-        snap = self._engine.snapshot(None, tx=tx)
+        snap = self.engine.snapshot(None, tx=tx)
         mask, _ = snap.visible(t)
         return np.flatnonzero(mask & Filter(where, t.schema, params).mask(t, snap.n(t)))
 
@@ -213,16 +218,12 @@ class Collection:
 
     # ---- reads -----------------------------------------------------------------
 
-    def _snapshot(self, as_of) -> Snapshot:
-        """The snapshot a read runs against: the one place every read gets it
-        (a version, and each table's row count taken after it)."""
-        s = self._sess
-        tx = s.tx
-        return self._engine.snapshot(as_of, tx=tx, branch=tx.branch if tx else s.branch_id)
+    def _snapshot(self, as_of, branch: str | None = None) -> Snapshot:
+        return self._sess.snapshot(as_of, branch)
 
     def get(self, id, as_of=None, select: list | None = None) -> dict | None:
         """The document with this id (as of a version or aware datetime), or None."""
-        t = self._table
+        t = self.table
         names = self._select(t, select, vectors=True)
         key = _one_id(t.schema, id)
         snap = self._snapshot(as_of)
@@ -254,11 +255,11 @@ class Collection:
         Commits return before their rows are linked; a background maintainer
         links them soon after, and searches find unlinked rows by exact scan
         meanwhile. Raises IndexMaintenanceError if linking failed (once)."""
-        t = self._table
+        t = self.table
         fname = self._vector_field(t, field)
         if fname not in t.vector_indexes:
             raise SchemaError(f"{fname!r} has no vector index")
-        return self._db._engine.index_status(t, fname)
+        return self._db.engine.index_status(t, fname)
 
     def vector_memory(self, field: str | None = None) -> dict:
         """Memory of a vector field: {"field", "dtype", "dim", "vectors" (row
@@ -266,7 +267,7 @@ class Collection:
         f32, 2 dim for f16, dim for int8, ceil(dim / 8) for bit), "arena_bytes",
         "graph_bytes" and "graph_bytes_per_vector" (the HNSW graph's arrays, spare
         capacity included, over its nodes; 0 without a graph)}."""
-        t = self._table
+        t = self.table
         fname = self._vector_field(t, field)
         f = t.schema.fields[fname]
         vi = t.vector_indexes.get(fname)
@@ -330,7 +331,7 @@ class Collection:
 
     def history(self, id) -> list[dict]:
         """Every version of one document: [{version, deleted, doc}], oldest first."""
-        t = self._table
+        t = self.table
         key = _one_id(t.schema, id)
         snap = self._snapshot(None)
         rows, born, died = t.row_history(key, snap.view, snap.n(t))
@@ -349,7 +350,7 @@ class Collection:
                      vector_text: str | None = None, rerank=None,
                      candidates: int | None = None, rrf_k: int = RRF_K,
                      weights: tuple = (1.0, 1.0)) -> Query:
-        t = self._table
+        t = self.table
         if text is None and rerank is None and vector_text is not None and vector is None:
             fname = self._vector_field(t, field)          # a vector search by text alone
             vector = _embed_query(t.schema.fields[fname], fname, vector_text)
@@ -438,7 +439,7 @@ class Collection:
 
     def _plan_find(self, where: str | None = None, params: list | tuple = (), as_of=None,
                    limit: int | None = None, select: list | None = None) -> Query:
-        t = self._table
+        t = self.table
         check_params(params)
         if limit is not None:
             limit = _limit(limit)     # a negative one sliced [:-1], dropping a row
@@ -448,7 +449,7 @@ class Collection:
 
     def _plan_count(self, where: str | None = None, params: list | tuple = (),
                     as_of=None) -> Query:
-        t = self._table
+        t = self.table
         check_params(params)
         bound = None if where is None else Filter(where, t.schema, params)
         return plan_count(self._snapshot(as_of), t, bound)

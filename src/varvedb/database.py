@@ -49,7 +49,7 @@ def connect(path: str | os.PathLike = ":memory:", *, readonly: bool = False,
         try:
             if db.path is None or readonly:
                 raise OptionError("retain= needs a file opened for writing")
-            db._engine.retention = Retention(db._engine, retain, retain_dead)
+            db.engine.retention = Retention(db.engine, retain, retain_dead)
         except BaseException:
             db.close()
             raise
@@ -86,7 +86,7 @@ class Database:
             raise OptionError('the path is empty: name a file, or ":memory:" for a database '
                               "kept in memory")
         self.path = None if path == ":memory:" else path
-        self._engine = Engine(self.path, readonly, durability, batch_ms, timeout)
+        self.engine = Engine(self.path, readonly, durability, batch_ms, timeout)
         self._local = threading.local()
         self._branch = MAIN         # the branch its sessions use, unless one use()s another
 
@@ -99,10 +99,10 @@ class Database:
         files (COPY FROM 'file', embed() loading a model from disk, a field made
         with such an embedder: SQLSTATE 42501), as the server does for its
         clients' sessions."""
-        self._engine._ensure_open()
+        self.engine.ensure_open()
         return Session(self, timeout, server_files)
 
-    def _thread_session(self) -> Session:
+    def thread_session(self) -> Session:
         """The calling thread's default session: what db.transaction() and the
         collections from db.collection() use."""
         s = getattr(self._local, "session", None)
@@ -118,33 +118,33 @@ class Database:
             db.sql("SELECT id FROM docs WHERE tag = $1 ORDER BY embedding <-> $2 LIMIT 5",
                    [3, q])
         """
-        s = getattr(self._local, "session", None) or self._thread_session()
+        s = getattr(self._local, "session", None) or self.thread_session()
         return s.sql(text, params, copy_data)
 
     # ---- collections -------------------------------------------------------
 
     def create_collection(self, name: str, schema: dict) -> Collection:
         """Create a collection with a schema of field name -> type."""
-        self._thread_session().create_collection(name, schema)
+        self.thread_session().create_collection(name, schema)
         return Collection(self, name)
 
     def drop_collection(self, name: str) -> None:
         """Drop a collection: its documents are gone for every version (as_of
         included); the name can be used again by a new collection."""
-        self._thread_session().drop_collection(name)
+        self.thread_session().drop_collection(name)
 
     def collection(self, name: str) -> Collection:
         """An existing collection (NotFoundError if there is none by that name)."""
         if not isinstance(name, str):    # a list as a dict key raised TypeError
             raise NotFoundError(f"a collection is named by a str, got {brief(name)}")
-        self._engine.table(name)
+        self.engine.table(name)
         return Collection(self, name)
 
     __getitem__ = collection
 
     def collections(self) -> list[str]:
-        self._engine._ensure_open()
-        return sorted(self._engine.names)
+        self.engine.ensure_open()
+        return sorted(self.engine.names)
 
     # ---- transactions and versions -------------------------------------------
 
@@ -155,19 +155,19 @@ class Database:
                 docs.insert(...); docs.delete(ids=[3])
 
         The transaction is the calling thread's (its default session's)."""
-        return self._thread_session().transaction()
+        return self.thread_session().transaction()
 
     @property
     def version(self) -> int:
         """The newest version this thread sees (its open transaction's, if any)."""
-        return self._thread_session().version
+        return self.thread_session().version
 
     def history(self) -> list[VersionInfo]:
         """Every commit still held on this branch's line (its ancestors' up to each
         fork, then its own): version, timestamp, chain hash, rows changed, branch."""
-        s = self._thread_session()
+        s = self.thread_session()
         v = s.version
-        eng = self._engine
+        eng = self.engine
         view = eng.catalog.view(s.branch_id, v)
         names = {b.id: b.name for b in eng.catalog.by_id.values()}
         return [VersionInfo(c.version, from_micros(c.timestamp_us), c.chain.hex(),
@@ -179,36 +179,36 @@ class Database:
     @property
     def current_branch(self) -> str:
         """The branch this thread reads and writes."""
-        return self._thread_session().branch
+        return self.thread_session().branch
 
     def use(self, name: str) -> None:
         """Read and write branch `name` (this connection's sessions that have not
         chosen their own with Session.use); not inside a transaction."""
-        self._engine._ensure_open()
-        if self._thread_session().in_transaction:
+        self.engine.ensure_open()
+        if self.thread_session().in_transaction:
             raise TransactionError("use() inside a transaction: commit or roll back first")
-        self._branch = self._engine.catalog.named(name).id
+        self._branch = self.engine.catalog.named(name).id
 
     def branch(self, name: str, at=None) -> BranchInfo:
         """Fork a new branch `name` from the current one as of `at` (a version or
         an aware datetime; None: now). Nothing is copied: the branch sees the
         current branch up to `at`, then its own writes; main never sees them.
         Making it is a commit of the new branch (it has a version and a chain hash)."""
-        s = self._thread_session()
+        s = self.thread_session()
         head = s.version
-        at = head if at is None else resolve_version(self._engine, at, head)
+        at = head if at is None else resolve_version(self.engine, at, head)
         with s.transaction() as tx:
-            self._engine.create_branch(tx, name, at)
-        return self._branch_info(self._engine.catalog.named(name))
+            self.engine.create_branch(tx, name, at)
+        return self._branch_info(self.engine.catalog.named(name))
 
     def branches(self) -> list[BranchInfo]:
         """Every live branch, main first."""
-        self._engine._ensure_open()
-        live = sorted(self._engine.catalog.live(), key=lambda b: b.id)
+        self.engine.ensure_open()
+        live = sorted(self.engine.catalog.live(), key=lambda b: b.id)
         return [self._branch_info(b) for b in live]
 
     def _branch_info(self, b) -> BranchInfo:
-        eng = self._engine
+        eng = self.engine
         parent = eng.catalog.by_id[b.parent].name if b.parent >= 0 else None
         return BranchInfo(b.name, parent, b.fork, b.created, eng.read_version(None, b.id))
 
@@ -216,36 +216,36 @@ class Database:
         """Drop branch `name`: it can no longer be read or written and its name is
         free; its rows stay in the file, seen by no one, until a vacuum. The drop
         is a commit on the branch it forked from."""
-        b = self._engine.catalog.named(name)
+        b = self.engine.catalog.named(name)
         if b.id == MAIN:
             raise BranchError("main cannot be dropped")
-        if b.id == self._thread_session().branch_id:
+        if b.id == self.thread_session().branch_id:
             raise BranchError(f"{name!r} is the branch in use: use() another first")
         s = Session(self)          # the drop is a commit on its parent
         s._branch = b.parent
         with s.transaction() as tx:
-            self._engine.drop_branch(tx, b.id)
+            self.engine.drop_branch(tx, b.id)
 
     def merge(self, source: str) -> int:
         """Apply branch `source`'s changes since it and the current branch last met
         (its fork, or the previous merge of it here) onto the current branch, as
         one commit. Raises MergeConflictError, having written nothing, when an id
         changed on both sides to different documents. Returns the version."""
-        src = self._engine.catalog.named(source)
-        s = self._thread_session()
+        src = self.engine.catalog.named(source)
+        s = self.thread_session()
         with s.transaction() as tx:
-            self._engine.merge(tx, src.id)
+            self.engine.merge(tx, src.id)
         return s.version
 
     def diff(self, a, b) -> dict:
         """What changed from `a` to `b`, per collection: {name: Changes(added,
         changed, deleted)} (sorted ids). Each side is a version of the current
         branch, a branch name (its newest version), or (branch name, version)."""
-        return merge.diff(self._engine, self._view_of(a), self._view_of(b))
+        return merge.diff(self.engine, self._view_of(a), self._view_of(b))
 
     def _view_of(self, side):
-        eng = self._engine
-        s = self._thread_session()
+        eng = self.engine
+        s = self.thread_session()
         if isinstance(side, str):
             b = eng.catalog.named(side)
             return eng.catalog.view(b.id, eng.read_version(None, b.id))
@@ -263,13 +263,13 @@ class Database:
         anchor=(version, chain hex) also checks that history up to that
         version is the one the caller saw before (no rewrite, no truncation).
         """
-        self._engine._ensure_open()
+        self.engine.ensure_open()
         if anchor is not None and (not isinstance(anchor, (tuple, list)) or len(anchor) != 2
                                    or not is_int(anchor[0]) or not isinstance(anchor[1], str)):
             raise OptionError(f"anchor is (version, chain hex), got {brief(anchor)}")
         if self.path is None:
             return VerifyReport(True, self.version, None, "")
-        return verify_file(self.path, anchor=anchor, expect_version=self._engine.written)
+        return verify_file(self.path, anchor=anchor, expect_version=self.engine.written)
 
     def vacuum(self, keep=None, progress: bool | None = None, graphs: str = "rebuild"):
         """Compact the file: drop the row versions that none of the kept versions
@@ -286,14 +286,14 @@ class Database:
         "repair" (the graph kept, less the dropped nodes, each list that named one
         chosen again from its neighbourhood; see README "History").
         Returns a VacuumReport (versions kept, rows dropped, bytes before/after)."""
-        return self._engine.vacuum(keep, progress, graphs)
+        return self.engine.vacuum(keep, progress, graphs)
 
     def backup(self, path: str | os.PathLike, progress: bool | None = None) -> BackupInfo:
         """Copy the file, as of its newest durable commit, to `path` (a new file)
         while writes go on: the copy is fsynced and verified before this returns,
         and opens on its own with the same history (as_of, verify, chain hashes).
         `progress`: a bar (None: for large files when stderr is a terminal)."""
-        return self._engine.backup(os.fspath(path), progress)
+        return self.engine.backup(os.fspath(path), progress)
 
     def restore(self, version) -> int:
         """A new commit whose documents equal those as of `version` (a version
@@ -301,22 +301,22 @@ class Database:
         restoring is itself undone by restoring the version before it. Fields
         and indexes stay as they are now. Returns the new version (the current
         one when nothing differs)."""
-        s = self._thread_session()
-        v = resolve_version(self._engine, version, s.version)
-        with s._writing() as tx:
-            self._engine.restore(tx, v)
+        s = self.thread_session()
+        v = resolve_version(self.engine, version, s.version)
+        with s.writing() as tx:
+            self.engine.restore(tx, v)
         return s.version
 
     def checkpoint(self) -> None:
         """Write the current state so the next open loads it instead of replaying."""
-        self._engine.checkpoint()
+        self.engine.checkpoint()
 
     def refresh(self) -> int:
         """See commits added by another connection since open. Returns the version."""
-        return self._engine.refresh()
+        return self.engine.refresh()
 
     def close(self) -> None:
-        self._engine.close()
+        self.engine.close()
 
     def __enter__(self) -> "Database":
         return self
@@ -325,4 +325,4 @@ class Database:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<varvedb.Database {self.path or ':memory:'} version {self._engine.visible}>"
+        return f"<varvedb.Database {self.path or ':memory:'} version {self.engine.visible}>"

@@ -22,6 +22,7 @@ from .schema import Schema, brief, validate_name
 if TYPE_CHECKING:
     from .collection import Collection
     from .engine.engine import Transaction
+    from .engine.snapshot import Snapshot
     from .sql.result import SqlResult
 
 
@@ -32,9 +33,9 @@ class Session:
     def __init__(self, db, timeout: float | None = None, server_files: bool = True):
         # db: the Database (not imported here: database.py imports this module)
         from .engine.engine import check_timeout
-        self._db = db
-        self._engine = db._engine
-        self.timeout = self._engine.lock_timeout if timeout is None else check_timeout(timeout)
+        self.db = db
+        self.engine = db.engine
+        self.timeout = self.engine.lock_timeout if timeout is None else check_timeout(timeout)
         self._tx: Transaction | None = None
         self._branch: int | None = None   # its own branch (use()); None: the database's
         self._finalizer = None
@@ -66,7 +67,7 @@ class Session:
         """
         return TransactionScope(self, join=False)
 
-    def _writing(self) -> "TransactionScope":
+    def writing(self) -> "TransactionScope":
         """This session's open transaction, or a new one that commits on exit."""
         return TransactionScope(self, join=True)
 
@@ -76,22 +77,22 @@ class Session:
             raise TransactionError("this session already has an open transaction")
         if self._tx is not None:     # ended under it (a close rolled it back)
             self._take_tx("begin")
-        tx = self._engine.begin(self.timeout, self.branch_id, self.server_files)
+        tx = self.engine.begin(self.timeout, self.branch_id, self.server_files)
         self._tx = tx
         # dropped with the transaction open: roll it back (the engine, not the
         # session, is referenced, so the session can be collected)
-        self._finalizer = weakref.finalize(self, self._engine.rollback, tx)
+        self._finalizer = weakref.finalize(self, self.engine.rollback, tx)
         self._finalizer.atexit = False
 
     def commit(self) -> int:
         """Commit the open transaction; returns its version."""
         tx = self._take_tx("commit")
-        return self._engine.commit(tx)
+        return self.engine.commit(tx)
 
     def rollback(self) -> None:
         """Undo the open transaction (nothing open: nothing to do)."""
         if self._tx is not None:
-            self._engine.rollback(self._take_tx("rollback"))
+            self.engine.rollback(self._take_tx("rollback"))
 
     def _take_tx(self, verb: str) -> "Transaction":
         tx = self._tx
@@ -103,14 +104,30 @@ class Session:
             self._finalizer = None
         return tx
 
+    def snapshot(self, as_of=None, branch: str | None = None) -> "Snapshot":
+        """What one read sees, taken here for every read (the API's, SQL's, the
+        server's): this session's branch, or `branch` (a name), as of a version
+        (`as_of`: a version number or an aware datetime; None: the newest), with
+        this session's own uncommitted writes when it reads its transaction's branch."""
+        tx = self.tx
+        if branch is None:
+            return self.engine.snapshot(as_of, tx=tx,
+                                        branch=tx.branch if tx is not None else self.branch_id)
+        bid = self.engine.catalog.named(branch).id
+        if tx is not None and bid != tx.branch:
+            tx = None      # another branch: its committed state, not this one's writes
+        if as_of is None:
+            as_of = self.engine.read_version(tx, bid)
+        return self.engine.snapshot(as_of, tx=tx, branch=bid)
+
     # ---- branches ------------------------------------------------------------
 
     @property
     def branch_id(self) -> int:
         """The id of the branch this session reads and writes (BranchError once
         that branch is dropped)."""
-        bid = self._branch if self._branch is not None else self._db._branch
-        b = self._engine.catalog.by_id.get(bid)
+        bid = self._branch if self._branch is not None else self.db._branch
+        b = self.engine.catalog.by_id.get(bid)
         if b is None or b.dropped:
             raise BranchError("the branch this session used was dropped: use() another")
         return bid
@@ -118,21 +135,21 @@ class Session:
     @property
     def branch(self) -> str:
         """The name of the branch this session reads and writes."""
-        return self._engine.catalog.by_id[self.branch_id].name
+        return self.engine.catalog.by_id[self.branch_id].name
 
     def use(self, name: str) -> None:
         """Read and write branch `name` from now on (not inside a transaction)."""
         if self.tx is not None:
             raise TransactionError("use() inside a transaction: commit or roll back first")
-        self._branch = self._engine.catalog.named(name).id
+        self._branch = self.engine.catalog.named(name).id
 
     # ---- what a session reads and writes -------------------------------------
 
     def collection(self, name: str) -> "Collection":
         """A collection whose reads and writes run in this session."""
         from .collection import Collection
-        self._db.collection(name)     # NotFoundError now, not at the first call
-        return Collection(self._db, name, self)
+        self.db.collection(name)     # NotFoundError now, not at the first call
+        return Collection(self.db, name, self)
 
     __getitem__ = collection
 
@@ -141,17 +158,17 @@ class Session:
         from .collection import Collection
         validate_name(name)
         parsed = Schema.parse(schema)
-        with self._writing() as tx:
-            self._engine.create_collection(tx, name, parsed)
-        return Collection(self._db, name, self)
+        with self.writing() as tx:
+            self.engine.create_collection(tx, name, parsed)
+        return Collection(self.db, name, self)
 
     def drop_collection(self, name: str) -> None:
         """Drop a collection (in this session's transaction, if one is open): its
         documents are gone for every version; the name can be used again."""
         if not isinstance(name, str):
             raise NotFoundError(f"a collection is named by a str, got {brief(name)}")
-        with self._writing() as tx:
-            self._engine.drop_collection(tx, self._engine.table(name))
+        with self.writing() as tx:
+            self.engine.drop_collection(tx, self.engine.table(name))
 
     def sql(self, text: str, params: list | tuple = (), copy_data=None) -> "SqlResult":
         """Run SQL (pgvector's dialect) in this session; see varvedb.sql. `copy_data`
@@ -159,15 +176,15 @@ class Session:
         global _sql_run
         if _sql_run is None:        # pglast loads with the first statement, not with varvedb
             from .sql import run as _sql_run
-        self._engine._ensure_open()
+        self.engine.ensure_open()
         return _sql_run(self, text, params, copy_data)
 
     @property
     def version(self) -> int:
         """The version this session reads: its own open transaction's, else the newest."""
-        self._engine._ensure_open()
+        self.engine.ensure_open()
         tx = self.tx
-        return self._engine.read_version(tx, tx.branch if tx else self.branch_id)
+        return self.engine.read_version(tx, tx.branch if tx else self.branch_id)
 
     def close(self) -> None:
         """Roll back the open transaction, if any."""
@@ -181,7 +198,7 @@ class Session:
 
     def __repr__(self) -> str:
         state = "in a transaction" if self.in_transaction else "idle"
-        return f"<varvedb.Session {state} on {self._db!r}>"
+        return f"<varvedb.Session {state} on {self.db!r}>"
 
 
 class TransactionScope:

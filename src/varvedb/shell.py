@@ -379,7 +379,7 @@ def describe_tables(db) -> str:
     rows = []
     for name in names:
         coll = db[name]
-        schema = coll._table.schema
+        schema = coll.table.schema
         rows.append((name, coll.count(), len(schema.fields) + (0 if schema.id_hidden else 1)))
     return aligned_table(["Name", "Rows", "Columns"], rows, title="List of tables") + "\n"
 
@@ -389,7 +389,7 @@ def describe_table(db, name: str) -> str | None:
     there is no such table."""
     if name not in db.collections():
         return None
-    schema = db[name]._table.schema
+    schema = db[name].table.schema
     rows = []
     if not schema.id_hidden:
         rows.append(("id", "bigint" if schema.id_kind == "int" else "text", "not null", None))
@@ -594,7 +594,7 @@ class Shell:
     # the prompt
     def _transaction_mark(self) -> str:
         """psql's %x: * inside BEGIN ... COMMIT, ! once a statement in it failed."""
-        session = self.db._thread_session()
+        session = self.db.thread_session()
         if not session.in_transaction:
             return ""
         return "!" if session.sql_failed else "*"
@@ -607,7 +607,7 @@ class Shell:
         try:
             for name in self.db.collections():
                 words.add(name)
-                words.update(self.db[name]._table.schema.fields)
+                words.update(self.db[name].table.schema.fields)
         except VarveError:
             pass
         low = prefix.lower()

@@ -344,7 +344,7 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int, catalog: Cat
                if k.startswith(f"{p}tx.{fname}.")}
         t.load_text_index(fname, sub)    # one that does not fit is rebuilt from the column
     t.committed_n = t.n
-    t._lives = {}           # built on first use (Table.live)
+    t.drop_live_maps()      # built on first use (Table.live)
     return t
 
 

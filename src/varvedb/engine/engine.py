@@ -102,20 +102,20 @@ class Engine:
         self.visible = 0                       # newest version readers may see
         self.written = 0                       # newest version in the log
         self._tx: Transaction | None = None
-        self._writer = WriterLock()            # held for a whole transaction
+        self.writer = WriterLock()            # held for a whole transaction
         self._publish = threading.Lock()
-        self._closed = False
+        self.closed = False
         self._map = None
         self._generation = 0                   # the log generation the state was loaded at
         self._until = until
         self._prepare = prepare
         self.retention: vacuum.Retention | None = None   # automatic vacuum, when set
         # read-only connections never link: rows past a checkpoint's graph are scanned
-        self._maintainer = None if readonly else Maintainer(self)
+        self.maintainer = None if readonly else Maintainer(self)
         self.log = LogWriter.open(path, readonly, durability, batch_ms) if path else None
         if self.log:
             try:
-                self._load()
+                self.load_state()
             except BaseException:
                 # A file that fails to load (e.g. CorruptFileError) must not keep
                 # its fd and write lock: later connects in this process would
@@ -126,13 +126,13 @@ class Engine:
 
     # ---- opening -------------------------------------------------------------
 
-    def _forget(self) -> None:
+    def forget_state(self) -> None:
         """Drop the loaded state, before a load starts over from the file."""
         self.tables, self.names, self.history = {}, {}, []
         self.catalog = Catalog()
         self.next_cid = 1
 
-    def _load(self) -> None:
+    def load_state(self) -> None:
         log = self.log
         buf = log.file.map()
         self._map = buf
@@ -145,7 +145,7 @@ class Engine:
                 version, chain = self._load_from(mv, sb)
                 break
             except CorruptFileError:
-                self._forget()
+                self.forget_state()
                 if i == len(starts) - 1:
                     raise
         self.visible = self.written = version
@@ -185,14 +185,14 @@ class Engine:
             log.adopt(start, version, chain)
         return version, chain
 
-    def _reload(self) -> None:
+    def reload(self) -> None:
         """After a failed sync: rebuild the state from the file, which the log has
         put back at the last durable commit. Called with the writer lock held."""
         if self.log is None or self._generation == self.log.generation:
             return
-        with self._maintainer.hold():   # it must not link into the tables replaced here
-            self._forget()
-            self._load()
+        with self.maintainer.hold():   # it must not link into the tables replaced here
+            self.forget_state()
+            self.load_state()
 
     def _check_scan(self, scan, start: int) -> None:
         if scan.damaged:
@@ -245,16 +245,16 @@ class Engine:
 
     def refresh(self) -> int:
         """Read-only connections: apply commits other processes added. Returns the version."""
-        self._ensure_open()
+        self.ensure_open()
         if self.log is None:
             return self.visible
-        with self._writer.held():
+        with self.writer.held():
             if self.log.file.replaced():   # a vacuum renamed a new file into place
                 old = self.log
                 self.log = LogWriter.open(self.path, True, old.durability, old.batch_ms)
                 old.close()
-                self._forget()
-                self._load()
+                self.forget_state()
+                self.load_state()
                 return self.visible
             log = self.log
             buf = log.file.map()
@@ -263,8 +263,8 @@ class Engine:
             mv = memoryview(buf)
             if not log_reader.holds_commit(mv, log.commit_at, log.version, log.chain):
                 # the writer undid commits this reader had seen (a failed sync): start over
-                self._forget()
-                self._load()
+                self.forget_state()
+                self.load_state()
                 return self.visible
             scan = log_reader.scan(mv, log.end, log.version, log.chain, log.file.superblocks)
             self._check_scan(scan, log.end)
@@ -359,7 +359,7 @@ class Engine:
                 tx.tables.add(frame.cid)
             self._apply(frame, tx.version)
         except BaseException:
-            self._abort(tx)
+            self.abort(tx)
             raise
         tx.rows_changed += rows_changed
         tx.frames += 1
@@ -391,7 +391,7 @@ class Engine:
         columns = fill_embedded(t.schema, complete_columns(t.schema, columns, len(ids)),
                                 len(ids))
         t.check_new_ids(_keys(ids))
-        self._insert(tx, t, ids, columns)
+        self.append_rows(tx, t, ids, columns)
 
     def upsert(self, tx: "Transaction", t: Table, ids, columns: dict) -> None:
         """New documents, each replacing the live document with its id, if any
@@ -404,7 +404,7 @@ class Engine:
         check_unique(keys)
         old = t.live_rows(keys)
         self.delete(tx, t, old[old >= 0])
-        self._insert(tx, t, ids, columns)
+        self.append_rows(tx, t, ids, columns)
 
     def update(self, tx: "Transaction", t: Table, rows: np.ndarray, values: dict) -> None:
         """New versions of live `rows`: `values` (field -> (values, nulls) of one
@@ -431,7 +431,7 @@ class Engine:
             cols = fill_embedded(t.schema, cols, len(rows), stale)
         ids = t.id_values(rows)
         self.delete(tx, t, rows)
-        self._insert(tx, t, ids, cols)
+        self.append_rows(tx, t, ids, cols)
 
     def delete(self, tx: "Transaction", t: Table, rows: np.ndarray) -> None:
         """Live `rows` die."""
@@ -535,12 +535,12 @@ class Engine:
         view = self.catalog.view(tx.branch, version)
         for t in list(self.tables.values()):
             n = t.n
-            then = t._view_mask(view, n)
+            then = t.view_mask(view, n)
             now = t.alive_mask(n)
             self.delete(tx, t, np.flatnonzero(now & ~then))
             back = np.flatnonzero(then & ~now)
             if len(back):
-                self._insert(tx, t, t.id_values(back),
+                self.append_rows(tx, t, t.id_values(back),
                              {name: col.take(back) for name, col in t.columns.items()})
 
     # ---- branches (branches.py, merge.py) -----------------------------------------
@@ -595,7 +595,7 @@ class Engine:
         if self.tables.get(t.cid) is not t:
             raise NotFoundError(f"collection {t.name!r} was dropped")
 
-    def _insert(self, tx: "Transaction", t: Table, ids, columns: dict) -> None:
+    def append_rows(self, tx: "Transaction", t: Table, ids, columns: dict) -> None:
         if len(ids):
             if t.schema.id_kind != "text":
                 ids = np.asarray(ids, np.int64)
@@ -609,27 +609,27 @@ class Engine:
         (default: the connection's lock_timeout) while another session holds it;
         server_files=False: a transaction that may not make a field whose embedder
         loads a model from this machine's files."""
-        self._ensure_writable()
+        self.ensure_writable()
         timeout = self.lock_timeout if timeout is None else timeout
         tx = Transaction(self, 0)
-        if not self._writer.acquire(tx, timeout):
+        if not self.writer.acquire(tx, timeout):
             raise LockTimeoutError(f"another session held the write transaction for "
                                    f"{timeout:g} s; commit or roll that one back first")
         try:
-            self._ensure_writable()     # closed while this one waited
+            self.ensure_writable()     # closed while this one waited
             b = self.catalog.by_id.get(branch)
             if b is None or b.dropped:
                 raise BranchError(f"branch {b.name if b else branch!r} was dropped")
             if self.log is not None:
                 if self._generation != self.log.generation:
-                    self._reload()
+                    self.reload()
                 failure = self.log.failure
                 if failure is not None:   # a background (batch-mode) sync's: reported once
                     self.log.failure = None
                     raise failure
                 self.log.begin()
         except BaseException:
-            self._writer.release(tx)
+            self.writer.release(tx)
             raise
         tx.version = self.written + 1
         tx.next_cid = self.next_cid     # as loaded: a reload above may have changed it
@@ -641,7 +641,7 @@ class Engine:
 
     def commit(self, tx: Transaction) -> int:
         """Make the transaction durable and visible. Returns its version."""
-        if self._closed and tx.done:
+        if self.closed and tx.done:
             raise ClosedError("the database was closed inside this transaction, which was "
                               "rolled back")
         if tx is not self._tx or tx.done:
@@ -659,7 +659,7 @@ class Engine:
                     rec, end, generation = self.log.commit(tx.rows_changed,
                                                            branch=tx.branch)
                 except BaseException:
-                    self._abort(tx)
+                    self.abort(tx)
                     raise
                 ts, chain = rec.timestamp_us, rec.chain
             else:
@@ -675,8 +675,8 @@ class Engine:
             try:
                 self.log.sync_to(end, generation)
             except StorageError:
-                with self._writer.held():
-                    self._reload()
+                with self.writer.held():
+                    self.reload()
                 raise
         with self._publish:
             self.visible = max(self.visible, tx.version)
@@ -688,9 +688,9 @@ class Engine:
     def _end(self, tx: Transaction) -> None:
         tx.done = True
         self._tx = None
-        self._writer.release(tx)
+        self.writer.release(tx)
 
-    def _abort(self, tx: Transaction) -> None:
+    def abort(self, tx: Transaction) -> None:
         """Undo the transaction in memory and in the file; it stays open, aborted."""
         if tx.aborted:
             return
@@ -729,14 +729,14 @@ class Engine:
 
         Open links in the background too: it never waits for a graph, and
         until one covers the rows, answers come from the exact tail scan."""
-        if self._maintainer is not None and any(
+        if self.maintainer is not None and any(
                 vi.linked < t.committed_n for t in tables for vi in t.vector_indexes.values()):
-            self._maintainer.wake()
+            self.maintainer.wake()
 
     def index_status(self, table: Table, field: str) -> dict:
         """Committed rows of `field`'s graph linked and not yet linked (row versions)."""
-        if self._maintainer is not None:
-            self._maintainer.raise_failure()
+        if self.maintainer is not None:
+            self.maintainer.raise_failure()
         vi = table.vector_indexes[field]
         linked = min(vi.linked, table.committed_n)
         return {"field": field, "linked": linked, "unlinked": table.committed_n - linked}
@@ -745,11 +745,11 @@ class Engine:
         if tx is not self._tx or tx.done:
             return
         try:
-            self._abort(tx)
+            self.abort(tx)
         finally:
             self._end(tx)
 
-    def _begun_here(self) -> Transaction | None:
+    def begun_here(self) -> Transaction | None:
         """The open transaction if it began on the calling thread."""
         tx = self._tx
         return tx if tx is not None and tx.thread == threading.get_ident() else None
@@ -776,7 +776,7 @@ class Engine:
         (`as_of`: a version number or an aware datetime; None: the newest) and
         each table's row count, taken after it. `tx` is the reader's own open
         transaction, whose writes it sees."""
-        self._ensure_open()
+        self.ensure_open()
         if branch is None:
             branch = tx.branch if tx is not None else MAIN
         return take_snapshot(self, as_of, tx, branch)
@@ -785,7 +785,7 @@ class Engine:
         return self.history[0].version if self.history else 1
 
     def table(self, name: str) -> Table:
-        self._ensure_open()
+        self.ensure_open()
         cid = self.names.get(name)
         if cid is None:
             raise NotFoundError(f"no collection named {name!r}")
@@ -795,15 +795,15 @@ class Engine:
 
     def checkpoint(self) -> None:
         """Write the state as of the latest version so open loads it instead of replaying."""
-        self._ensure_writable()
-        if self._begun_here() is not None:   # waiting for it here would wait forever
+        self.ensure_writable()
+        if self.begun_here() is not None:   # waiting for it here would wait forever
             raise TransactionError("checkpoint() inside a transaction: commit or roll back "
                                    "first")
         if self.log is None:
             return
-        with self._writer.held():
-            self._reload()
-            self._maintainer.finish()   # the graph written covers every committed row
+        with self.writer.held():
+            self.reload()
+            self.maintainer.finish()   # the graph written covers every committed row
             sb = self.log.file.superblock
             if sb and sb.checkpoint_version == self.written:
                 return
@@ -823,7 +823,7 @@ class Engine:
     def backup(self, dest: str, progress: bool | None = None) -> BackupInfo:
         """A consistent copy of the file as of its newest durable commit, taken
         while writes go on (storage/backup.py); fsynced and verified."""
-        self._ensure_open()
+        self.ensure_open()
         if self.log is None:
             raise OptionError("a ':memory:' database has no file to back up")
         end, version, _ = self.log.durable_head()
@@ -840,27 +840,27 @@ class Engine:
                      for vi in t.vector_indexes.values())
         return since > CLOSE_CHECKPOINT_BYTES or (relink and self.written > 0)
 
-    def _ensure_open(self) -> None:
-        if self._closed:
+    def ensure_open(self) -> None:
+        if self.closed:
             raise ClosedError("the database is closed")
 
-    def _ensure_writable(self) -> None:
-        self._ensure_open()
+    def ensure_writable(self) -> None:
+        self.ensure_open()
         if self.readonly:
             raise ReadOnlyError(f"{self.path} was opened read-only")
 
     def close(self) -> None:
         """Close; first checkpoint if replaying the log since the last one would be slow."""
-        if self._closed:
+        if self.closed:
             return
-        tx = self._begun_here()
+        tx = self.begun_here()
         if tx is not None:   # closing inside a transaction rolls it back
             self.rollback(tx)
         if self.retention is not None:
             self.retention.stop()
-        maintainer = self._maintainer
+        maintainer = self.maintainer
         failure = linked = None
-        with self._writer.held():
+        with self.writer.held():
             try:
                 if maintainer is not None:
                     try:
@@ -883,7 +883,7 @@ class Engine:
             finally:
                 if maintainer is not None:
                     maintainer.stop()   # before the tables go: it touches nothing after
-                self._closed = True
+                self.closed = True
                 self.tables.clear()
                 self._map = None
         if failure is not None:   # closed all the same, and nothing was lost

@@ -46,7 +46,7 @@ def _stop_all() -> None:
 
 class Maintainer:
     def __init__(self, engine):
-        self._engine = weakref.ref(engine)   # an engine dropped unclosed is still collected
+        self.engine = weakref.ref(engine)   # an engine dropped unclosed is still collected
         self._cond = threading.Condition()
         self._hold = threading.Lock()
         self._wanted = False                 # a commit asked for a pass since one began
@@ -139,7 +139,7 @@ class Maintainer:
     def _link_one_chunk(self) -> bool:
         """Link one chunk of one table's unlinked rows; False when none is left."""
         with self._hold:
-            engine = self._engine()
+            engine = self.engine()
             if engine is None or self._stopped and threading.current_thread() is self._thread:
                 return False
             for table in list(engine.tables.values()):

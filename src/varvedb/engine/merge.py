@@ -45,7 +45,7 @@ def _keys(t: Table, rows: np.ndarray) -> np.ndarray:
 
 def _visible(t: Table, view: View) -> tuple[np.ndarray, np.ndarray]:
     """(keys, rows) of the documents visible in `view`, sorted by key."""
-    rows = np.flatnonzero(t._view_mask(view, t.n))
+    rows = np.flatnonzero(t.view_mask(view, t.n))
     keys = _keys(t, rows)
     order = np.argsort(keys, kind="stable")
     return keys[order], rows[order]
@@ -157,6 +157,6 @@ def merge(engine, tx, source: int, source_version: int) -> None:
         engine.delete(tx, t, np.unique(old[old >= 0]))
         if new:
             src = np.array([their_rows[k] for k in new], np.int64)
-            engine._insert(tx, t, t.id_values(src),
+            engine.append_rows(tx, t, t.id_values(src),
                            {name: col.take(src) for name, col in t.columns.items()})
 

@@ -83,6 +83,15 @@ class Table:
                     live = self._lives[b] = dict(zip(self.id_values(alive), alive.tolist()))
         return live
 
+    def drop_live_maps(self) -> None:
+        """Forget every branch's live map: each is built again on first use."""
+        self._lives = {}
+
+    @property
+    def built_live_maps(self) -> tuple:
+        """The branches whose live map is built (a loaded table has none until used)."""
+        return tuple(self._lives)
+
     def use_view(self, view: View) -> None:
         """The writer now writes (or replays) the branch of `view` (its cut: HEAD)."""
         self.writer_view = view
@@ -97,9 +106,9 @@ class Table:
         """Rows [0, n) alive on the writer's branch, its open transaction included."""
         if self.branch_of is None and self.writer_view.main_only:
             return self.died.data[:n] == ALIVE
-        return self._view_mask(self.writer_view, n)
+        return self.view_mask(self.writer_view, n)
 
-    def _view_mask(self, view: View, n: int) -> np.ndarray:
+    def view_mask(self, view: View, n: int) -> np.ndarray:
         births = self.branch_of.data[:n] if self.branch_of is not None else None
         mask = _born_in(view, self.born.data[:n], self.died.data[:n], births)
         for gone in self._deaths_in(view):
@@ -148,7 +157,7 @@ class Table:
         cached = self._mask_cache.get(nonnull)
         if cached is not None and cached[0] == view and cached[1] == n:
             return cached[2], cached[3]
-        mask = self._view_mask(view, n)
+        mask = self.view_mask(view, n)
         if nonnull is not None:
             mask &= ~self.columns[nonnull].nulls_head(n)
         mask.flags.writeable = False

@@ -91,17 +91,17 @@ GRAPHS = ("rebuild", "repair")
 
 def vacuum(engine, keep, progress: bool | None = None, graphs: str = "rebuild"
            ) -> VacuumReport:
-    engine._ensure_writable()
+    engine.ensure_writable()
     if engine.log is None:
         raise OptionError("a ':memory:' database has no file to vacuum")
-    if engine._begun_here() is not None:
+    if engine.begun_here() is not None:
         raise TransactionError("vacuum() inside a transaction: commit or roll back first")
     if graphs not in GRAPHS:
         raise OptionError(f"graphs is 'rebuild' or 'repair', not {brief(graphs)}")
     t0 = time.perf_counter()
     path = engine.path
-    with engine._writer.held():
-        engine._reload()
+    with engine.writer.held():
+        engine.reload()
         k = oldest_kept(engine, keep)
         branched = [b.name for b in engine.catalog.live() if b.id != MAIN]
         if branched:
@@ -121,7 +121,7 @@ def vacuum(engine, keep, progress: bool | None = None, graphs: str = "rebuild"
             kept, dropped, rows = _write(engine, k, tmp, progress)
             prepare = None
             if graphs == "repair":
-                engine._maintainer.finish()     # the old graphs cover every row
+                engine.maintainer.finish()     # the old graphs cover every row
                 prepare = functools.partial(_repair_graphs, engine, rows)
             fresh = type(engine)(tmp, durability=engine.log.durability, prepare=prepare)
             try:
@@ -201,7 +201,7 @@ def _write_base(scratch, log: NewLog, progress) -> tuple[int, int, dict]:
     its rows alive then (renumbered from 0), and the BASE frame that maps them."""
     tables = [scratch.tables[cid] for cid in sorted(scratch.tables)]
     # main's rows alive then: a dropped branch's rows go with its history
-    alive = {t.cid: np.flatnonzero(t._view_mask(main_view(HEAD), t.n)) for t in tables}
+    alive = {t.cid: np.flatnonzero(t.view_mask(main_view(HEAD), t.n)) for t in tables}
     total = sum(len(r) for r in alive.values())
     bar = None
     if progress or (progress is None and total >= PROGRESS_FROM):
@@ -273,10 +273,10 @@ def _adopt(engine, new: DatabaseFile) -> None:
     old.close(sync=False)
     # The new file ends in a checkpoint of all of it: the state is loaded whole and
     # then replaces the old (readers see one or the other: cids are the same).
-    with engine._maintainer.hold():   # it must not link into the tables replaced here
+    with engine.maintainer.hold():   # it must not link into the tables replaced here
         if new.superblock is None:    # (never: the new file was checkpointed) replay afresh
-            engine._forget()
-        engine._load()
+            engine.forget_state()
+        engine.load_state()
 
 
 
@@ -333,7 +333,7 @@ class Retention:
         try:
             vacuum(self.engine, self._keep_now(), progress=False)
         except Exception as exc:    # noqa: BLE001 — reported, and the file is unchanged
-            if not self.engine._closed:
+            if not self.engine.closed:
                 warnings.warn(f"automatic vacuum failed: {type(exc).__name__}: {exc}",
                               RuntimeWarning, stacklevel=1)
 

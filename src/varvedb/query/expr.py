@@ -284,11 +284,11 @@ def col_value(e: Col, t, rows: np.ndarray) -> Val:
         # SQL has float vectors only: int8 values and 0/1 bits as float32
         vals = vector_values(f, vals).astype(np.float32)
     if isinstance(vals, list):
-        return Val(f.kind, _objects(vals), nulls)
+        return Val(f.kind, object_array(vals), nulls)
     return Val(f.kind, vals, nulls)
 
 
-def _objects(values: list) -> np.ndarray:
+def object_array(values: list) -> np.ndarray:
     out = np.empty(len(values), dtype=object)
     out[:] = values
     return out
@@ -373,7 +373,7 @@ def _from_python(kind: str, values: list, nulls) -> Val:
     if kind == "vector":
         return Val("vector", np.asarray(values, np.float32), nulls)
     if kind in ("text", "json"):
-        return Val(kind, _objects(values), nulls)
+        return Val(kind, object_array(values), nulls)
     dtype = {"int": np.int64, "float": np.float64, "bool": bool, "timestamp": np.int64}[kind]
     return Val(kind, np.asarray(values, dtype), nulls)
 
@@ -713,7 +713,7 @@ def _marks(e: Func, rel: Rel, env: Env, what: str, extra: tuple, defaults: tuple
     texts = evaluate(Col(name), rel, env)
     terms, prefixes = text_funcs.query_terms(index, q)
     out = [build(index, t, terms, prefixes, *opts) for t in texts.python()]
-    return Val("text", _objects(out), texts.nulls)
+    return Val("text", object_array(out), texts.nulls)
 
 
 def _snippet(e: Func, rel: Rel, env: Env) -> Val:
@@ -873,16 +873,16 @@ def _inlist(e: InList, rel: Rel, env: Env) -> Val:
 
 
 def _op_vals(op: str, a: Val, b: Val) -> Val:
-    return _op(Op(op, (_Given(a), _Given(b))), Rel(None, None, n=len(a)), Env())
+    return _op(Op(op, (Given(a), Given(b))), Rel(None, None, n=len(a)), Env())
 
 
 @dataclass(frozen=True, slots=True)
-class _Given:
+class Given:
     """An already-evaluated Val inside a tree (for reusing operator rules)."""
     val: Any
 
 
-def _given(e: _Given, rel: Rel, env: Env) -> Val:
+def _given(e: Given, rel: Rel, env: Env) -> Val:
     return e.val
 
 
@@ -964,7 +964,7 @@ def _subquery(e: SubqueryValues, rel: Rel, env: Env) -> Val:
 
 _EVAL = {Col: _col, Const: _const, Param: _param, Op: _op, Func: _func, Cast: _cast,
          IsNull: _isnull, BoolTest: _booltest, InList: _inlist, Like: _like, Case: _case, Agg: _agg,
-         SubqueryValues: _subquery, _Given: _given}
+         SubqueryValues: _subquery, Given: _given}
 
 
 # ---- functions ---------------------------------------------------------------

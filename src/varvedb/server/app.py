@@ -285,7 +285,7 @@ def _shutdown(api: Api) -> None:
     api.pool.shutdown(wait=True)
     db = api.db
     try:
-        if db.path is not None and not db._engine.readonly:
+        if db.path is not None and not db.engine.readonly:
             db.checkpoint()
     except E.VarveError:
         log.exception("the checkpoint at shutdown failed (nothing is lost: the log has it)")

@@ -72,8 +72,8 @@ class _DatabaseCollector:
         info = InfoMetricFamily("varvedb_build", "varvedb's version")
         info.add_metric([], {"version": __version__})
         yield info
-        engine = db._engine
-        if engine._closed:
+        engine = db.engine
+        if engine.closed:
             return
         version = GaugeMetricFamily("varvedb_version", "The newest committed version")
         version.add_metric([], engine.visible)
@@ -92,7 +92,7 @@ class _DatabaseCollector:
             try:
                 coll = sess.collection(name)
                 docs.add_metric([name], coll.count())
-                t = coll._table
+                t = coll.table
             except Exception:     # dropped between the listing and the count
                 continue
             versions.add_metric([name], t.n)

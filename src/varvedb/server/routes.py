@@ -65,7 +65,7 @@ def table(api, claim_write) -> list:
     # ---- service -----------------------------------------------------------------
 
     def health(p, q, ctype, raw):
-        return 200, encode({"status": "ok", "version": db._engine.visible})
+        return 200, encode({"status": "ok", "version": db.engine.visible})
 
     openapi_bytes = None
 
@@ -90,7 +90,7 @@ def table(api, claim_write) -> list:
                 "version": sess.version,
                 # how far each graph has linked the committed rows (commits return first)
                 "indexes": {n: {k: v for k, v in coll.index_status(n).items() if k != "field"}
-                            for n in coll._table.vector_indexes},
+                            for n in coll.table.vector_indexes},
                 # bytes per stored vector (and per graph node) of each vector field
                 "vectors": {n: {k: v for k, v in coll.vector_memory(n).items() if k != "field"}
                             for n in schema.vector_fields}}

@@ -168,23 +168,14 @@ class Context:
     def __init__(self, session, as_of=None, copy_data=None):
         self.session = session
         self.copy_data = copy_data
-        self.engine = session._engine
+        self.engine = session.engine
         self.as_of = as_of        # (branch name | None, version | datetime | None), or None
         self._snap = None
 
     def snapshot(self):
         if self._snap is None:
-            s, (branch, when) = self.session, self.as_of or (None, None)
-            tx = s.tx
-            if branch is not None:
-                bid = self.engine.catalog.named(branch).id
-                if tx is not None and bid != tx.branch:
-                    tx = None      # another branch: its committed state, not this one's writes
-                if when is None:
-                    when = self.engine.read_version(tx, bid)
-            else:
-                bid = tx.branch if tx is not None else s.branch_id
-            self._snap = self.engine.snapshot(when, tx=tx, branch=bid)
+            branch, when = self.as_of or (None, None)
+            self._snap = self.session.snapshot(when, branch)
         return self._snap
 
     def table(self, name: str):
@@ -244,7 +235,7 @@ def _run_one(session, c: Compiled, params, copy_data=None) -> SqlResult:
                 # the statement failed after some of its writes landed in an open
                 # (Python API) transaction: no savepoints to undo just those, so the
                 # transaction is undone and aborted (its commit raises 25P02)
-                session._engine._abort(tx)
+                session.engine.abort(tx)
         raise
     except RecursionError:
         raise SqlError("54001", "stack depth limit exceeded") from None

@@ -177,7 +177,7 @@ class CreateTable:
             raise SqlError("42P07", f'relation "{self.name}" already exists')
         validate_name(self.name, "table")
         schema = self.schema()
-        with s._writing() as tx:
+        with s.writing() as tx:
             ctx.engine.create_collection(tx, self.name, schema)
         return SqlResult([], [], "CREATE TABLE")
 
@@ -213,7 +213,7 @@ class Drop:
             missing = [n for n in self.names if n not in engine.names]
             if missing and not self.missing_ok:
                 raise SqlError("42P01", f'table "{missing[0]}" does not exist')
-            with s._writing():
+            with s.writing():
                 for n in self.names:
                     if n in engine.names:
                         s.drop_collection(n)
@@ -222,7 +222,7 @@ class Drop:
         missing = [n for n in self.names if n not in known]
         if missing and not self.missing_ok:
             raise SqlError("42704", f'index "{missing[0]}" does not exist')
-        with s._writing():
+        with s.writing():
             for n in self.names:
                 if n in known:
                     table, field = known[n]
@@ -255,7 +255,7 @@ class AlterTable:
                 return SqlResult([], [], "ALTER TABLE")
             raise SqlError("42P01", f'relation "{self.name}" does not exist')
         s = ctx.session
-        with s._writing():
+        with s.writing():
             coll = s.collection(self.name)
             for verb, column, column_def, missing_ok in self.cmds:
                 fields = ctx.engine.table(self.name).schema.fields
@@ -300,7 +300,7 @@ class Rename:
                                     "already exists")
         validate_name(self.new, "column")
         s = ctx.session
-        with s._writing():
+        with s.writing():
             s.collection(self.table).rename_field(self.old, self.new)
         return SqlResult([], [], "ALTER TABLE")
 
@@ -367,7 +367,7 @@ class CreateIndex:
                                         "varvedb keeps one per vector column")
             make = HNSW if self.kind == "hnsw" else IVFPQ
             spec = make(**self.options, metric=self.metric, name=self.name)
-            with s._writing():
+            with s.writing():
                 s.collection(self.table).create_index(self.column, spec)
             return SqlResult([], [], "CREATE INDEX")
         if f.kind in ("vector", "json", "bool"):
@@ -376,7 +376,7 @@ class CreateIndex:
             if self.if_not_exists:
                 return SqlResult([], [], "CREATE INDEX")
             raise NotSupportedError(f'column "{self.column}" already has an index')
-        with s._writing():
+        with s.writing():
             s.collection(self.table).create_index(self.column, self.kind, name=self.name)
         return SqlResult([], [], "CREATE INDEX")
 

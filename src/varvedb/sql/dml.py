@@ -93,7 +93,7 @@ def assignable(kind: str, v: E.Val, column: str) -> list:
     elif kind == "int" and v.kind == "float":
         v = E.Val("int", E.round_half_away(v.data), v.nulls)
     elif kind == "text" and v.kind != "text":
-        v = E.evaluate(E.Cast("text", E._Given(v)), E.Rel(None, None, n=len(v)), E.Env())
+        v = E.evaluate(E.Cast("text", E.Given(v)), E.Rel(None, None, n=len(v)), E.Env())
     elif kind == "json" and v.kind == "text":
         v = E.coerce(E.Val("unknown", v.data, v.nulls), "json")
     elif kind == "json" and v.kind in ("int", "float", "bool"):
@@ -197,7 +197,7 @@ class Insert:
         env = E.Env(params)
         rows = self._rows(ctx, columns, params, env, t)
         s = ctx.session
-        with s._writing() as tx:
+        with s.writing() as tx:
             t = ctx.table(self.table)
             written, updated = _insert_rows(ctx, tx, t, rows, self.conflict, env)
             # RETURNING inside the transaction: a failing expression undoes the rows
@@ -250,7 +250,7 @@ def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env) -> tuple[np.ndarra
         if any(r.get("id") is None for r in rows):
             raise SqlError("23502", f'null value in column "id" of relation "{t.name}" '
                                     "violates not-null constraint")
-    coll = Collection(ctx.session._db, t.name, ctx.session)
+    coll = Collection(ctx.session.db, t.name, ctx.session)
     if conflict is None:
         ids = coll.insert(rows) if rows else []
         return t.live_rows(list(ids)), 0
@@ -309,7 +309,7 @@ def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env) -> tuple[np.ndarra
 
 def _val_of(kind: str, vals, nulls) -> E.Val:
     if isinstance(vals, list):
-        return E.Val(kind, E._objects(vals), np.asarray(nulls, bool))
+        return E.Val(kind, E.object_array(vals), np.asarray(nulls, bool))
     return E.Val(kind, vals, np.asarray(nulls, bool))
 
 
@@ -372,7 +372,7 @@ class Update(_Targeted):
 
     def run(self, ctx, params) -> SqlResult:
         s = ctx.session
-        with s._writing() as tx:
+        with s.writing() as tx:
             t = ctx.table(self.table)
             schema = t.schema
             for name, _ in self.sets:
@@ -405,7 +405,7 @@ class Delete(_Targeted):
 
     def run(self, ctx, params) -> SqlResult:
         s = ctx.session
-        with s._writing() as tx:
+        with s.writing() as tx:
             t = ctx.table(self.table)
             env = self._env(ctx, params)
             rows = self._rows(ctx, t, env)
@@ -489,7 +489,7 @@ class Copy:
             if c not in schema.fields and c != "id":
                 raise SqlError("42703", f'column "{c}" of relation "{self.table}" does not exist')
         n = 0
-        with self._source(ctx) as fh, ctx.session._writing() as tx:
+        with self._source(ctx) as fh, ctx.session.writing() as tx:
             records = self._records(fh)
             if self.header:
                 next(records, None)

@@ -41,7 +41,7 @@ def history_rows(ctx, args: list) -> tuple[list[str], list[Val]]:
 
 def _row_history(ctx, table, key):
     from ..collection import Collection
-    coll = Collection(ctx.session._db, _name(table), ctx.session)
+    coll = Collection(ctx.session.db, _name(table), ctx.session)
     ctx.table(_name(table))
     versions = coll.history(key)
     m = len(versions)
