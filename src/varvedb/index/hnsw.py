@@ -103,7 +103,8 @@ def _candidate_capacity(ef: int) -> int:
 class _Workspace:
     """Scratch for one single-query walk: a visited set, the pool and the heaps."""
 
-    __slots__ = ("visited", "generation", "cand_d", "cand_i", "res_d", "res_i", "fresh")
+    __slots__ = ("visited", "generation", "cand_d", "cand_i", "res_d", "res_i", "fresh",
+                 "exact_d")
 
     def __init__(self, rows: int, ef: int, m0: int):
         self.visited = np.zeros(rows, np.uint16)
@@ -114,6 +115,7 @@ class _Workspace:
         self.res_d = np.empty(ef, np.float32)
         self.res_i = np.empty(ef, np.int32)
         self.fresh = np.empty(m0, np.int32)
+        self.exact_d = np.empty(ef, np.float64)   # the pool's best, scored exactly
 
 
 class _BuildScratch:
@@ -429,10 +431,13 @@ class HnswIndex:
         kernels.join_twins(batch, twin_of, self._levels, fwd, self._twins, self._links0,
                            self._upper_slot, self._upper_links)
         keys, sources, starts = kernels.reverse_edges(batch, self._levels, fwd)
+        drops, n_drops = kernels.drop_space(sources, starts, self._links0)
         kernels.apply_reverse_edges(
             arena, norms, self._metric_code, keys, sources, starts, n_levels, self._links0,
             self._upper_slot, self._upper_links, scratch.query, scratch.over_i,
-            scratch.union_d, scratch.union_i)
+            scratch.union_d, scratch.union_i, drops, n_drops)
+        kernels.keep_in_links(keys, starts, n_levels, drops, n_drops, self._links0,
+                              self._upper_slot, self._upper_links)
         self._entry, self._top = kernels.raise_entry(batch, twin_of, self._levels,
                                                      self._entry, self._top)
 
@@ -608,7 +613,7 @@ class HnswIndex:
                 self._links0,
                 self._upper_slot, self._upper_links, self._twins, self._entry, self._top,
                 ef, k, allow, use_allow, ws.visited, ws.generation, 0, ws.cand_d, ws.cand_i,
-                ws.res_d, ws.res_i, ws.fresh, out_rows, out_dist)
+                ws.res_d, ws.res_i, ws.fresh, ws.exact_d, out_rows, out_dist)
             if split and count > 0:
                 rows = out_rows[:count].copy()
                 prefetch.prefetch_rows(vectors, rows)
@@ -654,7 +659,8 @@ class HnswIndex:
             np.zeros((lanes, self._levels.shape[0]), np.uint16), np.zeros(lanes, np.int64),
             np.empty((lanes, cand), np.float32), np.empty((lanes, cand), np.int32),
             np.empty((lanes, ef), np.float32), np.empty((lanes, ef), np.int32),
-            np.empty((lanes, 2 * self.m), np.int32), out_rows, out_dist, out_count)
+            np.empty((lanes, 2 * self.m), np.int32), np.empty((lanes, ef), np.float64),
+            out_rows, out_dist, out_count)
         unfilled = np.arange(k)[None, :] >= out_count[:, None]
         out_rows[unfilled] = -1
         out_dist[unfilled] = np.inf
