@@ -112,7 +112,21 @@ _PJIT = dict(cache=True, nogil=True, fastmath=True, parallel=True)
 # the walk's rows) read-only: a mapped graph and an in-memory one share one
 # specialisation. Not the build's kernels, which write the lists: typed
 # read-only there, a cold-compiled process built graphs of lower recall.
-_SEARCH_READS = ("walk", "walk_norms", "links0", "upper_slot", "upper_links", "twins")
+#
+# The search kernels take their arguments packed, a few tuples instead of ~30
+# scalars and arrays (each one costs the caller a lookup and the dispatcher a
+# type check):
+#   graph   (links0, upper_slot, upper_links, twins, entry, top): the index's
+#           state, packed once per state by the index (HnswIndex._graph);
+#   data    (arena, norms, walk, walk_norms, allow): the rows scored, the rows
+#           walked (the arena itself, or its codes) and the mask;
+#   query_pair  (query, walk_query): the query and what the walk measures it
+#           as (itself, or its codes' form); search_many: one row per query each;
+#   params  (metric, walk_metric, rerank, ef, k, use_allow, lane);
+#   ws      (visited, generation, cand_d, cand_i, res_d, res_i, fresh, exact_d):
+#           one walk's scratch, packed once per workspace (search_many: one row
+#           per lane of each, and ``lane`` in params unused).
+_SEARCH_READS = ("graph", "data")
 # small helpers on the walk's inner loops are inlined at numba's IR level, so
 # that no per-call array passing or reference counting is left in those loops
 _INLINE = dict(_JIT, inline="always")
@@ -376,11 +390,10 @@ def _covered_entry(links0, upper_slot, upper_links, entry, top, n_rows):
 
 
 @njit(readonly=_SEARCH_READS, **_JIT)
-def search_one(arena, norms, query, metric, walk, walk_norms, walk_query, walk_metric,
-               rerank, links0, upper_slot, upper_links, twins, entry, top, ef, k, allow,
-               use_allow, visited, generation, lane, cand_d, cand_i, res_d, res_i, fresh,
-               exact_d, out_rows, out_dist):
+def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
     """k nearest allowed nodes to ``query`` into ``out_*``; returns the count.
+
+    The arguments come packed (see ``_SEARCH_READS`` above for each tuple).
 
     The walk measures ``walk`` rows against ``walk_query`` by ``walk_metric``:
     the arena itself (``walk is arena``), or its int8 codes
@@ -398,6 +411,11 @@ def search_one(arena, norms, query, metric, walk, walk_norms, walk_query, walk_m
     ``generation[lane]`` the lane's current stamp; ``res_*`` and ``exact_d``
     need ef entries, ``cand_*`` more than 2 ef (filtered walks only), ``fresh`` 2m.
     """
+    links0, upper_slot, upper_links, twins, entry, top = graph
+    arena, norms, walk, walk_norms, allow = data
+    query, walk_query = query_pair
+    metric, walk_metric, rerank, ef, k, use_allow, lane = params
+    visited, generation, cand_d, cand_i, res_d, res_i, fresh, exact_d = ws
     if not all_finite(query):
         return -1
     # Rows at or past `n_rows` are skipped, so a search that overlaps an add()
@@ -481,25 +499,32 @@ def _candidates(rows, n, out_rows):
 
 
 @njit(readonly=_SEARCH_READS, **_PJIT)
-def search_many(arena, norms, queries, metric, walk, walk_norms, walk_queries, walk_metric,
-                rerank, links0, upper_slot, upper_links, twins, entry, top, ef, k, allow, use_allow,
-                visited, generation, cand_d, cand_i, res_d, res_i, fresh, exact_d, out_rows,
-                out_dist, out_count):
-    """:func:`search_one` for each row of ``queries`` (and of ``walk_queries``), in parallel.
+def search_many(graph, data, query_pair, params, ws, out_rows, out_dist, out_count):
+    """:func:`search_one` for each row of ``query_pair``'s two arrays, in parallel.
 
     Scratch arrays have one row per lane (``visited.shape[0]`` lanes); lane
     t answers queries t, t + lanes, ... so that each lane owns its scratch.
     """
-    lanes = visited.shape[0]
+    queries, walk_queries = query_pair
+    metric, walk_metric, rerank, ef, k, use_allow, _ = params
+    lanes = ws[0].shape[0]
     for i in prange(lanes):
-        lane = np.int64(i)   # prange's index is unsigned: one search_one for every caller
-        for qi in range(lane, queries.shape[0], lanes):
-            out_count[qi] = search_one(
-                arena, norms, queries[qi], metric, walk, walk_norms, walk_queries[qi],
-                walk_metric, rerank, links0, upper_slot, upper_links, twins, entry, top, ef, k,
-                allow, use_allow, visited[lane], generation, lane, cand_d[lane],
-                cand_i[lane], res_d[lane], res_i[lane], fresh[lane], exact_d[lane],
-                out_rows[qi], out_dist[qi])
+        _search_lane(graph, data, queries, walk_queries, metric, walk_metric, rerank, ef, k,
+                     use_allow, np.int64(i), ws, out_rows, out_dist, out_count)
+
+
+@njit(**_JIT)
+def _search_lane(graph, data, queries, walk_queries, metric, walk_metric, rerank, ef, k,
+                 use_allow, lane, ws, out_rows, out_dist, out_count):
+    # lane's queries (lane, lane + lanes, ...) with lane's rows of the scratch;
+    # lane is int64 (prange's index is unsigned): one search_one for every caller
+    visited, generation, cand_d, cand_i, res_d, res_i, fresh, exact_d = ws
+    lane_ws = (visited[lane], generation, cand_d[lane], cand_i[lane], res_d[lane],
+               res_i[lane], fresh[lane], exact_d[lane])
+    params = (metric, walk_metric, rerank, ef, k, use_allow, lane)
+    for qi in range(lane, queries.shape[0], visited.shape[0]):
+        out_count[qi] = search_one(graph, data, (queries[qi], walk_queries[qi]), params,
+                                   lane_ws, out_rows[qi], out_dist[qi])
 
 
 # -------------------------------------------------------- neighbour selection
