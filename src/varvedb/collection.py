@@ -22,7 +22,7 @@ from .query.bind import bind, select_fields, vector_field
 from .query.execute import Result, execute
 from .query.filter import Filter, check_params
 from .query.plan import PlanNode
-from .query.prepared import keep
+from .query.prepared import keep, request_shape, shape
 from .query.request import RRF_K, WEIGHTS, Count, Find, Search, check_select
 from .results import Hits
 from .schema import (HNSW, IVFPQ, Batch, Schema, batch_length, brief, coerce_array,
@@ -251,9 +251,19 @@ class Collection:
         """Answer a read request (query/request.py): what search(), find() and
         count() build, and what the server and SQL carry. A Count answers an int."""
         t = self.table
-        query = bind(request, t, self._sess.snapshot(request.as_of, request.branch))
+        key = request_shape(request) if type(request) is Search else None
+        if key is not None:
+            hits = self._kept(key, request.vector.vector)
+            if hits is not None:
+                return hits
+        sess = self._sess
+        tx = sess.tx
+        snap = sess.snapshot(request.as_of, request.branch)
+        query = bind(request, t, snap)
         if type(request) is Count:
             return execute(query).count
+        if key is not None and tx is None and snap.final:
+            keep(t.prepared, key, (snap.version, sess.branch_id), query)
         return self._hits(t, execute(query))
 
     def index_status(self, field: str | None = None) -> dict:
@@ -318,39 +328,39 @@ class Collection:
 
         A limit above the allowed rows returns them all. `hits.plan` is the plan
         as it ran (fallbacks included)."""
-        # A vector search whose shape was searched before at this state skips
-        # binding and planning (query/prepared.py): only exact-typed arguments,
-        # so that a value the request would refuse never finds a kept plan.
-        key = None
-        if text is None and vector_text is None and rerank is None and as_of is None \
-                and branch is None and type(limit) is int and (ef is None or type(ef) is int) \
-                and (exact is False or exact is True) and (probes is None or type(probes) is int):
-            key = (where, tuple(params) if type(params) is list else params, limit,
-                   tuple(select) if type(select) is list else select, field, ef, exact, metric,
-                   probes)
-            t = self.table
-            sess = self._sess
-            try:
-                kept = t.prepared.get(key)
-            except TypeError:               # an unhashable argument: bound each time
-                kept = key = None
-            if kept is not None and sess.tx is None \
-                    and kept.state == (self.engine.visible, sess.branch_id):
-                f = t.schema.fields[kept.node.field]
-                return self._hits(t, kept.run(coerce_query_vector(f, vector)))
-        request = Search.of(vector, where, params, limit, select, as_of, field, ef, exact,
-                            metric, probes=probes, text=text, text_field=text_field,
-                            vector_text=vector_text, rerank=rerank, candidates=candidates,
-                            rrf_k=rrf_k, weights=weights, branch=branch)
-        if key is None:
-            return self.run(request)
+        # A vector search whose shape was searched before at this state skips the
+        # request, binding and planning (query/prepared.py): only exact-typed
+        # arguments, so that a value the request would refuse never finds a kept plan.
+        if vector is not None and text is None and vector_text is None and rerank is None \
+                and as_of is None and branch is None and type(limit) is int \
+                and (ef is None or type(ef) is int) and (exact is False or exact is True) \
+                and (probes is None or type(probes) is int):
+            hits = self._kept(shape(where, tuple(params) if type(params) is list else params,
+                                    limit, tuple(select) if type(select) is list else select,
+                                    field, ef, exact, metric, probes), vector)
+            if hits is not None:
+                return hits
+        return self.run(Search.of(vector, where, params, limit, select, as_of, field, ef, exact,
+                                  metric, probes=probes, text=text, text_field=text_field,
+                                  vector_text=vector_text, rerank=rerank,
+                                  candidates=candidates, rrf_k=rrf_k, weights=weights,
+                                  branch=branch))
+
+    def _kept(self, key, vector) -> Hits | None:
+        """The search kept under `key` run with `vector`, if it was kept at this
+        state (None: bind it)."""
+        t = self.table
+        try:
+            kept = t.prepared.get(key)
+        except TypeError:               # an unhashable argument: bound each time
+            return None
+        if kept is None:
+            return None
         sess = self._sess
-        tx = sess.tx
-        snap = sess.snapshot()
-        query = bind(request, t, snap)
-        if tx is None and snap.final:
-            keep(t.prepared, key, (snap.version, sess.branch_id), query)
-        return self._hits(t, execute(query))
+        if sess.tx is not None or kept.state != (self.engine.visible, sess.branch_id):
+            return None
+        return self._hits(t, kept.run(coerce_query_vector(t.schema.fields[kept.node.field],
+                                                          vector)))
 
     def explain(self, verb: str = "search", /, **args) -> PlanNode:
         """The plan `search(**args)` (or `find`, `count`: explain("count", where=...))
