@@ -188,7 +188,7 @@ class Context:
         """The session's width for a search of `field`: hnsw.ef_search for a graph,
         ivfflat.probes for IVF lists (None: the index's own)."""
         vi = table.vector_indexes.get(field)
-        name = "ivfflat.probes" if vi is not None and vi.is_ivf else "hnsw.ef_search"
+        name = vi.setting if vi is not None else "hnsw.ef_search"
         return self.session.settings.get(name)
 
 
