@@ -269,6 +269,7 @@ class FtsIndex:
             self._segments = self._merged(self._segments + (seg,))
         self.n = hi
         self._gen += 1
+        self._cover = None      # made for fewer rows indexed: never asked for again
 
     def _segment(self, lo: int, hi: int, codes: np.ndarray, words: list[str]
                  ) -> Segment | None:
