@@ -298,6 +298,11 @@ class Table:
 
     # ---- transactions --------------------------------------------------------
 
+    @property
+    def undo(self) -> Undo | None:
+        """What the open transaction changed (None outside one)."""
+        return self._undo
+
     def begin(self) -> None:
         self._undo = Undo(self.n, [], [], self.next_int_id, self.schema, self.columns,
                           self._indexes, self.branch_of,
