@@ -205,3 +205,38 @@ def test_a_covering_copy_leaves_the_index_untouched(tmp_path, rows):
         assert t.text_index("body", t.n) is cover      # kept for the next read
         assert t.text_index("body", rows) is ix
     db.close()
+
+
+def test_readers_beside_the_maintainer_see_every_committed_row(tmp_path, monkeypatch):
+    """Readers at each version while commits land and the maintainer indexes them a
+    few rows at a time: every read counts exactly that version's rows."""
+    import threading
+    monkeypatch.setattr(fts, "EXTEND_CHUNK", 3)
+    db, col = text_db(str(tmp_path / "r.varve"))
+    col.insert({"id": 0, "body": "seed"})
+    base = db.version
+    stop = threading.Event()
+    errors: list = []
+
+    def read():
+        while not stop.is_set():
+            v = db.version
+            try:
+                got = col.search(text="common", limit=10_000, as_of=v)
+                assert len(got) == v - base, (len(got), v - base)
+            except BaseException as e:      # reported by the main thread
+                errors.append(e)
+                return
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for r in readers:
+        r.start()
+    for i in range(1, 150):
+        col.insert({"id": i, "body": f"common w{i % 5}"})
+    stop.set()
+    for r in readers:
+        r.join()
+    assert not errors, errors[0]
+    db.engine.maintainer.finish()
+    assert len(col.search(text="common", limit=10_000)) == 149
+    db.close()
