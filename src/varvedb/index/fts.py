@@ -245,7 +245,8 @@ class FtsIndex:
             if lo >= n:
                 return self
             view = copy.copy(self)
-            view._lengths = self._lengths[:lo].copy()
+            view._lengths = np.empty(n, np.int32)     # room for the rows it adds
+            view._lengths[:lo] = self._lengths[:lo]
             view._terms = self._terms[:]
             view._ids = _TermsAbove(self._id_map(), len(self._terms))
         view._extending = threading.Lock()
