@@ -43,7 +43,7 @@ import msgspec
 import numpy as np
 
 from . import errors as E
-from .collection import _batch_length, _one_id
+from .schema import batch_length, one_id
 from .database import VersionInfo
 from .query.planner import RRF_K
 from .results import Hit, Hits
@@ -351,10 +351,10 @@ class _CollectionVerbs:
 
     def _item_path(self, id) -> Op:
         try:
-            key = _one_id(self._schema, id)
+            key = one_id(self._schema, id)
         except E.FieldTypeError:
             yield from self._refresh()        # the collection may have been made anew
-            key = _one_id(self._schema, id)
+            key = one_id(self._schema, id)
         return f"{self._path}/items/{quote(str(key), safe='')}"
 
     # ---- writes
@@ -369,7 +369,7 @@ class _CollectionVerbs:
         one vector column without ids, else as JSON rows. Returns the ids."""
         yield from self._known(columns.keys())    # the embedded API's errors, before sending
         self._schema.check_names(columns, "insert_arrays")
-        _batch_length(id, columns)
+        batch_length(id, columns)
         path = f"{self._path}/items"
         req = None
         if self._client._bulk in ("auto", "arrow") and _arrow_available():

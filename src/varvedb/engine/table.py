@@ -77,6 +77,7 @@ class Table:
         self.rowmap = None                     # the log's numbering, once vacuumed (rowmap.py)
         self._mask_cache: dict = {}            # field or None -> (version, n, mask, count)
         self._undo: Undo | None = None         # set while a transaction is open
+        self.prepared: dict = {}               # searches bound once (query/prepared.py)
 
     # ---- indexes (index/protocol.py) ---------------------------------------------
     # One map (field, kind) -> Index, replaced whole on every change (the undo
