@@ -893,9 +893,10 @@ class Engine:
         if failure is not None:   # closed all the same, and nothing was lost
             if isinstance(failure, IndexMaintenanceError):
                 raise failure
-            raise IndexMaintenanceError(f"linking rows into a vector index failed at close: "
-                                        f"{type(failure).__name__}: {failure}; nothing is "
-                                        "lost: the next open links them") from failure
+            raise IndexMaintenanceError(f"indexing rows (a vector or full-text index) failed "
+                                        f"at close: {type(failure).__name__}: {failure}; "
+                                        "nothing is lost: the next open indexes them"
+                                        ) from failure
 
 
 def _field_of(t: Table, name: str, what: str) -> str:
