@@ -27,7 +27,7 @@ import test_vector_search
 from conftest import PYTHON, child_env, file_digest
 from server_proc import ServerProcess, free_port
 from varvedb import demo_data
-from varvedb.sql.result import SqlResult
+from varvedb.results import SqlResult
 from varvedb_bench.data import exact_topk, recall
 
 TOKEN = "test-token-0123"

@@ -23,7 +23,8 @@ from .query.planner import (RRF_K, Query, plan_count, plan_find, plan_hybrid, pl
                             plan_search, plan_text)
 from .query.text_query import text_query
 from .results import Hit, Hits
-from .schema import (HNSW, ID_END, ID_MIN, IVF_LIMITS, IVFPQ, MAX_EF, QUERY_METRICS, Batch,
+from .schema import (HNSW, IVF_LIMITS, IVFPQ, MAX_EF, QUERY_METRICS, Batch,
+                     batch_length, one_id,
                      Schema, coerce_array, check_query_metric, coerce_ids, coerce_query_vector, coerce_values,
                      brief, from_micros, is_int, parse_field, validate_name, vector_values)
 from .engine.snapshot import Snapshot
@@ -87,7 +88,7 @@ class Collection:
         with self._sess.writing() as tx:
             t = self.table
             t.schema.check_names(columns, "insert_arrays")
-            n = _batch_length(id, columns)
+            n = batch_length(id, columns)
             ids = t.assign_ids([None] * n) if id is None else coerce_ids(t.schema, id)
             if len(ids) != n:
                 raise FieldTypeError(f"{len(ids)} ids for {n} rows")
@@ -225,7 +226,7 @@ class Collection:
         """The document with this id (as of a version or aware datetime), or None."""
         t = self.table
         names = self._select(t, select, vectors=True)
-        key = _one_id(t.schema, id)
+        key = one_id(t.schema, id)
         snap = self._snapshot(as_of)
         row = snap.row_of(t, key)
         if row < 0:
@@ -332,7 +333,7 @@ class Collection:
     def history(self, id) -> list[dict]:
         """Every version of one document: [{version, deleted, doc}], oldest first."""
         t = self.table
-        key = _one_id(t.schema, id)
+        key = one_id(t.schema, id)
         snap = self._snapshot(None)
         rows, born, died = t.row_history(key, snap.view, snap.n(t))
         docs = self._docs(t, rows, self._select(t, None, vectors=True))
@@ -544,14 +545,6 @@ def _embed_query(f, name: str, text) -> np.ndarray:
     return embed_batched(resolve(f.embed), [text], progress=False)[0]   # checked, normalized
 
 
-def _one_id(schema: Schema, id):
-    """One document id, checked as coerce_ids checks a list of them (a plain
-    int is checked without building an array)."""
-    if type(id) is int and schema.id_kind == "int" and ID_MIN <= id < ID_END:
-        return id
-    return _id_list(coerce_ids(schema, [id]))[0]
-
-
 def _pyvalues(f, vals, nulls) -> list:
     nulls = np.asarray(nulls).tolist()
     kind = f.kind
@@ -580,16 +573,3 @@ def _limit(limit) -> int:
     return int(limit)
 
 
-def _batch_length(ids, columns: dict) -> int:
-    given = ({"id": ids} if ids is not None else {}) | columns
-    for name, a in given.items():
-        if (not isinstance(a, (list, tuple, range, np.ndarray))
-                or isinstance(a, np.ndarray) and a.ndim == 0):
-            raise FieldTypeError(f"insert_arrays takes each column as an array or a list; "
-                                 f"{name!r} is {type(a).__name__}")
-    if not given:
-        raise FieldTypeError("insert_arrays needs at least one column")
-    lengths = {len(a) for a in given.values()}
-    if len(lengths) != 1:
-        raise FieldTypeError(f"insert_arrays columns have different lengths: {sorted(lengths)}")
-    return lengths.pop()

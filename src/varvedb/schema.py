@@ -1118,3 +1118,29 @@ def brief(x: Any) -> str:
     length while it is built, never built whole and then cut."""
     s = _BRIEF.repr(x)
     return s if len(s) <= 100 else s[:97] + "..."
+
+
+def one_id(schema: Schema, id):
+    """One document id, checked as coerce_ids checks a list of them (a plain
+    int is checked without building an array)."""
+    if type(id) is int and schema.id_kind == "int" and ID_MIN <= id < ID_END:
+        return id
+    ids = coerce_ids(schema, [id])
+    return ids[0].item() if isinstance(ids, np.ndarray) else ids[0]
+
+
+def batch_length(ids, columns: dict) -> int:
+    """The rows of insert_arrays' columns (and ids): each an array or a list, all
+    of one length."""
+    given = ({"id": ids} if ids is not None else {}) | columns
+    for name, a in given.items():
+        if (not isinstance(a, (list, tuple, range, np.ndarray))
+                or isinstance(a, np.ndarray) and a.ndim == 0):
+            raise FieldTypeError(f"insert_arrays takes each column as an array or a list; "
+                                 f"{name!r} is {type(a).__name__}")
+    if not given:
+        raise FieldTypeError("insert_arrays needs at least one column")
+    lengths = {len(a) for a in given.values()}
+    if len(lengths) != 1:
+        raise FieldTypeError(f"insert_arrays columns have different lengths: {sorted(lengths)}")
+    return lengths.pop()

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import FieldTypeError, FilterError, OptionError, RequestError
 from ..schema import IVF_LIMITS, MAX_EF, QUERY_METRICS, brief, is_int
+from ..wire import parse_timestamp
 
 RRF_K = 60          # reciprocal-rank fusion's k (Cormack et al.'s constant)
 MAX_RRF_K = 10**6
@@ -36,7 +37,7 @@ WEIGHTS = (1.0, 1.0)
 _NUMBERS = {"type": ["array", "null"], "items": {"type": "number"}}
 _NULLABLE_INT = {"type": ["integer", "null"], "minimum": 1}
 _WHERE = {"type": ["string", "null"], "description": "a filter (SQL expression); $n are params"}
-_PARAMS = {"type": "array", "description": "values of $1, $2, ... in where"}
+_PARAMS = {"type": ["array", "null"], "description": "values of $1, $2, ... in where"}
 _SELECT = {"type": ["array", "null"], "items": {"type": "string"},
            "description": "fields to return (null: all but vectors)"}
 _AS_OF = {"type": ["integer", "string", "null"],
@@ -108,10 +109,14 @@ class Read(msgspec.Struct, frozen=True, kw_only=True):
     as_of: Any = None
     branch: str | None = None
 
+    def keywords(self) -> dict:
+        """The keywords of the Collection verb (count, find) that builds this request."""
+        return {name: getattr(self, name) for name in self.__struct_fields__}
+
     def to_wire(self) -> dict:
         """The flat JSON object of docs/server.md; defaults left out."""
-        return _wire_values({name: getattr(self, name) for name in self.__struct_fields__
-                             if not _is_default(name, getattr(self, name))})
+        return _wire_values({k: v for k, v in self.keywords().items()
+                             if not _is_default(k, v)})
 
 
 class Count(Read, frozen=True, kw_only=True):
@@ -349,26 +354,26 @@ def _wire_args(body, known: dict, what: str) -> dict:
 
 
 def as_of_from_wire(value):
-    """as_of from JSON: a version number, or an RFC 3339 timestamp string."""
+    """as_of from JSON: a version number, or an RFC 3339 timestamp string (UTC
+    where it names no zone)."""
     if value is None or is_int(value):
         return value
     if isinstance(value, str):
         try:
-            d = _dt.datetime.fromisoformat(value)
+            return parse_timestamp(value)
         except ValueError:
             pass
-        else:
-            return d if d.tzinfo else d.replace(tzinfo=_dt.timezone.utc)
     raise OptionError(f"as_of is a version number or an RFC 3339 timestamp, got {brief(value)}")
 
 
 def as_of_to_wire(v):
-    """as_of on the wire: a version number, or a datetime as RFC 3339 (UTC)."""
+    """as_of on the wire: a version number, or a datetime as RFC 3339 in UTC
+    (isoformat: years before 1000 keep their four digits, which strftime's %Y drops)."""
     if isinstance(v, _dt.datetime):
         if v.utcoffset() is None:     # as the embedded API: a naive one could be any zone
             raise OptionError("as_of needs a timezone-aware datetime (a naive one could "
                               f"be in any zone), got {v!r}")
-        return v.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return v.astimezone(_dt.timezone.utc).isoformat()
     if isinstance(v, np.generic):
         return v.item()
     return v

@@ -33,7 +33,7 @@ from ..query.planner import RRF_K, Query, plan_hybrid, plan_scan, plan_search, p
 from ..query.text_query import text_query
 from ..schema import brief, coerce_query_vector
 from .expressions import Scope, convert, deparse, output_name
-from .result import SqlResult
+from ..results import SqlResult
 
 
 class Select:
