@@ -702,6 +702,25 @@ def test_import_varvedb_loads_no_client():
     assert out.stdout.split("\n")[:2] == ["[]", "False"]
 
 
+def test_the_client_loads_no_engine_and_no_numba():
+    out = subprocess.run(
+        [PYTHON, "-c", "import sys, varvedb; varvedb.Client; varvedb.VarveError; "
+         "print(sorted(m for m in ('numba', 'varvedb.engine', 'varvedb.collection', "
+         "'varvedb.query.planner', 'pglast') if m in sys.modules))"],
+        capture_output=True, text=True, env=child_env(), timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_every_public_name_resolves_and_is_listed():
+    for name in vv.__all__:
+        assert getattr(vv, name) is not None
+    assert set(vv.__all__) <= set(dir(vv))
+    assert vv.Hits is __import__("varvedb.results").results.Hits
+    with pytest.raises(AttributeError):
+        vv.no_such_name
+
+
 def test_the_readme_client_example_runs(tmp_path):
     # The README's embedded examples make notes.varve (run here in a process of
     # their own, which exits and lets go of the file); its ```py block then runs
