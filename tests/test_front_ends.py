@@ -13,6 +13,7 @@ error before anything is sent: the server's request counters do not move.
 """
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 from http import client as http_client
@@ -193,6 +194,7 @@ def test_a_search_answers_the_same_through_every_front_end(world, client, http, 
         assert [r[0] for r in rows] == want[0]
         if len(rows[0]) > 1:
             assert np.allclose([r[1] for r in rows], want[1], rtol=1e-6, atol=1e-6)
+        assert client.sql(sql, params).rows == rows       # SQL over HTTP
 
 
 def test_a_batch_answers_each_case_as_one_search_does(world, client, http):
@@ -206,6 +208,13 @@ def test_a_batch_answers_each_case_as_one_search_does(world, client, http):
                         {"queries": [_json(kw) for kw in kws]})
     assert status == 200
     assert [_raw_answer(r)[:2] for r in body["results"]] == want
+
+    async def through_async_client():
+        async with vv.AsyncClient(srv.url, token=TOKEN, timeout=SLOW) as c:
+            docs = await c.collection("docs")
+            one_by_one = [_answer(await docs.search(**kw))[:2] for kw in kws]
+            return one_by_one, [_answer(h)[:2] for h in await docs.search_batch(kws)]
+    assert asyncio.run(through_async_client()) == (want, want)
 
 
 READS = {
