@@ -129,6 +129,7 @@ QUERY_VALUES = {
     "exact": [True, False], "explain": [True, False], "rerank": [[1.0, 0.0, 0.0, 0.0], None],
     "candidates": [5, 1, 0, None], "rrf_k": [60, 0, 1], "weights": [[0.5, 0.5], [1, -1]],
     "limit": [1, 5, 0, -1, 10 ** 9, None], "ef": [10, 1, 5000, None], "probes": [None, 4],
+    "branch": ["main", "nosuch", None],
     "ids": [[1, 2], ["n1", "n2"], [], [1, "x"], [2 ** 64]],
     "set": [{"tag": 9}, {"title": "new"}, {"emb": [0.0, 1.0, 0.0, 0.0]}, {"n": 7},
             {"body": "b"}, {"nosuch": 1}, {"id": 5}, {}]}
