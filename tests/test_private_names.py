@@ -1,8 +1,8 @@
 """The package's surfaces stay narrow, and its layers call only downwards.
 
 1. No module reaches another's private names: an AST walk over src/varvedb
-   fails on any `x._name` where `x` is not `self`/`cls` and `_name` is not
-   defined in that same module (a def, a class, an assignment, an attribute
+   fails on any `from .m import _name`, and any `x._name` where `x` is not
+   `self`/`cls` and `_name` is not defined in that same module (a def, a class, an assignment, an attribute
    set on self, a parameter, an import). A test may reach the privates of the
    module it tests (its file name names it) and those in ALLOWED below.
 2. The layers of docs/architecture.md (the ```layers block, read from the
@@ -70,6 +70,10 @@ def private_reaches(path: Path) -> list[tuple[int, str]]:
     own = defined_names(tree)
     out = []
     for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and n.module != "__future__" \
+                and (n.level or (n.module or "").startswith("varvedb")):
+            out += [(n.lineno, f"import {a.name}") for a in n.names
+                    if a.name.startswith("_") and not a.name.startswith("__")]
         if isinstance(n, ast.Attribute) and n.attr.startswith("_") \
                 and not (n.attr.startswith("__") and n.attr.endswith("__")):
             if isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"):
@@ -110,7 +114,7 @@ def test_tests_reach_only_the_privates_of_what_they_test():
     for test in sorted(TESTS.glob("*.py")):
         mine = privates_under_test(test, files) | TEST_ALLOWED.get(test.name, set())
         for line, what in private_reaches(test):
-            name = what.rpartition(".")[2]
+            name = what.rpartition(".")[2].removeprefix("import ")
             if name in ours and name not in mine:
                 bad.append(f"{test.name}:{line}: {what}")
     assert bad == []

@@ -22,7 +22,7 @@ def ds():
     return demo_data.make(ROWS, DIM, QUERIES, seed=7)
 
 
-def load_state(path, ds, dtype="f32", metric="l2"):
+def _load(path, ds, dtype="f32", metric="l2"):
     db = vv.connect(path)
     c = db.create_collection("items", {"tag": vv.Int(index="sorted"),
                                        "emb": vv.Vector(DIM, metric=metric, dtype=dtype)})

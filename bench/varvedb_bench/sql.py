@@ -63,7 +63,7 @@ SQL_MODULES = (os.sep + os.path.join("varvedb", "sql") + os.sep,
 PHASES = (("whole call", (os.path.join("varvedb", "database.py"), "sql"),
            (os.path.join("varvedb", "collection.py"), "search")),
           ("plan (bind, masks, strategy)", (os.path.join("sql", "select.py"), "plan"),
-           (os.path.join("varvedb", "collection.py"), "_plan_search")),
+           (os.path.join("query", "bind.py"), "bind")),
           ("execute (walk, output columns)", (os.path.join("query", "execute.py"), "execute"),
            (os.path.join("query", "execute.py"), "execute")),
           ("result objects", (os.path.join("sql", "select.py"), "result_of"),
@@ -152,11 +152,13 @@ def steps(s: Setup, queries, rounds: int = 3) -> dict | str:
     step's figure is balanced like the overhead's (the mean of its median when
     its side ran first and when it ran second).
     It calls the paths' internals (sql.compile_text, Context, Select.plan,
-    result_of; Collection._plan_search, _hits): if those change it says so
+    result_of; query.bind.bind, Collection._hits): if those change it says so
     instead of failing the figure."""
     try:
+        from varvedb.query.bind import bind
         from varvedb.query.execute import execute
         from varvedb.query.plan import Output
+        from varvedb.query.request import Search
         from varvedb.sql import Context, compile_text
         from varvedb.sql.select import result_of
         session = s.db.thread_session()
@@ -178,7 +180,8 @@ def steps(s: Setup, queries, rounds: int = 3) -> dict | str:
 
         def api_steps(q):
             t0 = clock()
-            query = items._plan_search(q, "tag < $1", [MAX_TAG], K, [])
+            request = Search.of(q, "tag < $1", (MAX_TAG,), K, [])
+            query = bind(request, items.table, session.snapshot())
             t1 = clock()
             res = execute(query)
             t2 = clock()

@@ -392,7 +392,7 @@ def varvedb_probe() -> str | None:
 
 def _used_bytes(db, path: str) -> int:
     """Where varvedb's log ends (the file is zero-filled ahead of it), else the file size."""
-    log = getattr(getattr(db, "_engine", None), "log", None)
+    log = getattr(db.engine, "log", None)
     return int(getattr(log, "end", 0)) or os.path.getsize(path)
 
 

@@ -3,31 +3,30 @@
 Every write validates its whole input first (schema.py), then calls one
 engine verb inside its session's transaction — the open one, or one of its
 own that commits when the call returns. A write that raises has written nothing.
-Every read takes `as_of`, gets one Snapshot (`_snapshot`), plans (query/planner.py),
-executes (query/execute.py) and builds Hit objects from the result columns here.
+Every read is a request (query/request.py: search, find and count build one;
+`run` answers one), bound to the table and its session's snapshot
+(query/bind.py), executed (query/execute.py), and its Hit objects built here
+from the result columns.
 Every argument is checked at the door (schema.py holds the limits): a wrong
 one raises a VarveError subclass before anything is read or written.
 """
 from __future__ import annotations
 
-import math
 from typing import Iterable
 
 import numpy as np
 
-from .errors import FieldTypeError, OptionError, SchemaError, UnknownFieldError
+from .errors import FieldTypeError, OptionError, SchemaError
+from .query.bind import bind, select_fields, vector_field
 from .query.execute import Result, execute
 from .query.filter import Filter, check_params
 from .query.plan import PlanNode
-from .query.planner import (RRF_K, Query, plan_count, plan_find, plan_hybrid, plan_rerank,
-                            plan_search, plan_text)
-from .query.text_query import text_query
-from .results import Hit, Hits
-from .schema import (HNSW, IVF_LIMITS, IVFPQ, MAX_EF, QUERY_METRICS, Batch,
-                     batch_length, one_id,
-                     Schema, coerce_array, check_query_metric, coerce_ids, coerce_query_vector, coerce_values,
-                     brief, from_micros, is_int, parse_field, validate_name, vector_values)
-from .engine.snapshot import Snapshot
+from .query.prepared import keep
+from .query.request import RRF_K, WEIGHTS, Count, Find, Search, check_select
+from .results import Hits
+from .schema import (HNSW, IVFPQ, Batch, Schema, batch_length, brief, coerce_array,
+                     coerce_ids, coerce_query_vector, coerce_values, from_micros, one_id,
+                     parse_field, validate_name, vector_values)
 from .engine.table import Table
 
 
@@ -147,7 +146,7 @@ class Collection:
             if name is not None:
                 raise SchemaError("a vector index takes its name in vv.HNSW(name=...) "
                                   "or vv.IVFPQ(name=...)")
-            fname = self._vector_field(t, field)
+            fname = vector_field(t, field)
             if not isinstance(index, (HNSW, IVFPQ)):
                 raise SchemaError(f"create_index takes vv.HNSW(...), vv.IVFPQ(...), 'hash' "
                                   f"or 'sorted', got {brief(index)}")
@@ -219,15 +218,12 @@ class Collection:
 
     # ---- reads -----------------------------------------------------------------
 
-    def _snapshot(self, as_of, branch: str | None = None) -> Snapshot:
-        return self._sess.snapshot(as_of, branch)
-
     def get(self, id, as_of=None, select: list | None = None) -> dict | None:
         """The document with this id (as of a version or aware datetime), or None."""
         t = self.table
-        names = self._select(t, select, vectors=True)
+        names = select_fields(t, check_select(select), vectors=True)
         key = one_id(t.schema, id)
-        snap = self._snapshot(as_of)
+        snap = self._sess.snapshot(as_of)
         row = snap.row_of(t, key)
         if row < 0:
             return None
@@ -239,15 +235,25 @@ class Collection:
                 fields[name].kind == "timestamp" else v
         return doc
 
-    def count(self, where: str | None = None, params: list | tuple = (), as_of=None) -> int:
+    def count(self, where: str | None = None, params: list | tuple = (), as_of=None,
+              branch: str | None = None) -> int:
         """How many documents are visible (as of a version), optionally filtered."""
-        return execute(self._plan_count(where, params, as_of)).count
+        return self.run(Count.of(where, params, as_of, branch))
 
     def find(self, where: str | None = None, params: list | tuple = (), as_of=None,
-             limit: int | None = None, select: list | None = None) -> Hits:
+             limit: int | None = None, select: list | None = None,
+             branch: str | None = None) -> Hits:
         """Documents matching a filter, in insertion order (no scoring); limit=None: all."""
-        query = self._plan_find(where, params, as_of, limit, select)
-        return self._hits(query.table, execute(query))
+        return self.run(Find.of(where, params, as_of, limit, select, branch))
+
+    def run(self, request: Search | Find | Count) -> Hits | int:
+        """Answer a read request (query/request.py): what search(), find() and
+        count() build, and what the server and SQL carry. A Count answers an int."""
+        t = self.table
+        query = bind(request, t, self._sess.snapshot(request.as_of, request.branch))
+        if type(request) is Count:
+            return execute(query).count
+        return self._hits(t, execute(query))
 
     def index_status(self, field: str | None = None) -> dict:
         """How far a vector field's graph has caught up with the committed rows:
@@ -257,7 +263,7 @@ class Collection:
         links them soon after, and searches find unlinked rows by exact scan
         meanwhile. Raises IndexMaintenanceError if linking failed (once)."""
         t = self.table
-        fname = self._vector_field(t, field)
+        fname = vector_field(t, field)
         if fname not in t.vector_indexes:
             raise SchemaError(f"{fname!r} has no vector index")
         return self._db.engine.index_status(t, fname)
@@ -269,7 +275,7 @@ class Collection:
         "graph_bytes" and "graph_bytes_per_vector" (the HNSW graph's arrays, spare
         capacity included, over its nodes; 0 without a graph)}."""
         t = self.table
-        fname = self._vector_field(t, field)
+        fname = vector_field(t, field)
         f = t.schema.fields[fname]
         vi = t.vector_indexes.get(fname)
         graph = vi.memory_bytes() if vi is not None else 0
@@ -286,7 +292,7 @@ class Collection:
                text: str | None = None,
                text_field: str | None = None, vector_text: str | None = None,
                rerank=None, candidates: int | None = None, rrf_k: int = RRF_K,
-               weights: tuple = (1.0, 1.0)) -> Hits:
+               weights: tuple = WEIGHTS, branch: str | None = None) -> Hits:
         """The `limit` best documents among those matching `where`: nearest to
         `vector`, best matching `text`, or both.
 
@@ -311,11 +317,39 @@ class Collection:
 
         A limit above the allowed rows returns them all. `hits.plan` is the plan
         as it ran (fallbacks included)."""
-        query = self._plan_search(vector, where, params, limit, select, as_of, field, ef, exact,
-                                  metric, probes=probes, text=text, text_field=text_field,
-                                  vector_text=vector_text, rerank=rerank,
-                                  candidates=candidates, rrf_k=rrf_k, weights=weights)
-        return self._hits(query.table, execute(query))
+        # A vector search whose shape was searched before at this state skips
+        # binding and planning (query/prepared.py): only exact-typed arguments,
+        # so that a value the request would refuse never finds a kept plan.
+        key = None
+        if vector is not None and text is None and vector_text is None and rerank is None \
+                and as_of is None and branch is None and type(limit) is int and (ef is None or type(ef) is int) \
+                and (exact is False or exact is True) and (probes is None or type(probes) is int):
+            key = (where, tuple(params) if type(params) is list else params, limit,
+                   tuple(select) if type(select) is list else select, field, ef, exact, metric,
+                   probes)
+            t = self.table
+            sess = self._sess
+            try:
+                kept = t.prepared.get(key)
+            except TypeError:               # an unhashable argument: bound each time
+                kept = key = None
+            if kept is not None and sess.tx is None \
+                    and kept.state == (self.engine.visible, sess.branch_id):
+                f = t.schema.fields[kept.node.field]
+                return self._hits(t, kept.run(coerce_query_vector(f, vector)))
+        request = Search.of(vector, where, params, limit, select, as_of, field, ef, exact,
+                            metric, probes=probes, text=text, text_field=text_field,
+                            vector_text=vector_text, rerank=rerank, candidates=candidates,
+                            rrf_k=rrf_k, weights=weights, branch=branch)
+        if key is None:
+            return self.run(request)
+        sess = self._sess
+        tx = sess.tx
+        snap = sess.snapshot()
+        query = bind(request, t, snap)
+        if tx is None and snap.final:
+            keep(t.prepared, key, (snap.version, sess.branch_id), query)
+        return self._hits(t, execute(query))
 
     def explain(self, verb: str = "search", /, **args) -> PlanNode:
         """The plan `search(**args)` (or `find`, `count`: explain("count", where=...))
@@ -323,188 +357,24 @@ class Collection:
         gives it as data. Planning a search counts the rows its filter allows (the
         strategy depends on it); the vector search itself is not run, so a walk that
         would fall back shows as planned — `hits.plan` shows what ran."""
-        planners = {"search": self._plan_search, "find": self._plan_find,
-                    "count": self._plan_count}
-        plan = planners.get(verb) if isinstance(verb, str) else None
-        if plan is None:
+        kind = _REQUESTS.get(verb) if isinstance(verb, str) else None
+        if kind is None:
             raise OptionError(f"explain takes 'search', 'find' or 'count', got {brief(verb)}")
-        return plan(**args).plan
+        request = kind.of(**args)
+        return bind(request, self.table,
+                    self._sess.snapshot(request.as_of, request.branch)).plan
 
     def history(self, id) -> list[dict]:
         """Every version of one document: [{version, deleted, doc}], oldest first."""
         t = self.table
         key = one_id(t.schema, id)
-        snap = self._snapshot(None)
+        snap = self._sess.snapshot()
         rows, born, died = t.row_history(key, snap.view, snap.n(t))
-        docs = self._docs(t, rows, self._select(t, None, vectors=True))
+        docs = self._docs(t, rows, select_fields(t, None, vectors=True))
         return [{"version": b, "deleted": gone, "doc": d}
                 for b, gone, d in zip(born, died, docs)]
 
-    # ---- planning (explain shows these plans; the reads run them) ------------------
-
-    def _plan_search(self, vector=None, where: str | None = None, params: list | tuple = (),
-                     limit: int = 10, select: list | None = None, as_of=None,
-                     field: str | None = None, ef: int | None = None,
-                     exact: bool = False, metric: str | None = None, *,
-                     probes: int | None = None,
-                     text: str | None = None, text_field: str | None = None,
-                     vector_text: str | None = None, rerank=None,
-                     candidates: int | None = None, rrf_k: int = RRF_K,
-                     weights: tuple = (1.0, 1.0)) -> Query:
-        t = self.table
-        if text is None and rerank is None and vector_text is not None and vector is None:
-            fname = self._vector_field(t, field)          # a vector search by text alone
-            vector = _embed_query(t.schema.fields[fname], fname, vector_text)
-            vector_text = None
-        if text is not None or vector_text is not None or rerank is not None:
-            if vector is not None or vector_text is not None:
-                ef = self._width(t, field, ef, probes)
-            return self._plan_text_search(t, vector, where, params, limit, select, as_of,
-                                          field, ef, exact, metric, text, text_field,
-                                          vector_text, rerank, candidates, rrf_k, weights)
-        if vector is None:
-            raise FieldTypeError("search needs vector= or text=")
-        fname = self._vector_field(t, field)
-        f = t.schema.fields[fname]
-        q = coerce_query_vector(f, vector)
-        if type(limit) is not int or limit < 0:
-            limit = _limit(limit)
-        ef = self._width(t, fname, ef, probes)
-        metric = self._query_metric(f, metric)
-        if exact is not False and exact is not True:
-            if not isinstance(exact, np.bool_):
-                raise FieldTypeError(f"exact is True or False, got {brief(exact)}")
-            exact = bool(exact)
-        if type(params) is not tuple:
-            check_params(params)
-        names = self._select(t, select)
-        bound = None if where is None else Filter(where, t.schema, params)
-        return plan_search(self._snapshot(as_of), t, fname, metric, q, limit, bound, ef,
-                           exact, names)
-
-    def _width(self, t: Table, field: str | None, ef, probes) -> int | None:
-        """The search width the field's index takes: `ef` for a graph, `probes`
-        for IVF lists (both checked; the other one does not apply, as pgvector's
-        hnsw.ef_search does not to an ivfflat index)."""
-        for name, value, high in (("ef", ef, MAX_EF), ("probes", probes, IVF_LIMITS["lists"][1])):
-            if value is not None and (not is_int(value) or not 1 <= value <= high):
-                raise FieldTypeError(f"{name} must be an integer in 1..{high}, "
-                                     f"got {brief(value)}")
-        vi = t.vector_indexes.get(self._vector_field(t, field))
-        width = probes if vi is not None and vi.is_ivf else ef
-        return None if width is None else int(width)
-
-    def _plan_text_search(self, t, vector, where, params, limit, select, as_of, field, ef,
-                          exact, metric, text, text_field, vector_text, rerank, candidates,
-                          rrf_k, weights) -> Query:
-        """search() with text=: a text top-k, fused with a vector one, or reranked."""
-        if text is None:
-            raise FieldTypeError("vector_text= and rerank= go with text= (a text query)")
-        if vector is not None and vector_text is not None:
-            raise FieldTypeError("give vector= or vector_text=, not both")
-        if rerank is not None and (vector is not None or vector_text is not None):
-            raise FieldTypeError("rerank= orders the text matches by a vector: give it "
-                                 "instead of vector=")
-        limit = _limit(limit)
-        tfield = self._text_field(t, text_field)
-        bound = text_query(text, t.text_indexes[tfield].analyzer)
-        snap = self._snapshot(as_of)
-        check_params(params)
-        names = self._select(t, select)
-        fbound = None if where is None else Filter(where, t.schema, params)
-        if vector is None and vector_text is None and rerank is None:
-            return plan_text(snap, t, tfield, text, bound, limit, fbound, names)
-        candidates = max(limit, 50) if candidates is None else _limit(candidates)
-        if candidates < 1:
-            raise FieldTypeError("candidates must be a positive integer")
-        vfield = self._vector_field(t, field)
-        f = t.schema.fields[vfield]
-        if vector_text is not None:
-            vector = _embed_query(f, vfield, vector_text)
-        q = coerce_query_vector(f, rerank if rerank is not None else vector)
-        metric = self._query_metric(f, metric)
-        if rerank is not None:
-            return plan_rerank(snap, t, (tfield, text, bound), vfield, metric, q, limit,
-                               candidates, fbound, names)
-        if not is_int(rrf_k) or not 1 <= rrf_k <= 10**6:
-            raise FieldTypeError(f"rrf_k must be an integer in 1..1000000, got {brief(rrf_k)}")
-        if not isinstance(weights, (tuple, list)) or len(weights) != 2 or not all(
-                isinstance(w, (int, float)) and not isinstance(w, bool) and w >= 0
-                and math.isfinite(w) for w in weights):
-            raise FieldTypeError(f"weights are two non-negative numbers (text, vector), "
-                                 f"got {brief(weights)}")
-        return plan_hybrid(snap, t, (tfield, text, bound),
-                           (vfield, metric, q, None if ef is None else int(ef), bool(exact)),
-                           limit, candidates, int(rrf_k), tuple(float(w) for w in weights),
-                           fbound, names)
-
-    def _plan_find(self, where: str | None = None, params: list | tuple = (), as_of=None,
-                   limit: int | None = None, select: list | None = None) -> Query:
-        t = self.table
-        check_params(params)
-        if limit is not None:
-            limit = _limit(limit)     # a negative one sliced [:-1], dropping a row
-        names = self._select(t, select)
-        bound = None if where is None else Filter(where, t.schema, params)
-        return plan_find(self._snapshot(as_of), t, bound, limit, names)
-
-    def _plan_count(self, where: str | None = None, params: list | tuple = (),
-                    as_of=None) -> Query:
-        t = self.table
-        check_params(params)
-        bound = None if where is None else Filter(where, t.schema, params)
-        return plan_count(self._snapshot(as_of), t, bound)
-
     # ---- helpers -----------------------------------------------------------------
-
-    def _text_field(self, t: Table, field: str | None) -> str:
-        texts = list(t.text_indexes)
-        if field is None:
-            if len(texts) != 1:
-                raise UnknownFieldError(
-                    f"{self.name!r} has full-text fields {texts}; say which with text_field="
-                    if texts else f"{self.name!r} has no full-text field (vv.Text(fts=True))")
-            return texts[0]
-        if field not in texts:
-            raise UnknownFieldError(f"{field!r} is not a full-text field of {self.name!r} "
-                                    f"(vv.Text(fts=True)); full-text fields are {texts}")
-        return field
-
-    @staticmethod
-    def _query_metric(f, metric: str | None) -> str:
-        if metric is None:
-            return f.metric
-        if not isinstance(metric, str) or metric not in QUERY_METRICS:
-            raise OptionError(f"metric is one of {', '.join(QUERY_METRICS)}, got {brief(metric)}")
-        metric = QUERY_METRICS[QUERY_METRICS.index(metric)]   # a plain str (np.str_ too)
-        check_query_metric(f, metric)     # hamming for bit fields, and only for them
-        return metric
-
-    def _vector_field(self, t: Table, field: str | None) -> str:
-        vecs = t.schema.vector_fields
-        if field is None:
-            if len(vecs) != 1:
-                raise UnknownFieldError(f"{self.name!r} has vector fields {vecs}; "
-                                        "say which with field=")
-            return vecs[0]
-        if field not in vecs:
-            raise UnknownFieldError(f"{field!r} is not a vector field of {self.name!r}")
-        return field
-
-    def _select(self, t: Table, select, vectors: bool = False) -> tuple:
-        if select is None:
-            cached = self._all_fields
-            if cached is None or cached[0] is not t.schema:
-                fs = t.schema.fields
-                cached = self._all_fields = (
-                    t.schema, tuple(n for n, f in fs.items() if f.kind != "vector"), tuple(fs))
-            return cached[2] if vectors else cached[1]
-        if type(select) is list and not select:
-            return ()
-        if not isinstance(select, (list, tuple)) or not all(isinstance(s, str) for s in select):
-            raise FieldTypeError(f"select is a list of field names, got {brief(select)}")
-        t.schema.check_names(select, "select")
-        return tuple(s for s in select if s != "id")
 
     def _docs(self, t: Table, rows: np.ndarray, names) -> list[dict]:
         """Materialise rows as dicts (columnar takes, then one zip)."""
@@ -513,16 +383,11 @@ class Collection:
         return [dict(zip(keys, vals)) for vals in zip(*cols)]
 
     def _hits(self, t: Table, res: Result) -> Hits:
-        """The API edge: Hit objects from the executor's columns."""
+        """The API edge: Hits over the executor's columns (Hit objects made on use)."""
         rows, names = res.rows, res.fields
-        ids = t.id_values(rows)
-        scores = [None] * len(ids) if res.scores is None else res.scores.tolist()
-        if not names:
-            return Hits([Hit(i, s, {}) for i, s in zip(ids, scores)], plan=res.plan)
         cols = [_pyvalues(t.schema.fields[name], *t.columns[name].take(rows))
                 for name in names]
-        return Hits([Hit(i, s, dict(zip(names, vals)))
-                     for i, s, vals in zip(ids, scores, zip(*cols))], plan=res.plan)
+        return Hits.of_columns(t.id_values(rows), res.scores, names, cols, res.plan)
 
     @staticmethod
     def _columns(t: Table, rows: np.ndarray, names) -> list[list]:
@@ -534,15 +399,7 @@ class Collection:
         return cols
 
 
-def _embed_query(f, name: str, text) -> np.ndarray:
-    """vector_text= as the vector field's embedder makes it."""
-    if f.embed is None:
-        raise SchemaError(f"vector field {name!r} names no embedder "
-                          "(vv.Vector(..., embed=..., source=...)): give vector=")
-    if not isinstance(text, str):
-        raise FieldTypeError(f"vector_text is a string, got {brief(text)}")
-    from .embed import embed_batched, resolve
-    return embed_batched(resolve(f.embed), [text], progress=False)[0]   # checked, normalized
+_REQUESTS = {"search": Search, "find": Find, "count": Count}
 
 
 def _pyvalues(f, vals, nulls) -> list:
@@ -565,11 +422,3 @@ def _ids_of(t: Table, rows: np.ndarray) -> list:
 
 def _id_list(ids) -> list:
     return ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
-
-
-def _limit(limit) -> int:
-    if not is_int(limit) or limit < 0:
-        raise FieldTypeError(f"limit must be a non-negative integer, got {brief(limit)}")
-    return int(limit)
-
-

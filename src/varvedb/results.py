@@ -1,12 +1,14 @@
-"""What reads answer: search results (a list of `Hit`s with columnar exits, built
-at the API edge from the executor's columns, query/execute.py), a statement's
-`SqlResult`, a commit's `VersionInfo`.
+"""What reads answer: search results (`Hits`, a sequence of `Hit`s built lazily
+from the executor's columns, query/execute.py: `hits.ids`, `hits.scores` and
+`to_numpy()` read the columns themselves, and the Hit objects are made on first
+use of one), a statement's `SqlResult`, a commit's `VersionInfo`.
 
 Light on purpose: numpy and msgspec, nothing of the engine, so that vv.Client
 builds the same objects from the wire without loading the engine or numba.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -48,31 +50,84 @@ class Hit(msgspec.Struct):
         return isinstance(other, Hit) and self.to_dict() == other.to_dict()
 
 
-class Hits(list):
-    """The hits of a query, best first. `plan` is the plan as it ran (query.plan):
+class Hits(Sequence):
+    """The hits of a query, best first: a read-only sequence of Hit (compares equal
+    to a list of the same hits). `plan` is the plan as it ran (query.plan):
     `str(hits.plan)` prints it as a tree, `hits.plan.to_dict()` gives it as data."""
+    __slots__ = ("plan", "_ids", "_scores", "_names", "_cols", "_hits")
 
     def __init__(self, hits=(), plan: PlanNode | None = None):
-        super().__init__(hits)
+        self._hits = list(hits)
         self.plan = plan
+        self._ids = self._scores = self._cols = None
+        self._names = ()
+
+    @classmethod
+    def of_columns(cls, ids: list, scores: np.ndarray | None, names: tuple, cols: list,
+                   plan: PlanNode | None = None) -> "Hits":
+        """Hits over columns: `ids` (a list), `scores` (float64, or None: unscored),
+        and one list of Python values per field in `names`."""
+        self = cls.__new__(cls)
+        self._hits = None
+        self.plan = plan
+        self._ids, self._scores, self._names, self._cols = ids, scores, names, cols
+        return self
+
+    def _built(self) -> list:
+        hits = self._hits
+        if hits is None:
+            ids, names = self._ids, self._names
+            scores = [None] * len(ids) if self._scores is None else self._scores.tolist()
+            if names:
+                hits = [Hit(i, s, dict(zip(names, vals)))
+                        for i, s, vals in zip(ids, scores, zip(*self._cols))]
+            else:
+                hits = [Hit(i, s, {}) for i, s in zip(ids, scores)]
+            self._hits = hits
+        return hits
+
+    def __len__(self) -> int:
+        return len(self._ids) if self._hits is None else len(self._hits)
+
+    def __getitem__(self, i):
+        return self._built()[i]
+
+    def __iter__(self):
+        return iter(self._built())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (Hits, list, tuple)):
+            return self._built() == list(other)
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return repr(self._built())
 
     @property
     def ids(self) -> list:
-        return [h.id for h in self]
+        return list(self._ids) if self._hits is None else [h.id for h in self._hits]
 
     @property
     def scores(self) -> np.ndarray:
-        return np.array([h.score for h in self], dtype=np.float64)
+        if self._hits is None and self._scores is not None:
+            return np.array(self._scores, dtype=np.float64)
+        return np.array([h.score for h in self._built()], dtype=np.float64)
 
     def to_numpy(self) -> dict[str, np.ndarray]:
         """Columns as arrays: id, score and every selected field."""
         out = {"id": np.array(self.ids), "score": self.scores}
-        for name in (self[0].fields if self else {}):
-            out[name] = np.array([h.fields[name] for h in self])
+        if self._hits is None:
+            for name, col in zip(self._names if self._ids else (), self._cols):
+                out[name] = np.array(col)
+            return out
+        for name in (self._hits[0].fields if self._hits else {}):
+            out[name] = np.array([h.fields[name] for h in self._hits])
         return out
 
     def to_dicts(self) -> list[dict]:
-        return [h.to_dict() for h in self]
+        return [h.to_dict() for h in self._built()]
 
 
 @dataclass

@@ -1125,13 +1125,10 @@ def one_id(schema: Schema, id):
     int is checked without building an array)."""
     if type(id) is int and schema.id_kind == "int" and ID_MIN <= id < ID_END:
         return id
-    ids = coerce_ids(schema, [id])
-    return ids[0].item() if isinstance(ids, np.ndarray) else ids[0]
+    return coerce_ids(schema, [id])[0]
 
 
 def batch_length(ids, columns: dict) -> int:
-    """The rows of insert_arrays' columns (and ids): each an array or a list, all
-    of one length."""
     given = ({"id": ids} if ids is not None else {}) | columns
     for name, a in given.items():
         if (not isinstance(a, (list, tuple, range, np.ndarray))

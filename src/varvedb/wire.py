@@ -8,6 +8,7 @@ into numpy arrays, aware datetimes and the same VarveError subclass.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -21,6 +22,8 @@ def _enc_hook(obj: Any) -> Any:
         return obj.tolist()
     if isinstance(obj, np.generic):
         return obj.item()
+    if isinstance(obj, Sequence):       # results.Hits: a sequence of Hit, built on use
+        return list(obj)
     raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
 
 

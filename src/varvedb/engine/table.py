@@ -65,6 +65,7 @@ class Table:
         self.rowmap = None                     # the log's numbering, once vacuumed (rowmap.py)
         self._mask_cache: dict = {}            # field or None -> (version, n, mask, count)
         self._undo: list | None = None         # set while a transaction is open
+        self.prepared: dict = {}               # searches bound once (query/prepared.py)
 
     @property
     def live(self) -> dict:

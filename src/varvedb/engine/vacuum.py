@@ -43,7 +43,7 @@ from ..index.vector_index import VectorIndex
 from ..storage import format as F
 from ..storage import log_reader
 from ..storage.backup import remove_quietly as _remove
-from ..storage.file import DatabaseFile, _fsync_dir
+from ..storage.file import DatabaseFile, fsync_dir
 from ..storage.log_writer import LogWriter
 from ..storage.rewrite import NewLog
 from . import frames
@@ -147,7 +147,7 @@ def vacuum(engine, keep, progress: bool | None = None, graphs: str = "rebuild"
         _adopt(engine, new)        # the name is the new file's now, whatever follows
         after = os.fstat(engine.log.file.fd).st_size
         try:
-            _fsync_dir(path)
+            fsync_dir(path)
         except OSError as e:
             raise StorageError(f"{path}: the vacuumed file is in place, but syncing its "
                                f"folder failed ({e.strerror or e}): a power cut could still "

@@ -120,35 +120,47 @@ def _count(node: Count, query: Query) -> Out:
 
 def _vector_topk(node: VectorTopK, query: Query) -> Out:
     inp = _run(node.input, query)
-    mask, allowed = inp.mask, inp.count
-    table = query.table
-    n = query.snapshot.n(table)
+    rows, dists, ran = vector_topk(node, query.table, query.snapshot.n(query.table),
+                                   inp.mask, inp.count, node.query)
+    if ran is node and inp.node is not node.input:
+        ran = replace(node, input=inp.node)
+    elif ran is not node:
+        ran = replace(ran, input=inp.node)
+    return Out(None, rows, dists, len(rows), ran)
+
+
+def vector_topk(node: VectorTopK, table, n: int, mask, allowed: int, q
+                ) -> tuple[np.ndarray, np.ndarray, VectorTopK]:
+    """The node's top-k of query vector `q` among the `allowed` rows of `mask`
+    (over [0, n)): (rows, float64 scores, the node as it ran: itself, unless a
+    walk short of k was widened or answered exactly). What the executor runs for
+    a VectorTopK, and what a prepared search (query/prepared.py) calls directly."""
     column = table.columns[node.field]
     allow = None if allowed == n else mask     # every row: the kernels skip the mask
     k = want = min(node.k, allowed)
-    q, metric = node.query, node.metric
+    metric = node.metric
     strategy, ef = node.strategy, node.ef
-    scanned = None
     if strategy is Strategy.EXACT:
         rows, dists = _exact(column, metric, q, k, allow, n)
-    else:
-        index = table.vector_indexes[node.field]
-        lists = strategy is Strategy.LISTS
-        stats = {} if lists else None
+        return rows, dists, node
+    index = table.vector_indexes[node.field]
+    lists = strategy is Strategy.LISTS
+    stats = {} if lists else None
+    rows, dists = index.search(column, metric, q, k, allow, ef, n, stats)
+    if len(rows) >= want and not lists:
+        return rows, dists, node
+    # (every list already probed: nothing wider to try)
+    if len(rows) < want and not (lists and ef >= index.spec.lists):
+        ef = min(ef * WIDEN, index.spec.lists) if lists else ef * WIDEN
+        strategy = Strategy.LISTS_WIDENED if lists else Strategy.WIDENED
         rows, dists = index.search(column, metric, q, k, allow, ef, n, stats)
-        # (every list already probed: nothing wider to try)
-        if len(rows) < want and not (lists and ef >= index.spec.lists):
-            ef = min(ef * WIDEN, index.spec.lists) if lists else ef * WIDEN
-            strategy = Strategy.LISTS_WIDENED if lists else Strategy.WIDENED
-            rows, dists = index.search(column, metric, q, k, allow, ef, n, stats)
-        if len(rows) < want:
-            strategy = Strategy.LISTS_THEN_EXACT if lists else Strategy.GRAPH_THEN_EXACT
-            rows, dists = _exact(column, metric, q, k, allow, n)
-        scanned = stats.get("scanned") if lists else None
-    ran = node
-    if strategy is not node.strategy or inp.node is not node.input or scanned is not None:
-        ran = replace(node, strategy=strategy, ef=ef, input=inp.node, scanned=scanned)
-    return Out(None, rows, dists, len(rows), ran)
+    if len(rows) < want:
+        strategy = Strategy.LISTS_THEN_EXACT if lists else Strategy.GRAPH_THEN_EXACT
+        rows, dists = _exact(column, metric, q, k, allow, n)
+    scanned = stats.get("scanned") if lists else None
+    if strategy is node.strategy and scanned is None:
+        return rows, dists, node
+    return rows, dists, replace(node, strategy=strategy, ef=ef, scanned=scanned)
 
 
 # ---- the nodes SQL adds: each evaluates query/expr.py expressions over a Rel ----

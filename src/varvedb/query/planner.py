@@ -69,25 +69,28 @@ def choose_vector_strategy(index, k: int, allowed: int, n: int, ef: int | None,
     return Strategy.GRAPH, max(ef or index.spec.ef_search, k), ""
 
 
+# The ranked reads (search, text, hybrid, rerank) return their legs bare: the
+# API wraps them in Project (query/bind.py), SQL in its Limit and Output.
+
 def plan_search(snap, table, field: str, metric: str, q: np.ndarray, k: int, where,
-                ef: int | None, exact: bool, fields: tuple) -> Query:
-    """Project(VectorTopK(Filter?(Scan))): `where` is a bound query.filter.Filter or None."""
+                ef: int | None, exact: bool) -> Query:
+    """VectorTopK(Filter?(Scan)): `where` is a bound filter or None."""
     masks: dict = {}
     top = _vector_leg(snap, table, field, metric, q, k, where, ef, exact, masks)
-    return Query(Project(fields, top), snap, table, masks)
+    return Query(top, snap, table, masks)
 
 
-def plan_text(snap, table, field: str, text: str, bound, k: int, where, fields: tuple,
+def plan_text(snap, table, field: str, text: str, bound, k: int, where,
               pruned: bool = True) -> Query:
-    """Project(TextTopK(Filter?(Scan))): `bound` is the text query's tree, analyzed."""
+    """TextTopK(Filter?(Scan)): `bound` is the text query's tree, analyzed."""
     masks: dict = {}
     top = _text_leg(snap, table, field, text, bound, k, where, pruned, masks)
-    return Query(Project(fields, top), snap, table, masks)
+    return Query(top, snap, table, masks)
 
 
 def plan_hybrid(snap, table, text_leg: tuple, vector_leg: tuple, limit: int,
-                candidates: int, rrf_k: int, weights: tuple, where, fields: tuple) -> Query:
-    """Project(Limit(Fusion(TextTopK(...), VectorTopK(...)))): each leg finds
+                candidates: int, rrf_k: int, weights: tuple, where) -> Query:
+    """Limit(Fusion(TextTopK(...), VectorTopK(...))): each leg finds
     `candidates` rows among those `where` allows; text_leg is (field, text, bound),
     vector_leg (field, metric, q, ef, exact)."""
     masks: dict = {}
@@ -97,17 +100,17 @@ def plan_hybrid(snap, table, text_leg: tuple, vector_leg: tuple, limit: int,
     vector = _vector_leg(snap, table, field, metric, q, candidates, where, ef, exact, masks,
                          where_mask)
     fused = Fusion(rrf_k, weights, (text, vector))
-    return Query(Project(fields, Limit(limit, fused)), snap, table, masks)
+    return Query(Limit(limit, fused), snap, table, masks)
 
 
 def plan_rerank(snap, table, text_leg: tuple, field: str, metric: str, q: np.ndarray,
-                limit: int, candidates: int, where, fields: tuple) -> Query:
-    """Project(Limit(Rerank(TextTopK(Filter?(Scan))))): the text leg's `candidates`
+                limit: int, candidates: int, where) -> Query:
+    """Limit(Rerank(TextTopK(Filter?(Scan)))): the text leg's `candidates`
     best rows, ordered by their exact distance to `q` (no graph needed)."""
     masks: dict = {}
     text = _text_leg(snap, table, *text_leg, candidates, where, True, masks)
     top = Rerank(field, metric, text, query=q)
-    return Query(Project(fields, Limit(limit, top)), snap, table, masks)
+    return Query(Limit(limit, top), snap, table, masks)
 
 
 def _where_mask(snap, table, where) -> np.ndarray | None:

@@ -142,7 +142,7 @@ class Find(Read, frozen=True, kw_only=True):
            branch=None) -> "Find":
         return cls(where=_where(where), params=_params(params), as_of=as_of,
                    branch=_branch(branch), limit=None if limit is None else _limit(limit),
-                   select=_select(select))
+                   select=check_select(select))
 
     @classmethod
     def from_wire(cls, body: dict) -> "Find":
@@ -218,7 +218,7 @@ class Search(Read, frozen=True, kw_only=True):
         if explain is not False and explain is not True:
             raise FieldTypeError(f"explain is True or False, got {brief(explain)}")
         return cls(vector=vleg, text=tleg, rerank=rerank is not None, candidates=candidates,
-                   rrf_k=rrf_k, weights=weights, limit=limit, select=_select(select),
+                   rrf_k=rrf_k, weights=weights, limit=limit, select=check_select(select),
                    where=_where(where), params=_params(params), as_of=as_of,
                    branch=_branch(branch), explain=explain)
 
@@ -318,7 +318,7 @@ def _where(where):
     raise FilterError(f"a filter is an SQL expression string, got {brief(where)}")
 
 
-def _select(select) -> tuple | None:
+def check_select(select) -> tuple | None:
     if select is None:
         return None
     if type(select) is list and not select:

@@ -260,9 +260,8 @@ def table(api, claim_write) -> list:
                 raise E.RequestError("queries is a JSON array of searches")
             reqs = [Search.from_wire(one) for one in queries]
             cap(sum(r.limit for r in reqs), "a batch of searches")
-            # a session each: a query's branch is its own
-            return 200, encode({"results": [
-                session_call(lambda s, r=r: one_search(s, p["c"], r)) for r in reqs]})
+            return 200, encode({"results": session_call(
+                lambda s: [one_search(s, p["c"], r) for r in reqs])})
         req = Search.from_wire(body)
         cap_limit(req.limit)
         return 200, encode(session_call(lambda s: one_search(s, p["c"], req)))
@@ -382,12 +381,8 @@ _VECTOR_DEFAULTS = {k: v for k, v in Vector(1).to_dict().items() if k != "dim"}
 
 def answer(sess, name: str, req: Search | Find | Count):
     """Collection `name`'s answer to a read request, in the route's session `sess`
-    (its branch, when the request names one: an unknown one is a NotFoundError)."""
-    if req.branch is not None:
-        sess.use(req.branch)
-    verb = {Search: "search", Find: "find", Count: "count"}[type(req)]
-    args = {k: v for k, v in req.keywords().items() if k not in ("branch", "explain")}
-    return getattr(sess.collection(name), verb)(**args)
+    (the request's branch, when it names one: an unknown one is a NotFoundError)."""
+    return sess.collection(name).run(req)
 
 
 def only(body: dict, allowed: set, what: str) -> dict:

@@ -184,13 +184,6 @@ class Context:
         except NotFoundError:
             raise SqlError("42P01", f'relation "{name}" does not exist') from None
 
-    def search_width(self, table, field: str) -> int | None:
-        """The session's width for a search of `field`: hnsw.ef_search for a graph,
-        ivfflat.probes for IVF lists (None: the index's own)."""
-        vi = table.vector_indexes.get(field)
-        name = "ivfflat.probes" if vi is not None and vi.is_ivf else "hnsw.ef_search"
-        return self.session.settings.get(name)
-
 
 def run(session, text: str, params=(), copy_data=None) -> SqlResult:
     """Run SQL in a session; the last statement's result is returned. `copy_data`

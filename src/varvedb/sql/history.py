@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SqlError
-from ..query.expr import Val, _objects
+from ..query.expr import Val, object_array
 
 
 
@@ -35,7 +35,7 @@ def history_rows(ctx, args: list) -> tuple[list[str], list[Val]]:
     return (["version", "committed_at", "chain", "rows_changed"],
             [Val("int", np.array([c.version for c in commits], np.int64), none),
              Val("timestamp", np.array([c.timestamp_us for c in commits], np.int64), none),
-             Val("text", _objects([c.chain.hex() for c in commits]), none),
+             Val("text", object_array([c.chain.hex() for c in commits]), none),
              Val("int", np.array([c.rows_changed for c in commits], np.int64), none)])
 
 
@@ -60,7 +60,7 @@ def _row_history(ctx, table, key):
             [Val("int", np.array([v["version"] for v in versions], np.int64), np.zeros(m, bool)),
              Val("int", np.array([d or 0 for d in deleted], np.int64),
                  np.array([d is None for d in deleted], bool)),
-             Val("json", _objects(docs), np.zeros(m, bool))])
+             Val("json", object_array(docs), np.zeros(m, bool))])
 
 
 def _name(v) -> str:

@@ -6,8 +6,8 @@ the table's current schema and a snapshot and builds plan nodes
 (query/plan.py), which query/execute.py runs. The shapes:
 
 * `ORDER BY vec <op> q LIMIT k` (op one of <-> <#> <=> <+>, q a constant or
-  parameter): the vector top-k of the query layer (planner.plan_search), so
-  it walks the HNSW graph with the filter mask, widens or falls back exactly
+  parameter): a Search request (query/request.py) bound as the Python API's
+  is (query/bind.py's bind_legs, its Project left off), so it walks the HNSW graph with the filter mask, widens or falls back exactly
   as the Python API's search does. The distance in the select list is the
   top-k's score, not computed twice.
 * otherwise: Scan → Filter/Where → Aggregate → Sort → Limit → Output, or with
@@ -29,9 +29,10 @@ from ..query.execute import execute
 from ..query.filter import Filter as GrammarFilter, convert as grammar_convert
 from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Output, Sort,
                           Where)
-from ..query.planner import RRF_K, Query, plan_hybrid, plan_scan, plan_search, plan_text
-from ..query.text_query import text_query
-from ..schema import brief, coerce_query_vector
+from ..query.bind import bind_legs
+from ..query.planner import Query, plan_scan
+from ..query.request import RRF_K, Search, TextLeg, VectorLeg
+from ..schema import brief
 from .expressions import Scope, convert, deparse, output_name
 from ..results import SqlResult
 
@@ -186,25 +187,26 @@ class Select:
         q = self._constant(q_expr, env)
         if not isinstance(q, str):
             raise SqlError("42883", f"bm25()'s query is text, got {brief(q)}")
-        bound = text_query(q, table.text_indexes[tfield].analyzer)
         limit, offset = self._limit_offset(env)
         k = snap.n(table) if limit is None else limit + offset
-        if b.text is not None:
-            query = plan_text(snap, table, tfield, q, bound, k, where, ())
-            node = query.plan.input           # the TextTopK (plan_text wraps it in Project)
-        else:
+        vector, rrf_k = None, RRF_K
+        if b.hybrid is not None:
             (vfield, metric, v_expr), k_expr = b.hybrid[1], b.hybrid[2]
             rrf_k = RRF_K if k_expr is None else self._constant(k_expr, env)
             if type(rrf_k) is not int or not 1 <= rrf_k <= 10**6:
                 raise SqlError("22023", f"rrf()'s k is an integer in 1..1000000, got "
                                         f"{brief(rrf_k)}")
-            vq = self._query_vector(table.schema.fields[vfield], vfield, v_expr, env,
-                                    f"vector {metric}")
-            query = plan_hybrid(snap, table, (tfield, q, bound),
-                                (vfield, metric, vq, ctx.search_width(table, vfield), False), k,
-                                max(k, 50), rrf_k, (1.0, 1.0), where, ())
-            node = query.plan.input.input     # the Fusion (under Project and Limit)
-            node = Limit(k, node)
+            vector = VectorLeg(vector=self._query_vector(table.schema.fields[vfield], v_expr,
+                                                         env, f"vector {metric}"),
+                               field=vfield, metric=metric)
+        request = Search(vector=vector, text=TextLeg(text=q, field=tfield), limit=k,
+                         rrf_k=rrf_k, where=where)
+        return self._output(b, bind_legs(request, table, snap, ctx.session.settings), limit,
+                            offset, env)
+
+    def _output(self, b, query: Query, limit, offset, env) -> Query:
+        """A search's legs, cut to LIMIT/OFFSET, under the statement's Output."""
+        node = query.plan
         if offset or limit is None:
             node = Limit(limit, node, offset)
         query.plan = Output(tuple(b.names), node, exprs=tuple(b.exprs))
@@ -219,7 +221,8 @@ class Select:
             v = E.coerce(v, "text")
         return None if v.nulls[0] else v.python()[0]
 
-    def _query_vector(self, f, fname, q_expr, env, what):
+    def _query_vector(self, f, q_expr, env, what):
+        """The query vector an ORDER BY names, as given (bind coerces it)."""
         q = None
         if type(q_expr) is E.Param and 1 <= q_expr.index <= len(env.params):
             q = env.params[q_expr.index - 1]       # the common case: a vector parameter
@@ -235,7 +238,7 @@ class Select:
             if qv.kind != "vector" or qv.nulls[0]:
                 raise SqlError("42883", f"operator does not exist: {what} {qv.kind}")
             q = qv.data[0]
-        return coerce_query_vector(f, q)
+        return q
 
     def _plan_vector(self, ctx, b, snap, table, where, env) -> Query:
         fname, metric, q_expr = b.vector
@@ -244,17 +247,13 @@ class Select:
             raise SqlError("42883", f"operator does not exist: "
                                     f"{'bit' if f.dtype == 'bit' else 'vector'} {b.vector_op} "
                                     f"{'bit' if f.dtype != 'bit' else 'vector'}")
-        q = self._query_vector(f, fname, q_expr, env, f"vector {b.vector_op}")
+        q = self._query_vector(f, q_expr, env, f"vector {b.vector_op}")
         limit, offset = self._limit_offset(env)
         k = snap.n(table) if limit is None else limit + offset
-        query = plan_search(snap, table, fname, metric, q, k, where,
-                            ctx.search_width(table, fname), False, ())
-        node = query.plan.input               # the VectorTopK (plan_search wraps it in Project)
-        if offset or limit is None:
-            node = Limit(limit, node, offset)
-        query.plan = Output(tuple(b.names), node, exprs=tuple(b.exprs))
-        query.env = env
-        return query
+        request = Search(vector=VectorLeg(vector=q, field=fname, metric=metric), limit=k,
+                         where=where)
+        return self._output(b, bind_legs(request, table, snap, ctx.session.settings), limit,
+                            offset, env)
 
     def _shape(self, b, node, env):
         limit, offset = self._limit_offset(env)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..errors import CorruptFileError, OptionError, StorageError
 from . import format as F
-from .file import _fsync_dir
+from .file import fsync_dir
 
 CHUNK = 64 << 20
 PROGRESS_FROM = 256 << 20   # a bar for copies at least this large
@@ -57,12 +57,12 @@ def copy_prefix(src_fd: int, end: int, superblocks, dest: str, progress: bool | 
                     off = F.SLOT_OFFSETS[sb.seq % 2]
                     head[off:off + F.SLOT_SIZE] = F.pack_slot(sb)
             os.pwrite(fd, bytes(head), 0)
-            _copy(src_fd, fd, F.LOG_START, end, progress)
+            copy_range(src_fd, fd, F.LOG_START, end, progress)
             os.fsync(fd)
         finally:
             os.close(fd)
         os.rename(tmp, dest)
-        _fsync_dir(dest)
+        fsync_dir(dest)
     except OSError as e:
         remove_quietly(tmp)
         raise StorageError(f"{dest}: the backup failed ({e.strerror or e}); nothing was "
@@ -73,7 +73,7 @@ def copy_prefix(src_fd: int, end: int, superblocks, dest: str, progress: bool | 
     return end
 
 
-def _copy(src: int, dst: int, start: int, end: int, progress: bool | None,
+def copy_range(src: int, dst: int, start: int, end: int, progress: bool | None,
           dst_at: int | None = None, desc: str = "backup") -> None:
     """Copy [start, end) of src to dst at dst_at (default: the same offsets)."""
     bar = None

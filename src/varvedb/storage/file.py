@@ -120,7 +120,7 @@ class DatabaseFile:
         try:
             self.write_all([bytes(block)], 0)
             self.io.fsync()
-            _fsync_dir(self.path)
+            fsync_dir(self.path)
         except OSError as e:
             raise StorageError(f"{self.path}: could not create the file: {e}", e) from e
 
@@ -287,7 +287,7 @@ def _open_regular(path: str, readonly: bool) -> int:
     return fd
 
 
-def _fsync_dir(path: str) -> None:
+def fsync_dir(path: str) -> None:
     d = os.open(os.path.dirname(os.path.abspath(path)) or ".", os.O_RDONLY)
     try:
         os.fsync(d)

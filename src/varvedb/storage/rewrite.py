@@ -15,7 +15,7 @@ import os
 
 from . import fileio
 from . import format as F
-from .backup import _copy
+from .backup import copy_range
 from .file import write_all
 
 
@@ -55,7 +55,7 @@ class NewLog:
     def copy(self, src_fd: int, start: int, end: int, progress: bool | None) -> None:
         """Append bytes [start, end) of another file (whole frames, aligned)."""
         # copy_file_range writes at its own offsets: shift them by where this log is
-        _copy(src_fd, self.io.fd, start, end, progress, dst_at=self.pos, desc="vacuum: copy")
+        copy_range(src_fd, self.io.fd, start, end, progress, dst_at=self.pos, desc="vacuum: copy")
         self.pos += end - start
 
     def finish(self) -> None:

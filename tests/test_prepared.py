@@ -1,0 +1,114 @@
+"""A search bound once and kept (query/prepared.py) answers as a fresh bind does.
+
+Each step changes the state a kept search was planned at (a commit, a delete,
+an open transaction with its own writes, another branch, a new table after a
+DDL) or not, and the same-shaped search is asked through `search()` (which
+keeps and reuses plans) and through `run(Search.of(...))` (which binds every
+time): the ids, scores and plans agree, and both agree with exact search.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import varvedb as vv
+from varvedb.query.plan import VectorTopK
+from varvedb.query.planner import EXACT_ROWS
+from varvedb.query.request import Search
+
+DIM = 4
+
+
+def _same(c, q, **kw):
+    kept = c.search(q, **kw)
+    fresh = c.run(Search.of(q, **kw))
+    exact = c.run(Search.of(q, exact=True, **{k: v for k, v in kw.items() if k != "ef"}))
+    assert kept.ids == fresh.ids and np.array_equal(kept.scores, fresh.scores)
+    assert kept.plan == fresh.plan
+    if kept.plan.find(VectorTopK).strategy == "exact":
+        assert kept.ids == exact.ids and np.allclose(kept.scores, exact.scores)
+    else:       # a walk: deterministic, so the kept plan's equals the fresh one's
+        assert len(kept) == min(kw["limit"], len(exact))
+    return kept
+
+
+OPS = st.lists(st.one_of(
+    st.tuples(st.just("insert"), st.integers(1, 40)),
+    st.tuples(st.just("delete"), st.integers(1, 60)),
+    st.tuples(st.just("update"), st.integers(1, 60)),
+    st.tuples(st.just("search"), st.integers(0, 9)),
+    st.tuples(st.just("tx"), st.integers(1, 60)),
+    st.tuples(st.just("branch"), st.integers(0, 1)),
+    st.tuples(st.just("field"), st.integers(0, 0)),
+), min_size=1, max_size=25)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, seed=st.integers(0, 2**16))
+def test_kept_searches_answer_as_fresh_binds(ops, seed):
+    rng = np.random.default_rng(seed)
+    db = vv.connect(":memory:")
+    c = db.create_collection("d", {"tag": vv.Int(), "v": vv.Vector(DIM, metric="l2",
+                                                                    index=vv.HNSW())})
+    base = EXACT_ROWS + 60
+    c.insert_arrays(id=np.arange(1, base + 1), tag=np.arange(base) % 5,
+                    v=rng.standard_normal((base, DIM)).astype(np.float32))
+    queries = rng.standard_normal((10, DIM)).astype(np.float32)
+    next_id, fields = base + 1, 0
+    shapes = [dict(limit=5, ef=200), dict(limit=3, where="tag = $1", params=[2], ef=200),
+              dict(limit=7, select=[], ef=200)]
+    for op, x in ops:
+        if op == "insert":
+            c.insert({"id": next_id, "tag": x % 5,
+                      "v": rng.standard_normal(DIM).astype(np.float32)})
+            next_id += 1
+        elif op == "delete":
+            c.delete(ids=[x])
+        elif op == "update":
+            c.update({"tag": x % 5}, ids=[x])
+        elif op == "tx":
+            with db.transaction():
+                c.insert({"id": next_id, "tag": 2, "v": queries[x % 10]})
+                next_id += 1
+                c.delete(ids=[x])
+                for kw in shapes:     # the transaction's own writes are seen
+                    hits = _same(c, queries[x % 10], **kw)
+                    if "where" not in kw:     # its own row, at distance 0
+                        assert hits.scores[0] == 0 and next_id - 1 in hits.ids
+        elif op == "branch":
+            name = f"b{x}"
+            if name not in [b.name for b in db.branches()]:
+                db.branch(name)
+            db.use(name if db.current_branch != name else "main")
+            c.insert({"id": next_id, "tag": 1, "v": queries[0]})
+            next_id += 1
+        elif op == "field":
+            fields += 1
+            db.use("main")         # the schema is changed on main
+            c.add_field(f"extra{fields}", "int")     # a DDL: the kept plans' state moves on
+        for kw in shapes:
+            _same(c, queries[x % 10], **kw)
+            _same(c, queries[x % 10], **kw)          # the second one is the kept plan
+    db.close()
+
+
+def test_a_kept_plan_is_used_and_refuses_what_the_request_refuses():
+    db = vv.connect(":memory:")
+    c = db.create_collection("d", {"v": vv.Vector(DIM, metric="l2")})
+    c.insert_arrays(v=np.eye(DIM, dtype=np.float32))
+    q = np.ones(DIM, np.float32)
+    c.search(q, limit=2)
+    assert len(c.table.prepared) == 1            # kept
+    before = list(c.table.prepared.values())[0]
+    c.search(q * 2, limit=2)
+    assert list(c.table.prepared.values())[0] is before     # reused, not bound again
+    with pytest.raises(vv.DimensionError):
+        c.search(np.ones(DIM + 1, np.float32), limit=2)
+    with pytest.raises(vv.NonFiniteVectorError):
+        c.search(np.full(DIM, np.nan, np.float32), limit=2)
+    with pytest.raises(vv.FieldTypeError):
+        c.search(q, limit=2.0)                   # 2.0 == 2, but not an integer
+    with pytest.raises(vv.FieldTypeError):
+        c.search(q, limit=2, exact=1)
+    db.close()
