@@ -192,10 +192,12 @@ def ann(ctx, rows, dim, queries, dataset, truth_file, ab, engines, memory_cap, c
 @click.option("--commits", default=200, show_default=True, help="Durable commits per round.")
 @click.option("--insert-rows", default=500, show_default=True,
               help="One-row inserts per round of the sustained-insert figure.")
-@click.option("--only", default="", help="Comma-separated figures: get, search, commits-1, "
-                                         "commits-8, inserts, cold (default: all).")
+@click.option("--only", default="", help="Comma-separated figures: get, search, overhead, "
+                                         "commits-1, commits-8, inserts, cold (default: all).")
+@click.option("--dataset", default="clustered", show_default=True,
+              help="The overhead figure's vectors: clustered, uniform, glove-50, ...")
 @click.option("--out", default=None, help="Also write the figures to this JSON file.")
-def layers(rounds, commits, insert_rows, only, out) -> None:
+def layers(rounds, commits, insert_rows, only, dataset, out) -> None:
     """The cost of the layers above the kernels and of the write path, each figure
     interleaved with a peer (SQLite, hnswlib) in one process. Run it on a real disk."""
     import json
@@ -203,7 +205,7 @@ def layers(rounds, commits, insert_rows, only, out) -> None:
     from . import layers
     figures = layers.run(rounds, commits, insert_rows,
                          only=[x.strip() for x in only.split(",") if x.strip()] or None,
-                         echo=click.echo)
+                         echo=click.echo, dataset=dataset)
     if out:
         with open(out, "w") as f:
             json.dump(figures, f, indent=1, ensure_ascii=False)

@@ -11,6 +11,11 @@ per-round ratios. Peers: SQLite (stdlib sqlite3) and hnswlib (optional: the
 * get(id): `Collection.get` against SQLite's primary-key SELECT.
 * search: a top-10 search with select=[] on a 1 000-row collection (no peer:
   the goal is absolute, a few microseconds of Python above the kernel).
+* overhead: `Collection.search` minus the kernel call it makes, on a warm
+  100k-row graph at ef 10: the same queries through the full search and
+  through the graph's kernel called directly with the arguments that search
+  passed it (captured once), interleaved query by query, on `--dataset`'s
+  vectors (the clustered generator, or a named set such as glove-50).
 * durable commits: one-row commits into a collection with an HNSW index,
   durability="commit", against SQLite WAL + synchronous=FULL, on 1 and on
   8 threads. Taken in the working directory: use a real disk, never tmpfs.
@@ -122,6 +127,71 @@ def small_search(rounds: int, calls: int = 2000, rows: int = 1000, dim: int = 12
             "varvedb": _stats(figures)}
 
 
+def search_overhead(rounds: int, dataset: str = "clustered", rows: int = 100_000,
+                    calls: int = 1000, ef: int = 10, echo=print) -> dict:
+    """µs of `Collection.search` above its kernel call (module docstring)."""
+    import varvedb as vv
+    from varvedb.index import hnsw as graph_module
+    from . import datasets
+    ds = datasets.load(dataset, os.path.join("bench-results", "cache"), echo, rows=rows,
+                       queries=calls)
+    db = vv.connect(":memory:")
+    c = db.create_collection("items", {"embedding": vv.Vector(ds.train.shape[1],
+                                                              metric=ds.metric,
+                                                              index=vv.HNSW())})
+    echo(f"bench layers: overhead: building the graph over {len(ds.train):,} rows")
+    c.insert_arrays(embedding=ds.train)
+    _wait_linked(c)
+    queries = [np.ascontiguousarray(q, np.float32) for q in ds.test[:calls]]
+    kernels = graph_module.kernels
+    kernel = kernels.search_one
+    seen = []
+
+    def spy(*args):
+        seen.append(args)
+        return kernel(*args)
+    kernels.search_one = spy
+    try:
+        c.search(queries[0], limit=10, ef=ef, select=[])
+    finally:
+        kernels.search_one = kernel
+    if len(seen) != 1:
+        return {"figure": "search overhead", "skipped": f"the search made {len(seen)} "
+                "kernel calls (expected one graph walk)"}
+    args = list(seen[0])
+    at = next(i for i, a in enumerate(args) if a is not None and isinstance(a, np.ndarray)
+              and a.shape == queries[0].shape and np.array_equal(a, queries[0]))
+
+    def direct(q):
+        args[at] = q
+        return kernel(*args)
+    clock = time.perf_counter_ns
+    full, bare, diff = [], [], []
+    for q in queries[:100]:          # warm both
+        c.search(q, limit=10, ef=ef, select=[])
+        direct(q)
+    for r in range(rounds):
+        f_r, b_r = [], []
+        for i, q in enumerate(queries):
+            if (i + r) % 2 == 0:
+                t0 = clock(); c.search(q, limit=10, ef=ef, select=[]); t1 = clock()
+                direct(q); t2 = clock()
+                f_r.append(t1 - t0); b_r.append(t2 - t1)
+            else:
+                t0 = clock(); direct(q); t1 = clock()
+                c.search(q, limit=10, ef=ef, select=[]); t2 = clock()
+                b_r.append(t1 - t0); f_r.append(t2 - t1)
+        full.append(statistics.median(f_r) / 1e3)
+        bare.append(statistics.median(b_r) / 1e3)
+        diff.append(statistics.median(np.subtract(f_r, b_r)) / 1e3)
+    db.close()
+    return {"figure": f"Collection.search minus its kernel call, top-10 ef={ef}, "
+                      f"{len(ds.train):,} × {ds.train.shape[1]} ({ds.name}, {ds.metric})",
+            "unit": "µs per query (median over queries, per round)",
+            "search": _stats(full), "kernel": _stats(bare), "overhead": _stats(diff),
+            "goal": "overhead ≤ 5 µs"}
+
+
 def durable_commits(workdir: str, rounds: int, commits: int, threads: int,
                     dim: int = 128) -> dict:
     import varvedb as vv
@@ -214,13 +284,14 @@ def cold_start(workdir: str, rounds: int, rows: int = 100_000, dim: int = 128) -
 
 
 def run(rounds: int = 9, commits: int = 200, insert_rows: int = 500, workdir: str | None = None,
-        only: list[str] | None = None, echo=print) -> dict:
+        only: list[str] | None = None, echo=print, dataset: str = "clustered") -> dict:
     """Every figure (or those named in `only`), as a dict; progress on `echo`."""
     own = workdir is None
     workdir = workdir or tempfile.mkdtemp(prefix="varvedb-layers-", dir=os.getcwd())
     steps = {
         "get": lambda: get_by_id(workdir, rounds),
         "search": lambda: small_search(rounds),
+        "overhead": lambda: search_overhead(rounds, dataset, echo=echo),
         "commits-1": lambda: durable_commits(workdir, rounds, commits, 1),
         "commits-8": lambda: durable_commits(workdir, rounds, commits, 8),
         "inserts": lambda: sustained_inserts(rounds, insert_rows),
