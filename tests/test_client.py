@@ -27,7 +27,7 @@ import test_vector_search
 from conftest import PYTHON, child_env, file_digest
 from server_proc import ServerProcess, free_port
 from varvedb import demo_data
-from varvedb.sql.result import SqlResult
+from varvedb.results import SqlResult
 from varvedb_bench.data import exact_topk, recall
 
 TOKEN = "test-token-0123"
@@ -700,6 +700,25 @@ def test_import_varvedb_loads_no_client():
         capture_output=True, text=True, env=child_env(), timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == ["[]", "False"]
+
+
+def test_the_client_loads_no_engine_and_no_numba():
+    out = subprocess.run(
+        [PYTHON, "-c", "import sys, varvedb; varvedb.Client; varvedb.VarveError; "
+         "print(sorted(m for m in ('numba', 'varvedb.engine', 'varvedb.collection', "
+         "'varvedb.query.planner', 'pglast') if m in sys.modules))"],
+        capture_output=True, text=True, env=child_env(), timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_every_public_name_resolves_and_is_listed():
+    for name in vv.__all__:
+        assert getattr(vv, name) is not None
+    assert set(vv.__all__) <= set(dir(vv))
+    assert vv.Hits is __import__("varvedb.results").results.Hits
+    with pytest.raises(AttributeError):
+        vv.no_such_name
 
 
 def test_the_readme_client_example_runs(tmp_path):

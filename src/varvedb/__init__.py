@@ -3,55 +3,84 @@
     import varvedb as vv
     db = vv.connect("notes.varve")          # or vv.Client("http://127.0.0.1:8080", token=...)
     docs = db.create_collection("docs", {"title": "text", "embedding": vv.Vector(384)})
+
+Every public name loads on first use (`__getattr__` over `_EXPORTS`): `vv.Client`
+loads the client and what it needs (no engine, no numba, no http.client until
+it is named), `vv.connect` the engine.
 """
-from . import embed
-from .collection import Collection
-from .database import BranchInfo, Database, VersionInfo, connect
-from .engine.merge import Changes
-from .session import Session
-from .errors import (BranchError, ClosedError, CorruptFileError, DimensionError, DuplicateIdError,
-                     EmbedderError, FieldTypeError, FileMissingError, FilterError, FormatVersionError,
-                     IndexMaintenanceError, LockTimeoutError, MergeConflictError,
-                     NonFiniteVectorError,
-                     NotAVarveFileError, NotFoundError, NotNullViolationError, OptionError,
-                     NotSupportedError, QuerySyntaxError, ReadOnlyError, SchemaError, SqlError,
-                     StorageError, TransactionAbortedError, TransactionError, UnknownFieldError,
-                     ValueTooLongError, VarveError, VersionNotFoundError, WriterLockedError)
-# the server's and its clients' (varvedb serve, vv.Client)
-from .errors import (AuthenticationError, RequestError, RequestTimeoutError,
-                     RequestTooLargeError, ResultTooLargeError, ServerError,
-                     ServerUnavailableError)
-from .errors import QueryCanceledError, QueryTooLargeError
-from .results import Hit, Hits
-from .schema import HNSW, IVFPQ, Bool, Field, Float, Int, Json, Text, Timestamp, Vector
-from .storage.verify import VerifyReport, verify_file
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "connect", "Database", "Session", "Collection", "VersionInfo", "Hit", "Hits", "VerifyReport",
-    "verify_file", "Field", "Int", "Float", "Bool", "Text", "Json", "Timestamp", "Vector",
-    "HNSW", "IVFPQ", "VarveError", "SchemaError", "UnknownFieldError", "FieldTypeError",
-    "DimensionError", "NonFiniteVectorError", "DuplicateIdError", "FilterError",
-    "NotFoundError", "NotAVarveFileError", "FormatVersionError", "CorruptFileError",
-    "WriterLockedError", "FileMissingError", "OptionError", "ReadOnlyError", "ClosedError",
-    "TransactionError", "TransactionAbortedError", "LockTimeoutError", "StorageError",
-    "VersionNotFoundError", "IndexMaintenanceError", "NotNullViolationError",
-    "SqlError", "NotSupportedError", "ValueTooLongError", "QuerySyntaxError", "EmbedderError",
-    "QueryTooLargeError", "QueryCanceledError",
+_ERRORS = (
+    "VarveError", "SchemaError", "UnknownFieldError", "FieldTypeError", "DimensionError",
+    "NonFiniteVectorError", "DuplicateIdError", "FilterError", "NotFoundError",
+    "NotAVarveFileError", "FormatVersionError", "CorruptFileError", "WriterLockedError",
+    "FileMissingError", "OptionError", "ReadOnlyError", "ClosedError", "TransactionError",
+    "TransactionAbortedError", "LockTimeoutError", "StorageError", "VersionNotFoundError",
+    "IndexMaintenanceError", "NotNullViolationError", "SqlError", "NotSupportedError",
+    "ValueTooLongError", "QuerySyntaxError", "EmbedderError", "QueryTooLargeError",
+    "QueryCanceledError", "BranchError", "MergeConflictError",
+    # the server's and its clients' (varvedb serve, vv.Client)
     "AuthenticationError", "RequestError", "RequestTooLargeError", "ResultTooLargeError",
-    "RequestTimeoutError", "ServerError", "ServerUnavailableError",
-    "BranchError", "MergeConflictError", "BranchInfo", "Changes",
-    "embed", "Client", "AsyncClient",
-]
+    "RequestTimeoutError", "ServerError", "ServerUnavailableError")
 
-# The server's clients load on first use: `import varvedb` stays free of
-# http.client, and of httpx (AsyncClient's transport, the "server" extra).
-_CLIENTS = ("Client", "AsyncClient", "RemoteCollection", "AsyncRemoteCollection")
+# public name -> the module (relative to this package) that defines it
+_EXPORTS = {
+    "connect": ".database", "Database": ".database", "VersionInfo": ".results",
+    "BranchInfo": ".database", "Session": ".session", "Collection": ".collection",
+    "Changes": ".engine.merge", "Hit": ".results", "Hits": ".results",
+    "VerifyReport": ".storage.verify", "verify_file": ".storage.verify",
+    **{name: ".schema" for name in ("Field", "Int", "Float", "Bool", "Text", "Json",
+                                    "Timestamp", "Vector", "HNSW", "IVFPQ")},
+    **{name: ".errors" for name in _ERRORS},
+    "Client": ".client", "AsyncClient": ".client", "RemoteCollection": ".client",
+    "AsyncRemoteCollection": ".client",
+}
+_MODULES = ("embed",)       # submodules named as attributes: vv.embed.register(...)
+
+__all__ = [n for n in _EXPORTS if n not in ("RemoteCollection", "AsyncRemoteCollection")] + [
+    *_MODULES]
+
+if TYPE_CHECKING:           # what type checkers and IDEs see; nothing of it runs
+    from . import embed
+    from .client import AsyncClient, AsyncRemoteCollection, Client, RemoteCollection
+    from .collection import Collection
+    from .database import BranchInfo, Database, connect
+    from .engine.merge import Changes
+    from .errors import (AuthenticationError, BranchError, ClosedError, CorruptFileError,
+                         DimensionError, DuplicateIdError, EmbedderError, FieldTypeError,
+                         FileMissingError, FilterError, FormatVersionError,
+                         IndexMaintenanceError, LockTimeoutError, MergeConflictError,
+                         NonFiniteVectorError, NotAVarveFileError, NotFoundError,
+                         NotNullViolationError, NotSupportedError, OptionError,
+                         QueryCanceledError, QuerySyntaxError, QueryTooLargeError,
+                         ReadOnlyError, RequestError, RequestTimeoutError,
+                         RequestTooLargeError, ResultTooLargeError, SchemaError,
+                         ServerError, ServerUnavailableError, SqlError, StorageError,
+                         TransactionAbortedError, TransactionError, UnknownFieldError,
+                         ValueTooLongError, VarveError, VersionNotFoundError,
+                         WriterLockedError)
+    from .results import Hit, Hits, VersionInfo
+    from .schema import HNSW, IVFPQ, Bool, Field, Float, Int, Json, Text, Timestamp, Vector
+    from .session import Session
+    from .storage.verify import VerifyReport, verify_file
 
 
 def __getattr__(name: str):
-    if name in _CLIENTS:
-        from . import client
-        return getattr(client, name)
-    raise AttributeError(f"module 'varvedb' has no attribute {name!r}")
+    module = _EXPORTS.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module, __name__), name)
+    elif name in _MODULES:
+        value = importlib.import_module("." + name, __name__)
+    else:
+        raise AttributeError(f"module 'varvedb' has no attribute {name!r}")
+    globals()[name] = value         # the next lookup is a plain attribute's
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS, *_MODULES})

@@ -26,7 +26,6 @@ retried.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import functools
 import http.client
 import importlib.util
@@ -43,12 +42,9 @@ import msgspec
 import numpy as np
 
 from . import errors as E
-from .schema import batch_length, one_id
-from .database import VersionInfo
-from .query.planner import RRF_K
-from .results import Hit, Hits
-from .schema import Field, Schema, brief
-from .sql.result import SqlResult
+from .query.request import RRF_K, WEIGHTS, Count, Find, Search, as_of_to_wire
+from .results import Hit, Hits, SqlResult, VersionInfo
+from .schema import Field, Schema, batch_length, brief, one_id
 from .storage.verify import Break, VerifyReport
 from .wire import error_from_wire, parse_timestamp, value_from_wire, vector_read_type
 from .wire import encode as _encode
@@ -136,18 +132,6 @@ class _BatchAnswer(msgspec.Struct):
 
 _HITS = msgspec.json.Decoder(_Answer)
 _BATCH = msgspec.json.Decoder(_BatchAnswer)
-
-
-def _as_of(v: Any) -> Any:
-    """as_of on the wire: a version number, or a datetime as RFC 3339 (UTC)."""
-    if isinstance(v, _dt.datetime):
-        if v.utcoffset() is None:     # as the embedded API: a naive one could be any zone
-            raise E.OptionError("as_of needs a timezone-aware datetime (a naive one could "
-                                f"be in any zone), got {v!r}")
-        return v.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
 
 
 def _given(**args) -> dict:
@@ -409,7 +393,7 @@ class _CollectionVerbs:
     def get(self, id, as_of=None, select: list | None = None) -> Op:
         """The document with this id (as of a version or aware datetime), or None."""
         path = (yield from self._item_path(id)) + _query_string(
-            as_of=_as_of(as_of), select=_select_param(select))
+            as_of=as_of_to_wire(as_of), select=_select_param(select))
         resp = yield _get(path)
         if resp.status == 404:
             err = _error_body(resp)
@@ -417,16 +401,17 @@ class _CollectionVerbs:
                 return None
         return (yield from self._doc(_answer(resp)))
 
-    def count(self, where: str | None = None, params: list | tuple = (), as_of=None) -> Op:
+    def count(self, where: str | None = None, params: list | tuple = (), as_of=None,
+              branch: str | None = None) -> Op:
         """How many documents are visible (as of a version), optionally filtered."""
-        body = _given(where=where, params=params, as_of=_as_of(as_of))
+        body = Count.of(where, params, as_of, branch).to_wire()
         return _answer((yield _post(f"{self._path}/count", body, idempotent=True)))["count"]
 
     def find(self, where: str | None = None, params: list | tuple = (), as_of=None,
-             limit: int | None = None, select: list | None = None) -> Op:
+             limit: int | None = None, select: list | None = None,
+             branch: str | None = None) -> Op:
         """Documents matching a filter, in insertion order (no scoring); limit=None: all."""
-        body = _given(where=where, params=params, as_of=_as_of(as_of), limit=limit,
-                      select=select)
+        body = Find.of(where, params, as_of, limit, select, branch).to_wire()
         resp = yield _post(f"{self._path}/find", body, idempotent=True)
         return (yield from self._hits(_answer(resp, _HITS)))
 
@@ -437,25 +422,31 @@ class _CollectionVerbs:
                text: str | None = None,
                text_field: str | None = None, vector_text: str | None = None,
                rerank=None, candidates: int | None = None, rrf_k: int = RRF_K,
-               weights: tuple = (1.0, 1.0), explain: bool = False) -> Op:
+               weights: tuple = WEIGHTS, explain: bool = False,
+               branch: str | None = None) -> Op:
         """The `limit` best documents: Collection.search's arguments and answers (see
-        there). `hits.plan` is the plan as it ran, as data, with explain=True (else None)."""
-        body = _search_body(vector, where, params, limit, select, as_of, field, ef, exact,
-                            metric, text, text_field, vector_text, rerank, candidates, rrf_k,
-                            weights, explain, probes=probes)
+        there), checked here as the embedded API checks them (query/request.py)
+        before anything is sent. `hits.plan` is the plan as it ran, as data, with
+        explain=True (else None)."""
+        body = Search.of(vector, where, params, limit, select, as_of, field, ef, exact,
+                         metric, probes=probes, text=text, text_field=text_field,
+                         vector_text=vector_text, rerank=rerank, candidates=candidates,
+                         rrf_k=rrf_k, weights=weights, explain=explain,
+                         branch=branch).to_wire()
         resp = yield _post(f"{self._path}/search", body, idempotent=True)
         return (yield from self._hits(_answer(resp, _HITS)))
 
     def search_batch(self, queries: list[dict]) -> Op:
         """Several searches in one request (each a dict of search's arguments):
-        a list of Hits, in order. It fails whole if one query is wrong."""
+        a list of Hits, in order. It fails whole, before sending, if one query is
+        wrong in itself (and at the server if one is wrong for the collection)."""
         if not isinstance(queries, (list, tuple)) or not all(isinstance(q, dict)
                                                               for q in queries):
             raise E.FieldTypeError(f"search_batch takes a list of dicts, got {brief(queries)}")
         bodies = []
         for q in queries:
             try:
-                bodies.append(_search_body(**q))
+                bodies.append(Search.of(**q).to_wire())
             except TypeError as e:
                 raise E.OptionError(f"a search query: {e}") from None
         resp = yield _post(f"{self._path}/search", {"queries": bodies}, idempotent=True)
@@ -487,32 +478,6 @@ def _error_body(resp: _Response) -> dict | None:
         return None
     err = body.get("error") if isinstance(body, dict) else None
     return err if isinstance(err, dict) else None
-
-
-def _search_body(vector=None, where=None, params=(), limit=10, select=None, as_of=None,
-                 field=None, ef=None, exact=False, metric=None, text=None, text_field=None,
-                 vector_text=None, rerank=None, candidates=None, rrf_k=RRF_K,
-                 weights=(1.0, 1.0), explain=False, probes=None) -> dict:
-    """One search's JSON body: what was given, defaults left to the server."""
-    body = {"limit": limit}
-    for key, v in (("vector", vector), ("where", where), ("select", select),
-                   ("as_of", _as_of(as_of)), ("field", field), ("ef", ef),
-                   ("metric", metric), ("text", text), ("text_field", text_field),
-                   ("vector_text", vector_text), ("rerank", rerank),
-                   ("candidates", candidates), ("probes", probes)):
-        if v is not None:
-            body[key] = v
-    if not (isinstance(params, (list, tuple)) and len(params) == 0):
-        body["params"] = params
-    if exact is not False:
-        body["exact"] = exact
-    if not (type(rrf_k) is int and rrf_k == RRF_K):
-        body["rrf_k"] = rrf_k
-    if not (isinstance(weights, tuple) and len(weights) == 2 and weights == (1.0, 1.0)):
-        body["weights"] = weights
-    if explain is not False:
-        body["explain"] = explain
-    return body
 
 
 class _ClientVerbs:

@@ -15,6 +15,7 @@ from .session import Session, TransactionScope
 from .engine.snapshot import resolve as resolve_version
 from .engine.vacuum import Retention
 from .storage.backup import BackupInfo
+from .results import VersionInfo
 from .storage.verify import VerifyReport, verify_file
 
 
@@ -54,15 +55,6 @@ def connect(path: str | os.PathLike = ":memory:", *, readonly: bool = False,
             db.close()
             raise
     return db
-
-
-@dataclass
-class VersionInfo:
-    version: int
-    timestamp: object          # datetime (UTC)
-    chain: str                 # hex chain hash
-    rows_changed: int
-    branch: str = "main"       # the branch it was made on
 
 
 @dataclass

@@ -1,10 +1,16 @@
-"""Search results: `Hits`, a sequence of `Hit`s built lazily from the executor's
-columns (query/execute.py): `hits.ids`, `hits.scores` and `to_numpy()` read the
-columns themselves, and the Hit objects are made on first use of one."""
+"""What reads answer: search results (`Hits`, a sequence of `Hit`s built lazily
+from the executor's columns, query/execute.py: `hits.ids`, `hits.scores` and
+`to_numpy()` read the columns themselves, and the Hit objects are made on first
+use of one), a statement's `SqlResult`, a commit's `VersionInfo`.
+
+Light on purpose: numpy and msgspec, nothing of the engine, so that vv.Client
+builds the same objects from the wire without loading the engine or numba.
+"""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterator
 
 import msgspec
 import numpy as np
@@ -130,3 +136,112 @@ class Hits(Sequence):
 
     def to_dicts(self) -> list[dict]:
         return [h.to_dict() for h in self._built()]
+
+
+@dataclass
+class VersionInfo:
+    """One commit of the history (Database.history, Client.history)."""
+    version: int
+    timestamp: object          # datetime (UTC)
+    chain: str                 # hex chain hash
+    rows_changed: int
+    branch: str = "main"       # the branch it was made on
+
+
+class SqlResult:
+    """The outcome of one statement.
+
+    `columns` are the output names, `rows` a list of tuples (vectors as numpy
+    arrays, timestamps as UTC datetimes, json as Python values), `status`
+    PostgreSQL's command tag ("SELECT 3", "INSERT 0 2", "CREATE TABLE"), and
+    `rowcount` the rows returned or changed. `plan` is the query plan as it
+    ran, for a SELECT; `kinds` each column's kind where the statement knew it
+    (int, float, bool, text, json, timestamp, vector; None where it did not).
+    `copy_data` is what COPY ... TO STDOUT wrote (bytes; None for any other
+    statement)."""
+    __slots__ = ("columns", "rows", "status", "rowcount", "plan", "kinds", "copy_data")
+
+    def __init__(self, columns: list[str], rows: list[tuple], status: str,
+                 rowcount: int | None = None, plan=None, kinds: list | None = None,
+                 copy_data: bytes | None = None):
+        self.columns = columns
+        self.rows = rows
+        self.status = status
+        self.rowcount = len(rows) if rowcount is None else rowcount
+        self.plan = plan
+        self.kinds = kinds if kinds is not None else [None] * len(columns)
+        self.copy_data = copy_data
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[tuple]:
+        return iter(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]
+
+    def __repr__(self) -> str:
+        return f"<SqlResult {self.status}: {len(self.columns)} columns>"
+
+    def scalar(self) -> Any:
+        """The first column of the first row (None when there is no row)."""
+        return self.rows[0][0] if self.rows and self.columns else None
+
+    def dicts(self) -> list[dict]:
+        names = self.columns
+        return [dict(zip(names, r)) for r in self.rows]
+
+    def to_numpy(self) -> dict[str, np.ndarray]:
+        """Each column as an array: numeric ones typed (NaN for a NULL float),
+        vectors as an (n, dim) block, everything else as objects."""
+        out = {}
+        for i, name in enumerate(self.columns):
+            values = [r[i] for r in self.rows]
+            out[name] = _array(values)
+        return out
+
+    def to_arrow(self):
+        """A pyarrow Table (needs pyarrow)."""
+        import pyarrow as pa
+        data = {}
+        for i, name in enumerate(self.columns):
+            values = [r[i] for r in self.rows]
+            if values and any(isinstance(v, np.ndarray) for v in values):
+                values = [None if v is None else v.tolist() for v in values]
+            if any(type(v) is int and not _INT64[0] <= v <= _INT64[1] for v in values):
+                # an exact sum past int64: a decimal, as PostgreSQL's numeric
+                from decimal import Decimal
+                data[name] = pa.array([None if v is None else Decimal(v) for v in values],
+                                      pa.decimal128(38, 0))
+                continue
+            data[name] = pa.array(values)
+        return pa.table(data) if data else pa.table({})
+
+    def to_pandas(self):
+        """A pandas DataFrame (needs pandas)."""
+        import pandas as pd
+        return pd.DataFrame(self.rows, columns=self.columns)
+
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _array(values: list) -> np.ndarray:
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, np.ndarray) for v in present) \
+            and len({v.shape for v in present}) == 1 and len(present) == len(values):
+        return np.stack(values)
+    if present and all(isinstance(v, bool) for v in present) and len(present) == len(values):
+        return np.array(values, bool)
+    # an int past int64 (an exact sum, PostgreSQL's numeric) keeps the column as objects
+    fits = not any(type(v) is int and not _INT64[0] <= v <= _INT64[1] for v in present)
+    if fits and present and len(present) == len(values) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return np.array(values, np.int64)
+    if fits and present and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                for v in present):
+        return np.array([np.nan if v is None else v for v in values], np.float64)
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out

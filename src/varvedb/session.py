@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .collection import Collection
     from .engine.engine import Transaction
     from .engine.snapshot import Snapshot
-    from .sql.result import SqlResult
+    from .results import SqlResult
 
 
 _sql_run = None     # varvedb.sql.run, imported by the first Session.sql

@@ -27,7 +27,8 @@ import msgspec
 import numpy as np
 
 from ..errors import FieldTypeError, FilterError, OptionError, RequestError
-from ..schema import IVF_LIMITS, MAX_EF, QUERY_METRICS, brief, is_int
+from ..schema import IVF_LIMITS, MAX_EF, QUERY_METRICS, brief, is_int, to_micros
+from ..wire import parse_timestamp
 
 RRF_K = 60          # reciprocal-rank fusion's k (Cormack et al.'s constant)
 MAX_RRF_K = 10**6
@@ -36,7 +37,7 @@ WEIGHTS = (1.0, 1.0)
 _NUMBERS = {"type": ["array", "null"], "items": {"type": "number"}}
 _NULLABLE_INT = {"type": ["integer", "null"], "minimum": 1}
 _WHERE = {"type": ["string", "null"], "description": "a filter (SQL expression); $n are params"}
-_PARAMS = {"type": "array", "description": "values of $1, $2, ... in where"}
+_PARAMS = {"type": ["array", "null"], "description": "values of $1, $2, ... in where"}
 _SELECT = {"type": ["array", "null"], "items": {"type": "string"},
            "description": "fields to return (null: all but vectors)"}
 _AS_OF = {"type": ["integer", "string", "null"],
@@ -108,10 +109,14 @@ class Read(msgspec.Struct, frozen=True, kw_only=True):
     as_of: Any = None
     branch: str | None = None
 
+    def keywords(self) -> dict:
+        """The keywords of the Collection verb (count, find) that builds this request."""
+        return {name: getattr(self, name) for name in self.__struct_fields__}
+
     def to_wire(self) -> dict:
         """The flat JSON object of docs/server.md; defaults left out."""
-        return _wire_values({name: getattr(self, name) for name in self.__struct_fields__
-                             if not _is_default(name, getattr(self, name))})
+        return _wire_values({k: v for k, v in self.keywords().items()
+                             if not _is_default(k, v)})
 
 
 class Count(Read, frozen=True, kw_only=True):
@@ -119,7 +124,7 @@ class Count(Read, frozen=True, kw_only=True):
 
     @classmethod
     def of(cls, where=None, params=(), as_of=None, branch=None) -> "Count":
-        return cls(where=_where(where), params=_params(params), as_of=as_of,
+        return cls(where=_where(where), params=_params(params), as_of=check_as_of(as_of),
                    branch=_branch(branch))
 
     @classmethod
@@ -135,7 +140,7 @@ class Find(Read, frozen=True, kw_only=True):
     @classmethod
     def of(cls, where=None, params=(), as_of=None, limit=None, select=None,
            branch=None) -> "Find":
-        return cls(where=_where(where), params=_params(params), as_of=as_of,
+        return cls(where=_where(where), params=_params(params), as_of=check_as_of(as_of),
                    branch=_branch(branch), limit=None if limit is None else _limit(limit),
                    select=check_select(select))
 
@@ -214,7 +219,7 @@ class Search(Read, frozen=True, kw_only=True):
             raise FieldTypeError(f"explain is True or False, got {brief(explain)}")
         return cls(vector=vleg, text=tleg, rerank=rerank is not None, candidates=candidates,
                    rrf_k=rrf_k, weights=weights, limit=limit, select=check_select(select),
-                   where=_where(where), params=_params(params), as_of=as_of,
+                   where=_where(where), params=_params(params), as_of=check_as_of(as_of),
                    branch=_branch(branch), explain=explain)
 
     @classmethod
@@ -323,6 +328,28 @@ def check_select(select) -> tuple | None:
     return tuple(select)
 
 
+def check_as_of(as_of):
+    """as_of as engine/snapshot.py's resolve takes it, with its errors: None, a
+    version number, or a timezone-aware datetime in years 1..9999 UTC."""
+    if as_of is None or is_int(as_of):
+        return as_of
+    if not isinstance(as_of, _dt.datetime):
+        raise OptionError(f"as_of is a version number or a timezone-aware datetime, "
+                          f"got {brief(as_of)}")
+    try:
+        aware = as_of.utcoffset() is not None
+    except (TypeError, ValueError):
+        aware = False
+    if not aware:       # a naive one could be in any zone
+        raise OptionError("as_of needs a timezone-aware datetime (a naive one could "
+                          f"be in any zone), got {as_of!r}")
+    try:
+        to_micros("as_of", as_of)
+    except FieldTypeError as e:
+        raise OptionError(str(e)) from None
+    return as_of
+
+
 def _branch(branch) -> str | None:
     if branch is not None and not isinstance(branch, str):
         raise OptionError(f"branch is a branch's name, got {brief(branch)}")
@@ -349,26 +376,23 @@ def _wire_args(body, known: dict, what: str) -> dict:
 
 
 def as_of_from_wire(value):
-    """as_of from JSON: a version number, or an RFC 3339 timestamp string."""
+    """as_of from JSON: a version number, or an RFC 3339 timestamp string (UTC
+    where it names no zone)."""
     if value is None or is_int(value):
         return value
     if isinstance(value, str):
         try:
-            d = _dt.datetime.fromisoformat(value)
+            return parse_timestamp(value)
         except ValueError:
             pass
-        else:
-            return d if d.tzinfo else d.replace(tzinfo=_dt.timezone.utc)
     raise OptionError(f"as_of is a version number or an RFC 3339 timestamp, got {brief(value)}")
 
 
 def as_of_to_wire(v):
-    """as_of on the wire: a version number, or a datetime as RFC 3339 (UTC)."""
-    if isinstance(v, _dt.datetime):
-        if v.utcoffset() is None:     # as the embedded API: a naive one could be any zone
-            raise OptionError("as_of needs a timezone-aware datetime (a naive one could "
-                              f"be in any zone), got {v!r}")
-        return v.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """as_of on the wire: a version number, or a datetime as RFC 3339 in UTC
+    (isoformat: years before 1000 keep their four digits, which strftime's %Y drops)."""
+    if isinstance(check_as_of(v), _dt.datetime):
+        return v.astimezone(_dt.timezone.utc).isoformat()
     if isinstance(v, np.generic):
         return v.item()
     return v

@@ -1,21 +1,20 @@
 """The OpenAPI 3.1 document of the routes (GET /openapi.json).
 
-Written by hand beside routes.py, and held to it by the tests: a property
-test (schemathesis) sends requests generated from this document and checks
-every answer against it.
+Written by hand beside routes.py, but for the read requests' bodies, whose
+schemas are query/request.py's tables (the one list of a search's arguments).
+Held to the routes by the tests: a property test (schemathesis) sends requests
+generated from this document and checks every answer against it.
 """
 from __future__ import annotations
 
 from .. import __version__
+from ..query.request import COUNT_ARGS, FIND_ARGS, SEARCH_ARGS
 
 ANY = {}
 NULLABLE_INT = {"type": ["integer", "null"]}
 ID = {"type": ["integer", "string"]}
-AS_OF = {"type": ["integer", "string", "null"],
-         "description": "a version number, or an RFC 3339 timestamp"}
 PARAMS = {"type": ["array", "null"], "description": "values of $1, $2, ... in where"}
 WHERE = {"type": ["string", "null"], "description": "a filter, as Collection.find's where="}
-SELECT = {"type": ["array", "null"], "items": {"type": "string"}}
 
 
 def _ref(name: str) -> dict:
@@ -72,24 +71,9 @@ SCHEMAS = {
                     "ids": {"type": ["array", "null"], "items": ID}}, ("set",)),
     "Delete": _obj({"ids": {"type": ["array", "null"], "items": ID}, "where": WHERE,
                     "params": PARAMS}),
-    "Count": _obj({"where": WHERE, "params": PARAMS, "as_of": AS_OF}),
-    "Find": _obj({"where": WHERE, "params": PARAMS, "as_of": AS_OF,
-                  "limit": NULLABLE_INT, "select": SELECT}),
-    "Search": _obj({
-        "vector": {"type": ["array", "null"], "items": {"type": "number"}},
-        "text": {"type": ["string", "null"], "description": "a full-text query"},
-        "where": WHERE, "params": PARAMS, "limit": {"type": "integer", "default": 10},
-        "select": SELECT, "as_of": AS_OF, "field": {"type": ["string", "null"]},
-        "ef": NULLABLE_INT, "exact": {"type": "boolean"},
-        "probes": {"type": ["integer", "null"], "minimum": 1, "maximum": 65536,
-                   "description": "lists an IVFPQ index scans (ignored by HNSW)"},
-        "metric": {"type": ["string", "null"], "enum": ["cosine", "l2", "dot", "l1", None]},
-        "text_field": {"type": ["string", "null"]},
-        "vector_text": {"type": ["string", "null"]},
-        "rerank": {"type": ["array", "null"], "items": {"type": "number"}},
-        "candidates": NULLABLE_INT, "rrf_k": {"type": "integer"},
-        "weights": {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2},
-        "explain": {"type": "boolean"}}),
+    "Count": _obj(COUNT_ARGS),
+    "Find": _obj(FIND_ARGS),
+    "Search": _obj(SEARCH_ARGS),
     "SearchBatch": _obj({"queries": {"type": "array", "items": _ref("Search")}}, ("queries",)),
     "Results": _obj({"results": {"type": "array", "items": _ref("Hits")}}, ("results",)),
     "Sql": _obj({"sql": {"type": "string"}, "params": PARAMS,

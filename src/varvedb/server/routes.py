@@ -2,8 +2,9 @@
 the embedded API in a session of its own, and returns (status, JSON bytes).
 
 They run on the server's thread pool (app.Api.endpoint), never on the event
-loop. Arguments reach the embedded API as they came: its checks at the door
-are the server's (a wrong value raises the same VarveError).
+loop. A read's body is read into its request (query/request.py: Search,
+Find, Count, whose checks are the embedded API's, so a wrong value raises the
+same VarveError) and the collection answers the request (`answer`).
 """
 from __future__ import annotations
 
@@ -12,14 +13,12 @@ import io
 import numpy as np
 
 from .. import errors as E
+from ..query.request import Count, Find, Search, as_of_from_wire
 from ..schema import HNSW, ID_END, IVFPQ, ID_MIN, Field, Vector, brief, is_int
-from ..wire import decode, encode, parse_timestamp
+from ..wire import decode, encode
 
 ARROW = "application/vnd.apache.arrow.stream"
 NPY = "application/x-npy"
-SEARCH_ARGS = {"vector", "where", "params", "limit", "select", "as_of", "field", "ef", "probes", "exact",
-               "metric", "text", "text_field", "vector_text", "rerank", "candidates", "rrf_k",
-               "weights"}
 
 
 class MediaTypeError(E.RequestError):
@@ -179,7 +178,7 @@ def table(api, claim_write) -> list:
         def go(s):
             coll = s.collection(p["c"])
             key = path_id(coll, p["id"])
-            doc = coll.get(key, as_of=_as_of(as_of), select=select)
+            doc = coll.get(key, as_of=as_of_from_wire(as_of), select=select)
             if doc is None:
                 raise ItemNotFound(key)
             return doc
@@ -231,63 +230,41 @@ def table(api, claim_write) -> list:
     # ---- reads ---------------------------------------------------------------------
 
     def count(p, q, ctype, raw):
-        body = only(json_body(ctype, raw, dict, "count") if raw else {},
-                         {"where", "params", "as_of"}, "count")
-        n = session_call(lambda s: s.collection(p["c"]).count(
-            body.get("where"), _params(body), as_of=_as_of(body.get("as_of"))))
-        return 200, encode({"count": n})
+        req = Count.from_wire(json_body(ctype, raw, dict, "count") if raw else {})
+        return 200, encode({"count": session_call(lambda s: answer(s, p["c"], req))})
 
     def find(p, q, ctype, raw):
-        body = only(json_body(ctype, raw, dict, "find") if raw else {},
-                         {"where", "params", "as_of", "limit", "select"}, "find")
-        limit = body.get("limit")
-        cap_limit(limit)
+        req = Find.from_wire(json_body(ctype, raw, dict, "find") if raw else {})
+        cap_limit(req.limit)
 
         def go(s):
-            coll = s.collection(p["c"])
-            if limit is None:   # all of them: only as many as the cap
-                cap(coll.count(body.get("where"), _params(body),
-                                    as_of=_as_of(body.get("as_of"))), "find")
-            return coll.find(body.get("where"), _params(body), as_of=_as_of(body.get("as_of")),
-                             limit=limit, select=body.get("select"))
+            if req.limit is None:   # all of them: only as many as the cap
+                cap(answer(s, p["c"], Count(where=req.where, params=req.params,
+                                            as_of=req.as_of, branch=req.branch)), "find")
+            return answer(s, p["c"], req)
         return 200, encode({"hits": session_call(go)})
 
-    def one_search(coll, query) -> dict:
-        if not isinstance(query, dict):
-            raise E.RequestError(f"a search is a JSON object, got {type(query).__name__}")
-        explain = query.get("explain", False)
-        if not isinstance(explain, bool):
-            raise E.RequestError("explain is true or false")
-        args = only({k: v for k, v in query.items() if k != "explain"}, SEARCH_ARGS,
-                         "search")
-        cap_limit(args.get("limit", 10))
-        if "as_of" in args:
-            args["as_of"] = _as_of(args["as_of"])
-        if "params" in args:
-            args["params"] = _params(args)
-        if isinstance(args.get("weights"), list):
-            args["weights"] = tuple(args["weights"])
-        hits = coll.search(**args)
+    def one_search(s, name: str, req: Search) -> dict:
+        hits = answer(s, name, req)
         out = {"hits": hits}
-        if explain:
+        if req.explain:
             out["plan"] = hits.plan.to_dict() if hits.plan is not None else None
         return out
 
     def search(p, q, ctype, raw):
         body = json_body(ctype, raw, dict, "search")
-
-        def go(s):
-            coll = s.collection(p["c"])
-            if "queries" in body:
-                only(body, {"queries"}, "a batch search")
-                queries = body["queries"]
-                if not isinstance(queries, list):
-                    raise E.RequestError("queries is a JSON array of searches")
-                cap(sum(q.get("limit", 10) if isinstance(q, dict) and is_int(
-                    q.get("limit", 10)) else 0 for q in queries), "a batch of searches")
-                return {"results": [one_search(coll, one) for one in queries]}
-            return one_search(coll, body)
-        return 200, encode(session_call(go))
+        if "queries" in body:
+            only(body, {"queries"}, "a batch search")
+            queries = body["queries"]
+            if not isinstance(queries, list):
+                raise E.RequestError("queries is a JSON array of searches")
+            reqs = [Search.from_wire(one) for one in queries]
+            cap(sum(r.limit for r in reqs), "a batch of searches")
+            return 200, encode({"results": session_call(
+                lambda s: [one_search(s, p["c"], r) for r in reqs])})
+        req = Search.from_wire(body)
+        cap_limit(req.limit)
+        return 200, encode(session_call(lambda s: one_search(s, p["c"], req)))
 
     # ---- SQL, history, verify ------------------------------------------------------
 
@@ -402,6 +379,12 @@ def field_from_wire(spec):
 _VECTOR_DEFAULTS = {k: v for k, v in Vector(1).to_dict().items() if k != "dim"}
 
 
+def answer(sess, name: str, req: Search | Find | Count):
+    """Collection `name`'s answer to a read request, in the route's session `sess`
+    (the request's branch, when it names one: an unknown one is a NotFoundError)."""
+    return sess.collection(name).run(req)
+
+
 def only(body: dict, allowed: set, what: str) -> dict:
     unknown = set(body) - allowed
     if unknown:
@@ -426,19 +409,6 @@ def path_id(coll, text: str):
 def _shape_name(t: type) -> str:
     return {dict: "object", list: "array", str: "string", int: "number", float: "number",
             bool: "boolean", type(None): "null"}.get(t, t.__name__)
-
-
-def _as_of(value):
-    """as_of from JSON: a version number, or an RFC 3339 timestamp string."""
-    if value is None or is_int(value):
-        return value
-    if isinstance(value, str):
-        try:
-            return parse_timestamp(value)
-        except ValueError:
-            pass
-    raise E.OptionError(f"as_of is a version number or an RFC 3339 timestamp, "
-                        f"got {brief(value)}")
 
 
 class ItemNotFound(E.NotFoundError):

@@ -25,7 +25,7 @@ from pglast.parser import ParseError, scan
 from ..errors import NotFoundError, SqlError, VarveError
 from ..schema import brief
 from . import privileges
-from .result import SqlResult
+from ..results import SqlResult
 
 __all__ = ["run", "compile_text", "SqlResult"]
 

@@ -13,7 +13,7 @@ from pglast.enums import TransactionStmtKind, VariableSetKind
 
 from ..errors import NotSupportedError, SqlError, TransactionError
 from ..schema import IVF_LIMITS, MAX_EF
-from .result import SqlResult
+from ..results import SqlResult
 
 # name -> (default, parse(text) -> value)
 SETTINGS = {

@@ -26,7 +26,7 @@ from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
 from ..schema import HNSW, IVFPQ, Field, Schema, Vector, validate_name
 from .expressions import Scope, convert
-from .result import SqlResult
+from ..results import SqlResult
 from .types import SERIAL, type_kind, type_of
 
 # pgvector's operator classes -> (metric, dtype of the column they index)

@@ -27,7 +27,7 @@ from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
 from ..schema import coerce_ids, coerce_values, from_micros
 from .expressions import Scope, convert, literal, output_name
-from .result import SqlResult
+from ..results import SqlResult
 from .select import Select
 from ..query.literals import parse_input, value_text
 

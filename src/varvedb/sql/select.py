@@ -34,7 +34,7 @@ from ..query.planner import Query, plan_scan
 from ..query.request import RRF_K, Search, TextLeg, VectorLeg
 from ..schema import brief
 from .expressions import Scope, convert, deparse, output_name
-from .result import SqlResult
+from ..results import SqlResult
 
 
 class Select:
