@@ -1141,3 +1141,23 @@ def batch_length(ids, columns: dict) -> int:
     if len(lengths) != 1:
         raise FieldTypeError(f"insert_arrays columns have different lengths: {sorted(lengths)}")
     return lengths.pop()
+
+
+def as_of_micros(as_of) -> int:
+    """An `as_of` that is not a version number: a timezone-aware datetime in years
+    1..9999, as microseconds since the epoch (UTC). OptionError for anything
+    else: a naive datetime (or a string, a datetime64) could be in any zone."""
+    if not isinstance(as_of, _dt.datetime):
+        raise OptionError(f"as_of is a version number or a timezone-aware datetime, "
+                          f"got {brief(as_of)}")
+    try:
+        aware = as_of.utcoffset() is not None
+    except (TypeError, ValueError):
+        aware = False
+    if not aware:
+        raise OptionError("as_of needs a timezone-aware datetime (a naive one could "
+                          f"be in any zone), got {as_of!r}")
+    try:
+        return to_micros("as_of", as_of)
+    except FieldTypeError as e:
+        raise OptionError(str(e)) from None

@@ -14,12 +14,11 @@ the version of the reader's own open transaction is not final.
 """
 from __future__ import annotations
 
-import datetime
 
 import numpy as np
 
-from ..errors import FieldTypeError, OptionError, VersionNotFoundError
-from ..schema import brief, from_micros, to_micros
+from ..errors import VersionNotFoundError
+from ..schema import as_of_micros, brief, from_micros
 from .branches import MAIN, View, main_view
 
 
@@ -75,20 +74,7 @@ def resolve(engine, as_of, newest: int) -> int:
     committed at or before it (never past `newest`). Anything else is an
     OptionError: a naive datetime (or a string, a datetime64) could be in any zone."""
     if isinstance(as_of, bool) or not isinstance(as_of, (int, np.integer)):
-        if not isinstance(as_of, datetime.datetime):
-            raise OptionError(f"as_of is a version number or a timezone-aware "
-                              f"datetime, got {brief(as_of)}")
-        try:
-            aware = as_of.utcoffset() is not None
-        except (TypeError, ValueError):
-            aware = False
-        if not aware:
-            raise OptionError("as_of needs a timezone-aware datetime (a naive one could "
-                              f"be in any zone), got {as_of!r}")
-        try:
-            us = to_micros("as_of", as_of)
-        except FieldTypeError as e:
-            raise OptionError(str(e)) from None
+        us = as_of_micros(as_of)
         history = engine.history
         stamps = np.fromiter((c.timestamp_us for c in history), np.int64, len(history))
         i = int(np.searchsorted(stamps, us, side="right"))

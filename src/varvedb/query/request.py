@@ -27,7 +27,7 @@ import msgspec
 import numpy as np
 
 from ..errors import FieldTypeError, FilterError, OptionError, RequestError
-from ..schema import IVF_LIMITS, MAX_EF, QUERY_METRICS, brief, is_int, to_micros
+from ..schema import IVF_LIMITS, MAX_EF, QUERY_METRICS, as_of_micros, brief, is_int
 from ..wire import parse_timestamp
 
 RRF_K = 60          # reciprocal-rank fusion's k (Cormack et al.'s constant)
@@ -333,20 +333,7 @@ def check_as_of(as_of):
     version number, or a timezone-aware datetime in years 1..9999 UTC."""
     if as_of is None or is_int(as_of):
         return as_of
-    if not isinstance(as_of, _dt.datetime):
-        raise OptionError(f"as_of is a version number or a timezone-aware datetime, "
-                          f"got {brief(as_of)}")
-    try:
-        aware = as_of.utcoffset() is not None
-    except (TypeError, ValueError):
-        aware = False
-    if not aware:       # a naive one could be in any zone
-        raise OptionError("as_of needs a timezone-aware datetime (a naive one could "
-                          f"be in any zone), got {as_of!r}")
-    try:
-        to_micros("as_of", as_of)
-    except FieldTypeError as e:
-        raise OptionError(str(e)) from None
+    as_of_micros(as_of)
     return as_of
 
 
