@@ -19,6 +19,7 @@ from .plan import Project, VectorTopK
 from .planner import Query
 
 MAX_PREPARED = 64       # shapes kept per table; the cache starts over past it
+MAX_PREPARED_BYTES = 64 << 20   # and the masks they hold (a filter's: a byte a row)
 
 
 class PreparedSearch:
@@ -68,6 +69,9 @@ def request_shape(req) -> tuple | None:
 def keep(cache: dict, key, state, query: Query) -> None:
     """Keep a planned search under `key` in a table's cache, if it can be kept."""
     if PreparedSearch.fits(query):
-        if len(cache) >= MAX_PREPARED:
+        kept = PreparedSearch(state, query)
+        if len(cache) >= MAX_PREPARED or kept.mask.nbytes + sum(
+                p.mask.nbytes for p in cache.values()) > MAX_PREPARED_BYTES:
             cache.clear()
-        cache[key] = PreparedSearch(state, query)
+        if kept.mask.nbytes <= MAX_PREPARED_BYTES:
+            cache[key] = kept
