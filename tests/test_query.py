@@ -238,3 +238,27 @@ def test_get_by_id_sees_its_snapshot_through_the_live_map_and_past_it(tmp_path):
         assert c.get(1)["x"] == 7 and c.get(4) is None     # the transaction's own view
         assert c.get(1, as_of=v2)["x"] == 1 and c.get(4, as_of=v2)["x"] == 4
     db.close()
+
+
+def test_a_where_is_bound_to_the_form_that_fits_it_before_anything_runs():
+    """SQL's WHERE: the filter grammar's form when the clause and its values fit
+    the schema, else the evaluator's — decided when bound, never by an error
+    caught while a mask is computed; the API's where= refuses the same values
+    with a FilterError when bound."""
+    db = vv.connect(":memory:")
+    c = db.create_collection("d", {"n": vv.Int(), "s": "text", "at": "timestamp"})
+    c.insert([{"id": 1, "n": 1, "s": "a"}, {"id": 2, "n": 2, "s": "b"}])
+    schema = c.table.schema
+    fits = {"n = $1": [2], "s = $1": ["a"], "n IN (1, $1)": [3], "s LIKE $1": ["a%"],
+            "n = $1 AND s = 'b'": [None]}
+    refused = {"n = $1": ["2"], "s = $1": [2], "s LIKE $1": [1], "n LIKE 'a'": [],
+               "at > $1": ["not a time"], "n = $2": [1], "nope = 1": []}
+    for text, params in fits.items():
+        assert Filter.bound(text, parse(text), schema, params) is not None, text
+    for text, params in refused.items():
+        assert Filter.bound(text, parse(text), schema, params) is None, text
+        with pytest.raises(vv.VarveError):
+            c.count(where=text, params=params)
+    # SQL answers the refused-by-the-grammar ones through its evaluator, with its casts
+    assert db.sql("SELECT count(*) FROM d WHERE n = $1", ["2"]).rows == [(1,)]
+    db.close()

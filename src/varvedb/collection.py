@@ -12,6 +12,7 @@ one raises a VarveError subclass before anything is read or written.
 """
 from __future__ import annotations
 
+import functools
 from typing import Iterable
 
 import numpy as np
@@ -387,7 +388,8 @@ class Collection:
         rows, names = res.rows, res.fields
         cols = [_pyvalues(t.schema.fields[name], *t.columns[name].take(rows))
                 for name in names]
-        return Hits.of_columns(t.id_values(rows), res.scores, names, cols, res.plan)
+        return Hits.of_columns(functools.partial(t.id_values, rows), res.scores, names, cols,
+                               res.plan, len(rows))
 
     @staticmethod
     def _columns(t: Table, rows: np.ndarray, names) -> list[list]:

@@ -48,7 +48,7 @@ class Hits(Sequence):
     """The hits of a query, best first: a read-only sequence of Hit (compares equal
     to a list of the same hits). `plan` is the plan as it ran (query.plan):
     `str(hits.plan)` prints it as a tree, `hits.plan.to_dict()` gives it as data."""
-    __slots__ = ("plan", "_ids", "_scores", "_names", "_cols", "_hits")
+    __slots__ = ("plan", "_ids", "_n", "_scores", "_names", "_cols", "_hits")
 
     def __init__(self, hits=(), plan: PlanNode | None = None):
         self._hits = list(hits)
@@ -57,20 +57,28 @@ class Hits(Sequence):
         self._names = ()
 
     @classmethod
-    def of_columns(cls, ids: list, scores: np.ndarray | None, names: tuple, cols: list,
-                   plan: PlanNode | None = None) -> "Hits":
-        """Hits over columns: `ids` (a list), `scores` (float64, or None: unscored),
-        and one list of Python values per field in `names`."""
+    def of_columns(cls, ids, scores: np.ndarray | None, names: tuple, cols: list,
+                   plan: PlanNode | None = None, n: int = 0) -> "Hits":
+        """Hits over columns: `ids` (a list, or a function that makes the `n` of
+        them on first use), `scores` (float64, or None: unscored), and one list of Python values
+        per field in `names`."""
         self = cls.__new__(cls)
         self._hits = None
         self.plan = plan
         self._ids, self._scores, self._names, self._cols = ids, scores, names, cols
+        self._n = len(ids) if isinstance(ids, list) else n
         return self
+
+    def _id_list(self) -> list:
+        ids = self._ids
+        if not isinstance(ids, list):
+            ids = self._ids = ids()
+        return ids
 
     def _built(self) -> list:
         hits = self._hits
         if hits is None:
-            ids, names = self._ids, self._names
+            ids, names = self._id_list(), self._names
             scores = [None] * len(ids) if self._scores is None else self._scores.tolist()
             if names:
                 hits = [Hit(i, s, dict(zip(names, vals)))
@@ -81,7 +89,7 @@ class Hits(Sequence):
         return hits
 
     def __len__(self) -> int:
-        return len(self._ids) if self._hits is None else len(self._hits)
+        return self._n if self._hits is None else len(self._hits)
 
     def __getitem__(self, i):
         return self._built()[i]
@@ -101,7 +109,7 @@ class Hits(Sequence):
 
     @property
     def ids(self) -> list:
-        return list(self._ids) if self._hits is None else [h.id for h in self._hits]
+        return list(self._id_list()) if self._hits is None else [h.id for h in self._hits]
 
     @property
     def scores(self) -> np.ndarray:
@@ -113,7 +121,7 @@ class Hits(Sequence):
         """Columns as arrays: id, score and every selected field."""
         out = {"id": np.array(self.ids), "score": self.scores}
         if self._hits is None:
-            for name, col in zip(self._names if self._ids else (), self._cols):
+            for name, col in zip(self._names if self._n else (), self._cols):
                 out[name] = np.array(col)
             return out
         for name in (self._hits[0].fields if self._hits else {}):

@@ -45,6 +45,14 @@ class Param:
     index: int  # 1-based, as $1
 
 
+class _Missing:
+    """A parameter the filter names that was not given (why, for the error)."""
+    __slots__ = ("why",)
+
+    def __init__(self, why: str):
+        self.why = why
+
+
 @dataclass(frozen=True)
 class Node:
     op: str           # and, or, not, cmp, in, isnull, like, bool, const
@@ -231,37 +239,117 @@ class Filter:
         self.root = parse(expr) if root is None else root
         self.schema = schema
         self.params = params if type(params) is list else list(params)
-        self._check(self.root)
+        problem = self.problem(self.root)
+        if problem is not None:
+            raise problem[0](problem[1])
 
     @classmethod
-    def from_root(cls, expr: str, root: Node, schema: Schema, params=()) -> "Filter":
-        """A filter from a tree already converted (an SQL WHERE clause)."""
-        return cls(expr, schema, params, root)
+    def bound(cls, expr: str, root: Node, schema: Schema, params=()) -> "Filter | None":
+        """A filter from a tree already converted (an SQL WHERE clause), or None
+        where it does not fit the schema and the parameters' values (SQL's
+        evaluator answers those, with its own coercions)."""
+        self = cls.__new__(cls)
+        self.expr, self.root, self.schema = expr, root, schema
+        self.params = params if type(params) is list else list(params)
+        return None if self.problem(root) is not None else self
 
-    def _check(self, node: Node) -> None:
+    def problem(self, node: Node) -> tuple[type, str] | None:
+        """(error class, message) for the first thing in `node` the schema, then
+        the parameters' values, refuse, else None: everything `mask` could
+        refuse, checked before anything runs (a filter evaluates whole or not at all)."""
+        return self._schema_problem(node) or self._values_problem(node)
+
+    def _schema_problem(self, node: Node) -> tuple[type, str] | None:
         for a in node.args:
             if isinstance(a, Node):
-                self._check(a)
+                found = self._schema_problem(a)
+                if found is not None:
+                    return found
             elif isinstance(a, Ref):
                 if a.name != "id" and a.name not in self.schema.fields:
-                    raise UnknownFieldError(f"unknown field {a.name!r} in filter "
-                                            f"{self.expr!r}; fields are {sorted(self.schema.fields)}")
+                    return UnknownFieldError, (f"unknown field {a.name!r} in filter "
+                                               f"{self.expr!r}; fields are "
+                                               f"{sorted(self.schema.fields)}")
                 kind = self.kind(a)
                 if a.path and kind != "json":
-                    raise FilterError(f"{a.name!r} is {kind}, not json: no path into it")
+                    return FilterError, f"{a.name!r} is {kind}, not json: no path into it"
                 # Vector columns have no scalar values: comparing one raised
                 # AttributeError during evaluation. Only IS [NOT] NULL applies.
                 if kind == "vector" and node.op != "isnull":
-                    raise FilterError(f"{a.name!r} is a vector field; a filter can only "
-                                      f"test it with IS [NOT] NULL: {self.expr!r}")
+                    return FilterError, (f"{a.name!r} is a vector field; a filter can only "
+                                         f"test it with IS [NOT] NULL: {self.expr!r}")
         if node.op == "match":
             ref = node.args[0]
             f = self.schema.fields.get(ref.name)
             if f is None or not f.fts or ref.path:
-                raise FilterError(f"@@ needs a full-text field (vv.Text(fts=True)) on its "
-                                  f"left; {ref.name!r} is not one: {self.expr!r}")
+                return FilterError, (f"@@ needs a full-text field (vv.Text(fts=True)) on its "
+                                     f"left; {ref.name!r} is not one: {self.expr!r}")
         if node.op == "bool" and self.kind(node.args[0]) not in ("bool", "json"):
-            raise FilterError(f"{node.args[0].name!r} is not a boolean field: {self.expr!r}")
+            return FilterError, f"{node.args[0].name!r} is not a boolean field: {self.expr!r}"
+        return None
+
+    def _values_problem(self, node: Node) -> tuple[type, str] | None:
+        op = node.op
+        if op in ("and", "or", "not"):
+            for a in node.args:
+                found = self._values_problem(a)
+                if found is not None:
+                    return found
+        elif op == "cmp":
+            return self._value_problem(node.args[1], self._value(node.args[2]))
+        elif op == "in":
+            for v in node.args[1]:
+                found = self._value_problem(node.args[0], self._value(v))
+                if found is not None:
+                    return found
+        elif op in ("match", "like"):
+            value = self._value(node.args[1])
+            if isinstance(value, _Missing):
+                return FilterError, value.why
+            if not isinstance(value, str):
+                return FilterError, (f"@@ takes a text query string, got {brief(value)}"
+                                     if op == "match" else
+                                     f"LIKE takes a string pattern, got {brief(value)}")
+            ref = node.args[0]
+            kind = "json" if ref.path else self.kind(ref)
+            if op == "like" and kind not in ("text", "json"):
+                return FilterError, f"LIKE needs a text field; {ref.name!r} is {kind}"
+        return None
+
+    def _value(self, v):
+        """A literal's value, a parameter's, or a _Missing saying which is not given."""
+        if isinstance(v, Param):
+            if not 1 <= v.index <= len(self.params):
+                return _Missing(f"filter uses ${v.index} but {len(self.params)} "
+                                "parameter(s) were given")
+            return self.params[v.index - 1]
+        return v
+
+    def _value_problem(self, ref: Ref, value) -> tuple[type, str] | None:
+        """Can `ref` be compared with `value` (what _compare would refuse)?"""
+        if isinstance(value, _Missing):
+            return FilterError, value.why
+        if value is None:
+            return None             # unknown, as in SQL
+        kind = "json" if ref.path else self.kind(ref)
+        if kind == "json":
+            return None
+        if kind == "text":
+            return None if isinstance(value, str) else \
+                (FilterError, f"{ref.name!r} is text; cannot compare it with {brief(value)}")
+        if kind == "timestamp":
+            try:
+                to_micros(ref.name, value)
+            except FieldTypeError as e:     # the conversion says why
+                return FilterError, str(e)
+            return None
+        if kind == "bool":
+            return None if isinstance(value, bool) else \
+                (FilterError, f"{ref.name!r} is bool; cannot compare it with {brief(value)}")
+        if not isinstance(value, (int, float, np.integer, np.floating)) \
+                or isinstance(value, bool):
+            return FilterError, f"{ref.name!r} is {kind}; cannot compare it with {brief(value)}"
+        return None
 
     def kind(self, ref: Ref) -> str:
         if ref.name == "id":

@@ -23,7 +23,7 @@ import numpy as np
 from pglast import ast
 from pglast.enums import SetOperation, SortByDir, SortByNulls
 
-from ..errors import FilterError, NotSupportedError, SqlError, VarveError
+from ..errors import FilterError, NotSupportedError, SqlError
 from ..query import expr as E
 from ..query.execute import execute
 from ..query.filter import Filter as GrammarFilter, convert as grammar_convert
@@ -367,29 +367,22 @@ def _count_value(e, env, what: str) -> int | None:
 
 
 class WhereBound:
-    """A WHERE clause over a table: the filter grammar's mask when it can express
-    it (indexes, text codes), else the expression evaluator's."""
+    """A WHERE clause over a table, compiled once into the form that fits it: the
+    filter grammar's (indexes, text codes) when the grammar expresses the clause
+    and its values fit the schema (query/filter.py's Filter.bound says so before
+    anything runs), else the expression evaluator's."""
     __slots__ = ("expr", "tree", "grammar", "env")
 
     def __init__(self, text, tree, root, schema, env):
         self.expr = text
         self.tree = tree
         self.env = env
-        self.grammar = None
-        if root is not None:
-            try:
-                self.grammar = GrammarFilter.from_root(text, root, schema, env.params)
-            except FilterError:
-                self.grammar = None
-            except VarveError:
-                self.grammar = None
+        self.grammar = None if root is None else \
+            GrammarFilter.bound(text, root, schema, env.params)
 
     def mask(self, table, n: int) -> np.ndarray:
         if self.grammar is not None:
-            try:
-                return self.grammar.mask(table, n)
-            except VarveError:
-                pass                # a value the grammar cannot compare: SQL's coercions
+            return self.grammar.mask(table, n)
         return E.truth(E.evaluate(self.tree, E.Rel(table, np.arange(n, dtype=np.int64)),
                                   self.env))
 
