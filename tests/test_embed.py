@@ -296,3 +296,45 @@ def test_embed_batched_takes_a_list_of_strings(texts):
 def test_embed_batched_takes_a_positive_batch(batch):
     with pytest.raises(EmbedderError, match="batch"):
         embed.embed_batched(HashEmbedder(), ["a"], batch=batch)
+
+
+class LockWatcher:
+    """An embedder that records, at each call, who held the database's writer lock."""
+    name = "test-lock-watcher"
+    dim = 4
+
+    def __init__(self):
+        self.engine = None
+        self.owners: list = []
+
+    def embed(self, texts):
+        self.owners.append(self.engine.writer.owner)
+        return np.array([[len(t), 1.0, 0.0, 0.0] for t in texts], np.float32)
+
+
+_WATCHER = LockWatcher()
+
+
+def test_the_model_never_runs_under_the_writer_lock(tmp_path):
+    import varvedb as vv
+    embed.register(_WATCHER.name, _WATCHER)
+    db = vv.connect(str(tmp_path / "w.varve"))
+    _WATCHER.engine, _WATCHER.owners = db.engine, []
+    docs = db.create_collection("docs", {
+        "body": vv.Text(), "emb": vv.Vector(4, embed=_WATCHER.name, source="body")})
+    docs.insert([{"id": 1, "body": "a"}, {"id": 2, "body": "bb"}])
+    docs.upsert({"id": 2, "body": "ccc"})
+    docs.insert_arrays(id=[3], body=["dddd"])
+    docs.update({"body": "eeeee"}, where="id = $1", params=[1])
+    db.sql("INSERT INTO docs (id, body) VALUES (4, 'ffffff')")
+    assert len(_WATCHER.owners) == 5 and all(o is None for o in _WATCHER.owners)
+    # (vectors are normalized: the first over the second is the text's length)
+    lengths = {h.id: round(float(h["emb"][0] / h["emb"][1]), 3)
+               for h in docs.find(select=["emb"])}
+    assert lengths == {1: 5.0, 2: 3.0, 3: 4.0, 4: 6.0}
+    # inside an open transaction the lock is already this session's: embedded all the same
+    with db.transaction():
+        docs.insert({"id": 5, "body": "ggggggg"})
+    emb = docs.get(5, select=["emb"])["emb"]
+    assert round(float(emb[0] / emb[1]), 3) == 7.0
+    db.close()

@@ -110,7 +110,7 @@ def build(texts, pieces=(None,)):
     ix = FtsIndex("body", WordAnalyzer(), K1, B)
     cuts = sorted({0, len(texts), *[c for c in pieces if c is not None and c <= len(texts)]})
     for lo, hi in zip(cuts, cuts[1:]):
-        ix.extend(lo, hi, codes[lo:hi], words)
+        ix.add(lo, hi, codes[lo:hi], words)
     return ix
 
 
@@ -300,9 +300,9 @@ def test_truncate_then_extend_equals_never_extended(corpus, junk, cut, queries):
     ix = build(texts[:cut], pieces)
     words = sorted({t for t in texts + junk if t is not None})
     codes = np.array([-1 if t is None else words.index(t) for t in texts + junk])
-    ix.extend(cut, cut + len(junk), codes[cut:cut + len(junk)], words)
+    ix.add(cut, cut + len(junk), codes[cut:cut + len(junk)], words)
     ix.truncate(cut)
-    ix.extend(cut, len(texts), codes[cut:len(texts)], words)
+    ix.add(cut, len(texts), codes[cut:len(texts)], words)
     fresh = build(texts)
     assert answers(ix, len(texts), queries) == answers(fresh, len(texts), queries)
     assert ix._terms == fresh._terms or set(ix._terms) >= set(fresh._terms)
@@ -328,9 +328,9 @@ def test_from_arrays_answers_identically(corpus, queries):
     assert back.nbytes() == ix.nbytes()
     # it extends (copying what it maps, never writing into it)
     before = {k: v.copy() for k, v in arrays.items()}
-    back.extend(back.n, back.n + 2, np.array([0, -1]), ["a b c"])
+    back.add(back.n, back.n + 2, np.array([0, -1]), ["a b c"])
     back.truncate(len(texts) + 1)
-    back.extend(back.n, back.n + 1, np.array([0]), ["ab"])
+    back.add(back.n, back.n + 1, np.array([0]), ["ab"])
     for k in arrays:
         assert np.array_equal(arrays[k], before[k])
     assert back.match(Term("ab"), np.ones(back.n, bool))[-1]
@@ -398,7 +398,7 @@ def test_masks_shorter_than_n_are_a_snapshot():
     with pytest.raises(ValueError):
         ix.top_k(Term("cat"), 3, np.ones(20, bool), np.ones(20, bool))
     with pytest.raises(ValueError):
-        ix.extend(3, 4, np.array([0]), ["x"])
+        ix.add(3, 4, np.array([0]), ["x"])
 
 
 def test_cached_statistics_follow_the_mask():
@@ -411,7 +411,7 @@ def test_cached_statistics_follow_the_mask():
     other[5] = False
     assert ix.top_k(Term("cat"), 3, other, other)[1].tolist() != first[1].tolist()
     # a change to the index is a new generation: nothing stale is served
-    ix.extend(ix.n, ix.n + 1, np.array([0]), ["cat"])
+    ix.add(ix.n, ix.n + 1, np.array([0]), ["cat"])
     again = ix.top_k(Term("cat"), 3, visible, visible)
     assert again[0].tolist() == first[0].tolist()
 
@@ -465,11 +465,11 @@ def test_term_lookups_follow_extend_and_truncate():
     codes = np.array([words.index(t) for t in texts + other])
     ix = build(texts[:200])
     assert answers(ix, 200, queries) == answers(build(texts[:200]), 200, queries)
-    ix.extend(200, 300, codes[200:300], words)
+    ix.add(200, 300, codes[200:300], words)
     assert answers(ix, 300, queries) == answers(build(texts), 300, queries)
     ix.truncate(150)
     assert answers(ix, 150, queries) == answers(build(texts[:150]), 150, queries)
-    ix.extend(150, 200, codes[300:], words)     # new terms take the ids forgotten
+    ix.add(150, 200, codes[300:], words)     # new terms take the ids forgotten
     mixed = texts[:150] + other
     assert answers(ix, 200, queries) == answers(build(mixed), 200, queries)
 
@@ -494,7 +494,7 @@ def test_readers_beside_a_writer_see_their_snapshot():
     words = sorted(set(texts))
     codes = np.array([words.index(t) for t in texts])
     ix = FtsIndex("body", WordAnalyzer(), K1, B)
-    ix.extend(0, 100, codes[:100], words)
+    ix.add(0, 100, codes[:100], words)
     seen = []
     done = threading.Event()
     queries = [Or((Term("a"), Term("cd"))), And((Prefix("a"), Term("d")))]
@@ -512,7 +512,7 @@ def test_readers_beside_a_writer_see_their_snapshot():
     try:
         for lo in range(100, 1500, 7):
             hi = min(lo + 7, 1500)
-            ix.extend(lo, hi, codes[lo:hi], words)
+            ix.add(lo, hi, codes[lo:hi], words)
     finally:
         done.set()
         reader.join()

@@ -13,6 +13,7 @@ import varvedb as vv
 from varvedb.engine.columns import norms_of
 from varvedb.index import flat
 from varvedb.index.hnsw import HnswIndex
+from varvedb.index.vector_index import make_vector_index
 from varvedb.query.plan import Strategy, VectorTopK
 from varvedb.query.planner import EXACT_ROWS, choose_vector_strategy
 
@@ -138,8 +139,7 @@ def test_graphs_stay_cosine_l2_dot():
 # ---- the planner: a metric the graph was not built for is answered exactly ------------
 
 def test_choose_vector_strategy_refuses_a_graph_of_another_metric():
-    index = type("Index", (), {"spec": vv.HNSW(ef_search=40), "is_ivf": False,
-                               "graph": type("Graph", (), {"metric": "cosine"})()})()
+    index = make_vector_index("emb", 4, "cosine", vv.HNSW(ef_search=40))
     n = 100_000
     assert choose_vector_strategy(index, 10, n, n, None, False, "cosine") == \
         (Strategy.GRAPH, 40, "")

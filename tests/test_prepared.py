@@ -3,8 +3,9 @@
 Each step changes the state a kept search was planned at (a commit, a delete,
 an open transaction with its own writes, another branch, a new table after a
 DDL) or not, and the same-shaped search is asked through `search()` (which
-keeps and reuses plans) and through `run(Search.of(...))` (which binds every
-time): the ids, scores and plans agree, and both agree with exact search.
+keeps and reuses plans), through `run(Search.of(...))` (the server's way in,
+the same cache) and bound afresh without the cache: the ids, scores and plans
+agree, and agree with exact search where the plan is an exact scan.
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import varvedb as vv
+from varvedb.query.bind import bind
+from varvedb.query.execute import execute
 from varvedb.query.plan import VectorTopK
 from varvedb.query.planner import EXACT_ROWS
 from varvedb.query.request import Search
@@ -20,12 +23,21 @@ from varvedb.query.request import Search
 DIM = 4
 
 
+def _fresh(c, request):
+    """The request bound and run without the cache: (ids, scores, plan)."""
+    t = c.table
+    res = execute(bind(request, t, c.database.thread_session().snapshot()))
+    return t.id_values(res.rows), res.scores, res.plan
+
+
 def _same(c, q, **kw):
     kept = c.search(q, **kw)
-    fresh = c.run(Search.of(q, **kw))
+    served = c.run(Search.of(q, **kw))          # the server's way in: the same cache
+    ids, scores, plan = _fresh(c, Search.of(q, **kw))
     exact = c.run(Search.of(q, exact=True, **{k: v for k, v in kw.items() if k != "ef"}))
-    assert kept.ids == fresh.ids and np.array_equal(kept.scores, fresh.scores)
-    assert kept.plan == fresh.plan
+    for got in (kept, served):
+        assert got.ids == ids and np.array_equal(got.scores, scores)
+        assert got.plan == plan
     if kept.plan.find(VectorTopK).strategy == "exact":
         assert kept.ids == exact.ids and np.allclose(kept.scores, exact.scores)
     else:       # a walk: deterministic, so the kept plan's equals the fresh one's
@@ -103,6 +115,8 @@ def test_a_kept_plan_is_used_and_refuses_what_the_request_refuses():
     before = list(c.table.prepared.values())[0]
     c.search(q * 2, limit=2)
     assert list(c.table.prepared.values())[0] is before     # reused, not bound again
+    c.run(Search.of(q * 3, limit=2))
+    assert list(c.table.prepared.values()) == [before]      # the request's way, the same
     with pytest.raises(vv.DimensionError):
         c.search(np.ones(DIM + 1, np.float32), limit=2)
     with pytest.raises(vv.NonFiniteVectorError):

@@ -7,6 +7,7 @@ import pytest
 
 import varvedb as vv
 from varvedb.query.execute import execute
+from varvedb.index.vector_index import make_vector_index
 from varvedb.query.filter import Filter, Node, Param, Ref, parse
 from varvedb.query.plan import Count, Limit, Project, Scan, Strategy, VectorTopK
 from varvedb.query.planner import (EXACT_ROWS, Query, choose_vector_strategy, plan_count,
@@ -94,7 +95,7 @@ def test_filter_refuses_a_bad_expression_at_bind_or_first_evaluation(small, wher
 # ---- the planner -----------------------------------------------------------------
 
 def test_vector_strategy_by_selectivity():
-    index = type("Index", (), {"spec": vv.HNSW(ef_search=40), "is_ivf": False})()
+    index = make_vector_index("emb", 4, "cosine", vv.HNSW(ef_search=40))
     n = 10 * MAX_EF
     assert choose_vector_strategy(index, 10, n, n, None, False) == (Strategy.GRAPH, 40, "")
     assert choose_vector_strategy(index, 100, n, n, None, False) == (Strategy.GRAPH, 100, "")

@@ -131,7 +131,7 @@ def test_bulk_built_graph_holds_no_spare_rows(tmp_path, ds):
     db, c = _load(str(tmp_path / "spare.varve"), ds)
     ix = c.table.vector_indexes["emb"]
     assert ix.graph.contains(ROWS).all()
-    assert ix.memory_bytes() / ROWS < 175
+    assert ix.nbytes() / ROWS < 175
     c.insert({"id": ROWS, "tag": 0, "emb": ds.vectors[0]})      # later rows still link
     assert c.search(vector=ds.vectors[0], limit=2, ef=50).ids[:2] in ([0, ROWS], [ROWS, 0])
     db.close()

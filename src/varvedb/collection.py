@@ -13,6 +13,7 @@ one raises a VarveError subclass before anything is read or written.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Iterable
 
 import numpy as np
@@ -22,12 +23,13 @@ from .query.bind import bind, select_fields, vector_field
 from .query.execute import Result, execute
 from .query.filter import Filter, check_params
 from .query.plan import PlanNode
-from .query.prepared import keep
+from .query.prepared import keep, request_shape, shape
 from .query.request import RRF_K, WEIGHTS, Count, Find, Search, check_select
 from .results import Hits
 from .schema import (HNSW, IVFPQ, Batch, Schema, batch_length, brief, coerce_array,
-                     coerce_ids, coerce_query_vector, coerce_values, from_micros, one_id,
-                     parse_field, validate_name, vector_values)
+                     coerce_ids, coerce_query_vector, coerce_values, complete_columns,
+                     from_micros, one_id, parse_field, validate_name, vector_values)
+from .engine.embedding import embedded_fields, fill_embedded
 from .engine.table import Table
 
 
@@ -71,13 +73,16 @@ class Collection:
 
     # ---- writes: arguments checked here, then one engine verb ---------------------
 
+    # Each write is checked, coerced and its texts embedded before the writer
+    # lock is taken, so the model never runs under it; under the lock, ids are
+    # assigned and the engine writes. A schema changed meanwhile (by another
+    # session) has the batch made again under the lock (the engine embeds then).
+
     def insert(self, rows: dict | Iterable[dict]) -> list:
         """Insert new documents; an id already taken raises DuplicateIdError. Returns the ids."""
+        batch = self.prepare_rows(rows)
         with self._sess.writing() as tx:
-            t = self.table
-            batch = self._batch_from_rows(t, rows)
-            self.engine.insert(tx, t, batch.ids, batch.columns)
-            return _id_list(batch.ids)
+            return self.insert_prepared(tx, batch)
 
     def insert_arrays(self, id=None, **columns) -> np.ndarray | list:
         """Insert documents given column-wise as arrays: the bulk path.
@@ -85,42 +90,88 @@ class Collection:
         `id` is optional (assigned when omitted); each keyword is a field
         (vectors as an (n, dim) array). Returns the ids.
         """
+        t = self.table
+        schema = t.schema
+        given, cols = self._arrays_batch(t, id, columns)
         with self._sess.writing() as tx:
-            t = self.table
-            t.schema.check_names(columns, "insert_arrays")
+            if self.table is not t or t.schema is not schema:
+                t = self.table
+                given, cols = self._arrays_batch(t, id, columns)
             n = batch_length(id, columns)
-            ids = t.assign_ids([None] * n) if id is None else coerce_ids(t.schema, id)
-            if len(ids) != n:
-                raise FieldTypeError(f"{len(ids)} ids for {n} rows")
-            cols = {name: coerce_array(name, t.schema.fields[name], arr, n)
-                    for name, arr in columns.items()}
+            ids = t.assign_ids([None] * n) if given is None else given
             self.engine.insert(tx, t, ids, cols)
             return ids
 
     def upsert(self, rows: dict | Iterable[dict]) -> list:
         """Insert documents, replacing any live document with the same id."""
+        batch = self.prepare_rows(rows)
         with self._sess.writing() as tx:
-            t = self.table
-            batch = self._batch_from_rows(t, rows)
-            self.engine.upsert(tx, t, batch.ids, batch.columns)
-            return _id_list(batch.ids)
+            t, ids, cols = self.prepared_now(batch)
+            self.engine.upsert(tx, t, ids, cols)
+            return _id_list(ids)
 
     def update(self, set: dict, where: str | None = None, params: list | tuple = (),
                ids: list | None = None) -> int:
         """Set fields on the live documents matching `where` (or `ids`). Returns the count."""
+        t = self.table
+        schema = t.schema
+        values = self._update_values(t, set, params)
         with self._sess.writing() as tx:
-            t = self.table
-            check_params(params)
-            if not isinstance(set, dict) or not set:
-                raise FieldTypeError("update takes a non-empty dict of field -> value")
-            if "id" in set:
-                raise FieldTypeError("the id of a document cannot be updated")
-            t.schema.check_names(set, "update")
-            values = {name: coerce_values(name, t.schema.fields[name], [v])
-                      for name, v in set.items()}
+            if self.table is not t or t.schema is not schema:
+                t = self.table
+                values = self._update_values(t, set, params)
             rows = self._target_rows(t, tx, where, params, ids)
             self.engine.update(tx, t, rows, values)
             return len(rows)
+
+    def prepare_rows(self, rows: dict | Iterable[dict]) -> "PreparedRows":
+        """Rows checked and coerced, their defaults and embedded vectors filled:
+        what a write does before it takes the writer lock (SQL's INSERT too)."""
+        t = self.table
+        rows = _row_list(rows)
+        b = self._batch_from_rows(t, rows)
+        return PreparedRows(t, t.schema, rows, b.ids, b.columns)
+
+    def insert_prepared(self, tx, batch: "PreparedRows") -> list:
+        """Under the writer lock (`tx`): insert prepared rows; returns their ids."""
+        t, ids, cols = self.prepared_now(batch)
+        self.engine.insert(tx, t, ids, cols)
+        return _id_list(ids)
+
+    def prepared_now(self, batch: "PreparedRows") -> tuple:
+        """Under the writer lock: (table, ids, columns) of prepared rows, the ids
+        assigned now (made again if the schema changed since they were prepared)."""
+        t = self.table
+        if t is not batch.table or t.schema is not batch.schema:
+            b = self._batch_from_rows(t, batch.rows)
+            batch = PreparedRows(t, t.schema, batch.rows, b.ids, b.columns)
+        return t, t.assign_ids(batch.ids), batch.columns
+
+    def _arrays_batch(self, t: Table, id, columns: dict) -> tuple:
+        """(ids coerced or None, columns coerced and embedded) of insert_arrays."""
+        t.schema.check_names(columns, "insert_arrays")
+        n = batch_length(id, columns)
+        ids = None if id is None else coerce_ids(t.schema, id)
+        if ids is not None and len(ids) != n:
+            raise FieldTypeError(f"{len(ids)} ids for {n} rows")
+        cols = {name: coerce_array(name, t.schema.fields[name], arr, n)
+                for name, arr in columns.items()}
+        return ids, _embedded(t.schema, cols, n)
+
+    def _update_values(self, t: Table, set: dict, params) -> dict:
+        """An update's values, one row each, with the vectors of the texts it sets
+        embedded (a vector filled from a text it changes, and not set itself)."""
+        check_params(params)
+        if not isinstance(set, dict) or not set:
+            raise FieldTypeError("update takes a non-empty dict of field -> value")
+        if "id" in set:
+            raise FieldTypeError("the id of a document cannot be updated")
+        schema = t.schema
+        schema.check_names(set, "update")
+        values = {name: coerce_values(name, schema.fields[name], [v]) for name, v in set.items()}
+        stale = [name for name in embedded_fields(schema)
+                 if name not in values and schema.fields[name].source in values]
+        return fill_embedded(schema, values, 1, stale) if stale else values
 
     def delete(self, ids: list | None = None, where: str | None = None,
                params: list | tuple = ()) -> int:
@@ -195,19 +246,12 @@ class Collection:
         mask, _ = snap.visible(t)
         return np.flatnonzero(mask & Filter(where, t.schema, params).mask(t, snap.n(t)))
 
-    def _batch_from_rows(self, t: Table, rows) -> Batch:
-        if isinstance(rows, dict):
-            rows = [rows]
-        if isinstance(rows, (str, bytes, bytearray)) or not hasattr(rows, "__iter__"):
-            raise FieldTypeError(f"rows are a dict or a list of dicts, got {type(rows).__name__}")
-        rows = list(rows)
-        bad = next((i for i, r in enumerate(rows) if not isinstance(r, dict)), None)
-        if bad is not None:
-            raise FieldTypeError(f"rows are dicts of field -> value, got "
-                                 f"{type(rows[bad]).__name__}")
+    def _batch_from_rows(self, t: Table, rows: list) -> Batch:
+        """The rows' ids as given (None: to assign) and their columns, coerced,
+        completed and embedded."""
         names = set().union(*rows) if rows else set()
         t.schema.check_names(names)
-        ids = t.assign_ids([r.get("id") for r in rows])
+        ids = [r.get("id") for r in rows]
         fields = t.schema.fields
         # a row that omits a field gets its default; None given is null
         cols = {name: coerce_values(name, fields[name], [r.get(name) for r in rows]
@@ -215,7 +259,7 @@ class Collection:
                                     [r[name] if name in r else fields[name].default_value()
                                      for r in rows])
                 for name in names if name != "id"}
-        return Batch(ids, cols)
+        return Batch(ids, _embedded(t.schema, cols, len(rows)))
 
     # ---- reads -----------------------------------------------------------------
 
@@ -251,19 +295,32 @@ class Collection:
         """Answer a read request (query/request.py): what search(), find() and
         count() build, and what the server and SQL carry. A Count answers an int."""
         t = self.table
-        query = bind(request, t, self._sess.snapshot(request.as_of, request.branch))
+        key = request_shape(request) if type(request) is Search else None
+        if key is not None:
+            hits = self._kept(key, request.vector.vector)
+            if hits is not None:
+                return hits
+        sess = self._sess
+        tx = sess.tx
+        snap = sess.snapshot(request.as_of, request.branch)
+        query = bind(request, t, snap)
         if type(request) is Count:
             return execute(query).count
+        if key is not None and tx is None and snap.final:
+            keep(t.prepared, key, (snap.version, sess.branch_id), query)
         return self._hits(t, execute(query))
 
     def index_status(self, field: str | None = None) -> dict:
-        """How far a vector field's graph has caught up with the committed rows:
-        {"field", "linked", "unlinked"}, counted in row versions.
+        """How far a field's deferred index (a vector field's graph or lists, a text
+        field's full-text index; None: the vector field) has caught up with the
+        committed rows: {"field", "linked", "unlinked"}, counted in row versions.
 
-        Commits return before their rows are linked; a background maintainer
-        links them soon after, and searches find unlinked rows by exact scan
-        meanwhile. Raises IndexMaintenanceError if linking failed (once)."""
+        Commits return before their rows are indexed; a background maintainer
+        indexes them soon after, and searches find the others by exact scan
+        meanwhile. Raises IndexMaintenanceError if indexing failed (once)."""
         t = self.table
+        if field is not None and field in t.text_indexes:
+            return self._db.engine.index_status(t, field)
         fname = vector_field(t, field)
         if fname not in t.vector_indexes:
             raise SchemaError(f"{fname!r} has no vector index")
@@ -279,8 +336,8 @@ class Collection:
         fname = vector_field(t, field)
         f = t.schema.fields[fname]
         vi = t.vector_indexes.get(fname)
-        graph = vi.memory_bytes() if vi is not None else 0
-        nodes = len(vi.graph) if vi is not None else 0
+        graph = vi.nbytes() if vi is not None else 0
+        nodes = vi.nodes() if vi is not None else 0
         return {"field": fname, "dtype": f.dtype, "dim": f.dim, "vectors": t.n,
                 "bytes_per_vector": f.bytes_per_vector,
                 "arena_bytes": t.n * f.bytes_per_vector, "graph_bytes": graph,
@@ -318,39 +375,39 @@ class Collection:
 
         A limit above the allowed rows returns them all. `hits.plan` is the plan
         as it ran (fallbacks included)."""
-        # A vector search whose shape was searched before at this state skips
-        # binding and planning (query/prepared.py): only exact-typed arguments,
-        # so that a value the request would refuse never finds a kept plan.
-        key = None
-        if text is None and vector_text is None and rerank is None and as_of is None \
-                and branch is None and type(limit) is int and (ef is None or type(ef) is int) \
-                and (exact is False or exact is True) and (probes is None or type(probes) is int):
-            key = (where, tuple(params) if type(params) is list else params, limit,
-                   tuple(select) if type(select) is list else select, field, ef, exact, metric,
-                   probes)
-            t = self.table
-            sess = self._sess
-            try:
-                kept = t.prepared.get(key)
-            except TypeError:               # an unhashable argument: bound each time
-                kept = key = None
-            if kept is not None and sess.tx is None \
-                    and kept.state == (self.engine.visible, sess.branch_id):
-                f = t.schema.fields[kept.node.field]
-                return self._hits(t, kept.run(coerce_query_vector(f, vector)))
-        request = Search.of(vector, where, params, limit, select, as_of, field, ef, exact,
-                            metric, probes=probes, text=text, text_field=text_field,
-                            vector_text=vector_text, rerank=rerank, candidates=candidates,
-                            rrf_k=rrf_k, weights=weights, branch=branch)
-        if key is None:
-            return self.run(request)
+        # A vector search whose shape was searched before at this state skips the
+        # request, binding and planning (query/prepared.py): only exact-typed
+        # arguments, so that a value the request would refuse never finds a kept plan.
+        if vector is not None and text is None and vector_text is None and rerank is None \
+                and as_of is None and branch is None and type(limit) is int \
+                and (ef is None or type(ef) is int) and (exact is False or exact is True) \
+                and (probes is None or type(probes) is int):
+            hits = self._kept(shape(where, tuple(params) if type(params) is list else params,
+                                    limit, tuple(select) if type(select) is list else select,
+                                    field, ef, exact, metric, probes), vector)
+            if hits is not None:
+                return hits
+        return self.run(Search.of(vector, where, params, limit, select, as_of, field, ef, exact,
+                                  metric, probes=probes, text=text, text_field=text_field,
+                                  vector_text=vector_text, rerank=rerank,
+                                  candidates=candidates, rrf_k=rrf_k, weights=weights,
+                                  branch=branch))
+
+    def _kept(self, key, vector) -> Hits | None:
+        """The search kept under `key` run with `vector`, if it was kept at this
+        state (None: bind it)."""
+        t = self.table
+        try:
+            kept = t.prepared.get(key)
+        except TypeError:               # an unhashable argument: bound each time
+            return None
+        if kept is None:
+            return None
         sess = self._sess
-        tx = sess.tx
-        snap = sess.snapshot()
-        query = bind(request, t, snap)
-        if tx is None and snap.final:
-            keep(t.prepared, key, (snap.version, sess.branch_id), query)
-        return self._hits(t, execute(query))
+        if sess.tx is not None or kept.state != (self.engine.visible, sess.branch_id):
+            return None
+        return self._hits(t, kept.run(coerce_query_vector(t.schema.fields[kept.node.field],
+                                                          vector)))
 
     def explain(self, verb: str = "search", /, **args) -> PlanNode:
         """The plan `search(**args)` (or `find`, `count`: explain("count", where=...))
@@ -399,6 +456,36 @@ class Collection:
         for name in names:
             cols.append(_pyvalues(t.schema.fields[name], *t.columns[name].take(rows)))
         return cols
+
+
+@dataclass(frozen=True)
+class PreparedRows:
+    """Rows ready to write but for their ids (Collection.prepare_rows)."""
+    table: Table
+    schema: Schema
+    rows: list
+    ids: list            # as given: None where one is assigned under the lock
+    columns: dict
+
+
+def _row_list(rows) -> list:
+    if isinstance(rows, dict):
+        return [rows]
+    if isinstance(rows, (str, bytes, bytearray)) or not hasattr(rows, "__iter__"):
+        raise FieldTypeError(f"rows are a dict or a list of dicts, got {type(rows).__name__}")
+    rows = list(rows)
+    bad = next((i for i, r in enumerate(rows) if not isinstance(r, dict)), None)
+    if bad is not None:
+        raise FieldTypeError(f"rows are dicts of field -> value, got {type(rows[bad]).__name__}")
+    return rows
+
+
+def _embedded(schema: Schema, cols: dict, n: int) -> dict:
+    """New rows' columns with their defaults and embedded vectors filled (the
+    engine fills again what is still missing: nothing, unless the schema changed)."""
+    if not n or not embedded_fields(schema):
+        return cols
+    return fill_embedded(schema, complete_columns(schema, cols, n), n)
 
 
 _REQUESTS = {"search": Search, "find": Find, "count": Count}

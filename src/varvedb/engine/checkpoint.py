@@ -113,16 +113,11 @@ def encode(tables: dict[int, Table], history: list[Commit], version: int, at: in
                 else:
                     arrays[f"{p}{name}.arena"] = col.arena.view()
                     copied.append((col, f"{p}{name}.arena"))
-        for name, ix in t.indexes.items():
+        for name, ix in t.index_items():    # a field has one index of each family
+            if name in t.vector_indexes:
+                tm["vector_indexes"][name] = True
             for k, a in ix.to_arrays().items():
-                arrays[f"{p}ix.{name}.{k}"] = a
-        for name, ix in t.vector_indexes.items():
-            tm["vector_indexes"][name] = True
-            for k, a in ix.to_arrays().items():
-                arrays[f"{p}vx.{name}.{k}"] = a
-        for name, ix in t.text_indexes.items():
-            for k, a in ix.to_arrays().items():
-                arrays[f"{p}tx.{name}.{k}"] = a
+                arrays[f"{p}{ix.PREFIX}.{name}.{k}"] = a
         meta["tables"].append(tm)
     h = history
     arrays["h.version"] = np.fromiter((c.version for c in h), np.int64, len(h))
@@ -330,19 +325,19 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int, catalog: Cat
             col.load({"values": values, "nulls": array_of(arrays, q + "nulls", "|b1", (n,))},
                      None)
     for fname, ix in t.indexes.items():
-        ix.load(_scalar_index(arrays, f"{p}ix.{fname}.", ix, n))
+        t.set_index(fname, ix.loaded(_scalar_index(arrays, f"{p}ix.{fname}.", ix, n), n))
     for fname in tm["vector_indexes"]:
         if fname not in t.vector_indexes:
             raise CorruptFileError(f"checkpoint holds a graph of {name}.{brief(fname)}, "
                                    "which has no vector index")
-        sub = {k[len(f"{p}vx.{fname}."):]: a for k, a in arrays.items()
-               if k.startswith(f"{p}vx.{fname}.")}
-        t.load_vector_index(fname, sub)   # a graph that does not fit is rebuilt
-        t.vector_indexes[fname].checkpointed = t.vector_indexes[fname].linked
-    for fname in t.text_indexes:
-        sub = {k[len(f"{p}tx.{fname}."):]: a for k, a in arrays.items()
-               if k.startswith(f"{p}tx.{fname}.")}
-        t.load_text_index(fname, sub)    # one that does not fit is rebuilt from the column
+    # a graph or text index that does not fit starts again (Table.load_index)
+    for fname, ix in t.index_items():
+        if ix.PREFIX != "ix" and (ix.PREFIX != "vx" or fname in tm["vector_indexes"]):
+            q = f"{p}{ix.PREFIX}.{fname}."
+            sub = {k[len(q):]: a for k, a in arrays.items() if k.startswith(q)}
+            ix = t.load_index(fname, ix.kind, sub)
+            if ix.PREFIX == "vx":
+                ix.checkpointed = ix.linked
     t.committed_n = t.n
     t.drop_live_maps()      # built on first use (Table.live)
     return t
@@ -399,7 +394,7 @@ def _rowmap(tm, arrays: dict, p: str, name: str, n: int) -> RowMap:
 
 def _scalar_index(arrays: dict, q: str, ix, n: int) -> dict:
     """A scalar index's arrays: a sorted run of (key, row) over rows below its bound."""
-    keys = array_of(arrays, q + "keys", "<f8" if ix.kind == "float" else "<i8", None)
+    keys = array_of(arrays, q + "keys", "<f8" if ix.value_kind == "float" else "<i8", None)
     rows = array_of(arrays, q + "rows", "<i8", keys.shape)
     upto = array_of(arrays, q + "upto", "<i8", (2,))
     sorted_upto, ix_n = int(upto[0]), int(upto[1])

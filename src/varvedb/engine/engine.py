@@ -152,6 +152,8 @@ class Engine:
         self._generation = log.generation
         for t in self.tables.values():
             t.committed_n = t.n
+            if self.maintainer is None:
+                t.index_text_now()
         if self._prepare is not None:
             self._prepare(self)
         if not self.readonly:
@@ -277,6 +279,8 @@ class Engine:
                 self.visible = self.written = last.record.version
                 for t in self.tables.values():
                     t.committed_n = t.n
+                    if self.maintainer is None:
+                        t.index_text_now()
             return self.visible
 
     # ---- frames ----------------------------------------------------------------
@@ -729,16 +733,16 @@ class Engine:
 
         Open links in the background too: it never waits for a graph, and
         until one covers the rows, answers come from the exact tail scan."""
-        if self.maintainer is not None and any(
-                vi.linked < t.committed_n for t in tables for vi in t.vector_indexes.values()):
+        if self.maintainer is not None and any(t.deferred_behind() for t in tables):
             self.maintainer.wake()
 
     def index_status(self, table: Table, field: str) -> dict:
-        """Committed rows of `field`'s graph linked and not yet linked (row versions)."""
+        """Committed rows of `field`'s deferred index (a vector field's graph or lists,
+        a text field's full-text index) indexed and not yet (row versions)."""
         if self.maintainer is not None:
             self.maintainer.raise_failure()
-        vi = table.vector_indexes[field]
-        linked = min(vi.linked, table.committed_n)
+        ix = table.vector_indexes.get(field) or table.text_indexes[field]
+        linked = min(ix.indexed, table.committed_n)
         return {"field": field, "linked": linked, "unlinked": table.committed_n - linked}
 
     def rollback(self, tx: Transaction) -> None:
@@ -889,9 +893,10 @@ class Engine:
         if failure is not None:   # closed all the same, and nothing was lost
             if isinstance(failure, IndexMaintenanceError):
                 raise failure
-            raise IndexMaintenanceError(f"linking rows into a vector index failed at close: "
-                                        f"{type(failure).__name__}: {failure}; nothing is "
-                                        "lost: the next open links them") from failure
+            raise IndexMaintenanceError(f"indexing rows (a vector or full-text index) failed "
+                                        f"at close: {type(failure).__name__}: {failure}; "
+                                        "nothing is lost: the next open indexes them"
+                                        ) from failure
 
 
 def _field_of(t: Table, name: str, what: str) -> str:

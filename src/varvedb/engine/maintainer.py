@@ -1,11 +1,17 @@
-"""The index maintainer: links committed rows into the HNSW graphs off the commit path.
+"""The index maintainer: extends the deferred indexes off the commit path.
 
 A commit returns once its bytes are durable and its version is published; it
-only wakes the maintainer, one daemon thread per writable Engine, which links
-the rows committed since the last pass into every graph, a chunk of rows at a
-time (the graph build itself runs on numba's threads). Until a row is linked,
-a search finds it through the exact scan of the rows above the graph's
-watermark (index/vector_index.py), so linking late changes no answer.
+only wakes the maintainer, one daemon thread per writable Engine, which adds
+the rows committed since the last pass to every deferred index (index/
+protocol.py: the HNSW graphs and IVF lists, the full-text indexes), a chunk of
+rows at a time (a graph build itself runs on numba's threads). Until a row is
+indexed, a read finds it by an exact scan of the rows above the index's
+watermark (index/vector_index.py; a text index's `covering` copy, index/
+fts.py), so indexing late changes no answer.
+
+`hold()` is also the way to keep it behind on purpose: while a caller holds
+it, nothing is indexed (tests of the exact tails use it; never hold it
+across a checkpoint or close, which finish its work in the caller's thread).
 
 Locks: a chunk is linked holding `hold`, and the tables to link are looked
 up again under it for every chunk. Whoever replaces or discards the engine's
@@ -91,7 +97,7 @@ class Maintainer:
             self._cond.notify_all()   # linking resumes if a commit asked meanwhile
         if error is not None:
             raise IndexMaintenanceError(
-                f"linking rows into a vector index failed in the background: "
+                f"indexing rows (a vector or full-text index) failed in the background: "
                 f"{type(error).__name__}: {error}; nothing is lost (those rows are "
                 f"found by exact scan) and the next commit tries again") from error
 

@@ -23,18 +23,36 @@ import copy
 import threading
 import uuid
 from dataclasses import replace
+from types import MappingProxyType
+from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import DuplicateIdError
 from ..index.fts import FtsIndex
+from ..index.protocol import SCALAR_KINDS, TEXT_KINDS, VECTOR_KINDS, Index
 from ..index.scalar import make_scalar_index
-from ..index.vector_index import VectorIndex
+from ..index.vector_index import make_vector_index
 from ..schema import HNSW, Field, Schema, coerce_ids
 from .branches import HEAD, MAIN, View, main_view
 from .columns import Growable, TextColumn, VectorColumn, make_column
 
 ALIVE = np.iinfo(np.int64).max
+
+
+class Undo(NamedTuple):
+    """What a transaction changed, to put back on rollback. Schema changes
+    replace the schema, the columns and the index map, never edit them, so the
+    ones before the transaction are kept whole."""
+    n: int                   # rows before it
+    died_rows: list          # arrays of rows it stamped `died` on
+    live_ops: list           # (added, keys, rows) changes of the live map, in order
+    next_int_id: int
+    schema: Schema
+    columns: dict
+    indexes: dict            # (field, kind) -> Index
+    branch_of: object        # Growable | None
+    deaths_n: dict           # branch -> its deaths' length
 
 
 class Table:
@@ -53,19 +71,61 @@ class Table:
         self.deaths: dict[int, tuple[Growable, Growable]] = {}   # branch -> (rows, versions)
         self._live_lock = threading.Lock()
         self.next_int_id = 1
-        self.indexes = {name: make_scalar_index(name, f)     # scalar field -> index
-                        for name, f in schema.fields.items() if f.index}
-        self.vector_indexes: dict[str, VectorIndex] = {}
-        for name, f in schema.fields.items():
-            if f.kind == "vector" and f.vector_index is not None:
-                self.vector_indexes[name] = VectorIndex(name, f.width, f.metric, f.vector_index)
-        self.text_indexes = {name: make_text_index(name, f)    # fts text field -> index
-                             for name, f in schema.fields.items() if f.fts}
+        self._set_indexes({(ix.field, ix.kind): ix for name, f in schema.fields.items()
+                           for ix in field_indexes(name, f)})
         self.committed_n = 0                   # rows of committed versions (a prefix)
         self.rowmap = None                     # the log's numbering, once vacuumed (rowmap.py)
         self._mask_cache: dict = {}            # field or None -> (version, n, mask, count)
-        self._undo: list | None = None         # set while a transaction is open
+        self._undo: Undo | None = None         # set while a transaction is open
         self.prepared: dict = {}               # searches bound once (query/prepared.py)
+
+    # ---- indexes (index/protocol.py) ---------------------------------------------
+    # One map (field, kind) -> Index, replaced whole on every change (the undo
+    # keeps the old one); `indexes`, `text_indexes` and `vector_indexes` are
+    # read-only views of it by family, field -> index, made with it.
+
+    def _set_indexes(self, by_key: dict) -> None:
+        def family(kinds):
+            return MappingProxyType({f: ix for (f, k), ix in by_key.items() if k in kinds})
+        self._indexes = by_key
+        self.indexes = family(SCALAR_KINDS)
+        self.text_indexes = family(TEXT_KINDS)
+        self.vector_indexes = family(VECTOR_KINDS)
+
+    def index_items(self) -> tuple:
+        """((field, index), ...) of every index (the field is its current name)."""
+        return tuple((f, ix) for (f, _), ix in self._indexes.items())
+
+    def set_index(self, field: str, ix: Index) -> None:
+        """Add `ix` to `field`, in place of the field's index of the same family."""
+        kinds = _family_of(ix.kind)
+        self._set_indexes({**{key: old for key, old in self._indexes.items()
+                              if key[0] != field or key[1] not in kinds},
+                           (field, ix.kind): ix})
+
+    def _drop_indexes(self, field: str, kinds: tuple) -> None:
+        self._set_indexes({key: ix for key, ix in self._indexes.items()
+                           if key[0] != field or key[1] not in kinds})
+
+    def text_index(self, field: str, n: int):
+        """The field's full-text index over rows [0, n): the index, or, for rows the
+        maintainer has not indexed yet, a copy that adds them (FtsIndex.covering)."""
+        return self.text_indexes[field].covering(self.columns[field], n,
+                                                 keep=n <= self.committed_n)
+
+    def index_text_now(self) -> None:
+        """Extend the full-text indexes over every committed row, in the calling
+        thread: a connection with no maintainer (read-only) after it loads or
+        refreshes, so its reads do not analyze the same new rows again and again."""
+        for name, ix in self.text_indexes.items():
+            col = self.columns[name]
+            while ix.extend(col, self.committed_n):
+                pass
+
+    def deferred_behind(self) -> bool:
+        """Has a deferred index fewer rows than are committed (the maintainer's work)?"""
+        return any(not ix.in_step and ix.indexed < self.committed_n
+                   for ix in self._indexes.values())
 
     @property
     def live(self) -> dict:
@@ -136,7 +196,7 @@ class Table:
             return sum(v.data.nbytes for v in vars(obj).values() if isinstance(v, Growable))
         rows = grown(self) + (grown(self.ids) if isinstance(self.ids, TextColumn) else 0)
         return {"rows": rows, "columns": sum(grown(c) for c in self.columns.values()),
-                "vector_indexes": sum(vi.memory_bytes() for vi in self.vector_indexes.values()),
+                "vector_indexes": sum(vi.nbytes() for vi in self.vector_indexes.values()),
                 "text_indexes": sum(ix.nbytes() for ix in self.text_indexes.values()),
                 "scalar_indexes": sum(ix.nbytes() for ix in self.indexes.values())}
 
@@ -239,12 +299,15 @@ class Table:
 
     # ---- transactions --------------------------------------------------------
 
+    @property
+    def undo(self) -> Undo | None:
+        """What the open transaction changed (None outside one)."""
+        return self._undo
+
     def begin(self) -> None:
-        # n, died rows, live-map ops, next id, and the schema with its columns and
-        # indexes before the transaction (schema changes replace these, never edit them)
-        self._undo = [self.n, [], [], self.next_int_id, dict(self.vector_indexes), self.schema,
-                      dict(self.columns), dict(self.indexes), dict(self.text_indexes),
-                      self.branch_of, {b: d[0].n for b, d in self.deaths.items()}]
+        self._undo = Undo(self.n, [], [], self.next_int_id, self.schema, self.columns,
+                          self._indexes, self.branch_of,
+                          {b: d[0].n for b, d in self.deaths.items()})
 
     def end(self) -> None:
         """The transaction committed: its rows are now part of the committed prefix."""
@@ -252,12 +315,12 @@ class Table:
         self.committed_n = self.n
 
     def rollback(self) -> None:
-        n0, died_rows, live_undo, next_id, vector_indexes, schema, columns, indexes, \
-            text_indexes, branch_of, deaths_n = self._undo
-        if schema is not self.schema:
+        u = self._undo
+        n0, branch_of, deaths_n = u.n, u.branch_of, u.deaths_n
+        if u.schema is not self.schema:
             self._mask_cache = {}
-        self.columns, self.indexes, self.text_indexes = columns, indexes, text_indexes
-        self.vector_indexes, self.schema = vector_indexes, schema
+        self.columns, self.schema = u.columns, u.schema
+        self._set_indexes(u.indexes)
         self.branch_of = branch_of
         for col in [self.born, self.died, self.ids, *self.columns.values()]:
             col.truncate(n0)
@@ -269,17 +332,18 @@ class Table:
             else:
                 for part in self.deaths[b]:
                     part.truncate(deaths_n[b])
-        if died_rows:
-            self.died.set(np.concatenate(died_rows), ALIVE)
-        for added, keys, rows in reversed(live_undo):
+        if u.died_rows:
+            self.died.set(np.concatenate(u.died_rows), ALIVE)
+        for added, keys, rows in reversed(u.live_ops):
             if added:
                 for k in keys:
                     self.live.pop(k, None)
             else:
                 self.live.update(zip(keys, rows))
-        self.next_int_id = next_id
-        for ix in [*self.indexes.values(), *self.text_indexes.values()]:
-            ix.truncate(n0)
+        self.next_int_id = u.next_int_id
+        for ix in self._indexes.values():
+            if ix.in_step:      # a deferred one holds committed rows only
+                ix.truncate(n0)
         self._undo = None
 
     # ---- applying frames -----------------------------------------------------
@@ -345,13 +409,12 @@ class Table:
                 else:
                     col.append(vals, nulls)
         if self._undo is not None:
-            self._undo[2].append((True, keys, None))
+            self._undo.live_ops.append((True, keys, None))
         self.live.update(zip(keys, range(first, first + count)))
-        for ix in self.indexes.values():
-            ix.extend(self, first, first + count)
-        for name, ix in self.text_indexes.items():
-            col = self.columns[name]
-            ix.extend(first, first + count, col.codes.data[first:first + count], col.words)
+        columns = self.columns
+        for (name, _), ix in self._indexes.items():
+            if ix.in_step:
+                ix.extend(columns[name], first + count)
         # `born` goes last: its length is the table's `n`, and readers running
         # beside the writer slice every other column to that n, so each must
         # already hold the new rows (else masks of different lengths, or codes
@@ -380,8 +443,8 @@ class Table:
         self.died.set(own, version)
         keys = self.id_values(rows)
         if self._undo is not None:
-            self._undo[1].append(np.array(own, np.int64))
-            self._undo[2].append((False, keys, rows.tolist()))
+            self._undo.died_rows.append(np.array(own, np.int64))
+            self._undo.live_ops.append((False, keys, rows.tolist()))
         # Writers delete only live rows, and an upsert writes its delete
         # before its insert, so each deleted row is its id's live row.
         live = self.live
@@ -398,8 +461,7 @@ class Table:
         fields = dict(self.schema.fields)
         fields[field] = replace(f, vector_index=hnsw)
         self.schema = replace(self.schema, fields=fields)
-        self.vector_indexes = {**self.vector_indexes,
-                               field: VectorIndex(field, f.width, f.metric, hnsw)}
+        self.set_index(field, make_vector_index(field, f.width, f.metric, hnsw))
 
     # ---- schema changes (each applies one DDL frame; no row is rewritten) ----------
     # The schema is the current one for every read, as_of included: a renamed
@@ -423,38 +485,32 @@ class Table:
         else:
             col.append(*f.default_column(n))
         self.columns = {**self.columns, name: col}
-        if f.index:
-            self.indexes = {**self.indexes, name: self._built_index(name, f)}
-        if f.fts:
-            ix = make_text_index(name, f)
-            if n and isinstance(col, TextColumn):
-                ix.extend(0, n, col.codes.data[:n], col.words)
-            self.text_indexes = {**self.text_indexes, name: ix}
-        if f.kind == "vector" and f.vector_index is not None:
-            self.vector_indexes = {**self.vector_indexes,
-                                   name: VectorIndex(name, f.width, f.metric, f.vector_index)}
+        for ix in field_indexes(name, f):
+            if ix.in_step:      # a deferred one is filled by the maintainer
+                ix.extend(col, n)
+            self.set_index(name, ix)
         self._set_schema({**self.schema.fields, name: f})
 
     def drop_column(self, name: str) -> None:
         self._set_schema({k: f for k, f in self.schema.fields.items() if k != name})
-        self.vector_indexes = {k: v for k, v in self.vector_indexes.items() if k != name}
-        self.indexes = {k: v for k, v in self.indexes.items() if k != name}
-        self.text_indexes = {k: v for k, v in self.text_indexes.items() if k != name}
+        self._set_indexes({key: ix for key, ix in self._indexes.items() if key[0] != name})
         self.columns = {k: c for k, c in self.columns.items() if k != name}
 
     def rename_column(self, old: str, new: str) -> None:
         def renamed(d: dict) -> dict:   # in the same place: the field order is kept
             return {new if k == old else k: v for k, v in d.items()}
         self.columns = renamed(self.columns)
-        if old in self.indexes:
-            ix = copy.copy(self.indexes[old])   # the undo keeps the old one as it was
-            ix.field = new
-            self.indexes = renamed({**self.indexes, old: ix})
-        self.vector_indexes = renamed(self.vector_indexes)
-        if old in self.text_indexes:
-            ix = copy.copy(self.text_indexes[old])
-            ix.field = new
-            self.text_indexes = renamed({**self.text_indexes, old: ix})
+        by_key = {}
+        for (f, kind), ix in self._indexes.items():
+            if f == old:
+                if ix.in_step:       # the undo keeps the old one as it was
+                    ix = copy.copy(ix)
+                    ix.field = new
+                # a deferred one is the maintainer's to extend: one object, which
+                # keeps the name it was made under (the key is the field's name)
+                f = new
+            by_key[f, kind] = ix
+        self._set_indexes(by_key)
         # a vector filled from the renamed text field now names it as its source
         self._set_schema({k: replace(f, source=new) if f.source == old else f
                           for k, f in renamed(self.schema.fields).items()})
@@ -462,7 +518,7 @@ class Table:
     def create_scalar_index(self, field: str, kind: str, name: str | None = None) -> None:
         """A "hash" or "sorted" index on a scalar field, built over every row so far."""
         f = replace(self.schema.fields[field], index=kind, index_name=name)
-        self.indexes = {**self.indexes, field: self._built_index(field, f)}
+        self.set_index(field, self._built_index(field, f))
         self._set_schema({**self.schema.fields, field: f})
 
     def drop_index(self, field: str) -> None:
@@ -470,54 +526,46 @@ class Table:
         f = self.schema.fields[field]
         if field in self.vector_indexes:
             f = replace(f, vector_index=None)
-            self.vector_indexes = {k: v for k, v in self.vector_indexes.items() if k != field}
+            self._drop_indexes(field, VECTOR_KINDS)
         else:
             f = replace(f, index=None, index_name=None)
+            self._drop_indexes(field, SCALAR_KINDS)
         self._set_schema({**self.schema.fields, field: f})
-        self.indexes = {k: v for k, v in self.indexes.items() if k != field}
 
     def _built_index(self, name: str, f: Field):
         """A scalar index over the rows so far (the column must be in self.columns)."""
         ix = make_scalar_index(name, f)
         if self.n:
             ix.n = self.n
-            ix.merge(self)
+            ix.merge(self.columns[name])
         return ix
 
-    def load_vector_index(self, field: str, arrays: dict) -> None:
-        """Restore a graph from a checkpoint; a graph that fails validation is rebuilt."""
-        f = self.schema.fields[field]
+    def load_index(self, field: str, kind: str, arrays: dict) -> Index:
+        """Restore the field's index of `kind` from a checkpoint's arrays (no text
+        analyzed, no graph linked again); one that does not fit starts empty, and
+        is built again: now if it is kept in step, else by the maintainer."""
+        ix = self._indexes[field, kind]
         try:
-            self.vector_indexes[field] = VectorIndex.from_arrays(
-                field, f.width, f.metric, f.vector_index, arrays, self.n)
+            ix = ix.loaded(arrays, self.n)
         except (ValueError, KeyError):
-            self.vector_indexes[field] = VectorIndex(field, f.width, f.metric, f.vector_index)
-
-    def load_text_index(self, field: str, arrays: dict) -> None:
-        """Restore a full-text index from a checkpoint (no text is analyzed again);
-        one that fails validation is rebuilt from the column."""
-        f, n = self.schema.fields[field], self.n
-        ix = make_text_index(field, f)
-        try:
-            if not arrays:
-                raise ValueError("no arrays")
-            ix = FtsIndex.from_arrays(field, ix.analyzer, f.k1, f.b, arrays, n)
-        except (ValueError, KeyError):
-            col = self.columns[field]
-            if n:
-                ix.extend(0, n, col.codes.data[:n], col.words)
-        self.text_indexes[field] = ix
+            ix = ix.fresh()
+            if ix.in_step and self.n:
+                ix.extend(self.columns[field], self.n)
+        self.set_index(field, ix)
+        return ix
 
     def link_indexes(self) -> bool:
-        """Link the next chunk of committed rows into each graph; False if none was left."""
+        """Extend each deferred index by the next chunk of committed rows; False if
+        none was left."""
         moved = 0
-        # columns first: a schema change replaces vector_indexes before (drop) or
+        # columns first: a schema change replaces the indexes before (drop) or
         # after (add) columns, so a field found in both here is one column's
         columns = self.columns
-        for name, vi in list(self.vector_indexes.items()):
-            col = columns.get(name)
-            if col is not None:
-                moved += vi.link(col, self.committed_n)
+        for (name, _), ix in self._indexes.items():
+            if not ix.in_step:
+                col = columns.get(name)
+                if col is not None:
+                    moved += ix.extend(col, self.committed_n)
         return moved > 0
 
 
@@ -534,10 +582,29 @@ def _born_in(view: View, born: np.ndarray, died: np.ndarray, births: np.ndarray 
     return mask
 
 
+def field_indexes(name: str, f: Field) -> list:
+    """The empty indexes a field's spec asks for: scalar, full-text, vector."""
+    out = []
+    if f.index:
+        out.append(make_scalar_index(name, f))
+    if f.fts:
+        out.append(make_text_index(name, f))
+    if f.kind == "vector" and f.vector_index is not None:
+        out.append(make_vector_index(name, f.width, f.metric, f.vector_index))
+    return out
+
+
 def make_text_index(name: str, f: Field) -> FtsIndex:
     """An empty full-text index for an fts text field, with the field's options."""
     from ..text.analyzer import Analyzer
     return FtsIndex(name, Analyzer(f.stem), k1=f.k1, b=f.b)
+
+
+def _family_of(kind: str) -> tuple:
+    for kinds in (SCALAR_KINDS, TEXT_KINDS, VECTOR_KINDS):
+        if kind in kinds:
+            return kinds
+    raise ValueError(f"no index kind {kind!r}")
 
 
 def check_unique(keys: list) -> None:

@@ -39,7 +39,7 @@ import numpy as np
 from ..errors import (BranchError, OptionError, StorageError, TransactionError,
                       VersionNotFoundError)
 from ..schema import brief, is_int
-from ..index.vector_index import VectorIndex
+from ..index.vector_index import HnswVectorIndex
 from ..storage import format as F
 from ..storage import log_reader
 from ..storage.backup import remove_quietly as _remove
@@ -248,14 +248,14 @@ def _repair_graphs(engine, rows: dict, fresh) -> None:
         kept = rows[cid]
         for name, vi in list(t.vector_indexes.items()):
             was = old.vector_indexes.get(name)
-            if vi.is_ivf or was is None or was.is_ivf or was.spec != vi.spec:
+            if vi.kind != "hnsw" or was is None or was.kind != "hnsw" or was.spec != vi.spec:
                 continue
             col = t.columns[name]
             arena, norms = col.frozen(t.n)
             graph = was.graph.repaired(kept[kept < was.linked], arena, norms)
-            t.vector_indexes[name] = VectorIndex(name, col.field.width, col.field.metric,
-                                                 vi.spec, graph,
-                                                 int(np.searchsorted(kept, was.linked)))
+            t.set_index(name, HnswVectorIndex(name, col.field.width, col.field.metric,
+                                              vi.spec, graph,
+                                              int(np.searchsorted(kept, was.linked))))
 
 
 def _encoded(frame, packed=None) -> tuple[int, list, int]:

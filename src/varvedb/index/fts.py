@@ -46,6 +46,8 @@ between its kernel calls, so a read the server gave up on stops there.
 from __future__ import annotations
 
 import bisect
+import copy
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,6 +69,8 @@ _MAX_STREAM = 1 << 31
 # segments under this many postings wait for up to SMALL_RUN of them to merge
 SMALL_POSTINGS = 4096
 SMALL_RUN = 8
+# rows the maintainer indexes per hold of an index's extend lock
+EXTEND_CHUNK = 16384
 # terms whose segment lookups FtsIndex keeps (cleared when full)
 _AT_CACHE = 4096
 _NO_ROWS = np.empty(0, np.int64)
@@ -77,6 +81,36 @@ _NO_TFS = np.empty(0, np.int32)
 class Stats:
     N: int          # visible rows with a text (not null)
     avgdl: float    # their mean length in tokens
+
+
+class _TermsAbove:
+    """A covering copy's term ids: the index's own below `limit` (those it had when
+    copied; the index may add more meanwhile, which the copy must not see), then
+    the copy's own."""
+
+    __slots__ = ("base", "limit", "own")
+
+    def __init__(self, base: dict, limit: int):
+        self.base = base
+        self.limit = limit
+        self.own: dict[str, int] = {}
+
+    def get(self, term: str, default=None):
+        got = self.own.get(term)
+        if got is None:
+            got = self.base.get(term)
+            if got is None or got >= self.limit:
+                return default
+        return got
+
+    def __getitem__(self, term: str) -> int:
+        got = self.get(term)
+        if got is None:
+            raise KeyError(term)
+        return got
+
+    def update(self, pairs) -> None:
+        self.own.update(pairs)
 
 
 class Segment:
@@ -107,6 +141,12 @@ class Segment:
 
 
 class FtsIndex:
+    """The full-text index of one field (index/protocol.py)."""
+
+    PREFIX = "tx"
+    kind = "fts"
+    in_step = False       # extended by the maintainer; reads cover the rest (covering)
+
     def __init__(self, field: str, analyzer, k1: float = 1.2, b: float = 0.75):
         self.field = field
         self.analyzer = analyzer
@@ -123,6 +163,8 @@ class FtsIndex:
         self._gen = 0                           # bumped by every change (stat cache key)
         self._stat_cache = None
         self._at_cache = ((), {})               # _term_at's, for one segment tuple
+        self._extending = threading.Lock()      # one extend at a time; covering reads whole
+        self._cover = None                      # (n indexed, n covered, the index covering)
 
     # ------------------------------------------------------------ vocabulary
 
@@ -165,16 +207,80 @@ class FtsIndex:
 
     # ------------------------------------------------------------ writing
 
+    @property
+    def indexed(self) -> int:
+        return self.n
+
+    def fresh(self) -> "FtsIndex":
+        return FtsIndex(self.field, self.analyzer, self.k1, self.b)
+
     def doc_lengths(self) -> np.ndarray:
         return np.maximum(self._lengths[:self.n], 0).astype(np.int32)
 
-    def extend(self, lo: int, hi: int, codes: np.ndarray, words: list[str]) -> None:
+    def extend(self, column, upto: int) -> int:
+        """Index the next chunk of rows [n, upto) of a text column; returns how many
+        rows were added (0: none left)."""
+        with self._extending:
+            lo = self.n
+            if lo >= upto:
+                return 0
+            hi = min(upto, lo + EXTEND_CHUNK)
+            self.add(lo, hi, column.codes.data[lo:hi], column.words)
+            return hi - lo
+
+    def covering(self, column, n: int, keep: bool = False) -> "FtsIndex":
+        """This index if it holds rows [0, n), else the exact answer for the rows
+        it does not hold yet: a copy that adds them, read from `column`'s text,
+        as one more segment (this index is untouched, and the copy's statistics
+        are every row's, as an index built in one go would have them). `keep`:
+        rows [0, n) never change (committed), so the copy serves the next read of
+        the same n until the maintainer catches up."""
+        if self.n >= n:
+            return self
+        got = self._cover
+        if got is not None and got[0] == self.n and got[1] == n:
+            return got[2]
+        with self._extending:      # the state read whole, not halfway through a chunk
+            lo = self.n
+            if lo >= n:
+                return self
+            view = copy.copy(self)
+            view._lengths = np.empty(n, np.int32)     # room for the rows it adds
+            view._lengths[:lo] = self._lengths[:lo]
+            view._terms = self._terms[:]
+            view._ids = _TermsAbove(self._id_map(), len(self._terms))
+        view._extending = threading.Lock()
+        view._cover = None
+        view._stat_cache = None
+        view._at_cache = ((), {})
+        view._own_lengths = True
+        seg = view._segment(lo, n, column.codes.data[lo:n], column.words)
+        if seg is not None:
+            view._segments = view._segments + (seg,)
+        view.n = n
+        view._gen += 1
+        if keep:
+            self._cover = (lo, n, view)
+        return view
+
+    def add(self, lo: int, hi: int, codes: np.ndarray, words: list[str]) -> None:
         """Index rows [lo, hi): ``codes[i]`` is row lo+i's code into ``words`` (-1 null)."""
+        seg = self._segment(lo, hi, codes, words)
+        if seg is not None:
+            self._segments = self._merged(self._segments + (seg,))
+        self.n = hi
+        self._gen += 1
+        self._cover = None      # made for fewer rows indexed: never asked for again
+
+    def _segment(self, lo: int, hi: int, codes: np.ndarray, words: list[str]
+                 ) -> Segment | None:
+        """Rows [lo, hi) analyzed: their lengths and new terms added, their segment
+        returned (None: no tokens); ``n`` and the segments are the caller's."""
         codes = np.asarray(codes)
         if lo != self.n or hi - lo != len(codes):
-            raise ValueError(f"fts: extend({lo}, {hi}) with {len(codes)} codes at n={self.n}")
+            raise ValueError(f"fts: add({lo}, {hi}) with {len(codes)} codes at n={self.n}")
         if hi == lo:
-            return
+            return None
         present = np.flatnonzero(codes >= 0)
         uniq = codes[present]
         if len(uniq) > 1 and not np.all(uniq[1:] > uniq[:-1]):
@@ -206,10 +312,7 @@ class FtsIndex:
                 seg = self._encode(lo, hi, st, sr, sp, by_term)
         else:
             self._append_lengths(lengths)
-        if seg is not None:
-            self._segments = self._merged(self._segments + (seg,))
-        self.n = hi
-        self._gen += 1
+        return seg
 
     def _append_lengths(self, new: np.ndarray) -> None:
         n = self.n
@@ -673,6 +776,8 @@ class FtsIndex:
                                    allow, keys, heap_ids)
         return heap_ids[:n], keys[:n]
 
+    search = top_k      # the protocol's question: a text query's k best
+
     # ------------------------------------------------------------ checkpoint form
 
     def nbytes(self) -> int:
@@ -692,11 +797,18 @@ class FtsIndex:
             out["off_" + name] = np.cumsum([0] + [len(p) for p in parts]).astype(np.int64)
         return out
 
+    def loaded(self, arrays: dict[str, np.ndarray], n: int) -> "FtsIndex":
+        """This index's spec over a checkpoint's arrays (ValueError: they do not fit)."""
+        if not arrays:
+            raise ValueError("fts: no arrays")
+        return FtsIndex.from_arrays(self.field, self.analyzer, self.k1, self.b, arrays, n)
+
     @classmethod
     def from_arrays(cls, field: str, analyzer, k1: float, b: float,
                     arrays: dict[str, np.ndarray], n: int) -> "FtsIndex":
         """The index ``to_arrays`` gave, over the arrays as they are (views, never
-        written); raises ValueError on anything inconsistent."""
+        written), for a table of at least the rows it covers (at most ``n``);
+        raises ValueError on anything inconsistent."""
         def get(name, dtype):
             a = arrays.get(name)
             if not isinstance(a, np.ndarray) or a.dtype != dtype or a.ndim != 1:
@@ -705,8 +817,9 @@ class FtsIndex:
 
         self = cls(field, analyzer, k1, b)
         lengths = get("lengths", np.int32)
-        if len(lengths) != n or (n and lengths.min() < -1):
+        if len(lengths) > n or (len(lengths) and lengths.min() < -1):
             raise ValueError("fts: lengths do not match the rows")
+        n = len(lengths)    # the rows it covers: the maintainer indexes the rest
         raw = get("vocab", np.uint8)
         try:
             text = raw.tobytes().decode()

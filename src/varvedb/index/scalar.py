@@ -17,16 +17,29 @@ import numpy as np
 
 
 class SortedIndex:
-    def __init__(self, field: str, kind: str, ranges: bool):
+    """A hash or sorted index (index/protocol.py: kept in step with the writes)."""
+
+    PREFIX = "ix"
+    in_step = True
+
+    def __init__(self, field: str, value_kind: str, ranges: bool):
         self.field = field
-        self.kind = kind
+        self.value_kind = value_kind      # the field's kind: "int", "float", "text", ...
         self.ranges = ranges
+        self.kind = "sorted" if ranges else "hash"
         # (keys, rows, sorted_upto): rows [0, sorted_upto) are in keys/rows. One
         # tuple, replaced whole, so a reader beside the writer never pairs the
         # keys of one merge with the rows or bound of another.
-        self._run = (np.empty(0, np.int64 if kind != "float" else np.float64),
+        self._run = (np.empty(0, np.int64 if value_kind != "float" else np.float64),
                      np.empty(0, np.int64), 0)
         self.n = 0
+
+    @property
+    def indexed(self) -> int:
+        return self.n
+
+    def fresh(self) -> "SortedIndex":
+        return SortedIndex(self.field, self.value_kind, self.ranges)
 
     @property
     def keys(self) -> np.ndarray:
@@ -44,14 +57,16 @@ class SortedIndex:
     def sorted_upto(self) -> int:
         return self._run[2]
 
-    def extend(self, table, lo: int, hi: int) -> None:
-        self.n = hi
-        if hi - self.sorted_upto > max(1024, self.sorted_upto // 4):
-            self.merge(table)
+    def extend(self, column, upto: int) -> int:
+        """Rows [n, upto) join the delta (merged once it passes a quarter of the run)."""
+        moved, self.n = upto - self.n, upto
+        if upto - self.sorted_upto > max(1024, self.sorted_upto // 4):
+            self.merge(column)
+        return moved
 
-    def merge(self, table) -> None:
+    def merge(self, column) -> None:
         lo = self.sorted_upto
-        values, nulls = table.columns[self.field].keys(lo, self.n)
+        values, nulls = column.keys(lo, self.n)
         new = np.flatnonzero(~nulls)
         keys = np.concatenate([self.keys, values[new].astype(self.keys.dtype)])
         new += lo
@@ -68,7 +83,7 @@ class SortedIndex:
     def serves(self, op: str) -> bool:
         return op == "eq" or (self.ranges and op in ("lt", "le", "gt", "ge"))
 
-    def lookup(self, table, op: str, value, n: int) -> np.ndarray:
+    def search(self, column, op: str, value, n: int) -> np.ndarray:
         """Rows in [0, n) whose value satisfies `op value` (nulls never match)."""
         keys, run_rows, tail_lo = self._run
         lo, hi = 0, len(keys)
@@ -81,7 +96,7 @@ class SortedIndex:
         hits = run_rows[lo:hi]
         hits = hits[hits < n]
         if n > tail_lo:
-            v, nulls = table.columns[self.field].keys(tail_lo, n)
+            v, nulls = column.keys(tail_lo, n)
             t = _OPS[op](v, value) & ~nulls
             hits = np.concatenate([hits, tail_lo + np.flatnonzero(t)])
         return hits
@@ -90,9 +105,12 @@ class SortedIndex:
         return {"keys": self.keys, "rows": self.rows,
                 "upto": np.array([self.sorted_upto, self.n], np.int64)}
 
-    def load(self, arrays: dict) -> None:
-        upto, self.n = (int(x) for x in arrays["upto"])
-        self._run = (arrays["keys"], arrays["rows"], upto)
+    def loaded(self, arrays: dict, n: int) -> "SortedIndex":
+        """This index's spec over a checkpoint's arrays (engine/checkpoint.py checks them)."""
+        ix = self.fresh()
+        upto, ix.n = (int(x) for x in arrays["upto"])
+        ix._run = (arrays["keys"], arrays["rows"], upto)
+        return ix
 
 
 _OPS = {"eq": np.equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
@@ -100,4 +118,5 @@ _OPS = {"eq": np.equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
 
 
 def make_scalar_index(field: str, f) -> SortedIndex:
+    """The empty index `f.index` ("hash" or "sorted") names."""
     return SortedIndex(field, f.kind, ranges=(f.index == "sorted"))

@@ -1,6 +1,8 @@
 """A vector field's index as the engine holds it: the index, its watermark, its lock.
 
-The index (`graph`: an `HnswIndex`, or an `IvfIndex` for vv.IVFPQ) covers the
+Two kinds implement the Index protocol (index/protocol.py), deferred to the
+maintainer: `HnswVectorIndex` (its `graph`: an `HnswIndex`) and
+`IvfVectorIndex` (its `lists`: an `IvfIndex`, for vv.IVFPQ). Either covers the
 arena rows below `linked`; rows at or above
 it — committed but not yet linked by the engine's maintainer
 (engine/maintainer.py), or replayed after a checkpoint on a read-only
@@ -80,58 +82,203 @@ class ReadWriteLock:
 
 
 class VectorIndex:
-    """The HNSW graph of one vector field plus the rows it does not cover yet."""
+    """A vector field's index plus the rows it does not cover yet (the kinds below
+    say how rows are added and how the covered ones are searched)."""
 
-    def __init__(self, field: str, dim: int, metric: str, spec: HNSW | IVFPQ,
-                 graph: HnswIndex | IvfIndex | None = None, linked: int = 0):
+    PREFIX = "vx"
+    in_step = False
+    kind = ""
+    knob = ""           # the search's width argument: "ef" or "probes"
+    setting = ""        # SQL's setting of that width
+
+    def __init__(self, field: str, dim: int, metric: str, spec: HNSW | IVFPQ, linked: int = 0):
         self.field = field
+        self.dim = dim
+        self.metric = metric
         self.spec = spec
-        self.graph = graph or new_index(dim, metric, spec)
-        self.is_ivf = isinstance(self.graph, IvfIndex)
-        self.linked = linked              # rows [0, linked) are in the graph (or null)
+        self.linked = linked              # rows [0, linked) are in the index (or null)
         self.checkpointed = linked        # `linked` as of the last checkpoint
         self._lock = ReadWriteLock()
         self._link_lock = threading.Lock()
 
-    def link(self, column, upto: int) -> int:
-        """Add the next chunk of committed rows [linked, upto) with non-null vectors
-        to the graph; returns how many rows the watermark moved (0: none left).
+    @property
+    def indexed(self) -> int:
+        return self.linked
 
-        When more than a chunk waits, room for all of it is reserved at once:
-        a bulk build knows its size and need not grow by doubling."""
+    def fresh(self) -> "VectorIndex":
+        return make_vector_index(self.field, self.dim, self.metric, self.spec)
+
+    def truncate(self, n: int) -> None:
+        """Only committed rows are linked: a rollback never reaches them."""
+        if n < self.linked:
+            raise ValueError(f"{self.field!r}: rows below {self.linked} are linked and "
+                             f"committed; cannot truncate to {n}")
+
+    def extend(self, column, upto: int) -> int:
+        """Add the next chunk of committed rows [linked, upto) with non-null vectors
+        to the index; returns how many rows the watermark moved (0: none left)."""
         with self._link_lock:
             lo = self.linked
             if lo >= upto:
                 return 0
-            if self.is_ivf:
-                return self._link_lists(column, lo, upto)
-            hi = min(upto, lo + LINK_CHUNK)
-            arena = column.arena.frozen(hi)
-            norms = column.norms.frozen(hi)
-            rows = np.arange(lo, hi, dtype=np.int64)
-            rows = rows[~column.nulls.data[lo:hi]]
-            # one build at a time in the process: each uses every core, and
-            # numba's workqueue layer must not run two parallel kernels at once
-            # A few rows gain nothing from numba's threads, and a parallel region
-            # waits for its slowest thread: on a busy machine that wait, not the
-            # work, was most of a small link. (numba's thread count is per thread.)
-            threads = numba.get_num_threads()
-            with _BUILD:
-                try:
-                    if len(rows) < PARALLEL_FROM:
-                        numba.set_num_threads(1)
-                    with self._lock.write():
-                        if upto - lo > LINK_CHUNK:
-                            self.graph.reserve(upto)
-                        self.graph.add(arena, norms, rows)
-                        self.linked = hi
-                finally:
-                    numba.set_num_threads(threads)
-            return hi - lo
+            return self._extend(column, lo, upto)
 
-    def _link_lists(self, column, lo: int, upto: int) -> int:
-        """IVF: train once enough rows are committed, then add [lo, upto) at once."""
-        ivf = self.graph
+    def search(self, column, metric: str, q: np.ndarray, k: int, allow: np.ndarray | None,
+               ef: int | None, n: int, stats: dict | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k allowed rows among [0, n) (allow None: all of them) with exact
+        float64 scores, ranked: the index below the watermark, exact above it.
+        `ef` is the width (`knob`): a graph's beam, or an IVF index's probes;
+        `stats` (a dict) gets an IVF search's "lists" probed and "scanned" rows."""
+        self._lock.acquire_read()
+        try:
+            # The index may already hold rows newer than this reader's snapshot:
+            # they are walked through (their vectors are in the arena by now)
+            # but never returned.
+            linked = self.linked
+            arena, norms = column.frozen(max(n, linked))
+            if linked > n:
+                walk_allow = np.zeros(linked, bool)
+                walk_allow[:n] = True if allow is None else allow
+            else:
+                walk_allow = None if allow is None else allow[:linked]
+            rows, dists = self._search(arena, norms, q, k, walk_allow, ef, stats)
+        finally:
+            self._lock.release_read()
+        if linked < n:
+            tail = np.zeros(n, bool)
+            tail[linked:] = True if allow is None else allow[linked:]
+            if tail.any():
+                trows, tdists = flat.search(metric, arena[:n], norms[:n], q, k, tail)
+                rows = np.concatenate([rows, trows])
+                dists = np.concatenate([dists, tdists])
+                order = np.lexsort((rows, dists))[:k]
+                rows, dists = rows[order], dists[order]
+        return rows, dists
+
+    def to_arrays(self) -> dict:
+        out = {f"g.{k}": v for k, v in self._structure().to_arrays().items()}
+        out["linked"] = np.array([self.linked], np.int64)
+        return out
+
+    def loaded(self, arrays: dict, n: int) -> "VectorIndex":
+        """The index a checkpoint holds, checked against this field's spec and its
+        n rows. Raises ValueError when the index is not the one this spec builds
+        (dim, metric, its parameters) or does not fit the table: the caller
+        starts a fresh one then."""
+        own = {k[2:]: v for k, v in arrays.items() if k.startswith("g.")}
+        empty = self.fresh()
+        structure = type(empty._structure()).from_arrays(own)
+        if _settings(structure) != _settings(empty._structure()):
+            raise ValueError(f"the index of {self.field!r} was built for another field spec")
+        structure.validate(n)
+        linked = arrays.get("linked")
+        if not isinstance(linked, np.ndarray) or linked.dtype != np.int64 \
+                or linked.shape != (1,):
+            raise ValueError(f"the index of {self.field!r} has no 'linked' watermark")
+        linked = int(linked[0])
+        # every node lies below the watermark: rows above it are linked later
+        if not structure.extent <= linked <= n:
+            raise ValueError(f"index covers {linked} rows; the table has {n} and the "
+                             f"index nodes up to row {structure.extent - 1}")
+        return type(empty)(self.field, self.dim, self.metric, self.spec, structure, linked)
+
+    def nodes(self) -> int:
+        """Rows held in the index."""
+        return len(self._structure())
+
+    def nbytes(self) -> int:
+        return self._structure().memory_bytes()
+
+    # ---- what each kind provides -------------------------------------------------
+
+    def _structure(self):
+        raise NotImplementedError
+
+    def _extend(self, column, lo: int, upto: int) -> int:
+        raise NotImplementedError
+
+    def _search(self, arena, norms, q, k, allow, width, stats):
+        raise NotImplementedError
+
+    def width(self, asked: int | None, k: int) -> int:
+        """The width a search of the k best uses (`asked` None: the index's own)."""
+        raise NotImplementedError
+
+
+class HnswVectorIndex(VectorIndex):
+    """An HNSW graph: rows are linked a chunk at a time."""
+
+    kind = "hnsw"
+    knob = "ef"
+    setting = "hnsw.ef_search"
+
+    def __init__(self, field: str, dim: int, metric: str, spec: HNSW,
+                 graph: HnswIndex | None = None, linked: int = 0):
+        super().__init__(field, dim, metric, spec, linked)
+        self.graph = graph if graph is not None else HnswIndex(
+            dim, metric, spec.m, spec.ef_construction, spec.ef_search,
+            quantize=spec.quantize, pq_m=spec.pq_m)
+
+    def _structure(self):
+        return self.graph
+
+    def width(self, asked: int | None, k: int) -> int:
+        return max(asked or self.spec.ef_search, k)
+
+    def _extend(self, column, lo: int, upto: int) -> int:
+        """When more than a chunk waits, room for all of it is reserved at once:
+        a bulk build knows its size and need not grow by doubling."""
+        hi = min(upto, lo + LINK_CHUNK)
+        arena = column.arena.frozen(hi)
+        norms = column.norms.frozen(hi)
+        rows = np.arange(lo, hi, dtype=np.int64)
+        rows = rows[~column.nulls.data[lo:hi]]
+        # one build at a time in the process: each uses every core, and
+        # numba's workqueue layer must not run two parallel kernels at once
+        # A few rows gain nothing from numba's threads, and a parallel region
+        # waits for its slowest thread: on a busy machine that wait, not the
+        # work, was most of a small link. (numba's thread count is per thread.)
+        threads = numba.get_num_threads()
+        with _BUILD:
+            try:
+                if len(rows) < PARALLEL_FROM:
+                    numba.set_num_threads(1)
+                with self._lock.write():
+                    if upto - lo > LINK_CHUNK:
+                        self.graph.reserve(upto)
+                    self.graph.add(arena, norms, rows)
+                    self.linked = hi
+            finally:
+                numba.set_num_threads(threads)
+        return hi - lo
+
+    def _search(self, arena, norms, q, k, allow, width, stats):
+        return self.graph.search(arena, norms, q, k, allow, width)
+
+
+class IvfVectorIndex(VectorIndex):
+    """IVF-PQ lists: nothing is added until they are trained, then every waiting row."""
+
+    kind = "ivfpq"
+    knob = "probes"
+    setting = "ivfflat.probes"
+
+    def __init__(self, field: str, dim: int, metric: str, spec: IVFPQ,
+                 lists: IvfIndex | None = None, linked: int = 0):
+        super().__init__(field, dim, metric, spec, linked)
+        self.lists = lists if lists is not None else IvfIndex(
+            dim, metric, spec.lists, spec.pq_m, spec.nprobe, spec.rerank, spec.seed)
+
+    def _structure(self):
+        return self.lists
+
+    def width(self, asked: int | None, k: int) -> int:
+        return min(asked or self.spec.nprobe, self.spec.lists)
+
+    def _extend(self, column, lo: int, upto: int) -> int:
+        """Train once enough rows are committed, then add [lo, upto) at once."""
+        ivf = self.lists
         arena = column.arena.frozen(upto)
         norms = column.norms.frozen(upto)
         with _BUILD:
@@ -147,83 +294,14 @@ class VectorIndex:
                 self.linked = upto
         return upto - lo
 
-    def search(self, column, metric: str, q: np.ndarray, k: int, allow: np.ndarray | None,
-               ef: int | None, n: int, stats: dict | None = None
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k allowed rows among [0, n) (allow None: all of them) with exact
-        float64 scores, ranked: the index below the watermark, exact above it.
-        `ef` is the graph's beam, or an IVF index's probes; `stats` (a dict)
-        gets an IVF search's "lists" probed and "scanned" rows."""
-        self._lock.acquire_read()
-        try:
-            # The graph may already hold rows newer than this reader's snapshot:
-            # they are walked through (their vectors are in the arena by now)
-            # but never returned.
-            linked = self.linked
-            arena, norms = column.frozen(max(n, linked))
-            if linked > n:
-                walk_allow = np.zeros(linked, bool)
-                walk_allow[:n] = True if allow is None else allow
-            else:
-                walk_allow = None if allow is None else allow[:linked]
-            if self.is_ivf:
-                rows, dists = self.graph.search(arena, norms, q, k, walk_allow, ef, stats,
-                                                prefetch_rows)
-            else:
-                rows, dists = self.graph.search(arena, norms, q, k, walk_allow, ef)
-        finally:
-            self._lock.release_read()
-        if linked < n:
-            tail = np.zeros(n, bool)
-            tail[linked:] = True if allow is None else allow[linked:]
-            if tail.any():
-                trows, tdists = flat.search(metric, arena[:n], norms[:n], q, k, tail)
-                rows = np.concatenate([rows, trows])
-                dists = np.concatenate([dists, tdists])
-                order = np.lexsort((rows, dists))[:k]
-                rows, dists = rows[order], dists[order]
-        return rows, dists
-
-    def memory_bytes(self) -> int:
-        return self.graph.memory_bytes()
-
-    def to_arrays(self) -> dict:
-        out = {f"g.{k}": v for k, v in self.graph.to_arrays().items()}
-        out["linked"] = np.array([self.linked], np.int64)
-        return out
-
-    @classmethod
-    def from_arrays(cls, field: str, dim: int, metric: str, spec: HNSW | IVFPQ, arrays: dict,
-                    n_rows: int) -> "VectorIndex":
-        """The index a checkpoint holds, checked against the field and its rows.
-
-        Raises ValueError when the index is not the one this field's spec
-        builds (dim, metric, its parameters) or does not fit the table: the
-        caller rebuilds it then."""
-        own = {k[2:]: v for k, v in arrays.items() if k.startswith("g.")}
-        graph = (IvfIndex if isinstance(spec, IVFPQ) else HnswIndex).from_arrays(own)
-        if _settings(graph) != _settings(new_index(dim, metric, spec)):
-            raise ValueError(f"the index of {field!r} was built for another field spec")
-        graph.validate(n_rows)
-        linked = arrays.get("linked")
-        if not isinstance(linked, np.ndarray) or linked.dtype != np.int64 \
-                or linked.shape != (1,):
-            raise ValueError(f"the graph of {field!r} has no 'linked' watermark")
-        linked = int(linked[0])
-        # every node lies below the watermark: rows above it are linked later
-        if not graph.extent <= linked <= n_rows:
-            raise ValueError(f"graph covers {linked} rows; the table has {n_rows} and the "
-                             f"graph nodes up to row {graph.extent - 1}")
-        return cls(field, dim, metric, spec, graph, linked)
+    def _search(self, arena, norms, q, k, allow, width, stats):
+        return self.lists.search(arena, norms, q, k, allow, width, stats, prefetch_rows)
 
 
-def new_index(dim: int, metric: str, spec: HNSW | IVFPQ) -> HnswIndex | IvfIndex:
+def make_vector_index(field: str, dim: int, metric: str, spec: HNSW | IVFPQ) -> VectorIndex:
     """The empty index `spec` builds over a field of `dim` and `metric`."""
-    if isinstance(spec, IVFPQ):
-        return IvfIndex(dim, metric, spec.lists, spec.pq_m, spec.nprobe, spec.rerank,
-                        spec.seed)
-    return HnswIndex(dim, metric, spec.m, spec.ef_construction, spec.ef_search,
-                     quantize=spec.quantize, pq_m=spec.pq_m)
+    kind = IvfVectorIndex if isinstance(spec, IVFPQ) else HnswVectorIndex
+    return kind(field, dim, metric, spec)
 
 
 def _settings(index: HnswIndex | IvfIndex) -> tuple:

@@ -82,10 +82,10 @@ def search_width(table, field: str, ef: int | None, probes: int | None,
     other one does not apply, as pgvector's hnsw.ef_search does not to an
     ivfflat index); None: the session's setting, else the index's own."""
     vi = table.vector_indexes.get(field)
-    ivf = vi is not None and vi.is_ivf
-    width = probes if ivf else ef
+    lists = vi is not None and vi.knob == "probes"
+    width = probes if lists else ef
     if width is None and settings:
-        width = settings.get("ivfflat.probes" if ivf else "hnsw.ef_search")
+        width = settings.get(vi.setting if vi is not None else "hnsw.ef_search")
     return width
 
 

@@ -308,7 +308,7 @@ def _exact(column, metric, q, k, allow, n):
 def _text_topk(node: TextTopK, query: Query) -> Out:
     inp = _run(node.input, query)
     table = query.table
-    index = table.text_indexes[node.field]
+    index = table.text_index(node.field, query.snapshot.n(table))
     k = min(node.k, inp.count)
     if k <= 0 or node.bound is None:
         rows, scores = np.empty(0, np.int64), np.empty(0, np.float64)

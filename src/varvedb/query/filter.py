@@ -442,7 +442,7 @@ class Filter:
         index = table.indexes.get(ref.name)
         if index is not None and index.serves(op):
             t = np.zeros(n, bool)
-            t[index.lookup(table, op, value, n)] = True
+            t[index.search(table.columns[ref.name], op, value, n)] = True
         else:
             t = _NP_OPS[op](values, value)
         return t & ~nulls, nulls
@@ -452,7 +452,7 @@ class Filter:
         the field is null."""
         if not isinstance(query, str):
             raise FilterError(f"@@ takes a text query string, got {brief(query)}")
-        index = table.text_indexes[ref.name]
+        index = table.text_index(ref.name, n)
         nulls = table.columns[ref.name].null_mask(n)
         bound = text_query(query, index.analyzer)
         if bound is None:

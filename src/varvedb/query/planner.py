@@ -33,6 +33,8 @@ from .request import RRF_K     # noqa: F401  (fusion's k, written once in reques
 EXACT_ROWS = 2048
 EXACT_FRACTION = 0.02
 WIDEN = 4
+# what a search of each vector index kind (index/vector_index.py) does
+_WALKS = {"hnsw": Strategy.GRAPH, "ivfpq": Strategy.LISTS}
 
 
 class Query:
@@ -56,7 +58,7 @@ def choose_vector_strategy(index, k: int, allowed: int, n: int, ef: int | None,
     (None: the index's own); `ef` is the caller's width (a graph's beam, or the
     lists an IVF index probes; None: the index's own)."""
     k = min(k, allowed)
-    built_for = None if index is None or metric is None else index.graph.metric
+    built_for = None if index is None or metric is None else index.metric
     reason = ("exact=True" if exact else "no vector index" if index is None
               # a graph's edges are nearest by its own metric: another one it cannot answer
               else f"index built for {built_for}" if built_for != metric
@@ -64,9 +66,7 @@ def choose_vector_strategy(index, k: int, allowed: int, n: int, ef: int | None,
               else "limit above the widest walk" if k > MAX_EF else "")
     if reason:
         return Strategy.EXACT, None, reason
-    if index.is_ivf:
-        return Strategy.LISTS, min(ef or index.spec.nprobe, index.spec.lists), ""
-    return Strategy.GRAPH, max(ef or index.spec.ef_search, k), ""
+    return _WALKS[index.kind], index.width(ef, k), ""
 
 
 # The ranked reads (search, text, hybrid, rerank) return their legs bare: the

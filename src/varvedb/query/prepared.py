@@ -49,6 +49,22 @@ class PreparedSearch:
         return Result(rows, dists, len(rows), self.fields, plan)
 
 
+def shape(where, params, limit, select, field, ef, exact, metric, probes) -> tuple:
+    """A vector search's shape: everything but the vector (the cache's key)."""
+    return (where, params, limit, select, field, ef, exact, metric, probes)
+
+
+def request_shape(req) -> tuple | None:
+    """The shape of a Search request, or None if it cannot be kept (a text leg,
+    an embedded query, a rerank, as_of or another branch)."""
+    v = req.vector
+    if v is None or req.text is not None or v.text is not None or v.vector is None \
+            or req.rerank or req.as_of is not None or req.branch is not None:
+        return None
+    return shape(req.where, req.params, req.limit, req.select, v.field, v.ef, v.exact,
+                 v.metric, v.probes)
+
+
 def keep(cache: dict, key, state, query: Query) -> None:
     """Keep a planned search under `key` in a table's cache, if it can be kept."""
     if PreparedSearch.fits(query):

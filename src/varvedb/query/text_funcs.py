@@ -17,8 +17,10 @@ SNIPPET_TOKENS = 12
 
 
 def index_of(table, field: str):
-    """The field's full-text index, or None."""
-    return getattr(table, "text_indexes", {}).get(field)
+    """The field's full-text index over every row the table holds now, or None."""
+    if field not in getattr(table, "text_indexes", {}):
+        return None
+    return table.text_index(field, table.n)
 
 
 def match_rows(index, query: str, rows: np.ndarray) -> np.ndarray:

@@ -197,9 +197,15 @@ class Insert:
         env = E.Env(params)
         rows = self._rows(ctx, columns, params, env, t)
         s = ctx.session
+        # rows that do not depend on what the lock reads (no ON CONFLICT) are
+        # coerced and embedded before it is taken: the model never runs under it
+        ahead = None
+        if self.conflict is None and rows:
+            from ..collection import Collection
+            ahead = Collection(s.db, t.name, s).prepare_rows(rows)
         with s.writing() as tx:
             t = ctx.table(self.table)
-            written, updated = _insert_rows(ctx, tx, t, rows, self.conflict, env)
+            written, updated = _insert_rows(ctx, tx, t, rows, self.conflict, env, ahead)
             # RETURNING inside the transaction: a failing expression undoes the rows
             return returning_result(self.returning, t, written, env,
                                     f"INSERT 0 {len(written)}")
@@ -242,8 +248,10 @@ class Insert:
         return out
 
 
-def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env) -> tuple[np.ndarray, int]:
-    """Write the rows (after ON CONFLICT); the row numbers written, in input order."""
+def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env, ahead=None
+                 ) -> tuple[np.ndarray, int]:
+    """Write the rows (after ON CONFLICT); the row numbers written, in input order.
+    `ahead`: the rows as Collection.prepare_rows made them before the lock."""
     from ..collection import Collection
     schema = t.schema
     if schema.id_required:
@@ -252,7 +260,9 @@ def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env) -> tuple[np.ndarra
                                     "violates not-null constraint")
     coll = Collection(ctx.session.db, t.name, ctx.session)
     if conflict is None:
-        ids = coll.insert(rows) if rows else []
+        if not rows:
+            return t.live_rows([]), 0
+        ids = coll.insert_prepared(tx, ahead if ahead is not None else coll.prepare_rows(rows))
         return t.live_rows(list(ids)), 0
     given = [r.get("id") for r in rows]
     keys = list(coerce_ids(schema, [g for g in given if g is not None]))
