@@ -126,3 +126,32 @@ def test_a_kept_plan_is_used_and_refuses_what_the_request_refuses():
     with pytest.raises(vv.FieldTypeError):
         c.search(q, limit=2, exact=1)
     db.close()
+
+
+def test_sql_reuses_a_statements_plan_only_at_its_state_and_shape():
+    """db.sql's vector ORDER BY keeps its plan too: the same rows as a fresh bind
+    across a commit, another parameter, a WHERE that reads the vector itself."""
+    rng = np.random.default_rng(3)
+    db = vv.connect(":memory:")
+    c = db.create_collection("d", {"tag": vv.Int(), "v": vv.Vector(DIM, metric="l2",
+                                                                    index=vv.HNSW())})
+    n = EXACT_ROWS + 100
+    c.insert_arrays(id=np.arange(1, n + 1), tag=np.arange(n) % 3,
+                    v=rng.standard_normal((n, DIM)).astype(np.float32))
+    knn = "SELECT id, v <-> $1 AS d FROM d WHERE tag < $2 ORDER BY v <-> $1 LIMIT 5"
+    near = "SELECT id FROM d WHERE v <-> $1 < 1.5 ORDER BY v <-> $1 LIMIT 5"
+    for step in range(6):
+        q = rng.standard_normal(DIM).astype(np.float32)
+        for tag in (1, 2):
+            got = db.sql(knn, [q, tag]).rows
+            ids, scores, _ = _fresh(c, Search.of(q, where="tag < $1", params=[tag], limit=5))
+            assert [r[0] for r in got] == ids
+            assert np.allclose([r[1] for r in got], scores)
+        got = [r[0] for r in db.sql(near, [q]).rows]
+        want = [i for i, s in zip(*_fresh(c, Search.of(q, limit=5, exact=True))[:2]) if s < 1.5]
+        assert set(want) <= set(got) or len(got) == 5
+        assert all(np.linalg.norm(c.get(i, select=["v"])["v"] - q) < 1.5 for i in got)
+        if step % 2:
+            c.insert({"id": n + step, "tag": 1, "v": q})       # a commit: a new state
+    assert any(k[0] == "sql" for k in c.table.prepared if isinstance(k, tuple))
+    db.close()

@@ -14,6 +14,10 @@ collection object and session reading that table, and dies with it.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
+
 from .execute import Result, vector_topk
 from .plan import Project, VectorTopK
 from .planner import Query
@@ -66,12 +70,49 @@ def request_shape(req) -> tuple | None:
                  v.metric, v.probes)
 
 
+class KeptPlan:
+    """A planned SQL vector search (Output over its legs) and the state it was
+    planned at: the next run swaps its query vector in (`with_vector`)."""
+    __slots__ = ("state", "query", "mask")
+
+    def __init__(self, state, query: Query):
+        self.state = state
+        self.query = query
+        self.mask = max((m for m, _ in query.masks.values()), key=len, default=_NO_MASK)
+
+    def with_vector(self, q, env) -> Query:
+        """The kept plan asking for `q`, with this run's parameters `env`."""
+        kept = self.query
+        return Query(_with_vector(kept.plan, q), kept.snapshot, kept.table, kept.masks, env)
+
+
+def _with_vector(node, q):
+    if type(node) is VectorTopK:
+        return replace(node, query=q)
+    return replace(node, input=_with_vector(node.input, q))
+
+
+_NO_MASK = np.zeros(0, bool)
+
+
 def keep(cache: dict, key, state, query: Query) -> None:
-    """Keep a planned search under `key` in a table's cache, if it can be kept."""
+    """Keep a planned search under `key` in a table's cache, if it can be kept:
+    a Project(VectorTopK) (the API's), or a SQL plan whose one VectorTopK lies
+    under Output and Limit."""
     if PreparedSearch.fits(query):
         kept = PreparedSearch(state, query)
-        if len(cache) >= MAX_PREPARED or kept.mask.nbytes + sum(
-                p.mask.nbytes for p in cache.values()) > MAX_PREPARED_BYTES:
-            cache.clear()
-        if kept.mask.nbytes <= MAX_PREPARED_BYTES:
-            cache[key] = kept
+    elif _sql_fits(query.plan):
+        kept = KeptPlan(state, query)
+    else:
+        return
+    if len(cache) >= MAX_PREPARED or kept.mask.nbytes + sum(
+            p.mask.nbytes for p in cache.values()) > MAX_PREPARED_BYTES:
+        cache.clear()
+    if kept.mask.nbytes <= MAX_PREPARED_BYTES:
+        cache[key] = kept
+
+
+def _sql_fits(node) -> bool:
+    while node.NODE in ("Output", "Limit"):
+        node = node.input
+    return type(node) is VectorTopK

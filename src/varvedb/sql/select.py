@@ -30,9 +30,10 @@ from ..query.filter import Filter as GrammarFilter, convert as grammar_convert
 from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Output, Sort,
                           Where)
 from ..query.bind import bind_legs
+from ..query.prepared import keep
 from ..query.planner import Query, plan_scan
 from ..query.request import RRF_K, Search, TextLeg, VectorLeg
-from ..schema import brief
+from ..schema import brief, coerce_query_vector
 from .expressions import Scope, convert, deparse, output_name
 from ..results import SqlResult
 
@@ -248,12 +249,33 @@ class Select:
                                     f"{'bit' if f.dtype == 'bit' else 'vector'} {b.vector_op} "
                                     f"{'bit' if f.dtype != 'bit' else 'vector'}")
         q = self._query_vector(f, q_expr, env, f"vector {b.vector_op}")
+        # A statement run again at the same state with only its query vector changed
+        # reuses its plan, masks and strategy (query/prepared.py), as the API does.
+        session = ctx.session
+        key = state = None
+        skip = -1
+        if not self.subqueries and ctx.as_of is None and session.tx is None and snap.final:
+            skip = q_expr.index - 1 if type(q_expr) is E.Param else -1
+            key = ("sql", self, tuple(p for i, p in enumerate(env.params) if i != skip),
+                   tuple(session.settings.items()))
+            state = (snap.version, session.branch_id)
+            try:
+                kept = table.prepared.get(key)
+            except TypeError:       # a list among the other parameters: bound each time
+                kept = key = None
+            if kept is not None and kept.state == state:
+                return kept.with_vector(coerce_query_vector(f, q), env)
         limit, offset = self._limit_offset(env)
         k = snap.n(table) if limit is None else limit + offset
         request = Search(vector=VectorLeg(vector=q, field=fname, metric=metric), limit=k,
                          where=where)
-        return self._output(b, bind_legs(request, table, snap, ctx.session.settings), limit,
-                            offset, env)
+        query = self._output(b, bind_legs(request, table, snap, session.settings), limit,
+                             offset, env)
+        # (not when the WHERE reads the vector's parameter: its mask would change)
+        if key is not None and (skip < 0 or f"Param(index={skip + 1})"
+                                not in repr(self.where_expr)):
+            keep(table.prepared, key, state, query)
+        return query
 
     def _shape(self, b, node, env):
         limit, offset = self._limit_offset(env)
