@@ -45,6 +45,16 @@ def _same(c, q, **kw):
     return kept
 
 
+def _indexed(rng, n: int, tags: int):
+    """A database with n rows (ids 1..n, tag = row % tags) of an HNSW-indexed field."""
+    db = vv.connect(":memory:")
+    c = db.create_collection("d", {"tag": vv.Int(), "v": vv.Vector(DIM, metric="l2",
+                                                                    index=vv.HNSW())})
+    c.insert_arrays(id=np.arange(1, n + 1), tag=np.arange(n) % tags,
+                    v=rng.standard_normal((n, DIM)).astype(np.float32))
+    return db, c
+
+
 OPS = st.lists(st.one_of(
     st.tuples(st.just("insert"), st.integers(1, 40)),
     st.tuples(st.just("delete"), st.integers(1, 60)),
@@ -60,12 +70,8 @@ OPS = st.lists(st.one_of(
 @given(ops=OPS, seed=st.integers(0, 2**16))
 def test_kept_searches_answer_as_fresh_binds(ops, seed):
     rng = np.random.default_rng(seed)
-    db = vv.connect(":memory:")
-    c = db.create_collection("d", {"tag": vv.Int(), "v": vv.Vector(DIM, metric="l2",
-                                                                    index=vv.HNSW())})
     base = EXACT_ROWS + 60
-    c.insert_arrays(id=np.arange(1, base + 1), tag=np.arange(base) % 5,
-                    v=rng.standard_normal((base, DIM)).astype(np.float32))
+    db, c = _indexed(rng, base, 5)
     queries = rng.standard_normal((10, DIM)).astype(np.float32)
     next_id, fields = base + 1, 0
     shapes = [dict(limit=5, ef=200), dict(limit=3, where="tag = $1", params=[2], ef=200),
@@ -132,12 +138,8 @@ def test_sql_reuses_a_statements_plan_only_at_its_state_and_shape():
     """db.sql's vector ORDER BY keeps its plan too: the same rows as a fresh bind
     across a commit, another parameter, a WHERE that reads the vector itself."""
     rng = np.random.default_rng(3)
-    db = vv.connect(":memory:")
-    c = db.create_collection("d", {"tag": vv.Int(), "v": vv.Vector(DIM, metric="l2",
-                                                                    index=vv.HNSW())})
     n = EXACT_ROWS + 100
-    c.insert_arrays(id=np.arange(1, n + 1), tag=np.arange(n) % 3,
-                    v=rng.standard_normal((n, DIM)).astype(np.float32))
+    db, c = _indexed(rng, n, 3)
     knn = "SELECT id, v <-> $1 AS d FROM d WHERE tag < $2 ORDER BY v <-> $1 LIMIT 5"
     near = "SELECT id FROM d WHERE v <-> $1 < 1.5 ORDER BY v <-> $1 LIMIT 5"
     for step in range(6):
