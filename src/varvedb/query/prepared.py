@@ -7,7 +7,9 @@ they were taken at (the version read and the branch). The next search of that
 shape at the same state goes straight to the top-k with its new vector:
 nothing is bound, no mask is evaluated, no plan is built. Any commit, another
 branch, an open transaction or a new table object (DDL, vacuum) is a new state:
-the caller binds again.
+the caller binds again. The API's searches are kept as `PreparedSearch` (run
+through `execute.vector_topk` alone); SQL's vector ORDER BY as `KeptPlan`, its
+tree with the new vector swapped into the VectorTopK.
 
 The cache lives on the table (`Table.prepared`), so it is shared by every
 collection object and session reading that table, and dies with it.
