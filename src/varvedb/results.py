@@ -61,13 +61,14 @@ class Hits(Sequence):
         self.plan = plan
         self._ids = self._scores = self._cols = None
         self._names = ()
+        self._n = len(self._hits)
 
     @classmethod
     def of_columns(cls, ids, scores: np.ndarray | None, names: tuple, cols: list,
                    plan: PlanNode | None = None, n: int = 0) -> "Hits":
         """Hits over columns: `ids` (a list, or a function that makes the `n` of
-        them on first use), `scores` (float64, or None: unscored), and one list of Python values
-        per field in `names`."""
+        them on first use), `scores` (float64, or None: unscored), and one list
+        of Python values per field in `names`."""
         self = cls.__new__(cls)
         self._hits = None
         self.plan = plan
