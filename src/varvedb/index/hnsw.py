@@ -58,6 +58,7 @@ from varvedb.kernels import pq as pq_kernels
 from varvedb.kernels.distance import (GRAPH_METRIC_CODES, METRIC_CODE_DOT, METRIC_CODE_L2,
                                       METRIC_CODE_PQ, METRIC_COSINE, METRIC_L2)
 
+from ..errors import NonFiniteVectorError
 from . import prefetch
 
 _FORMAT = 3              # 1: before quantize (13 params), 2: before pq (15); both read
@@ -617,7 +618,7 @@ class HnswIndex:
         finally:
             self._workspaces.append(ws)
         if count < 0:
-            raise ValueError("query must be finite")
+            raise NonFiniteVectorError("query vector holds NaN or inf")
         return out_rows[:count], out_dist[:count]
 
     def search_batch(self, vectors: np.ndarray, norms: np.ndarray, queries: np.ndarray,
