@@ -103,7 +103,8 @@ def _candidate_capacity(ef: int) -> int:
 class _Workspace:
     """Scratch for one single-query walk: a visited set, the pool and the heaps."""
 
-    __slots__ = ("visited", "generation", "cand_d", "cand_i", "res_d", "res_i", "fresh")
+    __slots__ = ("visited", "generation", "cand_d", "cand_i", "res_d", "res_i", "fresh",
+                 "exact_d", "args")
 
     def __init__(self, rows: int, ef: int, m0: int):
         self.visited = np.zeros(rows, np.uint16)
@@ -114,6 +115,10 @@ class _Workspace:
         self.res_d = np.empty(ef, np.float32)
         self.res_i = np.empty(ef, np.int32)
         self.fresh = np.empty(m0, np.int32)
+        self.exact_d = np.empty(ef, np.float64)   # the pool's best, scored exactly
+        # the kernel's ``ws`` argument, packed once (kernels.hnsw: _SEARCH_READS)
+        self.args = (self.visited, self.generation, self.cand_d, self.cand_i, self.res_d,
+                     self.res_i, self.fresh, self.exact_d)
 
 
 class _BuildScratch:
@@ -197,6 +202,7 @@ class HnswIndex:
         # hamming graphs are over packed bit rows (uint8, dim = bytes a row): their
         # queries are packed bytes too, every other graph's float32
         self._query_dtype = np.uint8 if metric == "hamming" else np.float32
+        self._query_dt = np.dtype(self._query_dtype)
         self._levels = np.full(0, -1, np.int8)
         self._links0 = np.full((0, 2 * self.m), -1, np.int32)
         self._upper_slot = np.full(0, -1, np.int32)
@@ -220,6 +226,7 @@ class HnswIndex:
         self._n_nodes = 0
         self._extent = 0
         self._workspaces: list[_Workspace] = []
+        self._graph_args: tuple | None = None   # the search kernels' ``graph``, packed
         self._scratch: _BuildScratch | None = None
         self._writable = True   # False while the arrays may be restored read-only views
 
@@ -275,6 +282,7 @@ class HnswIndex:
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)
         if rows.size == 0:
             return
+        self._graph_args = None     # the arrays, the entry point and the top change
         arena = self._arena(vectors)
         if arena.shape[0] < self._extent:
             # the build walk reads the vector of every node it meets: a node
@@ -300,6 +308,7 @@ class HnswIndex:
             self._n_nodes = 1
             order = order[1:]
         self._insert_batches(arena, norms, order, parallel)
+        self._graph_args = None
 
     def repaired(self, kept: np.ndarray, vectors: np.ndarray, norms: np.ndarray
                  ) -> "HnswIndex":
@@ -429,10 +438,13 @@ class HnswIndex:
         kernels.join_twins(batch, twin_of, self._levels, fwd, self._twins, self._links0,
                            self._upper_slot, self._upper_links)
         keys, sources, starts = kernels.reverse_edges(batch, self._levels, fwd)
+        drops, n_drops = kernels.drop_space(sources, starts, self._links0)
         kernels.apply_reverse_edges(
             arena, norms, self._metric_code, keys, sources, starts, n_levels, self._links0,
             self._upper_slot, self._upper_links, scratch.query, scratch.over_i,
-            scratch.union_d, scratch.union_i)
+            scratch.union_d, scratch.union_i, drops, n_drops)
+        kernels.keep_in_links(keys, starts, n_levels, drops, n_drops, self._links0,
+                              self._upper_slot, self._upper_links)
         self._entry, self._top = kernels.raise_entry(batch, twin_of, self._levels,
                                                      self._entry, self._top)
 
@@ -521,6 +533,7 @@ class HnswIndex:
         """Room for nodes up to row ``n_rows - 1`` in one allocation, no spare:
         a bulk link that knows its size need not grow by doubling."""
         if n_rows > self._levels.shape[0]:
+            self._graph_args = None
             self._make_writable()
             self._grow_rows(n_rows, exact=True)
 
@@ -584,7 +597,9 @@ class HnswIndex:
         k = int(k)
         if self._n_nodes == 0 or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float64)
-        query = np.ascontiguousarray(query, dtype=self._query_dtype)
+        if not (type(query) is np.ndarray and query.dtype is self._query_dt
+                and query.flags.c_contiguous):
+            query = np.ascontiguousarray(query, dtype=self._query_dtype)
         if query.shape != (self.dim,):
             raise ValueError(f"query must have shape ({self.dim},), got {query.shape}")
         arena = self._arena(vectors)
@@ -594,21 +609,26 @@ class HnswIndex:
         ws = self._take_workspace(ef)
         out_rows = np.empty(k, np.int64)
         out_dist = np.empty(k, np.float64)
-        walk = self._walk(query) or (arena, norms, query, self._metric_code)
-        rerank = self._rerank(k, ef)
-        # a coded walk over vectors that do not fit in memory: walk, ask for the
-        # candidates' pages together, then rerank (else one fault at a time)
-        split = self.quantize is not None and prefetch.pays(vectors)
-        if split:
-            out_rows = np.empty(max(k, rerank), np.int64)
-            rerank = -rerank
+        split = False
+        if self.quantize is None:     # the walk measures the arena itself
+            data = (arena, norms, arena, norms, allow)
+            pair = (query, query)
+            params = (self._metric_code, self._metric_code, 0, ef, k, use_allow, 0)
+        else:                         # it walks the codes, then reranks from the arena
+            codes, code_norms, walk_query, walk_metric = self._walk(query)
+            data = (arena, norms, codes, code_norms, allow)
+            pair = (query, walk_query)
+            rerank = self._rerank(k, ef)
+            # a coded walk over vectors that do not fit in memory: walk, ask for the
+            # candidates' pages together, then rerank (else one fault at a time)
+            split = prefetch.pays(vectors)
+            if split:
+                out_rows = np.empty(max(k, rerank), np.int64)
+                rerank = -rerank
+            params = (self._metric_code, walk_metric, rerank, ef, k, use_allow, 0)
         try:
-            count = kernels.search_one(
-                arena, norms, query, self._metric_code, *walk, rerank,
-                self._links0,
-                self._upper_slot, self._upper_links, self._twins, self._entry, self._top,
-                ef, k, allow, use_allow, ws.visited, ws.generation, 0, ws.cand_d, ws.cand_i,
-                ws.res_d, ws.res_i, ws.fresh, out_rows, out_dist)
+            count = kernels.search_one(self._graph_args or self._graph(), data, pair, params,
+                                       ws.args, out_rows, out_dist)
             if split and count > 0:
                 rows = out_rows[:count].copy()
                 prefetch.prefetch_rows(vectors, rows)
@@ -618,6 +638,8 @@ class HnswIndex:
             self._workspaces.append(ws)
         if count < 0:
             raise ValueError("query must be finite")
+        if count == k and not split:
+            return out_rows, out_dist
         return out_rows[:count], out_dist[:count]
 
     def search_batch(self, vectors: np.ndarray, norms: np.ndarray, queries: np.ndarray,
@@ -646,19 +668,27 @@ class HnswIndex:
         lanes = min(numba.get_num_threads(), n_q)
         cand = _candidate_capacity(ef)
         out_count = np.zeros(n_q, np.int64)
-        walk = self._walk(queries) or (arena, norms, queries, self._metric_code)
+        walk, walk_norms, walk_queries, walk_metric = \
+            self._walk(queries) or (arena, norms, queries, self._metric_code)
+        ws = (np.zeros((lanes, self._levels.shape[0]), np.uint16), np.zeros(lanes, np.int64),
+              np.empty((lanes, cand), np.float32), np.empty((lanes, cand), np.int32),
+              np.empty((lanes, ef), np.float32), np.empty((lanes, ef), np.int32),
+              np.empty((lanes, 2 * self.m), np.int32), np.empty((lanes, ef), np.float64))
         kernels.search_many(
-            arena, norms, queries, self._metric_code, *walk, self._rerank(k, ef),
-            self._links0, self._upper_slot,
-            self._upper_links, self._twins, self._entry, self._top, ef, k, allow, use_allow,
-            np.zeros((lanes, self._levels.shape[0]), np.uint16), np.zeros(lanes, np.int64),
-            np.empty((lanes, cand), np.float32), np.empty((lanes, cand), np.int32),
-            np.empty((lanes, ef), np.float32), np.empty((lanes, ef), np.int32),
-            np.empty((lanes, 2 * self.m), np.int32), out_rows, out_dist, out_count)
+            self._graph_args or self._graph(), (arena, norms, walk, walk_norms, allow),
+            (queries, walk_queries),
+            (self._metric_code, walk_metric, self._rerank(k, ef), ef, k, use_allow, 0),
+            ws, out_rows, out_dist, out_count)
         unfilled = np.arange(k)[None, :] >= out_count[:, None]
         out_rows[unfilled] = -1
         out_dist[unfilled] = np.inf
         return out_rows, out_dist
+
+    def _graph(self) -> tuple:
+        """The search kernels' ``graph`` argument, packed once until the next add."""
+        self._graph_args = (self._links0, self._upper_slot, self._upper_links, self._twins,
+                            self._entry, self._top)
+        return self._graph_args
 
     def _take_workspace(self, ef: int) -> _Workspace:
         try:
@@ -671,10 +701,15 @@ class HnswIndex:
 
     # ------------------------------------------------------------ arguments
 
+    # On a search's path: a dtype compared with a type (``== np.float32``) costs
+    # ~0.4 us, so the common case is told by the dtype object first.
+
     def _arena(self, vectors: np.ndarray) -> np.ndarray:
         if not isinstance(vectors, np.ndarray) or vectors.ndim != 2 \
                 or vectors.shape[1] != self.dim:
             raise ValueError(f"vectors must be an array of shape (N, {self.dim})")
+        if vectors.dtype is _F32 and self._query_dt is _F32:    # float32, not hamming
+            return vectors
         if (vectors.dtype == np.uint8) != (self.metric == "hamming"):
             raise ValueError(f"a hamming graph's vectors are packed bits (uint8), and only "
                              f"its: got {vectors.dtype} for {self.metric}")
@@ -687,7 +722,8 @@ class HnswIndex:
     def _norms(self, norms: np.ndarray | None, n_rows: int) -> np.ndarray:
         if self._metric_code != METRIC_COSINE:
             return _NO_NORMS
-        if not isinstance(norms, np.ndarray) or norms.dtype != np.float32 \
+        if not isinstance(norms, np.ndarray) \
+                or not (norms.dtype is _F32 or norms.dtype == np.float32) \
                 or norms.ndim != 1 or norms.shape[0] < n_rows:
             raise ValueError(f"norms must be a float32 array of at least {n_rows} rows")
         return norms
@@ -833,6 +869,7 @@ class HnswIndex:
 
 
 _NO_NORMS = np.zeros(1, np.float32)
+_F32 = np.dtype(np.float32)
 _NO_ALLOW = np.zeros(1, np.bool_)
 
 
