@@ -316,8 +316,9 @@ class HnswIndex:
         new row i is old row ``kept[i]`` and ``vectors`` / ``norms`` are the new
         arena. Each kept node keeps its level and its lists less the dropped ids;
         a list that lost one is chosen again from its survivors and the dropped
-        nodes' own neighbours (:func:`kernels.repair_lists`); the entry point
-        moves to a node of the highest level left if it was dropped. Twins are
+        nodes' own neighbours (:func:`kernels.repair_lists`), and a node those
+        lists no longer hold is linked again (:func:`kernels.link_orphans`); the
+        entry point moves to a node of the highest level left if it was dropped. Twins are
         linked again (their rings may have lost their linked node). What a
         vacuum does instead of a rebuild, when asked to repair."""
         kept = np.asarray(kept, np.int64)
@@ -361,6 +362,9 @@ class HnswIndex:
         kernels.repair_lists(arena, norms, self._metric_code, kept, inv, old_levels,
                              self._links0, self._upper_slot, self._upper_links, task_node,
                              task_level, out._links0, out._upper_slot, out._upper_links)
+        # lists chosen again may have dropped a node's only in-link (twins are not
+        # nodes yet: they are added below)
+        kernels.link_orphans(out._levels, out._links0, out._upper_slot, out._upper_links)
         if self.quantize is not None:
             src = self._codes[inside]
             if self.quantize == "pq":
@@ -443,8 +447,8 @@ class HnswIndex:
             arena, norms, self._metric_code, keys, sources, starts, n_levels, self._links0,
             self._upper_slot, self._upper_links, scratch.query, scratch.over_i,
             scratch.union_d, scratch.union_i, drops, n_drops)
-        kernels.keep_in_links(keys, starts, n_levels, drops, n_drops, self._links0,
-                              self._upper_slot, self._upper_links)
+        kernels.keep_in_links(keys, starts, n_levels, drops, n_drops, self._levels,
+                              self._links0, self._upper_slot, self._upper_links)
         self._entry, self._top = kernels.raise_entry(batch, twin_of, self._levels,
                                                      self._entry, self._top)
 

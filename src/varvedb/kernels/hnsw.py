@@ -868,28 +868,57 @@ def _link_group(arena, norms, metric, keys, sources, starts, n_levels, g, links0
 
 
 @njit(**_JIT)
-def keep_in_links(keys, starts, n_levels, drops, n_drops, links0, upper_slot, upper_links):
+def keep_in_links(keys, starts, n_levels, drops, n_drops, levels, links0, upper_slot,
+                  upper_links):
     """Phase 2c: every id a re-prune dropped keeps an in-link on that level.
 
     A node no list holds cannot be reached by a walk, so a search with a beam
     as wide as the graph would still miss it. A dropped node's in-links are
     looked for where they nearly always are, in the lists of its own
-    out-neighbours; when none is found there it is linked again: back into the
-    list that dropped it if that has room, else into the first of its
-    out-neighbours' lists with room, else in place of the farthest entry of
-    the dropping list whose node has another in-link. (A node with an in-link
-    elsewhere may so get one more: a link, never a wrong answer.) Serial, in
-    group order, after phase 2b: the graph still depends only on the seed and
-    the insertion order.
+    out-neighbours; when none is found there it is linked again
+    (:func:`_relink`). Should that find no room and no entry it can prove
+    spare, the level's in-links are counted over the whole graph (once, then
+    kept up to date) and it tries again with the counts. (A node with an
+    in-link elsewhere may so get one more: a link, never a wrong answer.)
+    Serial, in group order, after phase 2b: the graph still depends only on
+    the seed and the insertion order.
     """
+    indeg = np.zeros(levels.shape[0], np.int32)
+    counted = -1                     # the level indeg counts, -1: none
     for g in range(starts.shape[0] - 1):
         key = keys[starts[g]]
         target, level = key // n_levels, key % n_levels
         base = drop_base(starts, g, links0)
         for d in range(n_drops[g]):
             w = drops[base + d]
-            if not _has_in_link(links0, upper_slot, upper_links, w, level, -1):
-                _relink(links0, upper_slot, upper_links, w, level, target)
+            if counted == level:
+                if indeg[w] == 0:
+                    _relink(levels, links0, upper_slot, upper_links, w, level, target, indeg,
+                            True)
+                continue
+            if _has_in_link(links0, upper_slot, upper_links, w, level, -1):
+                continue
+            if _relink(levels, links0, upper_slot, upper_links, w, level, target, indeg,
+                       False):
+                counted = -1         # it touched indeg: the counts it held are stale
+                continue
+            _count_in_links(levels, links0, upper_slot, upper_links, level, indeg)
+            counted = level
+            if indeg[w] == 0:
+                _relink(levels, links0, upper_slot, upper_links, w, level, target, indeg,
+                        True)
+
+
+@njit(**_JIT)
+def _count_in_links(levels, links0, upper_slot, upper_links, level, indeg):
+    # indeg[v]: how many level lists hold v
+    indeg[:] = 0
+    for r in range(levels.shape[0]):
+        if levels[r] >= level:
+            for v in _old_list(links0, upper_slot, upper_links, r, level):
+                if v < 0:
+                    break
+                indeg[v] += 1
 
 
 @njit(**_JIT)
@@ -916,20 +945,63 @@ def _append(lst, v):
 
 
 @njit(**_JIT)
-def _relink(links0, upper_slot, upper_links, w, level, target):
-    if _append(_old_list(links0, upper_slot, upper_links, target, level), w):
-        return
-    for x in _old_list(links0, upper_slot, upper_links, w, level):
-        if x < 0:
+def _relink(levels, links0, upper_slot, upper_links, w, level, target, indeg, exact):
+    """Give ``w`` an in-link on ``level``; False if no way was found.
+
+    Into the list of ``target`` (the one that dropped it, or its nearest
+    neighbour) if that has room, else into the first of its out-neighbours'
+    lists with room; else in place of the farthest entry of one of those
+    lists whose node has another in-link: known from ``indeg`` (kept up to
+    date) when ``exact``, else proved by :func:`_has_in_link`. With the
+    counts, a last resort that cannot fail: the first list of the level with
+    room, or else with an entry held twice (one exists: a node held by none
+    leaves more entries than nodes to the others).
+    """
+    own = _old_list(links0, upper_slot, upper_links, w, level)
+    for o in range(-1, own.shape[0]):
+        owner = target if o < 0 else own[o]
+        if owner < 0:
             break
-        if _append(_old_list(links0, upper_slot, upper_links, x, level), w):
-            return
-    lst = _old_list(links0, upper_slot, upper_links, target, level)
-    for j in range(lst.shape[0] - 1, -1, -1):
-        y = lst[j]
-        if y >= 0 and _has_in_link(links0, upper_slot, upper_links, y, level, target):
-            lst[j] = w
-            return
+        if owner != w and _append(_old_list(links0, upper_slot, upper_links, owner, level), w):
+            indeg[w] += 1
+            return True
+    for o in range(-1, own.shape[0]):
+        owner = target if o < 0 else own[o]
+        if owner < 0:
+            break
+        if owner == w:
+            continue
+        lst = _old_list(links0, upper_slot, upper_links, owner, level)
+        for j in range(lst.shape[0] - 1, -1, -1):
+            y = lst[j]
+            if y < 0:
+                continue
+            if indeg[y] >= 2 if exact else _has_in_link(links0, upper_slot, upper_links,
+                                                        y, level, owner):
+                lst[j] = w
+                indeg[y] -= 1
+                indeg[w] += 1
+                return True
+    if not exact:
+        return False
+    for spare in range(2):
+        for owner in range(levels.shape[0]):
+            if owner == w or levels[owner] < level:
+                continue
+            lst = _old_list(links0, upper_slot, upper_links, owner, level)
+            if _holds(lst, w):
+                continue
+            for j in range(lst.shape[0] - 1, -1, -1):
+                y = lst[j]
+                if y < 0 and spare == 0 or y >= 0 and spare == 1 and indeg[y] >= 2:
+                    if y < 0:
+                        _append(lst, w)
+                    else:
+                        lst[j] = w
+                        indeg[y] -= 1
+                    indeg[w] += 1
+                    return True
+    return False
 
 
 @njit(**_JIT)
@@ -971,7 +1043,8 @@ def link_batch(arena, norms, metric, batch, levels, links0, upper_slot, upper_li
         _link_group(arena, norms, metric, keys, sources, starts, n_levels, g, links0,
                     upper_slot, upper_links, query[0], over_i[0], union_d[0], union_i[0],
                     drops, n_drops)
-    keep_in_links(keys, starts, n_levels, drops, n_drops, links0, upper_slot, upper_links)
+    keep_in_links(keys, starts, n_levels, drops, n_drops, levels, links0, upper_slot,
+                  upper_links)
     return raise_entry(batch, twin_of, levels, entry, top)
 
 
@@ -1059,6 +1132,33 @@ def repair_lists(arena, norms, metric, kept, inv, old_levels, old_links0, old_up
         _repair_one(arena, norms, metric, kept, inv, old_levels, old_links0, old_upper_slot,
                     old_upper_links, task_node[t], task_level[t], links0, upper_slot,
                     upper_links)
+
+
+@njit(**_JIT)
+def link_orphans(levels, links0, upper_slot, upper_links):
+    """Link again every node that no list holds on one of its levels; returns how many.
+
+    For a graph whose lists were chosen again wholesale (:func:`repair_lists`),
+    where the in-links of the lists' former members were not followed: per
+    level, the in-links are counted over every list, and each node with none
+    is linked again by :func:`_relink` from its nearest out-neighbour on that
+    level, with the counts. O(nodes x links), serial.
+    """
+    indeg = np.zeros(levels.shape[0], np.int32)
+    top = -1
+    for r in range(levels.shape[0]):
+        top = max(top, levels[r])
+    linked = 0
+    for level in range(top + 1):
+        _count_in_links(levels, links0, upper_slot, upper_links, level, indeg)
+        for w in range(levels.shape[0]):
+            if levels[w] < level or indeg[w] > 0:
+                continue
+            nearest = _old_list(links0, upper_slot, upper_links, w, level)[0]
+            if _relink(levels, links0, upper_slot, upper_links, w, level,
+                       nearest if nearest >= 0 else w, indeg, True):
+                linked += 1
+    return linked
 
 
 @njit(**_JIT)
