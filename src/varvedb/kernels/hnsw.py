@@ -804,10 +804,15 @@ def _link_back(arena, norms, metric, target, level, sources, links0, upper_slot,
                            query_distance(arena, norms, v, query, q_norm, metric), v)
     kept = select_diverse(arena, norms, metric, union_d, union_i, n, cap, lst)
     lst[kept:] = -1
+    # the kept ids are a subsequence of the union (the heuristic keeps them in
+    # its order): one pass sets the others apart
     n_drops = 0
+    t = 0
     for j in range(n):
         v = union_i[j]
-        if not _holds(lst, v):
+        if t < kept and lst[t] == v:
+            t += 1
+        else:
             drops[n_drops] = v
             n_drops += 1
     return n_drops
@@ -900,7 +905,6 @@ def keep_in_links(keys, starts, n_levels, drops, n_drops, levels, links0, upper_
                 continue
             if _relink(levels, links0, upper_slot, upper_links, w, level, target, indeg,
                        False):
-                counted = -1         # it touched indeg: the counts it held are stale
                 continue
             _count_in_links(levels, links0, upper_slot, upper_links, level, indeg)
             counted = level
@@ -952,7 +956,8 @@ def _relink(levels, links0, upper_slot, upper_links, w, level, target, indeg, ex
     neighbour) if that has room, else into the first of its out-neighbours'
     lists with room; else in place of the farthest entry of one of those
     lists whose node has another in-link: known from ``indeg`` (kept up to
-    date) when ``exact``, else proved by :func:`_has_in_link`. With the
+    date) when ``exact``, else, in the target's list only, proved by
+    :func:`_has_in_link` (``indeg`` left untouched). With the
     counts, a last resort that cannot fail: the first list of the level with
     room, or else with an entry held twice (one exists: a node held by none
     leaves more entries than nodes to the others).
@@ -963,9 +968,12 @@ def _relink(levels, links0, upper_slot, upper_links, w, level, target, indeg, ex
         if owner < 0:
             break
         if owner != w and _append(_old_list(links0, upper_slot, upper_links, owner, level), w):
-            indeg[w] += 1
+            if exact:
+                indeg[w] += 1
             return True
-    for o in range(-1, own.shape[0]):
+    # without the counts, only the target's entries are tried (each proof reads
+    # up to a list of lists)
+    for o in range(-1, own.shape[0] if exact else 0):
         owner = target if o < 0 else own[o]
         if owner < 0:
             break
@@ -979,8 +987,9 @@ def _relink(levels, links0, upper_slot, upper_links, w, level, target, indeg, ex
             if indeg[y] >= 2 if exact else _has_in_link(links0, upper_slot, upper_links,
                                                         y, level, owner):
                 lst[j] = w
-                indeg[y] -= 1
-                indeg[w] += 1
+                if exact:
+                    indeg[y] -= 1
+                    indeg[w] += 1
                 return True
     if not exact:
         return False
