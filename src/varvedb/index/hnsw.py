@@ -104,7 +104,7 @@ class _Workspace:
     """Scratch for one single-query walk: a visited set, the pool and the heaps."""
 
     __slots__ = ("visited", "generation", "cand_d", "cand_i", "res_d", "res_i", "fresh",
-                 "exact_d", "args")
+                 "exact_i", "exact_d", "args")
 
     def __init__(self, rows: int, ef: int, m0: int):
         self.visited = np.zeros(rows, np.uint16)
@@ -115,10 +115,11 @@ class _Workspace:
         self.res_d = np.empty(ef, np.float32)
         self.res_i = np.empty(ef, np.int32)
         self.fresh = np.empty(m0, np.int32)
-        self.exact_d = np.empty(ef, np.float64)   # the pool's best, scored exactly
+        self.exact_i = np.empty(ef, np.int64)     # the pool's best, scored exactly
+        self.exact_d = np.empty(ef, np.float64)
         # the kernel's ``ws`` argument, packed once (kernels.hnsw: _SEARCH_READS)
         self.args = (self.visited, self.generation, self.cand_d, self.cand_i, self.res_d,
-                     self.res_i, self.fresh, self.exact_d)
+                     self.res_i, self.fresh, self.exact_i, self.exact_d)
 
 
 class _BuildScratch:
@@ -677,7 +678,8 @@ class HnswIndex:
         ws = (np.zeros((lanes, self._levels.shape[0]), np.uint16), np.zeros(lanes, np.int64),
               np.empty((lanes, cand), np.float32), np.empty((lanes, cand), np.int32),
               np.empty((lanes, ef), np.float32), np.empty((lanes, ef), np.int32),
-              np.empty((lanes, 2 * self.m), np.int32), np.empty((lanes, ef), np.float64))
+              np.empty((lanes, 2 * self.m), np.int32), np.empty((lanes, ef), np.int64),
+              np.empty((lanes, ef), np.float64))
         kernels.search_many(
             self._graph_args or self._graph(), (arena, norms, walk, walk_norms, allow),
             (queries, walk_queries),

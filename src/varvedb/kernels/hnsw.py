@@ -123,7 +123,8 @@ _PJIT = dict(cache=True, nogil=True, fastmath=True, parallel=True)
 #   query_pair  (query, walk_query): the query and what the walk measures it
 #           as (itself, or its codes' form); search_many: one row per query each;
 #   params  (metric, walk_metric, rerank, ef, k, use_allow, lane);
-#   ws      (visited, generation, cand_d, cand_i, res_d, res_i, fresh, exact_d):
+#   ws      (visited, generation, cand_d, cand_i, res_d, res_i, fresh, exact_i,
+#           exact_d):
 #           one walk's scratch, packed once per workspace (search_many: one row
 #           per lane of each, and ``lane`` in params unused).
 _SEARCH_READS = ("graph", "data")
@@ -403,19 +404,19 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
     the caller to rerank with :func:`rerank_rows`). ``out_dist`` gets exact float64
     scores on pgvector's scale and rows are ranked by (score, row), so a
     caller needs no second pass: the walk's best ``k + tie_spare(k)`` are
-    scored (into ``exact_d``), so that near-ties the float32 walk ordered
+    scored (into ``exact_*``), so that near-ties the float32 walk ordered
     either way are cut by (float64 score, row), as exact search cuts them.
 
     Returns -1, having searched nothing, when the query is not finite.
     Scratch: ``visited`` holds one uint16 stamp per row and
-    ``generation[lane]`` the lane's current stamp; ``res_*`` and ``exact_d``
+    ``generation[lane]`` the lane's current stamp; ``res_*`` and ``exact_*``
     need ef entries, ``cand_*`` more than 2 ef (filtered walks only), ``fresh`` 2m.
     """
     links0, upper_slot, upper_links, twins, entry, top = graph
     arena, norms, walk, walk_norms, allow = data
     query, walk_query = query_pair
     metric, walk_metric, rerank, ef, k, use_allow, lane = params
-    visited, generation, cand_d, cand_i, res_d, res_i, fresh, exact_d = ws
+    visited, generation, cand_d, cand_i, res_d, res_i, fresh, exact_i, exact_d = ws
     if not all_finite(query):
         return -1
     # Rows at or past `n_rows` are skipped, so a search that overlaps an add()
@@ -448,7 +449,8 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
         while n > k + tie_spare(k):
             n = max_pop(res_d, res_i, n)
         max_sort(res_d, res_i, n)
-        return _rank_pool(arena, query, metric, res_i, n, k, exact_d, out_rows, out_dist)
+        return _rank_pool(arena, query, metric, res_i, n, k, exact_i, exact_d, out_rows,
+                          out_dist)
     res_d[0] = dist
     res_i[0] = node
     n_seeds = 1
@@ -466,7 +468,8 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
             return _candidates(res_i, min(n, -rerank), out_rows)
         return rerank_rows(arena, norms, query, metric, res_i, min(n, rerank), k, res_d,
                        out_rows, out_dist)
-    return _rank_pool(arena, query, metric, res_i, n, k, exact_d, out_rows, out_dist)
+    return _rank_pool(arena, query, metric, res_i, n, k, exact_i, exact_d, out_rows,
+                      out_dist)
 
 
 @njit(**_INLINE)
@@ -477,14 +480,18 @@ def tie_spare(k):
 
 
 @njit(**_INLINE)
-def _rank_pool(arena, query, metric, pool_i, n, k, exact_d, out_rows, out_dist):
+def _rank_pool(arena, query, metric, pool_i, n, k, exact_i, exact_d, out_rows, out_dist):
     # the best k of a pool (ascending by the walk's float32 distance) by (float64
     # score, row): its first k + tie_spare(k) scored and sorted, then cut
+    # scored as int64 rows, the very specialisation exact search scores with
+    # (its rank_rows over int64 rows): equal scores to the bit
     count = min(n, k + tie_spare(k))
-    rank_rows(arena, pool_i[:count], query, metric, exact_d[:count])
+    for j in range(count):
+        exact_i[j] = pool_i[j]
+    rank_rows(arena, exact_i[:count], query, metric, exact_d[:count])
     count = min(count, k)
     for j in range(count):
-        out_rows[j] = pool_i[j]
+        out_rows[j] = exact_i[j]
         out_dist[j] = exact_d[j]
     return count
 
@@ -518,9 +525,9 @@ def _search_lane(graph, data, queries, walk_queries, metric, walk_metric, rerank
                  use_allow, lane, ws, out_rows, out_dist, out_count):
     # lane's queries (lane, lane + lanes, ...) with lane's rows of the scratch;
     # lane is int64 (prange's index is unsigned): one search_one for every caller
-    visited, generation, cand_d, cand_i, res_d, res_i, fresh, exact_d = ws
+    visited, generation, cand_d, cand_i, res_d, res_i, fresh, exact_i, exact_d = ws
     lane_ws = (visited[lane], generation, cand_d[lane], cand_i[lane], res_d[lane],
-               res_i[lane], fresh[lane], exact_d[lane])
+               res_i[lane], fresh[lane], exact_i[lane], exact_d[lane])
     params = (metric, walk_metric, rerank, ef, k, use_allow, lane)
     for qi in range(lane, queries.shape[0], visited.shape[0]):
         out_count[qi] = search_one(graph, data, (queries[qi], walk_queries[qi]), params,
@@ -568,12 +575,18 @@ def _same_vector(arena, a, b):
 
 
 @njit(**_JIT)
-def _batch_candidates(level, batch, self_pos, batch_dist, levels, limit, x_d, x_i):
-    # other nodes of this batch on this level, nearer than `limit`, ascending
+def _batch_candidates(arena, level, batch, self_pos, batch_dist, levels, limit, x_d, x_i):
+    # other nodes of this batch on this level, nearer than `limit`, ascending;
+    # not those bit-identical to this node: they end as twins (of it, or of the
+    # node it twins), and a node whose only links went to its own twins would be
+    # left with no links and no in-links once join_twins takes those out
     n_x = 0
+    own = batch_dist[self_pos]
+    u = batch[self_pos]
     for t in range(batch.shape[0]):
         w = batch[t]
-        if t != self_pos and levels[w] >= level and batch_dist[t] < limit:
+        if t != self_pos and levels[w] >= level and batch_dist[t] < limit and not (
+                batch_dist[t] == own and _same_vector(arena, w, u)):
             n_x = sorted_insert(x_d, x_i, n_x, batch_dist[t], w)
     return n_x
 
@@ -624,7 +637,8 @@ def _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot, 
         if level == 0:
             twin_of[pos] = _find_twin(arena, batch, pos, batch_dist, pool_d, pool_i, n_w)
         limit = pool_d[n_w - 1] if n_w == ef else FAR
-        n_x = _batch_candidates(level, batch, pos, batch_dist, levels, limit, x_d, x_i)
+        n_x = _batch_candidates(arena, level, batch, pos, batch_dist, levels, limit, x_d,
+                                x_i)
         n_s = merge_sorted(pool_d, pool_i, n_w, x_d, x_i, n_x, s_d, s_i)
         out = fwd[pos, level]
         kept = select_diverse(arena, norms, metric, s_d, s_i, n_s, m, out)
