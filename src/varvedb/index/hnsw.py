@@ -448,8 +448,8 @@ class HnswIndex:
             arena, norms, self._metric_code, keys, sources, starts, n_levels, self._links0,
             self._upper_slot, self._upper_links, scratch.query, scratch.over_i,
             scratch.union_d, scratch.union_i, drops, n_drops)
-        kernels.keep_in_links(keys, starts, n_levels, drops, n_drops, self._levels,
-                              self._links0, self._upper_slot, self._upper_links)
+        kernels.keep_in_links(keys, starts, n_levels, drops, n_drops, self._links0,
+                              self._upper_slot, self._upper_links)
         self._entry, self._top = kernels.raise_entry(batch, twin_of, self._levels,
                                                      self._entry, self._top)
 
@@ -693,7 +693,7 @@ class HnswIndex:
     def _graph(self) -> tuple:
         """The search kernels' ``graph`` argument, packed once until the next add."""
         self._graph_args = (self._links0, self._upper_slot, self._upper_links, self._twins,
-                            self._entry, self._top)
+                            self._levels, self._entry, self._top)
         return self._graph_args
 
     def _take_workspace(self, ef: int) -> _Workspace:

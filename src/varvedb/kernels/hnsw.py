@@ -49,6 +49,13 @@ arena: walking codes there (and measuring the pool again for the neighbour
 selection) was measured no faster. Tried and not kept either: prefetching,
 one expansion ahead, the rows the next node links to (slower on glove-50).
 
+A walk as wide as the graph is exact: a walk whose pool is not full at its
+end has met every node it can reach, so :func:`search_one` then measures the
+nodes it never visited (a graph may hold nodes no list links to: the
+diversity heuristic over inner products drops the small-norm rows from
+nearly every list). So with ``ef`` >= the rows allowed, a search returns
+what exact search returns; a walk that fills its pool pays nothing for it.
+
 Batch insert, parallel without locks, deterministic: new nodes go in batches.
 :func:`find_links` searches the graph as it stood at the start of the batch,
 one new node per thread at a time, also measures each new node against the
@@ -57,8 +64,9 @@ out-links with the diversity heuristic and writes them to the node's own lists
 (nothing can reach a new node yet, so no walk reads them).
 :func:`reverse_edges` then groups the reverse links by (target, level) with a
 stable sort, and :func:`apply_reverse_edges` lets one thread per group append
-to, or re-prune, that target's list; :func:`keep_in_links` then links again,
-serially, any node a re-prune left without an in-link. No list is written by two threads and no
+to, or re-prune, that target's list; :func:`keep_in_links` then appends,
+serially, a node a re-prune left without an in-link to a list with room. No
+list is written by two threads and no
 result depends on which thread computed it, so the graph depends only on the
 seed and the insertion order, not even on the thread count. A batch too small
 to pay for waking the threads goes to :func:`link_batch`, which runs the same
@@ -69,8 +77,6 @@ Invariants kept:
   an id twice, its used entries form a prefix and the rest are -1;
 * a twin (a ring member that is not the linked node) has no out-links and
   no list holds it;
-* a node a re-prune dropped from a list is still held by another list on
-  that level (so a walk as wide as the graph reaches every node);
 * no kernel reads a list while another thread writes it (phases are separated
   by the end of a ``prange``).
 
@@ -98,7 +104,6 @@ from varvedb.kernels.distance import (
 from varvedb.kernels.heaps import (
     bounded_insert,
     candidate_push,
-    max_pop,
     max_sort,
     merge_sorted,
     min_pop,
@@ -116,7 +121,7 @@ _PJIT = dict(cache=True, nogil=True, fastmath=True, parallel=True)
 # The search kernels take their arguments packed, a few tuples instead of ~30
 # scalars and arrays (each one costs the caller a lookup and the dispatcher a
 # type check):
-#   graph   (links0, upper_slot, upper_links, twins, entry, top): the index's
+#   graph   (links0, upper_slot, upper_links, twins, levels, entry, top): the index's
 #           state, packed once per state by the index (HnswIndex._graph);
 #   data    (arena, norms, walk, walk_norms, allow): the rows scored, the rows
 #           walked (the arena itself, or its codes) and the mask;
@@ -412,7 +417,7 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
     ``generation[lane]`` the lane's current stamp; ``res_*`` and ``exact_*``
     need ef entries, ``cand_*`` more than 2 ef (filtered walks only), ``fresh`` 2m.
     """
-    links0, upper_slot, upper_links, twins, entry, top = graph
+    links0, upper_slot, upper_links, twins, levels, entry, top = graph
     arena, norms, walk, walk_norms, allow = data
     query, walk_query = query_pair
     metric, walk_metric, rerank, ef, k, use_allow, lane = params
@@ -422,54 +427,70 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
     # Rows at or past `n_rows` are skipped, so a search that overlaps an add()
     # (which may link rows this caller's arena or mask does not cover yet)
     # stays inside every array it was handed.
-    n_rows = min(visited.shape[0], links0.shape[0], twins.shape[0], arena.shape[0],
-                 walk.shape[0])
+    n_rows = min(visited.shape[0], links0.shape[0], twins.shape[0], levels.shape[0],
+                 arena.shape[0], walk.shape[0])
     if use_allow:
         n_rows = min(n_rows, allow.shape[0])
     if entry >= n_rows:
         entry, top = _covered_entry(links0, upper_slot, upper_links, entry, top, n_rows)
-        if entry < 0:
-            return 0
     q_norm = query_norm(walk_query, walk_metric)
-    dist = query_distance(walk, walk_norms, entry, walk_query, q_norm, walk_metric)
-    node, dist = greedy_descend(walk, walk_norms, walk_query, q_norm, walk_metric, upper_slot,
-                                upper_links, entry, dist, top, 0)
     stamp = next_stamp(visited, generation, lane)
     visited = visited[:n_rows]
+    n = 0
+    if entry >= 0:
+        dist = query_distance(walk, walk_norms, entry, walk_query, q_norm, walk_metric)
+        node, dist = greedy_descend(walk, walk_norms, walk_query, q_norm, walk_metric,
+                                    upper_slot, upper_links, entry, dist, top, 0)
+        if use_allow:
+            n = filtered_search(walk, walk_norms, walk_query, q_norm, walk_metric, links0,
+                                twins, node, dist, ef, allow, visited, stamp, cand_d, cand_i,
+                                res_d, res_i, fresh)
+        else:
+            res_d[0] = dist
+            res_i[0] = node
+            n_seeds = 1
+            twin = ring_next(twins, node)
+            while 0 <= twin < n_rows and twin != node and n_seeds < ef:
+                res_d[n_seeds] = dist
+                res_i[n_seeds] = twin | EXPANDED
+                n_seeds += 1
+                twin = ring_next(twins, twin)
+            n = beam_search(walk, walk_norms, walk_query, q_norm, walk_metric, links0,
+                            upper_slot, upper_links, twins, 0, n_seeds, ef, True, visited,
+                            stamp, res_d, res_i, fresh)
+    complete = n < ef
+    if complete:
+        # the pool is not full: the walk met every node it can reach, and every
+        # one it met is in the pool; the nodes it never reached are measured here
+        n = _sweep(walk, walk_norms, walk_query, q_norm, walk_metric, levels, allow,
+                   use_allow, visited, stamp, ef, res_d, res_i, n)
     if use_allow:
-        n = filtered_search(walk, walk_norms, walk_query, q_norm, walk_metric, links0, twins,
-                            node, dist, ef, allow, visited, stamp, cand_d, cand_i, res_d,
-                            res_i, fresh)
-        if walk_metric != metric:
-            max_sort(res_d, res_i, n)
-            if rerank < 0:
-                return _candidates(res_i, min(n, -rerank), out_rows)
-            return rerank_rows(arena, norms, query, metric, res_i, min(n, rerank), k, res_d,
-                           out_rows, out_dist)
-        while n > k + tie_spare(k):
-            n = max_pop(res_d, res_i, n)
-        max_sort(res_d, res_i, n)
-        return _rank_pool(arena, query, metric, res_i, n, k, exact_i, exact_d, out_rows,
-                          out_dist)
-    res_d[0] = dist
-    res_i[0] = node
-    n_seeds = 1
-    twin = ring_next(twins, node)
-    while 0 <= twin < n_rows and twin != node and n_seeds < ef:
-        res_d[n_seeds] = dist
-        res_i[n_seeds] = twin | EXPANDED
-        n_seeds += 1
-        twin = ring_next(twins, twin)
-    n = beam_search(walk, walk_norms, walk_query, q_norm, walk_metric, links0, upper_slot,
-                    upper_links, twins, 0, n_seeds, ef, True, visited, stamp, res_d, res_i,
-                    fresh)
+        max_sort(res_d, res_i, n)      # the filtered walk's pool is a max-heap
     if walk_metric != metric:
         if rerank < 0:
             return _candidates(res_i, min(n, -rerank), out_rows)
-        return rerank_rows(arena, norms, query, metric, res_i, min(n, rerank), k, res_d,
-                       out_rows, out_dist)
+        # a complete pool is measured whole: a walk as wide as the graph is exact
+        return rerank_rows(arena, norms, query, metric, res_i, n if complete else
+                           min(n, rerank), k, res_d, out_rows, out_dist)
     return _rank_pool(arena, query, metric, res_i, n, k, exact_i, exact_d, out_rows,
                       out_dist)
+
+
+@njit(**_JIT)
+def _sweep(walk, walk_norms, walk_query, q_norm, walk_metric, levels, allow, use_allow,
+           visited, stamp, ef, pool_d, pool_i, n):
+    # every allowed node `visited` has no stamp for, into the pool (the filtered
+    # walk's max-heap with use_allow, else the ascending pool), which has room
+    # for ef; returns its size
+    for r in range(visited.shape[0]):
+        if visited[r] == stamp or levels[r] < 0 or use_allow and not allow[r]:
+            continue
+        d = query_distance(walk, walk_norms, r, walk_query, q_norm, walk_metric)
+        if use_allow:
+            n = top_k_push(pool_d, pool_i, n, ef, d, r)
+        elif n < ef or d < pool_d[n - 1]:
+            n, _ = bounded_insert(pool_d, pool_i, n, ef, d, r)
+    return n
 
 
 @njit(**_INLINE)
@@ -887,44 +908,29 @@ def _link_group(arena, norms, metric, keys, sources, starts, n_levels, g, links0
 
 
 @njit(**_JIT)
-def keep_in_links(keys, starts, n_levels, drops, n_drops, levels, links0, upper_slot,
-                  upper_links):
-    """Phase 2c: every id a re-prune dropped keeps an in-link on that level.
+def keep_in_links(keys, starts, n_levels, drops, n_drops, links0, upper_slot, upper_links):
+    """Phase 2c: an id a re-prune dropped is linked again where a list has room.
 
-    A node no list holds cannot be reached by a walk, so a search with a beam
-    as wide as the graph would still miss it. A dropped node's in-links are
-    looked for where they nearly always are, in the lists of its own
-    out-neighbours; when none is found there it is linked again
-    (:func:`_relink`). Should that find no room and no entry it can prove
-    spare, the level's in-links are counted over the whole graph (once, then
-    kept up to date) and it tries again with the counts. (A node with an
-    in-link elsewhere may so get one more: a link, never a wrong answer.)
-    Serial, in group order, after phase 2b: the graph still depends only on
-    the seed and the insertion order.
+    A dropped node's in-links are looked for where they nearly always are, in
+    the lists of its own out-neighbours; when none is found there it is
+    appended to the list of the node that dropped it, or of one of its own
+    out-neighbours, if one has room (:func:`_relink`). Never in place of an
+    entry: a list keeps what the diversity heuristic chose (displacing those
+    entries cost inner-product graphs a tenth of their recall, for nodes that
+    are seldom anyone's answer). So a node may be left with no in-link; a walk
+    as wide as the graph still finds it (:func:`search_one` measures every node
+    a walk that did not fill its pool never reached). Serial, in group order,
+    after phase 2b: the graph still depends only on the seed and the insertion
+    order.
     """
-    indeg = np.zeros(levels.shape[0], np.int32)
-    counted = -1                     # the level indeg counts, -1: none
     for g in range(starts.shape[0] - 1):
         key = keys[starts[g]]
         target, level = key // n_levels, key % n_levels
         base = drop_base(starts, g, links0)
         for d in range(n_drops[g]):
             w = drops[base + d]
-            if counted == level:
-                if indeg[w] == 0:
-                    _relink(levels, links0, upper_slot, upper_links, w, level, target, indeg,
-                            True)
-                continue
-            if _has_in_link(links0, upper_slot, upper_links, w, level, -1):
-                continue
-            if _relink(levels, links0, upper_slot, upper_links, w, level, target, indeg,
-                       False):
-                continue
-            _count_in_links(levels, links0, upper_slot, upper_links, level, indeg)
-            counted = level
-            if indeg[w] == 0:
-                _relink(levels, links0, upper_slot, upper_links, w, level, target, indeg,
-                        True)
+            if not _has_in_link(links0, upper_slot, upper_links, w, level, -1):
+                _relink(links0, upper_slot, upper_links, w, level, target)
 
 
 @njit(**_JIT)
@@ -963,67 +969,16 @@ def _append(lst, v):
 
 
 @njit(**_JIT)
-def _relink(levels, links0, upper_slot, upper_links, w, level, target, indeg, exact):
-    """Give ``w`` an in-link on ``level``; False if no way was found.
-
-    Into the list of ``target`` (the one that dropped it, or its nearest
-    neighbour) if that has room, else into the first of its out-neighbours'
-    lists with room; else in place of the farthest entry of one of those
-    lists whose node has another in-link: known from ``indeg`` (kept up to
-    date) when ``exact``, else, in the target's list only, proved by
-    :func:`_has_in_link` (``indeg`` left untouched). With the
-    counts, a last resort that cannot fail: the first list of the level with
-    room, or else with an entry held twice (one exists: a node held by none
-    leaves more entries than nodes to the others).
-    """
+def _relink(links0, upper_slot, upper_links, w, level, target):
+    # w appended to the level list of `target`, or else of the first of its own
+    # out-neighbours with room; False when every one of those lists is full
     own = _old_list(links0, upper_slot, upper_links, w, level)
     for o in range(-1, own.shape[0]):
         owner = target if o < 0 else own[o]
         if owner < 0:
             break
         if owner != w and _append(_old_list(links0, upper_slot, upper_links, owner, level), w):
-            if exact:
-                indeg[w] += 1
             return True
-    # without the counts, only the target's entries are tried (each proof reads
-    # up to a list of lists)
-    for o in range(-1, own.shape[0] if exact else 0):
-        owner = target if o < 0 else own[o]
-        if owner < 0:
-            break
-        if owner == w:
-            continue
-        lst = _old_list(links0, upper_slot, upper_links, owner, level)
-        for j in range(lst.shape[0] - 1, -1, -1):
-            y = lst[j]
-            if y < 0:
-                continue
-            if indeg[y] >= 2 if exact else _has_in_link(links0, upper_slot, upper_links,
-                                                        y, level, owner):
-                lst[j] = w
-                if exact:
-                    indeg[y] -= 1
-                    indeg[w] += 1
-                return True
-    if not exact:
-        return False
-    for spare in range(2):
-        for owner in range(levels.shape[0]):
-            if owner == w or levels[owner] < level:
-                continue
-            lst = _old_list(links0, upper_slot, upper_links, owner, level)
-            if _holds(lst, w):
-                continue
-            for j in range(lst.shape[0] - 1, -1, -1):
-                y = lst[j]
-                if y < 0 and spare == 0 or y >= 0 and spare == 1 and indeg[y] >= 2:
-                    if y < 0:
-                        _append(lst, w)
-                    else:
-                        lst[j] = w
-                        indeg[y] -= 1
-                    indeg[w] += 1
-                    return True
     return False
 
 
@@ -1066,8 +1021,7 @@ def link_batch(arena, norms, metric, batch, levels, links0, upper_slot, upper_li
         _link_group(arena, norms, metric, keys, sources, starts, n_levels, g, links0,
                     upper_slot, upper_links, query[0], over_i[0], union_d[0], union_i[0],
                     drops, n_drops)
-    keep_in_links(keys, starts, n_levels, drops, n_drops, levels, links0, upper_slot,
-                  upper_links)
+    keep_in_links(keys, starts, n_levels, drops, n_drops, links0, upper_slot, upper_links)
     return raise_entry(batch, twin_of, levels, entry, top)
 
 
@@ -1159,13 +1113,15 @@ def repair_lists(arena, norms, metric, kept, inv, old_levels, old_links0, old_up
 
 @njit(**_JIT)
 def link_orphans(levels, links0, upper_slot, upper_links):
-    """Link again every node that no list holds on one of its levels; returns how many.
+    """Link again, where a list has room, each node no list holds on one of its
+    levels; returns how many were linked.
 
     For a graph whose lists were chosen again wholesale (:func:`repair_lists`),
     where the in-links of the lists' former members were not followed: per
     level, the in-links are counted over every list, and each node with none
-    is linked again by :func:`_relink` from its nearest out-neighbour on that
-    level, with the counts. O(nodes x links), serial.
+    is appended by :func:`_relink` to its nearest out-neighbour's list on that
+    level, or another of its out-neighbours' (never in place of an entry, as
+    in :func:`keep_in_links`). O(nodes x links), serial.
     """
     indeg = np.zeros(levels.shape[0], np.int32)
     top = -1
@@ -1178,8 +1134,7 @@ def link_orphans(levels, links0, upper_slot, upper_links):
             if levels[w] < level or indeg[w] > 0:
                 continue
             nearest = _old_list(links0, upper_slot, upper_links, w, level)[0]
-            if _relink(levels, links0, upper_slot, upper_links, w, level,
-                       nearest if nearest >= 0 else w, indeg, True):
+            if nearest >= 0 and _relink(links0, upper_slot, upper_links, w, level, nearest):
                 linked += 1
     return linked
 
