@@ -405,5 +405,5 @@ class HnswMachine(VarveMachine):
 
 TestHnswStateMachine = HnswMachine.TestCase
 TestHnswStateMachine.settings = settings(
-    max_examples=25, stateful_step_count=30, deadline=None,
+    max_examples=200, stateful_step_count=30, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
