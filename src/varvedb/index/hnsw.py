@@ -228,6 +228,9 @@ class HnswIndex:
         self._extent = 0
         self._workspaces: list[_Workspace] = []
         self._graph_args: tuple | None = None   # the search kernels' ``graph``, packed
+        # search()'s prepared calls by (k, ef, allow is None): (graph, params,
+        # spare workspaces, cosine); dropped with the graph tuple on any change
+        self._calls: dict = {}
         self._scratch: _BuildScratch | None = None
         self._writable = True   # False while the arrays may be restored read-only views
 
@@ -284,6 +287,7 @@ class HnswIndex:
         if rows.size == 0:
             return
         self._graph_args = None     # the arrays, the entry point and the top change
+        self._calls = {}
         arena = self._arena(vectors)
         if arena.shape[0] < self._extent:
             # the build walk reads the vector of every node it meets: a node
@@ -310,6 +314,7 @@ class HnswIndex:
             order = order[1:]
         self._insert_batches(arena, norms, order, parallel)
         self._graph_args = None
+        self._calls = {}
 
     def repaired(self, kept: np.ndarray, vectors: np.ndarray, norms: np.ndarray
                  ) -> "HnswIndex":
@@ -539,6 +544,7 @@ class HnswIndex:
         a bulk link that knows its size need not grow by doubling."""
         if n_rows > self._levels.shape[0]:
             self._graph_args = None
+            self._calls = {}
             self._make_writable()
             self._grow_rows(n_rows, exact=True)
 
@@ -598,7 +604,50 @@ class HnswIndex:
         ``allow`` is a bool mask over arena rows (None = all); rows it
         excludes are walked through but never returned. The beam is
         ``max(ef or ef_search, k)`` wide.
+
+        A call of a shape (k, ef, whether filtered) seen since the graph last
+        changed only takes that shape's packed arguments and a spare workspace
+        and calls the kernel, which checks the sizes itself; any call it does
+        not fit, or the kernel refuses, goes through :meth:`_search`, which
+        checks every argument (and says what is wrong) and prepares the shape.
         """
+        try:
+            graph, params, spare, cosine = self._calls[k, ef, allow is None]
+        except (KeyError, TypeError):
+            return self._search(vectors, norms, query, k, allow, ef)
+        dt = self._query_dt
+        if type(query) is not np.ndarray or query.dtype is not dt \
+                or type(vectors) is not np.ndarray or vectors.dtype is not dt \
+                or allow is not None and (type(allow) is not np.ndarray
+                                          or allow.dtype is not _BOOL) \
+                or cosine and (type(norms) is not np.ndarray or norms.dtype is not _F32):
+            return self._search(vectors, norms, query, k, allow, ef)
+        if not cosine:
+            norms = _NO_NORMS
+        if allow is None:
+            allow = _NO_ALLOW
+        try:
+            ws = spare.pop()
+        except IndexError:
+            ws = _Workspace(self._levels.shape[0], params[3], 2 * self.m)
+        out_rows = np.empty(k, np.int64)
+        out_dist = np.empty(k, np.float64)
+        try:
+            count = kernels.search_one(graph, (vectors, norms, vectors, norms, allow),
+                                       (query, query), params, ws.args, out_rows, out_dist)
+        except Exception:      # shapes numba cannot type (a 2-D query): the checks say so
+            return self._search(vectors, norms, query, k, allow, ef)
+        spare.append(ws)
+        if count == k:
+            return out_rows, out_dist
+        if count >= 0:
+            return out_rows[:count], out_dist[:count]
+        return self._search(vectors, norms, query, k, allow, ef)
+
+    def _search(self, vectors: np.ndarray, norms: np.ndarray, query: np.ndarray, k: int,
+                allow: np.ndarray | None, ef: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`search` with every argument checked; prepares the call's shape."""
+        shape = (k, ef, allow is None)
         k = int(k)
         if self._n_nodes == 0 or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float64)
@@ -631,9 +680,9 @@ class HnswIndex:
                 out_rows = np.empty(max(k, rerank), np.int64)
                 rerank = -rerank
             params = (self._metric_code, walk_metric, rerank, ef, k, use_allow, 0)
+        graph = self._graph_args or self._graph()
         try:
-            count = kernels.search_one(self._graph_args or self._graph(), data, pair, params,
-                                       ws.args, out_rows, out_dist)
+            count = kernels.search_one(graph, data, pair, params, ws.args, out_rows, out_dist)
             if split and count > 0:
                 rows = out_rows[:count].copy()
                 prefetch.prefetch_rows(vectors, rows)
@@ -641,10 +690,13 @@ class HnswIndex:
                                             count, k, ws.res_d, out_rows, out_dist)
         finally:
             self._workspaces.append(ws)
-        if count < 0:
+        if count == -1:
             raise ValueError("query must be finite")
-        if count == k and not split:
-            return out_rows, out_dist
+        if count < 0:
+            raise ValueError("the arguments do not fit the graph")   # checked above: a bug
+        if self.quantize is None and type(shape[0]) is int \
+                and (shape[1] is None or type(shape[1]) is int):
+            self._calls[shape] = (graph, params, [], self._metric_code == METRIC_COSINE)
         return out_rows[:count], out_dist[:count]
 
     def search_batch(self, vectors: np.ndarray, norms: np.ndarray, queries: np.ndarray,
@@ -693,7 +745,7 @@ class HnswIndex:
     def _graph(self) -> tuple:
         """The search kernels' ``graph`` argument, packed once until the next add."""
         self._graph_args = (self._links0, self._upper_slot, self._upper_links, self._twins,
-                            self._levels, self._entry, self._top)
+                            self._levels, self._entry, self._top, self._extent)
         return self._graph_args
 
     def _take_workspace(self, ef: int) -> _Workspace:
@@ -876,6 +928,7 @@ class HnswIndex:
 
 _NO_NORMS = np.zeros(1, np.float32)
 _F32 = np.dtype(np.float32)
+_BOOL = np.dtype(np.bool_)
 _NO_ALLOW = np.zeros(1, np.bool_)
 
 

@@ -121,7 +121,7 @@ _PJIT = dict(cache=True, nogil=True, fastmath=True, parallel=True)
 # The search kernels take their arguments packed, a few tuples instead of ~30
 # scalars and arrays (each one costs the caller a lookup and the dispatcher a
 # type check):
-#   graph   (links0, upper_slot, upper_links, twins, levels, entry, top): the index's
+#   graph   (links0, upper_slot, upper_links, twins, levels, entry, top, extent): the index's
 #           state, packed once per state by the index (HnswIndex._graph);
 #   data    (arena, norms, walk, walk_norms, allow): the rows scored, the rows
 #           walked (the arena itself, or its codes) and the mask;
@@ -412,16 +412,23 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
     scored (into ``exact_*``), so that near-ties the float32 walk ordered
     either way are cut by (float64 score, row), as exact search cuts them.
 
-    Returns -1, having searched nothing, when the query is not finite.
+    Returns -1, having searched nothing, when the query is not finite, and -2
+    when the arguments do not fit together (the query's length is not the
+    arena's width, the mask or the norms cover too few rows, the scratch or
+    the output is too small): a caller may pass them unchecked.
     Scratch: ``visited`` holds one uint16 stamp per row and
     ``generation[lane]`` the lane's current stamp; ``res_*`` and ``exact_*``
     need ef entries, ``cand_*`` more than 2 ef (filtered walks only), ``fresh`` 2m.
     """
-    links0, upper_slot, upper_links, twins, levels, entry, top = graph
+    links0, upper_slot, upper_links, twins, levels, entry, top, extent = graph
     arena, norms, walk, walk_norms, allow = data
     query, walk_query = query_pair
     metric, walk_metric, rerank, ef, k, use_allow, lane = params
     visited, generation, cand_d, cand_i, res_d, res_i, fresh, exact_i, exact_d = ws
+    if query.shape[0] != arena.shape[1] or use_allow and allow.shape[0] < extent \
+            or metric == METRIC_COSINE and norms.shape[0] < arena.shape[0] \
+            or res_d.shape[0] < ef or out_rows.shape[0] < k or out_dist.shape[0] < k:
+        return -2
     if not all_finite(query):
         return -1
     # Rows at or past `n_rows` are skipped, so a search that overlaps an add()
