@@ -403,10 +403,15 @@ class Collection:
             return None
         if kept is None:
             return None
-        sess = self._sess
+        sess = self._session or self._db.thread_session()
         if sess.tx is not None or kept.state != (self.engine.visible, sess.branch_id):
             return None
-        return self._hits(t, kept.run(vector))
+        res = kept.run(vector)
+        if res.fields:
+            return self._hits(t, res)
+        rows = res.rows
+        return Hits.of_columns(functools.partial(t.id_values, rows), res.scores, (), [],
+                               res.plan, len(rows))
 
     def explain(self, verb: str = "search", /, **args) -> PlanNode:
         """The plan `search(**args)` (or `find`, `count`: explain("count", where=...))

@@ -74,12 +74,13 @@ class PreparedSearch:
 
 
 def query_vector(f, vector) -> np.ndarray:
-    """A kept search's query vector for field `f`: a float32 vector of its dimension
-    as it is (the kernels refuse NaN and inf themselves), else coerced."""
+    """A kept search's query vector for field `f`, C-contiguous as the kernels take
+    it: a float32 vector of its dimension as it is (the kernels refuse NaN and inf
+    themselves), else coerced."""
     if type(vector) is np.ndarray and vector.dtype == _F32 and vector.shape == (f.dim,) \
-            and f.dtype != "bit":       # (a bit field's query is packed)
+            and vector.flags.c_contiguous and f.dtype != "bit":   # (a bit query is packed)
         return vector
-    return coerce_query_vector(f, vector)
+    return np.ascontiguousarray(coerce_query_vector(f, vector))
 
 
 _F32 = np.dtype(np.float32)
