@@ -432,7 +432,7 @@ def norms_of(vectors: np.ndarray) -> np.ndarray:
     if not len(vectors):
         return np.zeros(0, np.float32)
     v = vectors.astype(np.float32, copy=False)
-    return np.sqrt(np.einsum("ij,ij->i", v, v)).astype(np.float32)
+    return np.sqrt(np.einsum("ij,ij->i", v, v)).astype(np.float32, copy=False)
 
 
 def make_column(field: Field):
