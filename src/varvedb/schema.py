@@ -774,9 +774,7 @@ def _coerce_one(f: Field, v: Any) -> np.ndarray | None:
         if type(v) is not np.ndarray or v.shape != (f.dim,) or v.dtype.kind not in "iuf":
             return None
         out = v.astype(VECTOR_DTYPES[f.dtype]).reshape(1, f.dim)   # a copy: the row's own
-        # a finite sum means every value is finite (NaN and inf carry into it); one
-        # that overflows goes the general way, which looks at each value
-        return out if math.isfinite(np.add.reduce(out, axis=None)) else None
+        return out if np.logical_and.reduce(np.isfinite(out), axis=None) else None
     spec = _SCALAR_TYPES.get(k)
     if spec is None or type(v) is not spec[0] or (k == "int" and not ID_MIN <= v < ID_END):
         return None
