@@ -249,7 +249,7 @@ class Collection:
     def _batch_from_rows(self, t: Table, rows: list) -> Batch:
         """The rows' ids as given (None: to assign) and their columns, coerced,
         completed and embedded."""
-        names = set().union(*rows) if rows else set()
+        names = rows[0].keys() if len(rows) == 1 else set().union(*rows) if rows else set()
         t.schema.check_names(names)
         ids = [r.get("id") for r in rows]
         fields = t.schema.fields
