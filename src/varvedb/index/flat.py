@@ -69,4 +69,7 @@ def searcher(metric: str, arena: np.ndarray, norms: np.ndarray, k: int,
 
 
 def _nothing(q) -> tuple[np.ndarray, np.ndarray]:
+    # no row to score, so no kernel refuses a NaN or inf query: refused here
+    if not np.isfinite(q).all():
+        raise NonFiniteVectorError("query vector holds NaN or inf")
     return np.empty(0, np.int64), np.empty(0, np.float64)

@@ -144,7 +144,7 @@ def vector_topk(node: VectorTopK, table, n: int, mask, allowed: int, q
     k = want = min(node.k, allowed)
     metric = node.metric
     strategy, ef = node.strategy, node.ef
-    if strategy is Strategy.EXACT:
+    if strategy is Strategy.EXACT or k <= 0:    # (the scan refuses a NaN query, k 0 too)
         rows, dists = _exact(column, metric, q, k, allow, n)
         return rows, dists, node
     index = table.vector_indexes[node.field]
@@ -176,7 +176,7 @@ def topk_searcher(node: VectorTopK, table, n: int, mask, allowed: int):
     allow = None if allowed == n else mask
     k = min(node.k, allowed)
     column = table.columns[node.field]
-    if node.strategy is Strategy.EXACT:
+    if node.strategy is Strategy.EXACT or k <= 0:   # (the scan refuses a NaN query, k 0 too)
         arena, norms = column.frozen(n)
         return flat.searcher(node.metric, arena, norms, k, allow)
     if node.strategy is Strategy.GRAPH:

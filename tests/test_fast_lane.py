@@ -1,0 +1,66 @@
+"""The kept-search fast lane (query/prepared.py, execute.topk_searcher, flat.searcher,
+VectorIndex.searcher, HnswIndex.searcher, kernels/scan.py) answers and refuses as a
+fresh bind does: a NaN query with no row to score, a parameter of another type that
+hashes alike, a walk bound while the maintainer links rows; and the scan kernel's
+answers equal a float64 numpy oracle for every metric, arena dtype and mask shape.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import varvedb as vv
+from varvedb.query.planner import EXACT_ROWS
+from varvedb.query.request import Search
+
+DIM = 4
+
+
+def _linked(c) -> None:
+    deadline = time.monotonic() + 600            # a hang guard only
+    while c.index_status()["unlinked"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def _collection(index, n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    db = vv.connect(":memory:")
+    c = db.create_collection("d", {"tag": vv.Int(), "v": vv.Vector(DIM, metric="l2",
+                                                                    index=index)})
+    c.insert_arrays(id=np.arange(n), tag=np.arange(n) % 3,
+                    v=rng.standard_normal((n, DIM)).astype(np.float32))
+    if index is not None:
+        _linked(c)
+    return db, c
+
+
+@pytest.mark.parametrize("index", [None, vv.HNSW(m=8, ef_construction=32),
+                                   vv.IVFPQ(lists=8, nprobe=2)],
+                         ids=["exact", "hnsw", "ivf"])
+def test_a_kept_search_with_no_row_to_score_refuses_nan_and_inf(index):
+    """limit 0, or a filter that allows no row: no kernel runs, yet a NaN or inf
+    query is refused on the kept path as the fresh bind refuses it (API and SQL)."""
+    db, c = _collection(index, 50 if index is None else EXACT_ROWS + 200)
+    q = np.ones(DIM, np.float32)
+    shapes = [dict(limit=0), dict(limit=5, where="tag = 7"), dict(limit=0, where="tag = 1")]
+    for kw in shapes:
+        where = f"WHERE {kw['where']} " if "where" in kw else ""
+        sql = f"SELECT id FROM d {where}ORDER BY v <-> $1 LIMIT {kw['limit']}"
+        for _ in range(2):                      # the second is the kept plan
+            assert len(c.search(q, **kw)) == 0
+            assert db.sql(sql, [q]).rows == []
+        for bad in (np.nan, np.inf, -np.inf):
+            v = q.copy()
+            v[2] = bad
+            with pytest.raises(vv.NonFiniteVectorError):
+                c.search(v, **kw)
+            with pytest.raises(vv.NonFiniteVectorError):
+                c.run(Search.of(v, **kw))
+            with pytest.raises(vv.NonFiniteVectorError):
+                db.sql(sql, [v])
+            with pytest.raises(vv.NonFiniteVectorError):
+                db.sql(sql, [list(v)])
+    db.close()
