@@ -64,3 +64,44 @@ def test_a_kept_search_with_no_row_to_score_refuses_nan_and_inf(index):
             with pytest.raises(vv.NonFiniteVectorError):
                 db.sql(sql, [list(v)])
     db.close()
+
+
+def _answer(run):
+    """What a call gives: its rows, or the type of the error it raises."""
+    try:
+        got = run()
+    except vv.VarveError as e:
+        return type(e)
+    return got.rows if hasattr(got, "rows") else (got.ids, list(got.scores))
+
+
+ALIKE = [1, True, 1.0, np.int64(1), np.float64(1.0), np.bool_(True), (1,), (True,)]
+
+
+@pytest.mark.parametrize("where", ["tag = $2", "flag = $2", "x < $2", "ts > $2"])
+def test_parameters_that_hash_alike_are_not_one_kept_plan(where):
+    """1, 1.0 and True are equal keys; a statement kept with one must answer each of
+    the others as a fresh bind does (SQL refuses int = bool), in SQL and the API."""
+    rng = np.random.default_rng(4)
+    db = vv.connect(":memory:")
+    c = db.create_collection("d", {"tag": vv.Int(), "flag": vv.Bool(), "x": vv.Float(),
+                                   "ts": vv.Timestamp(), "v": vv.Vector(DIM, metric="l2")})
+    n = 40
+    c.insert_arrays(id=np.arange(n), tag=np.arange(n) % 3, flag=np.arange(n) % 2 == 1,
+                    x=np.linspace(0, 2, n), ts=np.arange(n).astype("datetime64[us]"), v=rng.standard_normal(
+                        (n, DIM)).astype(np.float32))
+    q = np.ones(DIM, np.float32)
+    sql = f"SELECT id FROM d WHERE {where} ORDER BY v <-> $1 LIMIT 5"
+    api = dict(where=where.replace("$2", "$1"), limit=5)
+    fresh = {}
+    for p in ALIKE:
+        c.table.prepared.clear()
+        fresh[repr(p)] = (_answer(lambda: db.sql(sql, [q, p])),
+                          _answer(lambda: c.search(q, params=[p], **api)))
+    for first in ALIKE:
+        c.table.prepared.clear()
+        for p in [first] + ALIKE:       # the first is kept; every other finds its key
+            got = (_answer(lambda: db.sql(sql, [q, p])),
+                   _answer(lambda: c.search(q, params=[p], **api)))
+            assert got == fresh[repr(p)], (first, p)
+    db.close()

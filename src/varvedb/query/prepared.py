@@ -87,8 +87,17 @@ _F32 = np.dtype(np.float32)
 
 
 def shape(where, params, limit, select, field, ef, exact, metric, probes) -> tuple:
-    """A vector search's shape: everything but the vector (the cache's key)."""
-    return (where, params, limit, select, field, ef, exact, metric, probes)
+    """A vector search's shape: everything but the vector (the cache's key), the
+    parameters with their types."""
+    return (where, typed_key(params), limit, select, field, ef, exact, metric, probes)
+
+
+def typed_key(value):
+    """`value` as a cache key that tells types apart (1, 1.0 and True hash alike),
+    inside tuples too; unhashable values stay so (the caller binds each time)."""
+    if type(value) is tuple:
+        return (tuple, tuple(typed_key(v) for v in value))
+    return (type(value), value)
 
 
 def request_shape(req) -> tuple | None:

@@ -30,7 +30,7 @@ from ..query.filter import Filter as GrammarFilter, convert as grammar_convert
 from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Output, Sort,
                           Where)
 from ..query.bind import bind_legs
-from ..query.prepared import keep, query_vector
+from ..query.prepared import keep, query_vector, typed_key
 from ..query.planner import Query, plan_scan
 from ..query.request import RRF_K, Search, TextLeg, VectorLeg
 from ..schema import brief
@@ -279,8 +279,10 @@ class Select:
 
     def _kept_key(self, session, params, skip: int) -> tuple:
         """A vector statement's key in the table's kept plans: the statement, its
-        parameters but the query vector's (`skip`), the session's settings."""
-        return ("sql", self, tuple(p for i, p in enumerate(params) if i != skip),
+        parameters but the query vector's (`skip`), each with its type (1, 1.0 and
+        True are equal keys but not equal parameters: int = bool is refused), the
+        session's settings."""
+        return ("sql", self, tuple(typed_key(p) for i, p in enumerate(params) if i != skip),
                 tuple(session.settings.items()))
 
     def _kept_run(self, ctx, params) -> Query | None:
