@@ -6,12 +6,15 @@ answers equal a float64 numpy oracle for every metric, arena dtype and mask shap
 """
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
 import pytest
 
 import varvedb as vv
+from varvedb.index import flat
+from varvedb.index.vector_index import make_vector_index
 from varvedb.query.planner import EXACT_ROWS
 from varvedb.query.request import Search
 
@@ -104,4 +107,39 @@ def test_parameters_that_hash_alike_are_not_one_kept_plan(where):
             got = (_answer(lambda: db.sql(sql, [q, p])),
                    _answer(lambda: c.search(q, params=[p], **api)))
             assert got == fresh[repr(p)], (first, p)
+    db.close()
+
+
+def test_a_walk_bound_while_the_maintainer_links_rows_never_fails():
+    """VectorIndex.searcher binds the walk of the rows linked now; a link of a large
+    chunk (the graph's extent already past the watermark, the arrays being grown)
+    may run meanwhile. Binding waits for it (the read lock): it never raises, and
+    what it binds answers the reader's rows as exact search does, or None."""
+    rng = np.random.default_rng(6)
+    db = vv.connect(":memory:")
+    c = db.create_collection("d", {"v": vv.Vector(DIM, metric="l2")})   # no index: ours
+    first, total = 64, 64 + 4000
+    c.insert_arrays(v=rng.standard_normal((total, DIM)).astype(np.float32))
+    column = c.table.columns["v"]
+    vi = make_vector_index("v", DIM, "l2", vv.HNSW(m=8, ef_construction=32))
+    vi.extend(column, first)
+    allow = np.arange(first) % 2 == 0
+    q = np.ones(DIM, np.float32)
+    arena, norms = column.frozen(first)
+    want = flat.search("l2", arena, norms, q, 5, allow)
+    errors, bound = [], []
+    linking = threading.Thread(target=vi.extend, args=(column, total))
+    linking.start()
+    while linking.is_alive() or not bound:
+        try:
+            bound.append(vi.searcher(column, 5, allow, first, first))
+        except ValueError as e:
+            errors.append(e)
+    linking.join()
+    assert vi.linked == total and errors == []
+    for top_k in bound:     # the walk is as wide as the reader's rows: exact
+        got = top_k(q)
+        assert got is None or (np.array_equal(got[0], want[0])
+                               and np.array_equal(got[1], want[1]))
+    assert vi.searcher(column, 5, allow, first, first)(q) is not None
     db.close()

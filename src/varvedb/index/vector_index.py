@@ -268,22 +268,28 @@ class HnswVectorIndex(VectorIndex):
         linked (the arena view and the mask are this state's), when the walk comes
         back short of k, and always while the maintainer is behind this reader
         (the rows above the watermark need search's exact tail): the caller binds
-        again then, and gets the walk once the graph has caught up."""
-        linked = self.linked
-        if linked < n:
-            return _behind
-        arena, norms = column.frozen(linked)
-        if linked > n:      # linked rows newer than the reader: walked, never returned
-            walk_allow = np.zeros(linked, bool)
-            walk_allow[:n] = True if allow is None else allow
-        else:
-            walk_allow = allow
-        graph = self.graph
-        walk = graph.searcher(arena, norms, k, walk_allow, width)
+        again then, and gets the walk once the graph has caught up.
+        It binds under the read lock: a link in progress has grown the graph
+        past the watermark, and what it packs must be the arrays of one state."""
+        lock = self._lock
+        lock.acquire_read()
+        try:
+            linked = self.linked
+            if linked < n:
+                return _behind
+            arena, norms = column.frozen(linked)
+            if linked > n:      # linked rows newer than the reader: walked, never returned
+                walk_allow = np.zeros(linked, bool)
+                walk_allow[:n] = True if allow is None else allow
+            else:
+                walk_allow = allow
+            graph = self.graph
+            walk = graph.searcher(arena, norms, k, walk_allow, width)
+        finally:
+            lock.release_read()
         if walk is None:                    # a coded walk: the graph's own search
             def walk(q):
                 return graph.search(arena, norms, q, k, walk_allow, width)
-        lock = self._lock
 
         def top_k(q):
             lock.acquire_read()
