@@ -11,8 +11,10 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import varvedb as vv
+from varvedb.engine.columns import norms_of
 from varvedb.index import flat
 from varvedb.index.vector_index import make_vector_index
 from varvedb.query.planner import EXACT_ROWS
@@ -143,3 +145,93 @@ def test_a_walk_bound_while_the_maintainer_links_rows_never_fails():
                                and np.array_equal(got[1], want[1]))
     assert vi.searcher(column, 5, allow, first, first)(q) is not None
     db.close()
+
+
+# ---- kernels/scan.py through flat.search: exact answers equal a float64 oracle ----
+
+def _oracle(metric, arena, q, k, allow):
+    """The k allowed rows nearest q by float64 scores on pgvector's scale, ties by row."""
+    if metric == "hamming":
+        s = np.unpackbits(arena ^ q, axis=1).sum(1).astype(np.float64)
+    else:
+        a, v = arena.astype(np.float64), q.astype(np.float64)
+        if metric == "l2":
+            s = np.sqrt(((a - v) ** 2).sum(1))
+        elif metric == "l1":
+            s = np.abs(a - v).sum(1)
+        elif metric == "dot":
+            s = -(a @ v)
+        else:
+            norms = np.linalg.norm(a, axis=1) * np.linalg.norm(v)
+            s = np.where(norms == 0, 1.0, 1 - (a @ v) / np.where(norms == 0, 1, norms))
+    rows = np.arange(len(arena)) if allow is None else np.flatnonzero(allow)
+    rows = rows[np.lexsort((rows, s[rows]))][:k]
+    return rows, s
+
+
+def _check_scan(metric, arena, q, k, allow):
+    norms = norms_of(arena) if metric != "hamming" else np.zeros(len(arena), np.float32)
+    rows, scores = flat.search(metric, arena, norms, q, k, allow)
+    want, s = _oracle(metric, arena, q, k, allow)
+    assert len(rows) == len(want) and len(set(rows.tolist())) == len(rows)
+    assert np.allclose(scores, s[rows], rtol=1e-12, atol=1e-12)     # its own rows' scores
+    assert np.allclose(scores, s[want], rtol=1e-12, atol=1e-12)     # the best ones
+    if metric != "cosine":      # integer data: exact scores, so the rows are the oracle's
+        assert np.array_equal(rows, want), (rows, want, s[rows], s[want])
+
+
+def _allow(kind, n, rng):
+    if kind == "none":
+        return None
+    count = {"all": n, "zero": 0, "one": 1, "under a third": (n - 1) // 3,
+             "a third": -(-n // 3), "few": max(1, n // 25), "half": n // 2}[kind]
+    allow = np.zeros(n, bool)
+    allow[rng.choice(n, count, replace=False)] = True
+    return allow
+
+
+MASKS = ["none", "all", "zero", "one", "under a third", "a third", "few", "half"]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 300), dim=st.integers(1, 24),
+       k=st.integers(1, 40), spread=st.sampled_from([1, 3, 100]),
+       kind=st.sampled_from(["f32", "f16", "int8", "bit"]),
+       metric=st.sampled_from(["l2", "cosine", "dot", "l1"]), mask=st.sampled_from(MASKS))
+def test_the_scan_answers_as_a_float64_oracle(seed, n, dim, k, spread, kind, metric, mask):
+    """Small integers (spread 1: a few distinct values, so many ties) in every arena
+    dtype; the mask allows no row, one, under and over a third (the scoring loop's
+    branch), a few (gathered first) or all."""
+    rng = np.random.default_rng(seed)
+    if kind == "bit":
+        metric = "hamming"
+        arena = rng.integers(0, 256 if spread > 1 else 2, (n, -(-dim // 8)), dtype=np.uint8)
+        q = rng.integers(0, 256, arena.shape[1], dtype=np.uint8)
+    else:
+        dtype = {"f32": np.float32, "f16": np.float16, "int8": np.int8}[kind]
+        arena = rng.integers(-spread, spread + 1, (n, dim)).astype(dtype)
+        if rng.random() < 0.5:      # duplicates of a few rows
+            arena = arena[rng.integers(0, max(1, n // 4), n)]
+        q = rng.integers(-spread, spread + 1, dim).astype(np.float32)
+    _check_scan(metric, np.ascontiguousarray(arena), q, k, _allow(mask, n, rng))
+
+
+@pytest.mark.parametrize("metric", ["l2", "l1", "dot", "cosine"])
+@pytest.mark.parametrize("mask", ["none", "half", "few"])
+def test_float32_near_ties_past_the_spare_candidates_are_ranked_exactly(metric, mask):
+    """Rows whose float32 scores are all equal (a large first coordinate hides the
+    second in float32) but whose float64 scores differ, the best of them last: more
+    of them than the spare candidates, so the float32 pass alone keeps the wrong ones."""
+    n = 200
+    small = np.linspace(0.9, 0.0, n)                    # the nearest rows last
+    arena = np.zeros((n, 3), np.float32)
+    arena[:, 0] = 4096
+    if metric in ("dot", "cosine"):     # a second coordinate along q, too small for float32
+        arena[:, 1] = small * 1e-4
+        q = np.array([1, 1, 0], np.float32)
+        if metric == "dot":
+            arena[:, 1] = -small * 1e-3 + 1e-3
+    else:
+        arena[:, 1] = small
+        q = np.zeros(3, np.float32)
+    _check_scan(metric, arena, q, 5, _allow(mask, n, np.random.default_rng(1)))

@@ -8,13 +8,18 @@ float32 distance (:func:`query_distance`, or :func:`l1_query` for L1, which
 only the scan answers), keeps the best ``k + spare`` in a max-heap
 (:mod:`varvedb.kernels.heaps`), then rescores those exactly in float64 and
 sorts them by (score, row) (:func:`rank_rows`) — the same scores
-and order as the BLAS path. The spare candidates absorb float32 near-ties.
+and order as the BLAS path. The spare candidates absorb float32 near-ties;
+when the heap's worst is still within float32's error of the k-th (ties, or
+scores float32 cannot tell apart, past the spares), every allowed row that
+near is ranked exactly (:func:`_rank_near`), so the answer is always exact
+search's: the k best by (float64 score, row).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .distance import METRIC_L1, all_finite, l1_query, query_distance, query_norm, rank_rows
+from .distance import (METRIC_COSINE, METRIC_DOT, METRIC_HAMMING, METRIC_L1, all_finite,
+                       exact_row_distances, l1_query, query_distance, query_norm, rank_rows)
 from .heaps import max_sort, top_k_push
 from .jit import njit
 
@@ -49,10 +54,8 @@ def _keep(scores, allow, use_allow, rows, use_rows, keys, ids, cap):
 # no row is masked), so the mask is tested there only when it allows few rows.
 # (L1's loop vectorises with the mask's test: it skips masked rows always.)
 @njit(cache=True, nogil=True, fastmath=True, readonly=("rows",))
-def _candidates(arena, norms, query, metric, cap, allow, use_allow, rows, use_rows, keys,
-                ids):
-    total = rows.shape[0] if use_rows else arena.shape[0]
-    scores = np.empty(total, np.float32)
+def _candidates(arena, norms, query, metric, cap, allow, use_allow, rows, use_rows, scores,
+                keys, ids):
     masked = use_allow and not use_rows      # (gathered rows are all allowed)
     if metric == METRIC_L1:
         if masked:
@@ -123,10 +126,71 @@ def scan_top_k(arena, norms, query, metric, k, spare, allow, use_allow, rows, us
     cap = k + spare
     keys = np.empty(cap, np.float32)
     ids = np.empty(cap, np.int64)
-    n = _candidates(arena, norms, query, metric, cap, allow, use_allow, rows, use_rows, keys,
-                    ids)
+    scores = np.empty(rows.shape[0] if use_rows else arena.shape[0], np.float32)
+    n = _candidates(arena, norms, query, metric, cap, allow, use_allow, rows, use_rows, scores,
+                    keys, ids)
     n = max_sort(keys, ids, n)
+    if n == cap:
+        # a row the heap left out scores above its worst; if that is within float32's
+        # error of the k-th, its exact score may beat the k-th's (or tie it with a
+        # lower row): every row that near is ranked exactly
+        limit = _near(keys[k - 1], arena, norms, query, metric)
+        if keys[n - 1] <= limit:
+            return _rank_near(arena, query, metric, k, limit, scores, allow, use_allow, rows,
+                              use_rows, out_rows, out_dist)
     for i in range(n):
         out_rows[i] = ids[i]
     rank_rows(arena, out_rows[:n], query, metric, out_dist[:n])
     return min(n, k)
+
+
+# float32's rounding over a dim-long sum (fastmath may reorder it), with room to spare
+_ULP = 2.0 ** -24
+
+
+@njit(cache=True, nogil=True)
+def _near(kth, arena, norms, query, metric):
+    """The highest float32 score whose row's exact score may still beat or tie the
+    k-th's, ``kth``: the float32 error bound of both, doubled. L2 and L1 err
+    relative to the score (terms >= 0; + an underflow's), cosine absolute, dot by
+    the largest row norm times the query's; hamming counts exactly."""
+    if metric == METRIC_HAMMING:
+        return kth
+    err = 8.0 * (query.shape[0] + 4) * _ULP
+    if metric == METRIC_COSINE:
+        return np.float32(kth + 2.0 * err)
+    if metric == METRIC_DOT:
+        q_sq = 0.0
+        for j in range(query.shape[0]):
+            q_sq += np.float64(query[j]) * query[j]
+        top = 0.0
+        for i in range(norms.shape[0]):     # masked rows too: a wider bound is still one
+            top = max(top, np.float64(norms[i]))
+        return np.float32(kth + err * top * np.sqrt(q_sq) * 1.5)
+    return np.float32(kth * (1.0 + err) + query.shape[0] * 1e-37)
+
+
+@njit(cache=True, nogil=True, readonly=("rows",))
+def _rank_near(arena, query, metric, k, limit, scores, allow, use_allow, rows, use_rows,
+               out_rows, out_dist):
+    """The k best by (exact score, row) of the allowed rows scoring at most ``limit``."""
+    m = 0
+    for i in range(scores.shape[0]):
+        r = rows[i] if use_rows else i
+        if not (use_allow and not allow[r]) and scores[i] <= limit:
+            m += 1
+    near = np.empty(m, np.int64)
+    m = 0
+    for i in range(scores.shape[0]):
+        r = rows[i] if use_rows else i
+        if not (use_allow and not allow[r]) and scores[i] <= limit:
+            near[m] = r
+            m += 1
+    exact = np.empty(m, np.float64)
+    exact_row_distances(arena, near, query, metric, exact)
+    order = np.argsort(exact, kind="mergesort")     # stable: ties by row (ascending)
+    count = min(k, m)
+    for i in range(count):
+        out_rows[i] = near[order[i]]
+        out_dist[i] = exact[order[i]]
+    return count
