@@ -17,6 +17,9 @@ import varvedb as vv
 from varvedb.engine.columns import norms_of
 from varvedb.index import flat
 from varvedb.index.vector_index import make_vector_index
+from varvedb.query.bind import bind
+from varvedb.query.execute import execute
+from varvedb.query.plan import VectorTopK
 from varvedb.query.planner import EXACT_ROWS
 from varvedb.query.request import Search
 
@@ -235,3 +238,103 @@ def test_float32_near_ties_past_the_spare_candidates_are_ranked_exactly(metric, 
         arena[:, 1] = small
         q = np.zeros(3, np.float32)
     _check_scan(metric, arena, q, 5, _allow(mask, n, np.random.default_rng(1)))
+
+
+# ---- the kept lane across state changes and query forms ----------------------------
+
+def _fresh(c, q, **kw):
+    """The search bound and run without the cache: (ids, scores)."""
+    t = c.table
+    res = execute(bind(Search.of(q, **kw), t, c.database.thread_session().snapshot()))
+    return t.id_values(res.rows), list(res.scores)
+
+
+def _agree(db, c, q, kw, sql):
+    """The API's kept search (asked twice) and SQL's kept statement answer as a fresh
+    bind does."""
+    want = _fresh(c, q, **kw)
+    for _ in range(2):
+        got = c.search(q, **kw)
+        assert (got.ids, list(got.scores)) == want
+        rows = db.sql(sql, [q, 3]).rows
+        assert [r[0] for r in rows] == want[0]
+        assert np.allclose([r[1] for r in rows], want[1])
+    kept = {type(k).__name__ for k in c.table.prepared.values()}
+    assert kept == {"PreparedSearch", "KeptPlan"}      # both were the kept lane
+
+
+def test_kept_searches_follow_vacuum_index_drop_and_create_settings_and_close(tmp_path):
+    rng = np.random.default_rng(8)
+    n = EXACT_ROWS + 300
+    db = vv.connect(str(tmp_path / "k.vv"))
+    c = db.create_collection("d", {"tag": vv.Int(), "v": vv.Vector(
+        DIM, metric="l2", index=vv.HNSW(m=8, ef_construction=32))})
+    c.insert_arrays(id=np.arange(n), tag=np.arange(n) % 5,
+                    v=rng.standard_normal((n, DIM)).astype(np.float32))
+    _linked(c)
+    kw = dict(limit=5, where="tag != $1", params=[3], ef=64)
+    sql = "SELECT id, v <-> $1 AS d FROM d WHERE tag != $2 ORDER BY v <-> $1 LIMIT 5"
+    db.sql("SET hnsw.ef_search = 64")
+    qs = rng.standard_normal((6, DIM)).astype(np.float32)
+    _agree(db, c, qs[0], kw, sql)
+    c.delete(ids=list(range(0, 400, 3)))
+    _agree(db, c, qs[1], kw, sql)
+    for graphs in ("repair", "rebuild"):
+        db.vacuum(keep=1, graphs=graphs)
+        _linked(c)
+        _agree(db, c, qs[2], kw, sql)
+    c.drop_index("v")
+    assert c.search(qs[3], **kw).plan.find(VectorTopK).strategy == "exact"
+    _agree(db, c, qs[3], kw, sql)
+    c.create_index("v", vv.HNSW(m=4, ef_construction=16))
+    _agree(db, c, qs[4], kw, sql)         # the graph not linked yet, or linked: either
+    _linked(c)
+    _agree(db, c, qs[4], kw, sql)
+    db.sql("SET hnsw.ef_search = 10")     # another setting: SQL's plan is another
+    got = db.sql(sql, [qs[5], 3]).rows
+    assert [r[0] for r in got] == _fresh(c, qs[5], **{**kw, "ef": 10})[0]
+    db.close()
+    with pytest.raises(vv.ClosedError):
+        c.search(qs[0], **kw)
+    with pytest.raises(vv.ClosedError):
+        db.sql(sql, [qs[0], 3])
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "int8", "bit"])
+def test_a_kept_search_takes_every_query_form_a_fresh_bind_takes(dtype):
+    """float64, lists, non-contiguous and read-only float32 views, bools for a bit
+    field: the kept answer is the fresh bind's; a wrong dimension is refused as it
+    is; a limit past the rows gives them all."""
+    rng = np.random.default_rng(9)
+    n, dim = 60, 16
+    metric = "hamming" if dtype == "bit" else "l2"
+    db = vv.connect(":memory:")
+    c = db.create_collection("d", {"v": vv.Vector(dim, metric=metric, dtype=dtype)})
+    if dtype == "bit":
+        vectors = rng.integers(0, 2, (n, dim)).astype(bool)
+        base = rng.integers(0, 2, dim).astype(np.float32)
+    else:
+        vectors = rng.integers(-20, 21, (n, dim)).astype(np.float32)
+        base = rng.standard_normal(dim).astype(np.float32) * 10
+    c.insert_arrays(v=vectors)
+    wide = np.repeat(base, 2)               # base[::1] as a strided view of it
+    readonly = base.copy()
+    readonly.flags.writeable = False
+    forms = [base, base.astype(np.float64), base.tolist(), wide[::2], readonly]
+    if dtype == "bit":
+        forms += [base.astype(bool), base.astype(bool).tolist()]
+    sql = f"SELECT id FROM d ORDER BY v {'<~>' if dtype == 'bit' else '<->'} $1 LIMIT 7"
+    for limit in (7, 1000):
+        want = _fresh(c, base, limit=limit)
+        assert len(want[0]) == min(limit, n)
+        for form in forms + forms:          # the second round: every form kept
+            got = c.search(form, limit=limit)
+            assert (got.ids, list(got.scores)) == want
+            if limit == 7:
+                assert [r[0] for r in db.sql(sql, [form]).rows] == want[0]
+    for wrong in (np.ones(dim + 1, np.float32), np.ones(dim - 1, np.float32)):
+        with pytest.raises(vv.DimensionError):
+            c.search(wrong, limit=7)
+        with pytest.raises(vv.VarveError):
+            db.sql(sql, [wrong])
+    db.close()
