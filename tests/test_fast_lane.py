@@ -150,6 +150,46 @@ def test_a_walk_bound_while_the_maintainer_links_rows_never_fails():
     db.close()
 
 
+
+def test_kept_searches_beside_commits_and_the_maintainer_never_fail():
+    """Searches of one shape (API and SQL) in three threads while another commits
+    batches and the maintainer links them: each new state binds and keeps its walk
+    while a link may be in progress (main raised ValueError about once in 2 500)."""
+    rng = np.random.default_rng(10)
+    n = EXACT_ROWS * 2
+    db = vv.connect(":memory:")
+    c = db.create_collection("d", {"tag": vv.Int(), "v": vv.Vector(
+        DIM, metric="l2", index=vv.HNSW(m=4, ef_construction=16))})
+    c.insert_arrays(tag=np.arange(n) % 4, v=rng.standard_normal((n, DIM)).astype(np.float32))
+    _linked(c)
+    done = threading.Event()
+    errors, answered = [], []
+    sql = "SELECT id FROM d WHERE tag != $2 ORDER BY v <-> $1 LIMIT 5"
+
+    def search(seed):
+        r = np.random.default_rng(seed)
+        while not done.is_set():
+            q = r.standard_normal(DIM).astype(np.float32)
+            try:
+                answered.append((len(c.search(q, limit=5, where="tag != 3", ef=40)),
+                                 len(db.sql(sql, [q, 3]).rows)))
+            except Exception as e:      # noqa: BLE001 (any error is the failure)
+                errors.append(e)
+    threads = [threading.Thread(target=search, args=(s,)) for s in range(3)]
+    for th in threads:
+        th.start()
+    try:
+        for _ in range(600):
+            c.insert_arrays(tag=np.arange(20) % 4,
+                            v=rng.standard_normal((20, DIM)).astype(np.float32))
+            time.sleep(0.003)       # room for the searches and the maintainer
+    finally:
+        done.set()
+        for th in threads:
+            th.join()
+    assert errors == [] and answered and set(answered) == {(5, 5)}
+    db.close()
+
 # ---- kernels/scan.py through flat.search: exact answers equal a float64 oracle ----
 
 def _oracle(metric, arena, q, k, allow):
