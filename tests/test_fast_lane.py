@@ -408,3 +408,27 @@ def test_a_kept_walk_over_a_graph_loaded_from_a_checkpoint_follows_new_links(tmp
     _agree(db, c, qs[1], kw, sql)
     assert set(c.search(qs[1], **kw).ids) <= set(range(n, n + 300))   # the new rows
     db.close()
+
+
+def test_a_kept_sql_statement_follows_the_schema():
+    """SELECT * kept, then a field added, renamed, dropped: each run answers with
+    the schema of its state, as a fresh statement does."""
+    rng = np.random.default_rng(12)
+    db = vv.connect(":memory:")
+    c = db.create_collection("d", {"tag": vv.Int(), "v": vv.Vector(DIM, metric="l2")})
+    c.insert_arrays(tag=np.arange(40) % 3, v=rng.standard_normal((40, DIM)).astype(np.float32))
+    q = np.ones(DIM, np.float32)
+    sql = "SELECT * FROM d ORDER BY v <-> $1 LIMIT 3"
+    want = [r[0] for r in db.sql(sql, [q]).rows]
+    for step, change in enumerate([lambda: c.add_field("extra", vv.Int(default=7)),
+                                   lambda: c.rename_field("extra", "more"),
+                                   lambda: c.drop_field("more")]):
+        db.sql(sql, [q])
+        change()
+        for _ in range(2):
+            got = db.sql(sql, [q])
+            assert got.columns == [["id", "tag", "v", "extra"], ["id", "tag", "v", "more"],
+                                   ["id", "tag", "v"]][step]
+            assert [r[0] for r in got.rows] == want
+            assert step == 2 or [r[3] for r in got.rows] == [7, 7, 7]
+    db.close()
