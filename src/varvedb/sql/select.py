@@ -23,10 +23,10 @@ import numpy as np
 from pglast import ast
 from pglast.enums import SetOperation, SortByDir, SortByNulls
 
-from ..errors import FilterError, NotSupportedError, SqlError
+from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
 from ..query.execute import execute
-from ..query.filter import Filter as GrammarFilter, convert as grammar_convert
+from ..query.filter import Filter as GrammarFilter, Refusal, expressed as grammar_expressed
 from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Output, Sort,
                           Where)
 from ..query.bind import bind_legs
@@ -391,9 +391,10 @@ def grammar_root(node, text):
     if node is None:
         return None
     try:
-        return grammar_convert(node, text)
-    except (FilterError, RecursionError):
+        got = grammar_expressed(node, text)
+    except RecursionError:      # nested past Python's stack: the evaluator's too
         return None
+    return None if type(got) is Refusal else got
 
 
 def result_of(res, names) -> SqlResult:
