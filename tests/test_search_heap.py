@@ -1,6 +1,6 @@
 """What a warm search leaves behind for the process: nothing for the garbage
-collector to walk, no wake-up of an idle maintainer, and (the first engine of a
-process) the modules numba and the kernels loaded frozen out of full
+collector to walk, no wake-up of an idle maintainer, and (the first connect()
+of a process) the modules numba and the kernels loaded frozen out of full
 collections (engine.freeze_loaded_modules). Issue 28's tail latency: the
 slowest warm searches were full collections over numba's ~50 000 objects.
 Asserts on the mechanisms, never on time."""
@@ -89,7 +89,7 @@ print(frozen, len(gc.get_objects()), 'numba' in sys.modules)
 """
 
 
-def test_the_first_open_freezes_what_the_imports_left(tmp_path):
+def test_the_first_connect_freezes_what_the_imports_left(tmp_path):
     """In a fresh process: numba's and the kernels' objects are frozen at the first
     open, once, and the unfrozen heap a full collection walks is a small part."""
     db, _ = indexed(tmp_path / "a.varve")

@@ -61,8 +61,8 @@ CLOSE_CHECKPOINT_BYTES = 4 << 20   # close() checkpoints when more log than this
 
 def freeze_loaded_modules() -> bool:
     """Move every object the garbage collector tracks so far into its permanent
-    generation (gc.freeze), once per process, the first time an engine opens;
-    True if this call did it.
+    generation (gc.freeze), once per process, at the first connect() (before its
+    Database and Engine exist, so that neither is frozen); True if this call did it.
 
     Why: numba's import and the kernels' dispatchers leave ~50 000 tracked,
     never-freed objects (modules, types, functions); every full collection
@@ -72,7 +72,8 @@ def freeze_loaded_modules() -> bool:
     was allocated since (issue 28's tail latency). The price: cycles that
     already exist when the first engine opens and become garbage later are not
     collected (refcounting still frees everything else); there is no
-    gc.collect() first, which would cost the open the full walk this avoids."""
+    gc.collect() first, which would cost the open the full walk this avoids.
+    Called by connect(), whose import has loaded numba and the kernels."""
     global _FROZEN
     if _FROZEN:
         return False
@@ -110,7 +111,6 @@ class Engine:
         """`until` (read-only): load the state as of that version, no later (vacuum's);
         `prepare(engine)`: called once loaded, before anything is linked (vacuum's
         repaired graphs go in there)."""
-        freeze_loaded_modules()   # the modules the open imported: never walked again
         if durability not in ("commit", "batch", "off"):
             raise OptionError(f"durability is 'commit', 'batch' or 'off', not {durability!r}")
         if isinstance(batch_ms, bool) or not isinstance(batch_ms, (int, float)) or batch_ms < 0:
