@@ -6,6 +6,7 @@ answers equal a float64 numpy oracle for every metric, arena dtype and mask shap
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -431,4 +432,38 @@ def test_a_kept_sql_statement_follows_the_schema():
                                    ["id", "tag", "v"]][step]
             assert [r[0] for r in got.rows] == want
             assert step == 2 or [r[3] for r in got.rows] == [7, 7, 7]
+    db.close()
+
+
+def test_threads_keeping_plans_of_many_shapes_at_once_never_fail():
+    """Each search of a new shape keeps its plan in the table's one cache, summing
+    the kept masks' bytes: four threads doing that at once (the interpreter
+    switching threads as often as it can) never see it change under them."""
+    rng = np.random.default_rng(13)
+    db = vv.connect(":memory:")
+    c = db.create_collection("d", {"tag": vv.Int(), "v": vv.Vector(DIM, metric="l2")})
+    c.insert_arrays(tag=np.arange(200), v=rng.standard_normal((200, DIM)).astype(np.float32))
+    q = np.ones(DIM, np.float32)
+    errors, answered = [], []
+
+    def search(seed):
+        r = np.random.default_rng(seed)
+        for _ in range(2000):
+            cut = int(r.integers(0, 10**9))        # a new shape each time
+            try:
+                answered.append(len(c.search(q, where="tag > $1", params=[cut % 190],
+                                             limit=3, ef=cut % 50 + 1)))
+            except Exception as e:      # noqa: BLE001 (any error is the failure)
+                errors.append(e)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=search, args=(s,)) for s in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == [] and set(answered) == {3}
     db.close()

@@ -167,7 +167,9 @@ _NO_MASK = np.zeros(0, bool)
 def keep(cache: dict, key, state, query: Query) -> None:
     """Keep a planned search under `key` in a table's cache, if it can be kept:
     a Project(VectorTopK) (the API's), or a SQL plan whose one VectorTopK lies
-    under Output and Limit."""
+    under Output and Limit. Searches in other threads keep plans in the same
+    cache meanwhile: its values are read as one list (a single call under the
+    GIL), never iterated while another thread may add or clear."""
     if PreparedSearch.fits(query):
         kept = PreparedSearch(state, query)
     elif _sql_fits(query.plan):
@@ -175,7 +177,7 @@ def keep(cache: dict, key, state, query: Query) -> None:
     else:
         return
     if len(cache) >= MAX_PREPARED or kept.mask.nbytes + sum(
-            p.mask.nbytes for p in cache.values()) > MAX_PREPARED_BYTES:
+            p.mask.nbytes for p in list(cache.values())) > MAX_PREPARED_BYTES:
         cache.clear()
     if kept.mask.nbytes <= MAX_PREPARED_BYTES:
         cache[key] = kept
