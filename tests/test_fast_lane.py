@@ -467,3 +467,31 @@ def test_threads_keeping_plans_of_many_shapes_at_once_never_fail():
         sys.setswitchinterval(interval)
     assert errors == [] and set(answered) == {3}
     db.close()
+
+
+REFUSED_OR_TAKEN = [("text", "hello"), ("a dict", {"a": 1}), ("a row of one", [[1, 2, 3, 4]]),
+                    ("(1, dim)", np.ones((1, DIM), np.float32)),
+                    ("(dim, 1)", np.ones((DIM, 1), np.float32)), ("a scalar", np.float32(1)),
+                    ("bools", np.ones(DIM, bool)), ("ints", [1, 2, 3, 4]),
+                    ("int8", np.arange(DIM, dtype=np.int8))]
+
+
+@pytest.mark.parametrize("label,vector", REFUSED_OR_TAKEN, ids=[x for x, _ in REFUSED_OR_TAKEN])
+def test_a_kept_search_refuses_or_takes_each_vector_as_a_fresh_bind(label, vector):
+    """The same error type (or the same rows) with the shape kept as without it."""
+    rng = np.random.default_rng(14)
+    db = vv.connect(":memory:")
+    c = db.create_collection("d", {"v": vv.Vector(DIM, metric="l2")})
+    c.insert_arrays(v=rng.standard_normal((20, DIM)).astype(np.float32))
+    sql = "SELECT id FROM d ORDER BY v <-> $1 LIMIT 3"
+    q = np.ones(DIM, np.float32)
+
+    def both():
+        return (_answer(lambda: c.search(vector, limit=3)),
+                _answer(lambda: db.sql(sql, [vector])))
+    fresh = both()
+    c.table.prepared.clear()
+    c.search(q, limit=3)
+    db.sql(sql, [q])
+    assert len(c.table.prepared) == 2 and both() == fresh
+    db.close()

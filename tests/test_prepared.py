@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import varvedb as vv
 from varvedb.query.bind import bind
@@ -70,6 +70,7 @@ OPS = st.lists(st.one_of(
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=OPS, seed=st.integers(0, 2**16))
+@example(ops=[("tx", 1)] * 6, seed=0)       # six rows of one vector: ties, ranked by row
 def test_kept_searches_answer_as_fresh_binds(ops, seed):
     rng = np.random.default_rng(seed)
     base = EXACT_ROWS + 60
@@ -94,8 +95,10 @@ def test_kept_searches_answer_as_fresh_binds(ops, seed):
                 c.delete(ids=[x])
                 for kw in shapes:     # the transaction's own writes are seen
                     hits = _same(c, queries[x % 10], **kw)
-                    if "where" not in kw:     # its own row, at distance 0
-                        assert hits.scores[0] == 0 and next_id - 1 in hits.ids
+                    if "where" not in kw:     # its own row, at distance 0 (unless
+                        # as many older rows of that vector tie it: ranked by row)
+                        assert hits.scores[0] == 0 and (next_id - 1 in hits.ids
+                                                        or not any(hits.scores))
         elif op == "branch":
             name = f"b{x}"
             if name not in [b.name for b in db.branches()]:
