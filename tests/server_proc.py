@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-START_TIMEOUT = 60.0     # a cold numba cache compiles kernels at open
+START_TIMEOUT = 600.0    # a hang guard: a cold numba cache compiles kernels at open
 
 
 def free_port() -> int:
