@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels.distance import METRIC_CODES
-from ..kernels.scan import scan_top_k
+from ..kernels.scan import scan_top_k, scan_top_k_l1
 
 _NO_ALLOW = np.zeros(1, np.bool_)
 _NO_ROWS = np.zeros(1, np.int64)
@@ -44,10 +44,13 @@ def search(metric: str, arena: np.ndarray, norms: np.ndarray, q: np.ndarray, k: 
     gathered = None
     if allow is not None and np.count_nonzero(allow) < GATHER_BELOW * n:
         gathered = np.flatnonzero(allow)
-    count = scan_top_k(bits, norms, q, METRIC_CODES[metric], k, spare,
-                       _NO_ALLOW if allow is None else allow, allow is not None,
-                       _NO_ROWS if gathered is None else gathered, gathered is not None,
-                       rows, dists)
+    allowed = (_NO_ALLOW if allow is None else allow, allow is not None,
+               _NO_ROWS if gathered is None else gathered, gathered is not None)
+    if metric == "l1":
+        count = scan_top_k_l1(bits, q, k, spare, *allowed, rows, dists)
+    else:
+        count = scan_top_k(bits, norms, q, METRIC_CODES[metric], k, spare, *allowed,
+                           rows, dists)
     if count < 0:
         raise ValueError("query must be finite")
     return rows[:count], dists[:count]

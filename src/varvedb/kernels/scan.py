@@ -5,7 +5,7 @@ rows), where BLAS's matrix-vector product is cheap but the numpy steps
 around it (a distance array, a partition, a gather, a lexsort) cost more
 than the arithmetic. One kernel call ranks every allowed row by the walk's
 float32 distance (:func:`query_distance`, or :func:`l1_query` for L1, which
-only the scan answers), keeps the best ``k + spare`` in a max-heap
+only the scan answers, in a kernel of its own), keeps the best ``k + spare`` in a max-heap
 (:mod:`varvedb.kernels.heaps`), then rescores those exactly in float64 and
 sorts them by (score, row) (:func:`rank_rows`) — the same scores
 and order as the BLAS path. The spare candidates absorb float32 near-ties.
@@ -63,6 +63,16 @@ def _l1_candidates(arena, query, cap, allow, use_allow, rows, use_rows, keys, id
     return n
 
 
+@njit(nogil=True, inline="always")
+def _ranked(arena, query, metric, k, keys, ids, n, out_rows, out_dist):
+    """The heap's n candidates rescored exactly and sorted into out_rows/out_dist."""
+    n = max_sort(keys, ids, n)
+    for i in range(n):
+        out_rows[i] = ids[i]
+    rank_rows(arena, out_rows[:n], query, metric, out_dist[:n])
+    return min(n, k)
+
+
 @njit(cache=True, nogil=True, readonly=("rows",))
 def scan_top_k(arena, norms, query, metric, k, spare, allow, use_allow, rows, use_rows,
                out_rows, out_dist):
@@ -70,7 +80,7 @@ def scan_top_k(arena, norms, query, metric, k, spare, allow, use_allow, rows, us
     (room for k + spare), ascending by (exact float64 score, row); returns how
     many (fewer than k when fewer rows are allowed), or -1 for a non-finite query.
 
-    ``metric`` is any code of ``METRIC_CODES`` (L1 included);
+    ``metric`` is any code of ``METRIC_CODES`` but L1 (:func:`scan_top_k_l1`);
     ``arena`` is float32, or uint16 holding float16 bits; ``norms`` float32 per
     row (read for cosine only); ``allow`` a bool mask over the rows (read when
     ``use_allow``); ``rows`` the only rows to score, ascending (read when
@@ -80,13 +90,22 @@ def scan_top_k(arena, norms, query, metric, k, spare, allow, use_allow, rows, us
     cap = k + spare
     keys = np.empty(cap, np.float32)
     ids = np.empty(cap, np.int64)
-    if metric == METRIC_L1:
-        n = _l1_candidates(arena, query, cap, allow, use_allow, rows, use_rows, keys, ids)
-    else:
-        n = _candidates(arena, norms, query, metric, cap, allow, use_allow, rows, use_rows,
-                        keys, ids)
-    n = max_sort(keys, ids, n)
-    for i in range(n):
-        out_rows[i] = ids[i]
-    rank_rows(arena, out_rows[:n], query, metric, out_dist[:n])
-    return min(n, k)
+    n = _candidates(arena, norms, query, metric, cap, allow, use_allow, rows, use_rows,
+                    keys, ids)
+    return _ranked(arena, query, metric, k, keys, ids, n, out_rows, out_dist)
+
+
+# L1's scan is a kernel of its own, not a branch of scan_top_k: numba compiles
+# every branch of a kernel, and every search of every arena type compiled the
+# L1 loop that few ever run.
+@njit(cache=True, nogil=True, readonly=("rows",))
+def scan_top_k_l1(arena, query, k, spare, allow, use_allow, rows, use_rows, out_rows,
+                  out_dist):
+    """:func:`scan_top_k` for ``METRIC_L1`` (which needs no norms)."""
+    if not all_finite(query):
+        return -1
+    cap = k + spare
+    keys = np.empty(cap, np.float32)
+    ids = np.empty(cap, np.int64)
+    n = _l1_candidates(arena, query, cap, allow, use_allow, rows, use_rows, keys, ids)
+    return _ranked(arena, query, METRIC_L1, k, keys, ids, n, out_rows, out_dist)
