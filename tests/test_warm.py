@@ -9,8 +9,10 @@ terminal.
 """
 from __future__ import annotations
 
+import http.client
 import os
 import pty
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +20,8 @@ from pathlib import Path
 import numba
 import numpy as np
 
+import varvedb as vv
+from server_proc import ServerProcess
 from varvedb.kernels import compile_log, jit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,3 +88,51 @@ def test_a_process_that_compiles_without_warming_says_so_once_on_a_terminal():
     quiet = _stderr_on_a_terminal("from varvedb.kernels import compile_log\n"
                                   "compile_log.quiet()\n" + COMPILES)
     assert compile_log.NOTICE.strip() not in quiet
+
+
+def test_after_warm_the_first_use_script_compiles_nothing(tmp_path):
+    warm = subprocess.run([sys.executable, "-m", "varvedb", "warm"], capture_output=True,
+                          text=True, env=ENV, timeout=3600)
+    assert warm.returncode == 0, warm.stderr
+    assert "varvedb warm: " in warm.stdout
+    code = ("import sys\n"
+            "from varvedb_bench.first_use import run\n"
+            "from varvedb.kernels.compile_log import compilation_count\n"
+            "steps = run(sys.argv[1])\n"
+            "print(sorted(steps), compilation_count())\n")
+    first = subprocess.run([sys.executable, "-c", code, str(tmp_path / "first.varve")],
+                           capture_output=True, text=True, env=ENV, timeout=600)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.split("\n")[0] == "['insert', 'sql', 'text search', 'vector search'] 0"
+    # and it said nothing of compiling (it had nothing to compile)
+    assert compile_log.NOTICE.strip() not in first.stderr
+
+
+def _compilations_reported(srv: ServerProcess) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=600)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    return int(float(re.search(r"^varvedb_kernel_compilations_total (\S+)$", text,
+                               re.M).group(1)))
+
+
+def test_a_server_on_an_empty_cache_warms_before_it_listens_and_requests_compile_nothing(
+        tmp_path):
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "empty-cache")}
+    with ServerProcess(str(tmp_path / "served.varve"), env=env, warm=True) as srv:
+        assert "compiling kernels, first run on this machine" in srv.log()
+        assert _compilations_reported(srv) == 0
+        client = vv.Client(srv.url)
+        rng = np.random.default_rng(3)
+        docs = client.create_collection("docs", {"body": vv.Text(fts=True),
+                                                 "embedding": vv.Vector(16)})
+        docs.insert([{"id": i, "body": f"lake clay river {i % 7}",
+                      "embedding": rng.standard_normal(16).tolist()} for i in range(300)])
+        assert len(docs.search(text="clay", limit=10)) == 10
+        assert len(docs.search(vector=rng.standard_normal(16).tolist(), limit=10)) == 10
+        client.sql("CREATE INDEX ON docs USING hnsw (embedding vector_cosine_ops)")
+        assert len(docs.search(vector=rng.standard_normal(16).tolist(), limit=10)) == 10
+        assert client.sql("SELECT count(*) FROM docs WHERE body @@ 'lake'").rows == [(300,)]
+        assert _compilations_reported(srv) == 0
+        client.close()
