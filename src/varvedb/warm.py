@@ -15,7 +15,8 @@ index at once keep only the last) is compiled there, and counted.
 
 A warm that ends with nothing left to compile leaves a mark in the kernels'
 cache folder, named by a hash of everything the machine code depends on (the
-kernels' source, this module's, numba's and Python's versions): the next warm
+package's source, whose callers decide the types kernels compile for, and
+numba's and Python's versions): the next warm
 finds it and returns at once, so `make test` and every `varvedb serve` pay for
 a warm only when the kernels, numba or the cache changed.
 
@@ -164,9 +165,12 @@ def warmed_mark() -> Path:
     """The file whose presence says this cache holds every share's kernels."""
     import numba
     digest = hashlib.sha256("\0".join([
-        jit.source_stamp(), Path(__file__).read_text(), numba.__version__, sys.version,
-        str(numba.config.BOUNDSCHECK)]).encode()).hexdigest()
-    return Path(jit.cache_folder()) / f"varvedb-warmed-{digest[:24]}"
+        jit.source_stamp(), numba.__version__, sys.version,
+        str(numba.config.BOUNDSCHECK)]).encode())
+    # the types the rest of the package passes decide what compiles, so its source too
+    for path in sorted(Path(__file__).parent.rglob("*.py")):
+        digest.update(path.read_bytes())
+    return Path(jit.cache_folder()) / f"varvedb-warmed-{digest.hexdigest()[:24]}"
 
 
 def run_share(name: str) -> list[compile_log.Compilation]:
