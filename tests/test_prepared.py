@@ -9,6 +9,8 @@ agree, and agree with exact search where the plan is an exact scan.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -131,6 +133,30 @@ def test_a_kept_plan_is_used_and_refuses_what_the_request_refuses():
         c.search(q, limit=2.0)                   # 2.0 == 2, but not an integer
     with pytest.raises(vv.FieldTypeError):
         c.search(q, limit=2, exact=1)
+    db.close()
+
+
+def test_a_kept_walk_is_one_pass_once_the_graph_has_caught_up():
+    """A search kept while the maintainer is behind is bound again, to the walk
+    alone, once every row is linked; the walk's own check refuses NaN and inf."""
+    rng = np.random.default_rng(5)
+    db, c = _indexed(rng, 2 * EXACT_ROWS, 5)
+    q = rng.standard_normal(DIM).astype(np.float32)
+    kw = dict(limit=5, where="tag != $1", params=[3], ef=400)
+    _same(c, q, **kw)
+    deadline = time.monotonic() + 600            # a hang guard only
+    while c.index_status()["unlinked"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    _same(c, q, **kw)
+    _same(c, q, **kw)
+    kept = [k for k in c.table.prepared.values() if k.node.strategy == "graph"]
+    assert kept and kept[0].top_k is not None and kept[0].top_k(q) is not None
+    for bad in (np.nan, np.inf):
+        v = q.copy()
+        v[1] = bad
+        with pytest.raises(vv.NonFiniteVectorError):
+            c.search(v, **kw)
     db.close()
 
 

@@ -27,7 +27,7 @@ from .query.prepared import keep, request_shape, shape
 from .query.request import RRF_K, WEIGHTS, Count, Find, Search, check_select
 from .results import Hits
 from .schema import (HNSW, IVFPQ, Batch, Schema, batch_length, brief, coerce_array,
-                     coerce_ids, coerce_query_vector, coerce_values, complete_columns,
+                     coerce_ids, coerce_values, complete_columns,
                      from_micros, one_id, parse_field, validate_name, vector_values)
 from .engine.embedding import embedded_fields, fill_embedded
 from .engine.table import Table
@@ -406,8 +406,7 @@ class Collection:
         sess = self._sess
         if sess.tx is not None or kept.state != (self.engine.visible, sess.branch_id):
             return None
-        return self._hits(t, kept.run(coerce_query_vector(t.schema.fields[kept.node.field],
-                                                          vector)))
+        return self._hits(t, kept.run(vector))
 
     def explain(self, verb: str = "search", /, **args) -> PlanNode:
         """The plan `search(**args)` (or `find`, `count`: explain("count", where=...))

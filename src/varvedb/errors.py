@@ -41,8 +41,9 @@ class DimensionError(VarveError):
     sqlstate = "22000"
 
 
-class NonFiniteVectorError(VarveError):
-    """A vector holds NaN or an infinity."""
+class NonFiniteVectorError(VarveError, ValueError):
+    """A vector holds NaN or an infinity. (Also a ValueError: the kernels' own
+    check of a query vector raises it, under callers that catch ValueError.)"""
     sqlstate = "22000"
 
 

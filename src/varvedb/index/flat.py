@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import NonFiniteVectorError
 from ..kernels.distance import METRIC_CODES
-from ..kernels.scan import scan_top_k, scan_top_k_l1
+from ..kernels.scan import scan_top_k
 
 _NO_ALLOW = np.zeros(1, np.bool_)
 _NO_ROWS = np.zeros(1, np.int64)
@@ -29,28 +30,42 @@ def search(metric: str, arena: np.ndarray, norms: np.ndarray, q: np.ndarray, k: 
            allow: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """Top-k rows of arena (rows where allow is True) nearest to q: (rows int64,
     float64 distances), ascending by (distance, row)."""
+    return searcher(metric, arena, norms, k, allow)(q)
+
+
+def searcher(metric: str, arena: np.ndarray, norms: np.ndarray, k: int,
+             allow: np.ndarray | None):
+    """`search` bound to everything but the query vector: a function of q, for
+    many queries over one reader's rows (query/prepared.py)."""
     n = len(arena)
     if allow is not None and (allow.dtype != np.bool_ or allow.shape != (n,)):
         raise ValueError(f"allow must be a bool mask over the {n} arena rows")
     k = min(int(k), n)
     if k <= 0:
-        return np.empty(0, np.int64), np.empty(0, np.float64)
+        return _nothing
     spare = max(8, k // 4)         # near-ties in float32 are settled by the rescoring
-    rows = np.empty(k + spare, np.int64)
-    dists = np.empty(k + spare, np.float64)
     bits = arena.view(np.uint16) if arena.dtype == np.float16 else arena
     # a bit arena's query is packed bytes like its rows; every other one float32
-    q = np.ascontiguousarray(q, dtype=np.uint8 if metric == "hamming" else np.float32)
+    dtype = np.dtype(np.uint8 if metric == "hamming" else np.float32)
     gathered = None
     if allow is not None and np.count_nonzero(allow) < GATHER_BELOW * n:
         gathered = np.flatnonzero(allow)
-    allowed = (_NO_ALLOW if allow is None else allow, allow is not None,
-               _NO_ROWS if gathered is None else gathered, gathered is not None)
-    if metric == "l1":
-        count = scan_top_k_l1(bits, q, k, spare, *allowed, rows, dists)
-    else:
-        count = scan_top_k(bits, norms, q, METRIC_CODES[metric], k, spare, *allowed,
-                           rows, dists)
-    if count < 0:
-        raise ValueError("query must be finite")
-    return rows[:count], dists[:count]
+    args = (bits, norms, None, METRIC_CODES[metric], k, spare,
+            _NO_ALLOW if allow is None else allow, allow is not None,
+            _NO_ROWS if gathered is None else gathered, gathered is not None)
+    room = k + spare
+
+    def top_k(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if not (type(q) is np.ndarray and q.dtype == dtype and q.flags.c_contiguous):
+            q = np.ascontiguousarray(q, dtype=dtype)
+        rows = np.empty(room, np.int64)
+        dists = np.empty(room, np.float64)
+        count = scan_top_k(args[0], args[1], q, *args[3:], rows, dists)
+        if count < 0:
+            raise NonFiniteVectorError("query vector holds NaN or inf")
+        return rows[:count], dists[:count]
+    return top_k
+
+
+def _nothing(q) -> tuple[np.ndarray, np.ndarray]:
+    return np.empty(0, np.int64), np.empty(0, np.float64)

@@ -58,6 +58,7 @@ from varvedb.kernels import pq as pq_kernels
 from varvedb.kernels.distance import (GRAPH_METRIC_CODES, METRIC_CODE_DOT, METRIC_CODE_L2,
                                       METRIC_CODE_PQ, METRIC_COSINE, METRIC_L2)
 
+from ..errors import NonFiniteVectorError
 from . import prefetch
 
 _FORMAT = 3              # 1: before quantize (13 params), 2: before pq (15); both read
@@ -103,7 +104,8 @@ def _candidate_capacity(ef: int) -> int:
 class _Workspace:
     """Scratch for one single-query walk: a visited set, the pool and the heaps."""
 
-    __slots__ = ("visited", "generation", "cand_d", "cand_i", "res_d", "res_i", "fresh")
+    __slots__ = ("visited", "generation", "cand_d", "cand_i", "res_d", "res_i", "fresh",
+                 "exact_i", "exact_d", "args")
 
     def __init__(self, rows: int, ef: int, m0: int):
         self.visited = np.zeros(rows, np.uint16)
@@ -114,6 +116,11 @@ class _Workspace:
         self.res_d = np.empty(ef, np.float32)
         self.res_i = np.empty(ef, np.int32)
         self.fresh = np.empty(m0, np.int32)
+        self.exact_i = np.empty(ef, np.int64)     # the pool's best, scored exactly
+        self.exact_d = np.empty(ef, np.float64)
+        # the kernel's ``ws`` argument, packed once (kernels.hnsw: _SEARCH_READS)
+        self.args = (self.visited, self.generation, self.cand_d, self.cand_i, self.res_d,
+                     self.res_i, self.fresh, self.exact_i, self.exact_d)
 
 
 class _BuildScratch:
@@ -197,6 +204,7 @@ class HnswIndex:
         # hamming graphs are over packed bit rows (uint8, dim = bytes a row): their
         # queries are packed bytes too, every other graph's float32
         self._query_dtype = np.uint8 if metric == "hamming" else np.float32
+        self._query_dt = np.dtype(self._query_dtype)
         self._levels = np.full(0, -1, np.int8)
         self._links0 = np.full((0, 2 * self.m), -1, np.int32)
         self._upper_slot = np.full(0, -1, np.int32)
@@ -220,6 +228,10 @@ class HnswIndex:
         self._n_nodes = 0
         self._extent = 0
         self._workspaces: list[_Workspace] = []
+        self._graph_args: tuple | None = None   # the search kernels' ``graph``, packed
+        # search()'s prepared calls by (k, ef, allow is None): (graph, params,
+        # spare workspaces, cosine); dropped with the graph tuple on any change
+        self._calls: dict = {}
         self._scratch: _BuildScratch | None = None
         self._writable = True   # False while the arrays may be restored read-only views
 
@@ -275,6 +287,8 @@ class HnswIndex:
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)
         if rows.size == 0:
             return
+        self._graph_args = None     # the arrays, the entry point and the top change
+        self._calls = {}
         arena = self._arena(vectors)
         if arena.shape[0] < self._extent:
             # the build walk reads the vector of every node it meets: a node
@@ -300,6 +314,8 @@ class HnswIndex:
             self._n_nodes = 1
             order = order[1:]
         self._insert_batches(arena, norms, order, parallel)
+        self._graph_args = None
+        self._calls = {}
 
     def repaired(self, kept: np.ndarray, vectors: np.ndarray, norms: np.ndarray
                  ) -> "HnswIndex":
@@ -307,8 +323,10 @@ class HnswIndex:
         new row i is old row ``kept[i]`` and ``vectors`` / ``norms`` are the new
         arena. Each kept node keeps its level and its lists less the dropped ids;
         a list that lost one is chosen again from its survivors and the dropped
-        nodes' own neighbours (:func:`kernels.repair_lists`); the entry point
-        moves to a node of the highest level left if it was dropped. Twins are
+        nodes' own neighbours (:func:`kernels.repair_lists`), and a node those
+        lists no longer hold is appended where a list has room
+        (:func:`kernels.link_orphans`; a search's sweep finds any other); the
+        entry point moves to a node of the highest level left if it was dropped. Twins are
         linked again (their rings may have lost their linked node). What a
         vacuum does instead of a rebuild, when asked to repair."""
         kept = np.asarray(kept, np.int64)
@@ -352,6 +370,9 @@ class HnswIndex:
         kernels.repair_lists(arena, norms, self._metric_code, kept, inv, old_levels,
                              self._links0, self._upper_slot, self._upper_links, task_node,
                              task_level, out._links0, out._upper_slot, out._upper_links)
+        # lists chosen again may have dropped a node's only in-link (twins are not
+        # nodes yet: they are added below)
+        kernels.link_orphans(out._levels, out._links0, out._upper_slot, out._upper_links)
         if self.quantize is not None:
             src = self._codes[inside]
             if self.quantize == "pq":
@@ -429,10 +450,13 @@ class HnswIndex:
         kernels.join_twins(batch, twin_of, self._levels, fwd, self._twins, self._links0,
                            self._upper_slot, self._upper_links)
         keys, sources, starts = kernels.reverse_edges(batch, self._levels, fwd)
+        drops, n_drops = kernels.drop_space(sources, starts, self._links0)
         kernels.apply_reverse_edges(
             arena, norms, self._metric_code, keys, sources, starts, n_levels, self._links0,
             self._upper_slot, self._upper_links, scratch.query, scratch.over_i,
-            scratch.union_d, scratch.union_i)
+            scratch.union_d, scratch.union_i, drops, n_drops)
+        kernels.keep_in_links(keys, starts, n_levels, drops, n_drops, self._links0,
+                              self._upper_slot, self._upper_links)
         self._entry, self._top = kernels.raise_entry(batch, twin_of, self._levels,
                                                      self._entry, self._top)
 
@@ -521,6 +545,8 @@ class HnswIndex:
         """Room for nodes up to row ``n_rows - 1`` in one allocation, no spare:
         a bulk link that knows its size need not grow by doubling."""
         if n_rows > self._levels.shape[0]:
+            self._graph_args = None
+            self._calls = {}
             self._make_writable()
             self._grow_rows(n_rows, exact=True)
 
@@ -580,11 +606,56 @@ class HnswIndex:
         ``allow`` is a bool mask over arena rows (None = all); rows it
         excludes are walked through but never returned. The beam is
         ``max(ef or ef_search, k)`` wide.
+
+        A call of a shape (k, ef, whether filtered) seen since the graph last
+        changed only takes that shape's packed arguments and a spare workspace
+        and calls the kernel, which checks the sizes itself; any call it does
+        not fit, or the kernel refuses, goes through :meth:`_search`, which
+        checks every argument (and says what is wrong) and prepares the shape.
         """
+        try:
+            graph, params, spare, cosine = self._calls[k, ef, allow is None]
+        except (KeyError, TypeError):
+            return self._search(vectors, norms, query, k, allow, ef)
+        dt = self._query_dt
+        if type(query) is not np.ndarray or query.dtype is not dt \
+                or type(vectors) is not np.ndarray or vectors.dtype is not dt \
+                or allow is not None and (type(allow) is not np.ndarray
+                                          or allow.dtype is not _BOOL) \
+                or cosine and (type(norms) is not np.ndarray or norms.dtype is not _F32):
+            return self._search(vectors, norms, query, k, allow, ef)
+        if not cosine:
+            norms = _NO_NORMS
+        if allow is None:
+            allow = _NO_ALLOW
+        try:
+            ws = spare.pop()
+        except IndexError:
+            ws = _Workspace(self._levels.shape[0], params[3], 2 * self.m)
+        out_rows = np.empty(k, np.int64)
+        out_dist = np.empty(k, np.float64)
+        try:
+            count = kernels.search_one(graph, (vectors, norms, vectors, norms, allow),
+                                       (query, query), params, ws.args, out_rows, out_dist)
+        except Exception:      # shapes numba cannot type (a 2-D query): the checks say so
+            return self._search(vectors, norms, query, k, allow, ef)
+        spare.append(ws)
+        if count == k:
+            return out_rows, out_dist
+        if count >= 0:
+            return out_rows[:count], out_dist[:count]
+        return self._search(vectors, norms, query, k, allow, ef)
+
+    def _search(self, vectors: np.ndarray, norms: np.ndarray, query: np.ndarray, k: int,
+                allow: np.ndarray | None, ef: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`search` with every argument checked; prepares the call's shape."""
+        shape = (k, ef, allow is None)
         k = int(k)
         if self._n_nodes == 0 or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float64)
-        query = np.ascontiguousarray(query, dtype=self._query_dtype)
+        if not (type(query) is np.ndarray and query.dtype is self._query_dt
+                and query.flags.c_contiguous):
+            query = np.ascontiguousarray(query, dtype=self._query_dtype)
         if query.shape != (self.dim,):
             raise ValueError(f"query must have shape ({self.dim},), got {query.shape}")
         arena = self._arena(vectors)
@@ -594,21 +665,26 @@ class HnswIndex:
         ws = self._take_workspace(ef)
         out_rows = np.empty(k, np.int64)
         out_dist = np.empty(k, np.float64)
-        walk = self._walk(query) or (arena, norms, query, self._metric_code)
-        rerank = self._rerank(k, ef)
-        # a coded walk over vectors that do not fit in memory: walk, ask for the
-        # candidates' pages together, then rerank (else one fault at a time)
-        split = self.quantize is not None and prefetch.pays(vectors)
-        if split:
-            out_rows = np.empty(max(k, rerank), np.int64)
-            rerank = -rerank
+        split = False
+        if self.quantize is None:     # the walk measures the arena itself
+            data = (arena, norms, arena, norms, allow)
+            pair = (query, query)
+            params = (self._metric_code, self._metric_code, 0, ef, k, use_allow, 0)
+        else:                         # it walks the codes, then reranks from the arena
+            codes, code_norms, walk_query, walk_metric = self._walk(query)
+            data = (arena, norms, codes, code_norms, allow)
+            pair = (query, walk_query)
+            rerank = self._rerank(k, ef)
+            # a coded walk over vectors that do not fit in memory: walk, ask for the
+            # candidates' pages together, then rerank (else one fault at a time)
+            split = prefetch.pays(vectors)
+            if split:
+                out_rows = np.empty(max(k, rerank), np.int64)
+                rerank = -rerank
+            params = (self._metric_code, walk_metric, rerank, ef, k, use_allow, 0)
+        graph = self._graph_args or self._graph()
         try:
-            count = kernels.search_one(
-                arena, norms, query, self._metric_code, *walk, rerank,
-                self._links0,
-                self._upper_slot, self._upper_links, self._twins, self._entry, self._top,
-                ef, k, allow, use_allow, ws.visited, ws.generation, 0, ws.cand_d, ws.cand_i,
-                ws.res_d, ws.res_i, ws.fresh, out_rows, out_dist)
+            count = kernels.search_one(graph, data, pair, params, ws.args, out_rows, out_dist)
             if split and count > 0:
                 rows = out_rows[:count].copy()
                 prefetch.prefetch_rows(vectors, rows)
@@ -616,8 +692,13 @@ class HnswIndex:
                                             count, k, ws.res_d, out_rows, out_dist)
         finally:
             self._workspaces.append(ws)
+        if count == -1:
+            raise NonFiniteVectorError("query vector holds NaN or inf")
         if count < 0:
-            raise ValueError("query must be finite")
+            raise ValueError("the arguments do not fit the graph")   # checked above: a bug
+        if self.quantize is None and type(shape[0]) is int \
+                and (shape[1] is None or type(shape[1]) is int):
+            self._calls[shape] = (graph, params, [], self._metric_code == METRIC_COSINE)
         return out_rows[:count], out_dist[:count]
 
     def search_batch(self, vectors: np.ndarray, norms: np.ndarray, queries: np.ndarray,
@@ -646,19 +727,28 @@ class HnswIndex:
         lanes = min(numba.get_num_threads(), n_q)
         cand = _candidate_capacity(ef)
         out_count = np.zeros(n_q, np.int64)
-        walk = self._walk(queries) or (arena, norms, queries, self._metric_code)
+        walk, walk_norms, walk_queries, walk_metric = \
+            self._walk(queries) or (arena, norms, queries, self._metric_code)
+        ws = (np.zeros((lanes, self._levels.shape[0]), np.uint16), np.zeros(lanes, np.int64),
+              np.empty((lanes, cand), np.float32), np.empty((lanes, cand), np.int32),
+              np.empty((lanes, ef), np.float32), np.empty((lanes, ef), np.int32),
+              np.empty((lanes, 2 * self.m), np.int32), np.empty((lanes, ef), np.int64),
+              np.empty((lanes, ef), np.float64))
         kernels.search_many(
-            arena, norms, queries, self._metric_code, *walk, self._rerank(k, ef),
-            self._links0, self._upper_slot,
-            self._upper_links, self._twins, self._entry, self._top, ef, k, allow, use_allow,
-            np.zeros((lanes, self._levels.shape[0]), np.uint16), np.zeros(lanes, np.int64),
-            np.empty((lanes, cand), np.float32), np.empty((lanes, cand), np.int32),
-            np.empty((lanes, ef), np.float32), np.empty((lanes, ef), np.int32),
-            np.empty((lanes, 2 * self.m), np.int32), out_rows, out_dist, out_count)
+            self._graph_args or self._graph(), (arena, norms, walk, walk_norms, allow),
+            (queries, walk_queries),
+            (self._metric_code, walk_metric, self._rerank(k, ef), ef, k, use_allow, 0),
+            ws, out_rows, out_dist, out_count)
         unfilled = np.arange(k)[None, :] >= out_count[:, None]
         out_rows[unfilled] = -1
         out_dist[unfilled] = np.inf
         return out_rows, out_dist
+
+    def _graph(self) -> tuple:
+        """The search kernels' ``graph`` argument, packed once until the next add."""
+        self._graph_args = (self._links0, self._upper_slot, self._upper_links, self._twins,
+                            self._levels, self._entry, self._top, self._extent)
+        return self._graph_args
 
     def _take_workspace(self, ef: int) -> _Workspace:
         try:
@@ -671,10 +761,15 @@ class HnswIndex:
 
     # ------------------------------------------------------------ arguments
 
+    # On a search's path: a dtype compared with a type (``== np.float32``) costs
+    # ~0.4 us, so the common case is told by the dtype object first.
+
     def _arena(self, vectors: np.ndarray) -> np.ndarray:
         if not isinstance(vectors, np.ndarray) or vectors.ndim != 2 \
                 or vectors.shape[1] != self.dim:
             raise ValueError(f"vectors must be an array of shape (N, {self.dim})")
+        if vectors.dtype is _F32 and self._query_dt is _F32:    # float32, not hamming
+            return vectors
         if (vectors.dtype == np.uint8) != (self.metric == "hamming"):
             raise ValueError(f"a hamming graph's vectors are packed bits (uint8), and only "
                              f"its: got {vectors.dtype} for {self.metric}")
@@ -687,7 +782,8 @@ class HnswIndex:
     def _norms(self, norms: np.ndarray | None, n_rows: int) -> np.ndarray:
         if self._metric_code != METRIC_COSINE:
             return _NO_NORMS
-        if not isinstance(norms, np.ndarray) or norms.dtype != np.float32 \
+        if not isinstance(norms, np.ndarray) \
+                or not (norms.dtype is _F32 or norms.dtype == np.float32) \
                 or norms.ndim != 1 or norms.shape[0] < n_rows:
             raise ValueError(f"norms must be a float32 array of at least {n_rows} rows")
         return norms
@@ -833,6 +929,8 @@ class HnswIndex:
 
 
 _NO_NORMS = np.zeros(1, np.float32)
+_F32 = np.dtype(np.float32)
+_BOOL = np.dtype(np.bool_)
 _NO_ALLOW = np.zeros(1, np.bool_)
 
 

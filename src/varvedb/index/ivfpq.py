@@ -31,6 +31,7 @@ import math
 
 import numpy as np
 
+from ..errors import NonFiniteVectorError
 from ..kernels import ivf, pq
 from ..kernels.distance import (GRAPH_METRIC_CODES, METRIC_COSINE, METRIC_DOT, rank_rows,
                                 rerank_rows)
@@ -254,7 +255,7 @@ class IvfIndex:
                 use_allow, cap, keys, ids, counts)
         else:
             if not np.isfinite(query).all():
-                raise ValueError("query must be finite")
+                raise NonFiniteVectorError("query vector holds NaN or inf")
             q = query
             if self._metric_code == METRIC_COSINE:
                 qn = float(np.sqrt(np.dot(query, query)))
@@ -271,7 +272,7 @@ class IvfIndex:
                 self._offsets, self._rows, self._tail_rows, self._tail_lists, self._n_tail,
                 allow, use_allow, cap, keys, ids)
         if n < 0:
-            raise ValueError("query must be finite")
+            raise NonFiniteVectorError("query vector holds NaN or inf")
         if stats is not None:
             stats["lists"], stats["scanned"] = int(counts[0]), int(counts[1])
         rows = ids[:n]

@@ -156,6 +156,13 @@ class VectorIndex:
                 rows, dists = rows[order], dists[order]
         return rows, dists
 
+    def searcher(self, column, k: int, allow: np.ndarray | None, width: int, n: int):
+        """`search` of one reader's rows bound to everything but the query vector
+        (query/prepared.py): a function of q giving (rows, scores) when the index
+        answers k rows in one pass, else None (the caller searches in full). None
+        here: this kind of index has no such pass."""
+        return None
+
     def to_arrays(self) -> dict:
         out = {f"g.{k}": v for k, v in self._structure().to_arrays().items()}
         out["linked"] = np.array([self.linked], np.int64)
@@ -256,6 +263,34 @@ class HnswVectorIndex(VectorIndex):
     def _search(self, arena, norms, q, k, allow, width, stats):
         return self.graph.search(arena, norms, q, k, allow, width)
 
+    def searcher(self, column, k: int, allow: np.ndarray | None, width: int, n: int):
+        """A walk over the rows linked now. It answers None once more rows are
+        linked (the arena view and the mask are this state's), when the walk comes
+        back short of k, and always while the maintainer is behind this reader
+        (the rows above the watermark need search's exact tail): the caller binds
+        again then, and gets the walk once the graph has caught up."""
+        linked = self.linked
+        if linked < n:
+            return _behind
+        arena, norms = column.frozen(linked)
+        if linked > n:      # linked rows newer than the reader: walked, never returned
+            walk_allow = np.zeros(linked, bool)
+            walk_allow[:n] = True if allow is None else allow
+        else:
+            walk_allow = allow
+        lock, walk = self._lock, self.graph.search
+
+        def top_k(q):
+            lock.acquire_read()
+            try:
+                if self.linked != linked:
+                    return None
+                rows, dists = walk(arena, norms, q, k, walk_allow, width)
+            finally:
+                lock.release_read()
+            return (rows, dists) if len(rows) >= k else None
+        return top_k
+
 
 class IvfVectorIndex(VectorIndex):
     """IVF-PQ lists: nothing is added until they are trained, then every waiting row."""
@@ -296,6 +331,10 @@ class IvfVectorIndex(VectorIndex):
 
     def _search(self, arena, norms, q, k, allow, width, stats):
         return self.lists.search(arena, norms, q, k, allow, width, stats, prefetch_rows)
+
+
+def _behind(q) -> None:
+    return None
 
 
 def make_vector_index(field: str, dim: int, metric: str, spec: HNSW | IVFPQ) -> VectorIndex:

@@ -49,6 +49,13 @@ arena: walking codes there (and measuring the pool again for the neighbour
 selection) was measured no faster. Tried and not kept either: prefetching,
 one expansion ahead, the rows the next node links to (slower on glove-50).
 
+A walk as wide as the graph is exact: a walk whose pool is not full at its
+end has met every node it can reach, so :func:`search_one` then measures the
+nodes it never visited (a graph may hold nodes no list links to: the
+diversity heuristic over inner products drops the small-norm rows from
+nearly every list). So with ``ef`` >= the rows allowed, a search returns
+what exact search returns; a walk that fills its pool pays nothing for it.
+
 Batch insert, parallel without locks, deterministic: new nodes go in batches.
 :func:`find_links` searches the graph as it stood at the start of the batch,
 one new node per thread at a time, also measures each new node against the
@@ -57,7 +64,9 @@ out-links with the diversity heuristic and writes them to the node's own lists
 (nothing can reach a new node yet, so no walk reads them).
 :func:`reverse_edges` then groups the reverse links by (target, level) with a
 stable sort, and :func:`apply_reverse_edges` lets one thread per group append
-to, or re-prune, that target's list. No list is written by two threads and no
+to, or re-prune, that target's list; :func:`keep_in_links` then appends,
+serially, a node a re-prune left without an in-link to a list with room. No
+list is written by two threads and no
 result depends on which thread computed it, so the graph depends only on the
 seed and the insertion order, not even on the thread count. A batch too small
 to pay for waking the threads goes to :func:`link_batch`, which runs the same
@@ -95,7 +104,6 @@ from varvedb.kernels.distance import (
 from varvedb.kernels.heaps import (
     bounded_insert,
     candidate_push,
-    max_pop,
     max_sort,
     merge_sorted,
     min_pop,
@@ -109,7 +117,22 @@ _PJIT = dict(cache=True, nogil=True, fastmath=True, parallel=True)
 # the walk's rows) read-only: a mapped graph and an in-memory one share one
 # specialisation. Not the build's kernels, which write the lists: typed
 # read-only there, a cold-compiled process built graphs of lower recall.
-_SEARCH_READS = ("walk", "walk_norms", "links0", "upper_slot", "upper_links", "twins")
+#
+# The search kernels take their arguments packed, a few tuples instead of ~30
+# scalars and arrays (each one costs the caller a lookup and the dispatcher a
+# type check):
+#   graph   (links0, upper_slot, upper_links, twins, levels, entry, top, extent): the index's
+#           state, packed once per state by the index (HnswIndex._graph);
+#   data    (arena, norms, walk, walk_norms, allow): the rows scored, the rows
+#           walked (the arena itself, or its codes) and the mask;
+#   query_pair  (query, walk_query): the query and what the walk measures it
+#           as (itself, or its codes' form); search_many: one row per query each;
+#   params  (metric, walk_metric, rerank, ef, k, use_allow, lane);
+#   ws      (visited, generation, cand_d, cand_i, res_d, res_i, fresh, exact_i,
+#           exact_d):
+#           one walk's scratch, packed once per workspace (search_many: one row
+#           per lane of each, and ``lane`` in params unused).
+_SEARCH_READS = ("graph", "data")
 # small helpers on the walk's inner loops are inlined at numba's IR level, so
 # that no per-call array passing or reference counting is left in those loops
 _INLINE = dict(_JIT, inline="always")
@@ -373,11 +396,10 @@ def _covered_entry(links0, upper_slot, upper_links, entry, top, n_rows):
 
 
 @njit(readonly=_SEARCH_READS, **_JIT)
-def search_one(arena, norms, query, metric, walk, walk_norms, walk_query, walk_metric,
-               rerank, links0, upper_slot, upper_links, twins, entry, top, ef, k, allow,
-               use_allow, visited, generation, lane, cand_d, cand_i, res_d, res_i, fresh,
-               out_rows, out_dist):
+def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
     """k nearest allowed nodes to ``query`` into ``out_*``; returns the count.
+
+    The arguments come packed (see ``_SEARCH_READS`` above for each tuple).
 
     The walk measures ``walk`` rows against ``walk_query`` by ``walk_metric``:
     the arena itself (``walk is arena``), or its int8 codes
@@ -386,70 +408,119 @@ def search_one(arena, norms, query, metric, walk, walk_norms, walk_query, walk_m
     ``rerank``: its ``-rerank`` best rows are only written to ``out_rows``, for
     the caller to rerank with :func:`rerank_rows`). ``out_dist`` gets exact float64
     scores on pgvector's scale and rows are ranked by (score, row), so a
-    caller needs no second pass.
+    caller needs no second pass: the walk's best ``k + tie_spare(k)`` are
+    scored (into ``exact_*``), so that near-ties the float32 walk ordered
+    either way are cut by (float64 score, row), as exact search cuts them.
 
-    Returns -1, having searched nothing, when the query is not finite.
+    Returns -1, having searched nothing, when the query is not finite, and -2
+    when the arguments do not fit together (the query's length is not the
+    arena's width, the mask or the norms cover too few rows, the scratch or
+    the output is too small): a caller may pass them unchecked.
     Scratch: ``visited`` holds one uint16 stamp per row and
-    ``generation[lane]`` the lane's current stamp; ``res_*`` need ef entries,
-    ``cand_*`` more than 2 ef (filtered walks only), ``fresh`` 2m.
+    ``generation[lane]`` the lane's current stamp; ``res_*`` and ``exact_*``
+    need ef entries, ``cand_*`` more than 2 ef (filtered walks only), ``fresh`` 2m.
     """
+    links0, upper_slot, upper_links, twins, levels, entry, top, extent = graph
+    arena, norms, walk, walk_norms, allow = data
+    query, walk_query = query_pair
+    metric, walk_metric, rerank, ef, k, use_allow, lane = params
+    visited, generation, cand_d, cand_i, res_d, res_i, fresh, exact_i, exact_d = ws
+    if query.shape[0] != arena.shape[1] or use_allow and allow.shape[0] < extent \
+            or metric == METRIC_COSINE and norms.shape[0] < arena.shape[0] \
+            or res_d.shape[0] < ef or out_rows.shape[0] < k or out_dist.shape[0] < k:
+        return -2
     if not all_finite(query):
         return -1
     # Rows at or past `n_rows` are skipped, so a search that overlaps an add()
     # (which may link rows this caller's arena or mask does not cover yet)
     # stays inside every array it was handed.
-    n_rows = min(visited.shape[0], links0.shape[0], twins.shape[0], arena.shape[0],
-                 walk.shape[0])
+    n_rows = min(visited.shape[0], links0.shape[0], twins.shape[0], levels.shape[0],
+                 arena.shape[0], walk.shape[0])
     if use_allow:
         n_rows = min(n_rows, allow.shape[0])
     if entry >= n_rows:
         entry, top = _covered_entry(links0, upper_slot, upper_links, entry, top, n_rows)
-        if entry < 0:
-            return 0
     q_norm = query_norm(walk_query, walk_metric)
-    dist = query_distance(walk, walk_norms, entry, walk_query, q_norm, walk_metric)
-    node, dist = greedy_descend(walk, walk_norms, walk_query, q_norm, walk_metric, upper_slot,
-                                upper_links, entry, dist, top, 0)
     stamp = next_stamp(visited, generation, lane)
     visited = visited[:n_rows]
+    n = 0
+    if entry >= 0:
+        dist = query_distance(walk, walk_norms, entry, walk_query, q_norm, walk_metric)
+        node, dist = greedy_descend(walk, walk_norms, walk_query, q_norm, walk_metric,
+                                    upper_slot, upper_links, entry, dist, top, 0)
+        if use_allow:
+            n = filtered_search(walk, walk_norms, walk_query, q_norm, walk_metric, links0,
+                                twins, node, dist, ef, allow, visited, stamp, cand_d, cand_i,
+                                res_d, res_i, fresh)
+        else:
+            res_d[0] = dist
+            res_i[0] = node
+            n_seeds = 1
+            twin = ring_next(twins, node)
+            while 0 <= twin < n_rows and twin != node and n_seeds < ef:
+                res_d[n_seeds] = dist
+                res_i[n_seeds] = twin | EXPANDED
+                n_seeds += 1
+                twin = ring_next(twins, twin)
+            n = beam_search(walk, walk_norms, walk_query, q_norm, walk_metric, links0,
+                            upper_slot, upper_links, twins, 0, n_seeds, ef, True, visited,
+                            stamp, res_d, res_i, fresh)
+    complete = n < ef
+    if complete:
+        # the pool is not full: the walk met every node it can reach, and every
+        # one it met is in the pool; the nodes it never reached are measured here
+        n = _sweep(walk, walk_norms, walk_query, q_norm, walk_metric, levels, allow,
+                   use_allow, visited, stamp, ef, res_d, res_i, n)
     if use_allow:
-        n = filtered_search(walk, walk_norms, walk_query, q_norm, walk_metric, links0, twins,
-                            node, dist, ef, allow, visited, stamp, cand_d, cand_i, res_d,
-                            res_i, fresh)
-        if walk_metric != metric:
-            max_sort(res_d, res_i, n)
-            if rerank < 0:
-                return _candidates(res_i, min(n, -rerank), out_rows)
-            return rerank_rows(arena, norms, query, metric, res_i, min(n, rerank), k, res_d,
-                           out_rows, out_dist)
-        while n > k:
-            n = max_pop(res_d, res_i, n)
-        max_sort(res_d, res_i, n)
-        for j in range(n):
-            out_rows[j] = res_i[j]
-        rank_rows(arena, out_rows[:n], query, metric, out_dist)
-        return n
-    res_d[0] = dist
-    res_i[0] = node
-    n_seeds = 1
-    twin = ring_next(twins, node)
-    while 0 <= twin < n_rows and twin != node and n_seeds < ef:
-        res_d[n_seeds] = dist
-        res_i[n_seeds] = twin | EXPANDED
-        n_seeds += 1
-        twin = ring_next(twins, twin)
-    n = beam_search(walk, walk_norms, walk_query, q_norm, walk_metric, links0, upper_slot,
-                    upper_links, twins, 0, n_seeds, ef, True, visited, stamp, res_d, res_i,
-                    fresh)
+        max_sort(res_d, res_i, n)      # the filtered walk's pool is a max-heap
     if walk_metric != metric:
         if rerank < 0:
             return _candidates(res_i, min(n, -rerank), out_rows)
-        return rerank_rows(arena, norms, query, metric, res_i, min(n, rerank), k, res_d,
-                       out_rows, out_dist)
-    count = min(n, k)
+        # a complete pool is measured whole: a walk as wide as the graph is exact
+        return rerank_rows(arena, norms, query, metric, res_i, n if complete else
+                           min(n, rerank), k, res_d, out_rows, out_dist)
+    return _rank_pool(arena, query, metric, res_i, n, k, exact_i, exact_d, out_rows,
+                      out_dist)
+
+
+@njit(**_JIT)
+def _sweep(walk, walk_norms, walk_query, q_norm, walk_metric, levels, allow, use_allow,
+           visited, stamp, ef, pool_d, pool_i, n):
+    # every allowed node `visited` has no stamp for, into the pool (the filtered
+    # walk's max-heap with use_allow, else the ascending pool), which has room
+    # for ef; returns its size
+    for r in range(visited.shape[0]):
+        if visited[r] == stamp or levels[r] < 0 or use_allow and not allow[r]:
+            continue
+        d = query_distance(walk, walk_norms, r, walk_query, q_norm, walk_metric)
+        if use_allow:
+            n = top_k_push(pool_d, pool_i, n, ef, d, r)
+        elif n < ef or d < pool_d[n - 1]:
+            n, _ = bounded_insert(pool_d, pool_i, n, ef, d, r)
+    return n
+
+
+@njit(**_INLINE)
+def tie_spare(k):
+    """Candidates past the k-th that a walk scores exactly before it cuts: as many
+    as exact search keeps (``spare`` in :func:`varvedb.index.flat.search`)."""
+    return max(8, k // 4)
+
+
+@njit(**_INLINE)
+def _rank_pool(arena, query, metric, pool_i, n, k, exact_i, exact_d, out_rows, out_dist):
+    # the best k of a pool (ascending by the walk's float32 distance) by (float64
+    # score, row): its first k + tie_spare(k) scored and sorted, then cut
+    # scored as int64 rows, the very specialisation exact search scores with
+    # (its rank_rows over int64 rows): equal scores to the bit
+    count = min(n, k + tie_spare(k))
     for j in range(count):
-        out_rows[j] = res_i[j]
-    rank_rows(arena, out_rows[:count], query, metric, out_dist)
+        exact_i[j] = pool_i[j]
+    rank_rows(arena, exact_i[:count], query, metric, exact_d[:count])
+    count = min(count, k)
+    for j in range(count):
+        out_rows[j] = exact_i[j]
+        out_dist[j] = exact_d[j]
     return count
 
 
@@ -463,25 +534,32 @@ def _candidates(rows, n, out_rows):
 
 
 @njit(readonly=_SEARCH_READS, **_PJIT)
-def search_many(arena, norms, queries, metric, walk, walk_norms, walk_queries, walk_metric,
-                rerank, links0, upper_slot, upper_links, twins, entry, top, ef, k, allow, use_allow,
-                visited, generation, cand_d, cand_i, res_d, res_i, fresh, out_rows,
-                out_dist, out_count):
-    """:func:`search_one` for each row of ``queries`` (and of ``walk_queries``), in parallel.
+def search_many(graph, data, query_pair, params, ws, out_rows, out_dist, out_count):
+    """:func:`search_one` for each row of ``query_pair``'s two arrays, in parallel.
 
     Scratch arrays have one row per lane (``visited.shape[0]`` lanes); lane
     t answers queries t, t + lanes, ... so that each lane owns its scratch.
     """
-    lanes = visited.shape[0]
+    queries, walk_queries = query_pair
+    metric, walk_metric, rerank, ef, k, use_allow, _ = params
+    lanes = ws[0].shape[0]
     for i in prange(lanes):
-        lane = np.int64(i)   # prange's index is unsigned: one search_one for every caller
-        for qi in range(lane, queries.shape[0], lanes):
-            out_count[qi] = search_one(
-                arena, norms, queries[qi], metric, walk, walk_norms, walk_queries[qi],
-                walk_metric, rerank, links0, upper_slot, upper_links, twins, entry, top, ef, k,
-                allow, use_allow, visited[lane], generation, lane, cand_d[lane],
-                cand_i[lane], res_d[lane], res_i[lane], fresh[lane], out_rows[qi],
-                out_dist[qi])
+        _search_lane(graph, data, queries, walk_queries, metric, walk_metric, rerank, ef, k,
+                     use_allow, np.int64(i), ws, out_rows, out_dist, out_count)
+
+
+@njit(**_JIT)
+def _search_lane(graph, data, queries, walk_queries, metric, walk_metric, rerank, ef, k,
+                 use_allow, lane, ws, out_rows, out_dist, out_count):
+    # lane's queries (lane, lane + lanes, ...) with lane's rows of the scratch;
+    # lane is int64 (prange's index is unsigned): one search_one for every caller
+    visited, generation, cand_d, cand_i, res_d, res_i, fresh, exact_i, exact_d = ws
+    lane_ws = (visited[lane], generation, cand_d[lane], cand_i[lane], res_d[lane],
+               res_i[lane], fresh[lane], exact_i[lane], exact_d[lane])
+    params = (metric, walk_metric, rerank, ef, k, use_allow, lane)
+    for qi in range(lane, queries.shape[0], visited.shape[0]):
+        out_count[qi] = search_one(graph, data, (queries[qi], walk_queries[qi]), params,
+                                   lane_ws, out_rows[qi], out_dist[qi])
 
 
 # -------------------------------------------------------- neighbour selection
@@ -525,12 +603,18 @@ def _same_vector(arena, a, b):
 
 
 @njit(**_JIT)
-def _batch_candidates(level, batch, self_pos, batch_dist, levels, limit, x_d, x_i):
-    # other nodes of this batch on this level, nearer than `limit`, ascending
+def _batch_candidates(arena, level, batch, self_pos, batch_dist, levels, limit, x_d, x_i):
+    # other nodes of this batch on this level, nearer than `limit`, ascending;
+    # not those bit-identical to this node: they end as twins (of it, or of the
+    # node it twins), and a node whose only links went to its own twins would be
+    # left with no links and no in-links once join_twins takes those out
     n_x = 0
+    own = batch_dist[self_pos]
+    u = batch[self_pos]
     for t in range(batch.shape[0]):
         w = batch[t]
-        if t != self_pos and levels[w] >= level and batch_dist[t] < limit:
+        if t != self_pos and levels[w] >= level and batch_dist[t] < limit and not (
+                batch_dist[t] == own and _same_vector(arena, w, u)):
             n_x = sorted_insert(x_d, x_i, n_x, batch_dist[t], w)
     return n_x
 
@@ -581,7 +665,8 @@ def _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot, 
         if level == 0:
             twin_of[pos] = _find_twin(arena, batch, pos, batch_dist, pool_d, pool_i, n_w)
         limit = pool_d[n_w - 1] if n_w == ef else FAR
-        n_x = _batch_candidates(level, batch, pos, batch_dist, levels, limit, x_d, x_i)
+        n_x = _batch_candidates(arena, level, batch, pos, batch_dist, levels, limit, x_d,
+                                x_i)
         n_s = merge_sorted(pool_d, pool_i, n_w, x_d, x_i, n_x, s_d, s_i)
         out = fwd[pos, level]
         kept = select_diverse(arena, norms, metric, s_d, s_i, n_s, m, out)
@@ -622,8 +707,11 @@ def join_twins(batch, twin_of, levels, fwd, twins, links0, upper_slot, upper_lin
     """Splice each twin of the batch into its original's ring, then unlink it.
 
     A node of the batch may have chosen a batch-mate that turned out to be a
-    twin; that link is taken out of its lists (and of ``fwd``) so that no
-    list holds a twin.
+    twin; so that no list holds a twin, that link becomes one to the linked
+    node of the twin's ring (the same vector) where that is a node on the level
+    and not already in the list, else it is taken out of the node's lists (and
+    of ``fwd``). Taken out, a node whose only choice was a twin would have no
+    links, and so no in-links either.
     """
     for pos in range(batch.shape[0]):
         original = twin_of[pos]
@@ -640,9 +728,33 @@ def join_twins(batch, twin_of, levels, fwd, twins, links0, upper_slot, upper_lin
             for j in range(fwd.shape[2]):
                 v = fwd[pos, level, j]
                 if v >= 0 and twins[v] <= -2:
-                    fwd[pos, level, j] = -1
                     own = links0[u] if level == 0 else upper_links[upper_slot[u], level - 1]
-                    _remove_link(own, v)
+                    o = _ring_node(twins, v)
+                    if o >= 0 and o != u and levels[o] >= level and not _holds(own, o):
+                        fwd[pos, level, j] = o
+                        _replace_link(own, v, o)
+                    else:
+                        fwd[pos, level, j] = -1
+                        _remove_link(own, v)
+
+
+@njit(**_INLINE)
+def _ring_node(twins, v):
+    # the linked node of v's twin ring (the one member whose code is >= 0), or -1
+    x = ring_next(twins, v)
+    while x >= 0 and x != v:
+        if twins[x] >= 0:
+            return x
+        x = ring_next(twins, x)
+    return -1
+
+
+@njit(**_INLINE)
+def _replace_link(lst, v, o):
+    for j in range(lst.shape[0]):
+        if lst[j] == v:
+            lst[j] = o
+            return
 
 
 @njit(**_JIT)
@@ -699,7 +811,9 @@ def reverse_edges(batch, levels, fwd):
 
 @njit(**_JIT)
 def _link_back(arena, norms, metric, target, level, sources, links0, upper_slot,
-               upper_links, query, over_i, union_d, union_i):
+               upper_links, query, over_i, union_d, union_i, drops):
+    # adds `sources` to the target's list; returns how many ids a re-prune dropped
+    # (written to `drops`: the ids that lost this in-link, newcomers included)
     lst = links0[target] if level == 0 else upper_links[upper_slot[target], level - 1]
     cap = lst.shape[0]
     count = 0
@@ -721,7 +835,7 @@ def _link_back(arena, norms, metric, target, level, sources, links0, upper_slot,
             over_i[n_over] = s
             n_over += 1
     if n_over == 0:
-        return
+        return 0
     # full: re-prune the union of the old list and the newcomers
     load_row(arena, target, query)
     q_norm = norms[target] if metric == METRIC_COSINE else np.float32(0.0)
@@ -732,21 +846,147 @@ def _link_back(arena, norms, metric, target, level, sources, links0, upper_slot,
                            query_distance(arena, norms, v, query, q_norm, metric), v)
     kept = select_diverse(arena, norms, metric, union_d, union_i, n, cap, lst)
     lst[kept:] = -1
+    # the kept ids are a subsequence of the union (the heuristic keeps them in
+    # its order): one pass sets the others apart
+    n_drops = 0
+    t = 0
+    for j in range(n):
+        v = union_i[j]
+        if t < kept and lst[t] == v:
+            t += 1
+        else:
+            drops[n_drops] = v
+            n_drops += 1
+    return n_drops
+
+
+@njit(**_INLINE)
+def _holds(lst, v):
+    for w in lst:
+        if w < 0:
+            return False
+        if w == v:
+            return True
+    return False
+
+
+@njit(**_JIT)
+def drop_space(sources, starts, links0):
+    """Room for what :func:`apply_reverse_edges` drops: ``(drops, n_drops)``; group
+    g writes ``drops[drop_base(g)]`` on (its newcomers plus a full list at most)."""
+    n_groups = starts.shape[0] - 1
+    return (np.empty(sources.shape[0] + n_groups * links0.shape[1], np.int32),
+            np.zeros(n_groups, np.int64))
+
+
+@njit(**_INLINE)
+def drop_base(starts, g, links0):
+    return starts[g] + g * links0.shape[1]
 
 
 @njit(**_PJIT)
 def apply_reverse_edges(arena, norms, metric, keys, sources, starts, n_levels, links0,
-                        upper_slot, upper_links, query, over_i, union_d, union_i):
-    """Phase 2b: add each group's in-links to its target, one thread per target."""
+                        upper_slot, upper_links, query, over_i, union_d, union_i,
+                        drops, n_drops):
+    """Phase 2b: add each group's in-links to its target, one thread per target.
+
+    A target whose list is full chooses it again from the old list and the
+    newcomers; the ids that choice drops go to group g's part of ``drops``
+    (``n_drops[g]`` of them, from :func:`drop_base`) for :func:`keep_in_links`.
+    """
     lanes = query.shape[0]
     n_groups = starts.shape[0] - 1
     for lane in prange(lanes):
         for g in range(lane, n_groups, lanes):
-            lo = starts[g]
-            key = keys[lo]
-            _link_back(arena, norms, metric, key // n_levels, key % n_levels,
-                       sources[lo:starts[g + 1]], links0, upper_slot, upper_links,
-                       query[lane], over_i[lane], union_d[lane], union_i[lane])
+            _link_group(arena, norms, metric, keys, sources, starts, n_levels, g, links0,
+                        upper_slot, upper_links, query[lane], over_i[lane], union_d[lane],
+                        union_i[lane], drops, n_drops)
+
+
+@njit(**_JIT)
+def _link_group(arena, norms, metric, keys, sources, starts, n_levels, g, links0,
+                upper_slot, upper_links, query, over_i, union_d, union_i, drops, n_drops):
+    lo = starts[g]
+    key = keys[lo]
+    base = drop_base(starts, g, links0)
+    n_drops[g] = _link_back(arena, norms, metric, key // n_levels, key % n_levels,
+                            sources[lo:starts[g + 1]], links0, upper_slot, upper_links,
+                            query, over_i, union_d, union_i, drops[base:])
+
+
+@njit(**_JIT)
+def keep_in_links(keys, starts, n_levels, drops, n_drops, links0, upper_slot, upper_links):
+    """Phase 2c: an id a re-prune dropped is linked again where a list has room.
+
+    A dropped node's in-links are looked for where they nearly always are, in
+    the lists of its own out-neighbours; when none is found there it is
+    appended to the list of the node that dropped it, or of one of its own
+    out-neighbours, if one has room (:func:`_relink`). Never in place of an
+    entry: a list keeps what the diversity heuristic chose (displacing those
+    entries cost inner-product graphs a tenth of their recall, for nodes that
+    are seldom anyone's answer). So a node may be left with no in-link; a walk
+    as wide as the graph still finds it (:func:`search_one` measures every node
+    a walk that did not fill its pool never reached). Serial, in group order,
+    after phase 2b: the graph still depends only on the seed and the insertion
+    order.
+    """
+    for g in range(starts.shape[0] - 1):
+        key = keys[starts[g]]
+        target, level = key // n_levels, key % n_levels
+        base = drop_base(starts, g, links0)
+        for d in range(n_drops[g]):
+            w = drops[base + d]
+            if not _has_in_link(links0, upper_slot, upper_links, w, level, -1):
+                _relink(links0, upper_slot, upper_links, w, level, target)
+
+
+@njit(**_JIT)
+def _count_in_links(levels, links0, upper_slot, upper_links, level, indeg):
+    # indeg[v]: how many level lists hold v
+    indeg[:] = 0
+    for r in range(levels.shape[0]):
+        if levels[r] >= level:
+            for v in _old_list(links0, upper_slot, upper_links, r, level):
+                if v < 0:
+                    break
+                indeg[v] += 1
+
+
+@njit(**_JIT)
+def _has_in_link(links0, upper_slot, upper_links, w, level, skip):
+    # is `w` in the level list of one of its own out-neighbours (but `skip`)?
+    for x in _old_list(links0, upper_slot, upper_links, w, level):
+        if x < 0:
+            return False
+        if x != skip and _holds(_old_list(links0, upper_slot, upper_links, x, level), w):
+            return True
+    return False
+
+
+@njit(**_INLINE)
+def _append(lst, v):
+    # v at the end of a list with room (and not holding it); False when full
+    for j in range(lst.shape[0]):
+        if lst[j] == v:
+            return True
+        if lst[j] < 0:
+            lst[j] = v
+            return True
+    return False
+
+
+@njit(**_JIT)
+def _relink(links0, upper_slot, upper_links, w, level, target):
+    # w appended to the level list of `target`, or else of the first of its own
+    # out-neighbours with room; False when every one of those lists is full
+    own = _old_list(links0, upper_slot, upper_links, w, level)
+    for o in range(-1, own.shape[0]):
+        owner = target if o < 0 else own[o]
+        if owner < 0:
+            break
+        if owner != w and _append(_old_list(links0, upper_slot, upper_links, owner, level), w):
+            return True
+    return False
 
 
 @njit(**_JIT)
@@ -783,12 +1023,12 @@ def link_batch(arena, norms, metric, batch, levels, links0, upper_slot, upper_li
     join_twins(batch, twin_of, levels, fwd, twins, links0, upper_slot, upper_links)
     keys, sources, starts = reverse_edges(batch, levels, fwd)
     n_levels = fwd.shape[1]
+    drops, n_drops = drop_space(sources, starts, links0)
     for g in range(starts.shape[0] - 1):
-        lo = starts[g]
-        key = keys[lo]
-        _link_back(arena, norms, metric, key // n_levels, key % n_levels,
-                   sources[lo:starts[g + 1]], links0, upper_slot, upper_links, query[0],
-                   over_i[0], union_d[0], union_i[0])
+        _link_group(arena, norms, metric, keys, sources, starts, n_levels, g, links0,
+                    upper_slot, upper_links, query[0], over_i[0], union_d[0], union_i[0],
+                    drops, n_drops)
+    keep_in_links(keys, starts, n_levels, drops, n_drops, links0, upper_slot, upper_links)
     return raise_entry(batch, twin_of, levels, entry, top)
 
 
@@ -876,6 +1116,34 @@ def repair_lists(arena, norms, metric, kept, inv, old_levels, old_links0, old_up
         _repair_one(arena, norms, metric, kept, inv, old_levels, old_links0, old_upper_slot,
                     old_upper_links, task_node[t], task_level[t], links0, upper_slot,
                     upper_links)
+
+
+@njit(**_JIT)
+def link_orphans(levels, links0, upper_slot, upper_links):
+    """Link again, where a list has room, each node no list holds on one of its
+    levels; returns how many were linked.
+
+    For a graph whose lists were chosen again wholesale (:func:`repair_lists`),
+    where the in-links of the lists' former members were not followed: per
+    level, the in-links are counted over every list, and each node with none
+    is appended by :func:`_relink` to its nearest out-neighbour's list on that
+    level, or another of its out-neighbours' (never in place of an entry, as
+    in :func:`keep_in_links`). O(nodes x links), serial.
+    """
+    indeg = np.zeros(levels.shape[0], np.int32)
+    top = -1
+    for r in range(levels.shape[0]):
+        top = max(top, levels[r])
+    linked = 0
+    for level in range(top + 1):
+        _count_in_links(levels, links0, upper_slot, upper_links, level, indeg)
+        for w in range(levels.shape[0]):
+            if levels[w] < level or indeg[w] > 0:
+                continue
+            nearest = _old_list(links0, upper_slot, upper_links, w, level)[0]
+            if nearest >= 0 and _relink(links0, upper_slot, upper_links, w, level, nearest):
+                linked += 1
+    return linked
 
 
 @njit(**_JIT)

@@ -20,7 +20,8 @@ an in-memory one compiled the same kernel twice, and with a read-only or
 writable mask too, up to four times (195 specialisations where 71 differ in
 more than that, and most of a fresh test run's time). So the inputs
 a kernel only reads, :data:`READ_ONLY` by name plus any it names in
-``readonly=``, are compiled as read-only arrays whatever the caller passes: a
+``readonly=`` (a tuple named there: each array in it), are compiled as
+read-only arrays whatever the caller passes: a
 writable array converts to that type at no cost, so one specialisation serves
 both (dispatching to it by the caller's exact types too), and a kernel that
 writes one of them fails to compile.
@@ -137,6 +138,11 @@ def _compile_plain(dispatcher, fn, readonly, literal) -> None:
     def plain(i, t):
         if i in at and isinstance(t, types.Array) and t.mutable:
             return t.copy(readonly=True)
+        if i in at and isinstance(t, types.BaseTuple):
+            # a packed argument (the graph's arrays): each array in it read-only
+            return types.BaseTuple.from_types(
+                [x.copy(readonly=True) if isinstance(x, types.Array) and x.mutable
+                 else types.unliteral(x) for x in t])
         return t if i in keep else types.unliteral(t)
 
     def compile(sig):

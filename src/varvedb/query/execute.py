@@ -119,6 +119,10 @@ def _count(node: Count, query: Query) -> Out:
 
 
 def _vector_topk(node: VectorTopK, query: Query) -> Out:
+    given = query.given
+    if given is not None and id(node) in given:     # a kept plan's search, already run
+        rows, dists = given[id(node)]
+        return Out(None, rows, dists, len(rows), node)
     inp = _run(node.input, query)
     rows, dists, ran = vector_topk(node, query.table, query.snapshot.n(query.table),
                                    inp.mask, inp.count, node.query)
@@ -161,6 +165,23 @@ def vector_topk(node: VectorTopK, table, n: int, mask, allowed: int, q
     if strategy is node.strategy and scanned is None:
         return rows, dists, node
     return rows, dists, replace(node, strategy=strategy, ef=ef, scanned=scanned)
+
+
+def topk_searcher(node: VectorTopK, table, n: int, mask, allowed: int):
+    """`vector_topk` of a planned node bound to everything but the query vector
+    (query/prepared.py keeps it): a function of q giving (rows, scores), or None
+    when that pass fell short (a walk short of k, an index that moved on):
+    vector_topk answers then. None for the strategies that need more than one
+    pass (IVF lists, their widening)."""
+    allow = None if allowed == n else mask
+    k = min(node.k, allowed)
+    column = table.columns[node.field]
+    if node.strategy is Strategy.EXACT:
+        arena, norms = column.frozen(n)
+        return flat.searcher(node.metric, arena, norms, k, allow)
+    if node.strategy is Strategy.GRAPH:
+        return table.vector_indexes[node.field].searcher(column, k, allow, node.ef, n)
+    return None
 
 
 # ---- the nodes SQL adds: each evaluates query/expr.py expressions over a Rel ----

@@ -39,8 +39,9 @@ _WALKS = {"hnsw": Strategy.GRAPH, "ivfpq": Strategy.LISTS}
 
 class Query:
     """A planned read: its plan, the snapshot and table it reads, and the
-    masks planning already evaluated (keyed by node), which the executor reuses."""
-    __slots__ = ("plan", "snapshot", "table", "masks", "env", "analyze")
+    masks planning already evaluated (keyed by node), which the executor reuses,
+    and a kept plan's top-k already answered (`given`, query/prepared.py)."""
+    __slots__ = ("plan", "snapshot", "table", "masks", "env", "analyze", "given")
 
     def __init__(self, plan: PlanNode, snapshot, table, masks: dict, env=None):
         self.plan = plan
@@ -49,6 +50,7 @@ class Query:
         self.masks = masks
         self.env = env              # expression parameters and subquery values (SQL)
         self.analyze = None         # EXPLAIN ANALYZE: id(node as ran) -> (rows, seconds)
+        self.given = None           # id(VectorTopK) -> (rows, scores) its kept search found
 
 
 def choose_vector_strategy(index, k: int, allowed: int, n: int, ef: int | None,

@@ -7,8 +7,10 @@ they were taken at (the version read and the branch). The next search of that
 shape at the same state goes straight to the top-k with its new vector:
 nothing is bound, no mask is evaluated, no plan is built. Any commit, another
 branch, an open transaction or a new table object (DDL, vacuum) is a new state:
-the caller binds again. The API's searches are kept as `PreparedSearch` (run
-through `execute.vector_topk` alone); SQL's vector ORDER BY as `KeptPlan`, its
+the caller binds again. The API's searches are kept as `PreparedSearch`: its
+top-k bound once more, to everything but the vector (`execute.topk_searcher`: the
+scan's or the walk's arguments, the arena views, the mask), so that a search
+is one kernel call; SQL's vector ORDER BY as `KeptPlan`, its
 tree with the new vector swapped into the VectorTopK.
 
 The cache lives on the table (`Table.prepared`), so it is shared by every
@@ -20,7 +22,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from .execute import Result, vector_topk
+from ..schema import coerce_query_vector
+from .execute import Result, topk_searcher, vector_topk
 from .plan import Project, VectorTopK
 from .planner import Query
 
@@ -29,16 +32,20 @@ MAX_PREPARED_BYTES = 64 << 20   # and the masks they hold (a filter's: a byte a 
 
 
 class PreparedSearch:
-    """A planned Project(VectorTopK(...)) and the state it was planned at."""
-    __slots__ = ("state", "query", "node", "mask", "allowed", "n", "fields")
+    """A planned Project(VectorTopK(...)) and the state it was planned at, with
+    its top-k bound to everything but the query vector (execute.topk_searcher)."""
+    __slots__ = ("state", "query", "node", "mask", "allowed", "n", "fields", "field",
+                 "top_k")
 
     def __init__(self, state, query: Query):
         self.state = state
         self.query = query
-        self.node = query.plan.input
-        self.mask, self.allowed = query.masks[id(self.node.input)]
+        self.node = node = query.plan.input
+        self.mask, self.allowed = query.masks[id(node.input)]
         self.n = query.snapshot.n(query.table)
         self.fields = query.plan.fields
+        self.field = query.table.schema.fields[node.field]
+        self.top_k = self._bound()
 
     @staticmethod
     def fits(query: Query) -> bool:
@@ -47,13 +54,35 @@ class PreparedSearch:
         return (type(plan) is Project and type(plan.input) is VectorTopK
                 and id(plan.input.input) in query.masks)
 
-    def run(self, q) -> Result:
-        """The top-k of `q` (already coerced to the field's type)."""
+    def _bound(self):
+        return topk_searcher(self.node, self.query.table, self.n, self.mask, self.allowed)
+
+    def run(self, vector) -> Result:
+        """The top-k of `vector` (any query vector the field takes)."""
+        q = query_vector(self.field, vector)
+        top_k = self.top_k
+        if top_k is not None:
+            got = top_k(q)
+            if got is not None:
+                return Result(got[0], got[1], len(got[0]), self.fields, self.query.plan)
+            self.top_k = self._bound()      # the index moved on, or the walk fell short
         query = self.query
         rows, dists, ran = vector_topk(self.node, query.table, self.n, self.mask,
                                        self.allowed, q)
         plan = query.plan if ran is self.node else Project(self.fields, ran)
         return Result(rows, dists, len(rows), self.fields, plan)
+
+
+def query_vector(f, vector) -> np.ndarray:
+    """A kept search's query vector for field `f`: a float32 vector of its dimension
+    as it is (the kernels refuse NaN and inf themselves), else coerced."""
+    if type(vector) is np.ndarray and vector.dtype == _F32 and vector.shape == (f.dim,) \
+            and f.dtype != "bit":       # (a bit field's query is packed)
+        return vector
+    return coerce_query_vector(f, vector)
+
+
+_F32 = np.dtype(np.float32)
 
 
 def shape(where, params, limit, select, field, ef, exact, metric, probes) -> tuple:
@@ -74,17 +103,40 @@ def request_shape(req) -> tuple | None:
 
 class KeptPlan:
     """A planned SQL vector search (Output over its legs) and the state it was
-    planned at: the next run swaps its query vector in (`with_vector`)."""
-    __slots__ = ("state", "query", "mask")
+    planned at: the next run asks its VectorTopK's bound top-k for the new
+    vector and hands the rows to the kept tree (`with_vector`)."""
+    __slots__ = ("state", "query", "mask", "node", "allowed", "n", "top_k")
 
     def __init__(self, state, query: Query):
         self.state = state
         self.query = query
         self.mask = max((m for m, _ in query.masks.values()), key=len, default=_NO_MASK)
+        node = query.plan
+        while type(node) is not VectorTopK:
+            node = node.input
+        self.node = node
+        self.n = query.snapshot.n(query.table)
+        got = query.masks.get(id(node.input))
+        self.allowed = None if got is None else got[1]
+        self.top_k = self._bound()
+
+    def _bound(self):
+        if self.allowed is None:
+            return None
+        return topk_searcher(self.node, self.query.table, self.n,
+                             self.query.masks[id(self.node.input)][0], self.allowed)
 
     def with_vector(self, q, env) -> Query:
-        """The kept plan asking for `q`, with this run's parameters `env`."""
+        """The kept plan asking for `q` (coerced), with this run's parameters `env`."""
         kept = self.query
+        top_k = self.top_k
+        if top_k is not None:
+            got = top_k(q)
+            if got is not None:
+                query = Query(kept.plan, kept.snapshot, kept.table, kept.masks, env)
+                query.given = {id(self.node): got}
+                return query
+            self.top_k = self._bound()      # the index moved on, or the walk fell short
         return Query(_with_vector(kept.plan, q), kept.snapshot, kept.table, kept.masks, env)
 
 

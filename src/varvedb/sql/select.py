@@ -30,10 +30,10 @@ from ..query.filter import Filter as GrammarFilter, convert as grammar_convert
 from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Output, Sort,
                           Where)
 from ..query.bind import bind_legs
-from ..query.prepared import keep
+from ..query.prepared import keep, query_vector
 from ..query.planner import Query, plan_scan
 from ..query.request import RRF_K, Search, TextLeg, VectorLeg
-from ..schema import brief, coerce_query_vector
+from ..schema import brief
 from .expressions import Scope, convert, deparse, output_name
 from ..results import SqlResult
 
@@ -264,7 +264,7 @@ class Select:
             except TypeError:       # a list among the other parameters: bound each time
                 kept = key = None
             if kept is not None and kept.state == state:
-                return kept.with_vector(coerce_query_vector(f, q), env)
+                return kept.with_vector(query_vector(f, q), env)
         limit, offset = self._limit_offset(env)
         k = snap.n(table) if limit is None else limit + offset
         request = Search(vector=VectorLeg(vector=q, field=fname, metric=metric), limit=k,
