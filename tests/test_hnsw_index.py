@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import varvedb as vv
 from varvedb.index import flat
 from varvedb.index.hnsw import HnswIndex
 
@@ -562,3 +563,21 @@ def test_an_inner_product_graph_keeps_the_recall_of_its_lists():
         want, _ = flat.search("dot", x, norms, q, 10, None)
         found += len(set(rows.tolist()) & set(want.tolist()))
     assert found / 1000 >= 0.8, found / 1000
+
+
+@pytest.mark.parametrize("metric", ["l2", "cosine", "dot"])
+def test_a_bound_searcher_answers_as_search(base, queries, metric):
+    """searcher() (a kept search's walk: everything but the query bound once)
+    returns what search() returns, filtered or not, k past the rows allowed too."""
+    index = build(base, metric)
+    norms = np.linalg.norm(base, axis=1).astype(np.float32)
+    allow = np.random.default_rng(2).random(len(base)) < 0.3
+    for k, mask, ef in ((10, None, 40), (5, allow, 64), (len(base) + 5, allow, None)):
+        walk = index.searcher(base, norms, k, mask, ef)
+        for q in queries[:20]:
+            got, want = walk(q), index.search(base, norms, q, k, mask, ef)
+            assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    bad = queries[0].copy()
+    bad[0] = np.nan
+    with pytest.raises(vv.NonFiniteVectorError):      # as search raises it
+        index.searcher(base, norms, 10, None, 40)(bad)

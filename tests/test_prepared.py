@@ -151,7 +151,7 @@ def test_a_kept_walk_is_one_pass_once_the_graph_has_caught_up():
     _same(c, q, **kw)
     _same(c, q, **kw)
     kept = [k for k in c.table.prepared.values() if k.node.strategy == "graph"]
-    assert kept and kept[0].top_k is not None and kept[0].top_k(q) is not None
+    assert kept and kept[0].top_k.fn is not None and kept[0].top_k.search(q) is not None
     for bad in (np.nan, np.inf):
         v = q.copy()
         v[1] = bad

@@ -249,7 +249,7 @@ class Collection:
     def _batch_from_rows(self, t: Table, rows: list) -> Batch:
         """The rows' ids as given (None: to assign) and their columns, coerced,
         completed and embedded."""
-        names = set().union(*rows) if rows else set()
+        names = rows[0].keys() if len(rows) == 1 else set().union(*rows) if rows else set()
         t.schema.check_names(names)
         ids = [r.get("id") for r in rows]
         fields = t.schema.fields
@@ -403,10 +403,15 @@ class Collection:
             return None
         if kept is None:
             return None
-        sess = self._sess
+        sess = self._session or self._db.thread_session()
         if sess.tx is not None or kept.state != (self.engine.visible, sess.branch_id):
             return None
-        return self._hits(t, kept.run(vector))
+        res = kept.run(vector)
+        if res.fields:
+            return self._hits(t, res)
+        rows = res.rows
+        return Hits.of_columns(functools.partial(t.id_values, rows), res.scores, (), [],
+                               res.plan, len(rows))
 
     def explain(self, verb: str = "search", /, **args) -> PlanNode:
         """The plan `search(**args)` (or `find`, `count`: explain("count", where=...))

@@ -708,6 +708,10 @@ def coerce_ids(schema: Schema, ids: Any) -> np.ndarray | list:
 
 def coerce_values(name: str, f: Field, values: list) -> tuple[Any, np.ndarray]:
     """Coerce one column given as a Python list (None = null)."""
+    if len(values) == 1:
+        one = _coerce_one(f, values[0])
+        if one is not None:
+            return one, np.zeros(1, bool)
     nulls = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
     k = f.kind
     if k == "vector":
@@ -747,6 +751,34 @@ def coerce_values(name: str, f: Field, values: list) -> tuple[Any, np.ndarray]:
         raise FieldTypeError(f"field {name!r}: a value is outside the 64-bit {k} "
                              "range") from None
     return arr, nulls
+
+
+_SCALAR_TYPES = {"int": (int, np.int64), "float": (float, np.float64), "bool": (bool, np.bool_)}
+
+
+def _coerce_one(f: Field, v: Any) -> np.ndarray | None:
+    """The column of a one-row write in the common cases — a Python int, float or
+    bool in its own kind, a float vector (array or list of numbers) of the
+    field's dimension for an f32/f16 field — without a list's per-value
+    machinery; None where the general path must decide (nulls, other types,
+    anything it may refuse)."""
+    k = f.kind
+    if k == "vector":
+        if f.dtype not in ("f32", "f16"):
+            return None
+        if type(v) is list and len(v) == f.dim:
+            try:
+                v = np.array(v)
+            except (ValueError, TypeError, OverflowError):
+                return None
+        if type(v) is not np.ndarray or v.shape != (f.dim,) or v.dtype.kind not in "iuf":
+            return None
+        out = v.astype(VECTOR_DTYPES[f.dtype]).reshape(1, f.dim)   # a copy: the row's own
+        return out if np.logical_and.reduce(np.isfinite(out), axis=None) else None
+    spec = _SCALAR_TYPES.get(k)
+    if spec is None or type(v) is not spec[0] or (k == "int" and not ID_MIN <= v < ID_END):
+        return None
+    return np.array((v,), spec[1])
 
 
 def coerce_array(name: str, f: Field, arr: Any, n: int) -> tuple[Any, np.ndarray]:

@@ -71,18 +71,21 @@ class Session:
         """This session's open transaction, or a new one that commits on exit."""
         return TransactionScope(self, join=True)
 
-    def begin(self) -> None:
-        """Open a transaction (the explicit form of `with s.transaction()`)."""
+    def begin(self, scoped: bool = False) -> None:
+        """Open a transaction (the explicit form of `with s.transaction()`).
+        scoped: a `with` block opens it and ends it on the way out, so no
+        finalizer need roll it back when the session is dropped open."""
         if self.tx is not None:
             raise TransactionError("this session already has an open transaction")
         if self._tx is not None:     # ended under it (a close rolled it back)
             self._take_tx("begin")
         tx = self.engine.begin(self.timeout, self.branch_id, self.server_files)
         self._tx = tx
-        # dropped with the transaction open: roll it back (the engine, not the
-        # session, is referenced, so the session can be collected)
-        self._finalizer = weakref.finalize(self, self.engine.rollback, tx)
-        self._finalizer.atexit = False
+        if not scoped:
+            # dropped with the transaction open: roll it back (the engine, not the
+            # session, is referenced, so the session can be collected)
+            self._finalizer = weakref.finalize(self, self.engine.rollback, tx)
+            self._finalizer.atexit = False
 
     def commit(self) -> int:
         """Commit the open transaction; returns its version."""
@@ -214,7 +217,7 @@ class TransactionScope:
         s = self.session
         if self.join and s.tx is not None:
             return s.tx
-        s.begin()
+        s.begin(scoped=True)
         self.owns = True
         return s._tx
 

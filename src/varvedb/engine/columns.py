@@ -106,10 +106,21 @@ class Growable:
         return self._view(room, cap), room
 
     def append(self, block) -> None:
-        block = np.asarray(block, dtype=self.dtype)
-        self._reserve(len(block))
-        self.data[self.n:self.n + len(block)] = block
-        self.n += len(block)
+        if type(block) is not np.ndarray or block.dtype != self.dtype:
+            block = np.asarray(block, dtype=self.dtype)
+        n, k = self.n, len(block)
+        if n + k > len(self.data) or not self.data.flags.writeable:
+            self._reserve(k)
+        self.data[n:n + k] = block
+        self.n = n + k
+
+    def fill(self, value, count: int) -> None:
+        """Append `count` rows holding `value` (no block is made for them)."""
+        n = self.n
+        if n + count > len(self.data) or not self.data.flags.writeable:
+            self._reserve(count)
+        self.data[n:n + count] = value
+        self.n = n + count
 
     def set(self, idx: np.ndarray, values) -> None:
         """Overwrite existing rows (used only for `died`)."""
@@ -136,8 +147,8 @@ class ScalarColumn:
         self.nulls.append(nulls)
 
     def append_nulls(self, n: int) -> None:
-        self.values.append(np.zeros(n, self.values.dtype))
-        self.nulls.append(np.ones(n, bool))
+        self.values.fill(0, n)
+        self.nulls.fill(True, n)
 
     def take(self, rows: np.ndarray):
         return self.values.data[rows], self.nulls.data[rows]
@@ -197,7 +208,7 @@ class TextColumn:
         self.codes.append(self.encode(values))
 
     def append_nulls(self, n: int) -> None:
-        self.codes.append(np.full(n, NULL_CODE, np.int32))
+        self.codes.fill(NULL_CODE, n)
 
     def code_of(self, value: str) -> int:
         return self.lookup.get(value, -2)  # -2 matches no row
@@ -421,7 +432,7 @@ def norms_of(vectors: np.ndarray) -> np.ndarray:
     if not len(vectors):
         return np.zeros(0, np.float32)
     v = vectors.astype(np.float32, copy=False)
-    return np.sqrt(np.einsum("ij,ij->i", v, v)).astype(np.float32)
+    return np.sqrt(np.einsum("ij,ij->i", v, v)).astype(np.float32, copy=False)
 
 
 def make_column(field: Field):

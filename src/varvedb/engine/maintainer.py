@@ -66,6 +66,8 @@ class Maintainer:
 
     def wake(self) -> None:
         """Rows were committed (or loaded) that the graphs may not cover yet."""
+        if self._wanted and self._thread is not None:
+            return   # a pass is asked for and not begun: it takes these rows too
         with self._cond:
             if self._stopped:
                 return

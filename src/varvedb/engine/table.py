@@ -369,9 +369,9 @@ class Table:
     def check_new_ids(self, keys: list) -> None:
         """DuplicateIdError unless the keys are distinct and none is live."""
         check_unique(keys)
-        taken = self.live_rows(keys)
-        if (taken >= 0).any():
-            dup = keys[int(np.flatnonzero(taken >= 0)[0])]
+        live = self.live
+        if not live.keys().isdisjoint(keys):
+            dup = next(k for k in keys if k in live)
             raise DuplicateIdError(f"id {dup!r} already exists in {self.name!r}")
 
     def apply_insert(self, frame, version: int) -> None:
@@ -387,14 +387,15 @@ class Table:
             self.ids.append(id_arr)
             keys = id_arr.tolist()
             if count:
-                self.next_int_id = max(self.next_int_id, int(id_arr.max()) + 1)
-        self.died.append(np.full(count, ALIVE, np.int64))
+                top = keys[0] if count == 1 else int(id_arr.max())
+                self.next_int_id = max(self.next_int_id, top + 1)
+        self.died.fill(ALIVE, count)
         branch = self.writer_view.branch
         if branch != MAIN and self.branch_of is None:
             self.branch_of = Growable(np.int32)
-            self.branch_of.append(np.zeros(first, np.int32))
+            self.branch_of.fill(0, first)
         if self.branch_of is not None:
-            self.branch_of.append(np.full(count, branch, np.int32))
+            self.branch_of.fill(branch, count)
         present = frame.columns
         for name, col in self.columns.items():
             if name not in present:
@@ -419,7 +420,7 @@ class Table:
         # beside the writer slice every other column to that n, so each must
         # already hold the new rows (else masks of different lengths, or codes
         # read from unwritten memory).
-        self.born.append(np.full(count, version, np.int64))
+        self.born.fill(version, count)
 
     def apply_delete(self, rows: np.ndarray, version: int) -> None:
         """Apply a Delete frame on the writer's branch: its own rows get `died`,
@@ -609,7 +610,7 @@ def _family_of(kind: str) -> tuple:
 
 def check_unique(keys: list) -> None:
     """DuplicateIdError if a key appears twice in one batch."""
-    if len(set(keys)) != len(keys):
+    if len(keys) > 1 and len(set(keys)) != len(keys):
         seen = set()
         dup = next(k for k in keys if k in seen or seen.add(k))
         raise DuplicateIdError(f"id {dup!r} appears twice in one batch")

@@ -9,7 +9,6 @@ a reload after a failed sync) owns it as its thread, reentrantly.
 from __future__ import annotations
 
 import threading
-import time
 from contextlib import contextmanager
 
 
@@ -19,8 +18,12 @@ def this_thread() -> tuple:
 
 
 class WriterLock:
+    """One owner at a time, reentrant for that owner. A plain lock underneath: a
+    waiter sleeps in the lock itself (no condition variable to wake and
+    re-check), which is what eight committing threads handing it on cost."""
+
     def __init__(self):
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
         self._owner = None
         self._depth = 0
 
@@ -31,28 +34,24 @@ class WriterLock:
     def acquire(self, owner, timeout: float | None = None) -> bool:
         """Take the lock for `owner` (again, if it holds it); False after `timeout`
         seconds (None: wait as long as it takes)."""
-        with self._cond:
-            if self._owner is not None and self._owner == owner:
-                self._depth += 1
-                return True
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while self._owner is not None:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._cond.wait(left)
-            self._owner, self._depth = owner, 1
+        # only the owner sets _owner to itself, so this read decides reentry
+        if self._owner is not None and self._owner == owner:
+            self._depth += 1
             return True
+        wait = -1 if timeout is None else min(timeout, threading.TIMEOUT_MAX)
+        if not self._lock.acquire(timeout=wait):
+            return False
+        self._owner, self._depth = owner, 1
+        return True
 
     def release(self, owner) -> None:
-        with self._cond:
-            if self._owner is None or self._owner != owner:
-                raise RuntimeError("the writer lock is released by an owner that does not "
-                                   "hold it")
-            self._depth -= 1
-            if not self._depth:
-                self._owner = None
-                self._cond.notify()
+        if self._owner is None or self._owner != owner:
+            raise RuntimeError("the writer lock is released by an owner that does not "
+                               "hold it")
+        self._depth -= 1
+        if not self._depth:
+            self._owner = None
+            self._lock.release()
 
     @contextmanager
     def held(self, owner=None):

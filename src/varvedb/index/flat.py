@@ -50,9 +50,9 @@ def searcher(metric: str, arena: np.ndarray, norms: np.ndarray, k: int,
     gathered = None
     if allow is not None and np.count_nonzero(allow) < GATHER_BELOW * n:
         gathered = np.flatnonzero(allow)
-    args = (bits, norms, None, METRIC_CODES[metric], k, spare,
-            _NO_ALLOW if allow is None else allow, allow is not None,
-            _NO_ROWS if gathered is None else gathered, gathered is not None)
+    code, use_allow, use_rows = METRIC_CODES[metric], allow is not None, gathered is not None
+    allow = _NO_ALLOW if allow is None else allow
+    gathered = _NO_ROWS if gathered is None else gathered
     room = k + spare
 
     def top_k(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -60,7 +60,8 @@ def searcher(metric: str, arena: np.ndarray, norms: np.ndarray, k: int,
             q = np.ascontiguousarray(q, dtype=dtype)
         rows = np.empty(room, np.int64)
         dists = np.empty(room, np.float64)
-        count = scan_top_k(args[0], args[1], q, *args[3:], rows, dists)
+        count = scan_top_k(bits, norms, q, code, k, spare, allow, use_allow, gathered,
+                           use_rows, rows, dists)
         if count < 0:
             raise NonFiniteVectorError("query vector holds NaN or inf")
         return rows[:count], dists[:count]

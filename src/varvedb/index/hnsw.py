@@ -646,6 +646,43 @@ class HnswIndex:
             return out_rows[:count], out_dist[:count]
         return self._search(vectors, norms, query, k, allow, ef)
 
+    def searcher(self, vectors: np.ndarray, norms: np.ndarray, k: int,
+                 allow: np.ndarray | None = None, ef: int | None = None):
+        """:meth:`search` bound to everything but the query: a function of a query
+        of the graph's dtype, C-contiguous, shape (dim,), giving (rows, distances).
+        The caller keeps the graph unchanged while it uses one (VectorIndex's
+        read lock and watermark). None for a coded walk: :meth:`search` then."""
+        k = int(k)
+        if self.quantize is not None or self._n_nodes == 0 or k <= 0:
+            return None
+        arena = self._arena(vectors)
+        norms = self._norms(norms, arena.shape[0])
+        allow, use_allow = self._allow(allow)
+        ef = max(int(ef) if ef is not None else self.ef_search, k)
+        data = (arena, norms, arena, norms, allow)
+        params = (self._metric_code, self._metric_code, 0, ef, k, use_allow, 0)
+        graph = self._graph_args or self._graph()
+        cap, width, pool = self._levels.shape[0], 2 * self.m, []
+        search_one = kernels.search_one
+
+        def walk(query):
+            try:
+                ws = pool.pop()
+            except IndexError:
+                ws = _Workspace(cap, ef, width)
+            out_rows = np.empty(k, np.int64)
+            out_dist = np.empty(k, np.float64)
+            count = search_one(graph, data, (query, query), params, ws.args, out_rows, out_dist)
+            pool.append(ws)
+            if count == k:
+                return out_rows, out_dist
+            if count == -1:
+                raise NonFiniteVectorError("query vector holds NaN or inf")
+            if count < 0:
+                raise ValueError("the arguments do not fit the graph")   # checked above: a bug
+            return out_rows[:count], out_dist[:count]
+        return walk
+
     def _search(self, vectors: np.ndarray, norms: np.ndarray, query: np.ndarray, k: int,
                 allow: np.ndarray | None, ef: int | None) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`search` with every argument checked; prepares the call's shape."""

@@ -278,14 +278,19 @@ class HnswVectorIndex(VectorIndex):
             walk_allow[:n] = True if allow is None else allow
         else:
             walk_allow = allow
-        lock, walk = self._lock, self.graph.search
+        graph = self.graph
+        walk = graph.searcher(arena, norms, k, walk_allow, width)
+        if walk is None:                    # a coded walk: the graph's own search
+            def walk(q):
+                return graph.search(arena, norms, q, k, walk_allow, width)
+        lock = self._lock
 
         def top_k(q):
             lock.acquire_read()
             try:
-                if self.linked != linked:
+                if self.linked != linked:   # the graph changed: its arrays are others
                     return None
-                rows, dists = walk(arena, norms, q, k, walk_allow, width)
+                rows, dists = walk(q)
             finally:
                 lock.release_read()
             return (rows, dists) if len(rows) >= k else None

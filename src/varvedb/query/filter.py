@@ -101,52 +101,85 @@ def _depth(root: Node) -> int:
     return deepest
 
 
+class Refusal(str):
+    """Why the filter grammar cannot express a construct: what the converter gives
+    back instead of a Node, so that a caller with another way (SQL's evaluator)
+    chooses by what the expression is, and one without (`parse`) raises it."""
+
+
 def convert(n, expr: str) -> Node:
-    """Turn a pglast expression node into a Node (shared with the SQL layer)."""
+    """A pglast expression node as a Node (shared with the SQL layer); raises
+    FilterError where the grammar cannot express it."""
+    got = expressed(n, expr)
+    if type(got) is Refusal:
+        raise FilterError(got)
+    return got
+
+
+def expressed(n, expr: str) -> "Node | Refusal":
+    """A pglast expression node as a Node, or the Refusal that says why the filter
+    grammar cannot express it."""
     from pglast import ast
     from pglast.enums import BoolExprType, NullTestType
     if isinstance(n, ast.BoolExpr):
-        args = tuple(convert(a, expr) for a in n.args)
+        args = tuple(expressed(a, expr) for a in n.args)
+        for a in args:
+            if type(a) is Refusal:
+                return a
         op = {BoolExprType.AND_EXPR: "and", BoolExprType.OR_EXPR: "or",
               BoolExprType.NOT_EXPR: "not"}[n.boolop]
         return Node(op, args)
     if isinstance(n, ast.NullTest):
-        return Node("isnull", (_ref(n.arg, expr), n.nulltesttype == NullTestType.IS_NOT_NULL))
+        ref = _ref(n.arg, expr)
+        return ref if type(ref) is Refusal else Node(
+            "isnull", (ref, n.nulltesttype == NullTestType.IS_NOT_NULL))
     if isinstance(n, ast.A_Expr):
         return _a_expr(n, expr)
     if isinstance(n, ast.ColumnRef):
-        return Node("bool", (_ref(n, expr),))
+        ref = _ref(n, expr)
+        return ref if type(ref) is Refusal else Node("bool", (ref,))
     if isinstance(n, ast.A_Const):
         v = _value(n, expr)
         if isinstance(v, bool):
             return Node("const", (v,))
     if isinstance(n, ast.BooleanTest):
-        raise FilterError(f"IS TRUE/IS FALSE is not supported in filters: {expr!r}")
-    raise FilterError(f"unsupported construct {type(n).__name__} in filter {expr!r}")
+        return Refusal(f"IS TRUE/IS FALSE is not supported in filters: {expr!r}")
+    return Refusal(f"unsupported construct {type(n).__name__} in filter {expr!r}")
 
 
-def _a_expr(n, expr: str) -> Node:
+def _a_expr(n, expr: str) -> "Node | Refusal":
     from pglast.enums import A_Expr_Kind
     name = n.name[-1].sval if n.name else ""
     if n.kind == A_Expr_Kind.AEXPR_IN:
-        values = tuple(_value(v, expr) for v in n.rexpr)
-        return Node("in", (_ref(n.lexpr, expr), values, name == "<>"))
+        return _node("in", _ref(n.lexpr, expr), tuple(_value(v, expr) for v in n.rexpr),
+                     name == "<>")
     if n.kind in (A_Expr_Kind.AEXPR_LIKE, A_Expr_Kind.AEXPR_ILIKE):
-        negated = name.startswith("!")
-        return Node("like", (_ref(n.lexpr, expr), _value(n.rexpr, expr), negated,
-                             n.kind == A_Expr_Kind.AEXPR_ILIKE))
+        return _node("like", _ref(n.lexpr, expr), _value(n.rexpr, expr), name.startswith("!"),
+                     n.kind == A_Expr_Kind.AEXPR_ILIKE)
     if n.kind == A_Expr_Kind.AEXPR_OP and name == "@@":
         if not _is_ref(n.lexpr):
-            raise FilterError(f"@@ takes a full-text field on its left: {expr!r}")
-        return Node("match", (_ref(n.lexpr, expr), _value(n.rexpr, expr)))
+            return Refusal(f"@@ takes a full-text field on its left: {expr!r}")
+        return _node("match", _ref(n.lexpr, expr), _value(n.rexpr, expr))
     if n.kind == A_Expr_Kind.AEXPR_OP and name in _OPS:
         op = _OPS[name]
         if _is_ref(n.lexpr):
-            return Node("cmp", (op, _ref(n.lexpr, expr), _value(n.rexpr, expr)))
+            return _node("cmp", op, _ref(n.lexpr, expr), _value(n.rexpr, expr))
         if _is_ref(n.rexpr):
-            return Node("cmp", (_FLIP[op], _ref(n.rexpr, expr), _value(n.lexpr, expr)))
-        raise FilterError(f"a comparison needs a field on one side: {expr!r}")
-    raise FilterError(f"unsupported operator {name!r} in filter {expr!r}")
+            return _node("cmp", _FLIP[op], _ref(n.rexpr, expr), _value(n.lexpr, expr))
+        return Refusal(f"a comparison needs a field on one side: {expr!r}")
+    return Refusal(f"unsupported operator {name!r} in filter {expr!r}")
+
+
+def _node(op: str, *args) -> "Node | Refusal":
+    """Node(op, args), or the first Refusal among them (a tuple of values: within it)."""
+    for a in args:
+        if type(a) is Refusal:
+            return a
+        if type(a) is tuple:
+            for v in a:
+                if type(v) is Refusal:
+                    return v
+    return Node(op, args)
 
 
 def _is_ref(n) -> bool:
@@ -155,20 +188,24 @@ def _is_ref(n) -> bool:
         isinstance(n, ast.A_Expr) and n.name and n.name[-1].sval in ("->", "->>"))
 
 
-def _ref(n, expr: str) -> Ref:
+def _ref(n, expr: str) -> "Ref | Refusal":
     from pglast import ast
     if isinstance(n, ast.ColumnRef):
         fields = n.fields
         if len(fields) != 1 or not isinstance(fields[0], ast.String):
-            raise FilterError(f"unsupported column reference in filter {expr!r}")
+            return Refusal(f"unsupported column reference in filter {expr!r}")
         return Ref(fields[0].sval)
     if isinstance(n, ast.A_Expr) and n.name and n.name[-1].sval in ("->", "->>"):
         base = _ref(n.lexpr, expr)
+        if type(base) is Refusal:
+            return base
         step = _value(n.rexpr, expr)
+        if type(step) is Refusal:
+            return step
         if not isinstance(step, (str, int)) or isinstance(step, bool):
-            raise FilterError(f"a json path step is a string or an integer: {expr!r}")
+            return Refusal(f"a json path step is a string or an integer: {expr!r}")
         return Ref(base.name, base.path + (step,), n.name[-1].sval == "->>")
-    raise FilterError(f"expected a field name in filter {expr!r}")
+    return Refusal(f"expected a field name in filter {expr!r}")
 
 
 NOT_A_LITERAL = object()
@@ -203,6 +240,7 @@ def kleene(op: str, t, u, t2, u2):
 
 
 def _value(n, expr: str) -> Any:
+    """A literal's or parameter's value, or a Refusal (str subclass: test its type)."""
     from pglast import ast
     if isinstance(n, ast.TypeCast):
         return _value(n.arg, expr)
@@ -216,7 +254,7 @@ def _value(n, expr: str) -> Any:
         v = _value(n.rexpr, expr)
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             return -v
-    raise FilterError(f"expected a literal or $n parameter in filter {expr!r}")
+    return Refusal(f"expected a literal or $n parameter in filter {expr!r}")
 
 
 # ---- checking and evaluation -----------------------------------------------

@@ -45,7 +45,7 @@ class PreparedSearch:
         self.n = query.snapshot.n(query.table)
         self.fields = query.plan.fields
         self.field = query.table.schema.fields[node.field]
-        self.top_k = self._bound()
+        self.top_k = BoundTopK(node, query.table, self.n, self.mask, self.allowed)
 
     @staticmethod
     def fits(query: Query) -> bool:
@@ -54,18 +54,12 @@ class PreparedSearch:
         return (type(plan) is Project and type(plan.input) is VectorTopK
                 and id(plan.input.input) in query.masks)
 
-    def _bound(self):
-        return topk_searcher(self.node, self.query.table, self.n, self.mask, self.allowed)
-
     def run(self, vector) -> Result:
         """The top-k of `vector` (any query vector the field takes)."""
         q = query_vector(self.field, vector)
-        top_k = self.top_k
-        if top_k is not None:
-            got = top_k(q)
-            if got is not None:
-                return Result(got[0], got[1], len(got[0]), self.fields, self.query.plan)
-            self.top_k = self._bound()      # the index moved on, or the walk fell short
+        got = self.top_k.search(q)
+        if got is not None:
+            return Result(got[0], got[1], len(got[0]), self.fields, self.query.plan)
         query = self.query
         rows, dists, ran = vector_topk(self.node, query.table, self.n, self.mask,
                                        self.allowed, q)
@@ -74,15 +68,37 @@ class PreparedSearch:
 
 
 def query_vector(f, vector) -> np.ndarray:
-    """A kept search's query vector for field `f`: a float32 vector of its dimension
-    as it is (the kernels refuse NaN and inf themselves), else coerced."""
+    """A kept search's query vector for field `f`, C-contiguous as the kernels take
+    it: a float32 vector of its dimension as it is (the kernels refuse NaN and inf
+    themselves), else coerced."""
     if type(vector) is np.ndarray and vector.dtype == _F32 and vector.shape == (f.dim,) \
-            and f.dtype != "bit":       # (a bit field's query is packed)
+            and vector.flags.c_contiguous and f.dtype != "bit":   # (a bit query is packed)
         return vector
-    return coerce_query_vector(f, vector)
+    return np.ascontiguousarray(coerce_query_vector(f, vector))
 
 
 _F32 = np.dtype(np.float32)
+
+
+class BoundTopK:
+    """A planned VectorTopK bound to everything but the query vector
+    (`execute.topk_searcher`), bound again whenever its pass falls short (the
+    index moved on, a walk short of k), so that the next search finds it fresh."""
+    __slots__ = ("node", "table", "n", "mask", "allowed", "fn")
+
+    def __init__(self, node: VectorTopK, table, n: int, mask, allowed: int):
+        self.node, self.table, self.n, self.mask, self.allowed = node, table, n, mask, allowed
+        self.fn = topk_searcher(node, table, n, mask, allowed)
+
+    def search(self, q) -> tuple | None:
+        """(rows, scores) of `q` in one pass, or None: run the node in full."""
+        fn = self.fn
+        if fn is None:
+            return None
+        got = fn(q)
+        if got is None:
+            self.fn = topk_searcher(self.node, self.table, self.n, self.mask, self.allowed)
+        return got
 
 
 def shape(where, params, limit, select, field, ef, exact, metric, probes) -> tuple:
@@ -105,7 +121,7 @@ class KeptPlan:
     """A planned SQL vector search (Output over its legs) and the state it was
     planned at: the next run asks its VectorTopK's bound top-k for the new
     vector and hands the rows to the kept tree (`with_vector`)."""
-    __slots__ = ("state", "query", "mask", "node", "allowed", "n", "top_k")
+    __slots__ = ("state", "query", "mask", "node", "top_k")
 
     def __init__(self, state, query: Query):
         self.state = state
@@ -115,28 +131,18 @@ class KeptPlan:
         while type(node) is not VectorTopK:
             node = node.input
         self.node = node
-        self.n = query.snapshot.n(query.table)
-        got = query.masks.get(id(node.input))
-        self.allowed = None if got is None else got[1]
-        self.top_k = self._bound()
-
-    def _bound(self):
-        if self.allowed is None:
-            return None
-        return topk_searcher(self.node, self.query.table, self.n,
-                             self.query.masks[id(self.node.input)][0], self.allowed)
+        got = query.masks.get(id(node.input))     # (none: no one-pass top-k)
+        self.top_k = None if got is None else BoundTopK(
+            node, query.table, query.snapshot.n(query.table), *got)
 
     def with_vector(self, q, env) -> Query:
         """The kept plan asking for `q` (coerced), with this run's parameters `env`."""
         kept = self.query
-        top_k = self.top_k
-        if top_k is not None:
-            got = top_k(q)
-            if got is not None:
-                query = Query(kept.plan, kept.snapshot, kept.table, kept.masks, env)
-                query.given = {id(self.node): got}
-                return query
-            self.top_k = self._bound()      # the index moved on, or the walk fell short
+        got = None if self.top_k is None else self.top_k.search(q)
+        if got is not None:
+            query = Query(kept.plan, kept.snapshot, kept.table, kept.masks, env)
+            query.given = {id(self.node): got}
+            return query
         return Query(_with_vector(kept.plan, q), kept.snapshot, kept.table, kept.masks, env)
 
 

@@ -23,10 +23,10 @@ import numpy as np
 from pglast import ast
 from pglast.enums import SetOperation, SortByDir, SortByNulls
 
-from ..errors import FilterError, NotSupportedError, SqlError
+from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
 from ..query.execute import execute
-from ..query.filter import Filter as GrammarFilter, convert as grammar_convert
+from ..query.filter import Filter as GrammarFilter, Refusal, expressed as grammar_expressed
 from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Output, Sort,
                           Where)
 from ..query.bind import bind_legs
@@ -250,14 +250,14 @@ class Select:
                                     f"{'bit' if f.dtype != 'bit' else 'vector'}")
         q = self._query_vector(f, q_expr, env, f"vector {b.vector_op}")
         # A statement run again at the same state with only its query vector changed
-        # reuses its plan, masks and strategy (query/prepared.py), as the API does.
+        # reuses its plan, masks and strategy (query/prepared.py), as the API does
+        # (`_kept_run` finds it before anything is bound; this, on a branch's head).
         session = ctx.session
         key = state = None
         skip = -1
         if not self.subqueries and ctx.as_of is None and session.tx is None and snap.final:
             skip = q_expr.index - 1 if type(q_expr) is E.Param else -1
-            key = ("sql", self, tuple(p for i, p in enumerate(env.params) if i != skip),
-                   tuple(session.settings.items()))
+            key = self._kept_key(session, env.params, skip)
             state = (snap.version, session.branch_id)
             try:
                 kept = table.prepared.get(key)
@@ -276,6 +276,41 @@ class Select:
                                 not in repr(self.where_expr)):
             keep(table.prepared, key, state, query)
         return query
+
+    def _kept_key(self, session, params, skip: int) -> tuple:
+        """A vector statement's key in the table's kept plans: the statement, its
+        parameters but the query vector's (`skip`), the session's settings."""
+        return ("sql", self, tuple(p for i, p in enumerate(params) if i != skip),
+                tuple(session.settings.items()))
+
+    def _kept_run(self, ctx, params) -> Query | None:
+        """The kept plan of this statement run with a new query vector, found before
+        anything is bound or a snapshot taken, at the newest state of main; None:
+        plan it (which finds kept plans on a branch's head too)."""
+        got = self._bound
+        if got is None or self.subqueries or ctx.as_of is not None \
+                or self.source[0] != "table":
+            return None
+        schema, b = got
+        if b.vector is None or type(b.vector[2]) is not E.Param:
+            return None
+        session = ctx.session
+        table = ctx.table(self.source[1])
+        skip = b.vector[2].index - 1
+        if table.schema is not schema or session.tx is not None \
+                or not 0 <= skip < len(params):
+            return None
+        q = params[skip]
+        if not isinstance(q, (np.ndarray, list, tuple)):
+            return None
+        try:
+            kept = table.prepared.get(self._kept_key(session, params, skip))
+        except TypeError:       # a list among the other parameters: bound each time
+            return None
+        if kept is None or kept.state != (ctx.engine.visible, session.branch_id):
+            return None
+        return kept.with_vector(query_vector(schema.fields[b.vector[0]], q),
+                                E.Env(params, {}, ctx.snapshot))
 
     def _shape(self, b, node, env):
         limit, offset = self._limit_offset(env)
@@ -332,7 +367,7 @@ class Select:
     # ---- running ---------------------------------------------------------------------
 
     def run(self, ctx, params) -> SqlResult:
-        query = self.plan(ctx, params)
+        query = self._kept_run(ctx, params) or self.plan(ctx, params)
         res = execute(query)
         top = query.plan
         return result_of(res, (top if type(top) is Output else top.find(Output)).columns)
@@ -356,9 +391,10 @@ def grammar_root(node, text):
     if node is None:
         return None
     try:
-        return grammar_convert(node, text)
-    except (FilterError, RecursionError):
+        got = grammar_expressed(node, text)
+    except RecursionError:      # nested past Python's stack: the evaluator's too
         return None
+    return None if type(got) is Refusal else got
 
 
 def result_of(res, names) -> SqlResult:

@@ -242,6 +242,13 @@ class DatabaseFile:
 def write_all(io, bufs: list, pos: int) -> int:
     """Write bufs at pos through a FileIO, however large (one call writes at most
     ~2 GiB) and however short a write comes back; returns the end position."""
+    if len(bufs) == 1 and type(bufs[0]) is bytearray:   # a commit's frames, as one buffer
+        done = io.pwritev(bufs, pos)
+        if done == len(bufs[0]):
+            return pos + done
+        if done <= 0:
+            raise OSError(errno.EIO, "write made no progress", io.path)
+        return write_all(io, [memoryview(bufs[0])[done:]], pos + done)
     views = [v for v in (memoryview(b).cast("B") for b in bufs) if len(v)]
     i = 0
     while i < len(views):
@@ -258,7 +265,7 @@ def write_all(io, bufs: list, pos: int) -> int:
 
 
 def nbytes(bufs: list) -> int:
-    return sum(len(b) if isinstance(b, bytes) else b.nbytes for b in bufs)
+    return sum(len(b) if isinstance(b, (bytes, bytearray)) else b.nbytes for b in bufs)
 
 
 def _open_regular(path: str, readonly: bool) -> int:

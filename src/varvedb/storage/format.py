@@ -42,6 +42,9 @@ _SLOT = struct.Struct("<QQQQ32s")
 _COMMIT = struct.Struct("<QqIQ32s32s32s")
 COMMIT_SIZE = _COMMIT.size
 _BRANCH = struct.Struct("<I")
+_CRC = struct.Struct("<I")
+_HASHED_LENGTH = struct.Struct("<HQ")
+_VERSION_TIME = struct.Struct("<Qq")
 
 
 class Kind:
@@ -119,7 +122,7 @@ def unpack_slot(buf: bytes) -> Superblock | None:
 
 
 def frame_hash(kind: int, length: int, parts) -> bytes:
-    h = hashlib.sha256(struct.pack("<HQ", kind, length))
+    h = hashlib.sha256(_HASHED_LENGTH.pack(kind, length))
     for p in parts:
         h.update(p)
     return h.digest()
@@ -127,7 +130,14 @@ def frame_hash(kind: int, length: int, parts) -> bytes:
 
 def pack_frame_header(kind: int, length: int, digest: bytes) -> bytes:
     body = _FRAME.pack(FRAME_MAGIC, kind, 0, length, digest)
-    return (body + struct.pack("<I", zlib.crc32(body))).ljust(FRAME_HEADER_SIZE, b"\0")
+    return (body + _CRC.pack(zlib.crc32(body))).ljust(FRAME_HEADER_SIZE, b"\0")
+
+
+def pack_frame_header_into(buf: bytearray, at: int, kind: int, length: int, digest: bytes
+                           ) -> None:
+    """pack_frame_header written into buf at `at` (whose reserved tail is zero)."""
+    _FRAME.pack_into(buf, at, FRAME_MAGIC, kind, 0, length, digest)
+    _CRC.pack_into(buf, at + _FRAME.size, zlib.crc32(memoryview(buf)[at:at + _FRAME.size]))
 
 
 @dataclass
@@ -167,8 +177,8 @@ def chain_hash(prev_chain: bytes, digest: bytes, version: int, timestamp_us: int
                branch: int = 0) -> bytes:
     # a main commit hashes as in format 1, so older files keep their chain hashes
     tail = _BRANCH.pack(branch) if branch else b""
-    return hashlib.sha256(prev_chain + digest + struct.pack("<Qq", version, timestamp_us)
-                          + tail).digest()
+    return hashlib.sha256(b"".join((prev_chain, digest,
+                                    _VERSION_TIME.pack(version, timestamp_us), tail))).digest()
 
 
 def pack_commit(c: CommitRecord) -> bytes:

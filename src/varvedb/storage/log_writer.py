@@ -47,7 +47,7 @@ BIG_FRAME = 1 << 20
 PREFILL_BYTES = 1 << 20
 
 
-@dataclass
+@dataclass(slots=True)
 class _PendingFrame:
     kind: int
     parts: list
@@ -68,7 +68,7 @@ class LogWriter:
         self._lock = threading.Lock()         # the file's positions and pending frames
         self._sync_lock = threading.Lock()
         self._pending: list[_PendingFrame] = []
-        self._pending_bytes = 0
+        self._pending_bytes = 0               # their bytes in the file (headers, padding)
         self._tx_frames: list[bytes] = []     # digests of this transaction's frames
         self._tx_generation = 0
         self._timer: threading.Timer | None = None
@@ -122,30 +122,54 @@ class LogWriter:
         Returns the file offset its payload will have."""
         with self._lock:
             self._check_tx()
-            offset = self.end + sum(F.FRAME_HEADER_SIZE + F.pad(f.length)
-                                    for f in self._pending)
+            offset = self.end + self._pending_bytes
             digest = F.frame_hash(kind, length, parts)
             # parts may be the caller's arrays: a small frame is copied now, a large
             # one written now, so nothing the caller changes later reaches the file.
-            if length < BIG_FRAME:
+            if length < BIG_FRAME and (len(parts) != 1 or type(parts[0]) is not bytes):
                 parts = [b"".join(parts)]
-            self._pending.append(_PendingFrame(kind, parts, length, digest))
+            self._queue(_PendingFrame(kind, parts, length, digest))
             self._tx_frames.append(digest)
-            self._pending_bytes += length
             if self._pending_bytes >= FLUSH_BYTES or length >= BIG_FRAME:
                 self._flush()
             return offset + F.FRAME_HEADER_SIZE
 
-    def _flush(self) -> None:
-        bufs: list = []
-        for fr in self._pending:
-            bufs.append(F.pack_frame_header(fr.kind, fr.length, fr.digest))
-            bufs.extend(fr.parts)
-            gap = F.pad(fr.length) - fr.length
-            if gap:
-                bufs.append(bytes(gap))
+    def _queue(self, frame: _PendingFrame) -> None:
+        self._pending.append(frame)
+        self._pending_bytes += F.FRAME_HEADER_SIZE + F.pad(frame.length)
+
+    def _drop_pending(self) -> None:
         self._pending = []
         self._pending_bytes = 0
+
+    def _flush(self) -> None:
+        """Write the pending frames at `end`: a few small ones (a commit's) as one
+        buffer, so a one-row commit is one short write; larger ones from their
+        own parts, never copied."""
+        pending, size = self._pending, self._pending_bytes
+        self._drop_pending()
+        bufs: list
+        if size < BIG_FRAME:
+            buf = bytearray(size)     # zeros: the padding after each payload
+            at = 0
+            for fr in pending:
+                F.pack_frame_header_into(buf, at, fr.kind, fr.length, fr.digest)
+                pos = at + F.FRAME_HEADER_SIZE
+                for part in fr.parts:
+                    if type(part) is not bytes:
+                        part = memoryview(part).cast("B")
+                    buf[pos:pos + len(part)] = part
+                    pos += len(part)
+                at += F.FRAME_HEADER_SIZE + F.pad(fr.length)
+            bufs = [buf]
+        else:
+            bufs = []
+            for fr in pending:
+                bufs.append(F.pack_frame_header(fr.kind, fr.length, fr.digest))
+                bufs.extend(fr.parts)
+                gap = F.pad(fr.length) - fr.length
+                if gap:
+                    bufs.append(bytes(gap))
         try:
             self.end = self._write(bufs, self.end)
         except OSError as e:
@@ -172,9 +196,8 @@ class LogWriter:
                                  self.chain, F.chain_hash(self.chain, digest, version, ts,
                                                           branch), branch)
             payload = F.pack_commit(rec)
-            self._pending.append(_PendingFrame(F.Kind.COMMIT, [payload], len(payload),
-                                               F.frame_hash(F.Kind.COMMIT, len(payload),
-                                                            [payload])))
+            self._queue(_PendingFrame(F.Kind.COMMIT, [payload], len(payload),
+                                      F.frame_hash(F.Kind.COMMIT, len(payload), [payload])))
             self._tx_frames = []
             self._flush()
             self.version, self.chain = version, rec.chain
@@ -189,8 +212,7 @@ class LogWriter:
         Zeroed, not truncated: a reader may have mapped them, and stale frame
         headers left beyond a later, shorter commit would be read as part of it."""
         with self._lock:
-            self._pending = []
-            self._pending_bytes = 0
+            self._drop_pending()
             self._tx_frames = []
             if self.end != self.commit_end:
                 try:
@@ -210,7 +232,7 @@ class LogWriter:
                                               "transaction")
             offset = self.end
             digest = F.frame_hash(F.Kind.CHECKPOINT, length, parts)
-            self._pending.append(_PendingFrame(F.Kind.CHECKPOINT, parts, length, digest))
+            self._queue(_PendingFrame(F.Kind.CHECKPOINT, parts, length, digest))
             seq = self.file.next_seq()
             slot_written = False
             try:
@@ -251,8 +273,7 @@ class LogWriter:
     def _failed(self, err: OSError, what: str, to: int, slots: tuple = ()) -> StorageError:
         """The one rule: after a failed write or sync, put the file back at `to`
         (the last commit that can still be acknowledged). Called with the lock held."""
-        self._pending = []
-        self._pending_bytes = 0
+        self._drop_pending()
         self._tx_frames = []
         self._tx_generation = -1      # the open transaction, if any, cannot commit
         exc = StorageError(f"{self.path}: {what} failed ({err.strerror or err}); the file is "

@@ -54,6 +54,7 @@ from .format import pad
 MAX_RATIO = 64
 ZSTD_LEVEL = 3
 PACKED_META = 1 << 31
+SMALL_RECORD = 64 << 10   # bytes: a record this small is encoded into one buffer
 MAX_DIMS = 8          # varvedb writes arrays of 1 or 2 dimensions (3 for HNSW upper links)
 # the dtypes `encode` writes (all little-endian or byte-sized); anything else
 # (objects, strings, structured, big-endian) is refused before numpy sees it
@@ -85,7 +86,7 @@ def encode(meta: dict, arrays: dict[str, np.ndarray] | None = None, packed=None
             z = _pack(memoryview(a.reshape(-1)).cast("B"))
             if z is not None:
                 stored[name] = z
-    specs = [[n, a.dtype.str, list(a.shape)] + ([len(stored[n])] if n in stored else [])
+    specs = [[n, _dtype_str(a.dtype), list(a.shape)] + ([len(stored[n])] if n in stored else [])
              for n, a in contig.items()]
     head = _encoder.encode({**meta, "_arrays": specs})
     word = len(head)
@@ -95,7 +96,7 @@ def encode(meta: dict, arrays: dict[str, np.ndarray] | None = None, packed=None
     if packed is not None and len(head) >= 256 and (z := _pack(head)) is not None:
         head, word = z, len(z) | PACKED_META
     pos = pad(4 + len(head))
-    parts: list = [(struct.pack("<I", word) + head).ljust(pos, b"\0")]
+    blocks = []              # (position, bytes) of each array
     offsets = {}
     for name, a in contig.items():
         data = stored.get(name)
@@ -103,12 +104,42 @@ def encode(meta: dict, arrays: dict[str, np.ndarray] | None = None, packed=None
             offsets[name] = pos
             data = memoryview(a.reshape(-1)).cast("B") if a.nbytes else b""
         if len(data):
-            parts.append(data)
-        end = pad(pos + len(data))
-        if end > pos + len(data):
-            parts.append(bytes(end - pos - len(data)))
-        pos = end
+            blocks.append((pos, data))
+        pos = pad(pos + len(data))
+    if pos <= SMALL_RECORD:
+        return [_one_buffer(word, head, blocks, pos)], pos, offsets
+    parts: list = [(struct.pack("<I", word) + head).ljust(pad(4 + len(head)), b"\0")]
+    at = len(parts[0])
+    for start, data in blocks:
+        if start > at:
+            parts.append(bytes(start - at))
+        parts.append(data)
+        at = start + len(data)
+    if pos > at:
+        parts.append(bytes(pos - at))
     return parts, pos, offsets
+
+
+def _dtype_str(dt: np.dtype) -> str:
+    # dtype.str builds its string anew at each call; a one-row insert names five
+    s = _DTYPE_STRS.get(dt)
+    if s is None:
+        s = _DTYPE_STRS[dt] = dt.str
+    return s
+
+
+_DTYPE_STRS: dict = {}
+
+
+def _one_buffer(word: int, head: bytes, blocks: list, length: int) -> bytes:
+    """A small record as one bytes object (a one-row insert: one copy of its
+    values, which the log writer then takes as it is)."""
+    buf = bytearray(length)   # zeros: the padding
+    struct.pack_into("<I", buf, 0, word)
+    buf[4:4 + len(head)] = head
+    for start, data in blocks:
+        buf[start:start + len(data)] = data
+    return bytes(buf)
 
 
 def _pack(raw) -> bytes | None:

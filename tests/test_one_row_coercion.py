@@ -1,0 +1,85 @@
+"""A one-row write's values take a shorter path through coercion
+(schema._coerce_one); it must agree with the general path on every value:
+the same stored array (dtype, shape, bits) and null mask, or the same error.
+
+The general path is reached with the same value followed by a null (two
+rows), and its first row compared.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import varvedb as vv
+from varvedb.schema import coerce_values
+
+
+@pytest.fixture(scope="module")
+def fields():
+    db = vv.connect(":memory:")
+    c = db.create_collection("c", {"i": "int", "f": "float", "b": "bool",
+                                   "v": vv.Vector(4), "h": vv.Vector(4, dtype="f16"),
+                                   "q": vv.Vector(4, dtype="int8")})
+    out = dict(c.schema.fields)
+    db.close()
+    return out
+
+
+def _outcome(name, f, values):
+    try:
+        vals, nulls = coerce_values(name, f, values)
+    except Exception as e:    # the error's type is what both paths must share
+        return type(e)
+    return np.asarray(vals)[:1], np.asarray(nulls)[:1]
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, type) or isinstance(b, type):
+        return a is b
+    (va, na), (vb, nb) = a, b
+    return (va.dtype == vb.dtype and va.shape == vb.shape
+            and va.tobytes() == vb.tobytes() and np.array_equal(na, nb))
+
+
+SCALARS = (st.integers(min_value=-(1 << 65), max_value=1 << 65) | st.booleans()
+           | st.floats(allow_nan=True, allow_infinity=True) | st.none()
+           | st.text(max_size=2) | st.integers(-5, 5).map(np.int64)
+           | st.floats(-1e3, 1e3).map(np.float32))
+NUMBERS = (st.floats(allow_nan=True, allow_infinity=True) | st.integers(-300, 300)
+           | st.sampled_from([1e39, -1e39, 70000.0, 1e-45]) | st.booleans())
+DTYPES = [np.float32, np.float64, np.float16, np.int64, np.int8, np.bool_]
+
+
+def _array(dtype, values, shape):
+    """values as an array of dtype where they fit (float64 where they do not)."""
+    try:
+        with np.errstate(all="ignore"):
+            a = np.array(values, dtype=dtype)
+    except (ValueError, OverflowError, TypeError):
+        a = np.array(values, dtype=np.float64)
+    return a.reshape(shape) if shape and a.size == 4 else a
+
+
+VECTORS = (st.lists(NUMBERS, min_size=3, max_size=5)
+           | st.lists(st.none() | st.text(max_size=1) | NUMBERS, min_size=4, max_size=4)
+           | st.builds(_array, st.sampled_from(DTYPES),
+                       st.lists(NUMBERS.filter(lambda x: not isinstance(x, bool)), min_size=3,
+                                max_size=5),
+                       st.sampled_from([None, (1, 4)]))
+           | st.none())
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.sampled_from(["i", "f", "b"]), value=SCALARS)
+def test_one_scalar_is_coerced_as_the_general_path_does(fields, name, value):
+    f = fields[name]
+    assert _same(_outcome(name, f, [value]), _outcome(name, f, [value, None]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.sampled_from(["v", "h", "q"]), value=VECTORS)
+def test_one_vector_is_coerced_as_the_general_path_does(fields, name, value):
+    f = fields[name]
+    assert _same(_outcome(name, f, [value]), _outcome(name, f, [value, None]))
