@@ -32,6 +32,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,7 +88,7 @@ def text_share(folder: str) -> None:
         db.verify()
 
 
-def vector_share(dtype: str, index) -> callable:
+def vector_share(dtype: str, index) -> Callable[[str], None]:
     """A vector field of `dtype` under `index` (None: scanned): insert, searches in
     each metric the dtype takes, a filter, an update, a checkpoint and a reopen."""
     def share(folder: str) -> None:
