@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass
 
 from .collection import Collection
-from .engine.engine import Engine
+from .engine.engine import Engine, freeze_loaded_modules
 from .engine import merge
 from .engine.branches import MAIN
 from .errors import BranchError, NotFoundError, OptionError, TransactionError
@@ -38,6 +38,7 @@ def connect(path: str | os.PathLike = ":memory:", *, readonly: bool = False,
     `retain_dead` of all of them, one runs in the background (Database.vacuum).
     branch: the branch read and written (Database.branch makes one; use() switches).
     """
+    freeze_loaded_modules()     # once: numba's objects out of every full gc (issue 28)
     db = Database(path, readonly=readonly, durability=durability, batch_ms=batch_ms,
                   timeout=timeout)
     try:

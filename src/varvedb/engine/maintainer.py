@@ -59,6 +59,7 @@ class Maintainer:
         self._stopped = False
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        self.passes = 0                      # passes begun (an idle maintainer begins none)
         weakref.finalize(engine, self._stop_thread)
         _LIVE.add(self)
 
@@ -133,6 +134,7 @@ class Maintainer:
                 if self._stopped:
                     return
                 self._wanted = False
+                self.passes += 1
             start = time.perf_counter()
             try:
                 while self._link_one_chunk():

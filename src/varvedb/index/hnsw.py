@@ -1016,6 +1016,9 @@ def _check_lists(lists: np.ndarray, levels: np.ndarray, level: int,
 
 def _check_twins(twins: np.ndarray, levels: np.ndarray, links0: np.ndarray) -> None:
     members = np.flatnonzero(twins != -1)
+    if not members.size:
+        return   # no rings (no duplicate vectors): nothing below can fail, and the last
+                 # check alone walks every link (37 ms of a 100k x 128 open)
     nexts = np.where(twins[members] >= 0, twins[members], -twins[members] - 2)
     if np.any(nexts >= levels.shape[0]):
         raise ValueError("twin rings point outside the index")
@@ -1024,5 +1027,6 @@ def _check_twins(twins: np.ndarray, levels: np.ndarray, links0: np.ndarray) -> N
             or np.unique(nexts).size != members.size:
         raise ValueError("twin rings are broken")
     unlinked = twins <= -2
-    if np.any(links0[unlinked] >= 0) or np.any(unlinked[links0[links0 >= 0]]):
+    if unlinked.any() and (np.any(links0[unlinked] >= 0)
+                           or np.any(unlinked[links0[links0 >= 0]])):
         raise ValueError("a twin is linked into the graph")

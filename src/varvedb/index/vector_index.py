@@ -43,41 +43,50 @@ _BUILD = threading.Lock()
 class ReadWriteLock:
     """Many readers or one writer; a waiting writer stops new readers (no starvation).
 
-    The state sits behind a plain mutex whose `with` runs in C: a search takes
-    and drops the read side once per query, so that path stays short."""
+    A search takes the read side once per query, so that side takes no mutex:
+    a reader registers in a list and then looks for a writer, and a writer
+    announces itself under the mutex and then waits for the registered readers
+    to leave. list.append and pop are atomic under the GIL, so either the writer
+    sees the reader registered, or the reader sees the writer announced and
+    steps back to wait for it."""
 
     def __init__(self):
         self._mutex = threading.Lock()
         self._cond = threading.Condition(self._mutex)
-        self._readers = 0
-        self._writer = False
-        self._waiting = 0
+        self._inside = []       # one entry per reader holding the read side
+        self._writers = 0       # writers holding the lock or waiting for it
+        self._writing = False
 
     def acquire_read(self) -> None:
-        with self._mutex:
-            while self._writer or self._waiting:
-                self._cond.wait()
-            self._readers += 1
+        inside = self._inside
+        inside.append(None)
+        if self._writers:                   # step back, wake the writer, wait it out
+            inside.pop()
+            with self._mutex:
+                self._cond.notify_all()
+                while self._writers:
+                    self._cond.wait()
+                inside.append(None)         # under the mutex: no writer announces now
 
     def release_read(self) -> None:
-        with self._mutex:
-            self._readers -= 1
-            if not self._readers and self._waiting:   # only a writer waits on readers
+        self._inside.pop()
+        if self._writers:                   # a writer may wait for the last reader
+            with self._mutex:
                 self._cond.notify_all()
 
     @contextmanager
     def write(self):
         with self._mutex:
-            self._waiting += 1
-            while self._writer or self._readers:
-                self._cond.wait()
-            self._waiting -= 1
-            self._writer = True
+            self._writers += 1
+            while self._writing or self._inside:
+                self._cond.wait(0.01)       # (a poll as well: readers leave unlocked)
+            self._writing = True
         try:
             yield
         finally:
             with self._mutex:
-                self._writer = False
+                self._writing = False
+                self._writers -= 1
                 self._cond.notify_all()
 
 
