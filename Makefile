@@ -28,11 +28,16 @@ $(VENV)/.installed-compare: pyproject.toml bench/pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[test]" -e "./bench[test,peers]"
 	touch $@
 
+# `varvedb warm` first: numba compiles every kernel once per machine, on every
+# core, into its disk cache (seconds when it is already there), so the demo's
+# first search and the test workers load kernels instead of compiling them.
 demo: $(VENV)/.installed-base
+	$(BIN)/varvedb warm
 	$(BIN)/varvedb demo --file demo.varve
 
 # Two workers, each file whole on one (module fixtures and file order stay as written).
 test: $(VENV)/.installed-test
+	$(BIN)/varvedb warm
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # The fault-injection state machine at twenty times CI's length (about 50 000 steps).

@@ -18,6 +18,17 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 BENCH = str(Path(__file__).resolve().parents[1] / "bench")   # the varvedb-bench distribution
 
 
+# The files whose tests run longest on one core (test_warm's server warms an
+# empty numba cache: minutes of compiling) start first, so that under
+# `make test`'s two workers the other runs the rest beside them, not after them.
+# (xdist hands out whole files in the order collected; each file's order stays.)
+FIRST = ("test_warm.py",)
+
+
+def pytest_collection_modifyitems(items) -> None:
+    items.sort(key=lambda item: item.path.name not in FIRST)
+
+
 @pytest.fixture
 def db_path(tmp_path) -> str:
     return str(tmp_path / "test.varve")

@@ -4,7 +4,9 @@
         client = vv.Client(srv.url, token=srv.token)
 
 It picks a free port, waits for GET /health to answer, and on exit stops the
-server with SIGTERM (as a service manager would) and waits for it.
+server with SIGTERM (as a service manager would) and waits for it. It serves
+with --no-warm unless asked to warm: a test file run alone (not after `make
+test`'s `varvedb warm`) then compiles at its first requests instead of at start.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import time
 from pathlib import Path
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-START_TIMEOUT = 60.0     # a cold numba cache compiles kernels at open
+START_TIMEOUT = 600.0    # a hang guard: a cold numba cache compiles kernels at open
 
 
 def free_port() -> int:
@@ -30,8 +32,9 @@ def free_port() -> int:
 
 class ServerProcess:
     def __init__(self, path: str, token: str | None = None, args: list[str] = (),
-                 env: dict | None = None):
+                 env: dict | None = None, warm: bool = False):
         self.path, self.token, self.args = path, token, list(args)
+        self.warm = warm
         # a VARVEDB_TOKEN of the caller's would protect a server a test leaves open
         inherited = {k: v for k, v in os.environ.items() if k != "VARVEDB_TOKEN"}
         self.env = {**inherited, "PYTHONUNBUFFERED": "1", **(env or {})}
@@ -50,13 +53,14 @@ class ServerProcess:
         # seconds on a busy machine): past the 30 s default, a read would be a 504
         timeout = [] if "--timeout" in self.args else ["--timeout", "600"]
         cmd = [sys.executable, "-m", "varvedb", "serve", self.path, "--port", str(self.port),
-               *timeout, *self.args]
+               *timeout, *([] if self.warm else ["--no-warm"]), *self.args]
         if self.token is not None:
             cmd += ["--token", self.token]
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
                                      env=self.env)
-        deadline = time.monotonic() + START_TIMEOUT
+        # a warm on an empty cache compiles every kernel first: many minutes when busy
+        deadline = time.monotonic() + START_TIMEOUT * (3 if self.warm else 1)
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the server exited with {self.proc.returncode}:\n"
@@ -75,7 +79,7 @@ class ServerProcess:
             except OSError:
                 time.sleep(0.05)
         self.kill()
-        raise RuntimeError(f"the server did not answer /health in {START_TIMEOUT} s:\n"
+        raise RuntimeError(f"the server did not answer /health in time:\n"
                            f"{self.log()}")
 
     def log(self) -> str:

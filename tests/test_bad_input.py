@@ -494,7 +494,7 @@ def test_second_writer_in_another_process_raises_writer_locked(loaded):
               "except vv.VarveError as e:\n"
               "    print(type(e).__name__); print(e)\n")
     out = subprocess.run([PYTHON, "-c", script, path], capture_output=True, text=True,
-                         env=child_env(), timeout=60)
+                         env=child_env(), timeout=1800)
     lines = out.stdout.splitlines()
     assert lines and lines[0] == "WriterLockedError", out.stdout + out.stderr
     assert path in lines[1]

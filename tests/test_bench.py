@@ -136,7 +136,7 @@ def test_sigterm_stops_the_worker_and_removes_its_files(tmp_path):
     workers = _workers(proc.pid)
     assert workers, "no worker started"
     proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=60)
+    proc.wait(timeout=1800)
     assert proc.returncode != 0
     time.sleep(0.5)
     assert not [w for w in workers if os.path.exists(f"/proc/{w}")]

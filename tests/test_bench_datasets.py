@@ -265,7 +265,7 @@ def test_harness_runs_on_a_dataset_file(tmp_path):
 def test_cli_names_a_bad_dataset_without_a_traceback(tmp_path):
     r = subprocess.run([PYTHON, "-m", "varvedb_bench", "ann", "--dataset",
                         str(tmp_path / "missing.hdf5"), "--out", str(tmp_path)],
-                       env=child_env(), capture_output=True, text=True, timeout=120)
+                       env=child_env(), capture_output=True, text=True, timeout=1800)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "missing.hdf5" in r.stderr and "no such file" in r.stderr
     assert issubclass(FileMissingError, VarveError)

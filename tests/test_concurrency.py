@@ -46,7 +46,7 @@ class Threads:
         t.start()
         self.threads.append(t)
 
-    def join(self, timeout=120):
+    def join(self, timeout=1800):
         for t in self.threads:
             t.join(timeout)
             assert not t.is_alive(), "a thread hung"
@@ -249,7 +249,7 @@ except vv.VarveError as e:
 
 def _try_write(path) -> str:
     out = subprocess.run([PYTHON, "-c", TRY_WRITE, path], capture_output=True, text=True,
-                         env=child_env(), timeout=60)
+                         env=child_env(), timeout=1800)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 

@@ -76,7 +76,7 @@ class Child:
             if line.endswith("\n"):          # a line cut by the kill is not an ack
                 self.lines.append(line.rstrip("\n"))
 
-    def wait_for(self, word: str, timeout: float = 60.0) -> None:
+    def wait_for(self, word: str, timeout: float = 1800.0) -> None:    # a hang guard
         deadline = time.monotonic() + timeout
         while not any(line.startswith(word) for line in self.lines):
             if self.proc.poll() is not None:

@@ -430,7 +430,7 @@ def test_real_efbig_from_a_full_file_limit_loses_and_corrupts_nothing(tmp_path, 
 
     from conftest import PYTHON, child_env
     out = subprocess.run([PYTHON, "-c", FSIZE_CHILD, str(tmp_path / "full.varve"), mode],
-                         env=child_env(), capture_output=True, text=True, timeout=120)
+                         env=child_env(), capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.splitlines()[-1])
     assert got["failed"] == "StorageError" and got["errno"] == errno.EFBIG

@@ -108,7 +108,7 @@ def test_l1_scan_edges(arenas):
     np.testing.assert_array_equal(rows, oracle_top_k(x, q, "l1", 100)[0])
     rows, dists = flat.search("l1", x, norms_of(x), x[7], 1, None)  # a row is at 0 from itself
     assert rows.tolist() == [7] and dists.tolist() == [0.0]
-    with pytest.raises(vv.NonFiniteVectorError):        # (a ValueError)
+    with pytest.raises(vv.NonFiniteVectorError, match="NaN or inf"):
         flat.search("l1", x, norms_of(x), np.full(x.shape[1], np.nan, np.float32), 3, None)
 
 

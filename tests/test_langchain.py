@@ -39,7 +39,7 @@ def file_db(tmp_path_factory):
 def server_db(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("lcsrv") / "served.varve")
     with ServerProcess(path, token=TOKEN, env=child_env()) as srv:
-        c = vv.Client(srv.url, token=TOKEN, timeout=120)
+        c = vv.Client(srv.url, token=TOKEN, timeout=1800)
         yield c
         c.close()
 

@@ -39,7 +39,7 @@ def db(request, tmp_path_factory):
         d.close()
     else:
         with ServerProcess(path, token=TOKEN, env=child_env()) as srv:
-            c = vv.Client(srv.url, token=TOKEN, timeout=120)
+            c = vv.Client(srv.url, token=TOKEN, timeout=1800)
             yield c
             c.close()
 

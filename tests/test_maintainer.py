@@ -28,7 +28,7 @@ def vectors(n, seed=0):
     return np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
 
 
-def caught_up(c, timeout=60.0):
+def caught_up(c, timeout=1800.0):      # a hang guard: numba may compile under load
     deadline = time.monotonic() + timeout
     while c.index_status()["unlinked"]:
         assert time.monotonic() < deadline, c.index_status()

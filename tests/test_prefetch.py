@@ -237,7 +237,7 @@ def test_under_a_memory_cap_a_prefetched_group_faults_no_more(tmp_path):
             g.write(str(16 << 20))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
         done = subprocess.run([sys.executable, "-c", textwrap.dedent(_CAPPED), str(path), cgroup],
-                              capture_output=True, text=True, env=env, timeout=120)
+                              capture_output=True, text=True, env=env, timeout=1800)
         assert done.returncode == 0, done.stderr
         fits, plain1, pre1, plain2, pre2 = map(int, done.stdout.split())
         assert not fits                         # 64 MiB under a 16 MiB cap: auto prefetches

@@ -98,7 +98,7 @@ class Proc:
             self._err.flush()
         return self.err_path.read_text()[-3000:]
 
-    def wait_for(self, word: str, count: int = 1, timeout: float = 60.0) -> None:
+    def wait_for(self, word: str, count: int = 1, timeout: float = 1800.0) -> None:
         deadline = time.monotonic() + timeout
         while sum(line.startswith(word) for line in self.lines) < count:
             if self.proc.poll() is not None:
@@ -495,7 +495,7 @@ def test_verify_beside_a_writer_never_reports_a_break(tmp_path):
     def run_cli():
         while not os.path.exists(stop):
             out = subprocess.run([PYTHON, "-m", "varvedb.cli", "verify", path], env=_env(),
-                                 capture_output=True, text=True, timeout=60)
+                                 capture_output=True, text=True, timeout=1800)
             cli.append((out.returncode, (out.stdout + out.stderr).strip()))
 
     t = threading.Thread(target=run_cli, daemon=True)

@@ -32,7 +32,7 @@ class Http:
     """One kept-alive connection to a server (http.client, as a plain HTTP user)."""
 
     def __init__(self, srv: ServerProcess, token: str | None = TOKEN, context=None,
-                 timeout: float = 60):
+                 timeout: float = 1800):     # a hang guard: a first request may compile
         self.token = token
         if context is not None:
             self.conn = http_client.HTTPSConnection("127.0.0.1", srv.port, timeout=timeout,
@@ -400,7 +400,7 @@ def test_reads_are_answered_while_a_write_runs(tmp_path):
 def test_a_non_loopback_address_needs_a_token(tmp_path):
     r = subprocess.run([sys.executable, "-m", "varvedb", "serve", str(tmp_path / "x.varve"),
                         "--host", "0.0.0.0", "--port", "0"], capture_output=True, text=True,
-                       timeout=60, env=ServerProcess(str(tmp_path / "x.varve")).env)
+                       timeout=1800, env=ServerProcess(str(tmp_path / "x.varve")).env)
     assert r.returncode != 0 and "without a token" in r.stderr
     assert not os.path.exists(tmp_path / "x.varve")
 

@@ -212,7 +212,7 @@ def _steer(case, draw) -> None:
 
 def _request(srv, method: str, path: str, body=None, token: str | None = TOKEN,
              content_type: str = "application/json"):
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=1800)
     headers = {"Content-Type": content_type}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"

@@ -332,11 +332,11 @@ def _env(tmp_path) -> dict:
 def test_subprocess_runs_a_statement_and_a_piped_script(sql_file, tmp_path):
     cmd = [sys.executable, "-m", "varvedb", "sql", sql_file]
     r = subprocess.run(cmd + ["SELECT id, emb FROM t WHERE id = 1"], capture_output=True,
-                       text=True, env=_env(tmp_path), timeout=60)
+                       text=True, env=_env(tmp_path), timeout=1800)
     assert r.returncode == 0, r.stderr
     assert r.stdout == " id |    emb    \n----+-----------\n  1 | [1,2.5,3]\n(1 row)\n\n"
     s = subprocess.run(cmd, input="INSERT INTO t (id) VALUES (40);\nSELEC 1;\n",
-                       capture_output=True, text=True, env=_env(tmp_path), timeout=60)
+                       capture_output=True, text=True, env=_env(tmp_path), timeout=1800)
     assert s.returncode == 1 and s.stdout == "INSERT 0 1\n"
     assert s.stderr.splitlines() == ['ERROR:  syntax error at or near "SELEC"',
                                      "LINE 1: SELEC 1;", "        ^", "SQLSTATE: 42601"]

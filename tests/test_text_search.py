@@ -465,9 +465,9 @@ def test_varvedb_search_command(db_path):
     db.close()
     out = subprocess.run([PYTHON, "-m", "varvedb", "search", db_path, "docs", "--text", "apple",
                           "--where", "tag = 2"], capture_output=True, text=True,
-                         env=child_env(), timeout=120)
+                         env=child_env(), timeout=1800)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[1] == "2" and len(out.stdout.splitlines()) == 1
     bad = subprocess.run([PYTHON, "-m", "varvedb", "search", db_path, "docs", "--text", '"x'],
-                         capture_output=True, text=True, env=child_env(), timeout=120)
+                         capture_output=True, text=True, env=child_env(), timeout=1800)
     assert bad.returncode == 1 and "quote" in bad.stderr.lower()

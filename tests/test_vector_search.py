@@ -32,7 +32,7 @@ def _load(path, ds, dtype="f32", metric="l2"):
     return db, c
 
 
-def caught_up(c, timeout=120.0):
+def caught_up(c, timeout=1800.0):      # a hang guard: numba may compile under load
     """Wait until the background maintainer has linked every committed row."""
     deadline = time.monotonic() + timeout
     while c.index_status()["unlinked"]:

@@ -185,7 +185,7 @@ def steps(s: Setup, queries, rounds: int = 3) -> dict | str:
             t1 = clock()
             res = execute(query)
             t2 = clock()
-            items._hits(query.table, res)
+            items._hits(query.table, res.rows, res.scores, res.fields, res.plan)
             return 0, t1 - t0, t2 - t1, clock() - t2
         sql_steps(queries[0])
         api_steps(queries[0])

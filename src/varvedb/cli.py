@@ -348,9 +348,11 @@ def sql(file: str, statement: str | None, as_json: bool, as_csv: bool, readonly:
               help="Threads that run requests (reads run side by side).")
 @click.option("--durability", default="commit", show_default=True,
               type=click.Choice(["commit", "batch", "off"]))
+@click.option("--warm/--no-warm", "warm_first", default=True, show_default=True,
+              help="Compile every kernel before listening (`varvedb warm`).")
 def serve(file: str, host: str, port: int, token: str | None, token_file: str | None,
           tls_cert: str | None, tls_key: str | None, max_body_mb: int, max_results: int,
-          timeout: float, threads: int, durability: str) -> None:
+          timeout: float, threads: int, durability: str, warm_first: bool) -> None:
     """Serve FILE over HTTP (see docs/server.md) until SIGTERM or Ctrl-C. The token
     comes from --token-file or --token, else the environment variable VARVEDB_TOKEN."""
     try:
@@ -370,9 +372,28 @@ def serve(file: str, host: str, port: int, token: str | None, token_file: str | 
     try:
         run(file, host=host, port=port, token=token, tls_cert=tls_cert, tls_key=tls_key,
             max_body=max_body_mb << 20, max_results=max_results, timeout=timeout,
-            threads=threads, durability=durability)
+            threads=threads, durability=durability, warm=warm_first)
     except vv.VarveError as e:
         raise click.ClickException(str(e)) from None
+
+
+@main.command()
+@click.option("--processes", type=click.IntRange(1), default=None,
+              help="Worker processes (default: one per core).")
+@click.option("--report", is_flag=True,
+              help="List the kernels compiled: seconds (their own), count; costliest first.")
+@click.option("--again", is_flag=True,
+              help="Run every feature set even when an earlier warm completed.")
+def warm(processes: int | None, report: bool, again: bool) -> None:
+    """Compile every kernel the installed features use, on every core, into numba's
+    disk cache, so that no first search waits on compilation (once per machine)."""
+    from .warm import warm as warm_kernels
+    done = warm_kernels(processes=processes, progress=True, again=again)
+    click.echo(f"varvedb warm: {done.summary()}")
+    if report:
+        seconds = done.compile_seconds
+        for kernel in sorted(seconds, key=lambda k: (-seconds[k], k)):
+            click.echo(f"  {seconds[kernel]:7.2f} s  {done.compiled[kernel]:3d}x  {kernel}")
 
 
 @main.command()

@@ -308,7 +308,8 @@ class Collection:
             return execute(query).count
         if key is not None and tx is None and snap.final:
             keep(t.prepared, key, (snap.version, sess.branch_id), query)
-        return self._hits(t, execute(query))
+        res = execute(query)
+        return self._hits(t, res.rows, res.scores, res.fields, res.plan)
 
     def index_status(self, field: str | None = None) -> dict:
         """How far a field's deferred index (a vector field's graph or lists, a text
@@ -406,12 +407,8 @@ class Collection:
         sess = self._session or self._db.thread_session()
         if sess.tx is not None or kept.state != (self.engine.visible, sess.branch_id):
             return None
-        res = kept.run(vector)
-        if res.fields:
-            return self._hits(t, res)
-        rows = res.rows
-        return Hits.of_columns(functools.partial(t.id_values, rows), res.scores, (), [],
-                               res.plan, len(rows))
+        rows, scores, plan = kept.run(vector)
+        return self._hits(t, rows, scores, kept.fields, plan)
 
     def explain(self, verb: str = "search", /, **args) -> PlanNode:
         """The plan `search(**args)` (or `find`, `count`: explain("count", where=...))
@@ -444,13 +441,13 @@ class Collection:
         keys = ["id", *names]
         return [dict(zip(keys, vals)) for vals in zip(*cols)]
 
-    def _hits(self, t: Table, res: Result) -> Hits:
+    @staticmethod
+    def _hits(t: Table, rows, scores, names: tuple, plan) -> Hits:
         """The API edge: Hits over the executor's columns (Hit objects made on use)."""
-        rows, names = res.rows, res.fields
         cols = [_pyvalues(t.schema.fields[name], *t.columns[name].take(rows))
-                for name in names]
-        return Hits.of_columns(functools.partial(t.id_values, rows), res.scores, names, cols,
-                               res.plan, len(rows))
+                for name in names] if names else []
+        return Hits.of_columns(functools.partial(t.id_values, rows), scores, names, cols, plan,
+                               len(rows))
 
     @staticmethod
     def _columns(t: Table, rows: np.ndarray, names) -> list[list]:

@@ -605,7 +605,7 @@ def _offer(keys, ids, n, k, key, row):
     return n
 
 
-@njit(**_INLINE)
+@njit(**_JIT)     # not inlined: six copies of the decode loop were most of a compile
 def _decode_block(l, j, kind, start, df, blk, doff, post, blk_post, lasts, u0, lo,
                   d_rows, d_tfs, br, bt, bn):
     first = j * BLOCK

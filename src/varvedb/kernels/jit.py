@@ -47,6 +47,8 @@ from numba import njit as _numba_njit
 from numba.core import types
 from numba.core.caching import FunctionCache
 
+from . import compile_log  # noqa: F401  (its listener counts every compilation from here on)
+
 # parameters that, in every kernel that has them, are only read, and that reach
 # the kernels they call as themselves. Not `query` (the build passes its reused
 # row buffer under that name), not `queries` (its rows are a single search's
@@ -81,6 +83,11 @@ class LoadOnlyCache(FunctionCache):
         # whose stamp differs is read as empty and rewritten on the next save
         self._cache_file._source_stamp = source_stamp()
 
+    @property
+    def folder(self) -> str:
+        """The folder this cache keeps its index and machine code in."""
+        return self._cache_path
+
     def load_overload(self, sig, target_context):
         if not _LIGHT:
             return super().load_overload(sig, target_context)
@@ -91,6 +98,12 @@ class LoadOnlyCache(FunctionCache):
                 return self._load_overload(sig, target_context)
         except Exception:
             return super().load_overload(sig, target_context)
+
+
+def cache_folder() -> str:
+    """The folder numba's disk cache keeps this package's kernels in (the
+    package's __pycache__, or under NUMBA_CACHE_DIR when that is set)."""
+    return LoadOnlyCache(cache_folder).folder
 
 
 def njit(readonly=(), literal=(), **options):

@@ -23,7 +23,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..schema import coerce_query_vector
-from .execute import Result, topk_searcher, vector_topk
+from .execute import topk_searcher, vector_topk
 from .plan import Project, VectorTopK
 from .planner import Query
 
@@ -54,17 +54,17 @@ class PreparedSearch:
         return (type(plan) is Project and type(plan.input) is VectorTopK
                 and id(plan.input.input) in query.masks)
 
-    def run(self, vector) -> Result:
-        """The top-k of `vector` (any query vector the field takes)."""
+    def run(self, vector) -> tuple:
+        """The top-k of `vector` (any query vector the field takes): (rows, float64
+        scores, the plan as it ran); the fields returned are `fields`."""
         q = query_vector(self.field, vector)
         got = self.top_k.search(q)
         if got is not None:
-            return Result(got[0], got[1], len(got[0]), self.fields, self.query.plan)
+            return got[0], got[1], self.query.plan
         query = self.query
         rows, dists, ran = vector_topk(self.node, query.table, self.n, self.mask,
                                        self.allowed, q)
-        plan = query.plan if ran is self.node else Project(self.fields, ran)
-        return Result(rows, dists, len(rows), self.fields, plan)
+        return rows, dists, query.plan if ran is self.node else Project(self.fields, ran)
 
 
 def query_vector(f, vector) -> np.ndarray:

@@ -3,8 +3,9 @@
 
 Request counts and durations are kept as requests end, the pool threads
 busy as work starts and stops; what the database
-holds (documents per collection, file bytes, memory bytes, the version) is
-read when the metrics are scraped.
+holds (documents per collection, file bytes, memory bytes, the version) and
+the numba specialisations compiled in the process are read when the metrics
+are scraped.
 """
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import threading
 
 from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram,
                                disable_created_metrics, generate_latest)
-from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 
 from .. import __version__
+from ..kernels import compile_log
 
 # request durations: from a cached lookup (~100 µs) to a bulk load (tens of s)
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -72,6 +74,11 @@ class _DatabaseCollector:
         info = InfoMetricFamily("varvedb_build", "varvedb's version")
         info.add_metric([], {"version": __version__})
         yield info
+        # after `serve`'s warm, any rise here is a request that waited on numba
+        compiled = CounterMetricFamily("varvedb_kernel_compilations",
+                                       "numba specialisations compiled in this process")
+        compiled.add_metric([], compile_log.compilation_count())
+        yield compiled
         engine = db.engine
         if engine.closed:
             return

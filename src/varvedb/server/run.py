@@ -29,8 +29,11 @@ def is_loopback(host: str) -> bool:
 def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | None = None,
           tls_cert: str | None = None, tls_key: str | None = None,
           max_body: int = 256 << 20, max_results: int = 10_000, timeout: float = 30.0,
-          threads: int = 8, durability: str = "commit", log_level: str = "warning") -> None:
-    """Serve the file at `path` until SIGTERM/SIGINT (blocks)."""
+          threads: int = 8, durability: str = "commit", log_level: str = "warning",
+          warm: bool = True) -> None:
+    """Serve the file at `path` until SIGTERM/SIGINT (blocks). With `warm`, every
+    kernel is compiled (or loaded) before the file opens and the port is bound
+    (varvedb/warm.py), so no request waits on numba."""
     import uvicorn
 
     import varvedb as vv
@@ -43,6 +46,12 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | Non
                           "without a token (--token-file, VARVEDB_TOKEN or --token)")
     if (tls_cert is None) != (tls_key is None):
         raise OptionError("TLS needs both --tls-cert and --tls-key")
+    if warm:
+        from ..warm import warm as warm_kernels
+        report = warm_kernels(progress=sys.stderr.isatty(), echo=lambda line: print(
+            f"varvedb: {line}", file=sys.stderr, flush=True))
+        if report.compiled or report.compiled_here:
+            print(f"varvedb: {report.summary()}", file=sys.stderr, flush=True)
     db = vv.connect(path, durability=durability)
     app = build_app(db, token=token, max_body=max_body, max_results=max_results,
                     timeout=timeout, threads=threads)

@@ -1,0 +1,225 @@
+"""`varvedb warm`: compile every kernel the installed features use, ahead of use,
+on every core.
+
+Why: numba compiles a kernel at its first call with a new signature, once per
+machine (then it loads from the disk cache in milliseconds). Left to itself a
+new user's first text search waits tens of seconds on one core, and a server's
+first request times out. Warming runs small real workloads ("shares": full-text,
+each vector dtype with and without a graph, IVF-PQ, ...) through the public
+API, so exactly the specialisations that real use compiles get compiled, each
+share in a worker process of its own, all cores busy, into the shared on-disk
+cache. Then the calling process runs every share again: everything loads from
+the cache (so its kernels are loaded too, which a server wants before it
+listens), and anything a worker lost (two workers saving one kernel's cache
+index at once keep only the last) is compiled there, and counted.
+
+A warm that ends with nothing left to compile leaves a mark in the kernels'
+cache folder, named by a hash of everything the machine code depends on (the
+package's source, whose callers decide the types kernels compile for, and
+numba's and Python's versions): the next warm
+finds it and returns at once, so `make test` and every `varvedb serve` pay for
+a warm only when the kernels, numba or the cache changed.
+
+The workers are spawned, not forked: a fork of a process holding numba's
+compiler lock or a server's threads is not safe.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+import varvedb as vv
+from .kernels import compile_log, jit
+
+WORDS = ("river ice varve layer sediment lake summer winter clay silt core year "
+         "pollen glacier melt season").split()
+ROWS = 600
+DIM = 16
+
+
+def _texts(rng, rows: int) -> list[str]:
+    words = np.array(WORDS, dtype=object)
+    return [" ".join(w) for w in words[rng.integers(0, len(WORDS), (rows, 6))]]
+
+
+def _vectors(rng, dtype: str, rows: int, dim: int) -> np.ndarray:
+    if dtype == "bit":
+        return rng.integers(0, 2, (rows, dim)).astype(bool)
+    if dtype == "int8":
+        return rng.integers(-100, 100, (rows, dim)).astype(np.int8)
+    return rng.standard_normal((rows, dim)).astype(np.float16 if dtype == "f16" else np.float32)
+
+
+def text_share(folder: str) -> None:
+    """Full-text: tokenize, segments, BM25 top-k, phrases, SQL's @@, merges, reopen."""
+    rng = np.random.default_rng(1)
+    path = os.path.join(folder, "text.varve")
+    with vv.connect(path) as db:
+        docs = db.create_collection("docs", {"body": vv.Text(fts=True),
+                                             "title": vv.Text(fts=True, stem="english"),
+                                             "tag": vv.Int(index="hash")})
+        for lo in range(0, 4 * ROWS, ROWS):          # several segments, then a merge
+            docs.insert_arrays(id=np.arange(lo, lo + ROWS), body=_texts(rng, ROWS),
+                               title=_texts(rng, ROWS), tag=np.arange(ROWS) % 7)
+        docs.insert({"id": 10**6, "body": "Zürich's naïve café: ÉTÉ 2024", "title": "x"})
+        for query in ("lake clay", "river", '"summer winter"', "melt -ice", "lake OR silt"):
+            docs.search(text=query, text_field="body", limit=10)
+            docs.search(text=query, text_field="body", where="tag = 3", limit=5)
+        docs.search(text="glaciers", text_field="title", limit=5)
+        docs.update({"body": "moved river"}, where="id < 50")
+        docs.delete(where="id >= 100 AND id < 150")
+        db.sql("SELECT count(*) FROM docs WHERE body @@ 'river'")
+        db.sql("SELECT id FROM docs WHERE body @@ 'lake' ORDER BY id LIMIT 3")
+        db.checkpoint()
+    with vv.connect(path) as db:
+        db["docs"].search(text="lake clay", text_field="body", limit=10)
+        db.vacuum(progress=False)
+        db.verify()
+
+
+def vector_share(dtype: str, index) -> Callable[[str], None]:
+    """A vector field of `dtype` under `index` (None: scanned): insert, searches in
+    each metric the dtype takes, a filter, an update, a checkpoint and a reopen."""
+    def share(folder: str) -> None:
+        rng = np.random.default_rng(2)
+        path = os.path.join(folder, "vectors.varve")
+        metrics = ["hamming"] if dtype == "bit" else ["cosine", "l2", "dot", "l1"]
+        dim = 64 if dtype == "bit" else DIM
+        with vv.connect(path) as db:
+            docs = db.create_collection("docs", {
+                "tag": vv.Int(index="sorted"),
+                "v": vv.Vector(dim, dtype=dtype, metric=metrics[0])})
+            docs.insert_arrays(id=np.arange(ROWS), tag=np.arange(ROWS) % 10,
+                               v=_vectors(rng, dtype, ROWS, dim))
+            if index is not None:
+                docs.create_index("v", index)
+            docs.insert_arrays(id=np.arange(ROWS, ROWS + 50), tag=np.arange(50) % 10,
+                               v=_vectors(rng, dtype, 50, dim))
+            docs.insert({"id": 10**6, "tag": 1, "v": _vectors(rng, dtype, 1, dim)[0]})
+            q = _vectors(rng, dtype, 1, dim)[0]
+            for metric in metrics:
+                docs.search(vector=q, metric=metric, limit=10)
+                docs.search(vector=q, metric=metric, where="tag < 3", limit=10)
+                docs.search(vector=q, metric=metric, limit=10, exact=True)
+            docs.delete(where="tag = 9")
+            docs.update({"tag": 11}, where="tag = 8")
+            docs.search(vector=q, limit=10)
+            db.sql("SELECT id FROM docs WHERE tag < 5 ORDER BY id LIMIT 5")
+            db.checkpoint()
+        with vv.connect(path) as db:
+            db["docs"].search(vector=q, limit=10)
+            db.verify()
+    return share
+
+
+# In the order the workers take them: the first four compile disjoint arena
+# types side by side (shares of one arena type running at once would both
+# compile its build kernels); the f32 ones after them find those compiled.
+SHARES = {
+    "f32 HNSW": vector_share("f32", vv.HNSW(m=8, ef_construction=32)),
+    "f16 HNSW": vector_share("f16", vv.HNSW(m=8, ef_construction=32)),
+    "int8 HNSW": vector_share("int8", vv.HNSW(m=8, ef_construction=32)),
+    "bit HNSW": vector_share("bit", vv.HNSW(m=8, ef_construction=32)),
+    "full-text": text_share,
+    "f32 scan": vector_share("f32", None),
+    "f32 HNSW int8": vector_share("f32", vv.HNSW(m=8, ef_construction=32, quantize="int8")),
+    "f32 HNSW pq": vector_share("f32", vv.HNSW(m=8, ef_construction=32, quantize="pq",
+                                               pq_m=4)),
+    "f32 IVF-PQ": vector_share("f32", vv.IVFPQ(lists=8, pq_m=4, nprobe=4)),
+}
+
+
+@dataclass
+class WarmReport:
+    """What a warm did: specialisations compiled by the workers (by kernel: how
+    many, and their seconds of their own), those the calling process still had to
+    compile, processes and wall seconds."""
+
+    compiled: dict[str, int] = field(default_factory=dict)
+    compile_seconds: dict[str, float] = field(default_factory=dict)
+    compiled_here: int = 0
+    processes: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        n = sum(self.compiled.values())
+        if not self.processes:
+            return "kernels already compiled (an earlier warm of this cache)"
+        if not n and not self.compiled_here:
+            return (f"kernels already compiled: {len(SHARES)} feature sets loaded from the "
+                    f"cache in {self.seconds:.1f} s")
+        return (f"compiled {n} specialisations of {len(self.compiled)} kernels in "
+                f"{self.processes} processes, {self.seconds:.1f} s"
+                + (f" ({self.compiled_here} more in this process)" if self.compiled_here
+                   else ""))
+
+
+def warmed_mark() -> Path:
+    """The file whose presence says this cache holds every share's kernels."""
+    import numba
+    digest = hashlib.sha256("\0".join([
+        jit.source_stamp(), numba.__version__, sys.version,
+        str(numba.config.BOUNDSCHECK)]).encode())
+    # the types the rest of the package passes decide what compiles, so its source too
+    for path in sorted(Path(__file__).parent.rglob("*.py")):
+        digest.update(path.read_bytes())
+    return Path(jit.cache_folder()) / f"varvedb-warmed-{digest.hexdigest()[:24]}"
+
+
+def run_share(name: str) -> list[compile_log.Compilation]:
+    """Run one share in a scratch folder (a worker's job); what it compiled."""
+    compile_log.quiet()
+    before = compile_log.compilation_count()
+    with tempfile.TemporaryDirectory(prefix="varvedb-warm-") as folder:
+        SHARES[name](folder)
+    return compile_log.compilations()[before:]
+
+
+def warm(processes: int | None = None, progress: bool = True, echo=None,
+         again: bool = False) -> WarmReport:
+    """Compile every share's kernels in `processes` worker processes (default: one
+    per core), a progress bar on stderr when `progress`; then load them all here.
+    `echo`, when given, is told once a worker had to compile (never when every
+    kernel was cached). Returns at once (an empty report) when the cache holds
+    the mark of an earlier complete warm, unless `again`."""
+    t0 = time.perf_counter()
+    mark = warmed_mark()
+    if mark.exists() and not again:
+        return WarmReport(seconds=time.perf_counter() - t0)
+    report = WarmReport(processes=processes or len(os.sched_getaffinity(0)))
+    with cf.ProcessPoolExecutor(report.processes,
+                                mp_context=multiprocessing.get_context("spawn")) as pool:
+        jobs = [pool.submit(run_share, name) for name in SHARES]
+        told = echo is None
+        with tqdm(total=len(jobs), desc="warming kernels", unit="set",
+                  disable=not progress) as bar:
+            for job in cf.as_completed(jobs):
+                done = job.result()
+                for c in done:
+                    report.compiled[c.kernel] = report.compiled.get(c.kernel, 0) + 1
+                    report.compile_seconds[c.kernel] = (
+                        report.compile_seconds.get(c.kernel, 0.0) + c.seconds)
+                if done and not told:
+                    told = True
+                    echo("compiling kernels, first run on this machine")
+                bar.update(1)
+    compile_log.quiet()
+    before = compile_log.compilation_count()
+    for name in SHARES:
+        run_share(name)
+    report.compiled_here = compile_log.compilation_count() - before
+    if not report.compiled_here:
+        mark.touch()
+    report.seconds = time.perf_counter() - t0
+    return report

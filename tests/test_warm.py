@@ -1,0 +1,138 @@
+"""`varvedb warm` and the compilation counter (varvedb/warm.py, kernels/compile_log.py).
+
+The counter reads numba's own compile event, so "zero compiled" means no
+kernel was compiled in that process: each came from the disk cache. After a
+warm, a new process runs the first-use script compiling nothing; a server
+started on an empty cache warms before it listens, and its requests compile
+nothing; a process that compiles without having warmed says so once on a
+terminal.
+"""
+from __future__ import annotations
+
+import http.client
+import os
+import pty
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numba
+import numpy as np
+
+import varvedb as vv
+from server_proc import ServerProcess
+from varvedb.kernels import compile_log, jit
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ,
+       "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "bench"),
+                                      os.environ.get("PYTHONPATH", "")])}
+
+
+def _tripled(x):
+    return x * 3
+
+
+def test_the_counter_counts_each_compilation_once_and_no_cache_load(tmp_path, monkeypatch):
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path / "cache"))
+    before = compile_log.compilation_count()
+    kernel = jit.njit(cache=True)(_tripled)
+    assert kernel(np.int64(2)) == 6 and kernel(np.int64(3)) == 9
+    assert kernel(np.float64(1.5)) == 4.5
+    done = compile_log.compilations()[before:]
+    assert compile_log.compilation_count() - before == len(done) == 2
+    assert {c.kernel for c in done} == {f"{__name__}._tripled"}
+    assert {c.signature for c in done} == {"int64", "float64"}
+    assert all(c.seconds > 0 for c in done)
+    # a new dispatcher of the same function loads both from the disk cache
+    again = jit.njit(cache=True)(_tripled)
+    assert again(np.int64(2)) == 6 and again(np.float64(1.5)) == 4.5
+    assert compile_log.compilation_count() - before == 2
+
+
+COMPILES = ("from varvedb.kernels.jit import njit\n"
+            "njit()(lambda x: x + 1)(1)\n"
+            "njit()(lambda x: x - 1)(1)\n")
+
+
+def _stderr_on_a_terminal(code: str) -> str:
+    main, child = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], stderr=child,
+                              stdout=subprocess.DEVNULL, env=ENV, timeout=600)
+    finally:
+        os.close(child)
+    assert proc.returncode == 0
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:         # EIO: the child's end is closed and all was read
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(main)
+    return out.decode()
+
+
+def test_a_process_that_compiles_without_warming_says_so_once_on_a_terminal():
+    out = _stderr_on_a_terminal(COMPILES)
+    assert out.count(compile_log.NOTICE.strip()) == 1
+    # not on a pipe (a log, a service's journal), and not through logging
+    piped = subprocess.run([sys.executable, "-c", COMPILES], capture_output=True, text=True,
+                           env=ENV, timeout=600)
+    assert piped.returncode == 0 and compile_log.NOTICE.strip() not in piped.stderr
+    # a process that compiles on purpose (warm's workers) says nothing
+    quiet = _stderr_on_a_terminal("from varvedb.kernels import compile_log\n"
+                                  "compile_log.quiet()\n" + COMPILES)
+    assert compile_log.NOTICE.strip() not in quiet
+
+
+def test_after_warm_the_first_use_script_compiles_nothing(tmp_path):
+    warm = subprocess.run([sys.executable, "-m", "varvedb", "warm"], capture_output=True,
+                          text=True, env=ENV, timeout=3600)
+    assert warm.returncode == 0, warm.stderr
+    assert "varvedb warm: " in warm.stdout
+    code = ("import sys\n"
+            "from varvedb_bench.first_use import run\n"
+            "from varvedb.kernels.compile_log import compilation_count\n"
+            "steps = run(sys.argv[1])\n"
+            "print(sorted(steps), compilation_count())\n")
+    first = subprocess.run([sys.executable, "-c", code, str(tmp_path / "first.varve")],
+                           capture_output=True, text=True, env=ENV, timeout=600)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.split("\n")[0] == "['insert', 'sql', 'text search', 'vector search'] 0"
+    # and it said nothing of compiling (it had nothing to compile)
+    assert compile_log.NOTICE.strip() not in first.stderr
+
+
+def _compilations_reported(srv: ServerProcess) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=600)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    return int(float(re.search(r"^varvedb_kernel_compilations_total (\S+)$", text,
+                               re.M).group(1)))
+
+
+def test_a_server_on_an_empty_cache_warms_before_it_listens_and_requests_compile_nothing(
+        tmp_path):
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "empty-cache")}
+    with ServerProcess(str(tmp_path / "served.varve"), env=env, warm=True) as srv:
+        assert "compiling kernels, first run on this machine" in srv.log()
+        assert _compilations_reported(srv) == 0
+        client = vv.Client(srv.url)
+        rng = np.random.default_rng(3)
+        docs = client.create_collection("docs", {"body": vv.Text(fts=True),
+                                                 "embedding": vv.Vector(16)})
+        docs.insert([{"id": i, "body": f"lake clay river {i % 7}",
+                      "embedding": rng.standard_normal(16).tolist()} for i in range(300)])
+        assert len(docs.search(text="clay", limit=10)) == 10
+        assert len(docs.search(vector=rng.standard_normal(16).tolist(), limit=10)) == 10
+        client.sql("CREATE INDEX ON docs USING hnsw (embedding vector_cosine_ops)")
+        assert len(docs.search(vector=rng.standard_normal(16).tolist(), limit=10)) == 10
+        assert client.sql("SELECT count(*) FROM docs WHERE body @@ 'lake'").rows == [(300,)]
+        assert _compilations_reported(srv) == 0
+        client.close()
