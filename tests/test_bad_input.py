@@ -286,16 +286,14 @@ def test_sql_int_parameter_outside_bigint_raises_sql_error(loaded, sql, value):
 
 def test_like_pattern_of_many_percents_answers_at_once(loaded):
     # LIKE became a backtracking regex: '%' * 10000 + 'a' (or '%a' * 20 + '%b' on a
-    # long string) ran for ever in a server thread, and held its shutdown
-    import time
+    # long string) ran for ever in a server thread, and held its shutdown. (No clock:
+    # a backtracking matcher does not come back from these at all.)
     d, docs, _ = loaded
     docs.insert({"id": 50, "title": "a" * 200})
-    t0 = time.perf_counter()
     assert docs.count("title LIKE $1", ["%" * 10000 + "a"]) == 1
     assert docs.count("title LIKE $1", ["%a" * 20 + "%b"]) == 0
     assert d.sql("SELECT count(*) FROM docs WHERE title LIKE $1", ["%a" * 30 + "%b"]).rows \
         == [(0,)]
-    assert time.perf_counter() - t0 < 5
     assert docs.count("title LIKE $1", ["%a_a%"]) == 1 and docs.count("title LIKE 't%'") == 5
 
 

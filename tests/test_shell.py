@@ -571,10 +571,8 @@ def test_plain_lines_wake_for_a_signal_another_thread_took(monkeypatch):
         ready.wait()
         timer = threading.Timer(0.3, signal.pthread_kill, (waiter.ident, signal.SIGINT))
         timer.start()
-        start = time.monotonic()
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt):      # (no input comes: only the signal ends it)
             lines.read("p3> ")
-        assert time.monotonic() - start < 20
         done.set()
         os.write(master, b"after\n")
         assert lines.read("p4> ") == "after"
