@@ -495,3 +495,19 @@ def test_a_kept_search_refuses_or_takes_each_vector_as_a_fresh_bind(label, vecto
     db.sql(sql, [q])
     assert len(c.table.prepared) == 2 and both() == fresh
     db.close()
+
+
+@pytest.mark.parametrize("metric", ["l2", "cosine", "dot", "l1"])
+def test_a_read_only_query_scores_to_the_bit_as_a_writable_one(metric):
+    """The exact scan compiles its query read-only whatever it is handed: a kept
+    search takes a read-only vector as it is, a fresh bind may copy it, and the
+    two answers must not differ in the last place."""
+    rng = np.random.default_rng(4)
+    arena = rng.integers(-20, 21, (60, 16)).astype(np.float32)
+    norms = np.linalg.norm(arena, axis=1).astype(np.float32)
+    q = (rng.standard_normal(16) * 10).astype(np.float32)
+    frozen = q.copy()
+    frozen.flags.writeable = False
+    rows, scores = flat.search(metric, arena, norms, q, 60, None)
+    rows_ro, scores_ro = flat.search(metric, arena, norms, frozen, 60, None)
+    assert np.array_equal(rows, rows_ro) and np.array_equal(scores, scores_ro)
