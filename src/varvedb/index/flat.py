@@ -56,8 +56,11 @@ def searcher(metric: str, arena: np.ndarray, norms: np.ndarray, k: int,
     room = k + spare
 
     def top_k(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if not (type(q) is np.ndarray and q.dtype == dtype and q.flags.c_contiguous):
-            q = np.ascontiguousarray(q, dtype=dtype)
+        # one flavour of query for the kernel: a read-only one compiled apart and
+        # scored 1e-14 away from a writable copy of itself (the float64 rescoring)
+        if not (type(q) is np.ndarray and q.dtype == dtype and q.flags.c_contiguous
+                and q.flags.writeable):
+            q = np.array(q, dtype=dtype, order="C")
         rows = np.empty(room, np.int64)
         dists = np.empty(room, np.float64)
         count = scan_top_k(bits, norms, q, code, k, spare, allow, use_allow, gathered,

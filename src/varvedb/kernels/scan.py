@@ -109,10 +109,7 @@ def _l1_score_allowed(arena, query, allow, scores):
             scores[i] = l1_query(arena, i, query)
 
 
-# `query` read-only whatever the caller hands: one machine code for every query
-# array, so a read-only one scores to the bit as a writable one (they differed
-# in the last place: two compilations of the float64 rescoring)
-@njit(cache=True, nogil=True, readonly=("rows", "query"))
+@njit(cache=True, nogil=True, readonly=("rows",))
 def scan_top_k(arena, norms, query, metric, k, spare, allow, use_allow, rows, use_rows,
                out_rows, out_dist):
     """The k allowed rows of ``arena`` nearest ``query`` into ``out_rows``/``out_dist``
