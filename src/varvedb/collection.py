@@ -404,7 +404,7 @@ class Collection:
             return None
         if kept is None:
             return None
-        sess = self._session or self._db.thread_session()
+        sess = self._sess
         if sess.tx is not None or kept.state != (self.engine.visible, sess.branch_id):
             return None
         rows, scores, plan = kept.run(vector)
