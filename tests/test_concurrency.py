@@ -309,7 +309,7 @@ class ReaderProcess:
     def close(self):
         self.proc.stdin.write("quit\n")
         self.proc.stdin.flush()
-        assert self.proc.wait(30) == 0, self.proc.stderr.read()
+        assert self.proc.wait(600) == 0, self.proc.stderr.read()
         self.proc.stdout.close()
         self.proc.stderr.close()
         self.proc.stdin.close()
@@ -394,16 +394,16 @@ def test_readers_in_threads_never_block_on_a_long_transaction(db_path):
         with db.transaction():
             docs.insert({"id": 100, "tag": 2})
             inside.set()
-            release.wait(30)
+            release.wait(600)       # a hang guard only
 
     t = threading.Thread(target=writer)
     t.start()
-    assert inside.wait(30)
+    assert inside.wait(600)
     # were reads to wait for the writer, they would return only after it gave
     # up waiting and committed, and see 11 rows
     assert docs.count() == 10 and docs.get(100) is None     # not yet committed
     assert docs.count("tag = 2") == 0
     release.set()
-    t.join(30)
+    t.join(600)
     assert docs.count() == 11 and docs.get(100)["tag"] == 2
     db.close()

@@ -147,7 +147,7 @@ def test_a_fifo_with_no_writer_is_refused_not_waited_on(db, tmp_path):
 
     t = threading.Thread(target=copy, daemon=True)
     t.start()
-    t.join(60)          # a hang guard only: the refusal comes before any wait
+    t.join(600)         # a hang guard only: the refusal comes before any wait
     if t.is_alive():    # unblock the reader waiting for a writer, then fail
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
         t.join(60)

@@ -28,10 +28,7 @@ DIM = 4
 
 
 def _linked(c) -> None:
-    deadline = time.monotonic() + 600            # a hang guard only
-    while c.index_status()["unlinked"]:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    assert c.wait_indexed(timeout=1800)          # the timeout is a hang guard only
 
 
 def _collection(index, n: int, seed: int = 0):

@@ -24,7 +24,7 @@ from varvedb.errors import StorageError
 from varvedb.storage import fileio
 
 THREADS = 8
-GUARD_S = 300.0     # a hang guard only
+GUARD_S = 600.0     # a hang guard only
 
 
 class GatedFile(fileio.FileIO):

@@ -8,7 +8,6 @@ failed sync that makes the engine reload its tables, and its own failure.
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -28,11 +27,11 @@ def vectors(n, seed=0):
     return np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
 
 
-def caught_up(c, timeout=1800.0):      # a hang guard: numba may compile under load
-    deadline = time.monotonic() + timeout
-    while c.index_status()["unlinked"]:
-        assert time.monotonic() < deadline, c.index_status()
-        time.sleep(0.002)
+HANG = 1800.0        # a hang guard only: numba may compile under load
+
+
+def caught_up(c, field=None):
+    assert c.wait_indexed(field, timeout=HANG), c.index_status(field)
 
 
 def indexed(path, n=ROWS, **connect):
@@ -152,24 +151,20 @@ def test_index_status_counts(db_path):
     c.insert({"id": 30, "tag": 1})          # a null vector is a row too
     c.create_index("emb", vv.HNSW())
     caught_up_to = {"field": "emb", "linked": 31, "unlinked": 0}
-    deadline = time.monotonic() + 60
-    while c.index_status("emb") != caught_up_to:
-        assert time.monotonic() < deadline
-        time.sleep(0.002)
+    caught_up(c, "emb")
+    assert c.index_status("emb") == caught_up_to
     with db.transaction():                  # uncommitted rows are not counted
         c.insert_arrays(id=np.arange(40, 50), emb=vectors(10, seed=1))
         assert c.index_status("emb") == caught_up_to
     c.update({"tag": 2}, ids=[0])           # an update writes a new row version
-    deadline = time.monotonic() + 60
-    while c.index_status("emb")["unlinked"]:
-        assert time.monotonic() < deadline
-        time.sleep(0.002)
+    caught_up(c, "emb")
     assert c.index_status("emb") == {"field": "emb", "linked": 42, "unlinked": 0}
     db.checkpoint()
     c.insert_arrays(id=np.arange(60, 63), emb=vectors(3, seed=2))
     with vv.connect(db_path, readonly=True) as ro:
         # a read-only connection never links: rows after the checkpoint are scanned
         assert ro["docs"].index_status("emb") == {"field": "emb", "linked": 42, "unlinked": 3}
+        assert ro["docs"].wait_indexed("emb") is False     # at once: nothing will link them
     db.close()
 
 
@@ -207,20 +202,10 @@ def test_a_failure_inside_the_maintainer_is_raised_to_the_next_caller(db_path, m
     monkeypatch.setattr(HnswIndex, "add", failing_add)
     target = np.full(DIM, 5.0, np.float32)
     c.insert({"id": 500, "tag": 0, "emb": target})    # the commit itself succeeds
-    deadline = time.monotonic() + 60
-    while not calls:
-        assert time.monotonic() < deadline
-        time.sleep(0.002)
+    with pytest.raises(vv.IndexMaintenanceError) as e:  # the waiter hears of the failure
+        c.wait_indexed(timeout=HANG)
+    assert isinstance(e.value.__cause__, MemoryError) and calls
     assert c.search(vector=target, limit=1, ef=WALK_ALL).ids == [500]   # found by the scan
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            c.index_status()
-        except vv.IndexMaintenanceError as e:
-            assert isinstance(e.__cause__, MemoryError)
-            break
-        assert time.monotonic() < deadline
-        time.sleep(0.002)
     assert c.index_status()["unlinked"] == 1          # reported once; nothing linked yet
     c.insert({"id": 501, "tag": 0, "emb": -target})    # the next commit tries again
     caught_up(c)
@@ -243,3 +228,27 @@ def test_close_raises_a_failure_it_has_not_reported(db_path, monkeypatch):
     with vv.connect(db_path) as again:      # closed all the same; the next open links it
         assert again["docs"].count() == 101
         caught_up(again["docs"])
+
+
+def test_wait_indexed_wakes_on_the_maintainers_links_and_not_while_it_is_held(db_path):
+    db, c = indexed(db_path, n=200)
+    docs = db.create_collection("notes", {"body": vv.Text(fts=True)})
+    caught_up(c)
+    with db.engine.maintainer.hold():         # nothing links while held
+        c.insert_arrays(id=np.arange(200, 260), tag=np.zeros(60, np.int64),
+                        emb=vectors(60, seed=4))
+        docs.insert_arrays(id=np.arange(50), body=[f"clay {i}" for i in range(50)])
+        assert c.wait_indexed(timeout=0.05) is False
+        assert c.index_status() == {"field": "emb", "linked": 200, "unlinked": 60}
+        assert docs.wait_indexed("body", timeout=0) is False
+    # the rows committed before each call are linked when it returns True
+    assert c.wait_indexed(timeout=HANG) is True
+    assert c.index_status() == {"field": "emb", "linked": 260, "unlinked": 0}
+    assert docs.wait_indexed("body", timeout=HANG) is True
+    assert docs.index_status("body")["unlinked"] == 0
+    assert sorted(docs.search(text="clay", limit=100).ids) == list(range(50))
+    with pytest.raises(vv.UnknownFieldError):
+        c.wait_indexed("tag")
+    with pytest.raises(vv.SchemaError):
+        db.create_collection("plain", {"v": vv.Vector(2)}).wait_indexed()
+    db.close()

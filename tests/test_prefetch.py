@@ -144,7 +144,7 @@ def test_auto_leaves_a_file_that_fits_alone(tmp_path):
     P.prefetch_rows(arena, pick)                  # auto: nothing asked for
     assert P.resident_fraction(arena, pick) == 0.0
     P.prefetch_rows(arena, pick, "fadvise")       # asked: read in the background
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 600        # a hang guard only (the read is the kernel's)
     while P.resident_fraction(arena, pick) < 1.0 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert P.resident_fraction(arena, pick) == 1.0

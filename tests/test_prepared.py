@@ -9,7 +9,6 @@ agree, and agree with exact search where the plan is an exact scan.
 """
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -147,10 +146,7 @@ def test_a_kept_walk_is_one_pass_once_the_graph_has_caught_up():
     q = rng.standard_normal(DIM).astype(np.float32)
     kw = dict(limit=5, where="tag != $1", params=[3], ef=400)
     _same(c, q, **kw)
-    deadline = time.monotonic() + 600            # a hang guard only
-    while c.index_status()["unlinked"]:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    assert c.wait_indexed(timeout=1800)          # the timeout is a hang guard only
     _same(c, q, **kw)
     _same(c, q, **kw)
     kept = [k for k in c.table.prepared.values() if k.node.strategy == "graph"]

@@ -64,7 +64,7 @@ def test_a_writer_on_another_thread_waits_then_gets_the_lock(docs_db):
     got = []
 
     def other():
-        b = docs_db.session(timeout=5)
+        b = docs_db.session(timeout=600)       # a hang guard: a commits soon
         with b.transaction():
             got.append(b.collection("docs").count())   # a's commit, seen by b's writes
     t = threading.Thread(target=other)
@@ -72,7 +72,7 @@ def test_a_writer_on_another_thread_waits_then_gets_the_lock(docs_db):
     time.sleep(0.1)
     assert t.is_alive()                 # waiting for a
     a.commit()
-    t.join(5)
+    t.join(600)
     assert got == [1]
 
 
@@ -95,7 +95,7 @@ def test_a_session_may_begin_on_one_thread_and_commit_on_another(docs_db, db_pat
         s.commit()
     t = threading.Thread(target=finish)
     t.start()
-    t.join(5)
+    t.join(600)
     assert not s.in_transaction
     assert ns(docs_db["docs"]) == [7, 8]
     assert docs_db.history()[-1].rows_changed == 2      # one commit

@@ -34,10 +34,7 @@ def _items(db, n=3000, dim=8, index=True, seed=0):
     if index:
         db.sql("CREATE INDEX ON items USING hnsw (embedding vector_l2_ops) "
                "WITH (m = 16, ef_construction = 64)")
-        c = db.collection("items")
-        import time
-        while c.index_status()["unlinked"]:
-            time.sleep(0.05)
+        assert db.collection("items").wait_indexed(timeout=1800)    # a hang guard only
     return x
 
 

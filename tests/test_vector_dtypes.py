@@ -8,7 +8,6 @@ search, and recall floors of the graph on a fixed seed), through bad input
 """
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -58,10 +57,7 @@ def recall(hits, truth, k=K):
 
 
 def caught_up(c, field, timeout=1800.0):      # a hang guard: numba may compile under load
-    deadline = time.monotonic() + timeout
-    while c.index_status(field)["unlinked"]:
-        assert time.monotonic() < deadline
-        time.sleep(0.005)
+    assert c.wait_indexed(field, timeout=timeout), c.index_status(field)
 
 
 @pytest.fixture(scope="module")

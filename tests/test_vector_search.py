@@ -4,7 +4,6 @@ One clustered data set (DESIGN's generator, fixed seed, 20 000 x 32) is built
 once per module; every figure is checked against exact ground truth computed
 by brute force over the same visible rows.
 """
-import time
 
 import numpy as np
 import pytest
@@ -34,10 +33,7 @@ def _load(path, ds, dtype="f32", metric="l2"):
 
 def caught_up(c, timeout=1800.0):      # a hang guard: numba may compile under load
     """Wait until the background maintainer has linked every committed row."""
-    deadline = time.monotonic() + timeout
-    while c.index_status()["unlinked"]:
-        assert time.monotonic() < deadline, c.index_status()
-        time.sleep(0.002)
+    assert c.wait_indexed(timeout=timeout), c.index_status()
 
 
 @pytest.fixture(scope="module")

@@ -772,6 +772,17 @@ class Engine:
         linked = min(ix.indexed, table.committed_n)
         return {"field": field, "linked": linked, "unlinked": table.committed_n - linked}
 
+    def wait_indexed(self, table: Table, field: str, timeout: float | None = None) -> bool:
+        """Wait until `field`'s deferred index covers the rows committed when called
+        (the maintainer's event, not a poll); False if `timeout` seconds passed
+        first. A read-only engine links nothing: it answers at once."""
+        ix = table.vector_indexes.get(field) or table.text_indexes[field]
+        target = table.committed_n
+        if self.maintainer is not None:
+            self.maintainer.wait(lambda: ix.indexed >= target, timeout)
+        self.index_status(table, field)     # raises a failure of the background work
+        return ix.indexed >= target
+
     def rollback(self, tx: Transaction) -> None:
         if tx is not self._tx or tx.done:
             return

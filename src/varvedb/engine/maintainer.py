@@ -92,6 +92,20 @@ class Maintainer:
         meanwhile; a chunk the maintainer has in flight is finished first."""
         while self._link_one_chunk():
             pass
+        self._tell()
+
+    def wait(self, done, timeout: float | None = None) -> bool:
+        """Wait until ``done()`` holds (looked at again after every chunk linked), a
+        failure is recorded or the maintainer stops; False if ``timeout`` seconds
+        passed first. ``done`` is called holding the maintainer's condition: it
+        only reads."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: self._error is not None or self._stopped or done(), timeout)
+
+    def _tell(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
 
     def raise_failure(self) -> None:
         """Raise (once) what went wrong in the background, if anything did."""
@@ -138,13 +152,14 @@ class Maintainer:
             start = time.perf_counter()
             try:
                 while self._link_one_chunk():
-                    pass
+                    self._tell()             # a waiter (wait) looks again
             except BaseException as e:   # recorded and raised to the next caller
                 with self._cond:
                     if self._error is None:
                         self._error = e
             finally:
                 rest = min(max(time.perf_counter() - start, PACE_MIN_S), PACE_MAX_S)
+                self._tell()
 
     def _link_one_chunk(self) -> bool:
         """Link one chunk of one table's unlinked rows; False when none is left."""
