@@ -29,6 +29,28 @@ def pytest_collection_modifyitems(items) -> None:
     items.sort(key=lambda item: item.path.name not in FIRST)
 
 
+# VARVEDB_TEST_COMPILES=FILE: each test that made numba compile in this process
+# (its setup, call and teardown) appends a line to FILE: the test, then each
+# kernel and signature. After `varvedb warm` a test should compile nothing that
+# it does not test on purpose: a line there is a specialisation warm missed.
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    report = os.environ.get("VARVEDB_TEST_COMPILES")
+    if not report:
+        yield
+        return
+    from varvedb.kernels import compile_log
+    before = compile_log.compilation_count()
+    yield
+    done = compile_log.compilations()[before:]
+    if done:
+        with open(report, "a") as f:
+            f.write(f"{item.nodeid}: {len(done)} compiled, "
+                    f"{sum(c.seconds for c in done):.1f} s\n")
+            for c in done:
+                f.write(f"    {c.seconds:6.2f} s  {c.kernel}({c.signature})\n")
+
+
 @pytest.fixture
 def db_path(tmp_path) -> str:
     return str(tmp_path / "test.varve")
