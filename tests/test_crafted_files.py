@@ -41,7 +41,6 @@ import shutil
 import struct
 import subprocess
 import textwrap
-import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
@@ -832,8 +831,7 @@ def test_crafted_graph_in_a_checkpoint_is_rebuilt(valid, tmp_path, case):
     assert state(path) == state(good)
     d = vv.connect(path)     # a writer links the graph again (in the background)
     try:
-        while d["docs"].index_status()["unlinked"]:
-            time.sleep(0.002)
+        assert d["docs"].wait_indexed(timeout=1800)     # a hang guard only
         assert len(d["docs"].table.vector_indexes["emb"].graph) > 0
     finally:
         d.close()
@@ -998,8 +996,7 @@ def test_a_crafted_ivf_dimension_in_a_checkpoint_allocates_nothing(tmp_path):
     c = d.create_collection("docs", {"emb": vv.Vector(8, metric="l2", index=vv.IVFPQ(
         lists=4, pq_m=2))})
     c.insert_arrays(id=np.arange(1100), emb=rng.normal(size=(1100, 8)).astype(np.float32))
-    while c.index_status()["unlinked"]:
-        time.sleep(0.002)
+    assert c.wait_indexed(timeout=1800)     # a hang guard only
     d.close()
     with open(path, "rb") as f:
         valid = Layout.parse(f.read()).build()

@@ -80,7 +80,7 @@ class Child:
         deadline = time.monotonic() + timeout
         while not any(line.startswith(word) for line in self.lines):
             if self.proc.poll() is not None:
-                self._reader.join(5)
+                self._reader.join(600)
                 raise AssertionError(f"child exited {self.proc.returncode}: "
                                      f"{self.proc.stderr.read()}")
             assert time.monotonic() < deadline, f"child never printed {word!r}"
@@ -88,8 +88,8 @@ class Child:
 
     def kill(self) -> list[str]:
         self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(30)
-        self._reader.join(30)
+        self.proc.wait(600)         # hang guards only
+        self._reader.join(600)
         self.proc.stderr.close()
         assert self.proc.returncode == -signal.SIGKILL
         return self.lines

@@ -460,7 +460,7 @@ def test_a_client_that_leaves_before_its_body_ends_is_not_a_server_error(server)
                   + TOKEN.encode() + b"\r\nContent-Type: application/json\r\n"
                   b"Content-Length: 50\r\n\r\n{}")
         time.sleep(0.2)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 600        # a hang guard only
     while time.monotonic() < deadline:
         metrics = _request(server, "GET", "/metrics")[2].decode()
         if 'route="/sql"' in metrics and 'status="400"' in metrics:

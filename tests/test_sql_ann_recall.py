@@ -40,9 +40,7 @@ def test_sql_ann_recall_against_pgvector_exact(tmp_path, pg_conn, op, opclass):
     db.sql(f"CREATE INDEX ON items USING hnsw (embedding {opclass}) "
            "WITH (m = 16, ef_construction = 64)")
     c = db.collection("items")
-    import time
-    while c.index_status()["unlinked"]:
-        time.sleep(0.05)
+    assert c.wait_indexed(timeout=1800)          # the timeout is a hang guard only
     sql_all = f"SELECT id FROM items ORDER BY embedding {op} $1 LIMIT {K}"
     sql_tag = f"SELECT id FROM items WHERE tag < $2 ORDER BY embedding {op} $1 LIMIT {K}"
     # psycopg's %s placeholders are positional: the PostgreSQL text and its
