@@ -350,11 +350,17 @@ def sql(file: str, statement: str | None, as_json: bool, as_csv: bool, readonly:
               type=click.Choice(["commit", "batch", "off"]))
 @click.option("--warm/--no-warm", "warm_first", default=True, show_default=True,
               help="Compile every kernel before listening (`varvedb warm`).")
+@click.option("--pg", "pg_port", default=None, type=click.IntRange(0, 65535),
+              help="Also speak the PostgreSQL protocol on this port (docs/pgwire.md): "
+                   "psql, psycopg and other PostgreSQL clients connect; the token is "
+                   "their password (SCRAM-SHA-256).")
 def serve(file: str, host: str, port: int, token: str | None, token_file: str | None,
           tls_cert: str | None, tls_key: str | None, max_body_mb: int, max_results: int,
-          timeout: float, threads: int, durability: str, warm_first: bool) -> None:
-    """Serve FILE over HTTP (see docs/server.md) until SIGTERM or Ctrl-C. The token
-    comes from --token-file or --token, else the environment variable VARVEDB_TOKEN."""
+          timeout: float, threads: int, durability: str, warm_first: bool,
+          pg_port: int | None) -> None:
+    """Serve FILE over HTTP (see docs/server.md), and with --pg over PostgreSQL's
+    protocol too, until SIGTERM or Ctrl-C. The token comes from --token-file or
+    --token, else the environment variable VARVEDB_TOKEN."""
     try:
         from .server import serve as run
     except ImportError as e:
@@ -372,7 +378,7 @@ def serve(file: str, host: str, port: int, token: str | None, token_file: str | 
     try:
         run(file, host=host, port=port, token=token, tls_cert=tls_cert, tls_key=tls_key,
             max_body=max_body_mb << 20, max_results=max_results, timeout=timeout,
-            threads=threads, durability=durability, warm=warm_first)
+            threads=threads, durability=durability, warm=warm_first, pg_port=pg_port)
     except vv.VarveError as e:
         raise click.ClickException(str(e)) from None
 
