@@ -348,11 +348,16 @@ def sql(file: str, statement: str | None, as_json: bool, as_csv: bool, readonly:
               help="Threads that run requests (reads run side by side).")
 @click.option("--durability", default="commit", show_default=True,
               type=click.Choice(["commit", "batch", "off"]))
+@click.option("--transaction-idle-timeout", default=60.0, show_default=True,
+              type=click.FloatRange(0.001),
+              help="Seconds a transaction opened over HTTP (POST /transactions) may sit "
+                   "idle before it is rolled back, freeing the writer.")
 @click.option("--warm/--no-warm", "warm_first", default=True, show_default=True,
               help="Compile every kernel before listening (`varvedb warm`).")
 def serve(file: str, host: str, port: int, token: str | None, token_file: str | None,
           tls_cert: str | None, tls_key: str | None, max_body_mb: int, max_results: int,
-          timeout: float, threads: int, durability: str, warm_first: bool) -> None:
+          timeout: float, threads: int, durability: str, transaction_idle_timeout: float,
+          warm_first: bool) -> None:
     """Serve FILE over HTTP (see docs/server.md) until SIGTERM or Ctrl-C. The token
     comes from --token-file or --token, else the environment variable VARVEDB_TOKEN."""
     try:
@@ -372,7 +377,8 @@ def serve(file: str, host: str, port: int, token: str | None, token_file: str | 
     try:
         run(file, host=host, port=port, token=token, tls_cert=tls_cert, tls_key=tls_key,
             max_body=max_body_mb << 20, max_results=max_results, timeout=timeout,
-            threads=threads, durability=durability, warm=warm_first)
+            threads=threads, durability=durability, warm=warm_first,
+            transaction_idle_timeout=transaction_idle_timeout)
     except vv.VarveError as e:
         raise click.ClickException(str(e)) from None
 
