@@ -194,6 +194,37 @@ def test_a_rollback_route_undoes_every_request_of_it(client, http):
     assert _tags(client) == {i: i for i in range(1, 6)}
 
 
+def test_requests_of_one_transaction_from_many_connections_run_one_at_a_time(server, client,
+                                                                              http):
+    """Eight connections write into one transaction at once: its session is used
+    by one request at a time, and everything lands in one commit."""
+    import threading
+    v = client.version
+    tid = _open(http)
+    answers = []
+
+    def writer(k: int) -> None:
+        h = Http(server, token=TOKEN)
+        for j in range(10):
+            status, out, _ = h("POST", "/collections/docs/items",
+                               [{"id": 1000 + 100 * k + j, "tag": 100 + k}], headers=_in(tid))
+            answers.append((status, out["version"]))
+            status, out, _ = h("POST", "/collections/docs/count", {"where": f"tag = {100 + k}"},
+                               headers=_in(tid))
+            answers.append((status, out["count"] - j))     # its own rows so far: j + 1
+        h.close()
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(answers) == [(200, 1)] * 80 + [(201, v + 1)] * 80
+    assert client["docs"].count() == 5          # nothing is visible outside it yet
+    assert http("POST", f"/transactions/{tid}/commit")[1]["version"] == v + 1
+    assert client["docs"].count() == 85 and client.version == v + 1
+
+
 def test_sql_commit_inside_a_transaction_ends_it(client, http):
     tid = _open(http)
     # BEGIN inside it is accepted (it is the block); statements after the end are refused

@@ -140,8 +140,11 @@ class Transactions:
             t.busy += 1
         try:
             if not t.lock.acquire(timeout=self.wait):
+                # given up on, like a request past the timeout: it fails the transaction
+                self.fail(tid, "a request in it waited past the server's timeout")
                 raise E.RequestTimeoutError(f"transaction {tid} was busy with another "
-                                            f"request for {self.wait:g} s")
+                                            f"request for {self.wait:g} s; nothing of this "
+                                            "request ran, and the transaction is failed")
             try:
                 self._ended_by_sql(t)
                 if t.ended is not None:       # ended while this request waited
