@@ -16,6 +16,8 @@ import signal
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import varvedb as vv
 from conftest import child_env
@@ -301,6 +303,62 @@ def test_client_sql_after_an_error_gets_25p02_until_rollback(client):
     assert _tags(client) == {i: i for i in range(1, 6)}
 
 
+# ---- against the embedded API -----------------------------------------------------------
+
+OPS = st.lists(st.one_of(
+    st.tuples(st.just("insert"), st.integers(1, 12), st.integers(0, 3)),
+    st.tuples(st.just("update"), st.integers(0, 3), st.integers(0, 3)),
+    st.tuples(st.just("delete"), st.integers(1, 12)),
+    st.tuples(st.just("sql"), st.integers(1, 12), st.integers(0, 3)),
+    st.tuples(st.just("read"))), max_size=8)
+
+
+def _apply(db, docs, op) -> object:
+    """One step, on the embedded database or through the client: its answer, or the
+    class of the error it raised."""
+    try:
+        if op[0] == "insert":
+            return docs.insert({"id": op[1], "tag": op[2]})
+        if op[0] == "update":
+            return docs.update({"tag": op[2]}, where="tag = $1", params=[op[1]])
+        if op[0] == "delete":
+            return docs.delete(ids=[op[1]])
+        if op[0] == "sql":
+            return db.sql("UPDATE docs SET tag = $1 WHERE id = $2", [op[2], op[1]]).rowcount
+        return sorted((h.id, h.fields["tag"]) for h in docs.find())
+    except vv.VarveError as e:
+        return type(e).__name__
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(ops=OPS, commit=st.booleans())
+def test_a_client_transaction_answers_and_ends_as_the_embedded_one(server, ops, commit):
+    """The same steps in `with db.transaction()` embedded and over the client:
+    the same answers inside, the same state after a commit or an exception."""
+    c = _client(server)
+    try:
+        _fill(c)
+        db = vv.connect(":memory:")
+        db.create_collection("docs", {"tag": "int", "title": "text"}).insert(
+            [{"id": i, "tag": i, "title": f"t{i}"} for i in range(1, 6)])
+        seen = []
+        for side, docs in ((db, db["docs"]), (c, c["docs"])):
+            answers = []
+            try:
+                with side.transaction():
+                    answers = [_apply(side, docs, op) for op in ops]
+                    if not commit:
+                        raise KeyError("undo")
+            except KeyError:
+                pass
+            seen.append((answers, _apply(side, docs, ("read",))))
+        assert seen[1] == seen[0]
+        db.close()
+    finally:
+        c.close()
+
+
 # ---- the writer lock -------------------------------------------------------------------
 
 def test_a_second_transaction_times_out_on_the_writer_lock_as_embedded(client, http):
@@ -413,6 +471,20 @@ def test_an_idle_transaction_is_rolled_back_and_frees_the_writer(tmp_path):
         c["docs"].update({"tag": 10}, ids=[1])
         tid = _open(http)
         assert http("POST", f"/transactions/{tid}/commit")[0] == 200
+        # a `with` block's transaction rolled back idle: the calls after it raise, and
+        # none of them is autocommitted in its place
+        with pytest.raises(vv.TransactionNotFoundError):
+            with c.transaction():
+                c["docs"].update({"tag": 0}, ids=[4])
+                deadline = time.monotonic() + HANG_GUARD
+                while True:      # the writer lock is free once it is rolled back
+                    status, out, _ = http("POST", "/transactions")
+                    if status == 201:
+                        break
+                    assert status == 503 and time.monotonic() < deadline, out
+                assert http("POST", f"/transactions/{out['id']}/rollback")[0] == 200
+                c["docs"].update({"tag": 0}, ids=[5])
+        assert _tags(c) == {1: 10, 2: 2, 3: 3, 4: 4, 5: 5}
         # the client's SQL transaction, rolled back idle: the error once, then on its own
         c.sql("BEGIN")
         c.sql("UPDATE docs SET tag = 0 WHERE id = 3")
