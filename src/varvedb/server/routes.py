@@ -26,12 +26,15 @@ class MediaTypeError(E.RequestError):
     """A body of a type the route does not take (HTTP 415)."""
 
 
-def table(api, claim_write, transaction_named) -> list:
+def table(api, claim_write, transaction_named=None) -> list:
     """(path, method, work, endpoint options) for every route of app.Api `api`;
     a write calls `claim_write()` before it begins (app.Job); `transaction_named()`
     is the id of the transaction the request runs in (its X-Varve-Transaction
-    header), or None."""
+    header), or None (no transaction_named: never one)."""
     db = api.db
+    if transaction_named is None:
+        def transaction_named():
+            return None
     transactions = api.transactions
 
     def cap(n: int, what: str) -> None:
