@@ -348,6 +348,10 @@ def sql(file: str, statement: str | None, as_json: bool, as_csv: bool, readonly:
               help="Threads that run requests (reads run side by side).")
 @click.option("--durability", default="commit", show_default=True,
               type=click.Choice(["commit", "batch", "off"]))
+@click.option("--transaction-idle-timeout", default=60.0, show_default=True,
+              type=click.FloatRange(0.001),
+              help="Seconds a transaction opened over HTTP (POST /transactions) may sit "
+                   "idle before it is rolled back, freeing the writer.")
 @click.option("--warm/--no-warm", "warm_first", default=True, show_default=True,
               help="Compile every kernel before listening (`varvedb warm`).")
 @click.option("--pg", "pg_port", default=None, type=click.IntRange(0, 65535),
@@ -356,8 +360,8 @@ def sql(file: str, statement: str | None, as_json: bool, as_csv: bool, readonly:
                    "their password (SCRAM-SHA-256).")
 def serve(file: str, host: str, port: int, token: str | None, token_file: str | None,
           tls_cert: str | None, tls_key: str | None, max_body_mb: int, max_results: int,
-          timeout: float, threads: int, durability: str, warm_first: bool,
-          pg_port: int | None) -> None:
+          timeout: float, threads: int, durability: str, transaction_idle_timeout: float,
+          warm_first: bool, pg_port: int | None) -> None:
     """Serve FILE over HTTP (see docs/server.md), and with --pg over PostgreSQL's
     protocol too, until SIGTERM or Ctrl-C. The token comes from --token-file or
     --token, else the environment variable VARVEDB_TOKEN."""
@@ -378,7 +382,8 @@ def serve(file: str, host: str, port: int, token: str | None, token_file: str | 
     try:
         run(file, host=host, port=port, token=token, tls_cert=tls_cert, tls_key=tls_key,
             max_body=max_body_mb << 20, max_results=max_results, timeout=timeout,
-            threads=threads, durability=durability, warm=warm_first, pg_port=pg_port)
+            threads=threads, durability=durability, warm=warm_first,
+            transaction_idle_timeout=transaction_idle_timeout, pg_port=pg_port)
     except vv.VarveError as e:
         raise click.ClickException(str(e)) from None
 

@@ -32,7 +32,8 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | Non
           tls_cert: str | None = None, tls_key: str | None = None,
           max_body: int = 256 << 20, max_results: int = 10_000, timeout: float = 30.0,
           threads: int = 8, durability: str = "commit", log_level: str = "warning",
-          warm: bool = True, pg_port: int | None = None) -> None:
+          warm: bool = True, transaction_idle_timeout: float = 60.0,
+          pg_port: int | None = None) -> None:
     """Serve the file at `path` until SIGTERM/SIGINT (blocks). With `warm`, every
     kernel is compiled (or loaded) before the file opens and the port is bound
     (varvedb/warm.py), so no request waits on numba. With `pg_port`, the
@@ -56,7 +57,8 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | Non
             print(f"varvedb: {report.summary()}", file=sys.stderr, flush=True)
     db = vv.connect(path, durability=durability)
     app = build_app(db, token=token, max_body=max_body, max_results=max_results,
-                    timeout=timeout, threads=threads)
+                    timeout=timeout, threads=threads,
+                    transaction_idle_timeout=transaction_idle_timeout)
     have = importlib.util.find_spec
     config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, access_log=False,

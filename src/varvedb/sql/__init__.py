@@ -222,7 +222,7 @@ def _params(params):
 
 def _run_one(session, c: Compiled, params, copy_data=None) -> SqlResult:
     if session.sql_failed and session.tx is not None:
-        if not (c.kind == "command" and getattr(c.impl, "ends_transaction", False)):
+        if not (c.kind == "transaction" and c.impl.ends_transaction):
             raise SqlError("25P02", "current transaction is aborted, commands ignored until "
                                     "end of transaction block")
     tx = session.tx
