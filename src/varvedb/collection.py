@@ -397,15 +397,16 @@ class Collection:
     def _kept(self, key, vector) -> Hits | None:
         """The search kept under `key` run with `vector`, if it was kept at this
         state (None: bind it)."""
-        t = self.table
+        engine = self.engine
+        t = engine.table(self.name)
         try:
             kept = t.prepared.get(key)
         except TypeError:               # an unhashable argument: bound each time
             return None
         if kept is None:
             return None
-        sess = self._sess
-        if sess.tx is not None or kept.state != (self.engine.visible, sess.branch_id):
+        sess = self._session or self._db.thread_session()   # (self._sess, inlined: hot)
+        if sess.tx is not None or kept.state != (engine.visible, sess.branch_id):
             return None
         rows, scores, plan = kept.run(vector)
         return self._hits(t, rows, scores, kept.fields, plan)
@@ -445,7 +446,7 @@ class Collection:
     def _hits(t: Table, rows, scores, names: tuple, plan) -> Hits:
         """The API edge: Hits over the executor's columns (Hit objects made on use)."""
         cols = [_pyvalues(t.schema.fields[name], *t.columns[name].take(rows))
-                for name in names] if names else []
+                for name in names] if names else _NO_COLUMNS
         return Hits.of_columns(functools.partial(t.id_values, rows), scores, names, cols, plan,
                                len(rows))
 
@@ -490,6 +491,7 @@ def _embedded(schema: Schema, cols: dict, n: int) -> dict:
 
 
 _REQUESTS = {"search": Search, "find": Find, "count": Count}
+_NO_COLUMNS = ()     # a search that returns no fields (shared: Hits never writes it)
 
 
 def _pyvalues(f, vals, nulls) -> list:

@@ -71,8 +71,10 @@ def query_vector(f, vector) -> np.ndarray:
     """A kept search's query vector for field `f`, C-contiguous as the kernels take
     it: a float32 vector of its dimension as it is (the kernels refuse NaN and inf
     themselves), else coerced."""
-    if type(vector) is np.ndarray and vector.dtype == _F32 and vector.shape == (f.dim,) \
-            and vector.flags.c_contiguous and f.dtype != "bit":   # (a bit query is packed)
+    # (`is`: float32 is one dtype object; any other spelling takes the coercion)
+    if type(vector) is np.ndarray and vector.dtype is _F32 and vector.ndim == 1 \
+            and vector.shape[0] == f.dim and vector.flags.c_contiguous \
+            and f.dtype != "bit":   # (a bit query is packed)
         return vector
     return np.ascontiguousarray(coerce_query_vector(f, vector))
 
@@ -111,8 +113,11 @@ def typed_key(value):
     """`value` as a cache key that tells types apart (1, 1.0 and True hash alike),
     inside tuples too; unhashable values stay so (the caller binds each time)."""
     if type(value) is tuple:
-        return (tuple, tuple(typed_key(v) for v in value))
+        return (tuple, tuple([typed_key(v) for v in value])) if value else _NO_PARAMS
     return (type(value), value)
+
+
+_NO_PARAMS = (tuple, ())
 
 
 def request_shape(req) -> tuple | None:
