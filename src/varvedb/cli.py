@@ -395,9 +395,16 @@ def serve(file: str, host: str, port: int, token: str | None, token_file: str | 
               help="List the kernels compiled: seconds (their own), count; costliest first.")
 @click.option("--again", is_flag=True,
               help="Run every feature set even when an earlier warm completed.")
-def warm(processes: int | None, report: bool, again: bool) -> None:
+@click.option("--ahead", "shares", multiple=True, hidden=True,
+              help="Compile ahead only these first-use shares, in this process "
+                   "(what kernels/ahead.py starts).")
+def warm(processes: int | None, report: bool, again: bool, shares: tuple[str, ...]) -> None:
     """Compile every kernel the installed features use, on every core, into numba's
     disk cache, so that no first search waits on compilation (once per machine)."""
+    if shares:
+        from .warm import compile_ahead
+        compile_ahead(list(shares))
+        return
     from .warm import warm as warm_kernels
     done = warm_kernels(processes=processes, progress=True, again=again)
     click.echo(f"varvedb warm: {done.summary()}")
