@@ -104,6 +104,13 @@ APPLIED = {
         "test_as_of_version_sees_each_past_state",
         "test_as_of_outside_history_raises_version_not_found",
         "test_collection_history_lists_versions_of_one_document",
+        # Client.transaction(): a transaction the server holds across requests
+        "test_transaction_makes_several_writes_one_version",
+        "test_exception_in_transaction_rolls_every_write_back",
+        "test_collection_created_in_rolled_back_transaction_is_gone",
+        "test_nested_transaction_raises_transaction_error",
+        "test_json_path_filter_forgets_rows_a_rollback_removed",
+        "test_a_write_that_changes_nothing_makes_no_version",
     ],
     test_text_search: [
         "test_bm25_scores_equal_the_reference_on_a_small_corpus",
@@ -115,6 +122,7 @@ APPLIED = {
         "test_a_filtered_text_query_is_never_short_of_k",
         "test_at_at_in_a_filter_is_the_text_match_with_sql_nulls",
         "test_search_argument_errors",
+        "test_a_rolled_back_transaction_leaves_no_postings",
     ],
 }
 for _module, _names in APPLIED.items():
@@ -125,17 +133,11 @@ for _module, _names in APPLIED.items():
 FRESH = ["test_as_of_datetime_picks_last_version_committed_at_or_before_it",
          "test_database_history_lists_every_commit_with_distinct_chain"]
 
-TRANSACTIONS = "db.transaction() has no HTTP form (each request is its own transaction)"
 REOPEN = "closes and reopens the file itself (the server holds it open)"
 EXCUSED = {
     test_api: {
-        "test_memory_database_supports_the_same_api": "a :memory: database and a transaction",
-        "test_transaction_makes_several_writes_one_version": TRANSACTIONS,
-        "test_exception_in_transaction_rolls_every_write_back": TRANSACTIONS,
-        "test_collection_created_in_rolled_back_transaction_is_gone": TRANSACTIONS,
-        "test_nested_transaction_raises_transaction_error": TRANSACTIONS,
-        "test_json_path_filter_forgets_rows_a_rollback_removed": TRANSACTIONS,
-        "test_hash_and_sorted_indexes_answer_like_a_scan": "checkpoint, reopen and a transaction",
+        "test_memory_database_supports_the_same_api": "a :memory: database",
+        "test_hash_and_sorted_indexes_answer_like_a_scan": "checkpoint and reopen",
         "test_checkpoint_then_reopen_shows_identical_state_at_every_version": REOPEN,
         "test_reopen_without_checkpoint_replays_the_log": REOPEN,
         "test_readonly_connection_refuses_every_write_and_leaves_the_file_alone":
@@ -143,14 +145,12 @@ EXCUSED = {
         "test_readonly_connection_of_missing_file_fails_without_creating_it":
             "read-only connections",
         "test_every_durability_mode_keeps_commits_across_reopen": "connect's options, reopen",
-        "test_a_write_that_changes_nothing_makes_no_version": TRANSACTIONS,
         "test_close_releases_the_write_lock_while_arrays_from_the_file_live_on":
             "create_index and the engine's arrays (no HTTP form)",
     },
     test_text_search: {
         "test_statistics_stay_exact_through_inserts_updates_and_deletes":
             "two databases in one test (a rebuilt twin in a second file)",
-        "test_a_rolled_back_transaction_leaves_no_postings": TRANSACTIONS,
         "test_checkpoint_and_reopen_answer_the_same_without_analyzing_again":
             "checkpoint, a read-only reopen and a patch of this process's analyzer",
         "test_hybrid_fuses_the_two_rankings_by_reciprocal_rank":

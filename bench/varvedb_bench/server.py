@@ -1077,7 +1077,8 @@ def ladder(path: str, side: VarveSearch, queries: np.ndarray, ef: int, rounds: i
     head = side.requests
     try:
         app = build_app(db, threads=8)
-        routes = {(p, m): w for p, m, w, _ in table(app.state.api, Job.claim_write)}
+        routes = {(p, m): w for p, m, w, _ in table(app.state.api, Job.claim_write,
+                                                          Job.transaction_named)}
         work = routes[("/collections/{c}/search", "POST")]
         coll = db.collection(COLLECTION)
         qs = list(queries)

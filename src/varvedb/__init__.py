@@ -26,7 +26,8 @@ _ERRORS = (
     "QueryCanceledError", "BranchError", "MergeConflictError",
     # the server's and its clients' (varvedb serve, vv.Client)
     "AuthenticationError", "RequestError", "RequestTooLargeError", "ResultTooLargeError",
-    "RequestTimeoutError", "ServerError", "ServerUnavailableError")
+    "RequestTimeoutError", "ServerError", "ServerUnavailableError",
+    "TransactionNotFoundError", "TransactionRequiredError")
 
 # public name -> the module (relative to this package) that defines it
 _EXPORTS = {
@@ -61,7 +62,8 @@ if TYPE_CHECKING:           # what type checkers and IDEs see; nothing of it run
                          ReadOnlyError, RequestError, RequestTimeoutError,
                          RequestTooLargeError, ResultTooLargeError, SchemaError,
                          ServerError, ServerUnavailableError, SqlError, StorageError,
-                         TransactionAbortedError, TransactionError, UnknownFieldError,
+                         TransactionAbortedError, TransactionError,
+                         TransactionNotFoundError, TransactionRequiredError, UnknownFieldError,
                          ValueTooLongError, VarveError, VersionNotFoundError,
                          WriterLockedError)
     from .results import Hit, Hits, VersionInfo

@@ -348,13 +348,23 @@ def sql(file: str, statement: str | None, as_json: bool, as_csv: bool, readonly:
               help="Threads that run requests (reads run side by side).")
 @click.option("--durability", default="commit", show_default=True,
               type=click.Choice(["commit", "batch", "off"]))
+@click.option("--transaction-idle-timeout", default=60.0, show_default=True,
+              type=click.FloatRange(0.001),
+              help="Seconds a transaction opened over HTTP (POST /transactions) may sit "
+                   "idle before it is rolled back, freeing the writer.")
 @click.option("--warm/--no-warm", "warm_first", default=True, show_default=True,
               help="Compile every kernel before listening (`varvedb warm`).")
+@click.option("--pg", "pg_port", default=None, type=click.IntRange(0, 65535),
+              help="Also speak the PostgreSQL protocol on this port (docs/pgwire.md): "
+                   "psql, psycopg and other PostgreSQL clients connect; the token is "
+                   "their password (SCRAM-SHA-256).")
 def serve(file: str, host: str, port: int, token: str | None, token_file: str | None,
           tls_cert: str | None, tls_key: str | None, max_body_mb: int, max_results: int,
-          timeout: float, threads: int, durability: str, warm_first: bool) -> None:
-    """Serve FILE over HTTP (see docs/server.md) until SIGTERM or Ctrl-C. The token
-    comes from --token-file or --token, else the environment variable VARVEDB_TOKEN."""
+          timeout: float, threads: int, durability: str, transaction_idle_timeout: float,
+          warm_first: bool, pg_port: int | None) -> None:
+    """Serve FILE over HTTP (see docs/server.md), and with --pg over PostgreSQL's
+    protocol too, until SIGTERM or Ctrl-C. The token comes from --token-file or
+    --token, else the environment variable VARVEDB_TOKEN."""
     try:
         from .server import serve as run
     except ImportError as e:
@@ -372,7 +382,8 @@ def serve(file: str, host: str, port: int, token: str | None, token_file: str | 
     try:
         run(file, host=host, port=port, token=token, tls_cert=tls_cert, tls_key=tls_key,
             max_body=max_body_mb << 20, max_results=max_results, timeout=timeout,
-            threads=threads, durability=durability, warm=warm_first)
+            threads=threads, durability=durability, warm=warm_first,
+            transaction_idle_timeout=transaction_idle_timeout, pg_port=pg_port)
     except vv.VarveError as e:
         raise click.ClickException(str(e)) from None
 
@@ -384,9 +395,16 @@ def serve(file: str, host: str, port: int, token: str | None, token_file: str | 
               help="List the kernels compiled: seconds (their own), count; costliest first.")
 @click.option("--again", is_flag=True,
               help="Run every feature set even when an earlier warm completed.")
-def warm(processes: int | None, report: bool, again: bool) -> None:
+@click.option("--ahead", "shares", multiple=True, hidden=True,
+              help="Compile ahead only these first-use shares, in this process "
+                   "(what kernels/ahead.py starts).")
+def warm(processes: int | None, report: bool, again: bool, shares: tuple[str, ...]) -> None:
     """Compile every kernel the installed features use, on every core, into numba's
     disk cache, so that no first search waits on compilation (once per machine)."""
+    if shares:
+        from .warm import compile_ahead
+        compile_ahead(list(shares))
+        return
     from .warm import warm as warm_kernels
     done = warm_kernels(processes=processes, progress=True, again=again)
     click.echo(f"varvedb warm: {done.summary()}")

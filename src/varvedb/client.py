@@ -23,9 +23,17 @@ the server cannot have acted on it or acting twice changes nothing —
 A write whose connection drops after it was sent is never resent (it may have
 been applied): it raises ServerUnavailableError saying so. A timeout is never
 retried.
+
+Transactions: `with db.transaction():` opens one on the server (POST
+/transactions) and pins this thread's (asyncio task's) calls on this client to
+it — a context variable, read as each request is sent, adds its id in
+X-Varve-Transaction — until the block commits or rolls it back. SQL's BEGIN
+left open in a text, which the server refuses (nothing ran), is run again in a
+transaction opened for it, pinned until SQL's COMMIT or ROLLBACK ends it.
 """
 from __future__ import annotations
 
+import contextvars
 import functools
 import http.client
 import importlib.util
@@ -52,6 +60,12 @@ from .wire import encode as _encode
 JSON = "application/json"
 ARROW = "application/vnd.apache.arrow.stream"
 NPY = "application/x-npy"
+TRANSACTION_HEADER = "X-Varve-Transaction"
+
+# the transaction each client's calls run in, per thread (and per asyncio task):
+# {client key: (transaction id, opened by SQL's BEGIN)}; None: none anywhere
+_PINS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("varvedb_client_pins",
+                                                                   default=None)
 
 
 class _Request(NamedTuple):
@@ -471,6 +485,53 @@ class _CollectionVerbs:
         return out
 
 
+def _opens_transaction(resp: _Response) -> bool:
+    """Is this the server's refusal of a BEGIN the text leaves open (nothing ran)?"""
+    err = _error_body(resp)
+    return err is not None and err.get("type") == "TransactionRequiredError" \
+        and err.get("sqlstate") == E.TransactionRequiredError.sqlstate
+
+
+class _TransactionScope:
+    """`with db.transaction():` over HTTP — the embedded semantics: the client's
+    calls on this thread (task) run in one transaction the server holds open
+    (POST /transactions), which commits at a clean exit and rolls back at an
+    exception. After a failure inside it (a request past the server's timeout,
+    a failed SQL statement after BEGIN, a failed write) its requests answer
+    TransactionAbortedError (25P02) and the commit rolls back; a transaction
+    idle past the server's --transaction-idle-timeout is rolled back, and what
+    follows in the block raises TransactionNotFoundError."""
+    __slots__ = ("client", "id", "version")
+
+    def __init__(self, client):
+        self.client = client
+        self.id: str | None = None
+        self.version: int | None = None      # the commit's, once committed
+
+    def __repr__(self) -> str:
+        return f"<varvedb client transaction {self.id} at {self.client.url}>"
+
+
+class ClientTransaction(_TransactionScope):
+    __slots__ = ()
+
+    def __enter__(self) -> "ClientTransaction":
+        return self.client._drive(self.client._open_transaction(self))
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.client._drive(self.client._end_transaction(self, commit=exc_type is None))
+
+
+class AsyncClientTransaction(_TransactionScope):
+    __slots__ = ()
+
+    async def __aenter__(self) -> "AsyncClientTransaction":
+        return await self.client._drive(self.client._open_transaction(self))
+
+    async def __aexit__(self, exc_type, exc, tb) -> None:
+        await self.client._drive(self.client._end_transaction(self, commit=exc_type is None))
+
+
 def _error_body(resp: _Response) -> dict | None:
     try:
         body = msgspec.json.decode(resp.body)
@@ -515,7 +576,17 @@ class _ClientVerbs:
         body = {"sql": text, "params": params}
         if copy_data is not None:
             body["copy_data"] = _copy_text(copy_data)
-        a = _answer((yield _post("/sql", body)))
+        resp = yield _post("/sql", body)
+        if resp.status == 409 and self._pinned() is None and _opens_transaction(resp):
+            # a BEGIN the text leaves open, which the server runs in no request of its
+            # own (nothing ran): open a transaction for this thread's calls and run the
+            # text in it; they run in it until SQL's COMMIT or ROLLBACK ends it
+            tid = _answer((yield _Request("POST", "/transactions")))["id"]
+            self._pin(tid, by_sql=True)
+            resp = yield _post("/sql", body)
+        a = _answer(resp)
+        if a.get("transaction") == "ended":
+            self._unpin(by_sql=True)
         kinds = a.get("kinds") or [None] * len(a["columns"])
         convert = [i for i, k in enumerate(kinds) if k in ("vector", "timestamp")]
         rows = [tuple(r) for r in a["rows"]]
@@ -544,6 +615,50 @@ class _ClientVerbs:
 
     def _version(self) -> Op:
         return _answer((yield _get("/health")))["version"]
+
+    # ---- the transaction this thread's (task's) calls run in
+
+    def _pinned(self) -> tuple | None:
+        pins = _PINS.get()
+        return None if pins is None else pins.get(self._key)
+
+    def _pin(self, tid: str, by_sql: bool) -> None:
+        _PINS.set({**(_PINS.get() or {}), self._key: (tid, by_sql)})
+
+    def _unpin(self, tid: str | None = None, by_sql: bool | None = None) -> None:
+        """Forget this client's transaction here (only if it is `tid`, or one SQL
+        opened, when those are given)."""
+        pin = self._pinned()
+        if pin is None or (tid is not None and pin[0] != tid) or \
+                (by_sql is not None and pin[1] != by_sql):
+            return
+        pins = {k: v for k, v in _PINS.get().items() if k != self._key}
+        _PINS.set(pins or None)
+
+    def _lost(self, pin: tuple) -> None:
+        """The server holds no transaction `pin` (ended, or rolled back idle): one SQL
+        opened is forgotten (the next calls run on their own, as after ROLLBACK);
+        a `with transaction()` block's stays, so the rest of the block fails too."""
+        if pin[1]:
+            self._unpin(pin[0])
+
+    def _open_transaction(self, scope: "_TransactionScope") -> Op:
+        if self._pinned() is not None:
+            raise E.TransactionError("this thread already has an open transaction on this "
+                                     "client")
+        scope.id = _answer((yield _Request("POST", "/transactions")))["id"]
+        self._pin(scope.id, by_sql=False)
+        return scope
+
+    def _end_transaction(self, scope: "_TransactionScope", commit: bool) -> Op:
+        self._unpin(scope.id)
+        path = f"/transactions/{quote(scope.id, safe='')}"
+        if commit:
+            scope.version = _answer((yield _Request("POST", path + "/commit")))["version"]
+            return
+        resp = yield _Request("POST", path + "/rollback")
+        if resp.status != 404:       # 404: it has ended already (nothing left to undo)
+            _answer(resp)
 
 
 # ---- the sync transport: http.client, one kept-alive connection per thread ------------
@@ -647,13 +762,15 @@ class _Connections:
                 self._all.add(conn)
         return conn
 
-    def send(self, req: _Request) -> _Response:
+    def send(self, req: _Request, transaction: str | None = None) -> _Response:
         if self._closed:
             raise E.ClosedError("the client was closed")
         conn = self._connection()
         path = self._prefix + req.path
         headers = self._headers if req.body is None else {
             **self._headers, "Content-Type": req.content_type}
+        if transaction is not None:
+            headers = {**headers, TRANSACTION_HEADER: transaction}
         for attempt in (0, 1):
             reused = conn.sock is not None
             if reused and _dropped(conn.sock):
@@ -725,15 +842,30 @@ class Client(_ClientVerbs):
         self.url = url.rstrip("/")
         self._transport = _Connections(self.url, token, timeout, ssl_context)
         self._bulk = "auto"       # insert_arrays' body: auto | arrow | npy | json (tests)
+        self._key = object()      # this client's entry in the pinned transactions
 
     def _drive(self, op):
         send = self._transport.send
+        key = self._key
+        pin = None
         try:
             req = next(op)
             while True:
-                req = op.send(send(req))
+                pins = _PINS.get()
+                pin = pins.get(key) if pins is not None else None
+                req = op.send(send(req, pin[0] if pin is not None else None))
         except StopIteration as done:
             return done.value
+        except E.TransactionNotFoundError:
+            if pin is not None:
+                self._lost(pin)
+            raise
+
+    def transaction(self) -> ClientTransaction:
+        """Group this thread's calls on this client into one transaction the server
+        holds (`with db.transaction(): ...`): it commits at a clean exit and rolls
+        back at an exception, as Database.transaction() does (see _TransactionScope)."""
+        return ClientTransaction(self)
 
     create_collection = _blocking(_ClientVerbs.create_collection)
     collection = _blocking(_ClientVerbs.collection)
@@ -783,11 +915,13 @@ class _AsyncConnections:
                                 max_keepalive_connections=max_connections))
         self._closed = False
 
-    async def send(self, req: _Request) -> _Response:
+    async def send(self, req: _Request, transaction: str | None = None) -> _Response:
         if self._closed:
             raise E.ClosedError("the client was closed")
         httpx = self._httpx
         headers = None if req.body is None else {"Content-Type": req.content_type}
+        if transaction is not None:
+            headers = {**(headers or {}), TRANSACTION_HEADER: transaction}
         for attempt in (0, 1):
             try:
                 r = await self._http.request(req.method, self.url + req.path,
@@ -842,15 +976,29 @@ class AsyncClient(_ClientVerbs):
         self._transport = _AsyncConnections(self.url, token, timeout, ssl_context,
                                              max_connections)
         self._bulk = "auto"
+        self._key = object()
 
     async def _drive(self, op):
         send = self._transport.send
+        key = self._key
+        pin = None
         try:
             req = next(op)
             while True:
-                req = op.send(await send(req))
+                pins = _PINS.get()
+                pin = pins.get(key) if pins is not None else None
+                req = op.send(await send(req, pin[0] if pin is not None else None))
         except StopIteration as done:
             return done.value
+        except E.TransactionNotFoundError:
+            if pin is not None:
+                self._lost(pin)
+            raise
+
+    def transaction(self) -> AsyncClientTransaction:
+        """`async with db.transaction(): ...`: Client.transaction()'s semantics, for
+        this task's calls on this client."""
+        return AsyncClientTransaction(self)
 
     create_collection = _awaitable(_ClientVerbs.create_collection)
     collection = _awaitable(_ClientVerbs.collection)

@@ -9,6 +9,7 @@ from .collection import Collection
 from .engine.engine import Engine, freeze_loaded_modules
 from .engine import merge
 from .engine.branches import MAIN
+from .kernels import ahead
 from .errors import BranchError, NotFoundError, OptionError, TransactionError
 from .schema import brief, from_micros, is_int
 from .session import Session, TransactionScope
@@ -119,6 +120,7 @@ class Database:
     def create_collection(self, name: str, schema: dict) -> Collection:
         """Create a collection with a schema of field name -> type."""
         self.thread_session().create_collection(name, schema)
+        ahead.start(ahead.shares_for(self.engine.table(name).schema.fields.values()))
         return Collection(self, name)
 
     def drop_collection(self, name: str) -> None:
@@ -130,7 +132,7 @@ class Database:
         """An existing collection (NotFoundError if there is none by that name)."""
         if not isinstance(name, str):    # a list as a dict key raised TypeError
             raise NotFoundError(f"a collection is named by a str, got {brief(name)}")
-        self.engine.table(name)
+        ahead.start(ahead.shares_for(self.engine.table(name).schema.fields.values()))
         return Collection(self, name)
 
     __getitem__ = collection

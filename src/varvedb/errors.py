@@ -256,6 +256,22 @@ class RequestTimeoutError(VarveError):
     sqlstate = "57014"
 
 
+class TransactionNotFoundError(NotFoundError, TransactionError):
+    """A request named a transaction (`X-Varve-Transaction`) the server does not
+    hold: never opened, or ended — committed, rolled back, rolled back after its
+    idle timeout or when the server stopped (HTTP 404). Nothing of the request
+    ran; nothing ran outside the transaction in its place."""
+    sqlstate = "25P01"
+
+
+class TransactionRequiredError(TransactionError):
+    """SQL that opens or ends a transaction block the request cannot hold: a BEGIN
+    left open at the end of a request, or a COMMIT / ROLLBACK with no transaction
+    (HTTP 409). Over HTTP a transaction spans requests only when opened
+    (POST /transactions, Client.transaction()); nothing of the request ran."""
+    sqlstate = "25000"
+
+
 class ServerError(VarveError):
     """The server failed in a way that is not one of the typed errors (HTTP 5xx)."""
     sqlstate = "XX000"

@@ -42,6 +42,7 @@ class Session:
         self.settings: dict = {}      # SQL's SET (hnsw.ef_search, ...), per session
         self.sql_block = False        # a transaction SQL's BEGIN opened
         self.sql_failed = False       # a statement in it failed: 25P02 until ROLLBACK
+        self.begin_joins = False      # SQL's BEGIN joins an open transaction (the server's)
         # may it read files of this machine (COPY FROM 'file'; embed() with a spec, or a
         # field made with an embedder, that loads a model from disk)? An embedded caller
         # may; the server's sessions may not (sql/privileges.py, engine/embedding.py)

@@ -26,21 +26,21 @@ compiler lock or a server's threads is not safe.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import hashlib
 import multiprocessing
 import os
+import signal
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 import varvedb as vv
-from .kernels import compile_log, jit
+from .index import fts
+from .kernels import ahead, compile_log
 
 WORDS = ("river ice varve layer sediment lake summer winter clay silt core year "
          "pollen glacier melt season").split()
@@ -140,6 +140,51 @@ SHARES = {
 }
 
 
+def first_text_share(folder: str) -> None:
+    """A full-text field's first use: insert, a search of one word and of two, SQL's @@."""
+    fts.compile_query_kernels()
+    rng = np.random.default_rng(1)
+    with vv.connect(os.path.join(folder, "text.varve")) as db:
+        docs = db.create_collection("docs", {"body": vv.Text(fts=True)})
+        docs.insert_arrays(id=np.arange(ROWS), body=_texts(rng, ROWS))
+        docs.search(text="lake clay", limit=10)
+        docs.search(text="river", limit=10)
+        db.sql("SELECT count(*) FROM docs WHERE body @@ 'river'")
+
+
+def first_scan_share(dtype: str) -> Callable[[str], None]:
+    """A scanned vector field of `dtype`'s first use: insert, one search."""
+    def share(folder: str) -> None:
+        rng = np.random.default_rng(2)
+        dim = 64 if dtype == "bit" else DIM
+        metric = "hamming" if dtype == "bit" else "cosine"
+        with vv.connect(os.path.join(folder, "scan.varve")) as db:
+            docs = db.create_collection("docs", {"v": vv.Vector(dim, dtype=dtype,
+                                                                 metric=metric)})
+            docs.insert_arrays(id=np.arange(ROWS), v=_vectors(rng, dtype, ROWS, dim))
+            docs.search(vector=_vectors(rng, dtype, 1, dim)[0], limit=10)
+    return share
+
+
+# What a compiler ahead (kernels/ahead.py) runs for a collection's fields (the
+# names its shares_for gives): the kernels of a first insert and search, not
+# every path a warm covers.
+AHEAD = {"text": first_text_share,
+         **{f"{dtype} scan": first_scan_share(dtype) for dtype in ("f32", "f16", "int8", "bit")}}
+
+
+def compile_ahead(shares: list[str]) -> None:
+    """Run AHEAD's `shares` in this process, in order (a compiler ahead's work: it
+    holds each kernel's lock while compiling it), marking each one done."""
+    compile_log.quiet()
+    # ended by the process that started it: unwind, so the scratch folder goes
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    for name in shares:
+        with tempfile.TemporaryDirectory(prefix="varvedb-ahead-") as folder:
+            AHEAD[name](folder)
+        ahead.share_mark(name).touch()
+
+
 @dataclass
 class WarmReport:
     """What a warm did: specialisations compiled by the workers (by kernel: how
@@ -165,18 +210,6 @@ class WarmReport:
                    else ""))
 
 
-def warmed_mark() -> Path:
-    """The file whose presence says this cache holds every share's kernels."""
-    import numba
-    digest = hashlib.sha256("\0".join([
-        jit.source_stamp(), numba.__version__, sys.version,
-        str(numba.config.BOUNDSCHECK)]).encode())
-    # the types the rest of the package passes decide what compiles, so its source too
-    for path in sorted(Path(__file__).parent.rglob("*.py")):
-        digest.update(path.read_bytes())
-    return Path(jit.cache_folder()) / f"varvedb-warmed-{digest.hexdigest()[:24]}"
-
-
 def run_share(name: str) -> list[compile_log.Compilation]:
     """Run one share in a scratch folder (a worker's job); what it compiled."""
     compile_log.quiet()
@@ -194,7 +227,7 @@ def warm(processes: int | None = None, progress: bool = True, echo=None,
     kernel was cached). Returns at once (an empty report) when the cache holds
     the mark of an earlier complete warm, unless `again`."""
     t0 = time.perf_counter()
-    mark = warmed_mark()
+    mark = ahead.warmed_mark()
     if mark.exists() and not again:
         return WarmReport(seconds=time.perf_counter() - t0)
     report = WarmReport(processes=processes or len(os.sched_getaffinity(0)))

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import NonFiniteVectorError
 from ..kernels.distance import METRIC_CODES
-from ..kernels.scan import scan_top_k
+from ..kernels.scan import NEAR_TIES, rank_near, scan_top_k
 
 _NO_ALLOW = np.zeros(1, np.bool_)
 _NO_ROWS = np.zeros(1, np.int64)
@@ -54,6 +54,7 @@ def searcher(metric: str, arena: np.ndarray, norms: np.ndarray, k: int,
     allow = _NO_ALLOW if allow is None else allow
     gathered = _NO_ROWS if gathered is None else gathered
     room = k + spare
+    scored = len(gathered) if use_rows else n
 
     def top_k(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         # one flavour of query for the kernel: a read-only one compiled apart and
@@ -63,8 +64,12 @@ def searcher(metric: str, arena: np.ndarray, norms: np.ndarray, k: int,
             q = np.array(q, dtype=dtype, order="C")
         rows = np.empty(room, np.int64)
         dists = np.empty(room, np.float64)
+        scores = np.empty(scored, np.float32)
         count = scan_top_k(bits, norms, q, code, k, spare, allow, use_allow, gathered,
-                           use_rows, rows, dists)
+                           use_rows, scores, rows, dists)
+        if count == NEAR_TIES:
+            count = rank_near(bits, q, code, k, np.float32(dists[0]), scores, allow, use_allow,
+                              gathered, use_rows, rows, dists)
         if count < 0:
             raise NonFiniteVectorError("query vector holds NaN or inf")
         return rows[:count], dists[:count]

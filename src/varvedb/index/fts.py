@@ -77,6 +77,20 @@ _NO_ROWS = np.empty(0, np.int64)
 _NO_TFS = np.empty(0, np.int32)
 
 
+def compile_query_kernels() -> None:
+    """Run a search's kernels once on nothing (an empty segment, a query of no
+    leaf), so that numba compiles them for the types a search passes them: what
+    a compiler ahead (warm.py) does first, since in a real first use they come
+    last, after the index kernels."""
+    seg = {name: np.empty(0, dtype) for name, dtype in SEGMENT_FIELDS.items()}
+    plan = np.array([0, -1, 0, 1, 1], np.int64)     # no leaf: lo, lead, n, k, last
+    bm25.top_k_segment(seg["post"], seg["blk_last"], seg["blk_maxtf"], seg["blk_minlen"],
+                       seg["blk_post"], plan, np.array([1.2, 0.75, 1.0]), _NO_ROWS, _NO_TFS,
+                       np.empty(0, np.int32), np.empty(0, np.bool_), np.empty(1, np.float64),
+                       np.empty(1, np.int64))
+    bm25.decode_terms(seg["post"], seg["term_post"], seg["term_df"], _NO_ROWS, 0, 0)
+
+
 @dataclass(frozen=True)
 class Stats:
     N: int          # visible rows with a text (not null)

@@ -749,7 +749,10 @@ def _heap_sort(keys, ids, n):
         ids[j] = row
 
 
-@njit(**_INLINE)
+# a real call from top_k_segment, not inlined: numba's IR inlining of this body
+# (its own inlined helpers, _seek's four copies, re-typed) was a third of a cold
+# text search's first compile; one call a segment costs nothing measurable
+@njit(**_JIT)
 def _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
                    kind, start, df, blk, doff, idf, scored, req, d_rows, d_tfs,
                    ops, args, lead, lengths, allow, k1, b, avgdl, keys, ids, n, k):
@@ -811,11 +814,7 @@ def _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
         if scored[l]:
             n_sc += 1
     order = np.empty(n_sc, np.int64)
-    q = 0
-    for l in np.argsort(leaf_ub):
-        if scored[l]:
-            order[q] = l
-            q += 1
+    _order_by_bound(leaf_ub, scored, order)
     # cum[j]: bounds of order[:j]
     for j in range(n_sc):
         cum[j + 1] = cum[j] + leaf_ub[order[j]]
@@ -946,6 +945,22 @@ def _top_k_segment(post, blk_last, blk_maxtf, blk_minlen, blk_post, lo,
                     _seek(l, d + 1, kind, start, df, blk, doff, post, blk_post, lasts, u0,
                           lo, d_rows, d_tfs, br, bt, bn, cur, bpos, row_at, nblk)
     return n
+
+
+@njit(**_INLINE)
+def _order_by_bound(leaf_ub, scored, order):
+    """The scored leaves into ``order``, ascending by bound, ties in leaf order (an
+    insertion sort: a query has few leaves, and np.argsort compiled numba's whole
+    quicksort into the kernel)."""
+    q = 0
+    for l in range(leaf_ub.shape[0]):
+        if scored[l]:
+            j = q
+            while j > 0 and leaf_ub[order[j - 1]] > leaf_ub[l]:
+                order[j] = order[j - 1]
+                j -= 1
+            order[j] = l
+            q += 1
 
 
 @njit(**_INLINE)

@@ -47,6 +47,7 @@ from numba import njit as _numba_njit
 from numba.core import types
 from numba.core.caching import FunctionCache
 
+from . import compile_lock
 from . import compile_log  # noqa: F401  (its listener counts every compilation from here on)
 
 # parameters that, in every kernel that has them, are only read, and that reach
@@ -145,13 +146,26 @@ def _compile_plain(dispatcher, fn, readonly, literal) -> None:
                  else types.unliteral(x) for x in t])
         return t if i in keep else types.unliteral(t)
 
+    def compile_once(sig):
+        # another process compiling this (a compiler ahead) is waited for, and
+        # what it saved loaded; a compiler ahead holds the lock while it compiles
+        cache = dispatcher._cache
+        if not isinstance(cache, LoadOnlyCache) or sig in dispatcher.overloads:
+            return compile_exact(sig)
+        path = compile_lock.lock_path(cache.folder, fn, sig)
+        if compile_lock.is_worker():
+            with compile_lock.holding(path):
+                return compile_exact(sig)
+        compile_lock.wait_for(path)
+        return compile_exact(sig)
+
     def compile(sig):
         # numba's own callers (a first call, a kernel calling this one) pass a
         # tuple of argument types; anything else is an explicit signature, kept
         if not isinstance(sig, tuple):
             return compile_exact(sig)
         reading = tuple(plain(i, t) for i, t in enumerate(sig))
-        entry = compile_exact(reading)
+        entry = compile_once(reading)
         if reading != sig:
             # the caller's exact types also dispatch straight to that code: a
             # call numba matches only by conversion costs ~35 us, not ~0.3 us

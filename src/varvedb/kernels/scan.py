@@ -11,8 +11,10 @@ sorts them by (score, row) (:func:`rank_rows`) — the same scores
 and order as the BLAS path. The spare candidates absorb float32 near-ties;
 when the heap's worst is still within float32's error of the k-th (ties, or
 scores float32 cannot tell apart, past the spares), every allowed row that
-near is ranked exactly (:func:`_rank_near`), so the answer is always exact
-search's: the k best by (float64 score, row).
+near is ranked exactly, so the answer is always exact
+search's: the k best by (float64 score, row). That last step is a kernel of
+its own (:func:`rank_near`, which the caller runs when :func:`scan_top_k`
+says so), so a first search compiles it only when ties need it.
 """
 from __future__ import annotations
 
@@ -109,35 +111,43 @@ def _l1_score_allowed(arena, query, allow, scores):
             scores[i] = l1_query(arena, i, query)
 
 
+NEAR_TIES = -2     # scan_top_k's answer when rank_near must settle the k best
+
+
 @njit(cache=True, nogil=True, readonly=("rows",))
 def scan_top_k(arena, norms, query, metric, k, spare, allow, use_allow, rows, use_rows,
-               out_rows, out_dist):
+               scores, out_rows, out_dist):
     """The k allowed rows of ``arena`` nearest ``query`` into ``out_rows``/``out_dist``
     (room for k + spare), ascending by (exact float64 score, row); returns how
-    many (fewer than k when fewer rows are allowed), or -1 for a non-finite query.
+    many (fewer than k when fewer rows are allowed), -1 for a non-finite query,
+    or NEAR_TIES: rows past the spares score within float32's error of the
+    k-th, so :func:`rank_near` ranks them, given ``scores`` as this call left
+    them and the limit this call left in ``out_dist[0]``.
 
     ``metric`` is any code of ``METRIC_CODES`` (L1 included);
     ``arena`` is float32, or uint16 holding float16 bits; ``norms`` float32 per
     row (read for cosine only); ``allow`` a bool mask over the rows (read when
     ``use_allow``); ``rows`` the only rows to score, ascending (read when
-    ``use_rows``: a sparse mask is cheaper gathered than tested row by row)."""
+    ``use_rows``: a sparse mask is cheaper gathered than tested row by row);
+    ``scores`` float32 scratch, one per row scored (``rows``' length when
+    ``use_rows``, else the arena's)."""
     if not all_finite(query):
         return -1
     cap = k + spare
     keys = np.empty(cap, np.float32)
     ids = np.empty(cap, np.int64)
-    scores = np.empty(rows.shape[0] if use_rows else arena.shape[0], np.float32)
     n = _candidates(arena, norms, query, metric, cap, allow, use_allow, rows, use_rows, scores,
                     keys, ids)
     n = max_sort(keys, ids, n)
     if n == cap:
         # a row the heap left out scores above its worst; if that is within float32's
         # error of the k-th, its exact score may beat the k-th's (or tie it with a
-        # lower row): every row that near is ranked exactly
+        # lower row): every row that near is ranked exactly, by rank_near, a kernel
+        # of its own so that a first search compiles it only when it needs it
         limit = _near(keys[k - 1], arena, norms, query, metric)
         if keys[n - 1] <= limit:
-            return _rank_near(arena, query, metric, k, limit, scores, allow, use_allow, rows,
-                              use_rows, out_rows, out_dist)
+            out_dist[0] = limit
+            return NEAR_TIES
     for i in range(n):
         out_rows[i] = ids[i]
     rank_rows(arena, out_rows[:n], query, metric, out_dist[:n])
@@ -170,10 +180,12 @@ def _near(kth, arena, norms, query, metric):
     return np.float32(kth * (1.0 + err) + query.shape[0] * 1e-37)
 
 
-@njit(cache=True, nogil=True, readonly=("rows",))
-def _rank_near(arena, query, metric, k, limit, scores, allow, use_allow, rows, use_rows,
-               out_rows, out_dist):
-    """The k best by (exact score, row) of the allowed rows scoring at most ``limit``."""
+@njit(cache=True, nogil=True, readonly=("rows", "scores"))
+def rank_near(arena, query, metric, k, limit, scores, allow, use_allow, rows, use_rows,
+              out_rows, out_dist):
+    """After scan_top_k answered NEAR_TIES (the same arguments, its ``scores``, and
+    ``limit`` = the float32 value it left in ``out_dist[0]``): the k best by (exact
+    score, row) of the allowed rows scoring at most ``limit``; returns how many."""
     m = 0
     for i in range(scores.shape[0]):
         r = rows[i] if use_rows else i

@@ -43,7 +43,10 @@ _EMPTY = -1
 @njit(**_JIT)
 def _grow(a, n):
     b = np.empty(max(2 * a.shape[0], n), a.dtype)
-    b[:a.shape[0]] = a
+    # a loop, not ``b[:len(a)] = a``: numba's slice assignment compiles its
+    # shape-mismatch message (str formatting: ~2 s at a first use)
+    for i in range(a.shape[0]):
+        b[i] = a[i]
     return b
 
 
@@ -89,7 +92,16 @@ def _text_tokens(data, lo, hi, d, ascii_fold, ascii_class, keys, fold_off, fold_
             else:
                 c = ((c & 0x1F) << 6) | (np.int64(data[o + 1]) & 0x3F)
                 o += 2
-            k = np.searchsorted(keys, c)
+            # the first key >= c (np.searchsorted compiled numba's generic
+            # comparisons, complex numbers' included, at a first use)
+            k = 0
+            top = keys.shape[0]
+            while k < top:
+                mid = (k + top) >> 1
+                if keys[mid] < c:
+                    k = mid + 1
+                else:
+                    top = mid
             for j in range(fold_off[k], fold_off[k + 1]):
                 f[nf] = fold_cp[j]
                 fcls[nf] = fold_class[j]

@@ -1,6 +1,7 @@
 """The HTTP API (docs/server.md): Starlette routes onto a Database's verbs.
 
-Each request runs in a session of its own, on a thread of the server's pool
+Each request runs in a session of its own (or in the transaction its
+X-Varve-Transaction header names: transactions.py), on a thread of the server's pool
 (the event loop only reads bodies and writes answers): reads run side by side
 (the kernels release the GIL), writes meet at the file's single writer.
 Errors are VarveErrors carried as {"error": {...}} with the status of
@@ -28,6 +29,7 @@ from ..cancel import CancelToken, running
 from ..wire import encode, error_to_wire
 from .metrics import Metrics
 from .routes import MediaTypeError, table
+from .transactions import HEADER, Transactions
 
 log = logging.getLogger("varvedb.server")
 
@@ -41,13 +43,14 @@ class Job:
     its work stops at its next cancellation check (varvedb.cancel), so the pool
     thread is free again; a write is never abandoned once it has begun, and
     never begins once abandoned, so a 504 always means nothing was applied."""
-    __slots__ = ("_lock", "_state", "token")
+    __slots__ = ("_lock", "_state", "token", "transaction")
     current = threading.local()      # the job the calling pool thread runs
 
-    def __init__(self):
+    def __init__(self, transaction: str | None = None):
         self._lock = threading.Lock()
         self._state = "queued"       # queued | running | writing | abandoned
         self.token = CancelToken()
+        self.transaction = transaction   # the id its X-Varve-Transaction header names
 
     def start(self) -> bool:
         with self._lock:
@@ -75,6 +78,12 @@ class Job:
                 raise E.RequestTimeoutError("the request ran past the server's timeout "
                                             "before it began")
             job._state = "writing"
+
+    @classmethod
+    def transaction_named(cls) -> str | None:
+        """The transaction id the calling pool thread's request names, if any."""
+        job = getattr(cls.current, "job", None)
+        return None if job is None else job.transaction
 
 
 def item_params(request: Request) -> dict:
@@ -140,7 +149,8 @@ class Api:
     """The routes' work, on one open Database."""
 
     def __init__(self, db, *, token: str | None = None, max_body: int = 256 << 20,
-                 max_results: int = 10_000, timeout: float = 30.0, threads: int = 8):
+                 max_results: int = 10_000, timeout: float = 30.0, threads: int = 8,
+                 transaction_idle_timeout: float = 60.0):
         self.db = db
         self.token = token.encode() if token else None
         self.max_body = max_body
@@ -148,6 +158,7 @@ class Api:
         self.timeout = timeout
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="varvedb-request")
         self.metrics = Metrics(db)
+        self.transactions = Transactions(db, transaction_idle_timeout, wait=timeout)
 
     # ---- the door: token, body, thread, errors, metrics ----------------------------
 
@@ -178,10 +189,12 @@ class Api:
         return b"".join(chunks)
 
     def endpoint(self, template: str, work, needs_body: bool = False, open_route: bool = False,
-                 inline: bool = False):
+                 inline: bool = False, transactional: bool = False):
         """An ASGI endpoint: checks the token, reads the body, runs `work(request
         parts)` on the pool (at most `timeout` seconds, unless it has begun to
-        write: see Job), answers with the status and bytes `work` returns."""
+        write: see Job), answers with the status and bytes `work` returns.
+        transactional: the route runs in the transaction its X-Varve-Transaction
+        header names (Job.transaction)."""
         observe = self.metrics.observe
         loop_pool = self.pool
         by_raw_path = "{id}" in template
@@ -199,13 +212,16 @@ class Api:
                 if inline:     # trivial work (health): no hand-off, no queue behind a read
                     code, payload = work(*parts)
                     return self._answer(template, request, code, payload, t0)
-                job = Job()
+                job = Job(request.headers.get(HEADER) if transactional else None)
                 fut = asyncio.get_running_loop().run_in_executor(loop_pool, _run_job, job, work,
                                                                  parts, self.metrics)
                 try:
                     code, payload = await asyncio.wait_for(asyncio.shield(fut), self.timeout)
                 except asyncio.TimeoutError:
                     if job.abandon():
+                        if job.transaction is not None:    # its statement was not run
+                            self.transactions.fail(job.transaction, "a request in it ran "
+                                                   "past the server's timeout")
                         # its work ends in QueryCanceledError or RequestTimeoutError,
                         # which no one awaits: read it, so asyncio logs no traceback
                         fut.add_done_callback(_retrieve)
@@ -239,11 +255,12 @@ class Api:
 
 
 def build_app(db, *, token: str | None = None, max_body: int = 256 << 20,
-              max_results: int = 10_000, timeout: float = 30.0, threads: int = 8) -> Starlette:
+              max_results: int = 10_000, timeout: float = 30.0, threads: int = 8,
+              transaction_idle_timeout: float = 60.0) -> Starlette:
     """The Starlette application serving `db` (see docs/server.md)."""
     api = Api(db, token=token, max_body=max_body, max_results=max_results, timeout=timeout,
-              threads=threads)
-    routes = table(api, Job.claim_write)
+              threads=threads, transaction_idle_timeout=transaction_idle_timeout)
+    routes = table(api, Job.claim_write, Job.transaction_named)
 
     @asynccontextmanager
     async def lifespan(app):
@@ -285,6 +302,7 @@ def _shutdown(api: Api) -> None:
     api.pool.shutdown(wait=True)
     db = api.db
     try:
+        api.transactions.close()      # open ones roll back (and free the writer lock)
         if db.path is not None and not db.engine.readonly:
             db.checkpoint()
     except E.VarveError:

@@ -85,12 +85,23 @@ SCHEMAS = {
                        "rows": {"type": "array", "items": {"type": "array"}},
                        "status": {"type": "string"}, "rowcount": {"type": "integer"},
                        "copy_data": {"type": "string",
-                                     "description": "what a COPY ... TO STDOUT wrote"}},
+                                     "description": "what a COPY ... TO STDOUT wrote"},
+                       "transaction": {"enum": ["open", "failed", "ended"],
+                                       "description": "sent in a transaction: its state "
+                                       "after the text (ended: its COMMIT or ROLLBACK)"}},
                       ("columns", "kinds", "rows", "status", "rowcount")),
     "Versions": _obj({"versions": {"type": "array", "items": {"type": "object"}}},
                      ("versions",)),
     "Verify": _obj({"anchor": {"type": ["array", "null"], "prefixItems": [
         {"type": "integer"}, {"type": "string"}], "minItems": 2, "maxItems": 2}}),
+    "Transaction": _obj({"id": {"type": "string"}, "state": {"enum": ["open", "failed"]},
+                         "version": {"type": "integer", "description": "the version it "
+                                     "commits as (reads in it see its own writes)"}},
+                        ("id", "state", "version")),
+    "Committed": _obj({"id": {"type": "string"}, "state": {"const": "committed"},
+                       "version": {"type": "integer"}}, ("id", "state", "version")),
+    "RolledBack": _obj({"id": {"type": "string"}, "state": {"const": "rolled back"}},
+                       ("id", "state")),
     "VerifyReport": _obj({"ok": {"type": "boolean"}, "versions_checked": {"type": "integer"},
                           "first_break": {"type": ["object", "null"]},
                           "chain": {"type": "string"}},
@@ -106,8 +117,9 @@ def _json_body(schema: dict, required: bool = True) -> dict:
 ERRORS = {400: "malformed JSON or body, a bad option, filter, text query or SQL",
           401: "token missing or wrong",
           403: "what only an embedded caller may do: read the server's files",
-          404: "unknown collection, item or version",
-          409: "id taken, transaction conflict", 413: "body over the server's cap",
+          404: "unknown collection, item or version, or a transaction not open here",
+          409: "id taken, transaction conflict, a failed transaction (25P02), a "
+               "transaction statement no transaction holds", 413: "body over the server's cap",
           415: "a body type the route does not take",
           422: "a value that does not fit the schema, a result over the cap",
           500: "the file or the server failed",
@@ -160,6 +172,23 @@ def _op(summary: str, ok: int, answer: dict | None, body: dict | None = None,
     return op
 
 
+# the header that runs a data route in a transaction (POST /transactions)
+IN_TRANSACTION = {"name": "X-Varve-Transaction", "in": "header", "required": False,
+                  "schema": {"type": "string"},
+                  "description": "run in this open transaction (its id from POST "
+                                 "/transactions); one not open here is a 404"}
+
+
+def _in_transaction(op: dict) -> dict:
+    """A data route's operation, which the transaction header may run in one: an
+    id not open here is a 404, a failed transaction a 409."""
+    op["parameters"] = [*op.get("parameters", ()), IN_TRANSACTION]   # C and I are shared
+    for code in (404, 409):
+        op["responses"].setdefault(str(code), _error_response(code))
+    op["responses"] = dict(sorted(op["responses"].items()))
+    return op
+
+
 def _path_param(name: str, what: str) -> dict:
     return {"name": name, "in": "path", "required": True, "schema": {"type": "string"},
             "description": what}
@@ -179,6 +208,7 @@ def openapi_document() -> dict:
                                                            "format": "binary"}},
         "application/x-npy": {"schema": {"type": "string", "format": "binary"}}}}
     search_body = _json_body({"oneOf": [_ref("Search"), _ref("SearchBatch")]})
+    T = [_path_param("t", "the transaction's id (from POST /transactions)")]
     paths = {
         "/health": {"get": _op("Liveness and the newest version (no token needed)", 200,
                                _obj({"status": {"const": "ok"},
@@ -235,7 +265,23 @@ def openapi_document() -> dict:
         "/history": {"get": _op("Every commit held", 200, _ref("Versions"))},
         "/verify": {"post": _op("Re-read and check the whole file", 200, _ref("VerifyReport"),
                                 _json_body(_ref("Verify"), required=False))},
+        "/transactions": {"post": _op(
+            "Open a transaction that spans requests: it takes the writer (503 while "
+            "another holds it past the lock timeout) and is rolled back after the "
+            "server's idle timeout", 201, _ref("Transaction"), write=True)},
+        "/transactions/{t}": {"get": _op("A transaction's state", 200, _ref("Transaction"),
+                                         params=T)},
+        "/transactions/{t}/commit": {"post": _op(
+            "Commit a transaction (a failed one is rolled back: 409)", 200, _ref("Committed"),
+            params=T, write=True)},
+        "/transactions/{t}/rollback": {"post": _op("Roll a transaction back", 200,
+                                                   _ref("RolledBack"), params=T, write=True)},
     }
+    for path, item in paths.items():
+        if path == "/sql" or path.startswith("/collections/{c}") or path == "/collections":
+            for method, op in item.items():
+                if (path, method) != ("/collections", "get"):
+                    _in_transaction(op)
     return {
         "openapi": "3.1.0",
         "info": {"title": "varvedb", "version": __version__,

@@ -1,5 +1,6 @@
 """The routes of docs/server.md: each verb reads its request, runs one call of
-the embedded API in a session of its own, and returns (status, JSON bytes).
+the embedded API in a session of its own (or in the transaction the request
+names: transactions.py), and returns (status, JSON bytes).
 
 They run on the server's thread pool (app.Api.endpoint), never on the event
 loop. A read's body is read into its request (query/request.py: Search,
@@ -25,10 +26,16 @@ class MediaTypeError(E.RequestError):
     """A body of a type the route does not take (HTTP 415)."""
 
 
-def table(api, claim_write) -> list:
+def table(api, claim_write, transaction_named=None) -> list:
     """(path, method, work, endpoint options) for every route of app.Api `api`;
-    a write calls `claim_write()` before it begins (app.Job)."""
+    a write calls `claim_write()` before it begins (app.Job); `transaction_named()`
+    is the id of the transaction the request runs in (its X-Varve-Transaction
+    header), or None (no transaction_named: never one)."""
     db = api.db
+    if transaction_named is None:
+        def transaction_named():
+            return None
+    transactions = api.transactions
 
     def cap(n: int, what: str) -> None:
         if n > api.max_results:
@@ -41,8 +48,15 @@ def table(api, claim_write) -> list:
                                         f"of {api.max_results:,}")
 
     def session_call(fn):
-        """Run fn(session) in a fresh session; an open transaction left is rolled back.
-        A client's session may not read the server's files (sql/privileges.py)."""
+        """Run fn(session) in a fresh session (an open transaction left is rolled
+        back), or in the transaction the request names. A client's session may not
+        read the server's files (sql/privileges.py)."""
+        tid = transaction_named()
+        if tid is not None:
+            with transactions.using(tid) as t:
+                t.check_usable()
+                with transactions.running(t) as sess:
+                    return fn(sess)
         sess = db.session(server_files=False)
         try:
             return fn(sess)
@@ -50,7 +64,18 @@ def table(api, claim_write) -> list:
             sess.close()
 
     def write_call(fn) -> bytes:
-        """Run fn(session) as one transaction; its answer gains the commit's version."""
+        """Run fn(session) as one transaction; its answer gains the commit's version.
+        In the transaction the request names, its answer's version is the one that
+        transaction will commit as."""
+        tid = transaction_named()
+        if tid is not None:
+            with transactions.using(tid) as t:
+                t.check_usable()
+                claim_write()
+                with transactions.running(t) as sess:
+                    out = fn(sess)
+                    out["version"] = sess.version
+            return encode(out)
         sess = db.session(server_files=False)
         claim_write()
         sess.begin()
@@ -279,14 +304,16 @@ def table(api, claim_write) -> list:
         if copy_data is not None and not isinstance(copy_data, str):
             raise E.SqlError("22023", f"copy_data is a string, got {type(copy_data).__name__}")
         from ..sql import compile_text
-        kinds = {c.kind for c in compile_text(text)}
+        compiled = compile_text(text)
+        kinds = {c.kind for c in compiled}
         # a write the server wraps in a transaction of its own, so that an answer
         # over the result cap is refused with nothing applied
-        own_tx = bool(kinds & {"write", "ddl"}) and "transaction" not in kinds
+        writes = bool(kinds & {"write", "ddl"}) and "transaction" not in kinds
 
         def go(s):
             if kinds - {"select"}:     # it may write: not abandoned at the timeout from here
                 claim_write()
+            own_tx = writes and s.tx is None
             if own_tx:
                 s.begin()
             try:
@@ -304,7 +331,38 @@ def table(api, claim_write) -> list:
             if r.copy_data is not None:
                 out["copy_data"] = r.copy_data.decode()
             return out
-        return 200, encode(session_call(go))
+
+        tid = transaction_named()
+        if tid is None:
+            transaction_statements(compiled, in_transaction=False)
+            return 200, encode(session_call(go))
+        with transactions.using(tid) as t:
+            transaction_statements(compiled, in_transaction=True)
+            with transactions.running(t) as s:
+                out = go(s)
+            out["transaction"] = t.state if s.tx is not None else "ended"
+        return 200, encode(out)
+
+    # ---- transactions that span requests (transactions.py) -----------------------
+
+    def open_transaction(p, q, ctype, raw):
+        claim_write()       # it takes the writer lock: never abandoned once it waits
+        return 201, encode(transactions.open().describe())
+
+    def transaction_state(p, q, ctype, raw):
+        return 200, encode(transactions.find(p["t"]).describe())
+
+    def commit_transaction(p, q, ctype, raw):
+        with transactions.using(p["t"]) as t:
+            claim_write()
+            version = transactions.commit(t)
+        return 200, encode({"id": t.id, "state": "committed", "version": version})
+
+    def rollback_transaction(p, q, ctype, raw):
+        with transactions.using(p["t"]) as t:
+            claim_write()
+            transactions.rollback(t)
+        return 200, encode({"id": t.id, "state": "rolled back"})
 
     def history(p, q, ctype, raw):
         return 200, encode({"versions": db.history()})
@@ -318,30 +376,72 @@ def table(api, claim_write) -> list:
         return 200, encode(db.verify(anchor=anchor))
 
     C, I = "/collections/{c}", "/collections/{c}/items/{id}"
+    # the data routes run in the transaction a request names (X-Varve-Transaction)
+    TX = {"transactional": True}
+    BODY_TX = {"needs_body": True, "transactional": True}
     return [
         # the hot routes first: Starlette tries them in order (17 µs a search)
-        (C + "/search", "POST", search, {"needs_body": True}),
-        (I, "GET", get_item_or_history, {}),
-        (C + "/find", "POST", find, {"needs_body": True}),
-        (C + "/count", "POST", count, {"needs_body": True}),
+        (C + "/search", "POST", search, BODY_TX),
+        (I, "GET", get_item_or_history, TX),
+        (C + "/find", "POST", find, BODY_TX),
+        (C + "/count", "POST", count, BODY_TX),
         ("/health", "GET", health, {"open_route": True, "inline": True}),
         ("/openapi.json", "GET", openapi, {}),
         ("/metrics", "GET", metrics, {}),
         ("/collections", "GET", list_collections, {}),
-        ("/collections", "POST", create_collection, {"needs_body": True}),
-        (C, "GET", get_collection, {}),
-        (C, "DELETE", drop_collection, {}),
-        (C + "/items", "POST", insert, {"needs_body": True}),
-        (C + "/items", "PUT", upsert, {"needs_body": True}),
-        (I, "PATCH", patch_item, {"needs_body": True}),
-        (I, "DELETE", delete_item, {}),
-        (I + "/history", "GET", get_item_or_history, {}),
-        (C + "/update", "POST", update, {"needs_body": True}),
-        (C + "/delete", "POST", delete, {"needs_body": True}),
-        ("/sql", "POST", sql, {"needs_body": True}),
+        ("/collections", "POST", create_collection, BODY_TX),
+        (C, "GET", get_collection, TX),
+        (C, "DELETE", drop_collection, TX),
+        (C + "/items", "POST", insert, BODY_TX),
+        (C + "/items", "PUT", upsert, BODY_TX),
+        (I, "PATCH", patch_item, BODY_TX),
+        (I, "DELETE", delete_item, TX),
+        (I + "/history", "GET", get_item_or_history, TX),
+        (C + "/update", "POST", update, BODY_TX),
+        (C + "/delete", "POST", delete, BODY_TX),
+        ("/sql", "POST", sql, BODY_TX),
         ("/history", "GET", history, {}),
         ("/verify", "POST", verify, {"needs_body": True}),
+        ("/transactions", "POST", open_transaction, {}),
+        ("/transactions/{t}", "GET", transaction_state, {}),
+        ("/transactions/{t}/commit", "POST", commit_transaction, {}),
+        ("/transactions/{t}/rollback", "POST", rollback_transaction, {}),
     ]
+
+
+def transaction_statements(compiled, in_transaction: bool) -> None:
+    """Refuse, before anything runs, SQL whose BEGIN / COMMIT / ROLLBACK a request
+    cannot honour (TransactionRequiredError): outside a transaction, a BEGIN left
+    open at the end of the text (a transaction spans requests only once opened)
+    or a COMMIT / ROLLBACK that ends no BEGIN of the text; inside one, statements
+    after the COMMIT / ROLLBACK that ends it (they would run outside it)."""
+    block = ended = False
+    for c in compiled:
+        if ended:
+            raise E.TransactionRequiredError(
+                "a statement after the COMMIT or ROLLBACK that ends this request's "
+                "transaction would run outside it: send it without the transaction; "
+                "nothing ran")
+        if c.kind != "transaction":
+            continue
+        if c.impl.verb == "BEGIN":
+            block = True
+        elif in_transaction:
+            ended = True
+        elif not block:
+            e = E.TransactionRequiredError(
+                f"{c.impl.verb} with no transaction to end: open one first (POST "
+                "/transactions, then send its id in X-Varve-Transaction; "
+                "Client.transaction()); nothing ran")
+            e.sqlstate = "25P01"       # PostgreSQL's no_active_sql_transaction
+            raise e
+        else:
+            block = False
+    if block and not in_transaction:
+        raise E.TransactionRequiredError(
+            "BEGIN without COMMIT or ROLLBACK in this request: a transaction spans "
+            "requests only once opened (POST /transactions, then send its id in "
+            "X-Varve-Transaction; Client.transaction()); nothing ran")
 
 
 def json_body(ctype: str, raw: bytes, shape: type, what: str):

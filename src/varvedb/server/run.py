@@ -14,6 +14,8 @@ import ipaddress
 import logging
 import sys
 
+import uvicorn
+
 from ..errors import OptionError
 
 
@@ -30,12 +32,13 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | Non
           tls_cert: str | None = None, tls_key: str | None = None,
           max_body: int = 256 << 20, max_results: int = 10_000, timeout: float = 30.0,
           threads: int = 8, durability: str = "commit", log_level: str = "warning",
-          warm: bool = True) -> None:
+          warm: bool = True, transaction_idle_timeout: float = 60.0,
+          pg_port: int | None = None) -> None:
     """Serve the file at `path` until SIGTERM/SIGINT (blocks). With `warm`, every
     kernel is compiled (or loaded) before the file opens and the port is bound
-    (varvedb/warm.py), so no request waits on numba."""
-    import uvicorn
-
+    (varvedb/warm.py), so no request waits on numba. With `pg_port`, the
+    PostgreSQL protocol is served on that port too (varvedb/pgwire), in the same
+    event loop, over the same open file."""
     import varvedb as vv
     from .app import build_app
 
@@ -54,7 +57,8 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | Non
             print(f"varvedb: {report.summary()}", file=sys.stderr, flush=True)
     db = vv.connect(path, durability=durability)
     app = build_app(db, token=token, max_body=max_body, max_results=max_results,
-                    timeout=timeout, threads=threads)
+                    timeout=timeout, threads=threads,
+                    transaction_idle_timeout=transaction_idle_timeout)
     have = importlib.util.find_spec
     config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, access_log=False,
@@ -62,10 +66,49 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | Non
         http="httptools" if have("httptools") else "h11",
         ssl_certfile=tls_cert, ssl_keyfile=tls_key, lifespan="on",
         timeout_keep_alive=75)
-    server = uvicorn.Server(config)
     scheme = "https" if tls_cert else "http"
     logging.getLogger("varvedb.server").addHandler(logging.StreamHandler(sys.stderr))
-    print(f"varvedb: serving {path} on {scheme}://{host}:{port}"
+    where = f"{scheme}://{host}:{port}"
+    if pg_port is None:
+        server = uvicorn.Server(config)
+    else:
+        from ..pgwire.server import PgServer
+        pg = PgServer(db, token=token, ssl_context=_ssl_context(tls_cert, tls_key))
+        server = _WithPg(config, pg, host, pg_port)
+        where += f" and postgresql://{host}:{pg_port}"
+    print(f"varvedb: serving {path} on {where}"
           f"{' (token required)' if token else ''}; SIGTERM or Ctrl-C stops it",
           file=sys.stderr, flush=True)
     server.run()
+
+
+def _ssl_context(cert: str | None, key: str | None):
+    if cert is None:
+        return None
+    import ssl
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+class _WithPg(uvicorn.Server):
+    """uvicorn's server that also listens for PostgreSQL clients, and ends them
+    before the app's shutdown closes the file."""
+
+    def __init__(self, config, pg, host: str, port: int):
+        super().__init__(config)
+        self.pg, self.pg_host, self.pg_port = pg, host, port
+
+    async def startup(self, sockets=None) -> None:
+        try:
+            await self.pg.start(self.pg_host, self.pg_port)
+        except OSError as e:
+            print(f"varvedb: cannot listen for PostgreSQL clients on "
+                  f"{self.pg_host}:{self.pg_port}: {e.strerror or e}", file=sys.stderr)
+            self.should_exit = True
+            return
+        await super().startup(sockets)
+
+    async def shutdown(self, sockets=None) -> None:
+        await self.pg.stop()
+        await super().shutdown(sockets)

@@ -27,7 +27,7 @@ from ..schema import brief
 from . import privileges
 from ..results import SqlResult
 
-__all__ = ["run", "compile_text", "SqlResult"]
+__all__ = ["run", "run_each", "compile_text", "SqlResult"]
 
 _COMMENTS = frozenset(("SQL_COMMENT", "C_COMMENT"))
 _STRINGS = frozenset(("SCONST", "USCONST"))
@@ -189,26 +189,40 @@ def run(session, text: str, params=(), copy_data=None) -> SqlResult:
     """Run SQL in a session; the last statement's result is returned. `copy_data`
     (bytes, str or a binary file object) is what a COPY ... FROM STDIN reads."""
     if type(params) is not list and type(params) is not tuple:
-        if params is None:
-            params = ()
-        elif not isinstance(params, (list, tuple)):
-            raise SqlError("22023", f"params is a list or tuple, got {type(params).__name__}")
+        params = _params(params)
     compiled = compile_text(text)
     if len(compiled) == 1:
         return _run_one(session, compiled[0], params, copy_data)
-    if not compiled:
-        return SqlResult([], [], "EMPTY")
-    if params:
-        raise SqlError("42601", "cannot insert multiple commands into a prepared statement")
-    result = None
-    for c in compiled:
-        result = _run_one(session, c, params, copy_data)
+    result = SqlResult([], [], "EMPTY")
+    for result in _each(session, compiled, params, copy_data):
+        pass
     return result
+
+
+def run_each(session, text: str, params=(), copy_data=None):
+    """Run SQL in a session, yielding each statement's result as it finishes (the
+    wire protocol answers each statement of a text; nothing for an empty text)."""
+    return _each(session, compile_text(text), _params(params), copy_data)
+
+
+def _each(session, compiled: tuple, params, copy_data):
+    if params and len(compiled) > 1:
+        raise SqlError("42601", "cannot insert multiple commands into a prepared statement")
+    for c in compiled:
+        yield _run_one(session, c, params, copy_data)
+
+
+def _params(params):
+    if params is None:
+        return ()
+    if not isinstance(params, (list, tuple)):
+        raise SqlError("22023", f"params is a list or tuple, got {type(params).__name__}")
+    return params
 
 
 def _run_one(session, c: Compiled, params, copy_data=None) -> SqlResult:
     if session.sql_failed and session.tx is not None:
-        if not (c.kind == "command" and getattr(c.impl, "ends_transaction", False)):
+        if not (c.kind == "transaction" and c.impl.ends_transaction):
             raise SqlError("25P02", "current transaction is aborted, commands ignored until "
                                     "end of transaction block")
     tx = session.tx

@@ -152,6 +152,12 @@ class ShowCommand:
 
 
 class TransactionCommand:
+    """BEGIN / START TRANSACTION, COMMIT / END, ROLLBACK / ABORT: the session's
+    transaction block. A BEGIN inside a transaction that no BEGIN opened is an
+    error (25001), but in a session whose `begin_joins` is set (a transaction
+    the server opened over HTTP), where it makes that transaction the block."""
+    kind = "transaction"
+
     def __init__(self, stmt: ast.TransactionStmt):
         k = stmt.kind
         self.tag = None
@@ -170,6 +176,9 @@ class TransactionCommand:
     def run(self, ctx, params) -> SqlResult:
         s = ctx.session
         if self.verb == "BEGIN":
+            if s.tx is not None and s.begin_joins and not s.sql_block:
+                s.sql_block = True     # its failed state (sql_failed) stays as it was
+                return SqlResult([], [], self.tag or "BEGIN")
             if s.tx is not None:
                 raise SqlError("25001", "there is already a transaction in progress")
             s.begin()

@@ -1,0 +1,116 @@
+"""Compiling ahead: a background process compiles what a collection's first use
+will need, and a lock per kernel keeps two processes from compiling one twice.
+
+Why: in a process that did not warm, numba compiles each kernel at its first
+call, one after another on one core: a first text search and a first vector
+search cost seconds each. Knowing a collection's fields, the kernels they will
+need are known too, so when a collection with a full-text field or a vector
+field is first created or opened in such a process, :func:`start` spawns one
+``varvedb warm --ahead SHARE...`` process (warm.py's small workloads for those
+features) that compiles them into the disk cache on another core while this
+process goes on. The answers never depend on it: a kernel either loads from
+the cache or is compiled here, as without it.
+
+While it compiles a kernel it holds that kernel's lock (compile_lock.py), so
+this process, reaching the same kernel meanwhile, waits and then loads what it
+saved instead of compiling it a second time.
+
+Nothing starts when the cache holds a complete warm's mark or the mark of each
+share asked for (an earlier compile ahead finished it), when this process is
+itself a compiler ahead, with fewer than two cores, or with
+``VARVEDB_COMPILE_AHEAD=0``.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import hashlib
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from . import jit
+from .compile_lock import ENV
+
+_started: set[str] = set()
+_procs: list[subprocess.Popen] = []
+_start_lock = threading.Lock()
+
+
+@functools.cache
+def cache_digest() -> str:
+    """A hash of everything a kernel's machine code depends on: the package's
+    source (its callers decide the types kernels compile for), numba's and
+    Python's versions and numba's bounds-check setting."""
+    import numba
+    digest = hashlib.sha256("\0".join([
+        jit.source_stamp(), numba.__version__, sys.version,
+        str(numba.config.BOUNDSCHECK)]).encode())
+    for path in sorted(Path(__file__).parents[1].rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:24]
+
+
+def warmed_mark() -> Path:
+    """The file whose presence says this cache holds every warm share's kernels."""
+    return Path(jit.cache_folder()) / f"varvedb-warmed-{cache_digest()}"
+
+
+def share_mark(share: str) -> Path:
+    """The file whose presence says a compile ahead finished `share` in this cache."""
+    slug = "".join(c if c.isalnum() else "-" for c in share)
+    return Path(jit.cache_folder()) / f"varvedb-ahead-{slug}-{cache_digest()}"
+
+
+def shares_for(fields) -> list[str]:
+    """The shares (warm.py's AHEAD) a collection of these schema fields uses first:
+    the vector fields' scans, then full-text (whose first kernels run in the
+    maintainer right after an insert, so the process itself reaches them first)."""
+    scans = sorted({f"{f.dtype} scan" for f in fields if f.kind == "vector"})
+    return scans + (["text"] if any(f.fts for f in fields) else [])
+
+
+def start(shares: list[str]) -> None:
+    """Start one background process compiling warm's `shares` (in that order),
+    unless nothing would come of it (see the module's docstring); each share is
+    started at most once per process. The process is ended when this one exits."""
+    if not shares or all(s in _started for s in shares):
+        return
+    with _start_lock:
+        todo = [s for s in shares if s not in _started]
+        _started.update(todo)
+        if not todo or os.environ.get(ENV) in ("0", "worker") \
+                or len(os.sched_getaffinity(0)) < 2:
+            return
+        try:
+            if warmed_mark().exists():
+                return
+            todo = [s for s in todo if not share_mark(s).exists()]
+            if not todo:
+                return
+            cmd = [sys.executable, "-m", "varvedb", "warm"]
+            for share in todo:
+                cmd += ["--ahead", share]
+            # the same varvedb as this process's, whatever put it on sys.path here
+            home = str(Path(__file__).parents[2])
+            path = os.pathsep.join(filter(None, [home, os.environ.get("PYTHONPATH")]))
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL,
+                                    env={**os.environ, ENV: "worker", "PYTHONPATH": path})
+        except OSError:
+            return        # no cache folder, no interpreter to spawn: compile here, as ever
+        if not _procs:
+            atexit.register(_stop)
+        _procs.append(proc)
+
+
+def _stop() -> None:
+    for proc in _procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in _procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)

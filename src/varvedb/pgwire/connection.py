@@ -1,0 +1,427 @@
+"""One client's conversation: start-up and authentication, then the simple and
+extended query protocols over a Session of its own.
+
+Statements run on the connection's own thread (the event loop only moves
+bytes), one at a time, in the order they came. A statement's result is
+rendered on that thread too, so the loop never touches the engine. Outside a
+BEGIN each statement commits on its own (as `db.sql()` does): the extended
+protocol's implicit transaction up to Sync is not kept, so a pipeline of
+writes without BEGIN is several commits. An error answers ErrorResponse with
+its SQLSTATE and, in the extended protocol, skips the messages up to Sync;
+inside BEGIN the transaction is failed (ReadyForQuery 'E', 25P02) until
+ROLLBACK, as PostgreSQL does.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from concurrent.futures import ThreadPoolExecutor
+
+from pglast.parser import ParseError, scan
+
+from .. import errors as E
+from ..cancel import CancelToken, running
+from ..sql import compile_text, run_each
+from . import messages as M
+from .messages import Body, ProtocolViolation
+from .scram import MECHANISM, AuthFailed, Exchange
+from .types import TEXT, column_oid, decode_param, encoder
+
+log = logging.getLogger("varvedb.pgwire")
+
+SERVER_VERSION = "16.6 (varvedb)"
+ROWS_PER_WRITE = 1000      # data rows rendered and written at a time
+
+
+class Prepared:
+    __slots__ = ("text", "oids", "params")
+
+    def __init__(self, text: str, oids: list[int], params: int):
+        self.text, self.oids, self.params = text, oids, params
+
+
+class Portal:
+    __slots__ = ("stmt", "params", "formats", "result", "columns", "encoders", "sent")
+
+    def __init__(self, stmt: Prepared, params: list, formats: list[int]):
+        self.stmt, self.params, self.formats = stmt, params, formats
+        self.result = None        # the SqlResult, once run (Describe or Execute)
+        self.columns = self.encoders = None
+        self.sent = 0             # rows sent so far (Execute with a row limit)
+
+
+class Connection:
+    def __init__(self, server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self.server = server
+        self.reader, self.writer = reader, writer
+        self.pid = server.next_pid()
+        self.secret = secrets.randbits(31)
+        self.session = None
+        self.thread = ThreadPoolExecutor(1, thread_name_prefix=f"varvedb-pg-{self.pid}")
+        self.statements: dict[str, Prepared] = {}
+        self.portals: dict[str, Portal] = {}
+        self.token: CancelToken | None = None   # the running statement's
+        self.skipping = False      # an extended-protocol error: skip to Sync
+
+    # ---- the conversation ------------------------------------------------------
+
+    async def run(self) -> None:
+        try:
+            if await self._startup():
+                self.server.register(self)
+                await self._serve()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass                                  # the client went away
+        except ProtocolViolation as e:
+            await self._fatal("08P01", str(e))
+        except AuthFailed as e:
+            await self._fatal("28P01", str(e))
+        except Exception:                         # a bug: this connection only
+            log.exception("pgwire connection %d failed", self.pid)
+            await self._fatal("XX000", "internal error; see the server's log")
+        finally:
+            self.server.unregister(self)
+            await self._close_session()
+            self.writer.close()
+
+    async def _startup(self) -> bool:
+        while True:
+            code, body = await M.read_startup(self.reader)
+            if code == M.SSL_REQUEST:
+                ctx = self.server.ssl_context
+                self.writer.write(b"S" if ctx is not None else b"N")
+                await self.writer.drain()
+                if ctx is not None:
+                    await self.writer.start_tls(ctx)
+                continue
+            if code == M.GSS_REQUEST:
+                self.writer.write(b"N")
+                await self.writer.drain()
+                continue
+            if code == M.CANCEL_REQUEST:
+                b = Body(body)
+                self.server.cancel(b.int32(), b.int32())
+                return False
+            if code != M.PROTOCOL_3:
+                await self._fatal("0A000", f"unsupported frontend protocol {code >> 16}."
+                                           f"{code & 0xFFFF}: server supports 3.0")
+                return False
+            params = M.startup_params(body)
+            break
+        if self.server.verifier is not None:
+            await self._authenticate()
+        self.session = self.server.db.session(server_files=False)
+        user = params.get("user", "varvedb")
+        out = [M.auth(0)]
+        for name, value in (("server_version", SERVER_VERSION), ("server_encoding", "UTF8"),
+                            ("client_encoding", "UTF8"), ("DateStyle", "ISO, MDY"),
+                            ("TimeZone", "UTC"), ("integer_datetimes", "on"),
+                            ("standard_conforming_strings", "on"),
+                            ("IntervalStyle", "postgres"), ("is_superuser", "on"),
+                            ("session_authorization", user),
+                            ("application_name", params.get("application_name", ""))):
+            out.append(M.parameter_status(name, value))
+        out += [M.backend_key(self.pid, self.secret), M.ready(b"I")]
+        self.writer.write(b"".join(out))
+        await self.writer.drain()
+        return True
+
+    async def _authenticate(self) -> None:
+        self.writer.write(M.auth(10, M.cstr(MECHANISM) + b"\0"))
+        await self.writer.drain()
+        kind, body = await M.read_message(self.reader, M.MAX_STARTUP)
+        if kind != b"p":
+            raise ProtocolViolation("expected a SASL response")
+        b = Body(body)
+        if b.cstr() != MECHANISM:
+            raise AuthFailed(f"only {MECHANISM} authentication is supported")
+        n = b.int32()
+        exchange = Exchange(self.server.verifier)
+        first = exchange.first(b.take(n).decode(errors="replace") if n >= 0 else "")
+        self.writer.write(M.auth(11, first.encode()))
+        await self.writer.drain()
+        kind, body = await M.read_message(self.reader, M.MAX_STARTUP)
+        if kind != b"p":
+            raise ProtocolViolation("expected a SASL response")
+        self.writer.write(M.auth(12, exchange.final(body.decode(errors="replace")).encode()))
+
+    async def _serve(self) -> None:
+        while True:
+            kind, body = await M.read_message(self.reader)
+            if kind == b"X":
+                return
+            if kind == b"Q":
+                self.skipping = False
+                b = Body(body)
+                text = b.cstr()
+                b.end()
+                await self._send(await self._call(self._simple, text))
+                await self._send(self._ready())
+            elif kind in _EXTENDED:
+                if kind == b"S":
+                    self.skipping = False
+                    await self._send(self._ready())
+                elif kind == b"H":
+                    await self.writer.drain()
+                elif not self.skipping:
+                    out = await self._call(_EXTENDED[kind], self, Body(body))
+                    self.writer.write(b"".join(out) if isinstance(out, list) else out)
+            elif kind in (b"d", b"c", b"f"):
+                continue                # copy messages outside a copy: ignored
+            else:
+                raise ProtocolViolation(f"invalid frontend message type {kind[0]}")
+
+    async def _call(self, fn, *args) -> bytes:
+        """fn(*args) on the connection's thread under a fresh cancel token; a
+        VarveError (or a protocol error inside a message) is the ErrorResponse."""
+        self.token = token = CancelToken()
+
+        def work():
+            with running(token):
+                try:
+                    return fn(*args)
+                except E.VarveError as e:
+                    self.skipping = True
+                    return _error(e)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.thread, work)
+        finally:
+            self.token = None
+
+    async def _send(self, data) -> None:
+        if isinstance(data, list):
+            for chunk in data:
+                self.writer.write(chunk)
+                await self.writer.drain()
+        elif data:
+            self.writer.write(data)
+            await self.writer.drain()
+
+    def _ready(self) -> bytes:
+        s = self.session
+        if s is None or not s.in_transaction:
+            return M.ready(b"I")
+        return M.ready(b"E" if s.sql_failed else b"T")
+
+    async def _fatal(self, sqlstate: str, message: str) -> None:
+        try:
+            self.writer.write(M.error({"S": "FATAL", "V": "FATAL", "C": sqlstate,
+                                       "M": message}))
+            await self.writer.drain()
+        except (ConnectionError, RuntimeError):
+            pass
+
+    async def _close_session(self) -> None:
+        s = self.session
+        if s is not None:
+            self.session = None
+            try:
+                await asyncio.get_running_loop().run_in_executor(self.thread, s.close)
+            except RuntimeError:       # the interpreter is exiting: its pools are shut
+                s.close()
+        self.thread.shutdown(wait=False)
+
+    def cancel(self) -> None:
+        token = self.token
+        if token is not None:
+            token.cancel("canceling statement due to user request")
+
+    # ---- the simple query protocol (on the connection's thread) ----------------
+
+    def _simple(self, text: str) -> list[bytes]:
+        out = []
+        ran = False
+        try:
+            for result in run_each(self.session, text):
+                ran = True
+                out += _render(result)
+        except E.VarveError as e:
+            out.append(_error(e))
+            self.skipping = False
+            return out
+        if not ran:
+            out.append(M.EMPTY_QUERY)
+        return out
+
+    # ---- the extended query protocol (on the connection's thread) --------------
+
+    def parse(self, b: Body) -> bytes:
+        name, text = b.cstr(), b.cstr()
+        oids = [b.int32() for _ in range(b.int16())]
+        b.end()
+        if name and name in self.statements:
+            raise E.SqlError("42P05", f'prepared statement "{name}" already exists')
+        compiled = compile_text(text)          # a syntax error answers here
+        if len(compiled) > 1:
+            raise E.SqlError("42601", "cannot insert multiple commands into a prepared "
+                                      "statement")
+        self.statements[name] = Prepared(text, oids, max(_param_count(text), len(oids)))
+        return M.PARSE_COMPLETE
+
+    def bind(self, b: Body) -> bytes:
+        portal, name = b.cstr(), b.cstr()
+        formats = [b.int16() for _ in range(b.int16())]
+        values = []
+        for _ in range(b.int16()):
+            n = b.int32()
+            values.append(None if n == -1 else b.take(n))
+        result_formats = [b.int16() for _ in range(b.int16())]
+        b.end()
+        stmt = self._statement(name)
+        if len(values) != stmt.params:
+            raise E.SqlError("08P01", f"bind message supplies {len(values)} parameters, but "
+                                      f"prepared statement \"{name}\" requires {stmt.params}")
+        if len(formats) not in (0, 1, len(values)):
+            raise ProtocolViolation("bind message has a wrong number of parameter formats")
+        params = [decode_param(v, stmt.oids[i] if i < len(stmt.oids) else 0,
+                               _format(formats, i) == 1) for i, v in enumerate(values)]
+        if portal and portal in self.portals:
+            raise E.SqlError("42P03", f'cursor "{portal}" already exists')
+        self.portals[portal] = Portal(stmt, params, result_formats)
+        return M.BIND_COMPLETE
+
+    def describe(self, b: Body) -> bytes:
+        what, name = b.take(1), b.cstr()
+        b.end()
+        if what == b"S":
+            stmt = self._statement(name)
+            oids = [(stmt.oids[i] if i < len(stmt.oids) and stmt.oids[i] else TEXT)
+                    for i in range(stmt.params)]
+            return M.parameter_description(oids) + self._statement_rows(stmt)
+        if what != b"P":
+            raise ProtocolViolation("Describe names neither a statement nor a portal")
+        portal = self._portal(name)
+        self._execute(portal)
+        return portal.columns if portal.columns is not None else M.NO_DATA
+
+    def execute(self, b: Body) -> list[bytes]:
+        name, limit = b.cstr(), b.int32()
+        b.end()
+        portal = self._portal(name)
+        self._execute(portal)
+        result = portal.result
+        rows = result.rows
+        end = len(rows) if limit <= 0 else min(len(rows), portal.sent + limit)
+        out = _data_rows(rows, portal.sent, end, portal.encoders)
+        portal.sent = end
+        if result.columns and end < len(rows):
+            out.append(M.PORTAL_SUSPENDED)
+        else:
+            out.append(M.command_complete(result.status))
+        return out
+
+    def close(self, b: Body) -> bytes:
+        what, name = b.take(1), b.cstr()
+        b.end()
+        if what == b"S":
+            self.statements.pop(name, None)
+        elif what == b"P":
+            self.portals.pop(name, None)
+        else:
+            raise ProtocolViolation("Close names neither a statement nor a portal")
+        return M.CLOSE_COMPLETE
+
+    def _statement(self, name: str) -> Prepared:
+        stmt = self.statements.get(name)
+        if stmt is None:
+            raise E.SqlError("26000", f'prepared statement "{name}" does not exist')
+        return stmt
+
+    def _portal(self, name: str) -> Portal:
+        portal = self.portals.get(name)
+        if portal is None:
+            raise E.SqlError("34000", f'portal "{name}" does not exist')
+        return portal
+
+    def _execute(self, portal: Portal) -> None:
+        if portal.result is not None:
+            return
+        results = list(run_each(self.session, portal.stmt.text, portal.params))
+        result = results[-1] if results else None
+        if result is None:
+            raise E.SqlError("42601", "the statement is empty")
+        portal.result = result
+        if result.columns:
+            portal.columns, portal.encoders = _describe(result, portal.formats)
+
+    def _statement_rows(self, stmt: Prepared) -> bytes:
+        """A statement's RowDescription before it runs: a SELECT is run with NULL
+        parameters to learn its columns (reads only; nothing changes); any other
+        statement is described as returning no rows."""
+        compiled = compile_text(stmt.text)
+        if not compiled or compiled[0].kind != "select":
+            return M.NO_DATA
+        try:
+            results = list(run_each(self.session, stmt.text, [None] * stmt.params))
+        except E.VarveError:
+            return M.NO_DATA
+        if not results or not results[-1].columns:
+            return M.NO_DATA
+        return _describe(results[-1], [])[0]
+
+
+_EXTENDED = {b"P": Connection.parse, b"B": Connection.bind, b"D": Connection.describe,
+             b"E": Connection.execute, b"C": Connection.close, b"S": None, b"H": None}
+
+
+def _format(formats: list[int], i: int) -> int:
+    if not formats:
+        return 0
+    return formats[0] if len(formats) == 1 else formats[i]
+
+
+def _describe(result, formats: list[int]) -> tuple[bytes, list]:
+    """(RowDescription, one encoder a column) of a result."""
+    cols, encoders = [], []
+    for i, (name, kind) in enumerate(zip(result.columns, result.kinds)):
+        oid = column_oid(kind, result.rows, i)
+        fmt = _format(formats, i)
+        cols.append((name, oid, fmt))
+        encoders.append(encoder(oid, kind, fmt == 1))
+    return M.row_description(cols), encoders
+
+
+def _data_rows(rows: list, start: int, end: int, encoders) -> list[bytes]:
+    out = []
+    for at in range(start, end, ROWS_PER_WRITE):
+        out.append(b"".join(M.data_row([enc(v) for enc, v in zip(encoders, row)])
+                            for row in rows[at:min(end, at + ROWS_PER_WRITE)]))
+    return out
+
+
+def _render(result) -> list[bytes]:
+    """A simple query's statement: its rows in text, then its command tag."""
+    if not result.columns:
+        return [M.command_complete(result.status)]
+    head, encoders = _describe(result, [])
+    return [head, *_data_rows(result.rows, 0, len(result.rows), encoders),
+            M.command_complete(result.status)]
+
+
+def _param_count(text: str) -> int:
+    """The highest $n the statement names (pglast's scanner: not inside strings or
+    comments)."""
+    raw = text.encode()
+    try:
+        tokens = scan(text)
+    except ParseError:
+        return 0
+    top = 0
+    for t in tokens:
+        if t.name == "PARAM":
+            try:
+                top = max(top, int(raw[t.start + 1:t.end + 1]))
+            except ValueError:
+                pass
+    return top
+
+
+def _error(e: E.VarveError) -> bytes:
+    fields = {"S": "ERROR", "V": "ERROR", "C": getattr(e, "sqlstate", "XX000") or "XX000",
+              "M": str(e)}
+    position = getattr(e, "position", None)
+    if position:
+        fields["P"] = str(position)
+    return M.error(fields)
+

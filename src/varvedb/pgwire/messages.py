@@ -1,0 +1,161 @@
+"""The protocol's framing: reading a client's messages (bounded) and building
+the server's.
+
+Every message after start-up is a type byte, a 4-byte big-endian length that
+counts itself, then the body; start-up messages have no type byte. A length
+below 4 or above the limit closes the connection (ProtocolViolation): the
+body is never read, so a crafted length costs nothing.
+"""
+from __future__ import annotations
+
+import asyncio
+import struct
+
+MAX_STARTUP = 10_000          # bytes: PostgreSQL's own bound on a start-up packet
+MAX_MESSAGE = 1 << 30         # bytes: PostgreSQL's bound on any other message
+
+SSL_REQUEST = 80877103
+GSS_REQUEST = 80877104
+CANCEL_REQUEST = 80877102
+PROTOCOL_3 = 196608
+
+_I32 = struct.Struct("!i")
+_I16 = struct.Struct("!h")
+_HEAD = struct.Struct("!ci")
+
+
+class ProtocolViolation(Exception):
+    """A client broke the protocol: the connection answers 08P01 and closes."""
+
+
+async def read_startup(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """(code, body) of a start-up packet (protocol version or a special request)."""
+    head = await reader.readexactly(8)
+    length, code = struct.unpack("!ii", head)
+    if not 8 <= length <= MAX_STARTUP:
+        raise ProtocolViolation(f"invalid length of startup packet: {length}")
+    return code, await reader.readexactly(length - 8)
+
+
+async def read_message(reader: asyncio.StreamReader, limit: int = MAX_MESSAGE
+                       ) -> tuple[bytes, bytes]:
+    """(type byte, body) of the next message."""
+    head = await reader.readexactly(5)
+    kind, length = _HEAD.unpack(head)
+    if not 4 <= length <= limit:
+        raise ProtocolViolation(f"invalid message length {length} for message type {kind!r}")
+    return kind, await reader.readexactly(length - 4)
+
+
+class Body:
+    """A message body read field by field; running past its end is a violation."""
+    __slots__ = ("data", "at")
+
+    def __init__(self, data: bytes):
+        self.data, self.at = data, 0
+
+    def cstr(self) -> str:
+        end = self.data.find(b"\0", self.at)
+        if end < 0:
+            raise ProtocolViolation("a string of the message has no terminator")
+        text = self.data[self.at:end]
+        self.at = end + 1
+        try:
+            return text.decode()
+        except UnicodeDecodeError:
+            raise ProtocolViolation("invalid byte sequence for encoding UTF8") from None
+
+    def int16(self) -> int:
+        return self._unpack(_I16)
+
+    def int32(self) -> int:
+        return self._unpack(_I32)
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.at + n > len(self.data):
+            raise ProtocolViolation("the message is shorter than its fields say")
+        out = self.data[self.at:self.at + n]
+        self.at += n
+        return out
+
+    def _unpack(self, s: struct.Struct) -> int:
+        if self.at + s.size > len(self.data):
+            raise ProtocolViolation("the message is shorter than its fields say")
+        (v,) = s.unpack_from(self.data, self.at)
+        self.at += s.size
+        return v
+
+    def end(self) -> None:
+        if self.at != len(self.data):
+            raise ProtocolViolation("the message is longer than its fields say")
+
+
+def startup_params(body: bytes) -> dict[str, str]:
+    """The name/value pairs of a StartupMessage's body."""
+    b, out = Body(body), {}
+    while b.at < len(body) and body[b.at] != 0:
+        name = b.cstr()
+        out[name] = b.cstr()
+    return out
+
+
+# ---- the server's messages -----------------------------------------------------
+
+def message(kind: bytes, body: bytes = b"") -> bytes:
+    return kind + _I32.pack(len(body) + 4) + body
+
+
+def cstr(text: str) -> bytes:
+    return text.encode() + b"\0"
+
+
+def auth(code: int, data: bytes = b"") -> bytes:
+    return message(b"R", _I32.pack(code) + data)
+
+
+def parameter_status(name: str, value: str) -> bytes:
+    return message(b"S", cstr(name) + cstr(value))
+
+
+def backend_key(pid: int, secret: int) -> bytes:
+    return message(b"K", struct.pack("!ii", pid, secret))
+
+
+def ready(status: bytes) -> bytes:
+    return message(b"Z", status)
+
+
+def command_complete(tag: str) -> bytes:
+    return message(b"C", cstr(tag))
+
+
+def row_description(columns: list[tuple[str, int, int]]) -> bytes:
+    """columns: (name, type OID, format code) each."""
+    parts = [_I16.pack(len(columns))]
+    for name, oid, fmt in columns:
+        parts.append(cstr(name) + struct.pack("!ihihih", 0, 0, oid, -1, -1, fmt))
+    return message(b"T", b"".join(parts))
+
+
+def data_row(values: list[bytes | None]) -> bytes:
+    parts = [_I16.pack(len(values))]
+    for v in values:
+        parts.append(b"\xff\xff\xff\xff" if v is None else _I32.pack(len(v)) + v)
+    return message(b"D", b"".join(parts))
+
+
+def parameter_description(oids: list[int]) -> bytes:
+    return message(b"t", _I16.pack(len(oids)) + b"".join(_I32.pack(o) for o in oids))
+
+
+def error(fields: dict[str, str], notice: bool = False) -> bytes:
+    body = b"".join(code.encode() + cstr(value) for code, value in fields.items())
+    return message(b"N" if notice else b"E", body + b"\0")
+
+
+PARSE_COMPLETE = message(b"1")
+BIND_COMPLETE = message(b"2")
+CLOSE_COMPLETE = message(b"3")
+NO_DATA = message(b"n")
+EMPTY_QUERY = message(b"I")
+PORTAL_SUSPENDED = message(b"s")

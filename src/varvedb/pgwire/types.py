@@ -1,0 +1,232 @@
+"""Column types on the wire: each result column's type OID, its values as text
+or binary, and a parameter's bytes back into the Python value `db.sql()` takes.
+
+Text is PostgreSQL's output form (query/literals.value_text, the one COPY TO
+STDOUT writes). Binary is PostgreSQL's send form for the types that have one
+here, and pgvector's for vector and halfvec: int16 dim, int16 0, then dim
+big-endian float4 (halfvec: float2). pgvector's types have no fixed OIDs in
+PostgreSQL (an extension's are given at CREATE EXTENSION); varvedb's are fixed,
+above 16384 as an extension's would be.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import struct
+from decimal import Decimal, InvalidOperation
+
+import numpy as np
+
+from ..errors import SqlError
+from ..query.literals import value_text
+
+BOOL, BYTEA, NAME, INT8, INT2, INT4, TEXT, OID = 16, 17, 19, 20, 21, 23, 25, 26
+JSON, FLOAT4, FLOAT8, UNKNOWN, VARCHAR, BPCHAR = 114, 700, 701, 705, 1043, 1042
+TIMESTAMP, TIMESTAMPTZ, NUMERIC, JSONB, BIT, VARBIT = 1114, 1184, 1700, 3802, 1560, 1562
+VECTOR, HALFVEC, SPARSEVEC = 16385, 16386, 16387
+ARRAYS = {BOOL: 1000, INT2: 1005, INT4: 1007, TEXT: 1009, VARCHAR: 1015, INT8: 1016,
+          FLOAT4: 1021, FLOAT8: 1022, TIMESTAMPTZ: 1185, NUMERIC: 1231, JSONB: 3807,
+          VECTOR: 16395, HALFVEC: 16396, SPARSEVEC: 16397}
+ELEMENTS = {a: e for e, a in ARRAYS.items()}
+
+KIND_OIDS = {"int": INT8, "float": FLOAT8, "bool": BOOL, "text": TEXT, "json": JSONB,
+             "timestamp": TIMESTAMPTZ, "vector": VECTOR}
+
+_EPOCH = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
+_I16, _I32, _I64 = struct.Struct("!h"), struct.Struct("!i"), struct.Struct("!q")
+_F4, _F8 = struct.Struct("!f"), struct.Struct("!d")
+_INT8_RANGE = (-(1 << 63), (1 << 63) - 1)
+
+
+def column_oid(kind: str | None, rows: list, i: int) -> int:
+    """The type OID of result column `i` of `kind` (None: unknown, sent as text);
+    a vector column is halfvec when its values are float16, and an int column
+    numeric when a value is past int64 (an exact sum)."""
+    oid = KIND_OIDS.get(kind, TEXT)
+    if oid == VECTOR or oid == INT8:
+        for r in rows:
+            v = r[i]
+            if v is None:
+                continue
+            if oid == VECTOR:
+                return HALFVEC if getattr(v, "dtype", None) == np.float16 else VECTOR
+            if type(v) is int and not _INT8_RANGE[0] <= v <= _INT8_RANGE[1]:
+                return NUMERIC
+    return oid
+
+
+def encode_text(v, kind: str | None) -> bytes | None:
+    text = value_text(v, kind)
+    return None if text is None else text.encode()
+
+
+def encoder(oid: int, kind: str | None, binary: bool):
+    """A function of a value giving its bytes on the wire (None: NULL)."""
+    if not binary:
+        return lambda v: encode_text(v, kind)
+    send = _SEND.get(oid)
+    if send is None:
+        raise SqlError("0A000", f"binary output of type OID {oid} is not supported; "
+                                "ask for text")
+    return lambda v: None if v is None else send(v)
+
+
+def _send_vector(v) -> bytes:
+    a = np.asarray(v)
+    dt = ">f2" if a.dtype == np.float16 else ">f4"
+    return struct.pack("!hh", a.shape[0], 0) + a.astype(dt).tobytes()
+
+
+def _send_timestamp(v) -> bytes:
+    delta = v - _EPOCH
+    return _I64.pack((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
+
+
+_SEND = {
+    INT8: lambda v: _I64.pack(int(v)), INT4: lambda v: _I32.pack(int(v)),
+    INT2: lambda v: _I16.pack(int(v)), FLOAT8: lambda v: _F8.pack(float(v)),
+    FLOAT4: lambda v: _F4.pack(float(v)), BOOL: lambda v: b"\1" if v else b"\0",
+    TEXT: lambda v: value_text(v).encode(), VARCHAR: lambda v: value_text(v).encode(),
+    JSONB: lambda v: b"\1" + value_text(v, "json").encode(),
+    JSON: lambda v: value_text(v, "json").encode(),
+    TIMESTAMPTZ: _send_timestamp, VECTOR: _send_vector, HALFVEC: _send_vector,
+    BYTEA: bytes,
+}
+
+
+# ---- parameters ----------------------------------------------------------------
+
+def decode_param(data: bytes | None, oid: int, binary: bool):
+    """A Bind parameter as the Python value db.sql() takes (None: NULL)."""
+    if data is None:
+        return None
+    try:
+        if binary:
+            return _receive(data, oid)
+        text = data.decode()
+    except (UnicodeDecodeError, struct.error, ValueError) as e:
+        raise SqlError("22P03", f"incorrect binary data format in bind parameter "
+                                f"(type OID {oid}): {e}") from None
+    return _parse_text(text, oid)
+
+
+def _parse_text(text: str, oid: int):
+    """A text-format parameter of type `oid`; an unspecified type (0, unknown, text)
+    stays a string, which the statement casts where it is used (as PostgreSQL
+    infers an unknown literal's type)."""
+    try:
+        if oid in (INT2, INT4, INT8, OID):
+            return int(text)
+        if oid in (FLOAT4, FLOAT8):
+            return float(text)
+        if oid == NUMERIC:
+            d = Decimal(text)
+            return int(d) if d == d.to_integral_value() and d.is_finite() else float(d)
+        if oid == BOOL:
+            t = text.strip().lower()
+            if t in ("t", "true", "yes", "on", "1", "y"):
+                return True
+            if t in ("f", "false", "no", "off", "0", "n"):
+                return False
+            raise ValueError(text)
+        if oid in (JSON, JSONB):
+            return json.loads(text)
+        if oid in (TIMESTAMPTZ, TIMESTAMP):
+            return text            # the statement parses it as a timestamp literal
+        if oid == BYTEA:
+            if text.startswith("\\x"):
+                return bytes.fromhex(text[2:])
+            raise ValueError("bytea in escape format")
+        if oid in ELEMENTS:
+            return _parse_array(text, ELEMENTS[oid])
+    except (ValueError, InvalidOperation, json.JSONDecodeError):
+        raise SqlError("22P02", f"invalid input syntax for type OID {oid}: "
+                                f"{text[:60]!r}") from None
+    return text
+
+
+def _parse_array(text: str, element: int) -> list:
+    """A one-dimensional array literal {a,b,"c d",NULL}."""
+    text = text.strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        raise ValueError(text)
+    items, cur, quoted, was_quoted, i, body = [], [], False, False, 0, text[1:-1]
+    if element in (VECTOR, HALFVEC):       # elements are '[..]': no commas to split inside
+        return [_parse_text(x.strip('"'), element) for x in _split_vectors(body)]
+    while i < len(body):
+        ch = body[i]
+        if quoted:
+            if ch == "\\" and i + 1 < len(body):
+                i += 1
+                cur.append(body[i])
+            elif ch == '"':
+                quoted = False
+            else:
+                cur.append(ch)
+        elif ch == '"':
+            quoted = was_quoted = True
+        elif ch == ",":
+            items.append(_element("".join(cur), was_quoted, element))
+            cur, was_quoted = [], False
+        elif ch == "{":
+            raise ValueError("multi-dimensional arrays are not supported")
+        else:
+            cur.append(ch)
+        i += 1
+    if body:
+        items.append(_element("".join(cur), was_quoted, element))
+    return items
+
+
+def _element(raw: str, quoted: bool, element: int):
+    if not quoted and raw.strip().upper() == "NULL":
+        return None
+    return _parse_text(raw if quoted else raw.strip(), element)
+
+
+def _split_vectors(body: str) -> list[str]:
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(body):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(body[start:i].strip())
+            start = i + 1
+    if body.strip():
+        out.append(body[start:].strip())
+    return out
+
+
+def _receive(data: bytes, oid: int):
+    n = len(data)
+    if oid == INT8 and n == 8:
+        return _I64.unpack(data)[0]
+    if oid == INT4 and n == 4:
+        return _I32.unpack(data)[0]
+    if oid == INT2 and n == 2:
+        return _I16.unpack(data)[0]
+    if oid == FLOAT8 and n == 8:
+        return _F8.unpack(data)[0]
+    if oid == FLOAT4 and n == 4:
+        return _F4.unpack(data)[0]
+    if oid == BOOL and n == 1:
+        return data != b"\0"
+    if oid in (TEXT, VARCHAR, NAME, BPCHAR, UNKNOWN, 0):
+        return data.decode()
+    if oid == BYTEA:
+        return bytes(data)
+    if oid == JSONB and n >= 1 and data[0] == 1:
+        return json.loads(data[1:].decode())
+    if oid == JSON:
+        return json.loads(data.decode())
+    if oid == TIMESTAMPTZ and n == 8:
+        return _EPOCH + _dt.timedelta(microseconds=_I64.unpack(data)[0])
+    if oid in (VECTOR, HALFVEC) and n >= 4:
+        dim, _ = struct.unpack_from("!hh", data)
+        width = 2 if oid == HALFVEC else 4
+        if dim < 0 or n != 4 + width * dim:
+            raise ValueError(f"{n} bytes for a vector of {dim} dimensions")
+        return np.frombuffer(data, ">f2" if width == 2 else ">f4", dim, 4).astype(np.float32)
+    raise ValueError(f"binary input of type OID {oid} is not supported ({n} bytes)")

