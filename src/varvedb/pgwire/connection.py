@@ -159,31 +159,29 @@ class Connection:
                 await self._send(await self._call(self._simple, text))
                 await self._send(self._ready())
             elif kind in _EXTENDED:
-                if kind == b"S":
-                    self.skipping = False
-                    await self._send(self._ready())
-                elif kind == b"H":
-                    await self.writer.drain()
-                elif not self.skipping:
-                    out = await self._call(_EXTENDED[kind], self, Body(body))
-                    self.writer.write(b"".join(out) if isinstance(out, list) else out)
+                # a client sends Sync or Flush before it waits for answers: the
+                # messages up to there run in one hand-off to the thread
+                batch = [(kind, body)]
+                while kind not in (b"S", b"H"):
+                    kind, body = await M.read_message(self.reader)
+                    if kind not in _EXTENDED:
+                        raise ProtocolViolation(f"invalid frontend message type {kind[0]} "
+                                                "in an extended query")
+                    batch.append((kind, body))
+                await self._send(await self._call(self._extended, batch))
             elif kind in (b"d", b"c", b"f"):
                 continue                # copy messages outside a copy: ignored
             else:
                 raise ProtocolViolation(f"invalid frontend message type {kind[0]}")
 
-    async def _call(self, fn, *args) -> bytes:
-        """fn(*args) on the connection's thread under a fresh cancel token; a
-        VarveError (or a protocol error inside a message) is the ErrorResponse."""
+    async def _call(self, fn, *args) -> list[bytes]:
+        """fn(*args) on the connection's thread under a fresh cancel token (fn turns
+        a VarveError into its ErrorResponse; a ProtocolViolation propagates)."""
         self.token = token = CancelToken()
 
         def work():
             with running(token):
-                try:
-                    return fn(*args)
-                except E.VarveError as e:
-                    self.skipping = True
-                    return _error(e)
+                return fn(*args)
         try:
             return await asyncio.get_running_loop().run_in_executor(self.thread, work)
         finally:
@@ -245,6 +243,26 @@ class Connection:
         return out
 
     # ---- the extended query protocol (on the connection's thread) --------------
+
+    def _extended(self, batch: list) -> list[bytes]:
+        """Answer messages up to a Sync (ReadyForQuery) or a Flush; after an error
+        the messages up to Sync are skipped."""
+        out = []
+        for kind, body in batch:
+            if kind == b"S":
+                self.skipping = False
+                out.append(self._ready())
+            elif kind != b"H" and not self.skipping:
+                try:
+                    got = _EXTENDED[kind](self, Body(body))
+                except E.VarveError as e:
+                    self.skipping = True
+                    got = _error(e)
+                if isinstance(got, list):
+                    out += got
+                else:
+                    out.append(got)
+        return [b"".join(out)]
 
     def parse(self, b: Body) -> bytes:
         name, text = b.cstr(), b.cstr()
