@@ -222,7 +222,8 @@ def test_a_bad_startup_closes_that_connection_only(server, bad):
 @pytest.mark.parametrize("bad", [
     b"Q" + struct.pack("!i", (1 << 31) - 1),              # a length past the limit
     b"?" + struct.pack("!i", 4),                          # an unknown message type
-    b"B" + struct.pack("!i", 8) + b"\0\0\0\0",            # fields longer than the message
+    # fields longer than the message (with the Sync a client sends before it waits)
+    b"B" + struct.pack("!i", 8) + b"\0\0\0\0" + b"S" + struct.pack("!i", 4),
 ])
 def test_a_bad_message_closes_that_connection_with_08p01(server, bad):
     with socket.create_connection(("127.0.0.1", server.pg), timeout=600) as s:
