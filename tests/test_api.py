@@ -62,12 +62,14 @@ def test_insert_without_ids_assigns_fresh_increasing_ids(db):
     assert docs.get(later[0])["title"] == "d"
 
 
-def test_upsert_replaces_live_document_and_inserts_new_one(db):
+def test_upsert_merges_into_live_document_and_inserts_new_one(db):
     docs = db.create_collection("docs", {"title": "text", "tag": "int"})
     docs.insert([{"id": 1, "title": "a", "tag": 1}])
     docs.upsert([{"id": 1, "title": "a2"}, {"id": 2, "title": "b"}])
-    assert docs.get(1) == {"id": 1, "title": "a2", "tag": None}  # whole document replaced
+    assert docs.get(1) == {"id": 1, "title": "a2", "tag": 1}    # the fields not named kept
     assert docs.get(2) == {"id": 2, "title": "b", "tag": None}
+    docs.replace([{"id": 1, "title": "a3"}])
+    assert docs.get(1) == {"id": 1, "title": "a3", "tag": None}  # whole document replaced
     assert docs.count() == 2
 
 

@@ -23,6 +23,7 @@ import pytest
 import varvedb as vv
 import test_api
 import test_text_search
+import test_upsert_merge
 import test_vector_search
 from conftest import PYTHON, child_env, file_digest
 from server_proc import ServerProcess, free_port
@@ -83,7 +84,7 @@ APPLIED = {
         "test_insert_then_get_returns_every_field_as_written",
         "test_missing_fields_read_back_as_null", "test_get_of_unknown_id_is_none",
         "test_insert_without_ids_assigns_fresh_increasing_ids",
-        "test_upsert_replaces_live_document_and_inserts_new_one",
+        "test_upsert_merges_into_live_document_and_inserts_new_one",
         "test_update_sets_fields_on_matching_rows_and_keeps_the_rest",
         "test_delete_by_ids_and_by_filter_returns_counts",
         "test_insert_arrays_matches_insert_of_the_same_rows",
@@ -124,6 +125,13 @@ APPLIED = {
         "test_search_argument_errors",
         "test_a_rolled_back_transaction_leaves_no_postings",
     ],
+    test_upsert_merge: [
+        "test_upsert_merges_the_fields_a_row_names_and_keeps_the_rest",
+        "test_replace_and_merge_false_replace_the_whole_document",
+        "test_a_failed_upsert_changes_nothing",
+        "test_as_of_an_earlier_version_shows_the_document_before_the_merge",
+        "test_a_merged_document_is_found_by_its_kept_vector_and_text",
+    ],
 }
 for _module, _names in APPLIED.items():
     for _name in _names:
@@ -163,6 +171,14 @@ EXCUSED = {
             "an embedder registered in the test's process, and SqlResult.plan",
         "test_varvedb_search_command": "the `varvedb search` command on a file",
     },
+    test_upsert_merge: {
+        "test_the_graph_and_the_text_index_answer_a_merged_document":
+            "wait_indexed, the plan objects and a reopen of the file",
+        "test_a_new_source_text_is_embedded_again_and_a_kept_one_keeps_its_vector":
+            "an embedder registered in the test's process, which the server's lacks",
+        "test_writes_match_a_dict_of_dicts_oracle":
+            "hypothesis over :memory: databases (the same verbs are held above)",
+    },
     test_vector_search: {name: "create_index, index_status and the engine's graph (no HTTP "
                          "form); recall through the client: test_hnsw_recall_through_the_client"
                          for name in dir(test_vector_search) if name.startswith("test_")},
@@ -170,7 +186,7 @@ EXCUSED = {
 
 
 def test_every_embedded_case_is_run_or_excused():
-    for module in (test_api, test_text_search, test_vector_search):
+    for module in (test_api, test_text_search, test_upsert_merge, test_vector_search):
         names = {n for n in dir(module) if n.startswith("test_")}
         covered = set(APPLIED.get(module, ())) | set(EXCUSED[module]) | \
             (set(FRESH) if module is test_api else set())

@@ -162,7 +162,9 @@ def test_defaults_and_not_null_on_every_write_path(db, db_path):
            lambda: c.insert([{"id": 9, "s": "x", "v": [1, 1]}, {"id": 10, "s": "y"}]),
            lambda: c.insert_arrays(id=[9], v=np.ones((1, 2))),
            lambda: c.insert_arrays(id=[9, 10], s=["x", None], v=np.ones((2, 2))),
-           lambda: c.upsert({"id": 1, "v": [1, 1]}),
+           lambda: c.upsert({"id": 1, "v": [1, 1]}, merge=False),    # s replaced: absent
+           lambda: c.replace({"id": 1, "v": [1, 1]}),
+           lambda: c.upsert({"id": 9, "v": [1, 1]}),                  # a new id: s omitted
            lambda: c.upsert({"id": 1, "s": None, "v": [1, 1]}),
            lambda: c.update({"s": None}, ids=[1]),
            lambda: c.update({"v": None}, where="n = 7")]

@@ -192,8 +192,9 @@ def ann(ctx, rows, dim, queries, dataset, truth_file, ab, engines, memory_cap, c
 @click.option("--commits", default=200, show_default=True, help="Durable commits per round.")
 @click.option("--insert-rows", default=500, show_default=True,
               help="One-row inserts per round of the sustained-insert figure.")
-@click.option("--only", default="", help="Comma-separated figures: get, search, overhead, "
-                                         "commits-1, commits-8, inserts, cold (default: all).")
+@click.option("--only", default="", help="Comma-separated figures: get, upsert, search, "
+                                         "overhead, commits-1, commits-8, inserts, cold "
+                                         "(default: all).")
 @click.option("--dataset", default="clustered", show_default=True,
               help="The overhead figure's vectors: clustered, uniform, glove-50, ...")
 @click.option("--out", default=None, help="Also write the figures to this JSON file.")

@@ -9,6 +9,9 @@ per-round ratios. Peers: SQLite (stdlib sqlite3) and hnswlib (optional: the
 `peers` or `test` extra); a peer that is not installed is skipped with a note.
 
 * get(id): `Collection.get` against SQLite's primary-key SELECT.
+* upsert: a one-row upsert of a live document, merged (the default) against
+  replaced (`replace`, the path upsert took before it merged), a whole row
+  and a row naming one field (no peer: the merge must not cost the hot path).
 * search: a top-10 search with select=[] on a 1 000-row collection (no peer:
   the goal is absolute, a few microseconds of Python above the kernel).
 * overhead: `Collection.search` minus the kernel call it makes, on a warm
@@ -106,6 +109,41 @@ def get_by_id(workdir: str, rounds: int, calls: int = 2000, rows: int = 10_000) 
     out = _pair("get(id), whole document", "µs per call", ra, rb, "sqlite", False)
     out["note"] = (f"{rows:,} rows (int, text, 16-d vector); sqlite returns its row as a "
                    "tuple (the vector a blob), varvedb a dict (the vector an array)")
+    return out
+
+
+def one_row_upserts(workdir: str, rounds: int, calls: int = 2000, rows: int = 10_000
+                    ) -> dict:
+    """One-row upserts of live documents, merged (upsert, the default) against
+    replaced (replace: upsert's path before it merged), on the same ids in turn:
+    a whole row each way (the hot path: the merge must not cost it), and a row
+    naming one field merged against the whole row it comes to replaced (the
+    same document written; the merge gathers the rest from the live one)."""
+    import varvedb as vv
+    rng = np.random.default_rng(2)
+    vecs = rng.normal(size=(rows, 16)).astype(np.float32)
+    db = vv.connect(os.path.join(workdir, "upsert.varve"), durability="off")
+    c = db.create_collection("items", {"tag": "int", "title": "text",
+                                       "embedding": vv.Vector(16)})
+    titles = [f"title {i}" for i in range(rows)]
+    c.insert_arrays(id=np.arange(rows), tag=np.arange(rows) % 100, title=titles,
+                    embedding=vecs)
+    keys = rng.integers(0, rows, calls).tolist()
+    whole = [{"id": k, "tag": k % 100, "title": titles[k], "embedding": vecs[k]}
+             for k in keys]
+    partial = [{"id": k, "tag": k % 100} for k in keys]
+    out = {}
+    for name, merged, replaced in (("whole row", whole, whole),
+                                   ("one field named", partial, whole)):
+        ra, rb = _ab(lambda: _us_per_call(c.upsert, merged),
+                     lambda: _us_per_call(c.replace, replaced), rounds)
+        out[name] = _pair(f"one-row upsert of a live document, {name}: merge (upsert) "
+                          "against replace of the whole row", "µs per call", ra, rb,
+                          "replace", False)
+    assert c.get(keys[0])["title"] == titles[keys[0]]
+    db.close()
+    out["note"] = (f"{rows:,} rows (int, text, 16-d vector), durability='off', one commit "
+                   "a call; replace writes what upsert wrote before it merged")
     return out
 
 
@@ -313,6 +351,7 @@ def run(rounds: int = 9, commits: int = 200, insert_rows: int = 500, workdir: st
     steps = {
         "get": lambda: get_by_id(workdir, rounds),
         "search": lambda: small_search(rounds),
+        "upsert": lambda: one_row_upserts(workdir, rounds),
         "overhead": lambda: search_overhead(rounds, dataset, echo=echo),
         "commits-1": lambda: durable_commits(workdir, rounds, commits, 1),
         "commits-8": lambda: durable_commits(workdir, rounds, commits, 8),

@@ -386,9 +386,19 @@ class _CollectionVerbs:
         ids = _answer((yield req))["ids"]
         return np.asarray(ids, np.int64) if self._schema.id_kind == "int" else ids
 
-    def upsert(self, rows: dict | Iterable[dict]) -> Op:
-        """Insert documents, replacing any live document with the same id."""
-        return (_answer((yield _post(f"{self._path}/items", _rows(rows), method="PUT"))))["ids"]
+    def upsert(self, rows: dict | Iterable[dict], merge: bool = True) -> Op:
+        """Insert documents, or merge each into the live document with its id (the
+        fields a row does not name keep their values); merge=False: `replace`.
+        Returns the ids."""
+        if merge is not True and merge is not False:
+            raise E.FieldTypeError(f"merge is True or False, got {brief(merge)}")
+        path = f"{self._path}/items" + ("" if merge else _query_string(merge="false"))
+        return (_answer((yield _post(path, _rows(rows), method="PUT"))))["ids"]
+
+    def replace(self, rows: dict | Iterable[dict]) -> Op:
+        """Insert documents, each replacing the whole live document with its id
+        (`upsert(rows, merge=False)`). Returns the ids."""
+        return (yield from _CollectionVerbs.upsert(self, rows, merge=False))
 
     def update(self, set: dict, where: str | None = None, params: list | tuple = (),
                ids: list | None = None) -> Op:
@@ -814,6 +824,7 @@ class RemoteCollection(_CollectionVerbs):
     insert = _blocking(_CollectionVerbs.insert)
     insert_arrays = _blocking(_CollectionVerbs.insert_arrays)
     upsert = _blocking(_CollectionVerbs.upsert)
+    replace = _blocking(_CollectionVerbs.replace)
     update = _blocking(_CollectionVerbs.update)
     delete = _blocking(_CollectionVerbs.delete)
     get = _blocking(_CollectionVerbs.get)
@@ -951,6 +962,7 @@ class AsyncRemoteCollection(_CollectionVerbs):
     insert = _awaitable(_CollectionVerbs.insert)
     insert_arrays = _awaitable(_CollectionVerbs.insert_arrays)
     upsert = _awaitable(_CollectionVerbs.upsert)
+    replace = _awaitable(_CollectionVerbs.replace)
     update = _awaitable(_CollectionVerbs.update)
     delete = _awaitable(_CollectionVerbs.delete)
     get = _awaitable(_CollectionVerbs.get)

@@ -102,12 +102,31 @@ class Collection:
             self.engine.insert(tx, t, ids, cols)
             return ids
 
-    def upsert(self, rows: dict | Iterable[dict]) -> list:
-        """Insert documents, replacing any live document with the same id."""
+    def upsert(self, rows: dict | Iterable[dict], merge: bool = True) -> list:
+        """Insert documents, or merge each into the live document with its id: a
+        field the row names takes its value (None sets null), a field it does not
+        name keeps its value — as SQL's INSERT ... ON CONFLICT (id) DO UPDATE SET
+        naming the row's fields. An embedded vector the row does not give is made
+        again from the source text the row names (kept if it names neither). Rows
+        of one call may name different fields. merge=False: `replace`. Returns the ids."""
+        if merge is not True:
+            if merge is False:
+                return self.replace(rows)
+            raise FieldTypeError(f"merge is True or False, got {brief(merge)}")
+        batch = self.prepare_rows(rows, merge=True)
+        with self._sess.writing() as tx:
+            t, ids, batch = self.prepared_now(batch)
+            self.engine.upsert(tx, t, ids, batch.columns, batch.named)
+            return _id_list(ids)
+
+    def replace(self, rows: dict | Iterable[dict]) -> list:
+        """Insert documents, each replacing the whole live document with its id: a
+        field the row does not name gets its default, or null (`upsert(rows,
+        merge=False)`). Returns the ids."""
         batch = self.prepare_rows(rows)
         with self._sess.writing() as tx:
-            t, ids, cols = self.prepared_now(batch)
-            self.engine.upsert(tx, t, ids, cols)
+            t, ids, batch = self.prepared_now(batch)
+            self.engine.replace(tx, t, ids, batch.columns)
             return _id_list(ids)
 
     def update(self, set: dict, where: str | None = None, params: list | tuple = (),
@@ -124,28 +143,31 @@ class Collection:
             self.engine.update(tx, t, rows, values)
             return len(rows)
 
-    def prepare_rows(self, rows: dict | Iterable[dict]) -> "PreparedRows":
+    def prepare_rows(self, rows: dict | Iterable[dict], merge: bool = False) -> "PreparedRows":
         """Rows checked and coerced, their defaults and embedded vectors filled:
-        what a write does before it takes the writer lock (SQL's INSERT too)."""
+        what a write does before it takes the writer lock (SQL's INSERT too).
+        merge=True (upsert's): no default filled where a row does not name a field
+        and no not_null checked (a live document's values may fill them), and
+        which rows name which field kept (`named`)."""
         t = self.table
         rows = _row_list(rows)
-        b = self._batch_from_rows(t, rows)
-        return PreparedRows(t, t.schema, rows, b.ids, b.columns)
+        b, named = self._batch_from_rows(t, rows, merge)
+        return PreparedRows(t, t.schema, rows, b.ids, b.columns, named)
 
     def insert_prepared(self, tx, batch: "PreparedRows") -> list:
         """Under the writer lock (`tx`): insert prepared rows; returns their ids."""
-        t, ids, cols = self.prepared_now(batch)
-        self.engine.insert(tx, t, ids, cols)
+        t, ids, batch = self.prepared_now(batch)
+        self.engine.insert(tx, t, ids, batch.columns)
         return _id_list(ids)
 
     def prepared_now(self, batch: "PreparedRows") -> tuple:
-        """Under the writer lock: (table, ids, columns) of prepared rows, the ids
-        assigned now (made again if the schema changed since they were prepared)."""
+        """Under the writer lock: (table, ids, batch) of prepared rows, the ids
+        assigned now (the batch made again if the schema changed since)."""
         t = self.table
         if t is not batch.table or t.schema is not batch.schema:
-            b = self._batch_from_rows(t, batch.rows)
-            batch = PreparedRows(t, t.schema, batch.rows, b.ids, b.columns)
-        return t, t.assign_ids(batch.ids), batch.columns
+            b, named = self._batch_from_rows(t, batch.rows, batch.named is not None)
+            batch = PreparedRows(t, t.schema, batch.rows, b.ids, b.columns, named)
+        return t, t.assign_ids(batch.ids), batch
 
     def _arrays_batch(self, t: Table, id, columns: dict) -> tuple:
         """(ids coerced or None, columns coerced and embedded) of insert_arrays."""
@@ -246,9 +268,10 @@ class Collection:
         mask, _ = snap.visible(t)
         return np.flatnonzero(mask & Filter(where, t.schema, params).mask(t, snap.n(t)))
 
-    def _batch_from_rows(self, t: Table, rows: list) -> Batch:
-        """The rows' ids as given (None: to assign) and their columns, coerced,
-        completed and embedded."""
+    def _batch_from_rows(self, t: Table, rows: list, merge: bool = False) -> tuple:
+        """(Batch, named): the rows' ids as given (None: to assign) and their
+        columns, coerced, completed and embedded; `named` (merge only, else None):
+        field -> bool mask of the rows naming it, for the fields some rows leave out."""
         names = rows[0].keys() if len(rows) == 1 else set().union(*rows) if rows else set()
         t.schema.check_names(names)
         ids = [r.get("id") for r in rows]
@@ -259,7 +282,14 @@ class Collection:
                                     [r[name] if name in r else fields[name].default_value()
                                      for r in rows])
                 for name in names if name != "id"}
-        return Batch(ids, _embedded(t.schema, cols, len(rows)))
+        if not merge:
+            return Batch(ids, _embedded(t.schema, cols, len(rows))), None
+        named = {}
+        if len(rows) > 1 and any(len(r) != len(names) for r in rows):
+            named = {name: np.fromiter((name in r for r in rows), bool, len(rows))
+                     for name in cols}
+            named = {name: m for name, m in named.items() if not m.all()}
+        return Batch(ids, _embedded_merge(t.schema, cols, named, len(rows))), named
 
     # ---- reads -----------------------------------------------------------------
 
@@ -480,6 +510,7 @@ class PreparedRows:
     rows: list
     ids: list            # as given: None where one is assigned under the lock
     columns: dict
+    named: dict | None = None     # an upsert's merge: field -> rows naming it (engine.upsert)
 
 
 def _row_list(rows) -> list:
@@ -500,6 +531,32 @@ def _embedded(schema: Schema, cols: dict, n: int) -> dict:
     if not n or not embedded_fields(schema):
         return cols
     return fill_embedded(schema, complete_columns(schema, cols, n), n)
+
+
+def _embedded_merge(schema: Schema, cols: dict, named: dict, n: int) -> dict:
+    """An upsert's columns with the vectors of the source texts its rows name
+    embedded where the row gives no vector; those rows then name the vector
+    (`named` updated), so the engine keeps it, not the live document's."""
+    if not n:
+        return cols
+    allow = {}
+    for name in embedded_fields(schema):
+        source = schema.fields[name].source
+        if source not in cols:
+            continue
+        by_text = named.get(source)             # None: every row names the text
+        allow[name] = by_text
+        vmask = named.get(name) if name in cols else np.zeros(n, bool)
+        if vmask is None:                        # every row names the vector
+            continue
+        vmask = vmask | (True if by_text is None else by_text)
+        if vmask.all():
+            named.pop(name, None)
+        else:
+            named[name] = vmask
+    if not allow:
+        return cols
+    return fill_embedded(schema, cols, n, allow=allow)
 
 
 _REQUESTS = {"search": Search, "find": Find, "count": Count}

@@ -334,6 +334,16 @@ class Field:
                  "bool": np.bool_}[self.kind]
         return np.full(n, v, dtype), np.zeros(n, bool)
 
+    def null_column(self, n: int) -> tuple[Any, np.ndarray]:
+        """(values, nulls) of n null rows, as coerce_values returns them."""
+        if self.kind in ("text", "json"):
+            return [None] * n, np.ones(n, bool)
+        if self.kind == "vector":
+            return np.zeros((n, self.width), VECTOR_DTYPES[self.dtype]), np.ones(n, bool)
+        dtype = {"int": np.int64, "timestamp": np.int64, "float": np.float64,
+                 "bool": np.bool_}[self.kind]
+        return np.zeros(n, dtype), np.ones(n, bool)
+
     def to_dict(self) -> dict:
         d: dict[str, Any] = {"kind": self.kind}
         if self.kind == "vector":

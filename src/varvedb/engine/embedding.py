@@ -38,14 +38,17 @@ def check_embedders(fields: dict, server_files: bool) -> None:
                                     "or a registered embedder")
 
 
-def fill_embedded(schema: Schema, columns: dict, n: int, stale=()) -> dict:
+def fill_embedded(schema: Schema, columns: dict, n: int, stale=(), allow=None) -> dict:
     """`columns` of n new rows with each embedded vector filled where it is null
-    (or absent, or named in `stale`) and its source text is not."""
+    (or absent, or named in `stale`) and its source text is not; `allow`: field
+    -> the rows (a bool mask; None: all) whose vector may be filled (an upsert's
+    merge: not a live document's that keeps its text)."""
     out = columns
     for name in embedded_fields(schema):
         f = schema.fields[name]
         src = columns.get(f.source)
-        if src is None or not n:
+        rows = None if allow is None else allow.get(name)
+        if src is None or not n or rows is not None and not rows.any():
             continue
         texts, tnulls = src
         if tnulls is None:
@@ -56,7 +59,8 @@ def fill_embedded(schema: Schema, columns: dict, n: int, stale=()) -> dict:
             vals, vnulls = np.zeros((n, f.dim), dtype), np.ones(n, bool)
         else:
             vals, vnulls = np.array(given[0], dtype), np.array(given[1], bool)
-        todo = np.flatnonzero(vnulls & ~np.asarray(tnulls, bool))
+        todo = vnulls & ~np.asarray(tnulls, bool)
+        todo = np.flatnonzero(todo if rows is None else todo & rows)
         if not len(todo):
             continue
         vals[todo] = _embed(f, name, [texts[i] for i in todo.tolist()]).astype(dtype)

@@ -424,9 +424,37 @@ class Engine:
         t.check_new_ids(_keys(ids))
         self.append_rows(tx, t, ids, columns)
 
-    def upsert(self, tx: "Transaction", t: Table, ids, columns: dict) -> None:
-        """New documents, each replacing the live document with its id, if any
-        (absent fields and not_null ones as in `insert`)."""
+    def upsert(self, tx: "Transaction", t: Table, ids, columns: dict,
+               named: dict | None = None) -> None:
+        """New documents merged into the live document of their id, if any: a
+        field a row names takes the row's value (None: null), a field it does not
+        name keeps the live document's (SQL's ON CONFLICT (id) DO UPDATE SET of
+        the named fields); an id not live is inserted as `insert` does (defaults,
+        not_null). An embedded vector a row does not give is made again from the
+        source text the row names, and kept when the row names neither.
+
+        `named`: field -> bool mask of the rows of the batch that name it (a field
+        of `columns` not in `named` is named by every row, a field absent from
+        `columns` by none); a row that does not name a field of `columns` holds
+        its default there, or null."""
+        self._check_writing(tx)
+        self._check_current(t)
+        n = len(ids)
+        keys = _keys(ids)
+        check_unique(keys)
+        old = t.live_rows(keys)
+        live = old >= 0
+        allow = None
+        if live.any():
+            columns, allow = merged(t, old, live, columns, named or {})
+        columns = fill_embedded(t.schema, complete_columns(t.schema, columns, n), n,
+                                allow=allow)
+        self.delete(tx, t, old[live])
+        self.append_rows(tx, t, ids, columns)
+
+    def replace(self, tx: "Transaction", t: Table, ids, columns: dict) -> None:
+        """New documents, each replacing the whole live document with its id, if
+        any (fields absent from `columns` and not_null ones as in `insert`)."""
         self._check_writing(tx)
         self._check_current(t)
         columns = fill_embedded(t.schema, complete_columns(t.schema, columns, len(ids)),
@@ -944,6 +972,75 @@ def _field_of(t: Table, name: str, what: str) -> str:
         raise UnknownFieldError(f"{t.name!r} has no field {brief(name)}; fields are "
                                 f"{sorted(t.schema.fields)}")
     return name
+
+
+def merged(t: Table, old: np.ndarray, live: np.ndarray, columns: dict,
+           named: dict) -> tuple[dict, dict]:
+    """(columns, allow) of an upsert's batch over a table whose live `old` rows
+    (old[i], where `live`) it merges into: each field a live row does not name
+    gathered from its old row, column by column (Engine.upsert's `named`); an
+    embedded vector is not gathered where its row names the source text. `allow`:
+    embedded field -> the rows whose vector may be made from the text (new rows,
+    and those that name the text), for fill_embedded."""
+    n = len(old)
+    fields = t.schema.fields
+    out = dict(columns)
+    allow = {}
+    for name, f in fields.items():
+        names = _naming(columns, named, name, n)
+        if f.embed is not None:
+            by_text = _naming(columns, named, f.source, n)
+            allow[name] = (None if by_text is _ALL else ~live if by_text is None
+                           else ~live | by_text)
+            names = _either(names, by_text)
+        if names is _ALL:
+            continue
+        keep = live if names is None else live & ~names
+        rows = np.flatnonzero(keep)
+        if not len(rows):
+            continue
+        column = t.columns[name]
+        if len(rows) == n:              # every row live and silent here: one take
+            out[name] = column.take(old)
+            continue
+        base = columns.get(name)
+        if base is None:
+            base = f.default_column(n) if f.default is not None else f.null_column(n)
+        out[name] = _scattered(base, rows, *column.take(old[rows]))
+    return out, allow
+
+
+_ALL = object()       # every row of the batch names the field
+
+
+def _naming(columns: dict, named: dict, name: str, n: int):
+    """The rows of an upsert's batch that name `name`: _ALL, None (none), or a mask."""
+    if name not in columns:
+        return None
+    mask = named.get(name)
+    return _ALL if mask is None else np.asarray(mask, bool)
+
+
+def _either(a, b):
+    """The rows that name either of two fields (each as _naming answers)."""
+    if a is _ALL or b is _ALL:
+        return _ALL
+    return b if a is None else a if b is None else a | b
+
+
+def _scattered(base: tuple, rows: np.ndarray, vals, nulls) -> tuple:
+    """A copy of the column `base` (values, nulls) with `rows` set to `vals`, `nulls`."""
+    bvals, bnulls = base
+    bnulls = np.array(bnulls, bool)
+    bnulls[rows] = nulls
+    if isinstance(bvals, list):
+        bvals = list(bvals)
+        for i, v in zip(rows.tolist(), vals):
+            bvals[i] = v
+    else:
+        bvals = np.array(bvals)
+        bvals[rows] = vals
+    return bvals, bnulls
 
 
 def _keys(ids) -> list:

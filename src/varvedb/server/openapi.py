@@ -194,9 +194,9 @@ def _path_param(name: str, what: str) -> dict:
             "description": what}
 
 
-def _query_param(name: str, what: str) -> dict:
-    return {"name": name, "in": "query", "required": False, "schema": {"type": "string"},
-            "description": what}
+def _query_param(name: str, what: str, schema: dict | None = None) -> dict:
+    return {"name": name, "in": "query", "required": False,
+            "schema": schema or {"type": "string"}, "description": what}
 
 
 def openapi_document() -> dict:
@@ -233,8 +233,14 @@ def openapi_document() -> dict:
                         "of vectors (?field=)", 201, _ref("Written"), items_body,
                         C + [_query_param("field", "the vector field of an .npy body")],
                         write=True),
-            "put": _op("Upsert documents (JSON rows)", 200, _ref("Written"),
-                       _json_body({"type": "array", "items": _ref("Row")}), C, write=True)},
+            "put": _op("Upsert documents (JSON rows): each merged into the live document "
+                       "with its id (the fields a row does not name kept), or inserted; "
+                       "?merge=false replaces the whole document", 200, _ref("Written"),
+                       _json_body({"type": "array", "items": _ref("Row")}),
+                       C + [_query_param("merge", "false: replace whole documents "
+                                                  "(default true: merge)",
+                                         {"type": "string", "enum": ["true", "false"]})],
+                       write=True)},
         "/collections/{c}/items/{id}": {
             "get": _op("One document (404 if none has this id)", 200, _ref("Row"), params=I + [
                 _query_param("as_of", "a version number or an RFC 3339 timestamp"),

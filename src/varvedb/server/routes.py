@@ -176,8 +176,8 @@ def table(api, claim_write, transaction_named=None) -> list:
 
     def upsert(p, q, ctype, raw):
         rows = json_body(ctype, raw, list, "PUT /collections/{c}/items")
-
-        return 200, write_call(lambda s: {"ids": s.collection(p["c"]).upsert(rows)})
+        merge = _flag(q.get("merge"), "merge", True)
+        return 200, write_call(lambda s: {"ids": s.collection(p["c"]).upsert(rows, merge)})
 
     def item_route(p, tail: str):
         """An item route's path has nothing after the id but its own `tail`."""
@@ -518,6 +518,15 @@ class ItemNotFound(E.NotFoundError):
     def __init__(self, key):
         super().__init__(f"no document with id {brief(key)}")
         self.item = key
+
+
+def _flag(value, name: str, default: bool) -> bool:
+    """A true/false query parameter (None: absent, the default)."""
+    if value is None:
+        return default
+    if value in ("true", "false"):
+        return value == "true"
+    raise E.RequestError(f"?{name}= is true or false, got {brief(value)}")
 
 
 def _params(body: dict):
