@@ -23,7 +23,7 @@ import numpy as np
 from pglast import ast, parse_sql
 from pglast.enums import OnConflictAction
 
-from ..errors import NotSupportedError, SqlError
+from ..errors import NotNullViolationError, NotSupportedError, SqlError
 from ..query import expr as E
 from ..schema import coerce_ids, coerce_values, from_micros
 from .expressions import Scope, convert, literal, output_name
@@ -176,12 +176,12 @@ class Insert:
                                             "specification or constraint name")
                 if oc.whereClause is not None:
                     raise NotSupportedError("ON CONFLICT DO UPDATE ... WHERE is not supported")
-                uscope = Scope(scope.names | {"excluded"})
+                uscope = Scope(scope.names | {"excluded"}, unqualified=[])
                 sets = []
                 for rt in oc.targetList:
                     sets.append((rt.name, _DEFAULT if isinstance(rt.val, ast.SetToDefault)
                                  else convert(rt.val, uscope)))
-                self.conflict = ("update", sets)
+                self.conflict = ("update", sets, uscope.unqualified)
         self.returning = _returning(stmt.returningClause, scope)
 
     def run(self, ctx, params) -> SqlResult:
@@ -194,6 +194,8 @@ class Insert:
                 raise SqlError("42703", f'column "{c}" of relation "{self.table}" does not exist')
         if len(set(columns)) != len(columns):
             raise SqlError("42701", "column specified more than once")
+        if self.conflict is not None and self.conflict[0] == "update":
+            _check_unqualified(self.conflict[2], schema)
         env = E.Env(params)
         rows = self._rows(ctx, columns, params, env, t)
         s = ctx.session
@@ -259,6 +261,8 @@ def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env, ahead=None
             raise SqlError("23502", f'null value in column "id" of relation "{t.name}" '
                                     "violates not-null constraint")
     coll = Collection(ctx.session.db, t.name, ctx.session)
+    if conflict is not None:
+        _check_proposed(t, rows)
     if conflict is None:
         if not rows:
             return t.live_rows([]), 0
@@ -292,9 +296,10 @@ def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env, ahead=None
     keys = [k for k, _ in clashing]
     old = t.live_rows(keys)
     rel = E.Rel(t, old)
-    for name in schema.fields:
-        kind = schema.fields[name].kind
-        proposed = [r.get(name) for _, r in clashing]
+    for name, f in schema.fields.items():
+        kind = f.kind
+        # EXCLUDED is the row proposed: a column the INSERT leaves out holds its default
+        proposed = [r[name] if name in r else f.default_value() for _, r in clashing]
         vals, nulls = coerce_values(name, schema.fields[name], proposed)
         rel.cols[f"excluded.{name}"] = _val_of(kind, vals, nulls)
     rel.cols["excluded.id"] = E.Val(schema.id_kind if schema.id_kind != "text" else "text",
@@ -315,6 +320,24 @@ def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env, ahead=None
     # RETURNING lists rows in the order the VALUES gave them
     out = [written[i] if side == "new" else keys[i] for side, i in filter(None, order)]
     return t.live_rows(out), len(keys)
+
+
+def _check_unqualified(names: list, schema) -> None:
+    """ON CONFLICT DO UPDATE names a column unqualified: the table's or EXCLUDED's
+    (PostgreSQL refuses it before anything runs)."""
+    for name in names:
+        if name in schema.fields or name == "id" and not schema.id_hidden:
+            raise SqlError("42702", f'column reference "{name}" is ambiguous')
+        raise SqlError("42703", f'column "{name}" does not exist')
+
+
+def _check_proposed(t, rows: list[dict]) -> None:
+    """Every row an INSERT ... ON CONFLICT proposes keeps NOT NULL, the rows that
+    conflict too (PostgreSQL checks a row before it looks for its conflict)."""
+    for name, f in t.schema.fields.items():
+        if f.not_null and any((r[name] if name in r else f.default) is None for r in rows):
+            raise NotNullViolationError(f'null value in column "{name}" of relation '
+                                        f'"{t.name}" violates not-null constraint')
 
 
 def _val_of(kind: str, vals, nulls) -> E.Val:

@@ -30,9 +30,13 @@ class Scope:
     """What one query level's expressions may name: its relation's names (for
     qualifiers), and a hook that compiles a subquery (returns its key)."""
 
-    def __init__(self, names: set[str], subquery: Callable | None = None):
+    def __init__(self, names: set[str], subquery: Callable | None = None,
+                 unqualified: list | None = None):
         self.names = names
         self.subquery = subquery
+        # ON CONFLICT DO UPDATE's: the column names it uses unqualified (each is the
+        # table's and EXCLUDED's: PostgreSQL's 42702 where the column exists)
+        self.unqualified = unqualified
 
 
 def convert(n, scope: Scope):
@@ -99,6 +103,8 @@ def column_name(n: ast.ColumnRef, scope: Scope) -> str:
         return names[1]
     if len(names) != 1:
         raise NotSupportedError(f"column reference {'.'.join(names)} is not supported")
+    if scope.unqualified is not None:
+        scope.unqualified.append(names[0])
     return names[0]
 
 
