@@ -22,6 +22,7 @@ import pytest
 
 import varvedb as vv
 import test_api
+import test_collection_verbs
 import test_text_search
 import test_upsert_merge
 import test_vector_search
@@ -125,6 +126,14 @@ APPLIED = {
         "test_search_argument_errors",
         "test_a_rolled_back_transaction_leaves_no_postings",
     ],
+    test_collection_verbs: [
+        "test_exist_ok_returns_the_collection_of_the_same_schema",
+        "test_exist_ok_refuses_another_schema_naming_the_difference",
+        "test_get_of_many_ids_answers_their_documents_in_their_order",
+        "test_get_of_many_ids_travels_in_time",
+        "test_get_of_many_text_ids",
+        "test_find_offset_skips_rows_before_the_limit",
+    ],
     test_upsert_merge: [
         "test_upsert_merges_the_fields_a_row_names_and_keeps_the_rest",
         "test_replace_and_merge_false_replace_the_whole_document",
@@ -171,6 +180,10 @@ EXCUSED = {
             "an embedder registered in the test's process, and SqlResult.plan",
         "test_varvedb_search_command": "the `varvedb search` command on a file",
     },
+    test_collection_verbs: {
+        "test_get_of_many_ids_matches_an_oracle":
+            "hypothesis over :memory: databases (the same verbs are held above)",
+    },
     test_upsert_merge: {
         "test_the_graph_and_the_text_index_answer_a_merged_document":
             "wait_indexed, the plan objects and a reopen of the file",
@@ -186,7 +199,8 @@ EXCUSED = {
 
 
 def test_every_embedded_case_is_run_or_excused():
-    for module in (test_api, test_text_search, test_upsert_merge, test_vector_search):
+    for module in (test_api, test_collection_verbs, test_text_search, test_upsert_merge,
+                   test_vector_search):
         names = {n for n in dir(module) if n.startswith("test_")}
         covered = set(APPLIED.get(module, ())) | set(EXCUSED[module]) | \
             (set(FRESH) if module is test_api else set())
@@ -684,6 +698,21 @@ def test_async_client_round_trips(server, client):
             assert await d.count("tag > 4") == 5
             assert await d.upsert({"id": 11, "tag": 50}) == [11]
             assert (await d.find("tag >= 50", select=["tag"]))[0].fields == {"tag": 50}
+            assert (await d.get(11))["emb"].tolist() == [0, 0, 0]     # merged: kept
+            assert await d.replace({"id": 10, "tag": 8}) == [10]
+            assert (await d.get(10))["emb"] is None                   # replaced: reset
+            assert await d.upsert({"id": 10, "emb": [0, 1, 1]}, merge=False) == [10]
+            assert (await d.get(10))["tag"] is None
+            assert await d.get(ids=[11, 99, 10], select=["tag"]) == \
+                [{"id": 11, "tag": 50}, {"id": 10, "tag": None}]
+            assert [h.id for h in await d.find(offset=8, select=[])] == [9, 11, 10]
+            same = await a.get_or_create_collection("adocs", {
+                "tag": "int", "ts": "timestamp", "emb": vv.Vector(3, metric="l2")})
+            assert await same.count() == 11
+            with pytest.raises(vv.SchemaError, match="'tag'"):
+                await a.create_collection("adocs", {"tag": "text", "ts": "timestamp",
+                                                    "emb": vv.Vector(3, metric="l2")},
+                                          exist_ok=True)
             batch = await d.search_batch([{"vector": [0, 0, 1], "limit": 1},
                                           {"vector": [1, 0, 0], "limit": 1}])
             assert batch[0].ids == [4] and batch[1].ids[0] in (1, 2)    # 1 and 2 tie

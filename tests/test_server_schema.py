@@ -131,6 +131,7 @@ QUERY_VALUES = {
     "limit": [1, 5, 0, -1, 10 ** 9, None], "ef": [10, 1, 5000, None], "probes": [None, 4],
     "branch": ["main", "nosuch", None],
     "ids": [[1, 2], ["n1", "n2"], [], [1, "x"], [2 ** 64]],
+    "offset": [0, 2, -1, 10 ** 9],
     "set": [{"tag": 9}, {"title": "new"}, {"emb": [0.0, 1.0, 0.0, 0.0]}, {"n": 7},
             {"body": "b"}, {"nosuch": 1}, {"id": 5}, {}]}
 # the keys each body takes (as the document's schemas say)
@@ -192,6 +193,8 @@ def _steer(case, draw) -> None:
         case.body = {"name": name, "schema": {
             f"f{i}": draw(st.sampled_from(FIELD_SPECS))
             for i in range(draw(st.integers(0, 3)))}}
+        if draw(st.booleans()):
+            case.body["exist_ok"] = draw(st.sampled_from([True, False, "yes"]))
     elif label == "POST /sql" and isinstance(body, dict):
         body["sql"] = draw(st.sampled_from(SQL))
         if draw(st.booleans()):

@@ -295,6 +295,7 @@ def _awaitable(op):
 
 
 Op = Generator[_Request, _Response, Any]
+_MANY = object()     # get() without an id: a list of documents
 
 
 class _CollectionVerbs:
@@ -414,8 +415,24 @@ class _CollectionVerbs:
 
     # ---- reads
 
-    def get(self, id, as_of=None, select: list | None = None) -> Op:
-        """The document with this id (as of a version or aware datetime), or None."""
+    def get(self, id=_MANY, as_of=None, select: list | None = None, *, ids: list | None = None,
+            where: str | None = None, params: list | tuple = (), limit: int | None = None,
+            offset: int = 0, branch: str | None = None) -> Op:
+        """get(id): the document with this id (as of a version or aware datetime),
+        or None. Without the id: a list of documents, as Collection.get answers
+        (POST .../find with ids; every field of the schema as last fetched, or
+        `select`'s)."""
+        if id is _MANY:
+            if select is None:
+                select = list(self._schema.fields)
+            body = Find.of(where, params, as_of, limit, select, branch, offset, ids).to_wire()
+            resp = yield _post(f"{self._path}/find", body, idempotent=True)
+            hits = yield from self._hits(_answer(resp, _HITS))
+            return [{"id": h.id, **h.fields} for h in hits]
+        if ids is not None or where is not None or params != () or limit is not None \
+                or offset != 0 or branch is not None:
+            raise E.FieldTypeError("get(id) answers one document; get(ids=[...], where=..., "
+                                   "limit=..., offset=...) a list")
         path = (yield from self._item_path(id)) + _query_string(
             as_of=as_of_to_wire(as_of), select=_select_param(select))
         resp = yield _get(path)
@@ -433,9 +450,10 @@ class _CollectionVerbs:
 
     def find(self, where: str | None = None, params: list | tuple = (), as_of=None,
              limit: int | None = None, select: list | None = None,
-             branch: str | None = None) -> Op:
-        """Documents matching a filter, in insertion order (no scoring); limit=None: all."""
-        body = Find.of(where, params, as_of, limit, select, branch).to_wire()
+             branch: str | None = None, offset: int = 0) -> Op:
+        """Documents matching a filter, in insertion order (no scoring): `offset`
+        skipped, then at most `limit` (None: all)."""
+        body = Find.of(where, params, as_of, limit, select, branch, offset).to_wire()
         resp = yield _post(f"{self._path}/find", body, idempotent=True)
         return (yield from self._hits(_answer(resp, _HITS)))
 
@@ -555,13 +573,21 @@ class _ClientVerbs:
     """The database-wide verbs as request generators."""
     _collection_class: type
 
-    def create_collection(self, name: str, schema: dict) -> Op:
+    def create_collection(self, name: str, schema: dict, exist_ok: bool = False) -> Op:
         """Create a collection with a schema of field name -> type (strings such as
-        "text", "vector(3)", or vv field objects)."""
+        "text", "vector(3)", or vv field objects). exist_ok=True: one of that name
+        and schema is returned; one with another schema raises SchemaError."""
         spec = {k: _field_spec(v) for k, v in schema.items()} if isinstance(schema, dict) \
             else schema
-        desc = _answer((yield _post("/collections", {"name": name, "schema": spec})))
+        if exist_ok is not False and exist_ok is not True:
+            raise E.OptionError(f"exist_ok is True or False, got {brief(exist_ok)}")
+        body = {"name": name, "schema": spec, **({"exist_ok": True} if exist_ok else {})}
+        desc = _answer((yield _post("/collections", body)))
         return self._collection_class(self, desc)
+
+    def get_or_create_collection(self, name: str, schema: dict) -> Op:
+        """create_collection(name, schema, exist_ok=True)."""
+        return (yield from _ClientVerbs.create_collection(self, name, schema, exist_ok=True))
 
     def collection(self, name: str) -> Op:
         """An existing collection (NotFoundError if there is none by that name)."""
@@ -879,6 +905,7 @@ class Client(_ClientVerbs):
         return ClientTransaction(self)
 
     create_collection = _blocking(_ClientVerbs.create_collection)
+    get_or_create_collection = _blocking(_ClientVerbs.get_or_create_collection)
     collection = _blocking(_ClientVerbs.collection)
     __getitem__ = collection
     collections = _blocking(_ClientVerbs.collections)
@@ -1013,6 +1040,7 @@ class AsyncClient(_ClientVerbs):
         return AsyncClientTransaction(self)
 
     create_collection = _awaitable(_ClientVerbs.create_collection)
+    get_or_create_collection = _awaitable(_ClientVerbs.get_or_create_collection)
     collection = _awaitable(_ClientVerbs.collection)
     collections = _awaitable(_ClientVerbs.collections)
     drop_collection = _awaitable(_ClientVerbs.drop_collection)

@@ -33,6 +33,9 @@ from .engine.embedding import embedded_fields, fill_embedded
 from .engine.table import Table
 
 
+_MANY = object()     # get() without an id: a list of documents
+
+
 class Collection:
     def __init__(self, db, name: str, session=None):
         self._db = db
@@ -293,8 +296,20 @@ class Collection:
 
     # ---- reads -----------------------------------------------------------------
 
-    def get(self, id, as_of=None, select: list | None = None) -> dict | None:
-        """The document with this id (as of a version or aware datetime), or None."""
+    def get(self, id=_MANY, as_of=None, select: list | None = None, *, ids: list | None = None,
+            where: str | None = None, params: list | tuple = (), limit: int | None = None,
+            offset: int = 0, branch: str | None = None) -> dict | list[dict] | None:
+        """get(id): the document with this id (as of a version or aware datetime),
+        or None. Without the id: a list of documents — those of `ids` in that order
+        (an id with no document skipped), or with no ids every one in insertion
+        order — those matching `where` if given, `offset` skipped, then at most
+        `limit` (None: all). Documents hold every field (vectors too) or `select`'s."""
+        if id is _MANY:
+            return self._get_many(ids, where, params, limit, offset, as_of, select, branch)
+        if ids is not None or where is not None or params != () or limit is not None \
+                or offset != 0 or branch is not None:
+            raise FieldTypeError("get(id) answers one document; get(ids=[...], where=..., "
+                                 "limit=..., offset=...) a list")
         t = self.table
         names = select_fields(t, check_select(select), vectors=True)
         key = one_id(t.schema, id)
@@ -310,6 +325,14 @@ class Collection:
                 fields[name].kind == "timestamp" else v
         return doc
 
+    def _get_many(self, ids, where, params, limit, offset, as_of, select, branch) -> list[dict]:
+        t = self.table
+        if select is None:
+            select = select_fields(t, None, vectors=True)
+        request = Find.of(where, params, as_of, limit, select, branch, offset, ids)
+        res = execute(bind(request, t, self._sess.snapshot(request.as_of, request.branch)))
+        return self._docs(t, res.rows, res.fields)
+
     def count(self, where: str | None = None, params: list | tuple = (), as_of=None,
               branch: str | None = None) -> int:
         """How many documents are visible (as of a version), optionally filtered."""
@@ -317,9 +340,10 @@ class Collection:
 
     def find(self, where: str | None = None, params: list | tuple = (), as_of=None,
              limit: int | None = None, select: list | None = None,
-             branch: str | None = None) -> Hits:
-        """Documents matching a filter, in insertion order (no scoring); limit=None: all."""
-        return self.run(Find.of(where, params, as_of, limit, select, branch))
+             branch: str | None = None, offset: int = 0) -> Hits:
+        """Documents matching a filter, in insertion order (no scoring): `offset`
+        skipped, then at most `limit` (None: all)."""
+        return self.run(Find.of(where, params, as_of, limit, select, branch, offset))
 
     def run(self, request: Search | Find | Count) -> Hits | int:
         """Answer a read request (query/request.py): what search(), find() and

@@ -117,11 +117,18 @@ class Database:
 
     # ---- collections -------------------------------------------------------
 
-    def create_collection(self, name: str, schema: dict) -> Collection:
-        """Create a collection with a schema of field name -> type."""
-        self.thread_session().create_collection(name, schema)
+    def create_collection(self, name: str, schema: dict, exist_ok: bool = False) -> Collection:
+        """Create a collection with a schema of field name -> type. exist_ok=True:
+        a collection of that name with the same schema (indexes created since
+        aside) is returned; one with another schema raises SchemaError naming
+        the difference."""
+        self.thread_session().create_collection(name, schema, exist_ok)
         ahead.start(ahead.shares_for(self.engine.table(name).schema.fields.values()))
         return Collection(self, name)
+
+    def get_or_create_collection(self, name: str, schema: dict) -> Collection:
+        """create_collection(name, schema, exist_ok=True)."""
+        return self.create_collection(name, schema, exist_ok=True)
 
     def drop_collection(self, name: str) -> None:
         """Drop a collection: its documents are gone for every version (as_of

@@ -625,6 +625,29 @@ class Schema:
                                     f"fields are {sorted(self.fields)}")
 
 
+_INDEX_KEYS = ("index", "index_name")
+
+
+def schema_difference(have: Schema, want: Schema) -> str | None:
+    """What keeps a collection of schema `have` from being one asked for with
+    `want` (create_collection(exist_ok=True)), or None: the same id kind and
+    fields, each of the same type and options; an index `want` does not name
+    may exist (one created later), one it names must be the same."""
+    if have.id_kind != want.id_kind:
+        return f"its ids are {have.id_kind}, the schema given has {want.id_kind} ids"
+    for name in want.fields.keys() - have.fields.keys():
+        return f"it has no field {name!r}"
+    for name in have.fields.keys() - want.fields.keys():
+        return f"its field {name!r} is not in the schema given"
+    for name, f in want.fields.items():
+        a, b = have.fields[name].to_dict(), f.to_dict()
+        if not any(k in b for k in _INDEX_KEYS):
+            a = {k: v for k, v in a.items() if k not in _INDEX_KEYS}
+        if a != b:
+            return f"its field {name!r} is {a}, the schema given has {b}"
+    return None
+
+
 @dataclass
 class Batch:
     """A validated, columnar set of rows: ids plus one (values, nulls) per field.

@@ -16,8 +16,8 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING
 
-from .errors import BranchError, NotFoundError, TransactionError
-from .schema import Schema, brief, validate_name
+from .errors import BranchError, NotFoundError, OptionError, SchemaError, TransactionError
+from .schema import Schema, brief, schema_difference, validate_name
 
 if TYPE_CHECKING:
     from .collection import Collection
@@ -157,14 +157,38 @@ class Session:
 
     __getitem__ = collection
 
-    def create_collection(self, name: str, schema: dict) -> "Collection":
-        """Create a collection (in this session's transaction, if one is open)."""
+    def create_collection(self, name: str, schema: dict,
+                          exist_ok: bool = False) -> "Collection":
+        """Create a collection (in this session's transaction, if one is open).
+        exist_ok=True: a collection of that name with the same schema (indexes
+        created since aside) is returned as it is; one with another schema raises
+        SchemaError naming the difference."""
         from .collection import Collection
         validate_name(name)
         parsed = Schema.parse(schema)
+        if exist_ok is not False and exist_ok is not True:
+            raise OptionError(f"exist_ok is True or False, got {brief(exist_ok)}")
+        if exist_ok and self._existing(name, parsed):
+            return Collection(self.db, name, self)
         with self.writing() as tx:
-            self.engine.create_collection(tx, name, parsed)
+            if not (exist_ok and self._existing(name, parsed)):   # made meanwhile?
+                self.engine.create_collection(tx, name, parsed)
         return Collection(self.db, name, self)
+
+    def get_or_create_collection(self, name: str, schema: dict) -> "Collection":
+        """create_collection(name, schema, exist_ok=True)."""
+        return self.create_collection(name, schema, exist_ok=True)
+
+    def _existing(self, name: str, schema: Schema) -> bool:
+        """Is there a collection `name` of this schema (SchemaError: of another)?"""
+        self.engine.ensure_open()
+        if name not in self.engine.names:
+            return False
+        diff = schema_difference(self.engine.table(name).schema, schema)
+        if diff is not None:
+            raise SchemaError(f"a collection named {name!r} exists with another schema: "
+                              f"{diff}")
+        return True
 
     def drop_collection(self, name: str) -> None:
         """Drop a collection (in this session's transaction, if one is open): its

@@ -293,6 +293,35 @@ class Table:
             return self.ids.rows_equal(key, n)
         return np.flatnonzero(self.ids.data[:n] == key)
 
+    def rows_of_ids(self, keys: list, mask: np.ndarray) -> np.ndarray:
+        """The row of each document id of `keys` among the rows `mask` allows (a
+        bool mask over [0, len(mask)): a view's visible rows, filtered), or -1.
+        At most one row of an id is visible in any view: the live map's row is
+        tried first, and the ids it does not answer are matched against the
+        allowed rows' ids in one sorted pass."""
+        n = len(mask)
+        rows = self.live_rows(keys)
+        ok = (rows >= 0) & (rows < n)
+        ok[ok] = mask[rows[ok]]
+        if ok.all():
+            return rows
+        rows[~ok] = -1
+        todo = np.flatnonzero(~ok)
+        allowed = np.flatnonzero(mask)
+        if isinstance(self.ids, TextColumn):
+            have = self.ids.codes.data[allowed]
+            want = np.array([self.ids.code_of(keys[i]) for i in todo.tolist()], np.int64)
+        else:
+            have = self.ids.data[allowed]
+            want = np.array([keys[i] for i in todo.tolist()], np.int64)
+        if not len(allowed):
+            return rows
+        order = np.argsort(have, kind="stable")
+        pos = np.minimum(np.searchsorted(have[order], want), len(order) - 1)
+        hit = have[order[pos]] == want
+        rows[todo[hit]] = allowed[order[pos[hit]]]
+        return rows
+
     def live_rows(self, keys: list) -> np.ndarray:
         live = self.live
         return np.fromiter((live.get(k, -1) for k in keys), np.int64, len(keys))

@@ -14,7 +14,9 @@ filter bound to the schema and its parameters, and the fields returned.
 from __future__ import annotations
 
 from ..errors import FieldTypeError, SchemaError, UnknownFieldError
-from ..schema import check_query_metric, coerce_query_vector
+import numpy as np
+
+from ..schema import check_query_metric, coerce_ids, coerce_query_vector
 from .filter import Filter
 from .plan import Project
 from .planner import Query, plan_count, plan_find, plan_hybrid, plan_rerank, plan_search, \
@@ -35,8 +37,12 @@ def bind(request, table, snap, settings: dict | None = None) -> Query:
         return query
     where = bind_where(table, request.where, request.params)
     if kind is Find:
+        keys = None
+        if request.ids is not None:
+            keys = coerce_ids(table.schema, list(request.ids))
+            keys = keys.tolist() if isinstance(keys, np.ndarray) else keys
         return plan_find(snap, table, where, request.limit,
-                         select_fields(table, request.select))
+                         select_fields(table, request.select), request.offset, keys)
     if kind is Count:
         return plan_count(snap, table, where)
     raise TypeError(f"bind takes a Search, Find or Count, got {type(request).__name__}")

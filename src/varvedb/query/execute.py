@@ -20,7 +20,7 @@ from ..index import flat
 from .aggregate import aggregate, groups as _groups, sort_ranks
 from .expr import Col, Rel, Val, col_value, evaluate, no_nulls, truth
 from .plan import (Aggregate, Count, Derived, Distinct, Filter, FunctionScan, Fusion, Limit,
-                   Output, PlanNode, Project, Rerank, Scan, Sort, Strategy, TextTopK,
+                   Lookup, Output, PlanNode, Project, Rerank, Scan, Sort, Strategy, TextTopK,
                    VectorTopK, Where)
 from .planner import WIDEN, Query
 
@@ -105,6 +105,17 @@ def _limit(node: Limit, query: Query) -> Out:
     if cols is not None:
         cols = _take_cols(cols, np.arange(inp.count)[part])
     return Out(None, rows, scores, count, _with_input(node, inp.node), cols)
+
+
+def _lookup(node: Lookup, query: Query) -> Out:
+    inp = _run(node.input, query)
+    rows = query.table.rows_of_ids(node.keys, inp.mask)
+    rows = rows[rows >= 0]
+    if len(rows) > 1:           # an id named twice: its row once, where first named
+        _, first = np.unique(rows, return_index=True)
+        if len(first) < len(rows):
+            rows = rows[np.sort(first)]
+    return Out(None, rows, None, len(rows), _with_input(node, inp.node))
 
 
 def _project(node: Project, query: Query) -> Out:
@@ -381,7 +392,8 @@ def _with_input(node: PlanNode, inp: PlanNode) -> PlanNode:
     return node if inp is node.input else replace(node, input=inp)
 
 
-_RUNNERS = {Scan: _scan, Filter: _filter, Limit: _limit, Project: _project, Count: _count,
+_RUNNERS = {Scan: _scan, Filter: _filter, Limit: _limit, Lookup: _lookup, Project: _project,
+            Count: _count,
             VectorTopK: _vector_topk, Derived: _derived, Where: _where, Output: _output,
             Aggregate: _aggregate, Distinct: _distinct, Sort: _sort,
             FunctionScan: _function_scan, TextTopK: _text_topk, Fusion: _fusion,

@@ -234,6 +234,19 @@ class Limit(PlanNode):
 
 
 @dataclass(slots=True, eq=False)
+class Lookup(PlanNode):
+    """The input's rows of the documents named, in the order named (an id with
+    no row among them skipped, one named twice answered once)."""
+    NODE: ClassVar[str] = "Lookup"
+    ids: int                    # how many ids are named
+    input: PlanNode
+    keys: Any = run_only()      # the ids, of the collection's id type
+
+    def describe(self) -> str:
+        return f"Lookup {self.ids:,} ids, in their order"
+
+
+@dataclass(slots=True, eq=False)
 class Project(PlanNode):
     """The fields returned with each row (besides id and score)."""
     NODE: ClassVar[str] = "Project"

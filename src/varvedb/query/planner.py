@@ -26,8 +26,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..schema import MAX_EF
-from .plan import (Count, Filter, Fusion, Limit, PlanNode, Project, Rerank, Scan, Strategy,
-                   TextTopK, VectorTopK)
+from .plan import (Count, Filter, Fusion, Limit, Lookup, PlanNode, Project, Rerank, Scan,
+                   Strategy, TextTopK, VectorTopK)
 
 from .request import RRF_K     # noqa: F401  (fusion's k, written once in request.py)
 EXACT_ROWS = 2048
@@ -150,10 +150,15 @@ def _text_leg(snap, table, field, text, bound, k, where, pruned, masks,
     return TextTopK(field, text, k, allowed, node, pruned, bound=bound)
 
 
-def plan_find(snap, table, where, limit: int | None, fields: tuple) -> Query:
-    """Project(Limit(Filter?(Scan))): rows in insertion order, no scoring."""
+def plan_find(snap, table, where, limit: int | None, fields: tuple, offset: int = 0,
+              keys: list | None = None) -> Query:
+    """Project(Limit(Filter?(Scan))): rows in insertion order, no scoring; with
+    `keys` (ids), Project(Limit(Lookup(Filter?(Scan)))): those documents' rows in
+    their order."""
     node, masks = plan_scan(snap, table, where)
-    return Query(Project(fields, Limit(limit, node)), snap, table, masks)
+    if keys is not None:
+        node = Lookup(len(keys), node, keys=keys)
+    return Query(Project(fields, Limit(limit, node, offset)), snap, table, masks)
 
 
 def plan_count(snap, table, where) -> Query:

@@ -48,7 +48,13 @@ READ_ARGS = {"where": _WHERE, "params": _PARAMS, "as_of": _AS_OF,
              "branch": {"type": ["string", "null"],
                         "description": "read this branch (default: the session's)"}}
 FIND_ARGS = READ_ARGS | {"limit": {"type": ["integer", "null"], "minimum": 0},
-                         "select": _SELECT}
+                         "select": _SELECT,
+                         "offset": {"type": "integer", "minimum": 0, "default": 0,
+                                    "description": "rows skipped before the limit"},
+                         "ids": {"type": ["array", "null"],
+                                 "items": {"type": ["integer", "string"]},
+                                 "description": "only these documents, in this order "
+                                                "(an id with no document skipped)"}}
 COUNT_ARGS = dict(READ_ARGS)
 SEARCH_ARGS = READ_ARGS | {
     "limit": {"type": "integer", "minimum": 0, "default": 10},
@@ -133,16 +139,23 @@ class Count(Read, frozen=True, kw_only=True):
 
 
 class Find(Read, frozen=True, kw_only=True):
-    """The matching rows in insertion order (no scoring); `limit` None: all."""
+    """The matching rows in insertion order (no scoring), or with `ids` the
+    matching rows of those documents in the order of `ids` (an id with no row
+    skipped, one given twice answered once); `offset` rows skipped, then
+    `limit` (None: all)."""
     limit: int | None = None
     select: tuple | None = None
+    offset: int = 0
+    ids: tuple | None = None
 
     @classmethod
     def of(cls, where=None, params=(), as_of=None, limit=None, select=None,
-           branch=None) -> "Find":
+           branch=None, offset=0, ids=None) -> "Find":
         return cls(where=_where(where), params=_params(params), as_of=check_as_of(as_of),
                    branch=_branch(branch), limit=None if limit is None else _limit(limit),
-                   select=check_select(select))
+                   select=check_select(select),
+                   offset=offset if type(offset) is int and offset >= 0 else
+                   _limit(offset, "offset"), ids=_ids(ids))
 
     @classmethod
     def from_wire(cls, body: dict) -> "Find":
@@ -255,7 +268,8 @@ _SEARCH_DEFAULTS = {"vector": None, "vector_text": None, "field": None, "metric"
                     "ef": None, "probes": None, "exact": False, "text": None,
                     "text_field": None, "rerank": None, "candidates": None, "rrf_k": RRF_K,
                     "weights": WEIGHTS, "limit": None, "select": None, "where": None,
-                    "params": (), "as_of": None, "branch": None, "explain": False}
+                    "params": (), "as_of": None, "branch": None, "explain": False,
+                    "offset": 0, "ids": None}
 
 
 def _is_default(name: str, v) -> bool:
@@ -310,6 +324,22 @@ def _params(params) -> tuple:
     if not isinstance(params, (list, tuple)):
         raise FilterError(f"params is a list or tuple of values, got {brief(params)}")
     return tuple(params)
+
+
+def _ids(ids) -> tuple | None:
+    """ids= is a list (or tuple, or 1-d array) of ids, each an int or a str (the
+    collection's id type is bind's to check)."""
+    if ids is None:
+        return None
+    if isinstance(ids, np.ndarray) and ids.ndim == 1:
+        ids = ids.tolist()
+    if not isinstance(ids, (list, tuple)):
+        raise FieldTypeError(f"ids is a list of ids, got {brief(ids)}")
+    bad = next((v for v in ids if not (is_int(v) or isinstance(v, str))), None)
+    if bad is not None:
+        raise FieldTypeError(f"an id is an int or a str, got {brief(bad)}")
+    return tuple(v if type(v) in (int, str) else (int(v) if is_int(v) else str(v))
+                 for v in ids)
 
 
 def _where(where):

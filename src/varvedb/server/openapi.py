@@ -60,7 +60,10 @@ SCHEMAS = {
                        ("name", "id", "fields", "schema", "documents", "version", "indexes")),
     "NewCollection": _obj({"name": {"type": "string"},
                            "schema": {"type": "object",
-                                      "additionalProperties": _ref("FieldSpec")}},
+                                      "additionalProperties": _ref("FieldSpec")},
+                           "exist_ok": {"type": "boolean", "default": False,
+                                        "description": "answer an existing collection of "
+                                                       "this schema (200) instead of a 422"}},
                           ("name", "schema")),
     "Written": _obj({"ids": {"type": "array", "items": ID}, "version": {"type": "integer"}},
                     ("ids", "version")),
@@ -172,6 +175,14 @@ def _op(summary: str, ok: int, answer: dict | None, body: dict | None = None,
     return op
 
 
+def _op_also_ok(op: dict, ok: int, what: str) -> dict:
+    """An operation that answers a second success status, with the same body."""
+    first = next(v for k, v in op["responses"].items() if k.startswith("2"))
+    op["responses"][str(ok)] = {**first, "description": what}
+    op["responses"] = dict(sorted(op["responses"].items()))
+    return op
+
+
 # the header that runs a data route in a transaction (POST /transactions)
 IN_TRANSACTION = {"name": "X-Varve-Transaction", "in": "header", "required": False,
                   "schema": {"type": "string"},
@@ -223,8 +234,10 @@ def openapi_document() -> dict:
             "get": _op("The collections' names", 200,
                        _obj({"collections": {"type": "array", "items": {"type": "string"}}},
                             ("collections",))),
-            "post": _op("Create a collection", 201, _ref("Collection"),
-                        _json_body(_ref("NewCollection")), write=True, also=(403,))},
+            "post": _op_also_ok(_op("Create a collection (201), or with exist_ok find one "
+                                    "of this schema (200)", 201, _ref("Collection"),
+                                    _json_body(_ref("NewCollection")), write=True,
+                                    also=(403,)), 200, "it exists with this schema")},
         "/collections/{c}": {
             "get": _op("A collection's schema and size", 200, _ref("Collection"), params=C),
             "delete": _op("Drop a collection", 200, _ref("Version"), params=C, write=True)},

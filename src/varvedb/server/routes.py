@@ -123,19 +123,26 @@ def table(api, claim_write, transaction_named=None) -> list:
         return 200, encode({"collections": db.collections()})
 
     def create_collection(p, q, ctype, raw):
-        body = only(json_body(ctype, raw, dict, "POST /collections"), {"name", "schema"},
-                         "POST /collections")
+        body = only(json_body(ctype, raw, dict, "POST /collections"),
+                    {"name", "schema", "exist_ok"}, "POST /collections")
         name, spec = body.get("name"), body.get("schema")
+        exist_ok = body.get("exist_ok", False)
         if not isinstance(name, str):
             raise E.SchemaError(f"a collection's name is a string, got {brief(name)}")
         if not isinstance(spec, dict):
             raise E.SchemaError("schema is an object of field name -> type")
+        if not isinstance(exist_ok, bool):
+            raise E.RequestError(f"exist_ok is true or false, got {brief(exist_ok)}")
         spec = {k: field_from_wire(v) for k, v in spec.items()}
+        made = []
 
         def go(s):
-            s.create_collection(name, spec)
+            existed = exist_ok and name in s.db.collections()
+            s.create_collection(name, spec, exist_ok)
+            made.append(not existed)
             return describe(s, name)
-        return 201, write_call(go)
+        out = write_call(go)
+        return (201 if made[0] else 200), out
 
     def get_collection(p, q, ctype, raw):
         return 200, encode(session_call(lambda s: describe(s, p["c"])))
@@ -263,9 +270,13 @@ def table(api, claim_write, transaction_named=None) -> list:
         cap_limit(req.limit)
 
         def go(s):
-            if req.limit is None:   # all of them: only as many as the cap
+            if req.ids is not None:     # at most one row an id
+                cap(max(0, min(len(req.ids) - req.offset, req.limit if req.limit is not None
+                               else len(req.ids))), "find")
+            elif req.limit is None:     # all of them: only as many as the cap
                 cap(answer(s, p["c"], Count(where=req.where, params=req.params,
-                                            as_of=req.as_of, branch=req.branch)), "find")
+                                            as_of=req.as_of, branch=req.branch))
+                    - req.offset, "find")
             return answer(s, p["c"], req)
         return 200, encode({"hits": session_call(go)})
 

@@ -1,0 +1,139 @@
+"""The verbs users of Chroma and LanceDB reach for first (issue 31):
+create_collection(exist_ok=True) / get_or_create_collection, get(ids=[...]) with
+where / limit / offset / as_of / select answering a list in the order of the ids,
+and find(offset=). get(ids=) is held to a plain-Python oracle (hypothesis).
+
+The cases that take `db` run through vv.Client too (tests/test_client.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import varvedb as vv
+
+SCHEMA = {"tag": vv.Int(index="hash"), "title": "text", "emb": vv.Vector(2, metric="l2")}
+
+
+def _plain(docs: list) -> list:
+    return [{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in d.items()}
+            for d in docs]
+
+
+def _docs(db):
+    docs = db.create_collection("docs", SCHEMA)
+    docs.insert([{"id": i, "tag": i % 3, "title": f"t{i}", "emb": [i, 1]} for i in range(10)])
+    return docs
+
+
+def test_exist_ok_returns_the_collection_of_the_same_schema(db):
+    docs = _docs(db)
+    again = db.create_collection("docs", SCHEMA, exist_ok=True)
+    assert again.count() == 10 and again.schema == docs.schema
+    assert db.get_or_create_collection("docs", SCHEMA).count() == 10
+    # an index created since is no difference; the schema as strings is the same one
+    docs2 = db.get_or_create_collection("plain", {"n": "int", "v": "vector(2)"})
+    docs2.insert({"id": 1, "n": 1, "v": [1, 0]})
+    db.sql("CREATE INDEX ON plain (n)")
+    assert db.create_collection("plain", {"n": "int", "v": "vector(2)"},
+                                exist_ok=True).get(1)["n"] == 1
+    assert sorted(db.collections()) == ["docs", "plain"]
+
+
+def test_exist_ok_refuses_another_schema_naming_the_difference(db):
+    _docs(db)
+    version = db.version
+    cases = [({"tag": "text", "title": "text", "emb": vv.Vector(2, metric="l2")}, "'tag'"),
+             ({"tag": vv.Int(index="hash"), "title": "text"}, "'emb'"),
+             ({**SCHEMA, "extra": "int"}, "'extra'"),
+             ({**SCHEMA, "emb": vv.Vector(3, metric="l2")}, "'emb'"),
+             ({**SCHEMA, "tag": vv.Int(index="sorted")}, "'tag'"),
+             ({"id": "text", **SCHEMA}, "text ids")]
+    for schema, named in cases:
+        with pytest.raises(vv.SchemaError, match=named):
+            db.create_collection("docs", schema, exist_ok=True)
+    with pytest.raises(vv.SchemaError, match="already exists"):
+        db.create_collection("docs", SCHEMA)
+    assert db.version == version and db["docs"].count() == 10
+
+
+def test_get_of_many_ids_answers_their_documents_in_their_order(db):
+    docs = _docs(db)
+    got = docs.get(ids=[5, 2, 99, 7, 2])
+    assert _plain(got) == [{"id": 5, "tag": 2, "title": "t5", "emb": [5.0, 1.0]},
+                           {"id": 2, "tag": 2, "title": "t2", "emb": [2.0, 1.0]},
+                           {"id": 7, "tag": 1, "title": "t7", "emb": [7.0, 1.0]}]
+    assert docs.get(ids=[]) == [] and docs.get(ids=[42]) == []
+    assert docs.get(ids=[5, 2, 7], where="tag = 2", select=["title"]) == \
+        [{"id": 5, "title": "t5"}, {"id": 2, "title": "t2"}]
+    assert docs.get(ids=[9, 8, 7, 6], offset=1, limit=2, select=[]) == [{"id": 8}, {"id": 7}]
+    assert docs.get(ids=[1, 4], where="tag = $1", params=[1], select=["tag"]) == \
+        [{"id": 1, "tag": 1}, {"id": 4, "tag": 1}]
+    # without ids: every document (or where's) in insertion order
+    assert [d["id"] for d in docs.get(where="tag = 0", offset=1, limit=2)] == [3, 6]
+    assert len(docs.get()) == 10
+    assert docs.get(3)["title"] == "t3" and docs.get(99) is None     # one id: as before
+    with pytest.raises(vv.FieldTypeError):
+        docs.get(3, ids=[3])
+    with pytest.raises(vv.FieldTypeError):
+        docs.get(ids=[[1]])
+    with pytest.raises(vv.FieldTypeError):
+        docs.get(ids=["a"])                     # this collection's ids are ints
+    with pytest.raises(vv.FieldTypeError):
+        docs.get(ids=[1], offset=-1)
+
+
+def test_get_of_many_ids_travels_in_time(db):
+    docs = _docs(db)
+    before = db.version
+    docs.upsert({"id": 4, "title": "new"})
+    docs.delete(ids=[5])
+    docs.insert({"id": 11, "tag": 0, "title": "t11"})
+    assert docs.get(ids=[4, 5, 11], select=["title"]) == [{"id": 4, "title": "new"},
+                                                         {"id": 11, "title": "t11"}]
+    assert docs.get(ids=[4, 5, 11], select=["title"], as_of=before) == \
+        [{"id": 4, "title": "t4"}, {"id": 5, "title": "t5"}]
+
+
+def test_get_of_many_text_ids(db):
+    docs = db.create_collection("named", {"id": "text", "n": "int"})
+    docs.insert([{"id": "a", "n": 1}, {"id": "b", "n": 2}, {"id": "c", "n": 3}])
+    before = db.version
+    docs.delete(ids=["b"])
+    assert docs.get(ids=["c", "b", "zz", "a"]) == [{"id": "c", "n": 3}, {"id": "a", "n": 1}]
+    assert docs.get(ids=["c", "b"], as_of=before) == [{"id": "c", "n": 3}, {"id": "b", "n": 2}]
+
+
+def test_find_offset_skips_rows_before_the_limit(db):
+    docs = _docs(db)
+    assert docs.find(offset=3, limit=4).ids == [3, 4, 5, 6]
+    assert docs.find(where="tag = 1", offset=1).ids == [4, 7]
+    assert docs.find(offset=20).ids == []
+    with pytest.raises(vv.FieldTypeError):
+        docs.find(offset=-2)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(0, 14), max_size=10), st.one_of(st.none(), st.integers(0, 2)),
+       st.integers(0, 4), st.one_of(st.none(), st.integers(0, 5)), st.booleans())
+def test_get_of_many_ids_matches_an_oracle(ids, tag, offset, limit, old):
+    db = vv.connect(":memory:")
+    docs = db.create_collection("docs", {"tag": "int"})
+    docs.insert([{"id": i, "tag": i % 3} for i in range(12)])
+    first = {i: i % 3 for i in range(12)}
+    v = db.version
+    docs.delete(ids=[1, 2])
+    docs.upsert([{"id": 4, "tag": 2}, {"id": 13, "tag": 1}])
+    now = {i: t for i, t in first.items() if i not in (1, 2)} | {4: 2, 13: 1}
+    state = first if old else now
+    seen, want = set(), []
+    for i in ids:
+        if i in state and i not in seen and (tag is None or state[i] == tag):
+            want.append({"id": i, "tag": state[i]})
+        seen.add(i)
+    want = want[offset:][:limit] if limit is not None else want[offset:]
+    got = docs.get(ids=ids, where=None if tag is None else f"tag = {tag}", offset=offset,
+                   limit=limit, as_of=v if old else None)
+    assert got == want
+    db.close()
