@@ -75,16 +75,23 @@ def _us_per_call(fn, args: list) -> float:
     return (time.perf_counter_ns() - t0) / 1e3 / len(args)
 
 
-def get_by_id(workdir: str, rounds: int, calls: int = 2000, rows: int = 10_000) -> dict:
+def _items(path: str, rng, rows: int) -> tuple:
+    """(db, collection, titles, vectors): `rows` items (int, text, 16-d vector) in a
+    file at `path`, durability="off"."""
     import varvedb as vv
-    rng = np.random.default_rng(1)
     vecs = rng.normal(size=(rows, 16)).astype(np.float32)
-    db = vv.connect(os.path.join(workdir, "get.varve"), durability="off")
+    db = vv.connect(path, durability="off")
     c = db.create_collection("items", {"tag": "int", "title": "text",
                                        "embedding": vv.Vector(16)})
     titles = [f"title {i}" for i in range(rows)]
     c.insert_arrays(id=np.arange(rows), tag=np.arange(rows) % 100, title=titles,
                     embedding=vecs)
+    return db, c, titles, vecs
+
+
+def get_by_id(workdir: str, rounds: int, calls: int = 2000, rows: int = 10_000) -> dict:
+    rng = np.random.default_rng(1)
+    db, c, titles, vecs = _items(os.path.join(workdir, "get.varve"), rng, rows)
     con = sqlite3.connect(os.path.join(workdir, "get.sqlite"), isolation_level=None)
     con.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, tag INTEGER, title TEXT, "
                 "embedding BLOB)")
@@ -119,15 +126,8 @@ def one_row_upserts(workdir: str, rounds: int, calls: int = 2000, rows: int = 10
     a whole row each way (the hot path: the merge must not cost it), and a row
     naming one field merged against the whole row it comes to replaced (the
     same document written; the merge gathers the rest from the live one)."""
-    import varvedb as vv
     rng = np.random.default_rng(2)
-    vecs = rng.normal(size=(rows, 16)).astype(np.float32)
-    db = vv.connect(os.path.join(workdir, "upsert.varve"), durability="off")
-    c = db.create_collection("items", {"tag": "int", "title": "text",
-                                       "embedding": vv.Vector(16)})
-    titles = [f"title {i}" for i in range(rows)]
-    c.insert_arrays(id=np.arange(rows), tag=np.arange(rows) % 100, title=titles,
-                    embedding=vecs)
+    db, c, titles, vecs = _items(os.path.join(workdir, "upsert.varve"), rng, rows)
     keys = rng.integers(0, rows, calls).tolist()
     whole = [{"id": k, "tag": k % 100, "title": titles[k], "embedding": vecs[k]}
              for k in keys]
