@@ -429,7 +429,7 @@ class _CollectionVerbs:
             resp = yield _post(f"{self._path}/find", body, idempotent=True)
             hits = yield from self._hits(_answer(resp, _HITS))
             return [{"id": h.id, **h.fields} for h in hits]
-        if ids is not None or where is not None or params != () or limit is not None \
+        if ids is not None or where is not None or params not in ((), []) or limit is not None \
                 or offset != 0 or branch is not None:
             raise E.FieldTypeError("get(id) answers one document; get(ids=[...], where=..., "
                                    "limit=..., offset=...) a list")

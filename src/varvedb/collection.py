@@ -306,7 +306,7 @@ class Collection:
         `limit` (None: all). Documents hold every field (vectors too) or `select`'s."""
         if id is _MANY:
             return self._get_many(ids, where, params, limit, offset, as_of, select, branch)
-        if ids is not None or where is not None or params != () or limit is not None \
+        if ids is not None or where is not None or params not in ((), []) or limit is not None \
                 or offset != 0 or branch is not None:
             raise FieldTypeError("get(id) answers one document; get(ids=[...], where=..., "
                                  "limit=..., offset=...) a list")

@@ -446,7 +446,7 @@ class Engine:
         live = old >= 0
         allow = None
         if live.any():
-            columns, allow = merged(t, old, live, columns, named or {})
+            columns, allow = _merged(t, old, live, columns, named or {})
         columns = fill_embedded(t.schema, complete_columns(t.schema, columns, n), n,
                                 allow=allow)
         self.delete(tx, t, old[live])
@@ -974,7 +974,7 @@ def _field_of(t: Table, name: str, what: str) -> str:
     return name
 
 
-def merged(t: Table, old: np.ndarray, live: np.ndarray, columns: dict,
+def _merged(t: Table, old: np.ndarray, live: np.ndarray, columns: dict,
            named: dict) -> tuple[dict, dict]:
     """(columns, allow) of an upsert's batch over a table whose live `old` rows
     (old[i], where `live`) it merges into: each field a live row does not name
@@ -987,9 +987,9 @@ def merged(t: Table, old: np.ndarray, live: np.ndarray, columns: dict,
     out = dict(columns)
     allow = {}
     for name, f in fields.items():
-        names = _naming(columns, named, name, n)
+        names = _naming(columns, named, name)
         if f.embed is not None:
-            by_text = _naming(columns, named, f.source, n)
+            by_text = _naming(columns, named, f.source)
             allow[name] = (None if by_text is _ALL else ~live if by_text is None
                            else ~live | by_text)
             names = _either(names, by_text)
@@ -1013,7 +1013,7 @@ def merged(t: Table, old: np.ndarray, live: np.ndarray, columns: dict,
 _ALL = object()       # every row of the batch names the field
 
 
-def _naming(columns: dict, named: dict, name: str, n: int):
+def _naming(columns: dict, named: dict, name: str):
     """The rows of an upsert's batch that name `name`: _ALL, None (none), or a mask."""
     if name not in columns:
         return None
