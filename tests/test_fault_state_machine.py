@@ -45,6 +45,7 @@ DIM = 4
 SCHEMA = {"tag": vv.Int(index="sorted"), "title": "text", "meta": "json",
           "emb": vv.Vector(DIM, metric="l2", index=vv.HNSW(m=4, ef_construction=16))}
 IDS = st.integers(0, 40)
+FIELDS = ("tag", "title", "meta", "emb")       # a document as _doc's tuple holds them
 DOC = st.fixed_dictionaries({
     "tag": st.one_of(st.none(), st.integers(0, 4)),
     "title": st.one_of(st.none(), st.sampled_from(["a", "b", "ab"])),
@@ -177,6 +178,21 @@ class FaultMachine(RuleBasedStateMachine):
         self._arm(fault)
         rows = self._rows(ids, docs)
         after = {**self.oracle, **{r["id"]: _doc(r) for r in rows}}
+        self._change(lambda: self.db["docs"].upsert(rows), after)
+
+    @rule(ids=st.lists(IDS, min_size=1, max_size=5, unique=True), docs=st.lists(DOC, min_size=5,
+                                                                                max_size=5),
+          named=st.lists(st.sets(st.sampled_from(FIELDS)), min_size=5, max_size=5), fault=FAULT)
+    def upsert_some_fields(self, ids, docs, named, fault):
+        """upsert merges: a live document keeps the fields a row does not name."""
+        self._arm(fault)
+        rows = [{"id": i, **{k: v for k, v in d.items() if k in which}}
+                for i, d, which in zip(ids, docs, named)]
+        after = dict(self.oracle)
+        for r in rows:
+            old = after.get(r["id"])
+            cur = dict.fromkeys(FIELDS) if old is None else dict(zip(FIELDS, old))
+            after[r["id"]] = _doc({**cur, **{k: v for k, v in r.items() if k != "id"}})
         self._change(lambda: self.db["docs"].upsert(rows), after)
 
     @rule(ids=st.lists(IDS, min_size=1, max_size=6), fault=FAULT)

@@ -315,11 +315,25 @@ def test_find_limit_none_means_all_and_numpy_ints_are_limits(loaded):
      "numeric"),
     (lambda d, docs: d.collection(["docs"]), vv.NotFoundError, "str"),
     (lambda d, docs: d.verify(anchor="x"), vv.OptionError, "anchor"),
+    (lambda d, docs: docs.upsert({"id": 1, "tag": 2}, merge=1), vv.FieldTypeError, "merge"),
+    (lambda d, docs: docs.replace(5), vv.FieldTypeError, "rows"),
+    (lambda d, docs: docs.get(ids=5), vv.FieldTypeError, "ids is a list"),
+    (lambda d, docs: docs.get(ids=[1.5]), vv.FieldTypeError, "id"),
+    (lambda d, docs: docs.get(ids=["1"]), vv.FieldTypeError, "integers"),
+    (lambda d, docs: docs.get(1, ids=[1]), vv.FieldTypeError, "get(id)"),
+    (lambda d, docs: docs.get(ids=[1], offset=-1), vv.FieldTypeError, "offset"),
+    (lambda d, docs: docs.find(offset="1"), vv.FieldTypeError, "offset"),
+    (lambda d, docs: d.create_collection("docs", SCHEMA, exist_ok="yes"), vv.OptionError,
+     "exist_ok"),
+    (lambda d, docs: d.create_collection("docs", {"title": "int"}, exist_ok=True),
+     vv.SchemaError, "'title'"),
 ], ids=["insert-none", "upsert-int", "arrays-scalar-id", "arrays-0d", "arrays-dict",
         "arrays-ragged-vectors", "delete-scalar-ids", "update-scalar-ids", "where-list",
         "where-dict", "params-none", "params-int", "where-deep", "as-of-naive", "as-of-str",
         "as-of-float", "as-of-datetime64", "select-int", "select-nested", "query-vector-huge-int",
-        "collection-list", "verify-anchor"])
+        "collection-list", "verify-anchor", "upsert-merge-int", "replace-int", "get-ids-int",
+        "get-ids-float", "get-ids-text", "get-id-and-ids", "get-offset-negative",
+        "find-offset-str", "exist-ok-str", "exist-ok-other-schema"])
 def test_mistake_that_raised_a_builtin_error_raises_a_typed_one(loaded, make, exc, word):
     d, docs, _ = loaded
     err = refused(loaded, lambda: make(d, docs), exc, word)

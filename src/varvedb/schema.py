@@ -635,16 +635,17 @@ def schema_difference(have: Schema, want: Schema) -> str | None:
     may exist (one created later), one it names must be the same."""
     if have.id_kind != want.id_kind:
         return f"its ids are {have.id_kind}, the schema given has {want.id_kind} ids"
-    for name in want.fields.keys() - have.fields.keys():
-        return f"it has no field {name!r}"
-    for name in have.fields.keys() - want.fields.keys():
-        return f"its field {name!r} is not in the schema given"
-    for name, f in want.fields.items():
+    for name, f in want.fields.items():          # in the order given, the first found
+        if name not in have.fields:
+            return f"it has no field {name!r}"
         a, b = have.fields[name].to_dict(), f.to_dict()
         if not any(k in b for k in _INDEX_KEYS):
             a = {k: v for k, v in a.items() if k not in _INDEX_KEYS}
         if a != b:
             return f"its field {name!r} is {a}, the schema given has {b}"
+    extra = [name for name in have.fields if name not in want.fields]
+    if extra:
+        return f"its field {extra[0]!r} is not in the schema given"
     return None
 
 
