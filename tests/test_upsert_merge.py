@@ -179,17 +179,30 @@ def test_a_new_source_text_is_embedded_again_and_a_kept_one_keeps_its_vector(tmp
     docs = db.create_collection("docs", {"tag": "int", "body": vv.Text(),
                                          "emb": vv.Vector(2, embed=_LENGTHS.name,
                                                           source="body")})
-    docs.insert([{"id": 1, "body": "aa"}, {"id": 2, "body": "bbb"}, {"id": 3, "body": "c"}])
+    docs.insert([{"id": 1, "body": "aa"}, {"id": 2, "body": "bbb"}, {"id": 3, "body": "c"},
+                 {"id": 5, "body": "eeeeeee"}])
     _LENGTHS.texts = []
     docs.upsert([{"id": 1, "tag": 1},                        # neither: the vector kept
-                 {"id": 2, "body": "bbbbb"},                 # the text: embedded again
+                 {"id": 2, "body": "bbbbb"},                 # a new text: embedded again
                  {"id": 3, "body": "cccc", "emb": [9, 1]},   # both: the vector given
-                 {"id": 4, "body": "dddddd"}])               # new: embedded
+                 {"id": 4, "body": "dddddd"},                # new: embedded
+                 {"id": 5, "body": "eeeeeee", "tag": 5}])    # the same text: kept
     assert sorted(_LENGTHS.texts) == ["bbbbb", "dddddd"]
-    assert {i: _ratio(docs.get(i)["emb"]) for i in (1, 2, 3, 4)} == \
-        {1: 2.0, 2: 5.0, 3: 9.0, 4: 6.0}
+    assert {i: _ratio(docs.get(i)["emb"]) for i in (1, 2, 3, 4, 5)} == \
+        {1: 2.0, 2: 5.0, 3: 9.0, 4: 6.0, 5: 7.0}
     docs.upsert({"id": 2, "body": None})                     # no text: no vector
     assert docs.get(2)["emb"] is None and _ratio(docs.get(1)["emb"]) == 2.0
+    # the engine's verb alone (a text that changed after the rows were prepared, which
+    # it embeds under the writer lock) keeps and makes vectors by the same rule
+    _LENGTHS.texts = []
+    s = db.session()
+    with s.transaction():
+        t = db.engine.table("docs")
+        texts = ["aa", "zzz", "new one"]
+        db.engine.upsert(s.tx, t, [1, 3, 9], {"body": (texts, np.zeros(3, bool))})
+    assert sorted(_LENGTHS.texts) == ["new one", "zzz"]
+    assert {i: _ratio(docs.get(i)["emb"]) for i in (1, 3, 9)} == {1: 2.0, 3: 3.0, 9: 7.0}
+    assert docs.get(1)["tag"] == 1
     db.close()
 
 

@@ -29,7 +29,7 @@ from .results import Hits
 from .schema import (HNSW, IVFPQ, Batch, Schema, batch_length, brief, coerce_array,
                      coerce_ids, coerce_values, complete_columns,
                      from_micros, one_id, parse_field, validate_name, vector_values)
-from .engine.embedding import embedded_fields, fill_embedded
+from .engine.embedding import embedded_fields, fill_embedded, unchanged_texts
 from .engine.table import Table
 
 
@@ -110,7 +110,8 @@ class Collection:
         field the row names takes its value (None sets null), a field it does not
         name keeps its value — as SQL's INSERT ... ON CONFLICT (id) DO UPDATE SET
         naming the row's fields. An embedded vector the row does not give is made
-        again from the source text the row names (kept if it names neither). Rows
+        again from a new source text the row gives (kept when the text is the
+        stored one, or not named). Rows
         of one call may name different fields. merge=False: `replace`. Returns the ids."""
         if merge is not True:
             if merge is False:
@@ -292,7 +293,7 @@ class Collection:
             named = {name: np.fromiter((name in r for r in rows), bool, len(rows))
                      for name in cols}
             named = {name: m for name, m in named.items() if not m.all()}
-        return Batch(ids, _embedded_merge(t.schema, cols, named, len(rows))), named
+        return Batch(ids, _embedded_merge(t, ids, cols, named, len(rows))), named
 
     # ---- reads -----------------------------------------------------------------
 
@@ -557,30 +558,34 @@ def _embedded(schema: Schema, cols: dict, n: int) -> dict:
     return fill_embedded(schema, complete_columns(schema, cols, n), n)
 
 
-def _embedded_merge(schema: Schema, cols: dict, named: dict, n: int) -> dict:
-    """An upsert's columns with the vectors of the source texts its rows name
-    embedded where the row gives no vector; those rows then name the vector
-    (`named` updated), so the engine keeps it, not the live document's."""
-    if not n:
+def _embedded_merge(t: Table, ids: list, cols: dict, named: dict, n: int) -> dict:
+    """An upsert's columns with the vectors of the new source texts its rows name
+    (other than their live document's, as the table is now) embedded where the
+    row gives no vector; those rows then name the vector (`named` updated), so
+    the engine keeps it, not the live document's. Should a live text change
+    before the writer lock is taken, the engine embeds under it."""
+    schema = t.schema
+    if not n or not embedded_fields(schema):
         return cols
+    old = t.live_rows([k if type(k) in (int, str) else None for k in ids])
     allow = {}
     for name in embedded_fields(schema):
         source = schema.fields[name].source
         if source not in cols:
             continue
-        by_text = named.get(source)             # None: every row names the text
+        by_text = named.get(source)
+        by_text = np.ones(n, bool) if by_text is None else by_text
+        by_text = by_text & ~unchanged_texts(t, source, old, by_text, cols[source])
         allow[name] = by_text
         vmask = named.get(name) if name in cols else np.zeros(n, bool)
         if vmask is None:                        # every row names the vector
             continue
-        vmask = vmask | (True if by_text is None else by_text)
+        vmask = vmask | by_text
         if vmask.all():
             named.pop(name, None)
         else:
             named[name] = vmask
-    if not allow:
-        return cols
-    return fill_embedded(schema, cols, n, allow=allow)
+    return fill_embedded(schema, cols, n, allow=allow) if allow else cols
 
 
 _REQUESTS = {"search": Search, "find": Find, "count": Count}

@@ -6,7 +6,9 @@ Filled before the frame is written, like a default (schema.complete_columns):
 the log holds the vector, so replay and readers never run the model, and an
 embedder that fails or returns the wrong shape refuses the write with nothing
 written. An update that sets the text and not the vector embeds it again (the
-old vector would describe the old text).
+old vector would describe the old text); an upsert that merges does so only
+for a text other than the stored one (unchanged_texts), and keeps the vector
+of a text given as it was.
 
 A transaction without the privilege of reading this machine's files (that of a
 server's session) may not make a field whose embedder loads a model from them
@@ -69,6 +71,21 @@ def fill_embedded(schema: Schema, columns: dict, n: int, stale=(), allow=None) -
             out = dict(columns)
         out[name] = (vals, vnulls)
     return out
+
+
+def unchanged_texts(t, source: str, old: np.ndarray, rows: np.ndarray,
+                    texts: tuple) -> np.ndarray:
+    """A bool mask over an upsert's batch: the rows among `rows` (a mask) whose
+    document is live (old[i] >= 0, its row in table `t`) and whose text `texts`
+    (the batch's (values, nulls) of field `source`) is the live one's: their
+    vectors need no embedding, the live ones still describe the text."""
+    same = np.zeros(len(old), bool)
+    idx = np.flatnonzero(rows & (old >= 0))
+    if len(idx):
+        vals = texts[0]
+        kept, _ = t.columns[source].take(old[idx])
+        same[idx] = [vals[i] == v for i, v in zip(idx.tolist(), kept)]
+    return same
 
 
 def _embed(f, name: str, texts: list) -> np.ndarray:

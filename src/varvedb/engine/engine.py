@@ -41,7 +41,7 @@ from ..errors import (BranchError, ClosedError, CorruptFileError, IndexMaintenan
                       TransactionError, UnknownFieldError)
 from ..schema import (Field, Schema, brief, check_index_dtype, check_not_null,
                       complete_columns, validate_name)
-from .embedding import check_embedders, embedded_fields, fill_embedded
+from .embedding import check_embedders, embedded_fields, fill_embedded, unchanged_texts
 from ..storage import format as F
 from ..storage import backup, log_reader
 from ..storage.backup import BackupInfo
@@ -430,8 +430,9 @@ class Engine:
         field a row names takes the row's value (None: null), a field it does not
         name keeps the live document's (SQL's ON CONFLICT (id) DO UPDATE SET of
         the named fields); an id not live is inserted as `insert` does (defaults,
-        not_null). An embedded vector a row does not give is made again from the
-        source text the row names, and kept when the row names neither.
+        not_null). An embedded vector a row does not give is made again from a
+        new source text the row gives, and kept when the row gives the stored
+        text or none.
 
         `named`: field -> bool mask of the rows of the batch that name it (a field
         of `columns` not in `named` is named by every row, a field absent from
@@ -979,9 +980,10 @@ def _merged(t: Table, old: np.ndarray, live: np.ndarray, columns: dict,
     """(columns, allow) of an upsert's batch over a table whose live `old` rows
     (old[i], where `live`) it merges into: each field a live row does not name
     gathered from its old row, column by column (Engine.upsert's `named`); an
-    embedded vector is not gathered where its row names the source text. `allow`:
-    embedded field -> the rows whose vector may be made from the text (new rows,
-    and those that name the text), for fill_embedded."""
+    embedded vector is not gathered where its row names a new source text (one
+    other than the live document's). `allow`: embedded field -> the rows whose
+    vector may be made from the text (new rows, and those that name a new text),
+    for fill_embedded."""
     n = len(old)
     fields = t.schema.fields
     out = dict(columns)
@@ -990,6 +992,11 @@ def _merged(t: Table, old: np.ndarray, live: np.ndarray, columns: dict,
         names = _naming(columns, named, name)
         if f.embed is not None:
             by_text = _naming(columns, named, f.source)
+            if by_text is not None:     # a text named as it is: not a new text
+                given = np.ones(n, bool) if by_text is _ALL else by_text
+                same = unchanged_texts(t, f.source, old, given, columns[f.source])
+                if same.any():
+                    by_text = given & ~same
             allow[name] = (None if by_text is _ALL else ~live if by_text is None
                            else ~live | by_text)
             names = _either(names, by_text)
