@@ -191,6 +191,8 @@ EXCUSED = {
             "an embedder registered in the test's process, which the server's lacks",
         "test_writes_match_a_dict_of_dicts_oracle":
             "hypothesis over :memory: databases (the same verbs are held above)",
+        "test_a_merge_on_a_branch_leaves_main_and_get_of_ids_reads_either":
+            "db.branch and db.use on a file of its own",
     },
     test_vector_search: {name: "create_index, index_status and the engine's graph (no HTTP "
                          "form); recall through the client: test_hnsw_recall_through_the_client"

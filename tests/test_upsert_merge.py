@@ -274,3 +274,26 @@ def test_writes_match_a_dict_of_dicts_oracle(ops):
         assert got == {i: (None if i not in state else {"id": i, **state[i]})
                        for i in range(7)}
     db.close()
+
+
+def test_a_merge_on_a_branch_leaves_main_and_get_of_ids_reads_either(tmp_path):
+    db = vv.connect(str(tmp_path / "b.varve"))
+    docs = db.create_collection("docs", SCHEMA)
+    docs.insert([{"id": i, "tag": i, "title": f"t{i}", "emb": [i, 0]} for i in range(4)])
+    db.branch("exp")
+    db.use("exp")
+    docs.upsert([{"id": 1, "tag": 10}, {"id": 2, "title": None}])
+    docs.delete(ids=[3])
+    on_exp = _plain_list(docs.get(ids=[3, 2, 1], select=["tag", "title", "emb"]))
+    assert on_exp == [{"id": 2, "tag": 2, "title": None, "emb": [2.0, 0.0]},
+                      {"id": 1, "tag": 10, "title": "t1", "emb": [1.0, 0.0]}]
+    on_main = _plain_list(docs.get(ids=[3, 2, 1], select=["tag", "title"], branch="main"))
+    assert on_main == [{"id": 3, "tag": 3, "title": "t3"}, {"id": 2, "tag": 2, "title": "t2"},
+                       {"id": 1, "tag": 1, "title": "t1"}]
+    db.use("main")
+    assert docs.get(1)["tag"] == 1 and docs.get(2)["title"] == "t2"
+    db.close()
+
+
+def _plain_list(docs: list) -> list:
+    return [_plain(d) for d in docs]
