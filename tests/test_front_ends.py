@@ -222,6 +222,8 @@ READS = {
     "where": {"where": "tag = $1", "params": [5]},
     "as_of": {"as_of": "V1", "where": "tag < $1", "params": [2]},
     "limit_select": {"where": "tag <> $1", "params": [0], "limit": 17, "select": ["title"]},
+    "offset": {"where": "tag <> $1", "params": [0], "limit": 5, "offset": 7,
+               "select": ["title"]},
 }
 
 
@@ -229,7 +231,7 @@ READS = {
 def test_find_and_count_answer_the_same_through_every_front_end(world, client, http, name):
     path, local, srv, versions = world
     kw = {k: versions["v1"] if v == "V1" else v for k, v in READS[name].items()}
-    count_kw = {k: v for k, v in kw.items() if k not in ("limit", "select")}
+    count_kw = {k: v for k, v in kw.items() if k not in ("limit", "select", "offset")}
     docs = local.collection("docs")
     want_find = docs.find(**kw)
     want_count = docs.count(**count_kw)
@@ -251,6 +253,21 @@ def test_find_and_count_answer_the_same_through_every_front_end(world, client, h
         rows = local.sql(f"SELECT id FROM docs{where} ORDER BY id{as_of}",
                          kw.get("params", [])).rows
         assert [r[0] for r in rows] == sorted(want_find.ids)
+
+
+def test_get_of_ids_answers_the_same_through_every_front_end(world, client, http):
+    path, local, srv, versions = world
+    docs, remote = local.collection("docs"), client.collection("docs")
+    ids = [x.id for x in docs.find(limit=40)][::-3] + [10 ** 9]
+    for kw in ({"ids": ids, "select": ["tag", "title"]},
+               {"ids": ids, "where": "tag <> $1", "params": [0], "offset": 2, "limit": 6,
+                "select": ["title"]},
+               {"ids": ids, "as_of": versions["v1"], "select": ["tag"]}):
+        want = docs.get(**kw)
+        assert want and [d["id"] for d in want] != sorted(d["id"] for d in want)
+        assert remote.get(**kw) == want
+        status, body = http("POST", "/collections/docs/find", _json(kw))
+        assert status == 200 and [{"id": h["id"], **h["fields"]} for h in body["hits"]] == want
 
 
 def test_a_branch_is_read_through_every_front_end(world, client, http):
@@ -326,6 +343,10 @@ BAD = [
     ("find", {"where": "tag = $1", "params": 7}),
     ("find", {"as_of": NAIVE}),
     ("find", {"as_of": True}),
+    ("find", {"offset": -1}),
+    ("get", {"ids": 7}),
+    ("get", {"ids": [1.5]}),
+    ("get", {"ids": [1], "offset": "2"}),
     ("count", {"where": ["tag = 1"]}),
     ("count", {"as_of": NAIVE}),
     ("count", {"branch": ["feature"]}),
