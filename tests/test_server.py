@@ -126,6 +126,36 @@ def test_as_of_reads_an_earlier_version(served):
     http("PATCH", "/collections/docs/items/4", {"tag": 4})
 
 
+def test_put_items_merges_and_replaces_with_merge_false(served):
+    srv, http, vecs = served
+    before = version_of(http)
+    status, out, _ = http("PUT", "/collections/docs/items", [{"id": 6, "tag": 66}])
+    assert status == 200 and out == {"ids": [6], "version": before + 1}
+    _, doc, _ = http("GET", "/collections/docs/items/6")
+    assert doc["tag"] == 66 and doc["title"] == "doc 6 word1" and doc["emb"] == \
+        vecs[6].tolist()
+    status, out, _ = http("PUT", "/collections/docs/items?merge=false",
+                          [{"id": 6, "title": "doc 6 word1", "emb": vecs[6].tolist()}])
+    _, doc, _ = http("GET", "/collections/docs/items/6")
+    assert status == 200 and doc["tag"] is None and doc["title"] == "doc 6 word1"
+    http("PUT", "/collections/docs/items?merge=true", [{"id": 6, "tag": 6}])
+    _, hits, _ = http("POST", "/collections/docs/find", {"ids": [6, 999, 5], "select": ["tag"]})
+    assert [(h["id"], h["fields"]) for h in hits["hits"]] == [(6, {"tag": 6}), (5, {"tag": 5})]
+
+
+def test_create_collection_with_exist_ok_finds_the_one_there(served):
+    srv, http, _ = served
+    spec = {"name": "made_once", "schema": {"n": "int"}, "exist_ok": True}
+    status, made, _ = http("POST", "/collections", spec)
+    assert status == 201 and made["documents"] == 0
+    before = version_of(http)
+    status, found, _ = http("POST", "/collections", spec)
+    assert status == 200 and found["name"] == "made_once" and version_of(http) == before
+    status, _, _ = http("POST", "/collections", {**spec, "exist_ok": False})
+    assert status == 422
+    assert http("DELETE", "/collections/made_once")[0] == 200
+
+
 def test_sql_and_history_and_verify(served):
     srv, http, _ = served
     status, out, _ = http("POST", "/sql", {"sql": "SELECT count(*) AS n FROM docs WHERE tag = $1",
@@ -289,6 +319,15 @@ BAD = [
                              "RETURNING id"}, 422, "ResultTooLargeError"),
     ("POST", "/sql", {"sql": "SELECT * FROM missing"}, 404, "SqlError"),
     ("POST", "/collections", {"name": "docs", "schema": {"a": "int"}}, 422, "SchemaError"),
+    ("POST", "/collections", {"name": "docs", "schema": {"a": "int"}, "exist_ok": True}, 422,
+     "SchemaError"),
+    ("POST", "/collections", {"name": "docs", "schema": {}, "exist_ok": 1}, 400,
+     "RequestError"),
+    ("PUT", "/collections/docs/items?merge=no", [{"id": 1, "tag": 1}], 400, "RequestError"),
+    ("PUT", "/collections/docs/items", [{"id": 1, "tag": 1}, {"id": 904}, {"id": 1}], 409,
+     "DuplicateIdError"),
+    ("POST", "/collections/docs/find", {"ids": [1, "x"]}, 422, "FieldTypeError"),
+    ("POST", "/collections/docs/find", {"offset": -1}, 422, "FieldTypeError"),
     ("POST", "/collections", {"name": "x", "schema": {"a": "colour"}}, 422, "SchemaError"),
     ("DELETE", "/collections/nope", None, 404, "NotFoundError"),
     ("GET", "/collections/docs/items/abc", None, 422, "FieldTypeError"),
