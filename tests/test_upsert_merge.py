@@ -59,7 +59,7 @@ def test_replace_and_merge_false_replace_the_whole_document(db):
     assert docs.upsert({"id": 2, "title": "b2"}, merge=False) == [2]
     assert _plain(docs.get(2)) == {"id": 2, "tag": None, "title": "b2", "n": 7, "meta": None,
                                    "emb": None}
-    with pytest.raises(vv.FieldTypeError, match="merge"):
+    with pytest.raises(vv.OptionError, match="merge"):
         docs.upsert({"id": 2, "tag": 1}, merge="yes")
     assert docs.get(2)["tag"] is None
 

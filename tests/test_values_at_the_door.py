@@ -315,7 +315,7 @@ def test_find_limit_none_means_all_and_numpy_ints_are_limits(loaded):
      "numeric"),
     (lambda d, docs: d.collection(["docs"]), vv.NotFoundError, "str"),
     (lambda d, docs: d.verify(anchor="x"), vv.OptionError, "anchor"),
-    (lambda d, docs: docs.upsert({"id": 1, "tag": 2}, merge=1), vv.FieldTypeError, "merge"),
+    (lambda d, docs: docs.upsert({"id": 1, "tag": 2}, merge=1), vv.OptionError, "merge"),
     (lambda d, docs: docs.replace(5), vv.FieldTypeError, "rows"),
     (lambda d, docs: docs.get(ids=5), vv.FieldTypeError, "ids is a list"),
     (lambda d, docs: docs.get(ids=[1.5]), vv.FieldTypeError, "id"),

@@ -392,7 +392,7 @@ class _CollectionVerbs:
         fields a row does not name keep their values); merge=False: `replace`.
         Returns the ids."""
         if merge is not True and merge is not False:
-            raise E.FieldTypeError(f"merge is True or False, got {brief(merge)}")
+            raise E.OptionError(f"merge is True or False, got {brief(merge)}")
         path = f"{self._path}/items" + ("" if merge else _query_string(merge="false"))
         return (_answer((yield _post(path, _rows(rows), method="PUT"))))["ids"]
 

@@ -116,7 +116,7 @@ class Collection:
         if merge is not True:
             if merge is False:
                 return self.replace(rows)
-            raise FieldTypeError(f"merge is True or False, got {brief(merge)}")
+            raise OptionError(f"merge is True or False, got {brief(merge)}")
         batch = self.prepare_rows(rows, merge=True)
         with self._sess.writing() as tx:
             t, ids, batch = self.prepared_now(batch)
