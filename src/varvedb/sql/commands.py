@@ -50,7 +50,23 @@ def compile_statement(stmt):
         return ExplainCommand(stmt)
     if isinstance(stmt, ast.VacuumStmt) and stmt.is_vacuumcmd:
         return VacuumCommand(stmt)
+    if isinstance(stmt, ast.VacuumStmt):
+        return AnalyzeCommand(stmt)
     return None
+
+
+class AnalyzeCommand:
+    """ANALYZE [table, ...]: PostgreSQL gathers the planner's statistics; varvedb's
+    planner reads its indexes' own counts as they are, so there is nothing to
+    gather. The tables named must exist, as in PostgreSQL."""
+
+    def __init__(self, stmt: ast.VacuumStmt):
+        self.tables = [r.relation.relname for r in stmt.rels or ()]
+
+    def run(self, ctx, params) -> SqlResult:
+        for name in self.tables:
+            ctx.table(name)
+        return SqlResult([], [], "ANALYZE")
 
 
 class VacuumCommand:

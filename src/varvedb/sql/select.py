@@ -585,7 +585,10 @@ class Bound:
                 and isinstance(e.args[0], E.Col) and not E.columns_of(e.args[1])):
             return None
         f = table.schema.fields.get(e.args[0].name)
-        return (e.args[0].name, e.args[1]) if f is not None and f.fts else None
+        if f is not None and not f.fts:     # said here: rrf() would blame its own shape
+            raise SqlError("42883", f'column "{e.args[0].name}" has no full-text index '
+                                    "(vv.Text(fts=True))")
+        return (e.args[0].name, e.args[1]) if f is not None else None
 
     @staticmethod
     def _distance_call(e, table):
