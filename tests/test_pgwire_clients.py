@@ -399,3 +399,23 @@ def test_binary_copy_refuses_bad_data_and_writes_nothing(tmp_path):
         assert e.value.sqlstate == "42601"
     finally:
         db.close()
+
+
+def test_a_null_scalar_subquery_vector_and_the_readme_settings():
+    """pgvector's README, in order: after `DELETE ... WHERE id = 1`, ordering by the
+    distance to row 1's (now missing) embedding gives NULL distances, not an error;
+    its planner settings are accepted; its extension check answers."""
+    db = vv.connect(":memory:")
+    try:
+        db.sql("CREATE TABLE items (id bigserial PRIMARY KEY, embedding vector(3))")
+        db.sql("INSERT INTO items (embedding) VALUES ('[1,2,3]'), ('[4,5,6]')")
+        db.sql("DELETE FROM items WHERE id = 1")
+        assert db.sql("SELECT id FROM items WHERE id != 1 ORDER BY embedding <-> "
+                      "(SELECT embedding FROM items WHERE id = 1) LIMIT 5").rows == [(2,)]
+        for s in ("SET hnsw.scan_mem_multiplier = 2", "SET ivfflat.max_probes = 100",
+                  "SET max_parallel_workers_per_gather = 4"):
+            assert db.sql(s).status == "SET"
+        assert db.sql("SELECT extversion FROM pg_extension WHERE extname = 'vector'").rows \
+            == [("0.8.6",)]
+    finally:
+        db.close()
