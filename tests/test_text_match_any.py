@@ -315,3 +315,71 @@ def test_langchain_text_mode_answers_a_stopword_heavy_question(tmp_path):
                                    match="all") == []
     hybrid = store.similarity_search("how do I read a file line by line", k=3, mode="hybrid")
     assert "io" in [d.id for d in hybrid]
+
+
+# ---- SQL: PostgreSQL's query constructors -----------------------------------------
+
+TSQUERIES = [
+    ("to_tsquery", "apple | banana"), ("to_tsquery", "apple & !banana"),
+    ("to_tsquery", "(apple | cherry) & line"), ("to_tsquery", "regular <-> expression"),
+    ("to_tsquery", "ban:* | file"), ("to_tsquery", "how | do | i | read | a | file"),
+    ("to_tsquery", "'apple' | !(banana & cherry) & file"),
+    ("websearch_to_tsquery", "apple or banana"), ("websearch_to_tsquery", "apple -banana"),
+    ("websearch_to_tsquery", '"regular expression" or cherry line'),
+    ("websearch_to_tsquery", "how do i read a file"),
+    ("plainto_tsquery", "read a file"), ("plainto_tsquery", "apple OR banana"),
+]
+
+
+def test_sql_reads_the_tsquery_constructors_into_the_query_syntax():
+    db, col = text_db()
+    rows = db.sql("SELECT to_tsquery('a | b & !c'), to_tsquery('simple', NULL), "
+                  "websearch_to_tsquery('\"a b\" or -c d'), plainto_tsquery('OR x*'), "
+                  "to_tsquery(NULL)").rows
+    assert rows == [("a OR b -c", None, '"a b" OR -c d', '"OR" "x*"', None)]
+    for bad, state in (("to_tsquery('a:A')", "0A000"), ("to_tsquery('a <2> b')", "0A000"),
+                       ("to_tsquery('!a')", "0A000"), ("to_tsquery('a &')", "42601"),
+                       ("websearch_to_tsquery('a or -b')", "0A000"),
+                       ("to_tsquery('english', 'a')", "0A000"), ("to_tsquery(1)", "42883")):
+        with pytest.raises(vv.SqlError) as e:
+            db.sql(f"SELECT {bad}")
+        assert e.value.sqlstate == state, bad
+    db.close()
+
+
+def test_sql_or_forms_rank_as_match_any():
+    rng = random.Random(4)
+    db, col = text_db()
+    docs = {i: sentence(rng) for i in range(1, 300)}
+    col.insert([{"id": i, "body": t, "tag": i % 3} for i, t in docs.items()])
+    want = oracle(list(docs.items()), "how do i read a file", 10)
+    for form in ("to_tsquery('how | do | i | read | a | file')",
+                 "websearch_to_tsquery('how or do or i or read or a or file')"):
+        got = db.sql(f"SELECT id, bm25(body, {form}) FROM docs "
+                     f"ORDER BY bm25(body, {form}) DESC LIMIT 10").rows
+        assert [i for i, _ in got] == [i for i, _ in want]
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in want], rtol=1e-6)
+    db.close()
+
+
+def test_sql_tsquery_matches_the_rows_postgresql_matches(pg_conn):
+    """No ranking: the rows each query matches, PostgreSQL's 'simple' configuration
+    (no stopwords, no stemming) against the column's analyzer, on the same texts."""
+    rng = random.Random(12)
+    docs = {i: sentence(rng) or "" for i in range(1, 120)}
+    db, col = text_db()
+    col.insert([{"id": i, "body": t, "tag": 0} for i, t in docs.items()])
+    pg_conn.execute("CREATE TABLE docs (id int PRIMARY KEY, body text)")
+    with pg_conn.cursor() as cur:
+        cur.executemany("INSERT INTO docs VALUES (%s, %s)", list(docs.items()))
+    found = 0
+    for fn, q in TSQUERIES:
+        want = [r[0] for r in pg_conn.execute(
+            f"SELECT id FROM docs WHERE to_tsvector('simple', body) @@ {fn}('simple', %s) "
+            "ORDER BY id", (q,)).fetchall()]
+        got = [r[0] for r in db.sql(f"SELECT id FROM docs WHERE body @@ {fn}('simple', $1) "
+                                    "ORDER BY id", [q]).rows]
+        assert got == want, (fn, q)
+        found += bool(want)
+    assert found >= len(TSQUERIES) - 3      # the OR forms find rows; long ANDs may not
+    db.close()
