@@ -958,6 +958,14 @@ def _us(side: dict) -> str:
     return f"{side['median']:.1f} ({r['min']:.1f}–{r['max']:.1f})"
 
 
+def _profile_lines(p: dict, intro: str) -> list[str]:
+    """A search profile (`profile`'s dict) as a markdown table after `intro`."""
+    return [f"{intro} ({p['total_us']} µs a query under the profiler, gc off):", "",
+            "| function | calls/query | own µs | inclusive µs |", "|---|---|---|---|",
+            *[f"| `{r['function']}` | {r['calls_per_query']} | {r['own_us']} | "
+              f"{r['inclusive_us']} |" for r in p["by_own_time"]], ""]
+
+
 def markdown(report: dict) -> str:
     """The figures as a short markdown note."""
     c = report["config"]
@@ -1024,13 +1032,8 @@ def markdown(report: dict) -> str:
     for name, fig in report["latency"].items():
         p = fig.get("profile") if isinstance(fig, dict) else None
         if p:
-            lines += [f"{name} missed its goal: cProfile of varvedb's search over {p['queries']} "
-                      f"of its queries ({p['total_us']} µs a query under the profiler, gc off):",
-                      "", "| function | calls/query | own µs | inclusive µs |",
-                      "|---|---|---|---|"]
-            lines += [f"| `{r['function']}` | {r['calls_per_query']} | {r['own_us']} | "
-                      f"{r['inclusive_us']} |" for r in p["by_own_time"]]
-            lines.append("")
+            lines += _profile_lines(p, f"{name} missed its goal: cProfile of varvedb's search "
+                                       f"over {p['queries']} of its queries")
     px = report.get("prefix_index")
     if isinstance(px, dict):
         side = "varvedb" if "varvedb_us" in px else "fts5"
@@ -1067,13 +1070,8 @@ def markdown(report: dict) -> str:
                   f"{a['goal']['overlap']} |", ""]
         p = a.get("profile")
         if p:
-            lines += [f"The latency missed its goal: cProfile of varvedb's side over "
-                      f"{p['queries']} questions ({p['total_us']} µs a query under the "
-                      "profiler, gc off):", "",
-                      "| function | calls/query | own µs | inclusive µs |", "|---|---|---|---|"]
-            lines += [f"| `{r['function']}` | {r['calls_per_query']} | {r['own_us']} | "
-                      f"{r['inclusive_us']} |" for r in p["by_own_time"]]
-            lines.append("")
+            lines += _profile_lines(p, f"The latency missed its goal: cProfile of varvedb's "
+                                       f"side over {p['queries']} questions")
     elif a:
         lines += [f"Questions in plain words: {a}", ""]
     h = report["hybrid"]
