@@ -23,6 +23,10 @@ from pglast.parser import ParseError, scan
 from .. import errors as E
 from ..cancel import CancelToken, running
 from ..sql import compile_text, run_each
+from ..sql.commands import REPORTED
+from ..sql.params import param_types
+from . import catalog
+from .copy import CopyFeed
 from . import messages as M
 from .messages import Body, ProtocolViolation
 from .scram import MECHANISM, AuthFailed, Exchange
@@ -30,15 +34,20 @@ from .types import TEXT, column_oid, decode_param, encoder
 
 log = logging.getLogger("varvedb.pgwire")
 
-SERVER_VERSION = "16.6 (varvedb)"
 ROWS_PER_WRITE = 1000      # data rows rendered and written at a time
 
 
 class Prepared:
-    __slots__ = ("text", "oids", "params")
+    __slots__ = ("text", "oids", "params", "answer")
 
-    def __init__(self, text: str, oids: list[int], params: int):
+    def __init__(self, text: str, oids: list[int], params: int, answer=None):
         self.text, self.oids, self.params = text, oids, params
+        self.answer = answer      # the catalog's, for a driver's catalog query
+
+    def run(self, session, params) -> list:
+        if self.answer is not None:
+            return self.answer.run(params, session)
+        return list(run_each(session, self.text, params))
 
 
 class Portal:
@@ -114,7 +123,7 @@ class Connection:
         self.session = self.server.db.session(server_files=False)
         user = params.get("user", "varvedb")
         out = [M.auth(0)]
-        for name, value in (("server_version", SERVER_VERSION), ("server_encoding", "UTF8"),
+        for name, value in (("server_version", REPORTED["server_version"]), ("server_encoding", "UTF8"),
                             ("client_encoding", "UTF8"), ("DateStyle", "ISO, MDY"),
                             ("TimeZone", "UTC"), ("integer_datetimes", "on"),
                             ("standard_conforming_strings", "on"),
@@ -156,7 +165,10 @@ class Connection:
                 b = Body(body)
                 text = b.cstr()
                 b.end()
-                await self._send(await self._call(self._simple, text))
+                if _copies_in(text):
+                    await self._send(await self._copy_in(text))
+                else:
+                    await self._send(await self._call(self._simple, text))
                 await self._send(self._ready())
             elif kind in _EXTENDED:
                 # a client sends Sync or Flush before it waits for answers: the
@@ -173,6 +185,39 @@ class Connection:
                 continue                # copy messages outside a copy: ignored
             else:
                 raise ProtocolViolation(f"invalid frontend message type {kind[0]}")
+
+    async def _copy_in(self, text: str) -> list[bytes]:
+        """COPY ... FROM STDIN: the statement runs on the connection's thread while
+        the loop hands it the CopyData the client streams, up to CopyDone or
+        CopyFail (copy.py)."""
+        feed = CopyFeed(asyncio.get_running_loop())
+
+        def run():
+            try:
+                return self._simple(text, feed)
+            finally:
+                feed.abandon()
+        task = asyncio.ensure_future(self._call(run))
+        ended = False
+        try:
+            self.writer.write(M.copy_response(b"G", 0))
+            await self.writer.drain()
+            while not ended:
+                kind, body = await M.read_message(self.reader)
+                if kind == b"d":
+                    await feed.put(body)
+                elif kind in (b"c", b"f"):
+                    ended = True
+                    feed.end(None if kind == b"c" else
+                             Body(body).cstr() or "the client cancelled it")
+                elif kind not in (b"H", b"S"):      # PostgreSQL ignores these in a COPY
+                    raise ProtocolViolation(f"unexpected message type {kind[0]} during "
+                                            "COPY from stdin")
+        finally:
+            if not ended:       # the client went away or broke the protocol mid-COPY
+                feed.end("the COPY was interrupted")
+                await asyncio.wait([task])
+        return await task
 
     async def _call(self, fn, *args) -> list[bytes]:
         """fn(*args) on the connection's thread under a fresh cancel token (fn turns
@@ -227,11 +272,13 @@ class Connection:
 
     # ---- the simple query protocol (on the connection's thread) ----------------
 
-    def _simple(self, text: str) -> list[bytes]:
+    def _simple(self, text: str, copy_data=None) -> list[bytes]:
         out = []
         ran = False
+        answer = catalog.answer_for(text)
         try:
-            for result in run_each(self.session, text):
+            for result in (answer.run([], self.session) if answer is not None
+                           else run_each(self.session, text, copy_data=copy_data)):
                 ran = True
                 out += _render(result)
         except E.VarveError as e:
@@ -270,12 +317,32 @@ class Connection:
         b.end()
         if name and name in self.statements:
             raise E.SqlError("42P05", f'prepared statement "{name}" already exists')
-        compiled = compile_text(text)          # a syntax error answers here
-        if len(compiled) > 1:
+        answer = catalog.answer_for(text)
+        if answer is not None:
+            given = answer.param_oids
+            oids = [o or (given[i] if i < len(given) else 0) for i, o in enumerate(oids)] \
+                + list(given[len(oids):])
+        elif len(compile_text(text)) > 1:          # a syntax error answers here
             raise E.SqlError("42601", "cannot insert multiple commands into a prepared "
                                       "statement")
-        self.statements[name] = Prepared(text, oids, max(_param_count(text), len(oids)))
+        n = max(_param_count(text), len(oids))
+        if answer is None and (len(oids) < n or 0 in oids):
+            oids = self._typed(text, oids, n)
+        self.statements[name] = Prepared(text, oids, n, answer)
         return M.PARSE_COMPLETE
+
+    def _typed(self, text: str, oids: list[int], n: int) -> list[int]:
+        """The client's parameter types, each it left unspecified typed by what the
+        statement does with it where it says (sql/params.py), else unknown."""
+        found = param_types(self.session.engine, text)
+        out = []
+        for i in range(n):
+            oid = oids[i] if i < len(oids) else 0
+            if not oid and i + 1 in found:
+                t = catalog.to_regtype(found[i + 1])
+                oid = t.oid if t is not None else 0
+            out.append(oid)
+        return out
 
     def bind(self, b: Body) -> bytes:
         portal, name = b.cstr(), b.cstr()
@@ -319,6 +386,8 @@ class Connection:
         portal = self._portal(name)
         self._execute(portal)
         result = portal.result
+        if result.copy_data is not None:
+            return _copy_out(result)
         rows = result.rows
         end = len(rows) if limit <= 0 else min(len(rows), portal.sent + limit)
         out = _data_rows(rows, portal.sent, end, portal.encoders)
@@ -355,7 +424,10 @@ class Connection:
     def _execute(self, portal: Portal) -> None:
         if portal.result is not None:
             return
-        results = list(run_each(self.session, portal.stmt.text, portal.params))
+        if _copies_in(portal.stmt.text):
+            raise E.SqlError("0A000", "COPY FROM STDIN runs in the simple query protocol "
+                                      "(a Query message), not the extended one")
+        results = portal.stmt.run(self.session, portal.params)
         result = results[-1] if results else None
         if result is None:
             raise E.SqlError("42601", "the statement is empty")
@@ -367,6 +439,8 @@ class Connection:
         """A statement's RowDescription before it runs: a SELECT is run with NULL
         parameters to learn its columns (reads only; nothing changes); any other
         statement is described as returning no rows."""
+        if stmt.answer is not None:
+            return _describe(stmt.answer.run(None, self.session)[-1], [])[0]
         compiled = compile_text(stmt.text)
         if not compiled or compiled[0].kind != "select":
             return M.NO_DATA
@@ -410,6 +484,8 @@ def _data_rows(rows: list, start: int, end: int, encoders) -> list[bytes]:
 
 def _render(result) -> list[bytes]:
     """A simple query's statement: its rows in text, then its command tag."""
+    if result.copy_data is not None:
+        return _copy_out(result)
     if not result.columns:
         return [M.command_complete(result.status)]
     head, encoders = _describe(result, [])
@@ -443,3 +519,27 @@ def _error(e: E.VarveError) -> bytes:
         fields["P"] = str(position)
     return M.error(fields)
 
+
+
+COPY_CHUNK = 1 << 16        # bytes of COPY TO STDOUT's text in one CopyData
+
+
+def _copy_out(result) -> list[bytes]:
+    """COPY ... TO STDOUT: CopyOutResponse, its text in CopyData messages, CopyDone."""
+    data = result.copy_data
+    return [M.copy_response(b"H", len(result.columns)),
+            *(M.copy_data(data[at:at + COPY_CHUNK]) for at in range(0, len(data), COPY_CHUNK)),
+            M.COPY_DONE, M.command_complete(result.status)]
+
+
+def _copies_in(text: str) -> bool:
+    """Is the text one COPY ... FROM STDIN? (A cheap look first: the loop asks it of
+    every simple query, and compiling a megabyte INSERT is the thread's work.)"""
+    if text.lstrip()[:4].lower() != "copy":
+        return False
+    try:
+        compiled = compile_text(text)
+    except E.VarveError:
+        return False
+    impl = compiled[0].impl if len(compiled) == 1 else None
+    return bool(getattr(impl, "is_from", False)) and impl.filename is None

@@ -153,9 +153,19 @@ def error(fields: dict[str, str], notice: bool = False) -> bytes:
     return message(b"N" if notice else b"E", body + b"\0")
 
 
+def copy_response(kind: bytes, columns: int) -> bytes:
+    """CopyInResponse (G) or CopyOutResponse (H): text format, every column."""
+    return message(kind, b"\0" + _I16.pack(columns) + _I16.pack(0) * columns)
+
+
+def copy_data(data: bytes) -> bytes:
+    return message(b"d", data)
+
+
 PARSE_COMPLETE = message(b"1")
 BIND_COMPLETE = message(b"2")
 CLOSE_COMPLETE = message(b"3")
 NO_DATA = message(b"n")
 EMPTY_QUERY = message(b"I")
 PORTAL_SUSPENDED = message(b"s")
+COPY_DONE = message(b"c")

@@ -198,6 +198,12 @@ class Agg:
 
 
 @dataclass(frozen=True, slots=True)
+class ArrayValues:
+    """`x = ANY($1)`: the elements of an array parameter (a list)."""
+    arg: Any
+
+
+@dataclass(frozen=True, slots=True)
 class SubqueryValues:
     """`x IN (SELECT ...)`: the subquery's single column, computed before the
     outer query runs and handed in as a parameter-like value."""
@@ -779,8 +785,25 @@ def _rrf(e: Func, rel: Rel, env: Env) -> Val:
                             "only valid as a table SELECT's ORDER BY rrf(...) DESC LIMIT n")
 
 
+# The PostgreSQL whose SQL and protocol varvedb speaks: version() and SHOW
+# server_version say it, and drivers choose their queries by it.
+POSTGRES_VERSION = "16.6"
+
+
+def _fixed(value: str):
+    """A function of no arguments with one value for every row (version())."""
+    def call(e: Func, rel: Rel, env: Env) -> Val:
+        if e.args:
+            raise SqlError("42883", f"function {e.name}() takes no arguments")
+        return const_val(value, rel.n)
+    return call
+
+
 _ON_NODES = {"bm25": _bm25, "snippet": _snippet, "highlight": _highlight,
-                 "embed": _embed, "rrf": _rrf, "subvector": _subvector}
+             "embed": _embed, "rrf": _rrf, "subvector": _subvector,
+             "version": _fixed(f"PostgreSQL {POSTGRES_VERSION} (varvedb)"),
+             "current_schema": _fixed("public"), "current_database": _fixed("varvedb"),
+             "current_user": _fixed("varvedb"), "session_user": _fixed("varvedb")}
 ROW_FUNCTIONS = frozenset(_ON_NODES)
 
 
@@ -849,8 +872,10 @@ def _booltest(e: BoolTest, rel: Rel, env: Env) -> Val:
 def _inlist(e: InList, rel: Rel, env: Env) -> Val:
     a = evaluate(e.arg, rel, env)
     n = len(a)
-    if len(e.values) == 1 and isinstance(e.values[0], SubqueryValues):
-        sub: Val = env.subqueries[e.values[0].key]
+    first = e.values[0] if len(e.values) == 1 else None
+    if isinstance(first, (SubqueryValues, ArrayValues)):
+        sub: Val = env.subqueries[first.key] if isinstance(first, SubqueryValues) \
+            else _array(first, env)
         a, sub = _unify(a, sub)
         present = sub.data[~sub.nulls] if sub.kind != "null" else np.zeros(0)
         if a.kind in ("text", "json"):
@@ -871,6 +896,43 @@ def _inlist(e: InList, rel: Rel, env: Env) -> Val:
     if e.negated:
         return Val("bool", ~t & ~unknown, unknown)
     return Val("bool", t, unknown)
+
+
+def _array(e: ArrayValues, env: Env) -> Val:
+    """An array parameter's elements as one column (its kind by its elements':
+    strings are untyped, cast to the other side's type)."""
+    arg = e.arg
+    if isinstance(arg, Param):
+        if not 1 <= arg.index <= len(env.params):
+            raise SqlError("42P02", f"there is no parameter ${arg.index}")
+        items = env.params[arg.index - 1]
+    else:
+        items = arg.value if isinstance(arg, Const) else None
+    if items is None:
+        items = []
+    if isinstance(items, np.ndarray) and items.ndim == 1:
+        items = items.tolist()
+    if not isinstance(items, (list, tuple)) or any(isinstance(x, (list, tuple, dict))
+                                                   for x in items):
+        raise SqlError("22P02", "= ANY(...) takes a one-dimensional array (a list parameter), "
+                                f"not {brief(items)}")
+    nulls = np.array([x is None for x in items], bool)
+    given = [x for x in items if x is not None]
+    kinds = {"bool" if isinstance(x, bool) else "int" if isinstance(x, int) else
+             "float" if isinstance(x, float) else "unknown" if isinstance(x, str) else "other"
+             for x in given}
+    if kinds == {"int", "float"}:
+        kinds = {"float"}
+    if len(kinds) > 1 or "other" in kinds:
+        raise SqlError("42804", "an array's elements are of one type")
+    kind = kinds.pop() if kinds else "null"
+    if kind == "null":
+        return Val("null", None, nulls)
+    filler = {"int": 0, "float": 0.0, "bool": False}.get(kind)
+    data = [filler if x is None else x for x in items]
+    if kind == "unknown":
+        return Val("unknown", object_array(data), nulls)
+    return _from_python(kind, data, nulls)
 
 
 def _op_vals(op: str, a: Val, b: Val) -> Val:

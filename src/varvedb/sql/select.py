@@ -19,6 +19,8 @@ evaluator (Where).
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from pglast import ast
 from pglast.enums import SetOperation, SortByDir, SortByNulls
@@ -161,8 +163,10 @@ class Select:
         snap = ctx.snapshot()
         if kind == "table":
             where = None if self.where_expr is None else self._where_bound(table, env)
-            if b.vector is not None:
+            if b.vector is not None and not _null_param(b.vector[2], env):
                 return self._plan_vector(ctx, b, snap, table, where, env)
+            if b.vector is not None:
+                b = b.null_distance()
             if b.text is not None or b.hybrid is not None:
                 return self._plan_text(ctx, b, snap, table, where, env)
             node, masks = plan_scan(snap, table, where)
@@ -358,7 +362,7 @@ class Select:
         if cached is not None and (cached[0] is schema or cached[0] == schema):
             return cached[1]
         if table is not None:
-            source_cols = list(schema.fields) if schema.id_hidden else ["id", *schema.fields]
+            source_cols = list(schema.columns)
             known = {"id", *schema.fields}
         else:
             source_cols, known = list(schema), set(schema)
@@ -465,6 +469,7 @@ class Bound:
                  for o, d, nf, text in sel.order]
         self.vector = None
         self.vector_op = None
+        self.distance = None        # the ORDER BY distance expression the top-k replaced
         self.text = None              # ORDER BY bm25(col, q) DESC: (field, query expr)
         self.hybrid = None            # ORDER BY rrf(bm25(...), vec <op> q [, k]) DESC
         self.aggregates = None
@@ -524,10 +529,20 @@ class Bound:
         if self.vector is None:
             return None
         self.vector_op = e.op
+        self.distance = e
         score = E.Col("$score")
         self.exprs = [E.rewrite(x, lambda n: score if n == e else None) for x in self.exprs]
         self.sort = []
         return self.vector
+
+    def null_distance(self) -> "Bound":
+        """This, for a NULL query vector: no top-k, every distance NULL (evaluated,
+        as PostgreSQL does), rows in scan order."""
+        b = copy.copy(self)
+        score, e = E.Col("$score"), self.distance
+        b.exprs = [E.rewrite(x, lambda n: e if n == score else None) for x in self.exprs]
+        b.vector = b.vector_op = None
+        return b
 
     def _text_order(self, order, table) -> bool:
         """ORDER BY bm25(col, q) DESC (a text top-k) or rrf(bm25(col, q), vec <op> q2
@@ -610,3 +625,11 @@ class Bound:
             self.sort = [(E.rewrite(e, sub), d, nf, text) for e, d, nf, text in order]
         self.aggregates = ([(E.describe(g), g) for g in groups],
                            [(E.describe(a), a) for a in aggs], having)
+
+
+def _null_param(q_expr, env) -> bool:
+    """Is a distance's query a NULL parameter? Its distances are all NULL, ordered
+    as PostgreSQL orders them (a scan, no index): what a client describing a
+    statement with NULL parameters, before it binds real ones, is answered."""
+    return type(q_expr) is E.Param and 1 <= q_expr.index <= len(env.params) \
+        and env.params[q_expr.index - 1] is None
