@@ -1,22 +1,23 @@
 """One client's conversation: start-up and authentication, then the simple and
 extended query protocols over a Session of its own.
 
-Statements run on the connection's own thread (the event loop only moves
-bytes), one at a time, in the order they came. A statement's result is
-rendered on that thread too, so the loop never touches the engine. Outside a
-BEGIN each statement commits on its own (as `db.sql()` does): the extended
-protocol's implicit transaction up to Sync is not kept, so a pipeline of
-writes without BEGIN is several commits. An error answers ErrorResponse with
-its SQLSTATE and, in the extended protocol, skips the messages up to Sync;
-inside BEGIN the transaction is failed (ReadyForQuery 'E', 25P02) until
-ROLLBACK, as PostgreSQL does.
+Each connection is a thread of its own with a blocking socket, as each is a
+process in PostgreSQL: it reads a message, runs it and answers, so a query
+costs one wake-up of one thread; the kernels release the GIL, so connections
+search in parallel. Statements run one at a time, in the order they came.
+Outside a BEGIN each statement commits on its own (as `db.sql()` does): the
+extended protocol's implicit transaction up to Sync is not kept, so a pipeline
+of writes without BEGIN is several commits. An error answers ErrorResponse
+with its SQLSTATE and, in the extended protocol, skips the messages up to
+Sync; inside BEGIN the transaction is failed (ReadyForQuery 'E', 25P02) until
+ROLLBACK, as PostgreSQL does. Answers to the extended protocol's messages wait
+for Sync or Flush and go out in one send.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
-from concurrent.futures import ThreadPoolExecutor
+import socket
 
 from pglast.parser import ParseError, scan
 
@@ -26,23 +27,26 @@ from ..sql import compile_text, run_each
 from ..sql.commands import REPORTED
 from ..sql.params import param_types
 from . import catalog
-from .copy import CopyFeed
 from . import messages as M
-from .messages import Body, ProtocolViolation
+from .copy import CopyIn
+from .messages import Body, ProtocolViolation, Reader
 from .scram import MECHANISM, AuthFailed, Exchange
 from .types import TEXT, column_oid, decode_param, encoder
 
 log = logging.getLogger("varvedb.pgwire")
 
 ROWS_PER_WRITE = 1000      # data rows rendered and written at a time
+STARTUP_TIMEOUT = 60.0     # seconds a client has to start up and authenticate
+                           # (PostgreSQL's authentication_timeout)
 
 
 class Prepared:
-    __slots__ = ("text", "oids", "params", "answer")
+    __slots__ = ("text", "oids", "params", "answer", "copy_in")
 
     def __init__(self, text: str, oids: list[int], params: int, answer=None):
         self.text, self.oids, self.params = text, oids, params
         self.answer = answer      # the catalog's, for a driver's catalog query
+        self.copy_in = _copies_in(text)
 
     def run(self, session, params) -> list:
         if self.answer is not None:
@@ -61,69 +65,83 @@ class Portal:
 
 
 class Connection:
-    def __init__(self, server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+    def __init__(self, server, sock: socket.socket):
         self.server = server
-        self.reader, self.writer = reader, writer
+        self.sock = sock
+        self.reader = Reader(sock)
         self.pid = server.next_pid()
         self.secret = secrets.randbits(31)
         self.session = None
-        self.thread = ThreadPoolExecutor(1, thread_name_prefix=f"varvedb-pg-{self.pid}")
         self.statements: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
-        self.token: CancelToken | None = None   # the running statement's
+        # the connection's statements run under one token, cleared as each begins:
+        # a cancel request stops the statement running when it comes (none: no-op)
+        self.token = CancelToken()
         self.skipping = False      # an extended-protocol error: skip to Sync
 
-    # ---- the conversation ------------------------------------------------------
+    # ---- the conversation (on the connection's thread) ---------------------------
 
-    async def run(self) -> None:
+    def run(self) -> None:
         try:
-            if await self._startup():
-                self.server.register(self)
-                await self._serve()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass                                  # the client went away
+            if self._startup():
+                with running(self.token):
+                    self._serve()
+        except (ConnectionError, OSError):
+            pass                                  # the client went away (or timed out)
         except ProtocolViolation as e:
-            await self._fatal("08P01", str(e))
+            self._fatal("08P01", str(e))
         except AuthFailed as e:
-            await self._fatal("28P01", str(e))
+            self._fatal("28P01", str(e))
         except Exception:                         # a bug: this connection only
             log.exception("pgwire connection %d failed", self.pid)
-            await self._fatal("XX000", "internal error; see the server's log")
+            self._fatal("XX000", "internal error; see the server's log")
         finally:
             self.server.unregister(self)
-            await self._close_session()
-            self.writer.close()
+            s, self.session = self.session, None
+            if s is not None:
+                s.close()                         # rolls an open transaction back
+            try:
+                self.sock.close()
+            except OSError:
+                pass
 
-    async def _startup(self) -> bool:
+    def _startup(self) -> bool:
+        self.sock.settimeout(STARTUP_TIMEOUT)
         while True:
-            code, body = await M.read_startup(self.reader)
+            code, body = self.reader.startup()
             if code == M.SSL_REQUEST:
                 ctx = self.server.ssl_context
-                self.writer.write(b"S" if ctx is not None else b"N")
-                await self.writer.drain()
+                if self.reader.buf:        # bytes sent before the handshake: refused
+                    raise ProtocolViolation("received unencrypted data after SSL request")
+                self.sock.sendall(b"S" if ctx is not None else b"N")
                 if ctx is not None:
-                    await self.writer.start_tls(ctx)
+                    self.sock = ctx.wrap_socket(self.sock, server_side=True)
+                    self.reader = Reader(self.sock)
                 continue
             if code == M.GSS_REQUEST:
-                self.writer.write(b"N")
-                await self.writer.drain()
+                self.sock.sendall(b"N")
                 continue
             if code == M.CANCEL_REQUEST:
                 b = Body(body)
                 self.server.cancel(b.int32(), b.int32())
                 return False
             if code != M.PROTOCOL_3:
-                await self._fatal("0A000", f"unsupported frontend protocol {code >> 16}."
-                                           f"{code & 0xFFFF}: server supports 3.0")
+                self._fatal("0A000", f"unsupported frontend protocol {code >> 16}."
+                                     f"{code & 0xFFFF}: server supports 3.0")
                 return False
             params = M.startup_params(body)
             break
         if self.server.verifier is not None:
-            await self._authenticate()
+            self._authenticate()
+        if not self.server.register(self):
+            self._fatal("53300", "sorry, too many clients already")
+            return False
+        self.sock.settimeout(None)
         self.session = self.server.db.session(server_files=False)
         user = params.get("user", "varvedb")
         out = [M.auth(0)]
-        for name, value in (("server_version", REPORTED["server_version"]), ("server_encoding", "UTF8"),
+        for name, value in (("server_version", REPORTED["server_version"]),
+                            ("server_encoding", "UTF8"),
                             ("client_encoding", "UTF8"), ("DateStyle", "ISO, MDY"),
                             ("TimeZone", "UTC"), ("integer_datetimes", "on"),
                             ("standard_conforming_strings", "on"),
@@ -132,14 +150,12 @@ class Connection:
                             ("application_name", params.get("application_name", ""))):
             out.append(M.parameter_status(name, value))
         out += [M.backend_key(self.pid, self.secret), M.ready(b"I")]
-        self.writer.write(b"".join(out))
-        await self.writer.drain()
+        self.sock.sendall(b"".join(out))
         return True
 
-    async def _authenticate(self) -> None:
-        self.writer.write(M.auth(10, M.cstr(MECHANISM) + b"\0"))
-        await self.writer.drain()
-        kind, body = await M.read_message(self.reader, M.MAX_STARTUP)
+    def _authenticate(self) -> None:
+        self.sock.sendall(M.auth(10, M.cstr(MECHANISM) + b"\0"))
+        kind, body = self.reader.message(M.MAX_STARTUP)
         if kind != b"p":
             raise ProtocolViolation("expected a SASL response")
         b = Body(body)
@@ -148,16 +164,16 @@ class Connection:
         n = b.int32()
         exchange = Exchange(self.server.verifier)
         first = exchange.first(b.take(n).decode(errors="replace") if n >= 0 else "")
-        self.writer.write(M.auth(11, first.encode()))
-        await self.writer.drain()
-        kind, body = await M.read_message(self.reader, M.MAX_STARTUP)
+        self.sock.sendall(M.auth(11, first.encode()))
+        kind, body = self.reader.message(M.MAX_STARTUP)
         if kind != b"p":
             raise ProtocolViolation("expected a SASL response")
-        self.writer.write(M.auth(12, exchange.final(body.decode(errors="replace")).encode()))
+        self.sock.sendall(M.auth(12, exchange.final(body.decode(errors="replace")).encode()))
 
-    async def _serve(self) -> None:
+    def _serve(self) -> None:
+        out: list[bytes] = []          # the extended protocol's answers, up to Sync/Flush
         while True:
-            kind, body = await M.read_message(self.reader)
+            kind, body = self.reader.message()
             if kind == b"X":
                 return
             if kind == b"Q":
@@ -165,81 +181,35 @@ class Connection:
                 b = Body(body)
                 text = b.cstr()
                 b.end()
-                if _copies_in(text):
-                    await self._send(await self._copy_in(text))
-                else:
-                    await self._send(await self._call(self._simple, text))
-                await self._send(self._ready())
+                self._send(out + self._simple(text) + [self._ready()])
+                out = []
+            elif kind == b"S":
+                self.skipping = False
+                out.append(self._ready())
+                self._send(out)
+                out = []
+            elif kind == b"H":
+                self._send(out)
+                out = []
             elif kind in _EXTENDED:
-                # a client sends Sync or Flush before it waits for answers: the
-                # messages up to there run in one hand-off to the thread
-                batch = [(kind, body)]
-                while kind not in (b"S", b"H"):
-                    kind, body = await M.read_message(self.reader)
-                    if kind not in _EXTENDED:
-                        raise ProtocolViolation(f"invalid frontend message type {kind[0]} "
-                                                "in an extended query")
-                    batch.append((kind, body))
-                await self._send(await self._call(self._extended, batch))
+                if not self.skipping:
+                    try:
+                        got = _EXTENDED[kind](self, Body(body))
+                    except E.VarveError as e:
+                        self.skipping = True
+                        got = _error(e)
+                    if isinstance(got, list):
+                        out += got
+                    else:
+                        out.append(got)
             elif kind in (b"d", b"c", b"f"):
                 continue                # copy messages outside a copy: ignored
             else:
                 raise ProtocolViolation(f"invalid frontend message type {kind[0]}")
 
-    async def _copy_in(self, text: str) -> list[bytes]:
-        """COPY ... FROM STDIN: the statement runs on the connection's thread while
-        the loop hands it the CopyData the client streams, up to CopyDone or
-        CopyFail (copy.py)."""
-        feed = CopyFeed(asyncio.get_running_loop())
-
-        def run():
-            try:
-                return self._simple(text, feed)
-            finally:
-                feed.abandon()
-        task = asyncio.ensure_future(self._call(run))
-        ended = False
-        try:
-            self.writer.write(M.copy_response(b"G", 0))
-            await self.writer.drain()
-            while not ended:
-                kind, body = await M.read_message(self.reader)
-                if kind == b"d":
-                    await feed.put(body)
-                elif kind in (b"c", b"f"):
-                    ended = True
-                    feed.end(None if kind == b"c" else
-                             Body(body).cstr() or "the client cancelled it")
-                elif kind not in (b"H", b"S"):      # PostgreSQL ignores these in a COPY
-                    raise ProtocolViolation(f"unexpected message type {kind[0]} during "
-                                            "COPY from stdin")
-        finally:
-            if not ended:       # the client went away or broke the protocol mid-COPY
-                feed.end("the COPY was interrupted")
-                await asyncio.wait([task])
-        return await task
-
-    async def _call(self, fn, *args) -> list[bytes]:
-        """fn(*args) on the connection's thread under a fresh cancel token (fn turns
-        a VarveError into its ErrorResponse; a ProtocolViolation propagates)."""
-        self.token = token = CancelToken()
-
-        def work():
-            with running(token):
-                return fn(*args)
-        try:
-            return await asyncio.get_running_loop().run_in_executor(self.thread, work)
-        finally:
-            self.token = None
-
-    async def _send(self, data) -> None:
-        if isinstance(data, list):
-            for chunk in data:
-                self.writer.write(chunk)
-                await self.writer.drain()
-        elif data:
-            self.writer.write(data)
-            await self.writer.drain()
+    def _send(self, chunks: list[bytes]) -> None:
+        if chunks:
+            self.sock.sendall(b"".join(chunks))
 
     def _ready(self) -> bytes:
         s = self.session
@@ -247,32 +217,40 @@ class Connection:
             return M.ready(b"I")
         return M.ready(b"E" if s.sql_failed else b"T")
 
-    async def _fatal(self, sqlstate: str, message: str) -> None:
+    def _fatal(self, sqlstate: str, message: str) -> None:
         try:
-            self.writer.write(M.error({"S": "FATAL", "V": "FATAL", "C": sqlstate,
+            self.sock.sendall(M.error({"S": "FATAL", "V": "FATAL", "C": sqlstate,
                                        "M": message}))
-            await self.writer.drain()
-        except (ConnectionError, RuntimeError):
+        except OSError:
             pass
 
-    async def _close_session(self) -> None:
-        s = self.session
-        if s is not None:
-            self.session = None
-            try:
-                await asyncio.get_running_loop().run_in_executor(self.thread, s.close)
-            except RuntimeError:       # the interpreter is exiting: its pools are shut
-                s.close()
-        self.thread.shutdown(wait=False)
-
     def cancel(self) -> None:
-        token = self.token
-        if token is not None:
-            token.cancel("canceling statement due to user request")
+        """From another thread: stop the running statement at its next check."""
+        self.token.cancel("canceling statement due to user request")
 
-    # ---- the simple query protocol (on the connection's thread) ----------------
+    def hang_up(self) -> None:
+        """From another thread (the server stopping): end the conversation; the
+        connection's thread finds its socket shut and closes its session."""
+        self.cancel()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
-    def _simple(self, text: str, copy_data=None) -> list[bytes]:
+    # ---- the simple query protocol ------------------------------------------------
+
+    def _simple(self, text: str) -> list[bytes]:
+        copy = CopyIn(self.reader) if _copies_in(text) else None
+        if copy is not None:
+            self.sock.sendall(M.copy_response(b"G", 0))
+        try:
+            self.token.reason = None
+            return self._simple_run(text, copy)
+        finally:
+            if copy is not None:
+                copy.drain()
+
+    def _simple_run(self, text: str, copy_data) -> list[bytes]:
         out = []
         ran = False
         answer = catalog.answer_for(text)
@@ -289,27 +267,7 @@ class Connection:
             out.append(M.EMPTY_QUERY)
         return out
 
-    # ---- the extended query protocol (on the connection's thread) --------------
-
-    def _extended(self, batch: list) -> list[bytes]:
-        """Answer messages up to a Sync (ReadyForQuery) or a Flush; after an error
-        the messages up to Sync are skipped."""
-        out = []
-        for kind, body in batch:
-            if kind == b"S":
-                self.skipping = False
-                out.append(self._ready())
-            elif kind != b"H" and not self.skipping:
-                try:
-                    got = _EXTENDED[kind](self, Body(body))
-                except E.VarveError as e:
-                    self.skipping = True
-                    got = _error(e)
-                if isinstance(got, list):
-                    out += got
-                else:
-                    out.append(got)
-        return [b"".join(out)]
+    # ---- the extended query protocol ------------------------------------------------
 
     def parse(self, b: Body) -> bytes:
         name, text = b.cstr(), b.cstr()
@@ -424,9 +382,10 @@ class Connection:
     def _execute(self, portal: Portal) -> None:
         if portal.result is not None:
             return
-        if _copies_in(portal.stmt.text):
+        if portal.stmt.copy_in:
             raise E.SqlError("0A000", "COPY FROM STDIN runs in the simple query protocol "
                                       "(a Query message), not the extended one")
+        self.token.reason = None        # a statement begins: an older cancel is spent
         results = portal.stmt.run(self.session, portal.params)
         result = results[-1] if results else None
         if result is None:
@@ -444,6 +403,7 @@ class Connection:
         compiled = compile_text(stmt.text)
         if not compiled or compiled[0].kind != "select":
             return M.NO_DATA
+        self.token.reason = None
         try:
             results = list(run_each(self.session, stmt.text, [None] * stmt.params))
         except E.VarveError:
@@ -454,7 +414,7 @@ class Connection:
 
 
 _EXTENDED = {b"P": Connection.parse, b"B": Connection.bind, b"D": Connection.describe,
-             b"E": Connection.execute, b"C": Connection.close, b"S": None, b"H": None}
+             b"E": Connection.execute, b"C": Connection.close}
 
 
 def _format(formats: list[int], i: int) -> int:
@@ -533,8 +493,8 @@ def _copy_out(result) -> list[bytes]:
 
 
 def _copies_in(text: str) -> bool:
-    """Is the text one COPY ... FROM STDIN? (A cheap look first: the loop asks it of
-    every simple query, and compiling a megabyte INSERT is the thread's work.)"""
+    """Is the text one COPY ... FROM STDIN? (A cheap look first: a simple query is
+    compiled once more only where it starts with COPY.)"""
     if text.lstrip()[:4].lower() != "copy":
         return False
     try:

@@ -1,79 +1,44 @@
-"""COPY over the protocol: the CopyData a client streams in, as the file object
-`COPY ... FROM STDIN` reads (sql/dml.py reads its copy_data in chunks).
+"""COPY ... FROM STDIN over the protocol: the client's CopyData messages as the
+file object the statement reads (sql/dml.py reads its copy_data in chunks).
 
-The event loop puts each CopyData message's bytes in; the statement reads them
-on the connection's thread as they come. At most LIMIT bytes wait between the
-two: past that the loop stops reading the socket until the statement has read
-more, so a client streaming gigabytes holds a bounded amount of memory here.
-A statement that ends early (a bad row) abandons the feed: what the client
-still sends up to CopyDone is read and dropped.
+The statement runs on the connection's thread and reads the socket itself, one
+CopyData message a read(), so nothing of a COPY waits in memory beyond the
+message being parsed: a client streaming gigabytes holds one message here.
 """
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections import deque
-
 from ..errors import SqlError
+from .messages import ProtocolViolation, Reader
 
-LIMIT = 1 << 20        # bytes waiting for the statement at most (plus one message)
 
-
-class CopyFeed:
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        self._loop = loop
-        self._cond = threading.Condition()
-        self._chunks: deque[bytes] = deque()
-        self._size = 0
-        self._ended = False
-        self._failure: str | None = None
-        self._abandoned = False
-        self._room = asyncio.Event()
-        self._room.set()
-
-    # ---- the event loop's side ------------------------------------------------
-
-    async def put(self, data: bytes) -> None:
-        await self._room.wait()
-        with self._cond:
-            if self._abandoned:
-                return
-            self._chunks.append(data)
-            self._size += len(data)
-            if self._size >= LIMIT:
-                self._room.clear()
-            self._cond.notify()
-
-    def end(self, failure: str | None = None) -> None:
-        """CopyDone (failure None) or CopyFail (its message)."""
-        with self._cond:
-            self._ended, self._failure = True, failure
-            self._cond.notify()
-
-    # ---- the statement's side (the connection's thread) -------------------------
+class CopyIn:
+    def __init__(self, reader: Reader):
+        self._reader = reader
+        self.ended = False          # CopyDone or CopyFail read
 
     def read(self, n: int = -1) -> bytes:
-        with self._cond:
-            while not self._chunks and not self._ended:
-                self._cond.wait()
-            if self._failure is not None:
-                raise SqlError("57014", f"COPY from stdin failed: {self._failure}")
-            if not self._chunks:
-                return b""
-            out = [self._chunks.popleft()]
-            got = len(out[0])
-            while self._chunks and (n < 0 or got + len(self._chunks[0]) <= n):
-                out.append(self._chunks.popleft())
-                got += len(out[-1])
-            self._size -= got
-            if self._size < LIMIT:
-                self._loop.call_soon_threadsafe(self._room.set)
-        return b"".join(out)
+        while not self.ended:
+            kind, body = self._reader.message()
+            if kind == b"d":
+                if body:
+                    return body
+            elif kind == b"c":
+                self.ended = True
+            elif kind == b"f":
+                self.ended = True
+                message = body.rstrip(b"\0").decode(errors="replace")
+                raise SqlError("57014", f"COPY from stdin failed: "
+                                        f"{message or 'the client cancelled it'}")
+            elif kind not in (b"H", b"S"):      # PostgreSQL ignores these in a COPY
+                raise ProtocolViolation(f"unexpected message type {kind[0]} during COPY "
+                                        "from stdin")
+        return b""
 
-    def abandon(self) -> None:
-        """The statement is over: drop what waits and what is still to come."""
-        with self._cond:
-            self._abandoned = True
-            self._chunks.clear()
-            self._size = 0
-        self._loop.call_soon_threadsafe(self._room.set)
+    def drain(self) -> None:
+        """The statement ended before the data did (a bad row): what the client
+        still sends up to CopyDone or CopyFail is read and dropped."""
+        while not self.ended:
+            try:
+                self.read()
+            except SqlError:
+                pass
