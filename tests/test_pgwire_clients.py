@@ -74,6 +74,33 @@ def test_type_lookups_answer_pgvectors_types_and_none_for_unknown_ones(server):
         assert psycopg.types.TypeInfo.fetch(conn, "no_such_type") is None
 
 
+@pytest.mark.parametrize("text,params,want", [
+    ("SELECT oid, typarray FROM pg_type WHERE typname = %s", ["vector"], [(16385, 16395)]),
+    ("SELECT t.typname FROM pg_catalog.pg_type AS t WHERE t.oid = ANY(%s) ORDER BY t.typname",
+     [[16385, 16386, 20]], [("halfvec",), ("int8",), ("vector",)]),
+    ("SELECT %s::regtype::oid, 'public.halfvec'::regtype::oid", ["vector"], [(16385, 16386)]),
+    ("SELECT oid::regtype::text FROM pg_type WHERE oid = to_regtype(%s)", ["vector[]"],
+     [("vector[]",)]),
+    ("SELECT n.nspname FROM pg_namespace n WHERE n.oid = (SELECT typnamespace FROM pg_type "
+     "WHERE typname = %s)", ["vector"], [("public",)]),
+    ("SELECT count(*) FROM pg_type WHERE to_regtype(%s) IS NULL", ["no_such_type"],
+     [(len(__import__("varvedb.query.pg_types").query.pg_types.TYPES),)]),
+])
+def test_type_catalog_queries_run_as_sql(server, text, params, want):
+    """Variants of the lookups drivers send, run by SQL over pg_type and pg_namespace,
+    the same through the wire and through db.sql()."""
+    with connect(server) as conn:
+        assert conn.execute(text, params).fetchall() == want
+    db = vv.connect(":memory:")
+    try:
+        assert db.sql(text.replace("%s", "$1"), params).rows == want
+    finally:
+        db.close()
+    with pytest.raises(SqlError) as e:
+        vv.connect(":memory:").sql("SELECT 'no_such_type'::regtype")
+    assert e.value.sqlstate == "42704"
+
+
 def test_asyncpg_register_vector_and_typed_parameters(server):
     async def go():
         conn = await asyncpg.connect(host="127.0.0.1", port=server.pg, user="me",

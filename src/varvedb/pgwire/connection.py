@@ -23,6 +23,7 @@ from pglast.parser import ParseError, scan
 
 from .. import errors as E
 from ..cancel import CancelToken, running
+from ..query.pg_types import to_regtype
 from ..sql import compile_text, run_each
 from ..sql.commands import REPORTED
 from ..sql.params import param_types
@@ -297,7 +298,7 @@ class Connection:
         for i in range(n):
             oid = oids[i] if i < len(oids) else 0
             if not oid and i + 1 in found:
-                t = catalog.to_regtype(found[i + 1])
+                t = to_regtype(found[i + 1])
                 oid = t.oid if t is not None else 0
             out.append(oid)
         return out

@@ -4,9 +4,7 @@ or binary, and a parameter's bytes back into the Python value `db.sql()` takes.
 Text is PostgreSQL's output form (query/literals.value_text, the one COPY TO
 STDOUT writes). Binary is PostgreSQL's send form for the types that have one
 here, and pgvector's for vector and halfvec: int16 dim, int16 0, then dim
-big-endian float4 (halfvec: float2). pgvector's types have no fixed OIDs in
-PostgreSQL (an extension's are given at CREATE EXTENSION); varvedb's are fixed,
-above 16384 as an extension's would be.
+big-endian float4 (halfvec: float2). The OIDs are query/pg_types.py's.
 """
 from __future__ import annotations
 
@@ -19,16 +17,15 @@ import numpy as np
 
 from ..errors import SqlError
 from ..query.literals import value_text
+from ..query.pg_types import OIDS, TYPES
 
-BOOL, BYTEA, CHAR, NAME, INT8, INT2, INT4, TEXT, OID = 16, 17, 18, 19, 20, 21, 23, 25, 26
-JSON, FLOAT4, FLOAT8, UNKNOWN, VARCHAR, BPCHAR = 114, 700, 701, 705, 1043, 1042
-TIMESTAMP, TIMESTAMPTZ, NUMERIC, JSONB, BIT, VARBIT = 1114, 1184, 1700, 3802, 1560, 1562
-VECTOR, HALFVEC, SPARSEVEC = 16385, 16386, 16387
-ARRAYS = {BOOL: 1000, BYTEA: 1001, CHAR: 1002, NAME: 1003, INT2: 1005, INT4: 1007,
-          TEXT: 1009, BPCHAR: 1014, VARCHAR: 1015, INT8: 1016, FLOAT4: 1021, FLOAT8: 1022,
-          OID: 1028, JSON: 199, TIMESTAMP: 1115, TIMESTAMPTZ: 1185, NUMERIC: 1231,
-          BIT: 1561, VARBIT: 1563, JSONB: 3807,
-          VECTOR: 16395, HALFVEC: 16396, SPARSEVEC: 16397}
+(BOOL, BYTEA, CHAR, NAME, INT8, INT2, INT4, TEXT, OID, JSON, FLOAT4, FLOAT8, UNKNOWN, VARCHAR,
+ BPCHAR, TIMESTAMP, TIMESTAMPTZ, NUMERIC, JSONB, BIT, VARBIT, VECTOR, HALFVEC, SPARSEVEC) = (
+    OIDS[n] for n in ("bool", "bytea", "char", "name", "int8", "int2", "int4", "text", "oid",
+                      "json", "float4", "float8", "unknown", "varchar", "bpchar", "timestamp",
+                      "timestamptz", "numeric", "jsonb", "bit", "varbit", "vector", "halfvec",
+                      "sparsevec"))
+ARRAYS = {t.oid: t.array for t in TYPES.values() if t.array}     # element -> array type
 ELEMENTS = {a: e for e, a in ARRAYS.items()}
 
 KIND_OIDS = {"int": INT8, "float": FLOAT8, "bool": BOOL, "text": TEXT, "json": JSONB,

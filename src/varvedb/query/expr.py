@@ -817,6 +817,8 @@ def _cast(e: Cast, rel: Rel, env: Env) -> Val:
 def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
     v = evaluate(e.arg, rel, env)
     kind = e.kind
+    if kind == "regtype":
+        return _regtype(v)
     if v.kind == "int" == kind:
         return int64_of(v)
     if v.kind == kind or v.kind == "null":
@@ -838,6 +840,41 @@ def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
     if v.kind == "text":
         return coerce(Val("unknown", v.data, v.nulls), kind)
     raise SqlError("42846", f"cannot cast type {v.kind} to {kind}")
+
+
+def _regtype(v: Val) -> Val:
+    """x::regtype. An OID becomes its type's name (text: what ::regtype::text
+    shows); a name becomes its type's OID (an int: what ::regtype compares as)."""
+    from .pg_types import TYPES, to_regtype
+    if v.kind == "null":
+        return v
+    if v.kind == "int":
+        names = [None if null else (TYPES[x].regtype if x in TYPES else str(x))
+                 for x, null in zip(v.data.tolist(), v.nulls.tolist())]
+        return Val("text", object_array(names), v.nulls)
+    if v.kind in ("text", "unknown"):
+        oids = []
+        for x, null in zip(v.data.tolist(), v.nulls.tolist()):
+            t = None if null else to_regtype(x)
+            if t is None and not null:
+                raise SqlError("42704", f'type "{x}" does not exist')
+            oids.append(0 if t is None else t.oid)
+        return Val("int", np.array(oids, np.int64), v.nulls)
+    raise SqlError("42846", f"cannot cast type {v.kind} to regtype")
+
+
+def _to_regtype(v: Val) -> Val:
+    """to_regtype(name): the type's OID, NULL where no type has that name."""
+    from .pg_types import to_regtype
+    if v.kind == "unknown":
+        v = coerce(v, "text")
+    if v.kind == "null":
+        return Val("int", np.zeros(len(v), np.int64), v.nulls)
+    if v.kind != "text":
+        raise SqlError("42883", f"function to_regtype({v.kind}) does not exist")
+    found = [None if null else to_regtype(x) for x, null in zip(v.data.tolist(), v.nulls.tolist())]
+    return Val("int", np.array([0 if t is None else t.oid for t in found], np.int64),
+               np.array([t is None for t in found], bool))
 
 
 def _text_of(kind: str, x) -> str | None:
@@ -1147,6 +1184,7 @@ FUNCTIONS = {
     "length": _text_fn(lambda v: Val("int", np.array([len(x) if x is not None else 0
                                                      for x in v.data], np.int64), v.nulls)),
     "abs": _numeric_fn(np.abs, True),
+    "to_regtype": _to_regtype,
     "sqrt": _numeric_fn(_sqrt, False),
     **{name: _tsquery_fn(name, fn) for name, fn in tsquery.CONSTRUCTORS.items()},
 }

@@ -27,6 +27,7 @@ from starlette.routing import Route
 from .. import errors as E
 from ..cancel import CancelToken, running
 from ..wire import encode, error_to_wire
+from .docs_page import Page
 from .metrics import Metrics
 from .routes import MediaTypeError, table
 from .transactions import HEADER, Transactions
@@ -241,7 +242,9 @@ class Api:
         return run
 
     def _answer(self, template: str, request: Request, code: int, payload, t0: float):
-        media = "text/plain; version=0.0.4" if isinstance(payload, str) else JSON
+        media = JSON if not isinstance(payload, str) else \
+            "text/html; charset=utf-8" if isinstance(payload, Page) else \
+            "text/plain; version=0.0.4"
         response = Response(payload, code, media_type=media)
         self.metrics.observe(template, request.method, code, time.perf_counter() - t0)
         return response

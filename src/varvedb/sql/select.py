@@ -27,6 +27,7 @@ from pglast.enums import SetOperation, SortByDir, SortByNulls
 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
+from . import pg_catalog
 from ..query.execute import execute
 from ..query.filter import Filter as GrammarFilter, Refusal, expressed as grammar_expressed
 from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Output, Sort,
@@ -106,6 +107,11 @@ class Select:
             alias = f.alias.aliasname if f.alias else f.relname
             self._names = {alias, f.relname}
             return ("derived", Select(self.ctes[f.relname], self.ctes), alias)
+        if isinstance(f, ast.RangeVar) and f.relname in pg_catalog.RELATIONS \
+                and f.schemaname in (None, "pg_catalog"):     # pg_catalog is searched first
+            alias = f.alias.aliasname if f.alias else f.relname
+            self._names = {alias, f.relname}
+            return ("function", f.relname, ())
         if isinstance(f, ast.RangeVar):
             if f.schemaname not in (None, "public"):
                 raise SqlError("42P01", f'relation "{f.schemaname}.{f.relname}" does not exist')
@@ -349,6 +355,9 @@ class Select:
         if self.source[0] == "none":          # SELECT without FROM: one row, no columns
             return [], []
         name, args = self.source[1], self.source[2]
+        if name in pg_catalog.RELATIONS:
+            names, cols = pg_catalog.relation_rows(name)
+            return cols, names
         if name != "varvedb_history":
             raise SqlError("42883", f"function {name}() does not exist")
         vals = [E.evaluate(a, E.Rel(None, None, n=1), env).python()[0] for a in args]
