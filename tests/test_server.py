@@ -373,6 +373,8 @@ def test_a_missing_or_wrong_token_is_refused(served):
         anon = Http(srv, token=token)
         status, out, r = anon("GET", "/collections")
         assert status == 401 and out["error"]["type"] == "AuthenticationError"
+        # a wrong token is told so; a missing one is told to send one
+        assert ("is not this server's token" in out["error"]["message"]) == bool(token)
         assert r.getheader("WWW-Authenticate") == "Bearer"
         status, out, _ = anon("GET", "/no/such/route")
         assert status == 401
