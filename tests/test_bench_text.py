@@ -107,7 +107,7 @@ def test_bench_text_reports_the_figures(tmp_path):
     res = CliRunner().invoke(bench, [
         "text", "--corpus", str(tmp_path / "c.jsonl"), "--queries", "15",
         "--rounds", "2", "--build-rounds", "2", "--hybrid-queries", "40",
-        "--hybrid-docs", "120", "--embedder", HASHED.name,
+        "--hybrid-docs", "120", "--embedder", HASHED.name, "--any-queries", "20",
         "--workdir", str(tmp_path / "work"), "--out", str(out)])
     assert res.exit_code == 0, res.output + repr(res.exception)
     report = json.loads(out.read_text())
@@ -126,6 +126,13 @@ def test_bench_text_reports_the_figures(tmp_path):
     assert "with a prefix index" in md
     t = report["tokens_agree"]
     assert t["queries"] == report["classes"]["rare"]["queries"] > 0 and t["fts5"] == t["queries"]
+    a = report["any_words"]
+    # the questions: match="any" on varvedb's side, FTS5's OR query on the other
+    assert a["queries"] == 20 and a["words"]["median"] >= 2
+    if "ratio" in a:
+        assert a["fts5_us"]["per_round_median"]["rounds"] == 2 and a["varvedb_us"]["median"] > 0
+        assert 0 < a["overlap"]["mean"] <= 1 and a["overlap"]["queries"] > 0
+        assert "match=\"any\" against FTS5's OR" in md
     h = report["hybrid"]
     # each query is its document's own first words: FTS5 finds most of them
     assert h["queries"] == 40 and h["text_recall@10"]["fts5"] >= 0.5

@@ -396,6 +396,9 @@ def langchain(docs, dim, rounds, queries, no_peers, workdir, out) -> None:
               help="Queries profiled in a class that misses its goal (0: no profiles, "
                    "the build's included).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the query classes.")
+@click.option("--any-queries", default=0, show_default=True,
+              help="Questions in plain words (package summaries): match='any' against "
+                   "FTS5's OR query, latency and top-10 overlap (0: not run).")
 @click.option("--varvedb/--no-varvedb", "with_varvedb", default=True, show_default=True,
               help="Measure varvedb too (--no-varvedb: FTS5 alone).")
 @click.option("--workdir", default=None, help="Folder for the files (default: a temporary "
@@ -403,7 +406,8 @@ def langchain(docs, dim, rounds, queries, no_peers, workdir, out) -> None:
 @click.option("--out", default=None, help="Also write the figures to this JSON file, and "
                                          "as markdown next to it (.md).")
 def text(corpus, limit, queries, rounds, build_rounds, hybrid_queries, embedder,
-               hybrid_docs, profile_queries, seed, with_varvedb, workdir, out) -> None:
+               hybrid_docs, profile_queries, seed, any_queries, with_varvedb, workdir,
+               out) -> None:
     """Full-text search against SQLite FTS5 on the same corpus, in one process: build
     time, index bytes, latency per query class (interleaved query by query), top-10
     overlap with FTS5's ranking, and recall@10 of text, vectors and their fusion on a
@@ -414,7 +418,7 @@ def text(corpus, limit, queries, rounds, build_rounds, hybrid_queries, embedder,
     try:
         report = text.run(corpus, limit or None, queries, rounds, build_rounds,
                           hybrid_queries, seed, workdir, with_varvedb, embedder or None,
-                          hybrid_docs, profile_queries, echo=click.echo)
+                          hybrid_docs, profile_queries, any_queries, echo=click.echo)
     except VarveError as e:
         raise click.ClickException(str(e)) from None
     if out:

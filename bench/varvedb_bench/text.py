@@ -39,6 +39,11 @@ Figures (every one over alternating rounds, medians and min–max):
   |ids in both| / min(10, hits FTS5 returned), the mean over the class's
   queries (FTS5's idf is ln((N - df + 0.5) / (df + 0.5)), floored near 0, the
   contract's ln(1 + ...): single-word rankings agree, multi-word ones can differ).
+* any-word questions (`--any-queries`): the summaries of other packages (seeded)
+  as questions in plain words, their distinct query words side by side for
+  varvedb's `search(text=q, match="any")` and joined by OR for FTS5's `MATCH
+  'a OR b OR c'` (ranked by bm25()), interleaved query by query: each side's
+  median µs, the ratio (goal ≤ 1) and the top-10 overlap (goal ≥ 0.8).
 * hybrid, labelled set: the summaries of `hybrid_queries` packages (seeded) as
   queries, that package as the one relevant document; recall@10 of the text
   leg (the summary's words joined by OR) on both sides over the whole corpus.
@@ -296,6 +301,21 @@ def summary_query(summary: str) -> str | None:
     return " OR ".join(words) or None
 
 
+def any_questions(c: Corpus, n: int, seed: int = 0) -> list[list[str]]:
+    """n packages' summaries (drawn with their own seed) as the words of a question:
+    each summary's distinct query words, at least two."""
+    rng = np.random.default_rng(seed + 3)
+    out = []
+    for i in rng.permutation(len(c.ids)):
+        q = summary_query(c.summaries[i])
+        words = q.split(" OR ") if q else []
+        if len(words) >= 2:
+            out.append(words)
+            if len(out) >= n:
+                break
+    return out
+
+
 def labelled_set(c: Corpus, n: int, seed: int = 0) -> list[tuple[str, int]]:
     """(query, index of the relevant document) for n packages with a usable summary."""
     rng = np.random.default_rng(seed + 1)
@@ -424,6 +444,10 @@ class Varvedb:
         # ids and scores, no fields: what FTS5's `SELECT rowid, bm25(docs)` returns
         return self.col.search(text=q, limit=K, select=[])
 
+    def query_any(self, q: str):
+        """Any of q's words, ranked by BM25 (FTS5's `MATCH 'a OR b'`)."""
+        return self.col.search(text=q, match="any", limit=K, select=[])
+
     def top(self, q: str, ids=None) -> list[str]:
         return list(self.query(q).ids)
 
@@ -532,16 +556,18 @@ def build(c: Corpus, workdir: str, rounds: int, with_varvedb: bool, profile: boo
     return out
 
 
-def profile(vv: Varvedb, queries: list[str], top: int = 12) -> dict:
-    """cProfile of varvedb's search over queries (gc off): the functions by own time,
-    per query (the profiler inflates every figure: read the shares)."""
+def profile(vv: Varvedb, queries: list[str], top: int = 12, run=None) -> dict:
+    """cProfile of varvedb's search over queries (gc off; `run`: the search to run,
+    default vv.query): the functions by own time, per query (the profiler inflates
+    every figure: read the shares)."""
+    run = vv.query if run is None else run
     prof = cProfile.Profile()
     gc.collect()
     gc.disable()
     try:
         prof.enable()
         for q in queries:
-            vv.query(q)
+            run(q)
         prof.disable()
     finally:
         gc.enable()
@@ -651,6 +677,53 @@ def overlap(classes: dict, fts: Fts5, vv: Varvedb, ids: list[str]) -> dict:
     out["means"] = "|ids in both top-10s| / min(10, hits FTS5 returned), mean over the class"
     vals = [v["mean"] for k, v in out.items() if k != "means" and v["mean"] is not None]
     out["goal"] = "met" if vals and min(vals) >= 0.8 else "missed"
+    return out
+
+
+def any_words(c: Corpus, fts: Fts5, vv: Varvedb | None, n: int, rounds: int,
+              seed: int = 0, profile_queries: int = 200) -> dict | str:
+    """Questions in plain words: varvedb's match="any" against FTS5's OR query,
+    interleaved query by query (latency, ratio per round, top-10 overlap); a
+    cProfile of varvedb's side when the ratio misses its goal."""
+    questions = any_questions(c, n, seed)
+    if not questions:
+        return "no summaries with two query words"
+    plain = [" ".join(w) for w in questions]
+    ors = [" OR ".join(w) for w in questions]
+    fts_of = dict(zip(plain, ors))
+
+    def fts_query(q):
+        return fts.query(fts_of[q])
+    out = {"queries": len(plain), "examples": plain[:3],
+           "words": {"median": float(np.median([len(w) for w in questions])),
+                     "max": max(len(w) for w in questions)},
+           "varvedb_query": f"collection.search(text='w1 w2 ...', match='any', limit={K}, "
+                            "select=[])",
+           "fts5_query": "MATCH 'w1 OR w2 OR ...' ORDER BY bm25(docs) LIMIT 10"}
+    if vv is None:
+        return out
+    for q in plain:      # untimed pass: statement cache, pages, kernels
+        fts_query(q)
+        vv.query_any(q)
+    ta, tb = _interleaved(vv.query_any, fts_query, plain, rounds)
+    per_vv = [float(np.median(t)) / 1e3 for t in ta]
+    per_fts = [float(np.median(t)) / 1e3 for t in tb]
+    out["varvedb_us"] = {"median": float(np.median(ta)) / 1e3,
+                         "per_round_median": _stats(per_vv)}
+    out["fts5_us"] = {"median": float(np.median(tb)) / 1e3,
+                      "per_round_median": _stats(per_fts)}
+    out["ratio"] = _ratio(per_vv, per_fts)
+    got = []
+    for q in plain:
+        want = [c.ids[r - 1] for r, _ in fts_query(q)]
+        if want:
+            got.append(len(set(want) & set(vv.query_any(q).ids)) / min(K, len(want)))
+    out["overlap"] = {"mean": float(np.mean(got)) if got else None,
+                      "min": float(np.min(got)) if got else None, "queries": len(got)}
+    out["goal"] = {"latency": "met" if out["ratio"]["median"] <= 1 else "missed",
+                   "overlap": "met" if got and np.mean(got) >= 0.8 else "missed"}
+    if out["goal"]["latency"] == "missed" and profile_queries:
+        out["profile"] = profile(vv, plain[:profile_queries], run=vv.query_any)
     return out
 
 
@@ -802,7 +875,8 @@ def _sample_fts5(sub: Corpus, workdir: str) -> Fts5:
 def run(corpus: str | None = None, limit: int | None = None, queries: int = 200,
         rounds: int = 7, build_rounds: int = 3, hybrid_queries: int = 500, seed: int = 0,
         workdir: str | None = None, with_varvedb: bool = True, embedder: str | None = "onnx",
-        hybrid_docs: int = 5000, profile_queries: int = 200, echo=print) -> dict:
+        hybrid_docs: int = 5000, profile_queries: int = 200, any_queries: int = 0,
+        echo=print) -> dict:
     """Every figure as a dict; progress on `echo`."""
     own = workdir is None
     workdir = workdir or tempfile.mkdtemp(prefix="varvedb-text-", dir=os.getcwd())
@@ -851,6 +925,14 @@ def run(corpus: str | None = None, limit: int | None = None, queries: int = 200,
              f"{out['tokens_agree']}")
         if vv is not None:
             out["overlap"] = overlap(classes, fts, vv, c.ids)
+        if any_queries:
+            echo(f"bench text: any-word questions ({rounds} rounds × {any_queries} queries)")
+            out["any_words"] = aw = any_words(c, fts, vv, any_queries, rounds, seed,
+                                              profile_queries)
+            if isinstance(aw, dict) and "ratio" in aw:
+                echo(f"bench text:   any: FTS5 {aw['fts5_us']['median']:.1f} µs, varvedb "
+                     f"{aw['varvedb_us']['median']:.1f} µs, ratio {aw['ratio']['median']:.2f}, "
+                     f"overlap {aw['overlap']['mean']:.3f}")
         out["hybrid"] = hybrid(c, fts, vv, hybrid_queries, workdir, embedder, hybrid_docs,
                                seed, echo)
         sm = out["hybrid"]["sample"]
@@ -874,6 +956,14 @@ def _us(side: dict) -> str:
     """A side's median µs, then the min–max of its per-round medians."""
     r = side["per_round_median"]
     return f"{side['median']:.1f} ({r['min']:.1f}–{r['max']:.1f})"
+
+
+def _profile_lines(p: dict, intro: str) -> list[str]:
+    """A search profile (`profile`'s dict) as a markdown table after `intro`."""
+    return [f"{intro} ({p['total_us']} µs a query under the profiler, gc off):", "",
+            "| function | calls/query | own µs | inclusive µs |", "|---|---|---|---|",
+            *[f"| `{r['function']}` | {r['calls_per_query']} | {r['own_us']} | "
+              f"{r['inclusive_us']} |" for r in p["by_own_time"]], ""]
 
 
 def markdown(report: dict) -> str:
@@ -942,13 +1032,8 @@ def markdown(report: dict) -> str:
     for name, fig in report["latency"].items():
         p = fig.get("profile") if isinstance(fig, dict) else None
         if p:
-            lines += [f"{name} missed its goal: cProfile of varvedb's search over {p['queries']} "
-                      f"of its queries ({p['total_us']} µs a query under the profiler, gc off):",
-                      "", "| function | calls/query | own µs | inclusive µs |",
-                      "|---|---|---|---|"]
-            lines += [f"| `{r['function']}` | {r['calls_per_query']} | {r['own_us']} | "
-                      f"{r['inclusive_us']} |" for r in p["by_own_time"]]
-            lines.append("")
+            lines += _profile_lines(p, f"{name} missed its goal: cProfile of varvedb's search "
+                                       f"over {p['queries']} of its queries")
     px = report.get("prefix_index")
     if isinstance(px, dict):
         side = "varvedb" if "varvedb_us" in px else "fts5"
@@ -969,6 +1054,26 @@ def markdown(report: dict) -> str:
         lines += [f"| {k} | {v['mean']:.3f} | {v['min']:.2f} | {v['queries']} |"
                   for k, v in o.items() if isinstance(v, dict) and v["mean"] is not None]
         lines += ["", f"{o['means']}; goal ≥ 0.8: **{o['goal']}**.", ""]
+    a = report.get("any_words")
+    if isinstance(a, dict) and "ratio" in a:
+        lines += ["## Questions in plain words: match=\"any\" against FTS5's OR", "",
+                  f"{a['queries']} summaries of packages as questions ({a['words']['median']:g} "
+                  f"words median, {a['words']['max']} at most; e.g. "
+                  f"{', '.join(f'`{q}`' for q in a['examples'])}): varvedb "
+                  f"`{a['varvedb_query']}`, FTS5 `{a['fts5_query']}`, interleaved query by "
+                  f"query over {c['rounds']} rounds.", "",
+                  "| FTS5 µs | varvedb µs | ratio (goal ≤ 1) | top-10 overlap mean (min) "
+                  "(goal ≥ 0.8) |", "|---|---|---|---|",
+                  f"| {_us(a['fts5_us'])} | {_us(a['varvedb_us'])} | "
+                  f"{_mm(a['ratio'], '{:.2f}')} {a['goal']['latency']} | "
+                  f"{a['overlap']['mean']:.3f} ({a['overlap']['min']:.2f}) "
+                  f"{a['goal']['overlap']} |", ""]
+        p = a.get("profile")
+        if p:
+            lines += _profile_lines(p, f"The latency missed its goal: cProfile of varvedb's "
+                                       f"side over {p['queries']} questions")
+    elif a:
+        lines += [f"Questions in plain words: {a}", ""]
     h = report["hybrid"]
     lines += ["## Hybrid: labelled set", "", f"{h['queries']} queries; {h['means']}; e.g. "
               f"`{h['example']}`.", "", "| | recall@10 |", "|---|---|"]

@@ -461,7 +461,7 @@ class _CollectionVerbs:
                limit: int = 10, select: list | None = None, as_of=None,
                field: str | None = None, ef: int | None = None, exact: bool = False,
                metric: str | None = None, *, probes: int | None = None,
-               text: str | None = None,
+               text: str | None = None, match: str = "all",
                text_field: str | None = None, vector_text: str | None = None,
                rerank=None, candidates: int | None = None, rrf_k: int = RRF_K,
                weights: tuple = WEIGHTS, explain: bool = False,
@@ -474,7 +474,7 @@ class _CollectionVerbs:
                          metric, probes=probes, text=text, text_field=text_field,
                          vector_text=vector_text, rerank=rerank, candidates=candidates,
                          rrf_k=rrf_k, weights=weights, explain=explain,
-                         branch=branch).to_wire()
+                         branch=branch, match=match).to_wire()
         resp = yield _post(f"{self._path}/search", body, idempotent=True)
         return (yield from self._hits(_answer(resp, _HITS)))
 

@@ -415,7 +415,7 @@ class Collection:
                limit: int = 10, select: list | None = None, as_of=None,
                field: str | None = None, ef: int | None = None, exact: bool = False,
                metric: str | None = None, *, probes: int | None = None,
-               text: str | None = None,
+               text: str | None = None, match: str = "all",
                text_field: str | None = None, vector_text: str | None = None,
                rerank=None, candidates: int | None = None, rrf_k: int = RRF_K,
                weights: tuple = WEIGHTS, branch: str | None = None) -> Hits:
@@ -432,8 +432,11 @@ class Collection:
         nprobe; more lists, higher recall); `exact=True` scans every allowed row.
 
         Text search (`text=`, on a vv.Text(fts=True) field, `text_field` if there
-        are several): the query syntax is words (all required), "a phrase",
-        OR, -word, prefix*, parentheses; scores are BM25 (higher is better).
+        are several): the query syntax is words, "a phrase", OR, -word, prefix*,
+        parentheses; scores are BM25 (higher is better). Words side by side are
+        all required with `match="all"` (the default); with `match="any"` a row
+        holding any of them matches (a question in plain words: "how do I read a
+        file line by line"), ranked by BM25, and -word still excludes.
         `vector_text=` is embedded by the vector field's embedder as `vector`.
         Both `text` and a vector: each finds `candidates` rows (default
         max(limit, 50)) and their rankings are fused by reciprocal rank
@@ -459,7 +462,7 @@ class Collection:
                                   metric, probes=probes, text=text, text_field=text_field,
                                   vector_text=vector_text, rerank=rerank,
                                   candidates=candidates, rrf_k=rrf_k, weights=weights,
-                                  branch=branch))
+                                  branch=branch, match=match))
 
     def _kept(self, key, vector) -> Hits | None:
         """The search kept under `key` run with `vector`, if it was kept at this

@@ -77,6 +77,10 @@ def text_share(folder: str) -> None:
             docs.search(text=query, text_field="body", limit=10)
             docs.search(text=query, text_field="body", where="tag = 3", limit=5)
         docs.search(text="glaciers", text_field="title", limit=5)
+        # a question in plain words: any word matches (MaxScore over the terms)
+        docs.search(text="how does the lake melt", text_field="body", match="any", limit=10)
+        docs.search(text="how does the lake melt", text_field="body", match="any",
+                    where="tag = 3", limit=5)
         docs.update({"body": "moved river"}, where="id < 50")
         docs.delete(where="id >= 100 AND id < 150")
         db.sql("SELECT count(*) FROM docs WHERE body @@ 'river'")
@@ -141,7 +145,8 @@ SHARES = {
 
 
 def first_text_share(folder: str) -> None:
-    """A full-text field's first use: insert, a search of one word and of two, SQL's @@."""
+    """A full-text field's first use: insert, a search of one word, of two and of
+    any of a question's words, SQL's @@."""
     fts.compile_query_kernels()
     rng = np.random.default_rng(1)
     with vv.connect(os.path.join(folder, "text.varve")) as db:
@@ -149,6 +154,7 @@ def first_text_share(folder: str) -> None:
         docs.insert_arrays(id=np.arange(ROWS), body=_texts(rng, ROWS))
         docs.search(text="lake clay", limit=10)
         docs.search(text="river", limit=10)
+        docs.search(text="where is the lake clay", match="any", limit=10)
         db.sql("SELECT count(*) FROM docs WHERE body @@ 'river'")
 
 

@@ -7,7 +7,9 @@
 
 The collection (default "langchain") has string ids and three fields: `text`
 (the page content; `fts=True` gives it a BM25 index, for `mode="hybrid"` and
-`mode="text"`), `metadata` (json: every key and JSON type comes back as
+`mode="text"`, which search the query's words with `match="any"`: a question in
+plain words finds the documents holding any of them, best BM25 first; pass
+`match="all"` to require every word), `metadata` (json: every key and JSON type comes back as
 stored) and `embedding` (a vector of the embedder's dimension, with an HNSW
 graph by default). It is created at the first write when it does not exist,
 so an empty store needs no embedding to answer.
@@ -293,6 +295,7 @@ class VarveVectorStore(VectorStore):
         select = [self.text_field, self.metadata_field] + ([self.vector_field] if vectors else [])
         if text is not None:
             search["text"], search["text_field"] = text, self.text_field
+            search.setdefault("match", "any")     # a question's words, not a conjunction
         if vector is not None:
             search["vector"] = np.asarray(vector, np.float32)
         return coll.search(where=where, params=params, limit=k, select=select,

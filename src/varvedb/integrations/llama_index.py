@@ -8,7 +8,8 @@
 
 The collection (default "llama_index") has string ids (the node ids) and the
 fields `text` (the node's content; `fts=True` gives it a BM25 index, for the
-HYBRID and TEXT_SEARCH / SPARSE modes), `metadata` (json: the node's own
+HYBRID and TEXT_SEARCH / SPARSE modes, which match any word of the query's
+text, `match="any"`), `metadata` (json: the node's own
 metadata, as stored, which the filters read), `ref_doc_id` (hashed, for
 `delete(ref_doc_id)` and `doc_ids=`), `node` (json: the rest of the node, its
 relationships and templates) and `embedding`. It is made at the first `add`.
@@ -241,7 +242,9 @@ class VarveVectorStore(BasePydanticVectorStore):
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """DEFAULT (vector), HYBRID (vector and BM25 fused; `alpha` weighs the
-        vector leg, 1 - alpha the text one), TEXT_SEARCH / SPARSE (BM25 alone);
+        vector leg, 1 - alpha the text one), TEXT_SEARCH / SPARSE (BM25 alone;
+        both text modes match any word of query_str, `match="all"` in kwargs
+        requires every one);
         filters, doc_ids and node_ids restrict each; node_ids=[] restricts
         nothing."""
         coll = self._collection()
@@ -260,12 +263,13 @@ class VarveVectorStore(BasePydanticVectorStore):
         if mode == VectorStoreQueryMode.DEFAULT:
             args["vector"] = self._query_vector(query)
         elif mode == VectorStoreQueryMode.HYBRID:
-            args.update(vector=self._query_vector(query), text=self._query_text(query))
+            args.update(vector=self._query_vector(query), text=self._query_text(query),
+                        match=kwargs.pop("match", "any"))
             k = query.hybrid_top_k or k
             if query.alpha is not None:
                 args["weights"] = (1.0 - query.alpha, query.alpha)
         elif mode in _TEXT_MODES:
-            args["text"] = self._query_text(query)
+            args.update(text=self._query_text(query), match=kwargs.pop("match", "any"))
             k = query.sparse_top_k or k
         else:
             raise OptionError(f"query mode {mode.value!r} is not supported; supported: "

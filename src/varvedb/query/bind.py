@@ -59,7 +59,8 @@ def bind_legs(req: Search, table, snap, settings: dict | None = None) -> Query:
         field, metric, q, width = vector_leg(table, v, settings)
         return plan_search(snap, table, field, metric, q, req.limit, where, width, v.exact)
     tfield = text_field(table, tl.field)
-    text = (tfield, tl.text, text_query(tl.text, table.text_indexes[tfield].analyzer))
+    text = (tfield, tl.text, text_query(tl.text, table.text_indexes[tfield].analyzer,
+                                        tl.match), tl.match)
     if v is None or v.vector is None and v.text is None:
         return plan_text(snap, table, *text, req.limit, where)
     candidates = max(req.limit, CANDIDATES) if req.candidates is None else req.candidates

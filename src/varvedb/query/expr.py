@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import SqlError
 from ..schema import brief, from_micros, vector_values
+from ..text import tsquery
 from . import text_funcs, vector_funcs
 from .filter import kleene, like_regex
 
@@ -1140,6 +1141,32 @@ def _sqrt(x: np.ndarray) -> np.ndarray:
     return np.sqrt(x.astype(np.float64))
 
 
+def _tsquery_fn(name: str, translate):
+    """SQL's to_tsquery family: ([config,] query text) -> varvedb's query text
+    (text/tsquery.py), which @@, bm25(), snippet() and highlight() read."""
+    def call(*args: Val) -> Val:
+        if not 1 <= len(args) <= 2:
+            raise SqlError("42883", f"function {name}() takes a query, or a configuration "
+                                    "and a query")
+        vals = [coerce(v, "text") if v.kind == "unknown" else v for v in args]
+        for v in vals:
+            if v.kind not in ("text", "null"):
+                raise SqlError("42883", f"function {name}({v.kind}) does not exist")
+        n = len(vals[-1])
+        nulls = np.zeros(n, bool)
+        for v in vals:
+            nulls |= np.broadcast_to(v.nulls if v.kind != "null" else True, n)
+        out = np.empty(n, dtype=object)
+        for i in range(n):
+            if nulls[i]:
+                continue
+            if len(vals) == 2:
+                tsquery.check_config(vals[0].data[i])
+            out[i] = translate(vals[-1].data[i])
+        return Val("text", out, nulls)
+    return call
+
+
 FUNCTIONS = {
     "l2_distance": _vector_fn("l2_distance", vector_funcs.l2_distance, "float"),
     "cosine_distance": _vector_fn("cosine_distance", vector_funcs.cosine_distance, "float"),
@@ -1159,6 +1186,7 @@ FUNCTIONS = {
     "abs": _numeric_fn(np.abs, True),
     "to_regtype": _to_regtype,
     "sqrt": _numeric_fn(_sqrt, False),
+    **{name: _tsquery_fn(name, fn) for name, fn in tsquery.CONSTRUCTORS.items()},
 }
 
 

@@ -171,11 +171,13 @@ class TextTopK(PlanNode):
     allowed: int                # input rows it chooses among
     input: PlanNode
     pruned: bool = True         # dynamic pruning (False: every match scored)
+    match: str = "all"          # words side by side: all required, or any
     bound: Any = run_only()     # the query tree, analyzed as the field's words
 
     def describe(self) -> str:
         how = "pruned by block bounds" if self.pruned else "every match scored"
-        return f"TextTopK {self.field} @@ {self.query!r} k={self.k} (bm25, {how}), " \
+        words = "" if self.match == "all" else f" match={self.match}"
+        return f"TextTopK {self.field} @@ {self.query!r}{words} k={self.k} (bm25, {how}), " \
                f"{self.allowed:,} rows allowed"
 
 

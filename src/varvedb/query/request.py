@@ -31,6 +31,7 @@ from ..schema import IVF_LIMITS, MAX_EF, QUERY_METRICS, as_of_micros, brief, is_
 from ..wire import parse_timestamp
 
 RRF_K = 60          # reciprocal-rank fusion's k (Cormack et al.'s constant)
+MATCHES = ("all", "any")    # a text query's words side by side: all required, or any
 MAX_RRF_K = 10**6
 WEIGHTS = (1.0, 1.0)
 
@@ -70,6 +71,9 @@ SEARCH_ARGS = READ_ARGS | {
     "exact": {"type": "boolean", "default": False},
     "text": {"type": ["string", "null"], "description": "a full-text query"},
     "text_field": {"type": ["string", "null"]},
+    "match": {"type": "string", "enum": list(MATCHES), "default": "all",
+              "description": "the text query's words side by side: all required, or "
+                             "any (ranked by BM25 over the rows holding any)"},
     "rerank": {**_NUMBERS, "description": "order the text matches by distance to this vector"},
     "candidates": _NULLABLE_INT,
     "rrf_k": {"type": "integer", "minimum": 1, "maximum": MAX_RRF_K, "default": RRF_K},
@@ -101,9 +105,13 @@ class VectorLeg(msgspec.Struct, frozen=True, eq=False, kw_only=True):
 
 
 class TextLeg(msgspec.Struct, frozen=True, kw_only=True):
-    """The best BM25 matches of a text query on a full-text field (None: the only one)."""
+    """The best BM25 matches of a text query on a full-text field (None: the only one);
+    `match`: words side by side are all required ("all") or any of them ("any":
+    what a question in plain words wants; OR, phrases, prefixes and -word keep
+    their meaning)."""
     text: str | None = None
     field: str | None = None
+    match: str = "all"
 
 
 class Read(msgspec.Struct, frozen=True, kw_only=True):
@@ -178,7 +186,7 @@ class Search(Read, frozen=True, kw_only=True):
     def of(cls, vector=None, where=None, params=(), limit=10, select=None, as_of=None,
            field=None, ef=None, exact=False, metric=None, *, probes=None, text=None,
            text_field=None, vector_text=None, rerank=None, candidates=None, rrf_k=RRF_K,
-           weights=WEIGHTS, explain=False, branch=None) -> "Search":
+           weights=WEIGHTS, explain=False, branch=None, match="all") -> "Search":
         """From Collection.search's keywords, checked (the module docstring)."""
         if type(limit) is not int or limit < 0:
             limit = _limit(limit)
@@ -207,11 +215,15 @@ class Search(Read, frozen=True, kw_only=True):
                              metric=_metric(metric), ef=_width("ef", ef, MAX_EF),
                              probes=_width("probes", probes, IVF_LIMITS["lists"][1]),
                              exact=exact)
+        if not (type(match) is str and match == "all"):
+            match = check_match(match)
+            if match != "all" and text is None:
+                raise FieldTypeError("match= goes with text= (a text query)")
         tleg = None
         if text is not None or text_field is not None:
             if text is not None and not isinstance(text, str):
                 raise FieldTypeError(f"a text query is a string, got {brief(text)}")
-            tleg = TextLeg(text=text, field=text_field)
+            tleg = TextLeg(text=text, field=text_field, match=match)
         if candidates is not None:
             candidates = _limit(candidates, "candidates")
             if candidates < 1:
@@ -249,7 +261,7 @@ class Search(Read, frozen=True, kw_only=True):
         vector = None if self.rerank else v.vector
         return {"vector": vector, "vector_text": v.text, "field": v.field,
                 "metric": v.metric, "ef": v.ef, "probes": v.probes, "exact": v.exact,
-                "text": t.text, "text_field": t.field,
+                "text": t.text, "text_field": t.field, "match": t.match,
                 "rerank": v.vector if self.rerank else None, "candidates": self.candidates,
                 "rrf_k": self.rrf_k, "weights": self.weights, "limit": self.limit,
                 "select": None if self.select is None else list(self.select),
@@ -266,7 +278,8 @@ _NO_VECTOR = VectorLeg()
 _NO_TEXT = TextLeg()
 _SEARCH_DEFAULTS = {"vector": None, "vector_text": None, "field": None, "metric": None,
                     "ef": None, "probes": None, "exact": False, "text": None,
-                    "text_field": None, "rerank": None, "candidates": None, "rrf_k": RRF_K,
+                    "text_field": None, "match": "all", "rerank": None,
+                    "candidates": None, "rrf_k": RRF_K,
                     "weights": WEIGHTS, "limit": None, "select": None, "where": None,
                     "params": (), "as_of": None, "branch": None, "explain": False,
                     "offset": 0, "ids": None}
@@ -293,6 +306,13 @@ def _same_vector(a, b) -> bool:
 
 
 # ---- the checks of values' own shape (the schema's are bind's) --------------------------
+
+def check_match(match) -> str:
+    """match= is "all" or "any" (OptionError otherwise)."""
+    if not isinstance(match, str) or match not in MATCHES:
+        raise OptionError(f"match is one of {', '.join(MATCHES)}, got {brief(match)}")
+    return MATCHES[MATCHES.index(match)]     # a plain str (np.str_ too)
+
 
 def _limit(limit, name: str = "limit") -> int:
     if not is_int(limit) or limit < 0:

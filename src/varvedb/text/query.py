@@ -2,7 +2,9 @@
 
 The same syntax in the API (`search(text=...)`) and in SQL (`body @@ 'query'`):
 
-    word word        both words (And: words side by side are all required)
+    word word        both words (And: words side by side are all required); with
+                     match="any", either (Or: a row holding any of them matches,
+                     ranked by BM25; the -words beside them still exclude)
     "exact phrase"   the words in this order, adjacent
     a OR b           either (OR, upper case, binds looser than side by side)
     -word  -"p q"  -(a OR b)    excludes
@@ -123,10 +125,11 @@ MAX_QUERY_DEPTH = 64     # parentheses within parentheses (the parser and tree w
 
 
 class _Parser:
-    def __init__(self, text: str):
+    def __init__(self, text: str, match: str = "all"):
         self.tokens = _lex(text)
         self.at = 0
         self.depth = 0
+        self.any = match == "any"
 
     def peek(self):
         return self.tokens[self.at]
@@ -174,6 +177,12 @@ class _Parser:
             raise QuerySyntaxError(
                 f"only negations at position {position}: a group needs a word to "
                 "match as well as words to exclude", position)
+        if self.any and len(items) > 1:
+            # any of the positive items, and none of the negated ones
+            positive = tuple(item for item in items if not isinstance(item, Not))
+            negated = tuple(item for item in items if isinstance(item, Not))
+            either = positive[0] if len(positive) == 1 else Or(positive)
+            return And((either, *negated)) if negated else either
         return items[0] if len(items) == 1 else And(tuple(items))
 
     def unary(self) -> Node:
@@ -219,9 +228,11 @@ class _Parser:
                                position)
 
 
-def parse(text: str) -> Node:
-    """The query's tree, as written; QuerySyntaxError (with .position) if malformed."""
-    return _Parser(text).query()
+def parse(text: str, match: str = "all") -> Node:
+    """The query's tree, as written; QuerySyntaxError (with .position) if malformed.
+    `match`: items side by side are And-ed ("all") or Or-ed ("any"; negated items
+    are then And-ed with that Or: `a b -c` is `(a OR b) -c`)."""
+    return _Parser(text, match).query()
 
 
 def unparse(node: Node) -> str:
