@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numba
@@ -50,6 +51,50 @@ def test_the_counter_counts_each_compilation_once_and_no_cache_load(tmp_path, mo
     again = jit.njit(cache=True)(_tripled)
     assert again(np.int64(2)) == 6 and again(np.float64(1.5)) == 4.5
     assert compile_log.compilation_count() - before == 2
+
+
+KERNEL = ("import numpy as np\n"
+          "from varvedb.kernels.jit import njit\n"
+          "@njit(cache=True)\n"
+          "def plus(x):\n"
+          "    return x + 1\n"
+          "def calls(dtype):\n"     # one specialisation each: an array of 1 to 8 dimensions
+          "    return [plus(np.full((1,) * ndim, 41, dtype)) for ndim in range(1, 9)]\n")
+TYPES = ("int8", "int16", "int32", "int64", "float32", "float64")
+
+
+def test_processes_saving_one_kernel_at_once_keep_every_specialisation(tmp_path):
+    """Six processes compile specialisations of one cached kernel at once (as
+    warm's workers do, each for another dtype) and save them into one cache:
+    each save is whole (numba's own, unlocked, lost an entry when two picked the
+    same free file name, or named the other's machine code), so a later process
+    loads all 48, compiling nothing, and each answers right."""
+    (tmp_path / "kern.py").write_text(KERNEL)
+    env = {**ENV, "NUMBA_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), ENV["PYTHONPATH"]])}
+    # each imports, says it is ready, and waits for the others: they compile and
+    # save together
+    call = ("import os, time, kern\n"
+            "open(os.path.join({1!r}, 'ready-{0}'), 'w').close()\n"
+            "while not os.path.exists(os.path.join({1!r}, 'go')):\n"
+            "    time.sleep(0.001)\n"
+            "print(sum(int(a.sum()) for a in kern.calls('{0}')))\n")
+    procs = [subprocess.Popen([sys.executable, "-c", call.format(t, str(tmp_path))], env=env,
+                              stdout=subprocess.PIPE, text=True) for t in TYPES]
+    while len(list(tmp_path.glob("ready-*"))) < len(TYPES):     # (each child: seconds)
+        assert all(p.poll() is None for p in procs)
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
+    assert [p.communicate(timeout=600)[0].strip() for p in procs] == ["336"] * len(TYPES)
+    assert all(p.returncode == 0 for p in procs)
+    check = ("import kern\n"
+             "from varvedb.kernels.compile_log import compilation_count\n"
+             f"got = [int(a.sum()) for t in {TYPES!r} for a in kern.calls(t)]\n"
+             "print(len(got), set(got), compilation_count())\n")
+    out = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"{8 * len(TYPES)} {{42}} 0"
 
 
 COMPILES = ("from varvedb.kernels.jit import njit\n"

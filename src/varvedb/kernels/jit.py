@@ -41,6 +41,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import os
 from pathlib import Path
 
 from numba import njit as _numba_njit
@@ -83,6 +84,15 @@ class LoadOnlyCache(FunctionCache):
         # numba's stamp is the kernel's own file's mtime and size; an index
         # whose stamp differs is read as empty and rewritten on the next save
         self._cache_file._source_stamp = source_stamp()
+        # held while this kernel's index and data files are written
+        self._saving = os.path.join(self._cache_path, f"varvedb-saving-{py_func.__module__}."
+                                                      f"{py_func.__qualname__}")
+
+    def save_overload(self, sig, data):
+        # one saver of this kernel's index and data files at a time, across
+        # processes (compile_lock.saving says why)
+        with compile_lock.saving(self._saving):
+            super().save_overload(sig, data)
 
     @property
     def folder(self) -> str:
