@@ -10,6 +10,7 @@ terminal.
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import pty
 import re
@@ -173,15 +174,17 @@ REQUESTED = ("tokenize", "bm25", "scan", "heaps", "distance")
 
 def _cache_lacking(folder: Path, modules, monkeypatch) -> int:
     """Fill the kernel cache that NUMBA_CACHE_DIR=folder gives a process with this
-    process's cached kernels, less those of `modules` and less warm's mark of a
-    complete warm; how many machine-code files were left out."""
+    process's cached kernels, less those of `modules` (a module: "hnsw", or one
+    kernel of it: "hnsw.search_one") and less warm's mark of a complete warm; how
+    many machine-code files were left out."""
     source = Path(jit.cache_folder())
     monkeypatch.setattr(numba.config, "CACHE_DIR", str(folder))
     target = Path(jit.cache_folder())
     target.mkdir(parents=True, exist_ok=True)
     left_out = 0
     for f in source.glob("*.nb[ic]") if source.is_dir() else ():
-        if f.name.split(".")[0] in modules:
+        # a cache file's name: module.kernel-line.pyXY[.n].nb[ic]
+        if f.name.split(".")[0] in modules or f.name.split("-")[0] in modules:
             left_out += f.suffix == ".nbc"
         else:
             shutil.copyfile(f, target / f.name)
@@ -220,3 +223,52 @@ def test_a_server_on_a_cache_lacking_its_kernels_warms_before_it_listens_and_req
     folder = Path(jit.cache_folder())
     for module in REQUESTED:
         assert list(folder.glob(f"{module}.*.nbc")), module
+
+
+def _strategy(plan: dict) -> str:
+    """The strategy of the vector top-k in a plan as data."""
+    while "strategy" not in plan:
+        plan = plan["input"]
+    return plan["strategy"]
+
+
+def test_a_servers_first_request_a_graph_search_above_the_exact_threshold_compiles_nothing(
+        tmp_path, monkeypatch):
+    """warm's indexed shares hold more rows than the planner's exact-scan threshold,
+    so they walk the graph: a server whose cache lacks the walk's kernel (every
+    specialisation of it) compiles it in its warm, before it listens, and its
+    first request, a search of a collection above the threshold, filtered or not,
+    walks the graph compiling nothing."""
+    from varvedb.query.planner import EXACT_ROWS
+    rows = 2 * EXACT_ROWS
+    rng = np.random.default_rng(4)
+    path = str(tmp_path / "graph.varve")
+    with vv.connect(path) as db:          # (this process's cache holds what it needs)
+        docs = db.create_collection("docs", {"tag": vv.Int(index="sorted"),
+                                             "v": vv.Vector(16)})
+        docs.insert_arrays(id=np.arange(rows), tag=np.arange(rows) % 4,
+                           v=rng.standard_normal((rows, 16)).astype(np.float32))
+        docs.create_index("v", vv.HNSW(m=8, ef_construction=32))
+        assert docs.wait_indexed(timeout=600)
+        db.checkpoint()
+    cache = tmp_path / "cache"
+    _cache_lacking(cache, ("hnsw.search_one",), monkeypatch)
+    with ServerProcess(path, env={"NUMBA_CACHE_DIR": str(cache)}, warm=True) as srv:
+        assert "compiling kernels, first run on this machine" in srv.log()
+        listening = _compilations_reported(srv)
+        q = rng.standard_normal(16).tolist()
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=600)
+        conn.request("POST", "/collections/docs/search",
+                     json.dumps({"vector": q, "limit": 10, "explain": True}),
+                     {"Content-Type": "application/json"})
+        answer = json.loads(conn.getresponse().read())
+        conn.close()
+        assert len(answer["hits"]) == 10 and _strategy(answer["plan"]) == "graph"
+        client = vv.Client(srv.url)
+        docs = client.collection("docs")
+        hits = docs.search(vector=q, where="tag < 3", limit=10, explain=True)
+        assert len(hits) == 10 and _strategy(hits.plan) == "graph"
+        assert _compilations_reported(srv) == listening
+        client.close()
+    # the walk was compiled into the server's cache: by its warm, before it listened
+    assert list(Path(jit.cache_folder()).glob("hnsw.search_one-*.nbc"))
