@@ -26,7 +26,7 @@ def test_bench_server_quick(tmp_path):
     # the default work folder (a temporary one in the current directory): not
     # under pytest's base folder, which another pytest session may reset to 0700
     # while PostgreSQL (another system user when root) still needs to reach it
-    args = ["--quick", "--out", str(out)]
+    args = ["--quick", "--client", "all", "--out", str(out)]
     if no_pg:
         args.append("--no-pg")
     res = CliRunner().invoke(bench, ["server", *args])
@@ -42,8 +42,11 @@ def test_bench_server_quick(tmp_path):
     assert 0.0 <= report["recall@10"]["varvedb"] <= 1.0
     # 2 000 rows at ef 100: the graph answers near exactly
     assert report["recall@10"]["varvedb"] >= 0.9
+    assert report["recall@10"]["varvedb_pg"] >= 0.9     # psycopg over serve --pg
     for t, row in report["search"]["threads"].items():
         _sane(row["varvedb"])
+        _sane(row["varvedb_raw"])
+        _sane(row["varvedb_pg"])
         assert len(row["rounds"]["varvedb"]) == 2
         if pg:
             _sane(row["pgvector"])

@@ -271,9 +271,10 @@ def sql(rows, dim, queries, rounds, m, ef_construction, ef, only, profile_querie
 @click.option("--profile", "profile_s", default=0.0, show_default=True,
               help="Seconds of py-spy samples of the server under the most clients (0: none).")
 @click.option("--client", default="both", show_default=True,
-              type=click.Choice(["http.client", "raw", "both"]),
+              type=click.Choice(["http.client", "raw", "both", "wire", "all"]),
               help="varvedb's load generator: stdlib http.client, pre-built requests on a "
-                   "raw socket (the least client-side Python), or both as separate sides.")
+                   "raw socket (the least client-side Python), both as separate sides, "
+                   "wire (psycopg over `serve --pg`, the same calls as pgvector's), or all.")
 @click.option("--ladder-rounds", default=3, show_default=True,
               help="Rounds of the one-request ladder (each level of the server's stack, "
                    "interleaved; 0: none).")

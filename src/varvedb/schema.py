@@ -583,6 +583,11 @@ class Schema:
         # a schema is replaced, never edited, so the answer is kept
         return [n for n, f in self.fields.items() if f.kind == "vector"]
 
+    @cached_property
+    def columns(self) -> list[str]:
+        """The columns SQL shows, in order: id (unless hidden), then the fields."""
+        return ([] if self.id_hidden else ["id"]) + list(self.fields)
+
     def to_dict(self) -> dict:
         d = {"id": self.id_kind, "fields": {n: f.to_dict() for n, f in self.fields.items()}}
         if self.id_hidden:

@@ -1,44 +1,58 @@
 """One client's conversation: start-up and authentication, then the simple and
 extended query protocols over a Session of its own.
 
-Statements run on the connection's own thread (the event loop only moves
-bytes), one at a time, in the order they came. A statement's result is
-rendered on that thread too, so the loop never touches the engine. Outside a
-BEGIN each statement commits on its own (as `db.sql()` does): the extended
-protocol's implicit transaction up to Sync is not kept, so a pipeline of
-writes without BEGIN is several commits. An error answers ErrorResponse with
-its SQLSTATE and, in the extended protocol, skips the messages up to Sync;
-inside BEGIN the transaction is failed (ReadyForQuery 'E', 25P02) until
-ROLLBACK, as PostgreSQL does.
+Each connection is a thread of its own with a blocking socket, as each is a
+process in PostgreSQL: it reads a message, runs it and answers, so a query
+costs one wake-up of one thread; the kernels release the GIL, so connections
+search in parallel. Statements run one at a time, in the order they came.
+Outside a BEGIN each statement commits on its own (as `db.sql()` does): the
+extended protocol's implicit transaction up to Sync is not kept, so a pipeline
+of writes without BEGIN is several commits. An error answers ErrorResponse
+with its SQLSTATE and, in the extended protocol, skips the messages up to
+Sync; inside BEGIN the transaction is failed (ReadyForQuery 'E', 25P02) until
+ROLLBACK, as PostgreSQL does. Answers to the extended protocol's messages wait
+for Sync or Flush and go out in one send.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
-from concurrent.futures import ThreadPoolExecutor
+import socket
 
 from pglast.parser import ParseError, scan
 
 from .. import errors as E
 from ..cancel import CancelToken, running
+from ..query.pg_types import to_regtype
 from ..sql import compile_text, run_each
+from ..sql.commands import REPORTED
+from ..sql.params import param_types
+from . import catalog
 from . import messages as M
-from .messages import Body, ProtocolViolation
+from .copy import CopyIn
+from .messages import Body, ProtocolViolation, Reader
 from .scram import MECHANISM, AuthFailed, Exchange
 from .types import TEXT, column_oid, decode_param, encoder
 
 log = logging.getLogger("varvedb.pgwire")
 
-SERVER_VERSION = "16.6 (varvedb)"
 ROWS_PER_WRITE = 1000      # data rows rendered and written at a time
+STARTUP_TIMEOUT = 60.0     # seconds a client has to start up and authenticate
+                           # (PostgreSQL's authentication_timeout)
 
 
 class Prepared:
-    __slots__ = ("text", "oids", "params")
+    __slots__ = ("text", "oids", "params", "answer", "copy_in")
 
-    def __init__(self, text: str, oids: list[int], params: int):
+    def __init__(self, text: str, oids: list[int], params: int, answer=None):
         self.text, self.oids, self.params = text, oids, params
+        self.answer = answer      # the catalog's, for a driver's catalog query
+        self.copy_in = _copies_in(text)
+
+    def run(self, session, params) -> list:
+        if self.answer is not None:
+            return self.answer.run(params, session)
+        return list(run_each(session, self.text, params))
 
 
 class Portal:
@@ -52,69 +66,83 @@ class Portal:
 
 
 class Connection:
-    def __init__(self, server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+    def __init__(self, server, sock: socket.socket):
         self.server = server
-        self.reader, self.writer = reader, writer
+        self.sock = sock
+        self.reader = Reader(sock)
         self.pid = server.next_pid()
         self.secret = secrets.randbits(31)
         self.session = None
-        self.thread = ThreadPoolExecutor(1, thread_name_prefix=f"varvedb-pg-{self.pid}")
         self.statements: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
-        self.token: CancelToken | None = None   # the running statement's
+        # the connection's statements run under one token, cleared as each begins:
+        # a cancel request stops the statement running when it comes (none: no-op)
+        self.token = CancelToken()
         self.skipping = False      # an extended-protocol error: skip to Sync
 
-    # ---- the conversation ------------------------------------------------------
+    # ---- the conversation (on the connection's thread) ---------------------------
 
-    async def run(self) -> None:
+    def run(self) -> None:
         try:
-            if await self._startup():
-                self.server.register(self)
-                await self._serve()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass                                  # the client went away
+            if self._startup():
+                with running(self.token):
+                    self._serve()
+        except (ConnectionError, OSError):
+            pass                                  # the client went away (or timed out)
         except ProtocolViolation as e:
-            await self._fatal("08P01", str(e))
+            self._fatal("08P01", str(e))
         except AuthFailed as e:
-            await self._fatal("28P01", str(e))
+            self._fatal("28P01", str(e))
         except Exception:                         # a bug: this connection only
             log.exception("pgwire connection %d failed", self.pid)
-            await self._fatal("XX000", "internal error; see the server's log")
+            self._fatal("XX000", "internal error; see the server's log")
         finally:
             self.server.unregister(self)
-            await self._close_session()
-            self.writer.close()
+            s, self.session = self.session, None
+            if s is not None:
+                s.close()                         # rolls an open transaction back
+            try:
+                self.sock.close()
+            except OSError:
+                pass
 
-    async def _startup(self) -> bool:
+    def _startup(self) -> bool:
+        self.sock.settimeout(STARTUP_TIMEOUT)
         while True:
-            code, body = await M.read_startup(self.reader)
+            code, body = self.reader.startup()
             if code == M.SSL_REQUEST:
                 ctx = self.server.ssl_context
-                self.writer.write(b"S" if ctx is not None else b"N")
-                await self.writer.drain()
+                if self.reader.buf:        # bytes sent before the handshake: refused
+                    raise ProtocolViolation("received unencrypted data after SSL request")
+                self.sock.sendall(b"S" if ctx is not None else b"N")
                 if ctx is not None:
-                    await self.writer.start_tls(ctx)
+                    self.sock = ctx.wrap_socket(self.sock, server_side=True)
+                    self.reader = Reader(self.sock)
                 continue
             if code == M.GSS_REQUEST:
-                self.writer.write(b"N")
-                await self.writer.drain()
+                self.sock.sendall(b"N")
                 continue
             if code == M.CANCEL_REQUEST:
                 b = Body(body)
                 self.server.cancel(b.int32(), b.int32())
                 return False
             if code != M.PROTOCOL_3:
-                await self._fatal("0A000", f"unsupported frontend protocol {code >> 16}."
-                                           f"{code & 0xFFFF}: server supports 3.0")
+                self._fatal("0A000", f"unsupported frontend protocol {code >> 16}."
+                                     f"{code & 0xFFFF}: server supports 3.0")
                 return False
             params = M.startup_params(body)
             break
         if self.server.verifier is not None:
-            await self._authenticate()
+            self._authenticate()
+        if not self.server.register(self):
+            self._fatal("53300", "sorry, too many clients already")
+            return False
+        self.sock.settimeout(None)
         self.session = self.server.db.session(server_files=False)
         user = params.get("user", "varvedb")
         out = [M.auth(0)]
-        for name, value in (("server_version", SERVER_VERSION), ("server_encoding", "UTF8"),
+        for name, value in (("server_version", REPORTED["server_version"]),
+                            ("server_encoding", "UTF8"),
                             ("client_encoding", "UTF8"), ("DateStyle", "ISO, MDY"),
                             ("TimeZone", "UTC"), ("integer_datetimes", "on"),
                             ("standard_conforming_strings", "on"),
@@ -123,14 +151,12 @@ class Connection:
                             ("application_name", params.get("application_name", ""))):
             out.append(M.parameter_status(name, value))
         out += [M.backend_key(self.pid, self.secret), M.ready(b"I")]
-        self.writer.write(b"".join(out))
-        await self.writer.drain()
+        self.sock.sendall(b"".join(out))
         return True
 
-    async def _authenticate(self) -> None:
-        self.writer.write(M.auth(10, M.cstr(MECHANISM) + b"\0"))
-        await self.writer.drain()
-        kind, body = await M.read_message(self.reader, M.MAX_STARTUP)
+    def _authenticate(self) -> None:
+        self.sock.sendall(M.auth(10, M.cstr(MECHANISM) + b"\0"))
+        kind, body = self.reader.message(M.MAX_STARTUP)
         if kind != b"p":
             raise ProtocolViolation("expected a SASL response")
         b = Body(body)
@@ -139,16 +165,16 @@ class Connection:
         n = b.int32()
         exchange = Exchange(self.server.verifier)
         first = exchange.first(b.take(n).decode(errors="replace") if n >= 0 else "")
-        self.writer.write(M.auth(11, first.encode()))
-        await self.writer.drain()
-        kind, body = await M.read_message(self.reader, M.MAX_STARTUP)
+        self.sock.sendall(M.auth(11, first.encode()))
+        kind, body = self.reader.message(M.MAX_STARTUP)
         if kind != b"p":
             raise ProtocolViolation("expected a SASL response")
-        self.writer.write(M.auth(12, exchange.final(body.decode(errors="replace")).encode()))
+        self.sock.sendall(M.auth(12, exchange.final(body.decode(errors="replace")).encode()))
 
-    async def _serve(self) -> None:
+    def _serve(self) -> None:
+        out: list[bytes] = []          # the extended protocol's answers, up to Sync/Flush
         while True:
-            kind, body = await M.read_message(self.reader)
+            kind, body = self.reader.message()
             if kind == b"X":
                 return
             if kind == b"Q":
@@ -156,45 +182,35 @@ class Connection:
                 b = Body(body)
                 text = b.cstr()
                 b.end()
-                await self._send(await self._call(self._simple, text))
-                await self._send(self._ready())
+                self._send(out + self._simple(text) + [self._ready()])
+                out = []
+            elif kind == b"S":
+                self.skipping = False
+                out.append(self._ready())
+                self._send(out)
+                out = []
+            elif kind == b"H":
+                self._send(out)
+                out = []
             elif kind in _EXTENDED:
-                # a client sends Sync or Flush before it waits for answers: the
-                # messages up to there run in one hand-off to the thread
-                batch = [(kind, body)]
-                while kind not in (b"S", b"H"):
-                    kind, body = await M.read_message(self.reader)
-                    if kind not in _EXTENDED:
-                        raise ProtocolViolation(f"invalid frontend message type {kind[0]} "
-                                                "in an extended query")
-                    batch.append((kind, body))
-                await self._send(await self._call(self._extended, batch))
+                if not self.skipping:
+                    try:
+                        got = _EXTENDED[kind](self, Body(body))
+                    except E.VarveError as e:
+                        self.skipping = True
+                        got = _error(e)
+                    if isinstance(got, list):
+                        out += got
+                    else:
+                        out.append(got)
             elif kind in (b"d", b"c", b"f"):
                 continue                # copy messages outside a copy: ignored
             else:
                 raise ProtocolViolation(f"invalid frontend message type {kind[0]}")
 
-    async def _call(self, fn, *args) -> list[bytes]:
-        """fn(*args) on the connection's thread under a fresh cancel token (fn turns
-        a VarveError into its ErrorResponse; a ProtocolViolation propagates)."""
-        self.token = token = CancelToken()
-
-        def work():
-            with running(token):
-                return fn(*args)
-        try:
-            return await asyncio.get_running_loop().run_in_executor(self.thread, work)
-        finally:
-            self.token = None
-
-    async def _send(self, data) -> None:
-        if isinstance(data, list):
-            for chunk in data:
-                self.writer.write(chunk)
-                await self.writer.drain()
-        elif data:
-            self.writer.write(data)
-            await self.writer.drain()
+    def _send(self, chunks: list[bytes]) -> None:
+        if chunks:
+            self.sock.sendall(b"".join(chunks))
 
     def _ready(self) -> bytes:
         s = self.session
@@ -202,36 +218,46 @@ class Connection:
             return M.ready(b"I")
         return M.ready(b"E" if s.sql_failed else b"T")
 
-    async def _fatal(self, sqlstate: str, message: str) -> None:
+    def _fatal(self, sqlstate: str, message: str) -> None:
         try:
-            self.writer.write(M.error({"S": "FATAL", "V": "FATAL", "C": sqlstate,
+            self.sock.sendall(M.error({"S": "FATAL", "V": "FATAL", "C": sqlstate,
                                        "M": message}))
-            await self.writer.drain()
-        except (ConnectionError, RuntimeError):
+        except OSError:
             pass
 
-    async def _close_session(self) -> None:
-        s = self.session
-        if s is not None:
-            self.session = None
-            try:
-                await asyncio.get_running_loop().run_in_executor(self.thread, s.close)
-            except RuntimeError:       # the interpreter is exiting: its pools are shut
-                s.close()
-        self.thread.shutdown(wait=False)
-
     def cancel(self) -> None:
-        token = self.token
-        if token is not None:
-            token.cancel("canceling statement due to user request")
+        """From another thread: stop the running statement at its next check."""
+        self.token.cancel("canceling statement due to user request")
 
-    # ---- the simple query protocol (on the connection's thread) ----------------
+    def hang_up(self) -> None:
+        """From another thread (the server stopping): end the conversation; the
+        connection's thread finds its socket shut and closes its session."""
+        self.cancel()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    # ---- the simple query protocol ------------------------------------------------
 
     def _simple(self, text: str) -> list[bytes]:
+        copy = CopyIn(self.reader) if _copies_in(text) else None
+        if copy is not None:
+            self.sock.sendall(M.copy_response(b"G", 0))
+        try:
+            self.token.reason = None
+            return self._simple_run(text, copy)
+        finally:
+            if copy is not None:
+                copy.drain()
+
+    def _simple_run(self, text: str, copy_data) -> list[bytes]:
         out = []
         ran = False
+        answer = catalog.answer_for(text)
         try:
-            for result in run_each(self.session, text):
+            for result in (answer.run([], self.session) if answer is not None
+                           else run_each(self.session, text, copy_data=copy_data)):
                 ran = True
                 out += _render(result)
         except E.VarveError as e:
@@ -242,27 +268,7 @@ class Connection:
             out.append(M.EMPTY_QUERY)
         return out
 
-    # ---- the extended query protocol (on the connection's thread) --------------
-
-    def _extended(self, batch: list) -> list[bytes]:
-        """Answer messages up to a Sync (ReadyForQuery) or a Flush; after an error
-        the messages up to Sync are skipped."""
-        out = []
-        for kind, body in batch:
-            if kind == b"S":
-                self.skipping = False
-                out.append(self._ready())
-            elif kind != b"H" and not self.skipping:
-                try:
-                    got = _EXTENDED[kind](self, Body(body))
-                except E.VarveError as e:
-                    self.skipping = True
-                    got = _error(e)
-                if isinstance(got, list):
-                    out += got
-                else:
-                    out.append(got)
-        return [b"".join(out)]
+    # ---- the extended query protocol ------------------------------------------------
 
     def parse(self, b: Body) -> bytes:
         name, text = b.cstr(), b.cstr()
@@ -270,12 +276,32 @@ class Connection:
         b.end()
         if name and name in self.statements:
             raise E.SqlError("42P05", f'prepared statement "{name}" already exists')
-        compiled = compile_text(text)          # a syntax error answers here
-        if len(compiled) > 1:
+        answer = catalog.answer_for(text)
+        if answer is not None:
+            given = answer.param_oids
+            oids = [o or (given[i] if i < len(given) else 0) for i, o in enumerate(oids)] \
+                + list(given[len(oids):])
+        elif len(compile_text(text)) > 1:          # a syntax error answers here
             raise E.SqlError("42601", "cannot insert multiple commands into a prepared "
                                       "statement")
-        self.statements[name] = Prepared(text, oids, max(_param_count(text), len(oids)))
+        n = max(_param_count(text), len(oids))
+        if answer is None and (len(oids) < n or 0 in oids):
+            oids = self._typed(text, oids, n)
+        self.statements[name] = Prepared(text, oids, n, answer)
         return M.PARSE_COMPLETE
+
+    def _typed(self, text: str, oids: list[int], n: int) -> list[int]:
+        """The client's parameter types, each it left unspecified typed by what the
+        statement does with it where it says (sql/params.py), else unknown."""
+        found = param_types(self.session.engine, text)
+        out = []
+        for i in range(n):
+            oid = oids[i] if i < len(oids) else 0
+            if not oid and i + 1 in found:
+                t = to_regtype(found[i + 1])
+                oid = t.oid if t is not None else 0
+            out.append(oid)
+        return out
 
     def bind(self, b: Body) -> bytes:
         portal, name = b.cstr(), b.cstr()
@@ -319,6 +345,8 @@ class Connection:
         portal = self._portal(name)
         self._execute(portal)
         result = portal.result
+        if result.copy_data is not None:
+            return _copy_out(result)
         rows = result.rows
         end = len(rows) if limit <= 0 else min(len(rows), portal.sent + limit)
         out = _data_rows(rows, portal.sent, end, portal.encoders)
@@ -355,7 +383,11 @@ class Connection:
     def _execute(self, portal: Portal) -> None:
         if portal.result is not None:
             return
-        results = list(run_each(self.session, portal.stmt.text, portal.params))
+        if portal.stmt.copy_in:
+            raise E.SqlError("0A000", "COPY FROM STDIN runs in the simple query protocol "
+                                      "(a Query message), not the extended one")
+        self.token.reason = None        # a statement begins: an older cancel is spent
+        results = portal.stmt.run(self.session, portal.params)
         result = results[-1] if results else None
         if result is None:
             raise E.SqlError("42601", "the statement is empty")
@@ -367,9 +399,12 @@ class Connection:
         """A statement's RowDescription before it runs: a SELECT is run with NULL
         parameters to learn its columns (reads only; nothing changes); any other
         statement is described as returning no rows."""
+        if stmt.answer is not None:
+            return _describe(stmt.answer.run(None, self.session)[-1], [])[0]
         compiled = compile_text(stmt.text)
         if not compiled or compiled[0].kind != "select":
             return M.NO_DATA
+        self.token.reason = None
         try:
             results = list(run_each(self.session, stmt.text, [None] * stmt.params))
         except E.VarveError:
@@ -380,7 +415,7 @@ class Connection:
 
 
 _EXTENDED = {b"P": Connection.parse, b"B": Connection.bind, b"D": Connection.describe,
-             b"E": Connection.execute, b"C": Connection.close, b"S": None, b"H": None}
+             b"E": Connection.execute, b"C": Connection.close}
 
 
 def _format(formats: list[int], i: int) -> int:
@@ -410,6 +445,8 @@ def _data_rows(rows: list, start: int, end: int, encoders) -> list[bytes]:
 
 def _render(result) -> list[bytes]:
     """A simple query's statement: its rows in text, then its command tag."""
+    if result.copy_data is not None:
+        return _copy_out(result)
     if not result.columns:
         return [M.command_complete(result.status)]
     head, encoders = _describe(result, [])
@@ -443,3 +480,27 @@ def _error(e: E.VarveError) -> bytes:
         fields["P"] = str(position)
     return M.error(fields)
 
+
+
+COPY_CHUNK = 1 << 16        # bytes of COPY TO STDOUT's text in one CopyData
+
+
+def _copy_out(result) -> list[bytes]:
+    """COPY ... TO STDOUT: CopyOutResponse, its text in CopyData messages, CopyDone."""
+    data = result.copy_data
+    return [M.copy_response(b"H", len(result.columns)),
+            *(M.copy_data(data[at:at + COPY_CHUNK]) for at in range(0, len(data), COPY_CHUNK)),
+            M.COPY_DONE, M.command_complete(result.status)]
+
+
+def _copies_in(text: str) -> bool:
+    """Is the text one COPY ... FROM STDIN? (A cheap look first: a simple query is
+    compiled once more only where it starts with COPY.)"""
+    if text.lstrip()[:4].lower() != "copy":
+        return False
+    try:
+        compiled = compile_text(text)
+    except E.VarveError:
+        return False
+    impl = compiled[0].impl if len(compiled) == 1 else None
+    return bool(getattr(impl, "is_from", False)) and impl.filename is None

@@ -8,7 +8,6 @@ body is never read, so a crafted length costs nothing.
 """
 from __future__ import annotations
 
-import asyncio
 import struct
 
 MAX_STARTUP = 10_000          # bytes: PostgreSQL's own bound on a start-up packet
@@ -28,23 +27,40 @@ class ProtocolViolation(Exception):
     """A client broke the protocol: the connection answers 08P01 and closes."""
 
 
-async def read_startup(reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    """(code, body) of a start-up packet (protocol version or a special request)."""
-    head = await reader.readexactly(8)
-    length, code = struct.unpack("!ii", head)
-    if not 8 <= length <= MAX_STARTUP:
-        raise ProtocolViolation(f"invalid length of startup packet: {length}")
-    return code, await reader.readexactly(length - 8)
+class Reader:
+    """Blocking, buffered reads of one client's socket: one recv() brings in
+    whatever the client has sent (a pipeline of messages, usually)."""
+    __slots__ = ("sock", "buf")
 
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = bytearray()
 
-async def read_message(reader: asyncio.StreamReader, limit: int = MAX_MESSAGE
-                       ) -> tuple[bytes, bytes]:
-    """(type byte, body) of the next message."""
-    head = await reader.readexactly(5)
-    kind, length = _HEAD.unpack(head)
-    if not 4 <= length <= limit:
-        raise ProtocolViolation(f"invalid message length {length} for message type {kind!r}")
-    return kind, await reader.readexactly(length - 4)
+    def exactly(self, n: int) -> bytes:
+        buf = self.buf
+        while len(buf) < n:
+            chunk = self.sock.recv(max(1 << 16, min(n - len(buf), 1 << 24)))
+            if not chunk:
+                raise ConnectionError("the client closed the connection")
+            buf += chunk
+        out = bytes(buf[:n])
+        del buf[:n]
+        return out
+
+    def startup(self) -> tuple[int, bytes]:
+        """(code, body) of a start-up packet (protocol version or a special request)."""
+        length, code = struct.unpack("!ii", self.exactly(8))
+        if not 8 <= length <= MAX_STARTUP:
+            raise ProtocolViolation(f"invalid length of startup packet: {length}")
+        return code, self.exactly(length - 8)
+
+    def message(self, limit: int = MAX_MESSAGE) -> tuple[bytes, bytes]:
+        """(type byte, body) of the next message."""
+        kind, length = _HEAD.unpack(self.exactly(5))
+        if not 4 <= length <= limit:
+            raise ProtocolViolation(f"invalid message length {length} for message type "
+                                    f"{kind!r}")
+        return kind, self.exactly(length - 4)
 
 
 class Body:
@@ -153,9 +169,19 @@ def error(fields: dict[str, str], notice: bool = False) -> bytes:
     return message(b"N" if notice else b"E", body + b"\0")
 
 
+def copy_response(kind: bytes, columns: int) -> bytes:
+    """CopyInResponse (G) or CopyOutResponse (H): text format, every column."""
+    return message(kind, b"\0" + _I16.pack(columns) + _I16.pack(0) * columns)
+
+
+def copy_data(data: bytes) -> bytes:
+    return message(b"d", data)
+
+
 PARSE_COMPLETE = message(b"1")
 BIND_COMPLETE = message(b"2")
 CLOSE_COMPLETE = message(b"3")
 NO_DATA = message(b"n")
 EMPTY_QUERY = message(b"I")
 PORTAL_SUSPENDED = message(b"s")
+COPY_DONE = message(b"c")

@@ -4,9 +4,7 @@ or binary, and a parameter's bytes back into the Python value `db.sql()` takes.
 Text is PostgreSQL's output form (query/literals.value_text, the one COPY TO
 STDOUT writes). Binary is PostgreSQL's send form for the types that have one
 here, and pgvector's for vector and halfvec: int16 dim, int16 0, then dim
-big-endian float4 (halfvec: float2). pgvector's types have no fixed OIDs in
-PostgreSQL (an extension's are given at CREATE EXTENSION); varvedb's are fixed,
-above 16384 as an extension's would be.
+big-endian float4 (halfvec: float2). The OIDs are query/pg_types.py's.
 """
 from __future__ import annotations
 
@@ -19,18 +17,22 @@ import numpy as np
 
 from ..errors import SqlError
 from ..query.literals import value_text
+from ..query.pg_types import OIDS, TYPES
 
-BOOL, BYTEA, NAME, INT8, INT2, INT4, TEXT, OID = 16, 17, 19, 20, 21, 23, 25, 26
-JSON, FLOAT4, FLOAT8, UNKNOWN, VARCHAR, BPCHAR = 114, 700, 701, 705, 1043, 1042
-TIMESTAMP, TIMESTAMPTZ, NUMERIC, JSONB, BIT, VARBIT = 1114, 1184, 1700, 3802, 1560, 1562
-VECTOR, HALFVEC, SPARSEVEC = 16385, 16386, 16387
-ARRAYS = {BOOL: 1000, INT2: 1005, INT4: 1007, TEXT: 1009, VARCHAR: 1015, INT8: 1016,
-          FLOAT4: 1021, FLOAT8: 1022, TIMESTAMPTZ: 1185, NUMERIC: 1231, JSONB: 3807,
-          VECTOR: 16395, HALFVEC: 16396, SPARSEVEC: 16397}
+(BOOL, BYTEA, CHAR, NAME, INT8, INT2, INT4, TEXT, OID, JSON, FLOAT4, FLOAT8, UNKNOWN, VARCHAR,
+ BPCHAR, TIMESTAMP, TIMESTAMPTZ, NUMERIC, JSONB, BIT, VARBIT, VECTOR, HALFVEC, SPARSEVEC) = (
+    OIDS[n] for n in ("bool", "bytea", "char", "name", "int8", "int2", "int4", "text", "oid",
+                      "json", "float4", "float8", "unknown", "varchar", "bpchar", "timestamp",
+                      "timestamptz", "numeric", "jsonb", "bit", "varbit", "vector", "halfvec",
+                      "sparsevec"))
+ARRAYS = {t.oid: t.array for t in TYPES.values() if t.array}     # element -> array type
 ELEMENTS = {a: e for e, a in ARRAYS.items()}
 
 KIND_OIDS = {"int": INT8, "float": FLOAT8, "bool": BOOL, "text": TEXT, "json": JSONB,
-             "timestamp": TIMESTAMPTZ, "vector": VECTOR}
+             "timestamp": TIMESTAMPTZ, "vector": VECTOR,
+             # the catalog's columns (catalog.py), which no SQL statement has
+             "oid": OID, "name": NAME, "char": CHAR, "int4": INT4,
+             "oid[]": ARRAYS[OID], "text[]": ARRAYS[TEXT]}
 
 _EPOCH = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
 _I16, _I32, _I64 = struct.Struct("!h"), struct.Struct("!i"), struct.Struct("!q")
@@ -90,8 +92,29 @@ _SEND = {
     JSONB: lambda v: b"\1" + value_text(v, "json").encode(),
     JSON: lambda v: value_text(v, "json").encode(),
     TIMESTAMPTZ: _send_timestamp, VECTOR: _send_vector, HALFVEC: _send_vector,
-    BYTEA: bytes,
+    BYTEA: bytes, OID: lambda v: struct.pack("!I", int(v)), NAME: lambda v: str(v).encode(),
+    CHAR: lambda v: str(v).encode(),
 }
+
+
+def _send_array(element: int):
+    """PostgreSQL's binary array: one dimension, lower bound 1."""
+    send = _SEND[element]
+
+    def array(v) -> bytes:
+        items = list(v)
+        out = [struct.pack("!iiiii", 1, any(x is None for x in items), element, len(items), 1)]
+        for x in items:
+            if x is None:
+                out.append(_I32.pack(-1))
+            else:
+                b = send(x)
+                out.append(_I32.pack(len(b)) + b)
+        return b"".join(out)
+    return array
+
+
+_SEND.update({a: _send_array(e) for e, a in ARRAYS.items() if e in _SEND})
 
 
 # ---- parameters ----------------------------------------------------------------
@@ -223,6 +246,10 @@ def _receive(data: bytes, oid: int):
         return json.loads(data.decode())
     if oid == TIMESTAMPTZ and n == 8:
         return _EPOCH + _dt.timedelta(microseconds=_I64.unpack(data)[0])
+    if oid == OID and n == 4:
+        return struct.unpack("!I", data)[0]
+    if oid in ELEMENTS and n >= 12:
+        return _receive_array(data, ELEMENTS[oid])
     if oid in (VECTOR, HALFVEC) and n >= 4:
         dim, _ = struct.unpack_from("!hh", data)
         width = 2 if oid == HALFVEC else 4
@@ -230,3 +257,27 @@ def _receive(data: bytes, oid: int):
             raise ValueError(f"{n} bytes for a vector of {dim} dimensions")
         return np.frombuffer(data, ">f2" if width == 2 else ">f4", dim, 4).astype(np.float32)
     raise ValueError(f"binary input of type OID {oid} is not supported ({n} bytes)")
+
+
+def _receive_array(data: bytes, element: int) -> list:
+    """A one-dimensional binary array (an empty one has no dimension)."""
+    ndim, _, elem = struct.unpack_from("!iii", data)
+    if ndim == 0 and len(data) == 12:
+        return []
+    if ndim != 1 or elem != element:
+        raise ValueError(f"an array of {ndim} dimensions of type OID {elem}")
+    count, _ = struct.unpack_from("!ii", data, 12)
+    at, out = 20, []
+    for _ in range(count):
+        (size,) = _I32.unpack_from(data, at)
+        at += 4
+        if size < 0:
+            out.append(None)
+            continue
+        if at + size > len(data):
+            raise ValueError("an array element runs past its message")
+        out.append(_receive(data[at:at + size], element))
+        at += size
+    if at != len(data):
+        raise ValueError("bytes after an array's last element")
+    return out

@@ -197,6 +197,12 @@ class Agg:
 
 
 @dataclass(frozen=True, slots=True)
+class ArrayValues:
+    """`x = ANY($1)`: the elements of an array parameter (a list)."""
+    arg: Any
+
+
+@dataclass(frozen=True, slots=True)
 class SubqueryValues:
     """`x IN (SELECT ...)`: the subquery's single column, computed before the
     outer query runs and handed in as a parameter-like value."""
@@ -778,8 +784,25 @@ def _rrf(e: Func, rel: Rel, env: Env) -> Val:
                             "only valid as a table SELECT's ORDER BY rrf(...) DESC LIMIT n")
 
 
+# The PostgreSQL whose SQL and protocol varvedb speaks: version() and SHOW
+# server_version say it, and drivers choose their queries by it.
+POSTGRES_VERSION = "16.6"
+
+
+def _fixed(value: str):
+    """A function of no arguments with one value for every row (version())."""
+    def call(e: Func, rel: Rel, env: Env) -> Val:
+        if e.args:
+            raise SqlError("42883", f"function {e.name}() takes no arguments")
+        return const_val(value, rel.n)
+    return call
+
+
 _ON_NODES = {"bm25": _bm25, "snippet": _snippet, "highlight": _highlight,
-                 "embed": _embed, "rrf": _rrf, "subvector": _subvector}
+             "embed": _embed, "rrf": _rrf, "subvector": _subvector,
+             "version": _fixed(f"PostgreSQL {POSTGRES_VERSION} (varvedb)"),
+             "current_schema": _fixed("public"), "current_database": _fixed("varvedb"),
+             "current_user": _fixed("varvedb"), "session_user": _fixed("varvedb")}
 ROW_FUNCTIONS = frozenset(_ON_NODES)
 
 
@@ -793,6 +816,8 @@ def _cast(e: Cast, rel: Rel, env: Env) -> Val:
 def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
     v = evaluate(e.arg, rel, env)
     kind = e.kind
+    if kind == "regtype":
+        return _regtype(v)
     if v.kind == "int" == kind:
         return int64_of(v)
     if v.kind == kind or v.kind == "null":
@@ -814,6 +839,41 @@ def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
     if v.kind == "text":
         return coerce(Val("unknown", v.data, v.nulls), kind)
     raise SqlError("42846", f"cannot cast type {v.kind} to {kind}")
+
+
+def _regtype(v: Val) -> Val:
+    """x::regtype. An OID becomes its type's name (text: what ::regtype::text
+    shows); a name becomes its type's OID (an int: what ::regtype compares as)."""
+    from .pg_types import TYPES, to_regtype
+    if v.kind == "null":
+        return v
+    if v.kind == "int":
+        names = [None if null else (TYPES[x].regtype if x in TYPES else str(x))
+                 for x, null in zip(v.data.tolist(), v.nulls.tolist())]
+        return Val("text", object_array(names), v.nulls)
+    if v.kind in ("text", "unknown"):
+        oids = []
+        for x, null in zip(v.data.tolist(), v.nulls.tolist()):
+            t = None if null else to_regtype(x)
+            if t is None and not null:
+                raise SqlError("42704", f'type "{x}" does not exist')
+            oids.append(0 if t is None else t.oid)
+        return Val("int", np.array(oids, np.int64), v.nulls)
+    raise SqlError("42846", f"cannot cast type {v.kind} to regtype")
+
+
+def _to_regtype(v: Val) -> Val:
+    """to_regtype(name): the type's OID, NULL where no type has that name."""
+    from .pg_types import to_regtype
+    if v.kind == "unknown":
+        v = coerce(v, "text")
+    if v.kind == "null":
+        return Val("int", np.zeros(len(v), np.int64), v.nulls)
+    if v.kind != "text":
+        raise SqlError("42883", f"function to_regtype({v.kind}) does not exist")
+    found = [None if null else to_regtype(x) for x, null in zip(v.data.tolist(), v.nulls.tolist())]
+    return Val("int", np.array([0 if t is None else t.oid for t in found], np.int64),
+               np.array([t is None for t in found], bool))
 
 
 def _text_of(kind: str, x) -> str | None:
@@ -848,8 +908,10 @@ def _booltest(e: BoolTest, rel: Rel, env: Env) -> Val:
 def _inlist(e: InList, rel: Rel, env: Env) -> Val:
     a = evaluate(e.arg, rel, env)
     n = len(a)
-    if len(e.values) == 1 and isinstance(e.values[0], SubqueryValues):
-        sub: Val = env.subqueries[e.values[0].key]
+    first = e.values[0] if len(e.values) == 1 else None
+    if isinstance(first, (SubqueryValues, ArrayValues)):
+        sub: Val = env.subqueries[first.key] if isinstance(first, SubqueryValues) \
+            else _array(first, env)
         a, sub = _unify(a, sub)
         present = sub.data[~sub.nulls] if sub.kind != "null" else np.zeros(0)
         if a.kind in ("text", "json"):
@@ -870,6 +932,43 @@ def _inlist(e: InList, rel: Rel, env: Env) -> Val:
     if e.negated:
         return Val("bool", ~t & ~unknown, unknown)
     return Val("bool", t, unknown)
+
+
+def _array(e: ArrayValues, env: Env) -> Val:
+    """An array parameter's elements as one column (its kind by its elements':
+    strings are untyped, cast to the other side's type)."""
+    arg = e.arg
+    if isinstance(arg, Param):
+        if not 1 <= arg.index <= len(env.params):
+            raise SqlError("42P02", f"there is no parameter ${arg.index}")
+        items = env.params[arg.index - 1]
+    else:
+        items = arg.value if isinstance(arg, Const) else None
+    if items is None:
+        items = []
+    if isinstance(items, np.ndarray) and items.ndim == 1:
+        items = items.tolist()
+    if not isinstance(items, (list, tuple)) or any(isinstance(x, (list, tuple, dict))
+                                                   for x in items):
+        raise SqlError("22P02", "= ANY(...) takes a one-dimensional array (a list parameter), "
+                                f"not {brief(items)}")
+    nulls = np.array([x is None for x in items], bool)
+    given = [x for x in items if x is not None]
+    kinds = {"bool" if isinstance(x, bool) else "int" if isinstance(x, int) else
+             "float" if isinstance(x, float) else "unknown" if isinstance(x, str) else "other"
+             for x in given}
+    if kinds == {"int", "float"}:
+        kinds = {"float"}
+    if len(kinds) > 1 or "other" in kinds:
+        raise SqlError("42804", "an array's elements are of one type")
+    kind = kinds.pop() if kinds else "null"
+    if kind == "null":
+        return Val("null", None, nulls)
+    filler = {"int": 0, "float": 0.0, "bool": False}.get(kind)
+    data = [filler if x is None else x for x in items]
+    if kind == "unknown":
+        return Val("unknown", object_array(data), nulls)
+    return _from_python(kind, data, nulls)
 
 
 def _op_vals(op: str, a: Val, b: Val) -> Val:
@@ -1058,6 +1157,7 @@ FUNCTIONS = {
     "length": _text_fn(lambda v: Val("int", np.array([len(x) if x is not None else 0
                                                      for x in v.data], np.int64), v.nulls)),
     "abs": _numeric_fn(np.abs, True),
+    "to_regtype": _to_regtype,
     "sqrt": _numeric_fn(_sqrt, False),
 }
 

@@ -9,6 +9,8 @@ closes the file.
 """
 from __future__ import annotations
 
+import asyncio
+
 import importlib.util
 import ipaddress
 import logging
@@ -101,7 +103,7 @@ class _WithPg(uvicorn.Server):
 
     async def startup(self, sockets=None) -> None:
         try:
-            await self.pg.start(self.pg_host, self.pg_port)
+            self.pg.start(self.pg_host, self.pg_port)
         except OSError as e:
             print(f"varvedb: cannot listen for PostgreSQL clients on "
                   f"{self.pg_host}:{self.pg_port}: {e.strerror or e}", file=sys.stderr)
@@ -110,5 +112,5 @@ class _WithPg(uvicorn.Server):
         await super().startup(sockets)
 
     async def shutdown(self, sockets=None) -> None:
-        await self.pg.stop()
+        await asyncio.get_running_loop().run_in_executor(None, self.pg.stop)
         await super().shutdown(sockets)

@@ -12,6 +12,7 @@ from pglast import ast
 from pglast.enums import TransactionStmtKind, VariableSetKind
 
 from ..errors import NotSupportedError, SqlError, TransactionError
+from ..query.expr import POSTGRES_VERSION
 from ..schema import IVF_LIMITS, MAX_EF
 from ..results import SqlResult
 
@@ -28,6 +29,14 @@ _IGNORED = {"client_encoding", "search_path", "timezone", "statement_timeout",
             "application_name", "datestyle", "extra_float_digits", "client_min_messages",
             "maintenance_work_mem", "work_mem", "max_parallel_maintenance_workers",
             "max_parallel_workers_per_gather", "enable_seqscan", "jit"}
+# what SHOW reports of the server (drivers and ORMs ask at connect); fixed
+REPORTED = {"server_version": POSTGRES_VERSION,
+            "server_version_num": "%d%04d" % tuple(map(int, POSTGRES_VERSION.split("."))),
+            "server_encoding": "UTF8", "client_encoding": "UTF8",
+            "standard_conforming_strings": "on", "integer_datetimes": "on",
+            "datestyle": "ISO, MDY", "timezone": "UTC", "intervalstyle": "postgres",
+            "search_path": '"$user", public', "max_identifier_length": "63",
+            "transaction_isolation": "serializable", "jit": "off"}
 
 
 def compile_statement(stmt):
@@ -138,11 +147,15 @@ def _parse(name: str, kind: str, value):
 
 
 class ShowCommand:
+    kind = "select"         # a read that answers rows (a client describes it as one)
+
     def __init__(self, name: str):
         self.name = name.lower()
 
     def run(self, ctx, params) -> SqlResult:
         spec = SETTINGS.get(self.name)
+        if spec is None and self.name in REPORTED:
+            return SqlResult([self.name], [(REPORTED[self.name],)], "SHOW", kinds=["text"])
         if spec is None:
             raise SqlError("42704", f'unrecognized configuration parameter "{self.name}"')
         value = ctx.session.settings.get(self.name, spec[0])
@@ -169,12 +182,19 @@ class TransactionCommand:
             self.verb = "COMMIT"
         elif k == TransactionStmtKind.TRANS_STMT_ROLLBACK:
             self.verb = "ROLLBACK"
+        elif k in _SAVEPOINT_VERBS:
+            self.verb = _SAVEPOINT_VERBS[k]
+            self.savepoint = stmt.savepoint_name
         else:
             raise NotSupportedError(f"{k.name.removeprefix('TRANS_STMT_')} is not supported")
-        self.ends_transaction = self.verb != "BEGIN"
+        # what a failed transaction still takes (anything else answers 25P02)
+        self.ends_transaction = self.verb in ("COMMIT", "ROLLBACK", "ROLLBACK TO")
 
     def run(self, ctx, params) -> SqlResult:
         s = ctx.session
+        if self.verb in ("SAVEPOINT", "RELEASE", "ROLLBACK TO"):
+            return self._savepoint(s)
+        s.savepoints = []
         if self.verb == "BEGIN":
             if s.tx is not None and s.begin_joins and not s.sql_block:
                 s.sql_block = True     # its failed state (sql_failed) stays as it was
@@ -202,6 +222,40 @@ class TransactionCommand:
                 return SqlResult([], [], "ROLLBACK")
             raise
         return SqlResult([], [], "COMMIT")
+
+    def _savepoint(self, s) -> SqlResult:
+        """SAVEPOINT, RELEASE and ROLLBACK TO. A rollback to a savepoint is taken
+        only where the transaction has written nothing since it (a read-only
+        step, or a statement that failed before writing, as drivers' nested
+        blocks and type lookups do): undoing part of a transaction's writes is
+        not supported, and that answers an error and leaves the transaction
+        failed, so its writes can only be rolled back whole."""
+        if s.tx is None or not s.sql_block:
+            raise SqlError("25P01", f"{self.verb} can only be used in transaction blocks")
+        names = [n for n, _ in s.savepoints]
+        if self.verb == "SAVEPOINT":
+            s.savepoints.append((self.savepoint, s.tx.frames))
+            return SqlResult([], [], "SAVEPOINT")
+        if self.savepoint not in names:
+            s.sql_failed = True
+            raise SqlError("3B001", f'savepoint "{self.savepoint}" does not exist')
+        at = len(names) - 1 - names[::-1].index(self.savepoint)
+        if self.verb == "RELEASE":
+            del s.savepoints[at:]
+            return SqlResult([], [], "RELEASE")
+        if s.tx.aborted or s.tx.frames != s.savepoints[at][1]:
+            s.sql_failed = True
+            raise NotSupportedError(f'rolling back to savepoint "{self.savepoint}" would undo '
+                                    "writes made since it, which is not supported: roll the "
+                                    "whole transaction back")
+        del s.savepoints[at + 1:]
+        s.sql_failed = False
+        return SqlResult([], [], "ROLLBACK")
+
+
+_SAVEPOINT_VERBS = {TransactionStmtKind.TRANS_STMT_SAVEPOINT: "SAVEPOINT",
+                    TransactionStmtKind.TRANS_STMT_RELEASE: "RELEASE",
+                    TransactionStmtKind.TRANS_STMT_ROLLBACK_TO: "ROLLBACK TO"}
 
 
 class ExplainCommand:

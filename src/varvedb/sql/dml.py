@@ -69,7 +69,7 @@ def returning_result(items, t, rows: np.ndarray, env, status: str) -> SqlResult:
     names, exprs = [], []
     for it in items:
         if it[0] == "*":
-            cols = ([] if t.schema.id_hidden else ["id"]) + list(t.schema.fields)
+            cols = list(t.schema.columns)
             names += cols
             exprs += [E.Col(c) for c in cols]
         else:
@@ -187,7 +187,7 @@ class Insert:
     def run(self, ctx, params) -> SqlResult:
         t = ctx.table(self.table)
         schema = t.schema
-        order = ([] if schema.id_hidden else ["id"]) + list(schema.fields)
+        order = schema.columns
         columns = self.columns or order
         for c in columns:
             if c not in schema.fields and not (c == "id" and not schema.id_hidden):
@@ -494,7 +494,7 @@ class Copy:
             return self._to_stdout(ctx, params)
         t = ctx.table(self.table)
         schema = t.schema
-        columns = self.columns or (([] if schema.id_hidden else ["id"]) + list(schema.fields))
+        columns = self.columns or schema.columns
         for c in columns:
             if c not in schema.fields and c != "id":
                 raise SqlError("42703", f'column "{c}" of relation "{self.table}" does not exist')

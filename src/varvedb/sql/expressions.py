@@ -128,6 +128,9 @@ def _a_expr(n: ast.A_Expr, scope: Scope):
             raise SqlError("42883", f"operator does not exist: {name}")
         op = "<>" if name == "!=" else name
         return E.Op(op, (convert(n.lexpr, scope), convert(n.rexpr, scope)))
+    if kind == A_Expr_Kind.AEXPR_OP_ANY and name == "=":
+        return E.InList(convert(n.lexpr, scope), (E.ArrayValues(convert(n.rexpr, scope)),),
+                        False)
     if kind == A_Expr_Kind.AEXPR_IN:
         values = tuple(convert(v, scope) for v in n.rexpr)
         return E.InList(convert(n.lexpr, scope), values, name == "<>")

@@ -19,12 +19,15 @@ evaluator (Where).
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from pglast import ast
 from pglast.enums import SetOperation, SortByDir, SortByNulls
 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
+from . import pg_catalog
 from ..query.execute import execute
 from ..query.filter import Filter as GrammarFilter, Refusal, expressed as grammar_expressed
 from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Output, Sort,
@@ -104,6 +107,11 @@ class Select:
             alias = f.alias.aliasname if f.alias else f.relname
             self._names = {alias, f.relname}
             return ("derived", Select(self.ctes[f.relname], self.ctes), alias)
+        if isinstance(f, ast.RangeVar) and f.relname in pg_catalog.RELATIONS \
+                and f.schemaname in (None, "pg_catalog"):     # pg_catalog is searched first
+            alias = f.alias.aliasname if f.alias else f.relname
+            self._names = {alias, f.relname}
+            return ("function", f.relname, ())
         if isinstance(f, ast.RangeVar):
             if f.schemaname not in (None, "public"):
                 raise SqlError("42P01", f'relation "{f.schemaname}.{f.relname}" does not exist')
@@ -161,8 +169,10 @@ class Select:
         snap = ctx.snapshot()
         if kind == "table":
             where = None if self.where_expr is None else self._where_bound(table, env)
-            if b.vector is not None:
+            if b.vector is not None and not _null_param(b.vector[2], env):
                 return self._plan_vector(ctx, b, snap, table, where, env)
+            if b.vector is not None:
+                b = b.null_distance()
             if b.text is not None or b.hybrid is not None:
                 return self._plan_text(ctx, b, snap, table, where, env)
             node, masks = plan_scan(snap, table, where)
@@ -345,6 +355,9 @@ class Select:
         if self.source[0] == "none":          # SELECT without FROM: one row, no columns
             return [], []
         name, args = self.source[1], self.source[2]
+        if name in pg_catalog.RELATIONS:
+            names, cols = pg_catalog.relation_rows(name)
+            return cols, names
         if name != "varvedb_history":
             raise SqlError("42883", f"function {name}() does not exist")
         vals = [E.evaluate(a, E.Rel(None, None, n=1), env).python()[0] for a in args]
@@ -358,7 +371,7 @@ class Select:
         if cached is not None and (cached[0] is schema or cached[0] == schema):
             return cached[1]
         if table is not None:
-            source_cols = list(schema.fields) if schema.id_hidden else ["id", *schema.fields]
+            source_cols = list(schema.columns)
             known = {"id", *schema.fields}
         else:
             source_cols, known = list(schema), set(schema)
@@ -465,6 +478,7 @@ class Bound:
                  for o, d, nf, text in sel.order]
         self.vector = None
         self.vector_op = None
+        self.distance = None        # the ORDER BY distance expression the top-k replaced
         self.text = None              # ORDER BY bm25(col, q) DESC: (field, query expr)
         self.hybrid = None            # ORDER BY rrf(bm25(...), vec <op> q [, k]) DESC
         self.aggregates = None
@@ -524,10 +538,20 @@ class Bound:
         if self.vector is None:
             return None
         self.vector_op = e.op
+        self.distance = e
         score = E.Col("$score")
         self.exprs = [E.rewrite(x, lambda n: score if n == e else None) for x in self.exprs]
         self.sort = []
         return self.vector
+
+    def null_distance(self) -> "Bound":
+        """This, for a NULL query vector: no top-k, every distance NULL (evaluated,
+        as PostgreSQL does), rows in scan order."""
+        b = copy.copy(self)
+        score, e = E.Col("$score"), self.distance
+        b.exprs = [E.rewrite(x, lambda n: e if n == score else None) for x in self.exprs]
+        b.vector = b.vector_op = None
+        return b
 
     def _text_order(self, order, table) -> bool:
         """ORDER BY bm25(col, q) DESC (a text top-k) or rrf(bm25(col, q), vec <op> q2
@@ -610,3 +634,11 @@ class Bound:
             self.sort = [(E.rewrite(e, sub), d, nf, text) for e, d, nf, text in order]
         self.aggregates = ([(E.describe(g), g) for g in groups],
                            [(E.describe(a), a) for a in aggs], having)
+
+
+def _null_param(q_expr, env) -> bool:
+    """Is a distance's query a NULL parameter? Its distances are all NULL, ordered
+    as PostgreSQL orders them (a scan, no index): what a client describing a
+    statement with NULL parameters, before it binds real ones, is answered."""
+    return type(q_expr) is E.Param and 1 <= q_expr.index <= len(env.params) \
+        and env.params[q_expr.index - 1] is None

@@ -28,6 +28,8 @@ TYPE_KINDS = {
     "json": "json", "jsonb": "json",
     "timestamp": "timestamp", "timestamptz": "timestamp",
     "vector": "vector", "halfvec": "vector", "bit": "vector",
+    # a type's OID shown as its name (query/pg_types.py): a cast only, never stored
+    "regtype": "regtype", "oid": "int",
 }
 SERIAL = ("serial", "bigserial", "smallserial", "serial4", "serial8")
 
@@ -61,7 +63,7 @@ def type_kind(names: list[str]) -> tuple[str, str]:
 # PostgreSQL types varvedb does not store (0A000, where any other name is 42704)
 _POSTGRES_ONLY = {"uuid", "bytea", "date", "time", "timetz", "interval", "money", "inet",
                   "cidr", "macaddr", "point", "line", "box", "polygon", "circle", "xml",
-                  "varbit", "tsvector", "tsquery", "oid", "int4range", "sparsevec"}
+                  "varbit", "tsvector", "tsquery", "int4range", "sparsevec"}
 
 
 # ---- type modifiers: what each type's typmodin accepts --------------------------------

@@ -1,0 +1,335 @@
+"""What drivers do at connect and around their queries, through `varvedb serve --pg`
+with the real drivers: pgvector-python's register_vector (psycopg and asyncpg),
+asyncpg's parameter typing, introspection and pool reset, SQLAlchemy's dialect
+start-up, psycopg's nested transactions (SAVEPOINT) and COPY FROM STDIN / TO
+STDOUT. Each answer is checked against db.sql()'s on the same data."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+
+import asyncpg
+import numpy as np
+import psycopg
+import pytest
+import sqlalchemy as sa
+from pgvector.asyncpg import register_vector as register_vector_asyncpg
+from pgvector.psycopg import register_vector
+
+import varvedb as vv
+from varvedb.errors import NotSupportedError, SqlError
+
+from server_proc import ServerProcess, free_port
+
+SETUP = ["CREATE TABLE items (id bigint PRIMARY KEY, tag int, body text, embedding vector(3), "
+         "half halfvec(2))",
+         "INSERT INTO items VALUES (1, 1, 'a b', '[1,2,3]', '[1,2]'), "
+         "(2, 2, 'c d', '[4,5,6]', '[3,4]'), (3, 2, NULL, '[0,0,1]', NULL)"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("pgc") / "db.varve")
+    db = vv.connect(path)
+    for s in SETUP:
+        db.sql(s)
+    db.close()
+    pg = free_port()
+    with ServerProcess(path, args=["--pg", str(pg)]) as srv:
+        srv.pg = pg
+        yield srv
+
+
+def connect(srv, **kw) -> psycopg.Connection:
+    kw.setdefault("autocommit", True)
+    return psycopg.connect(host="127.0.0.1", port=srv.pg, user="me", dbname="db",
+                           sslmode="disable", connect_timeout=600, **kw)
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 600))
+
+
+# ---- pgvector-python's register_vector ----------------------------------------------
+
+def test_psycopg_register_vector_sends_and_reads_numpy_vectors(server):
+    with connect(server) as conn:
+        register_vector(conn)
+        rows = conn.execute("SELECT id, embedding FROM items ORDER BY embedding <-> %s LIMIT 2",
+                            (np.array([1, 2, 3], dtype=np.float32),)).fetchall()
+        assert [r[0] for r in rows] == [1, 3]
+        assert rows[0][1].to_list() == [1.0, 2.0, 3.0]
+        for binary in (False, True):
+            (v,) = conn.execute("SELECT half FROM items WHERE id = 2", binary=binary).fetchone()
+            assert v.to_list() == [3.0, 4.0]
+
+
+def test_type_lookups_answer_pgvectors_types_and_none_for_unknown_ones(server):
+    with connect(server) as conn:
+        info = psycopg.types.TypeInfo.fetch(conn, "vector")
+        assert (info.oid, info.array_oid) == (16385, 16395)
+        assert psycopg.types.TypeInfo.fetch(conn, "halfvec").oid == 16386
+        assert psycopg.types.TypeInfo.fetch(conn, "int8").oid == 20
+        assert psycopg.types.TypeInfo.fetch(conn, "no_such_type") is None
+
+
+@pytest.mark.parametrize("text,params,want", [
+    ("SELECT oid, typarray FROM pg_type WHERE typname = %s", ["vector"], [(16385, 16395)]),
+    ("SELECT t.typname FROM pg_catalog.pg_type AS t WHERE t.oid = ANY(%s) ORDER BY t.typname",
+     [[16385, 16386, 20]], [("halfvec",), ("int8",), ("vector",)]),
+    ("SELECT %s::regtype::oid, 'public.halfvec'::regtype::oid", ["vector"], [(16385, 16386)]),
+    ("SELECT oid::regtype::text FROM pg_type WHERE oid = to_regtype(%s)", ["vector[]"],
+     [("vector[]",)]),
+    ("SELECT n.nspname FROM pg_namespace n WHERE n.oid = (SELECT typnamespace FROM pg_type "
+     "WHERE typname = %s)", ["vector"], [("public",)]),
+    ("SELECT count(*) FROM pg_type WHERE to_regtype(%s) IS NULL", ["no_such_type"],
+     [(len(__import__("varvedb.query.pg_types").query.pg_types.TYPES),)]),
+])
+def test_type_catalog_queries_run_as_sql(server, text, params, want):
+    """Variants of the lookups drivers send, run by SQL over pg_type and pg_namespace,
+    the same through the wire and through db.sql()."""
+    with connect(server) as conn:
+        assert conn.execute(text, params).fetchall() == want
+    db = vv.connect(":memory:")
+    try:
+        assert db.sql(text.replace("%s", "$1"), params).rows == want
+    finally:
+        db.close()
+    with pytest.raises(SqlError) as e:
+        vv.connect(":memory:").sql("SELECT 'no_such_type'::regtype")
+    assert e.value.sqlstate == "42704"
+
+
+def test_asyncpg_register_vector_and_typed_parameters(server):
+    async def go():
+        conn = await asyncpg.connect(host="127.0.0.1", port=server.pg, user="me",
+                                     database="db", ssl=False)
+        try:
+            await register_vector_asyncpg(conn)
+            near = await conn.fetch("SELECT id, embedding FROM items "
+                                    "ORDER BY embedding <-> $1 LIMIT 2",
+                                    np.array([4, 5, 6], dtype=np.float32))
+            # an int compared with an int column, a LIMIT and ANY(array): sent typed
+            by_tag = await conn.fetch("SELECT id, body FROM items WHERE tag = $1 ORDER BY id "
+                                      "LIMIT $2", 2, 5)
+            any_of = await conn.fetch("SELECT id FROM items WHERE id = ANY($1) ORDER BY id",
+                                      [1, 3])
+            like = await conn.fetchval("SELECT count(*) FROM items WHERE body LIKE $1", "a%")
+            return near, by_tag, any_of, like
+        finally:
+            await conn.close()
+    near, by_tag, any_of, like = run(go())
+    assert [r["id"] for r in near] == [2, 1]
+    assert near[0]["embedding"].to_list() == [4.0, 5.0, 6.0]
+    assert [(r["id"], r["body"]) for r in by_tag] == [(2, "c d"), (3, None)]
+    assert [r["id"] for r in any_of] == [1, 3]
+    assert like == 1
+
+
+def test_asyncpg_without_a_codec_introspects_the_type_and_reads_text(server):
+    async def go():
+        conn = await asyncpg.connect(host="127.0.0.1", port=server.pg, user="me",
+                                     database="db", ssl=False)
+        try:
+            return await conn.fetchval("SELECT embedding FROM items WHERE id = 1")
+        finally:
+            await conn.close()
+    assert run(go()) == "[1,2,3]"
+
+
+def test_asyncpg_pool_resets_connections_it_takes_back(server):
+    async def go():
+        async with asyncpg.create_pool(host="127.0.0.1", port=server.pg, user="me",
+                                       database="db", ssl=False, min_size=1,
+                                       max_size=1) as pool:
+            async with pool.acquire() as conn:
+                await conn.execute("SET hnsw.ef_search = 77")
+                assert await conn.fetchval("SHOW hnsw.ef_search") == "77"
+            async with pool.acquire() as conn:       # the same connection, reset
+                return await conn.fetchval("SHOW hnsw.ef_search")
+    assert run(go()) == "index default"
+
+
+def test_asyncpg_writes_in_a_transaction_and_rolls_back(server):
+    async def go():
+        conn = await asyncpg.connect(host="127.0.0.1", port=server.pg, user="me",
+                                     database="db", ssl=False)
+        try:
+            with pytest.raises(RuntimeError):
+                async with conn.transaction():
+                    await conn.execute("INSERT INTO items (id, tag) VALUES ($1, $2)", 50, 9)
+                    raise RuntimeError("undo")
+            async with conn.transaction():
+                await conn.execute("UPDATE items SET tag = $1 WHERE id = $2", 7, 3)
+            return (await conn.fetchval("SELECT count(*) FROM items WHERE id = 50"),
+                    await conn.fetchval("SELECT tag FROM items WHERE id = 3"))
+        finally:
+            await conn.execute("UPDATE items SET tag = 2 WHERE id = 3")
+            await conn.close()
+    assert run(go()) == (0, 7)
+
+
+# ---- SQLAlchemy ----------------------------------------------------------------------
+
+def test_sqlalchemy_connects_and_runs_core_and_text_queries(server):
+    engine = sa.create_engine(f"postgresql+psycopg://me@127.0.0.1:{server.pg}/db")
+    items = sa.Table("items", sa.MetaData(), sa.Column("id", sa.BigInteger, primary_key=True),
+                     sa.Column("tag", sa.Integer), sa.Column("body", sa.Text))
+    try:
+        with engine.connect() as c:
+            assert c.execute(sa.select(items.c.id).where(items.c.tag == 2)
+                             .order_by(items.c.id)).scalars().all() == [2, 3]
+            assert c.execute(sa.text("SELECT body FROM items WHERE id = :i"),
+                             {"i": 1}).scalar() == "a b"
+        with engine.begin() as c:
+            c.execute(items.insert().values(id=60, tag=6, body="sa"))
+        with engine.connect() as c:
+            assert c.execute(sa.select(items.c.body).where(items.c.id == 60)).scalar() == "sa"
+            c.execute(items.delete().where(items.c.id == 60))
+            c.commit()
+    finally:
+        engine.dispose()
+
+
+def test_server_version_and_settings_drivers_ask_for(server):
+    db = vv.connect(":memory:")
+    try:
+        assert db.sql("SELECT version()").rows[0][0].startswith("PostgreSQL 16.6 ")
+        assert db.sql("SELECT pg_catalog.current_schema()").rows == [("public",)]
+        assert db.sql("SHOW standard_conforming_strings").rows == [("on",)]
+        assert db.sql("SHOW TRANSACTION ISOLATION LEVEL").rows == [("serializable",)]
+        with pytest.raises(SqlError, match="takes no arguments"):
+            db.sql("SELECT version(1)")
+    finally:
+        db.close()
+    with connect(server) as conn:
+        assert conn.info.server_version == 160006
+        assert conn.execute("SHOW server_version_num").fetchone() == ("160006",)
+
+
+# ---- savepoints ----------------------------------------------------------------------
+
+def test_psycopg_nested_transactions_use_savepoints(server):
+    with connect(server, autocommit=False) as conn:
+        with conn.transaction():
+            with conn.transaction():                 # SAVEPOINT ... RELEASE
+                conn.execute("UPDATE items SET body = 'nested' WHERE id = 3")
+            with pytest.raises(ZeroDivisionError):
+                with conn.transaction():             # nothing written: rolled back to
+                    conn.execute("SELECT 1")
+                    raise ZeroDivisionError
+            assert conn.execute("SELECT body FROM items WHERE id = 3").fetchone() == ("nested",)
+        assert conn.execute("SELECT body FROM items WHERE id = 3").fetchone() == ("nested",)
+        conn.execute("UPDATE items SET body = NULL WHERE id = 3")
+        conn.commit()
+
+
+def test_savepoint_rules_embedded():
+    db = vv.connect(":memory:")
+    try:
+        for s in SETUP:
+            db.sql(s)
+        s = db.session()
+        with pytest.raises(SqlError) as e:
+            s.sql("SAVEPOINT a")
+        assert e.value.sqlstate == "25P01"
+        s.sql("BEGIN")
+        s.sql("SAVEPOINT a")
+        s.sql("UPDATE items SET tag = 10 WHERE id = 1")
+        s.sql("SAVEPOINT b")
+        with pytest.raises(SqlError):
+            s.sql("SELECT nope FROM items")          # fails the transaction ...
+        assert s.sql("ROLLBACK TO SAVEPOINT b").status == "ROLLBACK"   # ... b undoes that
+        assert s.sql("SELECT tag FROM items WHERE id = 1").rows == [(10,)]
+        with pytest.raises(SqlError) as e:
+            s.sql("RELEASE SAVEPOINT nope")
+        assert e.value.sqlstate == "3B001"
+        s.sql("ROLLBACK")
+        s.sql("BEGIN")
+        s.sql("SAVEPOINT a")
+        s.sql("UPDATE items SET tag = 11 WHERE id = 1")
+        # undoing part of the writes is refused, and the transaction can only end whole
+        with pytest.raises(NotSupportedError, match="would undo writes"):
+            s.sql("ROLLBACK TO a")
+        with pytest.raises(SqlError) as e:
+            s.sql("SELECT 1")
+        assert e.value.sqlstate == "25P02"
+        assert s.sql("COMMIT").status == "ROLLBACK"
+        assert db.sql("SELECT tag FROM items WHERE id = 1").rows == [(1,)]
+        s.close()
+    finally:
+        db.close()
+
+
+# ---- COPY ----------------------------------------------------------------------------
+
+def test_copy_from_stdin_and_to_stdout(server):
+    with connect(server) as conn:
+        with conn.cursor().copy("COPY items (id, tag, body) FROM STDIN") as cp:
+            for i in range(100, 3100):
+                cp.write_row((i, i % 7, f"row {i}"))
+        assert conn.execute("SELECT count(*), sum(tag) FROM items WHERE id >= 100").fetchone() \
+            == (3000, sum(i % 7 for i in range(100, 3100)))
+        with conn.cursor().copy("COPY (SELECT id, body FROM items WHERE id < 103 ORDER BY id) "
+                                "TO STDOUT") as cp:
+            out = b"".join(bytes(chunk) for chunk in cp)
+        assert out == b"1\ta b\n2\tc d\n3\t\\N\n100\trow 100\n101\trow 101\n102\trow 102\n"
+        # a bad row: the statement fails whole, nothing of it is kept
+        with pytest.raises(psycopg.errors.InvalidTextRepresentation):
+            with conn.cursor().copy("COPY items (id, tag) FROM STDIN") as cp:
+                cp.write_row((5000, 1))
+                cp.write_row((5001, "x"))
+        # a client that cancels its COPY (CopyFail): nothing kept either
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            with conn.cursor().copy("COPY items (id, tag) FROM STDIN") as cp:
+                cp.write_row((5002, 1))
+                raise psycopg.errors.QueryCanceled("stop")
+        assert conn.execute("SELECT count(*) FROM items WHERE id >= 5000").fetchone() == (0,)
+        conn.execute("DELETE FROM items WHERE id >= 100")
+
+
+def test_a_client_gone_mid_copy_leaves_nothing_and_the_server_serves_on(server):
+    with socket.create_connection(("127.0.0.1", server.pg), timeout=600) as s:
+        body = struct.pack("!i", 196608) + b"user\0me\0\0"
+        s.sendall(struct.pack("!i", len(body) + 4) + body)
+        _read_until(s, b"Z")
+        q = b"COPY items (id, tag) FROM STDIN\0"
+        s.sendall(b"Q" + struct.pack("!i", 4 + len(q)) + q)
+        assert _read_until(s, b"G")[-1][0] == b"G"
+        row = b"7000\t1\n"
+        s.sendall(b"d" + struct.pack("!i", 4 + len(row)) + row)
+    with connect(server) as conn:      # the server answers, and the row is not there
+        assert conn.execute("SELECT count(*) FROM items WHERE id = 7000").fetchone() == (0,)
+
+
+def _read_until(sock, kind: bytes) -> list[tuple[bytes, bytes]]:
+    out, buf = [], b""
+    while True:
+        while len(buf) < 5 or len(buf) < 1 + struct.unpack("!i", buf[1:5])[0]:
+            chunk = sock.recv(65536)
+            assert chunk, f"the server closed before {kind!r}: {out}"
+            buf += chunk
+        n = struct.unpack("!i", buf[1:5])[0]
+        out.append((buf[:1], buf[5:1 + n]))
+        buf = buf[1 + n:]
+        if out[-1][0] == kind:
+            return out
+
+
+# ---- a NULL query vector (what a driver's Describe runs) ------------------------------
+
+def test_a_null_query_vector_orders_nothing_as_postgresql_does():
+    db = vv.connect(":memory:")
+    try:
+        for s in SETUP:
+            db.sql(s)
+        r = db.sql("SELECT id, embedding <-> $1 AS d FROM items ORDER BY embedding <-> $1 "
+                   "LIMIT 2", [None])
+        assert r.columns == ["id", "d"] and len(r.rows) == 2
+        assert all(d is None for _, d in r.rows)
+        r = db.sql("SELECT id, embedding <-> $1 AS d FROM items ORDER BY embedding <-> $1 "
+                   "LIMIT 2", ["[0,0,1]"])
+        assert r.rows[0] == (3, 0.0)
+    finally:
+        db.close()
