@@ -59,8 +59,8 @@ KERNEL = ("import numpy as np\n"
           "@njit(cache=True)\n"
           "def plus(x):\n"
           "    return x + 1\n"
-          "def calls(dtype):\n"     # one specialisation each: an array of 1 to 8 dimensions
-          "    return [plus(np.full((1,) * ndim, 41, dtype)) for ndim in range(1, 9)]\n")
+          "def calls(dtype):\n"     # one specialisation each: an array of 1 to 5 dimensions
+          "    return [plus(np.full((1,) * ndim, 41, dtype)) for ndim in range(1, 6)]\n")
 TYPES = ("int8", "int16", "int32", "int64", "float32", "float64")
 
 
@@ -69,7 +69,7 @@ def test_processes_saving_one_kernel_at_once_keep_every_specialisation(tmp_path)
     warm's workers do, each for another dtype) and save them into one cache:
     each save is whole (numba's own, unlocked, lost an entry when two picked the
     same free file name, or named the other's machine code), so a later process
-    loads all 48, compiling nothing, and each answers right."""
+    loads all 30, compiling nothing, and each answers right."""
     (tmp_path / "kern.py").write_text(KERNEL)
     env = {**ENV, "NUMBA_CACHE_DIR": str(tmp_path / "cache"),
            "PYTHONPATH": os.pathsep.join([str(tmp_path), ENV["PYTHONPATH"]])}
@@ -86,7 +86,7 @@ def test_processes_saving_one_kernel_at_once_keep_every_specialisation(tmp_path)
         assert all(p.poll() is None for p in procs)
         time.sleep(0.01)
     (tmp_path / "go").touch()
-    assert [p.communicate(timeout=600)[0].strip() for p in procs] == ["336"] * len(TYPES)
+    assert [p.communicate(timeout=600)[0].strip() for p in procs] == ["210"] * len(TYPES)
     assert all(p.returncode == 0 for p in procs)
     check = ("import kern\n"
              "from varvedb.kernels.compile_log import compilation_count\n"
@@ -95,7 +95,7 @@ def test_processes_saving_one_kernel_at_once_keep_every_specialisation(tmp_path)
     out = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True,
                          text=True, timeout=600)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == f"{8 * len(TYPES)} {{42}} 0"
+    assert out.stdout.strip() == f"{5 * len(TYPES)} {{42}} 0"
 
 
 COMPILES = ("from varvedb.kernels.jit import njit\n"

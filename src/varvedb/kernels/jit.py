@@ -84,15 +84,11 @@ class LoadOnlyCache(FunctionCache):
         # numba's stamp is the kernel's own file's mtime and size; an index
         # whose stamp differs is read as empty and rewritten on the next save
         self._cache_file._source_stamp = source_stamp()
-        # held while this kernel's index and data files are written
-        self._saving = os.path.join(self._cache_path, f"varvedb-saving-{py_func.__module__}."
-                                                      f"{py_func.__qualname__}")
-
-    def save_overload(self, sig, data):
-        # one saver of this kernel's index and data files at a time, across
-        # processes (compile_lock.saving says why)
-        with compile_lock.saving(self._saving):
-            super().save_overload(sig, data)
+        # one process at a time writes this kernel's index and data files
+        # (compile_lock.saving says why); the machine code is made before, unlocked
+        lock = os.path.join(self._cache_path, f"varvedb-saving-{py_func.__module__}."
+                                              f"{py_func.__qualname__}")
+        self._cache_file.save = functools.partial(_save_locked, self._cache_file.save, lock)
 
     @property
     def folder(self) -> str:
@@ -109,6 +105,11 @@ class LoadOnlyCache(FunctionCache):
                 return self._load_overload(sig, target_context)
         except Exception:
             return super().load_overload(sig, target_context)
+
+
+def _save_locked(save, lock: str, key, data) -> None:
+    with compile_lock.saving(lock):
+        save(key, data)
 
 
 def cache_folder() -> str:
