@@ -333,3 +333,89 @@ def test_a_null_query_vector_orders_nothing_as_postgresql_does():
         assert r.rows[0] == (3, 0.0)
     finally:
         db.close()
+
+
+def test_binary_copy_as_pgvector_python_loads(server):
+    """pgvector-python's bulk-load example: COPY ... WITH (FORMAT BINARY), each
+    type set, numpy vectors written as they are."""
+    from pgvector import HalfVector
+    with connect(server) as conn:
+        register_vector(conn)
+        vectors = np.random.default_rng(1).standard_normal((500, 3)).astype(np.float32)
+        with conn.cursor().copy("COPY items (id, tag, body, embedding, half) FROM STDIN "
+                                "WITH (FORMAT BINARY)") as cp:
+            cp.set_types(["int8", "int4", "text", "vector", "halfvec"])
+            for i, v in enumerate(vectors):
+                cp.write_row((8000 + i, i % 3, None if i % 2 else f"b{i}", v,
+                              HalfVector([i, 1]) if i % 5 == 0 else None))
+        got = conn.execute("SELECT id, tag, body, embedding, half FROM items "
+                           "WHERE id >= 8000 ORDER BY id").fetchall()
+        assert len(got) == 500
+        assert [g[0] for g in got] == list(range(8000, 8500))
+        assert np.array_equal(np.array([g[3].to_numpy() for g in got]), vectors)
+        assert got[5][4].to_list() == [5.0, 1.0] and got[1][4] is None and got[1][2] is None
+        conn.execute("DELETE FROM items WHERE id >= 8000")
+
+
+def _pgcopy(rows: list[list[bytes | None]], signature=b"PGCOPY\n\xff\r\n\0") -> bytes:
+    out = [signature, struct.pack("!ii", 0, 0)]
+    for r in rows:
+        out.append(struct.pack("!h", len(r)))
+        for f in r:
+            out.append(struct.pack("!i", -1) if f is None else struct.pack("!i", len(f)) + f)
+    out.append(struct.pack("!h", -1))
+    return b"".join(out)
+
+
+def test_binary_copy_refuses_bad_data_and_writes_nothing(tmp_path):
+    db = vv.connect(str(tmp_path / "b.varve"))
+    try:
+        db.sql("CREATE TABLE t (id bigint PRIMARY KEY, x float8, v vector(2))")
+        vec = struct.pack("!hh", 2, 0) + struct.pack("!ff", 1.5, 2.5)
+        good = _pgcopy([[struct.pack("!q", 1), struct.pack("!d", 0.5), vec],
+                        [struct.pack("!q", 2), None, None]])
+        sql = "COPY t FROM STDIN (FORMAT binary)"
+        assert db.sql(sql, copy_data=good).status == "COPY 2"
+        rows = db.sql("SELECT id, x, v FROM t ORDER BY id").rows
+        assert rows[0][:2] == (1, 0.5) and rows[0][2].tolist() == [1.5, 2.5]
+        assert rows[1] == (2, None, None)
+        bad = {
+            "signature": _pgcopy([], signature=b"PGCOPY\n\xff\r\n\1"),
+            "field count": _pgcopy([[struct.pack("!q", 3)]]),
+            "width": _pgcopy([[struct.pack("!q", 4), b"\0" * 3, None]]),
+            "dimensions": _pgcopy([[struct.pack("!q", 5), None,
+                                    struct.pack("!hh", 3, 0) + b"\0" * 12]]),
+            "truncated": good[:-7],
+            "no trailer": good[:-2],
+        }
+        for why, data in bad.items():
+            before = db.sql("SELECT count(*) FROM t").rows
+            with pytest.raises(SqlError) as e:
+                db.sql(sql, copy_data=data)
+            assert e.value.sqlstate in ("22P04", "22P03", "22000"), why
+            assert db.sql("SELECT count(*) FROM t").rows == before, why
+        with pytest.raises(SqlError) as e:
+            db.sql("COPY t FROM STDIN (FORMAT binary, DELIMITER ',')", copy_data=good)
+        assert e.value.sqlstate == "42601"
+    finally:
+        db.close()
+
+
+def test_a_null_scalar_subquery_vector_and_the_readme_settings():
+    """pgvector's README, in order: after `DELETE ... WHERE id = 1`, ordering by the
+    distance to row 1's (now missing) embedding gives NULL distances, not an error;
+    its planner settings are accepted; its extension check answers."""
+    db = vv.connect(":memory:")
+    try:
+        db.sql("CREATE TABLE items (id bigserial PRIMARY KEY, embedding vector(3))")
+        db.sql("INSERT INTO items (embedding) VALUES ('[1,2,3]'), ('[4,5,6]')")
+        db.sql("DELETE FROM items WHERE id = 1")
+        assert db.sql("SELECT id FROM items WHERE id != 1 ORDER BY embedding <-> "
+                      "(SELECT embedding FROM items WHERE id = 1) LIMIT 5").rows == [(2,)]
+        for s in ("SET hnsw.scan_mem_multiplier = 2", "SET ivfflat.max_probes = 100",
+                  "SET max_parallel_workers_per_gather = 4"):
+            assert db.sql(s).status == "SET"
+        assert db.sql("SELECT extversion FROM pg_extension WHERE extname = 'vector'").rows \
+            == [("0.8.6",)]
+    finally:
+        db.close()

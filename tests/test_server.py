@@ -262,6 +262,23 @@ def test_metrics_use_prometheus_names(served):
                  "varvedb_version "):
         assert any(line.startswith(name) for line in lines), name
     assert "# TYPE varvedb_http_requests_total counter" in text
+    for name in ("varvedb_vacuums_total ", "varvedb_backups_total ",
+                 "varvedb_maintainer_passes_total ", "process_cpu_seconds_total ",
+                 "process_resident_memory_bytes ", "python_info{"):
+        assert any(line.startswith(name) for line in lines), name
+    behind = [line for line in lines if line.startswith("varvedb_index_unindexed_rows{")]
+    assert behind and all(float(line.split()[-1]) >= 0 for line in behind)
+
+
+def test_docs_page_lists_every_route(served):
+    srv, http, _ = served
+    status, page, r = http("GET", "/docs")
+    assert status == 200 and r.getheader("Content-Type").startswith("text/html")
+    from varvedb.server.openapi import openapi_document
+    for path, methods in openapi_document()["paths"].items():
+        for method in methods:
+            assert f'id="{method}{path}"' in page, (method, path)
+    assert "<script" not in page and "http://" not in page and "https://" not in page
 
 
 # ---- errors: typed, with their status, and nothing applied -------------------------
@@ -356,10 +373,13 @@ def test_a_missing_or_wrong_token_is_refused(served):
         anon = Http(srv, token=token)
         status, out, r = anon("GET", "/collections")
         assert status == 401 and out["error"]["type"] == "AuthenticationError"
+        # a wrong token is told so; a missing one is told to send one
+        assert ("is not this server's token" in out["error"]["message"]) == bool(token)
         assert r.getheader("WWW-Authenticate") == "Bearer"
         status, out, _ = anon("GET", "/no/such/route")
         assert status == 401
         assert anon("GET", "/collections/")[0] == 401     # no redirect round the token
+        assert anon("GET", "/docs")[0] == 401             # with a token set, /docs needs it
         assert anon("GET", "/health")[0] == 200
         anon.close()
 
@@ -551,3 +571,32 @@ def test_a_request_past_the_timeout_is_504_applies_nothing_and_the_server_goes_o
             assert status == 504
             time.sleep(0.05)
         assert status == 200 and out["count"] == want
+
+
+def test_metrics_count_vacuums_backups_and_unindexed_rows(tmp_path):
+    from varvedb.server.metrics import Metrics
+
+    def value(text, name):
+        return [float(line.split()[-1]) for line in text.splitlines()
+                if line.startswith(name)]
+    db = vv.connect(str(tmp_path / "m.varve"))
+    try:
+        docs = db.create_collection("docs", {"body": vv.Text(fts=True),
+                                             "emb": vv.Vector(4, index=vv.HNSW())})
+        docs.insert([{"body": f"w{i}", "emb": [1.0, i, 0, 0]} for i in range(50)])
+        docs.wait_indexed(timeout=600)
+        docs.wait_indexed("body", timeout=600)
+        m = Metrics(db)
+        text = m.render()
+        assert value(text, "varvedb_vacuums_total ") == [0.0]
+        assert value(text, 'varvedb_index_unindexed_rows{collection="docs",field="emb"}') \
+            == [0.0]
+        assert value(text, 'varvedb_index_unindexed_rows{collection="docs",field="body"}') \
+            == [0.0]
+        db.vacuum()
+        db.backup(str(tmp_path / "copy.varve"))
+        text = m.render()
+        assert value(text, "varvedb_vacuums_total ") == [1.0]
+        assert value(text, "varvedb_backups_total ") == [1.0]
+    finally:
+        db.close()

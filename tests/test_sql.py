@@ -849,3 +849,78 @@ def test_a_nested_or_huge_value_gets_its_typed_error_with_a_bounded_repr(tmp_pat
             assert len(str(e.value)) < 400, (i, str(e.value)[:400])
         assert file_digest(path) == before
     d.close()
+
+
+def test_messages_users_hit_first(tmp_path):
+    """ANALYZE is accepted (nothing to gather), an index on the primary key is there
+    already, rrf() over a column with no full-text index says so, and a vacuum
+    reports the bytes in use, not the preallocated file's size."""
+    db = vv.connect(str(tmp_path / "m.varve"))
+    try:
+        db.sql("CREATE TABLE items (id bigint PRIMARY KEY, body text, e vector(2))")
+        assert db.sql("ANALYZE").status == "ANALYZE"
+        assert db.sql("ANALYZE items").status == "ANALYZE"
+        with pytest.raises(vv.SqlError) as e:
+            db.sql("ANALYZE nope")
+        assert e.value.sqlstate == "42P01"
+        assert db.sql("CREATE INDEX ON items (id)").status == "CREATE INDEX"
+        with pytest.raises(vv.SqlError) as e:
+            db.sql("CREATE INDEX ON items (nope)")
+        assert e.value.sqlstate == "42703"
+        with pytest.raises(vv.SqlError, match='column "body" has no full-text index'):
+            db.sql("SELECT id FROM items ORDER BY rrf(bm25(body, 'x'), e <-> '[1,2]') DESC "
+                   "LIMIT 3")
+        for i in range(5):
+            db.sql("INSERT INTO items (id, body) VALUES ($1, 'x') ON CONFLICT (id) DO UPDATE "
+                   "SET body = excluded.body", [1])
+        r = db.vacuum(keep=1)
+        assert r.bytes_after < r.bytes_before < os.path.getsize(str(tmp_path / "m.varve"))
+    finally:
+        db.close()
+
+
+PSYCOPG_STATEMENTS = [
+    ("SELECT id, body FROM items WHERE tag = %s ORDER BY id", [2]),
+    ("SELECT id FROM items WHERE body LIKE 'a%%' OR id = %s ORDER BY id", [3]),
+    ("SELECT id FROM items WHERE tag = %(t)s AND id > %(lo)s ORDER BY id", {"t": 2, "lo": 1}),
+    ("SELECT id, '%%s' AS lit FROM items WHERE id = %s", [1]),
+    ("SELECT id FROM items ORDER BY embedding <-> %s LIMIT 2", ["[1,1,1]"]),
+    ("SELECT id FROM items WHERE id = ANY(%s) ORDER BY id", [[1, 3]]),
+]
+
+
+@pytest.mark.parametrize("text,params", PSYCOPG_STATEMENTS)
+def test_psycopg_placeholders_answer_as_postgresql(pg_conn, text, params):
+    """db.sql() takes a statement written for psycopg, placeholders and %% as they
+    are, and answers what PostgreSQL answers to psycopg."""
+    setup = ["CREATE TABLE items (id bigint PRIMARY KEY, tag int, body text, "
+             "embedding vector(3))",
+             "INSERT INTO items VALUES (1, 1, 'ab', '[1,2,3]'), (2, 2, 'b', '[1,1,1]'), "
+             "(3, 2, 'a%', '[0,0,1]')"]
+    db = vv.connect(":memory:")
+    try:
+        for s in setup:
+            db.sql(s)
+            pg_conn.execute(s)
+        want = [tuple(r) for r in pg_conn.execute(text, params).fetchall()]
+        assert db.sql(text, params).rows == want
+    finally:
+        db.close()
+
+
+def test_psycopg_placeholders_refused_when_they_do_not_fit():
+    db = vv.connect(":memory:")
+    try:
+        for text, params, match in [
+                ("SELECT %s, %(a)s", [1], "not both"),
+                ("SELECT %d", [1], "syntax error"),        # not psycopg's: left as SQL
+                ("SELECT %s, %s", [1], "2 placeholders but 1"),
+                ("SELECT %(a)s", {"b": 1}, "no parameter named 'a'"),
+                ("SELECT %(a)s", [1], "take a dict")]:
+            with pytest.raises(vv.SqlError, match=match):
+                db.sql(text, params)
+        # PostgreSQL's numbered form keeps its % signs as they are
+        assert db.sql("SELECT 'a%' || $1::text", ["b"]).rows == [("a%b",)]
+        assert db.sql("SELECT '%s'").rows == [("%s",)]      # no parameters: no placeholders
+    finally:
+        db.close()

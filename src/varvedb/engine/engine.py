@@ -139,6 +139,7 @@ class Engine:
         self.retention: vacuum.Retention | None = None   # automatic vacuum, when set
         # read-only connections never link: rows past a checkpoint's graph are scanned
         self.maintainer = None if readonly else Maintainer(self)
+        self.vacuums = self.backups = 0        # done since open (the server's /metrics)
         self.log = LogWriter.open(path, readonly, durability, batch_ms) if path else None
         if self.log:
             try:
@@ -860,7 +861,9 @@ class Engine:
 
     def vacuum(self, keep=None, progress: bool | None = None, graphs: str = "rebuild"):
         """Drop the row versions no kept version can see (vacuum.py)."""
-        return vacuum.vacuum(self, keep, progress, graphs)
+        report = vacuum.vacuum(self, keep, progress, graphs)
+        self.vacuums += 1
+        return report
 
     def backup(self, dest: str, progress: bool | None = None) -> BackupInfo:
         """A consistent copy of the file as of its newest durable commit, taken
@@ -872,6 +875,7 @@ class Engine:
         n = backup.copy_prefix(self.log.file.fd, end, list(self.log.file.superblocks), dest,
                                progress)
         backup.check_copy(dest, version)
+        self.backups += 1
         return backup.BackupInfo(dest, version, n)
 
     def _checkpoint_worthwhile(self) -> bool:

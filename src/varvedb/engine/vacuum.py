@@ -60,7 +60,7 @@ class VacuumReport:
     version: int           # the newest
     rows_kept: int         # row versions in the base
     rows_dropped: int      # row versions no kept version can see
-    bytes_before: int
+    bytes_before: int      # bytes of the file in use (its preallocated tail aside)
     bytes_after: int
     seconds: float
 
@@ -112,7 +112,7 @@ def vacuum(engine, keep, progress: bool | None = None, graphs: str = "rebuild"
         # nothing to replay onto there, so the base is at least the last drop's state
         # (all of them come before it) and the branch's versions go with the older ones.
         k = max(k, max((b.dropped for b in engine.catalog.by_id.values()), default=0))
-        before = os.fstat(engine.log.file.fd).st_size
+        before = engine.log.end     # bytes in use (the file is preallocated past them)
         if k == 0:                 # no commit yet: nothing to keep or drop
             return VacuumReport(0, 0, 0, 0, before, before, time.perf_counter() - t0)
         tmp = path + ".vacuum"
@@ -145,7 +145,7 @@ def vacuum(engine, keep, progress: bool | None = None, graphs: str = "rebuild"
                                f"({e.strerror or e}); the file is as it was", e) from e
         new.path = new.io.path = path
         _adopt(engine, new)        # the name is the new file's now, whatever follows
-        after = os.fstat(engine.log.file.fd).st_size
+        after = engine.log.end
         try:
             fsync_dir(path)
         except OSError as e:

@@ -47,7 +47,7 @@ class Prepared:
     def __init__(self, text: str, oids: list[int], params: int, answer=None):
         self.text, self.oids, self.params = text, oids, params
         self.answer = answer      # the catalog's, for a driver's catalog query
-        self.copy_in = _copies_in(text)
+        self.copy_in = _copy_in_of(text) is not None
 
     def run(self, session, params) -> list:
         if self.answer is not None:
@@ -241,9 +241,10 @@ class Connection:
     # ---- the simple query protocol ------------------------------------------------
 
     def _simple(self, text: str) -> list[bytes]:
-        copy = CopyIn(self.reader) if _copies_in(text) else None
+        impl = _copy_in_of(text)
+        copy = CopyIn(self.reader) if impl is not None else None
         if copy is not None:
-            self.sock.sendall(M.copy_response(b"G", 0))
+            self.sock.sendall(M.copy_response(b"G", 0, impl.format == "binary"))
         try:
             self.token.reason = None
             return self._simple_run(text, copy)
@@ -493,14 +494,16 @@ def _copy_out(result) -> list[bytes]:
             M.COPY_DONE, M.command_complete(result.status)]
 
 
-def _copies_in(text: str) -> bool:
-    """Is the text one COPY ... FROM STDIN? (A cheap look first: a simple query is
-    compiled once more only where it starts with COPY.)"""
+def _copy_in_of(text: str):
+    """The statement if the text is one COPY ... FROM STDIN, else None. (A cheap look
+    first: a simple query is compiled once more only where it starts with COPY.)"""
     if text.lstrip()[:4].lower() != "copy":
-        return False
+        return None
     try:
         compiled = compile_text(text)
     except E.VarveError:
-        return False
+        return None
     impl = compiled[0].impl if len(compiled) == 1 else None
-    return bool(getattr(impl, "is_from", False)) and impl.filename is None
+    if getattr(impl, "is_from", False) and impl.filename is None:
+        return impl
+    return None

@@ -169,9 +169,10 @@ def error(fields: dict[str, str], notice: bool = False) -> bytes:
     return message(b"N" if notice else b"E", body + b"\0")
 
 
-def copy_response(kind: bytes, columns: int) -> bytes:
-    """CopyInResponse (G) or CopyOutResponse (H): text format, every column."""
-    return message(kind, b"\0" + _I16.pack(columns) + _I16.pack(0) * columns)
+def copy_response(kind: bytes, columns: int, binary: bool = False) -> bytes:
+    """CopyInResponse (G) or CopyOutResponse (H), every column in one format."""
+    code = 1 if binary else 0
+    return message(kind, bytes([code]) + _I16.pack(columns) + _I16.pack(code) * columns)
 
 
 def copy_data(data: bytes) -> bytes:

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import SqlError
 from ..query.literals import value_text
+from ..query.pg_binary import EPOCH, receive
 from ..query.pg_types import OIDS, TYPES
 
 (BOOL, BYTEA, CHAR, NAME, INT8, INT2, INT4, TEXT, OID, JSON, FLOAT4, FLOAT8, UNKNOWN, VARCHAR,
@@ -34,7 +35,7 @@ KIND_OIDS = {"int": INT8, "float": FLOAT8, "bool": BOOL, "text": TEXT, "json": J
              "oid": OID, "name": NAME, "char": CHAR, "int4": INT4,
              "oid[]": ARRAYS[OID], "text[]": ARRAYS[TEXT]}
 
-_EPOCH = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH = EPOCH
 _I16, _I32, _I64 = struct.Struct("!h"), struct.Struct("!i"), struct.Struct("!q")
 _F4, _F8 = struct.Struct("!f"), struct.Struct("!d")
 _INT8_RANGE = (-(1 << 63), (1 << 63) - 1)
@@ -125,7 +126,7 @@ def decode_param(data: bytes | None, oid: int, binary: bool):
         return None
     try:
         if binary:
-            return _receive(data, oid)
+            return receive(data, oid)
         text = data.decode()
     except (UnicodeDecodeError, struct.error, ValueError) as e:
         raise SqlError("22P03", f"incorrect binary data format in bind parameter "
@@ -219,65 +220,4 @@ def _split_vectors(body: str) -> list[str]:
             start = i + 1
     if body.strip():
         out.append(body[start:].strip())
-    return out
-
-
-def _receive(data: bytes, oid: int):
-    n = len(data)
-    if oid == INT8 and n == 8:
-        return _I64.unpack(data)[0]
-    if oid == INT4 and n == 4:
-        return _I32.unpack(data)[0]
-    if oid == INT2 and n == 2:
-        return _I16.unpack(data)[0]
-    if oid == FLOAT8 and n == 8:
-        return _F8.unpack(data)[0]
-    if oid == FLOAT4 and n == 4:
-        return _F4.unpack(data)[0]
-    if oid == BOOL and n == 1:
-        return data != b"\0"
-    if oid in (TEXT, VARCHAR, NAME, BPCHAR, UNKNOWN, 0):
-        return data.decode()
-    if oid == BYTEA:
-        return bytes(data)
-    if oid == JSONB and n >= 1 and data[0] == 1:
-        return json.loads(data[1:].decode())
-    if oid == JSON:
-        return json.loads(data.decode())
-    if oid == TIMESTAMPTZ and n == 8:
-        return _EPOCH + _dt.timedelta(microseconds=_I64.unpack(data)[0])
-    if oid == OID and n == 4:
-        return struct.unpack("!I", data)[0]
-    if oid in ELEMENTS and n >= 12:
-        return _receive_array(data, ELEMENTS[oid])
-    if oid in (VECTOR, HALFVEC) and n >= 4:
-        dim, _ = struct.unpack_from("!hh", data)
-        width = 2 if oid == HALFVEC else 4
-        if dim < 0 or n != 4 + width * dim:
-            raise ValueError(f"{n} bytes for a vector of {dim} dimensions")
-        return np.frombuffer(data, ">f2" if width == 2 else ">f4", dim, 4).astype(np.float32)
-    raise ValueError(f"binary input of type OID {oid} is not supported ({n} bytes)")
-
-
-def _receive_array(data: bytes, element: int) -> list:
-    """A one-dimensional binary array (an empty one has no dimension)."""
-    ndim, _, elem = struct.unpack_from("!iii", data)
-    if ndim == 0 and len(data) == 12:
-        return []
-    if ndim != 1 or elem != element:
-        raise ValueError(f"an array of {ndim} dimensions of type OID {elem}")
-    count, _ = struct.unpack_from("!ii", data, 12)
-    at, out = 20, []
-    for _ in range(count):
-        (size,) = _I32.unpack_from(data, at)
-        at += 4
-        if size < 0:
-            out.append(None)
-            continue
-        if at + size > len(data):
-            raise ValueError("an array element runs past its message")
-        out.append(_receive(data[at:at + size], element))
-        at += size
-    if at != len(data):
-        raise ValueError("bytes after an array's last element")
     return out

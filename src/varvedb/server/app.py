@@ -27,6 +27,7 @@ from starlette.routing import Route
 from .. import errors as E
 from ..cancel import CancelToken, running
 from ..wire import encode, error_to_wire
+from .docs_page import Page
 from .metrics import Metrics
 from .routes import MediaTypeError, table
 from .transactions import HEADER, Transactions
@@ -170,6 +171,14 @@ class Api:
         return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(),
                                                                   self.token)
 
+    def refusal(self, request: Request) -> E.AuthenticationError:
+        """Why a request is not authorized: no token sent, or the wrong one."""
+        if not request.headers.get("authorization", "").partition(" ")[2].strip():
+            return E.AuthenticationError("this server needs a token: send "
+                                         "'Authorization: Bearer TOKEN'")
+        return E.AuthenticationError("the token sent is not this server's token (or not "
+                                     "in the form 'Authorization: Bearer TOKEN')")
+
     async def body(self, request: Request) -> bytes:
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:
@@ -203,8 +212,7 @@ class Api:
             t0 = time.perf_counter()
             try:
                 if not open_route and not self.authorized(request):
-                    raise E.AuthenticationError("this server needs a token: send "
-                                                "'Authorization: Bearer TOKEN'")
+                    raise self.refusal(request)
                 raw = await self.body(request) if needs_body else b""
                 params = item_params(request) if by_raw_path else request.path_params
                 parts = (params, request.query_params,
@@ -241,7 +249,9 @@ class Api:
         return run
 
     def _answer(self, template: str, request: Request, code: int, payload, t0: float):
-        media = "text/plain; version=0.0.4" if isinstance(payload, str) else JSON
+        media = JSON if not isinstance(payload, str) else \
+            "text/html; charset=utf-8" if isinstance(payload, Page) else \
+            "text/plain; version=0.0.4"
         response = Response(payload, code, media_type=media)
         self.metrics.observe(template, request.method, code, time.perf_counter() - t0)
         return response
@@ -272,7 +282,7 @@ def build_app(db, *, token: str | None = None, max_body: int = 256 << 20,
 
     async def not_found(request: Request, exc: HTTPException) -> Response:
         if not api.authorized(request) and request.url.path != "/health":
-            return api.error_response(E.AuthenticationError("this server needs a token"))
+            return api.error_response(api.refusal(request))
         if exc.status_code == 405:
             err = E.RequestError(f"{request.method} is not a method of {request.url.path}")
         elif exc.status_code == 404:

@@ -3,16 +3,20 @@
 
 Request counts and durations are kept as requests end, the pool threads
 busy as work starts and stops; what the database
-holds (documents per collection, file bytes, memory bytes, the version) and
-the numba specialisations compiled in the process are read when the metrics
-are scraped.
+holds (documents per collection, file bytes, memory bytes, the version), how
+far each deferred index is behind (rows committed and not yet indexed), the
+maintainer's passes, the vacuums and backups done, and the numba
+specialisations compiled in the process are read when the metrics are
+scraped; prometheus-client's own process, platform and GC collectors are
+there too (process_cpu_seconds_total, process_resident_memory_bytes, ...).
 """
 from __future__ import annotations
 
 import os
 import threading
 
-from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram,
+from prometheus_client import (GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR,
+                               CollectorRegistry, Counter, Gauge, Histogram,
                                disable_created_metrics, generate_latest)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 
@@ -42,6 +46,8 @@ class Metrics:
                                 "Reads stopped at the server's timeout (their threads freed)",
                                 registry=self.registry)
         self.registry.register(_DatabaseCollector(db))
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            self.registry.register(collector)
         self._children: dict = {}
         self._lock = threading.Lock()
 
@@ -85,6 +91,17 @@ class _DatabaseCollector:
         version = GaugeMetricFamily("varvedb_version", "The newest committed version")
         version.add_metric([], engine.visible)
         yield version
+        for name, value, what in (("varvedb_vacuums", engine.vacuums, "Vacuums done"),
+                                  ("varvedb_backups", engine.backups, "Backups taken")):
+            done = CounterMetricFamily(name, what + " since the file was opened")
+            done.add_metric([], value)
+            yield done
+        if engine.maintainer is not None:
+            passes = CounterMetricFamily("varvedb_maintainer_passes",
+                                         "Passes of the background indexer (it makes none "
+                                         "while nothing is behind)")
+            passes.add_metric([], engine.maintainer.passes)
+            yield passes
         docs = GaugeMetricFamily("varvedb_documents", "Live documents per collection",
                                  labels=["collection"])
         versions = GaugeMetricFamily("varvedb_row_versions",
@@ -94,20 +111,29 @@ class _DatabaseCollector:
                                    "Bytes of the arrays the engine holds (columns, vector "
                                    "graphs, text indexes; mapped file pages included)",
                                    labels=["collection", "part"])
+        behind = GaugeMetricFamily("varvedb_index_unindexed_rows",
+                                   "Committed row versions a deferred index (a graph, IVF "
+                                   "lists, a full-text index) has not indexed yet; searches "
+                                   "scan them exactly meanwhile",
+                                   labels=["collection", "field"])
         sess = db.session()
         for name in db.collections():
             try:
                 coll = sess.collection(name)
                 docs.add_metric([name], coll.count())
                 t = coll.table
+                status = [coll.index_status(f) for f in (*t.vector_indexes, *t.text_indexes)]
             except Exception:     # dropped between the listing and the count
                 continue
             versions.add_metric([name], t.n)
             for part, n in t.memory_bytes().items():
                 memory.add_metric([name, part], n)
+            for st in status:
+                behind.add_metric([name, st["field"]], st["unlinked"])
         yield docs
         yield versions
         yield memory
+        yield behind
         if db.path is not None:
             size = GaugeMetricFamily("varvedb_file_bytes", "Size of the database file")
             try:

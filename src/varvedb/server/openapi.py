@@ -215,6 +215,10 @@ def openapi_document() -> dict:
                                      "version": {"type": "integer"}},
                                     ("status", "version")), open_route=True)},
         "/openapi.json": {"get": _op("This document", 200, {"type": "object"})},
+        "/docs": {"get": {"summary": "This document as an HTML page for people", "responses": {
+            "200": {"description": "the page",
+                    "content": {"text/html": {"schema": {"type": "string"}}}},
+            **{str(c): _error_response(c) for c in _errors(False, False, False)}}}},
         "/metrics": {"get": {"summary": "Prometheus metrics (text format)", "responses": {
             "200": {"description": "metrics",
                     "content": {"text/plain": {"schema": {"type": "string"}}}},

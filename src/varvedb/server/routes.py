@@ -100,6 +100,16 @@ def table(api, claim_write, transaction_named=None) -> list:
             openapi_bytes = encode(openapi_document())
         return 200, openapi_bytes
 
+    docs_page = None
+
+    def docs(p, q, ctype, raw):
+        nonlocal docs_page
+        if docs_page is None:
+            from .docs_page import render
+            from .openapi import openapi_document
+            docs_page = render(openapi_document())
+        return 200, docs_page
+
     def metrics(p, q, ctype, raw):
         return 200, api.metrics.render()
 
@@ -387,6 +397,7 @@ def table(api, claim_write, transaction_named=None) -> list:
         (C + "/count", "POST", count, BODY_TX),
         ("/health", "GET", health, {"open_route": True, "inline": True}),
         ("/openapi.json", "GET", openapi, {}),
+        ("/docs", "GET", docs, {}),
         ("/metrics", "GET", metrics, {}),
         ("/collections", "GET", list_collections, {}),
         ("/collections", "POST", create_collection, BODY_TX),

@@ -24,7 +24,7 @@ from pglast.parser import ParseError, scan
 
 from ..errors import NotFoundError, SqlError, VarveError
 from ..schema import brief
-from . import privileges
+from . import placeholders, privileges
 from ..results import SqlResult
 
 __all__ = ["run", "run_each", "compile_text", "SqlResult"]
@@ -189,7 +189,11 @@ def run(session, text: str, params=(), copy_data=None) -> SqlResult:
     """Run SQL in a session; the last statement's result is returned. `copy_data`
     (bytes, str or a binary file object) is what a COPY ... FROM STDIN reads."""
     if type(params) is not list and type(params) is not tuple:
+        if isinstance(params, dict):
+            text, params = placeholders.convert(text, params)
         params = _params(params)
+    elif params and "%" in text and placeholders.applies(text):   # psycopg's %s
+        text, params = placeholders.convert(text, params)
     compiled = compile_text(text)
     if len(compiled) == 1:
         return _run_one(session, compiled[0], params, copy_data)

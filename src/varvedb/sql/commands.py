@@ -28,7 +28,11 @@ _CHOICES = {"hnsw.iterative_scan": ("off", "relaxed_order", "strict_order")}
 _IGNORED = {"client_encoding", "search_path", "timezone", "statement_timeout",
             "application_name", "datestyle", "extra_float_digits", "client_min_messages",
             "maintenance_work_mem", "work_mem", "max_parallel_maintenance_workers",
-            "max_parallel_workers_per_gather", "enable_seqscan", "jit"}
+            "max_parallel_workers_per_gather", "enable_seqscan", "jit", "enable_indexscan",
+            "min_parallel_table_scan_size", "parallel_setup_cost", "parallel_tuple_cost",
+            "random_page_cost", "effective_cache_size", "lock_timeout",
+            "idle_in_transaction_session_timeout", "hnsw.scan_mem_multiplier",
+            "ivfflat.max_probes", "ivfflat.iterative_scan"}
 # what SHOW reports of the server (drivers and ORMs ask at connect); fixed
 REPORTED = {"server_version": POSTGRES_VERSION,
             "server_version_num": "%d%04d" % tuple(map(int, POSTGRES_VERSION.split("."))),
@@ -50,7 +54,23 @@ def compile_statement(stmt):
         return ExplainCommand(stmt)
     if isinstance(stmt, ast.VacuumStmt) and stmt.is_vacuumcmd:
         return VacuumCommand(stmt)
+    if isinstance(stmt, ast.VacuumStmt):
+        return AnalyzeCommand(stmt)
     return None
+
+
+class AnalyzeCommand:
+    """ANALYZE [table, ...]: PostgreSQL gathers the planner's statistics; varvedb's
+    planner reads its indexes' own counts as they are, so there is nothing to
+    gather. The tables named must exist, as in PostgreSQL."""
+
+    def __init__(self, stmt: ast.VacuumStmt):
+        self.tables = [r.relation.relname for r in stmt.rels or ()]
+
+    def run(self, ctx, params) -> SqlResult:
+        for name in self.tables:
+            ctx.table(name)
+        return SqlResult([], [], "ANALYZE")
 
 
 class VacuumCommand:

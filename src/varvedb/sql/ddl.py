@@ -348,6 +348,10 @@ class CreateIndex:
     def run(self, ctx, params) -> SqlResult:
         t = ctx.table(self.table)
         f = t.schema.fields.get(self.column)
+        if f is None and self.column == "id" and not t.schema.id_hidden \
+                and self.kind in ("sorted", "hash"):
+            # the id is the primary key, always indexed: nothing to build
+            return SqlResult([], [], "CREATE INDEX")
         if f is None:
             raise SqlError("42703", f'column "{self.column}" does not exist')
         if self.name is not None and self.name in index_names(ctx.engine):

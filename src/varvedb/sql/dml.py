@@ -18,6 +18,7 @@ import itertools
 import os
 import re
 import stat
+import struct
 
 import numpy as np
 from pglast import ast, parse_sql
@@ -30,6 +31,8 @@ from .expressions import Scope, convert, literal, output_name
 from ..results import SqlResult
 from .select import Select
 from ..query.literals import parse_input, value_text
+from ..query.pg_binary import receive as pg_receive
+from ..query.pg_types import OIDS
 
 _DEFAULT = object()        # a DEFAULT in VALUES, or a column the INSERT leaves out
 
@@ -473,8 +476,16 @@ class Copy:
                 value = getattr(arg, "boolval", getattr(arg, "ival", True))
             opts[o.defname.lower()] = value
         self.format = str(opts.pop("format", "text")).lower()
-        if self.format not in ("text", "csv"):
-            raise NotSupportedError(f"COPY format {self.format} is not supported (text, csv)")
+        if self.format not in ("text", "csv", "binary"):
+            raise NotSupportedError(f"COPY format {self.format} is not supported "
+                                    "(text, csv, binary)")
+        if self.format == "binary":
+            if not self.is_from:
+                raise NotSupportedError("COPY TO in the binary format is not supported "
+                                        "(text, csv)")
+            for name in ("delimiter", "null", "header", "quote", "escape"):
+                if name in opts:
+                    raise SqlError("42601", f"cannot specify {name.upper()} in BINARY mode")
         self.header = str(opts.pop("header", False)).lower() in ("true", "1", "on")
         self.delimiter = opts.pop("delimiter", "," if self.format == "csv" else "\t")
         self.null = opts.pop("null", "" if self.format == "csv" else "\\N")
@@ -500,7 +511,8 @@ class Copy:
                 raise SqlError("42703", f'column "{c}" of relation "{self.table}" does not exist')
         n = 0
         with self._source(ctx) as fh, ctx.session.writing() as tx:
-            records = self._records(fh)
+            records = self._binary_records(fh, len(columns)) if self.format == "binary" \
+                else self._records(fh)
             if self.header:
                 next(records, None)
             while True:
@@ -635,6 +647,38 @@ class Copy:
         data = b"".join(p if type(p) is bytes else p.encode() for p in parts)
         return _utf8(data, self._where(n))
 
+    def _binary_records(self, fh, width: int):
+        """(record number, fields as bytes or None) of PostgreSQL's binary COPY
+        format: the signature, flags and header extension, then each tuple's field
+        count and fields (an int32 length, -1 for NULL, then the bytes), up to the
+        -1 trailer. Read a record at a time: nothing is held beyond one."""
+        reader = _Exact(fh)
+        head = reader.take(19, "the header")
+        if head[:11] != _PGCOPY:
+            raise SqlError("22P04", "COPY file signature not recognized")
+        flags, ext = struct.unpack("!ii", head[11:])
+        if flags & 0x10000:
+            raise SqlError("22P04", "COPY with OIDs in the data is not supported")
+        if ext < 0 or ext > MAX_LINE:
+            raise SqlError("22P04", "invalid COPY file header (wrong length)")
+        reader.take(ext, "the header extension")
+        n = 0
+        while True:
+            n += 1
+            (count,) = struct.unpack("!h", reader.take(2, self._where(n)))
+            if count == -1:
+                return
+            if count != width:
+                raise SqlError("22P04", f"{self._where(n)}: row field count is {count}, "
+                                        f"expected {width}")
+            fields = []
+            for _ in range(count):
+                (size,) = struct.unpack("!i", reader.take(4, self._where(n)))
+                if size < -1 or size > MAX_LINE:
+                    raise SqlError("22P04", f"{self._where(n)}: invalid field size {size}")
+                fields.append(None if size == -1 else reader.take(size, self._where(n)))
+            yield n, fields
+
     def _rows(self, batch: list, columns: list, schema) -> list[dict]:
         width = len(columns)
         for n, r in batch:
@@ -646,9 +690,9 @@ class Copy:
         for j, c in enumerate(columns):
             field = None if c == "id" else schema.fields[c]
             values = [r[j] for _, r in batch]
+            parse = _receive_column if self.format == "binary" else _parse_column
             try:
-                cols[c] = _parse_column(schema.id_kind if field is None else field.kind,
-                                        values, field)
+                cols[c] = parse(schema.id_kind if field is None else field.kind, values, field)
             except _BadValue as bad:
                 e = bad.error
                 raise SqlError(e.sqlstate, f"{self._where(batch[bad.index][0], c)}: {e}") \
@@ -721,6 +765,74 @@ class _BadValue(Exception):
 
     def __init__(self, index: int, error: SqlError):
         self.index, self.error = index, error
+
+
+_PGCOPY = b"PGCOPY\n\xff\r\n\0"
+
+
+class _Exact:
+    """Exactly n bytes at a time from a binary file object (COPY's source)."""
+
+    def __init__(self, fh):
+        self.fh, self.buf = fh, b""
+
+    def take(self, n: int, where: str) -> bytes:
+        while len(self.buf) < n:
+            chunk = self.fh.read(max(_CHUNK, n - len(self.buf)))
+            if not isinstance(chunk, (bytes, bytearray)):
+                raise SqlError("22023", "copy_data's file object is read in binary mode (its "
+                                        f"read() gave {type(chunk).__name__})")
+            if not chunk:
+                raise SqlError("22P04", f"{where}: unexpected end of the binary COPY data")
+            self.buf += chunk
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+
+# the binary form a column of each kind reads (pgvector's for vectors; an int or a
+# float column takes any width of its family, as the client's types say)
+_BINARY = {"text": ("text",), "bool": ("bool",), "json": ("jsonb", "json"),
+           "timestamp": ("timestamptz",)}
+
+
+def _receive_column(kind: str, values: list, field=None) -> list:
+    """A binary COPY's fields as a column of `kind`; _BadValue names the first that
+    is not one."""
+    out = []
+    for i, v in enumerate(values):
+        if v is None:
+            out.append(None)
+            continue
+        try:
+            out.append(_receive_field(kind, v, field))
+        except (ValueError, struct.error, UnicodeDecodeError) as e:
+            raise _BadValue(i, SqlError("22P03", f"incorrect binary data format: {e}")) \
+                from None
+        except SqlError as e:
+            raise _BadValue(i, e) from None
+    return out
+
+
+def _receive_field(kind: str, data: bytes, field):
+    n = len(data)
+    if kind == "int":
+        oid = {8: "int8", 4: "int4", 2: "int2"}.get(n)
+    elif kind == "float":
+        oid = {8: "float8", 4: "float4"}.get(n)
+    elif kind == "vector":
+        dtype = field.dtype if field is not None else "f32"
+        oid = "bit" if dtype == "bit" else "halfvec" if n == 4 + 2 * (field.dim if field
+                                                                      else 0) else "vector"
+    elif kind == "json":
+        oid = "jsonb" if data[:1] == b"\x01" else "json"
+    else:
+        oid = _BINARY.get(kind, (None,))[0]
+    if oid is None:
+        raise ValueError(f"{n} bytes are no binary {kind}")
+    x = pg_receive(data, OIDS[oid])
+    if kind == "vector" and field is not None and len(x) != field.dim:
+        raise SqlError("22000", f"expected {field.dim} dimensions, not {len(x)}")
+    return x
 
 
 def _parse_column(kind: str, values: list, field=None) -> list:

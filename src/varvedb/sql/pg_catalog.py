@@ -1,5 +1,6 @@
-"""pg_catalog's relations that drivers read to look types up: pg_type and
-pg_namespace, as rows SQL reads like a table's (`FROM pg_type t WHERE t.oid =
+"""pg_catalog's relations that drivers read to look types up (pg_type and
+pg_namespace) and that applications read to check for pgvector (pg_extension),
+as rows SQL reads like a table's (`FROM pg_type t WHERE t.oid =
 to_regtype($1)`), made from query/pg_types.py's table when a statement reads
 them. As in PostgreSQL, pg_catalog is searched before any other schema: an
 unqualified pg_type is the catalog's."""
@@ -48,7 +49,18 @@ def _pg_namespace() -> tuple[list[str], list[Val]]:
             [_ints([PG_CATALOG, PUBLIC]), _texts(["pg_catalog", "public"]), _ints([10, 10])])
 
 
-RELATIONS = {"pg_type": _pg_type, "pg_namespace": _pg_namespace}
+# the extensions a pgvector application checks for: the dialect varvedb speaks is
+# pgvector's, checked against this version by the differential suite
+PGVECTOR_VERSION = "0.8.6"
+
+
+def _pg_extension() -> tuple[list[str], list[Val]]:
+    return (["oid", "extname", "extnamespace", "extversion"],
+            [_ints([13000, 16384]), _texts(["plpgsql", "vector"]),
+             _ints([PG_CATALOG, PUBLIC]), _texts(["1.0", PGVECTOR_VERSION])])
+
+
+RELATIONS = {"pg_type": _pg_type, "pg_namespace": _pg_namespace, "pg_extension": _pg_extension}
 
 
 def relation_rows(name: str) -> tuple[list[str], list[Val]]:

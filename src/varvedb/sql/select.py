@@ -169,10 +169,11 @@ class Select:
         snap = ctx.snapshot()
         if kind == "table":
             where = None if self.where_expr is None else self._where_bound(table, env)
-            if b.vector is not None and not _null_param(b.vector[2], env):
-                return self._plan_vector(ctx, b, snap, table, where, env)
             if b.vector is not None:
-                b = b.null_distance()
+                query = self._plan_vector(ctx, b, snap, table, where, env)
+                if query is not None:
+                    return query
+                b = b.null_distance()       # a NULL query vector
             if b.text is not None or b.hybrid is not None:
                 return self._plan_text(ctx, b, snap, table, where, env)
             node, masks = plan_scan(snap, table, where)
@@ -232,8 +233,9 @@ class Select:
             v = E.coerce(v, "text")
         return None if v.nulls[0] else v.python()[0]
 
-    def _query_vector(self, f, q_expr, env, what):
-        """The query vector an ORDER BY names, as given (bind coerces it)."""
+    def _query_vector(self, f, q_expr, env, what, null_ok=False):
+        """The query vector an ORDER BY names, as given (bind coerces it); None for
+        a NULL one where null_ok (its distances are all NULL, as in PostgreSQL)."""
         q = None
         if type(q_expr) is E.Param and 1 <= q_expr.index <= len(env.params):
             q = env.params[q_expr.index - 1]       # the common case: a vector parameter
@@ -246,19 +248,23 @@ class Select:
             qv = E.evaluate(q_expr, E.Rel(None, None, n=1), env)
             if qv.kind == "unknown":
                 qv = E.coerce(qv, "vector")
+            if null_ok and (qv.kind == "null" or qv.nulls[0]):
+                return None
             if qv.kind != "vector" or qv.nulls[0]:
                 raise SqlError("42883", f"operator does not exist: {what} {qv.kind}")
             q = qv.data[0]
         return q
 
-    def _plan_vector(self, ctx, b, snap, table, where, env) -> Query:
+    def _plan_vector(self, ctx, b, snap, table, where, env) -> Query | None:
         fname, metric, q_expr = b.vector
         f = table.schema.fields[fname]
         if (f.dtype == "bit") != (metric == "hamming"):   # <~> is bit's, and bit has only it
             raise SqlError("42883", f"operator does not exist: "
                                     f"{'bit' if f.dtype == 'bit' else 'vector'} {b.vector_op} "
                                     f"{'bit' if f.dtype != 'bit' else 'vector'}")
-        q = self._query_vector(f, q_expr, env, f"vector {b.vector_op}")
+        q = self._query_vector(f, q_expr, env, f"vector {b.vector_op}", null_ok=True)
+        if q is None:
+            return None
         # A statement run again at the same state with only its query vector changed
         # reuses its plan, masks and strategy (query/prepared.py), as the API does
         # (`_kept_run` finds it before anything is bound; this, on a branch's head).
@@ -585,7 +591,10 @@ class Bound:
                 and isinstance(e.args[0], E.Col) and not E.columns_of(e.args[1])):
             return None
         f = table.schema.fields.get(e.args[0].name)
-        return (e.args[0].name, e.args[1]) if f is not None and f.fts else None
+        if f is not None and not f.fts:     # said here: rrf() would blame its own shape
+            raise SqlError("42883", f'column "{e.args[0].name}" has no full-text index '
+                                    "(vv.Text(fts=True))")
+        return (e.args[0].name, e.args[1]) if f is not None else None
 
     @staticmethod
     def _distance_call(e, table):
@@ -600,6 +609,9 @@ class Bound:
         f = table.schema.fields.get(a.name)
         if f is None or f.kind != "vector":
             return None
+        if isinstance(b, E.Cast) and b.kind == "vector" and isinstance(b.arg, E.Param) \
+                and b.dim in (None, f.dim):
+            b = b.arg       # `$1::vector`: the parameter itself, so the kept plan serves it
         return (a.name, E.OPERATOR_METRICS[e.op], b)
 
     def _bind_aggregates(self, sel: Select, known: set, order) -> None:
@@ -634,11 +646,3 @@ class Bound:
             self.sort = [(E.rewrite(e, sub), d, nf, text) for e, d, nf, text in order]
         self.aggregates = ([(E.describe(g), g) for g in groups],
                            [(E.describe(a), a) for a in aggs], having)
-
-
-def _null_param(q_expr, env) -> bool:
-    """Is a distance's query a NULL parameter? Its distances are all NULL, ordered
-    as PostgreSQL orders them (a scan, no index): what a client describing a
-    statement with NULL parameters, before it binds real ones, is answered."""
-    return type(q_expr) is E.Param and 1 <= q_expr.index <= len(env.params) \
-        and env.params[q_expr.index - 1] is None

@@ -1,0 +1,91 @@
+"""PostgreSQL's binary forms, read: a Bind parameter's bytes (pgwire) and a
+binary COPY's fields (sql/dml.py) into the Python values db.sql() takes.
+pgvector's vector and halfvec: int16 dim, int16 0, then dim big-endian float4
+(halfvec: float2); bit: int32 bit count, then the bits, first bit high."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import struct
+
+import numpy as np
+
+from .pg_types import OIDS, TYPES
+
+(BOOL, BYTEA, NAME, INT8, INT2, INT4, TEXT, OID, JSON, FLOAT4, FLOAT8, UNKNOWN, VARCHAR,
+ BPCHAR, TIMESTAMPTZ, TIMESTAMP, JSONB, BIT, VARBIT, VECTOR, HALFVEC) = (
+    OIDS[n] for n in ("bool", "bytea", "name", "int8", "int2", "int4", "text", "oid", "json",
+                      "float4", "float8", "unknown", "varchar", "bpchar", "timestamptz",
+                      "timestamp", "jsonb", "bit", "varbit", "vector", "halfvec"))
+ELEMENTS = {t.oid: t.element for t in TYPES.values() if t.element}    # array -> element
+EPOCH = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
+_I16, _I32, _I64 = struct.Struct("!h"), struct.Struct("!i"), struct.Struct("!q")
+_F4, _F8 = struct.Struct("!f"), struct.Struct("!d")
+
+
+def receive(data: bytes, oid: int):
+    """A value in PostgreSQL's binary form of type `oid` as the Python value db.sql()
+    takes; ValueError (or struct.error) where the bytes are not one."""
+    n = len(data)
+    if oid == INT8 and n == 8:
+        return _I64.unpack(data)[0]
+    if oid == INT4 and n == 4:
+        return _I32.unpack(data)[0]
+    if oid == INT2 and n == 2:
+        return _I16.unpack(data)[0]
+    if oid == FLOAT8 and n == 8:
+        return _F8.unpack(data)[0]
+    if oid == FLOAT4 and n == 4:
+        return _F4.unpack(data)[0]
+    if oid == BOOL and n == 1:
+        return data != b"\0"
+    if oid in (TEXT, VARCHAR, NAME, BPCHAR, UNKNOWN, 0):
+        return data.decode()
+    if oid == BYTEA:
+        return bytes(data)
+    if oid == JSONB and n >= 1 and data[0] == 1:
+        return json.loads(data[1:].decode())
+    if oid == JSON:
+        return json.loads(data.decode())
+    if oid in (TIMESTAMPTZ, TIMESTAMP) and n == 8:
+        return EPOCH + _dt.timedelta(microseconds=_I64.unpack(data)[0])
+    if oid == OID and n == 4:
+        return struct.unpack("!I", data)[0]
+    if oid in ELEMENTS and n >= 12:
+        return _receive_array(data, ELEMENTS[oid])
+    if oid in (VECTOR, HALFVEC) and n >= 4:
+        dim, _ = struct.unpack_from("!hh", data)
+        width = 2 if oid == HALFVEC else 4
+        if dim < 0 or n != 4 + width * dim:
+            raise ValueError(f"{n} bytes for a vector of {dim} dimensions")
+        return np.frombuffer(data, ">f2" if width == 2 else ">f4", dim, 4).astype(np.float32)
+    if oid in (BIT, VARBIT) and n >= 4:
+        (bits,) = _I32.unpack_from(data)
+        if bits < 0 or n != 4 + (bits + 7) // 8:
+            raise ValueError(f"{n} bytes for a bit string of {bits} bits")
+        return np.unpackbits(np.frombuffer(data, np.uint8, offset=4))[:bits].astype(bool)
+    raise ValueError(f"binary input of type OID {oid} is not supported ({n} bytes)")
+
+
+def _receive_array(data: bytes, element: int) -> list:
+    """A one-dimensional binary array (an empty one has no dimension)."""
+    ndim, _, elem = struct.unpack_from("!iii", data)
+    if ndim == 0 and len(data) == 12:
+        return []
+    if ndim != 1 or elem != element:
+        raise ValueError(f"an array of {ndim} dimensions of type OID {elem}")
+    count, _ = struct.unpack_from("!ii", data, 12)
+    at, out = 20, []
+    for _ in range(count):
+        (size,) = _I32.unpack_from(data, at)
+        at += 4
+        if size < 0:
+            out.append(None)
+            continue
+        if at + size > len(data):
+            raise ValueError("an array element runs past its message")
+        out.append(receive(data[at:at + size], element))
+        at += size
+    if at != len(data):
+        raise ValueError("bytes after an array's last element")
+    return out
