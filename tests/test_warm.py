@@ -10,12 +10,14 @@ terminal.
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import pty
 import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numba
@@ -50,6 +52,52 @@ def test_the_counter_counts_each_compilation_once_and_no_cache_load(tmp_path, mo
     again = jit.njit(cache=True)(_tripled)
     assert again(np.int64(2)) == 6 and again(np.float64(1.5)) == 4.5
     assert compile_log.compilation_count() - before == 2
+
+
+KERNEL = ("import numpy as np\n"
+          "from varvedb.kernels.jit import njit\n"
+          "@njit(cache=True)\n"
+          "def plus(x, y):\n"
+          "    return x + y\n"
+          "def calls(dtype):\n"     # one specialisation each: 41 of dtype plus 1 of five types
+          "    x = np.dtype(dtype).type(41)\n"
+          "    return [plus(x, t(1)) for t in (np.int8, np.int16, np.int32, np.int64,"
+          " np.float64)]\n")
+TYPES = ("int8", "int16", "int32", "int64", "float32", "float64")
+
+
+def test_processes_saving_one_kernel_at_once_keep_every_specialisation(tmp_path):
+    """Six processes compile specialisations of one cached kernel at once (as
+    warm's workers do, each for another dtype) and save them into one cache:
+    each save is whole (numba's own, unlocked, lost an entry when two picked the
+    same free file name, or named the other's machine code), so a later process
+    loads all 30, compiling nothing, and each answers right."""
+    (tmp_path / "kern.py").write_text(KERNEL)
+    env = {**ENV, "NUMBA_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), ENV["PYTHONPATH"]])}
+    # each imports, says it is ready, and waits for the others: they compile and
+    # save together
+    call = ("import os, time, kern\n"
+            "open(os.path.join({1!r}, 'ready-{0}'), 'w').close()\n"
+            "while not os.path.exists(os.path.join({1!r}, 'go')):\n"
+            "    time.sleep(0.001)\n"
+            "print(sum(int(a) for a in kern.calls('{0}')))\n")
+    procs = [subprocess.Popen([sys.executable, "-c", call.format(t, str(tmp_path))], env=env,
+                              stdout=subprocess.PIPE, text=True) for t in TYPES]
+    while len(list(tmp_path.glob("ready-*"))) < len(TYPES):     # (each child: seconds)
+        assert all(p.poll() is None for p in procs)
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
+    assert [p.communicate(timeout=600)[0].strip() for p in procs] == ["210"] * len(TYPES)
+    assert all(p.returncode == 0 for p in procs)
+    check = ("import kern\n"
+             "from varvedb.kernels.compile_log import compilation_count\n"
+             f"got = [int(a) for t in {TYPES!r} for a in kern.calls(t)]\n"
+             "print(len(got), set(got), compilation_count())\n")
+    out = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"{5 * len(TYPES)} {{42}} 0"
 
 
 COMPILES = ("from varvedb.kernels.jit import njit\n"
@@ -128,15 +176,17 @@ REQUESTED = ("tokenize", "bm25", "scan", "heaps", "distance")
 
 def _cache_lacking(folder: Path, modules, monkeypatch) -> int:
     """Fill the kernel cache that NUMBA_CACHE_DIR=folder gives a process with this
-    process's cached kernels, less those of `modules` and less warm's mark of a
-    complete warm; how many machine-code files were left out."""
+    process's cached kernels, less those of `modules` (a module: "hnsw", or one
+    kernel of it: "hnsw.search_one") and less warm's mark of a complete warm; how
+    many machine-code files were left out."""
     source = Path(jit.cache_folder())
     monkeypatch.setattr(numba.config, "CACHE_DIR", str(folder))
     target = Path(jit.cache_folder())
     target.mkdir(parents=True, exist_ok=True)
     left_out = 0
     for f in source.glob("*.nb[ic]") if source.is_dir() else ():
-        if f.name.split(".")[0] in modules:
+        # a cache file's name: module.kernel-line.pyXY[.n].nb[ic]
+        if f.name.split(".")[0] in modules or f.name.split("-")[0] in modules:
             left_out += f.suffix == ".nbc"
         else:
             shutil.copyfile(f, target / f.name)
@@ -175,3 +225,52 @@ def test_a_server_on_a_cache_lacking_its_kernels_warms_before_it_listens_and_req
     folder = Path(jit.cache_folder())
     for module in REQUESTED:
         assert list(folder.glob(f"{module}.*.nbc")), module
+
+
+def _strategy(plan: dict) -> str:
+    """The strategy of the vector top-k in a plan as data."""
+    while "strategy" not in plan:
+        plan = plan["input"]
+    return plan["strategy"]
+
+
+def test_a_servers_first_request_a_graph_search_above_the_exact_threshold_compiles_nothing(
+        tmp_path, monkeypatch):
+    """warm's indexed shares hold more rows than the planner's exact-scan threshold,
+    so they walk the graph: a server whose cache lacks the walk's kernel (every
+    specialisation of it) compiles it in its warm, before it listens, and its
+    first request, a search of a collection above the threshold, filtered or not,
+    walks the graph compiling nothing."""
+    from varvedb.query.planner import EXACT_ROWS
+    rows = 2 * EXACT_ROWS
+    rng = np.random.default_rng(4)
+    path = str(tmp_path / "graph.varve")
+    with vv.connect(path) as db:          # (this process's cache holds what it needs)
+        docs = db.create_collection("docs", {"tag": vv.Int(index="sorted"),
+                                             "v": vv.Vector(16)})
+        docs.insert_arrays(id=np.arange(rows), tag=np.arange(rows) % 4,
+                           v=rng.standard_normal((rows, 16)).astype(np.float32))
+        docs.create_index("v", vv.HNSW(m=8, ef_construction=32))
+        assert docs.wait_indexed(timeout=600)
+        db.checkpoint()
+    cache = tmp_path / "cache"
+    _cache_lacking(cache, ("hnsw.search_one",), monkeypatch)
+    with ServerProcess(path, env={"NUMBA_CACHE_DIR": str(cache)}, warm=True) as srv:
+        assert "compiling kernels, first run on this machine" in srv.log()
+        listening = _compilations_reported(srv)
+        q = rng.standard_normal(16).tolist()
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=600)
+        conn.request("POST", "/collections/docs/search",
+                     json.dumps({"vector": q, "limit": 10, "explain": True}),
+                     {"Content-Type": "application/json"})
+        answer = json.loads(conn.getresponse().read())
+        conn.close()
+        assert len(answer["hits"]) == 10 and _strategy(answer["plan"]) == "graph"
+        client = vv.Client(srv.url)
+        docs = client.collection("docs")
+        hits = docs.search(vector=q, where="tag < 3", limit=10, explain=True)
+        assert len(hits) == 10 and _strategy(hits.plan) == "graph"
+        assert _compilations_reported(srv) == listening
+        client.close()
+    # the walk was compiled into the server's cache: by its warm, before it listened
+    assert list(Path(jit.cache_folder()).glob("hnsw.search_one-*.nbc"))

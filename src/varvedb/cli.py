@@ -412,6 +412,8 @@ def warm(processes: int | None, report: bool, again: bool, shares: tuple[str, ..
         seconds = done.compile_seconds
         for kernel in sorted(seconds, key=lambda k: (-seconds[k], k)):
             click.echo(f"  {seconds[kernel]:7.2f} s  {done.compiled[kernel]:3d}x  {kernel}")
+        for kernel in done.here:
+            click.echo(f"  compiled in this process too: {kernel}")
 
 
 @main.command()

@@ -5,8 +5,10 @@ Why: numba compiles a kernel at its first call with a new signature, once per
 machine (then it loads from the disk cache in milliseconds). Left to itself a
 new user's first text search waits tens of seconds on one core, and a server's
 first request times out. Warming runs small real workloads ("shares": full-text,
-each vector dtype with and without a graph, IVF-PQ, ...) through the public
-API, so exactly the specialisations that real use compiles get compiled, each
+each vector dtype with and without a graph, quantised graphs, IVF-Flat and
+IVF-PQ, ...) through the public API, so exactly the specialisations that real
+use compiles get compiled (an indexed share holds more rows than the planner's
+exact-scan threshold: below it no search would reach the index), each
 share in a worker process of its own, all cores busy, into the shared on-disk
 cache. Then the calling process runs every share again: everything loads from
 the cache (so its kernels are loaded too, which a server wants before it
@@ -41,10 +43,14 @@ from tqdm import tqdm
 import varvedb as vv
 from .index import fts
 from .kernels import ahead, compile_log
+from .query.planner import EXACT_ROWS
 
 WORDS = ("river ice varve layer sediment lake summer winter clay silt core year "
          "pollen glacier melt season").split()
 ROWS = 600
+# an indexed share's rows: its searches, and its filtered ones (nine tags in ten),
+# allow more rows than the planner's exact-scan threshold, so they use the index
+GRAPH_ROWS = EXACT_ROWS * 5 // 4
 DIM = 16
 
 
@@ -94,28 +100,47 @@ def text_share(folder: str) -> None:
 
 def vector_share(dtype: str, index) -> Callable[[str], None]:
     """A vector field of `dtype` under `index` (None: scanned): insert, searches in
-    each metric the dtype takes, a filter, an update, a checkpoint and a reopen."""
+    each metric the dtype takes, a filter, an update, a checkpoint and a reopen.
+
+    Under an index the collection holds GRAPH_ROWS rows, above the planner's
+    EXACT_ROWS, so that its searches reach what real use of an index reaches
+    (below it every search is an exact scan): the graph walk or the IVF lists,
+    filtered and not, through the API's and SQL's kept plans, the walk over a
+    graph behind the writes (and the exact tail beside it), the reopened graph's
+    checks, and vacuum's repair of the graph."""
     def share(folder: str) -> None:
         rng = np.random.default_rng(2)
         path = os.path.join(folder, "vectors.varve")
         metrics = ["hamming"] if dtype == "bit" else ["cosine", "l2", "dot", "l1"]
         dim = 64 if dtype == "bit" else DIM
+        rows = ROWS if index is None else GRAPH_ROWS
+        op = "<~>" if dtype == "bit" else "<=>"
+        nearest = f"SELECT id FROM docs WHERE tag < 9 ORDER BY v {op} $1 LIMIT 5"
         with vv.connect(path) as db:
             docs = db.create_collection("docs", {
                 "tag": vv.Int(index="sorted"),
                 "v": vv.Vector(dim, dtype=dtype, metric=metrics[0])})
-            docs.insert_arrays(id=np.arange(ROWS), tag=np.arange(ROWS) % 10,
-                               v=_vectors(rng, dtype, ROWS, dim))
+            docs.insert_arrays(id=np.arange(rows), tag=np.arange(rows) % 10,
+                               v=_vectors(rng, dtype, rows, dim))
             if index is not None:
                 docs.create_index("v", index)
-            docs.insert_arrays(id=np.arange(ROWS, ROWS + 50), tag=np.arange(50) % 10,
+                docs.wait_indexed()
+            docs.insert_arrays(id=np.arange(rows, rows + 50), tag=np.arange(50) % 10,
                                v=_vectors(rng, dtype, 50, dim))
             docs.insert({"id": 10**6, "tag": 1, "v": _vectors(rng, dtype, 1, dim)[0]})
-            q = _vectors(rng, dtype, 1, dim)[0]
+            queries = _vectors(rng, dtype, 3, dim)
+            q = queries[0]
+            docs.search(vector=q, limit=10)      # (under an index: maybe behind the writes)
+            if index is not None:
+                docs.wait_indexed()
             for metric in metrics:
                 docs.search(vector=q, metric=metric, limit=10)
                 docs.search(vector=q, metric=metric, where="tag < 3", limit=10)
                 docs.search(vector=q, metric=metric, limit=10, exact=True)
+            for again in queries:                # the second and third: the kept plan's
+                docs.search(vector=again, limit=10)
+                docs.search(vector=again, where="tag < 9", limit=10)
+                db.sql(nearest, [again])
             docs.delete(where="tag = 9")
             docs.update({"tag": 11}, where="tag = 8")
             docs.search(vector=q, limit=10)
@@ -123,6 +148,10 @@ def vector_share(dtype: str, index) -> Callable[[str], None]:
             db.checkpoint()
         with vv.connect(path) as db:
             db["docs"].search(vector=q, limit=10)
+            db["docs"].search(vector=q, where="tag < 9", limit=10)
+            if index is not None:
+                db.vacuum(keep=1, progress=False, graphs="repair")   # drops the deleted
+                db["docs"].search(vector=q, limit=10)
             db.verify()
     return share
 
@@ -140,7 +169,13 @@ SHARES = {
     "f32 HNSW int8": vector_share("f32", vv.HNSW(m=8, ef_construction=32, quantize="int8")),
     "f32 HNSW pq": vector_share("f32", vv.HNSW(m=8, ef_construction=32, quantize="pq",
                                                pq_m=4)),
+    "f16 HNSW int8": vector_share("f16", vv.HNSW(m=8, ef_construction=32, quantize="int8")),
+    "f16 HNSW pq": vector_share("f16", vv.HNSW(m=8, ef_construction=32, quantize="pq",
+                                               pq_m=4)),
     "f32 IVF-PQ": vector_share("f32", vv.IVFPQ(lists=8, pq_m=4, nprobe=4)),
+    # IVFPQ's default, pq_m=None: IVF-Flat, over each dtype it takes
+    **{f"{dtype} IVF-Flat": vector_share(dtype, vv.IVFPQ(lists=8, nprobe=4))
+       for dtype in ("f32", "f16", "int8")},
 }
 
 
@@ -200,6 +235,7 @@ class WarmReport:
     compiled: dict[str, int] = field(default_factory=dict)
     compile_seconds: dict[str, float] = field(default_factory=dict)
     compiled_here: int = 0
+    here: list[str] = field(default_factory=list)    # those kernels, in order
     processes: int = 0
     seconds: float = 0.0
 
@@ -220,7 +256,7 @@ def run_share(name: str) -> list[compile_log.Compilation]:
     """Run one share in a scratch folder (a worker's job); what it compiled."""
     compile_log.quiet()
     before = compile_log.compilation_count()
-    with tempfile.TemporaryDirectory(prefix="varvedb-warm-") as folder:
+    with tempfile.TemporaryDirectory(prefix="varvedb-warm-") as folder, ahead.off():
         SHARES[name](folder)
     return compile_log.compilations()[before:]
 
@@ -257,7 +293,8 @@ def warm(processes: int | None = None, progress: bool = True, echo=None,
     before = compile_log.compilation_count()
     for name in SHARES:
         run_share(name)
-    report.compiled_here = compile_log.compilation_count() - before
+    report.here = [c.kernel for c in compile_log.compilations()[before:]]
+    report.compiled_here = len(report.here)
     if not report.compiled_here:
         mark.touch()
     report.seconds = time.perf_counter() - t0

@@ -1003,9 +1003,8 @@ def _check_lists(lists: np.ndarray, levels: np.ndarray, level: int,
     """The lists of `owners` (rows) on one level: ids in range, a prefix, of nodes
     on that level, never the owner. (Not checked: an id twice, which costs a
     sort and harms only recall.)"""
-    lists = np.ascontiguousarray(lists).view()
-    lists.flags.writeable = False    # as mapped from a checkpoint: one compiled variant
-    fault = kernels.check_lists(lists, levels, level, np.ascontiguousarray(owners, np.int64))
+    fault = kernels.check_lists(np.ascontiguousarray(lists), levels, level,
+                                np.ascontiguousarray(owners, np.int64))
     if fault:
         raise ValueError({1: f"level-{level} links point outside the index",
                           2: f"level-{level} links have gaps",

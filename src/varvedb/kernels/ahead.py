@@ -17,8 +17,8 @@ saved instead of compiling it a second time.
 
 Nothing starts when the cache holds a complete warm's mark or the mark of each
 share asked for (an earlier compile ahead finished it), when this process is
-itself a compiler ahead, with fewer than two cores, or with
-``VARVEDB_COMPILE_AHEAD=0``.
+itself a compiler ahead or a warm's share (:func:`off`), with fewer than two
+cores, or with ``VARVEDB_COMPILE_AHEAD=0``.
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ from . import jit
 from .compile_lock import ENV
 
 _started: set[str] = set()
+_off = 0            # > 0: inside off(), nothing starts
 _procs: list[subprocess.Popen] = []
 _start_lock = threading.Lock()
 
@@ -77,7 +78,7 @@ def start(shares: list[str]) -> None:
     """Start one background process compiling warm's `shares` (in that order),
     unless nothing would come of it (see the module's docstring); each share is
     started at most once per process. The process is ended when this one exits."""
-    if not shares or all(s in _started for s in shares):
+    if _off or not shares or all(s in _started for s in shares):
         return
     with _start_lock:
         todo = [s for s in shares if s not in _started]
@@ -105,6 +106,19 @@ def start(shares: list[str]) -> None:
         if not _procs:
             atexit.register(_stop)
         _procs.append(proc)
+
+
+@contextlib.contextmanager
+def off():
+    """No compiler ahead starts in this process for the body: `varvedb warm`
+    compiles every share itself, in its own workers (one started beside each
+    would compile the same kernels again on a core the warm is using)."""
+    global _off
+    _off += 1
+    try:
+        yield
+    finally:
+        _off -= 1
 
 
 def _stop() -> None:

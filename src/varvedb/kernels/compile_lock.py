@@ -11,6 +11,13 @@ every other process about to compile that kernel for those types first waits
 while such a lock is held (:func:`wait_for`), then loads what the holder
 saved.
 
+Saving is locked too, per kernel (:func:`saving`): numba saves an overload by
+reading the kernel's index, taking the first free data file name, writing
+the index, then the data. Two processes saving overloads of one kernel at once
+(warm's workers, each compiling another dtype's) took the same name: one
+entry was lost (compiled again later), and with the writes interleaved the
+index could name the other overload's machine code.
+
 No two processes can wait on each other: a process holds locks only along its
 own chain of nested compilations (a caller, then its callees), and kernels
 never call each other round a loop. A holder that dies releases its locks
@@ -59,6 +66,23 @@ def wait_for(path: str) -> None:
                 if time.monotonic() > deadline:
                     return
                 time.sleep(_POLL_SECONDS)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def saving(path: str):
+    """Hold the lock at `path` for the body, waiting for it as long as another
+    process holds it (a save takes milliseconds); where it cannot be had (no
+    cache folder), the body runs without it."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
         os.close(fd)
 

@@ -1034,6 +1034,12 @@ def link_batch(arena, norms, metric, batch, levels, links0, upper_slot, upper_li
 
 # ------------------------------------------------------------------- repair
 
+# what a repair only reads: the old graph and the renumbering (a graph built in
+# this process has them writable, one loaded from a checkpoint read-only: one
+# specialisation serves both)
+_REPAIR_READS = ("kept", "inv", "old_levels", "old_links0", "old_upper_slot", "old_upper_links")
+
+
 @njit(**_INLINE)
 def _old_list(links0, upper_slot, upper_links, row, level):
     if level == 0:
@@ -1052,7 +1058,7 @@ def _add_new(cand, n, v, owner):
     return n + 1
 
 
-@njit(**_JIT)
+@njit(readonly=_REPAIR_READS, **_JIT)
 def _repair_one(arena, norms, metric, kept, inv, old_levels, old_links0, old_upper_slot,
                 old_upper_links, p, level, links0, upper_slot, upper_links):
     src = _old_list(old_links0, old_upper_slot, old_upper_links, kept[p], level)
@@ -1097,7 +1103,7 @@ def _repair_one(arena, norms, metric, kept, inv, old_levels, old_links0, old_upp
         lst[j] = out[j] if j < count else -1
 
 
-@njit(**_PJIT)
+@njit(readonly=_REPAIR_READS + ("task_node", "task_level"), **_PJIT)
 def repair_lists(arena, norms, metric, kept, inv, old_levels, old_links0, old_upper_slot,
                  old_upper_links, task_node, task_level, links0, upper_slot, upper_links):
     """Choose again, after a vacuum dropped nodes, the lists that named one.
@@ -1146,7 +1152,7 @@ def link_orphans(levels, links0, upper_slot, upper_links):
     return linked
 
 
-@njit(**_JIT)
+@njit(readonly=("lists", "levels", "owners"), **_JIT)
 def check_lists(lists, levels, level, owners):
     """Checks the neighbour lists of ``owners`` (one row each) on one ``level`` in one
     pass: 0 if sound, else the first fault found — 1 an id outside ``levels``, 2 a

@@ -41,6 +41,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import os
 from pathlib import Path
 
 from numba import njit as _numba_njit
@@ -83,6 +84,11 @@ class LoadOnlyCache(FunctionCache):
         # numba's stamp is the kernel's own file's mtime and size; an index
         # whose stamp differs is read as empty and rewritten on the next save
         self._cache_file._source_stamp = source_stamp()
+        # one process at a time writes this kernel's index and data files
+        # (compile_lock.saving says why); the machine code is made before, unlocked
+        lock = os.path.join(self._cache_path, f"varvedb-saving-{py_func.__module__}."
+                                              f"{py_func.__qualname__}")
+        self._cache_file.save = functools.partial(_save_locked, self._cache_file.save, lock)
 
     @property
     def folder(self) -> str:
@@ -99,6 +105,11 @@ class LoadOnlyCache(FunctionCache):
                 return self._load_overload(sig, target_context)
         except Exception:
             return super().load_overload(sig, target_context)
+
+
+def _save_locked(save, lock: str, key, data) -> None:
+    with compile_lock.saving(lock):
+        save(key, data)
 
 
 def cache_folder() -> str:
