@@ -91,24 +91,26 @@ def table(api, claim_write, transaction_named=None) -> list:
     def health(p, q, ctype, raw):
         return 200, encode({"status": "ok", "version": db.engine.visible})
 
-    openapi_bytes = None
+    def made_once(make):
+        """A route answering what make() gives, made at its first request."""
+        made = []
 
-    def openapi(p, q, ctype, raw):
-        nonlocal openapi_bytes
-        if openapi_bytes is None:
-            from .openapi import openapi_document
-            openapi_bytes = encode(openapi_document())
-        return 200, openapi_bytes
+        def route(p, q, ctype, raw):
+            if not made:
+                made.append(make())
+            return 200, made[0]
+        return route
 
-    docs_page = None
+    def _openapi_bytes():
+        from .openapi import openapi_document
+        return encode(openapi_document())
 
-    def docs(p, q, ctype, raw):
-        nonlocal docs_page
-        if docs_page is None:
-            from .docs_page import render
-            from .openapi import openapi_document
-            docs_page = render(openapi_document())
-        return 200, docs_page
+    def _docs_page():
+        from .docs_page import render
+        from .openapi import openapi_document
+        return render(openapi_document())
+
+    openapi, docs = made_once(_openapi_bytes), made_once(_docs_page)
 
     def metrics(p, q, ctype, raw):
         return 200, api.metrics.render()
