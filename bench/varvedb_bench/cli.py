@@ -276,6 +276,9 @@ def sql(rows, dim, queries, rounds, m, ef_construction, ef, only, profile_querie
               help="varvedb's load generator: stdlib http.client, pre-built requests on a "
                    "raw socket (the least client-side Python), both as separate sides, "
                    "wire (psycopg over `serve --pg`, the same calls as pgvector's), or all.")
+@click.option("--dataset", default=None, metavar="SPEC",
+              help="Real vectors instead of the clustered generator (as `bench ann "
+                   "--dataset`: glove-50, a .npy/.hdf5 file, ...); --rows takes the first N.")
 @click.option("--ladder-rounds", default=3, show_default=True,
               help="Rounds of the one-request ladder (each level of the server's stack, "
                    "interleaved; 0: none).")
@@ -288,7 +291,7 @@ def sql(rows, dim, queries, rounds, m, ef_construction, ef, only, profile_querie
 def server(rows, dim, queries, rounds, seconds, threads, m, ef_construction, ef,
                  ingest_rows, batch, write_batch, ingest_rounds, write_rate, only, serve_args,
                  with_pg,
-                 profile_s, client, ladder_rounds, quick, workdir, out) -> None:
+                 profile_s, client, dataset, ladder_rounds, quick, workdir, out) -> None:
     """`varvedb serve` against PostgreSQL + pgvector over TCP on 127.0.0.1: search QPS
     and p50/p99 at 1, 4 and 8 client threads, ingest rows/s (JSON, Arrow, .npy against
     binary COPY) and search under a writer, the engines alternating round by round."""
@@ -307,7 +310,7 @@ def server(rows, dim, queries, rounds, seconds, threads, m, ef_construction, ef,
             only=[x.strip() for x in only.split(",") if x.strip()] or None,
             serve_args=shlex.split(serve_args), workdir=workdir, with_pg=with_pg,
             profile_s=profile_s, client=client, ladder_rounds=ladder_rounds,
-            write_rate=write_rate, echo=click.echo)
+            write_rate=write_rate, dataset=dataset, echo=click.echo)
     except server.BenchError as e:
         raise click.ClickException(str(e)) from None
     click.echo(server.markdown(report))

@@ -918,7 +918,7 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
         write_batch: int = 1000, ingest_rounds_: int = 3, only: list[str] | None = None,
         serve_args: list[str] = (), workdir: str | None = None, with_pg: bool = True,
         profile_s: float = 0.0, client: str = "both", ladder_rounds: int = 3,
-        write_rate: float = 0.0, echo=print) -> dict:
+        write_rate: float = 0.0, dataset: str | None = None, echo=print) -> dict:
     """The figures (or those in `only`: search, mixed, ingest) as a dict."""
     own = workdir is None
     workdir = os.path.abspath(workdir or tempfile.mkdtemp(prefix="varvedb-server-",
@@ -937,8 +937,19 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
         "data": "varvedb.demo_data clustered, held-out queries, exact top-10 by numpy"}}
     srv = pg = None
     try:
-        echo(f"bench server: {rows:,} × {dim} clustered, {queries} queries")
-        ds = demo_data.make(rows, dim, queries)
+        echo(f"bench server: {dataset or f'{rows:,} × {dim} clustered'}, {queries} queries")
+        if dataset:       # real vectors (datasets.py), searched by l2 on both sides
+            from types import SimpleNamespace
+
+            from . import datasets
+            real = datasets.load(dataset, os.path.join(workdir, "data"), echo, rows=rows,
+                                 queries=queries)
+            ds = SimpleNamespace(vectors=np.ascontiguousarray(real.train, np.float32),
+                                 queries=np.ascontiguousarray(real.test, np.float32))
+            rows, dim = ds.vectors.shape
+            report["config"].update(rows=rows, dim=dim, data=real.source + "; searched by l2")
+        else:
+            ds = demo_data.make(rows, dim, queries)
         extra = demo_data.make(max(ingest_rows, write_batch * 4), dim, 0, seed=1).vectors
         truth = data.exact_topk(ds.vectors, ds.queries, K, "l2")
         path = os.path.join(workdir, f"server-{rows}x{dim}.varve")
