@@ -129,7 +129,7 @@ QUERY_VALUES = {
     "exact": [True, False], "explain": [True, False], "rerank": [[1.0, 0.0, 0.0, 0.0], None],
     "candidates": [5, 1, 0, None], "rrf_k": [60, 0, 1], "weights": [[0.5, 0.5], [1, -1]],
     "limit": [1, 5, 0, -1, 10 ** 9, None], "ef": [10, 1, 5000, None], "probes": [None, 4],
-    "branch": ["main", "nosuch", None],
+    "branch": ["main", "nosuch", None], "match": ["all", "any", "some", 1, None],
     "ids": [[1, 2], ["n1", "n2"], [], [1, "x"], [2 ** 64]],
     "offset": [0, 2, -1, 10 ** 9],
     "set": [{"tag": 9}, {"title": "new"}, {"emb": [0.0, 1.0, 0.0, 0.0]}, {"n": 7},
@@ -139,6 +139,13 @@ QUERY_KEYS = {verb: sorted(WIRE_SCHEMAS[schema]["properties"])
               for verb, schema in [("search", "Search"), ("find", "Find"),
                                    ("count", "Count"), ("update", "Update"),
                                    ("delete", "Delete")]}
+
+
+def test_every_key_a_body_takes_has_values_to_draw():
+    """A key the document adds (a new search option) gets values here, or the
+    generated bodies would fail on it only when a draw happens to pick it."""
+    missing = sorted({k for keys in QUERY_KEYS.values() for k in keys} - set(QUERY_VALUES))
+    assert not missing, missing
 
 
 # bodies that mostly succeed, for the verbs a random mix of keys rarely satisfies
