@@ -37,6 +37,7 @@ from .types import TEXT, column_oid, decode_param, encoder
 log = logging.getLogger("varvedb.pgwire")
 
 ROWS_PER_WRITE = 1000      # data rows rendered and written at a time
+FLUSH_AT = 64              # answers (each up to ROWS_PER_WRITE rows) held before Sync
 STARTUP_TIMEOUT = 60.0     # seconds a client has to start up and authenticate
                            # (PostgreSQL's authentication_timeout)
 
@@ -203,6 +204,9 @@ class Connection:
                         out += got
                     else:
                         out.append(got)
+                    if len(out) >= FLUSH_AT:    # a long pipeline: its answers so far
+                        self._send(out)
+                        out = []
             elif kind in (b"d", b"c", b"f"):
                 continue                # copy messages outside a copy: ignored
             else:
@@ -245,12 +249,11 @@ class Connection:
         copy = CopyIn(self.reader) if impl is not None else None
         if copy is not None:
             self.sock.sendall(M.copy_response(b"G", 0, impl.format == "binary"))
-        try:
-            self.token.reason = None
-            return self._simple_run(text, copy)
-        finally:
-            if copy is not None:
-                copy.drain()
+        self.token.reason = None
+        out = self._simple_run(text, copy)
+        if copy is not None:
+            copy.drain()        # a statement that failed early: the rest of its data
+        return out
 
     def _simple_run(self, text: str, copy_data) -> list[bytes]:
         out = []
