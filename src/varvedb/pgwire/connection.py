@@ -403,14 +403,14 @@ class Connection:
         """A statement's RowDescription before it runs: a SELECT is run with NULL
         parameters to learn its columns (reads only; nothing changes); any other
         statement is described as returning no rows."""
-        if stmt.answer is not None:
-            return _describe(stmt.answer.run(None, self.session)[-1], [])[0]
-        compiled = compile_text(stmt.text)
-        if not compiled or compiled[0].kind != "select":
-            return M.NO_DATA
+        if stmt.answer is None:
+            compiled = compile_text(stmt.text)
+            if not compiled or compiled[0].kind != "select":
+                return M.NO_DATA
         self.token.reason = None
-        try:
-            results = list(run_each(self.session, stmt.text, [None] * stmt.params))
+        try:        # a catalog answer given None gives its columns alone
+            results = stmt.run(self.session, None if stmt.answer is not None
+                               else [None] * stmt.params)
         except E.VarveError:
             return M.NO_DATA
         if not results or not results[-1].columns:

@@ -18,16 +18,10 @@ import numpy as np
 from ..errors import SqlError
 from ..query.literals import value_text
 from ..query.pg_binary import EPOCH, receive
-from ..query.pg_types import OIDS, TYPES
-
-(BOOL, BYTEA, CHAR, NAME, INT8, INT2, INT4, TEXT, OID, JSON, FLOAT4, FLOAT8, UNKNOWN, VARCHAR,
- BPCHAR, TIMESTAMP, TIMESTAMPTZ, NUMERIC, JSONB, BIT, VARBIT, VECTOR, HALFVEC, SPARSEVEC) = (
-    OIDS[n] for n in ("bool", "bytea", "char", "name", "int8", "int2", "int4", "text", "oid",
-                      "json", "float4", "float8", "unknown", "varchar", "bpchar", "timestamp",
-                      "timestamptz", "numeric", "jsonb", "bit", "varbit", "vector", "halfvec",
-                      "sparsevec"))
-ARRAYS = {t.oid: t.array for t in TYPES.values() if t.array}     # element -> array type
-ELEMENTS = {a: e for e, a in ARRAYS.items()}
+from ..query.pg_types import (ARRAYS, BIT, BOOL, BPCHAR, BYTEA, CHAR, ELEMENTS, FLOAT4,  # noqa: F401
+                              FLOAT8, HALFVEC, INT2, INT4, INT8, JSON, JSONB, NAME, NUMERIC, OID,
+                              SPARSEVEC, TEXT, TIMESTAMP, TIMESTAMPTZ, UNKNOWN, VARBIT, VARCHAR,
+                              VECTOR)
 
 KIND_OIDS = {"int": INT8, "float": FLOAT8, "bool": BOOL, "text": TEXT, "json": JSONB,
              "timestamp": TIMESTAMPTZ, "vector": VECTOR,
@@ -35,7 +29,6 @@ KIND_OIDS = {"int": INT8, "float": FLOAT8, "bool": BOOL, "text": TEXT, "json": J
              "oid": OID, "name": NAME, "char": CHAR, "int4": INT4,
              "oid[]": ARRAYS[OID], "text[]": ARRAYS[TEXT]}
 
-_EPOCH = EPOCH
 _I16, _I32, _I64 = struct.Struct("!h"), struct.Struct("!i"), struct.Struct("!q")
 _F4, _F8 = struct.Struct("!f"), struct.Struct("!d")
 _INT8_RANGE = (-(1 << 63), (1 << 63) - 1)
@@ -81,7 +74,7 @@ def _send_vector(v) -> bytes:
 
 
 def _send_timestamp(v) -> bytes:
-    delta = v - _EPOCH
+    delta = v - EPOCH
     return _I64.pack((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
 
 

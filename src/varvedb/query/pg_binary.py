@@ -10,14 +10,10 @@ import struct
 
 import numpy as np
 
-from .pg_types import OIDS, TYPES
+from .pg_types import (BIT, BOOL, BPCHAR, BYTEA, ELEMENTS, FLOAT4, FLOAT8, HALFVEC, INT2, INT4,
+                       INT8, JSON, JSONB, NAME, OID, TEXT, TIMESTAMP, TIMESTAMPTZ, UNKNOWN,
+                       VARBIT, VARCHAR, VECTOR)
 
-(BOOL, BYTEA, NAME, INT8, INT2, INT4, TEXT, OID, JSON, FLOAT4, FLOAT8, UNKNOWN, VARCHAR,
- BPCHAR, TIMESTAMPTZ, TIMESTAMP, JSONB, BIT, VARBIT, VECTOR, HALFVEC) = (
-    OIDS[n] for n in ("bool", "bytea", "name", "int8", "int2", "int4", "text", "oid", "json",
-                      "float4", "float8", "unknown", "varchar", "bpchar", "timestamptz",
-                      "timestamp", "jsonb", "bit", "varbit", "vector", "halfvec"))
-ELEMENTS = {t.oid: t.element for t in TYPES.values() if t.element}    # array -> element
 EPOCH = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
 _I16, _I32, _I64 = struct.Struct("!h"), struct.Struct("!i"), struct.Struct("!q")
 _F4, _F8 = struct.Struct("!f"), struct.Struct("!d")

@@ -57,6 +57,16 @@ def _table() -> dict[int, PgType]:
 
 TYPES: dict[int, PgType] = _table()
 OIDS: dict[str, int] = {t.name: t.oid for t in TYPES.values()}     # typname -> OID
+ARRAYS = {t.oid: t.array for t in TYPES.values() if t.array}      # element -> array type
+ELEMENTS = {a: e for e, a in ARRAYS.items()}                       # array type -> element
+
+# the OIDs the wire protocol and the binary forms name
+(BOOL, BYTEA, CHAR, NAME, INT8, INT2, INT4, TEXT, OID, JSON, FLOAT4, FLOAT8, UNKNOWN, VARCHAR,
+ BPCHAR, TIMESTAMP, TIMESTAMPTZ, NUMERIC, JSONB, BIT, VARBIT, VECTOR, HALFVEC, SPARSEVEC) = (
+    OIDS[n] for n in ("bool", "bytea", "char", "name", "int8", "int2", "int4", "text", "oid",
+                      "json", "float4", "float8", "unknown", "varchar", "bpchar", "timestamp",
+                      "timestamptz", "numeric", "jsonb", "bit", "varbit", "vector", "halfvec",
+                      "sparsevec"))
 
 _BY_NAME: dict[str, PgType] = {}
 for _t in TYPES.values():
