@@ -6,6 +6,7 @@ STDOUT. Each answer is checked against db.sql()'s on the same data."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import struct
 
@@ -49,6 +50,19 @@ def connect(srv, **kw) -> psycopg.Connection:
 
 def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 600))
+
+
+def asyncpg_args(srv) -> dict:
+    return {"host": "127.0.0.1", "port": srv.pg, "user": "me", "database": "db", "ssl": False}
+
+
+@contextlib.asynccontextmanager
+async def asyncpg_connection(srv):
+    conn = await asyncpg.connect(**asyncpg_args(srv))
+    try:
+        yield conn
+    finally:
+        await conn.close()
 
 
 # ---- pgvector-python's register_vector ----------------------------------------------
@@ -103,9 +117,7 @@ def test_type_catalog_queries_run_as_sql(server, text, params, want):
 
 def test_asyncpg_register_vector_and_typed_parameters(server):
     async def go():
-        conn = await asyncpg.connect(host="127.0.0.1", port=server.pg, user="me",
-                                     database="db", ssl=False)
-        try:
+        async with asyncpg_connection(server) as conn:
             await register_vector_asyncpg(conn)
             near = await conn.fetch("SELECT id, embedding FROM items "
                                     "ORDER BY embedding <-> $1 LIMIT 2",
@@ -117,8 +129,6 @@ def test_asyncpg_register_vector_and_typed_parameters(server):
                                       [1, 3])
             like = await conn.fetchval("SELECT count(*) FROM items WHERE body LIKE $1", "a%")
             return near, by_tag, any_of, like
-        finally:
-            await conn.close()
     near, by_tag, any_of, like = run(go())
     assert [r["id"] for r in near] == [2, 1]
     assert near[0]["embedding"].to_list() == [4.0, 5.0, 6.0]
@@ -129,19 +139,14 @@ def test_asyncpg_register_vector_and_typed_parameters(server):
 
 def test_asyncpg_without_a_codec_introspects_the_type_and_reads_text(server):
     async def go():
-        conn = await asyncpg.connect(host="127.0.0.1", port=server.pg, user="me",
-                                     database="db", ssl=False)
-        try:
+        async with asyncpg_connection(server) as conn:
             return await conn.fetchval("SELECT embedding FROM items WHERE id = 1")
-        finally:
-            await conn.close()
     assert run(go()) == "[1,2,3]"
 
 
 def test_asyncpg_pool_resets_connections_it_takes_back(server):
     async def go():
-        async with asyncpg.create_pool(host="127.0.0.1", port=server.pg, user="me",
-                                       database="db", ssl=False, min_size=1,
+        async with asyncpg.create_pool(**asyncpg_args(server), min_size=1,
                                        max_size=1) as pool:
             async with pool.acquire() as conn:
                 await conn.execute("SET hnsw.ef_search = 77")
@@ -153,20 +158,19 @@ def test_asyncpg_pool_resets_connections_it_takes_back(server):
 
 def test_asyncpg_writes_in_a_transaction_and_rolls_back(server):
     async def go():
-        conn = await asyncpg.connect(host="127.0.0.1", port=server.pg, user="me",
-                                     database="db", ssl=False)
-        try:
-            with pytest.raises(RuntimeError):
+        async with asyncpg_connection(server) as conn:
+            try:
+                with pytest.raises(RuntimeError):
+                    async with conn.transaction():
+                        await conn.execute("INSERT INTO items (id, tag) VALUES ($1, $2)",
+                                           50, 9)
+                        raise RuntimeError("undo")
                 async with conn.transaction():
-                    await conn.execute("INSERT INTO items (id, tag) VALUES ($1, $2)", 50, 9)
-                    raise RuntimeError("undo")
-            async with conn.transaction():
-                await conn.execute("UPDATE items SET tag = $1 WHERE id = $2", 7, 3)
-            return (await conn.fetchval("SELECT count(*) FROM items WHERE id = 50"),
-                    await conn.fetchval("SELECT tag FROM items WHERE id = 3"))
-        finally:
-            await conn.execute("UPDATE items SET tag = 2 WHERE id = 3")
-            await conn.close()
+                    await conn.execute("UPDATE items SET tag = $1 WHERE id = $2", 7, 3)
+                return (await conn.fetchval("SELECT count(*) FROM items WHERE id = 50"),
+                        await conn.fetchval("SELECT tag FROM items WHERE id = 3"))
+            finally:
+                await conn.execute("UPDATE items SET tag = 2 WHERE id = 3")
     assert run(go()) == (0, 7)
 
 
