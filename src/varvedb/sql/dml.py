@@ -814,8 +814,7 @@ class _Exact:
 
 # the binary form a column of each kind reads (pgvector's for vectors; an int or a
 # float column takes any width of its family, as the client's types say)
-_BINARY = {"text": ("text",), "bool": ("bool",), "json": ("jsonb", "json"),
-           "timestamp": ("timestamptz",)}
+_BINARY = {"text": "text", "bool": "bool", "timestamp": "timestamptz"}
 
 
 def _receive_column(kind: str, values: list, field=None) -> list:
@@ -842,18 +841,17 @@ def _receive_field(kind: str, data: bytes, field):
         oid = {8: "int8", 4: "int4", 2: "int2"}.get(n)
     elif kind == "float":
         oid = {8: "float8", 4: "float4"}.get(n)
-    elif kind == "vector":
-        dtype = field.dtype if field is not None else "f32"
-        oid = "bit" if dtype == "bit" else "halfvec" if n == 4 + 2 * (field.dim if field
-                                                                      else 0) else "vector"
+    elif kind == "vector":      # (a vector is a field's, never the id)
+        oid = "bit" if field.dtype == "bit" else "halfvec" if n == 4 + 2 * field.dim \
+            else "vector"
     elif kind == "json":
         oid = "jsonb" if data[:1] == b"\x01" else "json"
     else:
-        oid = _BINARY.get(kind, (None,))[0]
+        oid = _BINARY.get(kind)
     if oid is None:
         raise ValueError(f"{n} bytes are no binary {kind}")
     x = pg_receive(data, OIDS[oid])
-    if kind == "vector" and field is not None and len(x) != field.dim:
+    if kind == "vector" and len(x) != field.dim:
         raise SqlError("22000", f"expected {field.dim} dimensions, not {len(x)}")
     return x
 

@@ -15,7 +15,7 @@ from pglast import ast
 from pglast.enums import A_Expr_Kind
 from pglast.parser import ParseError, parse_sql
 
-from ..errors import NotFoundError, VarveError
+from ..errors import VarveError
 from .types import type_of
 
 # a field's kind (and a vector's dtype) -> the type PostgreSQL would give the column
@@ -45,7 +45,7 @@ def _table(engine, rv):
         return None
     try:
         return engine.table(rv.relname)
-    except (NotFoundError, VarveError):
+    except VarveError:          # no such table (or none to read): untyped
         return None
 
 
