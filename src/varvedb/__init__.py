@@ -27,7 +27,7 @@ _ERRORS = (
     # the server's and its clients' (varvedb serve, vv.Client)
     "AuthenticationError", "RequestError", "RequestTooLargeError", "ResultTooLargeError",
     "RequestTimeoutError", "ServerError", "ServerUnavailableError",
-    "TransactionNotFoundError", "TransactionRequiredError")
+    "TransactionNotFoundError", "TransactionRequiredError", "VersionNotReachedError")
 
 # public name -> the module (relative to this package) that defines it
 _EXPORTS = {
@@ -65,7 +65,7 @@ if TYPE_CHECKING:           # what type checkers and IDEs see; nothing of it run
                          TransactionAbortedError, TransactionError,
                          TransactionNotFoundError, TransactionRequiredError, UnknownFieldError,
                          ValueTooLongError, VarveError, VersionNotFoundError,
-                         WriterLockedError)
+                         VersionNotReachedError, WriterLockedError)
     from .results import Hit, Hits, VersionInfo
     from .schema import HNSW, IVFPQ, Bool, Field, Float, Int, Json, Text, Timestamp, Vector
     from .session import Session

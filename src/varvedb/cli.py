@@ -358,10 +358,14 @@ def sql(file: str, statement: str | None, as_json: bool, as_csv: bool, readonly:
               help="Also speak the PostgreSQL protocol on this port (docs/pgwire.md): "
                    "psql, psycopg and other PostgreSQL clients connect; the token is "
                    "their password (SCRAM-SHA-256).")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256),
+              help="Read-worker processes (one per core: reads run on every core). Over "
+                   "1, each follows the file read-only and forwards writes to one writer "
+                   "process (docs/server.md, 'Read workers').")
 def serve(file: str, host: str, port: int, token: str | None, token_file: str | None,
           tls_cert: str | None, tls_key: str | None, max_body_mb: int, max_results: int,
           timeout: float, threads: int, durability: str, transaction_idle_timeout: float,
-          warm_first: bool, pg_port: int | None) -> None:
+          warm_first: bool, pg_port: int | None, workers: int) -> None:
     """Serve FILE over HTTP (see docs/server.md), and with --pg over PostgreSQL's
     protocol too, until SIGTERM or Ctrl-C. The token comes from --token-file or
     --token, else the environment variable VARVEDB_TOKEN."""
@@ -383,7 +387,8 @@ def serve(file: str, host: str, port: int, token: str | None, token_file: str | 
         run(file, host=host, port=port, token=token, tls_cert=tls_cert, tls_key=tls_key,
             max_body=max_body_mb << 20, max_results=max_results, timeout=timeout,
             threads=threads, durability=durability, warm=warm_first,
-            transaction_idle_timeout=transaction_idle_timeout, pg_port=pg_port)
+            transaction_idle_timeout=transaction_idle_timeout, pg_port=pg_port,
+            workers=workers)
     except vv.VarveError as e:
         raise click.ClickException(str(e)) from None
 

@@ -24,6 +24,12 @@ A write whose connection drops after it was sent is never resent (it may have
 been applied): it raises ServerUnavailableError saying so. A timeout is never
 retried.
 
+Reading its own writes: every answer carries the newest version the server saw
+(X-Varve-Version); a client keeps the highest it was given and sends it with
+each request (X-Varve-Min-Version), so a read worker of `serve --workers N`
+answers at that version or later (docs/server.md, "Read workers"): what this
+client wrote, any thread of it, any worker reads.
+
 Transactions: `with db.transaction():` opens one on the server (POST
 /transactions) and pins this thread's (asyncio task's) calls on this client to
 it — a context variable, read as each request is sent, adds its id in
@@ -61,6 +67,8 @@ JSON = "application/json"
 ARROW = "application/vnd.apache.arrow.stream"
 NPY = "application/x-npy"
 TRANSACTION_HEADER = "X-Varve-Transaction"
+VERSION_HEADER = "X-Varve-Version"
+MIN_VERSION_HEADER = "X-Varve-Min-Version"
 
 # the transaction each client's calls run in, per thread (and per asyncio task):
 # {client key: (transaction id, opened by SQL's BEGIN)}; None: none anywhere
@@ -79,6 +87,7 @@ class _Request(NamedTuple):
 class _Response(NamedTuple):
     status: int
     body: bytes
+    version: int | None = None      # X-Varve-Version: the newest version the answer saw
 
 
 # ---- bodies and answers ----------------------------------------------------------
@@ -108,6 +117,26 @@ def _copy_text(data) -> str:
         raise E.SqlError("22023", f"copy_data is str, bytes or a binary file object, got "
                                   f"{type(data).__name__}")
     return data
+
+
+class _Seen:
+    """The highest version a client's answers carried (X-Varve-Version), across
+    its threads: what its next request asks to be answered at, at least."""
+    __slots__ = ("value", "_lock")
+
+    def __init__(self):
+        self.value = 0
+        self._lock = threading.Lock()
+
+    def saw(self, version: int | None) -> None:
+        if version is not None and version > self.value:
+            with self._lock:     # two threads' answers never lower it
+                if version > self.value:
+                    self.value = version
+
+
+def _version_header(value: str | None) -> int | None:
+    return int(value) if value is not None and value.isdigit() else None
 
 
 def _get(path: str) -> _Request:
@@ -798,7 +827,8 @@ class _Connections:
                 self._all.add(conn)
         return conn
 
-    def send(self, req: _Request, transaction: str | None = None) -> _Response:
+    def send(self, req: _Request, transaction: str | None = None,
+             min_version: int = 0) -> _Response:
         if self._closed:
             raise E.ClosedError("the client was closed")
         conn = self._connection()
@@ -807,6 +837,8 @@ class _Connections:
             **self._headers, "Content-Type": req.content_type}
         if transaction is not None:
             headers = {**headers, TRANSACTION_HEADER: transaction}
+        if min_version:
+            headers = {**headers, MIN_VERSION_HEADER: str(min_version)}
         for attempt in (0, 1):
             reused = conn.sock is not None
             if reused and _dropped(conn.sock):
@@ -824,7 +856,8 @@ class _Connections:
                 raise _unavailable(self.url, e) from None
             try:
                 resp = conn.getresponse()
-                return _Response(resp.status, resp.read())
+                return _Response(resp.status, resp.read(),
+                                 _version_header(resp.getheader(VERSION_HEADER)))
             except TimeoutError as e:
                 conn.close()
                 raise _unavailable(self.url, e, sent=not req.idempotent) from None
@@ -880,17 +913,21 @@ class Client(_ClientVerbs):
         self._transport = _Connections(self.url, token, timeout, ssl_context)
         self._bulk = "auto"       # insert_arrays' body: auto | arrow | npy | json (tests)
         self._key = object()      # this client's entry in the pinned transactions
+        self._seen = _Seen()
 
     def _drive(self, op):
         send = self._transport.send
         key = self._key
+        seen = self._seen
         pin = None
         try:
             req = next(op)
             while True:
                 pins = _PINS.get()
                 pin = pins.get(key) if pins is not None else None
-                req = op.send(send(req, pin[0] if pin is not None else None))
+                resp = send(req, pin[0] if pin is not None else None, seen.value)
+                seen.saw(resp.version)
+                req = op.send(resp)
         except StopIteration as done:
             return done.value
         except E.TransactionNotFoundError:
@@ -953,18 +990,22 @@ class _AsyncConnections:
                                 max_keepalive_connections=max_connections))
         self._closed = False
 
-    async def send(self, req: _Request, transaction: str | None = None) -> _Response:
+    async def send(self, req: _Request, transaction: str | None = None,
+                   min_version: int = 0) -> _Response:
         if self._closed:
             raise E.ClosedError("the client was closed")
         httpx = self._httpx
         headers = None if req.body is None else {"Content-Type": req.content_type}
         if transaction is not None:
             headers = {**(headers or {}), TRANSACTION_HEADER: transaction}
+        if min_version:
+            headers = {**(headers or {}), MIN_VERSION_HEADER: str(min_version)}
         for attempt in (0, 1):
             try:
                 r = await self._http.request(req.method, self.url + req.path,
                                              content=req.body, headers=headers)
-                return _Response(r.status_code, r.content)
+                return _Response(r.status_code, r.content,
+                                 _version_header(r.headers.get(VERSION_HEADER)))
             except httpx.TimeoutException as e:
                 raise _unavailable(self.url, e, sent=not req.idempotent) from None
             except httpx.WriteError as e:
@@ -1016,17 +1057,21 @@ class AsyncClient(_ClientVerbs):
                                              max_connections)
         self._bulk = "auto"
         self._key = object()
+        self._seen = _Seen()
 
     async def _drive(self, op):
         send = self._transport.send
         key = self._key
+        seen = self._seen
         pin = None
         try:
             req = next(op)
             while True:
                 pins = _PINS.get()
                 pin = pins.get(key) if pins is not None else None
-                req = op.send(await send(req, pin[0] if pin is not None else None))
+                resp = await send(req, pin[0] if pin is not None else None, seen.value)
+                seen.saw(resp.version)
+                req = op.send(resp)
         except StopIteration as done:
             return done.value
         except E.TransactionNotFoundError:

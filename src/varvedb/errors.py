@@ -256,6 +256,12 @@ class RequestTimeoutError(VarveError):
     sqlstate = "57014"
 
 
+class VersionNotReachedError(RequestTimeoutError):
+    """A read asked to be answered at a version (X-Varve-Min-Version: the client's
+    last write) that the read worker did not reach within the wait (HTTP 504);
+    nothing changed. The version may be another server's."""
+
+
 class TransactionNotFoundError(NotFoundError, TransactionError):
     """A request named a transaction (`X-Varve-Transaction`) the server does not
     hold: never opened, or ended — committed, rolled back, rolled back after its

@@ -28,6 +28,7 @@ from .. import errors as E
 from ..cancel import CancelToken, running
 from ..wire import encode, error_to_wire
 from .docs_page import Page
+from .follower import VERSION_HEADER, Follower, WriterLink, WriterNeeded, min_version
 from .metrics import Metrics
 from .routes import MediaTypeError, table
 from .transactions import HEADER, Transactions
@@ -35,6 +36,7 @@ from .transactions import HEADER, Transactions
 log = logging.getLogger("varvedb.server")
 
 JSON = "application/json"
+PUBLISH_EVERY = 0.05      # seconds: the writer's board catches commits made over --pg
 
 
 class Job:
@@ -97,12 +99,14 @@ def item_params(request: Request) -> dict:
     return {"c": segments[2], "id": segments[4], "tail": "/".join(segments[5:])}
 
 
-def _run_job(job: Job, work, parts, metrics):
+def _run_job(job: Job, work, parts, metrics, follower, wanted):
     if not job.start():
         raise E.RequestTimeoutError("the request waited past the server's timeout")
     Job.current.job = job
     metrics.busy.inc()
     try:
+        if follower is not None:
+            follower.catch_up(wanted)
         with running(job.token):
             return work(*parts)
     except E.QueryCanceledError:
@@ -124,7 +128,7 @@ _STATUS = [
     (E.AuthenticationError, 401), (E.RequestTooLargeError, 413), (E.RequestError, 400),
     (E.ReadOnlyError, 403), (E.VersionNotFoundError, 404), (E.NotFoundError, 404),
     (E.DuplicateIdError, 409), (E.LockTimeoutError, 503), (E.TransactionError, 409),
-    (E.ClosedError, 503), (E.RequestTimeoutError, 504), (E.QueryCanceledError, 504),
+    (E.ClosedError, 503), (E.ServerUnavailableError, 503), (E.RequestTimeoutError, 504), (E.QueryCanceledError, 504),
     (E.ResultTooLargeError, 422),
     (E.DimensionError, 422), (E.NonFiniteVectorError, 422), (E.FieldTypeError, 422),
     (E.UnknownFieldError, 422), (E.SchemaError, 422), (E.NotNullViolationError, 422),
@@ -151,14 +155,23 @@ class Api:
 
     def __init__(self, db, *, token: str | None = None, max_body: int = 256 << 20,
                  max_results: int = 10_000, timeout: float = 30.0, threads: int = 8,
-                 transaction_idle_timeout: float = 60.0):
+                 transaction_idle_timeout: float = 60.0, board=None,
+                 worker: int | None = None, writer_socket: str | None = None):
         self.db = db
+        # serve --workers N (workers.py): the writer publishes its commits on the
+        # board; a read worker follows them and forwards what writes to the writer
+        self.board = board
+        self.process = "writer" if board is not None and worker is None else \
+            None if worker is None else f"worker-{worker}"
+        self.follower = None if worker is None else Follower(db, board, timeout)
+        self.writer = None if writer_socket is None else WriterLink(writer_socket, timeout)
         self.token = token.encode() if token else None
         self.max_body = max_body
         self.max_results = max_results
         self.timeout = timeout
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="varvedb-request")
-        self.metrics = Metrics(db)
+        # the writer's requests all come through a worker, which counts them
+        self.metrics = Metrics(db, count_requests=self.process != "writer")
         self.transactions = Transactions(db, transaction_idle_timeout, wait=timeout)
 
     # ---- the door: token, body, thread, errors, metrics ----------------------------
@@ -198,15 +211,18 @@ class Api:
         return b"".join(chunks)
 
     def endpoint(self, template: str, work, needs_body: bool = False, open_route: bool = False,
-                 inline: bool = False, transactional: bool = False):
+                 inline: bool = False, transactional: bool = False, writes: bool = False):
         """An ASGI endpoint: checks the token, reads the body, runs `work(request
         parts)` on the pool (at most `timeout` seconds, unless it has begun to
         write: see Job), answers with the status and bytes `work` returns.
         transactional: the route runs in the transaction its X-Varve-Transaction
-        header names (Job.transaction)."""
+        header names (Job.transaction). writes: a read worker forwards it to the
+        writer, as it does any request in a transaction and any `work` that
+        raises WriterNeeded."""
         observe = self.metrics.observe
         loop_pool = self.pool
         by_raw_path = "{id}" in template
+        follower, writer = self.follower, self.writer
 
         async def run(request: Request) -> Response:
             t0 = time.perf_counter()
@@ -214,6 +230,8 @@ class Api:
                 if not open_route and not self.authorized(request):
                     raise self.refusal(request)
                 raw = await self.body(request) if needs_body else b""
+                if writer is not None and (writes or HEADER in request.headers):
+                    return await self._forward(template, request, raw, t0)
                 params = item_params(request) if by_raw_path else request.path_params
                 parts = (params, request.query_params,
                          request.headers.get("content-type", JSON), raw)
@@ -221,8 +239,10 @@ class Api:
                     code, payload = work(*parts)
                     return self._answer(template, request, code, payload, t0)
                 job = Job(request.headers.get(HEADER) if transactional else None)
+                wanted = None if follower is None else min_version(request)
                 fut = asyncio.get_running_loop().run_in_executor(loop_pool, _run_job, job, work,
-                                                                 parts, self.metrics)
+                                                                 parts, self.metrics, follower,
+                                                                 wanted)
                 try:
                     code, payload = await asyncio.wait_for(asyncio.shield(fut), self.timeout)
                 except asyncio.TimeoutError:
@@ -238,6 +258,8 @@ class Api:
                             "timeout; nothing was applied") from None
                     code, payload = await fut      # a write under way: it ends, then answers
                 return self._answer(template, request, code, payload, t0)
+            except WriterNeeded:
+                return await self._forward(template, request, raw, t0)
             except E.VarveError as e:
                 response = self.error_response(e)
             except Exception as e:   # a bug: say so, keep serving
@@ -252,8 +274,19 @@ class Api:
         media = JSON if not isinstance(payload, str) else \
             "text/html; charset=utf-8" if isinstance(payload, Page) else \
             "text/plain; version=0.0.4"
-        response = Response(payload, code, media_type=media)
+        version = self.db.engine.visible
+        if self.board is not None and self.follower is None:
+            self.board.publish(version)     # before the answer: see workers.VersionBoard
+        response = Response(payload, code, media_type=media,
+                            headers={VERSION_HEADER: str(version)})
         self.metrics.observe(template, request.method, code, time.perf_counter() - t0)
+        return response
+
+    async def _forward(self, template: str, request: Request, raw: bytes, t0: float):
+        """A read worker's answer to a request only the writer can run: the writer's."""
+        response = await self.writer.send(request, raw)
+        self.metrics.observe(template, request.method, response.status_code,
+                             time.perf_counter() - t0)
         return response
 
     def error_response(self, exc: E.VarveError) -> Response:
@@ -266,15 +299,27 @@ class Api:
 
 def build_app(db, *, token: str | None = None, max_body: int = 256 << 20,
               max_results: int = 10_000, timeout: float = 30.0, threads: int = 8,
-              transaction_idle_timeout: float = 60.0) -> Starlette:
-    """The Starlette application serving `db` (see docs/server.md)."""
+              transaction_idle_timeout: float = 60.0, board=None, worker: int | None = None,
+              writer_socket: str | None = None) -> Starlette:
+    """The Starlette application serving `db` (see docs/server.md). `board`,
+    `worker`, `writer_socket`: a process of `serve --workers N` (workers.py) —
+    the writer has the board alone; a read worker its index and the writer's
+    socket too."""
     api = Api(db, token=token, max_body=max_body, max_results=max_results, timeout=timeout,
-              threads=threads, transaction_idle_timeout=transaction_idle_timeout)
+              threads=threads, transaction_idle_timeout=transaction_idle_timeout,
+              board=board, worker=worker, writer_socket=writer_socket)
     routes = table(api, Job.claim_write, Job.transaction_named)
 
     @asynccontextmanager
     async def lifespan(app):
+        publisher = None
+        if api.process == "writer":      # commits that no HTTP answer publishes (--pg)
+            publisher = asyncio.get_running_loop().create_task(_publish_commits(api))
         yield
+        if publisher is not None:
+            publisher.cancel()
+        if api.writer is not None:
+            await api.writer.close()
         # SIGTERM: uvicorn has finished the requests in flight; let the pool's
         # threads end, then the maintainer links what is committed, the state is
         # checkpointed and the file closed (a restart opens without a rebuild)
@@ -306,6 +351,13 @@ def build_app(db, *, token: str | None = None, max_body: int = 256 << 20,
     app.router.redirect_slashes = False     # /collections/ is a 404 (a 307 skipped the token)
     app.state.api = api
     return app
+
+
+async def _publish_commits(api: Api) -> None:
+    while True:
+        await asyncio.sleep(PUBLISH_EVERY)
+        if not api.db.engine.closed:
+            api.board.publish(api.db.engine.visible)
 
 
 def _shutdown(api: Api) -> None:

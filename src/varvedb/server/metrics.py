@@ -9,6 +9,15 @@ maintainer's passes, the vacuums and backups done, and the numba
 specialisations compiled in the process are read when the metrics are
 scraped; prometheus-client's own process, platform and GC collectors are
 there too (process_cpu_seconds_total, process_resident_memory_bytes, ...).
+
+Under `serve --workers N` (workers.py) every process keeps its counts in
+prometheus-client's multiprocess files (PROMETHEUS_MULTIPROC_DIR, in the
+supervisor's private folder) and any worker's /metrics answers them summed
+over the processes: requests and durations (counted where they arrive, at the
+workers), threads busy, canceled reads. The database's figures are the
+answering worker's (the same file at the same version; the maintainer's
+passes are the writer's and absent), and the process collectors describe the
+answering process alone.
 """
 from __future__ import annotations
 
@@ -29,9 +38,10 @@ BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 
 
 class Metrics:
-    def __init__(self, db):
+    def __init__(self, db, count_requests: bool = True):
         disable_created_metrics()     # no *_created series: one process, one start
         self.registry = CollectorRegistry(auto_describe=True)
+        self.count_requests = count_requests
         self.requests = Counter("varvedb_http_requests", "HTTP requests answered",
                                 ["route", "method", "status"], registry=self.registry)
         self.duration = Histogram("varvedb_http_request_duration_seconds",
@@ -41,10 +51,15 @@ class Metrics:
         # a read canceled at the timeout leaves this gauge when it stops
         self.busy = Gauge("varvedb_pool_threads_busy",
                           "Pool threads running a request's work now (a scrape counts itself)",
-                          registry=self.registry)
+                          registry=self.registry, multiprocess_mode="livesum")
         self.canceled = Counter("varvedb_requests_canceled",
                                 "Reads stopped at the server's timeout (their threads freed)",
                                 registry=self.registry)
+        shared = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if shared:     # serve --workers N: the counts above, summed over the processes
+            from prometheus_client.multiprocess import MultiProcessCollector
+            self.registry = CollectorRegistry()
+            MultiProcessCollector(self.registry, shared)
         self.registry.register(_DatabaseCollector(db))
         for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
             self.registry.register(collector)
@@ -52,6 +67,8 @@ class Metrics:
         self._lock = threading.Lock()
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        if not self.count_requests:
+            return
         key = (route, method, status)
         pair = self._children.get(key)
         if pair is None:      # labels() costs a lock and a dict: once per key

@@ -10,6 +10,7 @@ same VarveError) and the collection answers the request (`answer`).
 from __future__ import annotations
 
 import io
+import os
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from .. import errors as E
 from ..query.request import Count, Find, Search, as_of_from_wire
 from ..schema import HNSW, ID_END, IVFPQ, ID_MIN, Field, Vector, brief, is_int
 from ..wire import decode, encode
+from .follower import WriterNeeded
 
 ARROW = "application/vnd.apache.arrow.stream"
 NPY = "application/x-npy"
@@ -89,7 +91,13 @@ def table(api, claim_write, transaction_named=None) -> list:
     # ---- service -----------------------------------------------------------------
 
     def health(p, q, ctype, raw):
-        return 200, encode({"status": "ok", "version": db.engine.visible})
+        if api.process is None:
+            return 200, encode({"status": "ok", "version": db.engine.visible})
+        # serve --workers N: which process answered, at which version, and the
+        # newest version the writer has published (a worker catches up per read)
+        return 200, encode({"status": "ok", "version": db.engine.visible,
+                            "process": api.process, "pid": os.getpid(),
+                            "published": api.board.read()})
 
     def made_once(make):
         """A route answering what make() gives, made at its first request."""
@@ -332,6 +340,8 @@ def table(api, claim_write, transaction_named=None) -> list:
         # a write the server wraps in a transaction of its own, so that an answer
         # over the result cap is refused with nothing applied
         writes = bool(kinds & {"write", "ddl"}) and "transaction" not in kinds
+        if api.writer is not None and kinds - {"select"}:
+            raise WriterNeeded     # a read worker: the writer runs what may write
 
         def go(s):
             if kinds - {"select"}:     # it may write: not abandoned at the timeout from here
@@ -402,6 +412,9 @@ def table(api, claim_write, transaction_named=None) -> list:
     # the data routes run in the transaction a request names (X-Varve-Transaction)
     TX = {"transactional": True}
     BODY_TX = {"needs_body": True, "transactional": True}
+    # what only the writer runs (a read worker forwards it: workers.py)
+    W = {"writes": True}
+    BODY_W = {**BODY_TX, **W}
     return [
         # the hot routes first: Starlette tries them in order (17 µs a search)
         (C + "/search", "POST", search, BODY_TX),
@@ -413,23 +426,23 @@ def table(api, claim_write, transaction_named=None) -> list:
         ("/docs", "GET", docs, {}),
         ("/metrics", "GET", metrics, {}),
         ("/collections", "GET", list_collections, {}),
-        ("/collections", "POST", create_collection, BODY_TX),
+        ("/collections", "POST", create_collection, BODY_W),
         (C, "GET", get_collection, TX),
-        (C, "DELETE", drop_collection, TX),
-        (C + "/items", "POST", insert, BODY_TX),
-        (C + "/items", "PUT", upsert, BODY_TX),
-        (I, "PATCH", patch_item, BODY_TX),
-        (I, "DELETE", delete_item, TX),
+        (C, "DELETE", drop_collection, {**TX, **W}),
+        (C + "/items", "POST", insert, BODY_W),
+        (C + "/items", "PUT", upsert, BODY_W),
+        (I, "PATCH", patch_item, BODY_W),
+        (I, "DELETE", delete_item, {**TX, **W}),
         (I + "/history", "GET", get_item_or_history, TX),
-        (C + "/update", "POST", update, BODY_TX),
-        (C + "/delete", "POST", delete, BODY_TX),
+        (C + "/update", "POST", update, BODY_W),
+        (C + "/delete", "POST", delete, BODY_W),
         ("/sql", "POST", sql, BODY_TX),
         ("/history", "GET", history, {}),
         ("/verify", "POST", verify, {"needs_body": True}),
-        ("/transactions", "POST", open_transaction, {}),
-        ("/transactions/{t}", "GET", transaction_state, {}),
-        ("/transactions/{t}/commit", "POST", commit_transaction, {}),
-        ("/transactions/{t}/rollback", "POST", rollback_transaction, {}),
+        ("/transactions", "POST", open_transaction, W),
+        ("/transactions/{t}", "GET", transaction_state, W),
+        ("/transactions/{t}/commit", "POST", commit_transaction, W),
+        ("/transactions/{t}/rollback", "POST", rollback_transaction, W),
     ]
 
 

@@ -30,20 +30,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | None = None,
-          tls_cert: str | None = None, tls_key: str | None = None,
-          max_body: int = 256 << 20, max_results: int = 10_000, timeout: float = 30.0,
-          threads: int = 8, durability: str = "commit", log_level: str = "warning",
-          warm: bool = True, transaction_idle_timeout: float = 60.0,
-          pg_port: int | None = None) -> None:
-    """Serve the file at `path` until SIGTERM/SIGINT (blocks). With `warm`, every
-    kernel is compiled (or loaded) before the file opens and the port is bound
-    (varvedb/warm.py), so no request waits on numba. With `pg_port`, the
-    PostgreSQL protocol is served on that port too (varvedb/pgwire), in the same
-    event loop, over the same open file."""
-    import varvedb as vv
-    from .app import build_app
-
+def check_options(host: str, token: str | None, tls_cert: str | None,
+                  tls_key: str | None) -> None:
+    """Refuse, before anything starts, options that would serve unsafely or not at all."""
     if token is not None and not token.strip():
         raise OptionError("the token is empty")
     if not is_loopback(host) and not token:
@@ -51,37 +40,110 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | Non
                           "without a token (--token-file, VARVEDB_TOKEN or --token)")
     if (tls_cert is None) != (tls_key is None):
         raise OptionError("TLS needs both --tls-cert and --tls-key")
+
+
+def warm_kernels() -> None:
+    """Compile (or load) every kernel now, so that no request waits on numba."""
+    from ..warm import warm
+    report = warm(progress=sys.stderr.isatty(), echo=lambda line: print(
+        f"varvedb: {line}", file=sys.stderr, flush=True))
+    if report.compiled or report.compiled_here:
+        print(f"varvedb: {report.summary()}", file=sys.stderr, flush=True)
+
+
+def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | None = None,
+          tls_cert: str | None = None, tls_key: str | None = None,
+          max_body: int = 256 << 20, max_results: int = 10_000, timeout: float = 30.0,
+          threads: int = 8, durability: str = "commit", log_level: str = "warning",
+          warm: bool = True, transaction_idle_timeout: float = 60.0,
+          pg_port: int | None = None, workers: int = 1) -> None:
+    """Serve the file at `path` until SIGTERM/SIGINT (blocks). With `warm`, every
+    kernel is compiled (or loaded) before the file opens and the port is bound
+    (varvedb/warm.py), so no request waits on numba. With `pg_port`, the
+    PostgreSQL protocol is served on that port too (varvedb/pgwire), in the same
+    event loop, over the same open file. With `workers` over 1, that many read
+    workers and one writer serve it (workers.py)."""
+    import varvedb as vv
+    from .app import build_app
+
+    app_options = {"max_body": max_body, "max_results": max_results, "timeout": timeout,
+                   "threads": threads, "transaction_idle_timeout": transaction_idle_timeout,
+                   "durability": durability, "log_level": log_level}
+    if workers > 1:
+        from .workers import serve_workers
+        serve_workers(path, workers, host=host, port=port, token=token, tls_cert=tls_cert,
+                      tls_key=tls_key, pg_port=pg_port, warm=warm, **app_options)
+        return
+    check_options(host, token, tls_cert, tls_key)
     if warm:
-        from ..warm import warm as warm_kernels
-        report = warm_kernels(progress=sys.stderr.isatty(), echo=lambda line: print(
-            f"varvedb: {line}", file=sys.stderr, flush=True))
-        if report.compiled or report.compiled_here:
-            print(f"varvedb: {report.summary()}", file=sys.stderr, flush=True)
+        warm_kernels()
     db = vv.connect(path, durability=durability)
     app = build_app(db, token=token, max_body=max_body, max_results=max_results,
                     timeout=timeout, threads=threads,
                     transaction_idle_timeout=transaction_idle_timeout)
-    have = importlib.util.find_spec
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, access_log=False,
-        loop="uvloop" if have("uvloop") else "asyncio",
-        http="httptools" if have("httptools") else "h11",
-        ssl_certfile=tls_cert, ssl_keyfile=tls_key, lifespan="on",
-        timeout_keep_alive=75)
+    config = _config(app, log_level, host=host, port=port, ssl_certfile=tls_cert,
+                     ssl_keyfile=tls_key)
     scheme = "https" if tls_cert else "http"
-    logging.getLogger("varvedb.server").addHandler(logging.StreamHandler(sys.stderr))
     where = f"{scheme}://{host}:{port}"
     if pg_port is None:
         server = uvicorn.Server(config)
     else:
-        from ..pgwire.server import PgServer
-        pg = PgServer(db, token=token, ssl_context=_ssl_context(tls_cert, tls_key))
-        server = _WithPg(config, pg, host, pg_port)
+        server = _with_pg(config, db, token, host, pg_port, tls_cert, tls_key)
         where += f" and postgresql://{host}:{pg_port}"
     print(f"varvedb: serving {path} on {where}"
           f"{' (token required)' if token else ''}; SIGTERM or Ctrl-C stops it",
           file=sys.stderr, flush=True)
     server.run()
+
+
+def serve_role(config: dict) -> None:
+    """A child of `serve --workers N` (workers.py): the writer, serving the file on
+    a unix socket in the supervisor's private folder (and --pg), or a read worker,
+    serving it read-only on the listening socket the supervisor passed."""
+    import os
+    import socket
+
+    import varvedb as vv
+    from .app import build_app
+    from .workers import WRITER_SOCKET, VersionBoard
+
+    options = dict(config["options"])
+    durability, log_level = options.pop("durability"), options.pop("log_level")
+    folder = config["folder"]
+    board = VersionBoard(os.path.join(folder, "version"))
+    if config["role"] == "writer":
+        db = vv.connect(config["path"], durability=durability)
+        board.publish(db.engine.visible)
+        app = build_app(db, token=config["token"], board=board, **options)
+        conf = _config(app, log_level, uds=os.path.join(folder, WRITER_SOCKET))
+        pg_port = config.get("pg_port")
+        server = uvicorn.Server(conf) if pg_port is None else \
+            _with_pg(conf, db, config["token"], config["host"], pg_port, None, None)
+        server.run()
+        return
+    db = vv.connect(config["path"], readonly=True)
+    app = build_app(db, token=config["token"], board=board, worker=config["index"],
+                    writer_socket=os.path.join(folder, WRITER_SOCKET), **options)
+    conf = _config(app, log_level, ssl_certfile=config.get("tls_cert"),
+                   ssl_keyfile=config.get("tls_key"))
+    listener = socket.socket(fileno=config["fd"])
+    uvicorn.Server(conf).run(sockets=[listener])
+
+
+def _config(app, log_level: str, **where) -> uvicorn.Config:
+    have = importlib.util.find_spec
+    logging.getLogger("varvedb.server").addHandler(logging.StreamHandler(sys.stderr))
+    return uvicorn.Config(
+        app, log_level=log_level, access_log=False,
+        loop="uvloop" if have("uvloop") else "asyncio",
+        http="httptools" if have("httptools") else "h11",
+        lifespan="on", timeout_keep_alive=75, **where)
+
+
+def _with_pg(config, db, token, host: str, pg_port: int, tls_cert, tls_key):
+    from ..pgwire.server import PgServer
+    pg = PgServer(db, token=token, ssl_context=_ssl_context(tls_cert, tls_key))
+    return _WithPg(config, pg, host, pg_port)
 
 
 def _ssl_context(cert: str | None, key: str | None):

@@ -1,0 +1,112 @@
+"""A read worker's two links to the writer (serve --workers N, workers.py).
+
+`Follower` keeps the worker's read-only connection at the writer's version:
+before each request's work it reads the VersionBoard (a load from shared
+memory) and refreshes the connection when the board is ahead; a read that
+names a `min_version` (X-Varve-Min-Version) is answered at that version or
+later, waiting for it a bounded time (VersionNotReachedError after).
+
+`WriterLink` forwards what only the writer runs (writes, transactions, SQL
+that writes) over the writer's unix socket and hands its answer back as it
+came, status, body and version header.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .. import errors as E
+
+VERSION_HEADER = "X-Varve-Version"          # every answer: the newest version it saw
+MIN_VERSION_HEADER = "X-Varve-Min-Version"  # a read: answer at this version or later
+WAIT_STEP = 0.001        # seconds between looks at the board while a read waits
+# the writer's answer headers a worker passes on (content-length is made anew)
+_PASSED = ("content-type", "x-varve-version", "retry-after", "www-authenticate", "allow")
+# the request headers the writer reads
+_SENT = ("authorization", "content-type", "x-varve-transaction")
+
+
+class WriterNeeded(Exception):
+    """Raised by a route's work in a read worker: only the writer can run this
+    request (SQL that writes); the worker forwards it."""
+
+
+def min_version(request: Request) -> int | None:
+    """The version a read asks to be answered at (or later), if it names one."""
+    given = request.headers.get(MIN_VERSION_HEADER)
+    if given is None:
+        return None
+    if not (given.isascii() and given.isdigit() and len(given) < 20):
+        raise E.RequestError(f"{MIN_VERSION_HEADER} is a version number, got {given[:40]!r}")
+    return int(given)
+
+
+class Follower:
+    """A worker's read-only Database, kept at the version the writer published."""
+
+    def __init__(self, db, board, wait: float):
+        self.db = db
+        self.board = board
+        self.wait = wait             # seconds a read waits for its min_version
+        self._lock = threading.Lock()
+
+    def catch_up(self, wanted: int | None) -> None:
+        engine = self.db.engine
+        if self.board.read() > engine.visible:
+            with self._lock:     # one refresh at a time; the others find it done
+                if self.board.read() > engine.visible:
+                    self.db.refresh()
+        if wanted is None or engine.visible >= wanted:
+            return
+        # the board lags a commit made over --pg by up to app.PUBLISH_EVERY, and
+        # a version no commit has made yet (another server's) never comes
+        deadline = time.monotonic() + self.wait
+        while True:
+            with self._lock:
+                self.db.refresh()
+            if engine.visible >= wanted:
+                return
+            if time.monotonic() > deadline:
+                raise E.VersionNotReachedError(
+                    f"this server is at version {engine.visible}; the read asked for "
+                    f"version {wanted} or later ({MIN_VERSION_HEADER}) and it did not "
+                    f"come within {self.wait:g} s")
+            time.sleep(WAIT_STEP)
+
+
+class WriterLink:
+    """The writer's HTTP server on its unix socket, as one worker reaches it."""
+
+    def __init__(self, socket_path: str, timeout: float):
+        self.socket_path = socket_path
+        self.timeout = timeout + 60.0    # a hang guard: the writer times out first
+        self._http = None
+
+    async def send(self, request: Request, raw: bytes) -> Response:
+        import httpx
+        if self._http is None:      # made in the event loop that uses it
+            self._http = httpx.AsyncClient(
+                transport=httpx.AsyncHTTPTransport(uds=self.socket_path),
+                base_url="http://writer", timeout=self.timeout)
+        path = request.scope.get("raw_path") or request.url.path.encode()
+        query = request.scope.get("query_string") or b""
+        url = path.decode("latin-1") + ("?" + query.decode("latin-1") if query else "")
+        headers = {k: v for k in _SENT if (v := request.headers.get(k)) is not None}
+        try:
+            r = await self._http.request(request.method, url, content=raw, headers=headers)
+        except httpx.ConnectError as e:
+            raise E.ServerUnavailableError(f"the writer is not answering (restarting?): "
+                                           f"{e}; nothing was applied") from None
+        except httpx.TransportError as e:
+            raise E.ServerUnavailableError(
+                f"the connection to the writer failed after the request was sent (it may "
+                f"or may not have been applied): {type(e).__name__}: {e}") from None
+        return Response(r.content, r.status_code,
+                        headers={k: r.headers[k] for k in _PASSED if k in r.headers})
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
