@@ -291,9 +291,11 @@ class Api:
 
     def error_response(self, exc: E.VarveError) -> Response:
         status = status_of(exc)
-        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        if status == 503:
-            headers = {"Retry-After": "1"}
+        headers = {VERSION_HEADER: str(self.db.engine.visible)}
+        if status == 401:
+            headers["WWW-Authenticate"] = "Bearer"
+        elif status == 503:
+            headers["Retry-After"] = "1"
         return Response(encode(error_to_wire(exc)), status, headers=headers, media_type=JSON)
 
 

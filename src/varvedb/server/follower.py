@@ -22,6 +22,7 @@ from .. import errors as E
 
 VERSION_HEADER = "X-Varve-Version"          # every answer: the newest version it saw
 MIN_VERSION_HEADER = "X-Varve-Min-Version"  # a read: answer at this version or later
+MAX_WAIT = 5.0           # seconds a read waits at most for its min_version
 WAIT_STEP = 0.001        # seconds between looks at the board while a read waits
 # the writer's answer headers a worker passes on (content-length is made anew)
 _PASSED = ("content-type", "x-varve-version", "retry-after", "www-authenticate", "allow")
@@ -50,7 +51,7 @@ class Follower:
     def __init__(self, db, board, wait: float):
         self.db = db
         self.board = board
-        self.wait = wait             # seconds a read waits for its min_version
+        self.wait = min(wait, MAX_WAIT)     # seconds a read waits for its min_version
         self._lock = threading.Lock()
 
     def catch_up(self, wanted: int | None) -> None:

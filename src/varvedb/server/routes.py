@@ -93,11 +93,11 @@ def table(api, claim_write, transaction_named=None) -> list:
     def health(p, q, ctype, raw):
         if api.process is None:
             return 200, encode({"status": "ok", "version": db.engine.visible})
-        # serve --workers N: which process answered, at which version, and the
-        # newest version the writer has published (a worker catches up per read)
-        return 200, encode({"status": "ok", "version": db.engine.visible,
+        # serve --workers N: the newest version the writer has published, which
+        # process answered, and the version it has caught up to (at each read)
+        return 200, encode({"status": "ok", "version": api.board.read(),
                             "process": api.process, "pid": os.getpid(),
-                            "published": api.board.read()})
+                            "caught_up": db.engine.visible})
 
     def made_once(make):
         """A route answering what make() gives, made at its first request."""

@@ -1,0 +1,368 @@
+"""`varvedb serve --workers N` (server/workers.py): read workers that follow one
+writer, on real processes and real sockets on 127.0.0.1.
+
+A read sent on a new connection lands on whichever worker accepts it; a read
+that names the version a write answered (X-Varve-Min-Version) is answered at
+that version or later on any of them, as the embedded API would answer it.
+Waits wait on the event (a worker answering, a version reached), with a hang
+guard of minutes; nothing here asserts on time.
+"""
+from __future__ import annotations
+
+import asyncio
+import http.client as http_client
+import json
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import varvedb as vv
+from server_proc import ServerProcess
+# the server tests that hold with read workers as they do with one process: run
+# here again against `served` below (two workers)
+from test_server import (TOKEN, Http, fill,  # noqa: F401  (collected here again)
+                         test_a_batch_answers_each_query_in_order,
+                         test_a_bad_request_is_refused_with_its_type_and_changes_nothing,
+                         test_a_missing_or_wrong_token_is_refused,
+                         test_an_id_with_a_slash_is_read_from_the_path_as_sent,
+                         test_as_of_reads_an_earlier_version,
+                         test_create_collection_with_exist_ok_finds_the_one_there,
+                         test_one_connection_serves_many_requests,
+                         test_put_items_merges_and_replaces_with_merge_false,
+                         test_search_answers_what_the_embedded_api_answers,
+                         test_sql_and_history_and_verify, test_the_item_404_names_the_item)
+
+GUARD = 300.0        # seconds: a hang guard, never a measure
+WORKERS = ["--workers", "2"]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("workers") / "served.varve")
+    with ServerProcess(path, token=TOKEN, args=["--max-results", "50", "--max-body-mb", "1",
+                                                *WORKERS]) as srv:
+        http = Http(srv)
+        vecs = fill(http)
+        yield srv, http, vecs
+        http.close()
+
+
+def once(srv: ServerProcess, method: str, path: str, body=None, headers=None):
+    """One request on a new connection: it lands on whichever worker accepts it."""
+    h = Http(srv)
+    try:
+        return h(method, path, body, headers=headers)
+    finally:
+        h.close()
+
+
+def health(srv: ServerProcess) -> dict:
+    return once(srv, "GET", "/health")[1]
+
+
+def workers_answering(srv: ServerProcess, n: int = 2) -> dict:
+    """{process name: pid} once `n` workers have answered /health (a hang guard)."""
+    seen, deadline = {}, time.monotonic() + GUARD
+    while len(seen) < n:
+        assert time.monotonic() < deadline, seen
+        h = health(srv)
+        seen[h["process"]] = h["pid"]
+    return seen
+
+
+def children(pid: int) -> list[int]:
+    """The live processes whose parent is `pid` (from /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(entry))
+    return out
+
+
+def gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def wait_until(predicate, what: str) -> None:
+    deadline = time.monotonic() + GUARD
+    while not predicate():
+        assert time.monotonic() < deadline, f"waited past the hang guard for {what}"
+        time.sleep(0.02)
+
+
+# ---- reads on any worker answer what the writes before them wrote ----------------------
+
+ops = st.lists(st.one_of(
+    st.tuples(st.just("insert"), st.integers(0, 15), st.integers(-5, 5)),
+    st.tuples(st.just("update"), st.integers(0, 15), st.integers(-5, 5)),
+    st.tuples(st.just("delete"), st.integers(0, 15), st.just(0))), min_size=1, max_size=12)
+
+_names = iter(range(10 ** 6))
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(steps=ops)
+def test_reads_on_random_workers_with_min_version_answer_as_the_embedded_api(served, steps):
+    srv, http, _ = served
+    name = f"h{next(_names)}"
+    oracle = vv.connect(":memory:")
+    spec = {"tag": "int", "emb": {"kind": "vector", "dim": 2, "metric": "l2", "dtype": "f32"}}
+    oracle.create_collection(name, {"tag": vv.Int(), "emb": vv.Vector(2, metric="l2")})
+    status, out, r = http("POST", "/collections", {"name": name, "schema": spec})
+    assert status == 201
+    expect = oracle[name]
+    for op, key, tag in steps:
+        if op == "insert":
+            row = {"id": key, "tag": tag, "emb": [float(key), float(tag)]}
+            try:
+                expect.insert([row])
+                want = 201
+            except vv.DuplicateIdError:
+                want = 409
+            status, out, r = http("POST", f"/collections/{name}/items", [row])
+        elif op == "update":
+            n = expect.update({"tag": tag}, ids=[key])
+            status, out, r = http("POST", f"/collections/{name}/update",
+                                  {"set": {"tag": tag}, "ids": [key]})
+            want = 200
+            assert out["updated"] == n
+        else:
+            n = expect.delete(ids=[key])
+            status, out, r = http("POST", f"/collections/{name}/delete", {"ids": [key]})
+            want = 200
+            assert out["deleted"] == n
+        assert status == want, out
+        version = int(r.getheader("X-Varve-Version"))
+        if status != 409:
+            assert out["version"] <= version
+        # the version the write answered, asked of whichever worker takes a new connection
+        at = {"X-Varve-Min-Version": str(version)}
+        status, out, r = once(srv, "POST", f"/collections/{name}/find", {}, headers=at)
+        assert status == 200 and int(r.getheader("X-Varve-Version")) >= version
+        assert {h["id"]: h["fields"]["tag"] for h in out["hits"]} == \
+            {h.id: h.fields["tag"] for h in expect.find()}
+        status, out, r = once(srv, "GET", f"/collections/{name}/items/{key}", headers=at)
+        doc = expect.get(key)
+        assert (status, out.get("tag") if status == 200 else None) == \
+            ((200, doc["tag"]) if doc is not None else (404, None))
+        status, out, _ = once(srv, "POST", f"/collections/{name}/search",
+                              {"vector": [float(key), 0.0], "limit": 3, "exact": True},
+                              headers=at)
+        assert [h["id"] for h in out["hits"]] == \
+            [h.id for h in expect.search(vector=[float(key), 0.0], limit=3, exact=True)]
+    oracle.close()
+
+
+def test_both_workers_answer_and_follow_the_writer(served):
+    srv, http, _ = served
+    pids = workers_answering(srv)
+    assert set(pids) == {"worker-0", "worker-1"} and len(set(pids.values())) == 2
+    version = int(http("POST", "/collections/docs/update",
+                       {"set": {"tag": 3}, "ids": [0]})[2].getheader("X-Varve-Version"))
+    # each worker, found on new connections, answers the write without being asked to
+    answered = set()
+    deadline = time.monotonic() + GUARD
+    while answered != set(pids):
+        assert time.monotonic() < deadline
+        status, out, r = once(srv, "GET", "/collections/docs/items/0")
+        assert status == 200 and out["tag"] == 3
+        assert int(r.getheader("X-Varve-Version")) >= version
+        answered.add(health(srv)["process"])
+
+
+def test_a_version_no_commit_has_made_is_a_typed_timeout(served):
+    srv, http, _ = served
+    far = health(srv)["version"] + 1_000_000
+    status, out, _ = once(srv, "POST", "/collections/docs/count", {},
+                          headers={"X-Varve-Min-Version": str(far)})
+    assert status == 504 and out["error"]["type"] == "VersionNotReachedError"
+    status, out, _ = once(srv, "POST", "/collections/docs/count", {},
+                          headers={"X-Varve-Min-Version": "soon"})
+    assert status == 400 and out["error"]["type"] == "RequestError"
+
+
+def test_sql_that_writes_is_forwarded_and_a_select_is_answered_by_the_worker(served):
+    srv, http, _ = served
+    status, out, r = once(srv, "POST", "/sql",
+                          {"sql": "UPDATE docs SET tag = 42 WHERE id = 1"})
+    assert status == 200 and out["rowcount"] == 1
+    at = {"X-Varve-Min-Version": r.getheader("X-Varve-Version")}
+    status, out, _ = once(srv, "POST", "/sql", {"sql": "SELECT tag FROM docs WHERE id = 1"},
+                          headers=at)
+    assert status == 200 and out["rows"] == [[42]]
+
+
+def test_the_client_reads_its_own_writes_from_any_thread(served):
+    srv, _, _ = served
+    client = vv.Client(srv.url, token=TOKEN)
+    docs = client.collection("docs")
+    seen = []
+    for i in range(20):
+        docs.update({"tag": 100 + i}, ids=[2])
+        # a new thread: a new connection, on whichever worker accepts it
+        t = threading.Thread(target=lambda: seen.append(docs.get(2)["tag"]))
+        t.start()
+        t.join(GUARD)
+    assert seen == [100 + i for i in range(20)]
+    client.close()
+
+
+def test_the_async_client_reads_its_own_writes(served):
+    srv, _, _ = served
+
+    async def go():
+        async with vv.AsyncClient(srv.url, token=TOKEN, max_connections=4) as client:
+            docs = await client.collection("docs")
+            for i in range(10):
+                await docs.update({"tag": 200 + i}, ids=[4])
+                got = await asyncio.gather(*[docs.get(4) for _ in range(4)])
+                assert [d["tag"] for d in got] == [200 + i] * 4
+    asyncio.run(go())
+
+
+def test_a_transaction_runs_on_the_writer_and_rolls_back(served):
+    srv, _, _ = served
+    client = vv.Client(srv.url, token=TOKEN)
+    docs = client.collection("docs")
+    before = docs.get(5)["tag"]
+    with pytest.raises(RuntimeError):
+        with client.transaction():
+            docs.update({"tag": before + 1}, ids=[5])
+            assert docs.get(5)["tag"] == before + 1      # read in it, on the writer
+            raise RuntimeError("undo")
+    assert docs.get(5)["tag"] == before
+    client.close()
+
+
+def test_metrics_sum_the_workers_requests(served):
+    srv, _, _ = served
+    workers_answering(srv)
+
+    def counted() -> float:
+        text = once(srv, "GET", "/metrics")[1]
+        return sum(float(line.split()[-1]) for line in text.splitlines()
+                   if line.startswith('varvedb_http_requests_total{method="POST",'
+                                      'route="/collections/{c}/count",status="200"}'))
+    before = counted()
+    answered = set()
+    for _ in range(40):
+        assert once(srv, "POST", "/collections/docs/count", {})[0] == 200
+        answered.add(health(srv)["process"])
+    assert counted() == before + 40
+
+
+# ---- lifecycle ---------------------------------------------------------------------------
+
+def test_a_worker_killed_under_load_comes_back_and_nothing_is_lost(tmp_path):
+    path = str(tmp_path / "kill.varve")
+    with ServerProcess(path, token=TOKEN, args=WORKERS) as srv:
+        http = Http(srv)
+        fill(http, rows=50)
+        http.close()
+        stop = threading.Event()
+        errors, reads, acked, unsure = [], [0], [], []
+
+        def read():
+            client = vv.Client(srv.url, token=TOKEN)
+            docs = client.collection("docs")
+            while not stop.is_set():
+                try:
+                    assert docs.count() >= 50
+                    assert len(docs.search(vector=[0.1] * 8, limit=5)) == 5
+                    reads[0] += 1
+                except Exception as e:      # noqa: BLE001 (asserted empty below)
+                    errors.append(e)
+            client.close()
+
+        def write():
+            client = vv.Client(srv.url, token=TOKEN)
+            docs = client.collection("docs")
+            batch = 0
+            while not stop.is_set():
+                ids = list(range(1000 + 10 * batch, 1010 + 10 * batch))
+                try:
+                    docs.insert([{"id": i, "tag": 1, "emb": [0.5] * 8} for i in ids])
+                    acked.extend(ids)
+                except vv.ServerUnavailableError:   # forwarded by the worker killed
+                    unsure.extend(ids)
+                batch += 1
+            client.close()
+
+        threads = [threading.Thread(target=read) for _ in range(3)] + \
+            [threading.Thread(target=write)]
+        for t in threads:
+            t.start()
+        wait_until(lambda: reads[0] > 20 and len(acked) > 20, "the load to run")
+        victims = workers_answering(srv)
+        os.kill(victims["worker-0"], signal.SIGKILL)
+        wait_until(lambda: gone(victims["worker-0"]), "the worker to die")
+
+        def back() -> bool:
+            h = health(srv)
+            return h["process"] == "worker-0" and h["pid"] != victims["worker-0"]
+        wait_until(back, "worker-0 to be started again")
+        after = reads[0]
+        wait_until(lambda: reads[0] > after + 20, "reads after the restart")
+        stop.set()
+        for t in threads:
+            t.join(GUARD)
+        assert errors == []
+        # every acknowledged write is there; one whose answer the kill lost may be
+        client = vv.Client(srv.url, token=TOKEN)
+        present = {h.id for h in client.collection("docs").find(where="id >= 1000")}
+        assert set(acked) <= present <= set(acked) | set(unsure)
+        client.close()
+
+
+def test_sigterm_drains_every_process_then_checkpoints(tmp_path):
+    path = str(tmp_path / "term.varve")
+    srv = ServerProcess(path, args=WORKERS).start()
+    http = Http(srv, token=None)
+    fill(http, rows=100)
+    http.close()
+    kids = children(srv.proc.pid)
+    assert len(kids) == 3
+    body = json.dumps([{"tag": 7, "emb": [0.25] * 8} for _ in range(60_000)]).encode()
+    answer = {}
+
+    def write():
+        w = Http(srv, token=None)
+        answer["status"], answer["out"], _ = w("POST", "/collections/docs/items", body)
+
+    t = threading.Thread(target=write)
+    t.start()
+    time.sleep(0.3)            # the body is on its way; the insert may be running
+    srv.proc.send_signal(signal.SIGTERM)
+    t.join(GUARD)
+    assert answer.get("status") == 201 and len(answer["out"]["ids"]) == 60_000
+    assert srv.proc.wait(GUARD) == 0
+    assert all(gone(k) for k in kids)
+    with vv.connect(path, readonly=True) as db:
+        assert db.engine.log.file.superblock.checkpoint_version == db.version
+        assert db["docs"].count() == 60_100
+
+
+def test_the_supervisors_death_ends_its_children(tmp_path):
+    srv = ServerProcess(str(tmp_path / "orphan.varve"), args=WORKERS).start()
+    kids = children(srv.proc.pid)
+    assert len(kids) == 3
+    srv.kill()
+    wait_until(lambda: all(gone(k) for k in kids), "the children to end")
