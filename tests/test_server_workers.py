@@ -14,6 +14,8 @@ import http.client as http_client
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -23,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import varvedb as vv
-from server_proc import ServerProcess
+from server_proc import SRC, ServerProcess
 # the server tests that hold with read workers as they do with one process: run
 # here again against `served` below (two workers)
 from test_server import (TOKEN, Http, fill,  # noqa: F401  (collected here again)
@@ -366,3 +368,19 @@ def test_the_supervisors_death_ends_its_children(tmp_path):
     assert len(kids) == 3
     srv.kill()
     wait_until(lambda: all(gone(k) for k in kids), "the children to end")
+
+
+def test_serve_killed_during_its_warm_leaves_no_compiler_running(tmp_path):
+    # an empty kernel cache: the warm's pool compiles for minutes, in processes of its own
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-m", "varvedb", "serve",
+                             str(tmp_path / "w.varve"), "--port", "0"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: len(children(proc.pid)) >= 2, "the warm's pool to start")
+        kids = children(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    wait_until(lambda: all(gone(k) for k in kids), "the warm's processes to end")

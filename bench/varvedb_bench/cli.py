@@ -286,12 +286,16 @@ def sql(rows, dim, queries, rounds, m, ef_construction, ef, only, profile_querie
 @click.option("--workdir", default=None, help="Folder for the file and the PostgreSQL "
                                               "server (default: a temporary one here). "
                                               "A real disk: tmpfs is refused.")
+@click.option("--workers", default="", metavar="W,W",
+              help="Measure the search against `serve --workers W` for each W (e.g. 1,2), "
+                   "each server on its own copy of the file, alternating with the others.")
 @click.option("--out", default=None, help="Also write the figures to this JSON file, and "
                                          "as markdown next to it (.md).")
 def server(rows, dim, queries, rounds, seconds, threads, m, ef_construction, ef,
                  ingest_rows, batch, write_batch, ingest_rounds, write_rate, only, serve_args,
                  with_pg,
-                 profile_s, client, dataset, ladder_rounds, quick, workdir, out) -> None:
+                 profile_s, client, dataset, ladder_rounds, quick, workdir, workers,
+                 out) -> None:
     """`varvedb serve` against PostgreSQL + pgvector over TCP on 127.0.0.1: search QPS
     and p50/p99 at 1, 4 and 8 client threads, ingest rows/s (JSON, Arrow, .npy against
     binary COPY) and search under a writer, the engines alternating round by round."""
@@ -310,7 +314,8 @@ def server(rows, dim, queries, rounds, seconds, threads, m, ef_construction, ef,
             only=[x.strip() for x in only.split(",") if x.strip()] or None,
             serve_args=shlex.split(serve_args), workdir=workdir, with_pg=with_pg,
             profile_s=profile_s, client=client, ladder_rounds=ladder_rounds,
-            write_rate=write_rate, dataset=dataset, echo=click.echo)
+            write_rate=write_rate, dataset=dataset,
+            workers=tuple(int(w) for w in workers.split(",") if w.strip()), echo=click.echo)
     except server.BenchError as e:
         raise click.ClickException(str(e)) from None
     click.echo(server.markdown(report))

@@ -181,7 +181,15 @@ class VarveServer:
         return out
 
     def pids(self) -> list[int]:
-        return [self.proc.pid] if self.proc is not None and self.proc.poll() is None else []
+        """The server's processes: with --workers N, its writer and workers too."""
+        if self.proc is None or self.proc.poll() is not None:
+            return []
+        import psutil
+        try:
+            kids = [p.pid for p in psutil.Process(self.proc.pid).children(recursive=True)]
+        except psutil.Error:
+            kids = []
+        return [self.proc.pid, *kids]
 
     def stop(self, timeout: float = 300.0) -> int | None:
         """SIGTERM (the server links, checkpoints and closes), then wait."""
@@ -918,8 +926,11 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
         write_batch: int = 1000, ingest_rounds_: int = 3, only: list[str] | None = None,
         serve_args: list[str] = (), workdir: str | None = None, with_pg: bool = True,
         profile_s: float = 0.0, client: str = "both", ladder_rounds: int = 3,
-        write_rate: float = 0.0, dataset: str | None = None, echo=print) -> dict:
-    """The figures (or those in `only`: search, mixed, ingest) as a dict."""
+        write_rate: float = 0.0, dataset: str | None = None, workers=(),
+        echo=print) -> dict:
+    """The figures (or those in `only`: search, mixed, ingest) as a dict. `workers`
+    (e.g. (1, 2)): the search is measured against one server per count, `serve
+    --workers W` each on its own copy of the file, as sides varvedb_wW."""
     own = workdir is None
     workdir = os.path.abspath(workdir or tempfile.mkdtemp(prefix="varvedb-server-",
                                                           dir=os.getcwd()))
@@ -932,10 +943,11 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
         "threads": list(threads), "m": m, "ef_construction": ef_construction, "ef": ef,
         "ingest_rows": ingest_rows, "batch": batch, "write_batch": write_batch,
         "ingest_rounds": ingest_rounds_, "serve_args": list(serve_args),
-        "write_rate": write_rate,
+        "write_rate": write_rate, "workers": list(workers),
         "workdir_fs": fs, "cpus": os.cpu_count(), "client": client,
         "data": "varvedb.demo_data clustered, held-out queries, exact top-10 by numpy"}}
     srv = pg = None
+    more: list[VarveServer] = []       # --workers: the servers past the first
     try:
         echo(f"bench server: {dataset or f'{rows:,} × {dim} clustered'}, {queries} queries")
         if dataset:       # real vectors (datasets.py), searched by l2 on both sides
@@ -991,6 +1003,22 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
             sides.append(raw)
         if wire_port:
             sides.append(VarveWire(srv, wire_port, ds.queries, ef))
+        if workers:     # one side per worker count instead, each server on a copy
+            kind = "raw" if client == "raw" else "http.client"
+            sides = [x for x in sides if not isinstance(x, VarveSearch)]
+            for i, w in enumerate(workers):
+                if i == 0:
+                    srv.stop()
+                    one = srv = VarveServer(path, [*serve_args, "--workers", str(w)]).start()
+                else:
+                    copy = f"{path[:-len('.varve')]}-w{w}-{i}.varve"
+                    shutil.copyfile(path, copy)
+                    one = VarveServer(copy, [*serve_args, "--workers", str(w)]).start()
+                    more.append(one)
+                side = VarveSearch(one, ds.queries, ef, kind)
+                side.name = f"varvedb_w{w}"
+                sides.insert(i, side)
+            report["config"]["varvedb"]["server"] += " --workers " + "|".join(map(str, workers))
         vv_side = next((x for x in sides if isinstance(x, VarveSearch)), None)
         if pg is not None:
             sides.append(PgSearch(pg, ds.queries, ef))
@@ -1037,6 +1065,8 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
     finally:
         if srv is not None:
             srv.stop()
+        for one in more:
+            one.stop()
         if pg is not None:
             pg.stop()
         if own:
@@ -1310,9 +1340,9 @@ def markdown(report: dict) -> str:
                   "", "| clients | engine | QPS | × pgvector QPS | p50 µs | p99 µs | "
                   "server CPU µs/q | client CPU µs/q |", "|---|---|---|---|---|---|---|---|"]
         for t, row in s["threads"].items():
-            for name in ("varvedb", "varvedb_raw", "varvedb_pg", "pgvector"):
+            for name in [k for k in row if k.startswith("varvedb")] + ["pgvector"]:
                 e = row.get(name)
-                if e is None:
+                if e is None or "qps" not in e:
                     continue
                 ratio = row.get("ratio_qps" + name[len("varvedb"):]) \
                     if name != "pgvector" else None

@@ -261,6 +261,16 @@ def run_share(name: str) -> list[compile_log.Compilation]:
     return compile_log.compilations()[before:]
 
 
+def die_with_parent(parent: int) -> None:
+    """In a child process: ask the kernel (Linux) for SIGTERM when the parent
+    ends, and end now if it has ended already."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)    # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def warm(processes: int | None = None, progress: bool = True, echo=None,
          again: bool = False) -> WarmReport:
     """Compile every share's kernels in `processes` worker processes (default: one
@@ -273,8 +283,11 @@ def warm(processes: int | None = None, progress: bool = True, echo=None,
     if mark.exists() and not again:
         return WarmReport(seconds=time.perf_counter() - t0)
     report = WarmReport(processes=processes or len(os.sched_getaffinity(0)))
+    # a worker ends with this process, even SIGKILLed (`varvedb serve` killed
+    # during its warm left them compiling, then waiting on the pool for ever)
     with cf.ProcessPoolExecutor(report.processes,
-                                mp_context=multiprocessing.get_context("spawn")) as pool:
+                                mp_context=multiprocessing.get_context("spawn"),
+                                initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
         jobs = [pool.submit(run_share, name) for name in SHARES]
         told = echo is None
         with tqdm(total=len(jobs), desc="warming kernels", unit="set",

@@ -5,7 +5,11 @@ X-Varve-Transaction header names: transactions.py), on a thread of the server's 
 (the event loop only reads bodies and writes answers): reads run side by side
 (the kernels release the GIL), writes meet at the file's single writer.
 Errors are VarveErrors carried as {"error": {...}} with the status of
-`status_of`; a request that fails has applied nothing.
+`status_of`; a request that fails has applied nothing. Every answer carries
+X-Varve-Version, the newest version the process saw. In a read worker of
+`serve --workers N` (follower.py) a request first catches up with the writer's
+published version (and the X-Varve-Min-Version it names), and what may write
+is forwarded to the writer.
 """
 from __future__ import annotations
 
@@ -99,7 +103,7 @@ def item_params(request: Request) -> dict:
     return {"c": segments[2], "id": segments[4], "tail": "/".join(segments[5:])}
 
 
-def _run_job(job: Job, work, parts, metrics, follower, wanted):
+def _run_job(job: Job, work, parts, metrics, follower=None, wanted=None):
     if not job.start():
         raise E.RequestTimeoutError("the request waited past the server's timeout")
     Job.current.job = job

@@ -190,11 +190,20 @@ IN_TRANSACTION = {"name": "X-Varve-Transaction", "in": "header", "required": Fal
                                  "/transactions); one not open here is a 404"}
 
 
+# the header a read worker (serve --workers N) answers at that version or later by
+MIN_VERSION = {"name": "X-Varve-Min-Version", "in": "header", "required": False,
+               "schema": {"type": "string", "pattern": "^[0-9]{1,19}$"},
+               "description": "answer at this version or later (the X-Varve-Version "
+                              "of this client's last answer): a read worker waits for "
+                              "it, at most 5 s, then answers 504 VersionNotReachedError"}
+
+
 def _in_transaction(op: dict) -> dict:
     """A data route's operation, which the transaction header may run in one: an
-    id not open here is a 404, a failed transaction a 409."""
-    op["parameters"] = [*op.get("parameters", ()), IN_TRANSACTION]   # C and I are shared
-    for code in (404, 409):
+    id not open here is a 404, a failed transaction a 409; and which a read worker
+    answers at the version the min-version header names (504 past its wait)."""
+    op["parameters"] = [*op.get("parameters", ()), IN_TRANSACTION, MIN_VERSION]
+    for code in (404, 409, 504):
         op["responses"].setdefault(str(code), _error_response(code))
     op["responses"] = dict(sorted(op["responses"].items()))
     return op

@@ -10,10 +10,11 @@ closes the file.
 from __future__ import annotations
 
 import asyncio
-
 import importlib.util
 import ipaddress
 import logging
+import os
+import socket
 import sys
 
 import uvicorn
@@ -100,9 +101,6 @@ def serve_role(config: dict) -> None:
     """A child of `serve --workers N` (workers.py): the writer, serving the file on
     a unix socket in the supervisor's private folder (and --pg), or a read worker,
     serving it read-only on the listening socket the supervisor passed."""
-    import os
-    import socket
-
     import varvedb as vv
     from .app import build_app
     from .workers import WRITER_SOCKET, VersionBoard

@@ -36,7 +36,6 @@ mode, in the private folder): see docs/server.md.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import mmap
 import os
@@ -77,16 +76,6 @@ class VersionBoard:
     def publish(self, version: int) -> None:
         if version > self._cell[0]:
             self._cell[0] = version
-
-
-def die_with_parent(parent: int) -> None:
-    """Ask the kernel for SIGTERM when the parent process ends (Linux), and end
-    now if it has ended already."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)        # PR_SET_PDEATHSIG
-    if os.getppid() != parent:
-        os.kill(os.getpid(), signal.SIGTERM)
 
 
 class _Child:
@@ -216,8 +205,9 @@ def _end(children: list[_Child]) -> None:
 
 def _child_main(config: dict) -> None:
     """A writer or a worker process (run by _Child.start)."""
-    die_with_parent(config["parent"])
+    from ..warm import die_with_parent
     from .run import serve_role
+    die_with_parent(config["parent"])
     serve_role(config)
 
 
