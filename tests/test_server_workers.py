@@ -384,3 +384,26 @@ def test_serve_killed_during_its_warm_leaves_no_compiler_running(tmp_path):
         proc.kill()
         proc.wait()
     wait_until(lambda: all(gone(k) for k in kids), "the warm's processes to end")
+
+
+def test_a_worker_links_the_rows_it_follows_into_its_graph(served):
+    srv, http, _ = served
+    rows = [{"id": 5000 + i, "tag": 1, "title": "x", "emb": [float(i % 7)] * 8}
+            for i in range(300)]
+    status, out, r = http("POST", "/collections/docs/items", rows)
+    assert status == 201
+    at = {"X-Varve-Min-Version": r.getheader("X-Varve-Version")}
+    pending = set(workers_answering(srv))
+
+    def linked() -> bool:
+        h = Http(srv)      # one connection: the same worker answers both
+        try:
+            status, out, _ = h("GET", "/collections/docs", headers=at)
+            assert status == 200
+            if out["indexes"]["emb"]["unlinked"] == 0:
+                pending.discard(h("GET", "/health")[1]["process"])
+        finally:
+            h.close()
+        return not pending
+    # each worker's graph comes to hold the rows (the exact tail scan found them meanwhile)
+    wait_until(linked, "both workers to link the new rows")

@@ -370,7 +370,7 @@ def serve(file: str, host: str, port: int, token: str | None, token_file: str | 
     protocol too, until SIGTERM or Ctrl-C. The token comes from --token-file or
     --token, else the environment variable VARVEDB_TOKEN."""
     try:
-        from .server import serve as run
+        from .server import serve, serve_workers
     except ImportError as e:
         raise click.ClickException(f"the server needs the 'server' extra "
                                    f"(pip install 'varvedb[server]'): {e}") from None
@@ -383,12 +383,15 @@ def serve(file: str, host: str, port: int, token: str | None, token_file: str | 
         # the environment, like a file, keeps the token out of the process list;
         # an option given says otherwise
         token = os.environ.get("VARVEDB_TOKEN") or None
+    options = dict(host=host, port=port, token=token, tls_cert=tls_cert, tls_key=tls_key,
+                   max_body=max_body_mb << 20, max_results=max_results, timeout=timeout,
+                   threads=threads, durability=durability, warm=warm_first,
+                   transaction_idle_timeout=transaction_idle_timeout, pg_port=pg_port)
     try:
-        run(file, host=host, port=port, token=token, tls_cert=tls_cert, tls_key=tls_key,
-            max_body=max_body_mb << 20, max_results=max_results, timeout=timeout,
-            threads=threads, durability=durability, warm=warm_first,
-            transaction_idle_timeout=transaction_idle_timeout, pg_port=pg_port,
-            workers=workers)
+        if workers > 1:
+            serve_workers(file, workers, **options)
+        else:
+            serve(file, **options)
     except vv.VarveError as e:
         raise click.ClickException(str(e)) from None
 

@@ -7,5 +7,6 @@ writer and read workers. Needs the `server` extra (starlette, uvicorn, prometheu
 """
 from .app import build_app
 from .run import serve
+from .workers import serve_workers
 
-__all__ = ["build_app", "serve"]
+__all__ = ["build_app", "serve", "serve_workers"]

@@ -368,6 +368,8 @@ async def _publish_commits(api: Api) -> None:
 
 def _shutdown(api: Api) -> None:
     api.pool.shutdown(wait=True)
+    if api.follower is not None:
+        api.follower.stop()
     db = api.db
     try:
         api.transactions.close()      # open ones roll back (and free the writer lock)

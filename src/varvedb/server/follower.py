@@ -6,6 +6,14 @@ memory) and refreshes the connection when the board is ahead; a read that
 names a `min_version` (X-Varve-Min-Version) is answered at that version or
 later, waiting for it a bounded time (VersionNotReachedError after).
 
+A read-only connection has no index maintainer: the rows a refresh brings
+are found by the exact scan of the tail above each graph, which grows with
+every write. So a follower links them itself, in memory, in a thread of its
+own (`_link`), a chunk at a time as the writer's maintainer does (Table.
+link_indexes), the refresh and the linking taking turns on one lock. Each
+worker spends that CPU again (the writer's graphs, checkpointed, are not
+read back by a refresh); searches stay on the graph.
+
 `WriterLink` forwards what only the writer runs (writes, transactions, SQL
 that writes) over the writer's unix socket and hands its answer back as it
 came, status, body and version header.
@@ -52,7 +60,12 @@ class Follower:
         self.db = db
         self.board = board
         self.wait = min(wait, MAX_WAIT)     # seconds a read waits for its min_version
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()       # a refresh, or a chunk linked
+        self._behind = threading.Event()    # a refresh brought rows the graphs lack
+        self._stopped = False
+        self._linker = threading.Thread(target=self._link, name="varvedb-follower-linker",
+                                        daemon=True)
+        self._linker.start()
 
     def catch_up(self, wanted: int | None) -> None:
         engine = self.db.engine
@@ -60,6 +73,7 @@ class Follower:
             with self._lock:     # one refresh at a time; the others find it done
                 if self.board.read() > engine.visible:
                     self.db.refresh()
+                    self._behind.set()
         if wanted is None or engine.visible >= wanted:
             return
         # the board lags a commit made over --pg by up to app.PUBLISH_EVERY, and
@@ -68,6 +82,7 @@ class Follower:
         while True:
             with self._lock:
                 self.db.refresh()
+                self._behind.set()
             if engine.visible >= wanted:
                 return
             if time.monotonic() > deadline:
@@ -76,6 +91,28 @@ class Follower:
                     f"version {wanted} or later ({MIN_VERSION_HEADER}) and it did not "
                     f"come within {self.wait:g} s")
             time.sleep(WAIT_STEP)
+
+
+    def _link(self) -> None:
+        engine = self.db.engine
+        while True:
+            self._behind.wait()
+            if self._stopped:
+                return
+            self._behind.clear()
+            while not self._stopped:
+                with self._lock:     # the tables looked up under it: a refresh may reload
+                    if engine.closed or \
+                            not any(t.link_indexes() for t in list(engine.tables.values())):
+                        break
+                time.sleep(0)       # the readers' turn for the GIL between chunks
+
+    def stop(self) -> None:
+        """Before the connection closes: the linker ends after its chunk."""
+        self._stopped = True
+        self._behind.set()
+        with self._lock:
+            pass
 
 
 class WriterLink:

@@ -13,8 +13,6 @@ import asyncio
 import importlib.util
 import ipaddress
 import logging
-import os
-import socket
 import sys
 
 import uvicorn
@@ -57,24 +55,15 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | Non
           max_body: int = 256 << 20, max_results: int = 10_000, timeout: float = 30.0,
           threads: int = 8, durability: str = "commit", log_level: str = "warning",
           warm: bool = True, transaction_idle_timeout: float = 60.0,
-          pg_port: int | None = None, workers: int = 1) -> None:
+          pg_port: int | None = None) -> None:
     """Serve the file at `path` until SIGTERM/SIGINT (blocks). With `warm`, every
     kernel is compiled (or loaded) before the file opens and the port is bound
     (varvedb/warm.py), so no request waits on numba. With `pg_port`, the
     PostgreSQL protocol is served on that port too (varvedb/pgwire), in the same
-    event loop, over the same open file. With `workers` over 1, that many read
-    workers and one writer serve it (workers.py)."""
+    event loop, over the same open file. (`serve --workers N`: workers.py.)"""
     import varvedb as vv
     from .app import build_app
 
-    app_options = {"max_body": max_body, "max_results": max_results, "timeout": timeout,
-                   "threads": threads, "transaction_idle_timeout": transaction_idle_timeout,
-                   "durability": durability, "log_level": log_level}
-    if workers > 1:
-        from .workers import serve_workers
-        serve_workers(path, workers, host=host, port=port, token=token, tls_cert=tls_cert,
-                      tls_key=tls_key, pg_port=pg_port, warm=warm, **app_options)
-        return
     check_options(host, token, tls_cert, tls_key)
     if warm:
         warm_kernels()
@@ -82,14 +71,14 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | Non
     app = build_app(db, token=token, max_body=max_body, max_results=max_results,
                     timeout=timeout, threads=threads,
                     transaction_idle_timeout=transaction_idle_timeout)
-    config = _config(app, log_level, host=host, port=port, ssl_certfile=tls_cert,
+    config = uvicorn_config(app, log_level, host=host, port=port, ssl_certfile=tls_cert,
                      ssl_keyfile=tls_key)
     scheme = "https" if tls_cert else "http"
     where = f"{scheme}://{host}:{port}"
     if pg_port is None:
         server = uvicorn.Server(config)
     else:
-        server = _with_pg(config, db, token, host, pg_port, tls_cert, tls_key)
+        server = with_pg(config, db, token, host, pg_port, tls_cert, tls_key)
         where += f" and postgresql://{host}:{pg_port}"
     print(f"varvedb: serving {path} on {where}"
           f"{' (token required)' if token else ''}; SIGTERM or Ctrl-C stops it",
@@ -97,38 +86,7 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | Non
     server.run()
 
 
-def serve_role(config: dict) -> None:
-    """A child of `serve --workers N` (workers.py): the writer, serving the file on
-    a unix socket in the supervisor's private folder (and --pg), or a read worker,
-    serving it read-only on the listening socket the supervisor passed."""
-    import varvedb as vv
-    from .app import build_app
-    from .workers import WRITER_SOCKET, VersionBoard
-
-    options = dict(config["options"])
-    durability, log_level = options.pop("durability"), options.pop("log_level")
-    folder = config["folder"]
-    board = VersionBoard(os.path.join(folder, "version"))
-    if config["role"] == "writer":
-        db = vv.connect(config["path"], durability=durability)
-        board.publish(db.engine.visible)
-        app = build_app(db, token=config["token"], board=board, **options)
-        conf = _config(app, log_level, uds=os.path.join(folder, WRITER_SOCKET))
-        pg_port = config.get("pg_port")
-        server = uvicorn.Server(conf) if pg_port is None else \
-            _with_pg(conf, db, config["token"], config["host"], pg_port, None, None)
-        server.run()
-        return
-    db = vv.connect(config["path"], readonly=True)
-    app = build_app(db, token=config["token"], board=board, worker=config["index"],
-                    writer_socket=os.path.join(folder, WRITER_SOCKET), **options)
-    conf = _config(app, log_level, ssl_certfile=config.get("tls_cert"),
-                   ssl_keyfile=config.get("tls_key"))
-    listener = socket.socket(fileno=config["fd"])
-    uvicorn.Server(conf).run(sockets=[listener])
-
-
-def _config(app, log_level: str, **where) -> uvicorn.Config:
+def uvicorn_config(app, log_level: str, **where) -> uvicorn.Config:
     have = importlib.util.find_spec
     logging.getLogger("varvedb.server").addHandler(logging.StreamHandler(sys.stderr))
     return uvicorn.Config(
@@ -138,7 +96,7 @@ def _config(app, log_level: str, **where) -> uvicorn.Config:
         lifespan="on", timeout_keep_alive=75, **where)
 
 
-def _with_pg(config, db, token, host: str, pg_port: int, tls_cert, tls_key):
+def with_pg(config, db, token, host: str, pg_port: int, tls_cert, tls_key):
     from ..pgwire.server import PgServer
     pg = PgServer(db, token=token, ssl_context=_ssl_context(tls_cert, tls_key))
     return _WithPg(config, pg, host, pg_port)

@@ -92,7 +92,9 @@ class _Child:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "varvedb.server.workers"],
             # the environment, not argv: the token stays out of the process list
-            env={**self.env, CONFIG_VARIABLE: json.dumps(self.config)}, pass_fds=self.pass_fds)
+            env={**self.env, CONFIG_VARIABLE: json.dumps(self.config)}, pass_fds=self.pass_fds,
+            # a terminal's Ctrl-C reaches the supervisor alone, which stops them in order
+            start_new_session=True)
 
     def signal(self, sig: int) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -101,17 +103,23 @@ class _Child:
 
 def serve_workers(path: str, workers: int, *, host: str, port: int, token: str | None,
                   tls_cert: str | None, tls_key: str | None, pg_port: int | None,
-                  warm: bool, **app_options) -> None:
+                  warm: bool = True, durability: str = "commit", log_level: str = "warning",
+                  **app_options) -> None:
     """Serve `path` with one writer and `workers` read workers until SIGTERM/SIGINT
     (blocks); see the module's docstring. `app_options`: app.build_app's."""
+    from ..errors import OptionError
     from .run import check_options, warm_kernels
 
     check_options(host, token, tls_cert, tls_key)
     if warm:
         warm_kernels()      # once, here: the children load the kernels from the cache
+    app_options.update(durability=durability, log_level=log_level)
     folder = tempfile.mkdtemp(prefix="varvedb-serve-")     # 0700: this user's alone
     try:
-        listener = socket.create_server((host, port), reuse_port=False, backlog=2048)
+        try:
+            listener = socket.create_server((host, port), backlog=2048)
+        except OSError as e:
+            raise OptionError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
         listener.set_inheritable(True)
         VersionBoard(os.path.join(folder, "version"), create=True)
         os.mkdir(os.path.join(folder, "metrics"))
@@ -203,13 +211,40 @@ def _end(children: list[_Child]) -> None:
 
 # ---- in a child ----------------------------------------------------------------------
 
-def _child_main(config: dict) -> None:
-    """A writer or a worker process (run by _Child.start)."""
+def serve_role(config: dict) -> None:
+    """A child (run by _Child.start): the writer, serving the file on a unix socket
+    in the supervisor's private folder (and --pg), or a read worker, serving it
+    read-only on the listening socket the supervisor passed."""
+    import uvicorn
+
+    import varvedb as vv
     from ..warm import die_with_parent
-    from .run import serve_role
+    from .app import build_app
+    from .run import uvicorn_config, with_pg
+
     die_with_parent(config["parent"])
-    serve_role(config)
+    options = dict(config["options"])
+    durability, log_level = options.pop("durability"), options.pop("log_level")
+    folder = config["folder"]
+    board = VersionBoard(os.path.join(folder, "version"))
+    writer_socket = os.path.join(folder, WRITER_SOCKET)
+    if config["role"] == "writer":
+        db = vv.connect(config["path"], durability=durability)
+        board.publish(db.engine.visible)
+        app = build_app(db, token=config["token"], board=board, **options)
+        conf = uvicorn_config(app, log_level, uds=writer_socket)
+        pg_port = config.get("pg_port")
+        server = uvicorn.Server(conf) if pg_port is None else \
+            with_pg(conf, db, config["token"], config["host"], pg_port, None, None)
+        server.run()
+        return
+    db = vv.connect(config["path"], readonly=True)
+    app = build_app(db, token=config["token"], board=board, worker=config["index"],
+                    writer_socket=writer_socket, **options)
+    conf = uvicorn_config(app, log_level, ssl_certfile=config.get("tls_cert"),
+                          ssl_keyfile=config.get("tls_key"))
+    uvicorn.Server(conf).run(sockets=[socket.socket(fileno=config["fd"])])
 
 
 if __name__ == "__main__":
-    _child_main(json.loads(os.environ.pop(CONFIG_VARIABLE)))
+    serve_role(json.loads(os.environ.pop(CONFIG_VARIABLE)))
