@@ -334,6 +334,31 @@ def test_a_worker_killed_under_load_comes_back_and_nothing_is_lost(tmp_path):
         client.close()
 
 
+def test_a_writer_killed_is_started_again_and_keeps_what_it_acknowledged(tmp_path):
+    with ServerProcess(str(tmp_path / "writer.varve"), token=TOKEN, args=WORKERS) as srv:
+        client = vv.Client(srv.url, token=TOKEN)
+        docs = client.create_collection("docs", {"tag": vv.Int()})
+        docs.insert([{"id": i, "tag": i} for i in range(10)])
+        workers = set(workers_answering(srv).values())
+        writer, = set(children(srv.proc.pid)) - workers
+        os.kill(writer, signal.SIGKILL)
+        wait_until(lambda: gone(writer), "the writer to die")
+        # reads go on meanwhile; writes are refused (503, nothing applied) until a new
+        # writer serves, then applied
+        assert docs.count() == 10
+
+        def written() -> bool:
+            try:
+                docs.insert([{"id": 10, "tag": 10}])
+                return True
+            except vv.ServerUnavailableError:
+                return False
+        wait_until(written, "a new writer to take the write")
+        assert {h.id: h.fields["tag"] for h in docs.find()} == {i: i for i in range(11)}
+        assert len(set(children(srv.proc.pid)) - workers) == 1
+        client.close()
+
+
 def test_sigterm_drains_every_process_then_checkpoints(tmp_path):
     path = str(tmp_path / "term.varve")
     srv = ServerProcess(path, args=WORKERS).start()
