@@ -549,13 +549,10 @@ def test_sigkill_during_ingest_loses_no_acknowledged_batch(tmp_path):
     srv.stop()
 
 
-def test_sigterm_finishes_the_request_in_flight_then_checkpoints(tmp_path):
-    path = str(tmp_path / "term.varve")
-    srv = ServerProcess(path).start()
-    http = Http(srv, token=None)
-    fill(http, rows=100)
-    rows = [{"tag": 7, "emb": [0.25] * 8} for _ in range(80_000)]
-    body = json.dumps(rows).encode()
+def insert_then_sigterm(srv: ServerProcess, rows: int) -> dict:
+    """POST `rows` rows to docs from a thread, SIGTERM the server while the insert
+    is on its way or running, and return its answer ({status, out}) once it came."""
+    body = json.dumps([{"tag": 7, "emb": [0.25] * 8} for _ in range(rows)]).encode()
     answer = {}
 
     def write():
@@ -567,6 +564,15 @@ def test_sigterm_finishes_the_request_in_flight_then_checkpoints(tmp_path):
     time.sleep(0.3)            # the body is sent; the insert is running
     srv.proc.send_signal(signal.SIGTERM)
     t.join(600)               # hang guards only
+    return answer
+
+
+def test_sigterm_finishes_the_request_in_flight_then_checkpoints(tmp_path):
+    path = str(tmp_path / "term.varve")
+    srv = ServerProcess(path).start()
+    http = Http(srv, token=None)
+    fill(http, rows=100)
+    answer = insert_then_sigterm(srv, 80_000)
     assert answer.get("status") == 201 and len(answer["out"]["ids"]) == 80_000
     # uvicorn ends by raising the signal it caught again, after the shutdown ran
     assert srv.proc.wait(600) in (0, -signal.SIGTERM)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import http.client as http_client
-import json
 import os
 import signal
 import subprocess
@@ -28,7 +27,7 @@ import varvedb as vv
 from server_proc import SRC, ServerProcess
 # the server tests that hold with read workers as they do with one process: run
 # here again against `served` below (two workers)
-from test_server import (TOKEN, Http, fill,  # noqa: F401  (collected here again)
+from test_server import (TOKEN, Http, fill, insert_then_sigterm,  # noqa: F401
                          test_a_batch_answers_each_query_in_order,
                          test_a_bad_request_is_refused_with_its_type_and_changes_nothing,
                          test_a_missing_or_wrong_token_is_refused,
@@ -367,18 +366,7 @@ def test_sigterm_drains_every_process_then_checkpoints(tmp_path):
     http.close()
     kids = children(srv.proc.pid)
     assert len(kids) == 3
-    body = json.dumps([{"tag": 7, "emb": [0.25] * 8} for _ in range(60_000)]).encode()
-    answer = {}
-
-    def write():
-        w = Http(srv, token=None)
-        answer["status"], answer["out"], _ = w("POST", "/collections/docs/items", body)
-
-    t = threading.Thread(target=write)
-    t.start()
-    time.sleep(0.3)            # the body is on its way; the insert may be running
-    srv.proc.send_signal(signal.SIGTERM)
-    t.join(GUARD)
+    answer = insert_then_sigterm(srv, 60_000)
     assert answer.get("status") == 201 and len(answer["out"]["ids"]) == 60_000
     assert srv.proc.wait(GUARD) == 0
     assert all(gone(k) for k in kids)

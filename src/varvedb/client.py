@@ -16,8 +16,9 @@ The retry rule (the same for both): a request is sent again, once, only when
 the server cannot have acted on it or acting twice changes nothing —
   * a kept-alive connection the server has closed is found before the request
     goes out (the socket is readable while no answer is due) and replaced;
-  * a send that failed on a reused connection: the request did not reach the
-    server whole, so it never ran (any method);
+  * a send that failed on a reused connection, or on a new one the server reset
+    (a worker of `serve --workers N` that died with it waiting): the request did
+    not reach the server whole, so it never ran (any method; twice at most);
   * a read (`_Request.idempotent`: GET, and the POST routes that only read:
     search, find, count, verify) whose connection dropped before its answer.
 A write whose connection drops after it was sent is never resent (it may have
@@ -839,7 +840,7 @@ class _Connections:
             headers = {**headers, TRANSACTION_HEADER: transaction}
         if min_version:
             headers = {**headers, MIN_VERSION_HEADER: str(min_version)}
-        for attempt in (0, 1):
+        for attempt in range(3):
             reused = conn.sock is not None
             if reused and _dropped(conn.sock):
                 conn.close()
@@ -851,8 +852,11 @@ class _Connections:
                 conn.close()
                 if early is not None:     # refused before the body was read (a 413, say)
                     return early
-                if reused and attempt == 0 and not isinstance(e, TimeoutError):
+                if attempt < 2 and not isinstance(e, TimeoutError) and \
+                        (reused or isinstance(e, ConnectionResetError)):
                     continue          # not sent whole: the server cannot have run it
+                    # (reset on a new connection: a worker of `serve --workers N`
+                    # died with the connection waiting on its socket)
                 raise _unavailable(self.url, e) from None
             try:
                 resp = conn.getresponse()
@@ -1000,7 +1004,7 @@ class _AsyncConnections:
             headers = {**(headers or {}), TRANSACTION_HEADER: transaction}
         if min_version:
             headers = {**(headers or {}), MIN_VERSION_HEADER: str(min_version)}
-        for attempt in (0, 1):
+        for attempt in range(3):
             try:
                 r = await self._http.request(req.method, self.url + req.path,
                                              content=req.body, headers=headers)
@@ -1008,8 +1012,8 @@ class _AsyncConnections:
                                  _version_header(r.headers.get(VERSION_HEADER)))
             except httpx.TimeoutException as e:
                 raise _unavailable(self.url, e, sent=not req.idempotent) from None
-            except httpx.WriteError as e:
-                if attempt == 0:
+            except (httpx.WriteError, httpx.ConnectError) as e:
+                if attempt < 2:
                     continue          # not sent whole: the server cannot have run it
                 raise _unavailable(self.url, e) from None
             except (httpx.RemoteProtocolError, httpx.ReadError) as e:

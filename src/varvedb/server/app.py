@@ -132,7 +132,8 @@ _STATUS = [
     (E.AuthenticationError, 401), (E.RequestTooLargeError, 413), (E.RequestError, 400),
     (E.ReadOnlyError, 403), (E.VersionNotFoundError, 404), (E.NotFoundError, 404),
     (E.DuplicateIdError, 409), (E.LockTimeoutError, 503), (E.TransactionError, 409),
-    (E.ClosedError, 503), (E.ServerUnavailableError, 503), (E.RequestTimeoutError, 504), (E.QueryCanceledError, 504),
+    (E.ClosedError, 503), (E.ServerUnavailableError, 503), (E.RequestTimeoutError, 504),
+    (E.QueryCanceledError, 504),
     (E.ResultTooLargeError, 422),
     (E.DimensionError, 422), (E.NonFiniteVectorError, 422), (E.FieldTypeError, 422),
     (E.UnknownFieldError, 422), (E.SchemaError, 422), (E.NotNullViolationError, 422),
@@ -263,7 +264,10 @@ class Api:
                     code, payload = await fut      # a write under way: it ends, then answers
                 return self._answer(template, request, code, payload, t0)
             except WriterNeeded:
-                return await self._forward(template, request, raw, t0)
+                try:
+                    return await self._forward(template, request, raw, t0)
+                except E.VarveError as e:
+                    response = self.error_response(e)
             except E.VarveError as e:
                 response = self.error_response(e)
             except Exception as e:   # a bug: say so, keep serving

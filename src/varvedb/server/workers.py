@@ -7,16 +7,18 @@ process; N processes each with their own GIL do. Why this layout:
     supervisor (this module's `serve_workers`: no HTTP, no file open)
       ├─ writer    vv.connect(path): the file's one writer, serving HTTP on a
       │            unix socket in a private 0700 folder (and --pg, if given)
-      └─ worker×N  vv.connect(path, readonly=True), each accepting on the ONE
-                   listening socket the supervisor bound (inherited), following
+      └─ worker×N  vv.connect(path, readonly=True), each listening on a socket
+                   of its own bound to the port with SO_REUSEPORT, following
                    the writer's commits; a write is forwarded to the writer
 
-  * One listening socket, inherited, rather than SO_REUSEPORT sockets of
-    their own: the accept queue outlives any one worker, so a connection
-    waiting to be accepted when a worker is SIGKILLed is taken by another
-    (with SO_REUSEPORT the kernel resets those queued on the dead socket), the
-    port is bound and checked once, and an idle worker is the one that
-    accepts (SO_REUSEPORT hashes connections onto workers, busy or not).
+  * SO_REUSEPORT sockets, one a worker, rather than one listening socket they
+    all accept on: on a shared socket the worker whose event loop wakes first
+    accepts every connection waiting (asyncio and libuv accept in a loop), so
+    8 connections opened together all went to one worker, always (measured);
+    the kernel spreads connections over SO_REUSEPORT sockets by their
+    addresses' hash. The cost: a connection queued on a worker's socket when
+    it dies is reset (the client resends a read). The supervisor holds the
+    port with a socket bound and never listening (so it takes no connection).
   * Writes are forwarded by the worker (app.WriterLink), not dispatched by a
     front process: a front would add a hop, and a GIL, to every read.
   * The writer learns nothing new; the workers learn of a commit through the
@@ -50,6 +52,7 @@ import time
 import numpy as np
 
 BOARD_BYTES = 8
+LISTEN_BACKLOG = 2048
 WRITER_SOCKET = "writer.sock"
 READY_TIMEOUT = 600.0       # a hang guard: a cold numba cache compiles at first use
 CONFIG_VARIABLE = "VARVEDB_SERVE_CHILD"
@@ -81,8 +84,8 @@ class VersionBoard:
 class _Child:
     """One child process (the writer or a worker) and how to start it again."""
 
-    def __init__(self, role: str, config: dict, env: dict, pass_fds=()):
-        self.role, self.config, self.env, self.pass_fds = role, config, env, pass_fds
+    def __init__(self, role: str, config: dict, env: dict):
+        self.role, self.config, self.env = role, config, env
         self.proc: subprocess.Popen | None = None
         self.started = 0.0
         self.restarts = 0
@@ -90,9 +93,10 @@ class _Child:
     def start(self) -> None:
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "varvedb.server.workers"],
+            # not `-m varvedb.server.workers`: the package imports this module first
+            [sys.executable, "-c", "from varvedb.server.workers import child_main; child_main()"],
             # the environment, not argv: the token stays out of the process list
-            env={**self.env, CONFIG_VARIABLE: json.dumps(self.config)}, pass_fds=self.pass_fds,
+            env={**self.env, CONFIG_VARIABLE: json.dumps(self.config)},
             # a terminal's Ctrl-C reaches the supervisor alone, which stops them in order
             start_new_session=True)
 
@@ -117,10 +121,12 @@ def serve_workers(path: str, workers: int, *, host: str, port: int, token: str |
     folder = tempfile.mkdtemp(prefix="varvedb-serve-")     # 0700: this user's alone
     try:
         try:
-            listener = socket.create_server((host, port), backlog=2048)
+            # bound, never listening: it holds the port (and finds it, for port 0)
+            # for the workers' sockets, and takes no connection itself
+            held = port_socket(host, port)
         except OSError as e:
             raise OptionError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
-        listener.set_inheritable(True)
+        port = held.getsockname()[1]
         VersionBoard(os.path.join(folder, "version"), create=True)
         os.mkdir(os.path.join(folder, "metrics"))
         env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": os.path.join(folder, "metrics")}
@@ -128,11 +134,11 @@ def serve_workers(path: str, workers: int, *, host: str, port: int, token: str |
                   "options": app_options}
         writer = _Child("writer", {**common, "role": "writer", "pg_port": pg_port,
                                    "host": host}, env)
-        readers = [_Child(f"worker-{i}", {**common, "role": "worker", "index": i,
-                                          "fd": listener.fileno(), "tls_cert": tls_cert,
-                                          "tls_key": tls_key}, env, (listener.fileno(),))
+        readers = [_Child(f"worker-{i}", {**common, "role": "worker", "index": i, "host": host,
+                                          "port": port, "tls_cert": tls_cert,
+                                          "tls_key": tls_key}, env)
                    for i in range(workers)]
-        _supervise(writer, readers, folder, f"{host}:{listener.getsockname()[1]}", path,
+        _supervise(writer, readers, folder, f"{host}:{port}", path,
                    token is not None, tls_cert is not None)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -211,6 +217,16 @@ def _end(children: list[_Child]) -> None:
 
 # ---- in a child ----------------------------------------------------------------------
 
+def port_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to (host, port) with SO_REUSEPORT: each worker listens on
+    one, and the kernel spreads new connections over them."""
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    s.bind((host, port))
+    return s
+
+
 def serve_role(config: dict) -> None:
     """A child (run by _Child.start): the writer, serving the file on a unix socket
     in the supervisor's private folder (and --pg), or a read worker, serving it
@@ -243,8 +259,11 @@ def serve_role(config: dict) -> None:
                     writer_socket=writer_socket, **options)
     conf = uvicorn_config(app, log_level, ssl_certfile=config.get("tls_cert"),
                           ssl_keyfile=config.get("tls_key"))
-    uvicorn.Server(conf).run(sockets=[socket.socket(fileno=config["fd"])])
+    listener = port_socket(config["host"], config["port"])
+    listener.listen(LISTEN_BACKLOG)
+    uvicorn.Server(conf).run(sockets=[listener])
 
 
-if __name__ == "__main__":
+def child_main() -> None:
+    """The entry of a child process: its role's configuration is in the environment."""
     serve_role(json.loads(os.environ.pop(CONFIG_VARIABLE)))
