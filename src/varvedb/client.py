@@ -20,7 +20,8 @@ the server cannot have acted on it or acting twice changes nothing —
     (a worker of `serve --workers N` that died with it waiting): the request did
     not reach the server whole, so it never ran (any method; twice at most);
   * a read (`_Request.idempotent`: GET, and the POST routes that only read:
-    search, find, count, verify) whose connection dropped before its answer.
+    search, find, count, verify) whose kept-alive connection dropped, or whose
+    new one was reset, before its answer (twice at most).
 A write whose connection drops after it was sent is never resent (it may have
 been applied): it raises ServerUnavailableError saying so. A timeout is never
 retried.
@@ -867,7 +868,8 @@ class _Connections:
                 raise _unavailable(self.url, e, sent=not req.idempotent) from None
             except (OSError, http.client.HTTPException) as e:
                 conn.close()
-                if reused and attempt == 0 and req.idempotent:
+                if attempt < 2 and req.idempotent and \
+                        (reused or isinstance(e, ConnectionResetError)):
                     continue          # a read: asking again changes nothing
                 raise _unavailable(self.url, e, sent=not req.idempotent) from None
         raise AssertionError("unreachable")
@@ -1017,7 +1019,7 @@ class _AsyncConnections:
                     continue          # not sent whole: the server cannot have run it
                 raise _unavailable(self.url, e) from None
             except (httpx.RemoteProtocolError, httpx.ReadError) as e:
-                if attempt == 0 and req.idempotent:
+                if attempt < 2 and req.idempotent:
                     continue          # a read: asking again changes nothing
                 raise _unavailable(self.url, e, sent=not req.idempotent) from None
             except httpx.TransportError as e:
