@@ -62,6 +62,22 @@ def recall(found: np.ndarray, truth: np.ndarray) -> float:
     return hits / truth.size
 
 
+def nodes_without_in_link(index: HnswIndex) -> list[tuple[int, int]]:
+    """(level, node) for each linked node that no list on that level holds, the
+    entry point (where every walk starts) aside."""
+    a = index.to_arrays()
+    levels, entry = a["levels"], index._entry
+    found = []
+    for level in range(int(levels.max(initial=-1)) + 1):
+        on = np.flatnonzero(levels >= level)
+        lists = a["links0"][on] if level == 0 else a["upper_links"][a["upper_slot"][on], level - 1]
+        held = np.zeros(len(levels), bool)
+        held[lists[lists >= 0]] = True
+        linked = on[lists[:, 0] >= 0]       # a twin's lists are empty: its ring finds it
+        found += [(level, int(v)) for v in linked if not held[v] and v != entry]
+    return found
+
+
 def build(vectors, metric="l2", rows=None, **params) -> HnswIndex:
     index = HnswIndex(vectors.shape[1], metric, **params)
     index.add(vectors, norms_of(vectors), np.arange(len(vectors)) if rows is None else rows)
@@ -512,6 +528,7 @@ def test_a_walk_as_wide_as_the_graph_returns_exact_searchs_answer(seed, n, metri
         x = np.ascontiguousarray(x[kept])
         index = index.repaired(kept, x, norms_of(x))
         n = len(kept)
+    assert nodes_without_in_link(index) == []
     norms = norms_of(x)
     for _ in range(4):
         q = np.round(rng.normal(size=4), 1).astype(np.float32)
@@ -534,6 +551,7 @@ def test_a_walk_as_wide_as_a_clustered_graph_equals_exact_search(metric):
     norms = norms_of(x)
     index = HnswIndex(16, metric, m=16, ef_construction=100, seed=7)
     index.add(x, norms, np.arange(4000))
+    assert nodes_without_in_link(index) == []
     allow = rng.random(4000) < 0.05
     for q in (centres[rng.integers(0, 20, 10)] + rng.normal(size=(10, 16))).astype(np.float32):
         rows, dists = index.search(x, norms, q, 10, ef=4000)

@@ -324,7 +324,7 @@ class HnswIndex:
         arena. Each kept node keeps its level and its lists less the dropped ids;
         a list that lost one is chosen again from its survivors and the dropped
         nodes' own neighbours (:func:`kernels.repair_lists`), and a node those
-        lists no longer hold is appended where a list has room
+        lists no longer hold is linked again from a list near it
         (:func:`kernels.link_orphans`; a search's sweep finds any other); the
         entry point moves to a node of the highest level left if it was dropped. Twins are
         linked again (their rings may have lost their linked node). What a

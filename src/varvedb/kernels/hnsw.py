@@ -65,7 +65,7 @@ out-links with the diversity heuristic and writes them to the node's own lists
 :func:`reverse_edges` then groups the reverse links by (target, level) with a
 stable sort, and :func:`apply_reverse_edges` lets one thread per group append
 to, or re-prune, that target's list; :func:`keep_in_links` then appends,
-serially, a node a re-prune left without an in-link to a list with room. No
+serially, a node a re-prune left without an in-link to a list near it. No
 list is written by two threads and no
 result depends on which thread computed it, so the graph depends only on the
 seed and the insertion order, not even on the thread count. A batch too small
@@ -921,12 +921,14 @@ def keep_in_links(keys, starts, n_levels, drops, n_drops, links0, upper_slot, up
     A dropped node's in-links are looked for where they nearly always are, in
     the lists of its own out-neighbours; when none is found there it is
     appended to the list of the node that dropped it, or of one of its own
-    out-neighbours, if one has room (:func:`_relink`). Never in place of an
-    entry: a list keeps what the diversity heuristic chose (displacing those
-    entries cost inner-product graphs a tenth of their recall, for nodes that
-    are seldom anyone's answer). So a node may be left with no in-link; a walk
-    as wide as the graph still finds it (:func:`search_one` measures every node
-    a walk that did not fill its pool never reached). Serial, in group order,
+    out-neighbours or theirs, the first with room (:func:`_relink`). An entry
+    the diversity heuristic chose is given up only when all of those are full,
+    and only one whose node keeps another in-link: displacing the farthest
+    entry of a full list whatever it was cost inner-product graphs a tenth of
+    their recall, for nodes that are seldom anyone's answer. So every node
+    keeps an in-link where the graph has any room near it; a walk as wide as
+    the graph finds even one that did not (:func:`search_one` measures every
+    node a walk that did not fill its pool never reached). Serial, in group order,
     after phase 2b: the graph still depends only on the seed and the insertion
     order.
     """
@@ -977,14 +979,33 @@ def _append(lst, v):
 
 @njit(**_JIT)
 def _relink(links0, upper_slot, upper_links, w, level, target):
-    # w appended to the level list of `target`, or else of the first of its own
-    # out-neighbours with room; False when every one of those lists is full
+    # w appended where a list has room, nearest first: the level list of
+    # `target`, else of one of w's own out-neighbours, else of one of theirs.
+    # Only when every one of those is full does w take a place: that of the
+    # farthest entry of target's list whose node keeps another in-link, so no
+    # node loses its last one. False when not even that is found.
     own = _old_list(links0, upper_slot, upper_links, w, level)
     for o in range(-1, own.shape[0]):
         owner = target if o < 0 else own[o]
         if owner < 0:
             break
         if owner != w and _append(_old_list(links0, upper_slot, upper_links, owner, level), w):
+            return True
+    for x in own:
+        if x < 0:
+            break
+        for y in _old_list(links0, upper_slot, upper_links, x, level):
+            if y < 0:
+                break
+            if y != w and _append(_old_list(links0, upper_slot, upper_links, y, level), w):
+                return True
+    if target == w:
+        return False
+    lst = _old_list(links0, upper_slot, upper_links, target, level)
+    for j in range(lst.shape[0] - 1, -1, -1):
+        x = lst[j]
+        if x >= 0 and _has_in_link(links0, upper_slot, upper_links, x, level, target):
+            lst[j] = w
             return True
     return False
 
@@ -1126,15 +1147,15 @@ def repair_lists(arena, norms, metric, kept, inv, old_levels, old_links0, old_up
 
 @njit(**_JIT)
 def link_orphans(levels, links0, upper_slot, upper_links):
-    """Link again, where a list has room, each node no list holds on one of its
-    levels; returns how many were linked.
+    """Link again each node no list holds on one of its levels; returns how
+    many were linked.
 
     For a graph whose lists were chosen again wholesale (:func:`repair_lists`),
     where the in-links of the lists' former members were not followed: per
     level, the in-links are counted over every list, and each node with none
-    is appended by :func:`_relink` to its nearest out-neighbour's list on that
-    level, or another of its out-neighbours' (never in place of an entry, as
-    in :func:`keep_in_links`). O(nodes x links), serial.
+    is linked by :func:`_relink` from its nearest out-neighbour's list on that
+    level, or the nearest list with room (as in :func:`keep_in_links`).
+    O(nodes x links), serial.
     """
     indeg = np.zeros(levels.shape[0], np.int32)
     top = -1
