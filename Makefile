@@ -11,21 +11,26 @@ $(BIN)/python:
 
 # One stamp per set of extras, redone when a pyproject.toml changes. The bench is
 # its own distribution in bench/ (varvedb-bench): installed beside the package by
-# the targets that run it or its tests.
+# the targets that run it or its tests. --no-compile: pip byte-compiled every
+# module of every package (pandas, pyarrow, sqlalchemy, llama-index, ...), about
+# half of the test extras' install time; Python compiles the modules a process
+# imports when it first imports them.
+PIP := $(BIN)/python -m pip install -q --no-compile
+
 $(VENV)/.installed-base: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+	$(PIP) -e .
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml bench/pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e ".[test]" -e "./bench[test]"
+	$(PIP) -e ".[test]" -e "./bench[test]"
 	touch $@
 
 $(VENV)/.installed-bench: pyproject.toml bench/pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e . -e "./bench[plot]"
+	$(PIP) -e . -e "./bench[plot]"
 	touch $@
 
 $(VENV)/.installed-compare: pyproject.toml bench/pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e ".[test]" -e "./bench[test,peers]"
+	$(PIP) -e ".[test]" -e "./bench[test,peers]"
 	touch $@
 
 # `varvedb warm` first: numba compiles every kernel once per machine, on every
@@ -35,10 +40,11 @@ demo: $(VENV)/.installed-base
 	$(BIN)/varvedb warm
 	$(BIN)/varvedb demo --file demo.varve
 
-# Two workers, each file whole on one (module fixtures and file order stay as written).
+# Two workers, each file whole on one (module fixtures and file order stay as written),
+# handed out in the order collected: tests/conftest.py's FIRST, the longest files, first.
 test: $(VENV)/.installed-test
 	$(BIN)/varvedb warm
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # The fault-injection state machine at twenty times CI's length (about 50 000 steps).
 soak: $(VENV)/.installed-test

@@ -18,15 +18,22 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 BENCH = str(Path(__file__).resolve().parents[1] / "bench")   # the varvedb-bench distribution
 
 
-# The files whose tests run longest on one core (test_warm's server warms an
-# empty numba cache: minutes of compiling) start first, so that under
-# `make test`'s two workers the other runs the rest beside them, not after them.
-# (xdist hands out whole files in the order collected; each file's order stays.)
-FIRST = ("test_warm.py",)
+# The files whose tests run longest (a fresh clone's `make test`, longest first:
+# test_ahead's and test_warm's processes compile on empty numba caches, the state
+# machines run hundreds of examples) start first, so that under `make test`'s two
+# workers the other runs the rest beside them, not after them. xdist hands out
+# whole files in the order collected only with --no-loadscope-reorder (the
+# Makefile's): by default it reorders them by their number of tests, which put
+# these few-test files last. (Each file's own order stays.)
+FIRST = ("test_ahead.py", "test_warm.py", "test_state_machine.py", "test_crash.py",
+         "test_fault_state_machine.py", "test_readers_under_faults.py",
+         "test_server_transactions.py", "test_crafted_files.py", "test_hnsw_index.py",
+         "test_history_ops.py")
 
 
 def pytest_collection_modifyitems(items) -> None:
-    items.sort(key=lambda item: item.path.name not in FIRST)
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))
 
 
 # VARVEDB_TEST_COMPILES=FILE: each test that made numba compile in this process

@@ -14,6 +14,7 @@ import asyncio
 import os
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -361,18 +362,33 @@ def test_a_client_transaction_answers_and_ends_as_the_embedded_one(server, ops, 
 
 # ---- the writer lock -------------------------------------------------------------------
 
-def test_a_second_transaction_times_out_on_the_writer_lock_as_embedded(client, http):
+def test_a_second_transaction_times_out_on_the_writer_lock_as_embedded(server, client, http):
     tid = _open(http)
     http("PATCH", "/collections/docs/items/1", {"tag": 11}, headers=_in(tid))
-    status, out, r = http("POST", "/transactions")
-    assert status == 503 and out["error"]["type"] == "LockTimeoutError"
-    assert out["error"]["sqlstate"] == "55P03" and r.getheader("Retry-After") == "1"
+
+    def over_http():
+        other = Http(server, token=TOKEN)
+        try:
+            status, out, r = other("POST", "/transactions")
+        finally:
+            other.close()
+        assert status == 503 and out["error"]["type"] == "LockTimeoutError"
+        assert out["error"]["sqlstate"] == "55P03" and r.getheader("Retry-After") == "1"
+
     # an autocommitted write waits for the same lock, and the client raises the same class
-    with pytest.raises(vv.LockTimeoutError):
-        client["docs"].insert({"id": 30, "tag": 3})
-    with pytest.raises(vv.LockTimeoutError):
-        with client.transaction():
-            pass
+    def autocommitted():
+        with pytest.raises(vv.LockTimeoutError):
+            client["docs"].insert({"id": 30, "tag": 3})
+
+    def in_a_transaction():
+        with pytest.raises(vv.LockTimeoutError):
+            with client.transaction():
+                pass
+
+    # the three wait out the lock timeout side by side (one after another: three times it)
+    with ThreadPoolExecutor(3) as pool:
+        for wait in [pool.submit(f) for f in (over_http, autocommitted, in_a_transaction)]:
+            wait.result(timeout=HANG_GUARD)
     # reads go on, and see the committed state
     assert client["docs"].get(1)["tag"] == 1
     assert http("POST", f"/transactions/{tid}/commit")[0] == 200

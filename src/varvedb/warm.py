@@ -68,7 +68,8 @@ def _vectors(rng, dtype: str, rows: int, dim: int) -> np.ndarray:
 
 
 def text_share(folder: str) -> None:
-    """Full-text: tokenize, segments, BM25 top-k, phrases, SQL's @@, merges, reopen."""
+    """Full-text: tokenize, segments, BM25 top-k, phrases, SQL's @@ and bm25(), merges,
+    reopen."""
     rng = np.random.default_rng(1)
     path = os.path.join(folder, "text.varve")
     with vv.connect(path) as db:
@@ -91,6 +92,8 @@ def text_share(folder: str) -> None:
         docs.delete(where="id >= 100 AND id < 150")
         db.sql("SELECT count(*) FROM docs WHERE body @@ 'river'")
         db.sql("SELECT id FROM docs WHERE body @@ 'lake' ORDER BY id LIMIT 3")
+        # bm25() in a select list scores the rows it is given (bm25.add_scores)
+        db.sql("SELECT id, bm25(body, 'lake clay') FROM docs WHERE body @@ 'lake' LIMIT 3")
         db.checkpoint()
     with vv.connect(path) as db:
         db["docs"].search(text="lake clay", text_field="body", limit=10)
@@ -156,23 +159,26 @@ def vector_share(dtype: str, index) -> Callable[[str], None]:
     return share
 
 
-# In the order the workers take them: the first four compile disjoint arena
-# types side by side (shares of one arena type running at once would both
-# compile its build kernels); the f32 ones after them find those compiled.
+# In the order the workers take them, so that two shares running at once do not
+# compile the same kernels (each would, and the second core would buy nothing),
+# and the longest start first: the f32 graph's build beside full-text (its pruned
+# top-k is the largest single kernel), then the other arena types' graphs, which
+# find the build's dtype-free kernels compiled; the quantised graphs of one
+# walk type (pq: uint8 codes, for f32 and f16 arenas) apart; the short ones last.
 SHARES = {
     "f32 HNSW": vector_share("f32", vv.HNSW(m=8, ef_construction=32)),
+    "full-text": text_share,
     "f16 HNSW": vector_share("f16", vv.HNSW(m=8, ef_construction=32)),
     "int8 HNSW": vector_share("int8", vv.HNSW(m=8, ef_construction=32)),
     "bit HNSW": vector_share("bit", vv.HNSW(m=8, ef_construction=32)),
-    "full-text": text_share,
-    "f32 scan": vector_share("f32", None),
-    "f32 HNSW int8": vector_share("f32", vv.HNSW(m=8, ef_construction=32, quantize="int8")),
     "f32 HNSW pq": vector_share("f32", vv.HNSW(m=8, ef_construction=32, quantize="pq",
                                                pq_m=4)),
+    "f32 scan": vector_share("f32", None),
+    "f32 HNSW int8": vector_share("f32", vv.HNSW(m=8, ef_construction=32, quantize="int8")),
     "f16 HNSW int8": vector_share("f16", vv.HNSW(m=8, ef_construction=32, quantize="int8")),
+    "f32 IVF-PQ": vector_share("f32", vv.IVFPQ(lists=8, pq_m=4, nprobe=4)),
     "f16 HNSW pq": vector_share("f16", vv.HNSW(m=8, ef_construction=32, quantize="pq",
                                                pq_m=4)),
-    "f32 IVF-PQ": vector_share("f32", vv.IVFPQ(lists=8, pq_m=4, nprobe=4)),
     # IVFPQ's default, pq_m=None: IVF-Flat, over each dtype it takes
     **{f"{dtype} IVF-Flat": vector_share(dtype, vv.IVFPQ(lists=8, nprobe=4))
        for dtype in ("f32", "f16", "int8")},

@@ -58,7 +58,8 @@ from . import compile_log  # noqa: F401  (its listener counts every compilation 
 # batch search's distances 1 ulp apart from a single one's), and not the
 # graph's link arrays (typed read-only in the build's kernels, a cold-compiled
 # process built graphs of lower recall from its second build on; not understood
-# yet): the search kernels, which never write them, name them in ``readonly=``.
+# yet): the search kernels and the walks, which never write them, name them in
+# ``readonly=``.
 READ_ONLY = frozenset({"arena", "norms", "allow"})
 
 # numba's private entry points the light load relies on; without them, numba's load
