@@ -1,0 +1,240 @@
+"""`varvedb bench commit-cpu`: the CPU one durable one-row commit spends outside
+its fdatasync, and where (issue 28, item 4).
+
+A collection of 1 000 rows (an int and a 128-d vector) with an HNSW index,
+durability="commit", in the working directory (use a real disk). Each commit
+is one `Collection.insert` of one row on one thread; its CPU is
+`time.thread_time()` around the call minus the thread CPU of the fdatasync
+inside it (the committing thread's own CPU: the maintainer's linking runs on
+its own thread and is reported apart, as process CPU a commit). The thread's
+user and system CPU are also given apart (getrusage(RUSAGE_THREAD)): the
+system part outside fdatasync is mostly the pwritev, whose ext4 inode
+time-stamp update costs tens of µs after each sync, the same for any
+write-then-sync design (SQLite's WAL too).
+
+Two passes, alternating over rounds: a bare one (the figure) and one with
+every step of the write path wrapped in a thread-CPU timer (the table: each
+step's CPU inclusive and exclusive of the steps timed inside it; the timers'
+own cost inflates the steps a little, which is why the figure comes from the
+bare pass).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import resource
+import statistics
+import tempfile
+import time
+
+import numpy as np
+
+from varvedb import demo_data
+
+_clock = time.thread_time_ns
+
+
+def _steps():
+    """(owner, attribute, label) of each step timed, outermost first."""
+    from varvedb import collection, session
+    from varvedb.engine import columns, engine, frames, maintainer, table, writer_lock
+    from varvedb.storage import fileio, log_writer, record
+    from varvedb.storage import format as F
+    return [
+        (collection.Collection, "insert", "Collection.insert"),
+        (collection.Collection, "prepare_rows", "prepare_rows (coerce)"),
+        (collection, "coerce_values", "coerce_values"),
+        (collection, "_embedded", "_embedded"),
+        (session.Session, "begin", "Session.begin"),
+        (engine.Engine, "begin", "Engine.begin"),
+        (writer_lock.WriterLock, "acquire", "WriterLock.acquire"),
+        (collection.Collection, "insert_prepared", "insert_prepared"),
+        (collection.Collection, "prepared_now", "prepared_now (ids)"),
+        (engine.Engine, "insert", "Engine.insert"),
+        (engine, "complete_columns", "complete_columns"),
+        (engine, "fill_embedded", "fill_embedded"),
+        (table.Table, "check_new_ids", "check_new_ids"),
+        (engine.Engine, "write", "Engine.write"),
+        (frames, "encode", "frames.encode"),
+        (record, "encode", "record.encode"),
+        (log_writer.LogWriter, "append", "LogWriter.append"),
+        (F, "frame_hash", "frame_hash"),
+        (table.Table, "begin", "Table.begin"),
+        (engine.Engine, "_apply", "Engine._apply"),
+        (columns.VectorColumn, "append", "VectorColumn.append"),
+        (columns.ScalarColumn, "append", "ScalarColumn.append"),
+        (session.Session, "commit", "Session.commit"),
+        (log_writer.LogWriter, "commit", "LogWriter.commit"),
+        (log_writer.LogWriter, "_flush", "LogWriter._flush (write)"),
+        (fileio.FileIO, "pwritev", "pwritev"),
+        (log_writer.LogWriter, "sync_to", "LogWriter.sync_to"),
+        (fileio.FileIO, "fdatasync", "fdatasync"),
+        (engine.Engine, "_link", "Engine._link"),
+        (maintainer.Maintainer, "wake", "Maintainer.wake"),
+    ]
+
+
+class _Timers:
+    """Thread-CPU timers wrapped round the steps; inclusive and child totals."""
+
+    def __init__(self):
+        self.incl: dict[str, int] = {}
+        self.child: dict[str, int] = {}
+        self.parent: dict[str, str | None] = {}
+        self.stack: list[str] = []
+        self.saved: list = []
+
+    def install(self) -> None:
+        for owner, attr, label in _steps():
+            fn = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
+            self.saved.append((owner, attr, fn))
+            setattr(owner, attr, self._wrap(fn, label))
+
+    def remove(self) -> None:
+        for owner, attr, fn in reversed(self.saved):
+            setattr(owner, attr, fn)
+        self.saved = []
+
+    def _wrap(self, fn, label):
+        timers = self
+
+        @functools.wraps(fn)
+        def timed(*a, **k):
+            stack = timers.stack
+            timers.parent.setdefault(label, stack[-1] if stack else None)
+            stack.append(label)
+            t0 = _clock()
+            try:
+                return fn(*a, **k)
+            finally:
+                dt = _clock() - t0
+                stack.pop()
+                timers.incl[label] = timers.incl.get(label, 0) + dt
+                if stack:
+                    timers.child[stack[-1]] = timers.child.get(stack[-1], 0) + dt
+        return timed
+
+
+def _fsync_meter():
+    """Wrap FileIO.fdatasync to count its thread CPU and wall (ns); returns
+    (totals dict, remove())."""
+    from varvedb.storage import fileio
+    fn = fileio.FileIO.fdatasync
+    tot = {"cpu": 0, "wall": 0, "n": 0}
+
+    def fdatasync(self):
+        c0, w0 = _clock(), time.perf_counter_ns()
+        try:
+            return fn(self)
+        finally:
+            tot["cpu"] += _clock() - c0
+            tot["wall"] += time.perf_counter_ns() - w0
+            tot["n"] += 1
+    fileio.FileIO.fdatasync = fdatasync
+
+    def remove():
+        fileio.FileIO.fdatasync = fn
+    return tot, remove
+
+
+def run(workdir: str | None = None, rounds: int = 7, commits: int = 300, dim: int = 128
+        ) -> dict:
+    """The bare figure (µs of thread CPU a commit outside fdatasync, median and
+    spread over rounds) and the step table (µs a commit, from the timed pass)."""
+    import varvedb as vv
+    workdir = tempfile.mkdtemp(prefix="varvedb-commit-cpu-", dir=workdir or os.getcwd())
+    vecs = demo_data.clustered(1000 + 2 * rounds * commits, dim, seed=5)
+    db = vv.connect(os.path.join(workdir, "commit-cpu.varve"), durability="commit")
+    c = db.create_collection("items", {"tag": "int", "embedding": vv.Vector(dim)})
+    c.insert_arrays(id=np.arange(1000), tag=np.zeros(1000, np.int64), embedding=vecs[:1000])
+    c.create_index("embedding", vv.HNSW())
+    nxt = [1000]
+    for i in range(50):                      # warm the path (and numba's dispatch)
+        c.insert({"id": 10**9 + i, "tag": i, "embedding": vecs[i]})
+    c.wait_indexed()
+
+    def one_round(timers: _Timers | None) -> dict:
+        fs, remove = _fsync_meter()
+        if timers is not None:
+            timers.install()
+        per = []
+        r0 = resource.getrusage(resource.RUSAGE_THREAD)
+        p0, w0 = time.process_time_ns(), time.perf_counter_ns()
+        try:
+            for _ in range(commits):
+                i = nxt[0]
+                nxt[0] += 1
+                row = {"id": i, "tag": i % 100, "embedding": vecs[i]}
+                f0 = fs["cpu"]
+                t0 = _clock()
+                c.insert(row)
+                per.append(_clock() - t0 - (fs["cpu"] - f0))
+        finally:
+            if timers is not None:
+                timers.remove()
+            remove()
+        wall = time.perf_counter_ns() - w0
+        proc = time.process_time_ns() - p0
+        r1 = resource.getrusage(resource.RUSAGE_THREAD)
+        c.wait_indexed()
+        return {"cpu_us": statistics.median(per) / 1e3,
+                "cpu_mean_us": statistics.fmean(per) / 1e3,
+                "user_us": (r1.ru_utime - r0.ru_utime) / commits * 1e6,
+                "sys_outside_fsync_us": ((r1.ru_stime - r0.ru_stime) * 1e9 - fs["cpu"])
+                / commits / 1e3,
+                "fsync_wall_us": fs["wall"] / max(fs["n"], 1) / 1e3,
+                "fsync_cpu_us": fs["cpu"] / max(fs["n"], 1) / 1e3,
+                "wall_us": wall / commits / 1e3,
+                "process_cpu_us": proc / commits / 1e3}
+
+    bare, timed = [], []
+    timers = _Timers()
+    try:
+        for r in range(rounds):
+            order = (None, timers) if r % 2 == 0 else (timers, None)
+            for t in order:
+                (bare if t is None else timed).append(one_round(t))
+    finally:
+        db.close()
+        import shutil
+        shutil.rmtree(workdir, ignore_errors=True)
+    n = rounds * commits
+    table = []
+    for owner, attr, label in _steps():
+        if label not in timers.incl:
+            continue
+        depth, p = 0, timers.parent[label]
+        while p is not None:
+            depth, p = depth + 1, timers.parent[p]
+        incl = timers.incl[label] / n / 1e3
+        table.append({"step": "  " * depth + label, "incl_us": round(incl, 1),
+                      "excl_us": round(incl - timers.child.get(label, 0) / n / 1e3, 1)})
+
+    def stats(key, rs):
+        xs = [r[key] for r in rs]
+        return {"median": round(statistics.median(xs), 1), "min": round(min(xs), 1),
+                "max": round(max(xs), 1)}
+    keys = ("cpu_us", "cpu_mean_us", "user_us", "sys_outside_fsync_us", "fsync_wall_us", "fsync_cpu_us", "wall_us",
+            "process_cpu_us")
+    return {"figure": "thread CPU of one durable 1-row commit outside fdatasync "
+                      f"(HNSW-indexed, {dim}-d), µs", "rounds": rounds,
+            "commits_per_round": commits, "load": os.getloadavg(),
+            "bare": {k: stats(k, bare) for k in keys},
+            "timed": {k: stats(k, timed) for k in keys},
+            "steps": table}
+
+
+def format_table(out: dict) -> str:
+    lines = [out["figure"] + f"; load {out['load'][0]:.2f}"]
+    for k, v in out["bare"].items():
+        lines.append(f"  {k:22} {v['median']:8.1f}  ({v['min']:.1f}–{v['max']:.1f})")
+    lines += ["", f"{'step (timed pass, µs a commit)':44} incl µs  excl µs"]
+    for s in out["steps"]:
+        lines.append(f"{s['step']:44} {s['incl_us']:7.1f}  {s['excl_us']:7.1f}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import sys
+    res = run(sys.argv[1] if len(sys.argv) > 1 else None)
+    print(format_table(res))
