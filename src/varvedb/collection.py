@@ -13,8 +13,7 @@ one raises a VarveError subclass before anything is read or written.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import numpy as np
 
@@ -530,9 +529,9 @@ class Collection:
         return cols
 
 
-@dataclass(frozen=True)
-class PreparedRows:
-    """Rows ready to write but for their ids (Collection.prepare_rows)."""
+class PreparedRows(NamedTuple):
+    """Rows ready to write but for their ids (Collection.prepare_rows); a tuple,
+    made at every one-row insert (a frozen dataclass costs a setattr a field)."""
     table: Table
     schema: Schema
     rows: list

@@ -431,6 +431,8 @@ def norms_of(vectors: np.ndarray) -> np.ndarray:
     """L2 norm of each row, computed in f32 whatever the storage dtype."""
     if not len(vectors):
         return np.zeros(0, np.float32)
+    if vectors.dtype == np.float32:       # (f32 in, f32 out: no astype either side)
+        return np.sqrt(np.einsum("ij,ij->i", vectors, vectors))
     v = vectors.astype(np.float32, copy=False)
     return np.sqrt(np.einsum("ij,ij->i", v, v)).astype(np.float32, copy=False)
 
