@@ -33,44 +33,57 @@ from varvedb import demo_data
 _clock = time.thread_time_ns
 
 
+# each step timed, outermost first: the module under varvedb, then the attribute
+# (a function of the module, or Class.method), which is also its label
+_STEPS = """
+collection Collection.insert
+collection Collection.prepare_rows
+collection coerce_values
+collection _embedded
+session Session.begin
+engine.engine Engine.begin
+engine.writer_lock WriterLock.acquire
+collection Collection.insert_prepared
+collection Collection.prepared_now
+engine.engine Engine.insert
+engine.engine complete_columns
+engine.engine fill_embedded
+engine.table Table.check_new_ids
+engine.engine Engine.write
+engine.frames encode
+storage.record encode
+storage.log_writer LogWriter.append
+storage.format frame_hash
+engine.table Table.begin
+engine.engine Engine._apply
+engine.columns VectorColumn.append
+engine.columns ScalarColumn.append
+session Session.commit
+storage.log_writer LogWriter.commit
+storage.log_writer LogWriter._flush
+storage.fileio FileIO.pwritev
+storage.log_writer LogWriter.sync_to
+storage.fileio FileIO.fdatasync
+engine.engine Engine._link
+engine.maintainer Maintainer.wake
+"""
+
+
 def _steps():
-    """(owner, attribute, label) of each step timed, outermost first."""
-    from varvedb import collection, session
-    from varvedb.engine import columns, engine, frames, maintainer, table, writer_lock
-    from varvedb.storage import fileio, log_writer, record
-    from varvedb.storage import format as F
-    return [
-        (collection.Collection, "insert", "Collection.insert"),
-        (collection.Collection, "prepare_rows", "prepare_rows (coerce)"),
-        (collection, "coerce_values", "coerce_values"),
-        (collection, "_embedded", "_embedded"),
-        (session.Session, "begin", "Session.begin"),
-        (engine.Engine, "begin", "Engine.begin"),
-        (writer_lock.WriterLock, "acquire", "WriterLock.acquire"),
-        (collection.Collection, "insert_prepared", "insert_prepared"),
-        (collection.Collection, "prepared_now", "prepared_now (ids)"),
-        (engine.Engine, "insert", "Engine.insert"),
-        (engine, "complete_columns", "complete_columns"),
-        (engine, "fill_embedded", "fill_embedded"),
-        (table.Table, "check_new_ids", "check_new_ids"),
-        (engine.Engine, "write", "Engine.write"),
-        (frames, "encode", "frames.encode"),
-        (record, "encode", "record.encode"),
-        (log_writer.LogWriter, "append", "LogWriter.append"),
-        (F, "frame_hash", "frame_hash"),
-        (table.Table, "begin", "Table.begin"),
-        (engine.Engine, "_apply", "Engine._apply"),
-        (columns.VectorColumn, "append", "VectorColumn.append"),
-        (columns.ScalarColumn, "append", "ScalarColumn.append"),
-        (session.Session, "commit", "Session.commit"),
-        (log_writer.LogWriter, "commit", "LogWriter.commit"),
-        (log_writer.LogWriter, "_flush", "LogWriter._flush (write)"),
-        (fileio.FileIO, "pwritev", "pwritev"),
-        (log_writer.LogWriter, "sync_to", "LogWriter.sync_to"),
-        (fileio.FileIO, "fdatasync", "fdatasync"),
-        (engine.Engine, "_link", "Engine._link"),
-        (maintainer.Maintainer, "wake", "Maintainer.wake"),
-    ]
+    """(owner, attribute, label) of each step in _STEPS."""
+    import importlib
+    out = []
+    for line in _STEPS.split("\n"):
+        if not line:
+            continue
+        module, path = line.split()
+        owner = importlib.import_module(f"varvedb.{module}")
+        *classes, attr = path.split(".")
+        for name in classes:
+            owner = getattr(owner, name)
+        label = path if classes else f"{module.rsplit('.', 1)[-1]}.{attr}"
+        out.append((owner, attr, label))
+    return out
 
 
 class _Timers:
