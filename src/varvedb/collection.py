@@ -275,16 +275,23 @@ class Collection:
         """(Batch, named): the rows' ids as given (None: to assign) and their
         columns, coerced, completed and embedded; `named` (merge only, else None):
         field -> bool mask of the rows naming it, for the fields some rows leave out."""
-        names = rows[0].keys() if len(rows) == 1 else set().union(*rows) if rows else set()
-        t.schema.check_names(names)
-        ids = [r.get("id") for r in rows]
         fields = t.schema.fields
-        # a row that omits a field gets its default; None given is null
-        cols = {name: coerce_values(name, fields[name], [r.get(name) for r in rows]
-                                    if fields[name].default is None else
-                                    [r[name] if name in r else fields[name].default_value()
-                                     for r in rows])
-                for name in names if name != "id"}
+        if len(rows) == 1:          # one row names every field it has: no default here
+            row = rows[0]
+            t.schema.check_names(row)
+            ids = [row.get("id")]
+            cols = {name: coerce_values(name, fields[name], [v])
+                    for name, v in row.items() if name != "id"}
+        else:
+            names = set().union(*rows) if rows else set()
+            t.schema.check_names(names)
+            ids = [r.get("id") for r in rows]
+            # a row that omits a field gets its default; None given is null
+            cols = {name: coerce_values(name, fields[name], [r.get(name) for r in rows]
+                                        if fields[name].default is None else
+                                        [r[name] if name in r else fields[name].default_value()
+                                         for r in rows])
+                    for name in names if name != "id"}
         if not merge:
             return Batch(ids, _embedded(t.schema, cols, len(rows))), None
         named = {}
