@@ -169,3 +169,19 @@ def test_a_small_record_is_the_general_paths_bytes(arrays, meta, seed):
     for name, a in named.items():
         assert back[name].dtype.newbyteorder("=") == a.dtype.newbyteorder("=")
         assert np.array_equal(back[name], np.atleast_1d(a))   # 0-d: written as (1,)
+
+
+def test_a_record_whose_meta_is_large_is_written_whole():
+    """A few small arrays beside a meta past SMALL_RECORD (a batch's texts): the
+    meta's encoding made for the small path is handed on to the general one,
+    which writes it uncompressed (nothing is packed) with the arrays after it."""
+    meta = {"lists": {"body": ["x" * 1000] * 80}}
+    arrays = {"ids": np.arange(80, dtype=np.int64), "n:tag": np.zeros(80, bool)}
+    parts, length, offsets = record.encode(meta, arrays)
+    raw = b"".join(bytes(memoryview(p).cast("B")) for p in parts)
+    assert length == len(raw) > record.SMALL_RECORD
+    word = int.from_bytes(raw[:4], "little")
+    assert not word & record.PACKED_META and offsets["ids"] == (4 + word + 63) // 64 * 64
+    back_meta, back, back_offsets = record.decode(raw)
+    assert back_meta == meta and back_offsets == offsets
+    assert np.array_equal(back["ids"], arrays["ids"]) and not back["n:tag"].any()
