@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import varvedb as vv
 from varvedb.engine import frames
@@ -134,3 +136,52 @@ def test_altered_delete_create_index_and_collection_are_refused(engine):
         parts, _, _ = record.encode(meta, arrays)
         with pytest.raises(CorruptFileError):
             frames.decode(engine, kind, b"".join(bytes(p) for p in parts), 0)
+
+
+_DTYPE_CHOICES = ["<i8", "<i4", "|i1", "<u2", "<f8", "<f4", "<f2", "|b1", ">f4", ">i8"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_DTYPE_CHOICES),
+                          st.lists(st.integers(0, 40), min_size=0, max_size=3),
+                          st.booleans()), max_size=6),
+       st.dictionaries(st.text(max_size=4), st.one_of(st.integers(-2**63, 2**63 - 1), st.text(max_size=30)),
+                       max_size=3),
+       st.integers(0, 2**40))
+def test_a_small_record_is_the_general_paths_bytes(arrays, meta, seed):
+    """record.encode's one-buffer path for small records (a one-row insert) writes
+    byte for byte what the general path writes (`packed` given, compressing
+    nothing, takes it), big-endian and strided arrays included, and decodes
+    back to the same arrays at the offsets it reports."""
+    rng = np.random.default_rng(seed)
+    named = {}
+    for i, (dt, shape, strided) in enumerate(arrays):
+        a = (rng.integers(0, 100, size=[*shape, 2] if strided else shape)).astype(dt)
+        named[f"a{i}"] = a[..., 0] if strided else a
+    meta = {k: v for k, v in meta.items() if k != "_arrays"}
+    parts, length, offsets = record.encode(meta, named)
+    ref_parts, ref_length, ref_offsets = record.encode(meta, named, packed=lambda n: False)
+    raw = b"".join(bytes(memoryview(p).cast("B")) for p in parts)
+    assert raw == b"".join(bytes(memoryview(p).cast("B")) for p in ref_parts)
+    assert length == ref_length == len(raw) and offsets == ref_offsets
+    back_meta, back, back_offsets = record.decode(raw)
+    assert back_meta == meta and back_offsets == offsets
+    for name, a in named.items():
+        assert back[name].dtype.newbyteorder("=") == a.dtype.newbyteorder("=")
+        assert np.array_equal(back[name], np.atleast_1d(a))   # 0-d: written as (1,)
+
+
+def test_a_record_whose_meta_is_large_is_written_whole():
+    """A few small arrays beside a meta past SMALL_RECORD (a batch's texts): the
+    meta's encoding made for the small path is handed on to the general one,
+    which writes it uncompressed (nothing is packed) with the arrays after it."""
+    meta = {"lists": {"body": ["x" * 1000] * 80}}
+    arrays = {"ids": np.arange(80, dtype=np.int64), "n:tag": np.zeros(80, bool)}
+    parts, length, offsets = record.encode(meta, arrays)
+    raw = b"".join(bytes(memoryview(p).cast("B")) for p in parts)
+    assert length == len(raw) > record.SMALL_RECORD
+    word = int.from_bytes(raw[:4], "little")
+    assert not word & record.PACKED_META and offsets["ids"] == (4 + word + 63) // 64 * 64
+    back_meta, back, back_offsets = record.decode(raw)
+    assert back_meta == meta and back_offsets == offsets
+    assert np.array_equal(back["ids"], arrays["ids"]) and not back["n:tag"].any()

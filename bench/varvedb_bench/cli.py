@@ -212,6 +212,27 @@ def layers(rounds, commits, insert_rows, only, dataset, out) -> None:
             json.dump(figures, f, indent=1, ensure_ascii=False)
 
 
+@bench.command("commit-cpu")
+@click.option("--rounds", default=7, show_default=True,
+              help="Alternating rounds of the bare and the timed pass.")
+@click.option("--commits", default=300, show_default=True, help="Durable commits per round.")
+@click.option("--durability", type=click.Choice(["commit", "off"]), default="commit",
+              show_default=True, help="off: the same path without its fdatasync (the "
+                                      "code's own CPU, caches warm).")
+@click.option("--out", default=None, help="Also write the figures to this JSON file.")
+def commit_cpu(rounds, commits, durability, out) -> None:
+    """The thread CPU of one durable one-row commit (HNSW-indexed) outside its
+    fdatasync, and the table of where it goes, step by step. Run it on a real disk."""
+    import json
+
+    from . import commit_cpu as cc
+    figures = cc.run(None, rounds, commits, durability=durability)
+    click.echo(cc.format_table(figures))
+    if out:
+        with open(out, "w") as f:
+            json.dump(figures, f, indent=1, ensure_ascii=False)
+
+
 @bench.command()
 @click.option("--rows", default=100_000, show_default=True)
 @click.option("--dim", default=128, show_default=True)

@@ -13,8 +13,7 @@ one raises a VarveError subclass before anything is read or written.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import numpy as np
 
@@ -276,16 +275,23 @@ class Collection:
         """(Batch, named): the rows' ids as given (None: to assign) and their
         columns, coerced, completed and embedded; `named` (merge only, else None):
         field -> bool mask of the rows naming it, for the fields some rows leave out."""
-        names = rows[0].keys() if len(rows) == 1 else set().union(*rows) if rows else set()
-        t.schema.check_names(names)
-        ids = [r.get("id") for r in rows]
         fields = t.schema.fields
-        # a row that omits a field gets its default; None given is null
-        cols = {name: coerce_values(name, fields[name], [r.get(name) for r in rows]
-                                    if fields[name].default is None else
-                                    [r[name] if name in r else fields[name].default_value()
-                                     for r in rows])
-                for name in names if name != "id"}
+        if len(rows) == 1:          # one row names every field it has: no default here
+            row = rows[0]
+            t.schema.check_names(row)
+            ids = [row.get("id")]
+            cols = {name: coerce_values(name, fields[name], [v])
+                    for name, v in row.items() if name != "id"}
+        else:
+            names = set().union(*rows) if rows else set()
+            t.schema.check_names(names)
+            ids = [r.get("id") for r in rows]
+            # a row that omits a field gets its default; None given is null
+            cols = {name: coerce_values(name, fields[name], [r.get(name) for r in rows]
+                                        if fields[name].default is None else
+                                        [r[name] if name in r else fields[name].default_value()
+                                         for r in rows])
+                    for name in names if name != "id"}
         if not merge:
             return Batch(ids, _embedded(t.schema, cols, len(rows))), None
         named = {}
@@ -530,9 +536,9 @@ class Collection:
         return cols
 
 
-@dataclass(frozen=True)
-class PreparedRows:
-    """Rows ready to write but for their ids (Collection.prepare_rows)."""
+class PreparedRows(NamedTuple):
+    """Rows ready to write but for their ids (Collection.prepare_rows); a tuple,
+    made at every one-row insert (a frozen dataclass costs a setattr a field)."""
     table: Table
     schema: Schema
     rows: list

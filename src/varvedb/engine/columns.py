@@ -41,10 +41,17 @@ class Growable:
     def __init__(self, dtype, tail: tuple = (), data: np.ndarray | None = None):
         self.dtype = np.dtype(dtype)
         self.tail = tail
-        self.data = np.empty((0,) + tail, dtype=self.dtype) if data is None else data
+        self._set_data(np.empty((0,) + tail, dtype=self.dtype) if data is None else data)
         self.n = 0 if data is None else len(data)
         self._frozen = (None, None)   # (data, a read-only view of it)
         self._room = None             # the reserved mapping `data` starts, if any
+
+    def _set_data(self, data: np.ndarray) -> None:
+        # the rows `data` holds without a copy: 0 while it is read-only (mapped from
+        # a checkpoint), so an append copies it first (kept, not asked of the flags
+        # at every one-row append)
+        self.data = data
+        self._fits = len(data) if data.flags.writeable else 0
 
     def view(self) -> np.ndarray:
         return self.data[:self.n]
@@ -74,11 +81,11 @@ class Growable:
         if room is not None and self.data.flags.writeable \
                 and cap * self._row_bytes() <= len(room):
             # a longer view of the same reserved pages: nothing moves or is copied
-            self.data = self._view(room, cap)
+            self._set_data(self._view(room, cap))
             return
         new, self._room = self._allocate(cap)
         new[:self.n] = self.data[:self.n]
-        self.data = new  # readers keep the old array; it stays valid for them
+        self._set_data(new)  # readers keep the old array; it stays valid for them
 
     def _row_bytes(self) -> int:
         return self.dtype.itemsize * int(np.prod(self.tail, dtype=np.int64))
@@ -106,10 +113,11 @@ class Growable:
         return self._view(room, cap), room
 
     def append(self, block) -> None:
-        if type(block) is not np.ndarray or block.dtype != self.dtype:
+        if type(block) is not np.ndarray or (block.dtype is not self.dtype
+                                             and block.dtype != self.dtype):
             block = np.asarray(block, dtype=self.dtype)
         n, k = self.n, len(block)
-        if n + k > len(self.data) or not self.data.flags.writeable:
+        if n + k > self._fits:
             self._reserve(k)
         self.data[n:n + k] = block
         self.n = n + k
@@ -117,7 +125,7 @@ class Growable:
     def fill(self, value, count: int) -> None:
         """Append `count` rows holding `value` (no block is made for them)."""
         n = self.n
-        if n + count > len(self.data) or not self.data.flags.writeable:
+        if n + count > self._fits:
             self._reserve(count)
         self.data[n:n + count] = value
         self.n = n + count
@@ -431,6 +439,8 @@ def norms_of(vectors: np.ndarray) -> np.ndarray:
     """L2 norm of each row, computed in f32 whatever the storage dtype."""
     if not len(vectors):
         return np.zeros(0, np.float32)
+    if vectors.dtype == np.float32:       # (f32 in, f32 out: no astype either side)
+        return np.sqrt(np.einsum("ij,ij->i", vectors, vectors))
     v = vectors.astype(np.float32, copy=False)
     return np.sqrt(np.einsum("ij,ij->i", v, v)).astype(np.float32, copy=False)
 

@@ -48,7 +48,7 @@ from ..storage.backup import BackupInfo
 from ..storage.log_reader import LoggedCommit
 from ..storage.log_writer import LogWriter
 from . import checkpoint, frames, merge, vacuum
-from .branches import HEAD, MAIN, Branch, Catalog, View
+from .branches import HEAD, MAIN, Branch, Catalog, View, main_view
 from .history import Commit
 from .maintainer import Maintainer
 from .rowmap import RowMap
@@ -83,6 +83,7 @@ def freeze_loaded_modules() -> bool:
 
 
 _FROZEN = False
+_MAIN_HEAD = main_view(HEAD)     # the view main's writer writes
 
 
 class Transaction:
@@ -186,7 +187,7 @@ class Engine:
             self._prepare(self)
         if not self.readonly:
             log.cut_tail(buf)
-            self._link(self.tables.values())
+            self._link(list(self.tables))
 
     def _load_from(self, mv, sb) -> tuple[int, bytes]:
         """Load the checkpoint sb points at (None: none), replay the log after it."""
@@ -267,6 +268,8 @@ class Engine:
                 raise CorruptFileError(f"version {version} is on branch {branch}, which "
                                        "is not live")
             view = View(((branch, HEAD),))    # its BRANCH frame makes it; no rows yet
+        elif branch == MAIN:
+            view = _MAIN_HEAD     # (a View is frozen: one serves every transaction)
         else:
             view = self.catalog.view(branch, HEAD)
         self.applying_version, self.applying_branch = version, branch
@@ -741,7 +744,7 @@ class Engine:
                 raise
         with self._publish:
             self.visible = max(self.visible, tx.version)
-        self._link(self.tables[c] for c in tx.tables if c in self.tables)
+        self._link(tx.tables)
         if self.retention is not None:
             self.retention.after_commit(tx.rows_changed)
         return tx.version
@@ -785,13 +788,19 @@ class Engine:
                 t.forget_branches(self.catalog.by_id)
         tx.tables, tx.dropped = set(), []
 
-    def _link(self, tables) -> None:
-        """Wake the maintainer if any of these tables has committed rows its graphs lack.
+    def _link(self, cids) -> None:
+        """Wake the maintainer if any of these tables (by cid; a dropped one is
+        passed over) has committed rows its graphs lack.
 
         Open links in the background too: it never waits for a graph, and
         until one covers the rows, answers come from the exact tail scan."""
-        if self.maintainer is not None and any(t.deferred_behind() for t in tables):
-            self.maintainer.wake()
+        if self.maintainer is None:
+            return
+        for cid in cids:
+            t = self.tables.get(cid)
+            if t is not None and t.deferred_behind():
+                self.maintainer.wake()
+                return
 
     def index_status(self, table: Table, field: str) -> dict:
         """Committed rows of `field`'s deferred index (a vector field's graph or lists,

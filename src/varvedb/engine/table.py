@@ -88,6 +88,9 @@ class Table:
         def family(kinds):
             return MappingProxyType({f: ix for (f, k), ix in by_key.items() if k in kinds})
         self._indexes = by_key
+        # the maintainer's (read at every commit: deferred_behind)
+        self._deferred = tuple(ix for ix in by_key.values() if not ix.in_step)
+        self._in_step = tuple((name, ix) for (name, _), ix in by_key.items() if ix.in_step)
         self.indexes = family(SCALAR_KINDS)
         self.text_indexes = family(TEXT_KINDS)
         self.vector_indexes = family(VECTOR_KINDS)
@@ -124,8 +127,11 @@ class Table:
 
     def deferred_behind(self) -> bool:
         """Has a deferred index fewer rows than are committed (the maintainer's work)?"""
-        return any(not ix.in_step and ix.indexed < self.committed_n
-                   for ix in self._indexes.values())
+        n = self.committed_n
+        for ix in self._deferred:
+            if ix.indexed < n:
+                return True
+        return False
 
     @property
     def live(self) -> dict:
@@ -440,11 +446,13 @@ class Table:
                     col.append(vals, nulls)
         if self._undo is not None:
             self._undo.live_ops.append((True, keys, None))
-        self.live.update(zip(keys, range(first, first + count)))
+        if count == 1:
+            self.live[keys[0]] = first
+        else:
+            self.live.update(zip(keys, range(first, first + count)))
         columns = self.columns
-        for (name, _), ix in self._indexes.items():
-            if ix.in_step:
-                ix.extend(columns[name], first + count)
+        for name, ix in self._in_step:
+            ix.extend(columns[name], first + count)
         # `born` goes last: its length is the table's `n`, and readers running
         # beside the writer slice every other column to that n, so each must
         # already hold the new rows (else masks of different lengths, or codes

@@ -242,7 +242,7 @@ class DatabaseFile:
 def write_all(io, bufs: list, pos: int) -> int:
     """Write bufs at pos through a FileIO, however large (one call writes at most
     ~2 GiB) and however short a write comes back; returns the end position."""
-    if len(bufs) == 1 and type(bufs[0]) is bytearray:   # a commit's frames, as one buffer
+    if len(bufs) == 1 and type(bufs[0]) in (bytes, bytearray):   # a commit's frames, as one
         done = io.pwritev(bufs, pos)
         if done == len(bufs[0]):
             return pos + done

@@ -133,13 +133,6 @@ def pack_frame_header(kind: int, length: int, digest: bytes) -> bytes:
     return (body + _CRC.pack(zlib.crc32(body))).ljust(FRAME_HEADER_SIZE, b"\0")
 
 
-def pack_frame_header_into(buf: bytearray, at: int, kind: int, length: int, digest: bytes
-                           ) -> None:
-    """pack_frame_header written into buf at `at` (whose reserved tail is zero)."""
-    _FRAME.pack_into(buf, at, FRAME_MAGIC, kind, 0, length, digest)
-    _CRC.pack_into(buf, at + _FRAME.size, zlib.crc32(memoryview(buf)[at:at + _FRAME.size]))
-
-
 @dataclass
 class FrameHeader:
     kind: int

@@ -45,6 +45,7 @@ from .file import DatabaseFile, nbytes
 FLUSH_BYTES = 16 << 20
 BIG_FRAME = 1 << 20
 PREFILL_BYTES = 1 << 20
+_PADDING = bytes(F.ALIGN)
 
 
 @dataclass(slots=True)
@@ -150,18 +151,15 @@ class LogWriter:
         self._drop_pending()
         bufs: list
         if size < BIG_FRAME:
-            buf = bytearray(size)     # zeros: the padding after each payload
-            at = 0
+            out = []             # headers, payloads, padding: joined once
             for fr in pending:
-                F.pack_frame_header_into(buf, at, fr.kind, fr.length, fr.digest)
-                pos = at + F.FRAME_HEADER_SIZE
+                out.append(F.pack_frame_header(fr.kind, fr.length, fr.digest))
                 for part in fr.parts:
-                    if type(part) is not bytes:
-                        part = memoryview(part).cast("B")
-                    buf[pos:pos + len(part)] = part
-                    pos += len(part)
-                at += F.FRAME_HEADER_SIZE + F.pad(fr.length)
-            bufs = [buf]
+                    out.append(part if type(part) is bytes else memoryview(part).cast("B"))
+                gap = -fr.length % F.ALIGN
+                if gap:
+                    out.append(_PADDING[:gap])
+            bufs = [b"".join(out)]
         else:
             bufs = []
             for fr in pending:

@@ -46,7 +46,7 @@ import numpy as np
 import zstandard
 
 from ..errors import CorruptFileError, OptionError
-from .format import pad
+from .format import ALIGN, pad
 
 # a record's compressed parts decode to at most this many times its bytes: what a
 # frame may cost in memory per byte (a msgpack meta's objects take up to ~72 bytes
@@ -76,6 +76,11 @@ def encode(meta: dict, arrays: dict[str, np.ndarray] | None = None, packed=None
     and where each raw array starts relative to the record. `packed`: None, or
     a predicate on array names: the meta and those arrays are compressed where
     it pays (no offset is given for a compressed array)."""
+    head = None
+    if packed is None:
+        small, head = _encode_small(meta, arrays or {})
+        if small is not None:
+            return small
     contig, stored = {}, {}
     for name, a in (arrays or {}).items():
         a = np.ascontiguousarray(a)
@@ -88,7 +93,8 @@ def encode(meta: dict, arrays: dict[str, np.ndarray] | None = None, packed=None
                 stored[name] = z
     specs = [[n, _dtype_str(a.dtype), list(a.shape)] + ([len(stored[n])] if n in stored else [])
              for n, a in contig.items()]
-    head = _encoder.encode({**meta, "_arrays": specs})
+    if head is None:     # (unpacked, the small path's head is this one)
+        head = _encoder.encode({**meta, "_arrays": specs})
     word = len(head)
     if word >= PACKED_META:    # bit 31 is the compression flag
         raise OptionError(f"one write's text and json come to {word:,} bytes encoded; at "
@@ -118,6 +124,46 @@ def encode(meta: dict, arrays: dict[str, np.ndarray] | None = None, packed=None
     if pos > at:
         parts.append(bytes(pos - at))
     return parts, pos, offsets
+
+
+def _encode_small(meta: dict, arrays: dict) -> tuple:
+    """(encode's result, head) for a record of uncompressed arrays that fits
+    SMALL_RECORD (a one-row insert), made with as few calls as the layout
+    allows: the same bytes as the general path, as one bytes object. (None,
+    head or None) where the general path must write it (large arrays, a byte
+    order to convert); the meta's encoding, when made, is handed on to it."""
+    specs, offsets, datas = [], {}, []
+    raw = 0
+    for name, a in arrays.items():
+        dt = a.dtype
+        if dt.byteorder == ">":
+            return None, None
+        nb = a.nbytes
+        raw += nb
+        if raw > SMALL_RECORD:
+            return None, None
+        # a 0-d array is written as one of shape (1,), as ascontiguousarray makes it
+        specs.append([name, _dtype_str(dt), list(a.shape) if a.ndim else [1]])
+        datas.append((name, a.tobytes() if nb else b""))   # C order, as ascontiguousarray
+    head = _encoder.encode({**meta, "_arrays": specs})
+    word = len(head)
+    pos = (4 + word + ALIGN - 1) & -ALIGN
+    if pos + raw + ALIGN * len(datas) > SMALL_RECORD:
+        return None, head
+    out = [struct.pack("<I", word), head, bytes(pos - 4 - word)]
+    for name, data in datas:
+        offsets[name] = pos
+        n = len(data)
+        if n:
+            out.append(data)
+            end = (pos + n + ALIGN - 1) & -ALIGN
+            if end - pos > n:
+                out.append(_ZEROS[:end - pos - n])
+            pos = end
+    return ([b"".join(out)], pos, offsets), head
+
+
+_ZEROS = bytes(ALIGN)
 
 
 def _dtype_str(dt: np.dtype) -> str:
