@@ -15,7 +15,8 @@ import varvedb
 from conftest import PYTHON, child_env
 from varvedb.cli import main
 
-SUBCOMMANDS = ("ann", "sql", "text", "server", "history", "branch", "langchain", "layers")
+SUBCOMMANDS = ("ann", "sql", "text", "server", "history", "branch", "langchain", "layers",
+               "commit-cpu")
 
 
 def test_the_package_never_imports_its_bench():
