@@ -35,7 +35,7 @@ class PreparedSearch:
     """A planned Project(VectorTopK(...)) and the state it was planned at, with
     its top-k bound to everything but the query vector (execute.topk_searcher)."""
     __slots__ = ("state", "query", "node", "mask", "allowed", "n", "fields", "field",
-                 "top_k")
+                 "top_k", "dim")
 
     def __init__(self, state, query: Query):
         self.state = state
@@ -46,6 +46,8 @@ class PreparedSearch:
         self.fields = query.plan.fields
         self.field = query.table.schema.fields[node.field]
         self.top_k = BoundTopK(node, query.table, self.n, self.mask, self.allowed)
+        # the query a kernel takes as it is (query_vector's test, its field's part once)
+        self.dim = self.field.dim if self.field.dtype != "bit" else -1
 
     @staticmethod
     def fits(query: Query) -> bool:
@@ -57,10 +59,18 @@ class PreparedSearch:
     def run(self, vector) -> tuple:
         """The top-k of `vector` (any query vector the field takes): (rows, float64
         scores, the plan as it ran); the fields returned are `fields`."""
-        q = query_vector(self.field, vector)
-        got = self.top_k.search(q)
+        # (query_vector and BoundTopK.search inlined: this is the hot path)
+        if type(vector) is np.ndarray and vector.dtype is _F32 and vector.ndim == 1 \
+                and vector.shape[0] == self.dim and vector.flags.c_contiguous:
+            q = vector
+        else:
+            q = query_vector(self.field, vector)
+        fn = self.top_k.fn
+        got = None if fn is None else fn(q)
         if got is not None:
             return got[0], got[1], self.query.plan
+        if fn is not None:
+            self.top_k.rebind()
         query = self.query
         rows, dists, ran = vector_topk(self.node, query.table, self.n, self.mask,
                                        self.allowed, q)
@@ -99,8 +109,12 @@ class BoundTopK:
             return None
         got = fn(q)
         if got is None:
-            self.fn = topk_searcher(self.node, self.table, self.n, self.mask, self.allowed)
+            self.rebind()
         return got
+
+    def rebind(self) -> None:
+        """Bound again after a pass fell short, so that the next search finds it fresh."""
+        self.fn = topk_searcher(self.node, self.table, self.n, self.mask, self.allowed)
 
 
 def shape(where, params, limit, select, field, ef, exact, metric, probes) -> tuple:
