@@ -45,10 +45,13 @@ def _sweep(out, *args):
 
 @needs_cgroup
 def test_capped_sweep_runs_each_worker_in_a_fresh_group_and_removes_it(tmp_path):
-    r = _sweep(tmp_path, "--memory-cap", "64M", "--rounds", "2")
+    # 128 MB: a query worker peaks near 56 MB (numpy, numba and the index), and a
+    # kernel it compiles itself (a cache another process wrote for another CPU)
+    # takes LLVM's memory on top; 64 MB was killed once so on a CI machine
+    r = _sweep(tmp_path, "--memory-cap", "128M", "--rounds", "2")
     assert r.returncode == 0, r.stderr[-3000:]
-    summary = json.loads((tmp_path / "sweep-clustered-10000x32-cap64M.json").read_text())
-    assert summary["config"]["memory_cap"] == 64 * 2**20
+    summary = json.loads((tmp_path / "sweep-clustered-10000x32-cap128M.json").read_text())
+    assert summary["config"]["memory_cap"] == 128 * 2**20
     points_of = {"varvedb:int8": "40", "varvedb:ivfpq": "8"}
     for name, point in points_of.items():
         points = (point,)
@@ -64,7 +67,7 @@ def test_capped_sweep_runs_each_worker_in_a_fresh_group_and_removes_it(tmp_path)
                 # the worker read its own memory cgroup: the capped group, now removed
                 assert os.path.basename(res["cap_group"]) == res["cgroup"].lstrip("/")
                 assert not os.path.exists(res["cap_group"])
-                assert 0 < res["cgroup_peak_mb"] <= 64
+                assert 0 < res["cgroup_peak_mb"] <= 128
                 assert res["read_bytes_per_query"] >= 0 and res["queries"] == 50
                 groups.add(res["cap_group"])
         assert len(groups) == 2                 # a fresh group per worker
@@ -75,8 +78,8 @@ def test_capped_sweep_runs_each_worker_in_a_fresh_group_and_removes_it(tmp_path)
             assert f["p50_ms"]["median"] <= f["p99_ms"]["median"]
         assert set(e["qps_at_recall"]) == {"0.90", "0.95", "0.99"}
     assert summary["engines"]["varvedb:int8"]["points"]["40"]["recall"]["median"] >= 0.95
-    table = (tmp_path / "sweep-clustered-10000x32-cap64M.md").read_text()
-    assert "memory cap 64 MB" in table and "| varvedb:int8 | ef=40 |" in table
+    table = (tmp_path / "sweep-clustered-10000x32-cap128M.md").read_text()
+    assert "memory cap 128 MB" in table and "| varvedb:int8 | ef=40 |" in table
     assert "KB read / query" in table
     # no group of this run left behind (named varvedb-<engine>-<its pid>-<n>)
     run_pid = res["cap_group"].rsplit("-", 2)[1]

@@ -419,9 +419,10 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
     ``rerank``: its ``-rerank`` best rows are only written to ``out_rows``, for
     the caller to rerank with :func:`rerank_rows`). ``out_dist`` gets exact float64
     scores on pgvector's scale and rows are ranked by (score, row), so a
-    caller needs no second pass: the walk's best ``k + tie_spare(k)`` are
-    scored (into ``exact_*``), so that near-ties the float32 walk ordered
-    either way are cut by (float64 score, row), as exact search cuts them.
+    caller needs no second pass: the walk's best ``k + tie_spare(k)`` (all of a
+    pool holding the whole graph) are scored (into ``exact_*``), so that
+    near-ties the float32 walk ordered either way are cut by (float64 score,
+    row), as exact search cuts them.
 
     Returns -1, having searched nothing, when the query is not finite, and -2
     when the arguments do not fit together (the query's length is not the
@@ -477,6 +478,10 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
                             upper_slot, upper_links, twins, 0, n_seeds, ef, True, visited,
                             stamp, res_d, res_i, fresh)
     complete = n < ef
+    # a pool that holds every node the walk may return (it never filled, or it
+    # has room for the whole graph) is ranked whole: ties past the spares (a
+    # cosine query of zeros ties every row) are cut by row, as exact search does
+    whole = complete or ef >= extent
     if complete:
         # the pool is not full: the walk met every node it can reach, and every
         # one it met is in the pool; the nodes it never reached are measured here
@@ -490,8 +495,8 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
         # a complete pool is measured whole: a walk as wide as the graph is exact
         return rerank_rows(arena, norms, query, metric, res_i, n if complete else
                            min(n, rerank), k, res_d, out_rows, out_dist)
-    return _rank_pool(arena, query, metric, res_i, n, k, exact_i, exact_d, out_rows,
-                      out_dist)
+    return _rank_pool(arena, query, metric, res_i, n, n if whole else k + tie_spare(k), k,
+                      exact_i, exact_d, out_rows, out_dist)
 
 
 @njit(**_JIT)
@@ -519,12 +524,13 @@ def tie_spare(k):
 
 
 @njit(**_INLINE)
-def _rank_pool(arena, query, metric, pool_i, n, k, exact_i, exact_d, out_rows, out_dist):
+def _rank_pool(arena, query, metric, pool_i, n, scored, k, exact_i, exact_d, out_rows,
+               out_dist):
     # the best k of a pool (ascending by the walk's float32 distance) by (float64
-    # score, row): its first k + tie_spare(k) scored and sorted, then cut
+    # score, row): its first `scored` scored and sorted, then cut
     # scored as int64 rows, the very specialisation exact search scores with
     # (its rank_rows over int64 rows): equal scores to the bit
-    count = min(n, k + tie_spare(k))
+    count = min(n, scored)
     for j in range(count):
         exact_i[j] = pool_i[j]
     rank_rows(arena, exact_i[:count], query, metric, exact_d[:count])
