@@ -26,9 +26,11 @@ import test_collection_verbs
 import test_text_search
 import test_upsert_merge
 import test_vector_search
+from test_vector_search import ds  # noqa: F401  (a fixture of the cases run here)
 from conftest import PYTHON, child_env, file_digest
 from server_proc import ServerProcess, free_port
 from varvedb import demo_data
+from varvedb.query.plan import PlanNode, VectorTopK
 from varvedb.results import SqlResult
 from varvedb_bench.data import exact_topk, recall
 
@@ -53,6 +55,8 @@ def client(server):
     c = _client(server.url)
     for name in c.collections():
         c.drop_collection(name)
+    for b in c.branches()[1:]:       # main first: a case's branches go with it
+        c.drop_branch(b.name)
     yield c
     c.close()
 
@@ -113,6 +117,10 @@ APPLIED = {
         "test_nested_transaction_raises_transaction_error",
         "test_json_path_filter_forgets_rows_a_rollback_removed",
         "test_a_write_that_changes_nothing_makes_no_version",
+        # db.checkpoint() on the server's file; close and connect again is a reconnect
+        "test_hash_and_sorted_indexes_answer_like_a_scan",
+        "test_checkpoint_then_reopen_shows_identical_state_at_every_version",
+        "test_reopen_without_checkpoint_replays_the_log",
     ],
     test_text_search: [
         "test_bm25_scores_equal_the_reference_on_a_small_corpus",
@@ -125,6 +133,8 @@ APPLIED = {
         "test_at_at_in_a_filter_is_the_text_match_with_sql_nulls",
         "test_search_argument_errors",
         "test_a_rolled_back_transaction_leaves_no_postings",
+        # Collection.explain: plan objects built from the server's plan
+        "test_hybrid_fuses_the_two_rankings_by_reciprocal_rank",
     ],
     test_collection_verbs: [
         "test_exist_ok_returns_the_collection_of_the_same_schema",
@@ -150,30 +160,27 @@ for _module, _names in APPLIED.items():
 FRESH = ["test_as_of_datetime_picks_last_version_committed_at_or_before_it",
          "test_database_history_lists_every_commit_with_distinct_chain"]
 
-REOPEN = "closes and reopens the file itself (the server holds it open)"
+# the client's hits.plan is the server's only with explain=True (a search's answer
+# stays lean); these read hits.plan of searches that do not ask for it
+PLAN = "hits.plan of a search without explain=True (the client's is None)"
 EXCUSED = {
     test_api: {
         "test_memory_database_supports_the_same_api": "a :memory: database",
-        "test_hash_and_sorted_indexes_answer_like_a_scan": "checkpoint and reopen",
-        "test_checkpoint_then_reopen_shows_identical_state_at_every_version": REOPEN,
-        "test_reopen_without_checkpoint_replays_the_log": REOPEN,
         "test_readonly_connection_refuses_every_write_and_leaves_the_file_alone":
             "read-only connections (the server's --readonly is its own contract)",
         "test_readonly_connection_of_missing_file_fails_without_creating_it":
             "read-only connections",
         "test_every_durability_mode_keeps_commits_across_reopen": "connect's options, reopen",
         "test_close_releases_the_write_lock_while_arrays_from_the_file_live_on":
-            "create_index and the engine's arrays (no HTTP form)",
+            "the engine's arrays in this process, and the file's lock held by it",
     },
     test_text_search: {
         "test_statistics_stay_exact_through_inserts_updates_and_deletes":
             "two databases in one test (a rebuilt twin in a second file)",
         "test_checkpoint_and_reopen_answer_the_same_without_analyzing_again":
-            "checkpoint, a read-only reopen and a patch of this process's analyzer",
-        "test_hybrid_fuses_the_two_rankings_by_reciprocal_rank":
-            "Collection.explain's plan objects (the wire has explain=True's dict)",
-        "test_rerank_orders_the_text_candidates_by_exact_distance":
-            "hits.plan as a plan object (the wire has explain=True's dict)",
+            "a read-only reopen with this process's analyzer patched to fail: over HTTP "
+            "the analyzer that runs is the server's, so the check would hold vacuously",
+        "test_rerank_orders_the_text_candidates_by_exact_distance": PLAN,
         "test_vectors_are_filled_from_their_source_text":
             "an embedder registered in the test's process, which the server's lacks",
         "test_sql_match_bm25_snippet_highlight_and_rrf":
@@ -185,18 +192,33 @@ EXCUSED = {
             "hypothesis over :memory: databases (the same verbs are held above)",
     },
     test_upsert_merge: {
-        "test_the_graph_and_the_text_index_answer_a_merged_document":
-            "wait_indexed, the plan objects and a reopen of the file",
+        "test_the_graph_and_the_text_index_answer_a_merged_document": PLAN,
         "test_a_new_source_text_is_embedded_again_and_a_kept_one_keeps_its_vector":
             "an embedder registered in the test's process, which the server's lacks",
         "test_writes_match_a_dict_of_dicts_oracle":
             "hypothesis over :memory: databases (the same verbs are held above)",
-        "test_a_merge_on_a_branch_leaves_main_and_get_of_ids_reads_either":
-            "db.branch and db.use on a file of its own",
     },
-    test_vector_search: {name: "create_index, index_status and the engine's graph (no HTTP "
-                         "form); recall through the client: test_hnsw_recall_through_the_client"
-                         for name in dir(test_vector_search) if name.startswith("test_")},
+    test_vector_search: {
+        **{name: PLAN for name in ("test_recall_at_defaults_is_at_least_095",
+                                   "test_filtered_search_keeps_recall_and_never_returns_short",
+                                   "test_search_as_of_an_earlier_version_walks_the_graph_"
+                                   "through_dead_rows", "test_exact_flag_and_ef_are_honoured")},
+        "test_results_identical_after_close_and_reopen":
+            "the engine's graph of a reopened file (c.table.vector_indexes)",
+        "test_bulk_built_graph_holds_no_spare_rows": "the engine's graph (c.table)",
+        "test_searches_run_while_a_writer_inserts": "the engine's graph at the end (c.table)",
+        "test_create_index_rejects_bad_specs_and_leaves_the_file_unchanged":
+            "a file of its own, compared byte for byte: through the client in "
+            "test_index_verbs_and_their_bad_inputs",
+    },
+}
+
+# cases on a file of their own (tmp_path): run here with vv.connect(path) a Client on
+# the module's server; their `indexed` is this module's (loaded through the client)
+ON_THE_SERVER = {
+    test_upsert_merge: ["test_a_merge_on_a_branch_leaves_main_and_get_of_ids_reads_either"],
+    test_vector_search: ["test_delete_every_row_then_insert_new_ones_finds_them",
+                         "test_rows_committed_after_the_graph_are_found_before_and_after_linking"],
 }
 
 
@@ -204,9 +226,38 @@ def test_every_embedded_case_is_run_or_excused():
     for module in (test_api, test_collection_verbs, test_text_search, test_upsert_merge,
                    test_vector_search):
         names = {n for n in dir(module) if n.startswith("test_")}
-        covered = set(APPLIED.get(module, ())) | set(EXCUSED[module]) | \
-            (set(FRESH) if module is test_api else set())
+        lists = [set(APPLIED.get(module, ())), set(EXCUSED[module]),
+                 set(ON_THE_SERVER.get(module, ())), set(FRESH) if module is test_api else set()]
+        covered = set().union(*lists)
         assert names == covered, names ^ covered
+        assert sum(map(len, lists)) == len(covered), "a case is listed twice"
+
+
+ON_THE_SERVER_CASES = [(m, n) for m, names in ON_THE_SERVER.items() for n in names]
+
+
+@pytest.fixture
+def indexed(server, client, ds):  # noqa: F811
+    """test_vector_search's `indexed`, loaded through the client: (path, db, items)."""
+    db = _client(server.url)
+    c = db.create_collection("items", {"tag": vv.Int(index="sorted"),
+                                       "emb": vv.Vector(test_vector_search.DIM, metric="l2")})
+    c.insert_arrays(id=ds.ids, tag=ds.tags, emb=ds.vectors)
+    c.create_index("emb", vv.HNSW(m=16, ef_construction=200))
+    assert c.wait_indexed(timeout=1800), c.index_status()      # a hang guard
+    yield server.path, db, c
+    db.close()
+
+
+@pytest.mark.parametrize("module,name", ON_THE_SERVER_CASES,
+                         ids=[n for _, n in ON_THE_SERVER_CASES])
+def test_cases_on_a_file_of_their_own_through_the_client(request, server, client, monkeypatch,
+                                                         module, name):
+    import inspect
+    case = getattr(module, name)
+    args = {p: request.getfixturevalue(p) for p in inspect.signature(case).parameters}
+    monkeypatch.setattr(vv, "connect", lambda path, **kw: _client(server.url))
+    case(**args)
 
 
 @pytest.mark.parametrize("name", FRESH)
@@ -240,7 +291,9 @@ def test_results_have_the_embedded_types(client):
     assert hits[0]["emb"].dtype == np.float32 and hits[0]["emb"].tolist() == [2, 0, 1]
     explained = d.search(vector=[2, 0, 1], limit=3, explain=True)
     assert explained.ids == hits.ids and "VectorTopK" in str(explained.plan)
-    assert isinstance(explained.plan, dict)
+    assert isinstance(explained.plan, PlanNode)
+    assert explained.plan == d.explain("search", vector=[2, 0, 1], limit=3) or \
+        explained.plan.find(VectorTopK).strategy == "exact"
     assert d.get(4, select=[]) == {"id": 4}
     assert d.get(4, select=["tag"]) == {"id": 4, "tag": 1}
     r = client.sql("SELECT id, ts, emb FROM docs WHERE id = $1", [3])

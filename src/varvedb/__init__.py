@@ -32,8 +32,8 @@ _ERRORS = (
 # public name -> the module (relative to this package) that defines it
 _EXPORTS = {
     "connect": ".database", "Database": ".database", "VersionInfo": ".results",
-    "BranchInfo": ".database", "Session": ".session", "Collection": ".collection",
-    "Changes": ".engine.merge", "Hit": ".results", "Hits": ".results",
+    "BranchInfo": ".reports", "Session": ".session", "Collection": ".collection",
+    "Changes": ".reports", "Hit": ".results", "Hits": ".results",
     "VerifyReport": ".storage.verify", "verify_file": ".storage.verify",
     **{name: ".schema" for name in ("Field", "Int", "Float", "Bool", "Text", "Json",
                                     "Timestamp", "Vector", "HNSW", "IVFPQ")},
@@ -50,8 +50,7 @@ if TYPE_CHECKING:           # what type checkers and IDEs see; nothing of it run
     from . import embed
     from .client import AsyncClient, AsyncRemoteCollection, Client, RemoteCollection
     from .collection import Collection
-    from .database import BranchInfo, Database, connect
-    from .engine.merge import Changes
+    from .database import Database, connect
     from .errors import (AuthenticationError, BranchError, ClosedError, CorruptFileError,
                          DimensionError, DuplicateIdError, EmbedderError, FieldTypeError,
                          FileMissingError, FilterError, FormatVersionError,
@@ -66,6 +65,7 @@ if TYPE_CHECKING:           # what type checkers and IDEs see; nothing of it run
                          TransactionNotFoundError, TransactionRequiredError, UnknownFieldError,
                          ValueTooLongError, VarveError, VersionNotFoundError,
                          VersionNotReachedError, WriterLockedError)
+    from .reports import BranchInfo, Changes
     from .results import Hit, Hits, VersionInfo
     from .schema import HNSW, IVFPQ, Bool, Field, Float, Int, Json, Text, Timestamp, Vector
     from .session import Session

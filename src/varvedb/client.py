@@ -50,6 +50,7 @@ import os
 import select
 import ssl
 import threading
+import time
 import weakref
 from typing import Any, Generator, Iterable, NamedTuple
 from urllib.parse import quote, urlsplit
@@ -58,9 +59,12 @@ import msgspec
 import numpy as np
 
 from . import errors as E
+from .query.plan import PlanNode, plan_from_dict
 from .query.request import RRF_K, WEIGHTS, Count, Find, Search, as_of_to_wire
+from .reports import BranchInfo, Changes, VacuumReport
 from .results import Hit, Hits, SqlResult, VersionInfo
-from .schema import Field, Schema, batch_length, brief, one_id
+from .schema import HNSW, IVFPQ, Field, Schema, batch_length, brief, one_id
+from .storage.backup import BackupInfo
 from .storage.verify import Break, VerifyReport
 from .wire import error_from_wire, parse_timestamp, value_from_wire, vector_read_type
 from .wire import encode as _encode
@@ -71,6 +75,9 @@ NPY = "application/x-npy"
 TRANSACTION_HEADER = "X-Varve-Transaction"
 VERSION_HEADER = "X-Varve-Version"
 MIN_VERSION_HEADER = "X-Varve-Min-Version"
+BRANCH_HEADER = "X-Varve-Branch"
+BACKUP_VERSION, BACKUP_BYTES = "X-Varve-Backup-Version", "X-Varve-Backup-Bytes"
+_READS = {"search": Search, "find": Find, "count": Count}
 
 # the transaction each client's calls run in, per thread (and per asyncio task):
 # {client key: (transaction id, opened by SQL's BEGIN)}; None: none anywhere
@@ -84,12 +91,14 @@ class _Request(NamedTuple):
     body: bytes | None = None
     content_type: str = JSON
     idempotent: bool = False        # safe to send twice (see the module's retry rule)
+    sink: Any = None                # a binary file a 200's body is written to, as it comes
 
 
 class _Response(NamedTuple):
     status: int
-    body: bytes
+    body: bytes                     # b"" when a sink took it
     version: int | None = None      # X-Varve-Version: the newest version the answer saw
+    backup: tuple | None = None     # GET /backup: (its version, its bytes) from the headers
 
 
 # ---- bodies and answers ----------------------------------------------------------
@@ -139,6 +148,14 @@ class _Seen:
 
 def _version_header(value: str | None) -> int | None:
     return int(value) if value is not None and value.isdigit() else None
+
+
+def _backup_headers(get) -> tuple | None:
+    """(version, bytes) of a GET /backup answer, from its headers (None: absent)."""
+    v, n = get(BACKUP_VERSION), get(BACKUP_BYTES)
+    if v is None or n is None or not v.isdigit() or not n.isdigit():
+        return None
+    return int(v), int(n)
 
 
 def _get(path: str) -> _Request:
@@ -223,6 +240,33 @@ def _schema_of(desc: dict) -> Schema:
 
 def _field_spec(spec: Any) -> Any:
     return spec.to_dict() if isinstance(spec, Field) else spec
+
+
+def _segment(name) -> str:
+    """A name as one path segment (a field, a branch): NotFoundError if not a str."""
+    if not isinstance(name, str) or not name:
+        raise E.NotFoundError(f"a name is a non-empty str, got {brief(name)}")
+    return quote(name, safe="")
+
+
+def _side(side):
+    """A side of diff() on the wire (routes.side_from_wire)."""
+    if isinstance(side, str):
+        return {"branch": side}
+    if isinstance(side, (tuple, list)) and len(side) == 2 and isinstance(side[0], str):
+        return {"branch": side[0], "as_of": as_of_to_wire(side[1])}
+    if isinstance(side, (tuple, list, str, dict)):
+        raise E.OptionError(f"a side of a diff is a version, a branch name or (branch, "
+                            f"version), got {brief(side)}")
+    return {"as_of": as_of_to_wire(side)}
+
+
+def _branch_info(d: dict) -> BranchInfo:
+    return BranchInfo(d["name"], d["parent"], d["fork"], d["created"], d["head"])
+
+
+def _plain_int(v):
+    return v.item() if isinstance(v, np.integer) else v
 
 
 def _collection_path(name: str) -> str:
@@ -370,7 +414,7 @@ class _CollectionVerbs:
             yield from self._known(hits[0].fields.keys())
             if self._typed:
                 _convert_hits(hits, self._typed)
-        return Hits(hits, plan=answer.plan)
+        return Hits(hits, plan=None if answer.plan is None else plan_from_dict(answer.plan))
 
     def _doc(self, doc: dict) -> Op:
         yield from self._known(doc.keys())
@@ -528,6 +572,81 @@ class _CollectionVerbs:
             out.append((yield from self._hits(answer)))
         return out
 
+    def explain(self, verb: str = "search", /, **args) -> Op:
+        """The plan `search(**args)` (or `find`, `count`) would run, built on the
+        server without running it: a PlanNode, as Collection.explain's."""
+        kind = _READS.get(verb) if isinstance(verb, str) else None
+        if kind is None:
+            raise E.OptionError(f"explain takes 'search', 'find' or 'count', got {brief(verb)}")
+        body = {"verb": verb, **kind.of(**args).to_wire()}
+        a = _answer((yield _post(f"{self._path}/explain", body, idempotent=True)))
+        return plan_from_dict(a["plan"])
+
+    def create_index(self, field: str, index: HNSW | IVFPQ | str,
+                     name: str | None = None) -> Op:
+        """Build an index (Collection.create_index): vv.HNSW(...) or vv.IVFPQ(...) on a
+        vector field, "hash" or "sorted" on a scalar one."""
+        if isinstance(index, (HNSW, IVFPQ)):
+            index.check()
+            spec = index.to_dict()
+        elif isinstance(index, str):
+            spec = index
+        else:
+            raise E.SchemaError(f"create_index takes vv.HNSW(...), vv.IVFPQ(...), 'hash' "
+                                f"or 'sorted', got {brief(index)}")
+        _answer((yield _post(f"{self._path}/indexes",
+                             {"field": field, "index": spec, "name": name})))
+        yield from self._refresh()
+
+    def drop_index(self, field: str) -> Op:
+        """Drop the index of a field (a vector field's graph, or a scalar index)."""
+        _answer((yield _Request("DELETE", f"{self._path}/indexes/{_segment(field)}")))
+        yield from self._refresh()
+
+    def index_status(self, field: str | None = None) -> Op:
+        """How far a field's deferred index has caught up with the committed rows
+        (the server's writer's figures): {"field", "linked", "unlinked"}."""
+        return _answer((yield _get(f"{self._path}/index_status" + _query_string(field=field))))
+
+    def wait_indexed(self, field: str | None = None, timeout: float | None = None) -> Op:
+        """Wait until a field's deferred index covers every row committed before
+        this call: True then, False if `timeout` seconds passed first (None: no
+        limit). Each request waits at most the server's own timeout; the client
+        asks again until its own ends."""
+        if timeout is not None and (isinstance(timeout, bool) or
+                                    not isinstance(timeout, (int, float)) or timeout < 0):
+            raise E.OptionError(f"timeout is a number of seconds >= 0, got {brief(timeout)}")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            a = _answer((yield _post(f"{self._path}/wait_indexed",
+                                     {"field": field, "timeout": left}, idempotent=True)))
+            if a["indexed"]:
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+
+    def vector_memory(self, field: str | None = None) -> Op:
+        """Memory of a vector field (Collection.vector_memory's dict)."""
+        return _answer((yield _get(f"{self._path}/vector_memory" +
+                                   _query_string(field=field))))
+
+    def add_field(self, name: str, spec) -> Op:
+        """Add a field ("int", "vector(8)", vv.Int(default=0), ...)."""
+        _answer((yield _post(f"{self._path}/fields",
+                             {"name": name, "spec": _field_spec(spec)})))
+        yield from self._refresh()
+
+    def drop_field(self, name: str) -> Op:
+        """Drop a field, its values (at every version) and its indexes."""
+        _answer((yield _Request("DELETE", f"{self._path}/fields/{_segment(name)}")))
+        yield from self._refresh()
+
+    def rename_field(self, old: str, new: str) -> Op:
+        """Rename a field (its values and indexes go with it, at every version)."""
+        _answer((yield _post(f"{self._path}/fields/{_segment(old)}/rename", {"new": new})))
+        yield from self._refresh()
+
     def history(self, id) -> Op:
         """Every version of one document: [{"version", "deleted", "doc"}], oldest first."""
         resp = yield _get((yield from self._item_path(id)) + "/history")
@@ -683,6 +802,130 @@ class _ClientVerbs:
     def _version(self) -> Op:
         return _answer((yield _get("/health")))["version"]
 
+    # ---- branches (Database.branch, branches, use, drop_branch, merge, diff)
+
+    def _not_in_transaction(self, verb: str) -> None:
+        if self._pinned() is not None:
+            raise E.TransactionError(f"{verb}() inside a transaction: commit or roll back "
+                                     "first")
+
+    @property
+    def current_branch(self) -> str:
+        """The branch this client reads and writes (use())."""
+        return self._transport.branch or "main"
+
+    def use(self, name: str) -> Op:
+        """Read and write branch `name` from now on (this client's calls, every
+        thread: Database.use's per-connection choice); not inside a transaction."""
+        self._not_in_transaction("use")
+        info = _branch_info(_answer((yield _get(f"/branches/{_segment(name)}"))))
+        self._transport.branch = None if info.name == "main" else info.name
+
+    def branch(self, name: str, at=None) -> Op:
+        """Fork branch `name` from the current one as of `at` (a version or an aware
+        datetime; None: now): Database.branch. Returns its BranchInfo."""
+        self._not_in_transaction("branch")
+        body = {"name": name, "at": as_of_to_wire(at)}
+        return _branch_info(_answer((yield _post("/branches", body))))
+
+    def branches(self) -> Op:
+        """Every live branch, main first."""
+        return [_branch_info(b) for b in _answer((yield _get("/branches")))["branches"]]
+
+    def drop_branch(self, name: str) -> Op:
+        """Drop branch `name` (not main, not the one in use)."""
+        self._not_in_transaction("drop_branch")
+        _answer((yield _Request("DELETE", f"/branches/{_segment(name)}")))
+
+    def merge(self, source: str) -> Op:
+        """Merge branch `source` into the current one as one commit; returns the
+        version (MergeConflictError, nothing written, on a conflict)."""
+        self._not_in_transaction("merge")
+        return _answer((yield _post("/merge", {"source": source})))["version"]
+
+    def diff(self, a, b) -> Op:
+        """What changed from `a` to `b`, per collection: {name: Changes}; each side
+        a version of the current branch, a branch name, or (branch name, version)."""
+        body = {"a": _side(a), "b": _side(b)}
+        a = _answer((yield _post("/diff", body, idempotent=True)))["changes"]
+        return {name: Changes(c["added"], c["changed"], c["deleted"]) for name, c in a.items()}
+
+    # ---- history operations, on the server's own file
+
+    def vacuum(self, keep=None, progress: bool | None = None, graphs: str = "rebuild") -> Op:
+        """Compact the server's file (Database.vacuum); `progress` is the server's
+        business (no bar here). Returns a VacuumReport."""
+        self._not_in_transaction("vacuum")
+        body = {"keep": as_of_to_wire(keep) if keep is not None and not isinstance(
+            keep, (int, np.integer)) else _plain_int(keep), "graphs": graphs}
+        a = _answer((yield _post("/vacuum", body)))
+        return VacuumReport(**a)
+
+    def restore(self, version) -> Op:
+        """A new commit on the current branch whose documents equal those as of
+        `version` (a number or an aware datetime); returns the new version. Not
+        inside a transaction over the client (embedded, it joins one)."""
+        self._not_in_transaction("restore")
+        a = _answer((yield _post("/restore", {"version": as_of_to_wire(version)})))
+        return a["version"]
+
+    def checkpoint(self) -> Op:
+        """The server writes its current state so its next open loads it."""
+        _answer((yield _Request("POST", "/checkpoint")))
+
+    def backup(self, path: str | os.PathLike, progress: bool | None = None) -> Op:
+        """Copy the server's file, as of its newest durable commit, to `path` here
+        (a new file; never a path on the server): the bytes stream into PATH.tmp,
+        which is checked whole (its size, and storage.verify up to the version it
+        was taken at), fsynced and renamed into place, then the folder fsynced.
+        A failure leaves no PATH. Returns a BackupInfo."""
+        from .storage.backup import remove_quietly
+        from .storage.file import fsync_dir
+        from .storage.verify import verify_file
+        try:
+            dest = os.fspath(path)
+        except TypeError:
+            raise E.OptionError(f"a backup's path is a str or os.PathLike, got "
+                                f"{brief(path)}") from None
+        if os.path.exists(dest):
+            raise E.OptionError(f"{dest} exists: a backup never overwrites a file")
+        tmp = dest + ".tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except FileExistsError:
+            raise E.OptionError(f"{tmp} exists: another backup to {dest} is under way, or "
+                                "one was cut short (remove it)") from None
+        except ValueError as e:
+            raise E.OptionError(f"{dest!r} is not a file path: {e}") from e
+        except OSError as e:
+            raise E.StorageError(f"{dest}: could not create the backup: {e.strerror or e}",
+                                 e) from e
+        try:
+            with os.fdopen(fd, "wb") as f:
+                resp = yield _Request("GET", "/backup", sink=f)
+                if resp.status != 200 or resp.backup is None:
+                    _answer(resp)
+                    raise E.ServerError("the server's backup came without its version")
+                version, size = resp.backup
+                f.flush()
+                if f.tell() != size:
+                    raise E.ServerUnavailableError(
+                        f"the backup stream ended at {f.tell():,} of {size:,} bytes")
+                os.fsync(f.fileno())
+            report = verify_file(tmp, expect_version=version)
+            if not report.ok:
+                raise E.CorruptFileError(f"the backup did not verify ({report.first_break})")
+            os.rename(tmp, dest)
+            fsync_dir(dest)
+        except OSError as e:
+            remove_quietly(tmp)
+            raise E.StorageError(f"{dest}: the backup failed ({e.strerror or e}); nothing "
+                                 "was left there", e) from e
+        except BaseException:
+            remove_quietly(tmp)
+            raise
+        return BackupInfo(dest, version, size)
+
     # ---- the transaction this thread's (task's) calls run in
 
     def _pinned(self) -> tuple | None:
@@ -808,6 +1051,7 @@ class _Connections:
         self._all: weakref.WeakSet = weakref.WeakSet()
         self._lock = threading.Lock()
         self._closed = False
+        self.branch: str | None = None      # the client's use(): None is main
         _TRANSPORTS.add(self)
 
     def _forget(self) -> None:
@@ -841,6 +1085,8 @@ class _Connections:
             headers = {**headers, TRANSACTION_HEADER: transaction}
         if min_version:
             headers = {**headers, MIN_VERSION_HEADER: str(min_version)}
+        if self.branch is not None:
+            headers = {**headers, BRANCH_HEADER: self.branch}
         for attempt in range(3):
             reused = conn.sock is not None
             if reused and _dropped(conn.sock):
@@ -861,8 +1107,12 @@ class _Connections:
                 raise _unavailable(self.url, e) from None
             try:
                 resp = conn.getresponse()
-                return _Response(resp.status, resp.read(),
-                                 _version_header(resp.getheader(VERSION_HEADER)))
+                version = _version_header(resp.getheader(VERSION_HEADER))
+                if req.sink is not None and resp.status == 200:
+                    while chunk := resp.read(1 << 20):
+                        req.sink.write(chunk)
+                    return _Response(200, b"", version, _backup_headers(resp.getheader))
+                return _Response(resp.status, resp.read(), version)
             except TimeoutError as e:
                 conn.close()
                 raise _unavailable(self.url, e, sent=not req.idempotent) from None
@@ -898,6 +1148,15 @@ class RemoteCollection(_CollectionVerbs):
     search = _blocking(_CollectionVerbs.search)
     search_batch = _blocking(_CollectionVerbs.search_batch)
     history = _blocking(_CollectionVerbs.history)
+    explain = _blocking(_CollectionVerbs.explain)
+    create_index = _blocking(_CollectionVerbs.create_index)
+    drop_index = _blocking(_CollectionVerbs.drop_index)
+    index_status = _blocking(_CollectionVerbs.index_status)
+    wait_indexed = _blocking(_CollectionVerbs.wait_indexed)
+    vector_memory = _blocking(_CollectionVerbs.vector_memory)
+    add_field = _blocking(_CollectionVerbs.add_field)
+    drop_field = _blocking(_CollectionVerbs.drop_field)
+    rename_field = _blocking(_CollectionVerbs.rename_field)
 
     def __len__(self) -> int:
         return self.count()
@@ -956,6 +1215,16 @@ class Client(_ClientVerbs):
     sql = _blocking(_ClientVerbs.sql)
     history = _blocking(_ClientVerbs.history)
     verify = _blocking(_ClientVerbs.verify)
+    use = _blocking(_ClientVerbs.use)
+    branch = _blocking(_ClientVerbs.branch)
+    branches = _blocking(_ClientVerbs.branches)
+    drop_branch = _blocking(_ClientVerbs.drop_branch)
+    merge = _blocking(_ClientVerbs.merge)
+    diff = _blocking(_ClientVerbs.diff)
+    vacuum = _blocking(_ClientVerbs.vacuum)
+    restore = _blocking(_ClientVerbs.restore)
+    checkpoint = _blocking(_ClientVerbs.checkpoint)
+    backup = _blocking(_ClientVerbs.backup)
 
     @property
     def version(self) -> int:
@@ -995,6 +1264,7 @@ class _AsyncConnections:
             limits=httpx.Limits(max_connections=max_connections,
                                 max_keepalive_connections=max_connections))
         self._closed = False
+        self.branch: str | None = None      # the client's use(): None is main
 
     async def send(self, req: _Request, transaction: str | None = None,
                    min_version: int = 0) -> _Response:
@@ -1006,8 +1276,12 @@ class _AsyncConnections:
             headers = {**(headers or {}), TRANSACTION_HEADER: transaction}
         if min_version:
             headers = {**(headers or {}), MIN_VERSION_HEADER: str(min_version)}
+        if self.branch is not None:
+            headers = {**(headers or {}), BRANCH_HEADER: self.branch}
         for attempt in range(3):
             try:
+                if req.sink is not None:
+                    return await self._streamed(req, headers)
                 r = await self._http.request(req.method, self.url + req.path,
                                              content=req.body, headers=headers)
                 return _Response(r.status_code, r.content,
@@ -1025,6 +1299,17 @@ class _AsyncConnections:
             except httpx.TransportError as e:
                 raise _unavailable(self.url, e) from None
         raise AssertionError("unreachable")
+
+    async def _streamed(self, req: _Request, headers) -> _Response:
+        """A 200's body written to req.sink as it comes (GET /backup)."""
+        async with self._http.stream(req.method, self.url + req.path, content=req.body,
+                                     headers=headers) as r:
+            version = _version_header(r.headers.get(VERSION_HEADER))
+            if r.status_code != 200:
+                return _Response(r.status_code, await r.aread(), version)
+            async for chunk in r.aiter_bytes(1 << 20):
+                req.sink.write(chunk)
+            return _Response(200, b"", version, _backup_headers(r.headers.get))
 
     async def close(self) -> None:
         self._closed = True
@@ -1045,6 +1330,15 @@ class AsyncRemoteCollection(_CollectionVerbs):
     search = _awaitable(_CollectionVerbs.search)
     search_batch = _awaitable(_CollectionVerbs.search_batch)
     history = _awaitable(_CollectionVerbs.history)
+    explain = _awaitable(_CollectionVerbs.explain)
+    create_index = _awaitable(_CollectionVerbs.create_index)
+    drop_index = _awaitable(_CollectionVerbs.drop_index)
+    index_status = _awaitable(_CollectionVerbs.index_status)
+    wait_indexed = _awaitable(_CollectionVerbs.wait_indexed)
+    vector_memory = _awaitable(_CollectionVerbs.vector_memory)
+    add_field = _awaitable(_CollectionVerbs.add_field)
+    drop_field = _awaitable(_CollectionVerbs.drop_field)
+    rename_field = _awaitable(_CollectionVerbs.rename_field)
 
 
 class AsyncClient(_ClientVerbs):
@@ -1098,6 +1392,16 @@ class AsyncClient(_ClientVerbs):
     sql = _awaitable(_ClientVerbs.sql)
     history = _awaitable(_ClientVerbs.history)
     verify = _awaitable(_ClientVerbs.verify)
+    use = _awaitable(_ClientVerbs.use)
+    branch = _awaitable(_ClientVerbs.branch)
+    branches = _awaitable(_ClientVerbs.branches)
+    drop_branch = _awaitable(_ClientVerbs.drop_branch)
+    merge = _awaitable(_ClientVerbs.merge)
+    diff = _awaitable(_ClientVerbs.diff)
+    vacuum = _awaitable(_ClientVerbs.vacuum)
+    restore = _awaitable(_ClientVerbs.restore)
+    checkpoint = _awaitable(_ClientVerbs.checkpoint)
+    backup = _awaitable(_ClientVerbs.backup)
 
     async def version(self) -> int:
         """The server's newest version (GET /health)."""

@@ -496,7 +496,13 @@ class Collection:
         kind = _REQUESTS.get(verb) if isinstance(verb, str) else None
         if kind is None:
             raise OptionError(f"explain takes 'search', 'find' or 'count', got {brief(verb)}")
-        request = kind.of(**args)
+        return self.plan(kind.of(**args))
+
+    def plan(self, request: Search | Find | Count) -> PlanNode:
+        """The plan a request (query/request.py) would run, without running it
+        (explain's, for a request already made: the server's POST .../explain)."""
+        if not isinstance(request, (Search, Find, Count)):
+            raise OptionError(f"plan takes a Search, Find or Count, got {brief(request)}")
         return bind(request, self.table,
                     self._sess.snapshot(request.as_of, request.branch)).plan
 

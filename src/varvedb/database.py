@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
+from typing import Iterator
 
 from .collection import Collection
 from .engine.engine import Engine, freeze_loaded_modules
@@ -16,6 +16,7 @@ from .session import Session, TransactionScope
 from .engine.snapshot import resolve as resolve_version
 from .engine.vacuum import Retention
 from .storage.backup import BackupInfo
+from .reports import BranchInfo
 from .results import VersionInfo
 from .storage.verify import VerifyReport, verify_file
 
@@ -57,15 +58,6 @@ def connect(path: str | os.PathLike = ":memory:", *, readonly: bool = False,
             db.close()
             raise
     return db
-
-
-@dataclass
-class BranchInfo:
-    name: str
-    parent: str | None         # None for main
-    fork: int                  # the parent's version it sees, no later
-    created: int               # the version that made it (0 for main)
-    head: int                  # its newest version (its fork's, before its own commits)
 
 
 class Database:
@@ -296,6 +288,13 @@ class Database:
         and opens on its own with the same history (as_of, verify, chain hashes).
         `progress`: a bar (None: for large files when stderr is a terminal)."""
         return self.engine.backup(os.fspath(path), progress)
+
+    def backup_stream(self) -> tuple[int, int, Iterator[bytes]]:
+        """backup() as a stream of bytes instead of a file: (version, size, chunks),
+        the chunks being what backup() would write, as of the newest durable
+        commit, held one at a time (the server's GET /backup; Client.backup writes
+        them to the client's own file). Exhaust or close the chunks."""
+        return self.engine.backup_stream()
 
     def restore(self, version) -> int:
         """A new commit whose documents equal those as of `version` (a version

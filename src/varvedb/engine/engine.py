@@ -32,6 +32,7 @@ import copy
 import gc
 import threading
 import time
+from typing import Iterator
 
 import numpy as np
 
@@ -915,6 +916,19 @@ class Engine:
         backup.check_copy(dest, version)
         self.backups += 1
         return backup.BackupInfo(dest, version, n)
+
+    def backup_stream(self) -> tuple[int, int, Iterator[bytes]]:
+        """backup() into a stream: (version, bytes, chunks), the chunks being the
+        bytes a backup file holds, as of the newest durable commit, one chunk of
+        storage/backup.STREAM_CHUNK at a time (what the server's GET /backup sends).
+        The receiver checks the copy (it opens and verifies as backup()'s does)."""
+        self.ensure_open()
+        if self.log is None:
+            raise OptionError("a ':memory:' database has no file to back up")
+        end, version, _ = self.log.durable_head()
+        chunks = backup.stream_prefix(self.log.file.fd, end, list(self.log.file.superblocks))
+        self.backups += 1
+        return version, end, chunks
 
     def _checkpoint_worthwhile(self) -> bool:
         """Would the next open replay much log, or rebuild graph links?"""

@@ -17,7 +17,6 @@ are written onto the target: its deletes, and copies of its new documents.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -25,17 +24,7 @@ from ..errors import MergeConflictError
 from .branches import HEAD, View
 from .columns import JsonColumn, TextColumn
 from .table import Table
-
-
-@dataclass
-class Changes:
-    """What changed in one collection from one view to another (ids, sorted)."""
-    added: list = field(default_factory=list)
-    changed: list = field(default_factory=list)
-    deleted: list = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return bool(self.added or self.changed or self.deleted)
+from ..reports import Changes   # noqa: F401  (plain data: reports.py; named here too)
 
 
 def _keys(t: Table, rows: np.ndarray) -> np.ndarray:

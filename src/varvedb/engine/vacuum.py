@@ -32,7 +32,6 @@ import os
 import threading
 import time
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -50,19 +49,11 @@ from . import frames
 from .rowmap import log_n
 from .snapshot import resolve
 from .branches import HEAD, MAIN, main_view
+from ..reports import VacuumReport   # noqa: F401  (plain data: reports.py)
 
 PROGRESS_FROM = 100_000  # base rows from which a bar is shown
 
 
-@dataclass
-class VacuumReport:
-    oldest: int            # the oldest version kept (as_of anything older is an error)
-    version: int           # the newest
-    rows_kept: int         # row versions in the base
-    rows_dropped: int      # row versions no kept version can see
-    bytes_before: int      # bytes of the file in use (its preallocated tail aside)
-    bytes_after: int
-    seconds: float
 
 
 def oldest_kept(engine, keep) -> int:

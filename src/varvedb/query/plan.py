@@ -384,3 +384,42 @@ def _plain(v):
         return list(v)
     return v
 
+
+
+def _node_classes() -> dict[str, type]:
+    out, todo = {}, [PlanNode]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls is not PlanNode:
+            out[cls.NODE] = cls
+    return out
+
+
+def plan_from_dict(d: dict) -> PlanNode:
+    """The plan `to_dict()` gave (a server's explain, hits.plan over the wire),
+    as plan objects again: equal to the original (==), printed alike. Run-only
+    parts (a bound filter, a query vector) are not in the dict and stay unset."""
+    from ..errors import OptionError
+    if not isinstance(d, dict):
+        raise OptionError(f"a plan is a dict with a 'node', got {type(d).__name__}")
+    cls = _node_classes().get(d.get("node"))
+    if cls is None:
+        raise OptionError(f"unknown plan node {d.get('node')!r}")
+    kinds = {f.name: str(f.type) for f in fields(cls)}
+    args = {}
+    for k, v in d.items():
+        if k == "input":
+            ins = [plan_from_dict(x) for x in (v if isinstance(v, list) else [v])]
+            k, v = ("legs", tuple(ins)) if cls is Fusion else ("input", ins[0])
+        elif k not in kinds:
+            continue
+        elif k == "strategy":
+            v = Strategy(v)
+        elif isinstance(v, list) and "tuple" in kinds[k]:
+            v = tuple(v)
+        args[k] = v
+    try:
+        return cls(**args)
+    except TypeError as e:
+        raise OptionError(f"a {cls.NODE} plan node lacks a part: {e}") from None

@@ -25,7 +25,7 @@ from urllib.parse import unquote_to_bytes
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from .. import errors as E
@@ -34,7 +34,7 @@ from ..wire import encode, error_to_wire
 from .docs_page import Page
 from .follower import VERSION_HEADER, Follower, WriterLink, WriterNeeded, min_version
 from .metrics import Metrics
-from .routes import MediaTypeError, table
+from .routes import BRANCH_HEADER, MediaTypeError, Stream, table
 from .transactions import HEADER, Transactions
 
 log = logging.getLogger("varvedb.server")
@@ -50,14 +50,15 @@ class Job:
     its work stops at its next cancellation check (varvedb.cancel), so the pool
     thread is free again; a write is never abandoned once it has begun, and
     never begins once abandoned, so a 504 always means nothing was applied."""
-    __slots__ = ("_lock", "_state", "token", "transaction")
+    __slots__ = ("_lock", "_state", "token", "transaction", "branch")
     current = threading.local()      # the job the calling pool thread runs
 
-    def __init__(self, transaction: str | None = None):
+    def __init__(self, transaction: str | None = None, branch: str | None = None):
         self._lock = threading.Lock()
         self._state = "queued"       # queued | running | writing | abandoned
         self.token = CancelToken()
         self.transaction = transaction   # the id its X-Varve-Transaction header names
+        self.branch = branch             # the branch its X-Varve-Branch header names
 
     def start(self) -> bool:
         with self._lock:
@@ -91,6 +92,12 @@ class Job:
         """The transaction id the calling pool thread's request names, if any."""
         job = getattr(cls.current, "job", None)
         return None if job is None else job.transaction
+
+    @classmethod
+    def branch_named(cls) -> str | None:
+        """The branch the calling pool thread's request names (X-Varve-Branch), if any."""
+        job = getattr(cls.current, "job", None)
+        return None if job is None else job.branch
 
 
 def item_params(request: Request) -> dict:
@@ -132,6 +139,7 @@ _STATUS = [
     (E.AuthenticationError, 401), (E.RequestTooLargeError, 413), (E.RequestError, 400),
     (E.ReadOnlyError, 403), (E.VersionNotFoundError, 404), (E.NotFoundError, 404),
     (E.DuplicateIdError, 409), (E.LockTimeoutError, 503), (E.TransactionError, 409),
+    (E.MergeConflictError, 409), (E.BranchError, 409),
     (E.ClosedError, 503), (E.ServerUnavailableError, 503), (E.RequestTimeoutError, 504),
     (E.QueryCanceledError, 504),
     (E.ResultTooLargeError, 422),
@@ -243,7 +251,8 @@ class Api:
                 if inline:     # trivial work (health): no hand-off, no queue behind a read
                     code, payload = work(*parts)
                     return self._answer(template, request, code, payload, t0)
-                job = Job(request.headers.get(HEADER) if transactional else None)
+                job = Job(request.headers.get(HEADER) if transactional else None,
+                          request.headers.get(BRANCH_HEADER))
                 wanted = None if follower is None else min_version(request)
                 fut = asyncio.get_running_loop().run_in_executor(loop_pool, _run_job, job, work,
                                                                  parts, self.metrics, follower,
@@ -279,6 +288,11 @@ class Api:
         return run
 
     def _answer(self, template: str, request: Request, code: int, payload, t0: float):
+        if isinstance(payload, Stream):      # GET /backup: chunked, one chunk held at a time
+            self.metrics.observe(template, request.method, code, time.perf_counter() - t0)
+            return StreamingResponse(payload.chunks, code, media_type=payload.media_type,
+                                     headers={VERSION_HEADER: str(self.db.engine.visible),
+                                              **payload.headers})
         media = JSON if not isinstance(payload, str) else \
             "text/html; charset=utf-8" if isinstance(payload, Page) else \
             "text/plain; version=0.0.4"
@@ -318,7 +332,7 @@ def build_app(db, *, token: str | None = None, max_body: int = 256 << 20,
     api = Api(db, token=token, max_body=max_body, max_results=max_results, timeout=timeout,
               threads=threads, transaction_idle_timeout=transaction_idle_timeout,
               board=board, worker=worker, writer_socket=writer_socket)
-    routes = table(api, Job.claim_write, Job.transaction_named)
+    routes = table(api, Job.claim_write, Job.transaction_named, Job.branch_named)
 
     @asynccontextmanager
     async def lifespan(app):

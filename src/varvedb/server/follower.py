@@ -33,9 +33,10 @@ MIN_VERSION_HEADER = "X-Varve-Min-Version"  # a read: answer at this version or 
 MAX_WAIT = 5.0           # seconds a read waits at most for its min_version
 WAIT_STEP = 0.001        # seconds between looks at the board while a read waits
 # the writer's answer headers a worker passes on (content-length is made anew)
-_PASSED = ("content-type", "x-varve-version", "retry-after", "www-authenticate", "allow")
+_PASSED = ("content-type", "x-varve-version", "retry-after", "www-authenticate", "allow",
+           "x-varve-backup-version", "x-varve-backup-bytes")
 # the request headers the writer reads
-_SENT = ("authorization", "content-type", "x-varve-transaction")
+_SENT = ("authorization", "content-type", "x-varve-transaction", "x-varve-branch")
 
 
 class WriterNeeded(Exception):

@@ -105,6 +105,67 @@ SCHEMAS = {
                        "version": {"type": "integer"}}, ("id", "state", "version")),
     "RolledBack": _obj({"id": {"type": "string"}, "state": {"const": "rolled back"}},
                        ("id", "state")),
+    "Explain": {"type": "object", "description": "a search, find or count body (as those "
+                "routes take it) and the verb: the plan it would run, not run",
+                "properties": {"verb": {"enum": ["search", "find", "count"],
+                                        "default": "search"},
+                               **SEARCH_ARGS, **FIND_ARGS, **COUNT_ARGS},
+                "additionalProperties": False},
+    "Plan": _obj({"plan": {"type": "object", "description": "the plan's tree as data "
+                           "(PlanNode.to_dict: node, its parameters, its input)"}}, ("plan",)),
+    "NewIndex": _obj({"field": {"type": "string"},
+                      "index": {"description": "'hash' or 'sorted' (a scalar field), or a "
+                                "vector index's spec: {kind: hnsw, m, ef_construction, ...} "
+                                "or {kind: ivfpq, lists, nprobe, ...}",
+                                "type": ["string", "object"]},
+                      "name": {"type": ["string", "null"], "description": "a scalar "
+                               "index's name"}}, ("field", "index")),
+    "IndexStatus": _obj({"field": {"type": "string"}, "linked": {"type": "integer"},
+                         "unlinked": {"type": "integer"}}, ("field", "linked", "unlinked"),
+                        extra=True),
+    "WaitIndexed": _obj({"field": {"type": ["string", "null"]},
+                         "timeout": {"type": ["number", "null"], "minimum": 0,
+                                     "description": "seconds, at most the server's own "
+                                     "timeout (null: that)"}}),
+    "Indexed": _obj({"indexed": {"type": "boolean"}}, ("indexed",)),
+    "VectorMemory": {"type": "object", "additionalProperties": True,
+                     "description": "Collection.vector_memory's figures"},
+    "NewField": _obj({"name": {"type": "string"}, "spec": _ref("FieldSpec")},
+                     ("name", "spec")),
+    "Rename": _obj({"new": {"type": "string"}}, ("new",)),
+    "Branch": _obj({"name": {"type": "string"}, "parent": {"type": ["string", "null"]},
+                    "fork": {"type": "integer"}, "created": {"type": "integer"},
+                    "head": {"type": "integer"}},
+                   ("name", "parent", "fork", "created", "head")),
+    "Branches": _obj({"branches": {"type": "array", "items": _ref("Branch")}},
+                     ("branches",)),
+    "NewBranch": _obj({"name": {"type": "string"},
+                       "at": {"type": ["integer", "string", "null"], "description":
+                              "the version (or RFC 3339 time) of the current branch it "
+                              "forks at (null: now)"}}, ("name",)),
+    "Merge": _obj({"source": {"type": "string"}}, ("source",)),
+    "Diff": _obj({"a": _ref("DiffSide"), "b": _ref("DiffSide")}, ("a", "b")),
+    "DiffSide": {"description": "a version of the request's branch, or {branch}, "
+                 "{as_of} or both", "oneOf": [
+                     {"type": "integer"},
+                     _obj({"branch": {"type": "string"},
+                           "as_of": {"type": ["integer", "string", "null"]}})]},
+    "Changes": _obj({"changes": {"type": "object", "additionalProperties": _obj(
+        {"added": {"type": "array", "items": ID}, "changed": {"type": "array", "items": ID},
+         "deleted": {"type": "array", "items": ID}}, ("added", "changed", "deleted"))}},
+        ("changes",)),
+    "Vacuum": _obj({"keep": {"type": ["integer", "string", "null"], "description":
+                             "the newest versions kept (a number), or every version "
+                             "from an RFC 3339 time on (null: all)"},
+                    "graphs": {"enum": ["rebuild", "repair"], "default": "rebuild"}}),
+    "VacuumReport": _obj({"oldest": {"type": "integer"}, "version": {"type": "integer"},
+                          "rows_kept": {"type": "integer"}, "rows_dropped": {"type": "integer"},
+                          "bytes_before": {"type": "integer"},
+                          "bytes_after": {"type": "integer"}, "seconds": {"type": "number"}},
+                         ("oldest", "version", "rows_kept", "rows_dropped", "bytes_before",
+                          "bytes_after", "seconds")),
+    "Restore": _obj({"version": {"type": ["integer", "string"], "description":
+                                 "a version number or an RFC 3339 time"}}, ("version",)),
     "VerifyReport": _obj({"ok": {"type": "boolean"}, "versions_checked": {"type": "integer"},
                           "first_break": {"type": ["object", "null"]},
                           "chain": {"type": "string"}},
@@ -190,12 +251,34 @@ IN_TRANSACTION = {"name": "X-Varve-Transaction", "in": "header", "required": Fal
                                  "/transactions); one not open here is a 404"}
 
 
+# the header that runs a request on a branch (Client.use): reads, writes, and the
+# verbs that act on the current branch (a new branch forks from it, merge into it)
+ON_BRANCH = {"name": "X-Varve-Branch", "in": "header", "required": False,
+             "schema": {"type": "string"},
+             "description": "read and write this branch (default main); an unknown one is "
+                            "a 404"}
+
+
 # the header a read worker (serve --workers N) answers at that version or later by
 MIN_VERSION = {"name": "X-Varve-Min-Version", "in": "header", "required": False,
                "schema": {"type": "string", "pattern": "^[0-9]{1,19}$"},
                "description": "answer at this version or later (the X-Varve-Version "
                               "of this client's last answer): a read worker waits for "
                               "it, at most 5 s, then answers 504 VersionNotReachedError"}
+
+
+# the routes that run on the branch X-Varve-Branch names (and the collection routes)
+BRANCHED = ("/sql", "/history", "/transactions", "/merge", "/diff", "/restore")
+
+
+def _on_branch(op: dict) -> dict:
+    """An operation that runs on the branch the branch header names: an unknown
+    one is a 404, a dropped one (or a schema change off main) a 409."""
+    op["parameters"] = [*op.get("parameters", ()), ON_BRANCH]
+    for code in (404, 409):
+        op["responses"].setdefault(str(code), _error_response(code))
+    op["responses"] = dict(sorted(op["responses"].items()))
+    return op
 
 
 def _in_transaction(op: dict) -> dict:
@@ -229,6 +312,8 @@ def openapi_document() -> dict:
         "application/x-npy": {"schema": {"type": "string", "format": "binary"}}}}
     search_body = _json_body({"oneOf": [_ref("Search"), _ref("SearchBatch")]})
     T = [_path_param("t", "the transaction's id (from POST /transactions)")]
+    F = [_path_param("f", "the field")]
+    B = [_path_param("b", "the branch")]
     paths = {
         "/health": {"get": _op("Liveness and the newest version (no token needed)", 200,
                                _obj({"status": {"const": "ok"},
@@ -308,12 +393,72 @@ def openapi_document() -> dict:
             params=T, write=True)},
         "/transactions/{t}/rollback": {"post": _op("Roll a transaction back", 200,
                                                    _ref("RolledBack"), params=T, write=True)},
+        "/collections/{c}/explain": {"post": _op(
+            "The plan a search, find or count would run (not run)", 200, _ref("Plan"),
+            _json_body(_ref("Explain")), C)},
+        "/collections/{c}/indexes": {"post": _op(
+            "Build an index: HNSW or IVF-PQ on a vector field, hash or sorted on a scalar",
+            200, _ref("Version"), _json_body(_ref("NewIndex")), C, write=True)},
+        "/collections/{c}/indexes/{f}": {"delete": _op(
+            "Drop a field's index", 200, _ref("Version"), params=C + F, write=True)},
+        "/collections/{c}/index_status": {"get": _op(
+            "How far a deferred index has linked the committed rows", 200,
+            _ref("IndexStatus"), params=C + [_query_param(
+                "field", "a vector or full-text field (default: the vector field)")])},
+        "/collections/{c}/wait_indexed": {"post": _op(
+            "Wait until a deferred index covers every committed row (false: timed out)",
+            200, _ref("Indexed"), _json_body(_ref("WaitIndexed"), required=False), C)},
+        "/collections/{c}/vector_memory": {"get": _op(
+            "Memory of a vector field", 200, _ref("VectorMemory"), params=C + [_query_param(
+                "field", "the vector field (default: the only one)")])},
+        "/collections/{c}/fields": {"post": _op(
+            "Add a field", 200, _ref("Version"), _json_body(_ref("NewField")), C, write=True)},
+        "/collections/{c}/fields/{f}": {"delete": _op(
+            "Drop a field, its values and indexes", 200, _ref("Version"), params=C + F,
+            write=True)},
+        "/collections/{c}/fields/{f}/rename": {"post": _op(
+            "Rename a field", 200, _ref("Version"), _json_body(_ref("Rename")), C + F,
+            write=True)},
+        "/branches": {
+            "get": _op("Every live branch, main first", 200, _ref("Branches")),
+            "post": _op("Fork a branch from the current one (201)", 201, _ref("Branch"),
+                        _json_body(_ref("NewBranch")), write=True)},
+        "/branches/{b}": {
+            "get": _op("One branch", 200, _ref("Branch"), params=B),
+            "delete": _op("Drop a branch (a commit on its parent)", 200, _ref("Version"),
+                          params=B, write=True)},
+        "/merge": {"post": _op("Merge a branch into the current one, as one commit", 200,
+                               _ref("Version"), _json_body(_ref("Merge")), write=True)},
+        "/diff": {"post": _op("What changed from a to b, per collection", 200,
+                              _ref("Changes"), _json_body(_ref("Diff")))},
+        "/vacuum": {"post": _op("Compact the server's file, keeping the versions asked for",
+                                200, _ref("VacuumReport"),
+                                _json_body(_ref("Vacuum"), required=False), write=True)},
+        "/restore": {"post": _op("A new commit whose documents equal those as of a version",
+                                 200, _ref("Version"), _json_body(_ref("Restore")),
+                                 write=True)},
+        "/checkpoint": {"post": _op("Write the current state so the next open loads it",
+                                    200, _ref("Version"), write=True)},
+        "/backup": {"get": {"summary": "A consistent copy of the file as of its newest "
+                            "durable commit, streamed (chunked); X-Varve-Backup-Version "
+                            "and X-Varve-Backup-Bytes say what it holds", "responses": {
+                                "200": {"description": "the file's bytes", "content": {
+                                    "application/octet-stream": {
+                                        "schema": {"type": "string", "format": "binary"}}}},
+                                **{str(c): _error_response(c)
+                                   for c in _errors(False, False, False)}}}},
     }
     for path, item in paths.items():
         if path == "/sql" or path.startswith("/collections/{c}") or path == "/collections":
             for method, op in item.items():
                 if (path, method) != ("/collections", "get"):
                     _in_transaction(op)
+    for path, item in paths.items():
+        for method, op in item.items():
+            if path in BRANCHED or (path.startswith("/collections") and
+                                    (path, method) != ("/collections", "get")) \
+                    or (path, method) in (("/branches", "post"), ("/branches/{b}", "delete")):
+                _on_branch(op)
     return {
         "openapi": "3.1.0",
         "info": {"title": "varvedb", "version": __version__,

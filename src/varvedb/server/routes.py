@@ -11,31 +11,46 @@ from __future__ import annotations
 
 import io
 import os
+from contextlib import contextmanager
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
 from .. import errors as E
 from ..query.request import Count, Find, Search, as_of_from_wire
-from ..schema import HNSW, ID_END, IVFPQ, ID_MIN, Field, Vector, brief, is_int
+from ..schema import (HNSW, ID_END, IVFPQ, ID_MIN, Field, Vector, brief, index_spec_from_dict,
+                      is_int)
 from ..wire import decode, encode
 from .follower import WriterNeeded
 
 ARROW = "application/vnd.apache.arrow.stream"
 NPY = "application/x-npy"
+BRANCH_HEADER = "x-varve-branch"     # the branch a request reads and writes (Client.use)
+
+
+class Stream(NamedTuple):
+    """An answer sent as it is made (GET /backup): chunks, held one at a time."""
+    chunks: Iterator[bytes]
+    headers: dict
+    media_type: str = "application/octet-stream"
 
 
 class MediaTypeError(E.RequestError):
     """A body of a type the route does not take (HTTP 415)."""
 
 
-def table(api, claim_write, transaction_named=None) -> list:
+def table(api, claim_write, transaction_named=None, branch_named=None) -> list:
     """(path, method, work, endpoint options) for every route of app.Api `api`;
     a write calls `claim_write()` before it begins (app.Job); `transaction_named()`
     is the id of the transaction the request runs in (its X-Varve-Transaction
-    header), or None (no transaction_named: never one)."""
+    header), or None (no transaction_named: never one); `branch_named()` the
+    branch it reads and writes (X-Varve-Branch), or None (main)."""
     db = api.db
     if transaction_named is None:
         def transaction_named():
+            return None
+    if branch_named is None:
+        def branch_named():
             return None
     transactions = api.transactions
 
@@ -59,11 +74,40 @@ def table(api, claim_write, transaction_named=None) -> list:
                 t.check_usable()
                 with transactions.running(t) as sess:
                     return fn(sess)
-        sess = db.session(server_files=False)
+        sess = own_session()
         try:
             return fn(sess)
         finally:
             sess.close()
+
+    def own_session():
+        """A session of the request's own, on the branch it names."""
+        sess = db.session(server_files=False)
+        name = branch_named()
+        if name is not None:
+            try:
+                sess.use(name)
+            except BaseException:
+                sess.close()
+                raise
+        return sess
+
+    @contextmanager
+    def on_branch():
+        """This pool thread's default session on the request's branch, for the
+        Database verbs that act on the current branch (branch, merge, diff,
+        restore, history); back on its own after."""
+        name = branch_named()
+        if name is None:
+            yield
+            return
+        ts = db.thread_session()
+        was = ts.branch
+        ts.use(name)
+        try:
+            yield
+        finally:
+            ts.use(was)
 
     def write_call(fn) -> bytes:
         """Run fn(session) as one transaction; its answer gains the commit's version.
@@ -78,7 +122,7 @@ def table(api, claim_write, transaction_named=None) -> list:
                     out = fn(sess)
                     out["version"] = sess.version
             return encode(out)
-        sess = db.session(server_files=False)
+        sess = own_session()
         claim_write()
         sess.begin()
         try:
@@ -380,7 +424,7 @@ def table(api, claim_write, transaction_named=None) -> list:
 
     def open_transaction(p, q, ctype, raw):
         claim_write()       # it takes the writer lock: never abandoned once it waits
-        return 201, encode(transactions.open().describe())
+        return 201, encode(transactions.open(branch_named()).describe())
 
     def transaction_state(p, q, ctype, raw):
         return 200, encode(transactions.find(p["t"]).describe())
@@ -398,7 +442,8 @@ def table(api, claim_write, transaction_named=None) -> list:
         return 200, encode({"id": t.id, "state": "rolled back"})
 
     def history(p, q, ctype, raw):
-        return 200, encode({"versions": db.history()})
+        with on_branch():
+            return 200, encode({"versions": db.history()})
 
     def verify(p, q, ctype, raw):
         body = only(json_body(ctype, raw, dict, "verify") if raw else {}, {"anchor"},
@@ -407,6 +452,148 @@ def table(api, claim_write, transaction_named=None) -> list:
         if isinstance(anchor, list):
             anchor = tuple(anchor)
         return 200, encode(db.verify(anchor=anchor))
+
+    # ---- plans, indexes and fields of a collection -----------------------------------
+
+    def explain(p, q, ctype, raw):
+        body = json_body(ctype, raw, dict, "explain")
+        verb = body.pop("verb", "search")
+        kind = READS.get(verb) if isinstance(verb, str) else None
+        if kind is None:
+            raise E.OptionError(f"explain takes 'search', 'find' or 'count', got {brief(verb)}")
+        req = kind.from_wire(body)
+        return 200, encode({"plan": session_call(
+            lambda s: s.collection(p["c"]).plan(req).to_dict())})
+
+    def create_index(p, q, ctype, raw):
+        body = only(json_body(ctype, raw, dict, "create_index"), {"field", "index", "name"},
+                    "create_index")
+        index = index_from_wire(body.get("index"))
+
+        def go(s):
+            s.collection(p["c"]).create_index(body.get("field"), index, body.get("name"))
+            return {}
+        return 200, write_call(go)
+
+    def drop_index(p, q, ctype, raw):
+        def go(s):
+            s.collection(p["c"]).drop_index(p["f"])
+            return {}
+        return 200, write_call(go)
+
+    def index_status(p, q, ctype, raw):
+        return 200, encode(session_call(
+            lambda s: s.collection(p["c"]).index_status(q.get("field"))))
+
+    def wait_indexed(p, q, ctype, raw):
+        body = only(json_body(ctype, raw, dict, "wait_indexed") if raw else {},
+                    {"field", "timeout"}, "wait_indexed")
+        timeout = body.get("timeout")
+        if timeout is not None and (isinstance(timeout, bool)
+                                    or not isinstance(timeout, (int, float)) or timeout < 0):
+            raise E.OptionError(f"timeout is a number of seconds >= 0, got {brief(timeout)}")
+        # at most the server's own timeout: the answer says False past it
+        wait = api.timeout * 0.9 if timeout is None else min(timeout, api.timeout * 0.9)
+        return 200, encode({"indexed": session_call(
+            lambda s: s.collection(p["c"]).wait_indexed(body.get("field"), wait))})
+
+    def vector_memory(p, q, ctype, raw):
+        return 200, encode(session_call(
+            lambda s: s.collection(p["c"]).vector_memory(q.get("field"))))
+
+    def add_field(p, q, ctype, raw):
+        body = only(json_body(ctype, raw, dict, "add_field"), {"name", "spec"}, "add_field")
+        spec = field_from_wire(body.get("spec"))
+
+        def go(s):
+            s.collection(p["c"]).add_field(body.get("name"), spec)
+            return {}
+        return 200, write_call(go)
+
+    def drop_field(p, q, ctype, raw):
+        def go(s):
+            s.collection(p["c"]).drop_field(p["f"])
+            return {}
+        return 200, write_call(go)
+
+    def rename_field(p, q, ctype, raw):
+        body = only(json_body(ctype, raw, dict, "rename_field"), {"new"}, "rename_field")
+
+        def go(s):
+            s.collection(p["c"]).rename_field(p["f"], body.get("new"))
+            return {}
+        return 200, write_call(go)
+
+    # ---- branches (Database.branch, branches, drop_branch, merge, diff) -------------
+
+    def list_branches(p, q, ctype, raw):
+        return 200, encode({"branches": db.branches()})
+
+    def get_branch(p, q, ctype, raw):
+        for b in db.branches():
+            if b.name == p["b"]:
+                return 200, encode(b)
+        db.engine.catalog.named(p["b"])      # its NotFoundError (or BranchError)
+        raise E.NotFoundError(f"no branch {brief(p['b'])}")
+
+    def create_branch(p, q, ctype, raw):
+        body = only(json_body(ctype, raw, dict, "POST /branches"), {"name", "at"},
+                    "POST /branches")
+        at = as_of_from_wire(body.get("at"))
+        claim_write()
+        with on_branch():
+            return 201, encode(db.branch(body.get("name"), at))
+
+    def drop_branch(p, q, ctype, raw):
+        claim_write()
+        with on_branch():
+            db.drop_branch(p["b"])
+        return 200, encode({"version": db.engine.visible})
+
+    def merge(p, q, ctype, raw):
+        body = only(json_body(ctype, raw, dict, "merge"), {"source"}, "merge")
+        claim_write()
+        with on_branch():
+            return 200, encode({"version": db.merge(body.get("source"))})
+
+    def diff(p, q, ctype, raw):
+        body = only(json_body(ctype, raw, dict, "diff"), {"a", "b"}, "diff")
+        a, b = side_from_wire(body.get("a")), side_from_wire(body.get("b"))
+        with on_branch():
+            return 200, encode({"changes": db.diff(a, b)})
+
+    # ---- history operations on the server's own file -------------------------------
+
+    def vacuum(p, q, ctype, raw):
+        body = only(json_body(ctype, raw, dict, "vacuum") if raw else {}, {"keep", "graphs"},
+                    "vacuum")
+        keep = body.get("keep")
+        if isinstance(keep, str):        # a datetime as RFC 3339
+            keep = as_of_from_wire(keep)
+        claim_write()
+        return 200, encode(db.vacuum(keep, progress=False,
+                                     graphs=body.get("graphs", "rebuild")))
+
+    def restore(p, q, ctype, raw):
+        body = only(json_body(ctype, raw, dict, "restore"), {"version"}, "restore")
+        if "version" not in body:
+            raise E.RequestError("restore takes a version (a number or an RFC 3339 timestamp)")
+        version = as_of_from_wire(body["version"])
+        if version is None:
+            raise E.OptionError("restore takes a version number or a timestamp, got null")
+        claim_write()
+        with on_branch():
+            return 200, encode({"version": db.restore(version)})
+
+    def checkpoint(p, q, ctype, raw):
+        claim_write()
+        db.checkpoint()
+        return 200, encode({"version": db.engine.visible})
+
+    def backup(p, q, ctype, raw):
+        version, size, chunks = db.backup_stream()
+        return 200, Stream(chunks, {"X-Varve-Backup-Version": str(version),
+                                    "X-Varve-Backup-Bytes": str(size)})
 
     C, I = "/collections/{c}", "/collections/{c}/items/{id}"
     # the data routes run in the transaction a request names (X-Varve-Transaction)
@@ -443,6 +630,26 @@ def table(api, claim_write, transaction_named=None) -> list:
         ("/transactions/{t}", "GET", transaction_state, W),
         ("/transactions/{t}/commit", "POST", commit_transaction, W),
         ("/transactions/{t}/rollback", "POST", rollback_transaction, W),
+        (C + "/explain", "POST", explain, BODY_TX),
+        (C + "/indexes", "POST", create_index, BODY_W),
+        (C + "/indexes/{f}", "DELETE", drop_index, {**TX, **W}),
+        # the writer's maintainer links the rows: its figures are the ones to read
+        (C + "/index_status", "GET", index_status, {**TX, **W}),
+        (C + "/wait_indexed", "POST", wait_indexed, BODY_W),
+        (C + "/vector_memory", "GET", vector_memory, TX),
+        (C + "/fields", "POST", add_field, BODY_W),
+        (C + "/fields/{f}", "DELETE", drop_field, {**TX, **W}),
+        (C + "/fields/{f}/rename", "POST", rename_field, BODY_W),
+        ("/branches", "GET", list_branches, {}),
+        ("/branches", "POST", create_branch, {"needs_body": True, **W}),
+        ("/branches/{b}", "GET", get_branch, {}),
+        ("/branches/{b}", "DELETE", drop_branch, W),
+        ("/merge", "POST", merge, {"needs_body": True, **W}),
+        ("/diff", "POST", diff, {"needs_body": True}),
+        ("/vacuum", "POST", vacuum, {"needs_body": True, **W}),
+        ("/restore", "POST", restore, {"needs_body": True, **W}),
+        ("/checkpoint", "POST", checkpoint, W),
+        ("/backup", "GET", backup, {}),
     ]
 
 
@@ -514,6 +721,35 @@ def field_from_wire(spec):
 
 
 _VECTOR_DEFAULTS = {k: v for k, v in Vector(1).to_dict().items() if k != "dim"}
+READS = {"search": Search, "find": Find, "count": Count}
+
+
+def index_from_wire(spec):
+    """create_index's index: "hash" or "sorted", or a vector index's spec as
+    vv.HNSW / vv.IVFPQ's to_dict() writes it (parameters left out: their defaults)."""
+    if isinstance(spec, str):
+        return spec
+    if not isinstance(spec, dict):
+        raise E.SchemaError(f"index is 'hash', 'sorted' or an HNSW / IVFPQ spec, got "
+                            f"{brief(spec)}")
+    own = IVFPQ() if spec.get("kind") == "ivfpq" else HNSW()
+    return index_spec_from_dict({**own.to_dict(), **spec})
+
+
+def side_from_wire(side):
+    """A side of POST /diff: {"branch": name} (its newest), {"as_of": version or
+    RFC 3339} (the request's branch), or both; a bare number is a version."""
+    if is_int(side):
+        return side
+    if not isinstance(side, dict) or not side or set(side) - {"branch", "as_of"}:
+        raise E.OptionError(f"a side of a diff is a version, {{\"branch\": name}}, "
+                            f"{{\"as_of\": version}} or both, got {brief(side)}")
+    as_of = as_of_from_wire(side.get("as_of"))
+    if "branch" not in side:
+        return as_of
+    if as_of is None:
+        return side["branch"]
+    return (side["branch"], as_of)
 
 
 def answer(sess, name: str, req: Search | Find | Count):

@@ -92,15 +92,22 @@ class Transactions:
 
     # ---- open, find, use -------------------------------------------------------
 
-    def open(self) -> RemoteTransaction:
+    def open(self, branch: str | None = None) -> RemoteTransaction:
         """A new transaction, its write transaction begun (LockTimeoutError while
-        another holds the writer lock past the connection's lock timeout)."""
+        another holds the writer lock past the connection's lock timeout), on
+        branch `branch` (None: main)."""
         with self._cond:
             if self._closed:
                 raise E.ClosedError("the server is stopping")
         sess = self.db.session(server_files=False)
         sess.begin_joins = True          # SQL's BEGIN in it makes it the block
-        sess.begin()
+        try:
+            if branch is not None:
+                sess.use(branch)
+            sess.begin()
+        except BaseException:
+            sess.close()
+            raise
         t = RemoteTransaction(secrets.token_urlsafe(18), sess)
         with self._cond:
             if self._closed:

@@ -49,14 +49,7 @@ def copy_prefix(src_fd: int, end: int, superblocks, dest: str, progress: bool | 
         raise StorageError(f"{dest}: could not create the backup: {e.strerror or e}", e) from e
     try:
         try:
-            head = bytearray(os.pread(src_fd, F.LOG_START, 0))
-            for off in F.SLOT_OFFSETS:
-                head[off:off + F.SLOT_SIZE] = bytes(F.SLOT_SIZE)
-            for sb in superblocks:
-                if sb.checkpoint_offset and sb.log_end <= end:
-                    off = F.SLOT_OFFSETS[sb.seq % 2]
-                    head[off:off + F.SLOT_SIZE] = F.pack_slot(sb)
-            os.pwrite(fd, bytes(head), 0)
+            os.pwrite(fd, head_bytes(src_fd, end, superblocks), 0)
             copy_range(src_fd, fd, F.LOG_START, end, progress)
             os.fsync(fd)
         finally:
@@ -71,6 +64,51 @@ def copy_prefix(src_fd: int, end: int, superblocks, dest: str, progress: bool | 
         remove_quietly(tmp)
         raise
     return end
+
+
+def head_bytes(src_fd: int, end: int, superblocks) -> bytes:
+    """The copy's first F.LOG_START bytes: the source's, with its own slots
+    (only those naming a checkpoint before `end`)."""
+    head = bytearray(os.pread(src_fd, F.LOG_START, 0))
+    for off in F.SLOT_OFFSETS:
+        head[off:off + F.SLOT_SIZE] = bytes(F.SLOT_SIZE)
+    for sb in superblocks:
+        if sb.checkpoint_offset and sb.log_end <= end:
+            off = F.SLOT_OFFSETS[sb.seq % 2]
+            head[off:off + F.SLOT_SIZE] = F.pack_slot(sb)
+    return bytes(head)
+
+
+STREAM_CHUNK = 1 << 20
+
+
+def stream_prefix(src_fd: int, end: int, superblocks, chunk: int = STREAM_CHUNK):
+    """The bytes copy_prefix would write, as an iterator of chunks of at most
+    `chunk` bytes (a backup sent over the network: the server's GET /backup).
+    It reads from its own duplicate of src_fd, so a close or a vacuum's swap of
+    the source meanwhile leaves it reading the same file; it holds one chunk at
+    a time. The caller makes the iterator and must exhaust or close it."""
+    fd = os.dup(src_fd)      # now, not at the first chunk
+    try:
+        head = head_bytes(fd, end, superblocks)
+    except BaseException:
+        os.close(fd)
+        raise
+    return _chunks(fd, end, head, chunk)
+
+
+def _chunks(fd: int, end: int, head: bytes, chunk: int):
+    try:
+        yield head
+        pos = F.LOG_START
+        while pos < end:
+            data = os.pread(fd, min(chunk, end - pos), pos)
+            if not data:
+                raise StorageError(f"the file ended at byte {pos:,}, before {end:,}")
+            pos += len(data)
+            yield data
+    finally:
+        os.close(fd)
 
 
 def copy_range(src: int, dst: int, start: int, end: int, progress: bool | None,
