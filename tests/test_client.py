@@ -31,7 +31,9 @@ from conftest import PYTHON, child_env, file_digest
 from server_proc import ServerProcess, free_port
 from varvedb import demo_data
 from varvedb.query.plan import PlanNode, VectorTopK
+from varvedb.reports import VacuumReport
 from varvedb.results import SqlResult
+from varvedb.storage.backup import BackupInfo
 from varvedb_bench.data import exact_topk, recall
 
 TOKEN = "test-token-0123"
@@ -841,3 +843,251 @@ def test_the_readme_client_example_runs(tmp_path):
                              capture_output=True, text=True, timeout=1800)
         assert out.returncode == 0, out.stderr[-2000:]
         assert "Hit(id=" in out.stdout and "[(" in out.stdout
+
+
+# ---- the Database and Collection verbs beyond CRUD: same signatures, same result types ----
+
+def _twins(client):
+    """_docs on the server and on an embedded :memory: database, written alike."""
+    twin_db = vv.connect(":memory:")
+    return _docs(client), twin_db, _docs(twin_db)
+
+
+def test_explain_answers_the_embedded_plan_objects(client):
+    d, twin_db, twin = _twins(client)
+    for verb, args in [("search", {"vector": [2, 0, 1], "where": "tag = 1", "limit": 3}),
+                       ("search", {"text": "apple", "vector": [1, 0, 1], "limit": 4}),
+                       ("find", {"where": "tag = 2", "limit": 2}),
+                       ("count", {"where": "tag = 0"})]:
+        got, want = d.explain(verb, **args), twin.explain(verb, **args)
+        assert isinstance(got, PlanNode) and type(got) is type(want)
+        # the same tree, but for the version each side's file is at
+        assert str(got).replace(f"version {client.version}", "v") == \
+            str(want).replace(f"version {twin_db.version}", "v")
+    hits = d.search(vector=[2, 0, 1], limit=3, explain=True)
+    assert hits.plan.find(VectorTopK).strategy == "exact"
+    with pytest.raises(vv.OptionError):          # refused before anything is sent
+        d.explain("upsert")
+    with pytest.raises(vv.DimensionError):
+        d.explain("search", vector=[1, 2])
+    twin_db.close()
+
+
+def test_index_verbs_and_their_bad_inputs(client, server):
+    d = client.create_collection("items", {"tag": "int", "emb": vv.Vector(4)})
+    rng = np.random.default_rng(1)
+    d.insert_arrays(id=np.arange(300), tag=np.arange(300) % 5,
+                    emb=rng.normal(size=(300, 4)).astype(np.float32))
+    digest, version = file_digest(server.path), client.version
+    for call, cls in [(lambda: d.create_index("emb", vv.HNSW(m=1)), vv.SchemaError),
+                      (lambda: d.create_index("emb", "hnsw"), vv.SchemaError),
+                      (lambda: d.create_index("emb", 5), vv.SchemaError),
+                      (lambda: d.create_index("nope", vv.HNSW()), vv.UnknownFieldError),
+                      (lambda: d.create_index("tag", vv.HNSW()), vv.UnknownFieldError),
+                      (lambda: d.drop_index("tag"), vv.VarveError),
+                      (lambda: d.index_status(), vv.SchemaError),
+                      (lambda: d.wait_indexed(timeout=-1), vv.OptionError),
+                      (lambda: d.add_field("emb", "int"), vv.SchemaError),
+                      (lambda: d.rename_field("nope", "x"), vv.VarveError)]:
+        with pytest.raises(cls):
+            call()
+    assert file_digest(server.path) == digest and client.version == version
+    d.create_index("emb", vv.HNSW(m=8, ef_construction=64))
+    with pytest.raises(vv.SchemaError):           # it has one now
+        d.create_index("emb", vv.HNSW())
+    assert d.wait_indexed(timeout=1800)           # a hang guard
+    assert d.index_status() == {"field": "emb", "linked": 300, "unlinked": 0}
+    assert d.vector_memory()["graph_bytes"] > 0
+    assert d.search(vector=[1, 0, 0, 0], limit=3, explain=True).plan.find(
+        VectorTopK).strategy in ("graph", "exact")
+    d.create_index("tag", "sorted")
+    assert d.find("tag = 2", limit=3).ids == [2, 7, 12]
+    d.drop_index("tag")
+    d.drop_index("emb")
+    assert d.vector_memory()["graph_bytes"] == 0
+    d.add_field("n", vv.Int(default=7))
+    d.rename_field("n", "m")
+    assert d.get(1, select=["m"]) == {"id": 1, "m": 7}
+    d.drop_field("m")
+    assert "m" not in d.schema.fields
+
+
+def test_branches_through_the_client_answer_as_embedded(client):
+    d, twin_db, twin = _twins(client)
+    for db, coll in ((client, d), (twin_db, twin)):
+        info = db.branch("exp")
+        assert isinstance(info, vv.BranchInfo) and (info.name, info.parent) == ("exp", "main")
+        db.use("exp")
+        assert db.current_branch == "exp"
+        coll.update({"tag": 9}, ids=[1])
+        coll.delete(ids=[2])
+        coll.insert({"id": 77, "title": "on exp"})
+        assert coll.get(77) is not None and coll.count(branch="main") == 10
+        db.use("main")
+        assert coll.get(77) is None and coll.get(1)["tag"] == 1
+    changes = client.diff("main", "exp")
+    assert changes == twin_db.diff("main", "exp")
+    assert isinstance(changes["docs"], vv.Changes)
+    assert changes["docs"] == vv.Changes(added=[77], changed=[1], deleted=[2])
+    # (a version of main, (branch, version)); versions are the file's, counted on each side
+    heads, twin_heads = [b.head for b in client.branches()], [b.head for b in twin_db.branches()]
+    assert client.diff(heads[0], ("exp", heads[1])) == \
+        twin_db.diff(twin_heads[0], ("exp", twin_heads[1])) == changes
+    assert [b.name for b in client.branches()] == ["main", "exp"]
+    v = client.merge("exp")
+    assert v == client.version and d.get(77)["title"] == "on exp" and d.get(2) is None
+    # the typed errors, and nothing written
+    before = client.version
+    with pytest.raises(vv.NotFoundError):
+        client.use("nosuch")
+    with pytest.raises(vv.BranchError):
+        client.drop_branch("main")
+    with pytest.raises(vv.NotFoundError):
+        client.merge("nosuch")
+    with pytest.raises(vv.OptionError):
+        client.diff(["a", "b", "c"], 1)
+    with client.transaction():
+        with pytest.raises(vv.TransactionError):
+            client.use("exp")
+    client.use("exp")
+    with pytest.raises(vv.BranchError):           # the branch in use
+        client.drop_branch("exp")
+    client.use("main")
+    assert client.version == before and client.current_branch == "main"
+    client.drop_branch("exp")
+    with pytest.raises(vv.NotFoundError):
+        client.use("exp")
+    # a conflict: both sides changed id 3 to different documents
+    client.branch("c")
+    d.update({"tag": 5}, ids=[3])
+    client.use("c")
+    d.update({"tag": 6}, ids=[3])
+    client.use("main")
+    before = client.version
+    with pytest.raises(vv.MergeConflictError) as e:
+        client.merge("c")
+    assert e.value.http_status == 409 and client.version == before
+    twin_db.close()
+
+
+def test_restore_and_vacuum_act_on_the_servers_own_file(tmp_path):
+    srv, c = _fresh_client(tmp_path)
+    try:
+        d = _docs(c)                               # versions 1, 2
+        first = {h.id: h.fields for h in d.find()}
+        d.update({"tag": 9}, where="tag = 1")
+        d.delete(ids=[0, 1])
+        assert c.restore(2) == c.version == 5
+        assert {h.id: h.fields for h in d.find()} == first
+        with pytest.raises(vv.VersionNotFoundError):
+            c.restore(10 ** 6)
+        with pytest.raises(vv.OptionError):
+            c.restore("yesterday")
+        with pytest.raises(vv.OptionError):
+            c.vacuum(graphs="nope")
+        assert c.version == 5
+        report = c.vacuum(keep=2)
+        assert isinstance(report, VacuumReport) and (report.oldest, report.version) == (4, 5)
+        assert report.rows_dropped > 0 and report.bytes_after > 0
+        with pytest.raises(vv.VersionNotFoundError):
+            d.count(as_of=2)
+        assert d.count(as_of=4) == 8 and d.count() == 10
+        assert c.verify().ok
+        c.checkpoint()
+        assert [v.version for v in c.history()] == [4, 5]
+    finally:
+        c.close()
+        srv.stop()
+    # the server's file, opened here once the server is gone, holds what it answered
+    with vv.connect(srv.path, readonly=True) as db:
+        assert db["docs"].count() == 10 and [v.version for v in db.history()] == [4, 5]
+
+
+def _contents(db) -> dict:
+    return {name: sorted(((h.id, repr(sorted(h.fields.items()))) for h in db[name].find()))
+            for name in db.collections()}
+
+
+def test_backup_streams_a_copy_the_client_writes_and_that_opens_embedded(client, server,
+                                                                         tmp_path):
+    d = _docs(client)
+    d.insert([{"id": 100 + i, "title": "x" * 3000, "emb": [i, 1, 1]} for i in range(500)])
+    dest = tmp_path / "copy.varve"
+    info = client.backup(dest)
+    assert isinstance(info, BackupInfo) and info.path == str(dest)
+    assert info.version == client.version and info.bytes == os.path.getsize(dest) > 1 << 20
+    assert not os.path.exists(str(dest) + ".tmp")
+    with vv.connect(str(dest), readonly=True) as copy:
+        assert copy.version == info.version and copy.verify().ok
+        assert _contents(copy) == _contents(client)
+        assert [v.chain for v in copy.history()] == [v.chain for v in client.history()]
+    digest = file_digest(dest)
+    with pytest.raises(vv.OptionError):           # never over a file
+        client.backup(dest)
+    assert file_digest(dest) == digest
+    with pytest.raises(vv.AuthenticationError):   # the token, as on every route
+        vv.Client(server.url, token="wrong").backup(tmp_path / "no.varve")
+    assert not os.path.exists(tmp_path / "no.varve") and \
+        not os.path.exists(tmp_path / "no.varve.tmp")
+
+    async def main():
+        async with vv.AsyncClient(server.url, token=TOKEN, timeout=SLOW) as ac:
+            a = await ac.backup(tmp_path / "async.varve")
+            assert (await ac.branches())[0].name == "main"
+            plan = await (await ac.collection("docs")).explain("count")
+            return a, plan
+    a, plan = asyncio.run(main())
+    assert a.version == info.version and file_digest(tmp_path / "async.varve") == digest
+    assert isinstance(plan, PlanNode) and plan.NODE == "Count"
+
+
+def test_new_routes_refuse_bad_bodies_with_a_type_and_change_nothing(client, server):
+    import http.client as http_client
+    import json as _json
+    _docs(client)
+    digest, version = file_digest(server.path), client.version
+
+    def call(method, path, body=None, headers=()):
+        conn = http_client.HTTPConnection("127.0.0.1", server.port, timeout=SLOW)
+        try:
+            conn.request(method, path, None if body is None else _json.dumps(body).encode(),
+                         {"Authorization": f"Bearer {TOKEN}",
+                          "Content-Type": "application/json", **dict(headers)})
+            r = conn.getresponse()
+            return r.status, _json.loads(r.read())
+        finally:
+            conn.close()
+    cases = [
+        ("POST", "/collections/docs/explain", {"verb": "upsert"}, 400, "OptionError"),
+        ("POST", "/collections/docs/explain", {"vector": [1, 2]}, 422, "DimensionError"),
+        ("POST", "/collections/docs/indexes", {"field": "emb", "index": 5}, 422, "SchemaError"),
+        ("POST", "/collections/docs/indexes", {"field": "emb", "index": {"kind": "hnsw",
+                                                                         "m": 1}},
+         422, "SchemaError"),
+        ("POST", "/collections/docs/indexes", {"field": "emb"}, 422, "SchemaError"),
+        ("DELETE", "/collections/docs/indexes/nope", None, 422, None),
+        ("POST", "/collections/docs/wait_indexed", {"timeout": -1}, 400, "OptionError"),
+        ("POST", "/collections/docs/fields", {"name": "x", "spec": "nokind"}, 422, None),
+        ("POST", "/collections/docs/fields/nope/rename", {"new": "y"}, 422, None),
+        ("POST", "/branches", {"name": 5}, 400, "OptionError"),
+        ("POST", "/branches", {"name": "b", "at": "never"}, 400, "OptionError"),
+        ("GET", "/branches/nosuch", None, 404, "NotFoundError"),
+        ("DELETE", "/branches/main", None, 409, "BranchError"),
+        ("POST", "/merge", {"source": "nosuch"}, 404, "NotFoundError"),
+        ("POST", "/diff", {"a": [1], "b": 1}, 400, "OptionError"),
+        ("POST", "/diff", {"a": {"x": 1}, "b": 1}, 400, "OptionError"),
+        ("POST", "/vacuum", {"keep": "soon"}, 400, "OptionError"),
+        ("POST", "/vacuum", {"graphs": "nope"}, 400, "OptionError"),
+        ("POST", "/vacuum", {"keep": 1, "extra": 1}, 400, "RequestError"),
+        ("POST", "/restore", {}, 400, "RequestError"),
+        ("POST", "/restore", {"version": None}, 400, "OptionError"),
+        ("POST", "/restore", {"version": 10 ** 9}, 404, "VersionNotFoundError"),
+        ("POST", "/collections/docs/count", {}, 404, "NotFoundError",),
+    ]
+    for i, (method, path, body, status, kind) in enumerate(cases):
+        headers = [("X-Varve-Branch", "nosuch")] if i == len(cases) - 1 else []
+        got, out = call(method, path, body, headers)
+        assert got == status and (kind is None or out["error"]["type"] == kind), \
+            (method, path, body, got, out)
+        assert file_digest(server.path) == digest, (method, path, body)
+    assert client.version == version
