@@ -420,3 +420,50 @@ def test_a_worker_links_the_rows_it_follows_into_its_graph(served):
         return not pending
     # each worker's graph comes to hold the rows (the exact tail scan found them meanwhile)
     wait_until(linked, "both workers to link the new rows")
+
+
+def test_the_clients_maintenance_verbs_through_read_workers(served, tmp_path):
+    """Index, branch, merge, restore and backup through vv.Client on `--workers 2`:
+    what writes is forwarded to the writer (its maintainer links the graph), and
+    each worker answers a branch's read and an explain at the version written."""
+    srv, _, _ = served
+    c = vv.Client(srv.url, token=TOKEN, timeout=GUARD)
+    try:
+        d = c.create_collection("par", {"tag": "int", "emb": vv.Vector(3, metric="l2")})
+        d.insert([{"id": i, "tag": i % 3, "emb": [i, 1.0, 0.0]} for i in range(40)])
+        d.create_index("emb", vv.HNSW(m=8, ef_construction=32))
+        assert d.wait_indexed(timeout=GUARD)           # a hang guard
+        assert d.index_status()["unlinked"] == 0
+        before = c.version
+        c.branch("wb")
+        c.use("wb")
+        d.insert({"id": 100, "tag": 9, "emb": [0.0, 0.0, 1.0]})
+        c.use("main")
+        assert d.get(100) is None
+        written = c.version
+        answered, deadline = set(), time.monotonic() + GUARD
+        while answered != {"worker-0", "worker-1"}:
+            assert time.monotonic() < deadline, answered
+            h = Http(srv)          # a new connection: whichever worker accepts it
+            try:
+                at = {"X-Varve-Min-Version": str(written), "X-Varve-Branch": "wb"}
+                status, out, _ = h("GET", "/collections/par/items/100", headers=at)
+                assert status == 200 and out["tag"] == 9, out
+                status, out, _ = h("POST", "/collections/par/explain",
+                                   {"verb": "count", "where": "tag = 9"}, headers=at)
+                assert status == 200 and out["plan"]["node"] == "Count", out
+                answered.add(h("GET", "/health")[1]["process"])
+            finally:
+                h.close()
+        assert c.diff("main", "wb")["par"] == vv.Changes(added=[100])
+        c.merge("wb")
+        assert d.get(100)["tag"] == 9                   # read at the merge's version
+        info = c.backup(tmp_path / "w.varve")           # streamed by a worker
+        with vv.connect(str(tmp_path / "w.varve"), readonly=True) as copy:
+            assert copy.version == info.version and copy["par"].count() == 41
+        c.restore(before)
+        assert d.get(100) is None and d.count() == 40
+        c.drop_branch("wb")
+        assert [b.name for b in c.branches()] == ["main"]
+    finally:
+        c.close()
