@@ -218,6 +218,62 @@ def _steer(case, draw) -> None:
             _query(draw, verb, body)
 
 
+# the maintenance routes: real fields and branches, and bodies that mostly succeed
+FIELDS = ["emb", "tag", "tag", "score", "title", "n", "body", "nope"]
+DOCS_FIELDS = ("emb", "tag", "score", "title", "nope")
+BRANCHES = ["main", "side", "nosuch"]
+MAINTENANCE = {
+    "POST /collections/{c}/explain": [{"verb": "count"}, {"verb": "find", "where": "tag = 1"},
+                                      {"verb": "search", "vector": [1.0, 0.2, 0.0, 0.5]},
+                                      {"verb": "count", "where": "n > 1"}, {"verb": "upsert"}],
+    "POST /collections/{c}/indexes": [{"field": "tag", "index": "sorted"},
+                                      {"field": "score", "index": "hash"},
+                                      {"field": "n", "index": "sorted"},
+                                      {"field": "emb", "index": {"kind": "hnsw", "m": 8}},
+                                      {"field": "emb", "index": {"kind": "ivfpq"}},
+                                      {"field": "emb", "index": "nope"}],
+    "POST /collections/{c}/wait_indexed": [{"timeout": 5}, {"field": "title", "timeout": 5},
+                                           {}],
+    "POST /collections/{c}/fields": [{"name": "extra", "spec": "int"},
+                                     {"name": "e2", "spec": {"kind": "text", "fts": True}},
+                                     {"name": "tag", "spec": "int"}],
+    "POST /collections/{c}/fields/{f}/rename": [{"new": "renamed"}, {"new": "r2"},
+                                                {"new": "r3"}, {"new": "tag"}],
+    "POST /branches": [{"name": "side"}, {"name": "b2", "at": 2}, {"name": "main"}],
+    "POST /merge": [{"source": "side"}, {"source": "nosuch"}],
+    "POST /diff": [{"a": {"branch": "main"}, "b": {"branch": "side"}}, {"a": 1, "b": 3},
+                   {"a": {"as_of": 2}, "b": {"branch": "main", "as_of": 3}}],
+    "POST /vacuum": [{}, {"keep": 3}, {"graphs": "repair"}, {"keep": "2026-01-01T00:00:00Z"}],
+    "POST /restore": [{"version": 3}, {"version": 2}, {"version": "2999-01-01T00:00:00Z"}],
+}
+
+
+def _steer_maintenance(srv, case, draw) -> None:
+    """A field or branch path parameter made real; a body from MAINTENANCE three
+    times in four; the branch "side" made before a route that names it."""
+    params = case.path_parameters or {}
+    if "f" in params and draw(st.integers(0, 3)):
+        params["f"] = draw(st.sampled_from(FIELDS))
+        params["c"] = "docs" if params["f"] in DOCS_FIELDS else "notes"
+    if "b" in params and draw(st.booleans()):
+        params["b"] = draw(st.sampled_from(BRANCHES))
+    label = f"{case.method.upper()} {case.operation.path}"
+    if label in MAINTENANCE and draw(st.integers(0, 3)):
+        case.body = dict(draw(st.sampled_from(MAINTENANCE[label])))
+        case.media_type = "application/json"
+    if label == "GET /collections/{c}/index_status" and draw(st.booleans()):
+        case.query = {"field": draw(st.sampled_from(["emb", "title", "body", "nope"]))}
+    if case.headers and "X-Varve-Branch" in case.headers:     # mostly main, as a client's
+        if draw(st.integers(0, 7)):
+            del case.headers["X-Varve-Branch"]
+        else:
+            case.headers["X-Varve-Branch"] = draw(st.sampled_from(BRANCHES))
+    if "side" in (params.get("b"), (case.body or {}).get("source") if isinstance(
+            case.body, dict) else None, (case.headers or {}).get("X-Varve-Branch")) or \
+            label == "POST /diff":
+        _request(srv, "POST", "/branches", {"name": "side"})    # 409 when it is there
+
+
 def _steer_transaction(srv, case, draw, opened: list) -> None:
     """A transaction's routes get a real id half of the time; the routes that may
     run in one mostly run outside (a generated id is a 404), and now and then in
@@ -276,6 +332,8 @@ def _restore(srv) -> None:
     for name in json.loads(_request(srv, "GET", "/collections")[2])["collections"]:
         if name not in SCHEMA:
             _request(srv, "DELETE", f"/collections/{name}")
+    for branch in json.loads(_request(srv, "GET", "/branches")[2])["branches"][1:]:
+        _request(srv, "DELETE", f"/branches/{branch['name']}")    # main comes first
 
 
 @pytest.fixture(scope="module")
@@ -311,6 +369,7 @@ def _run(srv, operation, mode, examples: int, checks: list, statuses: list,
         opened = []
         if mode == schemathesis.GenerationMode.POSITIVE:
             _steer(case, data.draw)
+            _steer_maintenance(srv, case, data.draw)
             _steer_transaction(srv, case, data.draw, opened)
         try:
             response = case.call(base_url=srv.url,
