@@ -465,5 +465,26 @@ def test_the_clients_maintenance_verbs_through_read_workers(served, tmp_path):
         assert d.get(100) is None and d.count() == 40
         c.drop_branch("wb")
         assert [b.name for b in c.branches()] == ["main"]
+        # a vacuum swaps the writer's file without a new version: a worker learns of
+        # it at the next commit (the board's version bump), and answers from the
+        # vacuumed file from then on; the same documents throughout
+        report = c.vacuum(keep=1)
+        d.insert({"id": 200, "tag": 0, "emb": [1.0, 1.0, 1.0]})
+        pending = {"worker-0", "worker-1"}
+
+        def followed() -> bool:
+            h = Http(srv)
+            try:
+                at = {"X-Varve-Min-Version": str(c.version)}
+                status, out, _ = h("POST", "/collections/par/count", {}, headers=at)
+                assert status == 200 and out["count"] == 41
+                status, out, _ = h("GET", "/history", headers=at)
+                assert status == 200
+                if out["versions"][0]["version"] == report.oldest:
+                    pending.discard(h("GET", "/health")[1]["process"])
+            finally:
+                h.close()
+            return not pending
+        wait_until(followed, "both workers to follow the vacuumed file")
     finally:
         c.close()
