@@ -60,7 +60,7 @@ import numpy as np
 
 from . import errors as E
 from .query.plan import PlanNode, plan_from_dict
-from .query.request import RRF_K, WEIGHTS, Count, Find, Search, as_of_to_wire
+from .query.request import REQUESTS, RRF_K, WEIGHTS, Count, Find, Search, as_of_to_wire
 from .reports import BranchInfo, Changes, VacuumReport
 from .results import Hit, Hits, SqlResult, VersionInfo
 from .schema import HNSW, IVFPQ, Field, Schema, batch_length, brief, one_id
@@ -77,7 +77,6 @@ VERSION_HEADER = "X-Varve-Version"
 MIN_VERSION_HEADER = "X-Varve-Min-Version"
 BRANCH_HEADER = "X-Varve-Branch"
 BACKUP_VERSION, BACKUP_BYTES = "X-Varve-Backup-Version", "X-Varve-Backup-Bytes"
-_READS = {"search": Search, "find": Find, "count": Count}
 
 # the transaction each client's calls run in, per thread (and per asyncio task):
 # {client key: (transaction id, opened by SQL's BEGIN)}; None: none anywhere
@@ -575,7 +574,7 @@ class _CollectionVerbs:
     def explain(self, verb: str = "search", /, **args) -> Op:
         """The plan `search(**args)` (or `find`, `count`) would run, built on the
         server without running it: a PlanNode, as Collection.explain's."""
-        kind = _READS.get(verb) if isinstance(verb, str) else None
+        kind = REQUESTS.get(verb) if isinstance(verb, str) else None
         if kind is None:
             raise E.OptionError(f"explain takes 'search', 'find' or 'count', got {brief(verb)}")
         body = {"verb": verb, **kind.of(**args).to_wire()}

@@ -23,7 +23,7 @@ from .query.execute import Result, execute
 from .query.filter import Filter, check_params
 from .query.plan import PlanNode
 from .query.prepared import keep, request_shape, shape
-from .query.request import RRF_K, WEIGHTS, Count, Find, Search, check_select
+from .query.request import REQUESTS, RRF_K, WEIGHTS, Count, Find, Search, check_select
 from .results import Hits
 from .schema import (HNSW, IVFPQ, Batch, Schema, batch_length, brief, coerce_array,
                      coerce_ids, coerce_values, complete_columns,
@@ -493,7 +493,7 @@ class Collection:
         gives it as data. Planning a search counts the rows its filter allows (the
         strategy depends on it); the vector search itself is not run, so a walk that
         would fall back shows as planned — `hits.plan` shows what ran."""
-        kind = _REQUESTS.get(verb) if isinstance(verb, str) else None
+        kind = REQUESTS.get(verb) if isinstance(verb, str) else None
         if kind is None:
             raise OptionError(f"explain takes 'search', 'find' or 'count', got {brief(verb)}")
         return self.plan(kind.of(**args))
@@ -603,7 +603,6 @@ def _embedded_merge(t: Table, ids: list, cols: dict, named: dict, n: int) -> dic
     return fill_embedded(schema, cols, n, allow=allow) if allow else cols
 
 
-_REQUESTS = {"search": Search, "find": Find, "count": Count}
 _NO_COLUMNS = ()     # a search that returns no fields (shared: Hits never writes it)
 
 

@@ -447,3 +447,7 @@ def _wire_values(out: dict) -> dict:
     if "as_of" in out:
         out["as_of"] = as_of_to_wire(out["as_of"])
     return out
+
+
+# the read verbs by name (explain("count", ...), POST .../explain's "verb")
+REQUESTS = {"search": Search, "find": Find, "count": Count}

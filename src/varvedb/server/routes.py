@@ -17,7 +17,7 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from .. import errors as E
-from ..query.request import Count, Find, Search, as_of_from_wire
+from ..query.request import REQUESTS, Count, Find, Search, as_of_from_wire
 from ..schema import (HNSW, ID_END, IVFPQ, ID_MIN, Field, Vector, brief, index_spec_from_dict,
                       is_int)
 from ..wire import decode, encode
@@ -458,32 +458,34 @@ def table(api, claim_write, transaction_named=None, branch_named=None) -> list:
     def explain(p, q, ctype, raw):
         body = json_body(ctype, raw, dict, "explain")
         verb = body.pop("verb", "search")
-        kind = READS.get(verb) if isinstance(verb, str) else None
+        kind = REQUESTS.get(verb) if isinstance(verb, str) else None
         if kind is None:
             raise E.OptionError(f"explain takes 'search', 'find' or 'count', got {brief(verb)}")
         req = kind.from_wire(body)
         return 200, encode({"plan": session_call(
             lambda s: s.collection(p["c"]).plan(req).to_dict())})
 
+    def collection_write(p, verb: str, *args):
+        """One Collection verb that answers nothing, run as a write: {"version"}."""
+        def go(s):
+            getattr(s.collection(p["c"]), verb)(*args)
+            return {}
+        return 200, write_call(go)
+
+    def collection_read(p, verb: str, *args):
+        return 200, encode(session_call(lambda s: getattr(s.collection(p["c"]), verb)(*args)))
+
     def create_index(p, q, ctype, raw):
         body = only(json_body(ctype, raw, dict, "create_index"), {"field", "index", "name"},
                     "create_index")
-        index = index_from_wire(body.get("index"))
-
-        def go(s):
-            s.collection(p["c"]).create_index(body.get("field"), index, body.get("name"))
-            return {}
-        return 200, write_call(go)
+        return collection_write(p, "create_index", body.get("field"),
+                                index_from_wire(body.get("index")), body.get("name"))
 
     def drop_index(p, q, ctype, raw):
-        def go(s):
-            s.collection(p["c"]).drop_index(p["f"])
-            return {}
-        return 200, write_call(go)
+        return collection_write(p, "drop_index", p["f"])
 
     def index_status(p, q, ctype, raw):
-        return 200, encode(session_call(
-            lambda s: s.collection(p["c"]).index_status(q.get("field"))))
+        return collection_read(p, "index_status", q.get("field"))
 
     def wait_indexed(p, q, ctype, raw):
         body = only(json_body(ctype, raw, dict, "wait_indexed") if raw else {},
@@ -498,31 +500,19 @@ def table(api, claim_write, transaction_named=None, branch_named=None) -> list:
             lambda s: s.collection(p["c"]).wait_indexed(body.get("field"), wait))})
 
     def vector_memory(p, q, ctype, raw):
-        return 200, encode(session_call(
-            lambda s: s.collection(p["c"]).vector_memory(q.get("field"))))
+        return collection_read(p, "vector_memory", q.get("field"))
 
     def add_field(p, q, ctype, raw):
         body = only(json_body(ctype, raw, dict, "add_field"), {"name", "spec"}, "add_field")
-        spec = field_from_wire(body.get("spec"))
-
-        def go(s):
-            s.collection(p["c"]).add_field(body.get("name"), spec)
-            return {}
-        return 200, write_call(go)
+        return collection_write(p, "add_field", body.get("name"),
+                                field_from_wire(body.get("spec")))
 
     def drop_field(p, q, ctype, raw):
-        def go(s):
-            s.collection(p["c"]).drop_field(p["f"])
-            return {}
-        return 200, write_call(go)
+        return collection_write(p, "drop_field", p["f"])
 
     def rename_field(p, q, ctype, raw):
         body = only(json_body(ctype, raw, dict, "rename_field"), {"new"}, "rename_field")
-
-        def go(s):
-            s.collection(p["c"]).rename_field(p["f"], body.get("new"))
-            return {}
-        return 200, write_call(go)
+        return collection_write(p, "rename_field", p["f"], body.get("new"))
 
     # ---- branches (Database.branch, branches, drop_branch, merge, diff) -------------
 
@@ -721,7 +711,6 @@ def field_from_wire(spec):
 
 
 _VECTOR_DEFAULTS = {k: v for k, v in Vector(1).to_dict().items() if k != "dim"}
-READS = {"search": Search, "find": Find, "count": Count}
 
 
 def index_from_wire(spec):
