@@ -934,6 +934,12 @@ def test_branches_through_the_client_answer_as_embedded(client):
     assert client.diff(heads[0], ("exp", heads[1])) == \
         twin_db.diff(twin_heads[0], ("exp", twin_heads[1])) == changes
     assert [b.name for b in client.branches()] == ["main", "exp"]
+    client.use("exp")            # the branch's line: main's commits up to its fork, then its own
+    twin_db.use("exp")
+    assert [h.branch for h in client.history()][-5:] == \
+        [h.branch for h in twin_db.history()][-5:] == ["main", "exp", "exp", "exp", "exp"]
+    client.use("main")
+    twin_db.use("main")
     v = client.merge("exp")
     assert v == client.version and d.get(77)["title"] == "on exp" and d.get(2) is None
     # the typed errors, and nothing written

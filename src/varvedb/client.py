@@ -786,7 +786,7 @@ class _ClientVerbs:
         """Every commit still held: version, timestamp, chain hash, rows changed."""
         a = _answer((yield _get("/history")))
         return [VersionInfo(v["version"], parse_timestamp(v["timestamp"]), v["chain"],
-                            v["rows_changed"]) for v in a["versions"]]
+                            v["rows_changed"], v.get("branch", "main")) for v in a["versions"]]
 
     def verify(self, anchor: tuple[int, str] | None = None) -> Op:
         """The server re-reads its file (see Database.verify); anchor=(version, chain hex)."""
