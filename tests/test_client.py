@@ -918,7 +918,7 @@ def test_branches_through_the_client_answer_as_embedded(client):
         info = db.branch("exp")
         assert isinstance(info, vv.BranchInfo) and (info.name, info.parent) == ("exp", "main")
         db.use("exp")
-        assert db.current_branch == "exp"
+        assert db.current_branch == "exp" and db.version == info.head
         coll.update({"tag": 9}, ids=[1])
         coll.delete(ids=[2])
         coll.insert({"id": 77, "title": "on exp"})

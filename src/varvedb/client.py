@@ -799,6 +799,9 @@ class _ClientVerbs:
                                                           fb["reason"]), a["chain"])
 
     def _version(self) -> Op:
+        branch = self._transport.branch
+        if branch is not None:       # use()d: that branch's newest, as Database.version
+            return _answer((yield _get(f"/branches/{_segment(branch)}")))["head"]
         return _answer((yield _get("/health")))["version"]
 
     # ---- branches (Database.branch, branches, use, drop_branch, merge, diff)
@@ -1227,7 +1230,8 @@ class Client(_ClientVerbs):
 
     @property
     def version(self) -> int:
-        """The server's newest version (GET /health)."""
+        """The server's newest version (GET /health: a commit on any branch); after
+        use(name), that branch's newest."""
         return self._drive(self._version())
 
     def close(self) -> None:
@@ -1403,7 +1407,8 @@ class AsyncClient(_ClientVerbs):
     backup = _awaitable(_ClientVerbs.backup)
 
     async def version(self) -> int:
-        """The server's newest version (GET /health)."""
+        """The server's newest version (GET /health: a commit on any branch); after
+        use(name), that branch's newest."""
         return await self._drive(self._version())
 
     async def aclose(self) -> None:
