@@ -866,6 +866,13 @@ def test_explain_answers_the_embedded_plan_objects(client):
             str(want).replace(f"version {twin_db.version}", "v")
     hits = d.search(vector=[2, 0, 1], limit=3, explain=True)
     assert hits.plan.find(VectorTopK).strategy == "exact"
+    from varvedb.query.request import Count
+    assert d.plan(Count.of("tag = 1")) == d.explain("count", where="tag = 1")
+    assert str(d.plan(Count.of("tag = 1"))) == \
+        str(twin.plan(Count.of("tag = 1"))).replace(f"version {twin_db.version}",
+                                                     f"version {client.version}")
+    with pytest.raises(vv.OptionError):
+        d.plan({"where": "tag = 1"})
     with pytest.raises(vv.OptionError):          # refused before anything is sent
         d.explain("upsert")
     with pytest.raises(vv.DimensionError):

@@ -354,6 +354,26 @@ def test_backup_refuses_an_existing_destination_and_memory(tmp_path, db_path):
         vv.connect(":memory:").backup(tmp_path / "m.varve")
 
 
+def test_backup_stream_is_the_bytes_backup_writes_held_a_chunk_at_a_time(tmp_path, db_path):
+    """Database.backup_stream (GET /backup's source): the same bytes as backup(),
+    in chunks no larger than storage/backup.STREAM_CHUNK, from its own handle on
+    the file: a commit and a close after it is made change nothing it yields."""
+    from varvedb.storage.backup import STREAM_CHUNK
+    db = vv.connect(db_path)
+    _three_versions(db)
+    db["docs"].insert([{"id": 1000 + i, "t": "x" * 4000} for i in range(600)])
+    info = db.backup(tmp_path / "file.varve")
+    version, size, chunks = db.backup_stream()
+    assert (version, size) == (info.version, info.bytes) and size > 2 * STREAM_CHUNK
+    db["docs"].insert({"id": 5000})                # after the stream was made
+    db.close()
+    parts = list(chunks)
+    assert max(map(len, parts)) <= STREAM_CHUNK and len(parts) > 2
+    assert b"".join(parts) == (tmp_path / "file.varve").read_bytes()
+    with pytest.raises(vv.OptionError, match="memory"):
+        vv.connect(":memory:").backup_stream()
+
+
 def test_backup_of_a_vacuumed_file_opens_and_verifies(tmp_path, db_path):
     db = vv.connect(db_path)
     _three_versions(db)

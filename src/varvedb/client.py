@@ -577,7 +577,14 @@ class _CollectionVerbs:
         kind = REQUESTS.get(verb) if isinstance(verb, str) else None
         if kind is None:
             raise E.OptionError(f"explain takes 'search', 'find' or 'count', got {brief(verb)}")
-        body = {"verb": verb, **kind.of(**args).to_wire()}
+        return (yield from _CollectionVerbs.plan(self, kind.of(**args)))
+
+    def plan(self, request: Search | Find | Count) -> Op:
+        """The plan a request (query/request.py) would run, not run: Collection.plan."""
+        verb = next((k for k, cls in REQUESTS.items() if type(request) is cls), None)
+        if verb is None:
+            raise E.OptionError(f"plan takes a Search, Find or Count, got {brief(request)}")
+        body = {"verb": verb, **request.to_wire()}
         a = _answer((yield _post(f"{self._path}/explain", body, idempotent=True)))
         return plan_from_dict(a["plan"])
 
@@ -1151,6 +1158,7 @@ class RemoteCollection(_CollectionVerbs):
     search_batch = _blocking(_CollectionVerbs.search_batch)
     history = _blocking(_CollectionVerbs.history)
     explain = _blocking(_CollectionVerbs.explain)
+    plan = _blocking(_CollectionVerbs.plan)
     create_index = _blocking(_CollectionVerbs.create_index)
     drop_index = _blocking(_CollectionVerbs.drop_index)
     index_status = _blocking(_CollectionVerbs.index_status)
@@ -1334,6 +1342,7 @@ class AsyncRemoteCollection(_CollectionVerbs):
     search_batch = _awaitable(_CollectionVerbs.search_batch)
     history = _awaitable(_CollectionVerbs.history)
     explain = _awaitable(_CollectionVerbs.explain)
+    plan = _awaitable(_CollectionVerbs.plan)
     create_index = _awaitable(_CollectionVerbs.create_index)
     drop_index = _awaitable(_CollectionVerbs.drop_index)
     index_status = _awaitable(_CollectionVerbs.index_status)
