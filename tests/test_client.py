@@ -1104,3 +1104,54 @@ def test_new_routes_refuse_bad_bodies_with_a_type_and_change_nothing(client, ser
             (method, path, body, got, out)
         assert file_digest(server.path) == digest, (method, path, body)
     assert client.version == version
+
+
+# What of Database, Session and Collection has no remote form, and why; every other
+# public name is on Client / RemoteCollection (and their async twins)
+NOT_REMOTE = {
+    "Database": {
+        "session": "a Session is this process's object; a client's transaction is "
+                   "transaction() (or SQL's BEGIN)",
+        "thread_session": "the same: the server gives each request a session of its own",
+        "backup_stream": "the server's GET /backup is it; backup(path) writes it here"},
+    "Collection": {
+        "table": "the engine's table", "prepare_rows": "rows coerced into this process's "
+        "arrays, for the engine's writer", "insert_prepared": "the same",
+        "prepared_now": "the same"},
+    "Session": {
+        "tx": "the engine's transaction object", "branch_id": "the engine's branch id",
+        "snapshot": "the engine's snapshot", "writing": "the engine's transaction scope",
+        "begin": "transaction() (or sql('BEGIN'))", "commit": "transaction()'s exit (or "
+        "sql('COMMIT'))", "rollback": "an exception in transaction() (or sql('ROLLBACK'))",
+        "in_transaction": "the client's transaction is pinned to a thread, not an object"},
+}
+ASYNC_NAMES = {"close": "aclose"}     # AsyncClient's coroutine that closes
+
+
+def test_every_public_verb_is_on_the_client_or_has_its_reason():
+    from varvedb.client import AsyncRemoteCollection, RemoteCollection
+    from varvedb.session import Session
+    for cls, remotes in ((vv.Database, (vv.Client, vv.AsyncClient)),
+                         (Session, (vv.Client, vv.AsyncClient)),
+                         (vv.Collection, (RemoteCollection, AsyncRemoteCollection))):
+        names = {n for n in dir(cls) if not n.startswith("_")}
+        excused = set(NOT_REMOTE[cls.__name__])
+        assert excused <= names, excused - names          # no reason for a name gone
+        for remote in remotes:
+            missing = {n for n in names - excused
+                       if not hasattr(remote, n) and
+                       not hasattr(remote, ASYNC_NAMES.get(n, n))}
+            assert not missing, (cls.__name__, remote.__name__, missing)
+
+
+def test_run_refresh_and_database_answer_as_embedded(client):
+    from varvedb.query.request import Count, Find, Search
+    d, twin_db, twin = _twins(client)
+    for request in (Search.of([2, 0, 1], limit=3), Find.of("tag = 1", limit=2),
+                    Count.of("tag = 2")):
+        got, want = d.run(request), twin.run(request)
+        assert got == want if isinstance(want, int) else got.ids == want.ids
+    with pytest.raises(vv.OptionError):
+        d.run({"where": "tag = 1"})
+    assert client.refresh() == client.version and d.database is client
+    twin_db.close()

@@ -579,6 +579,22 @@ class _CollectionVerbs:
             raise E.OptionError(f"explain takes 'search', 'find' or 'count', got {brief(verb)}")
         return (yield from _CollectionVerbs.plan(self, kind.of(**args)))
 
+    def run(self, request: Search | Find | Count) -> Op:
+        """Answer a read request (query/request.py): Collection.run; a Count an int."""
+        kind = type(request)
+        if kind not in (Search, Find, Count):
+            raise E.OptionError(f"run takes a Search, Find or Count, got {brief(request)}")
+        verb = "search" if kind is Search else "find" if kind is Find else "count"
+        resp = yield _post(f"{self._path}/{verb}", request.to_wire(), idempotent=True)
+        if kind is Count:
+            return _answer(resp)["count"]
+        return (yield from self._hits(_answer(resp, _HITS)))
+
+    @property
+    def database(self):
+        """The client this collection came from (Collection.database's)."""
+        return self._client
+
     def plan(self, request: Search | Find | Count) -> Op:
         """The plan a request (query/request.py) would run, not run: Collection.plan."""
         verb = next((k for k, cls in REQUESTS.items() if type(request) is cls), None)
@@ -804,6 +820,11 @@ class _ClientVerbs:
         return VerifyReport(a["ok"], a["versions_checked"],
                             None if fb is None else Break(fb["version"], fb["offset"],
                                                           fb["reason"]), a["chain"])
+
+    def refresh(self) -> Op:
+        """Database.refresh's: every answer is at the server's newest already, so
+        this only answers the version (as `version`)."""
+        return (yield from self._version())
 
     def _version(self) -> Op:
         branch = self._transport.branch
@@ -1159,6 +1180,7 @@ class RemoteCollection(_CollectionVerbs):
     history = _blocking(_CollectionVerbs.history)
     explain = _blocking(_CollectionVerbs.explain)
     plan = _blocking(_CollectionVerbs.plan)
+    run = _blocking(_CollectionVerbs.run)
     create_index = _blocking(_CollectionVerbs.create_index)
     drop_index = _blocking(_CollectionVerbs.drop_index)
     index_status = _blocking(_CollectionVerbs.index_status)
@@ -1234,6 +1256,7 @@ class Client(_ClientVerbs):
     vacuum = _blocking(_ClientVerbs.vacuum)
     restore = _blocking(_ClientVerbs.restore)
     checkpoint = _blocking(_ClientVerbs.checkpoint)
+    refresh = _blocking(_ClientVerbs.refresh)
     backup = _blocking(_ClientVerbs.backup)
 
     @property
@@ -1343,6 +1366,7 @@ class AsyncRemoteCollection(_CollectionVerbs):
     history = _awaitable(_CollectionVerbs.history)
     explain = _awaitable(_CollectionVerbs.explain)
     plan = _awaitable(_CollectionVerbs.plan)
+    run = _awaitable(_CollectionVerbs.run)
     create_index = _awaitable(_CollectionVerbs.create_index)
     drop_index = _awaitable(_CollectionVerbs.drop_index)
     index_status = _awaitable(_CollectionVerbs.index_status)
@@ -1413,6 +1437,7 @@ class AsyncClient(_ClientVerbs):
     vacuum = _awaitable(_ClientVerbs.vacuum)
     restore = _awaitable(_ClientVerbs.restore)
     checkpoint = _awaitable(_ClientVerbs.checkpoint)
+    refresh = _awaitable(_ClientVerbs.refresh)
     backup = _awaitable(_ClientVerbs.backup)
 
     async def version(self) -> int:
