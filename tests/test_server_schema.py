@@ -225,10 +225,11 @@ BRANCHES = ["main", "side", "nosuch"]
 MAINTENANCE = {
     "POST /collections/{c}/explain": [{"verb": "count"}, {"verb": "find", "where": "tag = 1"},
                                       {"verb": "search", "vector": [1.0, 0.2, 0.0, 0.5]},
-                                      {"verb": "count", "where": "n > 1"}, {"verb": "upsert"}],
+                                      {"verb": "count", "where": "score > 1"},
+                                      {"verb": "upsert"}],
     "POST /collections/{c}/indexes": [{"field": "tag", "index": "sorted"},
                                       {"field": "score", "index": "hash"},
-                                      {"field": "n", "index": "sorted"},
+                                      {"field": "flag", "index": "hash"},
                                       {"field": "emb", "index": {"kind": "hnsw", "m": 8}},
                                       {"field": "emb", "index": {"kind": "ivfpq"}},
                                       {"field": "emb", "index": "nope"}],
@@ -261,6 +262,8 @@ def _steer_maintenance(srv, case, draw) -> None:
     if label in MAINTENANCE and draw(st.integers(0, 3)):
         case.body = dict(draw(st.sampled_from(MAINTENANCE[label])))
         case.media_type = "application/json"
+        if "c" in params and "f" not in params:      # the bodies are docs' (and a few not)
+            params["c"] = "docs"
     if label == "GET /collections/{c}/index_status" and draw(st.booleans()):
         case.query = {"field": draw(st.sampled_from(["emb", "title", "body", "nope"]))}
     if case.headers and "X-Varve-Branch" in case.headers:     # mostly main, as a client's
