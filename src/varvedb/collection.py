@@ -25,6 +25,7 @@ from .query.plan import PlanNode
 from .query.prepared import keep, request_shape, shape
 from .query.request import RRF_K, WEIGHTS, Count, Find, Search, check_select
 from .results import Hits
+from .tabular import frame_columns
 from .schema import (HNSW, IVFPQ, Batch, Schema, batch_length, brief, coerce_array,
                      coerce_ids, coerce_values, complete_columns,
                      from_micros, one_id, parse_field, validate_name, vector_values)
@@ -81,7 +82,15 @@ class Collection:
     # session) has the batch made again under the lock (the engine embeds then).
 
     def insert(self, rows: dict | Iterable[dict]) -> list:
-        """Insert new documents; an id already taken raises DuplicateIdError. Returns the ids."""
+        """Insert new documents; an id already taken raises DuplicateIdError. Returns the ids.
+
+        `rows` is a dict, a list of dicts, or a table: a pandas DataFrame, a pyarrow
+        Table or RecordBatch, a polars DataFrame, whose columns (an "id" column
+        optional) are fields, written column-wise as `insert_arrays` writes them (a
+        list or fixed-size-list column of numbers is a vector field's block)."""
+        columns = frame_columns(rows)
+        if columns is not None:
+            return _id_list(self.insert_arrays(**columns))
         batch = self.prepare_rows(rows)
         with self._sess.writing() as tx:
             return self.insert_prepared(tx, batch)
@@ -116,6 +125,9 @@ class Collection:
             if merge is False:
                 return self.replace(rows)
             raise OptionError(f"merge is True or False, got {brief(merge)}")
+        columns = frame_columns(rows)
+        if columns is not None:
+            return self._write_columns(columns, merge=True)
         batch = self.prepare_rows(rows, merge=True)
         with self._sess.writing() as tx:
             t, ids, batch = self.prepared_now(batch)
@@ -126,6 +138,9 @@ class Collection:
         """Insert documents, each replacing the whole live document with its id: a
         field the row does not name gets its default, or null (`upsert(rows,
         merge=False)`). Returns the ids."""
+        columns = frame_columns(rows)
+        if columns is not None:
+            return self._write_columns(columns, merge=False)
         batch = self.prepare_rows(rows)
         with self._sess.writing() as tx:
             t, ids, batch = self.prepared_now(batch)
@@ -172,7 +187,27 @@ class Collection:
             batch = PreparedRows(t, t.schema, batch.rows, b.ids, b.columns, named)
         return t, t.assign_ids(batch.ids), batch
 
-    def _arrays_batch(self, t: Table, id, columns: dict) -> tuple:
+    def _write_columns(self, columns: dict, merge: bool) -> list:
+        """upsert / replace of a table's columns (tabular.frame_columns): checked and
+        coerced column-wise as insert_arrays does, then one engine verb; every row
+        names every column, so a merge keeps only the fields the table lacks."""
+        id = columns.pop("id", None)
+        t = self.table
+        schema = t.schema
+        given, cols = self._arrays_batch(t, id, columns, merge)
+        with self._sess.writing() as tx:
+            if self.table is not t or t.schema is not schema:
+                t = self.table
+                given, cols = self._arrays_batch(t, id, columns, merge)
+            n = batch_length(id, columns)
+            ids = t.assign_ids([None] * n) if given is None else given
+            if merge:
+                self.engine.upsert(tx, t, ids, cols, {})
+            else:
+                self.engine.replace(tx, t, ids, cols)
+            return _id_list(ids)
+
+    def _arrays_batch(self, t: Table, id, columns: dict, merge: bool = False) -> tuple:
         """(ids coerced or None, columns coerced and embedded) of insert_arrays."""
         t.schema.check_names(columns, "insert_arrays")
         n = batch_length(id, columns)
@@ -181,6 +216,9 @@ class Collection:
             raise FieldTypeError(f"{len(ids)} ids for {n} rows")
         cols = {name: coerce_array(name, t.schema.fields[name], arr, n)
                 for name, arr in columns.items()}
+        if merge:
+            keys = [None] * n if ids is None else _id_list(ids)
+            return ids, _embedded_merge(t, keys, cols, {}, n)
         return ids, _embedded(t.schema, cols, n)
 
     def _update_values(self, t: Table, set: dict, params) -> dict:
