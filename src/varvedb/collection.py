@@ -109,7 +109,7 @@ class Collection:
                 t = self.table
                 given, cols = self._arrays_batch(t, id, columns)
             n = batch_length(id, columns)
-            ids = t.assign_ids([None] * n) if given is None else given
+            ids = t.fresh_ids(n) if given is None else given
             self.engine.insert(tx, t, ids, cols)
             return ids
 
@@ -200,7 +200,7 @@ class Collection:
                 t = self.table
                 given, cols = self._arrays_batch(t, id, columns, merge)
             n = batch_length(id, columns)
-            ids = t.assign_ids([None] * n) if given is None else given
+            ids = t.fresh_ids(n) if given is None else given
             if merge:
                 self.engine.upsert(tx, t, ids, cols, {})
             else:
