@@ -121,11 +121,16 @@ def test_cli_errors_are_one_line_and_exit_1(tmp_path):
         d.create_collection("c", {"v": "vector(2)"}).insert({"v": [1, 2]})
     (tmp_path / "trunc.varve").write_bytes(good.read_bytes()[:3000])
     (tmp_path / "bad.jsonl").write_text('{"id": 1, "v": [1, 2]}\n{"id": 2, "v": "x"}\n')
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really")
+    (tmp_path / "bad.csv").write_bytes(b"id,v\n1,\xff\xfe\n")
     cases = [("info", tmp_path / "notadb.txt"), ("verify", tmp_path / "trunc.varve"),
              ("sql", tmp_path / "missing.varve", "SELECT 1"),
              ("export", good, "nosuch", tmp_path / "o.jsonl"),
              ("export", good, "c", tmp_path / "o.txt"),
-             ("import", good, "c", tmp_path / "bad.jsonl")]
+             ("import", good, "c", tmp_path / "bad.jsonl"),
+             ("import", good, "c", tmp_path / "bad.parquet"),
+             ("import", good, "c", tmp_path / "bad.csv"),
+             ("export", good, "c", tmp_path / "no" / "such" / "dir.jsonl")]
     for args in cases:
         r = varvedb(*args, ok=False)
         assert r.returncode == 1, (args, r.stdout, r.stderr)

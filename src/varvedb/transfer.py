@@ -25,7 +25,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .errors import FieldTypeError, OptionError
+from .errors import FieldTypeError, OptionError, StorageError, VarveError
 
 CHUNK = 100_000          # rows a write (one commit each)
 IMPORTS = (".jsonl", ".csv", ".parquet", ".npy")
@@ -35,7 +35,14 @@ EXPORTS = (".jsonl", ".csv", ".parquet")
 def import_file(db, name: str, path: str, vector: str | None = None, dim: int | None = None,
                 progress: bool | None = None) -> int:
     """Insert the rows of `path` into collection `name` of `db` (created from the
-    data's types when missing); returns the rows inserted."""
+    data's types when missing); returns the rows inserted. A file that cannot be
+    read raises a VarveError (StorageError, FieldTypeError); the chunks before it
+    stay inserted, each its own commit."""
+    with _typed_errors(path):
+        return _import(db, name, path, vector, dim, progress)
+
+
+def _import(db, name, path, vector, dim, progress) -> int:
     suffix = _suffix(path, IMPORTS, "import")
     if dim is not None and vector is None:
         raise OptionError("--dim goes with --vector (the vector column it sizes)")
@@ -63,6 +70,11 @@ def export_file(db, name: str, path: str, as_of=None, where: str | None = None,
                 params: list | tuple = ()) -> int:
     """Write collection `name`'s documents (as of a version, filtered) to `path`;
     returns the rows written."""
+    with _typed_errors(path):
+        return _export(db, name, path, as_of, where, params)
+
+
+def _export(db, name, path, as_of, where, params) -> int:
     suffix = _suffix(path, EXPORTS, "export")
     coll = db.collection(name)
     fields = list(coll.schema.fields)
@@ -300,6 +312,28 @@ def _csv_value(v, kind: str, vector_text) -> str:
 
 
 # ---- helpers -------------------------------------------------------------------------
+
+class _typed_errors:
+    """A file's own errors as VarveErrors: the OS's (StorageError), text that is
+    not UTF-8 and Arrow's reading errors (FieldTypeError), each naming the file."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, e, tb):
+        if e is None or isinstance(e, VarveError):
+            return False
+        if isinstance(e, OSError):
+            raise StorageError(f"{self.path}: {e.strerror or e}", e) from None
+        if isinstance(e, UnicodeDecodeError):
+            raise FieldTypeError(f"{self.path}: not UTF-8 text ({e.reason})") from None
+        if (type(e).__module__ or "").startswith("pyarrow"):
+            raise FieldTypeError(f"{self.path}: {e}") from None
+        return False
+
 
 def _suffix(path: str, allowed: tuple, verb: str) -> str:
     suffix = os.path.splitext(path)[1].lower()
