@@ -23,6 +23,7 @@ import pytest
 import varvedb as vv
 import test_api
 import test_collection_verbs
+import test_tabular
 import test_text_search
 import test_upsert_merge
 import test_vector_search
@@ -145,6 +146,12 @@ APPLIED = {
         "test_get_of_many_ids_travels_in_time",
         "test_get_of_many_text_ids",
         "test_find_offset_skips_rows_before_the_limit",
+        "test_search_of_a_batch_of_vectors_equals_each_search",
+        "test_search_of_a_batch_refuses_a_wrong_batch_whole",
+    ],
+    test_tabular: [
+        "test_insert_table_equals_dicts", "test_upsert_table_merges_and_replace_replaces",
+        "test_wrong_column_type_names_it_and_writes_nothing", "test_hits_to_tables",
     ],
     test_upsert_merge: [
         "test_upsert_merges_the_fields_a_row_names_and_keeps_the_rest",
@@ -200,6 +207,12 @@ EXCUSED = {
         "test_writes_match_a_dict_of_dicts_oracle":
             "hypothesis over :memory: databases (the same verbs are held above)",
     },
+    test_tabular: {
+        "test_text_ids_and_nulls_from_a_table": "pandas' nullable Int64 through JSON rows: "
+                                                "the same columns are held above",
+        "test_sql_result_to_polars": "db.sql's SqlResult (the client's is the same class)",
+        "test_import_varvedb_loads_no_frame_library": "a fresh interpreter, no database",
+    },
     test_vector_search: {
         **{name: PLAN for name in ("test_recall_at_defaults_is_at_least_095",
                                    "test_filtered_search_keeps_recall_and_never_returns_short",
@@ -226,7 +239,7 @@ ON_THE_SERVER = {
 
 def test_every_embedded_case_is_run_or_excused():
     for module in (test_api, test_collection_verbs, test_text_search, test_upsert_merge,
-                   test_vector_search):
+                   test_vector_search, test_tabular):
         names = {n for n in dir(module) if n.startswith("test_")}
         lists = [set(APPLIED.get(module, ())), set(EXCUSED[module]),
                  set(ON_THE_SERVER.get(module, ())), set(FRESH) if module is test_api else set()]
@@ -773,6 +786,8 @@ def test_async_client_round_trips(server, client):
             batch = await d.search_batch([{"vector": [0, 0, 1], "limit": 1},
                                           {"vector": [1, 0, 0], "limit": 1}])
             assert batch[0].ids == [4] and batch[1].ids[0] in (1, 2)    # 1 and 2 tie
+            same = await d.search(vectors=[[0, 0, 1], [1, 0, 0]], limit=1)
+            assert [h.ids for h in same] == [h.ids for h in batch]
             assert await d.update({"tag": 0}, ids=[1]) == 1
             assert await d.delete(ids=[11]) == 1
             r = await a.sql("SELECT count(*) FROM adocs")

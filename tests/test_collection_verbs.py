@@ -1,7 +1,9 @@
 """The verbs users of Chroma and LanceDB reach for first (issue 31):
 create_collection(exist_ok=True) / get_or_create_collection, get(ids=[...]) with
 where / limit / offset / as_of / select answering a list in the order of the ids,
-and find(offset=). get(ids=) is held to a plain-Python oracle (hypothesis).
+and find(offset=); search(vectors=2-D array), a batch answered as a list of Hits
+equal to the searches one at a time. get(ids=) is held to a plain-Python oracle
+(hypothesis).
 
 The cases that take `db` run through vv.Client too (tests/test_client.py).
 """
@@ -112,6 +114,37 @@ def test_find_offset_skips_rows_before_the_limit(db):
     assert docs.find(offset=20).ids == []
     with pytest.raises(vv.FieldTypeError):
         docs.find(offset=-2)
+
+
+def test_search_of_a_batch_of_vectors_equals_each_search(db):
+    docs = _docs(db)
+    queries = np.array([[3.2, 1], [0, 0.5], [9, 2], [5, 1]], np.float32)
+    for kw in ({"limit": 3}, {"limit": 2, "where": "tag = $1", "params": [1]},
+               {"limit": 4, "select": ["title"], "exact": True}, {"limit": 0}):
+        batch = docs.search(vectors=queries, **kw)
+        assert isinstance(batch, list) and len(batch) == len(queries)
+        for q, hits in zip(queries, batch):
+            one = docs.search(q, **kw)
+            assert hits.ids == one.ids and hits.to_dicts() == one.to_dicts()
+    # a list of lists is the same batch; as_of reads the past
+    v = db.version
+    docs.delete(ids=[3])
+    assert docs.search(vectors=queries.tolist(), limit=1)[0].ids == [4]
+    assert [h.ids for h in docs.search(vectors=queries, limit=1, as_of=v)][0] == [3]
+    assert docs.search(vectors=np.zeros((0, 2)), limit=3) == []
+
+
+def test_search_of_a_batch_refuses_a_wrong_batch_whole(db):
+    docs = _docs(db)
+    for bad, error in (([1, 2], vv.FieldTypeError), ("xy", vv.FieldTypeError),
+                       ([[1, 2], [3]], vv.FieldTypeError),
+                       (np.zeros((2, 3)), vv.DimensionError)):
+        with pytest.raises(error):
+            docs.search(vectors=bad)
+    with pytest.raises(vv.FieldTypeError, match="vectors="):
+        docs.search([1, 2], vectors=[[1, 2]])
+    with pytest.raises(vv.FieldTypeError, match="vectors="):
+        docs.search(text="t1", vectors=[[1, 2]])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

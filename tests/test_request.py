@@ -39,9 +39,14 @@ def _trip(request):
 def searches(draw) -> Search:
     kw = {k: draw(v) for k, v in reads.items()}
     vector = st.lists(floats, min_size=1, max_size=6)
-    legs = draw(st.sampled_from(["vector", "vector_text", "text", "hybrid", "rerank"]))
+    legs = draw(st.sampled_from(["vector", "vector_text", "text", "hybrid", "rerank",
+                                 "batch"]))
     if legs in ("vector", "hybrid"):
         kw["vector"] = draw(vector)
+    if legs == "batch":
+        dim = draw(st.integers(1, 6))
+        kw["vectors"] = draw(st.lists(st.lists(floats, min_size=dim, max_size=dim),
+                                      min_size=1, max_size=4))
     if legs == "vector_text":
         kw["vector_text"] = draw(st.text(max_size=10))
     if legs in ("text", "hybrid", "rerank"):

@@ -132,6 +132,8 @@ QUERY_VALUES = {
     "branch": ["main", "nosuch", None], "match": ["all", "any", "some", 1, None],
     "ids": [[1, 2], ["n1", "n2"], [], [1, "x"], [2 ** 64]],
     "offset": [0, 2, -1, 10 ** 9],
+    "vectors": [[[1.0, 0.2, 0.0, 0.5], [0.0, 1.0, 0.0, 0.0]], [[1.0, 0.0, 1.0]], [],
+                [[1.0], [1.0, 2.0]], None],
     "set": [{"tag": 9}, {"title": "new"}, {"emb": [0.0, 1.0, 0.0, 0.0]}, {"n": 7},
             {"body": "b"}, {"nosuch": 1}, {"id": 5}, {}]}
 # the keys each body takes (as the document's schemas say)
@@ -159,7 +161,8 @@ SENSIBLE = {
                {"vector": [1.0, 0.0, 1.0], "limit": 2, "where": "n > 1"},
                {"text": "note", "text_field": "body"},
                {"vector": [0.0, 1.0, 0.0, 0.0], "text": "world", "limit": 4},
-               {"vector": [1.0, 0.2, 0.0, 0.5], "exact": True, "explain": True}],
+               {"vector": [1.0, 0.2, 0.0, 0.5], "exact": True, "explain": True},
+               {"vectors": [[1.0, 0.2, 0.0, 0.5], [0.0, 1.0, 0.0, 0.0]], "limit": 3}],
 }
 
 

@@ -150,7 +150,7 @@ def test_select_layout_and_footer(sql_file):
 
 def test_multiline_values_continue_with_a_plus(tmp_path):
     path = str(tmp_path / "m.varve")
-    r = sql(path, "SELECT 'multi\nline' AS a, 7 AS b")
+    r = sql("--create", path, "SELECT 'multi\nline' AS a, 7 AS b")
     assert r.exit_code == 0, r.stderr
     assert r.stdout == "   a   | b \n-------+---\n multi+| 7\n line  | \n(1 row)\n\n"
 
@@ -210,7 +210,7 @@ def test_error_position_on_a_later_line_of_a_long_line_is_cut_as_psql_cuts_it(tm
     # the expected lines are psql 18's for the same statement
     path = str(tmp_path / "e.varve")
     stmt = "SELECT 1,\n  2 " + "+ 2 " * 30 + "FROM FROM t" + " AND x = 1" * 5
-    r = sql(path, stmt)
+    r = sql("--create", path, stmt)
     assert r.exit_code == 1
     assert r.stderr.splitlines() == [
         'ERROR:  syntax error at or near "FROM"',
@@ -223,8 +223,16 @@ def test_error_position_on_a_later_line_of_a_long_line_is_cut_as_psql_cuts_it(tm
         "                                     ^"]
 
 
+def test_a_file_that_does_not_exist_is_refused_unless_create(tmp_path):
+    path = tmp_path / "typo.varve"
+    r = sql(str(path), "SELECT 1")
+    assert r.exit_code == 1 and r.stderr.startswith("Error: ") and "--create" in r.stderr
+    assert not path.exists()
+    assert sql("--create", str(path), "SELECT 1").exit_code == 0 and path.exists()
+
+
 def test_undefined_table_reports_its_sqlstate(tmp_path):
-    r = sql(str(tmp_path / "u.varve"), "SELECT * FROM nosuch")
+    r = sql("--create", str(tmp_path / "u.varve"), "SELECT * FROM nosuch")
     assert r.exit_code == 1 and r.stdout == ""
     assert r.stderr.splitlines() == ['ERROR:  relation "nosuch" does not exist',
                                      "SQLSTATE: 42P01"]
@@ -238,7 +246,7 @@ def test_script_on_stdin_runs_statement_by_statement_and_stops_at_an_error(tmp_p
               "SELECT v FROM k ORDER BY id;\n"
               "INSERT INTO k VALUES (1, 'dup');\n"
               "INSERT INTO k VALUES (3, 'never');\n")
-    r = sql(path, input=script)
+    r = sql("--create", path, input=script)
     assert r.exit_code == 1
     assert r.stdout.startswith("CREATE TABLE\nINSERT 0 2\n    List of tables\n")
     assert "\n  v  \n-----\n a;b\n c\n(2 rows)\n" in r.stdout
@@ -261,7 +269,7 @@ def test_copy_from_stdin_in_a_script_reads_its_lines_up_to_the_end_marker(tmp_pa
               "COPY (SELECT * FROM k ORDER BY id) TO STDOUT;\n"
               "COPY k FROM STDIN;\n4\tx\n5\nSELECT 'data, not SQL';\n\\.\n"
               "SELECT 'never';\n")
-    r = sql(path, input=script)
+    r = sql("--create", path, input=script)
     assert r.exit_code == 1, r.stdout
     assert r.stdout.startswith("CREATE TABLE\nCOPY 2\nCOPY 1\n count \n-------\n     3\n")
     assert r.stdout.endswith("(1 row)\n\n1\ta\\tb\n2\t\\N\n3\t\\N\nCOPY 3\n"), r.stdout
@@ -304,7 +312,7 @@ def test_describe_lists_tables_and_a_tables_columns_types_and_indexes(sql_file):
 
 def test_describe_folds_an_unquoted_name_and_hides_a_hidden_id(tmp_path):
     path = str(tmp_path / "h.varve")
-    assert sql(path, "CREATE TABLE h (x int)").exit_code == 0
+    assert sql("--create", path, "CREATE TABLE h (x int)").exit_code == 0
     out = sql(path, "\\d H").stdout
     assert out == (' ' * 14 + 'Table "h"\n'
                    ' Column |  Type  | Nullable | Default \n'
@@ -315,7 +323,7 @@ def test_describe_folds_an_unquoted_name_and_hides_a_hidden_id(tmp_path):
 
 def test_describe_shows_not_null_and_default(tmp_path):
     path = str(tmp_path / "nn.varve")
-    assert sql(path, "CREATE TABLE n (id bigint PRIMARY KEY, a text NOT NULL, "
+    assert sql("--create", path, "CREATE TABLE n (id bigint PRIMARY KEY, a text NOT NULL, "
                      "b bigint DEFAULT 7)").exit_code == 0
     out = sql(path, "\\d n").stdout
     assert re.search(r"^ a +\| text +\| not null \|", out, re.M)
@@ -605,6 +613,7 @@ def test_readline_completes_and_keeps_history(sql_file, tmp_path):
 
 def test_interactive_ctrl_d_quits_and_writes_persist(tmp_path):
     path = str(tmp_path / "i.varve")
+    vv.connect(path).close()             # `varvedb sql` opens a file that exists
     term, _ = start_shell(path, _env(tmp_path))
     try:
         term.send("CREATE TABLE z (id bigint PRIMARY KEY);")

@@ -212,6 +212,25 @@ def layers(rounds, commits, insert_rows, only, dataset, out) -> None:
             json.dump(figures, f, indent=1, ensure_ascii=False)
 
 
+@bench.command("import")
+@click.option("--rows", default=1_000_000, show_default=True)
+@click.option("--dim", default=128, show_default=True)
+@click.option("--rounds", default=3, show_default=True,
+              help="Rounds, the engines' order alternating.")
+@click.option("--out", default=None, help="Also write the figures to this JSON file.")
+def import_(rows, dim, rounds, out) -> None:
+    """Rows/s of `varvedb import` from .parquet and .npy against LanceDB's
+    create_table from the same file (when lancedb is installed)."""
+    import json
+
+    from . import import_rate
+    figures = import_rate.run(rows, dim, rounds)
+    click.echo(import_rate.format_table(figures))
+    if out:
+        with open(out, "w") as f:
+            json.dump(figures, f, indent=1)
+
+
 @bench.command("commit-cpu")
 @click.option("--rounds", default=7, show_default=True,
               help="Alternating rounds of the bare and the timed pass.")

@@ -23,6 +23,13 @@ class _Verbs(click.Group):
                 return name, ep.load(), rest
         return name, cmd, rest
 
+    def invoke(self, ctx):
+        """Every verb: a VarveError is one line, `Error: ...`, and exit status 1."""
+        try:
+            return super().invoke(ctx)
+        except vv.VarveError as e:
+            raise click.ClickException(str(e)) from None
+
 
 @click.group(cls=_Verbs)
 @click.version_option(vv.__version__, prog_name="varvedb")
@@ -310,19 +317,60 @@ def search(file: str, collection: str, text: str, where: str | None, limit: int,
 @click.option("--readonly", is_flag=True, help="Open FILE read-only.")
 @click.option("-n", "--no-readline", "no_readline", is_flag=True,
               help="At the prompt, read plain lines (no line editing or history), as psql -n.")
+@click.option("--create", is_flag=True, help="Make FILE if it does not exist (else refused).")
 def sql(file: str, statement: str | None, as_json: bool, as_csv: bool, readonly: bool,
-        no_readline: bool) -> None:
+        no_readline: bool, create: bool) -> None:
     """Run SQL on FILE (pgvector's dialect): STATEMENT (several separated by ;),
     else the script on stdin, else, on a terminal, an interactive prompt
-    (\\? lists its commands). Stops at the first error: exit status 1."""
+    (\\? lists its commands). Stops at the first error: exit status 1. A FILE
+    that does not exist is refused (a typo makes no new file) unless --create."""
     from . import shell
     if as_json and as_csv:
         raise click.UsageError("choose one of --json and --csv")
+    if not create and not os.path.exists(file):
+        raise click.ClickException(f"{file} does not exist (--create makes a new file)")
     fmt = "json" if as_json else "csv" if as_csv else "table"
     sys.exit(shell.main(file, statement, fmt, readonly, stdin=sys.stdin,
                         out=lambda s: click.echo(s, nl=False),
                         err=lambda s: click.echo(s, nl=False, err=True),
                         line_editing=not no_readline))
+
+
+@main.command("import")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("collection")
+@click.argument("data", type=click.Path(exists=True, dir_okay=False))
+@click.option("--vector", "vector", default=None, metavar="COL",
+              help="The vector column (a csv's in [1,2,3] form; a .npy's field name, "
+                   "default 'embedding').")
+@click.option("--dim", default=None, type=click.IntRange(1), help="The vector column's size.")
+@click.option("--progress/--no-progress", default=None,
+              help="A progress bar (default: when stderr is a terminal).")
+def import_(file: str, collection: str, data: str, vector: str | None, dim: int | None,
+            progress: bool | None) -> None:
+    """Insert the rows of DATA (.jsonl, .csv, .parquet or .npy) into COLLECTION of
+    FILE (both made when missing: the collection from the data's types)."""
+    from .transfer import import_file
+    with vv.connect(file) as db:
+        n = import_file(db, collection, data, vector=vector, dim=dim, progress=progress)
+    click.echo(f"imported {n:,} rows into {collection}")
+
+
+@main.command("export")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("collection")
+@click.argument("out", type=click.Path(dir_okay=False))
+@click.option("--as-of", "as_of", default=None, metavar="N|DATETIME",
+              help="The version to export (a number or an ISO date-time with its zone).")
+@click.option("--where", default=None, help="A filter (SQL boolean expression).")
+def export(file: str, collection: str, out: str, as_of: str | None,
+           where: str | None) -> None:
+    """Write COLLECTION of FILE to OUT (.jsonl, .csv or .parquet): id and every field."""
+    from .transfer import export_file
+    with vv.connect(file, readonly=True) as db:
+        n = export_file(db, collection, out, as_of=None if as_of is None else _keep(as_of),
+                        where=where)
+    click.echo(f"exported {n:,} rows to {out}", err=True)
 
 
 @main.command()

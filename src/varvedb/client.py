@@ -65,6 +65,7 @@ from .reports import BranchInfo, Changes, VacuumReport
 from .results import Hit, Hits, SqlResult, VersionInfo
 from .schema import HNSW, IVFPQ, Field, Schema, batch_length, brief, one_id
 from .storage.backup import BackupInfo
+from .tabular import frame_columns
 from .storage.verify import Break, VerifyReport
 from .wire import error_from_wire, parse_timestamp, value_from_wire, vector_read_type
 from .wire import encode as _encode
@@ -215,7 +216,10 @@ def _select_param(select) -> str | None:
 
 def _rows(rows) -> Any:
     """insert/upsert's rows as a JSON array (a wrong shape is sent as it is: the
-    server refuses it with the embedded API's error)."""
+    server refuses it with the embedded API's error); a table's columns as rows."""
+    columns = frame_columns(rows)
+    if columns is not None:
+        return _json_rows(columns.pop("id", None), columns)
     if isinstance(rows, dict):
         return [rows]
     if isinstance(rows, (list, tuple)):
@@ -433,7 +437,12 @@ class _CollectionVerbs:
     # ---- writes
 
     def insert(self, rows: dict | Iterable[dict]) -> Op:
-        """Insert new documents; an id already taken raises DuplicateIdError. Returns the ids."""
+        """Insert new documents; an id already taken raises DuplicateIdError. Returns the
+        ids. A table (pandas, pyarrow, polars) is sent column-wise, as insert_arrays."""
+        columns = frame_columns(rows)
+        if columns is not None:
+            ids = yield from _CollectionVerbs.insert_arrays(self, **columns)
+            return ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
         return (_answer((yield _post(f"{self._path}/items", _rows(rows)))))["ids"]
 
     def insert_arrays(self, id=None, **columns) -> Op:
@@ -539,22 +548,29 @@ class _CollectionVerbs:
                text_field: str | None = None, vector_text: str | None = None,
                rerank=None, candidates: int | None = None, rrf_k: int = RRF_K,
                weights: tuple = WEIGHTS, explain: bool = False,
-               branch: str | None = None) -> Op:
+               branch: str | None = None, vectors=None) -> Op:
         """The `limit` best documents: Collection.search's arguments and answers (see
         there), checked here as the embedded API checks them (query/request.py)
         before anything is sent. `hits.plan` is the plan as it ran, as data, with
-        explain=True (else None)."""
-        body = Search.of(vector, where, params, limit, select, as_of, field, ef, exact,
-                         metric, probes=probes, text=text, text_field=text_field,
-                         vector_text=vector_text, rerank=rerank, candidates=candidates,
-                         rrf_k=rrf_k, weights=weights, explain=explain,
-                         branch=branch, match=match).to_wire()
-        resp = yield _post(f"{self._path}/search", body, idempotent=True)
-        return (yield from self._hits(_answer(resp, _HITS)))
+        explain=True (else None). `vectors=` (a 2-D array, one query a row): a
+        batch in one request, answered as a list of Hits in the rows' order."""
+        request = Search.of(vector, where, params, limit, select, as_of, field, ef, exact,
+                            metric, probes=probes, text=text, text_field=text_field,
+                            vector_text=vector_text, rerank=rerank, candidates=candidates,
+                            rrf_k=rrf_k, weights=weights, explain=explain,
+                            branch=branch, match=match, vectors=vectors)
+        resp = yield _post(f"{self._path}/search", request.to_wire(), idempotent=True)
+        if request.vectors is None:
+            return (yield from self._hits(_answer(resp, _HITS)))
+        out = []
+        for answer in _answer(resp, _BATCH).results:
+            out.append((yield from self._hits(answer)))
+        return out
 
     def search_batch(self, queries: list[dict]) -> Op:
         """Several searches in one request (each a dict of search's arguments):
-        a list of Hits, in order. It fails whole, before sending, if one query is
+        a list of Hits, in order (a batch of query vectors alone, the rest alike:
+        `search(vectors=...)`). It fails whole, before sending, if one query is
         wrong in itself (and at the server if one is wrong for the collection)."""
         if not isinstance(queries, (list, tuple)) or not all(isinstance(q, dict)
                                                               for q in queries):

@@ -22,9 +22,10 @@ from .query.bind import bind, select_fields, vector_field
 from .query.execute import Result, execute
 from .query.filter import Filter, check_params
 from .query.plan import PlanNode
-from .query.prepared import keep, request_shape, shape
+from .query.prepared import PreparedSearch, keep, request_shape, shape
 from .query.request import REQUESTS, RRF_K, WEIGHTS, Count, Find, Search, check_select
 from .results import Hits
+from .tabular import frame_columns
 from .schema import (HNSW, IVFPQ, Batch, Schema, batch_length, brief, coerce_array,
                      coerce_ids, coerce_values, complete_columns,
                      from_micros, one_id, parse_field, validate_name, vector_values)
@@ -81,7 +82,15 @@ class Collection:
     # session) has the batch made again under the lock (the engine embeds then).
 
     def insert(self, rows: dict | Iterable[dict]) -> list:
-        """Insert new documents; an id already taken raises DuplicateIdError. Returns the ids."""
+        """Insert new documents; an id already taken raises DuplicateIdError. Returns the ids.
+
+        `rows` is a dict, a list of dicts, or a table: a pandas DataFrame, a pyarrow
+        Table or RecordBatch, a polars DataFrame, whose columns (an "id" column
+        optional) are fields, written column-wise as `insert_arrays` writes them (a
+        list or fixed-size-list column of numbers is a vector field's block)."""
+        columns = frame_columns(rows)
+        if columns is not None:
+            return _id_list(self.insert_arrays(**columns))
         batch = self.prepare_rows(rows)
         with self._sess.writing() as tx:
             return self.insert_prepared(tx, batch)
@@ -100,7 +109,7 @@ class Collection:
                 t = self.table
                 given, cols = self._arrays_batch(t, id, columns)
             n = batch_length(id, columns)
-            ids = t.assign_ids([None] * n) if given is None else given
+            ids = t.fresh_ids(n) if given is None else given
             self.engine.insert(tx, t, ids, cols)
             return ids
 
@@ -116,6 +125,9 @@ class Collection:
             if merge is False:
                 return self.replace(rows)
             raise OptionError(f"merge is True or False, got {brief(merge)}")
+        columns = frame_columns(rows)
+        if columns is not None:
+            return self._write_columns(columns, merge=True)
         batch = self.prepare_rows(rows, merge=True)
         with self._sess.writing() as tx:
             t, ids, batch = self.prepared_now(batch)
@@ -126,6 +138,9 @@ class Collection:
         """Insert documents, each replacing the whole live document with its id: a
         field the row does not name gets its default, or null (`upsert(rows,
         merge=False)`). Returns the ids."""
+        columns = frame_columns(rows)
+        if columns is not None:
+            return self._write_columns(columns, merge=False)
         batch = self.prepare_rows(rows)
         with self._sess.writing() as tx:
             t, ids, batch = self.prepared_now(batch)
@@ -172,7 +187,27 @@ class Collection:
             batch = PreparedRows(t, t.schema, batch.rows, b.ids, b.columns, named)
         return t, t.assign_ids(batch.ids), batch
 
-    def _arrays_batch(self, t: Table, id, columns: dict) -> tuple:
+    def _write_columns(self, columns: dict, merge: bool) -> list:
+        """upsert / replace of a table's columns (tabular.frame_columns): checked and
+        coerced column-wise as insert_arrays does, then one engine verb; every row
+        names every column, so a merge keeps only the fields the table lacks."""
+        id = columns.pop("id", None)
+        t = self.table
+        schema = t.schema
+        given, cols = self._arrays_batch(t, id, columns, merge)
+        with self._sess.writing() as tx:
+            if self.table is not t or t.schema is not schema:
+                t = self.table
+                given, cols = self._arrays_batch(t, id, columns, merge)
+            n = batch_length(id, columns)
+            ids = t.fresh_ids(n) if given is None else given
+            if merge:
+                self.engine.upsert(tx, t, ids, cols, {})
+            else:
+                self.engine.replace(tx, t, ids, cols)
+            return _id_list(ids)
+
+    def _arrays_batch(self, t: Table, id, columns: dict, merge: bool = False) -> tuple:
         """(ids coerced or None, columns coerced and embedded) of insert_arrays."""
         t.schema.check_names(columns, "insert_arrays")
         n = batch_length(id, columns)
@@ -181,6 +216,9 @@ class Collection:
             raise FieldTypeError(f"{len(ids)} ids for {n} rows")
         cols = {name: coerce_array(name, t.schema.fields[name], arr, n)
                 for name, arr in columns.items()}
+        if merge:
+            keys = [None] * n if ids is None else _id_list(ids)
+            return ids, _embedded_merge(t, keys, cols, {}, n)
         return ids, _embedded(t.schema, cols, n)
 
     def _update_values(self, t: Table, set: dict, params) -> dict:
@@ -356,6 +394,8 @@ class Collection:
         """Answer a read request (query/request.py): what search(), find() and
         count() build, and what the server and SQL carry. A Count answers an int."""
         t = self.table
+        if type(request) is Search and request.vectors is not None:
+            return self._run_batch(t, request)
         key = request_shape(request) if type(request) is Search else None
         if key is not None:
             hits = self._kept(key, request.vector.vector)
@@ -371,6 +411,29 @@ class Collection:
             keep(t.prepared, key, (snap.version, sess.branch_id), query)
         res = execute(query)
         return self._hits(t, res.rows, res.scores, res.fields, res.plan)
+
+    def _run_batch(self, t: Table, request: Search) -> list[Hits]:
+        """A batch search (request.vectors): every row's search at one snapshot,
+        bound once where the plan allows (a vector top-k alone: query/prepared.py),
+        else each row bound at that snapshot; rows run on parallel threads."""
+        reqs = request.each()
+        if not reqs:
+            return []
+        snap = self._sess.snapshot(request.as_of, request.branch)
+        first = bind(reqs[0], t, snap)
+        if PreparedSearch.fits(first):
+            prep = PreparedSearch(None, first)
+
+            def one(r):
+                rows, scores, plan = prep.run(r.vector.vector)
+                return self._hits(t, rows, scores, prep.fields, plan)
+        else:
+            def one(r):
+                res = execute(first if r is reqs[0] else bind(r, t, snap))
+                return self._hits(t, res.rows, res.scores, res.fields, res.plan)
+        if len(reqs) == 1:
+            return [one(reqs[0])]
+        return parallel_map(one, reqs)
 
     def index_status(self, field: str | None = None) -> dict:
         """How far a field's deferred index (a vector field's graph or lists, a text
@@ -424,9 +487,15 @@ class Collection:
                text: str | None = None, match: str = "all",
                text_field: str | None = None, vector_text: str | None = None,
                rerank=None, candidates: int | None = None, rrf_k: int = RRF_K,
-               weights: tuple = WEIGHTS, branch: str | None = None) -> Hits:
+               weights: tuple = WEIGHTS, branch: str | None = None,
+               vectors=None) -> Hits | list[Hits]:
         """The `limit` best documents among those matching `where`: nearest to
         `vector`, best matching `text`, or both.
+
+        `vectors=` (a 2-D array, one query vector a row) instead of `vector`: a
+        batch, answered as a list of Hits in the rows' order, each as `vector=`
+        that row would be; the rows are searched on parallel threads (the kernels
+        release the GIL), all at one snapshot, the plan bound once.
 
         Vector search: scores are pgvector's distances for `metric` (lower is
         closer): "cosine" (`<=>`), "l2" (`<->`), "dot" (`<#>`, the negative inner
@@ -468,7 +537,7 @@ class Collection:
                                   metric, probes=probes, text=text, text_field=text_field,
                                   vector_text=vector_text, rerank=rerank,
                                   candidates=candidates, rrf_k=rrf_k, weights=weights,
-                                  branch=branch, match=match))
+                                  branch=branch, match=match, vectors=vectors))
 
     def _kept(self, key, vector) -> Hits | None:
         """The search kept under `key` run with `vector`, if it was kept at this
@@ -551,6 +620,23 @@ class PreparedRows(NamedTuple):
     ids: list            # as given: None where one is assigned under the lock
     columns: dict
     named: dict | None = None     # an upsert's merge: field -> rows naming it (engine.upsert)
+
+
+_POOL = None          # the threads of batch searches (made on first use)
+
+
+def parallel_map(fn, items: list) -> list:
+    """fn over items on a shared thread pool, in order, each in a copy of the
+    caller's context (its cancel token: cancel.py); the first error raises."""
+    global _POOL
+    if _POOL is None:
+        import concurrent.futures
+        import os
+        _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=min(32, os.cpu_count() or 1),
+                                                      thread_name_prefix="varvedb-batch")
+    import contextvars
+    futures = [_POOL.submit(contextvars.copy_context().run, fn, x) for x in items]
+    return [f.result() for f in futures]
 
 
 def _row_list(rows) -> list:

@@ -15,6 +15,7 @@ from typing import Any, Iterator
 import msgspec
 import numpy as np
 
+from . import tabular
 from .query.plan import PlanNode
 
 
@@ -138,6 +139,31 @@ class Hits(Sequence):
     def to_dicts(self) -> list[dict]:
         return [h.to_dict() for h in self._built()]
 
+    def _named_columns(self) -> tuple[list, list]:
+        """(names, columns): id, score and each selected field, as Python values."""
+        if self._hits is None:
+            names = list(self._names) if self._n else []
+            return (["id", "score", *names],
+                    [self._id_list(), self.scores, *(self._cols if names else ())])
+        names = list(self._hits[0].fields) if self._hits else []
+        return (["id", "score", *names],
+                [self.ids, self.scores, *([h.fields[n] for h in self._hits] for n in names)])
+
+    def to_arrow(self):
+        """A pyarrow Table: id, score and each selected field (vectors as a
+        fixed-size-list column). Needs pyarrow."""
+        return tabular.to_arrow(*self._named_columns())
+
+    def to_pandas(self):
+        """A pandas DataFrame: id, score and each selected field (a vector a
+        numpy array per cell). Needs pandas."""
+        return tabular.to_pandas(*self._named_columns())
+
+    def to_polars(self):
+        """A polars DataFrame: id, score and each selected field (vectors as an
+        Array column). Needs polars and pyarrow."""
+        return tabular.to_polars(*self._named_columns())
+
 
 @dataclass
 class VersionInfo:
@@ -202,30 +228,22 @@ class SqlResult:
             out[name] = _array(values)
         return out
 
+    def _named_columns(self) -> tuple[list, list]:
+        return list(self.columns), [[r[i] for r in self.rows] for i in range(len(self.columns))]
+
     def to_arrow(self):
         """A pyarrow Table (needs pyarrow)."""
-        import pyarrow as pa
-        data = {}
-        for i, name in enumerate(self.columns):
-            values = [r[i] for r in self.rows]
-            if values and any(isinstance(v, np.ndarray) for v in values):
-                values = [None if v is None else v.tolist() for v in values]
-            if any(type(v) is int and not _INT64[0] <= v <= _INT64[1] for v in values):
-                # an exact sum past int64: a decimal, as PostgreSQL's numeric
-                from decimal import Decimal
-                data[name] = pa.array([None if v is None else Decimal(v) for v in values],
-                                      pa.decimal128(38, 0))
-                continue
-            data[name] = pa.array(values)
-        return pa.table(data) if data else pa.table({})
+        return tabular.to_arrow(*self._named_columns())
 
     def to_pandas(self):
         """A pandas DataFrame (needs pandas)."""
         import pandas as pd
         return pd.DataFrame(self.rows, columns=self.columns)
 
+    def to_polars(self):
+        """A polars DataFrame (needs polars and pyarrow)."""
+        return tabular.to_polars(*self._named_columns())
 
-_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def _array(values: list) -> np.ndarray:
@@ -236,7 +254,7 @@ def _array(values: list) -> np.ndarray:
     if present and all(isinstance(v, bool) for v in present) and len(present) == len(values):
         return np.array(values, bool)
     # an int past int64 (an exact sum, PostgreSQL's numeric) keeps the column as objects
-    fits = not any(type(v) is int and not _INT64[0] <= v <= _INT64[1] for v in present)
+    fits = not any(type(v) is int and not tabular.INT64_RANGE[0] <= v <= tabular.INT64_RANGE[1] for v in present)
     if fits and present and len(present) == len(values) and all(
             isinstance(v, int) and not isinstance(v, bool) for v in present):
         return np.array(values, np.int64)

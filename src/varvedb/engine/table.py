@@ -33,7 +33,7 @@ from ..index.fts import FtsIndex
 from ..index.protocol import SCALAR_KINDS, TEXT_KINDS, VECTOR_KINDS, Index
 from ..index.scalar import make_scalar_index
 from ..index.vector_index import make_vector_index
-from ..schema import HNSW, Field, Schema, coerce_ids
+from ..schema import HNSW, ID_END, Field, Schema, coerce_ids
 from .branches import HEAD, MAIN, View, main_view
 from .columns import Growable, TextColumn, VectorColumn, make_column
 
@@ -382,6 +382,15 @@ class Table:
         self._undo = None
 
     # ---- applying frames -----------------------------------------------------
+
+    def fresh_ids(self, n: int) -> list | np.ndarray:
+        """`n` new ids, none given (a column-wise insert's): fresh uuids for text
+        ids, else the int64 range above every id used so far, made whole (what
+        assign_ids([None] * n) gives, without a Python value a row)."""
+        start = self.next_int_id
+        if self.schema.id_kind == "text" or start + n > ID_END:
+            return self.assign_ids([None] * n)
+        return np.arange(start, start + n, dtype=np.int64)
 
     def assign_ids(self, raw: list) -> list | np.ndarray:
         """Ids for a batch of rows, None where the caller gave none: fresh uuids

@@ -61,6 +61,8 @@ SEARCH_ARGS = READ_ARGS | {
     "limit": {"type": "integer", "minimum": 0, "default": 10},
     "select": _SELECT,
     "vector": _NUMBERS,
+    "vectors": {"type": ["array", "null"], "items": {"type": "array", "items": {"type": "number"}},
+                "description": "a batch: one query vector a row (the answer: results, in order)"},
     "vector_text": {"type": ["string", "null"],
                     "description": "text the vector field's embedder turns into the query"},
     "field": {"type": ["string", "null"], "description": "the vector field"},
@@ -170,8 +172,9 @@ class Find(Read, frozen=True, kw_only=True):
         return cls.of(**_wire_args(body, FIND_ARGS, "find"))
 
 
-class Search(Read, frozen=True, kw_only=True):
-    """The `limit` best rows by a vector leg, a text leg, or both (module docstring)."""
+class Search(Read, frozen=True, kw_only=True, eq=False):
+    """The `limit` best rows by a vector leg, a text leg, or both (module docstring);
+    with `vectors`, a batch of vector legs alike but for their vector (`each()`)."""
     vector: VectorLeg | None = None
     text: TextLeg | None = None
     rerank: bool = False
@@ -181,15 +184,23 @@ class Search(Read, frozen=True, kw_only=True):
     limit: int = 10
     select: tuple | None = None         # None: every field but vectors
     explain: bool = False
+    vectors: Any = None                 # a batch: a 2-D array, one query vector a row
 
     @classmethod
     def of(cls, vector=None, where=None, params=(), limit=10, select=None, as_of=None,
            field=None, ef=None, exact=False, metric=None, *, probes=None, text=None,
            text_field=None, vector_text=None, rerank=None, candidates=None, rrf_k=RRF_K,
-           weights=WEIGHTS, explain=False, branch=None, match="all") -> "Search":
+           weights=WEIGHTS, explain=False, branch=None, match="all",
+           vectors=None) -> "Search":
         """From Collection.search's keywords, checked (the module docstring)."""
         if type(limit) is not int or limit < 0:
             limit = _limit(limit)
+        if vectors is not None:
+            if vector is not None or vector_text is not None or rerank is not None \
+                    or text is not None:
+                raise FieldTypeError("vectors= is a batch of vector queries: give it instead "
+                                     "of vector= (and without text=, vector_text=, rerank=)")
+            vectors = _query_block(vectors)
         if rerank is not None:
             if text is None:
                 raise FieldTypeError("vector_text= and rerank= go with text= (a text query)")
@@ -202,15 +213,15 @@ class Search(Read, frozen=True, kw_only=True):
                 raise FieldTypeError("give vector= or vector_text=, not both")
             if not isinstance(vector_text, str):
                 raise FieldTypeError(f"vector_text is a string, got {brief(vector_text)}")
-        elif vector is None and text is None:
-            raise FieldTypeError("search needs vector= or text=")
+        elif vector is None and text is None and vectors is None:
+            raise FieldTypeError("search needs vector=, vectors= or text=")
         if exact is not False and exact is not True:
             if not isinstance(exact, np.bool_):
                 raise FieldTypeError(f"exact is True or False, got {brief(exact)}")
             exact = bool(exact)
         vleg = None
         if vector is not None or vector_text is not None or field is not None \
-                or metric is not None or ef is not None or probes is not None or exact:
+                or vectors is not None or metric is not None or ef is not None or probes is not None or exact:
             vleg = VectorLeg(vector=vector, text=vector_text, field=field,
                              metric=_metric(metric), ef=_width("ef", ef, MAX_EF),
                              probes=_width("probes", probes, IVF_LIMITS["lists"][1]),
@@ -245,7 +256,27 @@ class Search(Read, frozen=True, kw_only=True):
         return cls(vector=vleg, text=tleg, rerank=rerank is not None, candidates=candidates,
                    rrf_k=rrf_k, weights=weights, limit=limit, select=check_select(select),
                    where=_where(where), params=_params(params), as_of=check_as_of(as_of),
-                   branch=_branch(branch), explain=explain)
+                   branch=_branch(branch), explain=explain, vectors=vectors)
+
+    def __eq__(self, other) -> bool:        # a batch's vectors compare by value
+        if type(other) is not Search:
+            return NotImplemented
+        return all(_same_vector(a, b) if name == "vectors" else a == b
+                   for name, a, b in zip(self.__struct_fields__,
+                                         msgspec.structs.astuple(self),
+                                         msgspec.structs.astuple(other)))
+
+    __hash__ = None
+
+    def each(self) -> list["Search"]:
+        """A batch's searches, one a row of `vectors`, in order (itself alone when
+        it is not a batch)."""
+        if self.vectors is None:
+            return [self]
+        leg = self.vector
+        return [msgspec.structs.replace(self, vectors=None,
+                                        vector=msgspec.structs.replace(leg, vector=v))
+                for v in self.vectors]
 
     @classmethod
     def from_wire(cls, body: dict) -> "Search":
@@ -266,7 +297,7 @@ class Search(Read, frozen=True, kw_only=True):
                 "rrf_k": self.rrf_k, "weights": self.weights, "limit": self.limit,
                 "select": None if self.select is None else list(self.select),
                 "where": self.where, "params": self.params, "as_of": self.as_of,
-                "branch": self.branch, "explain": self.explain}
+                "branch": self.branch, "explain": self.explain, "vectors": self.vectors}
 
     def to_wire(self) -> dict:
         """The flat JSON object of docs/server.md; defaults left out."""
@@ -282,7 +313,7 @@ _SEARCH_DEFAULTS = {"vector": None, "vector_text": None, "field": None, "metric"
                     "candidates": None, "rrf_k": RRF_K,
                     "weights": WEIGHTS, "limit": None, "select": None, "where": None,
                     "params": (), "as_of": None, "branch": None, "explain": False,
-                    "offset": 0, "ids": None}
+                    "offset": 0, "ids": None, "vectors": None}
 
 
 def _is_default(name: str, v) -> bool:
@@ -433,6 +464,21 @@ def as_of_to_wire(v):
     if isinstance(v, np.generic):
         return v.item()
     return v
+
+
+def _query_block(vectors) -> np.ndarray:
+    """A batch's query vectors as a 2-D array (each row checked as a query when run)."""
+    if isinstance(vectors, (str, bytes, dict)) or not hasattr(vectors, "__len__"):
+        raise FieldTypeError(f"vectors is a 2-D array, one query a row, got {brief(vectors)}")
+    try:
+        block = np.asarray(vectors)
+    except (ValueError, TypeError):
+        block = None
+    if block is None or block.ndim != 2 and not (block.ndim == 1 and block.size == 0) \
+            or block.dtype.kind not in "biuf":
+        raise FieldTypeError(f"vectors is a 2-D array of numbers, one query a row, "
+                             f"got {brief(vectors)}")
+    return block.reshape(0, 0) if block.ndim == 1 else block
 
 
 def _wire_values(out: dict) -> dict:

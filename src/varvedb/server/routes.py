@@ -345,7 +345,9 @@ def table(api, claim_write, transaction_named=None, branch_named=None) -> list:
         return 200, encode({"hits": session_call(go)})
 
     def one_search(s, name: str, req: Search) -> dict:
-        hits = answer(s, name, req)
+        return searched(req, answer(s, name, req))
+
+    def searched(req: Search, hits) -> dict:
         out = {"hits": hits}
         if req.explain:
             out["plan"] = hits.plan.to_dict() if hits.plan is not None else None
@@ -363,6 +365,10 @@ def table(api, claim_write, transaction_named=None, branch_named=None) -> list:
             return 200, encode({"results": session_call(
                 lambda s: [one_search(s, p["c"], r) for r in reqs])})
         req = Search.from_wire(body)
+        if req.vectors is not None:          # a batch of query vectors: results, in order
+            cap(req.limit * len(req.vectors), "a batch of searches")
+            return 200, encode({"results": session_call(
+                lambda s: [searched(req, hits) for hits in answer(s, p["c"], req)])})
         cap_limit(req.limit)
         return 200, encode(session_call(lambda s: one_search(s, p["c"], req)))
 

@@ -1,0 +1,190 @@
+"""DataFrames and Arrow tables, in and out: what `insert` / `upsert` take column-wise
+and what `Hits` and `SqlResult` give back.
+
+In: `frame_columns(data)` turns a pandas DataFrame, a pyarrow Table or RecordBatch,
+or a polars DataFrame into {column: numpy array or list}, the form
+`Collection.insert_arrays` checks and writes: a numeric, bool or timestamp column
+without nulls is its own array (no copy where the library holds it as one), a
+fixed-size-list or list column of numbers, or an object column of equal-length
+arrays, is one (n, dim) block (the vector field's; one copy at most), and anything
+else (text, json, a column with nulls) a list of Python values, checked as `insert`
+checks a row's. Nothing here knows the schema: the collection's checks name the
+column whose type is wrong.
+
+Out: `to_arrow` / `to_pandas` / `to_polars` over named columns of Python values
+(vectors as numpy arrays), one piece for search hits and SQL rows alike.
+
+None of pandas, pyarrow or polars is imported here until an argument's type says
+it is one of theirs (`type(x).__module__`), so `import varvedb` loads none of them.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import FieldTypeError
+
+INT64_RANGE = (-(1 << 63), (1 << 63) - 1)
+
+
+def frame_kind(data: Any) -> str | None:
+    """"pandas", "arrow" or "polars" when `data` is such a table, else None
+    (read from the type's module: nothing is imported to ask)."""
+    t = type(data)
+    module = t.__module__ or ""
+    if module.startswith("pandas") and t.__name__ == "DataFrame":
+        return "pandas"
+    if module.startswith("pyarrow") and t.__name__ in ("Table", "RecordBatch"):
+        return "arrow"
+    if module.startswith("polars") and t.__name__ == "DataFrame":
+        return "polars"
+    return None
+
+
+def frame_columns(data: Any) -> dict | None:
+    """{column name: array or list} of a DataFrame or Arrow table (None: not one)."""
+    kind = frame_kind(data)
+    if kind is None:
+        return None
+    if kind == "polars":
+        data = data.to_arrow()      # polars holds Arrow arrays: zero copy for numbers
+        kind = "arrow"
+    if kind == "arrow":
+        return {str(name): _arrow_column(str(name), data.column(i))
+                for i, name in enumerate(data.schema.names)}
+    _unique_names([str(c) for c in data.columns])
+    return {str(name): _pandas_column(str(name), data[name]) for name in data.columns}
+
+
+def _unique_names(names: list) -> None:
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise FieldTypeError(f"the table has columns named alike: {dup}")
+
+
+def _arrow_column(name: str, col):
+    import pyarrow as pa
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    t = col.type
+    n = len(col)
+    if pa.types.is_fixed_size_list(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
+        vt = t.value_type
+        if col.null_count == 0 and (pa.types.is_integer(vt) or pa.types.is_floating(vt)
+                                    or pa.types.is_boolean(vt)):
+            if pa.types.is_fixed_size_list(t):
+                dim = t.list_size
+            else:
+                offsets = np.asarray(col.offsets)
+                lengths = np.diff(offsets)
+                if n and (lengths != lengths[0]).any():
+                    raise FieldTypeError(f"column {name!r}: lists of different lengths "
+                                         f"({int(lengths.min())}..{int(lengths.max())})")
+                dim = int(lengths[0]) if n else 0
+            flat = col.flatten().to_numpy(zero_copy_only=False)
+            return flat.reshape(n, dim)
+        return col.to_pylist()
+    if col.null_count == 0 and (pa.types.is_integer(t) or pa.types.is_floating(t)
+                                or pa.types.is_boolean(t)):
+        return col.to_numpy(zero_copy_only=False)
+    if col.null_count == 0 and pa.types.is_timestamp(t):
+        if t.tz is not None:        # stored as UTC instants: the zone is only a label
+            col = col.cast(pa.timestamp(t.unit))
+        return col.to_numpy(zero_copy_only=False)
+    return col.to_pylist()
+
+
+def _pandas_column(name: str, s):
+    dtype = s.dtype
+    kind = getattr(dtype, "kind", "O")
+    if isinstance(dtype, np.dtype) and kind in "iufb":
+        return s.to_numpy()
+    if kind == "M":
+        if getattr(dtype, "tz", None) is not None:
+            s = s.dt.tz_convert("UTC").dt.tz_localize(None)
+        if not s.isna().any():
+            return s.to_numpy()
+    if kind == "O" and len(s):
+        vals = s.to_numpy()
+        first = vals[0]
+        if isinstance(first, (np.ndarray, list, tuple)) and not isinstance(first, str):
+            if any(v is None for v in vals):
+                return vals.tolist()
+            try:
+                return np.stack(vals)          # equal-length arrays: one (n, dim) block
+            except ValueError:
+                raise FieldTypeError(f"column {name!r}: vectors of different lengths") \
+                    from None
+    # nullable extension dtypes (Int64, string, ...), datetimes with NaT, objects
+    out = s.astype(object).where(s.notna(), None).tolist()
+    return out
+
+
+# ---- out: named columns of Python values -----------------------------------------
+
+def _vector_block(values: list):
+    """An (n, dim) array when every value is an equal-shaped 1-D array, else None."""
+    if values and all(isinstance(v, np.ndarray) and v.ndim == 1 for v in values) \
+            and len({v.shape for v in values}) == 1:
+        return np.stack(values)
+    return None
+
+
+def to_arrow(names: list, columns: list):
+    """A pyarrow Table of named columns (lists of Python values; vectors as numpy
+    arrays: a fixed-size-list column; an int past int64 a decimal, as
+    PostgreSQL's numeric)."""
+    import pyarrow as pa
+    data = {}
+    for name, values in zip(names, columns):
+        if isinstance(values, np.ndarray) and values.ndim == 1:
+            data[name] = pa.array(values)
+            continue
+        values = list(values)
+        block = _vector_block(values)
+        if block is not None:
+            data[name] = pa.FixedSizeListArray.from_arrays(
+                pa.array(block.reshape(-1)), block.shape[1])
+            continue
+        if values and any(isinstance(v, np.ndarray) for v in values):
+            values = [None if v is None else v.tolist() for v in values]
+        if any(type(v) is int and not INT64_RANGE[0] <= v <= INT64_RANGE[1] for v in values):
+            from decimal import Decimal
+            data[name] = pa.array([None if v is None else Decimal(v) for v in values],
+                                  pa.decimal128(38, 0))
+            continue
+        data[name] = pa.array(values)
+    return pa.table(data) if data else pa.table({})
+
+
+def to_pandas(names: list, columns: list):
+    """A pandas DataFrame of named columns (vectors stay numpy arrays, one a cell)."""
+    import pandas as pd
+    data = {}
+    for name, values in zip(names, columns):
+        if isinstance(values, np.ndarray) and values.ndim == 1:
+            data[name] = values
+        else:
+            col = np.empty(len(values), dtype=object)
+            col[:] = list(values)
+            data[name] = _typed(col)
+    return pd.DataFrame(data, columns=list(names))
+
+
+def _typed(col: np.ndarray) -> np.ndarray:
+    """An object column as numbers or bools where every value is one."""
+    vals = col.tolist()
+    if vals and all(type(v) is bool for v in vals):
+        return np.array(vals, bool)
+    if vals and all(type(v) is int and INT64_RANGE[0] <= v <= INT64_RANGE[1] for v in vals):
+        return np.array(vals, np.int64)
+    if vals and all(type(v) in (int, float) for v in vals):
+        return np.array(vals, np.float64)
+    return col
+
+
+def to_polars(names: list, columns: list):
+    """A polars DataFrame of named columns (through Arrow: vectors an Array column)."""
+    import polars as pl
+    return pl.from_arrow(to_arrow(names, columns))

@@ -1,0 +1,362 @@
+"""`varvedb import` / `varvedb export`: a collection from and to a file, through the
+public API only (Collection.insert of a table, insert_arrays, find).
+
+Formats, by the file's suffix:
+- .jsonl: one JSON object a line (a vector a list of numbers; read in chunks, each
+  inserted as a list of rows);
+- .csv: a header, then rows (needs pyarrow: its reader types the columns; a vector
+  in pgvector's text form "[1,2.5,3]", named with --vector);
+- .parquet: Arrow's columns (needs pyarrow; read a row group at a time, each inserted
+  as a table: a list or fixed-size-list column is the vector block);
+- .npy (import only): a 2-D array, the vectors of one field (--vector, default
+  "embedding"), ids assigned; read memory-mapped, inserted in chunks.
+
+A missing collection is created from the data's types: the first chunk's (Arrow's
+schema for csv/parquet, the values of the first rows for jsonl); an "id" column of
+strings makes text ids. Export writes id and every field (vectors too) in the
+schema's order, as of a version (`as_of`) and filtered (`where`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Iterator
+
+import numpy as np
+
+from .errors import FieldTypeError, OptionError, StorageError, VarveError
+
+CHUNK = 100_000          # rows a write (one commit each)
+IMPORTS = (".jsonl", ".csv", ".parquet", ".npy")
+EXPORTS = (".jsonl", ".csv", ".parquet")
+
+
+def import_file(db, name: str, path: str, vector: str | None = None, dim: int | None = None,
+                progress: bool | None = None) -> int:
+    """Insert the rows of `path` into collection `name` of `db` (created from the
+    data's types when missing); returns the rows inserted. A file that cannot be
+    read raises a VarveError (StorageError, FieldTypeError); the chunks before it
+    stay inserted, each its own commit."""
+    with _typed_errors(path):
+        return _import(db, name, path, vector, dim, progress)
+
+
+def _import(db, name, path, vector, dim, progress) -> int:
+    suffix = _suffix(path, IMPORTS, "import")
+    if dim is not None and vector is None:
+        raise OptionError("--dim goes with --vector (the vector column it sizes)")
+    chunks = {".jsonl": _jsonl_chunks, ".csv": _csv_chunks, ".parquet": _parquet_chunks,
+              ".npy": _npy_chunks}[suffix](path, vector, dim)
+    total = next(chunks)
+    bar = _bar(total, progress, f"import {os.path.basename(path)}")
+    coll = None
+    done = 0
+    try:
+        for chunk in chunks:
+            if coll is None:
+                coll = _collection(db, name, chunk, vector, dim)
+            n = _insert(coll, chunk)
+            done += n
+            bar.update(n)
+    finally:
+        bar.close()
+    if coll is None and name not in db.collections():
+        raise FieldTypeError(f"{path} holds no rows: nothing to make collection {name!r} of")
+    return done
+
+
+def export_file(db, name: str, path: str, as_of=None, where: str | None = None,
+                params: list | tuple = ()) -> int:
+    """Write collection `name`'s documents (as of a version, filtered) to `path`;
+    returns the rows written."""
+    with _typed_errors(path):
+        return _export(db, name, path, as_of, where, params)
+
+
+def _export(db, name, path, as_of, where, params) -> int:
+    suffix = _suffix(path, EXPORTS, "export")
+    coll = db.collection(name)
+    fields = list(coll.schema.fields)
+    hits = coll.find(where, params, as_of=as_of, select=fields)
+    kinds = {n: f.kind for n, f in coll.schema.fields.items()}
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+        pq.write_table(hits.to_arrow().drop(["score"]), path)
+    elif suffix == ".jsonl":
+        with open(path, "w", encoding="utf-8") as f:
+            for h in hits:
+                f.write(json.dumps({"id": h.id, **{n: _json_value(h.fields[n], kinds[n])
+                                                   for n in fields}},
+                                   ensure_ascii=False) + "\n")
+    else:
+        import csv
+        from .query.literals import vector_text
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["id", *fields])
+            for h in hits:
+                w.writerow([h.id, *(_csv_value(h.fields[n], kinds[n], vector_text)
+                                    for n in fields)])
+    return len(hits)
+
+
+# ---- reading: each reader yields its row count (or None), then chunks -------------
+
+def _jsonl_chunks(path: str, vector, dim) -> Iterator:
+    yield None
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise FieldTypeError(f"{path} line {i}: not JSON ({e.msg})") from None
+            if not isinstance(row, dict):
+                raise FieldTypeError(f"{path} line {i}: a JSON object a line, got "
+                                     f"{type(row).__name__}")
+            rows.append(row)
+            if len(rows) == CHUNK:
+                yield rows
+                rows = []
+    if rows:
+        yield rows
+
+
+def _csv_chunks(path: str, vector, dim) -> Iterator:
+    pa, pcsv = _pyarrow("csv")
+    opts = pcsv.ConvertOptions(column_types={vector: pa.string()} if vector else None,
+                               strings_can_be_null=False)
+    yield None
+    reader = pcsv.open_csv(path, convert_options=opts,
+                           read_options=pcsv.ReadOptions(block_size=64 << 20))
+    for batch in reader:
+        if vector is not None:
+            if vector not in batch.schema.names:
+                raise FieldTypeError(f"--vector {vector!r}: {path} has no such column "
+                                     f"(it has {batch.schema.names})")
+            batch = _vectors_from_text(pa, batch, vector, dim)
+        if batch.num_rows:
+            yield batch
+
+
+def _vectors_from_text(pa, batch, name: str, dim):
+    """A csv's vector column in pgvector's text form ("[1,2.5,3]") as a list column."""
+    texts = batch.column(name).to_pylist()
+    try:
+        flat = np.array(",".join(t.strip().strip("[]") for t in texts).split(","),
+                        np.float32) if texts else np.zeros(0, np.float32)
+    except ValueError:
+        raise FieldTypeError(f"column {name!r}: vectors are written [1,2.5,3]") from None
+    width = dim if dim is not None else (len(flat) // len(texts) if texts else 0)
+    if width == 0 or len(flat) != width * len(texts):
+        raise FieldTypeError(f"column {name!r}: vectors of different lengths, or not "
+                             f"{width} numbers each")
+    col = pa.FixedSizeListArray.from_arrays(pa.array(flat), width)
+    i = batch.schema.get_field_index(name)
+    return batch.set_column(i, name, col) if hasattr(batch, "set_column") else \
+        pa.RecordBatch.from_arrays([col if j == i else batch.column(j)
+                                    for j in range(batch.num_columns)],
+                                   names=batch.schema.names)
+
+
+def _parquet_chunks(path: str, vector, dim) -> Iterator:
+    _, pq = _pyarrow("parquet")
+    f = pq.ParquetFile(path)
+    yield f.metadata.num_rows
+    for batch in f.iter_batches(batch_size=CHUNK):
+        if vector is not None and vector not in batch.schema.names:
+            raise FieldTypeError(f"--vector {vector!r}: {path} has no such column "
+                                 f"(it has {batch.schema.names})")
+        yield batch
+
+
+def _npy_chunks(path: str, vector, dim) -> Iterator:
+    try:
+        a = np.load(path, mmap_mode="r", allow_pickle=False)
+    except ValueError as e:
+        raise FieldTypeError(f"{path}: not a .npy array ({e})") from None
+    if a.ndim != 2:
+        raise FieldTypeError(f"{path}: a .npy import is a 2-D array (one vector a row), "
+                             f"got shape {a.shape}")
+    if dim is not None and a.shape[1] != dim:
+        raise FieldTypeError(f"{path}: vectors of {a.shape[1]} numbers, --dim says {dim}")
+    yield a.shape[0]
+    for start in range(0, a.shape[0], CHUNK):
+        yield {vector or "embedding": np.ascontiguousarray(a[start:start + CHUNK])}
+
+
+# ---- the collection: made from the first chunk's types when missing ----------------
+
+def _collection(db, name: str, chunk, vector, dim):
+    if name in db.collections():
+        return db.collection(name)
+    schema = _schema_of(chunk, vector, dim)
+    return db.create_collection(name, schema)
+
+
+def _schema_of(chunk, vector, dim) -> dict:
+    if isinstance(chunk, dict):                      # .npy: one vector block
+        (col, block), = chunk.items()
+        return {col: f"vector({block.shape[1]})"}
+    if isinstance(chunk, list):                      # jsonl rows
+        names = list(dict.fromkeys(k for r in chunk for k in r))
+        out = {}
+        for n in names:
+            kind = _kind_of_values([r.get(n) for r in chunk if r.get(n) is not None])
+            if n == vector:
+                kind = f"vector({dim or _width(chunk, n)})"
+            if n == "id":
+                if kind == "text":
+                    out["id"] = "text"
+                continue
+            out[n] = kind
+        return out
+    out = {}
+    for field in chunk.schema:
+        kind = _arrow_kind(field.type)
+        if field.name == "id":
+            if kind == "text":
+                out["id"] = "text"
+            continue
+        if field.name == vector and dim is not None:
+            kind = f"vector({dim})"
+        out[field.name] = kind
+    return out
+
+
+def _width(rows: list, name: str) -> int:
+    for r in rows:
+        if isinstance(r.get(name), list):
+            return len(r[name])
+    raise FieldTypeError(f"--vector {name!r}: no row holds a list of numbers there")
+
+
+def _kind_of_values(values: list) -> str:
+    types = {type(v) for v in values}
+    if not types:
+        return "text"
+    if types == {bool}:
+        return "bool"
+    if types == {int}:
+        return "int"
+    if types <= {int, float}:
+        return "float"
+    if types == {str}:
+        return "text"
+    if types == {list} and all(v and all(type(x) in (int, float) for x in v)
+                               for v in values) and len({len(v) for v in values}) == 1:
+        return f"vector({len(values[0])})"
+    return "json"
+
+
+def _arrow_kind(t) -> str:
+    import pyarrow as pa
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_integer(t):
+        return "int"
+    if pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "float"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "text"
+    if pa.types.is_timestamp(t) or pa.types.is_date(t):
+        return "timestamp"
+    if pa.types.is_fixed_size_list(t) and (pa.types.is_floating(t.value_type)
+                                           or pa.types.is_integer(t.value_type)):
+        return f"vector({t.list_size})"
+    if pa.types.is_null(t):
+        return "text"
+    return "json"
+
+
+def _insert(coll, chunk) -> int:
+    if isinstance(chunk, dict):
+        (col, block), = chunk.items()
+        coll.insert_arrays(**{col: block})
+        return len(block)
+    if isinstance(chunk, list):
+        coll.insert(chunk)
+        return len(chunk)
+    if chunk.num_rows:
+        coll.insert(chunk)                   # a RecordBatch: column-wise (tabular.py)
+    return chunk.num_rows
+
+
+# ---- writing -------------------------------------------------------------------------
+
+def _json_value(v, kind: str):
+    if v is None:
+        return None
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if kind == "timestamp":
+        return v.isoformat()
+    return v
+
+
+def _csv_value(v, kind: str, vector_text) -> str:
+    if v is None:
+        return ""
+    if kind == "vector":
+        return vector_text(v)
+    if kind == "json":
+        return json.dumps(v, ensure_ascii=False)
+    if kind == "timestamp":
+        return v.isoformat()
+    if kind == "bool":
+        return "true" if v else "false"
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+# ---- helpers -------------------------------------------------------------------------
+
+class _typed_errors:
+    """A file's own errors as VarveErrors: the OS's (StorageError), text that is
+    not UTF-8 and Arrow's reading errors (FieldTypeError), each naming the file."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, e, tb):
+        if e is None or isinstance(e, VarveError):
+            return False
+        if isinstance(e, OSError):
+            raise StorageError(f"{self.path}: {e.strerror or e}", e) from None
+        if isinstance(e, UnicodeDecodeError):
+            raise FieldTypeError(f"{self.path}: not UTF-8 text ({e.reason})") from None
+        if (type(e).__module__ or "").startswith("pyarrow"):
+            raise FieldTypeError(f"{self.path}: {e}") from None
+        return False
+
+
+def _suffix(path: str, allowed: tuple, verb: str) -> str:
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in allowed:
+        raise OptionError(f"{verb} reads {', '.join(allowed)} files (by suffix); "
+                          f"got {os.path.basename(path)!r}" if verb == "import" else
+                          f"{verb} writes {', '.join(allowed)} files (by suffix); "
+                          f"got {os.path.basename(path)!r}")
+    return suffix
+
+
+def _pyarrow(part: str):
+    try:
+        import pyarrow as pa
+        import importlib
+        return pa, importlib.import_module(f"pyarrow.{part}")
+    except ImportError:
+        raise OptionError(f"a .{part} file needs pyarrow (pip install pyarrow)") from None
+
+
+def _bar(total, progress, what: str):
+    from tqdm import tqdm
+    if progress is None:
+        progress = sys.stderr.isatty()
+    return tqdm(total=total, disable=not progress, unit="rows", unit_scale=True, desc=what,
+                file=sys.stderr)

@@ -1,0 +1,142 @@
+"""`varvedb import` / `varvedb export` (issue 31, item 5), and the CLI's errors, run
+as real processes: import -> export equals the input for each format; a missing
+collection is made from the data's types; --as-of and --where; a VarveError is
+one `Error: ...` line and exit status 1, never a traceback; a verb that reads
+never makes a file."""
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import varvedb as vv
+from conftest import child_env
+
+N = 40
+
+
+def varvedb(*args, ok=True):
+    r = subprocess.run([sys.executable, "-m", "varvedb", *map(str, args)],
+                       capture_output=True, text=True, env=child_env(), timeout=600)
+    if ok:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+def _data():
+    rng = np.random.default_rng(3)
+    # quarters: exact in float32, so the vectors read back as written
+    vecs = (rng.integers(-8, 8, (N, 4)) / 4).astype(np.float32)
+    rows = [{"id": i, "title": f"doc {i}", "n": i * 3, "x": i / 8, "ok": bool(i % 2),
+             "emb": vecs[i].tolist()} for i in range(N)]
+    return rows, vecs
+
+
+def _table(rows, vecs):
+    cols = {k: [r[k] for r in rows] for k in rows[0] if k != "emb"}
+    return pa.table({**cols, "emb": pa.FixedSizeListArray.from_arrays(
+        pa.array(vecs.reshape(-1)), 4)})
+
+
+def _write(path, rows, vecs):
+    if path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif path.suffix == ".parquet":
+        pq.write_table(_table(rows, vecs), path)
+    else:
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(list(rows[0]))
+            for r in rows:
+                w.writerow([r["id"], r["title"], r["n"], repr(r["x"]),
+                            "true" if r["ok"] else "false",
+                            "[" + ",".join(f"{v:g}" for v in r["emb"]) + "]"])
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
+def test_import_then_export_equals_the_input(tmp_path, suffix):
+    rows, vecs = _data()
+    src, out, db = tmp_path / f"in{suffix}", tmp_path / f"out{suffix}", tmp_path / "t.varve"
+    _write(src, rows, vecs)
+    extra = ["--vector", "emb"] if suffix == ".csv" else []
+    r = varvedb("import", db, "docs", src, *extra)
+    assert f"imported {N} rows" in r.stdout
+    varvedb("export", db, "docs", out)
+    if suffix == ".parquet":
+        assert pq.read_table(out).equals(pq.read_table(src))
+    else:
+        assert out.read_text() == src.read_text()
+    with vv.connect(db, readonly=True) as d:
+        docs = d.collection("docs")
+        assert {n: f.kind for n, f in docs.schema.fields.items()} == {
+            "title": "text", "n": "int", "x": "float", "ok": "bool", "emb": "vector"}
+        assert docs.search(vecs[5], limit=1, exact=True).ids[0] in \
+            [i for i in range(N) if np.array_equal(vecs[i], vecs[5])]
+
+
+def test_npy_import_makes_a_vector_collection(tmp_path):
+    _, vecs = _data()
+    np.save(tmp_path / "v.npy", vecs)
+    db = tmp_path / "t.varve"
+    varvedb("import", db, "vecs", tmp_path / "v.npy", "--vector", "v", "--dim", "4")
+    varvedb("import", db, "vecs", tmp_path / "v.npy", "--vector", "v")   # appends
+    varvedb("export", db, "vecs", tmp_path / "out.parquet")
+    got = pq.read_table(tmp_path / "out.parquet")
+    assert got.column("id").to_pylist() == list(range(1, 2 * N + 1))     # assigned
+    np.testing.assert_array_equal(np.stack(got.column("v").to_numpy(zero_copy_only=False)),
+                                  np.concatenate([vecs, vecs]))
+    r = varvedb("import", db, "vecs", tmp_path / "v.npy", "--vector", "v", "--dim", "5",
+                ok=False)
+    assert r.returncode == 1 and r.stderr.startswith("Error: ") and "Traceback" not in r.stderr
+
+
+def test_export_as_of_and_where_and_text_ids(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": f"k{i}", "n": i, "meta": {"a": i}}) + "\n"
+                           for i in range(6)))
+    db = tmp_path / "t.varve"
+    varvedb("import", db, "kv", src)
+    with vv.connect(db) as d:
+        kv = d.collection("kv")
+        assert kv.schema.id_kind == "text" and kv.schema.fields["meta"].kind == "json"
+        v = d.version
+        kv.delete(ids=["k0", "k1"])
+    varvedb("export", db, "kv", tmp_path / "now.jsonl", "--where", "n >= 3")
+    assert [json.loads(x)["id"] for x in (tmp_path / "now.jsonl").read_text().splitlines()] \
+        == ["k3", "k4", "k5"]
+    varvedb("export", db, "kv", tmp_path / "then.jsonl", "--as-of", v)
+    assert (tmp_path / "then.jsonl").read_text() == src.read_text()
+
+
+def test_cli_errors_are_one_line_and_exit_1(tmp_path):
+    (tmp_path / "notadb.txt").write_text("hello\n")
+    good = tmp_path / "good.varve"
+    with vv.connect(good) as d:
+        d.create_collection("c", {"v": "vector(2)"}).insert({"v": [1, 2]})
+    (tmp_path / "trunc.varve").write_bytes(good.read_bytes()[:3000])
+    (tmp_path / "bad.jsonl").write_text('{"id": 1, "v": [1, 2]}\n{"id": 2, "v": "x"}\n')
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really")
+    (tmp_path / "bad.csv").write_bytes(b"id,v\n1,\xff\xfe\n")
+    cases = [("info", tmp_path / "notadb.txt"), ("verify", tmp_path / "trunc.varve"),
+             ("sql", tmp_path / "missing.varve", "SELECT 1"),
+             ("export", good, "nosuch", tmp_path / "o.jsonl"),
+             ("export", good, "c", tmp_path / "o.txt"),
+             ("import", good, "c", tmp_path / "bad.jsonl"),
+             ("import", good, "c", tmp_path / "bad.parquet"),
+             ("import", good, "c", tmp_path / "bad.csv"),
+             ("export", good, "c", tmp_path / "no" / "such" / "dir.jsonl")]
+    for args in cases:
+        r = varvedb(*args, ok=False)
+        assert r.returncode == 1, (args, r.stdout, r.stderr)
+        assert r.stderr.startswith("Error: ") and "Traceback" not in r.stderr, (args, r.stderr)
+    assert not (tmp_path / "missing.varve").exists()
+    with vv.connect(good, readonly=True) as d:       # the failed import wrote nothing
+        assert d.collection("c").count() == 1
+    r = varvedb("sql", "--create", tmp_path / "new.varve", "SELECT 1")
+    assert (tmp_path / "new.varve").exists() and "1 row" in r.stdout

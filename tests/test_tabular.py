@@ -1,0 +1,156 @@
+"""Tables in and out (issue 31): insert / upsert of a pandas DataFrame, a pyarrow
+Table or RecordBatch, a polars DataFrame; Hits' and SqlResult's to_arrow /
+to_pandas / to_polars. Each against the same rows written as dicts (the oracle).
+The cases that take `db` run through vv.Client too (tests/test_client.py)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import polars as pl
+import pytest
+
+import varvedb as vv
+
+
+def _rows(n=5, dim=3):
+    rng = np.random.default_rng(7)
+    vecs = rng.standard_normal((n, dim)).astype(np.float32)
+    return [{"id": i, "tag": f"t{i % 2}", "n": i * 10, "x": i / 4, "ok": bool(i % 2),
+             "emb": vecs[i]} for i in range(n)], vecs
+
+
+SCHEMA = {"tag": "text", "n": "int", "x": "float", "ok": "bool", "emb": "vector(3)"}
+
+
+def _frames(rows, vecs):
+    cols = {k: [r[k] for r in rows] for k in rows[0] if k != "emb"}
+    pdf = pd.DataFrame({**cols, "emb": list(vecs)})
+    arrow = pa.table({**cols, "emb": pa.FixedSizeListArray.from_arrays(
+        pa.array(vecs.reshape(-1)), 3)})
+    listed = pa.table({**cols, "emb": pa.array(vecs.tolist(), pa.list_(pa.float32()))})
+    batch = arrow.to_batches()[0]
+    pldf = pl.DataFrame({**cols, "emb": vecs}, schema_overrides={"emb": pl.Array(pl.Float32, 3)})
+    return {"pandas": pdf, "arrow": arrow, "arrow-list": listed, "batch": batch,
+            "polars": pldf}
+
+
+def _same(a: dict, b: dict):
+    assert a.keys() == b.keys()
+    for k in a:
+        if isinstance(a[k], np.ndarray):
+            np.testing.assert_array_equal(a[k], b[k])
+        else:
+            assert a[k] == b[k], k
+
+
+@pytest.mark.parametrize("kind", ["pandas", "arrow", "arrow-list", "batch", "polars"])
+def test_insert_table_equals_dicts(db, kind):
+    rows, vecs = _rows()
+    want = db.create_collection("want", SCHEMA)
+    got = db.create_collection("got", SCHEMA)
+    assert want.insert(rows) == got.insert(_frames(rows, vecs)[kind]) == list(range(5))
+    for i in range(5):
+        _same(got.get(i), want.get(i))
+    assert got.search(vecs[2], limit=1).ids == [2]
+
+
+@pytest.mark.parametrize("kind", ["pandas", "arrow", "polars"])
+def test_upsert_table_merges_and_replace_replaces(db, kind):
+    rows, vecs = _rows()
+    c = db.create_collection("c", SCHEMA)
+    c.insert(rows)
+    change = {"pandas": pd.DataFrame({"id": [1, 7], "n": [111, 777]}),
+              "arrow": pa.table({"id": [1, 7], "n": [111, 777]}),
+              "polars": pl.DataFrame({"id": [1, 7], "n": [111, 777]})}[kind]
+    assert c.upsert(change) == [1, 7]
+    one = c.get(1)
+    assert one["n"] == 111 and one["tag"] == "t1"          # merged: tag kept
+    np.testing.assert_array_equal(one["emb"], vecs[1])
+    assert c.get(7)["n"] == 777 and c.get(7)["tag"] is None
+    c.upsert(change, merge=False)
+    assert c.get(1)["tag"] is None and c.get(1)["emb"] is None
+
+
+def test_text_ids_and_nulls_from_a_table(tmp_path):
+    with vv.connect(tmp_path / "a.varve") as db:
+        c = db.create_collection("c", {"id": "text", "n": "int", "s": "text"})
+        df = pd.DataFrame({"id": ["a", "b"], "n": pd.array([1, None], "Int64"),
+                           "s": ["x", None]})
+        assert c.insert(df) == ["a", "b"]
+        assert c.get("b") == {"id": "b", "n": None, "s": None}
+        c.insert(pa.table({"id": ["c"], "n": pa.array([None], pa.int64()), "s": ["z"]}))
+        assert c.get("c")["n"] is None and c.get("c")["s"] == "z"
+
+
+@pytest.mark.parametrize("kind", ["pandas", "arrow", "polars"])
+def test_wrong_column_type_names_it_and_writes_nothing(db, kind):
+    c = db.create_collection("c", SCHEMA)
+    bad = {"n": ["one", "two"], "x": [1.0, 2.0]}
+    table = {"pandas": pd.DataFrame(bad), "arrow": pa.table(bad),
+             "polars": pl.DataFrame(bad)}[kind]
+    with pytest.raises(vv.FieldTypeError, match="'n'"):
+        c.insert(table)
+    with pytest.raises(vv.FieldTypeError, match="'n'"):
+        c.upsert(table)
+    short = {"emb": [[1.0, 2.0], [3.0, 4.0]]}
+    table = {"pandas": pd.DataFrame({"emb": [np.ones(2), np.ones(2)]}),
+             "arrow": pa.table(short), "polars": pl.DataFrame(short)}[kind]
+    with pytest.raises(vv.DimensionError, match="'emb'"):
+        c.insert(table)
+    with pytest.raises(vv.UnknownFieldError, match="'nope'"):
+        c.insert(pd.DataFrame({"nope": [1]}) if kind == "pandas" else
+                 pa.table({"nope": [1]}) if kind == "arrow" else pl.DataFrame({"nope": [1]}))
+    assert c.count() == 0
+
+
+def test_hits_to_tables(db):
+    rows, vecs = _rows()
+    c = db.create_collection("c", SCHEMA)
+    c.insert(rows)
+    hits = c.search(vecs[0], limit=3, select=["tag", "n", "emb"])
+    want = hits.to_dicts()
+    frame = hits.to_pandas()
+    assert list(frame.columns) == ["id", "score", "tag", "n", "emb"]
+    assert frame["id"].tolist() == hits.ids and frame["n"].dtype == np.int64
+    np.testing.assert_array_equal(frame["score"].to_numpy(), hits.scores)
+    table = hits.to_arrow()
+    assert table.column_names == ["id", "score", "tag", "n", "emb"]
+    assert pa.types.is_fixed_size_list(table.schema.field("emb").type)
+    assert table.column("tag").to_pylist() == [h["tag"] for h in want]
+    np.testing.assert_array_equal(np.stack(table.column("emb").to_numpy(
+        zero_copy_only=False)), np.stack([h["emb"] for h in want]))
+    plf = hits.to_polars()
+    assert plf["id"].to_list() == hits.ids and plf["n"].to_list() == [h["n"] for h in want]
+    # built Hit objects (after iteration) give the same tables
+    list(hits)
+    assert hits.to_arrow().equals(table)
+    empty = c.search(vecs[0], limit=3, where="n < 0")
+    assert empty.to_pandas().shape[0] == 0 and empty.to_arrow().num_rows == 0
+    # round trip: the table of a find inserts into a new collection as the rows
+    copy = db.create_collection("copy", SCHEMA)
+    copy.insert(c.find(select=list(SCHEMA)).to_arrow().drop(["score"]))
+    for i in range(5):
+        _same(copy.get(i), c.get(i))
+
+
+def test_sql_result_to_polars(tmp_path):
+    with vv.connect(tmp_path / "a.varve") as db:
+        db.sql("CREATE TABLE t (id int PRIMARY KEY, v vector(2), s text)")
+        db.sql("INSERT INTO t VALUES (1, '[1,2]', 'a'), (2, '[3,4]', NULL)")
+        r = db.sql("SELECT id, v, s FROM t ORDER BY id")
+        df = r.to_polars()
+        assert df["id"].to_list() == [1, 2] and df["s"].to_list() == ["a", None]
+        assert df["v"].to_list() == [[1.0, 2.0], [3.0, 4.0]]
+
+
+def test_import_varvedb_loads_no_frame_library():
+    code = ("import sys, varvedb as vv; db = vv.connect(':memory:') if False else None; "
+            "import varvedb.collection, varvedb.results; "
+            "print(sorted(m for m in ('pandas', 'pyarrow', 'polars') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
