@@ -12,6 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
+import numba
 import numpy as np
 from numba import types
 
@@ -80,13 +81,17 @@ START = ("import varvedb as vv\n"
          "print(len(ahead._procs))\n")
 
 
-def test_nothing_starts_when_told_not_to_or_when_the_cache_holds_the_marks(tmp_path):
+def test_nothing_starts_when_told_not_to_or_when_the_cache_holds_the_marks(tmp_path,
+                                                                          monkeypatch):
     env = {**ENV, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
     assert _spawned(START, {**env, compile_lock.ENV: "0"}).split() == ["0"]
     assert _spawned(START, {**env, compile_lock.ENV: "worker"}).split() == ["0"]
-    # the share's mark (an earlier compile ahead finished it): nothing to start
-    mark = _spawned("from varvedb.kernels import ahead\nprint(ahead.share_mark('f32 scan'))",
-                    env).strip()
+    # the share's mark (an earlier compile ahead finished it): nothing to start.
+    # Its name in that cache, found here (what NUMBA_CACHE_DIR sets in a child)
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path / "cache"))
+    mark = ahead.share_mark("f32 scan")
+    monkeypatch.undo()
+    assert str(mark).startswith(str(tmp_path / "cache"))
     Path(mark).parent.mkdir(parents=True, exist_ok=True)
     Path(mark).touch()
     assert _spawned(START, env).split() == ["0"]

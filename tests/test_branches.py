@@ -451,11 +451,16 @@ def test_cli_mirrors_the_branch_verbs(tmp_path):
     with vv.connect(path) as db:
         db.create_collection("docs", {"tag": "int"}).insert([{"id": 1, "tag": 1}])
 
+    # in this process, as test_history_ops runs the CLI's verbs (a spawned
+    # `python -m varvedb` apiece cost a fresh interpreter's imports, ~1.5 s each;
+    # tests/test_cli_and_docs.py runs the entry point itself)
+    from click.testing import CliRunner
+    from varvedb.cli import main
+
     def cli(*args, ok=True):
-        r = subprocess.run([sys.executable, "-m", "varvedb", *args], capture_output=True,
-                           text=True)
-        assert (r.returncode == 0) == ok, r.stderr
-        return r.stdout + r.stderr
+        r = CliRunner().invoke(main, list(args))
+        assert (r.exit_code == 0) == ok, r.output
+        return r.output
     assert "forked from main at version 2" in cli("branch", path, "exp")
     with vv.connect(path, branch="exp") as db:
         db["docs"].update({"tag": 5}, where="id = 1")

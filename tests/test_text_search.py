@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import random
 import re
-import subprocess
 import unicodedata
 
 import numpy as np
@@ -17,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import varvedb as vv
-from conftest import PYTHON, child_env, file_digest
+from conftest import file_digest
 from varvedb import embed as vv_embed
 from varvedb.errors import QuerySyntaxError
 
@@ -463,11 +462,13 @@ def test_varvedb_search_command(db_path):
     db, col = text_db(db_path)
     col.insert([{"id": 1, "body": "apple pie", "tag": 1}, {"id": 2, "body": "apple", "tag": 2}])
     db.close()
-    out = subprocess.run([PYTHON, "-m", "varvedb", "search", db_path, "docs", "--text", "apple",
-                          "--where", "tag = 2"], capture_output=True, text=True,
-                         env=child_env(), timeout=1800)
-    assert out.returncode == 0, out.stderr
+    # the CLI in this process (a spawned python apiece cost its imports; the entry
+    # point itself is tests/test_cli_and_docs.py's)
+    from click.testing import CliRunner
+    from varvedb.cli import main
+    out = CliRunner().invoke(main, ["search", db_path, "docs", "--text", "apple",
+                                    "--where", "tag = 2"])
+    assert out.exit_code == 0, out.output
     assert out.stdout.split()[1] == "2" and len(out.stdout.splitlines()) == 1
-    bad = subprocess.run([PYTHON, "-m", "varvedb", "search", db_path, "docs", "--text", '"x'],
-                         capture_output=True, text=True, env=child_env(), timeout=1800)
-    assert bad.returncode == 1 and "quote" in bad.stderr.lower()
+    bad = CliRunner().invoke(main, ["search", db_path, "docs", "--text", '"x'])
+    assert bad.exit_code == 1 and "quote" in bad.stderr.lower()

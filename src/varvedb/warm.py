@@ -103,7 +103,8 @@ def text_share(folder: str) -> None:
 
 def vector_share(dtype: str, index) -> Callable[[str], None]:
     """A vector field of `dtype` under `index` (None: scanned): insert, searches in
-    each metric the dtype takes, a filter, an update, a checkpoint and a reopen.
+    each metric the dtype takes, a filter, an update, near-ties settled exactly, a
+    checkpoint and a reopen.
 
     Under an index the collection holds GRAPH_ROWS rows, above the planner's
     EXACT_ROWS, so that its searches reach what real use of an index reaches
@@ -147,6 +148,13 @@ def vector_share(dtype: str, index) -> Callable[[str], None]:
             docs.delete(where="tag = 9")
             docs.update({"tag": 11}, where="tag = 8")
             docs.search(vector=q, limit=10)
+            # more rows tied with the k-th best than the scan keeps spare (copies of
+            # one vector): the exact search settles them in rank_near, as a user's
+            # duplicates do
+            dup = _vectors(np.random.default_rng(3), dtype, 1, dim)
+            docs.insert_arrays(id=np.arange(2 * 10**6, 2 * 10**6 + 24), tag=np.zeros(24, int),
+                               v=np.repeat(dup, 24, axis=0))
+            docs.search(vector=dup[0], limit=10, exact=True)
             db.sql("SELECT id FROM docs WHERE tag < 5 ORDER BY id LIMIT 5")
             db.checkpoint()
         with vv.connect(path) as db:
