@@ -310,9 +310,9 @@ def _steer_transaction(srv, case, draw, opened: list) -> None:
 # ---- the server ------------------------------------------------------------------
 
 def _request(srv, method: str, path: str, body=None, token: str | None = TOKEN,
-             content_type: str = "application/json"):
+             content_type: str = "application/json", headers: dict | None = None):
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=1800)
-    headers = {"Content-Type": content_type}
+    headers = {"Content-Type": content_type, **(headers or {})}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
     data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
@@ -415,6 +415,18 @@ def test_operation_answers_as_documented(server, api_schema, method, path):
     assert positive > 0, "no example ran"
     assert any(200 <= s < 300 for s in statuses), \
         f"no example reached the verb: statuses {sorted(set(statuses))}"
+
+
+@pytest.mark.parametrize("given", ["", "soon", "-1", "1" * 20])
+def test_a_malformed_min_version_is_refused_without_workers_too(server, given):
+    """One process answers every read at the newest version, but a header the
+    document rules out is a 400 there as under read workers (schemathesis sent '')."""
+    before = _request(server, "POST", "/sql", {"sql": "SELECT count(*) FROM docs"})
+    status, _, body = _request(server, "POST", "/sql", {"sql": "SELECT count(*) FROM docs"},
+                               headers={"X-Varve-Min-Version": given})
+    assert status == 400 and json.loads(body)["error"]["type"] == "RequestError"
+    assert _request(server, "POST", "/sql", {"sql": "SELECT count(*) FROM docs"},
+                    headers={"X-Varve-Min-Version": "1"})[2] == before[2]
 
 
 # ---- the token on every route ------------------------------------------------------

@@ -253,7 +253,9 @@ class Api:
                     return self._answer(template, request, code, payload, t0)
                 job = Job(request.headers.get(HEADER) if transactional else None,
                           request.headers.get(BRANCH_HEADER))
-                wanted = None if follower is None else min_version(request)
+                wanted = min_version(request)   # refused when malformed, workers or not
+                if follower is None:
+                    wanted = None                # one process: every answer is the newest
                 fut = asyncio.get_running_loop().run_in_executor(loop_pool, _run_job, job, work,
                                                                  parts, self.metrics, follower,
                                                                  wanted)
