@@ -246,8 +246,11 @@ def _f32_walked_as_itself(sig) -> bool:
     return arena.dtype == walk.dtype == numba.float32
 
 
-def _strategy(plan: dict) -> str:
-    """The strategy of the vector top-k in a plan as data."""
+def _strategy(plan) -> str:
+    """The strategy of the vector top-k in a plan: as JSON from the server, or as
+    the PlanNode the client builds from it."""
+    if not isinstance(plan, dict):
+        plan = plan.to_dict()
     while "strategy" not in plan:
         plan = plan["input"]
     return plan["strategy"]
