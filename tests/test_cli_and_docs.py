@@ -1,5 +1,8 @@
 """The README's examples (and those of docs/langchain.md and docs/llama_index.md) run
 as written, and the CLI's verbs work on a real file."""
+import ast
+import asyncio
+import inspect
 import os
 import re
 import subprocess
@@ -19,8 +22,19 @@ def test_readme_python_example_runs(tmp_path, monkeypatch):
     assert blocks, "README has no python example"
     monkeypatch.chdir(tmp_path)
     for code in blocks:
-        exec(compile(code, "README.md", "exec"), {})
+        _run_example(code, "README.md")
     assert (tmp_path / "notes.varve").exists()
+    assert (tmp_path / "async-notes.varve").exists()
+
+
+def _run_example(code: str, where: str) -> None:
+    """An example as a reader runs it: a block with top-level await (the asyncio
+    examples, as in an asyncio REPL) on an event loop of its own."""
+    compiled = compile(code, where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    if compiled.co_flags & inspect.CO_COROUTINE:
+        asyncio.run(eval(compiled, {}))
+    else:
+        exec(compiled, {})
 
 
 @pytest.mark.parametrize("doc, made", [("langchain.md", "lc-notes.varve"),
@@ -31,7 +45,7 @@ def test_integration_docs_examples_run(tmp_path, monkeypatch, doc, made):
     assert blocks, f"docs/{doc} has no python example"
     monkeypatch.chdir(tmp_path)
     for code in blocks:
-        exec(compile(code, f"docs/{doc}", "exec"), {})
+        _run_example(code, f"docs/{doc}")
     assert (tmp_path / made).exists()
 
 

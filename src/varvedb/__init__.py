@@ -40,6 +40,8 @@ _EXPORTS = {
     **{name: ".errors" for name in _ERRORS},
     "Client": ".client", "AsyncClient": ".client", "RemoteCollection": ".client",
     "AsyncRemoteCollection": ".client",
+    "connect_async": ".async_database", "AsyncDatabase": ".async_database",
+    "AsyncCollection": ".async_database",
 }
 _MODULES = ("embed",)       # submodules named as attributes: vv.embed.register(...)
 
@@ -48,6 +50,7 @@ __all__ = [n for n in _EXPORTS if n not in ("RemoteCollection", "AsyncRemoteColl
 
 if TYPE_CHECKING:           # what type checkers and IDEs see; nothing of it runs
     from . import embed
+    from .async_database import AsyncCollection, AsyncDatabase, connect_async
     from .client import AsyncClient, AsyncRemoteCollection, Client, RemoteCollection
     from .collection import Collection
     from .database import Database, connect
