@@ -12,6 +12,7 @@ import itertools
 import subprocess
 import zlib
 
+import numpy as np
 import pytest
 from llama_index.core import Document, StorageContext, VectorStoreIndex
 from llama_index.core.embeddings import BaseEmbedding
@@ -24,7 +25,7 @@ import varvedb as vv
 from conftest import PYTHON, child_env
 from server_proc import ServerProcess
 from varvedb.integrations import MAX_FILTER_DEPTH
-from varvedb.integrations.llama_index import VarveVectorStore, filters_where
+from varvedb.integrations.llama_index import VarveEmbedding, VarveVectorStore, filters_where
 
 TOKEN = "li-token"
 _names = itertools.count()
@@ -268,6 +269,21 @@ def test_vector_store_index_over_the_store(store):
     index.delete_ref_doc("cake")
     got = index.as_retriever(similarity_top_k=3).retrieve("lemon cake recipe")
     assert sorted(n.node.ref_doc_id for n in got) == ["cats", "stocks"]
+
+
+def test_varve_embedding_is_the_packaged_model_as_llama_indexs_embed_model():
+    emb = VarveEmbedding()
+    model = vv.embed.resolve("onnx")
+    texts = ["the cat sat on the mat", "stock markets fell", "lemon cake"]
+    want = vv.embed.embed_batched(model, texts, progress=False)
+    got = np.asarray(emb.get_text_embedding_batch(texts))       # LlamaIndex's own batching
+    assert got.shape == (3, model.dim) and np.allclose(got, want, atol=1e-6)
+    assert np.allclose(emb.get_query_embedding(texts[2]), want[2], atol=1e-6)
+    assert np.allclose(asyncio.run(emb.aget_query_embedding(texts[0])), want[0], atol=1e-6)
+    assert np.allclose(asyncio.run(emb.aget_text_embedding_batch(texts)), want, atol=1e-6)
+    assert emb.get_text_embedding_batch([]) == []
+    with pytest.raises(vv.EmbedderError):
+        VarveEmbedding("no-such-embedder")
 
 
 def test_a_path_store_and_an_existing_collection(tmp_path):

@@ -185,6 +185,16 @@ def renumber(where: str, shift: int) -> str:
 
 # ---- relevance: a distance as a score in [0, 1], higher is closer ---------------
 
+def embed_texts(embedder, texts) -> list[list[float]]:
+    """`texts` embedded by a varvedb embedder as the frameworks want them: lists
+    of floats, one per text (none for none), in one length-sorted batched call."""
+    from ..embed import embed_batched
+    texts = list(texts)
+    if not texts:
+        return []
+    return embed_batched(embedder, texts, progress=False).tolist()
+
+
 def relevance_fn(metric: str):
     """varvedb's distance for `metric` (pgvector's operators) -> [0, 1].
 

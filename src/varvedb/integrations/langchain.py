@@ -37,7 +37,7 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from ..errors import OptionError
 from ..schema import brief
 from . import (METADATA, TEXT, VECTOR, and_where, check_store_schema, dict_where,
-               open_or_create, relevance_fn, renumber, store_schema)
+               embed_texts, open_or_create, relevance_fn, renumber, store_schema)
 
 MODES = ("vector", "hybrid", "text")
 
@@ -53,11 +53,7 @@ class VarveEmbeddings(Embeddings):
         self._embedder = resolve(spec)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        from ..embed import embed_batched
-        texts = list(texts)
-        if not texts:
-            return []
-        return embed_batched(self._embedder, texts, progress=False).tolist()
+        return embed_texts(self._embedder, texts)
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]

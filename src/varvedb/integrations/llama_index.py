@@ -1,10 +1,10 @@
 """LlamaIndex's `BasePydanticVectorStore` over a varvedb collection (extra:
 `varvedb[llamaindex]`).
 
-    from varvedb.integrations.llama_index import VarveVectorStore
+    from varvedb.integrations.llama_index import VarveEmbedding, VarveVectorStore
     store = VarveVectorStore(path="rag.varve")            # or db=vv.Client(url)
     index = VectorStoreIndex.from_documents(docs, storage_context=
-        StorageContext.from_defaults(vector_store=store), embed_model=...)
+        StorageContext.from_defaults(vector_store=store), embed_model=VarveEmbedding())
 
 The collection (default "llama_index") has string ids (the node ids) and the
 fields `text` (the node's content; `fts=True` gives it a BM25 index, for the
@@ -33,7 +33,8 @@ import asyncio
 from typing import Any, List, Optional, Sequence
 
 import numpy as np
-from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import (BaseNode, ImageNode, IndexNode, MetadataMode, Node,
                                      TextNode)
 from llama_index.core.vector_stores.types import (BasePydanticVectorStore, FilterCondition,
@@ -45,7 +46,8 @@ from llama_index.core.vector_stores.types import (BasePydanticVectorStore, Filte
 from ..errors import FilterError, OptionError, SchemaError
 from ..schema import brief
 from . import (METADATA, TEXT, VECTOR, MetaWhere, and_where, check_descent, check_store_schema,
-               join, negate, open_or_create, relevance_fn, store_schema, within_bound)
+               embed_texts, join, negate, open_or_create, relevance_fn, store_schema,
+               within_bound)
 
 REF, NODE = "ref_doc_id", "node"
 _NODE_CLASSES = {c.class_name(): c for c in (TextNode, ImageNode, IndexNode, Node)}
@@ -95,6 +97,42 @@ def _filter(w: MetaWhere, f: MetadataFilter) -> str:
     raise FilterError(f"filter operator {op.value!r} has no varvedb form; supported: "
                       "==, !=, <, <=, >, >=, in, nin, text_match, "
                       "text_match_insensitive, is_empty")
+
+
+class VarveEmbedding(BaseEmbedding):
+    """A varvedb embedder as LlamaIndex's `embed_model`: "onnx" (the default, the
+    all-MiniLM-L6-v2 model the `embed` extra ships; nothing downloaded), or any
+    spec `vv.embed.resolve` takes. Rows come back L2-normalized; a batch is
+    embedded in one call (length-sorted, as the writers embed)."""
+    spec: str = Field(default="onnx", description="a vv.embed.resolve spec")
+    _embedder: Any = PrivateAttr()
+
+    def __init__(self, spec: str = "onnx", **kwargs: Any):
+        from ..embed import resolve
+        embedder = resolve(spec)
+        kwargs.setdefault("model_name", embedder.name)
+        kwargs.setdefault("embed_batch_size", 64)
+        super().__init__(spec=spec, **kwargs)
+        self._embedder = embedder
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "VarveEmbedding"
+
+    def _get_text_embeddings(self, texts: List[str]) -> List[List[float]]:
+        return embed_texts(self._embedder, texts)
+
+    def _get_text_embedding(self, text: str) -> List[float]:
+        return self._get_text_embeddings([text])[0]
+
+    def _get_query_embedding(self, query: str) -> List[float]:
+        return self._get_text_embedding(query)
+
+    async def _aget_query_embedding(self, query: str) -> List[float]:
+        return await asyncio.to_thread(self._get_text_embedding, query)
+
+    async def _aget_text_embeddings(self, texts: List[str]) -> List[List[float]]:
+        return await asyncio.to_thread(self._get_text_embeddings, texts)
 
 
 class VarveVectorStore(BasePydanticVectorStore):
