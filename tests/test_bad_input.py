@@ -188,6 +188,17 @@ def test_values_at_the_edges_of_what_the_file_stores_are_accepted(loaded):
     d2.close()
 
 
+def test_an_id_of_the_other_kind_is_told_the_schema_that_takes_it(loaded, db_path):
+    d, docs, _ = loaded
+    assert_rejected(loaded, lambda: docs.insert({"id": "doc-1", "tag": 1}),
+                    vv.FieldTypeError, "integers", "'doc-1'", '{"id": "text"')
+    assert_rejected(loaded, lambda: docs.insert_arrays(id=np.array(["a", "b"]), tag=[1, 2]),
+                    vv.FieldTypeError, "integers", '{"id": "text"')
+    named = d.create_collection("named", {"id": "text", "tag": "int"})
+    assert_rejected((d, named, db_path), lambda: named.insert({"id": 7, "tag": 1}),
+                    vv.FieldTypeError, "text, got 7", "str(n)")
+
+
 def test_unencodable_text_id_raises_field_type_error(db_path):
     d = vv.connect(db_path)
     docs = d.create_collection("docs", {"id": "text", "tag": "int"})

@@ -710,6 +710,14 @@ def validate_name(name: str, what: str = "collection") -> str:
 _LISTLIKE = (list, tuple, range, np.ndarray)
 
 
+# what an id of the other kind is told: the schema that takes it
+_TEXT_IDS_HINT = ('; a collection takes text ids when its schema says so, '
+                  'create_collection(name, {"id": "text", ...}) (CREATE TABLE ... '
+                  '(id text PRIMARY KEY, ...) in SQL; `varvedb import` of an id column '
+                  'of strings makes one)')
+_INT_IDS_HINT = '; its schema has "id": "text", so an id is a str (str(n) for a number)'
+
+
 def coerce_ids(schema: Schema, ids: Any) -> np.ndarray | list:
     """Validate ids (a list, tuple or 1-d array): an int64 array for int ids,
     a list of str for text ids. A numpy integer array is checked vectorised;
@@ -722,7 +730,7 @@ def coerce_ids(schema: Schema, ids: Any) -> np.ndarray | list:
                 return ids.astype(np.int64)
             if ids.dtype.kind not in "iu":
                 raise FieldTypeError(f"ids of this collection are integers, got a "
-                                     f"{ids.dtype} array")
+                                     f"{ids.dtype} array" + _TEXT_IDS_HINT)
             # astype would wrap a uint64 id >= 2**63 onto a negative one
             if ids.dtype.kind == "u" and ids.max() >= ID_END:
                 raise FieldTypeError(f"id {int(ids.max())} is outside the 64-bit range "
@@ -732,14 +740,16 @@ def coerce_ids(schema: Schema, ids: Any) -> np.ndarray | list:
         for v in vals:
             # one at a time: np.asarray([True, 5]) is an int array, [2**63] a uint64 one
             if not is_int(v):
-                raise FieldTypeError(f"ids of this collection are integers, got {brief(v)}")
+                raise FieldTypeError(f"ids of this collection are integers, got {brief(v)}"
+                                     + (_TEXT_IDS_HINT if isinstance(v, str) else ""))
             if not ID_MIN <= v < ID_END:
                 raise FieldTypeError(f"id {brief(v)} is outside the 64-bit range [-2**63, 2**63)")
         return np.array(vals, dtype=np.int64)
     vals = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
     bad = next((i for i, v in enumerate(vals) if not isinstance(v, str)), None)
     if bad is not None:
-        raise FieldTypeError(f"ids of this collection are text, got {brief(vals[bad])}")
+        raise FieldTypeError(f"ids of this collection are text, got {brief(vals[bad])}"
+                             + (_INT_IDS_HINT if is_int(vals[bad]) else ""))
     vals = _exact_str(vals)
     _check_text("id", vals)
     return vals
