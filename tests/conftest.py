@@ -76,6 +76,12 @@ def file_digest(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def counts(status: dict) -> dict:
+    """index_status's counts (field, linked, unlinked), without its rate and ETA,
+    which depend on how fast this machine linked."""
+    return {k: status[k] for k in ("field", "linked", "unlinked")}
+
+
 def zero_from(path: str, offset: int) -> bool:
     """Is every byte of the file from offset on zero? (A dead tail is zeroed, never cut.)"""
     with open(path, "rb") as f:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import varvedb as vv
+from conftest import counts
 from faults import Faults, installed
 from varvedb.index import vector_index
 from varvedb.index.hnsw import HnswIndex
@@ -64,7 +65,7 @@ def test_commit_returns_before_linking_and_searches_find_the_new_rows(db_path, s
     c.insert({"id": 10**6, "tag": 0, "emb": target})     # returns without waiting for a link
     assert c.search(vector=target, limit=1).ids == [10**6]
     caught_up(c)
-    assert c.index_status() == {"field": "emb", "linked": ROWS + 1, "unlinked": 0}
+    assert counts(c.index_status()) == {"field": "emb", "linked": ROWS + 1, "unlinked": 0}
     assert c.search(vector=target, limit=1).ids == [10**6]
     db.close()
 
@@ -119,7 +120,7 @@ def test_close_while_the_maintainer_links_then_reopen_is_complete(db_path, small
         rc = ro["docs"]
         assert rc.count() == ROWS + 500
         # the checkpoint close wrote holds the whole graph: nothing left to link
-        assert rc.index_status() == {"field": "emb", "linked": ROWS + 500, "unlinked": 0}
+        assert counts(rc.index_status()) == {"field": "emb", "linked": ROWS + 500, "unlinked": 0}
         for q in vectors(8, seed=4):
             same_as_exact(rc, q, ro.version)
 
@@ -130,7 +131,7 @@ def test_checkpoint_after_many_unlinked_rows_writes_a_whole_graph(db_path, small
         c.insert_arrays(id=np.arange(10**5 + 100 * k, 10**5 + 100 * (k + 1)),
                         tag=np.zeros(100, np.int64), emb=vectors(100, seed=10 + k))
     db.checkpoint()
-    assert c.index_status() == {"field": "emb", "linked": ROWS + 500, "unlinked": 0}
+    assert counts(c.index_status()) == {"field": "emb", "linked": ROWS + 500, "unlinked": 0}
     with vv.connect(db_path, readonly=True) as ro:
         assert ro["docs"].index_status()["unlinked"] == 0
         for q in vectors(8, seed=5):
@@ -152,18 +153,18 @@ def test_index_status_counts(db_path):
     c.create_index("emb", vv.HNSW())
     caught_up_to = {"field": "emb", "linked": 31, "unlinked": 0}
     caught_up(c, "emb")
-    assert c.index_status("emb") == caught_up_to
+    assert counts(c.index_status("emb")) == caught_up_to
     with db.transaction():                  # uncommitted rows are not counted
         c.insert_arrays(id=np.arange(40, 50), emb=vectors(10, seed=1))
-        assert c.index_status("emb") == caught_up_to
+        assert counts(c.index_status("emb")) == caught_up_to
     c.update({"tag": 2}, ids=[0])           # an update writes a new row version
     caught_up(c, "emb")
-    assert c.index_status("emb") == {"field": "emb", "linked": 42, "unlinked": 0}
+    assert counts(c.index_status("emb")) == {"field": "emb", "linked": 42, "unlinked": 0}
     db.checkpoint()
     c.insert_arrays(id=np.arange(60, 63), emb=vectors(3, seed=2))
     with vv.connect(db_path, readonly=True) as ro:
         # a read-only connection never links: rows after the checkpoint are scanned
-        assert ro["docs"].index_status("emb") == {"field": "emb", "linked": 42, "unlinked": 3}
+        assert counts(ro["docs"].index_status("emb")) == {"field": "emb", "linked": 42, "unlinked": 3}
         assert ro["docs"].wait_indexed("emb") is False     # at once: nothing will link them
     db.close()
 
@@ -239,11 +240,11 @@ def test_wait_indexed_wakes_on_the_maintainers_links_and_not_while_it_is_held(db
                         emb=vectors(60, seed=4))
         docs.insert_arrays(id=np.arange(50), body=[f"clay {i}" for i in range(50)])
         assert c.wait_indexed(timeout=0.05) is False
-        assert c.index_status() == {"field": "emb", "linked": 200, "unlinked": 60}
+        assert counts(c.index_status()) == {"field": "emb", "linked": 200, "unlinked": 60}
         assert docs.wait_indexed("body", timeout=0) is False
     # the rows committed before each call are linked when it returns True
     assert c.wait_indexed(timeout=HANG) is True
-    assert c.index_status() == {"field": "emb", "linked": 260, "unlinked": 0}
+    assert counts(c.index_status()) == {"field": "emb", "linked": 260, "unlinked": 0}
     assert docs.wait_indexed("body", timeout=HANG) is True
     assert docs.index_status("body")["unlinked"] == 0
     assert sorted(docs.search(text="clay", limit=100).ids) == list(range(50))
@@ -252,3 +253,57 @@ def test_wait_indexed_wakes_on_the_maintainers_links_and_not_while_it_is_held(db
     with pytest.raises(vv.SchemaError):
         db.create_collection("plain", {"v": vv.Vector(2)}).wait_indexed()
     db.close()
+
+
+# ---- feedback on long work: close(wait=), index_status's rate, the plan's truth ----
+
+BEHIND = 40_000      # rows committed while the maintainer is held: above CLOSE_FINISH_ROWS
+EVERY = ROWS + BEHIND   # an ef that walks the whole graph: the answer is exact search's
+
+
+def _behind(path):
+    """A file whose graph links ROWS rows, then BEHIND more committed under hold."""
+    db, c = indexed(path)
+    caught_up(c)
+    status = c.index_status()
+    assert status["unlinked"] == 0 and status["eta_s"] == 0.0 and status["rows_per_s"] > 0
+    with db.engine.maintainer.hold():
+        c.insert_arrays(id=np.arange(ROWS, ROWS + BEHIND), tag=np.zeros(BEHIND, np.int64),
+                        emb=vectors(BEHIND, seed=1))
+        status = c.index_status()
+        assert status["unlinked"] == BEHIND and status["eta_s"] > 0
+        q = vectors(1, seed=2)[0]
+        hits = c.search(vector=q, limit=10, ef=EVERY)
+        assert hits.plan.find(VectorTopK).unlinked == BEHIND
+        assert f"exact scan of {BEHIND:,} rows not yet indexed" in str(hits.plan)
+        assert hits.ids == c.search(vector=q, limit=10, exact=True).ids
+    return db, c
+
+
+def test_close_without_waiting_saves_the_graph_as_far_as_it_is_linked(tmp_path, caplog):
+    path = str(tmp_path / "partial.varve")
+    db, c = _behind(path)
+    q = vectors(5, seed=3)
+    want = [c.search(vector=x, limit=10, exact=True).ids for x in q]
+    with caplog.at_level("INFO", logger="varvedb.engine"):
+        db.close(wait=False)
+    assert any("left for the next open" in r.getMessage() for r in caplog.records)
+    ro = vv.connect(path, readonly=True)        # no maintainer: the graph as saved
+    saved = ro["docs"].index_status()
+    assert ROWS <= saved["linked"] < ROWS + BEHIND and saved["unlinked"] > 0
+    assert [ro["docs"].search(vector=x, limit=10, ef=EVERY).ids for x in q] == want
+    ro.close()
+    db = vv.connect(path)                       # a writer links the rest in the background
+    caught_up(db["docs"])
+    assert [db["docs"].search(vector=x, limit=10, ef=EVERY).ids for x in q] == want
+    db.close()
+
+
+def test_close_waiting_links_every_row_first(tmp_path):
+    path = str(tmp_path / "whole.varve")
+    db, c = _behind(path)
+    db.close(wait=True, progress=False)
+    ro = vv.connect(path, readonly=True)
+    assert ro["docs"].index_status()["unlinked"] == 0
+    assert ro["docs"].count() == ROWS + BEHIND
+    ro.close()

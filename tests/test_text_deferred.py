@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import varvedb as vv
+from conftest import counts
 from varvedb.index import fts
 
 WORDS = ("apple banana cherry delta echo foxtrot golf hotel india juliet kilo lima mike "
@@ -183,7 +184,7 @@ def test_an_added_text_field_is_indexed_by_the_maintainer(tmp_path):
         assert col.index_status("body")["unlinked"] > 0
         assert sorted(col.search(text="apple").ids) == [1, 2]
     db.engine.maintainer.finish()
-    assert col.index_status("body") == {"field": "body", "linked": col.table.committed_n,
+    assert counts(col.index_status("body")) == {"field": "body", "linked": col.table.committed_n,
                                          "unlinked": 0}
     assert sorted(col.search(text="banana").ids) == [1, 2]
     db.close()

@@ -11,9 +11,15 @@ it is named), `vv.connect` the engine.
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
+
+# Logging under "varvedb.*" (varvedb.engine, varvedb.index, varvedb.server, ...) is
+# quiet until the program configures logging: a library's records never reach
+# Python's last-resort stderr handler on their own.
+logging.getLogger("varvedb").addHandler(logging.NullHandler())
 
 _ERRORS = (
     "VarveError", "SchemaError", "UnknownFieldError", "FieldTypeError", "DimensionError",

@@ -643,7 +643,8 @@ class _CollectionVerbs:
 
     def index_status(self, field: str | None = None) -> Op:
         """How far a field's deferred index has caught up with the committed rows
-        (the server's writer's figures): {"field", "linked", "unlinked"}."""
+        (the server's writer's figures): {"field", "linked", "unlinked",
+        "rows_per_s", "eta_s"}."""
         return _answer((yield _get(f"{self._path}/index_status" + _query_string(field=field))))
 
     def wait_indexed(self, field: str | None = None, timeout: float | None = None) -> Op:

@@ -438,7 +438,10 @@ class Collection:
     def index_status(self, field: str | None = None) -> dict:
         """How far a field's deferred index (a vector field's graph or lists, a text
         field's full-text index; None: the vector field) has caught up with the
-        committed rows: {"field", "linked", "unlinked"}, counted in row versions.
+        committed rows: {"field", "linked", "unlinked"}, counted in row versions,
+        with "rows_per_s" (rows the maintainer linked a second lately; None until it
+        has linked some) and "eta_s" (seconds left at that rate; 0.0 when none is
+        left, None when no rate is known).
 
         Commits return before their rows are indexed; a background maintainer
         indexes them soon after, and searches find the others by exact scan

@@ -308,16 +308,25 @@ class Database:
             self.engine.restore(tx, v)
         return s.version
 
-    def checkpoint(self) -> None:
-        """Write the current state so the next open loads it instead of replaying."""
-        self.engine.checkpoint()
+    def checkpoint(self, progress: bool | None = None) -> None:
+        """Write the current state so the next open loads it instead of replaying.
+        Rows a graph has yet to link are linked first (`progress`: a bar; None:
+        when many are left and stderr is a terminal)."""
+        self.engine.checkpoint(progress)
 
     def refresh(self) -> int:
         """See commits added by another connection since open. Returns the version."""
         return self.engine.refresh()
 
-    def close(self) -> None:
-        self.engine.close()
+    def close(self, wait: bool | None = None, progress: bool | None = None) -> None:
+        """Close the file (a checkpoint first when the next open would replay much).
+
+        Commits return before a graph links their rows (`index_status`). Rows
+        still unlinked: `wait=True` links them now (a bar per `progress`);
+        `wait=False` saves each graph as far as it is linked and returns at once,
+        the next open linking the rest in the background while exact scans answer
+        for those rows; the default waits only for a few (about a second's work)."""
+        self.engine.close(wait, progress)
 
     def __enter__(self) -> "Database":
         return self

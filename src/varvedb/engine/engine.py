@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import logging
 import threading
 import time
 from typing import Iterator
@@ -57,7 +58,12 @@ from .snapshot import Snapshot, take as take_snapshot
 from .table import Table, check_unique
 from .writer_lock import WriterLock
 
+log = logging.getLogger("varvedb.engine")
+
 CLOSE_CHECKPOINT_BYTES = 4 << 20   # close() checkpoints when more log than this would replay
+# close() (wait=None) links the rows left before it checkpoints when they are this
+# few (about a second's linking); more, and it saves the graphs as far as they are
+CLOSE_FINISH_ROWS = 20_000
 
 
 def freeze_loaded_modules() -> bool:
@@ -806,11 +812,15 @@ class Engine:
     def index_status(self, table: Table, field: str) -> dict:
         """Committed rows of `field`'s deferred index (a vector field's graph or lists,
         a text field's full-text index) indexed and not yet (row versions)."""
-        if self.maintainer is not None:
-            self.maintainer.raise_failure()
+        m = self.maintainer
+        if m is not None:
+            m.raise_failure()
         ix = table.vector_indexes.get(field) or table.text_indexes[field]
         linked = min(ix.indexed, table.committed_n)
-        return {"field": field, "linked": linked, "unlinked": table.committed_n - linked}
+        unlinked = table.committed_n - linked
+        return {"field": field, "linked": linked, "unlinked": unlinked,
+                "rows_per_s": None if m is None or m.rate is None else round(m.rate, 1),
+                "eta_s": (0.0 if not unlinked else None) if m is None else m.eta(unlinked)}
 
     def wait_indexed(self, table: Table, field: str, timeout: float | None = None) -> bool:
         """Wait until `field`'s deferred index covers the rows committed when called
@@ -875,8 +885,11 @@ class Engine:
 
     # ---- checkpoints and lifecycle ------------------------------------------
 
-    def checkpoint(self) -> None:
-        """Write the state as of the latest version so open loads it instead of replaying."""
+    def checkpoint(self, progress: bool | None = None, finish: bool = True) -> None:
+        """Write the state as of the latest version so open loads it instead of
+        replaying; first link every committed row (`finish`; a bar per `progress`),
+        else the graphs are written as far as they are linked (the next open links
+        the rest)."""
         self.ensure_writable()
         if self.begun_here() is not None:   # waiting for it here would wait forever
             raise TransactionError("checkpoint() inside a transaction: commit or roll back "
@@ -885,9 +898,10 @@ class Engine:
             return
         with self.writer.held():
             self.reload()
-            self.maintainer.finish()   # the graph written covers every committed row
+            if finish:
+                self.maintainer.finish("checkpoint", progress)
             sb = self.log.file.superblock
-            if sb and sb.checkpoint_version == self.written:
+            if sb and sb.checkpoint_version == self.written and not self._relink_needed():
                 return
             parts, length, adopt = checkpoint.encode(self.tables, self.history, self.written,
                                                      self.log.end, self.next_cid)
@@ -934,9 +948,13 @@ class Engine:
         """Would the next open replay much log, or rebuild graph links?"""
         sb = self.log.file.superblock
         since = self.log.end - (sb.log_end if sb and sb.checkpoint_offset else F.LOG_START)
-        relink = any(vi.linked != vi.checkpointed for t in self.tables.values()
-                     for vi in t.vector_indexes.values())
-        return since > CLOSE_CHECKPOINT_BYTES or (relink and self.written > 0)
+        return since > CLOSE_CHECKPOINT_BYTES or (self._relink_needed() and self.written > 0)
+
+    def _relink_needed(self) -> bool:
+        """Has a graph linked rows since the last checkpoint (the next open would
+        link them again)?"""
+        return any(vi.linked != vi.checkpointed for t in self.tables.values()
+                   for vi in t.vector_indexes.values())
 
     def ensure_open(self) -> None:
         if self.closed:
@@ -947,8 +965,14 @@ class Engine:
         if self.readonly:
             raise ReadOnlyError(f"{self.path} was opened read-only")
 
-    def close(self) -> None:
-        """Close; first checkpoint if replaying the log since the last one would be slow."""
+    def close(self, wait: bool | None = None, progress: bool | None = None) -> None:
+        """Close; first checkpoint if replaying the log since the last one would be slow.
+
+        Rows not yet in a graph (the maintainer's work): `wait=True` links them
+        all first (a bar per `progress`); False saves the graphs as far as they
+        are linked, and the next writable open links the rest in the background
+        (its rows are answered by exact scan meanwhile); None (the default) waits
+        only when they are few (CLOSE_FINISH_ROWS)."""
         if self.closed:
             return
         tx = self.begun_here()
@@ -961,8 +985,14 @@ class Engine:
         with self.writer.held():
             try:
                 if maintainer is not None:
+                    left = maintainer.unlinked()
                     try:
-                        maintainer.finish()   # so the checkpoint below holds whole graphs
+                        if wait or (wait is None and left <= CLOSE_FINISH_ROWS):
+                            maintainer.finish("close", progress)   # whole graphs saved
+                        elif left:
+                            log.info("close: %d rows not yet in a graph are left for the "
+                                     "next open to link (close(wait=True) links them "
+                                     "now)", left)
                         linked = True
                     except Exception as e:
                         failure = e
@@ -974,7 +1004,7 @@ class Engine:
                 if self.log is not None:
                     if linked and self._checkpoint_worthwhile():
                         try:
-                            self.checkpoint()
+                            self.checkpoint(finish=False)   # linked above, or on purpose not
                         except StorageError:
                             pass   # a checkpoint is only a shortcut: the log has it all
                     self.log.close()

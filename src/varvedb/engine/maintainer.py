@@ -28,6 +28,7 @@ that the next commit tries again.
 from __future__ import annotations
 
 import atexit
+import logging
 import threading
 import time
 import weakref
@@ -35,9 +36,13 @@ from contextlib import contextmanager
 
 from ..errors import IndexMaintenanceError
 
+log = logging.getLogger("varvedb.index")
+
 
 PACE_MIN_S = 0.01   # the shortest and longest rest between two passes (see _run)
 PACE_MAX_S = 0.05
+PROGRESS_FROM = 50_000   # rows left from which finish() shows a bar (on a terminal)
+RATE_WEIGHT = 0.3        # of the newest chunk in the rows/s average (index_status's ETA)
 
 _LIVE: "weakref.WeakSet[Maintainer]" = weakref.WeakSet()
 
@@ -60,6 +65,7 @@ class Maintainer:
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self.passes = 0                      # passes begun (an idle maintainer begins none)
+        self.rate: float | None = None       # rows linked a second, lately (None: not yet)
         weakref.finalize(engine, self._stop_thread)
         _LIVE.add(self)
 
@@ -85,14 +91,41 @@ class Maintainer:
         with self._hold:
             yield
 
-    def finish(self) -> None:
+    def finish(self, why: str = "checkpoint", progress: bool | None = None) -> None:
         """Link every committed row now, in the calling thread (checkpoint, close).
 
         The caller holds the engine's writer lock, so no rows are committed
-        meanwhile; a chunk the maintainer has in flight is finished first."""
-        while self._link_one_chunk():
-            pass
+        meanwhile; a chunk the maintainer has in flight is finished first.
+        `progress`: a bar of the rows linked (None: from PROGRESS_FROM rows left,
+        when stderr is a terminal), saying what `why` waits for."""
+        left = self.unlinked()
+        bar = None
+        if left and (progress or (progress is None and left >= PROGRESS_FROM)):
+            from tqdm import tqdm
+            bar = tqdm(total=left, unit="rows", unit_scale=True,
+                       desc=f"{why}: linking the rows not yet indexed",
+                       disable=None if progress is None else False)
+        if left:
+            log.info("%s: linking %d rows not yet indexed first", why, left)
+        try:
+            while self._link_one_chunk():
+                if bar is not None:
+                    bar.update(max(0, left - self.unlinked() - bar.n))
+        finally:
+            if bar is not None:
+                bar.close()
         self._tell()
+
+    def unlinked(self) -> int:
+        """Committed rows some deferred index lacks, over every table."""
+        engine = self.engine()
+        return 0 if engine is None else sum(t.unlinked() for t in list(engine.tables.values()))
+
+    def eta(self, rows: int) -> float | None:
+        """Seconds to link `rows` at the recent rate (None: no rate measured yet)."""
+        if not rows:
+            return 0.0
+        return None if not self.rate else rows / self.rate
 
     def wait(self, done, timeout: float | None = None) -> bool:
         """Wait until ``done()`` holds (looked at again after every chunk linked), a
@@ -168,6 +201,16 @@ class Maintainer:
             if engine is None or self._stopped and threading.current_thread() is self._thread:
                 return False
             for table in list(engine.tables.values()):
+                before, start = table.unlinked(), time.perf_counter()
                 if table.link_indexes():
+                    # rows the slowest index gained: what the ETA divides
+                    self._measured(before - table.unlinked(), time.perf_counter() - start)
                     return True
             return False
+
+    def _measured(self, rows: int, seconds: float) -> None:
+        if rows <= 0:
+            return
+        rate = rows / max(seconds, 1e-6)
+        self.rate = rate if self.rate is None else \
+            RATE_WEIGHT * rate + (1 - RATE_WEIGHT) * self.rate

@@ -601,9 +601,14 @@ class Table:
         self.set_index(field, ix)
         return ix
 
-    def link_indexes(self) -> bool:
-        """Extend each deferred index by the next chunk of committed rows; False if
-        none was left."""
+    def unlinked(self) -> int:
+        """Committed rows the furthest-behind deferred index lacks (0: none)."""
+        n = self.committed_n
+        return max([0, *(n - ix.indexed for ix in self._deferred)])
+
+    def link_indexes(self) -> int:
+        """Extend each deferred index by the next chunk of committed rows; the rows
+        added (over all of them), 0 if none was left."""
         moved = 0
         # columns first: a schema change replaces the indexes before (drop) or
         # after (add) columns, so a field found in both here is one column's
@@ -613,7 +618,7 @@ class Table:
                 col = columns.get(name)
                 if col is not None:
                     moved += ix.extend(col, self.committed_n)
-        return moved > 0
+        return moved
 
 
 def _born_in(view: View, born: np.ndarray, died: np.ndarray, births: np.ndarray | None

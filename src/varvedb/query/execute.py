@@ -161,8 +161,10 @@ def vector_topk(node: VectorTopK, table, n: int, mask, allowed: int, q
     index = table.vector_indexes[node.field]
     lists = strategy is Strategy.LISTS
     stats = {} if lists else None
+    unlinked = n - index.linked      # the maintainer's work left: the search scans it
     rows, dists = index.search(column, metric, q, k, allow, ef, n, stats)
-    if len(rows) >= want and not lists:
+    unlinked = unlinked if unlinked > 0 else None
+    if len(rows) >= want and not lists and unlinked is None:
         return rows, dists, node
     # (every list already probed: nothing wider to try)
     if len(rows) < want and not (lists and ef >= index.spec.lists):
@@ -173,9 +175,10 @@ def vector_topk(node: VectorTopK, table, n: int, mask, allowed: int, q
         strategy = Strategy.LISTS_THEN_EXACT if lists else Strategy.GRAPH_THEN_EXACT
         rows, dists = _exact(column, metric, q, k, allow, n)
     scanned = stats.get("scanned") if lists else None
-    if strategy is node.strategy and scanned is None:
+    if strategy is node.strategy and scanned is None and unlinked is None:
         return rows, dists, node
-    return rows, dists, replace(node, strategy=strategy, ef=ef, scanned=scanned)
+    return rows, dists, replace(node, strategy=strategy, ef=ef, scanned=scanned,
+                                unlinked=unlinked)
 
 
 def topk_searcher(node: VectorTopK, table, n: int, mask, allowed: int):

@@ -47,6 +47,9 @@ LIST_STRATEGIES = (Strategy.LISTS, Strategy.LISTS_WIDENED, Strategy.LISTS_THEN_E
 @dataclass(slots=True, eq=False)
 class PlanNode:
     NODE: ClassVar[str] = "?"
+    # what the run met rather than what was planned (the maintainer's progress):
+    # in to_dict and the printed tree, not in ==, so a kept plan equals a fresh one
+    VOLATILE: ClassVar[tuple[str, ...]] = ()
 
     def inputs(self) -> tuple["PlanNode", ...]:
         inp = getattr(self, "input", None)
@@ -57,11 +60,15 @@ class PlanNode:
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)
                 if f.name != "input" and not f.metadata.get("run_only")}
 
-    def to_dict(self) -> dict:
+    def to_dict(self, volatile: bool = True) -> dict:
         d = {"node": self.NODE, **self.params()}
+        if not volatile:
+            for k in self.VOLATILE:
+                d.pop(k, None)
         ins = self.inputs()
         if ins:
-            d["input"] = ins[0].to_dict() if len(ins) == 1 else [i.to_dict() for i in ins]
+            d["input"] = ins[0].to_dict(volatile) if len(ins) == 1 else \
+                [i.to_dict(volatile) for i in ins]
         return d
 
     def walk(self) -> Iterator["PlanNode"]:
@@ -93,7 +100,7 @@ class PlanNode:
         return "\n".join(lines)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, PlanNode) and self.to_dict() == other.to_dict()
+        return isinstance(other, PlanNode) and self.to_dict(False) == other.to_dict(False)
 
     __hash__ = None
 
@@ -145,7 +152,17 @@ class VectorTopK(PlanNode):
     ef: int | None = None       # the walk's width, or the IVF lists probed (None: exact)
     reason: str = ""            # why exact, when it is
     scanned: int | None = None  # IVF: the allowed rows its lists held, once it ran
+    # once it ran: rows above the index's watermark (committed, not yet linked by
+    # the maintainer), scanned exactly beside the walk
+    unlinked: int | None = None
     query: Any = run_only()     # the query vector
+    VOLATILE: ClassVar[tuple[str, ...]] = ("unlinked",)
+
+    def params(self) -> dict:
+        d = PlanNode.params(self)
+        if self.unlinked is None:
+            del d["unlinked"]
+        return d
 
     def describe(self) -> str:
         what = f"VectorTopK {self.field} ({self.metric}) k={self.k}: " \
@@ -155,6 +172,8 @@ class VectorTopK(PlanNode):
                 else f" ef={self.ef}"
         if self.scanned is not None:
             what += f" ({self.scanned:,} rows scanned)"
+        if self.unlinked:
+            what += f" + exact scan of {self.unlinked:,} rows not yet indexed"
         if self.reason:
             what += f" ({self.reason})"
         return f"{what}, {self.allowed:,} rows allowed"

@@ -48,10 +48,14 @@ SCHEMAS = {
                         "schema": {"type": "object"}, "documents": {"type": "integer"},
                         "version": {"type": "integer"},
                         "indexes": {"type": "object", "description": "per indexed vector field: "
-                                    "row versions its graph has linked, and not yet",
+                                    "row versions its graph has linked, and not yet; the "
+                                    "rows linked a second lately and the seconds left at "
+                                    "that rate (null: not measured yet)",
                                     "additionalProperties": _obj(
                                         {"linked": {"type": "integer"},
-                                         "unlinked": {"type": "integer"}},
+                                         "unlinked": {"type": "integer"},
+                                         "rows_per_s": {"type": ["number", "null"]},
+                                         "eta_s": {"type": ["number", "null"]}},
                                         ("linked", "unlinked"))},
                         "vectors": {"type": "object", "description": "per vector field: its "
                                     "dtype, dim, row versions, bytes per stored vector, arena "
@@ -121,8 +125,10 @@ SCHEMAS = {
                       "name": {"type": ["string", "null"], "description": "a scalar "
                                "index's name"}}, ("field", "index")),
     "IndexStatus": _obj({"field": {"type": "string"}, "linked": {"type": "integer"},
-                         "unlinked": {"type": "integer"}}, ("field", "linked", "unlinked"),
-                        extra=True),
+                         "unlinked": {"type": "integer"},
+                         "rows_per_s": {"type": ["number", "null"]},
+                         "eta_s": {"type": ["number", "null"]}},
+                        ("field", "linked", "unlinked"), extra=True),
     "WaitIndexed": _obj({"field": {"type": ["string", "null"]},
                          "timeout": {"type": ["number", "null"], "minimum": 0,
                                      "description": "seconds, at most the server's own "
