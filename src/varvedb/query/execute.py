@@ -225,15 +225,15 @@ def _leg_columns(out: Out) -> list:
     node = out.node
     if isinstance(node, Derived):
         return [out.cols[f"$c{i}"] for i in range(len(node.columns))]
-    return [out.cols[k] for k in node.columns]
+    return [out.cols.get(k) for k in node.columns]     # (None: not read above it)
 
 
 def _join(node: Join, query: Query) -> Out:
     outs = [_run(leg, query) for leg in node.legs]
     left, right = (_leg_columns(o) for o in outs)
     nl, nr = outs[0].count, outs[1].count
-    lcols = dict(zip(node.columns[:len(left)], left))
-    rcols = dict(zip(node.columns[len(left):], right))
+    lcols = {k: v for k, v in zip(node.columns[:len(left)], left) if v is not None}
+    rcols = {k: v for k, v in zip(node.columns[len(left):], right) if v is not None}
     env = query.env
     lkeys = [evaluate(a, Rel(None, None, lcols, nl), env) for a, _ in node.key_exprs]
     rkeys = [evaluate(b, Rel(None, None, rcols, nr), env) for _, b in node.key_exprs]
@@ -244,12 +244,14 @@ def _join(node: Join, query: Query) -> Out:
             cols.update((k, v.take(ri)) for k, v in rcols.items())
             return truth(evaluate(node.residual_expr, Rel(None, None, cols, len(li)), env))
     li, ri = join_pairs(node.kind, nl, nr, lkeys, rkeys, residual)
-    cols = {k: take_or_null(v, li) for k, v in lcols.items()}
-    cols.update((k, take_or_null(v, ri)) for k, v in rcols.items())
+    needed = node.needed
+    cols = {k: take_or_null(v, li) for k, v in lcols.items() if needed is None or k in needed}
+    cols.update((k, take_or_null(v, ri)) for k, v in rcols.items()
+                if needed is None or k in needed)
     bare: dict = {}
     for k in node.columns:                  # each unambiguous column by its bare name too
         name = k.split(".", 1)[1]
-        bare[name] = None if name in bare else cols[k]
+        bare[name] = None if name in bare else cols.get(k)
     cols.update((k, v) for k, v in bare.items() if v is not None and k not in cols)
     return Out(None, None, None, len(li), replace(node, legs=tuple(o.node for o in outs)), cols)
 

@@ -296,6 +296,7 @@ class Join(PlanNode):
     legs: tuple = ()
     key_exprs: Any = run_only()     # ((left expr, right expr), ...)
     residual_expr: Any = run_only()
+    needed: Any = run_only()        # the columns read above it (None: all)
 
     def inputs(self) -> tuple:
         return self.legs

@@ -88,11 +88,16 @@ def key_codes(left: list[Val], right: list[Val]) -> tuple[np.ndarray, np.ndarray
     nl, nr = len(left[0]), len(right[0])
     combined = np.zeros(nl + nr, np.int64)
     null = np.zeros(nl + nr, bool)
-    for a, b in zip(left, right):
+    for i, (a, b) in enumerate(zip(left, right)):
         both = concat([a, b], "JOIN")
-        c, width = codes(both)
-        combined = combined * width + c
-        _, combined = np.unique(combined, return_inverse=True)   # keep codes dense
+        c, width = _int_codes(both) if len(left) == 1 else (None, 0)
+        if c is None:
+            c, width = codes(both)
+        if i:
+            combined = combined * width + c
+            _, combined = np.unique(combined, return_inverse=True)   # keep codes dense
+        else:
+            combined = c
         null |= both.nulls
     combined = combined.astype(np.int64).ravel()
     width = int(combined.max()) + 1 if len(combined) else 0
@@ -102,19 +107,43 @@ def key_codes(left: list[Val], right: list[Val]) -> tuple[np.ndarray, np.ndarray
     return lc, rc, width
 
 
+def _int_codes(v: Val) -> tuple[np.ndarray | None, int]:
+    """Integer keys within a span not much wider than their count: the values
+    less the least are the codes (no sort). (None, 0) otherwise."""
+    if v.kind != "int" or v.data.dtype != np.int64 or not len(v):
+        return None, 0
+    present = v.data[~v.nulls] if v.nulls.any() else v.data
+    if not len(present):
+        return None, 0
+    lo, hi = int(present.min()), int(present.max())
+    if hi - lo > 4 * len(v) + 1024:
+        return None, 0
+    return np.where(v.nulls, 0, v.data - lo), hi - lo + 1
+
+
 def equi_pairs(lc: np.ndarray, rc: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """(left rows, right rows) of every pair with equal codes, in left order."""
+    """(left rows, right rows) of every pair with equal codes: the smaller side is
+    grouped (argsorted), the larger one probes it in its own order."""
+    if len(lc) < len(rc):
+        ri, li = _probe(rc, lc, width)
+        return li, ri
+    return _probe(lc, rc, width)
+
+
+def _probe(lc: np.ndarray, rc: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """equi_pairs with the right side grouped; in left order. A NULL's code (width on
+    one side, width + 1 on the other) has no rows opposite."""
     order = np.argsort(rc, kind="stable")
     counts = np.bincount(rc, minlength=width + 2)
-    counts[width:] = 0                       # NULL keys match nothing
+    counts[width:] = 0                       # NULL keys match nothing (either side's code)
     starts = np.cumsum(counts) - counts
     per_left = counts[lc]
     total = int(per_left.sum())
     _check_size(total)
     li = np.repeat(np.arange(len(lc), dtype=np.int64), per_left)
-    ends = np.cumsum(per_left)
-    within = np.arange(total, dtype=np.int64) - np.repeat(ends - per_left, per_left)
-    ri = order[np.repeat(starts[lc], per_left) + within]
+    # the k-th match of left row i is order[starts[code] + k], k = pair - first pair of i
+    shift = starts[lc] - (np.cumsum(per_left) - per_left)
+    ri = order[shift[li] + np.arange(total, dtype=np.int64)]
     return li, ri.astype(np.int64)
 
 

@@ -153,6 +153,23 @@ def plan_tree(tree, ctx, params):
     return node, lkeys + rkeys
 
 
+def read_only(node, reads: set) -> None:
+    """Tell each Join of a planned tree the columns read above it (`reads`:
+    qualified or bare names; None: all), so it gathers no others for its pairs."""
+    joins = [n for n in node.walk() if isinstance(n, Join)]
+    if reads is None or not joins:
+        return
+    unique, _ = bare_names(node.columns)
+    needed = {unique.get(name, name) for name in reads}
+    for j in joins:
+        for a, b in j.key_exprs:
+            needed |= E.columns_of(a) | E.columns_of(b)
+        if j.residual_expr is not None:
+            needed |= E.columns_of(j.residual_expr)
+    for j in joins:
+        j.needed = frozenset(needed)
+
+
 def bare_names(keys) -> tuple[dict, set]:
     """Qualified column names → (bare name → the one qualified name, the bare
     names that several relations have)."""

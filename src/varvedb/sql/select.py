@@ -177,6 +177,7 @@ class Select:
         elif kind == "join":
             rel_node, names = relations.plan_tree(self.source[1], ctx, params)
             b = self._bind(None, tuple(names))
+            relations.read_only(rel_node, b.reads(self))
         elif kind == "setop":
             rel_node, names = relations.plan_set_op(self.source, ctx, params)
             b = self._bind(None, tuple(names))
@@ -526,6 +527,17 @@ class Bound:
         if any(E.has_window(e) for e in self.exprs) or \
                 any(E.has_window(e) for e, *_ in self.sort):
             self._bind_windows(plain, order)
+
+    def reads(self, sel: Select) -> set:
+        """The column names the statement reads of its FROM (bare or qualified)."""
+        exprs = list(self.exprs) + [e for e, *_ in self.sort] + list(self.windows)
+        if self.aggregates is not None:
+            groups, aggs, having = self.aggregates
+            exprs += [e for _, e in groups] + [e for _, e in aggs]
+            exprs += [] if having is None else [having]
+        if sel.where_expr is not None:
+            exprs.append(sel.where_expr)
+        return {n for e in exprs for n in E.columns_of(e) if not n.startswith("$")}
 
     def _bind_windows(self, plain: list, order: list) -> None:
         """Each window function a column `$w<i>` of the Window node. Over a vector
