@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 import varvedb as vv
 from varvedb.errors import SqlError
 from varvedb.query.expr import Val
-from varvedb.query.relations import MAX_PAIRS, cross_pairs, equi_pairs, join_pairs, key_codes
+from varvedb.query.relations import (MAX_PAIRS, cross_pairs, equi_pairs, first_of_each,
+                                     join_pairs, key_codes)
 
 VALUE = st.one_of(st.none(), st.integers(-3, 3))
 ROWS = st.lists(st.tuples(VALUE, VALUE), max_size=12)
@@ -120,3 +121,18 @@ def test_a_join_past_the_pair_limit_is_refused_before_it_is_built():
     with pytest.raises(SqlError) as e:
         cross_pairs(MAX_PAIRS, 2)
     assert e.value.sqlstate == "54000"
+
+
+def test_distinct_rows_survive_a_radix_wider_than_int64():
+    rng = np.random.default_rng(3)
+    data = rng.integers(0, 300, size=(2000, 8))
+    data[::2] = data[1::2]                              # every row twice
+    nulls = np.zeros(2000, bool)
+    nulls[:10] = True
+    cols = [Val("int", data[:, i].copy(), nulls if i == 0 else np.zeros(2000, bool))
+            for i in range(8)]
+    cols.append(Val("text", np.array([str(x % 7) for x in data[:, 0]], dtype=object),
+                    np.zeros(2000, bool)))
+    firsts = np.sort(first_of_each(cols, 2000))
+    rows = [tuple(None if c.nulls[i] else c.data[i] for c in cols) for i in range(2000)]
+    assert [rows[i] for i in firsts] == list(dict.fromkeys(rows))

@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import SqlError
-from .aggregate import codes, groups
+from .aggregate import codes
 from .expr import Val, coerce
 
 # a join that would pair more rows than this is refused (54000), not allocated
@@ -200,6 +200,32 @@ def union(legs: list[list[Val]], all_rows: bool) -> tuple[list[Val], int]:
     n = sum(len(leg[0]) if leg else 0 for leg in legs)
     if all_rows or not cols:
         return cols, n
-    _, _, firsts = groups(cols, n)
-    firsts = np.sort(firsts)
+    firsts = np.sort(first_of_each(cols, n))
     return [c.take(firsts) for c in cols], len(firsts)
+
+
+def first_of_each(cols: list[Val], n: int) -> np.ndarray:
+    """The first row of each distinct row of `cols` (NULLs equal): each column's
+    codes (narrow integers: their offsets, no sort) combined in mixed radix,
+    then one sort."""
+    combined = np.zeros(n, np.int64)
+    span = 1
+    for c in cols:
+        k, width = _int_codes(c)
+        if k is None:
+            k, width = codes(c)
+        else:
+            k[c.nulls] = width          # NULL: a code of its own
+            width += 1
+        if span * width >= 2 ** 62:     # re-number densely before the radix overflows
+            _, combined = np.unique(combined, return_inverse=True)
+            combined = combined.astype(np.int64).ravel()
+            span = int(combined.max()) + 1 if n else 1
+        combined = combined * width + k
+        span *= width
+    if not n:
+        return np.zeros(0, np.int64)
+    order = np.argsort(combined)                # (not stable: each run's least row below)
+    run = combined[order]
+    starts = np.flatnonzero(np.concatenate(([True], run[1:] != run[:-1])))
+    return np.minimum.reduceat(order, starts)
