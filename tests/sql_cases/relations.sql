@@ -105,6 +105,11 @@ WITH big AS (SELECT id, k FROM b WHERE w > 1) SELECT a.name, big.id FROM a JOIN 
 -- => [('one', 5), ('three', 1), ('three', 2), ('two', 1), ('two', 2)]
 SELECT near.id, b.label FROM (SELECT id FROM docs ORDER BY v <-> '[1,1]' LIMIT 3) near LEFT JOIN b ON b.id = near.id + 1 ORDER BY near.id;
 -- => [(1, 'y'), (2, 'z'), (3, 'n')]
+-- a function beside other relations: a scalar one is one row, its column named as its alias
+SELECT a.id, n FROM a, abs(-3) n WHERE a.id < 3 ORDER BY a.id;
+-- => [(1, 3), (2, 3)]
+SELECT a.id, u.v FROM a JOIN upper('x') AS u(v) ON a.k = 10;
+-- => [(1, 'X')]
 -- aggregates, ORDER BY and LIMIT over a join
 SELECT a.k, count(*), sum(b.w) FROM a JOIN b ON a.k = b.k GROUP BY a.k ORDER BY a.k;
 -- => [(10, 1, 4.0), (20, 4, 8.0)]

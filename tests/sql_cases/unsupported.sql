@@ -37,7 +37,7 @@ SELECT id, row_number() OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT R
 -- !! 0A000
 SELECT id, rank() OVER w FROM a WINDOW w AS (ORDER BY id);
 -- !! 0A000
-SELECT x.id FROM a x JOIN a y ON x.id = y.id, generate_series(1, 3) g;
+SELECT x.id FROM a x JOIN a y ON x.id = y.id, abs(-3) WITH ORDINALITY g;
 -- !! 0A000
 SELECT k FROM a UNION SELECT id FROM a ORDER BY k + 1;
 -- !! 0A000

@@ -9,8 +9,9 @@ tree; planning (every run) plans each relation, resolves the ON clause's
 column names against the relations' columns (a bare name must be one
 relation's: 42702 where it is several's), and splits ON into the equalities
 between the two sides (hash join keys) and the rest (tested on the pairs).
-Not supported, and refused naming the feature: NATURAL joins, USING, LATERAL,
-INTERSECT and EXCEPT, and functions among several relations.
+A function beside other relations is a relation too: a table function's rows,
+or a scalar function's one row. Not supported, and refused naming the feature:
+NATURAL joins, USING, LATERAL, INTERSECT and EXCEPT.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from pglast.enums import JoinType, SetOperation
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
 from ..query.plan import Derived, Join, Output, SetOp
+from . import pg_catalog
 from .expressions import Scope, convert, deparse
 
 _KINDS = {JoinType.JOIN_INNER: "inner", JoinType.JOIN_LEFT: "left",
@@ -105,8 +107,35 @@ def _item(f, ctes: dict, make_select: Callable, aliases: list):
         aliases.append(alias)
         return Leaf(alias, make_select(f.subquery, ctes), _colnames(f.alias))
     if isinstance(f, ast.RangeFunction):
-        raise NotSupportedError("a function in FROM beside other relations is not supported")
+        return _function_leaf(f, ctes, make_select, aliases)
     raise NotSupportedError(f"FROM {type(f).__name__} is not supported")
+
+
+def _function_leaf(f: ast.RangeFunction, ctes: dict, make_select: Callable, aliases: list):
+    """A function in FROM beside other relations: a table function's rows
+    (varvedb_history, pg_catalog's), or a scalar function's one row, its one
+    column named as the alias (PostgreSQL's `FROM t, plainto_tsquery(...) query`)."""
+    if f.lateral or f.ordinality or f.is_rowsfrom or f.coldeflist or len(f.functions) != 1:
+        raise NotSupportedError("LATERAL, WITH ORDINALITY, ROWS FROM and column definition "
+                                "lists are not supported")
+    call = f.functions[0][0]
+    if not isinstance(call, ast.FuncCall):
+        raise NotSupportedError(f"FROM {type(call).__name__} is not supported")
+    name = call.funcname[-1].sval.lower()
+    alias = f.alias.aliasname if f.alias else name
+    aliases.append(alias)
+    if name == "varvedb_history" or name in pg_catalog.RELATIONS:
+        bare = ast.RangeFunction(functions=f.functions, lateral=False, ordinality=False,
+                                 is_rowsfrom=False)
+        star = ast.ResTarget(val=ast.ColumnRef(fields=(ast.A_Star(),)))
+        stmt = ast.SelectStmt(targetList=(star,), fromClause=(bare,), op=SetOperation.SETOP_NONE)
+        return Leaf(alias, make_select(stmt, ctes), _colnames(f.alias))
+    colnames = _colnames(f.alias) or (alias,)
+    if len(colnames) != 1:
+        raise SqlError("42804", f"too many column aliases specified for function {name}")
+    stmt = ast.SelectStmt(targetList=(ast.ResTarget(name=colnames[0], val=call),),
+                          op=SetOperation.SETOP_NONE)
+    return Leaf(alias, make_select(stmt, ctes))
 
 
 def _colnames(alias) -> tuple:
