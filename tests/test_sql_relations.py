@@ -136,3 +136,23 @@ def test_distinct_rows_survive_a_radix_wider_than_int64():
     firsts = np.sort(first_of_each(cols, 2000))
     rows = [tuple(None if c.nulls[i] else c.data[i] for c in cols) for i in range(2000)]
     assert [rows[i] for i in firsts] == list(dict.fromkeys(rows))
+
+
+def test_where_equalities_of_a_from_list_are_hash_keys(db):
+    """8,000 x 8,000 rows is past MAX_PAIRS as a cross product: WHERE's equality
+    makes the pairs those of equal keys (and WHERE still tests it)."""
+    assert 8000 * 8000 > MAX_PAIRS
+    for name in ("p", "q"):
+        db.sql(f"DROP TABLE IF EXISTS {name}")
+        db.sql(f"CREATE TABLE {name} (id bigint PRIMARY KEY, k int)")
+        db.sql(f"INSERT INTO {name} VALUES " + ", ".join(
+            f"({i}, {'NULL' if i % 1000 == 7 else i % 4000})" for i in range(8000)))
+    got = db.sql("SELECT count(*), sum(p.id) FROM p, q WHERE p.k = q.k AND q.id < 4000").rows
+    want_pairs = [(i, j) for j in range(4000) if j % 1000 != 7
+                  for i in (j, j + 4000) if i % 1000 != 7]
+    assert got == [(len(want_pairs), sum(i for i, _ in want_pairs))]
+    plan = "\n".join(r[0] for r in db.sql("EXPLAIN SELECT p.id FROM p, q WHERE p.k = q.k").rows)
+    assert "Inner Join on p.k = q.k" in plan
+    with pytest.raises(SqlError) as e:              # no equality: the cross product is refused
+        db.sql("SELECT count(*) FROM p, q WHERE p.k < q.k")
+    assert e.value.sqlstate == "54000"

@@ -182,6 +182,35 @@ def plan_tree(tree, ctx, params):
     return node, lkeys + rkeys
 
 
+def where_keys(node, where) -> None:
+    """WHERE's equalities between two relations of an inner or cross join (reached
+    through inner and cross joins only) become that join's hash keys too, so
+    `FROM a, b WHERE a.k = b.k` pairs equal keys instead of every row. WHERE
+    still tests them: the answer is the same, the pairs fewer."""
+    if where is None or not isinstance(node, Join):
+        return
+    try:
+        found = conjuncts(resolve(where, list(node.columns)))
+    except SqlError:            # (Bound has said what is wrong with the names)
+        return
+    inner = []
+    todo = [node]
+    while todo:
+        j = todo.pop()
+        if isinstance(j, Join) and j.kind in ("inner", "cross"):
+            inner.append(j)
+            todo.extend(j.legs)
+    for c in found:
+        for j in inner:
+            ncols = len(j.legs[0].columns)     # (a subquery's bare names, a join's qualified)
+            pair = _key_pair(c, set(j.columns[:ncols]), set(j.columns[ncols:]))
+            if pair is not None:
+                j.key_exprs = j.key_exprs + (pair,)
+                j.keys = j.keys + (f"{E.describe(pair[0])} = {E.describe(pair[1])}",)
+                j.kind = "inner"
+                break
+
+
 def read_only(node, reads: set) -> None:
     """Tell each Join of a planned tree the columns read above it (`reads`:
     qualified or bare names; None: all), so it gathers no others for its pairs."""

@@ -178,6 +178,7 @@ class Select:
             rel_node, names = relations.plan_tree(self.source[1], ctx, params)
             b = self._bind(None, tuple(names))
             relations.read_only(rel_node, b.reads(self))
+            relations.where_keys(rel_node, self.where_expr)
         elif kind == "setop":
             rel_node, names = relations.plan_set_op(self.source, ctx, params)
             b = self._bind(None, tuple(names))
