@@ -177,6 +177,8 @@ SELECT id, rank() OVER (ORDER BY v <-> '[1,1]') FROM docs ORDER BY v <-> '[1,1]'
 -- => [(3, 1), (1, 2), (2, 2)]
 SELECT id, row_number() OVER (ORDER BY id DESC) FROM docs ORDER BY v <-> '[0.1,0]' LIMIT 2;
 -- => [(1, 5), (2, 4)]
+SELECT id, rank() OVER (ORDER BY v <-> NULL) FROM docs ORDER BY v <-> NULL LIMIT 2;
+-- => [(1, 1), (2, 1)]
 -- the hybrid search idiom: two ranked halves, fused by reciprocal rank over a FULL JOIN
 WITH semantic AS (
     SELECT id, rank() OVER (ORDER BY v <=> '[1,0]') AS rank FROM docs ORDER BY v <=> '[1,0]' LIMIT 3

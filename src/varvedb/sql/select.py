@@ -646,6 +646,7 @@ class Bound:
         b = copy.copy(self)
         score, e = E.Col("$score"), self.distance
         b.exprs = [E.rewrite(x, lambda n: e if n == score else None) for x in self.exprs]
+        b.windows = [E.rewrite(w, lambda n: e if n == score else None) for w in self.windows]
         b.vector = b.vector_op = None
         return b
 
