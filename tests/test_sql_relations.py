@@ -156,3 +156,50 @@ def test_where_equalities_of_a_from_list_are_hash_keys(db):
     with pytest.raises(SqlError) as e:              # no equality: the cross product is refused
         db.sql("SELECT count(*) FROM p, q WHERE p.k < q.k")
     assert e.value.sqlstate == "54000"
+
+
+def test_the_hybrid_search_idiom_in_varvedbs_dialect(tmp_path):
+    """pgvector's hybrid search, its keyword half written with varvedb's bm25() over
+    a full-text column: each half ranked with rank() OVER, the halves fused over a
+    FULL OUTER JOIN, equal to the two top-k's fused here by hand."""
+    db = vv.connect(str(tmp_path / "h.varve"))
+    docs = db.create_collection("documents", {"content": vv.Text(fts=True),
+                                              "embedding": vv.Vector(3)})
+    rng = np.random.default_rng(5)
+    words = ["dog", "cat", "bear", "bird", "fish", "barking", "purring", "growling"]
+    docs.insert([{"id": i, "content": " ".join(rng.choice(words, 4)),
+                  "embedding": rng.random(3).tolist()} for i in range(60)])
+    q, text, k = [0.2, 0.9, 0.1], "bear growling", 60
+    got = db.sql("""
+        WITH semantic_search AS (
+            SELECT id, RANK () OVER (ORDER BY embedding <=> $1) AS rank
+            FROM documents ORDER BY embedding <=> $1 LIMIT 20
+        ), keyword_search AS (
+            SELECT id, RANK () OVER (ORDER BY bm25(content, $2) DESC) AS rank
+            FROM documents WHERE content @@ $2 ORDER BY bm25(content, $2) DESC LIMIT 20
+        )
+        SELECT COALESCE(semantic_search.id, keyword_search.id) AS id,
+               COALESCE(1.0 / ($3 + semantic_search.rank), 0.0) +
+               COALESCE(1.0 / ($3 + keyword_search.rank), 0.0) AS score
+        FROM semantic_search
+        FULL OUTER JOIN keyword_search ON semantic_search.id = keyword_search.id
+        ORDER BY score DESC, id LIMIT 5""", [q, text, k]).rows
+
+    def ranked(sql, params):
+        """rank() of each id: rows come best first; a tie keeps the rank before it."""
+        ranks, last = {}, None
+        for pos, (i, key) in enumerate(db.sql(sql, params).rows):
+            ranks[i] = ranks[last[0]] if last is not None and last[1] == key else pos + 1
+            last = (i, key)
+        return ranks
+    sem = ranked("SELECT id, embedding <=> $1 FROM documents ORDER BY embedding <=> $1 "
+                 "LIMIT 20", [q])
+    kw = ranked("SELECT id, bm25(content, $1) FROM documents WHERE content @@ $1 "
+                "ORDER BY bm25(content, $1) DESC LIMIT 20", [text])
+    assert kw and sem
+    fused = {i: (1 / (k + sem[i]) if i in sem else 0) + (1 / (k + kw[i]) if i in kw else 0)
+             for i in set(sem) | set(kw)}
+    want = sorted(fused.items(), key=lambda t: (-t[1], t[0]))[:5]
+    assert [i for i, _ in got] == [i for i, _ in want]
+    assert [s for _, s in got] == pytest.approx([s for _, s in want])
+    db.close()
