@@ -3,8 +3,9 @@ gives output columns.
 
 Column references may carry a table or alias qualifier (`items.id`, `s.d`):
 with one relation in FROM the qualifier is checked against the names that
-level answers to and dropped; with several (a join) it is kept (`s.d`). `x IN (SELECT ...)` becomes a
-SubqueryValues leaf; the Select compiler runs the subquery first.
+level answers to and dropped; with several (a join) it is kept (`s.d`).
+`x IN (SELECT ...)` becomes a SubqueryValues leaf; the Select compiler runs
+the subquery first.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pglast.enums import (A_Expr_Kind, BoolExprType, BoolTestType, NullTestType,
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
 from ..query.filter import NOT_A_LITERAL, literal as _literal
+from ..query.window import FUNCTIONS as WINDOW_FUNCTIONS
 from .types import type_of
 
 _BINARY = {"+", "-", "*", "/", "%", "||", "=", "<>", "!=", "<", "<=", ">", ">=", "->", "->>",
@@ -218,7 +220,6 @@ def deparse(n) -> str:
     return RawStream()(n)
 
 
-WINDOW_FUNCTIONS = ("row_number", "rank", "dense_rank")
 _DEFAULT_FRAME = 1058       # FRAMEOPTION_DEFAULTS: RANGE UNBOUNDED PRECEDING .. CURRENT ROW
 
 

@@ -511,10 +511,10 @@ class Bound:
         join = sel.source[0] == "join"
         for t in sel.targets:
             if t[0] == "*":
-                cols = [c for c in source_cols if t[1] is None or c.split(".", 1)[0] == t[1]] \
-                    if join else source_cols
-                self.names.extend(c.split(".", 1)[1] for c in cols) if join \
-                    else self.names.extend(cols)
+                cols = source_cols
+                if join:                    # alias.column: all, or the qualifier's (x.*)
+                    cols = [c for c in cols if t[1] is None or c.split(".", 1)[0] == t[1]]
+                self.names.extend(c.split(".", 1)[1] if join else c for c in cols)
                 self.exprs.extend(E.Col(c) for c in cols)
             else:
                 self.names.append(t[0])
@@ -556,7 +556,7 @@ class Bound:
 
         def sub(n):
             if isinstance(n, E.Window):
-                if any(E.has_window(x) for x in E.walk(n) if x is not n):
+                if any(isinstance(x, E.Window) for x in E.walk(n) if x is not n):
                     raise SqlError("42P20", "window function calls cannot be nested")
                 if n not in windows:
                     windows.append(n)
