@@ -32,6 +32,14 @@ QUERIES = [
     ("SELECT id, meta, ok FROM items WHERE tag = %s ORDER BY id", [2]),
     ("SELECT count(*), sum(tag), avg(tag) FROM items", []),
     ("SELECT name FROM items WHERE name IS NOT NULL ORDER BY name DESC", []),
+    # joins, UNION and window ranks (sql/relations.py) take the same path
+    ("SELECT a.id, b.name, rank() OVER (ORDER BY a.embedding <-> %s) AS r FROM items a "
+     "JOIN items b ON a.tag = b.tag ORDER BY a.id, b.id", ["[1,1,1]"]),
+    ("SELECT tag FROM items UNION SELECT id FROM items WHERE id > %s ORDER BY tag", [1]),
+    ("SELECT i.id, n.id FROM items i LEFT JOIN (SELECT id FROM items ORDER BY embedding <-> %s "
+     "LIMIT 1) n ON n.id = i.id ORDER BY i.id", ["[4,5,6]"]),
+    ("SELECT id, row_number() OVER (PARTITION BY tag ORDER BY id DESC) FROM items ORDER BY id",
+     []),
 ]
 
 

@@ -12,3 +12,32 @@ SELECT id, embedding FROM items;
 CREATE INDEX items_l2 ON items USING hnsw (embedding vector_l2_ops);
 CREATE INDEX items_cos ON items USING hnsw (embedding vector_cosine_ops);
 -- !! 0A000
+
+-- joins, set operations and window functions past what varvedb has (sql/relations.py):
+-- each is refused naming the feature
+CREATE TABLE a (id bigint PRIMARY KEY, k int);
+INSERT INTO a VALUES (1, 10), (2, 20);
+SELECT a.id FROM a, LATERAL (SELECT b.id FROM a b WHERE b.k = a.k) s;
+-- !! 0A000
+WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT n FROM r;
+-- !! 0A000
+SELECT id FROM a INTERSECT SELECT id FROM a;
+-- !! 0A000
+SELECT id FROM a EXCEPT SELECT id FROM a;
+-- !! 0A000
+SELECT * FROM a x NATURAL JOIN a y;
+-- !! 0A000
+SELECT * FROM a x JOIN a y USING (id);
+-- !! 0A000
+SELECT id, sum(k) OVER (ORDER BY id) FROM a;
+-- !! 0A000
+SELECT id, lag(k) OVER (ORDER BY id) FROM a;
+-- !! 0A000
+SELECT id, row_number() OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM a;
+-- !! 0A000
+SELECT id, rank() OVER w FROM a WINDOW w AS (ORDER BY id);
+-- !! 0A000
+SELECT x.id FROM a x JOIN a y ON x.id = y.id, abs(-3) WITH ORDINALITY g;
+-- !! 0A000
+SELECT k FROM a UNION SELECT id FROM a ORDER BY k + 1;
+-- !! 0A000

@@ -19,10 +19,12 @@ from ..cancel import check as check_canceled
 from ..index import flat
 from .aggregate import aggregate, groups as _groups, sort_ranks
 from .expr import Col, Rel, Val, col_value, evaluate, no_nulls, truth
-from .plan import (Aggregate, Count, Derived, Distinct, Filter, FunctionScan, Fusion, Limit,
-                   Lookup, Output, PlanNode, Project, Rerank, Scan, Sort, Strategy, TextTopK,
-                   VectorTopK, Where)
+from .plan import (Aggregate, Count, Derived, Distinct, Filter, FunctionScan, Fusion, Join,
+                   Limit, Lookup, Output, PlanNode, Project, Rerank, Scan, SetOp, Sort,
+                   Strategy, TextTopK, VectorTopK, Where, Window)
 from .planner import WIDEN, Query
+from .relations import join_pairs, take_or_null, union
+from .window import window_values
 
 
 class Result:
@@ -220,6 +222,62 @@ def _derived(node: Derived, query: Query) -> Out:
     return Out(None, None, None, res.count, replace(node, input=res.plan), cols)
 
 
+def _leg_columns(out: Out) -> list:
+    """A join's or set operation's leg's columns, in order: a subquery's output
+    columns, or a join's (qualified) columns."""
+    node = out.node
+    if isinstance(node, Derived):
+        return [out.cols[f"$c{i}"] for i in range(len(node.columns))]
+    return [out.cols.get(k) for k in node.columns]     # (None: not read above it)
+
+
+def _join(node: Join, query: Query) -> Out:
+    outs = [_run(leg, query) for leg in node.legs]
+    left, right = (_leg_columns(o) for o in outs)
+    nl, nr = outs[0].count, outs[1].count
+    lcols = {k: v for k, v in zip(node.columns[:len(left)], left) if v is not None}
+    rcols = {k: v for k, v in zip(node.columns[len(left):], right) if v is not None}
+    env = query.env
+    lkeys = [evaluate(a, Rel(None, None, lcols, nl), env) for a, _ in node.key_exprs]
+    rkeys = [evaluate(b, Rel(None, None, rcols, nr), env) for _, b in node.key_exprs]
+    residual = None
+    if node.residual_expr is not None:
+        def residual(li, ri):
+            cols = {k: v.take(li) for k, v in lcols.items()}
+            cols.update((k, v.take(ri)) for k, v in rcols.items())
+            return truth(evaluate(node.residual_expr, Rel(None, None, cols, len(li)), env))
+    li, ri = join_pairs(node.kind, nl, nr, lkeys, rkeys, residual)
+    needed = node.needed
+    cols = {k: take_or_null(v, li) for k, v in lcols.items() if needed is None or k in needed}
+    cols.update((k, take_or_null(v, ri)) for k, v in rcols.items()
+                if needed is None or k in needed)
+    bare: dict = {}
+    for k in node.columns:                  # each unambiguous column by its bare name too
+        name = k.split(".", 1)[1]
+        bare[name] = None if name in bare else cols.get(k)
+    cols.update((k, v) for k, v in bare.items() if v is not None and k not in cols)
+    return Out(None, None, None, len(li), replace(node, legs=tuple(o.node for o in outs)), cols)
+
+
+def _set_op(node: SetOp, query: Query) -> Out:
+    outs = [_run(leg, query) for leg in node.legs]
+    cols, n = union([_leg_columns(o) for o in outs], node.all)
+    named = {f"$c{i}": v for i, v in enumerate(cols)}
+    for name, v in zip(node.columns, cols):
+        named.setdefault(name, v)
+    return Out(None, None, None, n, replace(node, legs=tuple(o.node for o in outs)), named)
+
+
+def _window(node: Window, query: Query) -> Out:
+    inp = _run(node.input, query)
+    rel = _rel(inp, query)
+    cols = dict(rel.cols)
+    for i, w in enumerate(node.exprs):
+        cols[f"$w{i}"] = window_values(w, rel, query.env)
+    cols.pop("$score", None)
+    return Out(None, rel.rows, inp.scores, rel.n, _with_input(node, inp.node), cols)
+
+
 def _function_scan(node: FunctionScan, query: Query) -> Out:
     return Out(None, None, None, node.rows, node, dict(node.cols or {}))
 
@@ -400,4 +458,4 @@ _RUNNERS = {Scan: _scan, Filter: _filter, Limit: _limit, Lookup: _lookup, Projec
             VectorTopK: _vector_topk, Derived: _derived, Where: _where, Output: _output,
             Aggregate: _aggregate, Distinct: _distinct, Sort: _sort,
             FunctionScan: _function_scan, TextTopK: _text_topk, Fusion: _fusion,
-            Rerank: _rerank}
+            Rerank: _rerank, Join: _join, SetOp: _set_op, Window: _window}

@@ -198,6 +198,15 @@ class Agg:
 
 
 @dataclass(frozen=True, slots=True)
+class Window:
+    """A ranking window function (row_number, rank, dense_rank) OVER (PARTITION BY
+    ... ORDER BY ...); the planner replaces it by a Col of the Window node's output."""
+    fn: str
+    partition: tuple    # exprs
+    order: tuple        # ((expr, desc, nulls_first or None), ...)
+
+
+@dataclass(frozen=True, slots=True)
 class ArrayValues:
     """`x = ANY($1)`: the elements of an array parameter (a list)."""
     arg: Any
@@ -234,6 +243,9 @@ def walk(expr):
                 stack.append(e.default)
         elif isinstance(e, Agg):
             stack.extend(x for x in (e.arg, e.filter) if x is not None)
+        elif isinstance(e, Window):
+            stack.extend(e.partition)
+            stack.extend(o[0] for o in e.order)
 
 
 # ---- evaluation ------------------------------------------------------------------
@@ -1058,13 +1070,17 @@ def _agg(e: Agg, rel: Rel, env: Env) -> Val:
     raise SqlError("42803", f"aggregate function {e.fn} is not allowed here")
 
 
+def _window(e: Window, rel: Rel, env: Env) -> Val:
+    raise SqlError("42P20", f"window functions are not allowed here ({e.fn})")
+
+
 def _subquery(e: SubqueryValues, rel: Rel, env: Env) -> Val:
     raise SqlError("42601", "a subquery is only allowed in IN (...) and FROM")
 
 
 _EVAL = {Col: _col, Const: _const, Param: _param, Op: _op, Func: _func, Cast: _cast,
          IsNull: _isnull, BoolTest: _booltest, InList: _inlist, Like: _like, Case: _case, Agg: _agg,
-         SubqueryValues: _subquery, Given: _given}
+         SubqueryValues: _subquery, Given: _given, Window: _window}
 
 
 # ---- functions ---------------------------------------------------------------
@@ -1215,6 +1231,9 @@ def rewrite(e, fn):
     if isinstance(e, Agg):
         return Agg(e.fn, None if e.arg is None else rewrite(e.arg, fn), e.distinct,
                    None if e.filter is None else rewrite(e.filter, fn))
+    if isinstance(e, Window):
+        return Window(e.fn, tuple(rewrite(p, fn) for p in e.partition),
+                      tuple((rewrite(x, fn), d, nf) for x, d, nf in e.order))
     return e
 
 
@@ -1225,6 +1244,10 @@ def columns_of(e) -> set[str]:
 
 def has_aggregate(e) -> bool:
     return any(isinstance(x, Agg) for x in walk(e))
+
+
+def has_window(e) -> bool:
+    return any(isinstance(x, Window) for x in walk(e))
 
 
 def describe(e) -> str:
@@ -1251,4 +1274,12 @@ def describe(e) -> str:
         return f"{describe(e.arg)}::{e.kind}"
     if isinstance(e, IsNull):
         return f"{describe(e.arg)} IS {'NOT ' if e.negated else ''}NULL"
+    if isinstance(e, Window):
+        over = []
+        if e.partition:
+            over.append("PARTITION BY " + ", ".join(describe(p) for p in e.partition))
+        if e.order:
+            over.append("ORDER BY " + ", ".join(describe(x) + (" DESC" if d else "")
+                                                for x, d, _ in e.order))
+        return f"{e.fn}() OVER ({' '.join(over)})"
     return type(e).__name__.lower()

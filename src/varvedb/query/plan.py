@@ -303,6 +303,66 @@ class Derived(PlanNode):
 
 
 @dataclass(slots=True, eq=False)
+class Join(PlanNode):
+    """Two relations joined (query/relations.py): equal `keys` matched by a
+    hash join, the rest of ON (`residual`) tested on the matched pairs, the
+    unmatched rows of an outer join's side(s) kept with NULLs opposite."""
+    NODE: ClassVar[str] = "Join"
+    kind: str                   # inner left right full cross
+    keys: tuple                 # ("l.col = r.col", ...) as written
+    residual: str | None
+    columns: tuple              # qualified output column names, left's then right's
+    legs: tuple = ()
+    key_exprs: Any = run_only()     # ((left expr, right expr), ...)
+    residual_expr: Any = run_only()
+    needed: Any = run_only()        # the columns read above it (None: all)
+
+    def inputs(self) -> tuple:
+        return self.legs
+
+    def params(self) -> dict:
+        return {"kind": self.kind, "keys": list(self.keys), "residual": self.residual,
+                "columns": list(self.columns)}
+
+    def describe(self) -> str:
+        on = " AND ".join(self.keys + ((self.residual,) if self.residual else ()))
+        return f"{self.kind.capitalize()} Join" + (f" on {on}" if on else "")
+
+
+@dataclass(slots=True, eq=False)
+class SetOp(PlanNode):
+    """UNION [ALL] of its legs' rows (query/relations.py), columns named as the
+    first leg's."""
+    NODE: ClassVar[str] = "SetOp"
+    op: str                     # union
+    all: bool
+    columns: tuple
+    legs: tuple = ()
+
+    def inputs(self) -> tuple:
+        return self.legs
+
+    def params(self) -> dict:
+        return {"op": self.op, "all": self.all, "columns": list(self.columns)}
+
+    def describe(self) -> str:
+        return f"{self.op.capitalize()}{' All' if self.all else ''} ({', '.join(self.columns)})"
+
+
+@dataclass(slots=True, eq=False)
+class Window(PlanNode):
+    """Ranking window functions (query/window.py) over the input's rows, each
+    output as a column `$w<i>`."""
+    NODE: ClassVar[str] = "Window"
+    functions: tuple            # as written
+    input: PlanNode
+    exprs: Any = run_only()         # expr.Window each
+
+    def describe(self) -> str:
+        return f"Window {', '.join(self.functions)}"
+
+
+@dataclass(slots=True, eq=False)
 class FunctionScan(PlanNode):
     """Rows a table function made (varvedb_history), or the one row of a
     SELECT without FROM."""
@@ -430,7 +490,7 @@ def plan_from_dict(d: dict) -> PlanNode:
     for k, v in d.items():
         if k == "input":
             ins = [plan_from_dict(x) for x in (v if isinstance(v, list) else [v])]
-            k, v = ("legs", tuple(ins)) if cls is Fusion else ("input", ins[0])
+            k, v = ("legs", tuple(ins)) if cls in (Fusion, Join, SetOp) else ("input", ins[0])
         elif k not in kinds:
             continue
         elif k == "strategy":

@@ -2,20 +2,23 @@
 gives output columns.
 
 Column references may carry a table or alias qualifier (`items.id`, `s.d`):
-one relation is read per query level, so the qualifier is checked against
-the names that level answers to and dropped. `x IN (SELECT ...)` becomes a
-SubqueryValues leaf; the Select compiler runs the subquery first.
+with one relation in FROM the qualifier is checked against the names that
+level answers to and dropped; with several (a join) it is kept (`s.d`).
+`x IN (SELECT ...)` becomes a SubqueryValues leaf; the Select compiler runs
+the subquery first.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 from pglast import ast
-from pglast.enums import A_Expr_Kind, BoolExprType, BoolTestType, NullTestType, SubLinkType
+from pglast.enums import (A_Expr_Kind, BoolExprType, BoolTestType, NullTestType, SortByDir,
+                          SortByNulls, SubLinkType)
 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
 from ..query.filter import NOT_A_LITERAL, literal as _literal
+from ..query.window import FUNCTIONS as WINDOW_FUNCTIONS
 from .types import type_of
 
 _BINARY = {"+", "-", "*", "/", "%", "||", "=", "<>", "!=", "<", "<=", ">", ">=", "->", "->>",
@@ -31,9 +34,12 @@ class Scope:
     qualifiers), and a hook that compiles a subquery (returns its key)."""
 
     def __init__(self, names: set[str], subquery: Callable | None = None,
-                 unqualified: list | None = None):
+                 unqualified: list | None = None, qualified: bool = False):
         self.names = names
         self.subquery = subquery
+        # FROM with several relations (a join): `t.x` stays "t.x" (sql/relations.py
+        # resolves it and bare names against each relation's columns)
+        self.qualified = qualified
         # ON CONFLICT DO UPDATE's: the column names it uses unqualified (each is the
         # table's and EXCLUDED's: PostgreSQL's 42702 where the column exists)
         self.unqualified = unqualified
@@ -100,7 +106,7 @@ def column_name(n: ast.ColumnRef, scope: Scope) -> str:
             return f"excluded.{names[1]}"     # ON CONFLICT's proposed row
         if names[0] not in scope.names:
             raise SqlError("42P01", f'missing FROM-clause entry for table "{names[0]}"')
-        return names[1]
+        return f"{names[0]}.{names[1]}" if scope.qualified else names[1]
     if len(names) != 1:
         raise NotSupportedError(f"column reference {'.'.join(names)} is not supported")
     if scope.unqualified is not None:
@@ -164,7 +170,7 @@ def _func(n: ast.FuncCall, scope: Scope):
         raise SqlError("42883", f"function {'.'.join(names)}() does not exist")
     name = names[0]
     if n.over is not None:
-        raise NotSupportedError("window functions are not supported")
+        return _window(name, n, scope)
     args = tuple(convert(a, scope) for a in (n.args or ()))
     if name in AGGREGATES:
         if n.agg_order:
@@ -212,3 +218,30 @@ def deparse(n) -> str:
     """An expression as SQL text (for plans and messages)."""
     from pglast.stream import RawStream
     return RawStream()(n)
+
+
+_DEFAULT_FRAME = 1058       # FRAMEOPTION_DEFAULTS: RANGE UNBOUNDED PRECEDING .. CURRENT ROW
+
+
+def _window(name: str, n: ast.FuncCall, scope: Scope):
+    """row_number() / rank() / dense_rank() OVER (PARTITION BY ... ORDER BY ...);
+    other window functions, named windows and frames are refused."""
+    if name not in WINDOW_FUNCTIONS:
+        raise NotSupportedError(f"window function {name}() is not supported "
+                                f"(only {', '.join(WINDOW_FUNCTIONS)})")
+    w = n.over
+    if w.refname or w.name:
+        raise NotSupportedError("named windows (WINDOW w AS ...) are not supported")
+    if w.frameOptions != _DEFAULT_FRAME:
+        raise NotSupportedError("window frames (ROWS / RANGE / GROUPS ...) are not supported")
+    if n.args or n.agg_star or n.agg_filter is not None or n.agg_distinct:
+        raise SqlError("42883", f"function {name}() takes no arguments")
+    order = []
+    for sb in w.orderClause or ():
+        if sb.useOp:
+            raise NotSupportedError("ORDER BY ... USING is not supported")
+        nulls = {SortByNulls.SORTBY_NULLS_FIRST: True,
+                 SortByNulls.SORTBY_NULLS_LAST: False}.get(sb.sortby_nulls)
+        order.append((convert(sb.node, scope), sb.sortby_dir == SortByDir.SORTBY_DESC, nulls))
+    return E.Window(name, tuple(convert(p, scope) for p in w.partitionClause or ()),
+                    tuple(order))

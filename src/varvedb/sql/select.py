@@ -31,20 +31,19 @@ from . import pg_catalog
 from ..query.execute import execute
 from ..query.filter import Filter as GrammarFilter, Refusal, expressed as grammar_expressed
 from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Output, Sort,
-                          Where)
+                          Where, Window)
 from ..query.bind import bind_legs
 from ..query.prepared import keep, query_vector, typed_key
 from ..query.planner import Query, plan_scan
 from ..query.request import RRF_K, Search, TextLeg, VectorLeg
 from ..schema import brief
+from . import relations
 from .expressions import Scope, convert, deparse, output_name
 from ..results import SqlResult
 
 
 class Select:
     def __init__(self, stmt: ast.SelectStmt, ctes: dict | None = None):
-        if stmt.op != SetOperation.SETOP_NONE:
-            raise NotSupportedError("UNION, INTERSECT and EXCEPT are not supported")
         if stmt.valuesLists:
             raise NotSupportedError("VALUES lists are only supported in INSERT")
         if stmt.intoClause or stmt.lockingClause or stmt.windowClause:
@@ -62,13 +61,23 @@ class Select:
                     raise NotSupportedError("WITH column lists are not supported")
                 self.ctes[cte.ctename] = cte.ctequery
         self.subqueries: dict[int, Select] = {}
-        self.source = self._source(stmt.fromClause)
-        scope = Scope(self._names, self._add_subquery)
-        self.targets = []                          # ("*",) or (name, expr)
+        set_op = stmt.op != SetOperation.SETOP_NONE
+        if set_op:          # UNION: its rows are this level's FROM (sql/relations.py)
+            self.source = relations.compile_set_op(stmt, self.ctes, Select)
+            self._names = set()
+        else:
+            self.source = self._source(stmt.fromClause)
+        scope = Scope(self._names, self._add_subquery, qualified=self.source[0] == "join")
+        self.targets = []                          # ("*", qualifier or None) or (name, expr)
+        if set_op:
+            self.targets.append(("*", None))
         for rt in stmt.targetList or ():
             v = rt.val
             if isinstance(v, ast.ColumnRef) and isinstance(v.fields[-1], ast.A_Star):
-                self.targets.append(("*",))
+                qualifier = v.fields[0].sval if len(v.fields) == 2 else None
+                if qualifier is not None and qualifier not in self._names:
+                    raise SqlError("42P01", f'missing FROM-clause entry for table "{qualifier}"')
+                self.targets.append(("*", qualifier))
             else:
                 self.targets.append((rt.name or output_name(v), convert(v, scope)))
         self.where = stmt.whereClause
@@ -90,6 +99,9 @@ class Select:
             self.order.append((self._ref_or_expr(sb.node, scope),
                                sb.sortby_dir == SortByDir.SORTBY_DESC, nulls, deparse(sb))
                               )
+        if set_op and any(o[0][0] == "expr" for o in self.order):
+            raise NotSupportedError("invalid UNION/INTERSECT/EXCEPT ORDER BY clause: only "
+                                    "result column names or positions can be used")
         self.limit = None if stmt.limitCount is None else convert(stmt.limitCount, scope)
         self.offset = None if stmt.limitOffset is None else convert(stmt.limitOffset, scope)
         self._bound = None                          # (schema, Bound) of the last run
@@ -100,8 +112,9 @@ class Select:
         self._names = set()
         if not from_clause:
             return ("none",)
-        if len(from_clause) > 1:
-            raise NotSupportedError("joins are not supported (one table per FROM)")
+        if relations.is_join(from_clause):
+            tree, self._names = relations.compile_from(from_clause, self.ctes, Select)
+            return ("join", tree)
         f = from_clause[0]
         if isinstance(f, ast.RangeVar) and f.schemaname is None and f.relname in self.ctes:
             alias = f.alias.aliasname if f.alias else f.relname
@@ -130,8 +143,6 @@ class Select:
             alias = f.alias.aliasname if f.alias else name
             self._names = {alias, name}
             return ("function", name, args)
-        if isinstance(f, ast.JoinExpr):
-            raise NotSupportedError("joins are not supported")
         raise NotSupportedError(f"FROM {type(f).__name__} is not supported")
 
     def _add_subquery(self, stmt) -> int:
@@ -163,6 +174,14 @@ class Select:
             inner = self.source[1].plan(ctx, params)
             names = inner.plan.find(Output).columns
             b = self._bind(None, tuple(names))
+        elif kind == "join":
+            rel_node, names = relations.plan_tree(self.source[1], ctx, params)
+            b = self._bind(None, tuple(names))
+            relations.read_only(rel_node, b.reads(self))
+            relations.where_keys(rel_node, self.where_expr)
+        elif kind == "setop":
+            rel_node, names = relations.plan_set_op(self.source, ctx, params)
+            b = self._bind(None, tuple(names))
         else:
             cols, names = self._function_rows(ctx, env)
             b = self._bind(None, tuple(names))
@@ -177,8 +196,9 @@ class Select:
             if b.text is not None or b.hybrid is not None:
                 return self._plan_text(ctx, b, snap, table, where, env)
             node, masks = plan_scan(snap, table, where)
-        elif kind == "derived":
-            node = Derived(self.source[2], inner.plan, tuple(names), inner=inner)
+        elif kind in ("derived", "join", "setop"):
+            node = Derived(self.source[2], inner.plan, tuple(names), inner=inner) \
+                if kind == "derived" else rel_node
             masks = {}
             if self.where_expr is not None:
                 node = Where(self.where_text, node, expr=self.where_expr)
@@ -219,6 +239,8 @@ class Select:
     def _output(self, b, query: Query, limit, offset, env) -> Query:
         """A search's legs, cut to LIMIT/OFFSET, under the statement's Output."""
         node = query.plan
+        if b.windows:       # (ranks over the top-k's order: the same over its rows)
+            node = _window_node(b, node)
         if offset or limit is None:
             node = Limit(limit, node, offset)
         query.plan = Output(tuple(b.names), node, exprs=tuple(b.exprs))
@@ -271,7 +293,8 @@ class Select:
         session = ctx.session
         key = state = None
         skip = -1
-        if not self.subqueries and ctx.as_of is None and session.tx is None and snap.final:
+        if not self.subqueries and ctx.as_of is None and session.tx is None and snap.final \
+                and not b.windows:
             skip = q_expr.index - 1 if type(q_expr) is E.Param else -1
             key = self._kept_key(session, env.params, skip)
             state = (snap.version, session.branch_id)
@@ -310,7 +333,7 @@ class Select:
                 or self.source[0] != "table":
             return None
         schema, b = got
-        if b.vector is None or type(b.vector[2]) is not E.Param:
+        if b.vector is None or type(b.vector[2]) is not E.Param or b.windows:
             return None
         session = ctx.session
         table = ctx.table(self.source[1])
@@ -337,6 +360,8 @@ class Select:
             node = Aggregate(tuple(t for t, _ in groups), tuple(t for t, _ in aggs), node,
                              self.having_text, group_exprs=tuple(e for _, e in groups),
                              agg_exprs=tuple(e for _, e in aggs), having_expr=having)
+        if b.windows:
+            node = _window_node(b, node)
         if self.distinct:
             node = Output(tuple(b.names), node, exprs=tuple(b.exprs))
             node = Distinct(node)
@@ -376,12 +401,17 @@ class Select:
         cached = self._bound
         if cached is not None and (cached[0] is schema or cached[0] == schema):
             return cached[1]
+        ambiguous = set()
         if table is not None:
             source_cols = list(schema.columns)
             known = {"id", *schema.fields}
+        elif self.source[0] == "join":      # alias.column, and each unambiguous bare name
+            source_cols = list(schema)
+            unique, ambiguous = relations.bare_names(source_cols)
+            known = set(source_cols) | set(unique)
         else:
             source_cols, known = list(schema), set(schema)
-        b = Bound(self, source_cols, known, table)
+        b = Bound(self, source_cols, known, table, ambiguous)
         self._bound = (schema, b)
         return b
 
@@ -392,6 +422,10 @@ class Select:
         res = execute(query)
         top = query.plan
         return result_of(res, (top if type(top) is Output else top.find(Output)).columns)
+
+
+def _window_node(b, node):
+    return Window(tuple(E.describe(w) for w in b.windows), node, exprs=tuple(b.windows))
 
 
 def subquery_env(subqueries: dict, ctx, params) -> E.Env:
@@ -470,18 +504,68 @@ class Bound:
     """A Select bound to a source's columns: expanded *, validated names, the
     vector top-k (if the ORDER BY is one), aggregates and sort keys."""
 
-    def __init__(self, sel: Select, source_cols: list, known: set, table):
+    def __init__(self, sel: Select, source_cols: list, known: set, table,
+                 ambiguous: set = frozenset()):
         self.names, self.exprs = [], []
+        self.ambiguous = ambiguous          # a join's bare names that several relations have
+        join = sel.source[0] == "join"
         for t in sel.targets:
             if t[0] == "*":
-                self.names.extend(source_cols)
-                self.exprs.extend(E.Col(c) for c in source_cols)
+                cols = source_cols
+                if join:                    # alias.column: all, or the qualifier's (x.*)
+                    cols = [c for c in cols if t[1] is None or c.split(".", 1)[0] == t[1]]
+                self.names.extend(c.split(".", 1)[1] if join else c for c in cols)
+                self.exprs.extend(E.Col(c) for c in cols)
             else:
                 self.names.append(t[0])
                 self.exprs.append(t[1])
         self._check_names(sel, known)
         order = [(self._resolve(o, known, "ORDER BY"), d, nf, text)
                  for o, d, nf, text in sel.order]
+        plain = list(self.exprs)
+        self._shape_order(sel, known, table, order)
+        self.windows = []
+        if any(E.has_window(e) for e in self.exprs) or \
+                any(E.has_window(e) for e, *_ in self.sort):
+            self._bind_windows(plain, order)
+
+    def reads(self, sel: Select) -> set:
+        """The column names the statement reads of its FROM (bare or qualified)."""
+        exprs = list(self.exprs) + [e for e, *_ in self.sort] + list(self.windows)
+        if self.aggregates is not None:
+            groups, aggs, having = self.aggregates
+            exprs += [e for _, e in groups] + [e for _, e in aggs]
+            exprs += [] if having is None else [having]
+        if sel.where_expr is not None:
+            exprs.append(sel.where_expr)
+        return {n for e in exprs for n in E.columns_of(e) if not n.startswith("$")}
+
+    def _bind_windows(self, plain: list, order: list) -> None:
+        """Each window function a column `$w<i>` of the Window node. Over a vector
+        top-k only ranks in the top-k's own order (no PARTITION BY): those are the
+        same over its rows as over the table's; else no top-k (the rows sorted)."""
+        score = (E.Col("$score"), False)
+        if self.text is not None or self.hybrid is not None or (
+                self.vector is not None and any(
+                    w.partition or [o[:2] for o in w.order] != [score]
+                    or w.order[0][2] not in (None, False)
+                    for e in self.exprs for w in E.walk(e) if isinstance(w, E.Window))):
+            self.exprs, self.sort = plain, order
+            self.vector = self.vector_op = self.distance = self.text = self.hybrid = None
+        windows = self.windows
+
+        def sub(n):
+            if isinstance(n, E.Window):
+                if any(isinstance(x, E.Window) for x in E.walk(n) if x is not n):
+                    raise SqlError("42P20", "window function calls cannot be nested")
+                if n not in windows:
+                    windows.append(n)
+                return E.Col(f"$w{windows.index(n)}")
+            return None
+        self.exprs = [E.rewrite(e, sub) for e in self.exprs]
+        self.sort = [(E.rewrite(e, sub), d, nf, text) for e, d, nf, text in self.sort]
+
+    def _shape_order(self, sel: Select, known: set, table, order) -> None:
         self.vector = None
         self.vector_op = None
         self.distance = None        # the ORDER BY distance expression the top-k replaced
@@ -510,7 +594,13 @@ class Bound:
         for e in exprs:
             for name in E.columns_of(e):
                 if name not in known and not name.startswith("$"):
-                    raise SqlError("42703", f'column "{name}" does not exist')
+                    self._unknown(name)
+
+    def _unknown(self, name: str):
+        if name in self.ambiguous:
+            raise SqlError("42702", f'column reference "{name}" is ambiguous')
+        raise SqlError("42703", f'column "{name}" does not exist' if "." not in name
+                       else f"column {name} does not exist")
 
     def _resolve(self, item, known: set, clause: str):
         kind, v = item
@@ -522,11 +612,11 @@ class Bound:
             if v in self.names and (clause == "ORDER BY" or v not in known):
                 return self.exprs[self.names.index(v)]
             if v not in known:
-                raise SqlError("42703", f'column "{v}" does not exist')
+                self._unknown(v)
             return E.Col(v)
         for name in E.columns_of(v):
             if name not in known:
-                raise SqlError("42703", f'column "{name}" does not exist')
+                self._unknown(name)
         return v
 
     def _target_col(self, e):
@@ -556,6 +646,7 @@ class Bound:
         b = copy.copy(self)
         score, e = E.Col("$score"), self.distance
         b.exprs = [E.rewrite(x, lambda n: e if n == score else None) for x in self.exprs]
+        b.windows = [E.rewrite(w, lambda n: e if n == score else None) for w in self.windows]
         b.vector = b.vector_op = None
         return b
 
