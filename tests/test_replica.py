@@ -264,9 +264,9 @@ def test_a_shipped_commit_that_does_not_check_is_refused_and_leaves_the_file(tmp
         end = e.log.end
         bad = type(rec)(**{**rec.__dict__, "prev_chain": bytes(32)})
         with pytest.raises(vv.CorruptFileError, match="does not follow"):
-            e.follow(frames, bad)
+            e.follow([(frames, bad)])
         assert e.log.end == end and e.visible == 2
-        e.follow(frames, rec)
+        e.follow([(frames, rec)])
         assert follower.collection("docs").get(2)["tag"] == 2
     finally:
         follower.close()

@@ -124,10 +124,12 @@ class Replica:
         unshipper, applied = Unshipper(), 0
         try:
             while chunk := resp.read(CHUNK):
-                for frames, rec in unshipper.feed(chunk):
-                    engine.follow(frames, rec)
-                    applied += 1
-                    self.lag_seconds = max(0.0, time.time() - rec.timestamp_us / 1e6)
+                commits = unshipper.feed(chunk)
+                if commits:        # the whole commits of a chunk: one sync
+                    engine.follow(commits)
+                    applied += len(commits)
+                    self.lag_seconds = max(0.0, time.time()
+                                           - commits[-1][1].timestamp_us / 1e6)
         except (OSError, http.client.HTTPException) as e:
             self._close()
             raise E.ServerUnavailableError(f"the pull from {self.url} was cut short after "

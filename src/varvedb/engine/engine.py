@@ -972,36 +972,47 @@ class Engine:
         self._shipped = (log.file, end, newest, newest_chain)
         return newest, backup.read_chunks(log.file.fd, start, end)
 
-    def follow(self, frames: list, rec) -> None:
-        """A read replica's side: append one commit its leader made (the frames
-        (kind, payload), then the leader's commit record, checked against this
-        file's chain by LogWriter.commit_shipped), make it durable and apply it.
-        Nothing of it stays when a check or a write fails."""
+    def follow(self, commits: list) -> None:
+        """A read replica's side: append commits its leader made — each its frames
+        [(kind, payload)] and the leader's commit record, checked against this file's
+        chain by LogWriter.commit_shipped — make them durable with one sync, apply
+        them and publish the newest. A commit that fails a check or a write leaves
+        nothing of itself; those before it are kept, then its error is raised."""
         self.ensure_writable()
         log = self.log
+        failure = None
         with self.writer.held():
-            log.begin()
-            refs = []
-            try:
-                for kind, payload in frames:
-                    at = log.append(kind, [payload], len(payload))
-                    refs.append(log_reader.FrameRef(kind, at - F.FRAME_HEADER_SIZE,
-                                                    len(payload), b""))
-                end, generation = log.commit_shipped(rec)
-            except BaseException:
-                log.rollback()
-                raise
-            log.sync_to(end, generation)
-            buf = log.file.map()
-            self._map = buf
-            offset = end - F.FRAME_HEADER_SIZE - F.pad(len(F.pack_commit(rec)))
-            self._replay(memoryview(buf), LoggedCommit(rec, refs, offset, end))
-            for t in self.tables.values():
-                t.end()
-            with self._publish:
-                self.written = self.visible = rec.version
-                self.published.notify_all()
+            done = []
+            for frames, rec in commits:
+                log.begin()
+                refs = []
+                try:
+                    for kind, payload in frames:
+                        at = log.append(kind, [payload], len(payload))
+                        refs.append(log_reader.FrameRef(kind, at - F.FRAME_HEADER_SIZE,
+                                                        len(payload), b""))
+                    end, generation = log.commit_shipped(rec)
+                except BaseException as e:
+                    log.rollback()
+                    failure = e
+                    break
+                at = end - F.FRAME_HEADER_SIZE - F.pad(len(F.pack_commit(rec)))
+                done.append(LoggedCommit(rec, refs, at, end))
+            if done:
+                log.sync_to(end, generation)      # one sync for them all
+                buf = log.file.map()
+                self._map = buf
+                mv = memoryview(buf)
+                for c in done:
+                    self._replay(mv, c)
+                for t in self.tables.values():
+                    t.end()
+                with self._publish:
+                    self.written = self.visible = done[-1].record.version
+                    self.published.notify_all()
         self._link(list(self.tables))
+        if failure is not None:
+            raise failure
 
     def wait_visible(self, version: int, timeout: float) -> bool:
         """Wait (at most timeout seconds) until a version newer than `version` is
