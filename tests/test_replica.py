@@ -271,3 +271,49 @@ def test_a_shipped_commit_that_does_not_check_is_refused_and_leaves_the_file(tmp
     finally:
         follower.close()
         leader_db.close()
+
+
+def test_a_batch_keeps_the_commits_before_one_that_does_not_check(tmp_path):
+    leader_db = vv.connect(str(tmp_path / "l.varve"))
+    docs = leader_db.create_collection("docs", {"tag": "int"})
+    leader_db.backup(str(tmp_path / "r.varve"))
+    for i in range(3):
+        docs.insert([{"id": i, "tag": i}])
+    follower = vv.connect(str(tmp_path / "r.varve"))
+    try:
+        from varvedb.storage.shipping import Unshipper
+        e = follower.engine
+        _, chunks = leader_db.engine.log_after(e.visible, e.log.chain)
+        commits = Unshipper().feed(b"".join(chunks))
+        assert len(commits) == 3
+        frames, rec = commits[2]
+        commits[2] = (frames, type(rec)(**{**rec.__dict__, "timestamp_us": 1}))
+        with pytest.raises(vv.CorruptFileError):
+            e.follow(commits)
+        assert e.visible == leader_db.engine.visible - 1
+        assert sorted(d["id"] for d in follower.collection("docs").get()) == [0, 1]
+    finally:
+        follower.close()
+        leader_db.close()
+    with vv.connect(str(tmp_path / "r.varve"), readonly=True) as db:
+        assert db.verify().ok and db.collection("docs").count() == 2
+
+
+def test_a_leader_url_that_is_not_http_is_refused(tmp_path):
+    from varvedb.replica import Replica
+    for url in ("ftp://127.0.0.1/", "127.0.0.1:8080", ""):
+        with pytest.raises(vv.OptionError):
+            Replica(url, str(tmp_path / "r.varve"))
+    assert not os.path.exists(tmp_path / "r.varve")
+
+
+def test_a_replica_serves_with_one_process_and_http_only(tmp_path):
+    from click.testing import CliRunner
+
+    from varvedb.cli import main
+    path = str(tmp_path / "r.varve")
+    for extra, says in ((["--workers", "2"], "one process"), (["--pg", "0"], "not --pg")):
+        r = CliRunner().invoke(main, ["serve", path, "--no-warm", "--replica-of",
+                                      "http://127.0.0.1:9", *extra])
+        assert r.exit_code != 0 and says in r.output, r.output
+    assert not os.path.exists(path)
