@@ -317,3 +317,24 @@ def test_a_replica_serves_with_one_process_and_http_only(tmp_path):
                                       "http://127.0.0.1:9", *extra])
         assert r.exit_code != 0 and says in r.output, r.output
     assert not os.path.exists(path)
+
+
+def test_a_replica_follows_a_leader_with_read_workers(tmp_path):
+    """GET /log on a read worker of `serve --workers 2`: its long poll waits on the
+    writer's board, so the replica still gets each commit as it is made."""
+    with ServerProcess(str(tmp_path / "wl.varve"), token=TOKEN,
+                       args=["--workers", "2"]) as srv:
+        client = vv.Client(srv.url, token=TOKEN)
+        docs = client.create_collection("docs", {"tag": "int"})
+        with ServerProcess(str(tmp_path / "wr.varve"), token=TOKEN,
+                           args=["--replica-of", srv.url],
+                           env={"VARVEDB_LEADER_TOKEN": TOKEN}) as rep:
+            rh = Http(rep)
+            for i in range(4):
+                docs.insert([{"id": i, "tag": i}])
+                v = leader_version(client)
+                status, item, _ = rh("GET", f"/collections/docs/items/{i}",
+                                     headers={"X-Varve-Min-Version": str(v)})
+                assert status == 200 and item["tag"] == i, item
+            rh.close()
+        client.close()

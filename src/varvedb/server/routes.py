@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import time
 from contextlib import contextmanager
 from typing import Iterator, NamedTuple
 
@@ -21,7 +22,7 @@ from ..query.request import REQUESTS, Count, Find, Search, as_of_from_wire
 from ..schema import (HNSW, ID_END, IVFPQ, ID_MIN, Field, Vector, brief, index_spec_from_dict,
                       is_int)
 from ..wire import decode, encode
-from .follower import WriterNeeded
+from .follower import WAIT_STEP, WriterNeeded
 
 ARROW = "application/vnd.apache.arrow.stream"
 NPY = "application/x-npy"
@@ -591,7 +592,14 @@ def table(api, claim_write, transaction_named=None, branch_named=None) -> list:
 
     def log(p, q, ctype, raw):
         after, chain, wait = log_request(q, api.timeout)
-        db.engine.wait_visible(after, wait)     # a long poll: answered at a commit
+        if api.board is not None and api.follower is not None:
+            # a read worker (serve --workers N): the commits come on the writer's board
+            deadline = time.monotonic() + wait
+            while api.board.read() <= after and time.monotonic() < deadline:
+                time.sleep(WAIT_STEP)
+            api.follower.catch_up(None)
+        else:
+            db.engine.wait_visible(after, wait)     # a long poll: answered at a commit
         newest, chunks = db.engine.log_after(after, chain)
         return 200, Stream(chunks, {LOG_VERSION_HEADER: str(newest)})
 
