@@ -269,6 +269,10 @@ def _steer_maintenance(srv, case, draw) -> None:
             params["c"] = "docs"
     if label == "GET /collections/{c}/index_status" and draw(st.booleans()):
         case.query = {"field": draw(st.sampled_from(["emb", "title", "body", "nope"]))}
+    if label == "GET /log" and draw(st.booleans()):    # a version and its real chain hash
+        versions = json.loads(_request(srv, "GET", "/history")[2])["versions"]
+        pick = draw(st.sampled_from(versions))
+        case.query = {"after": str(pick["version"]), "chain": pick["chain"]}
     if case.headers and "X-Varve-Branch" in case.headers:     # mostly main, as a client's
         if draw(st.integers(0, 7)):
             del case.headers["X-Varve-Branch"]

@@ -33,7 +33,8 @@ _ERRORS = (
     # the server's and its clients' (varvedb serve, vv.Client)
     "AuthenticationError", "RequestError", "RequestTooLargeError", "ResultTooLargeError",
     "RequestTimeoutError", "ServerError", "ServerUnavailableError",
-    "TransactionNotFoundError", "TransactionRequiredError", "VersionNotReachedError")
+    "TransactionNotFoundError", "TransactionRequiredError", "VersionNotReachedError",
+    "ReplicaReadOnlyError", "LogMismatchError")
 
 # public name -> the module (relative to this package) that defines it
 _EXPORTS = {
@@ -63,11 +64,13 @@ if TYPE_CHECKING:           # what type checkers and IDEs see; nothing of it run
     from .errors import (AuthenticationError, BranchError, ClosedError, CorruptFileError,
                          DimensionError, DuplicateIdError, EmbedderError, FieldTypeError,
                          FileMissingError, FilterError, FormatVersionError,
-                         IndexMaintenanceError, LockTimeoutError, MergeConflictError,
+                         IndexMaintenanceError, LockTimeoutError, LogMismatchError,
+                         MergeConflictError,
                          NonFiniteVectorError, NotAVarveFileError, NotFoundError,
                          NotNullViolationError, NotSupportedError, OptionError,
                          QueryCanceledError, QuerySyntaxError, QueryTooLargeError,
-                         ReadOnlyError, RequestError, RequestTimeoutError,
+                         ReadOnlyError, ReplicaReadOnlyError, RequestError,
+                         RequestTimeoutError,
                          RequestTooLargeError, ResultTooLargeError, SchemaError,
                          ServerError, ServerUnavailableError, SqlError, StorageError,
                          TransactionAbortedError, TransactionError,

@@ -410,10 +410,16 @@ def export(file: str, collection: str, out: str, as_of: str | None,
               help="Read-worker processes (one per core: reads run on every core). Over "
                    "1, each follows the file read-only and forwards writes to one writer "
                    "process (docs/server.md, 'Read workers').")
+@click.option("--replica-of", "replica_of", default=None, metavar="URL",
+              help="Serve FILE as a read replica of the varvedb server at URL: seeded from "
+                   "its backup when FILE does not exist, then following its commits; "
+                   "writes are refused (docs/server.md, 'Read replicas'). The leader's "
+                   "token comes from VARVEDB_LEADER_TOKEN.")
 def serve(file: str, host: str, port: int, token: str | None, token_file: str | None,
           tls_cert: str | None, tls_key: str | None, max_body_mb: int, max_results: int,
           timeout: float, threads: int, durability: str, transaction_idle_timeout: float,
-          warm_first: bool, pg_port: int | None, workers: int) -> None:
+          warm_first: bool, pg_port: int | None, workers: int,
+          replica_of: str | None) -> None:
     """Serve FILE over HTTP (see docs/server.md), and with --pg over PostgreSQL's
     protocol too, until SIGTERM or Ctrl-C. The token comes from --token-file or
     --token, else the environment variable VARVEDB_TOKEN."""
@@ -435,6 +441,11 @@ def serve(file: str, host: str, port: int, token: str | None, token_file: str | 
                    max_body=max_body_mb << 20, max_results=max_results, timeout=timeout,
                    threads=threads, durability=durability, warm=warm_first,
                    transaction_idle_timeout=transaction_idle_timeout, pg_port=pg_port)
+    if replica_of is not None:
+        if workers > 1:
+            raise click.UsageError("a read replica (--replica-of) serves with one process")
+        options.update(replica_of=replica_of,
+                       leader_token=os.environ.get("VARVEDB_LEADER_TOKEN") or None)
     try:
         if workers > 1:
             serve_workers(file, workers, **options)
@@ -442,6 +453,41 @@ def serve(file: str, host: str, port: int, token: str | None, token_file: str | 
             serve(file, **options)
     except vv.VarveError as e:
         raise click.ClickException(str(e)) from None
+
+
+@main.command()
+@click.argument("url")
+@click.argument("dest", type=click.Path(dir_okay=False))
+@click.option("--once", is_flag=True,
+              help="Catch up with the leader, then exit (default: follow until Ctrl-C).")
+def replicate(url: str, dest: str, once: bool) -> None:
+    """Keep DEST a read replica of the varvedb server at URL: seed it from the
+    server's backup when DEST does not exist, then append the server's commits
+    as they come (docs/server.md, 'Read replicas'). The server's token comes
+    from VARVEDB_LEADER_TOKEN."""
+    import logging
+    from .replica import LONG_POLL, Replica
+    logging.basicConfig(format="%(message)s")
+    rep = Replica(url, dest, token=os.environ.get("VARVEDB_LEADER_TOKEN") or None)
+    try:
+        db = rep.open()
+        try:
+            if once:
+                while rep.pull() or db.engine.visible < rep.leader_version:
+                    pass
+            else:
+                click.echo(f"replicating {url} into {dest}; Ctrl-C stops", err=True)
+                try:
+                    while True:
+                        rep.run_once(LONG_POLL)
+                except KeyboardInterrupt:
+                    pass
+        finally:
+            db.close()
+    except vv.VarveError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"{dest} is at version {db.engine.written} "
+               f"(the leader's: {rep.leader_version})", err=True)
 
 
 @main.command()

@@ -102,6 +102,20 @@ class ReadOnlyError(VarveError):
     sqlstate = "25006"
 
 
+class ReplicaReadOnlyError(ReadOnlyError):
+    """A write sent to a read replica (`varvedb serve --replica-of URL`): its
+    message names the leader, where writes go (HTTP 421); nothing changed."""
+    sqlstate = "25006"
+
+
+class LogMismatchError(VarveError):
+    """A follower asked for the log after a version and chain hash the leader's
+    file does not hold: another file, a tampered leader, or a version the
+    leader's vacuum dropped (HTTP 409). The follower re-seeds from the leader's
+    backup stream."""
+    sqlstate = "55000"
+
+
 class ClosedError(VarveError):
     """The database was closed."""
     sqlstate = "08003"

@@ -31,6 +31,7 @@ from __future__ import annotations
 import copy
 import gc
 import logging
+import os
 import threading
 import time
 from typing import Iterator
@@ -38,14 +39,16 @@ from typing import Iterator
 import numpy as np
 
 from ..errors import (BranchError, ClosedError, CorruptFileError, IndexMaintenanceError,
-                      LockTimeoutError, NotFoundError, NotNullViolationError, OptionError,
+                      LockTimeoutError, LogMismatchError, NotFoundError,
+                      NotNullViolationError, OptionError,
                       ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
                       TransactionError, UnknownFieldError)
 from ..schema import (Field, Schema, brief, check_index_dtype, check_not_null,
                       complete_columns, validate_name)
 from .embedding import check_embedders, embedded_fields, fill_embedded, unchanged_texts
 from ..storage import format as F
-from ..storage import backup, log_reader
+from ..storage import backup, log_reader, shipping
+from ..storage.file import DatabaseFile, fsync_dir
 from ..storage.backup import BackupInfo
 from ..storage.log_reader import LoggedCommit
 from ..storage.log_writer import LogWriter
@@ -139,6 +142,7 @@ class Engine:
         self._tx: Transaction | None = None
         self.writer = WriterLock()            # held for a whole transaction
         self._publish = threading.Lock()
+        self.published = threading.Condition(self._publish)   # notified as visible grows
         self.closed = False
         self._map = None
         self._generation = 0                   # the log generation the state was loaded at
@@ -147,6 +151,7 @@ class Engine:
         self.retention: vacuum.Retention | None = None   # automatic vacuum, when set
         # read-only connections never link: rows past a checkpoint's graph are scanned
         self.maintainer = None if readonly else Maintainer(self)
+        self._shipped = None                   # (file, end, version, chain) last shipped
         self.vacuums = self.backups = 0        # done since open (the server's /metrics)
         self.log = LogWriter.open(path, readonly, durability, batch_ms) if path else None
         if self.log:
@@ -751,6 +756,7 @@ class Engine:
                 raise
         with self._publish:
             self.visible = max(self.visible, tx.version)
+            self.published.notify_all()
         self._link(tx.tables)
         if self.retention is not None:
             self.retention.after_commit(tx.rows_changed)
@@ -943,6 +949,109 @@ class Engine:
         chunks = backup.stream_prefix(self.log.file.fd, end, list(self.log.file.superblocks))
         self.backups += 1
         return version, end, chunks
+
+    # ---- log shipping (a read replica: storage/shipping.py, varvedb/replica.py) ----
+
+    def log_after(self, version: int, chain: bytes) -> tuple[int, Iterator[bytes]]:
+        """The leader's side: (the newest durable version, the file's bytes from the
+        end of commit `version` to that version's end, a chunk at a time). Raises
+        LogMismatchError when this file does not hold commit `version` with chain
+        hash `chain` (another file, a tampered one, a version a vacuum dropped)."""
+        self.ensure_open()
+        if self.log is None:
+            raise OptionError("a ':memory:' database has no log to ship")
+        end, newest, newest_chain = self.log.durable_head()
+        log = self.log
+        buf = log.file.map()
+        start = None
+        if version <= newest and buf is not None:
+            # walk from the nearest known point at or below `version`
+            known = [(F.LOG_START, 0, F.genesis_chain(log.file.file_id))]
+            known += [(sb.log_end, sb.checkpoint_version, sb.chain)
+                      for sb in log.file.superblocks if sb.checkpoint_offset]
+            shipped = self._shipped
+            if shipped is not None and shipped[0] is log.file:
+                known.append(shipped[1:])
+            known.append((end, newest, newest_chain))
+            at, v, c = max((k for k in known if k[1] <= version and k[0] <= end),
+                           key=lambda k: (k[1], k[0]))
+            if v < version or c == chain:
+                start = shipping.commit_end(memoryview(buf), at, v, end, version, chain)
+        if start is None:
+            raise LogMismatchError(
+                f"this server's file does not hold version {version} with the chain hash "
+                f"{chain.hex()[:16]}...: another file, a changed one, or a version a vacuum "
+                f"dropped (the oldest kept is {self.oldest_version()}); re-seed from its "
+                "backup")
+        self._shipped = (log.file, end, newest, newest_chain)
+        return newest, backup.read_chunks(log.file.fd, start, end)
+
+    def follow(self, commits: list) -> None:
+        """A read replica's side: append commits its leader made — each its frames
+        [(kind, payload)] and the leader's commit record, checked against this file's
+        chain by LogWriter.commit_shipped — make them durable with one sync, apply
+        them and publish the newest. A commit that fails a check or a write leaves
+        nothing of itself; those before it are kept, then its error is raised."""
+        self.ensure_writable()
+        log = self.log
+        failure = None
+        with self.writer.held():
+            done = []
+            for frames, rec in commits:
+                log.begin()
+                refs = []
+                try:
+                    for kind, payload in frames:
+                        at = log.append(kind, [payload], len(payload))
+                        refs.append(log_reader.FrameRef(kind, at - F.FRAME_HEADER_SIZE,
+                                                        len(payload), b""))
+                    end, generation = log.commit_shipped(rec)
+                except BaseException as e:
+                    log.rollback()
+                    failure = e
+                    break
+                at = end - F.FRAME_HEADER_SIZE - F.pad(len(F.pack_commit(rec)))
+                done.append(LoggedCommit(rec, refs, at, end))
+            if done:
+                log.sync_to(end, generation)      # one sync for them all
+                buf = log.file.map()
+                self._map = buf
+                mv = memoryview(buf)
+                for c in done:
+                    self._replay(mv, c)
+                for t in self.tables.values():
+                    t.end()
+                with self._publish:
+                    self.written = self.visible = done[-1].record.version
+                    self.published.notify_all()
+        self._link(list(self.tables))
+        if failure is not None:
+            raise failure
+
+    def wait_visible(self, version: int, timeout: float) -> bool:
+        """Wait (at most timeout seconds) until a version newer than `version` is
+        visible: a commit here, or one a replica followed. True when it is."""
+        with self.published:
+            return self.published.wait_for(lambda: self.visible > version, timeout)
+
+    def replace_file(self, new_path: str) -> None:
+        """A read replica re-seeded: the whole file at new_path (a backup of the
+        leader) is renamed over this one and loaded in its place."""
+        self.ensure_writable()
+        with self.writer.held():
+            new = DatabaseFile(new_path)      # its lock, before it takes the name
+            try:
+                os.rename(new_path, self.path)
+            except OSError as e:
+                new.close()
+                raise StorageError(f"{self.path}: could not rename {new_path} into place "
+                                   f"({e.strerror or e}); the file is as it was", e) from e
+            new.path = new.io.path = self.path
+            vacuum.adopt_file(self, new)
+            with self._publish:
+                self.visible = self.written
+                self.published.notify_all()
+            fsync_dir(self.path)
 
     def _checkpoint_worthwhile(self) -> bool:
         """Would the next open replay much log, or rebuild graph links?"""

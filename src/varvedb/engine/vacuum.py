@@ -135,7 +135,7 @@ def vacuum(engine, keep, progress: bool | None = None, graphs: str = "rebuild"
             raise StorageError(f"{path}: vacuum could not rename its new file into place "
                                f"({e.strerror or e}); the file is as it was", e) from e
         new.path = new.io.path = path
-        _adopt(engine, new)        # the name is the new file's now, whatever follows
+        adopt_file(engine, new)        # the name is the new file's now, whatever follows
         after = engine.log.end
         try:
             fsync_dir(path)
@@ -254,7 +254,7 @@ def _encoded(frame, packed=None) -> tuple[int, list, int]:
     return frame.KIND, parts, length
 
 
-def _adopt(engine, new: DatabaseFile) -> None:
+def adopt_file(engine, new: DatabaseFile) -> None:
     """The engine leaves the old file for the new one (same path, locked)."""
     old = engine.log
     engine.log = LogWriter(new, old.durability, old.batch_ms)

@@ -137,6 +137,7 @@ def _retrieve(fut) -> None:
 _STATUS = [
     (MediaTypeError, 415),
     (E.AuthenticationError, 401), (E.RequestTooLargeError, 413), (E.RequestError, 400),
+    (E.ReplicaReadOnlyError, 421), (E.LogMismatchError, 409),
     (E.ReadOnlyError, 403), (E.VersionNotFoundError, 404), (E.NotFoundError, 404),
     (E.DuplicateIdError, 409), (E.LockTimeoutError, 503), (E.TransactionError, 409),
     (E.MergeConflictError, 409), (E.BranchError, 409),
@@ -169,14 +170,18 @@ class Api:
     def __init__(self, db, *, token: str | None = None, max_body: int = 256 << 20,
                  max_results: int = 10_000, timeout: float = 30.0, threads: int = 8,
                  transaction_idle_timeout: float = 60.0, board=None,
-                 worker: int | None = None, writer_socket: str | None = None):
+                 worker: int | None = None, writer_socket: str | None = None, replica=None):
         self.db = db
+        # serve --replica-of URL (varvedb/replica.py): reads wait for a min_version
+        # on the replica's pulls; what writes is refused, naming the leader
+        self.replica = replica
         # serve --workers N (workers.py): the writer publishes its commits on the
         # board; a read worker follows them and forwards what writes to the writer
         self.board = board
         self.process = "writer" if board is not None and worker is None else \
             None if worker is None else f"worker-{worker}"
-        self.follower = None if worker is None else Follower(db, board, timeout)
+        self.follower = replica if replica is not None else \
+            None if worker is None else Follower(db, board, timeout)
         self.writer = None if writer_socket is None else WriterLink(writer_socket, timeout)
         self.token = token.encode() if token else None
         self.max_body = max_body
@@ -184,7 +189,7 @@ class Api:
         self.timeout = timeout
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="varvedb-request")
         # the writer's requests all come through a worker, which counts them
-        self.metrics = Metrics(db, count_requests=self.process != "writer")
+        self.metrics = Metrics(db, count_requests=self.process != "writer", replica=replica)
         self.transactions = Transactions(db, transaction_idle_timeout, wait=timeout)
 
     # ---- the door: token, body, thread, errors, metrics ----------------------------
@@ -243,7 +248,8 @@ class Api:
                 if not open_route and not self.authorized(request):
                     raise self.refusal(request)
                 raw = await self.body(request) if needs_body else b""
-                if writer is not None and (writes or HEADER in request.headers):
+                if (writer is not None or self.replica is not None) and \
+                        (writes or HEADER in request.headers):
                     return await self._forward(template, request, raw, t0)
                 params = item_params(request) if by_raw_path else request.path_params
                 parts = (params, request.query_params,
@@ -307,7 +313,10 @@ class Api:
         return response
 
     async def _forward(self, template: str, request: Request, raw: bytes, t0: float):
-        """A read worker's answer to a request only the writer can run: the writer's."""
+        """A read worker's answer to a request only the writer can run: the writer's
+        (a replica's: ReplicaReadOnlyError, naming its leader)."""
+        if self.replica is not None:
+            raise self.replica.refusal()
         response = await self.writer.send(request, raw)
         self.metrics.observe(template, request.method, response.status_code,
                              time.perf_counter() - t0)
@@ -326,14 +335,14 @@ class Api:
 def build_app(db, *, token: str | None = None, max_body: int = 256 << 20,
               max_results: int = 10_000, timeout: float = 30.0, threads: int = 8,
               transaction_idle_timeout: float = 60.0, board=None, worker: int | None = None,
-              writer_socket: str | None = None) -> Starlette:
+              writer_socket: str | None = None, replica=None) -> Starlette:
     """The Starlette application serving `db` (see docs/server.md). `board`,
     `worker`, `writer_socket`: a process of `serve --workers N` (workers.py) —
     the writer has the board alone; a read worker its index and the writer's
     socket too."""
     api = Api(db, token=token, max_body=max_body, max_results=max_results, timeout=timeout,
               threads=threads, transaction_idle_timeout=transaction_idle_timeout,
-              board=board, worker=worker, writer_socket=writer_socket)
+              board=board, worker=worker, writer_socket=writer_socket, replica=replica)
     routes = table(api, Job.claim_write, Job.transaction_named, Job.branch_named)
 
     @asynccontextmanager

@@ -38,7 +38,7 @@ BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 
 
 class Metrics:
-    def __init__(self, db, count_requests: bool = True):
+    def __init__(self, db, count_requests: bool = True, replica=None):
         disable_created_metrics()     # no *_created series: one process, one start
         self.registry = CollectorRegistry(auto_describe=True)
         self.count_requests = count_requests
@@ -55,6 +55,14 @@ class Metrics:
         self.canceled = Counter("varvedb_requests_canceled",
                                 "Reads stopped at the server's timeout (their threads freed)",
                                 registry=self.registry)
+        if replica is not None:      # serve --replica-of URL: how far behind the leader
+            Gauge("varvedb_replica_lag_versions", "Versions the leader has that this "
+                  "replica has not applied yet (as of its last pull)",
+                  registry=self.registry).set_function(lambda: replica.lag_versions)
+            Gauge("varvedb_replica_lag_seconds", "Seconds between the leader's commit and "
+                  "this replica's applying it, for the newest commit applied (0 when "
+                  "caught up)", registry=self.registry).set_function(
+                lambda: replica.lag_seconds)
         shared = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
         if shared:     # serve --workers N: the counts above, summed over the processes
             from prometheus_client.multiprocess import MultiProcessCollector

@@ -189,7 +189,8 @@ ERRORS = {400: "malformed JSON or body, a bad option, filter, text query or SQL"
           403: "what only an embedded caller may do: read the server's files",
           404: "unknown collection, item or version, or a transaction not open here",
           409: "id taken, transaction conflict, a failed transaction (25P02), a "
-               "transaction statement no transaction holds", 413: "body over the server's cap",
+               "transaction statement no transaction holds, a replica's version the "
+               "leader's log does not hold", 413: "body over the server's cap",
           415: "a body type the route does not take",
           422: "a value that does not fit the schema, a result over the cap",
           500: "the file or the server failed",
@@ -453,6 +454,23 @@ def openapi_document() -> dict:
                                         "schema": {"type": "string", "format": "binary"}}}},
                                 **{str(c): _error_response(c)
                                    for c in _errors(False, False, False)}}}},
+        "/log": {"get": {
+            "summary": "A read replica's pull: the file's committed frames after commit "
+                       "`after` (whose chain hash is `chain`) up to the newest durable one, "
+                       "streamed as they lie; X-Varve-Log-Version names that one. 409 "
+                       "LogMismatchError: the file does not hold that commit (re-seed)",
+            "parameters": [
+                {**_query_param("after", "the replica's version", {"type": "string",
+                                                                    "pattern": "^[0-9]+$"}),
+                 "required": True},
+                {**_query_param("chain", "its chain hash, 64 hex digits"), "required": True},
+                _query_param("wait", "seconds to wait for a commit after `after` (at "
+                             "most 10; default 0)")],
+            "responses": {
+                "200": {"description": "the frames' bytes", "content": {
+                    "application/octet-stream": {
+                        "schema": {"type": "string", "format": "binary"}}}},
+                **{str(c): _error_response(c) for c in (400, 401, 409, 500, 503, 504)}}}},
     }
     for path, item in paths.items():
         if path == "/sql" or path.startswith("/collections/{c}") or path == "/collections":

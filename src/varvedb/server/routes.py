@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import time
 from contextlib import contextmanager
 from typing import Iterator, NamedTuple
 
@@ -21,7 +22,7 @@ from ..query.request import REQUESTS, Count, Find, Search, as_of_from_wire
 from ..schema import (HNSW, ID_END, IVFPQ, ID_MIN, Field, Vector, brief, index_spec_from_dict,
                       is_int)
 from ..wire import decode, encode
-from .follower import WriterNeeded
+from .follower import WAIT_STEP, WriterNeeded
 
 ARROW = "application/vnd.apache.arrow.stream"
 NPY = "application/x-npy"
@@ -135,6 +136,9 @@ def table(api, claim_write, transaction_named=None, branch_named=None) -> list:
     # ---- service -----------------------------------------------------------------
 
     def health(p, q, ctype, raw):
+        if api.replica is not None:
+            return 200, encode({"status": "ok", "version": db.engine.visible,
+                                **api.replica.state()})
         if api.process is None:
             return 200, encode({"status": "ok", "version": db.engine.visible})
         # serve --workers N: the newest version the writer has published, which
@@ -390,7 +394,7 @@ def table(api, claim_write, transaction_named=None, branch_named=None) -> list:
         # a write the server wraps in a transaction of its own, so that an answer
         # over the result cap is refused with nothing applied
         writes = bool(kinds & {"write", "ddl"}) and "transaction" not in kinds
-        if api.writer is not None and kinds - {"select"}:
+        if (api.writer is not None or api.replica is not None) and kinds - {"select"}:
             raise WriterNeeded     # a read worker: the writer runs what may write
 
         def go(s):
@@ -586,6 +590,19 @@ def table(api, claim_write, transaction_named=None, branch_named=None) -> list:
         db.checkpoint()
         return 200, encode({"version": db.engine.visible})
 
+    def log(p, q, ctype, raw):
+        after, chain, wait = log_request(q, api.timeout)
+        if api.board is not None and api.follower is not None:
+            # a read worker (serve --workers N): the commits come on the writer's board
+            deadline = time.monotonic() + wait
+            while api.board.read() <= after and time.monotonic() < deadline:
+                time.sleep(WAIT_STEP)
+            api.follower.catch_up(None)
+        else:
+            db.engine.wait_visible(after, wait)     # a long poll: answered at a commit
+        newest, chunks = db.engine.log_after(after, chain)
+        return 200, Stream(chunks, {LOG_VERSION_HEADER: str(newest)})
+
     def backup(p, q, ctype, raw):
         version, size, chunks = db.backup_stream()
         return 200, Stream(chunks, {"X-Varve-Backup-Version": str(version),
@@ -646,7 +663,33 @@ def table(api, claim_write, transaction_named=None, branch_named=None) -> list:
         ("/restore", "POST", restore, {"needs_body": True, **W}),
         ("/checkpoint", "POST", checkpoint, W),
         ("/backup", "GET", backup, {}),
+        ("/log", "GET", log, {}),
     ]
+
+
+LOG_VERSION_HEADER = "X-Varve-Log-Version"   # GET /log: the newest version it sends
+MAX_LOG_WAIT = 10.0       # seconds GET /log waits at most for a commit after `after`
+
+
+def log_request(q, timeout: float) -> tuple[int, bytes, float]:
+    """GET /log's query: after (a version), chain (its chain hash, hex), wait
+    (seconds to wait for a commit after it; 0 by default)."""
+    after, chain, wait = q.get("after"), q.get("chain"), q.get("wait", "0")
+    if after is None or not (after.isascii() and after.isdigit() and len(after) < 19):
+        raise E.RequestError(f"after is a version number, got {brief(after)}")
+    try:
+        chain_bytes = bytes.fromhex(chain or "")
+    except ValueError:
+        chain_bytes = b""
+    if len(chain_bytes) != 32:
+        raise E.RequestError(f"chain is a chain hash, 64 hex digits, got {brief(chain)}")
+    try:
+        seconds = float(wait)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 3600:
+        raise E.RequestError(f"wait is a number of seconds, got {brief(wait)}")
+    return int(after), chain_bytes, min(seconds, MAX_LOG_WAIT, timeout / 2)
 
 
 def transaction_statements(compiled, in_transaction: bool) -> None:

@@ -55,7 +55,8 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | Non
           max_body: int = 256 << 20, max_results: int = 10_000, timeout: float = 30.0,
           threads: int = 8, durability: str = "commit", log_level: str = "warning",
           warm: bool = True, transaction_idle_timeout: float = 60.0,
-          pg_port: int | None = None) -> None:
+          pg_port: int | None = None, replica_of: str | None = None,
+          leader_token: str | None = None) -> None:
     """Serve the file at `path` until SIGTERM/SIGINT (blocks). With `warm`, every
     kernel is compiled (or loaded) before the file opens and the port is bound
     (varvedb/warm.py), so no request waits on numba. With `pg_port`, the
@@ -65,12 +66,21 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | Non
     from .app import build_app
 
     check_options(host, token, tls_cert, tls_key)
+    if replica_of is not None and pg_port is not None:
+        raise OptionError("a read replica (--replica-of) serves HTTP only, not --pg")
     if warm:
         warm_kernels()
-    db = vv.connect(path, durability=durability)
+    replica = None
+    if replica_of is None:
+        db = vv.connect(path, durability=durability)
+    else:     # varvedb/replica.py: seeded if new, then following the leader
+        from ..replica import Replica
+        replica = Replica(replica_of, path, token=leader_token, durability=durability)
+        db = replica.open()
+        replica.start()
     app = build_app(db, token=token, max_body=max_body, max_results=max_results,
                     timeout=timeout, threads=threads,
-                    transaction_idle_timeout=transaction_idle_timeout)
+                    transaction_idle_timeout=transaction_idle_timeout, replica=replica)
     config = uvicorn_config(app, log_level, host=host, port=port, ssl_certfile=tls_cert,
                      ssl_keyfile=tls_key)
     scheme = "https" if tls_cert else "http"
@@ -80,6 +90,8 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | Non
     else:
         server = with_pg(config, db, token, host, pg_port, tls_cert, tls_key)
         where += f" and postgresql://{host}:{pg_port}"
+    if replica_of is not None:
+        where += f", a read replica of {replica_of}"
     print(f"varvedb: serving {path} on {where}"
           f"{' (token required)' if token else ''}; SIGTERM or Ctrl-C stops it",
           file=sys.stderr, flush=True)

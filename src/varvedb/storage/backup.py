@@ -100,15 +100,32 @@ def stream_prefix(src_fd: int, end: int, superblocks, chunk: int = STREAM_CHUNK)
 def _chunks(fd: int, end: int, head: bytes, chunk: int):
     try:
         yield head
-        pos = F.LOG_START
-        while pos < end:
-            data = os.pread(fd, min(chunk, end - pos), pos)
-            if not data:
-                raise StorageError(f"the file ended at byte {pos:,}, before {end:,}")
-            pos += len(data)
-            yield data
+        yield from _range(fd, F.LOG_START, end, chunk)
     finally:
         os.close(fd)
+
+
+def read_chunks(src_fd: int, start: int, end: int, chunk: int = STREAM_CHUNK):
+    """Bytes [start, end) of src_fd as chunks of at most `chunk` bytes, from a dup
+    of the fd made now (a read replica's pull: storage/shipping.py). The caller
+    must exhaust or close the iterator."""
+    fd = os.dup(src_fd)
+
+    def chunks():
+        try:
+            yield from _range(fd, start, end, chunk)
+        finally:
+            os.close(fd)
+    return chunks()
+
+
+def _range(fd: int, pos: int, end: int, chunk: int):
+    while pos < end:
+        data = os.pread(fd, min(chunk, end - pos), pos)
+        if not data:
+            raise StorageError(f"the file ended at byte {pos:,}, before {end:,}")
+        pos += len(data)
+        yield data
 
 
 def copy_range(src: int, dst: int, start: int, end: int, progress: bool | None,

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import StorageError, TransactionAbortedError
+from ..errors import CorruptFileError, StorageError, TransactionAbortedError
 from . import format as F
 from .file import DatabaseFile, nbytes
 
@@ -193,16 +193,39 @@ class LogWriter:
             rec = F.CommitRecord(version, ts, len(self._tx_frames), rows_changed, digest,
                                  self.chain, F.chain_hash(self.chain, digest, version, ts,
                                                           branch), branch)
-            payload = F.pack_commit(rec)
-            self._queue(_PendingFrame(F.Kind.COMMIT, [payload], len(payload),
-                                      F.frame_hash(F.Kind.COMMIT, len(payload), [payload])))
-            self._tx_frames = []
-            self._flush()
-            self.version, self.chain = version, rec.chain
-            self.commit_end = self.end
-            self._head = (self.end, version, rec.chain)
-            self._prefill()
-            return rec, self.end, self.generation
+            return rec, *self._write_commit(rec)
+
+    def commit_shipped(self, rec: F.CommitRecord) -> tuple[int, int]:
+        """Write a commit frame another file's writer made (a read replica copying
+        its leader: storage/shipping.py) for the frames appended since `begin`,
+        once it is checked to follow this log: the next version, this log's chain
+        hash before it, the digest of those frames, its own chain hash. Raises
+        CorruptFileError otherwise (the caller rolls back). Returns (end,
+        generation) for `sync_to`."""
+        with self._lock:
+            self._check_tx()
+            digest = hashlib.sha256(b"".join(self._tx_frames)).digest()
+            if (rec.version != self.version + 1 or rec.prev_chain != self.chain
+                    or rec.n_frames != len(self._tx_frames) or rec.digest != digest
+                    or rec.chain != F.chain_hash(self.chain, digest, rec.version,
+                                                 rec.timestamp_us, rec.branch)):
+                raise CorruptFileError(
+                    f"{self.path}: the shipped commit of version {rec.version} does not "
+                    f"follow this file's version {self.version} (its digest or chain hash "
+                    "differs)")
+            return self._write_commit(rec)
+
+    def _write_commit(self, rec: F.CommitRecord) -> tuple[int, int]:
+        payload = F.pack_commit(rec)
+        self._queue(_PendingFrame(F.Kind.COMMIT, [payload], len(payload),
+                                  F.frame_hash(F.Kind.COMMIT, len(payload), [payload])))
+        self._tx_frames = []
+        self._flush()
+        self.version, self.chain = rec.version, rec.chain
+        self.commit_end = self.end
+        self._head = (self.end, rec.version, rec.chain)
+        self._prefill()
+        return self.end, self.generation
 
     def rollback(self) -> None:
         """Forget the open transaction; zero any of its frames already written.
