@@ -267,6 +267,8 @@ def _behind(path):
     caught_up(c)
     status = c.index_status()
     assert status["unlinked"] == 0 and status["eta_s"] == 0.0 and status["rows_per_s"] > 0
+    memory = c.vector_memory()
+    assert 0 < memory["graph_bytes_per_vector"] <= memory["graph_bytes"] / ROWS
     with db.engine.maintainer.hold():
         c.insert_arrays(id=np.arange(ROWS, ROWS + BEHIND), tag=np.zeros(BEHIND, np.int64),
                         emb=vectors(BEHIND, seed=1))
@@ -294,7 +296,14 @@ def test_close_without_waiting_saves_the_graph_as_far_as_it_is_linked(tmp_path, 
     assert [ro["docs"].search(vector=x, limit=10, ef=EVERY).ids for x in q] == want
     ro.close()
     db = vv.connect(path)                       # a writer links the rest in the background
-    caught_up(db["docs"])
+    docs = db["docs"]
+    m, ix = db.engine.maintainer, docs.table.vector_indexes["emb"]
+    assert m.wait(lambda: ix.linked > saved["linked"], HANG)
+    with m.hold():                              # the graph per node, mid-way or not
+        mid = docs.vector_memory()["graph_bytes_per_vector"]
+    caught_up(docs)
+    whole = docs.vector_memory()["graph_bytes_per_vector"]
+    assert 0.8 * whole < mid < 1.25 * whole
     assert [db["docs"].search(vector=x, limit=10, ef=EVERY).ids for x in q] == want
     db.close()
 

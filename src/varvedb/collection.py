@@ -470,18 +470,20 @@ class Collection:
         """Memory of a vector field: {"field", "dtype", "dim", "vectors" (row
         versions), "bytes_per_vector" (one stored vector in the arena: 4 dim for
         f32, 2 dim for f16, dim for int8, ceil(dim / 8) for bit), "arena_bytes",
-        "graph_bytes" and "graph_bytes_per_vector" (the HNSW graph's arrays, spare
-        capacity included, over its nodes; 0 without a graph)}."""
+        "graph_bytes" (the index's arrays, spare capacity included: what it holds)
+        and "graph_bytes_per_vector" (what its linked nodes use, over them: rows
+        not linked yet count in neither; 0 without an index)}."""
         t = self.table
         fname = vector_field(t, field)
         f = t.schema.fields[fname]
         vi = t.vector_indexes.get(fname)
         graph = vi.nbytes() if vi is not None else 0
         nodes = vi.nodes() if vi is not None else 0
+        used = vi.node_bytes() if nodes else 0
         return {"field": fname, "dtype": f.dtype, "dim": f.dim, "vectors": t.n,
                 "bytes_per_vector": f.bytes_per_vector,
                 "arena_bytes": t.n * f.bytes_per_vector, "graph_bytes": graph,
-                "graph_bytes_per_vector": round(graph / nodes, 1) if nodes else 0.0}
+                "graph_bytes_per_vector": round(used / nodes, 1) if nodes else 0.0}
 
     def search(self, vector=None, where: str | None = None, params: list | tuple = (),
                limit: int = 10, select: list | None = None, as_of=None,

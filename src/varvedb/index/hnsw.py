@@ -258,6 +258,19 @@ class HnswIndex:
         """Bytes held by the graph arrays and codes, spare capacity included (not the arena)."""
         return int(sum(array.nbytes for array in self._arrays() + self._code_arrays()))
 
+    def node_bytes(self) -> int:
+        """Bytes the nodes use: their rows of the per-row arrays and their upper
+        levels' slots, without the capacity kept for rows not linked yet (a graph
+        still linking a bulk load holds arrays sized for every row)."""
+        per_row = sum(a.nbytes // max(a.shape[0], 1) for a in
+                      (self._levels, self._links0, self._upper_slot, self._twins,
+                       *self._code_arrays()[:1]))
+        if self.quantize not in (None, "pq"):
+            per_row += self._code_norms.itemsize
+        slot = self._upper_links.nbytes // max(self._upper_links.shape[0], 1)
+        shared = self._codebooks.nbytes if self.quantize == "pq" else 0
+        return int(per_row * self._n_nodes + slot * self._n_slots + shared)
+
     def _arrays(self) -> tuple[np.ndarray, ...]:
         return (self._levels, self._links0, self._upper_slot, self._upper_links, self._twins)
 

@@ -110,6 +110,10 @@ class IvfIndex:
             self._rows, self._codes, self._extra, self._tail_rows, self._tail_lists,
             self._tail_codes, self._tail_extra)))
 
+    def node_bytes(self) -> int:
+        """The lists hold no capacity for rows not added yet: memory_bytes."""
+        return self.memory_bytes()
+
     # ------------------------------------------------------------- training
 
     def train(self, vectors: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> None:

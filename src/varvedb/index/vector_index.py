@@ -206,6 +206,10 @@ class VectorIndex:
     def nbytes(self) -> int:
         return self._structure().memory_bytes()
 
+    def node_bytes(self) -> int:
+        """Bytes its nodes use, without capacity kept for rows not linked yet."""
+        return self._structure().node_bytes()
+
     # ---- what each kind provides -------------------------------------------------
 
     def _structure(self):
