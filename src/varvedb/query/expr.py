@@ -995,6 +995,8 @@ def _like(e: Like, rel: Rel, env: Env) -> Val:
         return Val("bool", np.zeros(len(a), bool), a.nulls | p.nulls)
     if a.kind != "text":
         raise SqlError("42883", f"operator does not exist: {a.kind} ~~ unknown")
+    if p.kind not in ("text", "unknown"):      # `s LIKE 1`: no text ~~ integer
+        raise SqlError("42883", f"operator does not exist: text ~~ {p.kind}")
     nulls = a.nulls | p.nulls
     pats = p.data
     if len(pats) and (pats == pats[0]).all():

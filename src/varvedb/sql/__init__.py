@@ -24,7 +24,7 @@ from pglast.parser import ParseError, scan
 
 from ..errors import NotFoundError, SqlError, VarveError
 from ..schema import brief
-from . import placeholders, privileges
+from . import placeholders, privileges, shapes
 from ..results import SqlResult
 
 __all__ = ["run", "run_each", "compile_text", "SqlResult"]
@@ -205,7 +205,13 @@ def run(session, text: str, params=(), copy_data=None) -> SqlResult:
 
 def run_each(session, text: str, params=(), copy_data=None):
     """Run SQL in a session, yielding each statement's result as it finishes (the
-    wire protocol answers each statement of a text; nothing for an empty text)."""
+    wire protocol answers each statement of a text; nothing for an empty text).
+    A SELECT without parameters runs its shape's compiled form where it has one
+    (shapes.py): the simple query protocol's clients send each value as a new text."""
+    if not params and copy_data is None and shapes.enabled and isinstance(text, str):
+        got = shapes.bound(text, compile_text)
+        if got is not None:
+            return _each(session, got[0], got[1], None)
     return _each(session, compile_text(text), _params(params), copy_data)
 
 
