@@ -8,6 +8,13 @@ executor. Writes run through the same engine verbs as the Python API, in the
 session's transaction (BEGIN ... COMMIT) or, outside one, in a transaction
 of their own that commits when the statement returns.
 
+A text that differs from an earlier one only in its literals (`... WHERE id =
+17`, then `... id = 18`: what the simple query protocol's clients send) runs,
+in `run_each` (the wire protocol's), the compiled `$n` form of its shape with
+its literals as parameters (shapes.py). `run` (db.sql()) compiles each text as
+it is: an embedded caller passes its values as parameters, and a result's plan
+shows the statement's own literals, where the shape's would show `$n`.
+
 varvedb's one extension of the grammar, `AS OF VERSION n`,
 `AS OF TIMESTAMP '...'` or `AS OF BRANCH 'name'` (optionally followed by
 `VERSION n` or `TIMESTAMP '...'`) at the end of a SELECT, is found among

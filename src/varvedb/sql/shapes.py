@@ -19,7 +19,10 @@ x + 1` still matches), and run with the literals' values as its parameters: a
 parameter and a constant of the same value evaluate alike (query/expr.py's
 `const_val`), so the answer is the one the text's own compile gives.
 
-Only one SELECT without parameters or AS OF takes this path. A key is refused
+`sql.run_each` (the wire protocol's path: simple and unnamed extended queries
+without parameters) takes this path; `sql.run` (db.sql()) does not — its
+callers pass values as parameters, and a result's plan would show `$n` where
+the text wrote a literal. Only one SELECT without parameters or AS OF takes it. A key is refused
 for good (the text is compiled as it is) where the tree holds a number or
 string constant not written as a plain literal (`E'...'`, `-(5)`, `0x1F`), two
 equal literals of different types, VALUES, a statement that reads server
@@ -44,7 +47,6 @@ MAX_SHAPES = 1024
 _COMMENTS = frozenset(("SQL_COMMENT", "C_COMMENT"))
 _NUMBERS = frozenset(("ICONST", "FCONST"))
 _PLAIN_NUMBER = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
-_PLAIN_STRING = re.compile(r"'(?:[^'\x00]|'')*'")
 # a token after which a '-' is a binary minus (the end of an operand); after any
 # other, a '-' directly before a number is its sign (the parser folds the two
 # into one constant, located at the sign)
@@ -165,7 +167,8 @@ def _scan(text: str) -> _Key | None:
                 name = "-" + name
                 start = minus
                 value = -value
-        elif name == "SCONST" and _PLAIN_STRING.fullmatch(src):
+        elif name == "SCONST" and src[0] == "'" and "\x00" not in src \
+                and "'" not in src[1:-1].replace("''", ""):
             value = src[1:-1].replace("''", "'")
             start = t.start
         else:

@@ -1,0 +1,120 @@
+"""`python -m varvedb_bench.sql_shapes`: what a statement with a new literal costs
+through the wire protocol's path (sql.run_each) — through the shape cache
+(sql/shapes.py), compiled afresh (the cache off), and as the prepared `$1` form
+with the value as a parameter — interleaved query by query (the arm order rotated
+each query) over the same values, in one process. Per arm: the median and the
+min–max of its per-round medians (µs a statement), and the shape cache's own
+cost (shapes.bound on a hit).
+
+Statements: a select by id, and a top-10 vector search with the vector written
+as a literal; on a table of ROWS×DIM float32 vectors, with an HNSW index or not.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import numpy as np
+
+import varvedb as vv
+from varvedb.sql import compile_text, run_each, shapes
+
+
+def _table(db, rows: int, dim: int, index: bool, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    db.sql(f"CREATE TABLE items (id bigint PRIMARY KEY, embedding vector({dim}), "
+           "tag int, title text)")
+    x = rng.standard_normal((rows, dim)).astype(np.float32)
+    db.collection("items").insert_arrays(id=np.arange(rows), embedding=x,
+                                         tag=np.arange(rows) % 10,
+                                         title=[f"t{i}" for i in range(rows)])
+    if index:
+        db.sql("CREATE INDEX ON items USING hnsw (embedding vector_l2_ops)")
+        assert db.collection("items").wait_indexed(timeout=3600)
+    return x
+
+
+def _vec(v) -> str:
+    return "[" + ",".join(f"{float(a):.6g}" for a in v) + "]"
+
+
+STATEMENTS = {
+    "by_id": ("SELECT id, title FROM items WHERE id = {}", "SELECT id, title FROM items "
+              "WHERE id = $1"),
+    "top10": ("SELECT id FROM items ORDER BY embedding <-> '{}' LIMIT 10",
+              "SELECT id FROM items ORDER BY embedding <-> $1 LIMIT 10"),
+}
+
+
+def measure(db, x: np.ndarray, statement: str, queries: int, rounds: int,
+            seed: int = 1) -> dict:
+    session = db.thread_session()
+    literal, prepared = STATEMENTS[statement]
+    rng = np.random.default_rng(seed)
+    arms = {"shape": [], "compile": [], "prepared": []}
+    hit_cost = []
+
+    def value(i):
+        if statement == "by_id":
+            return int(rng.integers(len(x)))
+        return _vec(x[rng.integers(len(x))] + rng.standard_normal(x.shape[1]) * 0.01)
+
+    def run(arm, v):
+        if arm == "prepared":
+            t = time.perf_counter()
+            list(run_each(session, prepared, [v]))
+            return time.perf_counter() - t
+        text = literal.format(v)
+        shapes.enabled = arm == "shape"
+        try:
+            t = time.perf_counter()
+            list(run_each(session, text))
+            return time.perf_counter() - t
+        finally:
+            shapes.enabled = True
+
+    for arm in arms:                    # warm each path once
+        run(arm, value(0))
+    order = list(arms)
+    for r in range(rounds):
+        per = {a: [] for a in arms}
+        for q in range(queries):
+            v = value(q)
+            for arm in order[q % 3:] + order[:q % 3]:
+                per[arm].append(run(arm, v))
+            text = literal.format(value(q))
+            t = time.perf_counter()
+            shapes.bound(text, compile_text)
+            hit_cost.append(time.perf_counter() - t)
+        for a in arms:
+            arms[a].append(statistics.median(per[a]) * 1e6)
+    out = {a: {"median_us": round(statistics.median(v), 1), "min_us": round(min(v), 1),
+               "max_us": round(max(v), 1)} for a, v in arms.items()}
+    out["shape_hit_us"] = round(statistics.median(hit_cost) * 1e6, 1)
+    return out
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", type=int, default=2000)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--index", action="store_true", help="an HNSW index on the vectors")
+    p.add_argument("--queries", type=int, default=200)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--statements", default="by_id,top10")
+    a = p.parse_args(argv)
+    db = vv.connect(":memory:")
+    x = _table(db, a.rows, a.dim, a.index)
+    report = {"rows": a.rows, "dim": a.dim, "index": a.index, "queries": a.queries,
+              "rounds": a.rounds}
+    for s in a.statements.split(","):
+        report[s] = measure(db, x, s, a.queries, a.rounds)
+    report["shapes"] = shapes.stats()
+    print(json.dumps(report, indent=1))
+    db.close()
+
+
+if __name__ == "__main__":
+    main()
