@@ -21,10 +21,12 @@ from varvedb.sql import compile_text, run_each, shapes
 from server_proc import ServerProcess, free_port
 
 SETUP = [
-    "CREATE TABLE t (id bigint PRIMARY KEY, a int, b float, s text, embedding vector(3))",
-    "INSERT INTO t VALUES (1, 1, 1.5, 'x', '[1,2,3]'), (2, -3, 2.5, 'it''s', '[0,0,1]'), "
-    "(3, NULL, NULL, NULL, '[3,1,0]'), (4, 1, -0.5, '1', '[1,1,1]'), "
-    "(5, 2147483647, 1e3, '', '[2,2,2]'), (6, 7, 7.0, 'x%y', NULL)",
+    "CREATE TABLE t (id bigint PRIMARY KEY, a int, b float, s text, embedding vector(3), "
+    "meta jsonb)",
+    "INSERT INTO t VALUES (1, 1, 1.5, 'x', '[1,2,3]', '{\"n\": 5, \"k\": \"x\"}'), "
+    "(2, -3, 2.5, 'it''s', '[0,0,1]', '{\"n\": 15, \"k\": \"1\"}'), "
+    "(3, NULL, NULL, NULL, '[3,1,0]', NULL), (4, 1, -0.5, '1', '[1,1,1]', '{\"k\": [1]}'), "
+    "(5, 2147483647, 1e3, '', '[2,2,2]', '[1, 2]'), (6, 7, 7.0, 'x%y', NULL, '{}')",
 ]
 
 
@@ -106,6 +108,8 @@ TEMPLATES = [
     "SELECT id FROM t WHERE a = ({0}) OR b = -({1}) ORDER BY id",
     "SELECT id FROM t WHERE a = ANY({0}) ORDER BY id",
     "SELECT id FROM t ORDER BY embedding <-> {v}::vector LIMIT 2",
+    "SELECT id FROM t WHERE meta->>'n' > {0} OR meta->>'k' = {1} ORDER BY id",
+    "SELECT id, meta->'k', meta->>{0} FROM t WHERE meta->'n' = {1} ORDER BY id",
 ]
 
 

@@ -633,7 +633,7 @@ def _json_path(a: Val, b: Val, as_text: bool) -> Val:
         a = Val("json", np.array([json.loads(x) for x in a.data], dtype=object), a.nulls)
     if a.kind != "json":
         raise SqlError("42883", f"operator does not exist: {a.kind} -> {b.kind}")
-    keys = b.data
+    keys = b.data if b.kind != "null" else np.full(len(a), None, dtype=object)  # -> NULL
     out = np.empty(len(a), dtype=object)
     nulls = a.nulls | b.nulls
     for i, (v, k) in enumerate(zip(a.data, keys)):

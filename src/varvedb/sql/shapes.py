@@ -11,7 +11,8 @@ escapes) replaced by its token kind. The first text of a key is parsed, and
 its tree says which of its
 literals are values an expression evaluates — those become `$n` — and which
 the statement's shape reads (ORDER BY / GROUP BY positions, LIMIT, OFFSET, a
-function in FROM, the text of a vector or regtype cast, type modifiers): those
+function in FROM, the text of a vector or regtype cast, type modifiers, a json
+path step `meta->>'k'`, which the where= grammar reads as a field): those
 stay in the text, so each value of theirs compiles once. The parameterised text
 is compiled by `compile_text` (its cache is shared with clients that prepare
 the same `$n` form; equal values are one parameter, so that `x + 1 ... GROUP BY
@@ -57,6 +58,7 @@ _OPERAND_ENDS = frozenset(("IDENT", "ICONST", "FCONST", "SCONST", "USCONST", "BC
                            "USER", "CURRENT_ROLE", "CURRENT_CATALOG", "CURRENT_SCHEMA"))
 # a literal's place in a key: its kind, as no token's text is
 _MARKS = {k: (k,) for k in ("ICONST", "FCONST", "SCONST", "-ICONST", "-FCONST")}
+_JSON_STEPS = ([{"String": {"sval": "->"}}], [{"String": {"sval": "->>"}}])
 _REFUSED = None          # a key's verdict: the text is compiled as it is
 
 
@@ -207,8 +209,8 @@ def _learn(text: str, scanned: _Key, compile_text):
     consts: list = []
     try:
         _Walk(consts).node("SelectStmt", stmts[0]["stmt"]["SelectStmt"], True)
-    except (_Refuse, RecursionError, VarveError):
-        return _REFUSED
+    except (_Refuse, RecursionError, VarveError, KeyError, TypeError):
+        return _REFUSED         # (a tree this walk does not know: compiled as it is)
     # the tree's locations are byte offsets, the scanner's character offsets
     byte = (lambda i: i) if text.isascii() else (lambda i: len(text[:i].encode()))
     at = {byte(start): i for i, (start, _) in enumerate(scanned.spans)}
@@ -304,5 +306,11 @@ class _Walk:
             return
         if kind == "RangeFunction":
             self.visit(body, False)
+            return
+        if kind == "A_Expr" and body.get("name") in _JSON_STEPS:
+            # a json path step: the where= grammar reads `meta->>'k'` as a field
+            # path only with its step written (a $n step is the evaluator's)
+            self.visit(body.get("lexpr"), param)
+            self.visit(body.get("rexpr"), False)
             return
         self.visit(body, param)
