@@ -9,7 +9,6 @@ import re
 import socket
 import struct
 
-import numpy as np
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -19,6 +18,7 @@ from varvedb.errors import VarveError
 from varvedb.sql import compile_text, run_each, shapes
 
 from server_proc import ServerProcess, free_port
+from test_pgwire import _plain
 
 SETUP = [
     "CREATE TABLE t (id bigint PRIMARY KEY, a int, b float, s text, embedding vector(3), "
@@ -33,18 +33,13 @@ SETUP = [
 @pytest.fixture(scope="module")
 def db():
     d = vv.connect(":memory:")
-    for s in SETUP:
-        d.sql(s)
+    d.sql(";".join(SETUP))
     yield d
     d.close()
 
 
 def _answer(results):
     return [(r.columns, [tuple(_plain(v) for v in row) for row in r.rows]) for r in results]
-
-
-def _plain(v):
-    return v.tolist() if isinstance(v, np.ndarray) else v
 
 
 def _run(session, text: str, use_shapes: bool):

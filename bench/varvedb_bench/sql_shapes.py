@@ -22,17 +22,22 @@ import varvedb as vv
 from varvedb.sql import compile_text, run_each, shapes
 
 
-def _table(db, rows: int, dim: int, index: bool, seed: int = 0) -> np.ndarray:
+def items_table(db, n: int = 3000, dim: int = 8, index: bool = True,
+                seed: int = 0) -> np.ndarray:
+    """`items` (id, embedding vector(dim), tag, title) of n random rows, with an
+    HNSW index (m 16, ef_construction 64) built where `index`; its vectors.
+    (tests/test_sql.py's table too.)"""
     rng = np.random.default_rng(seed)
-    db.sql(f"CREATE TABLE items (id bigint PRIMARY KEY, embedding vector({dim}), "
-           "tag int, title text)")
-    x = rng.standard_normal((rows, dim)).astype(np.float32)
-    db.collection("items").insert_arrays(id=np.arange(rows), embedding=x,
-                                         tag=np.arange(rows) % 10,
-                                         title=[f"t{i}" for i in range(rows)])
+    db.sql(f"CREATE TABLE items (id bigint PRIMARY KEY, embedding vector({dim}), tag int, "
+           "title text)")
+    x = rng.standard_normal((n, dim)).astype(np.float32)
+    db.collection("items").insert_arrays(id=np.arange(n), embedding=x,
+                                         tag=np.arange(n) % 10,
+                                         title=[f"t{i}" for i in range(n)])
     if index:
-        db.sql("CREATE INDEX ON items USING hnsw (embedding vector_l2_ops)")
-        assert db.collection("items").wait_indexed(timeout=3600)
+        db.sql("CREATE INDEX ON items USING hnsw (embedding vector_l2_ops) "
+               "WITH (m = 16, ef_construction = 64)")
+        assert db.collection("items").wait_indexed(timeout=1800)    # a hang guard only
     return x
 
 
@@ -106,7 +111,7 @@ def main(argv=None) -> None:
     p.add_argument("--statements", default="by_id,top10")
     a = p.parse_args(argv)
     db = vv.connect(":memory:")
-    x = _table(db, a.rows, a.dim, a.index)
+    x = items_table(db, a.rows, a.dim, a.index)
     report = {"rows": a.rows, "dim": a.dim, "index": a.index, "queries": a.queries,
               "rounds": a.rounds}
     for s in a.statements.split(","):
