@@ -3,8 +3,8 @@ through the wire protocol's path (sql.run_each) — through the shape cache
 (sql/shapes.py), compiled afresh (the cache off), and as the prepared `$1` form
 with the value as a parameter — interleaved query by query (the arm order rotated
 each query) over the same values, in one process. Per arm: the median and the
-min–max of its per-round medians (µs a statement), and the shape cache's own
-cost (shapes.bound on a hit).
+min–max of its per-round medians (µs a statement, wall and the thread's CPU),
+and the shape cache's own cost (shapes.bound on a hit).
 
 Statements: a select by id, and a top-10 vector search with the vector written
 as a literal; on a table of ROWS×DIM float32 vectors, with an HNSW index or not.
@@ -67,16 +67,13 @@ def measure(db, x: np.ndarray, statement: str, queries: int, rounds: int,
         return _vec(x[rng.integers(len(x))] + rng.standard_normal(x.shape[1]) * 0.01)
 
     def run(arm, v):
-        if arm == "prepared":
-            t = time.perf_counter()
-            list(run_each(session, prepared, [v]))
-            return time.perf_counter() - t
-        text = literal.format(v)
-        shapes.enabled = arm == "shape"
+        """(wall, thread CPU) seconds of one statement of `arm`."""
+        text, params = (prepared, [v]) if arm == "prepared" else (literal.format(v), ())
+        shapes.enabled = arm != "compile"
         try:
-            t = time.perf_counter()
-            list(run_each(session, text))
-            return time.perf_counter() - t
+            t, c = time.perf_counter(), time.thread_time()
+            list(run_each(session, text, params))
+            return time.perf_counter() - t, time.thread_time() - c
         finally:
             shapes.enabled = True
 
@@ -94,9 +91,14 @@ def measure(db, x: np.ndarray, statement: str, queries: int, rounds: int,
             shapes.bound(text, compile_text)
             hit_cost.append(time.perf_counter() - t)
         for a in arms:
-            arms[a].append(statistics.median(per[a]) * 1e6)
-    out = {a: {"median_us": round(statistics.median(v), 1), "min_us": round(min(v), 1),
-               "max_us": round(max(v), 1)} for a, v in arms.items()}
+            arms[a].append((statistics.median(w for w, _ in per[a]) * 1e6,
+                            statistics.median(c for _, c in per[a]) * 1e6))
+    # the median and min-max of the rounds' medians, wall and thread CPU (CPU is
+    # what a statement costs when other processes take the machine's cores)
+    out = {a: {f"{k}_{s}": round(f([x[i] for x in v]), 1)
+               for i, k in enumerate(("wall", "cpu"))
+               for s, f in (("median_us", statistics.median), ("min_us", min), ("max_us", max))}
+           for a, v in arms.items()}
     out["shape_hit_us"] = round(statistics.median(hit_cost) * 1e6, 1)
     return out
 
