@@ -60,11 +60,12 @@ _OPERAND_ENDS = frozenset(("IDENT", "ICONST", "FCONST", "SCONST", "USCONST", "BC
 _MARKS = {k: (k,) for k in ("ICONST", "FCONST", "SCONST", "-ICONST", "-FCONST")}
 _JSON_STEPS = ([{"String": {"sval": "->"}}], [{"String": {"sval": "->>"}}])
 _REFUSED = None          # a key's verdict: the text is compiled as it is
+_UNKNOWN = object()      # a key not seen yet (or evicted)
 
 
 class _Key:
-    """A text's scanned literals: the key, each literal's (start, end) in the
-    text and its value, or why it has none."""
+    """A scanned text: its key, and each literal's (start, end) in the text and
+    value."""
     __slots__ = ("key", "spans", "values")
 
     def __init__(self, key, spans, values):
@@ -99,10 +100,10 @@ def bound(text: str, compile_text):
     if scanned is None:
         return None
     with _lock:
-        verdict = _verdicts.get(scanned.key, 0)
-        if verdict != 0:
+        verdict = _verdicts.get(scanned.key, _UNKNOWN)
+        if verdict is not _UNKNOWN:
             _verdicts.move_to_end(scanned.key)
-    if verdict == 0:
+    if verdict is _UNKNOWN:
         verdict = _learn(text, scanned, compile_text)
         with _lock:
             _verdicts[scanned.key] = verdict
@@ -147,8 +148,11 @@ def _compiled(text: str, scanned: _Key, verdict: tuple, compile_text):
 
 
 def _scan(text: str) -> _Key | None:
-    """The text's key and literals, or None (a text with $n parameters, or one the
-    scanner refuses: compiling it says why)."""
+    """The text's key and literals, or None (no SELECT, a text with $n parameters,
+    or one the scanner refuses: compiling it says why)."""
+    head = text[:40].lstrip()[:6].lower()
+    if head != "select" and head[:4] != "with":
+        return None             # (a bulk INSERT's megabytes are not scanned twice)
     try:
         toks = scan(text)
     except (ParseError, UnicodeEncodeError, RecursionError):
