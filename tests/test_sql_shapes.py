@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import socket
 import struct
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -18,8 +19,10 @@ from varvedb.errors import VarveError
 from varvedb.sql import compile_text, run_each, shapes
 
 from server_proc import ServerProcess, free_port
+from sql_cases.runner import parse_case
 from test_pgwire import _plain
 
+CASES = sorted((Path(__file__).parent / "sql_cases").glob("*.sql"))
 SETUP = [
     "CREATE TABLE t (id bigint PRIMARY KEY, a int, b float, s text, embedding vector(3), "
     "meta jsonb)",
@@ -230,6 +233,28 @@ def test_the_cache_is_bounded(db, monkeypatch):
     for i in range(10):
         _same(db, f"SELECT id FROM t WHERE a = 1 {'AND a = 1 ' * i}ORDER BY id")
     assert shapes.stats()["size"] == 4
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def test_the_sql_case_files_selects_answer_alike_through_their_shapes(path, tmp_path):
+    """Every SELECT of tests/sql_cases/*.sql, in its file's order on its file's data:
+    through the shape cache as the text's own compile answers."""
+    shapes.clear()
+    d = vv.connect(tmp_path / "c.varve")
+    session = d.thread_session()
+    try:
+        for st in parse_case(path).statements:
+            # (in a transaction block a failed statement fails the block: run once)
+            if st.sql.lstrip()[:6].lower() in ("select", "with") and session.tx is None:
+                _same(d, st.sql)
+            else:
+                try:
+                    d.sql(st.sql)
+                except VarveError:
+                    pass
+    finally:
+        d.close()
+    assert shapes.stats()["learned"] + shapes.stats()["refused"] > 0
 
 
 # ---- over the wire ----------------------------------------------------------------
