@@ -186,6 +186,9 @@ def test_every_template_of_the_grammar_takes_its_shape(db):
     "SELECT 1, 1.0",                       # equal constants of two types
     "SELECT 0.0, -0.0",
     "SELECT 0x1F + 1",
+    "SELECT 'a'\n'b'",                    # one string in two pieces
+    "SELECT $$x$$",
+    "SELECT " + "9" * 150,                 # (kept as written: no plain number)
     "INSERT INTO t (id, a) VALUES (100, 1)",
     "SELECT id FROM t WHERE a = $1",
     "SELECT id FROM t AS OF VERSION 1",

@@ -47,7 +47,7 @@ MAX_SHAPES = 1024
 
 _COMMENTS = frozenset(("SQL_COMMENT", "C_COMMENT"))
 _NUMBERS = frozenset(("ICONST", "FCONST"))
-_PLAIN_NUMBER = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_PLAIN_NUMBER = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", re.ASCII)
 # a token after which a '-' is a binary minus (the end of an operand); after any
 # other, a '-' directly before a number is its sign (the parser folds the two
 # into one constant, located at the sign)
@@ -165,7 +165,7 @@ def _scan(text: str) -> _Key | None:
         if name in _COMMENTS:
             continue
         src = text[t.start:t.end + 1]
-        if name in _NUMBERS and _PLAIN_NUMBER.fullmatch(src):
+        if name in _NUMBERS and len(src) < 100 and _PLAIN_NUMBER.fullmatch(src):
             value = int(src) if src.isdigit() else float(src)
             start = t.start
             if prev == "ASCII_45" and before not in _OPERAND_ENDS:
@@ -213,7 +213,7 @@ def _learn(text: str, scanned: _Key, compile_text):
     consts: list = []
     try:
         _Walk(consts).node("SelectStmt", stmts[0]["stmt"]["SelectStmt"], True)
-    except (_Refuse, RecursionError, VarveError, KeyError, TypeError):
+    except (_Refuse, RecursionError, VarveError, KeyError, TypeError, ValueError):
         return _REFUSED         # (a tree this walk does not know: compiled as it is)
     # the tree's locations are byte offsets, the scanner's character offsets
     byte = (lambda i: i) if text.isascii() else (lambda i: len(text[:i].encode()))
