@@ -189,6 +189,7 @@ def test_every_template_of_the_grammar_takes_its_shape(db):
     "SELECT 'a'\n'b'",                    # one string in two pieces
     "SELECT $$x$$",
     "SELECT " + "9" * 150,                 # (kept as written: no plain number)
+    "SELECT id FROM t WHERE a IN (" + ", ".join(map(str, range(1200))) + ")",
     "INSERT INTO t (id, a) VALUES (100, 1)",
     "SELECT id FROM t WHERE a = $1",
     "SELECT id FROM t AS OF VERSION 1",

@@ -30,7 +30,7 @@ equal literals of different types, VALUES, a statement that reads server
 files, or where the parameterised text does not compile. Nothing here holds a
 plan: a compiled statement binds to the table's current schema each time it
 runs, so a schema change needs no invalidation (as for `compile_text`). The
-keys are kept in an LRU of MAX_SHAPES.
+keys are kept in an LRU of MAX_SHAPES, each of at most MAX_TOKENS tokens.
 """
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ from pglast.parser import ParseError, parse_sql_json, scan
 from ..errors import VarveError
 
 MAX_SHAPES = 1024
+MAX_TOKENS = 2000        # a text of more tokens (literals counted) takes no shape
 
 _COMMENTS = frozenset(("SQL_COMMENT", "C_COMMENT"))
 _NUMBERS = frozenset(("ICONST", "FCONST"))
@@ -189,6 +190,8 @@ def _scan(text: str) -> _Key | None:
         spans.append((start, t.end + 1))
         values.append(value)
         before, prev = prev, name
+    if len(key) > MAX_TOKENS:
+        return None             # (a long IN list: its keys would fill the cache's memory)
     return _Key(tuple(key), spans, values)
 
 
