@@ -211,6 +211,16 @@ def test_texts_that_take_no_shape_are_compiled_as_they_are(tmp_path, text):
     d.close()
 
 
+def test_equal_literals_of_two_types_are_compiled_as_written_and_decide_nothing(db):
+    shapes.clear()
+    assert shapes.bound("SELECT id FROM t WHERE a = 1 OR b = 1.0", compile_text) is None
+    got = shapes.bound("SELECT id FROM t WHERE a = 1 OR b = 2.0", compile_text)
+    assert got is not None and got[1] == [1, 2.0]
+    assert shapes.bound("SELECT id FROM t WHERE a = 1 OR b = 1.0", compile_text) is None
+    assert _same(db, "SELECT id FROM t WHERE a = 7 OR b = 7.0 ORDER BY id") == \
+        [(["id"], [(6,)])]
+
+
 def test_a_hit_after_a_schema_change_binds_the_new_schema(tmp_path):
     d = vv.connect(tmp_path / "x.varve")
     d.sql("CREATE TABLE u (id bigint PRIMARY KEY, a int, s text)")

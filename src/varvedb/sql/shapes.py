@@ -8,8 +8,8 @@ text, so `compile_text`'s cache (keyed by the text) never hits. Here a text's
 key is its tokens (pglast's scanner, comments dropped) with each plain literal
 (a decimal number, with the unary minus before it, or a '...' string without
 escapes) replaced by its token kind. The first text of a key is parsed, and
-its tree says which of its
-literals are values an expression evaluates — those become `$n` — and which
+its tree says which of its literals are values an expression evaluates —
+those become `$n` — and which
 the statement's shape reads (ORDER BY / GROUP BY positions, LIMIT, OFFSET, a
 function in FROM, the text of a vector or regtype cast, type modifiers, a json
 path step `meta->>'k'`, which the where= grammar reads as a field): those
@@ -23,11 +23,12 @@ parameter and a constant of the same value evaluate alike (query/expr.py's
 `sql.run_each` (the wire protocol's path: simple and unnamed extended queries
 without parameters) takes this path; `sql.run` (db.sql()) does not — its
 callers pass values as parameters, and a result's plan would show `$n` where
-the text wrote a literal. Only one SELECT without parameters or AS OF takes it. A key is refused
-for good (the text is compiled as it is) where the tree holds a number or
-string constant not written as a plain literal (`E'...'`, `-(5)`, `0x1F`), two
-equal literals of different types, VALUES, a statement that reads server
-files, or where the parameterised text does not compile. Nothing here holds a
+the text wrote a literal. Only one SELECT without parameters or AS OF takes
+it. A key is refused for good (the text is compiled as it is) where the tree
+holds a number or string constant not written as a plain literal (`E'...'`,
+`-(5)`, `0x1F`), VALUES, a statement that reads server files, or where the
+parameterised text does not compile; a text whose equal literals differ in type
+(1 and 1.0) is compiled as it is. Nothing here holds a
 plan: a compiled statement binds to the table's current schema each time it
 runs, so a schema change needs no invalidation (as for `compile_text`). The
 keys are kept in an LRU of MAX_SHAPES, each of at most MAX_TOKENS tokens.
@@ -106,6 +107,8 @@ def bound(text: str, compile_text):
             _verdicts.move_to_end(scanned.key)
     if verdict is _UNKNOWN:
         verdict = _learn(text, scanned, compile_text)
+        if verdict is _UNKNOWN:
+            return None         # (undecided by this text: the next of its key decides)
         with _lock:
             _verdicts[scanned.key] = verdict
             _counts["learned" if verdict is not _REFUSED else "refused"] += 1
@@ -235,6 +238,8 @@ def _learn(text: str, scanned: _Key, compile_text):
     if not any(masked):
         return _REFUSED         # every literal is the shape's: compile_text's cache serves it
     verdict = tuple(masked)
+    if _clash(scanned, verdict):
+        return _UNKNOWN
     got = _compiled(text, scanned, verdict, compile_text)
     if got is None:
         return _REFUSED
@@ -243,6 +248,17 @@ def _learn(text: str, scanned: _Key, compile_text):
             or compiled[0].as_of is not None:
         return _REFUSED
     return verdict
+
+
+def _clash(scanned: _Key, verdict: tuple) -> bool:
+    """Do two equal parameter values differ in type (1 and 1.0)?"""
+    seen: dict = {}
+    for masked, value in zip(verdict, scanned.values):
+        if masked:
+            first = seen.setdefault(value, value)
+            if type(first) is not type(value) or repr(first) != repr(value):
+                return True
+    return False
 
 
 def _const_value(body: dict):
