@@ -14,6 +14,7 @@ import varvedb as vv
 from conftest import file_digest
 from varvedb.query.plan import Aggregate, Output, Sort, Strategy, VectorTopK
 from varvedb.sql import compile_text
+from varvedb_bench.sql_shapes import items_table as _items
 
 
 @pytest.fixture
@@ -21,21 +22,6 @@ def db(tmp_path):
     d = vv.connect(tmp_path / "s.varve")
     yield d
     d.close()
-
-
-def _items(db, n=3000, dim=8, index=True, seed=0):
-    rng = np.random.default_rng(seed)
-    db.sql(f"CREATE TABLE items (id bigint PRIMARY KEY, embedding vector({dim}), tag int, "
-           "title text)")
-    x = rng.standard_normal((n, dim)).astype(np.float32)
-    db.collection("items").insert_arrays(id=np.arange(n), embedding=x,
-                                         tag=np.arange(n) % 10,
-                                         title=[f"t{i}" for i in range(n)])
-    if index:
-        db.sql("CREATE INDEX ON items USING hnsw (embedding vector_l2_ops) "
-               "WITH (m = 16, ef_construction = 64)")
-        assert db.collection("items").wait_indexed(timeout=1800)    # a hang guard only
-    return x
 
 
 # ---- tables are collections ------------------------------------------------------

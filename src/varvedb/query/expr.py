@@ -645,7 +645,7 @@ def _json_path(a: Val, b: Val, as_text: bool) -> Val:
         a = Val("json", np.array([json.loads(x) for x in a.data], dtype=object), a.nulls)
     if a.kind != "json":
         raise SqlError("42883", f"operator does not exist: {a.kind} -> {b.kind}")
-    keys = b.data
+    keys = b.data if b.kind != "null" else np.full(len(a), None, dtype=object)  # -> NULL
     out = np.empty(len(a), dtype=object)
     nulls = a.nulls | b.nulls
     for i, (v, k) in enumerate(zip(a.data, keys)):
@@ -1007,6 +1007,8 @@ def _like(e: Like, rel: Rel, env: Env) -> Val:
         return Val("bool", np.zeros(len(a), bool), a.nulls | p.nulls)
     if a.kind != "text":
         raise SqlError("42883", f"operator does not exist: {a.kind} ~~ unknown")
+    if p.kind not in ("text", "unknown"):      # `s LIKE 1`: no text ~~ integer
+        raise SqlError("42883", f"operator does not exist: text ~~ {p.kind}")
     nulls = a.nulls | p.nulls
     pats = p.data
     if len(pats) and (pats == pats[0]).all():

@@ -8,6 +8,13 @@ executor. Writes run through the same engine verbs as the Python API, in the
 session's transaction (BEGIN ... COMMIT) or, outside one, in a transaction
 of their own that commits when the statement returns.
 
+A text that differs from an earlier one only in its literals (`... WHERE id =
+17`, then `... id = 18`: what the simple query protocol's clients send) runs,
+in `run_each` (the wire protocol's), the compiled `$n` form of its shape with
+its literals as parameters (shapes.py). `run` (db.sql()) compiles each text as
+it is: an embedded caller passes its values as parameters, and a result's plan
+shows the statement's own literals, where the shape's would show `$n`.
+
 varvedb's one extension of the grammar, `AS OF VERSION n`,
 `AS OF TIMESTAMP '...'` or `AS OF BRANCH 'name'` (optionally followed by
 `VERSION n` or `TIMESTAMP '...'`) at the end of a SELECT, is found among
@@ -24,7 +31,7 @@ from pglast.parser import ParseError, scan
 
 from ..errors import NotFoundError, SqlError, VarveError
 from ..schema import brief
-from . import placeholders, privileges
+from . import placeholders, privileges, shapes
 from ..results import SqlResult
 
 __all__ = ["run", "run_each", "compile_text", "SqlResult"]
@@ -205,7 +212,13 @@ def run(session, text: str, params=(), copy_data=None) -> SqlResult:
 
 def run_each(session, text: str, params=(), copy_data=None):
     """Run SQL in a session, yielding each statement's result as it finishes (the
-    wire protocol answers each statement of a text; nothing for an empty text)."""
+    wire protocol answers each statement of a text; nothing for an empty text).
+    A SELECT without parameters runs its shape's compiled form where it has one
+    (shapes.py): the simple query protocol's clients send each value as a new text."""
+    if not params and copy_data is None and shapes.enabled and isinstance(text, str):
+        got = shapes.bound(text, compile_text)
+        if got is not None:
+            return _each(session, got[0], got[1], None)
     return _each(session, compile_text(text), _params(params), copy_data)
 
 
