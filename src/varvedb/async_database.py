@@ -242,10 +242,11 @@ class AsyncDatabase:
         """The newest version this task sees (its open transaction's, if any)."""
         return await self._run(lambda lease: lease.session.version)
 
-    async def aclose(self) -> None:
-        """Close the database (on a thread: a close may checkpoint), then the pool."""
+    async def aclose(self, wait: bool | None = None) -> None:
+        """Database.close(wait) on a thread (a close may link and checkpoint), then
+        the pool."""
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._threads, self.db.close)
+        await loop.run_in_executor(self._threads, functools.partial(self.db.close, wait))
         self._threads.shutdown(wait=False)
         for lease in self._leases:
             if lease.thread is not None:
