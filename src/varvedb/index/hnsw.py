@@ -34,9 +34,17 @@ does not depend on how rows were split across ``add`` calls. Within one
 ``add``, rows are inserted in a seeded random order, so that rows arriving
 sorted (by cluster, by time) do not build a lopsided graph.
 
+A larger batch is linked in lanes: each phase kernel does one lane's share of
+the batch (:mod:`varvedb.kernels.hnsw`), and :func:`_on_lanes` runs a phase's
+lanes at once, lane 0 on the calling thread and the others on a small pool of
+threads (the kernels release the GIL), one lane per numba thread
+(``numba.get_num_threads()``, so ``numba.set_num_threads(1)`` links on the
+calling thread alone). A pool rather than a ``prange``: numba's parallel
+lowering compiled each phase kernel for tens of seconds, once per arena type.
+
 A small ``add`` costs its work, not the batch machinery: a batch under
 ``_PARALLEL_FROM`` rows is linked on the calling thread in one kernel call
-(waking numba's threads costs milliseconds on a busy machine), the insert
+(handing lanes to other threads costs more than it saves), the insert
 scratch is kept between calls, and the argument checks touch only the rows
 given, never the whole arena.
 
@@ -47,7 +55,10 @@ ids are nodes; ``extent`` is one past the largest node row. Arrays restored by
 first :meth:`HnswIndex.add` (copy-on-write), never before.
 """
 
+import concurrent.futures as cf
 import math
+import os
+import threading
 
 import numba
 import numpy as np
@@ -68,8 +79,8 @@ _MAX_LEVEL = 30
 # have seen one row at a time, large enough to keep both cores busy.
 _BATCH_FRACTION = 4
 _MAX_BATCH = 256
-# Smaller batches are linked on the calling thread: waking numba's threads for
-# them costs more than it saves (milliseconds on a busy machine).
+# Smaller batches are linked on the calling thread: handing lanes to other
+# threads costs more than it saves (milliseconds on a busy machine).
 _PARALLEL_FROM = 16
 # params layout of to_arrays()/from_arrays()
 _P_FORMAT, _P_DIM, _P_METRIC, _P_M, _P_EFC, _P_EFS, _P_SEED = range(7)
@@ -93,6 +104,40 @@ _CODE_SAMPLE = 16384
 # glove-50 (100k), 2 * k already gave the recall of measuring the whole pool.
 _RERANK_PER_K = {"int8": 4, "pq": 8}   # pq's codes are coarser: more candidates measured
 _METRIC_NAMES = {code: name for name, code in GRAPH_METRIC_CODES.items()}
+
+
+_LANES_LOCK = threading.Lock()
+_lanes_pool: tuple[int, cf.ThreadPoolExecutor] | None = None   # (pid that made it, pool)
+
+
+def _lane_pool() -> cf.ThreadPoolExecutor:
+    """The process's pool for lanes 1.. of a phase: as many threads as numba may
+    use (less the calling thread's lane), started as they are first needed. Made
+    again in a forked child, where the parent's threads do not exist."""
+    global _lanes_pool
+    with _LANES_LOCK:
+        if _lanes_pool is None or _lanes_pool[0] != os.getpid():
+            workers = max(numba.config.NUMBA_NUM_THREADS - 1, 1)
+            _lanes_pool = (os.getpid(), cf.ThreadPoolExecutor(
+                workers, thread_name_prefix="varvedb-lane"))
+        return _lanes_pool[1]
+
+
+def _on_lanes(kernel, lanes: int, *args) -> None:
+    """``kernel(*args, lane, lanes)`` for every lane at once: lane 0 on the calling
+    thread, the others on the lane pool. Returns when every lane has ended (so the
+    next phase reads what they wrote); an error in one is raised then."""
+    if lanes <= 1:
+        kernel(*args, 0, 1)
+        return
+    pool = _lane_pool()
+    jobs = [pool.submit(kernel, *args, lane, lanes) for lane in range(1, lanes)]
+    try:
+        kernel(*args, 0, lanes)
+    finally:
+        cf.wait(jobs)       # no lane still writes the graph when this returns
+    for job in jobs:
+        job.result()
 
 
 def _candidate_capacity(ef: int) -> int:
@@ -291,7 +336,7 @@ class HnswIndex:
         ``norms`` the float32 L2 norm of each arena row (read for cosine only).
         Rows must be distinct, within the arena and not yet nodes, and the
         arena must hold every node already in the graph (the walk measures them).
-        ``parallel``: True links every batch on numba's threads, False on the
+        ``parallel``: True links every batch in lanes on threads, False on the
         calling thread only (a background linker that should leave the other
         cores to the application); None (default) uses the threads for
         batches of at least ``_PARALLEL_FROM`` rows. The graph is the same
@@ -380,9 +425,10 @@ class HnswIndex:
                                      np.nonzero(lost_up)[1].astype(np.int64) + 1])
         arena = self._arena(vectors)
         norms = self._norms(norms, arena.shape[0])
-        kernels.repair_lists(arena, norms, self._metric_code, kept, inv, old_levels,
-                             self._links0, self._upper_slot, self._upper_links, task_node,
-                             task_level, out._links0, out._upper_slot, out._upper_links)
+        lanes = min(numba.get_num_threads(), max(task_node.size // _PARALLEL_FROM, 1))
+        _on_lanes(kernels.repair_lists, lanes, arena, norms, self._metric_code, kept, inv,
+                  old_levels, self._links0, self._upper_slot, self._upper_links, task_node,
+                  task_level, out._links0, out._upper_slot, out._upper_links)
         # lists chosen again may have dropped a node's only in-link (twins are not
         # nodes yet: they are added below)
         kernels.link_orphans(out._levels, out._links0, out._upper_slot, out._upper_links)
@@ -454,20 +500,22 @@ class HnswIndex:
     def _link_parallel(self, arena: np.ndarray, norms: np.ndarray, batch: np.ndarray,
                        scratch: _BuildScratch, fwd: np.ndarray, twin_of: np.ndarray,
                        n_levels: int) -> None:
-        kernels.find_links(
-            arena, norms, self._metric_code, batch, self._levels, self._links0,
-            self._upper_slot, self._upper_links, self._twins, self._entry, self._top,
-            self.m, self.ef_construction, scratch.visited, scratch.generation,
-            scratch.query, scratch.batch_dist, scratch.pool_d, scratch.pool_i,
-            scratch.fresh, scratch.x_d, scratch.x_i, scratch.s_d, scratch.s_i, fwd, twin_of)
+        lanes = scratch.visited.shape[0]
+        _on_lanes(kernels.find_links, lanes,
+                  arena, norms, self._metric_code, batch, self._levels, self._links0,
+                  self._upper_slot, self._upper_links, self._twins, self._entry, self._top,
+                  self.m, self.ef_construction, scratch.visited, scratch.generation,
+                  scratch.query, scratch.batch_dist, scratch.pool_d, scratch.pool_i,
+                  scratch.fresh, scratch.x_d, scratch.x_i, scratch.s_d, scratch.s_i, fwd,
+                  twin_of)
         kernels.join_twins(batch, twin_of, self._levels, fwd, self._twins, self._links0,
                            self._upper_slot, self._upper_links)
         keys, sources, starts = kernels.reverse_edges(batch, self._levels, fwd)
         drops, n_drops = kernels.drop_space(sources, starts, self._links0)
-        kernels.apply_reverse_edges(
-            arena, norms, self._metric_code, keys, sources, starts, n_levels, self._links0,
-            self._upper_slot, self._upper_links, scratch.query, scratch.over_i,
-            scratch.union_d, scratch.union_i, drops, n_drops)
+        _on_lanes(kernels.apply_reverse_edges, lanes,
+                  arena, norms, self._metric_code, keys, sources, starts, n_levels,
+                  self._links0, self._upper_slot, self._upper_links, scratch.query,
+                  scratch.over_i, scratch.union_d, scratch.union_i, drops, n_drops)
         kernels.keep_in_links(keys, starts, n_levels, drops, n_drops, self._links0,
                               self._upper_slot, self._upper_links)
         self._entry, self._top = kernels.raise_entry(batch, twin_of, self._levels,
@@ -541,7 +589,7 @@ class HnswIndex:
         return min(ef, _RERANK_PER_K.get(self.quantize, 0) * k)
 
     def _build_scratch(self, n_levels: int, lanes: int) -> _BuildScratch:
-        # lanes: one per numba thread for the parallel kernels, 0 for the serial
+        # lanes: one per numba thread for the kernels run in lanes, 0 for the serial
         # one (which uses lane 0 of any scratch)
         rows = self._levels.shape[0]
         if self._scratch is None or not self._scratch.fits(lanes, rows, n_levels):

@@ -254,11 +254,11 @@ class HnswVectorIndex(VectorIndex):
         norms = column.norms.frozen(hi)
         rows = np.arange(lo, hi, dtype=np.int64)
         rows = rows[~column.nulls.data[lo:hi]]
-        # one build at a time in the process: each uses every core, and
-        # numba's workqueue layer must not run two parallel kernels at once
-        # A few rows gain nothing from numba's threads, and a parallel region
-        # waits for its slowest thread: on a busy machine that wait, not the
-        # work, was most of a small link. (numba's thread count is per thread.)
+        # one build at a time in the process: each uses every core
+        # A few rows gain nothing from more lanes (the graph links one lane per
+        # numba thread), and a phase waits for its slowest lane: on a busy
+        # machine that wait, not the work, was most of a small link. (numba's
+        # thread count is per thread.)
         threads = numba.get_num_threads()
         with _BUILD:
             try:

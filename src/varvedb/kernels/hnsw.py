@@ -58,19 +58,26 @@ what exact search returns; a walk that fills its pool pays nothing for it.
 
 Batch insert, parallel without locks, deterministic: new nodes go in batches.
 :func:`find_links` searches the graph as it stood at the start of the batch,
-one new node per thread at a time, also measures each new node against the
+one new node per lane at a time, also measures each new node against the
 rest of its batch (so nodes of one batch can link to each other), selects its
 out-links with the diversity heuristic and writes them to the node's own lists
 (nothing can reach a new node yet, so no walk reads them).
 :func:`reverse_edges` then groups the reverse links by (target, level) with a
-stable sort, and :func:`apply_reverse_edges` lets one thread per group append
+stable sort, and :func:`apply_reverse_edges` lets one lane per group append
 to, or re-prune, that target's list; :func:`keep_in_links` then appends,
 serially, a node a re-prune left without an in-link to a list near it. No
-list is written by two threads and no
-result depends on which thread computed it, so the graph depends only on the
-seed and the insertion order, not even on the thread count. A batch too small
-to pay for waking the threads goes to :func:`link_batch`, which runs the same
-phases on the calling thread in one call and builds the same graph.
+list is written by two lanes and no
+result depends on which lane computed it, so the graph depends only on the
+seed and the insertion order, not even on the number of lanes. A batch too
+small to pay for waking the threads goes to :func:`link_batch`, which runs the
+same phases on the calling thread in one call (each as one lane of one) and
+builds the same graph.
+
+A lane is one thread's share of a phase (tasks ``lane``, ``lane + lanes``, ...):
+the phase kernels are plain ``nogil`` kernels that do one lane's share, and the
+index runs a phase's lanes on a thread pool (index/hnsw.py), not a ``prange``:
+numba's parallel lowering compiled each of them for tens of seconds, once per
+arena type, for no speed a pool of threads does not give.
 
 Invariants kept:
 * a list holds nodes only (``levels[id] >= level``), never its owner, never
@@ -78,11 +85,7 @@ Invariants kept:
 * a twin (a ring member that is not the linked node) has no out-links and
   no list holds it;
 * no kernel reads a list while another thread writes it (phases are separated
-  by the end of a ``prange``).
-
-A ``prange`` body here only calls plain kernels: numba's parfor pass rewrites
-array expressions written directly in a parallel body, and a slice assignment
-through a list view there was seen to be lost.
+  by the index waiting for every lane of one before it starts the next).
 """
 
 import numpy as np
@@ -652,71 +655,62 @@ def _find_twin(arena, batch, pos, batch_dist, pool_d, pool_i, n_pool):
 
 
 @njit(**_JIT)
-def _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot, upper_links,
-                  twins, entry, top, m, ef, visited, generation, lane, query, batch_dist,
-                  pool_d, pool_i, fresh, x_d, x_i, s_d, s_i, fwd, twin_of):
-    u = batch[pos]
-    level_u = levels[u]
-    load_row(arena, u, query)
-    q_norm = norms[u] if metric == METRIC_COSINE else np.float32(0.0)
-    for t in range(batch.shape[0]):
-        batch_dist[t] = query_distance(arena, norms, batch[t], query, q_norm, metric)
-    n_seeds = 0
-    if top >= 0:
-        dist = query_distance(arena, norms, entry, query, q_norm, metric)
-        node, dist = greedy_descend(arena, norms, query, q_norm, metric, upper_slot,
-                                    upper_links, entry, dist, top, np.int64(level_u))
-        pool_d[0] = dist
-        pool_i[0] = node
-        n_seeds = 1
-    twin_of[pos] = -1
-    for level in range(level_u, -1, -1):
-        n_w = 0
-        if level <= top:
-            # the pool this level leaves behind seeds the walk one level down
-            stamp = next_stamp(visited, generation, lane)
-            n_w = beam_search(arena, norms, query, q_norm, metric, links0, upper_slot,
-                              upper_links, twins, level, n_seeds, ef, False, visited,
-                              stamp, pool_d, pool_i, fresh)
-            n_seeds = n_w
-        if level == 0:
-            twin_of[pos] = _find_twin(arena, batch, pos, batch_dist, pool_d, pool_i, n_w)
-        limit = pool_d[n_w - 1] if n_w == ef else FAR
-        n_x = _batch_candidates(arena, level, batch, pos, batch_dist, levels, limit, x_d,
-                                x_i)
-        n_s = merge_sorted(pool_d, pool_i, n_w, x_d, x_i, n_x, s_d, s_i)
-        out = fwd[pos, level]
-        kept = select_diverse(arena, norms, metric, s_d, s_i, n_s, m, out)
-        out[kept:] = -1
-    if twin_of[pos] >= 0:
-        fwd[pos] = -1
-        return
-    for level in range(level_u + 1):
-        own = links0[u] if level == 0 else upper_links[upper_slot[u], level - 1]
-        own[:m] = fwd[pos, level]
-        own[m:] = -1
-
-
-@njit(**_PJIT)
 def find_links(arena, norms, metric, batch, levels, links0, upper_slot, upper_links, twins,
                entry, top, m, ef, visited, generation, query, batch_dist,
-               pool_d, pool_i, fresh, x_d, x_i, s_d, s_i, fwd, twin_of):
-    """Phase 1 of a batch: choose and write every new node's out-links, in parallel.
+               pool_d, pool_i, fresh, x_d, x_i, s_d, s_i, fwd, twin_of, lane, lanes):
+    """Phase 1 of a batch, one lane's share: choose and write the out-links of
+    new nodes ``batch[lane::lanes]``.
 
     Reads the graph as it stood before the batch (``entry``, ``top``); fills
     ``fwd[pos, level, :m]`` with the links of ``batch[pos]`` (-1 padded) for
     the reverse pass, and ``twin_of[pos]`` with the row it duplicates or -1.
-    Scratch arrays have one row per lane.
+    Scratch arrays have one row per lane; this share uses row ``lane``. The
+    lanes of one batch run at once (each on a thread of its own): each writes
+    only its own nodes' lists and ``fwd`` / ``twin_of`` rows.
     """
-    lanes = visited.shape[0]
-    for i in prange(lanes):
-        lane = np.int64(i)   # prange's index is unsigned: one _choose_links for every caller
-        for pos in range(lane, batch.shape[0], lanes):
-            _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot,
-                          upper_links, twins, entry, top, m, ef, visited[lane], generation,
-                          lane, query[lane], batch_dist[lane], pool_d[lane], pool_i[lane],
-                          fresh[lane], x_d[lane], x_i[lane], s_d[lane], s_i[lane], fwd,
-                          twin_of)
+    seen, row, near_d = visited[lane], query[lane], batch_dist[lane]
+    p_d, p_i, new, c_d, c_i, m_d, m_i = (pool_d[lane], pool_i[lane], fresh[lane], x_d[lane],
+                                         x_i[lane], s_d[lane], s_i[lane])
+    for pos in range(lane, batch.shape[0], lanes):
+        u = batch[pos]
+        level_u = levels[u]
+        load_row(arena, u, row)
+        q_norm = norms[u] if metric == METRIC_COSINE else np.float32(0.0)
+        for t in range(batch.shape[0]):
+            near_d[t] = query_distance(arena, norms, batch[t], row, q_norm, metric)
+        n_seeds = 0
+        if top >= 0:
+            dist = query_distance(arena, norms, entry, row, q_norm, metric)
+            node, dist = greedy_descend(arena, norms, row, q_norm, metric, upper_slot,
+                                        upper_links, entry, dist, top, np.int64(level_u))
+            p_d[0] = dist
+            p_i[0] = node
+            n_seeds = 1
+        twin_of[pos] = -1
+        for level in range(level_u, -1, -1):
+            n_w = 0
+            if level <= top:
+                # the pool this level leaves behind seeds the walk one level down
+                stamp = next_stamp(seen, generation, lane)
+                n_w = beam_search(arena, norms, row, q_norm, metric, links0, upper_slot,
+                                  upper_links, twins, level, n_seeds, ef, False, seen,
+                                  stamp, p_d, p_i, new)
+                n_seeds = n_w
+            if level == 0:
+                twin_of[pos] = _find_twin(arena, batch, pos, near_d, p_d, p_i, n_w)
+            limit = p_d[n_w - 1] if n_w == ef else FAR
+            n_x = _batch_candidates(arena, level, batch, pos, near_d, levels, limit, c_d, c_i)
+            n_s = merge_sorted(p_d, p_i, n_w, c_d, c_i, n_x, m_d, m_i)
+            out = fwd[pos, level]
+            kept = select_diverse(arena, norms, metric, m_d, m_i, n_s, m, out)
+            out[kept:] = -1
+        if twin_of[pos] >= 0:
+            fwd[pos] = -1
+            continue
+        for level in range(level_u + 1):
+            own = links0[u] if level == 0 else upper_links[upper_slot[u], level - 1]
+            own[:m] = fwd[pos, level]
+            own[m:] = -1
 
 
 @njit(**_JIT)
@@ -901,34 +895,26 @@ def drop_base(starts, g, links0):
     return starts[g] + g * links0.shape[1]
 
 
-@njit(**_PJIT)
+@njit(**_JIT)
 def apply_reverse_edges(arena, norms, metric, keys, sources, starts, n_levels, links0,
                         upper_slot, upper_links, query, over_i, union_d, union_i,
-                        drops, n_drops):
-    """Phase 2b: add each group's in-links to its target, one thread per target.
+                        drops, n_drops, lane, lanes):
+    """Phase 2b, one lane's share: add groups ``lane``, ``lane + lanes``, ...
+    their in-links, each to its own target (lanes run at once: no two write one list).
 
     A target whose list is full chooses it again from the old list and the
     newcomers; the ids that choice drops go to group g's part of ``drops``
     (``n_drops[g]`` of them, from :func:`drop_base`) for :func:`keep_in_links`.
+    Scratch arrays have one row per lane; this share uses row ``lane``.
     """
-    lanes = query.shape[0]
-    n_groups = starts.shape[0] - 1
-    for lane in prange(lanes):
-        for g in range(lane, n_groups, lanes):
-            _link_group(arena, norms, metric, keys, sources, starts, n_levels, g, links0,
-                        upper_slot, upper_links, query[lane], over_i[lane], union_d[lane],
-                        union_i[lane], drops, n_drops)
-
-
-@njit(**_JIT)
-def _link_group(arena, norms, metric, keys, sources, starts, n_levels, g, links0,
-                upper_slot, upper_links, query, over_i, union_d, union_i, drops, n_drops):
-    lo = starts[g]
-    key = keys[lo]
-    base = drop_base(starts, g, links0)
-    n_drops[g] = _link_back(arena, norms, metric, key // n_levels, key % n_levels,
-                            sources[lo:starts[g + 1]], links0, upper_slot, upper_links,
-                            query, over_i, union_d, union_i, drops[base:])
+    row, over, u_d, u_i = query[lane], over_i[lane], union_d[lane], union_i[lane]
+    for g in range(lane, starts.shape[0] - 1, lanes):
+        lo = starts[g]
+        key = keys[lo]
+        base = drop_base(starts, g, links0)
+        n_drops[g] = _link_back(arena, norms, metric, key // n_levels, key % n_levels,
+                                sources[lo:starts[g + 1]], links0, upper_slot, upper_links,
+                                row, over, u_d, u_i, drops[base:])
 
 
 @njit(**_JIT)
@@ -1047,25 +1033,23 @@ def link_batch(arena, norms, metric, batch, levels, links0, upper_slot, upper_li
                fresh, x_d, x_i, s_d, s_i, fwd, twin_of, over_i, union_d, union_i):
     """A whole batch on the calling thread: both phases, then the entry update.
 
-    For batches too small to pay for waking numba's threads: it builds the
-    same graph as :func:`find_links`, :func:`join_twins`, :func:`reverse_edges`
-    and :func:`apply_reverse_edges` in turn (their results do not depend on
-    the thread count), in one call, using lane 0 of the scratch. ``fwd`` and
+    For batches too small to pay for waking the threads: it runs
+    :func:`find_links`, :func:`join_twins`, :func:`reverse_edges` and
+    :func:`apply_reverse_edges` in turn, each as the one lane of one (their
+    results do not depend on the number of lanes), in one call, using lane 0
+    of the scratch. ``fwd`` and
     ``twin_of`` have one row per batch node. Returns the new ``(entry, top)``.
     """
-    for pos in range(batch.shape[0]):
-        _choose_links(arena, norms, metric, batch, pos, levels, links0, upper_slot,
-                      upper_links, twins, entry, top, m, ef, visited[0], generation, 0,
-                      query[0], batch_dist[0], pool_d[0], pool_i[0], fresh[0], x_d[0],
-                      x_i[0], s_d[0], s_i[0], fwd, twin_of)
+    find_links(arena, norms, metric, batch, levels, links0, upper_slot, upper_links, twins,
+               entry, top, m, ef, visited, generation, query, batch_dist, pool_d, pool_i,
+               fresh, x_d, x_i, s_d, s_i, fwd, twin_of, 0, 1)
     join_twins(batch, twin_of, levels, fwd, twins, links0, upper_slot, upper_links)
     keys, sources, starts = reverse_edges(batch, levels, fwd)
     n_levels = fwd.shape[1]
     drops, n_drops = drop_space(sources, starts, links0)
-    for g in range(starts.shape[0] - 1):
-        _link_group(arena, norms, metric, keys, sources, starts, n_levels, g, links0,
-                    upper_slot, upper_links, query[0], over_i[0], union_d[0], union_i[0],
-                    drops, n_drops)
+    apply_reverse_edges(arena, norms, metric, keys, sources, starts, n_levels, links0,
+                        upper_slot, upper_links, query, over_i, union_d, union_i, drops,
+                        n_drops, 0, 1)
     keep_in_links(keys, starts, n_levels, drops, n_drops, links0, upper_slot, upper_links)
     return raise_entry(batch, twin_of, levels, entry, top)
 
@@ -1096,54 +1080,10 @@ def _add_new(cand, n, v, owner):
     return n + 1
 
 
-@njit(readonly=_REPAIR_READS, **_JIT)
-def _repair_one(arena, norms, metric, kept, inv, old_levels, old_links0, old_upper_slot,
-                old_upper_links, p, level, links0, upper_slot, upper_links):
-    src = _old_list(old_links0, old_upper_slot, old_upper_links, kept[p], level)
-    cap = src.shape[0]
-    want = 2 * cap                    # candidates enough to choose a list from
-    budget = 8 * cap                  # dropped nodes looked through, at most
-    cand = np.empty(want + cap, np.int32)
-    gone = np.empty(budget, np.int32)     # dropped nodes met: a queue, walked in order
-    n = n_gone = head = 0
-    for v in src:
-        if v < 0:
-            break
-        if inv[v] >= 0:
-            n = _add_new(cand, n, inv[v], p)
-        elif n_gone < budget:
-            n_gone = _add_new(gone, n_gone, v, -1)
-    # through dropped nodes, breadth first: where most of a neighbourhood was
-    # dropped (rows updated again and again), one hop finds few survivors
-    while head < n_gone and n < want:
-        v = gone[head]
-        head += 1
-        if old_levels[v] < level:
-            continue
-        for w in _old_list(old_links0, old_upper_slot, old_upper_links, v, level):
-            if w < 0:
-                break
-            if inv[w] >= 0:
-                if n < want + cap:
-                    n = _add_new(cand, n, inv[w], p)
-            elif n_gone < budget:
-                n_gone = _add_new(gone, n_gone, w, -1)
-    dist = np.empty(n, np.float32)
-    for j in range(n):
-        dist[j] = row_distance(arena, norms, p, cand[j], metric)
-    order = np.argsort(dist)
-    cand_d = dist[order]
-    cand_i = cand[:n][order]
-    lst = links0[p] if level == 0 else upper_links[upper_slot[p], level - 1]
-    out = np.empty(cap, np.int32)
-    count = select_diverse(arena, norms, metric, cand_d, cand_i, n, cap, out)
-    for j in range(cap):
-        lst[j] = out[j] if j < count else -1
-
-
-@njit(readonly=_REPAIR_READS + ("task_node", "task_level"), **_PJIT)
+@njit(readonly=_REPAIR_READS + ("task_node", "task_level"), **_JIT)
 def repair_lists(arena, norms, metric, kept, inv, old_levels, old_links0, old_upper_slot,
-                 old_upper_links, task_node, task_level, links0, upper_slot, upper_links):
+                 old_upper_links, task_node, task_level, links0, upper_slot, upper_links,
+                 lane, lanes):
     """Choose again, after a vacuum dropped nodes, the lists that named one.
 
     The graph was renumbered (new row ``p`` is old row ``kept[p]``, ``inv`` maps
@@ -1154,12 +1094,51 @@ def repair_lists(arena, norms, metric, kept, inv, old_levels, old_links0, old_up
     dropped nodes, until twice a list's capacity is found): the neighbours a walk
     would have reached through them. They are ranked by distance and thinned by
     the diversity heuristic into the list. No search: each list reads only the
-    old lists around it, and tasks write distinct lists, so they run in parallel.
+    old lists around it, and tasks write distinct lists, so lanes run at once.
+    This is one lane's share: tasks ``lane``, ``lane + lanes``, ...
     """
-    for t in prange(task_node.shape[0]):
-        _repair_one(arena, norms, metric, kept, inv, old_levels, old_links0, old_upper_slot,
-                    old_upper_links, task_node[t], task_level[t], links0, upper_slot,
-                    upper_links)
+    for t in range(lane, task_node.shape[0], lanes):
+        p, level = task_node[t], task_level[t]
+        src = _old_list(old_links0, old_upper_slot, old_upper_links, kept[p], level)
+        cap = src.shape[0]
+        want = 2 * cap                    # candidates enough to choose a list from
+        budget = 8 * cap                  # dropped nodes looked through, at most
+        cand = np.empty(want + cap, np.int32)
+        gone = np.empty(budget, np.int32)     # dropped nodes met: a queue, walked in order
+        n = n_gone = head = 0
+        for v in src:
+            if v < 0:
+                break
+            if inv[v] >= 0:
+                n = _add_new(cand, n, inv[v], p)
+            elif n_gone < budget:
+                n_gone = _add_new(gone, n_gone, v, -1)
+        # through dropped nodes, breadth first: where most of a neighbourhood was
+        # dropped (rows updated again and again), one hop finds few survivors
+        while head < n_gone and n < want:
+            v = gone[head]
+            head += 1
+            if old_levels[v] < level:
+                continue
+            for w in _old_list(old_links0, old_upper_slot, old_upper_links, v, level):
+                if w < 0:
+                    break
+                if inv[w] >= 0:
+                    if n < want + cap:
+                        n = _add_new(cand, n, inv[w], p)
+                elif n_gone < budget:
+                    n_gone = _add_new(gone, n_gone, w, -1)
+        dist = np.empty(n, np.float32)
+        for j in range(n):
+            dist[j] = row_distance(arena, norms, p, cand[j], metric)
+        order = np.argsort(dist)
+        cand_d = dist[order]
+        cand_i = cand[:n][order]
+        lst = links0[p] if level == 0 else upper_links[upper_slot[p], level - 1]
+        out = np.empty(cap, np.int32)
+        count = select_diverse(arena, norms, metric, cand_d, cand_i, n, cap, out)
+        for j in range(cap):
+            lst[j] = out[j] if j < count else -1
 
 
 @njit(**_JIT)
