@@ -78,6 +78,17 @@ def nodes_without_in_link(index: HnswIndex) -> list[tuple[int, int]]:
     return found
 
 
+def search_each(index: HnswIndex, vectors, norms, queries, k, **kw):
+    """index.search for each query, as (q, k) rows padded with -1 and distances
+    with inf where fewer than k rows qualify."""
+    rows = np.full((len(queries), k), -1, np.int64)
+    dists = np.full((len(queries), k), np.inf)
+    for i, q in enumerate(queries):
+        r, d = index.search(vectors, norms, q, k, **kw)
+        rows[i, :len(r)], dists[i, :len(d)] = r, d
+    return rows, dists
+
+
 def build(vectors, metric="l2", rows=None, **params) -> HnswIndex:
     index = HnswIndex(vectors.shape[1], metric, **params)
     index.add(vectors, norms_of(vectors), np.arange(len(vectors)) if rows is None else rows)
@@ -106,7 +117,7 @@ def l2_index(base):
 def test_recall_at_defaults_is_at_least_095_against_exact_search(base, queries, metric,
                                                                  l2_index):
     index = l2_index if metric == "l2" else build(base, metric)
-    rows, dists = index.search_batch(base, norms_of(base), queries, K)
+    rows, dists = search_each(index, base, norms_of(base), queries, K)
     assert recall(rows, exact_top_k(base, queries, metric)) >= 0.95
     assert np.all(np.diff(dists, axis=1) >= 0)
 
@@ -120,21 +131,12 @@ def test_distances_are_on_pgvector_scale(base, queries):
         assert rows.dtype == np.int64 and dists.dtype == np.float64
 
 
-def test_single_and_batch_search_agree(base, queries, l2_index):
-    norms = norms_of(base)
-    batch_rows, batch_dists = l2_index.search_batch(base, norms, queries[:20], K, ef=40)
-    for i in range(20):
-        rows, dists = l2_index.search(base, norms, queries[i], K, ef=40)
-        np.testing.assert_array_equal(rows, batch_rows[i])
-        np.testing.assert_array_equal(dists, batch_dists[i])
-
-
 def test_f16_arena_recall_is_within_001_of_f32(base, queries, l2_index):
     half = base.astype(np.float16)
     index = build(half, "l2")
     truth = exact_top_k(base, queries, "l2")
-    f16_recall = recall(index.search_batch(half, norms_of(half), queries, K)[0], truth)
-    f32_recall = recall(l2_index.search_batch(base, norms_of(base), queries, K)[0], truth)
+    f16_recall = recall(search_each(index, half, norms_of(half), queries, K)[0], truth)
+    f32_recall = recall(search_each(l2_index, base, norms_of(base), queries, K)[0], truth)
     assert f16_recall >= f32_recall - 0.01
 
 
@@ -156,14 +158,14 @@ def test_cosine_treats_zero_norm_rows_as_distance_one():
 def test_filtered_walk_keeps_recall_and_returns_only_allowed_rows(base, queries, l2_index,
                                                                   keep):
     allow = np.random.default_rng(3).random(N_ROWS) < keep
-    rows, _ = l2_index.search_batch(base, norms_of(base), queries, K, allow=allow)
+    rows, _ = search_each(l2_index, base, norms_of(base), queries, K, allow=allow)
     assert np.all(allow[rows[rows >= 0]])
     assert recall(rows, exact_top_k(base, queries, "l2", allow=allow)) >= 0.95
 
 
 def test_one_percent_filter_returns_only_allowed_rows(base, queries, l2_index):
     allow = np.random.default_rng(4).random(N_ROWS) < 0.01
-    rows, dists = l2_index.search_batch(base, norms_of(base), queries[:50], K, allow=allow,
+    rows, dists = search_each(l2_index, base, norms_of(base), queries[:50], K, allow=allow,
                                         ef=10)
     assert np.all(allow[rows[rows >= 0]])
     assert np.all((rows >= 0) == np.isfinite(dists))
@@ -175,10 +177,10 @@ def test_allow_mask_longer_than_the_index_is_accepted(base, queries, l2_index):
     assert len(rows) == K
 
 
-def test_fewer_allowed_rows_than_k_pads_the_batch_result(base, queries, l2_index):
+def test_fewer_allowed_rows_than_k_returns_only_those(base, queries, l2_index):
     allow = np.zeros(N_ROWS, np.bool_)
     allow[[5, 17, 4000]] = True
-    rows, dists = l2_index.search_batch(base, norms_of(base), queries[:3], K, allow=allow)
+    rows, dists = search_each(l2_index, base, norms_of(base), queries[:3], K, allow=allow)
     assert np.all(np.sort(rows[:, :3], axis=1) == [5, 17, 4000])
     assert np.all(rows[:, 3:] == -1) and np.all(np.isinf(dists[:, 3:]))
     single, _ = l2_index.search(base, norms_of(base), queries[0], K, allow=allow)
@@ -203,7 +205,7 @@ def test_rows_added_in_pieces_and_any_order_are_all_found(queries):
     members = index.contains(12_000)
     assert members.sum() == 10_000 and np.all(members[order[:10_000]])
     index.validate(12_000)
-    rows, _ = index.search_batch(vectors, norms, queries, K)
+    rows, _ = search_each(index, vectors, norms, queries, K)
     assert recall(rows, exact_top_k(vectors, queries, "l2", allow=members)) >= 0.95
 
 
@@ -217,7 +219,7 @@ def test_reinserted_rows_are_found_among_dead_old_rows(queries):
     index.add(arena, norms, np.arange(8_000, 16_000))
     alive = np.zeros(16_000, np.bool_)
     alive[8_000:] = True
-    rows, _ = index.search_batch(arena, norms, queries, K, allow=alive)
+    rows, _ = search_each(index, arena, norms, queries, K, allow=alive)
     assert np.all(rows >= 8_000)
     assert recall(rows, exact_top_k(arena, queries, "cosine", allow=alive)) >= 0.95
 
@@ -255,9 +257,9 @@ def test_one_row_adds_link_as_well_as_a_bulk_build(queries):
     index.validate(6_000)
     late = np.zeros(6_000, np.bool_)
     late[4_000:] = True   # only rows linked one at a time may answer
-    rows, _ = index.search_batch(vectors, norms, queries, K, allow=late)
+    rows, _ = search_each(index, vectors, norms, queries, K, allow=late)
     assert recall(rows, exact_top_k(vectors, queries, "cosine", allow=late)) >= 0.95
-    rows, _ = index.search_batch(vectors, norms, queries, K)
+    rows, _ = search_each(index, vectors, norms, queries, K)
     assert recall(rows, exact_top_k(vectors, queries, "cosine")) >= 0.95
 
 
@@ -332,7 +334,7 @@ def test_search_over_a_shorter_arena_never_reads_past_it(base, queries, l2_index
     short = base[:5_000]
     rows, _ = l2_index.search(short, norms_of(short), queries[0], K)
     assert len(rows) > 0 and np.all(rows < 5_000)
-    rows, _ = l2_index.search_batch(short, norms_of(short), queries[:20], K,
+    rows, _ = search_each(l2_index, short, norms_of(short), queries[:20], K,
                                     allow=np.ones(N_ROWS, np.bool_))
     assert np.all(rows < 5_000)
 
@@ -462,9 +464,9 @@ def test_the_graph_build_walks_arrays_that_grow_between_calls():
             arena = vectors[:n].copy()
             index.add(arena, norms[:n].copy(), piece, parallel=[None, False, True][i % 3])
             behind = max(n // 2, 1)      # a reader whose arena predates the last add
-            rows, _ = index.search_batch(arena[:behind], norms[:behind], queries, 5)
+            rows, _ = search_each(index, arena[:behind], norms[:behind], queries, 5)
             assert rows.max() < behind
-            index.search_batch(arena, norms[:n], queries, 5, allow=np.ones(n, np.bool_))
+            search_each(index, arena, norms[:n], queries, 5, allow=np.ones(n, np.bool_))
             index.search(arena, norms[:n], queries[0], 5)
         assert len(index) == 3_500
         index.validate(4_000)
@@ -474,7 +476,7 @@ def test_empty_index_returns_nothing(base):
     index = HnswIndex(DIM, "cosine")
     rows, dists = index.search(base, norms_of(base), base[0], K)
     assert rows.size == 0 and dists.size == 0
-    rows, dists = index.search_batch(base, norms_of(base), base[:2], K)
+    rows, dists = search_each(index, base, norms_of(base), base[:2], K)
     assert np.all(rows == -1) and np.all(np.isinf(dists))
     index.validate(0)
     assert len(index) == 0
@@ -498,8 +500,8 @@ def test_a_repaired_graph_is_sound_and_finds_the_kept_rows(base, queries, l2_ind
     repaired.validate(len(kept))
     assert len(repaired) == len(kept) and repaired.extent == len(kept)
     truth = exact_top_k(new, queries, "l2")
-    found = repaired.search_batch(new, norms_of(new), queries, K, ef=64)[0]
-    fresh = build(new, "l2").search_batch(new, norms_of(new), queries, K, ef=64)[0]
+    found = search_each(repaired, new, norms_of(new), queries, K, ef=64)[0]
+    fresh = search_each(build(new, "l2"), new, norms_of(new), queries, K, ef=64)[0]
     assert recall(found, truth) >= recall(fresh, truth) - 0.05 >= 0.85
     rows, _ = repaired.search(new, norms_of(new), arena[3], 2, ef=64)
     assert set(rows.tolist()) == set(np.searchsorted(kept, [3, 7]).tolist())

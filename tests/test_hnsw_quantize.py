@@ -53,9 +53,6 @@ def test_scores_are_exact_and_ranked_after_the_rerank(data):
     x, queries = data
     g = built(x, "cosine")
     rows, dists = answers(g, x, queries)
-    batch_rows, batch_dists = g.search_batch(x, norms_of(x), queries, K, ef=100)
-    np.testing.assert_array_equal(batch_rows, rows)       # one walk, batch or single
-    np.testing.assert_array_equal(batch_dists, dists)
     want = exact_distances(x, queries, "cosine")
     np.testing.assert_allclose(dists, np.take_along_axis(want, rows, 1), rtol=0, atol=1e-6)
     assert (np.diff(dists, axis=1) >= 0).all()

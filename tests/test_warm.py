@@ -10,6 +10,7 @@ terminal.
 from __future__ import annotations
 
 import http.client
+import importlib
 import json
 import os
 import pickle
@@ -233,7 +234,12 @@ def _machine_code(folder: Path, kernel: str, wanted) -> Path:
     specialisation of `kernel` ("hnsw.search_one") whose argument types `wanted`
     accepts (numba's index file: a version, then (stamp, {key: file name}), a
     key's first item the argument types)."""
-    [index] = folder.glob(f"{kernel}-*.nbi")
+    # numba names the index by the kernel's first line: an edit that moved the
+    # kernel leaves the old line's index beside it in a cache that outlived it
+    module, name = kernel.split(".")
+    line = getattr(importlib.import_module(f"varvedb.kernels.{module}"), name
+                   ).py_func.__code__.co_firstlineno
+    index = folder / f"{kernel}-{line}.py{sys.version_info.major}{sys.version_info.minor}.nbi"
     with open(index, "rb") as f:
         pickle.load(f)
         _, overloads = pickle.loads(f.read())

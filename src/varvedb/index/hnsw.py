@@ -799,49 +799,6 @@ class HnswIndex:
             self._calls[shape] = (graph, params, [], self._metric_code == METRIC_COSINE)
         return out_rows[:count], out_dist[:count]
 
-    def search_batch(self, vectors: np.ndarray, norms: np.ndarray, queries: np.ndarray,
-                     k: int, allow: np.ndarray | None = None, ef: int | None = None
-                     ) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`search` for each row of ``queries`` (q, dim), in parallel.
-
-        Returns ``(rows (q, k) int64, distances (q, k) float64)``, rows padded
-        with -1 and distances with inf where fewer than k nodes qualify.
-        """
-        k = int(k)
-        queries = np.ascontiguousarray(queries, dtype=self._query_dtype)
-        if queries.ndim != 2 or queries.shape[1] != self.dim:
-            raise ValueError(f"queries must have shape (q, {self.dim}), got {queries.shape}")
-        n_q = queries.shape[0]
-        out_rows = np.full((n_q, max(k, 0)), -1, np.int64)
-        out_dist = np.full((n_q, max(k, 0)), np.inf, np.float64)
-        if self._n_nodes == 0 or k <= 0 or n_q == 0:
-            return out_rows, out_dist
-        if not np.isfinite(queries).all():
-            raise ValueError("queries must be finite")
-        arena = self._arena(vectors)
-        norms = self._norms(norms, arena.shape[0])
-        allow, use_allow = self._allow(allow)
-        ef = max(int(ef) if ef is not None else self.ef_search, k)
-        lanes = min(numba.get_num_threads(), n_q)
-        cand = _candidate_capacity(ef)
-        out_count = np.zeros(n_q, np.int64)
-        walk, walk_norms, walk_queries, walk_metric = \
-            self._walk(queries) or (arena, norms, queries, self._metric_code)
-        ws = (np.zeros((lanes, self._levels.shape[0]), np.uint16), np.zeros(lanes, np.int64),
-              np.empty((lanes, cand), np.float32), np.empty((lanes, cand), np.int32),
-              np.empty((lanes, ef), np.float32), np.empty((lanes, ef), np.int32),
-              np.empty((lanes, 2 * self.m), np.int32), np.empty((lanes, ef), np.int64),
-              np.empty((lanes, ef), np.float64))
-        kernels.search_many(
-            self._graph_args or self._graph(), (arena, norms, walk, walk_norms, allow),
-            (queries, walk_queries),
-            (self._metric_code, walk_metric, self._rerank(k, ef), ef, k, use_allow, 0),
-            ws, out_rows, out_dist, out_count)
-        unfilled = np.arange(k)[None, :] >= out_count[:, None]
-        out_rows[unfilled] = -1
-        out_dist[unfilled] = np.inf
-        return out_rows, out_dist
-
     def _graph(self) -> tuple:
         """The search kernels' ``graph`` argument, packed once until the next add."""
         self._graph_args = (self._links0, self._upper_slot, self._upper_links, self._twins,

@@ -89,7 +89,6 @@ Invariants kept:
 """
 
 import numpy as np
-from numba import prange
 
 from varvedb.kernels.jit import njit
 from varvedb.kernels.distance import (
@@ -115,7 +114,6 @@ from varvedb.kernels.heaps import (
 )
 
 _JIT = dict(cache=True, nogil=True, fastmath=True)
-_PJIT = dict(cache=True, nogil=True, fastmath=True, parallel=True)
 # A search never writes the graph, so its kernels take the graph's arrays (and
 # the walk's rows) read-only: a mapped graph and an in-memory one share one
 # specialisation. Not the build's kernels, which write the lists: typed
@@ -133,12 +131,11 @@ _PJIT = dict(cache=True, nogil=True, fastmath=True, parallel=True)
 #   data    (arena, norms, walk, walk_norms, allow): the rows scored, the rows
 #           walked (the arena itself, or its codes) and the mask;
 #   query_pair  (query, walk_query): the query and what the walk measures it
-#           as (itself, or its codes' form); search_many: one row per query each;
+#           as (itself, or its codes' form);
 #   params  (metric, walk_metric, rerank, ef, k, use_allow, lane);
 #   ws      (visited, generation, cand_d, cand_i, res_d, res_i, fresh, exact_i,
 #           exact_d):
-#           one walk's scratch, packed once per workspace (search_many: one row
-#           per lane of each, and ``lane`` in params unused).
+#           one walk's scratch, packed once per workspace.
 _SEARCH_READS = ("graph", "data")
 # small helpers on the walk's inner loops are inlined at numba's IR level, so
 # that no per-call array passing or reference counting is left in those loops
@@ -551,35 +548,6 @@ def _candidates(rows, n, out_rows):
     for j in range(n):
         out_rows[j] = rows[j]
     return n
-
-
-@njit(readonly=_SEARCH_READS, **_PJIT)
-def search_many(graph, data, query_pair, params, ws, out_rows, out_dist, out_count):
-    """:func:`search_one` for each row of ``query_pair``'s two arrays, in parallel.
-
-    Scratch arrays have one row per lane (``visited.shape[0]`` lanes); lane
-    t answers queries t, t + lanes, ... so that each lane owns its scratch.
-    """
-    queries, walk_queries = query_pair
-    metric, walk_metric, rerank, ef, k, use_allow, _ = params
-    lanes = ws[0].shape[0]
-    for i in prange(lanes):
-        _search_lane(graph, data, queries, walk_queries, metric, walk_metric, rerank, ef, k,
-                     use_allow, np.int64(i), ws, out_rows, out_dist, out_count)
-
-
-@njit(**_JIT)
-def _search_lane(graph, data, queries, walk_queries, metric, walk_metric, rerank, ef, k,
-                 use_allow, lane, ws, out_rows, out_dist, out_count):
-    # lane's queries (lane, lane + lanes, ...) with lane's rows of the scratch;
-    # lane is int64 (prange's index is unsigned): one search_one for every caller
-    visited, generation, cand_d, cand_i, res_d, res_i, fresh, exact_i, exact_d = ws
-    lane_ws = (visited[lane], generation, cand_d[lane], cand_i[lane], res_d[lane],
-               res_i[lane], fresh[lane], exact_i[lane], exact_d[lane])
-    params = (metric, walk_metric, rerank, ef, k, use_allow, lane)
-    for qi in range(lane, queries.shape[0], visited.shape[0]):
-        out_count[qi] = search_one(graph, data, (queries[qi], walk_queries[qi]), params,
-                                   lane_ws, out_rows[qi], out_dist[qi])
 
 
 # -------------------------------------------------------- neighbour selection
