@@ -148,6 +148,10 @@ APPLIED = {
         "test_find_offset_skips_rows_before_the_limit",
         "test_search_of_a_batch_of_vectors_equals_each_search",
         "test_search_of_a_batch_refuses_a_wrong_batch_whole",
+        "test_a_collection_created_from_rows_takes_its_types_and_ids_from_them",
+        "test_get_or_create_from_rows_inserts_once",
+        "test_a_collection_from_data_that_fails_is_not_created",
+        "test_a_table_infers_the_schema_its_rows_do",
     ],
     test_tabular: [
         "test_insert_table_equals_dicts", "test_upsert_table_merges_and_replace_replaces",

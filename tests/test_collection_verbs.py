@@ -9,6 +9,8 @@ The cases that take `db` run through vv.Client too (tests/test_client.py).
 """
 from __future__ import annotations
 
+import datetime as dt
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -170,3 +172,118 @@ def test_get_of_many_ids_matches_an_oracle(ids, tag, offset, limit, old):
                    limit=limit, as_of=v if old else None)
     assert got == want
     db.close()
+
+
+# ---- a collection created from its first data (schema inferred) --------------------
+
+FROM_DATA = [{"id": "a", "n": 1, "x": 0.5, "ok": True, "title": "first",
+              "meta": {"k": [1, 2]}, "at": dt.datetime(2026, 1, 2, 3, 4, 5),
+              "emb": [1.0, 0.0, 0.0]},
+             {"id": "b", "n": 2, "x": 2, "ok": False, "title": None,
+              "meta": None, "at": None, "emb": [0.0, 1.0, 0.0]}]
+
+
+def _fields(coll) -> dict:
+    return {n: f.kind for n, f in coll.schema.fields.items()}
+
+
+def test_a_collection_created_from_rows_takes_its_types_and_ids_from_them(db):
+    version = db.version
+    docs = db.create_collection("docs", data=FROM_DATA)
+    assert docs.schema.id_kind == "text"
+    assert _fields(docs) == {"n": "int", "x": "float", "ok": "bool", "title": "text",
+                             "meta": "json", "at": "timestamp", "emb": "vector"}
+    assert docs.schema.fields["emb"].dim == 3
+    assert db.version == version + 1                 # created and filled in one commit
+    assert docs.get("a")["meta"] == {"k": [1, 2]} and docs.get("b")["x"] == 2.0
+    assert [h.id for h in docs.search([0.0, 1.0, 0.0], limit=1)] == ["b"]
+    # int ids, or none (assigned): the default int ids
+    assert db.create_collection("ints", data=[{"id": 7, "v": "x"}]).schema.id_kind == "int"
+    assert db.create_collection("auto", data=[{"v": "x"}]).find()[0]["v"] == "x"
+
+
+def test_get_or_create_from_rows_inserts_once(db):
+    docs = db.get_or_create_collection("docs", data=FROM_DATA)
+    version = db.version
+    again = db.get_or_create_collection("docs", data=FROM_DATA)   # no duplicate ids
+    assert again.count() == 2 and db.version == version
+    # a schema given beside the data keeps its types
+    typed = db.create_collection("typed", {"id": "text", "n": "float"},
+                                 data=[{"id": "a", "n": 1}])
+    assert _fields(typed) == {"n": "float"} and typed.get("a")["n"] == 1.0
+    assert docs.count() == 2
+
+
+def test_a_collection_from_data_that_fails_is_not_created(db):
+    version, names = db.version, sorted(db.collections())
+    bad = [{"id": i, "n": i} for i in range(1000)] + [{"id": 1000, "n": "late text"}]
+    with pytest.raises(vv.FieldTypeError, match="'n'"):     # past the sample: insert refuses
+        db.create_collection("docs", data=bad)
+    cases = [(vv.FieldTypeError, "no rows", []),
+             (vv.FieldTypeError, "ids are float", [{"id": 1.5, "n": 1}]),
+             (vv.FieldTypeError, "a row is a dict", [[1, 2]]),
+             (vv.OptionError, "needs a schema", None)]
+    for error, message, data in cases:
+        with pytest.raises(error, match=message):
+            db.create_collection("docs", data=data)
+    assert db.version == version and sorted(db.collections()) == names
+
+
+def test_a_table_infers_the_schema_its_rows_do(db):
+    pa = pytest.importorskip("pyarrow")
+    pd = pytest.importorskip("pandas")
+    pl = pytest.importorskip("polars")
+    rows = [{k: v for k, v in r.items() if k != "meta"} for r in FROM_DATA]
+    frame = pd.DataFrame(rows)
+    frame["emb"] = list(np.asarray([r["emb"] for r in rows], np.float32))
+    tables = {"rows": rows, "pandas": frame,
+              "arrow": pa.Table.from_pylist(rows), "polars": pl.from_dicts(rows)}
+    want = None
+    for name, data in tables.items():
+        coll = db.create_collection(name, data=data)
+        got = (coll.schema.id_kind, _fields(coll), coll.schema.fields["emb"].dim,
+               _plain(coll.get(ids=["a", "b"])))
+        assert want is None or got == want, name
+        want = got
+
+
+_VALUES = {"int": st.integers(-2**40, 2**40), "float": st.floats(-1e6, 1e6).filter(
+               lambda x: x != int(x)),
+           "bool": st.booleans(), "text": st.text(max_size=5),
+           "json": st.dictionaries(st.text(max_size=2), st.integers(), max_size=2)}
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kinds=st.dictionaries(st.sampled_from("abcde"), st.sampled_from(sorted(_VALUES)),
+                             min_size=1, max_size=4),
+       data=st.data())
+def test_inferred_types_are_the_values_types_and_the_rows_read_back(kinds, data, tmp_path):
+    """The oracle: a column's type is its values' (nulls aside; all null: text), and
+    the rows read back as given."""
+    n = data.draw(st.integers(1, 6))
+    rows = [{"id": i, **{c: data.draw(st.none() | _VALUES[k]) for c, k in kinds.items()}}
+            for i in range(n)]
+    db = vv.connect(str(tmp_path / f"p{len(list(tmp_path.iterdir()))}.varve"))
+    coll = db.create_collection("docs", data=rows)
+    want = {c: (k if any(r[c] is not None for r in rows) else "text")
+            for c, k in kinds.items()}
+    assert _fields(coll) == want
+    got = {d["id"]: d for d in coll.find()}
+    assert [{c: got[r["id"]][c] for c in kinds} for r in rows] == \
+        [{c: r[c] for c in kinds} for r in rows]
+    db.close()
+
+
+def test_async_create_from_rows(tmp_path):
+    import asyncio
+
+    async def go():
+        db = await vv.connect_async(str(tmp_path / "a.varve"))
+        docs = await db.get_or_create_collection("docs", data=FROM_DATA)
+        again = await db.get_or_create_collection("docs", data=FROM_DATA)
+        n = await again.count()
+        await db.aclose()
+        return docs, n
+    docs, n = asyncio.run(go())
+    assert n == 2

@@ -217,13 +217,15 @@ class AsyncDatabase:
         """Database.sql; a BEGIN holds its session for this task until COMMIT/ROLLBACK."""
         return await self._run(lambda lease: lease.session.sql(text, params, copy_data))
 
-    async def create_collection(self, name: str, schema: dict,
-                                exist_ok: bool = False) -> "AsyncCollection":
-        await self._run(lambda lease: lease.session.create_collection(name, schema, exist_ok))
+    async def create_collection(self, name: str, schema: dict | None = None,
+                                exist_ok: bool = False, *, data=None) -> "AsyncCollection":
+        await self._run(lambda lease: lease.session.create_collection(
+            name, schema, exist_ok, data=data))
         return AsyncCollection(self, name)
 
-    async def get_or_create_collection(self, name: str, schema: dict) -> "AsyncCollection":
-        return await self.create_collection(name, schema, exist_ok=True)
+    async def get_or_create_collection(self, name: str, schema: dict | None = None, *,
+                                       data=None) -> "AsyncCollection":
+        return await self.create_collection(name, schema, exist_ok=True, data=data)
 
     async def collection(self, name: str) -> "AsyncCollection":
         """An existing collection (NotFoundError if there is none by that name)."""

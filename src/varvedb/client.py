@@ -65,7 +65,8 @@ from .reports import BranchInfo, Changes, VacuumReport
 from .results import Hit, Hits, SqlResult, VersionInfo
 from .schema import HNSW, IVFPQ, Field, Schema, batch_length, brief, one_id
 from .storage.backup import BackupInfo
-from .tabular import frame_columns
+from .schema_inference import infer_schema
+from .tabular import frame_columns, frame_kind
 from .storage.verify import Break, VerifyReport
 from .wire import error_from_wire, parse_timestamp, value_from_wire, vector_read_type
 from .wire import encode as _encode
@@ -762,21 +763,35 @@ class _ClientVerbs:
     """The database-wide verbs as request generators."""
     _collection_class: type
 
-    def create_collection(self, name: str, schema: dict, exist_ok: bool = False) -> Op:
+    def create_collection(self, name: str, schema: dict | None = None,
+                          exist_ok: bool = False, *, data=None) -> Op:
         """Create a collection with a schema of field name -> type (strings such as
         "text", "vector(3)", or vv field objects). exist_ok=True: one of that name
-        and schema is returned; one with another schema raises SchemaError."""
-        spec = {k: _field_spec(v) for k, v in schema.items()} if isinstance(schema, dict) \
-            else schema
+        and schema is returned; one with another schema raises SchemaError. data
+        (rows, a DataFrame, an Arrow table) is inserted in the same commit, and
+        without a schema the schema is inferred from it, as the embedded API does."""
         if exist_ok is not False and exist_ok is not True:
             raise E.OptionError(f"exist_ok is True or False, got {brief(exist_ok)}")
-        body = {"name": name, "schema": spec, **({"exist_ok": True} if exist_ok else {})}
+        if schema is None and data is None:
+            raise E.OptionError("create_collection needs a schema, or data to infer one "
+                                "from")
+        if data is not None and frame_kind(data) is None \
+                and not isinstance(data, (list, tuple, dict)):
+            data = list(data)                        # an iterator: read once
+        if schema is None:
+            schema = infer_schema(data)              # before JSON loses the dtypes
+        spec = {k: _field_spec(v) for k, v in schema.items()} if isinstance(schema, dict) \
+            else schema
+        body = {"name": name, "schema": spec, **({"exist_ok": True} if exist_ok else {}),
+                **({"data": _rows(data)} if data is not None else {})}
         desc = _answer((yield _post("/collections", body)))
         return self._collection_class(self, desc)
 
-    def get_or_create_collection(self, name: str, schema: dict) -> Op:
-        """create_collection(name, schema, exist_ok=True)."""
-        return (yield from _ClientVerbs.create_collection(self, name, schema, exist_ok=True))
+    def get_or_create_collection(self, name: str, schema: dict | None = None, *,
+                                 data=None) -> Op:
+        """create_collection(name, schema, exist_ok=True, data=data)."""
+        return (yield from _ClientVerbs.create_collection(self, name, schema, exist_ok=True,
+                                                          data=data))
 
     def collection(self, name: str) -> Op:
         """An existing collection (NotFoundError if there is none by that name)."""

@@ -109,18 +109,25 @@ class Database:
 
     # ---- collections -------------------------------------------------------
 
-    def create_collection(self, name: str, schema: dict, exist_ok: bool = False) -> Collection:
+    def create_collection(self, name: str, schema: dict | None = None,
+                          exist_ok: bool = False, *, data=None) -> Collection:
         """Create a collection with a schema of field name -> type. exist_ok=True:
         a collection of that name with the same schema (indexes created since
         aside) is returned; one with another schema raises SchemaError naming
-        the difference."""
-        self.thread_session().create_collection(name, schema, exist_ok)
+        the difference. data (rows, a DataFrame, an Arrow table) is inserted in
+        the same commit, and without a schema the schema is inferred from it:
+
+            docs = db.create_collection("docs", data=[{"id": "a", "n": 1}])  # text ids
+
+        With exist_ok=True an existing collection is returned without the data."""
+        self.thread_session().create_collection(name, schema, exist_ok, data=data)
         ahead.start(ahead.shares_for(self.engine.table(name).schema.fields.values()))
         return Collection(self, name)
 
-    def get_or_create_collection(self, name: str, schema: dict) -> Collection:
-        """create_collection(name, schema, exist_ok=True)."""
-        return self.create_collection(name, schema, exist_ok=True)
+    def get_or_create_collection(self, name: str, schema: dict | None = None, *,
+                                 data=None) -> Collection:
+        """create_collection(name, schema, exist_ok=True, data=data)."""
+        return self.create_collection(name, schema, exist_ok=True, data=data)
 
     def drop_collection(self, name: str) -> None:
         """Drop a collection: its documents are gone for every version (as_of

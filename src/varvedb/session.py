@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 from .errors import BranchError, NotFoundError, OptionError, SchemaError, TransactionError
 from .schema import Schema, brief, schema_difference, validate_name
+from .schema_inference import infer_schema
+from .tabular import frame_kind
 
 if TYPE_CHECKING:
     from .collection import Collection
@@ -158,33 +160,57 @@ class Session:
 
     __getitem__ = collection
 
-    def create_collection(self, name: str, schema: dict,
-                          exist_ok: bool = False) -> "Collection":
+    def create_collection(self, name: str, schema: dict | None = None,
+                          exist_ok: bool = False, *, data=None) -> "Collection":
         """Create a collection (in this session's transaction, if one is open).
         exist_ok=True: a collection of that name with the same schema (indexes
         created since aside) is returned as it is; one with another schema raises
-        SchemaError naming the difference."""
+        SchemaError naming the difference.
+        data (rows, a DataFrame or an Arrow table) is inserted in the same commit;
+        without a schema, the schema is inferred from it (schema_inference). With
+        exist_ok=True a collection that exists is returned without the data (and,
+        for an inferred schema, without comparing schemas), so the call can run
+        again."""
         from .collection import Collection
         validate_name(name)
-        parsed = Schema.parse(schema)
         if exist_ok is not False and exist_ok is not True:
             raise OptionError(f"exist_ok is True or False, got {brief(exist_ok)}")
+        if data is not None and frame_kind(data) is None \
+                and not isinstance(data, (list, tuple, dict)):
+            data = list(data)                        # an iterator: read once
+        if schema is None:
+            if data is None:
+                raise OptionError("create_collection needs a schema, or data to infer "
+                                  "one from")
+            parsed = None                            # inferred unless it exists
+        else:
+            parsed = Schema.parse(schema)
         if exist_ok and self._existing(name, parsed):
             return Collection(self.db, name, self)
+        if parsed is None:
+            parsed = Schema.parse(infer_schema(data))
         with self.writing() as tx:
-            if not (exist_ok and self._existing(name, parsed)):   # made meanwhile?
-                self.engine.create_collection(tx, name, parsed)
-        return Collection(self.db, name, self)
+            if exist_ok and self._existing(name, parsed):        # made meanwhile?
+                return Collection(self.db, name, self)
+            self.engine.create_collection(tx, name, parsed)
+            coll = Collection(self.db, name, self)
+            if data is not None:
+                coll.insert(data)
+        return coll
 
-    def get_or_create_collection(self, name: str, schema: dict) -> "Collection":
-        """create_collection(name, schema, exist_ok=True)."""
-        return self.create_collection(name, schema, exist_ok=True)
+    def get_or_create_collection(self, name: str, schema: dict | None = None, *,
+                                 data=None) -> "Collection":
+        """create_collection(name, schema, exist_ok=True, data=data)."""
+        return self.create_collection(name, schema, exist_ok=True, data=data)
 
-    def _existing(self, name: str, schema: Schema) -> bool:
-        """Is there a collection `name` of this schema (SchemaError: of another)?"""
+    def _existing(self, name: str, schema: Schema | None) -> bool:
+        """Is there a collection `name` of this schema (SchemaError: of another;
+        None: of any schema)?"""
         self.engine.ensure_open()
         if name not in self.engine.names:
             return False
+        if schema is None:
+            return True
         diff = schema_difference(self.engine.table(name).schema, schema)
         if diff is not None:
             raise SchemaError(f"a collection named {name!r} exists with another schema: "

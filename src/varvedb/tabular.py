@@ -105,6 +105,10 @@ def _pandas_column(name: str, s):
             s = s.dt.tz_convert("UTC").dt.tz_localize(None)
         if not s.isna().any():
             return s.to_numpy()
+        # with NaT: datetimes and None (pandas' Timestamp is no JSON a client can send)
+        out = np.array(s.dt.to_pydatetime(), dtype=object)
+        out[s.isna().to_numpy()] = None
+        return out.tolist()
     if kind == "O" and len(s):
         vals = s.to_numpy()
         first = vals[0]

@@ -26,6 +26,7 @@ from typing import Iterator
 import numpy as np
 
 from .errors import FieldTypeError, OptionError, StorageError, VarveError
+from .schema_inference import infer_schema
 
 CHUNK = 100_000          # rows a write (one commit each)
 IMPORTS = (".jsonl", ".csv", ".parquet", ".npy")
@@ -193,83 +194,10 @@ def _npy_chunks(path: str, vector, dim) -> Iterator:
 def _collection(db, name: str, chunk, vector, dim):
     if name in db.collections():
         return db.collection(name)
-    schema = _schema_of(chunk, vector, dim)
-    return db.create_collection(name, schema)
-
-
-def _schema_of(chunk, vector, dim) -> dict:
     if isinstance(chunk, dict):                      # .npy: one vector block
         (col, block), = chunk.items()
-        return {col: f"vector({block.shape[1]})"}
-    if isinstance(chunk, list):                      # jsonl rows
-        names = list(dict.fromkeys(k for r in chunk for k in r))
-        out = {}
-        for n in names:
-            kind = _kind_of_values([r.get(n) for r in chunk if r.get(n) is not None])
-            if n == vector:
-                kind = f"vector({dim or _width(chunk, n)})"
-            if n == "id":
-                if kind == "text":
-                    out["id"] = "text"
-                continue
-            out[n] = kind
-        return out
-    out = {}
-    for field in chunk.schema:
-        kind = _arrow_kind(field.type)
-        if field.name == "id":
-            if kind == "text":
-                out["id"] = "text"
-            continue
-        if field.name == vector and dim is not None:
-            kind = f"vector({dim})"
-        out[field.name] = kind
-    return out
-
-
-def _width(rows: list, name: str) -> int:
-    for r in rows:
-        if isinstance(r.get(name), list):
-            return len(r[name])
-    raise FieldTypeError(f"--vector {name!r}: no row holds a list of numbers there")
-
-
-def _kind_of_values(values: list) -> str:
-    types = {type(v) for v in values}
-    if not types:
-        return "text"
-    if types == {bool}:
-        return "bool"
-    if types == {int}:
-        return "int"
-    if types <= {int, float}:
-        return "float"
-    if types == {str}:
-        return "text"
-    if types == {list} and all(v and all(type(x) in (int, float) for x in v)
-                               for v in values) and len({len(v) for v in values}) == 1:
-        return f"vector({len(values[0])})"
-    return "json"
-
-
-def _arrow_kind(t) -> str:
-    import pyarrow as pa
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_integer(t):
-        return "int"
-    if pa.types.is_floating(t) or pa.types.is_decimal(t):
-        return "float"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "text"
-    if pa.types.is_timestamp(t) or pa.types.is_date(t):
-        return "timestamp"
-    if pa.types.is_fixed_size_list(t) and (pa.types.is_floating(t.value_type)
-                                           or pa.types.is_integer(t.value_type)):
-        return f"vector({t.list_size})"
-    if pa.types.is_null(t):
-        return "text"
-    return "json"
+        return db.create_collection(name, {col: f"vector({block.shape[1]})"})
+    return db.create_collection(name, infer_schema(chunk, vector, dim))
 
 
 def _insert(coll, chunk) -> int:

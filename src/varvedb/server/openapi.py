@@ -67,8 +67,13 @@ SCHEMAS = {
                                       "additionalProperties": _ref("FieldSpec")},
                            "exist_ok": {"type": "boolean", "default": False,
                                         "description": "answer an existing collection of "
-                                                       "this schema (200) instead of a 422"}},
-                          ("name", "schema")),
+                                                       "this schema (200) instead of a 422; "
+                                                       "data is then not inserted"},
+                           "data": {"type": "array", "items": _ref("Row"),
+                                    "description": "rows inserted in the same commit; "
+                                                   "without a schema, the schema is "
+                                                   "inferred from them"}},
+                          ("name",)),
     "Written": _obj({"ids": {"type": "array", "items": ID}, "version": {"type": "integer"}},
                     ("ids", "version")),
     "Changed": _obj({"updated": {"type": "integer"}, "deleted": {"type": "integer"},

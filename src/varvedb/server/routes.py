@@ -192,21 +192,25 @@ def table(api, claim_write, transaction_named=None, branch_named=None) -> list:
 
     def create_collection(p, q, ctype, raw):
         body = only(json_body(ctype, raw, dict, "POST /collections"),
-                    {"name", "schema", "exist_ok"}, "POST /collections")
+                    {"name", "schema", "exist_ok", "data"}, "POST /collections")
         name, spec = body.get("name"), body.get("schema")
-        exist_ok = body.get("exist_ok", False)
+        exist_ok, data = body.get("exist_ok", False), body.get("data")
         if not isinstance(name, str):
             raise E.SchemaError(f"a collection's name is a string, got {brief(name)}")
-        if not isinstance(spec, dict):
-            raise E.SchemaError("schema is an object of field name -> type")
+        if not isinstance(spec, dict) and not (spec is None and data is not None):
+            raise E.SchemaError("schema is an object of field name -> type (it may be "
+                                "left out when data is given: inferred from the rows)")
         if not isinstance(exist_ok, bool):
             raise E.RequestError(f"exist_ok is true or false, got {brief(exist_ok)}")
-        spec = {k: field_from_wire(v) for k, v in spec.items()}
+        if data is not None and not isinstance(data, list):
+            raise E.RequestError(f"data is an array of rows, got {brief(data)}")
+        if spec is not None:
+            spec = {k: field_from_wire(v) for k, v in spec.items()}
         made = []
 
         def go(s):
             existed = exist_ok and name in s.db.collections()
-            s.create_collection(name, spec, exist_ok)
+            s.create_collection(name, spec, exist_ok, data=data)
             made.append(not existed)
             return describe(s, name)
         out = write_call(go)
