@@ -140,3 +140,29 @@ def test_cli_errors_are_one_line_and_exit_1(tmp_path):
         assert d.collection("c").count() == 1
     r = varvedb("sql", "--create", tmp_path / "new.varve", "SELECT 1")
     assert (tmp_path / "new.varve").exists() and "1 row" in r.stdout
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
+def test_nulls_and_empty_strings_survive_export_then_import(tmp_path, suffix):
+    """A null stays null and an empty string stays empty through each format (csv:
+    an empty field against a quoted "")."""
+    db = tmp_path / "a.varve"
+    rows = [{"id": 1, "title": "", "n": None, "meta": None, "emb": [1.0, 0.0]},
+            {"id": 2, "title": None, "n": 2, "meta": {"k": ""}, "emb": None},
+            {"id": 3, "title": 'say "hi", then\nleave', "n": 3, "meta": [1],
+             "emb": [0.5, 0.5]}]
+    schema = {"title": "text", "n": "int", "meta": "json", "emb": "vector(2)"}
+    with vv.connect(db) as d:
+        d.create_collection("docs", schema).insert(rows)
+    with vv.connect(tmp_path / "b.varve") as d:     # csv's text cannot say json
+        d.create_collection("docs", schema)
+    out = tmp_path / f"out{suffix}"
+    varvedb("export", db, "docs", out)
+    extra = ["--vector", "emb"] if suffix == ".csv" else []
+    varvedb("import", tmp_path / "b.varve", "docs", out, *extra)
+    with vv.connect(tmp_path / "b.varve", readonly=True) as d:
+        got = {h.id: h.fields for h in d.collection("docs").find(select=list(schema))}
+    for r in rows:
+        g = {k: (v.tolist() if isinstance(v, np.ndarray) else v)
+             for k, v in got[r["id"]].items()}
+        assert {"id": r["id"], **g} == r

@@ -69,6 +69,10 @@ def _arrow_column(name: str, col):
         col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
     t = col.type
     n = len(col)
+    if getattr(t, "extension_name", None) == "arrow.json":     # JSON texts: the values
+        import msgspec
+        return [None if v is None else msgspec.json.decode(v)
+                for v in col.storage.to_pylist()]
     if pa.types.is_fixed_size_list(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
         vt = t.value_type
         if col.null_count == 0 and (pa.types.is_integer(vt) or pa.types.is_floating(vt)
@@ -158,8 +162,20 @@ def to_arrow(names: list, columns: list):
             data[name] = pa.array([None if v is None else Decimal(v) for v in values],
                                   pa.decimal128(38, 0))
             continue
-        data[name] = pa.array(values)
+        try:
+            data[name] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            # json values of mixed shapes (a dict beside a list or a number): Arrow's
+            # json type, one JSON text a value (frame_columns reads it back as values)
+            json_type = pa.json_() if hasattr(pa, "json_") else pa.string()  # pyarrow < 19
+            data[name] = pa.array([None if v is None else _json_text(v) for v in values],
+                                  json_type)
     return pa.table(data) if data else pa.table({})
+
+
+def _json_text(v) -> str:
+    import msgspec
+    return msgspec.json.encode(v).decode()
 
 
 def to_pandas(names: list, columns: list):

@@ -5,7 +5,9 @@ Formats, by the file's suffix:
 - .jsonl: one JSON object a line (a vector a list of numbers; read in chunks, each
   inserted as a list of rows);
 - .csv: a header, then rows (needs pyarrow: its reader types the columns; a vector
-  in pgvector's text form "[1,2.5,3]", named with --vector);
+  in pgvector's text form "[1,2.5,3]", named with --vector); an empty field is
+  null and a quoted "" an empty string (export writes them so), and a json field
+  of the collection is read as JSON text;
 - .parquet: Arrow's columns (needs pyarrow; read a row group at a time, each inserted
   as a table: a list or fixed-size-list column is the vector block);
 - .npy (import only): a 2-D array, the vectors of one field (--vector, default
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import Iterator
 
@@ -27,10 +30,12 @@ import numpy as np
 
 from .errors import FieldTypeError, OptionError, StorageError, VarveError
 from .schema_inference import infer_schema
+from .tabular import frame_columns
 
 CHUNK = 100_000          # rows a write (one commit each)
 IMPORTS = (".jsonl", ".csv", ".parquet", ".npy")
 EXPORTS = (".jsonl", ".csv", ".parquet")
+_CSV_QUOTE = re.compile(r'[",\r\n]')     # a field with one of these is quoted
 
 
 def import_file(db, name: str, path: str, vector: str | None = None, dim: int | None = None,
@@ -57,6 +62,8 @@ def _import(db, name, path, vector, dim, progress) -> int:
         for chunk in chunks:
             if coll is None:
                 coll = _collection(db, name, chunk, vector, dim)
+            if suffix == ".csv":
+                chunk = _json_from_text(coll, chunk)
             n = _insert(coll, chunk)
             done += n
             bar.update(n)
@@ -91,14 +98,12 @@ def _export(db, name, path, as_of, where, params) -> int:
                                                    for n in fields}},
                                    ensure_ascii=False) + "\n")
     else:
-        import csv
         from .query.literals import vector_text
         with open(path, "w", encoding="utf-8", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["id", *fields])
+            f.write(_csv_line(["id", *fields]))
             for h in hits:
-                w.writerow([h.id, *(_csv_value(h.fields[n], kinds[n], vector_text)
-                                    for n in fields)])
+                f.write(_csv_line([str(h.id), *(_csv_value(h.fields[n], kinds[n], vector_text)
+                                                for n in fields)]))
     return len(hits)
 
 
@@ -128,8 +133,9 @@ def _jsonl_chunks(path: str, vector, dim) -> Iterator:
 
 def _csv_chunks(path: str, vector, dim) -> Iterator:
     pa, pcsv = _pyarrow("csv")
+    # an empty field is null, a quoted empty one "" an empty string (as export writes)
     opts = pcsv.ConvertOptions(column_types={vector: pa.string()} if vector else None,
-                               strings_can_be_null=False)
+                               strings_can_be_null=True, quoted_strings_can_be_null=False)
     yield None
     reader = pcsv.open_csv(path, convert_options=opts,
                            read_options=pcsv.ReadOptions(block_size=64 << 20))
@@ -143,19 +149,45 @@ def _csv_chunks(path: str, vector, dim) -> Iterator:
             yield batch
 
 
+def _json_from_text(coll, batch):
+    """A csv's text in the collection's json fields, decoded (export writes each as
+    JSON text; a csv cannot say which columns are json, the collection can)."""
+    import msgspec
+    import pyarrow as pa
+    names = [n for n, f in coll.schema.fields.items()
+             if f.kind == "json" and n in batch.schema.names
+             and pa.types.is_string(batch.schema.field(n).type)]
+    if not names:
+        return batch
+    columns = frame_columns(batch)                  # insert_arrays' columns
+    for n in names:
+        try:
+            columns[n] = [None if t is None else msgspec.json.decode(t) for t in columns[n]]
+        except msgspec.DecodeError as e:
+            raise FieldTypeError(f"column {n!r} is a json field: {e}") from None
+    return columns
+
+
 def _vectors_from_text(pa, batch, name: str, dim):
     """A csv's vector column in pgvector's text form ("[1,2.5,3]") as a list column."""
-    texts = batch.column(name).to_pylist()
+    col = batch.column(name)
+    nulls = col.is_null().to_numpy(zero_copy_only=False)
+    texts = [t for t in col.to_pylist() if t is not None]     # a null vector: no text
     try:
         flat = np.array(",".join(t.strip().strip("[]") for t in texts).split(","),
                         np.float32) if texts else np.zeros(0, np.float32)
     except ValueError:
         raise FieldTypeError(f"column {name!r}: vectors are written [1,2.5,3]") from None
-    width = dim if dim is not None else (len(flat) // len(texts) if texts else 0)
+    # all null: any width holds them (an existing collection's field says its own)
+    width = dim if dim is not None else (len(flat) // len(texts) if texts else 1)
     if width == 0 or len(flat) != width * len(texts):
         raise FieldTypeError(f"column {name!r}: vectors of different lengths, or not "
                              f"{width} numbers each")
-    col = pa.FixedSizeListArray.from_arrays(pa.array(flat), width)
+    if nulls.any():              # the nulls' slots hold zeros, masked
+        full = np.zeros((len(nulls), width), np.float32)
+        full[~nulls] = flat.reshape(len(texts), width)
+        flat = full.reshape(-1)
+    col = pa.FixedSizeListArray.from_arrays(pa.array(flat), width, mask=pa.array(nulls))
     i = batch.schema.get_field_index(name)
     return batch.set_column(i, name, col) if hasattr(batch, "set_column") else \
         pa.RecordBatch.from_arrays([col if j == i else batch.column(j)
@@ -201,10 +233,9 @@ def _collection(db, name: str, chunk, vector, dim):
 
 
 def _insert(coll, chunk) -> int:
-    if isinstance(chunk, dict):
-        (col, block), = chunk.items()
-        coll.insert_arrays(**{col: block})
-        return len(block)
+    if isinstance(chunk, dict):              # columns: .npy's block, a csv's decoded
+        coll.insert_arrays(**chunk)
+        return len(next(iter(chunk.values())))
     if isinstance(chunk, list):
         coll.insert(chunk)
         return len(chunk)
@@ -225,9 +256,17 @@ def _json_value(v, kind: str):
     return v
 
 
-def _csv_value(v, kind: str, vector_text) -> str:
+def _csv_line(values: list) -> str:
+    """One CSV record: a null is an empty field, an empty string a quoted one ("")
+    — the distinction the reader keeps (strings_can_be_null, quoted ones not)."""
+    return ",".join("" if v is None else
+                    '"' + v.replace('"', '""') + '"' if v == "" or _CSV_QUOTE.search(v)
+                    else v for v in values) + "\r\n"
+
+
+def _csv_value(v, kind: str, vector_text) -> str | None:
     if v is None:
-        return ""
+        return None
     if kind == "vector":
         return vector_text(v)
     if kind == "json":
