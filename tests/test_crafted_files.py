@@ -553,10 +553,11 @@ ADDRESS_HEADROOM = 1 << 30   # above a normal open's peak (numba, threads, arena
 
 
 def open_in_children(warm: str, files: list[tuple[int, str]], workers: int = 2,
-                     timeout: float = 60, floor: int = ADDRESS_FLOOR,
+                     timeout: float = 600, floor: int = ADDRESS_FLOOR,
                      headroom: int = ADDRESS_HEADROOM) -> tuple[dict, list[str]]:
     """{file index: outcomes} for each file, opened in `workers` children; plus problems
-    (a child killed by a signal or timed out, naming the file it was on)."""
+    (a child killed by a signal or timed out, naming the file it was on). The timeout
+    is a hang guard: a fresh clone's suite at load 15 took a child past 60 s."""
     env = child_env()
     env["MALLOC_ARENA_MAX"] = "2"   # threads' malloc arenas are address space too
     # one numba thread: a crafted file that loses its graph has it rebuilt, and on
