@@ -192,6 +192,38 @@ def test_psql_runs_statements_and_expanded_display(server):
     assert 'syntax error at or near "SELEC"' in out.stderr
 
 
+def test_psql_lists_relations_and_indexes(server):
+    """psql's \\d, \\dt and \\di, as psql writes their catalog queries (pg_class, pg_am,
+    pg_index, pg_namespace, the regex operators, pg_get_userbyid, pg_table_is_visible)."""
+    with connect(server) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS pets (id bigserial PRIMARY KEY, kind text)")
+        conn.execute("CREATE INDEX IF NOT EXISTS pets_kind ON pets (kind)")
+        conn.execute("CREATE INDEX IF NOT EXISTS items_embedding_idx ON items "
+                     "USING hnsw (embedding vector_l2_ops)")
+    env = {**os.environ, "LD_LIBRARY_PATH": str(PSQL.parent.parent / "lib")}
+
+    def psql(command: str) -> list[str]:
+        out = subprocess.run([str(PSQL), f"host=127.0.0.1 port={server.pg} user=me dbname=db",
+                              "-X", "-A", "-t", "-c", command],
+                             capture_output=True, text=True, env=env, timeout=600)
+        assert out.returncode == 0 and not out.stderr, out.stderr
+        # this module's other tests may add tables: the two made here are the subject
+        return [r for r in out.stdout.split() if r.split("|")[1].startswith(("items", "pets"))]
+    assert psql("\\dt") == ["public|items|table|varvedb", "public|pets|table|varvedb"]
+    assert psql("\\d") == psql("\\dt")
+    assert psql("\\di") == ["public|items_embedding_idx|index|varvedb|items",
+                            "public|items_pkey|index|varvedb|items",
+                            "public|pets_kind|index|varvedb|pets",
+                            "public|pets_pkey|index|varvedb|pets"]
+    assert psql("\\dt pe*") == ["public|pets|table|varvedb"]
+    with connect(server) as conn:     # the access methods beside them
+        got = conn.execute("SELECT c.relname, am.amname, i.indisprimary FROM pg_class c "
+                           "JOIN pg_am am ON am.oid = c.relam JOIN pg_index i "
+                           "ON i.indexrelid = c.oid ORDER BY 1").fetchall()
+    assert got == [("items_embedding_idx", "hnsw", False), ("items_pkey", "btree", True),
+                   ("pets_kind", "btree", False), ("pets_pkey", "btree", True)]
+
+
 def _startup(sock, user=b"me"):
     body = struct.pack("!i", 196608) + b"user\0" + user + b"\0\0"
     sock.sendall(struct.pack("!i", len(body) + 4) + body)

@@ -28,6 +28,19 @@ SELECT id FROM pets WHERE name ILIKE 'r%' OR name ILIKE '%KI';
 -- => [(1,), (3,)]
 SELECT id FROM pets WHERE name NOT ILIKE '%o%';
 -- => [(1,), (3,), (5,)]
+-- POSIX regular expressions (unanchored), OPERATOR(pg_catalog.~) and COLLATE as psql writes them
+SELECT id FROM pets WHERE name ~ '^[RT]' ORDER BY id;
+-- => [(1,), (2,)]
+SELECT id FROM pets WHERE name !~ 'i' ORDER BY id;
+-- => [(1,), (2,), (4,)]
+SELECT id FROM pets WHERE name ~* '^k(ik)*i$' OR name !~* '[aeiou]' ORDER BY id;
+-- => [(3,)]
+SELECT id FROM pets WHERE kind OPERATOR(pg_catalog.~) '^(dog|bird)$' COLLATE pg_catalog.default ORDER BY id;
+-- => [(1,), (3,), (4,)]
+SELECT id, nick ~ 'k' FROM pets WHERE id IN (2, 3) ORDER BY id;
+-- => [(2, None), (3, True)]
+SELECT name ~ '(' FROM pets;
+-- !! 2201B
 SELECT lower(name), upper(kind), length(name) FROM pets WHERE id = 3;
 -- => [('kiki', 'BIRD', 4)]
 -- math

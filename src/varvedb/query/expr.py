@@ -25,6 +25,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import re
+
 import numpy as np
 
 from ..errors import SqlError
@@ -176,10 +178,14 @@ class InList:
 
 @dataclass(frozen=True, slots=True)
 class Like:
+    """LIKE / ILIKE, or (regex=True) the POSIX regular-expression match ~, ~*, !~, !~*
+    (unanchored, as PostgreSQL's; read with Python's re, which agrees on the common
+    forms: classes, anchors, groups, alternation, quantifiers)."""
     arg: Any
     pattern: Any
     negated: bool
     icase: bool
+    regex: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -802,11 +808,15 @@ def _rrf(e: Func, rel: Rel, env: Env) -> Val:
 POSTGRES_VERSION = "16.6"
 
 
-def _fixed(value: str):
-    """A function of no arguments with one value for every row (version())."""
+def _fixed(value, args: int = 0):
+    """A function with one value for every row (version()); `args`: how many
+    arguments it takes (evaluated for their errors, their values unused)."""
     def call(e: Func, rel: Rel, env: Env) -> Val:
-        if e.args:
-            raise SqlError("42883", f"function {e.name}() takes no arguments")
+        if len(e.args) != args:
+            raise SqlError("42883", f"function {e.name}() takes "
+                                    f"{args or 'no'} argument{'s' * (args != 1)}")
+        for a in e.args:
+            evaluate(a, rel, env)
         return const_val(value, rel.n)
     return call
 
@@ -815,7 +825,10 @@ _ON_NODES = {"bm25": _bm25, "snippet": _snippet, "highlight": _highlight,
              "embed": _embed, "rrf": _rrf, "subvector": _subvector,
              "version": _fixed(f"PostgreSQL {POSTGRES_VERSION} (varvedb)"),
              "current_schema": _fixed("public"), "current_database": _fixed("varvedb"),
-             "current_user": _fixed("varvedb"), "session_user": _fixed("varvedb")}
+             "current_user": _fixed("varvedb"), "session_user": _fixed("varvedb"),
+             # psql's \d queries: every relation has one owner and is on the search path
+             "pg_get_userbyid": _fixed("varvedb", args=1),
+             "pg_table_is_visible": _fixed(True, args=1)}
 ROW_FUNCTIONS = frozenset(_ON_NODES)
 
 
@@ -1005,23 +1018,33 @@ def _like(e: Like, rel: Rel, env: Env) -> Val:
         a = coerce(a, "text")
     if a.kind == "null" or p.kind == "null":
         return Val("bool", np.zeros(len(a), bool), a.nulls | p.nulls)
+    op = ("!" if e.negated else "") + ("~" if e.regex else "~~") + ("*" if e.icase else "")
     if a.kind != "text":
-        raise SqlError("42883", f"operator does not exist: {a.kind} ~~ unknown")
+        raise SqlError("42883", f"operator does not exist: {a.kind} {op} unknown")
     if p.kind not in ("text", "unknown"):      # `s LIKE 1`: no text ~~ integer
-        raise SqlError("42883", f"operator does not exist: text ~~ {p.kind}")
+        raise SqlError("42883", f"operator does not exist: text {op} {p.kind}")
     nulls = a.nulls | p.nulls
     pats = p.data
+    compiled = _regex if e.regex else like_regex
     if len(pats) and (pats == pats[0]).all():
-        rx = like_regex(pats[0], e.icase)
-        hit = np.fromiter((x is not None and rx.fullmatch(x) is not None for x in a.data),
+        match = getattr(compiled(pats[0], e.icase), "search" if e.regex else "fullmatch")
+        hit = np.fromiter((x is not None and match(x) is not None for x in a.data),
                           bool, len(a))
     else:
         hit = np.fromiter((x is not None and pt is not None and
-                           like_regex(pt, e.icase).fullmatch(x) is not None
+                           getattr(compiled(pt, e.icase), "search" if e.regex else
+                                   "fullmatch")(x) is not None
                            for x, pt in zip(a.data, pats)), bool, len(a))
     if e.negated:
         hit = ~hit
     return Val("bool", hit & ~nulls, nulls)
+
+
+def _regex(pattern: str, icase: bool):
+    try:
+        return re.compile(pattern, re.IGNORECASE if icase else 0)
+    except re.error as err:
+        raise SqlError("2201B", f"invalid regular expression: {err}") from None
 
 
 def _case(e: Case, rel: Rel, env: Env) -> Val:
@@ -1226,7 +1249,7 @@ def rewrite(e, fn):
     if isinstance(e, InList):
         return InList(rewrite(e.arg, fn), tuple(rewrite(v, fn) for v in e.values), e.negated)
     if isinstance(e, Like):
-        return Like(rewrite(e.arg, fn), rewrite(e.pattern, fn), e.negated, e.icase)
+        return Like(rewrite(e.arg, fn), rewrite(e.pattern, fn), e.negated, e.icase, e.regex)
     if isinstance(e, Case):
         return Case(tuple((rewrite(c, fn), rewrite(r, fn)) for c, r in e.whens),
                     None if e.default is None else rewrite(e.default, fn))

@@ -90,6 +90,12 @@ def convert(n, scope: Scope):
         raise NotSupportedError("only IN (SELECT ...) and scalar subqueries are supported")
     if isinstance(n, ast.A_ArrayExpr):
         raise NotSupportedError("array values are not supported")
+    if isinstance(n, ast.CollateClause):       # the one collation text has: code points
+        coll = n.collname[-1].sval
+        if coll not in ("default", "C", "POSIX", "ucs_basic"):
+            raise NotSupportedError(f'collation "{coll}" is not supported (text compares '
+                                    'by code point: "C")')
+        return convert(n.arg, scope)
     if isinstance(n, ast.BooleanTest):
         which, negated = _BOOL_TESTS[n.booltesttype]
         return E.BoolTest(convert(n.arg, scope), which, negated)
@@ -136,6 +142,9 @@ def _a_expr(n: ast.A_Expr, scope: Scope):
             if name == "+":
                 return arg
             raise NotSupportedError(f"prefix operator {name} is not supported")
+        if name in ("~", "~*", "!~", "!~*"):       # POSIX regular expressions
+            return E.Like(convert(n.lexpr, scope), convert(n.rexpr, scope),
+                          name.startswith("!"), name.endswith("*"), regex=True)
         if name not in _BINARY:
             raise SqlError("42883", f"operator does not exist: {name}")
         op = "<>" if name == "!=" else name

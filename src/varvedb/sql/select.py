@@ -387,7 +387,7 @@ class Select:
             return [], []
         name, args = self.source[1], self.source[2]
         if name in pg_catalog.RELATIONS:
-            names, cols = pg_catalog.relation_rows(name)
+            names, cols = pg_catalog.relation_rows(name, ctx)
             return cols, names
         if name != "varvedb_history":
             raise SqlError("42883", f"function {name}() does not exist")
