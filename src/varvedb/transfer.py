@@ -193,11 +193,14 @@ def _npy_chunks(path: str, vector, dim) -> Iterator:
 def _collection(db, name: str, chunk, vector, dim):
     if name in db.collections():
         return db.collection(name)
-    schema = _schema_of(chunk, vector, dim)
+    schema = schema_of(chunk, vector, dim)
     return db.create_collection(name, schema)
 
 
-def _schema_of(chunk, vector, dim) -> dict:
+def schema_of(chunk, vector=None, dim=None) -> dict:
+    """The schema a collection is made with from a chunk of data: an Arrow
+    table or batch (its types), a .jsonl chunk (its values) or a .npy block
+    (integrations/ray.py makes a missing collection from its first block so)."""
     if isinstance(chunk, dict):                      # .npy: one vector block
         (col, block), = chunk.items()
         return {col: f"vector({block.shape[1]})"}
