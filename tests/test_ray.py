@@ -19,7 +19,8 @@ import ray
 import varvedb as vv
 from server_proc import ServerProcess
 from test_hnsw_index import clustered, exact_top_k, recall
-from varvedb.errors import DuplicateIdError, OptionError
+from varvedb.errors import (DuplicateIdError, FilterError, NotFoundError, OptionError,
+                            VarveError)
 from varvedb.integrations.ray import VarveDatasink, build_index, read_varve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -166,6 +167,24 @@ def test_where_columns_and_as_of_are_pushed_down(tmp_path):
         db.collection("docs").insert({"id": 99_999, "n": 1})
     assert ds.count() == N + 100
     assert read_varve(src, "docs", where="title = 'nothing'").count() == 0
+
+
+def test_bad_arguments_are_refused_when_planned(tmp_path):
+    src = str(tmp_path / "src.varve")
+    _source(src, n=50)
+    before = _digest(src)
+    with pytest.raises(NotFoundError):
+        read_varve(src, "nope")
+    with pytest.raises(VarveError):
+        read_varve(src, "docs", columns=["nope"])
+    with pytest.raises(FilterError):
+        read_varve(src, "docs", where="n >")
+    for source in (":memory:", "", 42):
+        with pytest.raises(OptionError):
+            read_varve(source, "docs")
+    with pytest.raises(OptionError):
+        build_index(src, "docs", "vec", vv.IVFPQ(lists=4), tasks=0)
+    assert _digest(src) == before
 
 
 def test_a_server_url_reads_the_same_rows(tmp_path):

@@ -1,4 +1,4 @@
-"""Ray Data over varvedb collections (extra: `varvedb[ray]`; docs/ray.md).
+"""Ray Data over varvedb collections (extra: `varvedb[ray]`; the README's "Ray").
 
     from varvedb.integrations.ray import VarveDatasink, build_index, read_varve
     ds = read_varve("docs.varve", "docs", columns=["title", "vec"], where="year > $1",
@@ -22,7 +22,8 @@ applies them all in ONE transaction through the bulk path (`insert`, or
 `upsert` with mode="upsert"), so the target gains every row or none: a task
 that raises, a failed commit (a duplicate id in append mode, a value the
 schema refuses) or `on_write_failed` leave the file as it was, and the
-folder is removed in every case. A collection that does not exist is made
+folder is removed in every case. Only the files the tasks' results name
+are applied: what a failed attempt of a retried task left is not. A collection that does not exist is made
 in that same commit from the first side file's Arrow types (transfer.py's
 `schema_of`, what `varvedb import` makes). Ray tensor columns are written as
 fixed-size lists, the form `insert` takes a vector field's block in. The
