@@ -184,6 +184,8 @@ def test_bad_arguments_are_refused_when_planned(tmp_path):
             read_varve(source, "docs")
     with pytest.raises(OptionError):
         build_index(src, "docs", "vec", vv.IVFPQ(lists=4), tasks=0)
+    with pytest.raises(OptionError):
+        read_varve(src, "docs", parallelism=0)
     assert _digest(src) == before
 
 

@@ -58,7 +58,8 @@ from ..schema import brief
 from ..transfer import schema_of
 
 MODES = ("append", "upsert")
-MIN_PART_ROWS = 4096      # build_index: rows a Ray task encodes, at least
+MIN_PART_ROWS = 4096      # build_index: rows a Ray task encodes, at least; and
+                          # read_varve's rows a task reads, unless parallelism= says
 SIDE_SUFFIX = ".arrow"
 
 
@@ -89,8 +90,9 @@ class VarveDatasource(Datasource):
     checked) when made."""
 
     def __init__(self, source, collection: str, columns=None, where=None, params=(),
-                 as_of=None, token: str | None = None):
+                 as_of=None, token: str | None = None, parallelism: int | None = None):
         super().__init__()
+        self.parallelism = parallelism      # None: Ray's, bounded by MIN_PART_ROWS
         _check_source(source)
         self.source = source if _is_url(source) else os.path.abspath(source)
         self.collection, self.where, self.params = collection, where, tuple(params)
@@ -115,6 +117,8 @@ class VarveDatasource(Datasource):
     def get_read_tasks(self, parallelism: int, per_task_row_limit=None,
                        data_context=None) -> list[ReadTask]:
         n = self.rows
+        if self.parallelism is None:    # each task's open and plan is worth its rows
+            parallelism = min(int(parallelism), math.ceil(n / MIN_PART_ROWS))
         parts = max(1, min(int(parallelism), n))
         bounds = np.linspace(0, n, parts + 1).astype(np.int64)
         tasks = []
@@ -144,12 +148,17 @@ def read_varve(path_or_url, collection: str, columns=None, where=None, params=()
     """A Ray Dataset of a collection's documents at one version (the newest, or
     `as_of`: a version number or an aware datetime): `id` and `columns` (None:
     every field), the rows matching `where` (with `params`), in insertion order
-    across the blocks. `parallelism`: the number of read tasks (-1: Ray's choice).
+    across the blocks. `parallelism`: the number of read tasks (-1: Ray's choice,
+    at most one per MIN_PART_ROWS rows).
     `path_or_url`: a file (opened read-only by each task) or a server's URL
     (`token` its bearer token)."""
-    ds = VarveDatasource(path_or_url, collection, columns, where, params, as_of, token)
-    return ray.data.read_datasource(
-        ds, override_num_blocks=None if parallelism in (-1, None) else int(parallelism))
+    if parallelism in (-1, None):
+        parallelism = None
+    elif type(parallelism) is not int or parallelism < 1:
+        raise OptionError(f"parallelism is a positive int or -1, got {brief(parallelism)}")
+    ds = VarveDatasource(path_or_url, collection, columns, where, params, as_of, token,
+                         parallelism)
+    return ray.data.read_datasource(ds, override_num_blocks=parallelism)
 
 
 # ---- writing -------------------------------------------------------------------------
@@ -275,7 +284,9 @@ def build_index(path, collection: str, field: str, index, dataset=None,
     in one commit and saved in one checkpoint (the module docstring). `dataset`:
     a Ray Dataset written into the collection first (VarveDatasink, append).
     With fewer rows than the index trains on (4 per list, 1 024 with pq_m) the
-    index is created untrained and built by the maintainer once rows arrive."""
+    index is created untrained and built by the maintainer once rows arrive.
+    The build runs inside the creating transaction: other writers of the file
+    wait for it (their timeout applies), readers do not."""
     import varvedb as vv
     _check_source(path)
     if not isinstance(index, vv.IVFPQ):
