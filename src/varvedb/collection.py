@@ -247,12 +247,14 @@ class Collection:
             return len(rows)
 
     def create_index(self, field: str, index: HNSW | IVFPQ | str,
-                     name: str | None = None) -> None:
+                     name: str | None = None, *, parts=None) -> None:
         """Build an index: vv.HNSW(...) (a graph) or vv.IVFPQ(...) (k-means lists,
         trained on the rows present) on a vector field, best after a bulk load;
         or "hash" (equality) or "sorted" (ranges too) on a scalar field, built
         over the documents so far. Kept current after. `name` names a scalar
-        index (a vector index spec carries its own name=)."""
+        index (a vector index spec carries its own name=). `parts`: an IVF-PQ
+        index built in this call, its rows encoded by `parts(index, vectors, norms,
+        rows)` (integrations/ray.py's build_index: in Ray tasks)."""
         with self._sess.writing() as tx:
             t = self.table
             if isinstance(index, str):
@@ -266,7 +268,10 @@ class Collection:
                 raise SchemaError(f"create_index takes vv.HNSW(...), vv.IVFPQ(...), 'hash' "
                                   f"or 'sorted', got {brief(index)}")
             index.check()     # again: a frozen spec can still be altered by force
-            self.engine.create_index(tx, t, fname, index)
+            if parts is not None and not (isinstance(index, IVFPQ) and callable(parts)):
+                raise OptionError("parts= (an encoder of row parts) builds a vv.IVFPQ "
+                                  f"index, got {brief(index)} and {brief(parts)}")
+            self.engine.create_index(tx, t, fname, index, parts)
 
     def drop_index(self, field: str) -> None:
         """Drop the index of a field (a vector field's graph, or a scalar index)."""

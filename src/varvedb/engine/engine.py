@@ -516,7 +516,12 @@ class Engine:
             self.write(tx, frames.Delete(t.cid, np.asarray(rows, np.int64)),
                        rows_changed=len(rows))
 
-    def create_index(self, tx: "Transaction", t: Table, field: str, spec) -> None:
+    def create_index(self, tx: "Transaction", t: Table, field: str, spec,
+                     parts=None) -> None:
+        """A vector index, linked after commit by the maintainer; with `parts` (an
+        IVF index's encoder of row parts, IvfIndex.encode's: integrations/ray.py)
+        trained and filled now, in this thread, over the rows committed so far,
+        the maintainer held meanwhile so that it builds nothing beside it."""
         self._check_writing(tx)
         self._check_current(t)
         if field in t.vector_indexes:
@@ -524,7 +529,12 @@ class Engine:
         f = t.schema.fields.get(field)
         if f is not None and f.kind == "vector":
             check_index_dtype(spec, f.dtype, f.dim)   # before the frame: replay applies it
-        self.write(tx, frames.CreateIndex(t.cid, field, spec))
+        if parts is None or self.maintainer is None:
+            self.write(tx, frames.CreateIndex(t.cid, field, spec))
+            return
+        with self.maintainer.hold():
+            self.write(tx, frames.CreateIndex(t.cid, field, spec))
+            t.vector_indexes[field].extend(t.columns[field], t.committed_n, parts)
 
     # ---- schema changes (DDL): one frame each, no row rewritten --------------------
     # Like every write they join the transaction and its rollback undoes them.

@@ -155,14 +155,28 @@ class IvfIndex:
         """Put arena ``rows`` (int64, ascending, above every row already in) in their lists."""
         self.insert(self.encode(vectors, norms, rows))
 
-    def encode(self, vectors: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> tuple:
+    def encode(self, vectors: np.ndarray, norms: np.ndarray, rows: np.ndarray,
+               parts=None) -> tuple:
         """The lists, codes and row terms of ``rows``, changing nothing (the slow
-        half of :meth:`add`, which may run while searches do)."""
+        half of :meth:`add`, which may run while searches do). ``parts``: how the
+        rows are encoded, ``parts(index, vectors, norms, rows)`` giving what
+        :meth:`encode_rows` gives for them (None: here, in one go; the Ray build
+        of integrations/ray.py encodes row ranges in workers)."""
         if not self.trained:
             raise ValueError("the IVF index is not trained")
         rows = np.asarray(rows, np.int64)
         if len(rows) and (rows[0] < self._extent or np.any(np.diff(rows) <= 0)):
             raise ValueError("rows must ascend, above the rows already in the index")
+        lists, codes, extra = (parts or IvfIndex.encode_rows)(self, vectors, norms, rows)
+        if len(lists) != len(rows):
+            raise ValueError(f"{len(lists)} rows encoded for {len(rows)}")
+        return rows, lists, codes, extra
+
+    def encode_rows(self, vectors: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> tuple:
+        """(lists int32, codes uint8 (n, pq_m), row terms float32) of ``rows`` of a
+        trained index: each row's nearest list and, with ``pq_m``, its residual's
+        code and term. A row's answer depends on that row alone, so any split of
+        the rows into parts gives the same arrays."""
         m = self.pq_m or 0
         lists = np.empty(len(rows), np.int32)
         codes = np.empty((len(rows), m), np.uint8)
@@ -177,7 +191,19 @@ class IvfIndex:
                 pq.encode(x - centre, self._books_t, codes[lo:lo + len(part)])
                 ivf.pq_extra(codes[lo:lo + len(part)], self.codebooks, centre,
                              extra[lo:lo + len(part)])
-        return rows, lists, codes, extra
+        return lists, codes, extra
+
+    def trained_copy(self) -> "IvfIndex":
+        """The centroids and codebooks without the rows: what :meth:`encode_rows`
+        needs, light to send to another process."""
+        if not self.trained:
+            raise ValueError("the IVF index is not trained")
+        out = IvfIndex(self.dim, self.metric, self.lists, self.pq_m, self.nprobe,
+                       self.rerank, self.seed)
+        out.centroids, out._c_sq = self.centroids, self._c_sq
+        out.codebooks, out._books_t = self.codebooks, self._books_t
+        out._offsets = np.zeros(self.lists + 1, np.int64)
+        return out
 
     def insert(self, batch: tuple) -> None:
         """Add what :meth:`encode` made (no add in between)."""

@@ -123,14 +123,15 @@ class VectorIndex:
             raise ValueError(f"{self.field!r}: rows below {self.linked} are linked and "
                              f"committed; cannot truncate to {n}")
 
-    def extend(self, column, upto: int) -> int:
+    def extend(self, column, upto: int, parts=None) -> int:
         """Add the next chunk of committed rows [linked, upto) with non-null vectors
-        to the index; returns how many rows the watermark moved (0: none left)."""
+        to the index; returns how many rows the watermark moved (0: none left).
+        `parts`: an IVF index's encoder of row parts (IvfIndex.encode; None here)."""
         with self._link_lock:
             lo = self.linked
             if lo >= upto:
                 return 0
-            return self._extend(column, lo, upto)
+            return self._extend(column, lo, upto, parts)
 
     def search(self, column, metric: str, q: np.ndarray, k: int, allow: np.ndarray | None,
                ef: int | None, n: int, stats: dict | None = None
@@ -215,7 +216,7 @@ class VectorIndex:
     def _structure(self):
         raise NotImplementedError
 
-    def _extend(self, column, lo: int, upto: int) -> int:
+    def _extend(self, column, lo: int, upto: int, parts=None) -> int:
         raise NotImplementedError
 
     def _search(self, arena, norms, q, k, allow, width, stats):
@@ -246,9 +247,10 @@ class HnswVectorIndex(VectorIndex):
     def width(self, asked: int | None, k: int) -> int:
         return max(asked or self.spec.ef_search, k)
 
-    def _extend(self, column, lo: int, upto: int) -> int:
+    def _extend(self, column, lo: int, upto: int, parts=None) -> int:
         """When more than a chunk waits, room for all of it is reserved at once:
-        a bulk build knows its size and need not grow by doubling."""
+        a bulk build knows its size and need not grow by doubling. (A graph's
+        rows are linked here: `parts` is for the IVF kind.)"""
         hi = min(upto, lo + LINK_CHUNK)
         arena = column.arena.frozen(hi)
         norms = column.norms.frozen(hi)
@@ -335,8 +337,9 @@ class IvfVectorIndex(VectorIndex):
     def width(self, asked: int | None, k: int) -> int:
         return min(asked or self.spec.nprobe, self.spec.lists)
 
-    def _extend(self, column, lo: int, upto: int) -> int:
-        """Train once enough rows are committed, then add [lo, upto) at once."""
+    def _extend(self, column, lo: int, upto: int, parts=None) -> int:
+        """Train once enough rows are committed, then add [lo, upto) at once
+        (encoded by `parts`, IvfIndex.encode's, when given)."""
         ivf = self.lists
         arena = column.arena.frozen(upto)
         norms = column.norms.frozen(upto)
@@ -347,7 +350,7 @@ class IvfVectorIndex(VectorIndex):
                     return 0        # searched exactly until there are enough
                 ivf.train(arena, norms, present)
             rows = np.arange(lo, upto, dtype=np.int64)
-            batch = ivf.encode(arena, norms, rows[~column.nulls.data[lo:upto]])
+            batch = ivf.encode(arena, norms, rows[~column.nulls.data[lo:upto]], parts)
             with self._lock.write():
                 ivf.insert(batch)
                 self.linked = upto
