@@ -1347,7 +1347,7 @@ def _rank_fn(name: str, fn):
                 m = coerce(m, "int")
             if m.kind == "null" or m.nulls.any():
                 return Val("float", np.zeros(len(m), np.float64), np.ones(len(m), bool))
-            methods = set(m.data.tolist())
+            methods = set(m.data.tolist()) or {0}
             if len(methods) != 1:
                 raise SqlError("0A000", f"{name}()'s normalization is one for every row")
             method = int(methods.pop())
