@@ -1203,12 +1203,12 @@ def _tsquery_fn(name: str, make):
     def call(*args: Val) -> Val:
         config, text, nulls = _config_and_text(name, args)
         out = np.empty(len(nulls), dtype=object)
-        made: dict = {}
-        for i in np.flatnonzero(~nulls).tolist():     # (one query for every row, mostly)
-            t = text.data[i]
-            if t not in made:
-                made[t] = make(config, t)
-            out[i] = made[t]
+        valid = ~nulls
+        if text.kind == "null":
+            return Val("tsquery", out, nulls)
+        texts = dict.fromkeys(text.data[valid].tolist())    # one for every row, mostly
+        for t in texts:
+            out[valid & (text.data == t) if len(texts) > 1 else valid] = make(config, t)
         return Val("tsquery", out, nulls)
     return call
 
@@ -1238,12 +1238,14 @@ def _by_query(q: Val, n: int, fn) -> tuple[np.ndarray, np.ndarray]:
         return out, nulls
     if q.kind != "tsquery":
         raise SqlError("42883", f"function does not exist for {q.kind} as a tsquery")
-    groups: dict = {}
-    for i in np.flatnonzero(~nulls).tolist():
-        groups.setdefault(id(q.data[i]), (q.data[i], []))[1].append(i)
-    for query, rows in groups.values():
-        rows = np.asarray(rows, np.int64)
-        out[rows] = fn(rows, query)
+    valid = np.flatnonzero(~nulls)
+    if not len(valid):
+        return out, nulls
+    ids = np.fromiter(map(id, q.data[valid]), np.int64, len(valid))
+    distinct, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    for k in range(len(distinct)):      # each distinct query (one, mostly) over its rows
+        rows = valid[inverse == k] if len(distinct) > 1 else valid
+        out[rows] = fn(rows, q.data[valid[first[k]]])
     return out, nulls
 
 

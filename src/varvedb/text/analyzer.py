@@ -211,9 +211,10 @@ class Analyzer:
                     lengths = np.bincount(doc, minlength=len(texts)).astype(np.int32)
                     if want_spans:
                         ostart, oend = ostart[keep], oend[keep]
-                    used = np.unique(term)      # the stop words leave the vocabulary
-                    vocab = [vocab[i] for i in used.tolist()]
-                    term = np.searchsorted(used, term).astype(np.int32)
+                    used = np.zeros(len(vocab), bool)     # the stop words leave the vocabulary
+                    used[term] = True
+                    vocab = [w for w, u in zip(vocab, used.tolist()) if u]
+                    term = (np.cumsum(used, dtype=np.int32) - 1)[term]
             stem = stemmer_of(self.config)
             if stem is not None and vocab:
                 vocab, term = self._stemmed(vocab, term, stem)

@@ -99,31 +99,50 @@ def _analyzer(config: str):
 
 def tsvectors(config: str, texts: list) -> TsVectors:
     """to_tsvector(config, text) of each text (None: an empty one; the caller
-    keeps the NULLs)."""
+    keeps the NULLs). The last few batches are kept: a statement that ranks its
+    rows in a window and in ORDER BY (pgvector's hybrid search) analyzes the
+    same texts twice, and the second time is a lookup."""
+    if len(texts) > KEPT_TEXTS:     # a whole large table: not kept
+        return _analyzed(config, texts)
+    return _kept(config, tuple(texts))
+
+
+KEPT_TEXTS = 50_000
+
+
+@functools.lru_cache(maxsize=8)
+def _kept(config: str, texts: tuple) -> TsVectors:
+    return _analyzed(config, texts)
+
+
+def _analyzed(config: str, texts) -> TsVectors:
     batch = _analyzer(config).analyze_batch(["" if t is None else t for t in texts])
     vocab = batch.vocab
     order = sorted(range(len(vocab)), key=vocab.__getitem__)
-    rank = np.empty(len(vocab), np.int32)
-    rank[np.asarray(order, np.int64)] = np.arange(len(vocab), dtype=np.int32)
-    doc = batch.doc.astype(np.int64)
-    lex = rank[batch.term] if len(vocab) else batch.term.astype(np.int32)
-    pos = np.minimum(batch.pos.astype(np.int32) + 1, MAX_POS)
-    key = np.lexsort((pos, lex, doc))
-    doc, lex, pos = doc[key], lex[key], pos[key]
-    if len(doc):
-        new_entry = np.ones(len(doc), bool)
-        new_entry[1:] = (doc[1:] != doc[:-1]) | (lex[1:] != lex[:-1])
-        keep = new_entry.copy()
-        keep[1:] |= pos[1:] != pos[:-1]          # a clamped position once
-        starts = np.flatnonzero(new_entry)
-        nth = np.arange(len(doc)) - starts[np.cumsum(new_entry) - 1]
-        keep &= nth < MAX_POSITIONS
-        doc, lex, pos, new_entry = doc[keep], lex[keep], pos[keep], new_entry[keep]
+    rank = np.empty(len(vocab), np.int64)
+    rank[np.asarray(order, np.int64)] = np.arange(len(vocab), dtype=np.int64)
+    v = max(len(vocab), 1)
+    # one int64 per token, (text, lexeme, position), sorted: each row's entries in
+    # lexeme order, each entry's positions ascending; equal keys (positions past
+    # MAX_POS) once
+    key = ((batch.doc.astype(np.int64) * v + rank[batch.term]) * (MAX_POS + 1)
+           + np.minimum(batch.pos.astype(np.int64) + 1, MAX_POS))
+    key.sort()
+    if len(key) > 1:
+        key = key[np.concatenate(([True], key[1:] != key[:-1]))]
+    pos = (key % (MAX_POS + 1)).astype(np.int32)
+    entry = key // (MAX_POS + 1)                    # text * v + lexeme
+    new_entry = np.ones(len(key), bool)
+    new_entry[1:] = entry[1:] != entry[:-1]
+    ent_start = np.flatnonzero(new_entry)
+    counts = np.diff(np.append(ent_start, len(key)))
+    if len(counts) and counts.max() > MAX_POSITIONS:    # a lexeme keeps its first 256
+        nth = np.arange(len(key)) - np.repeat(ent_start, counts)
+        keep = nth < MAX_POSITIONS
+        pos, entry, new_entry = pos[keep], entry[keep], new_entry[keep]
         ent_start = np.flatnonzero(new_entry)
-    else:
-        ent_start = np.zeros(0, np.int64)
     ent_off = np.append(ent_start, len(pos)).astype(np.int64)
-    ent_doc = doc[ent_start]
-    row_off = np.searchsorted(ent_doc, np.arange(len(texts) + 1)).astype(np.int64)
-    return TsVectors(row_off, lex[ent_start].astype(np.int32), ent_off,
-                     pos.astype(np.int32), [vocab[i] for i in order])
+    first = entry[ent_start]
+    row_off = np.searchsorted(first // v, np.arange(len(texts) + 1)).astype(np.int64)
+    return TsVectors(row_off, (first % v).astype(np.int32), ent_off, pos,
+                     [vocab[i] for i in order])
