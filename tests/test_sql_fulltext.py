@@ -16,39 +16,11 @@ from pgvector.psycopg import register_vector
 
 import varvedb as vv
 from varvedb.errors import SqlError
+from varvedb_bench.hybrid import CREATE as CREATE_DIM, GIN, HYBRID, WORDS
 
 from server_proc import ServerProcess, free_port
 
-# pgvector-python's examples/hybrid_search/rrf.py, its query as written
-HYBRID = """
-WITH semantic_search AS (
-    SELECT id, RANK () OVER (ORDER BY embedding <=> %(embedding)s) AS rank
-    FROM documents
-    ORDER BY embedding <=> %(embedding)s
-    LIMIT 20
-),
-keyword_search AS (
-    SELECT id, RANK () OVER (ORDER BY ts_rank_cd(to_tsvector('english', content), query) DESC)
-    FROM documents, plainto_tsquery('english', %(query)s) query
-    WHERE to_tsvector('english', content) @@ query
-    ORDER BY ts_rank_cd(to_tsvector('english', content), query) DESC
-    LIMIT 20
-)
-SELECT
-    COALESCE(semantic_search.id, keyword_search.id) AS id,
-    COALESCE(1.0 / (%(k)s + semantic_search.rank), 0.0) +
-    COALESCE(1.0 / (%(k)s + keyword_search.rank), 0.0) AS score
-FROM semantic_search
-FULL OUTER JOIN keyword_search ON semantic_search.id = keyword_search.id
-ORDER BY score DESC
-LIMIT 5
-"""
-CREATE = "CREATE TABLE documents (id bigserial PRIMARY KEY, content text, embedding vector(3))"
-GIN = "CREATE INDEX ON documents USING GIN (to_tsvector('english', content))"
-
-WORDS = ("cat cats dog dogs fox foxes bird birds house houses garden river rivers book books "
-         "train city cities paper market runs running jumped reads reading sleeps quick lazy "
-         "brown green old new small bright the a of and in on with over is they").split()
+CREATE = CREATE_DIM.format(dim=3)
 
 
 def corpus(n: int, seed: int) -> list[tuple[str, np.ndarray]]:
