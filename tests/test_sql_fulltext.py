@@ -120,8 +120,7 @@ TS_FORMS = ["{a} & {b}", "{a} | {b}", "{a} & !{b}", "{a} <-> {b}", "{a} <2> {b}"
 
 def test_random_tsqueries_match_and_rank_as_postgresql(pg_conn, docs, tmp_path):
     """Each form over random words: the rows @@ matches, ts_rank and ts_rank_cd
-    (normalizations 0, 1, 4, 32; ts_rank_cd only of queries without phrases), with
-    the full-text index and without."""
+    (normalizations 0, 1, 4, 32), with the full-text index and without."""
     load_pg(pg_conn, docs)
     db = vv.connect(str(tmp_path / "r.varve"))
     db.sql(CREATE)
@@ -133,12 +132,19 @@ def test_random_tsqueries_match_and_rank_as_postgresql(pg_conn, docs, tmp_path):
     for indexed in (False, True):
         if indexed:
             db.sql(GIN)
-        for form in TS_FORMS * 3:
+        phrases = []        # words side by side in a text (or one apart): phrases that match
+        for text, _ in rng.sample(docs, 12):
+            ws = [w.strip(".!").lower() for w in text.split()]
+            i = rng.randrange(max(1, len(ws) - 2))
+            d = rng.choice((1, 2))
+            if i + d < len(ws):
+                op = "<->" if d == 1 else "<2>"
+                phrases.append(f"{ws[i]} {op} {ws[i + d]}" + rng.choice(("", f" | {ws[i]}",
+                                                                        f" & !{ws[-1]}")))
+        for form in TS_FORMS * 3 + phrases:
             q = form.format(a=rng.choice(words), b=rng.choice(words), c=rng.choice(words))
-            cd = "<" not in q
-            cols = ", ".join(
-                [f"ts_rank(v, q, {m})" for m in (0, 1, 32)] +
-                ([f"ts_rank_cd(v, q, {m})" for m in (0, 1, 4, 32)] if cd else []))
+            cols = ", ".join([f"ts_rank(v, q, {m})" for m in (0, 1, 32)] +
+                             [f"ts_rank_cd(v, q, {m})" for m in (0, 1, 4, 32)])
             sql = (f"SELECT id, {cols} FROM (SELECT id, to_tsvector('english', content) v, "
                    f"to_tsquery('english', %s) q FROM documents) s WHERE v @@ q ORDER BY id")
             want = pg_conn.execute(sql, (q,)).fetchall()

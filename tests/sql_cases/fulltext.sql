@@ -210,10 +210,16 @@ SELECT id, ts_rank_cd(to_tsvector('english', content), to_tsquery('english', 'ma
 -- => [(3, 0.1), (14, 0.1), (25, 0.1), (46, 0.2), (47, 0.1), (50, 0.1), (51, 0.1), (57, 0.1), (62, 0.1), (64, 0.1), (65, 0.1), (78, 0.1), (79, 0.1)]
 SELECT id, ts_rank_cd(to_tsvector('english', content), to_tsquery('english', 'garden | house')) FROM documents WHERE to_tsvector('english', content) @@ to_tsquery('english', 'garden | house') ORDER BY id;
 -- => [(8, 0.2), (9, 0.1), (10, 0.1), (14, 0.1), (19, 0.1), (21, 0.1), (22, 0.1), (23, 0.3), (29, 0.1), (33, 0.1), (34, 0.1), (36, 0.1), (37, 0.1), (40, 0.1), (41, 0.1), (45, 0.1), (46, 0.1), (47, 0.1), (48, 0.1), (49, 0.1), (50, 0.1), (53, 0.1), (60, 0.1), (64, 0.1), (67, 0.1), (70, 0.1), (73, 0.1), (75, 0.1), (79, 0.1)]
-SELECT id, ts_rank(to_tsvector('english', content), to_tsquery('english', 'bright <-> train:*')) FROM documents WHERE to_tsvector('english', content) @@ to_tsquery('english', 'bright <-> train:*') ORDER BY id;
+SELECT id, ts_rank_cd(to_tsvector('english', content), to_tsquery('english', 'bright <-> train:*')) FROM documents WHERE to_tsvector('english', content) @@ to_tsquery('english', 'bright <-> train:*') ORDER BY id;
 -- => []
 SELECT id, ts_rank_cd(to_tsvector('english', content), to_tsquery('english', 'jump:* & (fox | dog)')) FROM documents WHERE to_tsvector('english', content) @@ to_tsquery('english', 'jump:* & (fox | dog)') ORDER BY id;
 -- => [(3, 0.025), (27, 0.033333335), (31, 0.1), (47, 0.05), (48, 0.025), (52, 0.02), (53, 0.05)]
+SELECT id, ts_rank_cd(to_tsvector('english', content), to_tsquery('english', 'quick <-> brown | lazy <2> dog')) FROM documents WHERE to_tsvector('english', content) @@ to_tsquery('english', 'quick <-> brown | lazy <2> dog') ORDER BY id;
+-- => [(67, 0.05)]
+SELECT id, ts_rank_cd(to_tsvector('english', content), to_tsquery('english', '(old <-> book) & !river')) FROM documents WHERE to_tsvector('english', content) @@ to_tsquery('english', '(old <-> book) & !river') ORDER BY id;
+-- => []
+SELECT id, ts_rank_cd(to_tsvector('english', content), to_tsquery('english', 'new <-> (small <-> house)')) FROM documents WHERE to_tsvector('english', content) @@ to_tsquery('english', 'new <-> (small <-> house)') ORDER BY id;
+-- => [(45, 0.1)]
 SELECT to_tsvector('nosuch', 'x');
 -- !! 42704
 SELECT to_tsquery('english', 'cats &');

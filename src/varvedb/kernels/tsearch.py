@@ -177,15 +177,39 @@ def rank(row_off, lex, ent_off, pos, leaf_lo, leaf_hi, as_and, w):
     return out
 
 
+@njit(**_JIT)
+def _seen_item(it, item_off, mem_leaf, mem_delta, have, Ps, Ms, lo, hi):
+    """Whether item `it` holds among the positions Ps[lo:hi] seen so far (Ms: the
+    leaves at each): a lone leaf, seen; a phrase, its leaves at their offsets."""
+    m0, m1 = item_off[it], item_off[it + 1]
+    first = mem_leaf[m0]
+    if m1 - m0 == 1:
+        return (have >> first) & 1 == 1
+    for k in range(lo, hi):
+        if (Ms[k] >> first) & 1 == 0:
+            continue
+        x = Ps[k] - mem_delta[m0]
+        ok = True
+        for m in range(m0 + 1, m1):
+            want = x + mem_delta[m]
+            j = _first_entry(Ps, lo, hi, want)
+            if j >= hi or Ps[j] != want or (Ms[j] >> mem_leaf[m]) & 1 == 0:
+                ok = False
+                break
+        if ok:
+            return True
+    return False
+
+
 @njit(**_JIT, readonly=("row_off", "lex", "ent_off", "pos", "leaf_lo", "leaf_hi",
-                         "item_leaf", "prog"))
-def cover_density(row_off, lex, ent_off, pos, leaf_lo, leaf_hi, item_leaf, prog, most,
-                  invw):
+                         "item_off", "mem_leaf", "mem_delta", "prog"))
+def cover_density(row_off, lex, ent_off, pos, leaf_lo, leaf_hi, item_off, mem_leaf,
+                  mem_delta, prog, most, invw):
     """PostgreSQL's ts_rank_cd before normalization: per row (the sum over its
     covers, the covers, the sum of 1 / the distance between neighbouring covers'
     centres). A cover is the shortest run of the row's query positions that makes
-    the query true, found left to right; `item_leaf` the leaf of each item (no
-    phrases here), `invw` 1 / D's weight."""
+    the query true, found left to right (a phrase: its words at their offsets among
+    the positions seen); `invw` 1 / D's weight."""
     n = row_off.shape[0] - 1
     L = leaf_lo.shape[0]
     wdoc = np.zeros(n, np.float64)
@@ -193,7 +217,8 @@ def cover_density(row_off, lex, ent_off, pos, leaf_lo, leaf_hi, item_leaf, prog,
     sumdist = np.zeros(n, np.float64)
     P = np.empty(most + 1, np.int32)
     M = np.empty(most + 1, np.int64)        # the leaves present at each position, as bits
-    vals = np.zeros(item_leaf.shape[0], np.bool_)
+    n_items = item_off.shape[0] - 1
+    vals = np.zeros(n_items, np.bool_)
     stack = np.zeros(prog.shape[0] + 1, np.bool_)
     for r in range(n):
         e0, e1 = row_off[r], row_off[r + 1]
@@ -224,8 +249,9 @@ def cover_density(row_off, lex, ent_off, pos, leaf_lo, leaf_hi, item_leaf, prog,
             i = start
             while i < cnt:
                 have |= Ms[i]
-                for it in range(item_leaf.shape[0]):
-                    vals[it] = (have >> item_leaf[it]) & 1
+                for it in range(n_items):
+                    vals[it] = _seen_item(it, item_off, mem_leaf, mem_delta, have, Ps, Ms,
+                                          start, i + 1)
                 if _run(prog, vals, stack):
                     if Ps[i] > q:
                         q = Ps[i]
@@ -241,8 +267,9 @@ def cover_density(row_off, lex, ent_off, pos, leaf_lo, leaf_hi, item_leaf, prog,
             i = last
             while i >= start:
                 have |= Ms[i]
-                for it in range(item_leaf.shape[0]):
-                    vals[it] = (have >> item_leaf[it]) & 1
+                for it in range(n_items):
+                    vals[it] = _seen_item(it, item_off, mem_leaf, mem_delta, have, Ps, Ms,
+                                          i, last + 1)
                 if _run(prog, vals, stack):
                     if Ps[i] < p:
                         begin = i

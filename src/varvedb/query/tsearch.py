@@ -42,7 +42,6 @@ class Compiled:
     mem_leaf: np.ndarray
     mem_delta: np.ndarray
     prog: np.ndarray
-    phrases: bool
 
 
 def _leaves(tree) -> list:
@@ -103,8 +102,7 @@ def compile_query(q: TsQuery, vocab: list) -> Compiled:
     np.cumsum([len(m) for m in items], out=item_off[1:])
     mem = [x for m in items for x in m]
     return Compiled(leaves, lo, hi, item_off, np.array([m[0] for m in mem], np.int32),
-                    np.array([m[1] for m in mem], np.int32), np.array(prog, np.int32),
-                    any(len(m) > 1 for m in items))
+                    np.array([m[1] for m in mem], np.int32), np.array(prog, np.int32))
 
 
 def match(tsv: TsVectors, q: TsQuery) -> np.ndarray:
@@ -159,8 +157,11 @@ def rank(tsv: TsVectors, q: TsQuery, method: int = 0, weights=None) -> np.ndarra
         return np.zeros(len(tsv), np.float64)
     c = compile_query(q, tsv.vocab)
     top_and = isinstance(q.tree, TsOp) and q.tree.op in ("&", "<->")
-    res = K.rank(tsv.row_off, tsv.lex, tsv.ent_off, tsv.pos, c.leaf_lo, c.leaf_hi,
-                 top_and, np.float32(w))
+    # PostgreSQL counts an operand once by its text (`cat:*` and `cat` are one)
+    texts = [leaf.text for leaf in c.leaves]
+    once = np.array([i == 0 or texts[i] != texts[i - 1] for i in range(len(texts))], bool)
+    res = K.rank(tsv.row_off, tsv.lex, tsv.ent_off, tsv.pos, c.leaf_lo[once],
+                 c.leaf_hi[once], top_and, np.float32(w))
     return _normalized(res, tsv, method, True)
 
 
@@ -170,17 +171,15 @@ def rank_cd(tsv: TsVectors, q: TsQuery, method: int = 0, weights=None) -> np.nda
     if q.tree is None or not len(tsv):
         return np.zeros(len(tsv), np.float64)
     c = compile_query(q, tsv.vocab)
-    if c.phrases:
-        raise NotSupportedError("ts_rank_cd of a query with phrases (<->) is not supported")
     if len(c.leaves) > 62:
         raise NotSupportedError("ts_rank_cd of a query of more than 62 distinct words is "
                                 "not supported")
     if w == 0:
         raise SqlError("22012", "division by zero")
-    item_leaf = c.mem_leaf        # one member per item
     wdoc, extents, sumdist = K.cover_density(tsv.row_off, tsv.lex, tsv.ent_off, tsv.pos,
-                                             c.leaf_lo, c.leaf_hi, item_leaf, c.prog,
-                                             tsv.most_positions(), 1.0 / np.float32(w))
+                                             c.leaf_lo, c.leaf_hi, c.item_off, c.mem_leaf,
+                                             c.mem_delta, c.prog, tsv.most_positions(),
+                                             1.0 / np.float32(w))
     return _normalized(wdoc, tsv, method, False, extents.astype(np.float64), sumdist)
 
 
