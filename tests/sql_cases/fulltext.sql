@@ -127,6 +127,12 @@ SELECT websearch_to_tsquery('english', 'reading books');
 -- => [("'read' & 'book'",)]
 SELECT to_tsquery('cats & dogs'), plainto_tsquery('houses of the cities');
 -- => [("'cat' & 'dog'", "'hous' & 'citi'")]
+SELECT 'Fat & (rats | !cats)'::tsquery, to_tsvector('english', 'fat cats') @@ 'cat', to_tsvector('english', 'The Cats') @@ 'Cats'::tsquery, to_tsvector('english', 'fat rats') @@ 'rat & fat'::tsquery;
+-- => [("'Fat' & ( 'rats' | !'cats' )", True, False, True)]
+SELECT 'the fat rats'::text @@ 'rats', 'fat rats' @@ to_tsquery('english', 'rats'), to_tsvector('simple', 'a b') @@ to_tsquery('english'::regconfig, 'b');
+-- => [(True, True, True)]
+SELECT id FROM documents WHERE content @@ 'quick brown' ORDER BY id;
+-- => [(54,)]
 SELECT id FROM documents WHERE to_tsvector('english', content) @@ to_tsquery('english', 'cats & dogs') ORDER BY id;
 -- => [(3,), (14,), (43,), (48,), (54,)]
 SELECT id FROM documents WHERE to_tsvector('english', content) @@ to_tsquery('english', 'cat | river') ORDER BY id;
@@ -222,6 +228,10 @@ SELECT id, ts_rank_cd(to_tsvector('english', content), to_tsquery('english', 'ne
 -- => [(45, 0.1)]
 SELECT to_tsvector('nosuch', 'x');
 -- !! 42704
+SELECT 'fat &'::tsquery;
+-- !! 42601
+SELECT 'a b'::tsquery;
+-- !! 42601
 SELECT to_tsquery('english', 'cats &');
 -- !! 42601
 SELECT to_tsquery('english', 'cats dogs');

@@ -1202,14 +1202,7 @@ def _tsquery_fn(name: str, make):
     """SQL's to_tsquery family: ([config,] query text) -> a tsquery (text/tsquery.py)."""
     def call(*args: Val) -> Val:
         config, text, nulls = _config_and_text(name, args)
-        out = np.empty(len(nulls), dtype=object)
-        valid = ~nulls
-        if text.kind == "null":
-            return Val("tsquery", out, nulls)
-        texts = dict.fromkeys(text.data[valid].tolist())    # one for every row, mostly
-        for t in texts:
-            out[valid & (text.data == t) if len(texts) > 1 else valid] = make(config, t)
-        return Val("tsquery", out, nulls)
+        return _per_text(text, nulls, lambda t: make(config, t))
     return call
 
 
@@ -1259,11 +1252,12 @@ def _ts_match(e: Op, rel: Rel, env: Env) -> Val:
     if got is not None:
         return got
     a, b = evaluate(a_expr, rel, env), evaluate(b_expr, rel, env)
-    if a.kind == "tsquery" or (b.kind in ("tsvector", "text") and a.kind != "tsvector"):
+    if a.kind == "tsquery" or (b.kind == "tsvector" and a.kind != "tsvector"):
         a, b = b, a
-    if b.kind == "unknown":
-        raise SqlError("0A000", "a tsquery literal ('...'::tsquery) is not supported: "
-                                "write to_tsquery('...')")
+    if a.kind == "tsvector" and b.kind in ("unknown", "text"):     # tsvector @@ 'a & b'
+        b = _tsquery_input(b)
+    elif b.kind in ("unknown", "text"):     # text @@ text: plainto_tsquery of the right
+        b = FUNCTIONS["plainto_tsquery"](b)
     a = _as_tsvector(a)
     n = rel.n
     if a.kind == "null" or b.kind == "null":
@@ -1377,6 +1371,27 @@ def _weights(v: Val) -> list:
         raise SqlError("22P02", f'malformed array literal: "{text}"') from None
 
 
+def _tsquery_input(v: Val) -> Val:
+    """text → tsquery by tsquery's input function ('fat & rat'::tsquery)."""
+    v = coerce(v, "text") if v.kind == "unknown" else v
+    if v.kind not in ("text", "null"):
+        raise SqlError("42846", f"cannot cast type {v.kind} to tsquery")
+    return _per_text(v, v.nulls, tsquery.tsquery_in)
+
+
+def _per_text(text: Val, nulls: np.ndarray, make) -> Val:
+    """A tsquery column of make(t) for each row's text (made once per distinct text:
+    one for every row, mostly)."""
+    out = np.empty(len(nulls), dtype=object)
+    if text.kind == "null":
+        return Val("tsquery", out, nulls)
+    valid = ~nulls
+    texts = dict.fromkeys(text.data[valid].tolist())
+    for t in texts:
+        out[valid & (text.data == t) if len(texts) > 1 else valid] = make(t)
+    return Val("tsquery", out, nulls)
+
+
 FUNCTIONS = {
     "l2_distance": _vector_fn("l2_distance", vector_funcs.l2_distance, "float"),
     "cosine_distance": _vector_fn("cosine_distance", vector_funcs.cosine_distance, "float"),
@@ -1398,6 +1413,7 @@ FUNCTIONS = {
     "sqrt": _numeric_fn(_sqrt, False),
     **{name: _tsquery_fn(name, fn) for name, fn in tsquery.CONSTRUCTORS.items()},
     "to_tsvector": _to_tsvector,
+    "$tsquery_in": _tsquery_input,
     "ts_rank": _rank_fn("ts_rank", tsearch.rank),
     "ts_rank_cd": _rank_fn("ts_rank_cd", tsearch.rank_cd),
 }

@@ -265,6 +265,13 @@ def _relinked(n):
     return n
 
 
+def tsquery_in(text: str) -> TsQuery:
+    """tsquery's input function ('fat & rat'::tsquery): to_tsquery's grammar, its
+    operands kept as written (no configuration analyzes them)."""
+    tree = _TsParser(text).parse()
+    return TsQuery(tree, tree, "simple")
+
+
 def plainto_tsquery(config, text: str) -> TsQuery:
     return _words_joined(config, text, "&")
 
