@@ -99,18 +99,20 @@ def _analyzer(config: str):
 
 def tsvectors(config: str, texts: list) -> TsVectors:
     """to_tsvector(config, text) of each text (None: an empty one; the caller
-    keeps the NULLs). The last few batches are kept: a statement that ranks its
-    rows in a window and in ORDER BY (pgvector's hybrid search) analyzes the
-    same texts twice, and the second time is a lookup."""
-    if len(texts) > KEPT_TEXTS:     # a whole large table: not kept
-        return _analyzed(config, texts)
+    keeps the NULLs). The last 4 batches of at most KEPT_TEXTS texts and
+    KEPT_CHARS characters are kept: a statement that ranks its rows in a window
+    and in ORDER BY (pgvector's hybrid search) analyzes the same texts twice,
+    and the second time is a lookup."""
+    if len(texts) > KEPT_TEXTS or sum(len(t) for t in texts if t is not None) > KEPT_CHARS:
+        return _analyzed(config, texts)      # a large table's texts: not held on to
     return _kept(config, tuple(texts))
 
 
 KEPT_TEXTS = 50_000
+KEPT_CHARS = 4_000_000
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=4)
 def _kept(config: str, texts: tuple) -> TsVectors:
     return _analyzed(config, texts)
 
