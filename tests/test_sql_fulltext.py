@@ -208,9 +208,14 @@ def test_a_gin_index_created_over_rows_serves_rows_written_after_it_and_a_reopen
     assert db.sql(GIN).status == "CREATE INDEX"     # the column's index is already that one
     assert db.collection("documents").schema.fields["content"].ts_config == "english"
     assert db.sql(q).rows == before
-    db.sql("INSERT INTO documents (content, embedding) VALUES ('Rivers run', '[0,0,1]')")
+    db.sql("INSERT INTO documents (content, embedding) VALUES ('Rivers run', '[0,0,1]'), "
+           "(NULL, '[0,1,0]')")
     after = db.sql(q).rows
     assert after == before + [(61,)]
+    # NULL @@ q is NULL through the index as without it
+    nulls = ("SELECT id, to_tsvector('english', content) @@ to_tsquery('english', 'river') "
+             "FROM documents WHERE id >= 61 ORDER BY id")
+    assert db.sql(nulls).rows == [(61, True), (62, None)]
     db.close()
     db = vv.connect(path)
     assert db.sql(q).rows == after

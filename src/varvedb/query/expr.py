@@ -1320,7 +1320,10 @@ def _indexed_match(a_expr, b_expr, rel: Rel, env: Env) -> Val | None:
     texts = col_value(Col(found[0]), rel.table, rel.rows[idx])
     out = np.zeros(rel.n, bool)
     out[idx] = tsearch.match(tsvectors(found[1], texts.python()), q) & ~texts.nulls
-    return Val("bool", out, no_nulls(rel.n))
+    column = rel.table.columns[found[0]]          # NULL @@ q is NULL, as PostgreSQL's
+    nulls = column.null_mask(int(rel.rows.max()) + 1)[rel.rows] if rel.n \
+        else np.zeros(0, bool)
+    return Val("bool", out, nulls)
 
 
 def _rank_fn(name: str, fn):
