@@ -81,6 +81,23 @@ def test_delete_and_create_index_round_trip(engine):
     engine.rollback(db_tx)
 
 
+def test_a_full_text_index_of_a_configuration_round_trips_and_its_alterations_are_refused(
+        engine):
+    t = engine.table("docs")
+    back, _ = roundtrip(engine, frames.CreateScalarIndex(t.cid, "title", "fts", None,
+                                                         "english"))
+    assert (back.field, back.kind, back.ts_config) == ("title", "fts", "english")
+    for meta in ({"c": t.cid, "field": "title", "kind": "fts"},                  # no config
+                 {"c": t.cid, "field": "title", "kind": "fts", "ts_config": "french"},
+                 {"c": t.cid, "field": "n", "kind": "fts", "ts_config": "simple"},
+                 {"c": t.cid, "field": "title", "kind": "fts", "ts_config": "simple",
+                  "name": "x"}):
+        parts, _, _ = record.encode(meta, {})
+        with pytest.raises(CorruptFileError):
+            frames.decode(engine, frames.CreateScalarIndex.KIND,
+                          b"".join(bytes(p) for p in parts), 0)
+
+
 @pytest.mark.parametrize("keep", [0, 3, 40, 200, -62])
 def test_a_truncated_record_is_refused(engine, keep):
     # the last array (3 null flags) is padded to 64 bytes: cutting 62 reaches into it

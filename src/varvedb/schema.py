@@ -210,6 +210,7 @@ class Field:
     index_name: str | None = None     # the scalar index's name (SQL's CREATE INDEX name)
     max_length: int | None = None     # text: at most this many characters (SQL's varchar(n))
     stem: str | None = None           # fts: the Snowball language its words are stemmed in
+    ts_config: str | None = None      # fts: analyzed as this PostgreSQL configuration instead
     k1: float = 1.2                   # fts: BM25's term-frequency saturation
     b: float = 0.75                   # fts: BM25's length normalisation
     embed: str | None = None          # vector: the embedder spec (embed.resolve) that fills it
@@ -291,10 +292,18 @@ class Field:
     def _check_fts_options(self, fts: bool) -> None:
         """stem, k1 and b belong to a full-text index, and take sane values."""
         if not fts:
-            if self.stem is not None or (self.k1, self.b) != (1.2, 0.75):
-                raise SchemaError("stem=, k1= and b= are options of a full-text index "
-                                  "(vv.Text(fts=True, ...))")
+            if self.stem is not None or self.ts_config is not None \
+                    or (self.k1, self.b) != (1.2, 0.75):
+                raise SchemaError("stem=, ts_config=, k1= and b= are options of a full-text "
+                                  "index (vv.Text(fts=True, ...))")
             return
+        if self.ts_config is not None:
+            from .text.tsconfig import CONFIGS
+            if self.ts_config not in CONFIGS:
+                raise SchemaError(f"ts_config is one of {', '.join(CONFIGS)}, got "
+                                  f"{brief(self.ts_config)}")
+            if self.stem is not None:
+                raise SchemaError("a full-text index takes stem= or ts_config=, not both")
         if self.stem is not None:
             from .text.analyzer import Analyzer
             Analyzer(self.stem)         # an unknown language is refused here
@@ -363,6 +372,8 @@ class Field:
                 d["fts"] = True
                 if self.stem is not None:
                     d["stem"] = self.stem
+                if self.ts_config is not None:
+                    d["ts_config"] = self.ts_config
                 if (self.k1, self.b) != (1.2, 0.75):
                     d.update(k1=self.k1, b=self.b)
             if self.default is not None:    # a timestamp as int microseconds
@@ -416,6 +427,7 @@ class Field:
             return Field(kind, index=_scalar(kind, index).index, fts=fts, not_null=not_null,
                          default=default, index_name=d.get("index_name"),
                          max_length=d.get("max_length"), stem=d.get("stem"),
+                         ts_config=d.get("ts_config"),
                          k1=d.get("k1", 1.2), b=d.get("b", 0.75))
         except VarveError as e:    # a default that does not fit its kind
             raise SchemaError(f"a {kind} field: {e}") from None
@@ -454,13 +466,15 @@ def Bool(not_null: bool = False, default: Any = None) -> Field:
 
 def Text(fts: bool = False, index: str | None = None, not_null: bool = False,
          default: Any = None, stem: str | None = None, k1: float = 1.2,
-         b: float = 0.75) -> Field:
+         b: float = 0.75, ts_config: str | None = None) -> Field:
     """A text field; `fts=True` asks for a full-text (BM25) index, its words stemmed
     in `stem`'s language (a Snowball name such as "english"; None: not stemmed),
-    scored with BM25's `k1` and `b`."""
+    or analyzed as PostgreSQL's text search configuration `ts_config` ("english",
+    "simple": what SQL's to_tsvector(ts_config, col) finds through it), scored
+    with BM25's `k1` and `b`."""
     f = _scalar("text", index)
     return Field("text", index=f.index, fts=bool(fts), not_null=not_null, default=default,
-                 stem=stem, k1=k1, b=b)
+                 stem=stem, k1=k1, b=b, ts_config=ts_config)
 
 
 def Json(not_null: bool = False, default: Any = None) -> Field:

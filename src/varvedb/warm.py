@@ -94,6 +94,12 @@ def text_share(folder: str) -> None:
         db.sql("SELECT id FROM docs WHERE body @@ 'lake' ORDER BY id LIMIT 3")
         # bm25() in a select list scores the rows it is given (bm25.add_scores)
         db.sql("SELECT id, bm25(body, 'lake clay') FROM docs WHERE body @@ 'lake' LIMIT 3")
+        # PostgreSQL's: to_tsvector @@ (words, a phrase), ts_rank, ts_rank_cd
+        for q in ("lake & !clay", "lake <-> clay | river"):
+            db.sql("SELECT id, ts_rank(to_tsvector('english', title), to_tsquery('english', $1)), "
+                   "ts_rank_cd(to_tsvector('english', title), to_tsquery('english', $1)) "
+                   "FROM docs WHERE to_tsvector('english', title) @@ to_tsquery('english', $1) "
+                   "AND id < 200", [q])
         db.checkpoint()
     with vv.connect(path) as db:
         db["docs"].search(text="lake clay", text_field="body", limit=10)

@@ -357,7 +357,8 @@ class Engine:
         elif isinstance(frame, frames.RenameColumn):
             self.tables[frame.cid].rename_column(frame.old, frame.new)
         elif isinstance(frame, frames.CreateScalarIndex):
-            self.tables[frame.cid].create_scalar_index(frame.field, frame.kind, frame.name)
+            self.tables[frame.cid].create_scalar_index(frame.field, frame.kind, frame.name,
+                                                       frame.ts_config)
         elif isinstance(frame, frames.DropIndex):
             self.tables[frame.cid].drop_index(frame.field)
         elif isinstance(frame, frames.Base):
@@ -602,6 +603,21 @@ class Engine:
         if name is not None:
             validate_name(name, "index")
         self.write(tx, frames.CreateScalarIndex(t.cid, field, kind, name))
+
+    def create_text_index(self, tx: "Transaction", t: Table, field: str,
+                          ts_config: str) -> None:
+        """A full-text index on a text field without one, its words analyzed as
+        PostgreSQL's configuration `ts_config` (text/tsconfig.py's CONFIGS)."""
+        self._check_writing(tx)
+        self._check_current(t)
+        f = t.schema.fields[_field_of(t, field, "indexed")]
+        if f.kind != "text":
+            raise SchemaError(f"a full-text index is on a text field, not {f.kind}")
+        if f.fts:
+            raise SchemaError(f"{field!r} already has a full-text index")
+        from ..text.tsconfig import check_config
+        check_config(ts_config)
+        self.write(tx, frames.CreateScalarIndex(t.cid, field, "fts", None, ts_config))
 
     def drop_index(self, tx: "Transaction", t: Table, field: str) -> None:
         """Drop the field's index: its HNSW graph or its scalar index."""

@@ -400,17 +400,22 @@ class RenameColumn:
 
 @dataclass
 class CreateScalarIndex:
-    """A "hash" or "sorted" index on a scalar field without one, built over its rows."""
+    """A "hash" or "sorted" index on a scalar field without one, built over its rows;
+    or "fts": a full-text index on a text field without one, analyzed as PostgreSQL's
+    configuration `ts_config` (SQL's CREATE INDEX ... USING gin (to_tsvector(...)))."""
     KIND: ClassVar[int] = F.Kind.CREATE_SCALAR_INDEX
     cid: int
     field: str
     kind: str
     name: str | None = None          # the index's name, when it was given one
+    ts_config: str | None = None     # "fts": the configuration
 
     def encode(self) -> tuple[dict, dict]:
         meta = {"c": self.cid, "field": self.field, "kind": self.kind}
         if self.name is not None:
             meta["name"] = self.name
+        if self.ts_config is not None:
+            meta["ts_config"] = self.ts_config
         return meta, {}
 
     @classmethod
@@ -418,6 +423,14 @@ class CreateScalarIndex:
         t = table_of(engine, meta)
         name = field_of(t, meta.get("field"))
         f, kind = t.schema.fields[name], meta.get("kind")
+        if kind == "fts":
+            from ..text.tsconfig import CONFIGS
+            config = meta.get("ts_config")
+            if f.kind != "text" or f.fts or config not in CONFIGS or "name" in meta:
+                raise CorruptFileError(f"a full-text index ({brief(config)}) on {f.kind} "
+                                       f"field {name!r} of {t.name!r} (fts now: {f.fts})")
+            no_arrays(arrays)
+            return cls(t.cid, name, kind, None, config)
         if kind not in ("hash", "sorted") or f.kind in ("vector", "json", "bool") \
                 or f.index is not None:
             raise CorruptFileError(f"a {brief(kind)} index on {f.kind} field "

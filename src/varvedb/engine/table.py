@@ -562,8 +562,16 @@ class Table:
         self._set_schema({k: replace(f, source=new) if f.source == old else f
                           for k, f in renamed(self.schema.fields).items()})
 
-    def create_scalar_index(self, field: str, kind: str, name: str | None = None) -> None:
-        """A "hash" or "sorted" index on a scalar field, built over every row so far."""
+    def create_scalar_index(self, field: str, kind: str, name: str | None = None,
+                            ts_config: str | None = None) -> None:
+        """A "hash" or "sorted" index on a scalar field, built over every row so far;
+        "fts": a full-text index analyzed as `ts_config`, which the maintainer extends
+        over the rows so far (reads cover what it has not reached)."""
+        if kind == "fts":
+            f = replace(self.schema.fields[field], fts=True, ts_config=ts_config)
+            self.set_index(field, make_text_index(field, f))
+            self._set_schema({**self.schema.fields, field: f})
+            return
         f = replace(self.schema.fields[field], index=kind, index_name=name)
         self.set_index(field, self._built_index(field, f))
         self._set_schema({**self.schema.fields, field: f})
@@ -649,7 +657,7 @@ def field_indexes(name: str, f: Field) -> list:
 def make_text_index(name: str, f: Field) -> FtsIndex:
     """An empty full-text index for an fts text field, with the field's options."""
     from ..text.analyzer import Analyzer
-    return FtsIndex(name, Analyzer(f.stem), k1=f.k1, b=f.b)
+    return FtsIndex(name, Analyzer(f.stem, config=f.ts_config), k1=f.k1, b=f.b)
 
 
 def _family_of(kind: str) -> tuple:

@@ -41,6 +41,18 @@ _EMPTY = -1
 
 
 @njit(**_JIT)
+def lower_bound(a, lo, hi, x):
+    """The first index of the sorted a[lo:hi] whose value is >= x (hi: none)."""
+    while lo < hi:
+        m = (lo + hi) >> 1
+        if a[m] < x:
+            lo = m + 1
+        else:
+            hi = m
+    return lo
+
+
+@njit(**_JIT)
 def _grow(a, n):
     b = np.empty(max(2 * a.shape[0], n), a.dtype)
     # a loop, not ``b[:len(a)] = a``: numba's slice assignment compiles its
@@ -94,14 +106,7 @@ def _text_tokens(data, lo, hi, d, ascii_fold, ascii_class, keys, fold_off, fold_
                 o += 2
             # the first key >= c (np.searchsorted compiled numba's generic
             # comparisons, complex numbers' included, at a first use)
-            k = 0
-            top = keys.shape[0]
-            while k < top:
-                mid = (k + top) >> 1
-                if keys[mid] < c:
-                    k = mid + 1
-                else:
-                    top = mid
+            k = lower_bound(keys, 0, keys.shape[0], c)
             for j in range(fold_off[k], fold_off[k + 1]):
                 f[nf] = fold_cp[j]
                 fcls[nf] = fold_class[j]

@@ -32,7 +32,8 @@ import numpy as np
 from ..errors import SqlError
 from ..schema import brief, from_micros, vector_values
 from ..text import tsquery
-from . import text_funcs, vector_funcs
+from ..text.tsvector import tsvectors
+from . import text_funcs, tsearch, vector_funcs
 from .filter import kleene, like_regex
 
 NUMERIC = ("int", "float")
@@ -58,7 +59,8 @@ def vector_text(v) -> str:
 @dataclass(slots=True)
 class Val:
     """A column of values: kind (int, float, bool, text, json, timestamp,
-    vector, unknown: an untyped literal, null: all NULL), data, null mask."""
+    vector, tsvector (data: text/tsvector.py's TsVectors), tsquery (data:
+    TsQuery objects), unknown: an untyped literal, null: all NULL), data, null mask."""
     kind: str
     data: Any            # ndarray (object for text/json/unknown; (n, d) for vector)
     nulls: np.ndarray
@@ -80,6 +82,8 @@ class Val:
             vs = list(self.data)
         elif kind == "timestamp":
             vs = [from_micros(x) for x in self.data.tolist()]
+        elif kind == "tsquery":
+            vs = [None if x is None else str(x) for x in self.data.tolist()]
         else:
             vs = self.data.tolist()
         if nulls is not _NO_NULLS.get(len(nulls)) and np.count_nonzero(nulls):
@@ -701,6 +705,8 @@ def _text_args(e, rel: Rel, env: Env, what: str, extra: tuple = ()) -> tuple:
         raise SqlError("42883", f'column "{args[0].name}" has no full-text index '
                                 "(vv.Text(fts=True))")
     consts = [_constant(a, env, what, "text") for a in args[1:]]
+    if isinstance(consts[0], tsquery.TsQuery):
+        consts[0] = tsquery.varvedb_text(consts[0])
     if not isinstance(consts[0], str):
         raise SqlError("42883", f"{what}'s query is text, got {consts[0]!r:.40}")
     return index, args[0].name, consts[0], consts[1:]
@@ -715,10 +721,16 @@ def _constant(e, env: Env, what: str, kind: str):
     v = evaluate(e, Rel(None, None, n=1), env)
     if v.kind == "unknown":
         v = coerce(v, kind)
+    if v.kind == "tsquery":
+        return None if v.nulls[0] else v.data[0]
     return None if v.nulls[0] else v.python()[0]
 
 
 def _text_match(e: Op, rel: Rel, env: Env) -> Val:
+    left = e.args[0]
+    if not (isinstance(left, Col) and rel.table is not None and rel.rows is not None
+            and text_funcs.index_of(rel.table, left.name) is not None):
+        return _ts_match(e, rel, env)     # PostgreSQL's: tsvector @@ tsquery
     index, name, q, _ = _text_args(Func("@@", e.args), rel, env, "@@")
     nulls = evaluate(Col(name), rel, env).nulls
     return Val("bool", text_funcs.match_rows(index, q, rel.rows) & ~nulls, nulls)
@@ -1182,30 +1194,228 @@ def _sqrt(x: np.ndarray) -> np.ndarray:
     return np.sqrt(x.astype(np.float64))
 
 
-def _tsquery_fn(name: str, translate):
-    """SQL's to_tsquery family: ([config,] query text) -> varvedb's query text
-    (text/tsquery.py), which @@, bm25(), snippet() and highlight() read."""
+def _config_and_text(name: str, args) -> tuple:
+    """([config,] text) arguments: (the configuration, the text Val, nulls)."""
+    if not 1 <= len(args) <= 2:
+        raise SqlError("42883", f"function {name}() takes a text, or a configuration and "
+                                "a text")
+    vals = [coerce(v, "text") if v.kind == "unknown" else v for v in args]
+    for v in vals:
+        if v.kind not in ("text", "null"):
+            raise SqlError("42883", f"function {name}({v.kind}) does not exist")
+    n = len(vals[-1])
+    nulls = np.zeros(n, bool)
+    for v in vals:
+        nulls |= np.broadcast_to(v.nulls if v.kind != "null" else True, n)
+    config = DEFAULT_TEXT_SEARCH_CONFIG
+    if len(vals) == 2:
+        named = {x for x, null in zip(vals[0].data if vals[0].kind != "null" else (),
+                                      vals[0].nulls) if not null}
+        if len(named) > 1:
+            raise SqlError("0A000", f"{name}()'s configuration is one for every row")
+        config = named.pop() if named else DEFAULT_TEXT_SEARCH_CONFIG
+    return config, vals[-1], nulls
+
+
+# PostgreSQL's default_text_search_config as initdb sets it for an English locale
+DEFAULT_TEXT_SEARCH_CONFIG = "english"
+
+
+def _tsquery_fn(name: str, make):
+    """SQL's to_tsquery family: ([config,] query text) -> a tsquery (text/tsquery.py)."""
     def call(*args: Val) -> Val:
-        if not 1 <= len(args) <= 2:
-            raise SqlError("42883", f"function {name}() takes a query, or a configuration "
-                                    "and a query")
-        vals = [coerce(v, "text") if v.kind == "unknown" else v for v in args]
-        for v in vals:
-            if v.kind not in ("text", "null"):
-                raise SqlError("42883", f"function {name}({v.kind}) does not exist")
-        n = len(vals[-1])
-        nulls = np.zeros(n, bool)
-        for v in vals:
-            nulls |= np.broadcast_to(v.nulls if v.kind != "null" else True, n)
-        out = np.empty(n, dtype=object)
-        for i in range(n):
-            if nulls[i]:
-                continue
-            if len(vals) == 2:
-                tsquery.check_config(vals[0].data[i])
-            out[i] = translate(vals[-1].data[i])
-        return Val("text", out, nulls)
+        config, text, nulls = _config_and_text(name, args)
+        return _per_text(text, nulls, lambda t: make(config, t))
     return call
+
+
+def _to_tsvector(*args: Val) -> Val:
+    config, text, nulls = _config_and_text("to_tsvector", args)
+    from ..text.tsconfig import config_name
+    name = config_name(config)
+    texts = [None] * len(nulls) if text.kind == "null" else text.data.tolist()
+    return Val("tsvector", tsvectors(name, texts), nulls)
+
+
+def _as_tsvector(v: Val) -> Val:
+    if v.kind in ("text", "unknown"):      # text @@ tsquery: the default configuration's
+        return _to_tsvector(coerce(v, "text") if v.kind == "unknown" else v)
+    if v.kind not in ("tsvector", "null"):
+        raise SqlError("42883", f"operator does not exist: {v.kind} @@ tsquery")
+    return v
+
+
+def _by_query(q: Val, n: int, fn) -> tuple[np.ndarray, np.ndarray]:
+    """fn(rows, TsQuery) -> values, for each distinct query of the column `q`
+    (one, mostly): (values, NULL mask)."""
+    out = np.zeros(n, np.float64)
+    nulls = np.broadcast_to(q.nulls, (n,)).copy() if q.kind != "null" else np.ones(n, bool)
+    if q.kind == "null":
+        return out, nulls
+    if q.kind != "tsquery":
+        raise SqlError("42883", f"function does not exist for {q.kind} as a tsquery")
+    valid = np.flatnonzero(~nulls)
+    if not len(valid):
+        return out, nulls
+    ids = np.fromiter(map(id, q.data[valid]), np.int64, len(valid))
+    distinct, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    for k in range(len(distinct)):      # each distinct query (one, mostly) over its rows
+        rows = valid[inverse == k] if len(distinct) > 1 else valid
+        out[rows] = fn(rows, q.data[valid[first[k]]])
+    return out, nulls
+
+
+def _ts_match(e: Op, rel: Rel, env: Env) -> Val:
+    """tsvector @@ tsquery (either way round; text: to_tsvector of it). A
+    `to_tsvector(config, col) @@ q` over a table whose column has a full-text
+    index of that configuration reads the index's candidates first, and analyzes
+    and matches only those rows."""
+    a_expr, b_expr = e.args
+    got = _indexed_match(a_expr, b_expr, rel, env)
+    if got is not None:
+        return got
+    a, b = evaluate(a_expr, rel, env), evaluate(b_expr, rel, env)
+    if a.kind == "tsquery" or (b.kind == "tsvector" and a.kind != "tsvector"):
+        a, b = b, a
+    if a.kind == "tsvector" and b.kind in ("unknown", "text"):     # tsvector @@ 'a & b'
+        b = _tsquery_input(b)
+    elif b.kind in ("unknown", "text"):     # text @@ text: plainto_tsquery of the right
+        b = FUNCTIONS["plainto_tsquery"](b)
+    a = _as_tsvector(a)
+    n = rel.n
+    if a.kind == "null" or b.kind == "null":
+        return Val("bool", np.zeros(n, bool), np.ones(n, bool))
+    hit, nulls = _by_query(b, n, lambda rows, q: tsearch.match(a.data[rows], q))
+    nulls = nulls | a.nulls
+    return Val("bool", (hit != 0) & ~nulls, nulls)
+
+
+def indexed_tsvector(e, table) -> tuple | None:
+    """(column, its full-text index) where `e` is to_tsvector([config,] col) and the
+    column's index analyzes as that configuration does."""
+    if not (isinstance(e, Func) and e.name == "to_tsvector" and 1 <= len(e.args) <= 2
+            and isinstance(e.args[-1], Col) and table is not None):
+        return None
+    if len(e.args) == 2 and not (isinstance(e.args[0], Const)
+                                 and isinstance(e.args[0].value, str)):
+        return None
+    from ..text.tsconfig import config_name
+    try:
+        config = config_name(e.args[0].value if len(e.args) == 2
+                             else DEFAULT_TEXT_SEARCH_CONFIG)
+    except SqlError:
+        return None
+    field = table.schema.fields.get(e.args[-1].name)
+    if field is None or not field.fts or field.ts_config != config:
+        return None
+    return e.args[-1].name, config
+
+
+def full_text_paths(tree, table) -> list[str]:
+    """How each `to_tsvector(...) @@ q` of a WHERE over `table` runs (for its plan)."""
+    out = []
+    for x in walk(tree):
+        if not (isinstance(x, Op) and x.op == "@@"):
+            continue
+        for side in x.args:
+            if isinstance(side, Func) and side.name == "to_tsvector":
+                found = indexed_tsvector(side, table)
+                out.append(f"full-text index of {found[0]} ({found[1]}): its candidates "
+                           "analyzed and rechecked" if found is not None else
+                           "no full-text index of that configuration: every row analyzed")
+    return out
+
+
+def _indexed_match(a_expr, b_expr, rel: Rel, env: Env) -> Val | None:
+    if rel.table is None or rel.rows is None:
+        return None
+    found = indexed_tsvector(a_expr, rel.table)
+    if found is None or any(isinstance(x, (Col, Agg, SubqueryValues)) for x in walk(b_expr)):
+        return None
+    q = _constant(b_expr, env, "@@", "text")
+    if not isinstance(q, tsquery.TsQuery):
+        return None
+    index = text_funcs.index_of(rel.table, found[0])
+    maybe = tsearch.candidates(index, q, rel.rows)
+    if maybe is None:
+        return None
+    idx = np.flatnonzero(maybe)
+    texts = col_value(Col(found[0]), rel.table, rel.rows[idx])
+    out = np.zeros(rel.n, bool)
+    out[idx] = tsearch.match(tsvectors(found[1], texts.python()), q) & ~texts.nulls
+    column = rel.table.columns[found[0]]          # NULL @@ q is NULL, as PostgreSQL's
+    nulls = column.null_mask(int(rel.rows.max()) + 1)[rel.rows] if rel.n \
+        else np.zeros(0, bool)
+    return Val("bool", out, nulls)
+
+
+def _rank_fn(name: str, fn):
+    """ts_rank / ts_rank_cd([weights,] tsvector, tsquery [, normalization])."""
+    def call(*args: Val) -> Val:
+        args = list(args)
+        weights = None
+        if args and args[0].kind in ("vector", "unknown") and len(args) >= 3:
+            weights = _weights(args.pop(0))
+        if len(args) not in (2, 3):
+            raise SqlError("42883", f"function {name}() takes [weights,] a tsvector, a "
+                                    "tsquery [and a normalization]")
+        v, q = args[0], args[1]
+        method = 0
+        if len(args) == 3:
+            m = args[2]
+            if m.kind not in ("int", "null") and m.kind != "unknown":
+                raise SqlError("42883", f"{name}()'s normalization is an integer")
+            if m.kind == "unknown":
+                m = coerce(m, "int")
+            if m.kind == "null" or m.nulls.any():
+                return Val("float", np.zeros(len(m), np.float64), np.ones(len(m), bool))
+            methods = set(m.data.tolist()) or {0}
+            if len(methods) != 1:
+                raise SqlError("0A000", f"{name}()'s normalization is one for every row")
+            method = int(methods.pop())
+        if v.kind not in ("tsvector", "null"):
+            raise SqlError("42883", f"function {name}({v.kind}, ...) does not exist")
+        n = len(v)
+        if v.kind == "null":
+            return Val("float", np.zeros(n, np.float64), np.ones(n, bool))
+        out, nulls = _by_query(q, n, lambda rows, query: fn(v.data[rows], query, method,
+                                                           weights))
+        return Val("float", out, nulls | v.nulls)
+    return call
+
+
+def _weights(v: Val) -> list:
+    if v.kind == "vector":
+        return [float(x) for x in v.data[0]]
+    text = str(v.data[0]).strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        raise SqlError("22P02", f'malformed array literal: "{text}"')
+    try:
+        return [None if x.strip().upper() == "NULL" else float(x)
+                for x in text[1:-1].split(",") if x.strip()]
+    except ValueError:
+        raise SqlError("22P02", f'malformed array literal: "{text}"') from None
+
+
+def _tsquery_input(v: Val) -> Val:
+    """text → tsquery by tsquery's input function ('fat & rat'::tsquery)."""
+    v = coerce(v, "text") if v.kind == "unknown" else v
+    if v.kind not in ("text", "null"):
+        raise SqlError("42846", f"cannot cast type {v.kind} to tsquery")
+    return _per_text(v, v.nulls, tsquery.tsquery_in)
+
+
+def _per_text(text: Val, nulls: np.ndarray, make) -> Val:
+    """A tsquery column of make(t) for each row's text (made once per distinct text:
+    one for every row, mostly)."""
+    out = np.empty(len(nulls), dtype=object)
+    if text.kind == "null":
+        return Val("tsquery", out, nulls)
+    valid = ~nulls
+    texts = dict.fromkeys(text.data[valid].tolist())
+    for t in texts:
+        out[valid & (text.data == t) if len(texts) > 1 else valid] = make(t)
+    return Val("tsquery", out, nulls)
 
 
 FUNCTIONS = {
@@ -1228,6 +1438,10 @@ FUNCTIONS = {
     "to_regtype": _to_regtype,
     "sqrt": _numeric_fn(_sqrt, False),
     **{name: _tsquery_fn(name, fn) for name, fn in tsquery.CONSTRUCTORS.items()},
+    "to_tsvector": _to_tsvector,
+    "$tsquery_in": _tsquery_input,
+    "ts_rank": _rank_fn("ts_rank", tsearch.rank),
+    "ts_rank_cd": _rank_fn("ts_rank_cd", tsearch.rank_cd),
 }
 
 

@@ -315,6 +315,11 @@ class CreateIndex:
             raise NotSupportedError("unique indexes are not supported (the id is unique)")
         if stmt.whereClause is not None:
             raise NotSupportedError("partial indexes are not supported")
+        self.ts_config = None
+        if method == "gin":
+            self.kind = "fts"
+            self.column, self.ts_config = _gin_tsvector(stmt)
+            return
         if len(stmt.indexParams) != 1 or stmt.indexParams[0].name is None:
             raise NotSupportedError("an index is on one column")
         elem = stmt.indexParams[0]
@@ -359,6 +364,20 @@ class CreateIndex:
                 return SqlResult([], [], "CREATE INDEX")
             raise SqlError("42P07", f'relation "{self.name}" already exists')
         s = ctx.session
+        if self.kind == "fts":
+            if f.kind != "text":
+                raise SqlError("42883", f'function to_tsvector(regconfig, {f.kind}) does '
+                                        "not exist")
+            if f.fts:       # the column's full-text index answers it, or it cannot
+                if f.ts_config == self.ts_config:
+                    return SqlResult([], [], "CREATE INDEX")
+                raise NotSupportedError(f'column "{self.column}" already has a full-text '
+                                        f"index analyzed as "
+                                        f"{f.ts_config or 'varvedb analyzes'}: varvedb keeps "
+                                        "one per column")
+            with s.writing() as tx:
+                ctx.engine.create_text_index(tx, t, self.column, self.ts_config)
+            return SqlResult([], [], "CREATE INDEX")
         if self.kind in _VECTOR_METHODS:
             if f.kind != "vector":
                 raise SqlError("42704", f'column "{self.column}" is not a vector column')
@@ -384,3 +403,26 @@ class CreateIndex:
             s.collection(self.table).create_index(self.column, self.kind, name=self.name)
         return SqlResult([], [], "CREATE INDEX")
 
+
+def _gin_tsvector(stmt: ast.IndexStmt) -> tuple[str, str]:
+    """(column, configuration) of `USING gin (to_tsvector('english', col))`: the
+    full-text index varvedb keeps for that column, analyzed as the configuration."""
+    from ..text.tsconfig import config_name
+    elems = stmt.indexParams
+    call = elems[0].expr if len(elems) == 1 else None
+    if not isinstance(call, ast.FuncCall) or call.funcname[-1].sval.lower() != "to_tsvector" \
+            or not 1 <= len(call.args or ()) <= 2 or elems[0].opclass or stmt.options:
+        raise NotSupportedError("a gin index is on to_tsvector([config,] column) only (a "
+                                "full-text index)")
+    *config, column = call.args
+    if not isinstance(column, ast.ColumnRef) or not isinstance(column.fields[-1], ast.String):
+        raise NotSupportedError("a gin index is on to_tsvector of a column")
+    name = E.DEFAULT_TEXT_SEARCH_CONFIG
+    if config:
+        c = config[0]
+        if isinstance(c, ast.TypeCast):        # 'english'::regconfig
+            c = c.arg
+        if not (isinstance(c, ast.A_Const) and isinstance(c.val, ast.String)):
+            raise NotSupportedError("a gin index's configuration is a literal ('english')")
+        name = c.val.sval
+    return column.fields[-1].sval, config_name(name)

@@ -54,6 +54,11 @@ def convert(n, scope: Scope):
     if isinstance(n, ast.ParamRef):
         return E.Param(n.number)
     if isinstance(n, ast.TypeCast):
+        target = n.typeName.names[-1].sval.lower()
+        if target == "regconfig":       # 'english'::regconfig: the configuration's name
+            return convert(n.arg, scope)
+        if target == "tsquery":         # tsquery's input form: operands as written
+            return E.Func("$tsquery_in", (convert(n.arg, scope),))
         kind, _, mods = type_of(n.typeName)
         dim = mods[0] if kind == "vector" and mods else None
         return E.Cast(kind, convert(n.arg, scope), dim)

@@ -15,10 +15,11 @@ NATURAL joins, USING, LATERAL, INTERSECT and EXCEPT.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from pglast import ast
+from pglast import ast, visitors
 from pglast.enums import JoinType, SetOperation
 
 from ..errors import NotSupportedError, SqlError
@@ -136,6 +137,87 @@ def _function_leaf(f: ast.RangeFunction, ctes: dict, make_select: Callable, alia
     stmt = ast.SelectStmt(targetList=(ast.ResTarget(name=colnames[0], val=call),),
                           op=SetOperation.SETOP_NONE)
     return Leaf(alias, make_select(stmt, ctes))
+
+
+# scalar functions whose one row beside a table is read where its column is named
+INLINED = frozenset({"to_tsquery", "plainto_tsquery", "phraseto_tsquery",
+                     "websearch_to_tsquery"})
+
+
+def inline_functions(stmt: ast.SelectStmt) -> ast.SelectStmt:
+    """`FROM documents, plainto_tsquery('english', $1) query WHERE ... @@ query`:
+    a query constructor of constants in FROM is one row of one value, so the
+    statement is the same with the call written where its column is named and
+    the function gone from FROM. Then a lone table is left, its WHERE runs over
+    the table (where a full-text index can answer it) and no join is made. A
+    statement that reads `*` keeps its FROM as written."""
+    items = stmt.fromClause or ()
+    if len(items) < 2 or stmt.op != SetOperation.SETOP_NONE:
+        return stmt
+    calls, kept = {}, []
+    for f in items:
+        call = _inlinable(f)
+        if call is None:
+            kept.append(f)
+        else:
+            alias = f.alias.aliasname if f.alias else call.funcname[-1].sval.lower()
+            column = _colnames(f.alias)[0] if _colnames(f.alias) else alias
+            calls[(column,)] = calls[(alias, column)] = call
+    if not calls or not kept or any(
+            isinstance(rt.val, ast.ColumnRef) and isinstance(rt.val.fields[-1], ast.A_Star)
+            for rt in stmt.targetList or ()):
+        return stmt
+    out = copy.deepcopy(stmt)
+    out.fromClause = tuple(copy.deepcopy(kept))
+
+    class Inline(visitors.Visitor):
+        def visit_ColumnRef(self, ancestors, node):
+            return _called(node, calls)
+
+    for attr in ("targetList", "whereClause", "sortClause", "groupClause", "havingClause",
+                 "fromClause"):
+        value = getattr(out, attr)
+        if value is None:
+            continue
+        items = value if isinstance(value, tuple) else (value,)
+        done = tuple(_called(x, calls) or Inline()(x) or x for x in items)
+        setattr(out, attr, done if isinstance(value, tuple) else done[0])
+    return out
+
+
+def _called(node, calls):
+    """The call a ColumnRef names (a copy), or None."""
+    if not isinstance(node, ast.ColumnRef) or not all(
+            isinstance(x, ast.String) for x in node.fields):
+        return None
+    call = calls.get(tuple(x.sval for x in node.fields))
+    return None if call is None else copy.deepcopy(call)
+
+
+def _inlinable(f):
+    """The call of a FROM item that is an INLINED function of constants, or None."""
+    if not isinstance(f, ast.RangeFunction) or f.lateral or f.ordinality \
+            or f.is_rowsfrom or f.coldeflist or len(f.functions) != 1:
+        return None
+    call = f.functions[0][0]
+    if not isinstance(call, ast.FuncCall) or call.funcname[-1].sval.lower() not in INLINED \
+            or len(_colnames(f.alias)) > 1 or call.agg_star or call.over is not None:
+        return None
+    if any(True for _ in _column_refs(call.args or ())):
+        return None
+    return call
+
+
+def _column_refs(nodes):
+    found = []
+
+    class Refs(visitors.Visitor):
+        def visit_ColumnRef(self, ancestors, node):
+            found.append(node)
+
+    for n in nodes:
+        Refs()(n)
+    return found
 
 
 def _colnames(alias) -> tuple:

@@ -37,6 +37,7 @@ from ..query.prepared import keep, query_vector, typed_key
 from ..query.planner import Query, plan_scan
 from ..query.request import RRF_K, Search, TextLeg, VectorLeg
 from ..schema import brief
+from ..text.tsquery import varvedb_text
 from . import relations
 from .expressions import Scope, convert, deparse, output_name
 from ..results import SqlResult
@@ -61,6 +62,7 @@ class Select:
                     raise NotSupportedError("WITH column lists are not supported")
                 self.ctes[cte.ctename] = cte.ctequery
         self.subqueries: dict[int, Select] = {}
+        stmt = relations.inline_functions(stmt)
         set_op = stmt.op != SetOperation.SETOP_NONE
         if set_op:          # UNION: its rows are this level's FROM (sql/relations.py)
             self.source = relations.compile_set_op(stmt, self.ctes, Select)
@@ -253,6 +255,8 @@ class Select:
         v = E.evaluate(e, E.Rel(None, None, n=1), env)
         if v.kind == "unknown":
             v = E.coerce(v, "text")
+        if v.kind == "tsquery" and not v.nulls[0]:     # bm25(col, to_tsquery(...)): as written
+            return varvedb_text(v.data[0])
         return None if v.nulls[0] else v.python()[0]
 
     def _query_vector(self, f, q_expr, env, what, null_ok=False):
@@ -380,7 +384,13 @@ class Select:
         return limit, offset or 0
 
     def _where_bound(self, table, env):
-        return WhereBound(self.where_text, self.where_expr, self.where_grammar, table.schema, env)
+        bound = WhereBound(self.where_text, self.where_expr, self.where_grammar, table.schema,
+                           env)
+        if bound.grammar is None:
+            paths = E.full_text_paths(self.where_expr, table)
+            if paths:
+                bound.expr = f"{bound.expr} [{'; '.join(paths)}]"
+        return bound
 
     def _function_rows(self, ctx, env):
         if self.source[0] == "none":          # SELECT without FROM: one row, no columns

@@ -6,6 +6,12 @@ CJK text (Han, Hiragana, Katakana, Hangul) gives overlapping character pairs,
 a lone CJK character itself. Stemming (Snowball, through PyStemmer) runs after
 folding when the field asks for it. No stopwords.
 
+`Analyzer(config="english" | "simple")` reads text as PostgreSQL's text search
+configuration of that name does (text/tsconfig.py): characters lowercased, not
+folded further, no CJK pairs; 'english' drops its stop words (each still takes
+its position) and stems the rest with the Snowball English stemmer. Positions
+are then PostgreSQL's minus one.
+
 Folding is defined per character (each character folds to a string, the same
 wherever it stands), which is what lets one kernel fold and split every text of
 a batch in a single pass (kernels/tokenize.py) and lets `spans` map each token
@@ -86,13 +92,29 @@ def _fold_entry(cp: int):
     return entry
 
 
-def _fold_tables(texts: list[str]):
+def _lower_entry(cp: int):
+    """A configuration's folding of one character: lowercased, no CJK pairs."""
+    entry = _lowers.get(cp)
+    if entry is None:
+        out = chr(cp).lower()
+        entry = (tuple(map(ord, out)),
+                 tuple(_kernel.WORD if x.isalnum() or unicodedata.category(x)[0] == "M"
+                       else 0 for x in out))
+        with _folds_lock:
+            _lowers[cp] = entry
+    return entry
+
+
+_lowers: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+
+
+def _fold_tables(texts: list[str], entry_of=_fold_entry):
     """The kernel's folding of the non-ASCII characters in `texts`."""
     chars = set("".join(filterfalse(str.isascii, texts)))
     if not chars:
         return _NO_KEYS, _NO_OFF, _NO_KEYS, _NO_CLASS
     keys = np.array(sorted(ord(ch) for ch in chars if ord(ch) >= 128), np.uint32)
-    entries = [_fold_entry(cp) for cp in keys.tolist()]
+    entries = [entry_of(cp) for cp in keys.tolist()]
     off = np.zeros(len(entries) + 1, np.int64)
     np.cumsum([len(e[0]) for e in entries], out=off[1:])
     fold_cp = np.fromiter((c for e in entries for c in e[0]), np.uint32, int(off[-1]))
@@ -130,10 +152,17 @@ def stem_languages() -> list[str]:
 
 @dataclass(frozen=True)
 class Analyzer:
-    """A field's tokenizer: `stem` is a Snowball language ("english") or None."""
+    """A field's tokenizer: `stem` is a Snowball language ("english") or None;
+    `config` a PostgreSQL text search configuration (tsconfig.CONFIGS) instead."""
     stem: str | None = None
+    config: str | None = None
 
     def __post_init__(self):
+        if self.config is not None:
+            from .tsconfig import check_config
+            check_config(self.config)
+            if self.stem is not None:
+                raise OptionError("an analyzer takes stem= or config=, not both")
         if self.stem is not None and self.stem not in stem_languages():
             raise OptionError(f"no stemmer for {self.stem!r}; the languages are "
                               f"{', '.join(stem_languages())}")
@@ -164,20 +193,39 @@ class Analyzer:
 
     def _run(self, texts, want_spans):
         data, starts = _utf8(texts)
-        keys, off, fold_cp, fold_class = _fold_tables(texts)
+        keys, off, fold_cp, fold_class = _fold_tables(
+            texts, _fold_entry if self.config is None else _lower_entry)
         doc, pos, term, lengths, ostart, oend, pool, t_start = _kernel.tokenize(
             data, starts, _ASCII_FOLD, _ASCII_CLASS, keys, off, fold_cp, fold_class,
             want_spans)
         buf = _kernel.term_code_points(pool, t_start)
         vocab = buf.tobytes().decode("utf-32-le").split("\x00")[:-1]
-        if self.stem is not None and vocab:
-            vocab, term = self._stemmed(vocab, term)
+        if self.config is not None and vocab:
+            from .tsconfig import stop_words, stemmer_of
+            stops = stop_words(self.config)
+            if stops:
+                drop = np.fromiter((w in stops for w in vocab), bool, len(vocab))
+                if drop.any():
+                    keep = ~drop[term]
+                    doc, pos, term = doc[keep], pos[keep], term[keep]
+                    lengths = np.bincount(doc, minlength=len(texts)).astype(np.int32)
+                    if want_spans:
+                        ostart, oend = ostart[keep], oend[keep]
+                    used = np.zeros(len(vocab), bool)     # the stop words leave the vocabulary
+                    used[term] = True
+                    vocab = [w for w, u in zip(vocab, used.tolist()) if u]
+                    term = (np.cumsum(used, dtype=np.int32) - 1)[term]
+            stem = stemmer_of(self.config)
+            if stem is not None and vocab:
+                vocab, term = self._stemmed(vocab, term, stem)
+        elif self.stem is not None and vocab:
+            vocab, term = self._stemmed(vocab, term, self.stem)
         return doc, pos, term, lengths, ostart, oend, vocab
 
-    def _stemmed(self, vocab, term):
+    def _stemmed(self, vocab, term, language):
         """Stem the distinct terms only, then renumber the tokens' terms."""
         import Stemmer
-        stemmer = Stemmer.Stemmer(self.stem)
+        stemmer = Stemmer.Stemmer(language)
         stemmer.maxCacheSize = 0    # its cache only slows distinct words (3x)
         stems = stemmer.stemWords(vocab)
         distinct = dict.fromkeys(stems)
