@@ -250,7 +250,8 @@ def test_a_table_infers_the_schema_its_rows_do(db):
 _VALUES = {"int": st.integers(-2**40, 2**40), "float": st.floats(-1e6, 1e6).filter(
                lambda x: x != int(x)),
            "bool": st.booleans(), "text": st.text(max_size=5),
-           "json": st.dictionaries(st.text(max_size=2), st.integers(), max_size=2)}
+           "json": st.dictionaries(st.text(max_size=2), st.integers(-2**63, 2**63 - 1),
+                                   max_size=2)}
 
 
 @settings(max_examples=25, deadline=None,
