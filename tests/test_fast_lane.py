@@ -466,6 +466,37 @@ def test_threads_keeping_plans_of_many_shapes_at_once_never_fail():
     db.close()
 
 
+BESIDE_A_VECTOR = [("vectors refused", dict(vectors=np.ones((2, DIM), np.float32))),
+                   ("match any refused", dict(match="any")),
+                   ("match bad refused", dict(match="most")),
+                   ("rrf_k refused", dict(rrf_k=-1)),
+                   ("weights refused", dict(weights=(1.0, -1.0))),
+                   ("candidates refused", dict(candidates=0)),
+                   ("text_field", dict(text_field="v")),
+                   ("rrf_k", dict(rrf_k=61)), ("candidates", dict(candidates=5))]
+
+
+@pytest.mark.parametrize("label,extra", BESIDE_A_VECTOR, ids=[x for x, _ in BESIDE_A_VECTOR])
+def test_a_kept_search_refuses_or_takes_the_other_arguments_as_a_fresh_bind(label, extra):
+    """The text and fusion arguments beside a vector are checked as a fresh bind
+    checks them when the vector's shape is kept: the same error type or rows."""
+    rng = np.random.default_rng(15)
+    db = vv.connect(":memory:")
+    c = db.create_collection("d", {"v": vv.Vector(DIM, metric="l2")})
+    c.insert_arrays(v=rng.standard_normal((20, DIM)).astype(np.float32))
+    q = np.ones(DIM, np.float32)
+    fresh = _answer(lambda: c.search(q, limit=3, **extra))
+    c.table.prepared.clear()
+    c.search(q, limit=3)
+    assert len(c.table.prepared) == 1
+    assert _answer(lambda: c.search(q, limit=3, **extra)) == fresh
+    if "refused" in label:
+        assert type(fresh) is type and issubclass(fresh, vv.VarveError)
+    else:
+        assert type(fresh) is tuple and len(fresh[0]) == 3
+    db.close()
+
+
 REFUSED_OR_TAKEN = [("text", "hello"), ("a dict", {"a": 1}), ("a row of one", [[1, 2, 3, 4]]),
                     ("(1, dim)", np.ones((1, DIM), np.float32)),
                     ("(dim, 1)", np.ones((DIM, 1), np.float32)), ("a scalar", np.float32(1)),
