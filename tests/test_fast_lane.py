@@ -377,6 +377,30 @@ def test_a_kept_search_takes_every_query_form_a_fresh_bind_takes(dtype):
     db.close()
 
 
+@pytest.mark.parametrize("index", [None, vv.HNSW(m=8, ef_construction=32)],
+                         ids=["exact", "hnsw"])
+def test_the_hits_of_a_kept_search_stay_as_they_were_after_later_searches(index):
+    """The kept lane reuses its scratch between searches (flat.searcher's score
+    buffer, the walk's workspace), never what it returns: hits read after many
+    later searches, on this thread and on others, are still their own query's."""
+    db, c = _collection(index, 60 if index is None else EXACT_ROWS + 200)
+    qs = np.random.default_rng(3).standard_normal((40, DIM)).astype(np.float32)
+    want = [_fresh(c, q, limit=6, where=w) for q in qs for w in (None, "tag = 1")]
+    got = [c.search(q, limit=6, where=w, select=[]) for q in qs for w in (None, "tag = 1")]
+    threads = [threading.Thread(target=lambda: [c.search(q[::-1].copy(), limit=6, select=[])
+                                                for q in qs]) for _ in range(3)]
+    for t in threads:
+        t.start()
+    more = [c.search(q + 1, limit=6, select=[]) for q in qs]
+    for t in threads:
+        t.join(timeout=600)                 # a hang guard only
+    assert not any(t.is_alive() for t in threads)
+    assert len(more) == len(qs) and all(len(h) == 6 for h in more)
+    assert [(h.ids, list(h.scores)) for h in got] == want
+    assert {type(k).__name__ for k in c.table.prepared.values()} == {"PreparedSearch"}
+    db.close()
+
+
 def test_a_kept_walk_over_a_graph_loaded_from_a_checkpoint_follows_new_links(tmp_path):
     """The graph a reopened file maps from its checkpoint (read-only arrays, copied
     on the next link): a walk kept over it answers as a fresh bind, before and
