@@ -377,6 +377,30 @@ def test_a_kept_search_takes_every_query_form_a_fresh_bind_takes(dtype):
     db.close()
 
 
+@pytest.mark.parametrize("index", [None, vv.HNSW(m=8, ef_construction=32)],
+                         ids=["exact", "hnsw"])
+def test_the_hits_of_a_kept_search_stay_as_they_were_after_later_searches(index):
+    """The kept lane reuses its scratch between searches (flat.searcher's score
+    buffer, the walk's workspace), never what it returns: hits read after many
+    later searches, on this thread and on others, are still their own query's."""
+    db, c = _collection(index, 60 if index is None else EXACT_ROWS + 200)
+    qs = np.random.default_rng(3).standard_normal((40, DIM)).astype(np.float32)
+    want = [_fresh(c, q, limit=6, where=w) for q in qs for w in (None, "tag = 1")]
+    got = [c.search(q, limit=6, where=w, select=[]) for q in qs for w in (None, "tag = 1")]
+    threads = [threading.Thread(target=lambda: [c.search(q[::-1].copy(), limit=6, select=[])
+                                                for q in qs]) for _ in range(3)]
+    for t in threads:
+        t.start()
+    more = [c.search(q + 1, limit=6, select=[]) for q in qs]
+    for t in threads:
+        t.join(timeout=600)                 # a hang guard only
+    assert not any(t.is_alive() for t in threads)
+    assert len(more) == len(qs) and all(len(h) == 6 for h in more)
+    assert [(h.ids, list(h.scores)) for h in got] == want
+    assert {type(k).__name__ for k in c.table.prepared.values()} == {"PreparedSearch"}
+    db.close()
+
+
 def test_a_kept_walk_over_a_graph_loaded_from_a_checkpoint_follows_new_links(tmp_path):
     """The graph a reopened file maps from its checkpoint (read-only arrays, copied
     on the next link): a walk kept over it answers as a fresh bind, before and
@@ -463,6 +487,37 @@ def test_threads_keeping_plans_of_many_shapes_at_once_never_fail():
     finally:
         sys.setswitchinterval(interval)
     assert errors == [] and set(answered) == {3}
+    db.close()
+
+
+BESIDE_A_VECTOR = [("vectors refused", dict(vectors=np.ones((2, DIM), np.float32))),
+                   ("match any refused", dict(match="any")),
+                   ("match bad refused", dict(match="most")),
+                   ("rrf_k refused", dict(rrf_k=-1)),
+                   ("weights refused", dict(weights=(1.0, -1.0))),
+                   ("candidates refused", dict(candidates=0)),
+                   ("text_field", dict(text_field="v")),
+                   ("rrf_k", dict(rrf_k=61)), ("candidates", dict(candidates=5))]
+
+
+@pytest.mark.parametrize("label,extra", BESIDE_A_VECTOR, ids=[x for x, _ in BESIDE_A_VECTOR])
+def test_a_kept_search_refuses_or_takes_the_other_arguments_as_a_fresh_bind(label, extra):
+    """The text and fusion arguments beside a vector are checked as a fresh bind
+    checks them when the vector's shape is kept: the same error type or rows."""
+    rng = np.random.default_rng(15)
+    db = vv.connect(":memory:")
+    c = db.create_collection("d", {"v": vv.Vector(DIM, metric="l2")})
+    c.insert_arrays(v=rng.standard_normal((20, DIM)).astype(np.float32))
+    q = np.ones(DIM, np.float32)
+    fresh = _answer(lambda: c.search(q, limit=3, **extra))
+    c.table.prepared.clear()
+    c.search(q, limit=3)
+    assert len(c.table.prepared) == 1
+    assert _answer(lambda: c.search(q, limit=3, **extra)) == fresh
+    if "refused" in label:
+        assert type(fresh) is type and issubclass(fresh, vv.VarveError)
+    else:
+        assert type(fresh) is tuple and len(fresh[0]) == 3
     db.close()
 
 

@@ -533,11 +533,14 @@ class Collection:
         as it ran (fallbacks included)."""
         # A vector search whose shape was searched before at this state skips the
         # request, binding and planning (query/prepared.py): only exact-typed
-        # arguments, so that a value the request would refuse never finds a kept plan.
+        # arguments, and the text and fusion ones at their defaults, so that a value
+        # the request would refuse never finds a kept plan.
         if vector is not None and text is None and vector_text is None and rerank is None \
-                and as_of is None and branch is None and type(limit) is int \
-                and (ef is None or type(ef) is int) and (exact is False or exact is True) \
-                and (probes is None or type(probes) is int):
+                and as_of is None and branch is None and vectors is None \
+                and type(limit) is int and (ef is None or type(ef) is int) \
+                and (exact is False or exact is True) and (probes is None or type(probes) is int) \
+                and text_field is None and candidates is None and rrf_k is RRF_K \
+                and weights is WEIGHTS and type(match) is str and match == "all":
             hits = self._kept(shape(where, tuple(params) if type(params) is list else params,
                                     limit, tuple(select) if type(select) is list else select,
                                     field, ef, exact, metric, probes), vector)

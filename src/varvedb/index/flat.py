@@ -24,6 +24,7 @@ from ..kernels.scan import NEAR_TIES, rank_near, scan_top_k
 _NO_ALLOW = np.zeros(1, np.bool_)
 _NO_ROWS = np.zeros(1, np.int64)
 GATHER_BELOW = 0.05   # a mask allowing fewer rows than this fraction is gathered first
+_U8, _F32 = np.dtype(np.uint8), np.dtype(np.float32)
 
 
 def search(metric: str, arena: np.ndarray, norms: np.ndarray, q: np.ndarray, k: int,
@@ -46,30 +47,36 @@ def searcher(metric: str, arena: np.ndarray, norms: np.ndarray, k: int,
     spare = max(8, k // 4)         # near-ties in float32 are settled by the rescoring
     bits = arena.view(np.uint16) if arena.dtype == np.float16 else arena
     # a bit arena's query is packed bytes like its rows; every other one float32
-    dtype = np.dtype(np.uint8 if metric == "hamming" else np.float32)
+    dtype = _U8 if metric == "hamming" else _F32     # (one object each: `is` tests it)
     gathered = None
     if allow is not None and np.count_nonzero(allow) < GATHER_BELOW * n:
         gathered = np.flatnonzero(allow)
     code, use_allow, use_rows = METRIC_CODES[metric], allow is not None, gathered is not None
     allow = _NO_ALLOW if allow is None else allow
     gathered = _NO_ROWS if gathered is None else gathered
-    room = k + spare
     scored = len(gathered) if use_rows else n
+    pool = []           # scores scratch, one a search in flight (list.pop/append: atomic)
 
     def top_k(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         # one flavour of query for the kernel: a read-only one compiled apart and
         # scored 1e-14 away from a writable copy of itself (the float64 rescoring)
-        if not (type(q) is np.ndarray and q.dtype == dtype and q.flags.c_contiguous
+        if not (type(q) is np.ndarray and q.dtype is dtype and q.flags.c_contiguous
                 and q.flags.writeable):
             q = np.array(q, dtype=dtype, order="C")
-        rows = np.empty(room, np.int64)
-        dists = np.empty(room, np.float64)
-        scores = np.empty(scored, np.float32)
+        try:
+            scores = pool.pop()
+        except IndexError:
+            scores = np.empty(scored, np.float32)
+        rows = np.empty(k, np.int64)
+        dists = np.empty(k, np.float64)
         count = scan_top_k(bits, norms, q, code, k, spare, allow, use_allow, gathered,
                            use_rows, scores, rows, dists)
         if count == NEAR_TIES:
             count = rank_near(bits, q, code, k, np.float32(dists[0]), scores, allow, use_allow,
                               gathered, use_rows, rows, dists)
+        pool.append(scores)
+        if count == k:
+            return rows, dists
         if count < 0:
             raise NonFiniteVectorError("query vector holds NaN or inf")
         return rows[:count], dists[:count]

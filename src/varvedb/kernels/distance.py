@@ -373,7 +373,7 @@ def _hamming_rows_impl(arena, a, b):
 
 
 @njit(**_INLINE)
-def _cosine_from_dot(dot, norm_a, norm_b):
+def cosine_from_dot(dot, norm_a, norm_b):
     if norm_a == 0.0 or norm_b == 0.0:
         return np.float32(1.0)
     return np.float32(1.0) - dot / (norm_a * norm_b)
@@ -418,7 +418,7 @@ def query_distance(arena, norms, row, query, q_norm, metric):
         return -dot
     if metric == METRIC_CODE_L2:
         return norms[row] - np.float32(2.0) * dot
-    return _cosine_from_dot(dot, norms[row], q_norm)
+    return cosine_from_dot(dot, norms[row], q_norm)
 
 
 @njit(**_INLINE)
@@ -431,7 +431,7 @@ def row_distance(arena, norms, a, b, metric):
     dot = _dot_rows(arena, a, b)
     if metric == METRIC_DOT:
         return -dot
-    return _cosine_from_dot(dot, norms[a], norms[b])
+    return cosine_from_dot(dot, norms[a], norms[b])
 
 
 @njit(**_INLINE)

@@ -120,7 +120,8 @@ class BoundTopK:
 def shape(where, params, limit, select, field, ef, exact, metric, probes) -> tuple:
     """A vector search's shape: everything but the vector (the cache's key), the
     parameters with their types."""
-    return (where, typed_key(params), limit, select, field, ef, exact, metric, probes)
+    params = _NO_PARAMS if type(params) is tuple and not params else typed_key(params)
+    return (where, params, limit, select, field, ef, exact, metric, probes)
 
 
 def typed_key(value):
