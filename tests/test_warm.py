@@ -141,6 +141,35 @@ def test_a_process_that_compiles_without_warming_says_so_once_on_a_terminal():
     assert compile_log.NOTICE.strip() not in quiet
 
 
+def _child(code: str, *args: str) -> subprocess.CompletedProcess:
+    """A python running `code` with `args`, after it ended well."""
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                          text=True, env=ENV, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+# a file larger than memory's first rerank: the pages of its rows asked for
+# (fadvise, or madvise by address) through an arena advised MADV_RANDOM, forced
+# here on the first-use script's file (test_capped_memory's child compiled these
+# under its cap: warm did not reach them)
+LARGER = ("import sys\n"
+          "import numpy as np\n"
+          "import varvedb as vv\n"
+          "from varvedb.index import prefetch\n"
+          "from varvedb.kernels.compile_log import compilation_count\n"
+          "with vv.connect(sys.argv[1]) as db:\n"
+          "    db.checkpoint()\n"
+          "with vv.connect(sys.argv[1]) as db:\n"
+          "    t = db['docs'].table\n"
+          "    arena = t.columns['embedding'].arena.frozen(t.n)\n"
+          "    assert prefetch.page_ranges(arena, [0])[0] is not None\n"    # mapped
+          "    for how in ('fadvise', 'madvise'):\n"
+          "        prefetch.prefetch_rows(arena, np.arange(0, t.n, 7), how)\n"
+          "    prefetch.advise_random(arena, force=True)\n"
+          "print(compilation_count())\n")
+
+
 def test_after_warm_the_first_use_script_compiles_nothing(tmp_path):
     warm = subprocess.run([sys.executable, "-m", "varvedb", "warm"], capture_output=True,
                           text=True, env=ENV, timeout=3600)
@@ -151,12 +180,12 @@ def test_after_warm_the_first_use_script_compiles_nothing(tmp_path):
             "from varvedb.kernels.compile_log import compilation_count\n"
             "steps = run(sys.argv[1])\n"
             "print(sorted(steps), compilation_count())\n")
-    first = subprocess.run([sys.executable, "-c", code, str(tmp_path / "first.varve")],
-                           capture_output=True, text=True, env=ENV, timeout=600)
-    assert first.returncode == 0, first.stderr
+    first = _child(code, str(tmp_path / "first.varve"))
     assert first.stdout.split("\n")[0] == "['insert', 'sql', 'text search', 'vector search'] 0"
     # and it said nothing of compiling (it had nothing to compile)
     assert compile_log.NOTICE.strip() not in first.stderr
+    # nor does a file larger than memory's first rerank
+    assert _child(LARGER, str(tmp_path / "first.varve")).stdout.strip() == "0"
 
 
 def _compilations_reported(srv: ServerProcess) -> int:
