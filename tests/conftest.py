@@ -19,16 +19,24 @@ BENCH = str(Path(__file__).resolve().parents[1] / "bench")   # the varvedb-bench
 
 
 # The files whose tests run longest (a fresh clone's `make test`, longest first:
-# test_ahead's and test_warm's processes compile on empty numba caches, the state
-# machines run hundreds of examples) start first, so that under `make test`'s two
-# workers the other runs the rest beside them, not after them. xdist hands out
-# whole files in the order collected only with --no-loadscope-reorder (the
-# Makefile's): by default it reorders them by their number of tests, which put
-# these few-test files last. (Each file's own order stays.)
-FIRST = ("test_ahead.py", "test_warm.py", "test_state_machine.py", "test_crash.py",
-         "test_fault_state_machine.py", "test_readers_under_faults.py",
-         "test_server_transactions.py", "test_crafted_files.py", "test_hnsw_index.py",
-         "test_history_ops.py")
+# test_ahead's and test_warm's processes compile on empty numba caches, test_client
+# and test_server_schema drive real servers, the state machines run hundreds of
+# examples) start first, so that under `make test`'s two workers the other runs the
+# rest beside them, not after them. xdist hands out whole files in the order
+# collected only with --no-loadscope-reorder (the Makefile's): by default it
+# reorders them by their number of tests, which put these few-test files last.
+# (Each file's own order stays.) The order is by CPU seconds measured per file,
+# the test process's and its children's: test_ahead ~81, test_client ~82,
+# test_warm ~71, test_server_schema ~44, test_hnsw_index ~34,
+# test_fault_state_machine ~30, test_crafted_files ~28, test_crash ~26,
+# test_readers_under_faults ~23, test_history_ops ~17 (test_state_machine's ~62
+# and test_server_transactions' place are an earlier round's wall times;
+# test_ahead first all the same: its children compile kernel after kernel on
+# empty caches, longer in wall time than in CPU).
+FIRST = ("test_ahead.py", "test_client.py", "test_warm.py", "test_state_machine.py",
+         "test_server_schema.py", "test_hnsw_index.py", "test_fault_state_machine.py",
+         "test_crafted_files.py", "test_crash.py", "test_readers_under_faults.py",
+         "test_server_transactions.py", "test_history_ops.py")
 
 
 def pytest_collection_modifyitems(items) -> None:

@@ -41,7 +41,7 @@ import numpy as np
 from tqdm import tqdm
 
 import varvedb as vv
-from .index import fts
+from .index import fts, prefetch
 from .kernels import ahead, compile_log
 from .query.planner import EXACT_ROWS
 
@@ -173,6 +173,28 @@ def vector_share(dtype: str, index) -> Callable[[str], None]:
     return share
 
 
+def larger_than_memory_share(folder: str) -> None:
+    """A file larger than half the memory this process may use (a memory cgroup's
+    cap, a small machine): a rerank asks for its rows' pages together (fadvise;
+    madvise where the file cannot be opened) through an arena advised
+    MADV_RANDOM (index/prefetch.py). `auto` skips both on a file that fits, so
+    they are called here, forced, on a small file's arena mapped from the file
+    (the argument types are the same whatever the file's size)."""
+    rng = np.random.default_rng(5)
+    path = os.path.join(folder, "mapped.varve")
+    with vv.connect(path) as db:
+        docs = db.create_collection("docs", {"v": vv.Vector(DIM)})
+        docs.insert_arrays(id=np.arange(ROWS), v=_vectors(rng, "f32", ROWS, DIM))
+        db.checkpoint()
+    with vv.connect(path) as db:
+        table = db["docs"].table
+        arena = table.columns["v"].arena.frozen(table.n)
+        rows = rng.integers(0, ROWS, 40)
+        for how in ("fadvise", "madvise"):
+            prefetch.prefetch_rows(arena, rows, how)
+        prefetch.advise_random(arena, force=True)
+
+
 # In the order the workers take them, so that two shares running at once do not
 # compile the same kernels (each would, and the second core would buy nothing),
 # and the longest start first: the f32 graph's build beside full-text (its pruned
@@ -196,6 +218,7 @@ SHARES = {
     # IVFPQ's default, pq_m=None: IVF-Flat, over each dtype it takes
     **{f"{dtype} IVF-Flat": vector_share(dtype, vv.IVFPQ(lists=8, nprobe=4))
        for dtype in ("f32", "f16", "int8")},
+    "larger than memory": larger_than_memory_share,
 }
 
 
