@@ -205,8 +205,7 @@ EXCUSED = {
             "hypothesis over :memory: databases (the same verbs are held above)",
         "test_inferred_types_are_the_values_types_and_the_rows_read_back":
             "hypothesis over files of its own (create from rows is held above)",
-        "test_async_create_from_rows": "the embedded async API (AsyncClient's verbs: "
-                                       "test_async_client)",
+        "test_async_create_from_rows": "the embedded async API (tests/test_async_database.py)",
     },
     test_upsert_merge: {
         "test_the_graph_and_the_text_index_answer_a_merged_document": PLAN,
