@@ -107,6 +107,21 @@ def test_wrong_column_type_names_it_and_writes_nothing(db, kind):
     assert c.count() == 0
 
 
+def test_an_arrow_json_column_reads_as_values_and_bad_text_is_refused(db):
+    """Arrow's json type (what to_arrow writes for json values of mixed shapes)
+    comes in as the values; a text in it that is not JSON is a FieldTypeError
+    naming the column, and nothing is written."""
+    c = db.create_collection("j", {"meta": "json"})
+    good = pa.table({"id": [1, 2, 3], "meta": pa.array(['{"k": [1]}', None, "[1, 2]"],
+                                                      pa.json_())})
+    c.insert(good)
+    assert [h.fields["meta"] for h in c.find(select=["meta"])] == [{"k": [1]}, None, [1, 2]]
+    bad = pa.table({"id": [4], "meta": pa.array(["{not json"], pa.json_())})
+    with pytest.raises(vv.FieldTypeError, match="'meta'"):
+        c.insert(bad)
+    assert c.count() == 3
+
+
 def test_hits_to_tables(db):
     rows, vecs = _rows()
     c = db.create_collection("c", SCHEMA)

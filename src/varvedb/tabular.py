@@ -70,9 +70,7 @@ def _arrow_column(name: str, col):
     t = col.type
     n = len(col)
     if getattr(t, "extension_name", None) == "arrow.json":     # JSON texts: the values
-        import msgspec
-        return [None if v is None else msgspec.json.decode(v)
-                for v in col.storage.to_pylist()]
+        return json_values(name, col.storage.to_pylist())
     if pa.types.is_fixed_size_list(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
         vt = t.value_type
         if col.null_count == 0 and (pa.types.is_integer(vt) or pa.types.is_floating(vt)
@@ -171,6 +169,16 @@ def to_arrow(names: list, columns: list):
             data[name] = pa.array([None if v is None else _json_text(v) for v in values],
                                   json_type)
     return pa.table(data) if data else pa.table({})
+
+
+def json_values(name: str, texts: list) -> list:
+    """Column `name`'s JSON texts as values (None stays None); a text that is not
+    JSON is a FieldTypeError naming the column."""
+    import msgspec
+    try:
+        return [None if t is None else msgspec.json.decode(t) for t in texts]
+    except msgspec.DecodeError as e:
+        raise FieldTypeError(f"column {name!r} holds JSON texts: {e}") from None
 
 
 def _json_text(v) -> str:

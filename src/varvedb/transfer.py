@@ -30,7 +30,7 @@ import numpy as np
 
 from .errors import FieldTypeError, OptionError, StorageError, VarveError
 from .schema_inference import infer_schema
-from .tabular import frame_columns
+from .tabular import frame_columns, json_values
 
 CHUNK = 100_000          # rows a write (one commit each)
 IMPORTS = (".jsonl", ".csv", ".parquet", ".npy")
@@ -152,7 +152,6 @@ def _csv_chunks(path: str, vector, dim) -> Iterator:
 def _json_from_text(coll, batch):
     """A csv's text in the collection's json fields, decoded (export writes each as
     JSON text; a csv cannot say which columns are json, the collection can)."""
-    import msgspec
     import pyarrow as pa
     names = [n for n, f in coll.schema.fields.items()
              if f.kind == "json" and n in batch.schema.names
@@ -161,10 +160,7 @@ def _json_from_text(coll, batch):
         return batch
     columns = frame_columns(batch)                  # insert_arrays' columns
     for n in names:
-        try:
-            columns[n] = [None if t is None else msgspec.json.decode(t) for t in columns[n]]
-        except msgspec.DecodeError as e:
-            raise FieldTypeError(f"column {n!r} is a json field: {e}") from None
+        columns[n] = json_values(n, columns[n])
     return columns
 
 
