@@ -16,6 +16,7 @@ import numpy as np
 
 from ..query.expr import Val, object_array
 from ..query.pg_types import PG_CATALOG, PUBLIC, TYPES
+from ..schema import HNSW
 from .ddl import index_names
 
 # fixed-width types' typlen; every other type is variable-length (-1)
@@ -105,16 +106,14 @@ def _method(f) -> str:
     vx = f.vector_index
     if vx is None:
         return "hash" if f.index == "hash" else "btree"
-    if type(vx).__name__ == "HNSW":
+    if isinstance(vx, HNSW):
         return "hnsw"
-    return "ivfflat" if getattr(vx, "pq_m", None) is None else "ivfpq"
+    return "ivfflat" if vx.pq_m is None else "ivfpq"
 
 
 def _pg_class(ctx) -> tuple[list[str], list[Val]]:
     rels = _relations(ctx)
     n = len(rels)
-    tables = {r[0] for r in rels if r[2] == "r"}
-    indexed = {r[4] for r in rels if r[2] == "i"}
     return (["oid", "relname", "relnamespace", "relkind", "relowner", "relam",
              "relhasindex", "relpersistence", "relispartition", "reltablespace",
              "reltoastrelid", "reloftype", "relchecks", "relhasrules", "relhastriggers",
@@ -122,7 +121,7 @@ def _pg_class(ctx) -> tuple[list[str], list[Val]]:
             [_ints([r[0] for r in rels]), _texts([r[1] for r in rels]),
              _ints([PUBLIC] * n), _texts([r[2] for r in rels]), _ints([OWNER] * n),
              _ints([ACCESS_METHODS[r[3]][0] for r in rels]),
-             _bools([r[0] in tables and r[0] in indexed for r in rels]),
+             _bools([r[2] == "r" for r in rels]),     # a collection: its id key's index
              _texts(["p"] * n), _bools([False] * n), _ints([0] * n), _ints([0] * n),
              _ints([0] * n), _ints([0] * n), _bools([False] * n), _bools([False] * n),
              _bools([False] * n), _bools([False] * n), _texts(["d"] * n)])
