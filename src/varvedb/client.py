@@ -65,8 +65,8 @@ from .reports import BranchInfo, Changes, VacuumReport
 from .results import Hit, Hits, SqlResult, VersionInfo
 from .schema import HNSW, IVFPQ, Field, Schema, batch_length, brief, one_id
 from .storage.backup import BackupInfo
-from .schema_inference import infer_schema
-from .tabular import frame_columns, frame_kind
+from .schema_inference import creation_data, infer_schema
+from .tabular import frame_columns
 from .storage.verify import Break, VerifyReport
 from .wire import error_from_wire, parse_timestamp, value_from_wire, vector_read_type
 from .wire import encode as _encode
@@ -772,12 +772,7 @@ class _ClientVerbs:
         without a schema the schema is inferred from it, as the embedded API does."""
         if exist_ok is not False and exist_ok is not True:
             raise E.OptionError(f"exist_ok is True or False, got {brief(exist_ok)}")
-        if schema is None and data is None:
-            raise E.OptionError("create_collection needs a schema, or data to infer one "
-                                "from")
-        if data is not None and frame_kind(data) is None \
-                and not isinstance(data, (list, tuple, dict)):
-            data = list(data)                        # an iterator: read once
+        data = creation_data(schema, data)
         if schema is None:
             schema = infer_schema(data)              # before JSON loses the dtypes
         spec = {k: _field_spec(v) for k, v in schema.items()} if isinstance(schema, dict) \

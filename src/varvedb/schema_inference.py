@@ -62,6 +62,17 @@ def infer_schema(data: Any, vector: str | None = None, dim: int | None = None) -
     return out
 
 
+def creation_data(schema, data):
+    """create_collection's data, readable twice (an iterator read into a list: once
+    to infer, once to insert); OptionError when there is neither schema nor data."""
+    if schema is None and data is None:
+        raise OptionError("create_collection needs a schema, or data to infer one from")
+    if data is not None and frame_kind(data) is None \
+            and not isinstance(data, (list, tuple, dict)):
+        data = list(data)
+    return data
+
+
 def _columns_of(data: Any) -> dict:
     """{column: values} of the first SAMPLE rows (a dict is one row)."""
     if isinstance(data, dict):

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING
 
 from .errors import BranchError, NotFoundError, OptionError, SchemaError, TransactionError
 from .schema import Schema, brief, schema_difference, validate_name
-from .schema_inference import infer_schema
-from .tabular import frame_kind
+from .schema_inference import creation_data, infer_schema
 
 if TYPE_CHECKING:
     from .collection import Collection
@@ -175,16 +174,8 @@ class Session:
         validate_name(name)
         if exist_ok is not False and exist_ok is not True:
             raise OptionError(f"exist_ok is True or False, got {brief(exist_ok)}")
-        if data is not None and frame_kind(data) is None \
-                and not isinstance(data, (list, tuple, dict)):
-            data = list(data)                        # an iterator: read once
-        if schema is None:
-            if data is None:
-                raise OptionError("create_collection needs a schema, or data to infer "
-                                  "one from")
-            parsed = None                            # inferred unless it exists
-        else:
-            parsed = Schema.parse(schema)
+        data = creation_data(schema, data)
+        parsed = None if schema is None else Schema.parse(schema)   # None: inferred if new
         if exist_ok and self._existing(name, parsed):
             return Collection(self.db, name, self)
         if parsed is None:
