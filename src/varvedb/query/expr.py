@@ -1037,15 +1037,15 @@ def _like(e: Like, rel: Rel, env: Env) -> Val:
         raise SqlError("42883", f"operator does not exist: text {op} {p.kind}")
     nulls = a.nulls | p.nulls
     pats = p.data
-    compiled = _regex if e.regex else like_regex
+    # LIKE matches the whole text, a regex anywhere in it
+    compiled, method = (_regex, "search") if e.regex else (like_regex, "fullmatch")
     if len(pats) and (pats == pats[0]).all():
-        match = getattr(compiled(pats[0], e.icase), "search" if e.regex else "fullmatch")
+        match = getattr(compiled(pats[0], e.icase), method)
         hit = np.fromiter((x is not None and match(x) is not None for x in a.data),
                           bool, len(a))
     else:
         hit = np.fromiter((x is not None and pt is not None and
-                           getattr(compiled(pt, e.icase), "search" if e.regex else
-                                   "fullmatch")(x) is not None
+                           getattr(compiled(pt, e.icase), method)(x) is not None
                            for x, pt in zip(a.data, pats)), bool, len(a))
     if e.negated:
         hit = ~hit
