@@ -28,12 +28,20 @@ from server_proc import ServerProcess
 TOKEN = "s3cret-token"
 
 
+# The server closes a connection idle for 75 s (uvicorn's timeout_keep_alive in
+# server/run.py): a module's kept-alive connection, idle that long while other
+# tests ran on a busy machine, met a closed socket (BrokenPipeError). Past this
+# much idle time it is opened again before a request, as an HTTP client pool does.
+IDLE_REOPEN = 30.0
+
+
 class Http:
     """One kept-alive connection to a server (http.client, as a plain HTTP user)."""
 
     def __init__(self, srv: ServerProcess, token: str | None = TOKEN, context=None,
                  timeout: float = 1800):     # a hang guard: a first request may compile
         self.token = token
+        self.used = time.monotonic()
         if context is not None:
             self.conn = http_client.HTTPSConnection("127.0.0.1", srv.port, timeout=timeout,
                                                     context=context)
@@ -47,9 +55,12 @@ class Http:
             h["Authorization"] = f"Bearer {self.token}"
         if body is not None and not isinstance(body, bytes):
             body = json.dumps(body).encode()
+        if time.monotonic() - self.used > IDLE_REOPEN:
+            self.conn.close()            # the next request connects again
         self.conn.request(method, path, body, h)
         r = self.conn.getresponse()
         data = r.read()
+        self.used = time.monotonic()
         ct = r.getheader("Content-Type", "")
         value = json.loads(data) if ct.startswith("application/json") else data.decode()
         return r.status, value, r
