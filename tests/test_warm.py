@@ -201,7 +201,8 @@ def _compilations_reported(srv: ServerProcess) -> int:
 # running them on an empty cache), but the graph's: tokenizing, the text index
 # and its top-k, the exact vector scan, the heaps and distances under them.
 # hnsw's build kernels, compiled once per vector dtype, are most of a cold
-# warm's minutes; they stay cached.
+# warm's minutes; they stay cached (of the graph's, the test takes out only
+# the walk its requests reach).
 REQUESTED = ("tokenize", "bm25", "scan", "heaps", "distance")
 
 
@@ -247,44 +248,6 @@ def _cache_lacking(folder: Path, modules, monkeypatch, keep=lambda sig: False) -
     return left_out
 
 
-def test_a_server_on_a_cache_lacking_its_kernels_warms_before_it_listens_and_requests_compile_nothing(
-        tmp_path, monkeypatch):
-    """The server's cache lacks the kernels its requests below reach (REQUESTED,
-    every specialisation of them but those of the other vector arena types, f16,
-    int8 and bit, which no request here reaches: they load, where compiling
-    them too was 36 of the 79 specialisations this server's warm compiled); the
-    rest are this machine's, so that its warm compiles those only (an empty
-    cache compiled all of them again: two minutes quiet, five on a busy
-    machine). It compiles them before it listens, and once it listens no
-    request compiles anything."""
-    cache = tmp_path / "cache"
-    left_out = _cache_lacking(cache, REQUESTED, monkeypatch, keep=_other_arena_type)
-    with ServerProcess(str(tmp_path / "served.varve"), env={"NUMBA_CACHE_DIR": str(cache)},
-                       warm=True) as srv:
-        assert "compiling kernels, first run on this machine" in srv.log()
-        # the server's own pass after its workers' loaded or compiled before listening
-        listening = _compilations_reported(srv)
-        client = vv.Client(srv.url)
-        rng = np.random.default_rng(3)
-        docs = client.create_collection("docs", {"body": vv.Text(fts=True),
-                                                 "embedding": vv.Vector(16)})
-        docs.insert([{"id": i, "body": f"lake clay river {i % 7}",
-                      "embedding": rng.standard_normal(16).tolist()} for i in range(300)])
-        assert len(docs.search(text="clay", limit=10)) == 10
-        assert len(docs.search(vector=rng.standard_normal(16).tolist(), limit=10)) == 10
-        client.sql("CREATE INDEX ON docs USING hnsw (embedding vector_cosine_ops)")
-        assert len(docs.search(vector=rng.standard_normal(16).tolist(), limit=10)) == 10
-        assert client.sql("SELECT count(*) FROM docs WHERE body @@ 'lake'").rows == [(300,)]
-        assert _compilations_reported(srv) == listening
-        client.close()
-    # each of those modules' kernels was compiled into the server's cache, in some
-    # specialisation left out of it (the requests above reach every module named)
-    folder = Path(jit.cache_folder())
-    for module in REQUESTED:
-        assert any((folder / name).exists() for name in left_out
-                   if name.startswith(f"{module}.")), module
-
-
 def _machine_code(folder: Path, kernel: str, wanted) -> Path:
     """The file in the kernel cache `folder` that holds the machine code of the one
     specialisation of `kernel` ("hnsw.search_one") whose argument types `wanted`
@@ -315,48 +278,70 @@ def _strategy(plan) -> str:
     return plan["strategy"]
 
 
-def test_a_servers_first_request_a_graph_search_above_the_exact_threshold_compiles_nothing(
+def test_a_server_on_a_cache_lacking_its_kernels_warms_before_it_listens_and_requests_compile_nothing(
         tmp_path, monkeypatch):
-    """warm's indexed shares hold more rows than the planner's exact-scan threshold,
-    so they walk the graph: a server whose cache lacks the walk's kernel for its
-    requests (the specialisation of an f32 arena walked as itself; the other
-    arena types' and the quantised walks' load: compiling all eight again was
-    a minute of this test) compiles it in its warm, before it listens, and its
-    first request, a search of a collection above the threshold, filtered or not,
-    walks the graph compiling nothing."""
+    """The server's cache lacks the kernels its requests below reach (REQUESTED,
+    every specialisation of them but those of the other vector arena types, f16,
+    int8 and bit, which no request here reaches: they load, where compiling
+    them too was 36 of the 79 specialisations this server's warm compiled), and
+    the graph walk's kernel for them (the specialisation of an f32 arena walked
+    as itself; the other arena types' and the quantised walks' load: compiling
+    all eight again was a minute of this test); the rest are this machine's, so
+    that its warm compiles those only (an empty cache compiled all of them
+    again: two minutes quiet, five on a busy machine). It compiles them before
+    it listens, and once it listens no request compiles anything: its first, a
+    graph search of a collection above the planner's exact-scan threshold
+    (warm's indexed shares hold more rows than that, so they walk the graph),
+    filtered or not, then full-text, exact scans, an index made and SQL.
+    (One server for both claims: each of its warms runs every share twice.)"""
     from varvedb.query.planner import EXACT_ROWS
     rows = 2 * EXACT_ROWS
     rng = np.random.default_rng(4)
-    path = str(tmp_path / "graph.varve")
+    path = str(tmp_path / "served.varve")
     with vv.connect(path) as db:          # (this process's cache holds what it needs)
-        docs = db.create_collection("docs", {"tag": vv.Int(index="sorted"),
-                                             "v": vv.Vector(16)})
-        docs.insert_arrays(id=np.arange(rows), tag=np.arange(rows) % 4,
-                           v=rng.standard_normal((rows, 16)).astype(np.float32))
-        docs.create_index("v", vv.HNSW(m=8, ef_construction=32))
-        assert docs.wait_indexed(timeout=600)
+        walked = db.create_collection("walked", {"tag": vv.Int(index="sorted"),
+                                                 "v": vv.Vector(16)})
+        walked.insert_arrays(id=np.arange(rows), tag=np.arange(rows) % 4,
+                             v=rng.standard_normal((rows, 16)).astype(np.float32))
+        walked.create_index("v", vv.HNSW(m=8, ef_construction=32))
+        assert walked.wait_indexed(timeout=600)
         db.checkpoint()
     cache = tmp_path / "cache"
-    _cache_lacking(cache, (), monkeypatch)
+    left_out = _cache_lacking(cache, REQUESTED, monkeypatch, keep=_other_arena_type)
     # its index stays: a load of that one finds no machine code, and compiles it
     _machine_code(Path(jit.cache_folder()), "hnsw.search_one", _f32_walked_as_itself).unlink()
     with ServerProcess(path, env={"NUMBA_CACHE_DIR": str(cache)}, warm=True) as srv:
         assert "compiling kernels, first run on this machine" in srv.log()
+        # the server's own pass after its workers' loaded or compiled before listening
         listening = _compilations_reported(srv)
         q = rng.standard_normal(16).tolist()
         conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=600)
-        conn.request("POST", "/collections/docs/search",
+        conn.request("POST", "/collections/walked/search",
                      json.dumps({"vector": q, "limit": 10, "explain": True}),
                      {"Content-Type": "application/json"})
         answer = json.loads(conn.getresponse().read())
         conn.close()
         assert len(answer["hits"]) == 10 and _strategy(answer["plan"]) == "graph"
         client = vv.Client(srv.url)
-        docs = client.collection("docs")
-        hits = docs.search(vector=q, where="tag < 3", limit=10, explain=True)
+        hits = client.collection("walked").search(vector=q, where="tag < 3", limit=10,
+                                                  explain=True)
         assert len(hits) == 10 and _strategy(hits.plan) == "graph"
+        docs = client.create_collection("docs", {"body": vv.Text(fts=True),
+                                                 "embedding": vv.Vector(16)})
+        docs.insert([{"id": i, "body": f"lake clay river {i % 7}",
+                      "embedding": rng.standard_normal(16).tolist()} for i in range(300)])
+        assert len(docs.search(text="clay", limit=10)) == 10
+        assert len(docs.search(vector=rng.standard_normal(16).tolist(), limit=10)) == 10
+        client.sql("CREATE INDEX ON docs USING hnsw (embedding vector_cosine_ops)")
+        assert len(docs.search(vector=rng.standard_normal(16).tolist(), limit=10)) == 10
+        assert client.sql("SELECT count(*) FROM docs WHERE body @@ 'lake'").rows == [(300,)]
         assert _compilations_reported(srv) == listening
         client.close()
-    # the walk was compiled into the server's cache: by its warm, before it listened
-    assert _machine_code(Path(jit.cache_folder()), "hnsw.search_one",
-                         _f32_walked_as_itself).exists()
+    # each of those modules' kernels was compiled into the server's cache, in some
+    # specialisation left out of it (the requests above reach every module named),
+    # and the walk: by its warm, before it listened
+    folder = Path(jit.cache_folder())
+    for module in REQUESTED:
+        assert any((folder / name).exists() for name in left_out
+                   if name.startswith(f"{module}.")), module
+    assert _machine_code(folder, "hnsw.search_one", _f32_walked_as_itself).exists()
