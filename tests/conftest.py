@@ -69,6 +69,21 @@ def pytest_runtest_protocol(item, nextitem):
                 f.write(f"    {c.seconds:6.2f} s  {c.kernel}({c.signature})\n")
 
 
+# One local Ray (2 CPUs, no dashboard) for a pytest process's Ray tests (test_ray.py,
+# test_sharded.py): starting it costs seconds, and its pooled worker processes keep
+# varvedb imported between tests. Workers never compile kernels ahead of use.
+RAY_ENV = {"env_vars": {"VARVEDB_COMPILE_AHEAD": "0", "PYTHONPATH": os.pathsep.join(sys.path)}}
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    import ray
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             configure_logging=False, runtime_env=RAY_ENV)
+    yield ray
+    ray.shutdown()
+
+
 @pytest.fixture
 def db_path(tmp_path) -> str:
     return str(tmp_path / "test.varve")

@@ -1,7 +1,6 @@
 """Ray Data over varvedb: read_varve, VarveDatasink, build_index (integrations/ray.py).
 
-One local Ray (2 CPUs, no dashboard) serves the whole module: starting it costs
-seconds, and its worker processes keep varvedb imported between tests."""
+One local Ray serves every Ray test of the process (conftest.py's local_ray)."""
 from __future__ import annotations
 
 import hashlib
@@ -27,15 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 N, DIM = 3000, 16
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             configure_logging=False,
-             # workers open files of this package's kernels: never compile ahead there
-             runtime_env={"env_vars": {"VARVEDB_COMPILE_AHEAD": "0",
-                                       "PYTHONPATH": os.pathsep.join(sys.path)}})
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("local_ray")
 
 
 def _source(path: str, n: int = N) -> tuple[int, int]:

@@ -212,6 +212,29 @@ def layers(rounds, commits, insert_rows, only, dataset, out) -> None:
             json.dump(figures, f, indent=1, ensure_ascii=False)
 
 
+@bench.command()
+@click.option("--dataset", default="clustered", show_default=True,
+              help="The rows and queries: clustered, uniform, glove-50, a .npy/.hdf5 file.")
+@click.option("--rows", default=50_000, show_default=True)
+@click.option("--queries", default=300, show_default=True)
+@click.option("--shards", default="1,2,4", show_default=True, help="Shard counts, in turn.")
+@click.option("--rounds", default=5, show_default=True)
+@click.option("--ef", default=40, show_default=True)
+@click.option("--out", default=None, help="Also write the figures to this JSON file.")
+def sharded(dataset, rows, queries, shards, rounds, ef, out) -> None:
+    """A collection sharded over Ray actors against one in-process collection:
+    recall and the latency the fan-out adds, interleaved query by query."""
+    import json
+
+    from . import sharded as module
+    report = module.run(dataset, rows, queries, [int(s) for s in shards.split(",")],
+                        rounds, ef, echo=click.echo)
+    click.echo(json.dumps(report, indent=1))
+    if out:
+        with open(out, "w") as f:
+            json.dump(report, f, indent=1)
+
+
 @bench.command("import")
 @click.option("--rows", default=1_000_000, show_default=True)
 @click.option("--dim", default=128, show_default=True)

@@ -1,4 +1,4 @@
-"""pg_catalog's relations that drivers read to look types up (pg_type and
+r"""pg_catalog's relations that drivers read to look types up (pg_type and
 pg_namespace), that applications read to check for pgvector (pg_extension) and
 that psql's \d, \dt and \di read (pg_class, pg_am, pg_index), as rows SQL
 reads like a table's (`FROM pg_type t WHERE t.oid = to_regtype($1)`), made

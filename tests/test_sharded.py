@@ -1,0 +1,201 @@
+"""A collection sharded over varvedb files held by Ray actors, with two-phase
+commits across shards (integrations/sharded.py), against one collection holding
+the same rows.
+
+The crash cases kill real processes: a shard's actor (ray.kill) and the
+coordinator (a child process driving the same Ray, SIGKILLed between prepare
+and commit). A shard is a Ray actor, a worker process of its own that takes
+seconds to start: the cases are few and long, and start few of them."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import ray
+
+import varvedb as vv
+from test_hnsw_index import recall
+from varvedb.errors import (CorruptFileError, DuplicateIdError, FieldTypeError,
+                            NotSupportedError, OptionError, WriterLockedError)
+from varvedb.integrations.sharded import TXNS, ShardedCollection, shard_of
+
+pytestmark = pytest.mark.usefixtures("local_ray")
+ROOT = Path(__file__).resolve().parents[1]
+DIM = 16
+SCHEMA = {"m": "int", "title": "text", "vec": vv.Vector(DIM, metric="l2", index=vv.HNSW())}
+
+
+def _rows(ids, seed=0) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    vecs = rng.standard_normal((len(ids), DIM)).astype(np.float32)
+    return [{"id": int(i), "m": int(i) % 7, "title": f"doc {i}", "vec": v}
+            for i, v in zip(ids, vecs)]
+
+
+def _single(rows) -> vv.Collection:
+    db = vv.connect(":memory:")
+    c = db.create_collection("docs", SCHEMA)
+    c.insert(rows)
+    return c
+
+
+def test_a_sharded_collection_answers_as_one_collection(tmp_path):
+    rows = _rows(range(900))
+    single = _single(rows)
+    folder = tmp_path / "docs.shards"
+    with ShardedCollection.create(folder, "docs", SCHEMA, shards=3) as sc:
+        sc.insert(rows[:300])               # one write spanning every shard
+        sc.insert(rows[300:])
+        assert sc.count() == 900 and sc.count("m = 3") == single.count("m = 3")
+        assert sc.get(5)["title"] == "doc 5" and sc.get(10_000) is None
+        assert [d["id"] for d in sc.get(ids=[7, 10_000, 3, 7])] == [7, 3]
+        q = np.random.default_rng(9).standard_normal((20, DIM)).astype(np.float32)
+        for v in q:
+            for where in (None, "m < 3"):
+                a = sc.search(vector=v, where=where, limit=10, exact=True)
+                b = single.search(vector=v, where=where, limit=10, exact=True)
+                assert a.ids == b.ids
+                np.testing.assert_allclose(a.scores, b.scores, rtol=1e-6)
+                assert [h["title"] for h in a] == [h["title"] for h in b]
+
+        # graphs on each shard: recall within 0.005 of one collection's graph
+        def ids(c, **knobs):
+            return np.array([c.search(vector=v, limit=10, **knobs).ids for v in q])
+        truth = ids(single, exact=True)
+        assert recall(ids(sc, ef=20), truth) >= recall(ids(single, ef=20), truth) - 0.005
+
+        # a write one shard refuses changes no shard
+        before = sc.version
+        with pytest.raises(DuplicateIdError):
+            sc.insert(_rows(range(1000, 1060)) + _rows([5]))     # id 5 is taken
+        with pytest.raises(FieldTypeError):
+            sc.insert([{"id": 2000, "m": "seven"}] + _rows(range(2001, 2030)))
+        with pytest.raises(FieldTypeError, match="need their id"):
+            sc.insert([{"m": 1}])
+        assert sc.version == before and sc.count() == 900 and sc.get(1001) is None
+        assert all(os.listdir(f"{p}.2pc") == [] for p in sc.paths)   # no side file left
+
+        # version vectors: a read as of an earlier one sees that state
+        sc.delete(where="m = 0")
+        sc.upsert([{"id": 1, "title": "changed"}, {"id": 2, "title": "changed"}])
+        assert sc.count() == 900 - 129 and sc.get(1)["title"] == "changed"
+        assert sc.get(1)["m"] == 1                     # the upsert merged: m kept
+        assert sc.count(as_of=before) == 900 and sc.get(1, as_of=before)["title"] == "doc 1"
+        assert len(sc.search(vector=q[0], limit=2000, exact=True, as_of=before)) == 900
+        sc.delete(ids=[1, 2, 3])
+        assert sc.count() == 900 - 129 - 3
+        with pytest.raises(FieldTypeError, match="version vector"):
+            sc.count(as_of=5)
+        with pytest.raises(NotSupportedError):
+            sc.search(text="doc")
+
+        # refused: a second coordinator, a folder already there
+        with pytest.raises(WriterLockedError):
+            ShardedCollection.open(folder)
+        with pytest.raises(OptionError, match="exists"):
+            ShardedCollection.create(folder, "docs", SCHEMA)
+    for k in range(3):          # every row on the shard its id names
+        with vv.connect(str(folder / f"shard-{k:03d}.varve"), readonly=True) as db:
+            docs = db.collection("docs").get(select=[])
+            assert len(docs) > 200 and all(shard_of(d["id"], 3) == k for d in docs)
+
+
+def test_refused_arguments_and_folders(tmp_path):
+    with pytest.raises(OptionError):
+        ShardedCollection.create(tmp_path / "a", "docs", SCHEMA, shards=0)
+    with pytest.raises(OptionError, match="not a sharded collection"):
+        ShardedCollection.open(tmp_path)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "shards.json").write_text('{"format": 1, "shards": "x"}')
+    with pytest.raises(CorruptFileError):
+        ShardedCollection.open(tmp_path / "bad")
+
+
+def _parts(sc, rows) -> dict:
+    return {k: {"verb": "insert", "rows": rs} for k, rs in sc._by_shard(rows).items()}
+
+
+def test_a_shard_killed_between_prepare_and_commit(tmp_path):
+    """Killed after its prepare: without a decision the next open drops every part;
+    with the decision recorded the write is finished (the actor started again, its
+    part applied from its side file, once)."""
+    folder = tmp_path / "s"
+    sc = ShardedCollection.create(folder, "docs", SCHEMA, shards=2)
+    sc.insert(_rows(range(30)))                 # a two-phase write (both shards)
+    for txn, decided in (("t1", False), ("t2", True)):
+        parts = _parts(sc, _rows(range(100, 160)))
+        assert len(parts) == 2
+        sc._prepare(txn, parts)
+        ray.kill(sc.actors[0])
+        if decided:
+            sc._decide(txn)
+            sc._finish(txn, parts, list(sc.version))
+            assert sc.count() == 90
+        sc.close()              # undecided: the coordinator ends here
+        sc = ShardedCollection.open(folder)
+        assert sc.count() == (90 if decided else 30)
+        assert (sc.get(130) is not None) == decided
+        assert all(os.listdir(f"{p}.2pc") == [] for p in sc.paths)
+    sc.close()
+    for k in range(2):        # each shard committed each write once (t1 never)
+        with vv.connect(str(folder / f"shard-{k:03d}.varve"), readonly=True) as db:
+            assert db.collection(TXNS).count() == 2
+
+
+# a coordinator in its own process: opens the folder (printing what recovery left),
+# prepares a write over every shard, records the decision if told to, and waits
+_COORDINATOR = textwrap.dedent("""
+    import sys, time
+    import ray
+    from conftest import RAY_ENV
+    from varvedb.integrations.sharded import ShardedCollection
+    from test_sharded import _parts, _rows
+    ray.init(address=sys.argv[1], log_to_driver=False, configure_logging=False,
+             runtime_env=RAY_ENV)
+    sc = ShardedCollection.open(sys.argv[2])
+    print(sc.count(), flush=True)
+    txn, first = sys.argv[3], int(sys.argv[4])
+    sc._prepare(txn, _parts(sc, _rows(range(first, first + 60))))
+    if sys.argv[5] == "decided":
+        sc._decide(txn)
+    print("ready", flush=True)
+    time.sleep(600)
+""")
+
+
+def _coordinator(folder, txn: str, first: int, decided: bool) -> int:
+    """Run a coordinator to its prepared write, SIGKILL it; what it counted at open."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", _COORDINATOR, ray.get_runtime_context().gcs_address,
+         str(folder), txn, str(first), "decided" if decided else "undecided"],
+        stdout=subprocess.PIPE, text=True, cwd=str(ROOT / "tests"),
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        counted = int(child.stdout.readline())
+        assert child.stdout.readline().strip() == "ready"    # every shard prepared
+        assert [len(os.listdir(f"{folder}/shard-{k:03d}.varve.2pc")) for k in range(2)] \
+            == [1, 1]
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=600)
+    return counted
+
+
+def test_the_coordinator_killed_between_prepare_and_commit(tmp_path):
+    """SIGKILLed after every shard prepared: its shards' actors die with it (their
+    files' locks with them: the next open's shards wait for that); the next open
+    commits the write if the decision was recorded, and drops it if not."""
+    folder = tmp_path / "s"
+    with ShardedCollection.create(folder, "docs", SCHEMA, shards=2) as sc:
+        sc.insert(_rows(range(30)))
+    assert _coordinator(folder, "t1", 100, decided=True) == 30
+    assert _coordinator(folder, "t2", 200, decided=False) == 90      # t1 finished
+    with ShardedCollection.open(folder) as again:
+        assert again.count() == 90                                   # t2 dropped
+        assert again.get(159) is not None and again.get(200) is None
