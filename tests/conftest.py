@@ -34,9 +34,12 @@ BENCH = str(Path(__file__).resolve().parents[1] / "bench")   # the varvedb-bench
 # test_server_workers ~17, test_readers_under_faults ~16, test_capped_memory ~15
 # (and 205 s of wall time at that load: its child runs under a memory cap),
 # test_server ~15, test_vector_search ~14, test_fault_state_machine ~13,
-# test_history_ops ~12; every other file under 12.
+# test_history_ops ~12; every other file under 12. test_sharded and test_ray are
+# placed by wall time: a local Ray's start (~8 s) and Ray actors' worker processes
+# (test_sharded ~45 s of wall at load 6).
 FIRST = ("test_state_machine.py", "test_ahead.py", "test_warm.py", "test_server_schema.py",
-         "test_client.py", "test_hnsw_index.py", "test_crash.py",
+         "test_client.py", "test_hnsw_index.py", "test_sharded.py", "test_ray.py",
+         "test_crash.py",
          "test_crafted_files.py", "test_server_workers.py", "test_readers_under_faults.py",
          "test_capped_memory.py", "test_server.py", "test_vector_search.py",
          "test_fault_state_machine.py", "test_history_ops.py")
