@@ -77,3 +77,8 @@ INSERT INTO tags (tag) VALUES ('x');
 INSERT INTO tags (tag) VALUES ('y'), ('z');
 SELECT id, tag FROM tags ORDER BY id;
 -- => [(1, 'x'), (2, 'y'), (3, 'z')]
+-- a bigserial id without PRIMARY KEY (pgvector-python's loading example)
+CREATE TABLE loaded (id bigserial, embedding vector(3));
+INSERT INTO loaded (embedding) VALUES ('[1,2,3]'), ('[4,5,6]');
+SELECT id, embedding FROM loaded ORDER BY embedding <-> '[4,5,5]';
+-- => [(2, [4.0, 5.0, 6.0]), (1, [1.0, 2.0, 3.0])]

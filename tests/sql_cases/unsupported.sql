@@ -13,6 +13,10 @@ CREATE INDEX items_l2 ON items USING hnsw (embedding vector_l2_ops);
 CREATE INDEX items_cos ON items USING hnsw (embedding vector_cosine_ops);
 -- !! 0A000
 
+-- an "id" column that is neither the primary key nor a serial (its values must be unique)
+CREATE TABLE plain (id int, x int);
+-- !! 0A000
+
 -- joins, set operations and window functions past what varvedb has (sql/relations.py):
 -- each is refused naming the feature
 CREATE TABLE a (id bigint PRIMARY KEY, k int);

@@ -163,8 +163,11 @@ class CreateTable:
             fields[name] = field
         if pk is not None and pk != "id":
             raise NotSupportedError(f'the primary key column must be named "id", not "{pk}"')
-        if id_kind is not None and pk is None:
-            raise NotSupportedError('a column named "id" must be the PRIMARY KEY')
+        # pgvector-python's loading example writes `id bigserial` alone: a sequence's
+        # values, kept unique here as the collection's id (an explicit duplicate is 23505)
+        if id_kind is not None and pk is None and id_type not in SERIAL:
+            raise NotSupportedError('a column named "id" must be the PRIMARY KEY (or a '
+                                    'serial / bigserial, whose values are assigned)')
         return Schema(fields, id_kind or "int", id_hidden=id_kind is None,
                       id_required=id_kind is not None and id_type not in SERIAL
                       and id_kind == "int")
