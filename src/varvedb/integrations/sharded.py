@@ -326,6 +326,10 @@ class ShardedCollection:
         again on its file and asked once more. The first error a shard raised is
         raised as its own type (every call is waited for first)."""
         refs = [getattr(self.actors[k], m).remote(*a) for k, m, a in calls]
+        try:
+            return ray.get(refs)            # the common case, in one wait
+        except Exception:
+            pass                            # each call again below: which one, and why
         out, first = [], None
         for (k, m, a), ref in zip(calls, refs):
             try:
