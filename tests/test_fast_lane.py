@@ -257,6 +257,31 @@ def test_the_scan_answers_as_a_float64_oracle(seed, n, dim, k, spread, kind, met
     _check_scan(metric, np.ascontiguousarray(arena), q, k, _allow(mask, n, rng))
 
 
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 700), dim=st.integers(1, 140),
+       k=st.integers(1, 40), kind=st.sampled_from(["f32", "f16"]),
+       metric=st.sampled_from(["l2", "cosine", "dot", "l1"]), mask=st.sampled_from(MASKS),
+       copies=st.sampled_from([0, 1, 3]))
+def test_the_scan_of_real_rows_answers_as_a_float64_oracle(seed, n, dim, k, kind, metric,
+                                                           mask, copies):
+    """Real-valued rows, as many as the scan scores in steps of eight with a bound
+    from their runs' minima (n past 8 x the candidates kept), wide enough for the
+    vectorised loops' remainders, and k both sides of the sorted array's limit
+    (the spares: max(8, k // 4)); some rows copied once or thrice (exact ties, the
+    lower row first), the copies spread or side by side."""
+    rng = np.random.default_rng(seed)
+    arena = rng.standard_normal((n, dim)).astype(np.float32)
+    if copies and n > 1:
+        src = rng.integers(0, n, max(1, n // 10))
+        for c in range(copies):
+            at = rng.integers(0, n, len(src)) if rng.random() < 0.5 else (src + c + 1) % n
+            arena[at] = arena[src]
+    q = rng.standard_normal(dim).astype(np.float32)
+    if kind == "f16":
+        arena = arena.astype(np.float16)
+    _check_scan(metric, np.ascontiguousarray(arena), q, k, _allow(mask, n, rng))
+
+
 @pytest.mark.parametrize("metric", ["l2", "l1", "dot", "cosine"])
 @pytest.mark.parametrize("mask", ["none", "half", "few"])
 def test_float32_near_ties_past_the_spare_candidates_are_ranked_exactly(metric, mask):

@@ -454,20 +454,80 @@ def _term(x, q, kind):
     return d * d if kind == _SQUARED_DIFF else abs(d)
 
 
+def _widen_lanes(builder, vector, element):
+    """Four arena or query elements of numba type ``element`` as <4 x double>,
+    exactly (each widening is exact, as as_f32's then float64's are)."""
+    f64x4 = ir.VectorType(ir.DoubleType(), 4)
+    if element == types.uint16:     # float16 bits
+        return builder.fpext(builder.bitcast(vector, ir.VectorType(ir.HalfType(), 4)), f64x4)
+    if element == types.int8:
+        return builder.sitofp(vector, f64x4)
+    if element == types.uint8:
+        return builder.uitofp(vector, f64x4)
+    return builder.fpext(vector, f64x4)
+
+
+@intrinsic
+def _lane_sums(typingctx, arena, r, query, kind):
+    """_sum4's four partial sums over the first ``dim - dim % 4`` columns of row
+    ``r`` (lane l: the terms of columns l, l + 4, ... added in that order), as
+    one <4 x double> accumulator: the same IEEE operations, lane by lane, that
+    four scalar sums make (numba's SLP vectoriser is off: it never packs them)."""
+    if not (isinstance(kind, types.IntegerLiteral) and isinstance(arena, types.Array)
+            and _widen(arena.dtype) is not None and isinstance(query, types.Array)
+            and _widen(query.dtype) is not None):
+        return None
+    term = kind.literal_value
+
+    def codegen(context, builder, signature, args):
+        arena_t, _, query_t, _ = signature.args
+        rows = context.make_array(arena_t)(context, builder, args[0])
+        vec = context.make_array(query_t)(context, builder, args[2])
+        row = context.cast(builder, args[1], signature.args[1], types.intp)
+        dim = builder.extract_value(vec.shape, 0)
+        main = builder.and_(dim, ir.Constant(dim.type, -4))
+        f64x4 = ir.VectorType(ir.DoubleType(), 4)
+        acc = cgutils.alloca_once_value(builder, ir.Constant(f64x4, [0.0] * 4))
+
+        def load4(array_t, array, indices):
+            pointer = cgutils.get_item_pointer(context, builder, array_t, array, indices,
+                                               wraparound=False)
+            width = context.get_data_type(array_t.dtype)
+            lanes = builder.bitcast(pointer, ir.VectorType(width, 4).as_pointer())
+            return _widen_lanes(builder, builder.load(lanes, align=1), array_t.dtype)
+
+        with cgutils.for_range_slice(builder, ir.Constant(dim.type, 0), main,
+                                     ir.Constant(dim.type, 4)) as (j, _):
+            x = load4(arena_t, rows, [row, j])
+            q = load4(query_t, vec, [j])
+            if term == _PRODUCT:
+                t = builder.fmul(x, q)
+            else:
+                d = builder.fsub(x, q)
+                if term == _SQUARED_DIFF:
+                    t = builder.fmul(d, d)
+                else:
+                    fabs = cgutils.get_or_insert_function(
+                        builder.module, ir.FunctionType(f64x4, [f64x4]), "llvm.fabs.v4f64")
+                    t = builder.call(fabs, [d])
+            builder.store(builder.fadd(builder.load(acc), t), acc)
+        total = builder.load(acc)
+        lanes = [builder.extract_element(total, ir.Constant(ir.IntType(32), i))
+                 for i in range(4)]
+        return context.make_tuple(builder, signature.return_type, lanes)
+
+    return types.UniTuple(types.float64, 4)(arena, r, query, kind), codegen
+
+
 # No fastmath: float64 sums in a fixed order, so a row's score is the same
 # whichever path (walk or scan) found it. Four interleaved partial sums, added
-# in a fixed order at the end, keep that order and still fill the pipeline.
-@njit(cache=True, nogil=True)
+# in a fixed order at the end, keep that order and still fill the pipeline
+# (_lane_sums: one vector of four). ``kind`` is a constant of the caller's.
+@njit(cache=True, nogil=True, literal=("kind",))
 def _sum4(arena, r, query, kind):
-    a0 = a1 = a2 = a3 = 0.0
+    a0, a1, a2, a3 = _lane_sums(arena, r, query, kind)
     dim = query.shape[0]
-    main = dim - dim % 4
-    for j in range(0, main, 4):
-        a0 += _term(np.float64(as_f32(arena[r, j])), np.float64(query[j]), kind)
-        a1 += _term(np.float64(as_f32(arena[r, j + 1])), np.float64(query[j + 1]), kind)
-        a2 += _term(np.float64(as_f32(arena[r, j + 2])), np.float64(query[j + 2]), kind)
-        a3 += _term(np.float64(as_f32(arena[r, j + 3])), np.float64(query[j + 3]), kind)
-    for j in range(main, dim):
+    for j in range(dim - dim % 4, dim):
         a0 += _term(np.float64(as_f32(arena[r, j])), np.float64(query[j]), kind)
     return (a0 + a1) + (a2 + a3)
 

@@ -5,14 +5,14 @@ rows), where BLAS's matrix-vector product is cheap but the numpy steps
 around it (a distance array, a partition, a gather, a lexsort) cost more
 than the arithmetic. One kernel call ranks every allowed row by the walk's
 float32 distance (:func:`query_distance`, or :func:`l1_query` for L1, which
-only the scan answers), keeps the best ``k + spare`` (unordered with the
-worst's slot tracked when few, else in a max-heap of :mod:`varvedb.kernels.heaps`),
-then rescores those exactly in float64 and
-sorts them by (score, row) (:func:`rank_rows`) — the same scores
-and order as the BLAS path. The spare candidates absorb float32 near-ties;
-when the heap's worst is still within float32's error of the k-th (ties, or
-scores float32 cannot tell apart, past the spares), every allowed row that
-near is ranked exactly, so the answer is always exact
+only the scan answers), keeps the best ``k + spare`` (in a sorted array when
+few, else in a max-heap of :mod:`varvedb.kernels.heaps`), then rescores the
+k best exactly in float64 — all of those kept when the (k+1)-th is within
+float32's error of the k-th — and sorts them by (score, row) (:func:`rank_rows`):
+the same scores and order as the BLAS path. The spare candidates absorb float32
+near-ties; when the worst kept is still within float32's error of the k-th
+(ties, or scores float32 cannot tell apart, past the spares), every allowed
+row that near is ranked exactly, so the answer is always exact
 search's: the k best by (float64 score, row). That last step is a kernel of
 its own (:func:`rank_near`, which the caller runs when :func:`scan_top_k`
 says so), so a first search compiles it only when ties need it.
@@ -23,7 +23,7 @@ import numpy as np
 
 from .distance import (METRIC_COSINE, METRIC_DOT, METRIC_HAMMING, METRIC_L1, METRIC_L2,
                        all_finite, as_f32, cosine_from_dot, exact_row_distances, l1_query,
-                       query_distance, query_norm, rank_rows)
+                       query_distance, query_norm, rank_rows, unmanaged)
 from .heaps import max_sort, sorted_insert, top_k_push
 from .jit import njit
 
@@ -34,70 +34,55 @@ def _offer(keys, ids, n, cap, d, r):
     return top_k_push(keys, ids, n, cap, d, r)
 
 
-# At most this many candidates are kept unordered, the worst's slot found by a
-# linear pass after each replacement (a short, branch-free loop), instead of in a
-# heap: at 1 000 rows and k 10 (18 kept) the heap's sift-downs were most of the
-# keep pass (about 90 of the 1 000 rows enter; measured 25-30% faster this way).
-# Past it a replacement's pass costs more than a sift-down.
+# Up to this many candidates are kept in an array sorted by key, a better row
+# shifting the worse ones from the end (the last is the worst, and nothing is
+# left to sort); past it, in a max-heap, whose sift-down grows with the log of
+# the size where a shift grows with the size (at 30 kept the sorted array still
+# led: 4.3 µs a query against 9.0 unordered). At 1 000 rows and k 10 (18 kept) about 90 rows enter (fewer from
+# _bound), in an order no branch predicts: the sorted array's one exit costs
+# less than a linear search for the worst's slot in an unordered array (which
+# itself beat the heap there) or a binary search for the new one's (measured on
+# real score vectors, 1 000 rows, 18 kept: 2.9 µs a query against 5.0 and 4.7).
 SMALL_CAP = 32
+_ABOVE = np.float32(3.0e38)     # the worst's stand-in until cap are kept (fastmath: no inf)
 
 
 @njit(cache=True, nogil=True, fastmath=True, readonly=("rows",))
-def _keep(scores, allow, use_allow, rows, use_rows, keys, ids, cap):
+def _keep(scores, allow, use_allow, rows, use_rows, keys, ids, cap, bound):
     # the keep pass (masked rows' scores are never read): most rows lose to the
-    # worst kept, so that test comes first. Leaves keys/ids ascending by key.
-    if cap > SMALL_CAP:
-        return max_sort(keys, ids, _keep_heap(scores, allow, use_allow, rows, use_rows, keys,
-                                              ids, cap))
+    # bound or to the worst kept, so those tests come first. ``bound``: at least
+    # cap allowed rows score at most it (_bound), or _ABOVE. Leaves keys/ids
+    # ascending by key.
+    # (unmanaged: the inlined insertion would count its arrays at each call)
+    keys, ids = unmanaged(keys), unmanaged(ids)
     n = 0
-    at = 0
-    worst = np.float32(np.inf)
+    worst = _ABOVE
     for i in range(scores.shape[0]):
         d = scores[i]
-        if n < cap or d < worst:
+        if d <= bound and (n < cap or d < worst):
             r = rows[i] if use_rows else i
             if use_allow and not allow[r]:
                 continue
-            if n < cap:
-                keys[n] = d
-                ids[n] = r
-                n += 1
-                if n < cap:
-                    continue
-            else:           # strictly better than the worst kept: it takes its slot
-                keys[at] = d
-                ids[at] = r
-            at = 0
-            for j in range(1, cap):
-                if keys[j] > keys[at]:
-                    at = j
-            worst = keys[at]
-    for j in range(1, n):   # insertion sort: n <= SMALL_CAP
-        sorted_insert(keys, ids, j, keys[j], ids[j])
-    return n
+            if cap > SMALL_CAP:
+                n = _offer(keys, ids, n, cap, d, r)
+                if n == cap:
+                    worst = keys[0]
+            elif n < cap:
+                n = sorted_insert(keys, ids, n, d, r)
+                if n == cap:
+                    worst = keys[n - 1]
+            else:       # strictly better than the worst kept: it drops out
+                sorted_insert(keys, ids, n - 1, d, r)
+                worst = keys[n - 1]
+    return max_sort(keys, ids, n) if cap > SMALL_CAP else n
 
 
-@njit(cache=True, nogil=True, fastmath=True, readonly=("rows",))
-def _keep_heap(scores, allow, use_allow, rows, use_rows, keys, ids, cap):
-    # _keep's pass for a large k: a max-heap of the best cap
-    n = 0
-    worst = np.float32(np.inf)
-    for i in range(scores.shape[0]):
-        r = rows[i] if use_rows else i
-        if use_allow and not allow[r]:
-            continue
-        d = scores[i]
-        if n < cap or d < worst:
-            n = _offer(keys, ids, n, cap, d, r)
-            if n == cap:
-                worst = keys[0]
-    return n
-
-
-# Two passes: the scores alone (4 bytes of scratch a row), then the heap. A branch
-# in the scoring loop keeps LLVM from vectorising the distance (3x slower on
-# 1 000 x 128, measured: the heap's test beside it, or a mask's test even when
-# no row is masked), so the mask is tested there only when it allows few rows.
+# Two passes: the scores alone (4 bytes of scratch a row), then the keep pass.
+# A branch in the scoring loop keeps LLVM from vectorising the distance (3x
+# slower on 1 000 x 128, measured: the heap's test beside it, or a mask's test
+# even when no row is masked), and the keep's tests beside the scoring of a
+# block (after its loop) cost more than a pass of their own (measured); so the
+# mask is tested there only when it allows few rows.
 # (L1's loop vectorises with the mask's test: it skips masked rows always.)
 @njit(cache=True, nogil=True, fastmath=True, readonly=("rows",))
 def _candidates(arena, norms, query, metric, cap, allow, use_allow, rows, use_rows, scores,
@@ -111,8 +96,9 @@ def _candidates(arena, norms, query, metric, cap, allow, use_allow, rows, use_ro
     elif masked and _sparse(allow):
         _score_allowed(arena, norms, query, metric, allow, scores)
     else:
-        _score_all(arena, norms, query, metric, rows, use_rows, scores)
-    return _keep(scores, allow, use_allow, rows, use_rows, keys, ids, cap)
+        bound = _score_all(arena, norms, query, metric, cap, use_allow, rows, use_rows, scores)
+        return _keep(scores, allow, use_allow, rows, use_rows, keys, ids, cap, bound)
+    return _keep(scores, allow, use_allow, rows, use_rows, keys, ids, cap, _ABOVE)
 
 
 @njit(cache=True, nogil=True)
@@ -125,29 +111,63 @@ def _sparse(allow):
 
 
 @njit(cache=True, nogil=True, fastmath=True, readonly=("rows",))
-def _score_all(arena, norms, query, metric, rows, use_rows, scores):
+def _score_all(arena, norms, query, metric, cap, use_allow, rows, use_rows, scores):
+    # returns _keep's bound (every row scored is allowed, but under a mask)
     q_norm = query_norm(query, metric)
     start = 0
+    bound = _ABOVE
     if not use_rows and (metric == METRIC_L2 or metric == METRIC_DOT
                          or metric == METRIC_COSINE):
         start = _score_blocks(arena, norms, query, q_norm, metric, scores)
     for i in range(start, scores.shape[0]):
         scores[i] = query_distance(arena, norms, rows[i] if use_rows else i, query, q_norm,
                                    metric)
+    return _ABOVE if use_allow and not use_rows else _bound(scores, cap)
 
 
-# Four rows a step: the query's elements are loaded once for the four, and the
-# four sums are independent (each row's sum still runs over the dimensions in
-# one loop, which LLVM vectorises). 25-30% faster than a row a step at 1 000 x
-# 128 (measured); a row's float32 score differs from the walk's only in the
-# order of its sum, which _near's error bound already allows (fastmath).
+# The keep pass's cost is its rows that pass the first test (each a branch no
+# predictor foresees): from the worst kept alone, about 90 of 1 000 (18 kept);
+# below this bound, 23 (median on three sets of 1 000; p90 27).
+@njit(cache=True, nogil=True, fastmath=True)
+def _bound(scores, cap):
+    """A score that at least ``cap`` of ``scores`` are at most: the cap-th
+    smallest of the minima of about 2 cap interleaved groups of them (row i in
+    group i mod groups), or _ABOVE (fewer rows than groups, or a cap past
+    SMALL_CAP: the groups' ranking, branch-free, is quadratic in cap)."""
+    groups = (2 * cap + 7) // 8 * 8
+    used = scores.shape[0] - scores.shape[0] % groups
+    if used == 0 or cap > SMALL_CAP:
+        return _ABOVE
+    mins = scores[:groups].copy()
+    for i in range(groups, used, groups):
+        chunk = scores[i:i + groups]
+        for g in range(groups):
+            mins[g] = min(mins[g], chunk[g])
+    bound = -_ABOVE
+    for g in range(groups):         # each group's rank among the groups
+        below = np.int32(0)
+        for h in range(groups):
+            below += np.int32(mins[h] < mins[g])
+        bound = max(bound, mins[g] if below < cap else -_ABOVE)
+    return bound
+
+
+# Eight rows a step: the query's elements are loaded once for the eight, and the
+# eight sums are independent (each row's sum still runs over the dimensions in
+# one loop, which LLVM vectorises). A row's float32 score differs from the
+# walk's only in the order of its sum, which _near's error bound already allows
+# (fastmath). Measured at 1 000 rows: 25-30% faster than four a step at 128
+# dimensions (and four 25-30% faster than one), 10% at 50.
 @njit(cache=True, nogil=True, fastmath=True)
 def _score_blocks(arena, norms, query, q_norm, metric, scores):
-    """L2, dot or cosine scores of the rows in steps of four; returns the first
-    row left (fewer than four remain)."""
-    m = scores.shape[0] - scores.shape[0] % 4
-    for i in range(0, m, 4):
-        a0 = a1 = a2 = a3 = np.float32(0.0)
+    """L2, dot or cosine scores of the rows in steps of eight; returns the first
+    row left (fewer than eight remain)."""
+    # (unmanaged: the inlined cosine_from_dot would count norms at each row)
+    arena, norms, query, scores = unmanaged(arena), unmanaged(norms), unmanaged(query), \
+        unmanaged(scores)
+    m = scores.shape[0] - scores.shape[0] % 8
+    for i in range(0, m, 8):
+        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
         if metric == METRIC_L2:
             for j in range(query.shape[0]):
                 qj = query[j]
@@ -155,25 +175,37 @@ def _score_blocks(arena, norms, query, q_norm, metric, scores):
                 t1 = as_f32(arena[i + 1, j]) - qj
                 t2 = as_f32(arena[i + 2, j]) - qj
                 t3 = as_f32(arena[i + 3, j]) - qj
+                t4 = as_f32(arena[i + 4, j]) - qj
+                t5 = as_f32(arena[i + 5, j]) - qj
+                t6 = as_f32(arena[i + 6, j]) - qj
+                t7 = as_f32(arena[i + 7, j]) - qj
                 a0 += t0 * t0
                 a1 += t1 * t1
                 a2 += t2 * t2
                 a3 += t3 * t3
-            scores[i], scores[i + 1], scores[i + 2], scores[i + 3] = a0, a1, a2, a3
-            continue
-        for j in range(query.shape[0]):
-            qj = query[j]
-            a0 += as_f32(arena[i, j]) * qj
-            a1 += as_f32(arena[i + 1, j]) * qj
-            a2 += as_f32(arena[i + 2, j]) * qj
-            a3 += as_f32(arena[i + 3, j]) * qj
-        if metric == METRIC_DOT:
-            scores[i], scores[i + 1], scores[i + 2], scores[i + 3] = -a0, -a1, -a2, -a3
+                a4 += t4 * t4
+                a5 += t5 * t5
+                a6 += t6 * t6
+                a7 += t7 * t7
         else:
-            scores[i] = cosine_from_dot(a0, norms[i], q_norm)
-            scores[i + 1] = cosine_from_dot(a1, norms[i + 1], q_norm)
-            scores[i + 2] = cosine_from_dot(a2, norms[i + 2], q_norm)
-            scores[i + 3] = cosine_from_dot(a3, norms[i + 3], q_norm)
+            for j in range(query.shape[0]):
+                qj = query[j]
+                a0 += as_f32(arena[i, j]) * qj
+                a1 += as_f32(arena[i + 1, j]) * qj
+                a2 += as_f32(arena[i + 2, j]) * qj
+                a3 += as_f32(arena[i + 3, j]) * qj
+                a4 += as_f32(arena[i + 4, j]) * qj
+                a5 += as_f32(arena[i + 5, j]) * qj
+                a6 += as_f32(arena[i + 6, j]) * qj
+                a7 += as_f32(arena[i + 7, j]) * qj
+        scores[i], scores[i + 1], scores[i + 2], scores[i + 3] = a0, a1, a2, a3
+        scores[i + 4], scores[i + 5], scores[i + 6], scores[i + 7] = a4, a5, a6, a7
+        if metric == METRIC_DOT:
+            for t in range(i, i + 8):
+                scores[t] = -scores[t]
+        elif metric == METRIC_COSINE:
+            for t in range(i, i + 8):
+                scores[t] = cosine_from_dot(scores[t], norms[t], q_norm)
     return m
 
 
@@ -228,17 +260,21 @@ def scan_top_k(arena, norms, query, metric, k, spare, allow, use_allow, rows, us
     ids = np.empty(cap, np.int64)
     n = _candidates(arena, norms, query, metric, cap, allow, use_allow, rows, use_rows, scores,
                     keys, ids)          # (ascending by key)
-    if n == cap:
-        # a row the heap left out scores above its worst; if that is within float32's
+    if n > k:
+        # a row left out scores above the worst kept; if that is within float32's
         # error of the k-th, its exact score may beat the k-th's (or tie it with a
         # lower row): every row that near is ranked exactly, by rank_near, a kernel
-        # of its own so that a first search compiles it only when it needs it
+        # of its own so that a first search compiles it only when it needs it.
+        # When the (k+1)-th is past that error already, the k best are these k,
+        # and only they are rescored (else the spares settle the near-ties).
         limit = _near(keys[k - 1], arena, norms, query, metric)
-        if keys[n - 1] <= limit:
+        if n == cap and keys[n - 1] <= limit:
             out_dist[0] = limit
             return NEAR_TIES
-    exact = np.empty(cap, np.float64)
-    rank_rows(arena, ids[:n], query, metric, exact[:n])
+        if keys[k] > limit:
+            n = k
+    exact = np.empty(n, np.float64)
+    rank_rows(arena, ids[:n], query, metric, exact)
     n = min(n, k)
     for i in range(n):
         out_rows[i] = ids[i]
