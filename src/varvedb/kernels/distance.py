@@ -473,8 +473,11 @@ def _lane_sums(typingctx, arena, r, query, kind):
     ``r`` (lane l: the terms of columns l, l + 4, ... added in that order), as
     one <4 x double> accumulator: the same IEEE operations, lane by lane, that
     four scalar sums make (numba's SLP vectoriser is off: it never packs them)."""
+    # four consecutive elements are loaded as one: only C-contiguous rows and queries
+    # (another layout is a typing error here, never a strided read past the row)
     if not (isinstance(kind, types.IntegerLiteral) and isinstance(arena, types.Array)
-            and _widen(arena.dtype) is not None and isinstance(query, types.Array)
+            and arena.layout == "C" and _widen(arena.dtype) is not None
+            and isinstance(query, types.Array) and query.layout == "C"
             and _widen(query.dtype) is not None):
         return None
     term = kind.literal_value
