@@ -1147,7 +1147,8 @@ NOT_REMOTE = {
         "prepared_now": "the same"},
     "Session": {
         "tx": "the engine's transaction object", "branch_id": "the engine's branch id",
-        "snapshot": "the engine's snapshot", "writing": "the engine's transaction scope",
+        "snapshot": "the engine's snapshot", "read_state": "the engine's version and "
+        "branch id, a kept search's key", "writing": "the engine's transaction scope",
         "begin": "transaction() (or sql('BEGIN'))", "commit": "transaction()'s exit (or "
         "sql('COMMIT'))", "rollback": "an exception in transaction() (or sql('ROLLBACK'))",
         "in_transaction": "the client's transaction is pinned to a thread, not an object"},

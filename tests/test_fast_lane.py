@@ -588,3 +588,119 @@ def test_a_read_only_query_scores_to_the_bit_as_a_writable_one(metric):
     rows, scores = flat.search(metric, arena, norms, q, 60, None)
     rows_ro, scores_ro = flat.search(metric, arena, norms, frozen, 60, None)
     assert np.array_equal(rows, rows_ro) and np.array_equal(scores, scores_ro)
+
+
+# ---- the kept lane against a fresh bind over random writes and searches -------------
+
+KEPT_SHAPES = [dict(limit=5), dict(limit=5, select=[]), dict(limit=3, where="tag = $1", params=[1]),
+               dict(limit=3, where="tag = $1", params=[1.0]), dict(limit=5, ef=16),
+               dict(limit=4, exact=True), dict(limit=5, metric="cosine", select=["tag"]),
+               dict(limit=3, where="tag = 7"), dict(limit=5000, select=[])]
+_SHAPE = st.integers(0, len(KEPT_SHAPES) - 1)
+_SEED = st.integers(0, 2**16)
+_BRANCH = st.sampled_from(["b1", "b2"])
+KEPT_OPS = st.one_of(
+    st.tuples(st.just("search"), _SHAPE, _SEED, st.booleans()),  # (True: another object)
+    st.tuples(st.just("insert"), st.integers(1, 30), _SEED),
+    st.tuples(st.just("delete"), st.integers(0, 40), _SEED),
+    st.tuples(st.just("tx"), _SHAPE, _SEED, st.booleans()),      # (True: commit)
+    st.tuples(st.just("branch"), _BRANCH), st.tuples(st.just("use"), _BRANCH),
+    st.tuples(st.just("use"), st.just("main")), st.tuples(st.just("drop"), _BRANCH),
+    st.tuples(st.just("session"), _SHAPE, _SEED, _BRANCH),      # a second session's search
+    st.tuples(st.just("as_of"), _SHAPE, _SEED), st.tuples(st.just("index"), st.booleans()))
+
+
+class _RolledBack(Exception):
+    pass
+
+
+def _fresh_answer(sess, c, q, kw):
+    """A fresh bind's answer in session `sess`: (ids, scores), or the error's type."""
+    try:
+        t = c.table
+        res = execute(bind(Search.of(q, **kw), t, sess.snapshot(kw.get("as_of"))))
+    except vv.VarveError as e:
+        return type(e)
+    return t.id_values(res.rows), list(res.scores)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(ops=st.lists(KEPT_OPS, min_size=1, max_size=20))
+def test_the_kept_lane_answers_as_a_fresh_bind_over_writes_branches_and_sessions(ops):
+    """Every search of a random sequence of commits, deletes, transactions (committed
+    or rolled back), branches made, used and dropped, a second session on another
+    branch, as_of reads and an index dropped and made again: asked twice (the second
+    from the kept lane wherever its shape was kept at that state), through the
+    collection and a second object of it, each answer is a fresh bind's."""
+    rng = np.random.default_rng(20)
+    n = EXACT_ROWS + 150            # past the exact threshold: the walk is a lane too
+    db = vv.connect(":memory:")
+    c = db.create_collection("d", {"tag": vv.Int(), "v": vv.Vector(
+        DIM, metric="l2", index=vv.HNSW(m=8, ef_construction=32))})
+    c.insert_arrays(id=np.arange(n), tag=np.arange(n) % 3,
+                    v=rng.standard_normal((n, DIM)).astype(np.float32))
+    _linked(c)
+    other, s2 = db.collection("d"), db.session()
+    c2 = s2.collection("d")
+    next_id, versions = n, [db.version]
+
+    def check(coll, sess, shape, seed, **extra):
+        q = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
+        kw = {**KEPT_SHAPES[shape], **extra}
+        want = _fresh_answer(sess, c, q, kw)
+        for _ in range(2):
+            assert _answer(lambda: coll.search(q, **kw)) == want, (shape, extra)
+
+    for op in ops:
+        kind = op[0]
+        if kind == "search":
+            check(other if op[3] else c, db.thread_session(), op[1], op[2])
+        elif kind == "insert":
+            r = np.random.default_rng(op[2])
+            c.insert_arrays(id=np.arange(next_id, next_id + op[1]), tag=r.integers(0, 3, op[1]),
+                            v=r.standard_normal((op[1], DIM)).astype(np.float32))
+            next_id += op[1]
+        elif kind == "delete":
+            c.delete(ids=np.random.default_rng(op[2]).integers(0, next_id, op[1]).tolist())
+        elif kind == "tx":
+            try:
+                with db.transaction():
+                    r = np.random.default_rng(op[2])
+                    c.insert({"id": next_id, "tag": 1,
+                              "v": r.standard_normal(DIM).astype(np.float32)})
+                    check(c, db.thread_session(), op[1], op[2])   # its own write seen
+                    if not op[3]:
+                        raise _RolledBack
+                next_id += 1
+            except _RolledBack:
+                pass
+        elif kind == "branch":
+            if op[1] not in {b.name for b in db.branches()}:
+                db.branch(op[1])
+            db.use(op[1])
+        elif kind == "use":
+            if op[1] in {b.name for b in db.branches()}:
+                db.use(op[1])
+        elif kind == "drop":
+            live = db.branches()
+            if op[1] in {b.name for b in live} and db.thread_session().branch != op[1] \
+                    and not any(b.parent == op[1] for b in live):
+                db.drop_branch(op[1])   # s2 may be reading it: BranchError there, both ways
+        elif kind == "session":
+            if op[3] in {b.name for b in db.branches()}:
+                s2.use(op[3])
+            check(c2, s2, op[1], op[2])
+        elif kind == "as_of":
+            check(c, db.thread_session(), op[1], op[2], as_of=versions[op[2] % len(versions)])
+        elif db.thread_session().branch != "main":
+            continue                    # (the schema is changed on main only)
+        elif op[1] and "v" not in c.table.vector_indexes:
+            c.create_index("v", vv.HNSW(m=8, ef_construction=32))
+        elif not op[1] and "v" in c.table.vector_indexes:
+            c.drop_index("v")
+        _linked(c) if "v" in c.table.vector_indexes else None
+        versions.append(db.version)
+    c.table.prepared.clear()
+    check(c, db.thread_session(), 0, 1)
+    assert len(c.table.prepared) == 1          # the lane these searches took was there
+    db.close()

@@ -12,7 +12,6 @@ one raises a VarveError subclass before anything is read or written.
 """
 from __future__ import annotations
 
-import functools
 from typing import Iterable, NamedTuple
 
 import numpy as np
@@ -555,16 +554,14 @@ class Collection:
     def _kept(self, key, vector) -> Hits | None:
         """The search kept under `key` run with `vector`, if it was kept at this
         state (None: bind it)."""
-        engine = self.engine
-        t = engine.table(self.name)
+        t = self.engine.table(self.name)
         try:
             kept = t.prepared.get(key)
         except TypeError:               # an unhashable argument: bound each time
             return None
         if kept is None:
             return None
-        sess = self._session or self._db.thread_session()   # (self._sess, inlined: hot)
-        if sess.tx is not None or kept.state != (engine.visible, sess.branch_id):
+        if kept.state != (self._session or self._db.thread_session()).read_state():
             return None
         rows, scores, plan = kept.run(vector)
         return self._hits(t, rows, scores, kept.fields, plan)
@@ -609,19 +606,14 @@ class Collection:
     @staticmethod
     def _hits(t: Table, rows, scores, names: tuple, plan) -> Hits:
         """The API edge: Hits over the executor's columns (Hit objects made on use)."""
-        cols = [_pyvalues(t.schema.fields[name], *t.columns[name].take(rows))
-                for name in names] if names else _NO_COLUMNS
-        return Hits.of_columns(functools.partial(t.id_values, rows), scores, names, cols, plan,
-                               len(rows))
+        return Hits.of_columns(t.id_values, rows, scores, names,
+                               _field_columns(t, rows, names) if names else _NO_COLUMNS, plan)
 
     @staticmethod
     def _columns(t: Table, rows: np.ndarray, names) -> list[list]:
         """The ids, then each named field, of `rows` as Python lists (columnar takes)."""
         rows = np.asarray(rows, np.int64)
-        cols = [_ids_of(t, rows)]
-        for name in names:
-            cols.append(_pyvalues(t.schema.fields[name], *t.columns[name].take(rows)))
-        return cols
+        return [_ids_of(t, rows), *_field_columns(t, rows, names)]
 
 
 class PreparedRows(NamedTuple):
@@ -703,6 +695,11 @@ def _embedded_merge(t: Table, ids: list, cols: dict, named: dict, n: int) -> dic
 
 
 _NO_COLUMNS = ()     # a search that returns no fields (shared: Hits never writes it)
+
+
+def _field_columns(t: Table, rows, names: tuple) -> list[list]:
+    """The named fields of `rows`, a list of Python values each (columnar takes)."""
+    return [_pyvalues(t.schema.fields[name], *t.columns[name].take(rows)) for name in names]
 
 
 def _pyvalues(f, vals, nulls) -> list:

@@ -91,10 +91,11 @@ class Database:
     def thread_session(self) -> Session:
         """The calling thread's default session: what db.transaction() and the
         collections from db.collection() use."""
-        s = getattr(self._local, "session", None)
-        if s is None:
+        try:
+            return self._local.session
+        except AttributeError:        # (no getattr with a default: every read asks)
             s = self._local.session = Session(self)
-        return s
+            return s
 
     def sql(self, text: str, params: list | tuple = (), copy_data=None):
         """Run SQL in pgvector's dialect (in this thread's session); returns a SqlResult.

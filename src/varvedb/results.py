@@ -55,49 +55,49 @@ class Hits(Sequence):
     """The hits of a query, best first: a read-only sequence of Hit (compares equal
     to a list of the same hits). `plan` is the plan as it ran (query.plan):
     `str(hits.plan)` prints it as a tree, `hits.plan.to_dict()` gives it as data."""
-    __slots__ = ("plan", "_ids", "_n", "_scores", "_names", "_cols", "_hits")
+    __slots__ = ("plan", "_hits", "_ids", "_lazy")
 
     def __init__(self, hits=(), plan: PlanNode | None = None):
         self._hits = list(hits)
         self.plan = plan
-        self._ids = self._scores = self._cols = None
-        self._names = ()
-        self._n = len(self._hits)
+        self._ids = self._lazy = None
 
     @classmethod
-    def of_columns(cls, ids, scores: np.ndarray | None, names: tuple, cols: list,
-                   plan: PlanNode | None = None, n: int = 0) -> "Hits":
-        """Hits over columns: `ids` (a list, or a function that makes the `n` of
-        them on first use), `scores` (float64, or None: unscored), and one list
-        of Python values per field in `names`."""
+    def of_columns(cls, ids_of, rows, scores: np.ndarray | None, names: tuple, cols: list,
+                   plan: PlanNode | None = None) -> "Hits":
+        """Hits over columns: `rows` (their ids made on first use, `ids_of(rows)`:
+        a search that reads only scores never makes them), `scores` (float64, or
+        None: unscored), and one list of Python values per field in `names`."""
+        # (every search's answer is built here: one tuple, no call it can spare)
         self = cls.__new__(cls)
-        self._hits = None
+        self._hits = self._ids = None
         self.plan = plan
-        self._ids, self._scores, self._names, self._cols = ids, scores, names, cols
-        self._n = len(ids) if isinstance(ids, list) else n
+        self._lazy = (ids_of, rows, scores, names, cols)
         return self
 
     def _id_list(self) -> list:
         ids = self._ids
-        if not isinstance(ids, list):
-            ids = self._ids = ids()
+        if ids is None:
+            ids_of, rows = self._lazy[:2]
+            ids = self._ids = ids_of(rows)
         return ids
 
     def _built(self) -> list:
         hits = self._hits
         if hits is None:
-            ids, names = self._id_list(), self._names
-            scores = [None] * len(ids) if self._scores is None else self._scores.tolist()
+            ids = self._id_list()
+            _, _, scores, names, cols = self._lazy
+            scores = [None] * len(ids) if scores is None else scores.tolist()
             if names:
                 hits = [Hit(i, s, dict(zip(names, vals)))
-                        for i, s, vals in zip(ids, scores, zip(*self._cols))]
+                        for i, s, vals in zip(ids, scores, zip(*cols))]
             else:
                 hits = [Hit(i, s, {}) for i, s in zip(ids, scores)]
             self._hits = hits
         return hits
 
     def __len__(self) -> int:
-        return self._n if self._hits is None else len(self._hits)
+        return len(self._hits) if self._lazy is None else len(self._lazy[1])
 
     def __getitem__(self, i):
         return self._built()[i]
@@ -117,19 +117,20 @@ class Hits(Sequence):
 
     @property
     def ids(self) -> list:
-        return list(self._id_list()) if self._hits is None else [h.id for h in self._hits]
+        return list(self._id_list()) if self._lazy is not None else [h.id for h in self._hits]
 
     @property
     def scores(self) -> np.ndarray:
-        if self._hits is None and self._scores is not None:
-            return np.array(self._scores, dtype=np.float64)
+        if self._lazy is not None and self._lazy[2] is not None:
+            return np.array(self._lazy[2], dtype=np.float64)
         return np.array([h.score for h in self._built()], dtype=np.float64)
 
     def to_numpy(self) -> dict[str, np.ndarray]:
         """Columns as arrays: id, score and every selected field."""
         out = {"id": np.array(self.ids), "score": self.scores}
-        if self._hits is None:
-            for name, col in zip(self._names if self._n else (), self._cols):
+        if self._lazy is not None:
+            _, rows, _, names, cols = self._lazy
+            for name, col in zip(names if len(rows) else (), cols):
                 out[name] = np.array(col)
             return out
         for name in (self._hits[0].fields if self._hits else {}):
@@ -141,10 +142,11 @@ class Hits(Sequence):
 
     def _named_columns(self) -> tuple[list, list]:
         """(names, columns): id, score and each selected field, as Python values."""
-        if self._hits is None:
-            names = list(self._names) if self._n else []
+        if self._lazy is not None:
+            _, rows, _, names, cols = self._lazy
+            names = list(names) if len(rows) else []
             return (["id", "score", *names],
-                    [self._id_list(), self.scores, *(self._cols if names else ())])
+                    [self._id_list(), self.scores, *(cols if names else ())])
         names = list(self._hits[0].fields) if self._hits else []
         return (["id", "score", *names],
                 [self.ids, self.scores, *([h.fields[n] for h in self._hits] for n in names)])

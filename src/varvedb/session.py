@@ -138,6 +138,17 @@ class Session:
             raise BranchError("the branch this session used was dropped: use() another")
         return bid
 
+    def read_state(self) -> tuple | None:
+        """What a read of this session sees now, whole, as a kept search's key
+        (query/prepared.py): (the newest visible version, the branch it reads);
+        None in a transaction (its reads see its own writes). A dropped branch
+        need not be checked here: the drop is a commit, so the version differs."""
+        tx = self._tx
+        if tx is not None and not tx.done:
+            return None
+        return (self.engine.visible, self._branch if self._branch is not None
+                else self.db._branch)
+
     @property
     def branch(self) -> str:
         """The name of the branch this session reads and writes."""

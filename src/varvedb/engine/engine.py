@@ -909,7 +909,8 @@ class Engine:
         return self.history[0].version if self.history else 1
 
     def table(self, name: str) -> Table:
-        self.ensure_open()
+        if self.closed:       # (ensure_open inlined: every kept search asks for its table)
+            self.ensure_open()
         cid = self.names.get(name)
         if cid is None:
             raise NotFoundError(f"no collection named {name!r}")

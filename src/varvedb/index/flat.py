@@ -25,6 +25,7 @@ _NO_ALLOW = np.zeros(1, np.bool_)
 _NO_ROWS = np.zeros(1, np.int64)
 GATHER_BELOW = 0.05   # a mask allowing fewer rows than this fraction is gathered first
 _U8, _F32 = np.dtype(np.uint8), np.dtype(np.float32)
+_I64, _F64 = np.dtype(np.int64), np.dtype(np.float64)   # (np.empty parses a type each call)
 
 
 def search(metric: str, arena: np.ndarray, norms: np.ndarray, q: np.ndarray, k: int,
@@ -67,8 +68,8 @@ def searcher(metric: str, arena: np.ndarray, norms: np.ndarray, k: int,
             scores = pool.pop()
         except IndexError:
             scores = np.empty(scored, np.float32)
-        rows = np.empty(k, np.int64)
-        dists = np.empty(k, np.float64)
+        rows = np.empty(k, _I64)
+        dists = np.empty(k, _F64)
         count = scan_top_k(bits, norms, q, code, k, spare, allow, use_allow, gathered,
                            use_rows, scores, rows, dists)
         if count == NEAR_TIES:

@@ -731,8 +731,8 @@ class HnswIndex:
                 ws = pool.pop()
             except IndexError:
                 ws = _Workspace(cap, ef, width)
-            out_rows = np.empty(k, np.int64)
-            out_dist = np.empty(k, np.float64)
+            out_rows = np.empty(k, _I64)      # (a dtype object: np.empty parses a type)
+            out_dist = np.empty(k, _F64)
             count = search_one(graph, data, (query, query), params, ws.args, out_rows, out_dist)
             pool.append(ws)
             if count == k:
@@ -986,6 +986,8 @@ class HnswIndex:
 _NO_NORMS = np.zeros(1, np.float32)
 _F32 = np.dtype(np.float32)
 _BOOL = np.dtype(np.bool_)
+_I64 = np.dtype(np.int64)
+_F64 = np.dtype(np.float64)
 _NO_ALLOW = np.zeros(1, np.bool_)
 
 

@@ -321,12 +321,12 @@ class HnswVectorIndex(VectorIndex):
             try:
                 if self.linked != linked:   # the graph changed: its arrays are others
                     return None
-                rows, dists = walk(q)
+                got = walk(q)               # (rows, distances)
             finally:
                 inside.pop()
                 if lock._writers:
                     lock._wake()
-            return (rows, dists) if len(rows) >= k else None
+            return got if len(got[0]) >= k else None
         return top_k
 
 

@@ -35,7 +35,7 @@ class PreparedSearch:
     """A planned Project(VectorTopK(...)) and the state it was planned at, with
     its top-k bound to everything but the query vector (execute.topk_searcher)."""
     __slots__ = ("state", "query", "node", "mask", "allowed", "n", "fields", "field",
-                 "top_k", "dim")
+                 "top_k", "query_shape")
 
     def __init__(self, state, query: Query):
         self.state = state
@@ -47,7 +47,7 @@ class PreparedSearch:
         self.field = query.table.schema.fields[node.field]
         self.top_k = BoundTopK(node, query.table, self.n, self.mask, self.allowed)
         # the query a kernel takes as it is (query_vector's test, its field's part once)
-        self.dim = self.field.dim if self.field.dtype != "bit" else -1
+        self.query_shape = (self.field.dim if self.field.dtype != "bit" else -1,)
 
     @staticmethod
     def fits(query: Query) -> bool:
@@ -60,8 +60,8 @@ class PreparedSearch:
         """The top-k of `vector` (any query vector the field takes): (rows, float64
         scores, the plan as it ran); the fields returned are `fields`."""
         # (query_vector and BoundTopK.search inlined: this is the hot path)
-        if type(vector) is np.ndarray and vector.dtype is _F32 and vector.ndim == 1 \
-                and vector.shape[0] == self.dim and vector.flags.c_contiguous:
+        if type(vector) is np.ndarray and vector.dtype is _F32 \
+                and vector.shape == self.query_shape and vector.flags.c_contiguous:
             q = vector
         else:
             q = query_vector(self.field, vector)
