@@ -50,7 +50,7 @@ class Job:
     its work stops at its next cancellation check (varvedb.cancel), so the pool
     thread is free again; a write is never abandoned once it has begun, and
     never begins once abandoned, so a 504 always means nothing was applied."""
-    __slots__ = ("_lock", "_state", "token", "transaction", "branch", "accept")
+    __slots__ = ("_lock", "_state", "token", "transaction", "branch", "accept", "seconds")
     current = threading.local()      # the job the calling pool thread runs
 
     def __init__(self, transaction: str | None = None, branch: str | None = None,
@@ -61,6 +61,7 @@ class Job:
         self.transaction = transaction   # the id its X-Varve-Transaction header names
         self.branch = branch             # the branch its X-Varve-Branch header names
         self.accept = accept             # its Accept header (a batch's answer's form)
+        self.seconds = 0.0               # how long its work ran (hot.py's inline rule)
 
     def start(self) -> bool:
         with self._lock:
@@ -126,8 +127,12 @@ def _run_job(job: Job, work, parts, metrics, follower=None, wanted=None):
     try:
         if follower is not None:
             follower.catch_up(wanted)
-        with running(job.token):
-            return work(*parts)
+        t0 = time.perf_counter()
+        try:
+            with running(job.token):
+                return work(*parts)
+        finally:
+            job.seconds = time.perf_counter() - t0
     except E.QueryCanceledError:
         metrics.canceled.inc()
         raise
@@ -241,12 +246,10 @@ class Api:
             if not message.get("more_body", False):
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    async def run_work(self, work, parts, transaction: str | None, branch: str | None,
-                       min_version_given: str | None, accept: str | None):
+    async def run_work(self, job: Job, work, parts, min_version_given: str | None):
         """`work(*parts)` on the pool, in the transaction and on the branch the
-        request names, at most `timeout` seconds unless it has begun to write (see
-        Job): its (status, payload)."""
-        job = Job(transaction, branch, accept)
+        request names (`job`), at most `timeout` seconds unless it has begun to
+        write (see Job): its (status, payload)."""
         wanted = min_version(min_version_given)     # refused when malformed, workers or not
         if self.follower is None:
             wanted = None                # one process: every answer is the newest
@@ -296,10 +299,10 @@ class Api:
                 if inline:     # trivial work (health): no hand-off, no queue behind a read
                     code, payload = work(*parts)
                 else:
-                    code, payload = await self.run_work(
-                        work, parts, headers.get(HEADER) if transactional else None,
-                        headers.get(BRANCH_HEADER), headers.get(MIN_VERSION_HEADER),
-                        headers.get("accept"))
+                    job = Job(headers.get(HEADER) if transactional else None,
+                              headers.get(BRANCH_HEADER), headers.get("accept"))
+                    code, payload = await self.run_work(job, work, parts,
+                                                        headers.get(MIN_VERSION_HEADER))
                 return self._answer(template, request, code, payload, t0)
             except WriterNeeded:
                 try:
@@ -315,6 +318,12 @@ class Api:
             return response
 
         return run
+
+    def run_here(self, job: Job, work, parts, min_version_given: str | None):
+        """`work(*parts)` in the calling thread (hot.py: a short search on the event
+        loop, in a server of one process): no hand-off, and no timeout."""
+        min_version(min_version_given)      # refused when malformed
+        return _run_job(job, work, parts, self.metrics)
 
     def _answer(self, template: str, request: Request, code: int, payload, t0: float):
         if isinstance(payload, Stream):      # GET /backup: chunked, one chunk held at a time
@@ -413,7 +422,7 @@ def build_app(db, *, token: str | None = None, max_body: int = 256 << 20,
     app.router.redirect_slashes = False     # /collections/ is a 404 (a 307 skipped the token)
     app.state.api = api
     return HotPath(app, api, {(path, method): work for path, method, work, _ in routes},
-                   item_params)
+                   item_params, Job)
 
 
 async def _publish_commits(api: Api) -> None:

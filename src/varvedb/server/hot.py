@@ -8,6 +8,15 @@ Headers or Response objects; the path is split once, the headers read into
 one dict, and the answer sent as its status, three headers and the bytes.
 Everything else — every other route, a HEAD, a read worker's request that the
 writer must run — goes on to the Starlette app unchanged.
+
+A search whose collection's searches have been short of late (a running
+average under INLINE_BELOW) runs on the event loop itself: handing it to a
+pool thread and back (a futex wake, the loop's wake-up, two context switches)
+costs more CPU than a graph search, and the kernels release the GIL anyway.
+Only in a server of one process (a read worker may wait for its min_version)
+and outside a transaction (which may wait for its lock); such a search is not
+abandoned at --timeout, being short. The average keeps a collection whose
+searches turn long (no index, a selective filter) on the pool.
 """
 from __future__ import annotations
 
@@ -24,25 +33,31 @@ from .transactions import HEADER
 log = logging.getLogger("varvedb.server")
 
 SEARCH, ITEMS = "/collections/{c}/search", "/collections/{c}/items"
+INLINE_BELOW = 0.002   # seconds: a collection's searches this short on average run inline
+AVERAGE = 0.2          # the weight of each search's time in its collection's average
 ITEM = "/collections/{c}/items/{id}"
 _NO_QUERY = QueryParams("")
 _JSON = b"application/json"
 # the request headers the hot routes read, as ASGI gives them (lower case bytes)
 _AUTH, _LENGTH, _TYPE = b"authorization", b"content-length", b"content-type"
-_TX, _BRANCH = HEADER.encode(), BRANCH_HEADER.encode()
+_TX, _BRANCH, _ACCEPT = HEADER.encode(), BRANCH_HEADER.encode(), b"accept"
 _MIN_VERSION = MIN_VERSION_HEADER.lower().encode()
 
 
 class HotPath:
     """The ASGI application `varvedb serve` runs: the hot routes answered here,
-    the rest by `app` (whose `state` it shares)."""
+    the rest by `app` (whose `state` it shares). `works`: routes.table's work by
+    (path, method); `item_params` and `job`: app.item_params and app.Job."""
 
-    def __init__(self, app, api, works: dict, item_params):
+    def __init__(self, app, api, works: dict, item_params, job):
         self.app, self.api, self.state = app, api, app.state
         self.search, self.insert = works[(SEARCH, "POST")], works[(ITEMS, "POST")]
         self.get = works[(ITEM, "GET")]
-        self.item_params = item_params
+        self.item_params, self.job = item_params, job     # app's, which imports this
         self._version = (-1, b"")      # the last X-Varve-Version sent, and its bytes
+        # where a search may run on the loop (see the module's docstring)
+        self.alone = api.follower is None and api.writer is None
+        self.search_seconds: dict[str, float] = {}   # a collection's, averaged
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/collections/"):
@@ -87,11 +102,19 @@ class HotPath:
                                      receive)
             query = scope["query_string"]
             ctype = headers.get(_TYPE)
-            code, payload = await api.run_work(
-                work, (params, QueryParams(query.decode("latin-1")) if query else _NO_QUERY,
-                       "application/json" if ctype is None else ctype.decode("latin-1"), raw),
-                _text(headers.get(_TX)), _text(headers.get(_BRANCH)),
-                _text(headers.get(_MIN_VERSION)), _text(headers.get(b"accept")))
+            parts = (params, QueryParams(query.decode("latin-1")) if query else _NO_QUERY,
+                     "application/json" if ctype is None else ctype.decode("latin-1"), raw)
+            tx = _text(headers.get(_TX))
+            job = self.job(tx, _text(headers.get(_BRANCH)), _text(headers.get(_ACCEPT)))
+            given = _text(headers.get(_MIN_VERSION))
+            if template == SEARCH and tx is None and self.alone and \
+                    self.search_seconds.get(params["c"], INLINE_BELOW) < INLINE_BELOW:
+                code, payload = api.run_here(job, work, parts, given)
+            else:
+                code, payload = await api.run_work(job, work, parts, given)
+            if template == SEARCH:      # its collection's searches' running average
+                seconds = self.search_seconds.get(params["c"], job.seconds)
+                self.search_seconds[params["c"]] = seconds + (job.seconds - seconds) * AVERAGE
         except E.VarveError as e:
             return await self.refuse(scope, receive, send, template, e, t0)
         except Exception as e:      # a bug: say so, keep serving
