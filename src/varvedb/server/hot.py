@@ -33,9 +33,9 @@ from .transactions import HEADER
 log = logging.getLogger("varvedb.server")
 
 SEARCH, ITEMS = "/collections/{c}/search", "/collections/{c}/items"
+ITEM = "/collections/{c}/items/{id}"
 INLINE_BELOW = 0.002   # seconds: a collection's searches this short on average run inline
 AVERAGE = 0.2          # the weight of each search's time in its collection's average
-ITEM = "/collections/{c}/items/{id}"
 _NO_QUERY = QueryParams("")
 _JSON = b"application/json"
 # the request headers the hot routes read, as ASGI gives them (lower case bytes)
