@@ -78,3 +78,30 @@ def test_bench_server_quick(tmp_path):
         assert r["median"] == pytest.approx(forms[form]["rows_per_s"]["median"] / copy["median"])
     assert report["mixed"]["pgvector"]["writer_rows_per_s"]["median"] > 0
     assert "pgvector" in md
+
+
+def test_bench_server_quick_with_c_load_generators(tmp_path):
+    """--client wrk: wrk drives varvedb and pgbench drives pgvector (no Python
+    client); the search figure alone, its shape and sane values."""
+    import shutil
+    pytest.importorskip("varvedb.server", reason="`varvedb serve` is not in this tree yet")
+    if shutil.which("wrk") is None:
+        pytest.skip("wrk is not installed (Debian's package wrk)")
+    no_pg = bool(os.environ.get("VARVEDB_NO_PG"))
+    out = tmp_path / "wrk.json"
+    args = ["--quick", "--client", "wrk", "--only", "search", "--ladder-rounds", "0",
+            "--out", str(out)] + (["--no-pg"] if no_pg else [])
+    res = CliRunner().invoke(bench, ["server", *args])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    report = json.loads(out.read_text())
+    assert report["config"]["client"] == "wrk" and "mixed" not in report
+    assert report["recall@10"]["varvedb"] >= 0.9
+    pg = isinstance(report["config"].get("pgvector"), dict)
+    for t, row in report["search"]["threads"].items():
+        _sane(row["varvedb"])
+        assert row["varvedb"]["server_cpu_us_per_query"]["median"] > 0
+        if pg:
+            _sane(row["pgvector"])
+            assert row["pgvector"]["server_cpu_us_per_query"]["median"] > 0
+            assert row["ratio_qps"]["rounds"] == 2
+    assert "wrk (wrk_search.lua)" in (tmp_path / "wrk.md").read_text()

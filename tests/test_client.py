@@ -383,6 +383,31 @@ def test_search_batch_answers_each_query_in_order(client):
     assert client.version == v
 
 
+def test_numpy_query_vectors_go_binary_and_answer_as_json_ones(client):
+    """search(vectors=) and a search_batch of numpy vectors alike send the block as
+    .npy and read msgpack (client._batch_request); the hits, types included, are
+    the JSON batch's."""
+    from varvedb.client import _one_batch
+    from varvedb.query.request import Search
+    d = _docs(client)
+    qs = np.array([[1, 0, 1], [9, 0, 1], [4, 0, 1]], np.float32)
+    args = {"limit": 2, "where": "tag >= $1", "params": [1], "select": ["ts", "emb", "tag"]}
+    as_json = d.search_batch([{"vector": q.tolist(), **args} for q in qs])
+    binary = [{"vector": q, **args} for q in qs]
+    assert _one_batch(binary, [Search.of(**q) for q in binary]) is not None
+    assert _one_batch(binary[:1] + [{"vector": qs[1], "limit": 3}],
+                      [Search.of(**q) for q in binary[:2]]) is None    # not alike
+    for got in (d.search_batch(binary), d.search(vectors=qs, **args)):
+        assert [b.ids for b in got] == [b.ids for b in as_json] == [[1, 2], [8, 7], [4, 5]]
+        for b, want in zip(got, as_json):
+            assert [h.score for h in b] == [h.score for h in want]
+            assert all(h["ts"] == w["ts"] and h["ts"].tzinfo is not None and
+                       h["emb"].dtype == np.float32 and h["emb"].tolist() == w["emb"].tolist()
+                       for h, w in zip(b, want))
+    with pytest.raises(vv.DimensionError):       # the server's check, typed
+        d.search(vectors=np.ones((2, 4), np.float32))
+
+
 @pytest.mark.parametrize("bulk", ["arrow", "npy", "json"])
 def test_insert_arrays_in_each_body_form(client, bulk):
     client._bulk = bulk

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from urllib.parse import quote
 
 import numpy as np
 import pytest
@@ -122,6 +123,95 @@ def test_a_batch_answers_each_query_in_order(served):
     assert status == 200
     assert [r["hits"][0]["id"] for r in out["results"][:3]] == [5, 9, 2]
     assert {h["id"] for h in out["results"][3]["hits"]} == {i for i in range(200) if i % 5 == 3}
+
+
+def npy(a) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, a)
+    return buf.getvalue()
+
+
+def arrow(a) -> bytes:
+    import pyarrow as pa
+    col = pa.FixedSizeListArray.from_arrays(pa.array(a.reshape(-1)), a.shape[1])
+    sink = pa.BufferOutputStream()
+    table = pa.table({"q": col})
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+SEARCH_ARGS = "?search=" + quote(json.dumps({"limit": 3, "where": "tag >= 2", "exact": True,
+                                             "select": ["tag"]}))
+
+
+@pytest.mark.parametrize("body", ["npy", "arrow"])
+def test_a_binary_batch_answers_the_json_batch_in_each_form_asked(served, body):
+    """The query block as .npy or Arrow, the other arguments in ?search=; the answer
+    as JSON, msgpack or Arrow (Accept): the same hits as the JSON batch's."""
+    import msgspec
+    import pyarrow as pa
+    srv, http, vecs = served
+    block = vecs[[5, 9, 2]] + np.float32(0.01)
+    _, want, _ = http("POST", "/collections/docs/search",
+                      {"vectors": block.tolist(), "limit": 3, "where": "tag >= 2",
+                       "exact": True, "select": ["tag"]})
+    raw = npy(block) if body == "npy" else arrow(block)
+    ctype = "application/x-npy" if body == "npy" else "application/vnd.apache.arrow.stream"
+    status, out, _ = http("POST", "/collections/docs/search" + SEARCH_ARGS, raw, ctype=ctype)
+    assert status == 200 and out == want
+    assert [len(r["hits"]) for r in want["results"]] == [3, 3, 3]
+    for accept in ("application/msgpack", "application/vnd.apache.arrow.stream"):
+        http.conn.request("POST", "/collections/docs/search" + SEARCH_ARGS, raw,
+                          {"Content-Type": ctype, "Accept": accept,
+                           "Authorization": f"Bearer {TOKEN}"})
+        r = http.conn.getresponse()
+        data = r.read()
+        assert r.status == 200 and r.getheader("Content-Type") == accept
+        if accept == "application/msgpack":
+            assert msgspec.msgpack.decode(data) == want
+        else:
+            rows = pa.ipc.open_stream(data).read_all().to_pylist()
+            assert rows == [{"query": i, "id": h["id"], "score": h["score"],
+                             "tag": h["fields"]["tag"]}
+                            for i, res in enumerate(want["results"]) for h in res["hits"]]
+
+
+BAD_BATCHES = [
+    ("npy", b"\x93NUMPY\x01\x00", "", 400, "RequestError"),          # cut short
+    ("npy", "3d", "", 400, "RequestError"),                         # not (n, dim)
+    ("npy", "dim5", "", 422, "DimensionError"),
+    ("npy", "ok", "?search=" + quote("{not json"), 400, "RequestError"),
+    ("npy", "ok", "?search=" + quote(json.dumps({"vector": [1.0] * 8})), 400,
+     "RequestError"),
+    ("npy", "ok", "?search=" + quote(json.dumps({"colour": 1})), 400, "RequestError"),
+    ("npy", "ok", "?search=" + quote(json.dumps({"limit": 60})), 422,
+     "ResultTooLargeError"),
+    ("arrow", b"not arrow", "", 400, "RequestError"),
+    ("arrow", "two columns", "", 400, "RequestError"),
+]
+
+
+@pytest.mark.parametrize("kind,body,query,status,error", BAD_BATCHES,
+                         ids=[f"{b[0]} {b[1]!s:.12} {b[4]}" for b in BAD_BATCHES])
+def test_a_malformed_binary_batch_is_a_typed_4xx(served, kind, body, query, status, error):
+    import pyarrow as pa
+    srv, http, vecs = served
+    if body == "3d":
+        body = npy(vecs[:4].reshape(2, 2, 8))
+    elif body == "dim5":
+        body = npy(vecs[:2, :5])
+    elif body == "ok":
+        body = npy(vecs[:2])
+    elif body == "two columns":
+        sink = pa.BufferOutputStream()
+        table = pa.table({"a": [1, 2], "b": [3, 4]})
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table)
+        body = sink.getvalue().to_pybytes()
+    ctype = "application/x-npy" if kind == "npy" else "application/vnd.apache.arrow.stream"
+    got, out, _ = http("POST", "/collections/docs/search" + query, body, ctype=ctype)
+    assert (got, out["error"]["type"]) == (status, error), out
 
 
 def test_as_of_reads_an_earlier_version(served):
@@ -372,8 +462,8 @@ def test_a_bad_request_is_refused_with_its_type_and_changes_nothing(served, meth
                                                                      status, kind):
     srv, http, _ = served
     ctype = "application/x-npy" if body == b"\x93NUMPY" else "application/json"
-    if body == b"\x93NUMPY":
-        path = "/collections/docs/search"
+    if body == b"\x93NUMPY":      # a binary body where only JSON is taken
+        path = "/collections/docs/find"
     before, digest = version_of(http), file_digest(srv.path)
     got, out, _ = http(method, path, body, ctype=ctype)
     assert (got, out["error"]["type"]) == (status, kind), out

@@ -335,10 +335,12 @@ def sql(rows, dim, queries, rounds, m, ef_construction, ef, only, profile_querie
 @click.option("--profile", "profile_s", default=0.0, show_default=True,
               help="Seconds of py-spy samples of the server under the most clients (0: none).")
 @click.option("--client", default="both", show_default=True,
-              type=click.Choice(["http.client", "raw", "both", "wire", "all"]),
+              type=click.Choice(["http.client", "raw", "both", "wire", "all", "wrk"]),
               help="varvedb's load generator: stdlib http.client, pre-built requests on a "
                    "raw socket (the least client-side Python), both as separate sides, "
-                   "wire (psycopg over `serve --pg`, the same calls as pgvector's), or all.")
+                   "wire (psycopg over `serve --pg`, the same calls as pgvector's), or all; "
+                   "wrk: C load generators on both sides, wrk for varvedb and pgbench for "
+                   "pgvector, threads being their connections (search figure only).")
 @click.option("--dataset", default=None, metavar="SPEC",
               help="Real vectors instead of the clustered generator (as `bench ann "
                    "--dataset`: glove-50, a .npy/.hdf5 file, ...); --rows takes the first N.")

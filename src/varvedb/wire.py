@@ -29,6 +29,8 @@ def _enc_hook(obj: Any) -> Any:
 
 _encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
 encode = _encoder.encode          # obj -> JSON bytes (numpy, datetimes, Structs, dataclasses)
+# the same values as msgpack (a batch's answer a client asks for in binary)
+encode_msgpack = msgspec.msgpack.Encoder(enc_hook=_enc_hook).encode
 
 
 def decode(body: bytes) -> Any:

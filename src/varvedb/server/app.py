@@ -24,22 +24,22 @@ from urllib.parse import unquote_to_bytes
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from .. import errors as E
 from ..cancel import CancelToken, running
 from ..wire import encode, error_to_wire
-from .docs_page import Page
-from .follower import VERSION_HEADER, Follower, WriterLink, WriterNeeded, min_version
+from .follower import (MIN_VERSION_HEADER, VERSION_HEADER, Follower, WriterLink, WriterNeeded,
+                       min_version)
+from .hot import HotPath
 from .metrics import Metrics
-from .routes import BRANCH_HEADER, MediaTypeError, Stream, table
+from .routes import BRANCH_HEADER, JSON, MediaTypeError, Stream, media_of, table
 from .transactions import HEADER, Transactions
 
 log = logging.getLogger("varvedb.server")
 
-JSON = "application/json"
 PUBLISH_EVERY = 0.05      # seconds: the writer's board catches commits made over --pg
 
 
@@ -50,15 +50,18 @@ class Job:
     its work stops at its next cancellation check (varvedb.cancel), so the pool
     thread is free again; a write is never abandoned once it has begun, and
     never begins once abandoned, so a 504 always means nothing was applied."""
-    __slots__ = ("_lock", "_state", "token", "transaction", "branch")
+    __slots__ = ("_lock", "_state", "token", "transaction", "branch", "accept", "seconds")
     current = threading.local()      # the job the calling pool thread runs
 
-    def __init__(self, transaction: str | None = None, branch: str | None = None):
+    def __init__(self, transaction: str | None = None, branch: str | None = None,
+                 accept: str | None = None):
         self._lock = threading.Lock()
         self._state = "queued"       # queued | running | writing | abandoned
         self.token = CancelToken()
         self.transaction = transaction   # the id its X-Varve-Transaction header names
         self.branch = branch             # the branch its X-Varve-Branch header names
+        self.accept = accept             # its Accept header (a batch's answer's form)
+        self.seconds = 0.0               # how long its work ran (hot.py's inline rule)
 
     def start(self) -> bool:
         with self._lock:
@@ -99,11 +102,17 @@ class Job:
         job = getattr(cls.current, "job", None)
         return None if job is None else job.branch
 
+    @classmethod
+    def accept_named(cls) -> str | None:
+        """The Accept header of the calling pool thread's request, if any."""
+        job = getattr(cls.current, "job", None)
+        return None if job is None else job.accept
 
-def item_params(request: Request) -> dict:
+
+def item_params(scope: dict) -> dict:
     """c, id and what follows the id ("" or "history") of /collections/{c}/items/{id}...,
-    read from the path as sent: a '/' inside the id is %2F there."""
-    raw = request.scope.get("raw_path") or request.url.path.encode()
+    read from the path as sent (an ASGI scope's): a '/' inside the id is %2F there."""
+    raw = scope.get("raw_path") or scope["path"].encode()
     segments = [unquote_to_bytes(s).decode("utf-8", "surrogateescape")
                 for s in raw.split(b"?", 1)[0].split(b"/")]
     # ['', 'collections', c, 'items', id, *tail]
@@ -118,8 +127,12 @@ def _run_job(job: Job, work, parts, metrics, follower=None, wanted=None):
     try:
         if follower is not None:
             follower.catch_up(wanted)
-        with running(job.token):
-            return work(*parts)
+        t0 = time.perf_counter()
+        try:
+            with running(job.token):
+                return work(*parts)
+        finally:
+            job.seconds = time.perf_counter() - t0
     except E.QueryCanceledError:
         metrics.canceled.inc()
         raise
@@ -194,39 +207,68 @@ class Api:
 
     # ---- the door: token, body, thread, errors, metrics ----------------------------
 
-    def authorized(self, request: Request) -> bool:
+    def authorized(self, given: str) -> bool:
+        """Whether `given`, a request's Authorization header ("" when absent), carries
+        this server's token."""
         if self.token is None:
             return True
-        given = request.headers.get("authorization", "")
         scheme, _, value = given.partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(),
                                                                   self.token)
 
-    def refusal(self, request: Request) -> E.AuthenticationError:
-        """Why a request is not authorized: no token sent, or the wrong one."""
-        if not request.headers.get("authorization", "").partition(" ")[2].strip():
+    def refusal(self, given: str) -> E.AuthenticationError:
+        """Why a request whose Authorization header is `given` is not authorized:
+        no token sent, or the wrong one."""
+        if not given.partition(" ")[2].strip():
             return E.AuthenticationError("this server needs a token: send "
                                          "'Authorization: Bearer TOKEN'")
         return E.AuthenticationError("the token sent is not this server's token (or not "
                                      "in the form 'Authorization: Bearer TOKEN')")
 
-    async def body(self, request: Request) -> bytes:
-        length = request.headers.get("content-length")
+    async def body(self, length: str | None, receive) -> bytes:
+        """The request's body, read from ASGI's `receive` (`length`: its
+        Content-Length header, if any)."""
         if length is not None and length.isdigit() and int(length) > self.max_body:
             raise E.RequestTooLargeError(f"the body is {int(length):,} bytes; this server "
                                          f"takes at most {self.max_body:,}")
         chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":   # the client's mistake, not a bug
+                raise E.RequestError("the client closed the connection before the body "
+                                     "ended")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                raise E.RequestTooLargeError(f"the body is over {self.max_body:,} bytes, "
+                                             "this server's limit")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def run_work(self, job: Job, work, parts, min_version_given: str | None):
+        """`work(*parts)` on the pool, in the transaction and on the branch the
+        request names (`job`), at most `timeout` seconds unless it has begun to
+        write (see Job): its (status, payload)."""
+        wanted = min_version(min_version_given)     # refused when malformed, workers or not
+        if self.follower is None:
+            wanted = None                # one process: every answer is the newest
+        fut = asyncio.get_running_loop().run_in_executor(self.pool, _run_job, job, work, parts,
+                                                         self.metrics, self.follower, wanted)
         try:
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > self.max_body:
-                    raise E.RequestTooLargeError(f"the body is over {self.max_body:,} bytes, "
-                                                 "this server's limit")
-                chunks.append(chunk)
-        except ClientDisconnect:     # the client's mistake, not a server bug to log
-            raise E.RequestError("the client closed the connection before the body "
-                                 "ended") from None
-        return b"".join(chunks)
+            return await asyncio.wait_for(asyncio.shield(fut), self.timeout)
+        except asyncio.TimeoutError:
+            if job.abandon():
+                if job.transaction is not None:    # its statement was not run
+                    self.transactions.fail(job.transaction, "a request in it ran "
+                                           "past the server's timeout")
+                # its work ends in QueryCanceledError or RequestTimeoutError,
+                # which no one awaits: read it, so asyncio logs no traceback
+                fut.add_done_callback(_retrieve)
+                raise E.RequestTimeoutError(
+                    f"the request ran past this server's {self.timeout:g} s "
+                    "timeout; nothing was applied") from None
+            return await fut      # a write under way: it ends, then answers
 
     def endpoint(self, template: str, work, needs_body: bool = False, open_route: bool = False,
                  inline: bool = False, transactional: bool = False, writes: bool = False):
@@ -238,47 +280,29 @@ class Api:
         writer, as it does any request in a transaction and any `work` that
         raises WriterNeeded."""
         observe = self.metrics.observe
-        loop_pool = self.pool
         by_raw_path = "{id}" in template
-        follower, writer = self.follower, self.writer
+        writer = self.writer
 
         async def run(request: Request) -> Response:
             t0 = time.perf_counter()
+            headers = request.headers
             try:
-                if not open_route and not self.authorized(request):
-                    raise self.refusal(request)
-                raw = await self.body(request) if needs_body else b""
+                if not open_route and not self.authorized(headers.get("authorization", "")):
+                    raise self.refusal(headers.get("authorization", ""))
+                raw = await self.body(headers.get("content-length"), request.receive) \
+                    if needs_body else b""
                 if (writer is not None or self.replica is not None) and \
-                        (writes or HEADER in request.headers):
+                        (writes or HEADER in headers):
                     return await self._forward(template, request, raw, t0)
-                params = item_params(request) if by_raw_path else request.path_params
-                parts = (params, request.query_params,
-                         request.headers.get("content-type", JSON), raw)
+                params = item_params(request.scope) if by_raw_path else request.path_params
+                parts = (params, request.query_params, headers.get("content-type", JSON), raw)
                 if inline:     # trivial work (health): no hand-off, no queue behind a read
                     code, payload = work(*parts)
-                    return self._answer(template, request, code, payload, t0)
-                job = Job(request.headers.get(HEADER) if transactional else None,
-                          request.headers.get(BRANCH_HEADER))
-                wanted = min_version(request)   # refused when malformed, workers or not
-                if follower is None:
-                    wanted = None                # one process: every answer is the newest
-                fut = asyncio.get_running_loop().run_in_executor(loop_pool, _run_job, job, work,
-                                                                 parts, self.metrics, follower,
-                                                                 wanted)
-                try:
-                    code, payload = await asyncio.wait_for(asyncio.shield(fut), self.timeout)
-                except asyncio.TimeoutError:
-                    if job.abandon():
-                        if job.transaction is not None:    # its statement was not run
-                            self.transactions.fail(job.transaction, "a request in it ran "
-                                                   "past the server's timeout")
-                        # its work ends in QueryCanceledError or RequestTimeoutError,
-                        # which no one awaits: read it, so asyncio logs no traceback
-                        fut.add_done_callback(_retrieve)
-                        raise E.RequestTimeoutError(
-                            f"the request ran past this server's {self.timeout:g} s "
-                            "timeout; nothing was applied") from None
-                    code, payload = await fut      # a write under way: it ends, then answers
+                else:
+                    job = Job(headers.get(HEADER) if transactional else None,
+                              headers.get(BRANCH_HEADER), headers.get("accept"))
+                    code, payload = await self.run_work(job, work, parts,
+                                                        headers.get(MIN_VERSION_HEADER))
                 return self._answer(template, request, code, payload, t0)
             except WriterNeeded:
                 try:
@@ -295,22 +319,31 @@ class Api:
 
         return run
 
+    def run_here(self, job: Job, work, parts, min_version_given: str | None):
+        """`work(*parts)` in the calling thread (hot.py: a short search on the event
+        loop, in a server of one process): no hand-off, and no timeout."""
+        min_version(min_version_given)      # refused when malformed
+        return _run_job(job, work, parts, self.metrics)
+
     def _answer(self, template: str, request: Request, code: int, payload, t0: float):
         if isinstance(payload, Stream):      # GET /backup: chunked, one chunk held at a time
             self.metrics.observe(template, request.method, code, time.perf_counter() - t0)
             return StreamingResponse(payload.chunks, code, media_type=payload.media_type,
                                      headers={VERSION_HEADER: str(self.db.engine.visible),
                                               **payload.headers})
-        media = JSON if not isinstance(payload, str) else \
-            "text/html; charset=utf-8" if isinstance(payload, Page) else \
-            "text/plain; version=0.0.4"
-        version = self.db.engine.visible
-        if self.board is not None and self.follower is None:
-            self.board.publish(version)     # before the answer: see workers.VersionBoard
+        media, payload = media_of(payload)
         response = Response(payload, code, media_type=media,
-                            headers={VERSION_HEADER: str(version)})
+                            headers={VERSION_HEADER: str(self.answer_version())})
         self.metrics.observe(template, request.method, code, time.perf_counter() - t0)
         return response
+
+    def answer_version(self) -> int:
+        """The version an answer carries, published first by the writer of `serve
+        --workers N` (see workers.VersionBoard)."""
+        version = self.db.engine.visible
+        if self.board is not None and self.follower is None:
+            self.board.publish(version)
+        return version
 
     async def _forward(self, template: str, request: Request, raw: bytes, t0: float):
         """A read worker's answer to a request only the writer can run: the writer's
@@ -335,15 +368,17 @@ class Api:
 def build_app(db, *, token: str | None = None, max_body: int = 256 << 20,
               max_results: int = 10_000, timeout: float = 30.0, threads: int = 8,
               transaction_idle_timeout: float = 60.0, board=None, worker: int | None = None,
-              writer_socket: str | None = None, replica=None) -> Starlette:
-    """The Starlette application serving `db` (see docs/server.md). `board`,
+              writer_socket: str | None = None, replica=None) -> HotPath:
+    """The ASGI application serving `db` (see docs/server.md): the hot routes'
+    own door (hot.py) in front of the Starlette application. `board`,
     `worker`, `writer_socket`: a process of `serve --workers N` (workers.py) —
     the writer has the board alone; a read worker its index and the writer's
     socket too."""
     api = Api(db, token=token, max_body=max_body, max_results=max_results, timeout=timeout,
               threads=threads, transaction_idle_timeout=transaction_idle_timeout,
               board=board, worker=worker, writer_socket=writer_socket, replica=replica)
-    routes = table(api, Job.claim_write, Job.transaction_named, Job.branch_named)
+    routes = table(api, Job.claim_write, Job.transaction_named, Job.branch_named,
+                   Job.accept_named)
 
     @asynccontextmanager
     async def lifespan(app):
@@ -361,8 +396,9 @@ def build_app(db, *, token: str | None = None, max_body: int = 256 << 20,
         await asyncio.get_running_loop().run_in_executor(None, _shutdown, api)
 
     async def not_found(request: Request, exc: HTTPException) -> Response:
-        if not api.authorized(request) and request.url.path != "/health":
-            return api.error_response(api.refusal(request))
+        given = request.headers.get("authorization", "")
+        if not api.authorized(given) and request.url.path != "/health":
+            return api.error_response(api.refusal(given))
         if exc.status_code == 405:
             err = E.RequestError(f"{request.method} is not a method of {request.url.path}")
         elif exc.status_code == 404:
@@ -385,7 +421,8 @@ def build_app(db, *, token: str | None = None, max_body: int = 256 << 20,
                     exception_handlers={HTTPException: not_found}, lifespan=lifespan)
     app.router.redirect_slashes = False     # /collections/ is a 404 (a 307 skipped the token)
     app.state.api = api
-    return app
+    return HotPath(app, api, {(path, method): work for path, method, work, _ in routes},
+                   item_params, Job)
 
 
 async def _publish_commits(api: Api) -> None:

@@ -36,7 +36,7 @@ WAIT_STEP = 0.001        # seconds between looks at the board while a read waits
 _PASSED = ("content-type", "x-varve-version", "retry-after", "www-authenticate", "allow",
            "x-varve-backup-version", "x-varve-backup-bytes")
 # the request headers the writer reads
-_SENT = ("authorization", "content-type", "x-varve-transaction", "x-varve-branch")
+_SENT = ("authorization", "content-type", "accept", "x-varve-transaction", "x-varve-branch")
 
 
 class WriterNeeded(Exception):
@@ -44,9 +44,9 @@ class WriterNeeded(Exception):
     request (SQL that writes); the worker forwards it."""
 
 
-def min_version(request: Request) -> int | None:
-    """The version a read asks to be answered at (or later), if it names one."""
-    given = request.headers.get(MIN_VERSION_HEADER)
+def min_version(given: str | None) -> int | None:
+    """The version a read asks to be answered at (or later), if it names one: its
+    X-Varve-Min-Version header, `given`."""
     if given is None:
         return None
     if not (given.isascii() and given.isdigit() and len(given) < 20):

@@ -323,6 +323,22 @@ def openapi_document() -> dict:
                                                            "format": "binary"}},
         "application/x-npy": {"schema": {"type": "string", "format": "binary"}}}}
     search_body = _json_body({"oneOf": [_ref("Search"), _ref("SearchBatch")]})
+    # a batch of query vectors sent binary: the block is the body, the rest ?search=
+    search_body["content"].update({
+        "application/x-npy": {"schema": {"type": "string", "format": "binary"}},
+        "application/vnd.apache.arrow.stream": {"schema": {"type": "string",
+                                                           "format": "binary"}}})
+    search_args = _query_param("search", "with a binary body (an .npy (n, dim) array or an "
+                               "Arrow stream of one fixed-size-list column: the query "
+                               "vectors): the search's other keywords, a JSON object")
+    search_op = _op("Vector, text or hybrid search; or a batch of them", 200,
+                    {"oneOf": [_ref("Hits"), _ref("Results")]}, search_body,
+                    C + [search_args])
+    # a batch answers msgpack or Arrow (a row a hit) when Accept names it
+    search_op["responses"]["200"]["content"].update({
+        "application/msgpack": {"schema": _ref("Results")},
+        "application/vnd.apache.arrow.stream": {"schema": {"type": "string",
+                                                           "format": "binary"}}})
     T = [_path_param("t", "the transaction's id (from POST /transactions)")]
     F = [_path_param("f", "the field")]
     B = [_path_param("b", "the branch")]
@@ -386,9 +402,7 @@ def openapi_document() -> dict:
         "/collections/{c}/find": {
             "post": _op("Documents matching a filter, in insertion order", 200, _ref("Hits"),
                         _json_body(_ref("Find"), required=False), C)},
-        "/collections/{c}/search": {
-            "post": _op("Vector, text or hybrid search; or a batch of them", 200,
-                        {"oneOf": [_ref("Hits"), _ref("Results")]}, search_body, C)},
+        "/collections/{c}/search": {"post": search_op},
         "/sql": {"post": _op("Run SQL in pgvector's dialect", 200, _ref("SqlResult"),
                              _json_body(_ref("Sql")), write=True, also=(403,))},
         "/history": {"get": _op("Every commit held", 200, _ref("Versions"))},

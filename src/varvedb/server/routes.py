@@ -21,11 +21,14 @@ from .. import errors as E
 from ..query.request import REQUESTS, Count, Find, Search, as_of_from_wire
 from ..schema import (HNSW, ID_END, IVFPQ, ID_MIN, Field, Vector, brief, index_spec_from_dict,
                       is_int)
-from ..wire import decode, encode
+from ..wire import decode, encode, encode_msgpack
+from .docs_page import Page
 from .follower import WAIT_STEP, WriterNeeded
 
+JSON = "application/json"
 ARROW = "application/vnd.apache.arrow.stream"
 NPY = "application/x-npy"
+MSGPACK = "application/msgpack"
 BRANCH_HEADER = "x-varve-branch"     # the branch a request reads and writes (Client.use)
 
 
@@ -36,22 +39,44 @@ class Stream(NamedTuple):
     media_type: str = "application/octet-stream"
 
 
+class Binary(NamedTuple):
+    """An answer in a binary form the client asked for (Accept): msgpack or Arrow."""
+    body: bytes
+    media_type: str
+
+
+def media_of(payload) -> tuple[str, bytes | str]:
+    """A route's payload's media type (app.Api and hot.HotPath answer it), and what the answer's body is made of."""
+    if isinstance(payload, Binary):      # a search batch answered as msgpack or Arrow
+        return payload.media_type, payload.body
+    if not isinstance(payload, str):
+        return JSON, payload
+    return ("text/html; charset=utf-8" if isinstance(payload, Page) else
+            "text/plain; version=0.0.4"), payload
+
+
+
 class MediaTypeError(E.RequestError):
     """A body of a type the route does not take (HTTP 415)."""
 
 
-def table(api, claim_write, transaction_named=None, branch_named=None) -> list:
+def table(api, claim_write, transaction_named=None, branch_named=None,
+          accept_named=None) -> list:
     """(path, method, work, endpoint options) for every route of app.Api `api`;
     a write calls `claim_write()` before it begins (app.Job); `transaction_named()`
     is the id of the transaction the request runs in (its X-Varve-Transaction
     header), or None (no transaction_named: never one); `branch_named()` the
-    branch it reads and writes (X-Varve-Branch), or None (main)."""
+    branch it reads and writes (X-Varve-Branch), or None (main); `accept_named()`
+    its Accept header, or None (a batch of searches answers JSON)."""
     db = api.db
     if transaction_named is None:
         def transaction_named():
             return None
     if branch_named is None:
         def branch_named():
+            return None
+    if accept_named is None:
+        def accept_named():
             return None
     transactions = api.transactions
 
@@ -362,21 +387,27 @@ def table(api, claim_write, transaction_named=None, branch_named=None) -> list:
         return out
 
     def search(p, q, ctype, raw):
-        body = json_body(ctype, raw, dict, "search")
-        if "queries" in body:
-            only(body, {"queries"}, "a batch search")
-            queries = body["queries"]
-            if not isinstance(queries, list):
-                raise E.RequestError("queries is a JSON array of searches")
-            reqs = [Search.from_wire(one) for one in queries]
-            cap(sum(r.limit for r in reqs), "a batch of searches")
-            return 200, encode({"results": session_call(
-                lambda s: [one_search(s, p["c"], r) for r in reqs])})
-        req = Search.from_wire(body)
+        kind = ctype.split(";")[0].strip().lower()
+        if kind in (NPY, ARROW):      # a batch: the query vectors are the body
+            req = Search.from_wire({**_binary_search_args(q),
+                                    "vectors": _query_block_body(kind, raw)})
+        else:
+            body = json_body(ctype, raw, dict, "search")
+            if "queries" in body:
+                only(body, {"queries"}, "a batch search")
+                queries = body["queries"]
+                if not isinstance(queries, list):
+                    raise E.RequestError("queries is a JSON array of searches")
+                reqs = [Search.from_wire(one) for one in queries]
+                cap(sum(r.limit for r in reqs), "a batch of searches")
+                return 200, batch_answer(session_call(
+                    lambda s: [one_search(s, p["c"], r) for r in reqs]), accept_named())
+            req = Search.from_wire(body)
         if req.vectors is not None:          # a batch of query vectors: results, in order
             cap(req.limit * len(req.vectors), "a batch of searches")
-            return 200, encode({"results": session_call(
-                lambda s: [searched(req, hits) for hits in answer(s, p["c"], req)])})
+            return 200, batch_answer(session_call(
+                lambda s: [searched(req, hits) for hits in answer(s, p["c"], req)]),
+                accept_named())
         cap_limit(req.limit)
         return 200, encode(session_call(lambda s: one_search(s, p["c"], req)))
 
@@ -851,6 +882,80 @@ def _params(body: dict):
     if not isinstance(params, list):
         raise E.RequestError(f"params is a JSON array, got {type(params).__name__}")
     return params
+
+
+def _binary_search_args(q) -> dict:
+    """A binary batch's search arguments but its vectors: ?search=, a JSON object."""
+    text = q.get("search")
+    if text is None:
+        return {}
+    args = json_body(JSON, text.encode(), dict, "?search=")
+    given = {"vector", "vectors", "queries"} & set(args)
+    if given:
+        raise E.RequestError(f"a binary batch's query vectors are its body; ?search= does "
+                             f"not take {', '.join(sorted(given))}")
+    return args
+
+
+def _query_block_body(kind: str, raw: bytes) -> np.ndarray:
+    """A batch's query vectors from a binary body: an (n, dim) .npy array, or an
+    Arrow IPC stream of one column of fixed-size lists of numbers."""
+    if kind == NPY:
+        return _npy_array(raw)
+    columns = _arrow_columns(raw)
+    block = next(iter(columns.values())) if len(columns) == 1 else None
+    if not isinstance(block, np.ndarray) or block.ndim != 2:
+        raise E.RequestError("an Arrow body of a batch of searches is one column of "
+                             "fixed-size lists of numbers (no nulls), one query a row")
+    return block
+
+
+
+def batch_answer(results: list, accept: str | None):
+    """A batch's {"results": [...]} in the form Accept asks for: msgpack, Arrow
+    (one row a hit: query, id, score and the selected fields) or JSON."""
+    accept = (accept or "").lower()
+    if ARROW in accept:
+        return Binary(_arrow_results(results), ARROW)
+    if MSGPACK in accept or "application/x-msgpack" in accept:
+        return Binary(encode_msgpack({"results": results}), MSGPACK)
+    return encode({"results": results})
+
+
+def _arrow_results(results: list) -> bytes:
+    try:
+        import pyarrow as pa
+    except ImportError:
+        raise E.RequestError("this server has no pyarrow: ask for JSON or msgpack "
+                             "(Accept: application/msgpack)") from None
+    if any("plan" in r for r in results):
+        raise E.RequestError("an Arrow answer holds hits, not plans: ask for explain's "
+                             "plans as JSON or msgpack")
+    hits = [(i, h) for i, r in enumerate(results) for h in r["hits"]]
+    names = list(dict.fromkeys(k for _, h in hits for k in h.fields))
+    columns = {"query": pa.array([i for i, _ in hits], pa.int32()),
+               "id": [h.id for _, h in hits],
+               "score": pa.array([h.score for _, h in hits], pa.float64())}
+    for name in names:
+        if name in columns:
+            raise E.RequestError(f"field {brief(name)} would be two columns of the Arrow "
+                                 "answer: ask for JSON or msgpack")
+        columns[name] = [_arrow_value(h.fields.get(name)) for _, h in hits]
+    for name, values in columns.items():
+        try:
+            columns[name] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:    # a JSON field's mixed values
+            raise E.RequestError(f"field {brief(name)} is not one Arrow type ({e}): ask "
+                                 "for JSON or msgpack") from None
+    sink = pa.BufferOutputStream()
+    table = pa.table(columns)
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _arrow_value(v):
+    return v.tolist() if isinstance(v, np.ndarray) else v
 
 
 def _npy_array(raw: bytes) -> np.ndarray:

@@ -105,7 +105,8 @@ def uvicorn_config(app, log_level: str, **where) -> uvicorn.Config:
         app, log_level=log_level, access_log=False,
         loop="uvloop" if have("uvloop") else "asyncio",
         http="httptools" if have("httptools") else "h11",
-        lifespan="on", timeout_keep_alive=75, **where)
+        # no "server: uvicorn" header: a line less to check and write in every answer
+        lifespan="on", timeout_keep_alive=75, server_header=False, **where)
 
 
 def with_pg(config, db, token, host: str, pg_port: int, tls_cert, tls_key):

@@ -1,0 +1,191 @@
+"""The hot routes' own door: search (one or a batch), get an item, insert.
+
+A plain ASGI callable in front of the Starlette app answers them itself, with
+the routes' own work (routes.table) on the same pool, under the same token,
+body limit, timeout, errors and metrics (app.Api). What it leaves out is the
+framework's per-request machinery: no walk of the route list, no Request,
+Headers or Response objects; the path is split once, the headers read into
+one dict, and the answer sent as its status, three headers and the bytes.
+Everything else — every other route, a HEAD, a read worker's request that the
+writer must run — goes on to the Starlette app unchanged.
+
+A search whose collection's searches have been short of late (a running
+average under INLINE_BELOW) runs on the event loop itself: handing it to a
+pool thread and back (a futex wake, the loop's wake-up, two context switches)
+costs more CPU than a graph search, and the kernels release the GIL anyway.
+Only in a server of one process (a read worker may wait for its min_version)
+and outside a transaction (which may wait for its lock); such a search is not
+abandoned at --timeout, being short. The average keeps a collection whose
+searches turn long (no index, a selective filter) on the pool.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from starlette.datastructures import QueryParams
+
+from .. import errors as E
+from .follower import MIN_VERSION_HEADER
+from .routes import BRANCH_HEADER, media_of
+from .transactions import HEADER
+
+log = logging.getLogger("varvedb.server")
+
+SEARCH, ITEMS = "/collections/{c}/search", "/collections/{c}/items"
+ITEM = "/collections/{c}/items/{id}"
+INLINE_BELOW = 0.002   # seconds: a collection's searches this short on average run inline
+AVERAGE = 0.2          # the weight of each search's time in its collection's average
+_NO_QUERY = QueryParams("")
+_JSON = b"application/json"
+# the request headers the hot routes read, as ASGI gives them (lower case bytes)
+_AUTH, _LENGTH, _TYPE = b"authorization", b"content-length", b"content-type"
+_TX, _BRANCH, _ACCEPT = HEADER.encode(), BRANCH_HEADER.encode(), b"accept"
+_MIN_VERSION = MIN_VERSION_HEADER.lower().encode()
+
+
+class HotPath:
+    """The ASGI application `varvedb serve` runs: the hot routes answered here,
+    the rest by `app` (whose `state` it shares). `works`: routes.table's work by
+    (path, method); `item_params` and `job`: app.item_params and app.Job."""
+
+    def __init__(self, app, api, works: dict, item_params, job):
+        self.app, self.api, self.state = app, api, app.state
+        self.search, self.insert = works[(SEARCH, "POST")], works[(ITEMS, "POST")]
+        self.get = works[(ITEM, "GET")]
+        self.item_params, self.job = item_params, job     # app's, which imports this
+        self._version = (-1, b"")      # the last X-Varve-Version sent, and its bytes
+        # where a search may run on the loop (see the module's docstring)
+        self.alone = api.follower is None and api.writer is None
+        self.search_seconds: dict[str, float] = {}   # a collection's, averaged
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/collections/"):
+            route = self.route(scope)
+            if route is not None:
+                return await self.serve(scope, receive, send, *route)
+        await self.app(scope, receive, send)
+
+    def route(self, scope):
+        """(template, work, path parameters, needs a body, writes) of a hot route,
+        or None."""
+        parts = scope["path"].split("/")      # ['', 'collections', c, ...]
+        if not parts[2]:
+            return None
+        method = scope["method"]
+        if method == "POST" and len(parts) == 4:
+            if parts[3] == "search":
+                return SEARCH, self.search, {"c": parts[2]}, True, False
+            if parts[3] == "items":
+                return ITEMS, self.insert, {"c": parts[2]}, True, True
+        elif method == "GET" and len(parts) >= 5 and parts[3] == "items":
+            # its id may hold '/' (%2F): read from the path as sent
+            return ITEM, self.get, self.item_params(scope), False, False
+        return None
+
+    async def serve(self, scope, receive, send, template, work, params, needs_body, writes):
+        api = self.api
+        t0 = time.perf_counter()
+        headers = dict(reversed(scope["headers"]))      # the first of a repeated one wins
+        if (api.writer is not None or api.replica is not None) and \
+                (writes or _TX in headers):
+            return await self.app(scope, receive, send)    # the writer runs it: forwarded
+        try:
+            if api.token is not None:
+                given = headers.get(_AUTH, b"").decode("latin-1")
+                if not api.authorized(given):
+                    raise api.refusal(given)
+            raw = b""
+            if needs_body:
+                length = headers.get(_LENGTH)
+                raw = await api.body(None if length is None else length.decode("latin-1"),
+                                     receive)
+            query = scope["query_string"]
+            ctype = headers.get(_TYPE)
+            parts = (params, QueryParams(query.decode("latin-1")) if query else _NO_QUERY,
+                     "application/json" if ctype is None else ctype.decode("latin-1"), raw)
+            tx = _text(headers.get(_TX))
+            job = self.job(tx, _text(headers.get(_BRANCH)), _text(headers.get(_ACCEPT)))
+            given = _text(headers.get(_MIN_VERSION))
+            if template == SEARCH and tx is None and self.alone and \
+                    self.search_seconds.get(params["c"], INLINE_BELOW) < INLINE_BELOW:
+                code, payload = api.run_here(job, work, parts, given)
+            else:
+                code, payload = await api.run_work(job, work, parts, given)
+            if template == SEARCH:      # its collection's searches' running average
+                seconds = self.search_seconds.get(params["c"], job.seconds)
+                self.search_seconds[params["c"]] = seconds + (job.seconds - seconds) * AVERAGE
+        except E.VarveError as e:
+            return await self.refuse(scope, receive, send, template, e, t0)
+        except Exception as e:      # a bug: say so, keep serving
+            log.exception("request %s %s failed", scope["method"], scope["path"])
+            return await self.refuse(scope, receive, send, template,
+                                     E.ServerError(f"{type(e).__name__}: {e}"), t0)
+        media, body = self.media_of(payload)
+        await one_write(send, {"type": "http.response.start", "status": code,
+                               "headers": [(b"content-type", media),
+                                           (b"content-length", b"%d" % len(body)),
+                                           (b"x-varve-version", self.version_bytes())]},
+                        {"type": "http.response.body", "body": body})
+        api.metrics.observe(template, scope["method"], code, time.perf_counter() - t0)
+
+    def media_of(self, payload) -> tuple[bytes, bytes]:
+        if type(payload) is bytes:      # JSON, the common answer
+            return _JSON, payload
+        media, body = media_of(payload)
+        return media.encode(), body
+
+    def version_bytes(self) -> bytes:
+        version = self.api.answer_version()
+        if version != self._version[0]:
+            self._version = (version, b"%d" % version)
+        return self._version[1]
+
+    async def refuse(self, scope, receive, send, template, exc, t0) -> None:
+        response = self.api.error_response(exc)
+        await response(scope, receive, send)
+        self.api.metrics.observe(template, scope["method"], response.status_code,
+                                 time.perf_counter() - t0)
+
+
+async def one_write(send, start: dict, body: dict) -> None:
+    """Send an answer's head and body as ASGI's two messages, but to the socket in
+    one write: uvicorn writes each message as it comes (two send() calls, two
+    packets, the client woken twice); while they are sent, its request cycle's
+    transport is a _Joined that gathers the writes, written whole after. A
+    server whose `send` is not such a cycle's sends them as they come."""
+    cycle = getattr(send, "__self__", None)
+    transport = getattr(cycle, "transport", None)
+    if transport is None:
+        await send(start)
+        await send(body)
+        return
+    joined = cycle.transport = _Joined()
+    try:
+        await send(start)
+        await send(body)
+    finally:
+        cycle.transport = transport
+        if joined.parts:     # none when the client has gone
+            transport.write(b"".join(joined.parts))
+        if joined.closed:      # the connection ends with this answer
+            transport.close()
+
+
+class _Joined:
+    """What uvicorn's request cycle writes an answer to while one_write sends it."""
+    __slots__ = ("parts", "closed")
+
+    def __init__(self):
+        self.parts = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.parts.append(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("latin-1")

@@ -1,0 +1,135 @@
+"""server/hot.py in process: the hot routes' door, called as uvicorn calls it.
+
+A search whose collection's searches have been short runs on the event loop
+itself, no hand-off: it is answered while every pool thread is busy; one whose
+searches have been long waits for the pool (and so keeps the timeout rule);
+either way the answer is the pool's. The door's answer goes out as one write
+where uvicorn's request cycle is the sender.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import numpy as np
+import pytest
+
+import varvedb as vv
+from varvedb.server.app import build_app
+from varvedb.server.hot import INLINE_BELOW, one_write
+
+HANG = 120.0      # seconds: a hang guard, never a timing
+
+
+@pytest.fixture
+def app(tmp_path):
+    db = vv.connect(str(tmp_path / "hot.varve"))
+    docs = db.create_collection("docs", {"emb": vv.Vector(4, metric="l2"), "tag": "int"})
+    docs.insert_arrays(id=np.arange(50), emb=np.eye(4, dtype=np.float32)[np.arange(50) % 4]
+                       * np.arange(1, 51, dtype=np.float32)[:, None], tag=np.arange(50))
+    app = build_app(db, threads=1)
+    yield app
+    app.state.api.pool.shutdown(wait=True)
+    db.close()
+
+
+async def call(app, method: str, path: str, body: bytes = b"") -> tuple[int, dict]:
+    sent = []
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive():
+        return messages.pop() if messages else {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+             "method": method, "scheme": "http", "path": path, "raw_path": path.encode(),
+             "query_string": b"", "root_path": "", "client": ("127.0.0.1", 1),
+             "server": ("127.0.0.1", 2),
+             "headers": [(b"content-type", b"application/json"),
+                         (b"content-length", str(len(body)).encode())]}
+    await app(scope, receive, send)
+    return sent[0]["status"], json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+
+
+def search(app, vector) -> asyncio.Future:
+    body = json.dumps({"vector": vector, "limit": 2, "exact": True, "select": []}).encode()
+    return asyncio.ensure_future(call(app, "POST", "/collections/docs/search", body))
+
+
+def test_a_short_search_runs_on_the_loop_and_a_long_one_waits_for_the_pool(app):
+    api = app.state.api
+
+    async def main():
+        first = await asyncio.wait_for(search(app, [0, 0, 0, 3.0]), HANG)
+        # rows are e_(i % 4) * (i + 1): [0, 0, 0, 4] and [1, 0, 0, 0] are nearest
+        assert first == (200, {"hits": [{"id": 3, "score": 1.0, "fields": {}},
+                                         {"id": 0, "score": 10 ** 0.5, "fields": {}}]})
+        for _ in range(200):     # the first ones load kernels: the average comes down
+            if app.search_seconds["docs"] < INLINE_BELOW:       # a 50-row scan is short
+                break
+            assert await asyncio.wait_for(search(app, [0, 0, 0, 3.0]), HANG) == first
+        assert app.search_seconds["docs"] < INLINE_BELOW
+        busy, free = threading.Event(), threading.Event()
+        api.pool.submit(lambda: (busy.set(), free.wait(HANG)))    # the pool's one thread
+        assert busy.wait(HANG)
+        try:
+            # on the loop: answered while the pool is taken, the same as the pool's
+            assert await asyncio.wait_for(search(app, [0, 0, 0, 3.0]), HANG) == first
+            app.search_seconds["docs"] = 1.0        # as if its searches had been long
+            waiting = search(app, [0, 0, 0, 3.0])
+            done, _ = await asyncio.wait({waiting}, timeout=0.2)
+            assert not done                          # queued behind the pool's thread
+        finally:
+            free.set()
+        assert await asyncio.wait_for(waiting, HANG) == first
+        assert app.search_seconds["docs"] < 1.0     # its time moved the average down
+
+    asyncio.run(main())
+
+
+def test_an_unknown_collection_is_a_typed_404_and_leaves_no_average(app):
+    async def main():
+        status, out = await asyncio.wait_for(call(
+            app, "POST", "/collections/nope/search", b'{"vector": [1, 0, 0, 0]}'), HANG)
+        assert status == 404 and out["error"]["type"] == "NotFoundError"
+        assert "nope" not in app.search_seconds
+    asyncio.run(main())
+
+
+def test_one_write_sends_head_and_body_in_one_write_and_honours_a_close():
+    """uvicorn's own request cycle (httptools), on a transport that records its
+    writes: one write per answer, and a connection that ends with it is closed."""
+    import logging
+
+    from uvicorn.protocols.http.flow_control import FlowControl
+    from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
+
+    class Transport:
+        def __init__(self):
+            self.writes, self.closed = [], False
+
+        def write(self, data):
+            self.writes.append(data)
+
+        def close(self):
+            self.closed = True
+
+    async def answer(keep_alive: bool) -> Transport:
+        transport = Transport()
+        cycle = RequestResponseCycle(
+            {"type": "http", "method": "POST", "http_version": "1.1"}, transport,
+            FlowControl(transport), logging.getLogger("test"), logging.getLogger("test"),
+            False, [], asyncio.Event(), False, keep_alive, lambda: None)
+        await one_write(cycle.send, {"type": "http.response.start", "status": 200,
+                                     "headers": [(b"content-length", b"2")]},
+                        {"type": "http.response.body", "body": b"{}"})
+        assert cycle.transport is transport and cycle.response_complete
+        return transport
+
+    for keep_alive in (True, False):
+        transport = asyncio.run(answer(keep_alive))
+        assert len(transport.writes) == 1 and transport.closed is not keep_alive
+        head, body = transport.writes[0].split(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n") and body == b"{}"
