@@ -3,8 +3,7 @@
 A search whose collection's searches have been short runs on the event loop
 itself, no hand-off: it is answered while every pool thread is busy; one whose
 searches have been long waits for the pool (and so keeps the timeout rule);
-either way the answer is the pool's. The door's answer goes out as one write
-where uvicorn's request cycle is the sender.
+either way the answer is the pool's.
 """
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ import pytest
 
 import varvedb as vv
 from varvedb.server.app import build_app
-from varvedb.server.hot import INLINE_BELOW, one_write
+from varvedb.server.hot import INLINE_BELOW
 
 HANG = 120.0      # seconds: a hang guard, never a timing
 
@@ -96,40 +95,3 @@ def test_an_unknown_collection_is_a_typed_404_and_leaves_no_average(app):
         assert status == 404 and out["error"]["type"] == "NotFoundError"
         assert "nope" not in app.search_seconds
     asyncio.run(main())
-
-
-def test_one_write_sends_head_and_body_in_one_write_and_honours_a_close():
-    """uvicorn's own request cycle (httptools), on a transport that records its
-    writes: one write per answer, and a connection that ends with it is closed."""
-    import logging
-
-    from uvicorn.protocols.http.flow_control import FlowControl
-    from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
-
-    class Transport:
-        def __init__(self):
-            self.writes, self.closed = [], False
-
-        def write(self, data):
-            self.writes.append(data)
-
-        def close(self):
-            self.closed = True
-
-    async def answer(keep_alive: bool) -> Transport:
-        transport = Transport()
-        cycle = RequestResponseCycle(
-            {"type": "http", "method": "POST", "http_version": "1.1"}, transport,
-            FlowControl(transport), logging.getLogger("test"), logging.getLogger("test"),
-            False, [], asyncio.Event(), False, keep_alive, lambda: None)
-        await one_write(cycle.send, {"type": "http.response.start", "status": 200,
-                                     "headers": [(b"content-length", b"2")]},
-                        {"type": "http.response.body", "body": b"{}"})
-        assert cycle.transport is transport and cycle.response_complete
-        return transport
-
-    for keep_alive in (True, False):
-        transport = asyncio.run(answer(keep_alive))
-        assert len(transport.writes) == 1 and transport.closed is not keep_alive
-        head, body = transport.writes[0].split(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 200 OK\r\n") and body == b"{}"

@@ -122,11 +122,11 @@ class HotPath:
             return await self.refuse(scope, receive, send, template,
                                      E.ServerError(f"{type(e).__name__}: {e}"), t0)
         media, body = self.media_of(payload)
-        await one_write(send, {"type": "http.response.start", "status": code,
-                               "headers": [(b"content-type", media),
-                                           (b"content-length", b"%d" % len(body)),
-                                           (b"x-varve-version", self.version_bytes())]},
-                        {"type": "http.response.body", "body": body})
+        await send({"type": "http.response.start", "status": code,
+                    "headers": [(b"content-type", media),
+                                (b"content-length", b"%d" % len(body)),
+                                (b"x-varve-version", self.version_bytes())]})
+        await send({"type": "http.response.body", "body": body})
         api.metrics.observe(template, scope["method"], code, time.perf_counter() - t0)
 
     def media_of(self, payload) -> tuple[bytes, bytes]:
@@ -146,45 +146,6 @@ class HotPath:
         await response(scope, receive, send)
         self.api.metrics.observe(template, scope["method"], response.status_code,
                                  time.perf_counter() - t0)
-
-
-async def one_write(send, start: dict, body: dict) -> None:
-    """Send an answer's head and body as ASGI's two messages, but to the socket in
-    one write: uvicorn writes each message as it comes (two send() calls, two
-    packets, the client woken twice); while they are sent, its request cycle's
-    transport is a _Joined that gathers the writes, written whole after. A
-    server whose `send` is not such a cycle's sends them as they come."""
-    cycle = getattr(send, "__self__", None)
-    transport = getattr(cycle, "transport", None)
-    if transport is None:
-        await send(start)
-        await send(body)
-        return
-    joined = cycle.transport = _Joined()
-    try:
-        await send(start)
-        await send(body)
-    finally:
-        cycle.transport = transport
-        if joined.parts:     # none when the client has gone
-            transport.write(b"".join(joined.parts))
-        if joined.closed:      # the connection ends with this answer
-            transport.close()
-
-
-class _Joined:
-    """What uvicorn's request cycle writes an answer to while one_write sends it."""
-    __slots__ = ("parts", "closed")
-
-    def __init__(self):
-        self.parts = []
-        self.closed = False
-
-    def write(self, data: bytes) -> None:
-        self.parts.append(data)
-
-    def close(self) -> None:
-        self.closed = True
 
 
 def _text(value: bytes | None) -> str | None:
