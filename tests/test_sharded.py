@@ -22,7 +22,8 @@ import ray
 import varvedb as vv
 from test_hnsw_index import recall
 from varvedb.errors import (CorruptFileError, DuplicateIdError, FieldTypeError,
-                            NotSupportedError, OptionError, WriterLockedError)
+                            NotSupportedError, OptionError, TransactionError,
+                            WriterLockedError)
 from varvedb.integrations.sharded import TXNS, ShardedCollection, shard_of
 
 pytestmark = pytest.mark.usefixtures("local_ray")
@@ -142,6 +143,14 @@ def test_a_shard_killed_between_prepare_and_commit(tmp_path):
         assert sc.count() == (90 if decided else 30)
         assert (sc.get(130) is not None) == decided
         assert all(os.listdir(f"{p}.2pc") == [] for p in sc.paths)
+    # a one-shard write whose process ends: its outcome is not guessed, the shard reopens
+    row = next(r for r in _rows(range(500, 600)) if shard_of(r["id"], 2) == 1)
+    ray.kill(sc.actors[1])
+    with pytest.raises(TransactionError, match="may or may not"):
+        sc.insert(row)
+    assert sc.get(row["id"]) is None
+    sc.insert(row)
+    assert sc.get(row["id"])["title"] == row["title"]
     sc.close()
     for k in range(2):        # each shard committed each write once (t1 never)
         with vv.connect(str(folder / f"shard-{k:03d}.varve"), readonly=True) as db:

@@ -36,7 +36,9 @@ commit also records the write's id in the file's `sharding_txns` collection,
 so a part is never applied twice. Recovery, when the folder is opened: each
 side file still present is committed if decisions.log says COMMIT for it and
 dropped otherwise. A shard actor that dies mid-write is started again on its
-file and finishes its part the same way.
+file and finishes its part the same way; one that dies during a write on its
+shard alone is started again too, and the write raises TransactionError: it
+may or may not have committed (a read says).
 
 Full-text and hybrid searches are refused for now: BM25 needs the corpus's
 statistics (document count, lengths, frequencies), which each shard knows only
@@ -61,7 +63,7 @@ import ray
 from ray.exceptions import RayActorError, RayTaskError
 
 from ..errors import (CorruptFileError, FieldTypeError, NotSupportedError, OptionError,
-                      VarveError, WriterLockedError)
+                      TransactionError, VarveError, WriterLockedError)
 from ..query.request import Search
 from ..results import Hits
 from ..schema import brief
@@ -323,8 +325,10 @@ class ShardedCollection:
 
     def _call(self, calls: list[tuple]) -> list:
         """[(shard, method, args)] run on their actors at once; a dead actor is started
-        again on its file and asked once more. The first error a shard raised is
-        raised as its own type (every call is waited for first)."""
+        again on its file and asked once more (every method but a one-shard write is
+        safe to ask twice: reads, and the two phases, which a write id makes
+        idempotent). The first error a shard raised is raised as its own type
+        (every call is waited for first)."""
         refs = [getattr(self.actors[k], m).remote(*a) for k, m, a in calls]
         try:
             return ray.get(refs)            # the common case, in one wait
@@ -343,6 +347,10 @@ class ShardedCollection:
                 continue
             try:
                 self.actors[k] = self._new_actor(k)
+                if m == "write":    # it may have committed before the process ended
+                    raise TransactionError(
+                        f"shard {k}'s process ended during a write, which it may or may "
+                        "not have committed: read to see (the shard is open again)")
                 out.append(ray.get(getattr(self.actors[k], m).remote(*a)))
             except Exception as e:
                 out.append(None)
