@@ -349,7 +349,7 @@ def _arrow_body(schema: Schema, id, columns: dict) -> bytes | None:
     return sink.getvalue()
 
 
-def _one_batch(queries: list[dict], requests: list[Search]) -> Search | None:
+def _one_batch(queries: list[dict]) -> Search | None:
     """search_batch's queries as one batch of query vectors, when each has a numpy
     vector= of one dtype and shape and the same other arguments; else None."""
     vectors = [q.get("vector") for q in queries]
@@ -612,7 +612,7 @@ class _CollectionVerbs:
             requests = [Search.of(**q) for q in queries]
         except TypeError as e:
             raise E.OptionError(f"a search query: {e}") from None
-        batch = _one_batch(queries, requests)
+        batch = _one_batch(queries)
         if batch is not None:        # numpy query vectors, the rest alike: sent binary
             return (yield from self._batch(batch))
         bodies = [r.to_wire() for r in requests]

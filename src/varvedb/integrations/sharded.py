@@ -67,6 +67,7 @@ from ..errors import (CorruptFileError, FieldTypeError, NotSupportedError, Optio
 from ..query.request import Search
 from ..results import Hits
 from ..schema import brief
+from ..storage.file import fsync_dir
 
 MANIFEST = "shards.json"
 DECISIONS = "decisions.log"
@@ -110,15 +111,7 @@ def _write_durably(path: str, data: bytes) -> None:
     finally:
         os.close(fd)
     os.rename(tmp, path)
-    _sync_dir(os.path.dirname(path))
-
-
-def _sync_dir(folder: str) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(path)
 
 
 class _Shard:
@@ -190,19 +183,14 @@ class _Shard:
             with self.db.transaction():
                 self._apply(part)
                 self.txns.insert({"id": txn})
-        if os.path.exists(path):
-            os.unlink(path)
-            _sync_dir(self.side)
+        _drop(path)
         return self.db.version
 
     def abort(self, txn: str) -> None:
         sess = self.open.pop(txn, None)
         if sess is not None:
             sess.rollback()
-        path = os.path.join(self.side, txn)
-        if os.path.exists(path):
-            os.unlink(path)
-            _sync_dir(self.side)
+        _drop(os.path.join(self.side, txn))
 
     def _apply(self, part: dict, sess=None) -> None:
         coll = self.coll if sess is None else sess.collection(self.coll.name)
@@ -237,6 +225,18 @@ class _Shard:
 _ShardActor = ray.remote(num_cpus=0, max_restarts=0)(_Shard)
 
 
+def _drop(side_file: str) -> None:
+    """A side file removed for good (its write committed or dropped), if there."""
+    if os.path.exists(side_file):
+        os.unlink(side_file)
+        fsync_dir(side_file)
+
+
+def _files(shards: int) -> list[str]:
+    """The shards' file names in a folder, in order (shards.json lists them)."""
+    return [f"shard-{k:03d}.varve" for k in range(shards)]
+
+
 def _unwrap(e: Exception) -> Exception:
     """The error a shard raised, as its own type (Ray wraps it)."""
     if isinstance(e, RayTaskError):
@@ -267,7 +267,7 @@ class ShardedCollection:
             raise OptionError(f"{folder} exists: a sharded collection is made in a new "
                               "folder (ShardedCollection.open opens one)") from None
         manifest = {"format": 1, "collection": name, "shards": shards,
-                    "files": [f"shard-{k:03d}.varve" for k in range(shards)]}
+                    "files": _files(shards)}
         self = cls._start(folder, manifest, schema)
         _write_durably(os.path.join(folder, MANIFEST), json.dumps(manifest).encode())
         return self
@@ -283,8 +283,7 @@ class ShardedCollection:
             ok = (manifest.get("format") == 1 and isinstance(manifest.get("collection"), str)
                   and type(manifest.get("shards")) is int
                   and 1 <= manifest["shards"] <= MAX_SHARDS
-                  and manifest.get("files") == [f"shard-{k:03d}.varve"
-                                                for k in range(manifest["shards"])])
+                  and manifest.get("files") == _files(manifest["shards"]))
         except FileNotFoundError:
             raise OptionError(f"{folder} is not a sharded collection (no {MANIFEST})") from None
         except (ValueError, AttributeError):

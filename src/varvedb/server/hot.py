@@ -27,7 +27,7 @@ from starlette.datastructures import QueryParams
 
 from .. import errors as E
 from .follower import MIN_VERSION_HEADER
-from .routes import BRANCH_HEADER, media_of
+from .routes import BRANCH_HEADER, JSON, media_of
 from .transactions import HEADER
 
 log = logging.getLogger("varvedb.server")
@@ -37,7 +37,7 @@ ITEM = "/collections/{c}/items/{id}"
 INLINE_BELOW = 0.002   # seconds: a collection's searches this short on average run inline
 AVERAGE = 0.2          # the weight of each search's time in its collection's average
 _NO_QUERY = QueryParams("")
-_JSON = b"application/json"
+_JSON = JSON.encode()
 # the request headers the hot routes read, as ASGI gives them (lower case bytes)
 _AUTH, _LENGTH, _TYPE = b"authorization", b"content-length", b"content-type"
 _TX, _BRANCH, _ACCEPT = HEADER.encode(), BRANCH_HEADER.encode(), b"accept"
@@ -103,7 +103,7 @@ class HotPath:
             query = scope["query_string"]
             ctype = headers.get(_TYPE)
             parts = (params, QueryParams(query.decode("latin-1")) if query else _NO_QUERY,
-                     "application/json" if ctype is None else ctype.decode("latin-1"), raw)
+                     JSON if ctype is None else ctype.decode("latin-1"), raw)
             tx = _text(headers.get(_TX))
             job = self.job(tx, _text(headers.get(_BRANCH)), _text(headers.get(_ACCEPT)))
             given = _text(headers.get(_MIN_VERSION))

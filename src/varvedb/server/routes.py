@@ -46,14 +46,14 @@ class Binary(NamedTuple):
 
 
 def media_of(payload) -> tuple[str, bytes | str]:
-    """A route's payload's media type (app.Api and hot.HotPath answer it), and what the answer's body is made of."""
+    """(media type, body) of a route's payload, as app.Api and hot.HotPath
+    answer it."""
     if isinstance(payload, Binary):      # a search batch answered as msgpack or Arrow
         return payload.media_type, payload.body
     if not isinstance(payload, str):
         return JSON, payload
     return ("text/html; charset=utf-8" if isinstance(payload, Page) else
             "text/plain; version=0.0.4"), payload
-
 
 
 class MediaTypeError(E.RequestError):
@@ -908,7 +908,6 @@ def _query_block_body(kind: str, raw: bytes) -> np.ndarray:
         raise E.RequestError("an Arrow body of a batch of searches is one column of "
                              "fixed-size lists of numbers (no nulls), one query a row")
     return block
-
 
 
 def batch_answer(results: list, accept: str | None):
