@@ -13,11 +13,13 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import ray
+from ray.exceptions import RayActorError
 
 import varvedb as vv
 from test_hnsw_index import recall
@@ -29,6 +31,7 @@ from varvedb.integrations.sharded import TXNS, ShardedCollection, shard_of
 pytestmark = pytest.mark.usefixtures("local_ray")
 ROOT = Path(__file__).resolve().parents[1]
 DIM = 16
+HANG = 600.0     # seconds: a hang guard, never a timing
 SCHEMA = {"m": "int", "title": "text", "vec": vv.Vector(DIM, metric="l2", index=vv.HNSW())}
 
 
@@ -118,6 +121,20 @@ def test_refused_arguments_and_folders(tmp_path):
         ShardedCollection.open(tmp_path / "bad")
 
 
+def _kill(actor) -> None:
+    """Kill a shard's actor and wait until it is dead (ray.kill returns at once, and
+    a call made just after may still be answered)."""
+    ray.kill(actor)
+    deadline = time.monotonic() + HANG
+    while time.monotonic() < deadline:        # a hang guard, not a timing
+        try:
+            ray.get(actor.version.remote(), timeout=HANG)
+        except RayActorError:
+            return
+        time.sleep(0.05)
+    raise AssertionError("a killed actor still answers")
+
+
 def _parts(sc, rows) -> dict:
     return {k: {"verb": "insert", "rows": rs} for k, rs in sc._by_shard(rows).items()}
 
@@ -143,9 +160,11 @@ def test_a_shard_killed_between_prepare_and_commit(tmp_path):
         assert sc.count() == (90 if decided else 30)
         assert (sc.get(130) is not None) == decided
         assert all(os.listdir(f"{p}.2pc") == [] for p in sc.paths)
-    # a one-shard write whose process ends: its outcome is not guessed, the shard reopens
+    # a one-shard write whose process ends: its outcome is not guessed, the shard
+    # reopens, and reads see what it holds (the write is sent once the actor is
+    # known dead, so it never ran)
     row = next(r for r in _rows(range(500, 600)) if shard_of(r["id"], 2) == 1)
-    ray.kill(sc.actors[1])
+    _kill(sc.actors[1])
     with pytest.raises(TransactionError, match="may or may not"):
         sc.insert(row)
     assert sc.get(row["id"]) is None

@@ -410,7 +410,14 @@ class ShardedCollection:
             vector = list(self._vector)
             if len(parts) == 1:
                 (k, part), = parts.items()
-                vector[k], = self._call([(k, "write", (part,))])
+                try:
+                    vector[k], = self._call([(k, "write", (part,))])
+                except TransactionError:
+                    # its process ended, the write perhaps committed: reads must see
+                    # what the shard holds now (one shard: the vector stays whole)
+                    vector[k], = self._call([(k, "version", ())])
+                    self._vector = tuple(vector)
+                    raise
                 self._vector = tuple(vector)
                 return
             txn = uuid.uuid4().hex
