@@ -4,6 +4,7 @@ A kernel's machine code holds the constants and inlined helpers of the modules
 it imports, so a cache keyed on the kernel's own file alone would serve stale
 code after a change to, say, kernels/distance.py.
 """
+import math
 import shutil
 from pathlib import Path
 
@@ -47,3 +48,94 @@ def test_the_stamp_changes_with_any_module_of_the_package(tmp_path):
     (copy / "distance.py").unlink()
     jit.source_stamp.cache_clear()
     assert jit.source_stamp(copy) != jit.source_stamp(package)
+
+
+def _fast_flags(kernel) -> bool:
+    return any(" fast " in line or "reassoc" in line or "contract" in line
+               for code in kernel.inspect_llvm().values() for line in code.splitlines()
+               if " fadd " in line or " fmul " in line)
+
+
+def test_a_kernel_first_compiled_under_a_fastmath_caller_keeps_its_own_flags():
+    # numba gives a callee whose options leave fastmath unset its first caller's
+    # flags; jit.njit sets them, so the callee's code (and what the disk cache
+    # keeps of it) is the same whoever compiled it first
+    def squares(a):
+        s = 0.0
+        for i in range(a.shape[0]):
+            s += a[i] * a[i]
+        return s
+
+    inner = jit.njit()(squares)
+
+    @jit.njit(fastmath=True)
+    def outer(a):
+        return inner(a) + a[0] * a[1]
+
+    outer(np.arange(8.0))
+    assert not _fast_flags(inner)
+    assert _fast_flags(outer)     # the check sees fastmath where it is asked for
+
+
+def _fixed_order(x: np.ndarray, q: np.ndarray, metric: int) -> float:
+    """distance.exact_row_distances' score in plain Python: four interleaved float64
+    partial sums (lane l: columns l, l+4, ...), the tail into lane 0, then
+    (a0 + a1) + (a2 + a3)."""
+    from varvedb.kernels import distance as d
+    xs, qs = [float(v) for v in x], [float(v) for v in q]
+    if metric == d.METRIC_L2:
+        terms = [(a - b) * (a - b) for a, b in zip(xs, qs)]
+    elif metric == d.METRIC_L1:
+        terms = [abs(a - b) for a, b in zip(xs, qs)]
+    else:
+        terms = [a * b for a, b in zip(xs, qs)]
+    main = len(terms) - len(terms) % 4
+    lanes = [0.0, 0.0, 0.0, 0.0]
+    for j in range(main):
+        lanes[j % 4] += terms[j]
+    for j in range(main, len(terms)):
+        lanes[0] += terms[j]
+    s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
+    if metric == d.METRIC_L2:
+        return math.sqrt(s)
+    if metric in (d.METRIC_L1,):
+        return s
+    if metric == d.METRIC_DOT:
+        return -s
+    xx = qq = 0.0
+    for a, b in zip(xs, qs):
+        xx += a * a
+        qq += b * b
+    if xx == 0.0 or qq == 0.0:
+        return 1.0
+    return 1.0 - min(1.0, max(-1.0, s / (math.sqrt(xx) * math.sqrt(qq))))
+
+
+def test_exact_scores_are_the_fixed_order_sums_bit_for_bit_in_the_cached_kernels():
+    # the suite runs after `varvedb warm`: these kernels are the ones warm cached,
+    # compiled beside (and called from) the fastmath walks and scans
+    from varvedb.kernels import distance as d
+    rng = np.random.default_rng(7)
+    metrics = (d.METRIC_L2, d.METRIC_DOT, d.METRIC_COSINE, d.METRIC_L1)
+    cases = 0
+    for dtype in ("f32", "f16", "int8"):
+        for dim in (1, 3, 4, 5, 16, 17, 50, 67, 128):
+            if dtype == "int8":
+                values = rng.integers(-100, 100, (12, dim)).astype(np.int8)
+                arena = values
+            else:
+                values = rng.standard_normal((12, dim)).astype(
+                    np.float16 if dtype == "f16" else np.float32)
+                arena = values.view(np.uint16) if dtype == "f16" else values
+            query = rng.standard_normal(dim).astype(np.float32)
+            rows = np.arange(12, dtype=np.int64)
+            for metric in metrics:
+                out = np.empty(12)
+                d.exact_row_distances(arena, rows, query, metric, out)
+                want = [_fixed_order(values[r], query, metric) for r in range(12)]
+                assert out.tolist() == want, (dtype, dim, metric)
+                ranked_rows, ranked = rows.copy(), np.empty(12)
+                d.rank_rows(arena, ranked_rows, query, metric, ranked)
+                assert ranked.tolist() == [want[r] for r in ranked_rows], (dtype, dim, metric)
+                cases += 1
+    assert cases == 3 * 9 * 4

@@ -125,6 +125,14 @@ def njit(readonly=(), literal=(), **options):
     and literal arguments as their plain type but for the parameters in ``literal``."""
     cache = options.pop("cache", False)
     inline = options.get("inline", "never") != "never"
+    # numba compiles a kernel whose options leave these unset with its first
+    # caller's (targetconfig's inherit_if_not_set): a fixed-order float64 sum
+    # (distance._sum4) first compiled under a fastmath kernel's call was fused and
+    # reassociated, and that code was cached for every later call of the same
+    # types. Set, a kernel's code depends on its own options only, not on which
+    # caller compiled it first (warm's order or a process's).
+    options.setdefault("fastmath", False)
+    options.setdefault("error_model", "python")
 
     def wrap(fn):
         dispatcher = _numba_njit(**options)(fn)
