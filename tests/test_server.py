@@ -177,6 +177,27 @@ def test_a_binary_batch_answers_the_json_batch_in_each_form_asked(served, body):
                             for i, res in enumerate(want["results"]) for h in res["hits"]]
 
 
+
+def test_an_arrow_answer_converts_as_hits_to_arrow_does(served):
+    """Vectors come as a fixed-size-list column of the stored values, as the
+    embedded Hits.to_arrow gives them (the answer once held them as plain lists)."""
+    import pyarrow as pa
+    srv, http, vecs = served
+    args = "?search=" + quote(json.dumps({"limit": 2, "exact": True, "select": ["emb", "tag"]}))
+    http.conn.request("POST", "/collections/docs/search" + args, npy(vecs[[4, 7]]),
+                      {"Content-Type": "application/x-npy",
+                       "Accept": "application/vnd.apache.arrow.stream",
+                       "Authorization": f"Bearer {TOKEN}"})
+    r = http.conn.getresponse()
+    table = pa.ipc.open_stream(r.read()).read_all()
+    assert r.status == 200 and table.column_names == ["query", "id", "score", "emb", "tag"]
+    assert table.schema.field("emb").type == pa.list_(pa.float32(), 8)
+    ids = table.column("id").to_pylist()
+    assert table.column("query").to_pylist() == [0, 0, 1, 1] and ids[0::2] == [4, 7]
+    assert np.array_equal(np.stack(table.column("emb").to_numpy(zero_copy_only=False)),
+                          vecs[ids])
+
+
 BAD_BATCHES = [
     ("npy", b"\x93NUMPY\x01\x00", "", 400, "RequestError"),          # cut short
     ("npy", "3d", "", 400, "RequestError"),                         # not (n, dim)

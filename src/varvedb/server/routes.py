@@ -21,6 +21,7 @@ from .. import errors as E
 from ..query.request import REQUESTS, Count, Find, Search, as_of_from_wire
 from ..schema import (HNSW, ID_END, IVFPQ, ID_MIN, Field, Vector, brief, index_spec_from_dict,
                       is_int)
+from ..tabular import to_arrow
 from ..wire import decode, encode, encode_msgpack
 from .docs_page import Page
 from .follower import WAIT_STEP, WriterNeeded
@@ -931,30 +932,22 @@ def _arrow_results(results: list) -> bytes:
         raise E.RequestError("an Arrow answer holds hits, not plans: ask for explain's "
                              "plans as JSON or msgpack")
     hits = [(i, h) for i, r in enumerate(results) for h in r["hits"]]
-    names = list(dict.fromkeys(k for _, h in hits for k in h.fields))
-    columns = {"query": pa.array([i for i, _ in hits], pa.int32()),
-               "id": [h.id for _, h in hits],
-               "score": pa.array([h.score for _, h in hits], pa.float64())}
-    for name in names:
-        if name in columns:
-            raise E.RequestError(f"field {brief(name)} would be two columns of the Arrow "
-                                 "answer: ask for JSON or msgpack")
-        columns[name] = [_arrow_value(h.fields.get(name)) for _, h in hits]
-    for name, values in columns.items():
-        try:
-            columns[name] = pa.array(values)
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:    # a JSON field's mixed values
-            raise E.RequestError(f"field {brief(name)} is not one Arrow type ({e}): ask "
-                                 "for JSON or msgpack") from None
+    fields = list(dict.fromkeys(k for _, h in hits for k in h.fields))
+    names = ["query", "id", "score"]
+    clash = next((f for f in fields if f in names), None)
+    if clash is not None:
+        raise E.RequestError(f"field {brief(clash)} would be two columns of the Arrow "
+                             "answer: ask for JSON or msgpack")
+    # the same conversion as Hits.to_arrow's (vectors as fixed-size lists, an int
+    # past int64 a decimal, json of mixed shapes Arrow's json type)
+    columns = [np.array([i for i, _ in hits], np.int32), [h.id for _, h in hits],
+               np.array([h.score for _, h in hits], np.float64)]
+    columns += [[h.fields.get(f) for _, h in hits] for f in fields]
+    table = to_arrow(names + fields, columns)
     sink = pa.BufferOutputStream()
-    table = pa.table(columns)
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     return sink.getvalue().to_pybytes()
-
-
-def _arrow_value(v):
-    return v.tolist() if isinstance(v, np.ndarray) else v
 
 
 def _npy_array(raw: bytes) -> np.ndarray:
