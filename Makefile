@@ -1,5 +1,15 @@
 # Every target sets up what it needs: a fresh clone runs `make demo` or `make test`.
 PYTHON ?= python3
+
+# An environment may set PYTHONDONTWRITEBYTECODE (this machine's does, and CI runs
+# in it), and the venv is installed --no-compile (below): every Python process
+# would then compile the source of every module it imports (numpy's, numba's,
+# pyarrow's, ...) again, and the suite starts hundreds (pytest's workers, each
+# server, crash and cold-start child): test_crash + test_cold_start took 70-85 s
+# of CPU against 28-29 s with the bytecode written once, by the first process
+# that imports a module.
+unexport PYTHONDONTWRITEBYTECODE
+
 VENV   := .venv
 BIN    := $(VENV)/bin
 
