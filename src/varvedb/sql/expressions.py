@@ -34,9 +34,14 @@ class Scope:
     qualifiers), and a hook that compiles a subquery (returns its key)."""
 
     def __init__(self, names: set[str], subquery: Callable | None = None,
-                 unqualified: list | None = None, qualified: bool = False):
+                 unqualified: list | None = None, qualified: bool = False,
+                 outer: "Scope | None" = None):
         self.names = names
         self.subquery = subquery
+        # a subquery's: the enclosing query's scope, and the qualified names of its
+        # columns this level reads (`a.attnum`, its ColumnRef), in order
+        self.outer = outer
+        self.outer_refs: dict[str, ast.ColumnRef] = {}
         # FROM with several relations (a join): `t.x` stays "t.x" (sql/relations.py
         # resolves it and bare names against each relation's columns)
         self.qualified = qualified
@@ -48,7 +53,8 @@ class Scope:
 def convert(n, scope: Scope):
     """A pglast expression as an expr tree."""
     if isinstance(n, ast.ColumnRef):
-        return E.Col(column_name(n, scope))
+        ref = _outer_ref(n, scope)
+        return ref if ref is not None else E.Col(column_name(n, scope))
     if isinstance(n, ast.A_Const):
         return E.Const(literal(n))
     if isinstance(n, ast.ParamRef):
@@ -88,11 +94,25 @@ def convert(n, scope: Scope):
         if scope.subquery is None:
             raise NotSupportedError("subqueries are not supported here")
         if n.subLinkType == SubLinkType.ANY_SUBLINK and not n.operName:
-            key = scope.subquery(n.subselect)
+            key, refs = scope.subquery(n.subselect)
+            if refs:
+                raise NotSupportedError("a correlated IN (SELECT ...) is not supported")
             return E.InList(convert(n.testexpr, scope), (E.SubqueryValues(key),), False)
-        if n.subLinkType == SubLinkType.EXPR_SUBLINK:
-            return E.Func("$scalar", (E.SubqueryValues(scope.subquery(n.subselect)),))
-        raise NotSupportedError("only IN (SELECT ...) and scalar subqueries are supported")
+        if n.subLinkType in (SubLinkType.EXPR_SUBLINK, SubLinkType.ARRAY_SUBLINK):
+            fold = "scalar" if n.subLinkType == SubLinkType.EXPR_SUBLINK else "array"
+            key, refs = scope.subquery(n.subselect)
+            if not refs:
+                return E.Func(f"${fold}", (E.SubqueryValues(key),))
+            # the outer values it reads, evaluated over the outer rows
+            return E.Func("$correlated", (E.SubqueryValues(key), E.Const(fold),
+                                          *(convert(r, scope) for r in refs)))
+        raise NotSupportedError("only IN (SELECT ...), ARRAY(SELECT ...) and scalar "
+                                "subqueries are supported")
+    if isinstance(n, ast.A_Indirection):
+        sub = n.indirection[0] if len(n.indirection) == 1 else None
+        if not isinstance(sub, ast.A_Indices) or sub.is_slice:
+            raise NotSupportedError("only one array subscript, a[i], is supported")
+        return E.Func("$subscript", (convert(n.arg, scope), convert(sub.uidx, scope)))
     if isinstance(n, ast.A_ArrayExpr):
         raise NotSupportedError("array values are not supported")
     if isinstance(n, ast.CollateClause):       # the one collation text has: code points
@@ -105,6 +125,25 @@ def convert(n, scope: Scope):
         which, negated = _BOOL_TESTS[n.booltesttype]
         return E.BoolTest(convert(n.arg, scope), which, negated)
     raise NotSupportedError(f"{type(n).__name__} expressions are not supported")
+
+
+def _outer_ref(n: ast.ColumnRef, scope: Scope):
+    """`t.col` where t is no relation of this level but an enclosing query's: an
+    Outer leaf (recorded in the scope, so its subquery is run per outer row).
+    A bare name is always this level's (its relations' columns are known only
+    when the statement is bound)."""
+    parts = n.fields
+    if len(parts) != 2 or not all(isinstance(p, ast.String) for p in parts) \
+            or parts[0].sval in scope.names:
+        return None
+    up = scope.outer
+    while up is not None and parts[0].sval not in up.names:
+        up = up.outer
+    if up is None:
+        return None
+    name = f"{parts[0].sval}.{parts[1].sval}"
+    scope.outer_refs.setdefault(name, n)
+    return E.Outer(name)
 
 
 def column_name(n: ast.ColumnRef, scope: Scope) -> str:
@@ -225,6 +264,14 @@ def output_name(n) -> str:
         return output_name(d) if strong else "case"
     if isinstance(n, ast.A_Expr) and n.kind == A_Expr_Kind.AEXPR_NULLIF:
         return "nullif"
+    if isinstance(n, ast.SubLink):      # (SELECT x ...): x's name; ARRAY(...): array
+        if n.subLinkType == SubLinkType.ARRAY_SUBLINK:
+            return "array"
+        first = (n.subselect.targetList or (None,))[0]
+        if n.subLinkType == SubLinkType.EXPR_SUBLINK and first is not None:
+            return first.name or output_name(first.val)
+    if isinstance(n, ast.A_Indirection):    # a[1]: a's name
+        return output_name(n.arg)
     return "?column?"
 
 

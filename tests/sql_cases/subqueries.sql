@@ -1,0 +1,67 @@
+-- Correlated scalar subqueries (a column of the outer row read inside), ARRAY(SELECT ...)
+-- with array_to_string, unnest, subscripts and ||, and VALUES as a relation: what psql's
+-- \d sends to describe a table, here on tables of the case's own.
+CREATE TABLE t (id bigint PRIMARY KEY, k int, name text);
+CREATE TABLE u (id bigint PRIMARY KEY, tk int, label text);
+INSERT INTO t VALUES (1, 10, 'one'), (2, 20, 'two'), (3, 20, 'three'), (4, NULL, 'four');
+INSERT INTO u VALUES (1, 20, 'x'), (2, 20, 'y'), (3, 10, 'z'), (4, 30, 'w');
+
+-- correlated scalar subqueries: one value for each outer row, NULL where none
+SELECT t.id, (SELECT count(*) FROM u WHERE u.tk = t.k) AS n FROM t ORDER BY t.id;
+-- => [(1, 1), (2, 2), (3, 2), (4, 0)]
+SELECT t.id, (SELECT u.label FROM u WHERE u.tk = t.k AND u.id > 2) FROM t ORDER BY 1;
+-- => [(1, 'z'), (2, None), (3, None), (4, None)]
+SELECT t.name FROM t WHERE (SELECT max(u.id) FROM u WHERE u.tk = t.k) > 2 ORDER BY t.name;
+-- => [('one',)]
+SELECT a.id, (SELECT b.name FROM t b WHERE b.id = a.id + 1) FROM t a ORDER BY a.id;
+-- => [(1, 'two'), (2, 'three'), (3, 'four'), (4, None)]
+-- the outer row's columns beside the subquery's own, and two levels out
+SELECT t.id, (SELECT min(u.id) + t.id FROM u WHERE u.tk = t.k) FROM t ORDER BY t.id;
+-- => [(1, 4), (2, 3), (3, 4), (4, None)]
+SELECT t.id, (SELECT (SELECT count(*) FROM u x WHERE x.tk = t.k AND x.id <> y.id) FROM u y WHERE y.id = 1) FROM t ORDER BY 1;
+-- => [(1, 1), (2, 1), (3, 1), (4, 0)]
+-- more than one row for an outer row
+SELECT t.id, (SELECT u.id FROM u WHERE u.tk = t.k) FROM t;
+-- !! 21000
+-- ARRAY(SELECT ...): uncorrelated and correlated, empty as {}
+SELECT ARRAY(SELECT label FROM u ORDER BY label);
+-- => [(['w', 'x', 'y', 'z'],)]
+SELECT t.id, array(SELECT u.id FROM u WHERE u.tk = t.k ORDER BY u.id DESC) FROM t ORDER BY 1;
+-- => [(1, [3]), (2, [2, 1]), (3, [2, 1]), (4, [])]
+SELECT t.id, array_to_string(array(SELECT u.label FROM u WHERE u.tk = t.k ORDER BY 1), ',') FROM t ORDER BY 1;
+-- => [(1, 'z'), (2, 'x,y'), (3, 'x,y'), (4, '')]
+SELECT array_to_string(ARRAY(SELECT name FROM t WHERE k IS NULL) || ARRAY(SELECT label FROM u WHERE id < 3 ORDER BY 1), ' + ');
+-- => [('four + x + y',)]
+SELECT (ARRAY(SELECT id FROM u ORDER BY id DESC))[1], (ARRAY(SELECT id FROM u))[9];
+-- => [(4, None)]
+-- unnest in FROM, of a correlated array
+SELECT t.id, (SELECT count(*) FROM unnest(array(SELECT u.id FROM u WHERE u.tk = t.k)) x) FROM t ORDER BY 1;
+-- => [(1, 1), (2, 2), (3, 2), (4, 0)]
+SELECT x FROM unnest(ARRAY(SELECT label FROM u WHERE tk = 20)) x ORDER BY x DESC;
+-- => [('y',), ('x',)]
+-- x = ANY(an array value)
+SELECT t.id FROM t WHERE t.k = ANY(ARRAY(SELECT tk FROM u WHERE id > 2)) ORDER BY 1;
+-- => [(1,)]
+-- VALUES as a relation, and beside a SELECT in UNION ALL
+SELECT * FROM (VALUES (1, 'a'), (2, 'b')) v ORDER BY 1 DESC;
+-- => [(2, 'b'), (1, 'a')]
+SELECT column2 FROM (VALUES (1, 'a'), (2, NULL)) v WHERE column1 > 1;
+-- => [(None,)]
+SELECT id FROM t WHERE id IN (SELECT tk / 10 FROM u UNION ALL VALUES (4)) ORDER BY 1;
+-- => [(1,), (2,), (3,), (4,)]
+VALUES (1, 'x'), (2, 'y');
+-- => [(1, 'x'), (2, 'y')]
+SELECT * FROM (VALUES (1), (2, 3)) v;
+-- !! 42601
+-- catalog functions on values PostgreSQL shows the same way
+SELECT pg_size_pretty(0::bigint), pg_size_pretty(8192::bigint), pg_size_pretty(10240::bigint), pg_size_pretty(20971519::bigint), pg_size_pretty(123456789::bigint), pg_size_pretty(-16384::bigint);
+-- => [('0 bytes', '8192 bytes', '10 kB', '20 MB', '118 MB', '-16 kB')]
+SELECT format_type(20, -1), format_type(1043, 14), format_type(25, NULL), format_type(1184, -1);
+-- => [('bigint', 'character varying(10)', 'text', 'timestamp with time zone')]
+-- UPDATE and DELETE: a correlated subquery in SET and WHERE
+UPDATE t SET name = (SELECT min(u.label) FROM u WHERE u.tk = t.k) WHERE t.id < 3;
+SELECT id, name FROM t ORDER BY id;
+-- => [(1, 'z'), (2, 'x'), (3, 'three'), (4, 'four')]
+DELETE FROM t WHERE (SELECT count(*) FROM u WHERE u.tk = t.k) = 0;
+SELECT id FROM t ORDER BY id;
+-- => [(1,), (2,), (3,)]
