@@ -233,18 +233,20 @@ DESCRIBED = ["CREATE TABLE docs (id bigserial PRIMARY KEY, embedding vector(3), 
              "CREATE INDEX ON docs USING hnsw (embedding vector_cosine_ops)",
              "CREATE INDEX docs_half ON docs USING hnsw (half halfvec_l2_ops)",
              "CREATE INDEX docs_tag ON docs (tag)",
-             "CREATE INDEX docs_label ON docs USING hash (label)"]
+             "CREATE INDEX docs_label ON docs USING hash (label)",
+             # no primary key: varvedb's id is hidden, as PostgreSQL has none
+             "CREATE TABLE docs_notes (body text NOT NULL, n bigint)"]
 
 
 def test_psql_describes_a_table_as_postgres_does(server, pg):
-    """psql's \d TABLE, \d+ TABLE and \di+ against varvedb print what they print
+    """psql's \\d TABLE, \\d+ TABLE and \\di+ against varvedb print what they print
     against PostgreSQL for the same DDL: every query psql sends runs (all but one
     as SQL: pgwire/catalog.py says which and why)."""
     with connect(server) as conn:
         for s in DESCRIBED:
             conn.execute(s)
     with psycopg.connect(pg.server.get_uri(database="varve_cases"), autocommit=True) as conn:
-        conn.execute("DROP TABLE IF EXISTS public.docs")
+        conn.execute("DROP TABLE IF EXISTS public.docs, public.docs_notes")
         for s in DESCRIBED:
             conn.execute(s)
     env = {**os.environ, "LD_LIBRARY_PATH": str(PSQL.parent.parent / "lib")}
@@ -257,32 +259,34 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
         return tuple((o.returncode, o.stdout, o.stderr) for o in outs)
 
     try:
-        got, want = both("-c", "\d docs")
+        got, want = both("-c", "\\d docs")
         assert got == want
         assert " embedding | vector(3)                |           |          | \n" in got[1]
         assert ' "docs_embedding_idx" hnsw (embedding vector_cosine_ops)\n' in got[1]
         # PostgreSQL 18 lists NOT NULL as constraints; varvedb speaks 16's catalog
         # (server_version 16.6), where they are not, so psql prints no such section
-        got, want = both("-c", "\d+ docs")
+        got, want = both("-c", "\\d+ docs")
         head, _, tail = want[1].partition("Not-null constraints:\n")
         tail = tail[tail.index("Access method"):]
         assert got == (0, head + tail, "")
         assert "Storage  | Compression | Stats target | Description" in got[1]
         # \di+: the same rows but for the owner and size (one file holds every table)
-        got, want = both("-A", "-t", "-c", "\di+ docs*")
+        got, want = both("-A", "-t", "-c", "\\di+ docs*")
 
         def rows(out: str) -> list:
             return [r.split("|")[:3] + r.split("|")[4:7] for r in out.splitlines()]
         assert got[0] == want[0] == 0 and rows(got[1]) == rows(want[1])
         assert len(rows(got[1])) == 5
         assert all(r.split("|")[7] == "" for r in got[1].splitlines())
+        got, want = both("-c", "\\d docs_notes")
+        assert got == want and "Indexes" not in got[1] and " body   | text " in got[1]
         # a relation neither has: psql's own message, from an empty answer
-        got, want = both("-c", "\d nosuch")
+        got, want = both("-c", "\\d nosuch")
         assert got == want and "Did not find any relation named" in got[2]
     finally:
         with psycopg.connect(pg.server.get_uri(database="varve_cases"),
                              autocommit=True) as conn:
-            conn.execute("DROP TABLE public.docs")
+            conn.execute("DROP TABLE public.docs, public.docs_notes")
 
 
 def _startup(sock, user=b"me"):

@@ -34,6 +34,9 @@ SELECT array_to_string(ARRAY(SELECT name FROM t WHERE k IS NULL) || ARRAY(SELECT
 -- => [('four + x + y',)]
 SELECT (ARRAY(SELECT id FROM u ORDER BY id DESC))[1], (ARRAY(SELECT id FROM u))[9];
 -- => [(4, None)]
+-- a subquery in the subquery's FROM reads the outer row too
+SELECT t.id, (SELECT count(*) FROM (SELECT u.id FROM u WHERE u.tk = t.k) s) FROM t ORDER BY 1;
+-- => [(1, 1), (2, 2), (3, 2), (4, 0)]
 -- unnest in FROM, of a correlated array
 SELECT t.id, (SELECT count(*) FROM unnest(array(SELECT u.id FROM u WHERE u.tk = t.k)) x) FROM t ORDER BY 1;
 -- => [(1, 1), (2, 2), (3, 2), (4, 0)]
@@ -65,3 +68,14 @@ SELECT id, name FROM t ORDER BY id;
 DELETE FROM t WHERE (SELECT count(*) FROM u WHERE u.tk = t.k) = 0;
 SELECT id FROM t ORDER BY id;
 -- => [(1,), (2,), (3,)]
+-- bad input: an unknown relation, a subscript of a non-array, an array where a number goes
+SELECT 'nosuch'::regclass;
+-- !! 42P01
+SELECT c.relname FROM pg_class c WHERE c.oid = 't'::regclass;
+-- => [('t',)]
+SELECT (id)[1] FROM t;
+-- !! 42804
+SELECT ARRAY(SELECT id FROM t) + 1;
+-- !! 42883
+SELECT array_to_string(5, ',');
+-- !! 42883

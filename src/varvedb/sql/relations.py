@@ -106,7 +106,11 @@ def _item(f, ctes: dict, make_select: Callable, aliases: list):
             raise NotSupportedError("LATERAL is not supported")
         alias = f.alias.aliasname if f.alias is not None else "unnamed_subquery"
         aliases.append(alias)
-        return Leaf(alias, make_select(f.subquery, ctes), _colnames(f.alias))
+        sel = make_select(f.subquery, ctes)
+        if sel.outer_refs:
+            raise NotSupportedError("a subquery in a join cannot read an enclosing query's "
+                                    f"columns ({', '.join(sel.outer_refs)})")
+        return Leaf(alias, sel, _colnames(f.alias))
     if isinstance(f, ast.RangeFunction):
         return _function_leaf(f, ctes, make_select, aliases)
     raise NotSupportedError(f"FROM {type(f).__name__} is not supported")

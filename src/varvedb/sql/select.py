@@ -125,7 +125,8 @@ class Select:
         if not from_clause:
             return ("none",)
         if relations.is_join(from_clause):
-            tree, self._names = relations.compile_from(from_clause, self.ctes, Select)
+            tree, self._names = relations.compile_from(from_clause, self.ctes,
+                                                       partial(Select, outer=outer))
             return ("join", tree)
         f = from_clause[0]
         if isinstance(f, ast.RangeVar) and f.schemaname is None and f.relname in self.ctes:
@@ -147,7 +148,9 @@ class Select:
                 raise NotSupportedError("LATERAL is not supported")
             alias = f.alias.aliasname if f.alias is not None else "subquery"
             self._names = {alias}
-            return ("derived", Select(f.subquery, self.ctes), alias)
+            sub = Select(f.subquery, self.ctes, outer=outer)   # (not LATERAL: not this level)
+            self._from_refs = sub._scope.outer_refs
+            return ("derived", sub, alias)
         if isinstance(f, ast.RangeFunction):
             call = f.functions[0][0]
             name = call.funcname[-1].sval.lower()
@@ -202,7 +205,7 @@ class Select:
             table = ctx.table(self.source[1])
             b = self._bind(table, table.schema)
         elif kind == "derived":
-            inner = self.source[1].plan(ctx, params)
+            inner = self.source[1].plan(ctx, params, outer)
             names = inner.plan.find(Output).columns
             b = self._bind(None, tuple(names))
         elif kind == "join":
