@@ -278,6 +278,11 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
         assert got[0] == want[0] == 0 and rows(got[1]) == rows(want[1])
         assert len(rows(got[1])) == 5
         assert all(r.split("|")[7] == "" for r in got[1].splitlines())
+        for index in ("docs_pkey", "docs_embedding_idx", "docs_half", "docs_label"):
+            got, want = both("-c", f"\\d {index}")
+            assert got == want and got[1].count(" yes  | ") == 1
+        got, want = both("-c", "\\d+ docs_tag")
+        assert got == want and "btree, for table \"public.docs\"" in got[1]
         got, want = both("-c", "\\d docs_notes")
         assert got == want and "Indexes" not in got[1] and " body   | text " in got[1]
         # a relation neither has: psql's own message, from an empty answer

@@ -42,6 +42,13 @@ SELECT t.id, (SELECT count(*) FROM unnest(array(SELECT u.id FROM u WHERE u.tk = 
 -- => [(1, 1), (2, 2), (3, 2), (4, 0)]
 SELECT x FROM unnest(ARRAY(SELECT label FROM u WHERE tk = 20)) x ORDER BY x DESC;
 -- => [('y',), ('x',)]
+-- EXISTS, correlated or not, of any columns (an aggregate's one row exists)
+SELECT t.id FROM t WHERE EXISTS (SELECT * FROM u WHERE u.tk = t.k AND u.id > 2) ORDER BY 1;
+-- => [(1,)]
+SELECT t.id, NOT EXISTS (SELECT 1 FROM u WHERE u.tk = t.k) AS none FROM t ORDER BY 1;
+-- => [(1, False), (2, False), (3, False), (4, True)]
+SELECT EXISTS (SELECT count(*) FROM u WHERE false), EXISTS (SELECT id FROM u WHERE false);
+-- => [(True, False)]
 -- x = ANY(an array value)
 SELECT t.id FROM t WHERE t.k = ANY(ARRAY(SELECT tk FROM u WHERE id > 2)) ORDER BY 1;
 -- => [(1,)]

@@ -715,8 +715,13 @@ def _array_of(sub: Val) -> Val:
     return Val("array", object_array([sub.python()]), np.zeros(1, bool))
 
 
+def _exists(sub: Val) -> Val:
+    """EXISTS (SELECT ...): whether it has a row."""
+    return Val("bool", np.array([len(sub) > 0]), np.zeros(1, bool))
+
+
 # a subquery's column -> its one-row value
-FOLDS = {"scalar": _one_row, "array": _array_of}
+FOLDS = {"scalar": _one_row, "array": _array_of, "exists": _exists}
 
 
 def _correlated(e: Func, rel: Rel, env: Env) -> Val:
@@ -730,7 +735,7 @@ def _correlated(e: Func, rel: Rel, env: Env) -> Val:
 def _func(e: Func, rel: Rel, env: Env) -> Val:
     if e.name == "$correlated":
         return _correlated(e, rel, env)
-    if e.name in ("$scalar", "$array"):       # (SELECT ...), ARRAY(SELECT ...)
+    if e.name in ("$scalar", "$array", "$exists"):   # (SELECT ...), ARRAY(...), EXISTS
         one = FOLDS[e.name[1:]](env.subqueries[e.args[0].key])
         return one.take(np.zeros(rel.n, np.int64))
     if e.name in _ON_NODES:     # the table's text index, or constant arguments' nodes
@@ -902,11 +907,12 @@ def _catalog_fn(method: str):
     def call(e: Func, rel: Rel, env: Env) -> Val:
         if not e.args or env.catalog is None:
             raise SqlError("42883", f"function {e.name}() does not exist")
-        oid = evaluate(e.args[0], rel, env)
-        if oid.kind == "unknown":
-            oid = coerce(oid, "int")
+        args = [evaluate(a, rel, env) for a in e.args]
+        args = [coerce(a, "int") if a.kind == "unknown" and i < 2 else a
+                for i, a in enumerate(args)]
         find = getattr(env.catalog, method)
-        out = [None if x is None else find(x) for x in oid.python()]
+        out = [None if xs[0] is None else find(*xs)
+               for xs in zip(*(a.python() for a in args))]
         return Val("text", object_array(out), np.array([x is None for x in out], bool))
     return call
 

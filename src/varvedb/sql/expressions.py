@@ -29,6 +29,11 @@ _BOOL_TESTS = {BoolTestType.IS_TRUE: (True, False), BoolTestType.IS_NOT_TRUE: (T
                BoolTestType.IS_UNKNOWN: (None, False), BoolTestType.IS_NOT_UNKNOWN: (None, True)}
 
 
+# subqueries as values: what makes one value of a subquery's rows (query/expr.py's FOLDS)
+_FOLDS = {SubLinkType.EXPR_SUBLINK: "scalar", SubLinkType.ARRAY_SUBLINK: "array",
+          SubLinkType.EXISTS_SUBLINK: "exists"}
+
+
 class Scope:
     """What one query level's expressions may name: its relation's names (for
     qualifiers), and a hook that compiles a subquery (returns its key)."""
@@ -98,15 +103,15 @@ def convert(n, scope: Scope):
             if refs:
                 raise NotSupportedError("a correlated IN (SELECT ...) is not supported")
             return E.InList(convert(n.testexpr, scope), (E.SubqueryValues(key),), False)
-        if n.subLinkType in (SubLinkType.EXPR_SUBLINK, SubLinkType.ARRAY_SUBLINK):
-            fold = "scalar" if n.subLinkType == SubLinkType.EXPR_SUBLINK else "array"
-            key, refs = scope.subquery(n.subselect)
+        fold = _FOLDS.get(n.subLinkType)
+        if fold is not None:
+            key, refs = scope.subquery(n.subselect, fold == "exists")
             if not refs:
                 return E.Func(f"${fold}", (E.SubqueryValues(key),))
             # the outer values it reads, evaluated over the outer rows
             return E.Func("$correlated", (E.SubqueryValues(key), E.Const(fold),
                                           *(convert(r, scope) for r in refs)))
-        raise NotSupportedError("only IN (SELECT ...), ARRAY(SELECT ...) and scalar "
+        raise NotSupportedError("only IN (SELECT ...), EXISTS, ARRAY(SELECT ...) and scalar "
                                 "subqueries are supported")
     if isinstance(n, ast.A_Indirection):
         sub = n.indirection[0] if len(n.indirection) == 1 else None
@@ -265,8 +270,8 @@ def output_name(n) -> str:
     if isinstance(n, ast.A_Expr) and n.kind == A_Expr_Kind.AEXPR_NULLIF:
         return "nullif"
     if isinstance(n, ast.SubLink):      # (SELECT x ...): x's name; ARRAY(...): array
-        if n.subLinkType == SubLinkType.ARRAY_SUBLINK:
-            return "array"
+        if n.subLinkType in (SubLinkType.ARRAY_SUBLINK, SubLinkType.EXISTS_SUBLINK):
+            return _FOLDS[n.subLinkType]
         first = (n.subselect.targetList or (None,))[0]
         if n.subLinkType == SubLinkType.EXPR_SUBLINK and first is not None:
             return first.name or output_name(first.val)

@@ -161,11 +161,15 @@ class Catalog:
     def relation_names(self) -> dict[int, str]:
         return {oid: r.name for oid, r in self._relations().items()}
 
-    def indexdef(self, oid: int) -> str | None:
+    def indexdef(self, oid: int, column: int = 0, pretty=None) -> str | None:
+        """pg_get_indexdef(index [, column, pretty]): its definition, or (column
+        1) its one column's."""
         r = self._relations().get(oid)
-        return r.indexdef() if r is not None and r.kind == "i" else None
+        if r is None or r.kind != "i" or column not in (0, 1):
+            return None
+        return r.indexdef() if column == 0 else r.column
 
-    def constraintdef(self, oid: int) -> str | None:
+    def constraintdef(self, oid: int, pretty=None) -> str | None:
         """The id key's constraint (pg_constraint's only kind of row here)."""
         r = self._relations().get(oid - CONSTRAINT_OFFSET + 1)
         return "PRIMARY KEY (id)" if r is not None and r.primary else None
@@ -192,11 +196,14 @@ def _pg_class(ctx) -> tuple[list[str], list[Val]]:
 def _pg_index(ctx) -> tuple[list[str], list[Val]]:
     rels = [r for r in _relations(ctx) if r.kind == "i"]
     n = len(rels)
-    return (["indexrelid", "indrelid", "indnatts", "indisunique", "indisprimary",
-             "indisclustered", "indisvalid", "indisreplident"],
+    return (["indexrelid", "indrelid", "indnatts", "indnkeyatts", "indisunique",
+             "indisprimary", "indisclustered", "indisvalid", "indisreplident", "indpred",
+             "indimmediate", "indnullsnotdistinct"],
             [_ints([r.oid for r in rels]), _ints([r.table_oid for r in rels]), _ints([1] * n),
+             _ints([1] * n),
              _bools([r.primary for r in rels]), _bools([r.primary for r in rels]),
-             _bools([False] * n), _bools([True] * n), _bools([False] * n)])
+             _bools([False] * n), _bools([True] * n), _bools([False] * n), _nulls(n),
+             _bools([True] * n), _bools([False] * n)])
 
 
 # a collection's id key constraint's OID: its table's + this (its indexes take + 1, + 2 ...)
@@ -220,16 +227,21 @@ def _pg_constraint(ctx) -> tuple[list[str], list[Val]]:
              Val("array", object_array([[1]] * n), np.zeros(n, bool))])   # the id: column 1
 
 
-def _columns(ctx) -> list[tuple]:
-    """(table oid, attnum, name, Field or None for the id, the schema) of every
-    collection's columns, in order: its id (unless hidden), then its fields."""
+def _columns(ctx, indexes: bool = False) -> list[tuple]:
+    """(relation oid, attnum, name, Field or None for the id, the schema, table name,
+    index method or '') of every collection's columns, in order: its id (unless
+    hidden), then its fields; with `indexes`, each index's one column after them."""
     out = []
     for tname, cid in sorted(ctx.engine.names.items(), key=lambda kv: kv[1]):
         schema = ctx.engine.tables[cid].schema
         oid = TABLE_OID_BASE + 1000 * cid
         cols = ([] if schema.id_hidden else [("id", None)]) + list(schema.fields.items())
-        out.extend((oid, num, name, f, schema, tname)
+        out.extend((oid, num, name, f, schema, tname, "")
                    for num, (name, f) in enumerate(cols, 1))
+    if indexes:
+        found = {(c[5], c[2]): c for c in out}
+        out += [(r.oid, 1) + found[(r.table, r.column)][2:6] + (r.method,)
+                for r in _relations(ctx) if r.kind == "i"]
     return out
 
 
@@ -273,9 +285,10 @@ _STORAGE = {"text": "x", "varchar": "x", "jsonb": "x", "bit": "x", "vector": "e"
 
 
 def _pg_attribute(ctx) -> tuple[list[str], list[Val]]:
-    cols = _columns(ctx)
+    cols = _columns(ctx, indexes=True)
     n = len(cols)
-    types = [_type_and_mod(f, schema) for _, _, _, f, schema, _ in cols]
+    # a hash index keeps its column's 4-byte hash codes: its attribute is int4
+    types = [(OIDS["int4"], -1) if c[6] == "hash" else _type_and_mod(c[3], c[4]) for c in cols]
     texts = [TYPES[t].name in ("text", "varchar") for t, _ in types]
     return (["attrelid", "attname", "atttypid", "atttypmod", "attnum", "attnotnull",
              "atthasdef", "attisdropped", "attcollation", "attidentity", "attgenerated",
@@ -284,7 +297,7 @@ def _pg_attribute(ctx) -> tuple[list[str], list[Val]]:
              _ints([t for t, _ in types]), _ints([m for _, m in types]),
              _ints([c[1] for c in cols]),
              _bools([c[3] is None or c[3].not_null for c in cols]),
-             _bools([_default(c[3], c[4], c[5]) is not None for c in cols]),
+             _bools([not c[6] and _default(c[3], c[4], c[5]) is not None for c in cols]),
              _bools([False] * n), _ints([100 if t else 0 for t in texts]),
              _texts([""] * n), _texts([""] * n),
              _texts([_STORAGE.get(TYPES[t].name, "p") for t, _ in types]),

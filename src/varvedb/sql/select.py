@@ -116,6 +116,7 @@ class Select:
         self.limit = None if stmt.limitCount is None else convert(stmt.limitCount, scope)
         self.offset = None if stmt.limitOffset is None else convert(stmt.limitOffset, scope)
         self.outer_refs = list(scope.outer_refs)   # the enclosing query's columns it reads
+        self.rows_only = False                     # EXISTS's: its rows, not a column
         self._bound = None                          # (schema, Bound) of the last run
 
     # ---- compiling ---------------------------------------------------------------
@@ -172,10 +173,12 @@ class Select:
         self._names = set()
         return ("values", tuple(tuple(convert(x, scope) for x in r) for r in rows))
 
-    def _add_subquery(self, stmt) -> tuple[int, list]:
-        """A subquery's key, and the ColumnRefs of this level's columns it reads."""
+    def _add_subquery(self, stmt, rows_only: bool = False) -> tuple[int, list]:
+        """A subquery's key, and the ColumnRefs of this level's columns it reads
+        (rows_only: EXISTS's, which reads how many rows it has, of any columns)."""
         key = len(self.subqueries)
         sub = self.subqueries[key] = Select(stmt, self.ctes, outer=self._scope)
+        sub.rows_only = rows_only
         return key, sub.outer_columns()
 
     def outer_columns(self) -> list:
@@ -507,6 +510,8 @@ def subquery_env(subqueries: dict, ctx, params, outer: dict | None = None) -> E.
 
 def _column(sub: Select, ctx, params, outer: dict | None = None) -> E.Val:
     res = execute(sub.plan(ctx, params, outer))
+    if sub.rows_only:
+        return E.Val("null", None, np.ones(res.count, bool))
     if len(res.columns) != 1:
         raise SqlError("42601", "subquery has too many columns")
     return res.columns[0]
