@@ -20,6 +20,13 @@ SELECT t.id, (SELECT min(u.id) + t.id FROM u WHERE u.tk = t.k) FROM t ORDER BY t
 -- => [(1, 4), (2, 3), (3, 4), (4, None)]
 SELECT t.id, (SELECT (SELECT count(*) FROM u x WHERE x.tk = t.k AND x.id <> y.id) FROM u y WHERE y.id = 1) FROM t ORDER BY 1;
 -- => [(1, 1), (2, 1), (3, 1), (4, 0)]
+-- a vector top-k per outer row, its WHERE reading the outer row (no plan kept across rows)
+CREATE TABLE pts (id bigint PRIMARY KEY, grp int, v vector(2));
+INSERT INTO pts VALUES (1, 1, '[0,0]'), (2, 1, '[5,5]'), (3, 2, '[1,1]'), (4, 2, '[9,8]'), (5, 3, '[3,0]');
+SELECT t.id, (SELECT p.id FROM pts p WHERE p.grp = t.id ORDER BY p.v <-> '[6,6]' LIMIT 1) FROM t ORDER BY 1;
+-- => [(1, 2), (2, 4), (3, 5), (4, None)]
+SELECT p.id, (SELECT q.id FROM pts q WHERE q.id <> p.id ORDER BY q.v <-> p.v LIMIT 1) FROM pts p ORDER BY 1;
+-- => [(1, 3), (2, 4), (3, 1), (4, 2), (5, 3)]
 -- more than one row for an outer row
 SELECT t.id, (SELECT u.id FROM u WHERE u.tk = t.k) FROM t;
 -- !! 21000

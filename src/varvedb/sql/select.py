@@ -333,8 +333,9 @@ class Select:
         session = ctx.session
         key = state = None
         skip = -1
+        # (not a correlated subquery's: its WHERE's mask changes with the outer row)
         if not self.subqueries and ctx.as_of is None and session.tx is None and snap.final \
-                and not b.windows:
+                and not b.windows and not self.outer_refs:
             skip = q_expr.index - 1 if type(q_expr) is E.Param else -1
             key = self._kept_key(session, env.params, skip)
             state = (snap.version, session.branch_id)
@@ -523,9 +524,9 @@ def _correlated(sub: Select, ctx, params, outer: list, fold, n: int) -> E.Val:
     of them (PostgreSQL's SubPlan runs once a row), `fold` making each answer
     one value (scalar or array), each row taking its combination's."""
     code = np.zeros(n, np.int64)
-    for v in outer:
+    for v in outer:     # (made dense again after each column: no product of counts overflows)
         c, k = codes(v)
-        code = code * k + c
+        code = np.unique(code * k + c, return_inverse=True)[1].reshape(-1)
     _, first, inv = np.unique(code, return_index=True, return_inverse=True)
     answers = [fold(_column(sub, ctx, params, {name: v.take(np.array([r]))
                                                for name, v in zip(sub.outer_refs, outer)}))
