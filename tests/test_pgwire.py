@@ -235,7 +235,13 @@ DESCRIBED = ["CREATE TABLE docs (id bigserial PRIMARY KEY, embedding vector(3), 
              "CREATE INDEX docs_tag ON docs (tag)",
              "CREATE INDEX docs_label ON docs USING hash (label)",
              # no primary key: varvedb's id is hidden, as PostgreSQL has none
-             "CREATE TABLE docs_notes (body text NOT NULL, n bigint)"]
+             "CREATE TABLE docs_notes (body text NOT NULL, n bigint)",
+             # a text key; defaults of each kind, as PostgreSQL keeps their constants
+             "CREATE TABLE docs_keys (id text PRIMARY KEY, code varchar(8) DEFAULT 'x', "
+             "at timestamptz DEFAULT '2026-01-02 03:04:05.5+00', w double precision DEFAULT 1, "
+             "f double precision DEFAULT 0.25, g double precision DEFAULT -0.5, "
+             "neg bigint DEFAULT -3, big bigint DEFAULT 5000000000, "
+             "meta jsonb DEFAULT '{\"a\": [1, \"b\"]}', off boolean DEFAULT false)"]
 
 
 def test_psql_describes_a_table_as_postgres_does(server, pg):
@@ -246,7 +252,7 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
         for s in DESCRIBED:
             conn.execute(s)
     with psycopg.connect(pg.server.get_uri(database="varve_cases"), autocommit=True) as conn:
-        conn.execute("DROP TABLE IF EXISTS public.docs, public.docs_notes")
+        conn.execute("DROP TABLE IF EXISTS public.docs, public.docs_notes, public.docs_keys")
         for s in DESCRIBED:
             conn.execute(s)
     env = {**os.environ, "LD_LIBRARY_PATH": str(PSQL.parent.parent / "lib")}
@@ -276,7 +282,7 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
         def rows(out: str) -> list:
             return [r.split("|")[:3] + r.split("|")[4:7] for r in out.splitlines()]
         assert got[0] == want[0] == 0 and rows(got[1]) == rows(want[1])
-        assert len(rows(got[1])) == 5
+        assert len(rows(got[1])) == 6     # docs_keys_pkey too
         assert all(r.split("|")[7] == "" for r in got[1].splitlines())
         for index in ("docs_pkey", "docs_embedding_idx", "docs_half", "docs_label"):
             got, want = both("-c", f"\\d {index}")
@@ -285,13 +291,15 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
         assert got == want and "btree, for table \"public.docs\"" in got[1]
         got, want = both("-c", "\\d docs_notes")
         assert got == want and "Indexes" not in got[1] and " body   | text " in got[1]
+        got, want = both("-c", "\\d docs_keys")
+        assert got == want and "'-0.5'::numeric" in got[1]
         # a relation neither has: psql's own message, from an empty answer
         got, want = both("-c", "\\d nosuch")
         assert got == want and "Did not find any relation named" in got[2]
     finally:
         with psycopg.connect(pg.server.get_uri(database="varve_cases"),
                              autocommit=True) as conn:
-            conn.execute("DROP TABLE public.docs, public.docs_notes")
+            conn.execute("DROP TABLE public.docs, public.docs_notes, public.docs_keys")
 
 
 def _startup(sock, user=b"me"):

@@ -12,12 +12,12 @@ its catalog id (TABLE_OID_BASE + 1 000 a collection), its indexes' follow it
 statement and use it in the next, as psql's \d does."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..query.expr import Val, object_array
+from ..query.literals import value_text
 from ..query.pg_types import OIDS, PG_CATALOG, PUBLIC, TYPES
 from ..schema import HNSW
 from .ddl import OPCLASSES, SQL_TYPES, index_names
@@ -271,10 +271,15 @@ def _default(f, schema, table: str) -> str | None:
         return None
     if isinstance(v, bool):
         return "true" if v else "false"
+    text = value_text(v, f.kind)
     if isinstance(v, (int, float)):
-        return str(v)
-    text = v.isoformat(sep=" ") if f.kind == "timestamp" else \
-        json.dumps(v) if f.kind == "json" else str(v)
+        # as the constant PostgreSQL keeps: a plain number, or a quoted one of the
+        # type it has (a negative number: int4's or numeric's, a large one int8's)
+        if 0 <= v < 1 << 31:
+            return text
+        cast = "numeric" if isinstance(v, float) else \
+            "integer" if -(1 << 31) <= v < 1 << 31 else "bigint"
+        return f"'{text}'::{cast}"
     return "'" + text.replace("'", "''") + "'::" + TYPES[_type_and_mod(f, schema)[0]].regtype
 
 
