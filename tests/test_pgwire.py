@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import varvedb as vv
-from varvedb.pgwire import types as T
+from varvedb.pgwire import catalog, types as T
 from varvedb.pgwire.scram import AuthFailed, Exchange, Verifier
 
 from server_proc import ServerProcess, free_port
@@ -245,9 +245,9 @@ DESCRIBED = ["CREATE TABLE docs (id bigserial PRIMARY KEY, embedding vector(3), 
 
 
 def test_psql_describes_a_table_as_postgres_does(server, pg):
-    """psql's \\d TABLE, \\d+ TABLE and \\di+ against varvedb print what they print
-    against PostgreSQL for the same DDL: every query psql sends runs (all but one
-    as SQL: pgwire/catalog.py says which and why)."""
+    """psql's \\d TABLE, \\d+ TABLE, \\d INDEX and \\di+ against varvedb print what they
+    print against PostgreSQL for the same DDL, every query psql sends run as SQL
+    (none is one pgwire/catalog.py answers by its text)."""
     with connect(server) as conn:
         for s in DESCRIBED:
             conn.execute(s)
@@ -272,6 +272,9 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
         # PostgreSQL 18 lists NOT NULL as constraints; varvedb speaks 16's catalog
         # (server_version 16.6), where they are not, so psql prints no such section
         got, want = both("-c", "\\d+ docs")
+        sent = both("-E", "-c", "\\d+ docs")[0][1].split("/******** QUERY *********/\n")[1:]
+        assert len(sent) >= 10
+        assert all(catalog.answer_for(q.split("\n/****")[0]) is None for q in sent)
         head, _, tail = want[1].partition("Not-null constraints:\n")
         tail = tail[tail.index("Access method"):]
         assert got == (0, head + tail, "")

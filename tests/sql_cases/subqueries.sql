@@ -44,6 +44,13 @@ SELECT (ARRAY(SELECT id FROM u ORDER BY id DESC))[1], (ARRAY(SELECT id FROM u))[
 -- a subquery in the subquery's FROM reads the outer row too
 SELECT t.id, (SELECT count(*) FROM (SELECT u.id FROM u WHERE u.tk = t.k) s) FROM t ORDER BY 1;
 -- => [(1, 1), (2, 2), (3, 2), (4, 0)]
+-- ... and from a join's relations, a UNION's legs
+SELECT t.id, (SELECT count(*) FROM u z JOIN (SELECT u.id FROM u WHERE u.tk = t.k) s ON s.id = z.id) FROM t ORDER BY 1;
+-- => [(1, 1), (2, 2), (3, 2), (4, 0)]
+SELECT t.id, (SELECT count(*) FROM generate_series(1, t.id) g, u WHERE u.id = g) FROM t ORDER BY 1;
+-- => [(1, 1), (2, 2), (3, 3), (4, 4)]
+SELECT t.id, array(SELECT u.id FROM u WHERE u.tk = t.k UNION SELECT t.id + 10 ORDER BY 1) FROM t ORDER BY 1;
+-- => [(1, [3, 11]), (2, [1, 2, 12]), (3, [1, 2, 13]), (4, [14])]
 -- unnest in FROM, of a correlated array
 SELECT t.id, (SELECT count(*) FROM unnest(array(SELECT u.id FROM u WHERE u.tk = t.k)) x) FROM t ORDER BY 1;
 -- => [(1, 1), (2, 2), (3, 2), (4, 0)]
@@ -70,6 +77,29 @@ VALUES (1, 'x'), (2, 'y');
 -- => [(1, 'x'), (2, 'y')]
 SELECT * FROM (VALUES (1), (2, 3)) v;
 -- !! 42601
+-- generate_series of integers, string_agg, array_upper
+SELECT * FROM generate_series(1, 4) g;
+-- => [(1,), (2,), (3,), (4,)]
+SELECT g FROM generate_series(10, 1, -4) g;
+-- => [(10,), (6,), (2,)]
+SELECT count(*) FROM generate_series(5, 1) g;
+-- => [(0,)]
+SELECT count(*) FROM generate_series(1, NULL) g;
+-- => [(0,)]
+SELECT * FROM generate_series(1, 3, 0);
+-- !! 22023
+SELECT string_agg(name, ', ') FROM t WHERE id < 4;
+-- => [('one, two, three',)]
+SELECT k, string_agg(name, '|') FROM t GROUP BY k ORDER BY k NULLS FIRST;
+-- => [(None, 'four'), (10, 'one'), (20, 'two|three')]
+SELECT string_agg(name, ',') FROM t WHERE false;
+-- => [(None,)]
+SELECT string_agg(name, ',') FILTER (WHERE k = 20), count(*) FROM t;
+-- => [('two,three', 4)]
+SELECT string_agg(id, ',') FROM t;
+-- !! 42883
+SELECT array_upper(ARRAY(SELECT id FROM t), 1), array_upper(ARRAY(SELECT id FROM t WHERE false), 1);
+-- => [(4, None)]
 -- catalog functions on values PostgreSQL shows the same way
 SELECT pg_size_pretty(0::bigint), pg_size_pretty(8192::bigint), pg_size_pretty(10240::bigint), pg_size_pretty(20971519::bigint), pg_size_pretty(123456789::bigint), pg_size_pretty(-16384::bigint);
 -- => [('0 bytes', '8192 bytes', '10 kB', '20 MB', '118 MB', '-16 kB')]

@@ -1,5 +1,4 @@
-"""asyncpg's own catalog statements and one of psql's, which varvedb's SQL
-cannot run yet.
+"""asyncpg's own catalog statements, which varvedb's SQL cannot run yet.
 
 SQL answers the catalog lookups that read one relation (sql/pg_catalog.py:
 pg_type and pg_namespace, `to_regtype()`, `::regtype`: psycopg's TypeInfo and
@@ -12,9 +11,6 @@ ignores constants, spacing and case) and answered from the same type table
 (query/pg_types.py). A variant of them that is not the text asyncpg sends runs
 as SQL and fails. The tests run asyncpg, so a release that changes its queries
 shows up there.
-
-psql's \\d TABLE: SQL runs all its catalog queries (sql/pg_catalog.py) but the
-one that lists the table's publications (`_no_publications`, why below).
 """
 from __future__ import annotations
 
@@ -83,15 +79,6 @@ def _introspect(params, session) -> list[SqlResult]:
     return [_rows(_INTRO_COLUMNS, rows)]
 
 
-def _no_publications(params, session) -> list[SqlResult]:
-    """psql's \\d TABLE lists the publications that publish the table. SQL runs
-    every other catalog query psql's \\d sends, but this one reads a publication's
-    column list with array subscripts (`prattrs[s]`, a bare outer reference),
-    generate_series and string_agg, which SQL lacks; varvedb has no publications
-    (pg_publication is empty), so its answer is always no rows."""
-    return [_rows([("pubname", "name"), ("?column?", "text"), ("?column?", "text")], [])]
-
-
 def _jit_off(params, session) -> list[SqlResult]:
     """asyncpg turns JIT off around its introspection: there is none to turn."""
     return [_rows([("cur", "text"), ("new", "text")], [("off", "off")] if params is not None
@@ -118,10 +105,9 @@ _ANSWERS = {
     "bc96818896c15d7a": Answer((), _jit_off),                       # asyncpg
     "39b91759afd4bb88": Answer((T.TEXT,), _jit_back),               # asyncpg
     "4d532b0003a15448": Answer((), _pool_reset),                    # asyncpg's pool
-    "a4099cdc6a729c1f": Answer((), _no_publications),               # psql >= 15's \d
 }
 # words every recognised text holds; a text without them is not fingerprinted
-_MARKS = ("pg_type", "set_config", "pg_advisory_unlock_all", "pg_publication")
+_MARKS = ("pg_type", "set_config", "pg_advisory_unlock_all")
 _seen: dict[str, Answer | None] = {}
 
 

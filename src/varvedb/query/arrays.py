@@ -46,6 +46,11 @@ def contains(values: list, arrays, array_nulls) -> tuple[np.ndarray, np.ndarray]
     return hit, unknown
 
 
+def element_lists(arrays, nulls) -> list:
+    """Each row's array (None where NULL)."""
+    return [None if null else arr for arr, null in zip(arrays, nulls.tolist())]
+
+
 def element(arrays, nulls, indexes: list) -> list:
     """array[i] a row: the i-th element (from 1), NULL past either end."""
     return [None if null or i is None or not 1 <= i <= len(arr) else arr[i - 1]

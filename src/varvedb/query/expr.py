@@ -201,10 +201,11 @@ class Case:
 @dataclass(frozen=True, slots=True)
 class Agg:
     """An aggregate call; the planner replaces it by a Col of the Aggregate node's output."""
-    fn: str             # count sum avg min max
+    fn: str             # count sum avg min max string_agg
     arg: Any            # None for count(*)
     distinct: bool = False
     filter: Any = None  # FILTER (WHERE ...): only the rows it is true for
+    sep: Any = None     # string_agg's separator
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +261,7 @@ def walk(expr):
             if e.default is not None:
                 stack.append(e.default)
         elif isinstance(e, Agg):
-            stack.extend(x for x in (e.arg, e.filter) if x is not None)
+            stack.extend(x for x in (e.arg, e.filter, e.sep) if x is not None)
         elif isinstance(e, Window):
             stack.extend(e.partition)
             stack.extend(o[0] for o in e.order)
@@ -628,7 +629,7 @@ def round_half_away(x: np.ndarray) -> np.ndarray:
 def _zeros(kind: str, n: int):
     if kind in ("null",):
         return None
-    if kind in ("text", "json", "unknown"):
+    if kind in ("text", "json", "unknown", "array"):
         return np.full(n, None, dtype=object)
     return np.zeros(n, {"float": np.float64, "bool": bool}.get(kind, np.int64))
 
@@ -944,6 +945,10 @@ def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
         return _regtype(v)
     if kind == "regclass":
         return _regclass(v, env)
+    if kind == "array":
+        if v.kind not in ("array", "null"):
+            raise NotSupportedError(f"a cast of {v.kind} to an array type is not supported")
+        return Val("array", _array_data(v), v.nulls)
     if kind == "regnamespace":
         from .pg_types import NAMESPACES
         return _oid_names(v, NAMESPACES, "regnamespace")
@@ -1033,6 +1038,17 @@ def _subscript(arr: Val, index: Val) -> Val:
     if index.kind not in ("int", "null"):
         raise SqlError("42804", f"array subscript must have type integer, not {index.kind}")
     return items_val(arrays.element(_array_data(arr), arr.nulls, index.python()))
+
+
+def _array_upper(arr: Val, dim: Val) -> Val:
+    """array_upper(array, 1): its last subscript (NULL where it is empty or NULL,
+    or of another dimension: arrays here have one)."""
+    if arr.kind not in ("array", "null"):
+        raise SqlError("42883", f"function array_upper({arr.kind}, {dim.kind}) does not exist")
+    out = [len(a) if a and d == 1 else None
+           for a, d in zip(arrays.element_lists(_array_data(arr), arr.nulls), dim.python())]
+    return _from_python("int", [0 if x is None else x for x in out],
+                        np.array([x is None for x in out], bool))
 
 
 def _array_to_string(arr: Val, sep: Val, null_text: Val | None = None) -> Val:
@@ -1594,6 +1610,7 @@ FUNCTIONS = {
     "abs": _numeric_fn(np.abs, True),
     "to_regtype": _to_regtype,
     "array_to_string": _array_to_string,
+    "array_upper": _array_upper,
     "$subscript": _subscript,
     "sqrt": _numeric_fn(_sqrt, False),
     **{name: _tsquery_fn(name, fn) for name, fn in tsquery.CONSTRUCTORS.items()},
@@ -1630,7 +1647,8 @@ def rewrite(e, fn):
                     None if e.default is None else rewrite(e.default, fn))
     if isinstance(e, Agg):
         return Agg(e.fn, None if e.arg is None else rewrite(e.arg, fn), e.distinct,
-                   None if e.filter is None else rewrite(e.filter, fn))
+                   None if e.filter is None else rewrite(e.filter, fn),
+                   None if e.sep is None else rewrite(e.sep, fn))
     if isinstance(e, Window):
         return Window(e.fn, tuple(rewrite(p, fn) for p in e.partition),
                       tuple((rewrite(x, fn), d, nf) for x, d, nf in e.order))
@@ -1661,6 +1679,8 @@ def describe(e) -> str:
         return f"${e.index}"
     if isinstance(e, Agg):
         inner = "*" if e.arg is None else ("DISTINCT " if e.distinct else "") + describe(e.arg)
+        if e.sep is not None:
+            inner += f", {describe(e.sep)}"
         tail = "" if e.filter is None else f" FILTER (WHERE {describe(e.filter)})"
         return f"{e.fn}({inner}){tail}"
     if isinstance(e, Op):

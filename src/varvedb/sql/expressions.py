@@ -23,7 +23,7 @@ from .types import type_of
 
 _BINARY = {"+", "-", "*", "/", "%", "||", "=", "<>", "!=", "<", "<=", ">", ">=", "->", "->>",
            "@@", *E.OPERATORS}
-AGGREGATES = ("count", "sum", "avg", "min", "max")
+AGGREGATES = ("count", "sum", "avg", "min", "max", "string_agg")
 _BOOL_TESTS = {BoolTestType.IS_TRUE: (True, False), BoolTestType.IS_NOT_TRUE: (True, True),
                BoolTestType.IS_FALSE: (False, False), BoolTestType.IS_NOT_FALSE: (False, True),
                BoolTestType.IS_UNKNOWN: (None, False), BoolTestType.IS_NOT_UNKNOWN: (None, True)}
@@ -71,6 +71,8 @@ def convert(n, scope: Scope):
         if target == "tsquery":         # tsquery's input form: operands as written
             return E.Func("$tsquery_in", (convert(n.arg, scope),))
         kind, _, mods = type_of(n.typeName)
+        if n.typeName.arrayBounds:          # x::int2[]: an array stays one
+            return E.Cast("array", convert(n.arg, scope))
         dim = mods[0] if kind == "vector" and mods else None
         return E.Cast(kind, convert(n.arg, scope), dim)
     if isinstance(n, ast.BoolExpr):
@@ -238,9 +240,13 @@ def _func(n: ast.FuncCall, scope: Scope):
             if name != "count":
                 raise SqlError("42601", f"{name}(*) is not valid")
             return E.Agg("count", None, False, where)
-        if len(args) != 1:
-            raise SqlError("42883", f"function {name} takes one argument")
-        return E.Agg(name, args[0], bool(n.agg_distinct), where)
+        if len(args) != (2 if name == "string_agg" else 1):
+            raise SqlError("42883", f"function {name} takes "
+                                    f"{'two arguments' if name == 'string_agg' else 'one argument'}")
+        if name == "string_agg" and n.agg_distinct:
+            raise NotSupportedError("string_agg(DISTINCT ...) is not supported")
+        return E.Agg(name, args[0], bool(n.agg_distinct), where,
+                     args[1] if len(args) == 2 else None)
     if n.agg_filter is not None:
         raise SqlError("42809", f"FILTER specified, but {name} is not an aggregate function")
     if name not in E.FUNCTIONS and name not in E.ROW_FUNCTIONS:

@@ -68,8 +68,11 @@ class Select:
         set_op = stmt.op != SetOperation.SETOP_NONE
         self._from_refs = {}
         if set_op:          # UNION: its rows are this level's FROM (sql/relations.py)
-            self.source = relations.compile_set_op(stmt, self.ctes, Select)
+            self.source = relations.compile_set_op(stmt, self.ctes,
+                                                   partial(Select, outer=outer))
             self._names = set()
+            for leg in self.source[2:]:
+                self._from_refs.update(zip(leg.outer_refs, leg.outer_columns()))
         elif stmt.valuesLists:
             self.source = self._values(stmt.valuesLists, outer)
         else:
@@ -128,6 +131,7 @@ class Select:
         if relations.is_join(from_clause):
             tree, self._names = relations.compile_from(from_clause, self.ctes,
                                                        partial(Select, outer=outer))
+            self._from_refs = relations.outer_refs(tree)
             return ("join", tree)
         f = from_clause[0]
         if isinstance(f, ast.RangeVar) and f.schemaname is None and f.relname in self.ctes:
@@ -212,12 +216,12 @@ class Select:
             names = inner.plan.find(Output).columns
             b = self._bind(None, tuple(names))
         elif kind == "join":
-            rel_node, names = relations.plan_tree(self.source[1], ctx, params)
+            rel_node, names = relations.plan_tree(self.source[1], ctx, params, outer)
             b = self._bind(None, tuple(names))
             relations.read_only(rel_node, b.reads(self))
             relations.where_keys(rel_node, self.where_expr)
         elif kind == "setop":
-            rel_node, names = relations.plan_set_op(self.source, ctx, params)
+            rel_node, names = relations.plan_set_op(self.source, ctx, params, outer)
             b = self._bind(None, tuple(names))
         else:
             cols, names = self._function_rows(ctx, env)
@@ -444,6 +448,8 @@ class Select:
             return cols, names
         if name == "unnest":
             return self._unnest(args, env)
+        if name == "generate_series":
+            return self._series(args, env)
         if name != "varvedb_history":
             raise SqlError("42883", f"function {name}() does not exist")
         vals = [E.evaluate(a, E.Rel(None, None, n=1), env).python()[0] for a in args]
@@ -463,6 +469,27 @@ class Select:
         col = concat([E.const_val(x, 1) for x in items], "unnest") if items else \
             E.Val("null", None, np.ones(0, bool))
         return [col], [self.source[3]]
+
+    def _series(self, args, env):
+        """generate_series(start, stop [, step]) of integers in FROM: its column
+        named as the function's alias; no rows where an argument is NULL."""
+        if len(args) not in (2, 3):
+            raise SqlError("42883", "function generate_series() takes 2 or 3 arguments")
+        vals = [E.evaluate(a, E.Rel(None, None, n=1), env) for a in args]
+        vals = [E.coerce(v, "int") if v.kind == "unknown" else v for v in vals]
+        if any(v.kind not in ("int", "null") for v in vals):
+            raise NotSupportedError("generate_series() of integers only")
+        got = [None if v.nulls[0] else int(v.data[0]) for v in vals]
+        start, stop, step = got + [1] * (3 - len(got))
+        if step == 0:
+            raise SqlError("22023", "step size cannot equal zero")
+        if None in (start, stop, step):
+            return [E.Val("null", None, np.ones(0, bool))], [self.source[3]]
+        stop += 1 if step > 0 else -1
+        if abs(stop - start) // abs(step) > MAX_SERIES:
+            raise SqlError("54000", f"generate_series() of more than {MAX_SERIES} rows")
+        rows = np.arange(start, stop, step, dtype=np.int64)
+        return [E.Val("int", rows, np.zeros(len(rows), bool))], [self.source[3]]
 
     def _bind(self, table, schema) -> "Bound":
         """Bound to a table's schema (or a subquery's column names): kept until they change."""
@@ -490,6 +517,10 @@ class Select:
         res = execute(query)
         top = query.plan
         return result_of(res, (top if type(top) is Output else top.find(Output)).columns)
+
+
+# generate_series() makes at most this many rows (a bigger series is refused, not allocated)
+MAX_SERIES = 100_000_000
 
 
 def _window_node(b, node):
