@@ -36,7 +36,7 @@ from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Out
 from ..query.bind import bind_legs
 from ..query.prepared import keep, query_vector, typed_key
 from ..query.planner import Query, plan_scan
-from ..query.aggregate import codes
+from ..query.aggregate import groups
 from ..query.relations import concat
 from ..query.request import RRF_K, Search, TextLeg, VectorLeg
 from ..schema import brief
@@ -554,17 +554,13 @@ def _correlated(sub: Select, ctx, params, outer: list, fold, n: int) -> E.Val:
     in the order of its outer_refs): it runs once for each distinct combination
     of them (PostgreSQL's SubPlan runs once a row), `fold` making each answer
     one value (scalar or array), each row taking its combination's."""
-    code = np.zeros(n, np.int64)
-    for v in outer:     # (made dense again after each column: no product of counts overflows)
-        c, k = codes(v)
-        code = np.unique(code * k + c, return_inverse=True)[1].reshape(-1)
-    _, first, inv = np.unique(code, return_index=True, return_inverse=True)
+    group, _, first = groups(outer, n)      # (equal outer values: one group, NULLs too)
     answers = [fold(_column(sub, ctx, params, {name: v.take(np.array([r]))
                                                for name, v in zip(sub.outer_refs, outer)}))
                for r in first.tolist()]
     if not answers:
         return E.const_val(None, n)
-    return concat(answers, "subquery").take(inv.reshape(-1))
+    return concat(answers, "subquery").take(group)
 
 
 def grammar_root(node, text):
