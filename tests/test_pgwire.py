@@ -296,6 +296,8 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
         assert got == want and "Indexes" not in got[1] and " body   | text " in got[1]
         got, want = both("-c", "\\d docs_keys")
         assert got == want and "'-0.5'::numeric" in got[1]
+        got, want = both("-c", "\\dx")     # pgvector, as a pgvector user checks for it
+        assert got == want and " vector  | 0.8.6 " in got[1]
         # a relation neither has: psql's own message, from an empty answer
         got, want = both("-c", "\\d nosuch")
         assert got == want and "Did not find any relation named" in got[2]

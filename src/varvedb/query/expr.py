@@ -1018,7 +1018,8 @@ def _regclass(v: Val, env: Env) -> Val:
         oids = {name: oid for oid, name in names.items()}
         out = []
         for x, null in zip(v.data.tolist(), v.nulls.tolist()):
-            key = None if null else x.strip().replace('"', "").removeprefix("public.")
+            key = None if null else x.strip().replace('"', "").removeprefix("public.") \
+                .removeprefix("pg_catalog.")
             if null or key.isdigit():
                 out.append(0 if null else int(key))
             elif key in oids:

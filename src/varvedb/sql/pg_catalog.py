@@ -70,10 +70,30 @@ def _pg_namespace(ctx) -> tuple[list[str], list[Val]]:
 PGVECTOR_VERSION = "0.8.6"
 
 
+# (oid, name, schema, version, comment) of each extension, as PostgreSQL's are
+_EXTENSIONS = [(13000, "plpgsql", PG_CATALOG, "1.0", "PL/pgSQL procedural language"),
+               (16384, "vector", PUBLIC, PGVECTOR_VERSION,
+                "vector data type and ivfflat and hnsw access methods")]
+
+
 def _pg_extension(ctx) -> tuple[list[str], list[Val]]:
     return (["oid", "extname", "extnamespace", "extversion"],
-            [_ints([13000, 16384]), _texts(["plpgsql", "vector"]),
-             _ints([PG_CATALOG, PUBLIC]), _texts(["1.0", PGVECTOR_VERSION])])
+            [_ints([e[0] for e in _EXTENSIONS]), _texts([e[1] for e in _EXTENSIONS]),
+             _ints([e[2] for e in _EXTENSIONS]), _texts([e[3] for e in _EXTENSIONS])])
+
+
+def _pg_available_extensions(ctx) -> tuple[list[str], list[Val]]:
+    return (["name", "default_version", "comment"],
+            [_texts([e[1] for e in _EXTENSIONS]), _texts([e[3] for e in _EXTENSIONS]),
+             _texts([e[4] for e in _EXTENSIONS])])
+
+
+def _pg_description(ctx) -> tuple[list[str], list[Val]]:
+    """The extensions' comments (no other object has one)."""
+    n = len(_EXTENSIONS)
+    return (["objoid", "classoid", "objsubid", "description"],
+            [_ints([e[0] for e in _EXTENSIONS]), _ints([CATALOG_OIDS["pg_extension"]] * n),
+             _ints([0] * n), _texts([e[4] for e in _EXTENSIONS])])
 
 
 # access methods: PostgreSQL's own OIDs for its built-in ones; pgvector's (and
@@ -159,7 +179,11 @@ class Catalog:
         return self._by_oid
 
     def relation_names(self) -> dict[int, str]:
-        return {oid: r.name for oid, r in self._relations().items()}
+        """Every relation's name by OID: the collections', their indexes' and
+        pg_catalog's own (`'pg_catalog.pg_extension'::regclass`)."""
+        names = {oid: name for name, oid in CATALOG_OIDS.items()}
+        names.update((oid, r.name) for oid, r in self._relations().items())
+        return names
 
     def indexdef(self, oid: int, column: int = 0, pretty=None) -> str | None:
         """pg_get_indexdef(index [, column, pretty]): its definition, or (column
@@ -336,11 +360,21 @@ def _empty(*columns: str):
     return rows
 
 
+# pg_catalog's relations' OIDs, PostgreSQL's
+CATALOG_OIDS = {"pg_type": 1247, "pg_attribute": 1249, "pg_class": 1259, "pg_namespace": 2615,
+                "pg_am": 2601, "pg_attrdef": 2604, "pg_constraint": 2606, "pg_description": 2609,
+                "pg_index": 2610, "pg_inherits": 2611, "pg_extension": 3079,
+                "pg_policy": 3256, "pg_statistic_ext": 3381, "pg_collation": 3456,
+                "pg_publication": 6104, "pg_publication_rel": 6106,
+                "pg_publication_namespace": 6237}
+
 RELATIONS = {"pg_type": _pg_type, "pg_namespace": _pg_namespace,
              "pg_extension": _pg_extension, "pg_am": _pg_am, "pg_class": _pg_class,
              "pg_index": _pg_index, "pg_attribute": _pg_attribute, "pg_attrdef": _pg_attrdef,
              "pg_constraint": _pg_constraint, "pg_collation": _pg_collation,
-             "pg_roles": _pg_roles,
+             "pg_roles": _pg_roles, "pg_description": _pg_description,
+             # a function of rows, as PostgreSQL's is (psql's \dx joins it)
+             "pg_available_extensions": _pg_available_extensions,
              "pg_inherits": _empty("inhrelid", "inhparent", "inhseqno", "inhdetachpending"),
              "pg_policy": _empty("oid", "polname", "polrelid", "polcmd", "polpermissive",
                                  "polroles", "polqual", "polwithcheck"),
