@@ -229,9 +229,10 @@ def test_psql_lists_relations_and_indexes(server):
 DESCRIBED = ["CREATE TABLE docs (id bigserial PRIMARY KEY, embedding vector(3), "
              "half halfvec(4), tag bigint, title varchar(40) NOT NULL, body text, "
              "score double precision, meta jsonb, ok boolean DEFAULT true, n bigint DEFAULT 7, "
-             "label text DEFAULT 'it''s', at timestamptz)",
+             "label text DEFAULT 'it''s', at timestamptz, e4 vector(4))",
              "CREATE INDEX ON docs USING hnsw (embedding vector_cosine_ops)",
-             "CREATE INDEX docs_half ON docs USING hnsw (half halfvec_l2_ops)",
+             "CREATE INDEX docs_half ON docs USING hnsw (half halfvec_l2_ops) WITH (m = 8)",
+             "CREATE INDEX docs_e4 ON docs USING ivfflat (e4 vector_ip_ops) WITH (lists = 10)",
              "CREATE INDEX docs_tag ON docs (tag)",
              "CREATE INDEX docs_label ON docs USING hash (label)",
              # no primary key: varvedb's id is hidden, as PostgreSQL has none
@@ -269,6 +270,7 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
         assert got == want
         assert " embedding | vector(3)                |           |          | \n" in got[1]
         assert ' "docs_embedding_idx" hnsw (embedding vector_cosine_ops)\n' in got[1]
+        assert ' "docs_e4" ivfflat (e4 vector_ip_ops) WITH (lists=\'10\')\n' in got[1]
         # PostgreSQL 18 lists NOT NULL as constraints; varvedb speaks 16's catalog
         # (server_version 16.6), where they are not, so psql prints no such section
         got, want = both("-c", "\\d+ docs")
@@ -285,9 +287,9 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
         def rows(out: str) -> list:
             return [r.split("|")[:3] + r.split("|")[4:7] for r in out.splitlines()]
         assert got[0] == want[0] == 0 and rows(got[1]) == rows(want[1])
-        assert len(rows(got[1])) == 6     # docs_keys_pkey too
+        assert len(rows(got[1])) == 7     # docs_keys_pkey too
         assert all(r.split("|")[7] == "" for r in got[1].splitlines())
-        for index in ("docs_pkey", "docs_embedding_idx", "docs_half", "docs_label"):
+        for index in ("docs_pkey", "docs_embedding_idx", "docs_half", "docs_e4", "docs_label"):
             got, want = both("-c", f"\\d {index}")
             assert got == want and got[1].count(" yes  | ") == 1
         got, want = both("-c", "\\d+ docs_tag")

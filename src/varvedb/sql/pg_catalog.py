@@ -12,7 +12,7 @@ its catalog id (TABLE_OID_BASE + 1 000 a collection), its indexes' follow it
 statement and use it in the next, as psql's \d does."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -125,12 +125,14 @@ class Relation:
     table: str = ""             # an index's collection, column and operator class
     column: str = ""
     opclass: str = ""
+    options: str = ""           # a vector index's WITH (...) parameters, as text
 
     def indexdef(self) -> str:
         """pg_get_indexdef's text."""
         ops = f" {self.opclass}" if self.opclass else ""
+        with_ = f" WITH ({self.options})" if self.options else ""
         return (f"CREATE {'UNIQUE ' if self.primary else ''}INDEX {self.name} ON "
-                f"public.{self.table} USING {self.method} ({self.column}{ops})")
+                f"public.{self.table} USING {self.method} ({self.column}{ops}){with_}")
 
 
 def _relations(ctx) -> list[Relation]:
@@ -148,10 +150,11 @@ def _relations(ctx) -> list[Relation]:
         if not schema.id_hidden:        # a table declared without a key has none
             out.append(Relation(oid + 1, f"{tname}_pkey", "i", "btree", oid, True, tname,
                                 "id"))
-        fields = schema.fields
+        columns = schema.fields
         for k, (index, field) in enumerate(sorted(by_table.get(tname, ())), 2):
-            method, opclass = _method(fields[field])
-            out.append(Relation(oid + k, index, "i", method, oid, False, tname, field, opclass))
+            method, opclass = _method(columns[field])
+            out.append(Relation(oid + k, index, "i", method, oid, False, tname, field, opclass,
+                                _options(columns[field].vector_index)))
     return out
 
 
@@ -163,6 +166,20 @@ def _method(f) -> tuple[str, str]:
     method = "hnsw" if isinstance(vx, HNSW) else "ivfflat" if vx.pq_m is None else "ivfpq"
     want = (vx.metric or f.metric, f.dtype)
     return method, next((name for name, got in OPCLASSES.items() if got == want), "")
+
+
+# CREATE INDEX's WITH parameters (sql/ddl.py), in the order they are shown
+_OPTIONS = ("m", "ef_construction", "quantize", "pq_m", "lists", "rerank")
+
+
+def _options(spec) -> str:
+    """A vector index's parameters as PostgreSQL shows them (`m='8'`): those that
+    differ from their defaults (which parameters CREATE INDEX named is not kept)."""
+    if spec is None:
+        return ""
+    defaults = {f.name: f.default for f in fields(spec)}
+    return ", ".join(f"{name}='{getattr(spec, name)}'" for name in _OPTIONS
+                     if name in defaults and getattr(spec, name) != defaults[name])
 
 
 class Catalog:
