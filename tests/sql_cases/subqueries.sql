@@ -51,6 +51,8 @@ SELECT t.id, (SELECT count(*) FROM generate_series(1, t.id) g, u WHERE u.id = g)
 -- => [(1, 1), (2, 2), (3, 3), (4, 4)]
 SELECT t.id, array(SELECT u.id FROM u WHERE u.tk = t.k UNION SELECT t.id + 10 ORDER BY 1) FROM t ORDER BY 1;
 -- => [(1, [3, 11]), (2, [1, 2, 12]), (3, [1, 2, 13]), (4, [14])]
+SELECT t.id, (SELECT column1 + 1 FROM (VALUES (t.k)) v) FROM t ORDER BY 1;
+-- => [(1, 11), (2, 21), (3, 21), (4, None)]
 -- unnest in FROM, of a correlated array
 SELECT t.id, (SELECT count(*) FROM unnest(array(SELECT u.id FROM u WHERE u.tk = t.k)) x) FROM t ORDER BY 1;
 -- => [(1, 1), (2, 2), (3, 2), (4, 0)]

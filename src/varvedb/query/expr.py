@@ -698,8 +698,7 @@ def _json_path(a: Val, b: Val, as_text: bool) -> Val:
 def _outer(e: Outer, rel: Rel, env: Env) -> Val:
     v = env.outer.get(e.name)
     if v is None:
-        raise NotSupportedError(f"the outer reference {e.name} is only supported in a "
-                                "subquery's select list and WHERE")
+        raise NotSupportedError(f"the outer reference {e.name} is not supported here")
     return v.take(np.zeros(rel.n, np.int64))
 
 

@@ -5,7 +5,10 @@ Column references may carry a table or alias qualifier (`items.id`, `s.d`):
 with one relation in FROM the qualifier is checked against the names that
 level answers to and dropped; with several (a join) it is kept (`s.d`).
 `x IN (SELECT ...)` becomes a SubqueryValues leaf; the Select compiler runs
-the subquery first.
+the subquery first. A scalar, EXISTS or ARRAY subquery that names an
+enclosing query's `alias.col` is correlated: that name is an Outer leaf inside
+it, and the subquery a `$correlated` call whose arguments are those columns of
+the outer rows (sql/select.py runs it once per distinct combination).
 """
 from __future__ import annotations
 
@@ -36,7 +39,8 @@ _FOLDS = {SubLinkType.EXPR_SUBLINK: "scalar", SubLinkType.ARRAY_SUBLINK: "array"
 
 class Scope:
     """What one query level's expressions may name: its relation's names (for
-    qualifiers), and a hook that compiles a subquery (returns its key)."""
+    qualifiers), a hook that compiles a subquery (returns its key and the
+    ColumnRefs of this level it reads), and the enclosing level's scope."""
 
     def __init__(self, names: set[str], subquery: Callable | None = None,
                  unqualified: list | None = None, qualified: bool = False,

@@ -175,7 +175,9 @@ class Select:
         if any(len(r) != width for r in rows):
             raise SqlError("42601", "VALUES lists must all be the same length")
         self._names = set()
-        return ("values", tuple(tuple(convert(x, scope) for x in r) for r in rows))
+        values = tuple(tuple(convert(x, scope) for x in r) for r in rows)
+        self._from_refs = scope.outer_refs
+        return ("values", values)
 
     def _add_subquery(self, stmt, rows_only: bool = False) -> tuple[int, list]:
         """A subquery's key, and the ColumnRefs of this level's columns it reads
