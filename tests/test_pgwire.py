@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import varvedb as vv
-from varvedb.pgwire import types as T
+from varvedb.pgwire import catalog, types as T
 from varvedb.pgwire.scram import AuthFailed, Exchange, Verifier
 
 from server_proc import ServerProcess, free_port
@@ -222,6 +222,91 @@ def test_psql_lists_relations_and_indexes(server):
                            "ON i.indexrelid = c.oid ORDER BY 1").fetchall()
     assert got == [("items_embedding_idx", "hnsw", False), ("items_pkey", "btree", True),
                    ("pets_kind", "btree", False), ("pets_pkey", "btree", True)]
+
+
+# a table of every column type a pgvector user writes, its defaults and its indexes:
+# the same DDL on varvedb and on PostgreSQL, so psql's \d must print the same
+DESCRIBED = ["CREATE TABLE docs (id bigserial PRIMARY KEY, embedding vector(3), "
+             "half halfvec(4), tag bigint, title varchar(40) NOT NULL, body text, "
+             "score double precision, meta jsonb, ok boolean DEFAULT true, n bigint DEFAULT 7, "
+             "label text DEFAULT 'it''s', at timestamptz, e4 vector(4))",
+             "CREATE INDEX ON docs USING hnsw (embedding vector_cosine_ops)",
+             "CREATE INDEX docs_half ON docs USING hnsw (half halfvec_l2_ops) WITH (m = 8)",
+             "CREATE INDEX docs_e4 ON docs USING ivfflat (e4 vector_ip_ops) WITH (lists = 10)",
+             "CREATE INDEX docs_tag ON docs (tag)",
+             "CREATE INDEX docs_label ON docs USING hash (label)",
+             # no primary key: varvedb's id is hidden, as PostgreSQL has none
+             "CREATE TABLE docs_notes (body text NOT NULL, n bigint)",
+             # a text key; defaults of each kind, as PostgreSQL keeps their constants
+             "CREATE TABLE docs_keys (id text PRIMARY KEY, code varchar(8) DEFAULT 'x', "
+             "at timestamptz DEFAULT '2026-01-02 03:04:05.5+00', w double precision DEFAULT 1, "
+             "f double precision DEFAULT 0.25, g double precision DEFAULT -0.5, "
+             "neg bigint DEFAULT -3, big bigint DEFAULT 5000000000, "
+             "meta jsonb DEFAULT '{\"a\": [1, \"b\"]}', off boolean DEFAULT false)"]
+
+
+def test_psql_describes_a_table_as_postgres_does(server, pg):
+    """psql's \\d TABLE, \\d+ TABLE, \\d INDEX and \\di+ against varvedb print what they
+    print against PostgreSQL for the same DDL, every query psql sends run as SQL
+    (none is one pgwire/catalog.py answers by its text)."""
+    with connect(server) as conn:
+        for s in DESCRIBED:
+            conn.execute(s)
+    with psycopg.connect(pg.server.get_uri(database="varve_cases"), autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS public.docs, public.docs_notes, public.docs_keys")
+        for s in DESCRIBED:
+            conn.execute(s)
+    env = {**os.environ, "LD_LIBRARY_PATH": str(PSQL.parent.parent / "lib")}
+
+    def both(*args: str) -> tuple:
+        outs = [subprocess.run([str(PSQL), dsn, "-X", *args], capture_output=True, text=True,
+                               env=env, timeout=600)
+                for dsn in (f"host=127.0.0.1 port={server.pg} user=me dbname=db",
+                            pg.server.get_uri(database="varve_cases"))]
+        return tuple((o.returncode, o.stdout, o.stderr) for o in outs)
+
+    try:
+        got, want = both("-c", "\\d docs")
+        assert got == want
+        assert " embedding | vector(3)                |           |          | \n" in got[1]
+        assert ' "docs_embedding_idx" hnsw (embedding vector_cosine_ops)\n' in got[1]
+        assert ' "docs_e4" ivfflat (e4 vector_ip_ops) WITH (lists=\'10\')\n' in got[1]
+        # PostgreSQL 18 lists NOT NULL as constraints; varvedb speaks 16's catalog
+        # (server_version 16.6), where they are not, so psql prints no such section
+        got, want = both("-c", "\\d+ docs")
+        sent = both("-E", "-c", "\\d+ docs")[0][1].split("/******** QUERY *********/\n")[1:]
+        assert len(sent) >= 10
+        assert all(catalog.answer_for(q.split("\n/****")[0]) is None for q in sent)
+        head, _, tail = want[1].partition("Not-null constraints:\n")
+        tail = tail[tail.index("Access method"):]
+        assert got == (0, head + tail, "")
+        assert "Storage  | Compression | Stats target | Description" in got[1]
+        # \di+: the same rows but for the owner and size (one file holds every table)
+        got, want = both("-A", "-t", "-c", "\\di+ docs*")
+
+        def rows(out: str) -> list:
+            return [r.split("|")[:3] + r.split("|")[4:7] for r in out.splitlines()]
+        assert got[0] == want[0] == 0 and rows(got[1]) == rows(want[1])
+        assert len(rows(got[1])) == 7     # docs_keys_pkey too
+        assert all(r.split("|")[7] == "" for r in got[1].splitlines())
+        for index in ("docs_pkey", "docs_embedding_idx", "docs_half", "docs_e4", "docs_label"):
+            got, want = both("-c", f"\\d {index}")
+            assert got == want and got[1].count(" yes  | ") == 1
+        got, want = both("-c", "\\d+ docs_tag")
+        assert got == want and "btree, for table \"public.docs\"" in got[1]
+        got, want = both("-c", "\\d docs_notes")
+        assert got == want and "Indexes" not in got[1] and " body   | text " in got[1]
+        got, want = both("-c", "\\d docs_keys")
+        assert got == want and "'-0.5'::numeric" in got[1]
+        got, want = both("-c", "\\dx")     # pgvector, as a pgvector user checks for it
+        assert got == want and " vector  | 0.8.6 " in got[1]
+        # a relation neither has: psql's own message, from an empty answer
+        got, want = both("-c", "\\d nosuch")
+        assert got == want and "Did not find any relation named" in got[2]
+    finally:
+        with psycopg.connect(pg.server.get_uri(database="varve_cases"),
+                             autocommit=True) as conn:
+            conn.execute("DROP TABLE public.docs, public.docs_notes, public.docs_keys")
 
 
 def _startup(sock, user=b"me"):

@@ -45,3 +45,18 @@ SELECT x.id FROM a x JOIN a y ON x.id = y.id, abs(-3) WITH ORDINALITY g;
 -- !! 0A000
 SELECT k FROM a UNION SELECT id FROM a ORDER BY k + 1;
 -- !! 0A000
+-- correlated subqueries: a scalar, EXISTS or ARRAY one reads the outer row; IN (SELECT ...)
+-- does not, nor a bare outer column (a name is always its own level's)
+SELECT x.id FROM a x WHERE x.id IN (SELECT y.id FROM a y WHERE y.k = x.k);
+-- !! 0A000
+SELECT id, (SELECT count(*) FROM a y WHERE y.k = k) FROM a ORDER BY id;
+-- => [(1, 2), (2, 2)]
+-- arrays: one subscript, not slices; no array literals; series of integers only
+SELECT (ARRAY(SELECT id FROM a))[1:2];
+-- !! 0A000
+SELECT '{1,2}'::int[];
+-- !! 0A000
+SELECT * FROM generate_series(1.5, 3);
+-- !! 0A000
+SELECT string_agg(DISTINCT 'x', ',');
+-- !! 0A000

@@ -77,6 +77,9 @@ def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> V
     if a.arg is None:       # count(*)
         return Val("int", np.bincount(group, minlength=n_groups).astype(np.int64),
                    np.zeros(n_groups, bool))
+    if fn == "string_agg":
+        return _string_agg(evaluate(a.arg, rel, env), evaluate(a.sep, rel, env), group,
+                           n_groups)
     v = evaluate(a.arg, rel, env)
     if v.kind == "unknown":
         v = coerce(v, "text" if fn in ("count", "min", "max") else "float")
@@ -123,6 +126,26 @@ def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> V
         out = v.take(idx)
         return Val(out.kind, out.data, empty)
     raise SqlError("42883", f"function {fn}() does not exist")
+
+
+def _string_agg(v: Val, sep: Val, group: np.ndarray, n_groups: int) -> Val:
+    """string_agg(text, separator) per group: its rows' texts in row order, each but
+    the first after its own row's separator (NULL texts skipped, a NULL separator
+    none); NULL for a group without a text."""
+    v, sep = (coerce(x, "text") if x.kind == "unknown" else x for x in (v, sep))
+    for x in (v, sep):
+        if x.kind not in ("text", "null"):
+            raise SqlError("42883", f"function string_agg({v.kind}, {sep.kind}) does not exist")
+    rows = np.flatnonzero(~v.nulls) if v.kind == "text" else np.zeros(0, np.int64)
+    rows = rows[np.argsort(group[rows], kind="stable")]
+    seps = sep.python() if sep.kind == "text" else [None] * len(group)
+    texts = v.data if v.kind == "text" else None
+    out = np.full(n_groups, None, dtype=object)
+    starts = np.searchsorted(group[rows], np.arange(n_groups + 1))
+    for g in np.flatnonzero(np.diff(starts)).tolist():     # a Python join per group
+        idx = rows[starts[g]:starts[g + 1]].tolist()
+        out[g] = texts[idx[0]] + "".join((seps[i] or "") + texts[i] for i in idx[1:])
+    return Val("text", out, np.array([x is None for x in out], bool))
 
 
 def _int_sums(g: np.ndarray, data: np.ndarray, n_groups: int) -> np.ndarray:

@@ -29,11 +29,11 @@ import re
 
 import numpy as np
 
-from ..errors import SqlError
+from ..errors import NotSupportedError, SqlError
 from ..schema import brief, from_micros, vector_values
 from ..text import tsquery
 from ..text.tsvector import tsvectors
-from . import text_funcs, tsearch, vector_funcs
+from . import arrays, catalog_funcs, text_funcs, tsearch, vector_funcs
 from .filter import kleene, like_regex
 
 NUMERIC = ("int", "float")
@@ -201,10 +201,11 @@ class Case:
 @dataclass(frozen=True, slots=True)
 class Agg:
     """An aggregate call; the planner replaces it by a Col of the Aggregate node's output."""
-    fn: str             # count sum avg min max
+    fn: str             # count sum avg min max string_agg
     arg: Any            # None for count(*)
     distinct: bool = False
     filter: Any = None  # FILTER (WHERE ...): only the rows it is true for
+    sep: Any = None     # string_agg's separator
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +228,14 @@ class SubqueryValues:
     """`x IN (SELECT ...)`: the subquery's single column, computed before the
     outer query runs and handed in as a parameter-like value."""
     key: int
+
+
+@dataclass(frozen=True, slots=True)
+class Outer:
+    """A correlated subquery's reference to the enclosing query's column
+    (`a.attnum` inside `(SELECT ... WHERE d.adnum = a.attnum)`): its value in the
+    outer row the subquery runs for (Env.outer)."""
+    name: str
 
 
 def walk(expr):
@@ -252,7 +261,7 @@ def walk(expr):
             if e.default is not None:
                 stack.append(e.default)
         elif isinstance(e, Agg):
-            stack.extend(x for x in (e.arg, e.filter) if x is not None)
+            stack.extend(x for x in (e.arg, e.filter, e.sep) if x is not None)
         elif isinstance(e, Window):
             stack.extend(e.partition)
             stack.extend(o[0] for o in e.order)
@@ -263,13 +272,18 @@ def walk(expr):
 class Env:
     """What evaluation reads besides the rows: parameters, subquery results, and
     the statement's snapshot (`snapshot()`, taken when first asked: BM25's
-    statistics are those of the rows it sees)."""
-    __slots__ = ("params", "subqueries", "snapshot")
+    statistics are those of the rows it sees), a correlated subquery's outer
+    row (name -> a one-row Val), and the catalog ::regclass and pg_get_indexdef
+    read (sql/pg_catalog.py's Catalog)."""
+    __slots__ = ("params", "subqueries", "snapshot", "outer", "catalog")
 
-    def __init__(self, params=(), subqueries: dict | None = None, snapshot=None):
+    def __init__(self, params=(), subqueries: dict | None = None, snapshot=None,
+                 outer: dict | None = None, catalog=None):
         self.params = params
         self.subqueries = subqueries or {}
         self.snapshot = snapshot
+        self.outer = outer or {}
+        self.catalog = catalog
 
 
 def evaluate(expr, rel: Rel, env: Env) -> Val:
@@ -426,6 +440,11 @@ _CMP = {"=": np.equal, "<>": np.not_equal, "<": np.less, "<=": np.less_equal,
         ">": np.greater, ">=": np.greater_equal}
 
 
+def _array_data(v: Val) -> np.ndarray:
+    """An array column's lists (a NULL column's: None each)."""
+    return v.data if v.kind == "array" else np.full(len(v), None, dtype=object)
+
+
 def _op(e: Op, rel: Rel, env: Env) -> Val:
     op = e.op
     if op == "@@":
@@ -445,6 +464,10 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
             _no_int64_min(v)
         return Val(v.kind, -v.data, v.nulls)
     a, b = (evaluate(x, rel, env) for x in e.args)
+    if op == "||" and "array" in (a.kind, b.kind):
+        if {a.kind, b.kind} - {"array", "null"}:
+            raise SqlError("42883", f"operator does not exist: {a.kind} || {b.kind}")
+        return Val("array", *arrays.concat(_array_data(a), a.nulls, _array_data(b), b.nulls))
     if op in ("->", "->>"):
         return _json_path(a, b, op == "->>")
     if op in OPERATORS:
@@ -606,7 +629,7 @@ def round_half_away(x: np.ndarray) -> np.ndarray:
 def _zeros(kind: str, n: int):
     if kind in ("null",):
         return None
-    if kind in ("text", "json", "unknown"):
+    if kind in ("text", "json", "unknown", "array"):
         return np.full(n, None, dtype=object)
     return np.zeros(n, {"float": np.float64, "bool": bool}.get(kind, np.int64))
 
@@ -672,16 +695,49 @@ def _json_path(a: Val, b: Val, as_text: bool) -> Val:
     return Val("text" if as_text else "json", out, nulls)
 
 
+def _outer(e: Outer, rel: Rel, env: Env) -> Val:
+    v = env.outer.get(e.name)
+    if v is None:
+        raise NotSupportedError(f"the outer reference {e.name} is not supported here")
+    return v.take(np.zeros(rel.n, np.int64))
+
+
+def _one_row(sub: Val) -> Val:
+    """(SELECT ...)'s value: its one row, or NULL."""
+    if len(sub) > 1:
+        raise SqlError("21000", "more than one row returned by a subquery used as an "
+                                "expression")
+    return sub if len(sub) else Val("null", None, np.ones(1, bool))
+
+
+def _array_of(sub: Val) -> Val:
+    """ARRAY(SELECT ...)'s value: its rows as one array."""
+    return Val("array", object_array([sub.python()]), np.zeros(1, bool))
+
+
+def _exists(sub: Val) -> Val:
+    """EXISTS (SELECT ...): whether it has a row."""
+    return Val("bool", np.array([len(sub) > 0]), np.zeros(1, bool))
+
+
+# a subquery's column -> its one-row value
+FOLDS = {"scalar": _one_row, "array": _array_of, "exists": _exists}
+
+
+def _correlated(e: Func, rel: Rel, env: Env) -> Val:
+    """(SELECT ... outer columns ...) or ARRAY(SELECT ...) as a value: the
+    statement's runner (sql/select.py) takes the outer values it reads over
+    these rows and gives each row its answer."""
+    run = env.subqueries[e.args[0].key]
+    return run([evaluate(a, rel, env) for a in e.args[2:]], FOLDS[e.args[1].value], rel.n)
+
+
 def _func(e: Func, rel: Rel, env: Env) -> Val:
-    if e.name == "$scalar":       # (SELECT ...) as a value: its one row, or NULL
-        sub: Val = env.subqueries[e.args[0].key]
-        if len(sub) > 1:
-            raise SqlError("21000", "more than one row returned by a subquery used as an "
-                                    "expression")
-        if not len(sub):
-            return const_val(None, rel.n)
-        one = sub.take(np.zeros(rel.n, np.int64))
-        return one
+    if e.name == "$correlated":
+        return _correlated(e, rel, env)
+    if e.name in ("$scalar", "$array", "$exists"):   # (SELECT ...), ARRAY(...), EXISTS
+        one = FOLDS[e.name[1:]](env.subqueries[e.args[0].key])
+        return one.take(np.zeros(rel.n, np.int64))
     if e.name in _ON_NODES:     # the table's text index, or constant arguments' nodes
         return _ON_NODES[e.name](e, rel, env)
     args = [evaluate(a, rel, env) for a in e.args]
@@ -833,6 +889,34 @@ def _fixed(value, args: int = 0):
     return call
 
 
+def _per_value(fn, kind: str, strict: bool):
+    """A catalog function (query/catalog_funcs.py) applied to each row's values
+    (strict: NULL where an argument is)."""
+    def call(*args: Val) -> Val:
+        rows = zip(*(a.python() for a in args)) if args else [()]
+        out = [None if strict and None in xs else fn(*xs) for xs in rows]
+        nulls = np.array([x is None for x in out], bool)
+        filler = {"int": 0, "bool": False}.get(kind)
+        return _from_python(kind, [filler if x is None else x for x in out], nulls)
+    return call
+
+
+def _catalog_fn(method: str):
+    """pg_get_indexdef(oid [, column, pretty]), pg_get_constraintdef(oid [, pretty]):
+    the catalog's text of each row's relation or constraint."""
+    def call(e: Func, rel: Rel, env: Env) -> Val:
+        if not e.args or env.catalog is None:
+            raise SqlError("42883", f"function {e.name}() does not exist")
+        args = [evaluate(a, rel, env) for a in e.args]
+        args = [coerce(a, "int") if a.kind == "unknown" and i < 2 else a
+                for i, a in enumerate(args)]
+        find = getattr(env.catalog, method)
+        out = [None if xs[0] is None else find(*xs)
+               for xs in zip(*(a.python() for a in args))]
+        return Val("text", object_array(out), np.array([x is None for x in out], bool))
+    return call
+
+
 _ON_NODES = {"bm25": _bm25, "snippet": _snippet, "highlight": _highlight,
              "embed": _embed, "rrf": _rrf, "subvector": _subvector,
              "version": _fixed(f"PostgreSQL {POSTGRES_VERSION} (varvedb)"),
@@ -840,7 +924,9 @@ _ON_NODES = {"bm25": _bm25, "snippet": _snippet, "highlight": _highlight,
              "current_user": _fixed("varvedb"), "session_user": _fixed("varvedb"),
              # psql's \d queries: every relation has one owner and is on the search path
              "pg_get_userbyid": _fixed("varvedb", args=1),
-             "pg_table_is_visible": _fixed(True, args=1)}
+             "pg_table_is_visible": _fixed(True, args=1),
+             "pg_get_indexdef": _catalog_fn("indexdef"),
+             "pg_get_constraintdef": _catalog_fn("constraintdef")}
 ROW_FUNCTIONS = frozenset(_ON_NODES)
 
 
@@ -856,6 +942,15 @@ def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
     kind = e.kind
     if kind == "regtype":
         return _regtype(v)
+    if kind == "regclass":
+        return _regclass(v, env)
+    if kind == "array":
+        if v.kind not in ("array", "null"):
+            raise NotSupportedError(f"a cast of {v.kind} to an array type is not supported")
+        return Val("array", _array_data(v), v.nulls)
+    if kind == "regnamespace":
+        from .pg_types import NAMESPACES
+        return _oid_names(v, NAMESPACES, "regnamespace")
     if v.kind == "int" == kind:
         return int64_of(v)
     if v.kind == kind or v.kind == "null":
@@ -900,6 +995,71 @@ def _regtype(v: Val) -> Val:
     raise SqlError("42846", f"cannot cast type {v.kind} to regtype")
 
 
+def _oid_names(v: Val, names: dict, what: str) -> Val:
+    """An OID column as the names `names` gives them (an OID without one: its
+    number, as PostgreSQL shows a dangling reg* value)."""
+    if v.kind == "null":
+        return v
+    if v.kind != "int":
+        raise SqlError("42846", f"cannot cast type {v.kind} to {what}")
+    out = [None if null else names.get(x, str(x))
+           for x, null in zip(v.data.tolist(), v.nulls.tolist())]
+    return Val("text", object_array(out), v.nulls)
+
+
+def _regclass(v: Val, env: Env) -> Val:
+    """x::regclass, as ::regtype: an OID becomes its relation's name, a name (or
+    an OID's digits) the relation's OID."""
+    if env.catalog is None:
+        raise NotSupportedError("::regclass is not supported here")
+    names = env.catalog.relation_names()
+    if v.kind in ("text", "unknown"):
+        oids = {name: oid for oid, name in names.items()}
+        out = []
+        for x, null in zip(v.data.tolist(), v.nulls.tolist()):
+            key = None if null else x.strip().replace('"', "").removeprefix("public.") \
+                .removeprefix("pg_catalog.")
+            if null or key.isdigit():
+                out.append(0 if null else int(key))
+            elif key in oids:
+                out.append(oids[key])
+            else:
+                raise SqlError("42P01", f'relation "{x}" does not exist')
+        return Val("int", np.array(out, np.int64), v.nulls)
+    return _oid_names(v, names, "regclass")
+
+
+def _subscript(arr: Val, index: Val) -> Val:
+    if arr.kind not in ("array", "null"):
+        raise SqlError("42804", f"cannot subscript type {arr.kind} because it does not "
+                                "support subscripting")
+    if index.kind == "unknown":
+        index = coerce(index, "int")
+    if index.kind not in ("int", "null"):
+        raise SqlError("42804", f"array subscript must have type integer, not {index.kind}")
+    return items_val(arrays.element(_array_data(arr), arr.nulls, index.python()))
+
+
+def _array_upper(arr: Val, dim: Val) -> Val:
+    """array_upper(array, 1): its last subscript (NULL where it is empty or NULL,
+    or of another dimension: arrays here have one)."""
+    if arr.kind not in ("array", "null"):
+        raise SqlError("42883", f"function array_upper({arr.kind}, {dim.kind}) does not exist")
+    out = [len(a) if a and d == 1 else None
+           for a, d in zip(arrays.element_lists(_array_data(arr), arr.nulls), dim.python())]
+    return _from_python("int", [0 if x is None else x for x in out],
+                        np.array([x is None for x in out], bool))
+
+
+def _array_to_string(arr: Val, sep: Val, null_text: Val | None = None) -> Val:
+    if arr.kind not in ("array", "null"):
+        raise SqlError("42883", f"function array_to_string({arr.kind}, {sep.kind}) does not "
+                                "exist")
+    out = arrays.to_string(_array_data(arr), arr.nulls, sep.python(),
+                           None if null_text is None else null_text.python())
+    return Val("text", object_array(out), np.array([x is None for x in out], bool))
+
+
 def _to_regtype(v: Val) -> Val:
     """to_regtype(name): the type's OID, NULL where no type has that name."""
     from .pg_types import to_regtype
@@ -923,6 +1083,8 @@ def _text_of(kind: str, x) -> str | None:
         return vector_text(x)
     if kind == "json":
         return json.dumps(x, separators=(", ", ": "))
+    if kind == "array":
+        return arrays.text(x)
     if kind == "timestamp":
         return x.isoformat(sep=" ")
     return str(x)
@@ -947,7 +1109,12 @@ def _inlist(e: InList, rel: Rel, env: Env) -> Val:
     a = evaluate(e.arg, rel, env)
     n = len(a)
     first = e.values[0] if len(e.values) == 1 else None
-    if isinstance(first, (SubqueryValues, ArrayValues)):
+    if isinstance(first, ArrayValues) and not isinstance(first.arg, (Param, Const)):
+        arr = evaluate(first.arg, rel, env)      # an array value a row (a catalog column)
+        if arr.kind not in ("array", "null"):
+            raise SqlError("42809", "op ANY/ALL (array) requires array on right side")
+        t, unknown = arrays.contains(a.python(), _array_data(arr), arr.nulls)
+    elif isinstance(first, (SubqueryValues, ArrayValues)):
         sub: Val = env.subqueries[first.key] if isinstance(first, SubqueryValues) \
             else _array(first, env)
         a, sub = _unify(a, sub)
@@ -990,6 +1157,12 @@ def _array(e: ArrayValues, env: Env) -> Val:
                                                    for x in items):
         raise SqlError("22P02", "= ANY(...) takes a one-dimensional array (a list parameter), "
                                 f"not {brief(items)}")
+    return items_val(items)
+
+
+def items_val(items: list) -> Val:
+    """Python values of one type (an array's elements) as a column: strings
+    untyped, cast to the other side's type where they meet one."""
     nulls = np.array([x is None for x in items], bool)
     given = [x for x in items if x is not None]
     kinds = {"bool" if isinstance(x, bool) else "int" if isinstance(x, int) else
@@ -1117,7 +1290,7 @@ def _subquery(e: SubqueryValues, rel: Rel, env: Env) -> Val:
 
 _EVAL = {Col: _col, Const: _const, Param: _param, Op: _op, Func: _func, Cast: _cast,
          IsNull: _isnull, BoolTest: _booltest, InList: _inlist, Like: _like, Case: _case, Agg: _agg,
-         SubqueryValues: _subquery, Given: _given, Window: _window}
+         SubqueryValues: _subquery, Given: _given, Window: _window, Outer: _outer}
 
 
 # ---- functions ---------------------------------------------------------------
@@ -1436,12 +1609,17 @@ FUNCTIONS = {
                                                      for x in v.data], np.int64), v.nulls)),
     "abs": _numeric_fn(np.abs, True),
     "to_regtype": _to_regtype,
+    "array_to_string": _array_to_string,
+    "array_upper": _array_upper,
+    "$subscript": _subscript,
     "sqrt": _numeric_fn(_sqrt, False),
     **{name: _tsquery_fn(name, fn) for name, fn in tsquery.CONSTRUCTORS.items()},
     "to_tsvector": _to_tsvector,
     "$tsquery_in": _tsquery_input,
     "ts_rank": _rank_fn("ts_rank", tsearch.rank),
     "ts_rank_cd": _rank_fn("ts_rank_cd", tsearch.rank_cd),
+    **{name: _per_value(fn, kind, name not in catalog_funcs.NOT_STRICT)
+       for name, (fn, kind) in catalog_funcs.FUNCTIONS.items()},
 }
 
 
@@ -1469,7 +1647,8 @@ def rewrite(e, fn):
                     None if e.default is None else rewrite(e.default, fn))
     if isinstance(e, Agg):
         return Agg(e.fn, None if e.arg is None else rewrite(e.arg, fn), e.distinct,
-                   None if e.filter is None else rewrite(e.filter, fn))
+                   None if e.filter is None else rewrite(e.filter, fn),
+                   None if e.sep is None else rewrite(e.sep, fn))
     if isinstance(e, Window):
         return Window(e.fn, tuple(rewrite(p, fn) for p in e.partition),
                       tuple((rewrite(x, fn), d, nf) for x, d, nf in e.order))
@@ -1500,6 +1679,8 @@ def describe(e) -> str:
         return f"${e.index}"
     if isinstance(e, Agg):
         inner = "*" if e.arg is None else ("DISTINCT " if e.distinct else "") + describe(e.arg)
+        if e.sep is not None:
+            inner += f", {describe(e.sep)}"
         tail = "" if e.filter is None else f" FILTER (WHERE {describe(e.filter)})"
         return f"{e.fn}({inner}){tail}"
     if isinstance(e, Op):

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import SqlError
 from ..schema import to_micros
+from . import arrays
 
 _TRUE = {"t", "true", "y", "yes", "on", "1"}
 _FALSE = {"f", "false", "n", "no", "off", "0"}
@@ -170,6 +171,8 @@ def value_text(v, kind: str | None = None) -> str | None:
         return None
     if kind == "json":
         return json_text(v)
+    if kind == "array":
+        return arrays.text(v)
     if isinstance(v, (bool, np.bool_)):
         return "t" if v else "f"
     if isinstance(v, (int, np.integer)):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 PG_CATALOG, PUBLIC = 11, 2200          # the namespaces' OIDs, as in PostgreSQL
+NAMESPACES = {PG_CATALOG: "pg_catalog", PUBLIC: "public"}
 
 
 @dataclass(frozen=True)

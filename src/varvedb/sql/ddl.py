@@ -40,7 +40,8 @@ OPCLASSES = {
 # index methods -> their WITH (...) parameters
 _VECTOR_METHODS = {"hnsw": {"m", "ef_construction", "quantize", "pq_m"}, "ivfflat": {"lists"},
                    "ivfpq": {"lists", "pq_m", "rerank"}}
-_SQL_TYPE = {"f32": "vector", "f16": "halfvec", "bit": "bit", "int8": "vector"}
+# a vector column's SQL type by its dtype
+SQL_TYPES = {"f32": "vector", "f16": "halfvec", "bit": "bit", "int8": "vector"}
 
 
 def compile_statement(stmt):
@@ -385,7 +386,7 @@ class CreateIndex:
             if f.kind != "vector":
                 raise SqlError("42704", f'column "{self.column}" is not a vector column')
             if f.dtype != self.dtype:
-                want, have = _SQL_TYPE[self.dtype], _SQL_TYPE[f.dtype]
+                want, have = SQL_TYPES[self.dtype], SQL_TYPES[f.dtype]
                 raise SqlError("42804", f"operator class for {want} does not accept a "
                                         f"{have} column")
             if f.vector_index is not None:

@@ -377,10 +377,11 @@ class _Targeted:
         self.where_grammar = grammar_root(stmt.whereClause, self.where_text)
         self.returning = _returning(stmt.returningClause, self.scope)
 
-    def _add_subquery(self, node) -> int:
+    def _add_subquery(self, node, rows_only: bool = False) -> tuple[int, list]:
         key = len(self.subqueries)
-        self.subqueries[key] = self._Select(node)
-        return key
+        sub = self.subqueries[key] = self._Select(node, outer=self.scope)
+        sub.rows_only = rows_only
+        return key, sub.outer_columns()
 
     def _env(self, ctx, params) -> E.Env:
         from .select import subquery_env

@@ -5,7 +5,10 @@ Column references may carry a table or alias qualifier (`items.id`, `s.d`):
 with one relation in FROM the qualifier is checked against the names that
 level answers to and dropped; with several (a join) it is kept (`s.d`).
 `x IN (SELECT ...)` becomes a SubqueryValues leaf; the Select compiler runs
-the subquery first.
+the subquery first. A scalar, EXISTS or ARRAY subquery that names an
+enclosing query's `alias.col` is correlated: that name is an Outer leaf inside
+it, and the subquery a `$correlated` call whose arguments are those columns of
+the outer rows (sql/select.py runs it once per distinct combination).
 """
 from __future__ import annotations
 
@@ -23,20 +26,31 @@ from .types import type_of
 
 _BINARY = {"+", "-", "*", "/", "%", "||", "=", "<>", "!=", "<", "<=", ">", ">=", "->", "->>",
            "@@", *E.OPERATORS}
-AGGREGATES = ("count", "sum", "avg", "min", "max")
+AGGREGATES = ("count", "sum", "avg", "min", "max", "string_agg")
 _BOOL_TESTS = {BoolTestType.IS_TRUE: (True, False), BoolTestType.IS_NOT_TRUE: (True, True),
                BoolTestType.IS_FALSE: (False, False), BoolTestType.IS_NOT_FALSE: (False, True),
                BoolTestType.IS_UNKNOWN: (None, False), BoolTestType.IS_NOT_UNKNOWN: (None, True)}
 
 
+# subqueries as values: what makes one value of a subquery's rows (query/expr.py's FOLDS)
+_FOLDS = {SubLinkType.EXPR_SUBLINK: "scalar", SubLinkType.ARRAY_SUBLINK: "array",
+          SubLinkType.EXISTS_SUBLINK: "exists"}
+
+
 class Scope:
     """What one query level's expressions may name: its relation's names (for
-    qualifiers), and a hook that compiles a subquery (returns its key)."""
+    qualifiers), a hook that compiles a subquery (returns its key and the
+    ColumnRefs of this level it reads), and the enclosing level's scope."""
 
     def __init__(self, names: set[str], subquery: Callable | None = None,
-                 unqualified: list | None = None, qualified: bool = False):
+                 unqualified: list | None = None, qualified: bool = False,
+                 outer: "Scope | None" = None):
         self.names = names
         self.subquery = subquery
+        # a subquery's: the enclosing query's scope, and the qualified names of its
+        # columns this level reads (`a.attnum`, its ColumnRef), in order
+        self.outer = outer
+        self.outer_refs: dict[str, ast.ColumnRef] = {}
         # FROM with several relations (a join): `t.x` stays "t.x" (sql/relations.py
         # resolves it and bare names against each relation's columns)
         self.qualified = qualified
@@ -48,7 +62,8 @@ class Scope:
 def convert(n, scope: Scope):
     """A pglast expression as an expr tree."""
     if isinstance(n, ast.ColumnRef):
-        return E.Col(column_name(n, scope))
+        ref = _outer_ref(n, scope)
+        return ref if ref is not None else E.Col(column_name(n, scope))
     if isinstance(n, ast.A_Const):
         return E.Const(literal(n))
     if isinstance(n, ast.ParamRef):
@@ -60,6 +75,8 @@ def convert(n, scope: Scope):
         if target == "tsquery":         # tsquery's input form: operands as written
             return E.Func("$tsquery_in", (convert(n.arg, scope),))
         kind, _, mods = type_of(n.typeName)
+        if n.typeName.arrayBounds:          # x::int2[]: an array stays one
+            return E.Cast("array", convert(n.arg, scope))
         dim = mods[0] if kind == "vector" and mods else None
         return E.Cast(kind, convert(n.arg, scope), dim)
     if isinstance(n, ast.BoolExpr):
@@ -88,11 +105,25 @@ def convert(n, scope: Scope):
         if scope.subquery is None:
             raise NotSupportedError("subqueries are not supported here")
         if n.subLinkType == SubLinkType.ANY_SUBLINK and not n.operName:
-            key = scope.subquery(n.subselect)
+            key, refs = scope.subquery(n.subselect)
+            if refs:
+                raise NotSupportedError("a correlated IN (SELECT ...) is not supported")
             return E.InList(convert(n.testexpr, scope), (E.SubqueryValues(key),), False)
-        if n.subLinkType == SubLinkType.EXPR_SUBLINK:
-            return E.Func("$scalar", (E.SubqueryValues(scope.subquery(n.subselect)),))
-        raise NotSupportedError("only IN (SELECT ...) and scalar subqueries are supported")
+        fold = _FOLDS.get(n.subLinkType)
+        if fold is not None:
+            key, refs = scope.subquery(n.subselect, fold == "exists")
+            if not refs:
+                return E.Func(f"${fold}", (E.SubqueryValues(key),))
+            # the outer values it reads, evaluated over the outer rows
+            return E.Func("$correlated", (E.SubqueryValues(key), E.Const(fold),
+                                          *(convert(r, scope) for r in refs)))
+        raise NotSupportedError("only IN (SELECT ...), EXISTS, ARRAY(SELECT ...) and scalar "
+                                "subqueries are supported")
+    if isinstance(n, ast.A_Indirection):
+        sub = n.indirection[0] if len(n.indirection) == 1 else None
+        if not isinstance(sub, ast.A_Indices) or sub.is_slice:
+            raise NotSupportedError("only one array subscript, a[i], is supported")
+        return E.Func("$subscript", (convert(n.arg, scope), convert(sub.uidx, scope)))
     if isinstance(n, ast.A_ArrayExpr):
         raise NotSupportedError("array values are not supported")
     if isinstance(n, ast.CollateClause):       # the one collation text has: code points
@@ -105,6 +136,25 @@ def convert(n, scope: Scope):
         which, negated = _BOOL_TESTS[n.booltesttype]
         return E.BoolTest(convert(n.arg, scope), which, negated)
     raise NotSupportedError(f"{type(n).__name__} expressions are not supported")
+
+
+def _outer_ref(n: ast.ColumnRef, scope: Scope):
+    """`t.col` where t is no relation of this level but an enclosing query's: an
+    Outer leaf (recorded in the scope, so its subquery is run per outer row).
+    A bare name is always this level's (its relations' columns are known only
+    when the statement is bound)."""
+    parts = n.fields
+    if len(parts) != 2 or not all(isinstance(p, ast.String) for p in parts) \
+            or parts[0].sval in scope.names:
+        return None
+    up = scope.outer
+    while up is not None and parts[0].sval not in up.names:
+        up = up.outer
+    if up is None:
+        return None
+    name = f"{parts[0].sval}.{parts[1].sval}"
+    scope.outer_refs.setdefault(name, n)
+    return E.Outer(name)
 
 
 def column_name(n: ast.ColumnRef, scope: Scope) -> str:
@@ -194,9 +244,13 @@ def _func(n: ast.FuncCall, scope: Scope):
             if name != "count":
                 raise SqlError("42601", f"{name}(*) is not valid")
             return E.Agg("count", None, False, where)
-        if len(args) != 1:
-            raise SqlError("42883", f"function {name} takes one argument")
-        return E.Agg(name, args[0], bool(n.agg_distinct), where)
+        if len(args) != (2 if name == "string_agg" else 1):
+            raise SqlError("42883", f"function {name} takes "
+                                    f"{'two arguments' if name == 'string_agg' else 'one argument'}")
+        if name == "string_agg" and n.agg_distinct:
+            raise NotSupportedError("string_agg(DISTINCT ...) is not supported")
+        return E.Agg(name, args[0], bool(n.agg_distinct), where,
+                     args[1] if len(args) == 2 else None)
     if n.agg_filter is not None:
         raise SqlError("42809", f"FILTER specified, but {name} is not an aggregate function")
     if name not in E.FUNCTIONS and name not in E.ROW_FUNCTIONS:
@@ -225,6 +279,14 @@ def output_name(n) -> str:
         return output_name(d) if strong else "case"
     if isinstance(n, ast.A_Expr) and n.kind == A_Expr_Kind.AEXPR_NULLIF:
         return "nullif"
+    if isinstance(n, ast.SubLink):      # (SELECT x ...): x's name; ARRAY(...): array
+        if n.subLinkType in (SubLinkType.ARRAY_SUBLINK, SubLinkType.EXISTS_SUBLINK):
+            return _FOLDS[n.subLinkType]
+        first = (n.subselect.targetList or (None,))[0]
+        if n.subLinkType == SubLinkType.EXPR_SUBLINK and first is not None:
+            return first.name or output_name(first.val)
+    if isinstance(n, ast.A_Indirection):    # a[1]: a's name
+        return output_name(n.arg)
     return "?column?"
 
 

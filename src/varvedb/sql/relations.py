@@ -125,9 +125,9 @@ def _function_leaf(f: ast.RangeFunction, ctes: dict, make_select: Callable, alia
     name = call.funcname[-1].sval.lower()
     alias = f.alias.aliasname if f.alias else name
     aliases.append(alias)
-    if name == "varvedb_history" or name in pg_catalog.RELATIONS:
+    if name in TABLE_FUNCTIONS or name in pg_catalog.RELATIONS:
         bare = ast.RangeFunction(functions=f.functions, lateral=False, ordinality=False,
-                                 is_rowsfrom=False)
+                                 is_rowsfrom=False, alias=ast.Alias(aliasname=alias))
         star = ast.ResTarget(val=ast.ColumnRef(fields=(ast.A_Star(),)))
         stmt = ast.SelectStmt(targetList=(star,), fromClause=(bare,), op=SetOperation.SETOP_NONE)
         return Leaf(alias, make_select(stmt, ctes), _colnames(f.alias))
@@ -139,6 +139,8 @@ def _function_leaf(f: ast.RangeFunction, ctes: dict, make_select: Callable, alia
     return Leaf(alias, make_select(stmt, ctes))
 
 
+# functions of rows (sql/select.py's _function_rows); a scalar one in FROM is one row
+TABLE_FUNCTIONS = frozenset({"varvedb_history", "unnest", "generate_series"})
 # scalar functions whose one row beside a table is read where its column is named
 INLINED = frozenset({"to_tsquery", "plainto_tsquery", "phraseto_tsquery",
                      "websearch_to_tsquery"})
@@ -232,10 +234,19 @@ def _aliases(tree) -> list:
     return _aliases(tree.left) + _aliases(tree.right)
 
 
-def plan_tree(tree, ctx, params):
-    """The tree planned: (plan node, its qualified column names in order)."""
+def outer_refs(tree) -> dict:
+    """The enclosing query's columns (name -> ColumnRef) that a correlated
+    subquery's relations read (a relation in FROM sees no other of its level)."""
     if isinstance(tree, Leaf):
-        inner = tree.select.plan(ctx, params)
+        return dict(zip(tree.select.outer_refs, tree.select.outer_columns()))
+    return {**outer_refs(tree.left), **outer_refs(tree.right)}
+
+
+def plan_tree(tree, ctx, params, outer: dict | None = None):
+    """The tree planned: (plan node, its qualified column names in order); `outer`:
+    a correlated subquery's outer row."""
+    if isinstance(tree, Leaf):
+        inner = tree.select.plan(ctx, params, outer)
         names = list(inner.plan.find(Output).columns)
         if len(tree.colnames) > len(names):
             raise SqlError("42P10", f'table "{tree.alias}" has {len(names)} columns available '
@@ -243,8 +254,8 @@ def plan_tree(tree, ctx, params):
         names[:len(tree.colnames)] = tree.colnames
         node = Derived(tree.alias, inner.plan, tuple(names), inner=inner)
         return node, [f"{tree.alias}.{n}" for n in names]
-    left, lkeys = plan_tree(tree.left, ctx, params)
-    right, rkeys = plan_tree(tree.right, ctx, params)
+    left, lkeys = plan_tree(tree.left, ctx, params, outer)
+    right, rkeys = plan_tree(tree.right, ctx, params, outer)
     keys, residual, key_text = [], [], []
     if tree.on is not None:
         on = resolve(tree.on, lkeys + rkeys)
@@ -374,12 +385,12 @@ def compile_set_op(stmt: ast.SelectStmt, ctes: dict, make_select: Callable) -> t
     return ("setop", bool(stmt.all), make_select(stmt.larg, ctes), make_select(stmt.rarg, ctes))
 
 
-def plan_set_op(source, ctx, params) -> tuple:
+def plan_set_op(source, ctx, params, outer: dict | None = None) -> tuple:
     """The set operation planned: (SetOp node, its column names)."""
     _, all_rows, left, right = source
     legs, names = [], None
     for i, sel in enumerate((left, right)):
-        inner = sel.plan(ctx, params)
+        inner = sel.plan(ctx, params, outer)
         cols = inner.plan.find(Output).columns
         if names is None:
             names = tuple(cols)

@@ -20,6 +20,7 @@ evaluator (Where).
 from __future__ import annotations
 
 import copy
+from functools import partial
 
 import numpy as np
 from pglast import ast
@@ -35,6 +36,8 @@ from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Out
 from ..query.bind import bind_legs
 from ..query.prepared import keep, query_vector, typed_key
 from ..query.planner import Query, plan_scan
+from ..query.aggregate import groups
+from ..query.relations import concat
 from ..query.request import RRF_K, Search, TextLeg, VectorLeg
 from ..schema import brief
 from ..text.tsquery import varvedb_text
@@ -44,9 +47,8 @@ from ..results import SqlResult
 
 
 class Select:
-    def __init__(self, stmt: ast.SelectStmt, ctes: dict | None = None):
-        if stmt.valuesLists:
-            raise NotSupportedError("VALUES lists are only supported in INSERT")
+    def __init__(self, stmt: ast.SelectStmt, ctes: dict | None = None,
+                 outer: Scope | None = None):
         if stmt.intoClause or stmt.lockingClause or stmt.windowClause:
             raise NotSupportedError("SELECT INTO, FOR UPDATE and WINDOW are not supported")
         # WITH name AS [NOT] MATERIALIZED (SELECT ...): each name is a subquery in FROM
@@ -64,14 +66,23 @@ class Select:
         self.subqueries: dict[int, Select] = {}
         stmt = relations.inline_functions(stmt)
         set_op = stmt.op != SetOperation.SETOP_NONE
+        self._from_refs = {}
         if set_op:          # UNION: its rows are this level's FROM (sql/relations.py)
-            self.source = relations.compile_set_op(stmt, self.ctes, Select)
+            self.source = relations.compile_set_op(stmt, self.ctes,
+                                                   partial(Select, outer=outer))
             self._names = set()
+            for leg in self.source[2:]:
+                self._from_refs.update(zip(leg.outer_refs, leg.outer_columns()))
+        elif stmt.valuesLists:
+            self.source = self._values(stmt.valuesLists, outer)
         else:
-            self.source = self._source(stmt.fromClause)
-        scope = Scope(self._names, self._add_subquery, qualified=self.source[0] == "join")
+            self.source = self._source(stmt.fromClause, outer)
+        scope = Scope(self._names, self._add_subquery, qualified=self.source[0] == "join",
+                      outer=outer)
+        scope.outer_refs.update(self._from_refs)
+        self._scope = scope
         self.targets = []                          # ("*", qualifier or None) or (name, expr)
-        if set_op:
+        if set_op or stmt.valuesLists:
             self.targets.append(("*", None))
         for rt in stmt.targetList or ():
             v = rt.val
@@ -85,7 +96,8 @@ class Select:
         self.where = stmt.whereClause
         self.where_expr = None if stmt.whereClause is None else convert(stmt.whereClause, scope)
         self.where_text = None if stmt.whereClause is None else deparse(stmt.whereClause)
-        self.where_grammar = grammar_root(stmt.whereClause, self.where_text)
+        self.where_grammar = grammar_root(stmt.whereClause, self.where_text) \
+            if not scope.outer_refs else None      # (the grammar reads no outer value)
         self.distinct = stmt.distinctClause is not None
         if self.distinct and any(d is not None for d in stmt.distinctClause):
             raise NotSupportedError("DISTINCT ON is not supported")
@@ -106,16 +118,20 @@ class Select:
                                     "result column names or positions can be used")
         self.limit = None if stmt.limitCount is None else convert(stmt.limitCount, scope)
         self.offset = None if stmt.limitOffset is None else convert(stmt.limitOffset, scope)
+        self.outer_refs = list(scope.outer_refs)   # the enclosing query's columns it reads
+        self.rows_only = False                     # EXISTS's: its rows, not a column
         self._bound = None                          # (schema, Bound) of the last run
 
     # ---- compiling ---------------------------------------------------------------
 
-    def _source(self, from_clause):
+    def _source(self, from_clause, outer):
         self._names = set()
         if not from_clause:
             return ("none",)
         if relations.is_join(from_clause):
-            tree, self._names = relations.compile_from(from_clause, self.ctes, Select)
+            tree, self._names = relations.compile_from(from_clause, self.ctes,
+                                                       partial(Select, outer=outer))
+            self._from_refs = relations.outer_refs(tree)
             return ("join", tree)
         f = from_clause[0]
         if isinstance(f, ast.RangeVar) and f.schemaname is None and f.relname in self.ctes:
@@ -137,20 +153,44 @@ class Select:
                 raise NotSupportedError("LATERAL is not supported")
             alias = f.alias.aliasname if f.alias is not None else "subquery"
             self._names = {alias}
-            return ("derived", Select(f.subquery, self.ctes), alias)
+            sub = Select(f.subquery, self.ctes, outer=outer)   # (not LATERAL: not this level)
+            self._from_refs = sub._scope.outer_refs
+            return ("derived", sub, alias)
         if isinstance(f, ast.RangeFunction):
             call = f.functions[0][0]
             name = call.funcname[-1].sval.lower()
-            args = tuple(convert(a, Scope(set())) for a in (call.args or ()))
+            # its arguments may read the outer row (a subquery's) and hold subqueries
+            scope = self._scope = Scope(set(), self._add_subquery, outer=outer)
+            args = tuple(convert(a, scope) for a in (call.args or ()))
+            self._from_refs = scope.outer_refs
             alias = f.alias.aliasname if f.alias else name
             self._names = {alias, name}
-            return ("function", name, args)
+            return ("function", name, args, alias)
         raise NotSupportedError(f"FROM {type(f).__name__} is not supported")
 
-    def _add_subquery(self, stmt) -> int:
+    def _values(self, rows, outer):
+        """VALUES (...), (...): a relation of constant rows, its columns column1 ..."""
+        scope = Scope(set(), outer=outer)
+        width = len(rows[0])
+        if any(len(r) != width for r in rows):
+            raise SqlError("42601", "VALUES lists must all be the same length")
+        self._names = set()
+        values = tuple(tuple(convert(x, scope) for x in r) for r in rows)
+        self._from_refs = scope.outer_refs
+        return ("values", values)
+
+    def _add_subquery(self, stmt, rows_only: bool = False) -> tuple[int, list]:
+        """A subquery's key, and the ColumnRefs of this level's columns it reads
+        (rows_only: EXISTS's, which reads how many rows it has, of any columns)."""
         key = len(self.subqueries)
-        self.subqueries[key] = Select(stmt, self.ctes)
-        return key
+        sub = self.subqueries[key] = Select(stmt, self.ctes, outer=self._scope)
+        sub.rows_only = rows_only
+        return key, sub.outer_columns()
+
+    def outer_columns(self) -> list:
+        """The enclosing query's columns this subquery reads, as ColumnRefs (in the
+        order its runner takes their values)."""
+        return [self._scope.outer_refs[name] for name in self.outer_refs]
 
     def _ref_or_expr(self, node, scope):
         """GROUP BY / ORDER BY item: an output position (int), an output name, or an
@@ -165,24 +205,25 @@ class Select:
 
     # ---- planning ------------------------------------------------------------------
 
-    def plan(self, ctx, params) -> Query:
-        env = subquery_env(self.subqueries, ctx, params)
+    def plan(self, ctx, params, outer: dict | None = None) -> Query:
+        """`outer`: a correlated subquery's outer row (name -> a one-row Val)."""
+        env = subquery_env(self.subqueries, ctx, params, outer)
         kind = self.source[0]
         table = None
         if kind == "table":
             table = ctx.table(self.source[1])
             b = self._bind(table, table.schema)
         elif kind == "derived":
-            inner = self.source[1].plan(ctx, params)
+            inner = self.source[1].plan(ctx, params, outer)
             names = inner.plan.find(Output).columns
             b = self._bind(None, tuple(names))
         elif kind == "join":
-            rel_node, names = relations.plan_tree(self.source[1], ctx, params)
+            rel_node, names = relations.plan_tree(self.source[1], ctx, params, outer)
             b = self._bind(None, tuple(names))
             relations.read_only(rel_node, b.reads(self))
             relations.where_keys(rel_node, self.where_expr)
         elif kind == "setop":
-            rel_node, names = relations.plan_set_op(self.source, ctx, params)
+            rel_node, names = relations.plan_set_op(self.source, ctx, params, outer)
             b = self._bind(None, tuple(names))
         else:
             cols, names = self._function_rows(ctx, env)
@@ -205,7 +246,8 @@ class Select:
             if self.where_expr is not None:
                 node = Where(self.where_text, node, expr=self.where_expr)
         else:
-            node = FunctionScan(self.source[1] if kind == "function" else "one row",
+            node = FunctionScan(self.source[1] if kind == "function" else
+                                "VALUES" if kind == "values" else "one row",
                                 tuple(names), len(cols[0]) if cols else 1,
                                 cols=dict(zip(names, cols)))
             masks = {}
@@ -297,8 +339,9 @@ class Select:
         session = ctx.session
         key = state = None
         skip = -1
+        # (not a correlated subquery's: its WHERE's mask changes with the outer row)
         if not self.subqueries and ctx.as_of is None and session.tx is None and snap.final \
-                and not b.windows:
+                and not b.windows and not self.outer_refs:
             skip = q_expr.index - 1 if type(q_expr) is E.Param else -1
             key = self._kept_key(session, env.params, skip)
             state = (snap.version, session.branch_id)
@@ -395,16 +438,60 @@ class Select:
     def _function_rows(self, ctx, env):
         if self.source[0] == "none":          # SELECT without FROM: one row, no columns
             return [], []
+        if self.source[0] == "values":
+            one = E.Rel(None, None, n=1)
+            rows = self.source[1]
+            cols = [concat([E.evaluate(r[i], one, env) for r in rows], "VALUES")
+                    for i in range(len(rows[0]))]
+            return cols, [f"column{i + 1}" for i in range(len(cols))]
         name, args = self.source[1], self.source[2]
         if name in pg_catalog.RELATIONS:
             names, cols = pg_catalog.relation_rows(name, ctx)
             return cols, names
+        if name == "unnest":
+            return self._unnest(args, env)
+        if name == "generate_series":
+            return self._series(args, env)
         if name != "varvedb_history":
             raise SqlError("42883", f"function {name}() does not exist")
         vals = [E.evaluate(a, E.Rel(None, None, n=1), env).python()[0] for a in args]
         from .history import history_rows
         names, cols = history_rows(ctx, vals)
         return cols, names
+
+    def _unnest(self, args, env):
+        """unnest(array) in FROM: a row for each element, its column named as the
+        function's alias."""
+        if len(args) != 1:
+            raise SqlError("42883", "function unnest() takes one array")
+        arr = E.evaluate(args[0], E.Rel(None, None, n=1), env)
+        if arr.kind not in ("array", "null"):
+            raise SqlError("42883", f"function unnest({arr.kind}) does not exist")
+        items = [] if arr.nulls[0] else arr.data[0]
+        col = concat([E.const_val(x, 1) for x in items], "unnest") if items else \
+            E.Val("null", None, np.ones(0, bool))
+        return [col], [self.source[3]]
+
+    def _series(self, args, env):
+        """generate_series(start, stop [, step]) of integers in FROM: its column
+        named as the function's alias; no rows where an argument is NULL."""
+        if len(args) not in (2, 3):
+            raise SqlError("42883", "function generate_series() takes 2 or 3 arguments")
+        vals = [E.evaluate(a, E.Rel(None, None, n=1), env) for a in args]
+        vals = [E.coerce(v, "int") if v.kind == "unknown" else v for v in vals]
+        if any(v.kind not in ("int", "null") for v in vals):
+            raise NotSupportedError("generate_series() of integers only")
+        got = [None if v.nulls[0] else int(v.data[0]) for v in vals]
+        start, stop, step = got + [1] * (3 - len(got))
+        if step == 0:
+            raise SqlError("22023", "step size cannot equal zero")
+        if None in (start, stop, step):
+            return [E.Val("null", None, np.ones(0, bool))], [self.source[3]]
+        stop += 1 if step > 0 else -1
+        if abs(stop - start) // abs(step) > MAX_SERIES:
+            raise SqlError("54000", f"generate_series() of more than {MAX_SERIES} rows")
+        rows = np.arange(start, stop, step, dtype=np.int64)
+        return [E.Val("int", rows, np.zeros(len(rows), bool))], [self.source[3]]
 
     def _bind(self, table, schema) -> "Bound":
         """Bound to a table's schema (or a subquery's column names): kept until they change."""
@@ -434,20 +521,48 @@ class Select:
         return result_of(res, (top if type(top) is Output else top.find(Output)).columns)
 
 
+# generate_series() makes at most this many rows (a bigger series is refused, not allocated)
+MAX_SERIES = 100_000_000
+
+
 def _window_node(b, node):
     return Window(tuple(E.describe(w) for w in b.windows), node, exprs=tuple(b.windows))
 
 
-def subquery_env(subqueries: dict, ctx, params) -> E.Env:
+def subquery_env(subqueries: dict, ctx, params, outer: dict | None = None) -> E.Env:
     """The parameters, and each `x IN (SELECT ...)` subquery's one column, run
-    first on the statement's snapshot."""
-    env = E.Env(params, {}, ctx.snapshot)
+    first on the statement's snapshot; a correlated subquery's is its runner
+    (outer row -> its column) and the outer names it takes."""
+    env = E.Env(params, {}, ctx.snapshot, outer, pg_catalog.Catalog(ctx))
     for key, sub in subqueries.items():
-        res = execute(sub.plan(ctx, params))
-        if len(res.columns) != 1:
-            raise SqlError("42601", "subquery has too many columns")
-        env.subqueries[key] = res.columns[0]
+        if sub.outer_refs:
+            env.subqueries[key] = partial(_correlated, sub, ctx, params)
+        else:
+            env.subqueries[key] = _column(sub, ctx, params, outer)
     return env
+
+
+def _column(sub: Select, ctx, params, outer: dict | None = None) -> E.Val:
+    res = execute(sub.plan(ctx, params, outer))
+    if sub.rows_only:
+        return E.Val("null", None, np.ones(res.count, bool))
+    if len(res.columns) != 1:
+        raise SqlError("42601", "subquery has too many columns")
+    return res.columns[0]
+
+
+def _correlated(sub: Select, ctx, params, outer: list, fold, n: int) -> E.Val:
+    """A correlated subquery's value over n outer rows (`outer`: the values it reads,
+    in the order of its outer_refs): it runs once for each distinct combination
+    of them (PostgreSQL's SubPlan runs once a row), `fold` making each answer
+    one value (scalar or array), each row taking its combination's."""
+    group, _, first = groups(outer, n)      # (equal outer values: one group, NULLs too)
+    answers = [fold(_column(sub, ctx, params, {name: v.take(np.array([r]))
+                                               for name, v in zip(sub.outer_refs, outer)}))
+               for r in first.tolist()]
+    if not answers:
+        return E.const_val(None, n)
+    return concat(answers, "subquery").take(group)
 
 
 def grammar_root(node, text):

@@ -28,8 +28,10 @@ TYPE_KINDS = {
     "json": "json", "jsonb": "json",
     "timestamp": "timestamp", "timestamptz": "timestamp",
     "vector": "vector", "halfvec": "vector", "bit": "vector",
-    # a type's OID shown as its name (query/pg_types.py): a cast only, never stored
-    "regtype": "regtype", "oid": "int",
+    # an OID shown as its type's, relation's or schema's name (query/pg_types.py,
+    # sql/pg_catalog.py): a cast only, never stored
+    "regtype": "regtype", "regclass": "regclass", "regnamespace": "regnamespace",
+    "oid": "int",
 }
 SERIAL = ("serial", "bigserial", "smallserial", "serial4", "serial8")
 

@@ -1,0 +1,127 @@
+-- Correlated scalar subqueries (a column of the outer row read inside), ARRAY(SELECT ...)
+-- with array_to_string, unnest, subscripts and ||, and VALUES as a relation: what psql's
+-- \d sends to describe a table, here on tables of the case's own.
+CREATE TABLE t (id bigint PRIMARY KEY, k int, name text);
+CREATE TABLE u (id bigint PRIMARY KEY, tk int, label text);
+INSERT INTO t VALUES (1, 10, 'one'), (2, 20, 'two'), (3, 20, 'three'), (4, NULL, 'four');
+INSERT INTO u VALUES (1, 20, 'x'), (2, 20, 'y'), (3, 10, 'z'), (4, 30, 'w');
+
+-- correlated scalar subqueries: one value for each outer row, NULL where none
+SELECT t.id, (SELECT count(*) FROM u WHERE u.tk = t.k) AS n FROM t ORDER BY t.id;
+-- => [(1, 1), (2, 2), (3, 2), (4, 0)]
+SELECT t.id, (SELECT u.label FROM u WHERE u.tk = t.k AND u.id > 2) FROM t ORDER BY 1;
+-- => [(1, 'z'), (2, None), (3, None), (4, None)]
+SELECT t.name FROM t WHERE (SELECT max(u.id) FROM u WHERE u.tk = t.k) > 2 ORDER BY t.name;
+-- => [('one',)]
+SELECT a.id, (SELECT b.name FROM t b WHERE b.id = a.id + 1) FROM t a ORDER BY a.id;
+-- => [(1, 'two'), (2, 'three'), (3, 'four'), (4, None)]
+-- the outer row's columns beside the subquery's own, and two levels out
+SELECT t.id, (SELECT min(u.id) + t.id FROM u WHERE u.tk = t.k) FROM t ORDER BY t.id;
+-- => [(1, 4), (2, 3), (3, 4), (4, None)]
+SELECT t.id, (SELECT (SELECT count(*) FROM u x WHERE x.tk = t.k AND x.id <> y.id) FROM u y WHERE y.id = 1) FROM t ORDER BY 1;
+-- => [(1, 1), (2, 1), (3, 1), (4, 0)]
+-- a vector top-k per outer row, its WHERE reading the outer row (no plan kept across rows)
+CREATE TABLE pts (id bigint PRIMARY KEY, grp int, v vector(2));
+INSERT INTO pts VALUES (1, 1, '[0,0]'), (2, 1, '[5,5]'), (3, 2, '[1,1]'), (4, 2, '[9,8]'), (5, 3, '[3,0]');
+SELECT t.id, (SELECT p.id FROM pts p WHERE p.grp = t.id ORDER BY p.v <-> '[6,6]' LIMIT 1) FROM t ORDER BY 1;
+-- => [(1, 2), (2, 4), (3, 5), (4, None)]
+SELECT p.id, (SELECT q.id FROM pts q WHERE q.id <> p.id ORDER BY q.v <-> p.v LIMIT 1) FROM pts p ORDER BY 1;
+-- => [(1, 3), (2, 4), (3, 1), (4, 2), (5, 3)]
+-- more than one row for an outer row
+SELECT t.id, (SELECT u.id FROM u WHERE u.tk = t.k) FROM t;
+-- !! 21000
+-- ARRAY(SELECT ...): uncorrelated and correlated, empty as {}
+SELECT ARRAY(SELECT label FROM u ORDER BY label);
+-- => [(['w', 'x', 'y', 'z'],)]
+SELECT t.id, array(SELECT u.id FROM u WHERE u.tk = t.k ORDER BY u.id DESC) FROM t ORDER BY 1;
+-- => [(1, [3]), (2, [2, 1]), (3, [2, 1]), (4, [])]
+SELECT t.id, array_to_string(array(SELECT u.label FROM u WHERE u.tk = t.k ORDER BY 1), ',') FROM t ORDER BY 1;
+-- => [(1, 'z'), (2, 'x,y'), (3, 'x,y'), (4, '')]
+SELECT array_to_string(ARRAY(SELECT name FROM t WHERE k IS NULL) || ARRAY(SELECT label FROM u WHERE id < 3 ORDER BY 1), ' + ');
+-- => [('four + x + y',)]
+SELECT (ARRAY(SELECT id FROM u ORDER BY id DESC))[1], (ARRAY(SELECT id FROM u))[9];
+-- => [(4, None)]
+-- a subquery in the subquery's FROM reads the outer row too
+SELECT t.id, (SELECT count(*) FROM (SELECT u.id FROM u WHERE u.tk = t.k) s) FROM t ORDER BY 1;
+-- => [(1, 1), (2, 2), (3, 2), (4, 0)]
+-- ... and from a join's relations, a UNION's legs
+SELECT t.id, (SELECT count(*) FROM u z JOIN (SELECT u.id FROM u WHERE u.tk = t.k) s ON s.id = z.id) FROM t ORDER BY 1;
+-- => [(1, 1), (2, 2), (3, 2), (4, 0)]
+SELECT t.id, (SELECT count(*) FROM generate_series(1, t.id) g, u WHERE u.id = g) FROM t ORDER BY 1;
+-- => [(1, 1), (2, 2), (3, 3), (4, 4)]
+SELECT t.id, array(SELECT u.id FROM u WHERE u.tk = t.k UNION SELECT t.id + 10 ORDER BY 1) FROM t ORDER BY 1;
+-- => [(1, [3, 11]), (2, [1, 2, 12]), (3, [1, 2, 13]), (4, [14])]
+SELECT t.id, (SELECT column1 + 1 FROM (VALUES (t.k)) v) FROM t ORDER BY 1;
+-- => [(1, 11), (2, 21), (3, 21), (4, None)]
+-- unnest in FROM, of a correlated array
+SELECT t.id, (SELECT count(*) FROM unnest(array(SELECT u.id FROM u WHERE u.tk = t.k)) x) FROM t ORDER BY 1;
+-- => [(1, 1), (2, 2), (3, 2), (4, 0)]
+SELECT x FROM unnest(ARRAY(SELECT label FROM u WHERE tk = 20)) x ORDER BY x DESC;
+-- => [('y',), ('x',)]
+-- EXISTS, correlated or not, of any columns (an aggregate's one row exists)
+SELECT t.id FROM t WHERE EXISTS (SELECT * FROM u WHERE u.tk = t.k AND u.id > 2) ORDER BY 1;
+-- => [(1,)]
+SELECT t.id, NOT EXISTS (SELECT 1 FROM u WHERE u.tk = t.k) AS none FROM t ORDER BY 1;
+-- => [(1, False), (2, False), (3, False), (4, True)]
+SELECT EXISTS (SELECT count(*) FROM u WHERE false), EXISTS (SELECT id FROM u WHERE false);
+-- => [(True, False)]
+-- x = ANY(an array value)
+SELECT t.id FROM t WHERE t.k = ANY(ARRAY(SELECT tk FROM u WHERE id > 2)) ORDER BY 1;
+-- => [(1,)]
+-- VALUES as a relation, and beside a SELECT in UNION ALL
+SELECT * FROM (VALUES (1, 'a'), (2, 'b')) v ORDER BY 1 DESC;
+-- => [(2, 'b'), (1, 'a')]
+SELECT column2 FROM (VALUES (1, 'a'), (2, NULL)) v WHERE column1 > 1;
+-- => [(None,)]
+SELECT id FROM t WHERE id IN (SELECT tk / 10 FROM u UNION ALL VALUES (4)) ORDER BY 1;
+-- => [(1,), (2,), (3,), (4,)]
+VALUES (1, 'x'), (2, 'y');
+-- => [(1, 'x'), (2, 'y')]
+SELECT * FROM (VALUES (1), (2, 3)) v;
+-- !! 42601
+-- generate_series of integers, string_agg, array_upper
+SELECT * FROM generate_series(1, 4) g;
+-- => [(1,), (2,), (3,), (4,)]
+SELECT g FROM generate_series(10, 1, -4) g;
+-- => [(10,), (6,), (2,)]
+SELECT count(*) FROM generate_series(5, 1) g;
+-- => [(0,)]
+SELECT count(*) FROM generate_series(1, NULL) g;
+-- => [(0,)]
+SELECT * FROM generate_series(1, 3, 0);
+-- !! 22023
+SELECT string_agg(name, ', ') FROM t WHERE id < 4;
+-- => [('one, two, three',)]
+SELECT k, string_agg(name, '|') FROM t GROUP BY k ORDER BY k NULLS FIRST;
+-- => [(None, 'four'), (10, 'one'), (20, 'two|three')]
+SELECT string_agg(name, ',') FROM t WHERE false;
+-- => [(None,)]
+SELECT string_agg(name, ',') FILTER (WHERE k = 20), count(*) FROM t;
+-- => [('two,three', 4)]
+SELECT string_agg(id, ',') FROM t;
+-- !! 42883
+SELECT array_upper(ARRAY(SELECT id FROM t), 1), array_upper(ARRAY(SELECT id FROM t WHERE false), 1);
+-- => [(4, None)]
+-- catalog functions on values PostgreSQL shows the same way
+SELECT pg_size_pretty(0::bigint), pg_size_pretty(8192::bigint), pg_size_pretty(10240::bigint), pg_size_pretty(20971519::bigint), pg_size_pretty(123456789::bigint), pg_size_pretty(-16384::bigint);
+-- => [('0 bytes', '8192 bytes', '10 kB', '20 MB', '118 MB', '-16 kB')]
+SELECT format_type(20, -1), format_type(1043, 14), format_type(25, NULL), format_type(1184, -1);
+-- => [('bigint', 'character varying(10)', 'text', 'timestamp with time zone')]
+-- UPDATE and DELETE: a correlated subquery in SET and WHERE
+UPDATE t SET name = (SELECT min(u.label) FROM u WHERE u.tk = t.k) WHERE t.id < 3;
+SELECT id, name FROM t ORDER BY id;
+-- => [(1, 'z'), (2, 'x'), (3, 'three'), (4, 'four')]
+DELETE FROM t WHERE (SELECT count(*) FROM u WHERE u.tk = t.k) = 0;
+SELECT id FROM t ORDER BY id;
+-- => [(1,), (2,), (3,)]
+-- bad input: an unknown relation, a subscript of a non-array, an array where a number goes
+SELECT 'nosuch'::regclass;
+-- !! 42P01
+SELECT c.relname FROM pg_class c WHERE c.oid = 't'::regclass;
+-- => [('t',)]
+SELECT (id)[1] FROM t;
+-- !! 42804
+SELECT ARRAY(SELECT id FROM t) + 1;
+-- !! 42883
+SELECT array_to_string(5, ',');
+-- !! 42883
