@@ -382,7 +382,9 @@ def _run(srv, operation, mode, examples: int, checks: list, statuses: list,
             _steer_maintenance(srv, case, data.draw)
             _steer_transaction(srv, case, data.draw, opened)
         try:
-            response = case.call(base_url=srv.url,
+            # schemathesis' default read timeout is 10 s: a vacuum on a loaded
+            # machine took longer; a timeout here is only a hang guard
+            response = case.call(base_url=srv.url, timeout=600,
                                  headers={"Authorization": f"Bearer {TOKEN}"})
             statuses.append(response.status_code)
             if case.operation.path == "/transactions" and response.status_code == 201:
