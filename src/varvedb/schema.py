@@ -607,6 +607,29 @@ class Schema:
         # a schema is replaced, never edited, so the answer is kept
         return [n for n, f in self.fields.items() if f.kind == "vector"]
 
+    # what every write completes and checks, kept (as vector_fields is) so that a
+    # one-row write loops over these fields only, not over every field
+
+    @cached_property
+    def defaulted(self) -> tuple:
+        """The fields with a default."""
+        return tuple(n for n, f in self.fields.items() if f.default is not None)
+
+    @cached_property
+    def not_null(self) -> tuple:
+        """The fields declared not null."""
+        return tuple(n for n, f in self.fields.items() if f.not_null)
+
+    @cached_property
+    def embedded(self) -> tuple:
+        """The vector fields embedded from a text field (engine/embedding.py)."""
+        return tuple(n for n, f in self.fields.items() if f.embed is not None)
+
+    @cached_property
+    def row_names(self) -> frozenset:
+        """The names a row may give: the fields and "id"."""
+        return frozenset(self.fields).union(("id",))
+
     @cached_property
     def columns(self) -> list[str]:
         """The columns SQL shows, in order: id (unless hidden), then the fields."""
@@ -638,6 +661,8 @@ class Schema:
         return Schema(fields, d["id"], **flags)
 
     def check_names(self, names, what: str = "row") -> None:
+        if self.row_names.issuperset(names):
+            return
         unknown = [n for n in names if n != "id" and n not in self.fields]
         if unknown:
             raise UnknownFieldError(f"unknown field {unknown[0]!r} in {what}; "
@@ -686,11 +711,11 @@ def complete_columns(schema: Schema, columns: dict, n: int) -> dict:
     filled with it (absent fields without one stay absent: null); raises
     NotNullViolationError if a not_null field would hold a null."""
     out = columns
-    for name, f in schema.fields.items():
-        if name not in columns and f.default is not None and n:
+    for name in schema.defaulted:
+        if name not in columns and n:
             if out is columns:
                 out = dict(columns)
-            out[name] = f.default_column(n)
+            out[name] = schema.fields[name].default_column(n)
     check_not_null(schema, out, n)
     return out
 
@@ -698,9 +723,9 @@ def complete_columns(schema: Schema, columns: dict, n: int) -> dict:
 def check_not_null(schema: Schema, columns: dict, n: int) -> None:
     """NotNullViolationError if a not_null field is absent from, or null in,
     the columns of n rows."""
-    for name, f in schema.fields.items():
-        if not f.not_null or not n:
-            continue
+    if not n:
+        return
+    for name in schema.not_null:
         col = columns.get(name)
         if col is None:
             raise NotNullViolationError(f"field {name!r} is not null and has no default: "
@@ -774,7 +799,7 @@ def coerce_values(name: str, f: Field, values: list) -> tuple[Any, np.ndarray]:
     if len(values) == 1:
         one = _coerce_one(f, values[0])
         if one is not None:
-            return one, np.zeros(1, bool)
+            return one, _NOT_NULL
     nulls = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
     k = f.kind
     if k == "vector":
@@ -817,6 +842,10 @@ def coerce_values(name: str, f: Field, values: list) -> tuple[Any, np.ndarray]:
 
 
 _SCALAR_TYPES = {"int": (int, np.int64), "float": (float, np.float64), "bool": (bool, np.bool_)}
+# the null mask of every one-row column without a null: one shared array, read-only
+# (whoever keeps or changes a mask copies it: Growable.append, the merges)
+_NOT_NULL = np.zeros(1, bool)
+_NOT_NULL.flags.writeable = False
 
 
 def _coerce_one(f: Field, v: Any) -> np.ndarray | None:

@@ -439,10 +439,9 @@ def norms_of(vectors: np.ndarray) -> np.ndarray:
     """L2 norm of each row, computed in f32 whatever the storage dtype."""
     if not len(vectors):
         return np.zeros(0, np.float32)
-    if vectors.dtype == np.float32:       # (f32 in, f32 out: no astype either side)
-        return np.sqrt(np.einsum("ij,ij->i", vectors, vectors))
-    v = vectors.astype(np.float32, copy=False)
-    return np.sqrt(np.einsum("ij,ij->i", v, v)).astype(np.float32, copy=False)
+    # vecdot: one ufunc call (half einsum's cost for a one-row commit); f32 in, f32 out
+    v = vectors if vectors.dtype == np.float32 else vectors.astype(np.float32)
+    return np.sqrt(np.vecdot(v, v))
 
 
 def make_column(field: Field):
