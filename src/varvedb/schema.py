@@ -866,11 +866,12 @@ def _coerce_one(f: Field, v: Any) -> np.ndarray | None:
         if type(v) is not np.ndarray or v.shape != (f.dim,) or v.dtype.kind not in "iuf":
             return None
         out = v.astype(VECTOR_DTYPES[f.dtype]).reshape(1, f.dim)   # a copy: the row's own
-        if out.dtype == np.float32:
+        if f.dtype == "f32":
             # a finite sum of squares: every value finite (one call, not two); one
             # that overflows leaves the row to the general path, which decides
+            # (the method: np.dot passes through numpy's Python-level dispatch)
             flat = out[0]
-            return out if math.isfinite(np.dot(flat, flat)) else None
+            return out if math.isfinite(flat.dot(flat)) else None
         return out if np.logical_and.reduce(np.isfinite(out), axis=None) else None
     spec = _SCALAR_TYPES.get(k)
     if spec is None or type(v) is not spec[0] or (k == "int" and not ID_MIN <= v < ID_END):
