@@ -797,7 +797,7 @@ def coerce_ids(schema: Schema, ids: Any) -> np.ndarray | list:
 def coerce_values(name: str, f: Field, values: list) -> tuple[Any, np.ndarray]:
     """Coerce one column given as a Python list (None = null)."""
     if len(values) == 1:
-        one = _coerce_one(f, values[0])
+        one = _coerce_one(name, f, values[0])
         if one is not None:
             return one, _NOT_NULL
     nulls = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
@@ -848,13 +848,25 @@ _NOT_NULL = np.zeros(1, bool)
 _NOT_NULL.flags.writeable = False
 
 
-def _coerce_one(f: Field, v: Any) -> np.ndarray | None:
+def _coerce_one(name: str, f: Field, v: Any) -> np.ndarray | list | None:
     """The column of a one-row write in the common cases — a Python int, float or
     bool in its own kind, a float vector (array or list of numbers) of the
-    field's dimension for an f32/f16 field — without a list's per-value
-    machinery; None where the general path must decide (nulls, other types,
-    anything it may refuse)."""
+    field's dimension for an f32/f16 field, an ASCII str within the field's
+    length, a json value (refused as the general path refuses it) — without a
+    list's per-value machinery; None where the general path must decide (nulls,
+    other types, anything else it may refuse)."""
     k = f.kind
+    if k == "text":
+        # ASCII: no surrogate to refuse, and its length is its size in bytes
+        if type(v) is not str or not v.isascii() or len(v) > MAX_VALUE_BYTES \
+                or f.max_length is not None and len(v) > f.max_length:
+            return None
+        return [v]
+    if k == "json":
+        if v is None:
+            return None
+        _check_json(name, v)
+        return [v]
     if k == "vector":
         if f.dtype not in ("f32", "f16"):
             return None
