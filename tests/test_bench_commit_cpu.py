@@ -21,3 +21,10 @@ def test_commit_cpu_reports_each_step_and_unwraps_them(tmp_path):
     assert out["bare"]["cpu_us"]["median"] > 0 and out["bare"]["fsync_wall_us"]["median"] > 0
     assert list(tmp_path.iterdir()) == []          # its file is removed
     assert "fdatasync" in commit_cpu.format_table(out)
+
+
+def test_commit_cpu_takes_the_wide_shape(tmp_path):
+    out = commit_cpu.run(str(tmp_path), rounds=1, commits=3, dim=8, shape="wide")
+    assert "wide rows" in out["figure"]
+    assert out["bare"]["cpu_us"]["median"] > 0
+    assert list(tmp_path.iterdir()) == []

@@ -12,6 +12,8 @@ import textwrap
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import varvedb as vv
 from varvedb.engine import columns
@@ -120,3 +122,19 @@ def test_open_from_a_checkpoint_builds_the_id_map_only_when_a_write_or_get_needs
     db["docs"].insert({"id": 5, "v": [5, 5]})
     assert db["docs"].get(5)["v"].tolist() == [5, 5]
     db.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(dim=st.integers(1, 400), scale=st.sampled_from([1e-20, 1e-3, 1.0, 1e3, 1e15]),
+       seed=st.integers(0, 2**32 - 1))
+def test_a_one_row_norm_is_the_bits_a_batch_gives(dim, scale, seed):
+    """A one-row append takes its norm by the row's dot and math.sqrt; a batch's
+    come from norms_of. Both must store the same f32 bits (a replay, a vacuum's
+    rewrite in one batch, and the live write agree on every distance)."""
+    rows = (np.random.default_rng(seed).normal(size=(6, dim)) * scale).astype(np.float32)
+    one, batch = (columns.VectorColumn(vv.Vector(dim)) for _ in range(2))
+    for r in rows:
+        one.append(r[None], np.zeros(1, bool))
+    batch.append(rows, np.zeros(6, bool))
+    assert one.norms.view().tobytes() == batch.norms.view().tobytes()
+    assert one.arena.view().tobytes() == batch.arena.view().tobytes()

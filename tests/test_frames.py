@@ -67,7 +67,7 @@ def test_insert_round_trip_keeps_every_column(engine):
             np.testing.assert_array_equal(bnulls, nulls)
     # the vector block's place in the file: the record's base plus its offset
     _, _, offsets = frames.encode(frame)
-    assert back.offsets["v"] == 8192 + offsets["v:v"]
+    assert back.offset("v") == 8192 + offsets["v:v"]
 
 
 def test_delete_and_create_index_round_trip(engine):

@@ -261,14 +261,17 @@ def import_(rows, dim, rounds, out) -> None:
 @click.option("--durability", type=click.Choice(["commit", "off"]), default="commit",
               show_default=True, help="off: the same path without its fdatasync (the "
                                       "code's own CPU, caches warm).")
+@click.option("--shape", type=click.Choice(["narrow", "wide"]), default="narrow",
+              show_default=True, help="narrow: an int and a 128-d vector; wide: two text "
+                                      "fields, a json field, an int and a 384-d vector.")
 @click.option("--out", default=None, help="Also write the figures to this JSON file.")
-def commit_cpu(rounds, commits, durability, out) -> None:
+def commit_cpu(rounds, commits, durability, shape, out) -> None:
     """The thread CPU of one durable one-row commit (HNSW-indexed) outside its
     fdatasync, and the table of where it goes, step by step. Run it on a real disk."""
     import json
 
     from . import commit_cpu as cc
-    figures = cc.run(None, rounds, commits, durability=durability)
+    figures = cc.run(None, rounds, commits, durability=durability, shape=shape)
     click.echo(cc.format_table(figures))
     if out:
         with open(out, "w") as f:

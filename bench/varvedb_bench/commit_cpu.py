@@ -2,7 +2,9 @@
 its fdatasync, and where (issue 28, item 4).
 
 A collection of 1 000 rows (an int and a 128-d vector) with an HNSW index,
-durability="commit", in the working directory (use a real disk). Each commit
+durability="commit", in the working directory (use a real disk). shape="wide":
+rows of two text fields, a json field, an int and a 384-d vector instead (a
+shape the write path was not tuned on). Each commit
 is one `Collection.insert` of one row on one thread; its CPU is
 `time.thread_time()` around the call minus the thread CPU of the fdatasync
 inside it (the committing thread's own CPU: the maintainer's linking runs on
@@ -156,23 +158,47 @@ def _syscall_meter():
     return tot, remove
 
 
-def run(workdir: str | None = None, rounds: int = 7, commits: int = 300, dim: int = 128,
-        durability: str = "commit") -> dict:
+_WIDE_WORDS = ("river", "stone", "cloud", "ember", "lattice", "harbor", "meadow", "signal")
+
+
+def _row_maker(shape: str, dim: int, vecs: np.ndarray):
+    """(schema, fn(i) -> the row of id i) of a bench shape."""
+    import varvedb as vv
+    if shape == "narrow":
+        return ({"tag": "int", "embedding": vv.Vector(dim)},
+                lambda i: {"id": i, "tag": i % 100, "embedding": vecs[i]})
+    if shape != "wide":
+        raise ValueError(f"shape is 'narrow' or 'wide', not {shape!r}")
+    w = _WIDE_WORDS
+
+    def row(i):
+        return {"id": i, "title": f"{w[i % 8]} {w[i // 8 % 8]} #{i}",
+                "body": " ".join(w[(i + k) % 8] for k in range(12)),
+                "meta": {"source": w[i % 5], "rank": i % 17, "tags": [w[i % 3], w[i % 7]]},
+                "tag": i % 100, "embedding": vecs[i]}
+    return ({"title": "text", "body": "text", "meta": "json", "tag": "int",
+             "embedding": vv.Vector(dim)}, row)
+
+
+def run(workdir: str | None = None, rounds: int = 7, commits: int = 300, dim: int | None = None,
+        durability: str = "commit", shape: str = "narrow") -> dict:
     """The bare figure (µs of thread CPU a commit outside fdatasync, median and
     spread over rounds) and the step table (µs a commit, from the timed pass).
     durability="off": the same path without the fdatasync, whose wait lets other
     processes evict this one's caches on a shared machine (the CPU of the code
     itself, warm)."""
     import varvedb as vv
+    dim = dim or (384 if shape == "wide" else 128)
     workdir = tempfile.mkdtemp(prefix="varvedb-commit-cpu-", dir=workdir or os.getcwd())
     vecs = demo_data.clustered(1000 + 2 * rounds * commits, dim, seed=5)
+    schema, make_row = _row_maker(shape, dim, vecs)
     db = vv.connect(os.path.join(workdir, "commit-cpu.varve"), durability=durability)
-    c = db.create_collection("items", {"tag": "int", "embedding": vv.Vector(dim)})
-    c.insert_arrays(id=np.arange(1000), tag=np.zeros(1000, np.int64), embedding=vecs[:1000])
+    c = db.create_collection("items", schema)
+    c.insert([make_row(i) for i in range(1000)])
     c.create_index("embedding", vv.HNSW())
     nxt = [1000]
     for i in range(50):                      # warm the path (and numba's dispatch)
-        c.insert({"id": 10**9 + i, "tag": i, "embedding": vecs[i]})
+        c.insert({**make_row(i), "id": 10**9 + i})
     c.wait_indexed()
 
     def one_round(timers: _Timers | None) -> dict:
@@ -185,7 +211,7 @@ def run(workdir: str | None = None, rounds: int = 7, commits: int = 300, dim: in
             for _ in range(commits):
                 i = nxt[0]
                 nxt[0] += 1
-                row = {"id": i, "tag": i % 100, "embedding": vecs[i]}
+                row = make_row(i)
                 f0, s0 = fs["cpu"], fs["write"]
                 t0 = _clock()
                 c.insert(row)
@@ -241,7 +267,7 @@ def run(workdir: str | None = None, rounds: int = 7, commits: int = 300, dim: in
             "fsync_wall_us", "fsync_cpu_us", "wall_us",
             "process_cpu_us")
     return {"figure": f"thread CPU of one 1-row commit (durability={durability!r}) outside "
-                      f"fdatasync (HNSW-indexed, {dim}-d), µs", "rounds": rounds,
+                      f"fdatasync (HNSW-indexed, {shape} rows, {dim}-d), µs", "rounds": rounds,
             "commits_per_round": commits, "load": os.getloadavg(),
             "bare": {k: stats(k, bare) for k in keys},
             "timed": {k: stats(k, timed) for k in keys},

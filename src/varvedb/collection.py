@@ -87,7 +87,7 @@ class Collection:
         Table or RecordBatch, a polars DataFrame, whose columns (an "id" column
         optional) are fields, written column-wise as `insert_arrays` writes them (a
         list or fixed-size-list column of numbers is a vector field's block)."""
-        columns = frame_columns(rows)
+        columns = None if type(rows) is dict else frame_columns(rows)
         if columns is not None:
             return _id_list(self.insert_arrays(**columns))
         batch = self.prepare_rows(rows)

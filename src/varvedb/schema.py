@@ -607,6 +607,29 @@ class Schema:
         # a schema is replaced, never edited, so the answer is kept
         return [n for n, f in self.fields.items() if f.kind == "vector"]
 
+    # what every write completes and checks, kept (as vector_fields is) so that a
+    # one-row write loops over these fields only, not over every field
+
+    @cached_property
+    def defaulted(self) -> tuple:
+        """The fields with a default."""
+        return tuple(n for n, f in self.fields.items() if f.default is not None)
+
+    @cached_property
+    def not_null(self) -> tuple:
+        """The fields declared not null."""
+        return tuple(n for n, f in self.fields.items() if f.not_null)
+
+    @cached_property
+    def embedded(self) -> tuple:
+        """The vector fields embedded from a text field (engine/embedding.py)."""
+        return tuple(n for n, f in self.fields.items() if f.embed is not None)
+
+    @cached_property
+    def row_names(self) -> frozenset:
+        """The names a row may give: the fields and "id"."""
+        return frozenset(self.fields).union(("id",))
+
     @cached_property
     def columns(self) -> list[str]:
         """The columns SQL shows, in order: id (unless hidden), then the fields."""
@@ -638,6 +661,8 @@ class Schema:
         return Schema(fields, d["id"], **flags)
 
     def check_names(self, names, what: str = "row") -> None:
+        if self.row_names.issuperset(names):
+            return
         unknown = [n for n in names if n != "id" and n not in self.fields]
         if unknown:
             raise UnknownFieldError(f"unknown field {unknown[0]!r} in {what}; "
@@ -686,11 +711,11 @@ def complete_columns(schema: Schema, columns: dict, n: int) -> dict:
     filled with it (absent fields without one stay absent: null); raises
     NotNullViolationError if a not_null field would hold a null."""
     out = columns
-    for name, f in schema.fields.items():
-        if name not in columns and f.default is not None and n:
+    for name in schema.defaulted:
+        if name not in columns and n:
             if out is columns:
                 out = dict(columns)
-            out[name] = f.default_column(n)
+            out[name] = schema.fields[name].default_column(n)
     check_not_null(schema, out, n)
     return out
 
@@ -698,9 +723,9 @@ def complete_columns(schema: Schema, columns: dict, n: int) -> dict:
 def check_not_null(schema: Schema, columns: dict, n: int) -> None:
     """NotNullViolationError if a not_null field is absent from, or null in,
     the columns of n rows."""
-    for name, f in schema.fields.items():
-        if not f.not_null or not n:
-            continue
+    if not n:
+        return
+    for name in schema.not_null:
         col = columns.get(name)
         if col is None:
             raise NotNullViolationError(f"field {name!r} is not null and has no default: "
@@ -772,9 +797,9 @@ def coerce_ids(schema: Schema, ids: Any) -> np.ndarray | list:
 def coerce_values(name: str, f: Field, values: list) -> tuple[Any, np.ndarray]:
     """Coerce one column given as a Python list (None = null)."""
     if len(values) == 1:
-        one = _coerce_one(f, values[0])
+        one = _coerce_one(name, f, values[0])
         if one is not None:
-            return one, np.zeros(1, bool)
+            return one, _NOT_NULL
     nulls = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
     k = f.kind
     if k == "vector":
@@ -817,15 +842,31 @@ def coerce_values(name: str, f: Field, values: list) -> tuple[Any, np.ndarray]:
 
 
 _SCALAR_TYPES = {"int": (int, np.int64), "float": (float, np.float64), "bool": (bool, np.bool_)}
+# the null mask of every one-row column without a null: one shared array, read-only
+# (whoever keeps or changes a mask copies it: Growable.append, the merges)
+_NOT_NULL = np.zeros(1, bool)
+_NOT_NULL.flags.writeable = False
 
 
-def _coerce_one(f: Field, v: Any) -> np.ndarray | None:
+def _coerce_one(name: str, f: Field, v: Any) -> np.ndarray | list | None:
     """The column of a one-row write in the common cases — a Python int, float or
     bool in its own kind, a float vector (array or list of numbers) of the
-    field's dimension for an f32/f16 field — without a list's per-value
-    machinery; None where the general path must decide (nulls, other types,
-    anything it may refuse)."""
+    field's dimension for an f32/f16 field, an ASCII str within the field's
+    length, a json value (refused as the general path refuses it) — without a
+    list's per-value machinery; None where the general path must decide (nulls,
+    other types, anything else it may refuse)."""
     k = f.kind
+    if k == "text":
+        # ASCII: no surrogate to refuse, and its length is its size in bytes
+        if type(v) is not str or not v.isascii() or len(v) > MAX_VALUE_BYTES \
+                or f.max_length is not None and len(v) > f.max_length:
+            return None
+        return [v]
+    if k == "json":
+        if v is None:
+            return None
+        _check_json(name, v)
+        return [v]
     if k == "vector":
         if f.dtype not in ("f32", "f16"):
             return None
@@ -837,11 +878,12 @@ def _coerce_one(f: Field, v: Any) -> np.ndarray | None:
         if type(v) is not np.ndarray or v.shape != (f.dim,) or v.dtype.kind not in "iuf":
             return None
         out = v.astype(VECTOR_DTYPES[f.dtype]).reshape(1, f.dim)   # a copy: the row's own
-        if out.dtype == np.float32:
+        if f.dtype == "f32":
             # a finite sum of squares: every value finite (one call, not two); one
             # that overflows leaves the row to the general path, which decides
+            # (the method: np.dot passes through numpy's Python-level dispatch)
             flat = out[0]
-            return out if math.isfinite(np.dot(flat, flat)) else None
+            return out if math.isfinite(flat.dot(flat)) else None
         return out if np.logical_and.reduce(np.isfinite(out), axis=None) else None
     spec = _SCALAR_TYPES.get(k)
     if spec is None or type(v) is not spec[0] or (k == "int" and not ID_MIN <= v < ID_END):

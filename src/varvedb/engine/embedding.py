@@ -22,8 +22,8 @@ from ..errors import SchemaError, SqlError
 from ..schema import VECTOR_DTYPES, Schema, brief
 
 
-def embedded_fields(schema: Schema) -> list[str]:
-    return [n for n, f in schema.fields.items() if f.embed is not None]
+def embedded_fields(schema: Schema) -> tuple:
+    return schema.embedded
 
 
 def check_embedders(fields: dict, server_files: bool) -> None:

@@ -91,7 +91,7 @@ width per row an insert would have cost had the field been there from the start.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 import msgspec
@@ -157,14 +157,15 @@ class CreateCollection:
 class Insert:
     """New row versions [first, first + n) of one table: ids, then per present
     field (values, nulls) — a list for text and json, else an array.
-    `offsets` holds where each field's value block lies in the file (set
-    once the frame is written or read; a vector column maps its block)."""
+    `located_at` holds where the record lies in the file (set once the frame
+    is written or read): `offset` finds a field's value block there, which a
+    vector column maps."""
     KIND: ClassVar[int] = F.Kind.INSERT
     cid: int
     first: int
     ids: list | np.ndarray
     columns: dict[str, tuple]
-    offsets: dict[str, int] = field(default_factory=dict)
+    located_at: tuple | None = None     # (the record's file offset, its arrays' offsets)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -188,7 +189,16 @@ class Insert:
     def located(self, base: int, offsets: dict[str, int]) -> None:
         """Note where the value blocks lie in the file: the record starts at
         `base`, its arrays at `offsets` within it."""
-        self.offsets = {k[2:]: base + o for k, o in offsets.items() if k.startswith("v:")}
+        self.located_at = (base, offsets)
+
+    def offset(self, name: str) -> int | None:
+        """The file offset of field `name`'s value block (None: not located, or
+        stored compressed). Asked only for vector fields: nothing is made for others."""
+        if self.located_at is None:
+            return None
+        base, offsets = self.located_at
+        at = offsets.get("v:" + name)
+        return None if at is None else base + at
 
     @classmethod
     def decode(cls, engine, meta: dict, arrays: dict) -> "Insert":

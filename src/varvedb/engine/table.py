@@ -395,6 +395,8 @@ class Table:
     def assign_ids(self, raw: list) -> list | np.ndarray:
         """Ids for a batch of rows, None where the caller gave none: fresh uuids
         for text ids, else integers above every id used so far (or given)."""
+        if len(raw) == 1 and raw[0] is not None:      # a one-row write that names its id
+            return coerce_ids(self.schema, raw)
         missing = [i for i, v in enumerate(raw) if v is None]
         if not missing:
             return coerce_ids(self.schema, raw)
@@ -446,7 +448,7 @@ class Table:
                 col.append_nulls(count)
             elif isinstance(col, VectorColumn):
                 vals, nulls = present[name]
-                col.append(vals, nulls, frame.offsets.get(name))
+                col.append(vals, nulls, frame.offset(name))
             else:
                 vals, nulls = present[name]
                 if isinstance(vals, list):

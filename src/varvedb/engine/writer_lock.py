@@ -38,9 +38,10 @@ class WriterLock:
         if self._owner is not None and self._owner == owner:
             self._depth += 1
             return True
-        wait = -1 if timeout is None else min(timeout, threading.TIMEOUT_MAX)
-        if not self._lock.acquire(timeout=wait):
-            return False
+        if not self._lock.acquire(False):     # free (the usual case): no timed wait
+            wait = -1 if timeout is None else min(timeout, threading.TIMEOUT_MAX)
+            if not self._lock.acquire(timeout=wait):
+                return False
         self._owner, self._depth = owner, 1
         return True
 

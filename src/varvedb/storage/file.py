@@ -265,6 +265,8 @@ def write_all(io, bufs: list, pos: int) -> int:
 
 
 def nbytes(bufs: list) -> int:
+    if len(bufs) == 1 and type(bufs[0]) is bytes:     # a commit's frames, joined
+        return len(bufs[0])
     return sum(len(b) if isinstance(b, (bytes, bytearray)) else b.nbytes for b in bufs)
 
 

@@ -43,6 +43,7 @@ _COMMIT = struct.Struct("<QqIQ32s32s32s")
 COMMIT_SIZE = _COMMIT.size
 _BRANCH = struct.Struct("<I")
 _CRC = struct.Struct("<I")
+_FRAME_TAIL = struct.Struct(f"<I{FRAME_HEADER_SIZE - _FRAME.size - 4}x")   # crc, zeros
 _HASHED_LENGTH = struct.Struct("<HQ")
 _VERSION_TIME = struct.Struct("<Qq")
 
@@ -130,7 +131,7 @@ def frame_hash(kind: int, length: int, parts) -> bytes:
 
 def pack_frame_header(kind: int, length: int, digest: bytes) -> bytes:
     body = _FRAME.pack(FRAME_MAGIC, kind, 0, length, digest)
-    return (body + _CRC.pack(zlib.crc32(body))).ljust(FRAME_HEADER_SIZE, b"\0")
+    return body + _FRAME_TAIL.pack(zlib.crc32(body))
 
 
 @dataclass

@@ -143,14 +143,15 @@ def _encode_small(meta: dict, arrays: dict) -> tuple:
         if raw > SMALL_RECORD:
             return None, None
         # a 0-d array is written as one of shape (1,), as ascontiguousarray makes it
-        specs.append([name, _dtype_str(dt), list(a.shape) if a.ndim else [1]])
+        # (a tuple: msgpack writes it as the list the general path gives)
+        specs.append((name, _dtype_str(dt), a.shape or (1,)))
         datas.append((name, a.tobytes() if nb else b""))   # C order, as ascontiguousarray
     head = _encoder.encode({**meta, "_arrays": specs})
     word = len(head)
     pos = (4 + word + ALIGN - 1) & -ALIGN
     if pos + raw + ALIGN * len(datas) > SMALL_RECORD:
         return None, head
-    out = [struct.pack("<I", word), head, bytes(pos - 4 - word)]
+    out = [_U32.pack(word), head, _ZEROS[:pos - 4 - word]]
     for name, data in datas:
         offsets[name] = pos
         n = len(data)
@@ -164,6 +165,7 @@ def _encode_small(meta: dict, arrays: dict) -> tuple:
 
 
 _ZEROS = bytes(ALIGN)
+_U32 = struct.Struct("<I")
 
 
 def _dtype_str(dt: np.dtype) -> str:
