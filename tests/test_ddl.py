@@ -322,6 +322,28 @@ def test_add_field_rolled_back_and_refused(people, db_path):
 
 # ---- drop_field and rename_field -----------------------------------------------------
 
+
+def test_a_field_added_dropped_or_renamed_keeps_create_tables_id_rules(db_path):
+    """A table declared without a primary key keeps its id out of `*`, and one
+    whose id is not serial keeps requiring it, after ALTER TABLE and a reopen
+    (the schema was rebuilt from its fields and id kind alone, dropping both)."""
+    with vv.connect(db_path) as db:
+        db.sql("CREATE TABLE t (a int)")
+        db.sql("CREATE TABLE u (id int PRIMARY KEY, a int)")
+        for stmt in ("ALTER TABLE {} ADD COLUMN b int", "ALTER TABLE {} RENAME COLUMN b TO c",
+                     "ALTER TABLE {} DROP COLUMN c"):
+            db.sql(stmt.format("t"))
+            db.sql(stmt.format("u"))
+            assert db.sql("SELECT * FROM t").columns[0] == "a"
+            with pytest.raises(vv.SqlError):
+                db.sql("INSERT INTO u (a) VALUES (1)")
+        db.sql("ALTER TABLE t ADD COLUMN b int")
+    with vv.connect(db_path) as db:
+        assert db.sql("SELECT * FROM t").columns == ["a", "b"]
+        with pytest.raises(vv.SqlError):
+            db.sql("INSERT INTO u (a) VALUES (1)")
+        assert db.sql("SELECT count(*) FROM u").rows == [(0,)]
+
 def test_drop_field_is_gone_at_every_version(people, db_path):
     db, c = people, people["people"]
     v1 = db.version

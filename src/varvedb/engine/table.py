@@ -521,7 +521,8 @@ class Table:
 
     def _set_schema(self, fields: dict) -> None:
         self._mask_cache = {}      # keyed by field name, which may now mean another column
-        self.schema = Schema(fields, self.schema.id_kind)
+        # a column added, dropped or renamed keeps the id's kind and CREATE TABLE's flags
+        self.schema = replace(self.schema, fields=fields)
 
     def add_column(self, name: str, f: Field) -> None:
         """A new field: the rows so far hold its default, or null (in memory only)."""
