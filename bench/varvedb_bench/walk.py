@@ -23,8 +23,9 @@ interleaved query by query (the order rotated by query), per ef of a sweep:
   owner (SymphonyQG-style; one correction byte): its estimate starts from the
   owner's exact dot, so its error scales with the edge's length;
 * ``oracle``: ``plain`` with every distance read from this query's distances
-  to all rows, computed beforehand (not timed): what the walk would cost if a
-  distance cost one 4-byte read, the ceiling of any cheaper-distance layout.
+  to all rows, computed for every query before any is timed: what the walk
+  would cost if a distance cost one 4-byte read (a cache miss, not a row's
+  four to eight), the ceiling of any cheaper-distance layout.
 
 Add ``:EPS`` to ``coded`` / ``edge`` (default 0.7 / 1.0, the values tuned on
 glove-50 100k), and ``:nopf`` to any of this module's walks to drop its
@@ -349,6 +350,13 @@ class _Graph:
         echo(f"built in {self.build['varvedb']:.1f} s (varvedb), {self.build['hnswlib']:.1f} s "
              f"(hnswlib, 2 threads); load {_load():.2f}")
 
+    def distances(self, test: np.ndarray) -> np.ndarray:
+        """(queries, rows) float32: each query's cosine distance to every row."""
+        if getattr(self, "_dq", None) is None or self._dq.shape[0] != len(test):
+            unit_q = test / np.maximum(np.linalg.norm(test, axis=1), 1e-30)[:, None]
+            self._dq = (1.0 - unit_q @ self.unit.T).astype(np.float32)
+        return self._dq
+
     def block(self, kind: str):
         if kind not in self._blocks:
             self._blocks[kind] = (blocks(self.unit, self.links0, self.rot, kind == "edge")
@@ -383,20 +391,23 @@ def parse_engine(spec: str) -> tuple[str, float, bool]:
     return kind, eps, prefetch
 
 
-def _engine(g: _Graph, spec: str, ef: int):
-    """(search(query) -> ids, stats) for one engine at one ef."""
+def _engine(g: _Graph, spec: str, ef: int, test: np.ndarray):
+    """(search(i) -> ids of query ``test[i]``, stats) for one engine at one ef."""
     kind, eps, prefetch = parse_engine(spec)
     stats = np.zeros(2, np.int64)
     if kind == "varvedb":
         f = g.index.searcher(g.x, g.norms, K, ef=ef)
-        return (lambda q: f(q)[0]), stats
+        return (lambda i: f(test[i])[0]), stats
     if kind == "hnswlib":
-        def knn(q):
+        def knn(i):
             g.hnsw.set_ef(ef)
-            return g.hnsw.knn_query(q, k=K)[0][0]
+            return g.hnsw.knn_query(test[i], k=K)[0][0]
         return knn, stats
     mode = {"plain": 0, "coded": 1, "edge": 2, "oracle": 3}[kind]
     block, corr, centre = g.block(kind)
+    # the oracle's distances: every query's to every row, computed once before any
+    # query is timed (computed per query, their pass over all rows evicted the graph)
+    dq = g.distances(test) if kind == "oracle" else None
     n = g.x.shape[0]
     visited, generation = np.zeros(n, np.uint16), np.zeros(1, np.int64)
     pool_d, pool_i = np.empty(ef, np.float32), np.empty(ef, np.int32)
@@ -404,23 +415,13 @@ def _engine(g: _Graph, spec: str, ef: int):
     planes = np.zeros((g.rot.shape[0] // 64, PLANES), np.uint64)
     consts = np.zeros(5, np.float32)
 
-    def walk_one(q, dq=g.no_dq):
-        size = search(g.unit, dq, g.links0, block, corr, g.upper_slot, g.upper_links,
-                      g.entry, g.top, q, centre, g.rot, planes, consts, mode,
-                      np.float32(eps), ef, prefetch, visited, generation, pool_d, pool_i,
-                      fresh, stats)
+    def walk_one(i):
+        size = search(g.unit, g.no_dq if dq is None else dq[i], g.links0, block, corr,
+                      g.upper_slot, g.upper_links, g.entry, g.top, test[i], centre, g.rot,
+                      planes, consts, mode, np.float32(eps), ef, prefetch, visited,
+                      generation, pool_d, pool_i, fresh, stats)
         return pool_i[:min(size, K)].copy()
-    if kind != "oracle":
-        return walk_one, stats
-
-    def oracle(q):
-        # the distances are computed first, untimed: the caller times only the walk
-        dq = (1.0 - g.unit @ (q / np.linalg.norm(q))).astype(np.float32)
-        t = time.thread_time()
-        ids = walk_one(q, dq)
-        oracle.spent = time.thread_time() - t
-        return ids
-    return oracle, stats
+    return walk_one, stats
 
 
 def _at(points, target):
@@ -468,20 +469,19 @@ def run(spec: str, cache_dir: str, *, rows: int = 100_000, dim: int = 128,
     counts = {e: {} for e in engines}
     loads = []
     for ef in efs:
-        fs = [_engine(g, e, ef) for e in engines]
+        fs = [_engine(g, e, ef, test) for e in engines]
         for f, stats in fs:
-            for q in test[:WARMUP]:
-                f(q)
+            for i in range(min(WARMUP, len(test))):
+                f(i)
             stats[:] = 0
         for _ in range(rounds):
             spent, hits = np.zeros(len(fs)), np.zeros(len(fs))
-            for i, q in enumerate(test):
+            for i in range(len(test)):
                 for j in range(len(fs)):
                     e = (i + j) % len(fs)
-                    f = fs[e][0]
                     t = time.thread_time()
-                    ids = f(q)
-                    spent[e] += getattr(f, "spent", None) or time.thread_time() - t
+                    ids = fs[e][0](i)
+                    spent[e] += time.thread_time() - t
                     hits[e] += np.intersect1d(ids, truth[i]).size
             for e, name in enumerate(engines):
                 curves[name].setdefault(ef, []).append(
