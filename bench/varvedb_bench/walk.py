@@ -207,6 +207,14 @@ def _prefetch_block(block, v):
         prefetch_row(rec, j)
 
 
+@njit(inline="always", **_J)
+def _open_from(pool_i, at, size):
+    # the first pool entry from `at` on not yet expanded (size if none)
+    while at < size and pool_i[at] < 0:
+        at += 1
+    return at
+
+
 @njit(**_J)
 def walk(x, dq, links0, block, corr, upper_slot, upper_links, entry, top, q, planes, consts,
          mode, eps, ef, prefetch, visited, stamp, pool_d, pool_i, fresh, stats):
@@ -231,9 +239,7 @@ def walk(x, dq, links0, block, corr, upper_slot, upper_links, entry, top, q, pla
     while cursor < size:
         node = pool_i[cursor]
         pool_i[cursor] = node | _EXPANDED
-        nxt = cursor + 1
-        while nxt < size and pool_i[nxt] < 0:
-            nxt += 1
+        nxt = _open_from(pool_i, cursor + 1, size)
         if prefetch and nxt < size:
             prefetch_row(links0, pool_i[nxt])
             if mode == 1 or mode == 2:
@@ -281,8 +287,7 @@ def walk(x, dq, links0, block, corr, upper_slot, upper_links, entry, top, q, pla
                     prefetch_row(links0, v)
                     if mode == 1 or mode == 2:
                         _prefetch_block(block, v)
-        while cursor < size and pool_i[cursor] < 0:
-            cursor += 1
+        cursor = _open_from(pool_i, cursor, size)
     for s in range(size):
         pool_i[s] &= _ID_MASK
     stats[0] += n_exact
