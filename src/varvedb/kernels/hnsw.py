@@ -38,8 +38,9 @@ open candidates are not bounded by ef, keeps a candidate min-heap and a result
 max-heap (see :func:`filtered_search`). Both use a visited set of uint16
 generation stamps per thread (200 kB for 100 000 rows, in L2): starting a walk
 bumps the stamp, and only one walk in 65 535 pays to clear it. Neighbour rows
-and the next node's list are prefetched before they are needed, which hides
-much of the memory latency of the random reads.
+(and their norms, where the metric reads them) and the next node's list are
+prefetched before they are needed, which hides much of the memory latency of
+the random reads.
 
 A walk measures either the arena or the index's int8 codes of it
 (:mod:`varvedb.kernels.codes`: a row is one cache line instead of four for
@@ -102,6 +103,7 @@ from varvedb.kernels.distance import (
     METRIC_COSINE,
     all_finite,
     load_row,
+    prefetch_norm,
     prefetch_row,
     query_distance,
     query_norm,
@@ -301,6 +303,7 @@ def beam_search(arena, norms, query, q_norm, metric, links0, upper_slot, upper_l
                 fresh[n_fresh] = v
                 n_fresh += 1
                 prefetch_row(arena, v)
+                prefetch_norm(norms, v, metric)
         for t in range(n_fresh):
             v = fresh[t]
             d = query_distance(arena, norms, v, query, q_norm, metric)
@@ -365,6 +368,7 @@ def filtered_search(arena, norms, query, q_norm, metric, links0, twins, seed, se
                 fresh[n_fresh] = v
                 n_fresh += 1
                 prefetch_row(arena, v)
+                prefetch_norm(norms, v, metric)
         for t in range(n_fresh):
             v = fresh[t]
             d = query_distance(arena, norms, v, query, q_norm, metric)
