@@ -213,6 +213,38 @@ def layers(rounds, commits, insert_rows, only, dataset, out) -> None:
 
 
 @bench.command()
+@click.option("--dataset", default="glove-50", show_default=True,
+              help="A cosine set: glove-50, minilm-debian, or a generator (clustered, "
+                   "uniform: made cosine).")
+@click.option("--rows", default=100_000, show_default=True)
+@click.option("--dim", default=128, show_default=True, help="The generator's dimension.")
+@click.option("--queries", default=1000, show_default=True)
+@click.option("--ef", "efs", default="10,20,40,80,160,320", show_default=True,
+              help="The ef sweep (comma-separated).")
+@click.option("--rounds", default=5, show_default=True)
+@click.option("--engines", default="varvedb,hnswlib,plain,coded,edge,oracle",
+              show_default=True, help="Comma-separated; coded/edge take :EPS, this "
+                                      "module's walks :nopf (no prefetch).")
+@click.option("--out", default=None, help="Also write the figures to this JSON file.")
+def walk(dataset, rows, dim, queries, efs, rounds, engines, out) -> None:
+    """The graph walk alone against hnswlib's knn_query, and the walk with its
+    neighbours' 1-bit codes beside the links (issue 32), interleaved query by query."""
+    from varvedb.errors import OptionError
+
+    from . import walk as module
+    try:
+        report = module.run(dataset, os.path.join("bench-results", "cache"), rows=rows,
+                            dim=dim, queries=queries,
+                            efs=[int(e) for e in efs.split(",")], rounds=rounds,
+                            engines=[e.strip() for e in engines.split(",")],
+                            echo=click.echo)
+    except OptionError as e:
+        raise click.ClickException(str(e)) from None
+    if out:
+        module.write(report, out)
+
+
+@bench.command()
 @click.option("--dataset", default="clustered", show_default=True,
               help="The rows and queries: clustered, uniform, glove-50, a .npy/.hdf5 file.")
 @click.option("--rows", default=50_000, show_default=True)

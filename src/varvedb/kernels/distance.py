@@ -198,31 +198,40 @@ def _f32_bits(typingctx, value):
     return types.uint32(value), bitcast
 
 
+def _prefetch(context, builder, signature, args):
+    # llvm.prefetch of the element args[0][args[1:]]: never faults, whatever the address
+    array_type = signature.args[0]
+    array = context.make_array(array_type)(context, builder, args[0])
+    indices = [context.cast(builder, value, typ, types.intp)
+               for value, typ in zip(args[1:], signature.args[1:])]
+    pointer = cgutils.get_item_pointer(
+        context, builder, array_type, array, indices, wraparound=False
+    )
+    i32 = ir.IntType(32)
+    fnty = ir.FunctionType(ir.VoidType(), [ir.PointerType(), i32, i32, i32])
+    fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+    # read access, keep in all cache levels, data cache
+    builder.call(
+        fn, [builder.bitcast(pointer, ir.PointerType()), ir.Constant(i32, 0),
+             ir.Constant(i32, 3), ir.Constant(i32, 1)]
+    )
+    return context.get_dummy_value()
+
+
 @intrinsic
 def _prefetch_element(typingctx, arena, row, col):
     """Hint the CPU to pull the cache line of ``arena[row, col]`` into L1."""
     if not (isinstance(arena, types.Array) and arena.ndim == 2):
         return None
+    return types.void(arena, row, col), _prefetch
 
-    def prefetch(context, builder, signature, args):
-        array_type = signature.args[0]
-        array = context.make_array(array_type)(context, builder, args[0])
-        indices = [context.cast(builder, value, typ, types.intp)
-                   for value, typ in zip(args[1:], signature.args[1:])]
-        pointer = cgutils.get_item_pointer(
-            context, builder, array_type, array, indices, wraparound=False
-        )
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [ir.PointerType(), i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
-        # read access, keep in all cache levels, data cache
-        builder.call(
-            fn, [builder.bitcast(pointer, ir.PointerType()), ir.Constant(i32, 0),
-                 ir.Constant(i32, 3), ir.Constant(i32, 1)]
-        )
-        return context.get_dummy_value()
 
-    return types.void(arena, row, col), prefetch
+@intrinsic
+def _prefetch_item(typingctx, vector, i):
+    """Hint the CPU to pull the cache line of ``vector[i]`` (1-D) into L1."""
+    if not (isinstance(vector, types.Array) and vector.ndim == 1):
+        return None
+    return types.void(vector, i), _prefetch
 
 
 @intrinsic
@@ -257,6 +266,15 @@ def prefetch_row(arena, row):
     step = _CACHE_LINE_BYTES // arena.itemsize
     for col in range(0, arena.shape[1], step):
         _prefetch_element(arena, row, col)
+
+
+@njit(**_INLINE)
+def prefetch_norm(norms, row, metric):
+    """Start loading ``norms[row]`` where ``metric`` reads it (cosine, int8 codes
+    under l2). A walk that prefetched a row but not its norm waited on the norm
+    at every distance (issue 32)."""
+    if metric == METRIC_COSINE or metric == METRIC_CODE_L2:
+        _prefetch_item(norms, row)
 
 
 @njit(**_INLINE)

@@ -38,8 +38,9 @@ open candidates are not bounded by ef, keeps a candidate min-heap and a result
 max-heap (see :func:`filtered_search`). Both use a visited set of uint16
 generation stamps per thread (200 kB for 100 000 rows, in L2): starting a walk
 bumps the stamp, and only one walk in 65 535 pays to clear it. Neighbour rows
-and the next node's list are prefetched before they are needed, which hides
-much of the memory latency of the random reads.
+(and their norms, where the metric reads them) and the next node's list are
+prefetched before they are needed, which hides much of the memory latency of
+the random reads.
 
 A walk measures either the arena or the index's int8 codes of it
 (:mod:`varvedb.kernels.codes`: a row is one cache line instead of four for
@@ -47,7 +48,14 @@ dim 50 in f32); :func:`search_one` then measures the coded walk's best few
 candidates again from the arena and ranks those. The build always walks the
 arena: walking codes there (and measuring the pool again for the neighbour
 selection) was measured no faster. Tried and not kept either: prefetching,
-one expansion ahead, the rows the next node links to (slower on glove-50).
+one expansion ahead, the rows the next node links to (slower on glove-50);
+and, beside each level-0 list, its neighbours' 1-bit codes (RaBitQ-style,
+offsets from the rows' centroid or from the list's owner) scored in one loop,
+a row measured only where the estimate's bound could not reject it
+(``varvedb bench walk``, issue 32): at recall 0.95, 0.96-1.00x the same walk
+without them on glove-50 100k (2.3x fewer rows measured), 0.73-0.78x on the
+clustered 100k x 128 set (the bound rejects 0.5 % of the rows there), for
+twice a node's bytes.
 
 A walk as wide as the graph is exact: a walk whose pool is not full at its
 end has met every node it can reach, so :func:`search_one` then measures the
@@ -95,6 +103,7 @@ from varvedb.kernels.distance import (
     METRIC_COSINE,
     all_finite,
     load_row,
+    prefetch_norm,
     prefetch_row,
     query_distance,
     query_norm,
@@ -294,6 +303,7 @@ def beam_search(arena, norms, query, q_norm, metric, links0, upper_slot, upper_l
                 fresh[n_fresh] = v
                 n_fresh += 1
                 prefetch_row(arena, v)
+                prefetch_norm(norms, v, metric)
         for t in range(n_fresh):
             v = fresh[t]
             d = query_distance(arena, norms, v, query, q_norm, metric)
@@ -358,6 +368,7 @@ def filtered_search(arena, norms, query, q_norm, metric, links0, twins, seed, se
                 fresh[n_fresh] = v
                 n_fresh += 1
                 prefetch_row(arena, v)
+                prefetch_norm(norms, v, metric)
         for t in range(n_fresh):
             v = fresh[t]
             d = query_distance(arena, norms, v, query, q_norm, metric)

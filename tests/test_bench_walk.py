@@ -1,0 +1,71 @@
+"""`varvedb bench walk` (varvedb_bench/walk.py): its walks are faithful to the
+graph they walk, the coded walks only ever skip exact distances (an eps too
+wide to reject anything gives the plain walk's results), and wrong engine names
+are refused before any data is read."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("hnswlib")
+
+from varvedb.errors import OptionError  # noqa: E402
+from varvedb_bench import walk  # noqa: E402
+
+ROWS = 2000
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    return walk.run("clustered", str(tmp_path_factory.mktemp("cache")), rows=ROWS, dim=40,
+                    queries=40, efs=(10, 40, ROWS), rounds=1,
+                    engines=("varvedb", "hnswlib", "plain", "coded", "edge", "coded:1000",
+                             "edge:1000:nopf", "oracle", "plain:nopf"),
+                    echo=lambda *_: None)
+
+
+def _curve(report, engine):
+    return report["engines"][engine]["curve"]
+
+
+def test_the_plain_walk_finds_what_the_package_walk_finds(report):
+    for ef in (10, 40, ROWS):
+        plain = _curve(report, "plain")[ef]
+        assert abs(plain["recall"] - _curve(report, "varvedb")[ef]["recall"]) <= 0.02
+        assert _curve(report, "plain:nopf")[ef]["recall"] == plain["recall"]
+        assert abs(_curve(report, "oracle")[ef]["recall"] - plain["recall"]) <= 0.02
+    assert _curve(report, "plain")[ROWS]["recall"] >= 0.99
+
+
+def test_an_eps_that_rejects_nothing_gives_the_plain_walk(report):
+    for ef in (10, 40, ROWS):
+        plain = _curve(report, "plain")[ef]
+        for engine in ("coded:1000", "edge:1000:nopf"):
+            coded = _curve(report, engine)[ef]
+            assert coded["recall"] == plain["recall"]
+            assert coded["exact_per_query"] == plain["exact_per_query"]
+            assert coded["estimated_per_query"] == plain["exact_per_query"]
+
+
+def test_the_estimates_skip_exact_distances_and_keep_recall(report):
+    for engine in ("coded", "edge"):
+        for ef in (10, 40):
+            coded, plain = _curve(report, engine)[ef], _curve(report, "plain")[ef]
+            assert coded["exact_per_query"] < plain["exact_per_query"]
+            assert coded["recall"] >= plain["recall"] - 0.05
+
+
+def test_figures_are_there(report):
+    engines = report["engines"]
+    # 40-d pads to 64 bits: 8 code bytes and 2 correction bytes per link, 32 links
+    assert engines["coded"]["bytes_per_vector"] == engines["varvedb"]["bytes_per_vector"] + 320
+    assert engines["hnswlib"]["vs_hnswlib@0.99"]["median"] == 1.0
+    for entry in engines.values():
+        assert all(point["qps"]["min"] > 0 for point in entry["curve"].values())
+    assert report["load"]["median"] >= 0 and report["build_s"]["varvedb"] > 0
+
+
+@pytest.mark.parametrize("spec", ["nosuch", "coded:wide", "plain:0.5", "hnswlib:nopf"])
+def test_a_wrong_engine_is_refused(spec, tmp_path):
+    with pytest.raises(OptionError):
+        walk.run("clustered", str(tmp_path), rows=100, engines=("hnswlib", spec))
+    assert not list(tmp_path.iterdir())      # refused before any data was made
