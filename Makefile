@@ -50,11 +50,19 @@ demo: $(VENV)/.installed-base
 	$(BIN)/varvedb warm
 	$(BIN)/varvedb demo --file demo.varve
 
-# Two workers, each file whole on one (module fixtures and file order stay as written),
-# handed out in the order collected: tests/conftest.py's FIRST, the longest files, first.
+# Each file whole on one worker (module fixtures and file order stay as written),
+# handed out in the order collected: tests/conftest.py's FIRST, the longest files,
+# first. Three workers on two cores: on two, a quiet fresh clone's pytest took
+# 8.5 min for ~610 s of CPU (1.2 cores busy): its tests also wait (servers and Ray
+# starting, children, fsync, a child under a memory cap), and a third worker runs
+# meanwhile; each worker collects the whole suite. The suite is collected once
+# beside the warm first: a fresh venv holds no bytecode (--no-compile above), and
+# a first collection compiled the imported modules' (29 s of CPU, a later one 8.5
+# s), which each worker, started together, would compile again.
 test: $(VENV)/.installed-test
-	$(BIN)/varvedb warm
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -q --collect-only > /dev/null & \
+	$(BIN)/varvedb warm && wait $$!
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder
 
 # The fault-injection state machine at twenty times CI's length (about 50 000 steps).
 soak: $(VENV)/.installed-test

@@ -19,29 +19,28 @@ BENCH = str(Path(__file__).resolve().parents[1] / "bench")   # the varvedb-bench
 
 
 # The files whose tests run longest (a fresh clone's `make test`, longest first:
-# test_ahead's and test_warm's processes compile on empty numba caches, test_client
-# and test_server_schema drive real servers, the state machines run hundreds of
-# examples) start first, so that under `make test`'s two workers the other runs the
+# test_ahead's and test_warm's processes compile on empty numba caches, the state
+# machines run hundreds of examples, test_client and test_server_schema drive real
+# servers) start first, so that under `make test`'s workers the others run the
 # rest beside them, not after them. xdist hands out whole files in the order
 # collected only with --no-loadscope-reorder (the Makefile's): by default it
 # reorders them by their number of tests, which put these few-test files last.
 # (Each file's own order stays.) The order is by CPU seconds measured per file,
-# the test process's and its children's, in one run of the suite on a warm cache
-# at load 13-24: test_state_machine ~71, test_ahead ~67, test_warm ~58 (~50 since
-# its two server tests share one server), test_server_schema ~30, test_client ~55
-# (~25 since test_api's snapshot reads forty ids in one request), test_hnsw_index
-# ~24, test_crash ~18, test_crafted_files ~18,
-# test_server_workers ~17, test_readers_under_faults ~16, test_capped_memory ~15
-# (and 205 s of wall time at that load: its child runs under a memory cap),
-# test_server ~15, test_vector_search ~14, test_fault_state_machine ~13,
-# test_history_ops ~12; every other file under 12. test_sharded and test_ray are
-# placed by wall time: a local Ray's start (~8 s) and Ray actors' worker processes
-# (test_sharded ~45 s of wall at load 6).
-FIRST = ("test_state_machine.py", "test_ahead.py", "test_warm.py", "test_server_schema.py",
-         "test_client.py", "test_hnsw_index.py", "test_sharded.py", "test_ray.py",
-         "test_crash.py",
+# the test process's and its children's, each file alone on a warm cache at load
+# 10-14: test_ahead ~100, test_warm ~96, test_state_machine ~63, test_client ~51,
+# test_server_schema ~44, test_hnsw_index ~29, test_ray ~21; from an earlier run
+# at load 13-24: test_crash ~18, test_crafted_files ~18, test_server_workers ~17,
+# test_readers_under_faults ~16, test_server ~15, test_vector_search ~14,
+# test_fault_state_machine ~13, test_history_ops ~12; every other file under 12.
+# test_sharded and test_capped_memory are placed by wall time, mostly waiting,
+# which a worker spends beside the others' CPU: test_sharded ~23 s of CPU in 266 s
+# of wall at load 10 (130 s of it in the test that kills a shard's actor),
+# test_capped_memory ~15 in 205 s at load 13-24 (its child runs under a memory cap).
+FIRST = ("test_ahead.py", "test_warm.py", "test_state_machine.py", "test_client.py",
+         "test_server_schema.py", "test_sharded.py", "test_capped_memory.py",
+         "test_hnsw_index.py", "test_ray.py", "test_crash.py",
          "test_crafted_files.py", "test_server_workers.py", "test_readers_under_faults.py",
-         "test_capped_memory.py", "test_server.py", "test_vector_search.py",
+         "test_server.py", "test_vector_search.py",
          "test_fault_state_machine.py", "test_history_ops.py")
 
 
