@@ -93,3 +93,46 @@ def test_an_unknown_collection_is_a_typed_404_and_leaves_no_average(app):
         assert status == 404 and out["error"]["type"] == "NotFoundError"
         assert "nope" not in app.search_seconds
     asyncio.run(main())
+
+
+def test_a_read_worker_runs_a_short_search_on_the_loop_only_when_it_is_current(tmp_path):
+    """serve --workers N: a read worker at the writer's newest version answers a
+    short search on the loop; one behind the published version (a refresh to
+    make, under the linker's lock) sends it to the pool."""
+    from varvedb.server.workers import VersionBoard
+    path = str(tmp_path / "w.varve")
+    with vv.connect(path) as db:
+        db.create_collection("docs", {"emb": vv.Vector(4, metric="l2")}).insert_arrays(
+            id=np.arange(8), emb=np.eye(4, dtype=np.float32)[np.arange(8) % 4])
+    db = vv.connect(path, readonly=True)
+    board = VersionBoard(str(tmp_path / "board"), create=True)
+    board.publish(db.engine.visible)
+    app = build_app(db, threads=1, board=board, worker=1,
+                    writer_socket=str(tmp_path / "writer.sock"))
+    api = app.state.api
+    busy, free = threading.Event(), threading.Event()
+
+    async def main():
+        first = await asyncio.wait_for(search(app, [1.0, 0, 0, 0]), HANG)
+        assert first[0] == 200 and [h["id"] for h in first[1]["hits"]] == [0, 4]
+        app.search_seconds["docs"] = 0.0          # as if its searches had been short
+        api.pool.submit(lambda: (busy.set(), free.wait(HANG)))    # the pool's one thread
+        assert busy.wait(HANG)
+        try:
+            assert await asyncio.wait_for(search(app, [1.0, 0, 0, 0]), HANG) == first
+            board.publish(db.engine.visible + 1)  # the writer published a newer version
+            app.search_seconds["docs"] = 0.0
+            waiting = search(app, [1.0, 0, 0, 0])
+            done, _ = await asyncio.wait({waiting}, timeout=0.2)
+            assert not done                         # queued behind the pool's thread
+        finally:
+            free.set()
+        assert await asyncio.wait_for(waiting, HANG) == first
+
+    try:
+        asyncio.run(main())
+    finally:
+        free.set()
+        api.pool.shutdown(wait=True)
+        api.follower.stop()
+        db.close()

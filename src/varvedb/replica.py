@@ -211,6 +211,12 @@ class Replica:
 
     # ---- what the server asks -------------------------------------------------------
 
+    def current(self) -> bool:
+        """Whether a read that names no min_version may run now with nothing
+        first: always (the pulls apply in the replica's own thread; a read sees
+        what they applied)."""
+        return True
+
     def catch_up(self, wanted: int | None) -> None:
         """Before a read: wait (bounded) until the replica reaches `wanted`."""
         if wanted is None:

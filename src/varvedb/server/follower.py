@@ -68,6 +68,11 @@ class Follower:
                                         daemon=True)
         self._linker.start()
 
+    def current(self) -> bool:
+        """Whether this connection is at the newest version the writer published
+        (a request answered now needs no refresh)."""
+        return self.board.read() <= self.db.engine.visible
+
     def catch_up(self, wanted: int | None) -> None:
         engine = self.db.engine
         if self.board.read() > engine.visible:

@@ -13,9 +13,11 @@ A search whose collection's searches have been short of late (a running
 average under INLINE_BELOW) runs on the event loop itself: handing it to a
 pool thread and back (a futex wake, the loop's wake-up, two context switches)
 costs more CPU than a graph search, and the kernels release the GIL anyway.
-Only in a server of one process (a read worker may wait for its min_version)
-and outside a transaction (which may wait for its lock); such a search is not
-abandoned at --timeout, being short. The average keeps a collection whose
+Not in a transaction (which may wait for its lock), and in a read worker only
+when it is at the writer's newest version and the read names no min_version
+(catching up takes the follower's lock, which its linker holds a chunk at a
+time, and a min_version may wait): the rest goes to the pool. Such a search is
+not abandoned at --timeout, being short. The average keeps a collection whose
 searches turn long (no index, a selective filter) on the pool.
 """
 from __future__ import annotations
@@ -56,7 +58,7 @@ class HotPath:
         self.item_params, self.job = item_params, job     # app's, which imports this
         self._version = (-1, b"")      # the last X-Varve-Version sent, and its bytes
         # where a search may run on the loop (see the module's docstring)
-        self.alone = api.follower is None and api.writer is None
+        self.follower = api.follower
         self.search_seconds: dict[str, float] = {}   # a collection's, averaged
 
     async def __call__(self, scope, receive, send) -> None:
@@ -107,8 +109,9 @@ class HotPath:
             tx = _text(headers.get(_TX))
             job = self.job(tx, _text(headers.get(_BRANCH)), _text(headers.get(_ACCEPT)))
             given = _text(headers.get(_MIN_VERSION))
-            if template == SEARCH and tx is None and self.alone and \
-                    self.search_seconds.get(params["c"], INLINE_BELOW) < INLINE_BELOW:
+            if template == SEARCH and tx is None and \
+                    self.search_seconds.get(params["c"], INLINE_BELOW) < INLINE_BELOW and \
+                    (self.follower is None or given is None and self.follower.current()):
                 code, payload = api.run_here(job, work, parts, given)
             else:
                 code, payload = await api.run_work(job, work, parts, given)
