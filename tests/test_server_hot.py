@@ -56,6 +56,15 @@ def search(app, vector) -> asyncio.Future:
     return asyncio.ensure_future(call(app, "POST", "/collections/docs/search", body))
 
 
+async def queued(app, vector) -> asyncio.Future:
+    """A search sent while the pool's one thread is taken that is not answered:
+    it waits for the pool (its future, to await once the pool is free)."""
+    waiting = search(app, vector)
+    done, _ = await asyncio.wait({waiting}, timeout=0.2)
+    assert not done                          # queued behind the pool's thread
+    return waiting
+
+
 def test_a_short_search_runs_on_the_loop_and_a_long_one_waits_for_the_pool(app):
     api = app.state.api
 
@@ -75,9 +84,7 @@ def test_a_short_search_runs_on_the_loop_and_a_long_one_waits_for_the_pool(app):
             # on the loop: answered while the pool is taken, the same as the pool's
             assert await asyncio.wait_for(search(app, [0, 0, 0, 3.0]), HANG) == first
             app.search_seconds["docs"] = 1.0        # as if its searches had been long
-            waiting = search(app, [0, 0, 0, 3.0])
-            done, _ = await asyncio.wait({waiting}, timeout=0.2)
-            assert not done                          # queued behind the pool's thread
+            waiting = await queued(app, [0, 0, 0, 3.0])
         finally:
             free.set()
         assert await asyncio.wait_for(waiting, HANG) == first
@@ -122,9 +129,7 @@ def test_a_read_worker_runs_a_short_search_on_the_loop_only_when_it_is_current(t
             assert await asyncio.wait_for(search(app, [1.0, 0, 0, 0]), HANG) == first
             board.publish(db.engine.visible + 1)  # the writer published a newer version
             app.search_seconds["docs"] = 0.0
-            waiting = search(app, [1.0, 0, 0, 0])
-            done, _ = await asyncio.wait({waiting}, timeout=0.2)
-            assert not done                         # queued behind the pool's thread
+            waiting = await queued(app, [1.0, 0, 0, 0])
         finally:
             free.set()
         assert await asyncio.wait_for(waiting, HANG) == first
