@@ -28,7 +28,7 @@ from .tabular import frame_columns
 from .schema import (HNSW, IVFPQ, Batch, Schema, batch_length, brief, coerce_array,
                      coerce_ids, coerce_values, complete_columns,
                      from_micros, one_id, parse_field, validate_name, vector_values)
-from .engine.embedding import embedded_fields, fill_embedded, unchanged_texts
+from .engine.embedding import fill_embedded, unchanged_texts
 from .engine.table import Table
 
 
@@ -231,7 +231,7 @@ class Collection:
         schema = t.schema
         schema.check_names(set, "update")
         values = {name: coerce_values(name, schema.fields[name], [v]) for name, v in set.items()}
-        stale = [name for name in embedded_fields(schema)
+        stale = [name for name in schema.embedded
                  if name not in values and schema.fields[name].source in values]
         return fill_embedded(schema, values, 1, stale) if stale else values
 
@@ -659,7 +659,7 @@ def _row_list(rows) -> list:
 def _embedded(schema: Schema, cols: dict, n: int) -> dict:
     """New rows' columns with their defaults and embedded vectors filled (the
     engine fills again what is still missing: nothing, unless the schema changed)."""
-    if not n or not embedded_fields(schema):
+    if not n or not schema.embedded:
         return cols
     return fill_embedded(schema, complete_columns(schema, cols, n), n)
 
@@ -671,11 +671,11 @@ def _embedded_merge(t: Table, ids: list, cols: dict, named: dict, n: int) -> dic
     the engine keeps it, not the live document's. Should a live text change
     before the writer lock is taken, the engine embeds under it."""
     schema = t.schema
-    if not n or not embedded_fields(schema):
+    if not n or not schema.embedded:
         return cols
     old = t.live_rows([k if type(k) in (int, str) else None for k in ids])
     allow = {}
-    for name in embedded_fields(schema):
+    for name in schema.embedded:
         source = schema.fields[name].source
         if source not in cols:
             continue

@@ -22,10 +22,6 @@ from ..errors import SchemaError, SqlError
 from ..schema import VECTOR_DTYPES, Schema, brief
 
 
-def embedded_fields(schema: Schema) -> tuple:
-    return schema.embedded
-
-
 def check_embedders(fields: dict, server_files: bool) -> None:
     """Refuse (42501), to a transaction without the privilege of reading this machine's
     files, a field whose embedder loads a model from them (its writes and embed() would)."""
@@ -46,7 +42,7 @@ def fill_embedded(schema: Schema, columns: dict, n: int, stale=(), allow=None) -
     -> the rows (a bool mask; None: all) whose vector may be filled (an upsert's
     merge: not a live document's that keeps its text)."""
     out = columns
-    for name in embedded_fields(schema):
+    for name in schema.embedded:
         f = schema.fields[name]
         src = columns.get(f.source)
         rows = None if allow is None else allow.get(name)

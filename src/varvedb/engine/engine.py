@@ -45,7 +45,7 @@ from ..errors import (BranchError, ClosedError, CorruptFileError, IndexMaintenan
                       TransactionError, UnknownFieldError)
 from ..schema import (Field, Schema, brief, check_index_dtype, check_not_null,
                       complete_columns, validate_name)
-from .embedding import check_embedders, embedded_fields, fill_embedded, unchanged_texts
+from .embedding import check_embedders, fill_embedded, unchanged_texts
 from ..storage import format as F
 from ..storage import backup, log_reader, shipping
 from ..storage.file import DatabaseFile, fsync_dir
@@ -502,7 +502,7 @@ class Engine:
         cols = {}
         for name, col in t.columns.items():
             cols[name] = values[name] if name in values else col.take(rows)
-        stale = [name for name in embedded_fields(t.schema)
+        stale = [name for name in t.schema.embedded
                  if name not in values and t.schema.fields[name].source in values]
         if stale:
             cols = fill_embedded(t.schema, cols, len(rows), stale)
