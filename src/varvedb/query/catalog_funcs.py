@@ -1,4 +1,4 @@
-r"""PostgreSQL's catalog functions, as psql's \d, \d+ and \di+ call them, on
+r"""PostgreSQL's catalog functions, as psql's \d, \d+, \di+, \l and \df call them, on
 one value each (query/expr.py applies them row by row: catalog rows are few).
 
 varvedb keeps no comments, partitions, publications or extended statistics,
@@ -6,6 +6,7 @@ and its tables share one file: the functions that describe those answer as
 PostgreSQL does for an object without them (NULL, or the relation itself)."""
 from __future__ import annotations
 
+from .pg_procs import PROCS
 from .pg_types import TYPES
 
 # types whose typmod is shown in parentheses: as given, or less the 4 bytes of
@@ -58,6 +59,28 @@ def size_pretty(size: int) -> str:
     raise AssertionError("unreachable")
 
 
+def function_result(oid: int) -> str | None:
+    """pg_get_function_result(function): its result type's name."""
+    p = PROCS.get(oid)
+    return None if p is None else format_type(p.result_oid)
+
+
+def function_arguments(oid: int) -> str | None:
+    """pg_get_function_arguments(function): its argument types' names, comma-separated."""
+    p = PROCS.get(oid)
+    return None if p is None else ", ".join(format_type(t) for t in p.arg_oids)
+
+
+# pg_encoding_to_char's names of the encodings a database can have here (its
+# text is UTF-8) and of 0; PostgreSQL's answer for an unknown number is ''
+_ENCODINGS = {0: "SQL_ASCII", 6: "UTF8"}
+
+
+def encoding_name(number: int) -> str:
+    """pg_encoding_to_char(encoding number)."""
+    return _ENCODINGS.get(number, "")
+
+
 def no_value(*args) -> None:
     """col_description, obj_description, pg_table_size (the file is shared),
     pg_get_statisticsobjdef_columns: nothing to show."""
@@ -87,6 +110,9 @@ FUNCTIONS = {
     "format_type": (format_type, "text"),
     "pg_size_pretty": (size_pretty, "text"),
     "pg_get_expr": (expression_text, "text"),
+    "pg_get_function_result": (function_result, "text"),
+    "pg_get_function_arguments": (function_arguments, "text"),
+    "pg_encoding_to_char": (encoding_name, "text"),
     "col_description": (no_value, "text"),
     "obj_description": (no_value, "text"),
     "pg_get_statisticsobjdef_columns": (no_value, "text"),

@@ -16,7 +16,7 @@ from typing import Callable
 
 from pglast import ast
 from pglast.enums import (A_Expr_Kind, BoolExprType, BoolTestType, NullTestType, SortByDir,
-                          SortByNulls, SubLinkType)
+                          SortByNulls, SQLValueFunctionOp as SVF, SubLinkType)
 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
@@ -31,6 +31,12 @@ _BOOL_TESTS = {BoolTestType.IS_TRUE: (True, False), BoolTestType.IS_NOT_TRUE: (T
                BoolTestType.IS_FALSE: (False, False), BoolTestType.IS_NOT_FALSE: (False, True),
                BoolTestType.IS_UNKNOWN: (None, False), BoolTestType.IS_NOT_UNKNOWN: (None, True)}
 
+# the keywords SQL writes without parentheses (`current_user`) that name the session's
+# role, database or schema: the functions of those names
+_KEYWORD_FUNCTIONS = {SVF.SVFOP_CURRENT_USER: "current_user",
+                      SVF.SVFOP_CURRENT_ROLE: "current_user", SVF.SVFOP_USER: "current_user", SVF.SVFOP_SESSION_USER: "session_user",
+                      SVF.SVFOP_CURRENT_CATALOG: "current_database",
+                      SVF.SVFOP_CURRENT_SCHEMA: "current_schema"}
 
 # subqueries as values: what makes one value of a subquery's rows (query/expr.py's FOLDS)
 _FOLDS = {SubLinkType.EXPR_SUBLINK: "scalar", SubLinkType.ARRAY_SUBLINK: "array",
@@ -135,6 +141,8 @@ def convert(n, scope: Scope):
     if isinstance(n, ast.BooleanTest):
         which, negated = _BOOL_TESTS[n.booltesttype]
         return E.BoolTest(convert(n.arg, scope), which, negated)
+    if isinstance(n, ast.SQLValueFunction) and n.op in _KEYWORD_FUNCTIONS:
+        return E.Func(_KEYWORD_FUNCTIONS[n.op], ())
     raise NotSupportedError(f"{type(n).__name__} expressions are not supported")
 
 

@@ -1,9 +1,10 @@
 r"""pg_catalog's relations that drivers read to look types up (pg_type and
 pg_namespace), that applications read to check for pgvector (pg_extension) and
-that psql's \d, \dt and \di read (pg_class, pg_am, pg_index), as rows SQL
-reads like a table's (`FROM pg_type t WHERE t.oid = to_regtype($1)`), made
-from query/pg_types.py's table and the database's collections and indexes when
-a statement reads them. As in PostgreSQL, pg_catalog is searched before any
+that psql's \d, \dt, \di, \l, \du and \df read (pg_class, pg_am, pg_index,
+pg_database, pg_roles, pg_proc), as rows SQL reads like a table's (`FROM
+pg_type t WHERE t.oid = to_regtype($1)`), made from query/pg_types.py's and
+query/pg_procs.py's tables and the database's collections and indexes when a
+statement reads them. As in PostgreSQL, pg_catalog is searched before any
 other schema: an unqualified pg_type is the catalog's.
 
 Relations' OIDs are stable while the catalog is: a collection's is made from
@@ -18,6 +19,7 @@ import numpy as np
 
 from ..query.expr import Val, object_array
 from ..query.literals import value_text
+from ..query.pg_procs import PROCS
 from ..query.pg_types import OIDS, PG_CATALOG, PUBLIC, TYPES
 from ..schema import HNSW
 from .ddl import OPCLASSES, SQL_TYPES, index_names
@@ -223,7 +225,7 @@ def _pg_class(ctx) -> tuple[list[str], list[Val]]:
              "relhasindex", "relpersistence", "relispartition", "reltablespace",
              "reltoastrelid", "reloftype", "relchecks", "relhasrules", "relhastriggers",
              "relrowsecurity", "relforcerowsecurity", "relreplident", "relpartbound",
-             "reloptions"],
+             "reloptions", "relacl"],
             [_ints([r.oid for r in rels]), _texts([r.name for r in rels]),
              _ints([PUBLIC] * n), _texts([r.kind for r in rels]), _ints([OWNER] * n),
              _ints([ACCESS_METHODS[r.method][0] for r in rels]),
@@ -231,7 +233,7 @@ def _pg_class(ctx) -> tuple[list[str], list[Val]]:
              _texts(["p"] * n), _bools([False] * n), _ints([0] * n), _ints([0] * n),
              _ints([0] * n), _ints([0] * n), _bools([False] * n), _bools([False] * n),
              _bools([False] * n), _bools([False] * n), _texts(["d"] * n), _nulls(n),
-             _nulls(n)])
+             _nulls(n), _nulls(n)])     # no access lists: the owner's defaults
 
 
 def _pg_index(ctx) -> tuple[list[str], list[Val]]:
@@ -338,7 +340,7 @@ def _pg_attribute(ctx) -> tuple[list[str], list[Val]]:
     texts = [TYPES[t].name in ("text", "varchar") for t, _ in types]
     return (["attrelid", "attname", "atttypid", "atttypmod", "attnum", "attnotnull",
              "atthasdef", "attisdropped", "attcollation", "attidentity", "attgenerated",
-             "attstorage", "attcompression", "attstattarget", "attlen", "attndims"],
+             "attstorage", "attcompression", "attstattarget", "attlen", "attndims", "attacl"],
             [_ints([c[0] for c in cols]), _texts([c[2] for c in cols]),
              _ints([t for t, _ in types]), _ints([m for _, m in types]),
              _ints([c[1] for c in cols]),
@@ -348,7 +350,8 @@ def _pg_attribute(ctx) -> tuple[list[str], list[Val]]:
              _texts([""] * n), _texts([""] * n),
              _texts([_STORAGE.get(TYPES[t].name, "p") for t, _ in types]),
              _texts([""] * n), _ints([-1] * n),
-             _ints([_LENGTHS.get(TYPES[t].name, -1) for t, _ in types]), _ints([0] * n)])
+             _ints([_LENGTHS.get(TYPES[t].name, -1) for t, _ in types]), _ints([0] * n),
+             _nulls(n)])
 
 
 def _pg_attrdef(ctx) -> tuple[list[str], list[Val]]:
@@ -366,7 +369,39 @@ def _pg_collation(ctx) -> tuple[list[str], list[Val]]:
 
 
 def _pg_roles(ctx) -> tuple[list[str], list[Val]]:
-    return (["oid", "rolname", "rolsuper"], [_ints([OWNER]), _texts(["varvedb"]), _bools([True])])
+    """The one role: the owner of everything, as current_user names it, with every
+    attribute (a client with the token may do anything), no connection limit."""
+    flags = ["rolsuper", "rolinherit", "rolcreaterole", "rolcreatedb", "rolcanlogin",
+             "rolreplication", "rolbypassrls"]
+    return (["oid", "rolname", *flags, "rolconnlimit", "rolvaliduntil"],
+            [_ints([OWNER]), _texts(["varvedb"]), *(_bools([True]) for _ in flags),
+             _ints([-1]), _nulls(1)])
+
+
+DATABASE_OID = 5
+
+
+def _pg_database(ctx) -> tuple[list[str], list[Val]]:
+    """The one database, as current_database() names it: UTF-8 text sorted by
+    code point (the C collation's order), with no access list (its owner's default)."""
+    return (["oid", "datname", "datdba", "encoding", "datlocprovider", "datistemplate",
+             "datallowconn", "datconnlimit", "datcollate", "datctype", "daticulocale",
+             "daticurules", "datacl"],
+            [_ints([DATABASE_OID]), _texts(["varvedb"]), _ints([OWNER]), _ints([6]),
+             _texts(["c"]), _bools([False]), _bools([True]), _ints([-1]), _texts(["C"]),
+             _texts(["C"]), _nulls(1), _nulls(1), _nulls(1)])
+
+
+def _pg_proc(ctx) -> tuple[list[str], list[Val]]:
+    procs = list(PROCS.values())
+    n = len(procs)
+    return (["oid", "proname", "pronamespace", "proowner", "prokind", "proretset",
+             "pronargs", "prorettype", "proargtypes"],
+            [_ints([p.oid for p in procs]), _texts([p.name for p in procs]),
+             _ints([p.namespace for p in procs]), _ints([OWNER] * n),
+             _texts([p.kind for p in procs]), _bools([False] * n),
+             _ints([len(p.args) for p in procs]), _ints([p.result_oid for p in procs]),
+             Val("array", object_array([p.arg_oids for p in procs]), np.zeros(n, bool))])
 
 
 def _empty(*columns: str):
@@ -378,7 +413,8 @@ def _empty(*columns: str):
 
 
 # pg_catalog's relations' OIDs, PostgreSQL's
-CATALOG_OIDS = {"pg_type": 1247, "pg_attribute": 1249, "pg_class": 1259, "pg_namespace": 2615,
+CATALOG_OIDS = {"pg_type": 1247, "pg_attribute": 1249, "pg_proc": 1255, "pg_class": 1259,
+                "pg_database": 1262, "pg_namespace": 2615,
                 "pg_am": 2601, "pg_attrdef": 2604, "pg_constraint": 2606, "pg_description": 2609,
                 "pg_index": 2610, "pg_inherits": 2611, "pg_extension": 3079,
                 "pg_policy": 3256, "pg_statistic_ext": 3381, "pg_collation": 3456,
@@ -390,6 +426,7 @@ RELATIONS = {"pg_type": _pg_type, "pg_namespace": _pg_namespace,
              "pg_index": _pg_index, "pg_attribute": _pg_attribute, "pg_attrdef": _pg_attrdef,
              "pg_constraint": _pg_constraint, "pg_collation": _pg_collation,
              "pg_roles": _pg_roles, "pg_description": _pg_description,
+             "pg_database": _pg_database, "pg_proc": _pg_proc,
              # a function of rows, as PostgreSQL's is (psql's \dx joins it)
              "pg_available_extensions": _pg_available_extensions,
              "pg_inherits": _empty("inhrelid", "inhparent", "inhseqno", "inhdetachpending"),
