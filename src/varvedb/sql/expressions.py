@@ -34,7 +34,8 @@ _BOOL_TESTS = {BoolTestType.IS_TRUE: (True, False), BoolTestType.IS_NOT_TRUE: (T
 # the keywords SQL writes without parentheses (`current_user`) that name the session's
 # role, database or schema: the functions of those names
 _KEYWORD_FUNCTIONS = {SVF.SVFOP_CURRENT_USER: "current_user",
-                      SVF.SVFOP_CURRENT_ROLE: "current_user", SVF.SVFOP_USER: "current_user", SVF.SVFOP_SESSION_USER: "session_user",
+                      SVF.SVFOP_CURRENT_ROLE: "current_user", SVF.SVFOP_USER: "current_user",
+                      SVF.SVFOP_SESSION_USER: "session_user",
                       SVF.SVFOP_CURRENT_CATALOG: "current_database",
                       SVF.SVFOP_CURRENT_SCHEMA: "current_schema"}
 
