@@ -316,7 +316,7 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
 
 
 def test_psql_lists_databases_roles_types_and_functions(server, pg):
-    """psql's \\l, \\du, \\dT, \\df, \\dn and \\dv against varvedb print what they print
+    """psql's \\l, \\du, \\dT, \\df, \\dn, \\dv and \\dp against varvedb print what they print
     against PostgreSQL + pgvector, but for the names of the one database and role
     (varvedb's) and the functions: pgvector's that varvedb runs, each as
     PostgreSQL lists it."""
@@ -346,6 +346,15 @@ def test_psql_lists_databases_roles_types_and_functions(server, pg):
     got, want = both("-A", "-t", "-c", "\\df")
     assert len(got.splitlines()) == len(PROCS) and set(got.splitlines()) <= set(want.splitlines())
     assert "public|subvector|vector|vector, integer, integer|func" in got.splitlines()
+    # \\dp of a table both have (its policies query names pg_policy's polroles bare,
+    # two subqueries down)
+    table = "CREATE TABLE IF NOT EXISTS acl_t (id bigserial PRIMARY KEY, body text)"
+    with connect(server) as conn:
+        conn.execute(table)
+    with psycopg.connect(pg.server.get_uri(database="varve_cases"), autocommit=True) as conn:
+        conn.execute(table)
+    got, want = both("-c", "\\dp acl_t")
+    assert got == want and " public | acl_t | table |" in got
 
 
 @pytest.mark.parametrize("proc", PROCS.values(), ids=lambda p: f"{p.name}({','.join(p.args)})")
