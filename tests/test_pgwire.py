@@ -211,7 +211,11 @@ def test_psql_lists_relations_and_indexes(server):
         # this module's other tests may add tables: the two made here are the subject
         return [r for r in out.stdout.split() if r.split("|")[1].startswith(("items", "pets"))]
     assert psql("\\dt") == ["public|items|table|varvedb", "public|pets|table|varvedb"]
-    assert psql("\\d") == psql("\\dt")
+    # PostgreSQL's \\d lists a bigserial id's sequence beside its table
+    assert psql("\\d") == ["public|items|table|varvedb", "public|items_id_seq|sequence|varvedb",
+                          "public|pets|table|varvedb", "public|pets_id_seq|sequence|varvedb"]
+    assert psql("\\ds") == ["public|items_id_seq|sequence|varvedb",
+                           "public|pets_id_seq|sequence|varvedb"]
     assert psql("\\di") == ["public|items_embedding_idx|index|varvedb|items",
                             "public|items_pkey|index|varvedb|items",
                             "public|pets_kind|index|varvedb|pets",
@@ -316,7 +320,7 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
 
 
 def test_psql_lists_databases_roles_types_and_functions(server, pg):
-    """psql's \\l, \\du, \\dT, \\df, \\dn, \\dv and \\dp against varvedb print what they print
+    """psql's \\l, \\du, \\dT, \\df, \\dn, \\dv, \\dp and \\ds against varvedb print what they print
     against PostgreSQL + pgvector, but for the names of the one database and role
     (varvedb's) and the functions: pgvector's that varvedb runs, each as
     PostgreSQL lists it."""
@@ -346,15 +350,19 @@ def test_psql_lists_databases_roles_types_and_functions(server, pg):
     got, want = both("-A", "-t", "-c", "\\df")
     assert len(got.splitlines()) == len(PROCS) and set(got.splitlines()) <= set(want.splitlines())
     assert "public|subvector|vector|vector, integer, integer|func" in got.splitlines()
-    # \\dp of a table both have (its policies query names pg_policy's polroles bare,
-    # two subqueries down)
+    # \\dp, \\ds and \\d of a table both have and its id's sequence (\\dp's policies
+    # query names pg_policy's polroles bare, two subqueries down)
     table = "CREATE TABLE IF NOT EXISTS acl_t (id bigserial PRIMARY KEY, body text)"
     with connect(server) as conn:
         conn.execute(table)
     with psycopg.connect(pg.server.get_uri(database="varve_cases"), autocommit=True) as conn:
         conn.execute(table)
-    got, want = both("-c", "\\dp acl_t")
-    assert got == want and " public | acl_t | table |" in got
+    got, want = both("-c", "\\dp acl_t*")
+    assert got == want and " public | acl_t        | table    |" in got
+    got, want = both("-A", "-t", "-c", "\\ds acl_t*")
+    assert got == "public|acl_t_id_seq|sequence|varvedb\n" and want.startswith("public|acl_t_id")
+    got, want = both("-c", "\\d acl_t_id_seq")
+    assert got == want and "Owned by: public.acl_t.id" in got
 
 
 @pytest.mark.parametrize("proc", PROCS.values(), ids=lambda p: f"{p.name}({','.join(p.args)})")

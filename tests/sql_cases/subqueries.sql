@@ -121,6 +121,8 @@ SELECT t.typname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WH
 -- => [('halfvec',), ('sparsevec',), ('vector',)]
 SELECT p.proname, pg_get_function_arguments(p.oid), pg_get_function_result(p.oid), p.prokind FROM pg_proc p WHERE p.proname IN ('subvector', 'vector_dims', 'l2_distance', 'hamming_distance') AND pg_get_function_arguments(p.oid) NOT LIKE 'sparsevec%' AND pg_function_is_visible(p.oid) ORDER BY 1, 2;
 -- => [('hamming_distance', 'bit, bit', 'double precision', 'f'), ('l2_distance', 'halfvec, halfvec', 'double precision', 'f'), ('l2_distance', 'vector, vector', 'double precision', 'f'), ('subvector', 'halfvec, integer, integer', 'halfvec', 'f'), ('subvector', 'vector, integer, integer', 'vector', 'f'), ('vector_dims', 'halfvec', 'integer', 'f'), ('vector_dims', 'vector', 'integer', 'f')]
+SELECT quote_ident('abc'), quote_ident('Abc'), quote_ident('a b'), quote_ident('select'), quote_ident('a"b'), quote_ident('name'), quote_ident('_x$1'), quote_ident('1x'), quote_ident('');
+-- => [('abc', '"Abc"', '"a b"', '"select"', '"a""b"', 'name', '"_x$1"', '"1x"', '""')]
 -- a bare name in a subquery over a catalog relation that has no such column is the
 -- enclosing query's (psql's \dp names pg_policy's polroles so, two levels down)
 SELECT n.nspname, ARRAY(SELECT typname FROM pg_type WHERE typnamespace = n.oid AND nspname = 'public' AND typname IN ('vector', 'halfvec', 'int8') ORDER BY 1) FROM pg_namespace n WHERE n.nspname IN ('public', 'pg_catalog') ORDER BY 1;

@@ -6,6 +6,10 @@ and its tables share one file: the functions that describe those answer as
 PostgreSQL does for an object without them (NULL, or the relation itself)."""
 from __future__ import annotations
 
+import re
+
+from pglast import keywords
+
 from .pg_procs import PROCS
 from .pg_types import TYPES
 
@@ -81,6 +85,21 @@ def encoding_name(number: int) -> str:
     return _ENCODINGS.get(number, "")
 
 
+# identifiers quote_ident must quote though their characters need not: keywords
+# other than the unreserved ones
+_KEYWORDS = keywords.RESERVED_KEYWORDS | keywords.COL_NAME_KEYWORDS \
+    | keywords.TYPE_FUNC_NAME_KEYWORDS
+_PLAIN = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def quote_ident(name: str) -> str:
+    """quote_ident(text): the name as SQL must write it, double-quoted where it
+    has characters a bare name cannot or is a keyword."""
+    if _PLAIN.fullmatch(name) and name not in _KEYWORDS:
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
 def no_value(*args) -> None:
     """col_description, obj_description, pg_table_size (the file is shared),
     pg_get_statisticsobjdef_columns: nothing to show."""
@@ -113,6 +132,7 @@ FUNCTIONS = {
     "pg_get_function_result": (function_result, "text"),
     "pg_get_function_arguments": (function_arguments, "text"),
     "pg_encoding_to_char": (encoding_name, "text"),
+    "quote_ident": (quote_ident, "text"),
     "col_description": (no_value, "text"),
     "obj_description": (no_value, "text"),
     "pg_get_statisticsobjdef_columns": (no_value, "text"),

@@ -130,12 +130,12 @@ def _pg_am(ctx) -> list[Val]:
 
 @dataclass(frozen=True)
 class Relation:
-    """A collection ('r') or one of its indexes ('i'), as pg_class, pg_index and
-    pg_constraint show it."""
+    """A collection ('r'), one of its indexes ('i') or its serial id's sequence
+    ('S'), as pg_class, pg_index, pg_constraint and pg_sequence show it."""
     oid: int
     name: str
     kind: str
-    method: str                 # an ACCESS_METHODS name
+    method: str                 # an ACCESS_METHODS name ('' for a sequence: none)
     table_oid: int              # its own for a collection
     primary: bool = False       # the id key's index
     table: str = ""             # an index's collection, column and operator class
@@ -151,9 +151,19 @@ class Relation:
                 f"public.{self.table} USING {self.method} ({self.column}{ops}){with_}")
 
 
+# a serial id's sequence's OID: its table's + this
+SEQUENCE_OFFSET = 998
+
+
+def _serial(schema) -> bool:
+    """Whether a collection's id is a serial one (given by a sequence where a row
+    names none, as bigserial's is in PostgreSQL)."""
+    return not schema.id_hidden and not schema.id_required and schema.id_kind == "int"
+
+
 def _relations(ctx) -> list[Relation]:
-    """Every collection and index, collections in catalog order, each followed by
-    its indexes (its id key's first)."""
+    """Every collection, index and sequence, collections in catalog order, each
+    followed by its indexes (its id key's first), then its id's sequence."""
     engine = ctx.engine
     by_table: dict[str, list] = {}
     for index, (table, field) in index_names(engine).items():
@@ -171,6 +181,9 @@ def _relations(ctx) -> list[Relation]:
             method, opclass = _method(columns[field])
             out.append(Relation(oid + k, index, "i", method, oid, False, tname, field, opclass,
                                 _options(columns[field].vector_index)))
+        if _serial(schema):
+            out.append(Relation(oid + SEQUENCE_OFFSET, f"{tname}_id_seq", "S", "", oid,
+                                table=tname, column="id"))
     return out
 
 
@@ -241,7 +254,7 @@ def _pg_class(ctx) -> list[Val]:
     n = len(rels)
     return [_ints([r.oid for r in rels]), _texts([r.name for r in rels]),
             _ints([PUBLIC] * n), _texts([r.kind for r in rels]), _ints([OWNER] * n),
-            _ints([ACCESS_METHODS[r.method][0] for r in rels]),
+            _ints([ACCESS_METHODS[r.method][0] if r.method else 0 for r in rels]),
             _bools([r.kind == "r" for r in rels]),     # a collection: its id key's index
             _texts(["p"] * n), _bools([False] * n), _ints([0] * n), _ints([0] * n),
             _ints([0] * n), _ints([0] * n), _bools([False] * n), _bools([False] * n),
@@ -283,6 +296,29 @@ def _pg_constraint(ctx) -> list[Val]:
             Val("array", object_array([[1]] * n), np.zeros(n, bool))]     # the id: column 1
 
 
+@_relation("pg_sequence", "seqrelid", "seqtypid", "seqstart", "seqincrement", "seqmax",
+           "seqmin", "seqcache", "seqcycle")
+def _pg_sequence(ctx) -> list[Val]:
+    """Each serial id's sequence: bigint's, from 1 by 1 (varvedb's ids are int8)."""
+    seqs = [r for r in _relations(ctx) if r.kind == "S"]
+    n = len(seqs)
+    return [_ints([r.oid for r in seqs]), _ints([OIDS["int8"]] * n), _ints([1] * n),
+            _ints([1] * n), _ints([(1 << 63) - 1] * n), _ints([1] * n), _ints([1] * n),
+            _bools([False] * n)]
+
+
+@_relation("pg_depend", "classid", "objid", "objsubid", "refclassid", "refobjid",
+           "refobjsubid", "deptype")
+def _pg_depend(ctx) -> list[Val]:
+    """The one kind of dependency psql asks about: a sequence owned by its table's
+    id column (column 1; deptype 'a', automatic, as a serial's)."""
+    seqs = [r for r in _relations(ctx) if r.kind == "S"]
+    n = len(seqs)
+    return [_ints([CATALOG_OIDS["pg_class"]] * n), _ints([r.oid for r in seqs]), _ints([0] * n),
+            _ints([CATALOG_OIDS["pg_class"]] * n), _ints([r.table_oid for r in seqs]),
+            _ints([1] * n), _texts(["a"] * n)]
+
+
 def _columns(ctx, indexes: bool = False) -> list[tuple]:
     """(relation oid, attnum, name, Field or None for the id, the schema, table name,
     index method or '') of every collection's columns, in order: its id (unless
@@ -320,8 +356,7 @@ def _type_and_mod(f, schema) -> tuple[int, int]:
 def _default(f, schema, table: str) -> str | None:
     """A column's default as pg_get_expr shows it."""
     if f is None:
-        return None if schema.id_required or schema.id_kind != "int" \
-            else f"nextval('{table}_id_seq'::regclass)"
+        return f"nextval('{table}_id_seq'::regclass)" if _serial(schema) else None
     v = f.default
     if v is None:
         return None
@@ -436,7 +471,8 @@ _empty("pg_publication_rel", "oid", "prpubid", "prrelid", "prqual", "prattrs")
 
 # pg_catalog's relations' OIDs, PostgreSQL's
 CATALOG_OIDS = {"pg_type": 1247, "pg_attribute": 1249, "pg_proc": 1255, "pg_class": 1259,
-                "pg_database": 1262, "pg_namespace": 2615,
+                "pg_database": 1262, "pg_namespace": 2615, "pg_sequence": 2224,
+                "pg_depend": 2608,
                 "pg_am": 2601, "pg_attrdef": 2604, "pg_constraint": 2606, "pg_description": 2609,
                 "pg_index": 2610, "pg_inherits": 2611, "pg_extension": 3079,
                 "pg_policy": 3256, "pg_statistic_ext": 3381, "pg_collation": 3456,
