@@ -42,8 +42,14 @@ _SIGNATURES = [
 ]
 FIRST_OID = 16600       # past the types' and access methods' OIDs (query/pg_types.py)
 
-PROCS: dict[int, PgProc] = {}
-for _name, _n, _rest, _result, _types in _SIGNATURES:
-    for _t in _types:
-        _oid = FIRST_OID + len(PROCS)
-        PROCS[_oid] = PgProc(_oid, _name, (_t,) * _n + _rest, _result or _t)
+
+def _table() -> dict[int, PgProc]:
+    out = {}
+    for name, n, rest, result, types in _SIGNATURES:
+        for t in types:
+            oid = FIRST_OID + len(out)
+            out[oid] = PgProc(oid, name, (t,) * n + rest, result or t)
+    return out
+
+
+PROCS: dict[int, PgProc] = _table()
