@@ -363,6 +363,11 @@ def test_psql_lists_databases_roles_types_and_functions(server, pg):
     assert got == "public|acl_t_id_seq|sequence|varvedb\n" and want.startswith("public|acl_t_id")
     got, want = both("-c", "\\d acl_t_id_seq")
     assert got == want and "Owned by: public.acl_t.id" in got
+    # every query psql sent for them ran as SQL (none is one pgwire/catalog.py answers
+    # by its text)
+    for command in ("\\l", "\\du", "\\dT", "\\df", "\\dp", "\\ds", "\\d acl_t_id_seq"):
+        sent = both("-E", "-c", command)[0].split("/******** QUERY *********/\n")[1:]
+        assert sent and all(catalog.answer_for(q.split("\n/****")[0]) is None for q in sent)
 
 
 @pytest.mark.parametrize("proc", PROCS.values(), ids=lambda p: f"{p.name}({','.join(p.args)})")
