@@ -320,7 +320,8 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
 
 
 def test_psql_lists_databases_roles_types_and_functions(server, pg):
-    """psql's \\l, \\du, \\dT, \\df, \\dn, \\dv, \\dp and \\ds against varvedb print what they print
+    """psql's \\l, \\du, \\dT, \\df, \\dn, \\dv, \\dp, \\ds, \\db (and \\l+, \\du+,
+    \\dn+, \\dT+) against varvedb print what they print
     against PostgreSQL + pgvector, but for the names of the one database and role
     (varvedb's) and the functions: pgvector's that varvedb runs, each as
     PostgreSQL lists it."""
@@ -333,7 +334,7 @@ def test_psql_lists_databases_roles_types_and_functions(server, pg):
         lines = out.splitlines()
         return [lines[0].strip()] + [c.strip() for c in lines[1].split("|")]
 
-    for command in ("\\l", "\\du", "\\df", "\\dn"):
+    for command in ("\\l", "\\du", "\\df", "\\dn", "\\l+", "\\du+", "\\dn+", "\\dT+", "\\db"):
         got, want = both("-c", command)
         assert header(got) == header(want)
     got, want = both("-c", "\\dT")
@@ -343,8 +344,16 @@ def test_psql_lists_databases_roles_types_and_functions(server, pg):
     got, want = both("-A", "-t", "-c", "\\l")
     assert got == "varvedb|varvedb|UTF8|libc|C|C|||\n"
     assert "varve_cases|postgres|UTF8|libc|C|C|||\n" in want
-    got, want = both("-A", "-t", "-c", "\\du")
-    assert got.split("|")[1:] == want.split("|")[1:] and got.startswith("varvedb|Superuser,")
+    for command in ("\\du", "\\du+"):
+        got, want = both("-A", "-t", "-c", command)
+        assert got.split("|")[1:] == want.split("|")[1:] and got.startswith("varvedb|Superuser,")
+    got, want = both("-A", "-t", "-c", "\\dT+")      # the types' owner: the one role
+    assert got == want.replace("|postgres|", "|varvedb|") and "public|vector|vector|var|" in got
+    got, want = both("-A", "-t", "-c", "\\db")
+    assert got == "pg_default|varvedb|\n" and "pg_default|postgres|\n" in want
+    got, want = both("-A", "-t", "-c", "\\l+")
+    assert got == "varvedb|varvedb|UTF8|libc|C|C|||||pg_default|\n"     # no size (NULL)
+    assert "|pg_default|" in want
     got, want = both("-A", "-t", "-c", "\\dn")
     assert got == "public|varvedb\n" and want.startswith("public|")
     got, want = both("-A", "-t", "-c", "\\df")
@@ -365,7 +374,8 @@ def test_psql_lists_databases_roles_types_and_functions(server, pg):
     assert got == want and "Owned by: public.acl_t.id" in got
     # every query psql sent for them ran as SQL (none is one pgwire/catalog.py answers
     # by its text)
-    for command in ("\\l", "\\du", "\\dT", "\\df", "\\dp", "\\ds", "\\d acl_t_id_seq"):
+    for command in ("\\l", "\\du", "\\dT", "\\df", "\\dp", "\\ds", "\\d acl_t_id_seq", "\\l+",
+                    "\\du+", "\\dn+", "\\dT+"):
         sent = both("-E", "-c", command)[0].split("/******** QUERY *********/\n")[1:]
         assert sent and all(catalog.answer_for(q.split("\n/****")[0]) is None for q in sent)
 

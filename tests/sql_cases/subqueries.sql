@@ -123,6 +123,10 @@ SELECT p.proname, pg_get_function_arguments(p.oid), pg_get_function_result(p.oid
 -- => [('hamming_distance', 'bit, bit', 'double precision', 'f'), ('l2_distance', 'halfvec, halfvec', 'double precision', 'f'), ('l2_distance', 'vector, vector', 'double precision', 'f'), ('subvector', 'halfvec, integer, integer', 'halfvec', 'f'), ('subvector', 'vector, integer, integer', 'vector', 'f'), ('vector_dims', 'halfvec', 'integer', 'f'), ('vector_dims', 'vector', 'integer', 'f')]
 SELECT quote_ident('abc'), quote_ident('Abc'), quote_ident('a b'), quote_ident('select'), quote_ident('a"b'), quote_ident('name'), quote_ident('_x$1'), quote_ident('1x'), quote_ident('');
 -- => [('abc', '"Abc"', '"a b"', '"select"', '"a""b"', 'name', '"_x$1"', '"1x"', '""')]
+SELECT t.spcname, pg_tablespace_location(t.oid), has_database_privilege(d.datname, 'CONNECT'), pg_has_role(current_user, 'USAGE'), shobj_description(d.oid, 'pg_database'), (SELECT count(*) FROM pg_enum) FROM pg_database d JOIN pg_tablespace t ON d.dattablespace = t.oid WHERE d.datname = current_database();
+-- => [('pg_default', '', True, True, None, 0)]
+SELECT n.nspname, t.typacl IS NULL, t.typowner > 0 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE t.typname = 'vector';
+-- => [('public', True, True)]
 -- a bare name in a subquery over a catalog relation that has no such column is the
 -- enclosing query's (psql's \dp names pg_policy's polroles so, two levels down)
 SELECT n.nspname, ARRAY(SELECT typname FROM pg_type WHERE typnamespace = n.oid AND nspname = 'public' AND typname IN ('vector', 'halfvec', 'int8') ORDER BY 1) FROM pg_namespace n WHERE n.nspname IN ('public', 'pg_catalog') ORDER BY 1;

@@ -100,9 +100,16 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def tablespace_location(oid: int) -> str:
+    """pg_tablespace_location(tablespace): '' for the default one (PostgreSQL's
+    answer for a tablespace in the data folder): the only one here."""
+    return ""
+
+
 def no_value(*args) -> None:
-    """col_description, obj_description, pg_table_size (the file is shared),
-    pg_get_statisticsobjdef_columns: nothing to show."""
+    """col_description, obj_description, shobj_description, pg_table_size and
+    pg_database_size (the tables share a file the database may not have: an
+    in-memory one), pg_get_statisticsobjdef_columns: nothing to show."""
     return None
 
 
@@ -133,8 +140,11 @@ FUNCTIONS = {
     "pg_get_function_arguments": (function_arguments, "text"),
     "pg_encoding_to_char": (encoding_name, "text"),
     "quote_ident": (quote_ident, "text"),
+    "pg_tablespace_location": (tablespace_location, "text"),
     "col_description": (no_value, "text"),
     "obj_description": (no_value, "text"),
+    "shobj_description": (no_value, "text"),
+    "pg_database_size": (no_value, "int"),
     "pg_get_statisticsobjdef_columns": (no_value, "text"),
     "pg_table_size": (no_value, "int"),
     "pg_partition_ancestors": (partition_ancestors, "int"),

@@ -62,22 +62,25 @@ def _relation(name: str, *columns: str):
 
 @_relation("pg_type", "oid", "typname", "typnamespace", "typlen", "typbyval", "typtype",
            "typdelim", "typelem", "typarray", "typbasetype", "typrelid", "typnotnull", "typtypmod",
-           "typndims", "typcollation")
+           "typndims", "typcollation", "typowner", "typacl")
 def _pg_type(ctx) -> list[Val]:
     ts = sorted(TYPES.values(), key=lambda t: t.oid)
+    k = len(ts)
     lengths = [_LENGTHS.get(t.name, -1) for t in ts]
     return [_ints([t.oid for t in ts]), _texts([t.name for t in ts]),
             _ints([t.namespace for t in ts]), _ints(lengths),
-            _bools([0 < n <= 8 for n in lengths]), _texts(["b"] * len(ts)),
-            _texts([","] * len(ts)), _ints([t.element for t in ts]),
-            _ints([t.array for t in ts]), _ints([0] * len(ts)), _ints([0] * len(ts)),
-            _bools([False] * len(ts)), _ints([-1] * len(ts)), _ints([0] * len(ts)),
-            _ints([100 if t.name in ("text", "varchar", "bpchar") else 0 for t in ts])]
+            _bools([0 < n <= 8 for n in lengths]), _texts(["b"] * k),
+            _texts([","] * k), _ints([t.element for t in ts]),
+            _ints([t.array for t in ts]), _ints([0] * k), _ints([0] * k),
+            _bools([False] * k), _ints([-1] * k), _ints([0] * k),
+            _ints([100 if t.name in ("text", "varchar", "bpchar") else 0 for t in ts]),
+            _ints([OWNER] * k), _nulls(k)]
 
 
-@_relation("pg_namespace", "oid", "nspname", "nspowner")
+@_relation("pg_namespace", "oid", "nspname", "nspowner", "nspacl")
 def _pg_namespace(ctx) -> list[Val]:
-    return [_ints([PG_CATALOG, PUBLIC]), _texts(["pg_catalog", "public"]), _ints([10, 10])]
+    return [_ints([PG_CATALOG, PUBLIC]), _texts(["pg_catalog", "public"]),
+            _ints([OWNER, OWNER]), _nulls(2)]
 
 
 # the extensions a pgvector application checks for: the dialect varvedb speaks is
@@ -433,13 +436,23 @@ DATABASE_OID = 5
 
 @_relation("pg_database", "oid", "datname", "datdba", "encoding", "datlocprovider",
            "datistemplate", "datallowconn", "datconnlimit", "datcollate", "datctype",
-           "daticulocale", "daticurules", "datacl")
+           "daticulocale", "daticurules", "datacl", "dattablespace")
 def _pg_database(ctx) -> list[Val]:
     """The one database, as current_database() names it: UTF-8 text sorted by
     code point (the C collation's order), with no access list (its owner's default)."""
     return [_ints([DATABASE_OID]), _texts(["varvedb"]), _ints([OWNER]), _ints([6]),
             _texts(["c"]), _bools([False]), _bools([True]), _ints([-1]), _texts(["C"]),
-            _texts(["C"]), _nulls(1), _nulls(1), _nulls(1)]
+            _texts(["C"]), _nulls(1), _nulls(1), _nulls(1), _ints([DEFAULT_TABLESPACE])]
+
+
+DEFAULT_TABLESPACE = 1663
+
+
+@_relation("pg_tablespace", "oid", "spcname", "spcowner", "spcacl", "spcoptions")
+def _pg_tablespace(ctx) -> list[Val]:
+    """PostgreSQL's default tablespace, the one every relation is in (the database's file)."""
+    return [_ints([DEFAULT_TABLESPACE]), _texts(["pg_default"]), _ints([OWNER]), _nulls(1),
+            _nulls(1)]
 
 
 @_relation("pg_proc", "oid", "proname", "pronamespace", "proowner", "prokind", "proretset",
@@ -460,6 +473,7 @@ def _empty(name: str, *columns: str) -> None:
     _relation(name, *columns)(lambda ctx: [_nulls(0) for _ in columns])
 
 
+_empty("pg_enum", "oid", "enumtypid", "enumsortorder", "enumlabel")
 _empty("pg_inherits", "inhrelid", "inhparent", "inhseqno", "inhdetachpending")
 _empty("pg_policy", "oid", "polname", "polrelid", "polcmd", "polpermissive", "polroles",
        "polqual", "polwithcheck")
@@ -472,6 +486,7 @@ _empty("pg_publication_rel", "oid", "prpubid", "prrelid", "prqual", "prattrs")
 # pg_catalog's relations' OIDs, PostgreSQL's
 CATALOG_OIDS = {"pg_type": 1247, "pg_attribute": 1249, "pg_proc": 1255, "pg_class": 1259,
                 "pg_database": 1262, "pg_namespace": 2615, "pg_sequence": 2224,
+                "pg_tablespace": 1213, "pg_enum": 3501,
                 "pg_depend": 2608,
                 "pg_am": 2601, "pg_attrdef": 2604, "pg_constraint": 2606, "pg_description": 2609,
                 "pg_index": 2610, "pg_inherits": 2611, "pg_extension": 3079,
