@@ -17,6 +17,7 @@ from hypothesis import given, settings, strategies as st
 import varvedb as vv
 from varvedb.pgwire import catalog, types as T
 from varvedb.pgwire.scram import AuthFailed, Exchange, Verifier
+from varvedb.query.pg_procs import PROCS
 
 from server_proc import ServerProcess, free_port
 
@@ -210,7 +211,11 @@ def test_psql_lists_relations_and_indexes(server):
         # this module's other tests may add tables: the two made here are the subject
         return [r for r in out.stdout.split() if r.split("|")[1].startswith(("items", "pets"))]
     assert psql("\\dt") == ["public|items|table|varvedb", "public|pets|table|varvedb"]
-    assert psql("\\d") == psql("\\dt")
+    # PostgreSQL's \\d lists a bigserial id's sequence beside its table
+    assert psql("\\d") == ["public|items|table|varvedb", "public|items_id_seq|sequence|varvedb",
+                          "public|pets|table|varvedb", "public|pets_id_seq|sequence|varvedb"]
+    assert psql("\\ds") == ["public|items_id_seq|sequence|varvedb",
+                           "public|pets_id_seq|sequence|varvedb"]
     assert psql("\\di") == ["public|items_embedding_idx|index|varvedb|items",
                             "public|items_pkey|index|varvedb|items",
                             "public|pets_kind|index|varvedb|pets",
@@ -222,6 +227,17 @@ def test_psql_lists_relations_and_indexes(server):
                            "ON i.indexrelid = c.oid ORDER BY 1").fetchall()
     assert got == [("items_embedding_idx", "hnsw", False), ("items_pkey", "btree", True),
                    ("pets_kind", "btree", False), ("pets_pkey", "btree", True)]
+
+
+def psql_both(server, pg, *args: str) -> tuple:
+    """psql's (status, stdout, stderr) with `args`, against varvedb and against
+    PostgreSQL's database of the differential cases."""
+    env = {**os.environ, "LD_LIBRARY_PATH": str(PSQL.parent.parent / "lib")}
+    outs = [subprocess.run([str(PSQL), dsn, "-X", *args], capture_output=True, text=True,
+                           env=env, timeout=600)
+            for dsn in (f"host=127.0.0.1 port={server.pg} user=me dbname=db",
+                        pg.server.get_uri(database="varve_cases"))]
+    return tuple((o.returncode, o.stdout, o.stderr) for o in outs)
 
 
 # a table of every column type a pgvector user writes, its defaults and its indexes:
@@ -256,14 +272,8 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
         conn.execute("DROP TABLE IF EXISTS public.docs, public.docs_notes, public.docs_keys")
         for s in DESCRIBED:
             conn.execute(s)
-    env = {**os.environ, "LD_LIBRARY_PATH": str(PSQL.parent.parent / "lib")}
-
     def both(*args: str) -> tuple:
-        outs = [subprocess.run([str(PSQL), dsn, "-X", *args], capture_output=True, text=True,
-                               env=env, timeout=600)
-                for dsn in (f"host=127.0.0.1 port={server.pg} user=me dbname=db",
-                            pg.server.get_uri(database="varve_cases"))]
-        return tuple((o.returncode, o.stdout, o.stderr) for o in outs)
+        return psql_both(server, pg, *args)
 
     try:
         got, want = both("-c", "\\d docs")
@@ -307,6 +317,78 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
         with psycopg.connect(pg.server.get_uri(database="varve_cases"),
                              autocommit=True) as conn:
             conn.execute("DROP TABLE public.docs, public.docs_notes, public.docs_keys")
+
+
+def test_psql_lists_databases_roles_types_and_functions(server, pg):
+    """psql's \\l, \\du, \\dT, \\df, \\dn, \\dv, \\dp, \\ds, \\db (and \\l+, \\du+,
+    \\dn+, \\dT+) against varvedb print what they print
+    against PostgreSQL + pgvector, but for the names of the one database and role
+    (varvedb's) and the functions: pgvector's that varvedb runs, each as
+    PostgreSQL lists it."""
+    def both(*args: str) -> tuple:      # what each printed, its messages after
+        outs = psql_both(server, pg, *args)
+        assert all(o[0] == 0 for o in outs), outs
+        return tuple(o[1] + o[2] for o in outs)
+
+    def header(out: str) -> list:      # the title and the column names
+        lines = out.splitlines()
+        return [lines[0].strip()] + [c.strip() for c in lines[1].split("|")]
+
+    for command in ("\\l", "\\du", "\\df", "\\dn", "\\l+", "\\du+", "\\dn+", "\\dT+", "\\db"):
+        got, want = both("-c", command)
+        assert header(got) == header(want)
+    got, want = both("-c", "\\dT")
+    assert got == want and " public | vector    | \n" in got
+    got, want = both("-c", "\\dv")
+    assert got == want == "Did not find any views.\n"
+    got, want = both("-A", "-t", "-c", "\\l")
+    assert got == "varvedb|varvedb|UTF8|libc|C|C|||\n"
+    assert "varve_cases|postgres|UTF8|libc|C|C|||\n" in want
+    for command in ("\\du", "\\du+"):
+        got, want = both("-A", "-t", "-c", command)
+        assert got.split("|")[1:] == want.split("|")[1:] and got.startswith("varvedb|Superuser,")
+    got, want = both("-A", "-t", "-c", "\\dT+")      # the types' owner: the one role
+    assert got == want.replace("|postgres|", "|varvedb|") and "public|vector|vector|var|" in got
+    got, want = both("-A", "-t", "-c", "\\db")
+    assert got == "pg_default|varvedb|\n" and "pg_default|postgres|\n" in want
+    got, want = both("-A", "-t", "-c", "\\l+")
+    assert got == "varvedb|varvedb|UTF8|libc|C|C|||||pg_default|\n"     # no size (NULL)
+    assert "|pg_default|" in want
+    got, want = both("-A", "-t", "-c", "\\dn")
+    assert got == "public|varvedb\n" and want.startswith("public|")
+    got, want = both("-A", "-t", "-c", "\\df")
+    assert len(got.splitlines()) == len(PROCS) and set(got.splitlines()) <= set(want.splitlines())
+    assert "public|subvector|vector|vector, integer, integer|func" in got.splitlines()
+    # \\dp, \\ds and \\d of a table both have and its id's sequence (\\dp's policies
+    # query names pg_policy's polroles bare, two subqueries down)
+    table = "CREATE TABLE IF NOT EXISTS acl_t (id bigserial PRIMARY KEY, body text)"
+    with connect(server) as conn:
+        conn.execute(table)
+    with psycopg.connect(pg.server.get_uri(database="varve_cases"), autocommit=True) as conn:
+        conn.execute(table)
+    got, want = both("-c", "\\dp acl_t*")
+    assert got == want and " public | acl_t        | table    |" in got
+    got, want = both("-A", "-t", "-c", "\\ds acl_t*")
+    assert got == "public|acl_t_id_seq|sequence|varvedb\n" and want.startswith("public|acl_t_id")
+    got, want = both("-c", "\\d acl_t_id_seq")
+    assert got == want and "Owned by: public.acl_t.id" in got
+    # every query psql sent for them ran as SQL (none is one pgwire/catalog.py answers
+    # by its text)
+    for command in ("\\l", "\\du", "\\dT", "\\df", "\\dp", "\\ds", "\\d acl_t_id_seq", "\\l+",
+                    "\\du+", "\\dn+", "\\dT+"):
+        sent = both("-E", "-c", command)[0].split("/******** QUERY *********/\n")[1:]
+        assert sent and all(catalog.answer_for(q.split("\n/****")[0]) is None for q in sent)
+
+
+@pytest.mark.parametrize("proc", PROCS.values(), ids=lambda p: f"{p.name}({','.join(p.args)})")
+def test_each_function_pg_proc_lists_runs(oracle, proc):
+    """Every overload pg_proc lists runs in varvedb's SQL, on arguments of its types,
+    and answers a value of its result type."""
+    arg = {"vector": "'[3,4,0]'::vector", "halfvec": "'[3,4,0]'::halfvec",
+           "bit": "'101'::bit(3)", "int4": "2"}
+    got = oracle.sql(f"SELECT {proc.name}({', '.join(arg[t] for t in proc.args)})")
+    assert got.rows[0][0] is not None
+    assert got.kinds == [{"float8": "float", "int4": "int"}.get(proc.result, "vector")]
 
 
 def _startup(sock, user=b"me"):

@@ -102,11 +102,41 @@ SELECT string_agg(id, ',') FROM t;
 -- !! 42883
 SELECT array_upper(ARRAY(SELECT id FROM t), 1), array_upper(ARRAY(SELECT id FROM t WHERE false), 1);
 -- => [(4, None)]
+SELECT array_length(ARRAY(SELECT id FROM t), 1), array_length(ARRAY(SELECT id FROM t WHERE false), 1), array_length(ARRAY(SELECT id FROM t), 2);
+-- => [(4, None, None)]
 -- catalog functions on values PostgreSQL shows the same way
 SELECT pg_size_pretty(0::bigint), pg_size_pretty(8192::bigint), pg_size_pretty(10240::bigint), pg_size_pretty(20971519::bigint), pg_size_pretty(123456789::bigint), pg_size_pretty(-16384::bigint);
 -- => [('0 bytes', '8192 bytes', '10 kB', '20 MB', '118 MB', '-16 kB')]
 SELECT format_type(20, -1), format_type(1043, 14), format_type(25, NULL), format_type(1184, -1);
 -- => [('bigint', 'character varying(10)', 'text', 'timestamp with time zone')]
+SELECT pg_encoding_to_char(6), pg_encoding_to_char(0), pg_encoding_to_char(-1), pg_encoding_to_char(NULL), current_user = current_role, current_user = session_user, current_catalog = current_database(), current_schema = current_schema();
+-- => [('UTF8', 'SQL_ASCII', '', None, True, True, True, True)]
+-- the catalog psql's \l, \du, \dT and \df read: this database, the role, pgvector's
+-- types and functions (those varvedb runs: not sparsevec's)
+SELECT pg_encoding_to_char(encoding), datcollate, datctype, datacl FROM pg_database WHERE datname = current_database();
+-- => [('UTF8', 'C', 'C', None)]
+SELECT rolsuper, rolinherit, rolcreaterole, rolcreatedb, rolcanlogin, rolreplication, rolbypassrls, rolconnlimit, rolvaliduntil FROM pg_roles WHERE rolname = current_user;
+-- => [(True, True, True, True, True, True, True, -1, None)]
+SELECT t.typname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE n.nspname = 'public' AND t.typrelid = 0 AND t.typelem = 0 AND pg_type_is_visible(t.oid) ORDER BY 1;
+-- => [('halfvec',), ('sparsevec',), ('vector',)]
+SELECT p.proname, pg_get_function_arguments(p.oid), pg_get_function_result(p.oid), p.prokind FROM pg_proc p WHERE p.proname IN ('subvector', 'vector_dims', 'l2_distance', 'hamming_distance') AND pg_get_function_arguments(p.oid) NOT LIKE 'sparsevec%' AND pg_function_is_visible(p.oid) ORDER BY 1, 2;
+-- => [('hamming_distance', 'bit, bit', 'double precision', 'f'), ('l2_distance', 'halfvec, halfvec', 'double precision', 'f'), ('l2_distance', 'vector, vector', 'double precision', 'f'), ('subvector', 'halfvec, integer, integer', 'halfvec', 'f'), ('subvector', 'vector, integer, integer', 'vector', 'f'), ('vector_dims', 'halfvec', 'integer', 'f'), ('vector_dims', 'vector', 'integer', 'f')]
+SELECT quote_ident('abc'), quote_ident('Abc'), quote_ident('a b'), quote_ident('select'), quote_ident('a"b'), quote_ident('name'), quote_ident('_x$1'), quote_ident('1x'), quote_ident('');
+-- => [('abc', '"Abc"', '"a b"', '"select"', '"a""b"', 'name', '"_x$1"', '"1x"', '""')]
+SELECT t.spcname, pg_tablespace_location(t.oid), has_database_privilege(d.datname, 'CONNECT'), pg_has_role(current_user, 'USAGE'), shobj_description(d.oid, 'pg_database'), (SELECT count(*) FROM pg_enum) FROM pg_database d JOIN pg_tablespace t ON d.dattablespace = t.oid WHERE d.datname = current_database();
+-- => [('pg_default', '', True, True, None, 0)]
+SELECT n.nspname, t.typacl IS NULL, t.typowner > 0 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE t.typname = 'vector';
+-- => [('public', True, True)]
+-- a bare name in a subquery over a catalog relation that has no such column is the
+-- enclosing query's (psql's \dp names pg_policy's polroles so, two levels down)
+SELECT n.nspname, ARRAY(SELECT typname FROM pg_type WHERE typnamespace = n.oid AND nspname = 'public' AND typname IN ('vector', 'halfvec', 'int8') ORDER BY 1) FROM pg_namespace n WHERE n.nspname IN ('public', 'pg_catalog') ORDER BY 1;
+-- => [('pg_catalog', []), ('public', ['halfvec', 'vector'])]
+SELECT nspname, (SELECT count(*) FROM pg_type t WHERE t.typnamespace = n.oid AND t.typname IN ('vector', 'int8') AND EXISTS (SELECT 1 FROM pg_roles WHERE rolname = current_user AND nspname = 'public')) FROM pg_namespace n WHERE nspname IN ('public', 'pg_catalog') ORDER BY 1;
+-- => [('pg_catalog', 0), ('public', 1)]
+SELECT count(*) FROM pg_type WHERE typname = 'vector' AND EXISTS (SELECT 1 FROM pg_namespace WHERE oid = typnamespace);
+-- => [(1,)]
+SELECT (SELECT count(*) FROM pg_type WHERE nosuch = 1) FROM pg_namespace;
+-- !! 42703
 -- UPDATE and DELETE: a correlated subquery in SET and WHERE
 UPDATE t SET name = (SELECT min(u.label) FROM u WHERE u.tk = t.k) WHERE t.id < 3;
 SELECT id, name FROM t ORDER BY id;

@@ -1,4 +1,4 @@
-r"""PostgreSQL's catalog functions, as psql's \d, \d+ and \di+ call them, on
+r"""PostgreSQL's catalog functions, as psql's \d, \d+, \di+, \l and \df call them, on
 one value each (query/expr.py applies them row by row: catalog rows are few).
 
 varvedb keeps no comments, partitions, publications or extended statistics,
@@ -6,6 +6,11 @@ and its tables share one file: the functions that describe those answer as
 PostgreSQL does for an object without them (NULL, or the relation itself)."""
 from __future__ import annotations
 
+import re
+
+from pglast import keywords
+
+from .pg_procs import PROCS
 from .pg_types import TYPES
 
 # types whose typmod is shown in parentheses: as given, or less the 4 bytes of
@@ -58,9 +63,53 @@ def size_pretty(size: int) -> str:
     raise AssertionError("unreachable")
 
 
+def function_result(oid: int) -> str | None:
+    """pg_get_function_result(function): its result type's name."""
+    p = PROCS.get(oid)
+    return None if p is None else format_type(p.result_oid)
+
+
+def function_arguments(oid: int) -> str | None:
+    """pg_get_function_arguments(function): its argument types' names, comma-separated."""
+    p = PROCS.get(oid)
+    return None if p is None else ", ".join(format_type(t) for t in p.arg_oids)
+
+
+# pg_encoding_to_char's names of the encodings a database can have here (its
+# text is UTF-8) and of 0; PostgreSQL's answer for an unknown number is ''
+_ENCODINGS = {0: "SQL_ASCII", 6: "UTF8"}
+
+
+def encoding_name(number: int) -> str:
+    """pg_encoding_to_char(encoding number)."""
+    return _ENCODINGS.get(number, "")
+
+
+# identifiers quote_ident must quote though their characters need not: keywords
+# other than the unreserved ones
+_KEYWORDS = keywords.RESERVED_KEYWORDS | keywords.COL_NAME_KEYWORDS \
+    | keywords.TYPE_FUNC_NAME_KEYWORDS
+_PLAIN = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def quote_ident(name: str) -> str:
+    """quote_ident(text): the name as SQL must write it, double-quoted where it
+    has characters a bare name cannot or is a keyword."""
+    if _PLAIN.fullmatch(name) and name not in _KEYWORDS:
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def tablespace_location(oid: int) -> str:
+    """pg_tablespace_location(tablespace): '' for the default one (PostgreSQL's
+    answer for a tablespace in the data folder): the only one here."""
+    return ""
+
+
 def no_value(*args) -> None:
-    """col_description, obj_description, pg_table_size (the file is shared),
-    pg_get_statisticsobjdef_columns: nothing to show."""
+    """col_description, obj_description, shobj_description, pg_table_size and
+    pg_database_size (the tables share a file the database may not have: an
+    in-memory one), pg_get_statisticsobjdef_columns: nothing to show."""
     return None
 
 
@@ -87,8 +136,15 @@ FUNCTIONS = {
     "format_type": (format_type, "text"),
     "pg_size_pretty": (size_pretty, "text"),
     "pg_get_expr": (expression_text, "text"),
+    "pg_get_function_result": (function_result, "text"),
+    "pg_get_function_arguments": (function_arguments, "text"),
+    "pg_encoding_to_char": (encoding_name, "text"),
+    "quote_ident": (quote_ident, "text"),
+    "pg_tablespace_location": (tablespace_location, "text"),
     "col_description": (no_value, "text"),
     "obj_description": (no_value, "text"),
+    "shobj_description": (no_value, "text"),
+    "pg_database_size": (no_value, "int"),
     "pg_get_statisticsobjdef_columns": (no_value, "text"),
     "pg_table_size": (no_value, "int"),
     "pg_partition_ancestors": (partition_ancestors, "int"),

@@ -922,9 +922,15 @@ _ON_NODES = {"bm25": _bm25, "snippet": _snippet, "highlight": _highlight,
              "version": _fixed(f"PostgreSQL {POSTGRES_VERSION} (varvedb)"),
              "current_schema": _fixed("public"), "current_database": _fixed("varvedb"),
              "current_user": _fixed("varvedb"), "session_user": _fixed("varvedb"),
-             # psql's \d queries: every relation has one owner and is on the search path
+             # psql's \d queries: every relation, type and function has one owner and
+             # is in pg_catalog or public, both on the search path
              "pg_get_userbyid": _fixed("varvedb", args=1),
              "pg_table_is_visible": _fixed(True, args=1),
+             "pg_type_is_visible": _fixed(True, args=1),
+             "pg_function_is_visible": _fixed(True, args=1),
+             # the one role may do anything (`has_database_privilege(d.datname, 'CONNECT')`)
+             "has_database_privilege": _fixed(True, args=2),
+             "pg_has_role": _fixed(True, args=2),
              "pg_get_indexdef": _catalog_fn("indexdef"),
              "pg_get_constraintdef": _catalog_fn("constraintdef")}
 ROW_FUNCTIONS = frozenset(_ON_NODES)
@@ -1040,15 +1046,19 @@ def _subscript(arr: Val, index: Val) -> Val:
     return items_val(arrays.element(_array_data(arr), arr.nulls, index.python()))
 
 
-def _array_upper(arr: Val, dim: Val) -> Val:
-    """array_upper(array, 1): its last subscript (NULL where it is empty or NULL,
-    or of another dimension: arrays here have one)."""
-    if arr.kind not in ("array", "null"):
-        raise SqlError("42883", f"function array_upper({arr.kind}, {dim.kind}) does not exist")
-    out = [len(a) if a and d == 1 else None
-           for a, d in zip(arrays.element_lists(_array_data(arr), arr.nulls), dim.python())]
-    return _from_python("int", [0 if x is None else x for x in out],
-                        np.array([x is None for x in out], bool))
+def _array_bound(name: str):
+    """array_upper(array, 1) and array_length(array, 1): its last subscript, which
+    is its length as arrays here start at 1 (NULL where it is empty or NULL, or
+    of another dimension: arrays here have one)."""
+    def call(arr: Val, dim: Val) -> Val:
+        if arr.kind not in ("array", "null"):
+            raise SqlError("42883", f"function {name}({arr.kind}, {dim.kind}) does not exist")
+        out = [len(a) if a and d == 1 else None
+               for a, d in zip(arrays.element_lists(_array_data(arr), arr.nulls),
+                               dim.python())]
+        return _from_python("int", [0 if x is None else x for x in out],
+                            np.array([x is None for x in out], bool))
+    return call
 
 
 def _array_to_string(arr: Val, sep: Val, null_text: Val | None = None) -> Val:
@@ -1610,7 +1620,8 @@ FUNCTIONS = {
     "abs": _numeric_fn(np.abs, True),
     "to_regtype": _to_regtype,
     "array_to_string": _array_to_string,
-    "array_upper": _array_upper,
+    "array_upper": _array_bound("array_upper"),
+    "array_length": _array_bound("array_length"),
     "$subscript": _subscript,
     "sqrt": _numeric_fn(_sqrt, False),
     **{name: _tsquery_fn(name, fn) for name, fn in tsquery.CONSTRUCTORS.items()},

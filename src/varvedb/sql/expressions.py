@@ -16,7 +16,7 @@ from typing import Callable
 
 from pglast import ast
 from pglast.enums import (A_Expr_Kind, BoolExprType, BoolTestType, NullTestType, SortByDir,
-                          SortByNulls, SubLinkType)
+                          SortByNulls, SQLValueFunctionOp as SVF, SubLinkType)
 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
@@ -31,6 +31,13 @@ _BOOL_TESTS = {BoolTestType.IS_TRUE: (True, False), BoolTestType.IS_NOT_TRUE: (T
                BoolTestType.IS_FALSE: (False, False), BoolTestType.IS_NOT_FALSE: (False, True),
                BoolTestType.IS_UNKNOWN: (None, False), BoolTestType.IS_NOT_UNKNOWN: (None, True)}
 
+# the keywords SQL writes without parentheses (`current_user`) that name the session's
+# role, database or schema: the functions of those names
+_KEYWORD_FUNCTIONS = {SVF.SVFOP_CURRENT_USER: "current_user",
+                      SVF.SVFOP_CURRENT_ROLE: "current_user", SVF.SVFOP_USER: "current_user",
+                      SVF.SVFOP_SESSION_USER: "session_user",
+                      SVF.SVFOP_CURRENT_CATALOG: "current_database",
+                      SVF.SVFOP_CURRENT_SCHEMA: "current_schema"}
 
 # subqueries as values: what makes one value of a subquery's rows (query/expr.py's FOLDS)
 _FOLDS = {SubLinkType.EXPR_SUBLINK: "scalar", SubLinkType.ARRAY_SUBLINK: "array",
@@ -44,8 +51,11 @@ class Scope:
 
     def __init__(self, names: set[str], subquery: Callable | None = None,
                  unqualified: list | None = None, qualified: bool = False,
-                 outer: "Scope | None" = None):
+                 outer: "Scope | None" = None, columns: tuple[str, ...] | None = None):
         self.names = names
+        # its relation's column names where they are known as it is compiled (a
+        # pg_catalog relation's), else None: a bare name is then always this level's
+        self.columns = columns
         self.subquery = subquery
         # a subquery's: the enclosing query's scope, and the qualified names of its
         # columns this level reads (`a.attnum`, its ColumnRef), in order
@@ -135,15 +145,21 @@ def convert(n, scope: Scope):
     if isinstance(n, ast.BooleanTest):
         which, negated = _BOOL_TESTS[n.booltesttype]
         return E.BoolTest(convert(n.arg, scope), which, negated)
+    if isinstance(n, ast.SQLValueFunction) and n.op in _KEYWORD_FUNCTIONS:
+        return E.Func(_KEYWORD_FUNCTIONS[n.op], ())
     raise NotSupportedError(f"{type(n).__name__} expressions are not supported")
 
 
 def _outer_ref(n: ast.ColumnRef, scope: Scope):
     """`t.col` where t is no relation of this level but an enclosing query's: an
     Outer leaf (recorded in the scope, so its subquery is run per outer row).
-    A bare name is always this level's (its relations' columns are known only
-    when the statement is bound)."""
+    A bare name is this level's unless this level's columns are known (a
+    pg_catalog relation's) and it is none of them: then it is the nearest
+    enclosing level's that has it, where those levels' columns are known too
+    (a table's are known only when the statement is bound)."""
     parts = n.fields
+    if len(parts) == 1 and isinstance(parts[0], ast.String):
+        return _bare_outer_ref(n, parts[0].sval, scope)
     if len(parts) != 2 or not all(isinstance(p, ast.String) for p in parts) \
             or parts[0].sval in scope.names:
         return None
@@ -153,6 +169,16 @@ def _outer_ref(n: ast.ColumnRef, scope: Scope):
     if up is None:
         return None
     name = f"{parts[0].sval}.{parts[1].sval}"
+    scope.outer_refs.setdefault(name, n)
+    return E.Outer(name)
+
+
+def _bare_outer_ref(n: ast.ColumnRef, name: str, scope: Scope):
+    up = scope
+    while up is not None and up.columns is not None and name not in up.columns:
+        up = up.outer
+    if up is scope or up is None or up.columns is None:
+        return None
     scope.outer_refs.setdefault(name, n)
     return E.Outer(name)
 

@@ -1,9 +1,10 @@
 r"""pg_catalog's relations that drivers read to look types up (pg_type and
 pg_namespace), that applications read to check for pgvector (pg_extension) and
-that psql's \d, \dt and \di read (pg_class, pg_am, pg_index), as rows SQL
-reads like a table's (`FROM pg_type t WHERE t.oid = to_regtype($1)`), made
-from query/pg_types.py's table and the database's collections and indexes when
-a statement reads them. As in PostgreSQL, pg_catalog is searched before any
+that psql's \d, \dt, \di, \l, \du and \df read (pg_class, pg_am, pg_index,
+pg_database, pg_roles, pg_proc), as rows SQL reads like a table's (`FROM
+pg_type t WHERE t.oid = to_regtype($1)`), made from query/pg_types.py's and
+query/pg_procs.py's tables and the database's collections and indexes when a
+statement reads them. As in PostgreSQL, pg_catalog is searched before any
 other schema: an unqualified pg_type is the catalog's.
 
 Relations' OIDs are stable while the catalog is: a collection's is made from
@@ -18,6 +19,7 @@ import numpy as np
 
 from ..query.expr import Val, object_array
 from ..query.literals import value_text
+from ..query.pg_procs import PROCS
 from ..query.pg_types import OIDS, PG_CATALOG, PUBLIC, TYPES
 from ..schema import HNSW
 from .ddl import OPCLASSES, SQL_TYPES, index_names
@@ -45,24 +47,40 @@ def _bools(values) -> Val:
     return Val("bool", a, np.zeros(len(a), bool))
 
 
-def _pg_type(ctx) -> tuple[list[str], list[Val]]:
+# name -> (its column names, a function of the context making its columns' values);
+# the names are known without a database, as a query is compiled (sql/select.py)
+RELATIONS: dict[str, tuple[tuple[str, ...], object]] = {}
+
+
+def _relation(name: str, *columns: str):
+    """Registers a pg_catalog relation: its column names and the function of its rows."""
+    def register(rows):
+        RELATIONS[name] = (columns, rows)
+        return rows
+    return register
+
+
+@_relation("pg_type", "oid", "typname", "typnamespace", "typlen", "typbyval", "typtype",
+           "typdelim", "typelem", "typarray", "typbasetype", "typrelid", "typnotnull", "typtypmod",
+           "typndims", "typcollation", "typowner", "typacl")
+def _pg_type(ctx) -> list[Val]:
     ts = sorted(TYPES.values(), key=lambda t: t.oid)
+    k = len(ts)
     lengths = [_LENGTHS.get(t.name, -1) for t in ts]
-    return (["oid", "typname", "typnamespace", "typlen", "typbyval", "typtype",
-             "typdelim", "typelem", "typarray", "typbasetype", "typrelid", "typnotnull",
-             "typtypmod", "typndims", "typcollation"],
-            [_ints([t.oid for t in ts]), _texts([t.name for t in ts]),
-             _ints([t.namespace for t in ts]), _ints(lengths),
-             _bools([0 < n <= 8 for n in lengths]), _texts(["b"] * len(ts)),
-             _texts([","] * len(ts)), _ints([t.element for t in ts]),
-             _ints([t.array for t in ts]), _ints([0] * len(ts)), _ints([0] * len(ts)),
-             _bools([False] * len(ts)), _ints([-1] * len(ts)), _ints([0] * len(ts)),
-             _ints([100 if t.name in ("text", "varchar", "bpchar") else 0 for t in ts])])
+    return [_ints([t.oid for t in ts]), _texts([t.name for t in ts]),
+            _ints([t.namespace for t in ts]), _ints(lengths),
+            _bools([0 < n <= 8 for n in lengths]), _texts(["b"] * k),
+            _texts([","] * k), _ints([t.element for t in ts]),
+            _ints([t.array for t in ts]), _ints([0] * k), _ints([0] * k),
+            _bools([False] * k), _ints([-1] * k), _ints([0] * k),
+            _ints([100 if t.name in ("text", "varchar", "bpchar") else 0 for t in ts]),
+            _ints([OWNER] * k), _nulls(k)]
 
 
-def _pg_namespace(ctx) -> tuple[list[str], list[Val]]:
-    return (["oid", "nspname", "nspowner"],
-            [_ints([PG_CATALOG, PUBLIC]), _texts(["pg_catalog", "public"]), _ints([10, 10])])
+@_relation("pg_namespace", "oid", "nspname", "nspowner", "nspacl")
+def _pg_namespace(ctx) -> list[Val]:
+    return [_ints([PG_CATALOG, PUBLIC]), _texts(["pg_catalog", "public"]),
+            _ints([OWNER, OWNER]), _nulls(2)]
 
 
 # the extensions a pgvector application checks for: the dialect varvedb speaks is
@@ -76,24 +94,25 @@ _EXTENSIONS = [(13000, "plpgsql", PG_CATALOG, "1.0", "PL/pgSQL procedural langua
                 "vector data type and ivfflat and hnsw access methods")]
 
 
-def _pg_extension(ctx) -> tuple[list[str], list[Val]]:
-    return (["oid", "extname", "extnamespace", "extversion"],
-            [_ints([e[0] for e in _EXTENSIONS]), _texts([e[1] for e in _EXTENSIONS]),
-             _ints([e[2] for e in _EXTENSIONS]), _texts([e[3] for e in _EXTENSIONS])])
+@_relation("pg_extension", "oid", "extname", "extnamespace", "extversion")
+def _pg_extension(ctx) -> list[Val]:
+    return [_ints([e[0] for e in _EXTENSIONS]), _texts([e[1] for e in _EXTENSIONS]),
+            _ints([e[2] for e in _EXTENSIONS]), _texts([e[3] for e in _EXTENSIONS])]
 
 
-def _pg_available_extensions(ctx) -> tuple[list[str], list[Val]]:
-    return (["name", "default_version", "comment"],
-            [_texts([e[1] for e in _EXTENSIONS]), _texts([e[3] for e in _EXTENSIONS]),
-             _texts([e[4] for e in _EXTENSIONS])])
+# a function of rows, as PostgreSQL's is (psql's \dx joins it)
+@_relation("pg_available_extensions", "name", "default_version", "comment")
+def _pg_available_extensions(ctx) -> list[Val]:
+    return [_texts([e[1] for e in _EXTENSIONS]), _texts([e[3] for e in _EXTENSIONS]),
+            _texts([e[4] for e in _EXTENSIONS])]
 
 
-def _pg_description(ctx) -> tuple[list[str], list[Val]]:
+@_relation("pg_description", "objoid", "classoid", "objsubid", "description")
+def _pg_description(ctx) -> list[Val]:
     """The extensions' comments (no other object has one)."""
     n = len(_EXTENSIONS)
-    return (["objoid", "classoid", "objsubid", "description"],
-            [_ints([e[0] for e in _EXTENSIONS]), _ints([CATALOG_OIDS["pg_extension"]] * n),
-             _ints([0] * n), _texts([e[4] for e in _EXTENSIONS])])
+    return [_ints([e[0] for e in _EXTENSIONS]), _ints([CATALOG_OIDS["pg_extension"]] * n),
+            _ints([0] * n), _texts([e[4] for e in _EXTENSIONS])]
 
 
 # access methods: PostgreSQL's own OIDs for its built-in ones; pgvector's (and
@@ -105,21 +124,21 @@ TABLE_OID_BASE = 1_000_000
 OWNER = 10                  # pg_get_userbyid answers "varvedb" for it
 
 
-def _pg_am(ctx) -> tuple[list[str], list[Val]]:
+@_relation("pg_am", "oid", "amname", "amtype")
+def _pg_am(ctx) -> list[Val]:
     names = list(ACCESS_METHODS)
-    return (["oid", "amname", "amtype"],
-            [_ints([ACCESS_METHODS[n][0] for n in names]), _texts(names),
-             _texts([ACCESS_METHODS[n][1] for n in names])])
+    return [_ints([ACCESS_METHODS[n][0] for n in names]), _texts(names),
+            _texts([ACCESS_METHODS[n][1] for n in names])]
 
 
 @dataclass(frozen=True)
 class Relation:
-    """A collection ('r') or one of its indexes ('i'), as pg_class, pg_index and
-    pg_constraint show it."""
+    """A collection ('r'), one of its indexes ('i') or its serial id's sequence
+    ('S'), as pg_class, pg_index, pg_constraint and pg_sequence show it."""
     oid: int
     name: str
     kind: str
-    method: str                 # an ACCESS_METHODS name
+    method: str                 # an ACCESS_METHODS name ('' for a sequence: none)
     table_oid: int              # its own for a collection
     primary: bool = False       # the id key's index
     table: str = ""             # an index's collection, column and operator class
@@ -135,9 +154,19 @@ class Relation:
                 f"public.{self.table} USING {self.method} ({self.column}{ops}){with_}")
 
 
+# a serial id's sequence's OID: its table's + this
+SEQUENCE_OFFSET = 998
+
+
+def _serial(schema) -> bool:
+    """Whether a collection's id is a serial one (given by a sequence where a row
+    names none, as bigserial's is in PostgreSQL)."""
+    return not schema.id_hidden and not schema.id_required and schema.id_kind == "int"
+
+
 def _relations(ctx) -> list[Relation]:
-    """Every collection and index, collections in catalog order, each followed by
-    its indexes (its id key's first)."""
+    """Every collection, index and sequence, collections in catalog order, each
+    followed by its indexes (its id key's first), then its id's sequence."""
     engine = ctx.engine
     by_table: dict[str, list] = {}
     for index, (table, field) in index_names(engine).items():
@@ -155,6 +184,9 @@ def _relations(ctx) -> list[Relation]:
             method, opclass = _method(columns[field])
             out.append(Relation(oid + k, index, "i", method, oid, False, tname, field, opclass,
                                 _options(columns[field].vector_index)))
+        if _serial(schema):
+            out.append(Relation(oid + SEQUENCE_OFFSET, f"{tname}_id_seq", "S", "", oid,
+                                table=tname, column="id"))
     return out
 
 
@@ -216,56 +248,78 @@ class Catalog:
         return "PRIMARY KEY (id)" if r is not None and r.primary else None
 
 
-def _pg_class(ctx) -> tuple[list[str], list[Val]]:
+@_relation("pg_class", "oid", "relname", "relnamespace", "relkind", "relowner", "relam",
+           "relhasindex", "relpersistence", "relispartition", "reltablespace", "reltoastrelid",
+           "reloftype", "relchecks", "relhasrules", "relhastriggers", "relrowsecurity",
+           "relforcerowsecurity", "relreplident", "relpartbound", "reloptions", "relacl")
+def _pg_class(ctx) -> list[Val]:
     rels = _relations(ctx)
     n = len(rels)
-    return (["oid", "relname", "relnamespace", "relkind", "relowner", "relam",
-             "relhasindex", "relpersistence", "relispartition", "reltablespace",
-             "reltoastrelid", "reloftype", "relchecks", "relhasrules", "relhastriggers",
-             "relrowsecurity", "relforcerowsecurity", "relreplident", "relpartbound",
-             "reloptions"],
-            [_ints([r.oid for r in rels]), _texts([r.name for r in rels]),
-             _ints([PUBLIC] * n), _texts([r.kind for r in rels]), _ints([OWNER] * n),
-             _ints([ACCESS_METHODS[r.method][0] for r in rels]),
-             _bools([r.kind == "r" for r in rels]),     # a collection: its id key's index
-             _texts(["p"] * n), _bools([False] * n), _ints([0] * n), _ints([0] * n),
-             _ints([0] * n), _ints([0] * n), _bools([False] * n), _bools([False] * n),
-             _bools([False] * n), _bools([False] * n), _texts(["d"] * n), _nulls(n),
-             _nulls(n)])
+    return [_ints([r.oid for r in rels]), _texts([r.name for r in rels]),
+            _ints([PUBLIC] * n), _texts([r.kind for r in rels]), _ints([OWNER] * n),
+            _ints([ACCESS_METHODS[r.method][0] if r.method else 0 for r in rels]),
+            _bools([r.kind == "r" for r in rels]),     # a collection: its id key's index
+            _texts(["p"] * n), _bools([False] * n), _ints([0] * n), _ints([0] * n),
+            _ints([0] * n), _ints([0] * n), _bools([False] * n), _bools([False] * n),
+            _bools([False] * n), _bools([False] * n), _texts(["d"] * n), _nulls(n),
+            _nulls(n), _nulls(n)]     # no access lists: the owner's defaults
 
 
-def _pg_index(ctx) -> tuple[list[str], list[Val]]:
+@_relation("pg_index", "indexrelid", "indrelid", "indnatts", "indnkeyatts", "indisunique",
+           "indisprimary", "indisclustered", "indisvalid", "indisreplident", "indpred",
+           "indimmediate", "indnullsnotdistinct")
+def _pg_index(ctx) -> list[Val]:
     rels = [r for r in _relations(ctx) if r.kind == "i"]
     n = len(rels)
-    return (["indexrelid", "indrelid", "indnatts", "indnkeyatts", "indisunique",
-             "indisprimary", "indisclustered", "indisvalid", "indisreplident", "indpred",
-             "indimmediate", "indnullsnotdistinct"],
-            [_ints([r.oid for r in rels]), _ints([r.table_oid for r in rels]), _ints([1] * n),
-             _ints([1] * n),
-             _bools([r.primary for r in rels]), _bools([r.primary for r in rels]),
-             _bools([False] * n), _bools([True] * n), _bools([False] * n), _nulls(n),
-             _bools([True] * n), _bools([False] * n)])
+    return [_ints([r.oid for r in rels]), _ints([r.table_oid for r in rels]), _ints([1] * n),
+            _ints([1] * n),
+            _bools([r.primary for r in rels]), _bools([r.primary for r in rels]),
+            _bools([False] * n), _bools([True] * n), _bools([False] * n), _nulls(n),
+            _bools([True] * n), _bools([False] * n)]
 
 
 # a collection's id key constraint's OID: its table's + this (its indexes take + 1, + 2 ...)
 CONSTRAINT_OFFSET = 999
 
 
-def _pg_constraint(ctx) -> tuple[list[str], list[Val]]:
+@_relation("pg_constraint", "oid", "conname", "connamespace", "contype", "condeferrable",
+           "condeferred", "convalidated", "conrelid", "conindid", "confrelid", "conparentid",
+           "connoinherit", "conislocal", "coninhcount", "conperiod", "conkey")
+def _pg_constraint(ctx) -> list[Val]:
     """The id key of each collection that declares one (its only constraint: SQL's
     CREATE TABLE takes no other)."""
     keys = [r for r in _relations(ctx) if r.primary]
     n = len(keys)
-    return (["oid", "conname", "connamespace", "contype", "condeferrable", "condeferred",
-             "convalidated", "conrelid", "conindid", "confrelid", "conparentid",
-             "connoinherit", "conislocal", "coninhcount", "conperiod", "conkey"],
-            [_ints([r.table_oid + CONSTRAINT_OFFSET for r in keys]),
-             _texts([r.name for r in keys]), _ints([PUBLIC] * n), _texts(["p"] * n),
-             _bools([False] * n), _bools([False] * n), _bools([True] * n),
-             _ints([r.table_oid for r in keys]), _ints([r.oid for r in keys]), _ints([0] * n),
-             _ints([0] * n), _bools([True] * n), _bools([True] * n), _ints([0] * n),
-             _bools([False] * n),
-             Val("array", object_array([[1]] * n), np.zeros(n, bool))])   # the id: column 1
+    return [_ints([r.table_oid + CONSTRAINT_OFFSET for r in keys]),
+            _texts([r.name for r in keys]), _ints([PUBLIC] * n), _texts(["p"] * n),
+            _bools([False] * n), _bools([False] * n), _bools([True] * n),
+            _ints([r.table_oid for r in keys]), _ints([r.oid for r in keys]), _ints([0] * n),
+            _ints([0] * n), _bools([True] * n), _bools([True] * n), _ints([0] * n),
+            _bools([False] * n),
+            Val("array", object_array([[1]] * n), np.zeros(n, bool))]     # the id: column 1
+
+
+@_relation("pg_sequence", "seqrelid", "seqtypid", "seqstart", "seqincrement", "seqmax",
+           "seqmin", "seqcache", "seqcycle")
+def _pg_sequence(ctx) -> list[Val]:
+    """Each serial id's sequence: bigint's, from 1 by 1 (varvedb's ids are int8)."""
+    seqs = [r for r in _relations(ctx) if r.kind == "S"]
+    n = len(seqs)
+    return [_ints([r.oid for r in seqs]), _ints([OIDS["int8"]] * n), _ints([1] * n),
+            _ints([1] * n), _ints([(1 << 63) - 1] * n), _ints([1] * n), _ints([1] * n),
+            _bools([False] * n)]
+
+
+@_relation("pg_depend", "classid", "objid", "objsubid", "refclassid", "refobjid",
+           "refobjsubid", "deptype")
+def _pg_depend(ctx) -> list[Val]:
+    """The one kind of dependency psql asks about: a sequence owned by its table's
+    id column (column 1; deptype 'a', automatic, as a serial's)."""
+    seqs = [r for r in _relations(ctx) if r.kind == "S"]
+    n = len(seqs)
+    return [_ints([CATALOG_OIDS["pg_class"]] * n), _ints([r.oid for r in seqs]), _ints([0] * n),
+            _ints([CATALOG_OIDS["pg_class"]] * n), _ints([r.table_oid for r in seqs]),
+            _ints([1] * n), _texts(["a"] * n)]
 
 
 def _columns(ctx, indexes: bool = False) -> list[tuple]:
@@ -305,8 +359,7 @@ def _type_and_mod(f, schema) -> tuple[int, int]:
 def _default(f, schema, table: str) -> str | None:
     """A column's default as pg_get_expr shows it."""
     if f is None:
-        return None if schema.id_required or schema.id_kind != "int" \
-            else f"nextval('{table}_id_seq'::regclass)"
+        return f"nextval('{table}_id_seq'::regclass)" if _serial(schema) else None
     v = f.default
     if v is None:
         return None
@@ -330,78 +383,119 @@ _STORAGE = {"text": "x", "varchar": "x", "jsonb": "x", "bit": "x", "vector": "e"
             "halfvec": "e"}
 
 
-def _pg_attribute(ctx) -> tuple[list[str], list[Val]]:
+@_relation("pg_attribute", "attrelid", "attname", "atttypid", "atttypmod", "attnum", "attnotnull",
+           "atthasdef", "attisdropped", "attcollation", "attidentity", "attgenerated",
+           "attstorage", "attcompression", "attstattarget", "attlen", "attndims", "attacl")
+def _pg_attribute(ctx) -> list[Val]:
     cols = _columns(ctx, indexes=True)
     n = len(cols)
     # a hash index keeps its column's 4-byte hash codes: its attribute is int4
     types = [(OIDS["int4"], -1) if c[6] == "hash" else _type_and_mod(c[3], c[4]) for c in cols]
     texts = [TYPES[t].name in ("text", "varchar") for t, _ in types]
-    return (["attrelid", "attname", "atttypid", "atttypmod", "attnum", "attnotnull",
-             "atthasdef", "attisdropped", "attcollation", "attidentity", "attgenerated",
-             "attstorage", "attcompression", "attstattarget", "attlen", "attndims"],
-            [_ints([c[0] for c in cols]), _texts([c[2] for c in cols]),
-             _ints([t for t, _ in types]), _ints([m for _, m in types]),
-             _ints([c[1] for c in cols]),
-             _bools([c[3] is None or c[3].not_null for c in cols]),
-             _bools([not c[6] and _default(c[3], c[4], c[5]) is not None for c in cols]),
-             _bools([False] * n), _ints([100 if t else 0 for t in texts]),
-             _texts([""] * n), _texts([""] * n),
-             _texts([_STORAGE.get(TYPES[t].name, "p") for t, _ in types]),
-             _texts([""] * n), _ints([-1] * n),
-             _ints([_LENGTHS.get(TYPES[t].name, -1) for t, _ in types]), _ints([0] * n)])
+    return [_ints([c[0] for c in cols]), _texts([c[2] for c in cols]),
+            _ints([t for t, _ in types]), _ints([m for _, m in types]),
+            _ints([c[1] for c in cols]),
+            _bools([c[3] is None or c[3].not_null for c in cols]),
+            _bools([not c[6] and _default(c[3], c[4], c[5]) is not None for c in cols]),
+            _bools([False] * n), _ints([100 if t else 0 for t in texts]),
+            _texts([""] * n), _texts([""] * n),
+            _texts([_STORAGE.get(TYPES[t].name, "p") for t, _ in types]),
+            _texts([""] * n), _ints([-1] * n),
+            _ints([_LENGTHS.get(TYPES[t].name, -1) for t, _ in types]), _ints([0] * n),
+            _nulls(n)]
 
 
-def _pg_attrdef(ctx) -> tuple[list[str], list[Val]]:
+@_relation("pg_attrdef", "oid", "adrelid", "adnum", "adbin")
+def _pg_attrdef(ctx) -> list[Val]:
     """Each column's default, its expression's text as adbin (pg_get_expr shows it)."""
     rows = [(c[0], c[1], _default(c[3], c[4], c[5])) for c in _columns(ctx)]
     rows = [r for r in rows if r[2] is not None]
-    return (["oid", "adrelid", "adnum", "adbin"],
-            [_ints([r[0] + 900 + r[1] for r in rows]), _ints([r[0] for r in rows]),
-             _ints([r[1] for r in rows]), _texts([r[2] for r in rows])])
+    return [_ints([r[0] + 900 + r[1] for r in rows]), _ints([r[0] for r in rows]),
+            _ints([r[1] for r in rows]), _texts([r[2] for r in rows])]
 
 
-def _pg_collation(ctx) -> tuple[list[str], list[Val]]:
-    return (["oid", "collname", "collnamespace"],
-            [_ints([100, 950, 951]), _texts(["default", "C", "POSIX"]), _ints([PG_CATALOG] * 3)])
+@_relation("pg_collation", "oid", "collname", "collnamespace")
+def _pg_collation(ctx) -> list[Val]:
+    return [_ints([100, 950, 951]), _texts(["default", "C", "POSIX"]), _ints([PG_CATALOG] * 3)]
 
 
-def _pg_roles(ctx) -> tuple[list[str], list[Val]]:
-    return (["oid", "rolname", "rolsuper"], [_ints([OWNER]), _texts(["varvedb"]), _bools([True])])
+_ROLE_FLAGS = ("rolsuper", "rolinherit", "rolcreaterole", "rolcreatedb", "rolcanlogin",
+               "rolreplication", "rolbypassrls")
 
 
-def _empty(*columns: str):
+@_relation("pg_roles", "oid", "rolname", *_ROLE_FLAGS, "rolconnlimit", "rolvaliduntil")
+def _pg_roles(ctx) -> list[Val]:
+    """The one role: the owner of everything, as current_user names it, with every
+    attribute (a client with the token may do anything), no connection limit."""
+    return [_ints([OWNER]), _texts(["varvedb"]), *(_bools([True]) for _ in _ROLE_FLAGS),
+            _ints([-1]), _nulls(1)]
+
+
+DATABASE_OID = 5
+
+
+@_relation("pg_database", "oid", "datname", "datdba", "encoding", "datlocprovider",
+           "datistemplate", "datallowconn", "datconnlimit", "datcollate", "datctype",
+           "daticulocale", "daticurules", "datacl", "dattablespace")
+def _pg_database(ctx) -> list[Val]:
+    """The one database, as current_database() names it: UTF-8 text sorted by
+    code point (the C collation's order), with no access list (its owner's default)."""
+    return [_ints([DATABASE_OID]), _texts(["varvedb"]), _ints([OWNER]), _ints([6]),
+            _texts(["c"]), _bools([False]), _bools([True]), _ints([-1]), _texts(["C"]),
+            _texts(["C"]), _nulls(1), _nulls(1), _nulls(1), _ints([DEFAULT_TABLESPACE])]
+
+
+DEFAULT_TABLESPACE = 1663
+
+
+@_relation("pg_tablespace", "oid", "spcname", "spcowner", "spcacl", "spcoptions")
+def _pg_tablespace(ctx) -> list[Val]:
+    """PostgreSQL's default tablespace, the one every relation is in (the database's file)."""
+    return [_ints([DEFAULT_TABLESPACE]), _texts(["pg_default"]), _ints([OWNER]), _nulls(1),
+            _nulls(1)]
+
+
+@_relation("pg_proc", "oid", "proname", "pronamespace", "proowner", "prokind", "proretset",
+           "pronargs", "prorettype", "proargtypes")
+def _pg_proc(ctx) -> list[Val]:
+    procs = list(PROCS.values())
+    n = len(procs)
+    return [_ints([p.oid for p in procs]), _texts([p.name for p in procs]),
+            _ints([p.namespace for p in procs]), _ints([OWNER] * n),
+            _texts([p.kind for p in procs]), _bools([False] * n),
+            _ints([len(p.args) for p in procs]), _ints([p.result_oid for p in procs]),
+            Val("array", object_array([p.arg_oids for p in procs]), np.zeros(n, bool))]
+
+
+def _empty(name: str, *columns: str) -> None:
     """A relation varvedb has no rows for (no inheritance, policies, extended
     statistics or publications): its columns, untyped (NULL) as they hold nothing."""
-    def rows(ctx) -> tuple[list[str], list[Val]]:
-        return (list(columns), [_nulls(0) for _ in columns])
-    return rows
+    _relation(name, *columns)(lambda ctx: [_nulls(0) for _ in columns])
 
+
+_empty("pg_enum", "oid", "enumtypid", "enumsortorder", "enumlabel")
+_empty("pg_inherits", "inhrelid", "inhparent", "inhseqno", "inhdetachpending")
+_empty("pg_policy", "oid", "polname", "polrelid", "polcmd", "polpermissive", "polroles",
+       "polqual", "polwithcheck")
+_empty("pg_statistic_ext", "oid", "stxrelid", "stxname", "stxnamespace", "stxkind",
+       "stxstattarget")
+_empty("pg_publication", "oid", "pubname", "puballtables")
+_empty("pg_publication_namespace", "oid", "pnpubid", "pnnspid")
+_empty("pg_publication_rel", "oid", "prpubid", "prrelid", "prqual", "prattrs")
 
 # pg_catalog's relations' OIDs, PostgreSQL's
-CATALOG_OIDS = {"pg_type": 1247, "pg_attribute": 1249, "pg_class": 1259, "pg_namespace": 2615,
+CATALOG_OIDS = {"pg_type": 1247, "pg_attribute": 1249, "pg_proc": 1255, "pg_class": 1259,
+                "pg_database": 1262, "pg_namespace": 2615, "pg_sequence": 2224,
+                "pg_tablespace": 1213, "pg_enum": 3501,
+                "pg_depend": 2608,
                 "pg_am": 2601, "pg_attrdef": 2604, "pg_constraint": 2606, "pg_description": 2609,
                 "pg_index": 2610, "pg_inherits": 2611, "pg_extension": 3079,
                 "pg_policy": 3256, "pg_statistic_ext": 3381, "pg_collation": 3456,
                 "pg_publication": 6104, "pg_publication_rel": 6106,
                 "pg_publication_namespace": 6237}
 
-RELATIONS = {"pg_type": _pg_type, "pg_namespace": _pg_namespace,
-             "pg_extension": _pg_extension, "pg_am": _pg_am, "pg_class": _pg_class,
-             "pg_index": _pg_index, "pg_attribute": _pg_attribute, "pg_attrdef": _pg_attrdef,
-             "pg_constraint": _pg_constraint, "pg_collation": _pg_collation,
-             "pg_roles": _pg_roles, "pg_description": _pg_description,
-             # a function of rows, as PostgreSQL's is (psql's \dx joins it)
-             "pg_available_extensions": _pg_available_extensions,
-             "pg_inherits": _empty("inhrelid", "inhparent", "inhseqno", "inhdetachpending"),
-             "pg_policy": _empty("oid", "polname", "polrelid", "polcmd", "polpermissive",
-                                 "polroles", "polqual", "polwithcheck"),
-             "pg_statistic_ext": _empty("oid", "stxrelid", "stxname", "stxnamespace",
-                                        "stxkind", "stxstattarget"),
-             "pg_publication": _empty("oid", "pubname", "puballtables"),
-             "pg_publication_namespace": _empty("oid", "pnpubid", "pnnspid"),
-             "pg_publication_rel": _empty("oid", "prpubid", "prrelid", "prqual", "prattrs")}
-
 
 def relation_rows(name: str, ctx) -> tuple[list[str], list[Val]]:
     """(column names, columns) of a pg_catalog relation, as `ctx`'s database has it."""
-    return RELATIONS[name](ctx)
+    columns, rows = RELATIONS[name]
+    return list(columns), rows(ctx)

@@ -67,6 +67,7 @@ class Select:
         stmt = relations.inline_functions(stmt)
         set_op = stmt.op != SetOperation.SETOP_NONE
         self._from_refs = {}
+        self._columns = None        # its columns' names, known here for a pg_catalog relation
         if set_op:          # UNION: its rows are this level's FROM (sql/relations.py)
             self.source = relations.compile_set_op(stmt, self.ctes,
                                                    partial(Select, outer=outer))
@@ -78,7 +79,7 @@ class Select:
         else:
             self.source = self._source(stmt.fromClause, outer)
         scope = Scope(self._names, self._add_subquery, qualified=self.source[0] == "join",
-                      outer=outer)
+                      outer=outer, columns=self._columns)
         scope.outer_refs.update(self._from_refs)
         self._scope = scope
         self.targets = []                          # ("*", qualifier or None) or (name, expr)
@@ -142,6 +143,7 @@ class Select:
                 and f.schemaname in (None, "pg_catalog"):     # pg_catalog is searched first
             alias = f.alias.aliasname if f.alias else f.relname
             self._names = {alias, f.relname}
+            self._columns = pg_catalog.RELATIONS[f.relname][0]
             return ("function", f.relname, ())
         if isinstance(f, ast.RangeVar):
             if f.schemaname not in (None, "public"):

@@ -1,0 +1,55 @@
+r"""pgvector's functions that varvedb's SQL runs, as PostgreSQL's pg_proc lists
+them (psql's \df): name, argument types, result type and kind of each overload,
+at stable OIDs above 16384, as an extension's functions are. The functions
+themselves are query/expr.py's; tests/test_pgwire.py calls every row here with
+arguments of its types, and compares psql's \df with PostgreSQL + pgvector's."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .pg_types import OIDS, PUBLIC
+
+
+@dataclass(frozen=True)
+class PgProc:
+    oid: int
+    name: str
+    args: tuple[str, ...]       # typnames
+    result: str                 # typname
+    kind: str = "f"             # prokind: 'f' function, 'a' aggregate
+    namespace: int = PUBLIC
+
+    @property
+    def arg_oids(self) -> list[int]:
+        return [OIDS[a] for a in self.args]
+
+    @property
+    def result_oid(self) -> int:
+        return OIDS[self.result]
+
+
+_VH = ("vector", "halfvec")
+# (name, argument types after the vector ones, result (None: the vector's own
+# type), vector types it takes): each pgvector overload varvedb runs
+_SIGNATURES = [
+    *((name, 2, (), "float8", _VH) for name in
+      ("cosine_distance", "inner_product", "l1_distance", "l2_distance")),
+    ("hamming_distance", 2, (), "float8", ("bit",)),
+    ("l2_normalize", 1, (), None, _VH),
+    ("subvector", 1, ("int4", "int4"), None, _VH),
+    ("vector_dims", 1, (), "int4", _VH),
+    ("vector_norm", 1, (), "float8", ("vector",)),
+]
+FIRST_OID = 16600       # past the types' and access methods' OIDs (query/pg_types.py)
+
+
+def _table() -> dict[int, PgProc]:
+    out = {}
+    for name, n, rest, result, types in _SIGNATURES:
+        for t in types:
+            oid = FIRST_OID + len(out)
+            out[oid] = PgProc(oid, name, (t,) * n + rest, result or t)
+    return out
+
+
+PROCS: dict[int, PgProc] = _table()
