@@ -56,7 +56,7 @@ import numpy as np
 from ..cancel import check as check_canceled
 from ..errors import OptionError
 from ..kernels import bm25
-from ..text.corpus import CorpusStats
+from ..text.corpus import CorpusStats, mean_length
 
 SEGMENT_FIELDS = {
     "term_ids": np.int32, "term_df": np.int32, "term_post": np.uint32,
@@ -413,56 +413,61 @@ class FtsIndex:
         return mask
 
     def _stats_entry(self, visible: np.ndarray):
-        """(visible rows with a text, their tokens, df cache by leaf key, every row
-        below len(visible) visible) of a mask."""
+        """(visible rows with a text, their tokens, their mean length, (df, idf)
+        cache by leaf key, every row below len(visible) visible) of a mask."""
         cache = self._stat_cache
         if cache is not None and cache[0] is visible and cache[1] == self._gen:
             return cache[2:]
         N, total, n_visible = bm25.mask_stats(visible, self._lengths)
-        entry = (int(N), int(total), {}, n_visible == len(visible))
+        N, total = int(N), int(total)
+        entry = (N, total, mean_length(N, total), {}, n_visible == len(visible))
         if not visible.flags.writeable:
             self._stat_cache = (visible, self._gen) + entry
         return entry
 
     def stats(self, visible: np.ndarray) -> CorpusStats:
         """The rows ``visible`` holds: their count and length (no leaf's df)."""
-        N, total, _, _ = self._stats_entry(self._check_mask(visible, "visible"))
+        N, total, _, _, _ = self._stats_entry(self._check_mask(visible, "visible"))
         return CorpusStats(docs=N, length=total, df={})
 
     def corpus(self, node, visible: np.ndarray) -> CorpusStats:
         """The statistics ``node`` is scored with over the rows ``visible`` holds:
         what a shard of a sharded collection reports, to be summed."""
-        return self._corpus(self._leaves(node), self._check_mask(visible, "visible"))
+        N, total, _, df = self._counts(self._leaves(node),
+                                       self._check_mask(visible, "visible"), 0)
+        return CorpusStats(docs=N, length=total, df=df)
 
-    def _corpus(self, leaves, visible, rows_of=None) -> CorpusStats:
-        """The CorpusStats of the scored ``leaves`` over ``visible``; ``rows_of(key)``
-        gives a leaf's postings the caller decoded already (None: not decoded)."""
-        N, total, dfs, everyone = self._stats_entry(visible)
+    def _counts(self, leaves, visible, which: int, rows_of=None):
+        """(N, tokens, avgdl, {scored leaf key: its df (which=0) or idf (1)}) over the
+        rows ``visible`` holds; ``rows_of(key)`` gives a leaf's postings the caller
+        decoded already (None: not decoded)."""
+        N, total, avgdl, memo, everyone = self._stats_entry(visible)
         segs = self._segments
-        df = {}
+        out = {}
         for key, scored in leaves:
-            if not scored or key in df:
+            if not scored or key in out:
                 continue
-            got = dfs.get(key)
+            got = memo.get(key)
             if got is None:
                 rows = None if rows_of is None else rows_of(key)
                 if rows is None and key[0] == "Term":     # the segments' counts serve
                     g = self._id_map().get(key[1])
-                    got = 0 if g is None else self._term_df(segs, g, visible, everyone)
+                    df = 0 if g is None else int(self._term_df(segs, g, visible, everyone))
                 else:
                     if rows is None:
                         check_canceled()
                         rows = self._postings(segs, key)[0]
-                    got = int(bm25.count_visible(rows, visible))
-                dfs[key] = got
-            df[key] = got
-        return CorpusStats(docs=N, length=total, df=df)
+                    df = int(bm25.count_visible(rows, visible))
+                got = memo[key] = (df, self._idf(N, df))
+            out[key] = got[which]
+        return N, total, avgdl, out
 
     def _weights(self, leaves, visible, corpus, rows_of=None):
         """(idf by scored leaf key, avgdl): from ``corpus`` (a query's own) or, None,
-        from the rows ``visible`` holds."""
+        from the rows ``visible`` holds (as ``corpus`` would report them)."""
         if corpus is None:
-            corpus = self._corpus(leaves, visible, rows_of)
+            _, _, avgdl, idf = self._counts(leaves, visible, 1, rows_of)
+            return idf, avgdl
         idf = {}
         for key, scored in leaves:
             if scored and key not in idf:
@@ -792,8 +797,9 @@ class FtsIndex:
                         if e > a:
                             col = spec[s]
                             col[i], col[2 * L + i], col[4 * L + i] = 1, e - a, b0 + a
-        weights, avgdl = self._weights(leaves, visible, corpus,
-                                       lambda key: decoded[key][1] if key in decoded else None)
+        weights, avgdl = self._weights(
+            leaves, visible, corpus,
+            (lambda key: decoded[key][1] if key in decoded else None) if decoded else None)
         idf = [weights[key] if scored else 0.0 for key, scored in leaves]
         lead = -1
         for i in required:      # the cheapest leaf every match holds, first if tied

@@ -33,8 +33,7 @@ class CorpusStats(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def avgdl(self) -> float:
-        """The mean length (1.0 for no tokens: no row is scored then)."""
-        return self.length / self.docs if self.docs and self.length else 1.0
+        return mean_length(self.docs, self.length)
 
     def __add__(self, other: "CorpusStats") -> "CorpusStats":
         """Two disjoint corpora's statistics as one's (a leaf one lacks counts 0 there)."""
@@ -43,6 +42,11 @@ class CorpusStats(msgspec.Struct, frozen=True, kw_only=True):
             df[key] = df.get(key, 0) + n
         return CorpusStats(docs=self.docs + other.docs, length=self.length + other.length,
                            df=df)
+
+
+def mean_length(docs: int, length: int) -> float:
+    """The mean length (1.0 for no tokens: no row is scored then)."""
+    return length / docs if docs and length else 1.0
 
 
 def _count(v) -> bool:
