@@ -161,11 +161,11 @@ def test_bm25_equals_the_reference_on_a_small_corpus():
 def test_stats_are_the_visible_rows():
     ix = build(CORPUS)
     s = ix.stats(np.ones(len(CORPUS), bool))
-    assert s.N == 8 and s.avgdl == pytest.approx(35 / 8)
+    assert s.docs == 8 and s.avgdl == pytest.approx(35 / 8)
     visible = np.zeros(len(CORPUS), bool)
     visible[[0, 5]] = True
     s = ix.stats(visible)
-    assert s.N == 2 and s.avgdl == pytest.approx(4.5)
+    assert s.docs == 2 and s.avgdl == pytest.approx(4.5)
     assert list(ix.doc_lengths()) == [6, 5, 0, 9, 0, 3, 3, 6, 3]
     # the filter (allow) never changes the scores, visibility does
     everyone = np.ones(len(CORPUS), bool)

@@ -9,6 +9,7 @@ seconds to start: the cases are few and long, and start few of them."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from ray.exceptions import RayActorError
 
 import varvedb as vv
 from test_hnsw_index import recall
+from test_text_deferred import random_doc
 from varvedb.errors import (CorruptFileError, DuplicateIdError, FieldTypeError,
                             NotSupportedError, OptionError, TransactionError,
                             WriterLockedError)
@@ -97,7 +99,7 @@ def test_a_sharded_collection_answers_as_one_collection(tmp_path):
         with pytest.raises(FieldTypeError, match="version vector"):
             sc.count(as_of=5)
         with pytest.raises(NotSupportedError):
-            sc.search(text="doc")
+            sc.search(vectors=q[:2])
 
         # refused: a second coordinator, a folder already there
         with pytest.raises(WriterLockedError):
@@ -108,6 +110,69 @@ def test_a_sharded_collection_answers_as_one_collection(tmp_path):
         with vv.connect(str(folder / f"shard-{k:03d}.varve"), readonly=True) as db:
             docs = db.collection("docs").get(select=[])
             assert len(docs) > 200 and all(shard_of(d["id"], 3) == k for d in docs)
+
+
+TEXT_SCHEMA = {**SCHEMA, "body": vv.Text(fts=True), "vec": vv.Vector(DIM, metric="l2")}
+QUERIES = ("apple", "golf hotel", "kil*", '"delta echo"', "apple OR banana -cherry",
+           "mike november oscar")
+
+
+def _text_rows(ids, seed) -> list[dict]:
+    rng = random.Random(seed)
+    return [{**r, "body": random_doc(rng)} for r in _rows(ids, seed)]
+
+
+def _hold(shard) -> None:
+    """Hold a shard's maintainer back (until _release): its new rows stay unindexed."""
+    def hold(s):
+        s.held = s.db.engine.maintainer.hold()
+        s.held.__enter__()
+    ray.get(shard.__ray_call__.remote(hold))
+
+
+def _release(shard) -> None:
+    ray.get(shard.__ray_call__.remote(lambda s: s.held.__exit__(None, None, None)))
+
+
+def test_text_and_hybrid_search_score_as_one_collection(tmp_path):
+    """BM25 with the whole corpus's statistics on every shard: the same ids and
+    scores as one collection, text (all / any words, a filter) and hybrid, with
+    one shard's maintainer held back (its newest rows scored by the exact scan)."""
+    rows = _text_rows(range(600), seed=1)
+    late = _text_rows(range(600, 700), seed=2)
+    db = vv.connect(":memory:")
+    single = db.create_collection("docs", TEXT_SCHEMA)
+    single.insert(rows + late)
+    q = np.random.default_rng(3).standard_normal((3, DIM)).astype(np.float32)
+    with ShardedCollection.create(tmp_path / "t.shards", "docs", TEXT_SCHEMA,
+                                  shards=3) as sc:
+        sc.insert(rows)
+        sc.wait_indexed("body")
+        _hold(sc.actors[0])
+        try:        # released before close, which waits for the maintainer
+            sc.insert(late)
+            seen = []
+            for text in QUERIES:
+                for knobs in ({"match": "all"}, {"match": "any", "where": "m < 4"},
+                              {"vector": q[len(seen) % 3], "exact": True, "match": "any"},
+                              {"vector": q[0], "exact": True, "weights": (2.0, 0.5),
+                               "candidates": 20, "rrf_k": 5}):
+                    a = sc.search(text=text, limit=15, **knobs)
+                    b = single.search(text=text, limit=15, **knobs)
+                    assert a.ids == b.ids, (text, knobs)
+                    np.testing.assert_allclose(a.scores, b.scores, rtol=1e-6)
+                    assert [h["body"] for h in a] == [h["body"] for h in b]
+                    seen.append(len(a))
+            assert max(seen) == 15 and sum(seen) > 200
+            # the held shard's newest rows were not indexed, and were scored
+            status = ray.get(sc.actors[0].__ray_call__.remote(
+                lambda s: s.coll.index_status("body")))
+            assert status["unlinked"] > 0
+        finally:
+            _release(sc.actors[0])
+        with pytest.raises(NotSupportedError):
+            sc.search(text="apple", rerank=q[0])
+    db.close()
 
 
 def test_refused_arguments_and_folders(tmp_path):

@@ -17,7 +17,7 @@ from typing import Iterable, NamedTuple
 import numpy as np
 
 from .errors import FieldTypeError, OptionError, SchemaError
-from .query.bind import bind, select_fields, vector_field
+from .query.bind import bind, corpus_stats, select_fields, vector_field
 from .query.execute import Result, execute
 from .query.filter import Filter, check_params
 from .query.plan import PlanNode
@@ -393,6 +393,13 @@ class Collection:
         """Documents matching a filter, in insertion order (no scoring): `offset`
         skipped, then at most `limit` (None: all)."""
         return self.run(Find.of(where, params, as_of, limit, select, branch, offset))
+
+    def corpus_stats(self, request: Search):
+        """The BM25 statistics (query/request.py CorpusStats) the text leg of
+        `request` is scored with here, at its snapshot (as_of, branch): what a
+        shard of a sharded collection reports for the coordinator to sum."""
+        return corpus_stats(request, self.table,
+                            self._sess.snapshot(request.as_of, request.branch))
 
     def run(self, request: Search | Find | Count) -> Hits | int:
         """Answer a read request (query/request.py): what search(), find() and

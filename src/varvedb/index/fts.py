@@ -29,9 +29,11 @@ Why this layout:
   ``from_arrays`` maps them back as views, checked once (every stream decoded
   against its skip data) and never written into.
 
-Statistics (N, avgdl, df) are those of the rows a ``visible`` mask holds, so
-they are exact for every snapshot; a read-only mask (a committed version's)
-gets its statistics cached.
+Statistics (N, avgdl, df: a CorpusStats, text/corpus.py) are those of the
+rows a ``visible`` mask holds, so they are exact for every snapshot; a
+read-only mask (a committed version's) gets its counts cached. A query may
+bring its own instead (``corpus``: a sharded collection's, summed over its
+shards), and is then scored with them.
 
 A query node is dispatched on its class name (Term, Prefix, Phrase, And, Or,
 Not), so any classes with those fields serve. A leaf (Term, Prefix, Phrase) is
@@ -48,12 +50,13 @@ from __future__ import annotations
 import bisect
 import copy
 import threading
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..cancel import check as check_canceled
+from ..errors import OptionError
 from ..kernels import bm25
+from ..text.corpus import CorpusStats, mean_length
 
 SEGMENT_FIELDS = {
     "term_ids": np.int32, "term_df": np.int32, "term_post": np.uint32,
@@ -89,12 +92,6 @@ def compile_query_kernels() -> None:
                        np.empty(0, np.int32), np.empty(0, np.bool_), np.empty(1, np.float64),
                        np.empty(1, np.int64))
     bm25.decode_terms(seg["post"], seg["term_post"], seg["term_df"], _NO_ROWS, 0, 0)
-
-
-@dataclass(frozen=True)
-class Stats:
-    N: int          # visible rows with a text (not null)
-    avgdl: float    # their mean length in tokens
 
 
 class _TermsAbove:
@@ -416,20 +413,71 @@ class FtsIndex:
         return mask
 
     def _stats_entry(self, visible: np.ndarray):
-        """(Stats, idf cache by leaf key, every row below len(visible) visible) of a mask."""
+        """(visible rows with a text, their tokens, their mean length, (df, idf)
+        cache by leaf key, every row below len(visible) visible) of a mask."""
         cache = self._stat_cache
         if cache is not None and cache[0] is visible and cache[1] == self._gen:
             return cache[2:]
         N, total, n_visible = bm25.mask_stats(visible, self._lengths)
-        stats = Stats(N, total / N if N and total else 1.0)
-        idfs: dict = {}
-        everyone = n_visible == len(visible)
+        N, total = int(N), int(total)
+        entry = (N, total, mean_length(N, total), {}, n_visible == len(visible))
         if not visible.flags.writeable:
-            self._stat_cache = (visible, self._gen, stats, idfs, everyone)
-        return stats, idfs, everyone
+            self._stat_cache = (visible, self._gen) + entry
+        return entry
 
-    def stats(self, visible: np.ndarray) -> Stats:
-        return self._stats_entry(self._check_mask(visible, "visible"))[0]
+    def stats(self, visible: np.ndarray) -> CorpusStats:
+        """The rows ``visible`` holds: their count and length (no leaf's df)."""
+        N, total, _, _, _ = self._stats_entry(self._check_mask(visible, "visible"))
+        return CorpusStats(docs=N, length=total, df={})
+
+    def corpus(self, node, visible: np.ndarray) -> CorpusStats:
+        """The statistics ``node`` is scored with over the rows ``visible`` holds:
+        what a shard of a sharded collection reports, to be summed."""
+        N, total, _, df = self._counts(self._leaves(node),
+                                       self._check_mask(visible, "visible"), 0)
+        return CorpusStats(docs=N, length=total, df=df)
+
+    def _counts(self, leaves, visible, which: int, rows_of=None):
+        """(N, tokens, avgdl, {scored leaf key: its df (which=0) or idf (1)}) over the
+        rows ``visible`` holds; ``rows_of(key)`` gives a leaf's postings the caller
+        decoded already (None: not decoded)."""
+        N, total, avgdl, memo, everyone = self._stats_entry(visible)
+        segs = self._segments
+        out = {}
+        for key, scored in leaves:
+            if not scored or key in out:
+                continue
+            got = memo.get(key)
+            if got is None:
+                rows = None if rows_of is None else rows_of(key)
+                if rows is None and key[0] == "Term":     # the segments' counts serve
+                    g = self._id_map().get(key[1])
+                    df = 0 if g is None else int(self._term_df(segs, g, visible, everyone))
+                else:
+                    if rows is None:
+                        check_canceled()
+                        rows = self._postings(segs, key)[0]
+                    df = int(bm25.count_visible(rows, visible))
+                got = memo[key] = (df, self._idf(N, df))
+            out[key] = got[which]
+        return N, total, avgdl, out
+
+    def _weights(self, leaves, visible, corpus, rows_of=None):
+        """(idf by scored leaf key, avgdl): from ``corpus`` (a query's own) or, None,
+        from the rows ``visible`` holds (as ``corpus`` would report them)."""
+        if corpus is None:
+            _, _, avgdl, idf = self._counts(leaves, visible, 1, rows_of)
+            return idf, avgdl
+        idf = {}
+        for key, scored in leaves:
+            if scored and key not in idf:
+                df = corpus.df.get(key)
+                if df is None:
+                    raise OptionError(f"the corpus statistics given count no rows for "
+                                      f"{key[0].lower()} {key[1]!r} (they are another "
+                                      "query's)")
+                idf[key] = self._idf(corpus.docs, df)
+        return idf, corpus.avgdl
 
     def _idf(self, N: int, df: int) -> float:
         return float(np.log(1.0 + (N - df + 0.5) / (df + 0.5)))
@@ -523,8 +571,9 @@ class FtsIndex:
             check_canceled()
         return present(i)
 
-    def _query(self, node, visible):
-        """The leaves' postings and, with ``visible``, their idf."""
+    def _query(self, node, visible, corpus=None):
+        """The leaves' postings and, with ``visible``, their idf and avgdl (of
+        ``corpus``, else of the rows ``visible`` holds)."""
         segs = self._segments
         leaves = self._leaves(node)
         posting = {}
@@ -532,18 +581,10 @@ class FtsIndex:
             if key not in posting:
                 check_canceled()
                 posting[key] = self._postings(segs, key)
-        idf = {}
-        stats = None
+        idf, avgdl = {}, None
         if visible is not None:
-            stats, idfs, _ = self._stats_entry(visible)
-            for key, scored in leaves:
-                if scored and key not in idf:
-                    got = idfs.get(key)
-                    if got is None:
-                        got = idfs[key] = self._idf(
-                            stats.N, bm25.count_visible(posting[key][0], visible))
-                    idf[key] = got
-        return leaves, posting, idf, stats
+            idf, avgdl = self._weights(leaves, visible, corpus, lambda key: posting[key][0])
+        return leaves, posting, idf, avgdl
 
     # ------------------------------------------------------------ answers
 
@@ -563,7 +604,7 @@ class FtsIndex:
         # a null text matches nothing, not even a negation
         return self._eval(node, present, iter(range(len(leaves)))) & (self._lengths[:m] >= 0)
 
-    def _scores_of(self, node, rows, leaves, posting, idf, stats):
+    def _scores_of(self, node, rows, leaves, posting, idf, avgdl):
         """BM25 of ``rows`` (ascending), 0 where the row does not match."""
         scores = np.zeros(len(rows), np.float64)
         for i, (key, scored) in enumerate(leaves):
@@ -572,7 +613,7 @@ class FtsIndex:
             if scored:
                 r, t = posting[key]
                 bm25.add_scores(scores, rows, r, t, self._lengths, idf[key],
-                                self.k1, self.b, stats.avgdl)
+                                self.k1, self.b, avgdl)
 
         def present(i):
             r = posting[leaves[i][0]][0]
@@ -583,24 +624,26 @@ class FtsIndex:
         scores[~hit | (self._lengths[rows] < 0)] = 0.0
         return scores
 
-    def score_rows(self, node, rows: np.ndarray, visible: np.ndarray) -> np.ndarray:
-        """BM25 of the given rows with ``visible``'s statistics (0 where not matching)."""
+    def score_rows(self, node, rows: np.ndarray, visible: np.ndarray,
+                   corpus: CorpusStats | None = None) -> np.ndarray:
+        """BM25 of the given rows with ``corpus``'s statistics, None: ``visible``'s
+        (0 where not matching)."""
         visible = self._check_mask(visible, "visible")
         rows = np.asarray(rows, np.int64)
         if len(rows) and (rows.min() < 0 or rows.max() >= self.n):
             raise ValueError("fts: score_rows of rows out of range")
         order = np.argsort(rows, kind="stable")
-        leaves, posting, idf, stats = self._query(node, visible)
+        leaves, posting, idf, avgdl = self._query(node, visible, corpus)
         out = np.empty(len(rows), np.float32)
-        out[order] = self._scores_of(node, rows[order], leaves, posting, idf, stats)
+        out[order] = self._scores_of(node, rows[order], leaves, posting, idf, avgdl)
         return out
 
     def top_k(self, node, k: int, allow: np.ndarray, visible: np.ndarray,
-              exhaustive: bool = False):
+              exhaustive: bool = False, corpus: CorpusStats | None = None):
         """The k best rows allowed that match, best first (ties by row ascending):
         (rows int64, scores float64 holding float32 values), scored with
-        ``visible``'s statistics (summed as float64, rounded to float32: the
-        executor wants float64, and a conversion per query costs).
+        ``corpus``'s statistics, None: ``visible``'s (summed as float64, rounded to
+        float32: the executor wants float64, and a conversion per query costs).
 
         Pruned unless ``exhaustive``: the same answer (held to it by the tests)
         from the kernel that skips what cannot reach the k best."""
@@ -610,12 +653,12 @@ class FtsIndex:
             return np.empty(0, np.int64), np.empty(0, np.float64)
         k = min(int(k), len(allow))
         if not exhaustive and k:
-            found = self._top_k_pruned(node, k, allow, visible)
+            found = self._top_k_pruned(node, k, allow, visible, corpus)
             if found is not None:
                 return found
-        leaves, posting, idf, stats = self._query(node, visible)
+        leaves, posting, idf, avgdl = self._query(node, visible, corpus)
         rows = np.flatnonzero(self._match(node, leaves, posting, len(allow)) & allow)
-        scores = self._scores_of(node, rows, leaves, posting, idf, stats).astype(np.float32)
+        scores = self._scores_of(node, rows, leaves, posting, idf, avgdl).astype(np.float32)
         best = np.lexsort((rows, -scores))[:k]
         return rows[best].astype(np.int64), scores[best].astype(np.float64)
 
@@ -694,7 +737,7 @@ class FtsIndex:
             total += bm25.count_visible(rows, visible)
         return total
 
-    def _top_k_pruned(self, node, k, allow, visible):
+    def _top_k_pruned(self, node, k, allow, visible, corpus):
         segs = self._segments
         if type(node).__name__ == "Term":    # the commonest query: no tree to walk
             leaves, ops, args = [(("Term", node.text), True)], [0], [0]
@@ -704,7 +747,6 @@ class FtsIndex:
             holds_leaf, required = self._compile(node, leaves, ops, args)
         if not holds_leaf:
             return None       # a row can match by negations alone: score every match
-        stats, idfs, everyone = self._stats_entry(visible)
         ids_of = self._id_map()
         m = len(allow)
         n_seg = 0
@@ -723,7 +765,6 @@ class FtsIndex:
         for _ in range(1, n_seg):
             spec.append(head.copy())
         cost = [0] * L
-        idf = [0.0] * L
         decoded = {}
         d_rows, d_tfs, base = [], [], 0
         for i, (key, scored) in enumerate(leaves):
@@ -738,8 +779,6 @@ class FtsIndex:
                     if s < n_seg:
                         col = spec[s]
                         col[i], col[L + i], col[2 * L + i], col[3 * L + i] = 0, start, df, blk
-                if scored and key not in idfs:
-                    idfs[key] = self._idf(stats.N, self._term_df(segs, g, visible, everyone))
             else:
                 if key not in decoded:
                     check_canceled()
@@ -749,8 +788,6 @@ class FtsIndex:
                     d_tfs.append(tfs)
                     base += len(rows)
                 b0, rows = decoded[key]
-                if scored and key not in idfs:
-                    idfs[key] = self._idf(stats.N, bm25.count_visible(rows, visible))
                 cost[i] = len(rows)
                 if len(rows) and n_seg:
                     cut = np.searchsorted(rows, [r for seg in segs[:n_seg]
@@ -760,8 +797,10 @@ class FtsIndex:
                         if e > a:
                             col = spec[s]
                             col[i], col[2 * L + i], col[4 * L + i] = 1, e - a, b0 + a
-            if scored:
-                idf[i] = idfs[key]
+        weights, avgdl = self._weights(
+            leaves, visible, corpus,
+            (lambda key: decoded[key][1] if key in decoded else None) if decoded else None)
+        idf = [weights[key] if scored else 0.0 for key, scored in leaves]
         lead = -1
         for i in required:      # the cheapest leaf every match holds, first if tied
             if lead < 0 or (cost[i], i) < (cost[lead], lead):
@@ -775,7 +814,7 @@ class FtsIndex:
         if not runs:
             return np.empty(0, np.int64), np.empty(0, np.float64)
         prog = ops + args
-        idf = np.array(idf + [self.k1, self.b, stats.avgdl], np.float64)
+        idf = np.array(idf + [self.k1, self.b, avgdl], np.float64)
         d_rows = np.concatenate(d_rows) if d_rows else _NO_ROWS
         d_tfs = np.concatenate(d_tfs) if d_tfs else _NO_TFS
         keys = np.empty(k, np.float64)     # -score: float32 values, compared exactly

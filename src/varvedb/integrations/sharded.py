@@ -19,10 +19,23 @@ coordinator, is the only writer (a lock file says so to a second one).
 
 Reads fan out to every shard and merge: a search asks each for its `limit`
 best (every shard's exact top k holds the global exact top k, so an exact
-search answers exactly what one collection would), merged by score; `count`
-sums; `get` asks the id's shard. Every read is at one version vector: the
-newest complete one (a write spanning shards becomes visible on all of them
-at once, never half) or `as_of=` a vector this object gave out.
+search answers exactly what one collection would), merged by score (ties by
+id: a shard's own ties go by row, which is id order when ids are inserted
+ascending, as one collection's go); `count` sums; `get` asks the id's shard.
+Every read is at one version vector: the newest complete one (a write spanning
+shards becomes visible on all of them at once, never half) or `as_of=` a
+vector this object gave out.
+
+Full-text scores compare across shards: BM25 depends on the corpus (rows with
+a text, their mean length, each query word's document frequency), so a text
+search first asks every shard for its statistics of the query at the read's
+versions (Collection.corpus_stats), sums them (text/corpus.py CorpusStats)
+and sends the sum in the request: each shard scores its rows, those the
+maintainer has not indexed yet too, as one collection holding every row would.
+A hybrid search (text and vector, fused by reciprocal rank) runs its two legs
+that way, each merged over the shards to its `candidates` best, and fuses
+them here with the fusion the embedded path runs (query/execute.py `fuse`):
+each leg's ranks are global ones. A rerank and a batch (vectors=) are refused.
 
 Writes: rows are split by shard. A write on one shard is that shard's own
 commit. A write on several is a two-phase commit: every shard PREPARES it (its
@@ -39,10 +52,6 @@ dropped otherwise. A shard actor that dies mid-write is started again on its
 file and finishes its part the same way; one that dies during a write on its
 shard alone is started again too, and the write raises TransactionError: it
 may or may not have committed (a read says).
-
-Full-text and hybrid searches are refused for now: BM25 needs the corpus's
-statistics (document count, lengths, frequencies), which each shard knows only
-for its own rows.
 
 `import varvedb` imports none of this; this module imports Ray.
 """
@@ -64,8 +73,10 @@ from ray.exceptions import RayActorError, RayTaskError
 
 from ..errors import (CorruptFileError, FieldTypeError, NotSupportedError, OptionError,
                       TransactionError, VarveError, WriterLockedError)
+from ..query.bind import CANDIDATES
+from ..query.execute import fuse
 from ..query.request import Search
-from ..results import Hits
+from ..results import Hit, Hits
 from ..schema import brief
 from ..storage.file import fsync_dir
 
@@ -206,6 +217,9 @@ class _Shard:
 
     def search(self, request: Search) -> list:
         return list(self.coll.run(request))
+
+    def corpus(self, request: Search):
+        return self.coll.corpus_stats(request)
 
     def count(self, where, params, as_of) -> int:
         return self.coll.count(where, params, as_of)
@@ -523,21 +537,51 @@ class ShardedCollection:
 
     def search(self, vector=None, where: str | None = None, params: list | tuple = (),
                limit: int = 10, select: list | None = None, as_of=None, **knobs) -> Hits:
-        """Collection.search's request (field, ef, exact, metric, probes, ...) on every
-        shard at one version vector, merged by distance (lower is closer)."""
+        """Collection.search's request (field, ef, exact, metric, probes, text,
+        text_field, match, vector_text, rrf_k, weights, candidates, ...) on every
+        shard at one version vector, merged: by distance (lower is closer), by
+        BM25 with the whole corpus's statistics (higher is better), or fused by
+        reciprocal rank (module docstring)."""
         versions = self._as_of(as_of)
         request = Search.of(vector, where, params, limit, select, **knobs)
         if request.branch is not None:
             raise NotSupportedError("a sharded collection has no branches")
-        if request.text is not None or request.vector is None or request.vectors is not None:
-            raise NotSupportedError("a sharded collection answers vector searches (one "
-                                    "query vector); full-text and hybrid scores need the "
-                                    "whole corpus's statistics, not built yet")
+        if request.vectors is not None or request.rerank:
+            raise NotSupportedError("a sharded collection answers one query at a time, "
+                                    "without rerank= (vectors= and rerank= are not built)")
+        v, t = request.vector, request.text
+        vector = v is not None and (v.vector is not None or v.text is not None)
+        if t is None or t.text is None:
+            return Hits(self._leg(request, versions))
+        corpus = self._call([(k, "corpus", (msgspec.structs.replace(request,
+                                                                    as_of=versions[k]),))
+                             for k in range(self.shards)])
+        t = msgspec.structs.replace(t, corpus=sum(corpus[1:], corpus[0]))
+        if not vector:
+            return Hits(self._leg(msgspec.structs.replace(request, text=t), versions))
+        n = max(request.limit, CANDIDATES) if request.candidates is None else \
+            request.candidates
+        legs = [self._leg(msgspec.structs.replace(request, vector=None, text=t, limit=n),
+                          versions),
+                self._leg(msgspec.structs.replace(request, text=None, limit=n), versions)]
+        found = {h.id: h for leg in legs for h in leg}
+        ids = sorted(found)                     # fuse's ties go by key: by id here
+        at = {i: j for j, i in enumerate(ids)}
+        keys, fused = fuse([np.array([at[h.id] for h in leg], np.int64) for leg in legs],
+                           request.weights, request.rrf_k)
+        return Hits([Hit(ids[j], float(f), found[ids[j]].fields)
+                     for j, f in zip(keys[:request.limit].tolist(), fused.tolist())])
+
+    def _leg(self, request: Search, versions: tuple) -> list:
+        """One ranked leg on every shard, merged to its `limit` best: by distance for
+        a vector leg, by score (higher first) for a text one; ties by id."""
         answers = self._call([(k, "search", (msgspec.structs.replace(request,
                                                                      as_of=versions[k]),))
                               for k in range(self.shards)])
-        hits = sorted((h for hs in answers for h in hs), key=lambda h: h.score)
-        return Hits(hits[:request.limit])
+        text = request.text is not None and request.text.text is not None
+        sign = -1.0 if text else 1.0
+        hits = sorted((h for hs in answers for h in hs), key=lambda h: (sign * h.score, h.id))
+        return hits[:request.limit]
 
     def wait_indexed(self, field: str | None = None, timeout: float | None = None) -> bool:
         """Collection.wait_indexed on every shard: True once each shard's index of

@@ -17,6 +17,7 @@ from ..errors import FieldTypeError, SchemaError, UnknownFieldError
 import numpy as np
 
 from ..schema import check_query_metric, coerce_ids, coerce_query_vector
+from .execute import text_corpus
 from .filter import Filter
 from .plan import Project
 from .planner import Query, plan_count, plan_find, plan_hybrid, plan_rerank, plan_search, \
@@ -60,7 +61,7 @@ def bind_legs(req: Search, table, snap, settings: dict | None = None) -> Query:
         return plan_search(snap, table, field, metric, q, req.limit, where, width, v.exact)
     tfield = text_field(table, tl.field)
     text = (tfield, tl.text, text_query(tl.text, table.text_indexes[tfield].analyzer,
-                                        tl.match), tl.match)
+                                        tl.match), tl.match, tl.corpus)
     if v is None or v.vector is None and v.text is None:
         return plan_text(snap, table, *text, req.limit, where)
     candidates = max(req.limit, CANDIDATES) if req.candidates is None else req.candidates
@@ -69,6 +70,17 @@ def bind_legs(req: Search, table, snap, settings: dict | None = None) -> Query:
         return plan_rerank(snap, table, text, field, metric, q, req.limit, candidates, where)
     return plan_hybrid(snap, table, text, (field, metric, q, width, v.exact), req.limit,
                        candidates, req.rrf_k, req.weights, where)
+
+
+def corpus_stats(req: Search, table, snap):
+    """The CorpusStats that `req`'s text leg is scored with on `table` as `snap`
+    sees it (its visible rows): what a shard of a sharded collection reports."""
+    tl = req.text
+    if tl is None or tl.text is None:
+        raise FieldTypeError("corpus statistics are a text query's: give text=")
+    field = text_field(table, tl.field)
+    bound = text_query(tl.text, table.text_indexes[field].analyzer, tl.match)
+    return text_corpus(table, snap, field, bound)
 
 
 def vector_leg(table, v, settings: dict | None = None) -> tuple:

@@ -408,7 +408,8 @@ def _text_topk(node: TextTopK, query: Query) -> Out:
     else:
         visible, _ = query.snapshot.visible(table)
         rows, scores = index.top_k(node.bound, k, fit_mask(inp.mask, index.n),
-                                   fit_mask(visible, index.n), exhaustive=not node.pruned)
+                                   fit_mask(visible, index.n), exhaustive=not node.pruned,
+                                   corpus=node.corpus)
     return Out(None, rows, scores, len(rows), _with_input(node, inp.node))
 
 
@@ -426,15 +427,31 @@ def fit_mask(mask: np.ndarray, n: int) -> np.ndarray:
 
 def _fusion(node: Fusion, query: Query) -> Out:
     outs = [_run(leg, query) for leg in node.legs]
-    rows = np.concatenate([o.rows for o in outs])
-    # reciprocal rank: weight / (k + rank), rank 1-based within each leg
-    parts = [np.full(len(o.rows), w) / (node.rrf_k + np.arange(1, len(o.rows) + 1))
-             for o, w in zip(outs, node.weights)]
-    found, at = np.unique(rows, return_inverse=True)
-    fused = np.bincount(at, weights=np.concatenate(parts), minlength=len(found))
-    order = np.lexsort((found, -fused))          # best first, ties by row
+    found, fused = fuse([o.rows for o in outs], node.weights, node.rrf_k)
     ran = replace(node, legs=tuple(o.node for o in outs))
-    return Out(None, found[order], fused[order], len(found), ran)
+    return Out(None, found, fused, len(found), ran)
+
+
+def fuse(legs: list, weights: tuple, rrf_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Reciprocal-rank fusion of ranked legs (each an array of keys, best first:
+    rows here, ids at a sharded collection's coordinator): (keys, fused scores),
+    best first, ties by key ascending."""
+    keys = np.concatenate(legs)
+    # reciprocal rank: weight / (k + rank), rank 1-based within each leg
+    parts = [np.full(len(leg), w) / (rrf_k + np.arange(1, len(leg) + 1))
+             for leg, w in zip(legs, weights)]
+    found, at = np.unique(keys, return_inverse=True)
+    fused = np.bincount(at, weights=np.concatenate(parts), minlength=len(found))
+    order = np.lexsort((found, -fused))          # best first, ties by key
+    return found[order], fused[order]
+
+
+def text_corpus(table, snap, field: str, bound):
+    """The CorpusStats `bound` (a text query's tree, None: no words) is scored
+    with on `table`'s `field` as `snap` sees it, as _text_topk scores it."""
+    index = table.text_index(field, snap.n(table))
+    visible = fit_mask(snap.visible(table)[0], index.n)
+    return index.stats(visible) if bound is None else index.corpus(bound, visible)
 
 
 def _rerank(node: Rerank, query: Query) -> Out:

@@ -182,7 +182,8 @@ class VectorTopK(PlanNode):
 @dataclass(slots=True, eq=False)
 class TextTopK(PlanNode):
     """The k input rows that best match a full-text query, by BM25 (higher is
-    better), with the statistics of the rows the snapshot sees."""
+    better), with the statistics of the rows the snapshot sees, or the ones the
+    request brought (`corpus`: a sharded collection's, text/corpus.py)."""
     NODE: ClassVar[str] = "TextTopK"
     field: str
     query: str
@@ -192,6 +193,7 @@ class TextTopK(PlanNode):
     pruned: bool = True         # dynamic pruning (False: every match scored)
     match: str = "all"          # words side by side: all required, or any
     bound: Any = run_only()     # the query tree, analyzed as the field's words
+    corpus: Any = run_only()    # a CorpusStats to score with (None: the snapshot's)
 
     def describe(self) -> str:
         how = "pruned by block bounds" if self.pruned else "every match scored"

@@ -82,19 +82,21 @@ def plan_search(snap, table, field: str, metric: str, q: np.ndarray, k: int, whe
     return Query(top, snap, table, masks)
 
 
-def plan_text(snap, table, field: str, text: str, bound, match: str, k: int, where,
-              pruned: bool = True) -> Query:
+def plan_text(snap, table, field: str, text: str, bound, match: str, corpus, k: int,
+              where, pruned: bool = True) -> Query:
     """TextTopK(Filter?(Scan)): `bound` is the text query's tree, analyzed, with
-    its words side by side all required or any (`match`)."""
+    its words side by side all required or any (`match`), scored with `corpus`'s
+    statistics (None: the rows the snapshot sees)."""
     masks: dict = {}
-    top = _text_leg(snap, table, field, text, bound, match, k, where, pruned, masks)
+    top = _text_leg(snap, table, field, text, bound, match, corpus, k, where, pruned, masks)
     return Query(top, snap, table, masks)
 
 
 def plan_hybrid(snap, table, text_leg: tuple, vector_leg: tuple, limit: int,
                 candidates: int, rrf_k: int, weights: tuple, where) -> Query:
     """Limit(Fusion(TextTopK(...), VectorTopK(...))): each leg finds
-    `candidates` rows among those `where` allows; text_leg is (field, text, bound, match),
+    `candidates` rows among those `where` allows; text_leg is (field, text, bound, match,
+    corpus) as plan_text takes them,
     vector_leg (field, metric, q, ef, exact)."""
     masks: dict = {}
     where_mask = _where_mask(snap, table, where)
@@ -145,10 +147,10 @@ def _vector_leg(snap, table, field, metric, q, k, where, ef, exact, masks,
     return VectorTopK(field, metric, k, strategy, allowed, node, ef, reason, query=q)
 
 
-def _text_leg(snap, table, field, text, bound, match, k, where, pruned, masks,
+def _text_leg(snap, table, field, text, bound, match, corpus, k, where, pruned, masks,
               where_mask=None) -> TextTopK:
     node, allowed = _allowed(snap, table, None, where, masks, where_mask)
-    return TextTopK(field, text, k, allowed, node, pruned, match, bound=bound)
+    return TextTopK(field, text, k, allowed, node, pruned, match, bound=bound, corpus=corpus)
 
 
 def plan_find(snap, table, where, limit: int | None, fields: tuple, offset: int = 0,

@@ -110,10 +110,13 @@ class TextLeg(msgspec.Struct, frozen=True, kw_only=True):
     """The best BM25 matches of a text query on a full-text field (None: the only one);
     `match`: words side by side are all required ("all") or any of them ("any":
     what a question in plain words wants; OR, phrases, prefixes and -word keep
-    their meaning)."""
+    their meaning). `corpus`: the statistics to score with (None: the rows the
+    read sees); in process only (a sharded collection's coordinator sets it),
+    neither a keyword of Collection.search nor on the wire."""
     text: str | None = None
     field: str | None = None
     match: str = "all"
+    corpus: Any = None          # a CorpusStats (text/corpus.py)
 
 
 class Read(msgspec.Struct, frozen=True, kw_only=True):
@@ -301,6 +304,8 @@ class Search(Read, frozen=True, kw_only=True, eq=False):
 
     def to_wire(self) -> dict:
         """The flat JSON object of docs/server.md; defaults left out."""
+        if self.text is not None and self.text.corpus is not None:
+            raise OptionError("a text leg's corpus statistics are in process only")
         return _wire_values({k: v for k, v in self.keywords().items()
                              if not _is_default(k, v)})
 
