@@ -306,8 +306,8 @@ def _insert(coll, chunk) -> int:
     if isinstance(chunk, list):
         coll.insert(chunk)
         return len(chunk)
-    if chunk.num_rows:
-        coll.insert(chunk)                   # a RecordBatch: column-wise (tabular.py)
+    if chunk.num_rows:       # an Arrow batch or table: column-wise, as insert() takes
+        coll.insert_arrays(**frame_columns(chunk))    # it (but for its list of ids)
     return chunk.num_rows
 
 
