@@ -57,21 +57,6 @@ def frame_columns(data: Any) -> dict | None:
     return {str(name): _pandas_column(str(name), data[name]) for name in data.columns}
 
 
-def list_values(col) -> np.ndarray:
-    """The values of an Arrow list or fixed-size-list array without null lists, flat:
-    a view of Arrow's buffer where numpy can hold it (flatten() copies them, at
-    ~6 ms a 10 000 x 128 block)."""
-    import pyarrow as pa
-    if pa.types.is_fixed_size_list(col.type):
-        width = col.type.list_size
-        flat = col.values.slice(col.offset * width, len(col) * width)
-    else:
-        offsets = col.offsets        # the slice's own, into the whole child array
-        first = offsets[0].as_py() if len(col) else 0
-        flat = col.values.slice(first, (offsets[-1].as_py() - first) if len(col) else 0)
-    return flat.to_numpy(zero_copy_only=False)
-
-
 def _unique_names(names: list) -> None:
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
@@ -93,12 +78,14 @@ def _arrow_column(name: str, col):
             if pa.types.is_fixed_size_list(t):
                 dim = t.list_size
             else:
-                lengths = np.diff(np.asarray(col.offsets))
+                offsets = np.asarray(col.offsets)
+                lengths = np.diff(offsets)
                 if n and (lengths != lengths[0]).any():
                     raise FieldTypeError(f"column {name!r}: lists of different lengths "
                                          f"({int(lengths.min())}..{int(lengths.max())})")
                 dim = int(lengths[0]) if n else 0
-            return list_values(col).reshape(n, dim)
+            flat = col.flatten().to_numpy(zero_copy_only=False)
+            return flat.reshape(n, dim)
         return col.to_pylist()
     if col.null_count == 0 and (pa.types.is_integer(t) or pa.types.is_floating(t)
                                 or pa.types.is_boolean(t)):

@@ -38,7 +38,7 @@ import numpy as np
 
 from .errors import FieldTypeError, OptionError, StorageError, VarveError
 from .schema_inference import infer_schema
-from .tabular import frame_columns, json_values, list_values
+from .tabular import frame_columns, json_values
 
 CHUNK = 100_000          # rows a write of .jsonl or .csv (one commit each)
 BULK_BYTES = 1 << 30     # the most a write of .parquet or .npy holds (one commit each)
@@ -252,15 +252,20 @@ class _VectorBlock:
             valid = col.is_valid().to_numpy(zero_copy_only=False)
             self.nulls[at:at + n] = ~valid
             into[~valid] = 0
-            into[valid] = list_values(col.drop_null()).reshape(-1, self.width)
+            into[valid] = _flat(col.drop_null()).reshape(-1, self.width)
         else:
-            into[:] = list_values(col).reshape(n, self.width)
+            into[:] = _flat(col).reshape(n, self.width)
 
     def array(self, pa, n: int):
         nulls = self.nulls[:n]
         return pa.FixedSizeListArray.from_arrays(pa.array(self.values[:n].reshape(-1)),
                                                  type=self.type,
                                                  mask=pa.array(nulls) if nulls.any() else None)
+
+
+def _flat(col) -> np.ndarray:
+    """A fixed-size-list array's values, flat: a view of Arrow's buffer."""
+    return col.flatten().to_numpy(zero_copy_only=False)
 
 
 def _parquet_table(pa, schema, lists, rest, blocks, n):
