@@ -361,6 +361,47 @@ def test_crash_at_each_operation_of_a_checkpoint_keeps_the_last_commit(tmp_path,
         assert fresh_view(path) == {**want, **expected([999])}
 
 
+# ---- a failure or a crash at each operation of a bulk insert ---------------------------
+
+BULK_IDS = np.arange(1000, 41_000)     # a 2 MB insert frame: written at once, uncopied
+
+
+def insert_bulk(docs):
+    docs.insert_arrays(id=BULK_IDS, tag=np.ones(len(BULK_IDS), np.int64), emb=vec(BULK_IDS))
+
+
+@pytest.mark.parametrize("kind", ["eio", "kill", "power"])
+def test_each_operation_of_a_bulk_insert_failing_keeps_the_last_commit(tmp_path, kind):
+    """The large frame, the commit frame, the sync: a failed one rolls the insert
+    back (nothing of it is seen, the retry lands); a crash at any of them (a random
+    prefix of that write in the file) opens at the last commit, or with the whole
+    insert where its commit frame reached the file (never acknowledged: the sync
+    had not returned)."""
+    n_ops = count_ops(str(tmp_path / "count.varve"), insert_bulk)
+    assert n_ops >= 3       # the frame, the commit frame, the sync
+    for at in range(n_ops):
+        with armed(tmp_path, kind, at) as (path, f, db, docs, before):
+            if kind == "eio":
+                try:
+                    insert_bulk(docs)
+                except vv.StorageError:
+                    assert state(db) == before and fresh_view(path) == before
+                    insert_bulk(docs)
+                else:       # the fault hit a shortcut (the prefill)
+                    assert f.fired
+            else:
+                with pytest.raises(Crashed):
+                    insert_bulk(docs)
+        db = vv.connect(path)
+        got = state(db)
+        whole = {**before, **expected(BULK_IDS)}
+        assert got == whole if kind == "eio" else got in (before, whole), (kind, at)
+        assert db.verify().ok
+        insert_one(db["docs"], 999)
+        db.close()
+        assert fresh_view(path) == {**got, **expected([999])}
+
+
 def test_a_file_opened_after_a_failed_write_is_byte_identical_below_the_commit(db_path, faults):
     db, docs = make(db_path)
     end = db.engine.log.commit_end

