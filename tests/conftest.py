@@ -71,13 +71,16 @@ def pytest_runtest_protocol(item, nextitem):
                 f.write(f"    {c.seconds:6.2f} s  {c.kernel}({c.signature})\n")
 
 
-# One local Ray (2 CPUs, no dashboard) for a pytest process's Ray tests (test_ray.py,
+# One local Ray (2 CPUs, no dashboard) for a Ray test file (test_ray.py,
 # test_sharded.py): starting it costs seconds, and its pooled worker processes keep
-# varvedb imported between tests. Workers never compile kernels ahead of use.
+# varvedb imported between tests. Stopped at the file's end: left running to the
+# session's end, its idle daemons took ~3.4 s of CPU a minute (make test's workers
+# run the two files apart, each started its own). Workers never compile kernels
+# ahead of use.
 RAY_ENV = {"env_vars": {"VARVEDB_COMPILE_AHEAD": "0", "PYTHONPATH": os.pathsep.join(sys.path)}}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def local_ray():
     import ray
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
