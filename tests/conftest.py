@@ -19,29 +19,28 @@ BENCH = str(Path(__file__).resolve().parents[1] / "bench")   # the varvedb-bench
 
 
 # The files whose tests run longest (a fresh clone's `make test`, longest first:
-# test_ahead's and test_warm's processes compile on empty numba caches, the state
-# machines run hundreds of examples, test_client and test_server_schema drive real
-# servers) start first, so that under `make test`'s workers the others run the
-# rest beside them, not after them. xdist hands out whole files in the order
-# collected only with --no-loadscope-reorder (the Makefile's): by default it
-# reorders them by their number of tests, which put these few-test files last.
-# (Each file's own order stays.) The order is by CPU seconds measured per file,
-# the test process's and its children's, each file alone on a warm cache at load
-# 10-14: test_ahead ~100, test_warm ~96, test_state_machine ~63, test_client ~51,
-# test_server_schema ~44, test_hnsw_index ~29, test_ray ~21; from an earlier run
-# at load 13-24: test_crash ~18, test_crafted_files ~18, test_server_workers ~17,
-# test_readers_under_faults ~16, test_server ~15, test_vector_search ~14,
-# test_fault_state_machine ~13, test_history_ops ~12; every other file under 12.
-# test_sharded and test_capped_memory are placed by wall time, mostly waiting,
-# which a worker spends beside the others' CPU: test_sharded ~23 s of CPU in 266 s
-# of wall at load 10 (130 s of it in the test that kills a shard's actor),
-# test_capped_memory ~15 in 205 s at load 13-24 (its child runs under a memory cap).
-FIRST = ("test_ahead.py", "test_warm.py", "test_state_machine.py", "test_client.py",
-         "test_server_schema.py", "test_sharded.py", "test_capped_memory.py",
-         "test_hnsw_index.py", "test_ray.py", "test_crash.py",
-         "test_crafted_files.py", "test_server_workers.py", "test_readers_under_faults.py",
-         "test_server.py", "test_vector_search.py",
-         "test_fault_state_machine.py", "test_history_ops.py")
+# test_ahead's processes compile on empty numba caches, the state machines run
+# hundreds of examples, test_server_schema and test_client drive real servers)
+# start first, so that under `make test`'s workers the others run the rest beside
+# them, not after them. xdist hands out whole files in the order collected only
+# with --no-loadscope-reorder (the Makefile's): by default it reorders them by
+# their number of tests, which put these few-test files last. (Each file's own
+# order stays.) The order is by CPU seconds per file, the test process's and its
+# children's, from one run of the whole suite as `make test` runs it (-n 3) on a
+# warm cache at load 9-16: test_ahead ~53, test_state_machine ~47,
+# test_server_schema ~35, test_client ~31, test_crash ~26, test_server_workers
+# ~26, test_fault_state_machine ~22, test_warm ~22, test_crafted_files ~21,
+# test_hnsw_index ~20, test_server ~20, test_history_ops ~18,
+# test_readers_under_faults ~18, test_bench ~14, test_ray ~14, test_replica ~14,
+# test_capped_memory ~13; every other file under 12. test_sharded is placed by
+# wall time, mostly waiting, which a worker spends beside the others' CPU: ~14 s
+# of CPU in 259 s of wall (a shard's actor killed, a coordinator killed).
+FIRST = ("test_ahead.py", "test_state_machine.py", "test_server_schema.py", "test_client.py",
+         "test_sharded.py", "test_crash.py", "test_server_workers.py",
+         "test_fault_state_machine.py", "test_warm.py", "test_crafted_files.py",
+         "test_hnsw_index.py", "test_server.py", "test_history_ops.py",
+         "test_readers_under_faults.py", "test_bench.py", "test_ray.py", "test_replica.py",
+         "test_capped_memory.py")
 
 
 def pytest_collection_modifyitems(items) -> None:
@@ -71,13 +70,16 @@ def pytest_runtest_protocol(item, nextitem):
                 f.write(f"    {c.seconds:6.2f} s  {c.kernel}({c.signature})\n")
 
 
-# One local Ray (2 CPUs, no dashboard) for a pytest process's Ray tests (test_ray.py,
+# One local Ray (2 CPUs, no dashboard) for a Ray test file (test_ray.py,
 # test_sharded.py): starting it costs seconds, and its pooled worker processes keep
-# varvedb imported between tests. Workers never compile kernels ahead of use.
+# varvedb imported between tests. Stopped at the file's end: left running to the
+# session's end, its idle daemons took ~3.4 s of CPU a minute (make test's workers
+# run the two files apart, each started its own). Workers never compile kernels
+# ahead of use.
 RAY_ENV = {"env_vars": {"VARVEDB_COMPILE_AHEAD": "0", "PYTHONPATH": os.pathsep.join(sys.path)}}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def local_ray():
     import ray
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,

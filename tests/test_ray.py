@@ -1,6 +1,6 @@
 """Ray Data over varvedb: read_varve, VarveDatasink, build_index (integrations/ray.py).
 
-One local Ray serves every Ray test of the process (conftest.py's local_ray)."""
+One local Ray serves every Ray test of the file (conftest.py's local_ray)."""
 from __future__ import annotations
 
 import hashlib

@@ -12,7 +12,8 @@ are all compared against a plain Python reading of the same expression.
 
 `HnswMachine` runs the same steps on a collection whose vector field has an
 HNSW index, linked in the background while the steps go on (get / count /
-find at the current version only: the index does not change how they read),
+find and the API's search at the current version only: the index does not
+change how they read, and the planner answers sets this small by exact scan),
 and also holds the graph path (the walk below the watermark plus the exact scan above it)
 to exact search over the same allowed rows: identical rows when ef is at
 least the number of rows, a recall floor otherwise.
@@ -389,9 +390,12 @@ class HnswMachine(VarveMachine):
             super().check_rows(state, v, as_of)
 
     def check_search(self, state, q, where, as_of, limit=5):
-        super().check_search(state, q, where, as_of, limit)
-        # The planner answers sets this small by exact scan, so the graph path is
-        # called directly, with the allow mask the planner would hand it.
+        # The planner answers sets this small by exact scan, whatever the index:
+        # VarveMachine holds the API's search at every checked version, here at
+        # the current one; so the graph path is called directly, with the allow
+        # mask the planner would hand it, at every checked version.
+        if as_of is None:
+            super().check_search(state, q, where, as_of, limit)
         t = self.coll.table
         v = self.db.version if as_of is None else as_of
         n = t.n
