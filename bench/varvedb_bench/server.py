@@ -139,8 +139,11 @@ class VarveServer:
         self.proc = None
 
     def command(self) -> list[str]:
+        # --timeout: the bench measures throughput, and on a loaded machine a request
+        # may wait in the pool past the 30 s default (a 504 the figures cannot use);
+        # a --timeout among the bench's serve arguments comes later and wins
         return [sys.executable, "-m", "varvedb", "serve", self.path, "--port", str(self.port),
-                *self.args]
+                "--timeout", "600", *self.args]
 
     def start(self, timeout: float = 180.0) -> "VarveServer":
         cmd = self.command()
@@ -434,6 +437,8 @@ class VarveWrk(VarveSearch):
             raise BenchError(f"wrk: {got['non2xx']} answers not 2xx, {got['errors']} "
                              "socket errors")
         n, window = got["requests"], got["duration_us"] / 1e6
+        if not n or not window:
+            raise BenchError(f"wrk completed no request in {window:g} s")
         return {"qps": n / window, "p50_us": float(got["p50_us"]),
                 "p99_us": float(got["p99_us"]), "requests": n, "seconds": round(window, 3),
                 "server_cpu_us_per_query": srv_cpu / max(n, 1) * 1e6,
