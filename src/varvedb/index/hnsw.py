@@ -70,6 +70,7 @@ from varvedb.kernels.distance import (GRAPH_METRIC_CODES, METRIC_CODE_DOT, METRI
                                       METRIC_CODE_PQ, METRIC_COSINE, METRIC_L2)
 
 from ..errors import NonFiniteVectorError
+from ..storage.format import code_width
 from . import prefetch
 
 _FORMAT = 3              # 1: before quantize (13 params), 2: before pq (15); both read
@@ -256,7 +257,7 @@ class HnswIndex:
         self._upper_links = np.full((0, 0, self.m), -1, np.int32)
         self._twins = np.full(0, -1, np.int32)
         # quantize="int8": the walk's codes (kernels.codes), one row per arena row
-        self._code_width = code_kernels.code_width(dim)
+        self._code_width = code_width(dim)
         self._codes = np.zeros((0, self._code_width), np.int8)
         self._code_norms = np.zeros(0, np.float32)
         self._code_lo = np.zeros(dim, np.float32)

@@ -178,8 +178,12 @@ def _options(spec) -> str:
     if spec is None:
         return ""
     defaults = {f.name: f.default for f in fields(spec)}
-    return ", ".join(f"{name}='{getattr(spec, name)}'" for name in _OPTIONS
+    return ", ".join(f"{name}='{_option(getattr(spec, name))}'" for name in _OPTIONS
                      if name in defaults and getattr(spec, name) != defaults[name])
+
+
+def _option(value) -> str:
+    return "none" if value is None else str(value)     # (CREATE INDEX's spelling of None)
 
 
 class Catalog:
