@@ -76,6 +76,7 @@ HNSW_QUANTIZERS = (None, "int8", "pq", "auto")
 IVF_LIMITS = {"lists": (1, 65536), "nprobe": (1, 65536), "pq_m": (1, 1024),
               "rerank": (1, 100_000), "seed": (0, (1 << 63) - 1)}
 MAX_EF = 100_000                         # a search's ef (scratch is ~16 x ef)
+MAX_DIM = 65535                          # a vector field's dimension
 
 
 def is_int(v: Any) -> bool:
@@ -229,8 +230,8 @@ class Field:
         if k == "vector":
             if self.default is not None:
                 raise SchemaError("a vector field has no default")
-            if not is_int(self.dim) or not 1 <= self.dim <= 65535:
-                raise SchemaError(f"vector dimension must be an integer in 1..65535, "
+            if not is_int(self.dim) or not 1 <= self.dim <= MAX_DIM:
+                raise SchemaError(f"vector dimension must be an integer in 1..{MAX_DIM}, "
                                   f"got {brief(self.dim)}")
             if self.metric not in METRICS:
                 raise SchemaError(f"unknown metric {self.metric!r}; expected one of {METRICS}")
