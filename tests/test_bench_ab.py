@@ -42,7 +42,7 @@ def test_engine_lists_are_checked():
     assert ab.parse_engines("varvedb:ivfpq,faiss:ivfpq")[1] == ("faiss:ivfpq", "faiss", "ivfpq")
     for bad, msg in (("varvedb", "at least two"), ("varvedb,annoy", "unknown engine 'annoy'"),
                      ("varvedb,hnswlib:int8", "the options are"),
-                     ("varvedb:f4,hnswlib", "varvedb:int8; varvedb:ivfpq"),
+                     ("varvedb:f4,hnswlib", "varvedb:int8; varvedb:f32; varvedb:ivfpq"),
                      ("varvedb,varvedb", "named twice")):
         with pytest.raises(OptionError, match=msg):
             ab.parse_engines(bad)

@@ -864,6 +864,8 @@ def test_hnsw_validate_rejects_crafted_arrays_with_bounded_work():
     broken(lambda a: a["params"].__setitem__(11, 2**40))            # slots
     broken(lambda a: a["params"].__setitem__(10, 2**62))            # extent: size overflow
     broken(lambda a: a["params"].__setitem__(8, -1))                # top
+    broken(lambda a: a["params"].__setitem__(1, 2**46))             # dim: 256 TiB of codes' range
+    broken(lambda a: a["params"].__setitem__(5, 2**40))             # ef_search: each walk's scratch
     broken(lambda a: a.__setitem__("params", a["params"].astype(np.int32)))
 
 

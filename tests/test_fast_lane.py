@@ -124,7 +124,7 @@ def test_a_walk_bound_while_the_maintainer_links_rows_never_fails():
     first, total = 64, 64 + 4000
     c.insert_arrays(v=rng.standard_normal((total, DIM)).astype(np.float32))
     column = c.table.columns["v"]
-    vi = make_vector_index("v", DIM, "l2", vv.HNSW(m=8, ef_construction=32))
+    vi = make_vector_index("v", DIM, "l2", vv.HNSW(m=8, ef_construction=32, quantize=None))
     vi.extend(column, first)
     allow = np.arange(first) % 2 == 0
     q = np.ones(DIM, np.float32)

@@ -77,7 +77,11 @@ def test_delete_and_create_index_round_trip(engine):
     back, _ = roundtrip(engine, frames.Delete(t.cid, np.array([0, 2], np.int64)))
     np.testing.assert_array_equal(back.rows, [0, 2])
     back, _ = roundtrip(engine, frames.CreateIndex(t.cid, "v", vv.HNSW(m=8)))
-    assert (back.field, back.spec) == ("v", vv.HNSW(m=8))
+    # a frame that holds quantize="auto" is read as the field decides it (3-d: None)
+    assert (back.field, back.spec) == ("v", vv.HNSW(m=8, quantize=None))
+    back, _ = roundtrip(engine, frames.CreateIndex(t.cid, "v", vv.HNSW(m=8, quantize="pq",
+                                                                       pq_m=3)))
+    assert back.spec == vv.HNSW(m=8, quantize="pq", pq_m=3)
     engine.rollback(db_tx)
 
 

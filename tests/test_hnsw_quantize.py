@@ -8,8 +8,10 @@ import pytest
 
 import varvedb as vv
 from varvedb.errors import SchemaError
+from varvedb.index import flat
 from varvedb.index.hnsw import HnswIndex
 from varvedb.kernels import codes
+from varvedb.storage.format import code_width
 
 from test_hnsw_index import clustered, exact_distances, exact_top_k, norms_of, recall
 
@@ -71,7 +73,7 @@ def test_a_code_stands_for_its_value_within_half_a_step():
     rng = np.random.default_rng(3)
     x = rng.normal(size=(2000, 40)).astype(np.float32)
     lo, step = codes.fit(x)
-    width = codes.code_width(40)
+    width = code_width(40)
     assert width == 64
     out = np.zeros((2000, width), np.int8)
     sq = np.zeros(2000, np.float32)
@@ -225,7 +227,9 @@ def test_sql_creates_a_quantized_index(tmp_path, data):
         assert (tmp_path / "s.varve").read_bytes() == before
         truth = exact_top_k(x[:500], queries[:1], "l2")[0]
         for sql, quant in [("m = 8, quantize = 'int8'", ("int8", None)),
-                           ("m = 8, quantize = 'pq', pq_m = 16", ("pq", 16))]:
+                           ("m = 8, quantize = 'pq', pq_m = 16", ("pq", 16)),
+                           ("m = 8", ("int8", None)),       # the default, at 32-d f32
+                           ("m = 8, quantize = 'none'", (None, None))]:
             db.sql(f"CREATE INDEX t_v ON t USING hnsw (v vector_l2_ops) WITH ({sql})")
             spec = c.table.vector_indexes["v"].spec
             assert (spec.quantize, spec.pq_m) == quant and spec.m == 8
@@ -261,3 +265,45 @@ def test_quantize_is_refused_on_vectors_that_are_codes_already(tmp_path, dtype):
         with pytest.raises(SchemaError, match="quantize"):
             c.create_index("v", vv.HNSW(quantize="int8"))
         assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("dim, dtype, quantize", [
+    (8, "f32", None), (16, "f32", None), (17, "f32", "int8"), (384, "f32", "int8"),
+    (32, "f16", None), (33, "f16", "int8"), (64, "int8", None), (64, "bit", None)])
+def test_the_default_walks_int8_codes_where_they_are_smaller_than_the_vectors(
+        tmp_path, dim, dtype, quantize):
+    # codes are padded to 64 bytes: below that a row's own values are fewer bytes
+    assert vv.HNSW().quantize == "auto"
+    assert vv.Vector(dim, dtype=dtype, index=vv.HNSW()).vector_index.quantize == quantize
+    assert vv.Vector(dim, dtype=dtype, index=vv.HNSW(quantize=None)).vector_index.quantize \
+        is None
+    path = tmp_path / "d.varve"
+    with vv.connect(path) as db:        # create_index decides it too, and the file keeps it
+        c = db.create_collection("items", {"v": vv.Vector(dim, dtype=dtype)})
+        c.create_index("v", vv.HNSW(m=4))
+        assert c.table.vector_indexes["v"].spec.quantize == quantize
+    with vv.connect(path) as db:
+        assert db["items"].table.vector_indexes["v"].spec.quantize == quantize
+
+
+@pytest.mark.parametrize("quant", QUANTIZERS)
+@pytest.mark.parametrize("metric", ["l2", "cosine", "dot"])
+def test_a_coded_walk_as_wide_as_the_graph_is_exact_search(metric, quant):
+    # ef at least the rows: every node is measured exactly, near-ties cut by
+    # (float64 score, row) as exact search cuts them, whatever order the codes
+    # put them in; a filtered walk too
+    # rows that differ by far less than a code's step (the wide rows set it), so
+    # the codes cannot order them: a rerank of the codes' best few would miss
+    rng = np.random.default_rng(5)
+    x = (1.0 + rng.normal(size=(300, DIM)) * 1e-3).astype(np.float32)
+    x[:10] = rng.normal(size=(10, DIM)) * 4
+    queries = x[10:30] + (rng.normal(size=(20, DIM)) * 1e-3).astype(np.float32)
+    g = built(x, metric, **quant)
+    norms = norms_of(x)
+    for allow in (None, np.arange(300) % 3 != 0):
+        for q in queries[:20]:
+            want = flat.search(metric, x, norms, q, K, allow)
+            for ef in (300, 301, 1000):
+                rows, dists = g.search(x, norms, q, K, allow=allow, ef=ef)
+                assert rows.tolist() == want[0].tolist()
+                assert dists.tolist() == want[1].tolist()

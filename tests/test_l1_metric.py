@@ -139,7 +139,7 @@ def test_graphs_stay_cosine_l2_dot():
 # ---- the planner: a metric the graph was not built for is answered exactly ------------
 
 def test_choose_vector_strategy_refuses_a_graph_of_another_metric():
-    index = make_vector_index("emb", 4, "cosine", vv.HNSW(ef_search=40))
+    index = make_vector_index("emb", 4, "cosine", vv.HNSW(ef_search=40, quantize=None))
     n = 100_000
     assert choose_vector_strategy(index, 10, n, n, None, False, "cosine") == \
         (Strategy.GRAPH, 40, "")

@@ -95,7 +95,7 @@ def test_filter_refuses_a_bad_expression_at_bind_or_first_evaluation(small, wher
 # ---- the planner -----------------------------------------------------------------
 
 def test_vector_strategy_by_selectivity():
-    index = make_vector_index("emb", 4, "cosine", vv.HNSW(ef_search=40))
+    index = make_vector_index("emb", 4, "cosine", vv.HNSW(ef_search=40, quantize=None))
     n = 10 * MAX_EF
     assert choose_vector_strategy(index, 10, n, n, None, False) == (Strategy.GRAPH, 40, "")
     assert choose_vector_strategy(index, 100, n, n, None, False) == (Strategy.GRAPH, 100, "")

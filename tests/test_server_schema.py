@@ -510,8 +510,9 @@ def test_a_collection_from_the_short_field_specs_of_docs_server_md(server):
         fields = json.loads(body)["fields"]
         assert fields["emb"] == {"kind": "vector", "dim": 3, "metric": "cosine", "dtype": "f32"}
         assert fields["v2"]["metric"] == "l2"
+        # (2-d: the default's int8 codes would be more bytes than the vectors)
         assert fields["v2"]["index"] == {"kind": "hnsw", "m": 8, "ef_construction": 200,
-                                         "ef_search": 100}
+                                         "ef_search": 100, "quantize": None}
     finally:
         _request(server, "DELETE", "/collections/short")
     status, _, body = _request(server, "POST", "/collections", {"name": "short", "schema": {

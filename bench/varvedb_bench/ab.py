@@ -87,17 +87,16 @@ class VarveAB(_AB):
         super().__init__(label, dim, metric, workdir)
         import varvedb as vv
         self.vv, self.option, self.ivf, self.db, self.builds = vv, option, ivf, None, 0
-        self.quantize = option if option == "int8" else None
+        # varvedb: the default index (vv.HNSW(): quantize="auto"); :int8 and :f32 name
+        # the walk on int8 codes and the walk on the vectors themselves
+        self.quantize = {"int8": "int8", "f32": None}.get(option, "auto")
 
     def _spec(self, m, ef_construction):
         vv = self.vv
         if self.option in ("ivfpq", "ivfflat"):
             pq = self.ivf["pq_m"] if self.option == "ivfpq" else None
             return vv.IVFPQ(lists=self.ivf["lists"], pq_m=pq, rerank=self.ivf["rerank"])
-        opts = {"m": m, "ef_construction": ef_construction}
-        if self.quantize is not None:
-            opts["quantize"] = self.quantize
-        return vv.HNSW(**opts)
+        return vv.HNSW(m=m, ef_construction=ef_construction, quantize=self.quantize)
 
     def build(self, train, m, ef_construction):
         vv = self.vv
@@ -279,7 +278,7 @@ class FaissIvfAB(FaissAB):
 
 
 KINDS = {"varvedb": VarveAB, "hnswlib": HnswlibAB, "faiss": FaissAB}
-OPTIONS = {"varvedb": ("int8", "ivfpq", "ivfflat"), "faiss": ("ivfpq",)}
+OPTIONS = {"varvedb": ("int8", "f32", "ivfpq", "ivfflat"), "faiss": ("ivfpq",)}
 
 
 def default_lists(rows: int) -> int:

@@ -45,11 +45,12 @@ class _CountOrFile(click.ParamType):
               help="With --dataset: a ground-truth file (.npy or .ivecs; row numbers).")
 @click.option("--ab", default=None, metavar="ENGINES",
               help="A/B in one process instead of the worker processes: e.g. "
-                   "varvedb,hnswlib,faiss (varvedb:int8 = HNSW(quantize='int8')), "
+                   "varvedb,hnswlib,faiss (varvedb = the default HNSW(); varvedb:int8 and "
+                   "varvedb:f32 = HNSW(quantize='int8') and HNSW(quantize=None)), "
                    "interleaved query by query; writes OUT/ab-<dataset>-<rows>x<dim>.*")
 @click.option("--engines", default=None, metavar="ENGINES",
               help="Sweep mode: recall/QPS sweeps in fresh processes, e.g. varvedb:int8,"
-                   "pgvector,faiss:ivfpq,lancedb:ivfpq (also varvedb, varvedb:ivfpq, hnswlib, "
+                   "pgvector,faiss:ivfpq,lancedb:ivfpq (also varvedb, varvedb:f32, varvedb:ivfpq, hnswlib, "
                    "faiss, lancedb); writes OUT/sweep-<data>-<rows>x<dim>-<cap>[-cold].*")
 @click.option("--memory-cap", default=None, metavar="SIZE",
               help="With --engines: each query worker and its servers run in a fresh cgroup "

@@ -49,6 +49,7 @@ ENGINES = {
 SWEEP_ENGINES = {
     "varvedb": "engines:Varve",
     "varvedb:int8": "engines:VarveInt8",
+    "varvedb:f32": "engines:VarveF32",
     "varvedb:ivfpq": "engines:VarveIvfpq",
     "pgvector": "pg_engine:Pgvector",
     "hnswlib": "library_engines:Hnswlib",
@@ -226,13 +227,21 @@ class VarveInt8(Varve):
     """varvedb's HNSW over int8 codes: the walk reads the codes, the best 4*k are
     reranked from the stored vectors (in the mapped file after the checkpoint)."""
     name = "varvedb:int8"
+    quantize = "int8"
 
     def build_index(self, m, ef_construction):
         self.coll.create_index("embedding", self.vv.HNSW(m=m, ef_construction=ef_construction,
-                                                         quantize="int8"))
+                                                         quantize=self.quantize))
         while self.coll.index_status()["unlinked"]:
             time.sleep(0.001)
-        self.notes["index"] = f"HNSW m={m} ef_construction={ef_construction} quantize='int8'"
+        self.notes["index"] = (f"HNSW m={m} ef_construction={ef_construction} "
+                               f"quantize={self.quantize!r}")
+
+
+class VarveF32(VarveInt8):
+    """varvedb's HNSW walking the stored vectors themselves (quantize=None)."""
+    name = "varvedb:f32"
+    quantize = None
 
 
 class VarveIvfpq(Varve):

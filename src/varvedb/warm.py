@@ -202,9 +202,11 @@ def larger_than_memory_share(folder: str) -> None:
 # find the build's dtype-free kernels compiled; the quantised graphs of one
 # walk type (pq: uint8 codes, for f32 and f16 arenas) apart; the short ones last.
 SHARES = {
-    "f32 HNSW": vector_share("f32", vv.HNSW(m=8, ef_construction=32)),
+    # (quantize=None: the walk on the vectors; the default, "auto", walks int8
+    # codes over the dimensions most fields have: the shares named "int8")
+    "f32 HNSW": vector_share("f32", vv.HNSW(m=8, ef_construction=32, quantize=None)),
     "full-text": text_share,
-    "f16 HNSW": vector_share("f16", vv.HNSW(m=8, ef_construction=32)),
+    "f16 HNSW": vector_share("f16", vv.HNSW(m=8, ef_construction=32, quantize=None)),
     "int8 HNSW": vector_share("int8", vv.HNSW(m=8, ef_construction=32)),
     "bit HNSW": vector_share("bit", vv.HNSW(m=8, ef_construction=32)),
     "f32 HNSW pq": vector_share("f32", vv.HNSW(m=8, ef_construction=32, quantize="pq",

@@ -43,8 +43,8 @@ from ..errors import (BranchError, ClosedError, CorruptFileError, IndexMaintenan
                       NotNullViolationError, OptionError,
                       ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
                       TransactionError, UnknownFieldError)
-from ..schema import (Field, Schema, brief, check_index_dtype, check_not_null,
-                      complete_columns, validate_name)
+from ..schema import (Field, Schema, brief, check_not_null, complete_columns, fit_index,
+                      validate_name)
 from .embedding import check_embedders, fill_embedded, unchanged_texts
 from ..storage import format as F
 from ..storage import backup, log_reader, shipping
@@ -529,7 +529,7 @@ class Engine:
             raise SchemaError(f"{field!r} already has a vector index")
         f = t.schema.fields.get(field)
         if f is not None and f.kind == "vector":
-            check_index_dtype(spec, f.dtype, f.dim)   # before the frame: replay applies it
+            spec = fit_index(spec, f.dtype, f.dim)   # before the frame: replay applies it
         if parts is None or self.maintainer is None:
             self.write(tx, frames.CreateIndex(t.cid, field, spec))
             return

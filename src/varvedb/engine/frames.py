@@ -99,7 +99,7 @@ import numpy as np
 
 from ..errors import CorruptFileError, SchemaError, VarveError
 from ..schema import (HNSW, IVFPQ, TS_MAX_US, TS_MIN_US, Field, Schema, all_finite,
-                      brief, check_index_dtype, index_spec_from_dict,
+                      brief, fit_index, index_spec_from_dict,
                       timestamps_readable, validate_name)
 from ..storage import format as F
 from ..storage import record
@@ -308,8 +308,7 @@ class CreateIndex:
         if name in t.vector_indexes:
             raise CorruptFileError(f"{name!r} of {t.name!r} is indexed twice")
         try:
-            spec = index_spec_from_dict(meta.get("spec"))
-            check_index_dtype(spec, f.dtype, f.dim)
+            spec = fit_index(index_spec_from_dict(meta.get("spec")), f.dtype, f.dim)
         except SchemaError as e:
             raise CorruptFileError(f"index on {name!r}: {e}") from None
         no_arrays(arrays)

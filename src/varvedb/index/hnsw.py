@@ -70,6 +70,8 @@ from varvedb.kernels.distance import (GRAPH_METRIC_CODES, METRIC_CODE_DOT, METRI
                                       METRIC_CODE_PQ, METRIC_COSINE, METRIC_L2)
 
 from ..errors import NonFiniteVectorError
+from ..schema import HNSW_LIMITS, MAX_DIM
+from ..storage.format import code_width
 from . import prefetch
 
 _FORMAT = 3              # 1: before quantize (13 params), 2: before pq (15); both read
@@ -256,7 +258,7 @@ class HnswIndex:
         self._upper_links = np.full((0, 0, self.m), -1, np.int32)
         self._twins = np.full(0, -1, np.int32)
         # quantize="int8": the walk's codes (kernels.codes), one row per arena row
-        self._code_width = code_kernels.code_width(dim)
+        self._code_width = code_width(dim)
         self._codes = np.zeros((0, self._code_width), np.int8)
         self._code_norms = np.zeros(0, np.float32)
         self._code_lo = np.zeros(dim, np.float32)
@@ -941,6 +943,13 @@ class HnswIndex:
                     or int(p[_P_SEED]) < 0:
                 raise ValueError(f"HNSW params claim {extent} rows, {slots} slots, "
                                  f"{n_levels} levels, seed {int(p[_P_SEED])}")
+            # what the constructor sizes arrays by, bounded before it runs (a
+            # crafted dim asked numpy for 876 TiB); the spec's limits
+            if not 1 <= int(p[_P_DIM]) <= MAX_DIM or any(
+                    not low <= int(p[at]) <= high for at, (low, high) in
+                    ((_P_M, HNSW_LIMITS["m"]), (_P_EFC, HNSW_LIMITS["ef_construction"]),
+                     (_P_EFS, HNSW_LIMITS["ef_search"]))):
+                raise ValueError("HNSW params outside a spec's limits")
             pq_m = int(p[_P_PQ_M])
             if (quant == "pq") != (pq_m > 0):
                 raise ValueError("HNSW params give pq_m without quantize='pq', or not with it")

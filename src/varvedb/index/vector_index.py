@@ -377,7 +377,8 @@ def _behind(q) -> None:
 
 
 def make_vector_index(field: str, dim: int, metric: str, spec: HNSW | IVFPQ) -> VectorIndex:
-    """The empty index `spec` builds over a field of `dim` and `metric`."""
+    """The empty index `spec` builds over a field of `dim` and `metric` (a spec as
+    the schema fitted it to the field: `schema.fit_index` decides quantize="auto")."""
     kind = IvfVectorIndex if isinstance(spec, IVFPQ) else HnswVectorIndex
     return kind(field, dim, metric, spec)
 

@@ -16,7 +16,7 @@ measures ``codes · q'`` (the arena's dot kernel, on int8) and, for l2, the
 row's ``|x̂|²`` (kept per row): ``|x̂ - q|² = |x̂|² - 2 codes · q' + const``.
 Cosine rows are encoded normalized, so cosine walks as a dot product.
 
-Rows are padded to a multiple of 64 bytes (``code_width``), zeros past dim,
+Rows are padded to a multiple of 64 bytes (``storage.format.code_width``), zeros past dim,
 and the query's padding is zero: a short row is one cache line, and the
 vectorised loop has no remainder.
 """
@@ -24,14 +24,6 @@ import numpy as np
 
 from .distance import as_f32
 from .jit import njit
-
-_CACHE_LINE = 64
-
-
-def code_width(dim: int) -> int:
-    """Bytes per code row: dim rounded up to whole cache lines."""
-    return -(-int(dim) // _CACHE_LINE) * _CACHE_LINE
-
 
 @njit(cache=True, nogil=True, fastmath=True, readonly=("rows", "lo", "step"))
 def encode_rows(arena, norms, rows, normalize, lo, step, codes, code_norms):

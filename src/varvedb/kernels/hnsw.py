@@ -500,12 +500,13 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
                    use_allow, visited, stamp, ef, res_d, res_i, n)
     if use_allow:
         max_sort(res_d, res_i, n)      # the filtered walk's pool is a max-heap
-    if walk_metric != metric:
+    if walk_metric != metric and not whole:     # (a whole pool is ranked below)
         if rerank < 0:
             return _candidates(res_i, min(n, -rerank), out_rows)
-        # a complete pool is measured whole: a walk as wide as the graph is exact
-        return rerank_rows(arena, norms, query, metric, res_i, n if complete else
-                           min(n, rerank), k, res_d, out_rows, out_dist)
+        return rerank_rows(arena, norms, query, metric, res_i, min(n, rerank), k, res_d,
+                           out_rows, out_dist)
+    # a walk as wide as the graph is exact search, coded or not: its whole pool
+    # ranked by (float64 score, row), as exact search ranks
     return _rank_pool(arena, query, metric, res_i, n, n if whole else k + tie_spare(k), k,
                       exact_i, exact_d, out_rows, out_dist)
 

@@ -345,6 +345,8 @@ class CreateIndex:
                                         "per row, dividing the dimension)")
             self.kind = method
             self.metric, self.dtype = OPCLASSES[opclass]
+            if options.get("quantize") == "none":      # the graph walks the vectors
+                options["quantize"] = None
             self.options = options
         elif method in ("btree", "hash"):
             if elem.opclass or options:

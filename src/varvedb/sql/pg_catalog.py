@@ -21,7 +21,7 @@ from ..query.expr import Val, object_array
 from ..query.literals import value_text
 from ..query.pg_procs import PROCS
 from ..query.pg_types import OIDS, PG_CATALOG, PUBLIC, TYPES
-from ..schema import HNSW
+from ..schema import HNSW, fit_index
 from .ddl import OPCLASSES, SQL_TYPES, index_names
 
 # fixed-width types' typlen; every other type is variable-length (-1)
@@ -183,7 +183,7 @@ def _relations(ctx) -> list[Relation]:
         for k, (index, field) in enumerate(sorted(by_table.get(tname, ())), 2):
             method, opclass = _method(columns[field])
             out.append(Relation(oid + k, index, "i", method, oid, False, tname, field, opclass,
-                                _options(columns[field].vector_index)))
+                                _options(columns[field])))
         if _serial(schema):
             out.append(Relation(oid + SEQUENCE_OFFSET, f"{tname}_id_seq", "S", "", oid,
                                 table=tname, column="id"))
@@ -204,14 +204,22 @@ def _method(f) -> tuple[str, str]:
 _OPTIONS = ("m", "ef_construction", "quantize", "pq_m", "lists", "rerank")
 
 
-def _options(spec) -> str:
-    """A vector index's parameters as PostgreSQL shows them (`m='8'`): those that
-    differ from their defaults (which parameters CREATE INDEX named is not kept)."""
+def _options(f) -> str:
+    """Vector field `f`'s index's parameters as PostgreSQL shows them (`m='8'`): those
+    that differ from their defaults, the quantizer from the one the default picks for
+    this field (which parameters CREATE INDEX named is not kept)."""
+    spec = f.vector_index
     if spec is None:
         return ""
     defaults = {f.name: f.default for f in fields(spec)}
-    return ", ".join(f"{name}='{getattr(spec, name)}'" for name in _OPTIONS
+    if isinstance(spec, HNSW):
+        defaults["quantize"] = fit_index(HNSW(), f.dtype, f.dim).quantize
+    return ", ".join(f"{name}='{_option(getattr(spec, name))}'" for name in _OPTIONS
                      if name in defaults and getattr(spec, name) != defaults[name])
+
+
+def _option(value) -> str:
+    return "none" if value is None else str(value)     # (CREATE INDEX's spelling of None)
 
 
 class Catalog:

@@ -191,3 +191,10 @@ def unpack_commit(buf) -> CommitRecord:
 def genesis_chain(file_id: bytes) -> bytes:
     """The chain hash 'before' version 1, seeded from the file id."""
     return hashlib.sha256(b"varvedb genesis" + file_id).digest()
+
+
+def code_width(dim: int) -> int:
+    """Bytes per row of an HNSW graph's int8 codes (`<cid>.vx.<f>.g.codes`): dim
+    rounded up to whole 64-byte cache lines (a short row is one line, and the
+    walk's vectorised loop has no remainder)."""
+    return -(-int(dim) // 64) * 64
