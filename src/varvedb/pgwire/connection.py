@@ -24,7 +24,7 @@ from pglast.parser import ParseError, scan
 from .. import errors as E
 from ..cancel import CancelToken, running
 from ..query.pg_types import to_regtype
-from ..sql import compile_text, run_each
+from ..sql import compile_text, run_each, run_shaped, shaped
 from ..sql.commands import REPORTED
 from ..sql.params import param_types
 from . import catalog
@@ -43,16 +43,25 @@ STARTUP_TIMEOUT = 60.0     # seconds a client has to start up and authenticate
 
 
 class Prepared:
-    __slots__ = ("text", "oids", "params", "answer", "copy_in")
+    __slots__ = ("text", "oids", "params", "answer", "copy_in", "shaped")
 
     def __init__(self, text: str, oids: list[int], params: int, answer=None):
         self.text, self.oids, self.params = text, oids, params
         self.answer = answer      # the catalog's, for a driver's catalog query
         self.copy_in = _copy_in_of(text) is not None
+        # a statement without parameters as its shape and literals, found at its
+        # first run and kept (pgbench -M prepared sends its literals so): its
+        # executions scan no text
+        self.shaped = None
 
     def run(self, session, params) -> list:
         if self.answer is not None:
             return self.answer.run(params, session)
+        if not params:
+            if self.shaped is None:
+                self.shaped = shaped(self.text)
+            if self.shaped is not None:
+                return list(run_shaped(session, self.shaped))
         return list(run_each(session, self.text, params))
 
 
