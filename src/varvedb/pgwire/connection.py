@@ -37,13 +37,14 @@ from .types import TEXT, column_oid, decode_param, encoder
 log = logging.getLogger("varvedb.pgwire")
 
 ROWS_PER_WRITE = 1000      # data rows rendered and written at a time
+KEPT_DESCRIPTIONS = 8      # row descriptions a prepared statement keeps
 FLUSH_AT = 64              # answers (each up to ROWS_PER_WRITE rows) held before Sync
 STARTUP_TIMEOUT = 60.0     # seconds a client has to start up and authenticate
                            # (PostgreSQL's authentication_timeout)
 
 
 class Prepared:
-    __slots__ = ("text", "oids", "params", "answer", "copy_in", "shaped")
+    __slots__ = ("text", "oids", "params", "answer", "copy_in", "shaped", "described")
 
     def __init__(self, text: str, oids: list[int], params: int, answer=None):
         self.text, self.oids, self.params = text, oids, params
@@ -53,6 +54,7 @@ class Prepared:
         # first run and kept (pgbench -M prepared sends its literals so): its
         # executions scan no text
         self.shaped = None
+        self.described: dict = {}     # _describe's answers, by columns and formats
 
     def run(self, session, params) -> list:
         if self.answer is not None:
@@ -122,7 +124,7 @@ class Connection:
             code, body = self.reader.startup()
             if code == M.SSL_REQUEST:
                 ctx = self.server.ssl_context
-                if self.reader.buf:        # bytes sent before the handshake: refused
+                if self.reader.pending():   # bytes sent before the handshake: refused
                     raise ProtocolViolation("received unencrypted data after SSL request")
                 self.sock.sendall(b"S" if ctx is not None else b"N")
                 if ctx is not None:
@@ -406,7 +408,8 @@ class Connection:
             raise E.SqlError("42601", "the statement is empty")
         portal.result = result
         if result.columns:
-            portal.columns, portal.encoders = _describe(result, portal.formats)
+            portal.columns, portal.encoders = _describe(result, portal.formats,
+                                                        portal.stmt.described)
 
     def _statement_rows(self, stmt: Prepared) -> bytes:
         """A statement's RowDescription before it runs: a SELECT is run with NULL
@@ -437,15 +440,25 @@ def _format(formats: list[int], i: int) -> int:
     return formats[0] if len(formats) == 1 else formats[i]
 
 
-def _describe(result, formats: list[int]) -> tuple[bytes, list]:
-    """(RowDescription, one encoder a column) of a result."""
+def _describe(result, formats: list[int], kept: dict | None = None) -> tuple[bytes, list]:
+    """(RowDescription, one encoder a column) of a result; `kept`: a prepared
+    statement's, which its executions find them in (their columns the same)."""
+    oids = tuple(column_oid(kind, result.rows, i) for i, kind in enumerate(result.kinds))
+    key = (tuple(result.columns), tuple(result.kinds), oids, tuple(formats))
+    got = kept.get(key) if kept is not None else None
+    if got is not None:
+        return got
     cols, encoders = [], []
     for i, (name, kind) in enumerate(zip(result.columns, result.kinds)):
-        oid = column_oid(kind, result.rows, i)
         fmt = _format(formats, i)
-        cols.append((name, oid, fmt))
-        encoders.append(encoder(oid, kind, fmt == 1))
-    return M.row_description(cols), encoders
+        cols.append((name, oids[i], fmt))
+        encoders.append(encoder(oids[i], kind, fmt == 1))
+    got = M.row_description(cols), encoders
+    if kept is not None:
+        if len(kept) >= KEPT_DESCRIPTIONS:
+            kept.clear()
+        kept[key] = got
+    return got
 
 
 def _data_rows(rows: list, start: int, end: int, encoders) -> list[bytes]:
