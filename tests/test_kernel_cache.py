@@ -139,3 +139,36 @@ def test_exact_scores_are_the_fixed_order_sums_bit_for_bit_in_the_cached_kernels
                 assert ranked.tolist() == [want[r] for r in ranked_rows], (dtype, dim, metric)
                 cases += 1
     assert cases == 3 * 9 * 4
+
+
+def test_threads_racing_to_a_kernels_first_call_leave_its_calls_on_the_fast_path():
+    # a writable array calls the read-only specialisation through the caller's exact
+    # types, inserted once: inserted by each racing thread, numba saw two exact
+    # matches, called neither, and sent every later call to its compile path
+    import threading
+
+    def total(a):
+        s = 0.0
+        for i in range(a.shape[0]):
+            s += a[i]
+        return s
+
+    kernel = jit.njit(readonly=("a",))(total)
+    a = np.arange(16.0)
+    start = threading.Barrier(8)
+    got = []
+
+    def first():
+        start.wait(timeout=600)
+        got.append(kernel(a))
+    threads = [threading.Thread(target=first) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert got == [120.0] * 8
+    slow = []
+    compile_for_args = kernel._compile_for_args
+    kernel._compile_for_args = lambda *args, **kw: slow.append(1) or compile_for_args(*args, **kw)
+    assert [kernel(a) for _ in range(20)] == [120.0] * 20
+    assert slow == []

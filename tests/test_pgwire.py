@@ -41,6 +41,11 @@ QUERIES = [
      "LIMIT 1) n ON n.id = i.id ORDER BY i.id", ["[4,5,6]"]),
     ("SELECT id, row_number() OVER (PARTITION BY tag ORDER BY id DESC) FROM items ORDER BY id",
      []),
+    # rows of fixed-width columns, binary ones packed whole (pgwire/messages.FixedRows),
+    # a NULL among them too
+    ("SELECT id, tag, embedding <-> %s AS d FROM items ORDER BY id", ["[1,1,1]"]),
+    ("SELECT n.id FROM items i LEFT JOIN (SELECT id FROM items WHERE tag = %s) n "
+     "ON n.id = i.id ORDER BY i.id", [1]),
 ]
 
 

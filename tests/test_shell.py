@@ -20,6 +20,8 @@ import datetime as dt
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import varvedb as vv
 from varvedb.cli import main
@@ -73,6 +75,23 @@ def test_vectors_print_in_pgvectors_text_form():
         assert vector_text(w) == "[" + ",".join(float_text(x, 6) for x in w.tolist()) + "]"
     # halfvec: the half's value printed as float4, as pgvector does
     assert vector_text(np.array([0.1, 1000], np.float16)) == "[0.099975586,1000]"
+    # exact ties between two shortest digit strings go to the even one (float4out's
+    # round half to even); a power of two's lower neighbour is half a step away
+    ties = np.array([203143.625, 6701.65625, -43286.0625, 2.0 ** 20, 2.0 ** -10], np.float32)
+    ties = np.concatenate([ties, np.nextafter(ties, np.float32(0)),
+                           np.nextafter(ties, np.float32(np.inf))])
+    ties.flags.writeable = False          # as a mapped file's arena hands them
+    assert vector_text(ties) == "[" + ",".join(float_text(x, 6) for x in ties.tolist()) + "]"
+
+
+@settings(deadline=None, max_examples=300)
+@given(st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=64))
+def test_every_float4_prints_its_shortest_digits(bits):
+    """Any finite float4 bit pattern: the vector's text is float_text's, element by
+    element (the kernel's fixed notation and the exponent form left to float_text)."""
+    w = np.array(bits, np.uint32).view(np.float32)
+    w = w[np.isfinite(w)]
+    assert vector_text(w) == "[" + ",".join(float_text(x, 6) for x in w.tolist()) + "]"
 
 
 def test_timestamps_print_as_timestamptz_in_utc():

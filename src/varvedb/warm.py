@@ -44,6 +44,7 @@ import varvedb as vv
 from .index import fts, prefetch
 from .kernels import ahead, compile_log
 from .query.planner import EXACT_ROWS
+from .transfer import export_file
 
 WORDS = ("river ice varve layer sediment lake summer winter clay silt core year "
          "pollen glacier melt season").split()
@@ -162,6 +163,8 @@ def vector_share(dtype: str, index) -> Callable[[str], None]:
                                v=np.repeat(dup, 24, axis=0))
             docs.search(vector=dup[0], limit=10, exact=True)
             db.sql("SELECT id FROM docs WHERE tag < 5 ORDER BY id LIMIT 5")
+            if dtype != "bit":     # a vector's text form (the wire, psql, CSV export)
+                export_file(db, "docs", os.path.join(folder, "docs.csv"), where="tag < 1")
             db.checkpoint()
         with vv.connect(path) as db:
             db["docs"].search(vector=q, limit=10)

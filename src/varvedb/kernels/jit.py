@@ -42,6 +42,7 @@ import functools
 import hashlib
 import inspect
 import os
+import threading
 from pathlib import Path
 
 from numba import njit as _numba_njit
@@ -155,6 +156,7 @@ def _compile_plain(dispatcher, fn, readonly, literal) -> None:
     at = frozenset(i for i, name in enumerate(params) if name in READ_ONLY or name in readonly)
     keep = frozenset(i for i, name in enumerate(params) if name in literal)
     compile_exact = dispatcher.compile
+    inserting, inserted = threading.Lock(), set()
 
     def plain(i, t):
         if i in at and isinstance(t, types.Array) and t.mutable:
@@ -188,9 +190,16 @@ def _compile_plain(dispatcher, fn, readonly, literal) -> None:
         entry = compile_once(reading)
         if reading != sig:
             # the caller's exact types also dispatch straight to that code: a
-            # call numba matches only by conversion costs ~35 us, not ~0.3 us
-            cres = dispatcher.overloads[reading]
-            dispatcher._insert([t._code for t in sig], cres.entry_point, cres.objectmode)
+            # call numba matches only by conversion costs ~35 us, not ~0.3 us.
+            # Once: threads whose first calls raced here each inserted the same
+            # types, numba found two exact matches, called none, and every later
+            # call came here (under numba's compiler lock)
+            with inserting:
+                if sig not in inserted:
+                    inserted.add(sig)
+                    cres = dispatcher.overloads[reading]
+                    dispatcher._insert([t._code for t in sig], cres.entry_point,
+                                       cres.objectmode)
         return entry
 
     dispatcher.compile = compile

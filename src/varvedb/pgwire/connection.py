@@ -24,7 +24,7 @@ from pglast.parser import ParseError, scan
 from .. import errors as E
 from ..cancel import CancelToken, running
 from ..query.pg_types import to_regtype
-from ..sql import compile_text, run_each
+from ..sql import compile_text, run_each, run_shaped, shaped
 from ..sql.commands import REPORTED
 from ..sql.params import param_types
 from . import catalog
@@ -32,37 +32,49 @@ from . import messages as M
 from .copy import CopyIn
 from .messages import Body, ProtocolViolation, Reader
 from .scram import MECHANISM, AuthFailed, Exchange
-from .types import TEXT, column_oid, decode_param, encoder
+from .types import TEXT, column_oid, decode_param, encoder, fixed_code
 
 log = logging.getLogger("varvedb.pgwire")
 
 ROWS_PER_WRITE = 1000      # data rows rendered and written at a time
+KEPT_DESCRIPTIONS = 8      # row descriptions a prepared statement keeps
 FLUSH_AT = 64              # answers (each up to ROWS_PER_WRITE rows) held before Sync
 STARTUP_TIMEOUT = 60.0     # seconds a client has to start up and authenticate
                            # (PostgreSQL's authentication_timeout)
 
 
 class Prepared:
-    __slots__ = ("text", "oids", "params", "answer", "copy_in")
+    __slots__ = ("text", "oids", "params", "answer", "copy_in", "shaped", "described")
 
     def __init__(self, text: str, oids: list[int], params: int, answer=None):
         self.text, self.oids, self.params = text, oids, params
         self.answer = answer      # the catalog's, for a driver's catalog query
         self.copy_in = _copy_in_of(text) is not None
+        # a statement without parameters as its shape and literals, found at its
+        # first run and kept (pgbench -M prepared sends its literals so): its
+        # executions scan no text
+        self.shaped = None
+        self.described: dict = {}     # _describe's answers, by columns and formats
 
     def run(self, session, params) -> list:
         if self.answer is not None:
             return self.answer.run(params, session)
+        if not params:
+            if self.shaped is None:
+                self.shaped = shaped(self.text)
+            if self.shaped is not None:
+                return list(run_shaped(session, self.shaped))
         return list(run_each(session, self.text, params))
 
 
 class Portal:
-    __slots__ = ("stmt", "params", "formats", "result", "columns", "encoders", "sent")
+    __slots__ = ("stmt", "params", "formats", "result", "columns", "encoders", "fixed",
+                 "sent")
 
     def __init__(self, stmt: Prepared, params: list, formats: list[int]):
         self.stmt, self.params, self.formats = stmt, params, formats
         self.result = None        # the SqlResult, once run (Describe or Execute)
-        self.columns = self.encoders = None
+        self.columns = self.encoders = self.fixed = None
         self.sent = 0             # rows sent so far (Execute with a row limit)
 
 
@@ -113,7 +125,7 @@ class Connection:
             code, body = self.reader.startup()
             if code == M.SSL_REQUEST:
                 ctx = self.server.ssl_context
-                if self.reader.buf:        # bytes sent before the handshake: refused
+                if self.reader.pending():   # bytes sent before the handshake: refused
                     raise ProtocolViolation("received unencrypted data after SSL request")
                 self.sock.sendall(b"S" if ctx is not None else b"N")
                 if ctx is not None:
@@ -353,7 +365,7 @@ class Connection:
             return _copy_out(result)
         rows = result.rows
         end = len(rows) if limit <= 0 else min(len(rows), portal.sent + limit)
-        out = _data_rows(rows, portal.sent, end, portal.encoders)
+        out = _data_rows(rows, portal.sent, end, portal.encoders, portal.fixed)
         portal.sent = end
         if result.columns and end < len(rows):
             out.append(M.PORTAL_SUSPENDED)
@@ -397,7 +409,8 @@ class Connection:
             raise E.SqlError("42601", "the statement is empty")
         portal.result = result
         if result.columns:
-            portal.columns, portal.encoders = _describe(result, portal.formats)
+            portal.columns, portal.encoders, portal.fixed = _describe(
+                result, portal.formats, portal.stmt.described)
 
     def _statement_rows(self, stmt: Prepared) -> bytes:
         """A statement's RowDescription before it runs: a SELECT is run with NULL
@@ -428,22 +441,38 @@ def _format(formats: list[int], i: int) -> int:
     return formats[0] if len(formats) == 1 else formats[i]
 
 
-def _describe(result, formats: list[int]) -> tuple[bytes, list]:
-    """(RowDescription, one encoder a column) of a result."""
-    cols, encoders = [], []
+def _describe(result, formats: list[int], kept: dict | None = None) -> tuple:
+    """(RowDescription, one encoder a column, FixedRows or None) of a result;
+    `kept`: a prepared statement's, which its executions find them in (their
+    columns the same)."""
+    oids = tuple(column_oid(kind, result.rows, i) for i, kind in enumerate(result.kinds))
+    key = (tuple(result.columns), tuple(result.kinds), oids, tuple(formats))
+    got = kept.get(key) if kept is not None else None
+    if got is not None:
+        return got
+    cols, encoders, codes = [], [], []
     for i, (name, kind) in enumerate(zip(result.columns, result.kinds)):
-        oid = column_oid(kind, result.rows, i)
         fmt = _format(formats, i)
-        cols.append((name, oid, fmt))
-        encoders.append(encoder(oid, kind, fmt == 1))
-    return M.row_description(cols), encoders
+        cols.append((name, oids[i], fmt))
+        encoders.append(encoder(oids[i], kind, fmt == 1))
+        codes.append(fixed_code(oids[i], fmt == 1))
+    got = (M.row_description(cols), encoders,
+           M.FixedRows(codes) if None not in codes else None)
+    if kept is not None:
+        if len(kept) >= KEPT_DESCRIPTIONS:
+            kept.clear()
+        kept[key] = got
+    return got
 
 
-def _data_rows(rows: list, start: int, end: int, encoders) -> list[bytes]:
+def _data_rows(rows: list, start: int, end: int, encoders, fixed=None) -> list[bytes]:
+    def slow(row):
+        return M.data_row([enc(v) for enc, v in zip(encoders, row)])
     out = []
     for at in range(start, end, ROWS_PER_WRITE):
-        out.append(b"".join(M.data_row([enc(v) for enc, v in zip(encoders, row)])
-                            for row in rows[at:min(end, at + ROWS_PER_WRITE)]))
+        chunk = rows[at:min(end, at + ROWS_PER_WRITE)]
+        out.append(fixed.rows(chunk, slow) if fixed is not None
+                   else b"".join([slow(row) for row in chunk]))
     return out
 
 
@@ -453,7 +482,7 @@ def _render(result) -> list[bytes]:
         return _copy_out(result)
     if not result.columns:
         return [M.command_complete(result.status)]
-    head, encoders = _describe(result, [])
+    head, encoders, _ = _describe(result, [])
     return [head, *_data_rows(result.rows, 0, len(result.rows), encoders),
             M.command_complete(result.status)]
 

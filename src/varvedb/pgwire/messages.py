@@ -29,23 +29,37 @@ class ProtocolViolation(Exception):
 
 class Reader:
     """Blocking, buffered reads of one client's socket: one recv() brings in
-    whatever the client has sent (a pipeline of messages, usually)."""
-    __slots__ = ("sock", "buf")
+    whatever the client has sent (a pipeline of messages, usually), and each
+    message is cut from it at an offset (what remains is not copied a message)."""
+    __slots__ = ("sock", "data", "at")
 
     def __init__(self, sock):
         self.sock = sock
-        self.buf = bytearray()
+        self.data = b""
+        self.at = 0
 
-    def exactly(self, n: int) -> bytes:
-        buf = self.buf
-        while len(buf) < n:
-            chunk = self.sock.recv(max(1 << 16, min(n - len(buf), 1 << 24)))
+    def pending(self) -> int:
+        """Bytes received and not yet read."""
+        return len(self.data) - self.at
+
+    def _fill(self, n: int) -> None:
+        """At least n bytes received and not yet read."""
+        have = len(self.data) - self.at
+        parts = [self.data[self.at:]]
+        while have < n:
+            chunk = self.sock.recv(max(1 << 16, min(n - have, 1 << 24)))
             if not chunk:
                 raise ConnectionError("the client closed the connection")
-            buf += chunk
-        out = bytes(buf[:n])
-        del buf[:n]
-        return out
+            parts.append(chunk)
+            have += len(chunk)
+        self.data, self.at = b"".join(parts), 0
+
+    def exactly(self, n: int) -> bytes:
+        if len(self.data) - self.at < n:
+            self._fill(n)
+        at = self.at
+        self.at = at + n
+        return self.data[at:at + n]
 
     def startup(self) -> tuple[int, bytes]:
         """(code, body) of a start-up packet (protocol version or a special request)."""
@@ -56,10 +70,13 @@ class Reader:
 
     def message(self, limit: int = MAX_MESSAGE) -> tuple[bytes, bytes]:
         """(type byte, body) of the next message."""
-        kind, length = _HEAD.unpack(self.exactly(5))
+        if len(self.data) - self.at < 5:
+            self._fill(5)
+        kind, length = _HEAD.unpack_from(self.data, self.at)
         if not 4 <= length <= limit:
             raise ProtocolViolation(f"invalid message length {length} for message type "
                                     f"{kind!r}")
+        self.at += 5
         return kind, self.exactly(length - 4)
 
 
@@ -154,10 +171,35 @@ def row_description(columns: list[tuple[str, int, int]]) -> bytes:
 
 
 def data_row(values: list[bytes | None]) -> bytes:
-    parts = [_I16.pack(len(values))]
-    for v in values:
-        parts.append(b"\xff\xff\xff\xff" if v is None else _I32.pack(len(v)) + v)
-    return message(b"D", b"".join(parts))
+    body = _I16.pack(len(values)) + b"".join(
+        [_NULL if v is None else _I32.pack(len(v)) + v for v in values])
+    return b"D" + _I32.pack(len(body) + 4) + body
+
+
+_NULL = _I32.pack(-1)
+
+
+class FixedRows:
+    """DataRows of binary fixed-width columns (struct codes q i h d f), each row
+    packed in one call (a search's ids and distances, mostly); a row holding a
+    NULL goes to `slow`."""
+    __slots__ = ("struct", "widths", "length")
+
+    def __init__(self, codes: list[str]):
+        self.struct = struct.Struct("!cih" + "".join("i" + c for c in codes))
+        self.widths = [struct.calcsize("!" + c) for c in codes]
+        self.length = self.struct.size - 1
+
+    def rows(self, rows: list, slow) -> bytes:
+        pack, length, n = self.struct.pack, self.length, len(self.widths)
+        if n == 1:
+            w = self.widths[0]
+            return b"".join([slow(r) if r[0] is None else pack(b"D", length, 1, w, r[0])
+                             for r in rows])
+        widths = self.widths
+        return b"".join([slow(r) if None in r else
+                         pack(b"D", length, n, *[x for pair in zip(widths, r) for x in pair])
+                         for r in rows])
 
 
 def parameter_description(oids: list[int]) -> bytes:

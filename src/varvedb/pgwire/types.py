@@ -67,6 +67,14 @@ def encoder(oid: int, kind: str | None, binary: bool):
     return lambda v: None if v is None else send(v)
 
 
+_FIXED = {INT8: "q", INT4: "i", INT2: "h", FLOAT8: "d", FLOAT4: "f"}
+
+
+def fixed_code(oid: int, binary: bool) -> str | None:
+    """The struct code of a binary column of fixed width (messages.FixedRows)."""
+    return _FIXED.get(oid) if binary else None
+
+
 def _send_vector(v) -> bytes:
     a = np.asarray(v)
     dt = ">f2" if a.dtype == np.float16 else ">f4"

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import SqlError
 from ..schema import to_micros
+from ..kernels import floatfmt
 from . import arrays
 
 _TRUE = {"t", "true", "y", "yes", "on", "1"}
@@ -129,24 +130,20 @@ def float_text(x: float, digits: int = 15) -> str:
     return f"{minus}{whole.ljust(e10 + 1, '0')}{'.' + frac if frac else ''}"
 
 
-_POINT_ZERO = re.compile(r"\.0(?=,|$)")
-
-
 def vector_text(v: np.ndarray) -> str:
     """pgvector's text form: [1,2.5,3]; halfvec elements print as float4, like pgvector.
-
-    numpy's own shortest digits (one C loop) already are float4's for
-    1e-4 <= |x| < 1e6 once a trailing ".0" goes, and below 1e-4 numpy's
-    exponent form is PostgreSQL's; only the rest go through float_text."""
-    a = np.asarray(v, np.float32)
-    s = a.astype(str)
-    mag = np.abs(a)
-    fix = np.flatnonzero((mag >= 1e6) | ((mag >= 1e-4) & (np.char.find(s, "e") >= 0)))
-    if len(fix):
-        s = s.astype(object)
-        for i in fix.tolist():
-            s[i] = float_text(float(a[i]), 6)
-    return "[" + _POINT_ZERO.sub("", ",".join(s.tolist())) + "]"
+    The kernel writes the elements in fixed notation; the rest (exponent form,
+    non-finite) come from float_text."""
+    a = np.ascontiguousarray(v, np.float32)
+    out = np.empty(floatfmt.MAX_CHARS * len(a) + 2, np.uint8)
+    left = np.empty(len(a), np.int64)
+    n, n_left = floatfmt.vector_text(a, out, left)
+    text = out[:n].tobytes().decode("ascii")
+    if not n_left:
+        return text
+    parts = text.split("\0")
+    rest = [float_text(float(x), 6) for x in a[left[:n_left]].tolist()] + [""]
+    return "".join(p + r for p, r in zip(parts, rest))
 
 
 def timestamp_text(d: _dt.datetime) -> str:

@@ -215,11 +215,22 @@ def run_each(session, text: str, params=(), copy_data=None):
     wire protocol answers each statement of a text; nothing for an empty text).
     A SELECT without parameters runs its shape's compiled form where it has one
     (shapes.py): the simple query protocol's clients send each value as a new text."""
-    if not params and copy_data is None and shapes.enabled and isinstance(text, str):
-        got = shapes.bound(text, compile_text)
+    if not params and copy_data is None and isinstance(text, str):
+        got = shaped(text)
         if got is not None:
-            return _each(session, got[0], got[1], None)
+            return run_shaped(session, got)
     return _each(session, compile_text(text), _params(params), copy_data)
+
+
+def shaped(text: str):
+    """A text without parameters as its shape's compiled form and its literals
+    (shapes.py), or None: compile it as it is. A prepared statement keeps it."""
+    return shapes.bound(text, compile_text) if shapes.enabled else None
+
+
+def run_shaped(session, got):
+    """run_each of a text `shaped` gave `got`."""
+    return _each(session, got[0], got[1], None)
 
 
 def _each(session, compiled: tuple, params, copy_data):
