@@ -172,3 +172,32 @@ def test_threads_racing_to_a_kernels_first_call_leave_its_calls_on_the_fast_path
     kernel._compile_for_args = lambda *args, **kw: slow.append(1) or compile_for_args(*args, **kw)
     assert [kernel(a) for _ in range(20)] == [120.0] * 20
     assert slow == []
+
+
+def test_a_read_only_or_strided_query_compiles_no_kernel_of_its_own():
+    # numba types a read-only or non-contiguous array apart: SQL's literal vector
+    # (read-only) compiled a second graph walk and IVF scan on a first SQL query,
+    # which warm does not cover; the indexes hand the kernels one flavour of query
+    import varvedb as vv
+    from varvedb.kernels import hnsw as graph_kernels, ivf as ivf_kernels
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3000, 8)).astype(np.float32)
+    db = vv.connect(":memory:")
+    for name, index in (("g", vv.HNSW(m=4, quantize=None)), ("i", vv.IVFPQ(lists=4))):
+        c = db.create_collection(name, {"v": vv.Vector(8, metric="l2", index=index)})
+        c.insert_arrays(id=np.arange(len(x)), v=x)
+        assert c.wait_indexed(timeout=600)        # a hang guard only
+        c.search(np.ones(8, np.float32), limit=3)
+    dispatchers = [graph_kernels.search_one] + [
+        getattr(ivf_kernels, k) for k in dir(ivf_kernels)
+        if isinstance(getattr(ivf_kernels, k), numba.core.registry.CPUDispatcher)]
+    before = [len(d.signatures) for d in dispatchers]
+    read_only = np.ones(8, np.float32)
+    read_only.flags.writeable = False
+    strided = np.ones(16, np.float32)[::2]
+    for name in ("g", "i"):
+        db.sql(f"SELECT id FROM {name} ORDER BY v <-> '[1,2,3,4,5,6,7,8]' LIMIT 3")
+        for q in (read_only, strided):
+            assert len(db[name].search(q, limit=3).ids) == 3
+    assert [len(d.signatures) for d in dispatchers] == before
+    db.close()

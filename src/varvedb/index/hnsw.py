@@ -682,6 +682,7 @@ class HnswIndex:
             return self._search(vectors, norms, query, k, allow, ef)
         dt = self._query_dt
         if type(query) is not np.ndarray or query.dtype is not dt \
+                or not (query.flags.writeable and query.flags.c_contiguous) \
                 or type(vectors) is not np.ndarray or vectors.dtype is not dt \
                 or allow is not None and (type(allow) is not np.ndarray
                                           or allow.dtype is not _BOOL) \
@@ -729,6 +730,8 @@ class HnswIndex:
         search_one = kernels.search_one
 
         def walk(query):
+            if not query.flags.writeable:      # (a kernel of its own: see _search)
+                query = query.copy()
             try:
                 ws = pool.pop()
             except IndexError:
@@ -754,8 +757,9 @@ class HnswIndex:
         if self._n_nodes == 0 or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float64)
         if not (type(query) is np.ndarray and query.dtype is self._query_dt
-                and query.flags.c_contiguous):
-            query = np.ascontiguousarray(query, dtype=self._query_dtype)
+                and query.flags.c_contiguous and query.flags.writeable):
+            # (a read-only query, SQL's literal, would compile a kernel of its own)
+            query = np.array(query, dtype=self._query_dtype, order="C")
         if query.shape != (self.dim,):
             raise ValueError(f"query must have shape ({self.dim},), got {query.shape}")
         arena = self._arena(vectors)

@@ -265,7 +265,8 @@ class IvfIndex:
         k = int(k)
         if not len(self) or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float64)
-        query = np.ascontiguousarray(query, np.float32)
+        # writable too: a read-only query (SQL's literal) would compile kernels of its own
+        query = np.require(query, np.float32, ("C", "W"))
         if query.shape != (self.dim,):
             raise ValueError(f"query must have shape ({self.dim},), got {query.shape}")
         arena = vectors.view(np.uint16) if vectors.dtype == np.float16 else vectors
