@@ -1167,7 +1167,8 @@ NOT_REMOTE = {
     "Collection": {
         "table": "the engine's table", "prepare_rows": "rows coerced into this process's "
         "arrays, for the engine's writer", "insert_prepared": "the same",
-        "prepared_now": "the same"},
+        "prepared_now": "the same", "corpus_stats": "a shard's full-text statistics for a "
+        "sharded search in process (integrations/sharded.py): CorpusStats has no wire form"},
     "Session": {
         "tx": "the engine's transaction object", "branch_id": "the engine's branch id",
         "snapshot": "the engine's snapshot", "read_state": "the engine's version and "

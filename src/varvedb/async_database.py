@@ -354,6 +354,6 @@ def _collection_verb(name: str):
 COLLECTION_VERBS = ("insert", "insert_arrays", "upsert", "replace", "update", "delete",
                     "create_index", "drop_index", "add_field", "drop_field", "rename_field",
                     "get", "count", "find", "run", "index_status", "wait_indexed",
-                    "vector_memory", "search", "explain", "plan", "history")
+                    "vector_memory", "search", "explain", "plan", "history", "corpus_stats")
 for _name in COLLECTION_VERBS:
     setattr(AsyncCollection, _name, _collection_verb(_name))
