@@ -307,3 +307,22 @@ def test_a_coded_walk_as_wide_as_the_graph_is_exact_search(metric, quant):
                 rows, dists = g.search(x, norms, q, K, allow=allow, ef=ef)
                 assert rows.tolist() == want[0].tolist()
                 assert dists.tolist() == want[1].tolist()
+
+
+@pytest.mark.parametrize("metric", ["l2", "cosine", "dot"])
+def test_the_bound_int8_walk_answers_as_search(data, metric):
+    # the kept lane's walk (query/prepared.py) binds the codes and their step once
+    x, queries = data
+    g = built(x, metric)
+    norms = norms_of(x)
+    allow = np.arange(N) % 5 != 0
+    for mask in (None, allow):
+        for ef in (10, 40, 4000):
+            walk = g.searcher(x, norms, K, mask, ef)
+            for q in queries[:15]:
+                rows, dists = walk(q)
+                want_rows, want_dists = g.search(x, norms, q, K, allow=mask, ef=ef)
+                assert rows.tolist() == want_rows.tolist()
+                assert dists.tolist() == want_dists.tolist()
+    pq = built(x[:300], metric, quantize="pq", pq_m=8)    # its query is a table a search
+    assert pq.searcher(x[:300], norms[:300], K) is None

@@ -185,45 +185,26 @@ def search_overhead(rounds: int, dataset: str = "clustered", rows: int = 100_000
     kernel = kernels.search_one
     seen = []
 
-    def spy(*args):
-        seen.append(args)
-        return kernel(*args)
+    def spy(graph, data, query_pair, *rest):
+        # the pair copied: a bound walk scales each query into a buffer it reuses
+        seen.append((graph, data, tuple(np.array(a) for a in query_pair), *rest))
+        return kernel(graph, data, query_pair, *rest)
     kernels.search_one = spy
-    try:
-        c.search(queries[0], limit=10, ef=ef, select=[])
+    try:        # each query's own kernel call, as the search makes it (a coded walk's
+        for q in queries:       # query pair holds the query scaled to the codes)
+            c.search(q, limit=10, ef=ef, select=[])
     finally:
         kernels.search_one = kernel
-    # that search kept its shape bound to the kernel it found, the spy: bound again
-    # (a fresh bind), so that the figure times the search's own kernel call
+    # those searches kept their shape bound to the kernel they found, the spy: bound
+    # again (a fresh bind), so that the figure times the search's own kernel call
     c.table.prepared.clear()
-    if len(seen) != 1:
-        return {"figure": "search overhead", "skipped": f"the search made {len(seen)} "
-                "kernel calls (expected one graph walk)"}
-    args = list(seen[0])
-
-    def is_query(a):
-        return isinstance(a, np.ndarray) and a.shape == queries[0].shape \
-            and np.array_equal(a, queries[0])
-    # the query travels on its own, or packed in a tuple (the graph walk's
-    # query_pair: the query and the walk's form of it, the query itself unquantized)
-    at = next(i for i, a in enumerate(args)
-              if is_query(a) or isinstance(a, tuple) and any(is_query(x) for x in a))
-    packed = args[at] if isinstance(args[at], tuple) else None
-    if packed is None:
-        def place(q):
-            return q
-    elif len(packed) == 2 and all(is_query(x) for x in packed):
-        def place(q):
-            return (q, q)
-    else:
-        slots = {j for j, x in enumerate(packed) if is_query(x)}
-
-        def place(q):
-            return tuple(q if j in slots else x for j, x in enumerate(packed))
+    if len(seen) != len(queries):
+        return {"figure": "search overhead", "skipped": f"{len(queries)} searches made "
+                f"{len(seen)} kernel calls (expected one graph walk each)"}
+    calls_of = {id(q): args for q, args in zip(queries, seen)}
 
     def direct(q):
-        args[at] = place(q)
-        return kernel(*args)
+        return kernel(*calls_of[id(q)])
     clock = time.perf_counter_ns
     full, bare, diff = [], [], []
     for q in queries[:100]:          # warm both

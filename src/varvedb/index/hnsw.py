@@ -571,9 +571,14 @@ class HnswIndex:
             return None
         if self.quantize == "pq":
             return (self._codes, _NO_NORMS, self._pq_table(query), METRIC_CODE_PQ)
-        metric = METRIC_CODE_L2 if self._metric_code == METRIC_L2 else METRIC_CODE_DOT
         return (self._codes, self._code_norms,
-                code_kernels.scaled_query(query, self._code_step, self._code_width), metric)
+                code_kernels.scaled_query(query, self._code_step, self._code_width),
+                self._int8_metric())
+
+    def _int8_metric(self) -> int:
+        """The metric an int8 walk measures codes by: cosine rows are coded unit
+        length, so cosine and dot walk as a dot product."""
+        return METRIC_CODE_L2 if self._metric_code == METRIC_L2 else METRIC_CODE_DOT
 
     def _pq_table(self, query: np.ndarray) -> np.ndarray:
         """The walk's query for PQ codes: per query, the flattened (pq_m, 256) table."""
@@ -715,16 +720,27 @@ class HnswIndex:
         """:meth:`search` bound to everything but the query: a function of a query
         of the graph's dtype, C-contiguous, shape (dim,), giving (rows, distances).
         The caller keeps the graph unchanged while it uses one (VectorIndex's
-        read lock and watermark). None for a coded walk: :meth:`search` then."""
+        read lock and watermark). None for a PQ walk (its query is a table a
+        search) and for a coded walk over vectors that do not fit in memory (the
+        caller's prefetch between walk and rerank): :meth:`search` then."""
         k = int(k)
-        if self.quantize is not None or self._n_nodes == 0 or k <= 0:
+        if self.quantize == "pq" or self._n_nodes == 0 or k <= 0:
             return None
         arena = self._arena(vectors)
+        if self.quantize is not None and prefetch.pays(vectors):
+            return None
         norms = self._norms(norms, arena.shape[0])
         allow, use_allow = self._allow(allow)
         ef = max(int(ef) if ef is not None else self.ef_search, k)
-        data = (arena, norms, arena, norms, allow)
-        params = (self._metric_code, self._metric_code, 0, ef, k, use_allow, 0)
+        mc = self._metric_code
+        if self.quantize is None:
+            data = (arena, norms, arena, norms, allow)
+            params = (mc, mc, 0, ef, k, use_allow, 0)
+        else:       # int8 codes: the walk's query is the query scaled by the codes' step
+            data = (arena, norms, self._codes, self._code_norms, allow)
+            params = (mc, self._int8_metric(), self._rerank(k, ef), ef, k, use_allow, 0)
+            step, dim, code_width = self._code_step, self.dim, self._code_width
+        coded = self.quantize is not None
         graph = self._graph_args or self._graph()
         cap, width, pool = self._levels.shape[0], 2 * self.m, []
         search_one = kernels.search_one
@@ -733,13 +749,17 @@ class HnswIndex:
             if not query.flags.writeable:      # (a kernel of its own: see _search)
                 query = query.copy()
             try:
-                ws = pool.pop()
+                ws, scaled = pool.pop()
             except IndexError:
-                ws = _Workspace(cap, ef, width)
+                ws, scaled = _Workspace(cap, ef, width), np.zeros(code_width if coded else 0,
+                                                                  np.float32)
+            if coded:       # (code_kernels.scaled_query, into this walk's own buffer)
+                np.multiply(query, step, out=scaled[:dim])
             out_rows = np.empty(k, _I64)      # (a dtype object: np.empty parses a type)
             out_dist = np.empty(k, _F64)
-            count = search_one(graph, data, (query, query), params, ws.args, out_rows, out_dist)
-            pool.append(ws)
+            count = search_one(graph, data, (query, scaled if coded else query), params,
+                               ws.args, out_rows, out_dist)
+            pool.append((ws, scaled))
             if count == k:
                 return out_rows, out_dist
             if count == -1:
