@@ -732,15 +732,14 @@ class HnswIndex:
         norms = self._norms(norms, arena.shape[0])
         allow, use_allow = self._allow(allow)
         ef = max(int(ef) if ef is not None else self.ef_search, k)
-        mc = self._metric_code
-        if self.quantize is None:
-            data = (arena, norms, arena, norms, allow)
-            params = (mc, mc, 0, ef, k, use_allow, 0)
-        else:       # int8 codes: the walk's query is the query scaled by the codes' step
+        mc, coded = self._metric_code, self.quantize is not None
+        if coded:       # int8 codes: the walk's query is the query scaled by the codes' step
             data = (arena, norms, self._codes, self._code_norms, allow)
             params = (mc, self._int8_metric(), self._rerank(k, ef), ef, k, use_allow, 0)
-            step, dim, code_width = self._code_step, self.dim, self._code_width
-        coded = self.quantize is not None
+        else:
+            data = (arena, norms, arena, norms, allow)
+            params = (mc, mc, 0, ef, k, use_allow, 0)
+        step, dim, scaled_width = self._code_step, self.dim, self._code_width if coded else 0
         graph = self._graph_args or self._graph()
         cap, width, pool = self._levels.shape[0], 2 * self.m, []
         search_one = kernels.search_one
@@ -751,8 +750,7 @@ class HnswIndex:
             try:
                 ws, scaled = pool.pop()
             except IndexError:
-                ws, scaled = _Workspace(cap, ef, width), np.zeros(code_width if coded else 0,
-                                                                  np.float32)
+                ws, scaled = _Workspace(cap, ef, width), np.zeros(scaled_width, np.float32)
             if coded:       # (code_kernels.scaled_query, into this walk's own buffer)
                 np.multiply(query, step, out=scaled[:dim])
             out_rows = np.empty(k, _I64)      # (a dtype object: np.empty parses a type)
