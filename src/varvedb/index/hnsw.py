@@ -592,8 +592,11 @@ class HnswIndex:
         return out[0] if query.ndim == 1 else out
 
     def _rerank(self, k: int, ef: int) -> int:
-        """How many of a coded walk's best candidates are measured exactly."""
-        return min(ef, _RERANK_PER_K.get(self.quantize, 0) * k)
+        """How many of a coded walk's best candidates are measured exactly: a few
+        per result, and half the pool once ef is raised past that (a fixed 4·k
+        capped recall where the codes cannot order near neighbours: 0.991 at any ef
+        on a clustered 128-d cosine set whose plain walk reached 1.000 at ef 80)."""
+        return min(ef, max(_RERANK_PER_K.get(self.quantize, 0) * k, ef // 2))
 
     def _build_scratch(self, n_levels: int, lanes: int) -> _BuildScratch:
         # lanes: one per numba thread for the kernels run in lanes, 0 for the serial
