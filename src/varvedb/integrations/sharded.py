@@ -73,7 +73,7 @@ from ray.exceptions import RayActorError, RayTaskError
 
 from ..errors import (CorruptFileError, FieldTypeError, NotSupportedError, OptionError,
                       TransactionError, VarveError, WriterLockedError)
-from ..query.bind import CANDIDATES
+from ..query.bind import leg_rows
 from ..query.execute import fuse
 from ..query.request import Search
 from ..results import Hit, Hits
@@ -559,8 +559,7 @@ class ShardedCollection:
         t = msgspec.structs.replace(t, corpus=sum(corpus[1:], corpus[0]))
         if not vector:
             return Hits(self._leg(msgspec.structs.replace(request, text=t), versions))
-        n = max(request.limit, CANDIDATES) if request.candidates is None else \
-            request.candidates
+        n = leg_rows(request)
         legs = [self._leg(msgspec.structs.replace(request, vector=None, text=t, limit=n),
                           versions),
                 self._leg(msgspec.structs.replace(request, text=None, limit=n), versions)]

@@ -64,12 +64,18 @@ def bind_legs(req: Search, table, snap, settings: dict | None = None) -> Query:
                                         tl.match), tl.match, tl.corpus)
     if v is None or v.vector is None and v.text is None:
         return plan_text(snap, table, *text, req.limit, where)
-    candidates = max(req.limit, CANDIDATES) if req.candidates is None else req.candidates
+    candidates = leg_rows(req)
     field, metric, q, width = vector_leg(table, v, settings)
     if req.rerank:
         return plan_rerank(snap, table, text, field, metric, q, req.limit, candidates, where)
     return plan_hybrid(snap, table, text, (field, metric, q, width, v.exact), req.limit,
                        candidates, req.rrf_k, req.weights, where)
+
+
+def leg_rows(req: Search) -> int:
+    """The rows each leg of a hybrid or reranked search finds before fusion or rerank
+    (`candidates`, default the limit and at least CANDIDATES)."""
+    return max(req.limit, CANDIDATES) if req.candidates is None else req.candidates
 
 
 def corpus_stats(req: Search, table, snap):
