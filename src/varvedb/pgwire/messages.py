@@ -171,9 +171,8 @@ def row_description(columns: list[tuple[str, int, int]]) -> bytes:
 
 
 def data_row(values: list[bytes | None]) -> bytes:
-    body = _I16.pack(len(values)) + b"".join(
-        [_NULL if v is None else _I32.pack(len(v)) + v for v in values])
-    return b"D" + _I32.pack(len(body) + 4) + body
+    return message(b"D", _I16.pack(len(values)) + b"".join(
+        [_NULL if v is None else _I32.pack(len(v)) + v for v in values]))
 
 
 _NULL = _I32.pack(-1)
