@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import struct
 import subprocess
+import warnings
 import zlib
 
 import numpy as np
@@ -107,6 +108,26 @@ def test_value_that_overflows_f16_raises_non_finite_error(loaded):
 def test_non_finite_query_vector_raises_non_finite_error(loaded, q):
     assert_rejected(loaded, lambda: loaded[1].search(vector=q, field="emb"),
                     vv.NonFiniteVectorError, "query vector")
+
+
+def test_a_query_list_past_float32_is_refused_and_its_largest_value_kept(loaded):
+    # a list (JSON's form) is read as float64 and bounded before its float32 cast:
+    # what rounds to float32's inf is refused, float32's largest value is kept, and
+    # numpy warns of no overflow on the way
+    docs = loaded[1]
+    top = float(np.finfo(np.float32).max)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for big in (1e39, -1e39, 2.0 ** 128 - 2.0 ** 103, 10 ** 40):
+            assert_rejected(loaded, lambda: docs.search(vector=[big, 0, 0, 0], field="emb"),
+                            vv.NonFiniteVectorError, "query vector")
+        for fine in (top, -top, np.nextafter(2.0 ** 128 - 2.0 ** 103, 0)):
+            # answered as the float32 array holding float32's largest value is
+            as_array = np.array([np.sign(fine) * top, 0, 0, 0], np.float32)
+            assert docs.search(vector=[fine, 0, 0, 0], field="emb", exact=True) == \
+                docs.search(vector=as_array, field="emb", exact=True)
+        assert_rejected(loaded, lambda: docs.search(vector=[1, 2, 3], field="emb"),
+                        vv.DimensionError, "shape")
 
 
 def test_non_numeric_query_vector_raises_field_type_error(loaded):

@@ -954,6 +954,8 @@ def coerce_query_vector(f: Field, q: Any) -> np.ndarray:
         if not np.isfinite(q).all():
             raise NonFiniteVectorError("query vector holds NaN or inf")
         return q
+    if type(q) is list:      # JSON's form: read as float64 (no overflow) and bounded
+        return _query_list(f, q)
     try:
         with np.errstate(over="ignore"):     # past float32 is inf, refused below
             a = np.asarray(q, dtype=np.float32) if not isinstance(q, np.ndarray) else q
@@ -969,6 +971,28 @@ def coerce_query_vector(f: Field, q: Any) -> np.ndarray:
     if not np.isfinite(a).all():
         raise NonFiniteVectorError("query vector holds NaN or inf")
     return a
+
+
+# float64 values at or past this round to float32's inf
+_F32_ROUNDS_TO_INF = 2.0 ** 128 - 2.0 ** 103
+
+
+def _query_list(f: Field, q: list) -> np.ndarray:
+    """coerce_query_vector of a list: its float32 cast made only once every value
+    is known to fit, so that no np.errstate (two context-variable swaps a call)
+    is needed to keep numpy's overflow warning quiet; what overflowed to inf
+    before is refused as it was."""
+    try:
+        a = np.array(q, dtype=np.float64)
+    except (ValueError, TypeError, OverflowError):
+        raise FieldTypeError(f"query vector must be numeric, got {brief(q)}") from None
+    if a.ndim != 1 or a.shape[0] != f.dim:
+        raise DimensionError(f"query vector has shape {a.shape}; field expects ({f.dim},)")
+    # NaN fails both comparisons; +-inf and what float32 cannot hold fail one
+    if not (np.maximum.reduce(a) < _F32_ROUNDS_TO_INF
+            and np.minimum.reduce(a) > -_F32_ROUNDS_TO_INF):
+        raise NonFiniteVectorError("query vector holds NaN or inf")
+    return a.astype(np.float32)
 
 
 def _query_bits(f: Field, q: Any) -> np.ndarray:
