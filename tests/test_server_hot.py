@@ -141,3 +141,33 @@ def test_a_read_worker_runs_a_short_search_on_the_loop_only_when_it_is_current(t
         api.pool.shutdown(wait=True)
         api.follower.stop()
         db.close()
+
+
+def test_the_kept_read_session_sees_each_commit_and_a_collection_made_again(app):
+    """A search or get on main runs in its thread's kept read session and
+    collection object (routes.read_call): a commit made since is seen, and a
+    collection dropped and made again under its name is the new one."""
+    db = app.state.api.db
+
+    async def ids(vector) -> list:
+        status, out = await asyncio.wait_for(search(app, vector), HANG)
+        assert status == 200
+        return [h["id"] for h in out["hits"]]
+
+    async def main():
+        assert await ids([0, 0, 0, 3.0]) == [3, 0]
+        db.collection("docs").insert({"id": 100, "emb": [0, 0, 0, 3.0], "tag": 1})
+        assert await ids([0, 0, 0, 3.0]) == [100, 3]
+        status, doc = await asyncio.wait_for(call(app, "GET", "/collections/docs/items/100"),
+                                             HANG)
+        assert status == 200 and doc["tag"] == 1
+        db.drop_collection("docs")
+        status, out = await asyncio.wait_for(search(app, [0, 0, 0, 3.0]), HANG)
+        assert status == 404 and out["error"]["type"] == "NotFoundError"
+        db.create_collection("docs", {"emb": vv.Vector(4, metric="l2")}).insert(
+            [{"id": 7, "emb": [0, 0, 0, 2.0]}, {"id": 8, "emb": [9.0, 0, 0, 0]}])
+        assert await ids([0, 0, 0, 3.0]) == [7, 8]
+        status, out = await asyncio.wait_for(call(app, "GET", "/collections/docs/items/100"),
+                                             HANG)
+        assert status == 404 and out["error"]["type"] == "NotFoundError"
+    asyncio.run(main())

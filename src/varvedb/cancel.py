@@ -13,7 +13,6 @@ API's) pays one context-variable lookup per check.
 """
 from __future__ import annotations
 
-import contextlib
 import contextvars
 
 from .errors import QueryCanceledError
@@ -31,14 +30,21 @@ class CancelToken:
         self.reason = reason
 
 
-@contextlib.contextmanager
-def running(token: CancelToken):
-    """Run the block's work (on this thread) under `token`."""
-    reset = _current.set(token)
-    try:
-        yield token
-    finally:
-        _current.reset(reset)
+class running:
+    """`with running(token):` runs the block's work (on this thread) under `token`.
+    A class rather than a generator context manager: every server request enters
+    one, and a class's enter and exit cost less than a generator's."""
+    __slots__ = ("token", "reset")
+
+    def __init__(self, token: CancelToken):
+        self.token = token
+
+    def __enter__(self) -> CancelToken:
+        self.reset = _current.set(self.token)
+        return self.token
+
+    def __exit__(self, *exc) -> None:
+        _current.reset(self.reset)
 
 
 def check() -> None:

@@ -434,8 +434,8 @@ def _branch(branch) -> str | None:
 def _wire_args(body, known: dict, what: str) -> dict:
     if not isinstance(body, dict):
         raise RequestError(f"a {what} is a JSON object, got {type(body).__name__}")
-    unknown = sorted(set(body) - set(known))
-    if unknown:
+    if not body.keys() <= known.keys():
+        unknown = sorted(set(body) - set(known))
         raise RequestError(f"{what} takes {', '.join(sorted(known))}; "
                            f"unknown: {', '.join(map(str, unknown))}")
     args = dict(body)

@@ -1,7 +1,8 @@
 """The HTTP API (docs/server.md): Starlette routes onto a Database's verbs.
 
-Each request runs in a session of its own (or in the transaction its
-X-Varve-Transaction header names: transactions.py), on a thread of the server's pool
+Each request runs in a session of its own (a search or get on main: its
+thread's kept read session; or in the transaction its X-Varve-Transaction
+header names: transactions.py), on a thread of the server's pool
 (the event loop only reads bodies and writes answers): reads run side by side
 (the kernels release the GIL), writes meet at the file's single writer.
 Errors are VarveErrors carried as {"error": {...}} with the status of

@@ -1,6 +1,7 @@
 """The routes of docs/server.md: each verb reads its request, runs one call of
 the embedded API in a session of its own (or in the transaction the request
-names: transactions.py), and returns (status, JSON bytes).
+names: transactions.py; a search or get on main, in its pool thread's kept
+read session), and returns (status, JSON bytes).
 
 They run on the server's thread pool (app.Api.endpoint), never on the event
 loop. A read's body is read into its request (query/request.py: Search,
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 import time
 from contextlib import contextmanager
 from typing import Iterator, NamedTuple
@@ -118,6 +120,26 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
                 sess.close()
                 raise
         return sess
+
+    reading = threading.local()     # a pool thread's read session and its collections
+
+    def read_call(name: str, fn):
+        """fn(collection `name`) for a read (search, get). Outside a transaction and
+        on main it runs in this thread's kept read session, its collection object
+        kept while the table is the same object: a read leaves its session as it
+        found it, and making both costs as much as a short search. Else as
+        session_call."""
+        if transaction_named() is not None or branch_named() is not None:
+            return session_call(lambda s: fn(s.collection(name)))
+        table = db.engine.table(name)       # NotFoundError where there is none
+        try:
+            sess, colls = reading.kept
+        except AttributeError:
+            sess, colls = reading.kept = (db.session(server_files=False), {})
+        got = colls.get(name)
+        if got is None or got[0] is not table:
+            got = colls[name] = (table, sess.collection(name))
+        return fn(got[1])
 
     @contextmanager
     def on_branch():
@@ -305,14 +327,13 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
                 and len(as_of) < 20:      # isdigit alone takes '²', which int() refuses
             as_of = int(as_of)
 
-        def go(s):
-            coll = s.collection(p["c"])
+        def go(coll):
             key = path_id(coll, p["id"])
             doc = coll.get(key, as_of=as_of_from_wire(as_of), select=select)
             if doc is None:
                 raise ItemNotFound(key)
             return doc
-        return 200, encode(session_call(go))
+        return 200, encode(read_call(p["c"], go))
 
     def patch_item(p, q, ctype, raw):
         item_route(p, "")
@@ -378,8 +399,6 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
             return answer(s, p["c"], req)
         return 200, encode({"hits": session_call(go)})
 
-    def one_search(s, name: str, req: Search) -> dict:
-        return searched(req, answer(s, name, req))
 
     def searched(req: Search, hits) -> dict:
         out = {"hits": hits}
@@ -401,16 +420,16 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
                     raise E.RequestError("queries is a JSON array of searches")
                 reqs = [Search.from_wire(one) for one in queries]
                 cap(sum(r.limit for r in reqs), "a batch of searches")
-                return 200, batch_answer(session_call(
-                    lambda s: [one_search(s, p["c"], r) for r in reqs]), accept_named())
+                return 200, batch_answer(read_call(
+                    p["c"], lambda c: [searched(r, c.run(r)) for r in reqs]), accept_named())
             req = Search.from_wire(body)
         if req.vectors is not None:          # a batch of query vectors: results, in order
             cap(req.limit * len(req.vectors), "a batch of searches")
-            return 200, batch_answer(session_call(
-                lambda s: [searched(req, hits) for hits in answer(s, p["c"], req)]),
+            return 200, batch_answer(read_call(
+                p["c"], lambda c: [searched(req, hits) for hits in c.run(req)]),
                 accept_named())
         cap_limit(req.limit)
-        return 200, encode(session_call(lambda s: one_search(s, p["c"], req)))
+        return 200, encode(read_call(p["c"], lambda c: searched(req, c.run(req))))
 
     # ---- SQL, history, verify ------------------------------------------------------
 
