@@ -1,6 +1,7 @@
 """Starting the server: checks before binding, uvicorn, and a clean stop.
 
-Uvicorn (with uvloop and httptools where installed) runs the Starlette app: on
+Uvicorn (with uvloop and httptools where installed, httptools' protocol writing
+each answer in one send(): corked.py) runs the Starlette app: on
 this kind of machine it answered 1.4x the requests of granian's ASGI mode at 8
 clients and 2x uvicorn's pure-Python h11/asyncio (see the closing note of the
 server issue). On SIGTERM or SIGINT uvicorn stops accepting connections and
@@ -101,10 +102,14 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | Non
 def uvicorn_config(app, log_level: str, **where) -> uvicorn.Config:
     have = importlib.util.find_spec
     logging.getLogger("varvedb.server").addHandler(logging.StreamHandler(sys.stderr))
+    http = "h11"
+    if have("httptools"):     # its protocol writing each answer in one send()
+        from .corked import CorkedHttpTools
+        http = CorkedHttpTools
     return uvicorn.Config(
         app, log_level=log_level, access_log=False,
         loop="uvloop" if have("uvloop") else "asyncio",
-        http="httptools" if have("httptools") else "h11",
+        http=http,
         # no "server: uvicorn" header: a line less to check and write in every answer
         lifespan="on", timeout_keep_alive=75, server_header=False, **where)
 
