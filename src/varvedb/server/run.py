@@ -111,7 +111,10 @@ def uvicorn_config(app, log_level: str, **where) -> uvicorn.Config:
         loop="uvloop" if have("uvloop") else "asyncio",
         http=http,
         # no "server: uvicorn" header: a line less to check and write in every answer
-        lifespan="on", timeout_keep_alive=75, server_header=False, **where)
+        lifespan="on", timeout_keep_alive=75, server_header=False,
+        # no X-Forwarded-* rewriting (a middleware's call and a scan of the headers
+        # per request): the app reads neither the client's address nor the scheme
+        proxy_headers=False, **where)
 
 
 def with_pg(config, db, token, host: str, pg_port: int, tls_cert, tls_key):
