@@ -1265,7 +1265,7 @@ LADDER_STEPS = (
     ("JSON decode + session + list→vector + encode", "work", "search"),
     ("Starlette routing, body read, endpoint, wait_for, metrics", "asgi_inline", "work"),
     ("thread hand-off (run_in_executor to the pool and back)", "asgi_pool", "asgi_inline"),
-    ("HTTP: uvicorn/httptools, TCP on loopback, two writes per answer, the client's "
+    ("HTTP: uvicorn/httptools, TCP on loopback, one write per answer, the client's "
      "own parse", "http", "asgi_pool"),
 )
 
@@ -1404,7 +1404,7 @@ GROUPS = (
     ("thread hand-off (anyio to_thread, futures, thread pool wait)",
      ("anyio", "to_thread", "concurrent/futures", "threading.py", "queue.py")),
     ("HTTP (uvicorn protocol, httptools parse, transport write)",
-     ("uvicorn", "httptools", "h11")),
+     ("uvicorn", "httptools", "h11", "server/corked.py")),
     ("routing and middleware (starlette)", ("starlette",)),
     ("event loop (uvloop, asyncio)", ("uvloop", "asyncio")),
     ("server app (varvedb/server)", ("server/",)),
