@@ -121,3 +121,7 @@ INSERT INTO codes VALUES (2, 'abcd');
 -- !! 22001
 SELECT id, code FROM codes;
 -- => [(1, 'abc')]
+
+-- a float8 as text: the shortest digits that read back, in exponent form from 1e15 or below 1e-4
+SELECT 1e15::float8::text, 0.1::float8::text, 1e-5::float8::text, 123456.5::float8::text, (-2.5)::float8::text;
+-- => [('1e+15', '0.1', '1e-05', '123456.5', '-2.5')]

@@ -20,6 +20,11 @@ SELECT id, embedding FROM items WHERE id IN (1, 9, 11) ORDER BY id;
 -- => [(1, [2.5, 0.0, -1.0]), (9, [0.0, 0.5, 1.0]), (11, None)]
 SELECT '[1,2,3]'::vector, '[1.5, -2, 0]'::vector(3);
 -- => [([1.0, 2.0, 3.0], [1.5, -2.0, 0.0])]
+-- a vector as text: float4's shortest digits, as pgvector prints it
+SELECT embedding::text, CAST(embedding AS text) || '!' FROM items WHERE id = 2;
+-- => [('[3,0.5,-3]', '[3,0.5,-3]!')]
+SELECT '[-2e-05,0.1,3.3333333,1e+20]'::vector::text;
+-- => [('[-2e-05,0.1,3.3333333,1e+20]',)]
 SELECT '[1,2,3]'::vector(2);
 -- !! 22000
 SELECT 'nonsense'::vector;

@@ -35,6 +35,7 @@ from ..text import tsquery
 from ..text.tsvector import tsvectors
 from . import arrays, catalog_funcs, text_funcs, tsearch, vector_funcs
 from .filter import kleene, like_regex
+from .literals import parse_input, value_text
 
 NUMERIC = ("int", "float")
 
@@ -48,12 +49,6 @@ OPERATORS = {
 }
 # each operator's metric, as the planner and the indexes name it
 OPERATOR_METRICS = {"<->": "l2", "<#>": "dot", "<=>": "cosine", "<+>": "l1", "<~>": "hamming"}
-
-
-def vector_text(v) -> str:
-    """pgvector's text form of a vector: [1,2.5,3]."""
-    return "[" + ",".join(repr(float(x)).removesuffix(".0") if float(x).is_integer()
-                          else repr(float(x)) for x in np.asarray(v, np.float32)) + "]"
 
 
 @dataclass(slots=True)
@@ -387,7 +382,6 @@ def coerce(v: Val, kind: str) -> Val:
     if v.kind == "int" and kind == "float":
         return Val("float", v.data.astype(np.float64), v.nulls)
     if v.kind == "unknown":
-        from .literals import parse_input
         if v.literal is not None:       # one value broadcast, known on zero rows too
             return const_like(parse_input(kind, v.literal), kind, len(v), v.nulls)
         if not len(v):
@@ -1085,19 +1079,15 @@ def _to_regtype(v: Val) -> Val:
 
 
 def _text_of(kind: str, x) -> str | None:
+    # a cast to text: the output form PostgreSQL prints (literals' output twin),
+    # but for a boolean (true, where psql shows t) and jsonb's own spacing
     if x is None:
         return None
     if kind == "bool":
         return "true" if x else "false"
-    if kind == "vector":
-        return vector_text(x)
     if kind == "json":
         return json.dumps(x, separators=(", ", ": "))
-    if kind == "array":
-        return arrays.text(x)
-    if kind == "timestamp":
-        return x.isoformat(sep=" ")
-    return str(x)
+    return value_text(x, kind)
 
 
 def _isnull(e: IsNull, rel: Rel, env: Env) -> Val:
