@@ -121,3 +121,17 @@ SELECT id, l2_distance(h, '[0,0,0]'::halfvec), vector_dims(h) FROM halves WHERE 
 -- => [(3, 2.26384628, 3)]
 INSERT INTO halves VALUES (5, '[1,2]');
 -- !! 22000
+
+-- pgvector's aggregates: element-wise sum and avg, in the input's type, NULLs skipped
+SELECT category, sum(embedding), avg(embedding), count(embedding) FROM items GROUP BY category ORDER BY category;
+-- => [('a', [1.0, -1.0, 4.0], [0.2, -0.2, 0.8], 5), ('b', [-4.0, 6.0, -6.0], [-0.8, 1.2, -1.2], 5)]
+SELECT avg(embedding), sum(embedding) FROM items WHERE id > 100;
+-- => [(None, None)]
+CREATE TABLE huge (id bigint PRIMARY KEY, v vector(2));
+INSERT INTO huge VALUES (1, '[3e38,1]'), (2, '[3e38,2]');
+SELECT sum(v) FROM huge;
+-- !! 22003
+SELECT avg(v) FROM huge;
+-- => [([3e38, 1.5],)]
+SELECT sum(h), avg(h) FROM halves;
+-- => [([0.75, 3.25, -1.75], [0.25, 1.0830078125, -0.58349609375])]
