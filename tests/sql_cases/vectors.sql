@@ -127,6 +127,20 @@ SELECT category, sum(embedding), avg(embedding), count(embedding) FROM items GRO
 -- => [('a', [1.0, -1.0, 4.0], [0.2, -0.2, 0.8], 5), ('b', [-4.0, 6.0, -6.0], [-0.8, 1.2, -1.2], 5)]
 SELECT avg(embedding), sum(embedding) FROM items WHERE id > 100;
 -- => [(None, None)]
+-- pgvector's operators on vectors: + - * of one dimension, || concatenation; halfvec stays halfvec
+SELECT embedding + '[1,1,1]', embedding - embedding, embedding * '[2,0.5,1]', embedding || '[7]'::vector
+  FROM items WHERE id = 2;
+-- => [([4.0, 1.5, -2.0], [0.0, 0.0, 0.0], [6.0, 0.25, -3.0], [3.0, 0.5, -3.0, 7.0])]
+SELECT h + h, h || h FROM halves WHERE id = 1;
+-- => [([2.0, 1.0, 0.5], [1.0, 0.5, 0.25, 1.0, 0.5, 0.25])]
+SELECT embedding + '[1,1]' FROM items WHERE id = 2;
+-- !! 22000
+SELECT embedding = '[1,1]', embedding <> '[1,1]', embedding = '[3,0.5,-3]' FROM items WHERE id = 2;
+-- => [(False, True, True)]
+SELECT '[3e38]'::vector + '[3e38]'::vector;
+-- !! 22003
+SELECT '[1e-30]'::vector * '[1e-30]'::vector;
+-- !! 22003
 CREATE TABLE huge (id bigint PRIMARY KEY, v vector(2));
 INSERT INTO huge VALUES (1, '[3e38,1]'), (2, '[3e38,2]');
 SELECT sum(v) FROM huge;

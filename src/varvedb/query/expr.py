@@ -474,8 +474,9 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
     if op in _CMP:
         if a.kind != b.kind or a.kind in ("vector", "json") and op not in ("=", "<>"):
             raise SqlError("42883", f"operator does not exist: {a.kind} {op} {b.kind}")
-        if a.kind == "vector":
-            eq = (a.data == b.data).all(axis=1)
+        if a.kind == "vector":      # vectors of other dimensions are unequal (pgvector)
+            eq = ((a.data == b.data).all(axis=1) if a.data.shape[-1] == b.data.shape[-1]
+                  else np.zeros(len(nulls), bool))
             return Val("bool", eq if op == "=" else ~eq, nulls)
         if a.data.dtype == object:      # Python values: compared where neither is NULL
             out = np.zeros(len(nulls), bool)
@@ -486,6 +487,8 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         with np.errstate(invalid="ignore"):
             out = _CMP[op](a.data, b.data)
         return Val("bool", np.asarray(out, bool), nulls)
+    if a.kind == b.kind == "vector" and op in _VECTOR_OPS:
+        return Val("vector", _vector_arith(op, a.data, b.data), nulls)
     if op == "||":
         if a.kind != "text" or b.kind != "text":
             raise SqlError("42883", f"operator does not exist: {a.kind} || {b.kind}")
@@ -494,9 +497,6 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         out[keep] = a.data[keep] + b.data[keep]
         return Val("text", out, nulls)
     if a.kind not in NUMERIC or b.kind not in NUMERIC:
-        if a.kind == b.kind == "vector" and op in "+-*":
-            return Val("vector", {"+": np.add, "-": np.subtract, "*": np.multiply}[op](
-                a.data, b.data).astype(np.float32), nulls)
         raise SqlError("42883", f"operator does not exist: {a.kind} {op} {b.kind}")
     x, y = a.data, b.data
     if op in ("/", "%"):
@@ -511,6 +511,32 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         out = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
                "%": np.fmod}[op](x, y)
     return Val(a.kind, out, nulls)
+
+
+_VECTOR_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "||": None}
+VECTOR_MAX_DIM = 16000      # pgvector's limit on a vector's dimensions
+
+
+def _vector_arith(op: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """pgvector's vector (and halfvec) operators, element-wise: + - * of vectors of
+    one dimension, || their concatenation; the result in the operands' type
+    (halfvec with halfvec stays halfvec), 22003 where an element overflows it
+    (or a product of non-zero elements underflows to zero), as pgvector."""
+    out_type = x.dtype if x.dtype == y.dtype else np.float32
+    if op == "||":
+        if x.shape[-1] + y.shape[-1] > VECTOR_MAX_DIM:
+            raise SqlError("54000", f"vector cannot have more than {VECTOR_MAX_DIM} dimensions")
+        x, y = np.broadcast_arrays(x, y) if x.shape[0] != y.shape[0] else (x, y)
+        return np.concatenate([x, y], axis=-1).astype(out_type, copy=False)
+    if x.shape[-1] != y.shape[-1]:
+        raise SqlError("22000", f"different vector dimensions {x.shape[-1]} and {y.shape[-1]}")
+    with np.errstate(over="ignore", under="ignore"):
+        out = _VECTOR_OPS[op](x.astype(np.float64), y.astype(np.float64)).astype(out_type)
+    if not np.isfinite(out).all():
+        raise SqlError("22003", "value out of range: overflow")
+    if op == "*" and ((out == 0) & (x != 0) & (y != 0)).any():
+        raise SqlError("22003", "value out of range: underflow")
+    return out
 
 
 _INT64_MIN = np.iinfo(np.int64).min
