@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from dataclasses import dataclass
-from typing import Any
-
+import math
 import re
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
 
 import numpy as np
 
@@ -1393,6 +1394,52 @@ def _sqrt(x: np.ndarray) -> np.ndarray:
     return np.sqrt(x.astype(np.float64))
 
 
+def _integral(fn):
+    # ceil, floor, trunc: an integer is its own; a float to a whole float
+    numeric = _numeric_fn(fn, False)
+    return lambda v: v if v.kind == "int" else numeric(v)
+
+
+def _half_away(x: np.ndarray) -> np.ndarray:
+    # to the nearest integer, halves away from zero (numeric's round); x - trunc(x)
+    # is exact, where adding 0.5 first rounds 0.49999999999999994 up
+    whole = np.trunc(x)
+    return whole + np.sign(x) * (np.abs(x - whole) >= 0.5)
+
+
+def _round(*args: Val) -> Val:
+    """round(x) and round(x, s): halves away from zero, as PostgreSQL's numeric
+    round (a float8's own round(x) rounds halves to even: varvedb's floats do not
+    know which they were); round(x, s) rounds the value's shortest decimal (what
+    PostgreSQL's float8-to-numeric cast reads), so round(2.675, 2) is 2.68."""
+    if not 1 <= len(args) <= 2:
+        raise SqlError("42883", "function round() takes a number and an optional scale")
+    v, scale = args[0], args[1] if len(args) == 2 else None
+    v = coerce(v, "float") if v.kind == "unknown" else v
+    if scale is not None:
+        scale = coerce(scale, "int") if scale.kind == "unknown" else scale
+        if scale.kind not in ("int", "null"):
+            raise SqlError("42883", f"function round({v.kind}, {scale.kind}) does not exist")
+    if v.kind not in NUMERIC and v.kind != "null":
+        raise SqlError("42883", f"function round({v.kind}) does not exist")
+    nulls = v.nulls | (scale.nulls if scale is not None else False)
+    if v.kind == "null" or scale is not None and scale.kind == "null":
+        return Val("float", np.zeros(len(nulls)), nulls)
+    if v.kind == "int" and (scale is None or (scale.data >= 0).all()):
+        return v if scale is None else Val("int", v.data, nulls)
+    x = v.data.astype(np.float64)
+    if scale is None:
+        return Val("float", _half_away(x), nulls)
+    out = np.zeros(len(x))
+    pairs = np.stack([x, scale.data.astype(np.float64)], axis=1)
+    uniq, inv = np.unique(pairs[~nulls], axis=0, return_inverse=True)
+    # each distinct (value, scale) once, in decimal
+    done = np.array([float(Decimal(repr(a)).quantize(Decimal(1).scaleb(-int(b)), ROUND_HALF_UP))
+                     if math.isfinite(a) else a for a, b in uniq.tolist()])
+    out[~nulls] = done[inv.ravel()] if len(done) else out[~nulls]
+    return Val("float", out, nulls)
+
+
 def _config_and_text(name: str, args) -> tuple:
     """([config,] text) arguments: (the configuration, the text Val, nulls)."""
     if not 1 <= len(args) <= 2:
@@ -1634,6 +1681,11 @@ FUNCTIONS = {
     "length": _text_fn(lambda v: Val("int", np.array([len(x) if x is not None else 0
                                                      for x in v.data], np.int64), v.nulls)),
     "abs": _numeric_fn(np.abs, True),
+    "round": _round,
+    "ceil": _integral(np.ceil),
+    "ceiling": _integral(np.ceil),
+    "floor": _integral(np.floor),
+    "trunc": _integral(np.trunc),
     "to_regtype": _to_regtype,
     "array_to_string": _array_to_string,
     "array_upper": _array_bound("array_upper"),
