@@ -131,6 +131,8 @@ SELECT round(2.5), round(-2.5), round(2.675, 2), round(5), round(1234.5678, -2),
 -- => [(3, -3, 2.68, 5, 1200, 12.3, None)]
 SELECT ceil(2.1), floor(-2.1), trunc(-2.7), ceiling(3), round(100.0 * 3 / nullif(7, 0), 1);
 -- => [(3, -3, -2, 3, 42.9)]
+SELECT round(0.49999999999999994), 0.49999999999999994::int, (-0.49999999999999994)::bigint, 2.5::int, (-2.5)::int;
+-- => [(0, 0, 0, 3, -3)]
 SELECT round('x');
 -- !! 22P02
 SELECT round('x'::text);

@@ -638,10 +638,18 @@ def _no_int64_min(v: Val) -> None:
         raise SqlError("22003", "bigint out of range")
 
 
+def half_away(x: np.ndarray) -> np.ndarray:
+    """To the nearest whole float, halves away from zero (numeric's round, and
+    round_half_away's); x - trunc(x) is exact, where adding 0.5 first rounds
+    0.49999999999999994 up to 1."""
+    whole = np.trunc(x)
+    return whole + np.sign(x) * (np.abs(x - whole) >= 0.5)
+
+
 def round_half_away(x: np.ndarray) -> np.ndarray:
     """Floats to int64 as PostgreSQL rounds them (2.5 -> 3, -2.5 -> -3, not to even)."""
     with np.errstate(invalid="ignore"):
-        r = np.sign(x) * np.floor(np.abs(x) + 0.5)
+        r = half_away(x)
     if not np.isfinite(r).all() or (np.abs(r) >= 2.0 ** 63).any():
         raise SqlError("22003", "bigint out of range")
     return r.astype(np.int64)
@@ -1400,13 +1408,6 @@ def _integral(fn):
     return lambda v: v if v.kind == "int" else numeric(v)
 
 
-def _half_away(x: np.ndarray) -> np.ndarray:
-    # to the nearest integer, halves away from zero (numeric's round); x - trunc(x)
-    # is exact, where adding 0.5 first rounds 0.49999999999999994 up
-    whole = np.trunc(x)
-    return whole + np.sign(x) * (np.abs(x - whole) >= 0.5)
-
-
 def _round(*args: Val) -> Val:
     """round(x) and round(x, s): halves away from zero, as PostgreSQL's numeric
     round (a float8's own round(x) rounds halves to even: varvedb's floats do not
@@ -1429,7 +1430,7 @@ def _round(*args: Val) -> Val:
         return v if scale is None else Val("int", v.data, nulls)
     x = v.data.astype(np.float64)
     if scale is None:
-        return Val("float", _half_away(x), nulls)
+        return Val("float", half_away(x), nulls)
     out = np.zeros(len(x))
     pairs = np.stack([x, scale.data.astype(np.float64)], axis=1)
     uniq, inv = np.unique(pairs[~nulls], axis=0, return_inverse=True)
