@@ -141,6 +141,36 @@ SELECT '[3e38]'::vector + '[3e38]'::vector;
 -- !! 22003
 SELECT '[1e-30]'::vector * '[1e-30]'::vector;
 -- !! 22003
+-- bit strings: stored, printed and compared as PostgreSQL's bit(n); pgvector's
+-- <~> (hamming), <%> (jaccard) and binary_quantize
+CREATE TABLE bits (id bigint PRIMARY KEY, b bit(4));
+INSERT INTO bits VALUES (1, '1010'), (2, '0110'), (3, '0000'), (4, NULL);
+SELECT id, b, b::text, b <~> '1110', b <%> '1110' FROM bits ORDER BY id;
+-- => [(1, '1010', '1010', 1.0, 0.333333333), (2, '0110', '0110', 1.0, 0.333333333),
+--     (3, '0000', '0000', 3.0, 1.0), (4, None, None, None, None)]
+SELECT id FROM bits ORDER BY b <%> '0010', id LIMIT 2;
+-- => [(1,), (2,)]
+SELECT jaccard_distance(b, '0000'), hamming_distance(b, '1111') FROM bits WHERE id = 3;
+-- => [(1.0, 4.0)]
+SELECT binary_quantize(embedding), binary_quantize('[1,-2,3]'::vector) FROM items WHERE id = 2;
+-- => [('110', '101')]
+SELECT id FROM items ORDER BY binary_quantize(embedding)::bit(3) <~> binary_quantize('[1,-2,3]'::vector), id LIMIT 3;
+-- => [(1,), (3,), (5,)]
+SELECT b || '11' FROM bits WHERE id = 1;
+-- => [('101011',)]
+SELECT '101'::bit(4), '10110'::bit(4);
+-- => [('1010', '1011')]
+INSERT INTO bits VALUES (5, '101');
+-- !! 22026
+SELECT b + b FROM bits;
+-- !! 42883
+SELECT sum(b) FROM bits;
+-- !! 42883
+-- halfvec casts: float16's values, and its range
+SELECT '[1.1,2]'::halfvec, '[1.1,2]'::vector::halfvec(2), embedding::halfvec FROM items WHERE id = 2;
+-- => [([1.099609375, 2.0], [1.099609375, 2.0], [3.0, 0.5, -3.0])]
+SELECT '[70000]'::halfvec;
+-- !! 22003
 CREATE TABLE huge (id bigint PRIMARY KEY, v vector(2));
 INSERT INTO huge VALUES (1, '[3e38,1]'), (2, '[3e38,2]');
 SELECT sum(v) FROM huge;

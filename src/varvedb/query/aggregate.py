@@ -97,6 +97,8 @@ def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> V
     if fn == "count":
         return Val("int", counts.astype(np.int64), np.zeros(n_groups, bool))
     if fn in ("sum", "avg") and v.kind == "vector":
+        if v.data.dtype == np.bool_:
+            raise SqlError("42883", f"function {fn}(bit) does not exist")
         return _vector_sums(fn, v.data, g, counts, empty)
     if fn in ("sum", "avg"):
         if v.kind not in ("int", "float"):

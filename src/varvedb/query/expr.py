@@ -47,6 +47,7 @@ OPERATORS = {
     "<=>": vector_funcs.cosine_distance,
     "<+>": vector_funcs.l1_distance,
     "<~>": vector_funcs.hamming_distance,
+    "<%>": vector_funcs.jaccard_distance,
 }
 # each operator's metric, as the planner and the indexes name it
 OPERATOR_METRICS = {"<->": "l2", "<#>": "dot", "<=>": "cosine", "<+>": "l1", "<~>": "hamming"}
@@ -153,6 +154,7 @@ class Cast:
     kind: str           # a schema kind
     arg: Any
     dim: int | None = None      # vector(n): the dimension the value must have
+    vtype: str | None = None    # a vector kind's type: vector, halfvec or bit
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,8 +322,8 @@ def col_value(e: Col, t, rows: np.ndarray) -> Val:
     vals, nulls = t.columns[e.name].take(rows)
     nulls = np.asarray(nulls, bool)
     if f.kind == "vector" and f.dtype in ("int8", "bit"):
-        # SQL has float vectors only: int8 values and 0/1 bits as float32
-        vals = vector_values(f, vals).astype(np.float32)
+        # SQL's vectors are float32 (int8 values), float16 or bits (bool)
+        vals = vector_values(f, vals).astype(np.bool_ if f.dtype == "bit" else np.float32)
     if isinstance(vals, list):
         return Val(f.kind, object_array(vals), nulls)
     return Val(f.kind, vals, nulls)
@@ -523,6 +525,9 @@ def _vector_arith(op: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     one dimension, || their concatenation; the result in the operands' type
     (halfvec with halfvec stays halfvec), 22003 where an element overflows it
     (or a product of non-zero elements underflows to zero), as pgvector."""
+    bits = x.dtype == np.bool_ or y.dtype == np.bool_
+    if bits and (op != "||" or x.dtype != y.dtype):     # bit strings concatenate only
+        raise SqlError("42883", f"operator does not exist: {_type_name(x)} {op} {_type_name(y)}")
     out_type = x.dtype if x.dtype == y.dtype else np.float32
     if op == "||":
         if x.shape[-1] + y.shape[-1] > VECTOR_MAX_DIM:
@@ -538,6 +543,10 @@ def _vector_arith(op: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     if op == "*" and ((out == 0) & (x != 0) & (y != 0)).any():
         raise SqlError("22003", "value out of range: underflow")
     return out
+
+
+def _type_name(data: np.ndarray) -> str:
+    return {np.dtype(t): name for name, t in _VECTOR_DTYPES.items()}.get(data.dtype, "vector")
 
 
 _INT64_MIN = np.iinfo(np.int64).min
@@ -967,9 +976,39 @@ ROW_FUNCTIONS = frozenset(_ON_NODES)
 
 def _cast(e: Cast, rel: Rel, env: Env) -> Val:
     v = _cast_value(e, rel, env)
+    if v.kind == "vector" and e.vtype is not None:
+        v = Val("vector", as_vector_type(v.data, e.vtype), v.nulls)
     if e.dim is not None and v.kind == "vector" and len(v) and v.data.shape[1] != e.dim:
+        if e.vtype == "bit":    # a cast to bit(n) pads with zeros or cuts, on the right
+            out = np.zeros((len(v), e.dim), np.bool_)
+            width = min(e.dim, v.data.shape[1])
+            out[:, :width] = v.data[:, :width]
+            return Val("vector", out, v.nulls)
         raise SqlError("22000", f"expected {e.dim} dimensions, not {v.data.shape[1]}")
     return v
+
+
+# A vector value's type is its data's dtype: float32 a vector, float16 a halfvec,
+# bool a bit string (what pgwire sends each as, and how each prints)
+_VECTOR_DTYPES = {"vector": np.float32, "halfvec": np.float16, "bit": np.bool_}
+_HALF_MAX = float(np.finfo(np.float16).max)
+
+
+def as_vector_type(data: np.ndarray, vtype: str) -> np.ndarray:
+    """A block of vectors as `vtype` (pgvector's casts): halfvec refuses what float16
+    cannot hold (22003), bit takes 0/1 values only (a vector has no cast to bit)."""
+    want = _VECTOR_DTYPES[vtype]
+    if data.dtype == want:
+        return data
+    if vtype == "bit":
+        if data.dtype != np.bool_ and not np.isin(data, (0, 1)).all():
+            raise SqlError("42846", "cannot cast type vector to bit")
+        return data != 0
+    if data.dtype == np.bool_:
+        raise SqlError("42846", f"cannot cast type bit to {vtype}")
+    if vtype == "halfvec" and (np.abs(data) > _HALF_MAX).any():
+        raise SqlError("22003", "value out of range for type halfvec")
+    return data.astype(want)
 
 
 def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
@@ -1671,6 +1710,8 @@ FUNCTIONS = {
     "inner_product": _vector_fn("inner_product", vector_funcs.inner_product, "float"),
     "l1_distance": _vector_fn("l1_distance", vector_funcs.l1_distance, "float"),
     "hamming_distance": _vector_fn("hamming_distance", vector_funcs.hamming_distance, "float"),
+    "jaccard_distance": _vector_fn("jaccard_distance", vector_funcs.jaccard_distance, "float"),
+    "binary_quantize": _vector_fn("binary_quantize", vector_funcs.binary_quantize, "vector"),
     "vector_dims": _vector_fn("vector_dims", vector_funcs.vector_dims, "int"),
     "vector_norm": _vector_fn("vector_norm", vector_funcs.vector_norm, "float"),
     "l2_normalize": _vector_fn("l2_normalize", vector_funcs.l2_normalize, "vector"),
@@ -1713,7 +1754,7 @@ def rewrite(e, fn):
         return type(e)(e.name if isinstance(e, Func) else e.op,
                        tuple(rewrite(a, fn) for a in e.args))
     if isinstance(e, Cast):
-        return Cast(e.kind, rewrite(e.arg, fn), e.dim)
+        return Cast(e.kind, rewrite(e.arg, fn), e.dim, e.vtype)
     if isinstance(e, IsNull):
         return IsNull(rewrite(e.arg, fn), e.negated)
     if isinstance(e, BoolTest):

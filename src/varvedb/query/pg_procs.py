@@ -42,6 +42,8 @@ _SIGNATURES = [
     ("vector_norm", 1, (), "float8", ("vector",), "f"),
     ("avg", 1, (), None, _VH, "a"),
     ("sum", 1, (), None, _VH, "a"),
+    ("binary_quantize", 1, (), "bit", _VH, "f"),
+    ("jaccard_distance", 2, (), "float8", ("bit",), "f"),
 ]
 FIRST_OID = 16600       # past the types' and access methods' OIDs (query/pg_types.py)
 

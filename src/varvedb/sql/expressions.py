@@ -84,11 +84,11 @@ def convert(n, scope: Scope):
             return convert(n.arg, scope)
         if target == "tsquery":         # tsquery's input form: operands as written
             return E.Func("$tsquery_in", (convert(n.arg, scope),))
-        kind, _, mods = type_of(n.typeName)
+        kind, name, mods = type_of(n.typeName)
         if n.typeName.arrayBounds:          # x::int2[]: an array stays one
             return E.Cast("array", convert(n.arg, scope))
         dim = mods[0] if kind == "vector" and mods else None
-        return E.Cast(kind, convert(n.arg, scope), dim)
+        return E.Cast(kind, convert(n.arg, scope), dim, name if kind == "vector" else None)
     if isinstance(n, ast.BoolExpr):
         op = {BoolExprType.AND_EXPR: "and", BoolExprType.OR_EXPR: "or",
               BoolExprType.NOT_EXPR: "not"}[n.boolop]
