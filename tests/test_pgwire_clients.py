@@ -79,6 +79,24 @@ def test_psycopg_register_vector_sends_and_reads_numpy_vectors(server):
             assert v.to_list() == [3.0, 4.0]
 
 
+def test_bit_strings_travel_as_postgresqls_bit(server):
+    """A bit value is PostgreSQL's bit on the wire (its OID, '0101' as text, length and
+    packed bits in binary), as pgvector-python's binary quantization reads it."""
+    with connect(server) as conn:
+        register_vector(conn)
+        for binary in (False, True):
+            cur = conn.execute("SELECT binary_quantize(embedding), '1011'::bit(4) FROM items "
+                               "WHERE id = 2", binary=binary)
+            assert [c.type_code for c in cur.description] == [1560, 1560]
+            # (psycopg has no binary loader for bit: PostgreSQL's bytes come as they are)
+            assert list(cur.fetchone()) == ([b"\0\0\0\3\xe0", b"\0\0\0\4\xb0"] if binary
+                                            else ["111", "1011"])
+        rows = conn.execute("SELECT id FROM items ORDER BY binary_quantize(embedding)::bit(3) "
+                            "<~> binary_quantize(%s::vector), id LIMIT 2",
+                            (np.array([1, -2, 3], dtype=np.float32),)).fetchall()
+        assert [r[0] for r in rows] == [1, 2]
+
+
 def test_type_lookups_answer_pgvectors_types_and_none_for_unknown_ones(server):
     with connect(server) as conn:
         info = psycopg.types.TypeInfo.fetch(conn, "vector")

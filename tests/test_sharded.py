@@ -136,7 +136,7 @@ def _release(shard) -> None:
 
 def test_text_and_hybrid_search_score_as_one_collection(tmp_path):
     """BM25 with the whole corpus's statistics on every shard: the same ids and
-    scores as one collection, text (all / any words, a filter) and hybrid, with
+    scores as one collection, text (all / any words, a filter), hybrid and reranked, with
     one shard's maintainer held back (its newest rows scored by the exact scan)."""
     rows = _text_rows(range(600), seed=1)
     late = _text_rows(range(600, 700), seed=2)
@@ -156,7 +156,9 @@ def test_text_and_hybrid_search_score_as_one_collection(tmp_path):
                 for knobs in ({"match": "all"}, {"match": "any", "where": "m < 4"},
                               {"vector": q[len(seen) % 3], "exact": True, "match": "any"},
                               {"vector": q[0], "exact": True, "weights": (2.0, 0.5),
-                               "candidates": 20, "rrf_k": 5}):
+                               "candidates": 20, "rrf_k": 5},
+                              {"rerank": q[len(seen) % 3], "match": "any"},
+                              {"rerank": q[1], "candidates": 7, "where": "m < 4"}):
                     a = sc.search(text=text, limit=15, **knobs)
                     b = single.search(text=text, limit=15, **knobs)
                     assert a.ids == b.ids, (text, knobs)
@@ -170,8 +172,6 @@ def test_text_and_hybrid_search_score_as_one_collection(tmp_path):
             assert status["unlinked"] > 0
         finally:
             _release(sc.actors[0])
-        with pytest.raises(NotSupportedError):
-            sc.search(text="apple", rerank=q[0])
     db.close()
 
 

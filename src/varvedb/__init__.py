@@ -23,6 +23,7 @@ logging.getLogger("varvedb").addHandler(logging.NullHandler())
 
 _ERRORS = (
     "VarveError", "SchemaError", "UnknownFieldError", "FieldTypeError", "DimensionError",
+    "BitLengthError",
     "NonFiniteVectorError", "DuplicateIdError", "FilterError", "NotFoundError",
     "NotAVarveFileError", "FormatVersionError", "CorruptFileError", "WriterLockedError",
     "FileMissingError", "OptionError", "ReadOnlyError", "ClosedError", "TransactionError",

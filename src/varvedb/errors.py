@@ -41,6 +41,12 @@ class DimensionError(VarveError):
     sqlstate = "22000"
 
 
+class BitLengthError(DimensionError):
+    """A bit string's length is not its bit field's (SQL's bit(n); SQLSTATE 22026,
+    string_data_length_mismatch)."""
+    sqlstate = "22026"
+
+
 class NonFiniteVectorError(VarveError, ValueError):
     """A vector holds NaN or an infinity. (Also a ValueError: the kernels' own
     check of a query vector raises it, under callers that catch ValueError.)"""

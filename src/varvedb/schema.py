@@ -41,7 +41,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from .errors import (DimensionError, FieldTypeError, NonFiniteVectorError,
+from .errors import (BitLengthError, DimensionError, FieldTypeError, NonFiniteVectorError,
                      NotNullViolationError, OptionError, SchemaError, UnknownFieldError, ValueTooLongError,
                      VarveError)
 from .storage.format import code_width
@@ -1029,10 +1029,16 @@ def _coerce_vectors(name, f: Field, values, nulls) -> tuple[np.ndarray, np.ndarr
             block = None
         if block is None or block.ndim != 2 or block.shape[1] != f.dim:
             bad = next((v for v in present if _shape(v) != (f.dim,)), present[0])
-            raise DimensionError(f"field {name!r} expects vectors of dimension {f.dim}, "
-                                 f"got one of shape {_shape(bad)}")
+            _refuse_width(name, f, f"one of shape {_shape(bad)}", _shape(bad))
         out[idx] = _check_vector_block(name, f, block)
     return out, nulls
+
+
+def _refuse_width(name, f: Field, got: str, shape) -> None:
+    if f.dtype == "bit" and isinstance(shape, tuple) and len(shape) == 1:
+        raise BitLengthError(f"bit string length {shape[0]} does not match type "
+                             f"bit({f.dim}) (field {name!r})")
+    raise DimensionError(f"field {name!r} expects vectors of dimension {f.dim}, got {got}")
 
 
 def _shape(v) -> tuple | str:
@@ -1044,8 +1050,7 @@ def _shape(v) -> tuple | str:
 
 def _check_vector_block(name, f: Field, a: np.ndarray) -> np.ndarray:
     if a.shape[1] != f.dim:
-        raise DimensionError(f"field {name!r} expects vectors of dimension {f.dim}, "
-                             f"got {a.shape[1]}")
+        _refuse_width(name, f, str(a.shape[1]), a.shape[1:])
     if f.dtype == "bit":
         if a.dtype.kind not in "biuf":
             raise FieldTypeError(f"field {name!r}: bit vectors hold 0/1 or bools, got {a.dtype}")

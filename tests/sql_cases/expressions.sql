@@ -121,3 +121,19 @@ INSERT INTO codes VALUES (2, 'abcd');
 -- !! 22001
 SELECT id, code FROM codes;
 -- => [(1, 'abc')]
+
+-- a float8 as text: the shortest digits that read back, in exponent form from 1e15 or below 1e-4
+SELECT 1e15::float8::text, 0.1::float8::text, 1e-5::float8::text, 123456.5::float8::text, (-2.5)::float8::text;
+-- => [('1e+15', '0.1', '1e-05', '123456.5', '-2.5')]
+
+-- round: halves away from zero (numeric's), to a scale of the value's shortest decimal; ceil, floor, trunc
+SELECT round(2.5), round(-2.5), round(2.675, 2), round(5), round(1234.5678, -2), round(12.345, 1), round(NULL::float8);
+-- => [(3, -3, 2.68, 5, 1200, 12.3, None)]
+SELECT ceil(2.1), floor(-2.1), trunc(-2.7), ceiling(3), round(100.0 * 3 / nullif(7, 0), 1);
+-- => [(3, -3, -2, 3, 42.9)]
+SELECT round(0.49999999999999994), 0.49999999999999994::int, (-0.49999999999999994)::bigint, 2.5::int, (-2.5)::int;
+-- => [(0, 0, 0, 3, -3)]
+SELECT round('x');
+-- !! 22P02
+SELECT round('x'::text);
+-- !! 42883

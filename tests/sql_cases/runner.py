@@ -266,6 +266,8 @@ def normalize(v):
     if isinstance(v, dt.datetime):
         v = v.replace(tzinfo=dt.timezone.utc) if v.tzinfo is None else v
         return v.astimezone(dt.timezone.utc).isoformat(sep=" ")
+    if isinstance(v, np.ndarray) and v.dtype == np.bool_:
+        return "".join("1" if x else "0" for x in v.tolist())     # a bit string, as psycopg's
     if isinstance(v, np.ndarray):
         return [float(x) for x in v.ravel().tolist()]
     if hasattr(v, "to_list") and type(v).__module__.startswith("pgvector"):

@@ -21,6 +21,10 @@ SELECT id FROM ev WHERE day BETWEEN '2026-11-01' AND '2026-11-30 23:59:59' ORDER
 -- => [(1,)]
 SELECT max(at), min(day), count(at) FROM ev;
 -- => [('2026-11-30 12:30:00+00:00', '2026-01-01 00:00:00+00:00', 3)]
+-- a timestamptz as text: PostgreSQL's output form, in UTC
+SELECT id, at::text, CAST(at AS text) || '!' FROM ev WHERE id IN (1, 2) ORDER BY id;
+-- => [(1, '2026-11-30 12:00:00+00', '2026-11-30 12:00:00+00!'),
+--     (2, '2026-11-30 12:30:00+00', '2026-11-30 12:30:00+00!')]
 INSERT INTO ev (id, at) VALUES (5, 'not a time');
 -- !! 22007
 

@@ -20,6 +20,11 @@ SELECT id, embedding FROM items WHERE id IN (1, 9, 11) ORDER BY id;
 -- => [(1, [2.5, 0.0, -1.0]), (9, [0.0, 0.5, 1.0]), (11, None)]
 SELECT '[1,2,3]'::vector, '[1.5, -2, 0]'::vector(3);
 -- => [([1.0, 2.0, 3.0], [1.5, -2.0, 0.0])]
+-- a vector as text: float4's shortest digits, as pgvector prints it
+SELECT embedding::text, CAST(embedding AS text) || '!' FROM items WHERE id = 2;
+-- => [('[3,0.5,-3]', '[3,0.5,-3]!')]
+SELECT '[-2e-05,0.1,3.3333333,1e+20]'::vector::text;
+-- => [('[-2e-05,0.1,3.3333333,1e+20]',)]
 SELECT '[1,2,3]'::vector(2);
 -- !! 22000
 SELECT 'nonsense'::vector;
@@ -116,3 +121,61 @@ SELECT id, l2_distance(h, '[0,0,0]'::halfvec), vector_dims(h) FROM halves WHERE 
 -- => [(3, 2.26384628, 3)]
 INSERT INTO halves VALUES (5, '[1,2]');
 -- !! 22000
+
+-- pgvector's aggregates: element-wise sum and avg, in the input's type, NULLs skipped
+SELECT category, sum(embedding), avg(embedding), count(embedding) FROM items GROUP BY category ORDER BY category;
+-- => [('a', [1.0, -1.0, 4.0], [0.2, -0.2, 0.8], 5), ('b', [-4.0, 6.0, -6.0], [-0.8, 1.2, -1.2], 5)]
+SELECT avg(embedding), sum(embedding) FROM items WHERE id > 100;
+-- => [(None, None)]
+-- pgvector's operators on vectors: + - * of one dimension, || concatenation; halfvec stays halfvec
+SELECT embedding + '[1,1,1]', embedding - embedding, embedding * '[2,0.5,1]', embedding || '[7]'::vector
+  FROM items WHERE id = 2;
+-- => [([4.0, 1.5, -2.0], [0.0, 0.0, 0.0], [6.0, 0.25, -3.0], [3.0, 0.5, -3.0, 7.0])]
+SELECT h + h, h || h FROM halves WHERE id = 1;
+-- => [([2.0, 1.0, 0.5], [1.0, 0.5, 0.25, 1.0, 0.5, 0.25])]
+SELECT embedding + '[1,1]' FROM items WHERE id = 2;
+-- !! 22000
+SELECT embedding = '[1,1]', embedding <> '[1,1]', embedding = '[3,0.5,-3]' FROM items WHERE id = 2;
+-- => [(False, True, True)]
+SELECT '[3e38]'::vector + '[3e38]'::vector;
+-- !! 22003
+SELECT '[1e-30]'::vector * '[1e-30]'::vector;
+-- !! 22003
+-- bit strings: stored, printed and compared as PostgreSQL's bit(n); pgvector's
+-- <~> (hamming), <%> (jaccard) and binary_quantize
+CREATE TABLE bits (id bigint PRIMARY KEY, b bit(4));
+INSERT INTO bits VALUES (1, '1010'), (2, '0110'), (3, '0000'), (4, NULL);
+SELECT id, b, b::text, b <~> '1110', b <%> '1110' FROM bits ORDER BY id;
+-- => [(1, '1010', '1010', 1.0, 0.333333333), (2, '0110', '0110', 1.0, 0.333333333),
+--     (3, '0000', '0000', 3.0, 1.0), (4, None, None, None, None)]
+SELECT id FROM bits ORDER BY b <%> '0010', id LIMIT 2;
+-- => [(1,), (2,)]
+SELECT jaccard_distance(b, '0000'), hamming_distance(b, '1111') FROM bits WHERE id = 3;
+-- => [(1.0, 4.0)]
+SELECT binary_quantize(embedding), binary_quantize('[1,-2,3]'::vector) FROM items WHERE id = 2;
+-- => [('110', '101')]
+SELECT id FROM items ORDER BY binary_quantize(embedding)::bit(3) <~> binary_quantize('[1,-2,3]'::vector), id LIMIT 3;
+-- => [(1,), (3,), (5,)]
+SELECT b || '11' FROM bits WHERE id = 1;
+-- => [('101011',)]
+SELECT '101'::bit(4), '10110'::bit(4);
+-- => [('1010', '1011')]
+INSERT INTO bits VALUES (5, '101');
+-- !! 22026
+SELECT b + b FROM bits;
+-- !! 42883
+SELECT sum(b) FROM bits;
+-- !! 42883
+-- halfvec casts: float16's values, and its range
+SELECT '[1.1,2]'::halfvec, '[1.1,2]'::vector::halfvec(2), embedding::halfvec FROM items WHERE id = 2;
+-- => [([1.099609375, 2.0], [1.099609375, 2.0], [3.0, 0.5, -3.0])]
+SELECT '[70000]'::halfvec;
+-- !! 22003
+CREATE TABLE huge (id bigint PRIMARY KEY, v vector(2));
+INSERT INTO huge VALUES (1, '[3e38,1]'), (2, '[3e38,2]');
+SELECT sum(v) FROM huge;
+-- !! 22003
+SELECT avg(v) FROM huge;
+-- => [([3e38, 1.5],)]
+SELECT sum(h), avg(h) FROM halves;
+-- => [([0.75, 3.25, -1.75], [0.25, 1.0830078125, -0.58349609375])]

@@ -35,7 +35,8 @@ maintainer has not indexed yet too, as one collection holding every row would.
 A hybrid search (text and vector, fused by reciprocal rank) runs its two legs
 that way, each merged over the shards to its `candidates` best, and fuses
 them here with the fusion the embedded path runs (query/execute.py `fuse`):
-each leg's ranks are global ones. A rerank and a batch (vectors=) are refused.
+each leg's ranks are global ones. A rerank orders the text leg's global
+candidates by exact distance, each shard its own. A batch (vectors=) is refused.
 
 Writes: rows are split by shard. A write on one shard is that shard's own
 commit. A write on several is a two-phase commit: every shard PREPARES it (its
@@ -546,9 +547,9 @@ class ShardedCollection:
         request = Search.of(vector, where, params, limit, select, **knobs)
         if request.branch is not None:
             raise NotSupportedError("a sharded collection has no branches")
-        if request.vectors is not None or request.rerank:
-            raise NotSupportedError("a sharded collection answers one query at a time, "
-                                    "without rerank= (vectors= and rerank= are not built)")
+        if request.vectors is not None:
+            raise NotSupportedError("a sharded collection answers one query at a time "
+                                    "(vectors= is not built)")
         v, t = request.vector, request.text
         vector = v is not None and (v.vector is not None or v.text is not None)
         if t is None or t.text is None:
@@ -560,6 +561,8 @@ class ShardedCollection:
         if not vector:
             return Hits(self._leg(msgspec.structs.replace(request, text=t), versions))
         n = leg_rows(request)
+        if request.rerank:
+            return Hits(self._rerank(request, t, n, versions))
         legs = [self._leg(msgspec.structs.replace(request, vector=None, text=t, limit=n),
                           versions),
                 self._leg(msgspec.structs.replace(request, text=None, limit=n), versions)]
@@ -570,6 +573,26 @@ class ShardedCollection:
                            request.weights, request.rrf_k)
         return Hits([Hit(ids[j], float(f), found[ids[j]].fields)
                      for j, f in zip(keys[:request.limit].tolist(), fused.tolist())])
+
+    def _rerank(self, request: Search, t, n: int, versions: tuple) -> list:
+        """rerank=: the text leg's `n` best across the shards (scored with the whole
+        corpus's statistics), then each shard orders those of its own by exact
+        distance — its rerank over just those ids, which all match the text and
+        the filter already — and the answers merge by (distance, id)."""
+        chosen = self._leg(msgspec.structs.replace(request, vector=None, rerank=False,
+                                                   text=t, limit=n), versions)
+        by: dict = {}
+        for h in chosen:
+            by.setdefault(shard_of(h.id, self.shards), []).append(h.id)
+        calls = []
+        for k, ids in by.items():
+            where = "id IN (" + ", ".join(f"${i + 1}" for i in range(len(ids))) + ")"
+            calls.append((k, "search", (msgspec.structs.replace(
+                request, text=t, where=where, params=tuple(ids), candidates=len(ids),
+                limit=len(ids), as_of=versions[k]),)))
+        hits = sorted((h for hs in self._call(calls) for h in hs),
+                      key=lambda h: (h.score, h.id))
+        return hits[:request.limit]
 
     def _leg(self, request: Search, versions: tuple) -> list:
         """One ranked leg on every shard, merged to its `limit` best: by distance for

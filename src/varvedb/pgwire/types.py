@@ -36,8 +36,8 @@ _INT8_RANGE = (-(1 << 63), (1 << 63) - 1)
 
 def column_oid(kind: str | None, rows: list, i: int) -> int:
     """The type OID of result column `i` of `kind` (None: unknown, sent as text);
-    a vector column is halfvec when its values are float16, and an int column
-    numeric when a value is past int64 (an exact sum)."""
+    a vector column is halfvec when its values are float16 and bit when they are
+    bool, and an int column numeric when a value is past int64 (an exact sum)."""
     oid = KIND_OIDS.get(kind, TEXT)
     if oid == VECTOR or oid == INT8:
         for r in rows:
@@ -45,7 +45,7 @@ def column_oid(kind: str | None, rows: list, i: int) -> int:
             if v is None:
                 continue
             if oid == VECTOR:
-                return HALFVEC if getattr(v, "dtype", None) == np.float16 else VECTOR
+                return _VECTOR_OIDS.get(getattr(v, "dtype", None), VECTOR)
             if type(v) is int and not _INT8_RANGE[0] <= v <= _INT8_RANGE[1]:
                 return NUMERIC
     return oid
@@ -67,6 +67,7 @@ def encoder(oid: int, kind: str | None, binary: bool):
     return lambda v: None if v is None else send(v)
 
 
+_VECTOR_OIDS = {np.dtype(np.float16): HALFVEC, np.dtype(np.bool_): BIT}
 _FIXED = {INT8: "q", INT4: "i", INT2: "h", FLOAT8: "d", FLOAT4: "f"}
 
 
@@ -81,6 +82,13 @@ def _send_vector(v) -> bytes:
     return struct.pack("!hh", a.shape[0], 0) + a.astype(dt).tobytes()
 
 
+def _send_bit(v) -> bytes:
+    """PostgreSQL's binary bit string: its length in bits, then the bits packed
+    high bit first."""
+    a = np.asarray(v, np.bool_)
+    return _I32.pack(a.shape[0]) + np.packbits(a).tobytes()
+
+
 def _send_timestamp(v) -> bytes:
     delta = v - EPOCH
     return _I64.pack((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
@@ -93,7 +101,7 @@ _SEND = {
     TEXT: lambda v: value_text(v).encode(), VARCHAR: lambda v: value_text(v).encode(),
     JSONB: lambda v: b"\1" + value_text(v, "json").encode(),
     JSON: lambda v: value_text(v, "json").encode(),
-    TIMESTAMPTZ: _send_timestamp, VECTOR: _send_vector, HALFVEC: _send_vector,
+    TIMESTAMPTZ: _send_timestamp, VECTOR: _send_vector, HALFVEC: _send_vector, BIT: _send_bit,
     BYTEA: bytes, OID: lambda v: struct.pack("!I", int(v)), NAME: lambda v: str(v).encode(),
     CHAR: lambda v: str(v).encode(),
 }

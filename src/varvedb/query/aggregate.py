@@ -96,6 +96,10 @@ def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> V
     empty = counts == 0
     if fn == "count":
         return Val("int", counts.astype(np.int64), np.zeros(n_groups, bool))
+    if fn in ("sum", "avg") and v.kind == "vector":
+        if v.data.dtype == np.bool_:
+            raise SqlError("42883", f"function {fn}(bit) does not exist")
+        return _vector_sums(fn, v.data, g, counts, empty)
     if fn in ("sum", "avg"):
         if v.kind not in ("int", "float"):
             raise SqlError("42883", f"function {fn}({v.kind}) does not exist")
@@ -126,6 +130,23 @@ def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> V
         out = v.take(idx)
         return Val(out.kind, out.data, empty)
     raise SqlError("42883", f"function {fn}() does not exist")
+
+
+def _vector_sums(fn: str, data: np.ndarray, g: np.ndarray, counts: np.ndarray,
+                 empty: np.ndarray) -> Val:
+    """pgvector's sum(vector) and avg(vector) per group: element-wise, in the
+    input's float type (halfvec stays halfvec), summed in float64 and rounded once
+    (pgvector's sum adds in float4; on values a float4 sum holds exactly the two
+    agree); NULL for an empty group; 22003 where a result overflows its type."""
+    sums = np.zeros((len(counts), data.shape[1]), np.float64)
+    np.add.at(sums, g, data)
+    if fn == "avg":
+        sums /= np.maximum(counts, 1)[:, None]
+    with np.errstate(over="ignore"):
+        out = sums.astype(data.dtype)
+    if not np.isfinite(out).all():
+        raise SqlError("22003", "value out of range: overflow")
+    return Val("vector", out, empty)
 
 
 def _string_agg(v: Val, sep: Val, group: np.ndarray, n_groups: int) -> Val:

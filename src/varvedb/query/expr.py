@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from dataclasses import dataclass
-from typing import Any
-
+import math
 import re
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,7 @@ from ..text import tsquery
 from ..text.tsvector import tsvectors
 from . import arrays, catalog_funcs, text_funcs, tsearch, vector_funcs
 from .filter import kleene, like_regex
+from .literals import parse_input, value_text
 
 NUMERIC = ("int", "float")
 
@@ -45,15 +47,10 @@ OPERATORS = {
     "<=>": vector_funcs.cosine_distance,
     "<+>": vector_funcs.l1_distance,
     "<~>": vector_funcs.hamming_distance,
+    "<%>": vector_funcs.jaccard_distance,
 }
 # each operator's metric, as the planner and the indexes name it
 OPERATOR_METRICS = {"<->": "l2", "<#>": "dot", "<=>": "cosine", "<+>": "l1", "<~>": "hamming"}
-
-
-def vector_text(v) -> str:
-    """pgvector's text form of a vector: [1,2.5,3]."""
-    return "[" + ",".join(repr(float(x)).removesuffix(".0") if float(x).is_integer()
-                          else repr(float(x)) for x in np.asarray(v, np.float32)) + "]"
 
 
 @dataclass(slots=True)
@@ -157,6 +154,7 @@ class Cast:
     kind: str           # a schema kind
     arg: Any
     dim: int | None = None      # vector(n): the dimension the value must have
+    vtype: str | None = None    # a vector kind's type: vector, halfvec or bit
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,8 +322,8 @@ def col_value(e: Col, t, rows: np.ndarray) -> Val:
     vals, nulls = t.columns[e.name].take(rows)
     nulls = np.asarray(nulls, bool)
     if f.kind == "vector" and f.dtype in ("int8", "bit"):
-        # SQL has float vectors only: int8 values and 0/1 bits as float32
-        vals = vector_values(f, vals).astype(np.float32)
+        # SQL's vectors are float32 (int8 values), float16 or bits (bool)
+        vals = vector_values(f, vals).astype(np.bool_ if f.dtype == "bit" else np.float32)
     if isinstance(vals, list):
         return Val(f.kind, object_array(vals), nulls)
     return Val(f.kind, vals, nulls)
@@ -387,7 +385,6 @@ def coerce(v: Val, kind: str) -> Val:
     if v.kind == "int" and kind == "float":
         return Val("float", v.data.astype(np.float64), v.nulls)
     if v.kind == "unknown":
-        from .literals import parse_input
         if v.literal is not None:       # one value broadcast, known on zero rows too
             return const_like(parse_input(kind, v.literal), kind, len(v), v.nulls)
         if not len(v):
@@ -480,8 +477,9 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
     if op in _CMP:
         if a.kind != b.kind or a.kind in ("vector", "json") and op not in ("=", "<>"):
             raise SqlError("42883", f"operator does not exist: {a.kind} {op} {b.kind}")
-        if a.kind == "vector":
-            eq = (a.data == b.data).all(axis=1)
+        if a.kind == "vector":      # vectors of other dimensions are unequal (pgvector)
+            eq = ((a.data == b.data).all(axis=1) if a.data.shape[-1] == b.data.shape[-1]
+                  else np.zeros(len(nulls), bool))
             return Val("bool", eq if op == "=" else ~eq, nulls)
         if a.data.dtype == object:      # Python values: compared where neither is NULL
             out = np.zeros(len(nulls), bool)
@@ -492,6 +490,8 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         with np.errstate(invalid="ignore"):
             out = _CMP[op](a.data, b.data)
         return Val("bool", np.asarray(out, bool), nulls)
+    if a.kind == b.kind == "vector" and op in _VECTOR_OPS:
+        return Val("vector", _vector_arith(op, a.data, b.data), nulls)
     if op == "||":
         if a.kind != "text" or b.kind != "text":
             raise SqlError("42883", f"operator does not exist: {a.kind} || {b.kind}")
@@ -500,9 +500,6 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         out[keep] = a.data[keep] + b.data[keep]
         return Val("text", out, nulls)
     if a.kind not in NUMERIC or b.kind not in NUMERIC:
-        if a.kind == b.kind == "vector" and op in "+-*":
-            return Val("vector", {"+": np.add, "-": np.subtract, "*": np.multiply}[op](
-                a.data, b.data).astype(np.float32), nulls)
         raise SqlError("42883", f"operator does not exist: {a.kind} {op} {b.kind}")
     x, y = a.data, b.data
     if op in ("/", "%"):
@@ -517,6 +514,39 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         out = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
                "%": np.fmod}[op](x, y)
     return Val(a.kind, out, nulls)
+
+
+_VECTOR_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "||": None}
+VECTOR_MAX_DIM = 16000      # pgvector's limit on a vector's dimensions
+
+
+def _vector_arith(op: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """pgvector's vector (and halfvec) operators, element-wise: + - * of vectors of
+    one dimension, || their concatenation; the result in the operands' type
+    (halfvec with halfvec stays halfvec), 22003 where an element overflows it
+    (or a product of non-zero elements underflows to zero), as pgvector."""
+    bits = x.dtype == np.bool_ or y.dtype == np.bool_
+    if bits and (op != "||" or x.dtype != y.dtype):     # bit strings concatenate only
+        raise SqlError("42883", f"operator does not exist: {_type_name(x)} {op} {_type_name(y)}")
+    out_type = x.dtype if x.dtype == y.dtype else np.float32
+    if op == "||":
+        if x.shape[-1] + y.shape[-1] > VECTOR_MAX_DIM:
+            raise SqlError("54000", f"vector cannot have more than {VECTOR_MAX_DIM} dimensions")
+        x, y = np.broadcast_arrays(x, y) if x.shape[0] != y.shape[0] else (x, y)
+        return np.concatenate([x, y], axis=-1).astype(out_type, copy=False)
+    if x.shape[-1] != y.shape[-1]:
+        raise SqlError("22000", f"different vector dimensions {x.shape[-1]} and {y.shape[-1]}")
+    with np.errstate(over="ignore", under="ignore"):
+        out = _VECTOR_OPS[op](x.astype(np.float64), y.astype(np.float64)).astype(out_type)
+    if not np.isfinite(out).all():
+        raise SqlError("22003", "value out of range: overflow")
+    if op == "*" and ((out == 0) & (x != 0) & (y != 0)).any():
+        raise SqlError("22003", "value out of range: underflow")
+    return out
+
+
+def _type_name(data: np.ndarray) -> str:
+    return {np.dtype(t): name for name, t in _VECTOR_DTYPES.items()}.get(data.dtype, "vector")
 
 
 _INT64_MIN = np.iinfo(np.int64).min
@@ -617,10 +647,18 @@ def _no_int64_min(v: Val) -> None:
         raise SqlError("22003", "bigint out of range")
 
 
+def half_away(x: np.ndarray) -> np.ndarray:
+    """To the nearest whole float, halves away from zero (numeric's round, and
+    round_half_away's); x - trunc(x) is exact, where adding 0.5 first rounds
+    0.49999999999999994 up to 1."""
+    whole = np.trunc(x)
+    return whole + np.sign(x) * (np.abs(x - whole) >= 0.5)
+
+
 def round_half_away(x: np.ndarray) -> np.ndarray:
     """Floats to int64 as PostgreSQL rounds them (2.5 -> 3, -2.5 -> -3, not to even)."""
     with np.errstate(invalid="ignore"):
-        r = np.sign(x) * np.floor(np.abs(x) + 0.5)
+        r = half_away(x)
     if not np.isfinite(r).all() or (np.abs(r) >= 2.0 ** 63).any():
         raise SqlError("22003", "bigint out of range")
     return r.astype(np.int64)
@@ -938,9 +976,39 @@ ROW_FUNCTIONS = frozenset(_ON_NODES)
 
 def _cast(e: Cast, rel: Rel, env: Env) -> Val:
     v = _cast_value(e, rel, env)
+    if v.kind == "vector" and e.vtype is not None:
+        v = Val("vector", as_vector_type(v.data, e.vtype), v.nulls)
     if e.dim is not None and v.kind == "vector" and len(v) and v.data.shape[1] != e.dim:
+        if e.vtype == "bit":    # a cast to bit(n) pads with zeros or cuts, on the right
+            out = np.zeros((len(v), e.dim), np.bool_)
+            width = min(e.dim, v.data.shape[1])
+            out[:, :width] = v.data[:, :width]
+            return Val("vector", out, v.nulls)
         raise SqlError("22000", f"expected {e.dim} dimensions, not {v.data.shape[1]}")
     return v
+
+
+# A vector value's type is its data's dtype: float32 a vector, float16 a halfvec,
+# bool a bit string (what pgwire sends each as, and how each prints)
+_VECTOR_DTYPES = {"vector": np.float32, "halfvec": np.float16, "bit": np.bool_}
+_HALF_MAX = float(np.finfo(np.float16).max)
+
+
+def as_vector_type(data: np.ndarray, vtype: str) -> np.ndarray:
+    """A block of vectors as `vtype` (pgvector's casts): halfvec refuses what float16
+    cannot hold (22003), bit takes 0/1 values only (a vector has no cast to bit)."""
+    want = _VECTOR_DTYPES[vtype]
+    if data.dtype == want:
+        return data
+    if vtype == "bit":
+        if data.dtype != np.bool_ and not np.isin(data, (0, 1)).all():
+            raise SqlError("42846", "cannot cast type vector to bit")
+        return data != 0
+    if data.dtype == np.bool_:
+        raise SqlError("42846", f"cannot cast type bit to {vtype}")
+    if vtype == "halfvec" and (np.abs(data) > _HALF_MAX).any():
+        raise SqlError("22003", "value out of range for type halfvec")
+    return data.astype(want)
 
 
 def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
@@ -1085,19 +1153,15 @@ def _to_regtype(v: Val) -> Val:
 
 
 def _text_of(kind: str, x) -> str | None:
+    # a cast to text: the output form PostgreSQL prints (literals' output twin),
+    # but for a boolean (true, where psql shows t) and jsonb's own spacing
     if x is None:
         return None
     if kind == "bool":
         return "true" if x else "false"
-    if kind == "vector":
-        return vector_text(x)
     if kind == "json":
         return json.dumps(x, separators=(", ", ": "))
-    if kind == "array":
-        return arrays.text(x)
-    if kind == "timestamp":
-        return x.isoformat(sep=" ")
-    return str(x)
+    return value_text(x, kind)
 
 
 def _isnull(e: IsNull, rel: Rel, env: Env) -> Val:
@@ -1377,6 +1441,45 @@ def _sqrt(x: np.ndarray) -> np.ndarray:
     return np.sqrt(x.astype(np.float64))
 
 
+def _integral(fn):
+    # ceil, floor, trunc: an integer is its own; a float to a whole float
+    numeric = _numeric_fn(fn, False)
+    return lambda v: v if v.kind == "int" else numeric(v)
+
+
+def _round(*args: Val) -> Val:
+    """round(x) and round(x, s): halves away from zero, as PostgreSQL's numeric
+    round (a float8's own round(x) rounds halves to even: varvedb's floats do not
+    know which they were); round(x, s) rounds the value's shortest decimal (what
+    PostgreSQL's float8-to-numeric cast reads), so round(2.675, 2) is 2.68."""
+    if not 1 <= len(args) <= 2:
+        raise SqlError("42883", "function round() takes a number and an optional scale")
+    v, scale = args[0], args[1] if len(args) == 2 else None
+    v = coerce(v, "float") if v.kind == "unknown" else v
+    if scale is not None:
+        scale = coerce(scale, "int") if scale.kind == "unknown" else scale
+        if scale.kind not in ("int", "null"):
+            raise SqlError("42883", f"function round({v.kind}, {scale.kind}) does not exist")
+    if v.kind not in NUMERIC and v.kind != "null":
+        raise SqlError("42883", f"function round({v.kind}) does not exist")
+    nulls = v.nulls | (scale.nulls if scale is not None else False)
+    if v.kind == "null" or scale is not None and scale.kind == "null":
+        return Val("float", np.zeros(len(nulls)), nulls)
+    if v.kind == "int" and (scale is None or (scale.data >= 0).all()):
+        return v if scale is None else Val("int", v.data, nulls)
+    x = v.data.astype(np.float64)
+    if scale is None:
+        return Val("float", half_away(x), nulls)
+    out = np.zeros(len(x))
+    pairs = np.stack([x, scale.data.astype(np.float64)], axis=1)
+    uniq, inv = np.unique(pairs[~nulls], axis=0, return_inverse=True)
+    # each distinct (value, scale) once, in decimal
+    done = np.array([float(Decimal(repr(a)).quantize(Decimal(1).scaleb(-int(b)), ROUND_HALF_UP))
+                     if math.isfinite(a) else a for a, b in uniq.tolist()])
+    out[~nulls] = done[inv.ravel()] if len(done) else out[~nulls]
+    return Val("float", out, nulls)
+
+
 def _config_and_text(name: str, args) -> tuple:
     """([config,] text) arguments: (the configuration, the text Val, nulls)."""
     if not 1 <= len(args) <= 2:
@@ -1607,6 +1710,8 @@ FUNCTIONS = {
     "inner_product": _vector_fn("inner_product", vector_funcs.inner_product, "float"),
     "l1_distance": _vector_fn("l1_distance", vector_funcs.l1_distance, "float"),
     "hamming_distance": _vector_fn("hamming_distance", vector_funcs.hamming_distance, "float"),
+    "jaccard_distance": _vector_fn("jaccard_distance", vector_funcs.jaccard_distance, "float"),
+    "binary_quantize": _vector_fn("binary_quantize", vector_funcs.binary_quantize, "vector"),
     "vector_dims": _vector_fn("vector_dims", vector_funcs.vector_dims, "int"),
     "vector_norm": _vector_fn("vector_norm", vector_funcs.vector_norm, "float"),
     "l2_normalize": _vector_fn("l2_normalize", vector_funcs.l2_normalize, "vector"),
@@ -1618,6 +1723,11 @@ FUNCTIONS = {
     "length": _text_fn(lambda v: Val("int", np.array([len(x) if x is not None else 0
                                                      for x in v.data], np.int64), v.nulls)),
     "abs": _numeric_fn(np.abs, True),
+    "round": _round,
+    "ceil": _integral(np.ceil),
+    "ceiling": _integral(np.ceil),
+    "floor": _integral(np.floor),
+    "trunc": _integral(np.trunc),
     "to_regtype": _to_regtype,
     "array_to_string": _array_to_string,
     "array_upper": _array_bound("array_upper"),
@@ -1644,7 +1754,7 @@ def rewrite(e, fn):
         return type(e)(e.name if isinstance(e, Func) else e.op,
                        tuple(rewrite(a, fn) for a in e.args))
     if isinstance(e, Cast):
-        return Cast(e.kind, rewrite(e.arg, fn), e.dim)
+        return Cast(e.kind, rewrite(e.arg, fn), e.dim, e.vtype)
     if isinstance(e, IsNull):
         return IsNull(rewrite(e.arg, fn), e.negated)
     if isinstance(e, BoolTest):

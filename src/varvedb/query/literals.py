@@ -68,10 +68,10 @@ _PG_NAMES = {"int": "bigint", "float": "double precision", "bool": "boolean", "t
 
 def parse_vector(text: str) -> np.ndarray:
     """pgvector's text form '[1,2,3]' as a float32 array; a bit string's form
-    '0101' (PostgreSQL's bit(n)) as its bits, 0.0 and 1.0."""
+    '0101' (PostgreSQL's bit(n)) as its bits (bool)."""
     m = _VECTOR.match(text)
     if m is None and _BITS.match(text):
-        return np.frombuffer(text.strip().encode(), np.uint8).astype(np.float32) - ord("0")
+        return np.frombuffer(text.strip().encode(), np.uint8) == ord("1")
     if m is None:
         raise SqlError("22P02", f'invalid input syntax for type vector: "{text}"')
     body = m.group(1).strip()
@@ -146,6 +146,11 @@ def vector_text(v: np.ndarray) -> str:
     return "".join(p + r for p, r in zip(parts, rest))
 
 
+def bit_text(v: np.ndarray) -> str:
+    """A bit string as PostgreSQL prints it: 0101."""
+    return (v.astype(np.uint8) + ord("0")).tobytes().decode("ascii")
+
+
 def timestamp_text(d: _dt.datetime) -> str:
     """timestamptz as PostgreSQL prints it with TimeZone UTC: 2026-12-01 12:00:00.25+00."""
     if d.tzinfo is not None:
@@ -181,7 +186,7 @@ def value_text(v, kind: str | None = None) -> str | None:
     if isinstance(v, str):
         return v
     if isinstance(v, np.ndarray):
-        return vector_text(v)
+        return bit_text(v) if v.dtype == np.bool_ else vector_text(v)
     if isinstance(v, _dt.datetime):
         return timestamp_text(v)
     if isinstance(v, (dict, list)):

@@ -29,26 +29,31 @@ class PgProc:
 
 
 _VH = ("vector", "halfvec")
-# (name, argument types after the vector ones, result (None: the vector's own
-# type), vector types it takes): each pgvector overload varvedb runs
+# (name, vector arguments, argument types after the vector ones, result (None:
+# the vector's own type), vector types it takes, prokind): each pgvector
+# overload varvedb runs
 _SIGNATURES = [
-    *((name, 2, (), "float8", _VH) for name in
+    *((name, 2, (), "float8", _VH, "f") for name in
       ("cosine_distance", "inner_product", "l1_distance", "l2_distance")),
-    ("hamming_distance", 2, (), "float8", ("bit",)),
-    ("l2_normalize", 1, (), None, _VH),
-    ("subvector", 1, ("int4", "int4"), None, _VH),
-    ("vector_dims", 1, (), "int4", _VH),
-    ("vector_norm", 1, (), "float8", ("vector",)),
+    ("hamming_distance", 2, (), "float8", ("bit",), "f"),
+    ("l2_normalize", 1, (), None, _VH, "f"),
+    ("subvector", 1, ("int4", "int4"), None, _VH, "f"),
+    ("vector_dims", 1, (), "int4", _VH, "f"),
+    ("vector_norm", 1, (), "float8", ("vector",), "f"),
+    ("avg", 1, (), None, _VH, "a"),
+    ("sum", 1, (), None, _VH, "a"),
+    ("binary_quantize", 1, (), "bit", _VH, "f"),
+    ("jaccard_distance", 2, (), "float8", ("bit",), "f"),
 ]
 FIRST_OID = 16600       # past the types' and access methods' OIDs (query/pg_types.py)
 
 
 def _table() -> dict[int, PgProc]:
     out = {}
-    for name, n, rest, result, types in _SIGNATURES:
+    for name, n, rest, result, types, kind in _SIGNATURES:
         for t in types:
             oid = FIRST_OID + len(out)
-            out[oid] = PgProc(oid, name, (t,) * n + rest, result or t)
+            out[oid] = PgProc(oid, name, (t,) * n + rest, result or t, kind)
     return out
 
 

@@ -22,6 +22,9 @@ expectations (test/expected/functions.out):
   for a zero vector, in the input's float type (f16 stays f16, else f32);
 * ``subvector(v, start, count)``: elements start .. start+count-1, 1-based and
   clipped like substring(); a result with no element is an error.
+* bit strings (bool blocks): ``hamming_distance`` (``<~>``) the positions that
+  differ, ``jaccard_distance`` (``<%>``) 1 - shared set bits / set bits of
+  either (1 where none is shared); ``binary_quantize`` a vector's bits (> 0).
 * Vectors of different dimensions are an error (DimensionError, pgvector's
   "different vector dimensions 2 and 1").
 
@@ -41,7 +44,7 @@ def _vectors(v) -> np.ndarray:
     a = np.asarray(v)
     if a.dtype == object:          # a column of separate vectors
         a = np.stack([np.asarray(x) for x in a]) if a.ndim == 1 else a
-    if a.dtype.kind not in "fiu":
+    if a.dtype.kind not in "fiub":      # (b: a bit string's bits)
         raise FieldTypeError(f"a vector holds numbers, got {a.dtype}")
     if a.ndim not in (1, 2) or a.shape[-1] < 1:
         raise DimensionError(f"vectors are a (d,) vector or an (n, d) block, got shape "
@@ -109,6 +112,21 @@ def cosine_distance(a, b):
     with np.errstate(invalid="ignore", divide="ignore"):
         similarity = _dot(a, b) / np.sqrt(aa * bb)
     return _result(1.0 - np.clip(similarity, -1.0, 1.0))   # clip keeps NaN
+
+
+def jaccard_distance(a, b):
+    """pgvector's ``jaccard_distance`` / ``<%>`` of bit strings: 1 - |a and b| /
+    |a or b|, 1 where they share no set bit (two empty ones too), float64."""
+    a, b = _pair(a, b)
+    both = np.einsum("...j,...j->...", a, b)
+    either = a.sum(axis=-1) + b.sum(axis=-1) - both
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _result(np.where(both > 0, 1.0 - both / either, 1.0))
+
+
+def binary_quantize(v) -> np.ndarray:
+    """pgvector's ``binary_quantize``: a bit per element, set where it is above 0."""
+    return _vectors(v) > 0
 
 
 def vector_dims(v):

@@ -84,11 +84,11 @@ def convert(n, scope: Scope):
             return convert(n.arg, scope)
         if target == "tsquery":         # tsquery's input form: operands as written
             return E.Func("$tsquery_in", (convert(n.arg, scope),))
-        kind, _, mods = type_of(n.typeName)
+        kind, name, mods = type_of(n.typeName)
         if n.typeName.arrayBounds:          # x::int2[]: an array stays one
             return E.Cast("array", convert(n.arg, scope))
         dim = mods[0] if kind == "vector" and mods else None
-        return E.Cast(kind, convert(n.arg, scope), dim)
+        return E.Cast(kind, convert(n.arg, scope), dim, name if kind == "vector" else None)
     if isinstance(n, ast.BoolExpr):
         op = {BoolExprType.AND_EXPR: "and", BoolExprType.OR_EXPR: "or",
               BoolExprType.NOT_EXPR: "not"}[n.boolop]
@@ -286,34 +286,37 @@ def _func(n: ast.FuncCall, scope: Scope):
 
 def output_name(n) -> str:
     """The name PostgreSQL gives an output column without an alias."""
+    return _figure_name(n)[0]
+
+
+def _figure_name(n) -> tuple[str, int]:
+    # (name, strength) as PostgreSQL figures it: 2 a column's or a function's name,
+    # 1 a cast's type name or "case", which an outer cast or CASE replaces (so
+    # '1'::float8::text is "text"), 0 none ("?column?")
     if isinstance(n, ast.ColumnRef):
         last = n.fields[-1]
-        return last.sval if isinstance(last, ast.String) else "?column?"
+        return (last.sval, 2) if isinstance(last, ast.String) else ("?column?", 0)
     if isinstance(n, ast.FuncCall):
-        return n.funcname[-1].sval
+        return n.funcname[-1].sval, 2
     if isinstance(n, ast.CoalesceExpr):
-        return "coalesce"
+        return "coalesce", 2
     if isinstance(n, ast.TypeCast):
-        inner = output_name(n.arg)
-        if inner != "?column?":
-            return inner
-        return n.typeName.names[-1].sval
+        inner = _figure_name(n.arg)
+        return inner if inner[1] > 1 else (n.typeName.names[-1].sval, 1)
     if isinstance(n, ast.CaseExpr):     # its ELSE's name, where that is a real one
-        d = n.defresult
-        strong = d is not None and output_name(d) != "?column?" and not (
-            isinstance(d, ast.TypeCast) and output_name(d.arg) == "?column?")
-        return output_name(d) if strong else "case"
+        inner = _figure_name(n.defresult) if n.defresult is not None else ("", 0)
+        return inner if inner[1] > 1 else ("case", 1)
     if isinstance(n, ast.A_Expr) and n.kind == A_Expr_Kind.AEXPR_NULLIF:
-        return "nullif"
+        return "nullif", 2
     if isinstance(n, ast.SubLink):      # (SELECT x ...): x's name; ARRAY(...): array
         if n.subLinkType in (SubLinkType.ARRAY_SUBLINK, SubLinkType.EXISTS_SUBLINK):
-            return _FOLDS[n.subLinkType]
+            return _FOLDS[n.subLinkType], 2
         first = (n.subselect.targetList or (None,))[0]
         if n.subLinkType == SubLinkType.EXPR_SUBLINK and first is not None:
-            return first.name or output_name(first.val)
+            return (first.name, 2) if first.name else _figure_name(first.val)
     if isinstance(n, ast.A_Indirection):    # a[1]: a's name
-        return output_name(n.arg)
-    return "?column?"
+        return _figure_name(n.arg)
+    return "?column?", 0
 
 
 def deparse(n) -> str:

@@ -817,8 +817,8 @@ class Bound:
     @staticmethod
     def _distance_call(e, table):
         """(field, metric, query expr) of `vec <op> q` with q not reading the table."""
-        if not (isinstance(e, E.Op) and e.op in E.OPERATORS):
-            return None
+        if not (isinstance(e, E.Op) and e.op in E.OPERATOR_METRICS):
+            return None     # (<%>, jaccard: no index or scan kernel; ORDER BY sorts it)
         a, b = e.args
         if isinstance(b, E.Col) and not isinstance(a, E.Col):
             a, b = b, a
