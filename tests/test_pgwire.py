@@ -518,3 +518,17 @@ def test_a_malformed_parameter_is_22p02():
     with pytest.raises(vv.errors.SqlError) as e:
         T.decode_param(b"12x", T.INT8, False)
     assert e.value.sqlstate == "22P02"
+
+
+@pytest.mark.parametrize("data,oid", [
+    (struct.pack("!q", 2**63 - 1), T.TIMESTAMPTZ),     # past datetime's range
+    (struct.pack("!q", -2**63), T.TIMESTAMP),
+    (b"\1" + b"[" * 100_000 + b"]" * 100_000, T.JSONB),  # past Python's stack
+    (b"[" * 100_000 + b"]" * 100_000, T.JSON),
+])
+def test_a_binary_parameter_out_of_pythons_range_is_22p03(data, oid):
+    """Bytes of a valid type that Python cannot hold are refused as bad binary data
+    (a raw OverflowError or RecursionError closed the connection)."""
+    with pytest.raises(vv.errors.SqlError) as e:
+        T.decode_param(data, oid, True)
+    assert e.value.sqlstate == "22P03"

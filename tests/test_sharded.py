@@ -175,6 +175,13 @@ def test_text_and_hybrid_search_score_as_one_collection(tmp_path):
     db.close()
 
 
+def test_an_id_outside_64_bits_is_refused_as_the_embedded_api_refuses_it():
+    for bad in (2**63, -2**63 - 1):
+        with pytest.raises(FieldTypeError, match="64-bit"):
+            shard_of(bad, 4)
+    assert 0 <= shard_of(2**63 - 1, 4) < 4 and 0 <= shard_of(-2**63, 4) < 4
+
+
 def test_refused_arguments_and_folders(tmp_path):
     with pytest.raises(OptionError):
         ShardedCollection.create(tmp_path / "a", "docs", SCHEMA, shards=0)

@@ -777,6 +777,51 @@ def test_a_failing_returning_inside_a_transaction_keeps_nothing_of_it(two_rows, 
         assert db.sql("SELECT id, x FROM t ORDER BY id").rows == kept
 
 
+def test_a_raw_error_after_writing_half_applies_nothing(two_rows, monkeypatch):
+    """A statement that fails with an exception that is not a VarveError (a defect
+    of the evaluator, injected here as a function that raises one) after its writes
+    landed leaves nothing of them: the SQL block fails, a Python transaction aborts,
+    and an autocommitted statement is rolled back, as for a typed error."""
+    from varvedb.query import expr
+
+    def boom(v):
+        raise RuntimeError("an evaluator's defect")
+    monkeypatch.setitem(expr.FUNCTIONS, "boom", boom)
+    path = two_rows
+    with vv.connect(path) as db:
+        version, digest = db.version, file_digest(path)
+        with pytest.raises(RuntimeError):
+            db.sql("UPDATE t SET x = 99 RETURNING boom(x)")
+        s = db.session()
+        s.sql("BEGIN")
+        with pytest.raises(RuntimeError):
+            s.sql("UPDATE t SET x = 99 RETURNING boom(x)")
+        assert s.sql("COMMIT").status == "ROLLBACK"
+        with pytest.raises(vv.TransactionAbortedError):
+            with db.transaction():
+                with pytest.raises(RuntimeError):
+                    db.sql("UPDATE t SET x = 42 RETURNING boom(x)")
+        assert db.version == version and file_digest(path) == digest
+    with vv.connect(path, readonly=True) as db:
+        assert db.sql("SELECT id, x FROM t ORDER BY id").rows == [(1, 1), (2, 2)]
+
+
+def test_a_write_naming_rows_past_the_table_is_refused_before_it_is_written(two_rows):
+    """The engine's own check: rows outside the table (what replay refuses as a
+    corrupt frame, so a file that held one would not open) are refused unwritten."""
+    path = two_rows
+    with vv.connect(path) as db:
+        version, digest = db.version, file_digest(path)
+        t = db.engine.table("t")
+        for rows in (np.array([0, 2]), np.array([-1]), np.array([[0]])):
+            with pytest.raises(vv.VarveError, match="rows outside"):
+                with db.transaction():
+                    db.engine.delete(db.thread_session().tx, t, rows)
+        assert db.version == version and file_digest(path) == digest
+    with vv.connect(path, readonly=True) as db:
+        assert db.sql("SELECT id, x FROM t ORDER BY id").rows == [(1, 1), (2, 2)]
+
+
 def test_a_failed_statement_inside_an_api_transaction_aborts_it(db):
     db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
     db.sql("INSERT INTO t VALUES (1, 1)")

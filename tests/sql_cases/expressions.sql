@@ -137,3 +137,18 @@ SELECT round('x');
 -- !! 22P02
 SELECT round('x'::text);
 -- !! 42883
+
+-- a text or json text cast to a number where some rows are NULL: those rows NULL
+CREATE TABLE docs (id bigint PRIMARY KEY, s text, meta jsonb);
+INSERT INTO docs VALUES (1, '2024', '{"year": "2024"}'), (2, NULL, '{}'), (3, '7', '{"year": "1999"}');
+SELECT id, (meta->>'year')::int, s::bigint FROM docs ORDER BY id;
+-- => [(1, 2024, 2024), (2, None, None), (3, 1999, 7)]
+SELECT id FROM docs WHERE (meta->>'year')::int > 2000;
+-- => [(1,)]
+-- a function given the wrong number of arguments does not exist
+SELECT lower('a', 'b');
+-- !! 42883
+SELECT abs();
+-- !! 42883
+SELECT quote_ident(5);
+-- !! 42883

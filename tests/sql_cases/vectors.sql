@@ -171,6 +171,33 @@ SELECT '[1.1,2]'::halfvec, '[1.1,2]'::vector::halfvec(2), embedding::halfvec FRO
 -- => [([1.099609375, 2.0], [1.099609375, 2.0], [3.0, 0.5, -3.0])]
 SELECT '[70000]'::halfvec;
 -- !! 22003
+-- IN (subquery) of vectors and json values compares whole values; of other kinds, 42883
+CREATE TABLE vin (id bigint PRIMARY KEY, v vector(3), j jsonb, n int);
+INSERT INTO vin VALUES (1, '[1,2,3]', '{"a": 1}', 1), (2, NULL, NULL, 2), (7, '[9,9,9]', '[1]', 3);
+SELECT id FROM vin WHERE v IN (SELECT v FROM vin) ORDER BY id;
+-- => [(1,), (7,)]
+SELECT id FROM vin WHERE j IN (SELECT j FROM vin WHERE id > 1) ORDER BY id;
+-- => [(7,)]
+SELECT id FROM vin WHERE v NOT IN (SELECT v FROM vin WHERE id = 1) ORDER BY id;
+-- => [(7,)]
+SELECT id FROM vin WHERE id IN (SELECT v FROM vin);
+-- !! 42883
+UPDATE vin SET n = 100 WHERE v IN (SELECT v FROM vin);
+SELECT id, n FROM vin ORDER BY id;
+-- => [(1, 100), (2, 2), (7, 100)]
+-- a NULL vector: grouped, sorted and coalesced as any NULL; jaccard is bit's only
+SELECT count(*) FROM vin GROUP BY NULL::vector;
+-- => [(3,)]
+SELECT id FROM vin ORDER BY NULL::vector, id;
+-- => [(1,), (2,), (7,)]
+SELECT id, coalesce(v, NULL::vector) FROM vin WHERE id < 3 ORDER BY id;
+-- => [(1, [1.0, 2.0, 3.0]), (2, None)]
+SELECT coalesce(v, 1) FROM vin;
+-- !! 42804
+SELECT jaccard_distance(v, v) FROM vin;
+-- !! 42883
+SELECT l2_distance(v) FROM vin;
+-- !! 42883
 CREATE TABLE huge (id bigint PRIMARY KEY, v vector(2));
 INSERT INTO huge VALUES (1, '[3e38,1]'), (2, '[3e38,2]');
 SELECT sum(v) FROM huge;

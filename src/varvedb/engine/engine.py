@@ -42,7 +42,7 @@ from ..errors import (BranchError, ClosedError, CorruptFileError, IndexMaintenan
                       LockTimeoutError, LogMismatchError, NotFoundError,
                       NotNullViolationError, OptionError,
                       ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
-                      TransactionError, UnknownFieldError)
+                      TransactionError, UnknownFieldError, VarveError)
 from ..schema import (Field, Schema, brief, check_not_null, complete_columns, fit_index,
                       validate_name)
 from .embedding import check_embedders, fill_embedded, unchanged_texts
@@ -495,6 +495,7 @@ class Engine:
         row) set, every other field kept (SQL's UPDATE, whose values differ by row)."""
         self._check_writing(tx)
         self._check_current(t)
+        _check_rows(t, rows)
         if not len(rows):
             return
         check_not_null(Schema({k: f for k, f in t.schema.fields.items() if k in values}),
@@ -513,6 +514,7 @@ class Engine:
     def delete(self, tx: "Transaction", t: Table, rows: np.ndarray) -> None:
         """Live `rows` die."""
         self._check_current(t)
+        _check_rows(t, rows)
         if len(rows):
             self.write(tx, frames.Delete(t.cid, np.asarray(rows, np.int64)),
                        rows_changed=len(rows))
@@ -1259,3 +1261,14 @@ def check_timeout(timeout) -> float:
         raise OptionError(f"a lock timeout is a non-negative number of seconds, "
                           f"not {brief(timeout)}")
     return float(timeout)
+
+
+def _check_rows(t: Table, rows) -> None:
+    """A write names rows of the table, one dimension: what replay would refuse
+    as a corrupt frame is refused before it is written (a caller's slip must
+    not brick the file)."""
+    rows = np.asarray(rows)
+    if rows.ndim != 1 or rows.dtype.kind not in "iu" or len(rows) and (
+            int(rows.min()) < 0 or int(rows.max()) >= t.n):
+        raise VarveError(f"a write named rows outside [0, {t.n}) of {t.name!r}: refused, "
+                         "nothing written")

@@ -94,6 +94,8 @@ def shard_of(id, shards: int) -> int:
     if isinstance(id, str):
         key = b"s" + id.encode()
     elif isinstance(id, (int, np.integer)) and not isinstance(id, (bool, np.bool_)):
+        if not -(1 << 63) <= int(id) < (1 << 63):
+            raise FieldTypeError(f"id {int(id)} is outside the 64-bit range")
         key = b"i" + int(id).to_bytes(8, "little", signed=True)
     else:
         raise FieldTypeError(f"a sharded collection's rows need an int or text id, got "

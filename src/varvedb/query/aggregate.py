@@ -20,7 +20,7 @@ def codes(v: Val) -> tuple[np.ndarray, int]:
     last), and how many distinct codes there are."""
     n = len(v)
     nulls = v.nulls
-    if v.kind == "null" or n == 0:
+    if v.kind == "null" or n == 0 or nulls.all():
         return np.zeros(n, np.int64), 1
     data = v.data
     if v.kind == "vector":

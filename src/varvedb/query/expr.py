@@ -21,6 +21,8 @@ is a vector, '2026-01-01' next to a timestamp is a timestamp).
 from __future__ import annotations
 
 import datetime as _dt
+import functools
+import inspect
 import json
 import math
 import re
@@ -47,8 +49,15 @@ OPERATORS = {
     "<=>": vector_funcs.cosine_distance,
     "<+>": vector_funcs.l1_distance,
     "<~>": vector_funcs.hamming_distance,
-    "<%>": vector_funcs.jaccard_distance,
+    "<%>": lambda a, b: vector_funcs.jaccard_distance(_bits(a, "<%>"), _bits(b, "<%>")),
 }
+
+
+def _bits(data: np.ndarray, what: str) -> np.ndarray:
+    """A bit string block, for what only bit takes (jaccard): a vector is refused."""
+    if data.dtype != np.bool_:
+        raise SqlError("42883", f"operator does not exist: vector {what} vector")
+    return data
 # each operator's metric, as the planner and the indexes name it
 OPERATOR_METRICS = {"<->": "l2", "<#>": "dot", "<=>": "cosine", "<+>": "l1", "<~>": "hamming"}
 
@@ -296,7 +305,12 @@ def truth(v: Val) -> np.ndarray:
         v = coerce(v, "bool")
     if v.kind != "bool":
         raise SqlError("42804", f"argument of WHERE must be type boolean, not type {v.kind}")
-    return v.data & ~v.nulls
+    out = v.data & ~v.nulls
+    if out.shape != v.nulls.shape or out.ndim != 1:
+        # one truth a row, or rows past the table's end would be written (a
+        # 2-D mask's flat indices): never let an evaluator's slip reach a write
+        raise SqlError("XX000", f"a condition gave {out.shape} values for {len(v)} rows")
+    return out
 
 
 def _col(e: Col, rel: Rel, env: Env) -> Val:
@@ -354,7 +368,11 @@ def const_val(value, n: int) -> Val:
         from ..schema import to_micros
         return Val("timestamp", np.full(n, to_micros("value", value), np.int64), nulls)
     if isinstance(value, np.ndarray) and value.ndim == 1:
-        return Val("vector", np.broadcast_to(value.astype(np.float32), (n, len(value))), nulls)
+        if value.dtype.kind not in "biuf":
+            raise SqlError("22P02", f"a vector parameter holds numbers, got {value.dtype}")
+        return Val("vector", np.broadcast_to(value.astype(np.bool_ if value.dtype == np.bool_
+                                                          else np.float32),
+                                             (n, len(value))), nulls)
     if isinstance(value, (list, tuple)) and value and all(
             isinstance(x, (int, float, np.number)) and not isinstance(x, bool) for x in value):
         a = np.asarray(value, np.float32)
@@ -387,15 +405,31 @@ def coerce(v: Val, kind: str) -> Val:
     if v.kind == "unknown":
         if v.literal is not None:       # one value broadcast, known on zero rows too
             return const_like(parse_input(kind, v.literal), kind, len(v), v.nulls)
-        if not len(v):
-            return Val(kind, np.empty((0,) if kind != "vector" else (0, 0)), v.nulls)
+        keep = ~v.nulls
+        if not keep.any():      # no row (or only NULLs) to parse
+            return Val(kind, np.empty((len(v), 0), np.float32) if kind == "vector"
+                       else _zeros(kind, len(v)), v.nulls)
+        values = v.data[keep]
         # one value in every row (text cast to a type): parse it once
-        first = v.data[0]
-        if all(x is first or x == first for x in v.data[:1]) and (v.data == first).all():
+        first = values[0]
+        if (values == first).all():
             return const_like(parse_input(kind, first), kind, len(v), v.nulls)
-        parsed = [parse_input(kind, x) for x in v.data]
-        return _from_python(kind, parsed, v.nulls)
+        parsed = [parse_input(kind, x) for x in values]     # NULL rows are not parsed
+        return _from_python(kind, _with_holes(kind, parsed, keep), v.nulls)
     return v
+
+
+def _with_holes(kind: str, parsed: list, keep: np.ndarray) -> list:
+    """`parsed` (the rows `keep` marks) as a list of every row, a NULL row holding a
+    filler of its kind (a vector's zeros, of the others' one dimension)."""
+    if kind == "vector" and len({len(x) for x in parsed}) > 1:
+        raise SqlError("22000", "vectors of different dimensions in one column")
+    filler = np.zeros_like(parsed[0]) if kind == "vector" else \
+        None if kind in ("text", "json") else _zeros(kind, 1)[0]
+    out = [filler] * len(keep)
+    for i, x in zip(np.flatnonzero(keep).tolist(), parsed):
+        out[i] = x
+    return out
 
 
 def const_like(value, kind: str, n: int, nulls) -> Val:
@@ -410,8 +444,10 @@ def const_like(value, kind: str, n: int, nulls) -> Val:
 
 
 def _from_python(kind: str, values: list, nulls) -> Val:
-    if kind == "vector":
-        return Val("vector", np.asarray(values, np.float32), nulls)
+    if kind == "vector":        # (bit strings stay bool)
+        return Val("vector", np.asarray(values, np.bool_ if len(values) and
+                                        np.asarray(values[0]).dtype == np.bool_
+                                        else np.float32), nulls)
     if kind in ("text", "json"):
         return Val(kind, object_array(values), nulls)
     dtype = {"int": np.int64, "float": np.float64, "bool": bool, "timestamp": np.int64}[kind]
@@ -491,6 +527,8 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
             out = _CMP[op](a.data, b.data)
         return Val("bool", np.asarray(out, bool), nulls)
     if a.kind == b.kind == "vector" and op in _VECTOR_OPS:
+        if len(nulls) and nulls.all():      # (a NULL vector has no dimension to check)
+            return Val("vector", np.zeros((len(nulls), 0), np.float32), nulls)
         return Val("vector", _vector_arith(op, a.data, b.data), nulls)
     if op == "||":
         if a.kind != "text" or b.kind != "text":
@@ -667,6 +705,8 @@ def round_half_away(x: np.ndarray) -> np.ndarray:
 def _zeros(kind: str, n: int):
     if kind in ("null",):
         return None
+    if kind == "vector":        # a block of n vectors of no dimension (all NULL)
+        return np.zeros((n, 0), np.float32)
     if kind in ("text", "json", "unknown", "array"):
         return np.full(n, None, dtype=object)
     return np.zeros(n, {"float": np.float64, "bool": bool}.get(kind, np.int64))
@@ -696,7 +736,7 @@ def _distance(op: str, a: Val, b: Val) -> Val:
         a = coerce(a, "vector")
     if b.kind == "unknown":
         b = coerce(b, "vector")
-    if a.kind == "null" or b.kind == "null":
+    if a.kind == "null" or b.kind == "null" or len(a) and (a.nulls | b.nulls).all():
         return Val("float", np.zeros(len(a)), a.nulls | b.nulls)
     if a.kind != "vector" or b.kind != "vector":
         raise SqlError("42883", f"operator does not exist: {a.kind} {op} {b.kind}")
@@ -713,7 +753,7 @@ def _same_dims(a: Val, b: Val) -> None:
 
 def _json_path(a: Val, b: Val, as_text: bool) -> Val:
     if a.kind == "unknown":
-        a = Val("json", np.array([json.loads(x) for x in a.data], dtype=object), a.nulls)
+        a = coerce(a, "json")
     if a.kind != "json":
         raise SqlError("42883", f"operator does not exist: {a.kind} -> {b.kind}")
     keys = b.data if b.kind != "null" else np.full(len(a), None, dtype=object)  # -> NULL
@@ -782,7 +822,15 @@ def _func(e: Func, rel: Rel, env: Env) -> Val:
     fn = FUNCTIONS.get(e.name)
     if fn is None:
         raise SqlError("42883", f"function {e.name}() does not exist")
+    try:
+        _signature(fn).bind(*args)
+    except TypeError:       # no overload takes that many arguments
+        raise SqlError("42883", f"function {e.name}({', '.join(a.kind for a in args)}) "
+                                "does not exist") from None
     return fn(*args)
+
+
+_signature = functools.cache(inspect.signature)
 
 
 # ---- full-text (query/text_funcs.py does the work over row numbers) ----------------
@@ -927,15 +975,22 @@ def _fixed(value, args: int = 0):
     return call
 
 
-def _per_value(fn, kind: str, strict: bool):
+def _per_value(name: str, fn, kind: str, strict: bool):
     """A catalog function (query/catalog_funcs.py) applied to each row's values
-    (strict: NULL where an argument is)."""
+    (strict: NULL where an argument is); a value it cannot take is its caller's
+    error (42883 for a type it has no overload of, 22P02 for a value it cannot read)."""
     def call(*args: Val) -> Val:
         rows = zip(*(a.python() for a in args)) if args else [()]
-        out = [None if strict and None in xs else fn(*xs) for xs in rows]
-        nulls = np.array([x is None for x in out], bool)
-        filler = {"int": 0, "bool": False}.get(kind)
-        return _from_python(kind, [filler if x is None else x for x in out], nulls)
+        try:
+            out = [None if strict and None in xs else fn(*xs) for xs in rows]
+            nulls = np.array([x is None for x in out], bool)
+            filler = {"int": 0, "bool": False}.get(kind)
+            return _from_python(kind, [filler if x is None else x for x in out], nulls)
+        except TypeError:
+            raise SqlError("42883", f"function {name}({', '.join(a.kind for a in args)}) "
+                                    "does not exist") from None
+        except (ValueError, OverflowError) as ex:
+            raise SqlError("22P02", f"invalid input for {name}(): {ex}") from None
     return call
 
 
@@ -1179,6 +1234,28 @@ def _booltest(e: BoolTest, rel: Rel, env: Env) -> Val:
     return Val("bool", ~hit if e.negated else hit, np.zeros(len(hit), bool))
 
 
+def _members(a: Val, sub: Val) -> np.ndarray:
+    """Per row of `a`, whether its value is one of `sub`'s non-NULL values (one kind):
+    a vector, or a json value, compared whole, as `=` compares them."""
+    present = sub.data[~sub.nulls]
+    if not len(present):
+        return np.zeros(len(a), bool)
+    if a.kind == "vector":
+        def rows(x):    # each vector as one hashable key (dimension and values)
+            x = np.asarray(x, np.float64).reshape(len(x), -1)
+            return [(r.shape[0], r.tobytes()) for r in x]
+        pool = set(rows(present))
+        return np.fromiter((k in pool for k in rows(a.data)), bool, len(a))
+    if a.kind == "json":
+        pool = {json.dumps(x, sort_keys=True) for x in present.tolist()}
+        return np.fromiter((json.dumps(x, sort_keys=True) in pool for x in a.data), bool,
+                           len(a))
+    if a.kind == "text":
+        pool = set(present.tolist())
+        return np.fromiter((x in pool for x in a.data), bool, len(a))
+    return np.isin(a.data, present)
+
+
 def _inlist(e: InList, rel: Rel, env: Env) -> Val:
     a = evaluate(e.arg, rel, env)
     n = len(a)
@@ -1192,12 +1269,10 @@ def _inlist(e: InList, rel: Rel, env: Env) -> Val:
         sub: Val = env.subqueries[first.key] if isinstance(first, SubqueryValues) \
             else _array(first, env)
         a, sub = _unify(a, sub)
-        present = sub.data[~sub.nulls] if sub.kind != "null" else np.zeros(0)
-        if a.kind in ("text", "json"):
-            pool = set(present.tolist())
-            hit = np.fromiter((x in pool for x in a.data), bool, n)
-        else:
-            hit = np.isin(a.data, present)
+        if a.kind != sub.kind and "null" not in (a.kind, sub.kind):
+            raise SqlError("42883", f"operator does not exist: {a.kind} = {sub.kind}")
+        hit = _members(a, sub) if a.kind != "null" and sub.kind != "null" \
+            else np.zeros(n, bool)
         unknown = a.nulls | (~hit & bool(sub.nulls.any()))
         t = hit & ~a.nulls
     else:
@@ -1378,7 +1453,12 @@ def _vector_arg(name: str, v: Val) -> Val:
 
 
 def _vector_fn(name: str, fn, out_kind: str):
+    pair = len(inspect.signature(fn).parameters) == 2      # one vector, or two
+
     def call(a: Val, b: Val | None = None) -> Val:
+        if pair != (b is not None):
+            raise SqlError("42883", f"function {name}({a.kind}{', ' + b.kind if b else ''}) "
+                                    "does not exist")
         a = _vector_arg(name, a)
         if b is None:
             if a.kind == "null":
@@ -1393,7 +1473,13 @@ def _vector_fn(name: str, fn, out_kind: str):
 
 
 def _coalesce(*args: Val) -> Val:
+    # (an argument NULL in every row, a typed NULL too, gives nothing)
+    args = tuple(Val("null", None, a.nulls) if a.kind != "null" and len(a) and a.nulls.all()
+                 else a for a in args)
     kinds = {a.kind for a in args} - {"null", "unknown"}
+    if len(kinds - {"int", "float"} if kinds <= {"int", "float"} else kinds) > 1:
+        raise SqlError("42804", f"COALESCE types {' and '.join(sorted(kinds))} cannot be "
+                                "matched")
     kind = "float" if kinds == {"int", "float"} else (kinds.pop() if len(kinds) == 1 else "text")
     vals = [coerce(a, kind) if a.kind in ("unknown", "int") else a for a in args]
     n = len(args[0])
@@ -1710,7 +1796,7 @@ FUNCTIONS = {
     "inner_product": _vector_fn("inner_product", vector_funcs.inner_product, "float"),
     "l1_distance": _vector_fn("l1_distance", vector_funcs.l1_distance, "float"),
     "hamming_distance": _vector_fn("hamming_distance", vector_funcs.hamming_distance, "float"),
-    "jaccard_distance": _vector_fn("jaccard_distance", vector_funcs.jaccard_distance, "float"),
+    "jaccard_distance": _vector_fn("jaccard_distance", OPERATORS["<%>"], "float"),
     "binary_quantize": _vector_fn("binary_quantize", vector_funcs.binary_quantize, "vector"),
     "vector_dims": _vector_fn("vector_dims", vector_funcs.vector_dims, "int"),
     "vector_norm": _vector_fn("vector_norm", vector_funcs.vector_norm, "float"),
@@ -1739,7 +1825,7 @@ FUNCTIONS = {
     "$tsquery_in": _tsquery_input,
     "ts_rank": _rank_fn("ts_rank", tsearch.rank),
     "ts_rank_cd": _rank_fn("ts_rank_cd", tsearch.rank_cd),
-    **{name: _per_value(fn, kind, name not in catalog_funcs.NOT_STRICT)
+    **{name: _per_value(name, fn, kind, name not in catalog_funcs.NOT_STRICT)
        for name, (fn, kind) in catalog_funcs.FUNCTIONS.items()},
 }
 

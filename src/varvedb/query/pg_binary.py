@@ -40,11 +40,14 @@ def receive(data: bytes, oid: int):
     if oid == BYTEA:
         return bytes(data)
     if oid == JSONB and n >= 1 and data[0] == 1:
-        return json.loads(data[1:].decode())
+        return _json(data[1:])
     if oid == JSON:
-        return json.loads(data.decode())
+        return _json(data)
     if oid in (TIMESTAMPTZ, TIMESTAMP) and n == 8:
-        return EPOCH + _dt.timedelta(microseconds=_I64.unpack(data)[0])
+        try:
+            return EPOCH + _dt.timedelta(microseconds=_I64.unpack(data)[0])
+        except OverflowError:       # (PostgreSQL's range is wider than datetime's)
+            raise ValueError("timestamp out of range") from None
     if oid == OID and n == 4:
         return struct.unpack("!I", data)[0]
     if oid in ELEMENTS and n >= 12:
@@ -85,3 +88,10 @@ def _receive_array(data: bytes, element: int) -> list:
     if at != len(data):
         raise ValueError("bytes after an array's last element")
     return out
+
+
+def _json(data: bytes):
+    try:
+        return json.loads(data.decode())
+    except RecursionError:      # nested past Python's stack: refused as bad bytes
+        raise ValueError("json nested too deeply") from None

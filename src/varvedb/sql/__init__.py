@@ -261,7 +261,7 @@ def _run_one(session, c: Compiled, params, copy_data=None) -> SqlResult:
         ctx = Context(session, None if c.as_of is None else _as_of(c, params, session),
                       copy_data)
         return c.impl.run(ctx, params)
-    except VarveError:
+    except BaseException as e:      # any failure: a raw one (a defect) must not half-apply
         tx = session.tx
         if tx is not None:
             if session.sql_block:
@@ -271,9 +271,9 @@ def _run_one(session, c: Compiled, params, copy_data=None) -> SqlResult:
                 # (Python API) transaction: no savepoints to undo just those, so the
                 # transaction is undone and aborted (its commit raises 25P02)
                 session.engine.abort(tx)
+        if isinstance(e, RecursionError):
+            raise SqlError("54001", "stack depth limit exceeded") from None
         raise
-    except RecursionError:
-        raise SqlError("54001", "stack depth limit exceeded") from None
 
 
 def _as_of(c: Compiled, params, session):
