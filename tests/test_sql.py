@@ -806,6 +806,27 @@ def test_a_raw_error_after_writing_half_applies_nothing(two_rows, monkeypatch):
         assert db.sql("SELECT id, x FROM t ORDER BY id").rows == [(1, 1), (2, 2)]
 
 
+def test_sql_commit_or_rollback_inside_a_python_transaction_is_refused(two_rows):
+    """A Python transaction ends with its with block: an SQL COMMIT inside it would
+    commit the block's first half and autocommit the rest (then the block's error
+    could undo none of it). Refused (25000), the transaction still whole."""
+    path = two_rows
+    with vv.connect(path) as db:
+        for verb in ("COMMIT", "ROLLBACK"):
+            with pytest.raises(ValueError):
+                with db.transaction():
+                    db.sql("INSERT INTO t VALUES (21, 21)")
+                    with pytest.raises(vv.VarveError) as e:
+                        db.sql(verb)
+                    assert e.value.sqlstate == "25000"
+                    db.sql("INSERT INTO t VALUES (22, 22)")
+                    raise ValueError("the block fails: all of it is rolled back")
+        with db.transaction():
+            db.sql("INSERT INTO t VALUES (23, 23)")
+    with vv.connect(path, readonly=True) as db:
+        assert db.sql("SELECT id FROM t ORDER BY id").rows == [(1,), (2,), (23,)]
+
+
 def test_a_write_naming_rows_past_the_table_is_refused_before_it_is_written(two_rows):
     """The engine's own check: rows outside the table (what replay refuses as a
     corrupt frame, so a file that held one would not open) are refused unwritten."""

@@ -225,6 +225,12 @@ class TransactionCommand:
             s.sql_block = True
             s.sql_failed = False
             return SqlResult([], [], self.tag or "BEGIN")
+        if s.tx is not None and not s.sql_block and not s.begin_joins:
+            # a Python transaction (db.transaction()): its with block ends it; a
+            # COMMIT here would commit half of the block and leave the rest to
+            # autocommit, ROLLBACK the same for its undo
+            raise SqlError("25000", f"{self.verb} inside a Python transaction: leave its "
+                                    "with block to commit (or raise to roll back)")
         failed = s.sql_failed
         s.sql_failed = False
         s.sql_block = False
