@@ -17,7 +17,7 @@ from hypothesis import given, settings, strategies as st
 import varvedb as vv
 from varvedb.pgwire import catalog, types as T
 from varvedb.pgwire.scram import AuthFailed, Exchange, Verifier
-from varvedb.query.pg_procs import PROCS
+from varvedb.query.pg_procs import OPERATORS, PROCS
 
 from server_proc import ServerProcess, free_port
 
@@ -325,11 +325,11 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
 
 
 def test_psql_lists_databases_roles_types_and_functions(server, pg):
-    """psql's \\l, \\du, \\dT, \\df, \\dn, \\dv, \\dp, \\ds, \\db (and \\l+, \\du+,
+    """psql's \\l, \\du, \\dT, \\df, \\do, \\dn, \\dv, \\dp, \\ds, \\db (and \\l+, \\du+,
     \\dn+, \\dT+) against varvedb print what they print
     against PostgreSQL + pgvector, but for the names of the one database and role
-    (varvedb's) and the functions: pgvector's that varvedb runs, each as
-    PostgreSQL lists it."""
+    (varvedb's) and the functions and operators: pgvector's that varvedb runs, each
+    as PostgreSQL lists it."""
     def both(*args: str) -> tuple:      # what each printed, its messages after
         outs = psql_both(server, pg, *args)
         assert all(o[0] == 0 for o in outs), outs
@@ -339,9 +339,13 @@ def test_psql_lists_databases_roles_types_and_functions(server, pg):
         lines = out.splitlines()
         return [lines[0].strip()] + [c.strip() for c in lines[1].split("|")]
 
-    for command in ("\\l", "\\du", "\\df", "\\dn", "\\l+", "\\du+", "\\dn+", "\\dT+", "\\db"):
+    for command in ("\\l", "\\du", "\\df", "\\do", "\\dn", "\\l+", "\\du+", "\\dn+", "\\dT+",
+                    "\\db"):
         got, want = both("-c", command)
         assert header(got) == header(want)
+    got, want = both("-A", "-t", "-c", "\\do")       # pgvector's operators varvedb runs
+    assert len(got.splitlines()) == len(OPERATORS) and set(got.splitlines()) <= set(want.splitlines())
+    assert "public|<%>|bit|bit|double precision|" in got.splitlines()
     got, want = both("-c", "\\dT")
     assert got == want and " public | vector    | \n" in got
     got, want = both("-c", "\\dv")
@@ -381,10 +385,21 @@ def test_psql_lists_databases_roles_types_and_functions(server, pg):
     assert got == want and "Owned by: public.acl_t.id" in got
     # every query psql sent for them ran as SQL (none is one pgwire/catalog.py answers
     # by its text)
-    for command in ("\\l", "\\du", "\\dT", "\\df", "\\dp", "\\ds", "\\d acl_t_id_seq", "\\l+",
-                    "\\du+", "\\dn+", "\\dT+"):
+    for command in ("\\l", "\\du", "\\dT", "\\df", "\\do", "\\dp", "\\ds", "\\d acl_t_id_seq",
+                    "\\l+", "\\du+", "\\dn+", "\\dT+"):
         sent = both("-E", "-c", command)[0].split("/******** QUERY *********/\n")[1:]
         assert sent and all(catalog.answer_for(q.split("\n/****")[0]) is None for q in sent)
+
+
+@pytest.mark.parametrize("op", OPERATORS.values(), ids=lambda o: f"{o.left}{o.name}{o.right}")
+def test_each_operator_pg_operator_lists_runs(oracle, op):
+    """Every operator pg_operator lists runs in varvedb's SQL on operands of its
+    types and answers a value of its result type."""
+    arg = {"vector": "'[3,4,0]'::vector", "halfvec": "'[3,4,0]'::halfvec",
+           "bit": "'101'::bit(3)"}
+    got = oracle.sql(f"SELECT {arg[op.left]} {op.name} {arg[op.right]}")
+    assert got.rows[0][0] is not None
+    assert got.kinds == [{"float8": "float", "bool": "bool"}.get(op.result, "vector")]
 
 
 @pytest.mark.parametrize("proc", PROCS.values(), ids=lambda p: f"{p.name}({','.join(p.args)})")

@@ -1021,6 +1021,7 @@ _ON_NODES = {"bm25": _bm25, "snippet": _snippet, "highlight": _highlight,
              "pg_table_is_visible": _fixed(True, args=1),
              "pg_type_is_visible": _fixed(True, args=1),
              "pg_function_is_visible": _fixed(True, args=1),
+             "pg_operator_is_visible": _fixed(True, args=1),
              # the one role may do anything (`has_database_privilege(d.datname, 'CONNECT')`)
              "has_database_privilege": _fixed(True, args=2),
              "pg_has_role": _fixed(True, args=2),

@@ -1,8 +1,9 @@
-r"""pgvector's functions that varvedb's SQL runs, as PostgreSQL's pg_proc lists
-them (psql's \df): name, argument types, result type and kind of each overload,
-at stable OIDs above 16384, as an extension's functions are. The functions
-themselves are query/expr.py's; tests/test_pgwire.py calls every row here with
-arguments of its types, and compares psql's \df with PostgreSQL + pgvector's."""
+r"""pgvector's functions and operators that varvedb's SQL runs, as PostgreSQL's
+pg_proc and pg_operator list them (psql's \df and \do): name, argument types,
+result type (and a function's kind) of each overload, at stable OIDs above 16384,
+as an extension's are. The functions themselves are query/expr.py's;
+tests/test_pgwire.py calls every row here with arguments of its types, and
+compares psql's \df and \do with PostgreSQL + pgvector's."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -58,3 +59,37 @@ def _table() -> dict[int, PgProc]:
 
 
 PROCS: dict[int, PgProc] = _table()
+
+
+@dataclass(frozen=True)
+class PgOperator:
+    oid: int
+    name: str
+    left: str                   # typnames
+    right: str
+    result: str
+    namespace: int = PUBLIC
+
+
+# (operator, result (None: the operands' own type), types it takes): each pgvector
+# operator varvedb runs (not <, <=, >, >=: vectors are not ordered here)
+_OPERATORS = [
+    *((op, "float8", _VH) for op in ("<#>", "<+>", "<->", "<=>")),
+    *((op, None, _VH) for op in ("*", "+", "-", "||")),
+    *((op, "bool", _VH) for op in ("=", "<>")),
+    ("<%>", "float8", ("bit",)),
+    ("<~>", "float8", ("bit",)),
+]
+FIRST_OPERATOR_OID = FIRST_OID + 200     # past every function's
+
+
+def _operators() -> dict[int, PgOperator]:
+    out = {}
+    for name, result, types in _OPERATORS:
+        for t in types:
+            oid = FIRST_OPERATOR_OID + len(out)
+            out[oid] = PgOperator(oid, name, t, t, result or t)
+    return out
+
+
+OPERATORS: dict[int, PgOperator] = _operators()

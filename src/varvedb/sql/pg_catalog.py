@@ -19,7 +19,7 @@ import numpy as np
 
 from ..query.expr import Val, object_array
 from ..query.literals import value_text
-from ..query.pg_procs import PROCS
+from ..query.pg_procs import OPERATORS, PROCS
 from ..query.pg_types import OIDS, PG_CATALOG, PUBLIC, TYPES
 from ..schema import HNSW, fit_index
 from .ddl import OPCLASSES, SQL_TYPES, index_names
@@ -475,6 +475,17 @@ def _pg_proc(ctx) -> list[Val]:
             Val("array", object_array([p.arg_oids for p in procs]), np.zeros(n, bool))]
 
 
+@_relation("pg_operator", "oid", "oprname", "oprnamespace", "oprowner", "oprkind", "oprleft",
+           "oprright", "oprresult", "oprcode")
+def _pg_operator(ctx) -> list[Val]:
+    ops = list(OPERATORS.values())
+    n = len(ops)
+    return [_ints([o.oid for o in ops]), _texts([o.name for o in ops]),
+            _ints([o.namespace for o in ops]), _ints([OWNER] * n), _texts(["b"] * n),
+            _ints([OIDS[o.left] for o in ops]), _ints([OIDS[o.right] for o in ops]),
+            _ints([OIDS[o.result] for o in ops]), _ints([0] * n)]
+
+
 def _empty(name: str, *columns: str) -> None:
     """A relation varvedb has no rows for (no inheritance, policies, extended
     statistics or publications): its columns, untyped (NULL) as they hold nothing."""
@@ -493,6 +504,7 @@ _empty("pg_publication_rel", "oid", "prpubid", "prrelid", "prqual", "prattrs")
 
 # pg_catalog's relations' OIDs, PostgreSQL's
 CATALOG_OIDS = {"pg_type": 1247, "pg_attribute": 1249, "pg_proc": 1255, "pg_class": 1259,
+                "pg_operator": 2617,
                 "pg_database": 1262, "pg_namespace": 2615, "pg_sequence": 2224,
                 "pg_tablespace": 1213, "pg_enum": 3501,
                 "pg_depend": 2608,
