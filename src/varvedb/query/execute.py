@@ -88,6 +88,13 @@ def _filter(node: Filter, query: Query) -> Out:
         return Out(got[0], None, None, got[1], node)
     inp = _run(node.input, query)
     table = query.table
+    key = node.bound.id_key()
+    if key is not None:     # `id = value`: the document's row, by the table's id map
+        rows = table.rows_of_ids([key], inp.mask)
+        rows = rows[rows >= 0]
+        mask = np.zeros(len(inp.mask), bool)
+        mask[rows] = True
+        return Out(mask, rows, None, len(rows), _with_input(node, inp.node))
     mask = inp.mask & node.bound.mask(table, query.snapshot.n(table))
     return Out(mask, None, None, int(np.count_nonzero(mask)), _with_input(node, inp.node))
 
