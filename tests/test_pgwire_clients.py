@@ -293,14 +293,19 @@ def test_copy_from_stdin_and_to_stdout(server):
         conn.execute("DELETE FROM items WHERE id >= 100")
 
 
+def _copy_in(s) -> None:
+    """Start up on socket s and begin a COPY into items (id, tag) from STDIN."""
+    body = struct.pack("!i", 196608) + b"user\0me\0\0"
+    s.sendall(struct.pack("!i", len(body) + 4) + body)
+    _read_until(s, b"Z")
+    q = b"COPY items (id, tag) FROM STDIN\0"
+    s.sendall(b"Q" + struct.pack("!i", 4 + len(q)) + q)
+    assert _read_until(s, b"G")[-1][0] == b"G"
+
+
 def test_a_client_gone_mid_copy_leaves_nothing_and_the_server_serves_on(server):
     with socket.create_connection(("127.0.0.1", server.pg), timeout=600) as s:
-        body = struct.pack("!i", 196608) + b"user\0me\0\0"
-        s.sendall(struct.pack("!i", len(body) + 4) + body)
-        _read_until(s, b"Z")
-        q = b"COPY items (id, tag) FROM STDIN\0"
-        s.sendall(b"Q" + struct.pack("!i", 4 + len(q)) + q)
-        assert _read_until(s, b"G")[-1][0] == b"G"
+        _copy_in(s)
         row = b"7000\t1\n"
         s.sendall(b"d" + struct.pack("!i", 4 + len(row)) + row)
     with connect(server) as conn:      # the server answers, and the row is not there
@@ -330,12 +335,7 @@ def test_a_copy_streamed_faster_than_it_is_read_arrives_whole(server):
     reads them: every row arrives, and the answers after it too."""
     n = 3000
     with socket.create_connection(("127.0.0.1", server.pg), timeout=600) as s:
-        body = struct.pack("!i", 196608) + b"user\0me\0\0"
-        s.sendall(struct.pack("!i", len(body) + 4) + body)
-        _read_until(s, b"Z")
-        q = b"COPY items (id, tag) FROM STDIN\0"
-        s.sendall(b"Q" + struct.pack("!i", 4 + len(q)) + q)
-        assert _read_until(s, b"G")[-1][0] == b"G"
+        _copy_in(s)
         rows = [f"{9000 + i}\t{i % 5}\n".encode() for i in range(n)]
         count = b"SELECT count(*), sum(tag) FROM items WHERE id >= 9000\0"
         s.sendall(b"".join(b"d" + struct.pack("!i", 4 + len(r)) + r for r in rows)
