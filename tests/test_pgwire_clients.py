@@ -311,18 +311,63 @@ def test_copy_from_stdin_and_to_stdout(server):
         conn.execute("DELETE FROM items WHERE id >= 100")
 
 
+def _copy_in(s) -> None:
+    """Start up on socket s and begin a COPY into items (id, tag) from STDIN."""
+    body = struct.pack("!i", 196608) + b"user\0me\0\0"
+    s.sendall(struct.pack("!i", len(body) + 4) + body)
+    _read_until(s, b"Z")
+    q = b"COPY items (id, tag) FROM STDIN\0"
+    s.sendall(b"Q" + struct.pack("!i", 4 + len(q)) + q)
+    assert _read_until(s, b"G")[-1][0] == b"G"
+
+
 def test_a_client_gone_mid_copy_leaves_nothing_and_the_server_serves_on(server):
     with socket.create_connection(("127.0.0.1", server.pg), timeout=600) as s:
-        body = struct.pack("!i", 196608) + b"user\0me\0\0"
-        s.sendall(struct.pack("!i", len(body) + 4) + body)
-        _read_until(s, b"Z")
-        q = b"COPY items (id, tag) FROM STDIN\0"
-        s.sendall(b"Q" + struct.pack("!i", 4 + len(q)) + q)
-        assert _read_until(s, b"G")[-1][0] == b"G"
+        _copy_in(s)
         row = b"7000\t1\n"
         s.sendall(b"d" + struct.pack("!i", 4 + len(row)) + row)
     with connect(server) as conn:      # the server answers, and the row is not there
         assert conn.execute("SELECT count(*) FROM items WHERE id = 7000").fetchone() == (0,)
+
+
+def test_a_statement_waiting_for_its_client_keeps_no_other_client_waiting(server):
+    """A COPY waiting for its data holds its own connection only: another
+    client's queries (a pipeline among them) are answered meanwhile, and the
+    COPY then ends with its rows."""
+    with connect(server) as copying, connect(server) as other:
+        with copying.cursor().copy("COPY items (id, tag) FROM STDIN") as cp:
+            cp.write_row((8000, 1))
+            assert other.execute("SELECT count(*) FROM items WHERE id >= 8000").fetchone() \
+                == (0,)
+            with other.pipeline():
+                curs = [other.execute("SELECT id FROM items WHERE id = %s", (i,))
+                        for i in (1, 2, 3)]
+            assert [c.fetchall() for c in curs] == [[(1,)], [(2,)], [(3,)]]
+            cp.write_row((8001, 2))
+        assert other.execute("SELECT count(*) FROM items WHERE id >= 8000").fetchone() == (2,)
+        copying.execute("DELETE FROM items WHERE id >= 8000")
+
+
+def test_a_copy_streamed_faster_than_it_is_read_arrives_whole(server):
+    """Thousands of CopyData messages sent at once, faster than the statement
+    reads them: every row arrives, and the answers after it too."""
+    n = 3000
+    with socket.create_connection(("127.0.0.1", server.pg), timeout=600) as s:
+        _copy_in(s)
+        rows = [f"{9000 + i}\t{i % 5}\n".encode() for i in range(n)]
+        count = b"SELECT count(*), sum(tag) FROM items WHERE id >= 9000\0"
+        s.sendall(b"".join(b"d" + struct.pack("!i", 4 + len(r)) + r for r in rows)
+                  + b"c" + struct.pack("!i", 4))
+        got = _read_until(s, b"Z")
+        assert [k for k, _ in got] == [b"C", b"Z"] and got[0][1] == b"COPY %d\0" % n
+        s.sendall(b"Q" + struct.pack("!i", 4 + len(count)) + count)
+        got = _read_until(s, b"Z")
+        row = next(b for k, b in got if k == b"D")
+        total = str(sum(i % 5 for i in range(n))).encode()
+        assert row == struct.pack("!hi", 2, len(str(n))) + str(n).encode() \
+            + struct.pack("!i", len(total)) + total
+    with connect(server) as conn:
+        conn.execute("DELETE FROM items WHERE id >= 9000")
 
 
 def _read_until(sock, kind: bytes) -> list[tuple[bytes, bytes]]:

@@ -305,6 +305,41 @@ def test_as_of_version_and_timestamp(db):
         db.sql("SELECT id FROM t AS OF VERSION 999")
 
 
+@pytest.mark.parametrize("key", ["int", "text"])
+def test_where_id_equals_is_the_row_each_view_sees(db, key):
+    """`WHERE id = v` looks its row up by id (no scan of the ids): the answer is
+    a scan's (`id + 0 = v` names no plain id) in every view, the
+    newest, an older version's, a transaction's own writes, after updates,
+    deletes and an id inserted again."""
+    scanned = "id + 0" if key == "int" else "id || ''"    # not a plain id: a scan
+    db.sql(f"CREATE TABLE t (id {'bigint' if key == 'int' else 'text'} PRIMARY KEY, x int)")
+    ids = [i if key == "int" else f"k{i}" for i in range(6)]
+    for i, k in enumerate(ids):
+        db.sql("INSERT INTO t VALUES (%s, %s)", (k, i))
+    v1 = db.version
+    db.sql("UPDATE t SET x = x + 10 WHERE x < 3")
+    db.sql("DELETE FROM t WHERE x = 4")
+    v2 = db.version
+    s = db.session()
+    s.sql("BEGIN")
+    s.sql("UPDATE t SET x = x + 100 WHERE x = 5")
+    s.sql("INSERT INTO t VALUES (%s, 7)", (ids[4],))      # deleted, then again
+
+    def same(run, as_of=""):
+        for k in ids + ([99, -1] if key == "int" else ["zz"]):
+            got = run(f"SELECT id, x FROM t WHERE id = %s{as_of}", (k,))
+            scan = run(f"SELECT id, x FROM t WHERE {scanned} = %s{as_of}", (k,))
+            assert got.rows == scan.rows, k
+    same(db.sql)
+    same(db.sql, f" AS OF VERSION {v1}")
+    same(db.sql, f" AS OF VERSION {v2}")
+    same(s.sql)
+    assert s.sql("SELECT x FROM t WHERE id = %s", (ids[4],)).rows == [(7,)]
+    s.sql("ROLLBACK")
+    assert db.sql("SELECT x FROM t WHERE id = %s", (ids[1],)).rows == [(11,)]
+    assert db.sql("SELECT x FROM t WHERE id = %s", (ids[4],)).rows == []
+
+
 # AS OF is found among the statement's tokens: the same words in a comment or a
 # string are not a clause (issue 26: a comment used to change the answer)
 _NOT_AS_OF = [

@@ -88,6 +88,17 @@ def _filter(node: Filter, query: Query) -> Out:
         return Out(got[0], None, None, got[1], node)
     inp = _run(node.input, query)
     table = query.table
+    key = node.bound.id_key()
+    if key is not None:     # `id = value`: the document's row, by the table's id map
+        mask = np.zeros(len(inp.mask), bool)
+        row = table.live.get(key, -1)
+        if 0 <= row < len(mask) and inp.mask[row]:
+            rows = np.array([row], np.int64)      # the live row, visible: the common case
+        else:
+            rows = table.rows_of_ids([key], inp.mask)
+            rows = rows[rows >= 0]
+        mask[rows] = True
+        return Out(mask, rows, None, len(rows), _with_input(node, inp.node))
     mask = inp.mask & node.bound.mask(table, query.snapshot.n(table))
     return Out(mask, None, None, int(np.count_nonzero(mask)), _with_input(node, inp.node))
 

@@ -394,6 +394,18 @@ class Filter:
             return self.schema.id_kind
         return self.schema.fields[ref.name].kind
 
+    def id_key(self):
+        """The id of a filter `id = value` (its document is looked up, no column
+        scanned), else None."""
+        node = self.root
+        if node.op != "cmp" or node.args[0] != "eq":
+            return None
+        ref, value = node.args[1], self._resolve(node.args[2])
+        if ref.name != "id" or ref.path:
+            return None
+        want = int if self.schema.id_kind == "int" else str
+        return value if type(value) is want else None
+
     def mask(self, table, n: int) -> np.ndarray:
         """Rows [0, n) of table that satisfy the filter (unknown counts as false)."""
         t, _ = self._eval(self.root, table, n)

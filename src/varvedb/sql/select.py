@@ -620,6 +620,9 @@ class WhereBound:
         self.grammar = None if root is None else \
             GrammarFilter.bound(text, root, schema, env.params)
 
+    def id_key(self):
+        return None if self.grammar is None else self.grammar.id_key()
+
     def mask(self, table, n: int) -> np.ndarray:
         if self.grammar is not None:
             return self.grammar.mask(table, n)
