@@ -51,13 +51,15 @@ def frame_columns(data: Any) -> dict | None:
         data = data.to_arrow()      # polars holds Arrow arrays: zero copy for numbers
         kind = "arrow"
     if kind == "arrow":
+        unique_names(list(data.schema.names))     # a dict would keep one of two alike
         return {str(name): _arrow_column(str(name), data.column(i))
                 for i, name in enumerate(data.schema.names)}
-    _unique_names([str(c) for c in data.columns])
+    unique_names([str(c) for c in data.columns])
     return {str(name): _pandas_column(str(name), data[name]) for name in data.columns}
 
 
-def _unique_names(names: list) -> None:
+def unique_names(names: list) -> None:
+    """FieldTypeError when two columns share a name (one would silently be lost)."""
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
         raise FieldTypeError(f"the table has columns named alike: {dup}")
@@ -179,6 +181,8 @@ def json_values(name: str, texts: list) -> list:
         return [None if t is None else msgspec.json.decode(t) for t in texts]
     except msgspec.DecodeError as e:
         raise FieldTypeError(f"column {name!r} holds JSON texts: {e}") from None
+    except RecursionError:
+        raise FieldTypeError(f"column {name!r}: a JSON text nested too deeply") from None
 
 
 def _json_text(v) -> str:
