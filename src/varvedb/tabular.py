@@ -139,13 +139,18 @@ def _vector_block(values: list):
     return None
 
 
-def to_arrow(names: list, columns: list):
+def to_arrow(names: list, columns: list, json: frozenset = frozenset()):
     """A pyarrow Table of named columns (lists of Python values; vectors as numpy
     arrays: a fixed-size-list column; an int past int64 a decimal, as
-    PostgreSQL's numeric)."""
+    PostgreSQL's numeric). The columns named in `json` are Arrow's json type, one
+    JSON text a value: inferred, dicts of other keys would become one struct of
+    all their keys, and lists of numbers a vector block."""
     import pyarrow as pa
     data = {}
     for name, values in zip(names, columns):
+        if name in json:
+            data[name] = _json_array(pa, values)
+            continue
         if isinstance(values, np.ndarray) and values.ndim == 1:
             data[name] = pa.array(values)
             continue
@@ -165,12 +170,15 @@ def to_arrow(names: list, columns: list):
         try:
             data[name] = pa.array(values)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
-            # json values of mixed shapes (a dict beside a list or a number): Arrow's
-            # json type, one JSON text a value (frame_columns reads it back as values)
-            json_type = pa.json_() if hasattr(pa, "json_") else pa.string()  # pyarrow < 19
-            data[name] = pa.array([None if v is None else _json_text(v) for v in values],
-                                  json_type)
+            # json values of mixed shapes (a dict beside a list or a number)
+            data[name] = _json_array(pa, values)
     return pa.table(data) if data else pa.table({})
+
+
+def _json_array(pa, values):
+    """Arrow's json type, one JSON text a value (frame_columns reads it back as values)."""
+    json_type = pa.json_() if hasattr(pa, "json_") else pa.string()  # pyarrow < 19
+    return pa.array([None if v is None else _json_text(v) for v in values], json_type)
 
 
 def json_values(name: str, texts: list) -> list:

@@ -4,10 +4,12 @@ public API only (Collection.insert of a table, insert_arrays, find).
 Formats, by the file's suffix:
 - .jsonl: one JSON object a line (a vector a list of numbers; read in chunks, each
   inserted as a list of rows);
-- .csv: a header, then rows (needs pyarrow: its reader types the columns; a vector
-  in pgvector's text form "[1,2.5,3]", named with --vector); an empty field is
-  null and a quoted "" an empty string (export writes them so), and a json field
-  of the collection is read as JSON text;
+- .csv: a header, then rows (needs pyarrow: its reader types the columns, an
+  existing collection's as its fields; a vector in pgvector's text form
+  "[1,2.5,3]", named with --vector, each row as many numbers); an empty field is
+  null and a quoted "" an empty string, nothing else (NA, null, nan are texts),
+  floats' non-finite NaN, Infinity, -Infinity (export writes them so), and a json
+  field of the collection is read as JSON text;
 - .parquet: Arrow's columns (needs pyarrow; read CHUNK rows at a time, each inserted
   as a table: a list or fixed-size-list column is the vector block; a file with
   fixed-size-list columns of floats, the usual vectors, is inserted as tables of
@@ -22,9 +24,11 @@ refers to; in many runs, it writes (and hashes) the whole arena a second time
 (engine/checkpoint.py, CONSOLIDATE_BYTES).
 
 A missing collection is created from the data's types: the first chunk's (Arrow's
-schema for csv/parquet, the values of the first rows for jsonl); an "id" column of
-strings makes text ids. Export writes id and every field (vectors too) in the
-schema's order, as of a version (`as_of`) and filtered (`where`).
+schema for csv/parquet, the values of the first rows for jsonl), in the commit of
+that chunk's rows, so a refused first chunk leaves no collection behind; an "id"
+column of strings makes text ids. A file with two columns of one name is refused.
+Export writes id and every field (vectors too; json fields as Arrow's json type in
+.parquet) in the schema's order, as of a version (`as_of`) and filtered (`where`).
 """
 from __future__ import annotations
 
@@ -39,7 +43,7 @@ import numpy as np
 
 from .errors import DimensionError, FieldTypeError, OptionError, StorageError, VarveError
 from .schema_inference import infer_schema
-from .tabular import frame_columns, json_values, unique_names
+from .tabular import frame_columns, json_values, to_arrow, unique_names
 
 CHUNK = 100_000          # rows a write of .jsonl or .csv (one commit each)
 BULK_BYTES = 1 << 30     # the most a write of .parquet or .npy holds (one commit each)
@@ -53,7 +57,8 @@ def import_file(db, name: str, path: str, vector: str | None = None, dim: int | 
     """Insert the rows of `path` into collection `name` of `db` (created from the
     data's types when missing); returns the rows inserted. A file that cannot be
     read raises a VarveError (StorageError, FieldTypeError); the chunks before it
-    stay inserted, each its own commit."""
+    stay inserted, each its own commit (a collection made for the import exists
+    only with its first chunk)."""
     with _typed_errors(path):
         return _import(db, name, path, vector, dim, progress)
 
@@ -105,7 +110,9 @@ def _export(db, name, path, as_of, where, params) -> int:
     kinds = {n: f.kind for n, f in coll.schema.fields.items()}
     if suffix == ".parquet":
         import pyarrow.parquet as pq
-        pq.write_table(hits.to_arrow().drop(["score"]), path)
+        pq.write_table(to_arrow(["id", *fields],
+                                [hits.ids, *([h.fields[n] for h in hits] for n in fields)],
+                                json=frozenset(n for n in fields if kinds[n] == "json")), path)
     elif suffix == ".jsonl":
         with open(path, "w", encoding="utf-8") as f:
             for h in hits:
