@@ -47,6 +47,7 @@ from .tabular import frame_columns, json_values, to_arrow, unique_names
 
 CHUNK = 100_000          # rows a write of .jsonl or .csv (one commit each)
 BULK_BYTES = 1 << 30     # the most a write of .parquet or .npy holds (one commit each)
+CSV_BLOCK = 64 << 20     # bytes Arrow's csv reader reads at a time
 IMPORTS = (".jsonl", ".csv", ".parquet", ".npy")
 EXPORTS = (".jsonl", ".csv", ".parquet")
 _CSV_QUOTE = re.compile(r'[",\r\n]')     # a field with one of these is quoted
@@ -166,8 +167,10 @@ def _csv_chunks(path: str, vector, dim, kinds: dict) -> Iterator:
     opts = pcsv.ConvertOptions(column_types=types, null_values=[""],
                                strings_can_be_null=True, quoted_strings_can_be_null=False)
     yield None
+    # a quoted newline (export writes texts as they are) may straddle a block
     reader = pcsv.open_csv(path, convert_options=opts,
-                           read_options=pcsv.ReadOptions(block_size=64 << 20))
+                           parse_options=pcsv.ParseOptions(newlines_in_values=True),
+                           read_options=pcsv.ReadOptions(block_size=CSV_BLOCK))
     row = 0
     for batch in reader:
         if row == 0:
