@@ -144,3 +144,21 @@ def test_two_columns_of_one_name_are_refused(tmp_path, suffix):
             docs.insert(pa.Table.from_arrays([pa.array([10]), pa.array([99])],
                                              names=["price", "price"]))
         assert docs.count() == 0
+
+
+def test_an_import_inside_a_transaction_joins_it(tmp_path):
+    """The new collection's commit is the caller's transaction when one is open:
+    it commits or rolls back with it (it is not refused as a second one)."""
+    src = tmp_path / "in.jsonl"
+    src.write_text(_jsonl(['{"id": 1, "n": 1}', '{"id": 2, "n": 2}']))
+    with vv.connect(tmp_path / "t.varve") as db:
+        with pytest.raises(KeyError):
+            with db.transaction():
+                assert import_file(db, "docs", str(src), progress=False) == 2
+                assert db.collection("docs").count() == 2
+                raise KeyError("roll back")
+        assert db.collections() == [] and db.version == 0
+        with db.transaction():
+            import_file(db, "docs", str(src), progress=False)
+            import_file(db, "more", str(src), progress=False)
+        assert db.version == 1 and db.collection("more").count() == 2

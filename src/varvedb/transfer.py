@@ -80,8 +80,9 @@ def _import(db, name, path, vector, dim, progress) -> int:
     done = 0
     try:
         for chunk in chunks:
-            if coll is None:     # made and filled in one commit: a first chunk refused
-                with db.transaction():     # leaves no empty collection behind
+            if coll is None:     # made and filled in one commit (or the caller's open
+                # transaction): a first chunk refused leaves no empty collection behind
+                with db.thread_session().writing():
                     coll = _create(db, name, chunk, vector, dim)
                     n = _insert(coll, chunk, suffix)
             else:
