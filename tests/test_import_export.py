@@ -1,7 +1,8 @@
 """`varvedb import` / `varvedb export` (issue 31, item 5), and the CLI's errors:
 import -> export equals the input for each format; a missing collection is made
 from the data's types; --as-of and --where; a VarveError is one `Error: ...` line
-and exit status 1, never a traceback; a verb that reads never makes a file.
+and exit status 1, never a traceback; a verb that reads never makes a file, nor
+an import that commits nothing.
 
 The CLI runs in this process (click's CliRunner: its exit status, stdout and
 stderr apart), but for one round trip and one error, which run as real
@@ -137,6 +138,7 @@ def test_cli_errors_are_one_line_and_exit_1(tmp_path):
         d.create_collection("c", {"v": "vector(2)"}).insert({"v": [1, 2]})
     (tmp_path / "trunc.varve").write_bytes(good.read_bytes()[:3000])
     (tmp_path / "bad.jsonl").write_text('{"id": 1, "v": [1, 2]}\n{"id": 2, "v": "x"}\n')
+    (tmp_path / "dup.jsonl").write_text('{"id": 1, "v": [1, 2]}\n{"id": 1, "v": [3, 4]}\n')
     (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really")
     (tmp_path / "bad.csv").write_bytes(b"id,v\n1,\xff\xfe\n")
     cases = [("info", tmp_path / "notadb.txt"), ("verify", tmp_path / "trunc.varve"),
@@ -146,12 +148,14 @@ def test_cli_errors_are_one_line_and_exit_1(tmp_path):
              ("import", good, "c", tmp_path / "bad.jsonl"),
              ("import", good, "c", tmp_path / "bad.parquet"),
              ("import", good, "c", tmp_path / "bad.csv"),
+             ("import", tmp_path / "fresh.varve", "c", tmp_path / "dup.jsonl"),
              ("export", good, "c", tmp_path / "no" / "such" / "dir.jsonl")]
     for i, args in enumerate(cases):
         r = varvedb(*args, ok=False, process=i == 0)     # the first as a real process
         assert r.returncode == 1, (args, r.stdout, r.stderr)
         assert r.stderr.startswith("Error: ") and "Traceback" not in r.stderr, (args, r.stderr)
     assert not (tmp_path / "missing.varve").exists()
+    assert not (tmp_path / "fresh.varve").exists()    # made for an import that failed
     with vv.connect(good, readonly=True) as d:       # the failed import wrote nothing
         assert d.collection("c").count() == 1
     r = varvedb("sql", "--create", tmp_path / "new.varve", "SELECT 1")
