@@ -326,3 +326,16 @@ def test_a_csv_text_with_newlines_across_read_blocks(tmp_path, monkeypatch):
         db.create_collection("b", {"t": "text"})
         assert import_file(db, "b", str(tmp_path / "a.csv"), progress=False) == 500
         assert db.collection("b").get() == rows
+
+
+def test_text_ids_that_look_like_numbers_read_back_as_text(tmp_path):
+    """A csv's id column is read as the collection's ids: "007" stays "007" (Arrow
+    took a column of such for ints, which a text-id collection refused)."""
+    from varvedb.transfer import export_file, import_file
+    rows = [{"id": "007", "n": 1}, {"id": "2", "n": 2}]
+    with vv.connect(":memory:") as db:
+        db.create_collection("a", {"id": "text", "n": "int"}).insert(rows)
+        export_file(db, "a", str(tmp_path / "a.csv"))
+        db.create_collection("b", {"id": "text", "n": "int"})
+        import_file(db, "b", str(tmp_path / "a.csv"), progress=False)
+        assert sorted(db.collection("b").get(), key=lambda r: r["n"]) == rows

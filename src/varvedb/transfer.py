@@ -70,7 +70,8 @@ def _import(db, name, path, vector, dim, progress) -> int:
         raise OptionError("--dim goes with --vector (the vector column it sizes)")
     coll = db.collection(name) if name in db.collections() else None
     if suffix == ".csv":     # a collection's fields are read as its types
-        kinds = {} if coll is None else {n: f.kind for n, f in coll.schema.fields.items()}
+        kinds = {} if coll is None else {"id": coll.schema.id_kind,     # text ids: "007"
+                                          **{n: f.kind for n, f in coll.schema.fields.items()}}
         chunks = _csv_chunks(path, vector, dim, kinds)
     else:
         chunks = {".jsonl": _jsonl_chunks, ".parquet": _parquet_chunks,
