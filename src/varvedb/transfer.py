@@ -225,8 +225,9 @@ def _vectors_from_text(pa, batch, name: str, dim, first_row: int):
         if not listed[i]:
             raise FieldTypeError(f"column {name!r} row {row}: a vector is written "
                                  f"[1,2.5,3], got {texts[i].as_py()[:40]!r}")
-        raise DimensionError(f"column {name!r} row {row}: {int(counts[i])} numbers, "
-                             f"the vectors before it {width}")
+        raise DimensionError(f"column {name!r} row {row}: {int(counts[i])} numbers, not "
+                             f"{width} (" + ("--dim" if dim is not None else "the first row's")
+                             + ")")
     try:
         flat = pc.utf8_trim_whitespace(pc.list_flatten(parts)).cast(pa.float32())
     except pa.ArrowInvalid as e:
