@@ -351,8 +351,18 @@ def import_(file: str, collection: str, data: str, vector: str | None, dim: int 
     """Insert the rows of DATA (.jsonl, .csv, .parquet or .npy) into COLLECTION of
     FILE (both made when missing: the collection from the data's types)."""
     from .transfer import import_file
-    with vv.connect(file) as db:
-        n = import_file(db, collection, data, vector=vector, dim=dim, progress=progress)
+    made, empty = not os.path.exists(file), False
+    try:
+        with vv.connect(file) as db:
+            try:
+                n = import_file(db, collection, data, vector=vector, dim=dim,
+                                progress=progress)
+            except vv.VarveError:
+                empty = made and db.version == 0
+                raise
+    finally:
+        if empty:          # a file made for an import that committed nothing
+            os.remove(file)
     click.echo(f"imported {n:,} rows into {collection}")
 
 

@@ -51,13 +51,15 @@ def frame_columns(data: Any) -> dict | None:
         data = data.to_arrow()      # polars holds Arrow arrays: zero copy for numbers
         kind = "arrow"
     if kind == "arrow":
+        unique_names(list(data.schema.names))     # a dict would keep one of two alike
         return {str(name): _arrow_column(str(name), data.column(i))
                 for i, name in enumerate(data.schema.names)}
-    _unique_names([str(c) for c in data.columns])
+    unique_names([str(c) for c in data.columns])
     return {str(name): _pandas_column(str(name), data[name]) for name in data.columns}
 
 
-def _unique_names(names: list) -> None:
+def unique_names(names: list) -> None:
+    """FieldTypeError when two columns share a name (one would silently be lost)."""
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
         raise FieldTypeError(f"the table has columns named alike: {dup}")
@@ -137,13 +139,18 @@ def _vector_block(values: list):
     return None
 
 
-def to_arrow(names: list, columns: list):
+def to_arrow(names: list, columns: list, json: frozenset = frozenset()):
     """A pyarrow Table of named columns (lists of Python values; vectors as numpy
     arrays: a fixed-size-list column; an int past int64 a decimal, as
-    PostgreSQL's numeric)."""
+    PostgreSQL's numeric). The columns named in `json` are Arrow's json type, one
+    JSON text a value: inferred, dicts of other keys would become one struct of
+    all their keys, and lists of numbers a vector block."""
     import pyarrow as pa
     data = {}
     for name, values in zip(names, columns):
+        if name in json:
+            data[name] = _json_array(pa, values)
+            continue
         if isinstance(values, np.ndarray) and values.ndim == 1:
             data[name] = pa.array(values)
             continue
@@ -163,12 +170,15 @@ def to_arrow(names: list, columns: list):
         try:
             data[name] = pa.array(values)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
-            # json values of mixed shapes (a dict beside a list or a number): Arrow's
-            # json type, one JSON text a value (frame_columns reads it back as values)
-            json_type = pa.json_() if hasattr(pa, "json_") else pa.string()  # pyarrow < 19
-            data[name] = pa.array([None if v is None else _json_text(v) for v in values],
-                                  json_type)
+            # json values of mixed shapes (a dict beside a list or a number)
+            data[name] = _json_array(pa, values)
     return pa.table(data) if data else pa.table({})
+
+
+def _json_array(pa, values):
+    """Arrow's json type, one JSON text a value (frame_columns reads it back as values)."""
+    json_type = pa.json_() if hasattr(pa, "json_") else pa.string()  # pyarrow < 19
+    return pa.array([None if v is None else _json_text(v) for v in values], json_type)
 
 
 def json_values(name: str, texts: list) -> list:
@@ -179,6 +189,8 @@ def json_values(name: str, texts: list) -> list:
         return [None if t is None else msgspec.json.decode(t) for t in texts]
     except msgspec.DecodeError as e:
         raise FieldTypeError(f"column {name!r} holds JSON texts: {e}") from None
+    except RecursionError:
+        raise FieldTypeError(f"column {name!r}: a JSON text nested too deeply") from None
 
 
 def _json_text(v) -> str:

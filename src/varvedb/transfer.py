@@ -4,10 +4,12 @@ public API only (Collection.insert of a table, insert_arrays, find).
 Formats, by the file's suffix:
 - .jsonl: one JSON object a line (a vector a list of numbers; read in chunks, each
   inserted as a list of rows);
-- .csv: a header, then rows (needs pyarrow: its reader types the columns; a vector
-  in pgvector's text form "[1,2.5,3]", named with --vector); an empty field is
-  null and a quoted "" an empty string (export writes them so), and a json field
-  of the collection is read as JSON text;
+- .csv: a header, then rows (needs pyarrow: its reader types the columns, an
+  existing collection's as its fields; a vector in pgvector's text form
+  "[1,2.5,3]", named with --vector, each row as many numbers); an empty field is
+  null and a quoted "" an empty string, nothing else (NA, null, nan are texts),
+  floats' non-finite NaN, Infinity, -Infinity (export writes them so), and a json
+  field of the collection is read as JSON text;
 - .parquet: Arrow's columns (needs pyarrow; read CHUNK rows at a time, each inserted
   as a table: a list or fixed-size-list column is the vector block; a file with
   fixed-size-list columns of floats, the usual vectors, is inserted as tables of
@@ -22,9 +24,11 @@ refers to; in many runs, it writes (and hashes) the whole arena a second time
 (engine/checkpoint.py, CONSOLIDATE_BYTES).
 
 A missing collection is created from the data's types: the first chunk's (Arrow's
-schema for csv/parquet, the values of the first rows for jsonl); an "id" column of
-strings makes text ids. Export writes id and every field (vectors too) in the
-schema's order, as of a version (`as_of`) and filtered (`where`).
+schema for csv/parquet, the values of the first rows for jsonl), in the commit of
+that chunk's rows, so a refused first chunk leaves no collection behind; an "id"
+column of strings makes text ids. A file with two columns of one name is refused.
+Export writes id and every field (vectors too; json fields as Arrow's json type in
+.parquet) in the schema's order, as of a version (`as_of`) and filtered (`where`).
 """
 from __future__ import annotations
 
@@ -32,16 +36,18 @@ import json
 import os
 import re
 import sys
+import tokenize
 from typing import Iterator
 
 import numpy as np
 
-from .errors import FieldTypeError, OptionError, StorageError, VarveError
+from .errors import DimensionError, FieldTypeError, OptionError, StorageError, VarveError
 from .schema_inference import infer_schema
-from .tabular import frame_columns, json_values
+from .tabular import frame_columns, json_values, to_arrow, unique_names
 
 CHUNK = 100_000          # rows a write of .jsonl or .csv (one commit each)
 BULK_BYTES = 1 << 30     # the most a write of .parquet or .npy holds (one commit each)
+CSV_BLOCK = 64 << 20     # bytes Arrow's csv reader reads at a time
 IMPORTS = (".jsonl", ".csv", ".parquet", ".npy")
 EXPORTS = (".jsonl", ".csv", ".parquet")
 _CSV_QUOTE = re.compile(r'[",\r\n]')     # a field with one of these is quoted
@@ -52,7 +58,8 @@ def import_file(db, name: str, path: str, vector: str | None = None, dim: int | 
     """Insert the rows of `path` into collection `name` of `db` (created from the
     data's types when missing); returns the rows inserted. A file that cannot be
     read raises a VarveError (StorageError, FieldTypeError); the chunks before it
-    stay inserted, each its own commit."""
+    stay inserted, each its own commit (a collection made for the import exists
+    only with its first chunk)."""
     with _typed_errors(path):
         return _import(db, name, path, vector, dim, progress)
 
@@ -61,24 +68,31 @@ def _import(db, name, path, vector, dim, progress) -> int:
     suffix = _suffix(path, IMPORTS, "import")
     if dim is not None and vector is None:
         raise OptionError("--dim goes with --vector (the vector column it sizes)")
-    chunks = {".jsonl": _jsonl_chunks, ".csv": _csv_chunks, ".parquet": _parquet_chunks,
-              ".npy": _npy_chunks}[suffix](path, vector, dim)
+    coll = db.collection(name) if name in db.collections() else None
+    if suffix == ".csv":     # a collection's fields are read as its types
+        kinds = {} if coll is None else {"id": coll.schema.id_kind,     # text ids: "007"
+                                          **{n: f.kind for n, f in coll.schema.fields.items()}}
+        chunks = _csv_chunks(path, vector, dim, kinds)
+    else:
+        chunks = {".jsonl": _jsonl_chunks, ".parquet": _parquet_chunks,
+                  ".npy": _npy_chunks}[suffix](path, vector, dim)
     total = next(chunks)
     bar = _bar(total, progress, f"import {os.path.basename(path)}")
-    coll = None
     done = 0
     try:
         for chunk in chunks:
-            if coll is None:
-                coll = _collection(db, name, chunk, vector, dim)
-            if suffix == ".csv":
-                chunk = _json_from_text(coll, chunk)
-            n = _insert(coll, chunk)
+            if coll is None:     # made and filled in one commit (or the caller's open
+                # transaction): a first chunk refused leaves no empty collection behind
+                with db.thread_session().writing():
+                    coll = _create(db, name, chunk, vector, dim)
+                    n = _insert(coll, chunk, suffix)
+            else:
+                n = _insert(coll, chunk, suffix)
             done += n
             bar.update(n)
     finally:
         bar.close()
-    if coll is None and name not in db.collections():
+    if coll is None:
         raise FieldTypeError(f"{path} holds no rows: nothing to make collection {name!r} of")
     return done
 
@@ -99,7 +113,9 @@ def _export(db, name, path, as_of, where, params) -> int:
     kinds = {n: f.kind for n, f in coll.schema.fields.items()}
     if suffix == ".parquet":
         import pyarrow.parquet as pq
-        pq.write_table(hits.to_arrow().drop(["score"]), path)
+        pq.write_table(to_arrow(["id", *fields],
+                                [hits.ids, *([h.fields[n] for h in hits] for n in fields)],
+                                json=frozenset(n for n in fields if kinds[n] == "json")), path)
     elif suffix == ".jsonl":
         with open(path, "w", encoding="utf-8") as f:
             for h in hits:
@@ -129,6 +145,8 @@ def _jsonl_chunks(path: str, vector, dim) -> Iterator:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 raise FieldTypeError(f"{path} line {i}: not JSON ({e.msg})") from None
+            except RecursionError:
+                raise FieldTypeError(f"{path} line {i}: JSON nested too deeply") from None
             if not isinstance(row, dict):
                 raise FieldTypeError(f"{path} line {i}: a JSON object a line, got "
                                      f"{type(row).__name__}")
@@ -140,22 +158,38 @@ def _jsonl_chunks(path: str, vector, dim) -> Iterator:
         yield rows
 
 
-def _csv_chunks(path: str, vector, dim) -> Iterator:
+def _csv_chunks(path: str, vector, dim, kinds: dict) -> Iterator:
     pa, pcsv = _pyarrow("csv")
-    # an empty field is null, a quoted empty one "" an empty string (as export writes)
-    opts = pcsv.ConvertOptions(column_types={vector: pa.string()} if vector else None,
+    # what export writes reads back as it was: a collection's text "123" or "nan"
+    # stays text (its fields' types, not Arrow's guesses), only an empty field is
+    # null (not NA, null, nan...), a quoted empty one "" an empty string
+    types = {n: _CSV_TYPES[k](pa) for n, k in kinds.items() if k in _CSV_TYPES}
+    if vector:
+        types[vector] = pa.string()
+    opts = pcsv.ConvertOptions(column_types=types, null_values=[""],
                                strings_can_be_null=True, quoted_strings_can_be_null=False)
     yield None
+    # a quoted newline (export writes texts as they are) may straddle a block
     reader = pcsv.open_csv(path, convert_options=opts,
-                           read_options=pcsv.ReadOptions(block_size=64 << 20))
+                           parse_options=pcsv.ParseOptions(newlines_in_values=True),
+                           read_options=pcsv.ReadOptions(block_size=CSV_BLOCK))
+    row = 0
     for batch in reader:
+        if row == 0:
+            unique_names(batch.schema.names)
         if vector is not None:
             if vector not in batch.schema.names:
                 raise FieldTypeError(f"--vector {vector!r}: {path} has no such column "
                                      f"(it has {batch.schema.names})")
-            batch = _vectors_from_text(pa, batch, vector, dim)
+            batch = _vectors_from_text(pa, batch, vector, dim, row)
+        row += batch.num_rows
         if batch.num_rows:
             yield batch
+
+
+_CSV_TYPES = {"text": lambda pa: pa.string(), "json": lambda pa: pa.string(),
+              "int": lambda pa: pa.int64(), "float": lambda pa: pa.float64(),
+              "bool": lambda pa: pa.bool_()}
 
 
 def _json_from_text(coll, batch):
@@ -173,24 +207,35 @@ def _json_from_text(coll, batch):
     return columns
 
 
-def _vectors_from_text(pa, batch, name: str, dim):
-    """A csv's vector column in pgvector's text form ("[1,2.5,3]") as a list column."""
+def _vectors_from_text(pa, batch, name: str, dim, first_row: int):
+    """A csv's vector column in pgvector's text form ("[1,2.5,3]") as a list column:
+    each row one bracketed list of `dim` numbers (else the first row's count)."""
+    import pyarrow.compute as pc
     col = batch.column(name)
     nulls = col.is_null().to_numpy(zero_copy_only=False)
-    texts = [t for t in col.to_pylist() if t is not None]     # a null vector: no text
+    texts = pc.utf8_trim_whitespace(col.drop_null())          # a null vector: no text
+    parts = pc.split_pattern(pc.utf8_trim(texts, "[]"), ",")
+    counts = pc.list_value_length(parts).to_numpy(zero_copy_only=False)
+    width = dim if dim is not None else (int(counts[0]) if len(counts) else 1)
+    listed = pc.match_substring_regex(texts, r"^\[[^\[\]]*\]$").to_numpy(zero_copy_only=False)
+    bad = np.flatnonzero(~listed | (counts != width))
+    if len(bad):                 # named by its row: the header aside, from 1
+        i = int(bad[0])
+        row = first_row + int(np.flatnonzero(~nulls)[i]) + 1
+        if not listed[i]:
+            raise FieldTypeError(f"column {name!r} row {row}: a vector is written "
+                                 f"[1,2.5,3], got {texts[i].as_py()[:40]!r}")
+        raise DimensionError(f"column {name!r} row {row}: {int(counts[i])} numbers, not "
+                             f"{width} (" + ("--dim" if dim is not None else "the first row's")
+                             + ")")
     try:
-        flat = np.array(",".join(t.strip().strip("[]") for t in texts).split(","),
-                        np.float32) if texts else np.zeros(0, np.float32)
-    except ValueError:
-        raise FieldTypeError(f"column {name!r}: vectors are written [1,2.5,3]") from None
-    # all null: any width holds them (an existing collection's field says its own)
-    width = dim if dim is not None else (len(flat) // len(texts) if texts else 1)
-    if width == 0 or len(flat) != width * len(texts):
-        raise FieldTypeError(f"column {name!r}: vectors of different lengths, or not "
-                             f"{width} numbers each")
+        flat = pc.utf8_trim_whitespace(pc.list_flatten(parts)).cast(pa.float32())
+    except pa.ArrowInvalid as e:
+        raise FieldTypeError(f"column {name!r}: vectors are lists of numbers ({e})") from None
+    flat = flat.to_numpy(zero_copy_only=False)
     if nulls.any():              # the nulls' slots hold zeros, masked
         full = np.zeros((len(nulls), width), np.float32)
-        full[~nulls] = flat.reshape(len(texts), width)
+        full[~nulls] = flat.reshape(-1, width)
         flat = full.reshape(-1)
     col = pa.FixedSizeListArray.from_arrays(pa.array(flat), width, mask=pa.array(nulls))
     i = batch.schema.get_field_index(name)
@@ -204,6 +249,7 @@ def _parquet_chunks(path: str, vector, dim) -> Iterator:
     pa, pq = _pyarrow("parquet")
     f = pq.ParquetFile(path)
     schema = f.schema_arrow
+    unique_names(schema.names)
     if vector is not None and vector not in schema.names:
         raise FieldTypeError(f"--vector {vector!r}: {path} has no such column "
                              f"(it has {schema.names})")
@@ -280,7 +326,8 @@ def _parquet_table(pa, schema, lists, rest, blocks, n):
 def _npy_chunks(path: str, vector, dim) -> Iterator:
     try:
         a = np.load(path, mmap_mode="r", allow_pickle=False)
-    except ValueError as e:
+    except (ValueError, EOFError, SyntaxError, tokenize.TokenError) as e:
+        # a short file, or a header that is not the dict numpy writes
         raise FieldTypeError(f"{path}: not a .npy array ({e})") from None
     if a.ndim != 2:
         raise FieldTypeError(f"{path}: a .npy import is a 2-D array (one vector a row), "
@@ -295,16 +342,16 @@ def _npy_chunks(path: str, vector, dim) -> Iterator:
 
 # ---- the collection: made from the first chunk's types when missing ----------------
 
-def _collection(db, name: str, chunk, vector, dim):
-    if name in db.collections():
-        return db.collection(name)
+def _create(db, name: str, chunk, vector, dim):
     if isinstance(chunk, dict):                      # .npy: one vector block
         (col, block), = chunk.items()
         return db.create_collection(name, {col: f"vector({block.shape[1]})"})
     return db.create_collection(name, infer_schema(chunk, vector, dim))
 
 
-def _insert(coll, chunk) -> int:
+def _insert(coll, chunk, suffix: str) -> int:
+    if suffix == ".csv":
+        chunk = _json_from_text(coll, chunk)
     if isinstance(chunk, dict):              # columns: .npy's block, a csv's decoded
         coll.insert_arrays(**chunk)
         return len(next(iter(chunk.values())))
@@ -347,7 +394,12 @@ def _csv_value(v, kind: str, vector_text) -> str | None:
         return v.isoformat()
     if kind == "bool":
         return "true" if v else "false"
-    return repr(v) if isinstance(v, float) else str(v)
+    if isinstance(v, float):     # PostgreSQL's words for the non-finite, which Arrow reads
+        return repr(v) if np.isfinite(v) else _NON_FINITE[repr(v)]
+    return str(v)
+
+
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 
 
 # ---- helpers -------------------------------------------------------------------------
