@@ -8,6 +8,7 @@ version — with a hang guard of minutes; nothing asserts on time.
 """
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import signal
@@ -250,16 +251,17 @@ def test_a_shipped_commit_that_does_not_check_is_refused_and_leaves_the_file(tmp
     follower = vv.connect(str(tmp_path / "r.varve"))
     try:
         e = follower.engine
-        _, chunks = leader_db.engine.log_after(e.visible, e.log.chain)
+        _, size, chunks = leader_db.engine.log_after(e.visible, e.log.chain)
         data = bytearray(b"".join(chunks))
-        commits = Unshipper().feed(bytes(data))
+        assert len(data) == size
+        commits = Unshipper(size).feed(bytes(data))
         assert len(commits) == 1
         frames, rec = commits[0]
         # a changed payload byte: the frame's hash refuses it
         tampered = bytearray(data)
         tampered[64 + 10] ^= 1
         with pytest.raises(vv.CorruptFileError):
-            Unshipper().feed(bytes(tampered))
+            Unshipper(size).feed(bytes(tampered))
         # a commit record from another chain: the log refuses it, the file is unchanged
         end = e.log.end
         bad = type(rec)(**{**rec.__dict__, "prev_chain": bytes(32)})
@@ -273,6 +275,61 @@ def test_a_shipped_commit_that_does_not_check_is_refused_and_leaves_the_file(tmp
         leader_db.close()
 
 
+def test_a_frame_or_stream_past_the_announced_size_is_refused_at_once(tmp_path):
+    """A replica takes no more than the leader announced (X-Varve-Log-Bytes): a frame
+    header whose length runs past it is refused before its bytes are waited for (a
+    damaged or crafted length buffered without end before), and so is a byte past it;
+    a leader that announces nothing is refused."""
+    from varvedb.storage import format as F
+    from varvedb.storage.shipping import Unshipper
+    huge = F.pack_frame_header(F.Kind.INSERT, 1 << 40, bytes(32))
+    with pytest.raises(vv.CorruptFileError, match="runs past"):
+        Unshipper(1 << 20).feed(huge)
+    leader_db = vv.connect(str(tmp_path / "l.varve"))
+    leader_db.create_collection("docs", {"tag": "int"}).insert([{"id": 1, "tag": 1}])
+    e = leader_db.engine
+    _, size, chunks = e.log_after(0, F.genesis_chain(e.log.file.file_id))
+    data = b"".join(chunks)
+    assert len(Unshipper(size).feed(data)) >= 1
+    with pytest.raises(vv.CorruptFileError, match="more than"):
+        Unshipper(size).feed(data + bytes(8))
+    leader_db.close()
+
+    class Leader(http.server.BaseHTTPRequestHandler):
+        announce = True
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("X-Varve-Log-Version", "9")
+            if Leader.announce:
+                self.send_header("X-Varve-Log-Bytes", "100")
+            self.send_header("Content-Length", str(len(huge)))
+            self.end_headers()
+            self.wfile.write(huge)
+
+        def log_message(self, *args):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Leader)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        vv.connect(str(tmp_path / "r.varve")).close()
+        from varvedb.replica import Replica
+        r = Replica(f"http://127.0.0.1:{server.server_address[1]}", str(tmp_path / "r.varve"))
+        db = r.open()
+        try:
+            with pytest.raises(vv.CorruptFileError, match="runs past"):
+                r.pull(0)
+            Leader.announce = False
+            with pytest.raises(vv.ServerUnavailableError, match="X-Varve-Log-Bytes"):
+                r.pull(0)
+            assert db.version == 0      # nothing of either answer was applied
+        finally:
+            db.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_a_batch_keeps_the_commits_before_one_that_does_not_check(tmp_path):
     leader_db = vv.connect(str(tmp_path / "l.varve"))
     docs = leader_db.create_collection("docs", {"tag": "int"})
@@ -283,8 +340,8 @@ def test_a_batch_keeps_the_commits_before_one_that_does_not_check(tmp_path):
     try:
         from varvedb.storage.shipping import Unshipper
         e = follower.engine
-        _, chunks = leader_db.engine.log_after(e.visible, e.log.chain)
-        commits = Unshipper().feed(b"".join(chunks))
+        _, size, chunks = leader_db.engine.log_after(e.visible, e.log.chain)
+        commits = Unshipper(size).feed(b"".join(chunks))
         assert len(commits) == 3
         frames, rec = commits[2]
         commits[2] = (frames, type(rec)(**{**rec.__dict__, "timestamp_us": 1}))

@@ -121,7 +121,12 @@ class Replica:
                 err = body[:200].decode("utf-8", "replace")
             raise error_from_wire(err, resp.status)
         self.leader_version = int(resp.getheader("X-Varve-Log-Version") or 0)
-        unshipper, applied = Unshipper(), 0
+        size = resp.getheader("X-Varve-Log-Bytes")
+        if size is None or not size.isdigit():
+            self._close()
+            raise E.ServerUnavailableError(f"the leader {self.url} did not say how many bytes "
+                                           "its log answer holds (X-Varve-Log-Bytes)")
+        unshipper, applied = Unshipper(int(size)), 0
         try:
             while chunk := resp.read(CHUNK):
                 commits = unshipper.feed(chunk)
@@ -134,6 +139,9 @@ class Replica:
             self._close()
             raise E.ServerUnavailableError(f"the pull from {self.url} was cut short after "
                                            f"{applied} commits: {e}") from None
+        except E.CorruptFileError:
+            self._close()       # the answer's rest is not read: its connection is done
+            raise
         if unshipper.pending:
             self._close()
             raise E.ServerUnavailableError(f"the pull from {self.url} ended inside a commit "

@@ -981,9 +981,10 @@ class Engine:
 
     # ---- log shipping (a read replica: storage/shipping.py, varvedb/replica.py) ----
 
-    def log_after(self, version: int, chain: bytes) -> tuple[int, Iterator[bytes]]:
-        """The leader's side: (the newest durable version, the file's bytes from the
-        end of commit `version` to that version's end, a chunk at a time). Raises
+    def log_after(self, version: int, chain: bytes) -> tuple[int, int, Iterator[bytes]]:
+        """The leader's side: (the newest durable version, how many bytes follow, the
+        file's bytes from the end of commit `version` to that version's end, a chunk
+        at a time). Raises
         LogMismatchError when this file does not hold commit `version` with chain
         hash `chain` (another file, a tampered one, a version a vacuum dropped)."""
         self.ensure_open()
@@ -1013,7 +1014,7 @@ class Engine:
                 f"dropped (the oldest kept is {self.oldest_version()}); re-seed from its "
                 "backup")
         self._shipped = (log.file, end, newest, newest_chain)
-        return newest, backup.read_chunks(log.file.fd, start, end)
+        return newest, end - start, backup.read_chunks(log.file.fd, start, end)
 
     def follow(self, commits: list) -> None:
         """A read replica's side: append commits its leader made — each its frames

@@ -476,7 +476,7 @@ def openapi_document() -> dict:
         "/log": {"get": {
             "summary": "A read replica's pull: the file's committed frames after commit "
                        "`after` (whose chain hash is `chain`) up to the newest durable one, "
-                       "streamed as they lie; X-Varve-Log-Version names that one. 409 "
+                       "streamed as they lie; X-Varve-Log-Version names that one, X-Varve-Log-Bytes how many bytes follow. 409 "
                        "LogMismatchError: the file does not hold that commit (re-seed)",
             "parameters": [
                 {**_query_param("after", "the replica's version", {"type": "string",

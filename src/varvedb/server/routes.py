@@ -655,8 +655,8 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
             api.follower.catch_up(None)
         else:
             db.engine.wait_visible(after, wait)     # a long poll: answered at a commit
-        newest, chunks = db.engine.log_after(after, chain)
-        return 200, Stream(chunks, {LOG_VERSION_HEADER: str(newest)})
+        newest, size, chunks = db.engine.log_after(after, chain)
+        return 200, Stream(chunks, {LOG_VERSION_HEADER: str(newest), LOG_BYTES_HEADER: str(size)})
 
     def backup(p, q, ctype, raw):
         version, size, chunks = db.backup_stream()
@@ -723,6 +723,7 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
 
 
 LOG_VERSION_HEADER = "X-Varve-Log-Version"   # GET /log: the newest version it sends
+LOG_BYTES_HEADER = "X-Varve-Log-Bytes"       # GET /log: how many bytes it sends
 MAX_LOG_WAIT = 10.0       # seconds GET /log waits at most for a commit after `after`
 
 

@@ -58,17 +58,28 @@ def _anchored(buf, pos: int, end: int) -> bool:
 
 
 class Unshipper:
-    """A shipped stream of frames, read back into whole, checked commits."""
+    """A shipped stream of `size` bytes (what the leader announced), read back into
+    whole, checked commits. Nothing past `size` is taken: a frame header whose
+    length runs past it is refused before its bytes are waited for, so a damaged
+    or crafted length cannot make the follower buffer without end."""
 
-    def __init__(self):
+    def __init__(self, size: int):
         self._buf = bytearray()
         self._frames: list[tuple[int, bytes]] = []    # the open commit's, so far
+        self._left = size       # stream bytes not yet fed
+        self._at = 0            # the stream offset of _buf[0]
 
     def feed(self, chunk: bytes) -> list[tuple[list[tuple[int, bytes]], F.CommitRecord]]:
         """Take the stream's next bytes; return the commits they complete, each as
         ([(kind, payload), ...], its commit record). Raises CorruptFileError when a
-        frame does not check (nothing of its commit is returned)."""
+        frame does not check, or the stream runs past its announced size (nothing
+        of its commit is returned)."""
+        if len(chunk) > self._left:
+            raise CorruptFileError(f"the leader sent more than the {self._at + len(self._buf) + self._left:,} "
+                                   "bytes it announced")
+        self._left -= len(chunk)
         self._buf += chunk
+        end = self._at + len(self._buf) + self._left      # the stream's announced end
         out = []
         pos, buf = 0, self._buf
         while len(buf) - pos >= F.FRAME_HEADER_SIZE:
@@ -77,6 +88,9 @@ class Unshipper:
                 raise CorruptFileError("the leader sent a frame header that does not check")
             body = pos + F.FRAME_HEADER_SIZE
             nxt = F.pad(body + hdr.length)
+            if self._at + nxt > end:
+                raise CorruptFileError(f"a frame the leader sent ({hdr.length:,} bytes) runs "
+                                       f"past the {end:,} bytes it announced")
             if len(buf) < nxt:
                 break       # the rest of the frame comes in a later chunk
             payload = bytes(buf[body:body + hdr.length])
@@ -98,6 +112,7 @@ class Unshipper:
             else:
                 self._frames.append((hdr.kind, payload))
         del buf[:pos]
+        self._at += pos
         return out
 
     @property
