@@ -333,9 +333,10 @@ def warm(processes: int | None = None, progress: bool = True, echo=None,
     report = WarmReport(processes=processes or len(os.sched_getaffinity(0)))
     # a worker ends with this process, even SIGKILLed (`varvedb serve` killed
     # during its warm left them compiling, then waiting on the pool for ever)
-    with cf.ProcessPoolExecutor(report.processes,
-                                mp_context=multiprocessing.get_context("spawn"),
-                                initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
+    pool = cf.ProcessPoolExecutor(report.processes,
+                                  mp_context=multiprocessing.get_context("spawn"),
+                                  initializer=die_with_parent, initargs=(os.getpid(),))
+    try:
         jobs = [pool.submit(run_share, name) for name in SHARES]
         told = echo is None
         with tqdm(total=len(jobs), desc="warming kernels", unit="set",
@@ -350,6 +351,12 @@ def warm(processes: int | None = None, progress: bool = True, echo=None,
                     told = True
                     echo("compiling kernels, first run on this machine")
                 bar.update(1)
+    finally:
+        # not waited for: a spawned worker's exit after a cold compile (its
+        # interpreter's teardown) took 3-17 s on a loaded 2-core machine, which
+        # this process's own run of the shares below overlaps instead of following
+        # (the pool's thread reaps the workers; an exiting interpreter waits for it)
+        pool.shutdown(wait=False, cancel_futures=True)
     compile_log.quiet()
     before = compile_log.compilation_count()
     for name in SHARES:

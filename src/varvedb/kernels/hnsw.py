@@ -920,7 +920,7 @@ def keep_in_links(keys, starts, n_levels, drops, n_drops, links0, upper_slot, up
         target, level = key // n_levels, key % n_levels
         base = drop_base(starts, g, links0)
         for d in range(n_drops[g]):
-            w = drops[base + d]
+            w = np.int64(drops[base + d])
             if not _has_in_link(links0, upper_slot, upper_links, w, level, -1):
                 _relink(links0, upper_slot, upper_links, w, level, target)
 
@@ -937,6 +937,8 @@ def _count_in_links(levels, links0, upper_slot, upper_links, level, indeg):
                 indeg[v] += 1
 
 
+# _has_in_link and _relink take their nodes as int64 from every caller (a list's
+# entry is int32, a loop's index int64): one specialisation each, not two
 @njit(**_JIT)
 def _has_in_link(links0, upper_slot, upper_links, w, level, skip):
     # is `w` in the level list of one of its own out-neighbours (but `skip`)?
@@ -987,7 +989,7 @@ def _relink(links0, upper_slot, upper_links, w, level, target):
     lst = _old_list(links0, upper_slot, upper_links, target, level)
     for j in range(lst.shape[0] - 1, -1, -1):
         x = lst[j]
-        if x >= 0 and _has_in_link(links0, upper_slot, upper_links, x, level, target):
+        if x >= 0 and _has_in_link(links0, upper_slot, upper_links, np.int64(x), level, target):
             lst[j] = w
             return True
     return False
@@ -1143,7 +1145,7 @@ def link_orphans(levels, links0, upper_slot, upper_links):
         for w in range(levels.shape[0]):
             if levels[w] < level or indeg[w] > 0:
                 continue
-            nearest = _old_list(links0, upper_slot, upper_links, w, level)[0]
+            nearest = np.int64(_old_list(links0, upper_slot, upper_links, w, level)[0])
             if nearest >= 0 and _relink(links0, upper_slot, upper_links, w, level, nearest):
                 linked += 1
     return linked
