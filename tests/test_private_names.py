@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 import varvedb
-from test_import_graph import import_graph
+from test_import_graph import import_graph, parsed
 
 ROOT = Path(varvedb.__file__).parent
 TESTS = Path(__file__).parent
@@ -70,13 +70,12 @@ def defined_names(tree: ast.AST) -> set[str]:
 def privates_defined(path: Path) -> frozenset[str]:
     """The private names a file defines; parsed once for all of this module's
     tests (each test file's modules were parsed again for each: ~6 s of CPU)."""
-    return frozenset(n for n in defined_names(ast.parse(path.read_text()))
-                     if n.startswith("_"))
+    return frozenset(n for n in defined_names(parsed(path)) if n.startswith("_"))
 
 
 def private_reaches(path: Path) -> list[tuple[int, str]]:
     """(line, `x._name`) for each reach into a private this module does not define."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parsed(path)
     own = defined_names(tree)
     out = []
     for n in ast.walk(tree):

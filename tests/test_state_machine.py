@@ -373,10 +373,12 @@ class HnswMachine(VarveMachine):
     def __init__(self):
         super().__init__()
         self.found = self.wanted = 0
+        self.allowed = {}
 
     @invariant()
     def reads_match_oracle_at_every_checked_version(self):
         self.found = self.wanted = 0
+        self.allowed = {}      # (version, where) -> allow mask, for this check's queries
         super().reads_match_oracle_at_every_checked_version()
         if self.wanted:
             assert self.found / self.wanted >= self.RECALL_FLOOR, (self.found, self.wanted)
@@ -399,10 +401,12 @@ class HnswMachine(VarveMachine):
         t = self.coll.table
         v = self.db.version if as_of is None else as_of
         n = t.n
-        cand = [i for i, d in state.items() if d["emb"] is not None
-                and (where is None or matches(where, i, d))]
-        allow = t.visible(main_view(v), n)[0] & np.isin(t.ids.data[:n], cand) \
-            & ~t.columns["emb"].nulls.data[:n]
+        if (v, where) not in self.allowed:     # the same for each of QUERIES
+            cand = [i for i, d in state.items() if d["emb"] is not None
+                    and (where is None or matches(where, i, d))]
+            self.allowed[v, where] = t.visible(main_view(v), n)[0] \
+                & np.isin(t.ids.data[:n], cand) & ~t.columns["emb"].nulls.data[:n]
+        allow = self.allowed[v, where]
         col, vi = t.columns["emb"], t.vector_indexes["emb"]
         ranked, ranked_d = flat.search(self.metric, col.arena.frozen(n), col.norms.frozen(n),
                                        q, n, allow)      # every allowed row, ranked
