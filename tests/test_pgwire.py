@@ -547,3 +547,211 @@ def test_a_binary_parameter_out_of_pythons_range_is_22p03(data, oid):
     with pytest.raises(vv.errors.SqlError) as e:
         T.decode_param(data, oid, True)
     assert e.value.sqlstate == "22P03"
+
+
+# ---- what one client may hold: start-ups, statements, portals, parameters ----------
+
+def _msg(kind: bytes, body: bytes = b"") -> bytes:
+    return kind + struct.pack("!i", len(body) + 4) + body
+
+
+def _parse(name: str, text: str) -> bytes:
+    return _msg(b"P", name.encode() + b"\0" + text.encode() + b"\0" + struct.pack("!h", 0))
+
+
+def _bind(portal: str, stmt: str) -> bytes:
+    return _msg(b"B", portal.encode() + b"\0" + stmt.encode() + b"\0" +
+                struct.pack("!hhh", 0, 0, 0))
+
+
+SYNC = _msg(b"S")
+
+
+def _ready_socket(port: int) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=600)
+    _startup(s)
+    assert _read_until_ready(s)[-1] == (b"Z", b"I")
+    return s
+
+
+def _hung_up(sock) -> bool:
+    """Whether the server closed the socket (waits for it: a hang guard of minutes)."""
+    sock.settimeout(300)
+    try:
+        while sock.recv(1 << 16):
+            pass
+    except ConnectionResetError:
+        pass
+    return True
+
+
+@pytest.fixture
+def inproc(tmp_path):
+    """A PgServer in this process (so a test can shorten its start-up deadline)."""
+    from varvedb.pgwire.server import PgServer
+    db = vv.connect(str(tmp_path / "inproc.varve"))
+    servers = []
+
+    def start(**kw):
+        srv = PgServer(db, **kw)
+        servers.append(srv)
+        return srv, srv.start("127.0.0.1", 0)
+    yield start
+    for srv in servers:
+        srv.stop(60)
+    db.close()
+
+
+def test_a_startup_never_finished_or_dripped_is_hung_up_at_its_deadline(inproc):
+    import threading
+    srv, port = inproc(token="s3cret", startup_timeout=0.5)
+    stalled = socket.create_connection(("127.0.0.1", port), timeout=600)
+    stalled.sendall(struct.pack("!i", 10_000))       # 4 bytes of a 10 kB start-up packet
+    drip = socket.create_connection(("127.0.0.1", port), timeout=600)
+    drip.sendall(struct.pack("!i", 10_000))
+    stop = threading.Event()
+
+    def dripping():                                  # a byte each 0.1 s, until refused
+        while not stop.wait(0.1):
+            try:
+                drip.sendall(b"a")
+            except OSError:
+                return
+    t = threading.Thread(target=dripping)
+    t.start()
+    try:
+        assert _hung_up(stalled) and _hung_up(drip)
+    finally:
+        stop.set()
+        t.join()
+        stalled.close()
+        drip.close()
+    with psycopg.connect(host="127.0.0.1", port=port, user="me", password="s3cret",
+                         sslmode="disable", connect_timeout=600) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_a_stalled_tls_handshake_is_hung_up_and_tls_clients_are_served(inproc, tmp_path):
+    import ssl
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(str(cert), str(key))
+    srv, port = inproc(token="s3cret", ssl_context=ctx, startup_timeout=0.5)
+    with socket.create_connection(("127.0.0.1", port), timeout=600) as s:
+        s.sendall(struct.pack("!ii", 8, 80877103))          # SSLRequest
+        assert s.recv(1) == b"S"
+        s.sendall(b"\x16\x03\x01")                          # a ClientHello's first bytes
+        assert _hung_up(s)
+    with psycopg.connect(host="127.0.0.1", port=port, user="me", password="s3cret",
+                         sslmode="require", connect_timeout=600) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert conn.pgconn.ssl_in_use
+
+
+def test_more_half_open_startups_than_the_cap_leave_a_client_served(inproc):
+    from varvedb.pgwire.server import MAX_STARTING
+    srv, port = inproc()
+    socks = []
+    try:
+        for _ in range(MAX_STARTING + 10):
+            s = socket.create_connection(("127.0.0.1", port), timeout=600)
+            s.sendall(struct.pack("!i", 10_000))
+            socks.append(s)
+        # the oldest made room for the newest
+        assert all(_hung_up(s) for s in socks[:10])
+        with psycopg.connect(host="127.0.0.1", port=port, user="me", sslmode="disable",
+                             connect_timeout=600) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_a_thread_that_cannot_start_closes_that_client_only(inproc, monkeypatch):
+    import threading
+    start, failed = threading.Thread.start, []
+
+    def start_or_fail(self):       # the first connection's thread: as when none is left
+        if self.name.startswith("varvedb-pg-") and self.name != "varvedb-pg-listen" \
+                and not failed:
+            failed.append(self.name)
+            raise RuntimeError("can't start new thread")
+        return start(self)
+    monkeypatch.setattr(threading.Thread, "start", start_or_fail)
+    srv, port = inproc()
+    with socket.create_connection(("127.0.0.1", port), timeout=600) as s:
+        _startup(s)
+        msgs = _read_until_ready(s)
+        assert msgs[-1][0] == b"E" and b"53300" in msgs[-1][1]
+        assert _hung_up(s)
+    assert failed
+    with psycopg.connect(host="127.0.0.1", port=port, user="me", sslmode="disable",
+                         connect_timeout=600) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_describe_of_a_portal_runs_nothing_and_execute_runs_it_once(server):
+    with connect(server) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS described (id bigint PRIMARY KEY, n int)")
+    with _ready_socket(server.pg) as s:
+        # Describe, then Close without Execute: nothing is written
+        s.sendall(_parse("", "INSERT INTO described (id, n) VALUES (1, 1)") + _bind("", "") +
+                  _msg(b"D", b"P\0") + _msg(b"C", b"P\0") + SYNC)
+        assert [m[0] for m in _read_until_ready(s)] == [b"1", b"2", b"n", b"3", b"Z"]
+        # Describe then Execute: the columns of RETURNING, written once
+        s.sendall(_parse("", "INSERT INTO described (id, n) VALUES (2, 2) RETURNING n") +
+                  _bind("", "") + _msg(b"D", b"P\0") + _msg(b"E", b"\0" + bytes(4)) + SYNC)
+        msgs = _read_until_ready(s)
+        assert [m[0] for m in msgs] == [b"1", b"2", b"T", b"D", b"C", b"Z"]
+        assert b"n\0" in msgs[2][1] and msgs[4][1] == b"INSERT 0 1\0"
+        # a SELECT portal described, flushed, then executed: its rows once
+        s.sendall(_parse("", "SELECT id FROM described ORDER BY id") + _bind("", "") +
+                  _msg(b"D", b"P\0") + _msg(b"H"))
+        s.sendall(_msg(b"E", b"\0" + bytes(4)) + SYNC)
+        msgs = _read_until_ready(s)
+        assert [m[0] for m in msgs] == [b"1", b"2", b"T", b"D", b"C", b"Z"]
+        assert msgs[3][1] == struct.pack("!hi", 1, 1) + b"2"
+    with connect(server) as conn:
+        assert conn.execute("SELECT id FROM described").fetchall() == [(2,)]
+
+
+def test_parameters_past_65535_are_refused_and_65535_are_described(server):
+    with _ready_socket(server.pg) as s:
+        for n in (65536, 100_000_000):
+            s.sendall(_parse("", f"SELECT ${n}") + SYNC)
+            msgs = _read_until_ready(s)
+            assert msgs[0][0] == b"E" and b"42P02" in msgs[0][1], msgs
+        s.sendall(_parse("many", "SELECT $65535") + _msg(b"D", b"Smany\0") + SYNC)
+        msgs = _read_until_ready(s)
+        assert [m[0] for m in msgs] == [b"1", b"t", b"T", b"Z"]
+        assert struct.unpack_from("!H", msgs[1][1]) == (65535,)
+        assert len(msgs[1][1]) == 2 + 4 * 65535
+
+
+def test_statements_and_portals_kept_are_bounded_and_the_connection_goes_on(inproc,
+                                                                             monkeypatch):
+    from varvedb.pgwire import connection as C
+    monkeypatch.setattr(C, "MAX_KEPT", 3)
+    monkeypatch.setattr(C, "MAX_KEPT_BYTES", 1000)
+    srv, port = inproc()
+    with _ready_socket(port) as s:
+        s.sendall(b"".join(_parse(f"s{i}", "SELECT 1") for i in range(4)) + SYNC)
+        msgs = _read_until_ready(s)
+        assert [m[0] for m in msgs] == [b"1", b"1", b"1", b"E", b"Z"]
+        assert b"54000" in msgs[3][1]
+        s.sendall(_msg(b"C", b"Ss0\0") + _parse("s3", "SELECT 1") +
+                  b"".join(_bind(f"p{i}", "s1") for i in range(4)) + SYNC)
+        msgs = _read_until_ready(s)
+        assert [m[0] for m in msgs] == [b"3", b"1", b"2", b"2", b"2", b"E", b"Z"]
+        assert b"54000" in msgs[5][1]
+        # bytes: a long named statement is refused, the unnamed one always fits
+        big = "SELECT 1 -- " + "x" * 2000
+        s.sendall(_msg(b"C", b"Pp0\0") + _parse("big", big) + SYNC + _parse("", big) +
+                  _bind("", "") + _msg(b"E", b"\0" + bytes(4)) + SYNC)
+        msgs = _read_until_ready(s)
+        assert [m[0] for m in msgs[:2]] == [b"3", b"E"] and b"54000" in msgs[1][1]
+        msgs = _read_until_ready(s)
+        assert [m[0] for m in msgs] == [b"1", b"2", b"D", b"C", b"Z"]

@@ -11,7 +11,8 @@ of writes without BEGIN is several commits. An error answers ErrorResponse
 with its SQLSTATE and, in the extended protocol, skips the messages up to
 Sync; inside BEGIN the transaction is failed (ReadyForQuery 'E', 25P02) until
 ROLLBACK, as PostgreSQL does. Answers to the extended protocol's messages wait
-for Sync or Flush and go out in one send.
+for Sync or Flush and go out in one send. Describe of a portal runs no write:
+its answer is settled by the message after it (see _settle).
 """
 from __future__ import annotations
 
@@ -39,15 +40,20 @@ log = logging.getLogger("varvedb.pgwire")
 ROWS_PER_WRITE = 1000      # data rows rendered and written at a time
 KEPT_DESCRIPTIONS = 8      # row descriptions a prepared statement keeps
 FLUSH_AT = 64              # answers (each up to ROWS_PER_WRITE rows) held before Sync
-STARTUP_TIMEOUT = 60.0     # seconds a client has to start up and authenticate
-                           # (PostgreSQL's authentication_timeout)
+MAX_PARAMS = 65535         # a Bind carries at most this many values (an unsigned count)
+# what one connection keeps between messages, far above any driver's statement
+# cache (psycopg's and asyncpg's hold a few hundred): beyond, Parse or Bind is
+# refused (54000) and the connection goes on
+MAX_KEPT = 10_000          # named prepared statements, and named portals, each
+MAX_KEPT_BYTES = 64 << 20  # bytes of their statements' text and bound values
 
 
 class Prepared:
-    __slots__ = ("text", "oids", "params", "answer", "copy_in", "shaped", "described")
+    __slots__ = ("text", "oids", "params", "answer", "copy_in", "shaped", "described", "size")
 
     def __init__(self, text: str, oids: list[int], params: int, answer=None):
         self.text, self.oids, self.params = text, oids, params
+        self.size = len(text)     # counted against MAX_KEPT_BYTES
         self.answer = answer      # the catalog's, for a driver's catalog query
         self.copy_in = _copy_in_of(text) is not None
         # a statement without parameters as its shape and literals, found at its
@@ -69,11 +75,12 @@ class Prepared:
 
 class Portal:
     __slots__ = ("stmt", "params", "formats", "result", "columns", "encoders", "fixed",
-                 "sent")
+                 "sent", "size")
 
-    def __init__(self, stmt: Prepared, params: list, formats: list[int]):
+    def __init__(self, stmt: Prepared, params: list, formats: list[int], size: int):
         self.stmt, self.params, self.formats = stmt, params, formats
-        self.result = None        # the SqlResult, once run (Describe or Execute)
+        self.size = size + stmt.size    # its Bind's bytes; it keeps its statement alive
+        self.result = None        # the SqlResult, once run (Execute, or Describe of a SELECT)
         self.columns = self.encoders = self.fixed = None
         self.sent = 0             # rows sent so far (Execute with a row limit)
 
@@ -88,6 +95,11 @@ class Connection:
         self.session = None
         self.statements: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
+        self.kept_bytes = 0        # the sizes of statements and portals kept
+        # a Describe of a portal not yet run, and its answer's index in the answers:
+        # filled after the Execute that follows it, else without running a write
+        self.pending: Portal | None = None
+        self.pending_at = 0
         # the connection's statements run under one token, cleared as each begins:
         # a cancel request stops the statement running when it comes (none: no-op)
         self.token = CancelToken()
@@ -96,6 +108,8 @@ class Connection:
     # ---- the conversation (on the connection's thread) ---------------------------
 
     def run(self) -> None:
+        """Start-up, then the conversation; the server hangs up a start-up that
+        outlives its deadline (PgServer.startup_timeout)."""
         try:
             if self._startup():
                 with running(self.token):
@@ -120,7 +134,6 @@ class Connection:
                 pass
 
     def _startup(self) -> bool:
-        self.sock.settimeout(STARTUP_TIMEOUT)
         while True:
             code, body = self.reader.startup()
             if code == M.SSL_REQUEST:
@@ -128,9 +141,11 @@ class Connection:
                 if self.reader.pending():   # bytes sent before the handshake: refused
                     raise ProtocolViolation("received unencrypted data after SSL request")
                 self.sock.sendall(b"S" if ctx is not None else b"N")
-                if ctx is not None:
-                    self.sock = ctx.wrap_socket(self.sock, server_side=True)
+                if ctx is not None:     # the handshake on self.sock: hang_up reaches it
+                    self.sock = ctx.wrap_socket(self.sock, server_side=True,
+                                                do_handshake_on_connect=False)
                     self.reader = Reader(self.sock)
+                    self.sock.do_handshake()
                 continue
             if code == M.GSS_REQUEST:
                 self.sock.sendall(b"N")
@@ -150,7 +165,6 @@ class Connection:
         if not self.server.register(self):
             self._fatal("53300", "sorry, too many clients already")
             return False
-        self.sock.settimeout(None)
         self.session = self.server.db.session(server_files=False)
         user = params.get("user", "varvedb")
         out = [M.auth(0)]
@@ -190,6 +204,8 @@ class Connection:
             kind, body = self.reader.message()
             if kind == b"X":
                 return
+            if self.pending is not None and kind != b"E":
+                self._settle(out)
             if kind == b"Q":
                 self.skipping = False
                 b = Body(body)
@@ -216,7 +232,13 @@ class Connection:
                         out += got
                     else:
                         out.append(got)
-                    if len(out) >= FLUSH_AT:    # a long pipeline: its answers so far
+                    if kind == b"D" and self.pending is not None:
+                        self.pending_at = len(out) - 1
+                    elif kind == b"E" and self.pending is not None:
+                        self._settle(out)
+                    # a long pipeline: its answers so far (a pending Describe waits
+                    # for the next message)
+                    if len(out) >= FLUSH_AT and self.pending is None:
                         self._send(out)
                         out = []
             elif kind in (b"d", b"c", b"f"):
@@ -288,7 +310,7 @@ class Connection:
 
     def parse(self, b: Body) -> bytes:
         name, text = b.cstr(), b.cstr()
-        oids = [b.int32() for _ in range(b.int16())]
+        oids = [b.int32() for _ in range(b.count())]
         b.end()
         if name and name in self.statements:
             raise E.SqlError("42P05", f'prepared statement "{name}" already exists')
@@ -301,9 +323,12 @@ class Connection:
             raise E.SqlError("42601", "cannot insert multiple commands into a prepared "
                                       "statement")
         n = max(_param_count(text), len(oids))
+        if n > MAX_PARAMS:      # a Bind could not supply it (PostgreSQL's answer too)
+            raise E.SqlError("42P02", f"there is no parameter ${n}")
         if answer is None and (len(oids) < n or 0 in oids):
             oids = self._typed(text, oids, n)
-        self.statements[name] = Prepared(text, oids, n, answer)
+        self._keep(self.statements, name, Prepared(text, oids, n, answer),
+                   "prepared statement")
         return M.PARSE_COMPLETE
 
     def _typed(self, text: str, oids: list[int], n: int) -> list[int]:
@@ -321,12 +346,12 @@ class Connection:
 
     def bind(self, b: Body) -> bytes:
         portal, name = b.cstr(), b.cstr()
-        formats = [b.int16() for _ in range(b.int16())]
+        formats = [b.int16() for _ in range(b.count())]
         values = []
-        for _ in range(b.int16()):
+        for _ in range(b.count()):
             n = b.int32()
             values.append(None if n == -1 else b.take(n))
-        result_formats = [b.int16() for _ in range(b.int16())]
+        result_formats = [b.int16() for _ in range(b.count())]
         b.end()
         stmt = self._statement(name)
         if len(values) != stmt.params:
@@ -338,7 +363,8 @@ class Connection:
                                _format(formats, i) == 1) for i, v in enumerate(values)]
         if portal and portal in self.portals:
             raise E.SqlError("42P03", f'cursor "{portal}" already exists')
-        self.portals[portal] = Portal(stmt, params, result_formats)
+        self._keep(self.portals, portal, Portal(stmt, params, result_formats, len(b.data)),
+                   "portal")
         return M.BIND_COMPLETE
 
     def describe(self, b: Body) -> bytes:
@@ -352,8 +378,28 @@ class Connection:
         if what != b"P":
             raise ProtocolViolation("Describe names neither a statement nor a portal")
         portal = self._portal(name)
-        self._execute(portal)
-        return portal.columns if portal.columns is not None else M.NO_DATA
+        if portal.result is not None:
+            return portal.columns if portal.columns is not None else M.NO_DATA
+        self.pending = portal           # answered by _settle; b"" holds its place
+        return b""
+
+    def _settle(self, out: list[bytes]) -> None:
+        """The pending Describe's answer: the columns of the Execute that followed
+        it, else (a Describe never runs a write, as in PostgreSQL) the columns
+        of a SELECT run with the portal's parameters (kept for its Execute), or
+        NoData for any other statement."""
+        portal, at = self.pending, self.pending_at
+        self.pending = None
+        if portal.result is None:
+            if portal.stmt.answer is None and _kind(portal.stmt.text) != "select":
+                out[at] = M.NO_DATA
+                return
+            try:
+                self._execute(portal)
+            except E.VarveError:        # its Execute answers the error
+                out[at] = M.NO_DATA
+                return
+        out[at] = portal.columns if portal.columns is not None else M.NO_DATA
 
     def execute(self, b: Body) -> list[bytes]:
         name, limit = b.cstr(), b.int32()
@@ -377,12 +423,30 @@ class Connection:
         what, name = b.take(1), b.cstr()
         b.end()
         if what == b"S":
-            self.statements.pop(name, None)
+            self._drop(self.statements, name)
         elif what == b"P":
-            self.portals.pop(name, None)
+            self._drop(self.portals, name)
         else:
             raise ProtocolViolation("Close names neither a statement nor a portal")
         return M.CLOSE_COMPLETE
+
+    def _keep(self, kept: dict, name: str, item, what: str) -> None:
+        """Keep a statement or portal under its name; a named one past MAX_KEPT or
+        MAX_KEPT_BYTES is refused (the unnamed one replaces itself, so it always
+        fits)."""
+        old = kept.get(name)
+        size = self.kept_bytes + item.size - (old.size if old is not None else 0)
+        if name and (len(kept) - ("" in kept) >= MAX_KEPT or size > MAX_KEPT_BYTES):
+            raise E.SqlError("54000", f"too many {what}s kept by this connection (at most "
+                                      f"{MAX_KEPT}, {MAX_KEPT_BYTES >> 20} MB in all); "
+                                      f"close some")
+        kept[name] = item
+        self.kept_bytes = size
+
+    def _drop(self, kept: dict, name: str) -> None:
+        item = kept.pop(name, None)
+        if item is not None:
+            self.kept_bytes -= item.size
 
     def _statement(self, name: str) -> Prepared:
         stmt = self.statements.get(name)
@@ -416,10 +480,8 @@ class Connection:
         """A statement's RowDescription before it runs: a SELECT is run with NULL
         parameters to learn its columns (reads only; nothing changes); any other
         statement is described as returning no rows."""
-        if stmt.answer is None:
-            compiled = compile_text(stmt.text)
-            if not compiled or compiled[0].kind != "select":
-                return M.NO_DATA
+        if stmt.answer is None and _kind(stmt.text) != "select":
+            return M.NO_DATA
         self.token.reason = None
         try:        # a catalog answer given None gives its columns alone
             results = stmt.run(self.session, None if stmt.answer is not None
@@ -485,6 +547,12 @@ def _render(result) -> list[bytes]:
     head, encoders, _ = _describe(result, [])
     return [head, *_data_rows(result.rows, 0, len(result.rows), encoders),
             M.command_complete(result.status)]
+
+
+def _kind(text: str) -> str | None:
+    """A statement's kind (sql.Compiled.kind), None for an empty one."""
+    compiled = compile_text(text)
+    return compiled[0].kind if compiled else None
 
 
 def _param_count(text: str) -> int:

@@ -20,6 +20,7 @@ PROTOCOL_3 = 196608
 
 _I32 = struct.Struct("!i")
 _I16 = struct.Struct("!h")
+_U16 = struct.Struct("!H")
 _HEAD = struct.Struct("!ci")
 
 
@@ -100,6 +101,11 @@ class Body:
 
     def int16(self) -> int:
         return self._unpack(_I16)
+
+    def count(self) -> int:
+        """A count of the fields that follow: unsigned, up to 65 535 (as PostgreSQL
+        reads it)."""
+        return self._unpack(_U16)
 
     def int32(self) -> int:
         return self._unpack(_I32)
@@ -202,7 +208,8 @@ class FixedRows:
 
 
 def parameter_description(oids: list[int]) -> bytes:
-    return message(b"t", _I16.pack(len(oids)) + b"".join(_I32.pack(o) for o in oids))
+    """At most 65 535 parameters (connection.MAX_PARAMS): the count is unsigned."""
+    return message(b"t", _U16.pack(len(oids)) + b"".join(_I32.pack(o) for o in oids))
 
 
 def error(fields: dict[str, str], notice: bool = False) -> bytes:

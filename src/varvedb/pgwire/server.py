@@ -7,30 +7,51 @@ listens without one only on a loopback address (server/run.py checks it, as for
 HTTP); with a token, clients authenticate with SCRAM-SHA-256 and the token as
 their password. At most MAX_CONNECTIONS clients are served at once; one more
 is told so (53300) and closed.
+
+A client still starting up (TLS, start-up packet, SCRAM) holds a thread too, so
+those are bounded apart: each has `startup_timeout` seconds in all (however it
+drips its bytes) before the listener hangs it up, and at most MAX_STARTING are
+under way; one more makes room by hanging up the oldest, so clients that never
+finish cannot keep one that does from being served. Nothing one socket does
+stops the listener: a socket it cannot serve (no thread can be started) is
+closed.
 """
 from __future__ import annotations
 
 import hmac
 import itertools
+import logging
 import os
 import socket
 import threading
+import time
 
+from . import messages as M
 from .connection import Connection
 from .scram import Verifier
 
+log = logging.getLogger("varvedb.pgwire")
+
 MAX_CONNECTIONS = 100         # PostgreSQL's default max_connections
+MAX_STARTING = 100            # connections still starting up
+MAX_THREADS = MAX_CONNECTIONS + 2 * MAX_STARTING    # with those hung up, not yet ended
+STARTUP_TIMEOUT = 60.0        # seconds to start up and authenticate, in all
+                              # (PostgreSQL's authentication_timeout)
 ACCEPT_WAKE = 0.5             # seconds: how often the listener looks whether to stop
+                              # and for start-ups past their deadline
 
 
 class PgServer:
-    def __init__(self, db, token: str | None = None, ssl_context=None):
+    def __init__(self, db, token: str | None = None, ssl_context=None,
+                 startup_timeout: float = STARTUP_TIMEOUT):
         self.db = db
+        self.startup_timeout = startup_timeout
         self.verifier = Verifier(token) if token else None
         self.ssl_context = ssl_context
         self._pids = itertools.count((os.getpid() & 0xFFFF) << 12)
         self._lock = threading.Lock()
         self._live: dict[int, Connection] = {}
+        self._starting: dict[Connection, float] = {}    # its deadline, oldest first
         self._threads: set[threading.Thread] = set()
         self._listener: socket.socket | None = None
         self._accepting: threading.Thread | None = None
@@ -56,20 +77,73 @@ class PgServer:
 
     def _accept(self) -> None:
         while not self._stopping.is_set():
+            self._hang_up_late()
             try:
                 sock, _ = self._listener.accept()
             except TimeoutError:
                 continue
             except OSError:
-                return                      # the listener was closed
-            sock.settimeout(None)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = Connection(self, sock)
-            t = threading.Thread(target=self._serve, args=(conn,), daemon=True,
-                                 name=f"varvedb-pg-{conn.pid}")
-            with self._lock:
+                if self._stopping.is_set():
+                    return                  # the listener was closed
+                log.exception("pgwire: accept failed")  # out of descriptors: wait a while
+                self._stopping.wait(ACCEPT_WAKE)
+                continue
+            try:
+                self._start(sock)
+            except Exception:               # that socket only: the listener goes on
+                log.exception("pgwire: a connection could not be started")
+                sock.close()
+
+    def _start(self, sock: socket.socket) -> None:
+        """A thread for the new client's connection, in start-up until it registers."""
+        sock.settimeout(None)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = Connection(self, sock)
+        t = threading.Thread(target=self._serve, args=(conn,), daemon=True,
+                             name=f"varvedb-pg-{conn.pid}")
+        with self._lock:
+            if len(self._threads) >= MAX_THREADS:
+                full = True
+            else:
+                full, oldest = False, None
+                if len(self._starting) >= MAX_STARTING:
+                    oldest = next(iter(self._starting))
+                    del self._starting[oldest]
+                self._starting[conn] = time.monotonic() + self.startup_timeout
                 self._threads.add(t)
+        if full:
+            self._refuse(sock)
+            return
+        if oldest is not None:
+            oldest.hang_up()
+        try:
             t.start()
+        except RuntimeError:                # no thread can be started now
+            log.exception("pgwire: no thread for a new connection")
+            with self._lock:
+                self._threads.discard(t)
+                self._starting.pop(conn, None)
+            self._refuse(sock)
+
+    def _hang_up_late(self) -> None:
+        """Hang up each start-up past its deadline (again each pass until its thread
+        ends and unregisters it)."""
+        now = time.monotonic()
+        with self._lock:
+            late = [c for c, deadline in self._starting.items() if deadline <= now]
+        for conn in late:
+            conn.hang_up()
+
+    @staticmethod
+    def _refuse(sock: socket.socket) -> None:
+        """Tell a client that cannot be served so, without waiting on it, and close."""
+        try:
+            sock.setblocking(False)
+            sock.send(M.error({"S": "FATAL", "V": "FATAL", "C": "53300",
+                               "M": "sorry, too many clients already"}))
+        except OSError:
+            pass
+        sock.close()
 
     def _serve(self, conn: Connection) -> None:
         try:
@@ -86,7 +160,8 @@ class PgServer:
         if self._accepting is not None:
             self._accepting.join(timeout)
         with self._lock:
-            live, threads = list(self._live.values()), list(self._threads)
+            live = [*self._live.values(), *self._starting]
+            threads = list(self._threads)
         for conn in live:
             conn.hang_up()
         for t in threads:
@@ -98,6 +173,7 @@ class PgServer:
     def register(self, conn: Connection) -> bool:
         """Count a started connection in; False when MAX_CONNECTIONS are served."""
         with self._lock:
+            self._starting.pop(conn, None)
             if len(self._live) >= MAX_CONNECTIONS or self._stopping.is_set():
                 return False
             self._live[conn.pid] = conn
@@ -105,6 +181,7 @@ class PgServer:
 
     def unregister(self, conn: Connection) -> None:
         with self._lock:
+            self._starting.pop(conn, None)
             if self._live.get(conn.pid) is conn:
                 del self._live[conn.pid]
 
