@@ -428,8 +428,15 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
             return 200, batch_answer(read_call(
                 p["c"], lambda c: [searched(req, hits) for hits in c.run(req)]),
                 accept_named())
+        return one_search(p, req)
+
+    def one_search(p, req: Search):
         cap_limit(req.limit)
         return 200, encode(read_call(p["c"], lambda c: searched(req, c.run(req))))
+
+    # hot.py runs a short single search on the event loop from its body decoded
+    # there (once: it reads the body to choose)
+    search.decoded = lambda p, body: one_search(p, Search.from_wire(body))
 
     # ---- SQL, history, verify ------------------------------------------------------
 
