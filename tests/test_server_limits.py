@@ -213,3 +213,52 @@ def test_an_arrow_column_of_a_type_taken_is_written(served, kind, column, array)
     else:
         assert item[column] == (json.loads(json.dumps(first)) if first is not None
                                 else None)
+
+
+# ---- an Arrow body's decoded size ---------------------------------------------------
+
+def _ipc(table, **options) -> bytes:
+    out = pa.BufferOutputStream()
+    with pa.ipc.new_stream(out, table.schema,
+                           options=pa.ipc.IpcWriteOptions(**options)) as w:
+        w.write_table(table)
+    return out.getvalue().to_pybytes()
+
+
+def test_an_arrow_body_that_decodes_past_the_body_cap_is_a_413(tmp_path):
+    """The body cap bounds what an Arrow body decodes to, not only the bytes sent:
+    a 64 MB column of zeros sent zstd-compressed (a few kB), and a 60 kB string a
+    dictionary column repeats 1 000 times (60 MB), are refused before they are
+    decoded (413), nothing written; one under the cap, compressed and
+    dictionary-encoded, is written. Both were decoded in full (the red team's:
+    400 MB from a 13 kB body). A dictionary index out of range is a 400 (it
+    was a raw ArrowIndexError, a 500)."""
+    path = str(tmp_path / "bomb.varve")
+    with vv.connect(path) as db:
+        db.create_collection("docs", {"title": "text", "emb": vv.Vector(2)})
+    zeros = _ipc(pa.table({"id": pa.array(np.zeros(8 << 20, np.int64))}), compression="zstd")
+    words = pa.DictionaryArray.from_arrays(pa.array(np.zeros(1000, np.int32)),
+                                           pa.array(["x" * 60_000]))
+    repeated = _ipc(pa.table({"id": pa.array(np.arange(1000)), "title": words}))
+    outside = pa.DictionaryArray.from_arrays(pa.array(np.array([0, 1 << 30], np.int32)),
+                                             pa.array(["x"]), safe=False)
+    fits = pa.table({"id": pa.array([1, 2]), "title": pa.array(["a", "b"]).dictionary_encode(),
+                     "emb": pa.FixedSizeListArray.from_arrays(pa.array([1.0, 2, 3, 4]), 2)})
+    with ServerProcess(path, args=["--max-body-mb", "1"], env=child_env()) as srv:
+        http = Http(srv, token=None)
+        for body in (zeros, repeated):
+            assert len(body) < 1 << 20
+            status, out, _ = http("POST", "/collections/docs/items", body, ctype=ARROW)
+            assert status == 413 and out["error"]["type"] == "RequestTooLargeError", out
+        status, out, _ = http("POST", "/collections/docs/search", zeros, ctype=ARROW)
+        assert status == 413 and out["error"]["type"] == "RequestTooLargeError", out
+        status, out, _ = http("POST", "/collections/docs/items", _ipc(pa.table(
+            {"id": pa.array([7, 8]), "title": outside})), ctype=ARROW)
+        assert status == 400 and out["error"]["type"] == "RequestError", out
+        assert http("GET", "/collections/docs")[1]["documents"] == 0
+        status, out, _ = http("POST", "/collections/docs/items",
+                              _ipc(fits, compression="lz4"), ctype=ARROW)
+        assert status == 201 and out["ids"] == [1, 2], out
+        assert http("GET", "/collections/docs/items/2")[1]["title"] == "b"
+        assert "Traceback" not in srv.log()
+        http.close()
