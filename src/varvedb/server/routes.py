@@ -452,6 +452,7 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
         if copy_data is not None and not isinstance(copy_data, str):
             raise E.SqlError("22023", f"copy_data is a string, got {type(copy_data).__name__}")
         from ..sql import compile_text
+        from ..sql.select import rows_at_most
         compiled = compile_text(text)
         kinds = {c.kind for c in compiled}
         # a write the server wraps in a transaction of its own, so that an answer
@@ -467,7 +468,9 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
             if own_tx:
                 s.begin()
             try:
-                r = s.sql(text, params, copy_data)
+                # a SELECT past the cap is refused before its rows are made
+                with rows_at_most(api.max_results, lambda n: cap(n, "this statement")):
+                    r = s.sql(text, params, copy_data)
                 # COPY ... TO STDOUT answers its rows as copy_data
                 cap(len(r.rows) if r.copy_data is None else r.rowcount, "this statement")
                 if own_tx:
