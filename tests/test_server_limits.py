@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import http.client as http_client
 import io
 import itertools
 import json
@@ -291,4 +292,53 @@ def test_a_select_past_the_result_cap_is_refused_before_its_rows_are_made(tmp_pa
         assert status == 422 and out["error"]["type"] == "ResultTooLargeError", out
         assert "9,000,000 rows" in out["error"]["message"]
         assert _peak_mb(srv.proc.pid) - before < 600      # MB: the rows were ~1 000
+        http.close()
+
+
+# ---- long waits off the request pool --------------------------------------------------
+
+def test_reads_are_answered_while_long_polls_and_waiting_writes_fill_the_pool(tmp_path):
+    """With --threads 2, two GET /log long polls and then two writes waiting for
+    the writer lock (an open transaction holds it) wait on pools of their own:
+    a read is answered while they wait (before, each took a request-pool thread
+    and the read waited for them). The long polls answer at the next commit,
+    the writes once the transaction ends."""
+    path = str(tmp_path / "waits.varve")
+    with vv.connect(path) as db:
+        db.create_collection("docs", {"tag": "int"}).insert({"id": 1, "tag": 1})
+        newest = db.history()[-1]
+    with ServerProcess(path, args=["--threads", "2"], env=child_env()) as srv:
+        http = Http(srv, token=None)
+        answers: list = []
+
+        def send(method, path, body=None):
+            h = http_client.HTTPConnection("127.0.0.1", srv.port, timeout=600)
+            h.request(method, path, None if body is None else json.dumps(body))
+            r = h.getresponse()
+            answers.append((path, r.status, r.read()[:300]))
+            h.close()
+
+        def started(*args) -> threading.Thread:
+            t = threading.Thread(target=send, args=args)
+            t.start()
+            return t
+
+        poll = f"/log?after={newest.version}&chain={newest.chain}&wait=10"
+        polls = [started("GET", poll) for _ in range(2)]
+        status, out, _ = http("GET", "/collections/docs")
+        assert status == 200 and out["documents"] == 1
+        assert all(t.is_alive() for t in polls) and not answers    # still waiting
+        status, tx, _ = http("POST", "/transactions")
+        assert status == 201
+        writes = [started("POST", "/collections/docs/items", [{"id": 10 + i}])
+                  for i in range(2)]
+        status, out, _ = http("GET", "/collections/docs/items/1")
+        assert status == 200 and out["tag"] == 1
+        assert all(t.is_alive() for t in writes)
+        status, _, _ = http("POST", f"/transactions/{tx['id']}/rollback")
+        assert status == 200
+        for t in polls + writes:
+            t.join(600)
+        assert sorted(a[:2] for a in answers) == sorted(
+            [(poll, 200)] * 2 + [("/collections/docs/items", 201)] * 2), answers
         http.close()

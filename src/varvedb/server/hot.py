@@ -127,7 +127,8 @@ class HotPath:
                 code, payload = api.run_here(job, self.decoded_search,
                                              (params, known[1]), given)
             else:
-                code, payload = await api.run_work(job, work, parts, given)
+                code, payload = await api.run_work(job, work, parts, given, api.pool_for(
+                    "writes" if writes else None, tx))
             if known is not None:      # its shape's searches' running average
                 seconds = self.search_seconds.get(known[0], job.seconds)
                 self.search_seconds[known[0]] = seconds + (job.seconds - seconds) * AVERAGE

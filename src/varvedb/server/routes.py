@@ -678,8 +678,11 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
     # the data routes run in the transaction a request names (X-Varve-Transaction)
     TX = {"transactional": True}
     BODY_TX = {"needs_body": True, "transactional": True}
-    # what only the writer runs (a read worker forwards it: workers.py)
-    W = {"writes": True}
+    # what only the writer runs (a read worker forwards it: workers.py); a write
+    # that waits for the writer lock waits on a pool of its own (app.Api.pool_for),
+    # but what ends a transaction (which frees the lock) never behind them
+    TXC = {"writes": True}
+    W = {**TXC, "pool": "writes"}
     BODY_W = {**BODY_TX, **W}
     return [
         # the hot routes first: Starlette tries them in order (17 µs a search)
@@ -706,9 +709,9 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
         ("/history", "GET", history, {}),
         ("/verify", "POST", verify, {"needs_body": True}),
         ("/transactions", "POST", open_transaction, W),
-        ("/transactions/{t}", "GET", transaction_state, W),
-        ("/transactions/{t}/commit", "POST", commit_transaction, W),
-        ("/transactions/{t}/rollback", "POST", rollback_transaction, W),
+        ("/transactions/{t}", "GET", transaction_state, TXC),
+        ("/transactions/{t}/commit", "POST", commit_transaction, TXC),
+        ("/transactions/{t}/rollback", "POST", rollback_transaction, TXC),
         (C + "/explain", "POST", explain, BODY_TX),
         (C + "/indexes", "POST", create_index, BODY_W),
         (C + "/indexes/{f}", "DELETE", drop_index, {**TX, **W}),
@@ -729,7 +732,7 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
         ("/restore", "POST", restore, {"needs_body": True, **W}),
         ("/checkpoint", "POST", checkpoint, W),
         ("/backup", "GET", backup, {}),
-        ("/log", "GET", log, {}),
+        ("/log", "GET", log, {"pool": "polls"}),      # a long poll: its own pool
     ]
 
 
