@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import http.client as http_client
 import io
 import itertools
 import json
@@ -213,3 +214,131 @@ def test_an_arrow_column_of_a_type_taken_is_written(served, kind, column, array)
     else:
         assert item[column] == (json.loads(json.dumps(first)) if first is not None
                                 else None)
+
+
+# ---- an Arrow body's decoded size ---------------------------------------------------
+
+def _ipc(table, **options) -> bytes:
+    out = pa.BufferOutputStream()
+    with pa.ipc.new_stream(out, table.schema,
+                           options=pa.ipc.IpcWriteOptions(**options)) as w:
+        w.write_table(table)
+    return out.getvalue().to_pybytes()
+
+
+def test_an_arrow_body_that_decodes_past_the_body_cap_is_a_413(tmp_path):
+    """The body cap bounds what an Arrow body decodes to, not only the bytes sent:
+    a 64 MB column of zeros sent zstd-compressed (a few kB), and a 60 kB string a
+    dictionary column repeats 1 000 times (60 MB), are refused before they are
+    decoded (413), nothing written; one under the cap, compressed and
+    dictionary-encoded, is written. Both were decoded in full (the red team's:
+    400 MB from a 13 kB body). A dictionary index out of range is a 400 (it
+    was a raw ArrowIndexError, a 500)."""
+    path = str(tmp_path / "bomb.varve")
+    with vv.connect(path) as db:
+        db.create_collection("docs", {"title": "text", "emb": vv.Vector(2)})
+    zeros = _ipc(pa.table({"id": pa.array(np.zeros(8 << 20, np.int64))}), compression="zstd")
+    words = pa.DictionaryArray.from_arrays(pa.array(np.zeros(1000, np.int32)),
+                                           pa.array(["x" * 60_000]))
+    repeated = _ipc(pa.table({"id": pa.array(np.arange(1000)), "title": words}))
+    outside = pa.DictionaryArray.from_arrays(pa.array(np.array([0, 1 << 30], np.int32)),
+                                             pa.array(["x"]), safe=False)
+    fits = pa.table({"id": pa.array([1, 2]), "title": pa.array(["a", "b"]).dictionary_encode(),
+                     "emb": pa.FixedSizeListArray.from_arrays(pa.array([1.0, 2, 3, 4]), 2)})
+    with ServerProcess(path, args=["--max-body-mb", "1"], env=child_env()) as srv:
+        http = Http(srv, token=None)
+        for body in (zeros, repeated):
+            assert len(body) < 1 << 20
+            status, out, _ = http("POST", "/collections/docs/items", body, ctype=ARROW)
+            assert status == 413 and out["error"]["type"] == "RequestTooLargeError", out
+        status, out, _ = http("POST", "/collections/docs/search", zeros, ctype=ARROW)
+        assert status == 413 and out["error"]["type"] == "RequestTooLargeError", out
+        status, out, _ = http("POST", "/collections/docs/items", _ipc(pa.table(
+            {"id": pa.array([7, 8]), "title": outside})), ctype=ARROW)
+        assert status == 400 and out["error"]["type"] == "RequestError", out
+        assert http("GET", "/collections/docs")[1]["documents"] == 0
+        status, out, _ = http("POST", "/collections/docs/items",
+                              _ipc(fits, compression="lz4"), ctype=ARROW)
+        assert status == 201 and out["ids"] == [1, 2], out
+        assert http("GET", "/collections/docs/items/2")[1]["title"] == "b"
+        assert "Traceback" not in srv.log()
+        http.close()
+
+
+# ---- /sql's result cap ----------------------------------------------------------------
+
+def _peak_mb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) // 1024 for line in f if line.startswith("VmHWM"))
+
+
+def test_a_select_past_the_result_cap_is_refused_before_its_rows_are_made(tmp_path):
+    """A cross join of 9 000 000 rows past a cap of 10 answers the cap's 422, its
+    rows never made as Python values: the server's peak memory grows by a few
+    hundred MB of arrays, not the ~1 GB of rows it grew by when the cap was
+    checked after the whole result was made (the red team's: 2.6 GB). A count
+    over the same join (one row) is answered."""
+    path = str(tmp_path / "join.varve")
+    with vv.connect(path) as db:
+        db.create_collection("docs", {"tag": "int"}).insert_arrays(
+            id=np.arange(3000) + 10 ** 6, tag=np.arange(3000) % 7)
+    with ServerProcess(path, args=["--max-results", "10"], env=child_env()) as srv:
+        http = Http(srv, token=None)
+        status, out, _ = http("POST", "/sql", {"sql": "SELECT count(*) FROM docs a, docs b"})
+        assert status == 200 and out["rows"] == [[9_000_000]], out
+        before = _peak_mb(srv.proc.pid)
+        status, out, _ = http("POST", "/sql",
+                              {"sql": "SELECT a.id, b.tag FROM docs a, docs b"})
+        assert status == 422 and out["error"]["type"] == "ResultTooLargeError", out
+        assert "9,000,000 rows" in out["error"]["message"]
+        assert _peak_mb(srv.proc.pid) - before < 600      # MB: the rows were ~1 000
+        http.close()
+
+
+# ---- long waits off the request pool --------------------------------------------------
+
+def test_reads_are_answered_while_long_polls_and_waiting_writes_fill_the_pool(tmp_path):
+    """With --threads 2, two GET /log long polls and then two writes waiting for
+    the writer lock (an open transaction holds it) wait on pools of their own:
+    a read is answered while they wait (before, each took a request-pool thread
+    and the read waited for them). The long polls answer at the next commit,
+    the writes once the transaction ends."""
+    path = str(tmp_path / "waits.varve")
+    with vv.connect(path) as db:
+        db.create_collection("docs", {"tag": "int"}).insert({"id": 1, "tag": 1})
+        newest = db.history()[-1]
+    with ServerProcess(path, args=["--threads", "2"], env=child_env()) as srv:
+        http = Http(srv, token=None)
+        answers: list = []
+
+        def send(method, path, body=None):
+            h = http_client.HTTPConnection("127.0.0.1", srv.port, timeout=600)
+            h.request(method, path, None if body is None else json.dumps(body))
+            r = h.getresponse()
+            answers.append((path, r.status, r.read()[:300]))
+            h.close()
+
+        def started(*args) -> threading.Thread:
+            t = threading.Thread(target=send, args=args)
+            t.start()
+            return t
+
+        poll = f"/log?after={newest.version}&chain={newest.chain}&wait=10"
+        polls = [started("GET", poll) for _ in range(2)]
+        status, out, _ = http("GET", "/collections/docs")
+        assert status == 200 and out["documents"] == 1
+        assert all(t.is_alive() for t in polls) and not answers    # still waiting
+        status, tx, _ = http("POST", "/transactions")
+        assert status == 201
+        writes = [started("POST", "/collections/docs/items", [{"id": 10 + i}])
+                  for i in range(2)]
+        status, out, _ = http("GET", "/collections/docs/items/1")
+        assert status == 200 and out["tag"] == 1
+        assert all(t.is_alive() for t in writes)
+        status, _, _ = http("POST", f"/transactions/{tx['id']}/rollback")
+        assert status == 200
+        for t in polls + writes:
+            t.join(600)
+        assert sorted(a[:2] for a in answers) == sorted(
+            [(poll, 200)] * 2 + [("/collections/docs/items", 201)] * 2), answers
+        http.close()

@@ -202,6 +202,13 @@ class Api:
         self.max_results = max_results
         self.timeout = timeout
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="varvedb-request")
+        # the long waits have pools of their own, so that reads are served while
+        # they wait: a write waiting for the writer lock (an open transaction holds
+        # it up to --timeout), a GET /log long poll (up to MAX_LOG_WAIT). Not what
+        # runs in a transaction, nor ends one: behind the writes that wait for its
+        # lock, it would wait for them (pool_for)
+        self.writes = ThreadPoolExecutor(threads, thread_name_prefix="varvedb-write")
+        self.polls = ThreadPoolExecutor(threads, thread_name_prefix="varvedb-poll")
         # the writer's requests all come through a worker, which counts them
         self.metrics = Metrics(db, count_requests=self.process != "writer", replica=replica)
         self.transactions = Transactions(db, transaction_idle_timeout, wait=timeout)
@@ -247,15 +254,17 @@ class Api:
             if not message.get("more_body", False):
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    async def run_work(self, job: Job, work, parts, min_version_given: str | None):
-        """`work(*parts)` on the pool, in the transaction and on the branch the
-        request names (`job`), at most `timeout` seconds unless it has begun to
-        write (see Job): its (status, payload)."""
+    async def run_work(self, job: Job, work, parts, min_version_given: str | None,
+                       pool: ThreadPoolExecutor | None = None):
+        """`work(*parts)` on `pool` (None: the request pool), in the transaction and
+        on the branch the request names (`job`), at most `timeout` seconds unless it
+        has begun to write (see Job): its (status, payload)."""
         wanted = min_version(min_version_given)     # refused when malformed, workers or not
         if self.follower is None:
             wanted = None                # one process: every answer is the newest
-        fut = asyncio.get_running_loop().run_in_executor(self.pool, _run_job, job, work, parts,
-                                                         self.metrics, self.follower, wanted)
+        fut = asyncio.get_running_loop().run_in_executor(pool or self.pool, _run_job, job,
+                                                         work, parts, self.metrics,
+                                                         self.follower, wanted)
         try:
             return await asyncio.wait_for(asyncio.shield(fut), self.timeout)
         except asyncio.TimeoutError:
@@ -271,15 +280,24 @@ class Api:
                     "timeout; nothing was applied") from None
             return await fut      # a write under way: it ends, then answers
 
+    def pool_for(self, pool: str | None, transaction: str | None) -> ThreadPoolExecutor:
+        """The pool a request runs on: the route's own ("writes", "polls") or the
+        request pool, which is also a named transaction's (see __init__)."""
+        if pool is None or transaction is not None:
+            return self.pool
+        return self.writes if pool == "writes" else self.polls
+
     def endpoint(self, template: str, work, needs_body: bool = False, open_route: bool = False,
-                 inline: bool = False, transactional: bool = False, writes: bool = False):
+                 inline: bool = False, transactional: bool = False, writes: bool = False,
+                 pool: str | None = None):
         """An ASGI endpoint: checks the token, reads the body, runs `work(request
         parts)` on the pool (at most `timeout` seconds, unless it has begun to
         write: see Job), answers with the status and bytes `work` returns.
         transactional: the route runs in the transaction its X-Varve-Transaction
         header names (Job.transaction). writes: a read worker forwards it to the
         writer, as it does any request in a transaction and any `work` that
-        raises WriterNeeded."""
+        raises WriterNeeded. pool: "writes" or "polls", a pool of the route's own
+        (pool_for)."""
         observe = self.metrics.observe
         by_raw_path = "{id}" in template
         writer = self.writer
@@ -303,7 +321,8 @@ class Api:
                     job = Job(headers.get(HEADER) if transactional else None,
                               headers.get(BRANCH_HEADER), headers.get("accept"))
                     code, payload = await self.run_work(job, work, parts,
-                                                        headers.get(MIN_VERSION_HEADER))
+                                                        headers.get(MIN_VERSION_HEADER),
+                                                        self.pool_for(pool, job.transaction))
                 return self._answer(template, request, code, payload, t0)
             except WriterNeeded:
                 try:
@@ -434,7 +453,8 @@ async def _publish_commits(api: Api) -> None:
 
 
 def _shutdown(api: Api) -> None:
-    api.pool.shutdown(wait=True)
+    for pool in (api.pool, api.writes, api.polls):
+        pool.shutdown(wait=True)
     if api.follower is not None:
         api.follower.stop()
     db = api.db

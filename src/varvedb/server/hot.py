@@ -9,35 +9,44 @@ one dict, and the answer sent as its status, three headers and the bytes.
 Everything else — every other route, a HEAD, a read worker's request that the
 writer must run — goes on to the Starlette app unchanged.
 
-A search whose collection's searches have been short of late (a running
-average under INLINE_BELOW) runs on the event loop itself: handing it to a
-pool thread and back (a futex wake, the loop's wake-up, two context switches)
-costs more CPU than a graph search, and the kernels release the GIL anyway.
-Not in a transaction (which may wait for its lock), and in a read worker only
-when it is at the writer's newest version and the read names no min_version
-(catching up takes the follower's lock, which its linker holds a chunk at a
-time, and a min_version may wait): the rest goes to the pool. Such a search is
-not abandoned at --timeout, being short. The average keeps a collection whose
-searches turn long (no index, a selective filter) on the pool.
+A single search whose like have been short of late (a running average under
+INLINE_BELOW) runs on the event loop itself: handing it to a pool thread and
+back (a futex wake, the loop's wake-up, two context switches) costs more CPU
+than a graph search, and the kernels release the GIL anyway. Such a search is
+not abandoned at --timeout, and every other client waits while it runs, so
+only a search whose cost its like bound may: one JSON object of a vector and
+the knobs in INLINE_KEYS (no batch, no filter, no text leg, no as_of: their
+cost is the request's own, so a slow one after many short ones would stall the
+loop past the timeout), its "like" being its collection, field, exact and
+power of two of max(limit, ef, probes) (`shape`). Not in a transaction (which
+may wait for its lock), and in a read worker only when it is at the writer's
+newest version and the read names no min_version (catching up takes the
+follower's lock, which its linker holds a chunk at a time, and a min_version
+may wait): the rest goes to the pool. The average keeps a shape whose searches
+turn long (no index, many deleted rows) on the pool.
 """
 from __future__ import annotations
 
 import logging
 import time
 
+import msgspec
 from starlette.datastructures import QueryParams
 
 from .. import errors as E
 from .follower import MIN_VERSION_HEADER
-from .routes import BRANCH_HEADER, JSON, media_of
+from .routes import ARROW, BRANCH_HEADER, JSON, NPY, media_of
 from .transactions import HEADER
 
 log = logging.getLogger("varvedb.server")
 
 SEARCH, ITEMS = "/collections/{c}/search", "/collections/{c}/items"
 ITEM = "/collections/{c}/items/{id}"
-INLINE_BELOW = 0.002   # seconds: a collection's searches this short on average run inline
-AVERAGE = 0.2          # the weight of each search's time in its collection's average
+INLINE_BELOW = 0.002   # seconds: a shape's searches this short on average run inline
+AVERAGE = 0.2          # the weight of each search's time in its shape's average
+# what a search that may run inline names (`shape`), and its body's size at most
+INLINE_KEYS = frozenset({"vector", "limit", "select", "field", "exact", "ef", "probes"})
+INLINE_BODY = 64 << 10
 _NO_QUERY = QueryParams("")
 _JSON = JSON.encode()
 # the request headers the hot routes read, as ASGI gives them (lower case bytes)
@@ -59,7 +68,8 @@ class HotPath:
         self._version = (-1, b"")      # the last X-Varve-Version sent, and its bytes
         # where a search may run on the loop (see the module's docstring)
         self.follower = api.follower
-        self.search_seconds: dict[str, float] = {}   # a collection's, averaged
+        self.search_seconds: dict[tuple, float] = {}   # a shape's (`shape`), averaged
+        self.decoded_search = works[(SEARCH, "POST")].decoded
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/collections/"):
@@ -109,15 +119,19 @@ class HotPath:
             tx = _text(headers.get(_TX))
             job = self.job(tx, _text(headers.get(_BRANCH)), _text(headers.get(_ACCEPT)))
             given = _text(headers.get(_MIN_VERSION))
-            if template == SEARCH and tx is None and \
-                    self.search_seconds.get(params["c"], INLINE_BELOW) < INLINE_BELOW and \
+            known = shape(params["c"], parts[2], raw) if template == SEARCH and tx is None \
+                else None
+            if known is not None and \
+                    self.search_seconds.get(known[0], INLINE_BELOW) < INLINE_BELOW and \
                     (self.follower is None or given is None and self.follower.current()):
-                code, payload = api.run_here(job, work, parts, given)
+                code, payload = api.run_here(job, self.decoded_search,
+                                             (params, known[1]), given)
             else:
-                code, payload = await api.run_work(job, work, parts, given)
-            if template == SEARCH:      # its collection's searches' running average
-                seconds = self.search_seconds.get(params["c"], job.seconds)
-                self.search_seconds[params["c"]] = seconds + (job.seconds - seconds) * AVERAGE
+                code, payload = await api.run_work(job, work, parts, given, api.pool_for(
+                    "writes" if writes else None, tx))
+            if known is not None:      # its shape's searches' running average
+                seconds = self.search_seconds.get(known[0], job.seconds)
+                self.search_seconds[known[0]] = seconds + (job.seconds - seconds) * AVERAGE
         except E.VarveError as e:
             return await self.refuse(scope, receive, send, template, e, t0)
         except Exception as e:      # a bug: say so, keep serving
@@ -149,6 +163,27 @@ class HotPath:
         await response(scope, receive, send)
         self.api.metrics.observe(template, scope["method"], response.status_code,
                                  time.perf_counter() - t0)
+
+
+def shape(collection: str, ctype: str, raw: bytes) -> tuple | None:
+    """(the shape a single search's time is averaged under, its body decoded), or
+    None where it may not run inline (the module's docstring): a body that is
+    binary, large, not JSON, or names what INLINE_KEYS does not (a malformed
+    value goes to the pool, which refuses it)."""
+    if len(raw) > INLINE_BODY or ctype.split(";")[0].strip().lower() in (ARROW, NPY):
+        return None
+    try:
+        body = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    if type(body) is not dict or not body.keys() <= INLINE_KEYS:
+        return None
+    widths = (body.get("limit", 10), body.get("ef") or 0, body.get("probes") or 0)
+    field, exact = body.get("field"), body.get("exact", False)
+    if any(type(w) is not int for w in widths) or type(exact) is not bool or \
+            not (field is None or type(field) is str):
+        return None
+    return (collection, field, exact, max(widths).bit_length()), body
 
 
 def _text(value: bytes | None) -> str | None:

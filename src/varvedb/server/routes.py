@@ -25,6 +25,7 @@ from ..schema import (HNSW, ID_END, IVFPQ, ID_MIN, Field, Vector, brief, index_s
                       is_int)
 from ..tabular import to_arrow
 from ..wire import decode, encode, encode_msgpack
+from . import arrow_size
 from .docs_page import Page
 from .follower import WAIT_STEP, WriterNeeded
 
@@ -278,7 +279,7 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
     def insert(p, q, ctype, raw):
         kind = ctype.split(";")[0].strip().lower()
         if kind == ARROW:
-            columns = _arrow_columns(raw)
+            columns = _arrow_columns(raw, api.max_body)
 
             def run(s):
                 coll = s.collection(p["c"])
@@ -410,7 +411,7 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
         kind = ctype.split(";")[0].strip().lower()
         if kind in (NPY, ARROW):      # a batch: the query vectors are the body
             req = Search.from_wire({**_binary_search_args(q),
-                                    "vectors": _query_block_body(kind, raw)})
+                                    "vectors": _query_block_body(kind, raw, api.max_body)})
         else:
             body = json_body(ctype, raw, dict, "search")
             if "queries" in body:
@@ -428,8 +429,15 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
             return 200, batch_answer(read_call(
                 p["c"], lambda c: [searched(req, hits) for hits in c.run(req)]),
                 accept_named())
+        return one_search(p, req)
+
+    def one_search(p, req: Search):
         cap_limit(req.limit)
         return 200, encode(read_call(p["c"], lambda c: searched(req, c.run(req))))
+
+    # hot.py runs a short single search on the event loop from its body decoded
+    # there (once: it reads the body to choose)
+    search.decoded = lambda p, body: one_search(p, Search.from_wire(body))
 
     # ---- SQL, history, verify ------------------------------------------------------
 
@@ -444,6 +452,7 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
         if copy_data is not None and not isinstance(copy_data, str):
             raise E.SqlError("22023", f"copy_data is a string, got {type(copy_data).__name__}")
         from ..sql import compile_text
+        from ..sql.select import rows_at_most
         compiled = compile_text(text)
         kinds = {c.kind for c in compiled}
         # a write the server wraps in a transaction of its own, so that an answer
@@ -459,7 +468,9 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
             if own_tx:
                 s.begin()
             try:
-                r = s.sql(text, params, copy_data)
+                # a SELECT past the cap is refused before its rows are made
+                with rows_at_most(api.max_results, lambda n: cap(n, "this statement")):
+                    r = s.sql(text, params, copy_data)
                 # COPY ... TO STDOUT answers its rows as copy_data
                 cap(len(r.rows) if r.copy_data is None else r.rowcount, "this statement")
                 if own_tx:
@@ -667,8 +678,11 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
     # the data routes run in the transaction a request names (X-Varve-Transaction)
     TX = {"transactional": True}
     BODY_TX = {"needs_body": True, "transactional": True}
-    # what only the writer runs (a read worker forwards it: workers.py)
-    W = {"writes": True}
+    # what only the writer runs (a read worker forwards it: workers.py); a write
+    # that waits for the writer lock waits on a pool of its own (app.Api.pool_for),
+    # but what ends a transaction (which frees the lock) never behind them
+    TXC = {"writes": True}
+    W = {**TXC, "pool": "writes"}
     BODY_W = {**BODY_TX, **W}
     return [
         # the hot routes first: Starlette tries them in order (17 µs a search)
@@ -695,9 +709,9 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
         ("/history", "GET", history, {}),
         ("/verify", "POST", verify, {"needs_body": True}),
         ("/transactions", "POST", open_transaction, W),
-        ("/transactions/{t}", "GET", transaction_state, W),
-        ("/transactions/{t}/commit", "POST", commit_transaction, W),
-        ("/transactions/{t}/rollback", "POST", rollback_transaction, W),
+        ("/transactions/{t}", "GET", transaction_state, TXC),
+        ("/transactions/{t}/commit", "POST", commit_transaction, TXC),
+        ("/transactions/{t}/rollback", "POST", rollback_transaction, TXC),
         (C + "/explain", "POST", explain, BODY_TX),
         (C + "/indexes", "POST", create_index, BODY_W),
         (C + "/indexes/{f}", "DELETE", drop_index, {**TX, **W}),
@@ -718,7 +732,7 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
         ("/restore", "POST", restore, {"needs_body": True, **W}),
         ("/checkpoint", "POST", checkpoint, W),
         ("/backup", "GET", backup, {}),
-        ("/log", "GET", log, {}),
+        ("/log", "GET", log, {"pool": "polls"}),      # a long poll: its own pool
     ]
 
 
@@ -918,12 +932,13 @@ def _binary_search_args(q) -> dict:
     return args
 
 
-def _query_block_body(kind: str, raw: bytes) -> np.ndarray:
+def _query_block_body(kind: str, raw: bytes, limit: int) -> np.ndarray:
     """A batch's query vectors from a binary body: an (n, dim) .npy array, or an
-    Arrow IPC stream of one column of fixed-size lists of numbers."""
+    Arrow IPC stream of one column of fixed-size lists of numbers (decoding to at
+    most `limit` bytes)."""
     if kind == NPY:
         return _npy_array(raw)
-    columns = _arrow_columns(raw)
+    columns = _arrow_columns(raw, limit)
     block = next(iter(columns.values())) if len(columns) == 1 else None
     if not isinstance(block, np.ndarray) or block.ndim != 2:
         raise E.RequestError("an Arrow body of a batch of searches is one column of "
@@ -997,54 +1012,77 @@ def _npy_array(raw: bytes) -> np.ndarray:
     return a
 
 
-def _arrow_columns(raw: bytes) -> dict:
+def _arrow_columns(raw: bytes, limit: int) -> dict:
+    """The columns of an Arrow IPC body, refused (413) where they would decode to
+    over `limit` bytes (arrow_size.py)."""
     try:
         import pyarrow as pa
     except ImportError:
         raise E.RequestError("this server has no pyarrow: send rows as JSON, or vectors as "
                              "application/x-npy") from None
+    total = arrow_size.stream_bytes(raw, limit)
     try:
         t = pa.ipc.open_stream(raw).read_all()
-    except (pa.ArrowInvalid, pa.ArrowException, OSError) as e:
+        # its offsets and dictionary indices in range: read_all checks the framing,
+        # not the data, and dictionary_decode of a crafted index crashed the process
+        t.validate(full=True)
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as e:     # a name not UTF-8
         raise E.RequestError(f"the body is not an Arrow IPC stream: {e}") from None
-    out = {}
+    out, arrays = {}, {}
     for name, col in zip(t.column_names, t.columns):
-        if name in out:      # a dict would keep the last one quietly
+        if name in arrays:      # a dict would keep the last one quietly
             raise E.RequestError(f"the Arrow stream has two columns named {brief(name)}")
-        out[name] = _arrow_column(name, col.combine_chunks() if col.num_chunks != 1
-                                  else col.chunk(0))
+        arr = arrays[name] = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        _arrow_type_taken(name, arr.type)
+        if pa.types.is_dictionary(arr.type):
+            total += arrow_size.dictionary_growth(arr)
+            arrow_size.check(total, limit)
+    for name, arr in arrays.items():
+        out[name] = _arrow_column(name, arr)
     return out
 
 
-def _arrow_taken(typ) -> bool:
+def _arrow_taken(typ, top: bool = True) -> bool:
     """Whether an Arrow type maps onto the values a field takes: numbers, bools,
     strings, timestamps and dates, nulls, and lists, structs and maps of these
-    (vectors, JSON). Binary, decimal, time, duration, interval, union and
-    extension types do not (a union's values have no one type to coerce)."""
+    (vectors, JSON); dictionary-encoded scalars as a column's own type (so its
+    decoded size is found before it is decoded: arrow_size.dictionary_growth).
+    Binary, decimal, time, duration, interval, union and extension types do not
+    (a union's values have no one type to coerce)."""
     import pyarrow as pa
     t = pa.types
-    if (t.is_null(typ) or t.is_boolean(typ) or t.is_integer(typ) or t.is_floating(typ)
-            or t.is_string(typ) or t.is_large_string(typ) or t.is_timestamp(typ)
-            or t.is_date(typ)):
+    if _arrow_scalar(typ):
         return True
     if t.is_dictionary(typ):
-        return _arrow_taken(typ.value_type)
+        return top and _arrow_scalar(typ.value_type)
     if t.is_list(typ) or t.is_large_list(typ) or t.is_fixed_size_list(typ):
-        return _arrow_taken(typ.value_type)
+        return _arrow_taken(typ.value_type, False)
     if t.is_struct(typ):
-        return all(_arrow_taken(typ.field(i).type) for i in range(typ.num_fields))
+        return all(_arrow_taken(typ.field(i).type, False) for i in range(typ.num_fields))
     if t.is_map(typ):
-        return _arrow_taken(typ.key_type) and _arrow_taken(typ.item_type)
+        return _arrow_taken(typ.key_type, False) and _arrow_taken(typ.item_type, False)
     return False
+
+
+def _arrow_scalar(typ) -> bool:
+    import pyarrow as pa
+    t = pa.types
+    return (t.is_null(typ) or t.is_boolean(typ) or t.is_integer(typ) or t.is_floating(typ)
+            or t.is_string(typ) or t.is_large_string(typ) or t.is_timestamp(typ)
+            or t.is_date(typ))
+
+
+def _arrow_type_taken(name: str, typ) -> None:
+    if not _arrow_taken(typ):
+        raise E.FieldTypeError(f"column {brief(name)}: Arrow type {typ} is not one this "
+                               "server takes (numbers, bools, strings, timestamps, dates, "
+                               "and lists, structs and maps of these; dictionary-encoded "
+                               "scalars as a column)")
 
 
 def _arrow_column(name: str, arr):
     import pyarrow as pa
     typ = arr.type
-    if not _arrow_taken(typ):
-        raise E.FieldTypeError(f"column {brief(name)}: Arrow type {typ} is not one this "
-                               "server takes (numbers, bools, strings, timestamps, dates, "
-                               "and lists, structs and maps of these)")
     if pa.types.is_dictionary(typ):
         arr, typ = arr.dictionary_decode(), typ.value_type
     if pa.types.is_fixed_size_list(typ) and (pa.types.is_floating(typ.value_type)

@@ -20,7 +20,10 @@ evaluator (Where).
 from __future__ import annotations
 
 import copy
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import partial
+from typing import Callable
 
 import numpy as np
 from pglast import ast
@@ -579,7 +582,27 @@ def grammar_root(node, text):
     return None if type(got) is Refusal else got
 
 
+# the most rows a SELECT's result may have, and what refuses one past it, where a
+# caller set them (`rows_at_most`: the HTTP server's result cap): refused from its
+# count, before its rows are made as Python values (many times its arrays' size)
+_ROWS_AT_MOST: ContextVar = ContextVar("varvedb_sql_rows_at_most", default=None)
+
+
+@contextmanager
+def rows_at_most(n: int, refuse: Callable[[int], None]):
+    """Within it, a SELECT answering more than `n` rows calls `refuse(its rows)`
+    (which raises) before its rows are made."""
+    token = _ROWS_AT_MOST.set((n, refuse))
+    try:
+        yield
+    finally:
+        _ROWS_AT_MOST.reset(token)
+
+
 def result_of(res, names) -> SqlResult:
+    cap = _ROWS_AT_MOST.get()
+    if cap is not None and res.count > cap[0]:
+        cap[1](res.count)
     cols = [v.python() for v in res.columns]
     rows = list(zip(*cols)) if cols else [() for _ in range(res.count)]
     kinds = [None if v.kind in ("null", "unknown") else v.kind for v in res.columns]
