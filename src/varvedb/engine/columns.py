@@ -36,6 +36,19 @@ RESERVE_ROOM = 8 << 30    # ... and at least this much (address space is cheap, 
 _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform == "linux" else 0)
 
 
+def _line_aligned(shape: tuple, dtype, nbytes: int) -> np.ndarray:
+    """An empty array whose first byte is on a cache line. malloc's large blocks
+    start 16 bytes into a page, so a 512-byte vector row spanned nine lines instead
+    of eight: a 1 000-row scan took 9.9 µs against 8.3 aligned (its rows are read
+    whole, line by line)."""
+    buf = np.empty(nbytes + _LINE, np.uint8)
+    start = -buf.ctypes.data % _LINE
+    return buf[start:start + nbytes].view(dtype).reshape(shape)
+
+
+_LINE = 64
+
+
 class Growable:
     """An append-only array with spare capacity at its end."""
 
@@ -103,7 +116,7 @@ class Growable:
         first written."""
         nbytes = cap * self._row_bytes()
         if nbytes < RESERVE_FROM:
-            return np.empty((cap,) + self.tail, dtype=self.dtype), None
+            return _line_aligned((cap,) + self.tail, self.dtype, nbytes), None
         try:
             room = mmap.mmap(-1, max(nbytes * RESERVE_FACTOR, RESERVE_ROOM),
                              flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
