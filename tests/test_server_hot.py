@@ -104,6 +104,18 @@ def test_an_unknown_collection_is_a_typed_404_and_leaves_no_average(app):
     asyncio.run(main())
 
 
+def test_a_malformed_search_body_is_the_routes_typed_refusal(app):
+    """A body the loop cannot read as a single search (not JSON, nested past the
+    decoder's depth) goes on to the route, which refuses it with a RequestError;
+    a nested one raised RecursionError on the loop, answered as a server's bug."""
+    async def main():
+        for body in (b"[" * 60_000, b"{", b""):
+            status, out = await asyncio.wait_for(call(
+                app, "POST", "/collections/docs/search", body), HANG)
+            assert status == 400 and out["error"]["type"] == "RequestError", body[:8]
+    asyncio.run(main())
+
+
 def test_a_read_worker_runs_a_short_search_on_the_loop_only_when_it_is_current(tmp_path):
     """serve --workers N: a read worker at the writer's newest version answers a
     short search on the loop; one behind the published version (a refresh to

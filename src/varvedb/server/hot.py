@@ -126,6 +126,9 @@ class HotPath:
                     (self.follower is None or given is None and self.follower.current()):
                 code, payload = api.run_here(job, self.decoded_search,
                                              (params, known[1]), given)
+            elif known is not None:     # its body decoded here already: not again there
+                code, payload = await api.run_work(job, self.decoded_search,
+                                                   (params, known[1]), given)
             else:
                 code, payload = await api.run_work(job, work, parts, given, api.pool_for(
                     "writes" if writes else None, tx))
@@ -174,7 +177,7 @@ def shape(collection: str, ctype: str, raw: bytes) -> tuple | None:
         return None
     try:
         body = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):    # the route refuses it, typed
         return None
     if type(body) is not dict or not body.keys() <= INLINE_KEYS:
         return None

@@ -435,8 +435,8 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
         cap_limit(req.limit)
         return 200, encode(read_call(p["c"], lambda c: searched(req, c.run(req))))
 
-    # hot.py runs a short single search on the event loop from its body decoded
-    # there (once: it reads the body to choose)
+    # hot.py runs a single search from its body decoded on the event loop (once: it
+    # reads the body to choose where the search runs, the loop or the pool)
     search.decoded = lambda p, body: one_search(p, Search.from_wire(body))
 
     # ---- SQL, history, verify ------------------------------------------------------
