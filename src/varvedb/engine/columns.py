@@ -28,25 +28,13 @@ import threading
 import numpy as np
 
 from ..schema import VECTOR_DTYPES, Field, vector_values
+from ..storage.memory import line_aligned
 
 NULL_CODE = -1
 RESERVE_FROM = 16 << 20   # bytes: a column this large grows inside reserved address space
 RESERVE_FACTOR = 16       # ... reserved this many times its size at a time,
 RESERVE_ROOM = 8 << 30    # ... and at least this much (address space is cheap, moving is not)
 _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform == "linux" else 0)
-
-
-def _line_aligned(shape: tuple, dtype, nbytes: int) -> np.ndarray:
-    """An empty array whose first byte is on a cache line. malloc's large blocks
-    start 16 bytes into a page, so a 512-byte vector row spanned nine lines instead
-    of eight: a 1 000-row scan took 9.9 µs against 8.3 aligned (its rows are read
-    whole, line by line)."""
-    buf = np.empty(nbytes + _LINE, np.uint8)
-    start = -buf.ctypes.data % _LINE
-    return buf[start:start + nbytes].view(dtype).reshape(shape)
-
-
-_LINE = 64
 
 
 class Growable:
@@ -116,7 +104,7 @@ class Growable:
         first written."""
         nbytes = cap * self._row_bytes()
         if nbytes < RESERVE_FROM:
-            return _line_aligned((cap,) + self.tail, self.dtype, nbytes), None
+            return line_aligned((cap,) + self.tail, self.dtype), None   # rows on lines
         try:
             room = mmap.mmap(-1, max(nbytes * RESERVE_FACTOR, RESERVE_ROOM),
                              flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)

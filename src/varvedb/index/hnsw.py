@@ -72,6 +72,7 @@ from varvedb.kernels.distance import (GRAPH_METRIC_CODES, METRIC_CODE_DOT, METRI
 from ..errors import NonFiniteVectorError
 from ..schema import HNSW_LIMITS, MAX_DIM
 from ..storage.format import code_width
+from ..storage.memory import line_aligned
 from . import prefetch
 
 _FORMAT = 3              # 1: before quantize (13 params), 2: before pq (15); both read
@@ -1034,10 +1035,7 @@ def _grown(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 def _aligned_grown(codes: np.ndarray, rows: int) -> np.ndarray:
     """``codes`` copied into ``rows`` rows (zeros past its own) whose first byte is
     on a cache line, so that a row of 64 bytes is one line."""
-    width = codes.shape[1]
-    buf = np.zeros(rows * width + 64, np.uint8)
-    start = -buf.ctypes.data % 64
-    out = buf[start:start + rows * width].view(np.int8).reshape(rows, width)
+    out = line_aligned((rows, codes.shape[1]), np.int8, zero=True)
     n = min(rows, codes.shape[0])
     out[:n] = codes[:n]
     return out
