@@ -133,6 +133,11 @@ SELECT 1 AS x UNION SELECT 2 UNION SELECT 1;
 -- => [(1,), (2,)]
 SELECT NULL::int UNION SELECT NULL::int;
 -- => [(None,)]
+-- a NULL vector has no width: it unions with vectors of any
+SELECT NULL::vector UNION SELECT v FROM docs WHERE id < 3 ORDER BY 1 NULLS FIRST;
+-- => [(None,), ([0.0, 1.0],), ([1.0, 0.0],)]
+SELECT v FROM docs WHERE id = 3 UNION ALL SELECT NULL::vector;
+-- => [([1.0, 1.0],), (None,)]
 -- an int column meets a float one: float
 SELECT k FROM a UNION SELECT w FROM b ORDER BY 1;
 -- => [(0.5,), (1.5,), (2.5,), (4.0,), (10.0,), (20.0,), (50.0,), (None,)]

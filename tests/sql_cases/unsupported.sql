@@ -60,3 +60,6 @@ SELECT * FROM generate_series(1.5, 3);
 -- !! 0A000
 SELECT string_agg(DISTINCT 'x', ',');
 -- !! 0A000
+-- a result column of vectors of different dimensions (PostgreSQL's may mix them)
+SELECT '[1,2,3]'::vector UNION SELECT '[1,2]'::vector;
+-- !! 0A000

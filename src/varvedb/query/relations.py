@@ -52,10 +52,19 @@ def concat(vals: list[Val], what: str) -> Val:
     typed = [v for v in vals if v.kind != "null"]
     if not typed:
         return Val("null", None, np.ones(n, bool))
-    kind = typed[0].kind
-    datas = [v.data if v.kind != "null" else _filler(typed[0].data, len(v)) for v in vals]
-    if kind == "vector" and len({d.shape[1:] for d in datas if len(d)}) > 1:
-        raise SqlError("22000", "different vector dimensions in one column")
+    kind, like = typed[0].kind, typed[0].data
+    if kind == "vector":
+        # a vector column's rows share one width here (PostgreSQL's may differ: not
+        # supported); an all-NULL leg (`NULL::vector` has no width) takes the others'
+        valued = [v for v in typed if not v.nulls.all()] or typed[:1]
+        if len({v.data.shape[1:] for v in valued}) > 1:
+            raise SqlError("0A000", f"vectors of different dimensions in one {what} column "
+                                    "are not supported")
+        like = valued[0].data
+        datas = [v.data if v.kind != "null" and not v.nulls.all() else _filler(like, len(v))
+                 for v in vals]
+    else:
+        datas = [v.data if v.kind != "null" else _filler(like, len(v)) for v in vals]
     if any(d.dtype == object for d in datas):
         datas = [d.astype(object) for d in datas]
     return Val(kind, np.concatenate(datas), np.concatenate([v.nulls for v in vals]))
