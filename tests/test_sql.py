@@ -1014,3 +1014,28 @@ def test_psycopg_placeholders_refused_when_they_do_not_fit():
         assert db.sql("SELECT '%s'").rows == [("%s",)]      # no parameters: no placeholders
     finally:
         db.close()
+
+
+def test_an_index_build_in_progress_and_relation_sizes(db):
+    """pg_stat_progress_create_index shows a vector index while it takes the table's
+    rows (pgvector's phase, row versions for blocks and tuples) and nothing once it
+    has caught up; pg_relation_size and its kin count the arrays each relation holds."""
+    db.sql("CREATE TABLE items (id bigserial PRIMARY KEY, tag int, embedding vector(8))")
+    items = db.collection("items")
+    items.insert_arrays(tag=np.arange(3000) % 7,
+                        embedding=np.random.default_rng(0).random((3000, 8), np.float32))
+    progress = ("SELECT relid = 'items'::regclass, index_relid = 'items_idx'::regclass, phase, "
+                "blocks_total, blocks_done < blocks_total, tuples_total "
+                "FROM pg_stat_progress_create_index")
+    with db.engine.maintainer.hold():           # nothing links while held
+        db.sql("CREATE INDEX items_idx ON items USING hnsw (embedding vector_l2_ops)")
+        assert db.sql(progress).rows == [(True, True, "building index: loading tuples", 3000,
+                                          True, 3000)]
+        before = db.sql("SELECT pg_relation_size('items_idx')").rows[0][0]
+    assert items.wait_indexed(timeout=600)
+    assert db.sql(progress).rows == []
+    table, index, indexes, total = db.sql(
+        "SELECT pg_relation_size('items'), pg_relation_size('items_idx'), "
+        "pg_indexes_size('items'), pg_total_relation_size('items')").rows[0]
+    assert index > before and table > 3000 * 8 * 4      # (no node linked: no array yet)
+    assert indexes > index and total == table + indexes

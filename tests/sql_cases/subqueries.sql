@@ -155,3 +155,20 @@ SELECT ARRAY(SELECT id FROM t) + 1;
 -- !! 42883
 SELECT array_to_string(5, ',');
 -- !! 42883
+-- relation sizes (their numbers are each engine's own; how they relate is PostgreSQL's),
+-- and index builds in progress (none at the end of a statement here)
+SELECT pg_relation_size('t') > 0, pg_relation_size('t_pkey') > 0, pg_indexes_size('t') > 0, pg_indexes_size('t_pkey'), pg_relation_size('t', 'fsm'), pg_relation_size('t', 'vm');
+-- => [(True, True, True, 0, 0, 0)]
+SELECT pg_total_relation_size('t') = pg_table_size('t') + pg_indexes_size('t'), pg_total_relation_size('t_pkey') = pg_relation_size('t_pkey'), pg_table_size('t') >= pg_relation_size('t');
+-- => [(True, True, True)]
+SELECT pg_relation_size(NULL::regclass), pg_relation_size('t', NULL), pg_size_pretty(pg_relation_size('t')) LIKE '% bytes';
+-- => [(None, None, True)]
+SELECT pg_relation_size('no_such_table');
+-- !! 42P01
+SELECT pg_relation_size('t', 'nofork');
+-- !! 22023
+SELECT pg_relation_size(1.5);
+-- !! 42883
+SELECT * FROM pg_stat_progress_create_index;
+-- => []
+

@@ -198,13 +198,17 @@ class Table:
         """Bytes of the arrays this table holds, by part (the server's metrics):
         rows (ids, born, died), columns, vector graphs, text and scalar indexes.
         Arrays mapped from the file count too (their pages are the OS's to keep)."""
-        def grown(obj) -> int:
-            return sum(v.data.nbytes for v in vars(obj).values() if isinstance(v, Growable))
-        rows = grown(self) + (grown(self.ids) if isinstance(self.ids, TextColumn) else 0)
-        return {"rows": rows, "columns": sum(grown(c) for c in self.columns.values()),
+        rows = _grown_bytes(self) + (_grown_bytes(self.ids)
+                                     if isinstance(self.ids, TextColumn) else 0)
+        return {"rows": rows, "columns": sum(_grown_bytes(c) for c in self.columns.values()),
                 "vector_indexes": sum(vi.nbytes() for vi in self.vector_indexes.values()),
                 "text_indexes": sum(ix.nbytes() for ix in self.text_indexes.values()),
                 "scalar_indexes": sum(ix.nbytes() for ix in self.indexes.values())}
+
+    def id_bytes(self) -> int:
+        """Bytes of the id column, what a lookup by id reads (SQL's primary key
+        index; counted in memory_bytes' rows too)."""
+        return _grown_bytes(self.ids) if isinstance(self.ids, TextColumn) else self.ids.data.nbytes
 
     # ---- reading -------------------------------------------------------------
 
@@ -676,3 +680,8 @@ def check_unique(keys: list) -> None:
         seen = set()
         dup = next(k for k in keys if k in seen or seen.add(k))
         raise DuplicateIdError(f"id {dup!r} appears twice in one batch")
+
+
+def _grown_bytes(obj) -> int:
+    """Bytes of the Growable arrays among obj's attributes."""
+    return sum(v.data.nbytes for v in vars(obj).values() if isinstance(v, Growable))

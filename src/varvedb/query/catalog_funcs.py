@@ -107,9 +107,9 @@ def tablespace_location(oid: int) -> str:
 
 
 def no_value(*args) -> None:
-    """col_description, obj_description, shobj_description, pg_table_size and
-    pg_database_size (the tables share a file the database may not have: an
-    in-memory one), pg_get_statisticsobjdef_columns: nothing to show."""
+    """col_description, obj_description, shobj_description, pg_database_size
+    (the tables share a file the database may not have: an in-memory one),
+    pg_get_statisticsobjdef_columns: nothing to show."""
     return None
 
 
@@ -146,7 +146,6 @@ FUNCTIONS = {
     "shobj_description": (no_value, "text"),
     "pg_database_size": (no_value, "int"),
     "pg_get_statisticsobjdef_columns": (no_value, "text"),
-    "pg_table_size": (no_value, "int"),
     "pg_partition_ancestors": (partition_ancestors, "int"),
     "pg_relation_is_publishable": (not_published, "bool"),
 }

@@ -994,19 +994,32 @@ def _per_value(name: str, fn, kind: str, strict: bool):
     return call
 
 
-def _catalog_fn(method: str):
+def _catalog_fn(method: str, kind: str = "text"):
     """pg_get_indexdef(oid [, column, pretty]), pg_get_constraintdef(oid [, pretty]):
-    the catalog's text of each row's relation or constraint."""
+    the catalog's text of each row's relation or constraint; with kind "int",
+    pg_relation_size(regclass [, fork]) and its kin: a relation's bytes, named by
+    OID or by name ('items' is a regclass there, as PostgreSQL reads it)."""
     def call(e: Func, rel: Rel, env: Env) -> Val:
         if not e.args or env.catalog is None:
             raise SqlError("42883", f"function {e.name}() does not exist")
         args = [evaluate(a, rel, env) for a in e.args]
-        args = [coerce(a, "int") if a.kind == "unknown" and i < 2 else a
+        if kind == "int" and args[0].kind in ("unknown", "text"):
+            args[0] = _regclass(args[0], env)
+        if kind == "int" and args[0].kind not in ("int", "null"):
+            raise SqlError("42883", f"function {e.name}({args[0].kind}) does not exist")
+        args = [coerce(a, "int") if a.kind == "unknown" and i < 2 and kind == "text" else a
                 for i, a in enumerate(args)]
         find = getattr(env.catalog, method)
-        out = [None if xs[0] is None else find(*xs)
-               for xs in zip(*(a.python() for a in args))]
-        return Val("text", object_array(out), np.array([x is None for x in out], bool))
+        try:
+            out = [None if None in xs else find(*xs)
+                   for xs in zip(*(a.python() for a in args))]
+        except TypeError:
+            raise SqlError("42883", f"function {e.name}({', '.join(a.kind for a in args)}) "
+                                    "does not exist") from None
+        nulls = np.array([x is None for x in out], bool)
+        if kind == "int":
+            return Val("int", np.array([0 if x is None else x for x in out], np.int64), nulls)
+        return Val("text", object_array(out), nulls)
     return call
 
 
@@ -1026,7 +1039,11 @@ _ON_NODES = {"bm25": _bm25, "snippet": _snippet, "highlight": _highlight,
              "has_database_privilege": _fixed(True, args=2),
              "pg_has_role": _fixed(True, args=2),
              "pg_get_indexdef": _catalog_fn("indexdef"),
-             "pg_get_constraintdef": _catalog_fn("constraintdef")}
+             "pg_get_constraintdef": _catalog_fn("constraintdef"),
+             "pg_relation_size": _catalog_fn("relation_size", "int"),
+             "pg_table_size": _catalog_fn("table_size", "int"),
+             "pg_indexes_size": _catalog_fn("indexes_size", "int"),
+             "pg_total_relation_size": _catalog_fn("total_size", "int")}
 ROW_FUNCTIONS = frozenset(_ON_NODES)
 
 

@@ -13,10 +13,12 @@ its catalog id (TABLE_OID_BASE + 1 000 a collection), its indexes' follow it
 statement and use it in the next, as psql's \d does."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..errors import SqlError
 from ..query.expr import Val, object_array
 from ..query.literals import value_text
 from ..query.pg_procs import OPERATORS, PROCS
@@ -255,6 +257,55 @@ class Catalog:
         r = self._relations().get(oid - CONSTRAINT_OFFSET + 1)
         return "PRIMARY KEY (id)" if r is not None and r.primary else None
 
+    # ---- sizes: the bytes of the arrays a relation holds in memory (a mapped file's
+    # pages counted), as pg_relation_size and its kin report a relation's disk pages
+
+    def _sizes(self, oid: int) -> tuple[int, int] | None:
+        """(its own bytes, its indexes' bytes) of a collection (its rows' versions
+        and columns; its id key, vector, scalar and full-text indexes) or of one
+        index (its own; none); a sequence holds none; None: no such relation."""
+        r = self._relations().get(oid)
+        if r is None:
+            return None
+        if r.kind == "S":
+            return 0, 0
+        t = self.ctx.engine.table(r.table if r.kind == "i" else r.name)
+        if r.kind == "r":
+            parts = t.memory_bytes()
+            key = 0 if t.schema.id_hidden else t.id_bytes()
+            return parts["rows"] + parts["columns"], key + parts["vector_indexes"] + \
+                parts["text_indexes"] + parts["scalar_indexes"]
+        if r.primary:
+            return t.id_bytes(), 0
+        ix = t.vector_indexes.get(r.column) or t.indexes.get(r.column)
+        return (0 if ix is None else ix.nbytes()), 0
+
+    def relation_size(self, oid: int, fork: str = "main") -> int | None:
+        """pg_relation_size(relation [, fork]): its own bytes ('main'; the other
+        forks hold none here)."""
+        if fork not in _FORKS:
+            raise SqlError("22023", f'invalid fork name "{fork}"')
+        got = self._sizes(oid)
+        return None if got is None else got[0] if fork == "main" else 0
+
+    def table_size(self, oid: int) -> int | None:
+        """pg_table_size(relation): its own bytes (no TOAST here)."""
+        got = self._sizes(oid)
+        return None if got is None else got[0]
+
+    def indexes_size(self, oid: int) -> int | None:
+        """pg_indexes_size(relation): its indexes' bytes (an index has none)."""
+        got = self._sizes(oid)
+        return None if got is None else got[1]
+
+    def total_size(self, oid: int) -> int | None:
+        """pg_total_relation_size(relation): its own and its indexes' bytes."""
+        got = self._sizes(oid)
+        return None if got is None else got[0] + got[1]
+
+
+_FORKS = ("main", "fsm", "vm", "init")
+
 
 @_relation("pg_class", "oid", "relname", "relnamespace", "relkind", "relowner", "relam",
            "relhasindex", "relpersistence", "relispartition", "reltablespace", "reltoastrelid",
@@ -271,6 +322,37 @@ def _pg_class(ctx) -> list[Val]:
             _ints([0] * n), _ints([0] * n), _bools([False] * n), _bools([False] * n),
             _bools([False] * n), _bools([False] * n), _texts(["d"] * n), _nulls(n),
             _nulls(n), _nulls(n)]     # no access lists: the owner's defaults
+
+
+# pgvector's phase while its graph takes the table's rows
+BUILD_PHASE = "building index: loading tuples"
+
+
+@_relation("pg_stat_progress_create_index", "pid", "datid", "datname", "relid", "index_relid",
+           "command", "phase", "lockers_total", "lockers_done", "current_locker_pid",
+           "blocks_total", "blocks_done", "tuples_total", "tuples_done", "partitions_total",
+           "partitions_done")
+def _pg_stat_progress_create_index(ctx) -> list[Val]:
+    """A row for each vector index still taking committed rows (a CREATE INDEX over
+    a table's rows, or rows committed faster than the maintainer links them):
+    blocks and tuples both count row versions, done the linked ones. None once
+    every index has caught up, as PostgreSQL shows none once its builds are done."""
+    rows = []
+    for r in _relations(ctx):
+        if r.kind != "i" or r.method not in ("hnsw", "ivfflat", "ivfpq"):
+            continue
+        t = ctx.engine.table(r.table)
+        vi = t.vector_indexes.get(r.column)
+        total = t.committed_n
+        if vi is not None and vi.indexed < total:
+            rows.append((r, total, vi.indexed))
+    k = len(rows)
+    total, done = [x[1] for x in rows], [x[2] for x in rows]
+    return [_ints([os.getpid()] * k), _ints([DATABASE_OID] * k), _texts(["varvedb"] * k),
+            _ints([x[0].table_oid for x in rows]), _ints([x[0].oid for x in rows]),
+            _texts(["CREATE INDEX"] * k), _texts([BUILD_PHASE] * k), _ints([0] * k),
+            _ints([0] * k), _ints([0] * k), _ints(total), _ints(done), _ints(total),
+            _ints(done), _ints([0] * k), _ints([0] * k)]
 
 
 @_relation("pg_index", "indexrelid", "indrelid", "indnatts", "indnkeyatts", "indisunique",
