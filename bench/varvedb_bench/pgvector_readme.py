@@ -36,12 +36,13 @@ def blocks(readme: str) -> list[list[str]]:
     from pglast import split
     out = []
     for body in re.findall(r"```sql\n(.*?)```", readme, re.S):
+        # (a placeholder line, `SELECT ...`, is the README's, not a statement)
         body = "\n".join(line for line in body.splitlines()
-                         if not line.lstrip().startswith(("#", "--")))
+                         if not line.lstrip().startswith(("#", "--")) and "..." not in line)
         statements = []
         for piece in re.split(r";\s*\n", body):
             piece = piece.strip().rstrip(";").strip()
-            if not piece or "..." in piece or re.match(r"COPY .* FROM STDIN", piece, re.I):
+            if not piece or re.match(r"COPY .* FROM STDIN", piece, re.I):
                 continue
             try:
                 statements.extend(split(piece))
