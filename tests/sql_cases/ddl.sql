@@ -71,6 +71,16 @@ ALTER TABLE people ADD COLUMN name text;
 -- !! 42701
 ALTER TABLE nowhere ADD COLUMN x int;
 -- !! 42P01
+-- SET STORAGE (pgvector's advice for exact scans): values are always inline here
+ALTER TABLE people ALTER COLUMN town SET STORAGE PLAIN;
+ALTER TABLE people ALTER COLUMN nothing SET STORAGE PLAIN;
+-- !! 42703
+SELECT id, town FROM people ORDER BY id;
+-- => [(1, 'Oslo'), (2, None)]
+-- ALTER EXTENSION vector UPDATE: the types are built in, nothing to update
+ALTER EXTENSION vector UPDATE;
+ALTER EXTENSION no_such_extension UPDATE;
+-- !! 42704
 
 -- DROP TABLE [IF EXISTS]
 DROP TABLE people;

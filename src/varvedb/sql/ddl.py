@@ -47,6 +47,8 @@ SQL_TYPES = {"f32": "vector", "f16": "halfvec", "bit": "bit", "int8": "vector"}
 def compile_statement(stmt):
     if isinstance(stmt, ast.CreateExtensionStmt):
         return CreateExtension(stmt)
+    if isinstance(stmt, ast.AlterExtensionStmt):
+        return AlterExtension(stmt)
     if isinstance(stmt, ast.CreateStmt):
         return CreateTable(stmt)
     if isinstance(stmt, ast.DropStmt):
@@ -68,6 +70,21 @@ class CreateExtension:
 
     def run(self, ctx, params) -> SqlResult:
         return SqlResult([], [], "CREATE EXTENSION")
+
+
+class AlterExtension:
+    """`ALTER EXTENSION vector UPDATE`: the vector types are built in, always at
+    the version pg_extension shows; nothing to update."""
+
+    def __init__(self, stmt):
+        if stmt.extname != "vector":
+            raise SqlError("42704", f'extension "{stmt.extname}" does not exist')
+        if stmt.options:
+            raise NotSupportedError("ALTER EXTENSION vector takes no version: the vector "
+                                    "types are built in")
+
+    def run(self, ctx, params) -> SqlResult:
+        return SqlResult([], [], "ALTER EXTENSION")
 
 
 def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
@@ -249,6 +266,10 @@ class AlterTable:
                 self.cmds.append(("add", c.def_.colname, c.def_, bool(c.missing_ok)))
             elif c.subtype == AlterTableType.AT_DropColumn:
                 self.cmds.append(("drop", c.name, None, bool(c.missing_ok)))
+            elif c.subtype == AlterTableType.AT_SetStorage:
+                # pgvector's advice for exact scans (SET STORAGE PLAIN): a column's
+                # values are always kept in its own arrays here, never out of line
+                self.cmds.append(("storage", c.name, None, False))
             else:
                 raise NotSupportedError(f"ALTER TABLE {c.subtype.name.removeprefix('AT_')} "
                                         "is not supported")
@@ -274,6 +295,10 @@ class AlterTable:
                         raise NotSupportedError("a table's id column cannot be added")
                     validate_name(column, "column")
                     coll.add_field(column, field)
+                elif verb == "storage":
+                    if column not in fields and column != "id":
+                        raise SqlError("42703", f'column "{column}" of relation "{self.name}" '
+                                                "does not exist")
                 else:
                     if column == "id":
                         raise NotSupportedError("a table's id column cannot be dropped")
