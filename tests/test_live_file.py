@@ -11,7 +11,11 @@ Real processes on a real file, no mocks:
   commit it had acknowledged may be missing from the file afterwards;
 * read-only processes refreshing over and over while this process commits
   bursts of one-row inserts (and vacuums between bursts) must never be told
-  that history is damaged, and must end at the writer's last version.
+  that history is damaged, and must end at the writer's last version;
+* a file opened through a symlink, or by a relative path before the process
+  changes directory: a vacuum renames its new file over that same file (the
+  link stays a link, a second writer is still refused, another directory's
+  file of the same name is untouched).
 """
 from __future__ import annotations
 
@@ -21,9 +25,11 @@ import signal
 import subprocess
 import threading
 
+import pytest
+
 import varvedb as vv
 
-from conftest import PYTHON, child_env
+from conftest import PYTHON, child_env, file_digest
 
 HANG = 120.0   # seconds: a hang guard only
 
@@ -199,3 +205,51 @@ def test_readers_refreshing_under_bursts_of_commits_never_see_damage(tmp_path):
                              f"{damaged[:3]}")
         _, seen, count, refreshes, _ = lines[-1].split()
         assert (int(seen), int(count)) == (version, n) and int(refreshes) > 0
+
+
+# ---- the file a connection opened, whatever names it later ---------------------------
+
+def test_a_vacuum_through_a_symlink_keeps_the_link_and_the_file_locked(tmp_path):
+    real, link = str(tmp_path / "real.varve"), str(tmp_path / "link.varve")
+    with vv.connect(real) as db:
+        db.create_collection("t", {"x": vv.Int()}).insert([{"id": 1, "x": 1}])
+    os.symlink(real, link)
+    db = vv.connect(link)
+    try:
+        db.vacuum()        # its new file renamed over the target, not over the link
+        assert os.path.islink(link) and os.path.realpath(link) == os.path.realpath(real)
+        with pytest.raises(vv.WriterLockedError):   # the target is still this one's
+            vv.connect(real)
+        db["t"].insert([{"id": 2, "x": 2}])
+    finally:
+        db.close()
+    with vv.connect(link, readonly=True) as ro:
+        assert sorted(ro["t"].find().ids) == [1, 2] and ro.verify().ok
+
+
+def test_a_relative_path_names_its_file_after_the_process_changes_directory(
+        tmp_path, monkeypatch):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "y").mkdir()
+    mine, other = str(tmp_path / "x" / "rel.varve"), str(tmp_path / "y" / "rel.varve")
+    with vv.connect(other) as db:     # the same history's shape, other ids
+        t = db.create_collection("t", {"x": vv.Int()})
+        for i in range(4):
+            t.insert([{"id": 1000 + i, "x": i}])
+    before = file_digest(other)
+    monkeypatch.chdir(tmp_path / "x")
+    db = vv.connect("rel.varve")
+    try:
+        t = db.create_collection("t", {"x": vv.Int()})
+        for i in range(4):
+            t.insert([{"id": i, "x": i}])
+        monkeypatch.chdir(tmp_path / "y")
+        db.vacuum(keep=2)      # of x's file still, not y's of the same name
+        assert sorted(t.find().ids) == [0, 1, 2, 3]
+        t.insert([{"id": 7, "x": 7}])
+    finally:
+        db.close()
+    assert file_digest(other) == before
+    with vv.connect(mine, readonly=True) as ro:
+        assert sorted(ro["t"].find().ids) == [0, 1, 2, 3, 7] and ro.verify().ok
+    assert db.path == os.path.realpath(mine)      # the file it opened, named whole

@@ -48,7 +48,7 @@ from ..schema import (Field, Schema, brief, check_not_null, complete_columns, fi
 from .embedding import check_embedders, fill_embedded, unchanged_texts
 from ..storage import format as F
 from ..storage import backup, log_reader, shipping
-from ..storage.file import DatabaseFile, fsync_dir
+from ..storage.file import DatabaseFile, fsync_dir, real_path
 from ..storage.backup import BackupInfo
 from ..storage.log_reader import LoggedCommit
 from ..storage.log_writer import LogWriter
@@ -128,7 +128,9 @@ class Engine:
             raise OptionError(f"batch_ms is a non-negative number of milliseconds, "
                               f"not {batch_ms!r}")
         self.lock_timeout = check_timeout(lock_timeout)
-        self.path = path
+        # resolved once: the file is named again later (vacuum's rename over it,
+        # refresh's replaced(), the lock's check)
+        self.path = real_path(path) if path else None
         self.readonly = readonly
         self.tables: dict[int, Table] = {}
         self.names: dict[str, int] = {}
@@ -153,7 +155,7 @@ class Engine:
         self.maintainer = None if readonly else Maintainer(self)
         self._shipped = None                   # (file, end, version, chain) last shipped
         self.vacuums = self.backups = 0        # done since open (the server's /metrics)
-        self.log = LogWriter.open(path, readonly, durability, batch_ms) if path else None
+        self.log = LogWriter.open(self.path, readonly, durability, batch_ms) if path else None
         if self.log:
             try:
                 self.load_state()
