@@ -26,7 +26,9 @@ def connect(path: str | os.PathLike = ":memory:", *, readonly: bool = False,
             timeout: float = 5.0, retain=None, retain_dead: float = 0.5,
             branch: str = "main") -> "Database":
     """Open (creating if missing) a varvedb file; ":memory:" (the default) keeps
-    nothing on disk; an empty path is an OptionError.
+    nothing on disk; an empty path is an OptionError. The path is resolved once
+    (symlinks followed, made absolute; `Database.path`): the connection keeps
+    that file, whatever the name or the working directory names later.
 
     durability: "commit" (fdatasync before each commit returns; concurrent
     commits share one), "batch" (fdatasync at most every `batch_ms`
@@ -71,8 +73,9 @@ class Database:
         if not path:        # else taken as no path: a typo'd path would silently keep nothing
             raise OptionError('the path is empty: name a file, or ":memory:" for a database '
                               "kept in memory")
-        self.path = None if path == ":memory:" else path
-        self.engine = Engine(self.path, readonly, durability, batch_ms, timeout)
+        self.engine = Engine(None if path == ":memory:" else path, readonly, durability,
+                             batch_ms, timeout)
+        self.path = self.engine.path     # resolved: the file this connection opened
         self._local = threading.local()
         self._branch = MAIN         # the branch its sessions use, unless one use()s another
 

@@ -87,7 +87,7 @@ class Replica:
         """Take the leader's whole file again (its backup stream) in place of ours."""
         log.warning("varvedb replica: re-seeding %s from %s's backup: %s", self.path,
                     self.url, why)
-        tmp = self.path + ".reseed"
+        tmp = self.db.path + ".reseed"     # beside the file open (its path resolved)
         from .storage.backup import remove_quietly
         remove_quietly(tmp)
         self._seed(tmp)

@@ -48,7 +48,7 @@ from ..schema import (Field, Schema, brief, check_not_null, complete_columns, fi
 from .embedding import check_embedders, fill_embedded, unchanged_texts
 from ..storage import format as F
 from ..storage import backup, log_reader, shipping
-from ..storage.file import DatabaseFile, fsync_dir
+from ..storage.file import DatabaseFile, fsync_dir, real_path
 from ..storage.backup import BackupInfo
 from ..storage.log_reader import LoggedCommit
 from ..storage.log_writer import LogWriter
@@ -93,6 +93,9 @@ def freeze_loaded_modules() -> bool:
 
 
 _FROZEN = False
+# What a load sets, and load_state swaps in together
+LOADED = ("tables", "names", "history", "catalog", "next_cid", "applying_version",
+          "applying_branch", "visible", "written", "_map", "_generation")
 _MAIN_HEAD = main_view(HEAD)     # the view main's writer writes
 
 
@@ -128,7 +131,9 @@ class Engine:
             raise OptionError(f"batch_ms is a non-negative number of milliseconds, "
                               f"not {batch_ms!r}")
         self.lock_timeout = check_timeout(lock_timeout)
-        self.path = path
+        # resolved once: the file is named again later (vacuum's rename over it,
+        # refresh's replaced(), the lock's check)
+        self.path = real_path(path) if path else None
         self.readonly = readonly
         self.tables: dict[int, Table] = {}
         self.names: dict[str, int] = {}
@@ -153,7 +158,7 @@ class Engine:
         self.maintainer = None if readonly else Maintainer(self)
         self._shipped = None                   # (file, end, version, chain) last shipped
         self.vacuums = self.backups = 0        # done since open (the server's /metrics)
-        self.log = LogWriter.open(path, readonly, durability, batch_ms) if path else None
+        self.log = LogWriter.open(self.path, readonly, durability, batch_ms) if path else None
         if self.log:
             try:
                 self.load_state()
@@ -174,6 +179,23 @@ class Engine:
         self.next_cid = 1
 
     def load_state(self) -> None:
+        """Load the state from the file into a copy of this engine, then put it in
+        place at once: this connection's readers on other threads (during a refresh
+        after another process's vacuum, or a reload after a failed sync) see the
+        old state whole until then, the new one after, never one half loaded."""
+        fresh = copy.copy(self)
+        fresh.forget_state()          # (its own empty tables: the copy shared ours)
+        fresh._load()
+        was = {k: self.__dict__[k] for k in LOADED}
+        # One dict update puts every loaded attribute in place: no Python code runs
+        # inside it (`was` keeps the old values, so none is freed there), so no
+        # other thread runs between its stores and sees some swapped, others not.
+        self.__dict__.update({k: fresh.__dict__[k] for k in LOADED})
+        del was
+        if not self.readonly:
+            self._link(list(self.tables))
+
+    def _load(self) -> None:
         log = self.log
         buf = log.file.map()
         self._map = buf
@@ -199,7 +221,6 @@ class Engine:
             self._prepare(self)
         if not self.readonly:
             log.cut_tail(buf)
-            self._link(list(self.tables))
 
     def _load_from(self, mv, sb) -> tuple[int, bytes]:
         """Load the checkpoint sb points at (None: none), replay the log after it."""
@@ -234,7 +255,6 @@ class Engine:
         if self.log is None or self._generation == self.log.generation:
             return
         with self.maintainer.hold():   # it must not link into the tables replaced here
-            self.forget_state()
             self.load_state()
 
     def _check_scan(self, scan, start: int) -> None:
@@ -298,7 +318,6 @@ class Engine:
                 old = self.log
                 self.log = LogWriter.open(self.path, True, old.durability, old.batch_ms)
                 old.close()
-                self.forget_state()
                 self.load_state()
                 return self.visible
             log = self.log
@@ -308,7 +327,6 @@ class Engine:
             mv = memoryview(buf)
             if not log_reader.holds_commit(mv, log.commit_at, log.version, log.chain):
                 # the writer undid commits this reader had seen (a failed sync): start over
-                self.forget_state()
                 self.load_state()
                 return self.visible
             scan = log_reader.scan(mv, log.end, log.version, log.chain, log.file.superblocks)
@@ -914,9 +932,12 @@ class Engine:
         if self.closed:       # (ensure_open inlined: every kept search asks for its table)
             self.ensure_open()
         cid = self.names.get(name)
-        if cid is None:
-            raise NotFoundError(f"no collection named {name!r}")
-        return self.tables[cid]
+        if cid is not None:
+            try:
+                return self.tables[cid]
+            except KeyError:      # a load swapped in between the two reads dropped it
+                pass
+        raise NotFoundError(f"no collection named {name!r}")
 
     # ---- checkpoints and lifecycle ------------------------------------------
 

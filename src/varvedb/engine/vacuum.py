@@ -262,11 +262,9 @@ def adopt_file(engine, new: DatabaseFile) -> None:
     # synced every commit. A failure there must not stop the engine from loading the
     # new file: it would append at the new log's start with the old file's state.
     old.close(sync=False)
-    # The new file ends in a checkpoint of all of it: the state is loaded whole and
-    # then replaces the old (readers see one or the other: cids are the same).
+    # The state is loaded whole and then replaces the old (load_state): readers see
+    # one or the other (cids are the same).
     with engine.maintainer.hold():   # it must not link into the tables replaced here
-        if new.superblock is None:    # (never: the new file was checkpointed) replay afresh
-            engine.forget_state()
         engine.load_state()
 
 

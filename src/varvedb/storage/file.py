@@ -270,6 +270,20 @@ def nbytes(bufs: list) -> int:
     return sum(len(b) if isinstance(b, (bytes, bytearray)) else b.nbytes for b in bufs)
 
 
+def real_path(path: str) -> str:
+    """The path with its symlinks followed, made absolute: what a connection names
+    its file by from its open on (a link renamed over, or another working
+    directory, would name another file later). A NUL byte is an OptionError."""
+    try:
+        return os.path.realpath(path)
+    except ValueError as e:
+        raise _not_a_path(path, e) from e
+
+
+def _not_a_path(path: str, e: ValueError) -> OptionError:
+    return OptionError(f"{path!r} is not a file path: {e}")    # no file has that name
+
+
 def _open_regular(path: str, readonly: bool) -> int:
     """A descriptor of the regular file at path (created for a writer), or a typed
     error naming the path with the operating system's error as its cause. Opened
@@ -278,8 +292,8 @@ def _open_regular(path: str, readonly: bool) -> int:
     flags = os.O_RDONLY if readonly else os.O_RDWR | os.O_CREAT
     try:
         fd = os.open(path, flags | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o644)
-    except ValueError as e:     # a NUL byte: no file can have that name
-        raise OptionError(f"{path!r} is not a file path: {e}") from e
+    except ValueError as e:     # a NUL byte
+        raise _not_a_path(path, e) from e
     except FileNotFoundError as e:
         raise FileMissingError(f"{path} does not exist; a read-only connection opens an "
                                "existing file" if readonly else
