@@ -465,6 +465,6 @@ def make_column(field: Field):
         return VectorColumn(field)
     if field.kind == "text":
         return TextColumn(field)
-    if field.kind == "json":
+    if field.kind in ("json", "sparsevec"):     # (a sparse vector: its stored bytes)
         return JsonColumn(field)
     return ScalarColumn(field)

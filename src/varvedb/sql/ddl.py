@@ -424,7 +424,7 @@ class CreateIndex:
             with s.writing():
                 s.collection(self.table).create_index(self.column, spec)
             return SqlResult([], [], "CREATE INDEX")
-        if f.kind in ("vector", "json", "bool"):
+        if f.kind in ("vector", "json", "bool", "sparsevec"):
             raise NotSupportedError(f"a {f.kind} column cannot carry a scalar index")
         if self.column in t.indexes:
             if self.if_not_exists:
