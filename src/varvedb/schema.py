@@ -1046,14 +1046,12 @@ def _sparse_blob(name: str, f: Field, v: Any) -> bytes:
     from .sparse import SparseVector
     if isinstance(v, (bool, int, float)):
         raise FieldTypeError(f"field {name!r} is sparsevec, got {brief(v)}")
-    try:
+    try:    # (a value SparseVector refuses: its SqlError, with pgvector's SQLSTATE)
         sv = v if isinstance(v, SparseVector) else SparseVector(v)
-    except VarveError as e:
-        raise FieldTypeError(f"field {name!r}: {e}") from None
     except (TypeError, ValueError):
         raise FieldTypeError(f"field {name!r} is sparsevec, got {brief(v)}") from None
-    if f.dim and sv.dim != f.dim:
-        raise DimensionError(f"field {name!r}: expected {f.dim} dimensions, not {sv.dim}")
+    if f.dim and sv.dim != f.dim:       # pgvector's words
+        raise DimensionError(f"expected {f.dim} dimensions, not {sv.dim}")
     return sv.to_blob()
 
 

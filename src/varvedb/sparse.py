@@ -59,12 +59,12 @@ class SparseVector:
             vals = dense[idx]
         if dim is not None and dim != d:
             raise SqlError("22000", f"expected {dim} dimensions, not {d}")
-        idx, vals = np.asarray(idx, np.int64), np.asarray(vals, np.float32)
-        check(d, idx, vals)
-        keep = vals != 0                 # zeros are not stored (pgvector's input)
-        self.dim = int(d)
-        self.indices = idx[keep].astype(np.int32)
-        self.values = vals[keep]
+        self.dim, self.indices, self.values = _checked(d, idx, vals)
+
+    @classmethod
+    def checked(cls, dim: int, indices, values) -> "SparseVector":
+        """A value from its parts (a binary parameter's), checked as pgvector checks them."""
+        return cls._of(*_checked(dim, indices, values))
 
     @classmethod
     def _of(cls, dim: int, indices: np.ndarray, values: np.ndarray) -> "SparseVector":
@@ -108,7 +108,16 @@ class SparseVector:
         return f"SparseVector('{text(self)}')"
 
 
-def check(dim: int, idx: np.ndarray, vals: np.ndarray) -> None:
+def _checked(dim, idx, vals) -> tuple[int, np.ndarray, np.ndarray]:
+    """(dim, indices int32, values float32) of checked parts, zeros dropped (not
+    stored, as pgvector's input drops them)."""
+    idx, vals = np.asarray(idx, np.int64), np.asarray(vals, np.float32)
+    _check(dim, idx, vals)
+    keep = vals != 0
+    return int(dim), idx[keep].astype(np.int32), vals[keep]
+
+
+def _check(dim: int, idx: np.ndarray, vals: np.ndarray) -> None:
     """pgvector's checks of a sparsevec's parts (SqlError with its SQLSTATEs)."""
     if dim < 1:
         raise SqlError("22000", "sparsevec must have at least 1 dimension")
