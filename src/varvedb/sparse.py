@@ -199,9 +199,18 @@ def _element(token: str, bad) -> float:
 
 def text(v: SparseVector) -> str:
     """pgvector's output: {1:1.5,3:2}/5 (1-based; values as float4 prints them)."""
-    from .query.literals import float_text
-    parts = [f"{i + 1}:{float_text(x, 6)}" for i, x in zip(v.indices.tolist(), v.values.tolist())]
+    parts = [f"{i + 1}:{_float4_text(x)}" for i, x in zip(v.indices.tolist(), v.values)]
     return "{" + ",".join(parts) + f"}}/{v.dim}"
+
+
+def _float4_text(x: np.float32) -> str:
+    """PostgreSQL's float4 output of a finite value: its shortest round-trip digits,
+    in exponent form where the exponent is below -4 or at least 6 (1e-05,
+    1.2345679e+08, 0.0001). (query/literals.float_text writes the same; the
+    values layer cannot import it.)"""
+    sci = np.format_float_scientific(x, unique=True, trim="-", exp_digits=2)
+    exp = int(sci[sci.index("e") + 1:])
+    return np.format_float_positional(x, unique=True, trim="-") if -4 <= exp < 6 else sci
 
 
 # ---- a block of many --------------------------------------------------------------

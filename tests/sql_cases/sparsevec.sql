@@ -46,6 +46,9 @@ SELECT '{2:1.5}/3'::sparsevec::vector, '{2:1.5}/3'::sparsevec::halfvec;
 -- => [([0.0, 1.5, 0.0], [0.0, 1.5, 0.0])]
 SELECT '{1:0.1,2:1e-7,3:123456789}/3'::sparsevec::text;
 -- => [('{1:0.1,2:1e-07,3:1.2345679e+08}/3',)]
+-- float4's shortest digits, fixed notation for exponents -4 to 5
+SELECT '{1:3.3333333,2:-2e-05,3:1e+20,4:0.00012345,5:999999.9,6:1000000,7:0.0001}/7'::sparsevec;
+-- => [('{1:3.3333333,2:-2e-05,3:1e+20,4:0.00012345,5:999999.9,6:1e+06,7:0.0001}/7',)]
 -- the input's indices in any order (sorted), spaces, zeros (not stored)
 SELECT ' { 3 : 1 , 1 : 2 } / 3 '::sparsevec;
 -- => [('{1:2,3:1}/3',)]
