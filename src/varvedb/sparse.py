@@ -240,13 +240,17 @@ class SparseBlock:
     @staticmethod
     def of_blobs(blobs: list) -> "SparseBlock":
         """A block over stored rows (bytes; None: a NULL row), one buffer for all."""
-        blobs = [_NULL_BLOB if b is None else b for b in blobs]
-        words = np.frombuffer(b"".join(blobs), "<i4").astype(np.int32, copy=False)
-        sizes = np.fromiter(map(len, blobs), np.int64, len(blobs)) // 4
-        starts = np.cumsum(sizes) - sizes
+        words, sizes = pack(blobs)
+        return SparseBlock.over(words, np.cumsum(sizes) - sizes, sizes)
+
+    @staticmethod
+    def over(words: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> "SparseBlock":
+        """The rows whose stored forms start at `starts` in `words` and take `sizes`
+        words each (a NULL row: dim 0, no element)."""
         count = ((sizes - 1) // 2).astype(np.int32)
-        return SparseBlock(words[starts].copy() if len(blobs) else np.zeros(0, np.int32),
-                           starts + 1, starts + 1 + count, count, words, words.view(np.float32))
+        dims = words[starts] if len(starts) else np.zeros(0, np.int32)
+        return SparseBlock(dims, starts + 1, starts + 1 + count, count, words,
+                           words.view(np.float32))
 
     @staticmethod
     def broadcast(v: SparseVector, n: int) -> "SparseBlock":
@@ -269,6 +273,14 @@ class SparseBlock:
 
 
 _NULL_BLOB = np.int32(0).astype("<i4").tobytes()        # dim 0, no element
+
+
+def pack(blobs: list) -> tuple[np.ndarray, np.ndarray]:
+    """(words, sizes): stored rows (None: NULL) one after another as int32 words,
+    and each row's count of words."""
+    blobs = [_NULL_BLOB if b is None else b for b in blobs]
+    words = np.frombuffer(b"".join(blobs), "<i4").astype(np.int32, copy=False)
+    return words, np.fromiter(map(len, blobs), np.int64, len(blobs)) // 4
 
 
 def stored_ok(blobs: list, dim: int) -> bool:

@@ -336,13 +336,14 @@ def col_value(e: Col, t, rows: np.ndarray) -> Val:
     f = t.schema.fields.get(e.name)
     if f is None:
         raise SqlError("42703", f'column "{e.name}" does not exist')
+    if f.kind == "sparsevec":
+        block = t.columns[e.name].block(rows)
+        return Val("sparsevec", block, block.dims == 0)
     vals, nulls = t.columns[e.name].take(rows)
     nulls = np.asarray(nulls, bool)
     if f.kind == "vector" and f.dtype in ("int8", "bit"):
         # SQL's vectors are float32 (int8 values), float16 or bits (bool)
         vals = vector_values(f, vals).astype(np.bool_ if f.dtype == "bit" else np.float32)
-    if f.kind == "sparsevec":
-        return Val("sparsevec", SparseBlock.of_blobs(vals), nulls)
     if isinstance(vals, list):
         return Val(f.kind, object_array(vals), nulls)
     return Val(f.kind, vals, nulls)
@@ -368,7 +369,9 @@ def const_val(value, n: int) -> Val:
     if isinstance(value, (float, np.floating)):
         return Val("float", np.full(n, float(value)), nulls)
     if isinstance(value, str):
-        return Val("unknown", np.full(n, value, dtype=object), nulls, value)
+        out = np.empty(n, dtype=object)
+        out.fill(value)     # one shared str (np.full made a copy of it for every row)
+        return Val("unknown", out, nulls, value)
     if isinstance(value, _dt.datetime):
         from ..schema import to_micros
         return Val("timestamp", np.full(n, to_micros("value", value), np.int64), nulls)
