@@ -145,10 +145,11 @@ def server(tmp_path_factory):
         yield srv
 
 
-def _connect(srv) -> psycopg.Connection:
+def _connect(srv, register: bool = True) -> psycopg.Connection:
     conn = psycopg.connect(host="127.0.0.1", port=srv.pg, user="me", dbname="db",
                            sslmode="disable", connect_timeout=600, autocommit=True)
-    register_vector(conn)
+    if register:
+        register_vector(conn)
     return conn
 
 
@@ -210,3 +211,46 @@ def test_binary_forms_round_trip_and_bad_bytes_are_refused():
     with pytest.raises(SqlError) as e:
         T.decode_param(swapped, T.SPARSEVEC, True)
     assert e.value.sqlstate == "22000"
+
+
+README = [      # pgvector's README, "Sparse Vectors", as written
+    "CREATE TABLE items (id bigserial PRIMARY KEY, embedding sparsevec(5))",
+    "INSERT INTO items (embedding) VALUES ('{1:1,3:2,5:3}/5'), ('{1:4,3:5,5:6}/5')",
+    "SELECT * FROM items ORDER BY embedding <-> '{1:3,3:1,5:2}/5' LIMIT 5",
+]
+
+
+def test_pgvectors_readme_and_pgvector_pythons_sparse_example_run_unchanged(server, tmp_path):
+    want = [(1, "{1:1,3:2,5:3}/5"), (2, "{1:4,3:5,5:6}/5")]
+    db = vv.connect(str(tmp_path / "readme.varve"))
+    for s in README:
+        got = db.sql(s)
+    assert [(i, str(v)) for i, v in got.rows] == want
+    # the README's index is refused, typed, rather than answered approximately
+    with pytest.raises(vv.NotSupportedError, match="sparsevec"):
+        db.sql("CREATE INDEX ON items USING hnsw (embedding sparsevec_l2_ops)")
+    # pgvector-python's examples/sparse_search, with a stand-in for its model
+    rng = np.random.default_rng(3)
+    docs = ["The dog is barking", "The cat is purring", "The bear is growling"]
+    dense = np.zeros((4, 30522), np.float32)
+    for row in dense:
+        row[rng.choice(30522, 40, replace=False)] = rng.random(40, dtype=np.float32) + 0.1
+    with _connect(server, register=False) as conn:     # the example registers
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        register_vector(conn)
+        conn.execute("DROP TABLE IF EXISTS documents")
+        conn.execute("CREATE TABLE documents (id bigserial PRIMARY KEY, content text, "
+                     "embedding sparsevec(30522))")
+        for content, embedding in zip(docs, dense):
+            conn.execute("INSERT INTO documents (content, embedding) VALUES (%s, %s)",
+                         (content, PgSparseVector(embedding)))
+        result = conn.execute("SELECT content FROM documents ORDER BY embedding <#> "
+                              "%(embedding)s LIMIT 5",
+                              {"embedding": PgSparseVector(dense[3])}).fetchall()
+        order = np.argsort(-(dense[:3] @ dense[3]), kind="stable")
+        assert [r[0] for r in result] == [docs[i] for i in order]
+        for s in README[:2]:
+            conn.execute(s.replace("items", "readme_items"))
+        rows = conn.execute(README[2].replace("items", "readme_items")).fetchall()
+        assert [(i, v.to_text()) for i, v in rows] == [(1, "{1:1.0,3:2.0,5:3.0}/5"),
+                                                       (2, "{1:4.0,3:5.0,5:6.0}/5")]
