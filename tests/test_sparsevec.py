@@ -254,3 +254,26 @@ def test_pgvectors_readme_and_pgvector_pythons_sparse_example_run_unchanged(serv
         rows = conn.execute(README[2].replace("items", "readme_items")).fetchall()
         assert [(i, v.to_text()) for i, v in rows] == [(1, "{1:1.0,3:2.0,5:3.0}/5"),
                                                        (2, "{1:4.0,3:5.0,5:6.0}/5")]
+
+
+def test_http_export_and_arrow_carry_pgvectors_text_which_a_write_takes_back(tmp_path):
+    from varvedb.transfer import export_file, import_file
+    with ServerProcess(str(tmp_path / "h.varve")) as srv:
+        client = vv.Client(srv.url)
+        docs = client.create_collection("docs", {"v": "sparsevec(5)"})
+        docs.insert([{"id": 1, "v": "{1:1.5,4:-2}/5"}, {"id": 2, "v": None}])
+        assert docs.get(1)["v"] == "{1:1.5,4:-2}/5"
+        assert client.sql("SELECT v <-> '{1:1.5}/5' FROM docs WHERE id = 1").rows == [(2.0,)]
+    db = vv.connect(str(tmp_path / "e.varve"))
+    docs = db.create_collection("docs", {"v": vv.SparseVec(5)})
+    docs.insert([{"id": 1, "v": "{1:1.5,4:-2}/5"}, {"id": 2, "v": None}])
+    assert db.sql("SELECT v FROM docs ORDER BY id").to_arrow().column("v").to_pylist() == \
+        ["{1:1.5,4:-2}/5", None]
+    for ext in ("jsonl", "csv", "parquet"):
+        path = str(tmp_path / f"out.{ext}")
+        assert export_file(db, "docs", path) == 2
+        again = vv.connect(str(tmp_path / f"back_{ext}.varve"))
+        again.create_collection("docs", {"v": vv.SparseVec(5)})
+        assert import_file(again, "docs", path) == 2
+        assert again.sql("SELECT id, v::text FROM docs ORDER BY id").rows == \
+            [(1, "{1:1.5,4:-2}/5"), (2, None)], ext

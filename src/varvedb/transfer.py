@@ -114,8 +114,7 @@ def _export(db, name, path, as_of, where, params) -> int:
     if suffix == ".parquet":
         import pyarrow.parquet as pq
         pq.write_table(to_arrow(["id", *fields],
-                                [hits.ids, *([_sparse_text(h.fields[n], kinds[n]) for h in hits]
-                                             for n in fields)],
+                                [hits.ids, *([h.fields[n] for h in hits] for n in fields)],
                                 json=frozenset(n for n in fields if kinds[n] == "json")), path)
     elif suffix == ".jsonl":
         with open(path, "w", encoding="utf-8") as f:
@@ -366,15 +365,11 @@ def _insert(coll, chunk, suffix: str) -> int:
 
 # ---- writing -------------------------------------------------------------------------
 
-def _sparse_text(v, kind: str):
-    """A sparse vector as pgvector's text ('{1:1.5}/5', what a write takes back):
-    no file format here has a sparse type."""
-    return str(v) if kind == "sparsevec" and v is not None else v
-
-
 def _json_value(v, kind: str):
-    if v is None or kind == "sparsevec":
-        return _sparse_text(v, kind)
+    if v is None:
+        return None
+    if kind == "sparsevec":     # pgvector's text, which a write takes back
+        return str(v)
     if isinstance(v, np.ndarray):
         return v.tolist()
     if kind == "timestamp":
