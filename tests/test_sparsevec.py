@@ -113,6 +113,9 @@ def test_stored_across_reopen_as_of_and_rollback_and_bad_values_leave_the_file(t
         assert rows == [(1, "{2:7}/4", "{2:1}/9"), (2, None, None), (3, "{2:0.25}/4", None),
                         (5, "{3:3}/4", None)]
         assert db.collection("items").get(1)["v"] == vv.SparseVector("{2:7}/4")
+        assert [h.id for h in db.collection("items").find(where="v IS NULL")] == [2]
+        with pytest.raises(vv.FilterError):     # a filter tests a sparsevec for NULL only
+            db.collection("items").find(where="v > 1")
         old = db.sql(f"SELECT v FROM items WHERE id = 1 AS OF VERSION {first}").rows
         assert old == [(vv.SparseVector("{1:1.5,4:-2}/4"),)]
         near = db.sql("SELECT id FROM items ORDER BY v <-> '{2:6}/4' LIMIT 2").rows
