@@ -1,9 +1,12 @@
 """Sparse vectors (pgvector's sparsevec; varvedb/sparse.py, kernels/sparse.py,
 query/sparse_funcs.py): the value and its forms, the kernels against dense
 numpy, the stored rows across reopen, as_of and rollback, bad values refused
-with the file unchanged, a crafted file refused, and psycopg over `--pg` with
-pgvector-python's SparseVector in text and binary, parameters and results, and
-COPY. (What PostgreSQL + pgvector answer alike: tests/sql_cases/sparsevec.sql.)"""
+with the file unchanged, a crafted stored row refused (a crafted file:
+test_crafted_files.py), psycopg over `--pg` with pgvector-python's
+SparseVector in text and binary, parameters and results, and COPY, asyncpg's
+binary codec, pgvector's README and pgvector-python's sparse example as
+written, and the text form at the HTTP, Arrow and export edges. (What
+PostgreSQL + pgvector answer alike: tests/sql_cases/sparsevec.sql.)"""
 from __future__ import annotations
 
 import os
@@ -280,3 +283,28 @@ def test_http_export_and_arrow_carry_pgvectors_text_which_a_write_takes_back(tmp
         assert import_file(again, "docs", path) == 2
         assert again.sql("SELECT id, v::text FROM docs ORDER BY id").rows == \
             [(1, "{1:1.5,4:-2}/5"), (2, None)], ext
+
+
+def test_asyncpg_with_pgvectors_binary_codec(server):
+    import asyncio
+
+    import asyncpg
+    from pgvector.asyncpg import register_vector as register_async
+
+    async def run():
+        conn = await asyncpg.connect(host="127.0.0.1", port=server.pg, user="me",
+                                     database="db", ssl=False)
+        try:
+            await register_async(conn)
+            await conn.execute("CREATE TABLE apg (id bigserial PRIMARY KEY, v sparsevec(4))")
+            await conn.executemany("INSERT INTO apg (v) VALUES ($1)",
+                                   [(PgSparseVector({0: 1.0}, 4),),
+                                    (PgSparseVector({3: -2.5}, 4),), (None,)])
+            return await conn.fetch("SELECT id, v, v <-> $1 AS d FROM apg ORDER BY d, id",
+                                    PgSparseVector({3: -2.0}, 4))
+        finally:
+            await conn.close()
+    rows = asyncio.run(run())
+    assert [(r["id"], r["v"], r["d"]) for r in rows] == [
+        (2, PgSparseVector({3: -2.5}, 4), 0.5), (1, PgSparseVector({0: 1.0}, 4), 5 ** 0.5),
+        (3, None, None)]
