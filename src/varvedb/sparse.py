@@ -90,9 +90,6 @@ class SparseVector:
         out[self.indices] = self.values
         return out
 
-    def __len__(self) -> int:
-        return self.dim
-
     def __eq__(self, other) -> bool:
         if not isinstance(other, SparseVector):
             return NotImplemented

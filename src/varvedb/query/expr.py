@@ -66,8 +66,9 @@ OPERATOR_METRICS = {"<->": "l2", "<#>": "dot", "<=>": "cosine", "<+>": "l1", "<~
 @dataclass(slots=True)
 class Val:
     """A column of values: kind (int, float, bool, text, json, timestamp,
-    vector, sparsevec (data: a SparseBlock), tsvector (data: text/tsvector.py's TsVectors), tsquery (data:
-    TsQuery objects), unknown: an untyped literal, null: all NULL), data, null mask."""
+    vector, sparsevec (data: a SparseBlock), tsvector (data: text/tsvector.py's
+    TsVectors), tsquery (data: TsQuery objects), unknown: an untyped literal,
+    null: all NULL), data, null mask."""
     kind: str
     data: Any            # ndarray (object for text/json/unknown; (n, d) for vector)
     nulls: np.ndarray
@@ -1548,12 +1549,10 @@ def _sparse_fn(name: str, a: Val, b: Val | None) -> Val:
     """pgvector's functions of sparsevecs: the distances, l2_norm, l2_normalize."""
     if b is not None and name in sparse_funcs.DISTANCES:
         return _sparse_distance(name, a, b)
-    if b is None and name in ("l2_norm", "l2_normalize"):
-        norm = name == "l2_norm"
-        if a.kind == "null":
-            return Val("float" if norm else "sparsevec", _zeros("float", len(a)), a.nulls)
-        return Val("float", sparse_funcs.norms(a.data), a.nulls) if norm else \
-            Val("sparsevec", sparse_funcs.normalize(a.data), a.nulls)
+    if b is None and name == "l2_norm":
+        return Val("float", sparse_funcs.norms(a.data), a.nulls)
+    if b is None and name == "l2_normalize":
+        return Val("sparsevec", sparse_funcs.normalize(a.data), a.nulls)
     kinds = a.kind + (", " + b.kind if b is not None else "")
     raise SqlError("42883", f"function {name}({kinds}) does not exist")
 
