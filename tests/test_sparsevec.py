@@ -196,12 +196,21 @@ def test_copy_in_text_and_binary_and_out(server):
                                 ) as copy:
             copy.set_types(["int8", "sparsevec"])
             copy.write_row((3, PgSparseVector({2: -2.0}, 3)))
+        with conn.cursor().copy("COPY cp (id, embedding) FROM STDIN WITH (FORMAT CSV)") as copy:
+            copy.write(b'4,"{1:1,3:0.5}/3"\n')
         rows = conn.execute("SELECT id, embedding FROM cp ORDER BY id").fetchall()
         assert rows == [(1, PgSparseVector({0: 1.5}, 3)), (2, None),
-                        (3, PgSparseVector({2: -2.0}, 3))]
+                        (3, PgSparseVector({2: -2.0}, 3)), (4, PgSparseVector({0: 1, 2: 0.5}, 3))]
         with conn.cursor().copy("COPY cp TO STDOUT") as copy:
             out = b"".join(bytes(b) for b in copy)
-        assert out == b"1\t{1:1.5}/3\n2\t\\N\n3\t{3:-2}/3\n"
+        assert out == b"1\t{1:1.5}/3\n2\t\\N\n3\t{3:-2}/3\n4\t{1:1,3:0.5}/3\n"
+        with conn.cursor().copy("COPY (SELECT embedding FROM cp WHERE id = 4) TO STDOUT "
+                                "WITH (FORMAT CSV)") as copy:
+            assert b"".join(bytes(b) for b in copy) == b'"{1:1,3:0.5}/3"\n'
+        with pytest.raises(psycopg.errors.DataException):    # a bad row: nothing of it kept
+            with conn.cursor().copy("COPY cp (id, embedding) FROM STDIN") as copy:
+                copy.write(b"5\t{1:1}/3\n6\t{1:1,1:2}/3\n")
+        assert conn.execute("SELECT count(*) FROM cp").fetchone()[0] == 4
 
 
 def test_binary_forms_round_trip_and_bad_bytes_are_refused():
