@@ -11,6 +11,7 @@ import struct
 
 import numpy as np
 
+from ..errors import SqlError
 from ..sparse import SparseVector
 from .pg_types import (BIT, BOOL, BPCHAR, BYTEA, ELEMENTS, FLOAT4, FLOAT8, HALFVEC, INT2, INT4,
                        INT8, JSON, JSONB, NAME, OID, SPARSEVEC, TEXT, TIMESTAMP, TIMESTAMPTZ,
@@ -64,8 +65,11 @@ def receive(data: bytes, oid: int):
         dim, nnz, _ = struct.unpack_from("!iii", data)
         if nnz < 0 or n != 12 + 8 * nnz:
             raise ValueError(f"{n} bytes for a sparsevec of {nnz} elements")
-        return SparseVector.checked(dim, np.frombuffer(data, ">i4", nnz, 12),
-                                    np.frombuffer(data, ">f4", nnz, 12 + 4 * nnz))
+        vals = np.frombuffer(data, ">f4", nnz, 12 + 4 * nnz)
+        if (vals == 0).any():       # (text input drops a zero; pgvector's recv refuses one)
+            raise SqlError("22000", "binary representation of sparsevec cannot contain "
+                                    "zero values")
+        return SparseVector.checked(dim, np.frombuffer(data, ">i4", nnz, 12), vals)
     if oid in (BIT, VARBIT) and n >= 4:
         (bits,) = _I32.unpack_from(data)
         if bits < 0 or n != 4 + (bits + 7) // 8:
