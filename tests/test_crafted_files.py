@@ -888,6 +888,30 @@ def test_timestamps_that_cannot_be_read_back_are_refused(valid, tmp_path):
     open_raises_corrupt(write(tmp_path, edited(valid, F.Kind.INSERT, edit)), "years 1..9999")
 
 
+def test_a_crafted_sparse_vector_is_refused(tmp_path):
+    """A sparsevec row is bytes in the INSERT's meta: one whose indices are out of
+    order, out of range, or whose size or dimension is not its field's, is corrupt."""
+    path = str(tmp_path / "s.varve")
+    with vv.connect(path) as d:
+        d.sql("CREATE TABLE items (id bigint PRIMARY KEY, v sparsevec(4))")
+        d.sql("INSERT INTO items VALUES (1, '{1:1,3:2}/4'), (2, NULL)")
+    with open(path, "rb") as f:
+        layout = Layout.parse(f.read())
+    layout.items = [it for it in layout.items if isinstance(it, Txn)]
+    good = vv.SparseVector("{1:1,3:2}/4").to_blob()
+    for bad in (np.array([4, 2, 0, 0, 0], "<i4").tobytes(),           # descending
+                np.array([4, 0, 4, 0, 0], "<i4").tobytes(),           # index out of range
+                np.array([5, 0, 2, 0, 0], "<i4").tobytes(),           # another dimension
+                good[:-4], "{1:1}/4", 7):
+        lay = copy.deepcopy(layout)
+        i, j = frame_of(lay, F.Kind.INSERT)
+
+        def edit(meta, blobs, bad=bad):
+            meta["lists"]["v"][0] = bad
+        lay.items[i].frames[j] = edit_record(lay.items[i].frames[j], edit)
+        open_raises_corrupt(write(tmp_path, lay.build()), "sparsevec")
+
+
 # ---- lying lengths: a small frame that declares (or holds) a great deal ----------------
 
 TIGHT = {"floor": 0, "headroom": 192 << 20}   # a plain open's peak address space + 192 MiB

@@ -399,10 +399,11 @@ def test_each_operator_pg_operator_lists_runs(oracle, op):
     """Every operator pg_operator lists runs in varvedb's SQL on operands of its
     types and answers a value of its result type."""
     arg = {"vector": "'[3,4,0]'::vector", "halfvec": "'[3,4,0]'::halfvec",
-           "bit": "'101'::bit(3)"}
+           "bit": "'101'::bit(3)", "sparsevec": "'{1:3,2:4}/3'::sparsevec"}
     got = oracle.sql(f"SELECT {arg[op.left]} {op.name} {arg[op.right]}")
     assert got.rows[0][0] is not None
-    assert got.kinds == [{"float8": "float", "bool": "bool"}.get(op.result, "vector")]
+    assert got.kinds == [{"float8": "float", "bool": "bool",
+                          "sparsevec": "sparsevec"}.get(op.result, "vector")]
 
 
 @pytest.mark.parametrize("proc", PROCS.values(), ids=lambda p: f"{p.name}({','.join(p.args)})")
@@ -410,10 +411,11 @@ def test_each_function_pg_proc_lists_runs(oracle, proc):
     """Every overload pg_proc lists runs in varvedb's SQL, on arguments of its types,
     and answers a value of its result type."""
     arg = {"vector": "'[3,4,0]'::vector", "halfvec": "'[3,4,0]'::halfvec",
-           "bit": "'101'::bit(3)", "int4": "2"}
+           "bit": "'101'::bit(3)", "int4": "2", "sparsevec": "'{1:3,2:4}/3'::sparsevec"}
     got = oracle.sql(f"SELECT {proc.name}({', '.join(arg[t] for t in proc.args)})")
     assert got.rows[0][0] is not None
-    assert got.kinds == [{"float8": "float", "int4": "int"}.get(proc.result, "vector")]
+    assert got.kinds == [{"float8": "float", "int4": "int",
+                          "sparsevec": "sparsevec"}.get(proc.result, "vector")]
 
 
 def _startup(sock, user=b"me"):

@@ -44,7 +44,8 @@ _EXPORTS = {
     "Changes": ".reports", "Hit": ".results", "Hits": ".results",
     "VerifyReport": ".storage.verify", "verify_file": ".storage.verify",
     **{name: ".schema" for name in ("Field", "Int", "Float", "Bool", "Text", "Json",
-                                    "Timestamp", "Vector", "HNSW", "IVFPQ")},
+                                    "Timestamp", "Vector", "SparseVec", "HNSW", "IVFPQ")},
+    "SparseVector": ".sparse",
     **{name: ".errors" for name in _ERRORS},
     "Client": ".client", "AsyncClient": ".client", "RemoteCollection": ".client",
     "AsyncRemoteCollection": ".client",
@@ -80,7 +81,9 @@ if TYPE_CHECKING:           # what type checkers and IDEs see; nothing of it run
                          VersionNotReachedError, WriterLockedError)
     from .reports import BranchInfo, Changes
     from .results import Hit, Hits, VersionInfo
-    from .schema import HNSW, IVFPQ, Bool, Field, Float, Int, Json, Text, Timestamp, Vector
+    from .schema import (HNSW, IVFPQ, Bool, Field, Float, Int, Json, SparseVec, Text, Timestamp,
+                         Vector)
+    from .sparse import SparseVector
     from .session import Session
     from .storage.verify import VerifyReport, verify_file
 

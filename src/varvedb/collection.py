@@ -24,6 +24,7 @@ from .query.plan import PlanNode
 from .query.prepared import PreparedSearch, keep, request_shape, shape
 from .query.request import REQUESTS, RRF_K, WEIGHTS, Count, Find, Search, check_select
 from .results import Hits
+from .sparse import SparseVector
 from .tabular import frame_columns
 from .schema import (HNSW, IVFPQ, Batch, Schema, batch_length, brief, coerce_array,
                      coerce_ids, coerce_values, complete_columns,
@@ -369,9 +370,10 @@ class Collection:
         doc = {"id": t.id_value(row)}
         columns, fields = t.columns, t.schema.fields
         for name in names:
-            v = columns[name].value(row)
-            doc[name] = from_micros(v) if v is not None and \
-                fields[name].kind == "timestamp" else v
+            v, kind = columns[name].value(row), fields[name].kind
+            if v is not None and kind in ("timestamp", "sparsevec"):
+                v = from_micros(v) if kind == "timestamp" else SparseVector.from_blob(v)
+            doc[name] = v
         return doc
 
     def _get_many(self, ids, where, params, limit, offset, as_of, select, branch) -> list[dict]:
@@ -716,6 +718,8 @@ def _pyvalues(f, vals, nulls) -> list:
         vs = list(vector_values(f, vals))   # float32, int8, or bool (bit)
     elif kind == "timestamp":
         vs = [from_micros(x) for x in vals.tolist()]
+    elif kind == "sparsevec":
+        vs = [None if b is None else SparseVector.from_blob(b) for b in vals]
     elif isinstance(vals, list):
         vs = vals
     else:

@@ -8,7 +8,8 @@ a batch that leaves this module is known to fit the schema.
 Column representations (what the engine stores and the file carries):
 int -> int64, float -> float64, bool -> bool, timestamp -> int64 microseconds
 since the Unix epoch (UTC), text -> Python str (dictionary-coded by the engine),
-json -> any msgpack-able value, vector -> an (n, width) block of its dtype:
+json -> any msgpack-able value, sparsevec -> bytes (sparse.py's stored form:
+dim, indices, values), vector -> an (n, width) block of its dtype:
 float32, float16, int8 (integers in -128..127), or bit (uint8, dim bits packed
 8 a byte, big-endian bit order as np.packbits and pgvector's bit type; width
 = ceil(dim / 8)). Vectors are read back as float32 (f32, f16), int8, or bool
@@ -77,6 +78,7 @@ IVF_LIMITS = {"lists": (1, 65536), "nprobe": (1, 65536), "pq_m": (1, 1024),
               "rerank": (1, 100_000), "seed": (0, (1 << 63) - 1)}
 MAX_EF = 100_000                         # a search's ef (scratch is ~16 x ef)
 MAX_DIM = 65535                          # a vector field's dimension
+SPARSE = "sparsevec"                     # the kind of a sparse vector field (sparse.py)
 
 
 def is_int(v: Any) -> bool:
@@ -262,9 +264,21 @@ class Field:
             object.__setattr__(self, "dim", int(self.dim))
             object.__setattr__(self, "_stored_default", None)
             return
+        if k == SPARSE:
+            from .sparse import MAX_DIM as SPARSE_MAX_DIM
+            if not is_int(self.dim) or not 0 <= self.dim <= SPARSE_MAX_DIM:
+                raise SchemaError(f"a sparsevec's dimension is an integer in 1.."
+                                  f"{SPARSE_MAX_DIM} (0: any), got {brief(self.dim)}")
+            if (self.default, self.index, self.fts, self.vector_index, self.embed,
+                    self.source, self.max_length) != (None, None, False, None, None, None, None):
+                raise SchemaError("a sparsevec field takes dim= and not_null= only")
+            self._check_fts_options(False)
+            object.__setattr__(self, "dim", int(self.dim))
+            object.__setattr__(self, "_stored_default", None)
+            return
         if not isinstance(k, str) or k not in SCALAR_KINDS:
             raise SchemaError(f"unknown field kind {k!r}; expected one of "
-                              f"{SCALAR_KINDS + ('vector',)}")
+                              f"{SCALAR_KINDS + ('vector', SPARSE)}")
         if self.index not in (None, "hash", "sorted"):
             raise SchemaError(f"unknown index {self.index!r}; expected 'hash' or 'sorted'")
         if self.index and k in ("json", "bool"):
@@ -350,7 +364,7 @@ class Field:
 
     def null_column(self, n: int) -> tuple[Any, np.ndarray]:
         """(values, nulls) of n null rows, as coerce_values returns them."""
-        if self.kind in ("text", "json"):
+        if self.kind in ("text", "json", SPARSE):
             return [None] * n, np.ones(n, bool)
         if self.kind == "vector":
             return np.zeros((n, self.width), VECTOR_DTYPES[self.dtype]), np.ones(n, bool)
@@ -366,6 +380,8 @@ class Field:
                 d["index"] = self.vector_index.to_dict()
             if self.embed is not None:
                 d.update(embed=self.embed, source=self.source)
+        elif self.kind == SPARSE:
+            d["dim"] = self.dim
         else:
             if self.index:
                 d["index"] = self.index
@@ -409,6 +425,10 @@ class Field:
                                   f"{brief(d)}")
             return Vector(dim, metric=metric, dtype=dtype, index=hnsw, not_null=not_null,
                           embed=d.get("embed"), source=d.get("source"))
+        if kind == SPARSE:
+            if d.keys() - {"kind", "dim", "not_null"} or type(d.get("dim")) is not int:
+                raise SchemaError(f"a sparsevec field has an int dim, got {brief(d)}")
+            return SparseVec(d["dim"], not_null=not_null)
         if kind not in SCALAR_KINDS:
             raise SchemaError(f"unknown field kind {brief(kind)}")
         fts, index = d.get("fts", False), d.get("index")
@@ -507,6 +527,14 @@ def Vector(dim: int, metric: str | None = None, dtype: str = "f32",
                  not_null=not_null, embed=embed, source=source)
 
 
+def SparseVec(dim: int = 0, not_null: bool = False) -> Field:
+    """A sparse vector (pgvector's sparsevec) of `dim` dimensions (0: any). Its
+    values are varvedb.SparseVector (also given as pgvector-python's, or as
+    text "{1:1.5,3:2}/5"); searched in SQL with <->, <#>, <=>, <+> by an exact
+    scan."""
+    return Field(SPARSE, dim=dim, not_null=not_null)
+
+
 def check_metric_dtype(metric: str, dtype: str) -> None:
     """SchemaError unless `metric` measures vectors of `dtype`: hamming is the
     metric of bit vectors, and bit vectors have no other."""
@@ -568,6 +596,7 @@ def _scalar(kind: str, index: str | None, not_null: bool = False, default: Any =
 
 
 _VECTOR_SPEC = re.compile(r"^vector\((\d+)\)$")
+_SPARSE_SPEC = re.compile(r"^sparsevec(?:\((\d+)\))?$")
 
 
 def parse_field(name: str, spec: Any) -> Field:
@@ -581,8 +610,11 @@ def parse_field(name: str, spec: Any) -> Field:
         m = _VECTOR_SPEC.match(s)
         if m:
             return Vector(int(m.group(1)))
+        m = _SPARSE_SPEC.match(s)
+        if m:
+            return SparseVec(int(m.group(1) or 0))
     raise SchemaError(f"field {name!r}: unknown type {spec!r}; expected one of "
-                      f"{SCALAR_KINDS + ('vector(N)',)} or a vv.Field")
+                      f"{SCALAR_KINDS + ('vector(N)', 'sparsevec(N)')} or a vv.Field")
 
 
 @dataclass
@@ -839,6 +871,8 @@ def coerce_values(name: str, f: Field, values: list) -> tuple[Any, np.ndarray]:
         for v in values:
             _check_json(name, v)
         return list(values), nulls
+    if k == SPARSE:
+        return [None if v is None else _sparse_blob(name, f, v) for v in values], nulls
     if k == "timestamp":
         try:
             out = np.fromiter((0 if v is None else to_micros(name, v) for v in values),
@@ -926,7 +960,7 @@ def coerce_array(name: str, f: Field, arr: Any, n: int) -> tuple[Any, np.ndarray
         return _check_vector_block(name, f, a), np.zeros(n, dtype=bool)
     if a.ndim != 1 or a.shape[0] != n:
         raise FieldTypeError(f"field {name!r}: expected {n} values, got shape {a.shape}")
-    if a.dtype == object or f.kind in ("text", "json"):
+    if a.dtype == object or f.kind in ("text", "json", SPARSE):
         return coerce_values(name, f, a.tolist())    # tolist: numpy scalars to Python ones
     nulls = np.zeros(n, dtype=bool)
     if f.kind == "timestamp":
@@ -1005,6 +1039,20 @@ def _query_bits(f: Field, q: Any) -> np.ndarray:
     if a.ndim != 1 or a.shape[0] != f.dim:
         raise DimensionError(f"query vector has shape {a.shape}; field expects ({f.dim},)")
     return _packed_bits("query vector:", f, a[None, :])[0]
+
+
+def _sparse_blob(name: str, f: Field, v: Any) -> bytes:
+    """A sparse vector's stored form (sparse.py), of the field's dimension."""
+    from .sparse import SparseVector
+    if isinstance(v, (bool, int, float)):
+        raise FieldTypeError(f"field {name!r} is sparsevec, got {brief(v)}")
+    try:    # (a value SparseVector refuses: its SqlError, with pgvector's SQLSTATE)
+        sv = v if isinstance(v, SparseVector) else SparseVector(v)
+    except (TypeError, ValueError):
+        raise FieldTypeError(f"field {name!r} is sparsevec, got {brief(v)}") from None
+    if f.dim and sv.dim != f.dim:       # pgvector's words
+        raise DimensionError(f"expected {f.dim} dimensions, not {sv.dim}")
+    return sv.to_blob()
 
 
 def vector_values(f: Field, stored: np.ndarray) -> np.ndarray:

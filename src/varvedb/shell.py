@@ -359,6 +359,8 @@ def sql_type(field) -> str:
     if field.kind == "vector":
         name = {"f16": "halfvec", "bit": "bit"}.get(field.dtype, "vector")
         return f"{name}({field.dim})"
+    if field.kind == "sparsevec":
+        return f"sparsevec({field.dim})" if field.dim else "sparsevec"
     return {"int": "bigint", "float": "double precision", "bool": "boolean", "text": "text",
             "json": "jsonb", "timestamp": "timestamp with time zone"}[field.kind]
 

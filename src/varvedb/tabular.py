@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from .errors import FieldTypeError
+from .sparse import SparseVector
 
 INT64_RANGE = (-(1 << 63), (1 << 63) - 1)
 
@@ -142,7 +143,7 @@ def _vector_block(values: list):
 def to_arrow(names: list, columns: list, json: frozenset = frozenset()):
     """A pyarrow Table of named columns (lists of Python values; vectors as numpy
     arrays: a fixed-size-list column; an int past int64 a decimal, as
-    PostgreSQL's numeric). The columns named in `json` are Arrow's json type, one
+    PostgreSQL's numeric; a sparse vector pgvector's text). The columns named in `json` are Arrow's json type, one
     JSON text a value: inferred, dicts of other keys would become one struct of
     all their keys, and lists of numbers a vector block."""
     import pyarrow as pa
@@ -162,6 +163,8 @@ def to_arrow(names: list, columns: list, json: frozenset = frozenset()):
             continue
         if values and any(isinstance(v, np.ndarray) for v in values):
             values = [None if v is None else v.tolist() for v in values]
+        if any(isinstance(v, SparseVector) for v in values):   # no Arrow type: pgvector's text
+            values = [None if v is None else str(v) for v in values]
         if any(type(v) is int and not INT64_RANGE[0] <= v <= INT64_RANGE[1] for v in values):
             from decimal import Decimal
             data[name] = pa.array([None if v is None else Decimal(v) for v in values],

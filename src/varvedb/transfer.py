@@ -368,6 +368,8 @@ def _insert(coll, chunk, suffix: str) -> int:
 def _json_value(v, kind: str):
     if v is None:
         return None
+    if kind == "sparsevec":     # pgvector's text, which a write takes back
+        return str(v)
     if isinstance(v, np.ndarray):
         return v.tolist()
     if kind == "timestamp":

@@ -198,6 +198,17 @@ def larger_than_memory_share(folder: str) -> None:
         prefetch.advise_random(arena, force=True)
 
 
+def sparse_share(folder: str) -> None:
+    """A sparsevec column (kernels/sparse.py): each distance, equality, norms,
+    l2_normalize, and the casts to and from dense vectors, through SQL."""
+    with vv.connect(os.path.join(folder, "sparse.varve")) as db:
+        db.sql("CREATE TABLE items (id bigserial PRIMARY KEY, v sparsevec(8))")
+        db.sql("INSERT INTO items (v) VALUES ('{1:1,3:2}/8'), ('{2:-1,8:4}/8'), (NULL)")
+        db.sql("SELECT id, v <-> '{1:1}/8', l2_norm(v), l2_normalize(v), v::vector, "
+               "'[0,1,0,0,0,0,0,2]'::vector::sparsevec FROM items "
+               "WHERE v = '{1:1,3:2}/8' OR v <> v ORDER BY v <=> '{3:1}/8' LIMIT 2")
+
+
 # In the order the workers take them, so that two shares running at once do not
 # compile the same kernels (each would, and the second core would buy nothing),
 # and the longest start first: the f32 graph's build beside full-text (its pruned
@@ -224,6 +235,7 @@ SHARES = {
     **{f"{dtype} IVF-Flat": vector_share(dtype, vv.IVFPQ(lists=8, nprobe=4))
        for dtype in ("f32", "f16", "int8")},
     "larger than memory": larger_than_memory_share,
+    "sparsevec": sparse_share,
 }
 
 

@@ -1,7 +1,8 @@
 """The server's JSON form of values, results and errors, shared by the server
 (varvedb.server) and its clients (varvedb.client), so both read and write one form.
 
-Vectors travel as arrays of numbers, timestamps as RFC 3339 strings, errors as
+Vectors travel as arrays of numbers, sparse vectors as pgvector's text
+('{1:1.5}/5', which a write takes back), timestamps as RFC 3339 strings, errors as
 {"error": {"type", "message", "sqlstate", "position"}}; a client turns them back
 into numpy arrays, aware datetimes and the same VarveError subclass.
 """
@@ -15,6 +16,7 @@ import msgspec
 import numpy as np
 
 from . import errors as E
+from .sparse import SparseVector
 
 
 def _enc_hook(obj: Any) -> Any:
@@ -24,6 +26,8 @@ def _enc_hook(obj: Any) -> Any:
         return obj.item()
     if isinstance(obj, Sequence):       # results.Hits: a sequence of Hit, built on use
         return list(obj)
+    if isinstance(obj, SparseVector):
+        return str(obj)
     raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
 
 

@@ -17,7 +17,8 @@ Values are compared after `normalize`:
   sum(bigint) are numeric, which psycopg gives as Decimal; varvedb gives
   float or int), with a relative tolerance of 1e-6 and an absolute one of
   1e-6 near zero (float4 against float8); bool is never a number;
-- vectors (numpy arrays, pgvector's HalfVector) as lists of floats;
+- vectors (numpy arrays, pgvector's HalfVector) as lists of floats; sparse
+  vectors (varvedb's or pgvector's SparseVector) as pgvector's text, '{1:1.5}/3';
 - timestamps as ISO text in UTC ('2026-11-30 12:00:00+00:00'); a naive one
   (PostgreSQL's `timestamp`) is read as UTC, as varvedb stores it.
 The differential run also compares column names and the command tag
@@ -36,6 +37,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
+
+from varvedb.sparse import SparseVector, text as sparse_text
 
 VARVEDB_ONLY = "-- varvedb-only"
 REL_TOL = ABS_TOL = 1e-6
@@ -270,6 +273,8 @@ def normalize(v):
         return "".join("1" if x else "0" for x in v.tolist())     # a bit string, as psycopg's
     if isinstance(v, np.ndarray):
         return [float(x) for x in v.ravel().tolist()]
+    if isinstance(v, SparseVector) or type(v).__name__ == "SparseVector":
+        return sparse_text(SparseVector(v))      # varvedb's or pgvector-python's
     if hasattr(v, "to_list") and type(v).__module__.startswith("pgvector"):
         return [float(x) for x in v.to_list()]          # HalfVector, Vector
     if isinstance(v, (list, tuple)):

@@ -112,7 +112,7 @@ SELECT format_type(20, -1), format_type(1043, 14), format_type(25, NULL), format
 SELECT pg_encoding_to_char(6), pg_encoding_to_char(0), pg_encoding_to_char(-1), pg_encoding_to_char(NULL), current_user = current_role, current_user = session_user, current_catalog = current_database(), current_schema = current_schema();
 -- => [('UTF8', 'SQL_ASCII', '', None, True, True, True, True)]
 -- the catalog psql's \l, \du, \dT and \df read: this database, the role, pgvector's
--- types and functions (those varvedb runs: not sparsevec's)
+-- types and functions (sparsevec's left out of the list)
 SELECT pg_encoding_to_char(encoding), datcollate, datctype, datacl FROM pg_database WHERE datname = current_database();
 -- => [('UTF8', 'C', 'C', None)]
 SELECT rolsuper, rolinherit, rolcreaterole, rolcreatedb, rolcanlogin, rolreplication, rolbypassrls, rolconnlimit, rolvaliduntil FROM pg_roles WHERE rolname = current_user;

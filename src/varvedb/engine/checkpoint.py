@@ -30,6 +30,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import sparse
 from ..errors import CorruptFileError, SchemaError
 from ..schema import (VECTOR_DTYPES, Schema, all_finite, brief, timestamps_readable,
                       validate_name)
@@ -312,7 +313,8 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int, catalog: Cat
             _codes(array_of(arrays, q + "codes", "<i4", (n,)), len(words), -1, f"{name}.{fname}")
             col.load({"codes": arrays[q + "codes"]}, words)
         elif isinstance(col, JsonColumn):
-            if not isinstance(cm, list) or len(cm) != n:
+            if not isinstance(cm, list) or len(cm) != n or (
+                    f.kind == "sparsevec" and not sparse.stored_ok(cm, f.dim)):
                 raise CorruptFileError(f"json column {name}.{fname} has {brief(cm)} "
                                        f"for {n} rows")
             col.load({}, cm)

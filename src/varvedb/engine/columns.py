@@ -16,7 +16,9 @@ the first append copies them (copy-on-write), so open costs no copy.
 Representations: int/timestamp int64, float float64, bool bool; text as int32
 codes into a per-column dictionary (-1 = null); json as a list of Python
 values, plus a dictionary-coded column per json path a filter has read;
-vectors as an (n, dim) f32/f16 arena with an f32 norm per row.
+sparsevec as a json column of bytes (sparse.py's stored form) plus one buffer
+of every read row's words; vectors as an (n, dim) f32/f16 arena with an f32
+norm per row.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import threading
 import numpy as np
 
 from ..schema import VECTOR_DTYPES, Field, vector_values
+from ..sparse import SparseBlock, pack
 from ..storage.memory import line_aligned
 
 NULL_CODE = -1
@@ -347,6 +350,52 @@ class JsonColumn:
         self._paths = {}
 
 
+class SparseColumn(JsonColumn):
+    """sparsevec rows: their stored bytes kept as a json column keeps its values
+    (what writes, checkpoints and merges read), and for SQL's kernels every
+    row's words in one growing buffer, each row a start and a size into it: a
+    scan takes its rows' starts (sparse.SparseBlock), not a Python object a row.
+    Rows enter the buffer once, when first read; a rollback cuts them off with
+    the rest of the column."""
+
+    def __init__(self, field: Field):
+        super().__init__(field)
+        self._start_buffer()
+
+    def _start_buffer(self) -> None:
+        self._words = Growable(np.int32)
+        self._starts = Growable(np.int64)
+        self._sizes = Growable(np.int64)
+        self._buffer_lock = threading.Lock()
+
+    def block(self, rows: np.ndarray) -> SparseBlock:
+        """`rows` as a SparseBlock (a NULL row has dim 0)."""
+        with self._buffer_lock:
+            upto, done = self.n, self._starts.n
+            if done < upto:
+                words, sizes = pack(self.items[done:upto])
+                self._starts.append(self._words.n + np.cumsum(sizes) - sizes)
+                self._sizes.append(sizes)
+                self._words.append(words)
+            words = self._words.frozen(self._words.n)
+            starts, sizes = self._starts.head(upto), self._sizes.head(upto)
+        if len(rows) and int(rows.max()) >= upto:   # a reader's rows a rollback cut off
+            return SparseBlock.of_blobs([self.items[r] for r in rows.tolist()])
+        return SparseBlock.over(words, starts[rows], sizes[rows])
+
+    def truncate(self, n: int) -> None:
+        super().truncate(n)
+        with self._buffer_lock:
+            if self._starts.n > n:
+                self._words.truncate(int(self._starts.data[n]))
+                self._starts.truncate(n)
+                self._sizes.truncate(n)
+
+    def load(self, arrays: dict, meta) -> None:
+        super().load(arrays, meta)
+        self._start_buffer()
+
+
 class _PathCodes:
     """The values found at one json path, dictionary-coded: codes and distinct values."""
 
@@ -467,4 +516,6 @@ def make_column(field: Field):
         return TextColumn(field)
     if field.kind == "json":
         return JsonColumn(field)
+    if field.kind == "sparsevec":
+        return SparseColumn(field)
     return ScalarColumn(field)

@@ -616,7 +616,7 @@ class Engine:
         if kind not in ("hash", "sorted"):
             raise SchemaError(f"a scalar index is 'hash' or 'sorted', got {brief(kind)}")
         f = t.schema.fields[_field_of(t, field, "indexed")]
-        if f.kind in ("vector", "json", "bool"):
+        if f.kind in ("vector", "json", "bool", "sparsevec"):
             raise SchemaError(f"a {f.kind} field cannot carry a {kind} index")
         if f.index is not None:
             raise SchemaError(f"{field!r} already has a {f.index} index")

@@ -26,8 +26,9 @@ CREATE_COLLECTION   cid: int >= 1 above every cid used so far (dropped ones too)
                     No arrays.
 INSERT              c: the cid of an existing table; first: int == that table's n;
                     n: int >= 0; fields: distinct names of schema fields;
-                    lists: {field: list of n values} holding exactly the text and
-                    json fields of `fields` (text values str or None);
+                    lists: {field: list of n values} holding exactly the text,
+                    json and sparsevec fields of `fields` (text values str or
+                    None; sparsevec values bytes in sparse.py's form, or None);
                     ids: a list of n str when the table has text ids.
                     Arrays: ids <i8 (n,) when the table has int ids; for every
                     other field of `fields`, v:<field> — (n,) <i8 for int and
@@ -97,6 +98,7 @@ from typing import ClassVar
 import msgspec
 import numpy as np
 
+from .. import sparse
 from ..errors import CorruptFileError, SchemaError, VarveError
 from ..schema import (HNSW, IVFPQ, TS_MAX_US, TS_MIN_US, Field, Schema, all_finite,
                       brief, fit_index, index_spec_from_dict,
@@ -216,10 +218,11 @@ class Insert:
         lists = meta.get("lists", {})
         if not isinstance(lists, dict):
             raise CorruptFileError(f"insert 'lists' is {brief(lists)}")
-        listed = {f for f in fields if t.schema.fields[f].kind in ("text", "json")}
+        listed = {f for f in fields
+                  if t.schema.fields[f].kind in ("text", "json", "sparsevec")}
         if lists.keys() != listed:
             raise CorruptFileError(f"insert into {t.name!r} lists "
-                                   f"{brief(list(lists))}, its text and json "
+                                   f"{brief(list(lists))}, its text, json and sparsevec "
                                    f"fields are {sorted(listed)}")
         expected = set()
         if t.schema.id_kind == "text":
@@ -236,7 +239,8 @@ class Insert:
                 vals = lists[name]
                 allowed = {str, type(None)} if f.kind == "text" else None
                 if not isinstance(vals, list) or len(vals) != n \
-                        or (allowed and not all_of_types(vals, allowed)):
+                        or (allowed and not all_of_types(vals, allowed)) \
+                        or (f.kind == "sparsevec" and not sparse.stored_ok(vals, f.dim)):
                     raise CorruptFileError(f"insert of {n} rows: {f.kind} field {name!r} "
                                            f"holds {brief(vals)}")
                 columns[name] = (vals, None)
@@ -440,7 +444,7 @@ class CreateScalarIndex:
                                        f"field {name!r} of {t.name!r} (fts now: {f.fts})")
             no_arrays(arrays)
             return cls(t.cid, name, kind, None, config)
-        if kind not in ("hash", "sorted") or f.kind in ("vector", "json", "bool") \
+        if kind not in ("hash", "sorted") or f.kind in ("vector", "json", "bool", "sparsevec") \
                 or f.index is not None:
             raise CorruptFileError(f"a {brief(kind)} index on {f.kind} field "
                                    f"{name!r} of {t.name!r} (index now: {f.index})")

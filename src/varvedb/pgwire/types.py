@@ -24,7 +24,7 @@ from ..query.pg_types import (ARRAYS, BIT, BOOL, BPCHAR, BYTEA, CHAR, ELEMENTS, 
                               VECTOR)
 
 KIND_OIDS = {"int": INT8, "float": FLOAT8, "bool": BOOL, "text": TEXT, "json": JSONB,
-             "timestamp": TIMESTAMPTZ, "vector": VECTOR,
+             "timestamp": TIMESTAMPTZ, "vector": VECTOR, "sparsevec": SPARSEVEC,
              # the catalog's columns (catalog.py), which no SQL statement has
              "oid": OID, "name": NAME, "char": CHAR, "int4": INT4,
              "oid[]": ARRAYS[OID], "text[]": ARRAYS[TEXT]}
@@ -89,6 +89,13 @@ def _send_bit(v) -> bytes:
     return _I32.pack(a.shape[0]) + np.packbits(a).tobytes()
 
 
+def _send_sparse(v) -> bytes:
+    """pgvector's binary sparsevec: int32 dim, nnz, 0, then the 0-based indices
+    (int32) and the values (float4)."""
+    return (struct.pack("!iii", v.dim, len(v.indices), 0) + v.indices.astype(">i4").tobytes()
+            + v.values.astype(">f4").tobytes())
+
+
 def _send_timestamp(v) -> bytes:
     delta = v - EPOCH
     return _I64.pack((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
@@ -102,6 +109,7 @@ _SEND = {
     JSONB: lambda v: b"\1" + value_text(v, "json").encode(),
     JSON: lambda v: value_text(v, "json").encode(),
     TIMESTAMPTZ: _send_timestamp, VECTOR: _send_vector, HALFVEC: _send_vector, BIT: _send_bit,
+    SPARSEVEC: _send_sparse,
     BYTEA: bytes, OID: lambda v: struct.pack("!I", int(v)), NAME: lambda v: str(v).encode(),
     CHAR: lambda v: str(v).encode(),
 }

@@ -34,9 +34,10 @@ import numpy as np
 
 from ..errors import NotSupportedError, SqlError
 from ..schema import brief, from_micros, vector_values
+from ..sparse import SparseBlock, SparseVector
 from ..text import tsquery
 from ..text.tsvector import tsvectors
-from . import arrays, catalog_funcs, text_funcs, tsearch, vector_funcs
+from . import arrays, catalog_funcs, sparse_funcs, text_funcs, tsearch, vector_funcs
 from .filter import kleene, like_regex
 from .literals import parse_input, value_text
 
@@ -65,8 +66,9 @@ OPERATOR_METRICS = {"<->": "l2", "<#>": "dot", "<=>": "cosine", "<+>": "l1", "<~
 @dataclass(slots=True)
 class Val:
     """A column of values: kind (int, float, bool, text, json, timestamp,
-    vector, tsvector (data: text/tsvector.py's TsVectors), tsquery (data:
-    TsQuery objects), unknown: an untyped literal, null: all NULL), data, null mask."""
+    vector, sparsevec (data: a SparseBlock), tsvector (data: text/tsvector.py's
+    TsVectors), tsquery (data: TsQuery objects), unknown: an untyped literal,
+    null: all NULL), data, null mask."""
     kind: str
     data: Any            # ndarray (object for text/json/unknown; (n, d) for vector)
     nulls: np.ndarray
@@ -86,6 +88,8 @@ class Val:
             return [None] * len(nulls)
         if kind == "vector":
             vs = list(self.data)
+        elif kind == "sparsevec":
+            return self.data.values(nulls)
         elif kind == "timestamp":
             vs = [from_micros(x) for x in self.data.tolist()]
         elif kind == "tsquery":
@@ -333,6 +337,9 @@ def col_value(e: Col, t, rows: np.ndarray) -> Val:
     f = t.schema.fields.get(e.name)
     if f is None:
         raise SqlError("42703", f'column "{e.name}" does not exist')
+    if f.kind == "sparsevec":
+        block = t.columns[e.name].block(rows)
+        return Val("sparsevec", block, block.dims == 0)
     vals, nulls = t.columns[e.name].take(rows)
     nulls = np.asarray(nulls, bool)
     if f.kind == "vector" and f.dtype in ("int8", "bit"):
@@ -363,10 +370,14 @@ def const_val(value, n: int) -> Val:
     if isinstance(value, (float, np.floating)):
         return Val("float", np.full(n, float(value)), nulls)
     if isinstance(value, str):
-        return Val("unknown", np.full(n, value, dtype=object), nulls, value)
+        out = np.empty(n, dtype=object)
+        out.fill(value)     # one shared str (np.full made a copy of it for every row)
+        return Val("unknown", out, nulls, value)
     if isinstance(value, _dt.datetime):
         from ..schema import to_micros
         return Val("timestamp", np.full(n, to_micros("value", value), np.int64), nulls)
+    if isinstance(value, SparseVector) or callable(getattr(value, "dimensions", None)):
+        return Val("sparsevec", SparseBlock.broadcast(SparseVector(value), n), nulls)
     if isinstance(value, np.ndarray) and value.ndim == 1:
         if value.dtype.kind not in "biuf":
             raise SqlError("22P02", f"a vector parameter holds numbers, got {value.dtype}")
@@ -407,8 +418,7 @@ def coerce(v: Val, kind: str) -> Val:
             return const_like(parse_input(kind, v.literal), kind, len(v), v.nulls)
         keep = ~v.nulls
         if not keep.any():      # no row (or only NULLs) to parse
-            return Val(kind, np.empty((len(v), 0), np.float32) if kind == "vector"
-                       else _zeros(kind, len(v)), v.nulls)
+            return Val(kind, _zeros(kind, len(v)), v.nulls)
         values = v.data[keep]
         # one value in every row (text cast to a type): parse it once
         first = values[0]
@@ -425,7 +435,7 @@ def _with_holes(kind: str, parsed: list, keep: np.ndarray) -> list:
     if kind == "vector" and len({len(x) for x in parsed}) > 1:
         raise SqlError("22000", "vectors of different dimensions in one column")
     filler = np.zeros_like(parsed[0]) if kind == "vector" else \
-        None if kind in ("text", "json") else _zeros(kind, 1)[0]
+        None if kind in ("text", "json", "sparsevec") else _zeros(kind, 1)[0]
     out = [filler] * len(keep)
     for i, x in zip(np.flatnonzero(keep).tolist(), parsed):
         out[i] = x
@@ -435,6 +445,8 @@ def _with_holes(kind: str, parsed: list, keep: np.ndarray) -> list:
 def const_like(value, kind: str, n: int, nulls) -> Val:
     if kind == "vector":
         return Val("vector", np.broadcast_to(value, (n, len(value))), nulls)
+    if kind == "sparsevec":
+        return Val(kind, SparseBlock.broadcast(value, n), nulls)
     if kind in ("text", "json"):
         out = np.empty(n, dtype=object)
         out[:] = [value] * n
@@ -450,6 +462,8 @@ def _from_python(kind: str, values: list, nulls) -> Val:
                                         else np.float32), nulls)
     if kind in ("text", "json"):
         return Val(kind, object_array(values), nulls)
+    if kind == "sparsevec":
+        return Val(kind, SparseBlock.of_values(values), nulls)
     dtype = {"int": np.int64, "float": np.float64, "bool": bool, "timestamp": np.int64}[kind]
     return Val(kind, np.asarray(values, dtype), nulls)
 
@@ -511,8 +525,12 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         kind = "bool" if op in _CMP else (a.kind if b.kind == "null" else b.kind)
         return Val("null" if kind == "null" else kind, _zeros(kind, len(nulls)), nulls)
     if op in _CMP:
-        if a.kind != b.kind or a.kind in ("vector", "json") and op not in ("=", "<>"):
+        if a.kind != b.kind or a.kind in ("vector", "json", "sparsevec") \
+                and op not in ("=", "<>"):
             raise SqlError("42883", f"operator does not exist: {a.kind} {op} {b.kind}")
+        if a.kind == "sparsevec":
+            eq = sparse_funcs.equal(a.data, b.data)
+            return Val("bool", eq if op == "=" else ~eq, nulls)
         if a.kind == "vector":      # vectors of other dimensions are unequal (pgvector)
             eq = ((a.data == b.data).all(axis=1) if a.data.shape[-1] == b.data.shape[-1]
                   else np.zeros(len(nulls), bool))
@@ -709,6 +727,8 @@ def _zeros(kind: str, n: int):
         return np.zeros((n, 0), np.float32)
     if kind in ("text", "json", "unknown", "array"):
         return np.full(n, None, dtype=object)
+    if kind == "sparsevec":
+        return SparseBlock.of_values([None] * n)
     return np.zeros(n, {"float": np.float64, "bool": bool}.get(kind, np.int64))
 
 
@@ -732,6 +752,8 @@ def _logic(op: str, vals: list) -> Val:
 
 
 def _distance(op: str, a: Val, b: Val) -> Val:
+    if "sparsevec" in (a.kind, b.kind):
+        return _sparse_distance(op, a, b)
     if a.kind == "unknown":
         a = coerce(a, "vector")
     if b.kind == "unknown":
@@ -743,6 +765,28 @@ def _distance(op: str, a: Val, b: Val) -> Val:
     _same_dims(a, b)
     nulls = a.nulls | b.nulls
     return Val("float", OPERATORS[op](a.data, b.data), nulls)
+
+
+def _sparse_distance(name: str, a: Val, b: Val) -> Val:
+    """A distance of sparsevecs (an operator or its function); the other side, an
+    untyped literal or a dense vector, is read as a sparsevec (pgvector's casts)."""
+    a, b = (_as_sparse(v, name) for v in (a, b))
+    nulls = a.nulls | b.nulls
+    if a.kind == "null" or b.kind == "null" or len(a) and nulls.all():
+        return Val("float", np.zeros(len(a)), nulls)
+    if name not in sparse_funcs.DISTANCES:
+        raise SqlError("42883", f"operator does not exist: sparsevec {name} sparsevec")
+    return Val("float", sparse_funcs.distance(name, a.data, b.data, nulls), nulls)
+
+
+def _as_sparse(v: Val, what: str) -> Val:
+    if v.kind == "unknown":
+        return coerce(v, "sparsevec")
+    if v.kind == "vector" and v.data.dtype != np.bool_:
+        return Val("sparsevec", sparse_funcs.from_dense(v.data), v.nulls)
+    if v.kind not in ("sparsevec", "null"):
+        raise SqlError("42883", f"operator does not exist: {v.kind} {what} sparsevec")
+    return v
 
 
 def _same_dims(a: Val, b: Val) -> None:
@@ -1049,6 +1093,11 @@ ROW_FUNCTIONS = frozenset(_ON_NODES)
 
 def _cast(e: Cast, rel: Rel, env: Env) -> Val:
     v = _cast_value(e, rel, env)
+    if v.kind == "sparsevec" and e.dim is not None:
+        bad = ~v.nulls & (v.data.dims != e.dim)
+        if bad.any():
+            raise SqlError("22000", f"expected {e.dim} dimensions, not "
+                                    f"{v.data.dims[np.argmax(bad)]}")
     if v.kind == "vector" and e.vtype is not None:
         v = Val("vector", as_vector_type(v.data, e.vtype), v.nulls)
     if e.dim is not None and v.kind == "vector" and len(v) and v.data.shape[1] != e.dim:
@@ -1116,6 +1165,10 @@ def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
                    v.nulls)
     if kind == "vector" and v.kind == "vector":
         return v
+    if kind == "vector" and v.kind == "sparsevec":
+        return Val("vector", sparse_funcs.to_dense(v.data, v.nulls), v.nulls)
+    if kind == "sparsevec" and v.kind == "vector" and v.data.dtype != np.bool_:
+        return Val("sparsevec", sparse_funcs.from_dense(v.data), v.nulls)
     if v.kind == "text":
         return coerce(Val("unknown", v.data, v.nulls), kind)
     raise SqlError("42846", f"cannot cast type {v.kind} to {kind}")
@@ -1477,6 +1530,8 @@ def _vector_fn(name: str, fn, out_kind: str):
         if pair != (b is not None):
             raise SqlError("42883", f"function {name}({a.kind}{', ' + b.kind if b else ''}) "
                                     "does not exist")
+        if "sparsevec" in (a.kind, b.kind if b is not None else None):
+            return _sparse_fn(name, a, b)
         a = _vector_arg(name, a)
         if b is None:
             if a.kind == "null":
@@ -1488,6 +1543,18 @@ def _vector_fn(name: str, fn, out_kind: str):
         _same_dims(a, b)
         return Val(out_kind, fn(a.data, b.data), a.nulls | b.nulls)
     return call
+
+
+def _sparse_fn(name: str, a: Val, b: Val | None) -> Val:
+    """pgvector's functions of sparsevecs: the distances, l2_norm, l2_normalize."""
+    if b is not None and name in sparse_funcs.DISTANCES:
+        return _sparse_distance(name, a, b)
+    if b is None and name == "l2_norm":
+        return Val("float", sparse_funcs.norms(a.data), a.nulls)
+    if b is None and name == "l2_normalize":
+        return Val("sparsevec", sparse_funcs.normalize(a.data), a.nulls)
+    kinds = a.kind + (", " + b.kind if b is not None else "")
+    raise SqlError("42883", f"function {name}({kinds}) does not exist")
 
 
 def _coalesce(*args: Val) -> Val:
@@ -1818,6 +1885,7 @@ FUNCTIONS = {
     "binary_quantize": _vector_fn("binary_quantize", vector_funcs.binary_quantize, "vector"),
     "vector_dims": _vector_fn("vector_dims", vector_funcs.vector_dims, "int"),
     "vector_norm": _vector_fn("vector_norm", vector_funcs.vector_norm, "float"),
+    "l2_norm": _vector_fn("l2_norm", vector_funcs.vector_norm, "float"),
     "l2_normalize": _vector_fn("l2_normalize", vector_funcs.l2_normalize, "vector"),
     "coalesce": _coalesce,
     "lower": _text_fn(lambda v: Val("text", np.array([x.lower() if x is not None else None

@@ -313,8 +313,8 @@ class Filter:
                     return FilterError, f"{a.name!r} is {kind}, not json: no path into it"
                 # Vector columns have no scalar values: comparing one raised
                 # AttributeError during evaluation. Only IS [NOT] NULL applies.
-                if kind == "vector" and node.op != "isnull":
-                    return FilterError, (f"{a.name!r} is a vector field; a filter can only "
+                if kind in ("vector", "sparsevec") and node.op != "isnull":
+                    return FilterError, (f"{a.name!r} is a {kind} field; a filter can only "
                                          f"test it with IS [NOT] NULL: {self.expr!r}")
         if node.op == "match":
             ref = node.args[0]

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import SqlError
 from ..schema import to_micros
+from ..sparse import SparseVector, text as sparse_text
 from ..kernels import floatfmt
 from . import arrays
 
@@ -53,6 +54,8 @@ def parse_input(kind: str, text: str):
             return json.loads(text)
         if kind == "vector":
             return parse_vector(text)
+        if kind == "sparsevec":
+            return SparseVector(text)
         if kind == "timestamp":
             return parse_timestamp(s)
     except SqlError:
@@ -63,7 +66,8 @@ def parse_input(kind: str, text: str):
 
 
 _PG_NAMES = {"int": "bigint", "float": "double precision", "bool": "boolean", "text": "text",
-             "json": "json", "vector": "vector", "timestamp": "timestamp"}
+             "json": "json", "vector": "vector", "timestamp": "timestamp",
+             "sparsevec": "sparsevec"}
 
 
 def parse_vector(text: str) -> np.ndarray:
@@ -191,4 +195,6 @@ def value_text(v, kind: str | None = None) -> str | None:
         return timestamp_text(v)
     if isinstance(v, (dict, list)):
         return json_text(v)
+    if isinstance(v, SparseVector):
+        return sparse_text(v)
     return str(v)

@@ -1,7 +1,8 @@
 """PostgreSQL's binary forms, read: a Bind parameter's bytes (pgwire) and a
 binary COPY's fields (sql/dml.py) into the Python values db.sql() takes.
 pgvector's vector and halfvec: int16 dim, int16 0, then dim big-endian float4
-(halfvec: float2); bit: int32 bit count, then the bits, first bit high."""
+(halfvec: float2); bit: int32 bit count, then the bits, first bit high;
+sparsevec: int32 dim, nnz, 0, then nnz int32 0-based indices and nnz float4."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -10,9 +11,11 @@ import struct
 
 import numpy as np
 
+from ..errors import SqlError
+from ..sparse import SparseVector
 from .pg_types import (BIT, BOOL, BPCHAR, BYTEA, ELEMENTS, FLOAT4, FLOAT8, HALFVEC, INT2, INT4,
-                       INT8, JSON, JSONB, NAME, OID, TEXT, TIMESTAMP, TIMESTAMPTZ, UNKNOWN,
-                       VARBIT, VARCHAR, VECTOR)
+                       INT8, JSON, JSONB, NAME, OID, SPARSEVEC, TEXT, TIMESTAMP, TIMESTAMPTZ,
+                       UNKNOWN, VARBIT, VARCHAR, VECTOR)
 
 EPOCH = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
 _I16, _I32, _I64 = struct.Struct("!h"), struct.Struct("!i"), struct.Struct("!q")
@@ -58,6 +61,15 @@ def receive(data: bytes, oid: int):
         if dim < 0 or n != 4 + width * dim:
             raise ValueError(f"{n} bytes for a vector of {dim} dimensions")
         return np.frombuffer(data, ">f2" if width == 2 else ">f4", dim, 4).astype(np.float32)
+    if oid == SPARSEVEC and n >= 12:
+        dim, nnz, _ = struct.unpack_from("!iii", data)
+        if nnz < 0 or n != 12 + 8 * nnz:
+            raise ValueError(f"{n} bytes for a sparsevec of {nnz} elements")
+        vals = np.frombuffer(data, ">f4", nnz, 12 + 4 * nnz)
+        if (vals == 0).any():       # (text input drops a zero; pgvector's recv refuses one)
+            raise SqlError("22000", "binary representation of sparsevec cannot contain "
+                                    "zero values")
+        return SparseVector.checked(dim, np.frombuffer(data, ">i4", nnz, 12), vals)
     if oid in (BIT, VARBIT) and n >= 4:
         (bits,) = _I32.unpack_from(data)
         if bits < 0 or n != 4 + (bits + 7) // 8:

@@ -45,6 +45,11 @@ _SIGNATURES = [
     ("sum", 1, (), None, _VH, "a"),
     ("binary_quantize", 1, (), "bit", _VH, "f"),
     ("jaccard_distance", 2, (), "float8", ("bit",), "f"),
+    # (later ones after: each overload keeps its OID)
+    *((name, 2, (), "float8", ("sparsevec",), "f") for name in
+      ("cosine_distance", "inner_product", "l1_distance", "l2_distance")),
+    ("l2_norm", 1, (), "float8", ("halfvec", "sparsevec"), "f"),
+    ("l2_normalize", 1, (), None, ("sparsevec",), "f"),
 ]
 FIRST_OID = 16600       # past the types' and access methods' OIDs (query/pg_types.py)
 
@@ -79,6 +84,8 @@ _OPERATORS = [
     *((op, "bool", _VH) for op in ("=", "<>")),
     ("<%>", "float8", ("bit",)),
     ("<~>", "float8", ("bit",)),
+    *((op, "float8", ("sparsevec",)) for op in ("<#>", "<+>", "<->", "<=>")),
+    *((op, "bool", ("sparsevec",)) for op in ("=", "<>")),
 ]
 FIRST_OPERATOR_OID = FIRST_OID + 200     # past every function's
 

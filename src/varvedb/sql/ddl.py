@@ -24,7 +24,7 @@ from pglast.enums import AlterTableType, ConstrType, ObjectType
 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
-from ..schema import HNSW, IVFPQ, Field, Schema, Vector, validate_name
+from ..schema import HNSW, IVFPQ, Field, Schema, SparseVec, Vector, validate_name
 from .expressions import Scope, convert
 from ..results import SqlResult
 from .types import SERIAL, type_kind, type_of
@@ -40,6 +40,10 @@ OPCLASSES = {
 # index methods -> their WITH (...) parameters
 _VECTOR_METHODS = {"hnsw": {"m", "ef_construction", "quantize", "pq_m"}, "ivfflat": {"lists"},
                    "ivfpq": {"lists", "pq_m", "rerank"}}
+# pgvector's sparsevec_*_ops: no graph here, and an index that answered approximately
+# where pgvector's does would differ from it without saying so
+_NO_SPARSE_INDEX = ("an index on a sparsevec column is not supported: varvedb answers "
+                    "ORDER BY a sparsevec distance LIMIT k by an exact scan")
 # a vector column's SQL type by its dtype
 SQL_TYPES = {"f32": "vector", "f16": "halfvec", "bit": "bit", "int8": "vector"}
 
@@ -115,6 +119,10 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
             raise NotSupportedError("a vector column has no DEFAULT")
         field = Vector(dim, dtype="bit") if tname == "bit" else \
             Vector(dim, metric="l2", dtype="f16" if tname == "halfvec" else "f32")
+    elif kind == "sparsevec":             # sparsevec(n), or of any dimension
+        if default is not None:
+            raise NotSupportedError("a sparsevec column has no DEFAULT")
+        field = SparseVec(mods[0] if mods else 0)
     elif kind == "text" and mods:         # varchar(n), char(n)
         field = Field(kind, max_length=mods[0])
     else:
@@ -359,6 +367,8 @@ class CreateIndex:
             options[opt.defname.lower()] = getattr(arg, "ival", getattr(arg, "sval", None))
         if method in _VECTOR_METHODS:
             opclass = elem.opclass[-1].sval if elem.opclass else "vector_l2_ops"
+            if opclass.startswith("sparsevec_"):
+                raise NotSupportedError(_NO_SPARSE_INDEX)
             if opclass not in OPCLASSES:
                 raise NotSupportedError(f'operator class "{opclass}" is not supported '
                                         f"(one of {', '.join(OPCLASSES)})")
@@ -410,6 +420,8 @@ class CreateIndex:
                 ctx.engine.create_text_index(tx, t, self.column, self.ts_config)
             return SqlResult([], [], "CREATE INDEX")
         if self.kind in _VECTOR_METHODS:
+            if f.kind == "sparsevec":
+                raise NotSupportedError(_NO_SPARSE_INDEX)
             if f.kind != "vector":
                 raise SqlError("42704", f'column "{self.column}" is not a vector column')
             if f.dtype != self.dtype:
@@ -424,7 +436,7 @@ class CreateIndex:
             with s.writing():
                 s.collection(self.table).create_index(self.column, spec)
             return SqlResult([], [], "CREATE INDEX")
-        if f.kind in ("vector", "json", "bool"):
+        if f.kind in ("vector", "json", "bool", "sparsevec"):
             raise NotSupportedError(f"a {f.kind} column cannot carry a scalar index")
         if self.column in t.indexes:
             if self.if_not_exists:

@@ -101,6 +101,8 @@ def assignable(kind: str, v: E.Val, column: str) -> list:
         v = E.coerce(E.Val("unknown", v.data, v.nulls), "json")
     elif kind == "json" and v.kind in ("int", "float", "bool"):
         v = E.Val("json", np.array(v.python(), dtype=object), v.nulls)
+    elif kind == "sparsevec" and v.kind == "vector":      # pgvector's assignment cast
+        v = E.evaluate(E.Cast("sparsevec", E.Given(v)), E.Rel(None, None, n=len(v)), E.Env())
     if v.kind != kind:
         raise SqlError("42804", f'column "{column}" is of type {kind} but expression is of '
                                 f"type {v.kind}")
@@ -815,7 +817,7 @@ class _Exact:
 
 # the binary form a column of each kind reads (pgvector's for vectors; an int or a
 # float column takes any width of its family, as the client's types say)
-_BINARY = {"text": "text", "bool": "bool", "timestamp": "timestamptz"}
+_BINARY = {"text": "text", "bool": "bool", "timestamp": "timestamptz", "sparsevec": "sparsevec"}
 
 
 def _receive_column(kind: str, values: list, field=None) -> list:

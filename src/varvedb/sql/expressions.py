@@ -87,7 +87,7 @@ def convert(n, scope: Scope):
         kind, name, mods = type_of(n.typeName)
         if n.typeName.arrayBounds:          # x::int2[]: an array stays one
             return E.Cast("array", convert(n.arg, scope))
-        dim = mods[0] if kind == "vector" and mods else None
+        dim = mods[0] if kind in ("vector", "sparsevec") and mods else None
         return E.Cast(kind, convert(n.arg, scope), dim, name if kind == "vector" else None)
     if isinstance(n, ast.BoolExpr):
         op = {BoolExprType.AND_EXPR: "and", BoolExprType.OR_EXPR: "or",

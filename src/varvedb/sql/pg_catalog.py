@@ -441,6 +441,8 @@ def _type_and_mod(f, schema) -> tuple[int, int]:
         return OIDS["int8" if schema.id_kind == "int" else "text"], -1
     if f.kind == "vector":
         return OIDS[SQL_TYPES[f.dtype]], f.dim
+    if f.kind == "sparsevec":
+        return OIDS["sparsevec"], f.dim or -1
     if f.kind == "text" and f.max_length is not None:
         return OIDS["varchar"], f.max_length + 4
     return OIDS[_KIND_TYPES[f.kind]], -1
@@ -470,7 +472,7 @@ def _default(f, schema, table: str) -> str | None:
 # attstorage of the variable-length types (pgvector's keep their values out of line
 # uncompressed, 'e'); every other type's is plain, 'p'
 _STORAGE = {"text": "x", "varchar": "x", "jsonb": "x", "bit": "x", "vector": "e",
-            "halfvec": "e"}
+            "halfvec": "e", "sparsevec": "e"}
 
 
 @_relation("pg_attribute", "attrelid", "attname", "atttypid", "atttypmod", "attnum", "attnotnull",

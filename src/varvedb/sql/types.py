@@ -5,7 +5,8 @@ checked as PostgreSQL and pgvector check them, with their limits.
 Every integer type is stored as int64 and every float type as float64: a
 value PostgreSQL would reject as out of range for int4 or float4 is kept.
 vector(n) is a float32 vector, halfvec(n) a float16 one, bit(n) n bits (a
-vector field of dtype bit, read in SQL as a vector of 0/1 values).
+vector field of dtype bit, read in SQL as a vector of 0/1 values);
+sparsevec(n) a sparse vector field (sparse.py), its dimension n or any.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ TYPE_KINDS = {
     "character varying": "text",
     "json": "json", "jsonb": "json",
     "timestamp": "timestamp", "timestamptz": "timestamp",
-    "vector": "vector", "halfvec": "vector", "bit": "vector",
+    "vector": "vector", "halfvec": "vector", "bit": "vector", "sparsevec": "sparsevec",
     # an OID shown as its type's, relation's or schema's name (query/pg_types.py,
     # sql/pg_catalog.py): a cast only, never stored
     "regtype": "regtype", "regclass": "regclass", "regnamespace": "regnamespace",
@@ -65,7 +66,7 @@ def type_kind(names: list[str]) -> tuple[str, str]:
 # PostgreSQL types varvedb does not store (0A000, where any other name is 42704)
 _POSTGRES_ONLY = {"uuid", "bytea", "date", "time", "timetz", "interval", "money", "inet",
                   "cidr", "macaddr", "point", "line", "box", "polygon", "circle", "xml",
-                  "varbit", "tsvector", "tsquery", "int4range", "sparsevec"}
+                  "varbit", "tsvector", "tsquery", "int4range"}
 
 
 # ---- type modifiers: what each type's typmodin accepts --------------------------------
@@ -131,6 +132,7 @@ _MODIFIERS = {
     "vector": _one_in("dimensions", 1, _MAX_VECTOR_DIM),
     "halfvec": _one_in("dimensions", 1, _MAX_VECTOR_DIM),
     "bit": _one_in("length", 1, _MAX_LENGTH * 8),
+    "sparsevec": _one_in("dimensions", 1, 1_000_000_000),      # SPARSEVEC_MAX_DIM
     "varchar": _one_in("length", 1, _MAX_LENGTH),
     "bpchar": _one_in("length", 1, _MAX_LENGTH, {"bpchar": "char"}),
     "numeric": _numeric,
