@@ -90,7 +90,21 @@ def _check_texts(texts) -> list[str]:
     for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise EmbedderError(f"text {i} to embed is {type(t).__name__}, not str")
+    try:    # tokenizers take UTF-8: a lone surrogate raised their TypeError
+        "".join(texts).encode("utf-8")
+    except UnicodeEncodeError:
+        i = next(i for i, t in enumerate(texts) if not _utf8(t))
+        raise EmbedderError(f"text {i} to embed is not valid Unicode (a lone "
+                            "surrogate)") from None
     return list(texts)
+
+
+def _utf8(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 class OnnxEmbedder:

@@ -11,7 +11,8 @@ The collection (default "langchain") has string ids and three fields: `text`
 plain words finds the documents holding any of them, best BM25 first; pass
 `match="all"` to require every word), `metadata` (json: every key and JSON type comes back as
 stored) and `embedding` (a vector of the embedder's dimension, with an HNSW
-graph by default). It is created at the first write when it does not exist,
+graph by default). It is created at the first write when it does not exist (in
+that write's commit: a refused one leaves none),
 so an empty store needs no embedding to answer.
 
 Scores: `similarity_search_with_score` gives varvedb's score, pgvector's
@@ -37,7 +38,8 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from ..errors import OptionError
 from ..schema import brief
 from . import (METADATA, TEXT, VECTOR, and_where, check_store_schema, dict_where,
-               embed_texts, open_or_create, relevance_fn, renumber, store_schema)
+               create_with, embed_texts, open_collection, relevance_fn, renumber,
+               store_schema, vector_block)
 
 MODES = ("vector", "hybrid", "text")
 
@@ -104,15 +106,17 @@ class VarveVectorStore(VectorStore):
         self._metric = coll.schema.fields[self.vector_field].metric
         return coll
 
-    def _collection(self, dim: int | None = None):
-        """The collection, or None while it does not exist; `dim` creates it."""
+    def _collection(self):
+        """The collection, or None while it does not exist (the first add makes it)."""
         if self._coll is not None:
             return self._coll
+        return open_collection(self._db, self.collection_name, self._adopt)
+
+    def _created_with(self, dim: int, rows: list) -> None:
         c = self._create
-        return open_or_create(
-            self._db, self.collection_name, dim, self._adopt,
-            lambda d: store_schema(d, c["metric"], c["fts"], c["index"], self.text_field,
-                                   self.metadata_field, self.vector_field))
+        schema = store_schema(dim, c["metric"], c["fts"], c["index"], self.text_field,
+                              self.metadata_field, self.vector_field)
+        create_with(self._db, self.collection_name, schema, rows, self._adopt)
 
     @property
     def collection(self):
@@ -144,8 +148,7 @@ class VarveVectorStore(VectorStore):
         texts = list(texts)
         if kwargs:
             raise OptionError(f"add_texts takes texts, metadatas, ids; got {sorted(kwargs)}")
-        vectors = np.asarray(self._embedding.embed_documents(texts), np.float32) \
-            if texts else np.zeros((0, 0), np.float32)
+        vectors = self._embedding.embed_documents(texts) if texts else []
         return self.add_embeddings(texts, vectors, metadatas, ids=ids)
 
     def add_embeddings(self, texts: Sequence[str], vectors, metadatas: list[dict] | None = None,
@@ -158,7 +161,7 @@ class VarveVectorStore(VectorStore):
             raise OptionError(f"{n} texts, {len(metadatas)} metadatas and {len(ids)} ids")
         if n == 0:
             return []
-        vectors = np.asarray(vectors, np.float32)
+        vectors = vector_block(vectors, self.vector_field)
         if vectors.ndim != 2 or len(vectors) != n:
             raise OptionError(f"{n} texts need an (n, dim) array of vectors, got shape "
                               f"{vectors.shape}")
@@ -167,18 +170,21 @@ class VarveVectorStore(VectorStore):
         for m in metadatas:
             if not isinstance(m, dict):
                 raise OptionError(f"metadata is a dict, got {brief(m)}")
-        coll = self._collection(dim=vectors.shape[1])
+        coll = self._collection()
         t, m, v = self.text_field, self.metadata_field, self.vector_field
-        if all(fresh):
+        if coll is not None and all(fresh):
             # every id new (generated): the columnar bulk path
             coll.insert_arrays(id=ids, **{t: texts, m: metadatas, v: vectors})
             return ids
         last = {}
         for j, i in enumerate(ids):      # the same id twice in one call: the last one wins
             last[i] = j
-        keep = sorted(last.values())
-        coll.upsert([{"id": ids[j], t: texts[j], m: metadatas[j], v: vectors[j]}
-                     for j in keep])
+        rows = [{"id": ids[j], t: texts[j], m: metadatas[j], v: vectors[j]}
+                for j in sorted(last.values())]
+        if coll is None:
+            self._created_with(vectors.shape[1], rows)
+        else:
+            coll.upsert(rows)
         return ids
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
