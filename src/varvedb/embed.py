@@ -92,19 +92,12 @@ def _check_texts(texts) -> list[str]:
             raise EmbedderError(f"text {i} to embed is {type(t).__name__}, not str")
     try:    # tokenizers take UTF-8: a lone surrogate raised their TypeError
         "".join(texts).encode("utf-8")
-    except UnicodeEncodeError:
-        i = next(i for i, t in enumerate(texts) if not _utf8(t))
+    except UnicodeEncodeError as e:     # e.start: where in the joined texts
+        ends = np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)))
+        i = int(np.searchsorted(ends, e.start, side="right"))
         raise EmbedderError(f"text {i} to embed is not valid Unicode (a lone "
                             "surrogate)") from None
     return list(texts)
-
-
-def _utf8(s: str) -> bool:
-    try:
-        s.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False
 
 
 class OnnxEmbedder:
