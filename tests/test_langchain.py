@@ -373,3 +373,20 @@ def test_varve_embeddings_refuse_a_str_and_a_lone_surrogate():
         with pytest.raises(vv.EmbedderError, match="not valid Unicode"):
             call()
     assert emb.embed_documents([]) == [] and len(emb.embed_query("abc")) == 384
+
+
+def test_a_first_add_inside_a_transaction_joins_it(tmp_path):
+    """The first add's collection and rows join the thread's open transaction: a
+    rollback takes both back, a commit keeps both (one version)."""
+    with vv.connect(str(tmp_path / "t.varve")) as db:
+        store = VarveVectorStore(Axis(), db=db, index=None)
+        with pytest.raises(RuntimeError):
+            with db.transaction():
+                store.add_texts(["0.5 x"], ids=["x"])
+                raise RuntimeError("rolled back")
+        assert db.collections() == [] and db.version == 0
+        store = VarveVectorStore(Axis(), db=db, index=None)   # (the first keeps what it made)
+        with db.transaction():
+            store.add_texts(["0.5 x"])
+            store.add_texts(["0.1 y"], ids=["y"])
+        assert db.version == 1 and len(store.collection) == 2

@@ -298,11 +298,19 @@ def open_collection(db, name: str, adopt):
         return None
 
 
-def create_with(db, name: str, schema: dict, rows: list, adopt):
-    """A store's collection made by its first add, with that add's rows in the same
-    commit (create_collection's data=): an add refused leaves no collection
-    behind, whose width would refuse the next, right, add."""
-    return adopt(db.create_collection(name, schema, data=rows))
+def create_with(db, name: str, schema: dict, write, rows, adopt):
+    """A store's collection made by its first add, in that add's commit: an add
+    refused leaves no collection behind, whose width would refuse the next,
+    right, add. Embedded: `write(collection)` (the add's own path, the bulk one
+    included) in the thread's transaction, joined if open; over vv.Client, whose
+    open transaction is the server's, create_collection's data=`rows()`."""
+    session = getattr(db, "thread_session", None)
+    if session is None:
+        return adopt(db.create_collection(name, schema, data=rows()))
+    with session().writing():
+        coll = db.create_collection(name, schema)
+        write(coll)
+    return adopt(coll)
 
 
 def vector_block(vectors, field: str = VECTOR) -> np.ndarray:

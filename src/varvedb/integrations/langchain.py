@@ -112,12 +112,6 @@ class VarveVectorStore(VectorStore):
             return self._coll
         return open_collection(self._db, self.collection_name, self._adopt)
 
-    def _created_with(self, dim: int, rows: list) -> None:
-        c = self._create
-        schema = store_schema(dim, c["metric"], c["fts"], c["index"], self.text_field,
-                              self.metadata_field, self.vector_field)
-        create_with(self._db, self.collection_name, schema, rows, self._adopt)
-
     @property
     def collection(self):
         """The varvedb collection (None until the first write creates it)."""
@@ -170,21 +164,30 @@ class VarveVectorStore(VectorStore):
         for m in metadatas:
             if not isinstance(m, dict):
                 raise OptionError(f"metadata is a dict, got {brief(m)}")
-        coll = self._collection()
         t, m, v = self.text_field, self.metadata_field, self.vector_field
-        if coll is not None and all(fresh):
-            # every id new (generated): the columnar bulk path
-            coll.insert_arrays(id=ids, **{t: texts, m: metadatas, v: vectors})
-            return ids
-        last = {}
-        for j, i in enumerate(ids):      # the same id twice in one call: the last one wins
-            last[i] = j
-        rows = [{"id": ids[j], t: texts[j], m: metadatas[j], v: vectors[j]}
-                for j in sorted(last.values())]
-        if coll is None:
-            self._created_with(vectors.shape[1], rows)
+        if all(fresh):
+            keep = range(n)
+
+            def write(coll):    # every id new (generated): the columnar bulk path
+                coll.insert_arrays(id=ids, **{t: texts, m: metadatas, v: vectors})
         else:
-            coll.upsert(rows)
+            last = {}
+            for j, i in enumerate(ids):      # the same id twice in one call: the last wins
+                last[i] = j
+            keep = sorted(last.values())
+
+            def write(coll):
+                coll.upsert(rows())
+
+        def rows():
+            return [{"id": ids[j], t: texts[j], m: metadatas[j], v: vectors[j]} for j in keep]
+        coll = self._collection()
+        if coll is not None:
+            write(coll)
+            return ids
+        c = self._create
+        schema = store_schema(vectors.shape[1], c["metric"], c["fts"], c["index"], t, m, v)
+        create_with(self._db, self.collection_name, schema, write, rows, self._adopt)
         return ids
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:

@@ -201,7 +201,8 @@ class VarveVectorStore(BasePydanticVectorStore):
         import varvedb as vv
         schema = {**store_schema(dim, self.metric, self.fts, self._index, TEXT, METADATA,
                                  VECTOR), REF: vv.Text(index="hash"), NODE: vv.Json()}
-        create_with(self._db, self.collection_name, schema, rows, self._adopt)
+        create_with(self._db, self.collection_name, schema, lambda c: c.upsert(rows),
+                    lambda: rows, self._adopt)
 
     @property
     def collection(self):
