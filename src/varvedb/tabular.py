@@ -8,8 +8,8 @@ without nulls is its own array (no copy where the library holds it as one), a
 fixed-size-list or list column of numbers of one length, or an object column of
 equal-length arrays, is one (n, dim) block (the vector field's; one copy at most),
 and anything else (text, json, lists of several lengths, a column with nulls) a
-list of Python values, checked as `insert` checks a row's. Nothing here knows the schema: the collection's checks name the
-column whose type is wrong.
+list of Python values, checked as `insert` checks a row's. Nothing here knows the
+schema: the collection's checks name the column whose type is wrong.
 
 Out: `to_arrow` / `to_pandas` / `to_polars` over named columns of Python values
 (vectors as numpy arrays), one piece for search hits and SQL rows alike.

@@ -321,7 +321,7 @@ def vector_block(vectors, field: str = VECTOR) -> np.ndarray:
         return np.asarray(vectors, np.float32)
     except (ValueError, TypeError) as e:
         why = e
-    widths = sorted({len(v) for v in vectors if hasattr(v, "__len__")})
+    widths = sorted({len(v) for v in vectors if hasattr(v, "__len__") and not isinstance(v, str)})
     if len(widths) > 1:
         raise DimensionError(f"field {field!r}: vectors of one add have different "
                              f"lengths ({', '.join(map(str, widths[:8]))})") from None

@@ -26,7 +26,11 @@ folder is removed in every case. Only the files the tasks' results name
 are applied: what a failed attempt of a retried task left is not. A collection that does not exist is made
 in that same commit from the first side file's types (schema_inference, as
 `varvedb import` and `create_collection(data=)` make one). Ray tensor columns are written as
-fixed-size lists, the form `insert` takes a vector field's block in. The
+fixed-size lists, the form `insert` takes a vector field's block in (rows of several
+shapes as lists, which insert refuses naming a row's width); a column Ray keeps as
+pickled Python values (values of mixed types) is written as it is, and insert
+refuses what its field refuses, so a bad row fails the job with the error insert
+gives for it. The
 target is opened for writing only at the end, on the driver: no other
 process may hold it for writing then (varvedb has one writer).
 
