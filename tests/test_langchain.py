@@ -390,3 +390,13 @@ def test_a_first_add_inside_a_transaction_joins_it(tmp_path):
             store.add_texts(["0.5 x"])
             store.add_texts(["0.1 y"], ids=["y"])
         assert db.version == 1 and len(store.collection) == 2
+
+
+def test_a_query_vector_numpy_cannot_read_is_refused_typed(axis_store):
+    """Strings, or rows of several lengths, as the query vector raised numpy's
+    ValueError; the search refuses them as it refuses any (FieldTypeError)."""
+    for bad in (["a", "b", "c"], [[1.0, 0.0], [1.0]]):
+        with pytest.raises(vv.FieldTypeError, match="query vector must be numeric"):
+            axis_store.similarity_search_by_vector(bad)
+        with pytest.raises(vv.FieldTypeError, match="query vector must be numeric"):
+            axis_store.max_marginal_relevance_search_by_vector(bad)

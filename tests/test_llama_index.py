@@ -333,3 +333,12 @@ def test_varve_embedding_refuses_a_lone_surrogate():
                  lambda: emb.get_text_embedding_batch(["ok", "\ud800"])):
         with pytest.raises(vv.EmbedderError, match="not valid Unicode"):
             call()
+
+
+def test_a_query_embedding_numpy_cannot_read_is_refused_typed(store):
+    """Strings, or rows of several lengths, as query_embedding raised numpy's
+    ValueError; the search refuses them as it refuses any (FieldTypeError)."""
+    store.add(_nodes())
+    for bad in (["a", "b", "c"], [[1.0, 0.0], [1.0]]):
+        with pytest.raises(vv.FieldTypeError, match="query vector must be numeric"):
+            _q(store, query_embedding=bad)

@@ -313,6 +313,16 @@ def create_with(db, name: str, schema: dict, write, rows, adopt):
     return adopt(coll)
 
 
+def query_vector(vector):
+    """A query's vector as float32; one numpy cannot read (strings, rows of several
+    lengths) goes as given, and the search refuses it as it refuses any
+    (FieldTypeError), not with numpy's ValueError."""
+    try:
+        return np.asarray(vector, np.float32)
+    except (ValueError, TypeError):
+        return vector
+
+
 def vector_block(vectors, field: str = VECTOR) -> np.ndarray:
     """One add's vectors as a float32 array, refused as an insert refuses them:
     rows of different lengths DimensionError, values not numbers FieldTypeError

@@ -38,8 +38,8 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from ..errors import OptionError
 from ..schema import brief
 from . import (METADATA, TEXT, VECTOR, and_where, check_store_schema, dict_where,
-               create_with, embed_texts, open_collection, relevance_fn, renumber,
-               store_schema, vector_block)
+               create_with, embed_texts, open_collection, query_vector, relevance_fn,
+               renumber, store_schema, vector_block)
 
 MODES = ("vector", "hybrid", "text")
 
@@ -302,7 +302,7 @@ class VarveVectorStore(VectorStore):
             search["text"], search["text_field"] = text, self.text_field
             search.setdefault("match", "any")     # a question's words, not a conjunction
         if vector is not None:
-            search["vector"] = np.asarray(vector, np.float32)
+            search["vector"] = query_vector(vector)
         return coll.search(where=where, params=params, limit=k, select=select,
                            field=self.vector_field, **search)
 

@@ -47,8 +47,8 @@ from llama_index.core.vector_stores.types import (BasePydanticVectorStore, Filte
 from ..errors import FilterError, OptionError, SchemaError
 from ..schema import brief
 from . import (METADATA, TEXT, VECTOR, MetaWhere, and_where, check_descent, check_store_schema,
-               create_with, embed_texts, join, negate, open_collection, relevance_fn,
-               store_schema, vector_block, within_bound)
+               create_with, embed_texts, join, negate, open_collection, query_vector,
+               relevance_fn, store_schema, vector_block, within_bound)
 
 REF, NODE = "ref_doc_id", "node"
 _NODE_CLASSES = {c.class_name(): c for c in (TextNode, ImageNode, IndexNode, Node)}
@@ -331,7 +331,7 @@ class VarveVectorStore(BasePydanticVectorStore):
     def _query_vector(query: VectorStoreQuery):
         if query.query_embedding is None:
             raise OptionError("this query mode needs query_embedding")
-        return np.asarray(query.query_embedding, np.float32)
+        return query_vector(query.query_embedding)
 
     @staticmethod
     def _query_text(query: VectorStoreQuery) -> str:
