@@ -157,6 +157,7 @@ APPLIED = {
         "test_insert_table_equals_dicts", "test_upsert_table_merges_and_replace_replaces",
         "test_wrong_column_type_names_it_and_writes_nothing", "test_hits_to_tables",
         "test_an_arrow_json_column_reads_as_values_and_bad_text_is_refused",
+        "test_lists_of_several_lengths_go_to_the_field",
     ],
     test_upsert_merge: [
         "test_upsert_merges_the_fields_a_row_names_and_keeps_the_rest",

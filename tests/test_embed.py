@@ -338,3 +338,14 @@ def test_the_model_never_runs_under_the_writer_lock(tmp_path):
     emb = docs.get(5, select=["emb"])["emb"]
     assert round(float(emb[0] / emb[1]), 3) == 7.0
     db.close()
+
+
+@needs_model
+def test_a_lone_surrogate_is_an_embedder_error(model):
+    """Tokenizers (and a word hasher's encode) take UTF-8: a lone surrogate raised
+    their TypeError / UnicodeEncodeError, not a VarveError."""
+    for embedder in (model, HashEmbedder()):
+        with pytest.raises(EmbedderError, match="text 1 .*not valid Unicode"):
+            embed.embed_batched(embedder, ["fine", "bad \ud800"], progress=False)
+    with pytest.raises(EmbedderError, match="not valid Unicode"):
+        model.embed(["\ud800"])

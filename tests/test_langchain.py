@@ -318,3 +318,85 @@ def test_bench_langchain_small(tmp_path):
         assert s["top_k_overlap"]["median"] == 1.0     # the same 5 documents (exact at 6 rows)
     md = open(out + ".md").read()
     assert "| add_documents, 60 docs, s |" in md
+
+
+@pytest.mark.parametrize("which", ["file_db", "server_db"])
+def test_a_refused_first_add_leaves_no_collection(request, which):
+    """A store's first add that is refused (a text not a str, vectors of different
+    lengths) made the collection anyway, of that add's width, so every later add
+    of the right width was refused; the collection and the first add's rows are
+    one commit now. Vectors of different lengths are a DimensionError (numpy's
+    ValueError before), on an existing collection too."""
+    db = request.getfixturevalue(which)
+    store = _fresh(db, Axis(), index=None)
+    with pytest.raises(vv.FieldTypeError):
+        store.add_embeddings([5], [[1.0, 2.0, 3.0, 4.0]])     # a text that is not a str
+    assert store.collection is None and store.collection_name not in db.collections()
+    with pytest.raises(vv.DimensionError, match="different lengths"):
+        store.add_embeddings(["a", "b"], [[1.0, 0.0], [1.0, 0.0, 0.0]])
+    assert store.collection is None and store.collection_name not in db.collections()
+    assert store.add_texts(["0.5 x", "0.1 y"], ids=["x", "y"]) == ["x", "y"]
+    with pytest.raises(vv.DimensionError, match="different lengths"):
+        store.add_embeddings(["a", "b"], [[1.0, 0.0, 0.0], [1.0, 0.0]])
+    assert [d.id for d in store.similarity_search("0.5", k=5)] == ["x", "y"]
+    _drop(db, store)
+
+
+def test_a_dict_filter_beside_a_where_of_any_string_form(file_db):
+    """filter= dict plus where=: the where's $n move up past the dict's, found by
+    PostgreSQL's lexer. The hand-written one read E'it\\'s' as ending at the
+    backslash and renumbered a $1 inside the string (the search missed the row)."""
+    store = _fresh(file_db, Axis(), index=None)
+    text = "0.1 it's $1 off"
+    store.add_texts([text, "0.2 other"], [{"src": "a"}, {"src": "a"}], ids=["d1", "d2"])
+    for where, params in [("text = E'0.1 it\\'s $1 off'", []),
+                          ("text = $q$0.1 it's $1 off$q$", []),
+                          ("/* it's */ text = $1", [text]),
+                          ("text = E'0.1 it\\'s $1 off' AND metadata->>'src' = $1", ["a"])]:
+        assert _ids(store, where=where, params=params) == ["d1"]
+        assert _ids(store, filter={"src": "a"}, where=where, params=params) == ["d1"]
+    assert renumber("x = E'\\'$1' AND \"a$1\" = $$ $2 $$ AND b$1 = $1", 2) == \
+        "x = E'\\'$1' AND \"a$1\" = $$ $2 $$ AND b$1 = $3"
+    with pytest.raises(vv.FilterError):
+        store.similarity_search("0", filter={"src": "a"}, where="text = 'open")
+    _drop(file_db, store)
+
+
+def test_varve_embeddings_refuse_a_str_and_a_lone_surrogate():
+    """embed_documents("abc") embedded "a", "b" and "c" (the str was listed before
+    it was checked); a lone surrogate raised tokenizers' TypeError."""
+    from varvedb.integrations.langchain import VarveEmbeddings
+    emb = VarveEmbeddings()
+    with pytest.raises(vv.EmbedderError, match="not str"):
+        emb.embed_documents("abc")
+    for call in (lambda: emb.embed_documents(["ok", "\ud800"]), lambda: emb.embed_query("\ud800")):
+        with pytest.raises(vv.EmbedderError, match="not valid Unicode"):
+            call()
+    assert emb.embed_documents([]) == [] and len(emb.embed_query("abc")) == 384
+
+
+def test_a_first_add_inside_a_transaction_joins_it(tmp_path):
+    """The first add's collection and rows join the thread's open transaction: a
+    rollback takes both back, a commit keeps both (one version)."""
+    with vv.connect(str(tmp_path / "t.varve")) as db:
+        store = VarveVectorStore(Axis(), db=db, index=None)
+        with pytest.raises(RuntimeError):
+            with db.transaction():
+                store.add_texts(["0.5 x"], ids=["x"])
+                raise RuntimeError("rolled back")
+        assert db.collections() == [] and db.version == 0
+        store = VarveVectorStore(Axis(), db=db, index=None)   # (the first keeps what it made)
+        with db.transaction():
+            store.add_texts(["0.5 x"])
+            store.add_texts(["0.1 y"], ids=["y"])
+        assert db.version == 1 and len(store.collection) == 2
+
+
+def test_a_query_vector_numpy_cannot_read_is_refused_typed(axis_store):
+    """Strings, or rows of several lengths, as the query vector raised numpy's
+    ValueError; the search refuses them as it refuses any (FieldTypeError)."""
+    for bad in (["a", "b", "c"], [[1.0, 0.0], [1.0]]):
+        with pytest.raises(vv.FieldTypeError, match="query vector must be numeric"):
+            axis_store.similarity_search_by_vector(bad)
+        with pytest.raises(vv.FieldTypeError, match="query vector must be numeric"):
+            axis_store.max_marginal_relevance_search_by_vector(bad)

@@ -304,3 +304,41 @@ def test_import_varvedb_imports_no_framework():
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True,
                          env=child_env(), check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_refused_first_add_leaves_no_collection(store, db):
+    """A first add that is refused (a text that is not valid Unicode, embeddings of
+    different lengths) made the collection anyway, of that add's width, so every later add
+    of the right width was refused; the collection and the first add's rows are
+    one commit now. Embeddings of different lengths are a DimensionError (numpy's
+    ValueError before)."""
+    with pytest.raises(vv.FieldTypeError):
+        store.add([TextNode(text="\ud800", id_="a", embedding=[1.0, 2.0, 3.0, 4.0])])
+    assert store.collection is None and store.collection_name not in db.collections()
+    with pytest.raises(vv.DimensionError, match="different lengths"):
+        store.add([TextNode(text="a", id_="a", embedding=[1.0, 0.0]),
+                   TextNode(text="b", id_="b", embedding=[1.0, 0.0, 0.0])])
+    assert store.collection is None and store.collection_name not in db.collections()
+    assert store.add(_nodes()) == ["n0", "n1", "n2", "n3"]
+    with pytest.raises(vv.DimensionError, match="different lengths"):
+        store.add([TextNode(text="a", id_="a", embedding=[1.0, 0.0, 0.0]),
+                   TextNode(text="b", id_="b", embedding=[1.0, 0.0])])
+    assert sorted(_q(store).ids) == ["n0", "n1", "n2", "n3"]
+
+
+def test_varve_embedding_refuses_a_lone_surrogate():
+    """Tokenizers' TypeError came through; it is the EmbedderError of any bad text."""
+    emb = VarveEmbedding()
+    for call in (lambda: emb.get_text_embedding("\ud800"),
+                 lambda: emb.get_text_embedding_batch(["ok", "\ud800"])):
+        with pytest.raises(vv.EmbedderError, match="not valid Unicode"):
+            call()
+
+
+def test_a_query_embedding_numpy_cannot_read_is_refused_typed(store):
+    """Strings, or rows of several lengths, as query_embedding raised numpy's
+    ValueError; the search refuses them as it refuses any (FieldTypeError)."""
+    store.add(_nodes())
+    for bad in (["a", "b", "c"], [[1.0, 0.0], [1.0]]):
+        with pytest.raises(vv.FieldTypeError, match="query vector must be numeric"):
+            _q(store, query_embedding=bad)

@@ -263,3 +263,33 @@ def test_the_ray_ivfpq_build_equals_the_single_process_build(tmp_path):
     np.testing.assert_array_equal(found[dist], found[one])    # the same index
     with pytest.raises(OptionError):
         build_index(dist, "docs", "vec", vv.HNSW())
+
+
+def test_bad_rows_are_refused_as_insert_refuses_them_and_nothing_is_applied(tmp_path):
+    """A str in an int column made Ray keep the column as pickled Python values,
+    which the sink read as a tensor: the job failed with pyarrow's ArrowInvalid.
+    Vectors of several lengths (Ray's variable-shaped tensor column) were written
+    as one-element lists and refused as "got one of shape (1, 3)". Each is now the
+    error insert gives for the same rows, naming the row's real width, and the
+    target is as it was; a json column of lists of several lengths is written."""
+    dst = str(tmp_path / "o.varve")
+    with vv.connect(dst) as db:
+        db.create_collection("o", {"n": "int", "v": "vector(3)", "j": "json"})
+    before = _digest(dst)
+    cases = [([{"id": 1, "n": 1, "v": np.ones(3)}, {"id": 2, "n": "oops", "v": np.ones(3)}],
+              vv.FieldTypeError, "field 'n' is int, got 'oops'"),
+             ([{"id": 1, "n": 1, "v": np.ones(3)}, {"id": 2, "n": 2, "v": np.ones(4)}],
+              vv.DimensionError, r"dimension 3, got one of shape \(4,\)")]
+    for rows, error, message in cases:
+        with pytest.raises(error, match=message):
+            vv.connect(":memory:").create_collection(
+                "o", {"n": "int", "v": "vector(3)"}).insert(rows)
+        with pytest.raises(error, match=message):
+            ray.data.from_items(rows, override_num_blocks=1).write_datasink(
+                VarveDatasink(dst, "o"))
+        assert _digest(dst) == before and _side_dirs(tmp_path) == []
+    rows = [{"id": 1, "n": 1, "v": np.ones(3), "j": np.arange(2)},
+            {"id": 2, "n": 2, "v": np.ones(3), "j": np.arange(3)}]
+    ray.data.from_items(rows, override_num_blocks=1).write_datasink(VarveDatasink(dst, "o"))
+    with vv.connect(dst, readonly=True) as db:
+        assert [d["j"] for d in db.collection("o").get(ids=[1, 2])] == [[0, 1], [0, 1, 2]]

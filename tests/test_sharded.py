@@ -299,3 +299,40 @@ def test_the_coordinator_killed_between_prepare_and_commit(tmp_path):
     with ShardedCollection.open(folder) as again:
         assert again.count() == 90                                   # t2 dropped
         assert again.get(159) is not None and again.get(200) is None
+
+
+def test_ids_come_back_in_the_rows_order_and_bad_ids_are_refused_as_one_collection(tmp_path):
+    """insert / upsert return the ids in the rows' order (they came grouped by
+    shard); a str given as ids= is one bad argument, not a list of one-character
+    ids (delete(ids="ab") deleted "a" and "b"); a lone surrogate, a number for
+    ids= and a number for rows are FieldTypeErrors (they were raw Python errors);
+    each as one collection answers, and nothing is written."""
+    schema = {"id": "text", "n": "int"}
+    rows = [{"id": s, "n": k} for k, s in enumerate(["a", "b", "ab", "c", "d", "e", "f"])]
+    single = vv.connect(":memory:").create_collection("docs", schema)
+    with ShardedCollection.create(tmp_path / "s", "docs", schema, shards=2) as sc:
+        order = [r["id"] for r in rows]     # interleaved over the shards: grouping reorders
+        assert sorted(order, key=lambda i: shard_of(i, 2)) != order
+        assert sc.insert(list(reversed(rows))) == single.insert(list(reversed(rows))) \
+            == [r["id"] for r in reversed(rows)]
+        again = [{"id": r["id"], "n": 0} for r in rows]
+        assert sc.upsert(iter(again)) == single.upsert(again) == [r["id"] for r in rows]
+        before = sc.version
+        for call, refused in [(lambda c: c.delete(ids="ab"), "ids is a list"),
+                              (lambda c: c.get(ids="ab"), "ids is a list"),
+                              (lambda c: c.delete(ids=5), "ids is a list"),
+                              (lambda c: c.get(ids=5), "ids is a list"),
+                              (lambda c: c.insert(5), "rows are a dict"),
+                              (lambda c: c.upsert("ab"), "rows are a dict"),
+                              (lambda c: c.insert({"id": "\ud800", "n": 1}), "not valid Unicode"),
+                              (lambda c: c.get("\ud800"), "not valid Unicode"),
+                              (lambda c: c.delete(ids=["g", "\ud800"]), "not valid Unicode")]:
+            with pytest.raises(FieldTypeError, match=refused):
+                call(sc)
+            with pytest.raises(FieldTypeError):
+                call(single)
+        assert sc.version == before and sc.count() == len(single) == 7
+        assert [d["id"] for d in sc.get(ids=np.array(["ab", "zz", "a"]))] == ["ab", "a"]
+        sc.delete(ids=("a", "b"))
+        assert sorted(d["id"] for d in sc.get(ids=[r["id"] for r in rows])) == \
+            ["ab", "c", "d", "e", "f"]

@@ -107,6 +107,25 @@ def test_wrong_column_type_names_it_and_writes_nothing(db, kind):
     assert c.count() == 0
 
 
+@pytest.mark.parametrize("kind", ["pandas", "arrow", "polars"])
+def test_lists_of_several_lengths_go_to_the_field(db, kind):
+    """A column of number lists of several lengths was refused FieldTypeError ("lists
+    of different lengths") before the field was asked, though create_collection(data=)
+    infers json for it: a json field now takes them, and a vector field refuses the
+    first row of another width, as insert refuses that row given as a dict."""
+    lists = {"id": [1, 2], "m": [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0]]}
+    table = {"pandas": pd.DataFrame(lists), "arrow": pa.table(lists),
+             "polars": pl.DataFrame(lists)}[kind]
+    made = db.create_collection("j", data=table)
+    assert made.schema.fields["m"].kind == "json"
+    assert [d["m"] for d in made.get(ids=[1, 2])] == lists["m"]
+    c = db.create_collection("v", {"m": "vector(3)"})
+    with pytest.raises(vv.DimensionError, match=r"'m' expects vectors of dimension 3, got one "
+                                                r"of shape \(4,\)"):
+        c.insert(table)
+    assert c.count() == 0
+
+
 def test_an_arrow_json_column_reads_as_values_and_bad_text_is_refused(db):
     """Arrow's json type (what to_arrow writes for json values of mixed shapes)
     comes in as the values; a text in it that is not JSON is a FieldTypeError

@@ -90,6 +90,13 @@ def _check_texts(texts) -> list[str]:
     for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise EmbedderError(f"text {i} to embed is {type(t).__name__}, not str")
+    try:    # tokenizers take UTF-8: a lone surrogate raised their TypeError
+        "".join(texts).encode("utf-8")
+    except UnicodeEncodeError as e:     # e.start: where in the joined texts
+        ends = np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)))
+        i = int(np.searchsorted(ends, e.start, side="right"))
+        raise EmbedderError(f"text {i} to embed is not valid Unicode (a lone "
+                            "surrogate)") from None
     return list(texts)
 
 

@@ -5,11 +5,11 @@ In: `frame_columns(data)` turns a pandas DataFrame, a pyarrow Table or RecordBat
 or a polars DataFrame into {column: numpy array or list}, the form
 `Collection.insert_arrays` checks and writes: a numeric, bool or timestamp column
 without nulls is its own array (no copy where the library holds it as one), a
-fixed-size-list or list column of numbers, or an object column of equal-length
-arrays, is one (n, dim) block (the vector field's; one copy at most), and anything
-else (text, json, a column with nulls) a list of Python values, checked as `insert`
-checks a row's. Nothing here knows the schema: the collection's checks name the
-column whose type is wrong.
+fixed-size-list or list column of numbers of one length, or an object column of
+equal-length arrays, is one (n, dim) block (the vector field's; one copy at most),
+and anything else (text, json, lists of several lengths, a column with nulls) a
+list of Python values, checked as `insert` checks a row's. Nothing here knows the
+schema: the collection's checks name the column whose type is wrong.
 
 Out: `to_arrow` / `to_pandas` / `to_polars` over named columns of Python values
 (vectors as numpy arrays), one piece for search hits and SQL rows alike.
@@ -84,8 +84,9 @@ def _arrow_column(name: str, col):
                 offsets = np.asarray(col.offsets)
                 lengths = np.diff(offsets)
                 if n and (lengths != lengths[0]).any():
-                    raise FieldTypeError(f"column {name!r}: lists of different lengths "
-                                         f"({int(lengths.min())}..{int(lengths.max())})")
+                    # no block: the field decides (a json field takes them, a vector
+                    # field names the first row of another width)
+                    return col.to_pylist()
                 dim = int(lengths[0]) if n else 0
             flat = col.flatten().to_numpy(zero_copy_only=False)
             return flat.reshape(n, dim)
@@ -123,8 +124,7 @@ def _pandas_column(name: str, s):
             try:
                 return np.stack(vals)          # equal-length arrays: one (n, dim) block
             except ValueError:
-                raise FieldTypeError(f"column {name!r}: vectors of different lengths") \
-                    from None
+                return vals.tolist()           # of several lengths: as an Arrow list column
     # nullable extension dtypes (Int64, string, ...), datetimes with NaT, objects
     out = s.astype(object).where(s.notna(), None).tolist()
     return out

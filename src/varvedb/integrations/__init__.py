@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import math
 
-from ..errors import FilterError, NotFoundError, OptionError, SchemaError
+import numpy as np
+
+from ..errors import (DimensionError, FieldTypeError, FilterError, NotFoundError, OptionError,
+                      SchemaError)
 from ..query.filter import MAX_FILTER_DEPTH
 from ..schema import brief
 
@@ -154,44 +157,35 @@ def and_where(a: str | None, b: str | None) -> str | None:
 
 def renumber(where: str, shift: int) -> str:
     """A user's `where` with its $n parameters moved up by `shift` (so that its
-    params can follow ones already taken). Quoted text and identifiers are left alone."""
+    params can follow ones already taken). The $n are found by PostgreSQL's own
+    lexer (pglast's scan, what the filter parser reads), so no string of any
+    form ('', E'' with its backslashes, $$ $$, U&''), quoted identifier, comment
+    or name holding a $ is rewritten."""
     if not shift:
         return where
-    out, i, n = [], 0, len(where)
-    while i < n:
-        c = where[i]
-        if c in "'\"":
-            j = i + 1
-            while j < n:
-                if where[j] == c:
-                    if j + 1 < n and where[j + 1] == c:
-                        j += 2
-                        continue
-                    break
-                j += 1
-            out.append(where[i:j + 1])
-            i = j + 1
-        elif c == "$" and i + 1 < n and where[i + 1].isdigit():
-            j = i + 1
-            while j < n and where[j].isdigit():
-                j += 1
-            out.append(f"${int(where[i + 1:j]) + shift}")
-            i = j
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+    from pglast.parser import ParseError, scan
+    try:
+        tokens = scan(where)
+    except ParseError as e:
+        raise FilterError(f"malformed filter {where!r}: {e}") from None
+    except UnicodeEncodeError:
+        raise FilterError(f"filter {brief(where)} is not valid Unicode (a lone "
+                          "surrogate)") from None
+    out, at = [], 0
+    for t in tokens:     # start, end: character offsets, end inclusive
+        if t.name == "PARAM":
+            out += [where[at:t.start], f"${int(where[t.start + 1:t.end + 1]) + shift}"]
+            at = t.end + 1
+    return "".join(out) + where[at:]
 
 
 # ---- relevance: a distance as a score in [0, 1], higher is closer ---------------
 
 def embed_texts(embedder, texts) -> list[list[float]]:
     """`texts` embedded by a varvedb embedder as the frameworks want them: lists
-    of floats, one per text (none for none), in one length-sorted batched call."""
+    of floats, one per text (none for none), in one length-sorted batched call,
+    which checks them (a str is refused, never embedded character by character)."""
     from ..embed import embed_batched
-    texts = list(texts)
-    if not texts:
-        return []
     return embed_batched(embedder, texts, progress=False).tolist()
 
 
@@ -296,12 +290,49 @@ def _dict_op(w: MetaWhere, key: str, op: str, arg) -> str:
                       f"{', '.join([*_LC_OPS, '$in', '$nin', '$exists', '$like', '$ilike', '$between'])}")
 
 
-def open_or_create(db, name: str, dim: int | None, adopt, schema):
-    """A store's collection: `name` adopted (checked) if it exists, else None when
-    no `dim` is known yet, else created from `schema(dim)` (the first add's width)."""
+def open_collection(db, name: str, adopt):
+    """A store's collection `name`, adopted (checked), or None while there is none."""
     try:
         return adopt(db.collection(name))
     except NotFoundError:
-        if dim is None:
-            return None
-    return adopt(db.create_collection(name, schema(dim)))
+        return None
+
+
+def create_with(db, name: str, schema: dict, write, rows, adopt):
+    """A store's collection made by its first add, in that add's commit: an add
+    refused leaves no collection behind, whose width would refuse the next,
+    right, add. Embedded: `write(collection)` (the add's own path, the bulk one
+    included) in the thread's transaction, joined if open; over vv.Client, whose
+    open transaction is the server's, create_collection's data=`rows()`."""
+    session = getattr(db, "thread_session", None)
+    if session is None:
+        return adopt(db.create_collection(name, schema, data=rows()))
+    with session().writing():
+        coll = db.create_collection(name, schema)
+        write(coll)
+    return adopt(coll)
+
+
+def query_vector(vector):
+    """A query's vector as float32; one numpy cannot read (strings, rows of several
+    lengths) goes as given, and the search refuses it as it refuses any
+    (FieldTypeError), not with numpy's ValueError."""
+    try:
+        return np.asarray(vector, np.float32)
+    except (ValueError, TypeError):
+        return vector
+
+
+def vector_block(vectors, field: str = VECTOR) -> np.ndarray:
+    """One add's vectors as a float32 array, refused as an insert refuses them:
+    rows of different lengths DimensionError, values not numbers FieldTypeError
+    (numpy raised ValueError / TypeError)."""
+    try:
+        return np.asarray(vectors, np.float32)
+    except (ValueError, TypeError) as e:
+        why = e
+    widths = sorted({len(v) for v in vectors if hasattr(v, "__len__") and not isinstance(v, str)})
+    if len(widths) > 1:
+        raise DimensionError(f"field {field!r}: vectors of one add have different "
+                             f"lengths ({', '.join(map(str, widths[:8]))})") from None
+    raise FieldTypeError(f"field {field!r}: vectors must be numeric ({why})") from None

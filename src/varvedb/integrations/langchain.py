@@ -11,7 +11,8 @@ The collection (default "langchain") has string ids and three fields: `text`
 plain words finds the documents holding any of them, best BM25 first; pass
 `match="all"` to require every word), `metadata` (json: every key and JSON type comes back as
 stored) and `embedding` (a vector of the embedder's dimension, with an HNSW
-graph by default). It is created at the first write when it does not exist,
+graph by default). It is created at the first write when it does not exist (in
+that write's commit: a refused one leaves none),
 so an empty store needs no embedding to answer.
 
 Scores: `similarity_search_with_score` gives varvedb's score, pgvector's
@@ -37,7 +38,8 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from ..errors import OptionError
 from ..schema import brief
 from . import (METADATA, TEXT, VECTOR, and_where, check_store_schema, dict_where,
-               embed_texts, open_or_create, relevance_fn, renumber, store_schema)
+               create_with, embed_texts, open_collection, query_vector, relevance_fn,
+               renumber, store_schema, vector_block)
 
 MODES = ("vector", "hybrid", "text")
 
@@ -104,15 +106,11 @@ class VarveVectorStore(VectorStore):
         self._metric = coll.schema.fields[self.vector_field].metric
         return coll
 
-    def _collection(self, dim: int | None = None):
-        """The collection, or None while it does not exist; `dim` creates it."""
+    def _collection(self):
+        """The collection, or None while it does not exist (the first add makes it)."""
         if self._coll is not None:
             return self._coll
-        c = self._create
-        return open_or_create(
-            self._db, self.collection_name, dim, self._adopt,
-            lambda d: store_schema(d, c["metric"], c["fts"], c["index"], self.text_field,
-                                   self.metadata_field, self.vector_field))
+        return open_collection(self._db, self.collection_name, self._adopt)
 
     @property
     def collection(self):
@@ -144,8 +142,7 @@ class VarveVectorStore(VectorStore):
         texts = list(texts)
         if kwargs:
             raise OptionError(f"add_texts takes texts, metadatas, ids; got {sorted(kwargs)}")
-        vectors = np.asarray(self._embedding.embed_documents(texts), np.float32) \
-            if texts else np.zeros((0, 0), np.float32)
+        vectors = self._embedding.embed_documents(texts) if texts else []
         return self.add_embeddings(texts, vectors, metadatas, ids=ids)
 
     def add_embeddings(self, texts: Sequence[str], vectors, metadatas: list[dict] | None = None,
@@ -158,7 +155,7 @@ class VarveVectorStore(VectorStore):
             raise OptionError(f"{n} texts, {len(metadatas)} metadatas and {len(ids)} ids")
         if n == 0:
             return []
-        vectors = np.asarray(vectors, np.float32)
+        vectors = vector_block(vectors, self.vector_field)
         if vectors.ndim != 2 or len(vectors) != n:
             raise OptionError(f"{n} texts need an (n, dim) array of vectors, got shape "
                               f"{vectors.shape}")
@@ -167,18 +164,30 @@ class VarveVectorStore(VectorStore):
         for m in metadatas:
             if not isinstance(m, dict):
                 raise OptionError(f"metadata is a dict, got {brief(m)}")
-        coll = self._collection(dim=vectors.shape[1])
         t, m, v = self.text_field, self.metadata_field, self.vector_field
         if all(fresh):
-            # every id new (generated): the columnar bulk path
-            coll.insert_arrays(id=ids, **{t: texts, m: metadatas, v: vectors})
+            keep = range(n)
+
+            def write(coll):    # every id new (generated): the columnar bulk path
+                coll.insert_arrays(id=ids, **{t: texts, m: metadatas, v: vectors})
+        else:
+            last = {}
+            for j, i in enumerate(ids):      # the same id twice in one call: the last wins
+                last[i] = j
+            keep = sorted(last.values())
+
+            def write(coll):
+                coll.upsert(rows())
+
+        def rows():
+            return [{"id": ids[j], t: texts[j], m: metadatas[j], v: vectors[j]} for j in keep]
+        coll = self._collection()
+        if coll is not None:
+            write(coll)
             return ids
-        last = {}
-        for j, i in enumerate(ids):      # the same id twice in one call: the last one wins
-            last[i] = j
-        keep = sorted(last.values())
-        coll.upsert([{"id": ids[j], t: texts[j], m: metadatas[j], v: vectors[j]}
-                     for j in keep])
+        c = self._create
+        schema = store_schema(vectors.shape[1], c["metric"], c["fts"], c["index"], t, m, v)
+        create_with(self._db, self.collection_name, schema, write, rows, self._adopt)
         return ids
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
@@ -293,7 +302,7 @@ class VarveVectorStore(VectorStore):
             search["text"], search["text_field"] = text, self.text_field
             search.setdefault("match", "any")     # a question's words, not a conjunction
         if vector is not None:
-            search["vector"] = np.asarray(vector, np.float32)
+            search["vector"] = query_vector(vector)
         return coll.search(where=where, params=params, limit=k, select=select,
                            field=self.vector_field, **search)
 

@@ -12,7 +12,8 @@ HYBRID and TEXT_SEARCH / SPARSE modes, which match any word of the query's
 text, `match="any"`), `metadata` (json: the node's own
 metadata, as stored, which the filters read), `ref_doc_id` (hashed, for
 `delete(ref_doc_id)` and `doc_ids=`), `node` (json: the rest of the node, its
-relationships and templates) and `embedding`. It is made at the first `add`.
+relationships and templates) and `embedding`. It is made at the first `add`, in
+that add's commit.
 
 MetadataFilters map onto one `where` string whose values are $n parameters:
 == != < <= > >= in nin, text_match (LIKE '%value%') and text_match_insensitive
@@ -46,8 +47,8 @@ from llama_index.core.vector_stores.types import (BasePydanticVectorStore, Filte
 from ..errors import FilterError, OptionError, SchemaError
 from ..schema import brief
 from . import (METADATA, TEXT, VECTOR, MetaWhere, and_where, check_descent, check_store_schema,
-               embed_texts, join, negate, open_or_create, relevance_fn, store_schema,
-               within_bound)
+               create_with, embed_texts, join, negate, open_collection, query_vector,
+               relevance_fn, store_schema, vector_block, within_bound)
 
 REF, NODE = "ref_doc_id", "node"
 _NODE_CLASSES = {c.class_name(): c for c in (TextNode, ImageNode, IndexNode, Node)}
@@ -191,15 +192,17 @@ class VarveVectorStore(BasePydanticVectorStore):
         self.metric = coll.schema.fields[VECTOR].metric
         return coll
 
-    def _collection(self, dim: int | None = None):
+    def _collection(self):
         if self._coll is not None:
             return self._coll
+        return open_collection(self._db, self.collection_name, self._adopt)
 
-        def schema(d: int) -> dict:
-            import varvedb as vv
-            return {**store_schema(d, self.metric, self.fts, self._index, TEXT, METADATA,
-                                   VECTOR), REF: vv.Text(index="hash"), NODE: vv.Json()}
-        return open_or_create(self._db, self.collection_name, dim, self._adopt, schema)
+    def _created_with(self, dim: int, rows: list) -> None:
+        import varvedb as vv
+        schema = {**store_schema(dim, self.metric, self.fts, self._index, TEXT, METADATA,
+                                 VECTOR), REF: vv.Text(index="hash"), NODE: vv.Json()}
+        create_with(self._db, self.collection_name, schema, lambda c: c.upsert(rows),
+                    lambda: rows, self._adopt)
 
     @property
     def collection(self):
@@ -223,8 +226,7 @@ class VarveVectorStore(BasePydanticVectorStore):
         if missing:
             raise OptionError(f"nodes need their embedding; {len(missing)} have none "
                               f"(first: {missing[0]!r})")
-        vectors = np.asarray([n.embedding for n in nodes], np.float32)
-        coll = self._collection(dim=vectors.shape[1])
+        vectors = vector_block([n.embedding for n in nodes])
         rows, at = [], {}
         for n, v in zip(nodes, vectors):
             rest = n.to_dict()
@@ -237,7 +239,11 @@ class VarveVectorStore(BasePydanticVectorStore):
             else:
                 at[row["id"]] = len(rows)
                 rows.append(row)
-        coll.upsert(rows)
+        coll = self._collection()
+        if coll is None:
+            self._created_with(vectors.shape[1], rows)
+        else:
+            coll.upsert(rows)
         return [n.node_id for n in nodes]
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
@@ -325,7 +331,7 @@ class VarveVectorStore(BasePydanticVectorStore):
     def _query_vector(query: VectorStoreQuery):
         if query.query_embedding is None:
             raise OptionError("this query mode needs query_embedding")
-        return np.asarray(query.query_embedding, np.float32)
+        return query_vector(query.query_embedding)
 
     @staticmethod
     def _query_text(query: VectorStoreQuery) -> str:

@@ -26,7 +26,11 @@ folder is removed in every case. Only the files the tasks' results name
 are applied: what a failed attempt of a retried task left is not. A collection that does not exist is made
 in that same commit from the first side file's types (schema_inference, as
 `varvedb import` and `create_collection(data=)` make one). Ray tensor columns are written as
-fixed-size lists, the form `insert` takes a vector field's block in. The
+fixed-size lists, the form `insert` takes a vector field's block in (rows of several
+shapes as lists, which insert refuses naming a row's width); a column Ray keeps as
+pickled Python values (values of mixed types) is written as it is, and insert
+refuses what its field refuses, so a bad row fails the job with the error insert
+gives for it. The
 target is opened for writing only at the end, on the driver: no other
 process may hold it for writing then (varvedb has one writer).
 
@@ -52,6 +56,7 @@ import pyarrow as pa
 import ray
 from ray.data import Datasink, Datasource, ReadTask
 from ray.data.block import BlockAccessor, BlockMetadata
+from ray.data.extensions import ArrowTensorType, ArrowTensorTypeV2, ArrowVariableShapedTensorType
 
 from ..errors import OptionError
 from ..schema import brief
@@ -164,16 +169,24 @@ def read_varve(path_or_url, collection: str, columns=None, where=None, params=()
 # ---- writing -------------------------------------------------------------------------
 
 def plain_arrow(table: pa.Table) -> pa.Table:
-    """`table` with each tensor (extension) column of fixed-shape rows as a
-    fixed-size-list column of their flattened values."""
+    """`table` with each Ray tensor column as one `insert` reads a vector field's
+    block from: fixed-shape rows a fixed-size-list column of their flattened
+    values, rows of several shapes a list column of them (each row its own width,
+    which insert names when it refuses one). Ray's column of pickled Python values
+    (values of mixed types) stays: insert reads its values and refuses what its
+    field refuses (treated as a tensor, it raised pyarrow's ArrowInvalid)."""
     for i, field in enumerate(table.schema):
-        if not isinstance(field.type, pa.ExtensionType):
+        if isinstance(field.type, ArrowVariableShapedTensorType):
+            column = pa.chunked_array([c.storage.field("data") for c in table.column(i).chunks],
+                                      field.type.storage_type.field("data").type)
+        elif isinstance(field.type, (ArrowTensorType, ArrowTensorTypeV2)):
+            chunks = [np.asarray(c.to_numpy()) for c in table.column(i).chunks]
+            block = np.concatenate(chunks) if chunks else np.empty((0, 0))
+            block = block.reshape(len(block), -1)
+            column = pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)),
+                                                       block.shape[1])
+        else:
             continue
-        chunks = [np.asarray(c.to_numpy()) for c in table.column(i).chunks]
-        block = np.concatenate(chunks) if chunks else np.empty((0, 0))
-        block = block.reshape(len(block), -1)
-        column = pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)),
-                                                   block.shape[1])
         table = table.set_column(i, pa.field(field.name, column.type), column)
     return table
 

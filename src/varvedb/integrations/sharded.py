@@ -92,7 +92,11 @@ RESTART_GUARD_S = 300.0     # a dead actor's file lock is released when its proc
 def shard_of(id, shards: int) -> int:
     """The shard an id's row lives on: stable across processes and machines."""
     if isinstance(id, str):
-        key = b"s" + id.encode()
+        try:
+            key = b"s" + id.encode()
+        except UnicodeEncodeError:
+            raise FieldTypeError(f"id {brief(id)} is not valid Unicode (a lone surrogate "
+                                 "cannot be stored)") from None
     elif isinstance(id, (int, np.integer)) and not isinstance(id, (bool, np.bool_)):
         if not -(1 << 63) <= int(id) < (1 << 63):
             raise FieldTypeError(f"id {int(id)} is outside the 64-bit range")
@@ -252,6 +256,25 @@ def _drop(side_file: str) -> None:
 def _files(shards: int) -> list[str]:
     """The shards' file names in a folder, in order (shards.json lists them)."""
     return [f"shard-{k:03d}.varve" for k in range(shards)]
+
+
+def _row_list(rows) -> list:
+    """rows as Collection takes them: a dict, or an iterable of them (not a str)."""
+    if isinstance(rows, dict):
+        return [rows]
+    if isinstance(rows, (str, bytes, bytearray)) or not hasattr(rows, "__iter__"):
+        raise FieldTypeError(f"rows are a dict or a list of dicts, got {brief(rows)}")
+    return list(rows)
+
+
+def _id_list(ids) -> list:
+    """ids= as Collection takes it: a list, tuple, range or 1-d array (a str is
+    one id, never a list of its characters)."""
+    if isinstance(ids, np.ndarray) and ids.ndim == 1:
+        return ids.tolist()
+    if not isinstance(ids, (list, tuple, range)):
+        raise FieldTypeError(f"ids is a list of ids, got {brief(ids)}")
+    return list(ids)
 
 
 def _unwrap(e: Exception) -> Exception:
@@ -469,12 +492,8 @@ class ShardedCollection:
         return self._vector
 
     def _by_shard(self, rows) -> dict:
-        if isinstance(rows, dict):
-            rows = [rows]
-        if not isinstance(rows, (list, tuple)):
-            rows = list(rows)
         parts: dict = {}
-        for r in rows:
+        for r in _row_list(rows):
             if not isinstance(r, dict):
                 raise FieldTypeError(f"a row is a dict, got {brief(r)}")
             if "id" not in r:
@@ -483,18 +502,25 @@ class ShardedCollection:
             parts.setdefault(shard_of(r["id"], self.shards), []).append(r)
         return parts
 
+    def _ids_by_shard(self, ids: list) -> dict:
+        by: dict = {}
+        for i in ids:
+            by.setdefault(shard_of(i, self.shards), []).append(i)
+        return by
+
+    def _write_rows(self, verb: str, rows) -> list:
+        rows = _row_list(rows)
+        self._write({k: {"verb": verb, "rows": rs} for k, rs in self._by_shard(rows).items()})
+        return [r["id"] for r in rows]      # in the rows' order, as Collection's
+
     def insert(self, rows) -> list:
         """Insert rows (dicts, each with its id); all of them or none. Returns the ids."""
-        parts = self._by_shard(rows)
-        self._write({k: {"verb": "insert", "rows": rs} for k, rs in parts.items()})
-        return [r["id"] for rs in parts.values() for r in rs]
+        return self._write_rows("insert", rows)
 
     def upsert(self, rows) -> list:
         """Insert rows or merge each into the live document with its id (as
         Collection.upsert); all of them or none. Returns the ids."""
-        parts = self._by_shard(rows)
-        self._write({k: {"verb": "upsert", "rows": rs} for k, rs in parts.items()})
-        return [r["id"] for rs in parts.values() for r in rs]
+        return self._write_rows("upsert", rows)
 
     def delete(self, ids: list | None = None, where: str | None = None,
                params: list | tuple = ()) -> None:
@@ -502,9 +528,7 @@ class ShardedCollection:
         if (ids is None) == (where is None):
             raise FieldTypeError("give exactly one of ids= or where=")
         if ids is not None:
-            by: dict = {}
-            for i in ids:
-                by.setdefault(shard_of(i, self.shards), []).append(i)
+            by = self._ids_by_shard(_id_list(ids))
             self._write({k: {"verb": "delete", "ids": v} for k, v in by.items()})
         else:
             part = {"verb": "delete", "ids": None, "where": where, "params": list(params)}
@@ -522,10 +546,8 @@ class ShardedCollection:
     def get(self, id=None, as_of=None, select=None, *, ids: list | None = None):
         """get(id): the document or None; get(ids=[...]): those found, in that order."""
         vector = self._as_of(as_of)
-        wanted = [id] if ids is None else list(ids)
-        by: dict = {}
-        for i in wanted:
-            by.setdefault(shard_of(i, self.shards), []).append(i)
+        wanted = [id] if ids is None else _id_list(ids)
+        by = self._ids_by_shard(wanted)
         found = {}
         for docs in self._call([(k, "get", (v, vector[k], select)) for k, v in by.items()]):
             found.update((d["id"], d) for d in docs)
