@@ -214,6 +214,79 @@ def test_sqlalchemy_connects_and_runs_core_and_text_queries(server):
         engine.dispose()
 
 
+def test_sqlalchemy_with_pgvectors_types_creates_indexes_and_orders_by_distance(server):
+    """pgvector-python's SQLAlchemy types as its own tests use them: create_all and
+    drop_all (the dialect's catalog queries name pg_catalog's columns by schema and
+    table and use = ANY (ARRAY[...])), an HNSW index with an operator class and
+    WITH, the ORM's distance methods and aggregates, and psycopg's DEALLOCATE ALL
+    after the DDL (it drops the statements it prepared: the queries that follow)."""
+    from pgvector import SparseVector
+    from pgvector.sqlalchemy import BIT, HALFVEC, SPARSEVEC, VECTOR, avg, sum as vsum
+    from sqlalchemy.orm import DeclarativeBase, Session, mapped_column
+
+    class Base(DeclarativeBase):
+        pass
+
+    class Item(Base):
+        __tablename__ = "sa_item"
+        id = mapped_column(sa.Integer, primary_key=True)
+        embedding = mapped_column(VECTOR(3))
+        half_embedding = mapped_column(HALFVEC(3))
+        binary_embedding = mapped_column(BIT(3))
+        sparse_embedding = mapped_column(SPARSEVEC(3))
+
+    engine = sa.create_engine(f"postgresql+psycopg://me@127.0.0.1:{server.pg}/db")
+    try:
+        Base.metadata.drop_all(engine)
+        Base.metadata.create_all(engine)
+        assert sa.inspect(engine).get_table_names().count("sa_item") == 1
+        sa.Index("sa_item_index", Item.embedding, postgresql_using="hnsw",
+                 postgresql_with={"m": 16, "ef_construction": 64},
+                 postgresql_ops={"embedding": "vector_l2_ops"}).create(engine)
+        with Session(engine) as session:
+            for i, (v, bits) in enumerate((([1, 1, 1], "000"), ([2, 2, 2], "101"),
+                                          ([1, 1, 2], "111")), 1):
+                session.add(Item(id=i, embedding=v, half_embedding=v, binary_embedding=bits,
+                                 sparse_embedding=SparseVector(v)))
+            session.commit()
+
+        def order(expr) -> list:
+            with Session(engine) as session:
+                return [item.id for item in session.query(Item).order_by(expr).limit(5)]
+        assert order(Item.embedding.l2_distance([1, 1, 1])) == [1, 3, 2]
+        assert order(Item.embedding.max_inner_product([1, 1, 1])) == [2, 3, 1]
+        assert order(Item.embedding.cosine_distance([1, 1, 1])) == [1, 2, 3]
+        assert order(Item.embedding.l1_distance([1, 1, 1])) == [1, 3, 2]
+        assert order(Item.half_embedding.l2_distance([1, 1, 1])) == [1, 3, 2]
+        assert order(Item.binary_embedding.hamming_distance("101")) == [2, 3, 1]
+        assert order(Item.sparse_embedding.l2_distance(SparseVector([1, 1, 1]))) == [1, 3, 2]
+        with Session(engine) as session:
+            near = sa.select(Item).filter(Item.embedding.l2_distance([1, 1, 1]) < 1)
+            assert [item.id for item in session.scalars(near)] == [1]
+            assert np.allclose(session.query(avg(Item.embedding)).first()[0], [4 / 3, 4 / 3, 5 / 3])
+            assert np.allclose(session.query(vsum(Item.embedding)).first()[0], [4, 4, 5])
+        Base.metadata.drop_all(engine)
+        assert "sa_item" not in sa.inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
+
+
+def test_deallocate_drops_a_connections_prepared_statements(server):
+    with connect(server) as conn:
+        query = "SELECT 1 + %s"
+        assert conn.execute(query, (1,), prepare=True).fetchone() == (2,)
+        with pytest.raises(psycopg.errors.InvalidSqlStatementName):
+            conn.execute("DEALLOCATE no_such_statement")
+        conn.execute("DEALLOCATE _pg3_0")      # psycopg's name for its first one
+        # psycopg still believes it prepared and binds it by name: the server dropped it
+        with pytest.raises(psycopg.errors.InvalidSqlStatementName):
+            conn.execute(query, (2,), prepare=True)
+        # DEALLOCATE ALL and DISCARD ALL: psycopg forgets its own on either answer
+        for command in ("DEALLOCATE ALL", "DISCARD ALL"):
+            conn.execute(command)
+            assert conn.execute(query, (3,), prepare=True).fetchone() == (4,)
+
+
 def test_server_version_and_settings_drivers_ask_for(server):
     db = vv.connect(":memory:")
     try:

@@ -49,6 +49,9 @@ class Session:
         # field made with an embedder, that loads a model from disk)? An embedded caller
         # may; the server's sessions may not (sql/privileges.py, engine/embedding.py)
         self.server_files = bool(server_files)
+        # the wire connection's hook that drops its prepared statement of a name (None:
+        # all) and says whether it had it (SQL's DEALLOCATE); None: it keeps none
+        self.deallocate = None
 
     # ---- transactions ----------------------------------------------------------
 

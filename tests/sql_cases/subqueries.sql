@@ -172,3 +172,18 @@ SELECT pg_relation_size(1.5);
 SELECT * FROM pg_stat_progress_create_index;
 -- => []
 
+-- a column named by schema, table and column, and = ANY (ARRAY[...]), as SQLAlchemy's
+-- PostgreSQL dialect writes its catalog queries
+SELECT pg_catalog.pg_class.relname FROM pg_catalog.pg_class WHERE pg_catalog.pg_class.relname = 't' AND pg_catalog.pg_table_is_visible(pg_catalog.pg_class.oid);
+-- => [('t',)]
+SELECT pg_catalog.pg_namespace.nspname FROM pg_catalog.pg_namespace WHERE pg_catalog.pg_namespace.nspname = ANY (ARRAY['public', 'nothing']);
+-- => [('public',)]
+SELECT id FROM t WHERE k = ANY (ARRAY[10, 50]) ORDER BY id;
+-- => [(1,)]
+-- DEALLOCATE and DISCARD (what drivers and poolers send): a statement is a
+-- connection's; none is kept here
+DEALLOCATE ALL;
+DEALLOCATE nothing_prepared;
+-- !! 26000
+DISCARD ALL;
+DISCARD PLANS;

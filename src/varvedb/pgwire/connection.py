@@ -166,6 +166,7 @@ class Connection:
             self._fatal("53300", "sorry, too many clients already")
             return False
         self.session = self.server.db.session(server_files=False)
+        self.session.deallocate = self._deallocate
         user = params.get("user", "varvedb")
         out = [M.auth(0)]
         for name, value in (("server_version", REPORTED["server_version"]),
@@ -442,6 +443,18 @@ class Connection:
                                       f"close some")
         kept[name] = item
         self.kept_bytes = size
+
+    def _deallocate(self, name: str | None) -> bool:
+        """SQL's DEALLOCATE: the named statement (False: none of that name), or every
+        named one (the unnamed statement is the protocol's own, as in PostgreSQL)."""
+        if name is not None:
+            if name not in self.statements:
+                return False
+            self._drop(self.statements, name)
+            return True
+        for n in [n for n in self.statements if n]:
+            self._drop(self.statements, n)
+        return True
 
     def _drop(self, kept: dict, name: str) -> None:
         item = kept.pop(name, None)

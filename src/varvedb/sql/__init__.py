@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import re
 
-from pglast import ast, parse_sql
+from pglast import ast, parse_sql, visitors
 from pglast.parser import ParseError, scan
 
 from ..errors import NotFoundError, SqlError, VarveError
@@ -149,9 +149,35 @@ def _as_of_arg(word, literals):
 
 
 def _compile(stmt, as_of, text: str) -> Compiled:
-    c = _compile_kind(stmt, as_of, text)
+    c = _compile_kind(_schema_less_columns(stmt, text), as_of, text)
     c.files = privileges.server_files(stmt)
     return c
+
+
+# `pg_catalog.pg_namespace.oid`: a column named by schema, table and column, as
+# SQLAlchemy's PostgreSQL dialect names pg_catalog's (looked for in the text first:
+# a bulk INSERT's tree is never walked for it)
+_SCHEMA_COLUMN = re.compile(r"\b(pg_catalog|public)\s*\.\s*\"?\w+\"?\s*\.", re.I)
+
+
+_SCHEMAS = ("pg_catalog", "public")
+
+
+class _SchemaLess(visitors.Visitor):
+    def visit_ColumnRef(self, ancestors, node):
+        f = node.fields
+        if len(f) == 3 and isinstance(f[0], ast.String) and f[0].sval in _SCHEMAS:
+            return ast.ColumnRef(fields=f[1:], location=node.location)
+        return None
+
+
+def _schema_less_columns(stmt, text: str):
+    """stmt with each `schema.table.column` as `table.column`: a table's name is
+    one in both schemas here (pg_catalog's relations and the collections, public's,
+    never share one), so the table alone names it, as a FROM item names it."""
+    if _SCHEMA_COLUMN.search(text):
+        _SchemaLess()(stmt)
+    return stmt
 
 
 def _compile_kind(stmt, as_of, text: str) -> Compiled:

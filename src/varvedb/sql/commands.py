@@ -9,7 +9,7 @@ planner always completes a filtered walk (widens, then scans exactly).
 from __future__ import annotations
 
 from pglast import ast
-from pglast.enums import TransactionStmtKind, VariableSetKind
+from pglast.enums import DiscardMode, TransactionStmtKind, VariableSetKind
 
 from ..errors import NotSupportedError, SqlError, TransactionError
 from ..query.expr import POSTGRES_VERSION
@@ -56,7 +56,46 @@ def compile_statement(stmt):
         return VacuumCommand(stmt)
     if isinstance(stmt, ast.VacuumStmt):
         return AnalyzeCommand(stmt)
+    if isinstance(stmt, ast.DeallocateStmt):
+        return DeallocateCommand(stmt.name)
+    if isinstance(stmt, ast.DiscardStmt):
+        return DiscardCommand(stmt)
     return None
+
+
+class DeallocateCommand:
+    """DEALLOCATE [PREPARE] name | ALL: drops prepared statements — the wire
+    protocol's, of the connection this session serves (psycopg drops its own so
+    after DDL; `Session.deallocate`); an embedded session keeps none (a name is
+    26000 there, ALL drops nothing)."""
+
+    def __init__(self, name: str | None):
+        self.name = name            # None: ALL
+
+    def run(self, ctx, params) -> SqlResult:
+        drop = ctx.session.deallocate
+        found = drop(self.name) if drop is not None else self.name is None
+        if not found:
+            raise SqlError("26000", f'prepared statement "{self.name}" does not exist')
+        return SqlResult([], [], "DEALLOCATE ALL" if self.name is None else "DEALLOCATE")
+
+
+class DiscardCommand:
+    """DISCARD ALL (what connection poolers send between clients): the session's
+    settings reset and its prepared statements dropped; DISCARD PLANS, SEQUENCES
+    and TEMP hold nothing here to discard."""
+
+    def __init__(self, stmt: ast.DiscardStmt):
+        self.what = DiscardMode(stmt.target).name.removeprefix("DISCARD_")  # ALL, PLANS, ...
+
+    def run(self, ctx, params) -> SqlResult:
+        s = ctx.session
+        if self.what == "ALL":
+            if s.sql_block:
+                raise SqlError("25001", "DISCARD ALL cannot run inside a transaction block")
+            s.settings.clear()
+            DeallocateCommand(None).run(ctx, params)
+        return SqlResult([], [], f"DISCARD {self.what}")
 
 
 class AnalyzeCommand:

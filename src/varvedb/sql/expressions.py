@@ -231,6 +231,9 @@ def _a_expr(n: ast.A_Expr, scope: Scope):
         op = "<>" if name == "!=" else name
         return E.Op(op, (convert(n.lexpr, scope), convert(n.rexpr, scope)))
     if kind == A_Expr_Kind.AEXPR_OP_ANY and name == "=":
+        if isinstance(n.rexpr, ast.A_ArrayExpr):    # x = ANY (ARRAY[a, b]): x IN (a, b)
+            return E.InList(convert(n.lexpr, scope),
+                            tuple(convert(v, scope) for v in n.rexpr.elements or ()), False)
         return E.InList(convert(n.lexpr, scope), (E.ArrayValues(convert(n.rexpr, scope)),),
                         False)
     if kind == A_Expr_Kind.AEXPR_IN:
