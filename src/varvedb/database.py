@@ -230,8 +230,8 @@ class Database:
 
     def merge(self, source: str) -> int:
         """Apply branch `source`'s changes since it and the current branch last met
-        (its fork, or the previous merge of it here) onto the current branch, as
-        one commit. Raises MergeConflictError, having written nothing, when an id
+        (their fork, or the newer of their merges either way) onto the current
+        branch, as one commit (engine/merge.py). Raises MergeConflictError, having written nothing, when an id
         changed on both sides to different documents. Returns the version."""
         src = self.engine.catalog.named(source)
         s = self.thread_session()
