@@ -692,3 +692,35 @@ def test_vacuum_after_the_readme_merge_and_drop(tmp_path, keep):
     assert db.vacuum(keep=keep).oldest == (drop if keep is None else db.version - 1)
     assert db.verify().ok
     db.close()
+
+
+def test_a_checkpoint_of_a_file_with_branches_is_what_open_loads(tmp_path):
+    """The checkpoint did not hold the branches its history names, so every open
+    of a file that ever had one replayed the whole log and rebuilt every graph.
+    A read-only open never links: a graph linked in full came from the checkpoint."""
+    from varvedb.engine import checkpoint
+    path = tmp_path / "ck.varve"
+    rng = np.random.default_rng(5)
+    with vv.connect(path) as db:
+        docs = db.create_collection("docs", {"tag": "int", "emb": vv.Vector(8, index=vv.HNSW(m=8))})
+        docs.insert_arrays(id=np.arange(200), tag=np.zeros(200, np.int64),
+                           emb=rng.standard_normal((200, 8)).astype(np.float32))
+        for k, name in enumerate(("merged", "dropped", "kept")):
+            db.branch(name)
+            db.use(name)
+            docs.update({"tag": 1}, ids=[k])
+            db.use("main")
+        db.merge("merged")
+        db.drop_branch("dropped")
+        db.checkpoint()
+        want = {d["id"]: d["tag"] for d in docs.find(limit=300)}
+        sb = db.engine.log.file.superblock
+    state = checkpoint.load(memoryview(path.read_bytes()), sb.checkpoint_offset, sb)
+    assert sorted(b.name for b in state.catalog.live()) == ["kept", "main", "merged"]
+    with vv.connect(path, readonly=True) as db:
+        docs = db.collection("docs")
+        assert docs.index_status("emb")["unlinked"] == 0
+        assert {d["id"]: d["tag"] for d in docs.find(limit=300)} == want
+        assert [b.name for b in db.branches()] == ["main", "merged", "kept"]
+        db.use("kept")
+        assert docs.count(where="tag = 1") == 1

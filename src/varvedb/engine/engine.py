@@ -939,7 +939,7 @@ class Engine:
             if sb and sb.checkpoint_version == self.written and not self._relink_needed():
                 return
             parts, length, adopt = checkpoint.encode(self.tables, self.history, self.written,
-                                                     self.log.end, self.next_cid)
+                                                     self.log.end, self.next_cid, self.catalog)
             # nothing in memory changes until the checkpoint is durable
             self.log.write_checkpoint(parts, length, self.written)
             adopt()
