@@ -333,7 +333,11 @@ class Database:
         still unlinked: `wait=True` links them now (a bar per `progress`);
         `wait=False` saves each graph as far as it is linked and returns at once,
         the next open linking the rest in the background while exact scans answer
-        for those rows; the default waits only for a few (about a second's work)."""
+        for those rows; the default waits only for a few (about a second's work).
+
+        This thread's open transaction is rolled back. Another session's is
+        waited for up to the lock timeout, then LockTimeoutError is raised and
+        the database stays open (that session may be writing at this moment)."""
         self.engine.close(wait, progress)
 
     def __enter__(self) -> "Database":

@@ -960,7 +960,7 @@ class Engine:
                                    "first")
         if self.log is None:
             return
-        with self.writer.held():
+        with self.writer.held(self.lock_timeout, "checkpoint()"):
             self.reload()
             if finish:
                 self.maintainer.finish("checkpoint", progress)
@@ -1150,7 +1150,9 @@ class Engine:
             self.retention.stop()
         maintainer = self.maintainer
         failure = linked = None
-        with self.writer.held():
+        # another session's open transaction is not ended under it, from here: it
+        # may be in a write this very moment. Wait for it as a write would.
+        with self.writer.held(self.lock_timeout, "close() (the database stays open)"):
             try:
                 if maintainer is not None:
                     left = maintainer.unlinked()
