@@ -110,8 +110,10 @@ def merge_base(catalog, target: int, source: int) -> View:
     `target` diffs each side from (the module's docstring)."""
     done = catalog.by_id[target].merged.get(source)     # (source's version, merge's)
     back = catalog.by_id[source].merged.get(target)     # (target's version, merge's)
-    # The newer merge's giver: the other candidate is then older, or (merges
-    # that crossed) held by both too but neither holding the other.
+    # The newer merge's giver, which holds the older one's: a merge takes the
+    # giver's newest published version, so two branches' merges do not cross
+    # (should one race a commit not yet published, the base is still a state
+    # both hold, only an older one).
     if back is not None and (done is None or back[1] > done[1]):
         return catalog.view(target, back[0])
     if done is not None:
