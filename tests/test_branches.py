@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
+                                 rule)
 
 import varvedb as vv
 
@@ -25,7 +26,6 @@ class Line:
 
     def __init__(self, parent, fork, hist):
         self.parent, self.fork, self.hist = parent, fork, hist
-        self.merged = {}          # source -> (source's version, merge's version)
 
     def at(self, v) -> dict:
         state = {}
@@ -44,6 +44,40 @@ def _changes(base: dict, head: dict) -> set:
     return {k for k in base.keys() | head.keys() if base.get(k) != head.get(k)}
 
 
+def _ancestors(parents: dict, v: int) -> set:
+    seen, todo = set(), [v]
+    while todo:
+        x = todo.pop()
+        if x not in seen:
+            seen.add(x)
+            todo.extend(parents[x])
+    return seen
+
+
+def _merge_bases(parents: dict, a: int, b: int) -> list:
+    """The newest commits both a and b descend from: the common ancestors no
+    other common ancestor descends from (two or more when merges crossed)."""
+    common = _ancestors(parents, a) & _ancestors(parents, b)
+    below = set().union(*(_ancestors(parents, x) - {x} for x in common))
+    return sorted(common - below)
+
+
+def _three_way(base: dict, ours: dict, theirs: dict):
+    """('conflict', ids changed on both sides to different documents) or
+    ('state', ours with theirs' changes since base applied)."""
+    mine, yours = _changes(base, ours), _changes(base, theirs)
+    clash = sorted(k for k in mine & yours if ours.get(k) != theirs.get(k))
+    if clash:
+        return "conflict", clash
+    state = dict(ours)
+    for k in yours - mine:
+        if k in theirs:
+            state[k] = theirs[k]
+        else:
+            del state[k]
+    return "state", state
+
+
 class BranchMachine(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
@@ -53,6 +87,9 @@ class BranchMachine(RuleBasedStateMachine):
         self.db = vv.connect(self.path)
         self.db.create_collection("docs", {"tag": vv.Int(index="hash")})
         self.lines = {"main": Line(None, 0, [(1, {})])}
+        # the commit graph: version -> the versions it was made from (a merge:
+        # its branch's previous commit and the source's head; a fork: the fork)
+        self.parents, self.states = {1: ()}, {1: {}}
         self.cur = "main"
         self.last_drop = 0
 
@@ -69,11 +106,19 @@ class BranchMachine(RuleBasedStateMachine):
     def _written(self) -> int:
         return self.db.engine.written
 
-    def _commit(self, name: str, state: dict) -> None:
-        self.lines[name].hist.append((self._written(), state))
+    def _commit(self, name: str, state: dict, *merged: int) -> None:
+        hist, v = self.lines[name].hist, self._written()
+        self.parents[v], self.states[v] = (hist[-1][0],) + merged, state
+        hist.append((v, state))
 
-    @rule(k=IDS, tag=st.integers(0, 3))
-    def upsert(self, k, tag):
+    @initialize()
+    def start_with_a_branch(self):
+        """Most runs are about merges: "a" is forked from main before the rules run."""
+        self.fork("a", 0)
+
+    @rule(k=IDS, tag=st.integers(0, 3), data=st.data())
+    def upsert(self, k, tag, data):
+        self._use(data.draw(st.sampled_from(sorted(self.lines))))   # on any line
         self.docs.upsert([{"id": k, "tag": tag}])
         self._commit(self.cur, {**self.lines[self.cur].head, k: tag})
 
@@ -100,57 +145,61 @@ class BranchMachine(RuleBasedStateMachine):
         assert info.created == self._written() and info.fork == at
         hist = [(v, s) for v, s in line.hist if v <= at] + [(info.created, line.at(at))]
         self.lines[name] = Line(self.cur, at, hist)
+        self.parents[info.created], self.states[info.created] = (at,), line.at(at)
 
-    @rule(name=st.sampled_from(("main",) + NAMES))
-    def use(self, name):
+    @rule(data=st.data())
+    def use(self, data):
+        # the live lines, and one name not (or no longer) in use
+        name = data.draw(st.sampled_from(
+            sorted(self.lines) + [n for n in NAMES if n not in self.lines][:1]))
         if name not in self.lines:
             with pytest.raises(vv.NotFoundError):
                 self.db.use(name)
             return
+        self._use(name)
+
+    @precondition(lambda self: len(self.lines) > 1)
+    @rule(data=st.data(), down=st.booleans(), both_ways=st.booleans())
+    def merge(self, data, down, both_ways):
+        """A merge between a branch and its parent (down: the branch into its
+        parent); both_ways: then the other way too (the feature-branch flow: a
+        branch takes main, main then takes the branch)."""
+        child = data.draw(st.sampled_from(sorted(n for n in self.lines if n != "main")))
+        ends = [self.lines[child].parent, child]
+        target, source = ends if down else ends[::-1]
+        self._use(target)
+        if self._merge(source) and both_ways:
+            self._use(source)
+            self._merge(target)
+
+    def _use(self, name: str) -> None:
         self.db.use(name)
         self.cur = name
 
-    @rule(data=st.data())
-    def merge(self, data):
-        here = self.lines[self.cur]
-        kin = [n for n, ln in self.lines.items() if ln.parent == self.cur] + \
-            ([here.parent] if here.parent else [])
-        if not kin:
-            return
-        src = data.draw(st.sampled_from(sorted(kin)))
-        there = self.lines[src]
-        done, back = here.merged.get(src), there.merged.get(self.cur)
-        if back is not None and (done is None or back[1] > done[1]):
-            base_t, base_s = here.at(back[0]), there.at(back[1])
-        elif done is not None:
-            base_s, base_t = there.at(done[0]), here.at(done[1])
-        else:
-            fork = there.fork if there.parent == self.cur else here.fork
-            base_s = base_t = (here if there.parent == self.cur else there).at(fork)
-        ours, theirs = _changes(base_t, here.head), _changes(base_s, there.head)
-        clash = sorted(k for k in ours & theirs if here.head.get(k) != there.head.get(k))
-        src_version = there.hist[-1][0]
-        if clash:
-            before = self._written()
-            with pytest.raises(vv.MergeConflictError) as e:
-                self.db.merge(src)
-            assert e.value.conflicts == {"docs": clash} and self._written() == before
-            return
-        todo = {k for k in theirs - ours} | {k for k in theirs & ours
-                                            if here.head.get(k) != there.head.get(k)}
+    def _merge(self, src) -> bool:
+        """A three-way merge from the newest commit both heads descend from in
+        the commit graph (where merges crossed, from any one of those). Did it
+        go through?"""
+        here, there = self.lines[self.cur], self.lines[src]
+        head_t, head_s = here.hist[-1][0], there.hist[-1][0]
+        allowed = [_three_way(self.states[b], here.head, there.head)
+                   for b in _merge_bases(self.parents, head_t, head_s)]
         before = self._written()
-        self.db.merge(src)
-        if not todo:
+        try:
+            self.db.merge(src)
+        except vv.MergeConflictError as e:
+            assert list(e.conflicts) == ["docs"]
+            assert ("conflict", e.conflicts["docs"]) in allowed, (e.conflicts, allowed)
             assert self._written() == before
-            return
-        state = dict(here.head)
-        for k in todo:
-            if k in there.head:
-                state[k] = there.head[k]
-            else:
-                state.pop(k, None)
-        self._commit(self.cur, state)
-        here.merged[src] = (src_version, self._written())
+            return False
+        got = {d["id"]: d["tag"] for d in self.docs.find(limit=100)}
+        assert ("state", got) in allowed, (got, allowed)
+        if got == here.head:        # nothing to merge: no commit
+            assert self._written() == before
+        else:
+            assert self._written() > before
+            self._commit(self.cur, got, head_s)
+        return True
 
     @rule(name=st.sampled_from(NAMES))
     def drop(self, name):
@@ -159,8 +208,7 @@ class BranchMachine(RuleBasedStateMachine):
                 ln.parent == name for ln in self.lines.values()):
             return
         self.db.drop_branch(name)
-        parent = self.lines[line.parent]
-        parent.hist.append((self._written(), parent.head))
+        self._commit(line.parent, self.lines[line.parent].head)
         del self.lines[name]
         self.last_drop = self._written()
 
@@ -179,7 +227,9 @@ class BranchMachine(RuleBasedStateMachine):
         assert report.oldest == want and report.version == newest
         main = self.lines["main"]
         main.hist = [(want, main.at(want))] + [(v, s) for v, s in main.hist if v > want]
-        main.merged = {}
+        self.parents = {v: (main.hist[i - 1][0],) if i else ()
+                        for i, (v, _) in enumerate(main.hist)}
+        self.states = dict(main.hist)
 
     @rule(checkpoint=st.booleans())
     def reopen(self, checkpoint):
@@ -220,7 +270,7 @@ def _history(db, name):
 
 TestBranchMachine = BranchMachine.TestCase
 TestBranchMachine.settings = settings(
-    max_examples=40, stateful_step_count=25, deadline=None,
+    max_examples=40, stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -344,6 +394,38 @@ def test_merge_conflict_lists_ids_and_equal_changes_are_no_conflict(db):
     assert docs.get(4)["meta"] == {"k": 40} and docs.get(1)["tag"] == 1
     assert db.diff("main", "exp") == {"docs": vv.Changes()}
     assert db.merge("exp") == db.version        # nothing new: no commit
+
+
+@pytest.mark.parametrize("first", ["branch takes main", "main takes branch"])
+def test_a_merge_after_one_the_other_way_brings_each_sides_own_work(db, first):
+    """Both sides changed, one merged the other, then the other way: the second
+    merge brought nothing (no commit) when its base was the first merge's commit,
+    which holds the receiving side's own work the giver never had."""
+    docs = db.create_collection("docs", {"t": "text"})
+    docs.insert([{"id": i, "t": "orig"} for i in (1, 2)])
+    db.branch("feature")
+    db.use("feature")
+    docs.update({"t": "feature work"}, ids=[2])
+    docs.insert([{"id": 3, "t": "feature new"}])
+    db.use("main")
+    docs.update({"t": "main fix"}, ids=[1])
+    want = {1: "main fix", 2: "feature work", 3: "feature new"}
+    order = ["feature", "main"] if first == "branch takes main" else ["main", "feature"]
+    for here, there in (order, order[::-1]):
+        db.use(here)
+        before = db.version
+        assert db.merge(there) > before
+        assert {d["id"]: d["t"] for d in docs.find()} == want
+    assert db.diff("main", "feature") == {"docs": vv.Changes()}
+    # and the next round: only what changed since is merged; a change on both
+    # sides since is a conflict
+    db.use(order[0])
+    docs.update({"t": "again"}, ids=[3])
+    db.use(order[1])
+    docs.update({"t": "mine"}, ids=[3])
+    with pytest.raises(vv.MergeConflictError) as e:
+        db.merge(order[0])
+    assert e.value.conflicts == {"docs": [3]}
 
 
 def test_diff_of_versions_and_branches(db):
@@ -610,3 +692,35 @@ def test_vacuum_after_the_readme_merge_and_drop(tmp_path, keep):
     assert db.vacuum(keep=keep).oldest == (drop if keep is None else db.version - 1)
     assert db.verify().ok
     db.close()
+
+
+def test_a_checkpoint_of_a_file_with_branches_is_what_open_loads(tmp_path):
+    """The checkpoint did not hold the branches its history names, so every open
+    of a file that ever had one replayed the whole log and rebuilt every graph.
+    A read-only open never links: a graph linked in full came from the checkpoint."""
+    from varvedb.engine import checkpoint
+    path = tmp_path / "ck.varve"
+    rng = np.random.default_rng(5)
+    with vv.connect(path) as db:
+        docs = db.create_collection("docs", {"tag": "int", "emb": vv.Vector(8, index=vv.HNSW(m=8))})
+        docs.insert_arrays(id=np.arange(200), tag=np.zeros(200, np.int64),
+                           emb=rng.standard_normal((200, 8)).astype(np.float32))
+        for k, name in enumerate(("merged", "dropped", "kept")):
+            db.branch(name)
+            db.use(name)
+            docs.update({"tag": 1}, ids=[k])
+            db.use("main")
+        db.merge("merged")
+        db.drop_branch("dropped")
+        db.checkpoint()
+        want = {d["id"]: d["tag"] for d in docs.find(limit=300)}
+        sb = db.engine.log.file.superblock
+    state = checkpoint.load(memoryview(path.read_bytes()), sb.checkpoint_offset, sb)
+    assert sorted(b.name for b in state.catalog.live()) == ["kept", "main", "merged"]
+    with vv.connect(path, readonly=True) as db:
+        docs = db.collection("docs")
+        assert docs.index_status("emb")["unlinked"] == 0
+        assert {d["id"]: d["tag"] for d in docs.find(limit=300)} == want
+        assert [b.name for b in db.branches()] == ["main", "merged", "kept"]
+        db.use("kept")
+        assert docs.count(where="tag = 1") == 1

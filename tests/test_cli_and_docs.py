@@ -96,6 +96,14 @@ def test_cli_verify_passes_then_catches_a_flipped_byte(small_file):
     assert "BROKEN at version 1" in bad.stderr
 
 
+@pytest.mark.parametrize("anchor", ["foo:bar", ":abc", "-1:00", "\u00b2:00"])
+def test_cli_verify_refuses_an_anchor_without_a_version(small_file, anchor):
+    """A version that is not a number printed a raw ValueError traceback."""
+    out = _varvedb("verify", small_file, "--anchor", anchor, check=False)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "Error: Invalid value for '--anchor'" in out.stderr and "VERSION" in out.stderr
+
+
 def test_cli_demo_small(tmp_path):
     path = str(tmp_path / "demo.varve")
     out = _varvedb("demo", "--file", path, "--rows", "2000", "--dim", "16").stdout

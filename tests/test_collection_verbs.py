@@ -229,6 +229,69 @@ def test_a_collection_from_data_that_fails_is_not_created(db):
     assert db.version == version and sorted(db.collections()) == names
 
 
+@pytest.mark.parametrize("where", ["file", "memory"])
+def test_a_collection_from_data_that_fails_in_a_transaction_leaves_nothing(tmp_path, where):
+    """Inside db.transaction() the refused rows raised, yet the collection was
+    committed with the block. The call now leaves nothing; the block goes on."""
+    path = str(tmp_path / "t.varve") if where == "file" else ":memory:"
+    db = vv.connect(path)
+    keep = db.create_collection("keep", {"n": "int"})
+    big = [{"id": i, "n": i} for i in range(3000)]
+    with db.transaction():
+        keep.insert([{"id": 1, "n": 1}])
+        for name, schema, rows, error in (
+                ("x", None, [{"id": 1, "n": 1}, {"id": 1, "n": 2}], vv.DuplicateIdError),
+                ("x", None, big + [{"id": 3000, "n": "late text"}], vv.FieldTypeError),
+                ("y", {"n": vv.Int(not_null=True)}, [{"id": 1, "n": None}],
+                 vv.NotNullViolationError)):
+            with pytest.raises(error):
+                db.create_collection(name, schema, data=rows)
+            assert name not in db.collections()
+        again = db.create_collection("x", data=big)           # the name is free
+        keep.insert([{"id": 2, "n": 2}])
+    want = {"keep": [1, 2], "x": list(range(3000))}
+
+    def check(d):
+        assert sorted(d.collections()) == sorted(want)
+        for name, ids in want.items():
+            assert sorted(r["id"] for r in d.collection(name).find(limit=5000)) == ids
+        assert d.verify().ok
+
+    check(db)
+    assert again.count() == 3000
+    db.close()
+    if where == "file":
+        with vv.connect(path) as db:
+            check(db)
+
+
+def test_a_creation_undone_after_its_frames_were_written(tmp_path):
+    """The engine's undo of a creation whose rows it had already written (a
+    frame past 1 MiB goes to the file at once): those bytes are zeroed and the
+    transaction's next frames and its commit read back, reopened."""
+    from varvedb.schema import Schema
+    path = str(tmp_path / "w.varve")
+    db = vv.connect(path)
+    keep = db.create_collection("keep", {"n": "int"})
+    eng = db.engine
+    vecs = np.ones((3000, 128), np.float32)
+
+    def fill(t):
+        eng.insert(tx, t, np.arange(3000), {"emb": (vecs, np.zeros(3000, bool))})
+        assert eng.log.end > eng.log.commit_end            # written, not pending
+        eng.insert(tx, t, np.array([1]), {"emb": (vecs[:1], np.zeros(1, bool))})  # a duplicate
+
+    with db.transaction() as tx:
+        with pytest.raises(vv.DuplicateIdError):
+            eng.create_collection(tx, "x", Schema.parse({"emb": vv.Vector(128)}), fill)
+        keep.insert([{"id": 1, "n": 1}])
+    assert db.collections() == ["keep"]
+    db.close()
+    with vv.connect(path) as db:
+        assert db.collections() == ["keep"] and db.collection("keep").count() == 1
+        assert db.verify().ok
+
+
 def test_a_table_infers_the_schema_its_rows_do(db):
     pa = pytest.importorskip("pyarrow")
     pd = pytest.importorskip("pandas")

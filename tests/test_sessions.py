@@ -165,3 +165,45 @@ def test_closing_the_database_rolls_back_this_threads_transaction(docs_db):
         s.commit()
     with pytest.raises(vv.ClosedError):
         s.begin()
+
+
+def test_maintenance_times_out_on_another_threads_open_transaction(db_path):
+    """close(), checkpoint() and vacuum() waited for ever while a session begun on
+    another thread held an idle transaction (a write timed out). They now time
+    out as a write does, the database left open and whole; once that
+    transaction ends they run, and its commit survives the close."""
+    db = vv.connect(db_path, timeout=0.2)
+    db.create_collection("docs", {"n": "int"}).insert({"n": 1})
+    s = db.session()
+    began, end = threading.Event(), threading.Event()
+
+    def other():
+        s.begin()
+        s.collection("docs").insert({"n": 2})
+        began.set()
+        end.wait(600)                  # idle, its transaction open
+        s.commit()
+    t = threading.Thread(target=other)
+    t.start()
+    assert began.wait(600)
+    for verb in (db.checkpoint, db.vacuum, db.close):
+        done, got = threading.Event(), []
+
+        def attempt(verb=verb, done=done, got=got):
+            try:
+                verb()
+            except vv.VarveError as e:
+                got.append(e)
+            done.set()
+        threading.Thread(target=attempt, daemon=True).start()
+        assert done.wait(600), f"{verb.__name__} hung"        # a hang guard, not a timing
+        assert type(got[0]) is vv.LockTimeoutError and verb.__name__ in str(got[0])
+    assert not db.engine.closed and ns(db["docs"]) == [1]
+    end.set()
+    t.join(600)
+    assert ns(db["docs"]) == [1, 2]
+    db.checkpoint()
+    assert db.vacuum().version == db.version
+    db.close()
+    with vv.connect(db_path) as again:
+        assert ns(again["docs"]) == [1, 2]

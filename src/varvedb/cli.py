@@ -101,6 +101,9 @@ def verify(file: str, anchor: str | None) -> None:
     anc = None
     if anchor:
         v, _, h = anchor.partition(":")
+        if not (v.isascii() and v.isdigit()):
+            raise click.BadParameter(f"VERSION:CHAINHEX, a version number first; got "
+                                     f"{anchor!r}", param_hint="'--anchor'")
         anc = (int(v), h)
     report = vv.verify_file(file, anchor=anc)
     if report.ok:

@@ -233,8 +233,8 @@ class Database:
 
     def merge(self, source: str) -> int:
         """Apply branch `source`'s changes since it and the current branch last met
-        (its fork, or the previous merge of it here) onto the current branch, as
-        one commit. Raises MergeConflictError, having written nothing, when an id
+        (their fork, or the newer of their merges either way) onto the current
+        branch, as one commit (engine/merge.py). Raises MergeConflictError, having written nothing, when an id
         changed on both sides to different documents. Returns the version."""
         src = self.engine.catalog.named(source)
         s = self.thread_session()
@@ -336,7 +336,11 @@ class Database:
         still unlinked: `wait=True` links them now (a bar per `progress`);
         `wait=False` saves each graph as far as it is linked and returns at once,
         the next open linking the rest in the background while exact scans answer
-        for those rows; the default waits only for a few (about a second's work)."""
+        for those rows; the default waits only for a few (about a second's work).
+
+        This thread's open transaction is rolled back. Another session's is
+        waited for up to the lock timeout, then LockTimeoutError is raised and
+        the database stays open (that session may be writing at this moment)."""
         self.engine.close(wait, progress)
 
     def __enter__(self) -> "Database":

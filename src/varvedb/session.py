@@ -197,10 +197,9 @@ class Session:
         with self.writing() as tx:
             if exist_ok and self._existing(name, parsed):        # made meanwhile?
                 return Collection(self.db, name, self)
-            self.engine.create_collection(tx, name, parsed)
             coll = Collection(self.db, name, self)
-            if data is not None:
-                coll.insert(data)
+            self.engine.create_collection(
+                tx, name, parsed, None if data is None else lambda _: coll.insert(data))
         return coll
 
     def get_or_create_collection(self, name: str, schema: dict | None = None, *,

@@ -34,7 +34,7 @@ import logging
 import os
 import threading
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -439,14 +439,43 @@ class Engine:
 
     # ---- write verbs: each checks what only the table knows, then writes frames ----
 
-    def create_collection(self, tx: "Transaction", name: str, schema: Schema) -> Table:
+    def create_collection(self, tx: "Transaction", name: str, schema: Schema,
+                          fill: Callable[[Table], object] | None = None) -> Table:
+        """A new collection; `fill(table)` writes its first rows in the same step:
+        should it raise, the creation is undone too (a call that raises has
+        changed nothing, even in a transaction that goes on)."""
         self._check_writing(tx)
         if name in self.names:
             raise SchemaError(f"a collection named {name!r} already exists")
         check_embedders(schema.fields, tx.server_files)
         cid = self.next_cid
+        before = (self.log.mark() if self.log is not None else None, tx.frames,
+                  tx.rows_changed)
         self.write(tx, frames.CreateCollection(cid, name, schema))
-        return self.tables[cid]
+        t = self.tables[cid]
+        if fill is not None:
+            try:
+                fill(t)
+            except BaseException:
+                if not tx.aborted:      # an aborted one is undone whole already
+                    self._uncreate(tx, t, *before)
+                raise
+        return t
+
+    def _uncreate(self, tx: "Transaction", t: Table, mark, n_frames: int,
+                  rows_changed: int) -> None:
+        """Undo the creation of `t` and what the transaction wrote since."""
+        try:
+            if self.log is not None:
+                self.log.rollback_to(mark)
+        except BaseException:
+            self.abort(tx)
+            raise
+        del self.tables[t.cid]
+        self.names.pop(t.name, None)
+        tx.tables.discard(t.cid)
+        self.next_cid = t.cid
+        tx.frames, tx.rows_changed = n_frames, rows_changed
 
     def insert(self, tx: "Transaction", t: Table, ids, columns: dict) -> None:
         """New documents; DuplicateIdError if an id is live (or twice in the batch).
@@ -952,7 +981,7 @@ class Engine:
                                    "first")
         if self.log is None:
             return
-        with self.writer.held():
+        with self.writer.held(self.lock_timeout, "checkpoint()"):
             self.reload()
             if finish:
                 self.maintainer.finish("checkpoint", progress)
@@ -960,7 +989,7 @@ class Engine:
             if sb and sb.checkpoint_version == self.written and not self._relink_needed():
                 return
             parts, length, adopt = checkpoint.encode(self.tables, self.history, self.written,
-                                                     self.log.end, self.next_cid)
+                                                     self.log.end, self.next_cid, self.catalog)
             # nothing in memory changes until the checkpoint is durable
             self.log.write_checkpoint(parts, length, self.written)
             adopt()
@@ -1142,7 +1171,9 @@ class Engine:
             self.retention.stop()
         maintainer = self.maintainer
         failure = linked = None
-        with self.writer.held():
+        # another session's open transaction is not ended under it, from here: it
+        # may be in a write this very moment. Wait for it as a write would.
+        with self.writer.held(self.lock_timeout, "close() (the database stays open)"):
             try:
                 if maintainer is not None:
                     left = maintainer.unlinked()

@@ -8,9 +8,14 @@ are compared as int64 (int ids) or as the codes of their shared dictionary
 over the visible rows, and only rows whose row version differs are compared
 column by column.
 
-Merge rule: the changes of each side since their common version (where the
-target's line and the source's meet; after an earlier merge between the two,
-either way, the versions the newer one recorded) are diffed.
+Merge rule (three-way): the changes of each side since one base, a state
+both sides hold, are diffed. The base is the newest such state the catalog
+records: after an earlier merge between the two, the side that gave as it
+was then (the newer merge's, either way); before any, where their lines meet.
+Not the receiving side's merge commit: it also holds that side's own changes,
+which the giver never received. Merges through a third branch are not
+followed, so there the base is older than need be (a conflict may be
+reported that a newer base would settle).
 An id changed on both sides to different documents (one side deleting it
 counts) is a conflict and nothing is written; otherwise the source's changes
 are written onto the target: its deletes, and copies of its new documents.
@@ -100,26 +105,34 @@ def common_view(catalog, a: int, b: int) -> View:
     return View(tuple(shared))
 
 
+def merge_base(catalog, target: int, source: int) -> View:
+    """The state both branches hold that the next merge of `source` into
+    `target` diffs each side from (the module's docstring)."""
+    done = catalog.by_id[target].merged.get(source)     # (source's version, merge's)
+    back = catalog.by_id[source].merged.get(target)     # (target's version, merge's)
+    # The newer merge's giver, which holds the older one's: a merge takes the
+    # giver's newest published version, so two branches' merges do not cross
+    # (should one race a commit not yet published, the base is still a state
+    # both hold, only an older one).
+    if back is not None and (done is None or back[1] > done[1]):
+        return catalog.view(target, back[0])
+    if done is not None:
+        return catalog.view(source, done[0])
+    return common_view(catalog, target, source)
+
+
 def merge(engine, tx, source: int, source_version: int) -> None:
     """Write `source`'s changes (as of `source_version`) onto the transaction's
     branch; MergeConflictError (having written nothing) when both changed an id."""
     catalog, target = engine.catalog, tx.branch
-    # merged before, either way: each side's changes since the newer of those merges
-    done = catalog.by_id[target].merged.get(source)     # (source's version, merge's)
-    back = catalog.by_id[source].merged.get(target)     # (target's version, merge's)
-    if back is not None and (done is None or back[1] > done[1]):
-        base_t, base_s = catalog.view(target, back[0]), catalog.view(source, back[1])
-    elif done is not None:
-        base_s, base_t = catalog.view(source, done[0]), catalog.view(target, done[1])
-    else:
-        base_s = base_t = common_view(catalog, target, source)
+    base = merge_base(catalog, target, source)
     head_s, head_t = catalog.view(source, source_version), catalog.view(target, HEAD)
     plans, conflicts = [], {}
     for t in list(engine.tables.values()):
-        theirs, their_rows = changes(t, base_s, head_s)
+        theirs, their_rows = changes(t, base, head_s)
         if not theirs:
             continue
-        ours, _ = changes(t, base_t, head_t)
+        ours, _ = changes(t, base, head_t)
         touched = set(ours.added) | set(ours.changed) | set(ours.deleted)
         both = [k for k in theirs.added + theirs.changed + theirs.deleted if k in touched]
         # changed on both sides: a conflict unless both now hold the same document

@@ -91,7 +91,7 @@ def vacuum(engine, keep, progress: bool | None = None, graphs: str = "rebuild"
         raise OptionError(f"graphs is 'rebuild' or 'repair', not {brief(graphs)}")
     t0 = time.perf_counter()
     path = engine.path
-    with engine.writer.held():
+    with engine.writer.held(engine.lock_timeout, "vacuum()"):
         engine.reload()
         k = oldest_kept(engine, keep)
         branched = [b.name for b in engine.catalog.live() if b.id != MAIN]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 
+from ..errors import LockTimeoutError
+
 
 def this_thread() -> tuple:
     """The owner token of maintenance done by the calling thread."""
@@ -55,10 +57,14 @@ class WriterLock:
             self._lock.release()
 
     @contextmanager
-    def held(self, owner=None):
-        """The lock for the calling thread's maintenance, waiting as long as it takes."""
-        owner = this_thread() if owner is None else owner
-        self.acquire(owner)
+    def held(self, timeout: float | None = None, what: str = ""):
+        """The lock for the calling thread's maintenance; LockTimeoutError naming
+        `what` after `timeout` seconds (None: waiting as long as it takes, for
+        what only a transaction being written or committed can hold up)."""
+        owner = this_thread()
+        if not self.acquire(owner, timeout):
+            raise LockTimeoutError(f"{what}: another session held the write transaction for "
+                                   f"{timeout:g} s; commit or roll that one back first")
         try:
             yield
         finally:

@@ -241,6 +241,29 @@ class LogWriter:
                 except StorageError:
                     pass   # broken is set: every later write says so
 
+    def mark(self) -> tuple[int, int]:
+        """Where the open transaction's frames end now, for `rollback_to`."""
+        with self._lock:
+            return self.end + self._pending_bytes, len(self._tx_frames)
+
+    def rollback_to(self, mark: tuple[int, int]) -> None:
+        """Forget the frames the open transaction appended since `mark` (zeroing
+        any written, as `rollback` does); the ones before it stay."""
+        at, n_frames = mark
+        with self._lock:
+            self._check_tx()
+            if self.end < at:       # not flushed since: they are the newest pending
+                while self._pending_bytes > at - self.end:
+                    fr = self._pending.pop()
+                    self._pending_bytes -= F.FRAME_HEADER_SIZE + F.pad(fr.length)
+            else:
+                self._drop_pending()
+                if self.end > at:
+                    commit_end = self.commit_end
+                    self._undo_to(at)          # StorageError: this file writes no more
+                    self.commit_end = commit_end
+            del self._tx_frames[n_frames:]
+
     def write_checkpoint(self, parts: list, length: int, version: int) -> int:
         """Append a checkpoint frame, sync it, and point a superblock at it.
 
