@@ -94,11 +94,29 @@ def file_answers(path: str) -> tuple:
         return db.engine.visible, rows
 
 
+def serving_replica(leader_srv, dest: str) -> ServerProcess:
+    """`varvedb serve dest --replica-of` the leader (a context manager)."""
+    return ServerProcess(dest, token=TOKEN, args=["--replica-of", leader_srv.url],
+                         env={"VARVEDB_LEADER_TOKEN": TOKEN})
+
+
+def resumed_as_the_leader(srv, client, dest: str, tmp_path) -> None:
+    """`replicate --once` brings dest to the leader's newest version without a
+    re-seed, equal to the leader's backup, and it verifies."""
+    out = replicate_once(srv.url, dest)
+    assert "re-seeding" not in out, out
+    lb = str(tmp_path / "leader-copy.varve")
+    client.backup(lb)
+    assert file_answers(dest) == file_answers(lb)
+    assert file_answers(dest)[0] == leader_version(client)
+    with vv.connect(dest, readonly=True) as db:
+        assert db.verify().ok
+
+
 def test_a_replica_reaches_every_commit_and_answers_as_the_leader_does(leader, tmp_path):
     srv, client = leader
     dest = str(tmp_path / "replica.varve")
-    with ServerProcess(dest, token=TOKEN, args=["--replica-of", srv.url],
-                       env={"VARVEDB_LEADER_TOKEN": TOKEN}) as rep:
+    with serving_replica(srv, dest) as rep:
         lh, rh = Http(srv), Http(rep)
         docs = client.collection("docs")
         rng = np.random.default_rng(5)
@@ -193,16 +211,8 @@ def test_a_killed_replica_resumes_and_loses_nothing(leader, tmp_path):
         stop.set()
         t.join()
     killed_at = file_answers(dest)[0]
-    out = replicate_once(srv.url, dest)
-    assert "re-seeding" not in out, out
-    v = leader_version(client)
-    got = file_answers(dest)
-    assert got[0] == v and got[0] >= killed_at
-    lb = str(tmp_path / "leader-copy.varve")
-    client.backup(lb)
-    assert got == file_answers(lb)
-    with vv.connect(dest, readonly=True) as db:
-        assert db.verify().ok
+    resumed_as_the_leader(srv, client, dest, tmp_path)
+    assert file_answers(dest)[0] >= killed_at
 
 
 def test_a_vacuum_that_dropped_the_replicas_version_reseeds_it(leader, tmp_path):
@@ -383,9 +393,7 @@ def test_a_replica_follows_a_leader_with_read_workers(tmp_path):
                        args=["--workers", "2"]) as srv:
         client = vv.Client(srv.url, token=TOKEN)
         docs = client.create_collection("docs", {"tag": "int"})
-        with ServerProcess(str(tmp_path / "wr.varve"), token=TOKEN,
-                           args=["--replica-of", srv.url],
-                           env={"VARVEDB_LEADER_TOKEN": TOKEN}) as rep:
+        with serving_replica(srv, str(tmp_path / "wr.varve")) as rep:
             rh = Http(rep)
             for i in range(4):
                 docs.insert([{"id": i, "tag": i}])
@@ -437,14 +445,7 @@ def test_a_replica_killed_inside_a_half_written_commit_resumes(leader, tmp_path)
     # the four whole commits before it are kept (written, and a kill keeps the page
     # cache); the torn one is not seen
     assert file_answers(dest)[0] == seeded + 4
-    out = replicate_once(srv.url, dest)
-    assert "re-seeding" not in out, out
-    lb = str(tmp_path / "leader-copy.varve")
-    client.backup(lb)
-    assert file_answers(dest) == file_answers(lb)
-    assert file_answers(dest)[0] == leader_version(client)
-    with vv.connect(dest, readonly=True) as db:
-        assert db.verify().ok
+    resumed_as_the_leader(srv, client, dest, tmp_path)
 
 
 def test_a_vacuum_that_kept_the_replicas_version_is_followed_without_a_reseed(leader,
@@ -459,21 +460,14 @@ def test_a_vacuum_that_kept_the_replicas_version_is_followed_without_a_reseed(le
     client.vacuum(keep=4)       # the replica's version, three back, is kept
     assert client.history()[0].version == stands_on       # and the ones before it not
     docs.upsert([{"id": 730, "title": "after the vacuum", "tag": 1, "emb": [0, 0, 0, 1.0]}])
-    out = replicate_once(srv.url, dest)
-    assert "re-seeding" not in out, out
-    lb = str(tmp_path / "leader-kept.varve")
-    client.backup(lb)
-    assert file_answers(dest) == file_answers(lb)
-    with vv.connect(dest, readonly=True) as db:
-        assert db.verify().ok
+    resumed_as_the_leader(srv, client, dest, tmp_path)
 
 
 def test_a_serving_replica_follows_a_vacuum_and_says_when_a_version_does_not_come(leader,
                                                                                    tmp_path):
     srv, client = leader
     dest = str(tmp_path / "serving.varve")
-    with ServerProcess(dest, token=TOKEN, args=["--replica-of", srv.url],
-                       env={"VARVEDB_LEADER_TOKEN": TOKEN}) as rep:
+    with serving_replica(srv, dest) as rep:
         lh, rh = Http(srv), Http(rep)
         docs = client.collection("docs")
         docs.upsert([{"id": 740, "title": "before", "tag": 0, "emb": [1.0, 1.0, 0, 0]}])
