@@ -482,6 +482,13 @@ def test_a_serving_replica_follows_a_vacuum_and_says_when_a_version_does_not_com
         assert h["lag_versions"] == 0 and h["error"] is None
         status, metrics, _ = rh("GET", "/metrics")
         assert "varvedb_replica_lag_versions 0.0" in metrics
+        # the replica's own maintainer links what it follows: it answers for it
+        status, done, _ = rh("POST", "/collections/docs/wait_indexed",
+                             {"field": "title", "timeout": GUARD})
+        assert status == 200 and done["indexed"] is True, done
+        status, st, _ = rh("GET", "/collections/docs/index_status?field=title")
+        assert status == 200 and st["field"] == "title" and st["unlinked"] == 0, st
+        assert st["linked"] > 0
         # a version the leader has not made: a typed timeout naming the leader
         status, err, _ = rh("POST", "/collections/docs/count", {},
                             headers={"X-Varve-Min-Version": str(v + 1_000)})
