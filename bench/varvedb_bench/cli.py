@@ -302,12 +302,14 @@ def replica(rows, dim, queries, rounds, seconds, threads, rate, writers, lag_sec
 @click.option("--lists", default=256, show_default=True, help="The IVF-PQ build's lists.")
 @click.option("--pq-m", default=16, show_default=True)
 @click.option("--blocks", default=16, show_default=True, help="The ingest dataset's blocks.")
+@click.option("--lance", is_flag=True,
+              help="Also lance-ray's write_lance and create_index on the same rows.")
 @click.option("--out", default=None, help="Also write the figures to this JSON file.")
-def ray_(rows, dim, rounds, lists, pq_m, blocks, out) -> None:
+def ray_(rows, dim, rounds, lists, pq_m, blocks, lance, out) -> None:
     """Parallel efficiency T1 / (2·T2) of Ray ingest (VarveDatasink) and of the Ray
     IVF-PQ build (build_index) with a local Ray of 1 and 2 CPUs."""
     from . import ray_scaling
-    _summed(ray_scaling, ray_scaling.run(rows, dim, rounds, lists, pq_m, blocks,
+    _summed(ray_scaling, ray_scaling.run(rows, dim, rounds, lists, pq_m, blocks, lance,
                                          echo=click.echo), out)
 
 
