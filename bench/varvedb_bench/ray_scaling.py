@@ -4,9 +4,10 @@ CPUs (integrations/ray.py; issue 33's figure).
 
 The same rows each time (varvedb.demo_data's clustered vectors, `rows` × `dim`,
 ids 0..rows-1). Every timing runs in a process of its own (`python -m
-varvedb_bench.ray_scaling ingest|ivfpq CPUS WORKDIR`), which starts Ray with
-CPUS CPUs and readies its workers before the clock, with a small job of the
-same kind (the workers' imports and kernels loaded):
+varvedb_bench.ray_scaling KIND CPUS WORKDIR`), which starts Ray with CPUS CPUs
+and readies its workers before the clock: varvedb's sides with a small job of
+the same kind (the workers' imports and kernels loaded), lance-ray's with a
+task a worker that imports lance:
 
 * ingest: a Ray dataset of the rows, materialized in the object store in
   `blocks` blocks before the clock; timed: `write_datasink(VarveDatasink(...))`
