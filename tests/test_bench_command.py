@@ -16,7 +16,7 @@ from conftest import PYTHON, child_env
 from varvedb.cli import main
 
 SUBCOMMANDS = ("ann", "sql", "text", "server", "history", "branch", "langchain", "layers",
-               "commit-cpu", "import", "sharded", "walk")
+               "commit-cpu", "import", "sharded", "replica", "ray", "walk")
 
 
 def test_the_package_never_imports_its_bench():

@@ -94,11 +94,29 @@ def file_answers(path: str) -> tuple:
         return db.engine.visible, rows
 
 
+def serving_replica(leader_srv, dest: str) -> ServerProcess:
+    """`varvedb serve dest --replica-of` the leader (a context manager)."""
+    return ServerProcess(dest, token=TOKEN, args=["--replica-of", leader_srv.url],
+                         env={"VARVEDB_LEADER_TOKEN": TOKEN})
+
+
+def resumed_as_the_leader(srv, client, dest: str, tmp_path) -> None:
+    """`replicate --once` brings dest to the leader's newest version without a
+    re-seed, equal to the leader's backup, and it verifies."""
+    out = replicate_once(srv.url, dest)
+    assert "re-seeding" not in out, out
+    lb = str(tmp_path / "leader-copy.varve")
+    client.backup(lb)
+    assert file_answers(dest) == file_answers(lb)
+    assert file_answers(dest)[0] == leader_version(client)
+    with vv.connect(dest, readonly=True) as db:
+        assert db.verify().ok
+
+
 def test_a_replica_reaches_every_commit_and_answers_as_the_leader_does(leader, tmp_path):
     srv, client = leader
     dest = str(tmp_path / "replica.varve")
-    with ServerProcess(dest, token=TOKEN, args=["--replica-of", srv.url],
-                       env={"VARVEDB_LEADER_TOKEN": TOKEN}) as rep:
+    with serving_replica(srv, dest) as rep:
         lh, rh = Http(srv), Http(rep)
         docs = client.collection("docs")
         rng = np.random.default_rng(5)
@@ -193,16 +211,8 @@ def test_a_killed_replica_resumes_and_loses_nothing(leader, tmp_path):
         stop.set()
         t.join()
     killed_at = file_answers(dest)[0]
-    out = replicate_once(srv.url, dest)
-    assert "re-seeding" not in out, out
-    v = leader_version(client)
-    got = file_answers(dest)
-    assert got[0] == v and got[0] >= killed_at
-    lb = str(tmp_path / "leader-copy.varve")
-    client.backup(lb)
-    assert got == file_answers(lb)
-    with vv.connect(dest, readonly=True) as db:
-        assert db.verify().ok
+    resumed_as_the_leader(srv, client, dest, tmp_path)
+    assert file_answers(dest)[0] >= killed_at
 
 
 def test_a_vacuum_that_dropped_the_replicas_version_reseeds_it(leader, tmp_path):
@@ -383,9 +393,7 @@ def test_a_replica_follows_a_leader_with_read_workers(tmp_path):
                        args=["--workers", "2"]) as srv:
         client = vv.Client(srv.url, token=TOKEN)
         docs = client.create_collection("docs", {"tag": "int"})
-        with ServerProcess(str(tmp_path / "wr.varve"), token=TOKEN,
-                           args=["--replica-of", srv.url],
-                           env={"VARVEDB_LEADER_TOKEN": TOKEN}) as rep:
+        with serving_replica(srv, str(tmp_path / "wr.varve")) as rep:
             rh = Http(rep)
             for i in range(4):
                 docs.insert([{"id": i, "tag": i}])
@@ -395,3 +403,96 @@ def test_a_replica_follows_a_leader_with_read_workers(tmp_path):
                 assert status == 200 and item["tag"] == i, item
             rh.close()
         client.close()
+
+
+# a `varvedb replicate` whose storage SIGKILLs its own process inside the Nth commit
+# it follows: that commit's frames are written (as a write of the frames that did
+# not reach the commit frame leaves them), its commit frame never is, and the
+# commits of the same pull before it are written but not yet synced
+_KILLED_INSIDE = """
+import os, signal, sys
+from varvedb.storage.log_writer import LogWriter
+real, seen = LogWriter.commit_shipped, []
+def commit_shipped(self, rec):
+    seen.append(rec.version)
+    if len(seen) == int(sys.argv[1]):
+        self._flush()
+        print("killed", rec.version, self.commit_end, self.end, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(self, rec)
+LogWriter.commit_shipped = commit_shipped
+from varvedb.cli import main
+main(["replicate", *sys.argv[2:], "--once"])
+"""
+
+
+def test_a_replica_killed_inside_a_half_written_commit_resumes(leader, tmp_path):
+    srv, client = leader
+    dest = str(tmp_path / "torn.varve")
+    replicate_once(srv.url, dest)
+    seeded = file_answers(dest)[0]
+    docs = client.collection("docs")
+    for i in range(8):      # eight commits, pulled in one answer
+        docs.upsert([{"id": 600 + i, "title": f"torn {i}", "tag": i % 4,
+                      "emb": [float(i), 1.0, 0.0, 0.0]}])
+    p = subprocess.run([sys.executable, "-c", _KILLED_INSIDE, "5", srv.url, dest],
+                       env=replica_env(), capture_output=True, text=True, timeout=GUARD)
+    assert p.returncode == -signal.SIGKILL, p.stdout + p.stderr
+    word, version, commit_end, end = p.stdout.split()
+    assert word == "killed" and int(version) == seeded + 5
+    assert int(end) > int(commit_end)          # the fifth commit's frames, no commit frame
+    assert os.path.getsize(dest) >= int(end)
+    # the four whole commits before it are kept (written, and a kill keeps the page
+    # cache); the torn one is not seen
+    assert file_answers(dest)[0] == seeded + 4
+    resumed_as_the_leader(srv, client, dest, tmp_path)
+
+
+def test_a_vacuum_that_kept_the_replicas_version_is_followed_without_a_reseed(leader,
+                                                                              tmp_path):
+    srv, client = leader
+    dest = str(tmp_path / "kept.varve")
+    replicate_once(srv.url, dest)
+    stands_on = file_answers(dest)[0]
+    docs = client.collection("docs")
+    for i in range(3):
+        docs.upsert([{"id": 720 + i, "title": f"kept {i}", "tag": 2, "emb": [0, 0, 1.0, 0]}])
+    client.vacuum(keep=4)       # the replica's version, three back, is kept
+    assert client.history()[0].version == stands_on       # and the ones before it not
+    docs.upsert([{"id": 730, "title": "after the vacuum", "tag": 1, "emb": [0, 0, 0, 1.0]}])
+    resumed_as_the_leader(srv, client, dest, tmp_path)
+
+
+def test_a_serving_replica_follows_a_vacuum_and_says_when_a_version_does_not_come(leader,
+                                                                                   tmp_path):
+    srv, client = leader
+    dest = str(tmp_path / "serving.varve")
+    with serving_replica(srv, dest) as rep:
+        lh, rh = Http(srv), Http(rep)
+        docs = client.collection("docs")
+        docs.upsert([{"id": 740, "title": "before", "tag": 0, "emb": [1.0, 1.0, 0, 0]}])
+        v = leader_version(client)
+        assert answers(rh, v) == answers(lh, v)
+        client.vacuum(keep=1)       # the version the replica stands on is the one kept
+        docs.upsert([{"id": 741, "title": "after", "tag": 3, "emb": [0, 1.0, 1.0, 0]}])
+        v = leader_version(client)
+        assert answers(rh, v) == answers(lh, v)
+        status, h, _ = rh("GET", "/health")
+        assert status == 200 and h["reseeds"] == 0 and h["version"] == v
+        assert h["lag_versions"] == 0 and h["error"] is None
+        status, metrics, _ = rh("GET", "/metrics")
+        assert "varvedb_replica_lag_versions 0.0" in metrics
+        # the replica's own maintainer links what it follows: it answers for it
+        status, done, _ = rh("POST", "/collections/docs/wait_indexed",
+                             {"field": "title", "timeout": GUARD})
+        assert status == 200 and done["indexed"] is True, done
+        status, st, _ = rh("GET", "/collections/docs/index_status?field=title")
+        assert status == 200 and st["field"] == "title" and st["unlinked"] == 0, st
+        assert st["linked"] > 0
+        # a version the leader has not made: a typed timeout naming the leader
+        status, err, _ = rh("POST", "/collections/docs/count", {},
+                            headers={"X-Varve-Min-Version": str(v + 1_000)})
+        assert status == 504 and err["error"]["type"] == "VersionNotReachedError"
+        assert srv.url in err["error"]["message"]
+        lh.close()
+        rh.close()

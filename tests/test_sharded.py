@@ -175,6 +175,11 @@ def test_text_and_hybrid_search_score_as_one_collection(tmp_path):
     db.close()
 
 
+def test_the_ray_module_names_it_too():
+    from varvedb.integrations import ray as vray
+    assert vray.ShardedCollection is ShardedCollection
+
+
 def test_an_id_outside_64_bits_is_refused_as_the_embedded_api_refuses_it():
     for bad in (2**63, -2**63 - 1):
         with pytest.raises(FieldTypeError, match="64-bit"):

@@ -245,6 +245,15 @@ def walk(dataset, rows, dim, queries, efs, rounds, engines, out) -> None:
         module.write(report, out)
 
 
+def _summed(module, report: dict, out: str | None) -> None:
+    """A figure's lines (module.summary: medians and min–max), and its JSON to `out`."""
+    import json
+    click.echo(module.summary(report))
+    if out:
+        with open(out, "w") as f:
+            json.dump(report, f, indent=1)
+
+
 @bench.command()
 @click.option("--dataset", default="clustered", show_default=True,
               help="The rows and queries: clustered, uniform, glove-50, a .npy/.hdf5 file.")
@@ -257,15 +266,51 @@ def walk(dataset, rows, dim, queries, efs, rounds, engines, out) -> None:
 def sharded(dataset, rows, queries, shards, rounds, ef, out) -> None:
     """A collection sharded over Ray actors against one in-process collection:
     recall and the latency the fan-out adds, interleaved query by query."""
-    import json
-
     from . import sharded as module
-    report = module.run(dataset, rows, queries, [int(s) for s in shards.split(",")],
-                        rounds, ef, echo=click.echo)
-    click.echo(json.dumps(report, indent=1))
-    if out:
-        with open(out, "w") as f:
-            json.dump(report, f, indent=1)
+    _summed(module, module.run(dataset, rows, queries, [int(s) for s in shards.split(",")],
+                               rounds, ef, echo=click.echo), out)
+
+
+@bench.command()
+@click.option("--rows", default=20_000, show_default=True)
+@click.option("--dim", default=64, show_default=True)
+@click.option("--queries", default=500, show_default=True)
+@click.option("--rounds", default=3, show_default=True)
+@click.option("--seconds", default=5.0, show_default=True, help="Each read window.")
+@click.option("--threads", default=4, show_default=True, help="Read client threads.")
+@click.option("--rate", default=500.0, show_default=True,
+              help="Single-row commits per second scheduled on the leader.")
+@click.option("--writers", default=8, show_default=True,
+              help="Writer threads sharing the schedule (their commits share fsyncs).")
+@click.option("--lag-seconds", default=10.0, show_default=True, help="Each write window.")
+@click.option("--out", default=None, help="Also write the figures to this JSON file.")
+def replica(rows, dim, queries, rounds, seconds, threads, rate, writers, lag_seconds,
+            out) -> None:
+    """A leader and one read replica (serve --replica-of) on this machine: read QPS
+    split over both against the leader alone, and the replication lag under
+    paced single-row commits."""
+    from . import replica as module
+    _summed(module, module.run(rows, dim, queries, rounds, seconds, threads, rate, writers,
+                               lag_seconds, echo=click.echo), out)
+
+
+@bench.command("ray")
+@click.option("--rows", default=200_000, show_default=True)
+@click.option("--dim", default=64, show_default=True)
+@click.option("--rounds", default=3, show_default=True,
+              help="Rounds, which CPU count goes first alternating.")
+@click.option("--lists", default=256, show_default=True, help="The IVF-PQ build's lists.")
+@click.option("--pq-m", default=16, show_default=True)
+@click.option("--blocks", default=16, show_default=True, help="The ingest dataset's blocks.")
+@click.option("--lance", is_flag=True,
+              help="Also lance-ray's write_lance and create_index on the same rows.")
+@click.option("--out", default=None, help="Also write the figures to this JSON file.")
+def ray_(rows, dim, rounds, lists, pq_m, blocks, lance, out) -> None:
+    """Parallel efficiency T1 / (2·T2) of Ray ingest (VarveDatasink) and of the Ray
+    IVF-PQ build (build_index) with a local Ray of 1 and 2 CPUs."""
+    from . import ray_scaling
+    _summed(ray_scaling, ray_scaling.run(rows, dim, rounds, lists, pq_m, blocks, lance,
+                                         echo=click.echo), out)
 
 
 @bench.command("import")

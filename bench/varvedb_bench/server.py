@@ -287,12 +287,13 @@ class PgTcp:
 class RawHttp:
     """A kept-alive HTTP/1.1 connection that sends whole pre-built requests and
     reads Content-Length answers: the least Python a client can spend per request
-    (http.client parses every header through email.parser)."""
+    (http.client parses every header through email.parser). `head`: the last
+    answer's status line and headers, lowercased."""
 
     def __init__(self, port: int):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=600)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = b""
+        self.buf = self.head = b""
 
     def exchange(self, request: bytes) -> tuple[int, bytes]:
         self.sock.sendall(request)
@@ -316,7 +317,7 @@ class RawHttp:
             if not more:
                 raise BenchError("the server closed the connection")
             buf += more
-        self.buf = buf[body_end:]
+        self.buf, self.head = buf[body_end:], head
         return int(head[9:12]), buf[end + 4:body_end]
 
     def close(self) -> None:

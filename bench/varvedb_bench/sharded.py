@@ -106,3 +106,15 @@ def _interleaved(single, sc, qs, truth, rounds, ef, k) -> dict:
     out["recall_single"] = sum(len(f & t) for f, t in zip(found_single, truth)) / total
     out["recall_sharded"] = sum(len(f & t) for f, t in zip(found_sharded, truth)) / total
     return out
+
+
+def summary(report: dict) -> str:
+    """The figures as lines: median [min–max] over rounds, in ms a query."""
+    def mm(s: dict) -> str:
+        return f"{s['median']:.2f} [{s['min']:.2f}–{s['max']:.2f}]"
+    lines = [f"{report['figure']}; load {report['load']:.2f}"]
+    for n, f in report["by_shards"].items():
+        lines.append(f"{n} shard(s): recall {f['recall_sharded']:.4f} (one collection "
+                     f"{f['recall_single']:.4f}); added p50 {mm(f['added_p50'])}, p99 "
+                     f"{mm(f['added_p99'])} ms; one collection p50 {mm(f['single_p50'])} ms")
+    return "\n".join(lines)

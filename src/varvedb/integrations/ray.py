@@ -42,6 +42,8 @@ encoded in row ranges by Ray tasks (IvfIndex.encode_rows, the same kernels;
 one checkpoint. A row's code depends on that row alone, so the index equals
 the one the maintainer builds in one process from the same rows and seed.
 
+`ShardedCollection` (integrations/sharded.py) is importable from here as well.
+
 `import varvedb` imports none of this; this module imports Ray.
 """
 from __future__ import annotations
@@ -61,6 +63,10 @@ from ray.data.extensions import ArrowTensorType, ArrowTensorTypeV2, ArrowVariabl
 from ..errors import OptionError
 from ..schema import brief
 from ..schema_inference import infer_schema
+from .sharded import ShardedCollection    # here too: the name issue 33 gave it
+
+__all__ = ["ShardedCollection", "VarveDatasink", "VarveDatasource", "build_index",
+           "read_varve"]
 
 MODES = ("append", "upsert")
 MIN_PART_ROWS = 4096      # build_index: rows a Ray task encodes, at least; and

@@ -289,7 +289,7 @@ class Api:
 
     def endpoint(self, template: str, work, needs_body: bool = False, open_route: bool = False,
                  inline: bool = False, transactional: bool = False, writes: bool = False,
-                 pool: str | None = None):
+                 pool: str | None = None, maintainer: bool = False):
         """An ASGI endpoint: checks the token, reads the body, runs `work(request
         parts)` on the pool (at most `timeout` seconds, unless it has begun to
         write: see Job), answers with the status and bytes `work` returns.
@@ -297,10 +297,13 @@ class Api:
         header names (Job.transaction). writes: a read worker forwards it to the
         writer, as it does any request in a transaction and any `work` that
         raises WriterNeeded. pool: "writes" or "polls", a pool of the route's own
-        (pool_for)."""
+        (pool_for). maintainer: the file's maintainer answers it (its figures): a read
+        worker forwards it to the writer, a read replica answers it from its own."""
         observe = self.metrics.observe
         by_raw_path = "{id}" in template
         writer = self.writer
+        if self.replica is not None and maintainer:
+            writes = False
 
         async def run(request: Request) -> Response:
             t0 = time.perf_counter()

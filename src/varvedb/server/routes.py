@@ -716,8 +716,9 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
         (C + "/indexes", "POST", create_index, BODY_W),
         (C + "/indexes/{f}", "DELETE", drop_index, {**TX, **W}),
         # the writer's maintainer links the rows: its figures are the ones to read
-        (C + "/index_status", "GET", index_status, {**TX, **W}),
-        (C + "/wait_indexed", "POST", wait_indexed, BODY_W),
+        # (a read replica's own maintainer links its rows: it answers them itself)
+        (C + "/index_status", "GET", index_status, {**TX, **W, "maintainer": True}),
+        (C + "/wait_indexed", "POST", wait_indexed, {**BODY_W, "maintainer": True}),
         (C + "/vector_memory", "GET", vector_memory, TX),
         (C + "/fields", "POST", add_field, BODY_W),
         (C + "/fields/{f}", "DELETE", drop_field, {**TX, **W}),
