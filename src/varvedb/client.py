@@ -68,7 +68,7 @@ from .storage.backup import BackupInfo
 from .schema_inference import creation_data, infer_schema
 from .tabular import frame_columns
 from .storage.verify import Break, VerifyReport
-from .wire import error_from_wire, parse_timestamp, value_from_wire, vector_read_type
+from .wire import error_from_wire, loads, parse_timestamp, value_from_wire, vector_read_type
 from .wire import encode as _encode
 
 JSON = "application/json"
@@ -180,8 +180,8 @@ def _answer(resp: _Response, decoder=None) -> Any:
     if not 200 <= resp.status < 300:
         raise _error(resp)
     try:
-        return decoder.decode(resp.body) if decoder else msgspec.json.decode(resp.body)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        return loads(resp.body, decoder)
+    except msgspec.DecodeError as e:     # ValidationError too
         raise E.ServerError(f"the server's answer does not read: {e}") from None
 
 

@@ -3,11 +3,17 @@
 
 Vectors travel as arrays of numbers, timestamps as RFC 3339 strings, errors as
 {"error": {"type", "message", "sqlstate", "position"}}; a client turns them back
-into numpy arrays, aware datetimes and the same VarveError subclass.
+into numpy arrays, aware datetimes and the same VarveError subclass. A float
+that is NaN or infinite travels as the bare token NaN, Infinity or -Infinity
+(as Python's json module writes and reads them; strict JSON has no form for
+it, and msgspec alone writes null, which would store or serve NULL instead).
 """
 from __future__ import annotations
 
 import datetime as _dt
+import json
+import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,16 +33,63 @@ def _enc_hook(obj: Any) -> Any:
     raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
 
 
-_encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
-encode = _encoder.encode          # obj -> JSON bytes (numpy, datetimes, Structs, dataclasses)
+_json_encode = msgspec.json.Encoder(enc_hook=_enc_hook).encode
 # the same values as msgpack (a batch's answer a client asks for in binary)
 encode_msgpack = msgspec.msgpack.Encoder(enc_hook=_enc_hook).encode
+
+
+def encode(obj: Any) -> bytes:
+    """obj -> JSON bytes (numpy, datetimes, Structs, dataclasses), a non-finite
+    float as NaN, Infinity or -Infinity. msgspec writes one as null, so an answer
+    holding a null is checked: its msgpack form keeps every float's bits."""
+    out = _json_encode(obj)
+    if b"null" not in out or not _has_nonfinite(encode_msgpack(obj)):
+        return out
+    return json.dumps(msgspec.to_builtins(obj, enc_hook=_enc_hook), allow_nan=True,
+                      ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _has_nonfinite(packed: bytes) -> bool:
+    """Does this msgpack hold a float64 whose exponent is all ones (NaN, +-inf)?
+    msgspec writes every float as 0xcb and 8 big-endian bytes; in UTF-8 text 0xcb
+    is never followed by 0x7f or 0xff, so a match elsewhere is only an integer's
+    or a float's bytes, which costs the slow path, never a wrong answer."""
+    b = np.frombuffer(packed, np.uint8)
+    at = np.flatnonzero(b[:-2] == 0xcb)
+    return bool(np.any(((b[at + 1] & 0x7f) == 0x7f) & ((b[at + 2] & 0xf0) == 0xf0)))
+
+
+_NONFINITE_TOKEN = re.compile(rb"NaN|Infinity")
+_PLAIN = msgspec.json.Decoder()
+
+
+def _finite(text: str) -> float:
+    v = float(text)
+    if math.isinf(v):     # 1e400: out of range, as msgspec reads it
+        raise ValueError(f"number out of range: {text}")
+    return v
+
+
+def loads(body: bytes, decoder: msgspec.json.Decoder | None = None) -> Any:
+    """JSON bytes -> Python values (as `decoder`'s type, if given), NaN, Infinity
+    and -Infinity read as floats; msgspec.DecodeError if malformed."""
+    try:
+        return (decoder or _PLAIN).decode(body)
+    except msgspec.DecodeError as e:
+        if not _NONFINITE_TOKEN.search(body):
+            raise
+        error = e
+    try:        # only a body holding such a token comes here: msgspec reads none
+        value = json.loads(body, parse_float=_finite)
+    except ValueError:
+        raise error from None
+    return value if decoder is None else msgspec.convert(value, decoder.type)
 
 
 def decode(body: bytes) -> Any:
     """JSON bytes -> Python values; a malformed body is a RequestError."""
     try:
-        return msgspec.json.decode(body)
+        return loads(body)
     except msgspec.DecodeError as e:
         raise E.RequestError(f"the body is not valid JSON: {e}") from None
 
