@@ -58,6 +58,7 @@ from urllib.parse import quote, urlsplit
 import msgspec
 import numpy as np
 
+from . import cancel
 from . import errors as E
 from .query.plan import PlanNode, plan_from_dict
 from .query.request import REQUESTS, RRF_K, WEIGHTS, Count, Find, Search, as_of_to_wire
@@ -81,9 +82,21 @@ BRANCH_HEADER = "X-Varve-Branch"
 BACKUP_VERSION, BACKUP_BYTES = "X-Varve-Backup-Version", "X-Varve-Backup-Bytes"
 
 # the transaction each client's calls run in, per thread (and per asyncio task):
-# {client key: (transaction id, opened by SQL's BEGIN)}; None: none anywhere
+# {client key: _Pin}; None: none anywhere
 _PINS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("varvedb_client_pins",
                                                                    default=None)
+
+
+class _Pin:
+    """A transaction a thread's (task's) calls on one client run in. A task made
+    inside it copies the context, so this object is shared: once its scope ends
+    (`ended`), every copy is dropped at its next call, which runs on its own."""
+    __slots__ = ("id", "by_sql", "ended")
+
+    def __init__(self, tid: str, by_sql: bool):
+        self.id = tid
+        self.by_sql = by_sql          # opened for SQL's BEGIN (not a `with` block)
+        self.ended = False
 
 
 class _Request(NamedTuple):
@@ -768,20 +781,40 @@ class ClientTransaction(_TransactionScope):
     __slots__ = ()
 
     def __enter__(self) -> "ClientTransaction":
-        return self.client._drive(self.client._open_transaction(self))
+        self.client._drive(self.client._open_transaction(self))
+        self.client._pin(self.id, by_sql=False)
+        return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        self.client._unpin(self.id)
         self.client._drive(self.client._end_transaction(self, commit=exc_type is None))
 
 
 class AsyncClientTransaction(_TransactionScope):
+    """A task canceled while the transaction opens or ends still sees the request
+    through (it may have reached the server): an opened one is rolled back, an
+    end is awaited, and the CancelledError's note says how it ended."""
     __slots__ = ()
 
     async def __aenter__(self) -> "AsyncClientTransaction":
-        return await self.client._drive(self.client._open_transaction(self))
+        client = self.client
+        fut, canceled = await cancel.to_its_end(client._drive(client._open_transaction(self)))
+        if canceled is not None:
+            if fut.exception() is None:        # opened: roll it back, as the block would
+                undo, _ = await cancel.to_its_end(client._drive(
+                    client._end_transaction(self, commit=False)))
+                if undo.exception() is not None:
+                    canceled.add_note(f"rolling back the transaction it opened failed: "
+                                      f"{undo.exception()}")
+            raise canceled
+        fut.result()
+        client._pin(self.id, by_sql=False)
+        return self
 
     async def __aexit__(self, exc_type, exc, tb) -> None:
-        await self.client._drive(self.client._end_transaction(self, commit=exc_type is None))
+        self.client._unpin(self.id)
+        await cancel.end_transaction(self, self.client._drive(
+            self.client._end_transaction(self, commit=exc_type is None)))
 
 
 def _error_body(resp: _Response) -> dict | None:
@@ -1019,40 +1052,45 @@ class _ClientVerbs:
 
     # ---- the transaction this thread's (task's) calls run in
 
-    def _pinned(self) -> tuple | None:
+    def _pinned(self) -> _Pin | None:
         pins = _PINS.get()
-        return None if pins is None else pins.get(self._key)
+        pin = None if pins is None else pins.get(self._key)
+        if pin is not None and pin.ended:      # a child task's copy of an ended scope
+            self._drop_pin()
+            return None
+        return pin
 
     def _pin(self, tid: str, by_sql: bool) -> None:
-        _PINS.set({**(_PINS.get() or {}), self._key: (tid, by_sql)})
+        _PINS.set({**(_PINS.get() or {}), self._key: _Pin(tid, by_sql)})
 
-    def _unpin(self, tid: str | None = None, by_sql: bool | None = None) -> None:
-        """Forget this client's transaction here (only if it is `tid`, or one SQL
-        opened, when those are given)."""
-        pin = self._pinned()
-        if pin is None or (tid is not None and pin[0] != tid) or \
-                (by_sql is not None and pin[1] != by_sql):
-            return
+    def _drop_pin(self) -> None:
         pins = {k: v for k, v in _PINS.get().items() if k != self._key}
         _PINS.set(pins or None)
 
-    def _lost(self, pin: tuple) -> None:
+    def _unpin(self, tid: str | None = None, by_sql: bool | None = None) -> None:
+        """End this client's transaction here (only if it is `tid`, or one SQL
+        opened, when those are given): for every task that shares it too."""
+        pin = self._pinned()
+        if pin is None or (tid is not None and pin.id != tid) or \
+                (by_sql is not None and pin.by_sql != by_sql):
+            return
+        pin.ended = True
+        self._drop_pin()
+
+    def _lost(self, pin: _Pin) -> None:
         """The server holds no transaction `pin` (ended, or rolled back idle): one SQL
         opened is forgotten (the next calls run on their own, as after ROLLBACK);
         a `with transaction()` block's stays, so the rest of the block fails too."""
-        if pin[1]:
-            self._unpin(pin[0])
+        if pin.by_sql:
+            self._unpin(pin.id)
 
     def _open_transaction(self, scope: "_TransactionScope") -> Op:
         if self._pinned() is not None:
             raise E.TransactionError("this thread already has an open transaction on this "
                                      "client")
         scope.id = _answer((yield _Request("POST", "/transactions")))["id"]
-        self._pin(scope.id, by_sql=False)
-        return scope
 
     def _end_transaction(self, scope: "_TransactionScope", commit: bool) -> Op:
-        self._unpin(scope.id)
         path = f"/transactions/{quote(scope.id, safe='')}"
         if commit:
             scope.version = _answer((yield _Request("POST", path + "/commit")))["version"]
@@ -1277,15 +1315,13 @@ class Client(_ClientVerbs):
 
     def _drive(self, op):
         send = self._transport.send
-        key = self._key
         seen = self._seen
         pin = None
         try:
             req = next(op)
             while True:
-                pins = _PINS.get()
-                pin = pins.get(key) if pins is not None else None
-                resp = send(req, pin[0] if pin is not None else None, seen.value)
+                pin = self._pinned()
+                resp = send(req, pin.id if pin is not None else None, seen.value)
                 seen.saw(resp.version)
                 req = op.send(resp)
         except StopIteration as done:
@@ -1462,15 +1498,13 @@ class AsyncClient(_ClientVerbs):
 
     async def _drive(self, op):
         send = self._transport.send
-        key = self._key
         seen = self._seen
         pin = None
         try:
             req = next(op)
             while True:
-                pins = _PINS.get()
-                pin = pins.get(key) if pins is not None else None
-                resp = await send(req, pin[0] if pin is not None else None, seen.value)
+                pin = self._pinned()
+                resp = await send(req, pin.id if pin is not None else None, seen.value)
                 seen.saw(resp.version)
                 req = op.send(resp)
         except StopIteration as done:
