@@ -364,6 +364,25 @@ def test_a_field_added_elsewhere_is_fetched_and_decoded(client):
     assert d.history(3)[-1]["doc"]["seen"] == when
 
 
+def test_get_ids_answers_the_servers_fields_not_a_stale_schema(server, client):
+    """get(ids=[...]) without select is every field the server has now, as get(id)
+    and the embedded API answer: one another client added (a vector, decoded) is
+    there, one it dropped is gone (it was an UnknownFieldError)."""
+    a = client.create_collection("docs", {"n": "int"})
+    a.insert({"id": 1, "n": 1})
+    with _client(server.url) as other:
+        b = other.collection("docs")
+        b.add_field("emb", vv.Vector(2))
+        b.add_field("z", "text")
+        b.update({"z": "hello", "emb": [1.0, 2.0]}, ids=[1])
+        got, = a.get(ids=[1])
+        assert got.pop("emb").tolist() == [1.0, 2.0] and got == {"id": 1, "n": 1, "z": "hello"}
+        b.drop_field("n")
+    got, = a.get(ids=[1])
+    assert list(got) == ["id", "emb", "z"] and a.get(1).keys() == got.keys()
+    assert a.get(ids=[1], select=["z"]) == [{"id": 1, "z": "hello"}]
+
+
 def test_search_batch_answers_each_query_in_order(client):
     d = _docs(client)
     batch = d.search_batch([{"vector": [1, 0, 1], "limit": 2},

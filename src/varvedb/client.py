@@ -545,13 +545,12 @@ class _CollectionVerbs:
             offset: int = 0, branch: str | None = None) -> Op:
         """get(id): the document with this id (as of a version or aware datetime),
         or None. Without the id: a list of documents, as Collection.get answers
-        (POST .../find with ids; every field of the schema as last fetched, or
-        `select`'s)."""
+        (POST .../find?vectors=true with ids: every field the server's schema
+        has, vectors too, or `select`'s)."""
         if id is _MANY:
-            if select is None:
-                select = list(self._schema.fields)
             body = Find.of(where, params, as_of, limit, select, branch, offset, ids).to_wire()
-            resp = yield _post(f"{self._path}/find", body, idempotent=True)
+            path = f"{self._path}/find" + ("?vectors=true" if select is None else "")
+            resp = yield _post(path, body, idempotent=True)
             hits = yield from self._hits(_answer(resp, _HITS))
             return [{"id": h.id, **h.fields} for h in hits]
         if ids is not None or where is not None or params not in ((), []) or limit is not None \

@@ -17,9 +17,11 @@ import time
 from contextlib import contextmanager
 from typing import Iterator, NamedTuple
 
+import msgspec
 import numpy as np
 
 from .. import errors as E
+from ..query.bind import select_fields
 from ..query.request import REQUESTS, Count, Find, Search, as_of_from_wire
 from ..schema import (HNSW, ID_END, IVFPQ, ID_MIN, Field, Vector, brief, index_spec_from_dict,
                       is_int)
@@ -388,16 +390,21 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
     def find(p, q, ctype, raw):
         req = Find.from_wire(json_body(ctype, raw, dict, "find") if raw else {})
         cap_limit(req.limit)
+        # ?vectors=true: no select is every field, vectors too (get(ids=...)'s
+        # documents), chosen here: a client's schema may be older than the server's
+        vectors = _flag(q.get("vectors"), "vectors", False) and req.select is None
 
         def go(s):
-            if req.ids is not None:     # at most one row an id
-                cap(max(0, min(len(req.ids) - req.offset, req.limit if req.limit is not None
-                               else len(req.ids))), "find")
-            elif req.limit is None:     # all of them: only as many as the cap
-                cap(answer(s, p["c"], Count(where=req.where, params=req.params,
-                                            as_of=req.as_of, branch=req.branch))
-                    - req.offset, "find")
-            return answer(s, p["c"], req)
+            r = req if not vectors else msgspec.structs.replace(req, select=select_fields(
+                s.collection(p["c"]).table, None, vectors=True))
+            if r.ids is not None:     # at most one row an id
+                cap(max(0, min(len(r.ids) - r.offset, r.limit if r.limit is not None
+                               else len(r.ids))), "find")
+            elif r.limit is None:     # all of them: only as many as the cap
+                cap(answer(s, p["c"], Count(where=r.where, params=r.params,
+                                            as_of=r.as_of, branch=r.branch))
+                    - r.offset, "find")
+            return answer(s, p["c"], r)
         return 200, encode({"hits": session_call(go)})
 
 
