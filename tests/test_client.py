@@ -447,6 +447,22 @@ def test_insert_arrays_in_each_body_form(client, bulk):
     assert client.version == v and d.count() == 310
 
 
+@pytest.mark.parametrize("bulk", ["auto", "arrow", "npy", "json"])
+def test_insert_arrays_with_null_or_ragged_vectors_answers_as_embedded(client, tmp_path, bulk):
+    """A vector column holding None stores NULL, one of mixed widths is the
+    embedded DimensionError, in every body form (it was a raw ValueError)."""
+    client._bulk = bulk
+    with vv.connect(str(tmp_path / "e.varve")) as emb:
+        for db in (emb, client):
+            v = db.create_collection("v", {"x": vv.Vector(2)})
+            assert list(v.insert_arrays(x=[[1, 2], None])) == [1, 2]
+            got = v.get(ids=[1, 2])
+            assert got[0]["x"].tolist() == [1.0, 2.0] and got[1] == {"id": 2, "x": None}
+            with pytest.raises(vv.DimensionError):
+                v.insert_arrays(x=[[1, 2], [1, 2, 3]])
+            assert v.count() == 2
+
+
 @pytest.mark.parametrize("bulk", ["arrow", "json"])
 def test_insert_arrays_of_every_kind_reads_back_as_insert_does(client, bulk):
     client._bulk = bulk

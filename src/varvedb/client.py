@@ -342,8 +342,8 @@ def _arrow_body(schema: Schema, id, columns: dict) -> bytes | None:
             if f.kind == "json":
                 return None
             if f.kind == "vector":
-                a = np.asarray(col) if not isinstance(col, np.ndarray) else col
-                if a.dtype != object and a.ndim == 2:
+                a = _block(col)
+                if a is not None and a.dtype != object and a.ndim == 2:
                     flat = pa.array(np.ascontiguousarray(a, np.float32).reshape(-1))
                     arrays.append(pa.FixedSizeListArray.from_arrays(flat, a.shape[1]))
                 else:
@@ -360,6 +360,17 @@ def _arrow_body(schema: Schema, id, columns: dict) -> bytes | None:
     with pa.ipc.new_stream(sink, table.schema) as w:
         w.write_table(table)
     return sink.getvalue()
+
+
+def _block(col) -> np.ndarray | None:
+    """A vector column as one array; None where it makes none (rows of several
+    widths, or a None among them: NULL vectors, which go row by row)."""
+    if isinstance(col, np.ndarray):
+        return col
+    try:
+        return np.asarray(col)
+    except (ValueError, TypeError):
+        return None
 
 
 def _one_batch(queries: list[dict]) -> Search | None:
@@ -503,8 +514,8 @@ class _CollectionVerbs:
         if req is None and self._client._bulk in ("auto", "npy") and id is None \
                 and len(columns) == 1:
             (name, col), = columns.items()
-            a = np.asarray(col)
-            if self._schema.fields[name].kind == "vector" and a.ndim == 2 \
+            a = _block(col)
+            if self._schema.fields[name].kind == "vector" and a is not None and a.ndim == 2 \
                     and a.dtype.kind in "fiu":
                 req = _Request("POST", path + _query_string(field=name), _npy_body(a), NPY)
         if req is None:
