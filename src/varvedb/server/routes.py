@@ -494,10 +494,9 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
 
         tid = transaction_named()
         if tid is None:
-            transaction_statements(compiled, in_transaction=False)
+            begin_left_open(compiled)
             return 200, encode(session_call(go))
         with transactions.using(tid) as t:
-            transaction_statements(compiled, in_transaction=True)
             with transactions.running(t) as s:
                 out = go(s)
             out["transaction"] = t.state if s.tx is not None else "ended"
@@ -769,35 +768,18 @@ def log_request(q, timeout: float) -> tuple[int, bytes, float]:
     return int(after), chain_bytes, min(seconds, MAX_LOG_WAIT, timeout / 2)
 
 
-def transaction_statements(compiled, in_transaction: bool) -> None:
-    """Refuse, before anything runs, SQL whose BEGIN / COMMIT / ROLLBACK a request
-    cannot honour (TransactionRequiredError): outside a transaction, a BEGIN left
-    open at the end of the text (a transaction spans requests only once opened)
-    or a COMMIT / ROLLBACK that ends no BEGIN of the text; inside one, statements
-    after the COMMIT / ROLLBACK that ends it (they would run outside it)."""
-    block = ended = False
+def begin_left_open(compiled) -> None:
+    """Refuse, before anything runs, a text sent outside a transaction that leaves
+    a BEGIN open at its end (TransactionRequiredError, 25000): a transaction spans
+    requests only once opened (vv.Client opens one and sends the text again in
+    it). The rest runs as the embedded session runs it: a COMMIT or ROLLBACK with
+    no transaction does nothing (PostgreSQL warns), and in a transaction the
+    statements after the COMMIT or ROLLBACK that ends it run on their own."""
+    block = False
     for c in compiled:
-        if ended:
-            raise E.TransactionRequiredError(
-                "a statement after the COMMIT or ROLLBACK that ends this request's "
-                "transaction would run outside it: send it without the transaction; "
-                "nothing ran")
-        if c.kind != "transaction":
-            continue
-        if c.impl.verb == "BEGIN":
-            block = True
-        elif in_transaction:
-            ended = True
-        elif not block:
-            e = E.TransactionRequiredError(
-                f"{c.impl.verb} with no transaction to end: open one first (POST "
-                "/transactions, then send its id in X-Varve-Transaction; "
-                "Client.transaction()); nothing ran")
-            e.sqlstate = "25P01"       # PostgreSQL's no_active_sql_transaction
-            raise e
-        else:
-            block = False
-    if block and not in_transaction:
+        if c.kind == "transaction" and c.impl.verb in ("BEGIN", "COMMIT", "ROLLBACK"):
+            block = c.impl.verb == "BEGIN"
+    if block:
         raise E.TransactionRequiredError(
             "BEGIN without COMMIT or ROLLBACK in this request: a transaction spans "
             "requests only once opened (POST /transactions, then send its id in "
