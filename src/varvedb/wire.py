@@ -33,30 +33,77 @@ def _enc_hook(obj: Any) -> Any:
     raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
 
 
-_json_encode = msgspec.json.Encoder(enc_hook=_enc_hook).encode
 # the same values as msgpack (a batch's answer a client asks for in binary)
 encode_msgpack = msgspec.msgpack.Encoder(enc_hook=_enc_hook).encode
 
 
+class _NonFinite(float):
+    """A NaN or infinity marked for the JSON encoder: msgspec writes an exact
+    float itself (a non-finite one as null), a subclass it hands to the hook."""
+    __slots__ = ()
+
+
+def _json_hook(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):          # the common case first: a vector
+        return obj.tolist()
+    if isinstance(obj, (float, np.floating)) and not math.isfinite(obj):
+        return msgspec.Raw(b"NaN" if obj != obj else b"Infinity" if obj > 0 else b"-Infinity")
+    return _enc_hook(obj)
+
+
+_json_encode = msgspec.json.Encoder(enc_hook=_json_hook).encode
+
+
 def encode(obj: Any) -> bytes:
     """obj -> JSON bytes (numpy, datetimes, Structs, dataclasses), a non-finite
-    float as NaN, Infinity or -Infinity. msgspec writes one as null, so an answer
-    holding a null is checked: its msgpack form keeps every float's bits."""
+    float as NaN, Infinity or -Infinity. msgspec writes a plain float that is
+    one as null, so an answer holding a null is checked for them (in C and
+    numpy), and only where one may be, walked and marked."""
     out = _json_encode(obj)
-    if b"null" not in out or not _has_nonfinite(encode_msgpack(obj)):
+    if b"null" not in out or not _may_hold_nonfinite(obj):
         return out
-    return json.dumps(msgspec.to_builtins(obj, enc_hook=_enc_hook), allow_nan=True,
-                      ensure_ascii=False, separators=(",", ":")).encode()
+    return _json_encode(_marked(obj))
 
 
-def _has_nonfinite(packed: bytes) -> bool:
-    """Does this msgpack hold a float64 whose exponent is all ones (NaN, +-inf)?
-    msgspec writes every float as 0xcb and 8 big-endian bytes; in UTF-8 text 0xcb
-    is never followed by 0x7f or 0xff, so a match elsewhere is only an integer's
-    or a float's bytes, which costs the slow path, never a wrong answer."""
-    b = np.frombuffer(packed, np.uint8)
-    at = np.flatnonzero(b[:-2] == 0xcb)
-    return bool(np.any(((b[at + 1] & 0x7f) == 0x7f) & ((b[at + 2] & 0xf0) == 0xf0)))
+def _may_hold_nonfinite(obj: Any) -> bool:
+    """May `obj` hold a non-finite float? Its arrays are checked as one block;
+    its other floats in its msgpack form, where msgspec writes each as 0xcb and 8
+    big-endian bytes: one whose exponent is all ones is NaN or infinite. In UTF-8
+    text 0xcb is never followed by 0x7f or 0xff, so a match elsewhere is only an
+    integer's or a float's bytes (rare: then _marked walks `obj` for nothing)."""
+    blocks = []
+
+    def hook(o):
+        if isinstance(o, np.ndarray):
+            if o.dtype.kind == "f":
+                blocks.append(o.ravel())
+            return 0
+        return _enc_hook(o)
+    packed = msgspec.msgpack.encode(obj, enc_hook=hook)
+    if blocks and not np.isfinite(np.concatenate(blocks)).all():
+        return True
+    for lead in (b"\xcb\x7f", b"\xcb\xff"):     # found in C; a match is rare
+        at = packed.find(lead)
+        while at >= 0:
+            if at + 2 < len(packed) and packed[at + 2] >= 0xf0:
+                return True
+            at = packed.find(lead, at + 1)
+    return False
+
+
+def _marked(v: Any) -> Any:
+    """v as msgspec encodes it, each non-finite float a _NonFinite."""
+    if type(v) is float:
+        return v if math.isfinite(v) else _NonFinite(v)
+    if isinstance(v, dict):
+        return {k: _marked(x) for k, x in v.items()}
+    if isinstance(v, msgspec.Struct):
+        return _marked(msgspec.structs.asdict(v))
+    if isinstance(v, np.ndarray):
+        return _marked(v.tolist())
+    if isinstance(v, Sequence) and not isinstance(v, (str, bytes, bytearray)):
+        return [_marked(x) for x in v]      # lists, tuples, results.Hits
+    return v
 
 
 _NONFINITE_TOKEN = re.compile(rb"NaN|Infinity")
