@@ -60,7 +60,7 @@ def encode(obj: Any) -> bytes:
     one as null, so an answer holding a null is checked for them (in C and
     numpy), and only where one may be, walked and marked."""
     out = _json_encode(obj)
-    if b"null" not in out or not _may_hold_nonfinite(obj):
+    if b"null" not in out or not _may_hold_nonfinite(obj) or not _holds_nonfinite(obj):
         return out
     return _json_encode(_marked(obj))
 
@@ -70,7 +70,7 @@ def _may_hold_nonfinite(obj: Any) -> bool:
     its other floats in its msgpack form, where msgspec writes each as 0xcb and 8
     big-endian bytes: one whose exponent is all ones is NaN or infinite. In UTF-8
     text 0xcb is never followed by 0x7f or 0xff, so a match elsewhere is only an
-    integer's or a float's bytes (rare: then _marked walks `obj` for nothing)."""
+    integer's or a float's bytes (rare: then _holds_nonfinite looks for sure)."""
     blocks = []
 
     def hook(o):
@@ -88,6 +88,31 @@ def _may_hold_nonfinite(obj: Any) -> bool:
             if at + 2 < len(packed) and packed[at + 2] >= 0xf0:
                 return True
             at = packed.find(lead, at + 1)
+    return False
+
+
+_LEAVES = frozenset({str, int, bool, type(None), bytes, np.ndarray})
+
+
+def _holds_nonfinite(obj: Any) -> bool:
+    """Does `obj` hold a non-finite plain float (its arrays checked already)?"""
+    todo = [obj]
+    while todo:
+        v = todo.pop()
+        t = type(v)
+        if t is float:
+            if v - v != 0:                    # NaN - NaN and inf - inf are NaN
+                return True
+        elif t in _LEAVES:
+            continue
+        elif t is dict:
+            todo.extend(v.values())
+        elif t is list or t is tuple:
+            todo.extend(v)
+        elif isinstance(v, msgspec.Struct):
+            todo.extend(msgspec.structs.astuple(v))
+        elif isinstance(v, Sequence) and not isinstance(v, (str, bytes, bytearray)):
+            todo.extend(v)                    # results.Hits
     return False
 
 
