@@ -1321,12 +1321,12 @@ def test_run_refresh_and_database_answer_as_embedded(client):
 # the client talks through a relay on 127.0.0.1 that can hold the server's answers.
 
 class _HeldAnswers:
-    """A TCP relay to the server: requests pass at once; while holding, an answer
-    waits here (`held` is set, `answer` is its bytes) until release()."""
+    """A TCP relay to the server: requests pass at once; after hold(n), the n+1th
+    answer from then waits here (`held` is set, `answer` is it) until release()."""
 
     def __init__(self, port: int):
         self.upstream = port
-        self.holding = False
+        self.to_hold: int | None = None     # answers to pass before the one held
         self.held = asyncio.Event()
         self._released = asyncio.Event()
         self.answer = b""
@@ -1335,23 +1335,41 @@ class _HeldAnswers:
         self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
         return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
 
+    def hold(self, after: int = 0) -> None:
+        self.to_hold = after
+
     def release(self) -> None:
-        self.holding = False
+        self.to_hold = None
         self._released.set()
+
+    async def _answers(self, src, dst):
+        buf = b""
+        while data := await src.read(1 << 16):
+            buf += data
+            while (head := buf.find(b"\r\n\r\n")) >= 0:      # one whole answer at a time
+                length = next((int(line.split(b":")[1]) for line in buf[:head].split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                if len(buf) < head + 4 + length:
+                    break
+                answer, buf = buf[:head + 4 + length], buf[head + 4 + length:]
+                if self.to_hold == 0:
+                    self.answer = answer
+                    self.held.set()
+                    await self._released.wait()
+                elif self.to_hold is not None:
+                    self.to_hold -= 1
+                dst.write(answer)
+                await dst.drain()
 
     async def _relay(self, reader, writer):
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream)
 
-        async def pipe(src, dst, answers: bool):
-            while data := await src.read(1 << 16):
-                if answers and self.holding:
-                    self.answer = data
-                    self.held.set()
-                    await self._released.wait()
-                dst.write(data)
-                await dst.drain()
+        async def requests():
+            while data := await reader.read(1 << 16):
+                up_writer.write(data)
+                await up_writer.drain()
         try:
-            await asyncio.gather(pipe(reader, up_writer, False), pipe(up_reader, writer, True))
+            await asyncio.gather(requests(), self._answers(up_reader, writer))
         except OSError:       # the client dropped a canceled request's connection
             pass
         finally:
@@ -1387,7 +1405,7 @@ def test_a_task_canceled_while_its_transaction_opens_leaves_none_open(server, cl
     async def main():
         relay = _HeldAnswers(server.port)
         ac = vv.AsyncClient(await relay.start(), token=TOKEN, timeout=SLOW)
-        relay.holding = True
+        relay.hold()
         task = asyncio.create_task(ac.transaction().__aenter__())
         await relay.held.wait()             # opened on the server; the client not told
         tid = _answer_body(relay.answer)["id"]
@@ -1398,6 +1416,36 @@ def test_a_task_canceled_while_its_transaction_opens_leaves_none_open(server, cl
         status, body = _transaction_state(server, tid)
         assert status == 404 and body["error"]["type"] == "TransactionNotFoundError", body
         client.collection("c").insert({"id": 1, "n": 1})      # the writer lock is free
+        await ac.aclose()
+        await relay.close()
+    _run(main())
+
+
+@pytest.mark.parametrize("step", ["its transaction opens", "its text runs in it"])
+def test_a_task_canceled_as_sql_begin_opens_its_transaction_changes_nothing(server, client,
+                                                                             step):
+    """sql("BEGIN; ...") over AsyncClient: a 409 (nothing ran), then POST
+    /transactions, then the text again in it. Canceled at either step, after the
+    server acted: the transaction it opened is rolled back, the task holds none."""
+    client.create_collection("c", {"n": "int"})
+
+    async def main():
+        relay = _HeldAnswers(server.port)
+        ac = vv.AsyncClient(await relay.start(), token=TOKEN, timeout=SLOW)
+        relay.hold(after=1 if step == "its transaction opens" else 2)
+        task = asyncio.create_task(ac.sql("BEGIN; INSERT INTO c (id, n) VALUES (1, 1)"))
+        await relay.held.wait()
+        opened = _answer_body(relay.answer) if step == "its transaction opens" else None
+        task.cancel()
+        relay.release()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert ac._pinned() is None
+        if opened is not None:
+            assert _transaction_state(server, opened["id"])[0] == 404
+        assert client.collection("c").count() == 0
+        client.collection("c").insert({"id": 2, "n": 2})      # the writer lock is free
+        assert (await ac.sql("SELECT count(*) FROM c")).rows == [(1,)]
         await ac.aclose()
         await relay.close()
     _run(main())
@@ -1421,7 +1469,8 @@ def test_a_task_canceled_as_its_transaction_commits_says_it_committed(server, cl
             async with ac.transaction() as t:
                 scope.append(t)
                 await c.insert([{"id": i, "n": i} for i in range(100)])
-                relay.holding = when != "as it goes out"
+                if when != "as it goes out":
+                    relay.hold()
                 body_done.set()
             return "not canceled"
 

@@ -41,6 +41,7 @@ transaction opened for it, pinned until SQL's COMMIT or ROLLBACK ends it.
 """
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import http.client
@@ -107,6 +108,11 @@ class _Request(NamedTuple):
     idempotent: bool = False        # safe to send twice (see the module's retry rule)
     accept: str | None = None       # the answer's form asked for (Accept), if not JSON
     sink: Any = None                # a binary file a 200's body is written to, as it comes
+    opens: bool = False             # it opens a transaction (AsyncClient._opening)
+
+
+# open a transaction (for a `with` block, or for SQL's BEGIN)
+_OPEN = _Request("POST", "/transactions", opens=True)
 
 
 class _Response(NamedTuple):
@@ -801,24 +807,14 @@ class ClientTransaction(_TransactionScope):
 
 
 class AsyncClientTransaction(_TransactionScope):
-    """A task canceled while the transaction opens or ends still sees the request
-    through (it may have reached the server): an opened one is rolled back, an
-    end is awaited, and the CancelledError's note says how it ended."""
+    """A task canceled as the transaction opens holds none (AsyncClient._opening);
+    one canceled as it ends sees the end through, and the CancelledError's note
+    says how it ended."""
     __slots__ = ()
 
     async def __aenter__(self) -> "AsyncClientTransaction":
-        client = self.client
-        fut, canceled = await cancel.to_its_end(client._drive(client._open_transaction(self)))
-        if canceled is not None:
-            if fut.exception() is None:        # opened: roll it back, as the block would
-                undo, _ = await cancel.to_its_end(client._drive(
-                    client._end_transaction(self, commit=False)))
-                if undo.exception() is not None:
-                    canceled.add_note(f"rolling back the transaction it opened failed: "
-                                      f"{undo.exception()}")
-            raise canceled
-        fut.result()
-        client._pin(self.id, by_sql=False)
+        await self.client._drive(self.client._open_transaction(self))
+        self.client._pin(self.id, by_sql=False)
         return self
 
     async def __aexit__(self, exc_type, exc, tb) -> None:
@@ -893,7 +889,7 @@ class _ClientVerbs:
             # a BEGIN the text leaves open, which the server runs in no request of its
             # own (nothing ran): open a transaction for this thread's calls and run the
             # text in it; they run in it until SQL's COMMIT or ROLLBACK ends it
-            tid = _answer((yield _Request("POST", "/transactions")))["id"]
+            tid = _answer((yield _OPEN))["id"]
             self._pin(tid, by_sql=True)
             resp = yield _post("/sql", body)
         a = _answer(resp)
@@ -1098,14 +1094,17 @@ class _ClientVerbs:
         if self._pinned() is not None:
             raise E.TransactionError("this thread already has an open transaction on this "
                                      "client")
-        scope.id = _answer((yield _Request("POST", "/transactions")))["id"]
+        scope.id = _answer((yield _OPEN))["id"]
 
     def _end_transaction(self, scope: "_TransactionScope", commit: bool) -> Op:
-        path = f"/transactions/{quote(scope.id, safe='')}"
         if commit:
-            scope.version = _answer((yield _Request("POST", path + "/commit")))["version"]
+            path = f"/transactions/{quote(scope.id, safe='')}/commit"
+            scope.version = _answer((yield _Request("POST", path)))["version"]
             return
-        resp = yield _Request("POST", path + "/rollback")
+        yield from self._roll_back(scope.id)
+
+    def _roll_back(self, tid: str) -> Op:
+        resp = yield _Request("POST", f"/transactions/{quote(tid, safe='')}/rollback")
         if resp.status != 404:       # 404: it has ended already (nothing left to undo)
             _answer(resp)
 
@@ -1509,12 +1508,13 @@ class AsyncClient(_ClientVerbs):
     async def _drive(self, op):
         send = self._transport.send
         seen = self._seen
-        pin = None
+        pin = before = self._pinned()
         try:
             req = next(op)
             while True:
                 pin = self._pinned()
-                resp = await send(req, pin.id if pin is not None else None, seen.value)
+                tid = pin.id if pin is not None else None
+                resp = await (self._opening(req) if req.opens else send(req, tid, seen.value))
                 seen.saw(resp.version)
                 req = op.send(resp)
         except StopIteration as done:
@@ -1523,6 +1523,31 @@ class AsyncClient(_ClientVerbs):
             if pin is not None:
                 self._lost(pin)
             raise
+        except asyncio.CancelledError as canceled:
+            opened = self._pinned()
+            if opened is not None and opened is not before:
+                # SQL's BEGIN opened it in this call, which may or may not have run
+                # its text: a canceled call changes nothing
+                self._unpin(opened.id)
+                await self._undo(opened.id, canceled)
+            raise
+
+    async def _opening(self, req: _Request) -> _Response:
+        """POST /transactions, its answer read though this task be canceled
+        meanwhile (the server may have opened it, taking the writer lock): what
+        it opened is then rolled back, and the cancellation raised."""
+        fut, canceled = await cancel.to_its_end(self._transport.send(req, None, self._seen.value))
+        if canceled is None:
+            return fut.result()
+        if fut.exception() is None and fut.result().status == 201:
+            await self._undo(_answer(fut.result())["id"], canceled)
+        raise canceled
+
+    async def _undo(self, tid: str, canceled: BaseException) -> None:
+        undo, _ = await cancel.to_its_end(self._drive(self._roll_back(tid)))
+        if undo.exception() is not None:
+            canceled.add_note(f"rolling back transaction {tid}, which the canceled call "
+                              f"opened, failed: {undo.exception()}")
 
     def transaction(self) -> AsyncClientTransaction:
         """`async with db.transaction(): ...`: Client.transaction()'s semantics, for
