@@ -38,6 +38,9 @@ it — a context variable, read as each request is sent, adds its id in
 X-Varve-Transaction — until the block commits or rolls it back. SQL's BEGIN
 left open in a text, which the server refuses (nothing ran), is run again in a
 transaction opened for it, pinned until SQL's COMMIT or ROLLBACK ends it.
+An AsyncClient task canceled as a transaction opens, or as its BEGIN's text
+runs, rolls it back (the call changes nothing); one canceled as a block
+commits sees the commit through and says so (cancel.end_transaction).
 """
 from __future__ import annotations
 
