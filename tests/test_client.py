@@ -568,6 +568,8 @@ def test_the_wire_form_marks_non_finite_floats_and_nothing_else():
                    b'"y":Infinity}}],"t":[-Infinity,null]}')
     back = wire.loads(out)
     assert np.isnan(back["hits"][0]["fields"]["x"]) and back["t"] == [-INF, None]
+    only_in_an_array = {"v": np.array([1.0, NAN]), "n": None}
+    assert wire.encode(only_in_an_array) == b'{"v":[1.0,NaN],"n":null}'
     with pytest.raises(vv.RequestError):          # out of range stays malformed
         wire.decode(b"[NaN, 1e400]")
 

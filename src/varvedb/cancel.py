@@ -74,7 +74,6 @@ async def to_its_end(coro):
     return fut, canceled
 
 
-
 async def end_transaction(scope, coro) -> None:
     """Await `coro`, the commit or rollback of `scope` (a transaction object whose
     `version` the commit sets), to its end; a cancellation meanwhile is raised

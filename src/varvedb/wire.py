@@ -91,11 +91,11 @@ def _may_hold_nonfinite(obj: Any) -> bool:
     return False
 
 
-_LEAVES = frozenset({str, int, bool, type(None), bytes, np.ndarray})
+_LEAVES = frozenset({str, int, bool, type(None), bytes})
 
 
 def _holds_nonfinite(obj: Any) -> bool:
-    """Does `obj` hold a non-finite plain float (its arrays checked already)?"""
+    """Does `obj` hold a non-finite float that msgspec would write as null?"""
     todo = [obj]
     while todo:
         v = todo.pop()
@@ -105,6 +105,9 @@ def _holds_nonfinite(obj: Any) -> bool:
                 return True
         elif t in _LEAVES:
             continue
+        elif t is np.ndarray:
+            if v.dtype.kind == "f" and not np.isfinite(v).all():
+                return True
         elif t is dict:
             todo.extend(v.values())
         elif t is list or t is tuple:
