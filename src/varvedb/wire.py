@@ -60,17 +60,21 @@ def encode(obj: Any) -> bytes:
     one as null, so an answer holding a null is checked for them (in C and
     numpy), and only where one may be, walked and marked."""
     out = _json_encode(obj)
-    if b"null" not in out or not _may_hold_nonfinite(obj) or not _holds_nonfinite(obj):
+    if b"null" not in out:
+        return out
+    found = _scan(obj)
+    if found is False or found is None and not _holds_nonfinite(obj):
         return out
     return _json_encode(_marked(obj))
 
 
-def _may_hold_nonfinite(obj: Any) -> bool:
-    """May `obj` hold a non-finite float? Its arrays are checked as one block;
-    its other floats in its msgpack form, where msgspec writes each as 0xcb and 8
-    big-endian bytes: one whose exponent is all ones is NaN or infinite. In UTF-8
-    text 0xcb is never followed by 0x7f or 0xff, so a match elsewhere is only an
-    integer's or a float's bytes (rare: then _holds_nonfinite looks for sure)."""
+def _scan(obj: Any) -> bool | None:
+    """Does `obj` hold a non-finite float: True (in an array), False, or None (a
+    plain float may)? Its arrays are checked as one block; its other floats in
+    its msgpack form, where msgspec writes each as 0xcb and 8 big-endian bytes:
+    one whose exponent is all ones is NaN or infinite. In UTF-8 text 0xcb is
+    never followed by 0x7f or 0xff, so a match elsewhere is only an integer's
+    or a float's bytes (rare: then _holds_nonfinite looks for sure)."""
     blocks = []
 
     def hook(o):
@@ -86,16 +90,16 @@ def _may_hold_nonfinite(obj: Any) -> bool:
         at = packed.find(lead)
         while at >= 0:
             if at + 2 < len(packed) and packed[at + 2] >= 0xf0:
-                return True
+                return None
             at = packed.find(lead, at + 1)
     return False
 
 
-_LEAVES = frozenset({str, int, bool, type(None), bytes})
+_LEAVES = frozenset({str, int, bool, type(None), bytes, np.ndarray})
 
 
 def _holds_nonfinite(obj: Any) -> bool:
-    """Does `obj` hold a non-finite float that msgspec would write as null?"""
+    """Does `obj` hold a non-finite plain float (its arrays _scan checked)?"""
     todo = [obj]
     while todo:
         v = todo.pop()
@@ -105,9 +109,6 @@ def _holds_nonfinite(obj: Any) -> bool:
                 return True
         elif t in _LEAVES:
             continue
-        elif t is np.ndarray:
-            if v.dtype.kind == "f" and not np.isfinite(v).all():
-                return True
         elif t is dict:
             todo.extend(v.values())
         elif t is list or t is tuple:
