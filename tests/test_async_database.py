@@ -172,6 +172,39 @@ def test_a_task_canceled_inside_its_transaction_changes_nothing():
     run(main())
 
 
+def test_a_task_canceled_as_its_transaction_commits_says_it_committed():
+    """The commit, once on its thread, runs to its end: the task still gets its
+    CancelledError, after the commit, with the version set and a note saying so
+    (never a CancelledError that hides a commit)."""
+    async def main():
+        db = await vv.connect_async(":memory:", timeout=GUARD)
+        docs = await db.create_collection("docs", SCHEMA)
+        body_done = asyncio.Event()
+        scope = []
+
+        async def writer():
+            async with db.transaction() as t:
+                scope.append(t)
+                await docs.insert(rows(range(2000)))
+                body_done.set()
+            return "not canceled"
+
+        task = asyncio.create_task(writer())
+        await body_done.wait()     # the block's end is next: its commit
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError) as caught:
+            await task
+        t, = scope
+        assert t.version is not None and t.version == await db.version()
+        assert await docs.count() == 2000
+        assert f"committed (version {t.version})" in " ".join(caught.value.__notes__)
+        async with db.transaction():          # the writer lock is free again
+            await docs.insert(rows([5000]))
+        assert await docs.count() == 2001
+        await db.aclose()
+    run(main())
+
+
 @pytest.mark.parametrize("threads", [1, None])
 def test_concurrent_tasks_commit_or_roll_back_as_a_set_oracle_says(threads):
     """More transactions than pool threads, each waiting for the writer lock: the

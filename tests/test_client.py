@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import http.client
 import os
 import socket
 import ssl
+import struct
 import subprocess
 import threading
 import time
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -30,10 +33,10 @@ import test_vector_search
 from test_vector_search import ds  # noqa: F401  (a fixture of the cases run here)
 from conftest import PYTHON, child_env, counts, file_digest
 from server_proc import ServerProcess, free_port
-from varvedb import demo_data
+from varvedb import demo_data, wire
 from varvedb.query.plan import PlanNode, VectorTopK
 from varvedb.reports import VacuumReport
-from varvedb.results import SqlResult
+from varvedb.results import Hit, Hits, SqlResult
 from varvedb.storage.backup import BackupInfo
 from varvedb_bench.data import exact_topk, recall
 
@@ -365,6 +368,25 @@ def test_a_field_added_elsewhere_is_fetched_and_decoded(client):
     assert d.history(3)[-1]["doc"]["seen"] == when
 
 
+def test_get_ids_answers_the_servers_fields_not_a_stale_schema(server, client):
+    """get(ids=[...]) without select is every field the server has now, as get(id)
+    and the embedded API answer: one another client added (a vector, decoded) is
+    there, one it dropped is gone (it was an UnknownFieldError)."""
+    a = client.create_collection("docs", {"n": "int"})
+    a.insert({"id": 1, "n": 1})
+    with _client(server.url) as other:
+        b = other.collection("docs")
+        b.add_field("emb", vv.Vector(2))
+        b.add_field("z", "text")
+        b.update({"z": "hello", "emb": [1.0, 2.0]}, ids=[1])
+        got, = a.get(ids=[1])
+        assert got.pop("emb").tolist() == [1.0, 2.0] and got == {"id": 1, "n": 1, "z": "hello"}
+        b.drop_field("n")
+    got, = a.get(ids=[1])
+    assert list(got) == ["id", "emb", "z"] and a.get(1).keys() == got.keys()
+    assert a.get(ids=[1], select=["z"]) == [{"id": 1, "z": "hello"}]
+
+
 def test_search_batch_answers_each_query_in_order(client):
     d = _docs(client)
     batch = d.search_batch([{"vector": [1, 0, 1], "limit": 2},
@@ -429,6 +451,22 @@ def test_insert_arrays_in_each_body_form(client, bulk):
     assert client.version == v and d.count() == 310
 
 
+@pytest.mark.parametrize("bulk", ["auto", "arrow", "npy", "json"])
+def test_insert_arrays_with_null_or_ragged_vectors_answers_as_embedded(client, tmp_path, bulk):
+    """A vector column holding None stores NULL, one of mixed widths is the
+    embedded DimensionError, in every body form (it was a raw ValueError)."""
+    client._bulk = bulk
+    with vv.connect(str(tmp_path / "e.varve")) as emb:
+        for db in (emb, client):
+            v = db.create_collection("v", {"x": vv.Vector(2)})
+            assert list(v.insert_arrays(x=[[1, 2], None])) == [1, 2]
+            got = v.get(ids=[1, 2])
+            assert got[0]["x"].tolist() == [1.0, 2.0] and got[1] == {"id": 2, "x": None}
+            with pytest.raises(vv.DimensionError):
+                v.insert_arrays(x=[[1, 2], [1, 2, 3]])
+            assert v.count() == 2
+
+
 @pytest.mark.parametrize("bulk", ["arrow", "json"])
 def test_insert_arrays_of_every_kind_reads_back_as_insert_does(client, bulk):
     client._bulk = bulk
@@ -470,14 +508,82 @@ def test_an_id_holding_a_slash_is_one_path_segment(client):
     assert d.get("a/history") is None and d.get("https://example.org/a")["n"] == 10
 
 
-@pytest.mark.xfail(strict=True, reason="JSON has no NaN: msgspec writes NaN and inf as null, "
-                   "so a NaN float is stored as NULL and a NaN in a vector is a FieldTypeError")
-def test_non_finite_floats_travel_as_the_embedded_api_takes_them(client):
-    d = client.create_collection("nan", {"score": "float", "emb": vv.Vector(3)})
-    d.insert({"id": 1, "score": float("nan")})
-    assert np.isnan(d.get(1)["score"])
-    with pytest.raises(vv.NonFiniteVectorError):
-        d.insert({"emb": [float("nan"), 1, 2]})
+NAN, INF = float("nan"), float("inf")
+
+
+def _same_floats(got, want) -> bool:
+    """Equal, a NaN equal to a NaN (what the embedded API stores, the client reads)."""
+    return np.array_equal(np.asarray(got, float), np.asarray(want, float), equal_nan=True)
+
+
+@pytest.mark.parametrize("bulk", ["arrow", "npy", "json"])
+def test_non_finite_floats_travel_both_ways_as_the_embedded_api_takes_them(client, tmp_path,
+                                                                         bulk):
+    """NaN and +-inf in a float field are stored and served as they are (JSON's
+    bare NaN / Infinity tokens), in every body and answer; what the embedded API
+    refuses (a NaN in a json field or a vector) is refused with its error."""
+    client._bulk = bulk
+    emb = vv.connect(str(tmp_path / "e.varve"))
+    sides = {}
+    for side, db in (("embedded", emb), ("client", client)):
+        d = db.create_collection("nan", {"x": "float", "j": "json", "v": vv.Vector(2)})
+        d.insert([{"id": 1, "x": NAN}, {"id": 2, "x": INF}, {"id": 3, "x": -INF},
+                  {"id": 4, "x": None}])
+        d.insert_arrays(id=[5, 6], x=np.array([NAN, -INF]))
+        assert d.update({"x": INF}, ids=[4]) == 1
+        with pytest.raises(vv.FieldTypeError, match="NaN"):
+            d.insert({"id": 9, "j": {"a": NAN}})
+        with pytest.raises(vv.NonFiniteVectorError):
+            d.insert({"id": 9, "v": [NAN, 1.0]})
+        with pytest.raises(vv.NonFiniteVectorError):
+            d.insert_arrays(v=np.array([[1.0, 2.0], [INF, 0.0]], np.float32))
+        with pytest.raises(vv.NonFiniteVectorError):
+            d.search(vector=[NAN, 1.0])
+        sides[side] = (
+            [r["x"] for r in d.get(ids=[1, 2, 3, 4, 5, 6])], d.get(1)["x"],
+            [h["x"] for h in d.find()], d.count(where="x IS NULL"),
+            d.count(where="x = $1", params=[INF]), d.count(where="x = $1", params=[-INF]),
+            db.sql("SELECT x, $1::float8 FROM nan ORDER BY id", [NAN]).rows,
+            db.sql("SELECT 'NaN'::float8, '-Infinity'::float8").rows,
+            [e["doc"]["x"] for e in d.history(4)])
+    want, got = sides["embedded"], sides["client"]
+    assert want[0][:4] == [want[0][0], INF, -INF, INF] and np.isnan(want[0][0])
+    for w, g in zip(want, got):
+        if isinstance(w, list) and w and isinstance(w[0], tuple):
+            w, g = [list(r) for r in w], [list(r) for r in g]
+        assert _same_floats(g, w), (g, w)
+    assert got[3] == want[3] == 0 and got[4] == want[4] == 2 and got[5] == want[5] == 2
+    emb.close()
+
+
+def test_the_wire_form_marks_non_finite_floats_and_nothing_else():
+    # finite, but its msgpack bytes look like a non-finite one to the scan: walked
+    # for nothing, and written as msgspec writes it
+    lookalike = struct.unpack(">d", bytes([0x40, 0xcb, 0x7f, 0xf1, 0, 0, 0, 0]))[0]
+    plain = [lookalike, None, "NaN", "null", 1.5, {"a": [2, None]}]
+    assert wire.encode(plain) == msgspec.json.encode(plain)
+    odd = {"hits": Hits([Hit(1, None, {"x": NAN, "v": np.array([1.0, -INF], np.float32),
+                                       "y": np.float64(INF)})]), "t": (-INF, None)}
+    out = wire.encode(odd)
+    assert out == (b'{"hits":[{"id":1,"score":null,"fields":{"x":NaN,"v":[1.0,-Infinity],'
+                   b'"y":Infinity}}],"t":[-Infinity,null]}')
+    back = wire.loads(out)
+    assert np.isnan(back["hits"][0]["fields"]["x"]) and back["t"] == [-INF, None]
+    only_in_an_array = {"v": np.array([1.0, NAN]), "n": None}
+    assert wire.encode(only_in_an_array) == b'{"v":[1.0,NaN],"n":null}'
+    with pytest.raises(vv.RequestError):          # out of range stays malformed
+        wire.decode(b"[NaN, 1e400]")
+
+
+def test_a_file_the_embedded_api_wrote_serves_its_non_finite_floats(tmp_path):
+    path = str(tmp_path / "e.varve")
+    with vv.connect(path) as db:
+        db.create_collection("t", {"x": "float"}).insert(
+            [{"id": 1, "x": NAN}, {"id": 2, "x": INF}, {"id": 3, "x": None}])
+    with ServerProcess(path, token=TOKEN, env=child_env()) as srv, _client(srv.url) as c:
+        t = c.collection("t")
+        assert _same_floats([r["x"] for r in t.get(ids=[1, 2])], [NAN, INF])
+        assert t.get(3)["x"] is None and t.count(where="x IS NULL") == 1
 
 
 def _state(c, d):
@@ -1208,3 +1314,211 @@ def test_run_refresh_and_database_answer_as_embedded(client):
         d.run({"where": "tag = 1"})
     assert client.refresh() == client.version and d.database is client
     twin_db.close()
+
+
+# ---- AsyncClient's transactions under cancellation and child tasks ---------------------
+# A task canceled while its transaction opens or commits must not leave the server
+# holding it open, nor hide a commit it made; a task made inside a block that calls
+# after it runs on its own (each case beside AsyncDatabase's answer to it). To
+# cancel at the moment that matters (the server acted, the client has not heard)
+# the client talks through a relay on 127.0.0.1 that can hold the server's answers.
+
+class _HeldAnswers:
+    """A TCP relay to the server: requests pass at once; after hold(n), the n+1th
+    answer from then waits here (`held` is set, `answer` is it) until release()."""
+
+    def __init__(self, port: int):
+        self.upstream = port
+        self.to_hold: int | None = None     # answers to pass before the one held
+        self.held = asyncio.Event()
+        self._released = asyncio.Event()
+        self.answer = b""
+
+    async def start(self) -> str:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    def hold(self, after: int = 0) -> None:
+        self.to_hold = after
+
+    def release(self) -> None:
+        self.to_hold = None
+        self._released.set()
+
+    async def _answers(self, src, dst):
+        buf = b""
+        while data := await src.read(1 << 16):
+            buf += data
+            while (head := buf.find(b"\r\n\r\n")) >= 0:      # one whole answer at a time
+                length = next((int(line.split(b":")[1]) for line in buf[:head].split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                if len(buf) < head + 4 + length:
+                    break
+                answer, buf = buf[:head + 4 + length], buf[head + 4 + length:]
+                if self.to_hold == 0:
+                    self.answer = answer
+                    self.held.set()
+                    await self._released.wait()
+                elif self.to_hold is not None:
+                    self.to_hold -= 1
+                dst.write(answer)
+                await dst.drain()
+
+    async def _relay(self, reader, writer):
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream)
+
+        async def requests():
+            while data := await reader.read(1 << 16):
+                up_writer.write(data)
+                await up_writer.drain()
+        try:
+            await asyncio.gather(requests(), self._answers(up_reader, writer))
+        except OSError:       # the client dropped a canceled request's connection
+            pass
+        finally:
+            writer.close()
+            up_writer.close()
+
+    async def close(self) -> None:
+        self._server.close()
+        await self._server.wait_closed()
+
+
+def _run(coro):
+    return asyncio.run(asyncio.wait_for(coro, SLOW * 5))     # a hang guard
+
+
+def _transaction_state(server, tid: str) -> tuple[int, dict]:
+    """GET /transactions/{tid} straight to the server: (status, body)."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=SLOW)
+    conn.request("GET", f"/transactions/{tid}", headers={"Authorization": f"Bearer {TOKEN}"})
+    resp = conn.getresponse()
+    out = resp.status, msgspec.json.decode(resp.read())
+    conn.close()
+    return out
+
+
+def _answer_body(raw: bytes) -> dict:
+    return msgspec.json.decode(raw.split(b"\r\n\r\n", 1)[1])
+
+
+def test_a_task_canceled_while_its_transaction_opens_leaves_none_open(server, client):
+    client.create_collection("c", {"n": "int"})
+
+    async def main():
+        relay = _HeldAnswers(server.port)
+        ac = vv.AsyncClient(await relay.start(), token=TOKEN, timeout=SLOW)
+        relay.hold()
+        task = asyncio.create_task(ac.transaction().__aenter__())
+        await relay.held.wait()             # opened on the server; the client not told
+        tid = _answer_body(relay.answer)["id"]
+        task.cancel()
+        relay.release()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        status, body = _transaction_state(server, tid)
+        assert status == 404 and body["error"]["type"] == "TransactionNotFoundError", body
+        client.collection("c").insert({"id": 1, "n": 1})      # the writer lock is free
+        await ac.aclose()
+        await relay.close()
+    _run(main())
+
+
+@pytest.mark.parametrize("step", ["its transaction opens", "its text runs in it"])
+def test_a_task_canceled_as_sql_begin_opens_its_transaction_changes_nothing(server, client,
+                                                                             step):
+    """sql("BEGIN; ...") over AsyncClient: a 409 (nothing ran), then POST
+    /transactions, then the text again in it. Canceled at either step, after the
+    server acted: the transaction it opened is rolled back, the task holds none."""
+    client.create_collection("c", {"n": "int"})
+
+    async def main():
+        relay = _HeldAnswers(server.port)
+        ac = vv.AsyncClient(await relay.start(), token=TOKEN, timeout=SLOW)
+        relay.hold(after=1 if step == "its transaction opens" else 2)
+        task = asyncio.create_task(ac.sql("BEGIN; INSERT INTO c (id, n) VALUES (1, 1)"))
+        await relay.held.wait()
+        opened = _answer_body(relay.answer) if step == "its transaction opens" else None
+        task.cancel()
+        relay.release()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert ac._pinned() is None
+        if opened is not None:
+            assert _transaction_state(server, opened["id"])[0] == 404
+        assert client.collection("c").count() == 0
+        client.collection("c").insert({"id": 2, "n": 2})      # the writer lock is free
+        assert (await ac.sql("SELECT count(*) FROM c")).rows == [(1,)]
+        await ac.aclose()
+        await relay.close()
+    _run(main())
+
+
+@pytest.mark.parametrize("when", ["as it goes out", "once the server committed"])
+def test_a_task_canceled_as_its_transaction_commits_says_it_committed(server, client, when):
+    """The commit is seen through: the task's CancelledError comes after it, the
+    scope's version set and a note saying it committed, as AsyncDatabase's does
+    (tests/test_async_database.py); the server holds nothing open."""
+    client.create_collection("c", {"n": "int"})
+
+    async def main():
+        relay = _HeldAnswers(server.port)
+        ac = vv.AsyncClient(await relay.start(), token=TOKEN, timeout=SLOW)
+        c = await ac.collection("c")
+        body_done = asyncio.Event()
+        scope = []
+
+        async def work():
+            async with ac.transaction() as t:
+                scope.append(t)
+                await c.insert([{"id": i, "n": i} for i in range(100)])
+                if when != "as it goes out":
+                    relay.hold()
+                body_done.set()
+            return "not canceled"
+
+        task = asyncio.create_task(work())
+        await (body_done.wait() if when == "as it goes out" else relay.held.wait())
+        task.cancel()
+        relay.release()
+        with pytest.raises(asyncio.CancelledError) as caught:
+            await task
+        t, = scope
+        assert t.version is not None and t.version == client.version
+        assert f"committed (version {t.version})" in " ".join(caught.value.__notes__)
+        assert _transaction_state(server, t.id)[0] == 404
+        assert client.collection("c").count() == 100
+        client.collection("c").insert({"id": 5000, "n": 1})   # the writer lock is free
+        await ac.aclose()
+        await relay.close()
+    _run(main())
+
+
+@pytest.mark.parametrize("kind", ["AsyncClient", "AsyncDatabase"])
+def test_a_task_made_in_a_block_that_calls_after_it_runs_on_its_own(server, client, tmp_path,
+                                                                     kind):
+    client.create_collection("c", {"n": "int"})
+
+    async def main():
+        if kind == "AsyncClient":
+            db = vv.AsyncClient(server.url, token=TOKEN, timeout=SLOW)
+        else:
+            db = await vv.connect_async(str(tmp_path / "e.varve"))
+            await db.create_collection("c", {"n": "int"})
+        c = await db.collection("c")
+        go = asyncio.Event()
+
+        async def later():
+            await go.wait()
+            return await c.insert({"id": 7, "n": 7}), await c.count()
+
+        async with db.transaction():
+            await c.insert({"id": 1, "n": 1})
+            child = asyncio.create_task(later())
+        go.set()
+        assert await child == ([7], 2)
+        async with db.transaction():          # and this task's next block is its own
+            await c.insert({"id": 8, "n": 8})
+        assert await c.count() == 3
+        await db.aclose()
+    _run(main())

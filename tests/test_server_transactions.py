@@ -3,8 +3,8 @@
 A real `varvedb serve` (tests/server_proc.py) per group of cases: a transaction
 opened with POST /transactions spans requests that carry its id in
 X-Varve-Transaction; /sql honours BEGIN / COMMIT / ROLLBACK in one text and
-inside such a transaction, and refuses them where no transaction can hold
-them; vv.Client.transaction() and SQL's BEGIN over the client run the calls
+inside such a transaction as the embedded session does, and refuses a BEGIN
+that no transaction can hold; vv.Client.transaction() and SQL's BEGIN over the client run the calls
 that follow in one. No wall-clock asserts: the idle timeout is awaited by
 polling the transaction's state, under a minutes-long hang guard.
 """
@@ -126,17 +126,17 @@ def test_begin_update_commit_in_one_text(client, http):
     assert _tags(client) == {1: 1, 2: 2, 3: 3, 4: 41, 5: 5}
 
 
-LEFT_OPEN = ["BEGIN", "BEGIN; UPDATE docs SET tag = 0", "UPDATE docs SET tag = 0; BEGIN"]
-NOTHING_TO_END = ["COMMIT", "ROLLBACK", "END", "ABORT", "UPDATE docs SET tag = 0; ROLLBACK"]
+LEFT_OPEN = ["BEGIN", "BEGIN; UPDATE docs SET tag = 0", "UPDATE docs SET tag = 0; BEGIN",
+             "BEGIN; COMMIT; BEGIN"]
 
 
-@pytest.mark.parametrize("text", LEFT_OPEN + NOTHING_TO_END)
-def test_sql_a_request_cannot_hold_is_refused_and_runs_nothing(client, http, text):
+@pytest.mark.parametrize("text", LEFT_OPEN)
+def test_a_begin_a_request_cannot_hold_is_refused_and_runs_nothing(client, http, text):
     v = client.version
     status, out, _ = http("POST", "/sql", {"sql": text})
     assert status == 409, out
     assert out["error"]["type"] == "TransactionRequiredError"
-    assert out["error"]["sqlstate"] == ("25000" if text in LEFT_OPEN else "25P01")
+    assert out["error"]["sqlstate"] == "25000"
     assert client.version == v and _tags(client) == {i: i for i in range(1, 6)}
 
 
@@ -150,12 +150,32 @@ def test_the_client_runs_a_begin_left_open_in_a_transaction_of_its_own(client, t
     assert client.version == v and _tags(client) == {i: i for i in range(1, 6)}
 
 
-@pytest.mark.parametrize("text", NOTHING_TO_END)
-def test_the_client_is_refused_a_commit_or_rollback_with_no_transaction(client, text):
-    with pytest.raises(vv.TransactionRequiredError) as e:
-        client.sql(text)
-    assert e.value.sqlstate == "25P01" and e.value.http_status == 409
-    assert _tags(client) == {i: i for i in range(1, 6)}
+# each a list of texts run in turn: the embedded session's statuses and end state
+SEQUENCES = [
+    ["COMMIT"], ["ROLLBACK"], ["END"], ["ABORT"],
+    ["UPDATE docs SET tag = 0 WHERE id = 1; ROLLBACK"],          # ROLLBACK: nothing to end
+    ["UPDATE docs SET tag = 0 WHERE id = 1; COMMIT"],
+    ["BEGIN", "UPDATE docs SET tag = 30 WHERE id = 3",
+     "COMMIT; UPDATE docs SET tag = 40 WHERE id = 4", "ROLLBACK"],  # the 4 ran on its own
+    ["BEGIN", "UPDATE docs SET tag = 30 WHERE id = 3",
+     "ROLLBACK; UPDATE docs SET tag = 40 WHERE id = 4; BEGIN",
+     "UPDATE docs SET tag = 50 WHERE id = 5", "COMMIT"],
+    ["BEGIN", "SAVEPOINT a", "UPDATE docs SET tag = 20 WHERE id = 2", "RELEASE a; COMMIT"],
+]
+
+
+@pytest.mark.parametrize("texts", SEQUENCES, ids=[" | ".join(t) for t in SEQUENCES])
+def test_the_client_runs_transaction_statements_as_the_embedded_api(client, tmp_path, texts):
+    """The same texts, the same statuses and the same end state: a COMMIT or
+    ROLLBACK with nothing to end does nothing (they were refused 409 and left the
+    client's transaction open), statements after the end of a transaction run
+    on their own (the client refused them, so a later ROLLBACK lost a commit)."""
+    with vv.connect(str(tmp_path / "e.varve")) as emb:
+        _fill(emb)
+        statuses = {db: [db.sql(t).status for t in texts] for db in (emb, client)}
+        assert statuses[client] == statuses[emb]
+        assert _tags(client) == _tags(emb)
+        assert client._pinned() is None     # no transaction left open on the server
 
 
 # ---- a transaction that spans requests ------------------------------------------------
@@ -230,9 +250,14 @@ def test_requests_of_one_transaction_from_many_connections_run_one_at_a_time(ser
 
 def test_sql_commit_inside_a_transaction_ends_it(client, http):
     tid = _open(http)
-    # BEGIN inside it is accepted (it is the block); statements after the end are refused
-    status, out, _ = http("POST", "/sql", {"sql": "COMMIT; SELECT 1"}, headers=_in(tid))
-    assert status == 409 and out["error"]["type"] == "TransactionRequiredError"
+    # statements after the end run on their own, as in the embedded session
+    status, out, _ = http("POST", "/sql", {"sql": "UPDATE docs SET tag = 8 WHERE id = 4; "
+                                                  "COMMIT; SELECT tag FROM docs WHERE id = 4"},
+                          headers=_in(tid))
+    assert status == 200 and out["rows"] == [[8]] and out["transaction"] == "ended"
+    assert http("GET", f"/transactions/{tid}")[0] == 404
+    tid = _open(http)
+    # BEGIN inside it is accepted (it is the block)
     status, out, _ = http("POST", "/sql", {"sql": "BEGIN; UPDATE docs SET tag = 9 WHERE id = 5"},
                           headers=_in(tid))
     assert status == 200 and out["transaction"] == "open"

@@ -17,6 +17,8 @@ time, and the block commits at a clean exit and rolls back at an exception. A
 `BEGIN` sent through `sql()` pins its session to the task the same way until its
 `COMMIT` or `ROLLBACK`. A task canceled while its read runs cancels the read
 (QueryCanceledError at its next check); a write, once begun, runs to its end.
+A task canceled as its block ends still ends the transaction (a commit runs to
+its end), then raises the CancelledError with a note saying how it ended.
 """
 from __future__ import annotations
 
@@ -306,11 +308,17 @@ class AsyncTransaction:
         return self
 
     async def __aexit__(self, exc_type, exc, tb) -> None:
+        self.adb._pin(None)
+        # a task canceled here still ends the transaction (a commit, once on its
+        # thread, runs to its end), then raises, its note saying which way;
+        # a block that raised has rolled back, and its exception goes on
+        await cancel.end_transaction(self, self._end(commit=exc_type is None))
+
+    async def _end(self, commit: bool) -> None:
         adb, lease = self.adb, self.lease
-        adb._pin(None)
         await lease.lock.acquire()      # a child task's call still running ends first
         lease.owner = None              # what waits on the lock now runs outside it
-        end = (lambda le: le.session.commit()) if exc_type is None else \
+        end = (lambda le: le.session.commit()) if commit else \
             (lambda le: le.session.rollback())
 
         def after():
@@ -323,7 +331,7 @@ class AsyncTransaction:
         except BaseException:
             after()
             raise
-        after()     # a block that raised has rolled back; its exception goes on
+        after()
 
 
 class AsyncCollection:

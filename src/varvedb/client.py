@@ -38,9 +38,13 @@ it — a context variable, read as each request is sent, adds its id in
 X-Varve-Transaction — until the block commits or rolls it back. SQL's BEGIN
 left open in a text, which the server refuses (nothing ran), is run again in a
 transaction opened for it, pinned until SQL's COMMIT or ROLLBACK ends it.
+An AsyncClient task canceled as a transaction opens, or as its BEGIN's text
+runs, rolls it back (the call changes nothing); one canceled as a block
+commits sees the commit through and says so (cancel.end_transaction).
 """
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import http.client
@@ -58,6 +62,7 @@ from urllib.parse import quote, urlsplit
 import msgspec
 import numpy as np
 
+from . import cancel
 from . import errors as E
 from .query.plan import PlanNode, plan_from_dict
 from .query.request import REQUESTS, RRF_K, WEIGHTS, Count, Find, Search, as_of_to_wire
@@ -68,7 +73,7 @@ from .storage.backup import BackupInfo
 from .schema_inference import creation_data, infer_schema
 from .tabular import frame_columns
 from .storage.verify import Break, VerifyReport
-from .wire import error_from_wire, parse_timestamp, value_from_wire, vector_read_type
+from .wire import error_from_wire, loads, parse_timestamp, value_from_wire, vector_read_type
 from .wire import encode as _encode
 
 JSON = "application/json"
@@ -81,9 +86,21 @@ BRANCH_HEADER = "X-Varve-Branch"
 BACKUP_VERSION, BACKUP_BYTES = "X-Varve-Backup-Version", "X-Varve-Backup-Bytes"
 
 # the transaction each client's calls run in, per thread (and per asyncio task):
-# {client key: (transaction id, opened by SQL's BEGIN)}; None: none anywhere
+# {client key: _Pin}; None: none anywhere
 _PINS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("varvedb_client_pins",
                                                                    default=None)
+
+
+class _Pin:
+    """A transaction a thread's (task's) calls on one client run in. A task made
+    inside it copies the context, so this object is shared: once its scope ends
+    (`ended`), every copy is dropped at its next call, which runs on its own."""
+    __slots__ = ("id", "by_sql", "ended")
+
+    def __init__(self, tid: str, by_sql: bool):
+        self.id = tid
+        self.by_sql = by_sql          # opened for SQL's BEGIN (not a `with` block)
+        self.ended = False
 
 
 class _Request(NamedTuple):
@@ -94,6 +111,11 @@ class _Request(NamedTuple):
     idempotent: bool = False        # safe to send twice (see the module's retry rule)
     accept: str | None = None       # the answer's form asked for (Accept), if not JSON
     sink: Any = None                # a binary file a 200's body is written to, as it comes
+    opens: bool = False             # it opens a transaction (AsyncClient._opening)
+
+
+# open a transaction (for a `with` block, or for SQL's BEGIN)
+_OPEN = _Request("POST", "/transactions", opens=True)
 
 
 class _Response(NamedTuple):
@@ -180,8 +202,8 @@ def _answer(resp: _Response, decoder=None) -> Any:
     if not 200 <= resp.status < 300:
         raise _error(resp)
     try:
-        return decoder.decode(resp.body) if decoder else msgspec.json.decode(resp.body)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        return loads(resp.body, decoder)
+    except msgspec.DecodeError as e:     # ValidationError too
         raise E.ServerError(f"the server's answer does not read: {e}") from None
 
 
@@ -329,8 +351,8 @@ def _arrow_body(schema: Schema, id, columns: dict) -> bytes | None:
             if f.kind == "json":
                 return None
             if f.kind == "vector":
-                a = np.asarray(col) if not isinstance(col, np.ndarray) else col
-                if a.dtype != object and a.ndim == 2:
+                a = _block(col)
+                if a is not None and a.dtype != object and a.ndim == 2:
                     flat = pa.array(np.ascontiguousarray(a, np.float32).reshape(-1))
                     arrays.append(pa.FixedSizeListArray.from_arrays(flat, a.shape[1]))
                 else:
@@ -347,6 +369,17 @@ def _arrow_body(schema: Schema, id, columns: dict) -> bytes | None:
     with pa.ipc.new_stream(sink, table.schema) as w:
         w.write_table(table)
     return sink.getvalue()
+
+
+def _block(col) -> np.ndarray | None:
+    """A vector column as one array; None where it makes none (rows of several
+    widths, or a None among them: NULL vectors, which go row by row)."""
+    if isinstance(col, np.ndarray):
+        return col
+    try:
+        return np.asarray(col)
+    except (ValueError, TypeError):
+        return None
 
 
 def _one_batch(queries: list[dict]) -> Search | None:
@@ -490,8 +523,8 @@ class _CollectionVerbs:
         if req is None and self._client._bulk in ("auto", "npy") and id is None \
                 and len(columns) == 1:
             (name, col), = columns.items()
-            a = np.asarray(col)
-            if self._schema.fields[name].kind == "vector" and a.ndim == 2 \
+            a = _block(col)
+            if self._schema.fields[name].kind == "vector" and a is not None and a.ndim == 2 \
                     and a.dtype.kind in "fiu":
                 req = _Request("POST", path + _query_string(field=name), _npy_body(a), NPY)
         if req is None:
@@ -532,13 +565,12 @@ class _CollectionVerbs:
             offset: int = 0, branch: str | None = None) -> Op:
         """get(id): the document with this id (as of a version or aware datetime),
         or None. Without the id: a list of documents, as Collection.get answers
-        (POST .../find with ids; every field of the schema as last fetched, or
-        `select`'s)."""
+        (POST .../find?vectors=true with ids: every field the server's schema
+        has, vectors too, or `select`'s)."""
         if id is _MANY:
-            if select is None:
-                select = list(self._schema.fields)
             body = Find.of(where, params, as_of, limit, select, branch, offset, ids).to_wire()
-            resp = yield _post(f"{self._path}/find", body, idempotent=True)
+            path = f"{self._path}/find" + ("?vectors=true" if select is None else "")
+            resp = yield _post(path, body, idempotent=True)
             hits = yield from self._hits(_answer(resp, _HITS))
             return [{"id": h.id, **h.fields} for h in hits]
         if ids is not None or where is not None or params not in ((), []) or limit is not None \
@@ -768,20 +800,30 @@ class ClientTransaction(_TransactionScope):
     __slots__ = ()
 
     def __enter__(self) -> "ClientTransaction":
-        return self.client._drive(self.client._open_transaction(self))
+        self.client._drive(self.client._open_transaction(self))
+        self.client._pin(self.id, by_sql=False)
+        return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        self.client._unpin(self.id)
         self.client._drive(self.client._end_transaction(self, commit=exc_type is None))
 
 
 class AsyncClientTransaction(_TransactionScope):
+    """A task canceled as the transaction opens holds none (AsyncClient._opening);
+    one canceled as it ends sees the end through, and the CancelledError's note
+    says how it ended."""
     __slots__ = ()
 
     async def __aenter__(self) -> "AsyncClientTransaction":
-        return await self.client._drive(self.client._open_transaction(self))
+        await self.client._drive(self.client._open_transaction(self))
+        self.client._pin(self.id, by_sql=False)
+        return self
 
     async def __aexit__(self, exc_type, exc, tb) -> None:
-        await self.client._drive(self.client._end_transaction(self, commit=exc_type is None))
+        self.client._unpin(self.id)
+        await cancel.end_transaction(self, self.client._drive(
+            self.client._end_transaction(self, commit=exc_type is None)))
 
 
 def _error_body(resp: _Response) -> dict | None:
@@ -850,7 +892,7 @@ class _ClientVerbs:
             # a BEGIN the text leaves open, which the server runs in no request of its
             # own (nothing ran): open a transaction for this thread's calls and run the
             # text in it; they run in it until SQL's COMMIT or ROLLBACK ends it
-            tid = _answer((yield _Request("POST", "/transactions")))["id"]
+            tid = _answer((yield _OPEN))["id"]
             self._pin(tid, by_sql=True)
             resp = yield _post("/sql", body)
         a = _answer(resp)
@@ -1019,45 +1061,53 @@ class _ClientVerbs:
 
     # ---- the transaction this thread's (task's) calls run in
 
-    def _pinned(self) -> tuple | None:
+    def _pinned(self) -> _Pin | None:
         pins = _PINS.get()
-        return None if pins is None else pins.get(self._key)
+        pin = None if pins is None else pins.get(self._key)
+        if pin is not None and pin.ended:      # a child task's copy of an ended scope
+            self._drop_pin()
+            return None
+        return pin
 
     def _pin(self, tid: str, by_sql: bool) -> None:
-        _PINS.set({**(_PINS.get() or {}), self._key: (tid, by_sql)})
+        _PINS.set({**(_PINS.get() or {}), self._key: _Pin(tid, by_sql)})
 
-    def _unpin(self, tid: str | None = None, by_sql: bool | None = None) -> None:
-        """Forget this client's transaction here (only if it is `tid`, or one SQL
-        opened, when those are given)."""
-        pin = self._pinned()
-        if pin is None or (tid is not None and pin[0] != tid) or \
-                (by_sql is not None and pin[1] != by_sql):
-            return
+    def _drop_pin(self) -> None:
         pins = {k: v for k, v in _PINS.get().items() if k != self._key}
         _PINS.set(pins or None)
 
-    def _lost(self, pin: tuple) -> None:
+    def _unpin(self, tid: str | None = None, by_sql: bool | None = None) -> None:
+        """End this client's transaction here (only if it is `tid`, or one SQL
+        opened, when those are given): for every task that shares it too."""
+        pin = self._pinned()
+        if pin is None or (tid is not None and pin.id != tid) or \
+                (by_sql is not None and pin.by_sql != by_sql):
+            return
+        pin.ended = True
+        self._drop_pin()
+
+    def _lost(self, pin: _Pin) -> None:
         """The server holds no transaction `pin` (ended, or rolled back idle): one SQL
         opened is forgotten (the next calls run on their own, as after ROLLBACK);
         a `with transaction()` block's stays, so the rest of the block fails too."""
-        if pin[1]:
-            self._unpin(pin[0])
+        if pin.by_sql:
+            self._unpin(pin.id)
 
     def _open_transaction(self, scope: "_TransactionScope") -> Op:
         if self._pinned() is not None:
             raise E.TransactionError("this thread already has an open transaction on this "
                                      "client")
-        scope.id = _answer((yield _Request("POST", "/transactions")))["id"]
-        self._pin(scope.id, by_sql=False)
-        return scope
+        scope.id = _answer((yield _OPEN))["id"]
 
     def _end_transaction(self, scope: "_TransactionScope", commit: bool) -> Op:
-        self._unpin(scope.id)
-        path = f"/transactions/{quote(scope.id, safe='')}"
         if commit:
-            scope.version = _answer((yield _Request("POST", path + "/commit")))["version"]
+            path = f"/transactions/{quote(scope.id, safe='')}/commit"
+            scope.version = _answer((yield _Request("POST", path)))["version"]
             return
-        resp = yield _Request("POST", path + "/rollback")
+        yield from self._roll_back(scope.id)
+
+    def _roll_back(self, tid: str) -> Op:
+        resp = yield _Request("POST", f"/transactions/{quote(tid, safe='')}/rollback")
         if resp.status != 404:       # 404: it has ended already (nothing left to undo)
             _answer(resp)
 
@@ -1277,15 +1327,13 @@ class Client(_ClientVerbs):
 
     def _drive(self, op):
         send = self._transport.send
-        key = self._key
         seen = self._seen
         pin = None
         try:
             req = next(op)
             while True:
-                pins = _PINS.get()
-                pin = pins.get(key) if pins is not None else None
-                resp = send(req, pin[0] if pin is not None else None, seen.value)
+                pin = self._pinned()
+                resp = send(req, pin.id if pin is not None else None, seen.value)
                 seen.saw(resp.version)
                 req = op.send(resp)
         except StopIteration as done:
@@ -1462,15 +1510,14 @@ class AsyncClient(_ClientVerbs):
 
     async def _drive(self, op):
         send = self._transport.send
-        key = self._key
         seen = self._seen
-        pin = None
+        pin = before = self._pinned()
         try:
             req = next(op)
             while True:
-                pins = _PINS.get()
-                pin = pins.get(key) if pins is not None else None
-                resp = await send(req, pin[0] if pin is not None else None, seen.value)
+                pin = self._pinned()
+                tid = pin.id if pin is not None else None
+                resp = await (self._opening(req) if req.opens else send(req, tid, seen.value))
                 seen.saw(resp.version)
                 req = op.send(resp)
         except StopIteration as done:
@@ -1479,6 +1526,31 @@ class AsyncClient(_ClientVerbs):
             if pin is not None:
                 self._lost(pin)
             raise
+        except asyncio.CancelledError as canceled:
+            opened = self._pinned()
+            if opened is not None and opened is not before:
+                # SQL's BEGIN opened it in this call, which may or may not have run
+                # its text: a canceled call changes nothing
+                self._unpin(opened.id)
+                await self._undo(opened.id, canceled)
+            raise
+
+    async def _opening(self, req: _Request) -> _Response:
+        """POST /transactions, its answer read though this task be canceled
+        meanwhile (the server may have opened it, taking the writer lock): what
+        it opened is then rolled back, and the cancellation raised."""
+        fut, canceled = await cancel.to_its_end(self._transport.send(req, None, self._seen.value))
+        if canceled is None:
+            return fut.result()
+        if fut.exception() is None and fut.result().status == 201:
+            await self._undo(_answer(fut.result())["id"], canceled)
+        raise canceled
+
+    async def _undo(self, tid: str, canceled: BaseException) -> None:
+        undo, _ = await cancel.to_its_end(self._drive(self._roll_back(tid)))
+        if undo.exception() is not None:
+            canceled.add_note(f"rolling back transaction {tid}, which the canceled call "
+                              f"opened, failed: {undo.exception()}")
 
     def transaction(self) -> AsyncClientTransaction:
         """`async with db.transaction(): ...`: Client.transaction()'s semantics, for

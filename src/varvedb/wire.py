@@ -4,11 +4,17 @@
 Vectors travel as arrays of numbers, sparse vectors as pgvector's text
 ('{1:1.5}/5', which a write takes back), timestamps as RFC 3339 strings, errors as
 {"error": {"type", "message", "sqlstate", "position"}}; a client turns them back
-into numpy arrays, aware datetimes and the same VarveError subclass.
+into numpy arrays, aware datetimes and the same VarveError subclass. A float
+that is NaN or infinite travels as the bare token NaN, Infinity or -Infinity
+(as Python's json module writes and reads them; strict JSON has no form for
+it, and msgspec alone writes null, which would store or serve NULL instead).
 """
 from __future__ import annotations
 
 import datetime as _dt
+import json
+import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,16 +37,139 @@ def _enc_hook(obj: Any) -> Any:
     raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
 
 
-_encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
-encode = _encoder.encode          # obj -> JSON bytes (numpy, datetimes, Structs, dataclasses)
 # the same values as msgpack (a batch's answer a client asks for in binary)
 encode_msgpack = msgspec.msgpack.Encoder(enc_hook=_enc_hook).encode
+
+
+class _NonFinite(float):
+    """A NaN or infinity marked for the JSON encoder: msgspec writes an exact
+    float itself (a non-finite one as null), a subclass it hands to the hook."""
+    __slots__ = ()
+
+
+def _json_hook(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):          # the common case first: a vector
+        return obj.tolist()
+    if isinstance(obj, (float, np.floating)) and not math.isfinite(obj):
+        return msgspec.Raw(b"NaN" if obj != obj else b"Infinity" if obj > 0 else b"-Infinity")
+    return _enc_hook(obj)
+
+
+_json_encode = msgspec.json.Encoder(enc_hook=_json_hook).encode
+
+
+def encode(obj: Any) -> bytes:
+    """obj -> JSON bytes (numpy, datetimes, Structs, dataclasses), a non-finite
+    float as NaN, Infinity or -Infinity. msgspec writes a plain float that is
+    one as null, so an answer holding a null is checked for them (in C and
+    numpy), and only where one may be, walked and marked."""
+    out = _json_encode(obj)
+    if b"null" not in out:
+        return out
+    found = _scan(obj)
+    if found is False or found is None and not _holds_nonfinite(obj):
+        return out
+    return _json_encode(_marked(obj))
+
+
+def _scan(obj: Any) -> bool | None:
+    """Does `obj` hold a non-finite float: True (in an array), False, or None (a
+    plain float may)? Its arrays are checked as one block; its other floats in
+    its msgpack form, where msgspec writes each as 0xcb and 8 big-endian bytes:
+    one whose exponent is all ones is NaN or infinite. In UTF-8 text 0xcb is
+    never followed by 0x7f or 0xff, so a match elsewhere is only an integer's
+    or a float's bytes (rare: then _holds_nonfinite looks for sure)."""
+    blocks = []
+
+    def hook(o):
+        if isinstance(o, np.ndarray):
+            if o.dtype.kind == "f":
+                blocks.append(o.ravel())
+            return 0
+        return _enc_hook(o)
+    packed = msgspec.msgpack.encode(obj, enc_hook=hook)
+    if blocks and not np.isfinite(np.concatenate(blocks)).all():
+        return True
+    for lead in (b"\xcb\x7f", b"\xcb\xff"):     # found in C; a match is rare
+        at = packed.find(lead)
+        while at >= 0:
+            if at + 2 < len(packed) and packed[at + 2] >= 0xf0:
+                return None
+            at = packed.find(lead, at + 1)
+    return False
+
+
+_LEAVES = frozenset({str, int, bool, type(None), bytes, np.ndarray})
+
+
+def _holds_nonfinite(obj: Any) -> bool:
+    """Does `obj` hold a non-finite plain float (its arrays _scan checked)?"""
+    todo = [obj]
+    while todo:
+        v = todo.pop()
+        t = type(v)
+        if t is float:
+            if v - v != 0:                    # NaN - NaN and inf - inf are NaN
+                return True
+        elif t in _LEAVES:
+            continue
+        elif t is dict:
+            todo.extend(v.values())
+        elif t is list or t is tuple:
+            todo.extend(v)
+        elif isinstance(v, msgspec.Struct):
+            todo.extend(msgspec.structs.astuple(v))
+        elif isinstance(v, Sequence) and not isinstance(v, (str, bytes, bytearray)):
+            todo.extend(v)                    # results.Hits
+    return False
+
+
+def _marked(v: Any) -> Any:
+    """v as msgspec encodes it, each non-finite float a _NonFinite."""
+    if type(v) is float:
+        return v if math.isfinite(v) else _NonFinite(v)
+    if isinstance(v, dict):
+        return {k: _marked(x) for k, x in v.items()}
+    if isinstance(v, msgspec.Struct):
+        return _marked(msgspec.structs.asdict(v))
+    if isinstance(v, np.ndarray):
+        return _marked(v.tolist())
+    if isinstance(v, Sequence) and not isinstance(v, (str, bytes, bytearray)):
+        return [_marked(x) for x in v]      # lists, tuples, results.Hits
+    return v
+
+
+_NONFINITE_TOKEN = re.compile(rb"NaN|Infinity")
+_PLAIN = msgspec.json.Decoder()
+
+
+def _finite(text: str) -> float:
+    v = float(text)
+    if math.isinf(v):     # 1e400: out of range, as msgspec reads it
+        raise ValueError(f"number out of range: {text}")
+    return v
+
+
+def loads(body: bytes, decoder: msgspec.json.Decoder | None = None) -> Any:
+    """JSON bytes -> Python values (as `decoder`'s type, if given), NaN, Infinity
+    and -Infinity read as floats; msgspec.DecodeError if malformed."""
+    try:
+        return (decoder or _PLAIN).decode(body)
+    except msgspec.DecodeError as e:
+        if not _NONFINITE_TOKEN.search(body):
+            raise
+        error = e
+    try:        # only a body holding such a token comes here: msgspec reads none
+        value = json.loads(body, parse_float=_finite)
+    except ValueError:
+        raise error from None
+    return value if decoder is None else msgspec.convert(value, decoder.type)
 
 
 def decode(body: bytes) -> Any:
     """JSON bytes -> Python values; a malformed body is a RequestError."""
     try:
-        return msgspec.json.decode(body)
+        return loads(body)
     except msgspec.DecodeError as e:
         raise E.RequestError(f"the body is not valid JSON: {e}") from None
 

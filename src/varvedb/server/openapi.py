@@ -401,7 +401,10 @@ def openapi_document() -> dict:
                         _json_body(_ref("Count"), required=False), C)},
         "/collections/{c}/find": {
             "post": _op("Documents matching a filter, in insertion order", 200, _ref("Hits"),
-                        _json_body(_ref("Find"), required=False), C)},
+                        _json_body(_ref("Find"), required=False),
+                        C + [_query_param("vectors", "true: with no select, every field, "
+                                                     "vectors too (default false: but vectors)",
+                                          {"type": "string", "enum": ["true", "false"]})])},
         "/collections/{c}/search": {"post": search_op},
         "/sql": {"post": _op("Run SQL in pgvector's dialect", 200, _ref("SqlResult"),
                              _json_body(_ref("Sql")), write=True, also=(403,))},

@@ -17,9 +17,11 @@ import time
 from contextlib import contextmanager
 from typing import Iterator, NamedTuple
 
+import msgspec
 import numpy as np
 
 from .. import errors as E
+from ..query.bind import select_fields
 from ..query.request import REQUESTS, Count, Find, Search, as_of_from_wire
 from ..schema import (HNSW, ID_END, IVFPQ, ID_MIN, Field, Vector, brief, index_spec_from_dict,
                       is_int)
@@ -388,16 +390,21 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
     def find(p, q, ctype, raw):
         req = Find.from_wire(json_body(ctype, raw, dict, "find") if raw else {})
         cap_limit(req.limit)
+        # ?vectors=true: no select is every field, vectors too (get(ids=...)'s
+        # documents), chosen here: a client's schema may be older than the server's
+        vectors = _flag(q.get("vectors"), "vectors", False) and req.select is None
 
         def go(s):
-            if req.ids is not None:     # at most one row an id
-                cap(max(0, min(len(req.ids) - req.offset, req.limit if req.limit is not None
-                               else len(req.ids))), "find")
-            elif req.limit is None:     # all of them: only as many as the cap
-                cap(answer(s, p["c"], Count(where=req.where, params=req.params,
-                                            as_of=req.as_of, branch=req.branch))
-                    - req.offset, "find")
-            return answer(s, p["c"], req)
+            r = req if not vectors else msgspec.structs.replace(req, select=select_fields(
+                s.collection(p["c"]).table, None, vectors=True))
+            if r.ids is not None:     # at most one row an id
+                cap(max(0, min(len(r.ids) - r.offset, r.limit if r.limit is not None
+                               else len(r.ids))), "find")
+            elif r.limit is None:     # all of them: only as many as the cap
+                cap(answer(s, p["c"], Count(where=r.where, params=r.params,
+                                            as_of=r.as_of, branch=r.branch))
+                    - r.offset, "find")
+            return answer(s, p["c"], r)
         return 200, encode({"hits": session_call(go)})
 
 
@@ -487,10 +494,9 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
 
         tid = transaction_named()
         if tid is None:
-            transaction_statements(compiled, in_transaction=False)
+            begin_left_open(compiled)
             return 200, encode(session_call(go))
         with transactions.using(tid) as t:
-            transaction_statements(compiled, in_transaction=True)
             with transactions.running(t) as s:
                 out = go(s)
             out["transaction"] = t.state if s.tx is not None else "ended"
@@ -763,35 +769,18 @@ def log_request(q, timeout: float) -> tuple[int, bytes, float]:
     return int(after), chain_bytes, min(seconds, MAX_LOG_WAIT, timeout / 2)
 
 
-def transaction_statements(compiled, in_transaction: bool) -> None:
-    """Refuse, before anything runs, SQL whose BEGIN / COMMIT / ROLLBACK a request
-    cannot honour (TransactionRequiredError): outside a transaction, a BEGIN left
-    open at the end of the text (a transaction spans requests only once opened)
-    or a COMMIT / ROLLBACK that ends no BEGIN of the text; inside one, statements
-    after the COMMIT / ROLLBACK that ends it (they would run outside it)."""
-    block = ended = False
+def begin_left_open(compiled) -> None:
+    """Refuse, before anything runs, a text sent outside a transaction that leaves
+    a BEGIN open at its end (TransactionRequiredError, 25000): a transaction spans
+    requests only once opened (vv.Client opens one and sends the text again in
+    it). The rest runs as the embedded session runs it: a COMMIT or ROLLBACK with
+    no transaction does nothing (PostgreSQL warns), and in a transaction the
+    statements after the COMMIT or ROLLBACK that ends it run on their own."""
+    block = False
     for c in compiled:
-        if ended:
-            raise E.TransactionRequiredError(
-                "a statement after the COMMIT or ROLLBACK that ends this request's "
-                "transaction would run outside it: send it without the transaction; "
-                "nothing ran")
-        if c.kind != "transaction":
-            continue
-        if c.impl.verb == "BEGIN":
-            block = True
-        elif in_transaction:
-            ended = True
-        elif not block:
-            e = E.TransactionRequiredError(
-                f"{c.impl.verb} with no transaction to end: open one first (POST "
-                "/transactions, then send its id in X-Varve-Transaction; "
-                "Client.transaction()); nothing ran")
-            e.sqlstate = "25P01"       # PostgreSQL's no_active_sql_transaction
-            raise e
-        else:
-            block = False
-    if block and not in_transaction:
+        if c.kind == "transaction" and c.impl.verb in ("BEGIN", "COMMIT", "ROLLBACK"):
+            block = c.impl.verb == "BEGIN"
+    if block:
         raise E.TransactionRequiredError(
             "BEGIN without COMMIT or ROLLBACK in this request: a transaction spans "
             "requests only once opened (POST /transactions, then send its id in "
