@@ -211,6 +211,10 @@ EXCUSED = {
         "test_inferred_types_are_the_values_types_and_the_rows_read_back":
             "hypothesis over files of its own (create from rows is held above)",
         "test_async_create_from_rows": "the embedded async API (tests/test_async_database.py)",
+        "test_a_collection_from_data_that_fails_in_a_transaction_leaves_nothing":
+            "db.transaction() over files and :memory: (the client's transactions: "
+            "tests/test_server_transactions.py)",
+        "test_a_creation_undone_after_its_frames_were_written": "the engine's own undo",
     },
     test_upsert_merge: {
         "test_the_graph_and_the_text_index_answer_a_merged_document": PLAN,
