@@ -193,7 +193,8 @@ def test_parquet_and_npy_in_several_bulk_commits(tmp_path, monkeypatch):
     from batches that straddle its bounds; null vectors and a second (float64)
     vector column come back as they went in, in the file's column order."""
     import varvedb.transfer as transfer
-    monkeypatch.setattr(transfer, "CHUNK", 7)               # batches of 7 rows
+    monkeypatch.setattr(transfer, "CHUNK", 7)
+    monkeypatch.setattr(transfer, "READ_BYTES", 3 * (16 + 24))   # batches of 3 rows
     monkeypatch.setattr(transfer, "BULK_BYTES", 25 * (16 + 24))   # 25 rows a commit
     rng = np.random.default_rng(5)
     vecs = (rng.integers(-8, 8, (N, 4)) / 4).astype(np.float32)

@@ -13,7 +13,8 @@ Formats, by the file's suffix:
 - .parquet: Arrow's columns (needs pyarrow; read CHUNK rows at a time, each inserted
   as a table: a list or fixed-size-list column is the vector block; a file with
   fixed-size-list columns of floats, the usual vectors, is inserted as tables of
-  up to BULK_BYTES, those columns copied batch by batch into one block each);
+  up to BULK_BYTES, those columns copied batch by batch (of READ_BYTES) into one
+  block each);
 - .npy (import only): a 2-D array, the vectors of one field (--vector, default
   "embedding"), ids assigned; read memory-mapped, inserted in slices of up to
   BULK_BYTES, each written from the mapping itself.
@@ -47,6 +48,7 @@ from .tabular import frame_columns, json_values, to_arrow, unique_names
 
 CHUNK = 100_000          # rows a write of .jsonl or .csv (one commit each)
 BULK_BYTES = 1 << 30     # the most a write of .parquet or .npy holds (one commit each)
+READ_BYTES = 1 << 20     # vector bytes a .parquet batch decodes: it is copied while in cache
 CSV_BLOCK = 64 << 20     # bytes Arrow's csv reader reads at a time
 IMPORTS = (".jsonl", ".csv", ".parquet", ".npy")
 EXPORTS = (".jsonl", ".csv", ".parquet")
@@ -263,8 +265,11 @@ def _parquet_chunks(path: str, vector, dim) -> Iterator:
     row_bytes = sum(schema[i].type.list_size * schema[i].type.value_type.bit_width // 8
                     for i in lists)
     per_chunk = max(CHUNK, BULK_BYTES // max(1, row_bytes))
+    # small batches: each decoded into memory the reader reuses, still in cache when
+    # copied (a batch of CHUNK rows is 50 MB of fresh pages at 128 floats, and cold)
+    step = min(CHUNK, max(1, READ_BYTES // row_bytes)) if lists else CHUNK
     rest, blocks, at = [], None, 0
-    for batch in f.iter_batches(batch_size=CHUNK):
+    for batch in f.iter_batches(batch_size=step):
         while batch.num_rows:
             if blocks is None:    # a file whose metadata undercounts: chunks of CHUNK
                 rows = min(left, per_chunk) if left > 0 else CHUNK
