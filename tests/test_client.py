@@ -220,6 +220,8 @@ EXCUSED = {
         "test_text_ids_and_nulls_from_a_table": "pandas' nullable Int64 through JSON rows: "
                                                 "the same columns are held above",
         "test_sql_result_to_polars": "db.sql's SqlResult (the client's is the same class)",
+        "test_number_and_vector_columns_are_taken_without_a_copy":
+            "frame_columns alone, no database (the client sends the columns as JSON)",
         "test_json_of_any_shape_comes_out_of_every_table_as_it_went_in":
             "hypothesis over :memory: databases (the same conversions are held above)",
         "test_import_varvedb_loads_no_frame_library": "a fresh interpreter, no database",

@@ -61,6 +61,24 @@ def test_insert_table_equals_dicts(db, kind):
     assert got.search(vecs[2], limit=1).ids == [2]
 
 
+def test_number_and_vector_columns_are_taken_without_a_copy():
+    """A number column and a fixed-size-list vector column of an Arrow table (a
+    polars frame's are Arrow's), and a pandas number column, reach insert_arrays
+    as views of the table's own memory."""
+    from varvedb.tabular import frame_columns
+    rows, vecs = _rows()
+    frames = _frames(rows, vecs)
+    arrow = frames["arrow"]
+    cols = frame_columns(arrow)
+    assert np.shares_memory(cols["n"], arrow.column("n").chunk(0).to_numpy())
+    emb = arrow.column("emb").chunk(0).flatten().to_numpy()
+    assert np.shares_memory(cols["emb"], emb) and cols["emb"].shape == (5, 3)
+    pdf = frames["pandas"]
+    assert np.shares_memory(frame_columns(pdf)["n"], pdf["n"].to_numpy())
+    pldf = frames["polars"]
+    assert np.shares_memory(frame_columns(pldf)["n"], pldf["n"].to_numpy())
+
+
 @pytest.mark.parametrize("kind", ["pandas", "arrow", "polars"])
 def test_upsert_table_merges_and_replace_replaces(db, kind):
     rows, vecs = _rows()
