@@ -14,7 +14,8 @@ Formats, by the file's suffix:
   as a table: a list or fixed-size-list column is the vector block; a file with
   fixed-size-list columns of floats, the usual vectors, is inserted as tables of
   up to BULK_BYTES, those columns copied batch by batch (of READ_BYTES) into one
-  block each);
+  block each; a file of one such table and several row groups by two threads,
+  a half of the row groups each);
 - .npy (import only): a 2-D array, the vectors of one field (--vector, default
   "embedding"), ids assigned; read memory-mapped, inserted in slices of up to
   BULK_BYTES, each written from the mapping itself.
