@@ -161,6 +161,7 @@ APPLIED = {
         "test_wrong_column_type_names_it_and_writes_nothing", "test_hits_to_tables",
         "test_an_arrow_json_column_reads_as_values_and_bad_text_is_refused",
         "test_lists_of_several_lengths_go_to_the_field",
+        "test_json_fields_of_other_shapes_come_out_as_they_went_in",
     ],
     test_upsert_merge: [
         "test_upsert_merges_the_fields_a_row_names_and_keeps_the_rest",
@@ -227,6 +228,10 @@ EXCUSED = {
         "test_text_ids_and_nulls_from_a_table": "pandas' nullable Int64 through JSON rows: "
                                                 "the same columns are held above",
         "test_sql_result_to_polars": "db.sql's SqlResult (the client's is the same class)",
+        "test_number_and_vector_columns_are_taken_without_a_copy":
+            "frame_columns alone, no database (the client sends the columns as JSON)",
+        "test_json_of_any_shape_comes_out_of_every_table_as_it_went_in":
+            "hypothesis over :memory: databases (the same conversions are held above)",
         "test_import_varvedb_loads_no_frame_library": "a fresh interpreter, no database",
     },
     test_vector_search: {

@@ -193,7 +193,8 @@ def test_parquet_and_npy_in_several_bulk_commits(tmp_path, monkeypatch):
     from batches that straddle its bounds; null vectors and a second (float64)
     vector column come back as they went in, in the file's column order."""
     import varvedb.transfer as transfer
-    monkeypatch.setattr(transfer, "CHUNK", 7)               # batches of 7 rows
+    monkeypatch.setattr(transfer, "CHUNK", 7)
+    monkeypatch.setattr(transfer, "READ_BYTES", 3 * (16 + 24))   # batches of 3 rows
     monkeypatch.setattr(transfer, "BULK_BYTES", 25 * (16 + 24))   # 25 rows a commit
     rng = np.random.default_rng(5)
     vecs = (rng.integers(-8, 8, (N, 4)) / 4).astype(np.float32)
@@ -222,6 +223,41 @@ def test_parquet_and_npy_in_several_bulk_commits(tmp_path, monkeypatch):
         np.testing.assert_array_equal(
             np.stack(d.collection("vecs").find(select=["v"]).to_arrow()
                      .column("v").to_numpy(zero_copy_only=False)), vecs)
+
+
+def test_a_parquet_file_of_row_groups_read_by_two_threads(tmp_path, monkeypatch):
+    """A file of one commit and several row groups is read in two halves at once
+    (transfer._parquet_halves): row groups of uneven sizes, read in batches that
+    end inside them, null vectors at their bounds, a second (float64) vector
+    column and a text one come back in the file's order, as one commit."""
+    import varvedb.transfer as transfer
+    monkeypatch.setattr(transfer, "READ_BYTES", 3 * (16 + 24))   # batches of 3 rows
+    calls = []
+    halves = transfer._parquet_halves
+    monkeypatch.setattr(transfer, "_parquet_halves", lambda *a: calls.append(a) or halves(*a))
+    rng = np.random.default_rng(6)
+    vecs = (rng.integers(-8, 8, (N, 4)) / 4).astype(np.float32)
+    missing = np.zeros(N, bool)
+    missing[[0, 4, 5, 17, 18, 39]] = True
+    table = pa.table({
+        "id": pa.array(np.arange(N)[::-1] * 3),
+        "emb": pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)), 4,
+                                                 mask=pa.array(missing)),
+        "title": [None if i % 7 == 0 else f"doc {i}" for i in range(N)],
+        "w": pa.FixedSizeListArray.from_arrays(
+            pa.array(rng.integers(-8, 8, N * 3) / 4), 3)})          # float64, exact in f32
+    with pq.ParquetWriter(tmp_path / "in.parquet", table.schema) as w:
+        for lo, hi in [(0, 5), (5, 18), (18, 19), (19, N)]:      # uneven row groups
+            w.write_table(table.slice(lo, hi - lo))
+    db = tmp_path / "t.varve"
+    varvedb("import", db, "docs", tmp_path / "in.parquet", "--vector", "emb")
+    assert len(calls) == 1
+    varvedb("export", db, "docs", tmp_path / "out.parquet")
+    got = pq.read_table(tmp_path / "out.parquet")
+    for name in table.column_names:
+        assert got.column(name).to_pylist() == table.column(name).to_pylist(), name
+    with vv.connect(db, readonly=True) as d:
+        assert [v.rows_changed for v in d.history()] == [N]
 
 
 def test_a_bulk_import_is_one_run_the_checkpoint_refers_to(tmp_path, monkeypatch):

@@ -174,6 +174,22 @@ def test_doc_ids_node_ids_and_modes(store):
     assert sorted(only_text.ids) == ["n1", "n3"]
 
 
+def test_text_modes_answer_a_question_by_any_of_its_words(store):
+    """TEXT_SEARCH and HYBRID rank the nodes holding any word of a question (a
+    question's words are not all in one node); match="all" requires every one."""
+    store.add(_nodes())
+    question = "which of them has an apple today?"
+    text = _q(store, query_str=question, mode=VectorStoreQueryMode.TEXT_SEARCH,
+              query_embedding=None)
+    assert sorted(text.ids) == ["n1", "n3"]
+    assert store.query(VectorStoreQuery(query_str=question, similarity_top_k=10,
+                                        mode=VectorStoreQueryMode.TEXT_SEARCH),
+                       match="all").ids == []
+    hybrid = _q(store, query_str=question, mode=VectorStoreQueryMode.HYBRID,
+                similarity_top_k=2, alpha=0.0)
+    assert sorted(hybrid.ids) == ["n1", "n3"]
+
+
 def _nested(levels: int, cond: FilterCondition):
     """`levels` MetadataFilters, each `cond` of a string comparison (one level of
     a where) and the next: a where nested levels + 1 deep, matching n2 alone."""

@@ -316,3 +316,23 @@ def test_close_waiting_links_every_row_first(tmp_path):
     assert ro["docs"].index_status()["unlinked"] == 0
     assert ro["docs"].count() == ROWS + BEHIND
     ro.close()
+
+
+def test_a_checkpoint_behind_the_graph_says_what_it_waits_for(db_path, capsys, caplog):
+    """checkpoint(progress=True) links the rows the graph lacks first, under a bar
+    of those rows saying so (on stderr, as on a terminal), and logs it under
+    varvedb.index."""
+    db, c = indexed(db_path, n=200)
+    caught_up(c)
+    with db.engine.maintainer.hold():
+        c.insert_arrays(id=np.arange(200, 300), tag=np.zeros(100, np.int64),
+                        emb=vectors(100, seed=1))
+    capsys.readouterr()
+    with caplog.at_level("INFO", logger="varvedb"):
+        db.checkpoint(progress=True)
+    bar = capsys.readouterr().err
+    assert "checkpoint: linking the rows not yet indexed" in bar and "100/100" in bar
+    assert any("checkpoint: linking" in r.getMessage() and r.name.startswith("varvedb.")
+               for r in caplog.records)
+    assert counts(c.index_status()) == {"field": "emb", "linked": 300, "unlinked": 0}
+    db.close()

@@ -198,6 +198,36 @@ def test_an_arrow_answer_converts_as_hits_to_arrow_does(served):
                           vecs[ids])
 
 
+def test_an_arrow_answer_keeps_json_fields_as_they_are(served):
+    """A json field comes as Arrow's json type, each value its JSON text (as
+    Hits.to_arrow gives it): dicts of other keys are not one struct of all their
+    keys, and a json 1 beside 2.5 stays 1."""
+    import msgspec
+    import pyarrow as pa
+    srv, http, _ = served
+    columns = {"d": [{"a": 1}, {"b": 2}, {}, {"a": [1]}], "k": [1, 2.5, None, 3]}
+    assert http("POST", "/collections", {"name": "jsonish", "schema": {
+        "d": "json", "k": "json", "emb": {"kind": "vector", "dim": 2}}})[0] == 201
+    assert http("POST", "/collections/jsonish/items", [
+        {"id": i, "d": columns["d"][i], "k": columns["k"][i], "emb": [float(i), 0.0]}
+        for i in range(4)])[0] == 201
+    args = "?search=" + quote(json.dumps({"limit": 4, "exact": True, "select": ["d", "k"]}))
+    http.conn.request("POST", "/collections/jsonish/search" + args,
+                      npy(np.zeros((1, 2), np.float32)),
+                      {"Content-Type": "application/x-npy",
+                       "Accept": "application/vnd.apache.arrow.stream",
+                       "Authorization": f"Bearer {TOKEN}"})
+    r = http.conn.getresponse()
+    table = pa.ipc.open_stream(r.read()).read_all()
+    assert r.status == 200
+    for name, values in columns.items():
+        assert table.schema.field(name).type.extension_name == "arrow.json"
+        got = [None if t is None else msgspec.json.decode(t)
+               for t in table.column(name).to_pylist()]
+        want = [values[i] for i in table.column("id").to_pylist()]
+        assert [(type(v), v) for v in got] == [(type(v), v) for v in want]
+
+
 BAD_BATCHES = [
     ("npy", b"\x93NUMPY\x01\x00", "", 400, "RequestError"),          # cut short
     ("npy", "3d", "", 400, "RequestError"),                         # not (n, dim)

@@ -7,11 +7,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import msgspec
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import varvedb as vv
 
@@ -56,6 +59,24 @@ def test_insert_table_equals_dicts(db, kind):
     for i in range(5):
         _same(got.get(i), want.get(i))
     assert got.search(vecs[2], limit=1).ids == [2]
+
+
+def test_number_and_vector_columns_are_taken_without_a_copy():
+    """A number column and a fixed-size-list vector column of an Arrow table (a
+    polars frame's are Arrow's), and a pandas number column, reach insert_arrays
+    as views of the table's own memory."""
+    from varvedb.tabular import frame_columns
+    rows, vecs = _rows()
+    frames = _frames(rows, vecs)
+    arrow = frames["arrow"]
+    cols = frame_columns(arrow)
+    assert np.shares_memory(cols["n"], arrow.column("n").chunk(0).to_numpy())
+    emb = arrow.column("emb").chunk(0).flatten().to_numpy()
+    assert np.shares_memory(cols["emb"], emb) and cols["emb"].shape == (5, 3)
+    pdf = frames["pandas"]
+    assert np.shares_memory(frame_columns(pdf)["n"], pdf["n"].to_numpy())
+    pldf = frames["polars"]
+    assert np.shares_memory(frame_columns(pldf)["n"], pldf["n"].to_numpy())
 
 
 @pytest.mark.parametrize("kind", ["pandas", "arrow", "polars"])
@@ -169,6 +190,66 @@ def test_hits_to_tables(db):
     copy.insert(c.find(select=list(SCHEMA)).to_arrow().drop(["score"]))
     for i in range(5):
         _same(copy.get(i), c.get(i))
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1)
+                     | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=6),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=8)
+
+
+def _exact(v):
+    """A JSON value with each part's type: 1 and 1.0 (or True) differ, and so do a
+    dict and the same dict with a null key more."""
+    if isinstance(v, dict):
+        return "dict", [(k, _exact(x)) for k, x in v.items()]
+    if isinstance(v, list):
+        return "list", [_exact(x) for x in v]
+    return type(v).__name__, v
+
+
+def _decoded(texts) -> list:
+    return [None if t is None else msgspec.json.decode(t) for t in texts]
+
+
+def _json_comes_out_as_it_went_in(columns: dict, *results) -> None:
+    """Each result (Hits or SqlResult of id and the json fields of `columns`) as
+    Arrow (the json type), pandas (the values) and polars (Arrow's json type over
+    the texts) gives each column's values, value by value, exactly."""
+    for r in results:
+        table, pandas, polars = r.to_arrow(), r.to_pandas(), r.to_polars()
+        for name, values in columns.items():
+            want = [_exact(v) for v in values]
+            assert table.schema.field(name).type.extension_name == "arrow.json"
+            got = _decoded(table.column(name).to_pylist())
+            assert [_exact(v) for v in got] == [want[i] for i in table.column("id").to_pylist()]
+            got = pandas[name].tolist()
+            assert [_exact(v) for v in got] == [want[i] for i in pandas["id"]]
+            got = _decoded(polars[name].to_list())
+            assert [_exact(v) for v in got] == [want[i] for i in polars["id"].to_list()]
+
+
+def test_json_fields_of_other_shapes_come_out_as_they_went_in(db):
+    """Dicts of other keys stay themselves (not one struct of all their keys, with
+    nulls), an empty dict too; a json 1 beside 2.5 stays 1 (not 1.0), a null null;
+    values of every shape in one field."""
+    columns = {"d": [{"a": 1}, {"b": 2}, {}, {"a": {"b": []}}],
+               "k": [1, 2.5, None, 3],
+               "j": [[1, [2, {"c": None}]], "x", True, {"a": 1}]}
+    c = db.create_collection("c", {n: "json" for n in columns})
+    c.insert([{"id": i, **{n: v[i] for n, v in columns.items()}} for i in range(4)])
+    _json_comes_out_as_it_went_in(columns, c.find(select=list(columns)),
+                                  db.sql("SELECT id, d, k, j FROM c ORDER BY id"))
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(_JSON, min_size=1, max_size=6))
+def test_json_of_any_shape_comes_out_of_every_table_as_it_went_in(values):
+    with vv.connect(":memory:") as db:
+        c = db.create_collection("c", {"j": "json"})
+        c.insert([{"id": i, "j": v} for i, v in enumerate(values)])
+        _json_comes_out_as_it_went_in({"j": values}, c.find(select=["j"]),
+                                      db.sql("SELECT id, j FROM c ORDER BY id"))
 
 
 def test_sql_result_to_polars(tmp_path):

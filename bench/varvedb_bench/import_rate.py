@@ -66,6 +66,9 @@ def _lancedb(path: str, kind: str, work: str) -> float:
 
 def run(rows: int, dim: int, rounds: int, folder: str | None = None) -> dict:
     """{kind: {engine: [seconds per round]}} and rows, dim, engines."""
+    # each side's modules loaded before the timed spans (vv.connect loads the
+    # engine's on first use: a second and more, which the first round paid alone)
+    import varvedb.database  # noqa: F401
     try:
         import lancedb  # noqa: F401
         engines = {"varvedb": _varvedb, "lancedb": _lancedb}

@@ -479,7 +479,8 @@ class _CollectionVerbs:
             yield from self._known(hits[0].fields.keys())
             if self._typed:
                 _convert_hits(hits, self._typed)
-        return Hits(hits, plan=None if answer.plan is None else plan_from_dict(answer.plan))
+        return Hits(hits, plan=None if answer.plan is None else plan_from_dict(answer.plan),
+                    fields=self._schema.fields)
 
     def _doc(self, doc: dict) -> Op:
         yield from self._known(doc.keys())

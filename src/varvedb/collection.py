@@ -616,7 +616,8 @@ class Collection:
     def _hits(t: Table, rows, scores, names: tuple, plan) -> Hits:
         """The API edge: Hits over the executor's columns (Hit objects made on use)."""
         return Hits.of_columns(t.id_values, rows, scores, names,
-                               _field_columns(t, rows, names) if names else _NO_COLUMNS, plan)
+                               _field_columns(t, rows, names) if names else _NO_COLUMNS, plan,
+                               t.schema.fields)
 
     @staticmethod
     def _columns(t: Table, rows: np.ndarray, names) -> list[list]:

@@ -54,17 +54,20 @@ class Hit(msgspec.Struct):
 class Hits(Sequence):
     """The hits of a query, best first: a read-only sequence of Hit (compares equal
     to a list of the same hits). `plan` is the plan as it ran (query.plan):
-    `str(hits.plan)` prints it as a tree, `hits.plan.to_dict()` gives it as data."""
-    __slots__ = ("plan", "_hits", "_ids", "_lazy")
+    `str(hits.plan)` prints it as a tree, `hits.plan.to_dict()` gives it as data.
+    `fields`: the collection's schema fields (name -> Field), which say the json
+    ones that to_arrow / to_pandas / to_polars keep as they are."""
+    __slots__ = ("plan", "_hits", "_ids", "_lazy", "_fields")
 
-    def __init__(self, hits=(), plan: PlanNode | None = None):
+    def __init__(self, hits=(), plan: PlanNode | None = None, fields: dict | None = None):
         self._hits = list(hits)
         self.plan = plan
         self._ids = self._lazy = None
+        self._fields = fields
 
     @classmethod
     def of_columns(cls, ids_of, rows, scores: np.ndarray | None, names: tuple, cols: list,
-                   plan: PlanNode | None = None) -> "Hits":
+                   plan: PlanNode | None = None, fields: dict | None = None) -> "Hits":
         """Hits over columns: `rows` (their ids made on first use, `ids_of(rows)`:
         a search that reads only scores never makes them), `scores` (float64, or
         None: unscored), and one list of Python values per field in `names`."""
@@ -73,6 +76,7 @@ class Hits(Sequence):
         self._hits = self._ids = None
         self.plan = plan
         self._lazy = (ids_of, rows, scores, names, cols)
+        self._fields = fields
         return self
 
     def _id_list(self) -> list:
@@ -151,20 +155,26 @@ class Hits(Sequence):
         return (["id", "score", *names],
                 [self.ids, self.scores, *([h.fields[n] for h in self._hits] for n in names)])
 
+    @property
+    def json_fields(self) -> frozenset:
+        """The names of the collection's json fields (kept as they are by to_arrow,
+        to_pandas and to_polars)."""
+        return frozenset(n for n, f in (self._fields or {}).items() if f.kind == "json")
+
     def to_arrow(self):
         """A pyarrow Table: id, score and each selected field (vectors as a
-        fixed-size-list column). Needs pyarrow."""
-        return tabular.to_arrow(*self._named_columns())
+        fixed-size-list column, json fields Arrow's json type). Needs pyarrow."""
+        return tabular.to_arrow(*self._named_columns(), json=self.json_fields)
 
     def to_pandas(self):
         """A pandas DataFrame: id, score and each selected field (a vector a
-        numpy array per cell). Needs pandas."""
-        return tabular.to_pandas(*self._named_columns())
+        numpy array per cell, a json value as it is). Needs pandas."""
+        return tabular.to_pandas(*self._named_columns(), json=self.json_fields)
 
     def to_polars(self):
         """A polars DataFrame: id, score and each selected field (vectors as an
-        Array column). Needs polars and pyarrow."""
-        return tabular.to_polars(*self._named_columns())
+        Array column, json fields Arrow's json type). Needs polars and pyarrow."""
+        return tabular.to_polars(*self._named_columns(), json=self.json_fields)
 
 
 @dataclass
@@ -233,18 +243,25 @@ class SqlResult:
     def _named_columns(self) -> tuple[list, list]:
         return list(self.columns), [[r[i] for r in self.rows] for i in range(len(self.columns))]
 
+    def _json(self) -> frozenset:
+        return frozenset(n for n, k in zip(self.columns, self.kinds) if k == "json")
+
     def to_arrow(self):
-        """A pyarrow Table (needs pyarrow)."""
-        return tabular.to_arrow(*self._named_columns())
+        """A pyarrow Table (json columns Arrow's json type; needs pyarrow)."""
+        return tabular.to_arrow(*self._named_columns(), json=self._json())
 
     def to_pandas(self):
-        """A pandas DataFrame (needs pandas)."""
+        """A pandas DataFrame (json values as they are; needs pandas)."""
         import pandas as pd
-        return pd.DataFrame(self.rows, columns=self.columns)
+        df = pd.DataFrame(self.rows, columns=self.columns)
+        for i, kind in enumerate(self.kinds):
+            if kind == "json":      # not typed by pandas: a json 1 beside 2.5, a null
+                df.isetitem(i, tabular.objects([r[i] for r in self.rows]))
+        return df
 
     def to_polars(self):
-        """A polars DataFrame (needs polars and pyarrow)."""
-        return tabular.to_polars(*self._named_columns())
+        """A polars DataFrame (json columns Arrow's json type; needs polars and pyarrow)."""
+        return tabular.to_polars(*self._named_columns(), json=self._json())
 
 
 

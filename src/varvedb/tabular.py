@@ -12,7 +12,12 @@ list of Python values, checked as `insert` checks a row's. Nothing here knows th
 schema: the collection's checks name the column whose type is wrong.
 
 Out: `to_arrow` / `to_pandas` / `to_polars` over named columns of Python values
-(vectors as numpy arrays), one piece for search hits and SQL rows alike.
+(vectors as numpy arrays), one piece for search hits, SQL rows and the export
+alike. A json column (a json field's, or one holding a dict or a list) keeps its
+values exactly: Arrow's json type, one JSON text a value (for polars too), and
+the values themselves in pandas — never inferred, which would make dicts of
+other keys one struct of all their keys ({"a": 1} and {"b": 2} coming back as
+{a: 1, b: null} and {a: null, b: 2}) and a json 1 beside 2.5 the float 1.0.
 
 None of pandas, pyarrow or polars is imported here until an argument's type says
 it is one of theirs (`type(x).__module__`), so `import varvedb` loads none of them.
@@ -143,39 +148,44 @@ def _vector_block(values: list):
 def to_arrow(names: list, columns: list, json: frozenset = frozenset()):
     """A pyarrow Table of named columns (lists of Python values; vectors as numpy
     arrays: a fixed-size-list column; an int past int64 a decimal, as
-    PostgreSQL's numeric; a sparse vector pgvector's text). The columns named in `json` are Arrow's json type, one
-    JSON text a value: inferred, dicts of other keys would become one struct of
-    all their keys, and lists of numbers a vector block."""
+    PostgreSQL's numeric; a sparse vector pgvector's text). The columns named in
+    `json` (json fields), and any holding a dict or a list, are Arrow's json type,
+    one JSON text a value.
+    Two columns of one name stay two (SELECT j, j)."""
     import pyarrow as pa
-    data = {}
-    for name, values in zip(names, columns):
-        if name in json:
-            data[name] = _json_array(pa, values)
-            continue
-        if isinstance(values, np.ndarray) and values.ndim == 1:
-            data[name] = pa.array(values)
-            continue
-        values = list(values)
-        block = _vector_block(values)
-        if block is not None:
-            data[name] = pa.FixedSizeListArray.from_arrays(
-                pa.array(block.reshape(-1)), block.shape[1])
-            continue
-        if values and any(isinstance(v, np.ndarray) for v in values):
-            values = [None if v is None else v.tolist() for v in values]
-        if any(isinstance(v, SparseVector) for v in values):   # no Arrow type: pgvector's text
-            values = [None if v is None else str(v) for v in values]
-        if any(type(v) is int and not INT64_RANGE[0] <= v <= INT64_RANGE[1] for v in values):
-            from decimal import Decimal
-            data[name] = pa.array([None if v is None else Decimal(v) for v in values],
-                                  pa.decimal128(38, 0))
-            continue
-        try:
-            data[name] = pa.array(values)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            # json values of mixed shapes (a dict beside a list or a number)
-            data[name] = _json_array(pa, values)
-    return pa.table(data) if data else pa.table({})
+    return pa.Table.from_arrays([_arrow_array(pa, values, name in json)
+                                 for name, values in zip(names, columns)], names=list(names))
+
+
+def _arrow_array(pa, values, json: bool):
+    if json or _holds_json(values):
+        return _json_array(pa, values)
+    if isinstance(values, np.ndarray) and values.ndim == 1:
+        return pa.array(values)
+    values = list(values)
+    block = _vector_block(values)
+    if block is not None:
+        return pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)), block.shape[1])
+    if values and any(isinstance(v, np.ndarray) for v in values):
+        values = [None if v is None else v.tolist() for v in values]
+    if any(isinstance(v, SparseVector) for v in values):   # no Arrow type: pgvector's text
+        values = [None if v is None else str(v) for v in values]
+    if any(type(v) is int and not INT64_RANGE[0] <= v <= INT64_RANGE[1] for v in values):
+        from decimal import Decimal
+        return pa.array([None if v is None else Decimal(v) for v in values],
+                        pa.decimal128(38, 0))
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        # values of mixed types in a column of no known kind (a 1 beside an "a")
+        return _json_array(pa, values)
+
+
+def _holds_json(values) -> bool:
+    """Does a column of unknown kind hold JSON documents (a dict or a list: vectors
+    are numpy arrays)?"""
+    return not isinstance(values, np.ndarray) and any(type(v) in (dict, list)
+                                                      for v in values)
 
 
 def _json_array(pa, values):
@@ -201,18 +211,24 @@ def _json_text(v) -> str:
     return msgspec.json.encode(v).decode()
 
 
-def to_pandas(names: list, columns: list):
-    """A pandas DataFrame of named columns (vectors stay numpy arrays, one a cell)."""
+def to_pandas(names: list, columns: list, json: frozenset = frozenset()):
+    """A pandas DataFrame of named columns (vectors stay numpy arrays, one a cell;
+    the columns named in `json` hold their values as they are, never typed)."""
     import pandas as pd
     data = {}
     for name, values in zip(names, columns):
-        if isinstance(values, np.ndarray) and values.ndim == 1:
+        if isinstance(values, np.ndarray) and values.ndim == 1 and name not in json:
             data[name] = values
         else:
-            col = np.empty(len(values), dtype=object)
-            col[:] = list(values)
-            data[name] = _typed(col)
+            col = objects(values)
+            data[name] = col if name in json else _typed(col)
     return pd.DataFrame(data, columns=list(names))
+
+
+def objects(values) -> np.ndarray:
+    """A 1-D object array of the values as they are (a list stays one cell, where
+    numpy would make equal-length lists a second dimension)."""
+    return np.fromiter(values, dtype=object, count=len(values))
 
 
 def _typed(col: np.ndarray) -> np.ndarray:
@@ -227,7 +243,8 @@ def _typed(col: np.ndarray) -> np.ndarray:
     return col
 
 
-def to_polars(names: list, columns: list):
-    """A polars DataFrame of named columns (through Arrow: vectors an Array column)."""
+def to_polars(names: list, columns: list, json: frozenset = frozenset()):
+    """A polars DataFrame of named columns (through Arrow: vectors an Array column,
+    json columns Arrow's json type over their texts)."""
     import polars as pl
-    return pl.from_arrow(to_arrow(names, columns))
+    return pl.from_arrow(to_arrow(names, columns, json))

@@ -13,7 +13,9 @@ Formats, by the file's suffix:
 - .parquet: Arrow's columns (needs pyarrow; read CHUNK rows at a time, each inserted
   as a table: a list or fixed-size-list column is the vector block; a file with
   fixed-size-list columns of floats, the usual vectors, is inserted as tables of
-  up to BULK_BYTES, those columns copied batch by batch into one block each);
+  up to BULK_BYTES, those columns copied batch by batch (of READ_BYTES) into one
+  block each; a file of one such table and several row groups by two threads,
+  a half of the row groups each);
 - .npy (import only): a 2-D array, the vectors of one field (--vector, default
   "embedding"), ids assigned; read memory-mapped, inserted in slices of up to
   BULK_BYTES, each written from the mapping itself.
@@ -47,6 +49,7 @@ from .tabular import frame_columns, json_values, to_arrow, unique_names
 
 CHUNK = 100_000          # rows a write of .jsonl or .csv (one commit each)
 BULK_BYTES = 1 << 30     # the most a write of .parquet or .npy holds (one commit each)
+READ_BYTES = 1 << 20     # vector bytes a .parquet batch decodes: it is copied while in cache
 CSV_BLOCK = 64 << 20     # bytes Arrow's csv reader reads at a time
 IMPORTS = (".jsonl", ".csv", ".parquet", ".npy")
 EXPORTS = (".jsonl", ".csv", ".parquet")
@@ -263,17 +266,22 @@ def _parquet_chunks(path: str, vector, dim) -> Iterator:
     row_bytes = sum(schema[i].type.list_size * schema[i].type.value_type.bit_width // 8
                     for i in lists)
     per_chunk = max(CHUNK, BULK_BYTES // max(1, row_bytes))
+    # small batches: each decoded into memory the reader reuses, still in cache when
+    # copied (a batch of CHUNK rows is 50 MB of fresh pages at 128 floats, and cold)
+    step = min(CHUNK, max(1, READ_BYTES // row_bytes)) if lists else CHUNK
+    groups = [f.metadata.row_group(g).num_rows for g in range(f.num_row_groups)]
+    if lists and len(groups) > 1 and 0 < left == sum(groups) <= per_chunk:
+        yield _parquet_halves(pa, pq, path, schema, lists, groups, step)
+        return
     rest, blocks, at = [], None, 0
-    for batch in f.iter_batches(batch_size=CHUNK):
+    for batch in f.iter_batches(batch_size=step):
         while batch.num_rows:
             if blocks is None:    # a file whose metadata undercounts: chunks of CHUNK
                 rows = min(left, per_chunk) if left > 0 else CHUNK
                 blocks = [_VectorBlock(schema[i].type, rows) for i in lists]
             take = blocks[0].rows - at if lists else batch.num_rows
             part, batch = batch.slice(0, take), batch.slice(take)
-            for i, b in zip(lists, blocks):
-                b.copy(part.column(i), at)
-            rest.append(part.drop_columns([schema[i].name for i in lists]))
+            rest.append(_take(part, schema, lists, blocks, at))
             at += part.num_rows
             if not lists or at == blocks[0].rows:
                 yield _parquet_table(pa, schema, lists, rest, blocks, at)
@@ -281,6 +289,40 @@ def _parquet_chunks(path: str, vector, dim) -> Iterator:
                 rest, blocks, at = [], None, 0
     if rest:
         yield _parquet_table(pa, schema, lists, rest, blocks, at)
+
+
+def _parquet_halves(pa, pq, path: str, schema, lists, groups: list, step: int):
+    """A file of one chunk and several row groups: its two halves of row groups read
+    at once, by this thread and one more, each into its own rows of the blocks.
+    Decoding is most of a parquet import's CPU, and Arrow's decoding and numpy's
+    copies run without the GIL (each half's rows are those its row groups' metadata
+    count: the reader yields exactly those)."""
+    from concurrent.futures import ThreadPoolExecutor
+    starts = np.cumsum([0, *groups]).tolist()
+    n = starts[-1]
+    blocks = [_VectorBlock(schema[i].type, n) for i in lists]
+    half = min(max(1, int(np.searchsorted(starts, n / 2))), len(groups) - 1)
+
+    def fill(first: int, last: int) -> list:
+        rest, at = [], starts[first]
+        for batch in pq.ParquetFile(path).iter_batches(
+                batch_size=step, row_groups=list(range(first, last)), use_threads=False):
+            rest.append(_take(batch, schema, lists, blocks, at))
+            at += batch.num_rows
+        return rest
+
+    with ThreadPoolExecutor(1) as pool:
+        second = pool.submit(fill, half, len(groups))
+        rest = fill(0, half)
+        rest += second.result()
+    return _parquet_table(pa, schema, lists, rest, blocks, n)
+
+
+def _take(part, schema, lists, blocks, at: int):
+    """A batch's vector columns copied into the blocks at row `at`; its other columns."""
+    for i, b in zip(lists, blocks):
+        b.copy(part.column(i), at)
+    return part.drop_columns([schema[i].name for i in lists])
 
 
 class _VectorBlock:

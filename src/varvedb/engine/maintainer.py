@@ -108,7 +108,10 @@ class Maintainer:
         if left:
             log.info("%s: linking %d rows not yet indexed first", why, left)
         try:
-            while self._link_one_chunk():
+            more = True
+            while more:
+                more = self._link_one_chunk()
+                # after the last chunk too: rows the chunk in flight linked count
                 if bar is not None:
                     bar.update(max(0, left - self.unlinked() - bar.n))
         finally:

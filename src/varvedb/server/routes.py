@@ -964,11 +964,12 @@ def _arrow_results(results: list) -> bytes:
         raise E.RequestError(f"field {brief(clash)} would be two columns of the Arrow "
                              "answer: ask for JSON or msgpack")
     # the same conversion as Hits.to_arrow's (vectors as fixed-size lists, an int
-    # past int64 a decimal, json of mixed shapes Arrow's json type)
+    # past int64 a decimal, json fields Arrow's json type)
     columns = [np.array([i for i, _ in hits], np.int32), [h.id for _, h in hits],
                np.array([h.score for _, h in hits], np.float64)]
     columns += [[h.fields.get(f) for _, h in hits] for f in fields]
-    table = to_arrow(names + fields, columns)
+    table = to_arrow(names + fields, columns,
+                     json=frozenset().union(*(r["hits"].json_fields for r in results)))
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
