@@ -277,7 +277,9 @@ def _behind(path):
         q = vectors(1, seed=2)[0]
         hits = c.search(vector=q, limit=10, ef=EVERY)
         assert hits.plan.find(VectorTopK).unlinked == BEHIND
-        assert f"exact scan of {BEHIND:,} rows not yet indexed" in str(hits.plan)
+        assert f"over {ROWS:,} linked rows + exact scan of {BEHIND:,} rows not yet indexed" \
+            in str(hits.plan)
+        assert hits.plan.find(VectorTopK).to_dict()["linked"] == ROWS
         assert hits.ids == c.search(vector=q, limit=10, exact=True).ids
     return db, c
 
@@ -336,3 +338,22 @@ def test_a_checkpoint_behind_the_graph_says_what_it_waits_for(db_path, capsys, c
                for r in caplog.records)
     assert counts(c.index_status()) == {"field": "emb", "linked": 300, "unlinked": 0}
     db.close()
+
+
+def test_waiting_for_an_index_shows_the_rows_it_takes(db_path, capsys):
+    """wait_indexed(progress=True): a bar of the rows the index still has to take
+    (after create_index over loaded rows, the way to watch the build); a wait cut
+    short by its timeout says False, its bar drawn as far as it got."""
+    db, c = indexed(db_path, n=200)
+    caught_up(c)
+    with db.engine.maintainer.hold():       # nothing links while held
+        c.insert_arrays(id=np.arange(200, 300), tag=np.zeros(100, np.int64),
+                        emb=vectors(100, seed=1))
+        capsys.readouterr()
+        assert c.wait_indexed(timeout=0, progress=True) is False
+        bar = capsys.readouterr().err
+        assert "emb: waiting for its index" in bar and "0/100" in bar
+    assert c.wait_indexed(progress=True) is True
+    assert counts(c.index_status()) == {"field": "emb", "linked": 300, "unlinked": 0}
+    db.close()
+

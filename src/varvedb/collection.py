@@ -467,17 +467,21 @@ class Collection:
             raise SchemaError(f"{fname!r} has no vector index")
         return self._db.engine.index_status(t, fname)
 
-    def wait_indexed(self, field: str | None = None, timeout: float | None = None) -> bool:
+    def wait_indexed(self, field: str | None = None, timeout: float | None = None,
+                     progress: bool | None = None) -> bool:
         """Wait until a field's deferred index (as in :meth:`index_status`) covers
         every row committed before this call; True then, False if `timeout`
         seconds passed first (None: no limit). Woken by the maintainer as it links,
-        never polling. Raises IndexMaintenanceError if indexing failed."""
+        never polling. `progress`: a bar of the rows indexed meanwhile (rows, rows/s,
+        ETA; None: when 50 000 rows or more are left and stderr is a terminal) —
+        after `create_index` over loaded rows, the way to watch the graph build.
+        Raises IndexMaintenanceError if indexing failed."""
         t = self.table
         if field is None or field not in t.text_indexes:
             field = vector_field(t, field)
             if field not in t.vector_indexes:
                 raise SchemaError(f"{field!r} has no vector index")
-        return self._db.engine.wait_indexed(t, field, timeout)
+        return self._db.engine.wait_indexed(t, field, timeout, progress)
 
     def vector_memory(self, field: str | None = None) -> dict:
         """Memory of a vector field: {"field", "dtype", "dim", "vectors" (row

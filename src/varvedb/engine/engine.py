@@ -55,7 +55,7 @@ from ..storage.log_writer import LogWriter
 from . import checkpoint, frames, merge, vacuum
 from .branches import HEAD, MAIN, Branch, Catalog, View, main_view
 from .history import Commit
-from .maintainer import Maintainer
+from .maintainer import Maintainer, rows_bar
 from .rowmap import RowMap
 from .snapshot import Snapshot, take as take_snapshot
 from .table import Table, check_unique
@@ -903,14 +903,27 @@ class Engine:
                 "rows_per_s": None if m is None or m.rate is None else round(m.rate, 1),
                 "eta_s": (0.0 if not unlinked else None) if m is None else m.eta(unlinked)}
 
-    def wait_indexed(self, table: Table, field: str, timeout: float | None = None) -> bool:
+    def wait_indexed(self, table: Table, field: str, timeout: float | None = None,
+                     progress: bool | None = None) -> bool:
         """Wait until `field`'s deferred index covers the rows committed when called
         (the maintainer's event, not a poll); False if `timeout` seconds passed
-        first. A read-only engine links nothing: it answers at once."""
+        first. A read-only engine links nothing: it answers at once. `progress`: a
+        bar of the rows indexed meanwhile (maintainer.rows_bar)."""
         ix = table.vector_indexes.get(field) or table.text_indexes[field]
         target = table.committed_n
         if self.maintainer is not None:
-            self.maintainer.wait(lambda: ix.indexed >= target, timeout)
+            start = ix.indexed
+            bar = rows_bar(target - start, f"{field}: waiting for its index", progress)
+
+            def done() -> bool:         # (after each chunk the maintainer links)
+                if bar is not None:
+                    bar.update(min(ix.indexed, target) - start - bar.n)
+                return ix.indexed >= target
+            try:
+                self.maintainer.wait(done, timeout)
+            finally:
+                if bar is not None:
+                    bar.close()
         self.index_status(table, field)     # raises a failure of the background work
         return ix.indexed >= target
 

@@ -99,12 +99,7 @@ class Maintainer:
         `progress`: a bar of the rows linked (None: from PROGRESS_FROM rows left,
         when stderr is a terminal), saying what `why` waits for."""
         left = self.unlinked()
-        bar = None
-        if left and (progress or (progress is None and left >= PROGRESS_FROM)):
-            from tqdm import tqdm
-            bar = tqdm(total=left, unit="rows", unit_scale=True,
-                       desc=f"{why}: linking the rows not yet indexed",
-                       disable=None if progress is None else False)
+        bar = rows_bar(left, f"{why}: linking the rows not yet indexed", progress)
         if left:
             log.info("%s: linking %d rows not yet indexed first", why, left)
         try:
@@ -217,3 +212,13 @@ class Maintainer:
         rate = rows / max(seconds, 1e-6)
         self.rate = rate if self.rate is None else \
             RATE_WEIGHT * rate + (1 - RATE_WEIGHT) * self.rate
+
+
+def rows_bar(left: int, desc: str, progress: bool | None):
+    """A bar of `left` rows to index, saying `desc`, or None: with `progress`, or
+    (None) from PROGRESS_FROM rows left when stderr is a terminal."""
+    if not left or not (progress or (progress is None and left >= PROGRESS_FROM)):
+        return None
+    from tqdm import tqdm
+    return tqdm(total=left, unit="rows", unit_scale=True, desc=desc,
+                disable=None if progress is None else False)

@@ -191,7 +191,8 @@ def vector_topk(node: VectorTopK, table, n: int, mask, allowed: int, q
     if strategy is node.strategy and scanned is None and unlinked is None:
         return rows, dists, node
     return rows, dists, replace(node, strategy=strategy, ef=ef, scanned=scanned,
-                                unlinked=unlinked)
+                                unlinked=unlinked,
+                                linked=None if unlinked is None else n - unlinked)
 
 
 def topk_searcher(node: VectorTopK, table, n: int, mask, allowed: int):

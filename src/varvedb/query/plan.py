@@ -155,13 +155,14 @@ class VectorTopK(PlanNode):
     # once it ran: rows above the index's watermark (committed, not yet linked by
     # the maintainer), scanned exactly beside the walk
     unlinked: int | None = None
+    linked: int | None = None   # beside unlinked: the rows the index covered
     query: Any = run_only()     # the query vector
-    VOLATILE: ClassVar[tuple[str, ...]] = ("unlinked",)
+    VOLATILE: ClassVar[tuple[str, ...]] = ("unlinked", "linked")
 
     def params(self) -> dict:
         d = PlanNode.params(self)
         if self.unlinked is None:
-            del d["unlinked"]
+            del d["unlinked"], d["linked"]
         return d
 
     def describe(self) -> str:
@@ -173,7 +174,8 @@ class VectorTopK(PlanNode):
         if self.scanned is not None:
             what += f" ({self.scanned:,} rows scanned)"
         if self.unlinked:
-            what += f" + exact scan of {self.unlinked:,} rows not yet indexed"
+            what += f" over {self.linked:,} linked rows + exact scan of {self.unlinked:,} " \
+                    "rows not yet indexed"
         if self.reason:
             what += f" ({self.reason})"
         return f"{what}, {self.allowed:,} rows allowed"

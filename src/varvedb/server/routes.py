@@ -578,8 +578,9 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
             raise E.OptionError(f"timeout is a number of seconds >= 0, got {brief(timeout)}")
         # at most the server's own timeout: the answer says False past it
         wait = api.timeout * 0.9 if timeout is None else min(timeout, api.timeout * 0.9)
-        return 200, encode({"indexed": session_call(
-            lambda s: s.collection(p["c"]).wait_indexed(body.get("field"), wait))})
+        return 200, encode({"indexed": session_call(     # (no bar on the server's terminal)
+            lambda s: s.collection(p["c"]).wait_indexed(body.get("field"), wait,
+                                                        progress=False))})
 
     def vector_memory(p, q, ctype, raw):
         return collection_read(p, "vector_memory", q.get("field"))
