@@ -5,10 +5,10 @@ and exit status 1, never a traceback; a verb that reads never makes a file, nor
 an import that commits nothing.
 
 The CLI runs in this process (click's CliRunner: its exit status, stdout and
-stderr apart), but for one round trip and one error, which run as real
-processes (`python -m varvedb`): a python spawned per call was most of this
-file's CPU. In this process an exception that is not turned into `Error: ...`
-leaves stderr empty, so the same assertions catch it."""
+stderr apart), but for one round trip and the error cases, which run as real
+processes (`python -m varvedb`; the errors' all at once): a python spawned per
+call was most of this file's CPU. In this process an exception that is not
+turned into `Error: ...` leaves stderr empty, so the same assertions catch it."""
 from __future__ import annotations
 
 import csv
@@ -150,10 +150,14 @@ def test_cli_errors_are_one_line_and_exit_1(tmp_path):
              ("import", good, "c", tmp_path / "bad.csv"),
              ("import", tmp_path / "fresh.varve", "c", tmp_path / "dup.jsonl"),
              ("export", good, "c", tmp_path / "no" / "such" / "dir.jsonl")]
-    for i, args in enumerate(cases):
-        r = varvedb(*args, ok=False, process=i == 0)     # the first as a real process
-        assert r.returncode == 1, (args, r.stdout, r.stderr)
-        assert r.stderr.startswith("Error: ") and "Traceback" not in r.stderr, (args, r.stderr)
+    # each a real process (the issue's test), all started at once
+    procs = [subprocess.Popen([sys.executable, "-m", "varvedb", *map(str, args)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=child_env()) for args in cases]
+    for args, proc in zip(cases, procs):
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 1, (args, out, err)
+        assert err.startswith("Error: ") and "Traceback" not in err, (args, err)
     assert not (tmp_path / "missing.varve").exists()
     assert not (tmp_path / "fresh.varve").exists()    # made for an import that failed
     with vv.connect(good, readonly=True) as d:       # the failed import wrote nothing
