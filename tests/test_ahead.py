@@ -18,7 +18,7 @@ from numba import types
 
 import varvedb as vv
 from varvedb import warm
-from varvedb.kernels import ahead, compile_lock
+from varvedb.kernels import ahead, compile_lock, jit
 from varvedb.schema import Schema
 from test_warm import cache_copy
 
@@ -52,6 +52,32 @@ def test_each_kernel_and_signature_has_its_own_lock(tmp_path):
     paths = {compile_lock.lock_path(str(tmp_path), fn, sig)
              for fn in (warm.first_text_share, warm.run_share) for sig in (f32, f64)}
     assert len(paths) == 4 and all(p.startswith(str(tmp_path)) for p in paths)
+
+
+def _quadrupled(x):
+    return x * 4
+
+
+def test_a_process_that_started_a_compiler_ahead_holds_a_kernels_lock_while_compiling(
+        tmp_path, monkeypatch):
+    # so its compiler ahead, reaching the kernel meanwhile, waits and loads it
+    # instead of compiling it too; here the other holder is this test
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path / "cache"))
+    kernel = jit.njit(cache=True)(_quadrupled)
+    path = compile_lock.lock_path(kernel._cache.folder, _quadrupled, (types.int64,))
+    kernel(np.int64(1))                     # no compiler ahead: no lock taken
+    assert not os.path.exists(path)
+    monkeypatch.setattr(compile_lock, "_started_one", True)
+    kernel = jit.njit(cache=True)(_quadrupled)      # a new dispatcher: it loads or compiles
+    answer = []
+    with compile_lock.holding(path):
+        thread = threading.Thread(target=lambda: answer.append(kernel(np.int64(5))))
+        thread.start()
+        thread.join(0.3)
+        assert thread.is_alive() and not answer     # held elsewhere: it waits
+    thread.join()
+    assert answer == [20]
+    assert os.path.exists(path)
 
 
 def test_the_shares_of_a_schema_are_warms_first_use_shares():
