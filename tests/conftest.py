@@ -27,7 +27,8 @@ BENCH = str(Path(__file__).resolve().parents[1] / "bench")   # the varvedb-bench
 # their number of tests, which put these few-test files last. (Each file's own
 # order stays.) The order is by CPU seconds per file, the test process's and its
 # children's, the mean of two runs of the whole suite as `make test` runs it (-n 3)
-# on a warm cache at load 9-10: test_ahead ~56, test_state_machine ~51,
+# on a warm cache at load 9-10: test_ahead ~56 (since ~24: kept first, as its
+# empty-cache case waits on its compiler ahead), test_state_machine ~51,
 # test_server_schema ~39, test_client ~27, test_fault_state_machine ~24,
 # test_crafted_files ~24, test_crash ~23, test_hnsw_index ~22, test_server_workers
 # ~22, test_readers_under_faults ~17, test_server ~16, test_history_ops ~16,

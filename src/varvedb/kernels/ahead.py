@@ -11,9 +11,10 @@ features) that compiles them into the disk cache on another core while this
 process goes on. The answers never depend on it: a kernel either loads from
 the cache or is compiled here, as without it.
 
-While it compiles a kernel it holds that kernel's lock (compile_lock.py), so
-this process, reaching the same kernel meanwhile, waits and then loads what it
-saved instead of compiling it a second time.
+While it compiles a kernel it holds that kernel's lock (compile_lock.py), and
+so does this process once it started one, so the other, reaching the same
+kernel meanwhile, waits and then loads what was saved instead of compiling it
+a second time.
 
 Nothing starts when the cache holds a complete warm's mark or the mark of each
 share asked for (an earlier compile ahead finished it), when this process is
@@ -33,6 +34,7 @@ import threading
 from pathlib import Path
 
 from . import jit
+from . import compile_lock
 from .compile_lock import ENV
 
 _started: set[str] = set()
@@ -106,6 +108,7 @@ def start(shares: list[str]) -> None:
         if not _procs:
             atexit.register(_stop)
         _procs.append(proc)
+        compile_lock.started_one()
 
 
 @contextlib.contextmanager

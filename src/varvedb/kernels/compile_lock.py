@@ -1,13 +1,19 @@
 """One compilation of a kernel at a time across processes: a lock per kernel and
-argument types, held by a process compiling ahead (kernels/ahead.py).
+argument types, held by a process compiling ahead (kernels/ahead.py) and by
+the process that started it.
 
 Why: a compiler ahead and the process that started it reach many of the same
 kernels; without a lock both would compile a kernel the other is compiling,
-and the second core buys nothing. The compiler ahead holds an exclusive
+and the second core buys nothing. Each of the two holds an exclusive
 ``flock`` on a file named by the kernel and its argument types (in the
 kernels' cache folder) from before it looks in the disk cache until it has
-saved what it compiled (:func:`holding`, from kernels/jit.py's compile);
-every other process about to compile that kernel for those types first waits
+saved what it compiled (:func:`holding`, from kernels/jit.py's compile), so
+the other, reaching that kernel meanwhile, waits and then loads what it saved.
+(When only the compiler ahead held them, a kernel the process was compiling
+when the compiler ahead reached it was compiled twice: a first use of a text
+and a vector field on an empty cache compiled 79-90 specialisations in the two
+processes, 77 with both holding.)
+Every other process about to compile that kernel for those types first waits
 while such a lock is held (:func:`wait_for`), then loads what the holder
 saved.
 
@@ -20,7 +26,10 @@ index could name the other overload's machine code.
 
 No two processes can wait on each other: a process holds locks only along its
 own chain of nested compilations (a caller, then its callees), and kernels
-never call each other round a loop. A holder that dies releases its locks
+never call each other round a loop. Within a process, a kernel's lock is taken
+under numba's compiler lock (kernels/jit.py), so that one thread never holds a
+kernel's lock while waiting for numba's lock held by another thread that waits
+for that kernel. A holder that dies releases its locks
 with its file descriptors, and a wait gives up after :data:`WAIT_SECONDS`
 (a hang guard) and compiles, as it would have without the lock.
 """
@@ -35,11 +44,24 @@ import time
 ENV = "VARVEDB_COMPILE_AHEAD"    # "0": start no compiler ahead; "worker": this is one
 WAIT_SECONDS = 600.0
 _POLL_SECONDS = 0.02
+_started_one = False             # this process started a compiler ahead
 
 
 def is_worker() -> bool:
-    """Whether this process compiles ahead (and so holds kernels' locks)."""
+    """Whether this process compiles ahead."""
     return os.environ.get(ENV) == "worker"
+
+
+def started_one() -> None:
+    """Say that this process started a compiler ahead: it holds kernels' locks from now on."""
+    global _started_one
+    _started_one = True
+
+
+def holds_locks() -> bool:
+    """Whether this process holds a kernel's lock while compiling it: a compiler
+    ahead, or a process that started one."""
+    return _started_one or is_worker()
 
 
 def lock_path(folder: str, fn, sig) -> str:

@@ -48,6 +48,7 @@ from pathlib import Path
 from numba import njit as _numba_njit
 from numba.core import types
 from numba.core.caching import FunctionCache
+from numba.core.compiler_lock import global_compiler_lock
 
 from . import compile_lock
 from . import compile_log  # noqa: F401  (its listener counts every compilation from here on)
@@ -170,13 +171,14 @@ def _compile_plain(dispatcher, fn, readonly, literal) -> None:
 
     def compile_once(sig):
         # another process compiling this (a compiler ahead) is waited for, and
-        # what it saved loaded; a compiler ahead holds the lock while it compiles
+        # what it saved loaded; a compiler ahead, and the process that started
+        # it, hold the lock while they compile (under numba's lock: see compile_lock)
         cache = dispatcher._cache
         if not isinstance(cache, LoadOnlyCache) or sig in dispatcher.overloads:
             return compile_exact(sig)
         path = compile_lock.lock_path(cache.folder, fn, sig)
-        if compile_lock.is_worker():
-            with compile_lock.holding(path):
+        if compile_lock.holds_locks():
+            with global_compiler_lock, compile_lock.holding(path):
                 return compile_exact(sig)
         compile_lock.wait_for(path)
         return compile_exact(sig)
