@@ -231,14 +231,14 @@ def test_parquet_and_npy_in_several_bulk_commits(tmp_path, monkeypatch):
 
 def test_a_parquet_file_of_row_groups_read_by_two_threads(tmp_path, monkeypatch):
     """A file of one commit and several row groups is read in two halves at once
-    (transfer._parquet_halves): row groups of uneven sizes, read in batches that
+    (transfer.parquet_halves): row groups of uneven sizes, read in batches that
     end inside them, null vectors at their bounds, a second (float64) vector
     column and a text one come back in the file's order, as one commit."""
     import varvedb.transfer as transfer
     monkeypatch.setattr(transfer, "READ_BYTES", 3 * (16 + 24))   # batches of 3 rows
     calls = []
-    halves = transfer._parquet_halves
-    monkeypatch.setattr(transfer, "_parquet_halves", lambda *a: calls.append(a) or halves(*a))
+    halves = transfer.parquet_halves
+    monkeypatch.setattr(transfer, "parquet_halves", lambda *a: calls.append(a) or halves(*a))
     rng = np.random.default_rng(6)
     vecs = (rng.integers(-8, 8, (N, 4)) / 4).astype(np.float32)
     missing = np.zeros(N, bool)

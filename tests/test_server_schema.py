@@ -163,11 +163,14 @@ SENSIBLE = {
                {"vector": [0.0, 1.0, 0.0, 0.0], "text": "world", "limit": 4},
                {"vector": [1.0, 0.2, 0.0, 0.5], "exact": True, "explain": True},
                {"vectors": [[1.0, 0.2, 0.0, 0.5], [0.0, 1.0, 0.0, 0.0]], "limit": 3}],
+    "find": [{"where": "tag = $1", "params": [1], "limit": 2}, {"ids": [1, 2], "offset": 1},
+             {"ids": ["n1", "n2"]}, {"where": "n > 2", "select": ["n"]}],
 }
 
 
 FITS = {"update": ["docs", "docs", "notes", "notes"],     # SENSIBLE's, body by body
-        "delete": ["docs", "docs", "notes", "notes"]}
+        "delete": ["docs", "docs", "notes", "notes"],
+        "find": ["docs", "docs", "notes", "notes"]}
 
 
 def _query(draw, verb: str, body: dict) -> dict:

@@ -175,7 +175,7 @@ def test_the_client_runs_transaction_statements_as_the_embedded_api(client, tmp_
         statuses = {db: [db.sql(t).status for t in texts] for db in (emb, client)}
         assert statuses[client] == statuses[emb]
         assert _tags(client) == _tags(emb)
-        assert client._pinned() is None     # no transaction left open on the server
+        assert not client.in_transaction     # no transaction left open on the server
 
 
 # ---- a transaction that spans requests ------------------------------------------------

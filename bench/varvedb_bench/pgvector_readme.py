@@ -62,18 +62,24 @@ def run_varvedb(block: list[str]) -> list[str | None]:
     import varvedb as vv
     db = vv.connect(":memory:")
     try:
-        for s in SETUP if _needs_setup(block) else ():
-            db.sql(s)
-        out = []
-        for s in block:
-            try:
-                db.sql(s)
-                out.append(None)
-            except Exception as e:      # (a raw exception is a defect: shown as it is)
-                out.append(f"{type(e).__name__}: {e}")
-        return out
+        return _each(db.sql, block)
     finally:
         db.close()
+
+
+def _each(run, block: list[str]) -> list[str | None]:
+    """run(statement) for the setup (when the block needs it), then for each of the
+    block's statements: its error as text, or None."""
+    for s in SETUP if _needs_setup(block) else ():
+        run(s)
+    out = []
+    for s in block:
+        try:
+            run(s)
+            out.append(None)
+        except Exception as e:      # (a raw exception is a defect: shown as it is)
+            out.append(f"{type(e).__name__}: {e}")
+    return out
 
 
 class Postgres:
@@ -98,16 +104,7 @@ class Postgres:
             con.execute("CREATE EXTENSION IF NOT EXISTS vector")
             con.execute(f"CREATE SCHEMA {schema}")
             con.execute(f"SET search_path TO {schema}, public")
-            for s in SETUP if _needs_setup(block) else ():
-                con.execute(s)
-            out = []
-            for s in block:
-                try:
-                    con.execute(s)
-                    out.append(None)
-                except Exception as e:
-                    out.append(f"{type(e).__name__}: {e}")
-            return out
+            return _each(con.execute, block)
 
     def stop(self) -> None:
         self.server.cleanup()

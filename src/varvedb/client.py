@@ -1062,6 +1062,12 @@ class _ClientVerbs:
 
     # ---- the transaction this thread's (task's) calls run in
 
+    @property
+    def in_transaction(self) -> bool:
+        """Whether this thread's (task's) calls run in a server transaction (a
+        `transaction()` block, or SQL's BEGIN), as Session.in_transaction says."""
+        return self._pinned() is not None
+
     def _pinned(self) -> _Pin | None:
         pins = _PINS.get()
         pin = None if pins is None else pins.get(self._key)

@@ -271,7 +271,7 @@ def _parquet_chunks(path: str, vector, dim) -> Iterator:
     step = min(CHUNK, max(1, READ_BYTES // row_bytes)) if lists else CHUNK
     groups = [f.metadata.row_group(g).num_rows for g in range(f.num_row_groups)]
     if lists and len(groups) > 1 and 0 < left == sum(groups) <= per_chunk:
-        yield _parquet_halves(pa, pq, path, schema, lists, groups, step)
+        yield parquet_halves(pa, pq, path, schema, lists, groups, step)
         return
     rest, blocks, at = [], None, 0
     for batch in f.iter_batches(batch_size=step):
@@ -291,7 +291,7 @@ def _parquet_chunks(path: str, vector, dim) -> Iterator:
         yield _parquet_table(pa, schema, lists, rest, blocks, at)
 
 
-def _parquet_halves(pa, pq, path: str, schema, lists, groups: list, step: int):
+def parquet_halves(pa, pq, path: str, schema, lists, groups: list, step: int):
     """A file of one chunk and several row groups: its two halves of row groups read
     at once, by this thread and one more, each into its own rows of the blocks.
     Decoding is most of a parquet import's CPU, and Arrow's decoding and numpy's
