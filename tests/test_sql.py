@@ -1039,3 +1039,21 @@ def test_an_index_build_in_progress_and_relation_sizes(db):
         "pg_indexes_size('items'), pg_total_relation_size('items')").rows[0]
     assert index > before and table > 3000 * 8 * 4      # (no node linked: no array yet)
     assert indexes > index and total == table + indexes
+
+
+def test_discard_all_refuses_any_open_transaction(db):
+    """DISCARD ALL (a pooler's reset) is PostgreSQL's 25001 inside a transaction: a
+    SQL BEGIN's or a Python block's alike, as VACUUM is; outside one it resets."""
+    db.sql("SET hnsw.ef_search = 77")
+    db.sql("BEGIN")
+    with pytest.raises(vv.SqlError, match="transaction block") as e:
+        db.sql("DISCARD ALL")
+    assert e.value.sqlstate == "25001"
+    db.sql("ROLLBACK")
+    with db.transaction():
+        with pytest.raises(vv.SqlError, match="transaction block"):
+            db.sql("DISCARD ALL")
+    assert db.sql("SHOW hnsw.ef_search").rows == [("77",)]
+    assert db.sql("DISCARD ALL").status == "DISCARD ALL"
+    assert db.sql("SHOW hnsw.ef_search").rows == [("index default",)]
+

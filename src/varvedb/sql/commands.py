@@ -91,7 +91,7 @@ class DiscardCommand:
     def run(self, ctx, params) -> SqlResult:
         s = ctx.session
         if self.what == "ALL":
-            if s.sql_block:
+            if s.tx is not None:        # (as VACUUM: BEGIN's, or a Python transaction's)
                 raise SqlError("25001", "DISCARD ALL cannot run inside a transaction block")
             s.settings.clear()
             DeallocateCommand(None).run(ctx, params)
