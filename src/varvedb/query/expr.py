@@ -433,7 +433,7 @@ def _with_holes(kind: str, parsed: list, keep: np.ndarray) -> list:
     """`parsed` (the rows `keep` marks) as a list of every row, a NULL row holding a
     filler of its kind (a vector's zeros, of the others' one dimension)."""
     if kind == "vector" and len({len(x) for x in parsed}) > 1:
-        raise SqlError("22000", "vectors of different dimensions in one column")
+        raise sparse_funcs.mixed_widths()
     filler = np.zeros_like(parsed[0]) if kind == "vector" else \
         None if kind in ("text", "json", "sparsevec") else _zeros(kind, 1)[0]
     out = [filler] * len(keep)
