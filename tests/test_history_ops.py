@@ -338,6 +338,30 @@ def test_vacuum_writes_and_removes_only_files_of_its_own(tmp_path):
 
 # ---- backup ---------------------------------------------------------------------------
 
+def test_a_backup_never_replaces_a_file_that_took_its_name_during_the_copy(tmp_path, db_path):
+    """The copy is named by a hard link, which fails on an existing name (a rename
+    replaces it): a file made at DEST while the copy ran is kept, the copy removed."""
+    from varvedb.storage.backup import place_new
+    db = vv.connect(db_path)
+    _three_versions(db)
+    dest = str(tmp_path / "b.varve")
+    with open(dest + ".tmp", "wb") as f:
+        f.write(b"the finished copy")
+    with open(dest, "w") as f:
+        f.write("precious, not a database")          # took the name meanwhile
+    with pytest.raises(vv.OptionError, match="never overwrites"):
+        place_new(dest + ".tmp", dest)
+    assert open(dest).read() == "precious, not a database"
+    assert not os.path.exists(dest + ".tmp")
+    os.unlink(dest)
+    info = db.backup(dest)                            # and the whole path still works
+    assert info.path == dest and not os.path.exists(dest + ".tmp")
+    copy = vv.connect(dest, readonly=True)
+    assert copy.verify().ok and copy.version == db.version
+    copy.close()
+    db.close()
+
+
 def test_backup_while_a_writer_commits_verifies_and_equals_the_original_as_of(tmp_path):
     path = str(tmp_path / "src.varve")
     db = vv.connect(path)

@@ -1032,8 +1032,7 @@ class _ClientVerbs:
         which is checked whole (its size, and storage.verify up to the version it
         was taken at), fsynced and renamed into place, then the folder fsynced.
         A failure leaves no PATH. Returns a BackupInfo."""
-        from .storage.backup import remove_quietly
-        from .storage.file import fsync_dir
+        from .storage.backup import place_new, remove_quietly
         from .storage.verify import verify_file
         try:
             dest = os.fspath(path)
@@ -1068,8 +1067,7 @@ class _ClientVerbs:
             report = verify_file(tmp, expect_version=version)
             if not report.ok:
                 raise E.CorruptFileError(f"the backup did not verify ({report.first_break})")
-            os.rename(tmp, dest)
-            fsync_dir(dest)
+            place_new(tmp, dest)
         except OSError as e:
             remove_quietly(tmp)
             raise E.StorageError(f"{dest}: the backup failed ({e.strerror or e}); nothing "
