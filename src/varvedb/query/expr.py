@@ -37,7 +37,7 @@ from ..schema import brief, from_micros, vector_values
 from ..sparse import SparseBlock, SparseVector
 from ..text import tsquery
 from ..text.tsvector import tsvectors
-from . import arrays, catalog_funcs, sparse_funcs, text_funcs, tsearch, vector_funcs
+from . import arrays, catalog_funcs, jsonb, sparse_funcs, text_funcs, tsearch, vector_funcs
 from .filter import kleene, like_regex
 from .literals import parse_input, value_text
 
@@ -525,9 +525,15 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         kind = "bool" if op in _CMP else (a.kind if b.kind == "null" else b.kind)
         return Val("null" if kind == "null" else kind, _zeros(kind, len(nulls)), nulls)
     if op in _CMP:
-        if a.kind != b.kind or a.kind in ("vector", "json", "sparsevec") \
-                and op not in ("=", "<>"):
+        if a.kind != b.kind or a.kind in ("vector", "sparsevec") and op not in ("=", "<>"):
             raise SqlError("42883", f"operator does not exist: {a.kind} {op} {b.kind}")
+        if a.kind == "json":            # jsonb's comparison: values, not Python's ==
+            out = np.zeros(len(nulls), bool)
+            keep = np.flatnonzero(~nulls)
+            fn, key = jsonb.OPS[op], jsonb.key
+            out[keep] = [fn(key(x), key(y)) for x, y in
+                         zip(a.data[keep].tolist(), b.data[keep].tolist())]
+            return Val("bool", out, nulls)
         if a.kind == "sparsevec":
             eq = sparse_funcs.equal(a.data, b.data)
             return Val("bool", eq if op == "=" else ~eq, nulls)
