@@ -717,10 +717,11 @@ def half_away(x: np.ndarray) -> np.ndarray:
     return whole + np.sign(x) * (np.abs(x - whole) >= 0.5)
 
 
-def round_half_away(x: np.ndarray) -> np.ndarray:
-    """Floats to int64 as PostgreSQL rounds them (2.5 -> 3, -2.5 -> -3, not to even)."""
+def round_half_away(x: np.ndarray, even: bool = False) -> np.ndarray:
+    """Floats to int64 as PostgreSQL rounds a numeric (2.5 -> 3, -2.5 -> -3), or with
+    `even` as it rounds a float8 (rint: 2.5 -> 2, -2.5 -> -2); 22003 past int64."""
     with np.errstate(invalid="ignore"):
-        r = half_away(x)
+        r = np.rint(x) if even else half_away(x)
     if not np.isfinite(r).all() or (np.abs(r) >= 2.0 ** 63).any():
         raise SqlError("22003", "bigint out of range")
     return r.astype(np.int64)
@@ -1139,6 +1140,14 @@ def as_vector_type(data: np.ndarray, vtype: str) -> np.ndarray:
     return data.astype(want)
 
 
+def _numeric(e) -> bool:
+    """Is `e` PostgreSQL's numeric: a number literal, or arithmetic of them only?"""
+    if isinstance(e, Const):
+        return isinstance(e.value, (int, float)) and not isinstance(e.value, bool)
+    return isinstance(e, Op) and e.op in ("+", "-", "*", "/", "%", "neg") and \
+        all(_numeric(a) for a in e.args)
+
+
 def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
     v = evaluate(e.arg, rel, env)
     kind = e.kind
@@ -1162,7 +1171,9 @@ def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
     if kind == "float" and v.kind == "int":
         return coerce(v, "float")
     if kind == "int" and v.kind == "float":
-        return Val("int", round_half_away(v.data), v.nulls)
+        # a literal (2.5::int) is PostgreSQL's numeric, halves away from zero; any
+        # other float is a float8, which rounds them to even (2.5::float8::int is 2)
+        return Val("int", round_half_away(v.data, even=not _numeric(e.arg)), v.nulls)
     if kind == "text":
         return Val("text", np.array([_text_of(v.kind, x) for x in v.python()], dtype=object),
                    v.nulls)
