@@ -665,6 +665,23 @@ def test_a_session_idle_in_a_transaction_is_ended_and_the_writer_lock_freed(inpr
     quiet.close()
 
 
+def test_a_message_past_the_servers_body_limit_closes_that_connection(inproc):
+    """A pg message is bounded as an HTTP body is (--max-body-mb): its length past the
+    limit closes the connection with 08P01 before a byte of its body is read; one
+    within it is served, and so is the next client."""
+    srv, port = inproc(max_message=1 << 20)
+
+    def conn():
+        return psycopg.connect(host="127.0.0.1", port=port, user="me", sslmode="disable",
+                               connect_timeout=600, autocommit=True)
+    with conn() as c:
+        big = "x" * ((1 << 20) + 10)
+        with pytest.raises(psycopg.OperationalError, match="invalid message length"):
+            c.execute("SELECT length(%s::text)", [big])
+    with conn() as c:
+        assert c.execute("SELECT length(%s::text)", ["x" * 1000]).fetchone() == (1000,)
+
+
 def test_a_stalled_tls_handshake_is_hung_up_and_tls_clients_are_served(inproc, tmp_path):
     import ssl
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"

@@ -90,7 +90,7 @@ class Connection:
     def __init__(self, server, sock: socket.socket):
         self.server = server
         self.sock = sock
-        self.reader = Reader(sock)
+        self.reader = Reader(sock, server.max_message)
         self.pid = server.next_pid()
         self.secret = secrets.randbits(31)
         self.session = None

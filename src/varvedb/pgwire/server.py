@@ -48,8 +48,12 @@ ACCEPT_WAKE = 0.5             # seconds: how often the listener looks whether to
 class PgServer:
     def __init__(self, db, token: str | None = None, ssl_context=None,
                  startup_timeout: float = STARTUP_TIMEOUT,
-                 idle_in_transaction_timeout: float | None = None):
+                 idle_in_transaction_timeout: float | None = None,
+                 max_message: int | None = None):
         self.db = db
+        # the longest message after start-up (serve's --max-body-mb, as HTTP's bodies)
+        self.max_message = M.MAX_MESSAGE if max_message is None else \
+            min(max_message, M.MAX_MESSAGE)
         self.startup_timeout = startup_timeout
         self.idle_in_transaction_timeout = idle_in_transaction_timeout
         self.verifier = Verifier(token) if token else None
