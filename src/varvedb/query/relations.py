@@ -21,8 +21,12 @@ from .aggregate import codes
 from .expr import Val, coerce
 from .sparse_funcs import mixed_widths
 
-# a join that would pair more rows than this is refused (54000), not allocated
-MAX_PAIRS = 50_000_000
+# The most rows one step of a statement builds that no table holds — a join's
+# pairs, a generate_series — refused (54000) before they are allocated: with
+# Python values beside them a row costs ~100 bytes, so ~1-2 GB a statement at the
+# limit (a server's client can ask for no more; a table's own rows have no limit)
+MAX_BUILT_ROWS = 10_000_000
+MAX_PAIRS = MAX_BUILT_ROWS
 
 KINDS = ("inner", "left", "right", "full", "cross")
 
