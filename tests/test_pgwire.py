@@ -636,6 +636,52 @@ def test_a_startup_never_finished_or_dripped_is_hung_up_at_its_deadline(inproc):
         assert conn.execute("SELECT 1").fetchone() == (1,)
 
 
+def test_a_session_idle_in_a_transaction_is_ended_and_the_writer_lock_freed(inproc):
+    """PostgreSQL's idle_in_transaction_session_timeout, as --transaction-idle-timeout
+    is over HTTP: psycopg's default mode opens a transaction before its first
+    statement, which holds the database's one writer lock; a session that then goes
+    quiet is ended with FATAL 25P03, its transaction rolled back, and writers go on.
+    A session idle outside a transaction is kept, however long."""
+    import select
+
+    srv, port = inproc(idle_in_transaction_timeout=0.5)
+
+    def conn(**kw):
+        return psycopg.connect(host="127.0.0.1", port=port, user="me", sslmode="disable",
+                               connect_timeout=600, **kw)
+    with conn(autocommit=True) as c:
+        c.execute("CREATE TABLE t (id bigint PRIMARY KEY)")
+    quiet = conn(autocommit=True)
+    idle = conn()
+    assert idle.execute("SELECT count(*) FROM t").fetchone() == (0,)     # BEGIN; SELECT
+    readable, _, _ = select.select([idle.fileno()], [], [], 600)          # a hang guard
+    assert readable                                 # the server's FATAL, then its hang-up
+    with pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout, match="idle-in-tr"):
+        idle.execute("SELECT 1")
+    idle.close()
+    with conn(autocommit=True) as c:
+        c.execute("INSERT INTO t VALUES (1)")       # the writer lock is free again
+    assert quiet.execute("SELECT count(*) FROM t").fetchone() == (1,)
+    quiet.close()
+
+
+def test_a_message_past_the_servers_body_limit_closes_that_connection(inproc):
+    """A pg message is bounded as an HTTP body is (--max-body-mb): its length past the
+    limit closes the connection with 08P01 before a byte of its body is read; one
+    within it is served, and so is the next client."""
+    srv, port = inproc(max_message=1 << 20)
+
+    def conn():
+        return psycopg.connect(host="127.0.0.1", port=port, user="me", sslmode="disable",
+                               connect_timeout=600, autocommit=True)
+    with conn() as c:
+        big = "x" * ((1 << 20) + 10)
+        with pytest.raises(psycopg.OperationalError, match="invalid message length"):
+            c.execute("SELECT length(%s::text)", [big])
+    with conn() as c:
+        assert c.execute("SELECT length(%s::text)", ["x" * 1000]).fetchone() == (1000,)
+
+
 def test_a_stalled_tls_handshake_is_hung_up_and_tls_clients_are_served(inproc, tmp_path):
     import ssl
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"

@@ -47,6 +47,7 @@ from ..schema import (Field, Schema, brief, check_not_null, complete_columns, fi
                       validate_name)
 from .embedding import check_embedders, fill_embedded, unchanged_texts
 from ..storage import format as F
+from ..reports import rows_bar
 from ..storage import backup, log_reader, shipping
 from ..storage.file import DatabaseFile, fsync_dir, real_path
 from ..storage.backup import BackupInfo
@@ -55,7 +56,7 @@ from ..storage.log_writer import LogWriter
 from . import checkpoint, frames, merge, vacuum
 from .branches import HEAD, MAIN, Branch, Catalog, View, main_view
 from .history import Commit
-from .maintainer import Maintainer, rows_bar
+from .maintainer import Maintainer
 from .rowmap import RowMap
 from .snapshot import Snapshot, take as take_snapshot
 from .table import Table, check_unique
@@ -908,7 +909,7 @@ class Engine:
         """Wait until `field`'s deferred index covers the rows committed when called
         (the maintainer's event, not a poll); False if `timeout` seconds passed
         first. A read-only engine links nothing: it answers at once. `progress`: a
-        bar of the rows indexed meanwhile (maintainer.rows_bar)."""
+        bar of the rows indexed meanwhile (reports.rows_bar)."""
         ix = table.vector_indexes.get(field) or table.text_indexes[field]
         target = table.committed_n
         if self.maintainer is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import secrets
 import socket
+import time
 
 from pglast.parser import ParseError, scan
 
@@ -89,7 +90,7 @@ class Connection:
     def __init__(self, server, sock: socket.socket):
         self.server = server
         self.sock = sock
-        self.reader = Reader(sock)
+        self.reader = Reader(sock, server.max_message)
         self.pid = server.next_pid()
         self.secret = secrets.randbits(31)
         self.session = None
@@ -104,6 +105,9 @@ class Connection:
         # a cancel request stops the statement running when it comes (none: no-op)
         self.token = CancelToken()
         self.skipping = False      # an extended-protocol error: skip to Sync
+        # since when it has waited for the client inside a transaction (None: not
+        # waiting, or no transaction open): the server ends it past its timeout
+        self.idle_since: float | None = None
 
     # ---- the conversation (on the connection's thread) ---------------------------
 
@@ -202,7 +206,13 @@ class Connection:
     def _serve(self) -> None:
         out: list[bytes] = []          # the extended protocol's answers, up to Sync/Flush
         while True:
-            kind, body = self.reader.message()
+            s = self.session
+            if s is not None and s.in_transaction and not self.reader.pending():
+                self.idle_since = time.monotonic()
+                kind, body = self.reader.message()
+                self.idle_since = None
+            else:
+                kind, body = self.reader.message()
             if kind == b"X":
                 return
             if self.pending is not None and kind != b"E":
@@ -267,6 +277,19 @@ class Connection:
     def cancel(self) -> None:
         """From another thread: stop the running statement at its next check."""
         self.token.cancel("canceling statement due to user request")
+
+    def expire_idle(self) -> None:
+        """From the listener's thread: the session sat idle in a transaction past the
+        server's timeout; tell the client (without waiting on it) and hang up (the
+        connection's thread then rolls the transaction back)."""
+        try:
+            self.sock.send(M.error({"S": "FATAL", "V": "FATAL", "C": "25P03",
+                                    "M": "terminating connection due to "
+                                         "idle-in-transaction timeout"}),
+                           socket.MSG_DONTWAIT)
+        except OSError:
+            pass
+        self.hang_up()
 
     def hang_up(self) -> None:
         """From another thread (the server stopping): end the conversation; the

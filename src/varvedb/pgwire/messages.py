@@ -31,13 +31,15 @@ class ProtocolViolation(Exception):
 class Reader:
     """Blocking, buffered reads of one client's socket: one recv() brings in
     whatever the client has sent (a pipeline of messages, usually), and each
-    message is cut from it at an offset (what remains is not copied a message)."""
-    __slots__ = ("sock", "data", "at")
+    message is cut from it at an offset (what remains is not copied a message).
+    `limit`: the longest message after start-up (the server's body limit)."""
+    __slots__ = ("sock", "data", "at", "limit")
 
-    def __init__(self, sock):
+    def __init__(self, sock, limit: int = MAX_MESSAGE):
         self.sock = sock
         self.data = b""
         self.at = 0
+        self.limit = limit
 
     def pending(self) -> int:
         """Bytes received and not yet read."""
@@ -69,12 +71,13 @@ class Reader:
             raise ProtocolViolation(f"invalid length of startup packet: {length}")
         return code, self.exactly(length - 8)
 
-    def message(self, limit: int = MAX_MESSAGE) -> tuple[bytes, bytes]:
-        """(type byte, body) of the next message."""
+    def message(self, limit: int | None = None) -> tuple[bytes, bytes]:
+        """(type byte, body) of the next message (at most `limit` bytes, else the
+        reader's own)."""
         if len(self.data) - self.at < 5:
             self._fill(5)
         kind, length = _HEAD.unpack_from(self.data, self.at)
-        if not 4 <= length <= limit:
+        if not 4 <= length <= (self.limit if limit is None else limit):
             raise ProtocolViolation(f"invalid message length {length} for message type "
                                     f"{kind!r}")
         self.at += 5

@@ -40,7 +40,7 @@ from ..query.bind import bind_legs
 from ..query.prepared import keep, query_vector, typed_key
 from ..query.planner import Query, plan_scan
 from ..query.aggregate import groups
-from ..query.relations import concat
+from ..query.relations import MAX_BUILT_ROWS, concat
 from ..query.request import RRF_K, Search, TextLeg, VectorLeg
 from ..schema import brief
 from ..text.tsquery import varvedb_text
@@ -527,7 +527,7 @@ class Select:
 
 
 # generate_series() makes at most this many rows (a bigger series is refused, not allocated)
-MAX_SERIES = 100_000_000
+MAX_SERIES = MAX_BUILT_ROWS
 
 
 def _window_node(b, node):
