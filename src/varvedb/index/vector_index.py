@@ -112,6 +112,9 @@ class VectorIndex:
         self.checkpointed = linked        # `linked` as of the last checkpoint
         self._lock = ReadWriteLock()
         self._link_lock = threading.Lock()
+        # an index on an expression or with a predicate: the vectors it holds
+        # (engine/columns.py's DerivedColumn, the table's to make)
+        self.derived = None
 
     @property
     def indexed(self) -> int:

@@ -26,6 +26,7 @@ from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
 from ..schema import HNSW, IVFPQ, Field, Schema, SparseVec, Vector, validate_name
 from .expressions import Scope, convert
+from .index_exprs import index_expr, predicate
 from ..results import SqlResult
 from .types import SERIAL, type_kind, type_of
 
@@ -350,17 +351,33 @@ class CreateIndex:
         method = (stmt.accessMethod or "btree").lower()
         if stmt.unique:
             raise NotSupportedError("unique indexes are not supported (the id is unique)")
-        if stmt.whereClause is not None:
-            raise NotSupportedError("partial indexes are not supported")
+        # a partial one (WHERE) and one on an expression: HNSW's (sql/index_exprs.py),
+        # read when the statement runs, against the table's fields
+        self.where = None if stmt.whereClause is None else \
+            convert(stmt.whereClause, Scope(set()))
+        self.expr = None
+        if self.where is not None and method != "hnsw":
+            raise NotSupportedError("partial indexes are HNSW's (USING hnsw ... WHERE ...)")
         self.ts_config = None
         if method == "gin":
             self.kind = "fts"
             self.column, self.ts_config = _gin_tsvector(stmt)
             return
-        if len(stmt.indexParams) != 1 or stmt.indexParams[0].name is None:
+        elems = stmt.indexParams
+        if method == "btree" and len(elems) > 1 and all(
+                e.name is not None and not e.opclass for e in elems):
+            # (location_id, category_id): its first column's sorted index, which
+            # answers what PostgreSQL's leading column does
+            elems = elems[:1]
+        if len(elems) != 1:
             raise NotSupportedError("an index is on one column")
-        elem = stmt.indexParams[0]
+        elem = elems[0]
         self.column = elem.name
+        if elem.name is None:
+            if method != "hnsw":
+                raise NotSupportedError("an index on an expression is HNSW's (USING hnsw "
+                                        "((embedding::halfvec(3)) halfvec_l2_ops))")
+            self.expr = convert(elem.expr, Scope(set()))
         options = {}
         for opt in stmt.options or ():
             arg = opt.arg
@@ -380,6 +397,7 @@ class CreateIndex:
                                         "per row, dividing the dimension)")
             self.kind = method
             self.metric, self.dtype = OPCLASSES[opclass]
+            self.opclass = opclass
             if options.get("quantize") == "none":      # the graph walks the vectors
                 options["quantize"] = None
             self.options = options
@@ -393,6 +411,21 @@ class CreateIndex:
 
     def run(self, ctx, params) -> SqlResult:
         t = ctx.table(self.table)
+        expr = where = None
+        if self.expr is not None:
+            got = index_expr(self.expr, t.schema.fields)
+            if got is None:
+                raise NotSupportedError(
+                    "an HNSW index expression is a vector column cast (embedding::"
+                    "halfvec(3)), binary_quantize(embedding)::bit(3) or subvector("
+                    "embedding, 1, 3)::vector(3)")
+            self.column, expr = got
+        if self.where is not None:
+            where = predicate(self.where, t.schema.fields)
+            if where is None:
+                raise NotSupportedError(
+                    "a partial index's WHERE is an AND of comparisons of int, float, bool "
+                    "or text columns with constants (category_id = 123), or IS [NOT] NULL")
         f = t.schema.fields.get(self.column)
         if f is None and self.column == "id" and not t.schema.id_hidden \
                 and self.kind in ("sorted", "hash"):
@@ -424,15 +457,22 @@ class CreateIndex:
                 raise NotSupportedError(_NO_SPARSE_INDEX)
             if f.kind != "vector":
                 raise SqlError("42704", f'column "{self.column}" is not a vector column')
-            if f.dtype != self.dtype:
-                want, have = SQL_TYPES[self.dtype], SQL_TYPES[f.dtype]
-                raise SqlError("42804", f"operator class for {want} does not accept a "
-                                        f"{have} column")
+            dtype = f.dtype if expr is None else expr[3]
+            if dtype != self.dtype:
+                want, have = SQL_TYPES[self.dtype], SQL_TYPES[dtype]
+                raise SqlError("42804", f'operator class "{self.opclass}" does not accept '
+                                        f"data type {have}")
             if f.vector_index is not None:
                 raise NotSupportedError(f'column "{self.column}" already has a vector index: '
                                         "varvedb keeps one per vector column")
-            make = HNSW if self.kind == "hnsw" else IVFPQ
-            spec = make(**self.options, metric=self.metric, name=self.name)
+            if self.kind == "hnsw":
+                name = self.name
+                if name is None and expr is not None and expr[0] != "cast":
+                    name = f"{self.table}_{expr[0]}_idx"    # PostgreSQL's: the function's
+                spec = HNSW(**self.options, metric=self.metric, name=name, expr=expr,
+                            where=where)
+            else:
+                spec = IVFPQ(**self.options, metric=self.metric, name=self.name)
             with s.writing():
                 s.collection(self.table).create_index(self.column, spec)
             return SqlResult([], [], "CREATE INDEX")
