@@ -1057,3 +1057,14 @@ def test_discard_all_refuses_any_open_transaction(db):
     assert db.sql("DISCARD ALL").status == "DISCARD ALL"
     assert db.sql("SHOW hnsw.ef_search").rows == [("index default",)]
 
+
+
+def test_show_the_settings_pgvector_readme_tunes():
+    """`SHOW config_file` (none: varvedb reads no configuration file) and `SHOW
+    shared_buffers` (the memory it may map, as PostgreSQL's memory unit) answer
+    (issue 30: the README's tuning section)."""
+    from varvedb.storage.memory import memory_limit
+    db = vv.connect(":memory:")
+    assert db.sql("SHOW config_file").rows == [("",)]
+    assert db.sql("SHOW shared_buffers").rows == [(f"{memory_limit() >> 20}MB",)]
+    db.close()
