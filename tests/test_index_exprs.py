@@ -200,3 +200,45 @@ def test_refusals(tmp_path):
         assert e.value.sqlstate == state, sql
         assert db.version == before
     db.close()
+
+
+def test_catalog_rename_and_a_two_column_btree():
+    """pg_get_indexdef shows the expression and the predicate; renaming the
+    predicate's column renames it there (the index keeps its rows); a two-column
+    btree index is its leading column's, under PostgreSQL's name."""
+    db = vv.connect(":memory:")
+    db.sql("CREATE TABLE items (id bigint PRIMARY KEY, embedding vector(3), n int, t text)")
+    db.sql("CREATE INDEX ON items USING hnsw ((binary_quantize(embedding)::bit(3)) "
+           "bit_hamming_ops) WHERE (n = 1 AND t = 'a''b' AND t IS NOT NULL)")
+    db.sql("CREATE INDEX ON items (n, t)")
+    q = "SELECT c.relname, pg_get_indexdef(c.oid) FROM pg_class c WHERE c.relkind = 'i' " \
+        "ORDER BY 1"
+    assert db.sql(q).rows == [
+        ("items_binary_quantize_idx", "CREATE INDEX items_binary_quantize_idx ON public.items "
+         "USING hnsw ((binary_quantize(embedding)::bit(3)) bit_hamming_ops) WHERE (n = 1 AND "
+         "t = 'a''b' AND t IS NOT NULL)"),
+        ("items_n_t_idx", "CREATE INDEX items_n_t_idx ON public.items USING btree (n)"),
+        ("items_pkey", "CREATE UNIQUE INDEX items_pkey ON public.items USING btree (id)")]
+    db.sql("ALTER TABLE items RENAME COLUMN n TO m")
+    db.sql("INSERT INTO items VALUES (1, '[1,2,3]', 1, 'a''b'), (2, '[1,2,3]', 2, 'a''b'), "
+           "(3, '[1,-2,3]', 1, 'a''b')")
+    db.collection("items").wait_indexed("embedding")
+    t = db.engine.table("items")
+    assert t.schema.fields["embedding"].vector_index.where[0] == ("m", "=", 1)
+    assert t.vector_indexes["embedding"].nodes() == 2
+    assert "WHERE (m = 1 AND" in db.sql(q).rows[0][1]
+    db.close()
+
+
+@pytest.mark.parametrize("sql", [
+    "CREATE TABLE p (embedding vector(3), category_id int) PARTITION BY LIST(category_id)",
+    "CREATE INDEX ON items USING hnsw (embedding vector_l1_ops)",
+])
+def test_what_stays_refused_says_why(sql):
+    db = vv.connect(":memory:")
+    db.sql("CREATE TABLE items (id bigint PRIMARY KEY, embedding vector(3))")
+    with pytest.raises(SqlError) as e:
+        db.sql(sql)
+    assert e.value.sqlstate == "0A000"
+    assert "partial HNSW index" in str(e.value) or "exact scan" in str(e.value)
+    db.close()

@@ -149,8 +149,14 @@ def _default_value(column: str, kind: str, node):
 
 class CreateTable:
     def __init__(self, stmt: ast.CreateStmt):
-        if stmt.inhRelations or stmt.partspec or stmt.ofTypename:
-            raise NotSupportedError("inheritance, partitions and typed tables are not supported")
+        if stmt.partspec:
+            raise NotSupportedError(
+                "partitioned tables are not supported: a table is one collection (to search "
+                "within one value of a column, a partial HNSW index, CREATE INDEX ... USING "
+                "hnsw (embedding vector_l2_ops) WHERE (category_id = 123), is pgvector's "
+                "other way)")
+        if stmt.inhRelations or stmt.ofTypename:
+            raise NotSupportedError("inheritance and typed tables are not supported")
         self.name = stmt.relation.relname
         self.if_not_exists = bool(stmt.if_not_exists)
         self.stmt = stmt
@@ -367,7 +373,9 @@ class CreateIndex:
         if method == "btree" and len(elems) > 1 and all(
                 e.name is not None and not e.opclass for e in elems):
             # (location_id, category_id): its first column's sorted index, which
-            # answers what PostgreSQL's leading column does
+            # answers what PostgreSQL's leading column does, under PostgreSQL's name
+            if self.name is None:
+                self.name = "_".join([self.table, *(e.name for e in elems), "idx"])[:63]
             elems = elems[:1]
         if len(elems) != 1:
             raise NotSupportedError("an index is on one column")
@@ -386,6 +394,10 @@ class CreateIndex:
             opclass = elem.opclass[-1].sval if elem.opclass else "vector_l2_ops"
             if opclass.startswith("sparsevec_"):
                 raise NotSupportedError(_NO_SPARSE_INDEX)
+            if opclass in ("vector_l1_ops", "halfvec_l1_ops"):
+                raise NotSupportedError(f'operator class "{opclass}" is not supported: '
+                                        "varvedb builds no L1 graph; ORDER BY col <+> q "
+                                        "LIMIT k is answered by an exact scan")
             if opclass not in OPCLASSES:
                 raise NotSupportedError(f'operator class "{opclass}" is not supported '
                                         f"(one of {', '.join(OPCLASSES)})")

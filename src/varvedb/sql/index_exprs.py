@@ -164,3 +164,22 @@ def _condition(c, fields: dict, env):
 def _scalar(fields: dict, name: str) -> bool:
     f = fields.get(name)
     return f is not None and f.kind in ("int", "float", "bool", "text")
+
+
+def index_texts(field: str, f) -> tuple[str, str]:
+    """(expression, predicate) of field f's vector index as SQL writes them ("": none),
+    for pg_get_indexdef and psql's \\d."""
+    spec = f.vector_index
+    expr, where = getattr(spec, "expr", None), getattr(spec, "where", None)
+    return (expr_text(field, expr, f.dim) if expr is not None else "",
+            " AND ".join(_condition_text(c) for c in where) if where else "")
+
+
+def _condition_text(c) -> str:
+    name, op, value = c
+    if value is None:
+        return f"{name} {op.upper()}"
+    if isinstance(value, str):
+        return f"{name} {op} '" + value.replace("'", "''") + "'"
+    return f"{name} {op} {str(value).lower() if isinstance(value, bool) else value}"
+
