@@ -130,9 +130,12 @@ class HNSW:
             if type(val) is not int or not low <= val <= high:
                 raise SchemaError(f"HNSW {key} must be an integer in {low}..{high}, "
                                   f"got {brief(val)}")
+        # l1 (SQL's vector_l1_ops): a graph of l2 neighbours ranked by l1
+        # (index/vector_index.py); the field keeps its own metric
         if self.metric is not None and (not isinstance(self.metric, str)
-                                        or self.metric not in METRICS):
-            raise SchemaError(f"HNSW metric is one of {METRICS}, got {brief(self.metric)}")
+                                        or self.metric not in QUERY_METRICS):
+            raise SchemaError(f"HNSW metric is one of {QUERY_METRICS}, got "
+                              f"{brief(self.metric)}")
         if self.name is not None and (not isinstance(self.name, str) or not _NAME.match(self.name)):
             raise SchemaError(f"invalid index name {brief(self.name)}")
         if self.quantize not in HNSW_QUANTIZERS:

@@ -1,5 +1,5 @@
 -- Expression and partial HNSW indexes (pgvector's README: half-precision and binary
--- quantized indexing, subvectors, partial indexes), on the 30 rows of index.sql with a
+-- quantized indexing, subvectors, partial indexes) and vector_l1_ops, on the 30 rows of index.sql with a
 -- column n = id % 3. On so few rows both engines scan exactly; tests/test_index_exprs.py
 -- holds that varvedb's searches walk the graph on more rows, and their recall.
 CREATE TABLE docs (id bigint PRIMARY KEY, topic text, embedding vector(4), n int);
@@ -104,6 +104,18 @@ SELECT id FROM docs WHERE n >= 1 AND topic = 'y' ORDER BY embedding::halfvec(4) 
 SELECT id FROM docs WHERE topic = 'y' ORDER BY embedding::halfvec(4) <-> '[0.3,1.1,2.7,-0.6]' LIMIT 3;
 -- => [(26,), (20,), (8,)]
 DROP INDEX docs_part2;
+
+-- vector_l1_ops (a graph of l2 neighbours here, ranked by l1)
+CREATE INDEX docs_l1 ON docs USING hnsw (embedding vector_l1_ops);
+SELECT id FROM docs ORDER BY embedding <+> '[0.3,1.1,2.7,-0.6]' LIMIT 4;
+-- => [(31,), (22,), (26,), (9,)]
+SELECT id, embedding <+> '[2.1,-0.7,0.2,1.3]' AS d FROM docs ORDER BY d LIMIT 3;
+-- => [(4, 2.0), (7, 3.1), (16, 3.5)]
+SELECT id FROM docs ORDER BY embedding <-> '[0.3,1.1,2.7,-0.6]' LIMIT 3;
+-- => [(31,), (22,), (26,)]
+CREATE INDEX ON docs USING ivfflat (embedding vector_l1_ops);
+-- !! 42704
+DROP INDEX docs_l1;
 
 -- what pgvector refuses
 CREATE INDEX ON docs USING hnsw ((embedding::halfvec(4)) vector_l2_ops);

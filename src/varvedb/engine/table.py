@@ -511,7 +511,9 @@ class Table:
         f = self.schema.fields[field]
         # an SQL operator class names the metric: the field's, unless the index is
         # over an expression of it (whose metric is the index's own)
-        if hnsw.metric is not None and getattr(hnsw, "expr", None) is None:
+        # (nor l1's, which ranks a graph of l2 neighbours: the field's metric is one
+        # a graph is built for)
+        if hnsw.metric not in (None, "l1") and getattr(hnsw, "expr", None) is None:
             f = replace(f, metric=hnsw.metric)
         fields = dict(self.schema.fields)
         fields[field] = f = replace(f, vector_index=hnsw)
@@ -691,7 +693,8 @@ def field_vector_index(name: str, f: Field):
     spec = f.vector_index
     expr = getattr(spec, "expr", None)
     if expr is None:
-        return make_vector_index(name, f.width, f.metric, spec)
+        metric = "l1" if getattr(spec, "metric", None) == "l1" else f.metric
+        return make_vector_index(name, f.width, metric, spec)
     dtype, dim = index_shape(spec, f.dtype, f.dim)
     return make_vector_index(name, (dim + 7) // 8 if dtype == "bit" else dim, spec.metric,
                              spec)

@@ -37,6 +37,8 @@ OPCLASSES = {
     "halfvec_l2_ops": ("l2", "f16"), "halfvec_ip_ops": ("dot", "f16"),
     "halfvec_cosine_ops": ("cosine", "f16"),
     "bit_hamming_ops": ("hamming", "bit"),
+    # l1: a graph of l2 neighbours, its walk's candidates ranked by l1 (index/vector_index.py)
+    "vector_l1_ops": ("l1", "f32"), "halfvec_l1_ops": ("l1", "f16"),
 }
 # index methods -> their WITH (...) parameters
 _VECTOR_METHODS = {"hnsw": {"m", "ef_construction", "quantize", "pq_m"}, "ivfflat": {"lists"},
@@ -394,13 +396,12 @@ class CreateIndex:
             opclass = elem.opclass[-1].sval if elem.opclass else "vector_l2_ops"
             if opclass.startswith("sparsevec_"):
                 raise NotSupportedError(_NO_SPARSE_INDEX)
-            if opclass in ("vector_l1_ops", "halfvec_l1_ops"):
-                raise NotSupportedError(f'operator class "{opclass}" is not supported: '
-                                        "varvedb builds no L1 graph; ORDER BY col <+> q "
-                                        "LIMIT k is answered by an exact scan")
             if opclass not in OPCLASSES:
                 raise NotSupportedError(f'operator class "{opclass}" is not supported '
                                         f"(one of {', '.join(OPCLASSES)})")
+            if method != "hnsw" and OPCLASSES[opclass][0] == "l1":
+                raise SqlError("42704", f'operator class "{opclass}" does not exist for '
+                                        f'access method "{method}"')
             unknown = set(options) - _VECTOR_METHODS[method]
             if unknown:
                 raise SqlError("22023", f'unrecognized parameter "{sorted(unknown)[0]}"')
