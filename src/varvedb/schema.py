@@ -42,7 +42,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from .errors import (BitLengthError, DimensionError, FieldTypeError, NonFiniteVectorError,
+from .errors import (BitLengthError, CheckViolationError, DimensionError, FieldTypeError, NonFiniteVectorError,
                      NotNullViolationError, OptionError, SchemaError, UnknownFieldError, ValueTooLongError,
                      VarveError)
 from .storage.format import code_width
@@ -242,6 +242,10 @@ class Field:
     b: float = 0.75                   # fts: BM25's length normalisation
     embed: str | None = None          # vector: the embedder spec (embed.resolve) that fills it
     source: str | None = None         # vector: the text field it embeds
+    # int, float, bool, text: a CHECK constraint (SQL's `CHECK (price > 0)`): (op, value)
+    # conditions AND-ed (op one of PREDICATE_OPS) that every value written must not
+    # make false (a null makes a comparison unknown, which passes, as in SQL)
+    check: tuple | None = None
 
     def __post_init__(self):
         # Fields are also built directly (vv.Field(...)) and from a file's
@@ -313,6 +317,7 @@ class Field:
         self._check_fts_options(self.fts)
         if self.embed is not None or self.source is not None:
             raise SchemaError(f"embed= and source= are options of vector fields, not {k}")
+        self._check_check()
         if self.dim != 0 or self.vector_index is not None:
             raise SchemaError(f"a {k} field has no dimension or vector index")
         if self.max_length is not None and (k != "text" or not is_int(self.max_length)
@@ -328,6 +333,25 @@ class Field:
             object.__setattr__(self, "default", from_micros(stored) if k == "timestamp"
                                else stored)
         object.__setattr__(self, "_stored_default", stored)
+
+    def _check_check(self) -> None:
+        """`check` as the field says: (op, value) conditions on an int, float, bool or
+        text field, each value of the field's type (read from a file too)."""
+        c = self.check
+        if c is None:
+            return
+        if isinstance(c, list):             # msgpack gives lists back
+            c = tuple(tuple(x) if isinstance(x, list) else x for x in c)
+            object.__setattr__(self, "check", c)
+        ok = {"int": (int,), "float": (int, float), "bool": (bool,), "text": (str,)}.get(self.kind)
+        if ok is None or not (isinstance(c, tuple) and 1 <= len(c) <= 16 and all(
+                isinstance(x, tuple) and len(x) == 2 and x[0] in PREDICATE_OPS
+                and (x[1] is None) == x[0].startswith("is ")
+                and (x[1] is None or (type(x[1]) in ok and not (
+                    self.kind in ("int", "float") and type(x[1]) is bool)))
+                for x in c)):
+            raise SchemaError(f"a check is (op, value) conditions on an int, float, bool or "
+                              f"text field, got {brief(c)} on a {self.kind} field")
 
     def _check_fts_options(self, fts: bool) -> None:
         """stem, k1 and b belong to a full-text index, and take sane values."""
@@ -420,6 +444,8 @@ class Field:
                     d.update(k1=self.k1, b=self.b)
             if self.default is not None:    # a timestamp as int microseconds
                 d["default"] = self._stored_default
+            if self.check is not None:
+                d["check"] = [list(x) for x in self.check]
         if self.not_null:
             d["not_null"] = True
         return d
@@ -474,7 +500,7 @@ class Field:
                          default=default, index_name=d.get("index_name"),
                          max_length=d.get("max_length"), stem=d.get("stem"),
                          ts_config=d.get("ts_config"),
-                         k1=d.get("k1", 1.2), b=d.get("b", 0.75))
+                         k1=d.get("k1", 1.2), b=d.get("b", 0.75), check=d.get("check"))
         except VarveError as e:    # a default that does not fit its kind
             raise SchemaError(f"a {kind} field: {e}") from None
 
@@ -746,6 +772,11 @@ class Schema:
         return tuple(n for n, f in self.fields.items() if f.not_null)
 
     @cached_property
+    def checked(self) -> tuple:
+        """The fields with a check (CHECK constraint)."""
+        return tuple(n for n, f in self.fields.items() if f.check is not None)
+
+    @cached_property
     def embedded(self) -> tuple:
         """The vector fields embedded from a text field (engine/embedding.py)."""
         return tuple(n for n, f in self.fields.items() if f.embed is not None)
@@ -831,10 +862,11 @@ class Batch:
         return len(self.ids)
 
 
-def complete_columns(schema: Schema, columns: dict, n: int) -> dict:
-    """The columns of n new rows with every absent field that has a default
-    filled with it (absent fields without one stay absent: null); raises
-    NotNullViolationError if a not_null field would hold a null."""
+def complete_columns(schema: Schema, columns: dict, n: int, table: str = "") -> dict:
+    """The columns of n new rows (of `table`) with every absent field that has a
+    default filled with it (absent fields without one stay absent: null); raises
+    NotNullViolationError if a not_null field would hold a null, CheckViolationError
+    if a value fails its field's check."""
     out = columns
     for name in schema.defaulted:
         if name not in columns and n:
@@ -842,6 +874,7 @@ def complete_columns(schema: Schema, columns: dict, n: int) -> dict:
                 out = dict(columns)
             out[name] = schema.fields[name].default_column(n)
     check_not_null(schema, out, n)
+    check_constraints(schema, out, n, table)
     return out
 
 
@@ -860,6 +893,41 @@ def check_not_null(schema: Schema, columns: dict, n: int) -> None:
             nulls = np.fromiter((v is None for v in vals), bool, len(vals))
         if np.any(nulls):
             raise NotNullViolationError(f"field {name!r} is not null; a row gives it null")
+
+
+def check_constraints(schema: Schema, columns: dict, n: int, table: str = "") -> None:
+    """CheckViolationError if a value of the columns of n rows (as coerce_values
+    gives them) makes a field's check false; an absent field is null (passes
+    but for IS NOT NULL)."""
+    if not n:
+        return
+    for name in schema.checked:
+        col = columns.get(name)
+        if col is None:
+            vals, nulls = None, np.ones(n, bool)
+        else:
+            vals, nulls = col
+            if nulls is None:
+                nulls = np.fromiter((v is None for v in vals), bool, len(vals))
+            nulls = np.asarray(nulls, bool)
+        for op, value in schema.fields[name].check:
+            if op == "is null":
+                bad = ~nulls
+            elif op == "is not null":
+                bad = nulls
+            elif vals is None:
+                continue
+            else:
+                v = np.array([value if x is None else x for x in vals], object) \
+                    if isinstance(vals, list) else np.asarray(vals)
+                with np.errstate(invalid="ignore"):
+                    ok = {"=": v == value, "<>": v != value, "<": v < value, "<=": v <= value,
+                          ">": v > value, ">=": v >= value}[op]
+                bad = ~np.asarray(ok, bool) & ~nulls
+            if bad.any():
+                raise CheckViolationError(
+                    f'new row for relation "{table}" violates check constraint '
+                    f'"{table}_{name}_check"')
 
 
 def validate_name(name: str, what: str = "collection") -> str:

@@ -24,7 +24,8 @@ from pglast.enums import AlterTableType, ConstrType, ObjectType
 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
-from ..schema import HNSW, IVFPQ, Field, Schema, SparseVec, Vector, validate_name
+from ..schema import (HNSW, IVFPQ, Field, Schema, SparseVec, Vector, check_constraints,
+                      validate_name)
 from .expressions import Scope, convert
 from .index_exprs import index_expr, predicate
 from ..results import SqlResult
@@ -101,6 +102,7 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
     if cd.typeName.arrayBounds:
         raise NotSupportedError(f'array type of column "{cd.colname}" is not supported')
     primary, not_null, default = False, bool(cd.is_not_null), None
+    checks = []
     for c in cd.constraints or ():
         if c.contype == ConstrType.CONSTR_PRIMARY:
             primary = True
@@ -110,6 +112,8 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
             not_null = False
         elif c.contype == ConstrType.CONSTR_DEFAULT:
             default = _default_value(cd.colname, kind, c.raw_expr)
+        elif c.contype == ConstrType.CONSTR_CHECK:
+            checks.append(c.raw_expr)
         elif c.contype != ConstrType.CONSTR_UNIQUE or not primary:   # the key is unique
             raise NotSupportedError(f'constraint {c.contype.name.removeprefix("CONSTR_")} on '
                                     f'column "{cd.colname}" is not supported')
@@ -131,10 +135,30 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
     else:
         field = Field(kind)
     if primary:
+        if checks:
+            raise NotSupportedError("a CHECK constraint on the id column is not supported")
         return None, tname, True, True
     if not_null or default is not None:
         field = replace(field, not_null=not_null, default=default)
+    for e in checks:
+        field = with_checks({cd.colname: field}, e)[cd.colname]
     return field, tname, False, not_null
+
+
+def with_checks(fields: dict, raw) -> dict:
+    """`fields` with CHECK `raw` (a pglast expression) added to the checks of the
+    fields it reads: an AND of conditions each on one int, float, bool or text
+    column (`price > 0 AND price < 100`, `code IS NOT NULL`); else 0A000."""
+    conds = predicate(convert(raw, Scope(set())), fields)
+    if not conds:
+        raise NotSupportedError(
+            "a CHECK constraint is supported as an AND of comparisons of int, float, bool "
+            "or text columns with constants (CHECK (price > 0)), or IS [NOT] NULL")
+    out = dict(fields)
+    for col, op, value in conds:
+        f = out[col]
+        out[col] = replace(f, check=(*(f.check or ()), (op, value)))
+    return out
 
 
 def _default_value(column: str, kind: str, node):
@@ -168,8 +192,12 @@ class CreateTable:
         a DEFAULT is evaluated, and a statement runs only once its session may
         (privileges.py: embed() with a spec loads a model)."""
         fields, id_kind, id_type, pk = {}, None, None, None
+        checks = []
         for el in self.stmt.tableElts or ():
             if isinstance(el, ast.Constraint):
+                if el.contype == ConstrType.CONSTR_CHECK:
+                    checks.append(el.raw_expr)
+                    continue
                 if el.contype != ConstrType.CONSTR_PRIMARY:
                     raise NotSupportedError(f"table constraint {el.contype.name} is not supported")
                 keys = [k.sval for k in el.keys]
@@ -198,6 +226,8 @@ class CreateTable:
             fields[name] = field
         if pk is not None and pk != "id":
             raise NotSupportedError(f'the primary key column must be named "id", not "{pk}"')
+        for e in checks:
+            fields = with_checks(fields, e)
         # pgvector-python's loading example writes `id bigserial` alone: a sequence's
         # values, kept unique here as the collection's id (an explicit duplicate is 23505)
         if id_kind is not None and pk is None and id_type not in SERIAL:
@@ -287,6 +317,9 @@ class AlterTable:
                 # pgvector's advice for exact scans (SET STORAGE PLAIN): a column's
                 # values are always kept in its own arrays here, never out of line
                 self.cmds.append(("storage", c.name, None, False))
+            elif c.subtype == AlterTableType.AT_AddConstraint:
+                raise NotSupportedError("ALTER TABLE ADD CONSTRAINT is not supported: a CHECK "
+                                        "constraint is given in CREATE TABLE or ADD COLUMN")
             else:
                 raise NotSupportedError(f"ALTER TABLE {c.subtype.name.removeprefix('AT_')} "
                                         "is not supported")
@@ -311,6 +344,10 @@ class AlterTable:
                     if primary:
                         raise NotSupportedError("a table's id column cannot be added")
                     validate_name(column, "column")
+                    if field.check is not None and ctx.engine.table(self.name).n:
+                        # the rows so far take its default (or null): it must pass
+                        check_constraints(Schema({column: field}), {} if field.default is None
+                                          else {column: field.default_column(1)}, 1, self.name)
                     coll.add_field(column, field)
                 elif verb == "storage":
                     if column not in fields and column != "id":
