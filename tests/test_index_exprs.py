@@ -270,3 +270,43 @@ def test_l1_index_walks_the_graph_and_ranks_by_l1(tmp_path, dtype):
         db.sql(f"CREATE INDEX ON items USING ivfflat (embedding {dtype}_l1_ops)")
     assert e.value.sqlstate == "42704"
     db.close()
+
+
+def test_the_python_api_makes_one_and_its_searches_rank_the_column():
+    """vv.HNSW(expr=..., where=...) is the same index from the Python API; the API's
+    searches rank the field's own vectors, so they scan exactly and say why."""
+    vecs = _rows()
+    db = vv.connect(":memory:")
+    c = db.create_collection("items", {"embedding": vv.Vector(DIM, metric="l2"),
+                                       "n": vv.Int()})
+    c.insert_arrays(id=np.arange(N), embedding=vecs, n=np.arange(N) % 3)
+    c.create_index("embedding", vv.HNSW(metric="hamming", expr=("binary_quantize", 0, 0, "bit")))
+    c.wait_indexed("embedding")
+    q = _rows(7)[0]
+    hits = c.search(q, limit=K)
+    assert [h.id for h in hits] == _exact_l2(vecs, q)
+    assert "the index is on an expression" in str(hits.plan)
+    sql = (f"SELECT id FROM items ORDER BY binary_quantize(embedding)::bit({DIM}) <~> "
+           f"binary_quantize('{_lit(q)}'::vector) LIMIT {K}")
+    assert "graph" in _plan(db, sql)
+    db.close()
+
+
+@pytest.mark.parametrize("spec", [
+    {"kind": "hnsw", "metric": "l2", "expr": ["cast", 0, 0, "f64"]},
+    {"kind": "hnsw", "metric": "l2", "expr": ["subvector", 1, 0, "f32"]},
+    {"kind": "hnsw", "metric": "hamming", "expr": ["cast", 0, 0, "bit"]},
+    {"kind": "hnsw", "expr": ["cast", 0, 0, "f16"]},
+    {"kind": "hnsw", "metric": "l2", "where": [["n", "~", 1]]},
+    {"kind": "hnsw", "metric": "l2", "where": [["n", "=", None]]},
+    {"kind": "hnsw", "metric": "l2", "where": [["1bad", "=", 1]]},
+    {"kind": "hnsw", "metric": "l2", "where": [["n", "=", [1]]]},
+])
+def test_a_files_expression_or_predicate_is_checked_not_trusted(spec):
+    from varvedb.errors import SchemaError
+    from varvedb.schema import Field, index_spec_from_dict
+    with pytest.raises(SchemaError):
+        index_spec_from_dict({"m": 16, "ef_construction": 64, "ef_search": 40,
+                              "quantize": None, **spec})
+    with pytest.raises(SchemaError):    # nor a check that is no condition of its field
+        Field.from_dict({"kind": "int", "check": [["=", "one"]]})
