@@ -79,7 +79,9 @@ SELECT id FROM docs ORDER BY subvector(embedding, 1, 2)::halfvec(2) <-> subvecto
 DROP INDEX docs_subvector_idx;
 
 -- partial: only rows with n = 1 are in the graph; a query whose WHERE implies it uses it
-CREATE INDEX docs_part ON docs USING hnsw (embedding vector_l2_ops) WHERE (n = 1);
+CREATE INDEX docs_part ON docs USING hnsw ((embedding::vector(4)) vector_l2_ops) WHERE (n = 1);
+SELECT id FROM docs WHERE n = 1 ORDER BY embedding::vector(4) <-> '[2.1,-0.7,0.2,1.3]' LIMIT 3;
+-- => [(4,), (7,), (16,)]
 SELECT id FROM docs WHERE n = 1 ORDER BY embedding <-> '[0.3,1.1,2.7,-0.6]' LIMIT 4;
 -- => [(22,), (13,), (10,), (25,)]
 SELECT id FROM docs WHERE topic = 'x' AND n = 1 ORDER BY embedding <-> '[0.3,1.1,2.7,-0.6]' LIMIT 2;

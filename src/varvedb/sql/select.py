@@ -37,9 +37,8 @@ from ..query.filter import Filter as GrammarFilter, Refusal, expressed as gramma
 from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Output, Sort,
                           Where, Window)
 from ..query.bind import bind_legs, search_width
-from ..query.planner import plan_search
 from ..query.prepared import keep, query_vector, typed_key
-from ..query.planner import Query, plan_scan
+from ..query.planner import Query, plan_scan, plan_search
 from ..query.aggregate import groups
 from ..query.relations import concat
 from ..query.request import RRF_K, Search, TextLeg, VectorLeg
@@ -889,9 +888,11 @@ class Bound:
             got = index_expr(a, table.schema.fields)
         except VarveError:      # (not one an index can hold: evaluated as written)
             return None, None
-        if got is None or got[1] is None:
+        if got is None:
             return None, None
         fname, expr = got
+        if expr is None:        # a cast to the column's own type: the column itself
+            return Bound._distance_call(E.Op(e.op, (E.Col(fname), b)), table), None
         f = table.schema.fields[fname]
         spec = f.vector_index
         metric = E.OPERATOR_METRICS[e.op]
