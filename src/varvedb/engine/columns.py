@@ -560,9 +560,10 @@ class DerivedColumn:
                 lo = self.arena.n
                 if lo < n:
                     vals, norms, nulls = self.derive(lo, n)
-                    self.arena.append(vals)
-                    self.norms.append(norms)
+                    # the arena last: its count is what readers beside this go by
                     self.nulls.append(nulls)
+                    self.norms.append(norms)
+                    self.arena.append(vals)
         return self
 
     def derive(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -604,16 +605,11 @@ class DerivedColumn:
 
     def nulls_head(self, n: int) -> np.ndarray:
         self.fill(n)
-        have = self.nulls.n
+        have = self.arena.n
         if n <= have:
             return self.nulls.head(n)
         return np.concatenate([self.nulls.head(have), self.derive(have, n)[2]])
 
-    def truncate(self, n: int) -> None:
-        with self._lock:
-            for g in (self.arena, self.norms, self.nulls):
-                if g.n > n:
-                    g.truncate(n)
 
 
 def _width(expr: tuple, dim: int) -> int:
