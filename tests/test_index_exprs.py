@@ -314,3 +314,43 @@ def test_a_files_expression_or_predicate_is_checked_not_trusted(spec):
                               "quantize": None, **spec})
     with pytest.raises(SchemaError):    # nor a check that is no condition of its field
         Field.from_dict({"kind": "int", "check": [["=", "one"]]})
+
+
+def test_searches_beside_the_link_read_whole_derived_rows():
+    """Searches while the maintainer links an expression index (its DerivedColumn
+    filled by both): every answer is k rows of the expression's nearest, by the
+    cosine distance the derived norms give."""
+    import threading
+    vecs = _rows(0, 6000)
+    db = vv.connect(":memory:")
+    _load(db, vecs)
+    db.sql("CREATE INDEX ON items USING hnsw ((subvector(embedding, 2, 12)::halfvec(12)) "
+           "halfvec_cosine_ops)")
+    sub = vecs[:, 1:13].astype(np.float16).astype(np.float64)
+    sub /= np.linalg.norm(sub, axis=1, keepdims=True)
+    qs = _rows(8)[:8]
+    wants = []
+    for q in qs:
+        qq = q[1:13].astype(np.float16).astype(np.float64)
+        wants.append(set(np.argsort(-(sub @ (qq / np.linalg.norm(qq))))[:K].tolist()))
+    scores, failures = [], []
+
+    def search():
+        try:
+            for _ in range(6):
+                for q, want in zip(qs, wants):
+                    got = _ids(db, f"SELECT id FROM items ORDER BY subvector(embedding, 2, 12)"
+                                   f"::halfvec(12) <=> subvector('{_lit(q)}'::halfvec, 2, 12) "
+                                   f"LIMIT {K}")
+                    scores.append(len(set(got) & want) / K)
+        except Exception as e:      # (raised below, in the test's thread)
+            failures.append(e)
+    threads = [threading.Thread(target=search) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)         # a hang guard
+    assert not failures, failures
+    assert db.collection("items").wait_indexed("embedding")
+    assert len(scores) == 2 * 6 * len(qs) and np.mean(scores) >= 0.9
+    db.close()
