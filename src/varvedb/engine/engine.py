@@ -43,7 +43,8 @@ from ..errors import (BranchError, ClosedError, CorruptFileError, IndexMaintenan
                       NotNullViolationError, OptionError,
                       ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
                       TransactionError, UnknownFieldError, VarveError)
-from ..schema import (Field, Schema, brief, check_not_null, complete_columns, fit_index,
+from ..schema import (Field, Schema, brief, check_constraints, check_not_null,
+                      complete_columns, fit_index,
                       validate_name)
 from .embedding import check_embedders, fill_embedded, unchanged_texts
 from ..storage import format as F
@@ -484,7 +485,7 @@ class Engine:
         NotNullViolationError if a not_null field would be null."""
         self._check_writing(tx)
         self._check_current(t)
-        columns = fill_embedded(t.schema, complete_columns(t.schema, columns, len(ids)),
+        columns = fill_embedded(t.schema, complete_columns(t.schema, columns, len(ids), t.name),
                                 len(ids))
         t.check_new_ids(_keys(ids))
         self.append_rows(tx, t, ids, columns)
@@ -513,7 +514,7 @@ class Engine:
         allow = None
         if live.any():
             columns, allow = _merged(t, old, live, columns, named or {})
-        columns = fill_embedded(t.schema, complete_columns(t.schema, columns, n), n,
+        columns = fill_embedded(t.schema, complete_columns(t.schema, columns, n, t.name), n,
                                 allow=allow)
         self.delete(tx, t, old[live])
         self.append_rows(tx, t, ids, columns)
@@ -523,7 +524,7 @@ class Engine:
         any (fields absent from `columns` and not_null ones as in `insert`)."""
         self._check_writing(tx)
         self._check_current(t)
-        columns = fill_embedded(t.schema, complete_columns(t.schema, columns, len(ids)),
+        columns = fill_embedded(t.schema, complete_columns(t.schema, columns, len(ids), t.name),
                                 len(ids))
         keys = _keys(ids)
         check_unique(keys)
@@ -546,8 +547,9 @@ class Engine:
         _check_rows(t, rows)
         if not len(rows):
             return
-        check_not_null(Schema({k: f for k, f in t.schema.fields.items() if k in values}),
-                       values, len(rows))
+        given = Schema({k: f for k, f in t.schema.fields.items() if k in values})
+        check_not_null(given, values, len(rows))
+        check_constraints(given, values, len(rows), t.name)
         cols = {}
         for name, col in t.columns.items():
             cols[name] = values[name] if name in values else col.take(rows)

@@ -243,11 +243,9 @@ def _repair_graphs(engine, rows: dict, fresh) -> None:
             was = old.vector_indexes.get(name)
             if vi.kind != "hnsw" or was is None or was.kind != "hnsw" or was.spec != vi.spec:
                 continue
-            col = t.columns[name]
-            arena, norms = col.frozen(t.n)
+            arena, norms = t.index_column(name, t.n).frozen(t.n)
             graph = was.graph.repaired(kept[kept < was.linked], arena, norms)
-            t.set_index(name, HnswVectorIndex(name, col.field.width, col.field.metric,
-                                              vi.spec, graph,
+            t.set_index(name, HnswVectorIndex(name, vi.dim, vi.metric, vi.spec, graph,
                                               int(np.searchsorted(kept, was.linked))))
 
 
