@@ -64,6 +64,14 @@ class Reader:
         self.at = at + n
         return self.data[at:at + n]
 
+    def skip(self, data: bytes) -> bool:
+        """Whether `data` is what was received next (then read past it); nothing is
+        waited for."""
+        if not self.data.startswith(data, self.at):
+            return False
+        self.at += len(data)
+        return True
+
     def startup(self) -> tuple[int, bytes]:
         """(code, body) of a start-up packet (protocol version or a special request)."""
         length, code = struct.unpack("!ii", self.exactly(8))
@@ -76,12 +84,17 @@ class Reader:
         reader's own)."""
         if len(self.data) - self.at < 5:
             self._fill(5)
-        kind, length = _HEAD.unpack_from(self.data, self.at)
+        at = self.at
+        kind, length = _HEAD.unpack_from(self.data, at)
         if not 4 <= length <= (self.limit if limit is None else limit):
             raise ProtocolViolation(f"invalid message length {length} for message type "
                                     f"{kind!r}")
-        self.at += 5
-        return kind, self.exactly(length - 4)
+        end = at + 1 + length
+        if len(self.data) < end:            # the body not all received yet
+            self.at = at + 5
+            return kind, self.exactly(length - 4)
+        self.at = end
+        return kind, self.data[at + 5:end]
 
 
 class Body:
@@ -112,6 +125,47 @@ class Body:
 
     def int32(self) -> int:
         return self._unpack(_I32)
+
+    def int16s(self) -> tuple[int, ...]:
+        """A count, then that many int16 (a Bind's format codes)."""
+        return self._array("h", 2)
+
+    def int32s(self) -> tuple[int, ...]:
+        """A count, then that many int32 (a Parse's parameter types)."""
+        return self._array("i", 4)
+
+    def _array(self, code: str, width: int) -> tuple[int, ...]:
+        n = self.count()
+        if not n:
+            return ()
+        if self.at + n * width > len(self.data):
+            raise ProtocolViolation("the message is shorter than its fields say")
+        out = struct.unpack_from(f"!{n}{code}", self.data, self.at)
+        self.at += n * width
+        return out
+
+    def values(self) -> list[bytes | None]:
+        """A count, then that many values, each its int32 length (-1: NULL) and bytes
+        (a Bind's parameters)."""
+        data, unpack = self.data, _I32.unpack_from
+        size = len(data)
+        out = []
+        count = self.count()
+        at = self.at
+        for _ in range(count):
+            if at + 4 > size:
+                raise ProtocolViolation("the message is shorter than its fields say")
+            (n,) = unpack(data, at)
+            at += 4
+            if n == -1:
+                out.append(None)
+                continue
+            if n < 0 or at + n > size:
+                raise ProtocolViolation("the message is shorter than its fields say")
+            out.append(data[at:at + n])
+            at += n
+        self.at = at
+        return out
 
     def take(self, n: int) -> bytes:
         if n < 0 or self.at + n > len(self.data):
@@ -164,11 +218,20 @@ def backend_key(pid: int, secret: int) -> bytes:
 
 
 def ready(status: bytes) -> bytes:
-    return message(b"Z", status)
+    return READY[status]
 
 
 def command_complete(tag: str) -> bytes:
-    return message(b"C", cstr(tag))
+    got = _TAGS.get(tag)
+    if got is None:
+        got = message(b"C", cstr(tag))
+        if len(_TAGS) < MAX_TAGS:       # SELECT 10, INSERT 0 1 ...: a few, mostly
+            _TAGS[tag] = got
+    return got
+
+
+MAX_TAGS = 4096                 # command tags kept built
+_TAGS: dict[str, bytes] = {}
 
 
 def row_description(columns: list[tuple[str, int, int]]) -> bytes:
@@ -237,3 +300,4 @@ NO_DATA = message(b"n")
 EMPTY_QUERY = message(b"I")
 PORTAL_SUSPENDED = message(b"s")
 COPY_DONE = message(b"c")
+READY = {status: message(b"Z", status) for status in (b"I", b"T", b"E")}
