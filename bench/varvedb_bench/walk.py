@@ -153,9 +153,9 @@ def _descend(x, dq, q, mode, upper_slot, upper_links, node, top):
         improved = True
         while improved:
             improved = False
-            slot = upper_slot[node]
-            for j in range(upper_links.shape[2]):
-                v = upper_links[slot, level - 1, j]
+            slot = upper_slot[node] + level - 1
+            for j in range(upper_links.shape[1]):
+                v = upper_links[slot, j]
                 if v < 0:
                     break
                 d = _dist(x, dq, v, q, mode)
