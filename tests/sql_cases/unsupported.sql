@@ -63,3 +63,8 @@ SELECT string_agg(DISTINCT 'x', ',');
 -- a result column of vectors of different dimensions (PostgreSQL's may mix them)
 SELECT '[1,2,3]'::vector UNION SELECT '[1,2]'::vector;
 -- !! 0A000
+SELECT column1::vector FROM (VALUES ('[1,2]'), ('[1,2,3]')) t;
+-- !! 0A000
+SELECT CASE WHEN column1 THEN '[1,2]'::vector ELSE '[1,2,3]'::vector END
+    FROM (VALUES (true), (false)) t;
+-- !! 0A000

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SqlError
-from .expr import Agg, Env, Rel, Val, coerce, evaluate, truth
+from .expr import Agg, Env, Rel, Val, coerce, evaluate, ranks, truth
 
 _INT64_MAX = np.iinfo(np.int64).max
 
@@ -22,25 +22,26 @@ def codes(v: Val) -> tuple[np.ndarray, int]:
     nulls = v.nulls
     if v.kind == "null" or n == 0 or nulls.all():
         return np.zeros(n, np.int64), 1
-    data = v.data
-    if v.kind == "vector":
-        data = np.ascontiguousarray(data).view(np.dtype((np.void, data.dtype.itemsize *
-                                                          data.shape[1]))).ravel()
     present = ~nulls
     out = np.empty(n, np.int64)
-    vals = data[present]
-    if vals.dtype == object:
+    vals = v.data[present]
+    if v.kind in ("vector", "sparsevec"):       # pgvector's btree order
+        inv = ranks(v.kind, vals)
+        width = int(inv.max()) + 1
+    elif vals.dtype == object:
         try:
             uniq, inv = np.unique(vals, return_inverse=True)
         except TypeError:      # json values of mixed types: order by their text
             import json
             keys = np.array([json.dumps(x, sort_keys=True) for x in vals], dtype=object)
             uniq, inv = np.unique(keys, return_inverse=True)
+        width = len(uniq)
     else:
         uniq, inv = np.unique(vals, return_inverse=True)
-    out[present] = inv
-    out[nulls] = len(uniq)
-    return out, len(uniq) + 1
+        width = len(uniq)
+    out[present] = inv.ravel()
+    out[nulls] = width
+    return out, width + 1
 
 
 def sort_ranks(v: Val) -> np.ndarray:
@@ -115,7 +116,7 @@ def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> V
         with np.errstate(invalid="ignore", divide="ignore"):
             return Val("float", sums / np.maximum(counts, 1), empty)
     if fn in ("min", "max"):
-        if v.kind == "vector" or v.kind == "json":
+        if v.kind in ("vector", "json", "sparsevec"):
             raise SqlError("42883", f"function {fn}({v.kind}) does not exist")
         c, _ = codes(v)
         best = np.full(n_groups, -1 if fn == "max" else np.iinfo(np.int64).max, np.int64)

@@ -433,7 +433,8 @@ def _with_holes(kind: str, parsed: list, keep: np.ndarray) -> list:
     """`parsed` (the rows `keep` marks) as a list of every row, a NULL row holding a
     filler of its kind (a vector's zeros, of the others' one dimension)."""
     if kind == "vector" and len({len(x) for x in parsed}) > 1:
-        raise SqlError("22000", "vectors of different dimensions in one column")
+        raise NotSupportedError("vectors of different dimensions in one column are not "
+                                "supported")
     filler = np.zeros_like(parsed[0]) if kind == "vector" else \
         None if kind in ("text", "json", "sparsevec") else _zeros(kind, 1)[0]
     out = [filler] * len(keep)
@@ -525,9 +526,12 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         kind = "bool" if op in _CMP else (a.kind if b.kind == "null" else b.kind)
         return Val("null" if kind == "null" else kind, _zeros(kind, len(nulls)), nulls)
     if op in _CMP:
-        if a.kind != b.kind or a.kind in ("vector", "json", "sparsevec") \
-                and op not in ("=", "<>"):
+        if a.kind != b.kind or a.kind == "json" and op not in ("=", "<>"):
             raise SqlError("42883", f"operator does not exist: {a.kind} {op} {b.kind}")
+        if a.kind in ("vector", "sparsevec") and op not in ("=", "<>"):
+            # pgvector's btree order: element by element, then the dimensions
+            funcs = vector_funcs if a.kind == "vector" else sparse_funcs
+            return Val("bool", _CMP[op](funcs.compare(a.data, b.data), 0) & ~nulls, nulls)
         if a.kind == "sparsevec":
             eq = sparse_funcs.equal(a.data, b.data)
             return Val("bool", eq if op == "=" else ~eq, nulls)
@@ -1101,6 +1105,8 @@ def _cast(e: Cast, rel: Rel, env: Env) -> Val:
     if v.kind == "vector" and e.vtype is not None:
         v = Val("vector", as_vector_type(v.data, e.vtype), v.nulls)
     if e.dim is not None and v.kind == "vector" and len(v) and v.data.shape[1] != e.dim:
+        if v.nulls.all():       # NULL::vector(3): no value to check, the column's width
+            return Val("vector", np.zeros((len(v), e.dim), v.data.dtype), v.nulls)
         if e.vtype == "bit":    # a cast to bit(n) pads with zeros or cuts, on the right
             out = np.zeros((len(v), e.dim), np.bool_)
             width = min(e.dim, v.data.shape[1])
@@ -1311,12 +1317,11 @@ def _members(a: Val, sub: Val) -> np.ndarray:
     present = sub.data[~sub.nulls]
     if not len(present):
         return np.zeros(len(a), bool)
-    if a.kind == "vector":
-        def rows(x):    # each vector as one hashable key (dimension and values)
-            x = np.asarray(x, np.float64).reshape(len(x), -1)
-            return [(r.shape[0], r.tobytes()) for r in x]
-        pool = set(rows(present))
-        return np.fromiter((k in pool for k in rows(a.data)), bool, len(a))
+    if a.kind in ("vector", "sparsevec"):    # equal btree ranks among both sides' rows
+        if a.kind == "vector" and a.data.shape[1:] != present.shape[1:]:
+            return np.zeros(len(a), bool)       # (vectors of other dimensions are unequal)
+        r = ranks(a.kind, _stacked(a.kind, [a.data, present]))
+        return np.isin(r[:len(a)], r[len(a):])
     if a.kind == "json":
         pool = {json.dumps(x, sort_keys=True) for x in present.tolist()}
         return np.fromiter((json.dumps(x, sort_keys=True) in pool for x in a.data), bool,
@@ -1471,29 +1476,56 @@ def _case(e: Case, rel: Rel, env: Env) -> Val:
     if kind is None:
         raise SqlError("42804", "CASE types do not match")
     parts = [(idx, v if v.kind in ("null", kind) else coerce(v, kind)) for idx, v in parts]
-    out = Val(kind, _blank(kind, [v.data for _, v in parts if v.kind != "null"], n),
-              np.ones(n, bool))
-    for idx, v in parts:
-        if v.kind != "null" and len(idx):
-            out.data[idx] = v.data
-            out.nulls[idx] = v.nulls
-    return out
+    # each row is in one part: the parts' rows one after another, put back in row order
+    where = np.empty(n, np.int64)
+    where[np.concatenate([idx for idx, _ in parts])] = np.arange(n)
+    return joined(kind, [v for _, v in parts], "CASE").take(where)
 
 
-def _blank(kind: str, datas: list, n: int) -> np.ndarray:
-    """n rows of `kind` to fill from `datas` (CASE's, coalesce's parts): NULL's filler
-    (None for text), the values' dtype (Python ints past int64), and one vector
-    dimension, that of the parts that have rows (22000 where they differ)."""
-    if kind == "vector" and datas:
-        shapes = {d.shape[1:] for d in datas if len(d)} or {datas[0].shape[1:]}
-        if len(shapes) > 1:
-            raise SqlError("22000", "different vector dimensions "
-                                    f"{' and '.join(str(s[0]) for s in sorted(shapes))}")
-        return np.zeros((n,) + shapes.pop(), datas[0].dtype)
-    out = _zeros(kind, n)
-    if out.dtype != object and any(d.dtype == object for d in datas):
-        out = out.astype(object)
-    return out
+def joined(kind: str, vals: list[Val], what: str) -> Val:
+    """The rows of `vals` (each of `kind`, or NULL) one after another, one column:
+    what CASE, COALESCE, UNION, VALUES and a join's keys put together. A NULL
+    part stands as its kind's filler; ints past int64 make the column Python ints;
+    vectors share one width, that of the parts with a value (an all-NULL part has
+    none: `NULL::vector`), else `what` is refused (0A000: PostgreSQL's column may
+    mix them); sparsevecs join their blocks (sparse.SparseBlock.concat)."""
+    nulls = np.concatenate([v.nulls for v in vals]) if vals else np.zeros(0, bool)
+    typed = [v for v in vals if v.kind != "null"]
+    if not typed:
+        return Val(kind, _zeros(kind, len(nulls)), nulls)
+    if kind == "sparsevec":
+        return Val(kind, _stacked(kind, [v.data if v.kind != "null" else _zeros(kind, len(v))
+                                         for v in vals]), nulls)
+    valued = [v for v in typed if not v.nulls.all()] or typed[:1]
+    if kind == "vector":
+        if len({v.data.shape[1:] for v in valued}) > 1:
+            raise NotSupportedError(f"vectors of different dimensions in one {what} column "
+                                    "are not supported")
+        like = valued[0].data
+
+        def filler(m: int) -> np.ndarray:
+            return np.zeros((m,) + like.shape[1:], like.dtype)
+    else:
+        def filler(m: int) -> np.ndarray:
+            return _zeros(kind, m)
+    datas = [v.data if v.kind != "null" and (kind != "vector" or not v.nulls.all())
+             else filler(len(v)) for v in vals]
+    return Val(kind, _stacked(kind, datas), nulls)
+
+
+def _stacked(kind: str, datas: list):
+    """Columns' data of one kind one after another (Python ints where any has them)."""
+    if kind == "sparsevec":
+        return SparseBlock.concat(datas)
+    if any(d.dtype == object for d in datas):
+        datas = [d.astype(object) for d in datas]
+    return np.concatenate(datas)
+
+
+def ranks(kind: str, data) -> np.ndarray:
+    """Dense ranks of a vector or sparsevec column's rows in pgvector's btree order
+    (element by element, then the dimensions; equal rows rank equal)."""
+    return vector_funcs.ranks(data) if kind == "vector" else sparse_funcs.ranks(data)
 
 
 def _agg(e: Agg, rel: Rel, env: Env) -> Val:
@@ -1558,9 +1590,6 @@ def _sparse_fn(name: str, a: Val, b: Val | None) -> Val:
 
 
 def _coalesce(*args: Val) -> Val:
-    # (an argument NULL in every row, a typed NULL too, gives nothing)
-    args = tuple(Val("null", None, a.nulls) if a.kind != "null" and len(a) and a.nulls.all()
-                 else a for a in args)
     kinds = {a.kind for a in args} - {"null", "unknown"}
     if len(kinds - {"int", "float"} if kinds <= {"int", "float"} else kinds) > 1:
         raise SqlError("42804", f"COALESCE types {' and '.join(sorted(kinds))} cannot be "
@@ -1568,15 +1597,11 @@ def _coalesce(*args: Val) -> Val:
     kind = "float" if kinds == {"int", "float"} else (kinds.pop() if len(kinds) == 1 else "text")
     vals = [coerce(a, kind) if a.kind in ("unknown", "int") else a for a in args]
     n = len(args[0])
-    out = Val(kind, _blank(kind, [v.data for v in vals if v.kind != "null"], n),
-              np.ones(n, bool))
-    for v in vals:
-        if v.kind == "null":
-            continue
-        take = out.nulls & ~v.nulls
-        out.data[take] = v.data[take]
-        out.nulls[take] = False
-    return out
+    # each row from its first argument that is not NULL there (the last where all are)
+    first = np.full(n, len(vals) - 1, np.int64)
+    for i in reversed(range(len(vals) - 1)):
+        first[~vals[i].nulls] = i
+    return joined(kind, vals, "COALESCE").take(first * n + np.arange(n))
 
 
 def _text_fn(fn):

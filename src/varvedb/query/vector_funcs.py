@@ -27,6 +27,9 @@ expectations (test/expected/functions.out):
   either (1 where none is shared); ``binary_quantize`` a vector's bits (> 0).
 * Vectors of different dimensions are an error (DimensionError, pgvector's
   "different vector dimensions 2 and 1").
+* the btree order (ORDER BY, DISTINCT, GROUP BY, <, ...): element by element,
+  then the dimensions, as pgvector's vector_cmp and PostgreSQL's bit strings
+  (:func:`ranks` of one block's rows, :func:`compare` of two blocks row by row).
 
 pgvector sums in float32; here every sum is float64, so results agree with
 pgvector's to float32 rounding (and exceed it where a float32 sum would
@@ -163,3 +166,28 @@ def subvector(v, start: int, count: int) -> np.ndarray:
     if end - start < 1:
         raise DimensionError("vector must have at least 1 dimension")
     return a[..., start - 1:end - 1].copy()
+
+
+def ranks(rows: np.ndarray) -> np.ndarray:
+    """Dense ranks of an (n, d) block's rows in the btree order (equal rows rank
+    equal; -0 equals 0): one lexsort, then where a row differs from the one before."""
+    order = np.lexsort(rows.T[::-1])
+    s = rows[order]
+    step = np.zeros(len(rows), np.int64)
+    step[1:] = (s[1:] != s[:-1]).any(axis=1)
+    out = np.empty(len(rows), np.int64)
+    out[order] = np.cumsum(step)
+    return out
+
+
+def compare(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """-1, 0 or 1 per row: (n, da) block a against (n, db) block b in the btree
+    order: the first element that differs among the first min(da, db), else the
+    dimensions."""
+    m = min(a.shape[1], b.shape[1])
+    differ = a[:, :m] != b[:, :m]
+    first = np.argmax(differ, axis=1)
+    rows = np.arange(len(a))
+    at = np.sign(a[rows, first].astype(np.float64) - b[rows, first].astype(np.float64)) \
+        if m else np.zeros(len(a))
+    return np.where(differ.any(axis=1), at, np.sign(a.shape[1] - b.shape[1])).astype(np.int8)

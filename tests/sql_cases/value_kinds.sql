@@ -1,0 +1,101 @@
+-- Values of every kind through SQL's relational operations: VALUES, UNION, CASE,
+-- COALESCE, NULLIF, ORDER BY, DISTINCT, GROUP BY, window partitions, joins and IN
+-- (SELECT ...), and pgvector's btree order (< <= > >=): element by element, then the
+-- dimensions; a sparsevec as its dense form. Typed NULL vectors (NULL::vector(3)).
+CREATE TABLE sv (id bigint PRIMARY KEY, s sparsevec);
+INSERT INTO sv VALUES (1, '{1:1}/3'), (2, NULL), (3, '{1:1}/3'), (4, '{2:-1}/3'),
+    (5, '{}/3'), (6, '{3:2}/3'), (7, '{}/2'), (8, '{1:1}/2'), (9, '{3:-1}/4'),
+    (10, '{1:-2,2:1}/3');
+CREATE TABLE sw (id bigint PRIMARY KEY, s sparsevec(3));
+INSERT INTO sw VALUES (1, '{2:2}/3'), (2, '{1:1}/3'), (3, NULL);
+SELECT column1 FROM (VALUES ('{1:1}/2'::sparsevec), ('{1:1}/3'::sparsevec), (NULL)) t;
+-- => [('{1:1}/2',), ('{1:1}/3',), (None,)]
+SELECT column1::vector FROM (VALUES ('{1:1}/2'::sparsevec), ('{2:1}/2'::sparsevec)) t;
+-- => [([1.0, 0.0],), ([0.0, 1.0],)]
+SELECT s FROM sv WHERE id < 3 UNION ALL SELECT s FROM sw;
+-- => [('{1:1}/3',), (None,), ('{2:2}/3',), ('{1:1}/3',), (None,)]
+SELECT s FROM sv WHERE id < 4 UNION SELECT s FROM sw;
+-- => [('{2:2}/3',), ('{1:1}/3',), (None,)]
+SELECT s FROM sw UNION ALL SELECT NULL::sparsevec;
+-- => [('{2:2}/3',), ('{1:1}/3',), (None,), (None,)]
+SELECT s FROM sv WHERE id = 2 UNION ALL SELECT s FROM sw WHERE id = 3;
+-- => [(None,), (None,)]
+SELECT id, CASE WHEN id < 3 THEN s ELSE '{2:2}/3' END FROM sv ORDER BY id;
+-- => [(1, '{1:1}/3'), (2, None), (3, '{2:2}/3'), (4, '{2:2}/3'), (5, '{2:2}/3'),
+--     (6, '{2:2}/3'), (7, '{2:2}/3'), (8, '{2:2}/3'), (9, '{2:2}/3'), (10, '{2:2}/3')]
+SELECT id, CASE WHEN id = 1 THEN s END FROM sw ORDER BY id;
+-- => [(1, '{2:2}/3'), (2, None), (3, None)]
+SELECT id, coalesce(s, '{3:3}/3'), nullif(s, '{1:1}/3') FROM sv ORDER BY id;
+-- => [(1, '{1:1}/3', None), (2, '{3:3}/3', None), (3, '{1:1}/3', None),
+--     (4, '{2:-1}/3', '{2:-1}/3'), (5, '{}/3', '{}/3'), (6, '{3:2}/3', '{3:2}/3'),
+--     (7, '{}/2', '{}/2'), (8, '{1:1}/2', '{1:1}/2'), (9, '{3:-1}/4', '{3:-1}/4'),
+--     (10, '{1:-2,2:1}/3', '{1:-2,2:1}/3')]
+SELECT id FROM sv ORDER BY s, id;
+-- => [(10,), (4,), (7,), (9,), (5,), (6,), (8,), (1,), (3,), (2,)]
+SELECT id FROM sv ORDER BY s DESC NULLS LAST, id;
+-- => [(1,), (3,), (8,), (6,), (5,), (9,), (7,), (4,), (10,), (2,)]
+SELECT DISTINCT s FROM sv ORDER BY s;
+-- => [('{1:-2,2:1}/3',), ('{2:-1}/3',), ('{}/2',), ('{3:-1}/4',), ('{}/3',), ('{3:2}/3',),
+--     ('{1:1}/2',), ('{1:1}/3',), (None,)]
+SELECT s, count(*) FROM sv GROUP BY s ORDER BY s;
+-- => [('{1:-2,2:1}/3', 1), ('{2:-1}/3', 1), ('{}/2', 1), ('{3:-1}/4', 1), ('{}/3', 1),
+--     ('{3:2}/3', 1), ('{1:1}/2', 1), ('{1:1}/3', 2), (None, 1)]
+SELECT count(DISTINCT s) FROM sv;
+-- => [(8,)]
+SELECT id, rank() OVER (ORDER BY s), row_number() OVER (PARTITION BY s ORDER BY id)
+    FROM sv ORDER BY id;
+-- => [(1, 8, 1), (2, 10, 1), (3, 8, 2), (4, 2, 1), (5, 5, 1), (6, 6, 1), (7, 3, 1),
+--     (8, 7, 1), (9, 4, 1), (10, 1, 1)]
+SELECT a.id, b.id FROM sv a JOIN sv b ON a.s = b.s AND a.id < b.id;
+-- => [(1, 3)]
+SELECT sv.id, sw.id FROM sv JOIN sw ON sv.s = sw.s;
+-- => [(1, 2), (3, 2)]
+SELECT sv.id, sw.s FROM sv LEFT JOIN sw ON sw.id = sv.id + 1 WHERE sv.id < 4 ORDER BY 1;
+-- => [(1, '{1:1}/3'), (2, None), (3, None)]
+SELECT id FROM sv WHERE s IN (SELECT s FROM sw) ORDER BY id;
+-- => [(1,), (3,)]
+SELECT id FROM sv WHERE s NOT IN (SELECT s FROM sv WHERE id = 8) ORDER BY id;
+-- => [(1,), (3,), (4,), (5,), (6,), (7,), (9,), (10,)]
+SELECT id, s < '{2:1}/3', s >= '{1:1}/3', s > '{}/3', s <= '{1:1}/2' FROM sv ORDER BY id;
+-- => [(1, False, True, True, False), (2, None, None, None, None),
+--     (3, False, True, True, False), (4, True, False, False, True),
+--     (5, True, False, False, True), (6, True, False, True, True),
+--     (7, True, False, False, True), (8, False, False, True, True),
+--     (9, True, False, False, True), (10, True, False, False, True)]
+SELECT min(s) FROM sv;
+-- !! 42883
+CREATE TABLE dv (id bigint PRIMARY KEY, e vector(2), h halfvec(2), b bit(3));
+INSERT INTO dv VALUES (1, '[1,2]', '[1,2]', '101'), (2, '[-1,3]', '[-1,3]', '011'),
+    (3, '[0,0]', '[0,0]', '000'), (4, '[-0.5,1]', '[-0.5,1]', '111'), (5, NULL, NULL, NULL),
+    (6, '[-0,0]', '[-0,0]', '101');
+SELECT id FROM dv ORDER BY e, id;
+-- => [(2,), (4,), (3,), (6,), (1,), (5,)]
+SELECT id FROM dv ORDER BY h DESC, id;
+-- => [(5,), (1,), (3,), (6,), (4,), (2,)]
+SELECT id FROM dv ORDER BY b, id;
+-- => [(3,), (2,), (1,), (6,), (4,), (5,)]
+SELECT DISTINCT e FROM dv ORDER BY e;
+-- => [([-1.0, 3.0],), ([-0.5, 1.0],), ([0.0, 0.0],), ([1.0, 2.0],), (None,)]
+SELECT e, count(*) FROM dv GROUP BY e ORDER BY e;
+-- => [([-1.0, 3.0], 1), ([-0.5, 1.0], 1), ([0.0, 0.0], 2), ([1.0, 2.0], 1), (None, 1)]
+SELECT id, e < '[0,1]', e >= '[0,0]', e > '[0,0,1]', h <= '[-0.5,1]', b < '100' FROM dv
+    ORDER BY id;
+-- => [(1, False, True, True, False, False), (2, True, False, False, True, True),
+--     (3, True, True, False, False, True), (4, True, False, False, True, False),
+--     (5, None, None, None, None, None), (6, True, True, False, False, False)]
+SELECT id, rank() OVER (ORDER BY e DESC) FROM dv ORDER BY id;
+-- => [(1, 2), (2, 6), (3, 3), (4, 5), (5, 1), (6, 3)]
+SELECT NULL::vector(3), NULL::halfvec(3), CAST(NULL AS bit(3)), NULL::sparsevec(3);
+-- => [(None, None, None, None)]
+SELECT vector_dims(NULL::vector(3));
+-- => [(None,)]
+SELECT '[1,2,3]'::vector(3) UNION ALL SELECT NULL::vector(3);
+-- => [([1.0, 2.0, 3.0],), (None,)]
+SELECT NULL::vector(2) UNION ALL SELECT '[1,2,3]'::vector(3);
+-- => [(None,), ([1.0, 2.0, 3.0],)]
+SELECT coalesce(NULL::vector(3), '[1,2,3]');
+-- => [([1.0, 2.0, 3.0],)]
+SELECT id, coalesce(e, NULL::vector(2), '[9,9]') FROM dv WHERE id > 3 ORDER BY id;
+-- => [(4, [-0.5, 1.0]), (5, [9.0, 9.0]), (6, [-0.0, 0.0])]
+SELECT id FROM dv WHERE e IN (SELECT e FROM dv WHERE id < 3) ORDER BY id;
+-- => [(1,), (2,)]
