@@ -1,7 +1,8 @@
 -- Values of every kind through SQL's relational operations: VALUES, UNION, CASE,
 -- COALESCE, NULLIF, ORDER BY, DISTINCT, GROUP BY, window partitions, joins and IN
 -- (SELECT ...), and pgvector's btree order (< <= > >=): element by element, then the
--- dimensions; a sparsevec as its dense form. Typed NULL vectors (NULL::vector(3)).
+-- dimensions; a sparsevec as its dense form. Typed NULL vectors (NULL::vector(3)); the
+-- aggregates of booleans.
 CREATE TABLE sv (id bigint PRIMARY KEY, s sparsevec);
 INSERT INTO sv VALUES (1, '{1:1}/3'), (2, NULL), (3, '{1:1}/3'), (4, '{2:-1}/3'),
     (5, '{}/3'), (6, '{3:2}/3'), (7, '{}/2'), (8, '{1:1}/2'), (9, '{3:-1}/4'),
@@ -99,3 +100,31 @@ SELECT id, coalesce(e, NULL::vector(2), '[9,9]') FROM dv WHERE id > 3 ORDER BY i
 -- => [(4, [-0.5, 1.0]), (5, [9.0, 9.0]), (6, [-0.0, 0.0])]
 SELECT id FROM dv WHERE e IN (SELECT e FROM dv WHERE id < 3) ORDER BY id;
 -- => [(1,), (2,)]
+-- an untyped literal meeting a halfvec is a halfvec (float16's rounding), a bit string's
+-- a bit string
+CREATE TABLE hv (id bigint PRIMARY KEY, h halfvec(3), b bit(3), f boolean);
+INSERT INTO hv VALUES (1, '[1,2,3]', '101', true), (2, NULL, NULL, NULL), (3, NULL, '011', false);
+SELECT id, coalesce(h, '[1.0001,2,3]'), CASE WHEN id = 2 THEN '[1.0001,2,3]' ELSE h END
+    FROM hv ORDER BY id;
+-- => [(1, [1.0, 2.0, 3.0], [1.0, 2.0, 3.0]), (2, [1.0, 2.0, 3.0], [1.0, 2.0, 3.0]),
+--     (3, [1.0, 2.0, 3.0], None)]
+SELECT h FROM hv UNION ALL SELECT '[1.0001,2,3]' ORDER BY 1;
+-- => [([1.0, 2.0, 3.0],), ([1.0, 2.0, 3.0],), (None,), (None,)]
+SELECT id, coalesce(b, '111'), nullif(b, '101') FROM hv ORDER BY id;
+-- => [(1, '101', None), (2, '111', None), (3, '011', '011')]
+SELECT min(h) FROM hv;
+-- !! 42883
+SELECT max(b) FROM hv;
+-- !! 42883
+-- booleans: min / max do not exist, bool_and / bool_or / every do
+SELECT min(f) FROM hv;
+-- !! 42883
+SELECT bool_and(f), bool_or(f), every(f), bool_and(f) FILTER (WHERE id > 2),
+    bool_or(DISTINCT f) FROM hv;
+-- => [(False, True, False, False, True)]
+SELECT id % 2, bool_and(f), bool_or(f) FROM hv GROUP BY id % 2 ORDER BY 1;
+-- => [(0, None, None), (1, False, True)]
+SELECT bool_and(f) FROM hv WHERE false;
+-- => [(None,)]
+SELECT bool_or(id) FROM hv;
+-- !! 42883

@@ -15,6 +15,9 @@ from .expr import Agg, Env, Rel, Val, coerce, evaluate, ranks, truth
 _INT64_MAX = np.iinfo(np.int64).max
 
 
+_LOGICAL = ("bool_and", "bool_or", "every")
+
+
 def codes(v: Val) -> tuple[np.ndarray, int]:
     """Dense codes of a column's values in ascending order (NULL: the code after the
     last), and how many distinct codes there are."""
@@ -83,7 +86,8 @@ def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> V
                            n_groups)
     v = evaluate(a.arg, rel, env)
     if v.kind == "unknown":
-        v = coerce(v, "text" if fn in ("count", "min", "max") else "float")
+        v = coerce(v, "text" if fn in ("count", "min", "max") else
+                   "bool" if fn in _LOGICAL else "float")
     present = ~v.nulls
     g = group[present]
     if a.distinct:
@@ -115,8 +119,15 @@ def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> V
                 return Val("float", sums, empty)
         with np.errstate(invalid="ignore", divide="ignore"):
             return Val("float", sums / np.maximum(counts, 1), empty)
+    if fn in _LOGICAL:     # bool_and / every: all true; bool_or: any true
+        if v.kind != "bool":
+            raise SqlError("42883", f"function {fn}({v.kind}) does not exist")
+        all_of = fn != "bool_or"
+        out = np.full(n_groups, all_of, bool)
+        (np.logical_and if all_of else np.logical_or).at(out, g, v.data)
+        return Val("bool", out, empty)
     if fn in ("min", "max"):
-        if v.kind in ("vector", "json", "sparsevec"):
+        if v.kind in ("vector", "json", "sparsevec", "bool"):     # (bool: bool_and / bool_or)
             raise SqlError("42883", f"function {fn}({v.kind}) does not exist")
         c, _ = codes(v)
         best = np.full(n_groups, -1 if fn == "max" else np.iinfo(np.int64).max, np.int64)

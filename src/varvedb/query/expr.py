@@ -429,6 +429,20 @@ def coerce(v: Val, kind: str) -> Val:
     return v
 
 
+def coerced(vals: list[Val], kind: str) -> list[Val]:
+    """Columns that meet in one (CASE's, COALESCE's, UNION's, VALUES'), each as
+    `kind` (NULL ones as they are): an untyped literal read as the typed columns'
+    vector type too (coalesce(halfvec_col, '[1,2]') stays halfvec, bit stays bit)."""
+    out = [v if v.kind in (kind, "null") else coerce(v, kind) for v in vals]
+    if kind == "vector":
+        vtype = next((_VECTOR_TYPES.get(v.data.dtype.type) for v in vals
+                      if v.kind == "vector"), None)
+        if vtype is not None:
+            out = [Val(kind, as_vector_type(o.data, vtype), o.nulls) if v.kind == "unknown"
+                   else o for v, o in zip(vals, out)]
+    return out
+
+
 def _with_holes(kind: str, parsed: list, keep: np.ndarray) -> list:
     """`parsed` (the rows `keep` marks) as a list of every row, a NULL row holding a
     filler of its kind (a vector's zeros, of the others' one dimension)."""
@@ -1119,6 +1133,7 @@ def _cast(e: Cast, rel: Rel, env: Env) -> Val:
 # A vector value's type is its data's dtype: float32 a vector, float16 a halfvec,
 # bool a bit string (what pgwire sends each as, and how each prints)
 _VECTOR_DTYPES = {"vector": np.float32, "halfvec": np.float16, "bit": np.bool_}
+_VECTOR_TYPES = {t: name for name, t in _VECTOR_DTYPES.items()}
 _HALF_MAX = float(np.finfo(np.float16).max)
 
 
@@ -1475,7 +1490,7 @@ def _case(e: Case, rel: Rel, env: Env) -> Val:
                                                      "text" if not kinds else None)
     if kind is None:
         raise SqlError("42804", "CASE types do not match")
-    parts = [(idx, v if v.kind in ("null", kind) else coerce(v, kind)) for idx, v in parts]
+    parts = list(zip([idx for idx, _ in parts], coerced([v for _, v in parts], kind)))
     # each row is in one part: the parts' rows one after another, put back in row order
     where = np.empty(n, np.int64)
     where[np.concatenate([idx for idx, _ in parts])] = np.arange(n)
@@ -1595,7 +1610,7 @@ def _coalesce(*args: Val) -> Val:
         raise SqlError("42804", f"COALESCE types {' and '.join(sorted(kinds))} cannot be "
                                 "matched")
     kind = "float" if kinds == {"int", "float"} else (kinds.pop() if len(kinds) == 1 else "text")
-    vals = [coerce(a, kind) if a.kind in ("unknown", "int") else a for a in args]
+    vals = coerced(list(args), kind)
     n = len(args[0])
     # each row from its first argument that is not NULL there (the last where all are)
     first = np.full(n, len(vals) - 1, np.int64)

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import SqlError
 from .aggregate import codes
-from .expr import Val, coerce, joined
+from .expr import Val, coerced, joined
 
 # a join that would pair more rows than this is refused (54000), not allocated
 MAX_PAIRS = 50_000_000
@@ -42,7 +42,7 @@ def unified(vals: list[Val], what: str) -> list[Val]:
         else "null"
     if kind == "null":
         return vals
-    return [v if v.kind in (kind, "null") else coerce(v, kind) for v in vals]
+    return coerced(vals, kind)
 
 
 def concat(vals: list[Val], what: str) -> Val:
