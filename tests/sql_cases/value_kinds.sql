@@ -1,8 +1,8 @@
 -- Values of every kind through SQL's relational operations: VALUES, UNION, CASE,
--- COALESCE, NULLIF, ORDER BY, DISTINCT, GROUP BY, window partitions, joins and IN
--- (SELECT ...), and pgvector's btree order (< <= > >=): element by element, then the
--- dimensions; a sparsevec as its dense form. Typed NULL vectors (NULL::vector(3)); the
--- aggregates of booleans.
+-- COALESCE, NULLIF, GREATEST, LEAST, ORDER BY, DISTINCT, GROUP BY, window partitions,
+-- joins and IN (SELECT ...), and pgvector's btree order (< <= > >=): element by element,
+-- then the dimensions; a sparsevec as its dense form. Typed NULL vectors
+-- (NULL::vector(3)); the aggregates of booleans.
 CREATE TABLE sv (id bigint PRIMARY KEY, s sparsevec);
 INSERT INTO sv VALUES (1, '{1:1}/3'), (2, NULL), (3, '{1:1}/3'), (4, '{2:-1}/3'),
     (5, '{}/3'), (6, '{3:2}/3'), (7, '{}/2'), (8, '{1:1}/2'), (9, '{3:-1}/4'),
@@ -128,3 +128,19 @@ SELECT bool_and(f) FROM hv WHERE false;
 -- => [(None,)]
 SELECT bool_or(id) FROM hv;
 -- !! 42883
+-- GREATEST / LEAST in each kind's order, NULLs skipped (NULL where all are)
+SELECT greatest(1, 2), least(1, 2.5), greatest(NULL, 3), least(NULL::int, NULL),
+    greatest('b', 'a', 'c');
+-- => [(2, 1, 3, None, 'c')]
+SELECT greatest(1, true);
+-- !! 42804
+SELECT id, greatest(s, '{3:1}/3'), least(s, '{3:1}/3', '{1:-1}/3') FROM sw ORDER BY id;
+-- => [(1, '{2:2}/3', '{1:-1}/3'), (2, '{1:1}/3', '{1:-1}/3'), (3, '{3:1}/3', '{1:-1}/3')]
+SELECT id, greatest(e, '[0,9]'), least(e, '[0,9]', '[-2,0]') FROM dv ORDER BY id;
+-- => [(1, [1.0, 2.0], [-2.0, 0.0]), (2, [0.0, 9.0], [-2.0, 0.0]),
+--     (3, [0.0, 9.0], [-2.0, 0.0]), (4, [0.0, 9.0], [-2.0, 0.0]),
+--     (5, [0.0, 9.0], [-2.0, 0.0]), (6, [0.0, 9.0], [-2.0, 0.0])]
+SELECT id, greatest(h, '[1,2,2]') FROM hv ORDER BY id;
+-- => [(1, [1.0, 2.0, 3.0]), (2, [1.0, 2.0, 2.0]), (3, [1.0, 2.0, 2.0])]
+SELECT max(greatest(id, 3)), min(least(id, 2)) FROM dv;
+-- => [(6, 1)]

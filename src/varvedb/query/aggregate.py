@@ -1,50 +1,22 @@
 """Grouping, aggregates and sort ranks over expression values (expr.Val).
 
-Every step is a numpy pass: keys are factorized (np.unique's inverse), a
-composite key is the combined codes, and each aggregate is one ufunc.at /
-bincount over the group codes. Text and json values are factorized through
-np.unique on object arrays (Python comparisons, but no loop of our own).
+Every step is a numpy pass: keys are factorized (expr.codes: np.unique's
+inverse, vectors' and sparsevecs' btree ranks), a composite key is the
+combined codes, and each aggregate is one ufunc.at / bincount over the group
+codes. Text and json values are factorized through np.unique on object arrays
+(Python comparisons, but no loop of our own).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import SqlError
-from .expr import Agg, Env, Rel, Val, coerce, evaluate, ranks, truth
+from .expr import Agg, Env, Rel, Val, codes, coerce, evaluate, truth
 
 _INT64_MAX = np.iinfo(np.int64).max
 
 
 _LOGICAL = ("bool_and", "bool_or", "every")
-
-
-def codes(v: Val) -> tuple[np.ndarray, int]:
-    """Dense codes of a column's values in ascending order (NULL: the code after the
-    last), and how many distinct codes there are."""
-    n = len(v)
-    nulls = v.nulls
-    if v.kind == "null" or n == 0 or nulls.all():
-        return np.zeros(n, np.int64), 1
-    present = ~nulls
-    out = np.empty(n, np.int64)
-    vals = v.data[present]
-    if v.kind in ("vector", "sparsevec"):       # pgvector's btree order
-        inv = ranks(v.kind, vals)
-        width = int(inv.max()) + 1
-    elif vals.dtype == object:
-        try:
-            uniq, inv = np.unique(vals, return_inverse=True)
-        except TypeError:      # json values of mixed types: order by their text
-            import json
-            keys = np.array([json.dumps(x, sort_keys=True) for x in vals], dtype=object)
-            uniq, inv = np.unique(keys, return_inverse=True)
-        width = len(uniq)
-    else:
-        uniq, inv = np.unique(vals, return_inverse=True)
-        width = len(uniq)
-    out[present] = inv.ravel()
-    out[nulls] = width
-    return out, width + 1
 
 
 def sort_ranks(v: Val) -> np.ndarray:

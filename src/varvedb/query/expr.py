@@ -1543,6 +1543,34 @@ def ranks(kind: str, data) -> np.ndarray:
     return vector_funcs.ranks(data) if kind == "vector" else sparse_funcs.ranks(data)
 
 
+def codes(v: Val) -> tuple[np.ndarray, int]:
+    """Dense codes of a column's values in ascending order (NULL: the code after the
+    last), and how many distinct codes there are."""
+    n = len(v)
+    nulls = v.nulls
+    if v.kind == "null" or n == 0 or nulls.all():
+        return np.zeros(n, np.int64), 1
+    present = ~nulls
+    out = np.empty(n, np.int64)
+    vals = v.data[present]
+    if v.kind in ("vector", "sparsevec"):       # pgvector's btree order
+        inv = ranks(v.kind, vals)
+        width = int(inv.max()) + 1
+    elif vals.dtype == object:
+        try:
+            uniq, inv = np.unique(vals, return_inverse=True)
+        except TypeError:      # json values of mixed types: order by their text
+            keys = np.array([json.dumps(x, sort_keys=True) for x in vals], dtype=object)
+            uniq, inv = np.unique(keys, return_inverse=True)
+        width = len(uniq)
+    else:
+        uniq, inv = np.unique(vals, return_inverse=True)
+        width = len(uniq)
+    out[present] = inv.ravel()
+    out[nulls] = width
+    return out, width + 1
+
+
 def _agg(e: Agg, rel: Rel, env: Env) -> Val:
     raise SqlError("42803", f"aggregate function {e.fn} is not allowed here")
 
@@ -1604,19 +1632,43 @@ def _sparse_fn(name: str, a: Val, b: Val | None) -> Val:
     raise SqlError("42883", f"function {name}({kinds}) does not exist")
 
 
-def _coalesce(*args: Val) -> Val:
+def _common(args: tuple, what: str) -> tuple[str, list[Val]]:
+    """The one kind of COALESCE's, GREATEST's or LEAST's arguments (int meeting float:
+    float; untyped only: text; 42804 where two kinds meet) and the arguments as it."""
     kinds = {a.kind for a in args} - {"null", "unknown"}
     if len(kinds - {"int", "float"} if kinds <= {"int", "float"} else kinds) > 1:
-        raise SqlError("42804", f"COALESCE types {' and '.join(sorted(kinds))} cannot be "
+        raise SqlError("42804", f"{what} types {' and '.join(sorted(kinds))} cannot be "
                                 "matched")
     kind = "float" if kinds == {"int", "float"} else (kinds.pop() if len(kinds) == 1 else "text")
-    vals = coerced(list(args), kind)
+    return kind, coerced(list(args), kind)
+
+
+def _coalesce(*args: Val) -> Val:
+    kind, vals = _common(args, "COALESCE")
     n = len(args[0])
     # each row from its first argument that is not NULL there (the last where all are)
     first = np.full(n, len(vals) - 1, np.int64)
     for i in reversed(range(len(vals) - 1)):
         first[~vals[i].nulls] = i
     return joined(kind, vals, "COALESCE").take(first * n + np.arange(n))
+
+
+def _extreme(name: str):
+    """GREATEST / LEAST: per row the largest / least of the arguments in their kind's
+    order (vectors' and sparsevecs' btree order too), NULLs skipped (NULL where all
+    are): the arguments' codes, one after another, and an argmax / argmin a row."""
+    def call(*args: Val) -> Val:
+        kind, vals = _common(args, name.upper())
+        n = len(args[0])
+        both = joined(kind, vals, name.upper())
+        c, width = codes(both)          # (NULL: width - 1, past every value)
+        c = c.reshape(len(vals), n)
+        if name == "greatest":
+            pick = np.argmax(np.where(c == width - 1, -1, c), axis=0)
+        else:
+            pick = np.argmin(c, axis=0)
+        return both.take(pick * n + np.arange(n))
+    return call
 
 
 def _text_fn(fn):
@@ -1928,6 +1980,8 @@ FUNCTIONS = {
     "l2_norm": _vector_fn("l2_norm", vector_funcs.vector_norm, "float"),
     "l2_normalize": _vector_fn("l2_normalize", vector_funcs.l2_normalize, "vector"),
     "coalesce": _coalesce,
+    "greatest": _extreme("greatest"),
+    "least": _extreme("least"),
     "lower": _text_fn(lambda v: Val("text", np.array([x.lower() if x is not None else None
                                                      for x in v.data], dtype=object), v.nulls)),
     "upper": _text_fn(lambda v: Val("text", np.array([x.upper() if x is not None else None

@@ -17,8 +17,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import SqlError
-from .aggregate import codes
-from .expr import Val, coerced, joined
+from .expr import Val, codes, coerced, joined
 
 # a join that would pair more rows than this is refused (54000), not allocated
 MAX_PAIRS = 50_000_000
