@@ -1543,6 +1543,26 @@ def ranks(kind: str, data) -> np.ndarray:
     return vector_funcs.ranks(data) if kind == "vector" else sparse_funcs.ranks(data)
 
 
+def _jsonb_key(x, top: bool = False) -> tuple:
+    """A json value's key in PostgreSQL's jsonb order: object > array > boolean >
+    number > string > null (a top-level empty array below null); objects by their
+    number of pairs, then pair by pair (key, then value) in jsonb's order of keys
+    (shorter first); arrays by their length, then element by element; strings by
+    their bytes (the C collation)."""
+    if x is None:
+        return (1,)
+    if isinstance(x, str):
+        return (2, x.encode())
+    if isinstance(x, bool):
+        return (4, x)
+    if isinstance(x, (int, float)):
+        return (3, x)
+    if isinstance(x, list):
+        return (0,) if top and not x else (5, len(x), tuple(_jsonb_key(e) for e in x))
+    keyed = sorted(((k.encode(), e) for k, e in x.items()), key=lambda p: (len(p[0]), p[0]))
+    return (6, len(keyed), tuple((k, _jsonb_key(e)) for k, e in keyed))
+
+
 def codes(v: Val) -> tuple[np.ndarray, int]:
     """Dense codes of a column's values in ascending order (NULL: the code after the
     last), and how many distinct codes there are."""
@@ -1556,12 +1576,10 @@ def codes(v: Val) -> tuple[np.ndarray, int]:
     if v.kind in ("vector", "sparsevec"):       # pgvector's btree order
         inv = ranks(v.kind, vals)
         width = int(inv.max()) + 1
-    elif vals.dtype == object:
-        try:
-            uniq, inv = np.unique(vals, return_inverse=True)
-        except TypeError:      # json values of mixed types: order by their text
-            keys = np.array([json.dumps(x, sort_keys=True) for x in vals], dtype=object)
-            uniq, inv = np.unique(keys, return_inverse=True)
+    elif v.kind == "json":          # jsonb's btree order: a key a value (Python's)
+        keys = np.empty(len(vals), dtype=object)
+        keys[:] = [_jsonb_key(x, True) for x in vals.tolist()]
+        uniq, inv = np.unique(keys, return_inverse=True)
         width = len(uniq)
     else:
         uniq, inv = np.unique(vals, return_inverse=True)
