@@ -173,3 +173,9 @@ SELECT d, count(*) FROM js GROUP BY d ORDER BY d;
 --     ({'c': 2, 'ab': 1}, 1), (None, 1)]
 SELECT id, greatest(d, '[1]'), least(d, '[1]') FROM js WHERE id < 6 ORDER BY id;
 -- => [(1, {'a': 1}, [1]), (2, [1, 2], [1]), (3, [1], 'x'), (4, [1], 2), (5, [1], True)]
+SELECT id, d < '[1]', d >= '2', d > '{}', d <= '"x"' FROM js WHERE id < 6 ORDER BY id;
+-- => [(1, False, True, True, False), (2, False, True, False, False),
+--     (3, True, False, False, True), (4, True, True, False, False),
+--     (5, True, True, False, False)]
+SELECT id FROM js WHERE d BETWEEN '1' AND '[5]' ORDER BY id;
+-- => [(4,), (5,), (8,), (9,), (12,), (19,), (20,), (29,), (30,)]

@@ -540,12 +540,17 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         kind = "bool" if op in _CMP else (a.kind if b.kind == "null" else b.kind)
         return Val("null" if kind == "null" else kind, _zeros(kind, len(nulls)), nulls)
     if op in _CMP:
-        if a.kind != b.kind or a.kind == "json" and op not in ("=", "<>"):
+        if a.kind != b.kind:
             raise SqlError("42883", f"operator does not exist: {a.kind} {op} {b.kind}")
-        if a.kind in ("vector", "sparsevec") and op not in ("=", "<>"):
-            # pgvector's btree order: element by element, then the dimensions
-            funcs = vector_funcs if a.kind == "vector" else sparse_funcs
-            return Val("bool", _CMP[op](funcs.compare(a.data, b.data), 0) & ~nulls, nulls)
+        if a.kind in ("vector", "sparsevec", "json") and op not in ("=", "<>"):
+            # pgvector's btree order (element by element, then the dimensions), jsonb's:
+            # vectors row by row, the others by their codes among both sides' rows
+            if a.kind == "vector":
+                sign = vector_funcs.compare(a.data, b.data)
+            else:
+                c = codes(joined(a.kind, [a, b], op))[0]
+                sign = np.sign(c[:len(a)] - c[len(a):])
+            return Val("bool", _CMP[op](sign, 0) & ~nulls, nulls)
         if a.kind == "sparsevec":
             eq = sparse_funcs.equal(a.data, b.data)
             return Val("bool", eq if op == "=" else ~eq, nulls)

@@ -51,13 +51,6 @@ def ranks(a: SparseBlock) -> np.ndarray:
     return out
 
 
-def compare(a: SparseBlock, b: SparseBlock) -> np.ndarray:
-    """-1, 0 or 1 per row: a's row against b's in the btree order (their ranks
-    among both blocks' rows)."""
-    r = ranks(SparseBlock.concat([a, b]))
-    return np.sign(r[:len(a)] - r[len(a):]).astype(np.int8)
-
-
 def norms(a: SparseBlock) -> np.ndarray:
     out = np.empty(len(a), np.float64)
     K.norms(a.parts(), out)
