@@ -1495,27 +1495,26 @@ def _case(e: Case, rel: Rel, env: Env) -> Val:
                                                      "text" if not kinds else None)
     if kind is None:
         raise SqlError("42804", "CASE types do not match")
-    parts = list(zip([idx for idx, _ in parts], coerced([v for _, v in parts], kind)))
-    # each row is in one part: the parts' rows one after another, put back in row order
-    where = np.empty(n, np.int64)
-    where[np.concatenate([idx for idx, _ in parts])] = np.arange(n)
-    return joined(kind, [v for _, v in parts], "CASE").take(where)
+    # each row is in one part: the parts' values put at their rows
+    return joined(kind, coerced([v for _, v in parts], kind), "CASE",
+                  at=[idx for idx, _ in parts])
 
 
-def joined(kind: str, vals: list[Val], what: str) -> Val:
+def joined(kind: str, vals: list[Val], what: str, at: list | None = None) -> Val:
     """The rows of `vals` (each of `kind`, or NULL) one after another, one column:
-    what CASE, COALESCE, UNION, VALUES and a join's keys put together. A NULL
-    part stands as its kind's filler; ints past int64 make the column Python ints;
-    vectors share one width, that of the parts with a value (an all-NULL part has
-    none: `NULL::vector`), else `what` is refused (0A000: PostgreSQL's column may
-    mix them); sparsevecs join their blocks (sparse.SparseBlock.concat)."""
-    nulls = np.concatenate([v.nulls for v in vals]) if vals else np.zeros(0, bool)
+    what CASE, COALESCE, UNION, VALUES and a join's keys put together; with `at`,
+    vals[i]'s rows go to the rows at[i] names instead (each row named once). A
+    NULL part stands as its kind's filler; ints past int64 make the column Python
+    ints; vectors share one width, that of the parts with a value (an all-NULL
+    part has none: `NULL::vector`), else `what` is refused (0A000: PostgreSQL's
+    column may mix them); sparsevecs join their blocks (SparseBlock.concat)."""
+    nulls = _stacked("bool", [v.nulls for v in vals], at) if vals else np.zeros(0, bool)
     typed = [v for v in vals if v.kind != "null"]
     if not typed:
         return Val(kind, _zeros(kind, len(nulls)), nulls)
     if kind == "sparsevec":
         return Val(kind, _stacked(kind, [v.data if v.kind != "null" else _zeros(kind, len(v))
-                                         for v in vals]), nulls)
+                                         for v in vals], at), nulls)
     valued = [v for v in typed if not v.nulls.all()] or typed[:1]
     if kind == "vector":
         if len({v.data.shape[1:] for v in valued}) > 1:
@@ -1530,16 +1529,27 @@ def joined(kind: str, vals: list[Val], what: str) -> Val:
             return _zeros(kind, m)
     datas = [v.data if v.kind != "null" and (kind != "vector" or not v.nulls.all())
              else filler(len(v)) for v in vals]
-    return Val(kind, _stacked(kind, datas), nulls)
+    return Val(kind, _stacked(kind, datas, at), nulls)
 
 
-def _stacked(kind: str, datas: list):
-    """Columns' data of one kind one after another (Python ints where any has them)."""
+def _stacked(kind: str, datas: list, at: list | None = None):
+    """Columns' data of one kind one after another, or each at its rows of `at`
+    (Python ints where any has them)."""
     if kind == "sparsevec":
-        return SparseBlock.concat(datas)
+        block = SparseBlock.concat(datas)
+        if at is None:
+            return block
+        where = np.empty(len(block), np.int64)
+        where[np.concatenate(at)] = np.arange(len(block))
+        return block[where]
     if any(d.dtype == object for d in datas):
         datas = [d.astype(object) for d in datas]
-    return np.concatenate(datas)
+    if at is None:
+        return np.concatenate(datas)
+    out = np.empty((sum(map(len, datas)),) + datas[0].shape[1:], np.result_type(*datas))
+    for d, rows in zip(datas, at):
+        out[rows] = d
+    return out
 
 
 def ranks(kind: str, data) -> np.ndarray:
@@ -1673,7 +1683,8 @@ def _coalesce(*args: Val) -> Val:
     first = np.full(n, len(vals) - 1, np.int64)
     for i in reversed(range(len(vals) - 1)):
         first[~vals[i].nulls] = i
-    return joined(kind, vals, "COALESCE").take(first * n + np.arange(n))
+    rows = [np.flatnonzero(first == i) for i in range(len(vals))]
+    return joined(kind, [v.take(r) for v, r in zip(vals, rows)], "COALESCE", at=rows)
 
 
 def _extreme(name: str):
