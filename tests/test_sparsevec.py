@@ -77,6 +77,34 @@ def test_the_kernels_agree_with_dense_numpy(rows, query):
     assert np.allclose(normal, d / np.where(norms > 0, norms, 1)[:, None], atol=1e-6)
 
 
+_MIXED = st.lists(st.lists(st.sampled_from([0.0, 0.0, 0.0, 1.0, -1.0, 2.0]), min_size=1,
+                           max_size=5), min_size=1, max_size=12)
+
+
+@settings(deadline=None, max_examples=80)
+@given(_MIXED, _MIXED)
+def test_the_btree_order_is_the_dense_forms_then_the_dimensions(rows, others):
+    """pgvector's sparsevec_cmp is the dense forms compared element by element over
+    the lesser dimension, then the dimensions: Python's order of tuples. The ranks
+    (of one block, and of two concatenated: what < compares by) and concat (of a
+    stored block, a take of a few rows and a broadcast one) agree with it."""
+    values = [vv.SparseVector(np.array(r, np.float32)) for r in rows]
+    block = sparse.SparseBlock.of_values(values)
+    key = [tuple(r) for r in rows]
+    distinct = sorted(set(key))
+    assert sparse_funcs.ranks(block).tolist() == [distinct.index(k) for k in key]
+    other = [vv.SparseVector(np.array(r, np.float32)) for r in others]
+    few = sparse.SparseBlock.of_values(other)[np.arange(min(2, len(other)))]
+    wide = sparse.SparseBlock.broadcast(values[0], 3)
+    both = sparse.SparseBlock.concat([block, few, wide])
+    assert both.values(np.zeros(len(both), bool)) == values + other[:2] + [values[0]] * 3
+    n = min(len(rows), len(others))
+    r = sparse_funcs.ranks(sparse.SparseBlock.concat([block[np.arange(n)],
+                                                      sparse.SparseBlock.of_values(other[:n])]))
+    assert np.sign(r[:n] - r[n:]).tolist() == [(a > b) - (a < b) for a, b in
+                                               zip(key[:n], [tuple(r) for r in others[:n]])]
+
+
 def _version(db) -> int:
     return db.sql("SELECT count(*) FROM items").rows[0][0], db.version
 

@@ -255,6 +255,40 @@ class SparseBlock:
         return SparseBlock(np.full(n, v.dim, np.int32), zero, zero,
                            np.full(n, len(v.indices), np.int32), v.indices, v.values)
 
+    @staticmethod
+    def concat(blocks: list) -> "SparseBlock":
+        """The rows of `blocks` one after another. A block whose arrays hold more than
+        its rows' elements (a few rows taken from a stored column) gives only those;
+        another (one value broadcast to many rows) keeps its arrays as they are."""
+        parts = []
+        for b in blocks:
+            count = b.count.astype(np.int64)
+            if 2 * int(count.sum()) < len(b.idx) + len(b.vals):
+                b = b.compact()
+            parts.append(b)
+        ioff = np.cumsum([0] + [len(b.idx) for b in parts])
+        voff = np.cumsum([0] + [len(b.vals) for b in parts])
+
+        def joined(arrays: list, dtype) -> np.ndarray:
+            return np.concatenate(arrays).astype(dtype, copy=False) if arrays \
+                else np.zeros(0, dtype)
+        return SparseBlock(joined([b.dims for b in parts], np.int32),
+                           joined([b.istart + o for b, o in zip(parts, ioff)], np.int64),
+                           joined([b.vstart + o for b, o in zip(parts, voff)], np.int64),
+                           joined([b.count for b in parts], np.int32),
+                           joined([b.idx for b in parts], np.int32),
+                           joined([b.vals for b in parts], np.float32))
+
+    def compact(self) -> "SparseBlock":
+        """The same rows over arrays holding only their own elements, in row order."""
+        count = self.count.astype(np.int64)
+        starts = np.cumsum(count) - count
+        within = np.arange(int(count.sum())) - np.repeat(starts, count)
+        row = np.repeat(np.arange(len(self)), count)
+        return SparseBlock(self.dims, starts, starts, self.count,
+                           self.idx[self.istart[row] + within],
+                           self.vals[self.vstart[row] + within])
+
     def row(self, r: int) -> SparseVector:
         c, i, j = int(self.count[r]), int(self.istart[r]), int(self.vstart[r])
         return SparseVector._of(int(self.dims[r]), self.idx[i:i + c].copy(),
@@ -294,8 +328,9 @@ def stored_ok(blobs: list, dim: int) -> bool:
         return False
     count = block.count.astype(np.int64)
     row = np.repeat(np.arange(len(blobs)), count)
-    within = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
-    idx = block.idx[block.istart[row] + within]
-    vals = block.vals[block.vstart[row] + within]
-    rising = (within == 0) | (idx > np.roll(idx, 1))
+    flat = block.compact()
+    idx, vals = flat.idx, flat.vals
+    first = np.zeros(len(idx), bool)        # each row's first element
+    first[flat.istart[count > 0]] = True
+    rising = first | (idx > np.roll(idx, 1))
     return bool(((idx >= 0) & (idx < block.dims[row]) & rising & np.isfinite(vals)).all())

@@ -200,13 +200,15 @@ def larger_than_memory_share(folder: str) -> None:
 
 def sparse_share(folder: str) -> None:
     """A sparsevec column (kernels/sparse.py): each distance, equality, norms,
-    l2_normalize, and the casts to and from dense vectors, through SQL."""
+    l2_normalize, the casts to and from dense vectors, and the btree order's
+    ranks (ORDER BY, DISTINCT, <), through SQL."""
     with vv.connect(os.path.join(folder, "sparse.varve")) as db:
         db.sql("CREATE TABLE items (id bigserial PRIMARY KEY, v sparsevec(8))")
         db.sql("INSERT INTO items (v) VALUES ('{1:1,3:2}/8'), ('{2:-1,8:4}/8'), (NULL)")
         db.sql("SELECT id, v <-> '{1:1}/8', l2_norm(v), l2_normalize(v), v::vector, "
                "'[0,1,0,0,0,0,0,2]'::vector::sparsevec FROM items "
                "WHERE v = '{1:1,3:2}/8' OR v <> v ORDER BY v <=> '{3:1}/8' LIMIT 2")
+        db.sql("SELECT DISTINCT v, v < '{2:1}/8' FROM items ORDER BY v")
 
 
 # In the order the workers take them, so that two shares running at once do not

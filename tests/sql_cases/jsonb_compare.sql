@@ -35,3 +35,10 @@ SELECT id FROM t ORDER BY meta->'a', id;
 -- => [(2,), (1,), (3,), (5,), (4,), (6,), (7,)]
 SELECT count(DISTINCT meta->'a') FROM t;
 SELECT meta->'a', count(*) FROM t GROUP BY meta->'a' ORDER BY 1;
+-- objects compare pair by pair (a key, then its value), and a whole empty array sorts
+-- below every scalar (jsonb's historical rule)
+SELECT '{"a":2,"b":1}'::jsonb > '{"a":1,"c":1}'::jsonb, '{"b":1}'::jsonb < '{"aa":0}'::jsonb;
+-- => [(True, False)]
+SELECT '[]'::jsonb < '1'::jsonb, '[]'::jsonb < 'null'::jsonb, '[]'::jsonb < '"s"'::jsonb,
+    '[]'::jsonb < '[0]'::jsonb;
+-- => [(True, True, True, True)]

@@ -65,6 +65,9 @@ SELECT '[1,2,3]'::vector UNION SELECT '[1,2]'::vector;
 -- !! 0A000
 SELECT column1::vector FROM (VALUES ('[1,2]'), ('[1,2,3]')) t;
 -- !! 0A000
+SELECT CASE WHEN column1 THEN '[1,2]'::vector ELSE '[1,2,3]'::vector END
+    FROM (VALUES (true), (false)) t;
+-- !! 0A000
 -- rows a statement builds that no table holds are bounded (MAX_BUILT_ROWS, 10 million):
 -- a series or a join's pairs past it is 54000 before anything is allocated
 SELECT count(*) FROM generate_series(1, 10000001) g;

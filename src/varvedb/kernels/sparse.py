@@ -5,7 +5,8 @@ row r has dims[r] dimensions and count[r] non-zero elements, its ascending
 indices at idx[istart[r]:] and values at vals[vstart[r]:]. Two rows are
 measured by one merge of their sorted index lists: an index in one list only
 meets a zero in the other. Sums are float64 (pgvector's are float32: results
-agree to float32 rounding).
+agree to float32 rounding). `ranks` orders one block's rows as pgvector's
+btree does (ORDER BY, DISTINCT, GROUP BY, UNION, joins and < of sparsevecs).
 """
 import math
 
@@ -14,6 +15,7 @@ import numpy as np
 from .jit import njit
 
 _JIT = dict(cache=True, nogil=True)
+_INLINE = dict(_JIT, inline="always")
 
 L2, DOT, COSINE, L1 = 0, 1, 2, 3         # `metric` of pair_distances
 
@@ -94,3 +96,60 @@ def to_dense(a, out):
     for r in range(out.shape[0]):
         for k in range(acn[r]):
             out[r, aidx[ais[r] + k]] = aval[avs[r] + k]
+
+
+@njit(**_INLINE)
+def _cmp(dims, ist, vst, cnt, idx, val, r, s):
+    """pgvector's sparsevec_cmp of rows r and s: their dense forms compared element
+    by element up to the lesser dimension, then the dimensions (-1, 0 or 1). At the
+    first place their elements differ, a value facing the other's zero decides by its
+    sign, as does one row's next value past the other's last."""
+    ca, cb = cnt[r], cnt[s]
+    pa, qa, pb, qb = ist[r], vst[r], ist[s], vst[s]
+    for i in range(min(ca, cb)):
+        ia, ib = idx[pa + i], idx[pb + i]
+        xa, xb = val[qa + i], val[qb + i]
+        if ia < ib:
+            return -1 if xa < 0 else 1
+        if ia > ib:
+            return 1 if xb < 0 else -1
+        if xa != xb:
+            return -1 if xa < xb else 1
+    if ca < cb and idx[pb + ca] < dims[r]:
+        return 1 if val[qb + ca] < 0 else -1
+    if ca > cb and idx[pa + cb] < dims[s]:
+        return -1 if val[qa + cb] < 0 else 1
+    if dims[r] != dims[s]:
+        return -1 if dims[r] < dims[s] else 1
+    return 0
+
+
+@njit(readonly=("a",), **_JIT)
+def ranks(a, out):
+    """out[r] = the dense rank of a's row r in pgvector's order of sparsevecs (0: the
+    least; equal rows, equal ranks): a bottom-up merge sort of the rows by _cmp, then
+    one walk over the sorted rows."""
+    dims, ist, vst, cnt, idx, val = a
+    m = len(out)
+    order = np.arange(m)
+    tmp = np.empty(m, np.int64)
+    width = 1
+    while width < m:
+        for lo in range(0, m, 2 * width):
+            mid, hi = min(lo + width, m), min(lo + 2 * width, m)
+            i, j = lo, mid
+            for k in range(lo, hi):
+                if j >= hi or (i < mid and _cmp(dims, ist, vst, cnt, idx, val,
+                                                order[j], order[i]) >= 0):
+                    tmp[k] = order[i]
+                    i += 1
+                else:
+                    tmp[k] = order[j]
+                    j += 1
+        order, tmp = tmp, order
+        width *= 2
+    rank = 0
+    for k in range(m):
+        if k and _cmp(dims, ist, vst, cnt, idx, val, order[k - 1], order[k]) != 0:
+            rank += 1
+        out[order[k]] = rank

@@ -1,68 +1,22 @@
 """Grouping, aggregates and sort ranks over expression values (expr.Val).
 
-Every step is a numpy pass: keys are factorized (np.unique's inverse), a
-composite key is the combined codes, and each aggregate is one ufunc.at /
-bincount over the group codes. Text and json values are factorized through
-np.unique on object arrays (Python comparisons, but no loop of our own).
+Every step is a numpy pass: keys are factorized (expr.codes: np.unique's
+inverse, vectors' and sparsevecs' btree ranks), a composite key is the
+combined codes, and each aggregate is one ufunc.at / bincount over the group
+codes. Text and json values are factorized through np.unique on object arrays
+(Python comparisons, but no loop of our own).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import SqlError
-from . import jsonb
-from .expr import Agg, Env, Rel, Val, coerce, evaluate, truth
+from .expr import Agg, Env, Rel, Val, codes, coerce, evaluate, truth
 
 _INT64_MAX = np.iinfo(np.int64).max
 
 
-def codes(v: Val) -> tuple[np.ndarray, int]:
-    """Dense codes of a column's values in ascending order (NULL: the code after the
-    last), and how many distinct codes there are."""
-    n = len(v)
-    nulls = v.nulls
-    if v.kind == "null" or n == 0 or nulls.all():
-        return np.zeros(n, np.int64), 1
-    present = ~nulls
-    out = np.empty(n, np.int64)
-    vals = v.data[present]
-    if v.kind == "vector":      # element by element, as pgvector's vector_cmp; -0 = 0
-        inv, distinct = _row_codes(vals + vals.dtype.type(0) if vals.dtype.kind == "f"
-                                   else vals)
-    elif v.kind == "json":      # jsonb's order and equality (query/jsonb.py)
-        inv, distinct = _key_codes([jsonb.key(x) for x in vals.tolist()])
-    else:
-        uniq, inv = np.unique(vals, return_inverse=True)
-        distinct = len(uniq)
-    out[present] = inv
-    out[nulls] = distinct
-    return out, distinct + 1
-
-
-def _row_codes(rows: np.ndarray) -> tuple[np.ndarray, int]:
-    """Dense codes of a block's rows in lexicographic order, and how many differ."""
-    if not len(rows):
-        return np.zeros(0, np.int64), 0
-    order = np.lexsort(rows.T[::-1]) if rows.shape[1] else np.arange(len(rows))
-    s = rows[order]
-    new = np.ones(len(s), bool)
-    new[1:] = (s[1:] != s[:-1]).any(axis=1)
-    rank = np.cumsum(new) - 1
-    inv = np.empty(len(s), np.int64)
-    inv[order] = rank
-    return inv, int(rank[-1]) + 1
-
-
-def _key_codes(keys: list) -> tuple[np.ndarray, int]:
-    """Dense codes of sort keys (Python values) in ascending order, and how many differ."""
-    order = sorted(range(len(keys)), key=keys.__getitem__)
-    inv = np.empty(len(keys), np.int64)
-    rank = -1
-    for i, j in enumerate(order):
-        if i == 0 or keys[j] != keys[order[i - 1]]:
-            rank += 1
-        inv[j] = rank
-    return inv, rank + 1
+_LOGICAL = ("bool_and", "bool_or", "every")
 
 
 def sort_ranks(v: Val) -> np.ndarray:
@@ -104,7 +58,8 @@ def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> V
                            n_groups)
     v = evaluate(a.arg, rel, env)
     if v.kind == "unknown":
-        v = coerce(v, "text" if fn in ("count", "min", "max") else "float")
+        v = coerce(v, "text" if fn in ("count", "min", "max") else
+                   "bool" if fn in _LOGICAL else "float")
     present = ~v.nulls
     g = group[present]
     if a.distinct:
@@ -136,8 +91,15 @@ def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> V
                 return Val("float", sums, empty)
         with np.errstate(invalid="ignore", divide="ignore"):
             return Val("float", sums / np.maximum(counts, 1), empty)
+    if fn in _LOGICAL:     # bool_and / every: all true; bool_or: any true
+        if v.kind != "bool":
+            raise SqlError("42883", f"function {fn}({v.kind}) does not exist")
+        all_of = fn != "bool_or"
+        out = np.full(n_groups, all_of, bool)
+        (np.logical_and if all_of else np.logical_or).at(out, g, v.data)
+        return Val("bool", out, empty)
     if fn in ("min", "max"):
-        if v.kind == "vector" or v.kind == "json":
+        if v.kind in ("vector", "json", "sparsevec", "bool"):     # (bool: bool_and / bool_or)
             raise SqlError("42883", f"function {fn}({v.kind}) does not exist")
         c, _ = codes(v)
         best = np.full(n_groups, -1 if fn == "max" else np.iinfo(np.int64).max, np.int64)

@@ -429,6 +429,20 @@ def coerce(v: Val, kind: str) -> Val:
     return v
 
 
+def coerced(vals: list[Val], kind: str) -> list[Val]:
+    """Columns that meet in one (CASE's, COALESCE's, UNION's, VALUES'), each as
+    `kind` (NULL ones as they are): an untyped literal read as the typed columns'
+    vector type too (coalesce(halfvec_col, '[1,2]') stays halfvec, bit stays bit)."""
+    out = [v if v.kind in (kind, "null") else coerce(v, kind) for v in vals]
+    if kind == "vector":
+        vtype = next((_VECTOR_TYPES.get(v.data.dtype.type) for v in vals
+                      if v.kind == "vector"), None)
+        if vtype is not None:
+            out = [Val(kind, as_vector_type(o.data, vtype), o.nulls) if v.kind == "unknown"
+                   else o for v, o in zip(vals, out)]
+    return out
+
+
 def _with_holes(kind: str, parsed: list, keep: np.ndarray) -> list:
     """`parsed` (the rows `keep` marks) as a list of every row, a NULL row holding a
     filler of its kind (a vector's zeros, of the others' one dimension)."""
@@ -525,15 +539,24 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         kind = "bool" if op in _CMP else (a.kind if b.kind == "null" else b.kind)
         return Val("null" if kind == "null" else kind, _zeros(kind, len(nulls)), nulls)
     if op in _CMP:
-        if a.kind != b.kind or a.kind in ("vector", "sparsevec") and op not in ("=", "<>"):
+        if a.kind != b.kind:
             raise SqlError("42883", f"operator does not exist: {a.kind} {op} {b.kind}")
-        if a.kind == "json":            # jsonb's comparison: values, not Python's ==
+        if a.kind == "json":            # jsonb's comparison (query/jsonb.py): values, not ==
             out = np.zeros(len(nulls), bool)
             keep = np.flatnonzero(~nulls)
             fn, key = jsonb.OPS[op], jsonb.key
-            out[keep] = [fn(key(x), key(y)) for x, y in
+            out[keep] = [fn(key(x, True), key(y, True)) for x, y in
                          zip(a.data[keep].tolist(), b.data[keep].tolist())]
             return Val("bool", out, nulls)
+        if a.kind in ("vector", "sparsevec") and op not in ("=", "<>"):
+            # pgvector's btree order (element by element, then the dimensions):
+            # vectors row by row, sparsevecs by their codes among both sides' rows
+            if a.kind == "vector":
+                sign = vector_funcs.compare(a.data, b.data)
+            else:
+                c = codes(joined(a.kind, [a, b], op))[0]
+                sign = np.sign(c[:len(a)] - c[len(a):])
+            return Val("bool", _CMP[op](sign, 0) & ~nulls, nulls)
         if a.kind == "sparsevec":
             eq = sparse_funcs.equal(a.data, b.data)
             return Val("bool", eq if op == "=" else ~eq, nulls)
@@ -1108,6 +1131,8 @@ def _cast(e: Cast, rel: Rel, env: Env) -> Val:
     if v.kind == "vector" and e.vtype is not None:
         v = Val("vector", as_vector_type(v.data, e.vtype), v.nulls)
     if e.dim is not None and v.kind == "vector" and len(v) and v.data.shape[1] != e.dim:
+        if v.nulls.all():       # NULL::vector(3): no value to check, the column's width
+            return Val("vector", np.zeros((len(v), e.dim), v.data.dtype), v.nulls)
         if e.vtype == "bit":    # a cast to bit(n) pads with zeros or cuts, on the right
             out = np.zeros((len(v), e.dim), np.bool_)
             width = min(e.dim, v.data.shape[1])
@@ -1120,6 +1145,7 @@ def _cast(e: Cast, rel: Rel, env: Env) -> Val:
 # A vector value's type is its data's dtype: float32 a vector, float16 a halfvec,
 # bool a bit string (what pgwire sends each as, and how each prints)
 _VECTOR_DTYPES = {"vector": np.float32, "halfvec": np.float16, "bit": np.bool_}
+_VECTOR_TYPES = {t: name for name, t in _VECTOR_DTYPES.items()}
 _HALF_MAX = float(np.finfo(np.float16).max)
 
 
@@ -1328,12 +1354,11 @@ def _members(a: Val, sub: Val) -> np.ndarray:
     present = sub.data[~sub.nulls]
     if not len(present):
         return np.zeros(len(a), bool)
-    if a.kind == "vector":
-        def rows(x):    # each vector as one hashable key (dimension and values)
-            x = np.asarray(x, np.float64).reshape(len(x), -1)
-            return [(r.shape[0], r.tobytes()) for r in x]
-        pool = set(rows(present))
-        return np.fromiter((k in pool for k in rows(a.data)), bool, len(a))
+    if a.kind in ("vector", "sparsevec"):    # equal btree ranks among both sides' rows
+        if a.kind == "vector" and a.data.shape[1:] != present.shape[1:]:
+            return np.zeros(len(a), bool)       # (vectors of other dimensions are unequal)
+        r = ranks(a.kind, _stacked(a.kind, [a.data, present]))
+        return np.isin(r[:len(a)], r[len(a):])
     if a.kind == "json":
         pool = {json.dumps(x, sort_keys=True) for x in present.tolist()}
         return np.fromiter((json.dumps(x, sort_keys=True) in pool for x in a.data), bool,
@@ -1487,30 +1512,92 @@ def _case(e: Case, rel: Rel, env: Env) -> Val:
                                                      "text" if not kinds else None)
     if kind is None:
         raise SqlError("42804", "CASE types do not match")
-    parts = [(idx, v if v.kind in ("null", kind) else coerce(v, kind)) for idx, v in parts]
-    out = Val(kind, _blank(kind, [v.data for _, v in parts if v.kind != "null"], n),
-              np.ones(n, bool))
-    for idx, v in parts:
-        if v.kind != "null" and len(idx):
-            out.data[idx] = v.data
-            out.nulls[idx] = v.nulls
+    # each row is in one part: the parts' values put at their rows
+    return joined(kind, coerced([v for _, v in parts], kind), "CASE",
+                  at=[idx for idx, _ in parts])
+
+
+def joined(kind: str, vals: list[Val], what: str, at: list | None = None) -> Val:
+    """The rows of `vals` (each of `kind`, or NULL) one after another, one column:
+    what CASE, COALESCE, UNION, VALUES and a join's keys put together; with `at`,
+    vals[i]'s rows go to the rows at[i] names instead (each row named once). A
+    NULL part stands as its kind's filler; ints past int64 make the column Python
+    ints; vectors share one width, that of the parts with a value (an all-NULL
+    part has none: `NULL::vector`), else `what` is refused (0A000: PostgreSQL's
+    column may mix them); sparsevecs join their blocks (SparseBlock.concat)."""
+    nulls = _stacked("bool", [v.nulls for v in vals], at) if vals else np.zeros(0, bool)
+    typed = [v for v in vals if v.kind != "null"]
+    if not typed:
+        return Val(kind, _zeros(kind, len(nulls)), nulls)
+    if kind == "sparsevec":
+        return Val(kind, _stacked(kind, [v.data if v.kind != "null" else _zeros(kind, len(v))
+                                         for v in vals], at), nulls)
+    valued = [v for v in typed if not v.nulls.all()] or typed[:1]
+    if kind == "vector":
+        if len({v.data.shape[1:] for v in valued}) > 1:
+            raise sparse_funcs.mixed_widths(what + " ")
+        like = valued[0].data
+
+        def filler(m: int) -> np.ndarray:
+            return np.zeros((m,) + like.shape[1:], like.dtype)
+    else:
+        def filler(m: int) -> np.ndarray:
+            return _zeros(kind, m)
+    datas = [v.data if v.kind != "null" and (kind != "vector" or not v.nulls.all())
+             else filler(len(v)) for v in vals]
+    return Val(kind, _stacked(kind, datas, at), nulls)
+
+
+def _stacked(kind: str, datas: list, at: list | None = None):
+    """Columns' data of one kind one after another, or each at its rows of `at`
+    (Python ints where any has them)."""
+    if kind == "sparsevec":
+        block = SparseBlock.concat(datas)
+        if at is None:
+            return block
+        where = np.empty(len(block), np.int64)
+        where[np.concatenate(at)] = np.arange(len(block))
+        return block[where]
+    if any(d.dtype == object for d in datas):
+        datas = [d.astype(object) for d in datas]
+    if at is None:
+        return np.concatenate(datas)
+    out = np.empty((sum(map(len, datas)),) + datas[0].shape[1:], np.result_type(*datas))
+    for d, rows in zip(datas, at):
+        out[rows] = d
     return out
 
 
-def _blank(kind: str, datas: list, n: int) -> np.ndarray:
-    """n rows of `kind` to fill from `datas` (CASE's, coalesce's parts): NULL's filler
-    (None for text), the values' dtype (Python ints past int64), and one vector
-    dimension, that of the parts that have rows (22000 where they differ)."""
-    if kind == "vector" and datas:
-        shapes = {d.shape[1:] for d in datas if len(d)} or {datas[0].shape[1:]}
-        if len(shapes) > 1:
-            raise SqlError("22000", "different vector dimensions "
-                                    f"{' and '.join(str(s[0]) for s in sorted(shapes))}")
-        return np.zeros((n,) + shapes.pop(), datas[0].dtype)
-    out = _zeros(kind, n)
-    if out.dtype != object and any(d.dtype == object for d in datas):
-        out = out.astype(object)
-    return out
+def ranks(kind: str, data) -> np.ndarray:
+    """Dense ranks of a vector or sparsevec column's rows in pgvector's btree order
+    (element by element, then the dimensions; equal rows rank equal)."""
+    return vector_funcs.ranks(data) if kind == "vector" else sparse_funcs.ranks(data)
+
+
+def codes(v: Val) -> tuple[np.ndarray, int]:
+    """Dense codes of a column's values in ascending order (NULL: the code after the
+    last), and how many distinct codes there are."""
+    n = len(v)
+    nulls = v.nulls
+    if v.kind == "null" or n == 0 or nulls.all():
+        return np.zeros(n, np.int64), 1
+    present = ~nulls
+    out = np.empty(n, np.int64)
+    vals = v.data[present]
+    if v.kind in ("vector", "sparsevec"):       # pgvector's btree order
+        inv = ranks(v.kind, vals)
+        width = int(inv.max()) + 1
+    elif v.kind == "json":          # jsonb's btree order (query/jsonb.py): a key a value
+        keys = np.empty(len(vals), dtype=object)
+        keys[:] = [jsonb.key(x, True) for x in vals.tolist()]
+        uniq, inv = np.unique(keys, return_inverse=True)
+        width = len(uniq)
+    else:
+        uniq, inv = np.unique(vals, return_inverse=True)
+        width = len(uniq)
+    out[present] = inv.ravel()
+    out[nulls] = width
+    return out, width + 1
 
 
 def _agg(e: Agg, rel: Rel, env: Env) -> Val:
@@ -1574,26 +1661,44 @@ def _sparse_fn(name: str, a: Val, b: Val | None) -> Val:
     raise SqlError("42883", f"function {name}({kinds}) does not exist")
 
 
-def _coalesce(*args: Val) -> Val:
-    # (an argument NULL in every row, a typed NULL too, gives nothing)
-    args = tuple(Val("null", None, a.nulls) if a.kind != "null" and len(a) and a.nulls.all()
-                 else a for a in args)
+def _common(args: tuple, what: str) -> tuple[str, list[Val]]:
+    """The one kind of COALESCE's, GREATEST's or LEAST's arguments (int meeting float:
+    float; untyped only: text; 42804 where two kinds meet) and the arguments as it."""
     kinds = {a.kind for a in args} - {"null", "unknown"}
     if len(kinds - {"int", "float"} if kinds <= {"int", "float"} else kinds) > 1:
-        raise SqlError("42804", f"COALESCE types {' and '.join(sorted(kinds))} cannot be "
+        raise SqlError("42804", f"{what} types {' and '.join(sorted(kinds))} cannot be "
                                 "matched")
     kind = "float" if kinds == {"int", "float"} else (kinds.pop() if len(kinds) == 1 else "text")
-    vals = [coerce(a, kind) if a.kind in ("unknown", "int") else a for a in args]
+    return kind, coerced(list(args), kind)
+
+
+def _coalesce(*args: Val) -> Val:
+    kind, vals = _common(args, "COALESCE")
     n = len(args[0])
-    out = Val(kind, _blank(kind, [v.data for v in vals if v.kind != "null"], n),
-              np.ones(n, bool))
-    for v in vals:
-        if v.kind == "null":
-            continue
-        take = out.nulls & ~v.nulls
-        out.data[take] = v.data[take]
-        out.nulls[take] = False
-    return out
+    # each row from its first argument that is not NULL there (the last where all are)
+    first = np.full(n, len(vals) - 1, np.int64)
+    for i in reversed(range(len(vals) - 1)):
+        first[~vals[i].nulls] = i
+    rows = [np.flatnonzero(first == i) for i in range(len(vals))]
+    return joined(kind, [v.take(r) for v, r in zip(vals, rows)], "COALESCE", at=rows)
+
+
+def _extreme(name: str):
+    """GREATEST / LEAST: per row the largest / least of the arguments in their kind's
+    order (vectors' and sparsevecs' btree order too), NULLs skipped (NULL where all
+    are): the arguments' codes, one after another, and an argmax / argmin a row."""
+    def call(*args: Val) -> Val:
+        kind, vals = _common(args, name.upper())
+        n = len(args[0])
+        both = joined(kind, vals, name.upper())
+        c, width = codes(both)          # (NULL: width - 1, past every value)
+        c = c.reshape(len(vals), n)
+        if name == "greatest":
+            pick = np.argmax(np.where(c == width - 1, -1, c), axis=0)
+        else:
+            pick = np.argmin(c, axis=0)
+        return both.take(pick * n + np.arange(n))
+    return call
 
 
 def _text_fn(fn):
@@ -1905,6 +2010,8 @@ FUNCTIONS = {
     "l2_norm": _vector_fn("l2_norm", vector_funcs.vector_norm, "float"),
     "l2_normalize": _vector_fn("l2_normalize", vector_funcs.l2_normalize, "vector"),
     "coalesce": _coalesce,
+    "greatest": _extreme("greatest"),
+    "least": _extreme("least"),
     "lower": _text_fn(lambda v: Val("text", np.array([x.lower() if x is not None else None
                                                      for x in v.data], dtype=object), v.nulls)),
     "upper": _text_fn(lambda v: Val("text", np.array([x.upper() if x is not None else None

@@ -481,14 +481,14 @@ class Filter:
         if kind == "json" and not ref.as_text:      # jsonb's comparison (query/jsonb.py)
             fn, key = jsonb.OPS[op], jsonb.key
             if type(value) is Unknown:      # json text: jsonb against jsonb, as SQL's
-                want = key(jsonb.parse(value))
-                return self._apply(ref, table, n, lambda x: fn(key(x), want))
-            want = key(value)
+                want = key(jsonb.parse(value), True)
+                return self._apply(ref, table, n, lambda x: fn(key(x, True), want))
+            want = key(value, True)
             if op in ("eq", "ne") or isinstance(value, (dict, list)):
-                return self._apply(ref, table, n, lambda x: fn(key(x), want))
+                return self._apply(ref, table, n, lambda x: fn(key(x, True), want))
             # a Python scalar orders only values of its own kind (a number no string,
             # a bool no number): PostgreSQL has no jsonb < integer to follow
-            return self._apply(ref, table, n, lambda x: (k := key(x))[0] == want[0]
+            return self._apply(ref, table, n, lambda x: (k := key(x, True))[0] == want[0]
                                and fn(k, want))
         if kind in ("text", "json"):
             fn = _PY_OPS[op]

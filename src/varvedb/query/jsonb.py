@@ -4,9 +4,9 @@ jsonb's `=` compares values, not their text: 1 and 1.0 are equal, an object's
 keys are compared whatever their order, a boolean never equals a number (where
 Python's `True == 1`). Its ordering (`<`, `>` …) ranks kinds first — object >
 array > boolean > number > string > null — then, within a kind: an object or
-an array with more members is greater, objects compare their keys in jsonb's
-storage order (shorter first, then bytewise) and then their values, arrays
-element by element, strings bytewise (the C collation varvedb sorts text in).
+an array with more members is greater, objects compare pair by pair in jsonb's
+storage order of keys (shorter first, then bytewise), a key then its value,
+arrays element by element, strings bytewise (the C collation varvedb sorts text in).
 
 `key(v)` is a sort key that orders and equates as jsonb does, so `compare`
 is one Python comparison of two keys. Shared by where= (query/filter.py) and
@@ -26,8 +26,11 @@ OPS = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.l
        ">": operator.gt, ">=": operator.ge}
 
 
-def key(v) -> tuple:
-    """A sort key of a json value (None: json null) that orders as jsonb does."""
+def key(v, top: bool = False) -> tuple:
+    """A sort key of a json value (None: json null) that orders as jsonb does; `top`:
+    a whole value, whose empty array sorts below null (jsonb's historical rule)."""
+    if top and isinstance(v, (list, tuple)) and not v:
+        return (_NULL - 1,)
     if v is None:
         return (_NULL,)
     if isinstance(v, bool):
@@ -38,16 +41,15 @@ def key(v) -> tuple:
         return (_STRING, v.encode())
     if isinstance(v, (list, tuple)):
         return (_ARRAY, len(v), tuple(key(x) for x in v))
-    if isinstance(v, dict):
+    if isinstance(v, dict):     # pair by pair: a key, then its value
         names = sorted(v, key=lambda k: (len(k.encode()), k.encode()))
-        return (_OBJECT, len(v), tuple(k.encode() for k in names),
-                tuple(key(v[k]) for k in names))
+        return (_OBJECT, len(v), tuple((k.encode(), key(v[k])) for k in names))
     return (_STRING, str(v).encode())       # (not a json value: compared as its text)
 
 
 def compare(op: str, a, b) -> bool:
-    """`a <op> b` as jsonb compares (op: eq / ne / lt … or = / <> / < …)."""
-    return OPS[op](key(a), key(b))
+    """`a <op> b` as jsonb compares whole values (op: eq / ne / lt … or = / <> / < …)."""
+    return OPS[op](key(a, True), key(b, True))
 
 
 def parse(text: str):

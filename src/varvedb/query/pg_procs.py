@@ -77,7 +77,7 @@ class PgOperator:
 
 
 # (operator, result (None: the operands' own type), types it takes): each pgvector
-# operator varvedb runs (not <, <=, >, >=: vectors are not ordered here)
+# operator varvedb runs (new ones last: an operator's oid is its place here)
 _OPERATORS = [
     *((op, "float8", _VH) for op in ("<#>", "<+>", "<->", "<=>")),
     *((op, None, _VH) for op in ("*", "+", "-", "||")),
@@ -86,6 +86,7 @@ _OPERATORS = [
     ("<~>", "float8", ("bit",)),
     *((op, "float8", ("sparsevec",)) for op in ("<#>", "<+>", "<->", "<=>")),
     *((op, "bool", ("sparsevec",)) for op in ("=", "<>")),
+    *((op, "bool", _VH + ("sparsevec",)) for op in ("<", "<=", ">", ">=")),
 ]
 FIRST_OPERATOR_OID = FIRST_OID + 200     # past every function's
 

@@ -17,9 +17,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import SqlError
-from .aggregate import codes
-from .expr import Val, coerce
-from .sparse_funcs import mixed_widths
+from .expr import Val, codes, coerced, joined
 
 # The most rows one step of a statement builds that no table holds — a join's
 # pairs, a generate_series — refused (54000) before they are allocated: with
@@ -47,38 +45,13 @@ def unified(vals: list[Val], what: str) -> list[Val]:
         else "null"
     if kind == "null":
         return vals
-    return [v if v.kind in (kind, "null") else coerce(v, kind) for v in vals]
+    return coerced(vals, kind)
 
 
 def concat(vals: list[Val], what: str) -> Val:
     """One column of the rows of each (their types unified)."""
     vals = unified(vals, what)
-    n = sum(len(v) for v in vals)
-    typed = [v for v in vals if v.kind != "null"]
-    if not typed:
-        return Val("null", None, np.ones(n, bool))
-    kind, like = typed[0].kind, typed[0].data
-    if kind == "vector":
-        # a vector column's rows share one width here (PostgreSQL's may differ: not
-        # supported); an all-NULL leg (`NULL::vector` has no width) takes the others'
-        valued = [v for v in typed if not v.nulls.all()] or typed[:1]
-        if len({v.data.shape[1:] for v in valued}) > 1:
-            raise mixed_widths(what + " ")
-        like = valued[0].data
-        datas = [v.data if v.kind != "null" and not v.nulls.all() else _filler(like, len(v))
-                 for v in vals]
-    else:
-        datas = [v.data if v.kind != "null" else _filler(like, len(v)) for v in vals]
-    if any(d.dtype == object for d in datas):
-        datas = [d.astype(object) for d in datas]
-    return Val(kind, np.concatenate(datas), np.concatenate([v.nulls for v in vals]))
-
-
-def _filler(like: np.ndarray, n: int) -> np.ndarray:
-    """n rows shaped as `like`'s, to stand under NULLs."""
-    if like.dtype == object:
-        return np.full((n,) + like.shape[1:], None, dtype=object)
-    return np.zeros((n,) + like.shape[1:], like.dtype)
+    return joined(next((v.kind for v in vals if v.kind != "null"), "null"), vals, what)
 
 
 def take_or_null(v: Val, idx: np.ndarray) -> Val:
@@ -89,7 +62,8 @@ def take_or_null(v: Val, idx: np.ndarray) -> Val:
     if v.kind == "null":
         return Val("null", None, np.ones(len(idx), bool))
     if len(v) == 0:
-        return Val(v.kind, _filler(v.data, len(idx)), np.ones(len(idx), bool), v.literal)
+        out = joined(v.kind, [v, Val("null", None, np.ones(len(idx), bool))], "JOIN")
+        return Val(out.kind, out.data, out.nulls, v.literal)
     safe = np.where(missing, 0, idx)
     return Val(v.kind, v.data[safe], v.nulls[safe] | missing, v.literal)
 

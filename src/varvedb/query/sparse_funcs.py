@@ -1,6 +1,6 @@
 """pgvector's sparsevec functions over whole columns (SparseBlocks, sparse.py):
-the distance operators and functions, equality, l2_norm, l2_normalize, and
-the casts to and from dense vectors. The work per row is a kernel's
+the distance operators and functions, equality, the btree order's ranks,
+l2_norm, l2_normalize, and the casts to and from dense vectors. The work per row is a kernel's
 (kernels/sparse.py); a NULL row (the caller's mask) is measured as an empty
 vector and its answer ignored.
 
@@ -51,6 +51,14 @@ def equal(a: SparseBlock, b: SparseBlock) -> np.ndarray:
     return out
 
 
+def ranks(a: SparseBlock) -> np.ndarray:
+    """Dense ranks of the rows in pgvector's btree order (sparsevec_cmp: the dense
+    forms element by element, then the dimensions); equal rows rank equal."""
+    out = np.empty(len(a), np.int64)
+    K.ranks(a.parts(), out)
+    return out
+
+
 def norms(a: SparseBlock) -> np.ndarray:
     out = np.empty(len(a), np.float64)
     K.norms(a.parts(), out)
@@ -60,14 +68,10 @@ def norms(a: SparseBlock) -> np.ndarray:
 def normalize(a: SparseBlock) -> SparseBlock:
     """pgvector's l2_normalize: each row over its norm (a zero one stays zero)."""
     n = norms(a)
-    count = a.count.astype(np.int64)
-    row = np.repeat(np.arange(len(a)), count)
-    within = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
-    idx = a.idx[a.istart[row] + within]
-    vals = a.vals[a.vstart[row] + within].astype(np.float64)
-    vals = (vals / np.where(n > 0, n, 1.0)[row]).astype(np.float32)
-    starts = np.cumsum(count) - count
-    return SparseBlock(a.dims, starts, starts, a.count, idx, vals)
+    c = a.compact()
+    row = np.repeat(np.arange(len(a)), c.count.astype(np.int64))
+    vals = (c.vals.astype(np.float64) / np.where(n > 0, n, 1.0)[row]).astype(np.float32)
+    return SparseBlock(c.dims, c.istart, c.vstart, c.count, c.idx, vals)
 
 
 def from_dense(data: np.ndarray) -> SparseBlock:

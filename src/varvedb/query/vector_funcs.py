@@ -27,6 +27,9 @@ expectations (test/expected/functions.out):
   either (1 where none is shared); ``binary_quantize`` a vector's bits (> 0).
 * Vectors of different dimensions are an error (DimensionError, pgvector's
   "different vector dimensions 2 and 1").
+* the btree order (ORDER BY, DISTINCT, GROUP BY, <, ...): element by element,
+  then the dimensions, as pgvector's vector_cmp and PostgreSQL's bit strings
+  (:func:`ranks` of one block's rows, :func:`compare` of two blocks row by row).
 
 pgvector sums in float32; here every sum is float64, so results agree with
 pgvector's to float32 rounding (and exceed it where a float32 sum would
@@ -163,3 +166,45 @@ def subvector(v, start: int, count: int) -> np.ndarray:
     if end - start < 1:
         raise DimensionError("vector must have at least 1 dimension")
     return a[..., start - 1:end - 1].copy()
+
+
+_KEY_ROWS = 4096         # rows whose sort keys are made at once (their temporaries in cache)
+
+
+def ranks(rows: np.ndarray) -> np.ndarray:
+    """Dense ranks of an (n, d) block's rows in the btree order (equal rows rank
+    equal; -0 equals 0): each element as a big-endian unsigned key that orders as
+    the float does, so that one sort of the rows' bytes orders them element by
+    element (2-4x faster than one lexsort of d keys)."""
+    if rows.dtype == np.bool_:
+        key = rows.astype(np.uint8)
+    else:
+        key = np.empty(rows.shape, np.uint32)
+        for i in range(0, len(rows), _KEY_ROWS):
+            x = rows[i:i + _KEY_ROWS].astype(np.float32)    # (a copy: changed in place)
+            x += np.float32(0)                              # -0 is 0
+            # a negative float's bits all flipped, a positive one's sign bit set; the
+            # bytes big-endian: memcmp orders them as the floats
+            flip = (x.view(np.int32) >> 31).view(np.uint32)
+            flip >>= 1
+            flip |= np.uint32(0x80000000)
+            bits = x.view(np.uint32)
+            bits ^= flip
+            key[i:i + _KEY_ROWS] = bits.byteswap()
+    if not key.shape[1]:
+        return np.zeros(len(rows), np.int64)
+    whole = np.ascontiguousarray(key).view(np.dtype((np.void, key.itemsize * key.shape[1])))
+    return np.unique(whole.ravel(), return_inverse=True)[1].ravel().astype(np.int64)
+
+
+def compare(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """-1, 0 or 1 per row: (n, da) block a against (n, db) block b in the btree
+    order: the first element that differs among the first min(da, db), else the
+    dimensions."""
+    m = min(a.shape[1], b.shape[1])
+    differ = a[:, :m] != b[:, :m]
+    first = np.argmax(differ, axis=1)
+    rows = np.arange(len(a))
+    at = np.sign(a[rows, first].astype(np.float64) - b[rows, first].astype(np.float64)) \
+        if m else np.zeros(len(a))
+    return np.where(differ.any(axis=1), at, np.sign(a.shape[1] - b.shape[1])).astype(np.int8)

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Callable
 
 from pglast import ast
-from pglast.enums import (A_Expr_Kind, BoolExprType, BoolTestType, NullTestType, SortByDir,
-                          SortByNulls, SQLValueFunctionOp as SVF, SubLinkType)
+from pglast.enums import (A_Expr_Kind, BoolExprType, BoolTestType, MinMaxOp, NullTestType,
+                          SortByDir, SortByNulls, SQLValueFunctionOp as SVF, SubLinkType)
 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
@@ -26,7 +26,9 @@ from .types import type_of
 
 _BINARY = {"+", "-", "*", "/", "%", "||", "=", "<>", "!=", "<", "<=", ">", ">=", "->", "->>",
            "@@", *E.OPERATORS}
-AGGREGATES = ("count", "sum", "avg", "min", "max", "string_agg")
+_MINMAX = {MinMaxOp.IS_GREATEST: "greatest", MinMaxOp.IS_LEAST: "least"}
+AGGREGATES = ("count", "sum", "avg", "min", "max", "string_agg", "bool_and", "bool_or",
+              "every")
 _BOOL_TESTS = {BoolTestType.IS_TRUE: (True, False), BoolTestType.IS_NOT_TRUE: (True, True),
                BoolTestType.IS_FALSE: (False, False), BoolTestType.IS_NOT_FALSE: (False, True),
                BoolTestType.IS_UNKNOWN: (None, False), BoolTestType.IS_NOT_UNKNOWN: (None, True)}
@@ -101,6 +103,8 @@ def convert(n, scope: Scope):
         return _func(n, scope)
     if isinstance(n, ast.CoalesceExpr):
         return E.Func("coalesce", tuple(convert(a, scope) for a in n.args))
+    if isinstance(n, ast.MinMaxExpr):
+        return E.Func(_MINMAX[n.op], tuple(convert(a, scope) for a in n.args))
     if isinstance(n, ast.CaseExpr):
         arg = convert(n.arg, scope) if n.arg is not None else None
         whens = []
@@ -303,6 +307,8 @@ def _figure_name(n) -> tuple[str, int]:
         return n.funcname[-1].sval, 2
     if isinstance(n, ast.CoalesceExpr):
         return "coalesce", 2
+    if isinstance(n, ast.MinMaxExpr):
+        return _MINMAX[n.op], 2
     if isinstance(n, ast.TypeCast):
         inner = _figure_name(n.arg)
         return inner if inner[1] > 1 else (n.typeName.names[-1].sval, 1)

@@ -64,13 +64,19 @@ class Select:
             for cte in stmt.withClause.ctes:
                 if not isinstance(cte.ctequery, ast.SelectStmt):
                     raise NotSupportedError("a WITH query is a SELECT")
-                if cte.aliascolnames:
-                    raise NotSupportedError("WITH column lists are not supported")
-                self.ctes[cte.ctename] = cte.ctequery
+                query = cte.ctequery
+                if cte.aliascolnames:       # WITH t (a, b) AS (...): its columns renamed
+                    query = ast.SelectStmt(
+                        targetList=(ast.ResTarget(val=ast.ColumnRef(fields=(ast.A_Star(),))),),
+                        fromClause=(ast.RangeSubselect(subquery=query, alias=ast.Alias(
+                            aliasname=cte.ctename, colnames=cte.aliascolnames)),),
+                        op=SetOperation.SETOP_NONE)
+                self.ctes[cte.ctename] = query
         self.subqueries: dict[int, Select] = {}
         stmt = relations.inline_functions(stmt)
         set_op = stmt.op != SetOperation.SETOP_NONE
         self._from_refs = {}
+        self._renames = None        # (alias, column names) of FROM x AS alias (a, b, ...)
         self._columns = None        # its columns' names, known here for a pg_catalog relation
         if set_op:          # UNION: its rows are this level's FROM (sql/relations.py)
             self.source = relations.compile_set_op(stmt, self.ctes,
@@ -139,15 +145,22 @@ class Select:
             self._from_refs = relations.outer_refs(tree)
             return ("join", tree)
         f = from_clause[0]
+        colnames = relations.column_aliases(getattr(f, "alias", None))
+        if colnames:        # AS alias (a, b, ...): the relation's first columns renamed
+            self._renames = (f.alias.aliasname, colnames)
         if isinstance(f, ast.RangeVar) and f.schemaname is None and f.relname in self.ctes:
             alias = f.alias.aliasname if f.alias else f.relname
             self._names = {alias, f.relname}
             return ("derived", Select(self.ctes[f.relname], self.ctes), alias)
+        if isinstance(f, ast.RangeVar) and colnames:    # a table's: a derived table
+            self._names = {f.alias.aliasname, f.relname}
+            sub = Select(relations.star_select(f), self.ctes, outer=outer)
+            return ("derived", sub, f.alias.aliasname)
         if isinstance(f, ast.RangeVar) and f.relname in pg_catalog.RELATIONS \
                 and f.schemaname in (None, "pg_catalog"):     # pg_catalog is searched first
             alias = f.alias.aliasname if f.alias else f.relname
             self._names = {alias, f.relname}
-            self._columns = pg_catalog.RELATIONS[f.relname][0]
+            self._columns = self._renamed(pg_catalog.RELATIONS[f.relname][0])
             return ("function", f.relname, ())
         if isinstance(f, ast.RangeVar):
             if f.schemaname not in (None, "public"):
@@ -185,6 +198,11 @@ class Select:
         self._from_refs = scope.outer_refs
         return ("values", values)
 
+    def _renamed(self, names) -> list:
+        """The FROM relation's column names, under its AS alias (a, b, ...) if any."""
+        return list(names) if self._renames is None else relations.renamed(
+            self._renames[0], names, self._renames[1])
+
     def _add_subquery(self, stmt, rows_only: bool = False) -> tuple[int, list]:
         """A subquery's key, and the ColumnRefs of this level's columns it reads
         (rows_only: EXISTS's, which reads how many rows it has, of any columns)."""
@@ -221,7 +239,7 @@ class Select:
             b = self._bind(table, table.schema)
         elif kind == "derived":
             inner = self.source[1].plan(ctx, params, outer)
-            names = inner.plan.find(Output).columns
+            names = self._renamed(inner.plan.find(Output).columns)
             b = self._bind(None, tuple(names))
         elif kind == "join":
             rel_node, names = relations.plan_tree(self.source[1], ctx, params, outer)
@@ -233,6 +251,7 @@ class Select:
             b = self._bind(None, tuple(names))
         else:
             cols, names = self._function_rows(ctx, env)
+            names = self._renamed(names)
             b = self._bind(None, tuple(names))
         snap = ctx.snapshot()
         if kind == "table":
