@@ -11,7 +11,8 @@ escapes) replaced by its token kind. The first text of a key is parsed, and
 its tree says which of its literals are values an expression evaluates —
 those become `$n` — and which
 the statement's shape reads (ORDER BY / GROUP BY positions, LIMIT, OFFSET, a
-function in FROM, the text of a vector or regtype cast, type modifiers, a json
+function in FROM, the text of a vector or regtype cast, what an integer cast
+rounds, type modifiers, a json
 path step `meta->>'k'`, which the where= grammar reads as a field): those
 stay in the text, so each value of theirs compiles once. The parameterised text
 is compiled by `compile_text` (its cache is shared with clients that prepare
@@ -308,8 +309,10 @@ class _Walk:
             from .types import type_kind
             names = [n["String"]["sval"] for n in body["typeName"]["names"]]
             cast = type_kind(names)[0]
-            # a vector cast's text and regtype's name are read as the cast's own
-            self.visit(body.get("arg"), param and cast not in ("vector", "regtype"))
+            # a vector cast's text and regtype's name are read as the cast's own; a
+            # number cast to an integer type rounds as numeric (halves away from
+            # zero), a parameter as float8 (to even): it stays the literal it is
+            self.visit(body.get("arg"), param and cast not in ("vector", "regtype", "int"))
             self.visit(body.get("typeName"), False)
             return
         if kind == "SelectStmt":
