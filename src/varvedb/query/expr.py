@@ -1347,7 +1347,8 @@ def _inlist(e: InList, rel: Rel, env: Env) -> Val:
             raise SqlError("42883", f"operator does not exist: {a.kind} = {sub.kind}")
         hit = _members(a, sub) if a.kind != "null" and sub.kind != "null" \
             else np.zeros(n, bool)
-        unknown = a.nulls | (~hit & bool(sub.nulls.any()))
+        # (an empty set has no member to be unknown about: x IN () is false, NULL x too)
+        unknown = (a.nulls & bool(len(sub))) | (~hit & bool(sub.nulls.any()))
         t = hit & ~a.nulls
     else:
         t = np.zeros(n, bool)

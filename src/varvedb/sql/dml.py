@@ -50,7 +50,9 @@ def compile_statement(stmt):
 
 
 def _table_names(rv: ast.RangeVar) -> set:
-    return {rv.relname} | ({rv.alias.aliasname} if rv.alias else set())
+    """The name the target table answers to: its alias where it has one (which
+    hides the table's name, as in PostgreSQL)."""
+    return {rv.alias.aliasname if rv.alias else rv.relname}
 
 
 def _returning(clause, scope) -> list | None:

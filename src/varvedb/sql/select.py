@@ -50,8 +50,17 @@ from ..results import SqlResult
 
 
 class Select:
+    """`columns_of`: a table's column names by its name (None: not known). As
+    compiled once per text it is None, and a bare name in a subquery is its own
+    level's; a statement with subqueries is compiled again when it is planned, with
+    its tables' columns (`_resolved`), so a bare name is the innermost level's that
+    has it, as in PostgreSQL (`EXISTS (SELECT 1 FROM w WHERE m > n)`, n the outer
+    table's)."""
+
     def __init__(self, stmt: ast.SelectStmt, ctes: dict | None = None,
-                 outer: Scope | None = None):
+                 outer: Scope | None = None, columns_of: Callable | None = None):
+        self._given = (stmt, ctes, outer, columns_of)
+        self._variant = None        # (the tables' schemas it read, the Select _resolved made)
         if stmt.intoClause or stmt.lockingClause or stmt.windowClause:
             raise NotSupportedError("SELECT INTO, FOR UPDATE and WINDOW are not supported")
         # WITH name AS [NOT] MATERIALIZED (SELECT ...): each name is a subquery in FROM
@@ -70,17 +79,20 @@ class Select:
         stmt = relations.inline_functions(stmt)
         set_op = stmt.op != SetOperation.SETOP_NONE
         self._from_refs = {}
-        self._columns = None        # its columns' names, known here for a pg_catalog relation
+        # its FROM's columns' names where they are known as it is compiled (a
+        # pg_catalog relation's; with columns_of, a table's and what is made of them)
+        self._columns = None
         if set_op:          # UNION: its rows are this level's FROM (sql/relations.py)
-            self.source = relations.compile_set_op(stmt, self.ctes,
-                                                   partial(Select, outer=outer))
+            self.source = relations.compile_set_op(
+                stmt, self.ctes, partial(Select, outer=outer, columns_of=columns_of))
             self._names = set()
+            self._columns = self.source[2].output_names()
             for leg in self.source[2:]:
                 self._from_refs.update(zip(leg.outer_refs, leg.outer_columns()))
         elif stmt.valuesLists:
             self.source = self._values(stmt.valuesLists, outer)
         else:
-            self.source = self._source(stmt.fromClause, outer)
+            self.source = self._source(stmt.fromClause, outer, columns_of)
         scope = Scope(self._names, self._add_subquery, qualified=self.source[0] == "join",
                       outer=outer, columns=self._columns)
         scope.outer_refs.update(self._from_refs)
@@ -128,38 +140,44 @@ class Select:
 
     # ---- compiling ---------------------------------------------------------------
 
-    def _source(self, from_clause, outer):
+    def _source(self, from_clause, outer, columns_of):
         self._names = set()
         if not from_clause:
             return ("none",)
         if relations.is_join(from_clause):
-            tree, self._names = relations.compile_from(from_clause, self.ctes,
-                                                       partial(Select, outer=outer))
+            tree, self._names = relations.compile_from(
+                from_clause, self.ctes, partial(Select, outer=outer, columns_of=columns_of))
             self._from_refs = relations.outer_refs(tree)
+            self._columns = relations.bare_columns(tree)
             return ("join", tree)
         f = from_clause[0]
         if isinstance(f, ast.RangeVar) and f.schemaname is None and f.relname in self.ctes:
             alias = f.alias.aliasname if f.alias else f.relname
-            self._names = {alias, f.relname}
-            return ("derived", Select(self.ctes[f.relname], self.ctes), alias)
+            self._names = {alias}       # (an alias hides the name it stands for)
+            sub = Select(self.ctes[f.relname], self.ctes, columns_of=columns_of)
+            self._columns = _known(sub.output_names(), f.alias)
+            return ("derived", sub, alias)
         if isinstance(f, ast.RangeVar) and f.relname in pg_catalog.RELATIONS \
                 and f.schemaname in (None, "pg_catalog"):     # pg_catalog is searched first
             alias = f.alias.aliasname if f.alias else f.relname
-            self._names = {alias, f.relname}
+            self._names = {alias}
             self._columns = pg_catalog.RELATIONS[f.relname][0]
             return ("function", f.relname, ())
         if isinstance(f, ast.RangeVar):
             if f.schemaname not in (None, "public"):
                 raise SqlError("42P01", f'relation "{f.schemaname}.{f.relname}" does not exist')
-            self._names = {f.relname} | ({f.alias.aliasname} if f.alias else set())
+            self._names = {f.alias.aliasname if f.alias else f.relname}
+            self._columns = _known(columns_of(f.relname) if columns_of else None, f.alias)
             return ("table", f.relname)
         if isinstance(f, ast.RangeSubselect):
             if f.lateral:
                 raise NotSupportedError("LATERAL is not supported")
             alias = f.alias.aliasname if f.alias is not None else "subquery"
             self._names = {alias}
-            sub = Select(f.subquery, self.ctes, outer=outer)   # (not LATERAL: not this level)
+            sub = Select(f.subquery, self.ctes, outer=outer,   # (not LATERAL: not this level)
+                         columns_of=columns_of)
             self._from_refs = sub._scope.outer_refs
+            self._columns = _known(sub.output_names(), f.alias)
             return ("derived", sub, alias)
         if isinstance(f, ast.RangeFunction):
             call = f.functions[0][0]
@@ -169,7 +187,7 @@ class Select:
             args = tuple(convert(a, scope) for a in (call.args or ()))
             self._from_refs = scope.outer_refs
             alias = f.alias.aliasname if f.alias else name
-            self._names = {alias, name}
+            self._names = {alias}
             return ("function", name, args, alias)
         raise NotSupportedError(f"FROM {type(f).__name__} is not supported")
 
@@ -188,9 +206,38 @@ class Select:
         """A subquery's key, and the ColumnRefs of this level's columns it reads
         (rows_only: EXISTS's, which reads how many rows it has, of any columns)."""
         key = len(self.subqueries)
-        sub = self.subqueries[key] = Select(stmt, self.ctes, outer=self._scope)
+        sub = self.subqueries[key] = Select(stmt, self.ctes, outer=self._scope,
+                                            columns_of=self._given[3])
         sub.rows_only = rows_only
         return key, sub.outer_columns()
+
+    def output_names(self) -> tuple | None:
+        """Its output columns' names where they are known as it is compiled."""
+        names = []
+        for t in self.targets:
+            if t[0] != "*":
+                names.append(t[0])
+            elif t[1] is not None or self._columns is None:
+                return None         # (x.*, or * of columns not known yet)
+            else:
+                names.extend(c.split(".", 1)[-1] for c in self._columns)
+        return tuple(names)
+
+    def _resolved(self, ctx) -> "Select":
+        """This statement compiled with its tables' columns (kept while their
+        schemas stay), so that its subqueries' bare names find their level."""
+        got = self._variant
+        if got is not None and all(_schema(ctx, name) is schema for name, schema in got[0]):
+            return got[1]
+        seen = {}
+
+        def columns_of(name):
+            schema = seen[name] = _schema(ctx, name)
+            return None if schema is None else ("id", *schema.fields)
+        stmt, ctes, outer, _ = self._given
+        sel = Select(stmt, ctes, outer, columns_of)
+        self._variant = (tuple(seen.items()), sel)
+        return sel
 
     def outer_columns(self) -> list:
         """The enclosing query's columns this subquery reads, as ColumnRefs (in the
@@ -212,6 +259,8 @@ class Select:
 
     def plan(self, ctx, params, outer: dict | None = None) -> Query:
         """`outer`: a correlated subquery's outer row (name -> a one-row Val)."""
+        if self.subqueries and self._given[2] is None and self._given[3] is None:
+            return self._resolved(ctx).plan(ctx, params, outer)
         env = subquery_env(self.subqueries, ctx, params, outer)
         kind = self.source[0]
         table = None
@@ -568,6 +617,20 @@ def _correlated(sub: Select, ctx, params, outer: list, fold, n: int) -> E.Val:
     if not answers:
         return E.const_val(None, n)
     return concat(answers, "subquery").take(group)
+
+
+def _schema(ctx, name: str):
+    """Table `name`'s schema, or None where there is none (refused when planned)."""
+    try:
+        return ctx.table(name).schema
+    except SqlError:
+        return None
+
+
+def _known(names: tuple | None, alias) -> tuple | None:
+    """A lone relation's column names, as a subquery's bare names are resolved
+    against them; None (not known: its own level's) under `AS alias (a, b, ...)`."""
+    return None if alias is not None and alias.colnames else names
 
 
 def grammar_root(node, text):
