@@ -206,3 +206,27 @@ SELECT avg(v) FROM huge;
 -- => [([3e38, 1.5],)]
 SELECT sum(h), avg(h) FROM halves;
 -- => [([0.75, 3.25, -1.75], [0.25, 1.0830078125, -0.58349609375])]
+
+-- ORDER BY a distance [LIMIT k]: a NULL vector's distance is NULL, sorted last (first
+-- with NULLS FIRST or DESC), and its row is returned once the rows with a vector run
+-- out, OFFSET counting it too
+CREATE TABLE vn (id bigint PRIMARY KEY, e vector(2));
+INSERT INTO vn VALUES (1, '[0,0]'), (2, NULL), (3, '[1,1]'), (4, NULL), (5, '[3,3]');
+SELECT id FROM (SELECT id FROM vn ORDER BY e <-> '[0,0]' LIMIT 10) s ORDER BY id;
+-- => [(1,), (2,), (3,), (4,), (5,)]
+SELECT count(*) FROM (SELECT id FROM vn ORDER BY e <-> '[0,0]' LIMIT 4 OFFSET 2) s;
+-- => [(3,)]
+SELECT id, e <-> '[1,1]' IS NULL FROM vn WHERE id <> 4 ORDER BY e <-> '[1,1]' LIMIT 10;
+-- => [(3, False), (1, False), (5, False), (2, True)]
+SELECT id FROM vn WHERE id <> 4 ORDER BY e <-> '[0,0]' LIMIT 2 OFFSET 3;
+-- => [(2,)]
+SELECT id FROM vn WHERE id <> 4 ORDER BY e <-> '[0,0]';
+-- => [(1,), (3,), (5,), (2,)]
+SELECT id FROM vn WHERE id < 4 ORDER BY e <-> '[0,0]' NULLS FIRST LIMIT 2;
+-- => [(2,), (1,)]
+SELECT id FROM vn WHERE id <> 4 ORDER BY e <-> '[0,0]' DESC LIMIT 3;
+-- => [(2,), (5,), (3,)]
+SELECT id FROM vn WHERE id <> 4 ORDER BY e <#> '[1,2]' NULLS LAST LIMIT 4;
+-- => [(5,), (3,), (1,), (2,)]
+SELECT id FROM vn ORDER BY e <-> '[0,0]' LIMIT 3;
+-- => [(1,), (3,), (5,)]

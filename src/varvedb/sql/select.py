@@ -35,7 +35,7 @@ from . import pg_catalog
 from ..query.execute import execute
 from ..query.filter import Filter as GrammarFilter, Refusal, expressed as grammar_expressed
 from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Output, Sort,
-                          Where, Window)
+                          VectorTopK, Where, Window)
 from ..query.bind import bind_legs
 from ..query.prepared import keep, query_vector, typed_key
 from ..query.planner import Query, plan_scan
@@ -287,9 +287,9 @@ class Select:
             where = None if self.where_expr is None else self._where_bound(table, env)
             if b.vector is not None:
                 query = self._plan_vector(ctx, b, snap, table, where, env)
-                if query is not None:
+                if isinstance(query, Query):
                     return query
-                b = b.null_distance()       # a NULL query vector
+                b = query                   # no top-k: each distance evaluated
             if b.text is not None or b.hybrid is not None:
                 return self._plan_text(ctx, b, snap, table, where, env)
             node, masks = plan_scan(snap, table, where)
@@ -377,7 +377,11 @@ class Select:
             q = qv.data[0]
         return q
 
-    def _plan_vector(self, ctx, b, snap, table, where, env) -> Query | None:
+    def _plan_vector(self, ctx, b, snap, table, where, env) -> "Query | Bound":
+        """The vector top-k's plan; or, where a top-k cannot answer, the Bound to
+        plan without one: a NULL query vector's (every distance NULL), or one whose
+        LIMIT + OFFSET reaches past the rows with a vector to rows without one
+        (their NULL distances sort last, as PostgreSQL's do)."""
         fname, metric, q_expr = b.vector
         f = table.schema.fields[fname]
         if (f.dtype == "bit") != (metric == "hamming"):   # <~> is bit's, and bit has only it
@@ -386,7 +390,7 @@ class Select:
                                     f"{'bit' if f.dtype != 'bit' else 'vector'}")
         q = self._query_vector(f, q_expr, env, f"vector {b.vector_op}", null_ok=True)
         if q is None:
-            return None
+            return b.without_top_k(sort=False)
         # A statement run again at the same state with only its query vector changed
         # reuses its plan, masks and strategy (query/prepared.py), as the API does
         # (`_kept_run` finds it before anything is bound; this, on a branch's head).
@@ -411,6 +415,8 @@ class Select:
                          where=where)
         query = self._output(b, bind_legs(request, table, snap, session.settings), limit,
                              offset, env)
+        if k > query.plan.find(VectorTopK).allowed and _null_vectors(snap, table, fname, where):
+            return b.without_top_k(sort=True)
         # (not when the WHERE reads the vector's parameter: its mask would change)
         if key is not None and (skip < 0 or f"Param(index={skip + 1})"
                                 not in repr(self.where_expr)):
@@ -633,6 +639,17 @@ def _known(names: tuple | None, alias) -> tuple | None:
     return None if alias is not None and alias.colnames else names
 
 
+def _null_vectors(snap, table, field: str, where) -> bool:
+    """Whether a row the statement reads (visible, WHERE true) has a NULL `field`."""
+    mask, rows = snap.visible(table, None)
+    valued, with_vector = snap.visible(table, field)      # (counts cached per version)
+    if rows == with_vector:
+        return False
+    if where is None:
+        return True
+    return bool((mask & ~valued & where.mask(table, snap.n(table))).any())
+
+
 def grammar_root(node, text):
     """The where= grammar's tree of a WHERE clause, or None where the grammar
     cannot express it (functions, arithmetic, subqueries: the evaluator's)."""
@@ -843,7 +860,9 @@ class Bound:
                                 "select list")
 
     def _vector_order(self, order, table):
-        if len(order) != 1 or order[0][1] or table is None:
+        """ORDER BY vec <op> q [ASC] [NULLS LAST]: the vector top-k (NULLS FIRST or
+        DESC: a sort, the NULL distances first)."""
+        if len(order) != 1 or order[0][1] or order[0][2] or table is None:
             return None
         e = order[0][0]
         self.vector = self._distance_call(e, table)
@@ -851,19 +870,23 @@ class Bound:
             return None
         self.vector_op = e.op
         self.distance = e
+        self.vector_sort = order[0]
         score = E.Col("$score")
         self.exprs = [E.rewrite(x, lambda n: score if n == e else None) for x in self.exprs]
         self.sort = []
         return self.vector
 
-    def null_distance(self) -> "Bound":
-        """This, for a NULL query vector: no top-k, every distance NULL (evaluated,
-        as PostgreSQL does), rows in scan order."""
+    def without_top_k(self, sort: bool) -> "Bound":
+        """This without the vector top-k: each distance evaluated (as PostgreSQL
+        does); `sort`: the rows sorted by it, NULL distances as the ORDER BY says
+        (else in scan order: a NULL query vector's distances are all NULL)."""
         b = copy.copy(self)
         score, e = E.Col("$score"), self.distance
         b.exprs = [E.rewrite(x, lambda n: e if n == score else None) for x in self.exprs]
         b.windows = [E.rewrite(w, lambda n: e if n == score else None) for w in self.windows]
         b.vector = b.vector_op = None
+        if sort:
+            b.sort = [self.vector_sort]
         return b
 
     def _text_order(self, order, table) -> bool:
