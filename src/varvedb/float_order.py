@@ -22,33 +22,33 @@ WORDS = {"eq": "=", "ne": "<>", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 def compare(op: str, x, y) -> np.ndarray:
     """`x op y` element-wise (op one of = <> < <= > >=; arrays or scalars that
     broadcast) in PostgreSQL's order: as IEEE where neither side is NaN; NaN
-    equal to NaN and greater than every number. One vectorised pass more, and
-    only where a float side holds a NaN."""
+    equal to NaN and greater than every number. Where no float side holds a NaN
+    (found by a min, which NaN propagates through) that is all it costs."""
     with np.errstate(invalid="ignore"):
         out = _IEEE[op](x, y)
-    xn, yn = _nan(x), _nan(y)
+    xn, yn = _nan(x, out), _nan(y, out)
     if xn is None and yn is None:
         return out
-    xn = np.False_ if xn is None else xn
-    yn = np.False_ if yn is None else yn
-    if op == "=":
-        return out | (xn & yn)
-    if op == "<>":
-        return out & ~(xn & yn)
-    if op == "<":
-        return out | (~xn & yn)
-    if op == "<=":
-        return out | yn
-    if op == ">":
-        return out | (xn & ~yn)
-    return out | xn                                         # >=
+    if op in ("=", "<>"):           # (NaN against a number: IEEE's answer is PostgreSQL's)
+        if xn is None or yn is None:
+            return out
+        both = xn & yn
+        return out | both if op == "=" else out & ~both
+    if op in ("<", "<="):           # a NaN on the right is above every number
+        if yn is None:
+            return out
+        return out | yn if op == "<=" or xn is None else out | (yn & ~xn)
+    if xn is None:                  # > >=: a NaN on the left is above every number
+        return out
+    return out | xn if op == ">=" or yn is None else out | (xn & ~yn)
 
 
-def _nan(x):
-    """Where `x` is NaN, or None where it is not a float or holds no NaN."""
-    if isinstance(x, float):
-        return np.True_ if x != x else None
-    if isinstance(x, np.ndarray) and x.dtype.kind == "f" or isinstance(x, np.floating):
-        nan = np.isnan(x)
-        return nan if nan.any() else None
+def _nan(x, out):
+    """Where `x` (a side of `out`) is NaN, or None where it is no float or holds
+    no NaN. (Arrays only: a numpy bool scalar broadcast in `&` is a slow loop.)"""
+    if isinstance(x, (float, np.floating)):
+        return np.broadcast_to(True, np.shape(out)) if x != x else None
+    if isinstance(x, np.ndarray) and x.dtype.kind == "f" and x.size \
+            and np.isnan(x.min()):
+        return np.isnan(x)
     return None
