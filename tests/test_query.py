@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import varvedb as vv
+from varvedb.float_order import compare
 from varvedb.query.execute import execute
 from varvedb.index.vector_index import make_vector_index
 from varvedb.query.filter import Filter, Node, Param, Ref, parse
@@ -88,6 +89,23 @@ def _pg_float_key(v):
 
 _PG_CMP = {"=": lambda a, b: a == b, "<>": lambda a, b: a != b, "<": lambda a, b: a < b,
            "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+def test_float_order_compares_as_postgresql_orders_float8():
+    """Every comparison over NaN, +-inf and numbers, arrays or scalars either side,
+    float64 or float32, as the key order (NaN equal to NaN, above every number) says."""
+    vals = [np.nan, np.inf, -np.inf, 1.0, -2.0, 0.0]
+    xs = np.repeat(vals, len(vals))
+    ys = np.tile(vals, len(vals))
+    for op, cmp in _PG_CMP.items():
+        assert compare(op, xs, ys).tolist() == [
+            cmp(_pg_float_key(a), _pg_float_key(b)) for a, b in zip(xs, ys)], op
+        for b in vals:
+            assert compare(op, xs.astype(np.float32), b).tolist() == [
+                cmp(_pg_float_key(a), _pg_float_key(b)) for a in xs], (op, b)
+            assert compare(op, np.float64(b), ys).tolist() == [
+                cmp(_pg_float_key(b), _pg_float_key(a)) for a in ys], (op, b)
+        assert compare(op, np.arange(3), np.nan).tolist() == [op in ("<>", "<", "<=")] * 3
 
 
 def test_filter_compares_float_nan_as_postgresql_does(tmp_path):
