@@ -250,6 +250,18 @@ SELECT id FROM ta WHERE n NOT IN (SELECT m FROM wm) ORDER BY id;
 SELECT count(*) FROM ta WHERE (n IN (SELECT m FROM wm)) IS NULL;
 -- => [(1,)]
 
+-- ... and in UPDATE and DELETE, a bare name the target table has
+CREATE TABLE tu (id bigint PRIMARY KEY, g text, n int);
+INSERT INTO tu VALUES (1, 'a', 1), (2, 'a', NULL), (3, 'b', 3), (4, NULL, 2);
+UPDATE tu SET g = 'x' WHERE EXISTS (SELECT 1 FROM wm WHERE m = n * 10) RETURNING id;
+-- => [(1,), (3,), (4,)]
+UPDATE tu SET n = (SELECT max(m) FROM wm WHERE m > n * 10) WHERE id < 4 RETURNING id, n;
+-- => [(1, 30), (2, None), (3, None)]
+DELETE FROM tu WHERE NOT EXISTS (SELECT 1 FROM wm WHERE m >= n) RETURNING id;
+-- => [(2,), (3,)]
+SELECT id, g, n FROM tu ORDER BY id;
+-- => [(1, 'x', 30), (4, 'x', 2)]
+
 -- DEALLOCATE and DISCARD (what drivers and poolers send): a statement is a
 -- connection's; none is kept here
 DEALLOCATE ALL;

@@ -224,20 +224,10 @@ class Select:
         return tuple(names)
 
     def _resolved(self, ctx) -> "Select":
-        """This statement compiled with its tables' columns (kept while their
-        schemas stay), so that its subqueries' bare names find their level."""
-        got = self._variant
-        if got is not None and all(_schema(ctx, name) is schema for name, schema in got[0]):
-            return got[1]
-        seen = {}
-
-        def columns_of(name):
-            schema = seen[name] = _schema(ctx, name)
-            return None if schema is None else ("id", *schema.fields)
+        """This statement compiled with its tables' columns, so that its
+        subqueries' bare names find their level."""
         stmt, ctes, outer, _ = self._given
-        sel = Select(stmt, ctes, outer, columns_of)
-        self._variant = (tuple(seen.items()), sel)
-        return sel
+        return with_columns(self, ctx, lambda columns_of: Select(stmt, ctes, outer, columns_of))
 
     def outer_columns(self) -> list:
         """The enclosing query's columns this subquery reads, as ColumnRefs (in the
@@ -623,6 +613,23 @@ def _correlated(sub: Select, ctx, params, outer: list, fold, n: int) -> E.Val:
     if not answers:
         return E.const_val(None, n)
     return concat(answers, "subquery").take(group)
+
+
+def with_columns(owner, ctx, make: Callable):
+    """`make(columns_of)`: a statement compiled again with its tables' columns
+    (`columns_of(name)`: a table's column names, None where there is no such
+    table), kept in `owner._variant` while those tables' schemas stay."""
+    got = owner._variant
+    if got is not None and all(_schema(ctx, name) is schema for name, schema in got[0]):
+        return got[1]
+    seen = {}
+
+    def columns_of(name):
+        schema = seen[name] = _schema(ctx, name)
+        return None if schema is None else ("id", *schema.fields)
+    made = make(columns_of)
+    owner._variant = (tuple(seen.items()), made)
+    return made
 
 
 def _schema(ctx, name: str):
