@@ -244,3 +244,8 @@ SELECT id FROM vn WHERE id <> 4 ORDER BY e <#> '[1,2]' NULLS LAST LIMIT 4;
 -- => [(5,), (3,), (1,), (2,)]
 SELECT id FROM vn ORDER BY e <-> '[0,0]' LIMIT 3;
 -- => [(1,), (3,), (5,)]
+-- a NULL query vector: every distance NULL, every row (NULL::vector(n) is NULL, of no width)
+SELECT count(*) FROM (SELECT id FROM vn ORDER BY e <-> NULL::vector(2) LIMIT 10) s;
+-- => [(5,)]
+SELECT NULL::vector(3) IS NULL, NULL::halfvec(2) IS NULL, (NULL::vector(2) <-> e) IS NULL FROM vn WHERE id = 1;
+-- => [(True, True, True)]
