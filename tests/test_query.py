@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import varvedb as vv
+from varvedb.float_order import compare
 from varvedb.query.execute import execute
 from varvedb.index.vector_index import make_vector_index
 from varvedb.query.filter import Filter, Node, Param, Ref, parse
@@ -79,6 +80,56 @@ def test_filter_binds_parameters_and_reads_only_the_readers_rows(small):
     f = Filter("tag >= $1", t.schema, [2])
     assert f.mask(t, t.n).tolist() == [False, True, False, True]
     assert f.mask(t, 2).tolist() == [False, True]        # a reader's n, not the table's
+
+
+def _pg_float_key(v):
+    """PostgreSQL's float8 order as a sort key: NaN equal to NaN, above every number."""
+    return (1, 0.0) if v != v else (0, v)
+
+
+_PG_CMP = {"=": lambda a, b: a == b, "<>": lambda a, b: a != b, "<": lambda a, b: a < b,
+           "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+def test_float_order_compares_as_postgresql_orders_float8():
+    """Every comparison over NaN, +-inf and numbers, arrays or scalars either side,
+    float64 or float32, as the key order (NaN equal to NaN, above every number) says."""
+    vals = [np.nan, np.inf, -np.inf, 1.0, -2.0, 0.0]
+    xs = np.repeat(vals, len(vals))
+    ys = np.tile(vals, len(vals))
+    for op, cmp in _PG_CMP.items():
+        assert compare(op, xs, ys).tolist() == [
+            cmp(_pg_float_key(a), _pg_float_key(b)) for a, b in zip(xs, ys)], op
+        for b in vals:
+            assert compare(op, xs.astype(np.float32), b).tolist() == [
+                cmp(_pg_float_key(a), _pg_float_key(b)) for a in xs], (op, b)
+            assert compare(op, np.float64(b), ys).tolist() == [
+                cmp(_pg_float_key(b), _pg_float_key(a)) for a in ys], (op, b)
+        assert compare(op, np.arange(3), np.nan).tolist() == [op in ("<>", "<", "<=")] * 3
+
+
+def test_filter_compares_float_nan_as_postgresql_does(tmp_path):
+    """where= orders floats as SQL does (NaN = NaN, NaN above +inf), on a plain
+    column and through a sorted index's merged run and its unsorted tail alike."""
+    db = vv.connect(str(tmp_path / "nan.varve"))
+    c = db.create_collection("f", {"x": vv.Float(index="sorted"), "y": "float"})
+    x = np.arange(3000, dtype=np.float64)
+    x[::7], x[5], x[6] = np.nan, np.inf, -np.inf
+    c.insert_arrays(id=np.arange(3000), x=x, y=x)          # past 1024 rows: merged
+    tail = [np.nan, np.inf, 1.0, None, 2.5]
+    c.insert([{"id": 3000 + i, "x": v, "y": v} for i, v in enumerate(tail)])
+    assert c.table.indexes["x"].sorted_upto == 3000          # the rest is the tail
+    values = x.tolist() + tail
+    for op in _PG_CMP:
+        for value in (np.nan, np.inf, 1.0):
+            want = [i for i, v in enumerate(values) if v is not None and
+                    _PG_CMP[op](_pg_float_key(v), _pg_float_key(value))]
+            for field in ("x", "y"):
+                assert _mask(c, f"{field} {op} $1", [value]) == want, (field, op, value)
+    nan_rows = [i for i, v in enumerate(values) if v is not None and v != v]
+    assert _mask(c, "y IN ($1, 1.0)", [np.nan]) == sorted(nan_rows + [1, 3002])
+    assert c.count(where="x > $1", params=[1e308]) == len(nan_rows) + 2      # NaN, +inf
+    db.close()
 
 
 @pytest.mark.parametrize("where,err", [

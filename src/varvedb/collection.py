@@ -527,6 +527,9 @@ class Collection:
         `ef` widens the graph walk (default: the index's ef_search; at most
         MAX_EF); `probes` is how many lists an IVFPQ index scans (default its
         nprobe; more lists, higher recall); `exact=True` scans every allowed row.
+        A document whose vector field is NULL has no distance and is never a hit
+        (a nearest-neighbour search; SQL's `ORDER BY v <-> q LIMIT k`, an ORDER BY,
+        sorts its NULL distance last and returns it once the others run out).
 
         Text search (`text=`, on a vv.Text(fts=True) field, `text_field` if there
         are several): the query syntax is words, "a phrase", OR, -word, prefix*,

@@ -124,3 +124,15 @@ CREATE INDEX ON docs USING hnsw ((embedding::halfvec(4)) vector_l2_ops);
 -- !! 42804
 CREATE INDEX ON docs USING hnsw ((embedding::halfvec(3)) halfvec_l2_ops);
 -- !! 22000
+
+-- a row without a vector, under an expression index: its NULL distance sorts last and a
+-- LIMIT past the rows with one reaches it; a NULL query vector ranks nothing
+CREATE INDEX docs_half3 ON docs USING hnsw ((embedding::halfvec(4)) halfvec_l2_ops);
+INSERT INTO docs VALUES (99, 'x', NULL, 1);
+SELECT id FROM (SELECT id FROM docs ORDER BY embedding::halfvec(4) <-> '[0.3,1.1,2.7,-0.6]' LIMIT 1000) s WHERE id = 99;
+-- => [(99,)]
+SELECT count(*) = (SELECT count(*) FROM docs) FROM (SELECT id FROM docs ORDER BY embedding::halfvec(4) <-> '[0.3,1.1,2.7,-0.6]' LIMIT 1000) s;
+-- => [(True,)]
+SELECT count(*) = (SELECT count(*) FROM docs) FROM (SELECT id FROM docs ORDER BY embedding::halfvec(4) <-> NULL::halfvec(4) LIMIT 1000) s;
+-- => [(True,)]
+DROP INDEX docs_half3;

@@ -180,6 +180,88 @@ SELECT pg_catalog.pg_namespace.nspname FROM pg_catalog.pg_namespace WHERE pg_cat
 -- => [('public',)]
 SELECT id FROM t WHERE k = ANY (ARRAY[10, 50]) ORDER BY id;
 -- => [(1,)]
+-- an alias hides its table's name: inside a subquery over the same table under an
+-- alias, `ta` is the outer query's row (the subquery is correlated), and outside it
+-- the aliased table is not `ta`
+CREATE TABLE ta (id bigint PRIMARY KEY, g text, n int);
+INSERT INTO ta VALUES (1, 'a', 1), (2, 'a', NULL), (3, 'b', 3), (4, NULL, 2), (5, 'b', 5), (6, 'c', 1);
+SELECT id FROM ta WHERE EXISTS (SELECT 1 FROM ta AS x WHERE x.g = ta.g AND x.id <> ta.id) ORDER BY id;
+-- => [(1,), (2,), (3,), (5,)]
+SELECT id FROM ta WHERE NOT EXISTS (SELECT 1 FROM ta x WHERE x.g = ta.g AND x.id <> ta.id) ORDER BY id;
+-- => [(4,), (6,)]
+SELECT id, (SELECT count(*) FROM ta AS x WHERE x.g = ta.g) FROM ta ORDER BY id;
+-- => [(1, 2), (2, 2), (3, 2), (4, 0), (5, 2), (6, 1)]
+SELECT ta.id FROM ta AS x;
+-- !! 42P01
+SELECT id FROM ta AS x WHERE ta.id = 1;
+-- !! 42P01
+WITH w AS (SELECT id FROM ta) SELECT w.id FROM w AS x;
+-- !! 42P01
+SELECT generate_series.g FROM generate_series(1, 2) AS g;
+-- !! 42P01
+DELETE FROM ta AS x WHERE ta.id = 1;
+-- !! 42P01
+UPDATE ta AS x SET n = 0 WHERE ta.id = 1;
+-- !! 42P01
+UPDATE ta SET n = (SELECT count(*) FROM ta AS x WHERE x.g = ta.g) WHERE id < 3;
+SELECT id, n FROM ta WHERE id < 3 ORDER BY id;
+-- => [(1, 2), (2, 2)]
+UPDATE ta SET n = 1 WHERE id = 1;
+UPDATE ta SET n = NULL WHERE id = 2;
+
+-- a bare name in a subquery is the innermost level's that has it: an enclosing
+-- query's column where the subquery's own relations have none of that name
+CREATE TABLE wm (id bigint PRIMARY KEY, m int);
+INSERT INTO wm VALUES (1, 10), (2, 20), (3, 30);
+CREATE TABLE kx (id bigint PRIMARY KEY, k int);
+INSERT INTO kx VALUES (1, 1), (2, 2);
+SELECT id FROM ta WHERE EXISTS (SELECT 1 FROM wm WHERE m > n * 10) ORDER BY id;
+-- => [(1,), (4,), (6,)]
+SELECT id, (SELECT count(*) FROM wm WHERE m >= n * 10) FROM ta ORDER BY id;
+-- => [(1, 3), (2, 0), (3, 1), (4, 2), (5, 0), (6, 3)]
+SELECT id, (SELECT count(*) FROM (SELECT m FROM wm) s WHERE m > n * 10) FROM ta ORDER BY id;
+-- => [(1, 2), (2, 0), (3, 0), (4, 1), (5, 0), (6, 2)]
+SELECT id, (SELECT max(m) FROM wm JOIN kx ON kx.id = wm.id WHERE k < n) FROM ta ORDER BY id;
+-- => [(1, None), (2, None), (3, 20), (4, 10), (5, 20), (6, None)]
+-- two levels out, one level out and its own, in one subquery
+SELECT id FROM ta WHERE EXISTS (SELECT 1 FROM wm WHERE EXISTS (SELECT 1 FROM kx WHERE k = n AND k * 10 = m)) ORDER BY id;
+-- => [(1,), (4,), (6,)]
+-- an outer join's column, bare
+SELECT ta.id, kx.k FROM ta, kx WHERE EXISTS (SELECT 1 FROM wm WHERE m = k * 10 AND n = k) ORDER BY 1;
+-- => [(1, 1), (4, 2), (6, 1)]
+-- its own column first: wm's id, not ta's
+SELECT count(*) FROM ta WHERE EXISTS (SELECT 1 FROM wm WHERE id = 3);
+-- => [(6,)]
+SELECT id FROM ta WHERE EXISTS (SELECT 1 FROM wm WHERE nothing = 1);
+-- !! 42703
+
+-- x IN (an empty set) is false and x NOT IN (an empty set) true, for a NULL x too;
+-- against a set with members a NULL x is unknown either way
+SELECT id FROM ta WHERE n NOT IN (SELECT m FROM wm WHERE m > 100) ORDER BY id;
+-- => [(1,), (2,), (3,), (4,), (5,), (6,)]
+SELECT id, n IN (SELECT m FROM wm WHERE m > 100) FROM ta ORDER BY id;
+-- => [(1, False), (2, False), (3, False), (4, False), (5, False), (6, False)]
+SELECT count(*) FROM ta WHERE (n IN (SELECT m FROM wm WHERE false)) IS NULL;
+-- => [(0,)]
+SELECT id FROM ta WHERE NOT (n = ANY (ARRAY(SELECT m FROM wm WHERE m > 100))) ORDER BY id;
+-- => [(1,), (2,), (3,), (4,), (5,), (6,)]
+SELECT id FROM ta WHERE n NOT IN (SELECT m FROM wm) ORDER BY id;
+-- => [(1,), (3,), (4,), (5,), (6,)]
+SELECT count(*) FROM ta WHERE (n IN (SELECT m FROM wm)) IS NULL;
+-- => [(1,)]
+
+-- ... and in UPDATE and DELETE, a bare name the target table has
+CREATE TABLE tu (id bigint PRIMARY KEY, g text, n int);
+INSERT INTO tu VALUES (1, 'a', 1), (2, 'a', NULL), (3, 'b', 3), (4, NULL, 2);
+UPDATE tu SET g = 'x' WHERE EXISTS (SELECT 1 FROM wm WHERE m = n * 10) RETURNING id;
+-- => [(1,), (3,), (4,)]
+UPDATE tu SET n = (SELECT max(m) FROM wm WHERE m > n * 10) WHERE id < 4 RETURNING id, n;
+-- => [(1, 30), (2, None), (3, None)]
+DELETE FROM tu WHERE NOT EXISTS (SELECT 1 FROM wm WHERE m >= n) RETURNING id;
+-- => [(2,), (3,)]
+SELECT id, g, n FROM tu ORDER BY id;
+-- => [(1, 'x', 30), (4, 'x', 2)]
+
 -- DEALLOCATE and DISCARD (what drivers and poolers send): a statement is a
 -- connection's; none is kept here
 DEALLOCATE ALL;

@@ -220,3 +220,32 @@ SELECT id FROM vord ORDER BY h, id;
 SELECT count(*) FROM (SELECT DISTINCT e FROM vord) s;
 -- => [(6,)]
 SELECT e::text, count(*) FROM vord GROUP BY e ORDER BY e;
+
+-- ORDER BY a distance [LIMIT k]: a NULL vector's distance is NULL, sorted last (first
+-- with NULLS FIRST or DESC), and its row is returned once the rows with a vector run
+-- out, OFFSET counting it too
+CREATE TABLE vn (id bigint PRIMARY KEY, e vector(2));
+INSERT INTO vn VALUES (1, '[0,0]'), (2, NULL), (3, '[1,1]'), (4, NULL), (5, '[3,3]');
+SELECT id FROM (SELECT id FROM vn ORDER BY e <-> '[0,0]' LIMIT 10) s ORDER BY id;
+-- => [(1,), (2,), (3,), (4,), (5,)]
+SELECT count(*) FROM (SELECT id FROM vn ORDER BY e <-> '[0,0]' LIMIT 4 OFFSET 2) s;
+-- => [(3,)]
+SELECT id, e <-> '[1,1]' IS NULL FROM vn WHERE id <> 4 ORDER BY e <-> '[1,1]' LIMIT 10;
+-- => [(3, False), (1, False), (5, False), (2, True)]
+SELECT id FROM vn WHERE id <> 4 ORDER BY e <-> '[0,0]' LIMIT 2 OFFSET 3;
+-- => [(2,)]
+SELECT id FROM vn WHERE id <> 4 ORDER BY e <-> '[0,0]';
+-- => [(1,), (3,), (5,), (2,)]
+SELECT id FROM vn WHERE id < 4 ORDER BY e <-> '[0,0]' NULLS FIRST LIMIT 2;
+-- => [(2,), (1,)]
+SELECT id FROM vn WHERE id <> 4 ORDER BY e <-> '[0,0]' DESC LIMIT 3;
+-- => [(2,), (5,), (3,)]
+SELECT id FROM vn WHERE id <> 4 ORDER BY e <#> '[1,2]' NULLS LAST LIMIT 4;
+-- => [(5,), (3,), (1,), (2,)]
+SELECT id FROM vn ORDER BY e <-> '[0,0]' LIMIT 3;
+-- => [(1,), (3,), (5,)]
+-- a NULL query vector: every distance NULL, every row (NULL::vector(n) is NULL, of no width)
+SELECT count(*) FROM (SELECT id FROM vn ORDER BY e <-> NULL::vector(2) LIMIT 10) s;
+-- => [(5,)]
+SELECT NULL::vector(3) IS NULL, NULL::halfvec(2) IS NULL, (NULL::vector(2) <-> e) IS NULL FROM vn WHERE id = 1;
+-- => [(True, True, True)]

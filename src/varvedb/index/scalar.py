@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..float_order import WORDS, compare
+
 
 class SortedIndex:
     """A hash or sorted index (index/protocol.py: kept in step with the writes)."""
@@ -97,7 +99,7 @@ class SortedIndex:
         hits = hits[hits < n]
         if n > tail_lo:
             v, nulls = column.keys(tail_lo, n)
-            t = _OPS[op](v, value) & ~nulls
+            t = compare(WORDS[op], v, value) & ~nulls
             hits = np.concatenate([hits, tail_lo + np.flatnonzero(t)])
         return hits
 
@@ -111,10 +113,6 @@ class SortedIndex:
         upto, ix.n = (int(x) for x in arrays["upto"])
         ix._run = (arrays["keys"], arrays["rows"], upto)
         return ix
-
-
-_OPS = {"eq": np.equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-        "ge": np.greater_equal}
 
 
 def make_scalar_index(field: str, f) -> SortedIndex:

@@ -20,9 +20,15 @@ _LOGICAL = ("bool_and", "bool_or", "every")
 
 
 def sort_ranks(v: Val) -> np.ndarray:
-    """Ranks that order rows by value (NULLs ranked by the caller)."""
+    """Ranks that order rows by value (NULLs ranked by the caller); floats with a
+    NaN by their codes, NaN above every number as PostgreSQL orders it (a NaN
+    rank would stay last when negated for DESC, and be no peer of another)."""
     if v.kind in ("int", "float", "bool", "timestamp"):
-        return v.data.astype(np.float64) if v.kind != "int" else v.data
+        if v.kind == "int":
+            return v.data
+        data = v.data.astype(np.float64)
+        if v.kind != "float" or not np.isnan(data).any():
+            return data
     return codes(v)[0]
 
 

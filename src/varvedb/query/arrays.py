@@ -33,13 +33,13 @@ def to_string(arrays, nulls, seps, null_texts=None) -> list:
 
 
 def contains(values: list, arrays, array_nulls) -> tuple[np.ndarray, np.ndarray]:
-    """x = ANY(array) a row: (true, unknown) masks — unknown where x or the array
-    is NULL, or x is in no element but a NULL one."""
+    """x = ANY(array) a row: (true, unknown) masks — unknown where the array is
+    NULL, x is NULL and the array not empty, or x is in no element but a NULL one."""
     n = len(values)
     hit, unknown = np.zeros(n, bool), np.zeros(n, bool)
     for i, (x, arr, null) in enumerate(zip(values, arrays, array_nulls.tolist())):
-        if x is None or null:
-            unknown[i] = True
+        if null or x is None:
+            unknown[i] = null or len(arr) > 0
             continue
         hit[i] = x in arr
         unknown[i] = not hit[i] and None in arr

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import NotSupportedError, SqlError
+from ..float_order import compare
 from ..schema import brief, from_micros, vector_values
 from ..sparse import SparseBlock, SparseVector
 from ..text import tsquery
@@ -570,8 +571,7 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
             if keep.any():
                 out[keep] = np.asarray(_CMP[op](a.data[keep], b.data[keep]), bool)
             return Val("bool", out, nulls)
-        with np.errstate(invalid="ignore"):
-            out = _CMP[op](a.data, b.data)
+        out = compare(op, a.data, b.data)      # (PostgreSQL's order: NaN = NaN, NaN > inf)
         return Val("bool", np.asarray(out, bool), nulls)
     if a.kind == b.kind == "vector" and op in _VECTOR_OPS:
         if len(nulls) and nulls.all():      # (a NULL vector has no dimension to check)
@@ -1366,7 +1366,10 @@ def _members(a: Val, sub: Val) -> np.ndarray:
     if a.kind == "text":
         pool = set(present.tolist())
         return np.fromiter((x in pool for x in a.data), bool, len(a))
-    return np.isin(a.data, present)
+    hit = np.isin(a.data, present)
+    if present.dtype.kind == "f" and a.data.dtype.kind == "f" and np.isnan(present).any():
+        hit |= np.isnan(a.data)             # NaN = NaN (PostgreSQL's float order)
+    return hit
 
 
 def _inlist(e: InList, rel: Rel, env: Env) -> Val:
@@ -1386,7 +1389,8 @@ def _inlist(e: InList, rel: Rel, env: Env) -> Val:
             raise SqlError("42883", f"operator does not exist: {a.kind} = {sub.kind}")
         hit = _members(a, sub) if a.kind != "null" and sub.kind != "null" \
             else np.zeros(n, bool)
-        unknown = a.nulls | (~hit & bool(sub.nulls.any()))
+        # (an empty set has no member to be unknown about: x IN () is false, NULL x too)
+        unknown = (a.nulls & bool(len(sub))) | (~hit & bool(sub.nulls.any()))
         t = hit & ~a.nulls
     else:
         t = np.zeros(n, bool)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FieldTypeError, FilterError, SqlError, UnknownFieldError
+from ..float_order import WORDS, compare
 from ..schema import Schema, brief, to_micros
 from . import jsonb
 from .text_query import text_query
@@ -505,7 +506,7 @@ class Filter:
             t = np.zeros(n, bool)
             t[index.search(table.columns[ref.name], op, value, n)] = True
         else:
-            t = _NP_OPS[op](values, value)
+            t = compare(WORDS[op], values, value)
         return t & ~nulls, nulls
 
     def _match(self, ref: Ref, query, table, n: int):
@@ -581,8 +582,6 @@ def _safe(fn, x, value) -> bool:
         return False
 
 
-_NP_OPS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
-           "gt": np.greater, "ge": np.greater_equal}
 _PY_OPS = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
            "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
 

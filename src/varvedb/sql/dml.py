@@ -50,7 +50,9 @@ def compile_statement(stmt):
 
 
 def _table_names(rv: ast.RangeVar) -> set:
-    return {rv.relname} | ({rv.alias.aliasname} if rv.alias else set())
+    """The name the target table answers to: its alias where it has one (which
+    hides the table's name, as in PostgreSQL)."""
+    return {rv.alias.aliasname if rv.alias else rv.relname}
 
 
 def _returning(clause, scope) -> list | None:
@@ -361,9 +363,14 @@ def rewrite_rows(ctx, tx, t, rows: np.ndarray, values: dict[str, list]) -> None:
 # ---- UPDATE and DELETE ------------------------------------------------------------
 
 class _Targeted:
-    """UPDATE and DELETE: the live rows their WHERE clause picks."""
+    """UPDATE and DELETE: the live rows their WHERE clause picks. `columns_of` as
+    sql/select.py's Select takes it: one with subqueries is compiled again when it
+    runs, with its tables' columns, so a subquery's bare name may be the target
+    table's column (`WHERE EXISTS (SELECT 1 FROM w WHERE m = n)`, n the table's)."""
 
-    def _init(self, stmt):
+    def _init(self, stmt, columns_of):
+        self._given = (stmt, columns_of)
+        self._variant = None
         self.table = stmt.relation.relname
         if getattr(stmt, "fromClause", None) or getattr(stmt, "usingClause", None):
             raise NotSupportedError("UPDATE ... FROM and DELETE ... USING are not supported")
@@ -371,7 +378,9 @@ class _Targeted:
             raise NotSupportedError("WITH is not supported")
         from .expressions import deparse
         from .select import Select, grammar_root
-        self.scope = Scope(_table_names(stmt.relation), self._add_subquery)
+        self.scope = Scope(_table_names(stmt.relation), self._add_subquery,
+                           columns=None if columns_of is None or stmt.relation.alias
+                           and stmt.relation.alias.colnames else columns_of(self.table))
         self.subqueries: dict = {}
         self._Select = Select
         self.where = None if stmt.whereClause is None else convert(stmt.whereClause, self.scope)
@@ -381,9 +390,19 @@ class _Targeted:
 
     def _add_subquery(self, node, rows_only: bool = False) -> tuple[int, list]:
         key = len(self.subqueries)
-        sub = self.subqueries[key] = self._Select(node, outer=self.scope)
+        sub = self.subqueries[key] = self._Select(node, outer=self.scope,
+                                                  columns_of=self._given[1])
         sub.rows_only = rows_only
         return key, sub.outer_columns()
+
+    def _resolved(self, ctx):
+        """This statement to run: compiled again with its tables' columns where it
+        has subqueries (sql/select.py's with_columns), else itself."""
+        stmt, columns_of = self._given
+        if not self.subqueries or columns_of is not None:
+            return self
+        from .select import with_columns
+        return with_columns(self, ctx, lambda c: type(self)(stmt, c))
 
     def _env(self, ctx, params) -> E.Env:
         from .select import subquery_env
@@ -400,8 +419,8 @@ class _Targeted:
 
 
 class Update(_Targeted):
-    def __init__(self, stmt: ast.UpdateStmt):
-        self._init(stmt)
+    def __init__(self, stmt: ast.UpdateStmt, columns_of=None):
+        self._init(stmt, columns_of)
         self.sets = []
         for rt in stmt.targetList:
             if rt.indirection:
@@ -410,6 +429,9 @@ class Update(_Targeted):
                               else convert(rt.val, self.scope)))
 
     def run(self, ctx, params) -> SqlResult:
+        run = self._resolved(ctx)
+        if run is not self:
+            return run.run(ctx, params)
         s = ctx.session
         with s.writing() as tx:
             t = ctx.table(self.table)
@@ -439,10 +461,13 @@ class Update(_Targeted):
 
 
 class Delete(_Targeted):
-    def __init__(self, stmt: ast.DeleteStmt):
-        self._init(stmt)
+    def __init__(self, stmt: ast.DeleteStmt, columns_of=None):
+        self._init(stmt, columns_of)
 
     def run(self, ctx, params) -> SqlResult:
+        run = self._resolved(ctx)
+        if run is not self:
+            return run.run(ctx, params)
         s = ctx.session
         with s.writing() as tx:
             t = ctx.table(self.table)

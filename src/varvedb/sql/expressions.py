@@ -6,9 +6,10 @@ with one relation in FROM the qualifier is checked against the names that
 level answers to and dropped; with several (a join) it is kept (`s.d`).
 `x IN (SELECT ...)` becomes a SubqueryValues leaf; the Select compiler runs
 the subquery first. A scalar, EXISTS or ARRAY subquery that names an
-enclosing query's `alias.col` is correlated: that name is an Outer leaf inside
-it, and the subquery a `$correlated` call whose arguments are those columns of
-the outer rows (sql/select.py runs it once per distinct combination).
+enclosing query's `alias.col` (or a bare `col` that only an enclosing level
+has) is correlated: that name is an Outer leaf inside it, and the subquery a
+`$correlated` call whose arguments are those columns of the outer rows
+(sql/select.py runs it once per distinct combination).
 """
 from __future__ import annotations
 
@@ -56,7 +57,9 @@ class Scope:
                  outer: "Scope | None" = None, columns: tuple[str, ...] | None = None):
         self.names = names
         # its relation's column names where they are known as it is compiled (a
-        # pg_catalog relation's), else None: a bare name is then always this level's
+        # pg_catalog relation's; a table's and what is made of them when the
+        # statement is compiled with its tables' columns: sql/select.py's
+        # _resolved), else None: a bare name is then always this level's
         self.columns = columns
         self.subquery = subquery
         # a subquery's: the enclosing query's scope, and the qualified names of its
@@ -157,10 +160,11 @@ def convert(n, scope: Scope):
 def _outer_ref(n: ast.ColumnRef, scope: Scope):
     """`t.col` where t is no relation of this level but an enclosing query's: an
     Outer leaf (recorded in the scope, so its subquery is run per outer row).
-    A bare name is this level's unless this level's columns are known (a
-    pg_catalog relation's) and it is none of them: then it is the nearest
-    enclosing level's that has it, where those levels' columns are known too
-    (a table's are known only when the statement is bound)."""
+    A bare name is this level's unless this level's columns are known and it is
+    none of them: then it is the nearest enclosing level's that has it, where
+    those levels' columns are known too (a pg_catalog relation's always; a
+    table's when a statement with subqueries is compiled again as it is
+    planned, with its tables' columns)."""
     parts = n.fields
     if len(parts) == 1 and isinstance(parts[0], ast.String):
         return _bare_outer_ref(n, parts[0].sval, scope)

@@ -247,6 +247,18 @@ def _aliases(tree) -> list:
     return _aliases(tree.left) + _aliases(tree.right)
 
 
+def bare_columns(tree) -> tuple | None:
+    """The relations' column names (bare, as each leaf renames them), where each is
+    known as the statement is compiled; else None."""
+    if isinstance(tree, Leaf):
+        names = tree.select.output_names()
+        if names is None:
+            return None
+        return tree.colnames + names[len(tree.colnames):]
+    left, right = bare_columns(tree.left), bare_columns(tree.right)
+    return None if left is None or right is None else left + right
+
+
 def outer_refs(tree) -> dict:
     """The enclosing query's columns (name -> ColumnRef) that a correlated
     subquery's relations read (a relation in FROM sees no other of its level)."""

@@ -35,7 +35,7 @@ from . import pg_catalog
 from ..query.execute import execute
 from ..query.filter import Filter as GrammarFilter, Refusal, expressed as grammar_expressed
 from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Output, Sort,
-                          Where, Window)
+                          VectorTopK, Where, Window)
 from ..query.bind import bind_legs, search_width
 from ..query.prepared import keep, query_vector, typed_key
 from ..query.planner import Query, plan_scan, plan_search
@@ -51,8 +51,17 @@ from ..results import SqlResult
 
 
 class Select:
+    """`columns_of`: a table's column names by its name (None: not known). As
+    compiled once per text it is None, and a bare name in a subquery is its own
+    level's; a statement with subqueries is compiled again when it is planned, with
+    its tables' columns (`_resolved`), so a bare name is the innermost level's that
+    has it, as in PostgreSQL (`EXISTS (SELECT 1 FROM w WHERE m > n)`, n the outer
+    table's)."""
+
     def __init__(self, stmt: ast.SelectStmt, ctes: dict | None = None,
-                 outer: Scope | None = None):
+                 outer: Scope | None = None, columns_of: Callable | None = None):
+        self._given = (stmt, ctes, outer, columns_of)
+        self._variant = None        # (the tables' schemas it read, the Select _resolved made)
         if stmt.intoClause or stmt.lockingClause or stmt.windowClause:
             raise NotSupportedError("SELECT INTO, FOR UPDATE and WINDOW are not supported")
         # WITH name AS [NOT] MATERIALIZED (SELECT ...): each name is a subquery in FROM
@@ -77,17 +86,20 @@ class Select:
         set_op = stmt.op != SetOperation.SETOP_NONE
         self._from_refs = {}
         self._renames = None        # (alias, column names) of FROM x AS alias (a, b, ...)
-        self._columns = None        # its columns' names, known here for a pg_catalog relation
+        # its FROM's columns' names where they are known as it is compiled (a
+        # pg_catalog relation's; with columns_of, a table's and what is made of them)
+        self._columns = None
         if set_op:          # UNION: its rows are this level's FROM (sql/relations.py)
-            self.source = relations.compile_set_op(stmt, self.ctes,
-                                                   partial(Select, outer=outer))
+            self.source = relations.compile_set_op(
+                stmt, self.ctes, partial(Select, outer=outer, columns_of=columns_of))
             self._names = set()
+            self._columns = self.source[2].output_names()
             for leg in self.source[2:]:
                 self._from_refs.update(zip(leg.outer_refs, leg.outer_columns()))
         elif stmt.valuesLists:
             self.source = self._values(stmt.valuesLists, outer)
         else:
-            self.source = self._source(stmt.fromClause, outer)
+            self.source = self._source(stmt.fromClause, outer, columns_of)
         scope = Scope(self._names, self._add_subquery, qualified=self.source[0] == "join",
                       outer=outer, columns=self._columns)
         scope.outer_refs.update(self._from_refs)
@@ -135,14 +147,15 @@ class Select:
 
     # ---- compiling ---------------------------------------------------------------
 
-    def _source(self, from_clause, outer):
+    def _source(self, from_clause, outer, columns_of):
         self._names = set()
         if not from_clause:
             return ("none",)
         if relations.is_join(from_clause):
-            tree, self._names = relations.compile_from(from_clause, self.ctes,
-                                                       partial(Select, outer=outer))
+            tree, self._names = relations.compile_from(
+                from_clause, self.ctes, partial(Select, outer=outer, columns_of=columns_of))
             self._from_refs = relations.outer_refs(tree)
+            self._columns = relations.bare_columns(tree)
             return ("join", tree)
         f = from_clause[0]
         colnames = relations.column_aliases(getattr(f, "alias", None))
@@ -150,30 +163,36 @@ class Select:
             self._renames = (f.alias.aliasname, colnames)
         if isinstance(f, ast.RangeVar) and f.schemaname is None and f.relname in self.ctes:
             alias = f.alias.aliasname if f.alias else f.relname
-            self._names = {alias, f.relname}
-            return ("derived", Select(self.ctes[f.relname], self.ctes), alias)
+            self._names = {alias}       # (an alias hides the name it stands for)
+            sub = Select(self.ctes[f.relname], self.ctes, columns_of=columns_of)
+            self._columns = _known(sub.output_names(), f.alias)
+            return ("derived", sub, alias)
         if isinstance(f, ast.RangeVar) and colnames:    # a table's: a derived table
-            self._names = {f.alias.aliasname, f.relname}
-            sub = Select(relations.star_select(f), self.ctes, outer=outer)
+            self._names = {f.alias.aliasname}
+            sub = Select(relations.star_select(f), self.ctes, outer=outer,
+                         columns_of=columns_of)
             return ("derived", sub, f.alias.aliasname)
         if isinstance(f, ast.RangeVar) and f.relname in pg_catalog.RELATIONS \
                 and f.schemaname in (None, "pg_catalog"):     # pg_catalog is searched first
             alias = f.alias.aliasname if f.alias else f.relname
-            self._names = {alias, f.relname}
+            self._names = {alias}
             self._columns = self._renamed(pg_catalog.RELATIONS[f.relname][0])
             return ("function", f.relname, ())
         if isinstance(f, ast.RangeVar):
             if f.schemaname not in (None, "public"):
                 raise SqlError("42P01", f'relation "{f.schemaname}.{f.relname}" does not exist')
-            self._names = {f.relname} | ({f.alias.aliasname} if f.alias else set())
+            self._names = {f.alias.aliasname if f.alias else f.relname}
+            self._columns = _known(columns_of(f.relname) if columns_of else None, f.alias)
             return ("table", f.relname)
         if isinstance(f, ast.RangeSubselect):
             if f.lateral:
                 raise NotSupportedError("LATERAL is not supported")
             alias = f.alias.aliasname if f.alias is not None else "subquery"
             self._names = {alias}
-            sub = Select(f.subquery, self.ctes, outer=outer)   # (not LATERAL: not this level)
+            sub = Select(f.subquery, self.ctes, outer=outer,   # (not LATERAL: not this level)
+                         columns_of=columns_of)
             self._from_refs = sub._scope.outer_refs
+            self._columns = _known(sub.output_names(), f.alias)
             return ("derived", sub, alias)
         if isinstance(f, ast.RangeFunction):
             call = f.functions[0][0]
@@ -183,7 +202,7 @@ class Select:
             args = tuple(convert(a, scope) for a in (call.args or ()))
             self._from_refs = scope.outer_refs
             alias = f.alias.aliasname if f.alias else name
-            self._names = {alias, name}
+            self._names = {alias}
             return ("function", name, args, alias)
         raise NotSupportedError(f"FROM {type(f).__name__} is not supported")
 
@@ -207,9 +226,28 @@ class Select:
         """A subquery's key, and the ColumnRefs of this level's columns it reads
         (rows_only: EXISTS's, which reads how many rows it has, of any columns)."""
         key = len(self.subqueries)
-        sub = self.subqueries[key] = Select(stmt, self.ctes, outer=self._scope)
+        sub = self.subqueries[key] = Select(stmt, self.ctes, outer=self._scope,
+                                            columns_of=self._given[3])
         sub.rows_only = rows_only
         return key, sub.outer_columns()
+
+    def output_names(self) -> tuple | None:
+        """Its output columns' names where they are known as it is compiled."""
+        names = []
+        for t in self.targets:
+            if t[0] != "*":
+                names.append(t[0])
+            elif t[1] is not None or self._columns is None:
+                return None         # (x.*, or * of columns not known yet)
+            else:
+                names.extend(c.split(".", 1)[-1] for c in self._columns)
+        return tuple(names)
+
+    def _resolved(self, ctx) -> "Select":
+        """This statement compiled with its tables' columns, so that its
+        subqueries' bare names find their level."""
+        stmt, ctes, outer, _ = self._given
+        return with_columns(self, ctx, lambda columns_of: Select(stmt, ctes, outer, columns_of))
 
     def outer_columns(self) -> list:
         """The enclosing query's columns this subquery reads, as ColumnRefs (in the
@@ -231,6 +269,8 @@ class Select:
 
     def plan(self, ctx, params, outer: dict | None = None) -> Query:
         """`outer`: a correlated subquery's outer row (name -> a one-row Val)."""
+        if self.subqueries and self._given[2] is None and self._given[3] is None:
+            return self._resolved(ctx).plan(ctx, params, outer)
         env = subquery_env(self.subqueries, ctx, params, outer)
         kind = self.source[0]
         table = None
@@ -258,9 +298,9 @@ class Select:
             where = None if self.where_expr is None else self._where_bound(table, env)
             if b.vector is not None:
                 query = self._plan_vector(ctx, b, snap, table, where, env)
-                if query is not None:
+                if isinstance(query, Query):
                     return query
-                b = b.null_distance()       # a NULL query vector
+                b = query                   # no top-k: each distance evaluated
             if b.text is not None or b.hybrid is not None:
                 return self._plan_text(ctx, b, snap, table, where, env)
             node, masks = plan_scan(snap, table, where)
@@ -348,7 +388,11 @@ class Select:
             q = qv.data[0]
         return q
 
-    def _plan_vector(self, ctx, b, snap, table, where, env) -> Query | None:
+    def _plan_vector(self, ctx, b, snap, table, where, env) -> "Query | Bound":
+        """The vector top-k's plan; or, where a top-k cannot answer, the Bound to
+        plan without one: a NULL query vector's (every distance NULL), or one whose
+        LIMIT + OFFSET reaches past the rows with a vector to rows without one
+        (their NULL distances sort last, as PostgreSQL's do)."""
         fname, metric, q_expr = b.vector
         f = table.schema.fields[fname]
         expr = getattr(b, "vector_expr", None)
@@ -361,7 +405,7 @@ class Select:
             return self._plan_index_expr(ctx, b, snap, table, where, env)
         q = self._query_vector(f, q_expr, env, f"vector {b.vector_op}", null_ok=True)
         if q is None:
-            return None
+            return b.without_top_k(sort=False)
         # A statement run again at the same state with only its query vector changed
         # reuses its plan, masks and strategy (query/prepared.py), as the API does
         # (`_kept_run` finds it before anything is bound; this, on a branch's head).
@@ -386,17 +430,20 @@ class Select:
                          where=where)
         query = self._output(b, bind_legs(request, table, snap, session.settings), limit,
                              offset, env)
+        if _reaches_nulls(query, k, snap, table, fname, where):
+            return b.without_top_k(sort=True)
         # (not when the WHERE reads the vector's parameter: its mask would change)
         if key is not None and (skip < 0 or f"Param(index={skip + 1})"
                                 not in repr(self.where_expr)):
             keep(table.prepared, key, state, query)
         return query
 
-    def _plan_index_expr(self, ctx, b, snap, table, where, env) -> Query | None:
+    def _plan_index_expr(self, ctx, b, snap, table, where, env) -> "Query | Bound":
         """The vector top-k of a field whose index is on an expression or partial
         (sql/index_exprs.py): over the expression's values when the ORDER BY ranks
         by it, and through a partial index only when the WHERE implies its
-        predicate (else exactly). Not kept (query/prepared.py): planned each time."""
+        predicate (else exactly). Not kept (query/prepared.py): planned each time.
+        As _plan_vector, the Bound to plan without a top-k where one cannot answer."""
         fname, metric, q_expr = b.vector
         f = table.schema.fields[fname]
         spec = f.vector_index
@@ -404,7 +451,7 @@ class Select:
         target = f if expr is None else derived_field(f, expr)
         q = self._query_vector(target, q_expr, env, f"vector {b.vector_op}", null_ok=True)
         if q is None:
-            return None
+            return b.without_top_k(sort=False)
         q = query_vector(target, q)
         implied = bool(spec.where) and implies(self.where_expr, spec.where,
                                                table.schema.fields, env)
@@ -414,6 +461,8 @@ class Select:
         width = search_width(table, fname, None, None, session.settings)
         query = plan_search(snap, table, fname, metric, q, k, where, width, False,
                             expr=text, implied=implied)
+        if _reaches_nulls(query, k, snap, table, fname, where):
+            return b.without_top_k(sort=True)       # (an expression of NULL is NULL)
         return self._output(b, query, limit, offset, env)
 
     def _kept_key(self, session, params, skip: int) -> tuple:
@@ -616,6 +665,52 @@ def _correlated(sub: Select, ctx, params, outer: list, fold, n: int) -> E.Val:
     if not answers:
         return E.const_val(None, n)
     return concat(answers, "subquery").take(group)
+
+
+def with_columns(owner, ctx, make: Callable):
+    """`make(columns_of)`: a statement compiled again with its tables' columns
+    (`columns_of(name)`: a table's column names, None where there is no such
+    table), kept in `owner._variant` while those tables' schemas stay."""
+    got = owner._variant
+    if got is not None and all(_schema(ctx, name) is schema for name, schema in got[0]):
+        return got[1]
+    seen = {}
+
+    def columns_of(name):
+        schema = seen[name] = _schema(ctx, name)
+        return None if schema is None else ("id", *schema.fields)
+    made = make(columns_of)
+    owner._variant = (tuple(seen.items()), made)
+    return made
+
+
+def _schema(ctx, name: str):
+    """Table `name`'s schema, or None where there is none (refused when planned)."""
+    try:
+        return ctx.table(name).schema
+    except SqlError:
+        return None
+
+
+def _known(names: tuple | None, alias) -> tuple | None:
+    """A lone relation's column names, as a subquery's bare names are resolved
+    against them; None (not known: its own level's) under `AS alias (a, b, ...)`."""
+    return None if alias is not None and alias.colnames else names
+
+
+def _reaches_nulls(query: Query, k: int, snap, table, field: str, where) -> bool:
+    """Whether a vector top-k of `k` rows reaches past the rows with a vector
+    (`query`'s VectorTopK chooses among those) to a row the statement reads
+    (visible, WHERE true) whose `field` is NULL."""
+    if k <= query.plan.find(VectorTopK).allowed:
+        return False
+    mask, rows = snap.visible(table, None)
+    valued, with_vector = snap.visible(table, field)      # (counts cached per version)
+    if rows == with_vector:
+        return False
+    if where is None:
+        return True
+    return bool((mask & ~valued & where.mask(table, snap.n(table))).any())
 
 
 def grammar_root(node, text):
@@ -828,7 +923,9 @@ class Bound:
                                 "select list")
 
     def _vector_order(self, order, table):
-        if len(order) != 1 or order[0][1] or table is None:
+        """ORDER BY vec <op> q [ASC] [NULLS LAST]: the vector top-k (NULLS FIRST or
+        DESC: a sort, the NULL distances first)."""
+        if len(order) != 1 or order[0][1] or order[0][2] or table is None:
             return None
         e = order[0][0]
         self.vector = self._distance_call(e, table)
@@ -839,19 +936,23 @@ class Bound:
                 return None
         self.vector_op = e.op
         self.distance = e
+        self.vector_sort = order[0]
         score = E.Col("$score")
         self.exprs = [E.rewrite(x, lambda n: score if n == e else None) for x in self.exprs]
         self.sort = []
         return self.vector
 
-    def null_distance(self) -> "Bound":
-        """This, for a NULL query vector: no top-k, every distance NULL (evaluated,
-        as PostgreSQL does), rows in scan order."""
+    def without_top_k(self, sort: bool) -> "Bound":
+        """This without the vector top-k: each distance evaluated (as PostgreSQL
+        does); `sort`: the rows sorted by it, NULL distances as the ORDER BY says
+        (else in scan order: a NULL query vector's distances are all NULL)."""
         b = copy.copy(self)
         score, e = E.Col("$score"), self.distance
         b.exprs = [E.rewrite(x, lambda n: e if n == score else None) for x in self.exprs]
         b.windows = [E.rewrite(w, lambda n: e if n == score else None) for w in self.windows]
         b.vector = b.vector_op = None
+        if sort:
+            b.sort = [self.vector_sort]
         return b
 
     def _text_order(self, order, table) -> bool:
