@@ -211,6 +211,7 @@ class Engine:
                 self.forget_state()
                 if i == len(starts) - 1:
                     raise
+        self._check_vouched(version)
         self.visible = self.written = version
         self._generation = log.generation
         for t in self.tables.values():
@@ -221,6 +222,25 @@ class Engine:
             self._prepare(self)
         if not self.readonly:
             log.cut_tail(buf)
+
+    def _check_vouched(self, version: int) -> None:
+        """A superblock is written once its checkpoint, and every commit up to its
+        version, is durable, and the file never shrinks: a file that ends before
+        a superblock's log end, or whose log stops below its version (the
+        checkpoint past the end, the log replayed instead), was cut short (a
+        partial copy, a full disk during a copy) and lost acknowledged commits.
+        Opening it as the older database it looks like would let a writer append
+        over the gap: CorruptFileError instead."""
+        size = self.log.io.size()
+        for sb in self.log.file.superblocks:
+            want = sb.checkpoint_version if self._until is None else min(
+                self._until, sb.checkpoint_version)
+            if sb.checkpoint_offset and (sb.log_end > size or version < want):
+                raise CorruptFileError(
+                    f"{self.path}: truncated: the superblock vouches for version "
+                    f"{sb.checkpoint_version} and a log of {sb.log_end} bytes, but the file "
+                    f"holds {size} bytes and its log ends at version {version}; run "
+                    "`varvedb verify` for a report")
 
     def _load_from(self, mv, sb) -> tuple[int, bytes]:
         """Load the checkpoint sb points at (None: none), replay the log after it."""
