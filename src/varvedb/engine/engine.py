@@ -1331,6 +1331,55 @@ def _scattered(base: tuple, rows: np.ndarray, vals, nulls) -> tuple:
     return bvals, bnulls
 
 
+def checkpoint_breaks(path: str, mv, commits: list[LoggedCommit], superblocks
+                      ) -> tuple[int, int, str] | None:
+    """verify's check of the checkpoints the superblocks name (those open adopts):
+    the log (`commits`, hashes checked, read from mv) replayed from its start in a
+    bare read-only engine, and at each one's version the state it holds compared
+    with the replay's (checkpoint.differs). A checkpoint is a cache of the log,
+    and its own hash is no proof against an edit that recomputed it.
+
+    Returns (version, offset, reason) of the first break, or None: a checkpoint
+    that differs (its version + 1: the versions before it are intact), or a
+    commit the replay refuses, or a checkpoint that does not load (a frame whose
+    hash checks but whose contents do not: crafted; open passes such a
+    checkpoint over and replays). Costs a replay up to the newest such
+    checkpoint: the CPU and memory of an open that has no checkpoint."""
+    want: dict[int, list] = {}
+    for sb in superblocks:
+        if sb.checkpoint_offset:
+            want.setdefault(sb.checkpoint_version, []).append(sb)
+    if not want:
+        return None
+    e = Engine(None, readonly=True)
+    e.path = path
+
+    def check(version: int):
+        for sb in want.pop(version, ()):
+            try:
+                state = checkpoint.load(mv, sb.checkpoint_offset, sb)
+            except CorruptFileError as err:
+                return (version + 1, sb.checkpoint_offset, f"the checkpoint of version "
+                        f"{version} does not load: {err}")
+            why = checkpoint.differs(state, checkpoint.CheckpointState(
+                version, e.tables, e.names, e.history, e.next_cid, e.catalog))
+            if why is not None:
+                return (version + 1, sb.checkpoint_offset, f"the checkpoint of version "
+                        f"{version} does not hold the log's state ({why} differs)")
+        return None
+
+    found = check(0)
+    for c in commits:
+        if found is not None or not want:
+            break
+        try:
+            e._replay(mv, c)
+        except CorruptFileError as err:
+            return c.record.version, c.offset, str(err)
+        found = check(c.record.version)
+    return found
+
+
 def _keys(ids) -> list:
     return ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
 
