@@ -13,7 +13,9 @@ stopping at a hash.
   array contents, deep nesting, random payload bytes, frames dropped, doubled,
   moved or re-kinded, superblock fields, raw bit flips) and opens each in a
   child process under an address-space limit and a timeout — read-only,
-  `verify_file`, then as a writer, each with counts, finds and searches.
+  the storage's hash checks alone, `verify_file` (which also replays the log
+  to the checkpoint and compares), then as a writer, each with counts, finds
+  and searches.
   Every outcome is success or a VarveError raised by a check: no other
   exception, no signal, no hang, and no MemoryError or other exception turned
   into CorruptFileError by a backstop. `pytest -s` prints the tally;
@@ -107,9 +109,9 @@ class Layout:
     def build(self, superblock=None, fix_history: bool = True) -> bytes:
         """The file, every hash recomputed. The superblock names the last checkpoint;
         `superblock(sb) -> sb` may change it (its CRC is recomputed too). With
-        `fix_history`, a checkpoint's history gets the re-sealed chain hashes, so it
-        still loads after an edit before it (without, open falls back to replay
-        and meets the edit)."""
+        `fix_history`, a checkpoint's history gets the re-sealed chain hashes (and
+        commit times), so it still loads after an edit before it (without, open
+        falls back to replay and meets the edit) and verify finds it the log's."""
         out = bytearray(F.LOG_START)
         out[:F.HEADER_SIZE] = self.head
         file_id = self.head[16:32]
@@ -121,11 +123,12 @@ class Layout:
             out.extend(bytes(F.pad(len(out)) - len(out)))
             return digest
 
-        chains = []
+        chains, times = [], []
         for it in self.items:
             if isinstance(it, Frame):
                 offset = len(out)
-                put(it.kind, _with_history(it.payload, chains) if fix_history else it.payload)
+                put(it.kind, _with_history(it.payload, chains, times) if fix_history
+                    else it.payload)
                 sb = F.Superblock(1, offset, version, len(out), chain)
                 continue
             digest = hashlib.sha256(b"".join(put(f.kind, f.payload) for f in it.frames)).digest()
@@ -136,6 +139,7 @@ class Layout:
                 new_chain)))
             chain = new_chain
             chains.append(chain)
+            times.append(it.timestamp_us)
         if superblock is not None and sb is not None:
             sb = superblock(sb)
         if sb is not None:
@@ -144,9 +148,9 @@ class Layout:
         return bytes(out)
 
 
-def _with_history(payload: bytes, chains: list[bytes]) -> bytes:
-    """A checkpoint payload whose history's chain hashes are the re-sealed log's, so an
-    edit before a checkpoint does not stop its load at the first check."""
+def _with_history(payload: bytes, chains: list[bytes], times: list[int]) -> bytes:
+    """A checkpoint payload whose history's chain hashes and times are the re-sealed
+    log's, so an edit before a checkpoint does not stop its load at the first check."""
     try:
         meta, blobs = unpack_record(payload)
         i = array_index(meta, "h.chain")
@@ -155,6 +159,7 @@ def _with_history(payload: bytes, chains: list[bytes]) -> bytes:
     if len(blobs[i]) != 32 * len(chains):
         return payload
     blobs[i] = b"".join(chains)
+    blobs[array_index(meta, "h.ts")] = np.array(times, np.int64).tobytes()
     return pack_record(meta, blobs)
 
 
@@ -481,6 +486,7 @@ CHILD = textwrap.dedent(r"""
     import varvedb as vv
     import varvedb.engine.checkpoint as ck
     from varvedb.errors import CorruptFileError, VarveError
+    from varvedb.storage import verify as storage_verify
 
     def describe(e):
         # the class, and what a CorruptFileError was made from (replay's backstop)
@@ -535,6 +541,8 @@ CHILD = textwrap.dedent(r"""
         print(json.dumps({"start": i}), flush=True)
         out = []
         for step, fn in (("ro", lambda: use(path, True)),
+                         ("hashes", lambda: "ok" if storage_verify.verify_file(path).ok
+                          else "damage"),
                          ("verify", lambda: "ok" if vv.verify_file(path).ok else "damage"),
                          ("rw", lambda: use(path, False))):
             notes.clear()
@@ -603,7 +611,8 @@ def bad_outcomes(results: dict, what: dict) -> list[str]:
     """Outcomes that are not success or a VarveError built by a check: another
     exception ('!'), or a CorruptFileError made from one by a backstop ('<')."""
     return [f"file {i} ({what.get(i, '')}): {o}" for i, outs in sorted(results.items())
-            for o in outs if o.startswith(("ro:!", "rw:!", "verify:!")) or "<" in o.split(" ")[0]]
+            for o in outs
+            if o.startswith(("ro:!", "rw:!", "hashes:!", "verify:!")) or "<" in o.split(" ")[0]]
 
 
 FUZZ_FILES = 1000
@@ -645,8 +654,8 @@ def test_fuzz_crafted_files_raise_varve_errors_only(valid, scratch):
     assert not problems, problems
     assert len(results) == len(files)
     assert not bad, "\n".join(bad[:20])
-    # the fuzz reaches past the hashes: most files fail a check, not verify
-    assert tally["verify:ok"] > 0.8 * len(files)
+    # the fuzz reaches past the hashes: most files fail a check, not the hashes
+    assert tally["hashes:ok"] > 0.8 * len(files)
     assert tally["ro:CorruptFileError"] > 0.1 * len(files) and tally["ro:ok"] > 0
 
 
@@ -689,7 +698,8 @@ def test_insert_of_a_billion_rows_in_a_small_frame_is_refused_in_bounded_memory(
         meta["n"] = 10**9       # np.full(10**9) per column before the checks: 8 GB and more
     data = edited(valid, F.Kind.INSERT, edit)
     outs = open_in_child(tmp_path, valid, data)
-    assert outs == ["ro:CorruptFileError", "verify:ok", "rw:CorruptFileError"], outs
+    assert outs == ["ro:CorruptFileError", "hashes:ok", "verify:ok",
+                    "rw:CorruptFileError"], outs
     open_raises_corrupt(write(tmp_path, data), "expected <i8 \\(1000000000,\\)")
 
 
@@ -724,7 +734,8 @@ def test_create_index_with_m_of_1e8_is_refused(valid, tmp_path):
         meta["spec"]["m"] = 10**8   # links of 800 MB per node before the checks
     data = edited(valid, F.Kind.CREATE_INDEX, edit)
     outs = open_in_child(tmp_path, valid, data)
-    assert outs == ["ro:CorruptFileError", "verify:ok", "rw:CorruptFileError"], outs
+    assert outs == ["ro:CorruptFileError", "hashes:ok", "verify:ok",
+                    "rw:CorruptFileError"], outs
     open_raises_corrupt(write(tmp_path, data), r"HNSW m must be an integer in 2\.\.100")
 
 
@@ -836,6 +847,54 @@ def test_crafted_graph_in_a_checkpoint_is_rebuilt(valid, tmp_path, case):
         assert len(d["docs"].table.vector_indexes["emb"].graph) > 0
     finally:
         d.close()
+
+
+@pytest.mark.parametrize("case", ["int value", "text word", "json value", "deleted row alive",
+                                  "vector norm", "history rows"])
+def test_a_resealed_checkpoint_that_is_not_the_logs_state_breaks_verify(valid, tmp_path,
+                                                                         case):
+    """A checkpoint's own hash is no proof: anyone can recompute it. verify replays
+    the log to the checkpoint's version and compares the state: an edit is reported
+    at the checkpoint (its version + 1; the versions before it intact), with or
+    without an anchor taken before the edit, by the CLI too (issue F08)."""
+    def edit(meta, blobs):
+        def arr(name, dtype):
+            i = array_index(meta, name)
+            return i, np.frombuffer(blobs[i], dtype).copy()
+        i = None
+        if case == "int value":
+            i, a = arr("1.tag.values", np.int64)
+            a[0] += 1
+        elif case == "text word":
+            meta["tables"][0]["columns"]["title"][0] = "forged"
+        elif case == "json value":
+            meta["tables"][0]["columns"]["meta"][0] = {"i": 999}
+        elif case == "deleted row alive":
+            i, a = arr("1.died", np.int64)
+            a[3] = np.iinfo(np.int64).max
+        elif case == "vector norm":
+            i, a = arr("2.v.norms", np.float32)
+            a[1] *= 2
+        else:
+            i, a = arr("h.rows", np.int64)
+            a[0] += 1
+        if i is not None:
+            blobs[i] = a.tobytes()
+    good = write(tmp_path, valid, "good.varve")
+    path = write(tmp_path, edited_checkpoint(valid, edit))
+    d = vv.connect(good, readonly=True)
+    sb = d.engine.log.file.superblock
+    anchor = next((h.version, h.chain) for h in d.history() if h.version == sb.checkpoint_version)
+    d.close()
+    assert vv.verify_file(good).ok and vv.verify_file(good, anchor=anchor).ok
+    for rep in (vv.verify_file(path), vv.verify_file(path, anchor=anchor)):
+        assert not rep.ok and rep.first_break.offset == sb.checkpoint_offset, rep
+        assert "does not hold the log's state" in rep.first_break.reason
+        assert rep.first_break.version == sb.checkpoint_version + 1
+        assert rep.versions_checked == sb.checkpoint_version
+    out = subprocess.run([PYTHON, "-m", "varvedb", "verify", path], capture_output=True,
+                         text=True, env=child_env())
+    assert out.returncode == 1 and "does not hold the log's state" in out.stderr, out
 
 
 def test_hnsw_validate_rejects_crafted_arrays_with_bounded_work():
@@ -987,7 +1046,8 @@ def test_lying_lengths_are_refused_before_they_are_allocated(valid, tmp_path, ca
     layout.items[i].frames[j] = Frame(F.Kind.INSERT, payload)
     data = layout.build()
     outs = open_in_child(tmp_path, valid, data, **TIGHT)
-    assert outs == ["ro:CorruptFileError", "verify:ok", "rw:CorruptFileError"], outs
+    assert outs == ["ro:CorruptFileError", "hashes:ok", "verify:ok",
+                    "rw:CorruptFileError"], outs
     open_raises_corrupt(write(tmp_path, data), "says it holds|does not decode")
 
 
@@ -999,7 +1059,10 @@ def test_a_crafted_checkpoint_is_refused_in_bounded_memory(valid, tmp_path):
     layout.items[k] = Frame(F.Kind.CHECKPOINT, lying("meta of nils", layout.items[k]))
     data = layout.build(fix_history=False)
     outs = open_in_child(tmp_path, valid, data, **TIGHT)
-    assert outs == ["ro:checkpoint:CorruptFileError", "ro:ok", "verify:ok",
+    # verify's replay loads the checkpoint too, in the same bounded memory, and
+    # reports it: a slot names a checkpoint that does not hold the log's state
+    assert outs == ["ro:checkpoint:CorruptFileError", "ro:ok", "hashes:ok",
+                    "verify:checkpoint:CorruptFileError", "verify:damage",
                     "rw:checkpoint:CorruptFileError", "rw:ok"], outs
     assert state(write(tmp_path, data)) == state(write(tmp_path, valid, "good.varve"))
 
@@ -1040,5 +1103,5 @@ def test_a_crafted_ivf_dimension_in_a_checkpoint_allocates_nothing(tmp_path):
         blobs[i] = params.tobytes()
     data = edited_checkpoint(valid, edit)
     outs = open_in_child(tmp_path, valid, data, **TIGHT)
-    assert outs == ["ro:ok", "verify:ok", "rw:ok"], outs
+    assert outs == ["ro:ok", "hashes:ok", "verify:ok", "rw:ok"], outs
     assert state(write(tmp_path, data)) == state(write(tmp_path, valid, "good.varve"))

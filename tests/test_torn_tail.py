@@ -14,7 +14,9 @@ log (`db.engine.log.end`) and everything a reader sees. Then:
 """
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -23,6 +25,7 @@ import varvedb as vv
 from varvedb.storage import format as F
 from varvedb.storage import log_reader
 from varvedb.storage.file import DatabaseFile
+from varvedb.storage.log_writer import LogWriter
 from conftest import zero_from
 
 SCHEMA = {"tag": vv.Int(index="hash"), "title": "text", "meta": "json",
@@ -408,3 +411,120 @@ def test_new_commit_after_torn_tail_does_not_resurrect_torn_frames(tmp_path):
     d.close()
     shutil.copy(cut, str(tmp_path / "again.varve"))
     assert vv.verify_file(str(tmp_path / "again.varve")).versions_checked == last
+
+
+# ---- copies: sparse, cut short ----------------------------------------------------------
+
+def _build_sparse_prone(path) -> None:
+    """Version 7, 1005 rows: 1000 zero vectors (a run of zeros inside the log a copy
+    tool stores as a hole), five one-row commits, then a rolled-back transaction
+    whose punched frames make the file look sparse to a plain `cp`."""
+    d = vv.connect(path)
+    c = d.create_collection("t", {"v": vv.Vector(128), "x": "int"})
+    c.insert_arrays(id=np.arange(1000), v=np.zeros((1000, 128), np.float32),
+                    x=np.arange(1000))
+    for i in range(5):
+        c.insert([{"id": 10_000 + i, "x": i, "v": np.ones(128, np.float32)}])
+    with pytest.raises(RuntimeError):
+        with d.transaction():
+            c.insert_arrays(id=np.arange(20_000, 30_000), v=np.ones((10_000, 128), np.float32),
+                            x=np.arange(10_000))
+            raise RuntimeError("roll back")
+    assert (d.version, c.count()) == (7, 1005)
+    d.close()
+
+
+@pytest.mark.parametrize("cp_args", [[], ["--sparse=always"]], ids=["cp", "cp-sparse"])
+def test_a_copy_with_holes_inside_its_log_opens_with_every_commit(tmp_path, cp_args):
+    """`cp` (coreutils' default on a file that looks sparse, or --sparse=always)
+    stores the zero runs inside the log as holes: they read as the zeros they hold,
+    every acknowledged commit is served, and a writer's next commit follows them."""
+    src, dst = str(tmp_path / "src.varve"), str(tmp_path / "copy.varve")
+    _build_sparse_prone(src)
+    subprocess.run(["cp", *cp_args, src, dst], check=True)
+    fd = os.open(dst, os.O_RDONLY)
+    try:     # the premise: a hole lies before the last commit
+        first_hole = os.lseek(fd, 0, os.SEEK_HOLE)
+    finally:
+        os.close(fd)
+    ends, _ = frames_by_version(src)
+    assert first_hole < ends[7][-1][0]
+    d = vv.connect(dst, readonly=True)
+    assert (d.version, d["t"].count()) == (7, 1005) and d.verify().ok
+    d.close()
+    d = vv.connect(dst)
+    assert (d.version, d["t"].count()) == (7, 1005)
+    d["t"].insert({"id": 99_999, "x": 1})
+    d.close()
+    d = vv.connect(dst, readonly=True)
+    assert (d.version, d["t"].count()) == (8, 1006)
+    assert d["t"].get(10_004)["x"] == 4 and not d["t"].get(999)["v"].any()
+    rep = d.verify()
+    assert rep.ok and rep.versions_checked == 8, rep
+    d.close()
+
+
+def test_cut_tail_never_zeroes_commits_past_what_was_read(tmp_path):
+    """A torn tail is only ever the last, unacknowledged transaction: a writer told
+    its log ends at version 3 refuses to zero the commits after it, whether it
+    read them (version 5 lies past) or not (data past the bytes it read)."""
+    src = str(tmp_path / "src.varve")
+    build(src)
+    raw = open(src, "rb").read()
+    frames, _ = frames_by_version(src)
+    file = DatabaseFile(src, readonly=True)
+    m = file.map()
+    scan = log_reader.scan(memoryview(m), F.LOG_START, 0, F.genesis_chain(file.file_id))
+    v3 = next(c for c in scan.commits if c.record.version == 3)
+    del scan
+    m.close()
+    file.close()
+    for read in ("all", "into version 4"):
+        w = LogWriter.open(src)
+        try:
+            w.adopt(v3.end, 3, v3.record.chain, v3.offset)
+            buf = w.file.map()
+            if read != "all":
+                buf = memoryview(buf)[:frames[4][-1][0]]    # version 4's frames, no commit
+            with pytest.raises(vv.CorruptFileError, match="not a torn tail"):
+                w.cut_tail(buf)
+            del buf
+        finally:
+            w.close()
+        assert open(src, "rb").read() == raw
+    d = vv.connect(src, readonly=True)
+    assert d.version == 5 and d.verify().ok
+    d.close()
+
+
+def test_a_file_cut_short_below_its_checkpoint_is_refused(tmp_path):
+    """The superblock vouches for the checkpoint's version and log end; a copy cut at
+    an earlier commit (a partial copy, a full disk) is refused, not opened as the
+    older database it looks like (whose next commit would take a lost version's
+    number), and the refused file is left as it was."""
+    src = str(tmp_path / "src.varve")
+    d = vv.connect(src)
+    c = d.create_collection("t", {"x": "int"})
+    for i in range(6):
+        c.insert([{"id": i, "x": i}])
+    d.checkpoint()
+    c.insert([{"id": 100, "x": 1}])
+    d.close()
+    raw = open(src, "rb").read()
+    frames, (ck, *_) = frames_by_version(src)
+    cut = str(tmp_path / "cut.varve")
+    ck_end = F.pad(ck[0] + F.FRAME_HEADER_SIZE + ck[1])
+    for at in (F.pad(frames[3][-1][0] + F.FRAME_HEADER_SIZE + frames[3][-1][1]),  # v3's end
+               ck[0] + F.FRAME_HEADER_SIZE + ck[1] // 2,       # inside the checkpoint
+               ck_end - 1):                                     # the log end not reached
+        copy_truncated(raw, cut, at)
+        for readonly in (True, False):
+            with pytest.raises(vv.CorruptFileError, match="truncated: the superblock vouches "
+                                                          "for version 7"):
+                vv.connect(cut, readonly=readonly)
+        assert open(cut, "rb").read() == raw[:at]
+        assert not vv.verify_file(cut).ok
+    copy_truncated(raw, cut, ck_end)     # the checkpoint whole, version 8 torn off: opens
+    d = vv.connect(cut)
+    assert d.version == 7 and d["t"].count() == 6
+    d.close()

@@ -43,7 +43,7 @@ _EXPORTS = {
     "connect": ".database", "Database": ".database", "VersionInfo": ".results",
     "BranchInfo": ".reports", "Session": ".session", "Collection": ".collection",
     "Changes": ".reports", "Hit": ".results", "Hits": ".results",
-    "VerifyReport": ".storage.verify", "verify_file": ".storage.verify",
+    "VerifyReport": ".storage.verify", "verify_file": ".database",
     **{name: ".schema" for name in ("Field", "Int", "Float", "Bool", "Text", "Json",
                                     "Timestamp", "Vector", "SparseVec", "HNSW", "IVFPQ")},
     "SparseVector": ".sparse",
@@ -87,7 +87,8 @@ if TYPE_CHECKING:           # what type checkers and IDEs see; nothing of it run
                          Vector)
     from .sparse import SparseVector
     from .session import Session
-    from .storage.verify import VerifyReport, verify_file
+    from .database import verify_file
+    from .storage.verify import VerifyReport
 
 
 def __getattr__(name: str):

@@ -6,7 +6,7 @@ import threading
 from typing import Iterator
 
 from .collection import Collection
-from .engine.engine import Engine, freeze_loaded_modules
+from .engine.engine import Engine, checkpoint_breaks, freeze_loaded_modules
 from .engine import merge
 from .engine.branches import MAIN
 from .kernels import ahead
@@ -18,7 +18,8 @@ from .engine.vacuum import Retention
 from .storage.backup import BackupInfo
 from .reports import BranchInfo
 from .results import VersionInfo
-from .storage.verify import VerifyReport, verify_file
+from .storage import verify
+from .storage.verify import VerifyReport
 
 
 def connect(path: str | os.PathLike = ":memory:", *, readonly: bool = False,
@@ -61,6 +62,18 @@ def connect(path: str | os.PathLike = ":memory:", *, readonly: bool = False,
             raise
     return db
 
+
+
+def verify_file(path, anchor: tuple[int, str] | None = None,
+                expect_version: int | None = None) -> VerifyReport:
+    """Prove the file at path holds the history that was written: every frame's
+    hash, every commit's digest and chain hash, both superblock slots
+    (storage/verify.py), and the state each checkpoint a slot names holds
+    against the log replayed to its version (engine.checkpoint_breaks).
+    anchor=(version, chain hex) also checks that history up to that version is
+    the one the caller saw before."""
+    return verify.verify_file(path, anchor, expect_version,
+                              states=checkpoint_breaks)
 
 class Database:
     def __init__(self, path, readonly: bool = False, durability: str = "commit",
@@ -263,7 +276,8 @@ class Database:
         return eng.catalog.view(s.branch_id, resolve_version(eng, side, s.version))
 
     def verify(self, anchor: tuple[int, str] | None = None) -> VerifyReport:
-        """Re-read every frame, recompute every digest and the chain (see verify_file).
+        """Re-read every frame, recompute every digest and the chain, and compare
+        each checkpoint's state with the log's (see verify_file).
 
         anchor=(version, chain hex) also checks that history up to that
         version is the one the caller saw before (no rewrite, no truncation).

@@ -419,3 +419,109 @@ def _codes(codes: np.ndarray, n_words: int, low: int, what: str) -> None:
     if len(codes) and (int(codes.min()) < low or int(codes.max()) >= n_words):
         raise CorruptFileError(f"text column {what} has codes outside its "
                                f"{n_words}-word dictionary")
+
+
+def differs(ck: CheckpointState, log: CheckpointState) -> str | None:
+    """What a checkpoint holds that the log, replayed to the same version, does not
+    (None: the same state). `verify` asks it of every checkpoint a superblock
+    names: a checkpoint's own hash proves only that it was not damaged, and
+    anyone can recompute it; the hash-chained log is the truth.
+
+    Compared: the collections, their schemas and index kinds, every row's id,
+    versions, branch, deaths and values (text by its words, arrays bit for bit),
+    the row maps, the history, the branches. Not compared:
+    what open derives and rebuilds when it does not fit (HNSW graphs, full-text
+    postings, scalar index runs): the log does not fix them."""
+    if ck.names != log.names or ck.next_cid != log.next_cid:
+        return f"collections {sorted(ck.names)} (next id {ck.next_cid}), the log's " \
+               f"{sorted(log.names)} (next id {log.next_cid})"
+    if _history_rows(ck.history) != _history_rows(log.history):
+        return "its history"
+    if ck.catalog.to_list() != log.catalog.to_list():
+        return "its branches"
+    for cid, t in ck.tables.items():
+        mine, theirs = dict(_table_facts(t)), dict(_table_facts(log.tables[cid]))
+        for key, value in mine.items():
+            if key not in theirs or not _same(value, theirs[key]):
+                return f"{t.name}: {key}"
+        if mine.keys() != theirs.keys():
+            return f"{t.name}: {sorted(set(theirs) - set(mine))[:1]}"
+    return None
+
+
+def _history_rows(history: list[Commit]) -> list[tuple]:
+    return [(c.version, c.timestamp_us, bytes(c.chain), c.rows_changed, c.branch)
+            for c in history]
+
+
+def _table_facts(t: Table):
+    """(what, value) of everything a table's rows are read from."""
+    n = t.n
+    yield "name", t.name
+    yield "schema", t.schema.to_dict()
+    yield "created", t.created
+    yield "rows", n
+    yield "next_int_id", t.next_int_id
+    yield "index kinds", sorted((f, ix.kind) for f, ix in t.index_items())
+    yield "born", t.born.view()
+    yield "died", t.died.view()
+    yield "ids", _Text(t.ids) if isinstance(t.ids, TextColumn) else t.ids.view()
+    yield "branch", None if t.branch_of is None else t.branch_of.view()
+    for b, (rows, versions) in sorted(t.deaths.items()):
+        yield f"deaths on branch {b}", (rows.view(), versions.view())
+    if t.rowmap is not None:
+        yield "row map", (t.rowmap.log_base, t.rowmap.kept)
+    for name, col in t.columns.items():
+        if isinstance(col, VectorColumn):
+            yield f"{name} (vectors)", col.arena.view()
+            yield f"{name} (norms)", col.norms.view()
+            yield f"{name} (nulls)", col.nulls.view()
+        elif isinstance(col, TextColumn):
+            yield name, _Text(col)
+        elif isinstance(col, JsonColumn):
+            yield name, col.items[:col.n]
+        else:
+            yield name, col.values.view()
+            yield f"{name} (nulls)", col.nulls.view()
+
+
+class _Text:
+    """A text column's rows, equal to another's when every row holds the same
+    string (or null), whatever the dictionaries: a live writer's keeps the words
+    of rows it rolled back, a replay's does not."""
+
+    def __init__(self, col: TextColumn):
+        self.words, self.codes = col.words, col.codes.view()
+
+    def values(self) -> np.ndarray:
+        return np.array(self.words + [None], dtype=object)[self.codes]   # -1: None
+
+    def __eq__(self, other) -> bool:
+        if self.words == other.words:           # the usual case: compare the codes
+            return _same(self.codes, other.codes)
+        return _same(self.values(), other.values())
+
+
+_COMPARE_BYTES = 1 << 20   # arrays are compared a slice of this many bytes at a time
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        if a.dtype != b.dtype or a.shape != b.shape:
+            return False
+        if a.dtype == object:
+            return bool(np.array_equal(a, b))
+        # bit for bit (both hold the log's bytes: NaN is itself, -0.0 is not 0.0), a
+        # slice at a time so that the comparison's own arrays stay small
+        x = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+        y = np.ascontiguousarray(b).reshape(-1).view(np.uint8)
+        return all(np.array_equal(x[i:i + _COMPARE_BYTES], y[i:i + _COMPARE_BYTES])
+                   for i in range(0, len(x), _COMPARE_BYTES))
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, list) and isinstance(b, list):
+        # json values: == first (C speed); NaN is not equal to itself, so a
+        # mismatch is looked at again value by value, by its repr
+        return a == b or (len(a) == len(b) and all(
+            x == y or repr(x) == repr(y) for x, y in zip(a, b)))
+    return a == b

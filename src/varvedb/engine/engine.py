@@ -213,6 +213,7 @@ class Engine:
                 self.forget_state()
                 if i == len(starts) - 1:
                     raise
+        self._check_vouched(version)
         self.visible = self.written = version
         self._generation = log.generation
         for t in self.tables.values():
@@ -223,6 +224,25 @@ class Engine:
             self._prepare(self)
         if not self.readonly:
             log.cut_tail(buf)
+
+    def _check_vouched(self, version: int) -> None:
+        """A superblock is written once its checkpoint, and every commit up to its
+        version, is durable, and the file never shrinks: a file that ends before
+        a superblock's log end, or whose log stops below its version (the
+        checkpoint past the end, the log replayed instead), was cut short (a
+        partial copy, a full disk during a copy) and lost acknowledged commits.
+        Opening it as the older database it looks like would let a writer append
+        over the gap: CorruptFileError instead."""
+        size = self.log.io.size()
+        for sb in self.log.file.superblocks:
+            want = sb.checkpoint_version if self._until is None else min(
+                self._until, sb.checkpoint_version)
+            if sb.checkpoint_offset and (sb.log_end > size or version < want):
+                raise CorruptFileError(
+                    f"{self.path}: truncated: the superblock vouches for version "
+                    f"{sb.checkpoint_version} and a log of {sb.log_end} bytes, but the file "
+                    f"holds {size} bytes and its log ends at version {version}; run "
+                    "`varvedb verify` for a report")
 
     def _load_from(self, mv, sb) -> tuple[int, bytes]:
         """Load the checkpoint sb points at (None: none), replay the log after it."""
@@ -1312,6 +1332,55 @@ def _scattered(base: tuple, rows: np.ndarray, vals, nulls) -> tuple:
         bvals = np.array(bvals)
         bvals[rows] = vals
     return bvals, bnulls
+
+
+def checkpoint_breaks(path: str, mv, commits: list[LoggedCommit], superblocks
+                      ) -> tuple[int, int, str] | None:
+    """verify's check of the checkpoints the superblocks name (those open adopts):
+    the log (`commits`, hashes checked, read from mv) replayed from its start in a
+    bare read-only engine, and at each one's version the state it holds compared
+    with the replay's (checkpoint.differs). A checkpoint is a cache of the log,
+    and its own hash is no proof against an edit that recomputed it.
+
+    Returns (version, offset, reason) of the first break, or None: a checkpoint
+    that differs (its version + 1: the versions before it are intact), or a
+    commit the replay refuses, or a checkpoint that does not load (a frame whose
+    hash checks but whose contents do not: crafted; open passes such a
+    checkpoint over and replays). Costs a replay up to the newest such
+    checkpoint: the CPU and memory of an open that has no checkpoint."""
+    want: dict[int, list] = {}
+    for sb in superblocks:
+        if sb.checkpoint_offset:
+            want.setdefault(sb.checkpoint_version, []).append(sb)
+    if not want:
+        return None
+    e = Engine(None, readonly=True)
+    e.path = path
+
+    def check(version: int):
+        for sb in want.pop(version, ()):
+            try:
+                state = checkpoint.load(mv, sb.checkpoint_offset, sb)
+            except CorruptFileError as err:
+                return (version + 1, sb.checkpoint_offset, f"the checkpoint of version "
+                        f"{version} does not load: {err}")
+            why = checkpoint.differs(state, checkpoint.CheckpointState(
+                version, e.tables, e.names, e.history, e.next_cid, e.catalog))
+            if why is not None:
+                return (version + 1, sb.checkpoint_offset, f"the checkpoint of version "
+                        f"{version} does not hold the log's state ({why} differs)")
+        return None
+
+    found = check(0)
+    for c in commits:
+        if found is not None or not want:
+            break
+        try:
+            e._replay(mv, c)
+        except CorruptFileError as err:
+            return c.record.version, c.offset, str(err)
+        found = check(c.record.version)
+    return found
 
 
 def _keys(ids) -> list:

@@ -34,6 +34,7 @@ from .memory import memory_limit
 
 MAX_IOV = 512   # buffers per pwritev (the kernel's IOV_MAX is 1024)
 LOCK_TRIES = 100   # opens of a path that is replaced each time before it is locked
+_HOLE_STEP = 1 << 16   # data_end's search stops halving here and walks the runs left
 
 
 class DatabaseFile:
@@ -202,24 +203,46 @@ class DatabaseFile:
     def map(self) -> mmap.mmap | None:
         """A read-only map of the file's data as it is now (None if empty).
 
-        The file never shrinks, and a dead tail is a punched hole; nothing past
-        the first hole was written since, so the map stops there (a hole reads
-        as zeros: the end of the log) instead of populating gigabytes of it.
+        The map ends where the file's last data ends (`data_end`): a punched
+        dead tail (a rolled-back bulk load, a failed sync's undo) is a hole to
+        the file's end, and mapping it would populate gigabytes of zero pages at
+        every open and refresh. A hole *inside* the data is mapped and reads as
+        the zeros it holds: a copy tool (`cp`, `rsync -S`, `tar -S`) stores any
+        run of zero bytes as a hole, and a zero run inside the log is data
+        (zero vectors, padding), so the first hole is not the log's end.
         MAP_POPULATE maps every page up front: one call instead of a page
         fault per 4 KiB on first touch, which costs more than the read itself.
         Only for a file that fits in half the memory this process may use: a
         larger one would be read whole at every open, and evicted as it is."""
-        size = os.fstat(self.fd).st_size
+        size = min(max(self.data_end(), F.LOG_START), os.fstat(self.fd).st_size)
         if not size:
             return None
-        try:
-            size = min(size, max(os.lseek(self.fd, 0, os.SEEK_HOLE), F.LOG_START))
-        except (OSError, AttributeError):   # no SEEK_HOLE here: map it all
-            pass
         flags = mmap.MAP_SHARED
         if 2 * size <= memory_limit():
             flags |= getattr(mmap, "MAP_POPULATE", 0)
         return mmap.mmap(self.fd, size, flags=flags, prot=mmap.PROT_READ)
+
+    def data_end(self) -> int:
+        """Where the file's last data ends: past it, to its size, the file reads as
+        zeros (the file's size where holes cannot be told).
+
+        A dead tail is punched: a hole, but for the partial block at the file's
+        end, which a punch zeroes in place. So a short last run of data that
+        holds only zeros is passed over too, and the search goes on before it."""
+        fd = self.fd
+        size = below = os.fstat(fd).st_size
+        try:
+            while below > 0:
+                run = _last_data_run(fd, below)
+                if run is None:
+                    return 0
+                start, end = run
+                if end - start > _HOLE_STEP or any(os.pread(fd, end - start, start)):
+                    return end
+                below = start
+            return 0
+        except (OSError, AttributeError):   # no SEEK_DATA here: all of it
+            return size
 
     @property
     def closed(self) -> bool:
@@ -237,6 +260,37 @@ class DatabaseFile:
             pass   # closing releases it anyway
         self.io.close()
         self.fd = -1
+
+
+def _last_data_run(fd: int, below: int) -> tuple[int, int] | None:
+    """(start, end) of the last run of data that starts before `below` (its end cut
+    at `below`), or None. A binary search over SEEK_DATA (is there data in
+    [p, below)?) finds it in a few dozen calls however many holes lie before it;
+    a writer appending meanwhile only adds data past what it finds."""
+    def data_from(p: int) -> int | None:
+        try:
+            d = os.lseek(fd, p, os.SEEK_DATA)
+        except OSError as e:
+            if e.errno == errno.ENXIO:
+                return None
+            raise
+        return d if d < below else None
+
+    if data_from(0) is None:
+        return None
+    lo, hi = 0, below          # data in [lo, below); none in [hi, below)
+    while hi - lo > _HOLE_STEP:
+        mid = (lo + hi) // 2
+        if data_from(mid) is None:
+            hi = mid
+        else:
+            lo = mid
+    run = None
+    pos = lo
+    while pos < below and (start := data_from(pos)) is not None:   # the runs left
+        pos = min(os.lseek(fd, start, os.SEEK_HOLE), below)
+        run = (start, pos)
+    return run
 
 
 def write_all(io, bufs: list, pos: int) -> int:

@@ -10,7 +10,16 @@ together. Everything is little-endian. Invariants:
   apart from a valid one without reading the payload;
 * a frame's SHA-256 covers its kind, length and payload; a commit's digest is
   the SHA-256 of its frames' hashes, and its chain hash links it to the
-  previous commit, so one changed byte anywhere breaks `verify()`.
+  previous commit, so one changed byte anywhere breaks `verify()`: in the log,
+  its frame's hash (or, re-hashed, the chain, which an anchor pins); in a
+  checkpoint, its frame's hash, or, re-hashed, verify's replay. A checkpoint
+  frame is outside the chain: it is a cache of the log's state, written after
+  the commits it covers and named by a superblock nothing chains either. So
+  `verify` replays the log to the version of each checkpoint a superblock names
+  and compares the state it holds (rows, values, versions, history, branches:
+  `engine/checkpoint.differs`) with the replay's. Chaining a checkpoint's digest
+  into the log instead (a frame of the next commit) would leave the newest
+  checkpoint, with no commit after it, unproved; replaying proves every one.
 """
 from __future__ import annotations
 

@@ -96,7 +96,7 @@ def scan(buf, start: int, version: int, chain: bytes, superblocks=(),
                   first=at is None and start == F.LOG_START and version == 0)
         commits += w.commits
         checkpoints += w.checkpoints
-        beyond = _newest_beyond(buf, w.pos)
+        beyond = newest_beyond(buf, w.pos)
         doubt = _unchecked(commits, checkpoints, w.pos if beyond > w.version else None)
         new = [off for off in doubt if off not in seen]
         # each pass walks again from before the first doubt it had not met: offsets
@@ -200,7 +200,7 @@ def _check_commit(buf, ref: FrameRef, pending, version, chain, anchor: bool = Fa
     return rec, ok
 
 
-def _newest_beyond(buf, pos: int) -> int:
+def newest_beyond(buf, pos: int) -> int:
     """The newest version of a well-formed commit anywhere after pos (0: none)."""
     start = F.pad(pos + 1)
     n = (len(buf) - start) // F.ALIGN

@@ -40,6 +40,7 @@ import numpy as np
 
 from ..errors import CorruptFileError, StorageError, TransactionAbortedError
 from . import format as F
+from . import log_reader
 from .file import DatabaseFile, nbytes
 
 FLUSH_BYTES = 16 << 20
@@ -101,12 +102,29 @@ class LogWriter:
     def cut_tail(self, buf) -> None:
         """Zero what a crash may have torn: whatever follows the last whole commit
         in buf (unless it is zero already), and a superblock slot whose checksum
-        fails (a slot write cut short; the other slot holds the previous one)."""
+        fails (a slot write cut short; the other slot holds the previous one).
+
+        A torn tail is only ever the last, unacknowledged transaction: its
+        frames, at most its own commit frame (version + 1). Commits of a later
+        version past `end`, or data past what buf holds, are history the read
+        did not reach (a hole read as the log's end, damage): CorruptFileError,
+        and nothing is zeroed."""
         with self._lock:
             self.allocated = self.io.size()
+            size = len(buf) if buf is not None else 0
             tail = memoryview(buf)[self.end:] if buf is not None else b""
             torn = self.file.torn_slots()
             if torn or (len(tail) and np.frombuffer(tail, np.uint8).any()):
+                # (from end on: newest_beyond looks past the offset it is given)
+                beyond = log_reader.newest_beyond(buf, self.end - 1) if len(tail) else 0
+                if beyond > self.version + 1 or self.file.data_end() > max(size, self.end):
+                    raise CorruptFileError(
+                        f"{self.path}: the log read ends at version {self.version} (offset "
+                        f"{self.end}), but " + (f"a commit of version {beyond} lies past it"
+                                                if beyond > self.version + 1 else
+                                                f"the file holds data past the {size} bytes "
+                                                "read") + ": not a torn tail, so nothing is "
+                        "cut; run `varvedb verify` for a report")
                 self.dirty_end = max(self.allocated, self.end + len(tail))
                 self._undo_to(self.end, torn)
 

@@ -5,7 +5,10 @@ SHA-256, each commit's digest and the chain, checks every checkpoint frame
 and both superblock slots (each either empty or pointing at a whole
 checkpoint frame whose version and chain hash are the log's at that point),
 and reports the first break: the version it belongs to and its byte offset.
-It never trusts a checkpoint, and it opens the file without the write lock,
+It never trusts a checkpoint: a checkpoint's hash anyone can recompute, so
+the state each one a slot names holds is compared with the log's, replayed to
+its version (`states`: the engine's check, passed in by database.verify_file,
+which is `vv.verify_file`). It opens the file without the write lock,
 so it can run beside a writer: while one holds the file, an unfinished tail
 past the last commit (frames being appended) is not a break.
 """
@@ -43,8 +46,13 @@ _CHAIN_HEX = re.compile(r"[0-9a-fA-F]{64}")   # a SHA-256 as history() shows it
 
 
 def verify_file(path: str, anchor: tuple[int, str] | None = None,
-                expect_version: int | None = None) -> VerifyReport:
+                expect_version: int | None = None, states=None) -> VerifyReport:
     """Verify the file at path (see the module docstring).
+
+    `states(path, mv, commits, superblocks)`: the check of what the checkpoints
+    hold against the log (engine.checkpoint_breaks, which storage cannot
+    import: database.verify_file passes it), run once the bytes all check;
+    it returns (version, offset, reason) of a break, or None.
 
     Beside a live writer the bytes change while they are read (a rolled-back
     tail zeroed and written over), so a break seen then is looked at again:
@@ -57,13 +65,13 @@ def verify_file(path: str, anchor: tuple[int, str] | None = None,
                               f"hex digits history() gave, got {tuple(anchor)!r:.80}")
         anchor = (int(version), chain.lower())
     for _ in range(LIVE_RETRIES):
-        report, live = _verify_once(path, anchor, expect_version)
+        report, live = _verify_once(path, anchor, expect_version, states)
         if report.ok or not live:
             break
     return report
 
 
-def _verify_once(path: str, anchor, expect_version) -> tuple[VerifyReport, bool]:
+def _verify_once(path: str, anchor, expect_version, states) -> tuple[VerifyReport, bool]:
     file = DatabaseFile(path, readonly=True)
     try:
         live = file.writer_active()
@@ -104,6 +112,9 @@ def _verify_once(path: str, anchor, expect_version) -> tuple[VerifyReport, bool]
                         "checkpoint does not match its hash")
         if brk is None:
             brk = _check_slots(file, scan, chains)
+        if brk is None and states is not None:
+            found = states(path, mv, scan.commits, file.superblocks)
+            brk = Break(*found) if found is not None else None
         if brk is None and expect_version is not None and good < expect_version:
             brk = Break(good + 1, scan.end, f"the log ends at version {good}, "
                                             f"expected {expect_version}")
