@@ -155,6 +155,26 @@ def test_asyncpg_register_vector_and_typed_parameters(server):
     assert like == 1
 
 
+def test_asyncpg_sends_a_bit_column_parameter_as_bit(server):
+    """A $n a bit(n) column takes is described as bit, so asyncpg sends its BitString
+    (pgvector-python's test_asyncpg test_bit; it was described as text, which asyncpg
+    refuses to encode a BitString as)."""
+    async def go():
+        async with asyncpg_connection(server) as conn:
+            await conn.execute("CREATE TABLE bits_a (id bigserial PRIMARY KEY, b bit(3))")
+            try:
+                await conn.execute("INSERT INTO bits_a (b) VALUES ($1), ($2)",
+                                   asyncpg.BitString("101"), None)
+                rows = await conn.fetch("SELECT b FROM bits_a ORDER BY id")
+                text = await conn.fetchval("SELECT b::text FROM bits_a ORDER BY id LIMIT 1")
+            finally:
+                await conn.execute("DROP TABLE bits_a")
+            return rows, text
+    rows, text = run(go())
+    assert [r["b"] if r["b"] is None else r["b"].as_string() for r in rows] == ["101", None]
+    assert text == "101"
+
+
 def test_asyncpg_without_a_codec_introspects_the_type_and_reads_text(server):
     async def go():
         async with asyncpg_connection(server) as conn:

@@ -196,3 +196,9 @@ SELECT COALESCE(semantic.id, keyword.id) AS id,
 FROM semantic FULL OUTER JOIN keyword ON semantic.id = keyword.id
 ORDER BY score DESC, id LIMIT 5;
 -- => [(3, 0.031746031746031744), (1, 0.01639344262295082), (4, 0.01639344262295082), (2, 0.016129032258064516), (5, 0.016129032258064516)]
+-- a derived table that is itself a join, joined: its own WHERE and SELECT read columns the
+-- outer statement does not (SQLAlchemy's reflection writes its catalog queries so)
+INSERT INTO e VALUES (1, 20), (2, 30);
+SELECT e.id, x.label FROM e JOIN (SELECT b.k AS k, b.label AS label FROM a JOIN b ON a.k = b.k
+    WHERE a.name LIKE 't%' AND b.w > 2) AS x ON x.k = e.k ORDER BY e.id;
+-- => [(1, 'y'), (1, 'y')]

@@ -26,7 +26,7 @@ from .. import errors as E
 from ..cancel import CancelToken, running
 from ..query.pg_types import to_regtype
 from ..sql import compile_text, run_each, run_shaped, shaped
-from ..sql.commands import REPORTED
+from ..sql.settings import REPORTED
 from ..sql.params import param_types
 from . import catalog
 from . import messages as M

@@ -34,10 +34,20 @@ _F4, _F8 = struct.Struct("!f"), struct.Struct("!d")
 _INT8_RANGE = (-(1 << 63), (1 << 63) - 1)
 
 
+# the catalog's int2vector and oidvector (query/arrays.py's SpaceVector, OidVector)
+SPACE_VECTORS = {"int2vector": 22, "oidvector": 30}
+# an array column's type by its first element's Python type (text[] where none says)
+_ELEMENT_OIDS = {bool: BOOL, int: INT8, float: FLOAT8, str: TEXT}
+
+
 def column_oid(kind: str | None, rows: list, i: int) -> int:
     """The type OID of result column `i` of `kind` (None: unknown, sent as text);
     a vector column is halfvec when its values are float16 and bit when they are
-    bool, and an int column numeric when a value is past int64 (an exact sum)."""
+    bool, and an int column numeric when a value is past int64 (an exact sum); an
+    array column is its elements' array type (int8[], text[], ...), or int2vector /
+    oidvector for the catalog's."""
+    if kind == "array":
+        return _array_oid(rows, i)
     oid = KIND_OIDS.get(kind, TEXT)
     if oid == VECTOR or oid == INT8:
         for r in rows:
@@ -49,6 +59,19 @@ def column_oid(kind: str | None, rows: list, i: int) -> int:
             if type(v) is int and not _INT8_RANGE[0] <= v <= _INT8_RANGE[1]:
                 return NUMERIC
     return oid
+
+
+def _array_oid(rows: list, i: int) -> int:
+    for r in rows:
+        arr = r[i]
+        if arr is None:
+            continue
+        if hasattr(arr, "TYPE"):
+            return SPACE_VECTORS[arr.TYPE]
+        for x in arr:
+            if x is not None:
+                return ARRAYS.get(_ELEMENT_OIDS.get(type(x), TEXT), ARRAYS[TEXT])
+    return ARRAYS[TEXT]
 
 
 def encode_text(v, kind: str | None) -> bytes | None:

@@ -130,6 +130,12 @@ def not_published(relation) -> bool:
     return False
 
 
+def visible(oid: int) -> bool:
+    """pg_collation_is_visible(oid) and its kin: pg_catalog and public, the only
+    schemas, are both on the search path."""
+    return True
+
+
 # name -> (function, result kind); each is strict (NULL in, NULL out) but these
 NOT_STRICT = frozenset({"format_type"})
 FUNCTIONS = {
@@ -148,4 +154,5 @@ FUNCTIONS = {
     "pg_get_statisticsobjdef_columns": (no_value, "text"),
     "pg_partition_ancestors": (partition_ancestors, "int"),
     "pg_relation_is_publishable": (not_published, "bool"),
+    "pg_collation_is_visible": (visible, "bool"),
 }

@@ -217,6 +217,7 @@ class Agg:
     distinct: bool = False
     filter: Any = None  # FILTER (WHERE ...): only the rows it is true for
     sep: Any = None     # string_agg's separator
+    order: tuple = ()   # ORDER BY inside the call: ((expr, desc, nulls_first or None), ...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +274,7 @@ def walk(expr):
                 stack.append(e.default)
         elif isinstance(e, Agg):
             stack.extend(x for x in (e.arg, e.filter, e.sep) if x is not None)
+            stack.extend(o[0] for o in e.order)
         elif isinstance(e, Window):
             stack.extend(e.partition)
             stack.extend(o[0] for o in e.order)
@@ -862,6 +864,9 @@ def _func(e: Func, rel: Rel, env: Env) -> Val:
         return one.take(np.zeros(rel.n, np.int64))
     if e.name in _ON_NODES:     # the table's text index, or constant arguments' nodes
         return _ON_NODES[e.name](e, rel, env)
+    if e.name in SET_FUNCTIONS:     # (a select list's: sql/select.py's ProjectSet)
+        raise SqlError("0A000", f"set-returning function {e.name}() is only supported at "
+                                "the top of a select list's expressions")
     args = [evaluate(a, rel, env) for a in e.args]
     fn = FUNCTIONS.get(e.name)
     if fn is None:
@@ -1051,7 +1056,9 @@ def _catalog_fn(method: str, kind: str = "text"):
             args[0] = _regclass(args[0], env)
         if kind == "int" and args[0].kind not in ("int", "null"):
             raise SqlError("42883", f"function {e.name}({args[0].kind}) does not exist")
-        args = [coerce(a, "int") if a.kind == "unknown" and i < 2 and kind == "text" else a
+        text_args = method in ("serial_sequence", "setting")    # (names)
+        args = [coerce(a, "text" if text_args else "int")
+                if a.kind == "unknown" and i < 2 and kind == "text" else a
                 for i, a in enumerate(args)]
         find = getattr(env.catalog, method)
         try:
@@ -1087,8 +1094,11 @@ _ON_NODES = {"bm25": _bm25, "snippet": _snippet, "highlight": _highlight,
              "pg_relation_size": _catalog_fn("relation_size", "int"),
              "pg_table_size": _catalog_fn("table_size", "int"),
              "pg_indexes_size": _catalog_fn("indexes_size", "int"),
-             "pg_total_relation_size": _catalog_fn("total_size", "int")}
+             "pg_total_relation_size": _catalog_fn("total_size", "int"),
+             "pg_get_serial_sequence": _catalog_fn("serial_sequence"),
+             "current_setting": _catalog_fn("setting")}
 ROW_FUNCTIONS = frozenset(_ON_NODES)
+SET_FUNCTIONS = arrays.SET_FUNCTIONS
 
 
 def _cast(e: Cast, rel: Rel, env: Env) -> Val:
@@ -1229,6 +1239,22 @@ def _regclass(v: Val, env: Env) -> Val:
     return _oid_names(v, names, "regclass")
 
 
+def set_function_rows(f: Func, rel: Rel, env: Env) -> list:
+    """Each row's values of a set-returning call (unnest(a), generate_series(1, n),
+    ...: query/arrays.py), its arguments evaluated over `rel`: an array first for
+    unnest and generate_subscripts, an untyped one otherwise read as an integer."""
+    args = []
+    for i, a in enumerate(f.args):
+        v = evaluate(a, rel, env)
+        array = i == 0 and f.name in ("unnest", "generate_subscripts")
+        if v.kind == "unknown" and not array:
+            v = coerce(v, "int")
+        if array and v.kind not in ("array", "null"):
+            raise SqlError("42883", f"function {f.name}({v.kind}) does not exist")
+        args.append(v.python())
+    return arrays.set_rows(f.name, args, rel.n)
+
+
 def _subscript(arr: Val, index: Val) -> Val:
     if arr.kind not in ("array", "null"):
         raise SqlError("42804", f"cannot subscript type {arr.kind} because it does not "
@@ -1262,6 +1288,30 @@ def _array_to_string(arr: Val, sep: Val, null_text: Val | None = None) -> Val:
     out = arrays.to_string(_array_data(arr), arr.nulls, sep.python(),
                            None if null_text is None else null_text.python())
     return Val("text", object_array(out), np.array([x is None for x in out], bool))
+
+
+def _json_build_object(*args: Val) -> Val:
+    """json_build_object(key, value, ...): an object a row, its keys' text and its
+    values as JSON (a value JSON has no type for by its text form)."""
+    if not args or len(args) % 2:
+        raise SqlError("22023", "argument list must have even number of elements" if args
+                       else "json_build_object() without arguments is not supported")
+    args = [coerce(a, "text") if a.kind == "unknown" else a for a in args]
+    for i, k in enumerate(args[0::2]):
+        if k.nulls.any():
+            raise SqlError("22004", f"argument {2 * i + 1}: key must not be null")
+    columns = [a.python() if a.kind in ("int", "float", "bool", "text", "json", "null") else
+               [None if x is None else value_text(x, a.kind) for x in a.python()]
+               for a in args]
+    out = [{_json_key(row[i]): row[i + 1] for i in range(0, len(row), 2)}
+           for row in zip(*columns)]
+    return Val("json", object_array(out), no_nulls(len(out)))
+
+
+def _json_key(k) -> str:
+    if isinstance(k, bool):
+        return "true" if k else "false"
+    return k if isinstance(k, str) else str(k)
 
 
 def _to_regtype(v: Val) -> Val:
@@ -1888,6 +1938,8 @@ FUNCTIONS = {
     "l2_norm": _vector_fn("l2_norm", vector_funcs.vector_norm, "float"),
     "l2_normalize": _vector_fn("l2_normalize", vector_funcs.l2_normalize, "vector"),
     "coalesce": _coalesce,
+    "json_build_object": _json_build_object,
+    "jsonb_build_object": _json_build_object,
     "lower": _text_fn(lambda v: Val("text", np.array([x.lower() if x is not None else None
                                                      for x in v.data], dtype=object), v.nulls)),
     "upper": _text_fn(lambda v: Val("text", np.array([x.upper() if x is not None else None
@@ -1941,7 +1993,8 @@ def rewrite(e, fn):
     if isinstance(e, Agg):
         return Agg(e.fn, None if e.arg is None else rewrite(e.arg, fn), e.distinct,
                    None if e.filter is None else rewrite(e.filter, fn),
-                   None if e.sep is None else rewrite(e.sep, fn))
+                   None if e.sep is None else rewrite(e.sep, fn),
+                   tuple((rewrite(x, fn), d, nf) for x, d, nf in e.order))
     if isinstance(e, Window):
         return Window(e.fn, tuple(rewrite(p, fn) for p in e.partition),
                       tuple((rewrite(x, fn), d, nf) for x, d, nf in e.order))
@@ -1974,6 +2027,9 @@ def describe(e) -> str:
         inner = "*" if e.arg is None else ("DISTINCT " if e.distinct else "") + describe(e.arg)
         if e.sep is not None:
             inner += f", {describe(e.sep)}"
+        if e.order:
+            inner += " ORDER BY " + ", ".join(describe(x) + (" DESC" if d else "")
+                                              for x, d, _ in e.order)
         tail = "" if e.filter is None else f" FILTER (WHERE {describe(e.filter)})"
         return f"{e.fn}({inner}){tail}"
     if isinstance(e, Op):

@@ -26,7 +26,8 @@ from .types import type_of
 
 _BINARY = {"+", "-", "*", "/", "%", "||", "=", "<>", "!=", "<", "<=", ">", ">=", "->", "->>",
            "@@", *E.OPERATORS}
-AGGREGATES = ("count", "sum", "avg", "min", "max", "string_agg")
+AGGREGATES = ("count", "sum", "avg", "min", "max", "string_agg", "array_agg", "bool_and",
+              "bool_or", "every")
 _BOOL_TESTS = {BoolTestType.IS_TRUE: (True, False), BoolTestType.IS_NOT_TRUE: (True, True),
                BoolTestType.IS_FALSE: (False, False), BoolTestType.IS_NOT_FALSE: (False, True),
                BoolTestType.IS_UNKNOWN: (None, False), BoolTestType.IS_NOT_UNKNOWN: (None, True)}
@@ -266,8 +267,9 @@ def _func(n: ast.FuncCall, scope: Scope):
         return _window(name, n, scope)
     args = tuple(convert(a, scope) for a in (n.args or ()))
     if name in AGGREGATES:
-        if n.agg_order:
-            raise NotSupportedError("ORDER BY inside an aggregate is not supported")
+        order = _sort_keys(n.agg_order, scope)
+        if order and n.agg_distinct:
+            raise NotSupportedError("ORDER BY in an aggregate with DISTINCT is not supported")
         where = None if n.agg_filter is None else convert(n.agg_filter, scope)
         if n.agg_star:
             if name != "count":
@@ -279,10 +281,11 @@ def _func(n: ast.FuncCall, scope: Scope):
         if name == "string_agg" and n.agg_distinct:
             raise NotSupportedError("string_agg(DISTINCT ...) is not supported")
         return E.Agg(name, args[0], bool(n.agg_distinct), where,
-                     args[1] if len(args) == 2 else None)
+                     args[1] if len(args) == 2 else None, order)
     if n.agg_filter is not None:
         raise SqlError("42809", f"FILTER specified, but {name} is not an aggregate function")
-    if name not in E.FUNCTIONS and name not in E.ROW_FUNCTIONS:
+    if name not in E.FUNCTIONS and name not in E.ROW_FUNCTIONS \
+            and name not in E.SET_FUNCTIONS:
         raise SqlError("42883", f"function {name}() does not exist")
     return E.Func(name, args)
 
@@ -344,12 +347,17 @@ def _window(name: str, n: ast.FuncCall, scope: Scope):
         raise NotSupportedError("window frames (ROWS / RANGE / GROUPS ...) are not supported")
     if n.args or n.agg_star or n.agg_filter is not None or n.agg_distinct:
         raise SqlError("42883", f"function {name}() takes no arguments")
+    return E.Window(name, tuple(convert(p, scope) for p in w.partitionClause or ()),
+                    _sort_keys(w.orderClause, scope))
+
+
+def _sort_keys(clause, scope: Scope) -> tuple:
+    """A window's or an aggregate's ORDER BY: ((expr, desc, nulls_first or None), ...)."""
     order = []
-    for sb in w.orderClause or ():
+    for sb in clause or ():
         if sb.useOp:
             raise NotSupportedError("ORDER BY ... USING is not supported")
         nulls = {SortByNulls.SORTBY_NULLS_FIRST: True,
                  SortByNulls.SORTBY_NULLS_LAST: False}.get(sb.sortby_nulls)
         order.append((convert(sb.node, scope), sb.sortby_dir == SortByDir.SORTBY_DESC, nulls))
-    return E.Window(name, tuple(convert(p, scope) for p in w.partitionClause or ()),
-                    tuple(order))
+    return tuple(order)

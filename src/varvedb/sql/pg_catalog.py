@@ -19,11 +19,13 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..errors import SqlError
+from ..query.arrays import OidVector, SpaceVector
 from ..query.expr import Val, object_array
 from ..query.literals import value_text
 from ..query.pg_procs import OPERATORS, PROCS
 from ..query.pg_types import OIDS, PG_CATALOG, PUBLIC, TYPES
 from ..schema import HNSW, fit_index
+from .settings import setting_text
 from .ddl import OPCLASSES, SQL_TYPES, index_names
 
 # fixed-width types' typlen; every other type is variable-length (-1)
@@ -252,6 +254,25 @@ class Catalog:
             return None
         return r.indexdef() if column == 0 else r.column
 
+    def setting(self, name: str, missing_ok=False) -> str | None:
+        """current_setting(name [, missing_ok]): SHOW's value; an unknown name is 42704
+        (NULL when missing_ok)."""
+        value = setting_text(name, self.ctx.session)
+        if value is None and missing_ok not in (True, "true", "t", "on"):
+            raise SqlError("42704", f'unrecognized configuration parameter "{name}"')
+        return value
+
+    def serial_sequence(self, table: str, column: str) -> str | None:
+        """pg_get_serial_sequence(table, column): a serial id's sequence, schema-qualified
+        (NULL for a column without one); an unknown table is 42P01, as PostgreSQL's."""
+        name = table.strip().replace('"', "").removeprefix("public.")
+        found = [r for r in self._relations().values() if r.kind in "rS"
+                 and (r.name == name or r.table == name)]
+        if not found:
+            raise SqlError("42P01", f'relation "{table}" does not exist')
+        seq = next((r for r in found if r.kind == "S" and r.column == column), None)
+        return None if seq is None else f"public.{seq.name}"
+
     def constraintdef(self, oid: int, pretty=None) -> str | None:
         """The id key's constraint (pg_constraint's only kind of row here)."""
         r = self._relations().get(oid - CONSTRAINT_OFFSET + 1)
@@ -321,7 +342,15 @@ def _pg_class(ctx) -> list[Val]:
             _texts(["p"] * n), _bools([False] * n), _ints([0] * n), _ints([0] * n),
             _ints([0] * n), _ints([0] * n), _bools([False] * n), _bools([False] * n),
             _bools([False] * n), _bools([False] * n), _texts(["d"] * n), _nulls(n),
-            _nulls(n), _nulls(n)]     # no access lists: the owner's defaults
+            _reloptions(rels), _nulls(n)]     # no access lists: the owner's defaults
+
+
+def _reloptions(rels: list[Relation]) -> Val:
+    """A vector index's parameters as pg_class.reloptions' `{m=8}` (those pg_get_indexdef
+    shows: the ones that differ from their defaults); NULL where it has none."""
+    out = [[o.replace("'", "") for o in r.options.split(", ")] if r.options else None
+           for r in rels]
+    return Val("array", object_array(out), np.array([x is None for x in out], bool))
 
 
 # pgvector's phase while its graph takes the table's rows
@@ -355,17 +384,77 @@ def _pg_stat_progress_create_index(ctx) -> list[Val]:
             _ints(done), _ints([0] * k), _ints([0] * k)]
 
 
+# pg_opclass: the default operator classes of the types a btree or hash index here
+# takes (PostgreSQL's OIDs), and pgvector's of each vector method at OIDs of an
+# extension's (OPCLASS_OID_BASE + 100 a method + its place in OPCLASSES); of those only
+# ivfflat's vector_l2_ops is a default, as pgvector declares them
+_SCALAR_OPCLASSES = {("btree", "int8"): (3124, "int8_ops"), ("btree", "float8"): (3123, "float8_ops"),
+                     ("btree", "text"): (3126, "text_ops"),
+                     ("btree", "timestamptz"): (3127, "timestamptz_ops"),
+                     ("btree", "bool"): (10003, "bool_ops"), ("hash", "int8"): (10021, "int8_ops"),
+                     ("hash", "float8"): (10014, "float8_ops"), ("hash", "text"): (10037, "text_ops"),
+                     ("hash", "timestamptz"): (10040, "timestamptz_ops"),
+                     ("hash", "bool"): (10048, "bool_ops")}
+_VECTOR_METHODS = ("ivfflat", "hnsw", "ivfpq")
+OPCLASS_OID_BASE = 16600
+
+
+def _opclass_oid(method: str, opclass: str) -> int:
+    return OPCLASS_OID_BASE + 100 * _VECTOR_METHODS.index(method) + list(OPCLASSES).index(opclass)
+
+
+@_relation("pg_opclass", "oid", "opcmethod", "opcname", "opcnamespace", "opcowner",
+           "opcfamily", "opcintype", "opcdefault", "opckeytype")
+def _pg_opclass(ctx) -> list[Val]:
+    rows = [(oid, method, name, PG_CATALOG, OIDS[t], True)
+            for (method, t), (oid, name) in _SCALAR_OPCLASSES.items()]
+    rows += [(_opclass_oid(method, name), method, name, PUBLIC, OIDS[name.split("_")[0]],
+              (method, name) == ("ivfflat", "vector_l2_ops"))
+             for method in _VECTOR_METHODS for name in OPCLASSES]
+    rows.sort()
+    n = len(rows)
+    return [_ints([r[0] for r in rows]), _ints([ACCESS_METHODS[r[1]][0] for r in rows]),
+            _texts([r[2] for r in rows]), _ints([r[3] for r in rows]), _ints([OWNER] * n),
+            _ints([0] * n), _ints([r[4] for r in rows]), _bools([r[5] for r in rows]),
+            _ints([0] * n)]
+
+
+def _index_column(r: Relation, cols: dict) -> tuple[int, int, int]:
+    """(attnum in its table, operator class OID, collation OID) of index r's one column."""
+    attnum, f, schema = cols[(r.table_oid, r.column)]
+    if r.opclass:
+        return attnum, _opclass_oid(r.method, r.opclass), 0
+    type_name = TYPES[_type_and_mod(f, schema)[0]].name
+    type_name = "text" if type_name == "varchar" else type_name
+    found = _SCALAR_OPCLASSES.get((r.method, type_name))
+    return attnum, found[0] if found else 0, 100 if type_name == "text" else 0
+
+
+def _vectors(rows: list, kind=SpaceVector) -> Val:
+    """A column of int2vectors (or oidvectors)."""
+    return Val("array", object_array([kind(r) for r in rows]), np.zeros(len(rows), bool))
+
+
 @_relation("pg_index", "indexrelid", "indrelid", "indnatts", "indnkeyatts", "indisunique",
            "indisprimary", "indisclustered", "indisvalid", "indisreplident", "indpred",
-           "indimmediate", "indnullsnotdistinct")
+           "indimmediate", "indnullsnotdistinct", "indkey", "indclass", "indcollation",
+           "indoption", "indexprs", "indisexclusion", "indisready", "indislive")
 def _pg_index(ctx) -> list[Val]:
+    """Each index: one column (indkey: its attnum, int2vector), its operator class
+    (indclass) and collation; no expression or predicate."""
     rels = [r for r in _relations(ctx) if r.kind == "i"]
+    cols = {(c[0], c[2]): (c[1], c[3], c[4]) for c in _columns(ctx)}
+    keys = [_index_column(r, cols) for r in rels]
     n = len(rels)
     return [_ints([r.oid for r in rels]), _ints([r.table_oid for r in rels]), _ints([1] * n),
             _ints([1] * n),
             _bools([r.primary for r in rels]), _bools([r.primary for r in rels]),
             _bools([False] * n), _bools([True] * n), _bools([False] * n), _nulls(n),
-            _bools([True] * n), _bools([False] * n)]
+            _bools([True] * n), _bools([False] * n), _vectors([[k[0]] for k in keys]),
+            _vectors([[k[1]] for k in keys], OidVector),
+            _vectors([[k[2]] for k in keys], OidVector),
+            _vectors([[0]] * n), _nulls(n), _bools([False] * n), _bools([True] * n),
+            _bools([True] * n)]
 
 
 # a collection's id key constraint's OID: its table's + this (its indexes take + 1, + 2 ...)
@@ -588,7 +677,7 @@ _empty("pg_publication_rel", "oid", "prpubid", "prrelid", "prqual", "prattrs")
 
 # pg_catalog's relations' OIDs, PostgreSQL's
 CATALOG_OIDS = {"pg_type": 1247, "pg_attribute": 1249, "pg_proc": 1255, "pg_class": 1259,
-                "pg_operator": 2617,
+                "pg_operator": 2617, "pg_opclass": 2616,
                 "pg_database": 1262, "pg_namespace": 2615, "pg_sequence": 2224,
                 "pg_tablespace": 1213, "pg_enum": 3501,
                 "pg_depend": 2608,
