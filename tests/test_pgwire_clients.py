@@ -175,6 +175,40 @@ def test_asyncpg_sends_a_bit_column_parameter_as_bit(server):
     assert text == "101"
 
 
+def test_vector_array_columns_round_trip_through_psycopg_and_asyncpg(server):
+    """A vector[] column (and double precision[], integer[]): pgvector-python's
+    register_vector sends a list of numpy vectors (text and binary) and reads vector[]
+    back as Vectors, asyncpg sends ARRAY[$1, $2]::vector[] (each $n told a vector);
+    the rows are db.sql()'s."""
+    from pgvector import Vector
+    with connect(server) as conn:
+        conn.execute("CREATE TABLE arr_items (id bigserial PRIMARY KEY, e vector[], "
+                     "f double precision[], i integer[])")
+        try:
+            register_vector(conn)
+            vs = [np.array([1.5, 2, 3]), np.array([4.5, 5, 6])]
+            conn.execute("INSERT INTO arr_items (e, f, i) VALUES (%s, %s, %s)",
+                         (vs, [1.5, None], [1, 2]))
+            conn.execute("INSERT INTO arr_items (e) VALUES (%s)", ([Vector([7, 8])],),
+                         binary=True)
+
+            async def go():
+                async with asyncpg_connection(server) as a:
+                    await register_vector_asyncpg(a)
+                    await a.execute("INSERT INTO arr_items (e) VALUES (ARRAY[$1, $2]::vector[])",
+                                    np.array([0, 0, 1.0]), np.array([1, 0, 0.0]))
+                    return await a.fetch("SELECT e, f, i FROM arr_items ORDER BY id")
+            by_asyncpg = run(go())
+            got = {binary: conn.execute("SELECT e, f, i FROM arr_items ORDER BY id",
+                                        binary=binary).fetchall() for binary in (False, True)}
+        finally:
+            conn.execute("DROP TABLE arr_items")
+    want = [([Vector([1.5, 2, 3]), Vector([4.5, 5, 6])], [1.5, None], [1, 2]),
+            ([Vector([7, 8])], None, None), ([Vector([0, 0, 1]), Vector([1, 0, 0])], None, None)]
+    assert got[False] == want and got[True] == want
+    assert [tuple(r) for r in by_asyncpg] == want
+
+
 def test_asyncpg_without_a_codec_introspects_the_type_and_reads_text(server):
     async def go():
         async with asyncpg_connection(server) as conn:

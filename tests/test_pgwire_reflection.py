@@ -1,6 +1,7 @@
 """SQLAlchemy 2's reflection through `varvedb serve --pg`, against PostgreSQL +
-pgvector's: the same `create_all` (pgvector-python's types, HNSW indexes with an
-operator class and WITH, a btree index, a primary key) on both, then the
+pgvector's: the same `create_all` (pgvector-python's types, arrays of vectors and
+of floats, HNSW indexes with an operator class and WITH, a btree index, a primary
+key) on both, then the
 inspector's answers compared — columns and their types, indexes, the primary key,
 the empty foreign-key / unique / check lists — and MetaData.reflect and automap on
 varvedb. Every catalog query the dialect sends runs as SQL over pg_catalog's
@@ -39,7 +40,9 @@ def metadata() -> sa.MetaData:
                  sa.Column("sparse", SPARSEVEC(3)), sa.Column("bits", BIT(3)),
                  sa.Column("name", sa.String(20), nullable=False), sa.Column("body", sa.Text),
                  sa.Column("score", sa.Double), sa.Column("ok", sa.Boolean),
-                 sa.Column("meta", JSONB), sa.Column("at", sa.DateTime(timezone=True)))
+                 sa.Column("meta", JSONB), sa.Column("at", sa.DateTime(timezone=True)),
+                 sa.Column("embeddings", sa.ARRAY(VECTOR(3))),
+                 sa.Column("weights", sa.ARRAY(sa.Double)))
     sa.Index("refl_hnsw", t.c.embedding, postgresql_using="hnsw",
              postgresql_with={"m": 8, "ef_construction": 32},
              postgresql_ops={"embedding": "vector_cosine_ops"})
@@ -83,6 +86,8 @@ def test_the_inspector_answers_as_postgresqls(server, pg):
         pg_engine.dispose()
         engine.dispose()
     assert got["columns"][1]["type"] == "VECTOR(dim=3)"
+    assert [c["type"] for c in got["columns"][-2:]] == ["ARRAY(VECTOR(dim=3))",
+                                                        "ARRAY(DOUBLE_PRECISION(precision=53))"]
     assert [i["dialect_options"]["postgresql_ops"] for i in got["indexes"][:2]] == [
         {"half": "halfvec_l2_ops"}, {"embedding": "vector_cosine_ops"}]
     assert got["indexes"][1]["dialect_options"]["postgresql_with"] == {

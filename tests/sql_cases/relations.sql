@@ -202,3 +202,14 @@ INSERT INTO e VALUES (1, 20), (2, 30);
 SELECT e.id, x.label FROM e JOIN (SELECT b.k AS k, b.label AS label FROM a JOIN b ON a.k = b.k
     WHERE a.name LIKE 't%' AND b.w > 2) AS x ON x.k = e.k ORDER BY e.id;
 -- => [(1, 'y'), (1, 'y')]
+-- a derived table's column aliases, AS v(a, b): the first columns renamed (SQLAlchemy's
+-- insertmanyvalues writes INSERT ... SELECT p0, p1 FROM (VALUES ...) AS imp_sen(p0, p1, ...))
+SELECT v.a, v.b FROM (VALUES (1, 'x'), (2, 'y')) AS v(a, b) ORDER BY v.a DESC;
+-- => [(2, 'y'), (1, 'x')]
+SELECT a, column2 FROM (VALUES (1, 'x')) AS v(a);
+-- => [(1, 'x')]
+SELECT * FROM (VALUES (1)) AS v(a, b);
+-- !! 42P10
+INSERT INTO e (id, k) SELECT p0, p1 FROM (VALUES (10, 1, 0), (11, 2, 1))
+    AS imp_sen(p0, p1, sen_counter) ORDER BY sen_counter RETURNING e.id, e.k;
+-- => [(10, 1), (11, 2)]

@@ -520,7 +520,8 @@ def _describe(result, formats: list[int], kept: dict | None = None) -> tuple:
     """(RowDescription, one encoder a column, FixedRows or None) of a result;
     `kept`: a prepared statement's, which its executions find them in (their
     columns the same)."""
-    oids = tuple(column_oid(kind, result.rows, i) for i, kind in enumerate(result.kinds))
+    oids = tuple(column_oid(kind, result.rows, i, element)
+                 for i, (kind, element) in enumerate(zip(result.kinds, result.elements)))
     key = (tuple(result.columns), tuple(result.kinds), oids, tuple(formats))
     got = kept.get(key) if kept is not None else None
     if got is not None:

@@ -120,20 +120,68 @@ def element(arrays, nulls, indexes: list) -> list:
             for arr, null, i in zip(arrays, nulls.tolist(), indexes)]
 
 
-def text(arr: list) -> str:
-    """An array's text form: `{a,b}`, an element quoted where it must be."""
+def text(arr: list, value_text=str) -> str:
+    """An array's text form: `{a,b}`, an element quoted where it must be (a vector's
+    text by `value_text`: query/literals.py's)."""
     if isinstance(arr, SpaceVector):
         return arr.text()
-    return "{" + ",".join("NULL" if x is None else _quoted(_element_text(x)) for x in arr) + "}"
+    return "{" + ",".join("NULL" if x is None else _quoted(_element_text(x, value_text))
+                          for x in arr) + "}"
 
 
-def _element_text(x) -> str:
+def _element_text(x, value_text=str) -> str:
     if isinstance(x, bool):
         return "t" if x else "f"
-    return str(x)
+    if isinstance(x, (int, float, str)):
+        return str(x)
+    return value_text(x)        # a vector's, a sparsevec's: pgvector's forms
 
 
 def _quoted(s: str) -> str:
     if s == "" or s.upper() == "NULL" or any(c in s for c in '{},"\\ \t\n'):
         return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return s
+
+
+# ---- array literals ------------------------------------------------------------------
+
+def split_text(text: str) -> list:
+    """A one-dimensional array literal `{a,"b c",NULL}`: its elements' text (None:
+    NULL); 22P02 where it is not one (a multi-dimensional one is 0A000)."""
+    s = text.strip()
+    if not (s.startswith("{") and s.endswith("}")):
+        raise SqlError("22P02", f'malformed array literal: "{text[:60]}"')
+    body, items, cur, quoted, was_quoted, i = s[1:-1], [], [], False, False, 0
+    while i < len(body):
+        ch = body[i]
+        if quoted:
+            if ch == "\\" and i + 1 < len(body):
+                i += 1
+                cur.append(body[i])
+            elif ch == '"':
+                quoted = False
+            else:
+                cur.append(ch)
+        elif ch == '"':
+            quoted = was_quoted = True
+            if not "".join(cur).strip():        # (white space before the quote)
+                cur = []
+        elif ch == ",":
+            items.append(_item("".join(cur), was_quoted))
+            cur, was_quoted = [], False
+        elif ch == "{":
+            raise NotSupportedError("multi-dimensional arrays are not supported")
+        else:
+            cur.append(ch)
+        i += 1
+    if quoted:
+        raise SqlError("22P02", f'malformed array literal: "{text[:60]}"')
+    if body.strip():
+        items.append(_item("".join(cur), was_quoted))
+    return items
+
+
+def _item(raw: str, quoted: bool):
+    if not quoted and raw.strip().upper() == "NULL":
+        return None
+    return raw if quoted else raw.strip()

@@ -29,6 +29,8 @@ def format_type(oid: int | None, typmod: int | None = None) -> str | None:
         return "???"
     if typmod is None or typmod < 0:
         return t.regtype
+    if t.element and TYPES[t.element].name in _MOD_AS_IS:     # vector(3)[]
+        return f"{TYPES[t.element].regtype}({typmod})[]"
     if t.name in _MOD_AS_IS:
         return f"{t.regtype}({typmod})"
     if t.name in _MOD_LESS_4:

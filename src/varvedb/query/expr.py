@@ -37,7 +37,8 @@ from ..schema import brief, from_micros, vector_values
 from ..sparse import SparseBlock, SparseVector
 from ..text import tsquery
 from ..text.tsvector import tsvectors
-from . import arrays, catalog_funcs, sparse_funcs, text_funcs, tsearch, vector_funcs
+from . import (array_columns, arrays, catalog_funcs, sparse_funcs, text_funcs, tsearch,
+               vector_funcs)
 from .filter import kleene, like_regex
 from .literals import parse_input, value_text
 
@@ -72,7 +73,9 @@ class Val:
     kind: str
     data: Any            # ndarray (object for text/json/unknown; (n, d) for vector)
     nulls: np.ndarray
-    literal: Any = None  # unknown: the literal's text, which zero rows of data do not hold
+    # unknown: the literal's text, which zero rows of data do not hold; array: its
+    # element type where known (an array column's schema.Field.array_of)
+    literal: Any = None
 
     def __len__(self) -> int:
         return len(self.nulls)
@@ -344,6 +347,9 @@ def col_value(e: Col, t, rows: np.ndarray) -> Val:
         return Val("sparsevec", block, block.dims == 0)
     vals, nulls = t.columns[e.name].take(rows)
     nulls = np.asarray(nulls, bool)
+    if f.array_of is not None:      # a column of SQL arrays (a Python step a row)
+        return Val("array", object_array([array_columns.read(f.array_of, x) for x in vals]), nulls,
+                   f.array_of)
     if f.kind == "vector" and f.dtype in ("int8", "bit"):
         # SQL's vectors are float32 (int8 values), float16 or bits (bool)
         vals = vector_values(f, vals).astype(np.bool_ if f.dtype == "bit" else np.float32)
@@ -1150,6 +1156,12 @@ def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
         return _regtype(v)
     if kind == "regclass":
         return _regclass(v, env)
+    if kind == "array" and e.vtype is not None:     # ::vector(3)[], ::float8[] ...
+        if v.kind not in ("array", "null", "unknown", "text"):
+            raise SqlError("42846", f"cannot cast type {v.kind} to {e.vtype}[]")
+        out = [None if nl else array_columns.read(e.vtype, array_columns.stored(e.vtype, x))
+               for x, nl in zip(raw_values(v), v.nulls.tolist())]
+        return Val("array", object_array(out), np.asarray(v.nulls, bool))
     if kind == "array":
         if v.kind not in ("array", "null"):
             raise NotSupportedError(f"a cast of {v.kind} to an array type is not supported")
@@ -1288,6 +1300,21 @@ def _array_to_string(arr: Val, sep: Val, null_text: Val | None = None) -> Val:
     out = arrays.to_string(_array_data(arr), arr.nulls, sep.python(),
                            None if null_text is None else null_text.python())
     return Val("text", object_array(out), np.array([x is None for x in out], bool))
+
+
+def _array_of(*elements: Val) -> Val:
+    """ARRAY[a, b, ...]: each row's values as one array (untyped ones stay text, cast
+    where the array is used)."""
+    rows = [list(r) for r in zip(*(raw_values(v) for v in elements))]
+    return Val("array", object_array(rows), no_nulls(len(rows)))
+
+
+def raw_values(v: Val) -> list:
+    """Each row's value: an untyped literal's text as written, NULL as None."""
+    if v.kind == "unknown":
+        texts = [v.literal] * len(v) if v.literal is not None else list(v.data)
+        return [None if nl else x for x, nl in zip(texts, v.nulls.tolist())]
+    return v.python()
 
 
 def _json_build_object(*args: Val) -> Val:
@@ -1436,8 +1463,14 @@ def items_val(items: list) -> Val:
     nulls = np.array([x is None for x in items], bool)
     given = [x for x in items if x is not None]
     kinds = {"bool" if isinstance(x, bool) else "int" if isinstance(x, int) else
-             "float" if isinstance(x, float) else "unknown" if isinstance(x, str) else "other"
-             for x in given}
+             "float" if isinstance(x, float) else "unknown" if isinstance(x, str) else
+             "vector" if isinstance(x, np.ndarray) else
+             "sparsevec" if isinstance(x, SparseVector) else "other" for x in given}
+    if kinds == {"vector"} and len({(x.shape, x.dtype) for x in given}) == 1:
+        return _from_python("vector", [np.zeros_like(given[0]) if x is None else x
+                                       for x in items], nulls)
+    if kinds == {"sparsevec"}:
+        return _from_python("sparsevec", items, nulls)
     if kinds == {"int", "float"}:
         kinds = {"float"}
     if len(kinds) > 1 or "other" in kinds:
@@ -1938,6 +1971,7 @@ FUNCTIONS = {
     "l2_norm": _vector_fn("l2_norm", vector_funcs.vector_norm, "float"),
     "l2_normalize": _vector_fn("l2_normalize", vector_funcs.l2_normalize, "vector"),
     "coalesce": _coalesce,
+    "$array_of": _array_of,
     "json_build_object": _json_build_object,
     "jsonb_build_object": _json_build_object,
     "lower": _text_fn(lambda v: Val("text", np.array([x.lower() if x is not None else None

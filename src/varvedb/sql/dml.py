@@ -25,7 +25,7 @@ from pglast import ast, parse_sql
 from pglast.enums import OnConflictAction
 
 from ..errors import NotNullViolationError, NotSupportedError, SqlError
-from ..query import expr as E
+from ..query import array_columns, expr as E
 from ..schema import coerce_ids, coerce_values, from_micros
 from .expressions import Scope, convert, literal, output_name
 from ..results import SqlResult
@@ -85,10 +85,24 @@ def returning_result(items, t, rows: np.ndarray, env, status: str) -> SqlResult:
     return SqlResult(names, out, status, rowcount=len(rows), kinds=kinds)
 
 
+def column_kind(schema, name: str) -> str:
+    """What a column takes: its field's kind, or `array:<element type>` for a column
+    of arrays (a json field with array_of), or the id's kind."""
+    if name == "id":
+        return schema.id_kind
+    f = schema.fields[name]
+    return f"array:{f.array_of}" if f.array_of is not None else f.kind
+
+
 def assignable(kind: str, v: E.Val, column: str) -> list:
     """A Val as Python values for a column of `kind` (PostgreSQL's assignment casts)."""
     if v.kind == "null":
         return [None] * len(v)
+    if kind.startswith("array:"):       # an array, or its text form, of the element type
+        if v.kind not in ("array", "unknown", "text"):
+            raise SqlError("42804", f'column "{column}" is of type {kind[6:]}[] but '
+                                    f"expression is of type {v.kind}")
+        return [array_columns.stored(kind[6:], x) for x in E.raw_values(v)]
     if v.kind == "unknown":
         v = E.coerce(v, kind)
     elif kind == "float" and v.kind == "int":
@@ -125,6 +139,8 @@ def assign_python(kind: str, v):
     t = type(v)
     if v is None:
         return None
+    if kind.startswith("array:"):
+        return array_columns.stored(kind[6:], v) if t in (str, list, tuple) else _NO_FAST
     if t is str:
         if kind == "text":
             return v
@@ -219,7 +235,7 @@ class Insert:
 
     def _rows(self, ctx, columns, params, env, t) -> list[dict]:
         schema = t.schema
-        kinds = {c: (schema.id_kind if c == "id" else schema.fields[c].kind) for c in columns}
+        kinds = {c: column_kind(schema, c) for c in columns}
         one = E.Rel(None, None, n=1)
         if self.select is not None:
             from ..query.execute import execute
@@ -320,7 +336,7 @@ def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env, ahead=None
         if x is _DEFAULT:
             values[name] = [f.default_value() for _ in range(len(old))]
         else:
-            values[name] = assignable(f.kind, E.evaluate(x, rel, env), name)
+            values[name] = assignable(column_kind(schema, name), E.evaluate(x, rel, env), name)
     rewrite_rows(ctx, tx, t, old, values)
     # RETURNING lists rows in the order the VALUES gave them
     out = [written[i] if side == "new" else keys[i] for side, i in filter(None, order)]
@@ -429,7 +445,8 @@ class Update(_Targeted):
                 if x is _DEFAULT:
                     values[name] = [f.default_value() for _ in range(len(rows))]
                 else:
-                    values[name] = assignable(f.kind, E.evaluate(x, rel, env), name)
+                    values[name] = assignable(column_kind(schema, name),
+                                              E.evaluate(x, rel, env), name)
             ids = t.id_values(rows)
             if len(rows):
                 rewrite_rows(ctx, tx, t, rows, values)

@@ -22,7 +22,7 @@ from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
 from ..query.filter import NOT_A_LITERAL, literal as _literal
 from ..query.window import FUNCTIONS as WINDOW_FUNCTIONS
-from .types import type_of
+from .types import array_element, type_of
 
 _BINARY = {"+", "-", "*", "/", "%", "||", "=", "<>", "!=", "<", "<=", ">", ">=", "->", "->>",
            "@@", *E.OPERATORS}
@@ -86,8 +86,8 @@ def convert(n, scope: Scope):
         if target == "tsquery":         # tsquery's input form: operands as written
             return E.Func("$tsquery_in", (convert(n.arg, scope),))
         kind, name, mods = type_of(n.typeName)
-        if n.typeName.arrayBounds:          # x::int2[]: an array stays one
-            return E.Cast("array", convert(n.arg, scope))
+        if n.typeName.arrayBounds:          # x::vector(3)[]: its elements read as that type
+            return E.Cast("array", convert(n.arg, scope), None, array_element(kind, name, mods))
         dim = mods[0] if kind in ("vector", "sparsevec") and mods else None
         return E.Cast(kind, convert(n.arg, scope), dim, name if kind == "vector" else None)
     if isinstance(n, ast.BoolExpr):
@@ -135,8 +135,10 @@ def convert(n, scope: Scope):
         if not isinstance(sub, ast.A_Indices) or sub.is_slice:
             raise NotSupportedError("only one array subscript, a[i], is supported")
         return E.Func("$subscript", (convert(n.arg, scope), convert(sub.uidx, scope)))
-    if isinstance(n, ast.A_ArrayExpr):
-        raise NotSupportedError("array values are not supported")
+    if isinstance(n, ast.A_ArrayExpr):      # ARRAY[a, b]: a row's values as one array
+        if not n.elements:
+            raise NotSupportedError("an empty ARRAY[] is not supported")
+        return E.Func("$array_of", tuple(convert(x, scope) for x in n.elements))
     if isinstance(n, ast.CollateClause):       # the one collation text has: code points
         coll = n.collname[-1].sval
         if coll not in ("default", "C", "POSIX", "ucs_basic"):

@@ -24,7 +24,7 @@ from ..query.expr import Val, object_array
 from ..query.literals import value_text
 from ..query.pg_procs import OPERATORS, PROCS
 from ..query.pg_types import OIDS, PG_CATALOG, PUBLIC, TYPES
-from ..schema import HNSW, fit_index
+from ..schema import HNSW, array_element, fit_index
 from .settings import setting_text
 from .ddl import OPCLASSES, SQL_TYPES, index_names
 
@@ -388,13 +388,12 @@ def _pg_stat_progress_create_index(ctx) -> list[Val]:
 # takes (PostgreSQL's OIDs), and pgvector's of each vector method at OIDs of an
 # extension's (OPCLASS_OID_BASE + 100 a method + its place in OPCLASSES); of those only
 # ivfflat's vector_l2_ops is a default, as pgvector declares them
-_SCALAR_OPCLASSES = {("btree", "int8"): (3124, "int8_ops"), ("btree", "float8"): (3123, "float8_ops"),
-                     ("btree", "text"): (3126, "text_ops"),
-                     ("btree", "timestamptz"): (3127, "timestamptz_ops"),
-                     ("btree", "bool"): (10003, "bool_ops"), ("hash", "int8"): (10021, "int8_ops"),
-                     ("hash", "float8"): (10014, "float8_ops"), ("hash", "text"): (10037, "text_ops"),
-                     ("hash", "timestamptz"): (10040, "timestamptz_ops"),
-                     ("hash", "bool"): (10048, "bool_ops")}
+_SCALAR_OPCLASSES = {
+    ("btree", "int8"): (3124, "int8_ops"), ("btree", "float8"): (3123, "float8_ops"),
+    ("btree", "text"): (3126, "text_ops"), ("btree", "timestamptz"): (3127, "timestamptz_ops"),
+    ("btree", "bool"): (10003, "bool_ops"), ("hash", "int8"): (10021, "int8_ops"),
+    ("hash", "float8"): (10014, "float8_ops"), ("hash", "text"): (10037, "text_ops"),
+    ("hash", "timestamptz"): (10040, "timestamptz_ops"), ("hash", "bool"): (10048, "bool_ops")}
 _VECTOR_METHODS = ("ivfflat", "hnsw", "ivfpq")
 OPCLASS_OID_BASE = 16600
 
@@ -525,9 +524,13 @@ _VECTOR_TYPES = {"f32": "vector", "f16": "halfvec", "bit": "bit", "int8": "vecto
 
 
 def _type_and_mod(f, schema) -> tuple[int, int]:
-    """A column's type OID and typmod (vector(n): n, varchar(n): n + 4, as PostgreSQL's)."""
+    """A column's type OID and typmod (vector(n): n, varchar(n): n + 4, as PostgreSQL's;
+    an array's, its element's: vector(3)[] is 3)."""
     if f is None:
         return OIDS["int8" if schema.id_kind == "int" else "text"], -1
+    if f.array_of is not None:
+        kind, vtype, dim = array_element(f.array_of)
+        return OIDS["_" + (vtype or _KIND_TYPES[kind])], -1 if dim is None else dim
     if f.kind == "vector":
         return OIDS[SQL_TYPES[f.dtype]], f.dim
     if f.kind == "sparsevec":
@@ -580,9 +583,11 @@ def _pg_attribute(ctx) -> list[Val]:
             _bools([not c[6] and _default(c[3], c[4], c[5]) is not None for c in cols]),
             _bools([False] * n), _ints([100 if t else 0 for t in texts]),
             _texts([""] * n), _texts([""] * n),
-            _texts([_STORAGE.get(TYPES[t].name, "p") for t, _ in types]),
+            _texts(["x" if TYPES[t].element else _STORAGE.get(TYPES[t].name, "p")
+                    for t, _ in types]),
             _texts([""] * n), _ints([-1] * n),
-            _ints([_LENGTHS.get(TYPES[t].name, -1) for t, _ in types]), _ints([0] * n),
+            _ints([_LENGTHS.get(TYPES[t].name, -1) for t, _ in types]),
+            _ints([1 if TYPES[t].element else 0 for t, _ in types]),     # attndims
             _nulls(n)]
 
 

@@ -90,7 +90,7 @@ def _item(f, ctes: dict, make_select: Callable, aliases: list):
                         deparse(f.quals))
     if isinstance(f, ast.RangeVar):
         alias = f.alias.aliasname if f.alias else f.relname
-        colnames = _colnames(f.alias)
+        colnames = column_aliases(f.alias)
         if f.schemaname is None and f.relname in ctes:
             sel = make_select(ctes[f.relname], ctes)
         else:
@@ -106,7 +106,7 @@ def _item(f, ctes: dict, make_select: Callable, aliases: list):
             raise NotSupportedError("LATERAL is not supported")
         alias = f.alias.aliasname if f.alias is not None else "unnamed_subquery"
         aliases.append(alias)
-        return Leaf(alias, make_select(f.subquery, ctes), _colnames(f.alias))
+        return Leaf(alias, make_select(f.subquery, ctes), column_aliases(f.alias))
     if isinstance(f, ast.RangeFunction):
         return _function_leaf(f, ctes, make_select, aliases)
     raise NotSupportedError(f"FROM {type(f).__name__} is not supported")
@@ -130,8 +130,8 @@ def _function_leaf(f: ast.RangeFunction, ctes: dict, make_select: Callable, alia
                                  is_rowsfrom=False, alias=ast.Alias(aliasname=alias))
         star = ast.ResTarget(val=ast.ColumnRef(fields=(ast.A_Star(),)))
         stmt = ast.SelectStmt(targetList=(star,), fromClause=(bare,), op=SetOperation.SETOP_NONE)
-        return Leaf(alias, make_select(stmt, ctes), _colnames(f.alias))
-    colnames = _colnames(f.alias) or (alias,)
+        return Leaf(alias, make_select(stmt, ctes), column_aliases(f.alias))
+    colnames = column_aliases(f.alias) or (alias,)
     if len(colnames) != 1:
         raise SqlError("42804", f"too many column aliases specified for function {name}")
     stmt = ast.SelectStmt(targetList=(ast.ResTarget(name=colnames[0], val=call),),
@@ -163,7 +163,7 @@ def inline_functions(stmt: ast.SelectStmt) -> ast.SelectStmt:
             kept.append(f)
         else:
             alias = f.alias.aliasname if f.alias else call.funcname[-1].sval.lower()
-            column = _colnames(f.alias)[0] if _colnames(f.alias) else alias
+            column = column_aliases(f.alias)[0] if column_aliases(f.alias) else alias
             calls[(column,)] = calls[(alias, column)] = call
     if not calls or not kept or any(
             isinstance(rt.val, ast.ColumnRef) and isinstance(rt.val.fields[-1], ast.A_Star)
@@ -203,7 +203,7 @@ def _inlinable(f):
         return None
     call = f.functions[0][0]
     if not isinstance(call, ast.FuncCall) or call.funcname[-1].sval.lower() not in INLINED \
-            or len(_colnames(f.alias)) > 1 or call.agg_star or call.over is not None:
+            or len(column_aliases(f.alias)) > 1 or call.agg_star or call.over is not None:
         return None
     if any(True for _ in _column_refs(call.args or ())):
         return None
@@ -222,10 +222,21 @@ def _column_refs(nodes):
     return found
 
 
-def _colnames(alias) -> tuple:
+def column_aliases(alias) -> tuple:
+    """AS alias (a, b, ...)'s column names (none: ())."""
     if alias is None or not alias.colnames:
         return ()
     return tuple(c.sval for c in alias.colnames)
+
+
+def renamed(names, colnames: tuple, alias: str) -> list:
+    """A subquery's column names with its first ones renamed by AS alias (a, b, ...)."""
+    names = list(names)
+    if len(colnames) > len(names):
+        raise SqlError("42P10", f'table "{alias}" has {len(names)} columns available '
+                                f"but {len(colnames)} columns specified")
+    names[:len(colnames)] = colnames
+    return names
 
 
 def _aliases(tree) -> list:
@@ -247,11 +258,7 @@ def plan_tree(tree, ctx, params, outer: dict | None = None):
     a correlated subquery's outer row."""
     if isinstance(tree, Leaf):
         inner = tree.select.plan(ctx, params, outer)
-        names = list(inner.plan.find(Output).columns)
-        if len(tree.colnames) > len(names):
-            raise SqlError("42P10", f'table "{tree.alias}" has {len(names)} columns available '
-                                    f"but {len(tree.colnames)} columns specified")
-        names[:len(tree.colnames)] = tree.colnames
+        names = renamed(inner.plan.find(Output).columns, tree.colnames, tree.alias)
         node = Derived(tree.alias, inner.plan, tuple(names), inner=inner)
         return node, [f"{tree.alias}.{n}" for n in names]
     left, lkeys = plan_tree(tree.left, ctx, params, outer)

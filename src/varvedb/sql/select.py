@@ -160,7 +160,9 @@ class Select:
             self._names = {alias}
             sub = Select(f.subquery, self.ctes, outer=outer)   # (not LATERAL: not this level)
             self._from_refs = sub._scope.outer_refs
-            return ("derived", sub, alias)
+            # AS alias (a, b): its first columns renamed (SQLAlchemy's insertmanyvalues
+            # reads `FROM (VALUES ...) AS imp_sen(p0, p1, ...)`)
+            return ("derived", sub, alias, relations.column_aliases(f.alias))
         if isinstance(f, ast.RangeFunction):
             call = f.functions[0][0]
             name = call.funcname[-1].sval.lower()
@@ -220,7 +222,9 @@ class Select:
             b = self._bind(table, table.schema)
         elif kind == "derived":
             inner = self.source[1].plan(ctx, params, outer)
-            names = inner.plan.find(Output).columns
+            names = relations.renamed(inner.plan.find(Output).columns,
+                                      self.source[3] if len(self.source) > 3 else (),
+                                      self.source[2])
             b = self._bind(None, tuple(names))
         elif kind == "join":
             rel_node, names = relations.plan_tree(self.source[1], ctx, params, outer)
@@ -579,7 +583,9 @@ def result_of(res, names) -> SqlResult:
     cols = [v.python() for v in res.columns]
     rows = list(zip(*cols)) if cols else [() for _ in range(res.count)]
     kinds = [None if v.kind in ("null", "unknown") else v.kind for v in res.columns]
-    return SqlResult(list(names), rows, f"SELECT {len(rows)}", plan=res.plan, kinds=kinds)
+    elements = [v.literal if v.kind == "array" else None for v in res.columns]
+    return SqlResult(list(names), rows, f"SELECT {len(rows)}", plan=res.plan, kinds=kinds,
+                     elements=elements)
 
 
 def _count_value(e, env, what: str) -> int | None:
