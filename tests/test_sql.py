@@ -100,6 +100,7 @@ def test_a_wrong_dimension_is_22000_and_changes_nothing(db):
     with pytest.raises(vv.VarveError) as e:
         db.sql("INSERT INTO v VALUES (1, '[1,2]')")
     assert e.value.sqlstate == "22000"
+    assert str(e.value) == "expected 3 dimensions, not 2"      # (PostgreSQL's words)
     with pytest.raises(vv.VarveError) as e:
         db.sql("SELECT id FROM v ORDER BY e <-> $1 LIMIT 1", [[1, 2]])
     assert e.value.sqlstate == "22000"

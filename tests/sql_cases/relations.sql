@@ -213,3 +213,11 @@ SELECT * FROM (VALUES (1)) AS v(a, b);
 INSERT INTO e (id, k) SELECT p0, p1 FROM (VALUES (10, 1, 0), (11, 2, 1))
     AS imp_sen(p0, p1, sen_counter) ORDER BY sen_counter RETURNING e.id, e.k;
 -- => [(10, 1), (11, 2)]
+-- insertmanyvalues' casts of a VALUES column that is NULL in every row: NULLs of that type
+CREATE TABLE vecs (id bigint PRIMARY KEY, e vector(3), h halfvec(2));
+INSERT INTO vecs (id, e, h) SELECT p0, p1::vector(3), p2::halfvec(2)
+    FROM (VALUES (1, '[1,2,3]', NULL, 0), (2, NULL, NULL, 1)) AS imp_sen(p0, p1, p2, sen_counter)
+    ORDER BY sen_counter RETURNING vecs.id;
+-- => [(1,), (2,)]
+SELECT id, e, h FROM vecs ORDER BY id;
+-- => [(1, [1.0, 2.0, 3.0], None), (2, None, None)]

@@ -1117,6 +1117,8 @@ def _cast(e: Cast, rel: Rel, env: Env) -> Val:
     if v.kind == "vector" and e.vtype is not None:
         v = Val("vector", as_vector_type(v.data, e.vtype), v.nulls)
     if e.dim is not None and v.kind == "vector" and len(v) and v.data.shape[1] != e.dim:
+        if v.nulls.all():       # NULL::vector(3) in every row: NULLs of that width
+            return Val("vector", np.zeros((len(v), e.dim), v.data.dtype), v.nulls)
         if e.vtype == "bit":    # a cast to bit(n) pads with zeros or cuts, on the right
             out = np.zeros((len(v), e.dim), np.bool_)
             width = min(e.dim, v.data.shape[1])

@@ -24,7 +24,7 @@ import numpy as np
 from pglast import ast, parse_sql
 from pglast.enums import OnConflictAction
 
-from ..errors import NotNullViolationError, NotSupportedError, SqlError
+from ..errors import DimensionError, NotNullViolationError, NotSupportedError, SqlError
 from ..query import array_columns, expr as E
 from ..schema import coerce_ids, coerce_values, from_micros
 from .expressions import Scope, convert, literal, output_name
@@ -223,15 +223,16 @@ class Insert:
         # rows that do not depend on what the lock reads (no ON CONFLICT) are
         # coerced and embedded before it is taken: the model never runs under it
         ahead = None
-        if self.conflict is None and rows:
-            from ..collection import Collection
-            ahead = Collection(s.db, t.name, s).prepare_rows(rows)
-        with s.writing() as tx:
-            t = ctx.table(self.table)
-            written, updated = _insert_rows(ctx, tx, t, rows, self.conflict, env, ahead)
-            # RETURNING inside the transaction: a failing expression undoes the rows
-            return returning_result(self.returning, t, written, env,
-                                    f"INSERT 0 {len(written)}")
+        with _in_postgres_words(schema, rows):
+            if self.conflict is None and rows:
+                from ..collection import Collection
+                ahead = Collection(s.db, t.name, s).prepare_rows(rows)
+            with s.writing() as tx:
+                t = ctx.table(self.table)
+                written, updated = _insert_rows(ctx, tx, t, rows, self.conflict, env, ahead)
+                # RETURNING inside the transaction: a failing expression undoes the rows
+                return returning_result(self.returning, t, written, env,
+                                        f"INSERT 0 {len(written)}")
 
     def _rows(self, ctx, columns, params, env, t) -> list[dict]:
         schema = t.schema
@@ -361,6 +362,25 @@ def _check_proposed(t, rows: list[dict]) -> None:
                                         f'"{t.name}" violates not-null constraint')
 
 
+@contextlib.contextmanager
+def _in_postgres_words(schema, rows: list[dict]):
+    """A vector of another dimension refused in PostgreSQL's words, "expected 3
+    dimensions, not 2" (schema.py's are the embedded API's; 22000 either way)."""
+    try:
+        yield
+    except DimensionError as e:
+        if type(e) is not DimensionError:       # (a bit string's length: its own words)
+            raise
+        for r in rows:
+            for name, v in r.items():
+                f = schema.fields.get(name)
+                if f is not None and f.kind == "vector" and v is not None \
+                        and np.ndim(v) == 1 and np.shape(v)[0] != f.dim:
+                    raise DimensionError(f"expected {f.dim} dimensions, not "
+                                         f"{np.shape(v)[0]}") from None
+        raise
+
+
 def _val_of(kind: str, vals, nulls) -> E.Val:
     if isinstance(vals, list):
         return E.Val(kind, E.object_array(vals), np.asarray(nulls, bool))
@@ -370,7 +390,9 @@ def _val_of(kind: str, vals, nulls) -> E.Val:
 def rewrite_rows(ctx, tx, t, rows: np.ndarray, values: dict[str, list]) -> None:
     """New versions of live `rows` with `values` (column -> one value per row) set."""
     schema = t.schema
-    cols = {name: coerce_values(name, schema.fields[name], vals) for name, vals in values.items()}
+    with _in_postgres_words(schema, [{name: v} for name, vs in values.items() for v in vs]):
+        cols = {name: coerce_values(name, schema.fields[name], vals)
+                for name, vals in values.items()}
     ctx.engine.rewrite(tx, t, np.asarray(rows, np.int64), cols)
 
 
