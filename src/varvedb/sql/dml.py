@@ -637,7 +637,9 @@ class Copy:
                   for row in res.rows]
         data = "".join(line + "\n" for line in lines).encode()
         n = len(res.rows)
-        return SqlResult([], [], f"COPY {n}", rowcount=n, copy_data=data)
+        # its columns' names: the wire's CopyOutResponse tells a client how many there
+        # are (psycopg's copy.rows() splits each line by them)
+        return SqlResult(list(res.columns), [], f"COPY {n}", rowcount=n, copy_data=data)
 
     def _where(self, line: int, column: str | None = None) -> str:
         """PostgreSQL's CONTEXT of a COPY error, leading its message."""
