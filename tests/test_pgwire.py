@@ -78,7 +78,10 @@ def oracle():
 
 
 def _plain(v):
-    return v.tolist() if isinstance(v, np.ndarray) else v
+    """A value with numpy arrays as lists (an array column's vectors too), to compare."""
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return [_plain(x) for x in v] if isinstance(v, list) else v
 
 
 @pytest.mark.parametrize("text,params", QUERIES)

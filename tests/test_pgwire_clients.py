@@ -155,6 +155,60 @@ def test_asyncpg_register_vector_and_typed_parameters(server):
     assert like == 1
 
 
+def test_asyncpg_sends_a_bit_column_parameter_as_bit(server):
+    """A $n a bit(n) column takes is described as bit, so asyncpg sends its BitString
+    (pgvector-python's test_asyncpg test_bit; it was described as text, which asyncpg
+    refuses to encode a BitString as)."""
+    async def go():
+        async with asyncpg_connection(server) as conn:
+            await conn.execute("CREATE TABLE bits_a (id bigserial PRIMARY KEY, b bit(3))")
+            try:
+                await conn.execute("INSERT INTO bits_a (b) VALUES ($1), ($2)",
+                                   asyncpg.BitString("101"), None)
+                rows = await conn.fetch("SELECT b FROM bits_a ORDER BY id")
+                text = await conn.fetchval("SELECT b::text FROM bits_a ORDER BY id LIMIT 1")
+            finally:
+                await conn.execute("DROP TABLE bits_a")
+            return rows, text
+    rows, text = run(go())
+    assert [r["b"] if r["b"] is None else r["b"].as_string() for r in rows] == ["101", None]
+    assert text == "101"
+
+
+def test_vector_array_columns_round_trip_through_psycopg_and_asyncpg(server):
+    """A vector[] column (and double precision[], integer[]): pgvector-python's
+    register_vector sends a list of numpy vectors (text and binary) and reads vector[]
+    back as Vectors, asyncpg sends ARRAY[$1, $2]::vector[] (each $n told a vector);
+    the rows are db.sql()'s."""
+    from pgvector import Vector
+    with connect(server) as conn:
+        conn.execute("CREATE TABLE arr_items (id bigserial PRIMARY KEY, e vector[], "
+                     "f double precision[], i integer[])")
+        try:
+            register_vector(conn)
+            vs = [np.array([1.5, 2, 3]), np.array([4.5, 5, 6])]
+            conn.execute("INSERT INTO arr_items (e, f, i) VALUES (%s, %s, %s)",
+                         (vs, [1.5, None], [1, 2]))
+            conn.execute("INSERT INTO arr_items (e) VALUES (%s)", ([Vector([7, 8])],),
+                         binary=True)
+
+            async def go():
+                async with asyncpg_connection(server) as a:
+                    await register_vector_asyncpg(a)
+                    await a.execute("INSERT INTO arr_items (e) VALUES (ARRAY[$1, $2]::vector[])",
+                                    np.array([0, 0, 1.0]), np.array([1, 0, 0.0]))
+                    return await a.fetch("SELECT e, f, i FROM arr_items ORDER BY id")
+            by_asyncpg = run(go())
+            got = {binary: conn.execute("SELECT e, f, i FROM arr_items ORDER BY id",
+                                        binary=binary).fetchall() for binary in (False, True)}
+        finally:
+            conn.execute("DROP TABLE arr_items")
+    want = [([Vector([1.5, 2, 3]), Vector([4.5, 5, 6])], [1.5, None], [1, 2]),
+            ([Vector([7, 8])], None, None), ([Vector([0, 0, 1]), Vector([1, 0, 0])], None, None)]
+    assert got[False] == want and got[True] == want
+    assert [tuple(r) for r in by_asyncpg] == want
+
+
 def test_asyncpg_without_a_codec_introspects_the_type_and_reads_text(server):
     async def go():
         async with asyncpg_connection(server) as conn:
@@ -370,6 +424,12 @@ def test_copy_from_stdin_and_to_stdout(server):
                                 "TO STDOUT") as cp:
             out = b"".join(bytes(chunk) for chunk in cp)
         assert out == b"1\ta b\n2\tc d\n3\t\\N\n100\trow 100\n101\trow 101\n102\trow 102\n"
+        # its CopyOutResponse says how many columns there are: psycopg splits a row by it
+        # (pgvector-python's test_text_copy_to; a CopyData holds many rows here, and
+        # psycopg's rows() reads one a message: one row asked for)
+        with conn.cursor().copy("COPY (SELECT id, body FROM items WHERE id = 1) "
+                                "TO STDOUT") as cp:
+            assert list(cp.rows()) == [("1", "a b")]
         # a bad row: the statement fails whole, nothing of it is kept
         with pytest.raises(psycopg.errors.InvalidTextRepresentation):
             with conn.cursor().copy("COPY items (id, tag) FROM STDIN") as cp:

@@ -47,6 +47,30 @@ def test_a_table_without_primary_key_hides_its_id(db):
     assert r.columns == ["x", "y"] and r.rows == [(1, "a"), (2, "b")]
 
 
+def test_an_array_column_is_a_json_field_that_keeps_its_element_type(db, tmp_path):
+    """vector(3)[] / integer[]: json fields with array_of, kept across a reopen; the
+    embedded API's writes are checked against the element type (a vector element is
+    its text, as SQL keeps it), a refused one changes nothing."""
+    db.sql("CREATE TABLE arr (id bigint PRIMARY KEY, e vector(3)[], i integer[])")
+    fields = db["arr"].schema.fields
+    assert (fields["e"].kind, fields["e"].array_of, fields["i"].array_of) == \
+        ("json", "vector(3)", "int")
+    db["arr"].insert([{"id": 1, "e": ["[1,2,3]", None], "i": [1, 2]}])
+    for bad in ({"id": 2, "i": ["x"]}, {"id": 2, "i": [True]}, {"id": 2, "e": [[1, 2, 3]]},
+                {"id": 2, "i": 3}):
+        with pytest.raises(vv.errors.FieldTypeError):
+            db["arr"].insert([bad])
+    db.close()
+    again = vv.connect(tmp_path / "s.varve")
+    try:
+        assert again["arr"].schema.fields["e"].array_of == "vector(3)"
+        (row,) = again.sql("SELECT e, i FROM arr").rows
+        assert [list(x) if x is not None else None for x in row[0]] == [[1, 2, 3], None]
+        assert row[1] == [1, 2]
+    finally:
+        again.close()
+
+
 def test_every_column_type_round_trips(db):
     db.sql("CREATE TABLE t (id int PRIMARY KEY, a smallint, b bigint, c real, "
            "d double precision, e boolean, f varchar(10), g jsonb, h timestamptz, "
@@ -76,6 +100,7 @@ def test_a_wrong_dimension_is_22000_and_changes_nothing(db):
     with pytest.raises(vv.VarveError) as e:
         db.sql("INSERT INTO v VALUES (1, '[1,2]')")
     assert e.value.sqlstate == "22000"
+    assert str(e.value) == "expected 3 dimensions, not 2"      # (PostgreSQL's words)
     with pytest.raises(vv.VarveError) as e:
         db.sql("SELECT id FROM v ORDER BY e <-> $1 LIMIT 1", [[1, 2]])
     assert e.value.sqlstate == "22000"

@@ -195,14 +195,17 @@ class SqlResult:
     PostgreSQL's command tag ("SELECT 3", "INSERT 0 2", "CREATE TABLE"), and
     `rowcount` the rows returned or changed. `plan` is the query plan as it
     ran, for a SELECT; `kinds` each column's kind where the statement knew it
-    (int, float, bool, text, json, timestamp, vector; None where it did not).
+    (int, float, bool, text, json, timestamp, vector; None where it did not), and
+    `elements` an array column's element type where it is a column of arrays
+    ("vector(3)", "float": schema.Field.array_of; None elsewhere).
     `copy_data` is what COPY ... TO STDOUT wrote (bytes; None for any other
     statement)."""
-    __slots__ = ("columns", "rows", "status", "rowcount", "plan", "kinds", "copy_data")
+    __slots__ = ("columns", "rows", "status", "rowcount", "plan", "kinds", "copy_data",
+                 "elements")
 
     def __init__(self, columns: list[str], rows: list[tuple], status: str,
                  rowcount: int | None = None, plan=None, kinds: list | None = None,
-                 copy_data: bytes | None = None):
+                 copy_data: bytes | None = None, elements: list | None = None):
         self.columns = columns
         self.rows = rows
         self.status = status
@@ -210,6 +213,7 @@ class SqlResult:
         self.plan = plan
         self.kinds = kinds if kinds is not None else [None] * len(columns)
         self.copy_data = copy_data
+        self.elements = elements if elements is not None else [None] * len(columns)
 
     def __len__(self) -> int:
         return len(self.rows)

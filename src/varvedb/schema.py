@@ -220,6 +220,40 @@ class IVFPQ:
 VECTOR_INDEXES = (HNSW, IVFPQ)
 
 
+_ARRAY_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "text": (str,),
+                "vector": (str,), "sparsevec": (str,)}
+
+
+def _check_array(name: str, spec: str, v) -> None:
+    """A value of an array field (array_of): a list of its element type's values or
+    None (a vector element as its text, '[1,2,3]', as SQL keeps it)."""
+    kind = array_element(spec)[0]
+    ok = _ARRAY_TYPES[kind]
+    if not isinstance(v, list) or any(
+            x is not None and (not isinstance(x, ok) or (kind != "bool" and isinstance(x, bool)))
+            for x in v):
+        raise FieldTypeError(f"field {name!r} holds arrays of {spec} (a list of "
+                             f"{'texts like [1,2,3]' if ok == (str,) and kind != 'text' else kind}"
+                             f" values or None), got {brief(v)}")
+
+
+_ARRAY_ELEMENT = re.compile(r"(int|float|bool|text)|(vector|halfvec|sparsevec)(?:\((\d+)\))?")
+
+
+def array_element(spec: str) -> tuple[str, str | None, int | None]:
+    """(kind, vector type or None, dimension or None) of an array field's element type
+    (Field.array_of: "int", "float", "bool", "text", "vector(3)", "halfvec", ...)."""
+    m = _ARRAY_ELEMENT.fullmatch(spec) if isinstance(spec, str) else None
+    if m is None or (m.group(3) is not None and not 1 <= int(m.group(3)) <= MAX_DIM):
+        raise SchemaError(f"array_of is an element type ('int', 'vector(3)', ...), got "
+                          f"{brief(spec)}")
+    if m.group(1):
+        return m.group(1), None, None
+    vtype = m.group(2)
+    return ("sparsevec" if vtype == "sparsevec" else "vector"), vtype, \
+        (int(m.group(3)) if m.group(3) else None)
+
+
 @dataclass(frozen=True)
 class Field:
     """One field of a collection. Use the helpers `Int`, `Text`, `Vector`, ..."""
@@ -246,11 +280,16 @@ class Field:
     # conditions AND-ed (op one of PREDICATE_OPS) that every value written must not
     # make false (a null makes a comparison unknown, which passes, as in SQL)
     check: tuple | None = None
+    # json: a column of SQL arrays of this element type ("int", "float", "vector(3)",
+    # query/arrays.py), each a JSON list; SQL reads and checks it as one
+    array_of: str | None = None
 
     def __post_init__(self):
         # Fields are also built directly (vv.Field(...)) and from a file's
         # schema: refuse what no column or index serves, rather than store it.
         k = self.kind
+        if self.array_of is not None and k != "json":
+            raise SchemaError(f"array_of= is an option of json fields, not {brief(k)}")
         if not isinstance(self.not_null, (bool, np.bool_)):
             raise SchemaError(f"not_null is True or False, got {brief(self.not_null)}")
         object.__setattr__(self, "not_null", bool(self.not_null))
@@ -304,6 +343,11 @@ class Field:
         if not isinstance(k, str) or k not in SCALAR_KINDS:
             raise SchemaError(f"unknown field kind {k!r}; expected one of "
                               f"{SCALAR_KINDS + ('vector', SPARSE)}")
+        if self.array_of is not None:
+            array_element(self.array_of)
+            if self.index or self.default is not None:
+                raise SchemaError("array_of= is an option of a json field without an index "
+                                  "or a default")
         if self.index not in (None, "hash", "sorted"):
             raise SchemaError(f"unknown index {self.index!r}; expected 'hash' or 'sorted'")
         if self.index and k in ("json", "bool"):
@@ -434,6 +478,8 @@ class Field:
                 d["index_name"] = self.index_name
             if self.max_length is not None:
                 d["max_length"] = int(self.max_length)
+            if self.array_of is not None:
+                d["array_of"] = self.array_of
             if self.fts:
                 d["fts"] = True
                 if self.stem is not None:
@@ -500,7 +546,8 @@ class Field:
                          default=default, index_name=d.get("index_name"),
                          max_length=d.get("max_length"), stem=d.get("stem"),
                          ts_config=d.get("ts_config"),
-                         k1=d.get("k1", 1.2), b=d.get("b", 0.75), check=d.get("check"))
+                         k1=d.get("k1", 1.2), b=d.get("b", 0.75), check=d.get("check"),
+                         array_of=d.get("array_of"))
         except VarveError as e:    # a default that does not fit its kind
             raise SchemaError(f"a {kind} field: {e}") from None
 
@@ -1012,6 +1059,8 @@ def coerce_values(name: str, f: Field, values: list) -> tuple[Any, np.ndarray]:
     if k == "json":
         for v in values:
             _check_json(name, v)
+            if f.array_of is not None and v is not None:
+                _check_array(name, f.array_of, v)
         return list(values), nulls
     if k == SPARSE:
         return [None if v is None else _sparse_blob(name, f, v) for v in values], nulls
@@ -1061,6 +1110,8 @@ def _coerce_one(name: str, f: Field, v: Any) -> np.ndarray | list | None:
         if v is None:
             return None
         _check_json(name, v)
+        if f.array_of is not None:
+            _check_array(name, f.array_of, v)
         return [v]
     if k == "vector":
         if f.dtype not in ("f32", "f16"):

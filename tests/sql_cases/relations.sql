@@ -196,3 +196,28 @@ SELECT COALESCE(semantic.id, keyword.id) AS id,
 FROM semantic FULL OUTER JOIN keyword ON semantic.id = keyword.id
 ORDER BY score DESC, id LIMIT 5;
 -- => [(3, 0.031746031746031744), (1, 0.01639344262295082), (4, 0.01639344262295082), (2, 0.016129032258064516), (5, 0.016129032258064516)]
+-- a derived table that is itself a join, joined: its own WHERE and SELECT read columns the
+-- outer statement does not (SQLAlchemy's reflection writes its catalog queries so)
+INSERT INTO e VALUES (1, 20), (2, 30);
+SELECT e.id, x.label FROM e JOIN (SELECT b.k AS k, b.label AS label FROM a JOIN b ON a.k = b.k
+    WHERE a.name LIKE 't%' AND b.w > 2) AS x ON x.k = e.k ORDER BY e.id;
+-- => [(1, 'y'), (1, 'y')]
+-- a derived table's column aliases, AS v(a, b): the first columns renamed (SQLAlchemy's
+-- insertmanyvalues writes INSERT ... SELECT p0, p1 FROM (VALUES ...) AS imp_sen(p0, p1, ...))
+SELECT v.a, v.b FROM (VALUES (1, 'x'), (2, 'y')) AS v(a, b) ORDER BY v.a DESC;
+-- => [(2, 'y'), (1, 'x')]
+SELECT a, column2 FROM (VALUES (1, 'x')) AS v(a);
+-- => [(1, 'x')]
+SELECT * FROM (VALUES (1)) AS v(a, b);
+-- !! 42P10
+INSERT INTO e (id, k) SELECT p0, p1 FROM (VALUES (10, 1, 0), (11, 2, 1))
+    AS imp_sen(p0, p1, sen_counter) ORDER BY sen_counter RETURNING e.id, e.k;
+-- => [(10, 1), (11, 2)]
+-- insertmanyvalues' casts of a VALUES column that is NULL in every row: NULLs of that type
+CREATE TABLE vecs (id bigint PRIMARY KEY, e vector(3), h halfvec(2));
+INSERT INTO vecs (id, e, h) SELECT p0, p1::vector(3), p2::halfvec(2)
+    FROM (VALUES (1, '[1,2,3]', NULL, 0), (2, NULL, NULL, 1)) AS imp_sen(p0, p1, p2, sen_counter)
+    ORDER BY sen_counter RETURNING vecs.id;
+-- => [(1,), (2,)]
+SELECT id, e, h FROM vecs ORDER BY id;
+-- => [(1, [1.0, 2.0, 3.0], None), (2, None, None)]

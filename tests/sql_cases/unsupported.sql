@@ -51,10 +51,10 @@ SELECT x.id FROM a x WHERE x.id IN (SELECT y.id FROM a y WHERE y.k = x.k);
 -- !! 0A000
 SELECT id, (SELECT count(*) FROM a y WHERE y.k = k) FROM a ORDER BY id;
 -- => [(1, 2), (2, 2)]
--- arrays: one subscript, not slices; no array literals; series of integers only
+-- arrays: one subscript, not slices; one dimension; series of integers only
 SELECT (ARRAY(SELECT id FROM a))[1:2];
 -- !! 0A000
-SELECT '{1,2}'::int[];
+SELECT '{{1,2},{3,4}}'::int[];
 -- !! 0A000
 SELECT * FROM generate_series(1.5, 3);
 -- !! 0A000

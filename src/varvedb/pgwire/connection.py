@@ -30,7 +30,7 @@ from .. import errors as E
 from ..cancel import CancelToken, running
 from ..query.pg_types import to_regtype
 from ..sql import compile_text, run_compiled, run_each, run_shaped, shaped
-from ..sql.commands import REPORTED
+from ..sql.settings import REPORTED
 from ..sql.params import param_types
 from . import catalog
 from . import messages as M
@@ -581,8 +581,8 @@ def _describe(result, formats: list[int], kept: dict | None = None) -> tuple:
     """(RowDescription, one encoder a column, FixedRows or None) of a result;
     `kept`: a prepared statement's, which its executions find them in (their
     columns the same)."""
-    rows = result.rows
-    oids = tuple([column_oid(kind, rows, i) for i, kind in enumerate(result.kinds)])
+    oids = tuple(column_oid(kind, result.rows, i, element)
+                 for i, (kind, element) in enumerate(zip(result.kinds, result.elements)))
     key = (tuple(result.columns), tuple(result.kinds), oids, tuple(formats))
     got = kept.get(key) if kept is not None else None
     if got is not None:

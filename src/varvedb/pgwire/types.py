@@ -16,8 +16,12 @@ from decimal import Decimal, InvalidOperation
 import numpy as np
 
 from ..errors import SqlError
+from ..query.arrays import split_text
 from ..query.literals import value_text
+from ..schema import array_element
+from ..sparse import SparseVector
 from ..query.pg_binary import EPOCH, receive
+from ..query.pg_types import OIDS
 from ..query.pg_types import (ARRAYS, BIT, BOOL, BPCHAR, BYTEA, CHAR, ELEMENTS, FLOAT4,  # noqa: F401
                               FLOAT8, HALFVEC, INT2, INT4, INT8, JSON, JSONB, NAME, NUMERIC, OID,
                               SPARSEVEC, TEXT, TIMESTAMP, TIMESTAMPTZ, UNKNOWN, VARBIT, VARCHAR,
@@ -34,10 +38,25 @@ _F4, _F8 = struct.Struct("!f"), struct.Struct("!d")
 _INT8_RANGE = (-(1 << 63), (1 << 63) - 1)
 
 
-def column_oid(kind: str | None, rows: list, i: int) -> int:
+# the catalog's int2vector and oidvector (query/arrays.py's SpaceVector, OidVector)
+SPACE_VECTORS = {"int2vector": 22, "oidvector": 30}
+# an array column's type by its first element's Python type (text[] where none says)
+_ELEMENT_OIDS = {bool: BOOL, int: INT8, float: FLOAT8, str: TEXT}
+_ELEMENT_TYPES = {"bool": "bool", "int": "int8", "float": "float8", "text": "text"}
+
+
+def column_oid(kind: str | None, rows: list, i: int, element: str | None = None) -> int:
     """The type OID of result column `i` of `kind` (None: unknown, sent as text);
     a vector column is halfvec when its values are float16 and bit when they are
-    bool, and an int column numeric when a value is past int64 (an exact sum)."""
+    bool, and an int column numeric when a value is past int64 (an exact sum); an
+    array column is its elements' array type (int8[], text[], ...), or int2vector /
+    oidvector for the catalog's; an array column's, its declared element type's
+    (`element`: schema.Field.array_of)."""
+    if kind == "array" and element is not None:
+        elem_kind, vtype, _ = array_element(element)
+        return ARRAYS[OIDS[vtype or _ELEMENT_TYPES[elem_kind]]]
+    if kind == "array":
+        return _array_oid(rows, i)
     oid = KIND_OIDS.get(kind, TEXT)
     if oid == VECTOR or oid == INT8:
         for r in rows:
@@ -49,6 +68,24 @@ def column_oid(kind: str | None, rows: list, i: int) -> int:
             if type(v) is int and not _INT8_RANGE[0] <= v <= _INT8_RANGE[1]:
                 return NUMERIC
     return oid
+
+
+def _array_oid(rows: list, i: int) -> int:
+    for r in rows:
+        arr = r[i]
+        if arr is None:
+            continue
+        if hasattr(arr, "TYPE"):
+            return SPACE_VECTORS[arr.TYPE]
+        for x in arr:
+            if x is None:
+                continue
+            if isinstance(x, np.ndarray):        # a vector, halfvec or bit string
+                return ARRAYS[_VECTOR_OIDS.get(x.dtype, VECTOR)]
+            if isinstance(x, SparseVector):
+                return ARRAYS[SPARSEVEC]
+            return ARRAYS.get(_ELEMENT_OIDS.get(type(x), TEXT), ARRAYS[TEXT])
+    return ARRAYS[TEXT]
 
 
 def encode_text(v, kind: str | None) -> bytes | None:
@@ -187,42 +224,13 @@ def _parse_text(text: str, oid: int):
 
 
 def _parse_array(text: str, element: int) -> list:
-    """A one-dimensional array literal {a,b,"c d",NULL}."""
-    text = text.strip()
-    if not (text.startswith("{") and text.endswith("}")):
-        raise ValueError(text)
-    items, cur, quoted, was_quoted, i, body = [], [], False, False, 0, text[1:-1]
+    """A one-dimensional array literal {a,b,"c d",NULL} (query/arrays.split_text)."""
     if element in (VECTOR, HALFVEC):       # elements are '[..]': no commas to split inside
-        return [_parse_text(x.strip('"'), element) for x in _split_vectors(body)]
-    while i < len(body):
-        ch = body[i]
-        if quoted:
-            if ch == "\\" and i + 1 < len(body):
-                i += 1
-                cur.append(body[i])
-            elif ch == '"':
-                quoted = False
-            else:
-                cur.append(ch)
-        elif ch == '"':
-            quoted = was_quoted = True
-        elif ch == ",":
-            items.append(_element("".join(cur), was_quoted, element))
-            cur, was_quoted = [], False
-        elif ch == "{":
-            raise ValueError("multi-dimensional arrays are not supported")
-        else:
-            cur.append(ch)
-        i += 1
-    if body:
-        items.append(_element("".join(cur), was_quoted, element))
-    return items
-
-
-def _element(raw: str, quoted: bool, element: int):
-    if not quoted and raw.strip().upper() == "NULL":
-        return None
-    return _parse_text(raw if quoted else raw.strip(), element)
+        text = text.strip()
+        if not (text.startswith("{") and text.endswith("}")):
+            raise ValueError(text)
+        return [_parse_text(x.strip('"'), element) for x in _split_vectors(text[1:-1])]
+    return [None if x is None else _parse_text(x, element) for x in split_text(text)]
 
 
 def _split_vectors(body: str) -> list[str]:

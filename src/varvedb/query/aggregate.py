@@ -32,6 +32,22 @@ def sort_ranks(v: Val) -> np.ndarray:
     return codes(v)[0]
 
 
+def sort_order(keys: tuple, rel: Rel, env: Env) -> np.ndarray:
+    """The rows' order under ORDER BY keys ((expr, desc, nulls_first or None), ...),
+    stable; PostgreSQL's NULLS LAST ascending, FIRST descending unless said."""
+    order_keys = []
+    for e, desc, nulls_first in reversed(keys):     # lexsort: the last key is primary
+        v = evaluate(e, rel, env)
+        ranks = sort_ranks(v)
+        if desc:
+            ranks = -ranks
+        if nulls_first is None:
+            nulls_first = desc
+        order_keys.append(ranks)
+        order_keys.append(~v.nulls if nulls_first else v.nulls)
+    return np.lexsort(order_keys) if order_keys else np.arange(rel.n)
+
+
 def groups(keys: list[Val], n: int) -> tuple[np.ndarray, int, np.ndarray]:
     """(group code per row, number of groups, first row of each group) for rows grouped
     by equal keys (NULLs equal to each other, as GROUP BY and DISTINCT treat them).
@@ -56,6 +72,9 @@ def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> V
     if a.filter is not None:        # FILTER (WHERE ...): the other rows are not seen
         keep = np.flatnonzero(truth(evaluate(a.filter, rel, env)))
         rel, group = rel.take(keep), group[keep]
+    if a.order:             # ORDER BY inside the call: its rows in that order
+        order = sort_order(a.order, rel, env)
+        rel, group = rel.take(order), group[order]
     if a.arg is None:       # count(*)
         return Val("int", np.bincount(group, minlength=n_groups).astype(np.int64),
                    np.zeros(n_groups, bool))
@@ -63,8 +82,10 @@ def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> V
         return _string_agg(evaluate(a.arg, rel, env), evaluate(a.sep, rel, env), group,
                            n_groups)
     v = evaluate(a.arg, rel, env)
+    if fn == "array_agg":
+        return _array_agg(v, group, n_groups)
     if v.kind == "unknown":
-        v = coerce(v, "text" if fn in ("count", "min", "max") else
+        v = coerce(v, "text" if fn in ("count", "min", "max", "array_agg") else
                    "bool" if fn in _LOGICAL else "float")
     present = ~v.nulls
     g = group[present]
@@ -98,11 +119,11 @@ def aggregate(a: Agg, rel: Rel, env: Env, group: np.ndarray, n_groups: int) -> V
         with np.errstate(invalid="ignore", divide="ignore"):
             return Val("float", sums / np.maximum(counts, 1), empty)
     if fn in _LOGICAL:     # bool_and / every: all true; bool_or: any true
-        if v.kind != "bool":
+        if v.kind not in ("bool", "null"):
             raise SqlError("42883", f"function {fn}({v.kind}) does not exist")
-        all_of = fn != "bool_or"
-        out = np.full(n_groups, all_of, bool)
-        (np.logical_and if all_of else np.logical_or).at(out, g, v.data)
+        hits = np.bincount(g, weights=v.data if v.kind == "bool" else None,
+                           minlength=n_groups) if len(g) else np.zeros(n_groups)
+        out = hits > 0 if fn == "bool_or" else hits == counts
         return Val("bool", out, empty)
     if fn in ("min", "max"):
         if v.kind in ("vector", "json", "sparsevec", "bool"):     # (bool: bool_and / bool_or)
@@ -157,6 +178,22 @@ def _string_agg(v: Val, sep: Val, group: np.ndarray, n_groups: int) -> Val:
         idx = rows[starts[g]:starts[g + 1]].tolist()
         out[g] = texts[idx[0]] + "".join((seps[i] or "") + texts[i] for i in idx[1:])
     return Val("text", out, np.array([x is None for x in out], bool))
+
+
+def _array_agg(v: Val, group: np.ndarray, n_groups: int) -> Val:
+    """array_agg(x) per group: its rows' values in row order, NULLs kept (PostgreSQL's);
+    NULL for a group without rows. An array is a list a row (query/arrays.py)."""
+    if v.kind == "unknown":
+        v = coerce(v, "text")
+    values = v.python()
+    out = np.empty(n_groups, dtype=object)
+    for g in range(n_groups):
+        out[g] = []
+    for g, x in zip(group.tolist(), values):    # a Python step a row: catalog rows
+        out[g].append(x)
+    nulls = np.array([not x for x in out], bool)
+    out[nulls] = None
+    return Val("array", out, nulls)
 
 
 def _int_sums(g: np.ndarray, data: np.ndarray, n_groups: int) -> np.ndarray:

@@ -1,12 +1,15 @@
-"""SQL arrays, as far as the catalog queries psql sends need them:
-`ARRAY(SELECT ...)`, `x = ANY(an array value)`, `||`, array_to_string(),
-unnest() in FROM, and the text form `{a,b}`. An array is a Python list in an
+"""SQL arrays, as far as the catalog queries psql and SQLAlchemy's reflection send
+need them: `ARRAY(SELECT ...)`, `x = ANY(an array value)`, `||`, array_to_string(),
+unnest() in FROM, the set-returning functions of a select list (unnest,
+generate_subscripts, generate_series: `set_rows`), and the text form `{a,b}`. An array is a Python list in an
 object column (query/expr.py's kind "array"); the work is a Python step a row,
 as arrays here are catalog values, a few a statement (`x = ANY($1)` with a
 list parameter takes query/expr.py's vectorised path instead)."""
 from __future__ import annotations
 
 import numpy as np
+
+from ..errors import NotSupportedError, SqlError
 
 
 def concat(a: np.ndarray, a_nulls: np.ndarray, b: np.ndarray, b_nulls: np.ndarray):
@@ -46,6 +49,70 @@ def contains(values: list, arrays, array_nulls) -> tuple[np.ndarray, np.ndarray]
     return hit, unknown
 
 
+class SpaceVector(list):
+    """An int2vector (pg_index.indkey, indoption): a catalog array PostgreSQL writes
+    as its elements separated by spaces, `1 2`, and sends as its own type."""
+    TYPE = "int2vector"
+
+    def text(self) -> str:
+        return " ".join(str(x) for x in self)
+
+
+class OidVector(SpaceVector):
+    """An oidvector (pg_index.indclass, indcollation)."""
+    TYPE = "oidvector"
+
+
+# the set-returning functions a select list (sql/select.py's ProjectSet) or FROM may call
+SET_FUNCTIONS = frozenset({"unnest", "generate_subscripts", "generate_series"})
+# The most rows one step of a statement builds that no table holds — a join's
+# pairs, a generate_series — refused (54000) before they are allocated: with
+# Python values beside them a row costs ~100 bytes, so ~1-2 GB a statement at the
+# limit (a server's client can ask for no more; a table's own rows have no limit)
+MAX_BUILT_ROWS = 10_000_000
+MAX_SERIES = MAX_BUILT_ROWS       # generate_series' rows
+
+
+def set_rows(name: str, args: list, n: int) -> list:
+    """Each of n rows' values of a set-returning function of a select list, as
+    PostgreSQL's: unnest(array) its elements, generate_subscripts(array, dim) its
+    subscripts (1-based, dimension 1: these arrays have one), generate_series(a, b
+    [, step]) of integers (a range); a NULL argument gives no values. `args`: each
+    argument's Python values a row."""
+    counts = {"unnest": (1,), "generate_subscripts": (2, 3), "generate_series": (2, 3)}[name]
+    if len(args) not in counts:
+        raise SqlError("42883", f"function {name}() does not take {len(args)} arguments")
+    out = []
+    for row in zip(*args) if args else [()] * n:
+        if any(x is None for x in row):         # (each is strict)
+            out.append([])
+        elif name == "unnest":
+            out.append(list(_array_arg(name, row[0])))
+        elif name == "generate_subscripts":
+            arr = _array_arg(name, row[0])
+            backwards = len(row) == 3 and row[2]
+            subs = list(range(1, len(arr) + 1)) if row[1] == 1 else []
+            out.append(subs[::-1] if backwards else subs)
+        else:
+            start, stop = row[0], row[1]
+            step = 1 if len(row) == 2 else row[2]
+            if not all(isinstance(x, int) and not isinstance(x, bool)
+                       for x in (start, stop, step)):
+                raise NotSupportedError("generate_series() of integers only")
+            if step == 0:
+                raise SqlError("22023", "step size cannot equal zero")
+            if (stop - start) // step + 1 > MAX_SERIES:     # (both ends included)
+                raise SqlError("54000", f"generate_series() of more than {MAX_SERIES} rows")
+            out.append(range(start, stop + (1 if step > 0 else -1), step))
+    return out
+
+
+def _array_arg(name: str, x) -> list:
+    if not isinstance(x, (list, tuple)):
+        raise SqlError("42883", f"function {name}() takes an array")
+    return x
+
+
 def element_lists(arrays, nulls) -> list:
     """Each row's array (None where NULL)."""
     return [None if null else arr for arr, null in zip(arrays, nulls.tolist())]
@@ -57,18 +124,68 @@ def element(arrays, nulls, indexes: list) -> list:
             for arr, null, i in zip(arrays, nulls.tolist(), indexes)]
 
 
-def text(arr: list) -> str:
-    """An array's text form: `{a,b}`, an element quoted where it must be."""
-    return "{" + ",".join("NULL" if x is None else _quoted(_element_text(x)) for x in arr) + "}"
+def text(arr: list, value_text=str) -> str:
+    """An array's text form: `{a,b}`, an element quoted where it must be (a vector's
+    text by `value_text`: query/literals.py's)."""
+    if isinstance(arr, SpaceVector):
+        return arr.text()
+    return "{" + ",".join("NULL" if x is None else _quoted(_element_text(x, value_text))
+                          for x in arr) + "}"
 
 
-def _element_text(x) -> str:
+def _element_text(x, value_text=str) -> str:
     if isinstance(x, bool):
         return "t" if x else "f"
-    return str(x)
+    if isinstance(x, (int, float, str)):
+        return str(x)
+    return value_text(x)        # a vector's, a sparsevec's: pgvector's forms
 
 
 def _quoted(s: str) -> str:
     if s == "" or s.upper() == "NULL" or any(c in s for c in '{},"\\ \t\n'):
         return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return s
+
+
+# ---- array literals ------------------------------------------------------------------
+
+def split_text(text: str) -> list:
+    """A one-dimensional array literal `{a,"b c",NULL}`: its elements' text (None:
+    NULL); 22P02 where it is not one (a multi-dimensional one is 0A000)."""
+    s = text.strip()
+    if not (s.startswith("{") and s.endswith("}")):
+        raise SqlError("22P02", f'malformed array literal: "{text[:60]}"')
+    body, items, cur, quoted, was_quoted, i = s[1:-1], [], [], False, False, 0
+    while i < len(body):
+        ch = body[i]
+        if quoted:
+            if ch == "\\" and i + 1 < len(body):
+                i += 1
+                cur.append(body[i])
+            elif ch == '"':
+                quoted = False
+            else:
+                cur.append(ch)
+        elif ch == '"':
+            quoted = was_quoted = True
+            if not "".join(cur).strip():        # (white space before the quote)
+                cur = []
+        elif ch == ",":
+            items.append(_item("".join(cur), was_quoted))
+            cur, was_quoted = [], False
+        elif ch == "{":
+            raise NotSupportedError("multi-dimensional arrays are not supported")
+        else:
+            cur.append(ch)
+        i += 1
+    if quoted:
+        raise SqlError("22P02", f'malformed array literal: "{text[:60]}"')
+    if body.strip():
+        items.append(_item("".join(cur), was_quoted))
+    return items
+
+
+def _item(raw: str, quoted: bool):
+    if not quoted and raw.strip().upper() == "NULL":
+        return None
+    return raw if quoted else raw.strip()

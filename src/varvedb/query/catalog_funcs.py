@@ -29,6 +29,8 @@ def format_type(oid: int | None, typmod: int | None = None) -> str | None:
         return "???"
     if typmod is None or typmod < 0:
         return t.regtype
+    if t.element and TYPES[t.element].name in _MOD_AS_IS:     # vector(3)[]
+        return f"{TYPES[t.element].regtype}({typmod})[]"
     if t.name in _MOD_AS_IS:
         return f"{t.regtype}({typmod})"
     if t.name in _MOD_LESS_4:
@@ -130,6 +132,12 @@ def not_published(relation) -> bool:
     return False
 
 
+def visible(oid: int) -> bool:
+    """pg_collation_is_visible(oid) and its kin: pg_catalog and public, the only
+    schemas, are both on the search path."""
+    return True
+
+
 # name -> (function, result kind); each is strict (NULL in, NULL out) but these
 NOT_STRICT = frozenset({"format_type"})
 FUNCTIONS = {
@@ -148,4 +156,5 @@ FUNCTIONS = {
     "pg_get_statisticsobjdef_columns": (no_value, "text"),
     "pg_partition_ancestors": (partition_ancestors, "int"),
     "pg_relation_is_publishable": (not_published, "bool"),
+    "pg_collation_is_visible": (visible, "bool"),
 }

@@ -17,13 +17,15 @@ import numpy as np
 
 from ..cancel import check as check_canceled
 from ..index import flat
-from .aggregate import aggregate, groups as _groups, sort_ranks
-from .expr import Col, Rel, Val, col_value, evaluate, no_nulls, truth
+from .aggregate import aggregate, groups as _groups, sort_order
+from .expr import (Col, Rel, Val, col_value, const_val, evaluate, no_nulls,
+                   set_function_rows, truth)
 from .plan import (Aggregate, Count, Derived, Distinct, Filter, FunctionScan, Fusion, Join,
-                   Limit, Lookup, Output, PlanNode, Project, Rerank, Scan, SetOp, Sort,
+                   Limit, Lookup, Output, PlanNode, Project, ProjectSet, Rerank, Scan, SetOp,
+                   Sort,
                    Strategy, TextTopK, VectorTopK, Where, Window)
 from .planner import WIDEN, Query
-from .relations import join_pairs, take_or_null, union
+from .relations import concat, join_pairs, take_or_null, union
 from .window import window_values
 
 
@@ -292,6 +294,25 @@ def _window(node: Window, query: Query) -> Out:
     return Out(None, rel.rows, inp.scores, rel.n, _with_input(node, inp.node), cols)
 
 
+def _project_set(node: ProjectSet, query: Query) -> Out:
+    inp = _run(node.input, query)
+    rel = _rel(inp, query)
+    made = [set_function_rows(f, rel, query.env) for f in node.exprs]
+    counts = np.array([max(len(m[i]) for m in made) for i in range(rel.n)], np.int64) \
+        if made else np.ones(rel.n, np.int64)
+    idx = np.repeat(np.arange(rel.n, dtype=np.int64), counts)
+    out = rel.take(idx)
+    cols = dict(out.cols)
+    for i, m in enumerate(made):
+        values = [row[j] if j < len(row) else None
+                  for row, c in zip(m, counts.tolist()) for j in range(c)]
+        cols[f"$s{i}"] = concat([const_val(x, 1) for x in values], "ProjectSet") \
+            if values else Val("null", None, np.ones(0, bool))
+    scores = cols.pop("$score", None)
+    return Out(None, out.rows, None if scores is None else scores.data, out.n,
+               _with_input(node, inp.node), cols)
+
+
 def _function_scan(node: FunctionScan, query: Query) -> Out:
     return Out(None, None, None, node.rows, node, dict(node.cols or {}))
 
@@ -380,18 +401,7 @@ def _distinct(node: Distinct, query: Query) -> Out:
 def _sort(node: Sort, query: Query) -> Out:
     inp = _run(node.input, query)
     rel = _rel(inp, query)
-    env = query.env
-    order_keys = []
-    for e, desc, nulls_first in reversed(node.key_exprs):   # lexsort: last key is primary
-        v = evaluate(e, rel, env)
-        ranks = sort_ranks(v)
-        if desc:
-            ranks = -ranks
-        if nulls_first is None:
-            nulls_first = desc          # PostgreSQL: NULLS LAST ascending, FIRST descending
-        order_keys.append(ranks)
-        order_keys.append(~v.nulls if nulls_first else v.nulls)
-    order = np.lexsort(order_keys) if order_keys else np.arange(rel.n)
+    order = sort_order(node.key_exprs, rel, query.env)
     rows = None if rel.rows is None else rel.rows[order]
     scores = None if inp.scores is None else inp.scores[order]
     cols = None if inp.cols is None else _take_cols(inp.cols, order)
@@ -489,4 +499,5 @@ _RUNNERS = {Scan: _scan, Filter: _filter, Limit: _limit, Lookup: _lookup, Projec
             VectorTopK: _vector_topk, Derived: _derived, Where: _where, Output: _output,
             Aggregate: _aggregate, Distinct: _distinct, Sort: _sort,
             FunctionScan: _function_scan, TextTopK: _text_topk, Fusion: _fusion,
-            Rerank: _rerank, Join: _join, SetOp: _set_op, Window: _window}
+            Rerank: _rerank, Join: _join, SetOp: _set_op, Window: _window,
+            ProjectSet: _project_set}

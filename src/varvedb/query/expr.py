@@ -38,7 +38,8 @@ from ..schema import brief, from_micros, vector_values
 from ..sparse import SparseBlock, SparseVector
 from ..text import tsquery
 from ..text.tsvector import tsvectors
-from . import arrays, catalog_funcs, jsonb, sparse_funcs, text_funcs, tsearch, vector_funcs
+from . import (array_columns, arrays, catalog_funcs, jsonb, sparse_funcs, text_funcs,
+               tsearch, vector_funcs)
 from .filter import kleene, like_regex
 from .literals import parse_input, value_text
 
@@ -73,7 +74,9 @@ class Val:
     kind: str
     data: Any            # ndarray (object for text/json/unknown; (n, d) for vector)
     nulls: np.ndarray
-    literal: Any = None  # unknown: the literal's text, which zero rows of data do not hold
+    # unknown: the literal's text, which zero rows of data do not hold; array: its
+    # element type where known (an array column's schema.Field.array_of)
+    literal: Any = None
 
     def __len__(self) -> int:
         return len(self.nulls)
@@ -218,6 +221,7 @@ class Agg:
     distinct: bool = False
     filter: Any = None  # FILTER (WHERE ...): only the rows it is true for
     sep: Any = None     # string_agg's separator
+    order: tuple = ()   # ORDER BY inside the call: ((expr, desc, nulls_first or None), ...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +278,7 @@ def walk(expr):
                 stack.append(e.default)
         elif isinstance(e, Agg):
             stack.extend(x for x in (e.arg, e.filter, e.sep) if x is not None)
+            stack.extend(o[0] for o in e.order)
         elif isinstance(e, Window):
             stack.extend(e.partition)
             stack.extend(o[0] for o in e.order)
@@ -343,6 +348,9 @@ def col_value(e: Col, t, rows: np.ndarray) -> Val:
         return Val("sparsevec", block, block.dims == 0)
     vals, nulls = t.columns[e.name].take(rows)
     nulls = np.asarray(nulls, bool)
+    if f.array_of is not None:      # a column of SQL arrays (a Python step a row)
+        return Val("array", object_array([array_columns.read(f.array_of, x) for x in vals]), nulls,
+                   f.array_of)
     if f.kind == "vector" and f.dtype in ("int8", "bit"):
         # SQL's vectors are float32 (int8 values), float16 or bits (bool)
         vals = vector_values(f, vals).astype(np.bool_ if f.dtype == "bit" else np.float32)
@@ -892,6 +900,9 @@ def _func(e: Func, rel: Rel, env: Env) -> Val:
         return one.take(np.zeros(rel.n, np.int64))
     if e.name in _ON_NODES:     # the table's text index, or constant arguments' nodes
         return _ON_NODES[e.name](e, rel, env)
+    if e.name in SET_FUNCTIONS:     # (a select list's: sql/select.py's ProjectSet)
+        raise SqlError("0A000", f"set-returning function {e.name}() is only supported at "
+                                "the top of a select list's expressions")
     args = [evaluate(a, rel, env) for a in e.args]
     fn = FUNCTIONS.get(e.name)
     if fn is None:
@@ -1081,7 +1092,9 @@ def _catalog_fn(method: str, kind: str = "text"):
             args[0] = _regclass(args[0], env)
         if kind == "int" and args[0].kind not in ("int", "null"):
             raise SqlError("42883", f"function {e.name}({args[0].kind}) does not exist")
-        args = [coerce(a, "int") if a.kind == "unknown" and i < 2 and kind == "text" else a
+        text_args = method in ("serial_sequence", "setting")    # (names)
+        args = [coerce(a, "text" if text_args else "int")
+                if a.kind == "unknown" and i < 2 and kind == "text" else a
                 for i, a in enumerate(args)]
         find = getattr(env.catalog, method)
         try:
@@ -1117,8 +1130,11 @@ _ON_NODES = {"bm25": _bm25, "snippet": _snippet, "highlight": _highlight,
              "pg_relation_size": _catalog_fn("relation_size", "int"),
              "pg_table_size": _catalog_fn("table_size", "int"),
              "pg_indexes_size": _catalog_fn("indexes_size", "int"),
-             "pg_total_relation_size": _catalog_fn("total_size", "int")}
+             "pg_total_relation_size": _catalog_fn("total_size", "int"),
+             "pg_get_serial_sequence": _catalog_fn("serial_sequence"),
+             "current_setting": _catalog_fn("setting")}
 ROW_FUNCTIONS = frozenset(_ON_NODES)
+SET_FUNCTIONS = arrays.SET_FUNCTIONS
 
 
 def _cast(e: Cast, rel: Rel, env: Env) -> Val:
@@ -1181,6 +1197,12 @@ def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
         return _regtype(v)
     if kind == "regclass":
         return _regclass(v, env)
+    if kind == "array" and e.vtype is not None:     # ::vector(3)[], ::float8[] ...
+        if v.kind not in ("array", "null", "unknown", "text"):
+            raise SqlError("42846", f"cannot cast type {v.kind} to {e.vtype}[]")
+        out = [None if nl else array_columns.read(e.vtype, array_columns.stored(e.vtype, x))
+               for x, nl in zip(raw_values(v), v.nulls.tolist())]
+        return Val("array", object_array(out), np.asarray(v.nulls, bool))
     if kind == "array":
         if v.kind not in ("array", "null"):
             raise NotSupportedError(f"a cast of {v.kind} to an array type is not supported")
@@ -1272,6 +1294,22 @@ def _regclass(v: Val, env: Env) -> Val:
     return _oid_names(v, names, "regclass")
 
 
+def set_function_rows(f: Func, rel: Rel, env: Env) -> list:
+    """Each row's values of a set-returning call (unnest(a), generate_series(1, n),
+    ...: query/arrays.py), its arguments evaluated over `rel`: an array first for
+    unnest and generate_subscripts, an untyped one otherwise read as an integer."""
+    args = []
+    for i, a in enumerate(f.args):
+        v = evaluate(a, rel, env)
+        array = i == 0 and f.name in ("unnest", "generate_subscripts")
+        if v.kind == "unknown" and not array:
+            v = coerce(v, "int")
+        if array and v.kind not in ("array", "null"):
+            raise SqlError("42883", f"function {f.name}({v.kind}) does not exist")
+        args.append(v.python())
+    return arrays.set_rows(f.name, args, rel.n)
+
+
 def _subscript(arr: Val, index: Val) -> Val:
     if arr.kind not in ("array", "null"):
         raise SqlError("42804", f"cannot subscript type {arr.kind} because it does not "
@@ -1305,6 +1343,45 @@ def _array_to_string(arr: Val, sep: Val, null_text: Val | None = None) -> Val:
     out = arrays.to_string(_array_data(arr), arr.nulls, sep.python(),
                            None if null_text is None else null_text.python())
     return Val("text", object_array(out), np.array([x is None for x in out], bool))
+
+
+def _array_of(*elements: Val) -> Val:
+    """ARRAY[a, b, ...]: each row's values as one array (untyped ones stay text, cast
+    where the array is used)."""
+    rows = [list(r) for r in zip(*(raw_values(v) for v in elements))]
+    return Val("array", object_array(rows), no_nulls(len(rows)))
+
+
+def raw_values(v: Val) -> list:
+    """Each row's value: an untyped literal's text as written, NULL as None."""
+    if v.kind == "unknown":
+        texts = [v.literal] * len(v) if v.literal is not None else list(v.data)
+        return [None if nl else x for x, nl in zip(texts, v.nulls.tolist())]
+    return v.python()
+
+
+def _json_build_object(*args: Val) -> Val:
+    """json_build_object(key, value, ...): an object a row, its keys' text and its
+    values as JSON (a value JSON has no type for by its text form)."""
+    if not args or len(args) % 2:
+        raise SqlError("22023", "argument list must have even number of elements" if args
+                       else "json_build_object() without arguments is not supported")
+    args = [coerce(a, "text") if a.kind == "unknown" else a for a in args]
+    for i, k in enumerate(args[0::2]):
+        if k.nulls.any():
+            raise SqlError("22004", f"argument {2 * i + 1}: key must not be null")
+    columns = [a.python() if a.kind in ("int", "float", "bool", "text", "json", "null") else
+               [None if x is None else value_text(x, a.kind) for x in a.python()]
+               for a in args]
+    out = [{_json_key(row[i]): row[i + 1] for i in range(0, len(row), 2)}
+           for row in zip(*columns)]
+    return Val("json", object_array(out), no_nulls(len(out)))
+
+
+def _json_key(k) -> str:
+    if isinstance(k, bool):
+        return "true" if k else "false"
+    return k if isinstance(k, str) else str(k)
 
 
 def _to_regtype(v: Val) -> Val:
@@ -1432,8 +1509,14 @@ def items_val(items: list) -> Val:
     nulls = np.array([x is None for x in items], bool)
     given = [x for x in items if x is not None]
     kinds = {"bool" if isinstance(x, bool) else "int" if isinstance(x, int) else
-             "float" if isinstance(x, float) else "unknown" if isinstance(x, str) else "other"
-             for x in given}
+             "float" if isinstance(x, float) else "unknown" if isinstance(x, str) else
+             "vector" if isinstance(x, np.ndarray) else
+             "sparsevec" if isinstance(x, SparseVector) else "other" for x in given}
+    if kinds == {"vector"} and len({(x.shape, x.dtype) for x in given}) == 1:
+        return _from_python("vector", [np.zeros_like(given[0]) if x is None else x
+                                       for x in items], nulls)
+    if kinds == {"sparsevec"}:
+        return _from_python("sparsevec", items, nulls)
     if kinds == {"int", "float"}:
         kinds = {"float"}
     if len(kinds) > 1 or "other" in kinds:
@@ -2016,6 +2099,9 @@ FUNCTIONS = {
     "coalesce": _coalesce,
     "greatest": _extreme("greatest"),
     "least": _extreme("least"),
+    "$array_of": _array_of,
+    "json_build_object": _json_build_object,
+    "jsonb_build_object": _json_build_object,
     "lower": _text_fn(lambda v: Val("text", np.array([x.lower() if x is not None else None
                                                      for x in v.data], dtype=object), v.nulls)),
     "upper": _text_fn(lambda v: Val("text", np.array([x.upper() if x is not None else None
@@ -2069,7 +2155,8 @@ def rewrite(e, fn):
     if isinstance(e, Agg):
         return Agg(e.fn, None if e.arg is None else rewrite(e.arg, fn), e.distinct,
                    None if e.filter is None else rewrite(e.filter, fn),
-                   None if e.sep is None else rewrite(e.sep, fn))
+                   None if e.sep is None else rewrite(e.sep, fn),
+                   tuple((rewrite(x, fn), d, nf) for x, d, nf in e.order))
     if isinstance(e, Window):
         return Window(e.fn, tuple(rewrite(p, fn) for p in e.partition),
                       tuple((rewrite(x, fn), d, nf) for x, d, nf in e.order))
@@ -2102,6 +2189,9 @@ def describe(e) -> str:
         inner = "*" if e.arg is None else ("DISTINCT " if e.distinct else "") + describe(e.arg)
         if e.sep is not None:
             inner += f", {describe(e.sep)}"
+        if e.order:
+            inner += " ORDER BY " + ", ".join(describe(x) + (" DESC" if d else "")
+                                              for x, d, _ in e.order)
         tail = "" if e.filter is None else f" FILTER (WHERE {describe(e.filter)})"
         return f"{e.fn}({inner}){tail}"
     if isinstance(e, Op):

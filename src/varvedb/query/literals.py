@@ -182,7 +182,7 @@ def value_text(v, kind: str | None = None) -> str | None:
     if kind == "json":
         return json_text(v)
     if kind == "array":
-        return arrays.text(v)
+        return arrays.text(v, value_text)
     if isinstance(v, (bool, np.bool_)):
         return "t" if v else "f"
     if isinstance(v, (int, np.integer)):

@@ -359,16 +359,30 @@ class SetOp(PlanNode):
 
 
 @dataclass(slots=True, eq=False)
-class Window(PlanNode):
+class FunctionColumns(PlanNode):
+    """A node that adds to its input's rows a column for each of its function calls."""
+    functions: tuple            # as written
+    input: PlanNode
+    exprs: Any = run_only()         # the calls
+
+    def describe(self) -> str:
+        return f"{self.NODE} {', '.join(self.functions)}"
+
+
+@dataclass(slots=True, eq=False)
+class Window(FunctionColumns):
     """Ranking window functions (query/window.py) over the input's rows, each
     output as a column `$w<i>`."""
     NODE: ClassVar[str] = "Window"
-    functions: tuple            # as written
-    input: PlanNode
-    exprs: Any = run_only()         # expr.Window each
 
-    def describe(self) -> str:
-        return f"Window {', '.join(self.functions)}"
+
+@dataclass(slots=True, eq=False)
+class ProjectSet(FunctionColumns):
+    """The set-returning functions of a select list (unnest, generate_subscripts,
+    generate_series: query/arrays.py), as PostgreSQL's ProjectSet: each input row
+    repeated as often as its longest function yields, the functions side by side
+    (a shorter one NULL past its end), each a column `$s<i>`."""
+    NODE: ClassVar[str] = "ProjectSet"
 
 
 @dataclass(slots=True, eq=False)
@@ -479,7 +493,7 @@ def _node_classes() -> dict[str, type]:
     while todo:
         cls = todo.pop()
         todo.extend(cls.__subclasses__())
-        if cls is not PlanNode:
+        if "NODE" in cls.__dict__ and cls is not PlanNode:     # (not a shared base)
             out[cls.NODE] = cls
     return out
 

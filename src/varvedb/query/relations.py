@@ -17,14 +17,10 @@ from typing import Callable
 import numpy as np
 
 from ..errors import SqlError
+from .arrays import MAX_BUILT_ROWS
 from .expr import Val, codes, coerced, joined
 
-# The most rows one step of a statement builds that no table holds — a join's
-# pairs, a generate_series — refused (54000) before they are allocated: with
-# Python values beside them a row costs ~100 bytes, so ~1-2 GB a statement at the
-# limit (a server's client can ask for no more; a table's own rows have no limit)
-MAX_BUILT_ROWS = 10_000_000
-MAX_PAIRS = MAX_BUILT_ROWS
+MAX_PAIRS = MAX_BUILT_ROWS    # a join's pairs (arrays.py: the one bound on rows built)
 
 KINDS = ("inner", "left", "right", "full", "cross")
 

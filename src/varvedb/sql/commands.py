@@ -12,17 +12,10 @@ from pglast import ast
 from pglast.enums import DiscardMode, TransactionStmtKind, VariableSetKind
 
 from ..errors import NotSupportedError, SqlError, TransactionError
-from ..query.expr import POSTGRES_VERSION
 from ..schema import IVF_LIMITS, MAX_EF
 from ..results import SqlResult
+from .settings import SETTINGS, setting_text
 
-# name -> (default, parse(text) -> value)
-SETTINGS = {
-    "hnsw.ef_search": (None, "int"),
-    "hnsw.iterative_scan": ("off", "choice"),
-    "hnsw.max_scan_tuples": (20000, "int"),
-    "ivfflat.probes": (None, "int"),
-}
 _CHOICES = {"hnsw.iterative_scan": ("off", "relaxed_order", "strict_order")}
 # settings a client or ORM sets at connect; accepted, not used
 _IGNORED = {"client_encoding", "search_path", "timezone", "statement_timeout",
@@ -33,18 +26,6 @@ _IGNORED = {"client_encoding", "search_path", "timezone", "statement_timeout",
             "random_page_cost", "effective_cache_size", "lock_timeout",
             "idle_in_transaction_session_timeout", "hnsw.scan_mem_multiplier",
             "ivfflat.max_probes", "ivfflat.iterative_scan"}
-# what SHOW reports of the server (drivers and ORMs ask at connect); fixed
-REPORTED = {"server_version": POSTGRES_VERSION,
-            "server_version_num": "%d%04d" % tuple(map(int, POSTGRES_VERSION.split("."))),
-            "server_encoding": "UTF8", "client_encoding": "UTF8",
-            "standard_conforming_strings": "on", "integer_datetimes": "on",
-            "datestyle": "ISO, MDY", "timezone": "UTC", "intervalstyle": "postgres",
-            "search_path": '"$user", public', "max_identifier_length": "63",
-            "transaction_isolation": "serializable", "jit": "off",
-            # pgvector's README tunes these: varvedb reads no configuration file, and
-            # its rows are the file mapped through the page cache (no buffer pool of
-            # its own: the memory it may map is storage/memory.py's, SHOWn below)
-            "config_file": ""}
 
 
 def compile_statement(stmt):
@@ -216,19 +197,12 @@ class ShowCommand:
         self.name = name.lower()
 
     def run(self, ctx, params) -> SqlResult:
-        spec = SETTINGS.get(self.name)
-        if spec is None and self.name == "shared_buffers":
-            from ..storage.memory import memory_limit
-            return SqlResult([self.name], [(f"{memory_limit() >> 20}MB",)], "SHOW",
-                             kinds=["text"])
-        if spec is None and self.name in REPORTED:
-            return SqlResult([self.name], [(REPORTED[self.name],)], "SHOW", kinds=["text"])
-        if spec is None:
-            raise SqlError("42704", f'unrecognized configuration parameter "{self.name}"')
-        value = ctx.session.settings.get(self.name, spec[0])
+        value = setting_text(self.name, ctx.session)
         if value is None:
-            value = "index default"
-        return SqlResult([self.name], [(str(value),)], "SHOW")
+            raise SqlError("42704", f'unrecognized configuration parameter "{self.name}"')
+        kinds = ["text"] if self.name not in SETTINGS else None
+        return SqlResult([self.name], [(value,)], "SHOW", kinds=kinds)
+
 
 
 class TransactionCommand:

@@ -29,7 +29,7 @@ from ..schema import (HNSW, IVFPQ, Field, Schema, SparseVec, Vector, check_const
 from .expressions import Scope, convert
 from .index_exprs import index_expr, predicate
 from ..results import SqlResult
-from .types import SERIAL, type_kind, type_of
+from .types import SERIAL, array_element, type_kind, type_of
 
 # pgvector's operator classes -> (metric, dtype of the column they index)
 OPCLASSES = {
@@ -99,8 +99,14 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
     """(field, type name, primary key?, not null?) of a column definition;
     the field is None for the id column."""
     kind, tname, mods = type_of(cd.typeName)
-    if cd.typeName.arrayBounds:
-        raise NotSupportedError(f'array type of column "{cd.colname}" is not supported')
+    array_of = None
+    if cd.typeName.arrayBounds:      # a column of arrays: a json field that knows its type
+        array_of = array_element(kind, tname, mods)
+        if array_of is None:
+            raise NotSupportedError(f'array type of column "{cd.colname}" is not supported '
+                                    "(arrays of integers, floats, booleans, text, vector, "
+                                    "halfvec or sparsevec are)")
+        kind = "array"
     primary, not_null, default = False, bool(cd.is_not_null), None
     checks = []
     for c in cd.constraints or ():
@@ -111,6 +117,8 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
         elif c.contype == ConstrType.CONSTR_NULL:
             not_null = False
         elif c.contype == ConstrType.CONSTR_DEFAULT:
+            if array_of is not None:
+                raise NotSupportedError("an array column has no DEFAULT")
             default = _default_value(cd.colname, kind, c.raw_expr)
         elif c.contype == ConstrType.CONSTR_CHECK:
             checks.append(c.raw_expr)
@@ -130,6 +138,10 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
         if default is not None:
             raise NotSupportedError("a sparsevec column has no DEFAULT")
         field = SparseVec(mods[0] if mods else 0)
+    elif kind == "array":
+        if primary:
+            raise NotSupportedError("an array column cannot be the primary key")
+        field = Field("json", array_of=array_of)
     elif kind == "text" and mods:         # varchar(n), char(n)
         field = Field(kind, max_length=mods[0])
     else:

@@ -24,8 +24,8 @@ import numpy as np
 from pglast import ast, parse_sql
 from pglast.enums import OnConflictAction
 
-from ..errors import NotNullViolationError, NotSupportedError, SqlError
-from ..query import expr as E
+from ..errors import DimensionError, NotNullViolationError, NotSupportedError, SqlError
+from ..query import array_columns, expr as E
 from ..schema import coerce_ids, coerce_values, from_micros
 from .expressions import Scope, convert, literal, output_name
 from ..results import SqlResult
@@ -87,10 +87,24 @@ def returning_result(items, t, rows: np.ndarray, env, status: str) -> SqlResult:
     return SqlResult(names, out, status, rowcount=len(rows), kinds=kinds)
 
 
+def column_kind(schema, name: str) -> str:
+    """What a column takes: its field's kind, or `array:<element type>` for a column
+    of arrays (a json field with array_of), or the id's kind."""
+    if name == "id":
+        return schema.id_kind
+    f = schema.fields[name]
+    return f"array:{f.array_of}" if f.array_of is not None else f.kind
+
+
 def assignable(kind: str, v: E.Val, column: str) -> list:
     """A Val as Python values for a column of `kind` (PostgreSQL's assignment casts)."""
     if v.kind == "null":
         return [None] * len(v)
+    if kind.startswith("array:"):       # an array, or its text form, of the element type
+        if v.kind not in ("array", "unknown", "text"):
+            raise SqlError("42804", f'column "{column}" is of type {kind[6:]}[] but '
+                                    f"expression is of type {v.kind}")
+        return [array_columns.stored(kind[6:], x) for x in E.raw_values(v)]
     if v.kind == "unknown":
         v = E.coerce(v, kind)
     elif kind == "float" and v.kind == "int":
@@ -127,6 +141,8 @@ def assign_python(kind: str, v):
     t = type(v)
     if v is None:
         return None
+    if kind.startswith("array:"):
+        return array_columns.stored(kind[6:], v) if t in (str, list, tuple) else _NO_FAST
     if t is str:
         if kind == "text":
             return v
@@ -209,19 +225,20 @@ class Insert:
         # rows that do not depend on what the lock reads (no ON CONFLICT) are
         # coerced and embedded before it is taken: the model never runs under it
         ahead = None
-        if self.conflict is None and rows:
-            from ..collection import Collection
-            ahead = Collection(s.db, t.name, s).prepare_rows(rows)
-        with s.writing() as tx:
-            t = ctx.table(self.table)
-            written, updated = _insert_rows(ctx, tx, t, rows, self.conflict, env, ahead)
-            # RETURNING inside the transaction: a failing expression undoes the rows
-            return returning_result(self.returning, t, written, env,
-                                    f"INSERT 0 {len(written)}")
+        with _in_postgres_words(schema, rows):
+            if self.conflict is None and rows:
+                from ..collection import Collection
+                ahead = Collection(s.db, t.name, s).prepare_rows(rows)
+            with s.writing() as tx:
+                t = ctx.table(self.table)
+                written, updated = _insert_rows(ctx, tx, t, rows, self.conflict, env, ahead)
+                # RETURNING inside the transaction: a failing expression undoes the rows
+                return returning_result(self.returning, t, written, env,
+                                        f"INSERT 0 {len(written)}")
 
     def _rows(self, ctx, columns, params, env, t) -> list[dict]:
         schema = t.schema
-        kinds = {c: (schema.id_kind if c == "id" else schema.fields[c].kind) for c in columns}
+        kinds = {c: column_kind(schema, c) for c in columns}
         one = E.Rel(None, None, n=1)
         if self.select is not None:
             from ..query.execute import execute
@@ -322,7 +339,7 @@ def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env, ahead=None
         if x is _DEFAULT:
             values[name] = [f.default_value() for _ in range(len(old))]
         else:
-            values[name] = assignable(f.kind, E.evaluate(x, rel, env), name)
+            values[name] = assignable(column_kind(schema, name), E.evaluate(x, rel, env), name)
     rewrite_rows(ctx, tx, t, old, values)
     # RETURNING lists rows in the order the VALUES gave them
     out = [written[i] if side == "new" else keys[i] for side, i in filter(None, order)]
@@ -347,6 +364,25 @@ def _check_proposed(t, rows: list[dict]) -> None:
                                         f'"{t.name}" violates not-null constraint')
 
 
+@contextlib.contextmanager
+def _in_postgres_words(schema, rows: list[dict]):
+    """A vector of another dimension refused in PostgreSQL's words, "expected 3
+    dimensions, not 2" (schema.py's are the embedded API's; 22000 either way)."""
+    try:
+        yield
+    except DimensionError as e:
+        if type(e) is not DimensionError:       # (a bit string's length: its own words)
+            raise
+        for r in rows:
+            for name, v in r.items():
+                f = schema.fields.get(name)
+                if f is not None and f.kind == "vector" and v is not None \
+                        and np.ndim(v) == 1 and np.shape(v)[0] != f.dim:
+                    raise DimensionError(f"expected {f.dim} dimensions, not "
+                                         f"{np.shape(v)[0]}") from None
+        raise
+
+
 def _val_of(kind: str, vals, nulls) -> E.Val:
     if isinstance(vals, list):
         return E.Val(kind, E.object_array(vals), np.asarray(nulls, bool))
@@ -356,7 +392,9 @@ def _val_of(kind: str, vals, nulls) -> E.Val:
 def rewrite_rows(ctx, tx, t, rows: np.ndarray, values: dict[str, list]) -> None:
     """New versions of live `rows` with `values` (column -> one value per row) set."""
     schema = t.schema
-    cols = {name: coerce_values(name, schema.fields[name], vals) for name, vals in values.items()}
+    with _in_postgres_words(schema, [{name: v} for name, vs in values.items() for v in vs]):
+        cols = {name: coerce_values(name, schema.fields[name], vals)
+                for name, vals in values.items()}
     ctx.engine.rewrite(tx, t, np.asarray(rows, np.int64), cols)
 
 
@@ -451,7 +489,8 @@ class Update(_Targeted):
                 if x is _DEFAULT:
                     values[name] = [f.default_value() for _ in range(len(rows))]
                 else:
-                    values[name] = assignable(f.kind, E.evaluate(x, rel, env), name)
+                    values[name] = assignable(column_kind(schema, name),
+                                              E.evaluate(x, rel, env), name)
             ids = t.id_values(rows)
             if len(rows):
                 rewrite_rows(ctx, tx, t, rows, values)
@@ -623,7 +662,9 @@ class Copy:
                   for row in res.rows]
         data = "".join(line + "\n" for line in lines).encode()
         n = len(res.rows)
-        return SqlResult([], [], f"COPY {n}", rowcount=n, copy_data=data)
+        # its columns' names: the wire's CopyOutResponse tells a client how many there
+        # are (psycopg's copy.rows() splits each line by them)
+        return SqlResult(list(res.columns), [], f"COPY {n}", rowcount=n, copy_data=data)
 
     def _where(self, line: int, column: str | None = None) -> str:
         """PostgreSQL's CONTEXT of a COPY error, leading its message."""

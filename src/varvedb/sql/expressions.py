@@ -23,13 +23,13 @@ from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
 from ..query.filter import NOT_A_LITERAL, literal as _literal
 from ..query.window import FUNCTIONS as WINDOW_FUNCTIONS
-from .types import type_of
+from .types import array_element, type_of
 
 _BINARY = {"+", "-", "*", "/", "%", "||", "=", "<>", "!=", "<", "<=", ">", ">=", "->", "->>",
            "@@", *E.OPERATORS}
 _MINMAX = {MinMaxOp.IS_GREATEST: "greatest", MinMaxOp.IS_LEAST: "least"}
-AGGREGATES = ("count", "sum", "avg", "min", "max", "string_agg", "bool_and", "bool_or",
-              "every")
+AGGREGATES = ("count", "sum", "avg", "min", "max", "string_agg", "array_agg", "bool_and",
+              "bool_or", "every")
 _BOOL_TESTS = {BoolTestType.IS_TRUE: (True, False), BoolTestType.IS_NOT_TRUE: (True, True),
                BoolTestType.IS_FALSE: (False, False), BoolTestType.IS_NOT_FALSE: (False, True),
                BoolTestType.IS_UNKNOWN: (None, False), BoolTestType.IS_NOT_UNKNOWN: (None, True)}
@@ -90,8 +90,8 @@ def convert(n, scope: Scope):
         if target == "tsquery":         # tsquery's input form: operands as written
             return E.Func("$tsquery_in", (convert(n.arg, scope),))
         kind, name, mods = type_of(n.typeName)
-        if n.typeName.arrayBounds:          # x::int2[]: an array stays one
-            return E.Cast("array", convert(n.arg, scope))
+        if n.typeName.arrayBounds:          # x::vector(3)[]: its elements read as that type
+            return E.Cast("array", convert(n.arg, scope), None, array_element(kind, name, mods))
         dim = mods[0] if kind in ("vector", "sparsevec") and mods else None
         return E.Cast(kind, convert(n.arg, scope), dim, name if kind == "vector" else None)
     if isinstance(n, ast.BoolExpr):
@@ -141,8 +141,10 @@ def convert(n, scope: Scope):
         if not isinstance(sub, ast.A_Indices) or sub.is_slice:
             raise NotSupportedError("only one array subscript, a[i], is supported")
         return E.Func("$subscript", (convert(n.arg, scope), convert(sub.uidx, scope)))
-    if isinstance(n, ast.A_ArrayExpr):
-        raise NotSupportedError("array values are not supported")
+    if isinstance(n, ast.A_ArrayExpr):      # ARRAY[a, b]: a row's values as one array
+        if not n.elements:
+            raise NotSupportedError("an empty ARRAY[] is not supported")
+        return E.Func("$array_of", tuple(convert(x, scope) for x in n.elements))
     if isinstance(n, ast.CollateClause):       # the one collation text has: code points
         coll = n.collname[-1].sval
         if coll not in ("default", "C", "POSIX", "ucs_basic"):
@@ -274,8 +276,9 @@ def _func(n: ast.FuncCall, scope: Scope):
         return _window(name, n, scope)
     args = tuple(convert(a, scope) for a in (n.args or ()))
     if name in AGGREGATES:
-        if n.agg_order:
-            raise NotSupportedError("ORDER BY inside an aggregate is not supported")
+        order = _sort_keys(n.agg_order, scope)
+        if order and n.agg_distinct:
+            raise NotSupportedError("ORDER BY in an aggregate with DISTINCT is not supported")
         where = None if n.agg_filter is None else convert(n.agg_filter, scope)
         if n.agg_star:
             if name != "count":
@@ -287,10 +290,11 @@ def _func(n: ast.FuncCall, scope: Scope):
         if name == "string_agg" and n.agg_distinct:
             raise NotSupportedError("string_agg(DISTINCT ...) is not supported")
         return E.Agg(name, args[0], bool(n.agg_distinct), where,
-                     args[1] if len(args) == 2 else None)
+                     args[1] if len(args) == 2 else None, order)
     if n.agg_filter is not None:
         raise SqlError("42809", f"FILTER specified, but {name} is not an aggregate function")
-    if name not in E.FUNCTIONS and name not in E.ROW_FUNCTIONS:
+    if name not in E.FUNCTIONS and name not in E.ROW_FUNCTIONS \
+            and name not in E.SET_FUNCTIONS:
         raise SqlError("42883", f"function {name}() does not exist")
     return E.Func(name, args)
 
@@ -354,12 +358,17 @@ def _window(name: str, n: ast.FuncCall, scope: Scope):
         raise NotSupportedError("window frames (ROWS / RANGE / GROUPS ...) are not supported")
     if n.args or n.agg_star or n.agg_filter is not None or n.agg_distinct:
         raise SqlError("42883", f"function {name}() takes no arguments")
+    return E.Window(name, tuple(convert(p, scope) for p in w.partitionClause or ()),
+                    _sort_keys(w.orderClause, scope))
+
+
+def _sort_keys(clause, scope: Scope) -> tuple:
+    """A window's or an aggregate's ORDER BY: ((expr, desc, nulls_first or None), ...)."""
     order = []
-    for sb in w.orderClause or ():
+    for sb in clause or ():
         if sb.useOp:
             raise NotSupportedError("ORDER BY ... USING is not supported")
         nulls = {SortByNulls.SORTBY_NULLS_FIRST: True,
                  SortByNulls.SORTBY_NULLS_LAST: False}.get(sb.sortby_nulls)
         order.append((convert(sb.node, scope), sb.sortby_dir == SortByDir.SORTBY_DESC, nulls))
-    return E.Window(name, tuple(convert(p, scope) for p in w.partitionClause or ()),
-                    tuple(order))
+    return tuple(order)

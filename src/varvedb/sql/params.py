@@ -16,12 +16,13 @@ from pglast.enums import A_Expr_Kind
 from pglast.parser import ParseError, parse_sql
 
 from ..errors import VarveError
+from ..schema import array_element
 from .types import type_of
 
 # a field's kind (and a vector's dtype) -> the type PostgreSQL would give the column
 _FIELD_TYPES = {"int": "int8", "float": "float8", "bool": "bool", "text": "text",
                 "json": "jsonb", "timestamp": "timestamptz", "sparsevec": "sparsevec"}
-_VECTOR_TYPES = {"f32": "vector", "f16": "halfvec"}
+_VECTOR_TYPES = {"f32": "vector", "f16": "halfvec", "bit": "bit"}
 
 
 def param_types(engine, text: str) -> dict[int, str]:
@@ -76,6 +77,9 @@ def _field_type(t, name: str) -> str | None:
         return None
     if f.kind == "vector":
         return _VECTOR_TYPES.get(f.dtype)
+    if f.array_of is not None:          # an array column's array type: _vector, _int8 ...
+        kind, vtype, _ = array_element(f.array_of)
+        return "_" + (vtype or _FIELD_TYPES[kind])
     return _FIELD_TYPES.get(f.kind)
 
 
@@ -105,11 +109,17 @@ class _Walk:
             return
         if isinstance(node, ast.A_Expr):
             self.a_expr(node)
-        elif isinstance(node, ast.TypeCast) and isinstance(node.arg, ast.ParamRef):
+        elif isinstance(node, ast.TypeCast):
             try:
-                self.param(node.arg, type_of(node.typeName)[1])
+                name = type_of(node.typeName)[1]
             except VarveError:
-                pass
+                name = None
+            array = bool(node.typeName.arrayBounds)
+            if isinstance(node.arg, ast.ParamRef):      # $1::vector, $1::vector[]
+                self.param(node.arg, name and name + "[]" if array else name)
+            elif array and isinstance(node.arg, ast.A_ArrayExpr):   # ARRAY[$1, $2]::vector[]
+                for el in node.arg.elements or ():
+                    self.param(el, name)
         elif isinstance(node, ast.SelectStmt):
             self.param(node.limitCount, "int8")
             self.param(node.limitOffset, "int8")

@@ -19,11 +19,13 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..errors import SqlError
+from ..query.arrays import OidVector, SpaceVector
 from ..query.expr import Val, object_array
 from ..query.literals import value_text
 from ..query.pg_procs import OPERATORS, PROCS
 from ..query.pg_types import OIDS, PG_CATALOG, PUBLIC, TYPES
-from ..schema import HNSW, fit_index, index_shape
+from ..schema import HNSW, array_element, fit_index, index_shape
+from .settings import setting_text
 from .ddl import OPCLASSES, SQL_TYPES, index_names
 from .index_exprs import index_texts
 
@@ -258,6 +260,25 @@ class Catalog:
             return None
         return r.indexdef() if column == 0 else r.column
 
+    def setting(self, name: str, missing_ok=False) -> str | None:
+        """current_setting(name [, missing_ok]): SHOW's value; an unknown name is 42704
+        (NULL when missing_ok)."""
+        value = setting_text(name, self.ctx.session)
+        if value is None and missing_ok not in (True, "true", "t", "on"):
+            raise SqlError("42704", f'unrecognized configuration parameter "{name}"')
+        return value
+
+    def serial_sequence(self, table: str, column: str) -> str | None:
+        """pg_get_serial_sequence(table, column): a serial id's sequence, schema-qualified
+        (NULL for a column without one); an unknown table is 42P01, as PostgreSQL's."""
+        name = table.strip().replace('"', "").removeprefix("public.")
+        found = [r for r in self._relations().values() if r.kind in "rS"
+                 and (r.name == name or r.table == name)]
+        if not found:
+            raise SqlError("42P01", f'relation "{table}" does not exist')
+        seq = next((r for r in found if r.kind == "S" and r.column == column), None)
+        return None if seq is None else f"public.{seq.name}"
+
     def constraintdef(self, oid: int, pretty=None) -> str | None:
         """The id key's constraint (pg_constraint's only kind of row here)."""
         r = self._relations().get(oid - CONSTRAINT_OFFSET + 1)
@@ -327,7 +348,15 @@ def _pg_class(ctx) -> list[Val]:
             _texts(["p"] * n), _bools([False] * n), _ints([0] * n), _ints([0] * n),
             _ints([0] * n), _ints([0] * n), _bools([False] * n), _bools([False] * n),
             _bools([False] * n), _bools([False] * n), _texts(["d"] * n), _nulls(n),
-            _nulls(n), _nulls(n)]     # no access lists: the owner's defaults
+            _reloptions(rels), _nulls(n)]     # no access lists: the owner's defaults
+
+
+def _reloptions(rels: list[Relation]) -> Val:
+    """A vector index's parameters as pg_class.reloptions' `{m=8}` (those pg_get_indexdef
+    shows: the ones that differ from their defaults); NULL where it has none."""
+    out = [[o.replace("'", "") for o in r.options.split(", ")] if r.options else None
+           for r in rels]
+    return Val("array", object_array(out), np.array([x is None for x in out], bool))
 
 
 # pgvector's phase while its graph takes the table's rows
@@ -361,17 +390,76 @@ def _pg_stat_progress_create_index(ctx) -> list[Val]:
             _ints(done), _ints([0] * k), _ints([0] * k)]
 
 
+# pg_opclass: the default operator classes of the types a btree or hash index here
+# takes (PostgreSQL's OIDs), and pgvector's of each vector method at OIDs of an
+# extension's (OPCLASS_OID_BASE + 100 a method + its place in OPCLASSES); of those only
+# ivfflat's vector_l2_ops is a default, as pgvector declares them
+_SCALAR_OPCLASSES = {
+    ("btree", "int8"): (3124, "int8_ops"), ("btree", "float8"): (3123, "float8_ops"),
+    ("btree", "text"): (3126, "text_ops"), ("btree", "timestamptz"): (3127, "timestamptz_ops"),
+    ("btree", "bool"): (10003, "bool_ops"), ("hash", "int8"): (10021, "int8_ops"),
+    ("hash", "float8"): (10014, "float8_ops"), ("hash", "text"): (10037, "text_ops"),
+    ("hash", "timestamptz"): (10040, "timestamptz_ops"), ("hash", "bool"): (10048, "bool_ops")}
+_VECTOR_METHODS = ("ivfflat", "hnsw", "ivfpq")
+OPCLASS_OID_BASE = 16600
+
+
+def _opclass_oid(method: str, opclass: str) -> int:
+    return OPCLASS_OID_BASE + 100 * _VECTOR_METHODS.index(method) + list(OPCLASSES).index(opclass)
+
+
+@_relation("pg_opclass", "oid", "opcmethod", "opcname", "opcnamespace", "opcowner",
+           "opcfamily", "opcintype", "opcdefault", "opckeytype")
+def _pg_opclass(ctx) -> list[Val]:
+    rows = [(oid, method, name, PG_CATALOG, OIDS[t], True)
+            for (method, t), (oid, name) in _SCALAR_OPCLASSES.items()]
+    rows += [(_opclass_oid(method, name), method, name, PUBLIC, OIDS[name.split("_")[0]],
+              (method, name) == ("ivfflat", "vector_l2_ops"))
+             for method in _VECTOR_METHODS for name in OPCLASSES]
+    rows.sort()
+    n = len(rows)
+    return [_ints([r[0] for r in rows]), _ints([ACCESS_METHODS[r[1]][0] for r in rows]),
+            _texts([r[2] for r in rows]), _ints([r[3] for r in rows]), _ints([OWNER] * n),
+            _ints([0] * n), _ints([r[4] for r in rows]), _bools([r[5] for r in rows]),
+            _ints([0] * n)]
+
+
+def _index_column(r: Relation, cols: dict) -> tuple[int, int, int]:
+    """(attnum in its table, operator class OID, collation OID) of index r's one column."""
+    attnum, f, schema = cols[(r.table_oid, r.column)]
+    if r.opclass:
+        return attnum, _opclass_oid(r.method, r.opclass), 0
+    type_name = TYPES[_type_and_mod(f, schema)[0]].name
+    type_name = "text" if type_name == "varchar" else type_name
+    found = _SCALAR_OPCLASSES.get((r.method, type_name))
+    return attnum, found[0] if found else 0, 100 if type_name == "text" else 0
+
+
+def _vectors(rows: list, kind=SpaceVector) -> Val:
+    """A column of int2vectors (or oidvectors)."""
+    return Val("array", object_array([kind(r) for r in rows]), np.zeros(len(rows), bool))
+
+
 @_relation("pg_index", "indexrelid", "indrelid", "indnatts", "indnkeyatts", "indisunique",
            "indisprimary", "indisclustered", "indisvalid", "indisreplident", "indpred",
-           "indimmediate", "indnullsnotdistinct")
+           "indimmediate", "indnullsnotdistinct", "indkey", "indclass", "indcollation",
+           "indoption", "indexprs", "indisexclusion", "indisready", "indislive")
 def _pg_index(ctx) -> list[Val]:
+    """Each index: one column (indkey: its attnum, int2vector), its operator class
+    (indclass) and collation; no expression or predicate."""
     rels = [r for r in _relations(ctx) if r.kind == "i"]
+    cols = {(c[0], c[2]): (c[1], c[3], c[4]) for c in _columns(ctx)}
+    keys = [_index_column(r, cols) for r in rels]
     n = len(rels)
     return [_ints([r.oid for r in rels]), _ints([r.table_oid for r in rels]), _ints([1] * n),
             _ints([1] * n),
             _bools([r.primary for r in rels]), _bools([r.primary for r in rels]),
             _bools([False] * n), _bools([True] * n), _bools([False] * n), _nulls(n),
-            _bools([True] * n), _bools([False] * n)]
+            _bools([True] * n), _bools([False] * n), _vectors([[k[0]] for k in keys]),
+            _vectors([[k[1]] for k in keys], OidVector),
+            _vectors([[k[2]] for k in keys], OidVector),
+            _vectors([[0]] * n), _nulls(n), _bools([False] * n), _bools([True] * n),
+            _bools([True] * n)]
 
 
 # a collection's id key constraint's OID: its table's + this (its indexes take + 1, + 2 ...)
@@ -442,9 +530,13 @@ _VECTOR_TYPES = {"f32": "vector", "f16": "halfvec", "bit": "bit", "int8": "vecto
 
 
 def _type_and_mod(f, schema) -> tuple[int, int]:
-    """A column's type OID and typmod (vector(n): n, varchar(n): n + 4, as PostgreSQL's)."""
+    """A column's type OID and typmod (vector(n): n, varchar(n): n + 4, as PostgreSQL's;
+    an array's, its element's: vector(3)[] is 3)."""
     if f is None:
         return OIDS["int8" if schema.id_kind == "int" else "text"], -1
+    if f.array_of is not None:
+        kind, vtype, dim = array_element(f.array_of)
+        return OIDS["_" + (vtype or _KIND_TYPES[kind])], -1 if dim is None else dim
     if f.kind == "vector":
         return OIDS[SQL_TYPES[f.dtype]], f.dim
     if f.kind == "sparsevec":
@@ -497,9 +589,11 @@ def _pg_attribute(ctx) -> list[Val]:
             _bools([not c[6] and _default(c[3], c[4], c[5]) is not None for c in cols]),
             _bools([False] * n), _ints([100 if t else 0 for t in texts]),
             _texts([""] * n), _texts([""] * n),
-            _texts([_STORAGE.get(TYPES[t].name, "p") for t, _ in types]),
+            _texts(["x" if TYPES[t].element else _STORAGE.get(TYPES[t].name, "p")
+                    for t, _ in types]),
             _texts([""] * n), _ints([-1] * n),
-            _ints([_LENGTHS.get(TYPES[t].name, -1) for t, _ in types]), _ints([0] * n),
+            _ints([_LENGTHS.get(TYPES[t].name, -1) for t, _ in types]),
+            _ints([1 if TYPES[t].element else 0 for t, _ in types]),     # attndims
             _nulls(n)]
 
 
@@ -594,7 +688,7 @@ _empty("pg_publication_rel", "oid", "prpubid", "prrelid", "prqual", "prattrs")
 
 # pg_catalog's relations' OIDs, PostgreSQL's
 CATALOG_OIDS = {"pg_type": 1247, "pg_attribute": 1249, "pg_proc": 1255, "pg_class": 1259,
-                "pg_operator": 2617,
+                "pg_operator": 2617, "pg_opclass": 2616,
                 "pg_database": 1262, "pg_namespace": 2615, "pg_sequence": 2224,
                 "pg_tablespace": 1213, "pg_enum": 3501,
                 "pg_depend": 2608,

@@ -136,7 +136,7 @@ def _function_leaf(f: ast.RangeFunction, ctes: dict, make_select: Callable, alia
 
 
 # functions of rows (sql/select.py's _function_rows); a scalar one in FROM is one row
-TABLE_FUNCTIONS = frozenset({"varvedb_history", "unnest", "generate_series"})
+TABLE_FUNCTIONS = frozenset({"varvedb_history"}) | E.SET_FUNCTIONS
 # scalar functions whose one row beside a table is read where its column is named
 INLINED = frozenset({"to_tsquery", "plainto_tsquery", "phraseto_tsquery",
                      "websearch_to_tsquery"})
@@ -327,8 +327,15 @@ def where_keys(node, where) -> None:
 
 def read_only(node, reads: set) -> None:
     """Tell each Join of a planned tree the columns read above it (`reads`:
-    qualified or bare names; None: all), so it gathers no others for its pairs."""
-    joins = [n for n in node.walk() if isinstance(n, Join)]
+    qualified or bare names; None: all), so it gathers no others for its pairs. A
+    subquery's joins are its own (their reads are its statement's, told as it is
+    planned): only this level's joins, reached through join legs, are told."""
+    joins, todo = [], [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, Join):
+            joins.append(n)
+            todo.extend(n.legs)
     if reads is None or not joins:
         return
     unique, _ = bare_names(node.columns)

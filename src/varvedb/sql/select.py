@@ -34,13 +34,13 @@ from ..query import expr as E
 from . import pg_catalog
 from ..query.execute import execute
 from ..query.filter import Filter as GrammarFilter, Refusal, expressed as grammar_expressed
-from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Output, Sort,
-                          VectorTopK, Where, Window)
+from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Output,
+                          ProjectSet, Sort, VectorTopK, Where, Window)
 from ..query.bind import bind_legs, search_width
 from ..query.prepared import keep, query_vector, typed_key
 from ..query.planner import Query, plan_scan, plan_search
 from ..query.aggregate import groups
-from ..query.relations import MAX_BUILT_ROWS, concat
+from ..query.relations import concat
 from ..query.request import RRF_K, Search, TextLeg, VectorLeg
 from ..schema import brief
 from ..text.tsquery import varvedb_text
@@ -511,6 +511,8 @@ class Select:
                              agg_exprs=tuple(e for _, e in aggs), having_expr=having)
         if b.windows:
             node = _window_node(b, node)
+        if b.sets:
+            node = ProjectSet(tuple(E.describe(f) for f in b.sets), node, exprs=tuple(b.sets))
         if self.distinct:
             node = Output(tuple(b.names), node, exprs=tuple(b.exprs))
             node = Distinct(node)
@@ -550,50 +552,14 @@ class Select:
         if name in pg_catalog.RELATIONS:
             names, cols = pg_catalog.relation_rows(name, ctx)
             return cols, names
-        if name == "unnest":
-            return self._unnest(args, env)
-        if name == "generate_series":
-            return self._series(args, env)
+        if name in E.SET_FUNCTIONS:
+            return [_set_column(name, args, env)], [self.source[3]]
         if name != "varvedb_history":
             raise SqlError("42883", f"function {name}() does not exist")
         vals = [E.evaluate(a, E.Rel(None, None, n=1), env).python()[0] for a in args]
         from .history import history_rows
         names, cols = history_rows(ctx, vals)
         return cols, names
-
-    def _unnest(self, args, env):
-        """unnest(array) in FROM: a row for each element, its column named as the
-        function's alias."""
-        if len(args) != 1:
-            raise SqlError("42883", "function unnest() takes one array")
-        arr = E.evaluate(args[0], E.Rel(None, None, n=1), env)
-        if arr.kind not in ("array", "null"):
-            raise SqlError("42883", f"function unnest({arr.kind}) does not exist")
-        items = [] if arr.nulls[0] else arr.data[0]
-        col = concat([E.const_val(x, 1) for x in items], "unnest") if items else \
-            E.Val("null", None, np.ones(0, bool))
-        return [col], [self.source[3]]
-
-    def _series(self, args, env):
-        """generate_series(start, stop [, step]) of integers in FROM: its column
-        named as the function's alias; no rows where an argument is NULL."""
-        if len(args) not in (2, 3):
-            raise SqlError("42883", "function generate_series() takes 2 or 3 arguments")
-        vals = [E.evaluate(a, E.Rel(None, None, n=1), env) for a in args]
-        vals = [E.coerce(v, "int") if v.kind == "unknown" else v for v in vals]
-        if any(v.kind not in ("int", "null") for v in vals):
-            raise NotSupportedError("generate_series() of integers only")
-        got = [None if v.nulls[0] else int(v.data[0]) for v in vals]
-        start, stop, step = got + [1] * (3 - len(got))
-        if step == 0:
-            raise SqlError("22023", "step size cannot equal zero")
-        if None in (start, stop, step):
-            return [E.Val("null", None, np.ones(0, bool))], [self.source[3]]
-        stop += 1 if step > 0 else -1
-        if abs(stop - start) // abs(step) > MAX_SERIES:
-            raise SqlError("54000", f"generate_series() of more than {MAX_SERIES} rows")
-        rows = np.arange(start, stop, step, dtype=np.int64)
-        return [E.Val("int", rows, np.zeros(len(rows), bool))], [self.source[3]]
 
     def _bind(self, table, schema) -> "Bound":
         """Bound to a table's schema (or a subquery's column names): kept until they change."""
@@ -623,8 +589,15 @@ class Select:
         return result_of(res, (top if type(top) is Output else top.find(Output)).columns)
 
 
-# generate_series() makes at most this many rows (a bigger series is refused, not allocated)
-MAX_SERIES = MAX_BUILT_ROWS
+def _set_column(name: str, args: tuple, env) -> E.Val:
+    """A set-returning function in FROM (unnest(array), generate_series(a, b [, step])):
+    its rows' one column (a series made by numpy)."""
+    got = E.set_function_rows(E.Func(name, args), E.Rel(None, None, n=1), env)[0]
+    if isinstance(got, range):
+        rows = np.arange(got.start, got.stop, got.step, dtype=np.int64)
+        return E.Val("int", rows, np.zeros(len(rows), bool))
+    return concat([E.const_val(x, 1) for x in got], name) if got else \
+        E.Val("null", None, np.ones(0, bool))
 
 
 def _window_node(b, node):
@@ -749,7 +722,9 @@ def result_of(res, names) -> SqlResult:
     cols = [v.python() for v in res.columns]
     rows = list(zip(*cols)) if cols else [() for _ in range(res.count)]
     kinds = [None if v.kind in ("null", "unknown") else v.kind for v in res.columns]
-    return SqlResult(list(names), rows, f"SELECT {len(rows)}", plan=res.plan, kinds=kinds)
+    elements = [v.literal if v.kind == "array" else None for v in res.columns]
+    return SqlResult(list(names), rows, f"SELECT {len(rows)}", plan=res.plan, kinds=kinds,
+                     elements=elements)
 
 
 def _count_value(e, env, what: str) -> int | None:
@@ -815,19 +790,38 @@ class Bound:
             else:
                 self.names.append(t[0])
                 self.exprs.append(t[1])
+        self.sets = []              # the select list's set-returning calls: ProjectSet's
+        self.exprs = [E.rewrite(e, self._set_call) for e in self.exprs]
         self._check_names(sel, known)
         order = [(self._resolve(o, known, "ORDER BY"), d, nf, text)
                  for o, d, nf, text in sel.order]
         plain = list(self.exprs)
         self._shape_order(sel, known, table, order)
+        if self.sets and (self.aggregates is not None or sel.distinct or self.vector
+                          is not None or self.text is not None or self.hybrid is not None):
+            raise NotSupportedError("set-returning functions in a select list with "
+                                    "aggregates, DISTINCT or a top-k are not supported")
         self.windows = []
         if any(E.has_window(e) for e in self.exprs) or \
                 any(E.has_window(e) for e, *_ in self.sort):
             self._bind_windows(plain, order)
 
+    def _set_call(self, e):
+        """A set-returning call (unnest(...) ...) -> the column `$s<i>` of ProjectSet;
+        one nested in another's arguments is refused, as PostgreSQL's grammar does
+        for one in an aggregate's."""
+        if isinstance(e, E.Func) and e.name in E.SET_FUNCTIONS:
+            if any(isinstance(x, E.Func) and x.name in E.SET_FUNCTIONS
+                   for a in e.args for x in E.walk(a)):
+                raise NotSupportedError("nested set-returning functions are not supported")
+            self.sets.append(e)
+            return E.Col(f"$s{len(self.sets) - 1}")
+        return None
+
     def reads(self, sel: Select) -> set:
         """The column names the statement reads of its FROM (bare or qualified)."""
-        exprs = list(self.exprs) + [e for e, *_ in self.sort] + list(self.windows)
+        exprs = list(self.exprs) + [e for e, *_ in self.sort] + list(self.windows) + \
+            list(self.sets)
         if self.aggregates is not None:
             groups, aggs, having = self.aggregates
             exprs += [e for _, e in groups] + [e for _, e in aggs]
@@ -884,7 +878,7 @@ class Bound:
         self.sort = order
 
     def _check_names(self, sel: Select, known: set) -> None:
-        exprs = list(self.exprs)
+        exprs = list(self.exprs) + list(self.sets)
         if sel.where_expr is not None:
             exprs.append(sel.where_expr)
         for e in exprs:

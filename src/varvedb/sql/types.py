@@ -139,3 +139,14 @@ _MODIFIERS = {
     "timestamp": _timestamp,
     "timestamptz": _timestamp,
 }
+
+
+def array_element(kind: str, name: str, mods: tuple) -> str | None:
+    """The element type a column or a cast of `name[]` keeps (schema.Field.array_of:
+    "int", "float", "bool", "text", "vector(3)", "halfvec", "sparsevec(5)"); None for an
+    element type no array column holds (bit, json, timestamp, the catalog's)."""
+    if kind in ("int", "float", "bool", "text") and name not in ("oid", "regtype"):
+        return kind
+    if name in ("vector", "halfvec", "sparsevec"):
+        return f"{name}({mods[0]})" if mods else name
+    return None

@@ -1,0 +1,67 @@
+"""Columns of SQL arrays: vector(n)[], vector[], halfvec[], sparsevec[], double
+precision[], integer[], boolean[], text[]. Such a column is a json field that keeps
+its element type (schema.Field.array_of: "int", "float", "bool", "text", "vector(3)",
+"halfvec", "sparsevec(5)", ...): each array a JSON list, numbers as numbers, a vector
+as its text form. `stored` checks and keeps what SQL writes, `read` gives SQL its
+values (a Python step an element: arrays are small, and no index reads them)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import SqlError
+from ..schema import array_element
+from .arrays import split_text
+from .literals import parse_input, value_text
+
+
+def stored(spec: str, value) -> list | None:
+    """An array (a list, or its text form) as a column of `spec` keeps it: each element
+    checked as PostgreSQL's input of the element type checks it (a vector's dimension:
+    22000), a vector kept as its text."""
+    if value is None:
+        return None
+    kind, vtype, dim = array_element(spec)
+    items = split_text(value) if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise SqlError("42804", f"an array is expected, got {type(value).__name__}")
+    out = []
+    for x in items:
+        if x is None:
+            out.append(None)
+            continue
+        if isinstance(x, str) or kind in ("vector", "sparsevec"):
+            x = parse_input(kind, x) if isinstance(x, str) else x
+        if kind == "vector":
+            x = np.asarray(x, np.float32)
+            if x.ndim != 1 or (dim is not None and len(x) != dim):
+                raise SqlError("22000", f"expected {dim} dimensions, not "
+                                        f"{len(x) if x.ndim == 1 else x.shape}")
+            out.append(value_text(x.astype(np.float16) if vtype == "halfvec" else x))
+        elif kind == "sparsevec":
+            if dim is not None and getattr(x, "dim", dim) != dim:
+                raise SqlError("22000", f"expected {dim} dimensions, not {x.dim}")
+            out.append(value_text(x))
+        elif kind == "int" and isinstance(x, (int, float)) and not isinstance(x, bool) \
+                and x == int(x):
+            out.append(int(x))
+        elif kind == "float" and isinstance(x, (int, float)) and not isinstance(x, bool):
+            out.append(float(x))
+        elif (kind == "bool" and isinstance(x, bool)) or (kind == "text" and isinstance(x, str)):
+            out.append(x)
+        else:
+            raise SqlError("22P02", f"invalid input for an array of {spec}: {x!r:.40}")
+    return out
+
+
+def read(spec: str, value: list | None) -> list | None:
+    """A stored array as SQL reads it: its vectors as arrays (float32, halfvec's
+    float16), its sparsevecs as SparseVectors."""
+    if value is None:
+        return None
+    kind, vtype, _ = array_element(spec)
+    if kind not in ("vector", "sparsevec"):
+        return value
+    out = [None if x is None else parse_input(kind, x) for x in value]
+    if vtype == "halfvec":
+        out = [None if x is None else x.astype(np.float16) for x in out]
+    return out

@@ -1,0 +1,42 @@
+-- Columns of arrays: vector(n)[], vector[] (any dimension), halfvec[], sparsevec[],
+-- double precision[], real[], integer[], text[] — written as array literals, ARRAY[...]
+-- and casts, read back whole, by subscript and by unnest; an element that does not fit
+-- its type is refused as PostgreSQL refuses it. (integer[] and real[] are stored as
+-- bigint / double precision elements, as integer and real columns are.)
+CREATE TABLE docs (id bigint PRIMARY KEY, embeddings vector(3)[], anydim vector[],
+                   halves halfvec[], sparse sparsevec[], weights double precision[],
+                   small real[], counts integer[], tags text[]);
+INSERT INTO docs VALUES
+    (1, '{"[1,2,3]","[4,5,6]"}', '{"[1,2]","[1,2,3,4]"}', '{"[1.5,2]"}', '{"{1:1.5}/3"}',
+     '{1.5,NULL,-3}', '{0.25,0.5}', '{1,2,3}', '{a,"b c",NULL}'),
+    (2, ARRAY['[0,0,1]']::vector(3)[], NULL, NULL, NULL, ARRAY[2.5, 1], '{}', ARRAY[7], '{}'),
+    (3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+
+SELECT id, embeddings, anydim, halves, sparse, weights, small, counts, tags FROM docs ORDER BY id;
+-- => [(1, [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], [[1.0, 2.0], [1.0, 2.0, 3.0, 4.0]], [[1.5, 2.0]],
+--      ['{1:1.5}/3'], [1.5, None, -3.0], [0.25, 0.5], [1, 2, 3], ['a', 'b c', None]),
+--     (2, [[0.0, 0.0, 1.0]], None, None, None, [2.5, 1.0], [], [7], []),
+--     (3, None, None, None, None, None, None, None, None)]
+SELECT id, embeddings[2], weights[1], counts[3], tags[2], array_length(embeddings, 1)
+    FROM docs ORDER BY id;
+-- => [(1, [4.0, 5.0, 6.0], 1.5, 3, 'b c', 2), (2, None, 2.5, None, None, 1),
+--     (3, None, None, None, None, None)]
+SELECT id, unnest(embeddings) AS e FROM docs ORDER BY id;
+-- => [(1, [1.0, 2.0, 3.0]), (1, [4.0, 5.0, 6.0]), (2, [0.0, 0.0, 1.0])]
+SELECT '{"[1,2,3]"}'::vector(3)[] AS v, '{1,2}'::integer[] AS i, ARRAY[1.5, 2]::float8[] AS f;
+-- => [([[1.0, 2.0, 3.0]], [1, 2], [1.5, 2.0])]
+UPDATE docs SET counts = '{9,8}', embeddings = ARRAY['[1,1,1]', '[2,2,2]']::vector(3)[] WHERE id = 3;
+SELECT counts, embeddings FROM docs WHERE id = 3;
+-- => [([9, 8], [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]])]
+
+-- refused: an element of another dimension, a value that is no integer, not an array
+INSERT INTO docs (id, embeddings) VALUES (4, '{"[1,2]"}');
+-- !! 22000
+INSERT INTO docs (id, counts) VALUES (4, '{1.5}');
+-- !! 22P02
+INSERT INTO docs (id, weights) VALUES (4, '{1,x}');
+-- !! 22P02
+INSERT INTO docs (id, tags) VALUES (4, 'abc');
+-- !! 22P02
+SELECT count(*) FROM docs;
+-- => [(3,)]

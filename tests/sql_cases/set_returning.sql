@@ -1,0 +1,56 @@
+-- Set-returning functions in a select list (unnest, generate_subscripts,
+-- generate_series), as PostgreSQL 10+ evaluates them: each row repeated as often as
+-- its longest function yields, the functions side by side, a shorter one NULL past
+-- its end; a NULL argument yields nothing. And the aggregates SQLAlchemy's
+-- reflection calls: array_agg(x ORDER BY y), bool_and / bool_or, json_build_object and
+-- current_setting().
+CREATE TABLE parts (id bigint PRIMARY KEY, grp text, n int, ok boolean);
+INSERT INTO parts VALUES (1, 'a', 2, true), (2, 'a', 0, false), (3, 'b', 3, true),
+    (4, NULL, NULL, NULL);
+
+SELECT generate_series(1, 3) AS x;
+-- => [(1,), (2,), (3,)]
+SELECT generate_series(1, 3) AS x, generate_series(1, 2) AS y;
+-- => [(1, 1), (2, 2), (3, None)]
+SELECT id, generate_series(1, n) AS k FROM parts ORDER BY id, k;
+-- => [(1, 1), (1, 2), (3, 1), (3, 2), (3, 3)]
+SELECT id, generate_series(1, n) AS k, 'x' AS c FROM parts WHERE grp = 'b';
+-- => [(3, 1, 'x'), (3, 2, 'x'), (3, 3, 'x')]
+SELECT unnest(ARRAY(SELECT id FROM parts ORDER BY id DESC)) AS v;
+-- => [(4,), (3,), (2,), (1,)]
+SELECT unnest(ARRAY(SELECT grp FROM parts ORDER BY id)) AS v,
+       generate_subscripts(ARRAY(SELECT grp FROM parts ORDER BY id), 1) AS i;
+-- => [('a', 1), ('a', 2), ('b', 3), (None, 4)]
+SELECT generate_subscripts(ARRAY(SELECT id FROM parts), 2) AS i;
+-- => []
+SELECT s.v + 1 AS w FROM (SELECT unnest(ARRAY(SELECT n FROM parts ORDER BY id)) AS v) s
+    ORDER BY w NULLS FIRST;
+-- => [(None,), (1,), (3,), (4,)]
+SELECT id FROM parts WHERE unnest(ARRAY(SELECT 1)) = 1;
+-- !! 0A000
+
+SELECT grp, array_agg(id ORDER BY id DESC) AS ids, array_agg(n ORDER BY id) AS ns
+    FROM parts GROUP BY grp ORDER BY grp;
+-- => [('a', [2, 1], [2, 0]), ('b', [3], [3]), (None, [4], [None])]
+SELECT array_agg(grp ORDER BY grp DESC NULLS LAST) FROM parts;
+-- => [(['b', 'a', 'a', None],)]
+SELECT array_agg(id) FROM parts WHERE id > 10;
+-- => [(None,)]
+SELECT string_agg(grp, ',' ORDER BY id DESC) FROM parts;
+-- => [('b,a,a',)]
+SELECT grp, bool_and(ok) AS all_ok, bool_or(ok) AS any_ok FROM parts GROUP BY grp ORDER BY grp;
+-- => [('a', False, True), ('b', True, True), (None, None, None)]
+SELECT bool_and(ok), bool_or(ok), every(ok) FROM parts WHERE id > 10;
+-- => [(None, None, None)]
+
+SELECT json_build_object('id', id, 'grp', grp, 'n', n, 'ok', ok) AS j FROM parts
+    WHERE id IN (1, 4) ORDER BY id;
+-- => [({'id': 1, 'grp': 'a', 'n': 2, 'ok': True},), ({'id': 4, 'grp': None, 'n': None, 'ok': None},)]
+SELECT json_build_object('a', 1, 'b');
+-- !! 22023
+
+-- current_setting(), as SQLAlchemy's reflection asks for the default table access method
+SELECT current_setting('default_table_access_method'), current_setting('no.such', true);
+-- => [('heap', None)]
+SELECT current_setting('no_such_setting');
+-- !! 42704
