@@ -918,7 +918,8 @@ class Engine:
             def done() -> bool:         # (after each chunk the maintainer links)
                 if bar is not None:
                     bar.update(min(ix.indexed, target) - start - bar.n)
-                return ix.indexed >= target
+                # a checkpoint's graph counts once the maintainer checked it
+                return ix.indexed >= target and getattr(ix, "unchecked", None) is None
             try:
                 self.maintainer.wait(done, timeout)
             finally:

@@ -243,6 +243,7 @@ def _repair_graphs(engine, rows: dict, fresh) -> None:
                 continue
             col = t.columns[name]
             arena, norms = col.frozen(t.n)
+            was.check_loaded()      # the repair's kernels read the old graph
             graph = was.graph.repaired(kept[kept < was.linked], arena, norms)
             t.set_index(name, HnswVectorIndex(name, col.field.width, col.field.metric,
                                               vi.spec, graph,
