@@ -918,8 +918,7 @@ class Engine:
             def done() -> bool:         # (after each chunk the maintainer links)
                 if bar is not None:
                     bar.update(min(ix.indexed, target) - start - bar.n)
-                # a checkpoint's graph counts once the maintainer checked it
-                return ix.indexed >= target and getattr(ix, "unchecked", None) is None
+                return ix.indexed >= target
             try:
                 self.maintainer.wait(done, timeout)
             finally:

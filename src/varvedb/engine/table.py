@@ -126,14 +126,10 @@ class Table:
                 pass
 
     def deferred_behind(self) -> bool:
-        """Has a deferred index fewer rows than are committed, or a checkpoint's graph
-        not checked yet (the maintainer's work: its link checks it first)?"""
+        """Has a deferred index fewer rows than are committed (the maintainer's work)?"""
         n = self.committed_n
         for ix in self._deferred:
             if ix.indexed < n:
-                return True
-        for vi in self.vector_indexes.values():
-            if vi.unchecked is not None:
                 return True
         return False
 
