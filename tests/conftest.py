@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import varvedb as vv
@@ -166,3 +167,22 @@ def pg_conn(pg):
     yield con
     con.close()
 
+
+
+def hnsw_arrays_of_format(arrays: dict, fmt: int) -> dict:
+    """An HnswIndex's ``to_arrays()`` as a file of the older format ``fmt`` (1-3)
+    holds them: params cut to that format's length, each upper node a slot of
+    every level (its unused levels -1), the slots in an order that is not the
+    rows' (as a build's insertion order leaves them)."""
+    a = {name: np.array(array) for name, array in arrays.items()}
+    levels, start, flat = a["levels"], a["upper_slot"], a["upper_links"]
+    upper = np.flatnonzero(levels > 0)
+    slotted = np.full((len(upper), int(a["params"][12]), flat.shape[1]), -1, np.int32)
+    slot = np.full(levels.shape, -1, np.int32)
+    slot[upper] = np.arange(len(upper))[::-1]
+    for r in upper:
+        slotted[slot[r], :levels[r]] = flat[start[r]:start[r] + levels[r]]
+    a["upper_slot"], a["upper_links"] = slot, slotted
+    a["params"] = a["params"][:{1: 13, 2: 15, 3: 16}[fmt]]
+    a["params"][0], a["params"][11] = fmt, len(upper)
+    return a

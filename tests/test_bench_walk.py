@@ -1,7 +1,8 @@
 """`varvedb bench walk` (varvedb_bench/walk.py): its walks are faithful to the
 graph they walk, the coded walks only ever skip exact distances (an eps too
-wide to reject anything gives the plain walk's results), and wrong engine names
-are refused before any data is read."""
+wide to reject anything gives the plain walk's results), the package's walk
+without its prefetches and over a renumbered graph finds what it finds, and
+wrong engine names are refused before any data is read."""
 from __future__ import annotations
 
 import pytest
@@ -19,7 +20,9 @@ def report(tmp_path_factory):
     return walk.run("clustered", str(tmp_path_factory.mktemp("cache")), rows=ROWS, dim=40,
                     queries=40, efs=(10, 40, ROWS), rounds=1,
                     engines=("varvedb", "hnswlib", "plain", "coded", "edge", "coded:1000",
-                             "edge:1000:nopf", "oracle", "plain:nopf"),
+                             "edge:1000:nopf", "oracle", "plain:nopf", "varvedb:nopf",
+                             "varvedb:bfs", "varvedb:rcm:nopf", "varvedb:int8",
+                             "varvedb:int8:bfs:nopf"),
                     echo=lambda *_: None)
 
 
@@ -34,6 +37,40 @@ def test_the_plain_walk_finds_what_the_package_walk_finds(report):
         assert _curve(report, "plain:nopf")[ef]["recall"] == plain["recall"]
         assert abs(_curve(report, "oracle")[ef]["recall"] - plain["recall"]) <= 0.02
     assert _curve(report, "plain")[ROWS]["recall"] >= 0.99
+
+
+def test_the_package_walk_varied_finds_what_it_finds(report):
+    # no prefetch: the same kernel less its hints; renumbered: the same graph
+    # under other row numbers (the ids mapped back before recall is counted)
+    for ef in (10, 40, ROWS):
+        own = _curve(report, "varvedb")[ef]["recall"]
+        assert _curve(report, "varvedb:nopf")[ef]["recall"] == own
+        for engine in ("varvedb:bfs", "varvedb:rcm:nopf"):
+            assert abs(_curve(report, engine)[ef]["recall"] - own) <= 0.01
+    assert _curve(report, "varvedb:rcm:nopf")[ROWS]["recall"] == 1.0
+    for ef in (10, 40, ROWS):
+        assert abs(_curve(report, "varvedb:int8:bfs:nopf")[ef]["recall"]
+                   - _curve(report, "varvedb:int8")[ef]["recall"]) <= 0.01
+    assert _curve(report, "varvedb:int8")[ROWS]["recall"] == 1.0
+
+
+def test_a_renumbering_is_a_permutation_that_keeps_every_list(tmp_path):
+    import numpy as np
+    from varvedb.index.hnsw import HnswIndex
+    x = np.random.default_rng(0).normal(size=(600, 8)).astype(np.float32)
+    norms = np.linalg.norm(x, axis=1).astype(np.float32)
+    index = HnswIndex(8, "cosine", m=4, ef_construction=32, quantize="int8")
+    index.add(x, norms, np.arange(600))
+    for how in walk.ORDERS:
+        order = walk.node_order(index, how)
+        assert sorted(order.tolist()) == list(range(600))
+        moved, mx, _ = walk.renumbered(index, x, norms, order)     # validates it
+        a, b = index.to_arrays(), moved.to_arrays()
+        np.testing.assert_array_equal(mx, x[order])
+        np.testing.assert_array_equal(b["codes"], a["codes"][order])
+        links = np.where(b["links0"] >= 0, order[np.maximum(b["links0"], 0)], -1)
+        np.testing.assert_array_equal(links, a["links0"][order])
+        assert order[b["params"][7]] == a["params"][7]              # the entry point
 
 
 def test_an_eps_that_rejects_nothing_gives_the_plain_walk(report):
@@ -64,7 +101,8 @@ def test_figures_are_there(report):
     assert report["load"]["median"] >= 0 and report["build_s"]["varvedb"] > 0
 
 
-@pytest.mark.parametrize("spec", ["nosuch", "coded:wide", "plain:0.5", "hnswlib:nopf"])
+@pytest.mark.parametrize("spec", ["nosuch", "coded:wide", "plain:0.5", "hnswlib:nopf",
+                                  "plain:rcm", "varvedb:gorder"])
 def test_a_wrong_engine_is_refused(spec, tmp_path):
     with pytest.raises(OptionError):
         walk.run("clustered", str(tmp_path), rows=100, engines=("hnswlib", spec))

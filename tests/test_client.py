@@ -1531,3 +1531,58 @@ def test_a_task_made_in_a_block_that_calls_after_it_runs_on_its_own(server, clie
         assert await c.count() == 3
         await db.aclose()
     _run(main())
+
+
+def test_waiting_for_an_index_through_the_client_shows_the_rows_it_takes(tmp_path, capsys):
+    """Client.wait_indexed(progress=True) draws the embedded wait's bar: the rows the
+    index still takes, from index_status between waits; a wait cut short by its
+    timeout says False with its bar drawn as far as it got. A real server on
+    127.0.0.1 in this process, so that its maintainer can be held."""
+    import re
+    import uvicorn
+    from varvedb.server.app import build_app
+    db = vv.connect(str(tmp_path / "bar.varve"))
+    c = db.create_collection("items", {"emb": vv.Vector(8, metric="l2")})
+    c.create_index("emb", vv.HNSW(m=8, ef_construction=32))
+    rng = np.random.default_rng(3)
+    c.insert_arrays(id=np.arange(200), emb=rng.random((200, 8), np.float32))
+    assert c.wait_indexed(timeout=1800)                 # a hang guard
+    app = build_app(db, threads=2)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(),
+                                           log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    client = None
+    try:
+        guard = time.monotonic() + 1800                 # a hang guard
+        while not server.started:                       # uvicorn's flag: listening
+            assert thread.is_alive() and time.monotonic() < guard
+            time.sleep(0.01)
+        client = vv.Client(f"http://127.0.0.1:{server.config.port}", timeout=1800)
+        d = client.collection("items")
+        answers = []
+        waiting = threading.Thread(target=lambda: answers.append(d.wait_indexed(progress=True)))
+        with db.engine.maintainer.hold():               # nothing links while held
+            c.insert_arrays(id=np.arange(200, 300), emb=rng.random((100, 8), np.float32))
+            capsys.readouterr()
+            assert d.wait_indexed(timeout=0, progress=True) is False
+            bar = capsys.readouterr().err
+            assert "emb: waiting for its index" in bar and "0/100" in bar
+            waiting.start()                             # its bar drawn at 0 while held
+            bar = ""
+            while "0/100" not in bar:
+                assert waiting.is_alive() and time.monotonic() < guard
+                time.sleep(0.01)
+                bar += capsys.readouterr().err
+        waiting.join(1800)                              # a hang guard
+        assert answers == [True]
+        assert "100/100" in capsys.readouterr().err
+        assert counts(d.index_status()) == {"field": "emb", "linked": 300, "unlinked": 0}
+        assert d.wait_indexed(progress=False) is True and capsys.readouterr().err == ""
+    finally:
+        if client is not None:
+            client.close()
+        server.should_exit = True
+        thread.join(1800)                               # a hang guard
+        app.state.api.pool.shutdown(wait=True)
+        db.close()

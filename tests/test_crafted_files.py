@@ -944,7 +944,11 @@ def test_hnsw_validate_rejects_crafted_arrays_with_bounded_work():
     broken(lambda a: a["links0"].__setitem__((3, 0), -1), "gaps")
     broken(lambda a: a["links0"].__setitem__((3, 1), 10**6), "outside the index")
     level0 = int(np.flatnonzero(ix.to_arrays()["levels"] == 0)[0])
-    broken(lambda a: a["upper_links"].__setitem__((0, 0, 0), level0), "not nodes there")
+    broken(lambda a: a["upper_links"].__setitem__((0, 0), level0), "not nodes there")
+    upper = np.flatnonzero(ix.to_arrays()["levels"] > 0)
+    broken(lambda a: a["upper_slot"].__setitem__(upper[1], a["upper_slot"][upper[0]]),
+           "upper slots")                                            # two nodes' lists overlap
+    broken(lambda a: a["params"].__setitem__(11, a["params"][11] - 1))  # lists past the used
     broken(lambda a: a["links0"].__setitem__((3, 0), -7))
     broken(lambda a: a["levels"].__setitem__(0, 100))
     broken(lambda a: a["levels"].__setitem__(0, -5))

@@ -290,9 +290,77 @@ def test_sigkill_during_vacuum_leaves_old_or_new_file_whole(tmp_path):
         finally:
             db.close()
     assert landed["mid-vacuum"] >= 5, landed
+    db = vv.connect(path)           # the next vacuum removes what the killed ones left
+    db.vacuum()
+    db.close()
+    assert [n for n in os.listdir(tmp_path) if ".vacuum" in n] == []
+
+
+def test_vacuum_writes_and_removes_only_files_of_its_own(tmp_path):
+    """Another database named PATH.vacuum (the name vacuum once used) or PATH.vacuum-x
+    is never written or removed; a new file a vacuum of this database left (its file
+    id, no lock held) is removed by the next vacuum, one held open is kept."""
+    from varvedb.storage.rewrite import NewLog, new_path
+    path = str(tmp_path / "notes")
+    others = []
+    for name in ("notes.vacuum", "notes.vacuum-x"):
+        other = vv.connect(str(tmp_path / name))
+        other.create_collection("precious", {"x": "int"}).insert([{"id": 1, "x": 42}])
+        others.append(other)          # open, writing: its commits must land in its file
+    db = vv.connect(path)
+    c = db.create_collection("t", {"x": "int"})
+    c.insert([{"id": i, "x": i} for i in range(10)])
+    c.delete(ids=[1, 2])
+    file = db.engine.log.file
+    left, held = new_path(path), new_path(path)
+    NewLog(left, file.file_id, file.created_us).io.close()      # as a vacuum cut short
+    keeper = NewLog(held, file.file_id, file.created_us)
+    import fcntl
+    fcntl.flock(keeper.io.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)    # someone has it open
+    digests = {o.path: file_digest(o.path) for o in others}
+    db.vacuum()
+    assert db["t"].count() == 8 and db.verify().ok
+    assert not os.path.exists(left) and os.path.exists(held)
+    keeper.io.close()
+    for o in others:
+        assert file_digest(o.path) == digests[o.path]
+        o["precious"].insert([{"id": 2, "x": 7}])                 # acknowledged after
+        o.close()
+        reopened = vv.connect(o.path)
+        assert reopened["precious"].count() == 2
+        reopened.close()
+    db.vacuum()
+    assert not os.path.exists(held)
+    db.close()
+    assert sorted(n for n in os.listdir(tmp_path) if "vacuum" in n) == \
+        ["notes.vacuum", "notes.vacuum-x"]
 
 
 # ---- backup ---------------------------------------------------------------------------
+
+def test_a_backup_never_replaces_a_file_that_took_its_name_during_the_copy(tmp_path, db_path):
+    """The copy is named by a hard link, which fails on an existing name (a rename
+    replaces it): a file made at DEST while the copy ran is kept, the copy removed."""
+    from varvedb.storage.backup import place_new
+    db = vv.connect(db_path)
+    _three_versions(db)
+    dest = str(tmp_path / "b.varve")
+    with open(dest + ".tmp", "wb") as f:
+        f.write(b"the finished copy")
+    with open(dest, "w") as f:
+        f.write("precious, not a database")          # took the name meanwhile
+    with pytest.raises(vv.OptionError, match="never overwrites"):
+        place_new(dest + ".tmp", dest)
+    assert open(dest).read() == "precious, not a database"
+    assert not os.path.exists(dest + ".tmp")
+    os.unlink(dest)
+    info = db.backup(dest)                            # and the whole path still works
+    assert info.path == dest and not os.path.exists(dest + ".tmp")
+    copy = vv.connect(dest, readonly=True)
+    assert copy.verify().ok and copy.version == db.version
+    copy.close()
+    db.close()
+
 
 def test_backup_while_a_writer_commits_verifies_and_equals_the_original_as_of(tmp_path):
     path = str(tmp_path / "src.varve")
@@ -647,7 +715,7 @@ def test_a_failed_write_or_sync_during_vacuum_leaves_the_file_and_the_connection
                 failures += 1
                 assert "as it was" in str(e) or "back at" in str(e), e
                 assert file_digest(db_path) == digest
-                assert not os.path.exists(db_path + ".vacuum")
+                assert [n for n in os.listdir(os.path.dirname(db_path)) if ".vacuum" in n] == []
                 assert db.history()[0].version == 1 and docs.count(as_of=2) == 50
                 docs.insert({"id": 500 + after, "n": 1, "t": "after", "v": _vec(1, 1)})
                 continue

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import varvedb as vv
+from conftest import hnsw_arrays_of_format
 from varvedb.index import flat
 from varvedb.index.hnsw import HnswIndex
 
@@ -70,7 +71,7 @@ def nodes_without_in_link(index: HnswIndex) -> list[tuple[int, int]]:
     found = []
     for level in range(int(levels.max(initial=-1)) + 1):
         on = np.flatnonzero(levels >= level)
-        lists = a["links0"][on] if level == 0 else a["upper_links"][a["upper_slot"][on], level - 1]
+        lists = a["links0"][on] if level == 0 else a["upper_links"][a["upper_slot"][on] + level - 1]
         held = np.zeros(len(levels), bool)
         held[lists[lists >= 0]] = True
         linked = on[lists[:, 0] >= 0]       # a twin's lists are empty: its ring finds it
@@ -323,7 +324,7 @@ def test_level_draw_is_the_documented_hash_of_seed_and_row():
 def test_level_zero_keeps_two_m_links_and_upper_levels_m(l2_index):
     arrays = l2_index.to_arrays()
     assert arrays["links0"].shape[1] == 32
-    assert arrays["upper_links"].shape[2] == 16
+    assert arrays["upper_links"].shape[1] == 16
     degree = (arrays["links0"] >= 0).sum(axis=1)
     assert degree.min() >= 1 and degree.max() == 32
 
@@ -380,6 +381,54 @@ def test_to_arrays_are_plain_read_only_arrays(l2_index):
 
 def test_memory_is_about_150_bytes_per_node(l2_index):
     assert 130 <= l2_index.memory_bytes() / len(l2_index) <= 260
+
+
+def test_a_node_owns_only_the_upper_levels_it_has(l2_index):
+    # one list per (node, level above 0): nothing allocated for levels a node lacks
+    arrays = l2_index.to_arrays()
+    levels = arrays["levels"].astype(np.int64)
+    assert levels.max() >= 2                   # some node has two upper levels or more
+    assert arrays["upper_links"].shape == (levels[levels > 0].sum(), 16)
+    assert l2_index.node_bytes() == len(l2_index) * (1 + 2 * 16 * 4 + 4 + 4) \
+        + levels[levels > 0].sum() * 16 * 4
+
+
+def test_a_format_3_graph_opens_searches_and_grows_as_it_did(base, queries, l2_index):
+    old = {name: np.frombuffer(array.tobytes(), array.dtype)       # read-only, flat
+           for name, array in hnsw_arrays_of_format(l2_index.to_arrays(), 3).items()}
+    restored = HnswIndex.from_arrays(old)
+    restored.validate(N_ROWS)
+    a, b = l2_index.to_arrays(), restored.to_arrays()
+    assert b["params"][0] == 4 and b["upper_links"].shape == a["upper_links"].shape
+    for r in np.flatnonzero(a["levels"] > 0):      # each node's lists, level by level
+        for level in range(1, int(a["levels"][r]) + 1):
+            np.testing.assert_array_equal(b["upper_links"][b["upper_slot"][r] + level - 1],
+                                          a["upper_links"][a["upper_slot"][r] + level - 1])
+    norms = norms_of(base)
+    for q in queries[:20]:
+        np.testing.assert_array_equal(restored.search(base, norms, q, K)[0],
+                                      l2_index.search(base, norms, q, K)[0])
+    extra = clustered(300, DIM, seed=10)
+    arena = np.concatenate([base, extra])
+    restored.add(arena, norms_of(arena), np.arange(N_ROWS, N_ROWS + 300))
+    restored.validate(len(arena))
+    again = HnswIndex.from_arrays(restored.to_arrays())
+    again.validate(len(arena))
+    np.testing.assert_array_equal(again.search(arena, norms_of(arena), extra[0], K)[0],
+                                  restored.search(arena, norms_of(arena), extra[0], K)[0])
+
+
+def test_a_format_3_graph_with_slots_that_do_not_fit_is_refused(l2_index):
+    old = hnsw_arrays_of_format(l2_index.to_arrays(), 3)
+    upper = np.flatnonzero(old["levels"] > 0)
+    for change in (lambda a: a["upper_slot"].__setitem__(upper[0], len(upper)),
+                   lambda a: a["upper_slot"].__setitem__(upper[0], -1),
+                   lambda a: a["upper_slot"].__setitem__(np.flatnonzero(a["levels"] == 0)[0],
+                                                        0)):
+        broken = {name: array.copy() for name, array in old.items()}
+        change(broken)
+        with pytest.raises(ValueError, match="upper slots"):
+            HnswIndex.from_arrays(broken)
 
 
 # ------------------------------------------------------------- validation

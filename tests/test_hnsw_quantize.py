@@ -13,6 +13,7 @@ from varvedb.index.hnsw import HnswIndex
 from varvedb.kernels import codes
 from varvedb.storage.format import code_width
 
+from conftest import hnsw_arrays_of_format
 from test_hnsw_index import clustered, exact_distances, exact_top_k, norms_of, recall
 
 N, DIM, K = 4000, 32, 10
@@ -128,9 +129,7 @@ def test_to_arrays_round_trip_answers_identically(data, quant):
 def test_format_2_params_of_an_older_file_still_load(data):
     x, queries = data
     g = built(x, "l2")
-    arrays = g.to_arrays()
-    arrays["params"] = arrays["params"][:15].copy()
-    arrays["params"][0] = 2
+    arrays = hnsw_arrays_of_format(g.to_arrays(), 2)
     old = HnswIndex.from_arrays(arrays)
     assert old.quantize == "int8" and old.pq_m is None
     np.testing.assert_array_equal(answers(old, x, queries)[0], answers(g, x, queries)[0])
@@ -154,9 +153,7 @@ def test_pq_codes_that_do_not_fit_are_refused(data):
 def test_format_1_params_of_an_older_file_still_load(data):
     x, queries = data
     g = built(x, "l2", None)
-    arrays = g.to_arrays()
-    arrays["params"] = arrays["params"][:13].copy()
-    arrays["params"][0] = 1
+    arrays = hnsw_arrays_of_format(g.to_arrays(), 1)
     old = HnswIndex.from_arrays(arrays)
     assert old.quantize is None
     np.testing.assert_array_equal(answers(old, x, queries)[0], answers(g, x, queries)[0])

@@ -268,7 +268,8 @@ def _behind(path):
     status = c.index_status()
     assert status["unlinked"] == 0 and status["eta_s"] == 0.0 and status["rows_per_s"] > 0
     memory = c.vector_memory()
-    assert 0 < memory["graph_bytes_per_vector"] <= memory["graph_bytes"] / ROWS
+    # (a graph linked in one go holds no spare lists: the two differ by the rounding)
+    assert 0 < memory["graph_bytes_per_vector"] <= round(memory["graph_bytes"] / ROWS, 1)
     with db.engine.maintainer.hold():
         c.insert_arrays(id=np.arange(ROWS, ROWS + BEHIND), tag=np.zeros(BEHIND, np.int64),
                         emb=vectors(BEHIND, seed=1))

@@ -636,6 +636,52 @@ def test_a_startup_never_finished_or_dripped_is_hung_up_at_its_deadline(inproc):
         assert conn.execute("SELECT 1").fetchone() == (1,)
 
 
+def test_a_session_idle_in_a_transaction_is_ended_and_the_writer_lock_freed(inproc):
+    """PostgreSQL's idle_in_transaction_session_timeout, as --transaction-idle-timeout
+    is over HTTP: psycopg's default mode opens a transaction before its first
+    statement, which holds the database's one writer lock; a session that then goes
+    quiet is ended with FATAL 25P03, its transaction rolled back, and writers go on.
+    A session idle outside a transaction is kept, however long."""
+    import select
+
+    srv, port = inproc(idle_in_transaction_timeout=0.5)
+
+    def conn(**kw):
+        return psycopg.connect(host="127.0.0.1", port=port, user="me", sslmode="disable",
+                               connect_timeout=600, **kw)
+    with conn(autocommit=True) as c:
+        c.execute("CREATE TABLE t (id bigint PRIMARY KEY)")
+    quiet = conn(autocommit=True)
+    idle = conn()
+    assert idle.execute("SELECT count(*) FROM t").fetchone() == (0,)     # BEGIN; SELECT
+    readable, _, _ = select.select([idle.fileno()], [], [], 600)          # a hang guard
+    assert readable                                 # the server's FATAL, then its hang-up
+    with pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout, match="idle-in-tr"):
+        idle.execute("SELECT 1")
+    idle.close()
+    with conn(autocommit=True) as c:
+        c.execute("INSERT INTO t VALUES (1)")       # the writer lock is free again
+    assert quiet.execute("SELECT count(*) FROM t").fetchone() == (1,)
+    quiet.close()
+
+
+def test_a_message_past_the_servers_body_limit_closes_that_connection(inproc):
+    """A pg message is bounded as an HTTP body is (--max-body-mb): its length past the
+    limit closes the connection with 08P01 before a byte of its body is read; one
+    within it is served, and so is the next client."""
+    srv, port = inproc(max_message=1 << 20)
+
+    def conn():
+        return psycopg.connect(host="127.0.0.1", port=port, user="me", sslmode="disable",
+                               connect_timeout=600, autocommit=True)
+    with conn() as c:
+        big = "x" * ((1 << 20) + 10)
+        with pytest.raises(psycopg.OperationalError, match="invalid message length"):
+            c.execute("SELECT length(%s::text)", [big])
+    with conn() as c:
+        assert c.execute("SELECT length(%s::text)", ["x" * 1000]).fetchone() == (1000,)
+
+
 def test_a_stalled_tls_handshake_is_hung_up_and_tls_clients_are_served(inproc, tmp_path):
     import ssl
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
@@ -762,3 +808,58 @@ def test_statements_and_portals_kept_are_bounded_and_the_connection_goes_on(inpr
         s.sendall(_parse("", big) + _bind("", "") + _msg(b"E", b"\0" + bytes(4)) + SYNC)
         msgs = _read_until_ready(s)
         assert [m[0] for m in msgs] == [b"1", b"2", b"D", b"C", b"Z"]
+
+
+def _bind_values(stmt: str, *values: bytes | None) -> bytes:
+    """Bind of the unnamed portal: text parameters, binary results."""
+    body = b"\0" + stmt.encode() + b"\0" + struct.pack("!hh", 1, 0) + \
+        struct.pack("!h", len(values))
+    for v in values:
+        body += struct.pack("!i", -1) if v is None else struct.pack("!i", len(v)) + v
+    return _msg(b"B", body + struct.pack("!hh", 1, 1))
+
+
+# Describe and Execute of the unnamed portal, then Sync: what libpq sends after each
+# Bind of a prepared statement (read together after the Bind: Connection._execution)
+DESCRIBE_EXECUTE_SYNC = _msg(b"D", b"P\0") + _msg(b"E", b"\0" + bytes(4)) + SYNC
+
+
+def test_a_prepared_execution_answers_as_its_messages_one_by_one(server):
+    """Bind + Describe + Execute + Sync in one write (read as one execution) answers
+    what the same messages answer with a Flush after the Bind (each read and run on
+    its own): rows, a Bind refused, an Execute failing, a write, an aborted
+    transaction."""
+    with connect(server) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS executed (id bigint PRIMARY KEY, n int)")
+    statements = {"sel": "SELECT id, tag FROM items WHERE tag = $1 ORDER BY id",
+                  "div": "SELECT 10 / $1::int",
+                  "ins": "INSERT INTO executed (id, n) VALUES ($1::bigint, 1)"}
+    cases = [("sel", [b"2"], [b"2", b"T", b"D", b"D", b"C", b"Z"]),
+             ("sel", [b"2", b"3"], [b"E", b"Z"]),                 # Bind refused
+             ("div", [b"0"], [b"2", b"n", b"E", b"Z"]),           # Execute fails
+             ("div", [b"5"], [b"2", b"T", b"D", b"C", b"Z"]),
+             ("ins", [None], [b"2", b"n", b"E", b"Z"]),           # NULL id: 23502
+             ("ins", ["id"], [b"2", b"n", b"C", b"Z"])]
+    answers = {}
+    with _ready_socket(server.pg) as s:
+        s.sendall(b"".join(_parse(name, text) for name, text in statements.items()) + SYNC)
+        assert [m[0] for m in _read_until_ready(s)] == [b"1"] * 3 + [b"Z"]
+        for n, (name, values, kinds) in enumerate(cases):
+            for way, flush in (("together", b""), ("one by one", _msg(b"H"))):
+                vals = [str(2 * n + len(flush)).encode() if v == "id" else v for v in values]
+                s.sendall(_bind_values(name, *vals) + flush + DESCRIBE_EXECUTE_SYNC)
+                answers[n, way] = _read_until_ready(s)
+            assert answers[n, "together"] == answers[n, "one by one"], (name, values)
+            assert [k for k, _ in answers[n, "together"]] == kinds, (name, values)
+        # in a failed transaction: 25P02 both ways, the status E
+        s.sendall(_msg(b"Q", b"BEGIN\0"))
+        _read_until_ready(s)
+        s.sendall(_msg(b"Q", b"SELECT 1 / 0\0"))
+        assert _read_until_ready(s)[-1] == (b"Z", b"E")
+        for flush in (b"", _msg(b"H")):
+            s.sendall(_bind_values("sel", b"2") + flush + DESCRIBE_EXECUTE_SYNC)
+            msgs = _read_until_ready(s)
+            assert [m[0] for m in msgs] == [b"2", b"n", b"E", b"Z"]
+            assert b"25P02" in msgs[2][1] and msgs[3] == (b"Z", b"E")
+        s.sendall(_msg(b"Q", b"ROLLBACK\0"))
+        assert _read_until_ready(s)[-1] == (b"Z", b"I")

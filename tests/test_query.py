@@ -94,6 +94,40 @@ def test_filter_refuses_a_bad_expression_at_bind_or_first_evaluation(small, wher
 
 # ---- the planner -----------------------------------------------------------------
 
+def test_json_values_compare_as_jsonb(tmp_path):
+    """where= on a json value compares as jsonb: a quoted literal is read as json (the
+    number 1 equals 1.0, an object's keys in any order), a parameter's Python value is
+    compared as it is, a boolean never equals a number (Python's True == 1), and the
+    ordering ranks kinds (object > array > boolean > number > string > null) — but a
+    Python scalar parameter orders only values of its own kind (LangChain's filters)."""
+    db = vv.connect(str(tmp_path / "j.varve"))
+    c = db.create_collection("c", {"meta": "json"})
+    c.insert([{"id": 1, "meta": {"a": 1, "f": True}}, {"id": 2, "meta": {"a": "1", "f": 1}},
+              {"id": 3, "meta": {"a": 1.0, "b": True, "f": False}},
+              {"id": 4, "meta": {"a": [1, 2], "f": 0}}])
+
+    def ids(where, params=()):
+        return sorted(c.find(where, params=params).ids)
+    assert ids("meta->'a' = '1'") == [1, 3]
+    assert ids("meta->'a' = '\"1\"'") == [2]
+    assert ids("meta->'a' = $1", ["1"]) == [2]           # a Python str: the string
+    assert ids("meta->'a' = $1", [1]) == [1, 3]
+    assert ids("meta->'a' = $1", [[1, 2]]) == [4]
+    assert ids("meta = '{\"f\": false, \"b\": true, \"a\": 1}'") == [3]
+    assert ids("meta->'f' = true") == [1] and ids("meta->'f' = 1") == [2]
+    assert ids("meta->'f' = $1", [True]) == [1] and ids("meta->'f' = $1", [0]) == [4]
+    assert ids("meta->'f' IN (1, true)") == [1, 2]
+    assert ids("meta->'a' > '1'") == [4]                 # an array above every number
+    assert ids("meta->'a' < '1'") == [2]                 # a string below every number
+    assert ids("meta->>'a' = '1'") == [1, 2]             # ->> is text, as before
+    assert ids("meta->'a' < $1", [2]) == [1, 3]          # a Python number: numbers only
+    assert ids("meta->'a' <> $1", [1]) == [2, 4]         # ... but unequal to the others
+    assert ids("meta->'f' < $1", [2]) == [2, 4]          # no boolean below a number
+    with pytest.raises(vv.FilterError, match="json"):
+        c.find("meta->'a' = 'not json'")
+    db.close()
+
+
 def test_vector_strategy_by_selectivity():
     index = make_vector_index("emb", 4, "cosine", vv.HNSW(ef_search=40, quantize=None))
     n = 10 * MAX_EF

@@ -1057,3 +1057,46 @@ def test_discard_all_refuses_any_open_transaction(db):
     assert db.sql("DISCARD ALL").status == "DISCARD ALL"
     assert db.sql("SHOW hnsw.ef_search").rows == [("index default",)]
 
+
+
+def test_show_the_settings_pgvector_readme_tunes():
+    """`SHOW config_file` (none: varvedb reads no configuration file) and `SHOW
+    shared_buffers` (the memory it may map, as PostgreSQL's memory unit) answer
+    (issue 30: the README's tuning section)."""
+    from varvedb.storage.memory import memory_limit
+    db = vv.connect(":memory:")
+    assert db.sql("SHOW config_file").rows == [("",)]
+    assert db.sql("SHOW shared_buffers").rows == [(f"{memory_limit() >> 20}MB",)]
+    db.close()
+
+
+def test_check_constraints_bind_every_write_and_stay_with_the_file(tmp_path):
+    """A CHECK from CREATE TABLE is the field's check: the Python API's writes are
+    held to it too (CheckViolationError, 23514, nothing written), it comes back
+    with the file, and what it cannot keep is refused (issue 30; the differential
+    cases are sql_cases/checks.sql)."""
+    path = tmp_path / "c.vv"
+    db = vv.connect(path)
+    db.sql("CREATE TABLE p (id bigint PRIMARY KEY, price float CHECK (price > 0), "
+           "n int CHECK (n IS NOT NULL))")
+    c = db.collection("p")
+    for bad in ({"id": 1, "price": -1.0, "n": 1}, {"id": 1, "price": 1.0}):
+        before = db.version
+        with pytest.raises(vv.CheckViolationError) as e:
+            c.insert(bad)
+        assert e.value.sqlstate == "23514" and db.version == before
+    with pytest.raises(vv.CheckViolationError):
+        c.insert_arrays(id=np.arange(3), price=np.array([1.0, 2.0, 0.0]), n=np.ones(3, int))
+    c.insert({"id": 1, "price": 1.0, "n": 1})
+    db.close()
+    db = vv.connect(path)
+    assert db.engine.table("p").schema.fields["price"].check == ((">", 0.0),)
+    with pytest.raises(vv.CheckViolationError):
+        db.sql("UPDATE p SET price = -price")
+    for sql in ("CREATE TABLE q (id bigint PRIMARY KEY, s text CHECK (s IN ('a', 'b')))",
+                "CREATE TABLE q (id bigint PRIMARY KEY, a int, b int, CHECK (a < b))",
+                "ALTER TABLE p ADD CHECK (n > 0)"):
+        with pytest.raises(vv.SqlError) as e:
+            db.sql(sql)
+        assert e.value.sqlstate == "0A000", sql
+    db.close()

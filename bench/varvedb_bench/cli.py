@@ -224,8 +224,9 @@ def layers(rounds, commits, insert_rows, only, dataset, out) -> None:
               help="The ef sweep (comma-separated).")
 @click.option("--rounds", default=5, show_default=True)
 @click.option("--engines", default="varvedb,hnswlib,plain,coded,edge,oracle",
-              show_default=True, help="Comma-separated; coded/edge take :EPS, this "
-                                      "module's walks :nopf (no prefetch).")
+              show_default=True, help="Comma-separated; coded/edge take :EPS, every "
+                                      "walk but hnswlib's :nopf (no prefetch), varvedb "
+                                      ":bfs or :rcm (its graph renumbered).")
 @click.option("--out", default=None, help="Also write the figures to this JSON file.")
 def walk(dataset, rows, dim, queries, efs, rounds, engines, out) -> None:
     """The graph walk alone against hnswlib's knn_query, and the walk with its

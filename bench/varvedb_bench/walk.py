@@ -9,7 +9,9 @@ own, same m and ef_construction); then, over the same queries, one at a time,
 interleaved query by query (the order rotated by query), per ef of a sweep:
 
 * ``varvedb``: the package's walk, ``HnswIndex.searcher`` (index level: no
-  collection, no database above it);
+  collection, no database above it), over the vectors (``quantize=None``);
+  ``varvedb:int8`` the same graph walking its int8 codes, as ``vv.HNSW()``
+  does by default at these dimensions (the best 4 k reranked from the vectors);
 * ``hnswlib``: ``knn_query`` of one query;
 * ``plain``: this module's walk over varvedb's graph, on unit rows (cosine as
   a dot product): the coded walks' control, the same code without the codes;
@@ -28,10 +30,17 @@ interleaved query by query (the order rotated by query), per ef of a sweep:
   four to eight), the ceiling of any cheaper-distance layout.
 
 Add ``:EPS`` to ``coded`` / ``edge`` (default 0.7 / 1.0, the values tuned on
-glove-50 100k), and ``:nopf`` to any of this module's walks to drop its
+glove-50 100k), and ``:nopf`` to any walk but hnswlib's to drop its
 prefetches (issued with the ``llvm.prefetch`` intrinsic of
 :func:`varvedb.kernels.distance.prefetch_row`: the next node's list and block
-as soon as it is known, and each fresh neighbour's row before any is measured).
+as soon as it is known, and each fresh neighbour's row before any is measured);
+``varvedb:nopf`` is the package's own ``search_one`` compiled again in this
+process with its walks' prefetches no-ops (:func:`search_one_without_prefetch`).
+``varvedb:bfs`` / ``varvedb:rcm`` walk the package's graph renumbered
+(:func:`node_order`, :func:`renumbered`: breadth first from the entry, or
+reverse Cuthill-McKee), its rows, codes and lists permuted, the ids mapped back
+to the table's rows outside the timed call: would a layout where the nodes a
+walk meets together sit together in memory pay?
 
 Times are the calling thread's CPU time (``time.thread_time``) per query, so
 that a shared, loaded machine's preemptions do not land on whichever engine ran
@@ -47,16 +56,21 @@ codes); each build's wall time. Cosine sets only (the coded walks measure unit r
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+import types
 
 import numpy as np
 from numba import njit
 
 from varvedb.errors import OptionError
 from varvedb.index.hnsw import HnswIndex
+from varvedb.kernels import hnsw as hnsw_kernels
+from varvedb.kernels import jit
 from varvedb.kernels.distance import _popcount, _row_word, prefetch_row, unmanaged
 from varvedb.kernels.heaps import bounded_insert
+from varvedb.storage.memory import line_aligned
 
 from . import datasets
 
@@ -153,9 +167,9 @@ def _descend(x, dq, q, mode, upper_slot, upper_links, node, top):
         improved = True
         while improved:
             improved = False
-            slot = upper_slot[node]
-            for j in range(upper_links.shape[2]):
-                v = upper_links[slot, level - 1, j]
+            slot = upper_slot[node] + level - 1
+            for j in range(upper_links.shape[1]):
+                v = upper_links[slot, j]
                 if v < 0:
                     break
                 d = _dist(x, dq, v, q, mode)
@@ -317,6 +331,166 @@ def search(x, dq, links0, block, corr, upper_slot, upper_links, entry, top, quer
                 fresh, stats)
 
 
+# ------------------------------------------------- the package's walk, varied
+
+@jit.njit(inline="always", nogil=True, fastmath=True)
+def _no_prefetch_row(arena, row):
+    pass
+
+
+@jit.njit(inline="always", nogil=True, fastmath=True)
+def _no_prefetch_norm(norms, row, metric):
+    pass
+
+
+# the package's kernels that issue prefetches, with the parameters each compiles
+# read-only (as in varvedb.kernels.hnsw), in the order they call each other
+_PREFETCHING = (("beam_search", ("links0", "upper_slot", "upper_links", "twins")),
+                ("filtered_search", ()), ("search_one", ("graph", "data")))
+_NOPF: dict = {}
+
+
+def search_one_without_prefetch():
+    """``varvedb.kernels.hnsw.search_one`` compiled again (uncached, once a process)
+    from the package's own source with every prefetch of its walks a no-op: the
+    same kernel but for the ``llvm.prefetch`` calls, at no cost to the package's
+    walk. (The rerank's prefetch of the candidates' rows, in the distance module,
+    is kept: it is not the walk's.)"""
+    if not _NOPF:
+        scope = dict(vars(hnsw_kernels))
+        scope["prefetch_row"], scope["prefetch_norm"] = _no_prefetch_row, _no_prefetch_norm
+        options = dict(cache=False, nogil=True, fastmath=True)
+        for name, readonly in _PREFETCHING:
+            f = getattr(hnsw_kernels, name).py_func
+            scope[name] = jit.njit(readonly=readonly, **options)(
+                types.FunctionType(f.__code__, scope, name, f.__defaults__, f.__closure__))
+        _NOPF["search_one"] = scope["search_one"]
+    return _NOPF["search_one"]
+
+
+@contextlib.contextmanager
+def _walking_with(search_one):
+    """``HnswIndex.searcher`` made inside binds ``search_one`` (it looks the kernel
+    up once, when it binds)."""
+    kept = hnsw_kernels.search_one
+    hnsw_kernels.search_one = search_one
+    try:
+        yield
+    finally:
+        hnsw_kernels.search_one = kept
+
+
+ORDERS = ("bfs", "rcm")
+
+
+@njit(**_J)
+def _bfs(indptr, indices, levels, first, degree):
+    """Rows in breadth-first order over the lists ``indices[indptr[r]:indptr[r + 1]]``,
+    from ``first``, then from each node not reached yet in row order; with ``degree``
+    (non-empty) each node's new neighbours in ascending degree (Cuthill-McKee).
+    Rows that are not nodes come last."""
+    n = levels.shape[0]
+    order = np.empty(n, np.int64)
+    seen = np.zeros(n, np.bool_)
+    tail = 0
+    for s in range(-1, n):
+        start = first if s < 0 else s
+        if seen[start] or levels[start] < 0:
+            continue
+        seen[start] = True
+        order[tail] = start
+        head, tail = tail, tail + 1
+        while head < tail:
+            u = order[head]
+            head += 1
+            lo = tail
+            for j in range(indptr[u], indptr[u + 1]):
+                v = indices[j]
+                if not seen[v]:
+                    seen[v] = True
+                    order[tail] = v
+                    tail += 1
+                    if degree.shape[0]:         # insertion into its place by degree
+                        t = tail - 1
+                        while t > lo and degree[order[t - 1]] > degree[v]:
+                            order[t] = order[t - 1]
+                            t -= 1
+                        order[t] = v
+    for r in range(n):
+        if not seen[r]:
+            order[tail] = r
+            tail += 1
+    return order
+
+
+def node_order(index: HnswIndex, how: str) -> np.ndarray:
+    """A renumbering of the graph's rows (new row -> old row): ``bfs`` breadth first
+    from the entry over the level-0 lists as they are; ``rcm`` reverse Cuthill-McKee
+    over the lists made symmetric (from a node of least degree)."""
+    a = index.to_arrays()
+    links0, levels = np.asarray(a["links0"]), np.asarray(a["levels"])
+    n = levels.shape[0]
+    src = np.repeat(np.arange(n), links0.shape[1]).reshape(links0.shape)[links0 >= 0]
+    dst = links0[links0 >= 0].astype(np.int64)
+    if how == "rcm":
+        src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+        key = np.unique(src * n + dst)
+        src, dst = key // n, key % n
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+    indices = dst[np.argsort(src, kind="stable")]
+    if how == "bfs":
+        return _bfs(indptr, indices, levels, index._entry, np.zeros(0, np.int64))
+    degree = np.diff(indptr)
+    first = int(np.argmin(np.where(levels >= 0, degree, n + 1)))
+    return _bfs(indptr, indices, levels, first, degree)[::-1].copy()
+
+
+def _without_codes(index: HnswIndex) -> HnswIndex:
+    """The same graph as ``index`` (int8) walking the vectors themselves."""
+    from varvedb.index import hnsw as hnsw_index
+    arrays = {name: a for name, a in index.to_arrays().items()
+              if name not in ("codes", "code_norms", "code_lo", "code_step")}
+    arrays["params"] = arrays["params"].copy()
+    arrays["params"][[hnsw_index._P_QUANT, hnsw_index._P_CODE_FIT]] = 0
+    return HnswIndex.from_arrays(arrays)
+
+
+def renumbered(index: HnswIndex, x: np.ndarray, norms: np.ndarray, order: np.ndarray):
+    """(the same graph with row ``order[i]`` as row ``i``, its rows, their norms):
+    lists, twins, levels, codes and the entry permuted, as a translation layer
+    between the graph's ids and the table's rows would store them."""
+    from varvedb.index import hnsw as hnsw_index
+    a = {name: np.asarray(v) for name, v in index.to_arrays().items()}
+    n = a["levels"].shape[0]
+    if order.shape != (n,) or x.shape[0] != n:
+        raise OptionError("renumbered: every row must be a node")
+    inv = np.empty(n, np.int64)
+    inv[order] = np.arange(n)
+
+    def ids(lists):
+        return np.where(lists >= 0, inv[np.maximum(lists, 0)], -1).astype(np.int32)
+
+    out = dict(a)
+    out["params"] = a["params"].copy()
+    out["params"][hnsw_index._P_ENTRY] = inv[index._entry]
+    out["levels"] = a["levels"][order]
+    out["links0"] = ids(a["links0"][order])
+    out["upper_slot"] = a["upper_slot"][order]
+    out["upper_links"] = ids(a["upper_links"])
+    t = a["twins"][order].astype(np.int64)
+    out["twins"] = np.where(t >= 0, inv[np.maximum(t, 0)],
+                            np.where(t <= -2, -inv[np.maximum(-t - 2, 0)] - 2, -1)
+                            ).astype(np.int32)
+    if "code_norms" in a:
+        codes = line_aligned(a["codes"].shape, a["codes"].dtype)
+        codes[:] = a["codes"][order]
+        out["codes"], out["code_norms"] = codes, a["code_norms"][order]
+    moved = HnswIndex.from_arrays(out)
+    moved.validate(n)
+    return moved, np.ascontiguousarray(x[order]), np.ascontiguousarray(norms[order])
+
+
 # ------------------------------------------------------------------ the run
 
 class _Graph:
@@ -329,8 +503,12 @@ class _Graph:
         self.norms = np.linalg.norm(self.x, axis=1).astype(np.float32)
         self.unit = self.x / np.maximum(self.norms, 1e-30)[:, None]
         t = time.perf_counter()
-        self.index = HnswIndex(dim, "cosine", m, ef_construction)
-        self.index.add(self.x, self.norms, np.arange(n))
+        # the build walks the vectors whatever the walk reads, so one build serves
+        # both: the int8 graph (vv.HNSW()'s default at these dimensions) and the
+        # same graph without its codes (quantize=None)
+        self.coded = HnswIndex(dim, "cosine", m, ef_construction, quantize="int8")
+        self.coded.add(self.x, self.norms, np.arange(n))
+        self.index = _without_codes(self.coded)
         self.build = {"varvedb": time.perf_counter() - t}
         t = time.perf_counter()
         self.hnsw = hnswlib.Index(space="cosine", dim=dim)
@@ -347,9 +525,11 @@ class _Graph:
         self.entry, self.top = self.index._entry, self.index._top
         self.rot = rotation(dim)
         self._blocks: dict = {}
+        self._moved: dict = {}
         self.no_dq = np.zeros(1, np.float32)
         self.vector_bytes = 4 * dim
         self.bytes = {"varvedb": 4 * dim + self.index.node_bytes() / n,
+                      "varvedb:int8": 4 * dim + self.coded.node_bytes() / n,
                       "hnswlib": 4 * dim + 4 * 2 * m + 16}
         self.bytes["plain"] = self.bytes["oracle"] = self.bytes["varvedb"]
         for kind in ("coded", "edge"):
@@ -364,6 +544,14 @@ class _Graph:
             unit_q = test / np.maximum(np.linalg.norm(test, axis=1), 1e-30)[:, None]
             self._dq = (1.0 - unit_q @ self.unit.T).astype(np.float32)
         return self._dq
+
+    def moved(self, how: str, coded: bool):
+        """(index, rows, norms, order): the graph renumbered by :func:`node_order`."""
+        if (how, coded) not in self._moved:
+            order = node_order(self.index, how)
+            self._moved[how, coded] = (*renumbered(self.coded if coded else self.index,
+                                                   self.x, self.norms, order), order)
+        return self._moved[how, coded]
 
     def block(self, kind: str):
         if kind not in self._blocks:
@@ -380,15 +568,19 @@ def _load() -> float:
         return float(f.read().split()[0])
 
 
-def parse_engine(spec: str) -> tuple[str, float, bool]:
-    """'coded:0.5:nopf' -> (kind, eps, prefetch)."""
+def parse_engine(spec: str) -> tuple[str, float, bool, str | None]:
+    """'coded:0.5:nopf' -> (kind, eps, prefetch, order); 'varvedb:rcm' -> (..., 'rcm')."""
     kind, *opts = spec.split(":")
     if kind not in ENGINES:
         raise OptionError(f"walk engine {spec!r}: not one of {', '.join(ENGINES)}")
-    eps, prefetch = DEFAULT_EPS.get(kind, 0.0), True
+    eps, prefetch, order = DEFAULT_EPS.get(kind, 0.0), True, None
     for opt in opts:
-        if opt == "nopf" and kind not in ("varvedb", "hnswlib"):
+        if opt == "nopf" and kind != "hnswlib":
             prefetch = False
+        elif opt in ORDERS and kind == "varvedb":
+            order = opt
+        elif opt == "int8" and kind == "varvedb":
+            pass
         elif kind in DEFAULT_EPS:
             try:
                 eps = float(opt)
@@ -396,21 +588,27 @@ def parse_engine(spec: str) -> tuple[str, float, bool]:
                 raise OptionError(f"walk engine {spec!r}: {opt!r} is not an eps") from None
         else:
             raise OptionError(f"walk engine {spec!r}: {kind} takes no {opt!r}")
-    return kind, eps, prefetch
+    return kind, eps, prefetch, order
 
 
 def _engine(g: _Graph, spec: str, ef: int, test: np.ndarray):
-    """(search(i) -> ids of query ``test[i]``, stats) for one engine at one ef."""
-    kind, eps, prefetch = parse_engine(spec)
+    """(search(i) -> ids of query ``test[i]``, stats, rows: the table's row of each
+    id, or None) for one engine at one ef."""
+    kind, eps, prefetch, order = parse_engine(spec)
+    coded = "int8" in spec.split(":")
     stats = np.zeros(2, np.int64)
     if kind == "varvedb":
-        f = g.index.searcher(g.x, g.norms, K, ef=ef)
-        return (lambda i: f(test[i])[0]), stats
+        index, x, norms, rows = (g.moved(order, coded) if order else
+                                 (g.coded if coded else g.index, g.x, g.norms, None))
+        with (contextlib.nullcontext() if prefetch
+              else _walking_with(search_one_without_prefetch())):
+            f = index.searcher(x, norms, K, ef=ef)
+        return (lambda i: f(test[i])[0]), stats, rows
     if kind == "hnswlib":
         def knn(i):
             g.hnsw.set_ef(ef)
             return g.hnsw.knn_query(test[i], k=K)[0][0]
-        return knn, stats
+        return knn, stats, None
     mode = {"plain": 0, "coded": 1, "edge": 2, "oracle": 3}[kind]
     block, corr, centre = g.block(kind)
     # the oracle's distances: every query's to every row, computed once before any
@@ -429,7 +627,7 @@ def _engine(g: _Graph, spec: str, ef: int, test: np.ndarray):
                       planes, consts, mode, np.float32(eps), ef, prefetch, visited,
                       generation, pool_d, pool_i, fresh, stats)
         return pool_i[:min(size, K)].copy()
-    return walk_one, stats
+    return walk_one, stats, None
 
 
 def _at(points, target):
@@ -479,7 +677,7 @@ def run(spec: str, cache_dir: str, *, rows: int = 100_000, dim: int = 128,
     stride = max(len(test) // len(engines), 1)
     for ef in efs:
         fs = [_engine(g, e, ef, test) for e in engines]
-        for f, stats in fs:
+        for f, stats, _ in fs:
             for i in range(min(WARMUP, len(test))):
                 f(i)
             stats[:] = 0
@@ -494,12 +692,14 @@ def run(spec: str, cache_dir: str, *, rows: int = 100_000, dim: int = 128,
                     t = time.thread_time()
                     ids = fs[e][0](at)
                     spent[e] += time.thread_time() - t
+                    if fs[e][2] is not None:        # a renumbered graph's ids
+                        ids = fs[e][2][ids]
                     hits[e] += np.intersect1d(ids, truth[at]).size
             for e, name in enumerate(engines):
                 curves[name].setdefault(ef, []).append(
                     (hits[e] / truth.size, len(test) / spent[e]))
             loads.append(_load())
-        for (_, stats), name in zip(fs, engines):
+        for (_, stats, _), name in zip(fs, engines):
             counts[name][ef] = (stats / (rounds * len(test))).tolist()
             recall, qps = curves[name][ef][0][0], [p[1] for p in curves[name][ef]]
             echo(f"ef {ef:4d} {name:16s} recall {recall:.4f}  QPS median {np.median(qps):8.0f} "
@@ -510,7 +710,8 @@ def run(spec: str, cache_dir: str, *, rows: int = 100_000, dim: int = 128,
               "load": _spread(loads), "engines": {}}
     echo(f"load (1-min average after each round): {_fmt(report['load'], '.2f')}")
     for name in engines:
-        kind = parse_engine(name)[0]
+        kind = "varvedb:int8" if name.startswith("varvedb") and "int8" in name.split(":") \
+            else parse_engine(name)[0]
         entry = {"bytes_per_vector": g.bytes[kind], "curve": {
             ef: {"recall": curves[name][ef][0][0], "qps": _spread([p[1] for p in curves[name][ef]]),
                  "exact_per_query": counts[name][ef][0],

@@ -28,7 +28,8 @@ _ERRORS = (
     "NotAVarveFileError", "FormatVersionError", "CorruptFileError", "WriterLockedError",
     "FileMissingError", "OptionError", "ReadOnlyError", "ClosedError", "TransactionError",
     "TransactionAbortedError", "LockTimeoutError", "StorageError", "VersionNotFoundError",
-    "IndexMaintenanceError", "NotNullViolationError", "SqlError", "NotSupportedError",
+    "IndexMaintenanceError", "NotNullViolationError", "CheckViolationError", "SqlError",
+    "NotSupportedError",
     "ValueTooLongError", "QuerySyntaxError", "EmbedderError", "QueryTooLargeError",
     "QueryCanceledError", "BranchError", "MergeConflictError",
     # the server's and its clients' (varvedb serve, vv.Client)
@@ -63,7 +64,8 @@ if TYPE_CHECKING:           # what type checkers and IDEs see; nothing of it run
     from .client import AsyncClient, AsyncRemoteCollection, Client, RemoteCollection
     from .collection import Collection
     from .database import Database, connect
-    from .errors import (AuthenticationError, BranchError, ClosedError, CorruptFileError,
+    from .errors import (AuthenticationError, BranchError, CheckViolationError, ClosedError,
+                         CorruptFileError,
                          DimensionError, DuplicateIdError, EmbedderError, FieldTypeError,
                          FileMissingError, FilterError, FormatVersionError,
                          IndexMaintenanceError, LockTimeoutError, LogMismatchError,

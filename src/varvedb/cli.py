@@ -411,8 +411,9 @@ def export(file: str, collection: str, out: str, as_of: str | None,
               type=click.Choice(["commit", "batch", "off"]))
 @click.option("--transaction-idle-timeout", default=60.0, show_default=True,
               type=click.FloatRange(0.001),
-              help="Seconds a transaction opened over HTTP (POST /transactions) may sit "
-                   "idle before it is rolled back, freeing the writer.")
+              help="Seconds a transaction opened over HTTP (POST /transactions), or a "
+                   "--pg session inside one, may sit idle before it is rolled back "
+                   "(the session ended, 25P03), freeing the writer.")
 @click.option("--warm/--no-warm", "warm_first", default=True, show_default=True,
               help="Compile every kernel before listening (`varvedb warm`).")
 @click.option("--pg", "pg_port", default=None, type=click.IntRange(0, 65535),

@@ -53,6 +53,7 @@ import io
 import os
 import select
 import ssl
+import sys
 import threading
 import time
 import weakref
@@ -66,7 +67,7 @@ from . import cancel
 from . import errors as E
 from .query.plan import PlanNode, plan_from_dict
 from .query.request import REQUESTS, RRF_K, WEIGHTS, Count, Find, Search, as_of_to_wire
-from .reports import BranchInfo, Changes, VacuumReport
+from .reports import BranchInfo, Changes, VacuumReport, rows_bar
 from .results import Hit, Hits, SqlResult, VersionInfo
 from .schema import HNSW, IVFPQ, Field, Schema, batch_length, brief, one_id
 from .storage.backup import BackupInfo
@@ -83,6 +84,7 @@ TRANSACTION_HEADER = "X-Varve-Transaction"
 VERSION_HEADER = "X-Varve-Version"
 MIN_VERSION_HEADER = "X-Varve-Min-Version"
 BRANCH_HEADER = "X-Varve-Branch"
+BAR_STEP = 0.5   # seconds: the longest wait_indexed request while a bar is drawn
 BACKUP_VERSION, BACKUP_BYTES = "X-Varve-Backup-Version", "X-Varve-Backup-Bytes"
 
 # the transaction each client's calls run in, per thread (and per asyncio task):
@@ -715,23 +717,40 @@ class _CollectionVerbs:
         "rows_per_s", "eta_s"}."""
         return _answer((yield _get(f"{self._path}/index_status" + _query_string(field=field))))
 
-    def wait_indexed(self, field: str | None = None, timeout: float | None = None) -> Op:
+    def wait_indexed(self, field: str | None = None, timeout: float | None = None,
+                     progress: bool | None = None) -> Op:
         """Wait until a field's deferred index covers every row committed before
         this call: True then, False if `timeout` seconds passed first (None: no
         limit). Each request waits at most the server's own timeout; the client
-        asks again until its own ends."""
+        asks again until its own ends. `progress`: a bar of the rows indexed
+        meanwhile, as the embedded wait_indexed draws (None: when 50 000 rows or
+        more are left and stderr is a terminal), from index_status asked between
+        waits of at most BAR_STEP seconds."""
         if timeout is not None and (isinstance(timeout, bool) or
                                     not isinstance(timeout, (int, float)) or timeout < 0):
             raise E.OptionError(f"timeout is a number of seconds >= 0, got {brief(timeout)}")
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            a = _answer((yield _post(f"{self._path}/wait_indexed",
-                                     {"field": field, "timeout": left}, idempotent=True)))
-            if a["indexed"]:
-                return True
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
+        bar = None
+        if progress or (progress is None and sys.stderr is not None and sys.stderr.isatty()):
+            status = yield from _CollectionVerbs.index_status(self, field)
+            start = status["unlinked"]
+            bar = rows_bar(start, f"{status['field']}: waiting for its index", progress)
+        try:
+            while True:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                wait = left if bar is None else min(BAR_STEP, BAR_STEP if left is None else left)
+                a = _answer((yield _post(f"{self._path}/wait_indexed",
+                                         {"field": field, "timeout": wait}, idempotent=True)))
+                if bar is not None:
+                    status = yield from _CollectionVerbs.index_status(self, field)
+                    bar.update(max(0, min(start - status["unlinked"], start) - bar.n))
+                if a["indexed"]:
+                    return True
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+        finally:
+            if bar is not None:
+                bar.close()
 
     def vector_memory(self, field: str | None = None) -> Op:
         """Memory of a vector field (Collection.vector_memory's dict)."""
@@ -1013,8 +1032,7 @@ class _ClientVerbs:
         which is checked whole (its size, and storage.verify up to the version it
         was taken at), fsynced and renamed into place, then the folder fsynced.
         A failure leaves no PATH. Returns a BackupInfo."""
-        from .storage.backup import remove_quietly
-        from .storage.file import fsync_dir
+        from .storage.backup import place_new, remove_quietly
         from .storage.verify import verify_file
         try:
             dest = os.fspath(path)
@@ -1049,8 +1067,7 @@ class _ClientVerbs:
             report = verify_file(tmp, expect_version=version)
             if not report.ok:
                 raise E.CorruptFileError(f"the backup did not verify ({report.first_break})")
-            os.rename(tmp, dest)
-            fsync_dir(dest)
+            place_new(tmp, dest)
         except OSError as e:
             remove_quietly(tmp)
             raise E.StorageError(f"{dest}: the backup failed ({e.strerror or e}); nothing "

@@ -221,6 +221,13 @@ class NotNullViolationError(VarveError):
     sqlstate = "23502"
 
 
+class CheckViolationError(VarveError):
+    """A write would give a field a value its CHECK constraint (SQL's `CHECK (price >
+    0)`, a Field's `check`) finds false. Like PostgreSQL's check_violation (SQLSTATE
+    23514): nothing was written."""
+    sqlstate = "23514"
+
+
 class QuerySyntaxError(VarveError):
     """A full-text query (search(text=...), SQL's `body @@ 'query'`) is malformed:
     an unclosed quote or parenthesis, a dangling OR, a lone `-`, an empty query,

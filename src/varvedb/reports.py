@@ -1,11 +1,14 @@
 """What the maintenance verbs answer, as plain data, with nothing of the engine
 imported: the embedded verbs (Database.branch, diff, vacuum) build them, and
 vv.Client builds the same classes from the server's JSON (the client loads no
-engine). BackupInfo and VerifyReport live beside their code in storage/.
+engine). BackupInfo and VerifyReport live beside their code in storage/. And
+the bar of rows an index still takes, drawn by the engine and the client alike.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+PROGRESS_FROM = 50_000   # rows left from which rows_bar shows a bar (on a terminal)
 
 
 @dataclass
@@ -37,3 +40,13 @@ class VacuumReport:
     bytes_before: int      # bytes of the file in use (its preallocated tail aside)
     bytes_after: int
     seconds: float
+
+
+def rows_bar(left: int, desc: str, progress: bool | None):
+    """A bar of `left` rows to index, saying `desc`, or None: with `progress`, or
+    (None) from PROGRESS_FROM rows left when stderr is a terminal."""
+    if not left or not (progress or (progress is None and left >= PROGRESS_FROM)):
+        return None
+    from tqdm import tqdm
+    return tqdm(total=left, unit="rows", unit_scale=True, desc=desc,
+                disable=None if progress is None else False)

@@ -42,7 +42,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from .errors import (BitLengthError, DimensionError, FieldTypeError, NonFiniteVectorError,
+from .errors import (BitLengthError, CheckViolationError, DimensionError, FieldTypeError, NonFiniteVectorError,
                      NotNullViolationError, OptionError, SchemaError, UnknownFieldError, ValueTooLongError,
                      VarveError)
 from .storage.format import code_width
@@ -101,8 +101,21 @@ class HNSW:
     # smaller than the vectors, else None (fit_index decides, by the field)
     quantize: str | None = "auto"
     pq_m: int | None = None
+    # An expression index (SQL's `USING hnsw ((embedding::halfvec(3)) halfvec_l2_ops)`):
+    # the graph is over each row's field value made into (how, start, count, dtype):
+    # how "cast" (to `dtype`), "binary_quantize" (bit) or "subvector" (count
+    # elements from the 1-based start, as `dtype`); None: the value itself.
+    expr: tuple | None = None
+    # A partial index (SQL's `... WHERE category_id = 123`): only rows whose
+    # scalar fields meet every (field, op, value) are in it; op one of PREDICATE_OPS
+    where: tuple | None = None
 
     def __post_init__(self):
+        for key in ("expr", "where"):       # msgpack gives lists back
+            val = getattr(self, key)
+            if isinstance(val, list):
+                object.__setattr__(self, key, tuple(tuple(v) if isinstance(v, list) else v
+                                                    for v in val))
         for key in HNSW_LIMITS:
             val = getattr(self, key)
             if isinstance(val, np.integer) and not isinstance(val, np.bool_):
@@ -117,9 +130,12 @@ class HNSW:
             if type(val) is not int or not low <= val <= high:
                 raise SchemaError(f"HNSW {key} must be an integer in {low}..{high}, "
                                   f"got {brief(val)}")
+        # l1 (SQL's vector_l1_ops): a graph of l2 neighbours ranked by l1
+        # (index/vector_index.py); the field keeps its own metric
         if self.metric is not None and (not isinstance(self.metric, str)
-                                        or self.metric not in METRICS):
-            raise SchemaError(f"HNSW metric is one of {METRICS}, got {brief(self.metric)}")
+                                        or self.metric not in QUERY_METRICS):
+            raise SchemaError(f"HNSW metric is one of {QUERY_METRICS}, got "
+                              f"{brief(self.metric)}")
         if self.name is not None and (not isinstance(self.name, str) or not _NAME.match(self.name)):
             raise SchemaError(f"invalid index name {brief(self.name)}")
         if self.quantize not in HNSW_QUANTIZERS:
@@ -132,6 +148,7 @@ class HNSW:
             raise SchemaError(f"HNSW quantize='pq' takes pq_m, an integer in 1.."
                               f"{IVF_LIMITS['pq_m'][1]} dividing the dimension (and no "
                               f"other quantizer takes one), got pq_m={brief(self.pq_m)}")
+        check_index_expr(self.expr, self.where, self.metric)
 
     def to_dict(self) -> dict:
         d = {"kind": "hnsw", "m": self.m, "ef_construction": self.ef_construction,
@@ -144,6 +161,10 @@ class HNSW:
         d["quantize"] = self.quantize
         if self.pq_m is not None:
             d["pq_m"] = self.pq_m
+        if self.expr is not None:
+            d["expr"] = list(self.expr)
+        if self.where is not None:
+            d["where"] = [list(c) for c in self.where]
         return d
 
 
@@ -221,6 +242,10 @@ class Field:
     b: float = 0.75                   # fts: BM25's length normalisation
     embed: str | None = None          # vector: the embedder spec (embed.resolve) that fills it
     source: str | None = None         # vector: the text field it embeds
+    # int, float, bool, text: a CHECK constraint (SQL's `CHECK (price > 0)`): (op, value)
+    # conditions AND-ed (op one of PREDICATE_OPS) that every value written must not
+    # make false (a null makes a comparison unknown, which passes, as in SQL)
+    check: tuple | None = None
 
     def __post_init__(self):
         # Fields are also built directly (vv.Field(...)) and from a file's
@@ -292,6 +317,7 @@ class Field:
         self._check_fts_options(self.fts)
         if self.embed is not None or self.source is not None:
             raise SchemaError(f"embed= and source= are options of vector fields, not {k}")
+        self._check_check()
         if self.dim != 0 or self.vector_index is not None:
             raise SchemaError(f"a {k} field has no dimension or vector index")
         if self.max_length is not None and (k != "text" or not is_int(self.max_length)
@@ -307,6 +333,25 @@ class Field:
             object.__setattr__(self, "default", from_micros(stored) if k == "timestamp"
                                else stored)
         object.__setattr__(self, "_stored_default", stored)
+
+    def _check_check(self) -> None:
+        """`check` as the field says: (op, value) conditions on an int, float, bool or
+        text field, each value of the field's type (read from a file too)."""
+        c = self.check
+        if c is None:
+            return
+        if isinstance(c, list):             # msgpack gives lists back
+            c = tuple(tuple(x) if isinstance(x, list) else x for x in c)
+            object.__setattr__(self, "check", c)
+        ok = {"int": (int,), "float": (int, float), "bool": (bool,), "text": (str,)}.get(self.kind)
+        if ok is None or not (isinstance(c, tuple) and 1 <= len(c) <= 16 and all(
+                isinstance(x, tuple) and len(x) == 2 and x[0] in PREDICATE_OPS
+                and (x[1] is None) == x[0].startswith("is ")
+                and (x[1] is None or (type(x[1]) in ok and not (
+                    self.kind in ("int", "float") and type(x[1]) is bool)))
+                for x in c)):
+            raise SchemaError(f"a check is (op, value) conditions on an int, float, bool or "
+                              f"text field, got {brief(c)} on a {self.kind} field")
 
     def _check_fts_options(self, fts: bool) -> None:
         """stem, k1 and b belong to a full-text index, and take sane values."""
@@ -399,6 +444,8 @@ class Field:
                     d.update(k1=self.k1, b=self.b)
             if self.default is not None:    # a timestamp as int microseconds
                 d["default"] = self._stored_default
+            if self.check is not None:
+                d["check"] = [list(x) for x in self.check]
         if self.not_null:
             d["not_null"] = True
         return d
@@ -453,7 +500,7 @@ class Field:
                          default=default, index_name=d.get("index_name"),
                          max_length=d.get("max_length"), stem=d.get("stem"),
                          ts_config=d.get("ts_config"),
-                         k1=d.get("k1", 1.2), b=d.get("b", 0.75))
+                         k1=d.get("k1", 1.2), b=d.get("b", 0.75), check=d.get("check"))
         except VarveError as e:    # a default that does not fit its kind
             raise SchemaError(f"a {kind} field: {e}") from None
 
@@ -468,7 +515,45 @@ def index_spec_from_dict(d: dict) -> HNSW | IVFPQ:
         raise SchemaError(f"a vector index spec is {{'kind': 'hnsw' | 'ivfpq', ...}}, "
                           f"got {brief(d)}")
     return HNSW(**{key: d.get(key) for key in HNSW_LIMITS}, metric=d.get("metric"),
-                name=d.get("name"), quantize=d.get("quantize"), pq_m=d.get("pq_m"))
+                name=d.get("name"), quantize=d.get("quantize"), pq_m=d.get("pq_m"),
+                expr=d.get("expr"), where=d.get("where"))
+
+
+PREDICATE_OPS = ("=", "<>", "<", "<=", ">", ">=", "is null", "is not null")
+INDEX_EXPRS = ("cast", "binary_quantize", "subvector")
+
+
+def check_index_expr(expr, where, metric) -> None:
+    """SchemaError unless `expr` and `where` are an HNSW spec's expression and
+    predicate as HNSW's fields say (read from a file too: checked, not trusted)."""
+    if expr is not None:
+        if not (isinstance(expr, tuple) and len(expr) == 4 and expr[0] in INDEX_EXPRS
+                and all(type(v) is int and 0 <= v <= MAX_DIM for v in expr[1:3])
+                and expr[3] in ("f32", "f16", "bit")
+                and (expr[0] == "binary_quantize") == (expr[3] == "bit")
+                and (expr[0] == "subvector") == (expr[2] > 0)):
+            raise SchemaError(f"an index expression is (how, start, count, dtype), got "
+                              f"{brief(expr)}")
+        if metric is None:
+            raise SchemaError("an index on an expression names its metric")
+    if where is not None:
+        if not (isinstance(where, tuple) and 1 <= len(where) <= 16 and all(
+                isinstance(c, tuple) and len(c) == 3 and isinstance(c[0], str)
+                and _NAME.match(c[0]) and c[1] in PREDICATE_OPS
+                and (c[2] is None) == c[1].startswith("is ")
+                and (c[2] is None or type(c[2]) in (int, float, bool, str))
+                for c in where)):
+            raise SchemaError(f"a partial index's predicate is (field, op, value) "
+                              f"conditions, got {brief(where)}")
+
+
+def index_shape(spec, dtype: str, dim: int) -> tuple[str, int]:
+    """(dtype, dim) of the vectors an index over a field of `dtype` and `dim`
+    holds: the field's own, or its expression's."""
+    expr = getattr(spec, "expr", None)
+    if expr is None:
+        return dtype, dim
+    return expr[3], expr[2] if expr[0] == "subvector" else dim
 
 
 # Every helper takes not_null= (a null is refused on every write) and, but for
@@ -544,6 +629,19 @@ def check_metric_dtype(metric: str, dtype: str) -> None:
                              "hamming measures bit vectors (dtype='bit') only"))
 
 
+def check_index_source(spec, dtype: str, dim: int) -> None:
+    """SchemaError unless an index expression reads a field of `dtype` and `dim`:
+    a float vector, and a subvector within it."""
+    expr = getattr(spec, "expr", None)
+    if expr is None:
+        return
+    if dtype not in ("f32", "f16"):
+        raise SchemaError(f"an index expression reads a vector or halfvec field, not {dtype}")
+    if expr[0] == "subvector" and not (1 <= expr[1] and expr[1] + expr[2] - 1 <= dim):
+        raise SchemaError(f"subvector({expr[1]}, {expr[2]}) lies outside a {dim}-dimension "
+                          "field")
+
+
 def fit_index(spec: HNSW | IVFPQ, dtype: str, dim: int) -> HNSW | IVFPQ:
     """`spec` for vectors of `dtype` and `dim`, checked (_check_index_dtype), with
     quantize="auto" decided: int8 codes where they are smaller than the vectors
@@ -551,6 +649,8 @@ def fit_index(spec: HNSW | IVFPQ, dtype: str, dim: int) -> HNSW | IVFPQ:
     else the vectors themselves. Measured (docs/bench.md): at recall 0.95 the int8
     walk answered 1.05-1.35x the plain one's queries a second on GloVe-50, MiniLM
     384-d and clustered 128-d sets, and still reaches 0.99."""
+    check_index_source(spec, dtype, dim)
+    dtype, dim = index_shape(spec, dtype, dim)
     if isinstance(spec, HNSW) and spec.quantize == "auto":
         small = dtype in ("f32", "f16") and code_width(dim) < dim * (4 if dtype == "f32" else 2)
         spec = replace(spec, quantize="int8" if small else None)
@@ -672,6 +772,11 @@ class Schema:
         return tuple(n for n, f in self.fields.items() if f.not_null)
 
     @cached_property
+    def checked(self) -> tuple:
+        """The fields with a check (CHECK constraint)."""
+        return tuple(n for n, f in self.fields.items() if f.check is not None)
+
+    @cached_property
     def embedded(self) -> tuple:
         """The vector fields embedded from a text field (engine/embedding.py)."""
         return tuple(n for n, f in self.fields.items() if f.embed is not None)
@@ -757,10 +862,11 @@ class Batch:
         return len(self.ids)
 
 
-def complete_columns(schema: Schema, columns: dict, n: int) -> dict:
-    """The columns of n new rows with every absent field that has a default
-    filled with it (absent fields without one stay absent: null); raises
-    NotNullViolationError if a not_null field would hold a null."""
+def complete_columns(schema: Schema, columns: dict, n: int, table: str = "") -> dict:
+    """The columns of n new rows (of `table`) with every absent field that has a
+    default filled with it (absent fields without one stay absent: null); raises
+    NotNullViolationError if a not_null field would hold a null, CheckViolationError
+    if a value fails its field's check."""
     out = columns
     for name in schema.defaulted:
         if name not in columns and n:
@@ -768,6 +874,7 @@ def complete_columns(schema: Schema, columns: dict, n: int) -> dict:
                 out = dict(columns)
             out[name] = schema.fields[name].default_column(n)
     check_not_null(schema, out, n)
+    check_constraints(schema, out, n, table)
     return out
 
 
@@ -786,6 +893,41 @@ def check_not_null(schema: Schema, columns: dict, n: int) -> None:
             nulls = np.fromiter((v is None for v in vals), bool, len(vals))
         if np.any(nulls):
             raise NotNullViolationError(f"field {name!r} is not null; a row gives it null")
+
+
+def check_constraints(schema: Schema, columns: dict, n: int, table: str = "") -> None:
+    """CheckViolationError if a value of the columns of n rows (as coerce_values
+    gives them) makes a field's check false; an absent field is null (passes
+    but for IS NOT NULL)."""
+    if not n:
+        return
+    for name in schema.checked:
+        col = columns.get(name)
+        if col is None:
+            vals, nulls = None, np.ones(n, bool)
+        else:
+            vals, nulls = col
+            if nulls is None:
+                nulls = np.fromiter((v is None for v in vals), bool, len(vals))
+            nulls = np.asarray(nulls, bool)
+        for op, value in schema.fields[name].check:
+            if op == "is null":
+                bad = ~nulls
+            elif op == "is not null":
+                bad = nulls
+            elif vals is None:
+                continue
+            else:
+                v = np.array([value if x is None else x for x in vals], object) \
+                    if isinstance(vals, list) else np.asarray(vals)
+                with np.errstate(invalid="ignore"):
+                    ok = {"=": v == value, "<>": v != value, "<": v < value, "<=": v <= value,
+                          ">": v > value, ">=": v >= value}[op]
+                bad = ~np.asarray(ok, bool) & ~nulls
+            if bad.any():
+                raise CheckViolationError(
+                    f'new row for relation "{table}" violates check constraint '
+                    f'"{table}_{name}_check"')
 
 
 def validate_name(name: str, what: str = "collection") -> str:

@@ -152,3 +152,12 @@ SELECT abs();
 -- !! 42883
 SELECT quote_ident(5);
 -- !! 42883
+-- a float8 cast to an integer rounds halves to even (rint); a numeric literal, away from zero
+CREATE TABLE halves (id bigint PRIMARY KEY, x double precision);
+INSERT INTO halves VALUES (1, 0.5), (2, 1.5), (3, 2.5), (4, -2.5), (5, 3.7), (6, -0.5);
+SELECT id, x::int, x::bigint, CAST(x AS integer) FROM halves ORDER BY id;
+-- => [(1, 0, 0, 0), (2, 2, 2, 2), (3, 2, 2, 2), (4, -2, -2, -2), (5, 4, 4, 4), (6, 0, 0, 0)]
+SELECT 2.5::float8::int, 0.5::float8::bigint, (-2.5)::float8::int, 2.5::int, (-2.5)::int, (1.5 + 1)::int;
+-- => [(2, 0, -2, 3, -3, 3)]
+SELECT id FROM halves WHERE x::int = 2 ORDER BY id;
+-- => [(2,), (3,)]

@@ -63,3 +63,13 @@ SELECT string_agg(DISTINCT 'x', ',');
 -- a result column of vectors of different dimensions (PostgreSQL's may mix them)
 SELECT '[1,2,3]'::vector UNION SELECT '[1,2]'::vector;
 -- !! 0A000
+SELECT column1::vector FROM (VALUES ('[1,2]'), ('[1,2,3]')) t;
+-- !! 0A000
+-- rows a statement builds that no table holds are bounded (MAX_BUILT_ROWS, 10 million):
+-- a series or a join's pairs past it is 54000 before anything is allocated
+SELECT count(*) FROM generate_series(1, 10000001) g;
+-- !! 54000
+SELECT count(*) FROM generate_series(1, 10000000) g;
+-- => [(10000000,)]
+SELECT count(*) FROM generate_series(1, 4000) a, generate_series(1, 3000) b;
+-- !! 54000

@@ -206,3 +206,17 @@ SELECT avg(v) FROM huge;
 -- => [([3e38, 1.5],)]
 SELECT sum(h), avg(h) FROM halves;
 -- => [([0.75, 3.25, -1.75], [0.25, 1.0830078125, -0.58349609375])]
+-- ORDER BY / DISTINCT / GROUP BY a vector compare element by element as floats
+-- (pgvector's vector_cmp): negative before positive, -0 equal to 0
+CREATE TABLE vord (id bigint PRIMARY KEY, e vector(2), h halfvec(2));
+INSERT INTO vord VALUES (1, '[1,2]', '[1,2]'), (2, '[0,5]', '[0,5]'), (3, '[-1,9]', '[-1,9]'),
+    (4, '[1,1.5]', '[1,1.5]'), (5, '[0,1]', '[0,1]'), (6, '[-0,1]', '[-0,1]'), (7, NULL, NULL);
+SELECT id FROM vord ORDER BY e, id;
+-- => [(3,), (5,), (6,), (2,), (4,), (1,), (7,)]
+SELECT id FROM vord ORDER BY e DESC, id;
+-- => [(7,), (1,), (4,), (2,), (5,), (6,), (3,)]
+SELECT id FROM vord ORDER BY h, id;
+-- => [(3,), (5,), (6,), (2,), (4,), (1,), (7,)]
+SELECT count(*) FROM (SELECT DISTINCT e FROM vord) s;
+-- => [(6,)]
+SELECT e::text, count(*) FROM vord GROUP BY e ORDER BY e;

@@ -43,10 +43,12 @@ from ..errors import (BranchError, ClosedError, CorruptFileError, IndexMaintenan
                       NotNullViolationError, OptionError,
                       ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
                       TransactionError, UnknownFieldError, VarveError)
-from ..schema import (Field, Schema, brief, check_not_null, complete_columns, fit_index,
+from ..schema import (Field, Schema, brief, check_constraints, check_not_null,
+                      complete_columns, fit_index,
                       validate_name)
 from .embedding import check_embedders, fill_embedded, unchanged_texts
 from ..storage import format as F
+from ..reports import rows_bar
 from ..storage import backup, log_reader, shipping
 from ..storage.file import DatabaseFile, fsync_dir, real_path
 from ..storage.backup import BackupInfo
@@ -55,7 +57,7 @@ from ..storage.log_writer import LogWriter
 from . import checkpoint, frames, merge, vacuum
 from .branches import HEAD, MAIN, Branch, Catalog, View, main_view
 from .history import Commit
-from .maintainer import Maintainer, rows_bar
+from .maintainer import Maintainer
 from .rowmap import RowMap
 from .snapshot import Snapshot, take as take_snapshot
 from .table import Table, check_unique
@@ -483,7 +485,7 @@ class Engine:
         NotNullViolationError if a not_null field would be null."""
         self._check_writing(tx)
         self._check_current(t)
-        columns = fill_embedded(t.schema, complete_columns(t.schema, columns, len(ids)),
+        columns = fill_embedded(t.schema, complete_columns(t.schema, columns, len(ids), t.name),
                                 len(ids))
         t.check_new_ids(_keys(ids))
         self.append_rows(tx, t, ids, columns)
@@ -512,7 +514,7 @@ class Engine:
         allow = None
         if live.any():
             columns, allow = _merged(t, old, live, columns, named or {})
-        columns = fill_embedded(t.schema, complete_columns(t.schema, columns, n), n,
+        columns = fill_embedded(t.schema, complete_columns(t.schema, columns, n, t.name), n,
                                 allow=allow)
         self.delete(tx, t, old[live])
         self.append_rows(tx, t, ids, columns)
@@ -522,7 +524,7 @@ class Engine:
         any (fields absent from `columns` and not_null ones as in `insert`)."""
         self._check_writing(tx)
         self._check_current(t)
-        columns = fill_embedded(t.schema, complete_columns(t.schema, columns, len(ids)),
+        columns = fill_embedded(t.schema, complete_columns(t.schema, columns, len(ids), t.name),
                                 len(ids))
         keys = _keys(ids)
         check_unique(keys)
@@ -545,8 +547,9 @@ class Engine:
         _check_rows(t, rows)
         if not len(rows):
             return
-        check_not_null(Schema({k: f for k, f in t.schema.fields.items() if k in values}),
-                       values, len(rows))
+        given = Schema({k: f for k, f in t.schema.fields.items() if k in values})
+        check_not_null(given, values, len(rows))
+        check_constraints(given, values, len(rows), t.name)
         cols = {}
         for name, col in t.columns.items():
             cols[name] = values[name] if name in values else col.take(rows)
@@ -908,7 +911,7 @@ class Engine:
         """Wait until `field`'s deferred index covers the rows committed when called
         (the maintainer's event, not a poll); False if `timeout` seconds passed
         first. A read-only engine links nothing: it answers at once. `progress`: a
-        bar of the rows indexed meanwhile (maintainer.rows_bar)."""
+        bar of the rows indexed meanwhile (reports.rows_bar)."""
         ix = table.vector_indexes.get(field) or table.text_indexes[field]
         target = table.committed_n
         if self.maintainer is not None:

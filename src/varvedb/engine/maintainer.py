@@ -35,13 +35,13 @@ import weakref
 from contextlib import contextmanager
 
 from ..errors import IndexMaintenanceError
+from ..reports import rows_bar
 
 log = logging.getLogger("varvedb.index")
 
 
 PACE_MIN_S = 0.01   # the shortest and longest rest between two passes (see _run)
 PACE_MAX_S = 0.05
-PROGRESS_FROM = 50_000   # rows left from which finish() shows a bar (on a terminal)
 RATE_WEIGHT = 0.3        # of the newest chunk in the rows/s average (index_status's ETA)
 
 _LIVE: "weakref.WeakSet[Maintainer]" = weakref.WeakSet()
@@ -96,7 +96,7 @@ class Maintainer:
 
         The caller holds the engine's writer lock, so no rows are committed
         meanwhile; a chunk the maintainer has in flight is finished first.
-        `progress`: a bar of the rows linked (None: from PROGRESS_FROM rows left,
+        `progress`: a bar of the rows linked (None: from reports.PROGRESS_FROM rows left,
         when stderr is a terminal), saying what `why` waits for."""
         left = self.unlinked()
         bar = rows_bar(left, f"{why}: linking the rows not yet indexed", progress)
@@ -212,13 +212,3 @@ class Maintainer:
         rate = rows / max(seconds, 1e-6)
         self.rate = rate if self.rate is None else \
             RATE_WEIGHT * rate + (1 - RATE_WEIGHT) * self.rate
-
-
-def rows_bar(left: int, desc: str, progress: bool | None):
-    """A bar of `left` rows to index, saying `desc`, or None: with `progress`, or
-    (None) from PROGRESS_FROM rows left when stderr is a terminal."""
-    if not left or not (progress or (progress is None and left >= PROGRESS_FROM)):
-        return None
-    from tqdm import tqdm
-    return tqdm(total=left, unit="rows", unit_scale=True, desc=desc,
-                disable=None if progress is None else False)

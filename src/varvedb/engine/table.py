@@ -33,9 +33,9 @@ from ..index.fts import FtsIndex
 from ..index.protocol import SCALAR_KINDS, TEXT_KINDS, VECTOR_KINDS, Index
 from ..index.scalar import make_scalar_index
 from ..index.vector_index import make_vector_index
-from ..schema import HNSW, ID_END, Field, Schema, coerce_ids
+from ..schema import HNSW, ID_END, Field, Schema, coerce_ids, index_shape
 from .branches import HEAD, MAIN, View, main_view
-from .columns import Growable, TextColumn, VectorColumn, make_column
+from .columns import DerivedColumn, Growable, TextColumn, VectorColumn, make_column
 
 ALIVE = np.iinfo(np.int64).max
 
@@ -509,12 +509,33 @@ class Table:
     def create_index(self, field: str, hnsw: HNSW, version: int) -> None:
         """Apply a CreateIndex frame: the graph starts empty and is linked after commit."""
         f = self.schema.fields[field]
-        if hnsw.metric is not None:       # an SQL operator class names the metric
+        # an SQL operator class names the metric: the field's, unless the index is
+        # over an expression of it (whose metric is the index's own)
+        # (nor l1's, which ranks a graph of l2 neighbours: the field's metric is one
+        # a graph is built for)
+        if hnsw.metric not in (None, "l1") and getattr(hnsw, "expr", None) is None:
             f = replace(f, metric=hnsw.metric)
         fields = dict(self.schema.fields)
-        fields[field] = replace(f, vector_index=hnsw)
+        fields[field] = f = replace(f, vector_index=hnsw)
         self.schema = replace(self.schema, fields=fields)
-        self.set_index(field, make_vector_index(field, f.width, f.metric, hnsw))
+        self.set_index(field, field_vector_index(field, f))
+
+    def index_column(self, field: str, n: int, ix=None, col=None):
+        """What the field's vector index holds, over rows [0, n): the field's column,
+        or for an index on an expression or with a predicate its DerivedColumn
+        (kept on the index, derived as far as n's committed rows)."""
+        col = self.columns[field] if col is None else col
+        ix = self.vector_indexes.get(field) if ix is None else ix
+        spec = None if ix is None else ix.spec
+        if getattr(spec, "expr", None) is None and getattr(spec, "where", None) is None:
+            return col
+        d = ix.derived
+        if d is None or d.source is not col:
+            def predicate():    # the schema's: a renamed column's new name, at this state
+                f = self.schema.fields.get(field)
+                return self.columns, getattr(f and f.vector_index, "where", None) or spec.where
+            d = ix.derived = DerivedColumn(col, spec, predicate, lambda: self.committed_n)
+        return d.fill(n)
 
     # ---- schema changes (each applies one DDL frame; no row is rewritten) ----------
     # The schema is the current one for every read, as_of included: a renamed
@@ -546,8 +567,13 @@ class Table:
         self._set_schema({**self.schema.fields, name: f})
 
     def drop_column(self, name: str) -> None:
-        self._set_schema({k: f for k, f in self.schema.fields.items() if k != name})
-        self._set_indexes({key: ix for key, ix in self._indexes.items() if key[0] != name})
+        # a partial index whose predicate reads the column goes with it (PostgreSQL's rule)
+        gone = {k for k, f in self.schema.fields.items()
+                if any(c[0] == name for c in getattr(f.vector_index, "where", None) or ())}
+        self._set_schema({k: replace(f, vector_index=None) if k in gone else f
+                          for k, f in self.schema.fields.items() if k != name})
+        self._set_indexes({key: ix for key, ix in self._indexes.items()
+                           if key[0] != name and not (key[0] in gone and key[1] in VECTOR_KINDS)})
         self.columns = {k: c for k, c in self.columns.items() if k != name}
 
     def rename_column(self, old: str, new: str) -> None:
@@ -565,9 +591,19 @@ class Table:
                 f = new
             by_key[f, kind] = ix
         self._set_indexes(by_key)
-        # a vector filled from the renamed text field now names it as its source
-        self._set_schema({k: replace(f, source=new) if f.source == old else f
-                          for k, f in renamed(self.schema.fields).items()})
+        # a vector filled from the renamed text field now names it as its source, and
+        # a partial index's predicate the column by its new name
+        fields = {}
+        for k, f in renamed(self.schema.fields).items():
+            if f.source == old:
+                f = replace(f, source=new)
+            where = getattr(f.vector_index, "where", None)
+            if where and any(c[0] == old for c in where):
+                spec = replace(f.vector_index, where=tuple(
+                    (new if c[0] == old else c[0], *c[1:]) for c in where))
+                f = replace(f, vector_index=spec)   # (what DerivedColumn reads)
+            fields[k] = f
+        self._set_schema(fields)
 
     def create_scalar_index(self, field: str, kind: str, name: str | None = None,
                             ts_config: str | None = None) -> None:
@@ -632,6 +668,8 @@ class Table:
             if not ix.in_step:
                 col = columns.get(name)
                 if col is not None:
+                    if ix.PREFIX == "vx":
+                        col = self.index_column(name, self.committed_n, ix, col)
                     moved += ix.extend(col, self.committed_n)
         return moved
 
@@ -649,6 +687,19 @@ def _born_in(view: View, born: np.ndarray, died: np.ndarray, births: np.ndarray 
     return mask
 
 
+def field_vector_index(name: str, f: Field):
+    """The empty vector index of a field's spec: over the field's vectors, or over
+    its index expression's (their width, the index's metric)."""
+    spec = f.vector_index
+    expr = getattr(spec, "expr", None)
+    if expr is None:
+        metric = "l1" if getattr(spec, "metric", None) == "l1" else f.metric
+        return make_vector_index(name, f.width, metric, spec)
+    dtype, dim = index_shape(spec, f.dtype, f.dim)
+    return make_vector_index(name, (dim + 7) // 8 if dtype == "bit" else dim, spec.metric,
+                             spec)
+
+
 def field_indexes(name: str, f: Field) -> list:
     """The empty indexes a field's spec asks for: scalar, full-text, vector."""
     out = []
@@ -657,7 +708,7 @@ def field_indexes(name: str, f: Field) -> list:
     if f.fts:
         out.append(make_text_index(name, f))
     if f.kind == "vector" and f.vector_index is not None:
-        out.append(make_vector_index(name, f.width, f.metric, f.vector_index))
+        out.append(field_vector_index(name, f))
     return out
 
 

@@ -17,9 +17,10 @@ main's line only and no branch), the new file holds
 Row versions dead by K are gone, with their graph nodes: the graphs are
 rebuilt from the kept rows when the new file is first opened here (which
 also checkpoints it, so no later open relinks). The file is written beside
-the old one as PATH.vacuum, fsynced, locked, and renamed over PATH; a crash
-before the rename leaves the old file whole (and a stale PATH.vacuum, which
-the next vacuum removes), after it the new one. The writer lock is held
+the old one as PATH.vacuum-<random> (never a name already taken: rewrite.py),
+fsynced, locked, and renamed over PATH; a crash before the rename leaves the
+old file whole (and the new one, which the next vacuum removes), after it the
+new one. The writer lock is held
 throughout: other writers wait (their timeout applies), readers of this
 connection go on answering from the old state until the new one is loaded,
 and readers in other processes until they refresh().
@@ -44,7 +45,7 @@ from ..storage import log_reader
 from ..storage.backup import remove_quietly as _remove
 from ..storage.file import DatabaseFile, fsync_dir
 from ..storage.log_writer import LogWriter
-from ..storage.rewrite import NewLog
+from ..storage.rewrite import NewLog, new_path, remove_leftovers
 from . import frames
 from .rowmap import log_n
 from .snapshot import resolve
@@ -106,8 +107,8 @@ def vacuum(engine, keep, progress: bool | None = None, graphs: str = "rebuild"
         before = engine.log.end     # bytes in use (the file is preallocated past them)
         if k == 0:                 # no commit yet: nothing to keep or drop
             return VacuumReport(0, 0, 0, 0, before, before, time.perf_counter() - t0)
-        tmp = path + ".vacuum"
-        _remove(tmp)         # left by a vacuum cut short: never the live file
+        remove_leftovers(path, engine.log.file.file_id)
+        tmp = new_path(path)
         try:
             kept, dropped, rows = _write(engine, k, tmp, progress)
             prepare = None
@@ -121,7 +122,8 @@ def vacuum(engine, keep, progress: bool | None = None, graphs: str = "rebuild"
                 fresh.close()
             new = DatabaseFile(tmp)    # its lock, before the file takes the name
         except BaseException as e:
-            _remove(tmp)
+            if not isinstance(e, FileExistsError):     # (O_EXCL: never another's file)
+                _remove(tmp)
             if isinstance(e, OSError) and not isinstance(e, StorageError):
                 # the new file's writes: the old file is untouched
                 raise StorageError(f"{path}: vacuum failed ({e.strerror or e}); the file is "
@@ -241,12 +243,10 @@ def _repair_graphs(engine, rows: dict, fresh) -> None:
             was = old.vector_indexes.get(name)
             if vi.kind != "hnsw" or was is None or was.kind != "hnsw" or was.spec != vi.spec:
                 continue
-            col = t.columns[name]
-            arena, norms = col.frozen(t.n)
+            arena, norms = t.index_column(name, t.n).frozen(t.n)
             was.check_loaded()      # the repair's kernels read the old graph
             graph = was.graph.repaired(kept[kept < was.linked], arena, norms)
-            t.set_index(name, HnswVectorIndex(name, col.field.width, col.field.metric,
-                                              vi.spec, graph,
+            t.set_index(name, HnswVectorIndex(name, vi.dim, vi.metric, vi.spec, graph,
                                               int(np.searchsorted(kept, was.linked))))
 
 

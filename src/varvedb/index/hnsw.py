@@ -11,8 +11,10 @@ Layout (the kernels in :mod:`varvedb.kernels.hnsw` explain their side):
 
 * ``levels``      int8  ``(cap,)``         -1 = the row is not a node, else its top level.
 * ``links0``      int32 ``(cap, 2m)``      level-0 out-links, -1 padded.
-* ``upper_slot``  int32 ``(cap,)``         slot of the node's upper lists, or -1.
-* ``upper_links`` int32 ``(slots, L, m)``  upper lists, level l at ``[:, l - 1]``.
+* ``upper_slot``  int32 ``(cap,)``         row of the node's level-1 list in
+                                            ``upper_links``, or -1.
+* ``upper_links`` int32 ``(lists, m)``     upper lists: a node of level L owns L
+                                            rows, level l at ``upper_slot + l - 1``.
 * ``twins``       int32 ``(cap,)``         rings of rows with bit-identical vectors
                                             (encoding in the kernels' docstring).
 * ``codes``       int8  ``(cap, w)``       quantize="int8" only: each node's codes
@@ -23,10 +25,12 @@ Layout (the kernels in :mod:`varvedb.kernels.hnsw` explain their side):
                                             code (:mod:`varvedb.kernels.pq`), with the
                                             ``codebooks`` (pq_m, 256, dim / pq_m).
 
-``cap`` (rows) and ``slots`` grow by doubling, so growth costs an amortised
-copy per element; ``L`` grows to the highest level drawn. A node costs
-``8m + 10`` bytes on level 0 plus ``4 L m / m`` for the upper levels: about
-155 bytes at m=16, on top of the arena itself.
+``cap`` (rows) and ``lists`` grow by doubling, so growth costs an amortised
+copy per element. A node costs ``8m + 10`` bytes on level 0 plus, for the upper
+levels it has, ``4m`` bytes a level (on average ``4m / (m - 1)``: about 4
+bytes at m=16): about 143 bytes at m=16, on top of the arena itself. (Format 3
+gave each upper node a slot of every level the graph had, ``4 L`` bytes a node
+on average; it is still read, and converted when opened.)
 
 A node's level is ``floor(-ln U / ln m)``, U from a splitmix64 hash of (seed,
 row): a seeded draw that needs no stored RNG state to survive a checkpoint and
@@ -75,7 +79,8 @@ from ..storage.format import code_width
 from ..storage.memory import line_aligned
 from . import prefetch
 
-_FORMAT = 3              # 1: before quantize (13 params), 2: before pq (15); both read
+_FORMAT = 4              # 1: before quantize (13 params), 2: before pq (15), 3: before a
+                         # node's upper levels were its own (upper_links (slots, L, m)); all read
 _MAX_LEVEL = 30
 # Batches grow with the graph, up to a quarter of its size and at most
 # _MAX_BATCH rows: small enough that a batch rarely misses a neighbour it would
@@ -256,7 +261,8 @@ class HnswIndex:
         self._levels = np.full(0, -1, np.int8)
         self._links0 = np.full((0, 2 * self.m), -1, np.int32)
         self._upper_slot = np.full(0, -1, np.int32)
-        self._upper_links = np.full((0, 0, self.m), -1, np.int32)
+        self._upper_links = np.full((0, self.m), -1, np.int32)
+        self._upper_levels = 0      # the highest level of any node (L)
         self._twins = np.full(0, -1, np.int32)
         # quantize="int8": the walk's codes (kernels.codes), one row per arena row
         self._code_width = code_width(dim)
@@ -414,18 +420,20 @@ class HnswIndex:
         l0, lost0 = mapped(self._links0[inside])
         out._links0[:k] = np.where(nodes[:, None], l0, -1)
         upper = np.flatnonzero(levels >= 1)
-        n_levels = self._upper_links.shape[1]
-        out._upper_slot[upper] = np.arange(len(upper), dtype=np.int32)
-        out._upper_links = np.full((len(upper), n_levels, self.m), -1, np.int32)
-        lost_up = np.zeros((len(upper), n_levels), bool)
-        if len(upper):
-            out._upper_links[:], lost_up = mapped(self._upper_links[self._upper_slot[kept[upper]]])
-        out._n_slots = len(upper)
+        # a kept node keeps its level, so its lists, in the order of the new rows
+        count = levels[upper].astype(np.int64)
+        start = np.cumsum(count) - count
+        out._upper_slot[upper] = start
+        owner = np.repeat(upper, count)            # each new list's node, and its level
+        level_of = np.arange(int(count.sum())) - np.repeat(start, count) + 1
+        out._upper_links, lost_up = mapped(
+            self._upper_links[self._upper_slot[kept[owner]] + level_of - 1])
+        out._n_slots, out._upper_levels = owner.size, self._upper_levels
         out._levels[:] = levels
         task_node = np.concatenate([np.flatnonzero(lost0 & nodes),
-                                    upper[np.nonzero(lost_up)[0]]]).astype(np.int64)
+                                    owner[lost_up]]).astype(np.int64)
         task_level = np.concatenate([np.zeros(int((lost0 & nodes).sum()), np.int64),
-                                     np.nonzero(lost_up)[1].astype(np.int64) + 1])
+                                     level_of[lost_up]])
         arena = self._arena(vectors)
         norms = self._norms(norms, arena.shape[0])
         lanes = min(numba.get_num_threads(), max(task_node.size // _PARALLEL_FROM, 1))
@@ -478,7 +486,7 @@ class HnswIndex:
 
     def _insert_batches(self, arena: np.ndarray, norms: np.ndarray, order: np.ndarray,
                         parallel: bool | None) -> None:
-        n_levels = self._upper_links.shape[1] + 1
+        n_levels = self._upper_levels + 1
         pos = 0
         while pos < order.size:
             size = min(max(self._n_nodes // _BATCH_FRACTION, 1), _MAX_BATCH, order.size - pos)
@@ -642,16 +650,17 @@ class HnswIndex:
     def _assign_upper_slots(self, rows: np.ndarray, levels: np.ndarray) -> None:
         if int(levels[0] if levels.size == 1 else levels.max()) == 0:   # most small batches
             return
-        upper_rows = rows[levels > 0]
-        needed_slots = self._n_slots + upper_rows.size
-        needed_levels = max(int(levels.max()), self._upper_links.shape[1])
-        slots_cap, levels_cap = self._upper_links.shape[:2]
-        if needed_slots > slots_cap or needed_levels > levels_cap:
-            new_slots = max(needed_slots, 2 * slots_cap, 64) if needed_slots > slots_cap \
-                else slots_cap
-            self._upper_links = _grown(self._upper_links, (new_slots, needed_levels, self.m))
-        self._upper_slot[upper_rows] = np.arange(self._n_slots, needed_slots, dtype=np.int32)
-        self._n_slots = needed_slots
+        # each new upper node owns as many lists as it has upper levels, in row order
+        upper = levels > 0
+        count = levels[upper].astype(np.int64)
+        end = self._n_slots + np.cumsum(count)
+        needed = int(end[-1])
+        cap = self._upper_links.shape[0]
+        if needed > cap:
+            self._upper_links = _grown(self._upper_links, (max(needed, 2 * cap, 64), self.m))
+        self._upper_slot[rows[upper]] = end - count
+        self._n_slots = needed
+        self._upper_levels = max(self._upper_levels, int(levels.max()))
 
     def _make_writable(self) -> None:
         if self._writable:
@@ -902,15 +911,22 @@ class HnswIndex:
         _check_lists(self._links0[:ext], levels, 0, np.arange(ext))
         slots = self._upper_slot[:ext]
         upper = levels > 0
-        if np.any(slots[~upper] != -1) or np.any(slots[upper] < 0) \
-                or np.any(slots[upper] >= self._n_slots) \
-                or np.unique(slots[upper]).size != int(upper.sum()):
+        # each upper node's lists (one per level it has) lie inside the used
+        # lists, and no two nodes' overlap
+        start = slots[upper].astype(np.int64)
+        count = levels[upper].astype(np.int64)
+        order = np.argsort(start, kind="stable")
+        start, count = start[order], count[order]
+        if np.any(slots[~upper] != -1) or start.size and (
+                start[0] < 0 or start[-1] + count[-1] > self._n_slots
+                or np.any(start[1:] < start[:-1] + count[:-1])):
             raise ValueError("upper slots do not match the node levels")
-        if int(levels.max()) > self._upper_links.shape[1]:
+        if int(levels.max()) > self._upper_levels:
             raise ValueError("upper links have fewer levels than the nodes")
         for level in range(1, int(levels.max()) + 1):
             on_level = np.flatnonzero(levels >= level)
-            _check_lists(self._upper_links[slots[on_level], level - 1], levels, level, on_level)
+            _check_lists(self._upper_links[slots[on_level] + level - 1], levels, level,
+                         on_level)
         _check_twins(self._twins[:ext], levels, self._links0[:ext])
 
     # ---------------------------------------------------------- persistence
@@ -928,7 +944,7 @@ class HnswIndex:
                 _P_PQ_M]] = [
             _FORMAT, self.dim, self._metric_code, self.m, self.ef_construction,
             self.ef_search, self.seed, self._entry, self._top, self._n_nodes, self._extent,
-            self._n_slots, self._upper_links.shape[1], _QUANT_CODES[self.quantize],
+            self._n_slots, self._upper_levels, _QUANT_CODES[self.quantize],
             self._code_fit, self.pq_m or 0]
         arrays = {"params": params}
         trim = {"upper_links": self._n_slots, "code_lo": self.dim, "code_step": self.dim,
@@ -956,8 +972,11 @@ class HnswIndex:
                 and p.ndim == 1 and p.size else None
             if old is not None and p.shape == (old,):
                 p = np.concatenate([p, np.zeros(_N_PARAMS - old, np.int64)])
-            elif p.dtype != np.int64 or p.shape != (_N_PARAMS,) or int(p[_P_FORMAT]) != _FORMAT:
+            elif p.dtype != np.int64 or p.shape != (_N_PARAMS,) \
+                    or int(p[_P_FORMAT]) not in (3, _FORMAT):
                 raise ValueError("unknown HNSW params layout")
+            # before format 4 every upper node had a slot of every level
+            slotted = int(p[_P_FORMAT]) < 4
             if int(p[_P_METRIC]) not in _METRIC_NAMES or int(p[_P_QUANT]) not in _QUANT_NAMES \
                     or int(p[_P_CODE_FIT]) < 0:
                 raise ValueError("unknown HNSW metric or quantizer")
@@ -965,8 +984,8 @@ class HnswIndex:
             extent, slots, n_levels = int(p[_P_EXTENT]), int(p[_P_SLOTS]), int(p[_P_LEVELS])
             # a slot belongs to one node, no node is above _MAX_LEVEL, and a seed
             # seeds numpy's generator (which takes no negative one)
-            if not (0 <= slots <= extent and 0 <= n_levels <= _MAX_LEVEL) \
-                    or int(p[_P_SEED]) < 0:
+            if not (0 <= slots <= extent * (1 if slotted else n_levels)
+                    and 0 <= n_levels <= _MAX_LEVEL) or int(p[_P_SEED]) < 0:
                 raise ValueError(f"HNSW params claim {extent} rows, {slots} slots, "
                                  f"{n_levels} levels, seed {int(p[_P_SEED])}")
             # what the constructor sizes arrays by, bounded before it runs (a
@@ -1006,8 +1025,14 @@ class HnswIndex:
             index._levels = _restored(arrays["levels"], np.int8, (extent,))
             index._links0 = _restored(arrays["links0"], np.int32, (extent, 2 * m))
             index._upper_slot = _restored(arrays["upper_slot"], np.int32, (extent,))
-            index._upper_links = _restored(arrays["upper_links"], np.int32,
-                                           (slots, n_levels, m))
+            if slotted:
+                index._upper_slot, index._upper_links = _own_levels(
+                    index._levels, index._upper_slot,
+                    _restored(arrays["upper_links"], np.int32, (slots, n_levels, m)))
+                slots = index._upper_links.shape[0]
+            else:
+                index._upper_links = _restored(arrays["upper_links"], np.int32, (slots, m))
+            index._upper_levels = n_levels
             index._twins = _restored(arrays["twins"], np.int32, (extent,))
         except KeyError as exc:
             raise ValueError(f"HNSW arrays lack {exc}") from None
@@ -1030,6 +1055,25 @@ def _grown(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     out = np.full(shape, -1, array.dtype)
     out[tuple(slice(0, n) for n in array.shape)] = array
     return out
+
+
+def _own_levels(levels: np.ndarray, upper_slot: np.ndarray, slotted: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Format 3's upper lists (``slotted[upper_slot[r], l - 1]``: a slot of every
+    level for each upper node) as ``(upper_slot, upper_links)`` where a node owns
+    only the levels it has, in row order. The arrays may come from a crafted file:
+    a slot outside them, or one given to a row of level 0, is refused."""
+    upper = levels > 0
+    slot = upper_slot[upper].astype(np.int64)
+    count = levels[upper].astype(np.int64)
+    if np.any(upper_slot[~upper] != -1) or np.any(slot < 0) \
+            or np.any(slot >= slotted.shape[0]) or np.any(count > slotted.shape[1]):
+        raise ValueError("upper slots do not match the node levels")
+    start = np.cumsum(count) - count
+    own = np.full(levels.shape, -1, np.int32)
+    own[upper] = start
+    level_of = np.arange(int(count.sum())) - np.repeat(start, count)
+    return own, np.ascontiguousarray(slotted[np.repeat(slot, count), level_of])
 
 
 def _aligned_grown(codes: np.ndarray, rows: int) -> np.ndarray:

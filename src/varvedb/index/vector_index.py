@@ -53,6 +53,10 @@ from .prefetch import prefetch_rows
 log = logging.getLogger(__name__)
 
 LINK_CHUNK = 4096   # rows linked per hold of the write lock
+# pgvector's vector_l1_ops: the graph links l2 neighbours (the kernels build and walk
+# l2, dot, cosine, hamming: kernels/distance.py), its walk finds this many candidates
+# per row asked (and at least ef), which an exact scan of them ranks by l1
+L1_POOL = 4
 PARALLEL_FROM = 256  # smaller chunks link on one thread (see link)
 _BUILD = threading.Lock()
 
@@ -133,6 +137,9 @@ class VectorIndex:
         # against (check_loaded); None once checked, or built here
         self.unchecked: int | None = None
         self._check_lock = threading.Lock()
+        # an index on an expression or with a predicate: the vectors it holds
+        # (engine/columns.py's DerivedColumn, the table's to make)
+        self.derived = None
 
     @property
     def indexed(self) -> int:
@@ -291,8 +298,8 @@ class HnswVectorIndex(VectorIndex):
                  graph: HnswIndex | None = None, linked: int = 0):
         super().__init__(field, dim, metric, spec, linked)
         self.graph = graph if graph is not None else HnswIndex(
-            dim, metric, spec.m, spec.ef_construction, spec.ef_search,
-            quantize=spec.quantize, pq_m=spec.pq_m)
+            dim, "l2" if metric == "l1" else metric, spec.m, spec.ef_construction,
+            spec.ef_search, quantize=spec.quantize, pq_m=spec.pq_m)
 
     def _structure(self):
         return self.graph
@@ -332,7 +339,15 @@ class HnswVectorIndex(VectorIndex):
         return hi - lo
 
     def _search(self, arena, norms, q, k, allow, width, stats):
-        return self.graph.search(arena, norms, q, k, allow, width)
+        if self.metric != "l1":
+            return self.graph.search(arena, norms, q, k, allow, width)
+        pool = max(width, L1_POOL * k)
+        rows, _ = self.graph.search(arena, norms, q, pool, allow, pool)
+        if not len(rows):
+            return rows, np.empty(0, np.float64)
+        mask = np.zeros(len(arena), bool)
+        mask[rows] = True
+        return flat.search("l1", arena, norms, q, k, mask)
 
     def searcher(self, column, k: int, allow: np.ndarray | None, width: int, n: int):
         """A walk over the rows linked now. It answers None once more rows are
@@ -342,6 +357,8 @@ class HnswVectorIndex(VectorIndex):
         again then, and gets the walk once the graph has caught up.
         It binds under the read lock: a link in progress has grown the graph
         past the watermark, and what it packs must be the arrays of one state."""
+        if self.metric == "l1":     # two passes (the walk, the l1 rank): search's
+            return None
         self.check_loaded()
         lock = self._lock
         lock.acquire_read()

@@ -9,9 +9,12 @@ The graph (node id == arena row number; every array is indexed by row):
 
 * ``levels``      int8  ``(cap,)``         top level of each row, -1 = not a node.
 * ``links0``      int32 ``(cap, 2m)``      level-0 out-links.
-* ``upper_slot``  int32 ``(cap,)``         row -> slot in ``upper_links``, -1 if the
-                                            node lives on level 0 only.
-* ``upper_links`` int32 ``(slots, L, m)``  ``upper_links[s, l - 1]``: level-l out-links.
+* ``upper_slot``  int32 ``(cap,)``         row -> the row of its level-1 list in
+                                            ``upper_links``, -1 if the node lives on
+                                            level 0 only.
+* ``upper_links`` int32 ``(lists, m)``     one list per (node, level above 0): a node
+                                            of level L owns rows ``slot .. slot + L - 1``,
+                                            its level-l list at ``slot + l - 1``.
 * ``twins``       int32 ``(cap,)``         ring of rows with bit-identical vectors:
                                             -1 no ring; r >= 0 a linked node whose
                                             ring continues at r; r <= -2 an unlinked
@@ -19,9 +22,11 @@ The graph (node id == arena row number; every array is indexed by row):
 
 Why this layout: every node has a level-0 list, so that list is a dense row
 (128 bytes at m=16) reached with one multiply, no indirection; about one node
-in m has upper levels, so those lists live in a compact side array (~20 bytes
-per node instead of ``L * m * 4``). A list fills from the front and ends at the
-first -1 or at its capacity, so the walk reads no count array.
+in m has upper levels, so those lists live in a compact side array, each node
+owning only the levels it has (~4 bytes per node at m=16; one slot of every
+level for each upper node cost ~16 at 100k rows and grew with the top level).
+A list fills from the front and ends at the first -1 or at its capacity, so
+the walk reads no count array.
 
 Twins: a database that keeps every row version inserts the same vector again
 whenever a row changes but its vector does not. A crowd of identical points
@@ -40,7 +45,14 @@ generation stamps per thread (200 kB for 100 000 rows, in L2): starting a walk
 bumps the stamp, and only one walk in 65 535 pays to clear it. Neighbour rows
 (and their norms, where the metric reads them) and the next node's list are
 prefetched before they are needed, which hides much of the memory latency of
-the random reads.
+the random reads. numba has no prefetch of its own: ``prefetch_row`` and
+``prefetch_norm`` (:mod:`varvedb.kernels.distance`) emit LLVM's
+``llvm.prefetch`` through an intrinsic (numba's extending API), one per cache
+line of the row. Measured against the same kernels compiled with each prefetch a
+no-op (``varvedb bench walk``, engine ``varvedb:nopf``, issue 32), at recall
+0.95 they are worth 1.08x (f32 walk) and 1.17x (int8 walk) on glove-50 100k and
+1.10x on the clustered 100k x 128 set's int8 walk; its f32 walk (512-byte rows)
+ran 3 % faster without them.
 
 A walk measures either the arena or the index's int8 codes of it
 (:mod:`varvedb.kernels.codes`: a row is one cache line instead of four for
@@ -49,6 +61,11 @@ candidates again from the arena and ranks those. The build always walks the
 arena: walking codes there (and measuring the pool again for the neighbour
 selection) was measured no faster. Tried and not kept either: prefetching,
 one expansion ahead, the rows the next node links to (slower on glove-50);
+renumbering the rows so that the nodes a walk meets together sit together
+(breadth first from the entry: at recall 0.95, 1.06x on glove-50 and
+1.13-1.17x on the clustered set; reverse Cuthill-McKee: 1.08x and 1.06x, f32),
+which pays but needs the node id apart from the table's row (a translation the
+masks, twins, rerank and answers would read), not built;
 and, beside each level-0 list, its neighbours' 1-bit codes (RaBitQ-style,
 offsets from the rows' centroid or from the list's owner) scored in one loop,
 a row measured only where the estimate's bound could not reject it
@@ -215,6 +232,14 @@ def ring_next(twins, row):
     return code if code >= -1 else -code - 2
 
 
+@njit(**_INLINE)
+def _level_list(links0, upper_slot, upper_links, row, level):
+    # the node's list of one level (the node must be on that level)
+    if level == 0:
+        return links0[row]
+    return upper_links[upper_slot[row] + level - 1]
+
+
 # The walk's kernels never write the graph: its arrays are compiled read-only, so
 # that the build (writable lists) and the search (a mapped graph) share one
 # specialisation per arena type, not one each.
@@ -228,11 +253,11 @@ def greedy_descend(arena, norms, query, q_norm, metric, upper_slot, upper_links,
         improved = True
         while improved:
             improved = False
-            slot = upper_slot[node]
-            if slot < 0 or slot >= upper_links.shape[0]:
+            slot = upper_slot[node] + level - 1
+            if slot < level - 1 or slot >= upper_links.shape[0]:
                 break
-            for j in range(upper_links.shape[2]):
-                v = upper_links[slot, level - 1, j]
+            for j in range(upper_links.shape[1]):
+                v = upper_links[slot, j]
                 if v < 0:
                     break
                 if v >= upper_slot.shape[0] or v >= arena.shape[0]:
@@ -268,7 +293,7 @@ def beam_search(arena, norms, query, q_norm, metric, links0, upper_slot, upper_l
     upper_slot, upper_links, twins, visited = (unmanaged(upper_slot), unmanaged(upper_links),
                                                unmanaged(twins), unmanaged(visited))
     pool_d, pool_i, fresh = unmanaged(pool_d), unmanaged(pool_i), unmanaged(fresh)
-    width = links0.shape[1] if level == 0 else upper_links.shape[2]
+    width = links0.shape[1] if level == 0 else upper_links.shape[1]
     n_rows = visited.shape[0]
     for s in range(n_seeds):
         visited[pool_i[s] & ID_MASK] = stamp
@@ -292,7 +317,7 @@ def beam_search(arena, norms, query, q_norm, metric, links0, upper_slot, upper_l
         if level == 0:
             lst = links0[node]
         else:
-            lst = upper_links[upper_slot[node], level - 1]
+            lst = upper_links[upper_slot[node] + level - 1]
         n_fresh = 0
         for j in range(width):
             v = lst[j]
@@ -405,10 +430,10 @@ def _covered_entry(links0, upper_slot, upper_links, entry, top, n_rows):
         return -1, -1
     for level in range(top, -1, -1):
         if level > 0:
-            slot = upper_slot[entry]
-            if slot < 0 or slot >= upper_links.shape[0]:
+            slot = upper_slot[entry] + level - 1
+            if slot < level - 1 or slot >= upper_links.shape[0]:
                 continue
-            lst = upper_links[slot, level - 1]
+            lst = upper_links[slot]
         else:
             lst = links0[entry]
         for v in lst:
@@ -688,7 +713,7 @@ def find_links(arena, norms, metric, batch, levels, links0, upper_slot, upper_li
             fwd[pos] = -1
             continue
         for level in range(level_u + 1):
-            own = links0[u] if level == 0 else upper_links[upper_slot[u], level - 1]
+            own = _level_list(links0, upper_slot, upper_links, u, level)
             own[:m] = fwd[pos, level]
             own[m:] = -1
 
@@ -719,7 +744,7 @@ def join_twins(batch, twin_of, levels, fwd, twins, links0, upper_slot, upper_lin
             for j in range(fwd.shape[2]):
                 v = fwd[pos, level, j]
                 if v >= 0 and twins[v] <= -2:
-                    own = links0[u] if level == 0 else upper_links[upper_slot[u], level - 1]
+                    own = _level_list(links0, upper_slot, upper_links, u, level)
                     o = _ring_node(twins, v)
                     if o >= 0 and o != u and levels[o] >= level and not _holds(own, o):
                         fwd[pos, level, j] = o
@@ -805,7 +830,7 @@ def _link_back(arena, norms, metric, target, level, sources, links0, upper_slot,
                upper_links, query, over_i, union_d, union_i, drops):
     # adds `sources` to the target's list; returns how many ids a re-prune dropped
     # (written to `drops`: the ids that lost this in-link, newcomers included)
-    lst = links0[target] if level == 0 else upper_links[upper_slot[target], level - 1]
+    lst = _level_list(links0, upper_slot, upper_links, target, level)
     cap = lst.shape[0]
     count = 0
     while count < cap and lst[count] >= 0:
@@ -931,7 +956,7 @@ def _count_in_links(levels, links0, upper_slot, upper_links, level, indeg):
     indeg[:] = 0
     for r in range(levels.shape[0]):
         if levels[r] >= level:
-            for v in _old_list(links0, upper_slot, upper_links, r, level):
+            for v in _level_list(links0, upper_slot, upper_links, r, level):
                 if v < 0:
                     break
                 indeg[v] += 1
@@ -942,10 +967,10 @@ def _count_in_links(levels, links0, upper_slot, upper_links, level, indeg):
 @njit(**_JIT)
 def _has_in_link(links0, upper_slot, upper_links, w, level, skip):
     # is `w` in the level list of one of its own out-neighbours (but `skip`)?
-    for x in _old_list(links0, upper_slot, upper_links, w, level):
+    for x in _level_list(links0, upper_slot, upper_links, w, level):
         if x < 0:
             return False
-        if x != skip and _holds(_old_list(links0, upper_slot, upper_links, x, level), w):
+        if x != skip and _holds(_level_list(links0, upper_slot, upper_links, x, level), w):
             return True
     return False
 
@@ -969,24 +994,24 @@ def _relink(links0, upper_slot, upper_links, w, level, target):
     # Only when every one of those is full does w take a place: that of the
     # farthest entry of target's list whose node keeps another in-link, so no
     # node loses its last one. False when not even that is found.
-    own = _old_list(links0, upper_slot, upper_links, w, level)
+    own = _level_list(links0, upper_slot, upper_links, w, level)
     for o in range(-1, own.shape[0]):
         owner = target if o < 0 else own[o]
         if owner < 0:
             break
-        if owner != w and _append(_old_list(links0, upper_slot, upper_links, owner, level), w):
+        if owner != w and _append(_level_list(links0, upper_slot, upper_links, owner, level), w):
             return True
     for x in own:
         if x < 0:
             break
-        for y in _old_list(links0, upper_slot, upper_links, x, level):
+        for y in _level_list(links0, upper_slot, upper_links, x, level):
             if y < 0:
                 break
-            if y != w and _append(_old_list(links0, upper_slot, upper_links, y, level), w):
+            if y != w and _append(_level_list(links0, upper_slot, upper_links, y, level), w):
                 return True
     if target == w:
         return False
-    lst = _old_list(links0, upper_slot, upper_links, target, level)
+    lst = _level_list(links0, upper_slot, upper_links, target, level)
     for j in range(lst.shape[0] - 1, -1, -1):
         x = lst[j]
         if x >= 0 and _has_in_link(links0, upper_slot, upper_links, np.int64(x), level, target):
@@ -1044,13 +1069,6 @@ def link_batch(arena, norms, metric, batch, levels, links0, upper_slot, upper_li
 _REPAIR_READS = ("kept", "inv", "old_levels", "old_links0", "old_upper_slot", "old_upper_links")
 
 
-@njit(**_INLINE)
-def _old_list(links0, upper_slot, upper_links, row, level):
-    if level == 0:
-        return links0[row]
-    return upper_links[upper_slot[row], level - 1]
-
-
 @njit(**_JIT)
 def _add_new(cand, n, v, owner):
     if v < 0 or v == owner:
@@ -1081,7 +1099,7 @@ def repair_lists(arena, norms, metric, kept, inv, old_levels, old_links0, old_up
     """
     for t in range(lane, task_node.shape[0], lanes):
         p, level = task_node[t], task_level[t]
-        src = _old_list(old_links0, old_upper_slot, old_upper_links, kept[p], level)
+        src = _level_list(old_links0, old_upper_slot, old_upper_links, kept[p], level)
         cap = src.shape[0]
         want = 2 * cap                    # candidates enough to choose a list from
         budget = 8 * cap                  # dropped nodes looked through, at most
@@ -1102,7 +1120,7 @@ def repair_lists(arena, norms, metric, kept, inv, old_levels, old_links0, old_up
             head += 1
             if old_levels[v] < level:
                 continue
-            for w in _old_list(old_links0, old_upper_slot, old_upper_links, v, level):
+            for w in _level_list(old_links0, old_upper_slot, old_upper_links, v, level):
                 if w < 0:
                     break
                 if inv[w] >= 0:
@@ -1116,7 +1134,7 @@ def repair_lists(arena, norms, metric, kept, inv, old_levels, old_links0, old_up
         order = np.argsort(dist)
         cand_d = dist[order]
         cand_i = cand[:n][order]
-        lst = links0[p] if level == 0 else upper_links[upper_slot[p], level - 1]
+        lst = _level_list(links0, upper_slot, upper_links, p, level)
         out = np.empty(cap, np.int32)
         count = select_diverse(arena, norms, metric, cand_d, cand_i, n, cap, out)
         for j in range(cap):
@@ -1145,7 +1163,7 @@ def link_orphans(levels, links0, upper_slot, upper_links):
         for w in range(levels.shape[0]):
             if levels[w] < level or indeg[w] > 0:
                 continue
-            nearest = np.int64(_old_list(links0, upper_slot, upper_links, w, level)[0])
+            nearest = np.int64(_level_list(links0, upper_slot, upper_links, w, level)[0])
             if nearest >= 0 and _relink(links0, upper_slot, upper_links, w, level, nearest):
                 linked += 1
     return linked

@@ -12,20 +12,24 @@ with its SQLSTATE and, in the extended protocol, skips the messages up to
 Sync; inside BEGIN the transaction is failed (ReadyForQuery 'E', 25P02) until
 ROLLBACK, as PostgreSQL does. Answers to the extended protocol's messages wait
 for Sync or Flush and go out in one send. Describe of a portal runs no write:
-its answer is settled by the message after it (see _settle).
+its answer is settled by the message after it (see _settle). libpq's execution
+of a prepared statement (Bind, Describe and Execute of the unnamed portal,
+Sync: one write) is read as one step (_execution), answered as those messages
+are one by one.
 """
 from __future__ import annotations
 
 import logging
 import secrets
 import socket
+import time
 
 from pglast.parser import ParseError, scan
 
 from .. import errors as E
 from ..cancel import CancelToken, running
 from ..query.pg_types import to_regtype
-from ..sql import compile_text, run_each, run_shaped, shaped
+from ..sql import compile_text, run_compiled, run_each, run_shaped, shaped
 from ..sql.commands import REPORTED
 from ..sql.params import param_types
 from . import catalog
@@ -49,7 +53,8 @@ MAX_KEPT_BYTES = 64 << 20  # bytes of their statements' text and bound values
 
 
 class Prepared:
-    __slots__ = ("text", "oids", "params", "answer", "copy_in", "shaped", "described", "size")
+    __slots__ = ("text", "oids", "params", "answer", "copy_in", "shaped", "compiled",
+                 "described", "size")
 
     def __init__(self, text: str, oids: list[int], params: int, answer=None):
         self.text, self.oids, self.params = text, oids, params
@@ -60,6 +65,7 @@ class Prepared:
         # first run and kept (pgbench -M prepared sends its literals so): its
         # executions scan no text
         self.shaped = None
+        self.compiled = None          # its compile_text, kept from its first run
         self.described: dict = {}     # _describe's answers, by columns and formats
 
     def run(self, session, params) -> list:
@@ -70,7 +76,9 @@ class Prepared:
                 self.shaped = shaped(self.text)
             if self.shaped is not None:
                 return list(run_shaped(session, self.shaped))
-        return list(run_each(session, self.text, params))
+        if self.compiled is None:
+            self.compiled = compile_text(self.text)
+        return run_compiled(session, self.compiled, params)
 
 
 class Portal:
@@ -89,7 +97,7 @@ class Connection:
     def __init__(self, server, sock: socket.socket):
         self.server = server
         self.sock = sock
-        self.reader = Reader(sock)
+        self.reader = Reader(sock, server.max_message)
         self.pid = server.next_pid()
         self.secret = secrets.randbits(31)
         self.session = None
@@ -104,6 +112,9 @@ class Connection:
         # a cancel request stops the statement running when it comes (none: no-op)
         self.token = CancelToken()
         self.skipping = False      # an extended-protocol error: skip to Sync
+        # since when it has waited for the client inside a transaction (None: not
+        # waiting, or no transaction open): the server ends it past its timeout
+        self.idle_since: float | None = None
 
     # ---- the conversation (on the connection's thread) ---------------------------
 
@@ -201,47 +212,62 @@ class Connection:
 
     def _serve(self) -> None:
         out: list[bytes] = []          # the extended protocol's answers, up to Sync/Flush
+        message = self.reader.message
         while True:
-            kind, body = self.reader.message()
+            s = self.session
+            if s is not None and s.in_transaction and not self.reader.pending():
+                self.idle_since = time.monotonic()
+                kind, body = message()
+                self.idle_since = None
+            else:
+                kind, body = message()
+            if kind == b"B" and body[:1] == b"\0" and not self.skipping \
+                    and self.reader.skip(_EXECUTION):     # the unnamed portal
+                self._execution(body, out)
+                self.sock.sendall(b"".join(out))
+                out = []
+                continue
             if kind == b"X":
                 return
             if self.pending is not None and kind != b"E":
                 self._settle(out)
-            if kind == b"Q":
+            step = _EXTENDED.get(kind)
+            if step is not None:        # Parse, Bind, Describe, Execute, Close
+                if self.skipping:
+                    continue
+                try:
+                    got = step(self, Body(body))
+                except E.VarveError as e:
+                    self.skipping = True
+                    got = _error(e)
+                if type(got) is list:
+                    out += got
+                else:
+                    out.append(got)
+                if kind == b"D" and self.pending is not None:
+                    self.pending_at = len(out) - 1
+                elif kind == b"E" and self.pending is not None:
+                    self._settle(out)
+                # a long pipeline: its answers so far (a pending Describe waits
+                # for the next message)
+                if len(out) >= FLUSH_AT and self.pending is None:
+                    self._send(out)
+                    out = []
+            elif kind == b"S":
+                self.skipping = False
+                out.append(self._ready())
+                self.sock.sendall(b"".join(out))
+                out = []
+            elif kind == b"Q":
                 self.skipping = False
                 b = Body(body)
                 text = b.cstr()
                 b.end()
                 self._send(out + self._simple(text) + [self._ready()])
                 out = []
-            elif kind == b"S":
-                self.skipping = False
-                out.append(self._ready())
-                self._send(out)
-                out = []
             elif kind == b"H":
                 self._send(out)
                 out = []
-            elif kind in _EXTENDED:
-                if not self.skipping:
-                    try:
-                        got = _EXTENDED[kind](self, Body(body))
-                    except E.VarveError as e:
-                        self.skipping = True
-                        got = _error(e)
-                    if isinstance(got, list):
-                        out += got
-                    else:
-                        out.append(got)
-                    if kind == b"D" and self.pending is not None:
-                        self.pending_at = len(out) - 1
-                    elif kind == b"E" and self.pending is not None:
-                        self._settle(out)
-                    # a long pipeline: its answers so far (a pending Describe waits
-                    # for the next message)
-                    if len(out) >= FLUSH_AT and self.pending is None:
-                        self._send(out)
-                        out = []
             elif kind in (b"d", b"c", b"f"):
                 continue                # copy messages outside a copy: ignored
             else:
@@ -267,6 +293,19 @@ class Connection:
     def cancel(self) -> None:
         """From another thread: stop the running statement at its next check."""
         self.token.cancel("canceling statement due to user request")
+
+    def expire_idle(self) -> None:
+        """From the listener's thread: the session sat idle in a transaction past the
+        server's timeout; tell the client (without waiting on it) and hang up (the
+        connection's thread then rolls the transaction back)."""
+        try:
+            self.sock.send(M.error({"S": "FATAL", "V": "FATAL", "C": "25P03",
+                                    "M": "terminating connection due to "
+                                         "idle-in-transaction timeout"}),
+                           socket.MSG_DONTWAIT)
+        except OSError:
+            pass
+        self.hang_up()
 
     def hang_up(self) -> None:
         """From another thread (the server stopping): end the conversation; the
@@ -311,7 +350,7 @@ class Connection:
 
     def parse(self, b: Body) -> bytes:
         name, text = b.cstr(), b.cstr()
-        oids = [b.int32() for _ in range(b.count())]
+        oids = list(b.int32s())
         b.end()
         if name and name in self.statements:
             raise E.SqlError("42P05", f'prepared statement "{name}" already exists')
@@ -347,12 +386,9 @@ class Connection:
 
     def bind(self, b: Body) -> bytes:
         portal, name = b.cstr(), b.cstr()
-        formats = [b.int16() for _ in range(b.count())]
-        values = []
-        for _ in range(b.count()):
-            n = b.int32()
-            values.append(None if n == -1 else b.take(n))
-        result_formats = [b.int16() for _ in range(b.count())]
+        formats = b.int16s()
+        values = b.values()
+        result_formats = b.int16s()
         b.end()
         stmt = self._statement(name)
         if len(values) != stmt.params:
@@ -402,10 +438,32 @@ class Connection:
                 return
         out[at] = portal.columns if portal.columns is not None else M.NO_DATA
 
+    def _execution(self, bind: bytes, out: list[bytes]) -> None:
+        """Bind, then Describe and Execute of the unnamed portal and Sync (how libpq
+        sends a prepared statement's execution, PQsendQueryPrepared): answered into
+        `out` as those messages one by one are, without reading and dispatching
+        each."""
+        if self.pending is not None:
+            self._settle(out)
+        try:
+            out.append(self.bind(Body(bind)))
+            portal = self.portals[""]
+            out.append(b"")             # the Describe's answer, settled below
+            self.pending, self.pending_at = portal, len(out) - 1
+            out += self._run(portal, 0)
+        except E.VarveError as e:
+            out.append(_error(e))
+        if self.pending is not None:
+            self._settle(out)
+        out.append(self._ready())
+
     def execute(self, b: Body) -> list[bytes]:
         name, limit = b.cstr(), b.int32()
         b.end()
-        portal = self._portal(name)
+        return self._run(self._portal(name), limit)
+
+    def _run(self, portal: Portal, limit: int) -> list[bytes]:
+        """Execute's answer: the portal's rows (up to `limit`, 0: all) and its tag."""
         self._execute(portal)
         result = portal.result
         if result.copy_data is not None:
@@ -506,6 +564,9 @@ class Connection:
         return _describe(results[-1], [])[0]
 
 
+# after a Bind: Describe and Execute of the unnamed portal, then Sync (libpq's
+# PQsendQueryPrepared; Connection._execution)
+_EXECUTION = M.message(b"D", b"P\0") + M.message(b"E", b"\0" + bytes(4)) + M.message(b"S")
 _EXTENDED = {b"P": Connection.parse, b"B": Connection.bind, b"D": Connection.describe,
              b"E": Connection.execute, b"C": Connection.close}
 
@@ -520,7 +581,8 @@ def _describe(result, formats: list[int], kept: dict | None = None) -> tuple:
     """(RowDescription, one encoder a column, FixedRows or None) of a result;
     `kept`: a prepared statement's, which its executions find them in (their
     columns the same)."""
-    oids = tuple(column_oid(kind, result.rows, i) for i, kind in enumerate(result.kinds))
+    rows = result.rows
+    oids = tuple([column_oid(kind, rows, i) for i, kind in enumerate(result.kinds)])
     key = (tuple(result.columns), tuple(result.kinds), oids, tuple(formats))
     got = kept.get(key) if kept is not None else None
     if got is not None:

@@ -31,13 +31,15 @@ class ProtocolViolation(Exception):
 class Reader:
     """Blocking, buffered reads of one client's socket: one recv() brings in
     whatever the client has sent (a pipeline of messages, usually), and each
-    message is cut from it at an offset (what remains is not copied a message)."""
-    __slots__ = ("sock", "data", "at")
+    message is cut from it at an offset (what remains is not copied a message).
+    `limit`: the longest message after start-up (the server's body limit)."""
+    __slots__ = ("sock", "data", "at", "limit")
 
-    def __init__(self, sock):
+    def __init__(self, sock, limit: int = MAX_MESSAGE):
         self.sock = sock
         self.data = b""
         self.at = 0
+        self.limit = limit
 
     def pending(self) -> int:
         """Bytes received and not yet read."""
@@ -62,6 +64,14 @@ class Reader:
         self.at = at + n
         return self.data[at:at + n]
 
+    def skip(self, data: bytes) -> bool:
+        """Whether `data` is what was received next (then read past it); nothing is
+        waited for."""
+        if not self.data.startswith(data, self.at):
+            return False
+        self.at += len(data)
+        return True
+
     def startup(self) -> tuple[int, bytes]:
         """(code, body) of a start-up packet (protocol version or a special request)."""
         length, code = struct.unpack("!ii", self.exactly(8))
@@ -69,16 +79,22 @@ class Reader:
             raise ProtocolViolation(f"invalid length of startup packet: {length}")
         return code, self.exactly(length - 8)
 
-    def message(self, limit: int = MAX_MESSAGE) -> tuple[bytes, bytes]:
-        """(type byte, body) of the next message."""
+    def message(self, limit: int | None = None) -> tuple[bytes, bytes]:
+        """(type byte, body) of the next message (at most `limit` bytes, else the
+        reader's own)."""
         if len(self.data) - self.at < 5:
             self._fill(5)
-        kind, length = _HEAD.unpack_from(self.data, self.at)
-        if not 4 <= length <= limit:
+        at = self.at
+        kind, length = _HEAD.unpack_from(self.data, at)
+        if not 4 <= length <= (self.limit if limit is None else limit):
             raise ProtocolViolation(f"invalid message length {length} for message type "
                                     f"{kind!r}")
-        self.at += 5
-        return kind, self.exactly(length - 4)
+        end = at + 1 + length
+        if len(self.data) < end:            # the body not all received yet
+            self.at = at + 5
+            return kind, self.exactly(length - 4)
+        self.at = end
+        return kind, self.data[at + 5:end]
 
 
 class Body:
@@ -109,6 +125,47 @@ class Body:
 
     def int32(self) -> int:
         return self._unpack(_I32)
+
+    def int16s(self) -> tuple[int, ...]:
+        """A count, then that many int16 (a Bind's format codes)."""
+        return self._array("h", 2)
+
+    def int32s(self) -> tuple[int, ...]:
+        """A count, then that many int32 (a Parse's parameter types)."""
+        return self._array("i", 4)
+
+    def _array(self, code: str, width: int) -> tuple[int, ...]:
+        n = self.count()
+        if not n:
+            return ()
+        if self.at + n * width > len(self.data):
+            raise ProtocolViolation("the message is shorter than its fields say")
+        out = struct.unpack_from(f"!{n}{code}", self.data, self.at)
+        self.at += n * width
+        return out
+
+    def values(self) -> list[bytes | None]:
+        """A count, then that many values, each its int32 length (-1: NULL) and bytes
+        (a Bind's parameters)."""
+        data, unpack = self.data, _I32.unpack_from
+        size = len(data)
+        out = []
+        count = self.count()
+        at = self.at
+        for _ in range(count):
+            if at + 4 > size:
+                raise ProtocolViolation("the message is shorter than its fields say")
+            (n,) = unpack(data, at)
+            at += 4
+            if n == -1:
+                out.append(None)
+                continue
+            if n < 0 or at + n > size:
+                raise ProtocolViolation("the message is shorter than its fields say")
+            out.append(data[at:at + n])
+            at += n
+        self.at = at
+        return out
 
     def take(self, n: int) -> bytes:
         if n < 0 or self.at + n > len(self.data):
@@ -161,11 +218,20 @@ def backend_key(pid: int, secret: int) -> bytes:
 
 
 def ready(status: bytes) -> bytes:
-    return message(b"Z", status)
+    return READY[status]
 
 
 def command_complete(tag: str) -> bytes:
-    return message(b"C", cstr(tag))
+    got = _TAGS.get(tag)
+    if got is None:
+        got = message(b"C", cstr(tag))
+        if len(_TAGS) < MAX_TAGS:       # SELECT 10, INSERT 0 1 ...: a few, mostly
+            _TAGS[tag] = got
+    return got
+
+
+MAX_TAGS = 4096                 # command tags kept built
+_TAGS: dict[str, bytes] = {}
 
 
 def row_description(columns: list[tuple[str, int, int]]) -> bytes:
@@ -234,3 +300,4 @@ NO_DATA = message(b"n")
 EMPTY_QUERY = message(b"I")
 PORTAL_SUSPENDED = message(b"s")
 COPY_DONE = message(b"c")
+READY = {status: message(b"Z", status) for status in (b"I", b"T", b"E")}

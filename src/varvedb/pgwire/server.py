@@ -14,7 +14,10 @@ drips its bytes) before the listener hangs it up, and at most MAX_STARTING are
 under way; one more makes room by hanging up the oldest, so clients that never
 finish cannot keep one that does from being served. Nothing one socket does
 stops the listener: a socket it cannot serve (no thread can be started) is
-closed.
+closed. A session idle inside a transaction for `idle_in_transaction_timeout`
+seconds (serve's --transaction-idle-timeout, as over HTTP) is ended with
+FATAL 25P03 and its transaction rolled back: a transaction holds the database's
+one writer lock, which no client may keep by going quiet.
 """
 from __future__ import annotations
 
@@ -37,15 +40,22 @@ MAX_STARTING = 100            # connections still starting up
 MAX_THREADS = MAX_CONNECTIONS + 2 * MAX_STARTING    # with those hung up, not yet ended
 STARTUP_TIMEOUT = 60.0        # seconds to start up and authenticate, in all
                               # (PostgreSQL's authentication_timeout)
-ACCEPT_WAKE = 0.5             # seconds: how often the listener looks whether to stop
-                              # and for start-ups past their deadline
+ACCEPT_WAKE = 0.5             # seconds: how often the listener looks whether to stop,
+                              # for start-ups past their deadline and for sessions
+                              # idle in a transaction too long
 
 
 class PgServer:
     def __init__(self, db, token: str | None = None, ssl_context=None,
-                 startup_timeout: float = STARTUP_TIMEOUT):
+                 startup_timeout: float = STARTUP_TIMEOUT,
+                 idle_in_transaction_timeout: float | None = None,
+                 max_message: int | None = None):
         self.db = db
+        # the longest message after start-up (serve's --max-body-mb, as HTTP's bodies)
+        self.max_message = M.MAX_MESSAGE if max_message is None else \
+            min(max_message, M.MAX_MESSAGE)
         self.startup_timeout = startup_timeout
+        self.idle_in_transaction_timeout = idle_in_transaction_timeout
         self.verifier = Verifier(token) if token else None
         self.ssl_context = ssl_context
         self._pids = itertools.count((os.getpid() & 0xFFFF) << 12)
@@ -127,12 +137,21 @@ class PgServer:
 
     def _hang_up_late(self) -> None:
         """Hang up each start-up past its deadline (again each pass until its thread
-        ends and unregisters it)."""
+        ends and unregisters it), and each session idle inside a transaction past
+        idle_in_transaction_timeout (PostgreSQL's idle_in_transaction_session_timeout:
+        its transaction holds the database's one writer lock)."""
         now = time.monotonic()
+        idle = self.idle_in_transaction_timeout
         with self._lock:
             late = [c for c, deadline in self._starting.items() if deadline <= now]
+            if idle is not None:
+                stale = [c for c in self._live.values()
+                         if c.idle_since is not None and now - c.idle_since >= idle]
         for conn in late:
             conn.hang_up()
+        if idle is not None:
+            for conn in stale:
+                conn.expire_idle()
 
     @staticmethod
     def _refuse(sock: socket.socket) -> None:

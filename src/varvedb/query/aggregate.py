@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SqlError
+from . import jsonb
 from .expr import Agg, Env, Rel, Val, coerce, evaluate, truth
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -22,25 +23,46 @@ def codes(v: Val) -> tuple[np.ndarray, int]:
     nulls = v.nulls
     if v.kind == "null" or n == 0 or nulls.all():
         return np.zeros(n, np.int64), 1
-    data = v.data
-    if v.kind == "vector":
-        data = np.ascontiguousarray(data).view(np.dtype((np.void, data.dtype.itemsize *
-                                                          data.shape[1]))).ravel()
     present = ~nulls
     out = np.empty(n, np.int64)
-    vals = data[present]
-    if vals.dtype == object:
-        try:
-            uniq, inv = np.unique(vals, return_inverse=True)
-        except TypeError:      # json values of mixed types: order by their text
-            import json
-            keys = np.array([json.dumps(x, sort_keys=True) for x in vals], dtype=object)
-            uniq, inv = np.unique(keys, return_inverse=True)
+    vals = v.data[present]
+    if v.kind == "vector":      # element by element, as pgvector's vector_cmp; -0 = 0
+        inv, distinct = _row_codes(vals + vals.dtype.type(0) if vals.dtype.kind == "f"
+                                   else vals)
+    elif v.kind == "json":      # jsonb's order and equality (query/jsonb.py)
+        inv, distinct = _key_codes([jsonb.key(x) for x in vals.tolist()])
     else:
         uniq, inv = np.unique(vals, return_inverse=True)
+        distinct = len(uniq)
     out[present] = inv
-    out[nulls] = len(uniq)
-    return out, len(uniq) + 1
+    out[nulls] = distinct
+    return out, distinct + 1
+
+
+def _row_codes(rows: np.ndarray) -> tuple[np.ndarray, int]:
+    """Dense codes of a block's rows in lexicographic order, and how many differ."""
+    if not len(rows):
+        return np.zeros(0, np.int64), 0
+    order = np.lexsort(rows.T[::-1]) if rows.shape[1] else np.arange(len(rows))
+    s = rows[order]
+    new = np.ones(len(s), bool)
+    new[1:] = (s[1:] != s[:-1]).any(axis=1)
+    rank = np.cumsum(new) - 1
+    inv = np.empty(len(s), np.int64)
+    inv[order] = rank
+    return inv, int(rank[-1]) + 1
+
+
+def _key_codes(keys: list) -> tuple[np.ndarray, int]:
+    """Dense codes of sort keys (Python values) in ascending order, and how many differ."""
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    inv = np.empty(len(keys), np.int64)
+    rank = -1
+    for i, j in enumerate(order):
+        if i == 0 or keys[j] != keys[order[i - 1]]:
+            rank += 1
+        inv[j] = rank
+    return inv, rank + 1
 
 
 def sort_ranks(v: Val) -> np.ndarray:

@@ -37,7 +37,7 @@ from ..schema import brief, from_micros, vector_values
 from ..sparse import SparseBlock, SparseVector
 from ..text import tsquery
 from ..text.tsvector import tsvectors
-from . import arrays, catalog_funcs, sparse_funcs, text_funcs, tsearch, vector_funcs
+from . import arrays, catalog_funcs, jsonb, sparse_funcs, text_funcs, tsearch, vector_funcs
 from .filter import kleene, like_regex
 from .literals import parse_input, value_text
 
@@ -433,7 +433,7 @@ def _with_holes(kind: str, parsed: list, keep: np.ndarray) -> list:
     """`parsed` (the rows `keep` marks) as a list of every row, a NULL row holding a
     filler of its kind (a vector's zeros, of the others' one dimension)."""
     if kind == "vector" and len({len(x) for x in parsed}) > 1:
-        raise SqlError("22000", "vectors of different dimensions in one column")
+        raise sparse_funcs.mixed_widths()
     filler = np.zeros_like(parsed[0]) if kind == "vector" else \
         None if kind in ("text", "json", "sparsevec") else _zeros(kind, 1)[0]
     out = [filler] * len(keep)
@@ -525,9 +525,15 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         kind = "bool" if op in _CMP else (a.kind if b.kind == "null" else b.kind)
         return Val("null" if kind == "null" else kind, _zeros(kind, len(nulls)), nulls)
     if op in _CMP:
-        if a.kind != b.kind or a.kind in ("vector", "json", "sparsevec") \
-                and op not in ("=", "<>"):
+        if a.kind != b.kind or a.kind in ("vector", "sparsevec") and op not in ("=", "<>"):
             raise SqlError("42883", f"operator does not exist: {a.kind} {op} {b.kind}")
+        if a.kind == "json":            # jsonb's comparison: values, not Python's ==
+            out = np.zeros(len(nulls), bool)
+            keep = np.flatnonzero(~nulls)
+            fn, key = jsonb.OPS[op], jsonb.key
+            out[keep] = [fn(key(x), key(y)) for x, y in
+                         zip(a.data[keep].tolist(), b.data[keep].tolist())]
+            return Val("bool", out, nulls)
         if a.kind == "sparsevec":
             eq = sparse_funcs.equal(a.data, b.data)
             return Val("bool", eq if op == "=" else ~eq, nulls)
@@ -711,10 +717,11 @@ def half_away(x: np.ndarray) -> np.ndarray:
     return whole + np.sign(x) * (np.abs(x - whole) >= 0.5)
 
 
-def round_half_away(x: np.ndarray) -> np.ndarray:
-    """Floats to int64 as PostgreSQL rounds them (2.5 -> 3, -2.5 -> -3, not to even)."""
+def round_half_away(x: np.ndarray, even: bool = False) -> np.ndarray:
+    """Floats to int64 as PostgreSQL rounds a numeric (2.5 -> 3, -2.5 -> -3), or with
+    `even` as it rounds a float8 (rint: 2.5 -> 2, -2.5 -> -2); 22003 past int64."""
     with np.errstate(invalid="ignore"):
-        r = half_away(x)
+        r = np.rint(x) if even else half_away(x)
     if not np.isfinite(r).all() or (np.abs(r) >= 2.0 ** 63).any():
         raise SqlError("22003", "bigint out of range")
     return r.astype(np.int64)
@@ -1133,6 +1140,14 @@ def as_vector_type(data: np.ndarray, vtype: str) -> np.ndarray:
     return data.astype(want)
 
 
+def _numeric(e) -> bool:
+    """Is `e` PostgreSQL's numeric: a number literal, or arithmetic of them only?"""
+    if isinstance(e, Const):
+        return isinstance(e.value, (int, float)) and not isinstance(e.value, bool)
+    return isinstance(e, Op) and e.op in ("+", "-", "*", "/", "%", "neg") and \
+        all(_numeric(a) for a in e.args)
+
+
 def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
     v = evaluate(e.arg, rel, env)
     kind = e.kind
@@ -1156,7 +1171,9 @@ def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
     if kind == "float" and v.kind == "int":
         return coerce(v, "float")
     if kind == "int" and v.kind == "float":
-        return Val("int", round_half_away(v.data), v.nulls)
+        # a literal (2.5::int) is PostgreSQL's numeric, halves away from zero; any
+        # other float is a float8, which rounds them to even (2.5::float8::int is 2)
+        return Val("int", round_half_away(v.data, even=not _numeric(e.arg)), v.nulls)
     if kind == "text":
         return Val("text", np.array([_text_of(v.kind, x) for x in v.python()], dtype=object),
                    v.nulls)

@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FieldTypeError, FilterError, UnknownFieldError
+from ..errors import FieldTypeError, FilterError, SqlError, UnknownFieldError
 from ..schema import Schema, brief, to_micros
+from . import jsonb
 from .text_query import text_query
 
 # Conversion, checking and evaluation recurse once per level: deeper nesting
@@ -43,6 +44,13 @@ class Ref:
 @dataclass(frozen=True)
 class Param:
     index: int  # 1-based, as $1
+
+
+class Unknown(str):
+    """A quoted literal's text, of no type until compared (PostgreSQL's unknown): a
+    json value reads it as json (`meta->'a' = '1'` is the number 1), a text field
+    as the text. A parameter's Python value is compared as it is."""
+    __slots__ = ()
 
 
 class _Missing:
@@ -248,6 +256,8 @@ def _value(n, expr: str) -> Any:
         return Param(n.number)
     if isinstance(n, ast.A_Const):
         found = literal(n)
+        if type(found) is str:
+            return Unknown(found)
         if found is not NOT_A_LITERAL:
             return found
     if isinstance(n, ast.A_Expr) and n.name and n.name[-1].sval == "-" and n.lexpr is None:
@@ -288,7 +298,8 @@ class Filter:
         evaluator answers those, with its own coercions)."""
         self = cls.__new__(cls)
         self.expr, self.root, self.schema = expr, root, schema
-        self.params = params if type(params) is list else list(params)
+        # SQL's text parameters are untyped, as a client's are in PostgreSQL
+        self.params = [Unknown(p) if type(p) is str else p for p in params]
         return None if self.problem(root) is not None else self
 
     def problem(self, node: Node) -> tuple[type, str] | None:
@@ -371,6 +382,11 @@ class Filter:
             return None             # unknown, as in SQL
         kind = "json" if ref.path else self.kind(ref)
         if kind == "json":
+            if type(value) is Unknown and not ref.as_text:
+                try:
+                    jsonb.parse(value)
+                except SqlError as e:
+                    return FilterError, str(e)
             return None
         if kind == "text":
             return None if isinstance(value, str) else \
@@ -403,8 +419,9 @@ class Filter:
         ref, value = node.args[1], self._resolve(node.args[2])
         if ref.name != "id" or ref.path:
             return None
-        want = int if self.schema.id_kind == "int" else str
-        return value if type(value) is want else None
+        if self.schema.id_kind == "int":
+            return value if type(value) is int else None
+        return str.__str__(value) if isinstance(value, str) else None   # (Unknown's too)
 
     def mask(self, table, n: int) -> np.ndarray:
         """Rows [0, n) of table that satisfy the filter (unknown counts as false)."""
@@ -461,6 +478,18 @@ class Filter:
         if value is None:  # comparing with NULL is unknown, as in SQL
             return np.zeros(n, bool), np.ones(n, bool)
         kind = "json" if ref.path else self.kind(ref)
+        if kind == "json" and not ref.as_text:      # jsonb's comparison (query/jsonb.py)
+            fn, key = jsonb.OPS[op], jsonb.key
+            if type(value) is Unknown:      # json text: jsonb against jsonb, as SQL's
+                want = key(jsonb.parse(value))
+                return self._apply(ref, table, n, lambda x: fn(key(x), want))
+            want = key(value)
+            if op in ("eq", "ne") or isinstance(value, (dict, list)):
+                return self._apply(ref, table, n, lambda x: fn(key(x), want))
+            # a Python scalar orders only values of its own kind (a number no string,
+            # a bool no number): PostgreSQL has no jsonb < integer to follow
+            return self._apply(ref, table, n, lambda x: (k := key(x))[0] == want[0]
+                               and fn(k, want))
         if kind in ("text", "json"):
             fn = _PY_OPS[op]
             if kind == "text" and op == "eq" and ref.name != "id":

@@ -50,8 +50,8 @@ def parse_input(kind: str, text: str):
             raise ValueError
         if kind == "text":
             return text
-        if kind == "json":
-            return json.loads(text)
+        if kind == "json":      # (NaN and Infinity are not json: PostgreSQL refuses them)
+            return json.loads(text, parse_constant=_not_json)
         if kind == "vector":
             return parse_vector(text)
         if kind == "sparsevec":
@@ -63,6 +63,10 @@ def parse_input(kind: str, text: str):
     except (ValueError, OverflowError):
         pass
     raise SqlError("22P02", f'invalid input syntax for type {_PG_NAMES[kind]}: "{text}"')
+
+
+def _not_json(token: str):
+    raise ValueError(token)
 
 
 _PG_NAMES = {"int": "bigint", "float": "double precision", "bool": "boolean", "text": "text",

@@ -156,6 +156,9 @@ class VectorTopK(PlanNode):
     # the maintainer), scanned exactly beside the walk
     unlinked: int | None = None
     linked: int | None = None   # beside unlinked: the rows the index covered
+    # the field's index expression it ranks by (SQL's `embedding::halfvec(3)`), as
+    # written; "": the field's own vectors
+    expr: str = ""
     query: Any = run_only()     # the query vector
     VOLATILE: ClassVar[tuple[str, ...]] = ("unlinked", "linked")
 
@@ -163,10 +166,12 @@ class VectorTopK(PlanNode):
         d = PlanNode.params(self)
         if self.unlinked is None:
             del d["unlinked"], d["linked"]
+        if not self.expr:
+            del d["expr"]
         return d
 
     def describe(self) -> str:
-        what = f"VectorTopK {self.field} ({self.metric}) k={self.k}: " \
+        what = f"VectorTopK {self.expr or self.field} ({self.metric}) k={self.k}: " \
                f"{_STRATEGY_WORDS[self.strategy]}"
         if self.ef is not None:
             what += f" probes={self.ef}" if self.strategy in LIST_STRATEGIES \

@@ -75,10 +75,14 @@ def choose_vector_strategy(index, k: int, allowed: int, n: int, ef: int | None,
 # API wraps them in Project (query/bind.py), SQL in its Limit and Output.
 
 def plan_search(snap, table, field: str, metric: str, q: np.ndarray, k: int, where,
-                ef: int | None, exact: bool) -> Query:
-    """VectorTopK(Filter?(Scan)): `where` is a bound filter or None."""
+                ef: int | None, exact: bool, expr: str = "", implied: bool = False
+                ) -> Query:
+    """VectorTopK(Filter?(Scan)): `where` is a bound filter or None. `expr`: the
+    field's index expression the search ranks by (SQL's), "" the field's vectors;
+    `implied`: the WHERE implies a partial index's predicate (SQL checks it)."""
     masks: dict = {}
-    top = _vector_leg(snap, table, field, metric, q, k, where, ef, exact, masks)
+    top = _vector_leg(snap, table, field, metric, q, k, where, ef, exact, masks,
+                      expr=expr, implied=implied)
     return Query(top, snap, table, masks)
 
 
@@ -139,12 +143,22 @@ def _allowed(snap, table, nonnull: str | None, where, masks: dict,
 
 
 def _vector_leg(snap, table, field, metric, q, k, where, ef, exact, masks,
-                where_mask=None) -> VectorTopK:
+                where_mask=None, expr: str = "", implied: bool = False) -> VectorTopK:
     node, allowed = _allowed(snap, table, field, where, masks, where_mask)
     index = table.vector_indexes.get(field)
-    strategy, ef, reason = choose_vector_strategy(index, k, allowed, snap.n(table), ef, exact,
-                                                  metric)
-    return VectorTopK(field, metric, k, strategy, allowed, node, ef, reason, query=q)
+    # an index over an expression of the field answers only that expression, and
+    # a partial one only a search whose WHERE keeps none of the rows it lacks
+    spec = None if index is None else index.spec
+    unfit = "" if index is None else \
+        "the index is on an expression" if bool(getattr(spec, "expr", None)) != bool(expr) \
+        else "the WHERE does not imply the partial index's predicate" \
+        if getattr(spec, "where", None) and not implied else ""
+    strategy, ef, reason = choose_vector_strategy(None if unfit else index, k, allowed,
+                                                  snap.n(table), ef, exact, metric)
+    if unfit and not exact:
+        reason = unfit
+    return VectorTopK(field, metric, k, strategy, allowed, node, ef, reason, expr=expr,
+                      query=q)
 
 
 def _text_leg(snap, table, field, text, bound, match, corpus, k, where, pruned, masks,

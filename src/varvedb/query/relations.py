@@ -19,9 +19,14 @@ import numpy as np
 from ..errors import SqlError
 from .aggregate import codes
 from .expr import Val, coerce
+from .sparse_funcs import mixed_widths
 
-# a join that would pair more rows than this is refused (54000), not allocated
-MAX_PAIRS = 50_000_000
+# The most rows one step of a statement builds that no table holds — a join's
+# pairs, a generate_series — refused (54000) before they are allocated: with
+# Python values beside them a row costs ~100 bytes, so ~1-2 GB a statement at the
+# limit (a server's client can ask for no more; a table's own rows have no limit)
+MAX_BUILT_ROWS = 10_000_000
+MAX_PAIRS = MAX_BUILT_ROWS
 
 KINDS = ("inner", "left", "right", "full", "cross")
 
@@ -58,8 +63,7 @@ def concat(vals: list[Val], what: str) -> Val:
         # supported); an all-NULL leg (`NULL::vector` has no width) takes the others'
         valued = [v for v in typed if not v.nulls.all()] or typed[:1]
         if len({v.data.shape[1:] for v in valued}) > 1:
-            raise SqlError("0A000", f"vectors of different dimensions in one {what} column "
-                                    "are not supported")
+            raise mixed_widths(what + " ")
         like = valued[0].data
         datas = [v.data if v.kind != "null" and not v.nulls.all() else _filler(like, len(v))
                  for v in vals]

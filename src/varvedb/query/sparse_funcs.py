@@ -12,13 +12,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SqlError
+from ..errors import NotSupportedError, SqlError
 from ..kernels import sparse as K
 from ..sparse import MAX_NNZ, SparseBlock
 
 _METRICS = {"<->": K.L2, "l2_distance": K.L2, "<#>": K.DOT, "inner_product": K.DOT,
             "<=>": K.COSINE, "cosine_distance": K.COSINE, "<+>": K.L1, "l1_distance": K.L1}
 DISTANCES = frozenset(_METRICS)
+
+
+def mixed_widths(what: str = "") -> NotSupportedError:
+    """One result column holding vectors of different dimensions: PostgreSQL's may
+    (a vector's width is its value's, not its column's); here a column's vectors
+    share one width (a block of rows × dim)."""
+    return NotSupportedError(f"vectors of different dimensions in one {what}column "
+                             "are not supported")
 
 
 def same_dims(a: SparseBlock, b: SparseBlock, nulls: np.ndarray) -> None:
@@ -77,7 +85,7 @@ def to_dense(a: SparseBlock, nulls: np.ndarray) -> np.ndarray:
     """sparsevec rows as a dense float32 block (n, dim): one dimension for all."""
     dims = np.unique(a.dims[~nulls])
     if len(dims) > 1:
-        raise SqlError("22000", "vectors of different dimensions in one column")
+        raise mixed_widths()
     out = np.zeros((len(a), int(dims[0]) if len(dims) else 0), np.float32)
     live = np.flatnonzero(~nulls)
     dense = np.zeros((len(live), out.shape[1]), np.float32)

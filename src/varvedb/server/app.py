@@ -160,6 +160,7 @@ _STATUS = [
     (E.ResultTooLargeError, 422),
     (E.DimensionError, 422), (E.NonFiniteVectorError, 422), (E.FieldTypeError, 422),
     (E.UnknownFieldError, 422), (E.SchemaError, 422), (E.NotNullViolationError, 422),
+    (E.CheckViolationError, 422),
     (E.OptionError, 400), (E.FilterError, 400), (E.QuerySyntaxError, 400),
     (E.StorageError, 500), (E.CorruptFileError, 500), (E.IndexMaintenanceError, 500),
 ]

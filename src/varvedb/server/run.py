@@ -89,7 +89,8 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8080, token: str | Non
     if pg_port is None:
         server = uvicorn.Server(config)
     else:
-        server = with_pg(config, db, token, host, pg_port, tls_cert, tls_key)
+        server = with_pg(config, db, token, host, pg_port, tls_cert, tls_key,
+                         transaction_idle_timeout, max_body)
         where += f" and postgresql://{host}:{pg_port}"
     if replica_of is not None:
         where += f", a read replica of {replica_of}"
@@ -117,9 +118,14 @@ def uvicorn_config(app, log_level: str, **where) -> uvicorn.Config:
         proxy_headers=False, **where)
 
 
-def with_pg(config, db, token, host: str, pg_port: int, tls_cert, tls_key):
+def with_pg(config, db, token, host: str, pg_port: int, tls_cert, tls_key,
+            idle_timeout: float | None, max_body: int | None):
+    """HTTP and the PostgreSQL protocol in one server; a pg session's transaction
+    idles and its messages are bounded as HTTP's (--transaction-idle-timeout,
+    --max-body-mb)."""
     from ..pgwire.server import PgServer
-    pg = PgServer(db, token=token, ssl_context=_ssl_context(tls_cert, tls_key))
+    pg = PgServer(db, token=token, ssl_context=_ssl_context(tls_cert, tls_key),
+                  idle_in_transaction_timeout=idle_timeout, max_message=max_body)
     return _WithPg(config, pg, host, pg_port)
 
 

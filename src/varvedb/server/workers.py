@@ -251,7 +251,8 @@ def serve_role(config: dict) -> None:
         conf = uvicorn_config(app, log_level, uds=writer_socket)
         pg_port = config.get("pg_port")
         server = uvicorn.Server(conf) if pg_port is None else \
-            with_pg(conf, db, config["token"], config["host"], pg_port, None, None)
+            with_pg(conf, db, config["token"], config["host"], pg_port, None, None,
+                    options.get("transaction_idle_timeout"), options.get("max_body"))
         server.run()
         return
     db = vv.connect(config["path"], readonly=True)

@@ -34,7 +34,7 @@ from ..schema import brief
 from . import placeholders, privileges, shapes
 from ..results import SqlResult
 
-__all__ = ["run", "run_each", "compile_text", "SqlResult"]
+__all__ = ["run", "run_each", "run_compiled", "compile_text", "SqlResult"]
 
 _COMMENTS = frozenset(("SQL_COMMENT", "C_COMMENT"))
 _STRINGS = frozenset(("SCONST", "USCONST"))
@@ -246,6 +246,15 @@ def run_each(session, text: str, params=(), copy_data=None):
         if got is not None:
             return run_shaped(session, got)
     return _each(session, compile_text(text), _params(params), copy_data)
+
+
+def run_compiled(session, compiled: tuple, params) -> list[SqlResult]:
+    """Each statement of a text compile_text compiled, with its parameters: a prepared
+    statement's Execute (the wire protocol keeps its statement's compiled form)."""
+    params = _params(params)
+    if len(compiled) == 1:
+        return [_run_one(session, compiled[0], params)]
+    return list(_each(session, compiled, params, None))
 
 
 def shaped(text: str):

@@ -40,7 +40,11 @@ REPORTED = {"server_version": POSTGRES_VERSION,
             "standard_conforming_strings": "on", "integer_datetimes": "on",
             "datestyle": "ISO, MDY", "timezone": "UTC", "intervalstyle": "postgres",
             "search_path": '"$user", public', "max_identifier_length": "63",
-            "transaction_isolation": "serializable", "jit": "off"}
+            "transaction_isolation": "serializable", "jit": "off",
+            # pgvector's README tunes these: varvedb reads no configuration file, and
+            # its rows are the file mapped through the page cache (no buffer pool of
+            # its own: the memory it may map is storage/memory.py's, SHOWn below)
+            "config_file": ""}
 
 
 def compile_statement(stmt):
@@ -213,6 +217,10 @@ class ShowCommand:
 
     def run(self, ctx, params) -> SqlResult:
         spec = SETTINGS.get(self.name)
+        if spec is None and self.name == "shared_buffers":
+            from ..storage.memory import memory_limit
+            return SqlResult([self.name], [(f"{memory_limit() >> 20}MB",)], "SHOW",
+                             kinds=["text"])
         if spec is None and self.name in REPORTED:
             return SqlResult([self.name], [(REPORTED[self.name],)], "SHOW", kinds=["text"])
         if spec is None:

@@ -24,8 +24,10 @@ from pglast.enums import AlterTableType, ConstrType, ObjectType
 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
-from ..schema import HNSW, IVFPQ, Field, Schema, SparseVec, Vector, validate_name
+from ..schema import (HNSW, IVFPQ, Field, Schema, SparseVec, Vector, check_constraints,
+                      validate_name)
 from .expressions import Scope, convert
+from .index_exprs import index_expr, predicate
 from ..results import SqlResult
 from .types import SERIAL, type_kind, type_of
 
@@ -36,6 +38,8 @@ OPCLASSES = {
     "halfvec_l2_ops": ("l2", "f16"), "halfvec_ip_ops": ("dot", "f16"),
     "halfvec_cosine_ops": ("cosine", "f16"),
     "bit_hamming_ops": ("hamming", "bit"),
+    # l1: a graph of l2 neighbours, its walk's candidates ranked by l1 (index/vector_index.py)
+    "vector_l1_ops": ("l1", "f32"), "halfvec_l1_ops": ("l1", "f16"),
 }
 # index methods -> their WITH (...) parameters
 _VECTOR_METHODS = {"hnsw": {"m", "ef_construction", "quantize", "pq_m"}, "ivfflat": {"lists"},
@@ -98,6 +102,7 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
     if cd.typeName.arrayBounds:
         raise NotSupportedError(f'array type of column "{cd.colname}" is not supported')
     primary, not_null, default = False, bool(cd.is_not_null), None
+    checks = []
     for c in cd.constraints or ():
         if c.contype == ConstrType.CONSTR_PRIMARY:
             primary = True
@@ -107,6 +112,8 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
             not_null = False
         elif c.contype == ConstrType.CONSTR_DEFAULT:
             default = _default_value(cd.colname, kind, c.raw_expr)
+        elif c.contype == ConstrType.CONSTR_CHECK:
+            checks.append(c.raw_expr)
         elif c.contype != ConstrType.CONSTR_UNIQUE or not primary:   # the key is unique
             raise NotSupportedError(f'constraint {c.contype.name.removeprefix("CONSTR_")} on '
                                     f'column "{cd.colname}" is not supported')
@@ -128,10 +135,30 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
     else:
         field = Field(kind)
     if primary:
+        if checks:
+            raise NotSupportedError("a CHECK constraint on the id column is not supported")
         return None, tname, True, True
     if not_null or default is not None:
         field = replace(field, not_null=not_null, default=default)
+    for e in checks:
+        field = with_checks({cd.colname: field}, e)[cd.colname]
     return field, tname, False, not_null
+
+
+def with_checks(fields: dict, raw) -> dict:
+    """`fields` with CHECK `raw` (a pglast expression) added to the checks of the
+    fields it reads: an AND of conditions each on one int, float, bool or text
+    column (`price > 0 AND price < 100`, `code IS NOT NULL`); else 0A000."""
+    conds = predicate(convert(raw, Scope(set())), fields)
+    if not conds:
+        raise NotSupportedError(
+            "a CHECK constraint is supported as an AND of comparisons of int, float, bool "
+            "or text columns with constants (CHECK (price > 0)), or IS [NOT] NULL")
+    out = dict(fields)
+    for col, op, value in conds:
+        f = out[col]
+        out[col] = replace(f, check=(*(f.check or ()), (op, value)))
+    return out
 
 
 def _default_value(column: str, kind: str, node):
@@ -148,8 +175,14 @@ def _default_value(column: str, kind: str, node):
 
 class CreateTable:
     def __init__(self, stmt: ast.CreateStmt):
-        if stmt.inhRelations or stmt.partspec or stmt.ofTypename:
-            raise NotSupportedError("inheritance, partitions and typed tables are not supported")
+        if stmt.partspec:
+            raise NotSupportedError(
+                "partitioned tables are not supported: a table is one collection (to search "
+                "within one value of a column, a partial HNSW index, CREATE INDEX ... USING "
+                "hnsw (embedding vector_l2_ops) WHERE (category_id = 123), is pgvector's "
+                "other way)")
+        if stmt.inhRelations or stmt.ofTypename:
+            raise NotSupportedError("inheritance and typed tables are not supported")
         self.name = stmt.relation.relname
         self.if_not_exists = bool(stmt.if_not_exists)
         self.stmt = stmt
@@ -159,8 +192,12 @@ class CreateTable:
         a DEFAULT is evaluated, and a statement runs only once its session may
         (privileges.py: embed() with a spec loads a model)."""
         fields, id_kind, id_type, pk = {}, None, None, None
+        checks = []
         for el in self.stmt.tableElts or ():
             if isinstance(el, ast.Constraint):
+                if el.contype == ConstrType.CONSTR_CHECK:
+                    checks.append(el.raw_expr)
+                    continue
                 if el.contype != ConstrType.CONSTR_PRIMARY:
                     raise NotSupportedError(f"table constraint {el.contype.name} is not supported")
                 keys = [k.sval for k in el.keys]
@@ -189,6 +226,8 @@ class CreateTable:
             fields[name] = field
         if pk is not None and pk != "id":
             raise NotSupportedError(f'the primary key column must be named "id", not "{pk}"')
+        for e in checks:
+            fields = with_checks(fields, e)
         # pgvector-python's loading example writes `id bigserial` alone: a sequence's
         # values, kept unique here as the collection's id (an explicit duplicate is 23505)
         if id_kind is not None and pk is None and id_type not in SERIAL:
@@ -278,6 +317,9 @@ class AlterTable:
                 # pgvector's advice for exact scans (SET STORAGE PLAIN): a column's
                 # values are always kept in its own arrays here, never out of line
                 self.cmds.append(("storage", c.name, None, False))
+            elif c.subtype == AlterTableType.AT_AddConstraint:
+                raise NotSupportedError("ALTER TABLE ADD CONSTRAINT is not supported: a CHECK "
+                                        "constraint is given in CREATE TABLE or ADD COLUMN")
             else:
                 raise NotSupportedError(f"ALTER TABLE {c.subtype.name.removeprefix('AT_')} "
                                         "is not supported")
@@ -302,6 +344,10 @@ class AlterTable:
                     if primary:
                         raise NotSupportedError("a table's id column cannot be added")
                     validate_name(column, "column")
+                    if field.check is not None and ctx.engine.table(self.name).n:
+                        # the rows so far take its default (or null): it must pass
+                        check_constraints(Schema({column: field}), {} if field.default is None
+                                          else {column: field.default_column(1)}, 1, self.name)
                     coll.add_field(column, field)
                 elif verb == "storage":
                     if column not in fields and column != "id":
@@ -350,17 +396,35 @@ class CreateIndex:
         method = (stmt.accessMethod or "btree").lower()
         if stmt.unique:
             raise NotSupportedError("unique indexes are not supported (the id is unique)")
-        if stmt.whereClause is not None:
-            raise NotSupportedError("partial indexes are not supported")
+        # a partial one (WHERE) and one on an expression: HNSW's (sql/index_exprs.py),
+        # read when the statement runs, against the table's fields
+        self.where = None if stmt.whereClause is None else \
+            convert(stmt.whereClause, Scope(set()))
+        self.expr = None
+        if self.where is not None and method != "hnsw":
+            raise NotSupportedError("partial indexes are HNSW's (USING hnsw ... WHERE ...)")
         self.ts_config = None
         if method == "gin":
             self.kind = "fts"
             self.column, self.ts_config = _gin_tsvector(stmt)
             return
-        if len(stmt.indexParams) != 1 or stmt.indexParams[0].name is None:
+        elems = stmt.indexParams
+        if method == "btree" and len(elems) > 1 and all(
+                e.name is not None and not e.opclass for e in elems):
+            # (location_id, category_id): its first column's sorted index, which
+            # answers what PostgreSQL's leading column does, under PostgreSQL's name
+            if self.name is None:
+                self.name = "_".join([self.table, *(e.name for e in elems), "idx"])[:63]
+            elems = elems[:1]
+        if len(elems) != 1:
             raise NotSupportedError("an index is on one column")
-        elem = stmt.indexParams[0]
+        elem = elems[0]
         self.column = elem.name
+        if elem.name is None:
+            if method != "hnsw":
+                raise NotSupportedError("an index on an expression is HNSW's (USING hnsw "
+                                        "((embedding::halfvec(3)) halfvec_l2_ops))")
+            self.expr = convert(elem.expr, Scope(set()))
         options = {}
         for opt in stmt.options or ():
             arg = opt.arg
@@ -372,6 +436,9 @@ class CreateIndex:
             if opclass not in OPCLASSES:
                 raise NotSupportedError(f'operator class "{opclass}" is not supported '
                                         f"(one of {', '.join(OPCLASSES)})")
+            if method != "hnsw" and OPCLASSES[opclass][0] == "l1":
+                raise SqlError("42704", f'operator class "{opclass}" does not exist for '
+                                        f'access method "{method}"')
             unknown = set(options) - _VECTOR_METHODS[method]
             if unknown:
                 raise SqlError("22023", f'unrecognized parameter "{sorted(unknown)[0]}"')
@@ -380,6 +447,7 @@ class CreateIndex:
                                         "per row, dividing the dimension)")
             self.kind = method
             self.metric, self.dtype = OPCLASSES[opclass]
+            self.opclass = opclass
             if options.get("quantize") == "none":      # the graph walks the vectors
                 options["quantize"] = None
             self.options = options
@@ -393,6 +461,21 @@ class CreateIndex:
 
     def run(self, ctx, params) -> SqlResult:
         t = ctx.table(self.table)
+        expr = where = None
+        if self.expr is not None:
+            got = index_expr(self.expr, t.schema.fields)
+            if got is None:
+                raise NotSupportedError(
+                    "an HNSW index expression is a vector column cast (embedding::"
+                    "halfvec(3)), binary_quantize(embedding)::bit(3) or subvector("
+                    "embedding, 1, 3)::vector(3)")
+            self.column, expr = got
+        if self.where is not None:
+            where = predicate(self.where, t.schema.fields)
+            if where is None:
+                raise NotSupportedError(
+                    "a partial index's WHERE is an AND of comparisons of int, float, bool "
+                    "or text columns with constants (category_id = 123), or IS [NOT] NULL")
         f = t.schema.fields.get(self.column)
         if f is None and self.column == "id" and not t.schema.id_hidden \
                 and self.kind in ("sorted", "hash"):
@@ -424,15 +507,22 @@ class CreateIndex:
                 raise NotSupportedError(_NO_SPARSE_INDEX)
             if f.kind != "vector":
                 raise SqlError("42704", f'column "{self.column}" is not a vector column')
-            if f.dtype != self.dtype:
-                want, have = SQL_TYPES[self.dtype], SQL_TYPES[f.dtype]
-                raise SqlError("42804", f"operator class for {want} does not accept a "
-                                        f"{have} column")
+            dtype = f.dtype if expr is None else expr[3]
+            if dtype != self.dtype:
+                want, have = SQL_TYPES[self.dtype], SQL_TYPES[dtype]
+                raise SqlError("42804", f'operator class "{self.opclass}" does not accept '
+                                        f"data type {have}")
             if f.vector_index is not None:
                 raise NotSupportedError(f'column "{self.column}" already has a vector index: '
                                         "varvedb keeps one per vector column")
-            make = HNSW if self.kind == "hnsw" else IVFPQ
-            spec = make(**self.options, metric=self.metric, name=self.name)
+            if self.kind == "hnsw":
+                name = self.name
+                if name is None and expr is not None and expr[0] != "cast":
+                    name = f"{self.table}_{expr[0]}_idx"    # PostgreSQL's: the function's
+                spec = HNSW(**self.options, metric=self.metric, name=name, expr=expr,
+                            where=where)
+            else:
+                spec = IVFPQ(**self.options, metric=self.metric, name=self.name)
             with s.writing():
                 s.collection(self.table).create_index(self.column, spec)
             return SqlResult([], [], "CREATE INDEX")

@@ -23,8 +23,9 @@ from ..query.expr import Val, object_array
 from ..query.literals import value_text
 from ..query.pg_procs import OPERATORS, PROCS
 from ..query.pg_types import OIDS, PG_CATALOG, PUBLIC, TYPES
-from ..schema import HNSW, fit_index
+from ..schema import HNSW, fit_index, index_shape
 from .ddl import OPCLASSES, SQL_TYPES, index_names
+from .index_exprs import index_texts
 
 # fixed-width types' typlen; every other type is variable-length (-1)
 _LENGTHS = {"bool": 1, "char": 1, "int2": 2, "int4": 4, "oid": 4, "float4": 4, "int8": 8,
@@ -147,13 +148,17 @@ class Relation:
     column: str = ""
     opclass: str = ""
     options: str = ""           # a vector index's WITH (...) parameters, as text
+    expr: str = ""              # an expression index's expression, as SQL writes it
+    where: str = ""             # a partial index's predicate, as SQL writes it
 
     def indexdef(self) -> str:
         """pg_get_indexdef's text."""
         ops = f" {self.opclass}" if self.opclass else ""
         with_ = f" WITH ({self.options})" if self.options else ""
+        where = f" WHERE ({self.where})" if self.where else ""
+        key = f"({self.expr})" if self.expr else self.column
         return (f"CREATE {'UNIQUE ' if self.primary else ''}INDEX {self.name} ON "
-                f"public.{self.table} USING {self.method} ({self.column}{ops}){with_}")
+                f"public.{self.table} USING {self.method} ({key}{ops}){with_}{where}")
 
 
 # a serial id's sequence's OID: its table's + this
@@ -183,9 +188,10 @@ def _relations(ctx) -> list[Relation]:
                                 "id"))
         columns = schema.fields
         for k, (index, field) in enumerate(sorted(by_table.get(tname, ())), 2):
-            method, opclass = _method(columns[field])
+            f = columns[field]
+            method, opclass = _method(f)
             out.append(Relation(oid + k, index, "i", method, oid, False, tname, field, opclass,
-                                _options(columns[field])))
+                                _options(f), *index_texts(field, f)))
         if _serial(schema):
             out.append(Relation(oid + SEQUENCE_OFFSET, f"{tname}_id_seq", "S", "", oid,
                                 table=tname, column="id"))
@@ -198,7 +204,7 @@ def _method(f) -> tuple[str, str]:
     if vx is None:
         return ("hash" if f.index == "hash" else "btree"), ""
     method = "hnsw" if isinstance(vx, HNSW) else "ivfflat" if vx.pq_m is None else "ivfpq"
-    want = (vx.metric or f.metric, f.dtype)
+    want = (vx.metric or f.metric, index_shape(vx, f.dtype, f.dim)[0])
     return method, next((name for name, got in OPCLASSES.items() if got == want), "")
 
 

@@ -29,23 +29,24 @@ import numpy as np
 from pglast import ast
 from pglast.enums import SetOperation, SortByDir, SortByNulls
 
-from ..errors import NotSupportedError, SqlError
+from ..errors import NotSupportedError, SqlError, VarveError
 from ..query import expr as E
 from . import pg_catalog
 from ..query.execute import execute
 from ..query.filter import Filter as GrammarFilter, Refusal, expressed as grammar_expressed
 from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Output, Sort,
                           Where, Window)
-from ..query.bind import bind_legs
+from ..query.bind import bind_legs, search_width
 from ..query.prepared import keep, query_vector, typed_key
-from ..query.planner import Query, plan_scan
+from ..query.planner import Query, plan_scan, plan_search
 from ..query.aggregate import groups
-from ..query.relations import concat
+from ..query.relations import MAX_BUILT_ROWS, concat
 from ..query.request import RRF_K, Search, TextLeg, VectorLeg
 from ..schema import brief
 from ..text.tsquery import varvedb_text
 from . import relations
 from .expressions import Scope, convert, deparse, output_name
+from .index_exprs import derived_field, expr_text, implies, index_expr
 from ..results import SqlResult
 
 
@@ -331,10 +332,14 @@ class Select:
     def _plan_vector(self, ctx, b, snap, table, where, env) -> Query | None:
         fname, metric, q_expr = b.vector
         f = table.schema.fields[fname]
-        if (f.dtype == "bit") != (metric == "hamming"):   # <~> is bit's, and bit has only it
+        expr = getattr(b, "vector_expr", None)
+        # <~> is bit's, and bit has only it (an index expression's operator is its own)
+        if expr is None and (f.dtype == "bit") != (metric == "hamming"):
             raise SqlError("42883", f"operator does not exist: "
                                     f"{'bit' if f.dtype == 'bit' else 'vector'} {b.vector_op} "
                                     f"{'bit' if f.dtype != 'bit' else 'vector'}")
+        if expr is not None or getattr(f.vector_index, "where", None):
+            return self._plan_index_expr(ctx, b, snap, table, where, env)
         q = self._query_vector(f, q_expr, env, f"vector {b.vector_op}", null_ok=True)
         if q is None:
             return None
@@ -367,6 +372,30 @@ class Select:
                                 not in repr(self.where_expr)):
             keep(table.prepared, key, state, query)
         return query
+
+    def _plan_index_expr(self, ctx, b, snap, table, where, env) -> Query | None:
+        """The vector top-k of a field whose index is on an expression or partial
+        (sql/index_exprs.py): over the expression's values when the ORDER BY ranks
+        by it, and through a partial index only when the WHERE implies its
+        predicate (else exactly). Not kept (query/prepared.py): planned each time."""
+        fname, metric, q_expr = b.vector
+        f = table.schema.fields[fname]
+        spec = f.vector_index
+        expr, text = b.vector_expr if b.vector_expr is not None else (None, "")
+        target = f if expr is None else derived_field(f, expr)
+        q = self._query_vector(target, q_expr, env, f"vector {b.vector_op}", null_ok=True)
+        if q is None:
+            return None
+        q = query_vector(target, q)
+        implied = bool(spec.where) and implies(self.where_expr, spec.where,
+                                               table.schema.fields, env)
+        limit, offset = self._limit_offset(env)
+        k = snap.n(table) if limit is None else limit + offset
+        session = ctx.session
+        width = search_width(table, fname, None, None, session.settings)
+        query = plan_search(snap, table, fname, metric, q, k, where, width, False,
+                            expr=text, implied=implied)
+        return self._output(b, query, limit, offset, env)
 
     def _kept_key(self, session, params, skip: int) -> tuple:
         """A vector statement's key in the table's kept plans: the statement, its
@@ -527,7 +556,7 @@ class Select:
 
 
 # generate_series() makes at most this many rows (a bigger series is refused, not allocated)
-MAX_SERIES = 100_000_000
+MAX_SERIES = MAX_BUILT_ROWS
 
 
 def _window_node(b, node):
@@ -784,8 +813,11 @@ class Bound:
             return None
         e = order[0][0]
         self.vector = self._distance_call(e, table)
+        self.vector_expr = None
         if self.vector is None:
-            return None
+            self.vector, self.vector_expr = self._index_expr_call(e, table)
+            if self.vector is None:
+                return None
         self.vector_op = e.op
         self.distance = e
         score = E.Col("$score")
@@ -839,6 +871,34 @@ class Bound:
             raise SqlError("42883", f'column "{e.args[0].name}" has no full-text index '
                                     "(vv.Text(fts=True))")
         return (e.args[0].name, e.args[1]) if f is not None else None
+
+    @staticmethod
+    def _index_expr_call(e, table):
+        """((field, metric, query expr), (expr, its text)) of `x <op> q` where x is the
+        expression the field's HNSW index is on (sql/index_exprs.py) and the
+        operator its metric's; else (None, None): the ORDER BY sorts the values."""
+        if not (isinstance(e, E.Op) and e.op in E.OPERATOR_METRICS):
+            return None, None
+        a, b = e.args
+        if E.columns_of(b):
+            a, b = b, a
+        if E.columns_of(b) or isinstance(a, E.Col):
+            return None, None
+        try:
+            got = index_expr(a, table.schema.fields)
+        except VarveError:      # (not one an index can hold: evaluated as written)
+            return None, None
+        if got is None:
+            return None, None
+        fname, expr = got
+        if expr is None:        # a cast to the column's own type: the column itself
+            return Bound._distance_call(E.Op(e.op, (E.Col(fname), b)), table), None
+        f = table.schema.fields[fname]
+        spec = f.vector_index
+        metric = E.OPERATOR_METRICS[e.op]
+        if getattr(spec, "expr", None) != expr or spec.metric != metric:
+            return None, None
+        return (fname, metric, b), (expr, expr_text(fname, expr, f.dim))
 
     @staticmethod
     def _distance_call(e, table):

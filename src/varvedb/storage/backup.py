@@ -11,6 +11,7 @@ version it was taken at. A failure at any point leaves no DEST.
 """
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 
@@ -54,8 +55,7 @@ def copy_prefix(src_fd: int, end: int, superblocks, dest: str, progress: bool | 
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.rename(tmp, dest)
-        fsync_dir(dest)
+        place_new(tmp, dest)
     except OSError as e:
         remove_quietly(tmp)
         raise StorageError(f"{dest}: the backup failed ({e.strerror or e}); nothing was "
@@ -64,6 +64,29 @@ def copy_prefix(src_fd: int, end: int, superblocks, dest: str, progress: bool | 
         remove_quietly(tmp)
         raise
     return end
+
+
+def place_new(tmp: str, dest: str) -> None:
+    """Give the finished copy at `tmp` the name `dest`, never replacing a file that
+    took that name meanwhile (a rename would: another backup to it, a user's file):
+    a hard link, which fails on an existing name, then the tmp name unlinked; then
+    the folder fsynced. OptionError, `tmp` removed, when `dest` exists. Where the
+    file system has no hard links, a rename after one more look."""
+    try:
+        os.link(tmp, dest)
+    except FileExistsError:
+        remove_quietly(tmp)
+        raise OptionError(f"{dest} exists: a backup never overwrites a file") from None
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        if os.path.exists(dest):
+            remove_quietly(tmp)
+            raise OptionError(f"{dest} exists: a backup never overwrites a file") from None
+        os.rename(tmp, dest)
+    else:
+        remove_quietly(tmp)      # (the copy is in place: a tmp name left is only space)
+    fsync_dir(dest)
 
 
 def head_bytes(src_fd: int, end: int, superblocks) -> bytes:

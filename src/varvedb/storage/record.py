@@ -55,7 +55,7 @@ MAX_RATIO = 64
 ZSTD_LEVEL = 3
 PACKED_META = 1 << 31
 SMALL_RECORD = 64 << 10   # bytes: a record this small is encoded into one buffer
-MAX_DIMS = 8          # varvedb writes arrays of 1 or 2 dimensions (3 for HNSW upper links)
+MAX_DIMS = 8          # varvedb writes arrays of 1 or 2 dimensions (3: format-3 HNSW upper links)
 # the dtypes `encode` writes (all little-endian or byte-sized); anything else
 # (objects, strings, structured, big-endian) is refused before numpy sees it
 DTYPES = {d: np.dtype(d) for d in ("<i8", "<i4", "<i2", "|i1", "<u8", "<u4", "<u2", "|u1",

@@ -7,16 +7,70 @@ of the oldest version kept and the chain hash of the last one dropped. Then
 the frames of every later version are copied byte for byte from the old file,
 so their digests and chain hashes are unchanged. Nothing of it is durable
 before `finish` (fsync); the caller renames it into place.
+
+Its name is the old file's with `.vacuum-` and a random suffix (`new_path`), made
+with O_EXCL: a file already at a name (another database a user called
+`notes.vacuum`, say) is never the one written or removed. A vacuum cut short
+leaves its file behind; `remove_leftovers` removes those and only those (this
+database's file id in the header, no one holding its lock).
 """
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import os
+import secrets
+import stat
 
 from . import fileio
 from . import format as F
 from .backup import copy_range
 from .file import write_all
+
+LEFTOVER = ".vacuum-"   # path + LEFTOVER + a random suffix: a vacuum's new file
+
+
+def new_path(path: str) -> str:
+    """A name for a vacuum's new file beside `path` (created with O_EXCL by NewLog)."""
+    return f"{path}{LEFTOVER}{secrets.token_hex(8)}"
+
+
+def remove_leftovers(path: str, file_id: bytes) -> None:
+    """Remove the new files earlier vacuums of this database left when cut short:
+    regular files named as new_path's whose header carries `file_id` and whose
+    lock no one holds. Anything else is left as it is."""
+    folder, base = os.path.split(path)
+    try:
+        names = [n for n in os.listdir(folder or ".") if n.startswith(base + LEFTOVER)]
+    except OSError:
+        return
+    for name in names:
+        p = os.path.join(folder, name)
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            try:
+                head = F.unpack_header(os.pread(fd, F.HEADER_SIZE, 0))
+            except ValueError:          # a bad checksum: not provably ours
+                continue
+            if head is None or head.file_id != file_id:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    continue            # held: a live file, whatever its name
+                raise
+            os.unlink(p)
+        except OSError:
+            pass                        # a leftover that stays is only space
+        finally:
+            os.close(fd)
 
 
 class NewLog:

@@ -1,0 +1,41 @@
+-- CHECK constraints: on a column, and a table's CHECK that is an AND of conditions each
+-- on one column (what varvedb keeps: comparisons with constants, IS [NOT] NULL), enforced
+-- on INSERT, UPDATE, ON CONFLICT DO UPDATE and ADD COLUMN (23514); a NULL passes.
+CREATE TABLE p (id bigint PRIMARY KEY, price float CHECK (price > 0), code text, n int,
+    CHECK (n >= 0 AND n < 10 AND code <> 'x'));
+INSERT INTO p VALUES (1, 2.5, 'a', 3);
+INSERT INTO p VALUES (2, -1, 'a', 3);
+-- !! 23514
+INSERT INTO p VALUES (2, 0, 'a', 3);
+-- !! 23514
+INSERT INTO p VALUES (3, NULL, NULL, NULL);
+INSERT INTO p VALUES (4, 1, 'x', 3);
+-- !! 23514
+INSERT INTO p VALUES (4, 1, 'y', 10);
+-- !! 23514
+INSERT INTO p VALUES (4, 1, 'y', 9), (5, 1, 'y', -1);
+-- !! 23514
+UPDATE p SET n = 10 WHERE id = 1;
+-- !! 23514
+UPDATE p SET n = 9 WHERE id = 1;
+UPDATE p SET price = price - 10;
+-- !! 23514
+INSERT INTO p (id) VALUES (5);
+INSERT INTO p VALUES (1, -5, 'b', 1) ON CONFLICT (id) DO UPDATE SET price = excluded.price;
+-- !! 23514
+INSERT INTO p VALUES (1, 5, 'b', 1) ON CONFLICT (id) DO UPDATE SET price = excluded.price;
+SELECT * FROM p ORDER BY id;
+-- => [(1, 5.0, 'a', 9), (3, None, None, None), (5, None, None, None)]
+ALTER TABLE p ADD COLUMN q int DEFAULT -1 CHECK (q >= 0);
+-- !! 23514
+ALTER TABLE p ADD COLUMN q int DEFAULT 1 CHECK (q >= 0);
+INSERT INTO p (id, q) VALUES (6, -2);
+-- !! 23514
+SELECT id, q FROM p ORDER BY id;
+-- => [(1, 1), (3, 1), (5, 1)]
+CREATE TABLE r (id bigint PRIMARY KEY, flag bool CHECK (flag IS NOT NULL));
+INSERT INTO r VALUES (1, true);
+INSERT INTO r VALUES (2, NULL);
+-- !! 23514
+SELECT * FROM r;
+-- => [(1, True)]

@@ -1,0 +1,356 @@
+"""Expression and partial HNSW indexes from SQL (issue 30; sql/index_exprs.py,
+engine/columns.py's DerivedColumn): on enough rows that the planner walks the
+graph, a query ranking by the index's expression uses it (EXPLAIN says so) and
+finds what an exact scan of the same values finds; a partial index holds only
+its predicate's rows and follows updates; the index survives a checkpoint,
+reopen, replay, vacuum and as_of. The answers on PostgreSQL + pgvector are
+tests/sql_cases/index_exprs.sql's."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import varvedb as vv
+from varvedb.errors import SqlError
+
+N, DIM, K = 3000, 16, 10
+
+
+def _rows(seed=0, n=N):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, DIM)).astype(np.float32)
+
+
+def _load(db, vecs, n_mod=3):
+    db.sql(f"CREATE TABLE items (id bigint PRIMARY KEY, embedding vector({DIM}), n int)")
+    with db.transaction():
+        db.collection("items").insert_arrays(id=np.arange(len(vecs)), embedding=vecs,
+                                             n=np.arange(len(vecs)) % n_mod)
+
+
+def _lit(q):
+    return "[" + ",".join(f"{x:.6f}" for x in q) + "]"
+
+
+def _plan(db, sql):
+    return "\n".join(r[0] for r in db.sql("EXPLAIN " + sql).rows)
+
+
+def _ids(db, sql):
+    return [r[0] for r in db.sql(sql).rows]
+
+
+def _exact_l2(vecs, q, rows=None):
+    d = ((vecs.astype(np.float64) - q) ** 2).sum(1)
+    if rows is not None:
+        d = np.where(rows, d, np.inf)
+    return list(np.argsort(d, kind="stable")[:K])
+
+
+def test_halfvec_index_walks_the_graph_and_finds_the_exact_rows(tmp_path):
+    vecs = _rows()
+    db = vv.connect(tmp_path / "h.vv")
+    _load(db, vecs)
+    db.sql("CREATE INDEX ON items USING hnsw ((embedding::halfvec(16)) halfvec_l2_ops)")
+    db.collection("items").wait_indexed("embedding")
+    half = vecs.astype(np.float16).astype(np.float32)
+    queries = _rows(1)[:20]
+    got = 0
+    for q in queries:
+        sql = f"SELECT id FROM items ORDER BY embedding::halfvec({DIM}) <-> '{_lit(q)}' LIMIT {K}"
+        assert "VectorTopK embedding::halfvec(16) (l2) k=10: graph" in _plan(db, sql)
+        got += len(set(_ids(db, sql)) & set(_exact_l2(half, q.astype(np.float16))))
+    assert got / (len(queries) * K) >= 0.9
+    # the column itself is not what the index holds: scanned exactly
+    sql = f"SELECT id FROM items ORDER BY embedding <-> '{_lit(queries[0])}' LIMIT {K}"
+    plan = _plan(db, sql)
+    assert "exact scan (the index is on an expression)" in plan
+    assert _ids(db, sql) == _exact_l2(vecs, queries[0])
+    db.close()
+
+
+def test_binary_quantize_index_and_its_rerank(tmp_path):
+    vecs = _rows()
+    db = vv.connect(tmp_path / "b.vv")
+    _load(db, vecs)
+    db.sql(f"CREATE INDEX ON items USING hnsw ((binary_quantize(embedding)::bit({DIM})) "
+           "bit_hamming_ops)")
+    db.collection("items").wait_indexed("embedding")
+    bits = vecs > 0
+    for q in _rows(2)[:10]:
+        top = (f"SELECT id FROM items ORDER BY binary_quantize(embedding)::bit({DIM}) <~> "
+               f"binary_quantize('{_lit(q)}'::vector) LIMIT {K}")
+        assert "VectorTopK binary_quantize(embedding)::bit(16) (hamming) k=10: graph" \
+            in _plan(db, top)
+        ham = (bits != (q > 0)).sum(1)
+        got = ham[_ids(db, top)]
+        # ties are many: the walk's distances are the exact k best distances, nearly
+        assert np.mean(np.sort(got) <= np.sort(ham)[:K] + 1) >= 0.9
+        inner = top.replace(f"LIMIT {K}", "LIMIT 100").replace("SELECT id", "SELECT *")
+        rerank = (f"SELECT id FROM ({inner}) s "
+                  f"ORDER BY embedding <=> '{_lit(q)}' LIMIT 5")
+        assert len(_ids(db, rerank)) == 5
+    db.close()
+
+
+def test_subvector_index(tmp_path):
+    vecs = _rows()
+    db = vv.connect(tmp_path / "s.vv")
+    _load(db, vecs)
+    db.sql("CREATE INDEX ON items USING hnsw ((subvector(embedding, 3, 8)::vector(8)) "
+           "vector_l2_ops)")
+    db.collection("items").wait_indexed("embedding")
+    hits = 0
+    for q in _rows(3)[:10]:
+        sql = (f"SELECT id FROM items ORDER BY subvector(embedding, 3, 8)::vector(8) <-> "
+               f"subvector('{_lit(q)}'::vector, 3, 8) LIMIT {K}")
+        assert "graph" in _plan(db, sql)
+        hits += len(set(_ids(db, sql)) & set(_exact_l2(vecs[:, 2:10], q[2:10])))
+    assert hits / 100 >= 0.9
+    db.close()
+
+
+def test_partial_index_holds_its_rows_and_follows_updates(tmp_path):
+    vecs = _rows(0, 7000)     # 2333 rows of n = 1: above the planner's exact scan
+    db = vv.connect(tmp_path / "p.vv")
+    _load(db, vecs)
+    db.sql("CREATE INDEX ON items USING hnsw (embedding vector_l2_ops) WHERE (n = 1)")
+    coll = db.collection("items")
+    coll.wait_indexed("embedding")
+    t = db.engine.table("items")
+    assert t.vector_indexes["embedding"].nodes() == int((np.arange(7000) % 3 == 1).sum())
+    n = np.arange(7000) % 3
+    q = _rows(4)[0]
+    sql = f"SELECT id FROM items WHERE n = 1 ORDER BY embedding <-> '{_lit(q)}' LIMIT {K}"
+    assert "graph" in _plan(db, sql)
+    assert len(set(_ids(db, sql)) & set(_exact_l2(vecs, q, n == 1))) >= 9
+    # a cast to the column's own type is the column (pgvector's README writes it so)
+    cast = sql.replace("ORDER BY embedding", f"ORDER BY embedding::vector({DIM})")
+    assert "VectorTopK embedding (l2) k=10: graph" in _plan(db, cast)
+    assert _ids(db, cast) == _ids(db, sql)
+    # a WHERE that does not imply the predicate: exact, and right
+    other = f"SELECT id FROM items WHERE n = 2 ORDER BY embedding <-> '{_lit(q)}' LIMIT {K}"
+    assert "does not imply the partial index's predicate" in _plan(db, other)
+    assert _ids(db, other) == _exact_l2(vecs, q, n == 2)
+    # the nearest rows of n = 2 move in, the nearest of n = 1 move out
+    move_in = _exact_l2(vecs, q, n == 2)[:5]
+    move_out = _exact_l2(vecs, q, n == 1)[:5]
+    db.sql(f"UPDATE items SET n = 1 WHERE id IN ({','.join(map(str, move_in))})")
+    db.sql(f"UPDATE items SET n = 0 WHERE id IN ({','.join(map(str, move_out))})")
+    n[move_in], n[move_out] = 1, 0
+    coll.wait_indexed("embedding")
+    got = _ids(db, sql)
+    assert set(move_in) <= set(got) and not set(move_out) & set(got)
+    assert len(set(got) & set(_exact_l2(vecs, q, n == 1))) >= 9
+    # dropping the column its predicate reads drops the index, as in PostgreSQL
+    db.sql("ALTER TABLE items DROP COLUMN n")
+    assert "embedding" not in db.engine.table("items").vector_indexes
+    db.close()
+
+
+def test_round_trip_checkpoint_reopen_replay_vacuum_as_of(tmp_path):
+    vecs = _rows(0, 7000)
+    path = tmp_path / "r.vv"
+    db = vv.connect(path)
+    _load(db, vecs[:5000])
+    db.sql("CREATE INDEX hx ON items USING hnsw ((embedding::halfvec(16)) halfvec_l2_ops) "
+           "WHERE (n >= 1)")
+    db.collection("items").wait_indexed("embedding")
+    v_before = db.version
+    db.checkpoint()
+    with db.transaction():
+        db.collection("items").insert_arrays(id=np.arange(5000, 7000), embedding=vecs[5000:],
+                                             n=np.arange(5000, 7000) % 3)
+    db.close()          # the last rows: in the log after the checkpoint, replayed at open
+    q = _rows(5)[0]
+    n = np.arange(7000) % 3
+    half = vecs.astype(np.float16).astype(np.float32)
+    sql = (f"SELECT id FROM items WHERE n >= 1 ORDER BY embedding::halfvec(16) <-> "
+           f"'{_lit(q)}' LIMIT {K}")
+    want = _exact_l2(half, q.astype(np.float16), n >= 1)
+    for step in ("reopen", "vacuum"):
+        db = vv.connect(path)
+        spec = db.engine.table("items").schema.fields["embedding"].vector_index
+        assert (spec.expr, spec.where, spec.name) == (("cast", 0, 0, "f16"),
+                                                        (("n", ">=", 1),), "hx")
+        db.collection("items").wait_indexed("embedding")
+        assert "graph" in _plan(db, sql)
+        assert len(set(_ids(db, sql)) & set(want)) >= 9, step
+        if step == "reopen":
+            old = db.sql(f"{sql} AS OF VERSION {v_before}")
+            assert len(old.rows) == K and all(r[0] < 5000 for r in old.rows)
+            db.vacuum()
+        db.close()
+
+
+def test_refusals(tmp_path):
+    db = vv.connect(tmp_path / "x.vv")
+    _load(db, _rows()[:10])
+    for sql, state in [
+        ("CREATE INDEX ON items USING ivfflat ((embedding::halfvec(16)) halfvec_l2_ops)",
+         "0A000"),
+        ("CREATE INDEX ON items USING hnsw (embedding vector_l2_ops) WHERE (n % 2 = 1)",
+         "0A000"),
+        ("CREATE INDEX ON items USING hnsw ((embedding::halfvec(16)) vector_l2_ops)", "42804"),
+        ("CREATE INDEX ON items USING hnsw ((embedding::halfvec(8)) halfvec_l2_ops)", "22000"),
+        ("CREATE INDEX ON items USING hnsw ((subvector(embedding, 10, 8)::vector(8)) "
+         "vector_l2_ops)", "0A000"),
+        ("CREATE INDEX ON items USING hnsw ((l2_normalize(embedding)) vector_l2_ops)",
+         "0A000"),
+    ]:
+        before = db.version
+        with pytest.raises(SqlError) as e:
+            db.sql(sql)
+        assert e.value.sqlstate == state, sql
+        assert db.version == before
+    db.close()
+
+
+def test_catalog_rename_and_a_two_column_btree():
+    """pg_get_indexdef shows the expression and the predicate; renaming the
+    predicate's column renames it there (the index keeps its rows); a two-column
+    btree index is its leading column's, under PostgreSQL's name."""
+    db = vv.connect(":memory:")
+    db.sql("CREATE TABLE items (id bigint PRIMARY KEY, embedding vector(3), n int, t text)")
+    db.sql("CREATE INDEX ON items USING hnsw ((binary_quantize(embedding)::bit(3)) "
+           "bit_hamming_ops) WHERE (n = 1 AND t = 'a''b' AND t IS NOT NULL)")
+    db.sql("CREATE INDEX ON items (n, t)")
+    q = "SELECT c.relname, pg_get_indexdef(c.oid) FROM pg_class c WHERE c.relkind = 'i' " \
+        "ORDER BY 1"
+    assert db.sql(q).rows == [
+        ("items_binary_quantize_idx", "CREATE INDEX items_binary_quantize_idx ON public.items "
+         "USING hnsw ((binary_quantize(embedding)::bit(3)) bit_hamming_ops) WHERE (n = 1 AND "
+         "t = 'a''b' AND t IS NOT NULL)"),
+        ("items_n_t_idx", "CREATE INDEX items_n_t_idx ON public.items USING btree (n)"),
+        ("items_pkey", "CREATE UNIQUE INDEX items_pkey ON public.items USING btree (id)")]
+    db.sql("ALTER TABLE items RENAME COLUMN n TO m")
+    db.sql("INSERT INTO items VALUES (1, '[1,2,3]', 1, 'a''b'), (2, '[1,2,3]', 2, 'a''b'), "
+           "(3, '[1,-2,3]', 1, 'a''b')")
+    db.collection("items").wait_indexed("embedding")
+    t = db.engine.table("items")
+    assert t.schema.fields["embedding"].vector_index.where[0] == ("m", "=", 1)
+    assert t.vector_indexes["embedding"].nodes() == 2
+    assert "WHERE (m = 1 AND" in db.sql(q).rows[0][1]
+    db.close()
+
+
+def test_partitions_stay_refused_and_say_why():
+    db = vv.connect(":memory:")
+    with pytest.raises(SqlError) as e:
+        db.sql("CREATE TABLE p (embedding vector(3), category_id int) "
+               "PARTITION BY LIST(category_id)")
+    assert e.value.sqlstate == "0A000" and "partial HNSW index" in str(e.value)
+    db.close()
+
+
+@pytest.mark.parametrize("dtype", ["vector", "halfvec"])
+def test_l1_index_walks_the_graph_and_ranks_by_l1(tmp_path, dtype):
+    """vector_l1_ops / halfvec_l1_ops: a graph of l2 neighbours whose candidates are
+    ranked by l1 (index/vector_index.py); the field keeps its metric; the index
+    comes back from a checkpoint."""
+    vecs = _rows()
+    path = tmp_path / "l1.vv"
+    db = vv.connect(path)
+    db.sql(f"CREATE TABLE items (id bigint PRIMARY KEY, embedding {dtype}({DIM}))")
+    db.collection("items").insert_arrays(id=np.arange(N), embedding=vecs)
+    db.sql(f"CREATE INDEX ON items USING hnsw (embedding {dtype}_l1_ops)")
+    db.collection("items").wait_indexed("embedding")
+    db.checkpoint()
+    db.close()
+    db = vv.connect(path)
+    stored = vecs.astype(np.float16).astype(np.float64) if dtype == "halfvec" else vecs
+    hits = 0
+    for q in _rows(6)[:20]:
+        sql = f"SELECT id FROM items ORDER BY embedding <+> '{_lit(q)}' LIMIT {K}"
+        assert "VectorTopK embedding (l1) k=10: graph" in _plan(db, sql)
+        want = np.argsort(np.abs(stored - q.astype(np.float32)).sum(1), kind="stable")[:K]
+        hits += len(set(_ids(db, sql)) & set(want.tolist()))
+    assert hits / 200 >= 0.9
+    # the index's opclass in the catalog; ivfflat has no l1 class (pgvector's 42704)
+    assert f"{dtype}_l1_ops" in db.sql(
+        "SELECT pg_get_indexdef(c.oid) FROM pg_class c WHERE c.relname = "
+        "'items_embedding_idx'").rows[0][0]
+    with pytest.raises(SqlError) as e:
+        db.sql(f"CREATE INDEX ON items USING ivfflat (embedding {dtype}_l1_ops)")
+    assert e.value.sqlstate == "42704"
+    db.close()
+
+
+def test_the_python_api_makes_one_and_its_searches_rank_the_column():
+    """vv.HNSW(expr=..., where=...) is the same index from the Python API; the API's
+    searches rank the field's own vectors, so they scan exactly and say why."""
+    vecs = _rows()
+    db = vv.connect(":memory:")
+    c = db.create_collection("items", {"embedding": vv.Vector(DIM, metric="l2"),
+                                       "n": vv.Int()})
+    c.insert_arrays(id=np.arange(N), embedding=vecs, n=np.arange(N) % 3)
+    c.create_index("embedding", vv.HNSW(metric="hamming", expr=("binary_quantize", 0, 0, "bit")))
+    c.wait_indexed("embedding")
+    q = _rows(7)[0]
+    hits = c.search(q, limit=K)
+    assert [h.id for h in hits] == _exact_l2(vecs, q)
+    assert "the index is on an expression" in str(hits.plan)
+    sql = (f"SELECT id FROM items ORDER BY binary_quantize(embedding)::bit({DIM}) <~> "
+           f"binary_quantize('{_lit(q)}'::vector) LIMIT {K}")
+    assert "graph" in _plan(db, sql)
+    db.close()
+
+
+@pytest.mark.parametrize("spec", [
+    {"kind": "hnsw", "metric": "l2", "expr": ["cast", 0, 0, "f64"]},
+    {"kind": "hnsw", "metric": "l2", "expr": ["subvector", 1, 0, "f32"]},
+    {"kind": "hnsw", "metric": "hamming", "expr": ["cast", 0, 0, "bit"]},
+    {"kind": "hnsw", "expr": ["cast", 0, 0, "f16"]},
+    {"kind": "hnsw", "metric": "l2", "where": [["n", "~", 1]]},
+    {"kind": "hnsw", "metric": "l2", "where": [["n", "=", None]]},
+    {"kind": "hnsw", "metric": "l2", "where": [["1bad", "=", 1]]},
+    {"kind": "hnsw", "metric": "l2", "where": [["n", "=", [1]]]},
+])
+def test_a_files_expression_or_predicate_is_checked_not_trusted(spec):
+    from varvedb.errors import SchemaError
+    from varvedb.schema import Field, index_spec_from_dict
+    with pytest.raises(SchemaError):
+        index_spec_from_dict({"m": 16, "ef_construction": 64, "ef_search": 40,
+                              "quantize": None, **spec})
+    with pytest.raises(SchemaError):    # nor a check that is no condition of its field
+        Field.from_dict({"kind": "int", "check": [["=", "one"]]})
+
+
+def test_searches_beside_the_link_read_whole_derived_rows():
+    """Searches while the maintainer links an expression index (its DerivedColumn
+    filled by both): every answer is k rows of the expression's nearest, by the
+    cosine distance the derived norms give."""
+    import threading
+    vecs = _rows(0, 6000)
+    db = vv.connect(":memory:")
+    _load(db, vecs)
+    db.sql("CREATE INDEX ON items USING hnsw ((subvector(embedding, 2, 12)::halfvec(12)) "
+           "halfvec_cosine_ops)")
+    sub = vecs[:, 1:13].astype(np.float16).astype(np.float64)
+    sub /= np.linalg.norm(sub, axis=1, keepdims=True)
+    qs = _rows(8)[:8]
+    wants = []
+    for q in qs:
+        qq = q[1:13].astype(np.float16).astype(np.float64)
+        wants.append(set(np.argsort(-(sub @ (qq / np.linalg.norm(qq))))[:K].tolist()))
+    scores, failures = [], []
+
+    def search():
+        try:
+            for _ in range(6):
+                for q, want in zip(qs, wants):
+                    got = _ids(db, f"SELECT id FROM items ORDER BY subvector(embedding, 2, 12)"
+                                   f"::halfvec(12) <=> subvector('{_lit(q)}'::halfvec, 2, 12) "
+                                   f"LIMIT {K}")
+                    scores.append(len(set(got) & want) / K)
+        except Exception as e:      # (raised below, in the test's thread)
+            failures.append(e)
+    threads = [threading.Thread(target=search) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)         # a hang guard
+    assert not failures, failures
+    assert db.collection("items").wait_indexed("embedding")
+    assert len(scores) == 2 * 6 * len(qs) and np.mean(scores) >= 0.9
+    db.close()
