@@ -207,3 +207,34 @@ def test_a_first_use_with_its_compiler_ahead_answers_as_one_without(tmp_path, mo
     cores = len(os.sched_getaffinity(0))
     assert out["ahead"][0] == ("1" if cores >= 2 else "0") and out["alone"][0] == "0"
     assert out["ahead"][1] == out["alone"][1]
+
+
+DIGEST = ("import sys, hashlib, numba\n"
+          "from pathlib import Path\n"
+          "from varvedb.kernels import ahead, jit\n"
+          "head = '\\0'.join([jit.source_stamp(), numba.__version__, sys.version,\n"
+          "                  str(numba.config.BOUNDSCHECK)])\n"
+          "d = hashlib.sha256(head.encode())\n"
+          "for p in sorted(Path(ahead.__file__).parents[1].rglob('*.py')):\n"
+          "    d.update(p.read_bytes())\n"
+          "print(ahead.cache_digest(), d.hexdigest()[:24])\n")
+
+
+def test_the_cache_digest_is_the_sources_hash_kept_under_their_stat(tmp_path):
+    """cache_digest hashes the package's sources once for a set of files' names,
+    sizes and times, and keeps the result in the cache folder: a later process
+    reads it there (~0.7 ms, not ~5 ms); a damaged one is hashed again."""
+    env = {**ENV, "NUMBA_CACHE_DIR": str(tmp_path)}
+
+    def digests() -> list[str]:
+        return subprocess.run([sys.executable, "-c", DIGEST], env=env, capture_output=True,
+                              text=True, check=True).stdout.split()
+    first = digests()
+    assert len(first) == 2 and first[0] == first[1]     # the sources' hash, as it was
+    kept = list(tmp_path.rglob("varvedb-digest-*"))
+    assert len(kept) == 1 and kept[0].read_text() == first[0]
+    kept[0].write_text("0" * 24)                        # read back, not hashed again
+    assert digests() == ["0" * 24, first[1]]
+    kept[0].write_text("not a digest")                  # damaged: hashed again, kept
+    assert digests() == first and kept[0].read_text() == first[0]
+    assert [p.name for p in tmp_path.rglob("*.part")] == []

@@ -29,6 +29,23 @@ def test_import_leaves_out_what_a_first_query_does_not_need():
     assert loaded == []
 
 
+def test_open_and_a_vector_search_import_no_sql_parser(tmp_path):
+    """pglast (~36 ms of CPU) is loaded by SQL, a filter, or quote_ident's first
+    call; the engine's import reached it for quote_ident's keywords."""
+    out = _python(
+        "import sys, numpy as np, varvedb as vv\n"
+        f"path = {str(tmp_path / 'v.varve')!r}\n"
+        "with vv.connect(path) as db:\n"
+        "    c = db.create_collection('d', {'v': vv.Vector(4)})\n"
+        "    c.insert_arrays(id=np.arange(5), v=np.eye(5, 4, dtype=np.float32))\n"
+        "with vv.connect(path) as db:\n"
+        "    hits = db['d'].search(np.ones(4), limit=2)\n"
+        "print(len(hits), 'pglast' in sys.modules)\n"
+        "from varvedb.query.catalog_funcs import quote_ident\n"
+        "print(quote_ident('select'), quote_ident('abc'), 'pglast' in sys.modules)\n")
+    assert out.split() == ["2", "False", '"select"', "abc", "True"]
+
+
 def test_a_filter_still_imports_its_parser(tmp_path):
     out = _python(
         "import sys, numpy as np, varvedb as vv\n"

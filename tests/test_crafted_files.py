@@ -805,9 +805,12 @@ def test_checkpoint_that_does_not_fit_is_a_lost_shortcut(valid, tmp_path, case):
     assert len(state(path)["docs"]) == len(state(good)["docs"]) + 1
 
 
-@pytest.mark.parametrize("case", ["link out of range", "level too high", "links0 shape",
-                                  "params extent", "params m", "watermark"])
+@pytest.mark.parametrize("case", ["link out of range", "level too high", "twin ring",
+                                  "links0 shape", "params extent", "params m", "watermark"])
 def test_crafted_graph_in_a_checkpoint_is_rebuilt(valid, tmp_path, case):
+    """Arrays that do not fit their sizes are refused at open; the rest (links,
+    levels, twin rings: a ring that never comes back to its row kept the walk's
+    twin loop turning) at the graph's first use, before a kernel reads it."""
     def edit(meta, blobs):
         q = "1.vx.emb."
         def arr(name, dtype):
@@ -819,6 +822,9 @@ def test_crafted_graph_in_a_checkpoint_is_rebuilt(valid, tmp_path, case):
         elif case == "level too high":
             i, a = arr("g.levels", np.int8)
             a[0] = 100
+        elif case == "twin ring":
+            i, a = arr("g.twins", np.int32)
+            a[:3] = [1, 2, 1]           # 0 -> 1 -> 2 -> 1 -> 2 ...
         elif case == "links0 shape":
             i = array_index(meta, q + "g.links0")
             meta["_arrays"][i][2] = [meta["_arrays"][i][2][0] - 1, 8]
@@ -832,19 +838,26 @@ def test_crafted_graph_in_a_checkpoint_is_rebuilt(valid, tmp_path, case):
         blobs[i] = a.tobytes()
     good = write(tmp_path, valid, "good.varve")
     path = write(tmp_path, edited_checkpoint(valid, edit))
+    sized = case in ("link out of range", "level too high", "twin ring")
     d = vv.connect(path, readonly=True)
     try:
         vi = d["docs"].table.vector_indexes["emb"]
-        assert vi.linked == 0 and len(vi.graph) == 0     # rebuilt (empty: read-only)
-        assert d["docs"].search(np.ones(8), limit=5).ids == \
-            vv.connect(good, readonly=True)["docs"].search(np.ones(8), limit=5).ids
+        if sized:   # open left the graph as the file has it, to be checked at first use
+            assert vi.unchecked is not None and len(vi.graph) > 0 and vi.checkpointed > 0
+        else:       # refused at open
+            assert vi.unchecked is None and vi.linked == 0 and len(vi.graph) == 0
+        with vv.connect(good, readonly=True) as g:
+            want = g["docs"].search(np.ones(8), limit=5).ids
+        assert d["docs"].search(np.ones(8), limit=5).ids == want    # (an exact scan)
     finally:
         d.close()
     assert state(path) == state(good)
-    d = vv.connect(path)     # a writer links the graph again (in the background)
+    d = vv.connect(path)     # a writer checks and links the graph again (in the background)
     try:
         assert d["docs"].wait_indexed(timeout=1800)     # a hang guard only
-        assert len(d["docs"].table.vector_indexes["emb"].graph) > 0
+        vi = d["docs"].table.vector_indexes["emb"]
+        # rebuilt: none of it is the checkpoint's any more
+        assert vi.unchecked is None and vi.checkpointed == 0 and len(vi.graph) > 0
     finally:
         d.close()
 
@@ -895,6 +908,81 @@ def test_a_resealed_checkpoint_that_is_not_the_logs_state_breaks_verify(valid, t
     out = subprocess.run([PYTHON, "-m", "varvedb", "verify", path], capture_output=True,
                          text=True, env=child_env())
     assert out.returncode == 1 and "does not hold the log's state" in out.stderr, out
+
+
+# A graph walked (more rows than the planner's EXACT_ROWS), row 0's twin ring crafted
+# to never come back to it (0 -> 1 -> 2 -> 1 ...) or a link out of range: the child
+# searches for row 0's own vector, so an unchecked walk meets the ring (and would
+# turn in it for ever) first thing.
+WALKED = textwrap.dedent(r"""
+    import json, sys
+    import numpy as np
+    import varvedb as vv
+    path, q = sys.argv[1], np.load(sys.argv[2])
+    out = {}
+    with vv.connect(path, readonly=True) as d:
+        c = d["docs"]
+        vi = c.table.vector_indexes["emb"]
+        out["open"] = [vi.unchecked is not None, vi.checkpointed, len(vi.graph)]
+        out["ids"] = c.search(q, limit=5).ids
+        out["used"] = [vi.unchecked is not None, vi.checkpointed, len(vi.graph)]
+        out["again"] = c.search(q, limit=5).ids
+    print(json.dumps(out))
+""")
+
+
+@pytest.fixture(scope="module")
+def walked(tmp_path_factory) -> tuple[bytes, str]:
+    """A 3 000-row graph (walked by a search), checkpointed, a commit after it."""
+    folder = tmp_path_factory.mktemp("walked")
+    path = str(folder / "walked.varve")
+    x = np.random.default_rng(11).normal(size=(3002, 8)).astype(np.float32)
+    with vv.connect(path) as d:
+        c = d.create_collection("docs", {"emb": vv.Vector(8, metric="l2", index=vv.HNSW(
+            m=4, ef_construction=16, ef_search=16))})
+        c.insert_arrays(id=np.arange(3000), emb=x[:3000])
+        assert c.wait_indexed(timeout=1800)     # a hang guard only
+        d.checkpoint()
+        c.insert_arrays(id=[3000, 3001], emb=x[3000:])
+    with open(path, "rb") as f:
+        layout = Layout.parse(f.read())
+    while isinstance(layout.items[-1], Frame):
+        layout.items.pop()
+    np.save(str(folder / "q.npy"), x[0])
+    return layout.build(), str(folder / "q.npy")
+
+
+@pytest.mark.parametrize("case", ["good", "twin ring", "link out of range"])
+def test_a_walked_graph_is_checked_at_its_first_search_before_the_walk(walked, tmp_path,
+                                                                      case):
+    """Open leaves a checkpoint's links unchecked; the first search checks them (once)
+    before its kernel walks them: a crafted graph is refused there and the rows are
+    searched exactly, the same answer as the good file's exact search."""
+    raw, q = walked
+
+    def edit(meta, blobs):
+        if case == "good":
+            return
+        i = array_index(meta, "1.vx.emb.g." + ("twins" if case == "twin ring" else "links0"))
+        a = np.frombuffer(blobs[i], np.int32).copy()
+        if case == "twin ring":
+            a[:3] = [1, 2, 1]
+        else:
+            a[0] = 10**6
+        blobs[i] = a.tobytes()
+    path = write(tmp_path, edited_checkpoint(raw, edit))
+    res = subprocess.run([PYTHON, "-c", WALKED, path, q], env=child_env(), capture_output=True,
+                         text=True, timeout=600)   # a hang guard only
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = json.loads(res.stdout)
+    assert out["open"][0] and out["open"][1] > 0 and out["open"][2] > 0   # as the file has it
+    with vv.connect(write(tmp_path, raw, "good.varve"), readonly=True) as g:
+        exact = g["docs"].search(np.load(q), limit=5, exact=True).ids
+    assert out["ids"] == out["again"] == exact and exact[0] == 0
+    if case == "good":      # checked, kept
+        assert out["used"] == [False, out["open"][1], out["open"][2]]
+    else:                   # refused before the walk: empty, its rows searched exactly
+        assert out["used"] == [False, 0, 0]
 
 
 def test_hnsw_validate_rejects_crafted_arrays_with_bounded_work():

@@ -18,7 +18,9 @@ has its table's n rows and its dtype, extents are aligned in-order runs in
 the log before the checkpoint, dictionaries and codes agree, the history is
 increasing and ends at the superblock's version and chain, the vectors of an
 indexed field are finite (one pass over that arena: the graph kernels need
-it), and a graph that does not fit is rebuilt. Anything else raises
+it), and a graph whose arrays do not fit is rebuilt; the rest of a graph's
+check (its links) runs at its first use (VectorIndex.check_loaded), and one
+that fails it is rebuilt then. Anything else raises
 CorruptFileError, and open replays the log instead: a checkpoint is only a
 shortcut. `load` returns the state (`CheckpointState`) and the engine adopts
 it; neither `encode` nor `load` knows the engine.

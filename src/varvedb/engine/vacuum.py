@@ -244,6 +244,7 @@ def _repair_graphs(engine, rows: dict, fresh) -> None:
             if vi.kind != "hnsw" or was is None or was.kind != "hnsw" or was.spec != vi.spec:
                 continue
             arena, norms = t.index_column(name, t.n).frozen(t.n)
+            was.check_loaded()      # the repair's kernels read the old graph
             graph = was.graph.repaired(kept[kept < was.linked], arena, norms)
             t.set_index(name, HnswVectorIndex(name, vi.dim, vi.metric, vi.spec, graph,
                                               int(np.searchsorted(kept, was.linked))))

@@ -47,14 +47,48 @@ _start_lock = threading.Lock()
 def cache_digest() -> str:
     """A hash of everything a kernel's machine code depends on: the package's
     source (its callers decide the types kernels compile for), numba's and
-    Python's versions and numba's bounds-check setting."""
+    Python's versions and numba's bounds-check setting.
+
+    Reading and hashing the package's ~150 files cost ~5 ms of a fresh process's
+    first collection; the digest is kept in the cache folder under a hash of
+    their names, sizes and modification times (and the rest of the key), so a
+    process whose files are the ones an earlier process hashed reads it back
+    (~0.7 ms); a file changed, touched or copied differs there and is hashed again."""
     import numba
-    digest = hashlib.sha256("\0".join([
-        jit.source_stamp(), numba.__version__, sys.version,
-        str(numba.config.BOUNDSCHECK)]).encode())
-    for path in sorted(Path(__file__).parents[1].rglob("*.py")):
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:24]
+    head = "\0".join([jit.source_stamp(), numba.__version__, sys.version,
+                      str(numba.config.BOUNDSCHECK)])
+    paths = _sources(str(Path(__file__).parents[1]))
+    stamp = hashlib.sha256(head.encode())
+    for path in paths:
+        st = os.stat(path)
+        stamp.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    memo = Path(jit.cache_folder()) / f"varvedb-digest-{stamp.hexdigest()[:24]}"
+    with contextlib.suppress(OSError, UnicodeError):
+        kept = memo.read_text()
+        if len(kept) == 24 and all(c in "0123456789abcdef" for c in kept):
+            return kept
+    digest = hashlib.sha256(head.encode())
+    for path in paths:
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    value = digest.hexdigest()[:24]
+    with contextlib.suppress(OSError):      # (no cache folder: hashed again next time)
+        part = memo.with_name(f"{memo.name}.{os.getpid()}.part")
+        part.write_text(value)
+        os.replace(part, memo)
+    return value
+
+
+def _sources(folder: str) -> list[str]:
+    """The package's .py files under `folder`, sorted (os.scandir: rglob took ~2 ms)."""
+    out = []
+    for entry in os.scandir(folder):
+        if entry.is_dir(follow_symlinks=False):
+            if entry.name != "__pycache__":
+                out += _sources(entry.path)
+        elif entry.name.endswith(".py"):
+            out.append(entry.path)
+    return sorted(out)
 
 
 def warmed_mark() -> Path:
