@@ -297,9 +297,10 @@ def test_sigkill_during_vacuum_leaves_old_or_new_file_whole(tmp_path):
 
 
 def test_vacuum_writes_and_removes_only_files_of_its_own(tmp_path):
-    """Another database named PATH.vacuum (the name vacuum once used) or PATH.vacuum-x
-    is never written or removed; a new file a vacuum of this database left (its file
-    id, no lock held) is removed by the next vacuum, one held open is kept."""
+    """Another database named PATH.vacuum (the name vacuum once used) or PATH.vacuum-x,
+    or this one's backup named PATH.vacuum-before (its file id), is never written or
+    removed; a new file a vacuum of this database left (its name's 16 hex digits, its
+    file id, no lock held) is removed by the next vacuum, one held open is kept."""
     from varvedb.storage.rewrite import NewLog, new_path
     path = str(tmp_path / "notes")
     others = []
@@ -311,6 +312,8 @@ def test_vacuum_writes_and_removes_only_files_of_its_own(tmp_path):
     c = db.create_collection("t", {"x": "int"})
     c.insert([{"id": i, "x": i} for i in range(10)])
     c.delete(ids=[1, 2])
+    backup = str(tmp_path / "notes.vacuum-before")
+    db.backup(backup)               # a backup carries the database's file id
     file = db.engine.log.file
     left, held = new_path(path), new_path(path)
     NewLog(left, file.file_id, file.created_us).io.close()      # as a vacuum cut short
@@ -333,7 +336,8 @@ def test_vacuum_writes_and_removes_only_files_of_its_own(tmp_path):
     assert not os.path.exists(held)
     db.close()
     assert sorted(n for n in os.listdir(tmp_path) if "vacuum" in n) == \
-        ["notes.vacuum", "notes.vacuum-x"]
+        ["notes.vacuum", "notes.vacuum-before", "notes.vacuum-x"]
+    assert vv.verify_file(backup).ok
 
 
 # ---- backup ---------------------------------------------------------------------------

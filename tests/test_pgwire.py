@@ -666,6 +666,32 @@ def test_a_session_idle_in_a_transaction_is_ended_and_the_writer_lock_freed(inpr
         c.execute("INSERT INTO t VALUES (1)")       # the writer lock is free again
     assert quiet.execute("SELECT count(*) FROM t").fetchone() == (1,)
     quiet.close()
+    # a client gone quiet with part of its next message sent is idle all the same
+    raw = socket.create_connection(("127.0.0.1", port), timeout=600)
+
+    def msg(kind: bytes, body: bytes) -> bytes:
+        return kind + struct.pack("!i", len(body) + 4) + body
+
+    def ready() -> bytes:
+        got = b""
+        while b"Z\x00\x00\x00\x05" not in got:
+            chunk = raw.recv(65536)
+            assert chunk, got
+            got += chunk
+        return got
+    params = b"user\0me\0database\0db\0\0"
+    raw.sendall(struct.pack("!ii", 8 + len(params), 196608) + params)
+    ready()
+    raw.sendall(msg(b"Q", b"BEGIN\0"))
+    ready()
+    raw.sendall(msg(b"Q", b"INSERT INTO t VALUES (2)\0") + b"Q")     # + a byte of the next
+    ready()
+    readable, _, _ = select.select([raw], [], [], 600)                # a hang guard
+    assert readable and b"25P03" in raw.recv(65536)
+    raw.close()
+    with conn(autocommit=True) as c:
+        c.execute("INSERT INTO t VALUES (3)")
+        assert c.execute("SELECT id FROM t ORDER BY id").fetchall() == [(1,), (3,)]
 
 
 def test_a_message_past_the_servers_body_limit_closes_that_connection(inproc):

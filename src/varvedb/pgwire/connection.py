@@ -215,7 +215,7 @@ class Connection:
         message = self.reader.message
         while True:
             s = self.session
-            if s is not None and s.in_transaction and not self.reader.pending():
+            if s is not None and s.in_transaction and not self.reader.has_message():
                 self.idle_since = time.monotonic()
                 kind, body = message()
                 self.idle_since = None

@@ -45,6 +45,13 @@ class Reader:
         """Bytes received and not yet read."""
         return len(self.data) - self.at
 
+    def has_message(self) -> bool:
+        """Is a whole message received and not yet read (reading it waits for nothing)?"""
+        at = self.at
+        if len(self.data) - at < 5:
+            return False
+        return len(self.data) >= at + 1 + _HEAD.unpack_from(self.data, at)[1]
+
     def _fill(self, n: int) -> None:
         """At least n bytes received and not yet read."""
         have = len(self.data) - self.at

@@ -20,6 +20,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import re
 import secrets
 import stat
 
@@ -38,11 +39,13 @@ def new_path(path: str) -> str:
 
 def remove_leftovers(path: str, file_id: bytes) -> None:
     """Remove the new files earlier vacuums of this database left when cut short:
-    regular files named as new_path's whose header carries `file_id` and whose
-    lock no one holds. Anything else is left as it is."""
+    regular files named exactly as new_path names them (16 hex digits) whose header
+    carries `file_id` and whose lock no one holds. Anything else is left as it is (a
+    backup, `notes.vacuum-before`, carries the same file id)."""
     folder, base = os.path.split(path)
+    ours = re.compile(re.escape(base + LEFTOVER) + "[0-9a-f]{16}")   # as new_path names
     try:
-        names = [n for n in os.listdir(folder or ".") if n.startswith(base + LEFTOVER)]
+        names = [n for n in os.listdir(folder or ".") if ours.fullmatch(n)]
     except OSError:
         return
     for name in names:
