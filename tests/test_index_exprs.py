@@ -296,6 +296,35 @@ def test_the_python_api_makes_one_and_its_searches_rank_the_column():
     db.close()
 
 
+@pytest.mark.parametrize("where", [
+    (("nope", "=", 1),), (("meta", "=", 1),), (("n", "=", "x"),), (("n", "=", True),),
+    (("flag", "=", 1),), (("name", "<", 2),),
+])
+def test_a_partial_predicate_is_checked_against_the_fields(tmp_path, where):
+    """vv.HNSW(where=...) from the Python API reads scalar fields of the collection
+    with values of their kind: anything else is a SchemaError at create_index (or in
+    the schema), the file unchanged — not a maintainer that fails for good on its
+    first row (red-team 7, F6)."""
+    from conftest import file_digest
+    path = str(tmp_path / "w.varve")
+    db = vv.connect(path)
+    c = db.create_collection("items", {"embedding": vv.Vector(DIM, metric="l2"),
+                                       "n": vv.Int(), "flag": vv.Bool(), "name": "text",
+                                       "meta": "json"})
+    c.insert_arrays(id=np.arange(10), embedding=_rows()[:10], n=np.arange(10))
+    db.checkpoint()
+    before = file_digest(path)
+    with pytest.raises(vv.SchemaError, match="partial index"):
+        c.create_index("embedding", vv.HNSW(where=where))
+    with pytest.raises(vv.SchemaError, match="partial index"):
+        db.create_collection("other", {"n": vv.Int(), "embedding": vv.Vector(
+            DIM, metric="l2", index=vv.HNSW(where=where))})
+    assert file_digest(path) == before
+    c.create_index("embedding", vv.HNSW(where=(("n", "<", 5),)))
+    assert c.wait_indexed(timeout=1800)                 # a hang guard
+    db.close()
+
+
 @pytest.mark.parametrize("spec", [
     {"kind": "hnsw", "metric": "l2", "expr": ["cast", 0, 0, "f64"]},
     {"kind": "hnsw", "metric": "l2", "expr": ["subvector", 1, 0, "f32"]},

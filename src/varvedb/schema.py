@@ -594,6 +594,25 @@ def check_index_expr(expr, where, metric) -> None:
                               f"conditions, got {brief(where)}")
 
 
+def check_index_where(spec, fields: dict) -> None:
+    """SchemaError unless a partial index's predicate reads scalar fields of `fields`
+    (int, float, bool, text; not the id) with values of their kind: its maintainer
+    evaluates it over every row it links, where a wrong one would fail for good."""
+    for name, op, value in getattr(spec, "where", None) or ():
+        f = fields.get(name)
+        if f is None or f.kind not in ("int", "float", "bool", "text"):
+            raise SchemaError(f"a partial index's predicate reads {name!r}, which is not an "
+                              "int, float, bool or text field of the collection")
+        if value is None:
+            continue
+        ok = (type(value) is bool if f.kind == "bool" else
+              isinstance(value, str) if f.kind == "text" else
+              type(value) in (int, float))
+        if not ok:
+            raise SchemaError(f"a partial index's predicate compares the {f.kind} field "
+                              f"{name!r} with {brief(value)}")
+
+
 def index_shape(spec, dtype: str, dim: int) -> tuple[str, int]:
     """(dtype, dim) of the vectors an index over a field of `dtype` and `dim`
     holds: the field's own, or its expression's."""
@@ -778,6 +797,8 @@ class Schema:
 
     def __post_init__(self):
         for name, f in self.fields.items():
+            if f.vector_index is not None:
+                check_index_where(f.vector_index, self.fields)
             if f.source is not None and (f.source not in self.fields
                                          or self.fields[f.source].kind != "text"):
                 raise SchemaError(f"vector field {name!r} embeds source={f.source!r}, "

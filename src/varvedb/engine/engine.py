@@ -44,7 +44,7 @@ from ..errors import (BranchError, ClosedError, CorruptFileError, IndexMaintenan
                       ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
                       TransactionError, UnknownFieldError, VarveError)
 from ..schema import (Field, Schema, brief, check_constraints, check_not_null,
-                      complete_columns, fit_index,
+                      check_index_where, complete_columns, fit_index,
                       validate_name)
 from .embedding import check_embedders, fill_embedded, unchanged_texts
 from ..storage import format as F
@@ -602,6 +602,7 @@ class Engine:
         f = t.schema.fields.get(field)
         if f is not None and f.kind == "vector":
             spec = fit_index(spec, f.dtype, f.dim)   # before the frame: replay applies it
+            check_index_where(spec, t.schema.fields)
         if parts is None or self.maintainer is None:
             self.write(tx, frames.CreateIndex(t.cid, field, spec))
             return

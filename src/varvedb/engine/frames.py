@@ -101,7 +101,7 @@ import numpy as np
 from .. import sparse
 from ..errors import CorruptFileError, SchemaError, VarveError
 from ..schema import (HNSW, IVFPQ, TS_MAX_US, TS_MIN_US, Field, Schema, all_finite,
-                      brief, fit_index, index_spec_from_dict,
+                      brief, check_index_where, fit_index, index_spec_from_dict,
                       timestamps_readable, validate_name)
 from ..storage import format as F
 from ..storage import record
@@ -313,6 +313,7 @@ class CreateIndex:
             raise CorruptFileError(f"{name!r} of {t.name!r} is indexed twice")
         try:
             spec = fit_index(index_spec_from_dict(meta.get("spec")), f.dtype, f.dim)
+            check_index_where(spec, t.schema.fields)
         except SchemaError as e:
             raise CorruptFileError(f"index on {name!r}: {e}") from None
         no_arrays(arrays)
