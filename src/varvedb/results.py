@@ -260,7 +260,8 @@ class SqlResult:
         df = pd.DataFrame(self.rows, columns=self.columns)
         for i, kind in enumerate(self.kinds):
             if kind == "json":      # not typed by pandas: a json 1 beside 2.5, a null
-                df.isetitem(i, tabular.objects([r[i] for r in self.rows]))
+                df.isetitem(i, pd.Series(tabular.objects([r[i] for r in self.rows]),
+                                         dtype=object))
         return df
 
     def to_polars(self):

@@ -221,7 +221,9 @@ def to_pandas(names: list, columns: list, json: frozenset = frozenset()):
             data[name] = values
         else:
             col = objects(values)
-            data[name] = col if name in json else _typed(col)
+            # (a json column a Series of objects: pandas would make [None, ''] strings,
+            # the None a NaN)
+            data[name] = pd.Series(col, dtype=object) if name in json else _typed(col)
     return pd.DataFrame(data, columns=list(names))
 
 
