@@ -711,6 +711,39 @@ def test_a_message_past_the_servers_body_limit_closes_that_connection(inproc):
         assert c.execute("SELECT length(%s::text)", ["x" * 1000]).fetchone() == (1000,)
 
 
+def test_a_pipeline_up_to_its_sync_commits_whole_or_not_at_all(inproc):
+    """The extended protocol's messages up to a Sync are one implicit transaction, as
+    PostgreSQL's: a psycopg pipeline, or asyncpg's executemany, whose third INSERT
+    fails keeps none of its rows (red-team 7, F5); one that succeeds keeps all; a
+    statement alone commits as before."""
+    import asyncio
+    import asyncpg
+    srv, port = inproc()
+    with psycopg.connect(host="127.0.0.1", port=port, user="me", sslmode="disable",
+                         connect_timeout=600, autocommit=True) as c:
+        c.execute("CREATE TABLE t (id bigint PRIMARY KEY)")
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            with c.pipeline():
+                for i in (1, 2, 1):
+                    c.execute("INSERT INTO t VALUES (%s)", [i])
+        assert c.execute("SELECT id FROM t").fetchall() == []
+        with c.pipeline():
+            for i in (1, 2, 3):
+                c.execute("INSERT INTO t VALUES (%s)", [i])
+        c.execute("INSERT INTO t VALUES (%s)", [4])
+        assert c.execute("SELECT id FROM t ORDER BY id").fetchall() == [(1,), (2,), (3,), (4,)]
+
+    async def many():
+        a = await asyncpg.connect(host="127.0.0.1", port=port, user="me", ssl=False)
+        try:
+            with pytest.raises(asyncpg.UniqueViolationError):
+                await a.executemany("INSERT INTO t VALUES ($1)", [(10,), (11,), (10,)])
+            return [r[0] for r in await a.fetch("SELECT id FROM t ORDER BY id")]
+        finally:
+            await a.close()
+    assert asyncio.run(many()) == [1, 2, 3, 4]
+
+
 def test_a_stalled_tls_handshake_is_hung_up_and_tls_clients_are_served(inproc, tmp_path):
     import ssl
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"

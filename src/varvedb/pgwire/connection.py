@@ -115,6 +115,9 @@ class Connection:
         # since when it has waited for the client inside a transaction (None: not
         # waiting, or no transaction open): the server ends it past its timeout
         self.idle_since: float | None = None
+        # a write Executed outside a transaction opened the extended protocol's
+        # implicit one: everything up to the Sync commits together, or not at all
+        self.implicit = False
 
     # ---- the conversation (on the connection's thread) ---------------------------
 
@@ -254,11 +257,13 @@ class Connection:
                     self._send(out)
                     out = []
             elif kind == b"S":
+                self._end_implicit(out, self.skipping)
                 self.skipping = False
                 out.append(self._ready())
                 self.sock.sendall(b"".join(out))
                 out = []
             elif kind == b"Q":
+                self._end_implicit(out, self.skipping)
                 self.skipping = False
                 b = Body(body)
                 text = b.cstr()
@@ -445,6 +450,7 @@ class Connection:
         each."""
         if self.pending is not None:
             self._settle(out)
+        failed = False
         try:
             out.append(self.bind(Body(bind)))
             portal = self.portals[""]
@@ -453,9 +459,28 @@ class Connection:
             out += self._run(portal, 0)
         except E.VarveError as e:
             out.append(_error(e))
+            failed = True
         if self.pending is not None:
             self._settle(out)
+        self._end_implicit(out, failed)
         out.append(self._ready())
+
+    def _end_implicit(self, out: list[bytes], failed: bool) -> None:
+        """At a Sync: the implicit transaction's writes commit together, or, after an
+        error in the pipeline (its answers skipped to here), none of them does."""
+        if not self.implicit:
+            return
+        self.implicit = False
+        s = self.session
+        if s is None or not s.in_transaction:
+            return
+        if failed:
+            s.rollback()
+            return
+        try:
+            s.commit()
+        except E.VarveError as e:
+            out.append(_error(e))
 
     def execute(self, b: Body) -> list[bytes]:
         name, limit = b.cstr(), b.int32()
@@ -538,7 +563,12 @@ class Connection:
             raise E.SqlError("0A000", "COPY FROM STDIN runs in the simple query protocol "
                                       "(a Query message), not the extended one")
         self.token.reason = None        # a statement begins: an older cancel is spent
-        results = portal.stmt.run(self.session, portal.params)
+        s, stmt = self.session, portal.stmt
+        if not self.implicit and not s.in_transaction and stmt.answer is None and \
+                (stmt.compiled[0].kind if stmt.compiled else _kind(stmt.text)) == "write":
+            s.begin()                   # the implicit transaction, up to the Sync
+            self.implicit = True
+        results = stmt.run(s, portal.params)
         result = results[-1] if results else None
         if result is None:
             raise E.SqlError("42601", "the statement is empty")
