@@ -212,6 +212,15 @@ def _verify_runs(p: Proc) -> list[str]:
     return [line for line in p.lines if line.startswith(("ok ", "BROKEN "))]
 
 
+def _wait_runs(p: Proc, count: int, timeout: float = 1800.0) -> None:
+    """Until the verifier has reported `count` runs (a hang guard of `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while len(_verify_runs(p)) < count:
+        assert p.proc.poll() is None, p.stderr()
+        assert time.monotonic() < deadline, f"{p.name} reported {len(_verify_runs(p))} runs"
+        time.sleep(0.01)
+
+
 def _checkpoint_offsets(path: str) -> set[int]:
     """Offsets of the checkpoint frames in the file (to say which breaks hit one)."""
     from varvedb.storage import format as F
@@ -518,6 +527,9 @@ def test_verify_beside_a_writer_never_reports_a_break(tmp_path):
             if r % 70 == 69:         # > 64 runs since the last: the arena is written whole
                 db.checkpoint()
                 checkpoints += 1
+            if r % 10 == 9:          # a verify beside each stretch of writes, however long
+                # verify takes here (it replays the log to each checkpoint)
+                _wait_runs(verifier, r // 10 + 1)
         version = db.version
         while len(cli) < 3 and t.is_alive():
             time.sleep(0.05)

@@ -287,7 +287,7 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int, catalog: Cat
             raise CorruptFileError(f"checkpoint table {name!r} has deaths outside its rows "
                                    f"or versions")
         t.deaths[b] = (Growable(np.int64, data=rows), Growable(np.int64, data=versions))
-    t.next_int_id = int_of(tm, "next_int_id", 1, INT64_MAX)
+    t.next_int_id = int_of(tm, "next_int_id", 1, INT64_MAX + 1)   # past id 2**63 - 1: none left
     if "log_base" in tm:
         t.rowmap = _rowmap(tm, arrays, p, name, n)
     if isinstance(t.ids, TextColumn):

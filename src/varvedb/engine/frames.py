@@ -518,7 +518,7 @@ class Base:
                 raise CorruptFileError(f"BASE rows of {t.name!r} are not increasing in "
                                        f"[0, {base})")
             tables[t.cid] = (kept, base,
-                             int_of(tm, "next_int_id", t.next_int_id, INT64_MAX))
+                             int_of(tm, "next_int_id", t.next_int_id, INT64_MAX + 1))
         only_arrays(arrays, {f"rows:{cid}" for cid in tables})
         return cls(next_cid, tables)
 
