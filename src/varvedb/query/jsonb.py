@@ -8,9 +8,9 @@ an array with more members is greater, objects compare pair by pair in jsonb's
 storage order of keys (shorter first, then bytewise), a key then its value,
 arrays element by element, strings bytewise (the C collation varvedb sorts text in).
 
-`key(v)` is a sort key that orders and equates as jsonb does, so `compare`
-is one Python comparison of two keys. Shared by where= (query/filter.py) and
-SQL (query/expr.py).
+`key(v)` is a sort key that orders and equates as jsonb does, so a comparison
+is one Python comparison of two keys (OPS[op]). Shared by where=
+(query/filter.py) and SQL's operators, ORDER BY and GROUP BY (query/expr.py).
 """
 from __future__ import annotations
 
@@ -45,11 +45,6 @@ def key(v, top: bool = False) -> tuple:
         names = sorted(v, key=lambda k: (len(k.encode()), k.encode()))
         return (_OBJECT, len(v), tuple((k.encode(), key(v[k])) for k in names))
     return (_STRING, str(v).encode())       # (not a json value: compared as its text)
-
-
-def compare(op: str, a, b) -> bool:
-    """`a <op> b` as jsonb compares whole values (op: eq / ne / lt … or = / <> / < …)."""
-    return OPS[op](key(a, True), key(b, True))
 
 
 def parse(text: str):
