@@ -50,11 +50,12 @@ MAX_PARAMS = 65535         # a Bind carries at most this many values (an unsigne
 # refused (54000) and the connection goes on
 MAX_KEPT = 10_000          # named prepared statements, and named portals, each
 MAX_KEPT_BYTES = 64 << 20  # bytes of their statements' text and bound values
+_UNKNOWN = object()        # a Prepared's kind not looked up yet
 
 
 class Prepared:
     __slots__ = ("text", "oids", "params", "answer", "copy_in", "shaped", "compiled",
-                 "described", "size")
+                 "described", "size", "_kind")
 
     def __init__(self, text: str, oids: list[int], params: int, answer=None):
         self.text, self.oids, self.params = text, oids, params
@@ -67,6 +68,14 @@ class Prepared:
         self.shaped = None
         self.compiled = None          # its compile_text, kept from its first run
         self.described: dict = {}     # _describe's answers, by columns and formats
+        self._kind = _UNKNOWN
+
+    def kind(self) -> str | None:
+        """Its statement's kind (sql's Compiled.kind; None: an empty one), found once:
+        every Execute asks whether it writes."""
+        if self._kind is _UNKNOWN:
+            self._kind = _kind(self.text)
+        return self._kind
 
     def run(self, session, params) -> list:
         if self.answer is not None:
@@ -433,7 +442,7 @@ class Connection:
         portal, at = self.pending, self.pending_at
         self.pending = None
         if portal.result is None:
-            if portal.stmt.answer is None and _kind(portal.stmt.text) != "select":
+            if portal.stmt.answer is None and portal.stmt.kind() != "select":
                 out[at] = M.NO_DATA
                 return
             try:
@@ -565,7 +574,7 @@ class Connection:
         self.token.reason = None        # a statement begins: an older cancel is spent
         s, stmt = self.session, portal.stmt
         if not self.implicit and not s.in_transaction and stmt.answer is None and \
-                (stmt.compiled[0].kind if stmt.compiled else _kind(stmt.text)) == "write":
+                stmt.kind() == "write":
             s.begin()                   # the implicit transaction, up to the Sync
             self.implicit = True
         results = stmt.run(s, portal.params)
@@ -581,7 +590,7 @@ class Connection:
         """A statement's RowDescription before it runs: a SELECT is run with NULL
         parameters to learn its columns (reads only; nothing changes); any other
         statement is described as returning no rows."""
-        if stmt.answer is None and _kind(stmt.text) != "select":
+        if stmt.answer is None and stmt.kind() != "select":
             return M.NO_DATA
         self.token.reason = None
         try:        # a catalog answer given None gives its columns alone
