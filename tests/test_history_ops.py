@@ -315,15 +315,16 @@ def test_vacuum_writes_and_removes_only_files_of_its_own(tmp_path):
     backup = str(tmp_path / "notes.vacuum-before")
     db.backup(backup)               # a backup carries the database's file id
     file = db.engine.log.file
-    left, held = new_path(path), new_path(path)
+    left, held, empty = new_path(path), new_path(path), new_path(path)
     NewLog(left, file.file_id, file.created_us).io.close()      # as a vacuum cut short
+    open(empty, "xb").close()       # one killed before it wrote its header
     keeper = NewLog(held, file.file_id, file.created_us)
     import fcntl
     fcntl.flock(keeper.io.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)    # someone has it open
     digests = {o.path: file_digest(o.path) for o in others}
     db.vacuum()
     assert db["t"].count() == 8 and db.verify().ok
-    assert not os.path.exists(left) and os.path.exists(held)
+    assert not os.path.exists(left) and not os.path.exists(empty) and os.path.exists(held)
     keeper.io.close()
     for o in others:
         assert file_digest(o.path) == digests[o.path]

@@ -39,9 +39,9 @@ def new_path(path: str) -> str:
 
 def remove_leftovers(path: str, file_id: bytes) -> None:
     """Remove the new files earlier vacuums of this database left when cut short:
-    regular files named exactly as new_path names them (16 hex digits) whose header
-    carries `file_id` and whose lock no one holds. Anything else is left as it is (a
-    backup, `notes.vacuum-before`, carries the same file id)."""
+    regular files named exactly as new_path names them (16 hex digits), empty or
+    with a header that carries `file_id`, whose lock no one holds. Anything else is
+    left as it is (a backup, `notes.vacuum-before`, carries the same file id)."""
     folder, base = os.path.split(path)
     ours = re.compile(re.escape(base + LEFTOVER) + "[0-9a-f]{16}")   # as new_path names
     try:
@@ -55,14 +55,18 @@ def remove_leftovers(path: str, file_id: bytes) -> None:
         except OSError:
             continue
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
                 continue
-            try:
-                head = F.unpack_header(os.pread(fd, F.HEADER_SIZE, 0))
-            except ValueError:          # a bad checksum: not provably ours
-                continue
-            if head is None or head.file_id != file_id:
-                continue
+            # empty: a vacuum killed between making the file and writing its header
+            # (nothing in it to lose); else its header must be this database's
+            if st.st_size:
+                try:
+                    head = F.unpack_header(os.pread(fd, F.HEADER_SIZE, 0))
+                except ValueError:      # a bad checksum: not provably ours
+                    continue
+                if head is None or head.file_id != file_id:
+                    continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as e:
