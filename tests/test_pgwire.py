@@ -981,3 +981,42 @@ def test_a_prepared_execution_answers_as_its_messages_one_by_one(server):
             assert b"25P02" in msgs[2][1] and msgs[3] == (b"Z", b"E")
         s.sendall(_msg(b"Q", b"ROLLBACK\0"))
         assert _read_until_ready(s)[-1] == (b"Z", b"I")
+
+
+def test_a_failing_statement_runs_once_however_its_portal_is_described(inproc, monkeypatch):
+    """A portal whose run failed is not run again: the Describe settled after its
+    failed Execute answers NoData, and an Execute after a Describe whose run
+    failed answers that error (the statement ran twice, so a canceled SELECT ran
+    again, uncanceled, to its end)."""
+    from varvedb.pgwire import connection
+    runs = []
+    real = connection.Prepared.run
+
+    def counted(self, session, params):
+        runs.append(self.text)
+        return real(self, session, params)
+    monkeypatch.setattr(connection.Prepared, "run", counted)
+    _, port = inproc()
+    with _ready_socket(port) as s:
+        s.sendall(_parse("div", "SELECT 10 / $1::int") + SYNC)
+        assert [m[0] for m in _read_until_ready(s)] == [b"1", b"Z"]
+        ways = {"libpq's one step": _bind_values("div", b"0") + DESCRIBE_EXECUTE_SYNC,
+                "one by one": _bind_values("div", b"0") + _msg(b"H") + DESCRIBE_EXECUTE_SYNC}
+        for way, sent in ways.items():
+            runs.clear()
+            s.sendall(sent)
+            msgs = _read_until_ready(s)
+            assert [m[0] for m in msgs] == [b"2", b"n", b"E", b"Z"], way
+            assert b"22012" in msgs[2][1] and runs == ["SELECT 10 / $1::int"], way
+        # Describe flushed (its SELECT run to learn the columns: it fails), then Execute
+        runs.clear()
+        s.sendall(_bind_values("div", b"0") + _msg(b"D", b"P\0") + _msg(b"H"))
+        s.sendall(_msg(b"E", b"\0" + bytes(4)) + SYNC)
+        msgs = _read_until_ready(s)
+        assert [m[0] for m in msgs] == [b"2", b"n", b"E", b"Z"]
+        assert b"22012" in msgs[2][1] and runs == ["SELECT 10 / $1::int"]
+        # and a good one still runs once, its rows answered
+        runs.clear()
+        s.sendall(_bind_values("div", b"5") + DESCRIBE_EXECUTE_SYNC)
+        assert [m[0] for m in _read_until_ready(s)] == [b"2", b"T", b"D", b"C", b"Z"]
+        assert runs == ["SELECT 10 / $1::int"]

@@ -12,7 +12,8 @@ with its SQLSTATE and, in the extended protocol, skips the messages up to
 Sync; inside BEGIN the transaction is failed (ReadyForQuery 'E', 25P02) until
 ROLLBACK, as PostgreSQL does. Answers to the extended protocol's messages wait
 for Sync or Flush and go out in one send. Describe of a portal runs no write:
-its answer is settled by the message after it (see _settle). libpq's execution
+its answer is settled by the message after it (see _settle). A portal runs at
+most once: one whose run failed answers that error again, never reruns. libpq's execution
 of a prepared statement (Bind, Describe and Execute of the unnamed portal,
 Sync: one write) is read as one step (_execution), answered as those messages
 are one by one.
@@ -94,7 +95,7 @@ class Prepared:
 
 class Portal:
     __slots__ = ("stmt", "params", "formats", "result", "columns", "encoders", "fixed",
-                 "sent", "size")
+                 "sent", "size", "error")
 
     def __init__(self, stmt: Prepared, params: list, formats: list[int], size: int):
         self.stmt, self.params, self.formats = stmt, params, formats
@@ -102,6 +103,9 @@ class Portal:
         self.result = None        # the SqlResult, once run (Execute, or Describe of a SELECT)
         self.columns = self.encoders = self.fixed = None
         self.sent = 0             # rows sent so far (Execute with a row limit)
+        # the error its run raised: the portal is not run again (a Describe settled
+        # after it answers NoData, an Execute after it this error)
+        self.error: E.VarveError | None = None
 
 
 class Connection:
@@ -442,7 +446,8 @@ class Connection:
         portal, at = self.pending, self.pending_at
         self.pending = None
         if portal.result is None:
-            if portal.stmt.answer is None and portal.stmt.kind() != "select":
+            if portal.error is not None or \
+                    portal.stmt.answer is None and portal.stmt.kind() != "select":
                 out[at] = M.NO_DATA
                 return
             try:
@@ -573,23 +578,32 @@ class Connection:
     def _execute(self, portal: Portal) -> None:
         if portal.result is not None:
             return
+        s = self.session
+        # it ran and failed: the same answer, not a rerun (in a transaction failed
+        # since, the run answers 25P02, running nothing)
+        if portal.error is not None and not (s.in_transaction and s.sql_failed):
+            raise portal.error
         if portal.stmt.copy_in:
             raise E.SqlError("0A000", "COPY FROM STDIN runs in the simple query protocol "
                                       "(a Query message), not the extended one")
         self.token.reason = None        # a statement begins: an older cancel is spent
-        s, stmt = self.session, portal.stmt
+        stmt = portal.stmt
         if stmt.answer is None and stmt.kind() == "write" and not self.implicit and \
                 not s.in_transaction:
             s.begin()                   # the implicit transaction, up to the Sync
             self.implicit = True
-        results = stmt.run(s, portal.params)
-        result = results[-1] if results else None
-        if result is None:
-            raise E.SqlError("42601", "the statement is empty")
+        try:
+            results = stmt.run(s, portal.params)
+            result = results[-1] if results else None
+            if result is None:
+                raise E.SqlError("42601", "the statement is empty")
+            if result.columns:
+                portal.columns, portal.encoders, portal.fixed = _describe(
+                    result, portal.formats, portal.stmt.described)
+        except E.VarveError as e:
+            portal.error = e
+            raise
         portal.result = result
-        if result.columns:
-            portal.columns, portal.encoders, portal.fixed = _describe(
-                result, portal.formats, portal.stmt.described)
 
     def _statement_rows(self, stmt: Prepared) -> bytes:
         """A statement's RowDescription before it runs: a SELECT is run with NULL
