@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import varvedb as vv
-from varvedb.pgwire import catalog, types as T
+from varvedb.pgwire import catalog, messages as M, types as T
 from varvedb.pgwire.scram import AuthFailed, Exchange, Verifier
 from varvedb.query.pg_procs import OPERATORS, PROCS
 
@@ -557,6 +557,62 @@ def test_a_binary_parameter_out_of_pythons_range_is_22p03(data, oid):
     assert e.value.sqlstate == "22P03"
 
 
+def _bind_oracle(data: bytes):
+    """A Bind read field by field (Body's reads, one at a time)."""
+    b = M.Body(data)
+    portal, name = b.cstr(), b.cstr()
+    formats = tuple(b.int16() for _ in range(b.count()))
+    values = []
+    for _ in range(b.count()):
+        n = b.int32()
+        values.append(None if n == -1 else b.take(n))   # (take refuses n < 0)
+    results = tuple(b.int16() for _ in range(b.count()))
+    b.end()
+    return portal, name, formats, values, results
+
+
+_NAMES = st.text(st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)),
+                 max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_NAMES, _NAMES, st.lists(st.integers(-1, 1), max_size=4),
+       st.lists(st.none() | st.binary(max_size=20), max_size=6),
+       st.lists(st.integers(-1, 1), max_size=4), st.data())
+def test_a_bind_is_read_in_one_pass_as_field_by_field(portal, name, formats, values,
+                                                       results, data):
+    """messages.bind_fields (a query's every execution reads its Bind) reads what
+    the message's fields read one at a time read; a Bind cut short anywhere, or
+    with bytes past its fields, or a length below -1, is a ProtocolViolation."""
+    body = (portal.encode() + b"\0" + name.encode() + b"\0"
+            + struct.pack(f"!H{len(formats)}h", len(formats), *formats)
+            + struct.pack("!H", len(values))
+            + b"".join(struct.pack("!i", -1) if v is None else struct.pack("!i", len(v)) + v
+                       for v in values)
+            + struct.pack(f"!H{len(results)}h", len(results), *results))
+    want = (portal, name, tuple(formats), values, tuple(results))
+    assert M.bind_fields(body) == _bind_oracle(body) == want
+    cut = data.draw(st.integers(0, len(body) - 1))
+    for bad in (body[:cut], body + b"\0"):
+        with pytest.raises(M.ProtocolViolation):
+            M.bind_fields(bad)
+    if values:      # the first value's length: -2 is no length
+        at = len(portal.encode()) + len(name.encode()) + 2 + 2 + 2 * len(formats) + 2
+        crafted = body[:at] + struct.pack("!i", -2) + body[at + 4:]
+        with pytest.raises(M.ProtocolViolation):
+            M.bind_fields(crafted)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.none() | st.integers(-2**64, 2**64) | st.integers(-5, 5), max_size=12))
+def test_an_int_column_is_numeric_only_where_a_value_is_past_int64(column):
+    """An int column is int8 unless one of its values is past int64 (an exact sum):
+    then numeric; NULLs are looked past."""
+    rows = [(v, "x") for v in column]
+    past = any(v is not None and not -2**63 <= v < 2**63 for v in column)
+    assert T.column_oid("int", rows, 0) == (T.NUMERIC if past else T.INT8)
+
+
 # ---- what one client may hold: start-ups, statements, portals, parameters ----------
 
 def _msg(kind: bytes, body: bytes = b"") -> bytes:
@@ -925,3 +981,42 @@ def test_a_prepared_execution_answers_as_its_messages_one_by_one(server):
             assert b"25P02" in msgs[2][1] and msgs[3] == (b"Z", b"E")
         s.sendall(_msg(b"Q", b"ROLLBACK\0"))
         assert _read_until_ready(s)[-1] == (b"Z", b"I")
+
+
+def test_a_failing_statement_runs_once_however_its_portal_is_described(inproc, monkeypatch):
+    """A portal whose run failed is not run again: the Describe settled after its
+    failed Execute answers NoData, and an Execute after a Describe whose run
+    failed answers that error (the statement ran twice, so a canceled SELECT ran
+    again, uncanceled, to its end)."""
+    from varvedb.pgwire import connection
+    runs = []
+    real = connection.Prepared.run
+
+    def counted(self, session, params):
+        runs.append(self.text)
+        return real(self, session, params)
+    monkeypatch.setattr(connection.Prepared, "run", counted)
+    _, port = inproc()
+    with _ready_socket(port) as s:
+        s.sendall(_parse("div", "SELECT 10 / $1::int") + SYNC)
+        assert [m[0] for m in _read_until_ready(s)] == [b"1", b"Z"]
+        ways = {"libpq's one step": _bind_values("div", b"0") + DESCRIBE_EXECUTE_SYNC,
+                "one by one": _bind_values("div", b"0") + _msg(b"H") + DESCRIBE_EXECUTE_SYNC}
+        for way, sent in ways.items():
+            runs.clear()
+            s.sendall(sent)
+            msgs = _read_until_ready(s)
+            assert [m[0] for m in msgs] == [b"2", b"n", b"E", b"Z"], way
+            assert b"22012" in msgs[2][1] and runs == ["SELECT 10 / $1::int"], way
+        # Describe flushed (its SELECT run to learn the columns: it fails), then Execute
+        runs.clear()
+        s.sendall(_bind_values("div", b"0") + _msg(b"D", b"P\0") + _msg(b"H"))
+        s.sendall(_msg(b"E", b"\0" + bytes(4)) + SYNC)
+        msgs = _read_until_ready(s)
+        assert [m[0] for m in msgs] == [b"2", b"n", b"E", b"Z"]
+        assert b"22012" in msgs[2][1] and runs == ["SELECT 10 / $1::int"]
+        # and a good one still runs once, its rows answered
+        runs.clear()
+        s.sendall(_bind_values("div", b"5") + DESCRIBE_EXECUTE_SYNC)
+        assert [m[0] for m in _read_until_ready(s)] == [b"2", b"T", b"D", b"C", b"Z"]
+        assert runs == ["SELECT 10 / $1::int"]

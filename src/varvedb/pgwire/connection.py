@@ -12,7 +12,8 @@ with its SQLSTATE and, in the extended protocol, skips the messages up to
 Sync; inside BEGIN the transaction is failed (ReadyForQuery 'E', 25P02) until
 ROLLBACK, as PostgreSQL does. Answers to the extended protocol's messages wait
 for Sync or Flush and go out in one send. Describe of a portal runs no write:
-its answer is settled by the message after it (see _settle). libpq's execution
+its answer is settled by the message after it (see _settle). A portal runs at
+most once: one whose run failed answers that error again, never reruns. libpq's execution
 of a prepared statement (Bind, Describe and Execute of the unnamed portal,
 Sync: one write) is read as one step (_execution), answered as those messages
 are one by one.
@@ -58,7 +59,9 @@ class Prepared:
                  "described", "size", "_kind")
 
     def __init__(self, text: str, oids: list[int], params: int, answer=None):
-        self.text, self.oids, self.params = text, oids, params
+        # a type OID a parameter (0: unspecified)
+        self.text, self.params = text, params
+        self.oids = oids[:params] + [0] * (params - len(oids))
         self.size = len(text)     # counted against MAX_KEPT_BYTES
         self.answer = answer      # the catalog's, for a driver's catalog query
         self.copy_in = _copy_in_of(text) is not None
@@ -92,7 +95,7 @@ class Prepared:
 
 class Portal:
     __slots__ = ("stmt", "params", "formats", "result", "columns", "encoders", "fixed",
-                 "sent", "size")
+                 "sent", "size", "error")
 
     def __init__(self, stmt: Prepared, params: list, formats: list[int], size: int):
         self.stmt, self.params, self.formats = stmt, params, formats
@@ -100,6 +103,9 @@ class Portal:
         self.result = None        # the SqlResult, once run (Execute, or Describe of a SELECT)
         self.columns = self.encoders = self.fixed = None
         self.sent = 0             # rows sent so far (Execute with a row limit)
+        # the error its run raised: the portal is not run again (a Describe settled
+        # after it answers NoData, an Execute after it this error)
+        self.error: E.VarveError | None = None
 
 
 class Connection:
@@ -399,19 +405,18 @@ class Connection:
         return out
 
     def bind(self, b: Body) -> bytes:
-        portal, name = b.cstr(), b.cstr()
-        formats = b.int16s()
-        values = b.values()
-        result_formats = b.int16s()
-        b.end()
+        portal, name, formats, values, result_formats = M.bind_fields(b.data)
         stmt = self._statement(name)
-        if len(values) != stmt.params:
-            raise E.SqlError("08P01", f"bind message supplies {len(values)} parameters, but "
+        n = len(values)
+        if n != stmt.params:
+            raise E.SqlError("08P01", f"bind message supplies {n} parameters, but "
                                       f"prepared statement \"{name}\" requires {stmt.params}")
-        if len(formats) not in (0, 1, len(values)):
-            raise ProtocolViolation("bind message has a wrong number of parameter formats")
-        params = [decode_param(v, stmt.oids[i] if i < len(stmt.oids) else 0,
-                               _format(formats, i) == 1) for i, v in enumerate(values)]
+        if len(formats) != n:
+            if len(formats) > 1:
+                raise ProtocolViolation("bind message has a wrong number of parameter formats")
+            formats = (formats[0] if formats else 0,) * n
+        params = [decode_param(v, oid, code == 1)
+                  for v, oid, code in zip(values, stmt.oids, formats)]
         if portal and portal in self.portals:
             raise E.SqlError("42P03", f'cursor "{portal}" already exists')
         self._keep(self.portals, portal, Portal(stmt, params, result_formats, len(b.data)),
@@ -423,8 +428,7 @@ class Connection:
         b.end()
         if what == b"S":
             stmt = self._statement(name)
-            oids = [(stmt.oids[i] if i < len(stmt.oids) and stmt.oids[i] else TEXT)
-                    for i in range(stmt.params)]
+            oids = [oid or TEXT for oid in stmt.oids]
             return M.parameter_description(oids) + self._statement_rows(stmt)
         if what != b"P":
             raise ProtocolViolation("Describe names neither a statement nor a portal")
@@ -442,7 +446,8 @@ class Connection:
         portal, at = self.pending, self.pending_at
         self.pending = None
         if portal.result is None:
-            if portal.stmt.answer is None and portal.stmt.kind() != "select":
+            if portal.error is not None or \
+                    portal.stmt.answer is None and portal.stmt.kind() != "select":
                 out[at] = M.NO_DATA
                 return
             try:
@@ -465,13 +470,18 @@ class Connection:
             portal = self.portals[""]
             out.append(b"")             # the Describe's answer, settled below
             self.pending, self.pending_at = portal, len(out) - 1
-            out += self._run(portal, 0)
+            rows = self._run(portal, 0)
+            # it ran: the Describe answers its columns (_settle's first case)
+            self.pending = None
+            out[-1] = portal.columns if portal.columns is not None else M.NO_DATA
+            out += rows
         except E.VarveError as e:
             out.append(_error(e))
             failed = True
         if self.pending is not None:
             self._settle(out)
-        self._end_implicit(out, failed)
+        if self.implicit:
+            self._end_implicit(out, failed)
         out.append(self._ready())
 
     def _end_implicit(self, out: list[bytes], failed: bool) -> None:
@@ -568,23 +578,32 @@ class Connection:
     def _execute(self, portal: Portal) -> None:
         if portal.result is not None:
             return
+        s = self.session
+        # it ran and failed: the same answer, not a rerun (in a transaction failed
+        # since, the run answers 25P02, running nothing)
+        if portal.error is not None and not (s.in_transaction and s.sql_failed):
+            raise portal.error
         if portal.stmt.copy_in:
             raise E.SqlError("0A000", "COPY FROM STDIN runs in the simple query protocol "
                                       "(a Query message), not the extended one")
         self.token.reason = None        # a statement begins: an older cancel is spent
-        s, stmt = self.session, portal.stmt
-        if not self.implicit and not s.in_transaction and stmt.answer is None and \
-                stmt.kind() == "write":
+        stmt = portal.stmt
+        if stmt.answer is None and stmt.kind() == "write" and not self.implicit and \
+                not s.in_transaction:
             s.begin()                   # the implicit transaction, up to the Sync
             self.implicit = True
-        results = stmt.run(s, portal.params)
-        result = results[-1] if results else None
-        if result is None:
-            raise E.SqlError("42601", "the statement is empty")
+        try:
+            results = stmt.run(s, portal.params)
+            result = results[-1] if results else None
+            if result is None:
+                raise E.SqlError("42601", "the statement is empty")
+            if result.columns:
+                portal.columns, portal.encoders, portal.fixed = _describe(
+                    result, portal.formats, portal.stmt.described)
+        except E.VarveError as e:
+            portal.error = e
+            raise
         portal.result = result
-        if result.columns:
-            portal.columns, portal.encoders, portal.fixed = _describe(
-                result, portal.formats, portal.stmt.described)
 
     def _statement_rows(self, stmt: Prepared) -> bytes:
         """A statement's RowDescription before it runs: a SELECT is run with NULL
@@ -620,8 +639,9 @@ def _describe(result, formats: list[int], kept: dict | None = None) -> tuple:
     """(RowDescription, one encoder a column, FixedRows or None) of a result;
     `kept`: a prepared statement's, which its executions find them in (their
     columns the same)."""
-    oids = tuple(column_oid(kind, result.rows, i, element)
-                 for i, (kind, element) in enumerate(zip(result.kinds, result.elements)))
+    rows = result.rows
+    oids = tuple([column_oid(kind, rows, i, element)
+                  for i, (kind, element) in enumerate(zip(result.kinds, result.elements))])
     key = (tuple(result.columns), tuple(result.kinds), oids, tuple(formats))
     got = kept.get(key) if kept is not None else None
     if got is not None:
@@ -644,6 +664,8 @@ def _describe(result, formats: list[int], kept: dict | None = None) -> tuple:
 def _data_rows(rows: list, start: int, end: int, encoders, fixed=None) -> list[bytes]:
     def slow(row):
         return M.data_row([enc(v) for enc, v in zip(encoders, row)])
+    if fixed is not None and start == 0 and end == len(rows) <= ROWS_PER_WRITE:
+        return [fixed.rows(rows, slow)]      # a query's few rows: no slice
     out = []
     for at in range(start, end, ROWS_PER_WRITE):
         chunk = rows[at:min(end, at + ROWS_PER_WRITE)]

@@ -12,6 +12,8 @@ import datetime as _dt
 import json
 import struct
 from decimal import Decimal, InvalidOperation
+from functools import partial
+from operator import is_not, itemgetter
 
 import numpy as np
 
@@ -58,16 +60,32 @@ def column_oid(kind: str | None, rows: list, i: int, element: str | None = None)
     if kind == "array":
         return _array_oid(rows, i)
     oid = KIND_OIDS.get(kind, TEXT)
-    if oid == VECTOR or oid == INT8:
+    if oid == VECTOR:
         for r in rows:
             v = r[i]
-            if v is None:
-                continue
-            if oid == VECTOR:
+            if v is not None:
                 return _VECTOR_OIDS.get(getattr(v, "dtype", None), VECTOR)
-            if type(v) is int and not _INT8_RANGE[0] <= v <= _INT8_RANGE[1]:
-                return NUMERIC
+    elif oid == INT8 and rows and _past_int8(rows, i):
+        return NUMERIC
     return oid
+
+
+def _past_int8(rows: list, i: int) -> bool:
+    """Does column `i` hold an int past int64? Its least and greatest values are
+    looked at first (C's loops, not one Python step a row); only a column whose
+    bounds are past int64 (or that min and max cannot order) is looked at a value
+    at a time."""
+    values = list(filter(_NOT_NULL, map(itemgetter(i), rows)))
+    try:
+        if not values or _INT8_RANGE[0] <= min(values) and max(values) <= _INT8_RANGE[1]:
+            return False
+    except TypeError:
+        pass
+    lo, hi = _INT8_RANGE
+    return any(type(v) is int and not lo <= v <= hi for v in values)
+
+
+_NOT_NULL = partial(is_not, None)
 
 
 def _array_oid(rows: list, i: int) -> int:
