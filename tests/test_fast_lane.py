@@ -590,6 +590,29 @@ def test_a_read_only_query_scores_to_the_bit_as_a_writable_one(metric):
     assert np.array_equal(rows, rows_ro) and np.array_equal(scores, scores_ro)
 
 
+
+def test_the_exact_scan_takes_every_form_of_a_query_alike_and_refuses_more_than_one_row():
+    """flat.searcher calls its kernel's machine code for the types it bound
+    (kernels.jit.direct), without numba's dispatch: every other form of a query
+    (a list, float64, a strided view, read-only) is converted to the one it was
+    bound for and answers alike, and a query of two dimensions, which numba's
+    dispatch refused with a raw typing error, is a DimensionError."""
+    rng = np.random.default_rng(5)
+    arena = rng.standard_normal((50, 16)).astype(np.float32)
+    norms = np.linalg.norm(arena, axis=1).astype(np.float32)
+    q = rng.standard_normal(16).astype(np.float32)
+    top_k = flat.searcher("l2", arena, norms, 7, None)
+    want = top_k(q)
+    frozen = q.copy()
+    frozen.flags.writeable = False
+    strided = np.repeat(q, 2)[::2]
+    for form in (q.tolist(), q.astype(np.float64), strided, frozen):
+        rows, scores = top_k(form)
+        assert np.array_equal(rows, want[0]) and np.array_equal(scores, want[1])
+    for wrong in (q[None, :], np.float32(1.0)):
+        with pytest.raises(vv.DimensionError):
+            top_k(wrong)
+
 # ---- the kept lane against a fresh bind over random writes and searches -------------
 
 KEPT_SHAPES = [dict(limit=5), dict(limit=5, select=[]), dict(limit=3, where="tag = $1", params=[1]),

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import NonFiniteVectorError
+from ..errors import DimensionError, NonFiniteVectorError
 from ..kernels.distance import METRIC_CODES
+from ..kernels.jit import direct
 from ..kernels.scan import NEAR_TIES, rank_near, scan_top_k
 
 _NO_ALLOW = np.zeros(1, np.bool_)
@@ -57,21 +58,28 @@ def searcher(metric: str, arena: np.ndarray, norms: np.ndarray, k: int,
     gathered = _NO_ROWS if gathered is None else gathered
     scored = len(gathered) if use_rows else n
     pool = []           # scores scratch, one a search in flight (list.pop/append: atomic)
+    # the kernel for these arguments' types, called without numba's dispatch: a
+    # query of another type is converted to `dtype`, 1-D, C order, writable below
+    kernel = direct(scan_top_k, bits, norms, np.empty(arena.shape[1], dtype), code, k, spare,
+                    allow, use_allow, gathered, use_rows, np.empty(scored, np.float32),
+                    np.empty(k, _I64), np.empty(k, _F64))
 
     def top_k(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         # one flavour of query for the kernel: a read-only one compiled apart and
         # scored 1e-14 away from a writable copy of itself (the float64 rescoring)
-        if not (type(q) is np.ndarray and q.dtype is dtype and q.flags.c_contiguous
-                and q.flags.writeable):
+        if not (type(q) is np.ndarray and q.dtype is dtype and q.ndim == 1
+                and q.flags.c_contiguous and q.flags.writeable):
             q = np.array(q, dtype=dtype, order="C")
+            if q.ndim != 1:
+                raise DimensionError(f"a query vector is one row, got shape {q.shape}")
         try:
             scores = pool.pop()
         except IndexError:
             scores = np.empty(scored, np.float32)
         rows = np.empty(k, _I64)
         dists = np.empty(k, _F64)
-        count = scan_top_k(bits, norms, q, code, k, spare, allow, use_allow, gathered,
-                           use_rows, scores, rows, dists)
+        count = kernel(bits, norms, q, code, k, spare, allow, use_allow, gathered, use_rows,
+                       scores, rows, dists)
         if count == NEAR_TIES:
             count = rank_near(bits, q, code, k, np.float32(dists[0]), scores, allow, use_allow,
                               gathered, use_rows, rows, dists)

@@ -205,3 +205,13 @@ def _compile_plain(dispatcher, fn, readonly, literal) -> None:
         return entry
 
     dispatcher.compile = compile
+
+
+def direct(dispatcher, *args):
+    """The machine code `dispatcher` runs for arguments of exactly these types,
+    compiled (or loaded) now: a function called without numba's dispatch, which
+    types each argument on every call (~60 ns an argument; 0.8 of a 1 000-row
+    search's 11 µs). It checks no type: the caller passes only arguments of the
+    types given here, the same arrays or fresh ones of the same dtype, number
+    of dimensions and layout."""
+    return dispatcher.compile(tuple(dispatcher.typeof_pyval(a) for a in args))
