@@ -1120,8 +1120,38 @@ def test_check_constraints_bind_every_write_and_stay_with_the_file(tmp_path):
         db.sql("UPDATE p SET price = -price")
     for sql in ("CREATE TABLE q (id bigint PRIMARY KEY, s text CHECK (s IN ('a', 'b')))",
                 "CREATE TABLE q (id bigint PRIMARY KEY, a int, b int, CHECK (a < b))",
-                "ALTER TABLE p ADD CHECK (n > 0)"):
+                "ALTER TABLE p ADD CHECK (n < price)", "ALTER TABLE p ADD UNIQUE (n)"):
         with pytest.raises(vv.SqlError) as e:
             db.sql(sql)
         assert e.value.sqlstate == "0A000", sql
     db.close()
+
+
+def test_add_check_holds_the_python_api_and_stays_with_the_file(tmp_path):
+    """ALTER TABLE ADD CHECK is the fields' checks from then on (a SET_CHECK frame):
+    the Python API's writes are held to it, it comes back with the file (replayed,
+    and from a checkpoint), and one that a row there fails changes nothing (issue
+    30; the differential cases are sql_cases/alter_check.sql)."""
+    path = tmp_path / "c.vv"
+    db = vv.connect(path)
+    db.sql("CREATE TABLE p (id bigint PRIMARY KEY, price float, code text)")
+    db.sql("INSERT INTO p VALUES (1, 2.0, 'a'), (2, NULL, 'b')")
+    before = db.version
+    with pytest.raises(vv.CheckViolationError) as e:
+        db.sql("ALTER TABLE p ADD CONSTRAINT cheap CHECK (price < 1)")
+    assert e.value.sqlstate == "23514" and 'constraint "cheap"' in str(e.value)
+    assert db.version == before and db.engine.table("p").schema.fields["price"].check is None
+    db.sql("ALTER TABLE p ADD CHECK (price > 0 AND code <> 'x')")
+    c = db.collection("p")
+    for bad in ({"id": 3, "price": -1.0}, {"id": 3, "code": "x"}):
+        with pytest.raises(vv.CheckViolationError):
+            c.insert(bad)
+    db.close()
+    for _ in range(2):          # replayed from the log, then from a checkpoint
+        db = vv.connect(path)
+        fields = db.engine.table("p").schema.fields
+        assert fields["price"].check == ((">", 0.0),) and fields["code"].check == (("<>", "x"),)
+        with pytest.raises(vv.CheckViolationError):
+            db.collection("p").insert({"id": 3, "price": 0.0})
+        db.checkpoint()
+        db.close()

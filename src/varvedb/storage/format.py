@@ -74,6 +74,7 @@ class Kind:
     DROP_INDEX = 19
     BASE = 20           # in an anchor commit: how the log numbers the rows it kept
     BRANCH = 21         # a branch created or dropped
+    SET_CHECK = 22      # a field's CHECK conditions replaced (SQL's ALTER TABLE ADD CHECK)
 
 
 def pad(n: int, align: int = ALIGN) -> int:
