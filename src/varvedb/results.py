@@ -199,13 +199,15 @@ class SqlResult:
     `elements` an array column's element type where it is a column of arrays
     ("vector(3)", "float": schema.Field.array_of; None elsewhere).
     `copy_data` is what COPY ... TO STDOUT wrote (bytes; None for any other
-    statement)."""
+    statement), and `copy_ends` where each of its rows ends in it (the wire sends
+    each row as a CopyData message of its own, as PostgreSQL does)."""
     __slots__ = ("columns", "rows", "status", "rowcount", "plan", "kinds", "copy_data",
-                 "elements")
+                 "elements", "copy_ends")
 
     def __init__(self, columns: list[str], rows: list[tuple], status: str,
                  rowcount: int | None = None, plan=None, kinds: list | None = None,
-                 copy_data: bytes | None = None, elements: list | None = None):
+                 copy_data: bytes | None = None, elements: list | None = None,
+                 copy_ends: list[int] | None = None):
         self.columns = columns
         self.rows = rows
         self.status = status
@@ -214,6 +216,7 @@ class SqlResult:
         self.kinds = kinds if kinds is not None else [None] * len(columns)
         self.copy_data = copy_data
         self.elements = elements if elements is not None else [None] * len(columns)
+        self.copy_ends = copy_ends
 
     def __len__(self) -> int:
         return len(self.rows)

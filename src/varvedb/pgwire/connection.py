@@ -31,6 +31,7 @@ from ..cancel import CancelToken, running
 from ..query.pg_types import to_regtype
 from ..sql import compile_text, run_compiled, run_each, run_shaped, shaped
 from ..sql.settings import REPORTED
+from ..sql.dml import PGCOPY
 from ..sql.params import param_types
 from . import catalog
 from . import messages as M
@@ -696,15 +697,12 @@ def _error(e: E.VarveError) -> bytes:
     return M.error(fields)
 
 
-
-COPY_CHUNK = 1 << 16        # bytes of COPY TO STDOUT's text in one CopyData
-
-
 def _copy_out(result) -> list[bytes]:
-    """COPY ... TO STDOUT: CopyOutResponse, its text in CopyData messages, CopyDone."""
-    data = result.copy_data
-    return [M.copy_response(b"H", len(result.columns)),
-            *(M.copy_data(data[at:at + COPY_CHUNK]) for at in range(0, len(data), COPY_CHUNK)),
+    """COPY ... TO STDOUT: CopyOutResponse, its data in CopyData messages (one a row,
+    as PostgreSQL sends them: psycopg's copy.rows() reads a row from each), CopyDone."""
+    data, ends = result.copy_data, result.copy_ends
+    return [M.copy_response(b"H", len(result.columns), data.startswith(PGCOPY)),
+            *(M.copy_data(data[at:end]) for at, end in zip((0, *ends), ends)),
             M.COPY_DONE, M.command_complete(result.status)]
 
 
