@@ -29,7 +29,7 @@ from pglast.parser import ParseError, scan
 from .. import errors as E
 from ..cancel import CancelToken, running
 from ..query.pg_types import to_regtype
-from ..sql import compile_text, run_compiled, run_each, run_shaped, shaped
+from ..sql import compile_text, describe_write, run_compiled, run_each, run_shaped, shaped
 from ..sql.settings import REPORTED
 from ..sql.dml import PGCOPY
 from ..sql.params import param_types
@@ -589,8 +589,17 @@ class Connection:
 
     def _statement_rows(self, stmt: Prepared) -> bytes:
         """A statement's RowDescription before it runs: a SELECT is run with NULL
-        parameters to learn its columns (reads only; nothing changes); any other
-        statement is described as returning no rows."""
+        parameters to learn its columns (reads only; nothing changes), a write
+        by its RETURNING's columns (it is not run), any other statement as
+        returning no rows."""
+        if stmt.answer is None and stmt.kind() == "write":
+            try:
+                if stmt.compiled is None:
+                    stmt.compiled = compile_text(stmt.text)
+                got = describe_write(self.session, stmt.compiled, [None] * stmt.params)
+            except E.VarveError:
+                return M.NO_DATA
+            return M.NO_DATA if got is None or not got.columns else _describe(got, [])[0]
         if stmt.answer is None and stmt.kind() != "select":
             return M.NO_DATA
         self.token.reason = None

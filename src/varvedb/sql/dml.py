@@ -87,6 +87,15 @@ def returning_result(items, t, rows: np.ndarray, env, status: str) -> SqlResult:
     return SqlResult(names, out, status, rowcount=len(rows), kinds=kinds)
 
 
+def returning_columns(impl, ctx, params) -> SqlResult | None:
+    """A write's RETURNING columns as a result without rows, the write not run (what
+    the wire's Describe of its statement answers); None: it returns no rows."""
+    if getattr(impl, "returning", None) is None:
+        return None
+    return returning_result(impl.returning, ctx.table(impl.table), np.empty(0, np.int64),
+                            E.Env(params), "")
+
+
 def column_kind(schema, name: str) -> str:
     """What a column takes: its field's kind, or `array:<element type>` for a column
     of arrays (a json field with array_of), or the id's kind."""
