@@ -230,6 +230,18 @@ class SqlResult:
     def __repr__(self) -> str:
         return f"<SqlResult {self.status}: {len(self.columns)} columns>"
 
+    def copy_text(self) -> str:
+        """copy_data as text, for an answer that carries text (HTTP's JSON, `varvedb
+        sql`): a COPY's text or CSV format; a binary COPY's bytes are 0A000 there
+        (they are a driver's, over --pg, or db.sql()'s copy_data)."""
+        try:
+            return self.copy_data.decode()
+        except UnicodeDecodeError:      # (UTF-8 never holds the binary signature's \xff)
+            from .errors import NotSupportedError
+            raise NotSupportedError("COPY TO STDOUT in the binary format answers bytes: read "
+                                    "it over --pg or from db.sql()'s copy_data; here its "
+                                    "text or CSV format") from None
+
     def scalar(self) -> Any:
         """The first column of the first row (None when there is no row)."""
         return self.rows[0][0] if self.rows and self.columns else None
