@@ -1127,6 +1127,47 @@ def test_check_constraints_bind_every_write_and_stay_with_the_file(tmp_path):
     db.close()
 
 
+_CHECK_OPS = {"=": lambda a, b: a == b, "<>": lambda a, b: a != b, "<": lambda a, b: a < b,
+              "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(st.one_of(st.none(), st.integers(-5, 5)), st.booleans()),
+                     max_size=10),
+       op=st.sampled_from(sorted(_CHECK_OPS)), bound=st.integers(-5, 5),
+       later=st.lists(st.one_of(st.none(), st.integers(-6, 6)), max_size=4))
+def test_add_check_agrees_with_an_oracle(rows, op, bound, later):
+    """ADD CHECK (x op bound) on random rows, some deleted first: it succeeds exactly
+    when every live row passes (NULL passes), and then refuses exactly the later
+    inserts that fail it; a refused ADD CHECK leaves every later insert allowed."""
+    def passes(x):
+        return x is None or _CHECK_OPS[op](x, bound)
+    db = vv.connect(":memory:")
+    try:
+        db.sql("CREATE TABLE c (id bigint PRIMARY KEY, x bigint)")
+        for i, (x, _) in enumerate(rows):
+            db.sql("INSERT INTO c VALUES ($1, $2)", [i, x])
+        dead = [i for i, (_, gone) in enumerate(rows) if gone]
+        if dead:
+            db.sql("DELETE FROM c WHERE id = ANY($1)", [dead])
+        live = [x for x, gone in rows if not gone]
+        try:
+            db.sql(f"ALTER TABLE c ADD CHECK (x {op} {bound})")
+            added = True
+        except vv.CheckViolationError:
+            added = False
+        assert added == all(passes(x) for x in live)
+        for j, x in enumerate(later):
+            try:
+                db.sql("INSERT INTO c VALUES ($1, $2)", [100 + j, x])
+                ok = True
+            except vv.CheckViolationError:
+                ok = False
+            assert ok == (not added or passes(x)), (x, op, bound)
+    finally:
+        db.close()
+
+
 def test_add_check_holds_the_python_api_and_stays_with_the_file(tmp_path):
     """ALTER TABLE ADD CHECK is the fields' checks from then on (a SET_CHECK frame):
     the Python API's writes are held to it, it comes back with the file (replayed,
