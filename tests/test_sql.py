@@ -1173,16 +1173,29 @@ def test_add_check_holds_the_python_api_and_stays_with_the_file(tmp_path):
     the Python API's writes are held to it, it comes back with the file (replayed,
     and from a checkpoint), and one that a row there fails changes nothing (issue
     30; the differential cases are sql_cases/alter_check.sql)."""
+    import struct
+    import zlib
+    from varvedb.storage import format as F
     path = tmp_path / "c.vv"
     db = vv.connect(path)
     db.sql("CREATE TABLE p (id bigint PRIMARY KEY, price float, code text)")
     db.sql("INSERT INTO p VALUES (1, 2.0, 'a'), (2, NULL, 'b')")
+    db.close()
+    with open(path, "r+b") as f:     # stamped format 3: upgraded at its first SET_CHECK
+        magic, _, flags, file_id, created = F._HEADER.unpack(f.read(F._HEADER.size))
+        body = F._HEADER.pack(magic, 3, flags, file_id, created)
+        f.seek(0)
+        f.write(body + struct.pack("<I", zlib.crc32(body)))
+    db = vv.connect(path)
     before = db.version
     with pytest.raises(vv.CheckViolationError) as e:
         db.sql("ALTER TABLE p ADD CONSTRAINT cheap CHECK (price < 1)")
     assert e.value.sqlstate == "23514" and 'constraint "cheap"' in str(e.value)
     assert db.version == before and db.engine.table("p").schema.fields["price"].check is None
+    assert db.engine.log.file.format_version == 3
     db.sql("ALTER TABLE p ADD CHECK (price > 0 AND code <> 'x')")
+    with open(path, "rb") as f:      # an older varvedb refuses the file, not misreads it
+        assert F.unpack_header(f.read(64)).format_version == F.FORMAT_VERSION == 4
     c = db.collection("p")
     for bad in ({"id": 3, "price": -1.0}, {"id": 3, "code": "x"}):
         with pytest.raises(vv.CheckViolationError):

@@ -689,6 +689,8 @@ class Engine:
                 except CheckViolationError:
                     raise CheckViolationError(f'check constraint "{constraint}" of relation '
                                               f'"{t.name}" is violated by some row') from None
+        if self.log is not None:     # an older varvedb refuses the file, not misreads it
+            self.log.file.upgrade_header()
         for name, f in fields.items():
             self.write(tx, frames.SetCheck(t.cid, name, f.check))
 
