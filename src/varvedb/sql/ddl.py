@@ -197,14 +197,19 @@ def _default_value(column: str, kind: str, node):
     return v.python()[0]
 
 
+# PARTITION BY and PARTITION OF: refused rather than kept as one table (a partitioned
+# table with no partition holds no row in PostgreSQL, and a partition is a table of
+# its own that reads a part of the other): what pgvector points at them for
+_NO_PARTITIONS = ("partitioned tables are not supported: a table is one collection (to "
+                  "search within one value of a column, a partial HNSW index, CREATE INDEX "
+                  "... USING hnsw (embedding vector_l2_ops) WHERE (category_id = 123), is "
+                  "pgvector's other way)")
+
+
 class CreateTable:
     def __init__(self, stmt: ast.CreateStmt):
-        if stmt.partspec:
-            raise NotSupportedError(
-                "partitioned tables are not supported: a table is one collection (to search "
-                "within one value of a column, a partial HNSW index, CREATE INDEX ... USING "
-                "hnsw (embedding vector_l2_ops) WHERE (category_id = 123), is pgvector's "
-                "other way)")
+        if stmt.partspec or stmt.partbound:
+            raise NotSupportedError(_NO_PARTITIONS)
         if stmt.inhRelations or stmt.ofTypename:
             raise NotSupportedError("inheritance and typed tables are not supported")
         self.name = stmt.relation.relname
