@@ -16,6 +16,7 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, p
                                  rule)
 
 import varvedb as vv
+from varvedb.storage import format as F
 
 IDS = st.integers(1, 6)
 NAMES = ("a", "b", "c")
@@ -516,7 +517,7 @@ os._exit(9)        # no close, no checkpoint
         assert db.verify(anchor=(db.version, chain)).ok
         db.use("main")
         assert db["docs"].get(1)["tag"] == 1
-        assert db.engine.log.file.format_version == 3
+        assert db.engine.log.file.format_version == F.FORMAT_VERSION
     raw = bytearray(_file_bytes(path))
     # the branch id lies in the commit's last 4 bytes: flip it and verify breaks
     commits = [i for i in range(4096, len(raw), 64) if raw[i:i + 4] == b"VFRM"
@@ -575,7 +576,6 @@ def test_text_search_on_a_branch_sees_its_rows(db):
 def test_an_older_file_opens_and_is_upgraded_only_when_it_gets_a_branch(tmp_path):
     import struct
     import zlib
-    from varvedb.storage import format as F
     path = tmp_path / "old.varve"
     with vv.connect(path) as db:
         db.create_collection("docs", {"tag": "int"}).insert([{"id": 1, "tag": 1}])
@@ -591,8 +591,8 @@ def test_an_older_file_opens_and_is_upgraded_only_when_it_gets_a_branch(tmp_path
     assert F.unpack_header(_file_bytes(path)[:64]).format_version == 2
     with vv.connect(path) as db:
         db.branch("exp")
-        assert db.engine.log.file.format_version == 3
-    assert F.unpack_header(_file_bytes(path)[:64]).format_version == 3
+        assert db.engine.log.file.format_version == F.FORMAT_VERSION
+    assert F.unpack_header(_file_bytes(path)[:64]).format_version == F.FORMAT_VERSION
     with vv.connect(path, branch="exp") as db:
         assert db["docs"].count() == 2 and db.verify().ok
 

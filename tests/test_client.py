@@ -889,6 +889,8 @@ def test_async_client_copies_through_stdin_and_stdout(server, client):
             assert out.copy_data == b"1\tx, y\t2026-01-02 03:04:05+00\n2\t\\N\t\\N\n"
             assert (await a.sql("COPY ac (id) FROM STDIN", copy_data=b"3\n")).rowcount == 1
             assert (await a.sql("SELECT count(*) FROM ac")).rows == [(3,)]
+            with pytest.raises(vv.NotSupportedError):   # bytes: a --pg driver's (0A000)
+                await a.sql("COPY ac TO STDOUT WITH (FORMAT binary)")
             await a.sql("DROP TABLE ac")
     asyncio.run(main())
 

@@ -404,7 +404,8 @@ def test_copy_to_stdout_then_from_stdin_gives_the_same_rows(tmp_path, options):
 
 def test_copy_to_stdout_writes_what_postgresql_writes(tmp_path, pg_conn):
     """The same rows loaded into PostgreSQL (COPY FROM STDIN) and into varvedb: COPY
-    TO STDOUT gives the same bytes, text and CSV, a table, its columns or a query."""
+    TO STDOUT gives the same bytes, text, CSV and binary, a table, its columns or a
+    query."""
     d = _loaded(tmp_path)
     pg_conn.execute(f"CREATE TABLE k ({KINDS})")
     with pg_conn.cursor().copy("COPY k FROM STDIN") as copy:
@@ -419,7 +420,10 @@ def test_copy_to_stdout_writes_what_postgresql_writes(tmp_path, pg_conn):
                       "COPY (SELECT * FROM k ORDER BY id) TO STDOUT WITH (DELIMITER ',')",
                       "COPY (SELECT id, v, s FROM k WHERE id < 4 ORDER BY id) TO STDOUT "
                       "WITH (FORMAT csv, DELIMITER ';', NULL 'NULL')",
-                      "COPY (SELECT * FROM k ORDER BY id) TO STDOUT WITH (HEADER)"]:
+                      "COPY (SELECT * FROM k ORDER BY id) TO STDOUT WITH (HEADER)",
+                      "COPY (SELECT * FROM k ORDER BY id) TO STDOUT WITH (FORMAT binary)",
+                      "COPY (SELECT v::halfvec, v, s FROM k WHERE id IN (1, 4, 5, 7) "
+                      "ORDER BY id) TO STDOUT WITH (FORMAT binary)"]:
         assert d.sql(statement).copy_data == pg(statement), statement
     for statement in ["COPY k TO STDOUT", "COPY k (s, id, v) TO STDOUT WITH (FORMAT csv)"]:
         ours = d.sql(statement).copy_data

@@ -500,7 +500,8 @@ def test_schema_frames_round_trip_and_refuse_what_no_writer_writes(people):
     good = [frames.DropCollection(t.cid), frames.AddColumn(t.cid, t.n, "x", vv.Int(default=1)),
             frames.DropColumn(t.cid, "age"), frames.RenameColumn(t.cid, "age", "years"),
             frames.CreateScalarIndex(t.cid, "age", "sorted"), frames.DropIndex(t.cid, "name"),
-            frames.DropIndex(t.cid, "v")]
+            frames.DropIndex(t.cid, "v"), frames.SetCheck(t.cid, "age", ((">", 0), ("<", 9))),
+            frames.SetCheck(t.cid, "name", None)]
     for f in good:
         parts, length, _ = frames.encode(f)
         payload = b"".join(bytes(p) for p in parts)
@@ -522,6 +523,12 @@ def test_schema_frames_round_trip_and_refuse_what_no_writer_writes(people):
            (frames.CreateScalarIndex, {"c": c, "field": "age", "kind": "btree"}),
            (frames.CreateScalarIndex, {"c": c, "field": "v", "kind": "hash"}),
            (frames.DropIndex, {"c": c, "field": "age"}),
+           (frames.SetCheck, {"c": c, "name": "nope", "check": None}),
+           (frames.SetCheck, {"c": c, "name": "v", "check": [["is null", None]]}),
+           (frames.SetCheck, {"c": c, "name": "age", "check": [[">", "0"]]}),
+           (frames.SetCheck, {"c": c, "name": "age", "check": [["~", 0]]}),
+           (frames.SetCheck, {"c": c, "name": "age", "check": [[">", 0]] * 17}),
+           (frames.SetCheck, {"c": c, "name": "age", "check": 5}),
            (frames.DropColumn, {"c": c, "name": "age"}, {"x": np.zeros(1)})]
     for cls, meta, *arrays in bad:
         with pytest.raises(CorruptFileError):
@@ -705,7 +712,8 @@ def test_hostile_schema_frames_are_refused_or_applied_cleanly():
              (frames.RenameColumn, {"c": 1, "old": "age", "new": "w"}),
              (frames.CreateScalarIndex, {"c": 1, "field": "age", "kind": "hash",
                                          "name": "age_idx"}),
-             (frames.DropIndex, {"c": 1, "field": "v"})]
+             (frames.DropIndex, {"c": 1, "field": "v"}),
+             (frames.SetCheck, {"c": 1, "name": "age", "check": [[">", 0]]})]
     tried = applied = 0
     db = fresh()
     for cls, meta in metas:

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import varvedb as vv
+from varvedb.storage import format as F
 
 from conftest import file_digest
 
@@ -161,7 +162,7 @@ def test_vacuum_drops_dead_versions_and_keeps_chain_and_anchors(db_path):
     docs = db["docs"]
     assert docs.count() == 49 and max(docs.find(limit=100).ids) == 50
     assert db.verify().ok and db.history()[0].version == 3
-    assert db.engine.log.file.format_version == 3
+    assert db.engine.log.file.format_version == F.FORMAT_VERSION
     db.close()
 
 
@@ -503,7 +504,8 @@ def test_cli_vacuum_backup_restore(tmp_path, db_path):
     with vv.connect(db_path, readonly=True) as db:
         assert db.history()[0].version == 4 and db["docs"].count() == 50
     out = run("info", db_path)
-    assert "history kept from version 4" in out.output and "format 3" in out.output
+    assert "history kept from version 4" in out.output
+    assert f"format {F.FORMAT_VERSION}" in out.output
 
 
 # ---- crafted files: an anchor where none may be, a BASE that maps rows twice -------------

@@ -492,6 +492,40 @@ def test_describe_of_a_statement_names_its_parameters_and_columns(server):
         assert msgs[2][1].count(b"\0") >= 2 and b"id\0" in msgs[2][1]
 
 
+def _row_names(body: bytes) -> list[bytes]:
+    """The column names of a RowDescription's body."""
+    (n,), at, names = struct.unpack("!h", body[:2]), 2, []
+    for _ in range(n):
+        end = body.index(b"\0", at)
+        names.append(body[at:end])
+        at = end + 1 + 18
+    return names
+
+
+def test_describe_of_a_write_names_its_returning_columns_and_runs_nothing(server):
+    """A prepared INSERT / UPDATE / DELETE ... RETURNING is described by its
+    RETURNING's columns (RowDescription, as PostgreSQL answers: pg8000 reads its
+    rows by it), the write not run; one without RETURNING by NoData."""
+    cases = [("INSERT INTO items (id, tag) VALUES ($1, $2) RETURNING id, tag * 2 AS t2",
+              [b"id", b"t2"]),
+             ("UPDATE items SET tag = $1 WHERE id = $2 RETURNING *",
+              [b"id", b"embedding", b"tag", b"name", b"meta", b"ok"]),
+             ("DELETE FROM items WHERE id = $1 RETURNING embedding <-> '[1,1,1]' AS d",
+              [b"d"]),
+             ("INSERT INTO items (id, tag) VALUES ($1, $2)", None)]
+    with _ready_socket(server.pg) as s:
+        s.sendall(_msg(b"Q", b"SELECT count(*), sum(tag) FROM items\0"))
+        before = [m for m in _read_until_ready(s) if m[0] == b"D"]
+        for text, names in cases:
+            s.sendall(_parse("w", text) + _msg(b"D", b"Sw\0") + _msg(b"C", b"Sw\0") + SYNC)
+            msgs = _read_until_ready(s)
+            assert [m[0] for m in msgs] == [b"1", b"t", b"T" if names else b"n", b"3", b"Z"]
+            if names:
+                assert _row_names(msgs[2][1]) == names, text
+        s.sendall(_msg(b"Q", b"SELECT count(*), sum(tag) FROM items\0"))
+        assert [m for m in _read_until_ready(s) if m[0] == b"D"] == before
+
+
 def test_scram_refuses_a_wrong_proof_and_accepts_the_right_one():
     import base64
     import hashlib

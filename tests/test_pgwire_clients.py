@@ -557,6 +557,29 @@ def test_binary_copy_as_pgvector_python_loads(server):
         conn.execute("DELETE FROM items WHERE id >= 8000")
 
 
+def test_binary_copy_to_as_pgvector_python_reads(server):
+    """COPY ... TO STDOUT WITH (FORMAT BINARY) read by psycopg's copy.rows(), each
+    type set (pgvector-python's test_binary_copy_to_set_types): a binary
+    CopyOutResponse, then a CopyData a row (the header with the first), each
+    vector, halfvec and NULL as sent."""
+    from pgvector import HalfVector, Vector
+    with connect(server) as conn:
+        register_vector(conn)
+        conn.execute("INSERT INTO items (id, embedding, half) VALUES "
+                     "(9001, '[1.5,2,3]', '[4,5]'), (9002, NULL, NULL)")
+        with conn.cursor().copy("COPY (SELECT id, embedding, half FROM items WHERE id > 9000 "
+                                "ORDER BY id) TO STDOUT WITH (FORMAT BINARY)") as cp:
+            cp.set_types(["int8", "vector", "halfvec"])
+            got = list(cp.rows())
+        assert got[0][0] == 9001 and got[0][1] == Vector([1.5, 2, 3])
+        assert got[0][2] == HalfVector([4, 5]) and got[1] == (9002, None, None)
+        # and the text format, a row a message too (copy.rows() reads one from each)
+        with conn.cursor().copy("COPY (SELECT id, embedding FROM items WHERE id > 9000 "
+                                "ORDER BY id) TO STDOUT") as cp:
+            assert list(cp.rows()) == [("9001", "[1.5,2,3]"), ("9002", None)]
+        conn.execute("DELETE FROM items WHERE id > 9000")
+
+
 def _pgcopy(rows: list[list[bytes | None]], signature=b"PGCOPY\n\xff\r\n\0") -> bytes:
     out = [signature, struct.pack("!ii", 0, 0)]
     for r in rows:

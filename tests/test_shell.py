@@ -295,6 +295,9 @@ def test_copy_from_stdin_in_a_script_reads_its_lines_up_to_the_end_marker(tmp_pa
     assert "SQLSTATE: 22P04" in r.stderr and "COPY k, line 2" in r.stderr
     out = sql(path, "--csv", "COPY (SELECT * FROM k ORDER BY id) TO STDOUT WITH (FORMAT csv)")
     assert out.exit_code == 0 and out.stdout == "1,a\tb\n2,\n3,\n"
+    # the binary format's bytes are a driver's: refused here, typed, not a traceback
+    out = sql(path, "COPY k TO STDOUT WITH (FORMAT binary)")
+    assert out.exit_code == 1 and "binary format answers bytes" in out.stderr, out.stderr
 
 
 def test_readonly_refuses_writes_and_leaves_the_file_unchanged(sql_file):

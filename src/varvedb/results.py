@@ -199,13 +199,15 @@ class SqlResult:
     `elements` an array column's element type where it is a column of arrays
     ("vector(3)", "float": schema.Field.array_of; None elsewhere).
     `copy_data` is what COPY ... TO STDOUT wrote (bytes; None for any other
-    statement)."""
+    statement), and `copy_ends` where each of its rows ends in it (the wire sends
+    each row as a CopyData message of its own, as PostgreSQL does)."""
     __slots__ = ("columns", "rows", "status", "rowcount", "plan", "kinds", "copy_data",
-                 "elements")
+                 "elements", "copy_ends")
 
     def __init__(self, columns: list[str], rows: list[tuple], status: str,
                  rowcount: int | None = None, plan=None, kinds: list | None = None,
-                 copy_data: bytes | None = None, elements: list | None = None):
+                 copy_data: bytes | None = None, elements: list | None = None,
+                 copy_ends: list[int] | None = None):
         self.columns = columns
         self.rows = rows
         self.status = status
@@ -214,6 +216,7 @@ class SqlResult:
         self.kinds = kinds if kinds is not None else [None] * len(columns)
         self.copy_data = copy_data
         self.elements = elements if elements is not None else [None] * len(columns)
+        self.copy_ends = copy_ends
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -226,6 +229,18 @@ class SqlResult:
 
     def __repr__(self) -> str:
         return f"<SqlResult {self.status}: {len(self.columns)} columns>"
+
+    def copy_text(self) -> str:
+        """copy_data as text, for an answer that carries text (HTTP's JSON, `varvedb
+        sql`): a COPY's text or CSV format; a binary COPY's bytes are 0A000 there
+        (they are a driver's, over --pg, or db.sql()'s copy_data)."""
+        try:
+            return self.copy_data.decode()
+        except UnicodeDecodeError:      # (UTF-8 never holds the binary signature's \xff)
+            from .errors import NotSupportedError
+            raise NotSupportedError("COPY TO STDOUT in the binary format answers bytes: read "
+                                    "it over --pg or from db.sql()'s copy_data; here its "
+                                    "text or CSV format") from None
 
     def scalar(self) -> Any:
         """The first column of the first row (None when there is no row)."""

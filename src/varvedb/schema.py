@@ -325,6 +325,7 @@ class Field:
                                   f"such as 'onnx') and source= (a text field), got embed="
                                   f"{brief(self.embed)}, source={brief(self.source)}")
             self._check_fts_options(False)
+            self._check_check()     # (none: a check is a scalar field's)
             object.__setattr__(self, "dim", int(self.dim))
             object.__setattr__(self, "_stored_default", None)
             return
@@ -337,6 +338,7 @@ class Field:
                     self.source, self.max_length) != (None, None, False, None, None, None, None):
                 raise SchemaError("a sparsevec field takes dim= and not_null= only")
             self._check_fts_options(False)
+            self._check_check()     # (none: a check is a scalar field's)
             object.__setattr__(self, "dim", int(self.dim))
             object.__setattr__(self, "_stored_default", None)
             return

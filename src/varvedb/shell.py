@@ -294,7 +294,7 @@ def format_result(result, fmt: str = "table") -> str:
     """What the shell prints for one statement's SqlResult."""
     status = result.status or ""
     if result.copy_data is not None:      # COPY ... TO STDOUT: its data, as psql prints it
-        return result.copy_data.decode() + (status + "\n" if fmt == "table" else "")
+        return result.copy_text() + (status + "\n" if fmt == "table" else "")
     has_rows = bool(result.columns) or status.startswith("SELECT")
     if fmt != "table":
         # machine formats carry only data; a statement without rows prints nothing

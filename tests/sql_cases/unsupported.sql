@@ -60,6 +60,11 @@ SELECT * FROM generate_series(1.5, 3);
 -- !! 0A000
 SELECT string_agg(DISTINCT 'x', ',');
 -- !! 0A000
+-- partitioned tables and their partitions (a partial HNSW index is pgvector's other way)
+CREATE TABLE parted (id bigint PRIMARY KEY, category_id int) PARTITION BY LIST (category_id);
+-- !! 0A000
+CREATE TABLE items_1 PARTITION OF items FOR VALUES IN (1);
+-- !! 0A000
 -- a result column of vectors of different dimensions (PostgreSQL's may mix them)
 SELECT '[1,2,3]'::vector UNION SELECT '[1,2]'::vector;
 -- !! 0A000

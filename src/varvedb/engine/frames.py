@@ -56,6 +56,9 @@ CREATE_SCALAR_INDEX c: an existing table; field: one of its int, float, text or
                     No arrays.
 DROP_INDEX          c: an existing table; field: one of its fields that has a
                     vector or scalar index. No arrays.
+SET_CHECK           c: an existing table; name: one of its fields; check: what
+                    `Field.check` accepts for it (a list of [op, value]), or nil
+                    (none). No arrays.
 BASE                (only in the first commit of a log: a vacuum's anchor) next_cid:
                     int >= the engine's; tables: a list of {c, log_n, next_int_id},
                     each table once and not mapped yet, log_n >= its n, next_int_id
@@ -92,7 +95,7 @@ width per row an insert would have cost had the field been there from the start.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import msgspec
@@ -481,6 +484,32 @@ class DropIndex:
 
 
 @dataclass
+class SetCheck:
+    """A field's CHECK conditions are `check` from now on (None: none). The rows
+    already there were checked by the writer (SQL's ALTER TABLE ADD CHECK); the
+    reader trusts no row to it, as it trusts no row to any check."""
+    KIND: ClassVar[int] = F.Kind.SET_CHECK
+    cid: int
+    name: str
+    check: tuple | None
+
+    def encode(self) -> tuple[dict, dict]:
+        return {"c": self.cid, "name": self.name,
+                "check": None if self.check is None else [list(x) for x in self.check]}, {}
+
+    @classmethod
+    def decode(cls, engine, meta: dict, arrays: dict) -> "SetCheck":
+        t = table_of(engine, meta)
+        name = field_of(t, meta.get("name"))
+        try:
+            f = replace(t.schema.fields[name], check=meta.get("check"))
+        except SchemaError as e:
+            raise CorruptFileError(f"check of {name!r} of {t.name!r}: {e}") from None
+        no_arrays(arrays)
+        return cls(t.cid, name, f.check)
+
+
+@dataclass
 class Base:
     """The last frame of a vacuumed file's anchor commit: for each table, the log's
     numbers of the rows the base kept (engine/rowmap.py) and its id counter, and
@@ -586,11 +615,12 @@ class BranchOp:
 
 
 Frame = (CreateCollection | Insert | Delete | CreateIndex | DropCollection | AddColumn
-         | DropColumn | RenameColumn | CreateScalarIndex | DropIndex | Base | BranchOp)
+         | DropColumn | RenameColumn | CreateScalarIndex | DropIndex | SetCheck | Base
+         | BranchOp)
 KINDS = {cls.KIND: cls for cls in (CreateCollection, Insert, Delete, CreateIndex,
                                    DropCollection, AddColumn, DropColumn, RenameColumn,
-                                   CreateScalarIndex, DropIndex, Base, BranchOp)}
-SCHEMA_FRAMES = (AddColumn, DropColumn, RenameColumn, CreateScalarIndex, DropIndex)
+                                   CreateScalarIndex, DropIndex, SetCheck, Base, BranchOp)}
+SCHEMA_FRAMES = (AddColumn, DropColumn, RenameColumn, CreateScalarIndex, DropIndex, SetCheck)
 SCHEMA_CHANGES = (CreateCollection, DropCollection, CreateIndex, *SCHEMA_FRAMES)
 
 

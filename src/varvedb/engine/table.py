@@ -576,6 +576,12 @@ class Table:
                            if key[0] != name and not (key[0] in gone and key[1] in VECTOR_KINDS)})
         self.columns = {k: c for k, c in self.columns.items() if k != name}
 
+    def set_check(self, name: str, check: tuple | None) -> None:
+        """The field's CHECK conditions are `check` (no row rewritten: the writer
+        checked the rows already there)."""
+        self._set_schema({k: replace(f, check=check) if k == name else f
+                          for k, f in self.schema.fields.items()})
+
     def rename_column(self, old: str, new: str) -> None:
         def renamed(d: dict) -> dict:   # in the same place: the field order is kept
             return {new if k == old else k: v for k, v in d.items()}

@@ -30,8 +30,9 @@ from pglast.parser import ParseError, scan
 from .. import errors as E
 from ..cancel import CancelToken, running
 from ..query.pg_types import to_regtype
-from ..sql import compile_text, run_compiled, run_each, run_shaped, shaped
+from ..sql import compile_text, describe_write, run_compiled, run_each, run_shaped, shaped
 from ..sql.settings import REPORTED
+from ..sql.dml import PGCOPY
 from ..sql.params import param_types
 from . import catalog
 from . import messages as M
@@ -607,8 +608,17 @@ class Connection:
 
     def _statement_rows(self, stmt: Prepared) -> bytes:
         """A statement's RowDescription before it runs: a SELECT is run with NULL
-        parameters to learn its columns (reads only; nothing changes); any other
-        statement is described as returning no rows."""
+        parameters to learn its columns (reads only; nothing changes), a write
+        by its RETURNING's columns (it is not run), any other statement as
+        returning no rows."""
+        if stmt.answer is None and stmt.kind() == "write":
+            try:
+                if stmt.compiled is None:
+                    stmt.compiled = compile_text(stmt.text)
+                got = describe_write(self.session, stmt.compiled, [None] * stmt.params)
+            except E.VarveError:
+                return M.NO_DATA
+            return M.NO_DATA if got is None or not got.columns else _describe(got, [])[0]
         if stmt.answer is None and stmt.kind() != "select":
             return M.NO_DATA
         self.token.reason = None
@@ -718,15 +728,12 @@ def _error(e: E.VarveError) -> bytes:
     return M.error(fields)
 
 
-
-COPY_CHUNK = 1 << 16        # bytes of COPY TO STDOUT's text in one CopyData
-
-
 def _copy_out(result) -> list[bytes]:
-    """COPY ... TO STDOUT: CopyOutResponse, its text in CopyData messages, CopyDone."""
-    data = result.copy_data
-    return [M.copy_response(b"H", len(result.columns)),
-            *(M.copy_data(data[at:at + COPY_CHUNK]) for at in range(0, len(data), COPY_CHUNK)),
+    """COPY ... TO STDOUT: CopyOutResponse, its data in CopyData messages (one a row,
+    as PostgreSQL sends them: psycopg's copy.rows() reads a row from each), CopyDone."""
+    data, ends = result.copy_data, result.copy_ends
+    return [M.copy_response(b"H", len(result.columns), data.startswith(PGCOPY)),
+            *(M.copy_data(data[at:end]) for at, end in zip((0, *ends), ends)),
             M.COPY_DONE, M.command_complete(result.status)]
 
 

@@ -489,7 +489,7 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
             out = {"columns": r.columns, "kinds": r.kinds, "rows": r.rows,
                    "status": r.status, "rowcount": r.rowcount}
             if r.copy_data is not None:
-                out["copy_data"] = r.copy_data.decode()
+                out["copy_data"] = r.copy_text()
             return out
 
         tid = transaction_named()

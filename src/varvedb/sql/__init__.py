@@ -257,6 +257,16 @@ def run_compiled(session, compiled: tuple, params) -> list[SqlResult]:
     return list(_each(session, compiled, params, None))
 
 
+def describe_write(session, compiled: tuple, params) -> SqlResult | None:
+    """The columns a write's RETURNING gives, as a result without rows, the write
+    not run (the wire's Describe of a prepared INSERT ... RETURNING); None where
+    the statement is no write that returns rows."""
+    if len(compiled) != 1 or compiled[0].kind != "write":
+        return None
+    from .dml import returning_columns
+    return returning_columns(compiled[0].impl, Context(session), _params(params))
+
+
 def shaped(text: str):
     """A text without parameters as its shape's compiled form and its literals
     (shapes.py), or None: compile it as it is. A prepared statement keeps it."""

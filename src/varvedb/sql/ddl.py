@@ -5,7 +5,9 @@ does and calls the same engine verb, so either interface reads the other's
 tables. The primary key must be one column named `id` (the collection's id;
 serial types have their ids assigned); a table without one gets a hidden,
 assigned id. ALTER TABLE ADD / DROP / RENAME COLUMN change the schema only —
-no row is rewritten.
+no row is rewritten. ALTER TABLE ADD [CONSTRAINT name] CHECK (...) [NOT VALID]
+adds the fields' check conditions (the CHECK vocabulary of CREATE TABLE) after
+checking the rows there (unless NOT VALID): 23514 if one fails, nothing changed.
 
 Vector indexes: USING hnsw WITH (m, ef_construction, quantize, pq_m), USING
 ivfflat WITH (lists) — vv.IVFPQ without codes — and USING ivfpq WITH (lists,
@@ -157,15 +159,25 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
     return field, tname, False, not_null
 
 
-def with_checks(fields: dict, raw) -> dict:
-    """`fields` with CHECK `raw` (a pglast expression) added to the checks of the
-    fields it reads: an AND of conditions each on one int, float, bool or text
-    column (`price > 0 AND price < 100`, `code IS NOT NULL`); else 0A000."""
-    conds = predicate(convert(raw, Scope(set())), fields)
+def check_conditions(raw, fields: dict) -> tuple:
+    """CHECK `raw` (a pglast expression) as (field, op, value) conditions: an AND of
+    conditions each on one int, float, bool or text column (`price > 0 AND price <
+    100`, `code IS NOT NULL`); else 0A000."""
+    e = convert(raw, Scope(set()))
+    missing = sorted(c for c in E.columns_of(e) if c not in fields and c != "id")
+    if missing:
+        raise SqlError("42703", f'column "{missing[0]}" does not exist')
+    conds = predicate(e, fields)
     if not conds:
         raise NotSupportedError(
             "a CHECK constraint is supported as an AND of comparisons of int, float, bool "
             "or text columns with constants (CHECK (price > 0)), or IS [NOT] NULL")
+    return conds
+
+
+def with_checks(fields: dict, raw) -> dict:
+    """`fields` with CHECK `raw` added to the checks of the fields it reads."""
+    conds = check_conditions(raw, fields)
     out = dict(fields)
     for col, op, value in conds:
         f = out[col]
@@ -185,14 +197,19 @@ def _default_value(column: str, kind: str, node):
     return v.python()[0]
 
 
+# PARTITION BY and PARTITION OF: refused rather than kept as one table (a partitioned
+# table with no partition holds no row in PostgreSQL, and a partition is a table of
+# its own that reads a part of the other): what pgvector points at them for
+_NO_PARTITIONS = ("partitioned tables are not supported: a table is one collection (to "
+                  "search within one value of a column, a partial HNSW index, CREATE INDEX "
+                  "... USING hnsw (embedding vector_l2_ops) WHERE (category_id = 123), is "
+                  "pgvector's other way)")
+
+
 class CreateTable:
     def __init__(self, stmt: ast.CreateStmt):
-        if stmt.partspec:
-            raise NotSupportedError(
-                "partitioned tables are not supported: a table is one collection (to search "
-                "within one value of a column, a partial HNSW index, CREATE INDEX ... USING "
-                "hnsw (embedding vector_l2_ops) WHERE (category_id = 123), is pgvector's "
-                "other way)")
+        if stmt.partspec or stmt.partbound:
+            raise NotSupportedError(_NO_PARTITIONS)
         if stmt.inhRelations or stmt.ofTypename:
             raise NotSupportedError("inheritance and typed tables are not supported")
         self.name = stmt.relation.relname
@@ -329,9 +346,15 @@ class AlterTable:
                 # pgvector's advice for exact scans (SET STORAGE PLAIN): a column's
                 # values are always kept in its own arrays here, never out of line
                 self.cmds.append(("storage", c.name, None, False))
+            elif c.subtype == AlterTableType.AT_AddConstraint \
+                    and c.def_.contype == ConstrType.CONSTR_CHECK:
+                # its conditions are read when the statement runs, against the fields
+                self.cmds.append(("check", c.def_.conname, c.def_.raw_expr,
+                                  not c.def_.skip_validation))
             elif c.subtype == AlterTableType.AT_AddConstraint:
-                raise NotSupportedError("ALTER TABLE ADD CONSTRAINT is not supported: a CHECK "
-                                        "constraint is given in CREATE TABLE or ADD COLUMN")
+                raise NotSupportedError(
+                    f"ALTER TABLE ADD {c.def_.contype.name.removeprefix('CONSTR_')} is not "
+                    "supported (ADD CHECK is)")
             else:
                 raise NotSupportedError(f"ALTER TABLE {c.subtype.name.removeprefix('AT_')} "
                                         "is not supported")
@@ -342,11 +365,16 @@ class AlterTable:
                 return SqlResult([], [], "ALTER TABLE")
             raise SqlError("42P01", f'relation "{self.name}" does not exist')
         s = ctx.session
-        with s.writing():
+        with s.writing() as tx:
             coll = s.collection(self.name)
             for verb, column, column_def, missing_ok in self.cmds:
-                fields = ctx.engine.table(self.name).schema.fields
-                if verb == "add":
+                t = ctx.engine.table(self.name)
+                fields = t.schema.fields
+                if verb == "check":      # (column: the name given; missing_ok: validate)
+                    conds = check_conditions(column_def, fields)
+                    ctx.engine.add_check(tx, t, conds, column or _check_name(t.name, conds),
+                                         validate=missing_ok)
+                elif verb == "add":
                     if column in fields:
                         if missing_ok:
                             continue
@@ -375,6 +403,13 @@ class AlterTable:
                                                 "does not exist")
                     coll.drop_field(column)
         return SqlResult([], [], "ALTER TABLE")
+
+
+def _check_name(table: str, conds: tuple) -> str:
+    """PostgreSQL's name for an unnamed CHECK: `{table}_{column}_check` when it reads
+    one column, else `{table}_check`."""
+    columns = {c[0] for c in conds}
+    return f"{table}_{columns.pop()}_check" if len(columns) == 1 else f"{table}_check"
 
 
 class Rename:

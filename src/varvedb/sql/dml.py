@@ -31,7 +31,7 @@ from .expressions import Scope, convert, literal, output_name
 from ..results import SqlResult
 from .select import Select
 from ..query.literals import parse_input, value_text
-from ..query.pg_binary import receive as pg_receive
+from ..query.pg_binary import column_oid, encoder, receive as pg_receive
 from ..query.pg_types import OIDS
 
 _DEFAULT = object()        # a DEFAULT in VALUES, or a column the INSERT leaves out
@@ -85,6 +85,15 @@ def returning_result(items, t, rows: np.ndarray, env, status: str) -> SqlResult:
     out = list(zip(*(v.python() for v in vals))) if vals else [()] * len(rows)
     kinds = [None if v.kind in ("null", "unknown") else v.kind for v in vals]
     return SqlResult(names, out, status, rowcount=len(rows), kinds=kinds)
+
+
+def returning_columns(impl, ctx, params) -> SqlResult | None:
+    """A write's RETURNING columns as a result without rows, the write not run (what
+    the wire's Describe of its statement answers); None: it returns no rows."""
+    if getattr(impl, "returning", None) is None:
+        return None
+    return returning_result(impl.returning, ctx.table(impl.table), np.empty(0, np.int64),
+                            E.Env(params), "")
 
 
 def column_kind(schema, name: str) -> str:
@@ -570,9 +579,6 @@ class Copy:
             raise NotSupportedError(f"COPY format {self.format} is not supported "
                                     "(text, csv, binary)")
         if self.format == "binary":
-            if not self.is_from:
-                raise NotSupportedError("COPY TO in the binary format is not supported "
-                                        "(text, csv)")
             for name in ("delimiter", "null", "header", "quote", "escape"):
                 if name in opts:
                     raise SqlError("42601", f"cannot specify {name.upper()} in BINARY mode")
@@ -635,8 +641,15 @@ class Copy:
 
     def _to_stdout(self, ctx, params) -> SqlResult:
         """The rows of the table (or query) in the text or CSV format, one line each,
-        every value in its PostgreSQL text form (query/literals.py's value_text)."""
+        every value in its PostgreSQL text form (query/literals.py's value_text); or
+        in PostgreSQL's binary COPY format, each value in the binary form the wire
+        sends it in (query/pg_binary.py: a vector column as pgvector's vector)."""
         res = self.query.run(ctx, params)
+        n = len(res.rows)
+        if self.format == "binary":
+            data, ends = binary_copy(res)
+            return SqlResult(list(res.columns), [], f"COPY {n}", rowcount=n,
+                             copy_data=data, copy_ends=ends)
         if self.format == "csv":
             quote = re.compile("[" + re.escape(self.delimiter) + '"\r\n]')
             alone = len(res.columns) == 1    # a lone \. would read as the end marker
@@ -660,11 +673,12 @@ class Copy:
         kinds = res.kinds
         lines += [d.join([field(value_text(v, k)) for v, k in zip(row, kinds)])
                   for row in res.rows]
-        data = "".join(line + "\n" for line in lines).encode()
-        n = len(res.rows)
+        pieces = [(line + "\n").encode() for line in lines]
+        data, ends = b"".join(pieces), list(itertools.accumulate(map(len, pieces)))
         # its columns' names: the wire's CopyOutResponse tells a client how many there
         # are (psycopg's copy.rows() splits each line by them)
-        return SqlResult(list(res.columns), [], f"COPY {n}", rowcount=n, copy_data=data)
+        return SqlResult(list(res.columns), [], f"COPY {n}", rowcount=n, copy_data=data,
+                         copy_ends=ends)
 
     def _where(self, line: int, column: str | None = None) -> str:
         """PostgreSQL's CONTEXT of a COPY error, leading its message."""
@@ -746,7 +760,7 @@ class Copy:
         -1 trailer. Read a record at a time: nothing is held beyond one."""
         reader = _Exact(fh)
         head = reader.take(19, "the header")
-        if head[:11] != _PGCOPY:
+        if head[:11] != PGCOPY:
             raise SqlError("22P04", "COPY file signature not recognized")
         flags, ext = struct.unpack("!ii", head[11:])
         if flags & 0x10000:
@@ -859,7 +873,32 @@ class _BadValue(Exception):
         self.index, self.error = index, error
 
 
-_PGCOPY = b"PGCOPY\n\xff\r\n\0"
+PGCOPY = b"PGCOPY\n\xff\r\n\0"      # (UTF-8 text never holds \xff: no text COPY starts so)
+_NULL_FIELD = struct.pack("!i", -1)
+
+
+def binary_copy(res: SqlResult) -> tuple[bytes, list[int]]:
+    """A result's rows in PostgreSQL's binary COPY format: the signature, flags and
+    header extension (none), then per row its field count and each field's length
+    (-1: NULL) and bytes, then the trailer (-1); and where each of PostgreSQL's
+    CopyData messages of them ends (the header with the first row, the trailer
+    alone, or with the header where there is no row)."""
+    send = [encoder(column_oid(kind, res.rows, i, element), kind, True)
+            for i, (kind, element) in enumerate(zip(res.kinds, res.elements))]
+    count = struct.pack("!h", len(send))
+    out, ends, at = [PGCOPY, bytes(8)], [], len(PGCOPY) + 8
+    for row in res.rows:
+        out.append(count)
+        at += 2
+        for enc, v in zip(send, row):
+            b = enc(v)
+            b = _NULL_FIELD if b is None else struct.pack("!i", len(b)) + b
+            out.append(b)
+            at += len(b)
+        ends.append(at)
+    out.append(struct.pack("!h", -1))
+    ends.append(at + 2)
+    return b"".join(out), ends
 
 
 class _Exact:

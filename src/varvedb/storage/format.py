@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 MAGIC = b"VARVEDB\x00"
 # 2: anchor commits and BASE frames (a vacuumed file); 3: branch commits and BRANCH
-# frames. Older formats are read; a file is written in the newest.
-FORMAT_VERSION = 3
+# frames; 4: SET_CHECK frames. Older formats are read; a file is written in the newest.
+FORMAT_VERSION = 4
 ALIGN = 64
 HEADER_SIZE = 64
 SLOT_OFFSETS = (1024, 2048)
@@ -74,6 +74,7 @@ class Kind:
     DROP_INDEX = 19
     BASE = 20           # in an anchor commit: how the log numbers the rows it kept
     BRANCH = 21         # a branch created or dropped
+    SET_CHECK = 22      # a field's CHECK conditions replaced (SQL's ALTER TABLE ADD CHECK)
 
 
 def pad(n: int, align: int = ALIGN) -> int:
