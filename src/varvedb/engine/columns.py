@@ -29,7 +29,8 @@ import threading
 
 import numpy as np
 
-from ..schema import VECTOR_DTYPES, Field, vector_values
+from ..errors import VectorRangeError
+from ..schema import VECTOR_DTYPES, Field, half_overflow, vector_values
 from ..sparse import SparseBlock, pack
 from ..storage.memory import line_aligned
 
@@ -525,8 +526,11 @@ class DerivedColumn:
     """The vectors an expression or partial HNSW index (schema.HNSW's expr, where)
     holds, made from a field's column when needed, never stored: each row's
     value cast (to halfvec, vector), binary-quantized or cut (subvector), and
-    null where the field is, where the cast overflows, or where the row does not
-    meet the partial index's predicate (so the graph never links it).
+    null where the field is or where the row does not meet the partial index's
+    predicate (so the graph never links it). A value the index cannot hold (a
+    cast to halfvec past its range: `unindexable`) is refused by the write and by
+    CREATE INDEX; one in a version dead before the index was made, or in a file
+    written before such writes were refused, is null too.
 
     Rows are derived in memory a batch at a time as the index links or a search
     reads them (one numpy pass: a 128-d halfvec of 100k rows in milliseconds),
@@ -582,12 +586,11 @@ class DerivedColumn:
         if dtype == "bit":
             out = np.packbits(x > 0, axis=1)
             return out, np.zeros(len(out), np.float32), nulls
+        bad = half_overflow(x) if dtype == "f16" else None
+        if bad is not None:     # a row the index leaves out (or a file's from before such
+            x = np.where(bad[:, None], np.float32(0), x)   # writes were refused): no vector
+            nulls |= bad
         out = np.ascontiguousarray(x, dtype=VECTOR_DTYPES[dtype])
-        if dtype == "f16":              # a value past half precision's range: no vector
-            bad = ~np.isfinite(out).all(axis=1)
-            if bad.any():
-                out[bad] = 0
-                nulls |= bad
         return out, norms_of(out), nulls
 
     def frozen(self, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -610,6 +613,44 @@ class DerivedColumn:
             return self.nulls.head(n)
         return np.concatenate([self.nulls.head(have), self.derive(have, n)[2]])
 
+
+
+_BLOCK_ROWS = 1 << 16
+
+
+def unindexable(spec, vectors: np.ndarray, nulls: np.ndarray, meets) -> np.ndarray:
+    """Positions in a block of a vector field's stored rows (vectors, nulls) whose
+    value the index `spec` (schema.HNSW) cannot hold: an expression that casts
+    to halfvec an element past its range, on a row the index holds (not null;
+    `meets()`: the rows meeting a partial index's predicate, asked only when
+    one overflows). What PostgreSQL refuses to write or to index (22003)."""
+    expr = getattr(spec, "expr", None)
+    if expr is None or expr[3] != "f16" or vectors.dtype != np.float32:
+        return np.empty(0, np.int64)
+    found = []
+    for lo in range(0, len(vectors), _BLOCK_ROWS):
+        x = vectors[lo:lo + _BLOCK_ROWS]
+        if expr[0] == "subvector":
+            x = x[:, expr[1] - 1:expr[1] - 1 + expr[2]]
+        bad = half_overflow(x)
+        if bad is not None:
+            found.append(np.flatnonzero(bad) + lo)
+    if not found:
+        return np.empty(0, np.int64)
+    rows = np.concatenate(found)
+    rows = rows[~nulls[rows]]
+    if len(rows) and getattr(spec, "where", None):
+        rows = rows[meets()[rows]]
+    return rows
+
+
+def range_error(field: str, spec, vector: np.ndarray, where: str) -> VectorRangeError:
+    """The error of a vector an expression index cannot hold (unindexable)."""
+    x = vector if spec.expr[0] != "subvector" else \
+        vector[spec.expr[1] - 1:spec.expr[1] - 1 + spec.expr[2]]
+    big = float(x[np.argmax(np.abs(x))])
+    return VectorRangeError(f'"{big:g}" is out of range for type halfvec: field {field!r}, '
+                            f"{where}, is cast to halfvec by its index")
 
 
 def _width(expr: tuple, dim: int) -> int:

@@ -34,6 +34,7 @@ import logging
 import os
 import threading
 import time
+from dataclasses import replace
 from typing import Callable, Iterator
 
 import numpy as np
@@ -56,6 +57,7 @@ from ..storage.log_reader import LoggedCommit
 from ..storage.log_writer import LogWriter
 from . import checkpoint, frames, merge, vacuum
 from .branches import HEAD, MAIN, Branch, Catalog, View, main_view
+from .columns import range_error
 from .history import Commit
 from .maintainer import Maintainer
 from .rowmap import RowMap
@@ -508,6 +510,7 @@ class Engine:
         columns = fill_embedded(t.schema, complete_columns(t.schema, columns, len(ids), t.name),
                                 len(ids))
         t.check_new_ids(_keys(ids))
+        t.check_index_values(columns, len(ids))
         self.append_rows(tx, t, ids, columns)
 
     def upsert(self, tx: "Transaction", t: Table, ids, columns: dict,
@@ -536,6 +539,7 @@ class Engine:
             columns, allow = _merged(t, old, live, columns, named or {})
         columns = fill_embedded(t.schema, complete_columns(t.schema, columns, n, t.name), n,
                                 allow=allow)
+        t.check_index_values(columns, n)
         self.delete(tx, t, old[live])
         self.append_rows(tx, t, ids, columns)
 
@@ -548,6 +552,7 @@ class Engine:
                                 len(ids))
         keys = _keys(ids)
         check_unique(keys)
+        t.check_index_values(columns, len(ids))
         old = t.live_rows(keys)
         self.delete(tx, t, old[old >= 0])
         self.append_rows(tx, t, ids, columns)
@@ -567,7 +572,10 @@ class Engine:
         _check_rows(t, rows)
         if not len(rows):
             return
-        given = Schema({k: f for k, f in t.schema.fields.items() if k in values})
+        # the named fields, their indexes left out (a partial one's predicate may read
+        # a field not named here, which this schema would refuse to hold)
+        given = Schema({k: f if f.vector_index is None else replace(f, vector_index=None)
+                        for k, f in t.schema.fields.items() if k in values})
         check_not_null(given, values, len(rows))
         check_constraints(given, values, len(rows), t.name)
         cols = {}
@@ -577,6 +585,7 @@ class Engine:
                  if name not in values and t.schema.fields[name].source in values]
         if stale:
             cols = fill_embedded(t.schema, cols, len(rows), stale)
+        t.check_index_values(cols, len(rows))
         ids = t.id_values(rows)
         self.delete(tx, t, rows)
         self.append_rows(tx, t, ids, cols)
@@ -603,6 +612,7 @@ class Engine:
         if f is not None and f.kind == "vector":
             spec = fit_index(spec, f.dtype, f.dim)   # before the frame: replay applies it
             check_index_where(spec, t.schema.fields)
+            self._check_indexable(t, field, spec)
         if parts is None or self.maintainer is None:
             self.write(tx, frames.CreateIndex(t.cid, field, spec))
             return
@@ -708,15 +718,20 @@ class Engine:
         is kept, so a restore is undone by restoring the version before it."""
         self._check_writing(tx)
         view = self.catalog.view(tx.branch, version)
+        plans = []
         for t in list(self.tables.values()):
             n = t.n
             then = t.view_mask(view, n)
             now = t.alive_mask(n)
-            self.delete(tx, t, np.flatnonzero(now & ~then))
             back = np.flatnonzero(then & ~now)
+            cols = {name: col.take(back) for name, col in t.columns.items()}
+            # a row written before an expression index was made over it may not fit it
+            t.check_index_values(cols, len(back))
+            plans.append((t, np.flatnonzero(now & ~then), back, cols))
+        for t, gone, back, cols in plans:
+            self.delete(tx, t, gone)
             if len(back):
-                self.append_rows(tx, t, t.id_values(back),
-                             {name: col.take(back) for name, col in t.columns.items()})
+                self.append_rows(tx, t, t.id_values(back), cols)
 
     # ---- branches (branches.py, merge.py) -----------------------------------------
 
@@ -764,6 +779,23 @@ class Engine:
         if tx.frames:     # nothing to merge: no commit
             self.write(tx, frames.BranchOp("merge", tx.branch, source=source,
                                            source_version=version))
+
+    def _check_indexable(self, t: Table, field: str, spec) -> None:
+        """VectorRangeError (22003) if a row that some branch holds now has a value
+        the new index `spec` cannot hold, as PostgreSQL's CREATE INDEX refuses
+        its live rows' (an earlier version's is left out of the index, as a
+        null is)."""
+        rows = t.unindexable_rows(field, spec)
+        if not len(rows):
+            return
+        n = t.n
+        held = t.alive_mask(n)
+        for b in self.catalog.live() if self.catalog.any else ():
+            held |= t.view_mask(self.catalog.view(b.id, HEAD), n)
+        rows = rows[held[rows]]
+        if len(rows):
+            raise range_error(field, spec, t.columns[field].arena.data[rows[0]],
+                              f"id {t.id_value(int(rows[0]))!r}")
 
     def _check_current(self, t: Table) -> None:
         """NotFoundError for a table object its collection's drop left behind."""
