@@ -453,3 +453,68 @@ def test_a_value_past_half_precision_under_a_halfvec_index_is_refused_whole(tmp_
     hits = db.sql("SELECT id FROM items ORDER BY embedding::halfvec(3) <-> '[0,0,0]' LIMIT 9")
     assert [r[0] for r in hits.rows] == [6, 1]
     db.close()
+
+
+def test_a_search_inside_a_transaction_derives_only_its_new_rows(monkeypatch):
+    """The rows an expression index holds are derived once: a search inside a write
+    transaction derives only the rows written since its last search, not its
+    transaction's rows again nor the committed ones (red-team 7, F8: each search
+    re-derived them and concatenated the whole column), and reads the column in
+    place; a rollback drops what was derived of its rows, so the rows a later
+    transaction writes in their place are derived anew. Every answer is the
+    exact one (a counter on the derivation, not a clock)."""
+    from varvedb.engine.columns import DerivedColumn
+    derived = []
+    real = DerivedColumn.derive
+
+    def counting(self, lo, hi):
+        derived.append((lo, hi))
+        return real(self, lo, hi)
+    monkeypatch.setattr(DerivedColumn, "derive", counting)
+    vecs = _rows(0, 600)
+    db = vv.connect(":memory:")
+    _load(db, vecs)
+    db.sql(f"CREATE INDEX ON items USING hnsw ((subvector(embedding, 2, 12)::halfvec(12)) "
+           "halfvec_l2_ops)")
+    c = db.collection("items")
+    assert c.wait_indexed("embedding", timeout=1800)          # a hang guard
+    t = c.table
+    col = t.index_column("embedding", t.n)
+    q = _rows(3)[0]
+    sql = (f"SELECT id FROM items ORDER BY subvector(embedding, 2, 12)::halfvec(12) <-> "
+           f"subvector('{_lit(q)}'::vector, 2, 12)::halfvec(12) LIMIT {K}")
+
+    def exact(vs):
+        sub = vs[:, 1:13].astype(np.float16).astype(np.float64)
+        qq = q[1:13].astype(np.float16).astype(np.float64)
+        return _exact_l2(sub, qq)
+
+    def search(vs):
+        assert sorted(_ids(db, sql)) == sorted(exact(vs))
+    derived.clear()
+    near = np.tile(q, (3, 1)) + np.float32(0.01) * _rows(4, 3)     # nearer than any
+    with db.transaction():
+        c.insert_arrays(id=np.arange(600, 602), embedding=near[:2], n=[0, 0])
+        for _ in range(3):
+            search(np.concatenate([vecs, near[:2]]))
+        c.insert_arrays(id=[602], embedding=near[2:], n=[0])
+        for _ in range(3):
+            search(np.concatenate([vecs, near]))
+        arena, _ = col.frozen(t.n)
+        assert np.shares_memory(arena, col.arena.data)        # in place, not a copy
+    assert derived == [(600, 602), (602, 603)]
+    assert sorted(_ids(db, sql)) == sorted(exact(np.concatenate([vecs, near])))
+    assert derived == [(600, 602), (602, 603)]               # committed: kept as they were
+    # a rollback: its rows are dropped, the next transaction's derived in their place
+    far = -np.tile(q, (2, 1))
+    with pytest.raises(RuntimeError):
+        with db.transaction():
+            nearer = np.tile(q, (2, 1)) + np.float32(0.001) * _rows(5, 2)
+            c.insert_arrays(id=[603, 604], embedding=nearer, n=[0, 0])
+            search(np.concatenate([vecs, near, nearer]))
+            raise RuntimeError("roll it back")
+    with db.transaction():
+        c.insert_arrays(id=[603, 604], embedding=far, n=[0, 0])
+        search(np.concatenate([vecs, near, far]))
+    assert derived[2:] == [(603, 605), (603, 605)]
+    db.close()

@@ -536,9 +536,9 @@ class DerivedColumn:
     reads them (one numpy pass: a 128-d halfvec of 100k rows in milliseconds),
     so the file holds what it held before (the field's vectors and the graph's
     lists) and every path that rebuilds an index — open, replay, vacuum — makes
-    them again from the rows. Only committed rows are kept (`committed` gives
-    their count): a transaction's own rows are derived for its reads, then
-    dropped, as a rollback may reuse their row numbers.
+    them again from the rows. The writer's transaction's own rows are derived
+    for its reads and kept too: its rollback truncates them (a later
+    transaction reuses their row numbers), its commit makes them committed.
 
     Reads it as a VectorColumn: arena / norms / nulls (Growables) and frozen(n)."""
 
@@ -560,15 +560,26 @@ class DerivedColumn:
         """Derive the committed rows below n not derived yet; returns itself."""
         n = min(n, self._committed())
         if self.arena.n < n:
-            with self._lock:
-                lo = self.arena.n
-                if lo < n:
-                    vals, norms, nulls = self.derive(lo, n)
-                    # the arena last: its count is what readers beside this go by
-                    self.nulls.append(nulls)
-                    self.norms.append(norms)
-                    self.arena.append(vals)
+            self._extend(n)
         return self
+
+    def _extend(self, n: int) -> None:
+        with self._lock:
+            lo = self.arena.n
+            if lo < n:
+                vals, norms, nulls = self.derive(lo, n)
+                # the arena last: its count is what readers beside this go by
+                self.nulls.append(nulls)
+                self.norms.append(norms)
+                self.arena.append(vals)
+
+    def truncate(self, n: int) -> None:
+        """Rows from n on are gone (a rollback's: its transaction's rows)."""
+        with self._lock:
+            if self.arena.n > n:
+                self.arena.truncate(n)
+                self.norms.truncate(n)
+                self.nulls.truncate(n)
 
     def derive(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(vectors, norms, nulls) of rows [lo, hi), made from the field's rows."""
@@ -594,25 +605,18 @@ class DerivedColumn:
         return out, norms_of(out), nulls
 
     def frozen(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """(arena, norms) of rows [0, n), read-only; rows past the committed ones
-        derived for this read only."""
-        self.fill(n)
-        have = self.arena.n
-        if n <= have:
-            return self.arena.frozen(n), self.norms.frozen(n)
-        vals, norms, _ = self.derive(have, n)
-        arena = np.concatenate([self.arena.head(have), vals])
-        norms = np.concatenate([self.norms.head(have), norms])
-        arena.flags.writeable = norms.flags.writeable = False
-        return arena, norms
+        """(arena, norms) of rows [0, n), read-only. Rows past the committed ones
+        (the writer's own transaction's) are derived once and kept like the others,
+        until the transaction's rollback truncates them (Table.rollback): a search
+        inside a transaction derives only the rows written since its last one."""
+        if self.arena.n < n:
+            self._extend(n)
+        return self.arena.frozen(n), self.norms.frozen(n)
 
     def nulls_head(self, n: int) -> np.ndarray:
-        self.fill(n)
-        have = self.arena.n
-        if n <= have:
-            return self.nulls.head(n)
-        return np.concatenate([self.nulls.head(have), self.derive(have, n)[2]])
-
+        if self.arena.n < n:
+            self._extend(n)
+        return self.nulls.head(n)
 
 
 _BLOCK_ROWS = 1 << 16

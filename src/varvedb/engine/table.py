@@ -384,6 +384,8 @@ class Table:
         for ix in self._indexes.values():
             if ix.in_step:      # a deferred one holds committed rows only
                 ix.truncate(n0)
+            elif getattr(ix, "derived", None) is not None:   # (its reads' rows, not its own)
+                ix.derived.truncate(n0)
         self._undo = None
 
     # ---- applying frames -----------------------------------------------------
