@@ -63,7 +63,7 @@ from .maintainer import Maintainer
 from .rowmap import RowMap
 from .snapshot import Snapshot, take as take_snapshot
 from .table import Table, check_unique
-from .writer_lock import WriterLock
+from .writer_lock import WriterLock, this_thread
 
 log = logging.getLogger("varvedb.engine")
 
@@ -457,6 +457,7 @@ class Engine:
     def _check_writing(self, tx: "Transaction") -> None:
         if tx is not self._tx or tx.done:
             raise TransactionError("this transaction is not open")
+        self._check_synced(tx)
         if tx.aborted:
             raise TransactionAbortedError("an earlier write of this transaction failed and "
                                           "the transaction was undone: roll it back")
@@ -857,6 +858,11 @@ class Engine:
             self._end(tx)
             raise TransactionAbortedError("a write of this transaction failed, so it was "
                                           "rolled back and cannot commit")
+        try:
+            self._check_synced(tx)
+        except TransactionAbortedError:
+            self._end(tx)
+            raise
         if not tx.frames:   # nothing was written: no version, no fsync
             self._end(tx)
             return self.written
@@ -882,8 +888,7 @@ class Engine:
             try:
                 self.log.sync_to(end, generation)
             except StorageError:
-                with self.writer.held():
-                    self.reload()
+                self._reload_if_free()
                 raise
         with self._publish:
             self.visible = max(self.visible, tx.version)
@@ -896,7 +901,43 @@ class Engine:
     def _end(self, tx: Transaction) -> None:
         tx.done = True
         self._tx = None
-        self.writer.release(tx)
+        try:
+            self.reload()       # a sync failed while it was open: back before it's let go
+        finally:
+            self.writer.release(tx)
+
+    # ---- a failed sync -----------------------------------------------------------
+    # A commit is written, the writer lock let go, then synced (group commit), so a
+    # transaction may begin on a commit whose sync then fails. The log puts the
+    # file back at the last durable commit and aborts that transaction's writes;
+    # memory follows under the writer lock: the failed committer reloads at once
+    # if the lock is free (never waiting for it), else its holder does at its next
+    # call (_check_synced) or at its end (_end), as begin, checkpoint and vacuum
+    # do first. No transaction reads or writes the failed state after the
+    # failure, and none waits on another's for it.
+
+    def _stale(self) -> bool:
+        """Did a sync fail since the state was loaded (memory not yet back)?"""
+        return self.log is not None and self._generation != self.log.generation
+
+    def _check_synced(self, tx: Transaction) -> None:
+        """TransactionAbortedError if a sync failed since `tx` began: a commit it was
+        built on was undone, so it is undone too, and the state goes back to the
+        last durable commit (its writer lock held) before anything reads it."""
+        if self._stale():
+            self.abort(tx)
+            self.reload()
+            raise TransactionAbortedError(
+                "a commit this transaction was built on failed to sync and was undone, "
+                "so this transaction was rolled back: roll it back and start again")
+
+    def _reload_if_free(self) -> None:
+        owner = this_thread()
+        if self.writer.acquire(owner, 0):
+            try:
+                self.reload()
+            finally:
+                self.writer.release(owner)
 
     def abort(self, tx: Transaction) -> None:
         """Undo the transaction in memory and in the file; it stays open, aborted."""
@@ -1019,6 +1060,8 @@ class Engine:
         each table's row count, taken after it. `tx` is the reader's own open
         transaction, whose writes it sees."""
         self.ensure_open()
+        if tx is not None and tx is self._tx and not tx.done:
+            self._check_synced(tx)
         if branch is None:
             branch = tx.branch if tx is not None else MAIN
         return take_snapshot(self, as_of, tx, branch)
