@@ -850,6 +850,15 @@ class Schema:
         return tuple(n for n, f in self.fields.items() if f.embed is not None)
 
     @cached_property
+    def half_indexed(self) -> tuple:
+        """The float32 vector fields whose index casts them to halfvec (an
+        expression index), which a write's values may overflow."""
+        return tuple(n for n, f in self.fields.items()
+                     if f.kind == "vector" and f.dtype == "f32"
+                     and getattr(f.vector_index, "expr", None) is not None
+                     and f.vector_index.expr[3] == "f16")
+
+    @cached_property
     def row_names(self) -> frozenset:
         """The names a row may give: the fields and "id"."""
         return frozenset(self.fields).union(("id",))

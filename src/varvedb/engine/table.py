@@ -545,10 +545,10 @@ class Table:
         field -> (values, nulls)) holds a vector that its field's expression index
         cannot hold (unindexable), as PostgreSQL refuses the write: checked before
         any frame is written, so nothing of the write is applied."""
-        for name, f in self.schema.fields.items():
-            spec = f.vector_index
-            if getattr(spec, "expr", None) is None or name not in columns:
+        for name in self.schema.half_indexed:
+            if name not in columns:
                 continue
+            spec = self.schema.fields[name].vector_index
             vals, nulls = columns[name]
             if nulls is None:
                 nulls = np.zeros(n, bool)
