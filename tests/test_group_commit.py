@@ -28,9 +28,9 @@ GUARD_S = 600.0     # a hang guard only
 
 
 class GatedFile(fileio.FileIO):
-    """A real file whose fdatasync waits for `release` while `hold` is set, and
-    fails with EIO (once) when `fail_next` is set; counts the syncs that reached
-    the disk."""
+    """A real file whose fdatasync waits for `release` while `hold` is set (then
+    fails with EIO if `fail_held` is set), and fails with EIO (once) when
+    `fail_next` is set; counts the syncs that reached the disk."""
 
     def __init__(self, fd: int, path: str, gate: "Gate"):
         super().__init__(fd, path)
@@ -38,10 +38,12 @@ class GatedFile(fileio.FileIO):
 
     def fdatasync(self) -> None:
         g = self.gate
-        if g.hold:             # the held sync itself never fails
+        if g.hold:
             g.hold = False
             g.held.set()
             assert g.release.wait(GUARD_S)
+            if g.fail_held:
+                raise OSError(errno.EIO, os.strerror(errno.EIO), self.path)
         elif g.fail_next:
             g.fail_next = False
             raise OSError(errno.EIO, os.strerror(errno.EIO), self.path)
@@ -52,6 +54,7 @@ class GatedFile(fileio.FileIO):
 class Gate:
     def __init__(self):
         self.hold = False
+        self.fail_held = False
         self.fail_next = False
         self.held = threading.Event()
         self.release = threading.Event()
@@ -150,5 +153,72 @@ def test_a_failed_group_sync_fails_every_commit_of_the_group(tmp_path, gate):
         db.close()
     db = vv.connect(path)
     assert sorted(db["docs"].find(select=[]).ids) == [0, 1, 100]
+    assert db.verify().ok
+    db.close()
+
+
+def test_a_transaction_begun_on_a_commit_whose_sync_fails_never_builds_on_it(tmp_path, gate):
+    """A transaction may begin on a commit still being synced (the writer lock is let
+    go first: group commit). When that sync fails, the failed committer returns
+    its StorageError at once — it does not wait for the open transaction's writer
+    lock to put memory back (before: it waited for as long as that transaction
+    stayed open) — and the transaction's next read or write is refused
+    (TransactionAbortedError) with memory back at the last acknowledged commit:
+    it never reads or writes on the undone one, nor does any reader, nor a
+    checkpoint. Waits are on the events themselves, with hang guards only."""
+    path = str(tmp_path / "t.varve")
+    db, docs = _open(path)
+    try:
+        v0 = db.version
+        gate.hold = gate.fail_held = True
+        errors = []
+
+        def commit(i):
+            try:
+                docs.insert({"id": i, "t": i, "emb": [1.0] * 4})
+            except StorageError as e:
+                errors.append(e)
+        first = threading.Thread(target=commit, args=(1,))
+        first.start()
+        assert gate.held.wait(GUARD_S)
+        other = db.session()
+        other.begin()                       # on the commit being synced
+        mine = other.collection("docs")
+        assert mine.get(1)["t"] == 1        # (group commit's window: not yet failed)
+        assert docs.get(1) is None          # not published to readers
+        gate.release.set()
+        first.join(GUARD_S)                 # returns while `other` holds the lock
+        assert not first.is_alive() and len(errors) == 1
+        # memory still holds the failed commit (the lock is `other`'s): no checkpoint of it
+        assert db.engine.written == v0 + 1
+        with pytest.raises(StorageError, match="no checkpoint was written"):
+            db.engine.log.write_checkpoint([b""], 0, db.engine.written)
+        with pytest.raises(vv.TransactionAbortedError):
+            mine.get(1)
+        assert mine.get(1) is None and mine.count() == 1 and db.engine.written == v0
+        with pytest.raises(vv.TransactionAbortedError):
+            mine.insert({"id": 1, "t": 2, "emb": [2.0] * 4})
+        other.rollback()
+        assert docs.get(1) is None and db.version == v0
+        docs.insert({"id": 1, "t": 3, "emb": [3.0] * 4})    # writes again
+        db.checkpoint()
+        # the next one begins after the failure, with nothing open: memory is back first
+        gate.hold = gate.fail_held = True
+        gate.held.clear()
+        gate.release.clear()
+        first = threading.Thread(target=commit, args=(5,))
+        first.start()
+        assert gate.held.wait(GUARD_S)
+        gate.release.set()
+        first.join(GUARD_S)
+        assert not first.is_alive() and len(errors) == 2
+        with db.transaction():
+            assert docs.get(1)["t"] == 3 and docs.get(5) is None
+            docs.insert({"id": 2, "t": 4, "emb": [4.0] * 4})
+        assert db.version == v0 + 2
+    finally:
+        db.close()
+    db = vv.connect(path)
+    assert [d["t"] for d in db["docs"].get(ids=[0, 1, 2])] == [-1, 3, 4]
     assert db.verify().ok
     db.close()

@@ -383,3 +383,138 @@ def test_searches_beside_the_link_read_whole_derived_rows():
     assert db.collection("items").wait_indexed("embedding")
     assert len(scores) == 2 * 6 * len(qs) and np.mean(scores) >= 0.9
     db.close()
+
+
+
+def test_a_value_past_half_precision_under_a_halfvec_index_is_refused_whole(tmp_path):
+    """An index that casts a vector to halfvec cannot hold an element past float16's
+    range: every write holding one (insert, upsert, replace, insert_arrays, update,
+    SQL's INSERT, COPY, UPDATE, a restore) is refused with VectorRangeError (22003,
+    as pgvector's cast) before any of it is applied; a row the index leaves out (a
+    partial index's predicate) is not; an index over live rows holding one is
+    refused and not made. (Before: the write was kept, the row left out of the
+    graph and ranked as a zero vector.) PostgreSQL's answers to the same in SQL:
+    tests/sql_cases/index_exprs.sql."""
+    half = vv.HNSW(metric="l2", expr=("cast", 0, 0, "f16"))
+    db = vv.connect(tmp_path / "r.vv")
+    c = db.create_collection("items", {"embedding": vv.Vector(3, metric="l2"), "n": vv.Int(),
+                                       "tag": vv.Text()})
+    c.insert([{"id": 1, "embedding": [1, 2, 3], "n": 1, "tag": "a"},
+              {"id": 2, "embedding": [1e6, 0, 0], "n": 2, "tag": "b"}])
+    v = db.version
+    with pytest.raises(vv.VectorRangeError, match='"1e[+]06" is out of range for type halfvec'
+                       ) as e:
+        c.create_index("embedding", half)
+    assert e.value.sqlstate == "22003"
+    assert db.version == v and c.schema.fields["embedding"].vector_index is None
+    # a partial index whose predicate leaves row 2 out is made
+    c.create_index("embedding", vv.HNSW(metric="l2", expr=("cast", 0, 0, "f16"),
+                                        where=(("tag", "=", "a"),)))
+    v = db.version
+    bad = [{"id": 3, "embedding": [0, 0, 1], "n": 1, "tag": "a"},
+           {"id": 4, "embedding": [0, -7e4, 0], "n": 1, "tag": "a"}]
+    refusals = [
+        lambda: c.insert(bad), lambda: c.upsert(bad), lambda: c.replace(bad),
+        lambda: c.insert_arrays(id=[3, 4], embedding=np.array([b["embedding"] for b in bad],
+                                                              np.float32),
+                                n=[1, 1], tag=["a", "a"]),
+        lambda: c.update({"tag": "a"}, ids=[2]),
+        lambda: c.update({"embedding": [65520, 0, 0]}, ids=[1]),
+        lambda: c.upsert({"id": 2, "tag": "a"}),       # merged: row 2's vector, now held
+        lambda: db.sql("INSERT INTO items (id, embedding, n, tag) VALUES "
+                       "(3, '[0,0,1]', 1, 'a'), (4, '[0,-70000,0]', 1, 'a')"),
+        lambda: db.sql("COPY items (id, embedding, n, tag) FROM STDIN",
+                       copy_data="3\t[0,0,1]\t1\ta\n4\t[0,-70000,0]\t1\ta\n"),
+        lambda: db.sql("UPDATE items SET tag = 'a'")]
+    for refuse in refusals:
+        with pytest.raises(vv.VectorRangeError) as e:
+            refuse()
+        assert e.value.sqlstate == "22003"
+        assert db.version == v
+    assert sorted(d["id"] for d in c.get(ids=[1, 2, 3, 4]) if d) == [1, 2]
+    # inside a transaction: the refused write leaves nothing, the transaction goes on
+    with db.transaction():
+        c.insert({"id": 6, "embedding": [0, 1, 0], "n": 1, "tag": "a"})
+        with pytest.raises(vv.VectorRangeError):
+            c.upsert([{"id": 6, "embedding": [0, 2, 0], "n": 1, "tag": "a"}] + bad[1:])
+        c.insert({"id": 5, "embedding": [9e5, 0, 0], "n": 1, "tag": "z"})   # not held
+    assert sorted(d["id"] for d in c.get(ids=[1, 2, 3, 4, 5, 6]) if d) == [1, 2, 5, 6]
+    assert c.get(6)["embedding"].tolist() == [0, 1, 0]
+    # a restore bringing back a row the index cannot hold is refused whole
+    before = db.version
+    c.update({"tag": "b"}, ids=[1])
+    c.delete([2, 5])
+    c.drop_index("embedding")
+    c.create_index("embedding", half)        # row 2 is dead now: made
+    v = db.version
+    with pytest.raises(vv.VectorRangeError):
+        db.restore(before)
+    assert db.version == v and c.get(1)["tag"] == "b" and c.get(2) is None
+    hits = db.sql("SELECT id FROM items ORDER BY embedding::halfvec(3) <-> '[0,0,0]' LIMIT 9")
+    assert [r[0] for r in hits.rows] == [6, 1]
+    db.close()
+
+
+def test_a_search_inside_a_transaction_derives_only_its_new_rows(monkeypatch):
+    """The rows an expression index holds are derived once: a search inside a write
+    transaction derives only the rows written since its last search, not its
+    transaction's rows again nor the committed ones (red-team 7, F8: each search
+    re-derived them and concatenated the whole column), and reads the column in
+    place; a rollback drops what was derived of its rows, so the rows a later
+    transaction writes in their place are derived anew. Every answer is the
+    exact one (a counter on the derivation, not a clock)."""
+    from varvedb.engine.columns import DerivedColumn
+    derived = []
+    real = DerivedColumn.derive
+
+    def counting(self, lo, hi):
+        derived.append((lo, hi))
+        return real(self, lo, hi)
+    monkeypatch.setattr(DerivedColumn, "derive", counting)
+    vecs = _rows(0, 600)
+    db = vv.connect(":memory:")
+    _load(db, vecs)
+    db.sql(f"CREATE INDEX ON items USING hnsw ((subvector(embedding, 2, 12)::halfvec(12)) "
+           "halfvec_l2_ops)")
+    c = db.collection("items")
+    assert c.wait_indexed("embedding", timeout=1800)          # a hang guard
+    t = c.table
+    col = t.index_column("embedding", t.n)
+    q = _rows(3)[0]
+    sql = (f"SELECT id FROM items ORDER BY subvector(embedding, 2, 12)::halfvec(12) <-> "
+           f"subvector('{_lit(q)}'::vector, 2, 12)::halfvec(12) LIMIT {K}")
+
+    def exact(vs):
+        sub = vs[:, 1:13].astype(np.float16).astype(np.float64)
+        qq = q[1:13].astype(np.float16).astype(np.float64)
+        return _exact_l2(sub, qq)
+
+    def search(vs):
+        assert sorted(_ids(db, sql)) == sorted(exact(vs))
+    derived.clear()
+    near = np.tile(q, (3, 1)) + np.float32(0.01) * _rows(4, 3)     # nearer than any
+    with db.transaction():
+        c.insert_arrays(id=np.arange(600, 602), embedding=near[:2], n=[0, 0])
+        for _ in range(3):
+            search(np.concatenate([vecs, near[:2]]))
+        c.insert_arrays(id=[602], embedding=near[2:], n=[0])
+        for _ in range(3):
+            search(np.concatenate([vecs, near]))
+        arena, _ = col.frozen(t.n)
+        assert np.shares_memory(arena, col.arena.data)        # in place, not a copy
+    assert derived == [(600, 602), (602, 603)]
+    assert sorted(_ids(db, sql)) == sorted(exact(np.concatenate([vecs, near])))
+    assert derived == [(600, 602), (602, 603)]               # committed: kept as they were
+    # a rollback: its rows are dropped, the next transaction's derived in their place
+    far = -np.tile(q, (2, 1))
+    with pytest.raises(RuntimeError):
+        with db.transaction():
+            nearer = np.tile(q, (2, 1)) + np.float32(0.001) * _rows(5, 2)
+            c.insert_arrays(id=[603, 604], embedding=nearer, n=[0, 0])
+            search(np.concatenate([vecs, near, nearer]))
+            raise RuntimeError("roll it back")
+    with db.transaction():
+        c.insert_arrays(id=[603, 604], embedding=far, n=[0, 0])
+        search(np.concatenate([vecs, near, far]))
+    assert derived[2:] == [(603, 605), (603, 605)]
+    db.close()

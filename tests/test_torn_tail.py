@@ -464,6 +464,71 @@ def test_a_copy_with_holes_inside_its_log_opens_with_every_commit(tmp_path, cp_a
     d.close()
 
 
+def _data_end_by_walking(path) -> int:
+    """data_end's answer by a plain walk over every run of data from the start
+    (SEEK_DATA, SEEK_HOLE), dropping short all-zero runs at the end."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        runs, pos = [], 0
+        while True:
+            try:
+                start = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError:
+                break
+            pos = os.lseek(fd, start, os.SEEK_HOLE)
+            runs.append((start, pos))
+        while runs and runs[-1][1] - runs[-1][0] <= 1 << 16 \
+                and not any(os.pread(fd, runs[-1][1] - runs[-1][0], runs[-1][0])):
+            runs.pop()
+        return runs[-1][1] if runs else 0
+    finally:
+        os.close(fd)
+
+
+def test_data_end_seeks_once_where_no_hole_lies_before_the_end(tmp_path, monkeypatch):
+    """data_end runs at each map and read-only refresh: a file with no hole costs
+    one lseek (SEEK_HOLE; it took a dozen), one whose only hole is a punched dead
+    tail three; a copy with holes inside its log, and a file of many runs of
+    data (searched from its end), more. Each answer is the plain walk's."""
+    from types import SimpleNamespace
+    plain, punched, sparse, many = (str(tmp_path / f"{n}.varve") for n in "pdsm")
+    d = vv.connect(plain)
+    c = d.create_collection("t", {"v": vv.Vector(8), "x": "int"})
+    for i in range(20):
+        c.insert_arrays(id=np.arange(i * 100, i * 100 + 100), v=np.ones((100, 8), np.float32),
+                        x=np.arange(100))
+    d.close()
+    _build_sparse_prone(punched)
+    subprocess.run(["cp", "--sparse=always", punched, sparse], check=True)
+    with open(many, "wb") as f:       # 20 runs of data between holes, a zero block last
+        for i in range(20):
+            f.seek(i << 21)
+            f.write(os.urandom(4096 * (1 + i % 3)))
+        f.seek(20 << 21)
+        f.write(bytes(64))
+    seeks = []
+    real = os.lseek
+
+    def counting(fd, pos, how):
+        seeks.append(how)
+        return real(fd, pos, how)
+    for path, most in ((plain, 1), (punched, 3), (sparse, None), (many, None)):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            want = _data_end_by_walking(path)
+            monkeypatch.setattr(os, "lseek", counting)
+            seeks.clear()
+            got = DatabaseFile.data_end(SimpleNamespace(fd=fd))
+            monkeypatch.setattr(os, "lseek", real)
+        finally:
+            os.close(fd)
+        assert got == want, path
+        assert (want == os.path.getsize(path)) == (path == plain), path   # the dead tails
+        if most is not None:
+            assert len(seeks) <= most, (path, seeks)
+    assert got == (19 << 21) + 4096 * 2
+
+
 def test_cut_tail_never_zeroes_commits_past_what_was_read(tmp_path):
     """A torn tail is only ever the last, unacknowledged transaction: a writer told
     its log ends at version 3 refuses to zero the commits after it, whether it

@@ -24,7 +24,8 @@ logging.getLogger("varvedb").addHandler(logging.NullHandler())
 _ERRORS = (
     "VarveError", "SchemaError", "UnknownFieldError", "FieldTypeError", "DimensionError",
     "BitLengthError",
-    "NonFiniteVectorError", "DuplicateIdError", "FilterError", "NotFoundError",
+    "NonFiniteVectorError", "VectorRangeError", "DuplicateIdError", "FilterError",
+    "NotFoundError",
     "NotAVarveFileError", "FormatVersionError", "CorruptFileError", "WriterLockedError",
     "FileMissingError", "OptionError", "ReadOnlyError", "ClosedError", "TransactionError",
     "TransactionAbortedError", "LockTimeoutError", "StorageError", "VersionNotFoundError",
@@ -79,7 +80,7 @@ if TYPE_CHECKING:           # what type checkers and IDEs see; nothing of it run
                          ServerError, ServerUnavailableError, SqlError, StorageError,
                          TransactionAbortedError, TransactionError,
                          TransactionNotFoundError, TransactionRequiredError, UnknownFieldError,
-                         ValueTooLongError, VarveError, VersionNotFoundError,
+                         ValueTooLongError, VarveError, VectorRangeError, VersionNotFoundError,
                          VersionNotReachedError, WriterLockedError)
     from .reports import BranchInfo, Changes
     from .results import Hit, Hits, VersionInfo

@@ -53,6 +53,14 @@ class NonFiniteVectorError(VarveError, ValueError):
     sqlstate = "22000"
 
 
+class VectorRangeError(NonFiniteVectorError):
+    """A vector element past the range of the type it is stored or indexed as: a
+    vector's past float32's, a halfvec's past float16's +-65504 (in a halfvec
+    field, or where an expression index casts a vector to halfvec), as pgvector
+    refuses them: SQLSTATE 22003, numeric_value_out_of_range."""
+    sqlstate = "22003"
+
+
 class DuplicateIdError(VarveError):
     """`insert` was given an id that is already taken (or twice in one batch)."""
     sqlstate = "23505"

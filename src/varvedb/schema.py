@@ -44,7 +44,7 @@ import numpy as np
 
 from .errors import (BitLengthError, CheckViolationError, DimensionError, FieldTypeError, NonFiniteVectorError,
                      NotNullViolationError, OptionError, SchemaError, UnknownFieldError, ValueTooLongError,
-                     VarveError)
+                     VarveError, VectorRangeError)
 from .storage.format import code_width
 
 SCALAR_KINDS = ("int", "float", "bool", "text", "json", "timestamp")
@@ -852,6 +852,15 @@ class Schema:
         return tuple(n for n, f in self.fields.items() if f.embed is not None)
 
     @cached_property
+    def half_indexed(self) -> tuple:
+        """The float32 vector fields whose index casts them to halfvec (an
+        expression index), which a write's values may overflow."""
+        return tuple(n for n, f in self.fields.items()
+                     if f.kind == "vector" and f.dtype == "f32"
+                     and getattr(f.vector_index, "expr", None) is not None
+                     and f.vector_index.expr[3] == "f16")
+
+    @cached_property
     def row_names(self) -> frozenset:
         """The names a row may give: the fields and "id"."""
         return frozenset(self.fields).union(("id",))
@@ -1305,6 +1314,20 @@ def _refuse_width(name, f: Field, got: str, shape) -> None:
     raise DimensionError(f"field {name!r} expects vectors of dimension {f.dim}, got {got}")
 
 
+# float16's largest value is 65504; a float32 from half its last step past it
+# (65520) rounds to infinity, which pgvector's cast to halfvec refuses
+HALF_OVERFLOW = 65520.0
+
+
+def half_overflow(x: np.ndarray) -> np.ndarray | None:
+    """Which rows of a float32 block of vectors overflow a cast to halfvec (None:
+    none do, told by the block's max and min, with no temporary its size)."""
+    if not x.size or (x.max() < HALF_OVERFLOW and x.min() > -HALF_OVERFLOW):
+        return None
+    bad = (np.abs(x) >= HALF_OVERFLOW).any(axis=-1)
+    return bad if bad.any() else None      # (a NaN fails both tests above)
+
+
 def _shape(v) -> tuple | str:
     try:
         return np.shape(v)
@@ -1326,8 +1349,10 @@ def _check_vector_block(name, f: Field, a: np.ndarray) -> np.ndarray:
     out = a.astype(VECTOR_DTYPES[f.dtype], copy=False)   # an overflow is reported below
     if not all_finite(out):
         bad = int(np.flatnonzero(~np.isfinite(out).all(axis=1))[0])
-        what = f"overflows {f.dtype}" if np.isfinite(a[bad]).all() else "holds NaN or inf"
-        raise NonFiniteVectorError(f"field {name!r}: vector at position {bad} {what}")
+        if np.isfinite(a[bad]).all():
+            raise VectorRangeError(f"field {name!r}: vector at position {bad} overflows "
+                                   f"{f.dtype}")
+        raise NonFiniteVectorError(f"field {name!r}: vector at position {bad} holds NaN or inf")
     return np.ascontiguousarray(out)
 
 

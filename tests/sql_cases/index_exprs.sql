@@ -136,3 +136,50 @@ SELECT count(*) = (SELECT count(*) FROM docs) FROM (SELECT id FROM docs ORDER BY
 SELECT count(*) = (SELECT count(*) FROM docs) FROM (SELECT id FROM docs ORDER BY embedding::halfvec(4) <-> NULL::halfvec(4) LIMIT 1000) s;
 -- => [(True,)]
 DROP INDEX docs_half3;
+
+-- a value past half precision where an index casts it to halfvec: the write is refused
+-- whole (22003, as pgvector's cast), a row the index leaves out (a partial index's, a cut's)
+-- is not; an index over a table holding one is refused and not made
+CREATE TABLE big (id bigint PRIMARY KEY, embedding vector(3), n int);
+CREATE INDEX big_half ON big USING hnsw ((embedding::halfvec(3)) halfvec_l2_ops);
+INSERT INTO big VALUES (1, '[1,2,3]', 1), (2, '[1e6,0,0]', 1);
+-- !! 22003
+SELECT count(*) FROM big;
+-- => [(0,)]
+INSERT INTO big VALUES (1, '[1,2,3]', 1), (2, '[65519,0,-65519]', 1), (3, '[0,0,70]', 1);
+SELECT id FROM big ORDER BY embedding::halfvec(3) <-> '[0,0,0]' LIMIT 5;
+-- => [(1,), (3,), (2,)]
+UPDATE big SET embedding = '[0,-70000,0]' WHERE id = 1;
+-- !! 22003
+INSERT INTO big VALUES (1, '[0,65520,0]', 1) ON CONFLICT (id) DO UPDATE SET embedding = excluded.embedding;
+-- !! 22003
+SELECT id, embedding FROM big WHERE id = 1;
+-- => [(1, [1.0, 2.0, 3.0])]
+DROP INDEX big_half;
+CREATE INDEX big_bits ON big USING hnsw ((binary_quantize(embedding)::bit(3)) bit_hamming_ops);
+INSERT INTO big VALUES (4, '[1e6,-1e6,1]', 2);
+DROP INDEX big_bits;
+CREATE INDEX big_sub ON big USING hnsw ((subvector(embedding, 3, 1)::halfvec(1)) halfvec_l2_ops);
+INSERT INTO big VALUES (5, '[1,1,1e6]', 2);
+-- !! 22003
+DROP INDEX big_sub;
+CREATE INDEX big_part ON big USING hnsw ((embedding::halfvec(3)) halfvec_l2_ops) WHERE (n = 1);
+INSERT INTO big VALUES (5, '[1e6,1,1]', 1);
+-- !! 22003
+UPDATE big SET n = 1 WHERE id = 4;
+-- !! 22003
+UPDATE big SET embedding = '[1,2,4]' WHERE id = 1;
+UPDATE big SET embedding = '[1,2,3]' WHERE id = 1;
+SELECT id FROM big WHERE n = 1 ORDER BY embedding::halfvec(3) <-> '[0,0,0]' LIMIT 5;
+-- => [(1,), (3,), (2,)]
+DROP INDEX big_part;
+CREATE INDEX big_half2 ON big USING hnsw ((embedding::halfvec(3)) halfvec_l2_ops);
+-- !! 22003
+INSERT INTO big VALUES (6, '[1e6,1,1]', 1);
+DELETE FROM big WHERE id IN (4, 6);
+CREATE INDEX big_half2 ON big USING hnsw ((embedding::halfvec(3)) halfvec_l2_ops);
+SELECT id FROM big ORDER BY embedding::halfvec(3) <-> '[0,0,0]' LIMIT 5;
+-- => [(1,), (3,), (2,)]
+CREATE TABLE halves2 (id bigint PRIMARY KEY, h halfvec(2));
+INSERT INTO halves2 VALUES (1, '[70000,1]');
+-- !! 22003

@@ -29,7 +29,8 @@ import threading
 
 import numpy as np
 
-from ..schema import VECTOR_DTYPES, Field, vector_values
+from ..errors import VectorRangeError
+from ..schema import VECTOR_DTYPES, Field, half_overflow, vector_values
 from ..sparse import SparseBlock, pack
 from ..storage.memory import line_aligned
 
@@ -525,16 +526,19 @@ class DerivedColumn:
     """The vectors an expression or partial HNSW index (schema.HNSW's expr, where)
     holds, made from a field's column when needed, never stored: each row's
     value cast (to halfvec, vector), binary-quantized or cut (subvector), and
-    null where the field is, where the cast overflows, or where the row does not
-    meet the partial index's predicate (so the graph never links it).
+    null where the field is or where the row does not meet the partial index's
+    predicate (so the graph never links it). A value the index cannot hold (a
+    cast to halfvec past its range: `unindexable`) is refused by the write and by
+    CREATE INDEX; one in a version dead before the index was made, or in a file
+    written before such writes were refused, is null too.
 
     Rows are derived in memory a batch at a time as the index links or a search
     reads them (one numpy pass: a 128-d halfvec of 100k rows in milliseconds),
     so the file holds what it held before (the field's vectors and the graph's
     lists) and every path that rebuilds an index — open, replay, vacuum — makes
-    them again from the rows. Only committed rows are kept (`committed` gives
-    their count): a transaction's own rows are derived for its reads, then
-    dropped, as a rollback may reuse their row numbers.
+    them again from the rows. The writer's transaction's own rows are derived
+    for its reads and kept too: its rollback truncates them (a later
+    transaction reuses their row numbers), its commit makes them committed.
 
     Reads it as a VectorColumn: arena / norms / nulls (Growables) and frozen(n)."""
 
@@ -556,15 +560,26 @@ class DerivedColumn:
         """Derive the committed rows below n not derived yet; returns itself."""
         n = min(n, self._committed())
         if self.arena.n < n:
-            with self._lock:
-                lo = self.arena.n
-                if lo < n:
-                    vals, norms, nulls = self.derive(lo, n)
-                    # the arena last: its count is what readers beside this go by
-                    self.nulls.append(nulls)
-                    self.norms.append(norms)
-                    self.arena.append(vals)
+            self._extend(n)
         return self
+
+    def _extend(self, n: int) -> None:
+        with self._lock:
+            lo = self.arena.n
+            if lo < n:
+                vals, norms, nulls = self.derive(lo, n)
+                # the arena last: its count is what readers beside this go by
+                self.nulls.append(nulls)
+                self.norms.append(norms)
+                self.arena.append(vals)
+
+    def truncate(self, n: int) -> None:
+        """Rows from n on are gone (a rollback's: its transaction's rows)."""
+        with self._lock:
+            if self.arena.n > n:
+                self.arena.truncate(n)
+                self.norms.truncate(n)
+                self.nulls.truncate(n)
 
     def derive(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(vectors, norms, nulls) of rows [lo, hi), made from the field's rows."""
@@ -582,34 +597,64 @@ class DerivedColumn:
         if dtype == "bit":
             out = np.packbits(x > 0, axis=1)
             return out, np.zeros(len(out), np.float32), nulls
+        bad = half_overflow(x) if dtype == "f16" else None
+        if bad is not None:     # a row the index leaves out (or a file's from before such
+            x = np.where(bad[:, None], np.float32(0), x)   # writes were refused): no vector
+            nulls |= bad
         out = np.ascontiguousarray(x, dtype=VECTOR_DTYPES[dtype])
-        if dtype == "f16":              # a value past half precision's range: no vector
-            bad = ~np.isfinite(out).all(axis=1)
-            if bad.any():
-                out[bad] = 0
-                nulls |= bad
         return out, norms_of(out), nulls
 
     def frozen(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """(arena, norms) of rows [0, n), read-only; rows past the committed ones
-        derived for this read only."""
-        self.fill(n)
-        have = self.arena.n
-        if n <= have:
-            return self.arena.frozen(n), self.norms.frozen(n)
-        vals, norms, _ = self.derive(have, n)
-        arena = np.concatenate([self.arena.head(have), vals])
-        norms = np.concatenate([self.norms.head(have), norms])
-        arena.flags.writeable = norms.flags.writeable = False
-        return arena, norms
+        """(arena, norms) of rows [0, n), read-only. Rows past the committed ones
+        (the writer's own transaction's) are derived once and kept like the others,
+        until the transaction's rollback truncates them (Table.rollback): a search
+        inside a transaction derives only the rows written since its last one."""
+        if self.arena.n < n:
+            self._extend(n)
+        return self.arena.frozen(n), self.norms.frozen(n)
 
     def nulls_head(self, n: int) -> np.ndarray:
-        self.fill(n)
-        have = self.arena.n
-        if n <= have:
-            return self.nulls.head(n)
-        return np.concatenate([self.nulls.head(have), self.derive(have, n)[2]])
+        if self.arena.n < n:
+            self._extend(n)
+        return self.nulls.head(n)
 
+
+_BLOCK_ROWS = 1 << 16
+
+
+def unindexable(spec, vectors: np.ndarray, nulls: np.ndarray, meets) -> np.ndarray:
+    """Positions in a block of a vector field's stored rows (vectors, nulls) whose
+    value the index `spec` (schema.HNSW) cannot hold: an expression that casts
+    to halfvec an element past its range, on a row the index holds (not null;
+    `meets()`: the rows meeting a partial index's predicate, asked only when
+    one overflows). What PostgreSQL refuses to write or to index (22003)."""
+    expr = getattr(spec, "expr", None)
+    if expr is None or expr[3] != "f16" or vectors.dtype != np.float32:
+        return np.empty(0, np.int64)
+    found = []
+    for lo in range(0, len(vectors), _BLOCK_ROWS):
+        x = vectors[lo:lo + _BLOCK_ROWS]
+        if expr[0] == "subvector":
+            x = x[:, expr[1] - 1:expr[1] - 1 + expr[2]]
+        bad = half_overflow(x)
+        if bad is not None:
+            found.append(np.flatnonzero(bad) + lo)
+    if not found:
+        return np.empty(0, np.int64)
+    rows = np.concatenate(found)
+    rows = rows[~nulls[rows]]
+    if len(rows) and getattr(spec, "where", None):
+        rows = rows[meets()[rows]]
+    return rows
+
+
+def range_error(field: str, spec, vector: np.ndarray, where: str) -> VectorRangeError:
+    """The error of a vector an expression index cannot hold (unindexable)."""
+    x = vector if spec.expr[0] != "subvector" else \
+        vector[spec.expr[1] - 1:spec.expr[1] - 1 + spec.expr[2]]
+    big = float(x[np.argmax(np.abs(x))])
+    return VectorRangeError(f'"{big:g}" is out of range for type halfvec: field {field!r}, '
+                            f"{where}, is cast to halfvec by its index")
 
 
 def _width(expr: tuple, dim: int) -> int:

@@ -57,12 +57,13 @@ from ..storage.log_reader import LoggedCommit
 from ..storage.log_writer import LogWriter
 from . import checkpoint, frames, merge, vacuum
 from .branches import HEAD, MAIN, Branch, Catalog, View, main_view
+from .columns import range_error
 from .history import Commit
 from .maintainer import Maintainer
 from .rowmap import RowMap
 from .snapshot import Snapshot, take as take_snapshot
 from .table import Table, check_unique
-from .writer_lock import WriterLock
+from .writer_lock import WriterLock, this_thread
 
 log = logging.getLogger("varvedb.engine")
 
@@ -459,6 +460,7 @@ class Engine:
     def _check_writing(self, tx: "Transaction") -> None:
         if tx is not self._tx or tx.done:
             raise TransactionError("this transaction is not open")
+        self._check_synced(tx)
         if tx.aborted:
             raise TransactionAbortedError("an earlier write of this transaction failed and "
                                           "the transaction was undone: roll it back")
@@ -512,6 +514,7 @@ class Engine:
         columns = fill_embedded(t.schema, complete_columns(t.schema, columns, len(ids), t.name),
                                 len(ids))
         t.check_new_ids(_keys(ids))
+        t.check_index_values(columns, len(ids))
         self.append_rows(tx, t, ids, columns)
 
     def upsert(self, tx: "Transaction", t: Table, ids, columns: dict,
@@ -540,6 +543,7 @@ class Engine:
             columns, allow = _merged(t, old, live, columns, named or {})
         columns = fill_embedded(t.schema, complete_columns(t.schema, columns, n, t.name), n,
                                 allow=allow)
+        t.check_index_values(columns, n)
         self.delete(tx, t, old[live])
         self.append_rows(tx, t, ids, columns)
 
@@ -552,6 +556,7 @@ class Engine:
                                 len(ids))
         keys = _keys(ids)
         check_unique(keys)
+        t.check_index_values(columns, len(ids))
         old = t.live_rows(keys)
         self.delete(tx, t, old[old >= 0])
         self.append_rows(tx, t, ids, columns)
@@ -571,7 +576,10 @@ class Engine:
         _check_rows(t, rows)
         if not len(rows):
             return
-        given = Schema({k: f for k, f in t.schema.fields.items() if k in values})
+        # the named fields, their indexes left out (a partial one's predicate may read
+        # a field not named here, which this schema would refuse to hold)
+        given = Schema({k: f if f.vector_index is None else replace(f, vector_index=None)
+                        for k, f in t.schema.fields.items() if k in values})
         check_not_null(given, values, len(rows))
         check_constraints(given, values, len(rows), t.name)
         cols = {}
@@ -581,6 +589,7 @@ class Engine:
                  if name not in values and t.schema.fields[name].source in values]
         if stale:
             cols = fill_embedded(t.schema, cols, len(rows), stale)
+        t.check_index_values(cols, len(rows))
         ids = t.id_values(rows)
         self.delete(tx, t, rows)
         self.append_rows(tx, t, ids, cols)
@@ -607,6 +616,7 @@ class Engine:
         if f is not None and f.kind == "vector":
             spec = fit_index(spec, f.dtype, f.dim)   # before the frame: replay applies it
             check_index_where(spec, t.schema.fields)
+            self._check_indexable(t, field, spec)
         if parts is None or self.maintainer is None:
             self.write(tx, frames.CreateIndex(t.cid, field, spec))
             return
@@ -742,15 +752,20 @@ class Engine:
         is kept, so a restore is undone by restoring the version before it."""
         self._check_writing(tx)
         view = self.catalog.view(tx.branch, version)
+        plans = []
         for t in list(self.tables.values()):
             n = t.n
             then = t.view_mask(view, n)
             now = t.alive_mask(n)
-            self.delete(tx, t, np.flatnonzero(now & ~then))
             back = np.flatnonzero(then & ~now)
+            cols = {name: col.take(back) for name, col in t.columns.items()}
+            # a row written before an expression index was made over it may not fit it
+            t.check_index_values(cols, len(back))
+            plans.append((t, np.flatnonzero(now & ~then), back, cols))
+        for t, gone, back, cols in plans:
+            self.delete(tx, t, gone)
             if len(back):
-                self.append_rows(tx, t, t.id_values(back),
-                             {name: col.take(back) for name, col in t.columns.items()})
+                self.append_rows(tx, t, t.id_values(back), cols)
 
     # ---- branches (branches.py, merge.py) -----------------------------------------
 
@@ -798,6 +813,23 @@ class Engine:
         if tx.frames:     # nothing to merge: no commit
             self.write(tx, frames.BranchOp("merge", tx.branch, source=source,
                                            source_version=version))
+
+    def _check_indexable(self, t: Table, field: str, spec) -> None:
+        """VectorRangeError (22003) if a row that some branch holds now has a value
+        the new index `spec` cannot hold, as PostgreSQL's CREATE INDEX refuses
+        its live rows' (an earlier version's is left out of the index, as a
+        null is)."""
+        rows = t.unindexable_rows(field, spec)
+        if not len(rows):
+            return
+        n = t.n
+        held = t.alive_mask(n)
+        for b in self.catalog.live() if self.catalog.any else ():
+            held |= t.view_mask(self.catalog.view(b.id, HEAD), n)
+        rows = rows[held[rows]]
+        if len(rows):
+            raise range_error(field, spec, t.columns[field].arena.data[rows[0]],
+                              f"id {t.id_value(int(rows[0]))!r}")
 
     def _check_current(self, t: Table) -> None:
         """NotFoundError for a table object its collection's drop left behind."""
@@ -859,6 +891,11 @@ class Engine:
             self._end(tx)
             raise TransactionAbortedError("a write of this transaction failed, so it was "
                                           "rolled back and cannot commit")
+        try:
+            self._check_synced(tx)
+        except TransactionAbortedError:
+            self._end(tx)
+            raise
         if not tx.frames:   # nothing was written: no version, no fsync
             self._end(tx)
             return self.written
@@ -884,8 +921,7 @@ class Engine:
             try:
                 self.log.sync_to(end, generation)
             except StorageError:
-                with self.writer.held():
-                    self.reload()
+                self._reload_if_free()
                 raise
         with self._publish:
             self.visible = max(self.visible, tx.version)
@@ -898,7 +934,43 @@ class Engine:
     def _end(self, tx: Transaction) -> None:
         tx.done = True
         self._tx = None
-        self.writer.release(tx)
+        try:
+            self.reload()       # a sync failed while it was open: back before it's let go
+        finally:
+            self.writer.release(tx)
+
+    # ---- a failed sync -----------------------------------------------------------
+    # A commit is written, the writer lock let go, then synced (group commit), so a
+    # transaction may begin on a commit whose sync then fails. The log puts the
+    # file back at the last durable commit and aborts that transaction's writes;
+    # memory follows under the writer lock: the failed committer reloads at once
+    # if the lock is free (never waiting for it), else its holder does at its next
+    # call (_check_synced) or at its end (_end), as begin, checkpoint and vacuum
+    # do first. No transaction reads or writes the failed state after the
+    # failure, and none waits on another's for it.
+
+    def _stale(self) -> bool:
+        """Did a sync fail since the state was loaded (memory not yet back)?"""
+        return self.log is not None and self._generation != self.log.generation
+
+    def _check_synced(self, tx: Transaction) -> None:
+        """TransactionAbortedError if a sync failed since `tx` began: a commit it was
+        built on was undone, so it is undone too, and the state goes back to the
+        last durable commit (its writer lock held) before anything reads it."""
+        if self._stale():
+            self.abort(tx)
+            self.reload()
+            raise TransactionAbortedError(
+                "a commit this transaction was built on failed to sync and was undone, "
+                "so this transaction was rolled back: roll it back and start again")
+
+    def _reload_if_free(self) -> None:
+        owner = this_thread()
+        if self.writer.acquire(owner, 0):
+            try:
+                self.reload()
+            finally:
+                self.writer.release(owner)
 
     def abort(self, tx: Transaction) -> None:
         """Undo the transaction in memory and in the file; it stays open, aborted."""
@@ -1021,6 +1093,8 @@ class Engine:
         each table's row count, taken after it. `tx` is the reader's own open
         transaction, whose writes it sees."""
         self.ensure_open()
+        if tx is not None and tx is self._tx and not tx.done:
+            self._check_synced(tx)
         if branch is None:
             branch = tx.branch if tx is not None else MAIN
         return take_snapshot(self, as_of, tx, branch)

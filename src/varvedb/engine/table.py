@@ -35,7 +35,8 @@ from ..index.scalar import make_scalar_index
 from ..index.vector_index import make_vector_index
 from ..schema import HNSW, ID_END, Field, Schema, coerce_ids, index_shape
 from .branches import HEAD, MAIN, View, main_view
-from .columns import DerivedColumn, Growable, TextColumn, VectorColumn, make_column
+from .columns import (DerivedColumn, Growable, TextColumn, VectorColumn, make_column,
+                      predicate_mask, range_error, unindexable)
 
 ALIVE = np.iinfo(np.int64).max
 
@@ -383,6 +384,8 @@ class Table:
         for ix in self._indexes.values():
             if ix.in_step:      # a deferred one holds committed rows only
                 ix.truncate(n0)
+            elif getattr(ix, "derived", None) is not None:   # (its reads' rows, not its own)
+                ix.derived.truncate(n0)
         self._undo = None
 
     # ---- applying frames -----------------------------------------------------
@@ -536,6 +539,39 @@ class Table:
                 return self.columns, getattr(f and f.vector_index, "where", None) or spec.where
             d = ix.derived = DerivedColumn(col, spec, predicate, lambda: self.committed_n)
         return d.fill(n)
+
+    def check_index_values(self, columns: dict, n: int) -> None:
+        """VectorRangeError (22003) when one of n new rows (a write's columns:
+        field -> (values, nulls)) holds a vector that its field's expression index
+        cannot hold (unindexable), as PostgreSQL refuses the write: checked before
+        any frame is written, so nothing of the write is applied."""
+        for name in self.schema.half_indexed:
+            if name not in columns:
+                continue
+            spec = self.schema.fields[name].vector_index
+            vals, nulls = columns[name]
+            if nulls is None:
+                nulls = np.zeros(n, bool)
+
+            def meets():    # the write's rows meeting the predicate, as columns of their own
+                cols = {}
+                for field, _, _ in spec.where:
+                    cols[field] = col = make_column(self.schema.fields[field])
+                    if field in columns:
+                        col.append(*columns[field])
+                    else:
+                        col.append_nulls(n)
+                return predicate_mask(cols, spec.where, 0, n)
+            rows = unindexable(spec, np.asarray(vals), np.asarray(nulls, bool), meets)
+            if len(rows):
+                raise range_error(name, spec, vals[rows[0]], f"row {int(rows[0])} of the write")
+
+    def unindexable_rows(self, field: str, spec) -> np.ndarray:
+        """The rows so far (committed or the transaction's) whose `field` vector the
+        index `spec` cannot hold (columns.unindexable)."""
+        col, n = self.columns[field], self.n
+        return unindexable(spec, col.arena.head(n), col.nulls.head(n),
+                           lambda: predicate_mask(self.columns, spec.where, 0, n))
 
     # ---- schema changes (each applies one DDL frame; no row is rewritten) ----------
     # The schema is the current one for every read, as_of included: a renamed

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import NotSupportedError, SqlError
 from ..float_order import compare
-from ..schema import brief, from_micros, vector_values
+from ..schema import brief, from_micros, half_overflow, vector_values
 from ..sparse import SparseBlock, SparseVector
 from ..text import tsquery
 from ..text.tsvector import tsvectors
@@ -1162,7 +1162,6 @@ def _cast(e: Cast, rel: Rel, env: Env) -> Val:
 # bool a bit string (what pgwire sends each as, and how each prints)
 _VECTOR_DTYPES = {"vector": np.float32, "halfvec": np.float16, "bit": np.bool_}
 _VECTOR_TYPES = {t: name for name, t in _VECTOR_DTYPES.items()}
-_HALF_MAX = float(np.finfo(np.float16).max)
 
 
 def as_vector_type(data: np.ndarray, vtype: str) -> np.ndarray:
@@ -1177,7 +1176,7 @@ def as_vector_type(data: np.ndarray, vtype: str) -> np.ndarray:
         return data != 0
     if data.dtype == np.bool_:
         raise SqlError("42846", f"cannot cast type bit to {vtype}")
-    if vtype == "halfvec" and (np.abs(data) > _HALF_MAX).any():
+    if vtype == "halfvec" and half_overflow(data) is not None:
         raise SqlError("22003", "value out of range for type halfvec")
     return data.astype(want)
 

@@ -35,6 +35,7 @@ from .memory import memory_limit
 MAX_IOV = 512   # buffers per pwritev (the kernel's IOV_MAX is 1024)
 LOCK_TRIES = 100   # opens of a path that is replaced each time before it is locked
 _HOLE_STEP = 1 << 16   # data_end's search stops halving here and walks the runs left
+_WALK_RUNS = 8         # data_end walks a file of so few runs of data from its start
 
 
 class DatabaseFile:
@@ -228,16 +229,27 @@ class DatabaseFile:
 
         A dead tail is punched: a hole, but for the partial block at the file's
         end, which a punch zeroes in place. So a short last run of data that
-        holds only zeros is passed over too, and the search goes on before it."""
+        holds only zeros is passed over too, and the search goes on before it.
+        Walked from the start while the file has few runs of data (_first_runs:
+        one lseek for a file with no hole, the usual one, whose zeros ahead of
+        the log are written, not punched; three for a punched dead tail), else
+        searched from the end (_last_data_run)."""
         fd = self.fd
         size = below = os.fstat(fd).st_size
         try:
+            runs = _first_runs(fd, size)
+            if runs is not None:
+                while runs:
+                    start, end = runs.pop()
+                    if _holds_data(fd, start, end):
+                        return end
+                return 0
             while below > 0:
                 run = _last_data_run(fd, below)
                 if run is None:
                     return 0
                 start, end = run
-                if end - start > _HOLE_STEP or any(os.pread(fd, end - start, start)):
+                if _holds_data(fd, start, end):
                     return end
                 below = start
             return 0
@@ -268,13 +280,8 @@ def _last_data_run(fd: int, below: int) -> tuple[int, int] | None:
     [p, below)?) finds it in a few dozen calls however many holes lie before it;
     a writer appending meanwhile only adds data past what it finds."""
     def data_from(p: int) -> int | None:
-        try:
-            d = os.lseek(fd, p, os.SEEK_DATA)
-        except OSError as e:
-            if e.errno == errno.ENXIO:
-                return None
-            raise
-        return d if d < below else None
+        d = _data_from(fd, p)
+        return d if d is not None and d < below else None
 
     if data_from(0) is None:
         return None
@@ -291,6 +298,39 @@ def _last_data_run(fd: int, below: int) -> tuple[int, int] | None:
         pos = min(os.lseek(fd, start, os.SEEK_HOLE), below)
         run = (start, pos)
     return run
+
+
+def _holds_data(fd: int, start: int, end: int) -> bool:
+    """Is a run of data more than the zeroed partial block a punch leaves?"""
+    return end - start > _HOLE_STEP or any(os.pread(fd, end - start, start))
+
+
+def _first_runs(fd: int, end: int) -> list[tuple[int, int]] | None:
+    """The runs of data in [0, end), walked from the start (SEEK_HOLE, SEEK_DATA,
+    ...), or None when there are more than _WALK_RUNS (or a hole at 0)."""
+    pos = min(os.lseek(fd, 0, os.SEEK_HOLE), end) if end else 0
+    if pos == 0:
+        return None if end else []
+    runs = [(0, pos)]
+    while pos < end:
+        start = _data_from(fd, pos)
+        if start is None or start >= end:
+            break
+        if len(runs) == _WALK_RUNS:
+            return None
+        pos = min(os.lseek(fd, start, os.SEEK_HOLE), end)
+        runs.append((start, pos))
+    return runs
+
+
+def _data_from(fd: int, p: int) -> int | None:
+    """Where the first data at or after p starts (SEEK_DATA), or None."""
+    try:
+        return os.lseek(fd, p, os.SEEK_DATA)
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            return None
+        raise
 
 
 def write_all(io, bufs: list, pos: int) -> int:

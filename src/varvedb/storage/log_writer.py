@@ -292,6 +292,10 @@ class LogWriter:
             if self._pending or self._tx_frames:
                 raise TransactionAbortedError("a checkpoint cannot be written inside a "
                                               "transaction")
+            if version != self.version:     # a sync failed after the state was taken
+                raise StorageError(f"{self.path}: a sync failed while the checkpoint was "
+                                   f"made, and the file is back at version {self.version}: "
+                                   "no checkpoint was written")
             offset = self.end
             digest = F.frame_hash(F.Kind.CHECKPOINT, length, parts)
             self._queue(_PendingFrame(F.Kind.CHECKPOINT, parts, length, digest))
