@@ -50,6 +50,8 @@ def test_the_counter_counts_each_compilation_once_and_no_cache_load(tmp_path, mo
     assert {c.kernel for c in done} == {f"{__name__}._tripled"}
     assert {c.signature for c in done} == {"int64", "float64"}
     assert all(c.seconds > 0 for c in done)
+    # and the compiling thread's CPU seconds, which no other load inflates
+    assert all(0 < c.cpu_seconds <= c.seconds + 0.01 for c in done)
     # a new dispatcher of the same function loads both from the disk cache
     again = jit.njit(cache=True)(_tripled)
     assert again(np.int64(2)) == 6 and again(np.float64(1.5)) == 4.5

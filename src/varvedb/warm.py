@@ -291,11 +291,12 @@ def compile_ahead(shares: list[str]) -> None:
 @dataclass
 class WarmReport:
     """What a warm did: specialisations compiled by the workers (by kernel: how
-    many, and their seconds of their own), those the calling process still had to
-    compile, processes and wall seconds."""
+    many, and their seconds of their own, wall and CPU), those the calling process
+    still had to compile, processes and wall seconds."""
 
     compiled: dict[str, int] = field(default_factory=dict)
     compile_seconds: dict[str, float] = field(default_factory=dict)
+    compile_cpu_seconds: dict[str, float] = field(default_factory=dict)
     compiled_here: int = 0
     here: list[str] = field(default_factory=list)    # those kernels, in order
     processes: int = 0
@@ -364,6 +365,8 @@ def warm(processes: int | None = None, progress: bool = True, echo=None,
                     report.compiled[c.kernel] = report.compiled.get(c.kernel, 0) + 1
                     report.compile_seconds[c.kernel] = (
                         report.compile_seconds.get(c.kernel, 0.0) + c.seconds)
+                    report.compile_cpu_seconds[c.kernel] = (
+                        report.compile_cpu_seconds.get(c.kernel, 0.0) + c.cpu_seconds)
                 if done and not told:
                     told = True
                     echo("compiling kernels, first run on this machine")
