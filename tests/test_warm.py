@@ -50,10 +50,59 @@ def test_the_counter_counts_each_compilation_once_and_no_cache_load(tmp_path, mo
     assert {c.kernel for c in done} == {f"{__name__}._tripled"}
     assert {c.signature for c in done} == {"int64", "float64"}
     assert all(c.seconds > 0 for c in done)
+    # and the compiling thread's CPU seconds, which no other load inflates
+    assert all(0 < c.cpu_seconds <= c.seconds + 0.01 for c in done)
     # a new dispatcher of the same function loads both from the disk cache
     again = jit.njit(cache=True)(_tripled)
     assert again(np.int64(2)) == 6 and again(np.float64(1.5)) == 4.5
     assert compile_log.compilation_count() - before == 2
+
+
+# In warm's workers only (their sitecustomize): the share "f32 scan" waits until
+# the calling process has begun its own run of another share, "sparsevec".
+GATED_WORKERS = ("import os, time\n"
+                 "gate = os.environ.get('VARVEDB_TEST_WARM_GATE')\n"
+                 "if gate:\n"
+                 "    from varvedb import warm\n"
+                 "    scan = warm.SHARES['f32 scan']\n"
+                 "    def gated(folder):\n"
+                 "        deadline = time.monotonic() + 600\n"     # a hang guard
+                 "        while not os.path.exists(gate):\n"
+                 "            if time.monotonic() > deadline:\n"
+                 "                raise TimeoutError('the calling process ran no share')\n"
+                 "            time.sleep(0.05)\n"
+                 "        scan(folder)\n"
+                 "    warm.SHARES['f32 scan'] = gated\n")
+
+
+def test_warm_runs_a_share_here_as_soon_as_its_worker_finished_beside_the_others(
+        tmp_path, monkeypatch):
+    """The calling process's own run of each share (loading its kernels) overlaps
+    the workers still compiling, rather than following the last of them on one
+    core: a worker's share here waits for the calling process's run of the other
+    share, which on a warm that runs the shares here only after every worker has
+    finished never comes (the hang guard then fails the worker's share)."""
+    from varvedb import warm
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(GATED_WORKERS)
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("VARVEDB_TEST_WARM_GATE", str(gate))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), ENV["PYTHONPATH"]]))
+    ran_here = []
+
+    def sparse(folder):
+        gate.touch()
+        ran_here.append("sparsevec")
+        warm.sparse_share(folder)
+
+    monkeypatch.setattr(warm, "SHARES", {"f32 scan": warm.SHARES["f32 scan"],
+                                         "sparsevec": sparse})
+    # (two shares are no complete warm: its mark goes elsewhere)
+    monkeypatch.setattr(warm.ahead, "warmed_mark", lambda: tmp_path / "warmed")
+    report = warm.warm(processes=2, progress=False, again=True)
+    # (and what it ran here it loaded: its worker had saved all of it)
+    assert ran_here == ["sparsevec"] and report.processes == 2 and report.compiled_here == 0
 
 
 KERNEL = ("import numpy as np\n"

@@ -508,7 +508,8 @@ def replicate(url: str, dest: str, once: bool) -> None:
 @click.option("--processes", type=click.IntRange(1), default=None,
               help="Worker processes (default: one per core).")
 @click.option("--report", is_flag=True,
-              help="List the kernels compiled: seconds (their own), count; costliest first.")
+              help="List the kernels compiled: CPU and wall seconds (their own), count; "
+                   "costliest first.")
 @click.option("--again", is_flag=True,
               help="Run every feature set even when an earlier warm completed.")
 @click.option("--ahead", "shares", multiple=True, hidden=True,
@@ -525,9 +526,10 @@ def warm(processes: int | None, report: bool, again: bool, shares: tuple[str, ..
     done = warm_kernels(processes=processes, progress=True, again=again)
     click.echo(f"varvedb warm: {done.summary()}")
     if report:
-        seconds = done.compile_seconds
-        for kernel in sorted(seconds, key=lambda k: (-seconds[k], k)):
-            click.echo(f"  {seconds[kernel]:7.2f} s  {done.compiled[kernel]:3d}x  {kernel}")
+        cpu = done.compile_cpu_seconds
+        for kernel in sorted(cpu, key=lambda k: (-cpu[k], k)):
+            click.echo(f"  {cpu[kernel]:7.2f} s CPU  {done.compile_seconds[kernel]:7.2f} s wall"
+                       f"  {done.compiled[kernel]:3d}x  {kernel}")
         for kernel in done.here:
             click.echo(f"  compiled in this process too: {kernel}")
 

@@ -10,10 +10,10 @@ IVF-PQ, ...) through the public API, so exactly the specialisations that real
 use compiles get compiled (an indexed share holds more rows than the planner's
 exact-scan threshold: below it no search would reach the index), each
 share in a worker process of its own, all cores busy, into the shared on-disk
-cache. Then the calling process runs every share again: everything loads from
-the cache (so its kernels are loaded too, which a server wants before it
-listens), and anything a worker lost (two workers saving one kernel's cache
-index at once keep only the last) is compiled there, and counted.
+cache. The calling process runs each share again as soon as a worker has
+finished it (beside the workers still compiling, not after them): everything
+loads from the cache (so its kernels are loaded too, which a server wants
+before it listens), and anything a worker lost is compiled there, and counted.
 
 A warm that ends with nothing left to compile leaves a mark in the kernels'
 cache folder, named by a hash of everything the machine code depends on (the
@@ -291,11 +291,12 @@ def compile_ahead(shares: list[str]) -> None:
 @dataclass
 class WarmReport:
     """What a warm did: specialisations compiled by the workers (by kernel: how
-    many, and their seconds of their own), those the calling process still had to
-    compile, processes and wall seconds."""
+    many, and their seconds of their own, wall and CPU), those the calling process
+    still had to compile, processes and wall seconds."""
 
     compiled: dict[str, int] = field(default_factory=dict)
     compile_seconds: dict[str, float] = field(default_factory=dict)
+    compile_cpu_seconds: dict[str, float] = field(default_factory=dict)
     compiled_here: int = 0
     here: list[str] = field(default_factory=list)    # those kernels, in order
     processes: int = 0
@@ -336,7 +337,8 @@ def die_with_parent(parent: int) -> None:
 def warm(processes: int | None = None, progress: bool = True, echo=None,
          again: bool = False) -> WarmReport:
     """Compile every share's kernels in `processes` worker processes (default: one
-    per core), a progress bar on stderr when `progress`; then load them all here.
+    per core), a progress bar on stderr when `progress`; load each share's here as
+    soon as its worker has finished it.
     `echo`, when given, is told once a worker had to compile (never when every
     kernel was cached). Returns at once (an empty report) when the cache holds
     the mark of an earlier complete warm, unless `again`."""
@@ -350,8 +352,10 @@ def warm(processes: int | None = None, progress: bool = True, echo=None,
     pool = cf.ProcessPoolExecutor(report.processes,
                                   mp_context=multiprocessing.get_context("spawn"),
                                   initializer=die_with_parent, initargs=(os.getpid(),))
+    compile_log.quiet()
+    before = compile_log.compilation_count()
     try:
-        jobs = [pool.submit(run_share, name) for name in SHARES]
+        jobs = {pool.submit(run_share, name): name for name in SHARES}
         told = echo is None
         with tqdm(total=len(jobs), desc="warming kernels", unit="set",
                   disable=not progress) as bar:
@@ -361,20 +365,24 @@ def warm(processes: int | None = None, progress: bool = True, echo=None,
                     report.compiled[c.kernel] = report.compiled.get(c.kernel, 0) + 1
                     report.compile_seconds[c.kernel] = (
                         report.compile_seconds.get(c.kernel, 0.0) + c.seconds)
+                    report.compile_cpu_seconds[c.kernel] = (
+                        report.compile_cpu_seconds.get(c.kernel, 0.0) + c.cpu_seconds)
                 if done and not told:
                     told = True
                     echo("compiling kernels, first run on this machine")
+                # this process runs the share as soon as a worker has finished it
+                # (its kernels are all in the cache then), beside the workers still
+                # compiling: not after the last of them, on one core while the
+                # others idle (16 shares' loads, checkpoints and fsyncs: 11 s of a
+                # loaded 2-core machine's wall, 3.5 s of CPU)
+                run_share(jobs[job])
                 bar.update(1)
     finally:
         # not waited for: a spawned worker's exit after a cold compile (its
         # interpreter's teardown) took 3-17 s on a loaded 2-core machine, which
-        # this process's own run of the shares below overlaps instead of following
+        # this process's own runs of the last shares overlap instead of following
         # (the pool's thread reaps the workers; an exiting interpreter waits for it)
         pool.shutdown(wait=False, cancel_futures=True)
-    compile_log.quiet()
-    before = compile_log.compilation_count()
-    for name in SHARES:
-        run_share(name)
     report.here = [c.kernel for c in compile_log.compilations()[before:]]
     report.compiled_here = len(report.here)
     if not report.compiled_here:
