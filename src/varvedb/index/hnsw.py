@@ -540,11 +540,10 @@ class HnswIndex:
         inv = np.empty(ext, np.int32)
         inv[order] = np.arange(ext, dtype=np.int32)
 
-        def ids(lists):
-            return np.where(lists >= 0, inv[np.maximum(lists, 0)], np.int32(-1))
-
-        self._links0 = ids(self._links0[:ext][order])
-        self._upper_links = ids(self._upper_links[:self._n_slots])
+        self._links0 = self._links0[:ext][order]
+        self._upper_links = np.array(self._upper_links[:self._n_slots])
+        kernels.renumber_lists(self._links0, inv)
+        kernels.renumber_lists(self._upper_links, inv)
         self._levels = self._levels[:ext][order]
         self._upper_slot = self._upper_slot[:ext][order]
         twins = self._twins[:ext][order]
