@@ -201,3 +201,43 @@ def test_a_checkpoint_writes_the_graph_renumbered_through_replay_as_of_and_vacuu
     assert all(int(i) % 4 >= 2 for f in before for i in f)
     truth = live[exact_top_k(x[live], queries[:15], "l2")]
     assert recall(np.array([np.asarray(f) for f in before]), truth) >= 0.9
+
+
+@pytest.mark.parametrize("case", ["twice", "out of range", "missing"])
+def test_a_crafted_map_in_a_checkpoint_is_refused_at_open_and_the_graph_built_again(
+        tmp_path, data, case):
+    """The file's node_row edited: open refuses the graph before anything walks it
+    (its rows are searched exactly), and a writer links them again."""
+    from test_crafted_files import Frame, Layout, array_index, edited_checkpoint, write
+    x, queries = data
+    path = str(tmp_path / "m.varve")
+    with vv.connect(path) as db:
+        c = db.create_collection("docs", {"v": vv.Vector(DIM, metric="l2", index=vv.HNSW(
+            m=8, ef_construction=32, quantize="int8"))})
+        c.insert_arrays(id=np.arange(N), v=x)
+        db.checkpoint()
+        assert _graph(c).is_renumbered
+        c.insert({"id": N, "v": x[0] + 100})        # a commit after it, replayed
+    with open(path, "rb") as f:
+        layout = Layout.parse(f.read())
+    while isinstance(layout.items[-1], Frame):      # the checkpoint close() wrote
+        layout.items.pop()
+
+    def edit(meta, blobs):
+        i = array_index(meta, "1.vx.v.g.node_row")
+        if case == "missing":
+            meta["_arrays"][i][0] = "1.vx.v.g.node_rows"
+            return
+        a = np.frombuffer(blobs[i], np.int32).copy()
+        a[3] = a[4] if case == "twice" else N
+        blobs[i] = a.tobytes()
+    bad = write(tmp_path, edited_checkpoint(layout.build(), edit))
+    exact = [int(i) for i in exact_top_k(x, queries[:5], "l2", k=5)[:, 0]]
+    with vv.connect(bad, readonly=True) as db:
+        vi = db["docs"].table.vector_indexes["v"]
+        assert vi.linked == 0 and len(vi.graph) == 0          # refused at open
+        assert [db["docs"].search(vector=q, limit=5, select=[]).ids[0]
+                for q in queries[:5]] == exact
+    with vv.connect(bad) as db:
+        assert db["docs"].wait_indexed(timeout=1800)         # a hang guard only
+        assert len(_graph(db["docs"])) == N + 1
