@@ -76,8 +76,9 @@ twice a node's bytes.
 Renumbered graphs: a coded graph's nodes may be numbered apart from the
 table's rows, breadth first from the entry (:func:`bfs_order`), so that the
 nodes a walk meets together sit together in the lists, the codes and the
-visited set (in the issue 32 prototype, at recall 0.95: 1.06x on glove-50 and
-1.17x on the clustered set's int8 walk). The walk reads nodes only; the rows
+visited set (``varvedb bench walk``, issue 32: the int8 walk at recall 0.95,
+1.08x on glove-50 100k and 1.15x on the clustered 100k x 128 set; nothing on
+minilm-debian, 60k x 384, whose codes are six cache lines a row). The walk reads nodes only; the rows
 come in where the table's order rules: the mask (``allow[row_of(node)]``, one
 read per node the filtered walk reports, not a translated mask per query)
 and, once the walk is over, the pool, mapped to rows in place before the
