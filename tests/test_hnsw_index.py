@@ -650,3 +650,16 @@ def test_a_bound_searcher_answers_as_search(base, queries, metric):
     bad[0] = np.nan
     with pytest.raises(vv.NonFiniteVectorError):      # as search raises it
         index.searcher(base, norms, 10, None, 40)(bad)
+    # its kernel is called for the types it was bound with (kernels.jit.direct), not
+    # through numba's dispatch: any other form of a query is converted to them, and
+    # one of two dimensions, which the dispatch refused with a raw typing error, is
+    # a DimensionError
+    walk, q = index.searcher(base, norms, 10, None, 40), queries[0]
+    want = walk(q)
+    frozen = q.copy()
+    frozen.flags.writeable = False
+    for form in (q.tolist(), q.astype(np.float64), np.repeat(q, 2)[::2], frozen):
+        got = walk(form)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    with pytest.raises(vv.DimensionError):
+        walk(q[None, :])
