@@ -45,6 +45,7 @@ import numpy as np
 from .errors import (BitLengthError, CheckViolationError, DimensionError, FieldTypeError, NonFiniteVectorError,
                      NotNullViolationError, OptionError, SchemaError, UnknownFieldError, ValueTooLongError,
                      VarveError, VectorRangeError)
+from .float_order import compare
 from .storage.format import code_width
 
 SCALAR_KINDS = ("int", "float", "bool", "text", "json", "timestamp")
@@ -999,10 +1000,8 @@ def check_constraints(schema: Schema, columns: dict, n: int, table: str = "") ->
             else:
                 v = np.array([value if x is None else x for x in vals], object) \
                     if isinstance(vals, list) else np.asarray(vals)
-                with np.errstate(invalid="ignore"):
-                    ok = {"=": v == value, "<>": v != value, "<": v < value, "<=": v <= value,
-                          ">": v > value, ">=": v >= value}[op]
-                bad = ~np.asarray(ok, bool) & ~nulls
+                # in PostgreSQL's float8 order, as SQL's WHERE: NaN > 0 holds
+                bad = ~np.asarray(compare(op, v, value), bool) & ~nulls
             if bad.any():
                 raise CheckViolationError(
                     f'new row for relation "{table}" violates check constraint '

@@ -39,3 +39,14 @@ INSERT INTO r VALUES (2, NULL);
 -- !! 23514
 SELECT * FROM r;
 -- => [(1, True)]
+-- a float's CHECK in PostgreSQL's float8 order: NaN equals NaN and is above every number
+-- (red-team 8 F05)
+CREATE TABLE k (id bigint PRIMARY KEY, f float8 CHECK (f > 0), g float8 CHECK (g < 1),
+    h float8 CHECK (h <> 2));
+INSERT INTO k VALUES (1, 'NaN', 0, 'NaN');
+INSERT INTO k VALUES (2, 1, 'NaN', 0);
+-- !! 23514
+INSERT INTO k VALUES (3, 'Infinity', '-Infinity', 0);
+UPDATE k SET f = 'NaN', h = 'NaN' WHERE id = 3;
+SELECT id, f::text FROM k ORDER BY id;
+-- => [(1, 'NaN'), (3, 'NaN')]
