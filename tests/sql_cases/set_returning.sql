@@ -16,6 +16,12 @@ SELECT id, generate_series(1, n) AS k FROM parts ORDER BY id, k;
 -- => [(1, 1), (1, 2), (3, 1), (3, 2), (3, 3)]
 SELECT id, generate_series(1, n) AS k, 'x' AS c FROM parts WHERE grp = 'b';
 -- => [(3, 1, 'x'), (3, 2, 'x'), (3, 3, 'x')]
+SELECT id, generate_series(n, 1, -1) AS k, generate_series(1, 5, 2) AS o FROM parts
+    ORDER BY id, o;
+-- => [(1, 2, 1), (1, 1, 3), (1, None, 5), (2, None, 1), (2, None, 3), (2, None, 5),
+--     (3, 3, 1), (3, 2, 3), (3, 1, 5), (4, None, 1), (4, None, 3), (4, None, 5)]
+SELECT id, generate_series(n, NULL) AS k FROM parts;
+-- => []
 SELECT unnest(ARRAY(SELECT id FROM parts ORDER BY id DESC)) AS v;
 -- => [(4,), (3,), (2,), (1,)]
 SELECT unnest(ARRAY(SELECT grp FROM parts ORDER BY id)) AS v,

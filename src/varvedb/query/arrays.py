@@ -66,9 +66,12 @@ class OidVector(SpaceVector):
 # the set-returning functions a select list (sql/select.py's ProjectSet) or FROM may call
 SET_FUNCTIONS = frozenset({"unnest", "generate_subscripts", "generate_series"})
 # The most rows one step of a statement builds that no table holds — a join's
-# pairs, a generate_series — refused (54000) before they are allocated: with
-# Python values beside them a row costs ~100 bytes, so ~1-2 GB a statement at the
-# limit (a server's client can ask for no more; a table's own rows have no limit)
+# pairs, a generate_series, a select list's set-returning calls over all its rows
+# together — refused (54000) before they are allocated: built by numpy a row costs
+# ~70 bytes at its peak (a select list's generate_series over 2 rows of 1 000 000,
+# measured), so ~0.7 GB a statement at the limit; unnest's elements are Python
+# values, several hundred bytes each, but come of arrays the statement already
+# holds (a server's client can ask for no more; a table's own rows have no limit)
 MAX_BUILT_ROWS = 10_000_000
 MAX_SERIES = MAX_BUILT_ROWS       # generate_series' rows
 
