@@ -788,33 +788,15 @@ def test_a_copy_that_stalls_is_ended_at_the_idle_timeout_and_rolled_back(inproc)
     """A COPY FROM STDIN holds the writer lock as an open transaction does: a client
     that sends a row and goes quiet is ended with 25P03 at the idle-in-transaction
     timeout, the COPY rolled back, and other writers go on (red-team 8 F17)."""
-    import select
-
     srv, port = inproc(idle_in_transaction_timeout=0.5)
     with psycopg.connect(host="127.0.0.1", port=port, user="me", sslmode="disable",
                          autocommit=True, connect_timeout=600) as c:
         c.execute("CREATE TABLE t (id bigint PRIMARY KEY)")
-    raw = socket.create_connection(("127.0.0.1", port), timeout=600)
-
-    def msg(kind: bytes, body: bytes) -> bytes:
-        return kind + struct.pack("!i", len(body) + 4) + body
-
-    def until(marker: bytes) -> bytes:
-        got = b""
-        while marker not in got:
-            chunk = raw.recv(65536)
-            assert chunk, got
-            got += chunk
-        return got
-    params = b"user\0me\0database\0db\0\0"
-    raw.sendall(struct.pack("!ii", 8 + len(params), 196608) + params)
-    until(b"Z\x00\x00\x00\x05")
-    raw.sendall(msg(b"Q", b"COPY t FROM STDIN\0"))
-    until(b"G")                                                       # CopyInResponse
-    raw.sendall(msg(b"d", b"1\n"))                                    # a row, then quiet
-    readable, _, _ = select.select([raw], [], [], 600)                # a hang guard
-    assert readable and b"25P03" in until(b"25P03")
+    raw = _ready_socket(port)
+    raw.sendall(_msg(b"Q", b"COPY t FROM STDIN\0") + _msg(b"d", b"1\n"))   # then quiet
+    got = _read_until_ready(raw)            # (its recv waits at most 600 s: a hang guard)
     raw.close()
+    assert [k for k, _ in got] == [b"G", b"E"] and b"25P03" in got[1][1], got
     with psycopg.connect(host="127.0.0.1", port=port, user="me", sslmode="disable",
                          autocommit=True, connect_timeout=600) as c:
         c.execute("INSERT INTO t VALUES (2)")      # the writer lock is free again
