@@ -40,3 +40,12 @@ INSERT INTO docs (id, tags) VALUES (4, 'abc');
 -- !! 22P02
 SELECT count(*) FROM docs;
 -- => [(3,)]
+-- an element is checked as the element type's input checks it: a halfvec's range
+-- (red-team 8 F09)
+INSERT INTO docs (id, halves) VALUES (4, '{"[1,70000]"}');
+-- !! 22003
+INSERT INTO docs (id, halves) VALUES (4, ARRAY['[1,-65600]']::halfvec[]);
+-- !! 22003
+INSERT INTO docs (id, halves) VALUES (4, '{"[1,65504]"}');
+SELECT halves FROM docs WHERE id = 4;
+-- => [([[1.0, 65504.0]],)]
