@@ -49,3 +49,15 @@ INSERT INTO docs (id, halves) VALUES (4, ARRAY['[1,-65600]']::halfvec[]);
 INSERT INTO docs (id, halves) VALUES (4, '{"[1,65504]"}');
 SELECT halves FROM docs WHERE id = 4;
 -- => [([[1.0, 65504.0]],)]
+
+-- an array literal as PostgreSQL reads it: a backslash escapes the next character,
+-- quoted or not, and an escaped NULL is text; a float8[] prints as float8 does
+-- (red-team 8 F10)
+CREATE TABLE esc (id bigint PRIMARY KEY, at text[], ad float8[]);
+INSERT INTO esc VALUES (1, '{a\,b,c}', '{1e3,-0}'), (2, '{\NULL,e\\f, " q " , x\ }', '{}');
+SELECT id, at, array_length(at, 1), at[1] IS NULL FROM esc ORDER BY id;
+-- => [(1, ['a,b', 'c'], 2, False), (2, ['NULL', 'e\\f', ' q ', 'x '], 4, False)]
+SELECT id, ad::text, at::text FROM esc ORDER BY id;
+-- => [(1, '{1000,-0}', '{"a,b",c}'), (2, '{}', '{"NULL","e\\\\f"," q ","x "}')]
+SELECT ARRAY[1.5, 1e20, 'NaN', '-Infinity']::float8[]::text AS t;
+-- => [('{1.5,1e+20,NaN,-Infinity}',)]

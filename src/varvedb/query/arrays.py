@@ -139,9 +139,9 @@ def text(arr: list, value_text=str) -> str:
 def _element_text(x, value_text=str) -> str:
     if isinstance(x, bool):
         return "t" if x else "f"
-    if isinstance(x, (int, float, str)):
+    if isinstance(x, (int, str)):
         return str(x)
-    return value_text(x)        # a vector's, a sparsevec's: pgvector's forms
+    return value_text(x)        # a float's (1000, -0), a vector's, a sparsevec's
 
 
 def _quoted(s: str) -> str:
@@ -154,41 +154,54 @@ def _quoted(s: str) -> str:
 
 def split_text(text: str) -> list:
     """A one-dimensional array literal `{a,"b c",NULL}`: its elements' text (None:
-    NULL); 22P02 where it is not one (a multi-dimensional one is 0A000)."""
+    NULL), as PostgreSQL reads it: a backslash, in quotes or not, takes the next
+    character as it is; white space around an element goes unless quoted or
+    escaped; an element quoted or escaped anywhere is never NULL (`{\\NULL}` is
+    the text NULL). 22P02 where it is not one (a multi-dimensional one is 0A000)."""
     s = text.strip()
     if not (s.startswith("{") and s.endswith("}")):
         raise SqlError("22P02", f'malformed array literal: "{text[:60]}"')
-    body, items, cur, quoted, was_quoted, i = s[1:-1], [], [], False, False, 0
+    body, items, i = s[1:-1], [], 0
+    cur: list = []          # the element's characters so far
+    keep = 0                # how many of them stay (up to the last not white space)
+    quoted = literal = False    # inside quotes; quoted or escaped somewhere (not NULL)
     while i < len(body):
         ch = body[i]
-        if quoted:
-            if ch == "\\" and i + 1 < len(body):
-                i += 1
-                cur.append(body[i])
-            elif ch == '"':
+        if ch == "\\":
+            i += 1
+            if i == len(body):
+                raise SqlError("22P02", f'malformed array literal: "{text[:60]}"')
+            cur.append(body[i])
+            keep, literal = len(cur), True
+        elif quoted:
+            if ch == '"':
                 quoted = False
             else:
                 cur.append(ch)
+                keep = len(cur)
         elif ch == '"':
-            quoted = was_quoted = True
-            if not "".join(cur).strip():        # (white space before the quote)
+            quoted = literal = True
+            if keep == 0:               # (white space before the quote)
                 cur = []
         elif ch == ",":
-            items.append(_item("".join(cur), was_quoted))
-            cur, was_quoted = [], False
+            items.append(_item(cur[:keep], literal))
+            cur, keep, literal = [], 0, False
         elif ch == "{":
             raise NotSupportedError("multi-dimensional arrays are not supported")
+        elif ch.isspace():
+            if keep:                    # (leading white space goes, trailing by `keep`)
+                cur.append(ch)
         else:
             cur.append(ch)
+            keep = len(cur)
         i += 1
     if quoted:
         raise SqlError("22P02", f'malformed array literal: "{text[:60]}"')
     if body.strip():
-        items.append(_item("".join(cur), was_quoted))
+        items.append(_item(cur[:keep], literal))
     return items
 
 
-def _item(raw: str, quoted: bool):
-    if not quoted and raw.strip().upper() == "NULL":
-        return None
-    return raw if quoted else raw.strip()
+def _item(chars: list, literal: bool):
+    raw = "".join(chars)
+    return None if not literal and raw.upper() == "NULL" else raw
