@@ -1227,3 +1227,16 @@ def test_add_check_holds_the_python_api_and_stays_with_the_file(tmp_path):
             db.collection("p").insert({"id": 3, "price": 0.0})
         db.checkpoint()
         db.close()
+
+
+def test_an_int2vector_compares_with_an_untyped_literal(db):
+    """pg_index.indkey = '1' reads the literal as an int2vector (its elements
+    separated by spaces), as PostgreSQL does: no raw KeyError (red-team 8 F02)."""
+    db.sql("CREATE TABLE c (id bigint PRIMARY KEY, n int)")
+    db.sql("CREATE INDEX ON c (n)")
+    rows = db.sql("SELECT indexrelid::regclass::text, indkey = '2', '1' = indkey, "
+                  "indkey <> '1 2' FROM pg_index ORDER BY 1").rows
+    assert rows == [("c_n_idx", True, False, True), ("c_pkey", False, True, True)]
+    with pytest.raises(vv.SqlError) as e:
+        db.sql("SELECT indkey = 'x' FROM pg_index")
+    assert e.value.sqlstate == "22P02"

@@ -61,3 +61,25 @@ SELECT id, ad::text, at::text FROM esc ORDER BY id;
 -- => [(1, '{1000,-0}', '{"a,b",c}'), (2, '{}', '{"NULL","e\\\\f"," q ","x "}')]
 SELECT ARRAY[1.5, 1e20, 'NaN', '-Infinity']::float8[]::text AS t;
 -- => [('{1.5,1e+20,NaN,-Infinity}',)]
+
+-- arrays compared: an untyped literal read as the array's type, element by element
+-- (a NULL element above every value), vectors by their numbers (red-team 8 F02, F13)
+CREATE TABLE cmp (id bigint PRIMARY KEY, ai integer[], ad double precision[],
+                  av vector(2)[], v vector(2), at text[]);
+INSERT INTO cmp VALUES (1, '{1,2}', '{1.5,2}', '{"[1,2]"}', '[1,2]', '{a,NULL}'),
+    (2, '{1,NULL}', '{3}', '{"[1,3]",NULL}', '[1,3]', '{b}');
+SELECT id, ai = '{1,2}', ai < '{3}', ai IN ('{1,2}'), '{1,2}' = ai, at = '{a,NULL}'
+    FROM cmp ORDER BY id;
+-- => [(1, True, True, True, True, True), (2, False, True, False, False, False)]
+SELECT id FROM cmp WHERE ad = '{1.5,2}';
+-- => [(1,)]
+SELECT id, av = av, v = ANY(av), least(av, av) = av, av = '{"[1,2]"}' FROM cmp ORDER BY id;
+-- => [(1, True, True, True, True), (2, True, True, True, False)]
+SELECT id FROM cmp ORDER BY ai DESC;
+-- => [(2,), (1,)]
+SELECT id FROM cmp ORDER BY av DESC;
+-- => [(2,), (1,)]
+SELECT id, ai > ARRAY[1], ai > ARRAY[1, 2] FROM cmp ORDER BY id;
+-- => [(1, True, False), (2, True, True)]
+SELECT ai = '{x}' FROM cmp;
+-- !! 22P02

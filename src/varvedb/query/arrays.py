@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import NotSupportedError, SqlError
+from ..sparse import SparseVector
 
 
 def concat(a: np.ndarray, a_nulls: np.ndarray, b: np.ndarray, b_nulls: np.ndarray):
@@ -44,9 +45,46 @@ def contains(values: list, arrays, array_nulls) -> tuple[np.ndarray, np.ndarray]
         if null or x is None:
             unknown[i] = null or len(arr) > 0
             continue
-        hit[i] = x in arr
+        x = _element_key(x)         # (a vector's numbers: no numpy truth value)
+        hit[i] = any(y is not None and _element_key(y) == x for y in arr)
         unknown[i] = not hit[i] and None in arr
     return hit, unknown
+
+
+def key(arr: list) -> tuple:
+    """An array's key in PostgreSQL's order of arrays: element by element, a NULL
+    element above every value (a NaN above every number, below NULL), then the
+    shorter first; equal keys, equal arrays. A vector element by its numbers
+    (pgvector's order), a sparsevec by its text (equality only)."""
+    return tuple(_NULL_KEY if x is None else _element_key(x) for x in arr)
+
+
+_NULL_KEY = (2,)
+
+
+def _element_key(x) -> tuple:
+    if isinstance(x, float) and x != x:
+        return (1,)
+    if isinstance(x, np.ndarray):
+        return (0, tuple(x.tolist()))
+    if isinstance(x, SparseVector):
+        return (0, str(x))
+    return (0, x)
+
+
+def element_spec(arrays) -> str:
+    """The element type (schema.Field.array_of's words) an array value's elements
+    have, for an untyped literal beside it: the first element's (text: none)."""
+    for arr in arrays:
+        for x in arr if arr is not None else ():
+            if x is None:
+                continue
+            if isinstance(x, np.ndarray):
+                return "halfvec" if x.dtype == np.float16 else "vector"
+            if isinstance(x, SparseVector):
+                return "sparsevec"
+            return {bool: "bool", int: "int", float: "float"}.get(type(x), "text")
+    return "text"
 
 
 class SpaceVector(list):
