@@ -1396,12 +1396,24 @@ def _json_build_object(*args: Val) -> Val:
     for i, k in enumerate(args[0::2]):
         if k.nulls.any():
             raise SqlError("22004", f"argument {2 * i + 1}: key must not be null")
-    columns = [a.python() if a.kind in ("int", "float", "bool", "text", "json", "null") else
-               [None if x is None else value_text(x, a.kind) for x in a.python()]
-               for a in args]
+    columns = [a.python() if a.kind in ("int", "bool", "text", "json", "null") else
+               [_json_value(x, a.kind) for x in a.python()] for a in args]
     out = [{_json_key(row[i]): row[i + 1] for i in range(0, len(row), 2)}
            for row in zip(*columns)]
     return Val("json", object_array(out), no_nulls(len(out)))
+
+
+def _json_value(x, kind: str):
+    """A value as PostgreSQL's to_json writes it: an array as a JSON array of its
+    elements', a float that JSON has no number for as its text ("NaN",
+    "Infinity"), what else JSON has no type for as its text form (a vector's)."""
+    if x is None or isinstance(x, (bool, int, str)):
+        return x
+    if isinstance(x, float):
+        return x if math.isfinite(x) else value_text(x)
+    if kind == "array" or isinstance(x, list):
+        return [_json_value(y, "") for y in x]
+    return value_text(x, None if kind == "" else kind)
 
 
 def _json_key(k) -> str:
