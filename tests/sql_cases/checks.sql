@@ -50,3 +50,14 @@ INSERT INTO k VALUES (3, 'Infinity', '-Infinity', 0);
 UPDATE k SET f = 'NaN', h = 'NaN' WHERE id = 3;
 SELECT id, f::text FROM k ORDER BY id;
 -- => [(1, 'NaN'), (3, 'NaN')]
+-- ADD COLUMN's CHECK is tested on the rows there are: none once all are deleted; the
+-- next row is checked (red-team 8 F14)
+CREATE TABLE gone (id bigint PRIMARY KEY, n int);
+INSERT INTO gone VALUES (1, 1), (2, 2);
+DELETE FROM gone;
+ALTER TABLE gone ADD COLUMN w int CHECK (w IS NOT NULL);
+INSERT INTO gone (id, n) VALUES (3, 3);
+-- !! 23514
+INSERT INTO gone VALUES (3, 3, 1);
+SELECT * FROM gone;
+-- => [(3, 3, 1)]
