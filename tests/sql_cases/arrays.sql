@@ -83,3 +83,13 @@ SELECT id, ai > ARRAY[1], ai > ARRAY[1, 2] FROM cmp ORDER BY id;
 -- => [(1, True, False), (2, True, True)]
 SELECT ai = '{x}' FROM cmp;
 -- !! 22P02
+
+-- a double precision[] takes NaN and infinity, as float8 does (red-team 8 F03)
+CREATE TABLE nf (id bigint PRIMARY KEY, ad double precision[]);
+INSERT INTO nf VALUES (1, '{1.5,NaN,Infinity,-Infinity}');
+INSERT INTO nf VALUES (2, ARRAY['NaN'::float8, 2]);
+SELECT id, ad::text, json_build_object('x', ad)::jsonb::text AS j FROM nf ORDER BY id;
+-- => [(1, '{1.5,NaN,Infinity,-Infinity}', '{"x": [1.5, "NaN", "Infinity", "-Infinity"]}'),
+--     (2, '{NaN,2}', '{"x": ["NaN", 2]}')]
+SELECT id FROM nf WHERE ad = '{NaN,2}';
+-- => [(2,)]

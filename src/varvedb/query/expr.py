@@ -1410,7 +1410,11 @@ def _json_value(x, kind: str):
     if x is None or isinstance(x, (bool, int, str)):
         return x
     if isinstance(x, float):
-        return x if math.isfinite(x) else value_text(x)
+        if not math.isfinite(x):
+            return value_text(x)
+        # float8's text is JSON's number: 2, not Python's 2.0
+        return int(x) if x.is_integer() and abs(x) < 1e15 and (
+            x or math.copysign(1.0, x) > 0) else x
     if kind == "array" or isinstance(x, list):
         return [_json_value(y, "") for y in x]
     return value_text(x, None if kind == "" else kind)
