@@ -61,3 +61,15 @@ INSERT INTO gone (id, n) VALUES (3, 3);
 INSERT INTO gone VALUES (3, 3, 1);
 SELECT * FROM gone;
 -- => [(3, 3, 1)]
+-- the catalog shows each field's CHECK, as SQLAlchemy's reflection reads it (red-team 8 F12)
+CREATE TABLE cat (id bigint PRIMARY KEY, n int CHECK (n > 0), m int CHECK (m IS NOT NULL));
+SELECT conname, contype, pg_get_constraintdef(oid) FROM pg_constraint
+    WHERE conrelid = 'cat'::regclass AND contype IN ('c', 'p') ORDER BY conname;
+-- => [('cat_m_check', 'c', 'CHECK ((m IS NOT NULL))'), ('cat_n_check', 'c', 'CHECK ((n > 0))'),
+--     ('cat_pkey', 'p', 'PRIMARY KEY (id)')]
+SELECT a.attname FROM pg_constraint c
+    JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY(c.conkey)
+    WHERE c.conrelid = 'cat'::regclass AND c.contype = 'c' ORDER BY 1;
+-- => [('m',), ('n',)]
+SELECT opcname, amname FROM pg_opclass o JOIN pg_am a ON a.oid = o.opcmethod
+    WHERE amname IN ('hnsw', 'ivfflat') ORDER BY 2, 1;
