@@ -302,6 +302,25 @@ def test_add_field_not_null_rules(people, db_path):
     db.close()
 
 
+def test_add_field_checks_its_default_on_the_documents_there_are(people, db_path):
+    """A field whose check its default (or null) fails is refused over live documents
+    (CheckViolationError, the file unchanged) and taken where all are deleted, as
+    PostgreSQL's ADD COLUMN ... CHECK (red-team 8 F14)."""
+    db, c = people, people["people"]
+    refused(db, db_path, vv.CheckViolationError,
+            lambda: c.add_field("x", vv.Field("int", check=((">", 0),), default=0)))
+    refused(db, db_path, vv.CheckViolationError,
+            lambda: c.add_field("x", vv.Field("int", check=(("is not null", None),))))
+    c.add_field("x", vv.Field("int", check=((">", 0),), default=1))
+    e = db.create_collection("emptied", {"a": "int"})
+    e.insert({"a": 1})
+    e.delete(where="a = 1")
+    e.add_field("y", vv.Field("int", check=((">", 0),), default=0))
+    with pytest.raises(vv.CheckViolationError):
+        e.insert({"a": 2})
+    db.close()
+
+
 def test_add_field_rolled_back_and_refused(people, db_path):
     db, c = people, people["people"]
     db = rolled_back(db, db_path, lambda: db["people"].add_field("x", vv.Int(default=1)))

@@ -517,4 +517,29 @@ def test_a_search_inside_a_transaction_derives_only_its_new_rows(monkeypatch):
         c.insert_arrays(id=[603, 604], embedding=far, n=[0, 0])
         search(np.concatenate([vecs, near, far]))
     assert derived[2:] == [(603, 605), (603, 605)]
+
+
+@pytest.mark.parametrize("where, keeps", [
+    ("f > 0", lambda f: np.isnan(f) | (f > 0)),
+    ("f >= 3", lambda f: np.isnan(f) | (f >= 3)),
+    ("f < 0", lambda f: f < 0),
+    ("f <= 1.5", lambda f: f <= 1.5),
+    ("f = 1.5", lambda f: f == 1.5),
+    ("f <> 1.5", lambda f: f != 1.5),
+])
+def test_a_partial_predicate_orders_nan_as_postgresql(where, keeps):
+    """A partial index WHERE (f > 0) holds the rows whose f is NaN, as the query's
+    own WHERE f > 0 keeps them (PostgreSQL: NaN is above every number, +inf
+    included), so a top-k that walks the index finds them (red-team 8 F06)."""
+    db = vv.connect(":memory:")
+    db.sql("CREATE TABLE p (id bigint PRIMARY KEY, f float8, v vector(2))")
+    db.sql(f"CREATE INDEX ON p USING hnsw (v vector_l2_ops) WHERE ({where})")
+    f = np.array([np.nan, np.nan, np.inf, -np.inf, 1.5, -1.5, 0.0, -0.0, 3.0, np.nan])
+    ids = np.arange(len(f))
+    db.collection("p").insert_arrays(id=ids, f=f, v=np.stack([ids, ids], 1).astype(np.float32))
+    db.collection("p").wait_indexed()
+    want = ids[keeps(f)]
+    assert db.engine.table("p").vector_indexes["v"].nodes() == len(want)
+    got = [r[0] for r in db.sql(f"SELECT id FROM p WHERE {where} ORDER BY v <-> '[0,0]'").rows]
+    assert got == want.tolist()
     db.close()

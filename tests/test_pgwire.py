@@ -784,6 +784,25 @@ def test_a_session_idle_in_a_transaction_is_ended_and_the_writer_lock_freed(inpr
         assert c.execute("SELECT id FROM t ORDER BY id").fetchall() == [(1,), (3,)]
 
 
+def test_a_copy_that_stalls_is_ended_at_the_idle_timeout_and_rolled_back(inproc):
+    """A COPY FROM STDIN holds the writer lock as an open transaction does: a client
+    that sends a row and goes quiet is ended with 25P03 at the idle-in-transaction
+    timeout, the COPY rolled back, and other writers go on (red-team 8 F17)."""
+    srv, port = inproc(idle_in_transaction_timeout=0.5)
+    with psycopg.connect(host="127.0.0.1", port=port, user="me", sslmode="disable",
+                         autocommit=True, connect_timeout=600) as c:
+        c.execute("CREATE TABLE t (id bigint PRIMARY KEY)")
+    raw = _ready_socket(port)
+    raw.sendall(_msg(b"Q", b"COPY t FROM STDIN\0") + _msg(b"d", b"1\n"))   # then quiet
+    got = _read_until_ready(raw)            # (its recv waits at most 600 s: a hang guard)
+    raw.close()
+    assert [k for k, _ in got] == [b"G", b"E"] and b"25P03" in got[1][1], got
+    with psycopg.connect(host="127.0.0.1", port=port, user="me", sslmode="disable",
+                         autocommit=True, connect_timeout=600) as c:
+        c.execute("INSERT INTO t VALUES (2)")      # the writer lock is free again
+        assert c.execute("SELECT id FROM t").fetchall() == [(2,)]
+
+
 def test_a_message_past_the_servers_body_limit_closes_that_connection(inproc):
     """A pg message is bounded as an HTTP body is (--max-body-mb): its length past the
     limit closes the connection with 08P01 before a byte of its body is read; one

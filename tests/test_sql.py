@@ -71,6 +71,24 @@ def test_an_array_column_is_a_json_field_that_keeps_its_element_type(db, tmp_pat
         again.close()
 
 
+@pytest.mark.parametrize("x", [float("nan"), float("inf"), -float("inf")])
+def test_an_array_of_vectors_refuses_a_parameters_nan_or_infinity(db, x):
+    """A vector(2)[] parameter's element is checked as a vector's input is (22000),
+    not stored to fail every later read of its row (red-team 8 F09)."""
+    db.sql("CREATE TABLE b (id bigint PRIMARY KEY, av vector(2)[], ah halfvec[])")
+    db.sql("INSERT INTO b VALUES (1, $1, $1)", [[[1.0, 2.0]]])
+    for sql in ("INSERT INTO b (id, av) VALUES (2, $1)", "INSERT INTO b (id, ah) VALUES (2, $1)"):
+        with pytest.raises(vv.VarveError) as e:
+            db.sql(sql, [[[1.0, x]]])
+        assert e.value.sqlstate == "22000"
+    with pytest.raises(vv.VarveError) as e:
+        db.sql("INSERT INTO b (id, ah) VALUES (2, $1)", [[[1.0, 70000.0]]])
+    assert e.value.sqlstate == "22003"
+    rows = db.sql("SELECT id, av, ah FROM b").rows
+    assert [(i, [v.tolist() for v in a], [v.tolist() for v in h]) for i, a, h in rows] == \
+        [(1, [[1.0, 2.0]], [[1.0, 2.0]])]
+
+
 def test_every_column_type_round_trips(db):
     db.sql("CREATE TABLE t (id int PRIMARY KEY, a smallint, b bigint, c real, "
            "d double precision, e boolean, f varchar(10), g jsonb, h timestamptz, "
@@ -1206,3 +1224,16 @@ def test_add_check_holds_the_python_api_and_stays_with_the_file(tmp_path):
             db.collection("p").insert({"id": 3, "price": 0.0})
         db.checkpoint()
         db.close()
+
+
+def test_an_int2vector_compares_with_an_untyped_literal(db):
+    """pg_index.indkey = '1' reads the literal as an int2vector (its elements
+    separated by spaces), as PostgreSQL does: no raw KeyError (red-team 8 F02)."""
+    db.sql("CREATE TABLE c (id bigint PRIMARY KEY, n int)")
+    db.sql("CREATE INDEX ON c (n)")
+    rows = db.sql("SELECT indexrelid::regclass::text, indkey = '2', '1' = indkey, "
+                  "indkey <> '1 2' FROM pg_index ORDER BY 1").rows
+    assert rows == [("c_n_idx", True, False, True), ("c_pkey", False, True, True)]
+    with pytest.raises(vv.SqlError) as e:
+        db.sql("SELECT indkey = 'x' FROM pg_index")
+    assert e.value.sqlstate == "22P02"

@@ -123,6 +123,18 @@ def test_a_join_past_the_pair_limit_is_refused_before_it_is_built():
     assert e.value.sqlstate == "54000"
 
 
+def test_a_select_lists_series_past_the_row_limit_together_are_refused(db):
+    """MAX_BUILT_ROWS bounds a select list's set-returning calls over all its input
+    rows, not each call alone: 150 series of 9,000,000 rows are refused (54000)
+    before one is built, not a MemoryError (red-team 8 F01)."""
+    with pytest.raises(SqlError) as e:
+        db.sql("SELECT count(*) FROM (SELECT generate_series(1, 9000000) AS x "
+               "FROM generate_series(1, 150) g) s")
+    assert e.value.sqlstate == "54000" and "1,350,000,000" in str(e.value)
+    assert db.sql("SELECT count(*), sum(x) FROM (SELECT generate_series(1, 1000) AS x "
+                  "FROM generate_series(1, 3) g) s").rows == [(3000, 3 * 500500)]
+
+
 def test_distinct_rows_survive_a_radix_wider_than_int64():
     rng = np.random.default_rng(3)
     data = rng.integers(0, 300, size=(2000, 8))

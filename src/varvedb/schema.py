@@ -45,6 +45,7 @@ import numpy as np
 from .errors import (BitLengthError, CheckViolationError, DimensionError, FieldTypeError, NonFiniteVectorError,
                      NotNullViolationError, OptionError, SchemaError, UnknownFieldError, ValueTooLongError,
                      VarveError, VectorRangeError)
+from .float_order import compare
 from .storage.format import code_width
 
 SCALAR_KINDS = ("int", "float", "bool", "text", "json", "timestamp")
@@ -999,10 +1000,8 @@ def check_constraints(schema: Schema, columns: dict, n: int, table: str = "") ->
             else:
                 v = np.array([value if x is None else x for x in vals], object) \
                     if isinstance(vals, list) else np.asarray(vals)
-                with np.errstate(invalid="ignore"):
-                    ok = {"=": v == value, "<>": v != value, "<": v < value, "<=": v <= value,
-                          ">": v > value, ">=": v >= value}[op]
-                bad = ~np.asarray(ok, bool) & ~nulls
+                # in PostgreSQL's float8 order, as SQL's WHERE: NaN > 0 holds
+                bad = ~np.asarray(compare(op, v, value), bool) & ~nulls
             if bad.any():
                 raise CheckViolationError(
                     f'new row for relation "{table}" violates check constraint '
@@ -1089,8 +1088,9 @@ def coerce_values(name: str, f: Field, values: list) -> tuple[Any, np.ndarray]:
                                         f"({f.max_length}) in field {name!r}: {brief(long)}")
         return values, nulls
     if k == "json":
+        nonfinite = f.array_of == "float"
         for v in values:
-            _check_json(name, v)
+            _check_json(name, v, nonfinite)
             if f.array_of is not None and v is not None:
                 _check_array(name, f.array_of, v)
         return list(values), nulls
@@ -1141,7 +1141,7 @@ def _coerce_one(name: str, f: Field, v: Any) -> np.ndarray | list | None:
     if k == "json":
         if v is None:
             return None
-        _check_json(name, v)
+        _check_json(name, v, f.array_of == "float")
         if f.array_of is not None:
             _check_array(name, f.array_of, v)
         return [v]
@@ -1461,8 +1461,9 @@ def _too_large(name: str, kind: str, size: int | None = None) -> FieldTypeError:
 _JSON_INT_MIN, _JSON_INT_END = -(1 << 63), 1 << 64
 
 
-def _check_json(name: str, v: Any) -> None:
-    """Refuse a json value that the file cannot store or a later open read back.
+def _check_json(name: str, v: Any, nonfinite: bool = False) -> None:
+    """Refuse a json value that the file cannot store or a later open read back
+    (`nonfinite`: a float array's, which takes NaN and infinity as float8 does).
 
     A walk with an explicit stack (deep values must not exhaust Python's stack
     here either) that stops at MAX_JSON_DEPTH. Scalar types are exact: msgpack
@@ -1480,7 +1481,7 @@ def _check_json(name: str, v: Any) -> None:
                 raise FieldTypeError(f"field {name!r}: JSON integer {brief(x)} is outside "
                                      "the 64-bit range")
         elif t is float:
-            if not math.isfinite(x):
+            if not nonfinite and not math.isfinite(x):
                 raise FieldTypeError(f"field {name!r}: JSON has no NaN or infinity")
         elif t is str:
             size += _utf8_len(name, x)

@@ -40,3 +40,56 @@ INSERT INTO docs (id, tags) VALUES (4, 'abc');
 -- !! 22P02
 SELECT count(*) FROM docs;
 -- => [(3,)]
+-- an element is checked as the element type's input checks it: a halfvec's range
+-- (red-team 8 F09)
+INSERT INTO docs (id, halves) VALUES (4, '{"[1,70000]"}');
+-- !! 22003
+INSERT INTO docs (id, halves) VALUES (4, ARRAY['[1,-65600]']::halfvec[]);
+-- !! 22003
+INSERT INTO docs (id, halves) VALUES (4, '{"[1,65504]"}');
+SELECT halves FROM docs WHERE id = 4;
+-- => [([[1.0, 65504.0]],)]
+
+-- an array literal as PostgreSQL reads it: a backslash escapes the next character,
+-- quoted or not, and an escaped NULL is text; a float8[] prints as float8 does
+-- (red-team 8 F10)
+CREATE TABLE esc (id bigint PRIMARY KEY, at text[], ad float8[]);
+INSERT INTO esc VALUES (1, '{a\,b,c}', '{1e3,-0}'), (2, '{\NULL,e\\f, " q " , x\ }', '{}');
+SELECT id, at, array_length(at, 1), at[1] IS NULL FROM esc ORDER BY id;
+-- => [(1, ['a,b', 'c'], 2, False), (2, ['NULL', 'e\\f', ' q ', 'x '], 4, False)]
+SELECT id, ad::text, at::text FROM esc ORDER BY id;
+-- => [(1, '{1000,-0}', '{"a,b",c}'), (2, '{}', '{"NULL","e\\\\f"," q ","x "}')]
+SELECT ARRAY[1.5, 1e20, 'NaN', '-Infinity']::float8[]::text AS t;
+-- => [('{1.5,1e+20,NaN,-Infinity}',)]
+
+-- arrays compared: an untyped literal read as the array's type, element by element
+-- (a NULL element above every value), vectors by their numbers (red-team 8 F02, F13)
+CREATE TABLE cmp (id bigint PRIMARY KEY, ai integer[], ad double precision[],
+                  av vector(2)[], v vector(2), at text[]);
+INSERT INTO cmp VALUES (1, '{1,2}', '{1.5,2}', '{"[1,2]"}', '[1,2]', '{a,NULL}'),
+    (2, '{1,NULL}', '{3}', '{"[1,3]",NULL}', '[1,3]', '{b}');
+SELECT id, ai = '{1,2}', ai < '{3}', ai IN ('{1,2}'), '{1,2}' = ai, at = '{a,NULL}'
+    FROM cmp ORDER BY id;
+-- => [(1, True, True, True, True, True), (2, False, True, False, False, False)]
+SELECT id FROM cmp WHERE ad = '{1.5,2}';
+-- => [(1,)]
+SELECT id, av = av, v = ANY(av), least(av, av) = av, av = '{"[1,2]"}' FROM cmp ORDER BY id;
+-- => [(1, True, True, True, True), (2, True, True, True, False)]
+SELECT id FROM cmp ORDER BY ai DESC;
+-- => [(2,), (1,)]
+SELECT id FROM cmp ORDER BY av DESC;
+-- => [(2,), (1,)]
+SELECT id, ai > ARRAY[1], ai > ARRAY[1, 2] FROM cmp ORDER BY id;
+-- => [(1, True, False), (2, True, True)]
+SELECT ai = '{x}' FROM cmp;
+-- !! 22P02
+
+-- a double precision[] takes NaN and infinity, as float8 does (red-team 8 F03)
+CREATE TABLE nf (id bigint PRIMARY KEY, ad double precision[]);
+INSERT INTO nf VALUES (1, '{1.5,NaN,Infinity,-Infinity}');
+INSERT INTO nf VALUES (2, ARRAY['NaN'::float8, 2]);
+SELECT id, ad::text, json_build_object('x', ad)::jsonb::text AS j FROM nf ORDER BY id;
+-- => [(1, '{1.5,NaN,Infinity,-Infinity}', '{"x": [1.5, "NaN", "Infinity", "-Infinity"]}'),
+--     (2, '{NaN,2}', '{"x": ["NaN", 2]}')]
+SELECT id FROM nf WHERE ad = '{NaN,2}';
+-- => [(2,)]

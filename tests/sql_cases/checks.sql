@@ -39,3 +39,37 @@ INSERT INTO r VALUES (2, NULL);
 -- !! 23514
 SELECT * FROM r;
 -- => [(1, True)]
+-- a float's CHECK in PostgreSQL's float8 order: NaN equals NaN and is above every number
+-- (red-team 8 F05)
+CREATE TABLE k (id bigint PRIMARY KEY, f float8 CHECK (f > 0), g float8 CHECK (g < 1),
+    h float8 CHECK (h <> 2));
+INSERT INTO k VALUES (1, 'NaN', 0, 'NaN');
+INSERT INTO k VALUES (2, 1, 'NaN', 0);
+-- !! 23514
+INSERT INTO k VALUES (3, 'Infinity', '-Infinity', 0);
+UPDATE k SET f = 'NaN', h = 'NaN' WHERE id = 3;
+SELECT id, f::text FROM k ORDER BY id;
+-- => [(1, 'NaN'), (3, 'NaN')]
+-- ADD COLUMN's CHECK is tested on the rows there are: none once all are deleted; the
+-- next row is checked (red-team 8 F14)
+CREATE TABLE gone (id bigint PRIMARY KEY, n int);
+INSERT INTO gone VALUES (1, 1), (2, 2);
+DELETE FROM gone;
+ALTER TABLE gone ADD COLUMN w int CHECK (w IS NOT NULL);
+INSERT INTO gone (id, n) VALUES (3, 3);
+-- !! 23514
+INSERT INTO gone VALUES (3, 3, 1);
+SELECT * FROM gone;
+-- => [(3, 3, 1)]
+-- the catalog shows each field's CHECK, as SQLAlchemy's reflection reads it (red-team 8 F12)
+CREATE TABLE cat (id bigint PRIMARY KEY, n int CHECK (n > 0), m int CHECK (m IS NOT NULL));
+SELECT conname, contype, pg_get_constraintdef(oid) FROM pg_constraint
+    WHERE conrelid = 'cat'::regclass AND contype IN ('c', 'p') ORDER BY conname;
+-- => [('cat_m_check', 'c', 'CHECK ((m IS NOT NULL))'), ('cat_n_check', 'c', 'CHECK ((n > 0))'),
+--     ('cat_pkey', 'p', 'PRIMARY KEY (id)')]
+SELECT a.attname FROM pg_constraint c
+    JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY(c.conkey)
+    WHERE c.conrelid = 'cat'::regclass AND c.contype = 'c' ORDER BY 1;
+-- => [('m',), ('n',)]
+SELECT opcname, amname FROM pg_opclass o JOIN pg_am a ON a.oid = o.opcmethod
+    WHERE amname IN ('hnsw', 'ivfflat') ORDER BY 2, 1;

@@ -43,3 +43,29 @@ SELECT * FROM generate_series(1, 2) AS g(x, y);
 -- !! 42P10
 SELECT s FROM (VALUES ('{1:1}/3'::sparsevec), (NULL)) v(s) ORDER BY s;
 -- => [('{1:1}/3',), (None,)]
+-- a new name that a later column has: two columns of that name, each kept by its
+-- position; a reference to the name is ambiguous (red-team 8 F08)
+CREATE TABLE g (id bigint PRIMARY KEY, i int, b boolean);
+INSERT INTO g VALUES (1, 10, true), (3, 30, false);
+SELECT * FROM g AS x(a, b) ORDER BY a;
+-- => [(1, 10, True), (3, 30, False)]
+SELECT x.* FROM g AS x(a, b) WHERE a > 1;
+-- => [(3, 30, False)]
+SELECT x.b FROM g AS x(a, b);
+-- !! 42702
+SELECT b FROM g AS x(a, b);
+-- !! 42702
+SELECT a FROM g AS x(a, b) ORDER BY a;
+-- => [(1,), (3,)]
+SELECT * FROM (SELECT 1 AS a, 2 AS a) s;
+-- => [(1, 2)]
+SELECT s.a FROM (SELECT 1 AS a, 2 AS a) s;
+-- !! 42702
+SELECT * FROM (VALUES (1, 2)) v(column2);
+-- => [(1, 2)]
+SELECT y.i FROM g AS x(a, b) JOIN g y ON x.a = y.id ORDER BY 1;
+-- => [(10,), (30,)]
+SELECT x.b FROM g AS x(a, b) JOIN g y ON x.a = y.id;
+-- !! 42702
+SELECT y.id FROM g AS x(a, b) JOIN g y ON x.b = y.b;
+-- !! 42702

@@ -36,6 +36,10 @@ INSERT INTO docs VALUES
     (30, 'z', '[-2.5,1,3,2]', 0);
 
 CREATE INDEX docs_half ON docs USING hnsw ((embedding::halfvec(4)) halfvec_l2_ops);
+-- the catalog says so: indkey 0 (an expression), indexprs set (red-team 8 F12)
+SELECT indkey::text, indexprs IS NOT NULL, indpred IS NULL FROM pg_index
+    WHERE indexrelid = 'docs_half'::regclass;
+-- => [('0', True, True)]
 SELECT id FROM docs ORDER BY embedding::halfvec(4) <-> '[0.3,1.1,2.7,-0.6]' LIMIT 5;
 -- => [(22,), (26,), (9,), (20,), (8,)]
 SELECT id FROM docs ORDER BY embedding::halfvec(4) <-> '[2.1,-0.7,0.2,1.3]'::halfvec LIMIT 4;
@@ -80,6 +84,10 @@ DROP INDEX docs_subvector_idx;
 
 -- partial: only rows with n = 1 are in the graph; a query whose WHERE implies it uses it
 CREATE INDEX docs_part ON docs USING hnsw ((embedding::vector(4)) vector_l2_ops) WHERE (n = 1);
+-- the catalog says so: its predicate in indpred (red-team 8 F12)
+SELECT indkey::text, indexprs IS NOT NULL, indpred IS NOT NULL,
+       pg_get_expr(indpred, indrelid) FROM pg_index WHERE indexrelid = 'docs_part'::regclass;
+-- => [('3', False, True, '(n = 1)')]
 SELECT id FROM docs WHERE n = 1 ORDER BY embedding::vector(4) <-> '[2.1,-0.7,0.2,1.3]' LIMIT 3;
 -- => [(4,), (7,), (16,)]
 SELECT id FROM docs WHERE n = 1 ORDER BY embedding <-> '[0.3,1.1,2.7,-0.6]' LIMIT 4;

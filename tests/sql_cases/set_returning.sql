@@ -16,6 +16,12 @@ SELECT id, generate_series(1, n) AS k FROM parts ORDER BY id, k;
 -- => [(1, 1), (1, 2), (3, 1), (3, 2), (3, 3)]
 SELECT id, generate_series(1, n) AS k, 'x' AS c FROM parts WHERE grp = 'b';
 -- => [(3, 1, 'x'), (3, 2, 'x'), (3, 3, 'x')]
+SELECT id, generate_series(n, 1, -1) AS k, generate_series(1, 5, 2) AS o FROM parts
+    ORDER BY id, o;
+-- => [(1, 2, 1), (1, 1, 3), (1, None, 5), (2, None, 1), (2, None, 3), (2, None, 5),
+--     (3, 3, 1), (3, 2, 3), (3, 1, 5), (4, None, 1), (4, None, 3), (4, None, 5)]
+SELECT id, generate_series(n, NULL) AS k FROM parts;
+-- => []
 SELECT unnest(ARRAY(SELECT id FROM parts ORDER BY id DESC)) AS v;
 -- => [(4,), (3,), (2,), (1,)]
 SELECT unnest(ARRAY(SELECT grp FROM parts ORDER BY id)) AS v,
@@ -54,3 +60,16 @@ SELECT current_setting('default_table_access_method'), current_setting('no.such'
 -- => [('heap', None)]
 SELECT current_setting('no_such_setting');
 -- !! 42704
+
+-- json_build_object writes an array as a JSON array, a float JSON has no number for as
+-- its text (red-team 8 F11, F16)
+CREATE TABLE jb (id bigint PRIMARY KEY, ai integer[], at text[], j jsonb);
+INSERT INTO jb VALUES (1, '{1,2}', '{x,NULL}', NULL);
+SELECT json_build_object('a', ARRAY[1, 2], 'ai', ai, 'at', at, 'f', 1.5::float8) FROM jb;
+-- => [({'a': [1, 2], 'ai': [1, 2], 'at': ['x', None], 'f': 1.5},)]
+SELECT json_build_object('f', 'NaN'::float8, 'g', 'Infinity'::float8,
+                         'h', '-Infinity'::float8)::jsonb::text AS t;
+-- => [('{"f": "NaN", "g": "Infinity", "h": "-Infinity"}',)]
+INSERT INTO jb (id, j) SELECT 2, json_build_object('f', 'NaN'::float8);
+SELECT j->>'f' FROM jb WHERE id = 2;
+-- => [('NaN',)]

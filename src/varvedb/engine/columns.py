@@ -30,6 +30,7 @@ import threading
 import numpy as np
 
 from ..errors import VectorRangeError
+from ..float_order import compare
 from ..schema import VECTOR_DTYPES, Field, half_overflow, vector_values
 from ..sparse import SparseBlock, pack
 from ..storage.memory import line_aligned
@@ -687,11 +688,8 @@ def predicate_mask(columns: dict, where: tuple, lo: int, hi: int) -> np.ndarray:
         if op == "is not null":
             ok &= ~nulls
             continue
-        if vals is not None:
-            with np.errstate(invalid="ignore"):
-                hit = {"=": vals == value, "<>": vals != value, "<": vals < value,
-                       "<=": vals <= value, ">": vals > value, ">=": vals >= value}[op]
-            hit = np.asarray(hit, bool)
+        if vals is not None:        # in PostgreSQL's order: NaN > 0 holds
+            hit = np.asarray(compare(op, vals, value), bool)
         elif op == "<>":
             hit = ~hit
         ok &= hit & ~nulls

@@ -651,6 +651,10 @@ class Engine:
         if field.not_null and field.default is None and t.live:
             raise NotNullViolationError(f"field {name!r} is not null and has no default, "
                                         f"and {t.name!r} has documents")
+        if field.check is not None and t.live:
+            # the documents so far take its default (or null): it must pass its checks
+            check_constraints(Schema({name: field}), {} if field.default is None
+                              else {name: field.default_column(1)}, 1, t.name)
         self.write(tx, frames.AddColumn(t.cid, t.n, name, field))
 
     def drop_column(self, tx: "Transaction", t: Table, name: str) -> None:

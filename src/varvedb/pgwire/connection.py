@@ -341,7 +341,7 @@ class Connection:
 
     def _simple(self, text: str) -> list[bytes]:
         impl = _copy_in_of(text)
-        copy = CopyIn(self.reader) if impl is not None else None
+        copy = CopyIn(self.reader, self) if impl is not None else None
         if copy is not None:
             self.sock.sendall(M.copy_response(b"G", 0, impl.format == "binary"))
         self.token.reason = None

@@ -7,18 +7,35 @@ message being parsed: a client streaming gigabytes holds one message here.
 """
 from __future__ import annotations
 
+import time
+
 from ..errors import SqlError
 from .messages import ProtocolViolation, Reader
 
 
 class CopyIn:
-    def __init__(self, reader: Reader):
+    def __init__(self, reader: Reader, waiter=None):
+        """`waiter`: the connection, whose idle_since says since when it has
+        waited for its client: a COPY that stalls holds the writer lock as an
+        open transaction does, and the server's idle-in-transaction timeout
+        ends it too (25P03, the COPY rolled back)."""
         self._reader = reader
+        self._waiter = waiter
         self.ended = False          # CopyDone or CopyFail read
+
+    def _message(self) -> tuple[bytes, bytes]:
+        waiter = self._waiter
+        if waiter is None or self._reader.has_message():
+            return self._reader.message()
+        waiter.idle_since = time.monotonic()
+        try:
+            return self._reader.message()
+        finally:
+            waiter.idle_since = None
 
     def read(self, n: int = -1) -> bytes:
         while not self.ended:
-            kind, body = self._reader.message()
+            kind, body = self._message()
             if kind == b"d":
                 if body:
                     return body

@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import SqlError
 from ..schema import array_element
 from .arrays import split_text
-from .literals import parse_input, value_text
+from .literals import checked_vector, parse_input, value_text
 
 
 def stored(spec: str, value) -> list | None:
@@ -36,6 +36,7 @@ def stored(spec: str, value) -> list | None:
             if x.ndim != 1 or (dim is not None and len(x) != dim):
                 raise SqlError("22000", f"expected {dim} dimensions, not "
                                         f"{len(x) if x.ndim == 1 else x.shape}")
+            checked_vector(x, vtype)        # (a parameter's list, not only text)
             out.append(value_text(x.astype(np.float16) if vtype == "halfvec" else x))
         elif kind == "sparsevec":
             if dim is not None and getattr(x, "dim", dim) != dim:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import NotSupportedError, SqlError
+from ..sparse import SparseVector
 
 
 def concat(a: np.ndarray, a_nulls: np.ndarray, b: np.ndarray, b_nulls: np.ndarray):
@@ -44,9 +45,46 @@ def contains(values: list, arrays, array_nulls) -> tuple[np.ndarray, np.ndarray]
         if null or x is None:
             unknown[i] = null or len(arr) > 0
             continue
-        hit[i] = x in arr
+        x = _element_key(x)         # (a vector's numbers: no numpy truth value)
+        hit[i] = any(y is not None and _element_key(y) == x for y in arr)
         unknown[i] = not hit[i] and None in arr
     return hit, unknown
+
+
+def key(arr: list) -> tuple:
+    """An array's key in PostgreSQL's order of arrays: element by element, a NULL
+    element above every value (a NaN above every number, below NULL), then the
+    shorter first; equal keys, equal arrays. A vector element by its numbers
+    (pgvector's order), a sparsevec by its text (equality only)."""
+    return tuple(_NULL_KEY if x is None else _element_key(x) for x in arr)
+
+
+_NULL_KEY = (2,)
+
+
+def _element_key(x) -> tuple:
+    if isinstance(x, float) and x != x:
+        return (1,)
+    if isinstance(x, np.ndarray):
+        return (0, tuple(x.tolist()))
+    if isinstance(x, SparseVector):
+        return (0, str(x))
+    return (0, x)
+
+
+def element_spec(arrays) -> str:
+    """The element type (schema.Field.array_of's words) an array value's elements
+    have, for an untyped literal beside it: the first element's (text: none)."""
+    for arr in arrays:
+        for x in arr if arr is not None else ():
+            if x is None:
+                continue
+            if isinstance(x, np.ndarray):
+                return "halfvec" if x.dtype == np.float16 else "vector"
+            if isinstance(x, SparseVector):
+                return "sparsevec"
+            return {bool: "bool", int: "int", float: "float"}.get(type(x), "text")
+    return "text"
 
 
 class SpaceVector(list):
@@ -66,9 +104,12 @@ class OidVector(SpaceVector):
 # the set-returning functions a select list (sql/select.py's ProjectSet) or FROM may call
 SET_FUNCTIONS = frozenset({"unnest", "generate_subscripts", "generate_series"})
 # The most rows one step of a statement builds that no table holds — a join's
-# pairs, a generate_series — refused (54000) before they are allocated: with
-# Python values beside them a row costs ~100 bytes, so ~1-2 GB a statement at the
-# limit (a server's client can ask for no more; a table's own rows have no limit)
+# pairs, a generate_series, a select list's set-returning calls over all its rows
+# together — refused (54000) before they are allocated: built by numpy a row costs
+# ~70 bytes at its peak (a select list's generate_series over 2 rows of 1 000 000,
+# measured), so ~0.7 GB a statement at the limit; unnest's elements are Python
+# values, several hundred bytes each, but come of arrays the statement already
+# holds (a server's client can ask for no more; a table's own rows have no limit)
 MAX_BUILT_ROWS = 10_000_000
 MAX_SERIES = MAX_BUILT_ROWS       # generate_series' rows
 
@@ -136,9 +177,9 @@ def text(arr: list, value_text=str) -> str:
 def _element_text(x, value_text=str) -> str:
     if isinstance(x, bool):
         return "t" if x else "f"
-    if isinstance(x, (int, float, str)):
+    if isinstance(x, (int, str)):
         return str(x)
-    return value_text(x)        # a vector's, a sparsevec's: pgvector's forms
+    return value_text(x)        # a float's (1000, -0), a vector's, a sparsevec's
 
 
 def _quoted(s: str) -> str:
@@ -151,41 +192,54 @@ def _quoted(s: str) -> str:
 
 def split_text(text: str) -> list:
     """A one-dimensional array literal `{a,"b c",NULL}`: its elements' text (None:
-    NULL); 22P02 where it is not one (a multi-dimensional one is 0A000)."""
+    NULL), as PostgreSQL reads it: a backslash, in quotes or not, takes the next
+    character as it is; white space around an element goes unless quoted or
+    escaped; an element quoted or escaped anywhere is never NULL (`{\\NULL}` is
+    the text NULL). 22P02 where it is not one (a multi-dimensional one is 0A000)."""
     s = text.strip()
     if not (s.startswith("{") and s.endswith("}")):
         raise SqlError("22P02", f'malformed array literal: "{text[:60]}"')
-    body, items, cur, quoted, was_quoted, i = s[1:-1], [], [], False, False, 0
+    body, items, i = s[1:-1], [], 0
+    cur: list = []          # the element's characters so far
+    keep = 0                # how many of them stay (up to the last not white space)
+    quoted = literal = False    # inside quotes; quoted or escaped somewhere (not NULL)
     while i < len(body):
         ch = body[i]
-        if quoted:
-            if ch == "\\" and i + 1 < len(body):
-                i += 1
-                cur.append(body[i])
-            elif ch == '"':
+        if ch == "\\":
+            i += 1
+            if i == len(body):
+                raise SqlError("22P02", f'malformed array literal: "{text[:60]}"')
+            cur.append(body[i])
+            keep, literal = len(cur), True
+        elif quoted:
+            if ch == '"':
                 quoted = False
             else:
                 cur.append(ch)
+                keep = len(cur)
         elif ch == '"':
-            quoted = was_quoted = True
-            if not "".join(cur).strip():        # (white space before the quote)
+            quoted = literal = True
+            if keep == 0:               # (white space before the quote)
                 cur = []
         elif ch == ",":
-            items.append(_item("".join(cur), was_quoted))
-            cur, was_quoted = [], False
+            items.append(_item(cur[:keep], literal))
+            cur, keep, literal = [], 0, False
         elif ch == "{":
             raise NotSupportedError("multi-dimensional arrays are not supported")
+        elif ch.isspace():
+            if keep:                    # (leading white space goes, trailing by `keep`)
+                cur.append(ch)
         else:
             cur.append(ch)
+            keep = len(cur)
         i += 1
     if quoted:
         raise SqlError("22P02", f'malformed array literal: "{text[:60]}"')
     if body.strip():
-        items.append(_item("".join(cur), was_quoted))
+        items.append(_item(cur[:keep], literal))
     return items
 
 
-def _item(raw: str, quoted: bool):
-    if not quoted and raw.strip().upper() == "NULL":
-        return None
-    return raw if quoted else raw.strip()
+def _item(chars: list, literal: bool):
+    raw = "".join(chars)
+    return None if not literal and raw.upper() == "NULL" else raw

@@ -16,6 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..cancel import check as check_canceled
+from ..errors import SqlError
 from ..index import flat
 from .aggregate import aggregate, groups as _groups, sort_order
 from .expr import (Col, Rel, Val, col_value, const_val, evaluate, no_nulls,
@@ -25,6 +26,7 @@ from .plan import (Aggregate, Count, Derived, Distinct, Filter, FunctionScan, Fu
                    Sort,
                    Strategy, TextTopK, VectorTopK, Where, Window)
 from .planner import WIDEN, Query
+from .arrays import MAX_BUILT_ROWS
 from .relations import concat, join_pairs, take_or_null, union
 from .window import window_values
 
@@ -298,19 +300,41 @@ def _project_set(node: ProjectSet, query: Query) -> Out:
     inp = _run(node.input, query)
     rel = _rel(inp, query)
     made = [set_function_rows(f, rel, query.env) for f in node.exprs]
-    counts = np.array([max(len(m[i]) for m in made) for i in range(rel.n)], np.int64) \
-        if made else np.ones(rel.n, np.int64)
+    lens = [np.fromiter(map(len, m), np.int64, rel.n) for m in made]
+    counts = np.maximum.reduce(lens) if made else np.ones(rel.n, np.int64)
+    total = int(counts.sum())       # (each series is bounded; their sum must be too)
+    if total > MAX_BUILT_ROWS:
+        raise SqlError("54000", f"a select list's set-returning calls of {total:,} rows "
+                                f"are more than varvedb builds ({MAX_BUILT_ROWS:,})")
     idx = np.repeat(np.arange(rel.n, dtype=np.int64), counts)
     out = rel.take(idx)
     cols = dict(out.cols)
-    for i, m in enumerate(made):
-        values = [row[j] if j < len(row) else None
-                  for row, c in zip(m, counts.tolist()) for j in range(c)]
-        cols[f"$s{i}"] = concat([const_val(x, 1) for x in values], "ProjectSet") \
-            if values else Val("null", None, np.ones(0, bool))
+    at = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    for i, (m, n) in enumerate(zip(made, lens)):
+        cols[f"$s{i}"] = _set_values(m, n[idx], counts, at)
     scores = cols.pop("$score", None)
     return Out(None, out.rows, None if scores is None else scores.data, out.n,
                _with_input(node, inp.node), cols)
+
+
+def _set_values(made: list, lens: np.ndarray, counts: np.ndarray, at: np.ndarray) -> Val:
+    """A set-returning call's column over ProjectSet's rows: row r's values, NULL
+    past their end (`lens`: its values' count at each output row, `at`: the output
+    row's place among its input row's). generate_series' ranges by numpy (8 bytes
+    a row); an array's elements as the Python values they are."""
+    if not len(at):
+        return Val("null", None, np.ones(0, bool))
+    if any(type(r) is range for r in made) and all(type(r) is range or not r for r in made):
+        first = np.fromiter((r.start if r else 0 for r in made), np.int64, len(made))
+        step = np.fromiter((r.step if r else 0 for r in made), np.int64, len(made))
+        first, step = np.repeat(first, counts), np.repeat(step, counts)
+        nulls = at >= lens
+        data = first + at * step
+        data[nulls] = 0
+        return Val("int", data, nulls)
+    values = [row[j] if j < len(row) else None
+              for row, c in zip(made, counts.tolist()) for j in range(c)]
+    return concat([const_val(x, 1) for x in values], "ProjectSet")
 
 
 def _function_scan(node: FunctionScan, query: Query) -> Out:

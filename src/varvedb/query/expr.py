@@ -493,7 +493,11 @@ def _from_python(kind: str, values: list, nulls) -> Val:
 
 def _unify(a: Val, b: Val) -> tuple[Val, Val]:
     """Give an untyped side the other side's type; widen int to float."""
-    if a.kind == "unknown" and b.kind not in ("unknown", "null"):
+    if a.kind == "unknown" and b.kind == "array":
+        a = _array_literal(a, b)
+    elif b.kind == "unknown" and a.kind == "array":
+        b = _array_literal(b, a)
+    elif a.kind == "unknown" and b.kind not in ("unknown", "null"):
         a = coerce(a, b.kind)
     elif b.kind == "unknown" and a.kind not in ("unknown", "null"):
         b = coerce(b, a.kind)
@@ -504,6 +508,26 @@ def _unify(a: Val, b: Val) -> tuple[Val, Val]:
     elif a.kind == "float" and b.kind == "int":
         b = coerce(b, "float")
     return a, b
+
+
+def _array_literal(v: Val, like: Val) -> Val:
+    """An untyped literal beside an array, read as that array's type: '{1,2}' beside
+    an integer[] (its element type, or its elements'), '1 2' beside an int2vector."""
+    data = _array_data(like)
+    space = next((type(x) for x in data if isinstance(x, arrays.SpaceVector)), None)
+    spec = like.literal or arrays.element_spec(data)
+
+    def read(text):
+        if space is not None:
+            try:
+                return space(int(t) for t in text.split())
+            except ValueError:
+                raise SqlError("22P02", f'invalid input syntax for type {space.TYPE}: '
+                                        f'"{text}"') from None
+        return array_columns.read(spec, array_columns.stored(spec, text))
+    values = raw_values(v)
+    return Val("array", object_array([None if x is None else read(x) for x in values]),
+               np.asarray(v.nulls, bool), like.literal)
 
 
 _CMP = {"=": np.equal, "<>": np.not_equal, "<": np.less, "<=": np.less_equal,
@@ -577,7 +601,10 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
             out = np.zeros(len(nulls), bool)
             keep = ~nulls
             if keep.any():
-                out[keep] = np.asarray(_CMP[op](a.data[keep], b.data[keep]), bool)
+                x, y = a.data[keep], b.data[keep]
+                if a.kind == "array":   # (element by element: arrays.key)
+                    x, y = (object_array([arrays.key(r) for r in z]) for z in (x, y))
+                out[keep] = np.asarray(_CMP[op](x, y), bool)
             return Val("bool", out, nulls)
         out = compare(op, a.data, b.data)      # (PostgreSQL's order: NaN = NaN, NaN > inf)
         return Val("bool", np.asarray(out, bool), nulls)
@@ -1369,12 +1396,28 @@ def _json_build_object(*args: Val) -> Val:
     for i, k in enumerate(args[0::2]):
         if k.nulls.any():
             raise SqlError("22004", f"argument {2 * i + 1}: key must not be null")
-    columns = [a.python() if a.kind in ("int", "float", "bool", "text", "json", "null") else
-               [None if x is None else value_text(x, a.kind) for x in a.python()]
-               for a in args]
+    columns = [a.python() if a.kind in ("int", "bool", "text", "json", "null") else
+               [_json_value(x, a.kind) for x in a.python()] for a in args]
     out = [{_json_key(row[i]): row[i + 1] for i in range(0, len(row), 2)}
            for row in zip(*columns)]
     return Val("json", object_array(out), no_nulls(len(out)))
+
+
+def _json_value(x, kind: str):
+    """A value as PostgreSQL's to_json writes it: an array as a JSON array of its
+    elements', a float that JSON has no number for as its text ("NaN",
+    "Infinity"), what else JSON has no type for as its text form (a vector's)."""
+    if x is None or isinstance(x, (bool, int, str)):
+        return x
+    if isinstance(x, float):
+        if not math.isfinite(x):
+            return value_text(x)
+        # float8's text is JSON's number: 2, not Python's 2.0
+        return int(x) if x.is_integer() and abs(x) < 1e15 and (
+            x or math.copysign(1.0, x) > 0) else x
+    if kind == "array" or isinstance(x, list):
+        return [_json_value(y, "") for y in x]
+    return value_text(x, None if kind == "" else kind)
 
 
 def _json_key(k) -> str:
@@ -1673,9 +1716,10 @@ def codes(v: Val) -> tuple[np.ndarray, int]:
     if v.kind in ("vector", "sparsevec"):       # pgvector's btree order
         inv = ranks(v.kind, vals)
         width = int(inv.max()) + 1
-    elif v.kind == "json":          # jsonb's btree order (query/jsonb.py): a key a value
-        keys = np.empty(len(vals), dtype=object)
-        keys[:] = [jsonb.key(x, True) for x in vals.tolist()]
+    elif v.kind in ("json", "array"):   # jsonb's btree order (query/jsonb.py), arrays':
+        keys = np.empty(len(vals), dtype=object)    # a key a value
+        keys[:] = [jsonb.key(x, True) for x in vals.tolist()] if v.kind == "json" else \
+            [arrays.key(x) for x in vals.tolist()]
         uniq, inv = np.unique(keys, return_inverse=True)
         width = len(uniq)
     else:

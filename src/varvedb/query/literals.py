@@ -13,7 +13,7 @@ from decimal import Decimal
 import numpy as np
 
 from ..errors import SqlError
-from ..schema import to_micros
+from ..schema import half_overflow, to_micros
 from ..sparse import SparseVector, text as sparse_text
 from ..kernels import floatfmt
 from . import arrays
@@ -89,9 +89,17 @@ def parse_vector(text: str) -> np.ndarray:
         a = np.array([float(x) for x in body.split(",")], np.float32)
     except ValueError:
         raise SqlError("22P02", f'invalid input syntax for type vector: "{text}"') from None
+    return checked_vector(a)
+
+
+def checked_vector(a: np.ndarray, vtype: str = "vector") -> np.ndarray:
+    """A vector's elements as pgvector's input checks them: finite (22000), and
+    within half precision for a halfvec (22003, schema.half_overflow's rounding)."""
     if not np.isfinite(a).all():
         raise SqlError("22000", "NaN not allowed in vector" if np.isnan(a).any()
                        else "infinite value not allowed in vector")
+    if vtype == "halfvec" and half_overflow(a) is not None:
+        raise SqlError("22003", "value out of range for type halfvec")
     return a
 
 

@@ -172,10 +172,11 @@ def index_texts(field: str, f) -> tuple[str, str]:
     spec = f.vector_index
     expr, where = getattr(spec, "expr", None), getattr(spec, "where", None)
     return (expr_text(field, expr, f.dim) if expr is not None else "",
-            " AND ".join(_condition_text(c) for c in where) if where else "")
+            " AND ".join(condition_text(c) for c in where) if where else "")
 
 
-def _condition_text(c) -> str:
+def condition_text(c) -> str:
+    """A (field, op, value) condition (a partial index's, a CHECK's) as SQL writes it."""
     name, op, value = c
     if value is None:
         return f"{name} {op.upper()}"

@@ -27,7 +27,7 @@ from ..query.pg_types import OIDS, PG_CATALOG, PUBLIC, TYPES
 from ..schema import HNSW, array_element, fit_index, index_shape
 from .settings import setting_text
 from .ddl import OPCLASSES, SQL_TYPES, index_names
-from .index_exprs import index_texts
+from .index_exprs import condition_text, index_texts
 
 # fixed-width types' typlen; every other type is variable-length (-1)
 _LENGTHS = {"bool": 1, "char": 1, "int2": 2, "int4": 4, "oid": 4, "float4": 4, "int8": 8,
@@ -280,9 +280,12 @@ class Catalog:
         return None if seq is None else f"public.{seq.name}"
 
     def constraintdef(self, oid: int, pretty=None) -> str | None:
-        """The id key's constraint (pg_constraint's only kind of row here)."""
+        """The id key's constraint, or a field's CHECK."""
         r = self._relations().get(oid - CONSTRAINT_OFFSET + 1)
-        return "PRIMARY KEY (id)" if r is not None and r.primary else None
+        if r is not None and r.primary:
+            return "PRIMARY KEY (id)"
+        found = next((c for c in _checks(self.ctx) if c[0] == oid), None)
+        return None if found is None else check_text(found[3], found[5])
 
     # ---- sizes: the bytes of the arrays a relation holds in memory (a mapped file's
     # pages counted), as pg_relation_size and its kin report a relation's disk pages
@@ -404,8 +407,18 @@ _VECTOR_METHODS = ("ivfflat", "hnsw", "ivfpq")
 OPCLASS_OID_BASE = 16600
 
 
+# pgvector's operator classes: those an index here is built with, and its sparsevec and
+# bit_jaccard ones (no index here takes them: CREATE INDEX refuses them) for hnsw only,
+# as its l1 ones are
+_PGVECTOR_OPCLASSES = (*OPCLASSES, "sparsevec_l2_ops", "sparsevec_ip_ops",
+                       "sparsevec_cosine_ops", "sparsevec_l1_ops", "bit_jaccard_ops")
+_HNSW_ONLY = frozenset(n for n in _PGVECTOR_OPCLASSES
+                       if n.endswith("_l1_ops") or n.startswith("sparsevec") or "jaccard" in n)
+
+
 def _opclass_oid(method: str, opclass: str) -> int:
-    return OPCLASS_OID_BASE + 100 * _VECTOR_METHODS.index(method) + list(OPCLASSES).index(opclass)
+    return OPCLASS_OID_BASE + 100 * _VECTOR_METHODS.index(method) + \
+        _PGVECTOR_OPCLASSES.index(opclass)
 
 
 @_relation("pg_opclass", "oid", "opcmethod", "opcname", "opcnamespace", "opcowner",
@@ -415,7 +428,8 @@ def _pg_opclass(ctx) -> list[Val]:
             for (method, t), (oid, name) in _SCALAR_OPCLASSES.items()]
     rows += [(_opclass_oid(method, name), method, name, PUBLIC, OIDS[name.split("_")[0]],
               (method, name) == ("ivfflat", "vector_l2_ops"))
-             for method in _VECTOR_METHODS for name in OPCLASSES]
+             for method in _VECTOR_METHODS for name in _PGVECTOR_OPCLASSES
+             if method == "hnsw" or name not in _HNSW_ONLY]
     rows.sort()
     n = len(rows)
     return [_ints([r[0] for r in rows]), _ints([ACCESS_METHODS[r[1]][0] for r in rows]),
@@ -454,12 +468,21 @@ def _pg_index(ctx) -> list[Val]:
     return [_ints([r.oid for r in rels]), _ints([r.table_oid for r in rels]), _ints([1] * n),
             _ints([1] * n),
             _bools([r.primary for r in rels]), _bools([r.primary for r in rels]),
-            _bools([False] * n), _bools([True] * n), _bools([False] * n), _nulls(n),
-            _bools([True] * n), _bools([False] * n), _vectors([[k[0]] for k in keys]),
+            _bools([False] * n), _bools([True] * n), _bools([False] * n),
+            _maybe_texts([f"({r.where})" if r.where else None for r in rels]),
+            _bools([True] * n), _bools([False] * n),
+            _vectors([[0 if r.expr else k[0]] for r, k in zip(rels, keys)]),   # 0: an expression
             _vectors([[k[1]] for k in keys], OidVector),
             _vectors([[k[2]] for k in keys], OidVector),
-            _vectors([[0]] * n), _nulls(n), _bools([False] * n), _bools([True] * n),
-            _bools([True] * n)]
+            _vectors([[0]] * n), _maybe_texts([r.expr or None for r in rels]),
+            _bools([False] * n), _bools([True] * n), _bools([True] * n)]
+
+
+def _maybe_texts(values: list) -> Val:
+    """A text column, NULL where None (indexprs and indpred: an expression index's
+    expression, a partial one's predicate, as pg_get_expr shows them)."""
+    nulls = np.array([v is None for v in values], bool)
+    return Val("text", object_array(["" if v is None else v for v in values]), nulls)
 
 
 # a collection's id key constraint's OID: its table's + this (its indexes take + 1, + 2 ...)
@@ -470,17 +493,44 @@ CONSTRAINT_OFFSET = 999
            "condeferred", "convalidated", "conrelid", "conindid", "confrelid", "conparentid",
            "connoinherit", "conislocal", "coninhcount", "conperiod", "conkey")
 def _pg_constraint(ctx) -> list[Val]:
-    """The id key of each collection that declares one (its only constraint: SQL's
-    CREATE TABLE takes no other)."""
-    keys = [r for r in _relations(ctx) if r.primary]
-    n = len(keys)
-    return [_ints([r.table_oid + CONSTRAINT_OFFSET for r in keys]),
-            _texts([r.name for r in keys]), _ints([PUBLIC] * n), _texts(["p"] * n),
-            _bools([False] * n), _bools([False] * n), _bools([True] * n),
-            _ints([r.table_oid for r in keys]), _ints([r.oid for r in keys]), _ints([0] * n),
-            _ints([0] * n), _bools([True] * n), _bools([True] * n), _ints([0] * n),
-            _bools([False] * n),
-            Val("array", object_array([[1]] * n), np.zeros(n, bool))]     # the id: column 1
+    """The id key of each collection that declares one, and each field's CHECK
+    (its conditions AND-ed: one constraint a field, named as a column's CHECK is)."""
+    rows = [(r.table_oid + CONSTRAINT_OFFSET, r.name, "p", r.table_oid, r.oid, 1)
+            for r in _relations(ctx) if r.primary]     # the id: column 1
+    rows += [(oid, f"{table}_{field}_check", "c", table_oid, 0, attnum)
+             for oid, table, table_oid, field, attnum, _ in _checks(ctx)]
+    n = len(rows)
+    return [_ints([r[0] for r in rows]), _texts([r[1] for r in rows]), _ints([PUBLIC] * n),
+            _texts([r[2] for r in rows]), _bools([False] * n), _bools([False] * n),
+            _bools([True] * n), _ints([r[3] for r in rows]), _ints([r[4] for r in rows]),
+            _ints([0] * n), _ints([0] * n), _bools([True] * n), _bools([True] * n),
+            _ints([0] * n), _bools([False] * n),
+            Val("array", object_array([[r[5]] for r in rows]), np.zeros(n, bool))]
+
+
+# a field's CHECK constraint's OID: its table's + this + its place among the fields
+CHECK_OFFSET = 500
+
+
+def _checks(ctx) -> list[tuple]:
+    """(OID, table, table OID, field, attnum, conditions) of each field with a check."""
+    out = []
+    for tname, cid in sorted(ctx.engine.names.items(), key=lambda kv: kv[1]):
+        table_oid = TABLE_OID_BASE + 1000 * cid
+        schema = ctx.engine.tables[cid].schema
+        for k, name in enumerate(schema.columns):
+            f = schema.fields.get(name)
+            if f is not None and f.check and k < SEQUENCE_OFFSET - CHECK_OFFSET:
+                out.append((table_oid + CHECK_OFFSET + k, tname, table_oid, name, k + 1,
+                            f.check))
+    return out
+
+
+def check_text(field: str, conditions) -> str:
+    """pg_get_constraintdef's text of a field's check: CHECK ((n > 0)), its
+    conditions AND-ed."""
+    parts = [f"({condition_text((field, op, value))})" for op, value in conditions]
+    return f"CHECK ({parts[0]})" if len(parts) == 1 else f"CHECK (({' AND '.join(parts)}))"
 
 
 @_relation("pg_sequence", "seqrelid", "seqtypid", "seqstart", "seqincrement", "seqmax",

@@ -16,6 +16,7 @@ NATURAL joins, USING, LATERAL, INTERSECT and EXCEPT.
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -366,11 +367,14 @@ def bare_names(keys) -> tuple[dict, set]:
 def resolve(e, keys: list):
     """An expression's column names as the relations' qualified ones."""
     unique, ambiguous = bare_names(keys)
-    known = set(keys)
+    counts = Counter(keys)          # (x(a, b) over a column b: x.b is two columns)
+    known = {k for k, c in counts.items() if c == 1}
 
     def sub(n):
         if not isinstance(n, E.Col) or n.name.startswith("$"):
             return None
+        if n.name in keys and n.name not in known:
+            raise SqlError("42702", f'column reference "{n.name}" is ambiguous')
         if n.name in known:
             return n
         if "." in n.name:

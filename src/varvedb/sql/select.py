@@ -314,7 +314,8 @@ class Select:
             node = FunctionScan(self.source[1] if kind == "function" else
                                 "VALUES" if kind == "values" else "one row",
                                 tuple(names), len(cols[0]) if cols else 1,
-                                cols=dict(zip(names, cols)))
+                                cols={**{f"$c{i}": c for i, c in enumerate(cols)},
+                                      **dict(zip(names, cols))})
             masks = {}
             if self.where_expr is not None:
                 node = Where(self.where_text, node, expr=self.where_expr)
@@ -573,9 +574,13 @@ class Select:
         elif self.source[0] == "join":      # alias.column, and each unambiguous bare name
             source_cols = list(schema)
             unique, ambiguous = relations.bare_names(source_cols)
-            known = set(source_cols) | set(unique)
-        else:
-            source_cols, known = list(schema), set(schema)
+            twice = _twice(source_cols)     # (x(a, b) over a column b: x.b is two)
+            known = set(source_cols) - twice | set(unique)
+            ambiguous |= twice
+        else:       # a name two columns have (x(a, b) over a column b) is ambiguous
+            source_cols = list(schema)
+            ambiguous = _twice(source_cols)
+            known = set(source_cols) - ambiguous
         b = Bound(self, source_cols, known, table, ambiguous)
         self._bound = (schema, b)
         return b
@@ -715,6 +720,12 @@ def rows_at_most(n: int, refuse: Callable[[int], None]):
         _ROWS_AT_MOST.reset(token)
 
 
+def _twice(names) -> set:
+    """The names that several of the columns have."""
+    seen: set = set()
+    return {n for n in names if n in seen or seen.add(n)}
+
+
 def result_of(res, names) -> SqlResult:
     cap = _ROWS_AT_MOST.get()
     if cap is not None and res.count > cap[0]:
@@ -785,8 +796,13 @@ class Bound:
                 cols = source_cols
                 if join:                    # alias.column: all, or the qualifier's (x.*)
                     cols = [c for c in cols if t[1] is None or c.split(".", 1)[0] == t[1]]
+                if join and ambiguous.intersection(cols):
+                    raise NotSupportedError("* over a join where a relation has two "
+                                            "columns of one name is not supported")
                 self.names.extend(c.split(".", 1)[1] if join else c for c in cols)
-                self.exprs.extend(E.Col(c) for c in cols)
+                # (a name two columns have: each read by its position)
+                self.exprs.extend(E.Col(f"$c{i}" if c in ambiguous else c)
+                                  for i, c in enumerate(cols))
             else:
                 self.names.append(t[0])
                 self.exprs.append(t[1])
