@@ -30,7 +30,8 @@ from pglast.parser import ParseError, scan
 from .. import errors as E
 from ..cancel import CancelToken, running
 from ..query.pg_types import to_regtype
-from ..sql import compile_text, describe_write, run_compiled, run_each, run_shaped, shaped
+from ..sql import (compile_text, describe_write, fail_block, run_compiled, run_each,
+                   run_shaped, shaped)
 from ..sql.settings import REPORTED
 from ..sql.dml import PGCOPY
 from ..sql.params import param_types
@@ -258,7 +259,7 @@ class Connection:
                     got = step(self, Body(body))
                 except E.VarveError as e:
                     self.skipping = True
-                    got = _error(e)
+                    got = self._failed(e)
                 if type(got) is list:
                     out += got
                 else:
@@ -477,13 +478,21 @@ class Connection:
             out[-1] = portal.columns if portal.columns is not None else M.NO_DATA
             out += rows
         except E.VarveError as e:
-            out.append(_error(e))
+            out.append(self._failed(e))
             failed = True
         if self.pending is not None:
             self._settle(out)
         if self.implicit:
             self._end_implicit(out, failed)
         out.append(self._ready())
+
+    def _failed(self, e: E.VarveError) -> bytes:
+        """An extended-protocol message's error: its answer; in a transaction block
+        (BEGIN's) the block is failed too, whichever message failed (a Parse's
+        syntax error, a Bind's), as PostgreSQL fails it."""
+        if self.session is not None:
+            fail_block(self.session)
+        return _error(e)
 
     def _end_implicit(self, out: list[bytes], failed: bool) -> None:
         """At a Sync: the implicit transaction's writes commit together, or, after an

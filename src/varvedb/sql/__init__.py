@@ -34,7 +34,8 @@ from ..schema import brief
 from . import placeholders, privileges, shapes
 from ..results import SqlResult
 
-__all__ = ["run", "run_each", "run_compiled", "compile_text", "SqlResult"]
+__all__ = ["run", "run_each", "run_compiled", "compile_text", "compiled_in", "fail_block",
+           "SqlResult"]
 
 _COMMENTS = frozenset(("SQL_COMMENT", "C_COMMENT"))
 _STRINGS = frozenset(("SCONST", "USCONST"))
@@ -227,7 +228,7 @@ def run(session, text: str, params=(), copy_data=None) -> SqlResult:
         params = _params(params)
     elif params and "%" in text and placeholders.applies(text):   # psycopg's %s
         text, params = placeholders.convert(text, params)
-    compiled = compile_text(text)
+    compiled = compiled_in(session, text)
     if len(compiled) == 1:
         return _run_one(session, compiled[0], params, copy_data)
     result = SqlResult([], [], "EMPTY")
@@ -242,10 +243,32 @@ def run_each(session, text: str, params=(), copy_data=None):
     A SELECT without parameters runs its shape's compiled form where it has one
     (shapes.py): the simple query protocol's clients send each value as a new text."""
     if not params and copy_data is None and isinstance(text, str):
-        got = shaped(text)
+        try:
+            got = shaped(text)
+        except BaseException:
+            fail_block(session)
+            raise
         if got is not None:
             return run_shaped(session, got)
-    return _each(session, compile_text(text), _params(params), copy_data)
+    return _each(session, compiled_in(session, text), _params(params), copy_data)
+
+
+def compiled_in(session, text: str) -> tuple[Compiled, ...]:
+    """compile_text for a statement of `session`: one that does not parse or compile
+    fails the session's transaction block, as any other error does (fail_block)."""
+    try:
+        return compile_text(text)
+    except BaseException:
+        fail_block(session)
+        raise
+
+
+def fail_block(session) -> None:
+    """A statement failed in `session`: in SQL's transaction block (BEGIN's) the block
+    is failed — everything but its end answers 25P02, and COMMIT rolls it back — as
+    PostgreSQL fails it at any error, a syntax error included."""
+    if session.sql_block and session.tx is not None:
+        session.sql_failed = True
 
 
 def run_compiled(session, compiled: tuple, params) -> list[SqlResult]:
@@ -280,6 +303,7 @@ def run_shaped(session, got):
 
 def _each(session, compiled: tuple, params, copy_data):
     if params and len(compiled) > 1:
+        fail_block(session)
         raise SqlError("42601", "cannot insert multiple commands into a prepared statement")
     for c in compiled:
         yield _run_one(session, c, params, copy_data)
@@ -310,7 +334,7 @@ def _run_one(session, c: Compiled, params, copy_data=None) -> SqlResult:
         tx = session.tx
         if tx is not None:
             if session.sql_block:
-                session.sql_failed = True
+                fail_block(session)
             elif tx.frames != frames:
                 # the statement failed after some of its writes landed in an open
                 # (Python API) transaction: no savepoints to undo just those, so the

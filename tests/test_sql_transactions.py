@@ -1,0 +1,112 @@
+"""SQL's transaction blocks against real PostgreSQL: the same steps (BEGIN, writes,
+errors, COMMIT ...) run on PostgreSQL, on db.sql() and over `--pg` (an in-process
+PgServer, psycopg's simple query protocol), each step answered alike (its command
+tag or its SQLSTATE) and the table left alike."""
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+import varvedb as vv
+
+
+def _outcome(run, step):
+    try:
+        return "ok", run(step)
+    except Exception as e:      # a client's or varvedb's error: its SQLSTATE is compared
+        return "err", getattr(e, "sqlstate", type(e).__name__)
+
+
+def _drive(run, steps, read):
+    return [_outcome(run, s) for s in steps], sorted(map(tuple, read()))
+
+
+@pytest.fixture
+def wire(tmp_path):
+    """psycopg connections (autocommit: the steps' own BEGINs) to an in-process
+    `--pg` server on a fresh file."""
+    from varvedb.pgwire.server import PgServer
+    db = vv.connect(str(tmp_path / "wire.varve"))
+    srv = PgServer(db)
+    port = srv.start("127.0.0.1", 0)
+    conns = []
+
+    def connect():
+        c = psycopg.connect(host="127.0.0.1", port=port, user="me", dbname="db",
+                            sslmode="disable", autocommit=True, connect_timeout=600)
+        conns.append(c)
+        return c
+    yield connect
+    for c in conns:
+        c.close()
+    srv.stop(60)
+    db.close()
+
+
+def same_everywhere(pg_conn, tmp_path, wire, setup, steps, check="SELECT id FROM t"):
+    """Run setup and steps on PostgreSQL, db.sql and --pg; each answer and the table
+    after must be PostgreSQL's. Returns PostgreSQL's (answers, rows)."""
+    def on_pg(s):
+        return pg_conn.execute(s).statusmessage
+    pg_conn.autocommit = True
+    for s in setup:
+        pg_conn.execute(s)
+    want = _drive(on_pg, steps, lambda: pg_conn.execute(check).fetchall())
+
+    db = vv.connect(str(tmp_path / "embedded.varve"))
+    for s in setup:
+        db.sql(s)
+    got = _drive(lambda s: db.sql(s).status, steps, lambda: db.sql(check).rows)
+    db.close()
+    assert got == want, "db.sql"
+
+    w = wire()
+    for s in setup:
+        w.execute(s)
+    got = _drive(lambda s: w.execute(s).statusmessage, steps,
+                 lambda: w.execute(check).fetchall())
+    assert got == want, "--pg"
+    return want
+
+
+T = ["CREATE TABLE t (id int PRIMARY KEY)"]
+
+
+@pytest.mark.parametrize("bad", ["SELEC 1", "SELECT FROM WHERE"])
+def test_a_statement_that_fails_to_compile_fails_the_block(pg_conn, tmp_path, wire, bad):
+    # red-team 9 f07: the block went on healthy and COMMIT committed around the error
+    answers, rows = same_everywhere(pg_conn, tmp_path, wire, T, [
+        "BEGIN", "INSERT INTO t VALUES (1)", bad, "INSERT INTO t VALUES (2)", "COMMIT"])
+    assert answers[3] == ("err", "25P02") and answers[4] == ("ok", "ROLLBACK")
+    assert rows == []
+
+
+def test_a_parse_error_of_the_extended_protocol_fails_the_block(tmp_path, wire):
+    # red-team 9 f07 over --pg's Parse: psycopg prepares a statement with parameters
+    w = wire()
+    w.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    w.execute("BEGIN")
+    w.execute("INSERT INTO t VALUES (1)")
+    with pytest.raises(psycopg.errors.SyntaxError):
+        w.execute("SELEC %s", [1])
+    with pytest.raises(psycopg.errors.InFailedSqlTransaction):
+        w.execute("INSERT INTO t VALUES (%s)", [2])
+    assert w.execute("COMMIT").statusmessage == "ROLLBACK"
+    assert w.execute("SELECT id FROM t").fetchall() == []
+
+
+def test_a_compile_error_over_http_fails_the_block(tmp_path):
+    # red-team 9 f07 over HTTP: Client.sql's BEGIN opens a server transaction
+    from server_proc import ServerProcess
+    with ServerProcess(str(tmp_path / "http.varve")) as srv:
+        c = vv.Client(srv.url)
+        c.sql("CREATE TABLE t (id int PRIMARY KEY)")
+        c.sql("BEGIN")
+        c.sql("INSERT INTO t VALUES (1)")
+        with pytest.raises(vv.SqlError):
+            c.sql("SELEC 1")
+        with pytest.raises(vv.VarveError) as e:
+            c.sql("INSERT INTO t VALUES (2)")
+        assert e.value.sqlstate == "25P02"
+        assert c.sql("COMMIT").status == "ROLLBACK"
+        assert c.sql("SELECT id FROM t").rows == []
