@@ -110,3 +110,12 @@ def test_a_compile_error_over_http_fails_the_block(tmp_path):
         assert e.value.sqlstate == "25P02"
         assert c.sql("COMMIT").status == "ROLLBACK"
         assert c.sql("SELECT id FROM t").rows == []
+
+
+def test_a_text_of_several_statements_is_one_implicit_transaction(pg_conn, tmp_path, wire):
+    # red-team 9 f02: the first INSERT stayed although the text answered 23505
+    answers, rows = same_everywhere(pg_conn, tmp_path, wire, T, [
+        "INSERT INTO t VALUES (1); INSERT INTO t VALUES (2), (2)",
+        "INSERT INTO t VALUES (3); INSERT INTO t VALUES (4)"])
+    assert answers[0] == ("err", "23505") and rows == [(3,), (4,)]
+

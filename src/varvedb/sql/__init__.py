@@ -305,8 +305,28 @@ def _each(session, compiled: tuple, params, copy_data):
     if params and len(compiled) > 1:
         fail_block(session)
         raise SqlError("42601", "cannot insert multiple commands into a prepared statement")
+    if len(compiled) > 1 and session.tx is None and _implicit(compiled):
+        # PostgreSQL's implicit transaction: a text of several statements outside a
+        # block commits whole at its end, or nothing of it where one fails
+        session.begin()
+        try:
+            for c in compiled:
+                yield _run_one(session, c, params, copy_data)
+        except BaseException:
+            session.rollback()
+            raise
+        session.commit()
+        return
     for c in compiled:
         yield _run_one(session, c, params, copy_data)
+
+
+def _implicit(compiled: tuple) -> bool:
+    """Does a text of these statements run in one implicit transaction? Where it may
+    write and holds no BEGIN, COMMIT or ROLLBACK of its own (those end it and start a
+    block, in PostgreSQL: here each of its statements runs as it would alone)."""
+    kinds = {c.kind for c in compiled}
+    return bool(kinds & {"write", "ddl"}) and "transaction" not in kinds
 
 
 def _params(params):
