@@ -119,3 +119,72 @@ def test_a_text_of_several_statements_is_one_implicit_transaction(pg_conn, tmp_p
         "INSERT INTO t VALUES (3); INSERT INTO t VALUES (4)"])
     assert answers[0] == ("err", "23505") and rows == [(3,), (4,)]
 
+
+def test_a_begin_inside_the_block_changes_nothing(pg_conn, tmp_path, wire):
+    # red-team 9 f01: the second BEGIN failed the block and COMMIT answered ROLLBACK
+    answers, rows = same_everywhere(pg_conn, tmp_path, wire, T, [
+        "BEGIN", "INSERT INTO t VALUES (1)", "BEGIN", "INSERT INTO t VALUES (2)", "COMMIT"])
+    assert answers[-1] == ("ok", "COMMIT") and rows == [(1,), (2,)]
+
+
+def test_and_chain_opens_the_next_block(pg_conn, tmp_path, wire):
+    # red-team 9 f08: AND CHAIN was ignored, so the writes after it committed at once
+    answers, rows = same_everywhere(pg_conn, tmp_path, wire, T, [
+        "BEGIN", "INSERT INTO t VALUES (1)", "COMMIT AND CHAIN", "INSERT INTO t VALUES (2)",
+        "ROLLBACK", "BEGIN", "INSERT INTO t VALUES (3)", "ROLLBACK AND CHAIN",
+        "INSERT INTO t VALUES (4)", "ROLLBACK", "COMMIT AND CHAIN",
+        "BEGIN", "SELEC", "COMMIT AND CHAIN", "INSERT INTO t VALUES (5)", "COMMIT"])
+    assert rows == [(1,), (5,)]
+
+
+def test_a_read_only_block_refuses_writes(pg_conn, tmp_path, wire):
+    # red-team 9 f09: START TRANSACTION READ ONLY was read as a plain BEGIN
+    answers, rows = same_everywhere(pg_conn, tmp_path, wire, T, [
+        "START TRANSACTION READ ONLY", "SELECT 1", "INSERT INTO t VALUES (1)", "COMMIT",
+        "BEGIN READ ONLY", "COMMIT AND CHAIN", "CREATE TABLE u (id int)", "ROLLBACK",
+        "BEGIN READ WRITE", "INSERT INTO t VALUES (2)", "COMMIT"])
+    assert answers[2] == ("err", "25006") and rows == [(2,)]
+
+
+def test_set_in_a_block_is_undone_by_rollback_and_set_local_lasts_to_its_end(
+        pg_conn, tmp_path, wire):
+    # red-team 9 f04: SET survived ROLLBACK, SET LOCAL survived COMMIT
+    show = "SHOW ivfflat.probes"
+    answers = []
+    for run in _three_ways(pg_conn, tmp_path, wire):
+        got = []
+        for step in ["SET ivfflat.probes = 3", "BEGIN", "SET ivfflat.probes = 5", show,
+                     "ROLLBACK", show, "BEGIN", "SET LOCAL ivfflat.probes = 7", show,
+                     "COMMIT", show, "BEGIN", "SET ivfflat.probes = 8",
+                     "SET LOCAL ivfflat.probes = 9", show, "COMMIT", show,
+                     "SET LOCAL ivfflat.probes = 2", show]:
+            got.append(run(step))
+        answers.append(got)
+    assert answers[0] == answers[1] == answers[2]
+    assert [a for a in answers[0] if a[0] == "show"] == [
+        ("show", "5"), ("show", "3"), ("show", "7"), ("show", "3"), ("show", "9"),
+        ("show", "8"), ("show", "8")]
+
+
+def _three_ways(pg_conn, tmp_path, wire):
+    """A step runner for PostgreSQL, db.sql and --pg each: ("show", value) for a
+    SHOW, else the command tag."""
+    def of(execute):
+        def run(step):
+            r = execute(step)
+            return ("show", str(r[0][0][0])) if step.startswith("SHOW") else ("ok", r[1])
+        return run
+    pg_conn.autocommit = True
+    pg_conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    db = vv.connect(str(tmp_path / "settings.varve"))
+    w = wire()
+
+    def on(conn):
+        def execute(step):
+            cur = conn.execute(step)
+            return (cur.fetchall() if cur.description else None), cur.statusmessage
+        return execute
+    yield of(on(pg_conn))
+    yield of(lambda step: ((r := db.sql(step)).rows, r.status))
+    yield of(on(w))
+    db.close()

@@ -44,6 +44,9 @@ class Session:
         self.sql_block = False        # a transaction SQL's BEGIN opened
         self.sql_failed = False       # a statement in it failed: 25P02 until ROLLBACK
         self.begin_joins = False      # SQL's BEGIN joins an open transaction (the server's)
+        self.sql_read_only = False    # the block is READ ONLY: its writes are 25006
+        # in the block: (the settings at its BEGIN, those its COMMIT keeps), else None
+        self.sql_settings = None
         self.savepoints: list = []    # SQL's SAVEPOINTs in it: (name, frames written then)
         # may it read files of this machine (COPY FROM 'file'; embed() with a spec, or a
         # field made with an embedder, that loads a model from disk)? An embedded caller

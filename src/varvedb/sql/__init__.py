@@ -29,7 +29,7 @@ import re
 from pglast import ast, parse_sql, visitors
 from pglast.parser import ParseError, scan
 
-from ..errors import NotFoundError, SqlError, VarveError
+from ..errors import NotFoundError, ReadOnlyError, SqlError, VarveError
 from ..schema import brief
 from . import placeholders, privileges, shapes
 from ..results import SqlResult
@@ -347,6 +347,8 @@ def _run_one(session, c: Compiled, params, copy_data=None) -> SqlResult:
     try:
         if c.files and not session.server_files:
             privileges.check(c.files, params)
+        if session.sql_read_only and session.tx is not None and c.kind in ("write", "ddl"):
+            raise ReadOnlyError("cannot execute this statement in a read-only transaction")
         ctx = Context(session, None if c.as_of is None else _as_of(c, params, session),
                       copy_data)
         return c.impl.run(ctx, params)

@@ -146,6 +146,7 @@ class SetCommand:
         elif stmt.kind not in (VariableSetKind.VAR_SET_VALUE, VariableSetKind.VAR_RESET,
                                VariableSetKind.VAR_SET_DEFAULT):
             raise NotSupportedError(f"SET {self.name} in this form is not supported")
+        self.local = bool(stmt.is_local)
         self.value = None
         if stmt.args:
             if len(stmt.args) != 1 or not isinstance(stmt.args[0], ast.A_Const):
@@ -156,20 +157,39 @@ class SetCommand:
                 getattr(v, "fval", None)
 
     def run(self, ctx, params) -> SqlResult:
-        settings = ctx.session.settings
-        if self.name == "all":
-            settings.clear()
-            return SqlResult([], [], "RESET" if self.reset else "SET")
+        s = ctx.session
+        tag = "RESET" if self.reset else "SET"
         if self.name in _IGNORED:
-            return SqlResult([], [], "RESET" if self.reset else "SET")
-        spec = SETTINGS.get(self.name)
-        if spec is None:
-            raise SqlError("42704", f'unrecognized configuration parameter "{self.name}"')
-        if self.reset:
-            settings.pop(self.name, None)
-            return SqlResult([], [], "RESET")
-        settings[self.name] = _parse(self.name, spec[1], self.value)
-        return SqlResult([], [], "SET")
+            return SqlResult([], [], tag)
+        if self.name != "all":
+            spec = SETTINGS.get(self.name)
+            if spec is None:
+                raise SqlError("42704", f'unrecognized configuration parameter "{self.name}"')
+            value = None if self.reset else _parse(self.name, spec[1], self.value)
+        block = s.sql_settings if s.sql_block and s.tx is not None else None
+        if self.local and block is None:
+            return SqlResult([], [], tag)   # PostgreSQL warns: no block for it to last
+        # the session's settings now, and (in a block, for SET without LOCAL) those
+        # its COMMIT keeps
+        for settings in (s.settings,) if self.local or block is None \
+                else (s.settings, block[1]):
+            if self.name == "all":
+                settings.clear()
+            elif self.reset:
+                settings.pop(self.name, None)
+            else:
+                settings[self.name] = value
+        return SqlResult([], [], tag)
+
+
+def _end_settings(s, rolled_back: bool) -> None:
+    """The session's settings as its block ends: those at its BEGIN where it rolls
+    back, else those its SETs without LOCAL made (SET LOCAL lasts to the end)."""
+    got = s.sql_settings
+    s.sql_settings = None
+    if got is not None:
+        s.settings.clear()
+        s.settings.update(got[0] if rolled_back else got[1])
 
 
 def _parse(name: str, kind: str, value):
@@ -209,16 +229,25 @@ class TransactionCommand:
     """BEGIN / START TRANSACTION, COMMIT / END, ROLLBACK / ABORT: the session's
     transaction block. A BEGIN inside a transaction that no BEGIN opened is an
     error (25001), but in a session whose `begin_joins` is set (a transaction
-    the server opened over HTTP), where it makes that transaction the block."""
+    the server opened over HTTP), where it makes that transaction the block;
+    a BEGIN inside the block changes nothing (PostgreSQL warns). READ ONLY refuses
+    the block's writes (25006); AND CHAIN opens the next block, of the same mode,
+    as COMMIT or ROLLBACK ends one. SET in a block is undone by its ROLLBACK, and
+    SET LOCAL's lasts until the block ends (`_end_settings`)."""
     kind = "transaction"
 
     def __init__(self, stmt: ast.TransactionStmt):
         k = stmt.kind
         self.tag = None
+        self.chain = bool(getattr(stmt, "chain", False))
+        self.read_only = False
         if k in (TransactionStmtKind.TRANS_STMT_BEGIN, TransactionStmtKind.TRANS_STMT_START):
             self.verb = "BEGIN"
             if k == TransactionStmtKind.TRANS_STMT_START:
                 self.tag = "START TRANSACTION"
+            for opt in stmt.options or ():
+                if opt.defname == "transaction_read_only":
+                    self.read_only = bool(getattr(opt.arg.val, "ival", 0))
         elif k == TransactionStmtKind.TRANS_STMT_COMMIT:
             self.verb = "COMMIT"
         elif k == TransactionStmtKind.TRANS_STMT_ROLLBACK:
@@ -235,16 +264,21 @@ class TransactionCommand:
         s = ctx.session
         if self.verb in ("SAVEPOINT", "RELEASE", "ROLLBACK TO"):
             return self._savepoint(s)
-        s.savepoints = []
         if self.verb == "BEGIN":
-            if s.tx is not None and s.begin_joins and not s.sql_block:
-                s.sql_block = True     # its failed state (sql_failed) stays as it was
+            if s.tx is not None and s.sql_block:
+                # PostgreSQL: WARNING 25001, and the block goes on as it was
                 return SqlResult([], [], self.tag or "BEGIN")
-            if s.tx is not None:
-                raise SqlError("25001", "there is already a transaction in progress")
-            s.begin()
-            s.sql_block = True
-            s.sql_failed = False
+            s.savepoints = []
+            if s.tx is not None and s.begin_joins:
+                s.sql_block = True     # its failed state (sql_failed) stays as it was
+            else:
+                if s.tx is not None:
+                    raise SqlError("25001", "there is already a transaction in progress")
+                s.begin()
+                s.sql_block = True
+                s.sql_failed = False
+            s.sql_read_only = self.read_only
+            s.sql_settings = (dict(s.settings), dict(s.settings))
             return SqlResult([], [], self.tag or "BEGIN")
         if s.tx is not None and not s.sql_block and not s.begin_joins:
             # a Python transaction (db.transaction()): its with block ends it; a
@@ -252,23 +286,38 @@ class TransactionCommand:
             # autocommit, ROLLBACK the same for its undo
             raise SqlError("25000", f"{self.verb} inside a Python transaction: leave its "
                                     "with block to commit (or raise to roll back)")
+        s.savepoints = []
         failed = s.sql_failed
+        read_only = s.sql_read_only
         s.sql_failed = False
         s.sql_block = False
+        s.sql_read_only = False
         if s.tx is None:
+            if self.chain:
+                raise SqlError("25P01", f"{self.verb} AND CHAIN can only be used in "
+                                        "transaction blocks")
             # PostgreSQL warns and carries on: there is no transaction in progress
             return SqlResult([], [], self.verb)
-        if self.verb == "ROLLBACK" or failed:
+        rolled_back = self.verb == "ROLLBACK" or failed
+        _end_settings(s, rolled_back)
+        if rolled_back:
             s.rollback()
-            return SqlResult([], [], "ROLLBACK")
-        try:
-            s.commit()
-        except TransactionError as e:
-            if getattr(e, "sqlstate", "") == "25P02":
+            status = "ROLLBACK"
+        else:
+            status = "COMMIT"
+            try:
+                s.commit()
+            except TransactionError as e:
+                if getattr(e, "sqlstate", "") != "25P02":
+                    raise
                 s.rollback()
-                return SqlResult([], [], "ROLLBACK")
-            raise
-        return SqlResult([], [], "COMMIT")
+                status = "ROLLBACK"
+        if self.chain:      # the next block, of the same mode
+            s.begin()
+            s.sql_block = True
+            s.sql_read_only = read_only
+            s.sql_settings = (dict(s.settings), dict(s.settings))
+        return SqlResult([], [], status)
 
     def _savepoint(self, s) -> SqlResult:
         """SAVEPOINT, RELEASE and ROLLBACK TO. A rollback to a savepoint is taken
