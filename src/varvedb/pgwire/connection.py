@@ -58,7 +58,7 @@ _UNKNOWN = object()        # a Prepared's kind not looked up yet
 
 class Prepared:
     __slots__ = ("text", "oids", "params", "answer", "copy_in", "shaped", "compiled",
-                 "described", "size", "_kind")
+                 "described", "size", "_kind", "columns")
 
     def __init__(self, text: str, oids: list[int], params: int, answer=None):
         # a type OID a parameter (0: unspecified)
@@ -74,6 +74,8 @@ class Prepared:
         self.compiled = None          # its compile_text, kept from its first run
         self.described: dict = {}     # _describe's answers, by columns and formats
         self._kind = _UNKNOWN
+        # the (names, kinds) of the columns its Describe announced (None: not described)
+        self.columns = None
 
     def kind(self) -> str | None:
         """Its statement's kind (sql's Compiled.kind; None: an empty one), found once:
@@ -607,6 +609,13 @@ class Connection:
             result = results[-1] if results else None
             if result is None:
                 raise E.SqlError("42601", "the statement is empty")
+            if stmt.columns is not None and _changed(stmt.columns, result):
+                # DDL since its Describe changed its columns: rows that no longer
+                # match what the client decodes them by are refused, as PostgreSQL
+                # refuses them (drivers then prepare the statement again)
+                e = E.SqlError("0A000", "cached plan must not change result type")
+                e.routine = "RevalidateCachedQuery"     # PostgreSQL's: asyncpg's cue
+                raise e
             if result.columns:
                 portal.columns, portal.encoders, portal.fixed = _describe(
                     result, portal.formats, portal.stmt.described)
@@ -637,7 +646,9 @@ class Connection:
         except E.VarveError:
             return M.NO_DATA
         if not results or not results[-1].columns:
+            stmt.columns = ((), ())
             return M.NO_DATA
+        stmt.columns = (tuple(results[-1].columns), tuple(results[-1].kinds))
         return _describe(results[-1], [])[0]
 
 
@@ -678,6 +689,16 @@ def _describe(result, formats: list[int], kept: dict | None = None) -> tuple:
             kept.clear()
         kept[key] = got
     return got
+
+
+def _changed(columns: tuple, result) -> bool:
+    """Do a result's columns differ from those a Describe announced (names, kinds)?
+    A column described as of no kind (a parameter's, described with NULLs) is
+    text to the client, whatever an execution's values make it."""
+    names, kinds = columns
+    if tuple(result.columns) != names:
+        return True
+    return any(k is not None and k != got for k, got in zip(kinds, result.kinds))
 
 
 def _data_rows(rows: list, start: int, end: int, encoders, fixed=None) -> list[bytes]:
@@ -734,6 +755,9 @@ def _error(e: E.VarveError) -> bytes:
     position = getattr(e, "position", None)
     if position:
         fields["P"] = str(position)
+    routine = getattr(e, "routine", None)
+    if routine:
+        fields["R"] = routine
     return M.error(fields)
 
 
