@@ -696,6 +696,7 @@ class Copy:
                 yield n, self._text_fields(line, n)
             return
         at = [0, 0]     # the line read last; the bytes of the record so far
+        raw: list[str] = []     # the record's lines
 
         def feed():
             for n, line in lines:
@@ -703,8 +704,10 @@ class Copy:
                 at[1] += len(line)
                 if at[1] > MAX_LINE:
                     raise SqlError("54000", f"{self._where(n)}: {_TOO_LONG}")
+                raw.append(line)
                 yield line + "\n"
         reader = csv.reader(feed(), delimiter=self.delimiter)
+        null = self.null
         while True:
             try:
                 rec = next(reader)
@@ -713,10 +716,17 @@ class Copy:
             except csv.Error as e:      # an unclosed quote, a field past csv's limit
                 raise SqlError("22P04", f"{self._where(at[0])}: {e}") from None
             at[1] = 0
-            # csv gives "" for both an empty quoted field and a missing one;
-            # PostgreSQL's NULL is the unquoted empty field, which csv cannot tell
-            # apart, so an empty field is NULL (its default)
-            yield at[0], [None if v == self.null else v for v in rec or [""]]
+            rec = rec or [""]
+            # NULL is a field that matches the null string unquoted ("" is the empty
+            # string): csv reads both alike, so a record with a quote and a field
+            # that matches is read again for which of its fields were quoted
+            if null in rec and any('"' in line for line in raw):
+                quoted = _quoted_fields("\n".join(raw), self.delimiter)
+                rec = [None if v == null and not q else v for v, q in zip(rec, quoted)]
+            else:
+                rec = [None if v == null else v for v in rec]
+            raw.clear()
+            yield at[0], rec
 
     def _text_fields(self, line: str, n: int) -> list:
         """The fields of a text-format line: cut at the delimiter, backslash escapes
@@ -829,6 +839,22 @@ def _open_regular(filename: str):
     except BaseException:
         os.close(fd)
         raise
+
+
+def _quoted_fields(record: str, delimiter: str) -> list[bool]:
+    """Which fields of a CSV record hold a quote (PostgreSQL's: such a field is
+    never NULL). Run only for a record with a quote and a field that matches the
+    null string."""
+    out, quoted, inside = [], False, False
+    for ch in record:
+        if ch == '"':
+            inside = not inside
+            quoted = True
+        elif ch == delimiter and not inside:
+            out.append(quoted)
+            quoted = False
+    out.append(quoted)
+    return out
 
 
 def _lines(fh, where):
