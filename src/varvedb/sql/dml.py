@@ -289,10 +289,11 @@ def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env, ahead=None
     `ahead`: the rows as Collection.prepare_rows made them before the lock."""
     from ..collection import Collection
     schema = t.schema
-    if schema.id_required:
-        if any(r.get("id") is None for r in rows):
-            raise SqlError("23502", f'null value in column "id" of relation "{t.name}" '
-                                    "violates not-null constraint")
+    # a key is never NULL: one that is required must be given, and a serial one
+    # given NULL is refused too (only its absence, or DEFAULT, assigns it)
+    if any(r.get("id") is None and (schema.id_required or "id" in r) for r in rows):
+        raise SqlError("23502", f'null value in column "id" of relation "{t.name}" '
+                                "violates not-null constraint")
     coll = Collection(ctx.session.db, t.name, ctx.session)
     if conflict is not None:
         _check_proposed(t, rows)

@@ -1,0 +1,57 @@
+"""SQL's writes (INSERT, UPDATE, COPY) refused where PostgreSQL refuses them, with
+its SQLSTATE: the same statements run on real PostgreSQL and on db.sql(), each
+answered alike (its command tag, or its SQLSTATE), and the tables left alike."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import varvedb as vv
+
+
+def _answer(run, step):
+    sql, copy = (step, None) if isinstance(step, str) else step
+    try:
+        return "ok", run(sql, copy)
+    except Exception as e:
+        return "err", getattr(e, "sqlstate", type(e).__name__)
+
+
+def answers_as_postgresql(pg_conn, tmp_path, steps, check):
+    """Each step's answer on db.sql() must be PostgreSQL's, and `check`'s rows; a
+    step is a statement or (COPY ... FROM STDIN, its data)."""
+    pg_conn.autocommit = True
+
+    def on_pg(sql, copy):
+        cur = pg_conn.cursor()
+        if copy is None:
+            return cur.execute(sql).statusmessage
+        with cur.copy(sql) as cp:
+            cp.write(copy)
+        return cur.statusmessage
+    want = [_answer(on_pg, s) for s in steps]
+    want_rows = sorted(pg_conn.execute(check).fetchall())
+    db = vv.connect(str(tmp_path / "w.varve"))
+    try:
+        got = [_answer(lambda sql, copy: db.sql(sql, copy_data=copy).status, s)
+               for s in steps]
+        got_rows = sorted(db.sql(check).rows)
+    finally:
+        db.close()
+    assert got == want
+    assert got_rows == want_rows
+    return want
+
+
+def test_a_null_or_missing_key_is_refused(pg_conn, tmp_path):
+    # red-team 9 f05: a text key, and a serial key given NULL, got an invented id
+    answers = answers_as_postgresql(pg_conn, tmp_path, [
+        "CREATE TABLE x (id text PRIMARY KEY, n int)",
+        "INSERT INTO x VALUES (NULL, 5)", "INSERT INTO x (n) VALUES (6)",
+        ("COPY x (n) FROM STDIN", "7\n"), "INSERT INTO x VALUES ('a', 8)",
+        "CREATE TABLE s (id serial PRIMARY KEY, n int)",
+        "INSERT INTO s (id, n) VALUES (NULL, 1)", "INSERT INTO s SELECT NULL, 2",
+        "INSERT INTO s (n) VALUES (3)", "INSERT INTO s VALUES (DEFAULT, 4)",
+    ], "SELECT n FROM x UNION ALL SELECT n FROM s")
+    assert [a for a in answers if a[0] == "err"] == [("err", "23502")] * 5
+
