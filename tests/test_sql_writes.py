@@ -55,3 +55,14 @@ def test_a_null_or_missing_key_is_refused(pg_conn, tmp_path):
     ], "SELECT n FROM x UNION ALL SELECT n FROM s")
     assert [a for a in answers if a[0] == "err"] == [("err", "23502")] * 5
 
+
+def test_insert_with_fewer_expressions_than_columns_is_refused(pg_conn, tmp_path):
+    # red-team 9 f14: the named column left without a value took its default
+    answers = answers_as_postgresql(pg_conn, tmp_path, [
+        "CREATE TABLE t (id int PRIMARY KEY, n int, s text DEFAULT 'd')",
+        "INSERT INTO t (id, n, s) VALUES (1, 2)", "INSERT INTO t (id, n, s) SELECT 2, 3",
+        "INSERT INTO t (id, n, s) VALUES (4, 5, 'x'), (5, 6)",
+        "INSERT INTO t VALUES (6, 7, 'y'), (7, 8)", "INSERT INTO t VALUES (8, 9)",
+        "INSERT INTO t SELECT 9, 10", "INSERT INTO t (id, n) VALUES (10, 11), (12, 13)",
+    ], "SELECT id, n, s FROM t")
+    assert [a[1] for a in answers[1:5]] == ["42601"] * 4

@@ -174,6 +174,9 @@ def assign_python(kind: str, v):
 
 # ---- INSERT -----------------------------------------------------------------------
 
+_MORE_TARGETS = "INSERT has more target columns than expressions"
+
+
 class Insert:
     def __init__(self, stmt: ast.InsertStmt):
         self.table = stmt.relation.relname
@@ -190,6 +193,10 @@ class Insert:
             self.values = [[_DEFAULT if isinstance(x, ast.SetToDefault) else
                             E.Const(literal(x)) if isinstance(x, ast.A_Const) else
                             convert(x, scope) for x in row] for row in sel.valuesLists]
+            if len({len(row) for row in self.values}) > 1:
+                raise SqlError("42601", "VALUES lists must all be the same length")
+            if self.columns is not None and len(self.values[0]) < len(self.columns):
+                raise SqlError("42601", _MORE_TARGETS)
         else:
             from .select import Select
             self.select = Select(sel)
@@ -255,6 +262,8 @@ class Insert:
             res = execute(q)
             if len(res.columns) > len(columns):
                 raise SqlError("42601", "INSERT has more expressions than target columns")
+            if self.columns is not None and len(res.columns) < len(columns):
+                raise SqlError("42601", _MORE_TARGETS)
             cols = [assignable(kinds[c], v, c) for c, v in zip(columns, res.columns)]
             return [dict(zip(columns, r)) for r in zip(*cols)]
         out = []
