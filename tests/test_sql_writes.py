@@ -66,3 +66,13 @@ def test_insert_with_fewer_expressions_than_columns_is_refused(pg_conn, tmp_path
         "INSERT INTO t SELECT 9, 10", "INSERT INTO t (id, n) VALUES (10, 11), (12, 13)",
     ], "SELECT id, n, s FROM t")
     assert [a[1] for a in answers[1:5]] == ["42601"] * 4
+
+
+def test_the_hidden_key_of_a_table_without_an_id_column_is_no_column(pg_conn, tmp_path):
+    # red-team 9 f13: COPY wrote the hidden key from the file; UPDATE SET id was 0A000
+    answers = answers_as_postgresql(pg_conn, tmp_path, [
+        "CREATE TABLE h (n int)", ("COPY h (id, n) FROM STDIN", "7\t1\n"),
+        ("COPY h (n) FROM STDIN", "2\n"), "UPDATE h SET id = 3",
+        "INSERT INTO h (id, n) VALUES (1, 1)",
+    ], "SELECT n FROM h")
+    assert answers[1] == answers[3] == answers[4] == ("err", "42703")

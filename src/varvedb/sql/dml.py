@@ -350,7 +350,7 @@ def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env, ahead=None
                                              else np.int64), np.zeros(len(keys), bool))
     values = {}
     for name, x in sets:
-        if name == "id":
+        if name == "id" and not schema.id_hidden:
             raise NotSupportedError("the id of a row cannot be updated")
         f = schema.fields.get(name)
         if f is None:
@@ -494,7 +494,7 @@ class Update(_Targeted):
             t = ctx.table(self.table)
             schema = t.schema
             for name, _ in self.sets:
-                if name == "id":
+                if name == "id" and not schema.id_hidden:
                     raise NotSupportedError("the id of a row cannot be updated")
                 if name not in schema.fields:
                     raise SqlError("42703", f'column "{name}" of relation "{self.table}" does '
@@ -613,7 +613,7 @@ class Copy:
         schema = t.schema
         columns = self.columns or schema.columns
         for c in columns:
-            if c not in schema.fields and c != "id":
+            if c not in schema.fields and not (c == "id" and not schema.id_hidden):
                 raise SqlError("42703", f'column "{c}" of relation "{self.table}" does not exist')
         n = 0
         with self._source(ctx) as fh, ctx.session.writing() as tx:
