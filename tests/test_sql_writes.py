@@ -76,3 +76,14 @@ def test_the_hidden_key_of_a_table_without_an_id_column_is_no_column(pg_conn, tm
         "INSERT INTO h (id, n) VALUES (1, 1)",
     ], "SELECT n FROM h")
     assert answers[1] == answers[3] == answers[4] == ("err", "42703")
+
+
+def test_a_column_assigned_twice_is_refused(pg_conn, tmp_path):
+    # red-team 9 f15: the last assignment won
+    answers = answers_as_postgresql(pg_conn, tmp_path, [
+        "CREATE TABLE t (id int PRIMARY KEY, n int, m int)", "INSERT INTO t VALUES (1, 1, 1)",
+        "UPDATE t SET n = 5, m = 2, n = 6 WHERE id = 1",
+        "INSERT INTO t (id) VALUES (1) ON CONFLICT (id) DO UPDATE SET n = 7, n = 8",
+        "UPDATE t SET n = 9, m = 9",
+    ], "SELECT n, m FROM t")
+    assert answers[2] == answers[3] == ("err", "42601")

@@ -220,6 +220,7 @@ class Insert:
                 for rt in oc.targetList:
                     sets.append((rt.name, _DEFAULT if isinstance(rt.val, ast.SetToDefault)
                                  else convert(rt.val, uscope)))
+                _once_each(sets)
                 self.conflict = ("update", sets, uscope.unqualified)
         self.returning = _returning(stmt.returningClause, scope)
 
@@ -365,6 +366,15 @@ def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env, ahead=None
     return t.live_rows(out), len(keys)
 
 
+def _once_each(sets: list) -> None:
+    """A SET assigns each column once (PostgreSQL refuses a second before running)."""
+    seen = set()
+    for name, _ in sets:
+        if name in seen:
+            raise SqlError("42601", f'multiple assignments to same column "{name}"')
+        seen.add(name)
+
+
 def _check_unqualified(names: list, schema) -> None:
     """ON CONFLICT DO UPDATE names a column unqualified: the table's or EXCLUDED's
     (PostgreSQL refuses it before anything runs)."""
@@ -484,6 +494,7 @@ class Update(_Targeted):
                 raise NotSupportedError("UPDATE of a part of a column is not supported")
             self.sets.append((rt.name, _DEFAULT if isinstance(rt.val, ast.SetToDefault)
                               else convert(rt.val, self.scope)))
+        _once_each(self.sets)
 
     def run(self, ctx, params) -> SqlResult:
         run = self._resolved(ctx)
