@@ -188,3 +188,45 @@ def _three_ways(pg_conn, tmp_path, wire):
     yield of(lambda step: ((r := db.sql(step)).rows, r.status))
     yield of(on(w))
     db.close()
+
+
+def test_a_block_that_only_reads_keeps_no_writer_waiting(tmp_path, wire):
+    # red-team 9 f10: BEGIN took the writer lock, so psycopg's default mode (a block
+    # opened at its first SELECT) made every other session's write fail with 55P03
+    db = vv.connect(str(tmp_path / "locks.varve"), timeout=0.2)
+    db.sql("CREATE TABLE t (id int PRIMARY KEY)")
+    reader, writer = db.session(), db.session()
+    reader.sql("BEGIN")
+    assert reader.sql("SELECT count(*) FROM t").rows == [(0,)]
+    writer.sql("INSERT INTO t VALUES (1)")              # no lock held: it commits
+    # READ COMMITTED: each statement reads the newest commit
+    assert reader.sql("SELECT id FROM t").rows == [(1,)]
+    reader.sql("INSERT INTO t VALUES (2)")              # its first write takes the lock
+    with pytest.raises(vv.LockTimeoutError):
+        writer.sql("INSERT INTO t VALUES (3)")
+    assert reader.sql("SELECT id FROM t ORDER BY id").rows == [(1,), (2,)]
+    assert writer.sql("SELECT id FROM t ORDER BY id").rows == [(1,)]
+    assert reader.sql("COMMIT").status == "COMMIT"
+    writer.sql("INSERT INTO t VALUES (3)")
+    # a block that wrote nothing ends without a transaction; one that failed answers
+    # ROLLBACK; REPEATABLE READ reads its BEGIN's state throughout (it holds the lock)
+    reader.sql("BEGIN")
+    with pytest.raises(vv.SqlError):
+        reader.sql("SELECT nosuch FROM t")
+    assert reader.sql("COMMIT").status == "ROLLBACK"
+    reader.sql("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    with pytest.raises(vv.LockTimeoutError):
+        writer.sql("INSERT INTO t VALUES (4)")
+    assert reader.sql("COMMIT").status == "COMMIT"
+    assert sorted(db.sql("SELECT id FROM t").rows) == [(1,), (2,), (3,)]
+    db.close()
+
+    # over --pg: psycopg's default mode, a reading connection left idle in its block
+    w = wire()
+    w.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    r = wire()
+    r.autocommit = False
+    assert r.execute("SELECT count(*) FROM t").fetchall() == [(0,)]   # psycopg: BEGIN
+    assert w.execute("INSERT INTO t VALUES (1)").statusmessage == "INSERT 0 1"
+    assert r.execute("SELECT id FROM t").fetchall() == [(1,)]
+    r.rollback()

@@ -45,6 +45,9 @@ class Session:
         self.sql_failed = False       # a statement in it failed: 25P02 until ROLLBACK
         self.begin_joins = False      # SQL's BEGIN joins an open transaction (the server's)
         self.sql_read_only = False    # the block is READ ONLY: its writes are 25006
+        # the block reads one state throughout (REPEATABLE READ): its BEGIN began the
+        # transaction; else its first write does (Session.writing)
+        self.sql_snapshot = False
         # in the block: (the settings at its BEGIN, those its COMMIT keeps), else None
         self.sql_settings = None
         self.savepoints: list = []    # SQL's SAVEPOINTs in it: (name, frames written then)
@@ -66,7 +69,9 @@ class Session:
 
     @property
     def in_transaction(self) -> bool:
-        return self.tx is not None
+        """Is a transaction open: begun, or SQL's block (BEGIN's), which begins its
+        transaction at its first write?"""
+        return self.tx is not None or self.sql_block
 
     def transaction(self) -> "TransactionScope":
         """Group writes into one commit; an exception inside rolls all of them back.
@@ -77,7 +82,12 @@ class Session:
         return TransactionScope(self, join=False)
 
     def writing(self) -> "TransactionScope":
-        """This session's open transaction, or a new one that commits on exit."""
+        """This session's open transaction, or a new one that commits on exit. In
+        SQL's block that has not written yet, its transaction begins here (it takes
+        the writer lock at its first write, as a reading block keeps no writer
+        waiting) and stays open to the block's COMMIT."""
+        if self.sql_block and self.tx is None:
+            self.begin()
         return TransactionScope(self, join=True)
 
     def begin(self, scoped: bool = False) -> None:

@@ -267,7 +267,7 @@ def fail_block(session) -> None:
     """A statement failed in `session`: in SQL's transaction block (BEGIN's) the block
     is failed — everything but its end answers 25P02, and COMMIT rolls it back — as
     PostgreSQL fails it at any error, a syntax error included."""
-    if session.sql_block and session.tx is not None:
+    if session.sql_block:
         session.sql_failed = True
 
 
@@ -305,7 +305,7 @@ def _each(session, compiled: tuple, params, copy_data):
     if params and len(compiled) > 1:
         fail_block(session)
         raise SqlError("42601", "cannot insert multiple commands into a prepared statement")
-    if len(compiled) > 1 and session.tx is None and _implicit(compiled):
+    if len(compiled) > 1 and not session.in_transaction and _implicit(compiled):
         # PostgreSQL's implicit transaction: a text of several statements outside a
         # block commits whole at its end, or nothing of it where one fails
         session.begin()
@@ -338,7 +338,7 @@ def _params(params):
 
 
 def _run_one(session, c: Compiled, params, copy_data=None) -> SqlResult:
-    if session.sql_failed and session.tx is not None:
+    if session.sql_failed and session.in_transaction:
         if not (c.kind == "transaction" and c.impl.ends_transaction):
             raise SqlError("25P02", "current transaction is aborted, commands ignored until "
                                     "end of transaction block")
@@ -347,21 +347,20 @@ def _run_one(session, c: Compiled, params, copy_data=None) -> SqlResult:
     try:
         if c.files and not session.server_files:
             privileges.check(c.files, params)
-        if session.sql_read_only and session.tx is not None and c.kind in ("write", "ddl"):
+        if session.sql_read_only and session.sql_block and c.kind in ("write", "ddl"):
             raise ReadOnlyError("cannot execute this statement in a read-only transaction")
         ctx = Context(session, None if c.as_of is None else _as_of(c, params, session),
                       copy_data)
         return c.impl.run(ctx, params)
     except BaseException as e:      # any failure: a raw one (a defect) must not half-apply
         tx = session.tx
-        if tx is not None:
-            if session.sql_block:
-                fail_block(session)
-            elif tx.frames != frames:
-                # the statement failed after some of its writes landed in an open
-                # (Python API) transaction: no savepoints to undo just those, so the
-                # transaction is undone and aborted (its commit raises 25P02)
-                session.engine.abort(tx)
+        if session.sql_block:
+            fail_block(session)
+        elif tx is not None and tx.frames != frames:
+            # the statement failed after some of its writes landed in an open
+            # (Python API) transaction: no savepoints to undo just those, so the
+            # transaction is undone and aborted (its commit raises 25P02)
+            session.engine.abort(tx)
         if isinstance(e, RecursionError):
             raise SqlError("54001", "stack depth limit exceeded") from None
         raise

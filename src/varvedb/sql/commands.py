@@ -76,7 +76,7 @@ class DiscardCommand:
     def run(self, ctx, params) -> SqlResult:
         s = ctx.session
         if self.what == "ALL":
-            if s.tx is not None:        # (as VACUUM: BEGIN's, or a Python transaction's)
+            if s.in_transaction:        # (as VACUUM: BEGIN's, or a Python transaction's)
                 raise SqlError("25001", "DISCARD ALL cannot run inside a transaction block")
             s.settings.clear()
             DeallocateCommand(None).run(ctx, params)
@@ -131,7 +131,7 @@ class VacuumCommand:
                                         "with its zone")
 
     def run(self, ctx, params) -> SqlResult:
-        if ctx.session.tx is not None:
+        if ctx.session.in_transaction:
             raise SqlError("25001", "VACUUM cannot run inside a transaction block")
         ctx.engine.vacuum(self.keep)
         return SqlResult([], [], "VACUUM")
@@ -166,7 +166,7 @@ class SetCommand:
             if spec is None:
                 raise SqlError("42704", f'unrecognized configuration parameter "{self.name}"')
             value = None if self.reset else _parse(self.name, spec[1], self.value)
-        block = s.sql_settings if s.sql_block and s.tx is not None else None
+        block = s.sql_settings if s.sql_block else None
         if self.local and block is None:
             return SqlResult([], [], tag)   # PostgreSQL warns: no block for it to last
         # the session's settings now, and (in a block, for SET without LOCAL) those
@@ -241,6 +241,7 @@ class TransactionCommand:
         self.tag = None
         self.chain = bool(getattr(stmt, "chain", False))
         self.read_only = False
+        self.snapshot = False       # REPEATABLE READ / SERIALIZABLE: one state throughout
         if k in (TransactionStmtKind.TRANS_STMT_BEGIN, TransactionStmtKind.TRANS_STMT_START):
             self.verb = "BEGIN"
             if k == TransactionStmtKind.TRANS_STMT_START:
@@ -248,6 +249,8 @@ class TransactionCommand:
             for opt in stmt.options or ():
                 if opt.defname == "transaction_read_only":
                     self.read_only = bool(getattr(opt.arg.val, "ival", 0))
+                elif opt.defname == "transaction_isolation":
+                    self.snapshot = getattr(opt.arg.val, "sval", "") in _SNAPSHOT_LEVELS
         elif k == TransactionStmtKind.TRANS_STMT_COMMIT:
             self.verb = "COMMIT"
         elif k == TransactionStmtKind.TRANS_STMT_ROLLBACK:
@@ -265,7 +268,7 @@ class TransactionCommand:
         if self.verb in ("SAVEPOINT", "RELEASE", "ROLLBACK TO"):
             return self._savepoint(s)
         if self.verb == "BEGIN":
-            if s.tx is not None and s.sql_block:
+            if s.sql_block:
                 # PostgreSQL: WARNING 25001, and the block goes on as it was
                 return SqlResult([], [], self.tag or "BEGIN")
             s.savepoints = []
@@ -274,9 +277,7 @@ class TransactionCommand:
             else:
                 if s.tx is not None:
                     raise SqlError("25001", "there is already a transaction in progress")
-                s.begin()
-                s.sql_block = True
-                s.sql_failed = False
+                self._open(s, self.snapshot or s.begin_joins)
             s.sql_read_only = self.read_only
             s.sql_settings = (dict(s.settings), dict(s.settings))
             return SqlResult([], [], self.tag or "BEGIN")
@@ -287,12 +288,12 @@ class TransactionCommand:
             raise SqlError("25000", f"{self.verb} inside a Python transaction: leave its "
                                     "with block to commit (or raise to roll back)")
         s.savepoints = []
-        failed = s.sql_failed
-        read_only = s.sql_read_only
+        failed, block = s.sql_failed, s.sql_block
+        read_only, snapshot = s.sql_read_only, s.sql_snapshot
         s.sql_failed = False
         s.sql_block = False
         s.sql_read_only = False
-        if s.tx is None:
+        if not block and s.tx is None:
             if self.chain:
                 raise SqlError("25P01", f"{self.verb} AND CHAIN can only be used in "
                                         "transaction blocks")
@@ -300,11 +301,12 @@ class TransactionCommand:
             return SqlResult([], [], self.verb)
         rolled_back = self.verb == "ROLLBACK" or failed
         _end_settings(s, rolled_back)
-        if rolled_back:
+        status = "ROLLBACK" if rolled_back else "COMMIT"
+        if s.tx is None:
+            pass        # a block that wrote nothing took no transaction to end
+        elif rolled_back:
             s.rollback()
-            status = "ROLLBACK"
         else:
-            status = "COMMIT"
             try:
                 s.commit()
             except TransactionError as e:
@@ -313,11 +315,26 @@ class TransactionCommand:
                 s.rollback()
                 status = "ROLLBACK"
         if self.chain:      # the next block, of the same mode
-            s.begin()
-            s.sql_block = True
+            self._open(s, snapshot or s.begin_joins)
             s.sql_read_only = read_only
             s.sql_settings = (dict(s.settings), dict(s.settings))
         return SqlResult([], [], status)
+
+    @staticmethod
+    def _open(s, snapshot: bool) -> None:
+        """Open SQL's block. READ COMMITTED (PostgreSQL's default): each statement
+        reads the newest commit, and the block takes the writer lock at its first
+        write (Session.writing), so a block that only reads keeps no writer waiting;
+        once it holds the lock nothing else commits, so its writes act on what it
+        reads from then on. REPEATABLE READ and SERIALIZABLE take the lock here:
+        every statement reads the state at BEGIN, which no commit can pass. (So
+        does a block in a transaction the server opened over HTTP: it ends when
+        its session's transaction does.)"""
+        if snapshot:
+            s.begin()
+        s.sql_block = True
+        s.sql_failed = False
+        s.sql_snapshot = snapshot
 
     def _savepoint(self, s) -> SqlResult:
         """SAVEPOINT, RELEASE and ROLLBACK TO. A rollback to a savepoint is taken
@@ -326,11 +343,12 @@ class TransactionCommand:
         blocks and type lookups do): undoing part of a transaction's writes is
         not supported, and that answers an error and leaves the transaction
         failed, so its writes can only be rolled back whole."""
-        if s.tx is None or not s.sql_block:
+        if not s.sql_block:
             raise SqlError("25P01", f"{self.verb} can only be used in transaction blocks")
         names = [n for n, _ in s.savepoints]
+        frames = s.tx.frames if s.tx is not None else 0    # none: it wrote nothing yet
         if self.verb == "SAVEPOINT":
-            s.savepoints.append((self.savepoint, s.tx.frames))
+            s.savepoints.append((self.savepoint, frames))
             return SqlResult([], [], "SAVEPOINT")
         if self.savepoint not in names:
             s.sql_failed = True
@@ -339,7 +357,7 @@ class TransactionCommand:
         if self.verb == "RELEASE":
             del s.savepoints[at:]
             return SqlResult([], [], "RELEASE")
-        if s.tx.aborted or s.tx.frames != s.savepoints[at][1]:
+        if (s.tx is not None and s.tx.aborted) or frames != s.savepoints[at][1]:
             s.sql_failed = True
             raise NotSupportedError(f'rolling back to savepoint "{self.savepoint}" would undo '
                                     "writes made since it, which is not supported: roll the "
@@ -349,6 +367,7 @@ class TransactionCommand:
         return SqlResult([], [], "ROLLBACK")
 
 
+_SNAPSHOT_LEVELS = ("repeatable read", "serializable")
 _SAVEPOINT_VERBS = {TransactionStmtKind.TRANS_STMT_SAVEPOINT: "SAVEPOINT",
                     TransactionStmtKind.TRANS_STMT_RELEASE: "RELEASE",
                     TransactionStmtKind.TRANS_STMT_ROLLBACK_TO: "ROLLBACK TO"}
