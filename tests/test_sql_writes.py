@@ -87,3 +87,32 @@ def test_a_column_assigned_twice_is_refused(pg_conn, tmp_path):
         "UPDATE t SET n = 9, m = 9",
     ], "SELECT n, m FROM t")
     assert answers[2] == answers[3] == ("err", "42601")
+
+
+def test_on_conflict_sets_a_sparsevec_from_excluded(pg_conn, tmp_path):
+    # red-team 9 f11: EXCLUDED.sp was a plain column, and the upsert a raw AttributeError
+    pg_conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    answers_as_postgresql(pg_conn, tmp_path, [
+        "CREATE TABLE t (id int PRIMARY KEY, sp sparsevec(5), n int)",
+        "INSERT INTO t VALUES (1, '{1:1}/5', 1), (2, '{3:1}/5', 2)",
+        "INSERT INTO t VALUES (1, '{2:3}/5', 3), (2, NULL, 4), (3, '{5:2}/5', 5) "
+        "ON CONFLICT (id) DO UPDATE SET sp = EXCLUDED.sp",
+        "INSERT INTO t (id, n) VALUES (3, 6) ON CONFLICT (id) DO UPDATE SET sp = EXCLUDED.sp",
+    ], "SELECT id, sp::text, n FROM t")
+
+
+@pytest.mark.parametrize("sql", [
+    "INSERT INTO t VALUES (2, $1)", "INSERT INTO t VALUES (2, $1) ON CONFLICT (id) DO NOTHING",
+    "INSERT INTO t VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v"])
+def test_a_ragged_list_for_a_vector_is_a_dimension_error(tmp_path, sql):
+    # red-team 9 f12: the rewording of the DimensionError raised numpy's ValueError
+    db = vv.connect(str(tmp_path / "r.varve"))
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, v vector(3))")
+    db.sql("INSERT INTO t VALUES (1, '[1,2,3]')")
+    with pytest.raises(vv.DimensionError) as e:
+        db.sql(sql, [[1, [2, 3], 4]])
+    assert e.value.sqlstate == "22000"
+    with pytest.raises(vv.DimensionError, match="expected 3 dimensions, not 2"):
+        db.sql(sql, [np.array([1.0, 2.0])])
+    assert db.sql("SELECT id, v FROM t").rows[0][0] == 1
+    db.close()

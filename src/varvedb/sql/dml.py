@@ -405,14 +405,22 @@ def _in_postgres_words(schema, rows: list[dict]):
         for r in rows:
             for name, v in r.items():
                 f = schema.fields.get(name)
-                if f is not None and f.kind == "vector" and v is not None \
-                        and np.ndim(v) == 1 and np.shape(v)[0] != f.dim:
+                if f is None or f.kind != "vector" or v is None:
+                    continue
+                try:
+                    shape = np.shape(v)
+                except ValueError:      # a ragged list: no shape, schema.py's words
+                    continue
+                if len(shape) == 1 and shape[0] != f.dim:
                     raise DimensionError(f"expected {f.dim} dimensions, not "
-                                         f"{np.shape(v)[0]}") from None
+                                         f"{shape[0]}") from None
         raise
 
 
 def _val_of(kind: str, vals, nulls) -> E.Val:
+    if kind == "sparsevec":         # coerce_values' blobs: a column holds its block
+        from ..sparse import SparseBlock
+        return E.Val(kind, SparseBlock.of_blobs(vals), np.asarray(nulls, bool))
     if isinstance(vals, list):
         return E.Val(kind, E.object_array(vals), np.asarray(nulls, bool))
     return E.Val(kind, vals, np.asarray(nulls, bool))
