@@ -5,9 +5,11 @@ Each connection is a thread of its own with a blocking socket, as each is a
 process in PostgreSQL: it reads a message, runs it and answers, so a query
 costs one wake-up of one thread; the kernels release the GIL, so connections
 search in parallel. Statements run one at a time, in the order they came.
-Outside a BEGIN each statement commits on its own (as `db.sql()` does): the
-extended protocol's implicit transaction up to Sync is not kept, so a pipeline
-of writes without BEGIN is several commits. An error answers ErrorResponse
+Outside a BEGIN a simple query's text is one implicit transaction (as `db.sql()`
+runs one: all of its statements commit, or none where one fails), and the
+extended protocol's writes run in its implicit transaction up to Sync: a
+pipeline of writes without BEGIN commits at the Sync, or not at all after an
+error in it. An error answers ErrorResponse
 with its SQLSTATE and, in the extended protocol, skips the messages up to
 Sync; inside BEGIN the transaction is failed (ReadyForQuery 'E', 25P02) until
 ROLLBACK, as PostgreSQL does. Answers to the extended protocol's messages wait
