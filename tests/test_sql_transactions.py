@@ -198,6 +198,9 @@ def test_a_block_that_only_reads_keeps_no_writer_waiting(tmp_path, wire):
     reader, writer = db.session(), db.session()
     reader.sql("BEGIN")
     assert reader.sql("SELECT count(*) FROM t").rows == [(0,)]
+    with pytest.raises(vv.TransactionError):     # the block is open, as it was before
+        with reader.transaction():
+            pass
     writer.sql("INSERT INTO t VALUES (1)")              # no lock held: it commits
     # READ COMMITTED: each statement reads the newest commit
     assert reader.sql("SELECT id FROM t").rows == [(1,)]

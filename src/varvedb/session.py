@@ -94,7 +94,8 @@ class Session:
         """Open a transaction (the explicit form of `with s.transaction()`).
         scoped: a `with` block opens it and ends it on the way out, so no
         finalizer need roll it back when the session is dropped open."""
-        if self.tx is not None:
+        if self.tx is not None or (scoped and self.sql_block):
+            # (SQL's block that has not written yet: its first write begins it)
             raise TransactionError("this session already has an open transaction")
         if self._tx is not None:     # ended under it (a close rolled it back)
             self._take_tx("begin")
