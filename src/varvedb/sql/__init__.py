@@ -5,8 +5,11 @@ keeps the last 512 texts), so a repeated query pays no parse: running it
 binds the compiled form to the current schema and a snapshot, plans it onto
 query/plan.py nodes and runs it with query/execute.py — there is no second
 executor. Writes run through the same engine verbs as the Python API, in the
-session's transaction (BEGIN ... COMMIT) or, outside one, in a transaction
-of their own that commits when the statement returns.
+session's transaction (BEGIN ... COMMIT, which takes the writer lock at the
+block's first write) or, outside one, in a transaction of their own that
+commits when the statement returns (a text of several statements: when its
+last returns, or not at all where one fails — PostgreSQL's implicit
+transaction).
 
 A text that differs from an earlier one only in its literals (`... WHERE id =
 17`, then `... id = 18`: what the simple query protocol's clients send) runs,
