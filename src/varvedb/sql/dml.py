@@ -622,6 +622,12 @@ class Copy:
             raise SqlError("22023", f"COPY delimiter cannot be {self.delimiter!r}")
         if not isinstance(self.null, str):
             raise SqlError("22023", "COPY null is a string")
+        # a CSV field as written (with its quotes) and the delimiter after it: which
+        # fields of a record were quoted (findall may add an empty one at its end).
+        # Every character but the delimiter outside quotes is taken (a lone quote
+        # too), possessively: no backtracking, whatever the line holds
+        d = re.escape(self.delimiter)
+        self._csv_field = re.compile(f'((?:"[^"]*(?:"|$)|[^"{d}]+)*+)(?:{d}|$)')
         self._escape = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|(.)|$)|"
                                   + re.escape(self.delimiter), re.S)
 
@@ -737,6 +743,9 @@ class Copy:
                 yield line + "\n"
         reader = csv.reader(feed(), delimiter=self.delimiter)
         null = self.null
+        # a quoted field that reads as the null string holds this (the empty one
+        # is written "" whatever else its field holds)
+        marker = '""' if null == "" else '"'
         while True:
             try:
                 rec = next(reader)
@@ -747,11 +756,12 @@ class Copy:
             at[1] = 0
             rec = rec or [""]
             # NULL is a field that matches the null string unquoted ("" is the empty
-            # string): csv reads both alike, so a record with a quote and a field
-            # that matches is read again for which of its fields were quoted
-            if null in rec and any('"' in line for line in raw):
-                quoted = _quoted_fields("\n".join(raw), self.delimiter)
-                rec = [None if v == null and not q else v for v, q in zip(rec, quoted)]
+            # string): csv reads both alike, so a record that may hold a quoted one
+            # is read again for which of its fields were quoted
+            text = raw[0] if len(raw) == 1 else "\n".join(raw)
+            if marker in text and null in rec:
+                rec = [None if v == null and '"' not in f else v
+                       for v, f in zip(rec, self._csv_field.findall(text))]
             else:
                 rec = [None if v == null else v for v in rec]
             raw.clear()
@@ -868,22 +878,6 @@ def _open_regular(filename: str):
     except BaseException:
         os.close(fd)
         raise
-
-
-def _quoted_fields(record: str, delimiter: str) -> list[bool]:
-    """Which fields of a CSV record hold a quote (PostgreSQL's: such a field is
-    never NULL). Run only for a record with a quote and a field that matches the
-    null string."""
-    out, quoted, inside = [], False, False
-    for ch in record:
-        if ch == '"':
-            inside = not inside
-            quoted = True
-        elif ch == delimiter and not inside:
-            out.append(quoted)
-            quoted = False
-    out.append(quoted)
-    return out
 
 
 def _lines(fh, where):
