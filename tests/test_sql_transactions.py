@@ -125,6 +125,15 @@ def test_a_begin_inside_the_block_changes_nothing(pg_conn, tmp_path, wire):
     answers, rows = same_everywhere(pg_conn, tmp_path, wire, T, [
         "BEGIN", "INSERT INTO t VALUES (1)", "BEGIN", "INSERT INTO t VALUES (2)", "COMMIT"])
     assert answers[-1] == ("ok", "COMMIT") and rows == [(1,), (2,)]
+    # and warns, as PostgreSQL does (psycopg hands a notice to its handlers)
+    notices = []
+    w = wire()
+    w.add_notice_handler(lambda d: notices.append((d.severity, d.sqlstate)))
+    w.execute("BEGIN")
+    w.execute("BEGIN")
+    w.execute("COMMIT")
+    w.execute("COMMIT")
+    assert notices == [("WARNING", "25001"), ("WARNING", "25P01")]
 
 
 def test_and_chain_opens_the_next_block(pg_conn, tmp_path, wire):

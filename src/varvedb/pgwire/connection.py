@@ -533,7 +533,7 @@ class Connection:
         if result.columns and end < len(rows):
             out.append(M.PORTAL_SUSPENDED)
         else:
-            out.append(M.command_complete(result.status))
+            out += _tag(result)
         return out
 
     def close(self, b: Body) -> bytes:
@@ -721,10 +721,19 @@ def _render(result) -> list[bytes]:
     if result.copy_data is not None:
         return _copy_out(result)
     if not result.columns:
-        return [M.command_complete(result.status)]
+        return _tag(result)
     head, encoders, _ = _describe(result, [])
     return [head, *_data_rows(result.rows, 0, len(result.rows), encoders),
             M.command_complete(result.status)]
+
+
+def _tag(result) -> list[bytes]:
+    """A statement's CommandComplete, after its WARNING where it has one."""
+    tag = M.command_complete(result.status)
+    if result.notice is None:
+        return [tag]
+    return [M.error({"S": "WARNING", "V": "WARNING", "C": result.notice[0],
+                     "M": result.notice[1]}, notice=True), tag]
 
 
 def _kind(text: str) -> str | None:

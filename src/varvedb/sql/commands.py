@@ -270,7 +270,8 @@ class TransactionCommand:
         if self.verb == "BEGIN":
             if s.sql_block:
                 # PostgreSQL: WARNING 25001, and the block goes on as it was
-                return SqlResult([], [], self.tag or "BEGIN")
+                return _warned(SqlResult([], [], self.tag or "BEGIN"), "25001",
+                               "there is already a transaction in progress")
             s.savepoints = []
             if s.tx is not None and s.begin_joins:
                 s.sql_block = True     # its failed state (sql_failed) stays as it was
@@ -297,8 +298,9 @@ class TransactionCommand:
             if self.chain:
                 raise SqlError("25P01", f"{self.verb} AND CHAIN can only be used in "
                                         "transaction blocks")
-            # PostgreSQL warns and carries on: there is no transaction in progress
-            return SqlResult([], [], self.verb)
+            # PostgreSQL warns and carries on
+            return _warned(SqlResult([], [], self.verb), "25P01",
+                           "there is no transaction in progress")
         rolled_back = self.verb == "ROLLBACK" or failed
         _end_settings(s, rolled_back)
         status = "ROLLBACK" if rolled_back else "COMMIT"
@@ -365,6 +367,11 @@ class TransactionCommand:
         del s.savepoints[at + 1:]
         s.sql_failed = False
         return SqlResult([], [], "ROLLBACK")
+
+
+def _warned(result: SqlResult, sqlstate: str, message: str) -> SqlResult:
+    result.notice = (sqlstate, message)
+    return result
 
 
 _SNAPSHOT_LEVELS = ("repeatable read", "serializable")
