@@ -429,3 +429,21 @@ def test_copy_to_stdout_writes_what_postgresql_writes(tmp_path, pg_conn):
         ours = d.sql(statement).copy_data
         assert sorted(ours.splitlines()) == sorted(pg(statement).splitlines()), statement
     d.close()
+
+
+@pytest.mark.parametrize("options, data", [
+    ("FORMAT csv", '1,"",a\n2,,b\n3,"x ""y""",\n4,"a\nb",""\n'),
+    ("FORMAT csv, NULL 'N'", '1,N,"N"\n2,"",N\n3,"N,",x\n'),
+    ("FORMAT csv, DELIMITER ';'", '1;"";\n2;;""\n'),
+])
+def test_copy_csv_null_is_the_unquoted_null_string_only(db, pg_conn, options, data):
+    # red-team 9 f03: a quoted "" (or a quoted null string) was read as NULL
+    pg_conn.execute("CREATE TABLE q (id int PRIMARY KEY, s text, k text)")
+    with pg_conn.cursor().copy(f"COPY q FROM STDIN ({options})") as copy:
+        copy.write(data)
+    check = "SELECT id, s, s IS NULL, k, k IS NULL FROM q ORDER BY id"
+    want = pg_conn.execute(check).fetchall()
+    db = db[0]
+    db.sql("CREATE TABLE q (id int PRIMARY KEY, s text, k text)")
+    db.sql(f"COPY q FROM STDIN ({options})", copy_data=data)
+    assert db.sql(check).rows == want

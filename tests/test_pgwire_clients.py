@@ -246,6 +246,29 @@ def test_asyncpg_writes_in_a_transaction_and_rolls_back(server):
     assert run(go()) == (0, 7)
 
 
+def test_a_prepared_statement_whose_columns_ddl_changed_is_prepared_again(server):
+    # red-team 9 f06: the kept statement sent float8 rows under its int8 description
+    # (asyncpg decoded them silently wrong); PostgreSQL's 0A000 makes asyncpg prepare
+    # it again
+    async def go():
+        async with asyncpg_connection(server) as conn:
+            await conn.execute("CREATE TABLE f06 (id int PRIMARY KEY, n bigint)")
+            await conn.execute("INSERT INTO f06 VALUES (1, 7)")
+            q = "SELECT id, n FROM f06 WHERE id = $1"       # asyncpg prepares, keeps it
+            first = tuple(await conn.fetchrow(q, 1))
+            await conn.execute("ALTER TABLE f06 DROP COLUMN n")
+            await conn.execute("ALTER TABLE f06 ADD COLUMN n float8")
+            await conn.execute("UPDATE f06 SET n = 1.5")
+            second = tuple(await conn.fetchrow(q, 1))
+            stmt = await conn.prepare(q)
+            await conn.execute("ALTER TABLE f06 DROP COLUMN n")
+            await conn.execute("ALTER TABLE f06 ADD COLUMN n text")
+            with pytest.raises(asyncpg.exceptions.FeatureNotSupportedError):
+                await stmt.fetchrow(1)      # a prepared statement of its own: refused
+            return first, second
+    assert run(go()) == ((1, 7), (1, 1.5))
+
+
 # ---- SQLAlchemy ----------------------------------------------------------------------
 
 def test_sqlalchemy_connects_and_runs_core_and_text_queries(server):

@@ -200,9 +200,12 @@ class SqlResult:
     ("vector(3)", "float": schema.Field.array_of; None elsewhere).
     `copy_data` is what COPY ... TO STDOUT wrote (bytes; None for any other
     statement), and `copy_ends` where each of its rows ends in it (the wire sends
-    each row as a CopyData message of its own, as PostgreSQL does)."""
+    each row as a CopyData message of its own, as PostgreSQL does). `notice` is
+    PostgreSQL's WARNING for a statement that ran but changed nothing it was asked
+    to, as (SQLSTATE, message) — a BEGIN inside a block, a COMMIT outside one —
+    else None."""
     __slots__ = ("columns", "rows", "status", "rowcount", "plan", "kinds", "copy_data",
-                 "elements", "copy_ends")
+                 "elements", "copy_ends", "notice")
 
     def __init__(self, columns: list[str], rows: list[tuple], status: str,
                  rowcount: int | None = None, plan=None, kinds: list | None = None,
@@ -217,6 +220,7 @@ class SqlResult:
         self.copy_data = copy_data
         self.elements = elements if elements is not None else [None] * len(columns)
         self.copy_ends = copy_ends
+        self.notice = None
 
     def __len__(self) -> int:
         return len(self.rows)

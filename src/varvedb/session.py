@@ -44,6 +44,12 @@ class Session:
         self.sql_block = False        # a transaction SQL's BEGIN opened
         self.sql_failed = False       # a statement in it failed: 25P02 until ROLLBACK
         self.begin_joins = False      # SQL's BEGIN joins an open transaction (the server's)
+        self.sql_read_only = False    # the block is READ ONLY: its writes are 25006
+        # the block reads one state throughout (REPEATABLE READ): its BEGIN began the
+        # transaction; else its first write does (Session.writing)
+        self.sql_snapshot = False
+        # in the block: (the settings at its BEGIN, those its COMMIT keeps), else None
+        self.sql_settings = None
         self.savepoints: list = []    # SQL's SAVEPOINTs in it: (name, frames written then)
         # may it read files of this machine (COPY FROM 'file'; embed() with a spec, or a
         # field made with an embedder, that loads a model from disk)? An embedded caller
@@ -63,7 +69,9 @@ class Session:
 
     @property
     def in_transaction(self) -> bool:
-        return self.tx is not None
+        """Is a transaction open: begun, or SQL's block (BEGIN's), which begins its
+        transaction at its first write?"""
+        return self.tx is not None or self.sql_block
 
     def transaction(self) -> "TransactionScope":
         """Group writes into one commit; an exception inside rolls all of them back.
@@ -74,14 +82,20 @@ class Session:
         return TransactionScope(self, join=False)
 
     def writing(self) -> "TransactionScope":
-        """This session's open transaction, or a new one that commits on exit."""
+        """This session's open transaction, or a new one that commits on exit. In
+        SQL's block that has not written yet, its transaction begins here (it takes
+        the writer lock at its first write, as a reading block keeps no writer
+        waiting) and stays open to the block's COMMIT."""
+        if self.sql_block and self.tx is None:
+            self.begin()
         return TransactionScope(self, join=True)
 
     def begin(self, scoped: bool = False) -> None:
         """Open a transaction (the explicit form of `with s.transaction()`).
         scoped: a `with` block opens it and ends it on the way out, so no
         finalizer need roll it back when the session is dropped open."""
-        if self.tx is not None:
+        if self.tx is not None or (scoped and self.sql_block):
+            # (SQL's block that has not written yet: its first write begins it)
             raise TransactionError("this session already has an open transaction")
         if self._tx is not None:     # ended under it (a close rolled it back)
             self._take_tx("begin")

@@ -5,9 +5,11 @@ Each connection is a thread of its own with a blocking socket, as each is a
 process in PostgreSQL: it reads a message, runs it and answers, so a query
 costs one wake-up of one thread; the kernels release the GIL, so connections
 search in parallel. Statements run one at a time, in the order they came.
-Outside a BEGIN each statement commits on its own (as `db.sql()` does): the
-extended protocol's implicit transaction up to Sync is not kept, so a pipeline
-of writes without BEGIN is several commits. An error answers ErrorResponse
+Outside a BEGIN a simple query's text is one implicit transaction (as `db.sql()`
+runs one: all of its statements commit, or none where one fails), and the
+extended protocol's writes run in its implicit transaction up to Sync: a
+pipeline of writes without BEGIN commits at the Sync, or not at all after an
+error in it. An error answers ErrorResponse
 with its SQLSTATE and, in the extended protocol, skips the messages up to
 Sync; inside BEGIN the transaction is failed (ReadyForQuery 'E', 25P02) until
 ROLLBACK, as PostgreSQL does. Answers to the extended protocol's messages wait
@@ -30,7 +32,8 @@ from pglast.parser import ParseError, scan
 from .. import errors as E
 from ..cancel import CancelToken, running
 from ..query.pg_types import to_regtype
-from ..sql import compile_text, describe_write, run_compiled, run_each, run_shaped, shaped
+from ..sql import (compile_text, describe_write, fail_block, run_compiled, run_each,
+                   run_shaped, shaped)
 from ..sql.settings import REPORTED
 from ..sql.dml import PGCOPY
 from ..sql.params import param_types
@@ -57,7 +60,7 @@ _UNKNOWN = object()        # a Prepared's kind not looked up yet
 
 class Prepared:
     __slots__ = ("text", "oids", "params", "answer", "copy_in", "shaped", "compiled",
-                 "described", "size", "_kind")
+                 "described", "size", "_kind", "columns")
 
     def __init__(self, text: str, oids: list[int], params: int, answer=None):
         # a type OID a parameter (0: unspecified)
@@ -73,6 +76,8 @@ class Prepared:
         self.compiled = None          # its compile_text, kept from its first run
         self.described: dict = {}     # _describe's answers, by columns and formats
         self._kind = _UNKNOWN
+        # the (names, kinds) of the columns its Describe announced (None: not described)
+        self.columns = None
 
     def kind(self) -> str | None:
         """Its statement's kind (sql's Compiled.kind; None: an empty one), found once:
@@ -258,7 +263,7 @@ class Connection:
                     got = step(self, Body(body))
                 except E.VarveError as e:
                     self.skipping = True
-                    got = _error(e)
+                    got = self._failed(e)
                 if type(got) is list:
                     out += got
                 else:
@@ -477,13 +482,21 @@ class Connection:
             out[-1] = portal.columns if portal.columns is not None else M.NO_DATA
             out += rows
         except E.VarveError as e:
-            out.append(_error(e))
+            out.append(self._failed(e))
             failed = True
         if self.pending is not None:
             self._settle(out)
         if self.implicit:
             self._end_implicit(out, failed)
         out.append(self._ready())
+
+    def _failed(self, e: E.VarveError) -> bytes:
+        """An extended-protocol message's error: its answer; in a transaction block
+        (BEGIN's) the block is failed too, whichever message failed (a Parse's
+        syntax error, a Bind's), as PostgreSQL fails it."""
+        if self.session is not None:
+            fail_block(self.session)
+        return _error(e)
 
     def _end_implicit(self, out: list[bytes], failed: bool) -> None:
         """At a Sync: the implicit transaction's writes commit together, or, after an
@@ -520,7 +533,7 @@ class Connection:
         if result.columns and end < len(rows):
             out.append(M.PORTAL_SUSPENDED)
         else:
-            out.append(M.command_complete(result.status))
+            out += _tag(result)
         return out
 
     def close(self, b: Body) -> bytes:
@@ -598,6 +611,13 @@ class Connection:
             result = results[-1] if results else None
             if result is None:
                 raise E.SqlError("42601", "the statement is empty")
+            if stmt.columns is not None and _changed(stmt.columns, result):
+                # DDL since its Describe changed its columns: rows that no longer
+                # match what the client decodes them by are refused, as PostgreSQL
+                # refuses them (drivers then prepare the statement again)
+                e = E.SqlError("0A000", "cached plan must not change result type")
+                e.routine = "RevalidateCachedQuery"     # PostgreSQL's: asyncpg's cue
+                raise e
             if result.columns:
                 portal.columns, portal.encoders, portal.fixed = _describe(
                     result, portal.formats, portal.stmt.described)
@@ -628,7 +648,9 @@ class Connection:
         except E.VarveError:
             return M.NO_DATA
         if not results or not results[-1].columns:
+            stmt.columns = ((), ())
             return M.NO_DATA
+        stmt.columns = (tuple(results[-1].columns), tuple(results[-1].kinds))
         return _describe(results[-1], [])[0]
 
 
@@ -671,6 +693,16 @@ def _describe(result, formats: list[int], kept: dict | None = None) -> tuple:
     return got
 
 
+def _changed(columns: tuple, result) -> bool:
+    """Do a result's columns differ from those a Describe announced (names, kinds)?
+    A column described as of no kind (a parameter's, described with NULLs) is
+    text to the client, whatever an execution's values make it."""
+    names, kinds = columns
+    if tuple(result.columns) != names:
+        return True
+    return any(k is not None and k != got for k, got in zip(kinds, result.kinds))
+
+
 def _data_rows(rows: list, start: int, end: int, encoders, fixed=None) -> list[bytes]:
     def slow(row):
         return M.data_row([enc(v) for enc, v in zip(encoders, row)])
@@ -689,10 +721,19 @@ def _render(result) -> list[bytes]:
     if result.copy_data is not None:
         return _copy_out(result)
     if not result.columns:
-        return [M.command_complete(result.status)]
+        return _tag(result)
     head, encoders, _ = _describe(result, [])
     return [head, *_data_rows(result.rows, 0, len(result.rows), encoders),
             M.command_complete(result.status)]
+
+
+def _tag(result) -> list[bytes]:
+    """A statement's CommandComplete, after its WARNING where it has one."""
+    tag = M.command_complete(result.status)
+    if result.notice is None:
+        return [tag]
+    return [M.error({"S": "WARNING", "V": "WARNING", "C": result.notice[0],
+                     "M": result.notice[1]}, notice=True), tag]
 
 
 def _kind(text: str) -> str | None:
@@ -725,6 +766,9 @@ def _error(e: E.VarveError) -> bytes:
     position = getattr(e, "position", None)
     if position:
         fields["P"] = str(position)
+    routine = getattr(e, "routine", None)
+    if routine:
+        fields["R"] = routine
     return M.error(fields)
 
 

@@ -458,9 +458,19 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
         copy_data = body.get("copy_data")       # what a COPY ... FROM STDIN reads
         if copy_data is not None and not isinstance(copy_data, str):
             raise E.SqlError("22023", f"copy_data is a string, got {type(copy_data).__name__}")
-        from ..sql import compile_text
+        from ..sql import compile_text, fail_block
         from ..sql.select import rows_at_most
-        compiled = compile_text(text)
+        tid = transaction_named()
+        try:
+            compiled = compile_text(text)
+        except E.VarveError:
+            if tid is not None:     # SQL's block in it is failed, as by any error in it
+                try:
+                    with transactions.using(tid) as t:
+                        fail_block(t.session)
+                except E.VarveError:
+                    pass            # none such, or busy: the statement's error answers
+            raise
         kinds = {c.kind for c in compiled}
         # a write the server wraps in a transaction of its own, so that an answer
         # over the result cap is refused with nothing applied
@@ -492,7 +502,6 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
                 out["copy_data"] = r.copy_text()
             return out
 
-        tid = transaction_named()
         if tid is None:
             begin_left_open(compiled)
             return 200, encode(session_call(go))

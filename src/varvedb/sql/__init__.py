@@ -5,8 +5,11 @@ keeps the last 512 texts), so a repeated query pays no parse: running it
 binds the compiled form to the current schema and a snapshot, plans it onto
 query/plan.py nodes and runs it with query/execute.py — there is no second
 executor. Writes run through the same engine verbs as the Python API, in the
-session's transaction (BEGIN ... COMMIT) or, outside one, in a transaction
-of their own that commits when the statement returns.
+session's transaction (BEGIN ... COMMIT, which takes the writer lock at the
+block's first write) or, outside one, in a transaction of their own that
+commits when the statement returns (a text of several statements: when its
+last returns, or not at all where one fails — PostgreSQL's implicit
+transaction).
 
 A text that differs from an earlier one only in its literals (`... WHERE id =
 17`, then `... id = 18`: what the simple query protocol's clients send) runs,
@@ -29,12 +32,13 @@ import re
 from pglast import ast, parse_sql, visitors
 from pglast.parser import ParseError, scan
 
-from ..errors import NotFoundError, SqlError, VarveError
+from ..errors import NotFoundError, ReadOnlyError, SqlError, VarveError
 from ..schema import brief
 from . import placeholders, privileges, shapes
 from ..results import SqlResult
 
-__all__ = ["run", "run_each", "run_compiled", "compile_text", "SqlResult"]
+__all__ = ["run", "run_each", "run_compiled", "compile_text", "compiled_in", "fail_block",
+           "SqlResult"]
 
 _COMMENTS = frozenset(("SQL_COMMENT", "C_COMMENT"))
 _STRINGS = frozenset(("SCONST", "USCONST"))
@@ -227,7 +231,7 @@ def run(session, text: str, params=(), copy_data=None) -> SqlResult:
         params = _params(params)
     elif params and "%" in text and placeholders.applies(text):   # psycopg's %s
         text, params = placeholders.convert(text, params)
-    compiled = compile_text(text)
+    compiled = compiled_in(session, text)
     if len(compiled) == 1:
         return _run_one(session, compiled[0], params, copy_data)
     result = SqlResult([], [], "EMPTY")
@@ -242,10 +246,32 @@ def run_each(session, text: str, params=(), copy_data=None):
     A SELECT without parameters runs its shape's compiled form where it has one
     (shapes.py): the simple query protocol's clients send each value as a new text."""
     if not params and copy_data is None and isinstance(text, str):
-        got = shaped(text)
+        try:
+            got = shaped(text)
+        except BaseException:
+            fail_block(session)
+            raise
         if got is not None:
             return run_shaped(session, got)
-    return _each(session, compile_text(text), _params(params), copy_data)
+    return _each(session, compiled_in(session, text), _params(params), copy_data)
+
+
+def compiled_in(session, text: str) -> tuple[Compiled, ...]:
+    """compile_text for a statement of `session`: one that does not parse or compile
+    fails the session's transaction block, as any other error does (fail_block)."""
+    try:
+        return compile_text(text)
+    except BaseException:
+        fail_block(session)
+        raise
+
+
+def fail_block(session) -> None:
+    """A statement failed in `session`: in SQL's transaction block (BEGIN's) the block
+    is failed — everything but its end answers 25P02, and COMMIT rolls it back — as
+    PostgreSQL fails it at any error, a syntax error included."""
+    if session.sql_block:
+        session.sql_failed = True
 
 
 def run_compiled(session, compiled: tuple, params) -> list[SqlResult]:
@@ -280,9 +306,30 @@ def run_shaped(session, got):
 
 def _each(session, compiled: tuple, params, copy_data):
     if params and len(compiled) > 1:
+        fail_block(session)
         raise SqlError("42601", "cannot insert multiple commands into a prepared statement")
+    if len(compiled) > 1 and not session.in_transaction and _implicit(compiled):
+        # PostgreSQL's implicit transaction: a text of several statements outside a
+        # block commits whole at its end, or nothing of it where one fails
+        session.begin()
+        try:
+            for c in compiled:
+                yield _run_one(session, c, params, copy_data)
+        except BaseException:
+            session.rollback()
+            raise
+        session.commit()
+        return
     for c in compiled:
         yield _run_one(session, c, params, copy_data)
+
+
+def _implicit(compiled: tuple) -> bool:
+    """Does a text of these statements run in one implicit transaction? Where it may
+    write and holds no BEGIN, COMMIT or ROLLBACK of its own (those end it and start a
+    block, in PostgreSQL: here each of its statements runs as it would alone)."""
+    kinds = {c.kind for c in compiled}
+    return bool(kinds & {"write", "ddl"}) and "transaction" not in kinds
 
 
 def _params(params):
@@ -294,7 +341,7 @@ def _params(params):
 
 
 def _run_one(session, c: Compiled, params, copy_data=None) -> SqlResult:
-    if session.sql_failed and session.tx is not None:
+    if session.sql_failed and session.in_transaction:
         if not (c.kind == "transaction" and c.impl.ends_transaction):
             raise SqlError("25P02", "current transaction is aborted, commands ignored until "
                                     "end of transaction block")
@@ -303,19 +350,20 @@ def _run_one(session, c: Compiled, params, copy_data=None) -> SqlResult:
     try:
         if c.files and not session.server_files:
             privileges.check(c.files, params)
+        if session.sql_read_only and session.sql_block and c.kind in ("write", "ddl"):
+            raise ReadOnlyError("cannot execute this statement in a read-only transaction")
         ctx = Context(session, None if c.as_of is None else _as_of(c, params, session),
                       copy_data)
         return c.impl.run(ctx, params)
     except BaseException as e:      # any failure: a raw one (a defect) must not half-apply
         tx = session.tx
-        if tx is not None:
-            if session.sql_block:
-                session.sql_failed = True
-            elif tx.frames != frames:
-                # the statement failed after some of its writes landed in an open
-                # (Python API) transaction: no savepoints to undo just those, so the
-                # transaction is undone and aborted (its commit raises 25P02)
-                session.engine.abort(tx)
+        if session.sql_block:
+            fail_block(session)
+        elif tx is not None and tx.frames != frames:
+            # the statement failed after some of its writes landed in an open
+            # (Python API) transaction: no savepoints to undo just those, so the
+            # transaction is undone and aborted (its commit raises 25P02)
+            session.engine.abort(tx)
         if isinstance(e, RecursionError):
             raise SqlError("54001", "stack depth limit exceeded") from None
         raise

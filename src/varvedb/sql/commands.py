@@ -76,7 +76,7 @@ class DiscardCommand:
     def run(self, ctx, params) -> SqlResult:
         s = ctx.session
         if self.what == "ALL":
-            if s.tx is not None:        # (as VACUUM: BEGIN's, or a Python transaction's)
+            if s.in_transaction:        # (as VACUUM: BEGIN's, or a Python transaction's)
                 raise SqlError("25001", "DISCARD ALL cannot run inside a transaction block")
             s.settings.clear()
             DeallocateCommand(None).run(ctx, params)
@@ -131,7 +131,7 @@ class VacuumCommand:
                                         "with its zone")
 
     def run(self, ctx, params) -> SqlResult:
-        if ctx.session.tx is not None:
+        if ctx.session.in_transaction:
             raise SqlError("25001", "VACUUM cannot run inside a transaction block")
         ctx.engine.vacuum(self.keep)
         return SqlResult([], [], "VACUUM")
@@ -146,6 +146,7 @@ class SetCommand:
         elif stmt.kind not in (VariableSetKind.VAR_SET_VALUE, VariableSetKind.VAR_RESET,
                                VariableSetKind.VAR_SET_DEFAULT):
             raise NotSupportedError(f"SET {self.name} in this form is not supported")
+        self.local = bool(stmt.is_local)
         self.value = None
         if stmt.args:
             if len(stmt.args) != 1 or not isinstance(stmt.args[0], ast.A_Const):
@@ -156,20 +157,39 @@ class SetCommand:
                 getattr(v, "fval", None)
 
     def run(self, ctx, params) -> SqlResult:
-        settings = ctx.session.settings
-        if self.name == "all":
-            settings.clear()
-            return SqlResult([], [], "RESET" if self.reset else "SET")
+        s = ctx.session
+        tag = "RESET" if self.reset else "SET"
         if self.name in _IGNORED:
-            return SqlResult([], [], "RESET" if self.reset else "SET")
-        spec = SETTINGS.get(self.name)
-        if spec is None:
-            raise SqlError("42704", f'unrecognized configuration parameter "{self.name}"')
-        if self.reset:
-            settings.pop(self.name, None)
-            return SqlResult([], [], "RESET")
-        settings[self.name] = _parse(self.name, spec[1], self.value)
-        return SqlResult([], [], "SET")
+            return SqlResult([], [], tag)
+        if self.name != "all":
+            spec = SETTINGS.get(self.name)
+            if spec is None:
+                raise SqlError("42704", f'unrecognized configuration parameter "{self.name}"')
+            value = None if self.reset else _parse(self.name, spec[1], self.value)
+        block = s.sql_settings if s.sql_block else None
+        if self.local and block is None:
+            return SqlResult([], [], tag)   # PostgreSQL warns: no block for it to last
+        # the session's settings now, and (in a block, for SET without LOCAL) those
+        # its COMMIT keeps
+        for settings in (s.settings,) if self.local or block is None \
+                else (s.settings, block[1]):
+            if self.name == "all":
+                settings.clear()
+            elif self.reset:
+                settings.pop(self.name, None)
+            else:
+                settings[self.name] = value
+        return SqlResult([], [], tag)
+
+
+def _end_settings(s, rolled_back: bool) -> None:
+    """The session's settings as its block ends: those at its BEGIN where it rolls
+    back, else those its SETs without LOCAL made (SET LOCAL lasts to the end)."""
+    got = s.sql_settings
+    s.sql_settings = None
+    if got is not None:
+        s.settings.clear()
+        s.settings.update(got[0] if rolled_back else got[1])
 
 
 def _parse(name: str, kind: str, value):
@@ -209,16 +229,28 @@ class TransactionCommand:
     """BEGIN / START TRANSACTION, COMMIT / END, ROLLBACK / ABORT: the session's
     transaction block. A BEGIN inside a transaction that no BEGIN opened is an
     error (25001), but in a session whose `begin_joins` is set (a transaction
-    the server opened over HTTP), where it makes that transaction the block."""
+    the server opened over HTTP), where it makes that transaction the block;
+    a BEGIN inside the block changes nothing (PostgreSQL warns). READ ONLY refuses
+    the block's writes (25006); AND CHAIN opens the next block, of the same mode,
+    as COMMIT or ROLLBACK ends one. SET in a block is undone by its ROLLBACK, and
+    SET LOCAL's lasts until the block ends (`_end_settings`)."""
     kind = "transaction"
 
     def __init__(self, stmt: ast.TransactionStmt):
         k = stmt.kind
         self.tag = None
+        self.chain = bool(getattr(stmt, "chain", False))
+        self.read_only = False
+        self.snapshot = False       # REPEATABLE READ / SERIALIZABLE: one state throughout
         if k in (TransactionStmtKind.TRANS_STMT_BEGIN, TransactionStmtKind.TRANS_STMT_START):
             self.verb = "BEGIN"
             if k == TransactionStmtKind.TRANS_STMT_START:
                 self.tag = "START TRANSACTION"
+            for opt in stmt.options or ():
+                if opt.defname == "transaction_read_only":
+                    self.read_only = bool(getattr(opt.arg.val, "ival", 0))
+                elif opt.defname == "transaction_isolation":
+                    self.snapshot = getattr(opt.arg.val, "sval", "") in _SNAPSHOT_LEVELS
         elif k == TransactionStmtKind.TRANS_STMT_COMMIT:
             self.verb = "COMMIT"
         elif k == TransactionStmtKind.TRANS_STMT_ROLLBACK:
@@ -235,16 +267,20 @@ class TransactionCommand:
         s = ctx.session
         if self.verb in ("SAVEPOINT", "RELEASE", "ROLLBACK TO"):
             return self._savepoint(s)
-        s.savepoints = []
         if self.verb == "BEGIN":
-            if s.tx is not None and s.begin_joins and not s.sql_block:
+            if s.sql_block:
+                # PostgreSQL: WARNING 25001, and the block goes on as it was
+                return _warned(SqlResult([], [], self.tag or "BEGIN"), "25001",
+                               "there is already a transaction in progress")
+            s.savepoints = []
+            if s.tx is not None and s.begin_joins:
                 s.sql_block = True     # its failed state (sql_failed) stays as it was
-                return SqlResult([], [], self.tag or "BEGIN")
-            if s.tx is not None:
-                raise SqlError("25001", "there is already a transaction in progress")
-            s.begin()
-            s.sql_block = True
-            s.sql_failed = False
+            else:
+                if s.tx is not None:
+                    raise SqlError("25001", "there is already a transaction in progress")
+                self._open(s, self.snapshot or s.begin_joins)
+            s.sql_read_only = self.read_only
+            s.sql_settings = (dict(s.settings), dict(s.settings))
             return SqlResult([], [], self.tag or "BEGIN")
         if s.tx is not None and not s.sql_block and not s.begin_joins:
             # a Python transaction (db.transaction()): its with block ends it; a
@@ -252,23 +288,55 @@ class TransactionCommand:
             # autocommit, ROLLBACK the same for its undo
             raise SqlError("25000", f"{self.verb} inside a Python transaction: leave its "
                                     "with block to commit (or raise to roll back)")
-        failed = s.sql_failed
+        s.savepoints = []
+        failed, block = s.sql_failed, s.sql_block
+        read_only, snapshot = s.sql_read_only, s.sql_snapshot
         s.sql_failed = False
         s.sql_block = False
+        s.sql_read_only = False
+        if not block and s.tx is None:
+            if self.chain:
+                raise SqlError("25P01", f"{self.verb} AND CHAIN can only be used in "
+                                        "transaction blocks")
+            # PostgreSQL warns and carries on
+            return _warned(SqlResult([], [], self.verb), "25P01",
+                           "there is no transaction in progress")
+        rolled_back = self.verb == "ROLLBACK" or failed
+        _end_settings(s, rolled_back)
+        status = "ROLLBACK" if rolled_back else "COMMIT"
         if s.tx is None:
-            # PostgreSQL warns and carries on: there is no transaction in progress
-            return SqlResult([], [], self.verb)
-        if self.verb == "ROLLBACK" or failed:
+            pass        # a block that wrote nothing took no transaction to end
+        elif rolled_back:
             s.rollback()
-            return SqlResult([], [], "ROLLBACK")
-        try:
-            s.commit()
-        except TransactionError as e:
-            if getattr(e, "sqlstate", "") == "25P02":
+        else:
+            try:
+                s.commit()
+            except TransactionError as e:
+                if getattr(e, "sqlstate", "") != "25P02":
+                    raise
                 s.rollback()
-                return SqlResult([], [], "ROLLBACK")
-            raise
-        return SqlResult([], [], "COMMIT")
+                status = "ROLLBACK"
+        if self.chain:      # the next block, of the same mode
+            self._open(s, snapshot or s.begin_joins)
+            s.sql_read_only = read_only
+            s.sql_settings = (dict(s.settings), dict(s.settings))
+        return SqlResult([], [], status)
+
+    @staticmethod
+    def _open(s, snapshot: bool) -> None:
+        """Open SQL's block. READ COMMITTED (PostgreSQL's default): each statement
+        reads the newest commit, and the block takes the writer lock at its first
+        write (Session.writing), so a block that only reads keeps no writer waiting;
+        once it holds the lock nothing else commits, so its writes act on what it
+        reads from then on. REPEATABLE READ and SERIALIZABLE take the lock here:
+        every statement reads the state at BEGIN, which no commit can pass. (So
+        does a block in a transaction the server opened over HTTP: it ends when
+        its session's transaction does.)"""
+        if snapshot:
+            s.begin()
+        s.sql_block = True
+        s.sql_failed = False
+        s.sql_snapshot = snapshot
 
     def _savepoint(self, s) -> SqlResult:
         """SAVEPOINT, RELEASE and ROLLBACK TO. A rollback to a savepoint is taken
@@ -277,11 +345,12 @@ class TransactionCommand:
         blocks and type lookups do): undoing part of a transaction's writes is
         not supported, and that answers an error and leaves the transaction
         failed, so its writes can only be rolled back whole."""
-        if s.tx is None or not s.sql_block:
+        if not s.sql_block:
             raise SqlError("25P01", f"{self.verb} can only be used in transaction blocks")
         names = [n for n, _ in s.savepoints]
+        frames = s.tx.frames if s.tx is not None else 0    # none: it wrote nothing yet
         if self.verb == "SAVEPOINT":
-            s.savepoints.append((self.savepoint, s.tx.frames))
+            s.savepoints.append((self.savepoint, frames))
             return SqlResult([], [], "SAVEPOINT")
         if self.savepoint not in names:
             s.sql_failed = True
@@ -290,7 +359,7 @@ class TransactionCommand:
         if self.verb == "RELEASE":
             del s.savepoints[at:]
             return SqlResult([], [], "RELEASE")
-        if s.tx.aborted or s.tx.frames != s.savepoints[at][1]:
+        if (s.tx is not None and s.tx.aborted) or frames != s.savepoints[at][1]:
             s.sql_failed = True
             raise NotSupportedError(f'rolling back to savepoint "{self.savepoint}" would undo '
                                     "writes made since it, which is not supported: roll the "
@@ -300,6 +369,12 @@ class TransactionCommand:
         return SqlResult([], [], "ROLLBACK")
 
 
+def _warned(result: SqlResult, sqlstate: str, message: str) -> SqlResult:
+    result.notice = (sqlstate, message)
+    return result
+
+
+_SNAPSHOT_LEVELS = ("repeatable read", "serializable")
 _SAVEPOINT_VERBS = {TransactionStmtKind.TRANS_STMT_SAVEPOINT: "SAVEPOINT",
                     TransactionStmtKind.TRANS_STMT_RELEASE: "RELEASE",
                     TransactionStmtKind.TRANS_STMT_ROLLBACK_TO: "ROLLBACK TO"}

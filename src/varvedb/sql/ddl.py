@@ -263,8 +263,7 @@ class CreateTable:
             raise NotSupportedError('a column named "id" must be the PRIMARY KEY (or a '
                                     'serial / bigserial, whose values are assigned)')
         return Schema(fields, id_kind or "int", id_hidden=id_kind is None,
-                      id_required=id_kind is not None and id_type not in SERIAL
-                      and id_kind == "int")
+                      id_required=id_kind is not None and id_type not in SERIAL)
 
     def run(self, ctx, params) -> SqlResult:
         s = ctx.session

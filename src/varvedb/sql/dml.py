@@ -174,6 +174,9 @@ def assign_python(kind: str, v):
 
 # ---- INSERT -----------------------------------------------------------------------
 
+_MORE_TARGETS = "INSERT has more target columns than expressions"
+
+
 class Insert:
     def __init__(self, stmt: ast.InsertStmt):
         self.table = stmt.relation.relname
@@ -190,6 +193,10 @@ class Insert:
             self.values = [[_DEFAULT if isinstance(x, ast.SetToDefault) else
                             E.Const(literal(x)) if isinstance(x, ast.A_Const) else
                             convert(x, scope) for x in row] for row in sel.valuesLists]
+            if len({len(row) for row in self.values}) > 1:
+                raise SqlError("42601", "VALUES lists must all be the same length")
+            if self.columns is not None and len(self.values[0]) < len(self.columns):
+                raise SqlError("42601", _MORE_TARGETS)
         else:
             from .select import Select
             self.select = Select(sel)
@@ -213,6 +220,7 @@ class Insert:
                 for rt in oc.targetList:
                     sets.append((rt.name, _DEFAULT if isinstance(rt.val, ast.SetToDefault)
                                  else convert(rt.val, uscope)))
+                _once_each(sets)
                 self.conflict = ("update", sets, uscope.unqualified)
         self.returning = _returning(stmt.returningClause, scope)
 
@@ -255,6 +263,8 @@ class Insert:
             res = execute(q)
             if len(res.columns) > len(columns):
                 raise SqlError("42601", "INSERT has more expressions than target columns")
+            if self.columns is not None and len(res.columns) < len(columns):
+                raise SqlError("42601", _MORE_TARGETS)
             cols = [assignable(kinds[c], v, c) for c, v in zip(columns, res.columns)]
             return [dict(zip(columns, r)) for r in zip(*cols)]
         out = []
@@ -289,10 +299,11 @@ def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env, ahead=None
     `ahead`: the rows as Collection.prepare_rows made them before the lock."""
     from ..collection import Collection
     schema = t.schema
-    if schema.id_required:
-        if any(r.get("id") is None for r in rows):
-            raise SqlError("23502", f'null value in column "id" of relation "{t.name}" '
-                                    "violates not-null constraint")
+    # a key is never NULL: one that is required must be given, and a serial one
+    # given NULL is refused too (only its absence, or DEFAULT, assigns it)
+    if any(r.get("id") is None and (schema.id_required or "id" in r) for r in rows):
+        raise SqlError("23502", f'null value in column "id" of relation "{t.name}" '
+                                "violates not-null constraint")
     coll = Collection(ctx.session.db, t.name, ctx.session)
     if conflict is not None:
         _check_proposed(t, rows)
@@ -340,7 +351,7 @@ def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env, ahead=None
                                              else np.int64), np.zeros(len(keys), bool))
     values = {}
     for name, x in sets:
-        if name == "id":
+        if name == "id" and not schema.id_hidden:
             raise NotSupportedError("the id of a row cannot be updated")
         f = schema.fields.get(name)
         if f is None:
@@ -353,6 +364,15 @@ def _insert_rows(ctx, tx, t, rows: list[dict], conflict, env, ahead=None
     # RETURNING lists rows in the order the VALUES gave them
     out = [written[i] if side == "new" else keys[i] for side, i in filter(None, order)]
     return t.live_rows(out), len(keys)
+
+
+def _once_each(sets: list) -> None:
+    """A SET assigns each column once (PostgreSQL refuses a second before running)."""
+    seen = set()
+    for name, _ in sets:
+        if name in seen:
+            raise SqlError("42601", f'multiple assignments to same column "{name}"')
+        seen.add(name)
 
 
 def _check_unqualified(names: list, schema) -> None:
@@ -385,14 +405,22 @@ def _in_postgres_words(schema, rows: list[dict]):
         for r in rows:
             for name, v in r.items():
                 f = schema.fields.get(name)
-                if f is not None and f.kind == "vector" and v is not None \
-                        and np.ndim(v) == 1 and np.shape(v)[0] != f.dim:
+                if f is None or f.kind != "vector" or v is None:
+                    continue
+                try:
+                    shape = np.shape(v)
+                except ValueError:      # a ragged list: no shape, schema.py's words
+                    continue
+                if len(shape) == 1 and shape[0] != f.dim:
                     raise DimensionError(f"expected {f.dim} dimensions, not "
-                                         f"{np.shape(v)[0]}") from None
+                                         f"{shape[0]}") from None
         raise
 
 
 def _val_of(kind: str, vals, nulls) -> E.Val:
+    if kind == "sparsevec":         # coerce_values' blobs: a column holds its block
+        from ..sparse import SparseBlock
+        return E.Val(kind, SparseBlock.of_blobs(vals), np.asarray(nulls, bool))
     if isinstance(vals, list):
         return E.Val(kind, E.object_array(vals), np.asarray(nulls, bool))
     return E.Val(kind, vals, np.asarray(nulls, bool))
@@ -474,6 +502,7 @@ class Update(_Targeted):
                 raise NotSupportedError("UPDATE of a part of a column is not supported")
             self.sets.append((rt.name, _DEFAULT if isinstance(rt.val, ast.SetToDefault)
                               else convert(rt.val, self.scope)))
+        _once_each(self.sets)
 
     def run(self, ctx, params) -> SqlResult:
         run = self._resolved(ctx)
@@ -484,7 +513,7 @@ class Update(_Targeted):
             t = ctx.table(self.table)
             schema = t.schema
             for name, _ in self.sets:
-                if name == "id":
+                if name == "id" and not schema.id_hidden:
                     raise NotSupportedError("the id of a row cannot be updated")
                 if name not in schema.fields:
                     raise SqlError("42703", f'column "{name}" of relation "{self.table}" does '
@@ -593,6 +622,12 @@ class Copy:
             raise SqlError("22023", f"COPY delimiter cannot be {self.delimiter!r}")
         if not isinstance(self.null, str):
             raise SqlError("22023", "COPY null is a string")
+        # a CSV field as written (with its quotes) and the delimiter after it: which
+        # fields of a record were quoted (findall may add an empty one at its end).
+        # Every character but the delimiter outside quotes is taken (a lone quote
+        # too), possessively: no backtracking, whatever the line holds
+        d = re.escape(self.delimiter)
+        self._csv_field = re.compile(f'((?:"[^"]*(?:"|$)|[^"{d}]+)*+)(?:{d}|$)')
         self._escape = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|(.)|$)|"
                                   + re.escape(self.delimiter), re.S)
 
@@ -603,7 +638,7 @@ class Copy:
         schema = t.schema
         columns = self.columns or schema.columns
         for c in columns:
-            if c not in schema.fields and c != "id":
+            if c not in schema.fields and not (c == "id" and not schema.id_hidden):
                 raise SqlError("42703", f'column "{c}" of relation "{self.table}" does not exist')
         n = 0
         with self._source(ctx) as fh, ctx.session.writing() as tx:
@@ -696,6 +731,7 @@ class Copy:
                 yield n, self._text_fields(line, n)
             return
         at = [0, 0]     # the line read last; the bytes of the record so far
+        raw: list[str] = []     # the record's lines
 
         def feed():
             for n, line in lines:
@@ -703,8 +739,13 @@ class Copy:
                 at[1] += len(line)
                 if at[1] > MAX_LINE:
                     raise SqlError("54000", f"{self._where(n)}: {_TOO_LONG}")
+                raw.append(line)
                 yield line + "\n"
         reader = csv.reader(feed(), delimiter=self.delimiter)
+        null = self.null
+        # a quoted field that reads as the null string holds this (the empty one
+        # is written "" whatever else its field holds)
+        marker = '""' if null == "" else '"'
         while True:
             try:
                 rec = next(reader)
@@ -713,10 +754,18 @@ class Copy:
             except csv.Error as e:      # an unclosed quote, a field past csv's limit
                 raise SqlError("22P04", f"{self._where(at[0])}: {e}") from None
             at[1] = 0
-            # csv gives "" for both an empty quoted field and a missing one;
-            # PostgreSQL's NULL is the unquoted empty field, which csv cannot tell
-            # apart, so an empty field is NULL (its default)
-            yield at[0], [None if v == self.null else v for v in rec or [""]]
+            rec = rec or [""]
+            # NULL is a field that matches the null string unquoted ("" is the empty
+            # string): csv reads both alike, so a record that may hold a quoted one
+            # is read again for which of its fields were quoted
+            text = raw[0] if len(raw) == 1 else "\n".join(raw)
+            if marker in text and null in rec:
+                rec = [None if v == null and '"' not in f else v
+                       for v, f in zip(rec, self._csv_field.findall(text))]
+            else:
+                rec = [None if v == null else v for v in rec]
+            raw.clear()
+            yield at[0], rec
 
     def _text_fields(self, line: str, n: int) -> list:
         """The fields of a text-format line: cut at the delimiter, backslash escapes

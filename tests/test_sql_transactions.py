@@ -1,0 +1,244 @@
+"""SQL's transaction blocks against real PostgreSQL: the same steps (BEGIN, writes,
+errors, COMMIT ...) run on PostgreSQL, on db.sql() and over `--pg` (an in-process
+PgServer, psycopg's simple query protocol), each step answered alike (its command
+tag or its SQLSTATE) and the table left alike."""
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+import varvedb as vv
+
+
+def _outcome(run, step):
+    try:
+        return "ok", run(step)
+    except Exception as e:      # a client's or varvedb's error: its SQLSTATE is compared
+        return "err", getattr(e, "sqlstate", type(e).__name__)
+
+
+def _drive(run, steps, read):
+    return [_outcome(run, s) for s in steps], sorted(map(tuple, read()))
+
+
+@pytest.fixture
+def wire(tmp_path):
+    """psycopg connections (autocommit: the steps' own BEGINs) to an in-process
+    `--pg` server on a fresh file."""
+    from varvedb.pgwire.server import PgServer
+    db = vv.connect(str(tmp_path / "wire.varve"))
+    srv = PgServer(db)
+    port = srv.start("127.0.0.1", 0)
+    conns = []
+
+    def connect():
+        c = psycopg.connect(host="127.0.0.1", port=port, user="me", dbname="db",
+                            sslmode="disable", autocommit=True, connect_timeout=600)
+        conns.append(c)
+        return c
+    yield connect
+    for c in conns:
+        c.close()
+    srv.stop(60)
+    db.close()
+
+
+def same_everywhere(pg_conn, tmp_path, wire, setup, steps, check="SELECT id FROM t"):
+    """Run setup and steps on PostgreSQL, db.sql and --pg; each answer and the table
+    after must be PostgreSQL's. Returns PostgreSQL's (answers, rows)."""
+    def on_pg(s):
+        return pg_conn.execute(s).statusmessage
+    pg_conn.autocommit = True
+    for s in setup:
+        pg_conn.execute(s)
+    want = _drive(on_pg, steps, lambda: pg_conn.execute(check).fetchall())
+
+    db = vv.connect(str(tmp_path / "embedded.varve"))
+    for s in setup:
+        db.sql(s)
+    got = _drive(lambda s: db.sql(s).status, steps, lambda: db.sql(check).rows)
+    db.close()
+    assert got == want, "db.sql"
+
+    w = wire()
+    for s in setup:
+        w.execute(s)
+    got = _drive(lambda s: w.execute(s).statusmessage, steps,
+                 lambda: w.execute(check).fetchall())
+    assert got == want, "--pg"
+    return want
+
+
+T = ["CREATE TABLE t (id int PRIMARY KEY)"]
+
+
+@pytest.mark.parametrize("bad", ["SELEC 1", "SELECT FROM WHERE"])
+def test_a_statement_that_fails_to_compile_fails_the_block(pg_conn, tmp_path, wire, bad):
+    # red-team 9 f07: the block went on healthy and COMMIT committed around the error
+    answers, rows = same_everywhere(pg_conn, tmp_path, wire, T, [
+        "BEGIN", "INSERT INTO t VALUES (1)", bad, "INSERT INTO t VALUES (2)", "COMMIT"])
+    assert answers[3] == ("err", "25P02") and answers[4] == ("ok", "ROLLBACK")
+    assert rows == []
+
+
+def test_a_parse_error_of_the_extended_protocol_fails_the_block(tmp_path, wire):
+    # red-team 9 f07 over --pg's Parse: psycopg prepares a statement with parameters
+    w = wire()
+    w.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    w.execute("BEGIN")
+    w.execute("INSERT INTO t VALUES (1)")
+    with pytest.raises(psycopg.errors.SyntaxError):
+        w.execute("SELEC %s", [1])
+    with pytest.raises(psycopg.errors.InFailedSqlTransaction):
+        w.execute("INSERT INTO t VALUES (%s)", [2])
+    assert w.execute("COMMIT").statusmessage == "ROLLBACK"
+    assert w.execute("SELECT id FROM t").fetchall() == []
+
+
+def test_a_compile_error_over_http_fails_the_block(tmp_path):
+    # red-team 9 f07 over HTTP: Client.sql's BEGIN opens a server transaction
+    from server_proc import ServerProcess
+    with ServerProcess(str(tmp_path / "http.varve")) as srv:
+        c = vv.Client(srv.url)
+        c.sql("CREATE TABLE t (id int PRIMARY KEY)")
+        c.sql("BEGIN")
+        c.sql("INSERT INTO t VALUES (1)")
+        with pytest.raises(vv.SqlError):
+            c.sql("SELEC 1")
+        with pytest.raises(vv.VarveError) as e:
+            c.sql("INSERT INTO t VALUES (2)")
+        assert e.value.sqlstate == "25P02"
+        assert c.sql("COMMIT").status == "ROLLBACK"
+        assert c.sql("SELECT id FROM t").rows == []
+
+
+def test_a_text_of_several_statements_is_one_implicit_transaction(pg_conn, tmp_path, wire):
+    # red-team 9 f02: the first INSERT stayed although the text answered 23505
+    answers, rows = same_everywhere(pg_conn, tmp_path, wire, T, [
+        "INSERT INTO t VALUES (1); INSERT INTO t VALUES (2), (2)",
+        "INSERT INTO t VALUES (3); INSERT INTO t VALUES (4)"])
+    assert answers[0] == ("err", "23505") and rows == [(3,), (4,)]
+
+
+def test_a_begin_inside_the_block_changes_nothing(pg_conn, tmp_path, wire):
+    # red-team 9 f01: the second BEGIN failed the block and COMMIT answered ROLLBACK
+    answers, rows = same_everywhere(pg_conn, tmp_path, wire, T, [
+        "BEGIN", "INSERT INTO t VALUES (1)", "BEGIN", "INSERT INTO t VALUES (2)", "COMMIT"])
+    assert answers[-1] == ("ok", "COMMIT") and rows == [(1,), (2,)]
+    # and warns, as PostgreSQL does (psycopg hands a notice to its handlers)
+    notices = []
+    w = wire()
+    w.add_notice_handler(lambda d: notices.append((d.severity, d.sqlstate)))
+    w.execute("BEGIN")
+    w.execute("BEGIN")
+    w.execute("COMMIT")
+    w.execute("COMMIT")
+    assert notices == [("WARNING", "25001"), ("WARNING", "25P01")]
+
+
+def test_and_chain_opens_the_next_block(pg_conn, tmp_path, wire):
+    # red-team 9 f08: AND CHAIN was ignored, so the writes after it committed at once
+    answers, rows = same_everywhere(pg_conn, tmp_path, wire, T, [
+        "BEGIN", "INSERT INTO t VALUES (1)", "COMMIT AND CHAIN", "INSERT INTO t VALUES (2)",
+        "ROLLBACK", "BEGIN", "INSERT INTO t VALUES (3)", "ROLLBACK AND CHAIN",
+        "INSERT INTO t VALUES (4)", "ROLLBACK", "COMMIT AND CHAIN",
+        "BEGIN", "SELEC", "COMMIT AND CHAIN", "INSERT INTO t VALUES (5)", "COMMIT"])
+    assert rows == [(1,), (5,)]
+
+
+def test_a_read_only_block_refuses_writes(pg_conn, tmp_path, wire):
+    # red-team 9 f09: START TRANSACTION READ ONLY was read as a plain BEGIN
+    answers, rows = same_everywhere(pg_conn, tmp_path, wire, T, [
+        "START TRANSACTION READ ONLY", "SELECT 1", "INSERT INTO t VALUES (1)", "COMMIT",
+        "BEGIN READ ONLY", "COMMIT AND CHAIN", "CREATE TABLE u (id int)", "ROLLBACK",
+        "BEGIN READ WRITE", "INSERT INTO t VALUES (2)", "COMMIT"])
+    assert answers[2] == ("err", "25006") and rows == [(2,)]
+
+
+def test_set_in_a_block_is_undone_by_rollback_and_set_local_lasts_to_its_end(
+        pg_conn, tmp_path, wire):
+    # red-team 9 f04: SET survived ROLLBACK, SET LOCAL survived COMMIT
+    show = "SHOW ivfflat.probes"
+    answers = []
+    for run in _three_ways(pg_conn, tmp_path, wire):
+        got = []
+        for step in ["SET ivfflat.probes = 3", "BEGIN", "SET ivfflat.probes = 5", show,
+                     "ROLLBACK", show, "BEGIN", "SET LOCAL ivfflat.probes = 7", show,
+                     "COMMIT", show, "BEGIN", "SET ivfflat.probes = 8",
+                     "SET LOCAL ivfflat.probes = 9", show, "COMMIT", show,
+                     "SET LOCAL ivfflat.probes = 2", show]:
+            got.append(run(step))
+        answers.append(got)
+    assert answers[0] == answers[1] == answers[2]
+    assert [a for a in answers[0] if a[0] == "show"] == [
+        ("show", "5"), ("show", "3"), ("show", "7"), ("show", "3"), ("show", "9"),
+        ("show", "8"), ("show", "8")]
+
+
+def _three_ways(pg_conn, tmp_path, wire):
+    """A step runner for PostgreSQL, db.sql and --pg each: ("show", value) for a
+    SHOW, else the command tag."""
+    def of(execute):
+        def run(step):
+            r = execute(step)
+            return ("show", str(r[0][0][0])) if step.startswith("SHOW") else ("ok", r[1])
+        return run
+    pg_conn.autocommit = True
+    pg_conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    db = vv.connect(str(tmp_path / "settings.varve"))
+    w = wire()
+
+    def on(conn):
+        def execute(step):
+            cur = conn.execute(step)
+            return (cur.fetchall() if cur.description else None), cur.statusmessage
+        return execute
+    yield of(on(pg_conn))
+    yield of(lambda step: ((r := db.sql(step)).rows, r.status))
+    yield of(on(w))
+    db.close()
+
+
+def test_a_block_that_only_reads_keeps_no_writer_waiting(tmp_path, wire):
+    # red-team 9 f10: BEGIN took the writer lock, so psycopg's default mode (a block
+    # opened at its first SELECT) made every other session's write fail with 55P03
+    db = vv.connect(str(tmp_path / "locks.varve"), timeout=0.2)
+    db.sql("CREATE TABLE t (id int PRIMARY KEY)")
+    reader, writer = db.session(), db.session()
+    reader.sql("BEGIN")
+    assert reader.sql("SELECT count(*) FROM t").rows == [(0,)]
+    with pytest.raises(vv.TransactionError):     # the block is open, as it was before
+        with reader.transaction():
+            pass
+    writer.sql("INSERT INTO t VALUES (1)")              # no lock held: it commits
+    # READ COMMITTED: each statement reads the newest commit
+    assert reader.sql("SELECT id FROM t").rows == [(1,)]
+    reader.sql("INSERT INTO t VALUES (2)")              # its first write takes the lock
+    with pytest.raises(vv.LockTimeoutError):
+        writer.sql("INSERT INTO t VALUES (3)")
+    assert reader.sql("SELECT id FROM t ORDER BY id").rows == [(1,), (2,)]
+    assert writer.sql("SELECT id FROM t ORDER BY id").rows == [(1,)]
+    assert reader.sql("COMMIT").status == "COMMIT"
+    writer.sql("INSERT INTO t VALUES (3)")
+    # a block that wrote nothing ends without a transaction; one that failed answers
+    # ROLLBACK; REPEATABLE READ reads its BEGIN's state throughout (it holds the lock)
+    reader.sql("BEGIN")
+    with pytest.raises(vv.SqlError):
+        reader.sql("SELECT nosuch FROM t")
+    assert reader.sql("COMMIT").status == "ROLLBACK"
+    reader.sql("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    with pytest.raises(vv.LockTimeoutError):
+        writer.sql("INSERT INTO t VALUES (4)")
+    assert reader.sql("COMMIT").status == "COMMIT"
+    assert sorted(db.sql("SELECT id FROM t").rows) == [(1,), (2,), (3,)]
+    db.close()
+
+    # over --pg: psycopg's default mode, a reading connection left idle in its block
+    w = wire()
+    w.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    r = wire()
+    r.autocommit = False
+    assert r.execute("SELECT count(*) FROM t").fetchall() == [(0,)]   # psycopg: BEGIN
+    assert w.execute("INSERT INTO t VALUES (1)").statusmessage == "INSERT 0 1"
+    assert r.execute("SELECT id FROM t").fetchall() == [(1,)]
+    r.rollback()
