@@ -853,6 +853,56 @@ def test_a_pipeline_up_to_its_sync_commits_whole_or_not_at_all(inproc):
     assert asyncio.run(many()) == [1, 2, 3, 4]
 
 
+
+def _pipelines(con) -> list:
+    """SQL's BEGIN, COMMIT and DDL inside a psycopg pipeline: what each leaves."""
+    def rows(table):
+        return [r[0] for r in con.execute(f"SELECT id FROM {table} ORDER BY id")]
+    out = []
+    con.execute("CREATE TABLE t (id bigint PRIMARY KEY)")
+    with pytest.raises(psycopg.errors.UniqueViolation):   # DDL is in the implicit one too
+        with con.pipeline():
+            con.execute("CREATE TABLE t2 (id bigint PRIMARY KEY)")
+            con.execute("ALTER TABLE t ADD COLUMN y int")
+            con.execute("INSERT INTO t VALUES (%s, 1), (%s, 2)", [1, 1])
+    with pytest.raises(psycopg.errors.UndefinedTable):
+        con.execute("SELECT id FROM t2")
+    out.append([d.name for d in con.execute("SELECT * FROM t").description])
+    with pytest.raises(psycopg.errors.UniqueViolation):   # a COMMIT ends it, the rest is new
+        with con.pipeline():
+            con.execute("INSERT INTO t VALUES (%s)", [1])
+            con.execute("COMMIT")
+            con.execute("INSERT INTO t VALUES (%s)", [2])
+            con.execute("INSERT INTO t VALUES (%s)", [1])
+    out.append(rows("t"))
+    with con.pipeline():                                  # a BEGIN makes it the block
+        con.execute("INSERT INTO t VALUES (%s)", [3])
+        con.execute("BEGIN")
+        con.execute("INSERT INTO t VALUES (%s)", [4])
+    out.append(con.info.transaction_status.name)
+    con.execute("ROLLBACK")
+    out.append(rows("t"))
+    con.execute("INSERT INTO t VALUES (5)")               # and then one commits alone
+    out.append(rows("t"))
+    return out
+
+
+def test_sql_begin_commit_and_ddl_in_a_pipeline_act_on_its_implicit_transaction(inproc, pg):
+    """The implicit transaction up to a Sync is PostgreSQL's, not a Python one: DDL
+    in the pipeline is in it (red-team 8, F04: a failed pipeline kept its CREATE
+    and ALTER), a COMMIT in it commits what ran so far and what follows is a new
+    one (F15: refused as 'COMMIT inside a Python transaction', all lost), and a
+    BEGIN makes it the transaction block, writes so far included (F07: 25001).
+    Each case answers as real PostgreSQL does."""
+    srv, port = inproc()
+    with psycopg.connect(host="127.0.0.1", port=port, user="me", sslmode="disable",
+                         connect_timeout=600, autocommit=True) as c:
+        got = _pipelines(c)
+    with pg.connect("pipelines") as c:
+        c.autocommit = True
+        want = _pipelines(c)
+    assert got == want == [["id"], [1], "INTRANS", [1], [1, 5]]
+
 def test_a_stalled_tls_handshake_is_hung_up_and_tls_clients_are_served(inproc, tmp_path):
     import ssl
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"

@@ -7,9 +7,10 @@ costs one wake-up of one thread; the kernels release the GIL, so connections
 search in parallel. Statements run one at a time, in the order they came.
 Outside a BEGIN a simple query's text is one implicit transaction (as `db.sql()`
 runs one: all of its statements commit, or none where one fails), and the
-extended protocol's writes run in its implicit transaction up to Sync: a
-pipeline of writes without BEGIN commits at the Sync, or not at all after an
-error in it. An error answers ErrorResponse
+extended protocol's writes and DDL run in its implicit transaction up to Sync:
+a pipeline without BEGIN commits at the Sync, or not at all after an error in
+it; a COMMIT in the pipeline commits what ran so far, a BEGIN makes the
+implicit transaction the block. An error answers ErrorResponse
 with its SQLSTATE and, in the extended protocol, skips the messages up to
 Sync; inside BEGIN the transaction is failed (ReadyForQuery 'E', 25P02) until
 ROLLBACK, as PostgreSQL does. Answers to the extended protocol's messages wait
@@ -505,8 +506,11 @@ class Connection:
             return
         self.implicit = False
         s = self.session
-        if s is None or not s.in_transaction:
+        if s is None:
             return
+        s.begin_joins = False
+        if not s.in_transaction or s.sql_block:
+            return      # a COMMIT or ROLLBACK ended it, or a BEGIN made it the block
         if failed:
             s.rollback()
             return
@@ -602,10 +606,17 @@ class Connection:
                                       "(a Query message), not the extended one")
         self.token.reason = None        # a statement begins: an older cancel is spent
         stmt = portal.stmt
-        if stmt.answer is None and stmt.kind() == "write" and not self.implicit and \
-                not s.in_transaction:
-            s.begin()                   # the implicit transaction, up to the Sync
-            self.implicit = True
+        if self.implicit and (not s.in_transaction or s.sql_block):
+            # a COMMIT or ROLLBACK in the pipeline ended it, or a BEGIN made it the
+            # transaction block (SQL's, from then on): no longer the Sync's to end
+            self.implicit = s.begin_joins = False
+        if not self.implicit and not s.in_transaction and stmt.answer is None and \
+                stmt.kind() in ("write", "ddl"):
+            # the implicit transaction, up to the Sync (DDL is transactional too);
+            # SQL's BEGIN, COMMIT and ROLLBACK in the pipeline act on it, as on
+            # PostgreSQL's (begin_joins: sql/commands.py)
+            s.begin()
+            self.implicit = s.begin_joins = True
         try:
             results = stmt.run(s, portal.params)
             result = results[-1] if results else None
