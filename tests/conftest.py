@@ -146,9 +146,8 @@ PYTHON = sys.executable
 def forker():
     """One process that imported varvedb, forking the children a test kills
     (tests/forker.py): a kill needs a process, not a fresh interpreter's imports."""
-    from forker import Forker
-    with Forker() as f:
-        yield f
+    import forker as forking
+    return forking.shared()
 
 
 # ---- PostgreSQL + pgvector for the differential SQL tests (tests/pg_server.py)

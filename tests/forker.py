@@ -21,6 +21,7 @@ reports each child's exit status, as waitpid gives it, to the test's process.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
@@ -46,6 +47,10 @@ with tempfile.TemporaryDirectory() as d:
     c.search(vector=[0.5] * 8, limit=1)
     db.checkpoint()
     db.close()
+try:                                    # what `varvedb serve` imports (server_proc.py)
+    import varvedb.cli, varvedb.server.run, varvedb.server.app  # noqa: E401, F401
+except ImportError:                     # no server extra: served by a fresh process then
+    pass
 """
 
 SERVER = r"""
@@ -53,6 +58,11 @@ import array, atexit, json, os, select, signal, socket, sys, threading, tracebac
 control = socket.socket(fileno=int(sys.argv[1]))
 exec(compile(sys.argv[2], "<preload>", "exec"), {"__name__": "__preload__"})
 children = set()
+# a child's exit wakes the loop (SIGCHLD through a wakeup pipe), no polling
+woken_r, woken_w = os.pipe()
+os.set_blocking(woken_w, False)
+signal.signal(signal.SIGCHLD, lambda *_: None)
+signal.set_wakeup_fd(woken_w)
 
 def reap():
     for pid in list(children):
@@ -61,16 +71,26 @@ def reap():
             children.discard(pid)
             control.send(json.dumps({"exit": pid, "status": status}).encode())
 
+def to_file(path, fd):
+    if path is None:
+        return fd
+    os.close(fd)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
 def run(request, out_w, err_w):
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    out_w = to_file(request["stdout_path"], out_w)
+    err_w = to_file(request["stderr_path"], err_w)
     os.dup2(out_w, 1)
-    if request["stderr_path"] is not None:
-        os.close(err_w)
-        err_w = os.open(request["stderr_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(err_w, 2)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
-    for fd in (out_w, err_w, null, control.fileno()):
+    for fd in (out_w, err_w, null, control.fileno(), woken_r, woken_w):
         os.close(fd)
+    if request["env"] is not None:
+        os.environ.clear()
+        os.environ.update(request["env"])
     sys.argv = ["-c", *request["argv"]]
     code = 0
     try:
@@ -93,9 +113,11 @@ def run(request, out_w, err_w):
     os._exit(code)
 
 while True:
-    ready, _, _ = select.select([control], [], [], 0.005 if children else None)
-    reap()
-    if not ready:
+    ready, _, _ = select.select([control, woken_r], [], [])
+    if woken_r in ready:
+        os.read(woken_r, 4096)
+        reap()
+    if control not in ready:
         continue
     message = control.recv(1 << 20)
     if not message:
@@ -163,9 +185,10 @@ class Forker:
     def __init__(self, preload: str = PRELOAD, env: dict | None = None):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = ours
+        self.env = {**(env or child_env()), "VARVEDB_COMPILE_AHEAD": "0"}
         self.proc = subprocess.Popen([PYTHON, "-c", SERVER, str(theirs.fileno()), preload],
                                      pass_fds=[theirs.fileno()], stdout=subprocess.DEVNULL,
-                                     env={**(env or child_env()), "VARVEDB_COMPILE_AHEAD": "0"})
+                                     env=self.env)
         theirs.close()
         self._lock = threading.Lock()           # one request at a time
         self._changed = threading.Condition()
@@ -191,11 +214,14 @@ class Forker:
             self._closed = True
             self._changed.notify_all()
 
-    def popen(self, script: str, *args, stderr_path: str | None = None, text: bool = True,
+    def popen(self, script: str, *args, stdout_path: str | None = None,
+              stderr_path: str | None = None, env: dict | None = None, text: bool = True,
               timeout: float = 600) -> Forked:
         """A child running `python -c script *args` forked from the preloaded process;
-        its stderr appended to the file stderr_path if given, else a pipe."""
-        request = {"script": script, "argv": [str(a) for a in args],
+        its stdout and stderr appended to the files given, else pipes; its
+        os.environ env if given (what the preload imported read the forker's)."""
+        request = {"script": script, "argv": [str(a) for a in args], "env": env,
+                   "stdout_path": None if stdout_path is None else str(stdout_path),
                    "stderr_path": None if stderr_path is None else str(stderr_path)}
         with self._lock, self._changed:
             self._sock.send(json.dumps(request).encode())
@@ -210,6 +236,8 @@ class Forker:
             return self._exits.get(pid)
 
     def close(self) -> None:
+        if self._sock.fileno() < 0:
+            return
         self._sock.shutdown(socket.SHUT_WR)     # the forker kills what is left and exits
         self.proc.wait(600)                     # a hang guard
         self._reader.join(600)
@@ -220,6 +248,18 @@ class Forker:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+_shared: Forker | None = None
+
+
+def shared() -> Forker:
+    """This process's forker: started at its first use, closed at exit."""
+    global _shared
+    if _shared is None:
+        _shared = Forker()
+        atexit.register(_shared.close)
+    return _shared
 
 
 class Child:
