@@ -528,33 +528,3 @@ def test_a_file_cut_short_below_its_checkpoint_is_refused(tmp_path):
     d = vv.connect(cut)
     assert d.version == 7 and d["t"].count() == 6
     d.close()
-
-
-@pytest.mark.parametrize("nonzero_at", [None, 0, 4095, 65535], ids=lambda a: f"byte {a}")
-def test_the_data_end_passes_over_written_zeros_after_the_last_data(tmp_path, nonzero_at):
-    """data_end (where a map ends): a short run of data holding only zeros after a
-    hole (a prefilled tail, a punch's zeroed partial block) is passed over; one
-    holding a byte anywhere ends the data past that byte."""
-    from types import SimpleNamespace
-    from varvedb.storage.file import _HOLE_STEP
-    path = str(tmp_path / "runs")
-    with open(path, "wb") as f:
-        f.write(b"\x01" * 4096)                       # data, then a hole
-        run = bytearray(_HOLE_STEP)                   # a run of written zeros at 1 MiB
-        if nonzero_at is not None:
-            run[nonzero_at] = 7
-        f.seek(1 << 20)
-        f.write(run)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        try:
-            os.lseek(fd, 4096, os.SEEK_DATA)
-        except (OSError, AttributeError):
-            pytest.skip("no SEEK_DATA here")
-        end = DatabaseFile.data_end(SimpleNamespace(fd=fd))
-        if nonzero_at is None:
-            assert end == 4096
-        else:       # past the byte (the end of the part of the run the search reached)
-            assert (1 << 20) + nonzero_at < end <= (1 << 20) + _HOLE_STEP
-    finally:
-        os.close(fd)
