@@ -64,9 +64,11 @@ test: $(VENV)/.installed-test
 	$(BIN)/varvedb warm && wait $$!
 	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder
 
-# The fault-injection state machine at twenty times CI's length (about 50 000 steps).
+# The fault-injection state machine at twenty times CI's length (about 50 000 steps),
+# the oracle state machines at ten times.
 soak: $(VENV)/.installed-test
-	VARVEDB_SOAK=1 $(BIN)/python -m pytest -q -s tests/test_fault_state_machine.py
+	VARVEDB_SOAK=1 $(BIN)/python -m pytest -q -s tests/test_fault_state_machine.py \
+		tests/test_state_machine.py
 
 # The kernels' tests with numba's bounds checks compiled in (numba checks no index
 # otherwise): an index past an array's end raises instead of reading or writing

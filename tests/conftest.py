@@ -142,6 +142,14 @@ def child_env() -> dict:
 PYTHON = sys.executable
 
 
+@pytest.fixture(scope="session")
+def forker():
+    """One process that imported varvedb, forking the children a test kills
+    (tests/forker.py): a kill needs a process, not a fresh interpreter's imports."""
+    import forker as forking
+    return forking.shared()
+
+
 # ---- PostgreSQL + pgvector for the differential SQL tests (tests/pg_server.py)
 
 @pytest.fixture(scope="session")

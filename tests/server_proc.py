@@ -4,7 +4,10 @@
         client = vv.Client(srv.url, token=srv.token)
 
 It picks a free port, waits for GET /health to answer, and on exit stops the
-server with SIGTERM (as a service manager would) and waits for it. It serves
+server with SIGTERM (as a service manager would) and waits for it. The server
+is forked from the suite's forker (tests/forker.py), which imported varvedb and
+the server once, unless its environment changes numba's settings or it warms:
+a fresh `python -m varvedb serve` spent ~0.6 s of CPU starting. It serves
 with --no-warm unless asked to warm: a test file run alone (not after `make
 test`'s `varvedb warm`) then compiles at its first requests instead of at start.
 """
@@ -20,7 +23,15 @@ import sys
 import time
 from pathlib import Path
 
+import forker
+
 SRC = str(Path(__file__).resolve().parents[1] / "src")
+# `python -m varvedb serve ...` in a child forked from the suite's forker
+SERVE = """
+import sys
+from varvedb.cli import main
+main(args=sys.argv[1:], prog_name="varvedb")
+"""
 START_TIMEOUT = 600.0    # a hang guard: a cold numba cache compiles kernels at open
 
 
@@ -57,8 +68,12 @@ class ServerProcess:
         if self.token is not None:
             cmd += ["--token", self.token]
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=self.env)
+        if self._forkable():
+            self.proc = forker.shared().popen(SERVE, *cmd[3:], stdout_path=self.log_path,
+                                              stderr_path=self.log_path, env=self.env)
+        else:
+            self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
+                                         env=self.env)
         # a warm on an empty cache compiles every kernel first: many minutes when busy
         deadline = time.monotonic() + START_TIMEOUT * (3 if self.warm else 1)
         while time.monotonic() < deadline:
@@ -81,6 +96,18 @@ class ServerProcess:
         self.kill()
         raise RuntimeError(f"the server did not answer /health in time:\n"
                            f"{self.log()}")
+
+    def _forkable(self) -> bool:
+        """Forked from the suite's forker (tests/forker.py: ~0.5 s of CPU less a
+        start) unless the server's environment changes what the forker's imports
+        read once (numba's settings) or the server warms (test_warm's own cache)."""
+        changed = {k for k in self.env.keys() | self.forker_env().keys()
+                   if self.env.get(k) != self.forker_env().get(k)}
+        return not self.warm and not any(k.startswith("NUMBA_") for k in changed)
+
+    @staticmethod
+    def forker_env() -> dict:
+        return forker.shared().env
 
     def log(self) -> str:
         with open(self.log_path, "rb") as f:

@@ -1,6 +1,6 @@
 """SIGKILL a writer at random moments: nothing acknowledged is lost, nothing half-written is seen.
 
-The writer is a subprocess committing transactions of 2-3 single-row inserts
+The writer is a child process committing transactions of 2-3 single-row inserts
 (each row its own frame) that share a batch number, and printing each batch
 to stdout only after its commit returned (durability="commit"). The parent
 kills it at a random moment, reopens the file and checks:
@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
-import subprocess
-import threading
 import time
 from collections import Counter
 
@@ -28,7 +25,8 @@ import numpy as np
 
 import varvedb as vv
 
-from conftest import PYTHON, child_env, zero_from
+from conftest import zero_from
+from forker import Child
 
 WRITER = r"""
 import random, sys
@@ -60,41 +58,6 @@ while True:
 """
 
 
-class Child:
-    """A subprocess whose stdout lines are collected as they arrive."""
-
-    def __init__(self, script: str, *args):
-        self.proc = subprocess.Popen([PYTHON, "-c", script, *map(str, args)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=child_env(), text=True)
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            if line.endswith("\n"):          # a line cut by the kill is not an ack
-                self.lines.append(line.rstrip("\n"))
-
-    def wait_for(self, word: str, timeout: float = 1800.0) -> None:    # a hang guard
-        deadline = time.monotonic() + timeout
-        while not any(line.startswith(word) for line in self.lines):
-            if self.proc.poll() is not None:
-                self._reader.join(600)
-                raise AssertionError(f"child exited {self.proc.returncode}: "
-                                     f"{self.proc.stderr.read()}")
-            assert time.monotonic() < deadline, f"child never printed {word!r}"
-            time.sleep(0.002)
-
-    def kill(self) -> list[str]:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(600)         # hang guards only
-        self._reader.join(600)
-        self.proc.stderr.close()
-        assert self.proc.returncode == -signal.SIGKILL
-        return self.lines
-
-
 def check_recovered(path: str, acked: dict[int, list[int]], round_no: int) -> int:
     """Reopen after a kill: acked rows present, batches whole, verify ok, writes work."""
     db = vv.connect(path)
@@ -122,7 +85,7 @@ def check_recovered(path: str, acked: dict[int, list[int]], round_no: int) -> in
         db.close()
 
 
-def test_sigkill_at_random_moments_loses_no_acknowledged_commit(tmp_path):
+def test_sigkill_at_random_moments_loses_no_acknowledged_commit(tmp_path, forker):
     rng = random.Random(20240611)
     acked_by_file: dict[str, dict[int, list[int]]] = {}
     total_acked = 0
@@ -132,7 +95,7 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_commit(tmp_path):
         if path is None or rng.random() < 0.3:
             path = str(tmp_path / f"crash{round_no}.varve")
             acked_by_file[path] = {}
-        child = Child(WRITER, path, round_no)
+        child = Child(forker, WRITER, path, round_no)
         child.wait_for("ready")
         time.sleep(rng.uniform(0.0, 0.25))
         lines = child.kill()
@@ -202,9 +165,9 @@ def _check_bulk_recovered(path, committed_version, bulk_done: bool | None):
     db.close()
 
 
-def test_kill_mid_bulk_transaction_after_frames_flushed_keeps_previous_commit(tmp_path):
+def test_kill_mid_bulk_transaction_after_frames_flushed_keeps_previous_commit(tmp_path, forker):
     path = str(tmp_path / "bulk.varve")
-    child = Child(BULK_WRITER, path, "hold", BULK_ROWS)
+    child = Child(forker, BULK_WRITER, path, "hold", BULK_ROWS)
     child.wait_for("written")
     # the bulk frames are in the file (written before any commit frame)
     assert os.path.getsize(path) > 16 << 20
@@ -213,12 +176,12 @@ def test_kill_mid_bulk_transaction_after_frames_flushed_keeps_previous_commit(tm
     _check_bulk_recovered(path, committed, bulk_done=False)
 
 
-def test_kill_at_random_moment_of_bulk_insert_shows_all_or_nothing(tmp_path):
+def test_kill_at_random_moment_of_bulk_insert_shows_all_or_nothing(tmp_path, forker):
     rng = random.Random(7)
     outcomes = []
     for k in range(5):
         path = str(tmp_path / f"bulk{k}.varve")
-        child = Child(BULK_WRITER, path, "auto", BULK_ROWS)
+        child = Child(forker, BULK_WRITER, path, "auto", BULK_ROWS)
         child.wait_for("start")
         # the insert takes a few hundred ms (validate, hash, write, apply, commit):
         # spread the kills over all of it and a little after
@@ -261,7 +224,8 @@ threading.Event().wait()
 """
 
 
-def test_sigkill_inside_group_commits_of_eight_threads_loses_no_acknowledged_commit(tmp_path):
+def test_sigkill_inside_group_commits_of_eight_threads_loses_no_acknowledged_commit(tmp_path,
+                                                                                 forker):
     """Eight threads commit one row each, over and over, sharing fdatasyncs; the
     process is killed at a random moment (commits written and waiting for the
     group's sync are in flight then). Every acknowledged row survives."""
@@ -272,7 +236,7 @@ def test_sigkill_inside_group_commits_of_eight_threads_loses_no_acknowledged_com
         if path is None or rng.random() < 0.3:
             path = str(tmp_path / f"group{round_no}.varve")
             acked_by_file[path] = set()
-        child = Child(GROUP_WRITER, path, round_no, 8)
+        child = Child(forker, GROUP_WRITER, path, round_no, 8)
         child.wait_for("ready")
         want = 1 + rng.randrange(8, 400)     # acks to let pass before the kill
         deadline = time.monotonic() + 300    # a hang guard only

@@ -258,8 +258,8 @@ while True:
 """
 
 
-def test_sigkill_during_vacuum_leaves_old_or_new_file_whole(tmp_path):
-    from test_crash import Child
+def test_sigkill_during_vacuum_leaves_old_or_new_file_whole(tmp_path, forker):
+    from forker import Child
     path = str(tmp_path / "v.varve")
     db = vv.connect(path)
     docs = db.create_collection("docs", SCHEMA)
@@ -271,7 +271,7 @@ def test_sigkill_during_vacuum_leaves_old_or_new_file_whole(tmp_path):
     expect: dict[int, int] = {}
     landed = {"mid-vacuum": 0, "between": 0}
     for trial in range(20):
-        child = Child(VACUUMER, path, trial)
+        child = Child(forker, VACUUMER, path, trial)
         child.wait_for("ready")
         time.sleep(rng.uniform(0.0, 0.6))
         lines = child.kill()

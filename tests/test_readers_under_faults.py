@@ -39,10 +39,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import varvedb as vv
 
 from conftest import PYTHON, child_env, log_end, zero_from
+from forker import Child, Forker
 
 DIM = 64
 LEAK = 10**7          # ids at and above this are only ever inserted by rolled-back transactions
@@ -71,62 +73,21 @@ def _env() -> dict:
     return env
 
 
-class Proc:
-    """A child process whose stdout lines are collected as they arrive."""
+@pytest.fixture(scope="module")
+def forker():
+    """The children are forked from one process that imported this varvedb once
+    (tests/forker.py), not each a fresh interpreter's imports."""
+    with Forker(env=_env()) as f:
+        yield f
 
-    def __init__(self, tmp_path, name: str, argv: list[str]):
-        self.name = name
-        self.err_path = tmp_path / f"{name}.stderr"
-        self._err = open(self.err_path, "w")
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._err,
-                                     env=_env(), text=True)
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+
+class Proc(Child):
+    """A child running one of the scripts below, its stderr kept in tmp_path."""
 
     @classmethod
-    def script(cls, tmp_path, name: str, script: str, *args):
-        return cls(tmp_path, name, [PYTHON, "-c", VEC + script, *map(str, args)])
-
-    def _read(self):
-        for line in self.proc.stdout:
-            if line.endswith("\n"):          # a line cut by a kill is not an ack
-                self.lines.append(line.rstrip("\n"))
-
-    def stderr(self) -> str:
-        if not self._err.closed:
-            self._err.flush()
-        return self.err_path.read_text()[-3000:]
-
-    def wait_for(self, word: str, count: int = 1, timeout: float = 1800.0) -> None:
-        deadline = time.monotonic() + timeout
-        while sum(line.startswith(word) for line in self.lines) < count:
-            if self.proc.poll() is not None:
-                self._reader.join(600)
-                raise AssertionError(f"{self.name} exited {self.proc.returncode} before "
-                                     f"printing {word!r}: {self.stderr()}")
-            assert time.monotonic() < deadline, f"{self.name} never printed {word!r}"
-            time.sleep(0.001)
-
-    def finish(self, timeout: float = 600.0) -> int:     # a hang guard
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(600)
-        self._reader.join(600)
-        self.proc.stdout.close()
-        self._err.close()
-        return self.proc.returncode
-
-    def kill(self) -> list[str]:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(600)         # hang guards only
-        self._reader.join(600)
-        self.proc.stdout.close()
-        self._err.close()
-        assert self.proc.returncode == -signal.SIGKILL, (self.proc.returncode, self.stderr())
-        return self.lines
+    def script(cls, forker: Forker, tmp_path, name: str, script: str, *args) -> "Proc":
+        return cls(forker, VEC + script, *args, name=name,
+                   stderr_path=str(tmp_path / f"{name}.stderr"))
 
 
 def _describe(code: int) -> str:
@@ -199,10 +160,10 @@ class _Rollback(Exception):
     pass
 
 
-def _start_readers(tmp_path, path, stop, n0, step):
-    procs = [Proc.script(tmp_path, f"reader{i}", READER, path, stop, i, n0, step)
+def _start_readers(forker, tmp_path, path, stop, n0, step):
+    procs = [Proc.script(forker, tmp_path, f"reader{i}", READER, path, stop, i, n0, step)
              for i in range(2)]
-    procs.append(Proc.script(tmp_path, "verifier", VERIFIER, path, stop))
+    procs.append(Proc.script(forker, tmp_path, "verifier", VERIFIER, path, stop))
     for p in procs:
         p.wait_for("ready")
     return procs
@@ -257,7 +218,7 @@ def _reader_states(p: Proc) -> list[tuple[int, int]]:
 
 
 # FAILS on the current code, at its last assertion only: verify's false breaks (see top).
-def test_readers_never_fault_while_writer_rolls_back_large_transactions(tmp_path):
+def test_readers_never_fault_while_writer_rolls_back_large_transactions(tmp_path, forker):
     path = str(tmp_path / "rb.varve")
     stop = str(tmp_path / "stop")
     rng = random.Random(1107)
@@ -267,7 +228,7 @@ def test_readers_never_fault_while_writer_rolls_back_large_transactions(tmp_path
     docs.insert_arrays(id=ids, tag=ids % 7, emb=vec(ids))
     committed = {db.version: N0}                # version -> count, every committed state
     n = N0
-    procs = _start_readers(tmp_path, path, stop, N0, STEP)
+    procs = _start_readers(forker, tmp_path, path, stop, N0, STEP)
     rolled_back = 0
     try:
         for r in range(ROUNDS):
@@ -437,7 +398,7 @@ def _check_ck_recovered(path: str, version: int, n: int, rng: random.Random) -> 
         assert db.verify().ok
 
 
-def test_sigkill_inside_a_checkpoint_keeps_the_last_commit(tmp_path):
+def test_sigkill_inside_a_checkpoint_keeps_the_last_commit(tmp_path, forker):
     rng = random.Random(424242)
     inside = 0
     phases: list[str] = []
@@ -447,7 +408,8 @@ def test_sigkill_inside_a_checkpoint_keeps_the_last_commit(tmp_path):
     for round_no in range(CK_ROUNDS):
         if round_no % 3 == 0:       # a fresh file, then two rounds on the recovered one
             path = str(tmp_path / f"ck{round_no}.varve")
-        child = Proc.script(tmp_path, f"ck{round_no}", CK_WRITER, path, CK_BUILD, CK_SMALL)
+        child = Proc.script(forker, tmp_path, f"ck{round_no}", CK_WRITER, path, CK_BUILD,
+                            CK_SMALL)
         if not durations:           # learn how long a checkpoint takes here
             child.wait_for("checkpoint done")
         counted = len(durations)
@@ -489,7 +451,7 @@ VB_SMALL = 16
 
 
 # FAILS on the current code: verify's false breaks (see top).
-def test_verify_beside_a_writer_never_reports_a_break(tmp_path):
+def test_verify_beside_a_writer_never_reports_a_break(tmp_path, forker):
     path = str(tmp_path / "vb.varve")
     stop = str(tmp_path / "stop")
     db = vv.connect(path)
@@ -497,7 +459,7 @@ def test_verify_beside_a_writer_never_reports_a_break(tmp_path):
     ids = np.arange(40_000)
     docs.insert_arrays(id=ids, tag=ids % 7, emb=vec(ids))
     n = len(ids)
-    verifier = Proc.script(tmp_path, "verifier", VERIFIER, path, stop)
+    verifier = Proc.script(forker, tmp_path, "verifier", VERIFIER, path, stop)
     verifier.wait_for("ready")
     cli: list[tuple[int, str]] = []
 

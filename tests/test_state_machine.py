@@ -21,6 +21,7 @@ least the number of rows, a recall floor otherwise.
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import tempfile
 
@@ -34,6 +35,7 @@ from varvedb.index import flat
 from varvedb.engine.branches import main_view
 
 IDS = range(0, 31)
+SOAK = 10 if os.environ.get("VARVEDB_SOAK") else 1     # `make soak`: ten times the examples
 
 # ---- three-valued predicates -----------------------------------------------------------
 
@@ -362,7 +364,7 @@ class VarveMachine(RuleBasedStateMachine):
 
 TestVarveStateMachine = VarveMachine.TestCase
 TestVarveStateMachine.settings = settings(
-    max_examples=100, stateful_step_count=30, deadline=None,
+    max_examples=100 * SOAK, stateful_step_count=30, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -424,6 +426,10 @@ class HnswMachine(VarveMachine):
 
 
 TestHnswStateMachine = HnswMachine.TestCase
+# 100 examples (it ran 200): its steps and row checks are VarveMachine's, which
+# runs its own 100; what is its own, the graph path held to exact search, failed
+# within the first examples when the exact scan above the watermark skipped one
+# row. `make soak` runs ten times as many.
 TestHnswStateMachine.settings = settings(
-    max_examples=200, stateful_step_count=30, deadline=None,
+    max_examples=100 * SOAK, stateful_step_count=30, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
