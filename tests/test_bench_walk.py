@@ -21,7 +21,7 @@ def report(tmp_path_factory):
                     queries=40, efs=(10, 40, ROWS), rounds=1,
                     engines=("varvedb", "hnswlib", "plain", "coded", "edge", "coded:1000",
                              "edge:1000:nopf", "oracle", "plain:nopf", "varvedb:nopf",
-                             "varvedb:bfs:nopf", "varvedb:int8",
+                             "varvedb:bfs", "varvedb:rcm:nopf", "varvedb:int8",
                              "varvedb:int8:bfs:nopf"),
                     echo=lambda *_: None)
 
@@ -45,11 +45,12 @@ def test_the_package_walk_varied_finds_what_it_finds(report):
     for ef in (10, 40, ROWS):
         own = _curve(report, "varvedb")[ef]["recall"]
         assert _curve(report, "varvedb:nopf")[ef]["recall"] == own
-        assert abs(_curve(report, "varvedb:bfs:nopf")[ef]["recall"] - own) <= 0.01
-    assert _curve(report, "varvedb:bfs:nopf")[ROWS]["recall"] == 1.0
-    for ef in (10, 40, ROWS):       # the index's own renumbering: the same walk
-        assert _curve(report, "varvedb:int8:bfs:nopf")[ef]["recall"] \
-            == _curve(report, "varvedb:int8")[ef]["recall"]
+        for engine in ("varvedb:bfs", "varvedb:rcm:nopf"):
+            assert abs(_curve(report, engine)[ef]["recall"] - own) <= 0.01
+    assert _curve(report, "varvedb:rcm:nopf")[ROWS]["recall"] == 1.0
+    for ef in (10, 40, ROWS):
+        assert abs(_curve(report, "varvedb:int8:bfs:nopf")[ef]["recall"]
+                   - _curve(report, "varvedb:int8")[ef]["recall"]) <= 0.01
     assert _curve(report, "varvedb:int8")[ROWS]["recall"] == 1.0
 
 
@@ -60,15 +61,16 @@ def test_a_renumbering_is_a_permutation_that_keeps_every_list(tmp_path):
     norms = np.linalg.norm(x, axis=1).astype(np.float32)
     index = HnswIndex(8, "cosine", m=4, ef_construction=32, quantize="int8")
     index.add(x, norms, np.arange(600))
-    order = walk.node_order(index)
-    assert sorted(order.tolist()) == list(range(600))
-    moved, mx, _ = walk.renumbered(index, x, norms, order)     # validates it
-    a, b = index.to_arrays(), moved.to_arrays()
-    np.testing.assert_array_equal(mx, x[order])
-    np.testing.assert_array_equal(b["codes"], a["codes"][order])
-    links = np.where(b["links0"] >= 0, order[np.maximum(b["links0"], 0)], -1)
-    np.testing.assert_array_equal(links, a["links0"][order])
-    assert order[b["params"][7]] == a["params"][7]              # the entry point
+    for how in walk.ORDERS:
+        order = walk.node_order(index, how)
+        assert sorted(order.tolist()) == list(range(600))
+        moved, mx, _ = walk.renumbered(index, x, norms, order)     # validates it
+        a, b = index.to_arrays(), moved.to_arrays()
+        np.testing.assert_array_equal(mx, x[order])
+        np.testing.assert_array_equal(b["codes"], a["codes"][order])
+        links = np.where(b["links0"] >= 0, order[np.maximum(b["links0"], 0)], -1)
+        np.testing.assert_array_equal(links, a["links0"][order])
+        assert order[b["params"][7]] == a["params"][7]              # the entry point
 
 
 def test_an_eps_that_rejects_nothing_gives_the_plain_walk(report):
@@ -100,7 +102,6 @@ def test_figures_are_there(report):
 
 
 @pytest.mark.parametrize("spec", ["nosuch", "coded:wide", "plain:0.5", "hnswlib:nopf",
-                                  "varvedb:rcm", "varvedb:int8:rcm",
                                   "plain:rcm", "varvedb:gorder"])
 def test_a_wrong_engine_is_refused(spec, tmp_path):
     with pytest.raises(OptionError):

@@ -399,7 +399,7 @@ def test_a_format_3_graph_opens_searches_and_grows_as_it_did(base, queries, l2_i
     restored = HnswIndex.from_arrays(old)
     restored.validate(N_ROWS)
     a, b = l2_index.to_arrays(), restored.to_arrays()
-    assert b["params"][0] == 5 and b["upper_links"].shape == a["upper_links"].shape
+    assert b["params"][0] == 4 and b["upper_links"].shape == a["upper_links"].shape
     for r in np.flatnonzero(a["levels"] > 0):      # each node's lists, level by level
         for level in range(1, int(a["levels"][r]) + 1):
             np.testing.assert_array_equal(b["upper_links"][b["upper_slot"][r] + level - 1],

@@ -226,9 +226,7 @@ def layers(rounds, commits, insert_rows, only, dataset, out) -> None:
 @click.option("--engines", default="varvedb,hnswlib,plain,coded,edge,oracle",
               show_default=True, help="Comma-separated; coded/edge take :EPS, every "
                                       "walk but hnswlib's :nopf (no prefetch), varvedb "
-                                      ":bfs (its graph renumbered breadth first; "
-                                      "varvedb:int8:bfs by the index, as a checkpoint "
-                                      "keeps it).")
+                                      ":bfs or :rcm (its graph renumbered).")
 @click.option("--out", default=None, help="Also write the figures to this JSON file.")
 def walk(dataset, rows, dim, queries, efs, rounds, engines, out) -> None:
     """The graph walk alone against hnswlib's knn_query, and the walk with its

@@ -36,14 +36,11 @@ prefetches (issued with the ``llvm.prefetch`` intrinsic of
 as soon as it is known, and each fresh neighbour's row before any is measured);
 ``varvedb:nopf`` is the package's own ``search_one`` compiled again in this
 process with its walks' prefetches no-ops (:func:`search_one_without_prefetch`).
-``varvedb:int8:bfs`` walks the index's own renumbered graph
-(``HnswIndex.renumbered``: breadth first from the entry, what a checkpoint
-writes and keeps), its answers already the table's rows; ``varvedb:bfs``
-walks the f32 graph renumbered here the same way (:func:`node_order`,
-:func:`renumbered`), its vectors permuted too (which the index does not do:
-they are the table's), the ids mapped back to the table's rows outside the
-timed call. (Reverse Cuthill-McKee, tried here too, was no better: 1.08x
-and 1.06x against breadth first's 1.06x and 1.13x, f32.)
+``varvedb:bfs`` / ``varvedb:rcm`` walk the package's graph renumbered
+(:func:`node_order`, :func:`renumbered`: breadth first from the entry, or
+reverse Cuthill-McKee), its rows, codes and lists permuted, the ids mapped back
+to the table's rows outside the timed call: would a layout where the nodes a
+walk meets together sit together in memory pay?
 
 Times are the calling thread's CPU time (``time.thread_time``) per query, so
 that a shared, loaded machine's preemptions do not land on whichever engine ran
@@ -383,15 +380,70 @@ def _walking_with(search_one):
         hnsw_kernels.search_one = kept
 
 
-ORDERS = ("bfs",)
+ORDERS = ("bfs", "rcm")
 
 
-def node_order(index: HnswIndex) -> np.ndarray:
-    """A renumbering of the graph's rows (new row -> old row): breadth first from
-    the entry over the level-0 lists (the index's own :func:`bfs_order`)."""
+@njit(**_J)
+def _bfs(indptr, indices, levels, first, degree):
+    """Rows in breadth-first order over the lists ``indices[indptr[r]:indptr[r + 1]]``,
+    from ``first``, then from each node not reached yet in row order; with ``degree``
+    (non-empty) each node's new neighbours in ascending degree (Cuthill-McKee).
+    Rows that are not nodes come last."""
+    n = levels.shape[0]
+    order = np.empty(n, np.int64)
+    seen = np.zeros(n, np.bool_)
+    tail = 0
+    for s in range(-1, n):
+        start = first if s < 0 else s
+        if seen[start] or levels[start] < 0:
+            continue
+        seen[start] = True
+        order[tail] = start
+        head, tail = tail, tail + 1
+        while head < tail:
+            u = order[head]
+            head += 1
+            lo = tail
+            for j in range(indptr[u], indptr[u + 1]):
+                v = indices[j]
+                if not seen[v]:
+                    seen[v] = True
+                    order[tail] = v
+                    tail += 1
+                    if degree.shape[0]:         # insertion into its place by degree
+                        t = tail - 1
+                        while t > lo and degree[order[t - 1]] > degree[v]:
+                            order[t] = order[t - 1]
+                            t -= 1
+                        order[t] = v
+    for r in range(n):
+        if not seen[r]:
+            order[tail] = r
+            tail += 1
+    return order
+
+
+def node_order(index: HnswIndex, how: str) -> np.ndarray:
+    """A renumbering of the graph's rows (new row -> old row): ``bfs`` breadth first
+    from the entry over the level-0 lists as they are; ``rcm`` reverse Cuthill-McKee
+    over the lists made symmetric (from a node of least degree)."""
     a = index.to_arrays()
-    return hnsw_kernels.bfs_order(np.asarray(a["links0"]), np.asarray(a["levels"]),
-                                  index._entry).astype(np.int64)
+    links0, levels = np.asarray(a["links0"]), np.asarray(a["levels"])
+    n = levels.shape[0]
+    src = np.repeat(np.arange(n), links0.shape[1]).reshape(links0.shape)[links0 >= 0]
+    dst = links0[links0 >= 0].astype(np.int64)
+    if how == "rcm":
+        src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+        key = np.unique(src * n + dst)
+        src, dst = key // n, key % n
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+    indices = dst[np.argsort(src, kind="stable")]
+    if how == "bfs":
+        return _bfs(indptr, indices, levels, index._entry, np.zeros(0, np.int64))
+    degree = np.diff(indptr)
+    first = int(np.argmin(np.where(levels >= 0, degree, n + 1)))
+    return _bfs(indptr, indices, levels, first, degree)[::-1].copy()
 
 
 def _without_codes(index: HnswIndex) -> HnswIndex:
@@ -494,19 +546,11 @@ class _Graph:
         return self._dq
 
     def moved(self, how: str, coded: bool):
-        """(index, rows, norms, order): the graph renumbered, the int8 one by the
-        index itself (its answers are rows: order None), the f32 one by
-        :func:`node_order` with its vectors permuted."""
+        """(index, rows, norms, order): the graph renumbered by :func:`node_order`."""
         if (how, coded) not in self._moved:
-            if coded:
-                t = time.perf_counter()
-                moved = self.coded.renumbered()
-                self.build["varvedb:renumber"] = time.perf_counter() - t
-                self._moved[how, coded] = (moved, self.x, self.norms, None)
-            else:
-                order = node_order(self.index)
-                self._moved[how, coded] = (*renumbered(self.index, self.x, self.norms,
-                                                       order), order)
+            order = node_order(self.index, how)
+            self._moved[how, coded] = (*renumbered(self.coded if coded else self.index,
+                                                   self.x, self.norms, order), order)
         return self._moved[how, coded]
 
     def block(self, kind: str):
@@ -525,7 +569,7 @@ def _load() -> float:
 
 
 def parse_engine(spec: str) -> tuple[str, float, bool, str | None]:
-    """'coded:0.5:nopf' -> (kind, eps, prefetch, order); 'varvedb:bfs' -> (..., 'bfs')."""
+    """'coded:0.5:nopf' -> (kind, eps, prefetch, order); 'varvedb:rcm' -> (..., 'rcm')."""
     kind, *opts = spec.split(":")
     if kind not in ENGINES:
         raise OptionError(f"walk engine {spec!r}: not one of {', '.join(ENGINES)}")

@@ -3,22 +3,9 @@
 What this is for: approximate nearest-neighbour search over one vector field.
 The engine owns the vectors (the arena) and the visibility of rows; this class
 owns only the graph and is handed the arena on every call. A node's id is its
-arena row number as built (so a result needs no id translation), and every
-row version can be a node: rows the caller cannot see are excluded with an
-``allow`` mask over the rows, walked through but never returned. The index
-never removes a node.
-
-Renumbered: :meth:`HnswIndex.renumbered` gives a coded graph whose nodes are in
-breadth-first order from the entry (:func:`kernels.bfs_order`), every array
-below permuted, and ``node_row`` (int32 ``(extent,)``) mapping each node to its
-arena row: what a checkpoint writes (index/vector_index.py), so that a
-process that opens the file walks nodes that a walk meets together lying
-together (issue 32). The walk reads nodes; the mask, the rerank and the
-answer read rows through the map (:mod:`varvedb.kernels.hnsw`). The build
-works in row order: :meth:`add` (and :meth:`repaired`) first put a renumbered
-graph back in row order, a gather that costs about the copy a restored
-graph's first ``add`` made anyway (copy-on-write). An empty ``node_row``
-means nodes are rows.
+arena row number, so a result needs no id translation, and every row version
+can be a node: rows the caller cannot see are excluded with an ``allow`` mask,
+walked through but never returned. The index never removes a node.
 
 Layout (the kernels in :mod:`varvedb.kernels.hnsw` explain their side):
 
@@ -93,9 +80,8 @@ from ..storage.format import code_width
 from ..storage.memory import line_aligned
 from . import prefetch
 
-_FORMAT = 5              # 1: before quantize (13 params), 2: before pq (15), 3: before a
-                         # node's upper levels were its own (upper_links (slots, L, m)),
-                         # 4: before renumbering (16 params, nodes are rows); all read
+_FORMAT = 4              # 1: before quantize (13 params), 2: before pq (15), 3: before a
+                         # node's upper levels were its own (upper_links (slots, L, m)); all read
 _MAX_LEVEL = 30
 # Batches grow with the graph, up to a quarter of its size and at most
 # _MAX_BATCH rows: small enough that a batch rarely misses a neighbour it would
@@ -109,9 +95,8 @@ _PARALLEL_FROM = 16
 _P_FORMAT, _P_DIM, _P_METRIC, _P_M, _P_EFC, _P_EFS, _P_SEED = range(7)
 _P_ENTRY, _P_TOP, _P_NODES, _P_EXTENT, _P_SLOTS, _P_LEVELS = range(7, 13)
 _P_QUANT, _P_CODE_FIT, _P_PQ_M = 13, 14, 15
-_P_MAPPED = 16           # the length of node_row: 0 (nodes are rows) or the extent
-_N_PARAMS = 17
-_N_PARAMS_OLD = {1: 13, 2: 15, 3: 16, 4: 16}
+_N_PARAMS = 16
+_N_PARAMS_OLD = {1: 13, 2: 15}
 _ARRAY_NAMES = ("levels", "links0", "upper_slot", "upper_links", "twins")
 _CODE_ARRAYS = {"int8": ("codes", "code_norms", "code_lo", "code_step"),
                 "pq": ("codes", "codebooks")}
@@ -292,7 +277,6 @@ class HnswIndex:
             self._codes = np.zeros((0, self.pq_m), np.uint8)
             self._codebooks = np.zeros((self.pq_m, pq_kernels.PQ_CODES, dsub), np.float32)
             self._books_t = np.zeros((self.pq_m, dsub, pq_kernels.PQ_CODES), np.float32)
-        self._node_row = _NO_MAP    # node -> arena row (int32); empty: nodes are rows
         self._n_slots = 0
         self._entry = -1
         self._top = -1
@@ -322,22 +306,12 @@ class HnswIndex:
         n = self._extent if n_rows is None else int(n_rows)
         mask = np.zeros(n, np.bool_)
         upto = min(n, self._extent)
-        if self._node_row.size:
-            rows = self._node_row[self._levels[:self._extent] >= 0]
-            mask[rows[rows < n]] = True
-            return mask
         mask[:upto] = self._levels[:upto] >= 0
         return mask
 
-    @property
-    def is_renumbered(self) -> bool:
-        """Whether the nodes are numbered apart from the rows (:meth:`renumbered`)."""
-        return bool(self._node_row.size)
-
     def memory_bytes(self) -> int:
         """Bytes held by the graph arrays and codes, spare capacity included (not the arena)."""
-        return int(sum(array.nbytes for array in self._arrays() + self._code_arrays())
-                   + self._node_row.nbytes)
+        return int(sum(array.nbytes for array in self._arrays() + self._code_arrays()))
 
     def node_bytes(self) -> int:
         """Bytes the nodes use: their rows of the per-row arrays and their upper
@@ -350,8 +324,7 @@ class HnswIndex:
             per_row += self._code_norms.itemsize
         slot = self._upper_links.nbytes // max(self._upper_links.shape[0], 1)
         shared = self._codebooks.nbytes if self.quantize == "pq" else 0
-        return int(per_row * self._n_nodes + slot * self._n_slots + shared
-                   + self._node_row.nbytes)
+        return int(per_row * self._n_nodes + slot * self._n_slots + shared)
 
     def _arrays(self) -> tuple[np.ndarray, ...]:
         return (self._levels, self._links0, self._upper_slot, self._upper_links, self._twins)
@@ -384,7 +357,6 @@ class HnswIndex:
             return
         self._graph_args = None     # the arrays, the entry point and the top change
         self._calls = {}
-        self._to_row_order()
         arena = self._arena(vectors)
         if arena.shape[0] < self._extent:
             # the build walk reads the vector of every node it meets: a node
@@ -424,10 +396,7 @@ class HnswIndex:
         (:func:`kernels.link_orphans`; a search's sweep finds any other); the
         entry point moves to a node of the highest level left if it was dropped. Twins are
         linked again (their rings may have lost their linked node). What a
-        vacuum does instead of a rebuild, when asked to repair. (A renumbered graph
-        is repaired in row order: the result's nodes are its rows.)"""
-        if self._node_row.size:
-            return self._in_row_order().repaired(kept, vectors, norms)
+        vacuum does instead of a rebuild, when asked to repair."""
         kept = np.asarray(kept, np.int64)
         inside = kept[kept < self._extent]      # a prefix: kept is increasing
         n, k = len(kept), len(inside)
@@ -494,78 +463,6 @@ class HnswIndex:
             out._entry, out._top = int(entry), int(levels[entry])
         out.add(vectors, norms, np.flatnonzero(unlinked))
         return out
-
-    def renumbered(self) -> "HnswIndex":
-        """This graph with its nodes breadth first from the entry over the level-0
-        lists (:func:`kernels.bfs_order`): nodes a walk meets together lie
-        together in the lists, the codes and the visited set. A graph that walks
-        the arena itself (quantize=None: its rows stay in the table's order), an
-        empty one and one already renumbered are returned as they are. This
-        index is not changed (searches bound to it go on)."""
-        if self.quantize is None or self._n_nodes == 0 or self._node_row.size:
-            return self
-        ext = self._extent
-        out = self._copy()
-        out._reorder(kernels.bfs_order(self._links0[:ext], self._levels[:ext], self._entry))
-        return out
-
-    def _to_row_order(self) -> None:
-        if self._node_row.size:     # the build links in row order
-            self._reorder(self._row_order())
-
-    def _in_row_order(self) -> "HnswIndex":
-        out = self._copy()
-        out._reorder(self._row_order())
-        return out
-
-    def _row_order(self) -> np.ndarray:
-        # the order that puts a renumbered graph's nodes back at their rows
-        order = np.empty(self._extent, np.int32)
-        order[self._node_row] = np.arange(self._extent, dtype=np.int32)
-        return order
-
-    def _copy(self) -> "HnswIndex":
-        """A second index over the same arrays (which :meth:`_reorder` replaces,
-        never writes), with scratch and prepared calls of its own."""
-        out = object.__new__(HnswIndex)
-        out.__dict__.update(self.__dict__)
-        out._workspaces, out._calls, out._graph_args, out._scratch = [], {}, None, None
-        return out
-
-    def _reorder(self, order: np.ndarray) -> None:
-        """New node ``i`` is node ``order[i]`` (a permutation of the extent): every
-        per-node array gathered, every id in the lists and twin rings mapped, and
-        the node -> row map composed (emptied where it comes back to rows). New
-        arrays, exactly the extent long, writable: the old ones are not written."""
-        ext = self._extent
-        inv = np.empty(ext, np.int32)
-        inv[order] = np.arange(ext, dtype=np.int32)
-
-        self._links0 = self._links0[:ext][order]
-        self._upper_links = np.array(self._upper_links[:self._n_slots])
-        kernels.renumber_lists(self._links0, inv)
-        kernels.renumber_lists(self._upper_links, inv)
-        self._levels = self._levels[:ext][order]
-        self._upper_slot = self._upper_slot[:ext][order]
-        twins = self._twins[:ext][order]
-        nxt = inv[np.where(twins >= 0, twins, np.maximum(-twins - 2, 0))]
-        self._twins = np.where(twins >= 0, nxt, np.where(twins <= -2, -nxt - 2, np.int32(-1)))
-        if self.quantize == "pq":
-            self._codes = self._codes[:ext][order]
-        elif self.quantize is not None:
-            codes = line_aligned((ext, self._code_width), np.int8)
-            np.take(self._codes[:ext], order, axis=0, out=codes)
-            self._codes, self._code_norms = codes, self._code_norms[:ext][order]
-        node_row = order if not self._node_row.size else self._node_row[order]
-        self._node_row = _NO_MAP if np.array_equal(node_row, np.arange(ext)) \
-            else np.ascontiguousarray(node_row, np.int32)
-        if self._entry >= 0:
-            self._entry = int(inv[self._entry])
-        self._writable = True
-        self._graph_args = None
-        self._calls = {}
-        self._workspaces = []
-        self._scratch = None
 
     def _check_new_rows(self, rows: np.ndarray, n_rows: int) -> int:
         """ValueError unless ``rows`` are distinct new rows of the arena; returns the
@@ -728,7 +625,6 @@ class HnswIndex:
     def reserve(self, n_rows: int) -> None:
         """Room for nodes up to row ``n_rows - 1`` in one allocation, no spare:
         a bulk link that knows its size need not grow by doubling."""
-        self._to_row_order()
         if n_rows > self._levels.shape[0]:
             self._graph_args = None
             self._calls = {}
@@ -822,7 +718,7 @@ class HnswIndex:
         out_rows = np.empty(k, np.int64)
         out_dist = np.empty(k, np.float64)
         try:
-            count = kernels.search_one(graph, (vectors, norms, vectors, norms, allow, _NO_MAP),
+            count = kernels.search_one(graph, (vectors, norms, vectors, norms, allow),
                                        (query, query), params, ws.args, out_rows, out_dist)
         except Exception:      # shapes numba cannot type (a 2-D query): the checks say so
             return self._search(vectors, norms, query, k, allow, ef)
@@ -852,10 +748,10 @@ class HnswIndex:
         ef = max(int(ef) if ef is not None else self.ef_search, k)
         mc, coded = self._metric_code, self.quantize is not None
         if coded:       # int8 codes: the walk's query is the query scaled by the codes' step
-            data = (arena, norms, self._codes, self._code_norms, allow, self._node_row)
+            data = (arena, norms, self._codes, self._code_norms, allow)
             params = (mc, self._int8_metric(), self._rerank(k, ef), ef, k, use_allow, 0)
         else:
-            data = (arena, norms, arena, norms, allow, _NO_MAP)
+            data = (arena, norms, arena, norms, allow)
             params = (mc, mc, 0, ef, k, use_allow, 0)
         step, dim, scaled_width = self._code_step, self.dim, self._code_width if coded else 0
         graph = self._graph_args or self._graph()
@@ -917,12 +813,12 @@ class HnswIndex:
         out_dist = np.empty(k, np.float64)
         split = False
         if self.quantize is None:     # the walk measures the arena itself
-            data = (arena, norms, arena, norms, allow, _NO_MAP)
+            data = (arena, norms, arena, norms, allow)
             pair = (query, query)
             params = (self._metric_code, self._metric_code, 0, ef, k, use_allow, 0)
         else:                         # it walks the codes, then reranks from the arena
             codes, code_norms, walk_query, walk_metric = self._walk(query)
-            data = (arena, norms, codes, code_norms, allow, self._node_row)
+            data = (arena, norms, codes, code_norms, allow)
             pair = (query, walk_query)
             rerank = self._rerank(k, ef)
             # a coded walk over vectors that do not fit in memory: walk, ask for the
@@ -1056,15 +952,12 @@ class HnswIndex:
         params = np.zeros(_N_PARAMS, np.int64)
         params[[_P_FORMAT, _P_DIM, _P_METRIC, _P_M, _P_EFC, _P_EFS, _P_SEED, _P_ENTRY,
                 _P_TOP, _P_NODES, _P_EXTENT, _P_SLOTS, _P_LEVELS, _P_QUANT, _P_CODE_FIT,
-                _P_PQ_M, _P_MAPPED]] = [
+                _P_PQ_M]] = [
             _FORMAT, self.dim, self._metric_code, self.m, self.ef_construction,
             self.ef_search, self.seed, self._entry, self._top, self._n_nodes, self._extent,
             self._n_slots, self._upper_levels, _QUANT_CODES[self.quantize],
-            self._code_fit, self.pq_m or 0, self._node_row.size]
+            self._code_fit, self.pq_m or 0]
         arrays = {"params": params}
-        if self._node_row.size:
-            arrays["node_row"] = self._node_row.view()
-            arrays["node_row"].flags.writeable = False
         trim = {"upper_links": self._n_slots, "code_lo": self.dim, "code_step": self.dim,
                 "codebooks": self.pq_m or 0}
         for name, array in zip(_ARRAY_NAMES + _CODE_ARRAYS.get(self.quantize, ()),
@@ -1086,13 +979,12 @@ class HnswIndex:
         """
         try:
             p = np.asarray(arrays["params"])
-            fmt = int(p[_P_FORMAT]) if p.dtype == np.int64 and p.ndim == 1 and p.size \
-                else None
-            old = _N_PARAMS_OLD.get(fmt)
+            old = _N_PARAMS_OLD.get(int(p[_P_FORMAT])) if p.dtype == np.int64 \
+                and p.ndim == 1 and p.size else None
             if old is not None and p.shape == (old,):
-                # (formats 1-4: nodes are rows, _P_MAPPED 0)
                 p = np.concatenate([p, np.zeros(_N_PARAMS - old, np.int64)])
-            elif fmt != _FORMAT or p.shape != (_N_PARAMS,):
+            elif p.dtype != np.int64 or p.shape != (_N_PARAMS,) \
+                    or int(p[_P_FORMAT]) not in (3, _FORMAT):
                 raise ValueError("unknown HNSW params layout")
             # before format 4 every upper node had a slot of every level
             slotted = int(p[_P_FORMAT]) < 4
@@ -1153,12 +1045,6 @@ class HnswIndex:
                 index._upper_links = _restored(arrays["upper_links"], np.int32, (slots, m))
             index._upper_levels = n_levels
             index._twins = _restored(arrays["twins"], np.int32, (extent,))
-            mapped = int(p[_P_MAPPED])
-            if mapped:
-                if mapped != extent or quant is None:
-                    raise ValueError(f"an HNSW node map of {mapped} rows, for {extent} "
-                                     f"rows walking {quant or 'the vectors'}")
-                index._node_row = _node_map(arrays["node_row"], extent)
         except KeyError as exc:
             raise ValueError(f"HNSW arrays lack {exc}") from None
         index._entry, index._top, index._n_nodes = (int(p[_P_ENTRY]), int(p[_P_TOP]),
@@ -1174,7 +1060,6 @@ _BOOL = np.dtype(np.bool_)
 _I64 = np.dtype(np.int64)
 _F64 = np.dtype(np.float64)
 _NO_ALLOW = np.zeros(1, np.bool_)
-_NO_MAP = np.zeros(0, np.int32)
 
 
 def _grown(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -1200,16 +1085,6 @@ def _own_levels(levels: np.ndarray, upper_slot: np.ndarray, slotted: np.ndarray
     own[upper] = start
     level_of = np.arange(int(count.sum())) - np.repeat(start, count)
     return own, np.ascontiguousarray(slotted[np.repeat(slot, count), level_of])
-
-
-def _node_map(array: np.ndarray, extent: int) -> np.ndarray:
-    """A restored node -> row map, refused (ValueError) unless it is a permutation
-    of the rows ``[0, extent)``: the walk reads the mask and the arena at it."""
-    node_row = _restored(array, np.int32, (extent,))
-    if int(node_row.min()) < 0 or int(node_row.max()) >= extent \
-            or int(np.bincount(node_row, minlength=extent).max()) != 1:
-        raise ValueError("the HNSW node map is not a permutation of its rows")
-    return node_row
 
 
 def _aligned_grown(codes: np.ndarray, rows: int) -> np.ndarray:

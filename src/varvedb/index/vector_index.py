@@ -310,20 +310,6 @@ class HnswVectorIndex(VectorIndex):
     def width(self, asked: int | None, k: int) -> int:
         return max(asked or self.spec.ef_search, k)
 
-    def to_arrays(self) -> dict:
-        """A coded graph is written renumbered (HnswIndex.renumbered: its nodes
-        breadth first from the entry) and kept so: the checkpoint writes every
-        array of the graph anyway, so the permutation costs a gather of what it
-        writes; the file's readers map the graph in that order with no work at
-        open; and this process walks it too from now. Its next link puts it back
-        in row order (a gather: about the copy a mapped graph's first link makes
-        anyway), and the next checkpoint renumbers it again. Searches bound to
-        the graph before keep walking its old arrays, which stay as they were."""
-        self.check_loaded()
-        with self._lock.write():
-            self.graph = self.graph.renumbered()
-        return super().to_arrays()
-
     def _extend(self, column, lo: int, upto: int, parts=None) -> int:
         """When more than a chunk waits, room for all of it is reserved at once:
         a bulk build knows its size and need not grow by doubling. (A graph's

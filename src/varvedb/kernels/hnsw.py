@@ -5,9 +5,7 @@ pools they use are in :mod:`varvedb.kernels.heaps`).
 What this is for: :class:`varvedb.index.hnsw.HnswIndex` owns the graph arrays
 and calls these functions; they hold every loop that touches nodes.
 
-The graph (every array is indexed by node; a node is the arena row of the
-same number, except in a renumbered graph, whose ``node_row`` maps each node
-to its row: see "Renumbered graphs" below):
+The graph (node id == arena row number; every array is indexed by row):
 
 * ``levels``      int8  ``(cap,)``         top level of each row, -1 = not a node.
 * ``links0``      int32 ``(cap, 2m)``      level-0 out-links.
@@ -63,28 +61,18 @@ candidates again from the arena and ranks those. The build always walks the
 arena: walking codes there (and measuring the pool again for the neighbour
 selection) was measured no faster. Tried and not kept either: prefetching,
 one expansion ahead, the rows the next node links to (slower on glove-50);
-reverse Cuthill-McKee renumbering (1.08x and 1.06x, f32; breadth first is
-kept: see below); and, beside each level-0 list, its neighbours' 1-bit codes
-(RaBitQ-style, offsets from the rows' centroid or from the list's owner) scored
-in one loop,
+renumbering the rows so that the nodes a walk meets together sit together
+(breadth first from the entry: at recall 0.95, 1.06x on glove-50 and
+1.13-1.17x on the clustered set; reverse Cuthill-McKee: 1.08x and 1.06x, f32),
+which pays but needs the node id apart from the table's row (a translation the
+masks, twins, rerank and answers would read), not built;
+and, beside each level-0 list, its neighbours' 1-bit codes (RaBitQ-style,
+offsets from the rows' centroid or from the list's owner) scored in one loop,
 a row measured only where the estimate's bound could not reject it
 (``varvedb bench walk``, issue 32): at recall 0.95, 0.96-1.00x the same walk
 without them on glove-50 100k (2.3x fewer rows measured), 0.73-0.78x on the
 clustered 100k x 128 set (the bound rejects 0.5 % of the rows there), for
 twice a node's bytes.
-
-Renumbered graphs: a coded graph's nodes may be numbered apart from the
-table's rows, breadth first from the entry (:func:`bfs_order`), so that the
-nodes a walk meets together sit together in the lists, the codes and the
-visited set (``varvedb bench walk``, issue 32: the int8 walk at recall 0.95,
-1.08x on glove-50 100k and 1.15x on the clustered 100k x 128 set; nothing on
-minilm-debian, 60k x 384, whose codes are six cache lines a row). The walk reads nodes only; the rows
-come in where the table's order rules: the mask (``allow[row_of(node)]``, one
-read per node the filtered walk reports, not a translated mask per query)
-and, once the walk is over, the pool, mapped to rows in place before the
-rerank reads the arena (vectors stay in row order) and the answer is cut by
-(score, row). A walk that reads the arena itself (quantize=None) is never
-renumbered: it would pay an indirection per distance for rows still scattered.
 
 A walk as wide as the graph is exact: a walk whose pool is not full at its
 end has met every node it can reach, so :func:`search_one` then measures the
@@ -166,10 +154,8 @@ _JIT = dict(cache=True, nogil=True, fastmath=True)
 # type check):
 #   graph   (links0, upper_slot, upper_links, twins, levels, entry, top, extent): the index's
 #           state, packed once per state by the index (HnswIndex._graph);
-#   data    (arena, norms, walk, walk_norms, allow, node_row): the rows scored, the
-#           rows walked (the arena itself, or its codes), the mask (over the
-#           table's rows) and the node -> row map (empty: nodes are rows; see
-#           row_of);
+#   data    (arena, norms, walk, walk_norms, allow): the rows scored, the rows
+#           walked (the arena itself, or its codes) and the mask;
 #   query_pair  (query, walk_query): the query and what the walk measures it
 #           as (itself, or its codes' form);
 #   params  (metric, walk_metric, rerank, ef, k, use_allow, lane);
@@ -373,26 +359,23 @@ def beam_search(arena, norms, query, q_norm, metric, links0, upper_slot, upper_l
 
 @njit(**_JIT)
 def filtered_search(arena, norms, query, q_norm, metric, links0, twins, seed, seed_dist, ef,
-                    allow, node_row, visited, stamp, cand_d, cand_i, res_d, res_i, fresh):
+                    allow, visited, stamp, cand_d, cand_i, res_d, res_i, fresh):
     """Best-first walk of level 0 that returns allowed nodes only.
 
     Returns the number of results, left in ``res_d/res_i`` as a max-heap of
     at most ``ef`` allowed nodes. Nodes that are not allowed are still
-    expanded, so a filter never cuts the graph (``allow`` is over the table's
-    rows, read through ``node_row``: see :func:`row_of`); the walk ends when the
+    expanded, so a filter never cuts the graph; the walk ends when the
     nearest open candidate is farther than the ef-th allowed result (so a
     selective filter walks far: the planner sends those to exact search).
     """
     arena, norms, query, links0 = (unmanaged(arena), unmanaged(norms), unmanaged(query),
                                    unmanaged(links0))
     twins, allow, visited = unmanaged(twins), unmanaged(allow), unmanaged(visited)
-    node_row = unmanaged(node_row)
     cand_d, cand_i, res_d, res_i, fresh = (unmanaged(cand_d), unmanaged(cand_i),
                                            unmanaged(res_d), unmanaged(res_i), unmanaged(fresh))
     visited[seed] = stamp
     n_cand = candidate_push(cand_d, cand_i, 0, seed_dist, seed)
-    n_res = _report_allowed(twins, allow, node_row, visited, stamp, seed, seed_dist, ef, res_d,
-                            res_i, 0)
+    n_res = _report_allowed(twins, allow, visited, stamp, seed, seed_dist, ef, res_d, res_i, 0)
     while n_cand > 0:
         if n_res == ef and cand_d[0] > res_d[0]:
             break
@@ -416,26 +399,17 @@ def filtered_search(arena, norms, query, q_norm, metric, links0, twins, seed, se
             d = query_distance(arena, norms, v, query, q_norm, metric)
             if n_res < ef or d < res_d[0]:
                 n_cand = candidate_push(cand_d, cand_i, n_cand, d, v)
-                n_res = _report_allowed(twins, allow, node_row, visited, stamp, v, d, ef,
-                                        res_d, res_i, n_res)
+                n_res = _report_allowed(twins, allow, visited, stamp, v, d, ef, res_d, res_i,
+                                        n_res)
     return n_res
 
 
 @njit(**_INLINE)
-def row_of(node_row, node):
-    """The table's row of a node: ``node_row[node]``, or the node itself where
-    the map is empty (the graph in row order)."""
-    return node_row[node] if node_row.shape[0] else node
-
-
-@njit(**_INLINE)
-def _report_allowed(twins, allow, node_row, visited, stamp, node, d, ef, res_d, res_i,
-                    n_res):
-    # the node itself, then the twins in its ring, into the result max-heap (the
-    # mask is over the table's rows)
+def _report_allowed(twins, allow, visited, stamp, node, d, ef, res_d, res_i, n_res):
+    # the node itself, then the twins in its ring, into the result max-heap
     v = node
     while True:
-        if allow[row_of(node_row, v)]:
+        if allow[v]:
             n_res = top_k_push(res_d, res_i, n_res, ef, d, v)
         v = ring_next(twins, v)
         if v < 0 or v >= visited.shape[0] or v == node:
@@ -445,53 +419,7 @@ def _report_allowed(twins, allow, node_row, visited, stamp, node, d, ef, res_d, 
         visited[v] = stamp
 
 
-@njit(**_JIT)
-def renumber_lists(lists, inv):
-    """Each id in ``lists`` (2-D, -1 padded) replaced in place by ``inv[id]``: a
-    graph's lists after its nodes are renumbered (in numpy, a take and a where
-    over every entry cost 40 times this loop)."""
-    for i in range(lists.shape[0]):
-        for j in range(lists.shape[1]):
-            v = lists[i, j]
-            if v >= 0:
-                lists[i, j] = inv[v]
-
-
 # ------------------------------------------------------------------- queries
-
-
-@njit(readonly=("links0", "levels"), **_JIT)
-def bfs_order(links0, levels, entry):
-    """The nodes breadth first over the level-0 lists from ``entry``, then from
-    each node not reached yet (twins, nodes no list holds) in node order, then
-    the rows that are not nodes: new node ``i`` is old node ``order[i]``."""
-    n = levels.shape[0]
-    order = np.empty(n, np.int32)
-    seen = np.zeros(n, np.bool_)
-    tail = 0
-    for s in range(-1, n):
-        start = entry if s < 0 else s
-        if start < 0 or seen[start] or levels[start] < 0:
-            continue
-        seen[start] = True
-        order[tail] = start
-        head, tail = tail, tail + 1
-        while head < tail:
-            u = order[head]
-            head += 1
-            for j in range(links0.shape[1]):
-                v = links0[u, j]
-                if v < 0:
-                    break
-                if not seen[v]:
-                    seen[v] = True
-                    order[tail] = v
-                    tail += 1
-    for r in range(n):
-        if not seen[r]:
-            order[tail] = r
-            tail += 1
-    return order
 
 
 @njit(readonly=("links0", "upper_slot", "upper_links"), **_JIT)
@@ -541,14 +469,13 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
     need ef entries, ``cand_*`` more than 2 ef (filtered walks only), ``fresh`` 2m.
     """
     links0, upper_slot, upper_links, twins, levels, entry, top, extent = graph
-    arena, norms, walk, walk_norms, allow, node_row = data
+    arena, norms, walk, walk_norms, allow = data
     query, walk_query = query_pair
     metric, walk_metric, rerank, ef, k, use_allow, lane = params
     visited, generation, cand_d, cand_i, res_d, res_i, fresh, exact_i, exact_d = ws
     if query.shape[0] != arena.shape[1] or use_allow and allow.shape[0] < extent \
             or metric == METRIC_COSINE and norms.shape[0] < arena.shape[0] \
-            or res_d.shape[0] < ef or out_rows.shape[0] < k or out_dist.shape[0] < k \
-            or node_row.shape[0] and arena.shape[0] < node_row.shape[0]:
+            or res_d.shape[0] < ef or out_rows.shape[0] < k or out_dist.shape[0] < k:
         return -2
     if not all_finite(query):
         return -1
@@ -559,8 +486,6 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
                  arena.shape[0], walk.shape[0])
     if use_allow:
         n_rows = min(n_rows, allow.shape[0])
-    if node_row.shape[0]:       # a renumbered graph: its nodes are the map's
-        n_rows = min(n_rows, node_row.shape[0])
     if entry >= n_rows:
         entry, top = _covered_entry(links0, upper_slot, upper_links, entry, top, n_rows)
     q_norm = query_norm(walk_query, walk_metric)
@@ -573,8 +498,8 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
                                     upper_slot, upper_links, entry, dist, top, 0)
         if use_allow:
             n = filtered_search(walk, walk_norms, walk_query, q_norm, walk_metric, links0,
-                                twins, node, dist, ef, allow, node_row, visited, stamp, cand_d,
-                                cand_i, res_d, res_i, fresh)
+                                twins, node, dist, ef, allow, visited, stamp, cand_d, cand_i,
+                                res_d, res_i, fresh)
         else:
             res_d[0] = dist
             res_i[0] = node
@@ -597,14 +522,9 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
         # the pool is not full: the walk met every node it can reach, and every
         # one it met is in the pool; the nodes it never reached are measured here
         n = _sweep(walk, walk_norms, walk_query, q_norm, walk_metric, levels, allow,
-                   node_row, use_allow, visited, stamp, ef, res_d, res_i, n)
+                   use_allow, visited, stamp, ef, res_d, res_i, n)
     if use_allow:
         max_sort(res_d, res_i, n)      # the filtered walk's pool is a max-heap
-    if node_row.shape[0]:
-        # the walk is over: its pool's nodes become the table's rows, which the
-        # rerank reads and the answer gives
-        for j in range(n):
-            res_i[j] = node_row[res_i[j]]
     if walk_metric != metric and not whole:     # (a whole pool is ranked below)
         if rerank < 0:
             return _candidates(res_i, min(n, -rerank), out_rows)
@@ -617,13 +537,13 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
 
 
 @njit(**_JIT)
-def _sweep(walk, walk_norms, walk_query, q_norm, walk_metric, levels, allow, node_row,
-           use_allow, visited, stamp, ef, pool_d, pool_i, n):
+def _sweep(walk, walk_norms, walk_query, q_norm, walk_metric, levels, allow, use_allow,
+           visited, stamp, ef, pool_d, pool_i, n):
     # every allowed node `visited` has no stamp for, into the pool (the filtered
     # walk's max-heap with use_allow, else the ascending pool), which has room
     # for ef; returns its size
     for r in range(visited.shape[0]):
-        if visited[r] == stamp or levels[r] < 0 or use_allow and not allow[row_of(node_row, r)]:
+        if visited[r] == stamp or levels[r] < 0 or use_allow and not allow[r]:
             continue
         d = query_distance(walk, walk_norms, r, walk_query, q_norm, walk_metric)
         if use_allow:
