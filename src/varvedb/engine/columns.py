@@ -591,10 +591,8 @@ class DerivedColumn:
             nulls |= ~predicate_mask(*self._predicate(), lo, hi)
         if self.expr is None:
             return vals, src.norms.head(hi)[lo:], nulls
-        how, start, count, dtype = self.expr
-        x = vals.astype(np.float32, copy=False)
-        if how == "subvector":
-            x = x[:, start - 1:start - 1 + count]
+        dtype = self.expr[3]
+        x = _cut(self.expr, vals.astype(np.float32, copy=False))
         if dtype == "bit":
             out = np.packbits(x > 0, axis=1)
             return out, np.zeros(len(out), np.float32), nulls
@@ -634,10 +632,7 @@ def unindexable(spec, vectors: np.ndarray, nulls: np.ndarray, meets) -> np.ndarr
         return np.empty(0, np.int64)
     found = []
     for lo in range(0, len(vectors), _BLOCK_ROWS):
-        x = vectors[lo:lo + _BLOCK_ROWS]
-        if expr[0] == "subvector":
-            x = x[:, expr[1] - 1:expr[1] - 1 + expr[2]]
-        bad = half_overflow(x)
+        bad = half_overflow(_cut(expr, vectors[lo:lo + _BLOCK_ROWS]))
         if bad is not None:
             found.append(np.flatnonzero(bad) + lo)
     if not found:
@@ -651,11 +646,18 @@ def unindexable(spec, vectors: np.ndarray, nulls: np.ndarray, meets) -> np.ndarr
 
 def range_error(field: str, spec, vector: np.ndarray, where: str) -> VectorRangeError:
     """The error of a vector an expression index cannot hold (unindexable)."""
-    x = vector if spec.expr[0] != "subvector" else \
-        vector[spec.expr[1] - 1:spec.expr[1] - 1 + spec.expr[2]]
+    x = _cut(spec.expr, vector)
     big = float(x[np.argmax(np.abs(x))])
     return VectorRangeError(f'"{big:g}" is out of range for type halfvec: field {field!r}, '
                             f"{where}, is cast to halfvec by its index")
+
+
+def _cut(expr: tuple, x: np.ndarray) -> np.ndarray:
+    """What of vectors x (elements on the last axis) an index expression reads: a
+    subvector's elements, else all of them."""
+    if expr[0] != "subvector":
+        return x
+    return x[..., expr[1] - 1:expr[1] - 1 + expr[2]]
 
 
 def _width(expr: tuple, dim: int) -> int:
