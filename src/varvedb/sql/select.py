@@ -498,7 +498,7 @@ class Select:
             kept = table.prepared.get(self._kept_key(session, params, skip))
         except TypeError:       # a list among the other parameters: bound each time
             return None
-        if kept is None or kept.state != (ctx.engine.visible, session.branch_id):
+        if kept is None or kept.state != session.read_state():
             return None
         return kept.with_vector(query_vector(schema.fields[b.vector[0]], q),
                                 E.Env(params, {}, ctx.snapshot))
