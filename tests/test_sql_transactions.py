@@ -267,6 +267,64 @@ def test_a_repeatable_read_block_is_refused_a_write_after_any_commit(tmp_path):
     db.close()
 
 
+def _libpq(conn, send) -> list:
+    """The results of one libpq request (`send(pgconn)`, psycopg's pq, which its
+    Connection never sends for a statement Describe): (SQLSTATE or None, column
+    names) each, waited for on the socket (a minutes-long hang guard)."""
+    import select
+    import time
+    pgconn = conn.pgconn
+    send(pgconn)
+    guard = time.monotonic() + 600
+    while pgconn.flush() or (pgconn.consume_input() or pgconn.is_busy()):
+        assert time.monotonic() < guard, "no answer"
+        select.select([pgconn.socket], [pgconn.socket], [], 1)
+    out = []
+    while (r := pgconn.get_result()) is not None:
+        state = r.error_field(psycopg.pq.DiagnosticField.SQLSTATE)
+        out.append((state and state.decode(), [r.fname(i).decode() for i in range(r.nfields)]))
+    return out
+
+
+def _describe_in_block(conn, prepare: bytes) -> list:
+    """In a block that wrote a row: Parse a statement, Describe it (the first error
+    of the two ends them), insert a row, COMMIT: what each answered, and the rows."""
+    conn.execute("BEGIN")
+    conn.execute("INSERT INTO t VALUES (1)")
+    got = _libpq(conn, lambda c: c.send_prepare(b"s", prepare))
+    if got[0][0] is None:
+        got += _libpq(conn, lambda c: c.send_describe_prepared(b"s"))
+    got.append(_outcome(lambda s: conn.execute(s).statusmessage, "INSERT INTO t VALUES (2)"))
+    got.append(conn.execute("COMMIT").statusmessage)
+    got.append(sorted(conn.execute("SELECT id FROM t").fetchall()))
+    conn.execute("DELETE FROM t")
+    conn.execute("DEALLOCATE ALL")
+    return got
+
+
+@pytest.mark.parametrize("text", ["SELECT 1 / 0 AS x, $1::int AS y",
+                                  "SELECT id FROM t WHERE id = $1 AS OF BRANCH 'main'",
+                                  "SELECT nosuch FROM t WHERE id = $1"])
+def test_a_statement_describe_fails_no_block(pg_conn, wire, text):
+    # defect: --pg's Describe of a prepared SELECT ran it with NULL parameters, and
+    # the run's error (one PostgreSQL's Describe never meets: it runs nothing) failed
+    # the open block, so its COMMIT rolled back; a name that does not exist is
+    # refused by PostgreSQL's Parse (varvedb's Describe), which fails the block
+    pg_text = text.replace(" AS OF BRANCH 'main'", "")
+    pg_conn.autocommit = True
+    pg_conn.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    want = _describe_in_block(pg_conn, pg_text.encode())
+    w = wire()
+    w.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    got = _describe_in_block(w, text.encode())
+    if want[0][0] is not None:      # refused by PostgreSQL's Parse: by the Describe here
+        assert want[0] == ("42703", []) and got[0] == (None, []) and got[1] == want[0]
+        got = got[1:]
+    else:
+        assert want[-1] == [(1,), (2,)] and want[1][1]
+    assert got == want
+
+
 def _three_ways(pg_conn, tmp_path, wire):
     """A step runner for PostgreSQL, db.sql and --pg each: ("show", value) for a
     SHOW, else the command tag."""

@@ -589,9 +589,17 @@ class Select:
 
     def run(self, ctx, params) -> SqlResult:
         query = self._kept_run(ctx, params) or self.plan(ctx, params)
-        res = execute(query)
-        top = query.plan
-        return result_of(res, (top if type(top) is Output else top.find(Output)).columns)
+        return result_of(execute(query), _output_columns(query))
+
+    def planned(self, ctx, params) -> SqlResult:
+        """Its columns, planned and not run: a result without rows, its columns of
+        no kind (sql.describe_read's answer where a run fails)."""
+        return SqlResult(list(_output_columns(self.plan(ctx, params))), [], "SELECT 0")
+
+
+def _output_columns(query: Query) -> tuple:
+    top = query.plan
+    return (top if type(top) is Output else top.find(Output)).columns
 
 
 def _set_column(name: str, args: tuple, env) -> E.Val:
