@@ -307,8 +307,7 @@ def describe_read(session, compiled: tuple, params) -> SqlResult | None:
     c = compiled[0]
     params = _params(params)
     if session.sql_failed and session.in_transaction:
-        raise SqlError("25P02", "current transaction is aborted, commands ignored until "
-                                "end of transaction block")
+        raise _aborted()
     if c.files and not session.server_files:
         privileges.check(c.files, params)
     try:
@@ -375,8 +374,7 @@ def _params(params):
 def _run_one(session, c: Compiled, params, copy_data=None) -> SqlResult:
     if session.sql_failed and session.in_transaction:
         if not (c.kind == "transaction" and c.impl.ends_transaction):
-            raise SqlError("25P02", "current transaction is aborted, commands ignored until "
-                                    "end of transaction block")
+            raise _aborted()
     tx = session.tx
     frames = tx.frames if tx is not None else 0
     try:
@@ -399,6 +397,11 @@ def _run_one(session, c: Compiled, params, copy_data=None) -> SqlResult:
         if isinstance(e, RecursionError):
             raise SqlError("54001", "stack depth limit exceeded") from None
         raise
+
+
+def _aborted() -> SqlError:
+    return SqlError("25P02", "current transaction is aborted, commands ignored until end "
+                             "of transaction block")
 
 
 def _as_of(c: Compiled, params, session):
