@@ -98,6 +98,7 @@ class Session:
             pinned, self.sql_version = self.sql_version, None
             if pinned is not None and self.engine.read_version(None, self.branch_id) > pinned:
                 self.rollback()
+                self.sql_failed = True      # the block fails (an API write in it too)
                 raise SqlError("40001", "could not serialize access due to concurrent update")
         return TransactionScope(self, join=True)
 
