@@ -244,9 +244,10 @@ def test_a_repeatable_read_block_takes_the_lock_at_its_first_write(pg, pg_conn, 
 
 
 def test_a_repeatable_read_block_is_refused_a_write_after_any_commit(tmp_path):
-    # conservative first-committer-wins (docs/sql.md, docs/pgwire.md): a commit of any row of its
-    # branch since its BEGIN refuses the block's write, where PostgreSQL refuses a
-    # write to a row changed since; a read-only block never keeps a writer waiting
+    # conservative first-committer-wins (docs/sql.md, docs/pgwire.md): a commit of
+    # any row of its branch since its BEGIN refuses the block's write, where
+    # PostgreSQL refuses a write to a row changed since; a read-only block never
+    # keeps a writer waiting
     db = vv.connect(str(tmp_path / "rr.varve"), timeout=0.2)
     db.sql("CREATE TABLE t (id int PRIMARY KEY, a int)")
     db.sql("INSERT INTO t VALUES (1, 1), (2, 2)")

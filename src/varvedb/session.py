@@ -16,7 +16,8 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING
 
-from .errors import BranchError, NotFoundError, OptionError, SchemaError, SqlError, TransactionError
+from .errors import (BranchError, NotFoundError, OptionError, SchemaError, SqlError,
+                     TransactionError)
 from .schema import Schema, brief, schema_difference, validate_name
 from .schema_inference import creation_data, infer_schema
 
