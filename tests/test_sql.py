@@ -71,6 +71,34 @@ def test_an_array_column_is_a_json_field_that_keeps_its_element_type(db, tmp_pat
         again.close()
 
 
+def test_the_api_refuses_an_array_element_as_sql_does(db, tmp_path):
+    """defect: the embedded API stored a halfvec(n)[] element past half precision
+    (and any text at all for a vector element), which SQL's write refuses (22003):
+    both now check an element with one check (schema.array_vector), and a refused
+    write leaves the file unchanged."""
+    db.sql("CREATE TABLE arr (id bigint PRIMARY KEY, h halfvec(2)[], v vector[])")
+    path = tmp_path / "s.varve"
+    before = path.read_bytes()
+    for bad, sqlstate in [({"h": ["[1,70000]"]}, "22003"), ({"h": ["[1,-65520]"]}, "22003"),
+                          ({"v": ["[1e39,1]"]}, "22003"), ({"v": ["[nan]"]}, "22000"),
+                          ({"h": ["[1,2,3]"]}, "22000"), ({"v": ["[]"]}, "22000"),
+                          ({"v": ["[1,x]"]}, "22P02"), ({"h": [None, "1,2"]}, "22P02")]:
+        col, value = next(iter(bad.items()))
+        text = "{" + ",".join("NULL" if x is None else f'"{x}"' for x in value) + "}"
+        with pytest.raises(vv.VarveError) as sql_error:
+            db.sql(f"INSERT INTO arr (id, {col}) VALUES (1, '{text}')")
+        with pytest.raises(vv.VarveError) as api_error:
+            db["arr"].insert([{"id": 1, **bad}])
+        assert sql_error.value.sqlstate == api_error.value.sqlstate == sqlstate, bad
+        if sqlstate == "22003":
+            assert isinstance(api_error.value, vv.VectorRangeError)
+    assert db["arr"].count() == 0 and path.read_bytes() == before
+    db["arr"].insert([{"id": 1, "h": ["[1,65504]", None], "v": ["[1e38]"]}])
+    (row,) = db.sql("SELECT h, v FROM arr").rows
+    assert row[0][0].tolist() == [1.0, 65504.0] and row[0][1] is None
+    assert row[1][0].tolist() == [np.float32(1e38)]
+
+
 @pytest.mark.parametrize("x", [float("nan"), float("inf"), -float("inf")])
 def test_an_array_of_vectors_refuses_a_parameters_nan_or_infinity(db, x):
     """A vector(2)[] parameter's element is checked as a vector's input is (22000),

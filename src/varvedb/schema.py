@@ -227,8 +227,9 @@ _ARRAY_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "text": (
 
 def _check_array(name: str, spec: str, v) -> None:
     """A value of an array field (array_of): a list of its element type's values or
-    None (a vector element as its text, '[1,2,3]', as SQL keeps it)."""
-    kind = array_element(spec)[0]
+    None (a vector element as its text, '[1,2,3]', as SQL keeps it, checked as SQL's
+    write checks it: array_vector)."""
+    kind, vtype, dim = array_element(spec)
     ok = _ARRAY_TYPES[kind]
     if not isinstance(v, list) or any(
             x is not None and (not isinstance(x, ok) or (kind != "bool" and isinstance(x, bool)))
@@ -236,6 +237,63 @@ def _check_array(name: str, spec: str, v) -> None:
         raise FieldTypeError(f"field {name!r} holds arrays of {spec} (a list of "
                              f"{'texts like [1,2,3]' if ok == (str,) and kind != 'text' else kind}"
                              f" values or None), got {brief(v)}")
+    if kind == "vector":
+        for x in v:
+            if x is not None:
+                array_vector(vtype, dim, x)
+
+
+_VECTOR_TEXT = re.compile(r"^\s*\[(.*)\]\s*$", re.S)
+
+
+def vector_input(text: str, vtype: str = "vector") -> np.ndarray:
+    """pgvector's text form of a vector, '[1,2,3]', as its float32 elements, checked as
+    pgvector's input checks them (vector_elements). FieldTypeError (22P02) where the
+    text is no such form, DimensionError (22000) where it has no element."""
+    m = _VECTOR_TEXT.match(text)
+    body = m.group(1).strip() if m is not None else ""
+    if m is not None and not body:
+        raise DimensionError("vector must have at least 1 dimension")
+    try:
+        a = np.array([float(x) for x in body.split(",")]) if body else None
+    except ValueError:
+        a = None
+    if a is None:
+        raise FieldTypeError(f'invalid input syntax for type vector: "{text}"')
+    return vector_elements(a, vtype)
+
+
+def vector_elements(a: np.ndarray, vtype: str = "vector") -> np.ndarray:
+    """A vector's elements (numbers) as float32, checked as pgvector's input of `vtype`
+    ("vector" or "halfvec") checks them: NonFiniteVectorError (22000) for a NaN or an
+    infinity given as such, VectorRangeError (22003) for a finite value past float32's
+    range, or past float16's for a halfvec (half_overflow's rounding)."""
+    try:
+        a = np.asarray(a, np.float64)
+    except (ValueError, TypeError):
+        raise FieldTypeError(f"invalid input for type {vtype}: {brief(a)}") from None
+    if not np.isfinite(a).all():
+        raise NonFiniteVectorError("NaN not allowed in vector" if np.isnan(a).any()
+                                   else "infinite value not allowed in vector")
+    with np.errstate(over="ignore"):
+        out = a.astype(np.float32)
+    if not np.isfinite(out).all():
+        raise VectorRangeError("value out of range for type vector")
+    if vtype == "halfvec" and half_overflow(out) is not None:
+        raise VectorRangeError("value out of range for type halfvec")
+    return out
+
+
+def array_vector(vtype: str, dim: int | None, x) -> np.ndarray:
+    """One vector element of an array of `vtype` ("vector" or "halfvec"; `dim` None: of
+    any dimension), its text or its numbers, as float32, checked as pgvector's input
+    checks it (vector_input, vector_elements) and of the array's dimension
+    (DimensionError, 22000): what SQL's write and the API's both refuse."""
+    a = vector_input(x, vtype) if isinstance(x, str) else vector_elements(x, vtype)
+    if a.ndim != 1 or (dim is not None and len(a) != dim):
+        raise DimensionError(f"expected {dim} dimensions, not "
+                             f"{len(a) if a.ndim == 1 else a.shape}")
+    return a
 
 
 _ARRAY_ELEMENT = re.compile(r"(int|float|bool|text)|(vector|halfvec|sparsevec)(?:\((\d+)\))?")

@@ -16,7 +16,8 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING
 
-from .errors import BranchError, NotFoundError, OptionError, SchemaError, TransactionError
+from .errors import (BranchError, NotFoundError, OptionError, SchemaError, SqlError,
+                     TransactionError)
 from .schema import Schema, brief, schema_difference, validate_name
 from .schema_inference import creation_data, infer_schema
 
@@ -45,9 +46,12 @@ class Session:
         self.sql_failed = False       # a statement in it failed: 25P02 until ROLLBACK
         self.begin_joins = False      # SQL's BEGIN joins an open transaction (the server's)
         self.sql_read_only = False    # the block is READ ONLY: its writes are 25006
-        # the block reads one state throughout (REPEATABLE READ): its BEGIN began the
-        # transaction; else its first write does (Session.writing)
+        # the block reads one state throughout (REPEATABLE READ, SERIALIZABLE)
         self.sql_snapshot = False
+        # such a block's state, while it has not written: the version its BEGIN saw,
+        # which its reads see (snapshot); its first write begins its transaction
+        # (Session.writing), refused (40001) where a commit came since
+        self.sql_version: int | None = None
         # in the block: (the settings at its BEGIN, those its COMMIT keeps), else None
         self.sql_settings = None
         self.savepoints: list = []    # SQL's SAVEPOINTs in it: (name, frames written then)
@@ -85,9 +89,18 @@ class Session:
         """This session's open transaction, or a new one that commits on exit. In
         SQL's block that has not written yet, its transaction begins here (it takes
         the writer lock at its first write, as a reading block keeps no writer
-        waiting) and stays open to the block's COMMIT."""
+        waiting) and stays open to the block's COMMIT. A block that reads the state
+        of its BEGIN (REPEATABLE READ) writes on it only where no commit of its
+        branch came since; else SqlError 40001, as PostgreSQL refuses a write to a
+        row changed since (first committer wins; here a commit of any row refuses
+        it), and nothing is written."""
         if self.sql_block and self.tx is None:
             self.begin()
+            pinned, self.sql_version = self.sql_version, None
+            if pinned is not None and self.engine.read_version(None, self.branch_id) > pinned:
+                self.rollback()
+                self.sql_failed = True      # the block fails (an API write in it too)
+                raise SqlError("40001", "could not serialize access due to concurrent update")
         return TransactionScope(self, join=True)
 
     def begin(self, scoped: bool = False) -> None:
@@ -134,6 +147,8 @@ class Session:
         this session's own uncommitted writes when it reads its transaction's branch."""
         tx = self.tx
         if branch is None:
+            if as_of is None and tx is None:
+                as_of = self.sql_version       # (None: the newest)
             return self.engine.snapshot(as_of, tx=tx,
                                         branch=tx.branch if tx is not None else self.branch_id)
         bid = self.engine.catalog.named(branch).id
@@ -157,14 +172,15 @@ class Session:
 
     def read_state(self) -> tuple | None:
         """What a read of this session sees now, whole, as a kept search's key
-        (query/prepared.py): (the newest visible version, the branch it reads);
+        (query/prepared.py): (the version it reads — the newest visible, or its
+        REPEATABLE READ block's — and the branch it reads);
         None in a transaction (its reads see its own writes). A dropped branch
         need not be checked here: the drop is a commit, so the version differs."""
         tx = self._tx
         if tx is not None and not tx.done:
             return None
-        return (self.engine.visible, self._branch if self._branch is not None
-                else self.db._branch)
+        return (self.engine.visible if self.sql_version is None else self.sql_version,
+                self._branch if self._branch is not None else self.db._branch)
 
     @property
     def branch(self) -> str:

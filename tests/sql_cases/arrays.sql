@@ -93,3 +93,21 @@ SELECT id, ad::text, json_build_object('x', ad)::jsonb::text AS j FROM nf ORDER 
 --     (2, '{NaN,2}', '{"x": ["NaN", 2]}')]
 SELECT id FROM nf WHERE ad = '{NaN,2}';
 -- => [(2,)]
+
+-- a vector element past float32's range is out of range (22003, as pgvector's input
+-- says), NaN or an infinity written as such is 22000; an empty element (`{a,,b}`) is a
+-- malformed literal (22P02)
+INSERT INTO docs (id, anydim) VALUES (40, '{"[1e39,1]"}');
+-- !! 22003
+SELECT '[1,-1e39]'::vector;
+-- !! 22003
+INSERT INTO docs (id, anydim) VALUES (40, '{"[NaN,1]"}');
+-- !! 22000
+SELECT '{a,,b}'::text[];
+-- !! 22P02
+SELECT '{1,}'::integer[];
+-- !! 22P02
+SELECT '{,}'::text[];
+-- !! 22P02
+SELECT '{"",b}'::text[] AS t;
+-- => [(['', 'b'],)]

@@ -33,8 +33,8 @@ from pglast.parser import ParseError, scan
 from .. import errors as E
 from ..cancel import CancelToken, running
 from ..query.pg_types import to_regtype
-from ..sql import (compile_text, describe_write, fail_block, run_compiled, run_each,
-                   run_shaped, shaped)
+from ..sql import (compile_text, describe_read, describe_write, fail_block, run_compiled,
+                   run_each, run_shaped, shaped)
 from ..sql.settings import REPORTED
 from ..sql.dml import PGCOPY
 from ..sql.params import param_types
@@ -638,9 +638,10 @@ class Connection:
         portal.result = result
 
     def _statement_rows(self, stmt: Prepared) -> bytes:
-        """A statement's RowDescription before it runs: a SELECT is run with NULL
-        parameters to learn its columns (reads only; nothing changes), a write
-        by its RETURNING's columns (it is not run), any other statement as
+        """A statement's RowDescription before it runs: a SELECT's columns as
+        describe_read finds them (run with NULL parameters, as a read that fails
+        no block; what PostgreSQL's Parse refuses is answered as its error), a
+        write by its RETURNING's columns (it is not run), any other statement as
         returning no rows."""
         if stmt.answer is None and stmt.kind() == "write":
             try:
@@ -653,11 +654,16 @@ class Connection:
         if stmt.answer is None and stmt.kind() != "select":
             return M.NO_DATA
         self.token.reason = None
-        try:        # a catalog answer given None gives its columns alone
-            results = stmt.run(self.session, None if stmt.answer is not None
-                               else [None] * stmt.params)
-        except E.VarveError:
-            return M.NO_DATA
+        if stmt.answer is None:
+            if stmt.compiled is None:
+                stmt.compiled = compile_text(stmt.text)
+            got = describe_read(self.session, stmt.compiled, [None] * stmt.params)
+            results = [] if got is None else [got]
+        else:
+            try:        # a catalog answer given None gives its columns alone
+                results = stmt.answer.run(None, self.session)
+            except E.VarveError:
+                return M.NO_DATA
         if not results or not results[-1].columns:
             stmt.columns = ((), ())
             return M.NO_DATA

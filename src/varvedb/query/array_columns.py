@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SqlError
-from ..schema import array_element
+from ..schema import array_element, array_vector
 from .arrays import split_text
-from .literals import checked_vector, parse_input, value_text
+from .literals import parse_input, value_text
 
 
 def stored(spec: str, value) -> list | None:
@@ -29,16 +29,13 @@ def stored(spec: str, value) -> list | None:
         if x is None:
             out.append(None)
             continue
-        if isinstance(x, str) or kind in ("vector", "sparsevec"):
-            x = parse_input(kind, x) if isinstance(x, str) else x
-        if kind == "vector":
-            x = np.asarray(x, np.float32)
-            if x.ndim != 1 or (dim is not None and len(x) != dim):
-                raise SqlError("22000", f"expected {dim} dimensions, not "
-                                        f"{len(x) if x.ndim == 1 else x.shape}")
-            checked_vector(x, vtype)        # (a parameter's list, not only text)
+        if kind == "vector":        # (as the API's write checks it: one check)
+            x = array_vector(vtype, dim, x)
             out.append(value_text(x.astype(np.float16) if vtype == "halfvec" else x))
-        elif kind == "sparsevec":
+            continue
+        if isinstance(x, str):
+            x = parse_input(kind, x)
+        if kind == "sparsevec":
             if dim is not None and getattr(x, "dim", dim) != dim:
                 raise SqlError("22000", f"expected {dim} dimensions, not {x.dim}")
             out.append(value_text(x))

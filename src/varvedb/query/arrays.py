@@ -222,7 +222,7 @@ def split_text(text: str) -> list:
             if keep == 0:               # (white space before the quote)
                 cur = []
         elif ch == ",":
-            items.append(_item(cur[:keep], literal))
+            items.append(_item(cur[:keep], literal, text))
             cur, keep, literal = [], 0, False
         elif ch == "{":
             raise NotSupportedError("multi-dimensional arrays are not supported")
@@ -236,10 +236,12 @@ def split_text(text: str) -> list:
     if quoted:
         raise SqlError("22P02", f'malformed array literal: "{text[:60]}"')
     if body.strip():
-        items.append(_item(cur[:keep], literal))
+        items.append(_item(cur[:keep], literal, text))
     return items
 
 
-def _item(chars: list, literal: bool):
+def _item(chars: list, literal: bool, text: str):
+    if not chars and not literal:       # `{a,,b}`: no element between two commas
+        raise SqlError("22P02", f'malformed array literal: "{text[:60]}"')
     raw = "".join(chars)
     return None if not literal and raw.upper() == "NULL" else raw

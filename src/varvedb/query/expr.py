@@ -334,8 +334,8 @@ def _col(e: Col, rel: Rel, env: Env) -> Val:
 
 
 def col_value(e: Col, t, rows: np.ndarray) -> Val:
-    """A stored column (or the id) of table `t` at `rows`."""
-    if e.name == "id":
+    """A stored column (or the id, unless the table hides it) of table `t` at `rows`."""
+    if e.name == "id" and not t.schema.id_hidden:
         kind = t.schema.id_kind
         if kind == "text":
             return Val("text", np.array(t.id_values(rows), dtype=object), np.zeros(len(rows), bool))

@@ -12,15 +12,14 @@ from decimal import Decimal
 
 import numpy as np
 
-from ..errors import SqlError
-from ..schema import half_overflow, to_micros
+from ..errors import SqlError, VarveError
+from ..schema import to_micros, vector_input
 from ..sparse import SparseVector, text as sparse_text
 from ..kernels import floatfmt
 from . import arrays
 
 _TRUE = {"t", "true", "y", "yes", "on", "1"}
 _FALSE = {"f", "false", "n", "no", "off", "0"}
-_VECTOR = re.compile(r"^\s*\[(.*)\]\s*$", re.S)
 _BITS = re.compile(r"^\s*[01]+\s*$")
 
 
@@ -75,32 +74,15 @@ _PG_NAMES = {"int": "bigint", "float": "double precision", "bool": "boolean", "t
 
 
 def parse_vector(text: str) -> np.ndarray:
-    """pgvector's text form '[1,2,3]' as a float32 array; a bit string's form
-    '0101' (PostgreSQL's bit(n)) as its bits (bool)."""
-    m = _VECTOR.match(text)
-    if m is None and _BITS.match(text):
+    """pgvector's text form '[1,2,3]' as a float32 array (checked as pgvector's
+    input checks it: schema.vector_input); a bit string's form '0101' (PostgreSQL's
+    bit(n)) as its bits (bool)."""
+    if _BITS.match(text):
         return np.frombuffer(text.strip().encode(), np.uint8) == ord("1")
-    if m is None:
-        raise SqlError("22P02", f'invalid input syntax for type vector: "{text}"')
-    body = m.group(1).strip()
-    if not body:
-        raise SqlError("22000", "vector must have at least 1 dimension")
     try:
-        a = np.array([float(x) for x in body.split(",")], np.float32)
-    except ValueError:
-        raise SqlError("22P02", f'invalid input syntax for type vector: "{text}"') from None
-    return checked_vector(a)
-
-
-def checked_vector(a: np.ndarray, vtype: str = "vector") -> np.ndarray:
-    """A vector's elements as pgvector's input checks them: finite (22000), and
-    within half precision for a halfvec (22003, schema.half_overflow's rounding)."""
-    if not np.isfinite(a).all():
-        raise SqlError("22000", "NaN not allowed in vector" if np.isnan(a).any()
-                       else "infinite value not allowed in vector")
-    if vtype == "halfvec" and half_overflow(a) is not None:
-        raise SqlError("22003", "value out of range for type halfvec")
-    return a
+        return vector_input(text)
+    except VarveError as e:
+        raise SqlError(e.sqlstate, str(e)) from None
 
 
 def parse_timestamp(s: str) -> int:

@@ -293,6 +293,37 @@ def describe_write(session, compiled: tuple, params) -> SqlResult | None:
     return returning_columns(compiled[0].impl, Context(session), _params(params))
 
 
+def describe_read(session, compiled: tuple, params) -> SqlResult | None:
+    """The columns a SELECT gives, as a result, to describe it before it is bound (the
+    wire's Describe of a prepared statement; None where the text is no one SELECT).
+    PostgreSQL derives them without running it: here it runs with `params` (the
+    NULLs) to learn its columns' types, as a read that fails no transaction block.
+    Where that run fails (a division by zero, ...), the columns are its plan's names,
+    of no type (the client reads them as text), or None where it has no plan; only
+    what PostgreSQL's Parse refuses — a name that does not exist, a syntax error
+    (SQLSTATE class 42) — is raised."""
+    if len(compiled) != 1 or compiled[0].kind != "select":
+        return None
+    c = compiled[0]
+    params = _params(params)
+    if session.sql_failed and session.in_transaction:
+        raise _aborted()
+    if c.files and not session.server_files:
+        privileges.check(c.files, params)
+    try:
+        ctx = Context(session, None if c.as_of is None else _as_of(c, params, session))
+        return c.impl.run(ctx, params)
+    except SqlError as e:
+        if e.sqlstate.startswith("42"):
+            raise
+    except VarveError:
+        pass
+    try:
+        return c.impl.planned(Context(session), params)
+    except VarveError:
+        return None
+
+
 def shaped(text: str):
     """A text without parameters as its shape's compiled form and its literals
     (shapes.py), or None: compile it as it is. A prepared statement keeps it."""
@@ -343,8 +374,7 @@ def _params(params):
 def _run_one(session, c: Compiled, params, copy_data=None) -> SqlResult:
     if session.sql_failed and session.in_transaction:
         if not (c.kind == "transaction" and c.impl.ends_transaction):
-            raise SqlError("25P02", "current transaction is aborted, commands ignored until "
-                                    "end of transaction block")
+            raise _aborted()
     tx = session.tx
     frames = tx.frames if tx is not None else 0
     try:
@@ -367,6 +397,11 @@ def _run_one(session, c: Compiled, params, copy_data=None) -> SqlResult:
         if isinstance(e, RecursionError):
             raise SqlError("54001", "stack depth limit exceeded") from None
         raise
+
+
+def _aborted() -> SqlError:
+    return SqlError("25P02", "current transaction is aborted, commands ignored until end "
+                             "of transaction block")
 
 
 def _as_of(c: Compiled, params, session):

@@ -278,7 +278,7 @@ class TransactionCommand:
             else:
                 if s.tx is not None:
                     raise SqlError("25001", "there is already a transaction in progress")
-                self._open(s, self.snapshot or s.begin_joins)
+                self._open(s, self.snapshot, s.begin_joins)
             s.sql_read_only = self.read_only
             s.sql_settings = (dict(s.settings), dict(s.settings))
             return SqlResult([], [], self.tag or "BEGIN")
@@ -294,6 +294,7 @@ class TransactionCommand:
         s.sql_failed = False
         s.sql_block = False
         s.sql_read_only = False
+        s.sql_version = None
         if not block and s.tx is None:
             if self.chain:
                 raise SqlError("25P01", f"{self.verb} AND CHAIN can only be used in "
@@ -317,23 +318,26 @@ class TransactionCommand:
                 s.rollback()
                 status = "ROLLBACK"
         if self.chain:      # the next block, of the same mode
-            self._open(s, snapshot or s.begin_joins)
+            self._open(s, snapshot, s.begin_joins)
             s.sql_read_only = read_only
             s.sql_settings = (dict(s.settings), dict(s.settings))
         return SqlResult([], [], status)
 
     @staticmethod
-    def _open(s, snapshot: bool) -> None:
-        """Open SQL's block. READ COMMITTED (PostgreSQL's default): each statement
-        reads the newest commit, and the block takes the writer lock at its first
-        write (Session.writing), so a block that only reads keeps no writer waiting;
-        once it holds the lock nothing else commits, so its writes act on what it
-        reads from then on. REPEATABLE READ and SERIALIZABLE take the lock here:
-        every statement reads the state at BEGIN, which no commit can pass. (So
-        does a block in a transaction the server opened over HTTP: it ends when
-        its session's transaction does.)"""
-        if snapshot:
+    def _open(s, snapshot: bool, joins: bool) -> None:
+        """Open SQL's block. The block takes the writer lock at its first write
+        (Session.writing), so a block that only reads keeps no writer waiting; once
+        it holds the lock nothing else commits, so its writes act on what it reads
+        from then on. READ COMMITTED (PostgreSQL's default): each statement reads
+        the newest commit. REPEATABLE READ and SERIALIZABLE: every statement reads
+        the state at BEGIN (Session.sql_version), and the first write is refused
+        (40001) where a commit came since. A block in a transaction the server
+        opened over HTTP (`joins`) takes the lock here: it ends when its session's
+        transaction does."""
+        if joins:
             s.begin()
+        elif snapshot:
+            s.sql_version = s.engine.visible
         s.sql_block = True
         s.sql_failed = False
         s.sql_snapshot = snapshot

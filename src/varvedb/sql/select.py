@@ -498,7 +498,7 @@ class Select:
             kept = table.prepared.get(self._kept_key(session, params, skip))
         except TypeError:       # a list among the other parameters: bound each time
             return None
-        if kept is None or kept.state != (ctx.engine.visible, session.branch_id):
+        if kept is None or kept.state != session.read_state():
             return None
         return kept.with_vector(query_vector(schema.fields[b.vector[0]], q),
                                 E.Env(params, {}, ctx.snapshot))
@@ -570,7 +570,7 @@ class Select:
         ambiguous = set()
         if table is not None:
             source_cols = list(schema.columns)
-            known = {"id", *schema.fields}
+            known = set(schema.columns)
         elif self.source[0] == "join":      # alias.column, and each unambiguous bare name
             source_cols = list(schema)
             unique, ambiguous = relations.bare_names(source_cols)
@@ -589,9 +589,17 @@ class Select:
 
     def run(self, ctx, params) -> SqlResult:
         query = self._kept_run(ctx, params) or self.plan(ctx, params)
-        res = execute(query)
-        top = query.plan
-        return result_of(res, (top if type(top) is Output else top.find(Output)).columns)
+        return result_of(execute(query), _output_columns(query))
+
+    def planned(self, ctx, params) -> SqlResult:
+        """Its columns, planned and not run: a result without rows, its columns of
+        no kind (sql.describe_read's answer where a run fails)."""
+        return SqlResult(list(_output_columns(self.plan(ctx, params))), [], "SELECT 0")
+
+
+def _output_columns(query: Query) -> tuple:
+    top = query.plan
+    return (top if type(top) is Output else top.find(Output)).columns
 
 
 def _set_column(name: str, args: tuple, env) -> E.Val:
@@ -656,7 +664,7 @@ def with_columns(owner, ctx, make: Callable):
 
     def columns_of(name):
         schema = seen[name] = _schema(ctx, name)
-        return None if schema is None else ("id", *schema.fields)
+        return None if schema is None else tuple(schema.columns)
     made = make(columns_of)
     owner._variant = (tuple(seen.items()), made)
     return made
@@ -769,6 +777,9 @@ class WhereBound:
         self.expr = text
         self.tree = tree
         self.env = env
+        if schema.id_hidden and "id" in E.columns_of(tree):
+            # a table declared without a key: its hidden one has no name in SQL
+            raise SqlError("42703", 'column "id" does not exist')
         self.grammar = None if root is None else \
             GrammarFilter.bound(text, root, schema, env.params)
 
@@ -916,7 +927,10 @@ class Bound:
             return self.exprs[v - 1]
         if kind == "name":
             if v in self.names and (clause == "ORDER BY" or v not in known):
-                return self.exprs[self.names.index(v)]
+                named = [e for name, e in zip(self.names, self.exprs) if name == v]
+                if any(e != named[0] for e in named):   # (PostgreSQL's: two of one name)
+                    raise SqlError("42702", f'{clause} "{v}" is ambiguous')
+                return named[0]
             if v not in known:
                 self._unknown(v)
             return E.Col(v)
