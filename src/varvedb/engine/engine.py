@@ -153,6 +153,7 @@ class Engine:
         self.writer = WriterLock()            # held for a whole transaction
         self._publish = threading.Lock()
         self.published = threading.Condition(self._publish)   # notified as visible grows
+        self._watchers = 0          # threads in wait_visible (published is notified for them)
         self.closed = False
         self._map = None
         self._generation = 0                   # the log generation the state was loaded at
@@ -943,7 +944,7 @@ class Engine:
                 raise
         with self._publish:
             self.visible = max(self.visible, tx.version)
-            self.published.notify_all()
+            self._notify_published()
         self._link(tx.tables)
         if self.retention is not None:
             self.retention.after_commit(tx.rows_changed)
@@ -1266,7 +1267,7 @@ class Engine:
                     t.end()
                 with self._publish:
                     self.written = self.visible = done[-1].record.version
-                    self.published.notify_all()
+                    self._notify_published()
         self._link(list(self.tables))
         if failure is not None:
             raise failure
@@ -1275,7 +1276,17 @@ class Engine:
         """Wait (at most timeout seconds) until a version newer than `version` is
         visible: a commit here, or one a replica followed. True when it is."""
         with self.published:
-            return self.published.wait_for(lambda: self.visible > version, timeout)
+            self._watchers += 1
+            try:
+                return self.published.wait_for(lambda: self.visible > version, timeout)
+            finally:
+                self._watchers -= 1
+
+    def _notify_published(self) -> None:
+        """`visible` grew (the publish lock held): wake the threads waiting for it,
+        if any (a Condition's notify is a few µs of Python a commit)."""
+        if self._watchers:
+            self.published.notify_all()
 
     def replace_file(self, new_path: str) -> None:
         """A read replica re-seeded: the whole file at new_path (a backup of the
@@ -1293,7 +1304,7 @@ class Engine:
             vacuum.adopt_file(self, new)
             with self._publish:
                 self.visible = self.written
-                self.published.notify_all()
+                self._notify_published()
             fsync_dir(self.path)
 
     def _checkpoint_worthwhile(self) -> bool:

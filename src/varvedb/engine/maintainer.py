@@ -62,6 +62,7 @@ class Maintainer:
         self._hold = threading.Lock()
         self._wanted = False                 # a commit asked for a pass since one began
         self._stopped = False
+        self._idle = False                   # the thread waits for a wake (no pass, no rest)
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self.passes = 0                      # passes begun (an idle maintainer begins none)
@@ -83,7 +84,11 @@ class Maintainer:
                 self._thread = threading.Thread(target=self._run, name="varvedb-maintainer",
                                                 daemon=True)
                 self._thread.start()
-            self._cond.notify_all()
+            elif self._idle:
+                # only its idle wait needs waking: a pass in flight, or its rest,
+                # looks at _wanted when it ends (a notify there woke the rest's
+                # wait to no purpose, and cost the committer a Condition's Python)
+                self._cond.notify_all()
 
     @contextmanager
     def hold(self):
@@ -175,7 +180,9 @@ class Maintainer:
                 if rest:
                     self._cond.wait_for(lambda: self._stopped, rest)
                 while not (self._wanted and self._error is None) and not self._stopped:
+                    self._idle = True
                     self._cond.wait()
+                self._idle = False
                 if self._stopped:
                     return
                 self._wanted = False

@@ -347,7 +347,7 @@ class Table:
     def begin(self) -> None:
         self._undo = Undo(self.n, [], [], self.next_int_id, self.schema, self.columns,
                           self._indexes, self.branch_of,
-                          {b: d[0].n for b, d in self.deaths.items()})
+                          {b: d[0].n for b, d in self.deaths.items()} if self.deaths else {})
 
     def end(self) -> None:
         """The transaction committed: its rows are now part of the committed prefix."""

@@ -132,36 +132,38 @@ def _encode_small(meta: dict, arrays: dict) -> tuple:
     allows: the same bytes as the general path, as one bytes object. (None,
     head or None) where the general path must write it (large arrays, a byte
     order to convert); the meta's encoding, when made, is handed on to it."""
-    specs, offsets, datas = [], {}, []
-    raw = 0
+    specs, out, rel = [], [], {}
+    at = 0                   # where the next array lies, after the head
+    strs = _DTYPE_STRS
     for name, a in arrays.items():
         dt = a.dtype
-        if dt.byteorder == ">":
-            return None, None
+        s = strs.get(dt)     # (a known dtype is one of little-endian order: cached below)
+        if s is None:
+            if dt.byteorder == ">":
+                return None, None
+            s = _dtype_str(dt)
         nb = a.nbytes
-        raw += nb
-        if raw > SMALL_RECORD:
+        if at + nb > SMALL_RECORD:
             return None, None
         # a 0-d array is written as one of shape (1,), as ascontiguousarray makes it
         # (a tuple: msgpack writes it as the list the general path gives)
-        specs.append((name, _dtype_str(dt), a.shape or (1,)))
-        datas.append((name, a.tobytes() if nb else b""))   # C order, as ascontiguousarray
+        specs.append((name, s, a.shape or (1,)))
+        rel[name] = at
+        if nb:
+            # each array starts aligned and is padded to the next alignment: its
+            # place does not depend on the head's length, only its offset does
+            out.append(a.tobytes())          # C order, as ascontiguousarray
+            gap = -nb % ALIGN
+            if gap:
+                out.append(_ZEROS[:gap])
+            at += nb + gap
     head = _encoder.encode({**meta, "_arrays": specs})
     word = len(head)
     pos = (4 + word + ALIGN - 1) & -ALIGN
-    if pos + raw + ALIGN * len(datas) > SMALL_RECORD:
+    if pos + at > SMALL_RECORD:
         return None, head
-    out = [_U32.pack(word), head, _ZEROS[:pos - 4 - word]]
-    for name, data in datas:
-        offsets[name] = pos
-        n = len(data)
-        if n:
-            out.append(data)
-            end = (pos + n + ALIGN - 1) & -ALIGN
-            if end - pos > n:
-                out.append(_ZEROS[:end - pos - n])
-            pos = end
-    return ([b"".join(out)], pos, offsets), head
+    return ([b"".join((_U32.pack(word), head, _ZEROS[:pos - 4 - word], *out))], pos + at,
+            {name: pos + r for name, r in rel.items()}), head
 
 
 _ZEROS = bytes(ALIGN)
