@@ -1254,6 +1254,55 @@ def test_add_check_holds_the_python_api_and_stays_with_the_file(tmp_path):
         db.close()
 
 
+def test_a_schema_change_fits_the_rows_every_branch_holds(db):
+    """The schema is every branch's, and a merge brings a branch's rows in: ADD CHECK,
+    ADD COLUMN … CHECK and ADD COLUMN … NOT NULL check the rows any branch holds, not
+    the writer's branch's alone (red-team 10: a row x = -7 on a branch survived
+    ADD CHECK (x > 0) on main and reached main by merge); nothing changes."""
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
+    db.sql("INSERT INTO t VALUES (1, 5)")
+    db.branch("b")
+    db.use("b")
+    db.sql("INSERT INTO t VALUES (3, -7)")
+    db.use("main")
+    before = db.version
+    with pytest.raises(vv.CheckViolationError) as e:
+        db.sql("ALTER TABLE t ADD CONSTRAINT pos CHECK (x > 0)")
+    assert e.value.sqlstate == "23514" and 'constraint "pos"' in str(e.value)
+    with pytest.raises(vv.CheckViolationError):
+        db.sql("ALTER TABLE t ADD COLUMN z int DEFAULT -1 CHECK (z > 0)")
+    with pytest.raises(vv.NotNullViolationError):
+        db.collection("t").add_field("w", vv.Int(not_null=True))
+    fields = db.engine.table("t").schema.fields
+    assert db.version == before and fields["x"].check is None and set(fields) == {"x"}
+    db.sql("ALTER TABLE t ADD CHECK (x > 0) NOT VALID")      # NOT VALID: no rows checked
+    db.sql("DELETE FROM t WHERE id = 1")          # main holds no row: b's still count
+    with pytest.raises(vv.CheckViolationError):
+        db.sql("ALTER TABLE t ADD CHECK (x < 0)")
+    db.drop_branch("b")                           # gone with its rows: nothing to fit
+    db.sql("ALTER TABLE t ADD COLUMN z int DEFAULT 2 CHECK (z > 1)")
+
+
+def test_a_restored_row_is_held_to_the_checks_made_since(db):
+    """restore(v) writes v's rows again: one that a CHECK made since refuses is
+    refused as any new row is (CheckViolationError, nothing restored) — red-team 10:
+    a deleted x = -1 came back live under CHECK (x > 0)."""
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
+    db.sql("INSERT INTO t VALUES (1, -1), (2, 5)")
+    v = db.version
+    db.sql("DELETE FROM t WHERE id = 1")
+    db.sql("ALTER TABLE t ADD CONSTRAINT pos CHECK (x > 0)")
+    db.sql("INSERT INTO t VALUES (3, 4)")
+    before = db.version
+    with pytest.raises(vv.CheckViolationError):
+        db.restore(v)
+    assert db.version == before
+    assert db.sql("SELECT id, x FROM t ORDER BY id").rows == [(2, 5), (3, 4)]
+    db.sql("UPDATE t SET x = 1 WHERE id = 2")
+    db.restore(before)                        # rows that fit come back
+    assert db.sql("SELECT id, x FROM t ORDER BY id").rows == [(2, 5), (3, 4)]
+
+
 def test_an_int2vector_compares_with_an_untyped_literal(db):
     """pg_index.indkey = '1' reads the literal as an int2vector (its elements
     separated by spaces), as PostgreSQL does: no raw KeyError (red-team 8 F02)."""

@@ -155,6 +155,26 @@ def test_a_read_only_block_refuses_writes(pg_conn, tmp_path, wire):
     assert answers[2] == ("err", "25006") and rows == [(2,)]
 
 
+def test_a_read_only_block_refuses_the_python_apis_writes_too(tmp_path):
+    """red-team 10: a collection.insert inside db.sql("BEGIN READ ONLY") committed (the
+    25006 held SQL's statements only): ReadOnlyError, the block fails, nothing kept."""
+    db = vv.connect(tmp_path / "r.vv")
+    try:
+        db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
+        before = db.version
+        db.sql("BEGIN READ ONLY")
+        with pytest.raises(vv.ReadOnlyError) as e:
+            db.collection("t").insert({"id": 7, "x": 1})
+        assert e.value.sqlstate == "25006"
+        with pytest.raises(vv.SqlError) as e:
+            db.sql("SELECT 1")
+        assert e.value.sqlstate == "25P02"
+        db.sql("COMMIT")
+        assert db.version == before and db.sql("SELECT count(*) FROM t").rows == [(0,)]
+    finally:
+        db.close()
+
+
 def test_set_in_a_block_is_undone_by_rollback_and_set_local_lasts_to_its_end(
         pg_conn, tmp_path, wire):
     # red-team 9 f04: SET survived ROLLBACK, SET LOCAL survived COMMIT

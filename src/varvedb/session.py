@@ -16,8 +16,8 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING
 
-from .errors import (BranchError, NotFoundError, OptionError, SchemaError, SqlError,
-                     TransactionError)
+from .errors import (BranchError, NotFoundError, OptionError, ReadOnlyError, SchemaError,
+                     SqlError, TransactionError)
 from .schema import Schema, brief, schema_difference, validate_name
 from .schema_inference import creation_data, infer_schema
 
@@ -93,7 +93,11 @@ class Session:
         of its BEGIN (REPEATABLE READ) writes on it only where no commit of its
         branch came since; else SqlError 40001, as PostgreSQL refuses a write to a
         row changed since (first committer wins; here a commit of any row refuses
-        it), and nothing is written."""
+        it), and nothing is written. A READ ONLY block refuses every write, the
+        Python API's too (ReadOnlyError, 25006; the block fails)."""
+        if self.sql_block and self.sql_read_only:
+            self.sql_failed = True
+            raise ReadOnlyError("cannot execute this statement in a read-only transaction")
         if self.sql_block and self.tx is None:
             self.begin()
             pinned, self.sql_version = self.sql_version, None

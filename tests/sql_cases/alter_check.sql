@@ -20,6 +20,11 @@ INSERT INTO a VALUES (6, 2, 'd');
 -- !! 23514
 UPDATE a SET code = 'x' WHERE id = 2;
 -- !! 23514
+-- a row the NOT VALID check never saw is held to it at its next write, whatever it sets
+UPDATE a SET code = 'z' WHERE id = 1;
+-- !! 23514
+INSERT INTO a VALUES (1, 5, 'a') ON CONFLICT (id) DO UPDATE SET code = 'z';
+-- !! 23514
 BEGIN;
 INSERT INTO a VALUES (7, -1, 'e');
 -- !! 23514

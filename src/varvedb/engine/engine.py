@@ -582,7 +582,6 @@ class Engine:
         given = Schema({k: f if f.vector_index is None else replace(f, vector_index=None)
                         for k, f in t.schema.fields.items() if k in values})
         check_not_null(given, values, len(rows))
-        check_constraints(given, values, len(rows), t.name)
         cols = {}
         for name, col in t.columns.items():
             cols[name] = values[name] if name in values else col.take(rows)
@@ -590,6 +589,9 @@ class Engine:
                  if name not in values and t.schema.fields[name].source in values]
         if stale:
             cols = fill_embedded(t.schema, cols, len(rows), stale)
+        # the whole new row version, as PostgreSQL checks it: a NOT VALID check holds
+        # an old row to it at its next write, whichever field that write sets
+        check_constraints(t.schema, cols, len(rows), t.name)
         t.check_index_values(cols, len(rows))
         ids = t.id_values(rows)
         self.delete(tx, t, rows)
@@ -617,7 +619,7 @@ class Engine:
         if f is not None and f.kind == "vector":
             spec = fit_index(spec, f.dtype, f.dim)   # before the frame: replay applies it
             check_index_where(spec, t.schema.fields)
-            self._check_indexable(t, field, spec)
+            self._check_indexable(t, field, spec, tx.branch)
         if parts is None or self.maintainer is None:
             self.write(tx, frames.CreateIndex(t.cid, field, spec))
             return
@@ -649,10 +651,12 @@ class Engine:
             raise SchemaError(f"{t.name!r} already has a field named {name!r}")
         Schema({**t.schema.fields, name: field}, t.schema.id_kind)   # an embedder's source
         check_embedders({name: field}, tx.server_files)
-        if field.not_null and field.default is None and t.live:
+        # the schema is every branch's: the documents any branch holds read the new field
+        held = (field.not_null or field.check is not None) and self._held(t, tx.branch).any()
+        if field.not_null and field.default is None and held:
             raise NotNullViolationError(f"field {name!r} is not null and has no default, "
                                         f"and {t.name!r} has documents")
-        if field.check is not None and t.live:
+        if field.check is not None and held:
             # the documents so far take its default (or null): it must pass its checks
             check_constraints(Schema({name: field}), {} if field.default is None
                               else {name: field.default_column(1)}, 1, t.name)
@@ -683,8 +687,8 @@ class Engine:
                   validate: bool = True) -> None:
         """CHECK `conditions` ((field, op, value), AND-ed: one field's `check` each)
         added to the fields' checks (SQL's ALTER TABLE ADD CHECK); with `validate`
-        the live rows this transaction sees are checked first, CheckViolationError
-        naming `constraint` if one fails (nothing changed)."""
+        the rows any branch holds (this transaction's as it leaves them) are checked
+        first, CheckViolationError naming `constraint` if one fails (nothing changed)."""
         self._check_writing(tx)
         self._check_current(t)
         by_field: dict = {}
@@ -693,7 +697,7 @@ class Engine:
         fields = {name: replace(t.schema.fields[name], check=(
             *(t.schema.fields[name].check or ()), *conds)) for name, conds in by_field.items()}
         if validate:
-            rows = np.flatnonzero(self.snapshot(None, tx=tx).visible(t)[0])
+            rows = np.flatnonzero(self._held(t, tx.branch))
             only = Schema({name: replace(f, check=tuple(
                 (op, value) for op, value in by_field[name])) for name, f in fields.items()})
             for at in range(0, len(rows), _CHECK_CHUNK):
@@ -764,7 +768,10 @@ class Engine:
             now = t.alive_mask(n)
             back = np.flatnonzero(then & ~now)
             cols = {name: col.take(back) for name, col in t.columns.items()}
-            # a row written before an expression index was made over it may not fit it
+            # a row written before a constraint or an expression index was made may
+            # not fit it: written again, it is held to them as any new row is
+            check_not_null(t.schema, cols, len(back))
+            check_constraints(t.schema, cols, len(back), t.name)
             t.check_index_values(cols, len(back))
             plans.append((t, np.flatnonzero(now & ~then), back, cols))
         for t, gone, back, cols in plans:
@@ -819,7 +826,7 @@ class Engine:
             self.write(tx, frames.BranchOp("merge", tx.branch, source=source,
                                            source_version=version))
 
-    def _check_indexable(self, t: Table, field: str, spec) -> None:
+    def _check_indexable(self, t: Table, field: str, spec, branch: int) -> None:
         """VectorRangeError (22003) if a row that some branch holds now has a value
         the new index `spec` cannot hold, as PostgreSQL's CREATE INDEX refuses
         its live rows' (an earlier version's is left out of the index, as a
@@ -827,14 +834,21 @@ class Engine:
         rows = t.unindexable_rows(field, spec)
         if not len(rows):
             return
-        n = t.n
-        held = t.alive_mask(n)
-        for b in self.catalog.live() if self.catalog.any else ():
-            held |= t.view_mask(self.catalog.view(b.id, HEAD), n)
-        rows = rows[held[rows]]
+        rows = rows[self._held(t, branch)[rows]]
         if len(rows):
             raise range_error(field, spec, t.columns[field].arena.data[rows[0]],
                               f"id {t.id_value(int(rows[0]))!r}")
+
+    def _held(self, t: Table, branch: int) -> np.ndarray:
+        """Rows [0, t.n) that some live branch holds now, `branch` (the writer's) as
+        its open transaction leaves them: what a schema change must fit, since
+        every branch shares the schema (and a merge brings a branch's rows in)."""
+        n = t.n
+        held = t.alive_mask(n)
+        for b in self.catalog.live() if self.catalog.any else ():
+            if b.id != branch:
+                held |= t.view_mask(self.catalog.view(b.id, HEAD), n)
+        return held
 
     def _check_current(self, t: Table) -> None:
         """NotFoundError for a table object its collection's drop left behind."""
