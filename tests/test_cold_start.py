@@ -84,3 +84,49 @@ def test_cold_bench_measures_every_figure(tmp_path, monkeypatch):
     res = cold.run(path, 1)
     assert len(res) == 12 and all(len(v) == 1 for v in res.values())
     assert all(v[0] > 0 for k, v in res.items() if "over numba" not in k)
+
+
+_FIRST_SEARCH = (
+    "import sys, numpy as np\n"
+    "from varvedb.index import flat\n"
+    "arena = np.eye(6, 4, dtype=np.float32)\n"
+    "norms = np.ones(6, np.float32)\n"
+    "rows, _ = flat.search('l2', arena, norms, arena[2].copy(), 2, None)\n"
+    "assert rows[0] == 2, rows\n")
+
+
+def test_a_first_kernel_call_loads_no_numpy_ma_and_no_numba_extensions():
+    """numba's typing of an ndarray imports numpy.ma (~10 ms) and its first call of
+    a dispatcher reads every installed distribution's entry points (~10 ms): a
+    cached kernel needs neither (kernels/jit.py's _first_call_lighter)."""
+    code = _FIRST_SEARCH + (
+        "import numba.core.entrypoints as ep\n"
+        "print('numpy.ma' in sys.modules, ep._already_initialized)\n")
+    _python(code)      # (may compile, which loads the extensions)
+    assert _python(code).split() == ["False", "False"]
+
+
+def test_numba_runtime_is_linked_from_the_cache_not_compiled():
+    """The runtime's functions (numba's nrtdynmod, ~20 ms of LLVM in every process)
+    are compiled once and linked from the kernels' cache folder after; a damaged
+    file is compiled and written again. A new numba function compiled in such a
+    process links against them (it allocates: NRT_MemInfo)."""
+    where = _python(
+        "from numba.core.registry import cpu_target\n"
+        "from varvedb.kernels import jit, runtime\n"
+        "print(runtime.path(cpu_target.target_context, jit.cache_folder()))\n").strip()
+    _python(_FIRST_SEARCH)
+    assert os.path.getsize(where) > 0
+    no_compiler = (
+        "from numba.core.runtime import nrtdynmod\n"
+        "def refused(ctx):\n"
+        "    raise AssertionError('the runtime was compiled')\n"
+        "nrtdynmod.create_nrt_module = refused\n")
+    out = _python(no_compiler + _FIRST_SEARCH + (
+        "import numba\n"
+        "print(numba.njit(lambda n: np.arange(n) * 2)(4).tolist())\n"))
+    assert out.split() == ["[0,", "2,", "4,", "6]"]
+    with open(where, "wb") as f:
+        f.write(b"not a pickle")
+    _python(_FIRST_SEARCH)      # compiled and saved again
+    _python(no_compiler + _FIRST_SEARCH)

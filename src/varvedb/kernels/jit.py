@@ -45,12 +45,15 @@ import os
 import threading
 from pathlib import Path
 
+import numpy as np
 from numba import njit as _numba_njit
 from numba.core import types
 from numba.core.caching import FunctionCache
 from numba.core.compiler_lock import global_compiler_lock
+from numba.core.typing.typeof import Purpose, typeof
+from numba.np.numpy_support import from_dtype, map_layout
 
-from . import compile_lock
+from . import compile_lock, runtime
 from . import compile_log  # noqa: F401  (its listener counts every compilation from here on)
 
 # parameters that, in every kernel that has them, are only read, and that reach
@@ -101,9 +104,8 @@ class LoadOnlyCache(FunctionCache):
     def load_overload(self, sig, target_context):
         if not _LIGHT:
             return super().load_overload(sig, target_context)
-        from numba.core.runtime import rtsys
         try:
-            rtsys.initialize(target_context)
+            runtime.initialize(target_context, self._cache_path)
             with self._guard_against_spurious_io_errors():
                 return self._load_overload(sig, target_context)
         except Exception:
@@ -142,6 +144,7 @@ def njit(readonly=(), literal=(), **options):
             dispatcher._cache = LoadOnlyCache(fn)
         if not inline:
             _compile_plain(dispatcher, fn, readonly, literal)
+            _first_call_lighter(dispatcher)
         return dispatcher
 
     return wrap
@@ -205,6 +208,50 @@ def _compile_plain(dispatcher, fn, readonly, literal) -> None:
         return entry
 
     dispatcher.compile = compile
+
+
+def _first_call_lighter(dispatcher) -> None:
+    """A kernel's first call in a process, lighter where loading its cached code
+    needs less than numba prepares (~20 ms of CPU of a fresh open + first search):
+
+    - numba types each argument of a first call in Python, and its type of an
+      ndarray first asks whether it is a numpy.ma.MaskedArray, so numpy imports
+      numpy.ma (~10 ms). A plain ndarray (and a tuple of them, a packed
+      argument) is typed here as numba types it, without that question.
+    - numba loads every installed package's `numba_extensions` entry points
+      before typing a first call (importlib.metadata reads each distribution's
+      metadata: ~10 ms in this venv). A kernel takes numpy arrays and numbers
+      only, so nothing here needs them; compiling still loads them first (numba's
+      target context does, at its refresh), and any other dispatcher's first call.
+    """
+    numba_typeof = dispatcher.typeof_pyval
+    active = dispatcher._types_active_call   # (numba keeps each type alive the call long)
+
+    def typeof_pyval(val):
+        try:
+            tp = _argument_type(val)
+        except Exception:       # what numba types another way, or not at all: its own
+            return numba_typeof(val)
+        active.add(tp)
+        return tp
+
+    dispatcher.typeof_pyval = typeof_pyval
+    dispatcher._compilation_chain_init_hook = _no_extensions
+
+
+def _no_extensions() -> None:
+    """(see _first_call_lighter)"""
+
+
+def _argument_type(val):
+    """numba's type of a kernel argument, an ndarray's (and so a tuple's) made
+    here as numba.core.typing.typeof's _typeof_ndarray makes it."""
+    if type(val) is np.ndarray:
+        return types.Array(from_dtype(val.dtype), val.ndim, map_layout(val),
+                           readonly=not val.flags.writeable)
+    if type(val) is tuple:
+        return types.BaseTuple.from_types([_argument_type(v) for v in val], tuple)
+    return typeof(val, Purpose.argument)
 
 
 def direct(dispatcher, *args):
