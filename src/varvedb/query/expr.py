@@ -666,7 +666,16 @@ def _vector_arith(op: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _type_name(data: np.ndarray) -> str:
-    return {np.dtype(t): name for name, t in _VECTOR_DTYPES.items()}.get(data.dtype, "vector")
+    return _VECTOR_NAMES.get(data.dtype, "vector")
+
+
+def declared_types(vals) -> list:
+    """Each column's type beyond its kind, as a SqlResult's `elements` holds it: an
+    array column's element type where known, a vector column's own (vector, halfvec
+    or bit: its block's dtype, which a result of no rows keeps too), else None."""
+    return [v.literal if v.kind == "array" else
+            _VECTOR_NAMES.get(v.data.dtype) if v.kind == "vector" and v.data is not None
+            else None for v in vals]
 
 
 _INT64_MIN = np.iinfo(np.int64).min
@@ -1188,6 +1197,7 @@ def _cast(e: Cast, rel: Rel, env: Env) -> Val:
 # A vector value's type is its data's dtype: float32 a vector, float16 a halfvec,
 # bool a bit string (what pgwire sends each as, and how each prints)
 _VECTOR_DTYPES = {"vector": np.float32, "halfvec": np.float16, "bit": np.bool_}
+_VECTOR_NAMES = {np.dtype(t): name for name, t in _VECTOR_DTYPES.items()}
 _VECTOR_TYPES = {t: name for name, t in _VECTOR_DTYPES.items()}
 
 

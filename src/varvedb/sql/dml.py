@@ -84,7 +84,8 @@ def returning_result(items, t, rows: np.ndarray, env, status: str) -> SqlResult:
     vals = [E.evaluate(e, rel, env) for e in exprs]
     out = list(zip(*(v.python() for v in vals))) if vals else [()] * len(rows)
     kinds = [None if v.kind in ("null", "unknown") else v.kind for v in vals]
-    return SqlResult(names, out, status, rowcount=len(rows), kinds=kinds)
+    return SqlResult(names, out, status, rowcount=len(rows), kinds=kinds,
+                     elements=E.declared_types(vals))
 
 
 def returning_columns(impl, ctx, params) -> SqlResult | None:
