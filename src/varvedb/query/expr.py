@@ -1234,6 +1234,12 @@ def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
     if kind == "regclass":
         return _regclass(v, env)
     if kind == "array" and e.vtype is not None:     # ::vector(3)[], ::float8[] ...
+        if v.kind == "vector" and isinstance(e.arg, Param):
+            # a list of numbers as a parameter reads as a vector where nothing says
+            # otherwise (const_val); the cast says it is an array (`= ANY($1::int[])`)
+            value = env.params[e.arg.index - 1]
+            value = value.tolist() if isinstance(value, np.ndarray) else list(value)
+            v = Val("array", object_array([value] * len(v)), v.nulls)
         if v.kind not in ("array", "null", "unknown", "text"):
             raise SqlError("42846", f"cannot cast type {v.kind} to {e.vtype}[]")
         out = [None if nl else array_columns.read(e.vtype, array_columns.stored(e.vtype, x))
