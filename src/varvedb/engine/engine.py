@@ -45,7 +45,7 @@ from ..errors import (BranchError, CheckViolationError, ClosedError, CorruptFile
                       ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
                       TransactionError, UnknownFieldError, VarveError)
 from ..schema import (Field, Schema, brief, check_constraints, check_not_null,
-                      check_index_where, complete_columns, fit_index,
+                      check_index_where, complete_columns, fit_index, further_index,
                       validate_name)
 from .embedding import check_embedders, fill_embedded, unchanged_texts
 from ..storage import format as F
@@ -403,7 +403,7 @@ class Engine:
             self.tables[frame.cid].create_scalar_index(frame.field, frame.kind, frame.name,
                                                        frame.ts_config)
         elif isinstance(frame, frames.DropIndex):
-            self.tables[frame.cid].drop_index(frame.field)
+            self.tables[frame.cid].drop_index(frame.field, frame.index)
         elif isinstance(frame, frames.SetCheck):
             self.tables[frame.cid].set_check(frame.name, frame.check)
         elif isinstance(frame, frames.Base):
@@ -610,9 +610,10 @@ class Engine:
         the maintainer held meanwhile so that it builds nothing beside it."""
         self._check_writing(tx)
         self._check_current(t)
-        if field in t.vector_indexes:
-            raise SchemaError(f"{field!r} already has a vector index")
         f = t.schema.fields.get(field)
+        if f is not None and not further_index(f, spec):
+            raise SchemaError(f"{field!r} already has a vector index (a further one "
+                              "needs a name of its own: HNSW(name=...))")
         if f is not None and f.kind == "vector":
             spec = fit_index(spec, f.dtype, f.dim)   # before the frame: replay applies it
             check_index_where(spec, t.schema.fields)
@@ -622,7 +623,8 @@ class Engine:
             return
         with self.maintainer.hold():
             self.write(tx, frames.CreateIndex(t.cid, field, spec))
-            t.vector_indexes[field].extend(t.columns[field], t.committed_n, parts)
+            ix = t.vector_index_of(field, spec.name or "") or t.vector_indexes[field]
+            ix.extend(t.columns[field], t.committed_n, parts)
 
     # ---- schema changes (DDL): one frame each, no row rewritten --------------------
     # Like every write they join the transaction and its rollback undoes them.
@@ -740,14 +742,21 @@ class Engine:
         check_config(ts_config)
         self.write(tx, frames.CreateScalarIndex(t.cid, field, "fts", None, ts_config))
 
-    def drop_index(self, tx: "Transaction", t: Table, field: str) -> None:
-        """Drop the field's index: its HNSW graph or its scalar index."""
+    def drop_index(self, tx: "Transaction", t: Table, field: str,
+                   index: str | None = None) -> None:
+        """Drop the field's index: its HNSW graph or its scalar index; `index`: the
+        one of that name among its vector indexes (its own: a further one takes
+        its place)."""
         self._check_writing(tx)
         self._check_current(t)
         field = _field_of(t, field, "unindexed")
         if field not in t.vector_indexes and field not in t.indexes:
             raise SchemaError(f"{field!r} has no index")
-        self.write(tx, frames.DropIndex(t.cid, field))
+        f = t.schema.fields[field]
+        if index is not None and index not in {s.name for s in f.vector_specs}:
+            raise SchemaError(f"{field!r} has no index named {index!r}")
+        further = index is not None and index != f.vector_index.name
+        self.write(tx, frames.DropIndex(t.cid, field, index if further else None))
 
     def restore(self, tx: "Transaction", version: int) -> None:
         """Make every collection's documents what they were at `version`: the live
@@ -1143,8 +1152,9 @@ class Engine:
             self.log.write_checkpoint(parts, length, self.written)
             adopt()
             for t in self.tables.values():
-                for vi in t.vector_indexes.values():
-                    vi.checkpointed = vi.linked
+                for _, vi in t.index_items():
+                    if vi.PREFIX == "vx":
+                        vi.checkpointed = vi.linked
 
     def vacuum(self, keep=None, progress: bool | None = None, graphs: str = "rebuild"):
         """Drop the row versions no kept version can see (vacuum.py)."""
@@ -1292,7 +1302,7 @@ class Engine:
         """Has a graph linked rows since the last checkpoint (the next open would
         link them again)?"""
         return any(vi.linked != vi.checkpointed for t in self.tables.values()
-                   for vi in t.vector_indexes.values())
+                   for _, vi in t.index_items() if vi.PREFIX == "vx")
 
     def ensure_open(self) -> None:
         if self.closed:
