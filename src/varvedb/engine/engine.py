@@ -1035,12 +1035,12 @@ class Engine:
 
     def index_status(self, table: Table, field: str) -> dict:
         """Committed rows of `field`'s deferred index (a vector field's graph or lists,
-        a text field's full-text index) indexed and not yet (row versions)."""
+        a text field's full-text index; a vector field's furthest behind, of several)
+        indexed and not yet (row versions)."""
         m = self.maintainer
         if m is not None:
             m.raise_failure()
-        ix = table.vector_indexes.get(field) or table.text_indexes[field]
-        linked = min(ix.indexed, table.committed_n)
+        linked = min(_indexed(table, field), table.committed_n)
         unlinked = table.committed_n - linked
         return {"field": field, "linked": linked, "unlinked": unlinked,
                 "rows_per_s": None if m is None or m.rate is None else round(m.rate, 1),
@@ -1048,27 +1048,28 @@ class Engine:
 
     def wait_indexed(self, table: Table, field: str, timeout: float | None = None,
                      progress: bool | None = None) -> bool:
-        """Wait until `field`'s deferred index covers the rows committed when called
-        (the maintainer's event, not a poll); False if `timeout` seconds passed
-        first. A read-only engine links nothing: it answers at once. `progress`: a
-        bar of the rows indexed meanwhile (reports.rows_bar)."""
-        ix = table.vector_indexes.get(field) or table.text_indexes[field]
+        """Wait until `field`'s deferred index (each of a vector field's) covers the
+        rows committed when called (the maintainer's event, not a poll); False if
+        `timeout` seconds passed first. A read-only engine links nothing: it
+        answers at once. `progress`: a bar of the rows indexed meanwhile
+        (reports.rows_bar)."""
         target = table.committed_n
         if self.maintainer is not None:
-            start = ix.indexed
+            start = _indexed(table, field)
             bar = rows_bar(target - start, f"{field}: waiting for its index", progress)
 
             def done() -> bool:         # (after each chunk the maintainer links)
+                indexed = _indexed(table, field)
                 if bar is not None:
-                    bar.update(min(ix.indexed, target) - start - bar.n)
-                return ix.indexed >= target
+                    bar.update(min(indexed, target) - start - bar.n)
+                return indexed >= target
             try:
                 self.maintainer.wait(done, timeout)
             finally:
                 if bar is not None:
                     bar.close()
         self.index_status(table, field)     # raises a failure of the background work
-        return ix.indexed >= target
+        return _indexed(table, field) >= target
 
     def rollback(self, tx: Transaction) -> None:
         if tx is not self._tx or tx.done:
@@ -1533,3 +1534,12 @@ def _check_rows(t: Table, rows) -> None:
             int(rows.min()) < 0 or int(rows.max()) >= t.n):
         raise VarveError(f"a write named rows outside [0, {t.n}) of {t.name!r}: refused, "
                          "nothing written")
+
+
+def _indexed(table: Table, field: str) -> int:
+    """The rows `field`'s deferred index covers: a vector field's furthest-behind
+    index (of its own and its further ones), or a text field's full-text index."""
+    vector = table.vector_choices(field)
+    if vector:
+        return min(ix.indexed for _, ix in vector)
+    return table.text_indexes[field].indexed
