@@ -229,3 +229,19 @@ def test_a_files_further_indexes_are_checked_not_trusted():
                             "more_indexes": [vv.HNSW(name="a").to_dict()]})
     f = vv.Field.from_dict({**base, "more_indexes": [vv.HNSW(name="a", metric="dot").to_dict()]})
     assert vv.Field.from_dict(f.to_dict()) == f
+
+
+def test_the_shells_describe_lists_each():
+    from varvedb.shell import describe_table
+    db = vv.connect(":memory:")
+    db.sql("CREATE TABLE t (id bigint PRIMARY KEY, emb vector(3))")
+    db.sql("CREATE INDEX ON t USING hnsw (emb vector_l2_ops)")
+    db.sql("CREATE INDEX ON t USING hnsw (emb vector_cosine_ops) WITH (m = 8)")
+    db.sql("CREATE INDEX t_l1 ON t USING hnsw (emb vector_l1_ops)")
+    db.sql("CREATE INDEX t_ivf ON t USING ivfflat (emb vector_ip_ops) WITH (lists = 4)")
+    out = describe_table(db, "t")
+    assert '    "t_emb_idx" hnsw (emb vector_l2_ops) WITH (m = 16, ef_construction = 200)\n' \
+        '    "t_emb_idx1" hnsw (emb vector_cosine_ops) WITH (m = 8, ef_construction = 200)\n' \
+        '    "t_l1" hnsw (emb vector_l1_ops) WITH (m = 16, ef_construction = 200)\n' \
+        '    "t_ivf" ivfflat (emb vector_ip_ops)\n' in out
+    db.close()

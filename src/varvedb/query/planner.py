@@ -147,6 +147,8 @@ def _vector_leg(snap, table, field, metric, q, k, where, ef, exact, masks,
     node, allowed = _allowed(snap, table, field, where, masks, where_mask)
     name, index, unfit = _fitting_index(table, field, metric, expr[0] if expr else None,
                                         implies)
+    if name and index.knob != table.vector_indexes[field].knob:
+        ef = None   # (the width asked is the column's own index's: query/bind.search_width)
     strategy, ef, reason = choose_vector_strategy(None if unfit else index, k, allowed,
                                                   snap.n(table), ef, exact, metric)
     if unfit and not exact:
