@@ -245,3 +245,24 @@ def test_the_shells_describe_lists_each():
         '    "t_l1" hnsw (emb vector_l1_ops) WITH (m = 16, ef_construction = 200)\n' \
         '    "t_ivf" ivfflat (emb vector_ip_ops)\n' in out
     db.close()
+
+
+def test_updates_and_the_range_check_of_a_further_halfvec_index():
+    db = vv.connect(":memory:")
+    db.sql("CREATE TABLE t (id bigint PRIMARY KEY, emb vector(3), n int)")
+    db.sql("INSERT INTO t VALUES (1, '[1,0,0]', 1), (2, '[0,1,0]', 2)")
+    db.sql("CREATE INDEX ON t USING hnsw (emb vector_l2_ops)")
+    db.sql("CREATE INDEX ON t USING hnsw ((emb::halfvec(3)) halfvec_cosine_ops) WHERE (n = 1)")
+    db.sql("UPDATE t SET emb = '[0,0,1]' WHERE id = 1")
+    assert db.sql("SELECT id FROM t ORDER BY emb <-> '[0,0,0.9]' LIMIT 1").rows == [(1,)]
+    before = db.version
+    with pytest.raises(vv.VectorRangeError) as e:  # past half precision, in the index's rows
+        db.sql("INSERT INTO t VALUES (3, '[1e6,0,0]', 1)")
+    assert e.value.sqlstate == "22003" and db.version == before
+    db.sql("INSERT INTO t VALUES (3, '[1e6,0,0]', 2)")     # (a row the index does not hold)
+    db.collection("t").wait_indexed("emb")
+    db.sql("ALTER TABLE t DROP COLUMN n")   # the partial index goes with its column
+    f = db.engine.table("t").schema.fields["emb"]
+    assert f.vector_index is not None and f.more_indexes == ()
+    assert [n for n, _ in db.engine.table("t").vector_choices("emb")] == [""]
+    db.close()

@@ -578,7 +578,8 @@ class Engine:
             return
         # the named fields, their indexes left out (a partial one's predicate may read
         # a field not named here, which this schema would refuse to hold)
-        given = Schema({k: f if f.vector_index is None else replace(f, vector_index=None)
+        given = Schema({k: f if f.vector_index is None else replace(f, vector_index=None,
+                                                                   more_indexes=())
                         for k, f in t.schema.fields.items() if k in values})
         check_not_null(given, values, len(rows))
         check_constraints(given, values, len(rows), t.name)
