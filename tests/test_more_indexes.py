@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import varvedb as vv
+from test_index_exprs import _ids, _lit, _plan
 from varvedb.errors import SchemaError, SqlError
 
 N, DIM, K = 3000, 16, 10
@@ -27,18 +28,6 @@ def _load(db, vecs, start=0):
     ids = np.arange(start, start + len(vecs))
     with db.transaction():
         db.collection("items").insert_arrays(id=ids, embedding=vecs, n=ids % 3)
-
-
-def _lit(q):
-    return "[" + ",".join(f"{x:.6f}" for x in q) + "]"
-
-
-def _plan(db, sql):
-    return "\n".join(r[0] for r in db.sql("EXPLAIN " + sql).rows)
-
-
-def _ids(db, sql):
-    return [r[0] for r in db.sql(sql).rows]
 
 
 def _exact(vecs, q, op):
@@ -66,14 +55,20 @@ def _walks(db, op, using):
     return shown in plan and ": graph" in plan
 
 
-def test_an_l2_and_a_cosine_index_each_answer_their_operator(tmp_path):
+def _two(path, *names):
+    """A database of N rows with an l2 and a cosine index of one column (named
+    `names`, else PostgreSQL's names), both linked: (db, vectors, its table)."""
     vecs = _rows()
-    db = vv.connect(tmp_path / "two.vv")
+    db = vv.connect(path)
     _load(db, vecs)
-    db.sql("CREATE INDEX ON items USING hnsw (embedding vector_l2_ops)")
-    db.sql("CREATE INDEX ON items USING hnsw (embedding vector_cosine_ops)")
+    for name, ops in zip(names or ("", ""), ("vector_l2_ops", "vector_cosine_ops")):
+        db.sql(f"CREATE INDEX {name} ON items USING hnsw (embedding {ops})")
     db.collection("items").wait_indexed("embedding")
-    t = db.engine.table("items")
+    return db, vecs, db.engine.table("items")
+
+
+def test_an_l2_and_a_cosine_index_each_answer_their_operator(tmp_path):
+    db, vecs, t = _two(tmp_path / "two.vv")
     assert [(name, ix.metric, ix.nodes()) for name, ix in t.vector_choices("embedding")] \
         == [("", "l2", N), ("items_embedding_idx1", "cosine", N)]
     assert _walks(db, "<->", "") and _walks(db, "<=>", "items_embedding_idx1")
@@ -107,13 +102,7 @@ def test_the_same_opclass_twice_and_names(tmp_path):
 
 
 def test_dropping_either_keeps_the_other_and_a_rollback_keeps_both(tmp_path):
-    vecs = _rows()
-    db = vv.connect(tmp_path / "d.vv")
-    _load(db, vecs)
-    db.sql("CREATE INDEX e_l2 ON items USING hnsw (embedding vector_l2_ops)")
-    db.sql("CREATE INDEX e_cos ON items USING hnsw (embedding vector_cosine_ops)")
-    db.collection("items").wait_indexed("embedding")
-    t = db.engine.table("items")
+    db, vecs, t = _two(tmp_path / "d.vv", "e_l2", "e_cos")
     graphs = [ix for _, ix in t.vector_choices("embedding")]
     db.sql("BEGIN")
     db.sql("DROP INDEX e_l2")
