@@ -229,7 +229,8 @@ class Table:
         rows = _grown_bytes(self) + (_grown_bytes(self.ids)
                                      if isinstance(self.ids, TextColumn) else 0)
         return {"rows": rows, "columns": sum(_grown_bytes(c) for c in self.columns.values()),
-                "vector_indexes": sum(vi.nbytes() for vi in self.vector_indexes.values()),
+                "vector_indexes": sum(vi.nbytes() for _, vi in self.index_items()
+                                      if vi.PREFIX == "vx"),
                 "text_indexes": sum(ix.nbytes() for ix in self.text_indexes.values()),
                 "scalar_indexes": sum(ix.nbytes() for ix in self.indexes.values())}
 
