@@ -219,6 +219,7 @@ class IVFPQ:
 
 
 VECTOR_INDEXES = (HNSW, IVFPQ)
+MAX_MORE_INDEXES = 16       # a vector field's indexes beside its own (Field.more_indexes)
 
 
 _ARRAY_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "text": (str,),
@@ -342,6 +343,10 @@ class Field:
     # json: a column of SQL arrays of this element type ("int", "float", "vector(3)",
     # query/arrays.py), each a JSON list; SQL reads and checks it as one
     array_of: str | None = None
+    # vector: its further indexes beside vector_index (SQL's second CREATE INDEX on
+    # the column, pgvector's l2 and cosine graphs of one column), each named; a
+    # search ranks through the one whose metric (and expression, predicate) fits it
+    more_indexes: tuple = ()
 
     def __post_init__(self):
         # Fields are also built directly (vv.Field(...)) and from a file's
@@ -371,6 +376,7 @@ class Field:
                 self.vector_index.check()
                 object.__setattr__(self, "vector_index",
                                    fit_index(self.vector_index, self.dtype, self.dim))
+            self._check_more_indexes()
             if self.embed is not None and self.dtype in ("int8", "bit"):
                 raise SchemaError(f"an embedder fills float vectors: embed= goes with dtype "
                                   f"f32 or f16, not {self.dtype}")
@@ -394,7 +400,8 @@ class Field:
                 raise SchemaError(f"a sparsevec's dimension is an integer in 1.."
                                   f"{SPARSE_MAX_DIM} (0: any), got {brief(self.dim)}")
             if (self.default, self.index, self.fts, self.vector_index, self.embed,
-                    self.source, self.max_length) != (None, None, False, None, None, None, None):
+                    self.source, self.max_length, self.more_indexes) \
+                    != (None, None, False, None, None, None, None, ()):
                 raise SchemaError("a sparsevec field takes dim= and not_null= only")
             self._check_fts_options(False)
             self._check_check()     # (none: a check is a scalar field's)
@@ -423,7 +430,7 @@ class Field:
         if self.embed is not None or self.source is not None:
             raise SchemaError(f"embed= and source= are options of vector fields, not {k}")
         self._check_check()
-        if self.dim != 0 or self.vector_index is not None:
+        if self.dim != 0 or self.vector_index is not None or self.more_indexes:
             raise SchemaError(f"a {k} field has no dimension or vector index")
         if self.max_length is not None and (k != "text" or not is_int(self.max_length)
                                             or not 1 <= self.max_length <= MAX_VALUE_BYTES):
@@ -512,6 +519,34 @@ class Field:
                  "bool": np.bool_}[self.kind]
         return np.full(n, v, dtype), np.zeros(n, bool)
 
+    def _check_more_indexes(self) -> None:
+        more = self.more_indexes
+        if isinstance(more, list):          # msgpack gives lists back
+            more = tuple(more)
+        if not isinstance(more, tuple) or len(more) > MAX_MORE_INDEXES or more and (
+                self.vector_index is None or not all(
+                    isinstance(s, VECTOR_INDEXES) and s.name is not None for s in more)):
+            raise SchemaError(f"a vector field's more_indexes are at most "
+                              f"{MAX_MORE_INDEXES} named vv.HNSW(...) or vv.IVFPQ(...) beside "
+                              f"its index, got {brief(self.more_indexes)}")
+        names = [s.name for s in self.vector_specs if s.name is not None]
+        if len(set(names)) != len(names):
+            raise SchemaError(f"a vector field's indexes have names of their own, got "
+                              f"{brief(names)}")
+        for s in more:
+            s.check()
+        object.__setattr__(self, "more_indexes",
+                           tuple(fit_index(s, self.dtype, self.dim) for s in more))
+
+    def vector_spec(self, name: str | None):
+        """Its further vector index spec named `name`, else its own index's."""
+        return next((s for s in self.more_indexes if s.name == name), self.vector_index)
+
+    @property
+    def vector_specs(self) -> tuple:
+        """Every vector index spec of the field, its own (vector_index) first."""
+        return () if self.vector_index is None else (self.vector_index, *self.more_indexes)
+
     def null_column(self, n: int) -> tuple[Any, np.ndarray]:
         """(values, nulls) of n null rows, as coerce_values returns them."""
         if self.kind in ("text", "json", SPARSE):
@@ -528,6 +563,8 @@ class Field:
             d.update(dim=self.dim, metric=self.metric, dtype=self.dtype)
             if self.vector_index is not None:
                 d["index"] = self.vector_index.to_dict()
+            if self.more_indexes:
+                d["more_indexes"] = [s.to_dict() for s in self.more_indexes]
             if self.embed is not None:
                 d.update(embed=self.embed, source=self.source)
         elif self.kind == SPARSE:
@@ -572,13 +609,18 @@ class Field:
                 raise SchemaError("a vector field has no default")
             ix = d.get("index")
             hnsw = index_spec_from_dict(ix) if ix is not None else None
+            more = d.get("more_indexes", [])
+            if not isinstance(more, list) or len(more) > MAX_MORE_INDEXES:
+                raise SchemaError(f"a vector field's more_indexes are a list, got "
+                                  f"{brief(more)}")
             dim, metric, dtype = d.get("dim"), d.get("metric"), d.get("dtype")
             if type(dim) is not int or metric not in METRICS or not isinstance(dtype, str) \
                     or dtype not in VECTOR_DTYPES:
                 raise SchemaError(f"a vector field has an int dim, a metric and a dtype, got "
                                   f"{brief(d)}")
             return Vector(dim, metric=metric, dtype=dtype, index=hnsw, not_null=not_null,
-                          embed=d.get("embed"), source=d.get("source"))
+                          embed=d.get("embed"), source=d.get("source"),
+                          more_indexes=tuple(index_spec_from_dict(x) for x in more))
         if kind == SPARSE:
             if d.keys() - {"kind", "dim", "not_null"} or type(d.get("dim")) is not int:
                 raise SchemaError(f"a sparsevec field has an int dim, got {brief(d)}")
@@ -629,6 +671,15 @@ def index_spec_from_dict(d: dict) -> HNSW | IVFPQ:
 
 PREDICATE_OPS = ("=", "<>", "<", "<=", ">", ">=", "is null", "is not null")
 INDEX_EXPRS = ("cast", "binary_quantize", "subvector")
+
+
+def further_index(f: Field, spec) -> bool:
+    """May vector field `f` take the index `spec`: it has none, or `spec` has a
+    name none of its indexes has (a further one, Field.more_indexes) and there
+    is room for one more."""
+    return f.vector_index is None or (
+        getattr(spec, "name", None) is not None and len(f.more_indexes) < MAX_MORE_INDEXES
+        and all(s.name != spec.name for s in f.vector_specs))
 
 
 def check_index_expr(expr, where, metric) -> None:
@@ -726,17 +777,19 @@ def Timestamp(index: str | None = None, not_null: bool = False, default: Any = N
 
 def Vector(dim: int, metric: str | None = None, dtype: str = "f32",
            index: HNSW | IVFPQ | None = None, not_null: bool = False, embed: str | None = None,
-           source: str | None = None) -> Field:
+           source: str | None = None, more_indexes: tuple = ()) -> Field:
     """A fixed-dimension vector. dtype: f32 | f16 | int8 (integers in -128..127) |
     bit (dim bits, packed 8 a byte). metric: cosine (the default) | l2 | dot, or
     for bit hamming (its only metric, and its default).
     `embed` names an embedder (varvedb.embed.resolve: "onnx", "onnx:/folder",
     "fastembed:MODEL", or a registered name) and `source` the text field it
-    embeds: a row that gives that text and no vector gets its vector filled."""
+    embeds: a row that gives that text and no vector gets its vector filled.
+    `more_indexes`: further indexes of the field, each named (HNSW(name=...,
+    metric=...)): a search ranks through the one built for its metric."""
     if metric is None:
         metric = "hamming" if dtype == "bit" else "cosine"
     return Field("vector", dim=dim, metric=metric, dtype=dtype, vector_index=index,
-                 not_null=not_null, embed=embed, source=source)
+                 not_null=not_null, embed=embed, source=source, more_indexes=more_indexes)
 
 
 def SparseVec(dim: int = 0, not_null: bool = False) -> Field:
@@ -858,8 +911,8 @@ class Schema:
 
     def __post_init__(self):
         for name, f in self.fields.items():
-            if f.vector_index is not None:
-                check_index_where(f.vector_index, self.fields)
+            for spec in f.vector_specs:
+                check_index_where(spec, self.fields)
             if f.source is not None and (f.source not in self.fields
                                          or self.fields[f.source].kind != "text"):
                 raise SchemaError(f"vector field {name!r} embeds source={f.source!r}, "
@@ -916,8 +969,8 @@ class Schema:
         expression index), which a write's values may overflow."""
         return tuple(n for n, f in self.fields.items()
                      if f.kind == "vector" and f.dtype == "f32"
-                     and getattr(f.vector_index, "expr", None) is not None
-                     and f.vector_index.expr[3] == "f16")
+                     and any(getattr(s, "expr", None) is not None and s.expr[3] == "f16"
+                             for s in f.vector_specs))
 
     @cached_property
     def row_names(self) -> frozenset:

@@ -8,10 +8,6 @@ CREATE INDEX ON items USING brin (embedding vector_l2_ops);
 -- the failed statement left the table as it was
 SELECT id, embedding FROM items;
 -- => [(1, [1.0, 2.0, 3.0])]
--- one vector index per column (PostgreSQL would build a second, for another operator class)
-CREATE INDEX items_l2 ON items USING hnsw (embedding vector_l2_ops);
-CREATE INDEX items_cos ON items USING hnsw (embedding vector_cosine_ops);
--- !! 0A000
 
 -- an "id" column that is neither the primary key nor a serial (its values must be unique)
 CREATE TABLE plain (id int, x int);

@@ -104,7 +104,7 @@ import numpy as np
 from .. import sparse
 from ..errors import CorruptFileError, SchemaError, VarveError
 from ..schema import (HNSW, IVFPQ, TS_MAX_US, TS_MIN_US, Field, Schema, all_finite,
-                      brief, check_index_where, fit_index, index_spec_from_dict,
+                      brief, check_index_where, fit_index, further_index, index_spec_from_dict,
                       timestamps_readable, validate_name)
 from ..storage import format as F
 from ..storage import record
@@ -312,13 +312,13 @@ class CreateIndex:
         if f is None or f.kind != "vector":
             raise CorruptFileError(f"index on {brief(name)}, not a vector field "
                                    f"of {t.name!r}")
-        if name in t.vector_indexes:
-            raise CorruptFileError(f"{name!r} of {t.name!r} is indexed twice")
         try:
             spec = fit_index(index_spec_from_dict(meta.get("spec")), f.dtype, f.dim)
             check_index_where(spec, t.schema.fields)
         except SchemaError as e:
             raise CorruptFileError(f"index on {name!r}: {e}") from None
+        if not further_index(f, spec):
+            raise CorruptFileError(f"{name!r} of {t.name!r} is indexed twice")
         no_arrays(arrays)
         # the rows so far were checked only if a graph already walked them
         if not all_finite(t.columns[name].arena.view()):
@@ -465,13 +465,18 @@ class CreateScalarIndex:
 
 @dataclass
 class DropIndex:
-    """A field's index (its HNSW graph, or its scalar index) is gone."""
+    """A field's index (its HNSW graph, or its scalar index) is gone; `index`: the
+    name of one of its further vector indexes (Field.more_indexes) instead."""
     KIND: ClassVar[int] = F.Kind.DROP_INDEX
     cid: int
     field: str
+    index: str | None = None
 
     def encode(self) -> tuple[dict, dict]:
-        return {"c": self.cid, "field": self.field}, {}
+        meta = {"c": self.cid, "field": self.field}
+        if self.index is not None:
+            meta["index"] = self.index
+        return meta, {}
 
     @classmethod
     def decode(cls, engine, meta: dict, arrays: dict) -> "DropIndex":
@@ -479,8 +484,13 @@ class DropIndex:
         name = field_of(t, meta.get("field"))
         if name not in t.vector_indexes and name not in t.indexes:
             raise CorruptFileError(f"drop index on {name!r} of {t.name!r}, which has none")
+        index = meta.get("index")
+        if index is not None and index not in {s.name for s in
+                                               t.schema.fields[name].more_indexes}:
+            raise CorruptFileError(f"drop index {brief(index)} on {name!r} of {t.name!r}, "
+                                   "which has none of that name")
         no_arrays(arrays)
-        return cls(t.cid, name)
+        return cls(t.cid, name, index)
 
 
 @dataclass
