@@ -255,3 +255,29 @@ def test_updates_and_the_range_check_of_a_further_halfvec_index():
     assert f.vector_index is not None and f.more_indexes == ()
     assert [n for n, _ in db.engine.table("t").vector_choices("emb")] == [""]
     db.close()
+
+
+def test_a_further_index_stamps_the_files_format_first(tmp_path):
+    """An older varvedb cannot read a field's further index: the header is stamped
+    with this format (5) before the first one's frame, so that it refuses the file
+    as newer instead of calling it corrupt; one index a column keeps the old stamp."""
+    from varvedb.storage import format as F
+    path = tmp_path / "f.vv"
+    db = vv.connect(path)
+    db.sql(f"CREATE TABLE items (id bigint PRIMARY KEY, embedding vector({DIM}))")
+    db.close()
+    with open(path, "r+b") as f:     # as a format-4 varvedb wrote it
+        header = F.unpack_header(f.read(F.HEADER_SIZE))
+        f.seek(0)
+        f.write(F.pack_header(header.file_id, header.created_us, version=4))
+
+    def stamped():
+        with open(path, "rb") as f:
+            return F.unpack_header(f.read(F.HEADER_SIZE)).format_version
+
+    db = vv.connect(path)
+    db.sql("CREATE INDEX ON items USING hnsw (embedding vector_l2_ops)")
+    assert stamped() == 4
+    db.sql("CREATE INDEX ON items USING hnsw (embedding vector_cosine_ops)")
+    assert stamped() == F.FORMAT_VERSION == 5
+    db.close()

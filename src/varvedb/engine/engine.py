@@ -622,6 +622,8 @@ class Engine:
             spec = fit_index(spec, f.dtype, f.dim)   # before the frame: replay applies it
             check_index_where(spec, t.schema.fields)
             self._check_indexable(t, field, spec, tx.branch)
+        if f is not None and f.vector_index is not None and self.log is not None:
+            self.log.file.upgrade_header()    # a further index: an older varvedb refuses it
         if parts is None or self.maintainer is None:
             self.write(tx, frames.CreateIndex(t.cid, field, spec))
             return
