@@ -26,7 +26,7 @@ from pglast.enums import AlterTableType, ConstrType, ObjectType
 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
-from ..schema import (HNSW, IVFPQ, Field, Schema, SparseVec, Vector,
+from ..schema import (HNSW, IVFPQ, UNINDEXED_KINDS, Field, Schema, SparseVec, Vector,
                       validate_name)
 from .expressions import Scope, convert
 from .index_exprs import index_expr, predicate
@@ -568,7 +568,7 @@ class CreateIndex:
             with s.writing():
                 s.collection(self.table).create_index(self.column, spec)
             return SqlResult([], [], "CREATE INDEX")
-        if f.kind in ("vector", "json", "bool", "sparsevec"):
+        if f.kind in UNINDEXED_KINDS:
             raise NotSupportedError(f"a {f.kind} column cannot carry a scalar index")
         if self.column in t.indexes:
             if self.if_not_exists:
