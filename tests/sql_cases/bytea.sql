@@ -68,7 +68,7 @@ SELECT id FROM files WHERE data = 1;
 -- !! 42883
 SELECT id FROM files WHERE data = name;
 -- !! 42883
-SELECT 1::bytea;
+SELECT 1.5::bytea;
 -- !! 42846
 SELECT data + 1 FROM files;
 -- !! 42883
