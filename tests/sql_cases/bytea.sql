@@ -72,3 +72,13 @@ SELECT 1.5::bytea;
 -- !! 42846
 SELECT data + 1 FROM files;
 -- !! 42883
+-- the output setting: hex, PostgreSQL's default (a client may set it so)
+SHOW bytea_output;
+-- => [('hex',)]
+SET bytea_output = 'hex';
+SET bytea_output TO DEFAULT;
+SELECT '\x01'::bytea::text;
+-- => [('\\x01',)]
+-- max(bytea) and min(bytea)
+SELECT max(data), min(data) FROM files;
+-- => [(b'\xde\xad', b'\x00')]
