@@ -4,31 +4,20 @@ parameters in the text and the binary format, results in both, COPY in and out i
 the text, CSV and binary formats, and the catalog's type."""
 from __future__ import annotations
 
-import psycopg
 import pytest
 from psycopg.types import TypeInfo
 
-from server_proc import ServerProcess, free_port
+from test_pgwire import connect, server  # noqa: F401 (the --pg server fixture)
 
 # every byte, the escapes COPY's text and CSV formats write, an empty value and a NULL
 VALUES = [bytes(range(256)), b"a\\b\tc\nd\re,\"f'", b"", None, b"\x00", "é".encode()]
 TABLE = "CREATE TABLE blobs (id bigint PRIMARY KEY, b bytea)"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("pg") / "db.varve")
-    port = free_port()
-    with ServerProcess(path, args=["--pg", str(port)]) as srv:
-        srv.pg = port
-        yield srv
-
-
 @pytest.fixture
 def both(server, pg):
     """(a connection to varvedb, one to PostgreSQL), each with an empty `blobs` table."""
-    vv = psycopg.connect(host="127.0.0.1", port=server.pg, user="me", dbname="db",
-                         sslmode="disable", connect_timeout=600, autocommit=True)
+    vv = connect(server)
     real = pg.connect("bytea_wire")
     for con in (vv, real):
         con.execute("DROP TABLE IF EXISTS blobs")

@@ -8,8 +8,8 @@ a batch that leaves this module is known to fit the schema.
 Column representations (what the engine stores and the file carries):
 int -> int64, float -> float64, bool -> bool, timestamp -> int64 microseconds
 since the Unix epoch (UTC), text -> Python str (dictionary-coded by the engine),
-json -> any msgpack-able value, bytes -> Python bytes (SQL's bytea), sparsevec -> bytes (sparse.py's stored form:
-dim, indices, values), vector -> an (n, width) block of its dtype:
+json -> any msgpack-able value, bytes -> Python bytes (SQL's bytea), sparsevec ->
+bytes (sparse.py's stored form: dim, indices, values), vector -> an (n, width) block of its dtype:
 float32, float16, int8 (integers in -128..127), or bit (uint8, dim bits packed
 8 a byte, big-endian bit order as np.packbits and pgvector's bit type; width
 = ceil(dim / 8)). Vectors are read back as float32 (f32, f16), int8, or bool

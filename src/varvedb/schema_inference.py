@@ -3,10 +3,10 @@ for a collection created from its first data (`create_collection(name, data=...)
 `varvedb import`).
 
 Each column's values decide its type, nulls aside: ints → "int", numbers → "float",
-bools → "bool", strings → "text", bytes → "bytes", datetimes → "timestamp", equal-length lists or
-arrays of numbers (a 2-D block of a table) → "vector(dim)", anything else (dicts,
-mixed types, lists of other things or of different lengths) → "json"; a column of
-nulls only is "text". An "id" column of strings makes text ids; of ints, the default
+bools → "bool", strings → "text", bytes → "bytes", datetimes → "timestamp",
+equal-length lists or arrays of numbers (a 2-D block of a table) → "vector(dim)",
+anything else (dicts, mixed types, lists of other things or of different lengths) →
+"json"; a column of nulls only is "text". An "id" column of strings makes text ids; of ints, the default
 int ids. `vector=` names a column that must be a vector and `dim=` its width (an
 import's `--vector COL --dim N`).
 

@@ -31,7 +31,8 @@ that chunk's rows, so a refused first chunk leaves no collection behind; an "id"
 column of strings makes text ids. A file with two columns of one name is refused.
 Export writes id and every field (vectors too; json fields as Arrow's json type in
 .parquet; bytes fields as Arrow's binary in .parquet, bytea's hex text `\\x0102` in
-.jsonl and .csv, which an import into a bytes field decodes) in the schema's order, as of a version (`as_of`) and filtered (`where`).
+.jsonl and .csv, which an import into a bytes field decodes) in the schema's order,
+as of a version (`as_of`) and filtered (`where`).
 """
 from __future__ import annotations
 
