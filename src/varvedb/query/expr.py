@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import NotSupportedError, SqlError
 from ..float_order import compare
-from ..schema import brief, from_micros, half_overflow, vector_values
+from ..schema import OBJECT_KINDS, brief, from_micros, half_overflow, vector_values
 from ..sparse import SparseBlock, SparseVector
 from ..text import tsquery
 from ..text.tsvector import tsvectors
@@ -460,7 +460,7 @@ def _with_holes(kind: str, parsed: list, keep: np.ndarray) -> list:
     if kind == "vector" and len({len(x) for x in parsed}) > 1:
         raise sparse_funcs.mixed_widths()
     filler = np.zeros_like(parsed[0]) if kind == "vector" else \
-        None if kind in ("text", "json", "bytes", "sparsevec") else _zeros(kind, 1)[0]
+        None if kind in (*OBJECT_KINDS, "sparsevec") else _zeros(kind, 1)[0]
     out = [filler] * len(keep)
     for i, x in zip(np.flatnonzero(keep).tolist(), parsed):
         out[i] = x
@@ -472,7 +472,7 @@ def const_like(value, kind: str, n: int, nulls) -> Val:
         return Val("vector", np.broadcast_to(value, (n, len(value))), nulls)
     if kind == "sparsevec":
         return Val(kind, SparseBlock.broadcast(value, n), nulls)
-    if kind in ("text", "json", "bytes"):
+    if kind in OBJECT_KINDS:
         out = np.empty(n, dtype=object)
         out[:] = [value] * n
         return Val(kind, out, nulls)
@@ -485,7 +485,7 @@ def _from_python(kind: str, values: list, nulls) -> Val:
         return Val("vector", np.asarray(values, np.bool_ if len(values) and
                                         np.asarray(values[0]).dtype == np.bool_
                                         else np.float32), nulls)
-    if kind in ("text", "json", "bytes"):
+    if kind in OBJECT_KINDS:
         return Val(kind, object_array(values), nulls)
     if kind == "sparsevec":
         return Val(kind, SparseBlock.of_values(values), nulls)
@@ -792,7 +792,7 @@ def _zeros(kind: str, n: int):
         return None
     if kind == "vector":        # a block of n vectors of no dimension (all NULL)
         return np.zeros((n, 0), np.float32)
-    if kind in ("text", "json", "bytes", "unknown", "array"):
+    if kind in (*OBJECT_KINDS, "unknown", "array"):
         return np.full(n, None, dtype=object)
     if kind == "sparsevec":
         return SparseBlock.of_values([None] * n)
