@@ -106,3 +106,28 @@ def test_bytea_input_errors_are_postgresqls(text, state):
     with pytest.raises(vv.SqlError) as e:
         parse_bytea(text)
     assert e.value.sqlstate == state
+
+
+def test_over_http_bytes_travel_as_base64_and_an_sql_parameter_as_bytea_text(tmp_path):
+    """vv.Client: insert (JSON rows and insert_arrays), upsert, update, get, find and
+    SQL (a bytes parameter, a bytea result) give and take bytes as the embedded API
+    does; a raw request's bytes field is base64, and text that is not is a typed
+    error that writes nothing."""
+    from server_proc import ServerProcess
+    with ServerProcess(str(tmp_path / "h.varve")) as srv:
+        client = vv.Client(srv.url)
+        blobs = client.create_collection("blobs", {"b": vv.Bytes(), "n": "int"})
+        blobs.insert([{"id": 1, "b": b"\x00\xff"}, {"id": 2, "b": None}])
+        blobs.insert_arrays(id=[3], b=[b""], n=[3])
+        blobs.upsert([{"id": 4, "b": bytearray(b"up")}])
+        blobs.update({"b": b"new"}, where="id = 2")
+        assert blobs.get(1)["b"] == b"\x00\xff"
+        assert sorted((h.id, h.fields["b"]) for h in blobs.find()) == \
+            [(1, b"\x00\xff"), (2, b"new"), (3, b""), (4, b"up")]
+        client.sql("INSERT INTO blobs (id, b) VALUES ($1, $2)", [5, b"\\x\x01"])
+        res = client.sql("SELECT id, b FROM blobs WHERE b = $1 OR id = 1 ORDER BY id",
+                         [b"\\x\x01"])
+        assert res.rows == [(1, b"\x00\xff"), (5, b"\\x\x01")]
+        with pytest.raises(vv.FieldTypeError, match="base64"):
+            blobs.insert([{"id": 6, "b": "not base64!"}])
+        assert client.sql("SELECT count(*) FROM blobs").rows == [(5,)]
