@@ -94,3 +94,23 @@ def test_the_catalog_names_bytea_as_postgres(both):
                           "a.attname = 'b'").fetchone()
         got.append((info.oid, info.array_oid, row))
     assert got[0] == got[1] == (17, 1001, (17, 1001, "bytea"))
+
+
+def test_asyncpg_binary_codec_round_trips_bytea(both, server):
+    """asyncpg (binary results and parameters, its types found by its own catalog
+    queries) writes and reads bytea, a bytes parameter compared with the column too."""
+    import asyncio
+
+    import asyncpg
+
+    async def run():
+        conn = await asyncpg.connect(host="127.0.0.1", port=server.pg, user="me",
+                                     database="db", ssl=False)
+        try:
+            await conn.executemany("INSERT INTO blobs VALUES ($1, $2)", list(enumerate(VALUES)))
+            return (await conn.fetch("SELECT id, b FROM blobs ORDER BY id"),
+                    await conn.fetchval("SELECT id FROM blobs WHERE b = $1", b"\x00"))
+        finally:
+            await conn.close()
+    rows, found = asyncio.run(run())
+    assert [(r["id"], r["b"]) for r in rows] == list(enumerate(VALUES)) and found == 4
