@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import varvedb as vv
-from varvedb.query.literals import parse_bytea
+from varvedb.bytea import parse_bytea
 
 from conftest import file_digest
 

@@ -65,7 +65,7 @@ import numpy as np
 
 from . import cancel
 from . import errors as E
-from .query.literals import bytea_text
+from .bytea import bytea_text
 from .query.plan import PlanNode, plan_from_dict
 from .query.request import REQUESTS, RRF_K, WEIGHTS, Count, Find, Search, as_of_to_wire
 from .reports import BranchInfo, Changes, VacuumReport, rows_bar

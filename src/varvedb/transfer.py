@@ -47,7 +47,7 @@ import numpy as np
 
 from .errors import (DimensionError, FieldTypeError, OptionError, SqlError, StorageError,
                      VarveError)
-from .query.literals import bytea_text, parse_bytea
+from .bytea import bytea_text, parse_bytea
 from .schema_inference import infer_schema
 from .tabular import frame_columns, json_values, to_arrow, unique_names
 

@@ -12,7 +12,7 @@ from decimal import Decimal, InvalidOperation
 
 from ..errors import SqlError
 from ..query.arrays import split_text
-from ..query.literals import parse_bytea
+from ..bytea import parse_bytea
 from ..query.pg_binary import column_oid, encoder, receive  # noqa: F401 (the wire's)
 from ..query.pg_types import (ARRAYS, BIT, BOOL, BPCHAR, BYTEA, CHAR, ELEMENTS, FLOAT4,  # noqa: F401
                               FLOAT8, HALFVEC, INT2, INT4, INT8, JSON, JSONB, NAME, NUMERIC, OID,
