@@ -269,7 +269,8 @@ DESCRIBED = ["CREATE TABLE docs (id bigserial PRIMARY KEY, embedding vector(3), 
              "at timestamptz DEFAULT '2026-01-02 03:04:05.5+00', w double precision DEFAULT 1, "
              "f double precision DEFAULT 0.25, g double precision DEFAULT -0.5, "
              "neg bigint DEFAULT -3, big bigint DEFAULT 5000000000, "
-             "meta jsonb DEFAULT '{\"a\": [1, \"b\"]}', off boolean DEFAULT false)"]
+             "meta jsonb DEFAULT '{\"a\": [1, \"b\"]}', off boolean DEFAULT false, "
+             "raw bytea DEFAULT '\\x00ff', blob bytea)"]
 
 
 def test_psql_describes_a_table_as_postgres_does(server, pg):
@@ -323,6 +324,7 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
         assert got == want and "Indexes" not in got[1] and " body   | text " in got[1]
         got, want = both("-c", "\\d docs_keys")
         assert got == want and "'-0.5'::numeric" in got[1]
+        assert re.search(r" raw +\| bytea .*'\\x00ff'::bytea", got[1])
         got, want = both("-c", "\\dx")     # pgvector, as a pgvector user checks for it
         assert got == want and " vector  | 0.8.6 " in got[1]
         # a relation neither has: psql's own message, from an empty answer

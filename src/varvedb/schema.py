@@ -8,8 +8,8 @@ a batch that leaves this module is known to fit the schema.
 Column representations (what the engine stores and the file carries):
 int -> int64, float -> float64, bool -> bool, timestamp -> int64 microseconds
 since the Unix epoch (UTC), text -> Python str (dictionary-coded by the engine),
-json -> any msgpack-able value, sparsevec -> bytes (sparse.py's stored form:
-dim, indices, values), vector -> an (n, width) block of its dtype:
+json -> any msgpack-able value, bytes -> Python bytes (SQL's bytea), sparsevec ->
+bytes (sparse.py's stored form: dim, indices, values), vector -> an (n, width) block of its dtype:
 float32, float16, int8 (integers in -128..127), or bit (uint8, dim bits packed
 8 a byte, big-endian bit order as np.packbits and pgvector's bit type; width
 = ceil(dim / 8)). Vectors are read back as float32 (f32, f16), int8, or bool
@@ -48,7 +48,11 @@ from .errors import (BitLengthError, CheckViolationError, DimensionError, FieldT
 from .float_order import compare
 from .storage.format import code_width
 
-SCALAR_KINDS = ("int", "float", "bool", "text", "json", "timestamp")
+SCALAR_KINDS = ("int", "float", "bool", "text", "json", "timestamp", "bytes")
+# kinds whose column is a list of Python values (None = null), not a numpy array
+OBJECT_KINDS = ("text", "json", "bytes")
+# kinds no scalar (hash, sorted) index serves
+UNINDEXED_KINDS = ("vector", "json", "bool", "sparsevec", "bytes")
 METRICS = ("cosine", "l2", "dot", "hamming")   # a field's (and its graph's) metric
 QUERY_METRICS = METRICS + ("l1",)           # a search may ask any: l1 is answered exactly
 # a vector dtype -> its arena's element type (bit: packed bytes)
@@ -418,7 +422,7 @@ class Field:
                                   "or a default")
         if self.index not in (None, "hash", "sorted"):
             raise SchemaError(f"unknown index {self.index!r}; expected 'hash' or 'sorted'")
-        if self.index and k in ("json", "bool"):
+        if self.index and k in UNINDEXED_KINDS:
             raise SchemaError(f"a {k} field cannot carry a {self.index} index")
         if self.index_name is not None and (self.index is None or not isinstance(
                 self.index_name, str) or not _NAME.match(self.index_name)):
@@ -513,7 +517,7 @@ class Field:
         if isinstance(v, (dict, list)):   # a row of its own each: a reader may edit its copy
             blob = msgspec.msgpack.encode(v)
             return [msgspec.msgpack.decode(blob) for _ in range(n)], np.zeros(n, bool)
-        if self.kind in ("text", "json"):
+        if self.kind in OBJECT_KINDS:
             return [v] * n, np.zeros(n, bool)
         dtype = {"int": np.int64, "timestamp": np.int64, "float": np.float64,
                  "bool": np.bool_}[self.kind]
@@ -549,7 +553,7 @@ class Field:
 
     def null_column(self, n: int) -> tuple[Any, np.ndarray]:
         """(values, nulls) of n null rows, as coerce_values returns them."""
-        if self.kind in ("text", "json", SPARSE):
+        if self.kind in (*OBJECT_KINDS, SPARSE):
             return [None] * n, np.ones(n, bool)
         if self.kind == "vector":
             return np.zeros((n, self.width), VECTOR_DTYPES[self.dtype]), np.ones(n, bool)
@@ -640,9 +644,9 @@ class Field:
             default = from_micros(default)
         if kind == "float" and type(default) is int:
             default = float(default)
-        elif kind in ("int", "float", "bool", "text") and default is not None \
+        elif kind in ("int", "float", "bool", "text", "bytes") and default is not None \
                 and type(default) is not {"int": int, "float": float, "bool": bool,
-                                          "text": str}[kind]:
+                                          "text": str, "bytes": bytes}[kind]:
             raise SchemaError(f"a {kind} field's default is {brief(default)}")
         try:
             return Field(kind, index=_scalar(kind, index).index, fts=fts, not_null=not_null,
@@ -770,6 +774,12 @@ def Json(not_null: bool = False, default: Any = None) -> Field:
     return Field("json", not_null=not_null, default=default)
 
 
+def Bytes(not_null: bool = False, default: Any = None) -> Field:
+    """A binary string (bytes; SQL's bytea), at most 16 MiB a value. It has no index:
+    a filter compares it (==, !=, <, ...) by scanning."""
+    return Field("bytes", not_null=not_null, default=default)
+
+
 def Timestamp(index: str | None = None, not_null: bool = False, default: Any = None) -> Field:
     """A point in time (datetime), stored as UTC microseconds."""
     return _scalar("timestamp", index, not_null, default)
@@ -887,6 +897,8 @@ def parse_field(name: str, spec: Any) -> Field:
         s = spec.strip().lower()
         if s in SCALAR_KINDS:
             return Field(s)
+        if s == "bytea":
+            return Field("bytes")
         m = _VECTOR_SPEC.match(s)
         if m:
             return Vector(int(m.group(1)))
@@ -1207,6 +1219,8 @@ def coerce_values(name: str, f: Field, values: list) -> tuple[Any, np.ndarray]:
         return list(values), nulls
     if k == SPARSE:
         return [None if v is None else _sparse_blob(name, f, v) for v in values], nulls
+    if k == "bytes":
+        return [None if v is None else _bytes_value(name, v) for v in values], nulls
     if k == "timestamp":
         try:
             out = np.fromiter((0 if v is None else to_micros(name, v) for v in values),
@@ -1296,7 +1310,10 @@ def coerce_array(name: str, f: Field, arr: Any, n: int) -> tuple[Any, np.ndarray
         return _check_vector_block(name, f, a), np.zeros(n, dtype=bool)
     if a.ndim != 1 or a.shape[0] != n:
         raise FieldTypeError(f"field {name!r}: expected {n} values, got shape {a.shape}")
-    if a.dtype == object or f.kind in ("text", "json", SPARSE):
+    if f.kind == "bytes" and a.dtype != object:     # numpy's S strips trailing zero bytes
+        raise FieldTypeError(f"field {name!r} is bytes: give an object array of bytes "
+                             f"(or a list), got a {a.dtype} array")
+    if a.dtype == object or f.kind in (*OBJECT_KINDS, SPARSE):
         return coerce_values(name, f, a.tolist())    # tolist: numpy scalars to Python ones
     nulls = np.zeros(n, dtype=bool)
     if f.kind == "timestamp":
@@ -1518,6 +1535,17 @@ def _scalar_ok(kind: str, v: Any) -> bool:
     if kind == "int":
         return isinstance(v, (int, np.integer))
     return isinstance(v, (int, float, np.integer, np.floating))
+
+
+def _bytes_value(name: str, v: Any) -> bytes:
+    """A bytes field's value as the file keeps it: bytes (from bytes, bytearray or a
+    memoryview), within MAX_VALUE_BYTES; FieldTypeError for anything else."""
+    if not isinstance(v, (bytes, bytearray, memoryview)):
+        raise FieldTypeError(f"field {name!r} is bytes, got {brief(v)}")
+    b = bytes(v)
+    if len(b) > MAX_VALUE_BYTES:
+        raise _too_large(name, "bytes", len(b))
+    return b
 
 
 def _exact_str(values: list) -> list:

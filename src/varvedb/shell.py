@@ -362,7 +362,7 @@ def sql_type(field) -> str:
     if field.kind == "sparsevec":
         return f"sparsevec({field.dim})" if field.dim else "sparsevec"
     return {"int": "bigint", "float": "double precision", "bool": "boolean", "text": "text",
-            "json": "jsonb", "timestamp": "timestamp with time zone"}[field.kind]
+            "json": "jsonb", "timestamp": "timestamp with time zone", "bytes": "bytea"}[field.kind]
 
 
 def _literal(v) -> str:

@@ -318,7 +318,8 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int, catalog: Cat
             col.load({"codes": arrays[q + "codes"]}, words)
         elif isinstance(col, JsonColumn):
             if not isinstance(cm, list) or len(cm) != n or (
-                    f.kind == "sparsevec" and not sparse.stored_ok(cm, f.dim)):
+                    f.kind == "sparsevec" and not sparse.stored_ok(cm, f.dim)) or (
+                    f.kind == "bytes" and not all_of_types(cm, {bytes, type(None)})):
                 raise CorruptFileError(f"json column {name}.{fname} has {brief(cm)} "
                                        f"for {n} rows")
             col.load({}, cm)

@@ -45,8 +45,8 @@ from ..errors import (BranchError, CheckViolationError, ClosedError, CorruptFile
                       ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
                       TransactionError, UnknownFieldError, VarveError)
 from ..schema import (Field, Schema, brief, check_constraints, check_not_null,
-                      check_index_where, complete_columns, fit_index, further_index,
-                      validate_name)
+                      UNINDEXED_KINDS, check_index_where, complete_columns, fit_index,
+                      further_index, validate_name)
 from .embedding import check_embedders, fill_embedded, unchanged_texts
 from ..storage import format as F
 from ..reports import rows_bar
@@ -727,7 +727,7 @@ class Engine:
         if kind not in ("hash", "sorted"):
             raise SchemaError(f"a scalar index is 'hash' or 'sorted', got {brief(kind)}")
         f = t.schema.fields[_field_of(t, field, "indexed")]
-        if f.kind in ("vector", "json", "bool", "sparsevec"):
+        if f.kind in UNINDEXED_KINDS:
             raise SchemaError(f"a {f.kind} field cannot carry a {kind} index")
         if f.index is not None:
             raise SchemaError(f"{field!r} already has a {f.index} index")

@@ -26,8 +26,8 @@ from pglast.enums import AlterTableType, ConstrType, ObjectType
 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
-from ..schema import (HNSW, IVFPQ, MAX_MORE_INDEXES, Field, Schema, SparseVec, Vector,
-                      validate_name)
+from ..schema import (HNSW, IVFPQ, MAX_MORE_INDEXES, UNINDEXED_KINDS, Field, Schema,
+                      SparseVec, Vector, validate_name)
 from .expressions import Scope, convert
 from .index_exprs import index_expr, predicate
 from ..results import SqlResult
@@ -128,10 +128,12 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
             raise NotSupportedError(f'constraint {c.contype.name.removeprefix("CONSTR_")} on '
                                     f'column "{cd.colname}" is not supported')
     if kind == "vector":
-        if not mods:
-            raise SqlError("22023", f'column "{cd.colname}": {tname} needs its dimension, '
-                                    f"as {tname}(n)")
-        dim = mods[0]
+        if not mods and tname != "bit":
+            raise NotSupportedError(
+                f'column "{cd.colname}": a {tname} without a dimension (pgvector\'s rows of '
+                f"any dimension) is not supported: varvedb keeps a column's vectors in one "
+                f"array of one dimension; declare {tname}(n)")
+        dim = mods[0] if mods else 1        # bit alone is bit(1), as in PostgreSQL
         if default is not None:
             raise NotSupportedError("a vector column has no DEFAULT")
         field = Vector(dim, dtype="bit") if tname == "bit" else \
@@ -579,7 +581,7 @@ class CreateIndex:
             with s.writing():
                 s.collection(self.table).create_index(self.column, spec)
             return SqlResult([], [], "CREATE INDEX")
-        if f.kind in ("vector", "json", "bool", "sparsevec"):
+        if f.kind in UNINDEXED_KINDS:
             raise NotSupportedError(f"a {f.kind} column cannot carry a scalar index")
         if self.column in t.indexes:
             if self.if_not_exists:

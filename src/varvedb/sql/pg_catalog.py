@@ -586,7 +586,7 @@ def _columns(ctx, indexes: bool = False) -> list[tuple]:
 
 
 _KIND_TYPES = {"int": "int8", "float": "float8", "bool": "bool", "text": "text",
-               "json": "jsonb", "timestamp": "timestamptz"}
+               "json": "jsonb", "timestamp": "timestamptz", "bytes": "bytea"}
 _VECTOR_TYPES = {"f32": "vector", "f16": "halfvec", "bit": "bit", "int8": "vector"}
 
 
@@ -630,7 +630,7 @@ def _default(f, schema, table: str) -> str | None:
 
 # attstorage of the variable-length types (pgvector's keep their values out of line
 # uncompressed, 'e'); every other type's is plain, 'p'
-_STORAGE = {"text": "x", "varchar": "x", "jsonb": "x", "bit": "x", "vector": "e",
+_STORAGE = {"text": "x", "varchar": "x", "jsonb": "x", "bytea": "x", "bit": "x", "vector": "e",
             "halfvec": "e", "sparsevec": "e"}
 
 
