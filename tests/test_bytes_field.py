@@ -131,3 +131,32 @@ def test_over_http_bytes_travel_as_base64_and_an_sql_parameter_as_bytea_text(tmp
         with pytest.raises(vv.FieldTypeError, match="base64"):
             blobs.insert([{"id": 6, "b": "not base64!"}])
         assert client.sql("SELECT count(*) FROM blobs").rows == [(5,)]
+
+
+def test_a_bytes_field_stamps_the_files_format_first(tmp_path):
+    """An older varvedb cannot read a bytes field: the header is stamped with this
+    format (5) before the frame that makes one, by a new collection or an added
+    field, so that it refuses the file as newer instead of calling it corrupt."""
+    from varvedb.storage import format as F
+
+    def stamp(path, version=None):
+        with open(path, "r+b") as f:
+            header = F.unpack_header(f.read(F.HEADER_SIZE))
+            if version is not None:    # as an older varvedb wrote it
+                f.seek(0)
+                f.write(F.pack_header(header.file_id, header.created_us, version=version))
+        return header.format_version
+
+    for make in ({"b": vv.Bytes()}, None):
+        path = tmp_path / f"{make is None}.vv"
+        vv.connect(path).close()
+        stamp(path, 4)
+        db = vv.connect(path)
+        c = db.create_collection("c", {"n": "int"})
+        assert stamp(path) == 4
+        if make is None:
+            c.add_field("b", vv.Bytes())
+        else:
+            db.create_collection("d", make)
+        db.close()
+        assert stamp(path) == F.FORMAT_VERSION == 5

@@ -478,6 +478,7 @@ class Engine:
             raise SchemaError(f"a collection named {name!r} already exists")
         check_embedders(schema.fields, tx.server_files)
         cid = self.next_cid
+        self._stamp(schema.fields.values())
         before = (self.log.mark() if self.log is not None else None, tx.frames,
                   tx.rows_changed)
         self.write(tx, frames.CreateCollection(cid, name, schema))
@@ -490,6 +491,13 @@ class Engine:
                     self._uncreate(tx, t, *before)
                 raise
         return t
+
+    def _stamp(self, fields) -> None:
+        """The header stamped with this format before a frame that holds what an
+        older varvedb cannot read (a bytes field, a further vector index), so
+        that it refuses the file as newer instead of calling it corrupt."""
+        if self.log is not None and any(f.kind == "bytes" or f.more_indexes for f in fields):
+            self.log.file.upgrade_header()
 
     def _uncreate(self, tx: "Transaction", t: Table, mark, n_frames: int,
                   rows_changed: int) -> None:
@@ -665,6 +673,7 @@ class Engine:
             # the documents so far take its default (or null): it must pass its checks
             check_constraints(Schema({name: field}), {} if field.default is None
                               else {name: field.default_column(1)}, 1, t.name)
+        self._stamp([field])
         self.write(tx, frames.AddColumn(t.cid, t.n, name, field))
 
     def drop_column(self, tx: "Transaction", t: Table, name: str) -> None:
