@@ -16,6 +16,8 @@ row that near is ranked exactly, so the answer is always exact
 search's: the k best by (float64 score, row). That last step is a kernel of
 its own (:func:`rank_near`, which the caller runs when :func:`scan_top_k`
 says so), so a first search compiles it only when ties need it.
+:func:`half_top_k` is the same scan with its rows chosen first on a float16 copy
+of a float32 arena (:func:`half_copy`): half the bytes read, the same answer.
 """
 from __future__ import annotations
 
