@@ -309,7 +309,7 @@ _MARGIN = 2.0 ** -20    # past float64's rounding of the exact scores (dim <= 2*
 _NO_ALLOW = np.zeros(1, np.bool_)
 
 
-@njit(cache=True, nogil=True, fastmath=True)
+@njit(cache=True, nogil=True)     # (no fastmath: the bounds' arithmetic as written)
 def half_copy(arena, metric, half):
     """Fill ``half`` (uint16, the float32 ``arena``'s shape) with its rows rounded to
     float16 bits; returns (moved, top): the most any row moved, ``|x - x'|`` (l2,
@@ -326,7 +326,7 @@ def half_copy(arena, metric, half):
         norm = 0.0
         for j in range(arena.shape[1]):
             bits = half[i, j]
-            over |= np.uint16(bits & 0x7C00 == 0x7C00)   # (an exponent test: fastmath)
+            over |= np.uint16(bits & 0x7C00 == 0x7C00)   # (all ones: infinity)
             x = np.float64(arena[i, j])
             y = np.float64(as_f32(bits))
             gap += (x - y) * (x - y)
@@ -340,7 +340,7 @@ def half_copy(arena, metric, half):
         else:
             moved = max(moved, np.sqrt(gap))
         top = max(top, np.sqrt(size))
-    # (the float64 sums' rounding, any order: dim * 2**-53 relative, far below this)
+    # (the float64 sums' rounding: dim * 2**-53 relative, far below this)
     return moved * (1.0 + 1e-9) + 1e-300, top * (1.0 + 1e-9)
 
 
