@@ -32,10 +32,11 @@ _I64, _F64 = np.dtype(np.int64), np.dtype(np.float64)   # (np.empty parses a typ
 # The float16 copy (kernels/scan.py, half_top_k): an unmasked scan of a float32 arena
 # of HALF_DIM dimensions or more and HALF_MIN to HALF_MAX elements reads a float16
 # copy of it first, made at the searcher's HALF_AFTER-th search (a shape searched
-# once a commit never pays for it: the copy costs about 15 scans), one per searcher, kept
-# with it. Measured (loaded, 1 000 rows, top-10): 13.6 -> 10.4 us at 128
-# dimensions, 9.3 -> 8.8 at 96; at 64, and at 256 x 128, the pass that gathers the
-# rows chosen costs more than the bytes saved (7.0 -> 7.9, 3.9 -> 4.2).
+# once a commit never pays for it: the copy costs about 15 scans), one per searcher,
+# kept with it. Measured (the kernel alone, loaded machine, 1 000 rows, top-10):
+# 13.6 -> 10.4 us at 128 dimensions, 9.3 -> 8.8 at 96; at 64, and at 256 x 128, the
+# pass that gathers the rows chosen costs more than the bytes saved (6.7 -> 7.3,
+# 3.9 -> 4.2).
 _HALF_METRICS = frozenset({"l2", "dot", "cosine"})
 HALF_DIM = 96
 HALF_MIN = 1 << 16
