@@ -256,6 +256,8 @@ DESCRIBED = ["CREATE TABLE docs (id bigserial PRIMARY KEY, embedding vector(3), 
              "score double precision, meta jsonb, ok boolean DEFAULT true, n bigint DEFAULT 7, "
              "label text DEFAULT 'it''s', at timestamptz, e4 vector(4))",
              "CREATE INDEX ON docs USING hnsw (embedding vector_cosine_ops)",
+             # a second index on the column (issue 30): docs_embedding_idx1, listed too
+             "CREATE INDEX ON docs USING hnsw (embedding vector_l2_ops)",
              "CREATE INDEX docs_half ON docs USING hnsw (half halfvec_l2_ops) WITH (m = 8)",
              "CREATE INDEX docs_e4 ON docs USING ivfflat (e4 vector_ip_ops) WITH (lists = 10)",
              "CREATE INDEX docs_tag ON docs (tag)",
@@ -267,7 +269,8 @@ DESCRIBED = ["CREATE TABLE docs (id bigserial PRIMARY KEY, embedding vector(3), 
              "at timestamptz DEFAULT '2026-01-02 03:04:05.5+00', w double precision DEFAULT 1, "
              "f double precision DEFAULT 0.25, g double precision DEFAULT -0.5, "
              "neg bigint DEFAULT -3, big bigint DEFAULT 5000000000, "
-             "meta jsonb DEFAULT '{\"a\": [1, \"b\"]}', off boolean DEFAULT false)"]
+             "meta jsonb DEFAULT '{\"a\": [1, \"b\"]}', off boolean DEFAULT false, "
+             "raw bytea DEFAULT '\\x00ff', blob bytea)"]
 
 
 def test_psql_describes_a_table_as_postgres_does(server, pg):
@@ -289,6 +292,7 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
         assert got == want
         assert " embedding | vector(3)                |           |          | \n" in got[1]
         assert ' "docs_embedding_idx" hnsw (embedding vector_cosine_ops)\n' in got[1]
+        assert ' "docs_embedding_idx1" hnsw (embedding vector_l2_ops)\n' in got[1]
         assert ' "docs_e4" ivfflat (e4 vector_ip_ops) WITH (lists=\'10\')\n' in got[1]
         # PostgreSQL 18 lists NOT NULL as constraints; varvedb speaks 16's catalog
         # (server_version 16.6), where they are not, so psql prints no such section
@@ -307,10 +311,11 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
         def rows(out: str) -> list:
             return [r.split("|")[:3] + r.split("|")[4:7] for r in out.splitlines()]
         assert got[0] == want[0] == 0 and rows(got[1]) == rows(want[1])
-        assert len(rows(got[1])) == 7     # docs_keys_pkey too
+        assert len(rows(got[1])) == 8     # docs_keys_pkey too
         assert all(re.fullmatch(r"-?\d+ (bytes|kB|MB|GB)", r.split("|")[7])
                    for r in got[1].splitlines())
-        for index in ("docs_pkey", "docs_embedding_idx", "docs_half", "docs_e4", "docs_label"):
+        for index in ("docs_pkey", "docs_embedding_idx", "docs_embedding_idx1", "docs_half",
+                      "docs_e4", "docs_label"):
             got, want = both("-c", f"\\d {index}")
             assert got == want and got[1].count(" yes  | ") == 1
         got, want = both("-c", "\\d+ docs_tag")
@@ -319,6 +324,7 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
         assert got == want and "Indexes" not in got[1] and " body   | text " in got[1]
         got, want = both("-c", "\\d docs_keys")
         assert got == want and "'-0.5'::numeric" in got[1]
+        assert re.search(r" raw +\| bytea .*'\\x00ff'::bytea", got[1])
         got, want = both("-c", "\\dx")     # pgvector, as a pgvector user checks for it
         assert got == want and " vector  | 0.8.6 " in got[1]
         # a relation neither has: psql's own message, from an empty answer

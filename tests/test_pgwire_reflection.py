@@ -46,6 +46,9 @@ def metadata() -> sa.MetaData:
     sa.Index("refl_hnsw", t.c.embedding, postgresql_using="hnsw",
              postgresql_with={"m": 8, "ef_construction": 32},
              postgresql_ops={"embedding": "vector_cosine_ops"})
+    # a second index on the column (issue 30: schema.Field.more_indexes), listed as its own
+    sa.Index("refl_hnsw_l2", t.c.embedding, postgresql_using="hnsw",
+             postgresql_ops={"embedding": "vector_l2_ops"})
     sa.Index("refl_half", t.c.half, postgresql_using="hnsw",
              postgresql_ops={"half": "halfvec_l2_ops"})
     sa.Index("refl_name", t.c.name)
@@ -112,7 +115,8 @@ def test_reflect_and_automap_build_the_table_and_classes(server):
         assert (t.c.embedding.type.dim, t.c.half.type.dim, t.c.name.type.length) == (3, 3, 20)
         assert [c.name for c in t.primary_key] == ["id"] and not t.c.name.nullable
         assert {(i.name, tuple(c.name for c in i.columns)) for i in t.indexes} == {
-            ("refl_hnsw", ("embedding",)), ("refl_half", ("half",)), ("refl_name", ("name",))}
+            ("refl_hnsw", ("embedding",)), ("refl_hnsw_l2", ("embedding",)),
+            ("refl_half", ("half",)), ("refl_name", ("name",))}
 
         Base = automap_base()
         Base.prepare(autoload_with=engine)

@@ -45,7 +45,7 @@ _EXPORTS = {
     "BranchInfo": ".reports", "Session": ".session", "Collection": ".collection",
     "Changes": ".reports", "Hit": ".results", "Hits": ".results",
     "VerifyReport": ".storage.verify", "verify_file": ".database",
-    **{name: ".schema" for name in ("Field", "Int", "Float", "Bool", "Text", "Json",
+    **{name: ".schema" for name in ("Field", "Int", "Float", "Bool", "Text", "Json", "Bytes",
                                     "Timestamp", "Vector", "SparseVec", "HNSW", "IVFPQ")},
     "SparseVector": ".sparse",
     **{name: ".errors" for name in _ERRORS},
@@ -84,8 +84,8 @@ if TYPE_CHECKING:           # what type checkers and IDEs see; nothing of it run
                          VersionNotReachedError, WriterLockedError)
     from .reports import BranchInfo, Changes
     from .results import Hit, Hits, VersionInfo
-    from .schema import (HNSW, IVFPQ, Bool, Field, Float, Int, Json, SparseVec, Text, Timestamp,
-                         Vector)
+    from .schema import (HNSW, IVFPQ, Bool, Bytes, Field, Float, Int, Json, SparseVec, Text,
+                         Timestamp, Vector)
     from .sparse import SparseVector
     from .session import Session
     from .database import verify_file

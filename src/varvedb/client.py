@@ -65,6 +65,7 @@ import numpy as np
 
 from . import cancel
 from . import errors as E
+from .bytea import bytea_text
 from .query.plan import PlanNode, plan_from_dict
 from .query.request import REQUESTS, RRF_K, WEIGHTS, Count, Find, Search, as_of_to_wire
 from .reports import BranchInfo, Changes, VacuumReport, rows_bar
@@ -339,6 +340,20 @@ def _arrow_available() -> bool:
     return importlib.util.find_spec("pyarrow") is not None
 
 
+def _sql_params(params):
+    """SQL parameters for JSON: a bytes one as bytea's text, which the statement reads
+    where it meets a bytea (JSON's base64 form of bytes would be read as text)."""
+    def one(v):
+        return bytea_text(bytes(v)) if isinstance(v, (bytes, bytearray, memoryview)) else v
+    if isinstance(params, dict):        # psycopg's %(name)s
+        return {k: one(v) for k, v in params.items()}
+    return [one(v) for v in params]
+
+
+# the kinds whose values come back in a form of their own (wire.value_from_wire)
+_TYPED_KINDS = ("vector", "timestamp", "bytes")
+
+
 def _arrow_body(schema: Schema, id, columns: dict) -> bytes | None:
     """The columns as one Arrow IPC stream (vectors as FixedSizeList<float32>);
     None where a column does not make an Arrow array (then JSON rows go)."""
@@ -350,7 +365,7 @@ def _arrow_body(schema: Schema, id, columns: dict) -> bytes | None:
             arrays.append(pa.array(np.asarray(id) if isinstance(id, range) else id))
         for name, col in columns.items():
             f = schema.fields[name]
-            if f.kind == "json":
+            if f.kind in ("json", "bytes"):      # (the server takes no Arrow binary)
                 return None
             if f.kind == "vector":
                 a = _block(col)
@@ -454,7 +469,7 @@ class _CollectionVerbs:
         self._fields = {n: f.to_dict() for n, f in self._schema.fields.items()}
         # the fields whose values do not come back as JSON gives them
         self._typed = {n: spec for n, spec in self._fields.items()
-                       if spec["kind"] in ("vector", "timestamp")}
+                       if spec["kind"] in _TYPED_KINDS}
 
     @property
     def schema(self) -> Schema:
@@ -904,7 +919,7 @@ class _ClientVerbs:
         """Run SQL in pgvector's dialect on the server; returns a SqlResult. `copy_data`
         (str, UTF-8 bytes or a binary file object) is what a COPY ... FROM STDIN reads;
         a COPY ... TO STDOUT's data comes back in the result's copy_data (bytes)."""
-        body = {"sql": text, "params": params}
+        body = {"sql": text, "params": _sql_params(params)}
         if copy_data is not None:
             body["copy_data"] = _copy_text(copy_data)
         resp = yield _post("/sql", body)
@@ -919,7 +934,7 @@ class _ClientVerbs:
         if a.get("transaction") == "ended":
             self._unpin(by_sql=True)
         kinds = a.get("kinds") or [None] * len(a["columns"])
-        convert = [i for i, k in enumerate(kinds) if k in ("vector", "timestamp")]
+        convert = [i for i, k in enumerate(kinds) if k in _TYPED_KINDS]
         rows = [tuple(r) for r in a["rows"]]
         if convert:
             rows = [tuple(value_from_wire(kinds[i], v) if i in convert else v

@@ -273,10 +273,12 @@ class Collection:
                                   f"index, got {brief(index)} and {brief(parts)}")
             self.engine.create_index(tx, t, fname, index, parts)
 
-    def drop_index(self, field: str) -> None:
-        """Drop the index of a field (a vector field's graph, or a scalar index)."""
+    def drop_index(self, field: str, index: str | None = None) -> None:
+        """Drop the index of a field (a vector field's graph, or a scalar index);
+        `index`: the one of that name among a vector field's indexes (dropping its
+        own index, the next of its further ones takes its place)."""
         with self._sess.writing() as tx:
-            self.engine.drop_index(tx, self.table, field)
+            self.engine.drop_index(tx, self.table, field, index)
 
     # ---- schema changes: no document is rewritten ------------------------------
     # The schema is the current one for every read, as_of included: a renamed

@@ -8,8 +8,8 @@ a batch that leaves this module is known to fit the schema.
 Column representations (what the engine stores and the file carries):
 int -> int64, float -> float64, bool -> bool, timestamp -> int64 microseconds
 since the Unix epoch (UTC), text -> Python str (dictionary-coded by the engine),
-json -> any msgpack-able value, sparsevec -> bytes (sparse.py's stored form:
-dim, indices, values), vector -> an (n, width) block of its dtype:
+json -> any msgpack-able value, bytes -> Python bytes (SQL's bytea), sparsevec ->
+bytes (sparse.py's stored form: dim, indices, values), vector -> an (n, width) block of its dtype:
 float32, float16, int8 (integers in -128..127), or bit (uint8, dim bits packed
 8 a byte, big-endian bit order as np.packbits and pgvector's bit type; width
 = ceil(dim / 8)). Vectors are read back as float32 (f32, f16), int8, or bool
@@ -48,7 +48,11 @@ from .errors import (BitLengthError, CheckViolationError, DimensionError, FieldT
 from .float_order import compare
 from .storage.format import code_width
 
-SCALAR_KINDS = ("int", "float", "bool", "text", "json", "timestamp")
+SCALAR_KINDS = ("int", "float", "bool", "text", "json", "timestamp", "bytes")
+# kinds whose column is a list of Python values (None = null), not a numpy array
+OBJECT_KINDS = ("text", "json", "bytes")
+# kinds no scalar (hash, sorted) index serves
+UNINDEXED_KINDS = ("vector", "json", "bool", "sparsevec", "bytes")
 METRICS = ("cosine", "l2", "dot", "hamming")   # a field's (and its graph's) metric
 QUERY_METRICS = METRICS + ("l1",)           # a search may ask any: l1 is answered exactly
 # a vector dtype -> its arena's element type (bit: packed bytes)
@@ -219,6 +223,7 @@ class IVFPQ:
 
 
 VECTOR_INDEXES = (HNSW, IVFPQ)
+MAX_MORE_INDEXES = 16       # a vector field's indexes beside its own (Field.more_indexes)
 
 
 _ARRAY_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "text": (str,),
@@ -342,6 +347,10 @@ class Field:
     # json: a column of SQL arrays of this element type ("int", "float", "vector(3)",
     # query/arrays.py), each a JSON list; SQL reads and checks it as one
     array_of: str | None = None
+    # vector: its further indexes beside vector_index (SQL's second CREATE INDEX on
+    # the column, pgvector's l2 and cosine graphs of one column), each named; a
+    # search ranks through the one whose metric (and expression, predicate) fits it
+    more_indexes: tuple = ()
 
     def __post_init__(self):
         # Fields are also built directly (vv.Field(...)) and from a file's
@@ -371,6 +380,7 @@ class Field:
                 self.vector_index.check()
                 object.__setattr__(self, "vector_index",
                                    fit_index(self.vector_index, self.dtype, self.dim))
+            self._check_more_indexes()
             if self.embed is not None and self.dtype in ("int8", "bit"):
                 raise SchemaError(f"an embedder fills float vectors: embed= goes with dtype "
                                   f"f32 or f16, not {self.dtype}")
@@ -394,7 +404,8 @@ class Field:
                 raise SchemaError(f"a sparsevec's dimension is an integer in 1.."
                                   f"{SPARSE_MAX_DIM} (0: any), got {brief(self.dim)}")
             if (self.default, self.index, self.fts, self.vector_index, self.embed,
-                    self.source, self.max_length) != (None, None, False, None, None, None, None):
+                    self.source, self.max_length, self.more_indexes) \
+                    != (None, None, False, None, None, None, None, ()):
                 raise SchemaError("a sparsevec field takes dim= and not_null= only")
             self._check_fts_options(False)
             self._check_check()     # (none: a check is a scalar field's)
@@ -411,7 +422,7 @@ class Field:
                                   "or a default")
         if self.index not in (None, "hash", "sorted"):
             raise SchemaError(f"unknown index {self.index!r}; expected 'hash' or 'sorted'")
-        if self.index and k in ("json", "bool"):
+        if self.index and k in UNINDEXED_KINDS:
             raise SchemaError(f"a {k} field cannot carry a {self.index} index")
         if self.index_name is not None and (self.index is None or not isinstance(
                 self.index_name, str) or not _NAME.match(self.index_name)):
@@ -423,7 +434,7 @@ class Field:
         if self.embed is not None or self.source is not None:
             raise SchemaError(f"embed= and source= are options of vector fields, not {k}")
         self._check_check()
-        if self.dim != 0 or self.vector_index is not None:
+        if self.dim != 0 or self.vector_index is not None or self.more_indexes:
             raise SchemaError(f"a {k} field has no dimension or vector index")
         if self.max_length is not None and (k != "text" or not is_int(self.max_length)
                                             or not 1 <= self.max_length <= MAX_VALUE_BYTES):
@@ -506,15 +517,43 @@ class Field:
         if isinstance(v, (dict, list)):   # a row of its own each: a reader may edit its copy
             blob = msgspec.msgpack.encode(v)
             return [msgspec.msgpack.decode(blob) for _ in range(n)], np.zeros(n, bool)
-        if self.kind in ("text", "json"):
+        if self.kind in OBJECT_KINDS:
             return [v] * n, np.zeros(n, bool)
         dtype = {"int": np.int64, "timestamp": np.int64, "float": np.float64,
                  "bool": np.bool_}[self.kind]
         return np.full(n, v, dtype), np.zeros(n, bool)
 
+    def _check_more_indexes(self) -> None:
+        more = self.more_indexes
+        if isinstance(more, list):          # msgpack gives lists back
+            more = tuple(more)
+        if not isinstance(more, tuple) or len(more) > MAX_MORE_INDEXES or more and (
+                self.vector_index is None or not all(
+                    isinstance(s, VECTOR_INDEXES) and s.name is not None for s in more)):
+            raise SchemaError(f"a vector field's more_indexes are at most "
+                              f"{MAX_MORE_INDEXES} named vv.HNSW(...) or vv.IVFPQ(...) beside "
+                              f"its index, got {brief(self.more_indexes)}")
+        names = [s.name for s in self.vector_specs if s.name is not None]
+        if len(set(names)) != len(names):
+            raise SchemaError(f"a vector field's indexes have names of their own, got "
+                              f"{brief(names)}")
+        for s in more:
+            s.check()
+        object.__setattr__(self, "more_indexes",
+                           tuple(fit_index(s, self.dtype, self.dim) for s in more))
+
+    def vector_spec(self, name: str | None):
+        """Its further vector index spec named `name`, else its own index's."""
+        return next((s for s in self.more_indexes if s.name == name), self.vector_index)
+
+    @property
+    def vector_specs(self) -> tuple:
+        """Every vector index spec of the field, its own (vector_index) first."""
+        return () if self.vector_index is None else (self.vector_index, *self.more_indexes)
+
     def null_column(self, n: int) -> tuple[Any, np.ndarray]:
         """(values, nulls) of n null rows, as coerce_values returns them."""
-        if self.kind in ("text", "json", SPARSE):
+        if self.kind in (*OBJECT_KINDS, SPARSE):
             return [None] * n, np.ones(n, bool)
         if self.kind == "vector":
             return np.zeros((n, self.width), VECTOR_DTYPES[self.dtype]), np.ones(n, bool)
@@ -528,6 +567,8 @@ class Field:
             d.update(dim=self.dim, metric=self.metric, dtype=self.dtype)
             if self.vector_index is not None:
                 d["index"] = self.vector_index.to_dict()
+            if self.more_indexes:
+                d["more_indexes"] = [s.to_dict() for s in self.more_indexes]
             if self.embed is not None:
                 d.update(embed=self.embed, source=self.source)
         elif self.kind == SPARSE:
@@ -572,13 +613,18 @@ class Field:
                 raise SchemaError("a vector field has no default")
             ix = d.get("index")
             hnsw = index_spec_from_dict(ix) if ix is not None else None
+            more = d.get("more_indexes", [])
+            if not isinstance(more, list) or len(more) > MAX_MORE_INDEXES:
+                raise SchemaError(f"a vector field's more_indexes are a list, got "
+                                  f"{brief(more)}")
             dim, metric, dtype = d.get("dim"), d.get("metric"), d.get("dtype")
             if type(dim) is not int or metric not in METRICS or not isinstance(dtype, str) \
                     or dtype not in VECTOR_DTYPES:
                 raise SchemaError(f"a vector field has an int dim, a metric and a dtype, got "
                                   f"{brief(d)}")
             return Vector(dim, metric=metric, dtype=dtype, index=hnsw, not_null=not_null,
-                          embed=d.get("embed"), source=d.get("source"))
+                          embed=d.get("embed"), source=d.get("source"),
+                          more_indexes=tuple(index_spec_from_dict(x) for x in more))
         if kind == SPARSE:
             if d.keys() - {"kind", "dim", "not_null"} or type(d.get("dim")) is not int:
                 raise SchemaError(f"a sparsevec field has an int dim, got {brief(d)}")
@@ -598,9 +644,9 @@ class Field:
             default = from_micros(default)
         if kind == "float" and type(default) is int:
             default = float(default)
-        elif kind in ("int", "float", "bool", "text") and default is not None \
+        elif kind in ("int", "float", "bool", "text", "bytes") and default is not None \
                 and type(default) is not {"int": int, "float": float, "bool": bool,
-                                          "text": str}[kind]:
+                                          "text": str, "bytes": bytes}[kind]:
             raise SchemaError(f"a {kind} field's default is {brief(default)}")
         try:
             return Field(kind, index=_scalar(kind, index).index, fts=fts, not_null=not_null,
@@ -629,6 +675,15 @@ def index_spec_from_dict(d: dict) -> HNSW | IVFPQ:
 
 PREDICATE_OPS = ("=", "<>", "<", "<=", ">", ">=", "is null", "is not null")
 INDEX_EXPRS = ("cast", "binary_quantize", "subvector")
+
+
+def further_index(f: Field, spec) -> bool:
+    """May vector field `f` take the index `spec`: it has none, or `spec` has a
+    name none of its indexes has (a further one, Field.more_indexes) and there
+    is room for one more."""
+    return f.vector_index is None or (
+        getattr(spec, "name", None) is not None and len(f.more_indexes) < MAX_MORE_INDEXES
+        and all(s.name != spec.name for s in f.vector_specs))
 
 
 def check_index_expr(expr, where, metric) -> None:
@@ -719,6 +774,12 @@ def Json(not_null: bool = False, default: Any = None) -> Field:
     return Field("json", not_null=not_null, default=default)
 
 
+def Bytes(not_null: bool = False, default: Any = None) -> Field:
+    """A binary string (bytes; SQL's bytea), at most 16 MiB a value. It has no index:
+    a filter compares it (==, !=, <, ...) by scanning."""
+    return Field("bytes", not_null=not_null, default=default)
+
+
 def Timestamp(index: str | None = None, not_null: bool = False, default: Any = None) -> Field:
     """A point in time (datetime), stored as UTC microseconds."""
     return _scalar("timestamp", index, not_null, default)
@@ -726,17 +787,19 @@ def Timestamp(index: str | None = None, not_null: bool = False, default: Any = N
 
 def Vector(dim: int, metric: str | None = None, dtype: str = "f32",
            index: HNSW | IVFPQ | None = None, not_null: bool = False, embed: str | None = None,
-           source: str | None = None) -> Field:
+           source: str | None = None, more_indexes: tuple = ()) -> Field:
     """A fixed-dimension vector. dtype: f32 | f16 | int8 (integers in -128..127) |
     bit (dim bits, packed 8 a byte). metric: cosine (the default) | l2 | dot, or
     for bit hamming (its only metric, and its default).
     `embed` names an embedder (varvedb.embed.resolve: "onnx", "onnx:/folder",
     "fastembed:MODEL", or a registered name) and `source` the text field it
-    embeds: a row that gives that text and no vector gets its vector filled."""
+    embeds: a row that gives that text and no vector gets its vector filled.
+    `more_indexes`: further indexes of the field, each named (HNSW(name=...,
+    metric=...)): a search ranks through the one built for its metric."""
     if metric is None:
         metric = "hamming" if dtype == "bit" else "cosine"
     return Field("vector", dim=dim, metric=metric, dtype=dtype, vector_index=index,
-                 not_null=not_null, embed=embed, source=source)
+                 not_null=not_null, embed=embed, source=source, more_indexes=more_indexes)
 
 
 def SparseVec(dim: int = 0, not_null: bool = False) -> Field:
@@ -834,6 +897,8 @@ def parse_field(name: str, spec: Any) -> Field:
         s = spec.strip().lower()
         if s in SCALAR_KINDS:
             return Field(s)
+        if s == "bytea":
+            return Field("bytes")
         m = _VECTOR_SPEC.match(s)
         if m:
             return Vector(int(m.group(1)))
@@ -858,8 +923,8 @@ class Schema:
 
     def __post_init__(self):
         for name, f in self.fields.items():
-            if f.vector_index is not None:
-                check_index_where(f.vector_index, self.fields)
+            for spec in f.vector_specs:
+                check_index_where(spec, self.fields)
             if f.source is not None and (f.source not in self.fields
                                          or self.fields[f.source].kind != "text"):
                 raise SchemaError(f"vector field {name!r} embeds source={f.source!r}, "
@@ -916,8 +981,8 @@ class Schema:
         expression index), which a write's values may overflow."""
         return tuple(n for n, f in self.fields.items()
                      if f.kind == "vector" and f.dtype == "f32"
-                     and getattr(f.vector_index, "expr", None) is not None
-                     and f.vector_index.expr[3] == "f16")
+                     and any(getattr(s, "expr", None) is not None and s.expr[3] == "f16"
+                             for s in f.vector_specs))
 
     @cached_property
     def row_names(self) -> frozenset:
@@ -1154,6 +1219,8 @@ def coerce_values(name: str, f: Field, values: list) -> tuple[Any, np.ndarray]:
         return list(values), nulls
     if k == SPARSE:
         return [None if v is None else _sparse_blob(name, f, v) for v in values], nulls
+    if k == "bytes":
+        return [None if v is None else _bytes_value(name, v) for v in values], nulls
     if k == "timestamp":
         try:
             out = np.fromiter((0 if v is None else to_micros(name, v) for v in values),
@@ -1243,7 +1310,10 @@ def coerce_array(name: str, f: Field, arr: Any, n: int) -> tuple[Any, np.ndarray
         return _check_vector_block(name, f, a), np.zeros(n, dtype=bool)
     if a.ndim != 1 or a.shape[0] != n:
         raise FieldTypeError(f"field {name!r}: expected {n} values, got shape {a.shape}")
-    if a.dtype == object or f.kind in ("text", "json", SPARSE):
+    if f.kind == "bytes" and a.dtype != object:     # numpy's S strips trailing zero bytes
+        raise FieldTypeError(f"field {name!r} is bytes: give an object array of bytes "
+                             f"(or a list), got a {a.dtype} array")
+    if a.dtype == object or f.kind in (*OBJECT_KINDS, SPARSE):
         return coerce_values(name, f, a.tolist())    # tolist: numpy scalars to Python ones
     nulls = np.zeros(n, dtype=bool)
     if f.kind == "timestamp":
@@ -1465,6 +1535,17 @@ def _scalar_ok(kind: str, v: Any) -> bool:
     if kind == "int":
         return isinstance(v, (int, np.integer))
     return isinstance(v, (int, float, np.integer, np.floating))
+
+
+def _bytes_value(name: str, v: Any) -> bytes:
+    """A bytes field's value as the file keeps it: bytes (from bytes, bytearray or a
+    memoryview), within MAX_VALUE_BYTES; FieldTypeError for anything else."""
+    if not isinstance(v, (bytes, bytearray, memoryview)):
+        raise FieldTypeError(f"field {name!r} is bytes, got {brief(v)}")
+    b = bytes(v)
+    if len(b) > MAX_VALUE_BYTES:
+        raise _too_large(name, "bytes", len(b))
+    return b
 
 
 def _exact_str(values: list) -> list:

@@ -3,12 +3,12 @@ for a collection created from its first data (`create_collection(name, data=...)
 `varvedb import`).
 
 Each column's values decide its type, nulls aside: ints → "int", numbers → "float",
-bools → "bool", strings → "text", datetimes → "timestamp", equal-length lists or
-arrays of numbers (a 2-D block of a table) → "vector(dim)", anything else (dicts,
-mixed types, lists of other things or of different lengths) → "json"; a column of
-nulls only is "text". An "id" column of strings makes text ids; of ints, the default
-int ids. `vector=` names a column that must be a vector and `dim=` its width (an
-import's `--vector COL --dim N`).
+bools → "bool", strings → "text", bytes → "bytes", datetimes → "timestamp",
+equal-length lists or arrays of numbers (a 2-D block of a table) → "vector(dim)",
+anything else (dicts, mixed types, lists of other things or of different lengths) →
+"json"; a column of nulls only is "text". An "id" column of strings makes text ids;
+of ints, the default int ids. `vector=` names a column that must be a vector and
+`dim=` its width (an import's `--vector COL --dim N`).
 
 Rows are read as they are given; a table through tabular.frame_columns (its
 columns as insert takes them), so a table and its rows infer alike. The first
@@ -129,6 +129,8 @@ def _scalar_kind(v) -> str:
         return "float"
     if isinstance(v, str):
         return "text"
+    if isinstance(v, (bytes, bytearray)):
+        return "bytes"
     if isinstance(v, (_dt.datetime, np.datetime64)):
         return "timestamp"
     if isinstance(v, (list, tuple, np.ndarray)):

@@ -362,7 +362,7 @@ def sql_type(field) -> str:
     if field.kind == "sparsevec":
         return f"sparsevec({field.dim})" if field.dim else "sparsevec"
     return {"int": "bigint", "float": "double precision", "bool": "boolean", "text": "text",
-            "json": "jsonb", "timestamp": "timestamp with time zone"}[field.kind]
+            "json": "jsonb", "timestamp": "timestamp with time zone", "bytes": "bytea"}[field.kind]
 
 
 def _literal(v) -> str:
@@ -405,13 +405,16 @@ def describe_table(db, name: str) -> str | None:
     if not schema.id_hidden:
         indexes.append(f'"{name}_pkey" PRIMARY KEY (id)')
     for fname, f in schema.fields.items():
-        if f.kind == "vector" and f.vector_index is not None:
-            spec = f.vector_index
+        for spec in f.vector_specs if f.kind == "vector" else ():    # (its own first)
             metric = spec.metric or f.metric
-            opclass = {"f16": "halfvec_", "bit": "bit_"}.get(f.dtype, "vector_") + OPCLASS[metric]
-            indexes.append(f'"{spec.name or f"{name}_{fname}_idx"}" hnsw ({fname} {opclass}) '
-                           f"WITH (m = {spec.m}, ef_construction = {spec.ef_construction})")
-        elif f.kind != "vector" and f.index:
+            opclass = {"f16": "halfvec_", "bit": "bit_"}.get(f.dtype, "vector_") + \
+                OPCLASS.get(metric, f"{metric}_ops")
+            how = f" WITH (m = {spec.m}, ef_construction = {spec.ef_construction})" \
+                if hasattr(spec, "ef_construction") else ""
+            method = "hnsw" if how else "ivfflat" if spec.pq_m is None else "ivfpq"
+            indexes.append(f'"{spec.name or f"{name}_{fname}_idx"}" {method} ({fname} {opclass})'
+                           + how)
+        if f.kind != "vector" and f.index:
             indexes.append(f'"{f.index_name or f"{name}_{fname}_idx"}" {f.index} ({fname})')
         if f.fts:
             indexes.append(f"full-text ({fname})")

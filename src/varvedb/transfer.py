@@ -30,7 +30,9 @@ schema for csv/parquet, the values of the first rows for jsonl), in the commit o
 that chunk's rows, so a refused first chunk leaves no collection behind; an "id"
 column of strings makes text ids. A file with two columns of one name is refused.
 Export writes id and every field (vectors too; json fields as Arrow's json type in
-.parquet) in the schema's order, as of a version (`as_of`) and filtered (`where`).
+.parquet; bytes fields as Arrow's binary in .parquet, bytea's hex text `\\x0102` in
+.jsonl and .csv, which an import into a bytes field decodes) in the schema's order,
+as of a version (`as_of`) and filtered (`where`).
 """
 from __future__ import annotations
 
@@ -43,7 +45,9 @@ from typing import Iterator
 
 import numpy as np
 
-from .errors import DimensionError, FieldTypeError, OptionError, StorageError, VarveError
+from .errors import (DimensionError, FieldTypeError, OptionError, SqlError, StorageError,
+                     VarveError)
+from .bytea import bytea_text, parse_bytea
 from .schema_inference import infer_schema
 from .tabular import frame_columns, json_values, to_arrow, unique_names
 
@@ -191,23 +195,44 @@ def _csv_chunks(path: str, vector, dim, kinds: dict) -> Iterator:
 
 
 _CSV_TYPES = {"text": lambda pa: pa.string(), "json": lambda pa: pa.string(),
+              "bytes": lambda pa: pa.string(),
               "int": lambda pa: pa.int64(), "float": lambda pa: pa.float64(),
               "bool": lambda pa: pa.bool_()}
 
 
 def _json_from_text(coll, batch):
-    """A csv's text in the collection's json fields, decoded (export writes each as
-    JSON text; a csv cannot say which columns are json, the collection can)."""
+    """A csv's text in the collection's json and bytes fields, decoded (export writes
+    each as JSON text, or as bytea's hex text; a csv cannot say which columns are
+    json or bytes, the collection can)."""
     import pyarrow as pa
     names = [n for n, f in coll.schema.fields.items()
-             if f.kind == "json" and n in batch.schema.names
+             if f.kind in ("json", "bytes") and n in batch.schema.names
              and pa.types.is_string(batch.schema.field(n).type)]
     if not names:
         return batch
     columns = frame_columns(batch)                  # insert_arrays' columns
     for n in names:
-        columns[n] = json_values(n, columns[n])
+        columns[n] = json_values(n, columns[n]) if coll.schema.fields[n].kind == "json" \
+            else _bytes_of(n, columns[n])
     return columns
+
+
+def _bytes_from_text(coll, rows: list) -> list:
+    """jsonl rows with a bytes field's text (export's hex form, `\\x0102`) decoded."""
+    names = [n for n, f in coll.schema.fields.items() if f.kind == "bytes"]
+    for r in rows:
+        for n in names:
+            if isinstance(r.get(n), str):
+                r[n] = _bytes_of(n, [r[n]])[0]
+    return rows
+
+
+def _bytes_of(name: str, texts) -> list:
+    """bytea's text forms as bytes (None stays); FieldTypeError naming the field."""
+    try:
+        return [None if t is None else parse_bytea(t) for t in texts]
+    except SqlError as e:
+        raise FieldTypeError(f"field {name!r}: {e}") from None
 
 
 def _vectors_from_text(pa, batch, name: str, dim, first_row: int):
@@ -394,6 +419,8 @@ def _create(db, name: str, chunk, vector, dim):
 def _insert(coll, chunk, suffix: str) -> int:
     if suffix == ".csv":
         chunk = _json_from_text(coll, chunk)
+    elif suffix == ".jsonl":
+        chunk = _bytes_from_text(coll, chunk)
     if isinstance(chunk, dict):              # columns: .npy's block, a csv's decoded
         coll.insert_arrays(**chunk)
         return len(next(iter(chunk.values())))
@@ -412,6 +439,8 @@ def _json_value(v, kind: str):
         return None
     if kind == "sparsevec":     # pgvector's text, which a write takes back
         return str(v)
+    if kind == "bytes":         # bytea's text, which an import takes back
+        return bytea_text(v)
     if isinstance(v, np.ndarray):
         return v.tolist()
     if kind == "timestamp":
@@ -436,6 +465,8 @@ def _csv_value(v, kind: str, vector_text) -> str | None:
         return json.dumps(v, ensure_ascii=False)
     if kind == "timestamp":
         return v.isoformat()
+    if kind == "bytes":
+        return bytea_text(v)
     if kind == "bool":
         return "true" if v else "false"
     if isinstance(v, float):     # PostgreSQL's words for the non-finite, which Arrow reads

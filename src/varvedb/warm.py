@@ -41,7 +41,7 @@ import numpy as np
 from tqdm import tqdm
 
 import varvedb as vv
-from .index import fts, prefetch
+from .index import flat, fts, prefetch
 from .kernels import ahead, compile_log
 from .query.planner import EXACT_ROWS
 from .transfer import export_file
@@ -163,6 +163,8 @@ def vector_share(dtype: str, index) -> Callable[[str], None]:
                                v=np.repeat(dup, 24, axis=0))
             docs.search(vector=dup[0], limit=10, exact=True)
             db.sql("SELECT id FROM docs WHERE tag < 5 ORDER BY id LIMIT 5")
+            if dtype == "f32" and index is None:
+                _half_scan(db, rng)
             if dtype != "bit":     # a vector's text form (the wire, psql, CSV export)
                 export_file(db, "docs", os.path.join(folder, "docs.csv"), where="tag < 1")
             db.checkpoint()
@@ -174,6 +176,20 @@ def vector_share(dtype: str, index) -> Callable[[str], None]:
                 db["docs"].search(vector=q, limit=10)
             db.verify()
     return share
+
+
+def _half_scan(db, rng) -> None:
+    """A shape searched past flat.HALF_AFTER times over rows wide and many enough:
+    the scan through a float16 copy of the arena (index/flat.py), its float32
+    near-ties (copies of one row) included."""
+    dim = flat.HALF_DIM
+    rows = -(-flat.HALF_MIN // dim)
+    wide = db.create_collection("wide", {"v": vv.Vector(dim)})
+    vectors = _vectors(rng, "f32", rows, dim)
+    vectors[:24] = vectors[0]
+    wide.insert_arrays(id=np.arange(rows), v=vectors)
+    for _ in range(flat.HALF_AFTER + 1):
+        wide.search(vector=vectors[0], limit=10)
 
 
 def larger_than_memory_share(folder: str) -> None:

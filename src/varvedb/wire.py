@@ -2,15 +2,19 @@
 (varvedb.server) and its clients (varvedb.client), so both read and write one form.
 
 Vectors travel as arrays of numbers, sparse vectors as pgvector's text
-('{1:1.5}/5', which a write takes back), timestamps as RFC 3339 strings, errors as
-{"error": {"type", "message", "sqlstate", "position"}}; a client turns them back
-into numpy arrays, aware datetimes and the same VarveError subclass. A float
+('{1:1.5}/5', which a write takes back), bytes as base64 strings (msgspec's JSON
+form of bytes, which a bytes field's write takes back), timestamps as RFC 3339
+strings, errors as {"error": {"type", "message", "sqlstate", "position"}}; a client
+turns them back into numpy arrays, bytes, aware datetimes and the same VarveError
+subclass. A float
 that is NaN or infinite travels as the bare token NaN, Infinity or -Infinity
 (as Python's json module writes and reads them; strict JSON has no form for
 it, and msgspec alone writes null, which would store or serve NULL instead).
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as _dt
 import json
 import math
@@ -246,4 +250,22 @@ def value_from_wire(kind: str | None, v: Any, dtype: str | None = None) -> Any:
         return np.asarray(v, vector_read_type(dtype))
     if kind == "timestamp" and isinstance(v, str):
         return parse_timestamp(v)
+    if kind == "bytes" and isinstance(v, str):
+        return base64.b64decode(v)
     return v
+
+
+def bytes_from_wire(schema, docs: list) -> None:
+    """The bytes fields of JSON documents (dicts) as bytes, in place: their base64
+    strings decoded (FieldTypeError for one that is not base64; any other value is
+    left to the schema's checks)."""
+    names = [n for n, f in schema.fields.items() if f.kind == "bytes"]
+    for d in docs if names else ():
+        for n in names if type(d) is dict else ():
+            v = d.get(n)
+            if isinstance(v, str):
+                try:
+                    d[n] = base64.b64decode(v, validate=True)
+                except binascii.Error:
+                    raise E.FieldTypeError(f"field {n!r} is bytes: over HTTP a base64 "
+                                           f"string, got {v[:40]!r}") from None

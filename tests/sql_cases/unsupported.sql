@@ -8,10 +8,19 @@ CREATE INDEX ON items USING brin (embedding vector_l2_ops);
 -- the failed statement left the table as it was
 SELECT id, embedding FROM items;
 -- => [(1, [1.0, 2.0, 3.0])]
--- one vector index per column (PostgreSQL would build a second, for another operator class)
-CREATE INDEX items_l2 ON items USING hnsw (embedding vector_l2_ops);
-CREATE INDEX items_cos ON items USING hnsw (embedding vector_cosine_ops);
+
+-- a vector or halfvec column without a dimension (pgvector's rows of any dimension, whose
+-- HNSW index pgvector refuses: "column does not have dimensions"): varvedb keeps a
+-- column's vectors in one array of one dimension, so it asks for vector(n)
+CREATE TABLE anydim (id bigint PRIMARY KEY, embedding vector);
 -- !! 0A000
+CREATE TABLE anydim (id bigint PRIMARY KEY, embedding halfvec);
+-- !! 0A000
+ALTER TABLE items ADD COLUMN other vector;
+-- !! 0A000
+-- (the table is as it was, and casts without a dimension still work)
+SELECT id, embedding::vector, embedding::halfvec FROM items;
+-- => [(1, [1.0, 2.0, 3.0], [1.0, 2.0, 3.0])]
 
 -- an "id" column that is neither the primary key nor a serial (its values must be unique)
 CREATE TABLE plain (id int, x int);

@@ -164,6 +164,13 @@ INSERT INTO bits VALUES (5, '101');
 -- !! 22026
 SELECT b + b FROM bits;
 -- !! 42883
+-- bit alone is bit(1), as PostgreSQL has it
+CREATE TABLE one_bit (id bigint PRIMARY KEY, b bit);
+INSERT INTO one_bit VALUES (1, '1'), (2, '0'), (3, NULL);
+SELECT id, b FROM one_bit ORDER BY id;
+-- => [(1, '1'), (2, '0'), (3, None)]
+INSERT INTO one_bit VALUES (4, '10');
+-- !! 22026
 SELECT sum(b) FROM bits;
 -- !! 42883
 -- halfvec casts: float16's values, and its range

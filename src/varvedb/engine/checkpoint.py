@@ -115,8 +115,10 @@ def encode(tables: dict[int, Table], history: list[Commit], version: int, at: in
                 else:
                     arrays[f"{p}{name}.arena"] = col.arena.view()
                     copied.append((col, f"{p}{name}.arena"))
-        for name, ix in t.index_items():    # a field has one index of each family
-            if name in t.vector_indexes:
+        # a field has one index of each family, and its further vector indexes
+        # under "field@name"
+        for name, ix in t.index_items():
+            if ix.PREFIX == "vx":
                 tm["vector_indexes"][name] = True
             for k, a in ix.to_arrays().items():
                 arrays[f"{p}{ix.PREFIX}.{name}.{k}"] = a
@@ -316,7 +318,8 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int, catalog: Cat
             col.load({"codes": arrays[q + "codes"]}, words)
         elif isinstance(col, JsonColumn):
             if not isinstance(cm, list) or len(cm) != n or (
-                    f.kind == "sparsevec" and not sparse.stored_ok(cm, f.dim)):
+                    f.kind == "sparsevec" and not sparse.stored_ok(cm, f.dim)) or (
+                    f.kind == "bytes" and not all_of_types(cm, {bytes, type(None)})):
                 raise CorruptFileError(f"json column {name}.{fname} has {brief(cm)} "
                                        f"for {n} rows")
             col.load({}, cm)
@@ -329,8 +332,9 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int, catalog: Cat
                      None)
     for fname, ix in t.indexes.items():
         t.set_index(fname, ix.loaded(_scalar_index(arrays, f"{p}ix.{fname}.", ix, n), n))
+    graphs = {label for label, ix in t.index_items() if ix.PREFIX == "vx"}
     for fname in tm["vector_indexes"]:
-        if fname not in t.vector_indexes:
+        if fname not in graphs:
             raise CorruptFileError(f"checkpoint holds a graph of {name}.{brief(fname)}, "
                                    "which has no vector index")
     # a graph or text index that does not fit starts again (Table.load_index)
@@ -338,7 +342,7 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int, catalog: Cat
         if ix.PREFIX != "ix" and (ix.PREFIX != "vx" or fname in tm["vector_indexes"]):
             q = f"{p}{ix.PREFIX}.{fname}."
             sub = {k[len(q):]: a for k, a in arrays.items() if k.startswith(q)}
-            ix = t.load_index(fname, ix.kind, sub)
+            ix = t.load_index(fname, ix, sub)
             if ix.PREFIX == "vx":
                 ix.checkpointed = ix.linked
     t.committed_n = t.n

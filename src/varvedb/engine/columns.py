@@ -14,7 +14,7 @@ Arrays loaded from a checkpoint are read-only views over the mapped file;
 the first append copies them (copy-on-write), so open costs no copy.
 
 Representations: int/timestamp int64, float float64, bool bool; text as int32
-codes into a per-column dictionary (-1 = null); json as a list of Python
+codes into a per-column dictionary (-1 = null); json (and bytes) as a list of Python
 values, plus a dictionary-coded column per json path a filter has read;
 sparsevec as a json column of bytes (sparse.py's stored form) plus one buffer
 of every read row's words; vectors as an (n, dim) f32/f16 arena with an f32
@@ -516,7 +516,7 @@ def make_column(field: Field):
         return VectorColumn(field)
     if field.kind == "text":
         return TextColumn(field)
-    if field.kind == "json":
+    if field.kind in ("json", "bytes"):
         return JsonColumn(field)
     if field.kind == "sparsevec":
         return SparseColumn(field)

@@ -45,8 +45,8 @@ from ..errors import (BranchError, CheckViolationError, ClosedError, CorruptFile
                       ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
                       TransactionError, UnknownFieldError, VarveError)
 from ..schema import (Field, Schema, brief, check_constraints, check_not_null,
-                      check_index_where, complete_columns, fit_index,
-                      validate_name)
+                      UNINDEXED_KINDS, check_index_where, complete_columns, fit_index,
+                      further_index, validate_name)
 from .embedding import check_embedders, fill_embedded, unchanged_texts
 from ..storage import format as F
 from ..reports import rows_bar
@@ -404,7 +404,7 @@ class Engine:
             self.tables[frame.cid].create_scalar_index(frame.field, frame.kind, frame.name,
                                                        frame.ts_config)
         elif isinstance(frame, frames.DropIndex):
-            self.tables[frame.cid].drop_index(frame.field)
+            self.tables[frame.cid].drop_index(frame.field, frame.index)
         elif isinstance(frame, frames.SetCheck):
             self.tables[frame.cid].set_check(frame.name, frame.check)
         elif isinstance(frame, frames.Base):
@@ -478,6 +478,7 @@ class Engine:
             raise SchemaError(f"a collection named {name!r} already exists")
         check_embedders(schema.fields, tx.server_files)
         cid = self.next_cid
+        self._stamp(schema.fields.values())
         before = (self.log.mark() if self.log is not None else None, tx.frames,
                   tx.rows_changed)
         self.write(tx, frames.CreateCollection(cid, name, schema))
@@ -490,6 +491,13 @@ class Engine:
                     self._uncreate(tx, t, *before)
                 raise
         return t
+
+    def _stamp(self, fields) -> None:
+        """The header stamped with this format before a frame that holds what an
+        older varvedb cannot read (a bytes field, a further vector index), so
+        that it refuses the file as newer instead of calling it corrupt."""
+        if self.log is not None and any(f.kind == "bytes" or f.more_indexes for f in fields):
+            self.log.file.upgrade_header()
 
     def _uncreate(self, tx: "Transaction", t: Table, mark, n_frames: int,
                   rows_changed: int) -> None:
@@ -579,7 +587,8 @@ class Engine:
             return
         # the named fields, their indexes left out (a partial one's predicate may read
         # a field not named here, which this schema would refuse to hold)
-        given = Schema({k: f if f.vector_index is None else replace(f, vector_index=None)
+        given = Schema({k: f if f.vector_index is None else replace(f, vector_index=None,
+                                                                   more_indexes=())
                         for k, f in t.schema.fields.items() if k in values})
         check_not_null(given, values, len(rows))
         cols = {}
@@ -613,19 +622,23 @@ class Engine:
         the maintainer held meanwhile so that it builds nothing beside it."""
         self._check_writing(tx)
         self._check_current(t)
-        if field in t.vector_indexes:
-            raise SchemaError(f"{field!r} already has a vector index")
         f = t.schema.fields.get(field)
+        if f is not None and not further_index(f, spec):
+            raise SchemaError(f"{field!r} already has a vector index (a further one "
+                              "needs a name of its own: HNSW(name=...))")
         if f is not None and f.kind == "vector":
             spec = fit_index(spec, f.dtype, f.dim)   # before the frame: replay applies it
             check_index_where(spec, t.schema.fields)
             self._check_indexable(t, field, spec, tx.branch)
+        if f is not None and f.vector_index is not None and self.log is not None:
+            self.log.file.upgrade_header()    # a further index: an older varvedb refuses it
         if parts is None or self.maintainer is None:
             self.write(tx, frames.CreateIndex(t.cid, field, spec))
             return
         with self.maintainer.hold():
             self.write(tx, frames.CreateIndex(t.cid, field, spec))
-            t.vector_indexes[field].extend(t.columns[field], t.committed_n, parts)
+            ix = t.vector_index_of(field, spec.name or "") or t.vector_indexes[field]
+            ix.extend(t.columns[field], t.committed_n, parts)
 
     # ---- schema changes (DDL): one frame each, no row rewritten --------------------
     # Like every write they join the transaction and its rollback undoes them.
@@ -660,6 +673,7 @@ class Engine:
             # the documents so far take its default (or null): it must pass its checks
             check_constraints(Schema({name: field}), {} if field.default is None
                               else {name: field.default_column(1)}, 1, t.name)
+        self._stamp([field])
         self.write(tx, frames.AddColumn(t.cid, t.n, name, field))
 
     def drop_column(self, tx: "Transaction", t: Table, name: str) -> None:
@@ -722,7 +736,7 @@ class Engine:
         if kind not in ("hash", "sorted"):
             raise SchemaError(f"a scalar index is 'hash' or 'sorted', got {brief(kind)}")
         f = t.schema.fields[_field_of(t, field, "indexed")]
-        if f.kind in ("vector", "json", "bool", "sparsevec"):
+        if f.kind in UNINDEXED_KINDS:
             raise SchemaError(f"a {f.kind} field cannot carry a {kind} index")
         if f.index is not None:
             raise SchemaError(f"{field!r} already has a {f.index} index")
@@ -745,14 +759,21 @@ class Engine:
         check_config(ts_config)
         self.write(tx, frames.CreateScalarIndex(t.cid, field, "fts", None, ts_config))
 
-    def drop_index(self, tx: "Transaction", t: Table, field: str) -> None:
-        """Drop the field's index: its HNSW graph or its scalar index."""
+    def drop_index(self, tx: "Transaction", t: Table, field: str,
+                   index: str | None = None) -> None:
+        """Drop the field's index: its HNSW graph or its scalar index; `index`: the
+        one of that name among its vector indexes (its own: a further one takes
+        its place)."""
         self._check_writing(tx)
         self._check_current(t)
         field = _field_of(t, field, "unindexed")
         if field not in t.vector_indexes and field not in t.indexes:
             raise SchemaError(f"{field!r} has no index")
-        self.write(tx, frames.DropIndex(t.cid, field))
+        f = t.schema.fields[field]
+        if index is not None and index not in {s.name for s in f.vector_specs}:
+            raise SchemaError(f"{field!r} has no index named {index!r}")
+        further = index is not None and index != f.vector_index.name
+        self.write(tx, frames.DropIndex(t.cid, field, index if further else None))
 
     def restore(self, tx: "Transaction", version: int) -> None:
         """Make every collection's documents what they were at `version`: the live
@@ -1041,12 +1062,12 @@ class Engine:
 
     def index_status(self, table: Table, field: str) -> dict:
         """Committed rows of `field`'s deferred index (a vector field's graph or lists,
-        a text field's full-text index) indexed and not yet (row versions)."""
+        a text field's full-text index; a vector field's furthest behind, of several)
+        indexed and not yet (row versions)."""
         m = self.maintainer
         if m is not None:
             m.raise_failure()
-        ix = table.vector_indexes.get(field) or table.text_indexes[field]
-        linked = min(ix.indexed, table.committed_n)
+        linked = min(_indexed(table, field), table.committed_n)
         unlinked = table.committed_n - linked
         return {"field": field, "linked": linked, "unlinked": unlinked,
                 "rows_per_s": None if m is None or m.rate is None else round(m.rate, 1),
@@ -1054,27 +1075,28 @@ class Engine:
 
     def wait_indexed(self, table: Table, field: str, timeout: float | None = None,
                      progress: bool | None = None) -> bool:
-        """Wait until `field`'s deferred index covers the rows committed when called
-        (the maintainer's event, not a poll); False if `timeout` seconds passed
-        first. A read-only engine links nothing: it answers at once. `progress`: a
-        bar of the rows indexed meanwhile (reports.rows_bar)."""
-        ix = table.vector_indexes.get(field) or table.text_indexes[field]
+        """Wait until `field`'s deferred index (each of a vector field's) covers the
+        rows committed when called (the maintainer's event, not a poll); False if
+        `timeout` seconds passed first. A read-only engine links nothing: it
+        answers at once. `progress`: a bar of the rows indexed meanwhile
+        (reports.rows_bar)."""
         target = table.committed_n
         if self.maintainer is not None:
-            start = ix.indexed
+            start = _indexed(table, field)
             bar = rows_bar(target - start, f"{field}: waiting for its index", progress)
 
             def done() -> bool:         # (after each chunk the maintainer links)
+                indexed = _indexed(table, field)
                 if bar is not None:
-                    bar.update(min(ix.indexed, target) - start - bar.n)
-                return ix.indexed >= target
+                    bar.update(min(indexed, target) - start - bar.n)
+                return indexed >= target
             try:
                 self.maintainer.wait(done, timeout)
             finally:
                 if bar is not None:
                     bar.close()
         self.index_status(table, field)     # raises a failure of the background work
-        return ix.indexed >= target
+        return _indexed(table, field) >= target
 
     def rollback(self, tx: Transaction) -> None:
         if tx is not self._tx or tx.done:
@@ -1158,8 +1180,9 @@ class Engine:
             self.log.write_checkpoint(parts, length, self.written)
             adopt()
             for t in self.tables.values():
-                for vi in t.vector_indexes.values():
-                    vi.checkpointed = vi.linked
+                for _, vi in t.index_items():
+                    if vi.PREFIX == "vx":
+                        vi.checkpointed = vi.linked
 
     def vacuum(self, keep=None, progress: bool | None = None, graphs: str = "rebuild"):
         """Drop the row versions no kept version can see (vacuum.py)."""
@@ -1317,7 +1340,7 @@ class Engine:
         """Has a graph linked rows since the last checkpoint (the next open would
         link them again)?"""
         return any(vi.linked != vi.checkpointed for t in self.tables.values()
-                   for vi in t.vector_indexes.values())
+                   for _, vi in t.index_items() if vi.PREFIX == "vx")
 
     def ensure_open(self) -> None:
         if self.closed:
@@ -1548,3 +1571,12 @@ def _check_rows(t: Table, rows) -> None:
             int(rows.min()) < 0 or int(rows.max()) >= t.n):
         raise VarveError(f"a write named rows outside [0, {t.n}) of {t.name!r}: refused, "
                          "nothing written")
+
+
+def _indexed(table: Table, field: str) -> int:
+    """The rows `field`'s deferred index covers: a vector field's furthest-behind
+    index (of its own and its further ones), or a text field's full-text index."""
+    vector = table.vector_choices(field)
+    if vector:
+        return min(ix.indexed for _, ix in vector)
+    return table.text_indexes[field].indexed

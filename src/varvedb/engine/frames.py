@@ -103,8 +103,9 @@ import numpy as np
 
 from .. import sparse
 from ..errors import CorruptFileError, SchemaError, VarveError
-from ..schema import (HNSW, IVFPQ, TS_MAX_US, TS_MIN_US, Field, Schema, all_finite,
-                      brief, check_index_where, fit_index, index_spec_from_dict,
+from ..schema import (HNSW, IVFPQ, OBJECT_KINDS, TS_MAX_US, TS_MIN_US, UNINDEXED_KINDS,
+                      Field, Schema, all_finite, brief, check_index_where, fit_index,
+                      further_index, index_spec_from_dict,
                       timestamps_readable, validate_name)
 from ..storage import format as F
 from ..storage import record
@@ -118,6 +119,8 @@ APPLY_ERRORS = (VarveError, KeyError, TypeError, ValueError, IndexError, Attribu
 
 INT64_MAX = (1 << 63) - 1
 SCALAR_DTYPES = {"int": "<i8", "timestamp": "<i8", "float": "<f8", "bool": "|b1"}
+# the Python types a listed (object) field's values may have, where not any json value
+_ALLOWED = {"text": {str, type(None)}, "bytes": {bytes, type(None)}}
 VECTOR_ARRAY_DTYPES = {"f32": "<f4", "f16": "<f2", "int8": "|i1", "bit": "|u1"}
 
 
@@ -222,10 +225,10 @@ class Insert:
         if not isinstance(lists, dict):
             raise CorruptFileError(f"insert 'lists' is {brief(lists)}")
         listed = {f for f in fields
-                  if t.schema.fields[f].kind in ("text", "json", "sparsevec")}
+                  if t.schema.fields[f].kind in (*OBJECT_KINDS, "sparsevec")}
         if lists.keys() != listed:
             raise CorruptFileError(f"insert into {t.name!r} lists "
-                                   f"{brief(list(lists))}, its text, json and sparsevec "
+                                   f"{brief(list(lists))}, its text, json, bytes and sparsevec "
                                    f"fields are {sorted(listed)}")
         expected = set()
         if t.schema.id_kind == "text":
@@ -240,7 +243,7 @@ class Insert:
             f = t.schema.fields[name]
             if name in listed:
                 vals = lists[name]
-                allowed = {str, type(None)} if f.kind == "text" else None
+                allowed = _ALLOWED.get(f.kind)
                 if not isinstance(vals, list) or len(vals) != n \
                         or (allowed and not all_of_types(vals, allowed)) \
                         or (f.kind == "sparsevec" and not sparse.stored_ok(vals, f.dim)):
@@ -312,13 +315,13 @@ class CreateIndex:
         if f is None or f.kind != "vector":
             raise CorruptFileError(f"index on {brief(name)}, not a vector field "
                                    f"of {t.name!r}")
-        if name in t.vector_indexes:
-            raise CorruptFileError(f"{name!r} of {t.name!r} is indexed twice")
         try:
             spec = fit_index(index_spec_from_dict(meta.get("spec")), f.dtype, f.dim)
             check_index_where(spec, t.schema.fields)
         except SchemaError as e:
             raise CorruptFileError(f"index on {name!r}: {e}") from None
+        if not further_index(f, spec):
+            raise CorruptFileError(f"{name!r} of {t.name!r} is indexed twice")
         no_arrays(arrays)
         # the rows so far were checked only if a graph already walked them
         if not all_finite(t.columns[name].arena.view()):
@@ -448,7 +451,7 @@ class CreateScalarIndex:
                                        f"field {name!r} of {t.name!r} (fts now: {f.fts})")
             no_arrays(arrays)
             return cls(t.cid, name, kind, None, config)
-        if kind not in ("hash", "sorted") or f.kind in ("vector", "json", "bool", "sparsevec") \
+        if kind not in ("hash", "sorted") or f.kind in UNINDEXED_KINDS \
                 or f.index is not None:
             raise CorruptFileError(f"a {brief(kind)} index on {f.kind} field "
                                    f"{name!r} of {t.name!r} (index now: {f.index})")
@@ -465,13 +468,18 @@ class CreateScalarIndex:
 
 @dataclass
 class DropIndex:
-    """A field's index (its HNSW graph, or its scalar index) is gone."""
+    """A field's index (its HNSW graph, or its scalar index) is gone; `index`: the
+    name of one of its further vector indexes (Field.more_indexes) instead."""
     KIND: ClassVar[int] = F.Kind.DROP_INDEX
     cid: int
     field: str
+    index: str | None = None
 
     def encode(self) -> tuple[dict, dict]:
-        return {"c": self.cid, "field": self.field}, {}
+        meta = {"c": self.cid, "field": self.field}
+        if self.index is not None:
+            meta["index"] = self.index
+        return meta, {}
 
     @classmethod
     def decode(cls, engine, meta: dict, arrays: dict) -> "DropIndex":
@@ -479,8 +487,13 @@ class DropIndex:
         name = field_of(t, meta.get("field"))
         if name not in t.vector_indexes and name not in t.indexes:
             raise CorruptFileError(f"drop index on {name!r} of {t.name!r}, which has none")
+        index = meta.get("index")
+        if index is not None and index not in {s.name for s in
+                                               t.schema.fields[name].more_indexes}:
+            raise CorruptFileError(f"drop index {brief(index)} on {name!r} of {t.name!r}, "
+                                   "which has none of that name")
         no_arrays(arrays)
-        return cls(t.cid, name)
+        return cls(t.cid, name, index)
 
 
 @dataclass

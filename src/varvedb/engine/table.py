@@ -72,8 +72,8 @@ class Table:
         self.deaths: dict[int, tuple[Growable, Growable]] = {}   # branch -> (rows, versions)
         self._live_lock = threading.Lock()
         self.next_int_id = 1
-        self._set_indexes({(ix.field, ix.kind): ix for name, f in schema.fields.items()
-                           for ix in field_indexes(name, f)})
+        self._set_indexes({(name, kind): ix for name, f in schema.fields.items()
+                           for kind, ix in field_indexes(name, f)})
         self.committed_n = 0                   # rows of committed versions (a prefix)
         self.rowmap = None                     # the log's numbering, once vacuumed (rowmap.py)
         self._mask_cache: dict = {}            # field or None -> (version, n, mask, count)
@@ -83,7 +83,9 @@ class Table:
     # ---- indexes (index/protocol.py) ---------------------------------------------
     # One map (field, kind) -> Index, replaced whole on every change (the undo
     # keeps the old one); `indexes`, `text_indexes` and `vector_indexes` are
-    # read-only views of it by family, field -> index, made with it.
+    # read-only views of it by family, field -> index, made with it. A vector
+    # field's further indexes (Field.more_indexes) are keyed (field, "@" + their
+    # name), in none of the views: `vector_choices` gives them, its own first.
 
     def _set_indexes(self, by_key: dict) -> None:
         def family(kinds):
@@ -97,15 +99,40 @@ class Table:
         self.vector_indexes = family(VECTOR_KINDS)
 
     def index_items(self) -> tuple:
-        """((field, index), ...) of every index (the field is its current name)."""
-        return tuple((f, ix) for (f, _), ix in self._indexes.items())
+        """((label, index), ...) of every index: the label is its field's current
+        name, "field@name" for a field's further vector index."""
+        return tuple((f + k if k[0] == "@" else f, ix) for (f, k), ix in self._indexes.items())
 
-    def set_index(self, field: str, ix: Index) -> None:
-        """Add `ix` to `field`, in place of the field's index of the same family."""
+    def set_index(self, field: str, ix: Index, kind: str | None = None) -> None:
+        """Add `ix` to `field`, in place of the field's index of the same family
+        (kind "@" + a name: in place of the field's further vector index of that name)."""
+        if kind is not None and kind[0] == "@":
+            self._set_indexes({**self._indexes, (field, kind): ix})
+            return
         kinds = _family_of(ix.kind)
         self._set_indexes({**{key: old for key, old in self._indexes.items()
                               if key[0] != field or key[1] not in kinds},
                            (field, ix.kind): ix})
+
+    def put_index(self, label: str, ix: Index) -> None:
+        """`ix` in place of the index `label` (index_items') names."""
+        field, at, name = label.partition("@")
+        self.set_index(field, ix, at + name if at else None)
+
+    def vector_choices(self, field: str) -> list:
+        """[(name, index), ...]: the field's vector indexes, its own first (name "")
+        and then its further ones (Field.more_indexes), by their names."""
+        own = self.vector_indexes.get(field)
+        if own is None:
+            return []
+        f = self.schema.fields[field]
+        return [("", own), *((s.name, self._indexes[field, "@" + s.name])
+                             for s in f.more_indexes)]
+
+    def vector_index_of(self, field: str, name: str = ""):
+        """The field's vector index `name` (vector_choices'), "" its own; None: none."""
+        return self._indexes.get((field, "@" + name)) if name else \
+            self.vector_indexes.get(field)
 
     def _drop_indexes(self, field: str, kinds: tuple) -> None:
         self._set_indexes({key: ix for key, ix in self._indexes.items()
@@ -202,7 +229,8 @@ class Table:
         rows = _grown_bytes(self) + (_grown_bytes(self.ids)
                                      if isinstance(self.ids, TextColumn) else 0)
         return {"rows": rows, "columns": sum(_grown_bytes(c) for c in self.columns.values()),
-                "vector_indexes": sum(vi.nbytes() for vi in self.vector_indexes.values()),
+                "vector_indexes": sum(vi.nbytes() for _, vi in self.index_items()
+                                      if vi.PREFIX == "vx"),
                 "text_indexes": sum(ix.nbytes() for ix in self.text_indexes.values()),
                 "scalar_indexes": sum(ix.nbytes() for ix in self.indexes.values())}
 
@@ -510,8 +538,16 @@ class Table:
     # ---- vector indexes --------------------------------------------------------
 
     def create_index(self, field: str, hnsw: HNSW, version: int) -> None:
-        """Apply a CreateIndex frame: the graph starts empty and is linked after commit."""
+        """Apply a CreateIndex frame: the graph starts empty and is linked after
+        commit. On a field indexed already, a further index (Field.more_indexes),
+        of its own metric: the field's stays its first index's."""
         f = self.schema.fields[field]
+        if f.vector_index is not None:
+            f = replace(f, more_indexes=(*f.more_indexes, hnsw))
+            self._set_schema({**self.schema.fields, field: f})
+            spec = f.more_indexes[-1]
+            self.set_index(field, field_vector_index(field, f, spec), "@" + spec.name)
+            return
         # an SQL operator class names the metric: the field's, unless the index is
         # over an expression of it (whose metric is the index's own)
         # (nor l1's, which ranks a graph of l2 neighbours: the field's metric is one
@@ -524,9 +560,10 @@ class Table:
         self.set_index(field, field_vector_index(field, f))
 
     def index_column(self, field: str, n: int, ix=None, col=None):
-        """What the field's vector index holds, over rows [0, n): the field's column,
-        or for an index on an expression or with a predicate its DerivedColumn
-        (kept on the index, derived as far as n's committed rows)."""
+        """What the field's vector index `ix` (None: its own) holds, over rows
+        [0, n): the field's column, or for an index on an expression or with a
+        predicate its DerivedColumn (kept on the index, derived as far as n's
+        committed rows)."""
         col = self.columns[field] if col is None else col
         ix = self.vector_indexes.get(field) if ix is None else ix
         spec = None if ix is None else ix.spec
@@ -536,7 +573,8 @@ class Table:
         if d is None or d.source is not col:
             def predicate():    # the schema's: a renamed column's new name, at this state
                 f = self.schema.fields.get(field)
-                return self.columns, getattr(f and f.vector_index, "where", None) or spec.where
+                return self.columns, getattr(f and f.vector_spec(spec.name), "where",
+                                             None) or spec.where
             d = ix.derived = DerivedColumn(col, spec, predicate, lambda: self.committed_n)
         return d.fill(n)
 
@@ -548,23 +586,27 @@ class Table:
         for name in self.schema.half_indexed:
             if name not in columns:
                 continue
-            spec = self.schema.fields[name].vector_index
-            vals, nulls = columns[name]
-            if nulls is None:
-                nulls = np.zeros(n, bool)
+            for spec in self.schema.fields[name].vector_specs:
+                self._check_values(name, spec, columns, n)
 
-            def meets():    # the write's rows meeting the predicate, as columns of their own
-                cols = {}
-                for field, _, _ in spec.where:
-                    cols[field] = col = make_column(self.schema.fields[field])
-                    if field in columns:
-                        col.append(*columns[field])
-                    else:
-                        col.append_nulls(n)
-                return predicate_mask(cols, spec.where, 0, n)
-            rows = unindexable(spec, np.asarray(vals), np.asarray(nulls, bool), meets)
-            if len(rows):
-                raise range_error(name, spec, vals[rows[0]], f"row {int(rows[0])} of the write")
+    def _check_values(self, name: str, spec, columns: dict, n: int) -> None:
+        """VectorRangeError where one of the write's rows of `name` is one `spec` cannot hold."""
+        vals, nulls = columns[name]
+        if nulls is None:
+            nulls = np.zeros(n, bool)
+
+        def meets():    # the write's rows meeting the predicate, as columns of their own
+            cols = {}
+            for field, _, _ in spec.where:
+                cols[field] = col = make_column(self.schema.fields[field])
+                if field in columns:
+                    col.append(*columns[field])
+                else:
+                    col.append_nulls(n)
+            return predicate_mask(cols, spec.where, 0, n)
+        rows = unindexable(spec, np.asarray(vals), np.asarray(nulls, bool), meets)
+        if len(rows):
+            raise range_error(name, spec, vals[rows[0]], f"row {int(rows[0])} of the write")
 
     def unindexable_rows(self, field: str, spec) -> np.ndarray:
         """The rows so far (committed or the transaction's) whose `field` vector the
@@ -596,21 +638,47 @@ class Table:
         else:
             col.append(*f.default_column(n))
         self.columns = {**self.columns, name: col}
-        for ix in field_indexes(name, f):
+        for kind, ix in field_indexes(name, f):
             if ix.in_step:      # a deferred one is filled by the maintainer
                 ix.extend(col, n)
-            self.set_index(name, ix)
+            self.set_index(name, ix, kind)
         self._set_schema({**self.schema.fields, name: f})
 
     def drop_column(self, name: str) -> None:
         # a partial index whose predicate reads the column goes with it (PostgreSQL's rule)
-        gone = {k for k, f in self.schema.fields.items()
-                if any(c[0] == name for c in getattr(f.vector_index, "where", None) or ())}
-        self._set_schema({k: replace(f, vector_index=None) if k in gone else f
-                          for k, f in self.schema.fields.items() if k != name})
-        self._set_indexes({key: ix for key, ix in self._indexes.items()
-                           if key[0] != name and not (key[0] in gone and key[1] in VECTOR_KINDS)})
+        fields = {}
+        for k, f in self.schema.fields.items():
+            if k == name:
+                continue
+            keep = [spec for spec in f.vector_specs
+                    if not any(c[0] == name for c in getattr(spec, "where", None) or ())]
+            fields[k] = f if len(keep) == len(f.vector_specs) else \
+                self._keep_vector_indexes(k, keep)
+        self._set_schema(fields)
+        self._set_indexes({key: ix for key, ix in self._indexes.items() if key[0] != name})
         self.columns = {k: c for k, c in self.columns.items() if k != name}
+
+    def _keep_vector_indexes(self, field: str, keep: list) -> Field:
+        """The field with only the vector indexes of its specs `keep` (in their
+        order), each the same index object as before; the first becomes its own
+        index, the field taking its opclass's metric (as create_index gives it).
+        Sets the index map; the caller sets the schema."""
+        f = self.schema.fields[field]
+        objects = dict(zip(map(id, f.vector_specs), (ix for _, ix in self.vector_choices(field))))
+        kept = [(spec, objects[id(spec)]) for spec in keep]
+        by_key = {key: ix for key, ix in self._indexes.items()
+                  if key[0] != field or not (key[1] in VECTOR_KINDS or key[1][0] == "@")}
+        if not kept:
+            self._set_indexes(by_key)
+            return replace(f, vector_index=None, more_indexes=())
+        (first, ix), rest = kept[0], kept[1:]
+        by_key[field, ix.kind] = ix
+        by_key.update(((field, "@" + spec.name), ix) for spec, ix in rest)
+        self._set_indexes(by_key)
+        if first is not f.vector_index and first.metric not in (None, "l1") \
+                and getattr(first, "expr", None) is None:
+            f = replace(f, metric=first.metric)
+        return replace(f, vector_index=first, more_indexes=tuple(spec for spec, _ in rest))
 
     def set_check(self, name: str, check: tuple | None) -> None:
         """The field's CHECK conditions are `check` (no row rewritten: the writer
@@ -639,11 +707,11 @@ class Table:
         for k, f in renamed(self.schema.fields).items():
             if f.source == old:
                 f = replace(f, source=new)
-            where = getattr(f.vector_index, "where", None)
-            if where and any(c[0] == old for c in where):
-                spec = replace(f.vector_index, where=tuple(
-                    (new if c[0] == old else c[0], *c[1:]) for c in where))
-                f = replace(f, vector_index=spec)   # (what DerivedColumn reads)
+            if any(c[0] == old for spec in f.vector_specs
+                   for c in getattr(spec, "where", None) or ()):
+                # (what DerivedColumn reads)
+                specs = [_renamed_where(spec, old, new) for spec in f.vector_specs]
+                f = replace(f, vector_index=specs[0], more_indexes=tuple(specs[1:]))
             fields[k] = f
         self._set_schema(fields)
 
@@ -661,12 +729,13 @@ class Table:
         self.set_index(field, self._built_index(field, f))
         self._set_schema({**self.schema.fields, field: f})
 
-    def drop_index(self, field: str) -> None:
-        """Drop the field's HNSW graph or its scalar index."""
+    def drop_index(self, field: str, index: str | None = None) -> None:
+        """Drop the field's vector index named `index` (None: its own; a further one
+        then takes its place) or its scalar index."""
         f = self.schema.fields[field]
         if field in self.vector_indexes:
-            f = replace(f, vector_index=None)
-            self._drop_indexes(field, VECTOR_KINDS)
+            gone = f.vector_index if index is None else f.vector_spec(index)
+            f = self._keep_vector_indexes(field, [s for s in f.vector_specs if s is not gone])
         else:
             f = replace(f, index=None, index_name=None)
             self._drop_indexes(field, SCALAR_KINDS)
@@ -680,18 +749,17 @@ class Table:
             ix.merge(self.columns[name])
         return ix
 
-    def load_index(self, field: str, kind: str, arrays: dict) -> Index:
-        """Restore the field's index of `kind` from a checkpoint's arrays (no text
-        analyzed, no graph linked again); one that does not fit starts empty, and
-        is built again: now if it is kept in step, else by the maintainer."""
-        ix = self._indexes[field, kind]
+    def load_index(self, label: str, ix: Index, arrays: dict) -> Index:
+        """Restore the index `label` (index_items' `ix`) from a checkpoint's arrays
+        (no text analyzed, no graph linked again); one that does not fit starts
+        empty, and is built again: now if it is kept in step, else by the maintainer."""
         try:
             ix = ix.loaded(arrays, self.n)
         except (ValueError, KeyError):
             ix = ix.fresh()
             if ix.in_step and self.n:
-                ix.extend(self.columns[field], self.n)
-        self.set_index(field, ix)
+                ix.extend(self.columns[label], self.n)
+        self.put_index(label, ix)
         return ix
 
     def unlinked(self) -> int:
@@ -729,13 +797,16 @@ def _born_in(view: View, born: np.ndarray, died: np.ndarray, births: np.ndarray 
     return mask
 
 
-def field_vector_index(name: str, f: Field):
-    """The empty vector index of a field's spec: over the field's vectors, or over
-    its index expression's (their width, the index's metric)."""
-    spec = f.vector_index
+def field_vector_index(name: str, f: Field, spec=None):
+    """The empty vector index of a field's spec (None: its own index's): over the
+    field's vectors, or over its index expression's (their width, the index's
+    metric). Its own index ranks by the field's metric, a further one by its own."""
+    own = spec is None or spec is f.vector_index
+    spec = f.vector_index if spec is None else spec
     expr = getattr(spec, "expr", None)
     if expr is None:
-        metric = "l1" if getattr(spec, "metric", None) == "l1" else f.metric
+        metric = "l1" if getattr(spec, "metric", None) == "l1" else \
+            f.metric if own else spec.metric or f.metric
         return make_vector_index(name, f.width, metric, spec)
     dtype, dim = index_shape(spec, f.dtype, f.dim)
     return make_vector_index(name, (dim + 7) // 8 if dtype == "bit" else dim, spec.metric,
@@ -743,15 +814,27 @@ def field_vector_index(name: str, f: Field):
 
 
 def field_indexes(name: str, f: Field) -> list:
-    """The empty indexes a field's spec asks for: scalar, full-text, vector."""
+    """(kind, index) of the empty indexes a field's spec asks for: scalar,
+    full-text, vector (its further vector indexes of kind "@" + their names)."""
     out = []
     if f.index:
-        out.append(make_scalar_index(name, f))
+        ix = make_scalar_index(name, f)
+        out.append((ix.kind, ix))
     if f.fts:
-        out.append(make_text_index(name, f))
-    if f.kind == "vector" and f.vector_index is not None:
-        out.append(field_vector_index(name, f))
+        ix = make_text_index(name, f)
+        out.append((ix.kind, ix))
+    for spec in f.vector_specs if f.kind == "vector" else ():
+        ix = field_vector_index(name, f, spec)
+        out.append((ix.kind if spec is f.vector_index else "@" + spec.name, ix))
     return out
+
+
+def _renamed_where(spec, old: str, new: str):
+    """A vector index spec whose predicate names column `old` as `new`."""
+    where = getattr(spec, "where", None)
+    if not where or not any(c[0] == old for c in where):
+        return spec
+    return replace(spec, where=tuple((new if c[0] == old else c[0], *c[1:]) for c in where))
 
 
 def make_text_index(name: str, f: Field) -> FtsIndex:

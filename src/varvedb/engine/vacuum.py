@@ -239,15 +239,17 @@ def _repair_graphs(engine, rows: dict, fresh) -> None:
         if old is None or cid not in rows:
             continue
         kept = rows[cid]
-        for name, vi in list(t.vector_indexes.items()):
-            was = old.vector_indexes.get(name)
+        before = dict(old.index_items())
+        for label, vi in t.index_items():     # (a field's further graphs "field@name")
+            was = before.get(label)
             if vi.kind != "hnsw" or was is None or was.kind != "hnsw" or was.spec != vi.spec:
                 continue
-            arena, norms = t.index_column(name, t.n).frozen(t.n)
+            name = label.partition("@")[0]
+            arena, norms = t.index_column(name, t.n, vi).frozen(t.n)
             was.check_loaded()      # the repair's kernels read the old graph
             graph = was.graph.repaired(kept[kept < was.linked], arena, norms)
-            t.set_index(name, HnswVectorIndex(name, vi.dim, vi.metric, vi.spec, graph,
-                                              int(np.searchsorted(kept, was.linked))))
+            t.put_index(label, HnswVectorIndex(name, vi.dim, vi.metric, vi.spec, graph,
+                                               int(np.searchsorted(kept, was.linked))))
 
 
 def _encoded(frame, packed=None) -> tuple[int, list, int]:

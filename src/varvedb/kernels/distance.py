@@ -118,6 +118,19 @@ def as_f32(typingctx, value):
 
 
 @intrinsic
+def half_bits(typingctx, value):
+    """One float32 rounded to the nearest float16 (LLVM's ``fptrunc``; past its
+    range, infinity), as its bits in a uint16: what :func:`as_f32` widens back."""
+    if value != types.float32:
+        return None
+
+    def narrow(context, builder, signature, args):
+        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+
+    return types.uint16(value), narrow
+
+
+@intrinsic
 def _as_buffer_element(typingctx, value):
     """An arena element as :func:`load_row`'s buffer holds it: float32, but a
     byte of packed bits stays that byte (a bit row's buffer is uint8)."""

@@ -12,6 +12,7 @@ from decimal import Decimal, InvalidOperation
 
 from ..errors import SqlError
 from ..query.arrays import split_text
+from ..bytea import parse_bytea
 from ..query.pg_binary import column_oid, encoder, receive  # noqa: F401 (the wire's)
 from ..query.pg_types import (ARRAYS, BIT, BOOL, BPCHAR, BYTEA, CHAR, ELEMENTS, FLOAT4,  # noqa: F401
                               FLOAT8, HALFVEC, INT2, INT4, INT8, JSON, JSONB, NAME, NUMERIC, OID,
@@ -66,9 +67,7 @@ def _parse_text(text: str, oid: int):
         if oid in (TIMESTAMPTZ, TIMESTAMP):
             return text            # the statement parses it as a timestamp literal
         if oid == BYTEA:
-            if text.startswith("\\x"):
-                return bytes.fromhex(text[2:])
-            raise ValueError("bytea in escape format")
+            return parse_bytea(text)
         if oid in ELEMENTS:
             return _parse_array(text, ELEMENTS[oid])
     except (ValueError, InvalidOperation, json.JSONDecodeError):

@@ -167,7 +167,9 @@ def vector_topk(node: VectorTopK, table, n: int, mask, allowed: int, q
     (over [0, n)): (rows, float64 scores, the node as it ran: itself, unless a
     walk short of k was widened or answered exactly). What the executor runs for
     a VectorTopK, and what a prepared search (query/prepared.py) calls directly."""
-    column = table.index_column(node.field, n) if node.expr else table.columns[node.field]
+    index = table.vector_index_of(node.field, node.index)
+    column = table.index_column(node.field, n, index) if node.expr else \
+        table.columns[node.field]
     allow = None if allowed == n else mask     # every row: the kernels skip the mask
     k = want = min(node.k, allowed)
     metric = node.metric
@@ -175,8 +177,7 @@ def vector_topk(node: VectorTopK, table, n: int, mask, allowed: int, q
     if strategy is Strategy.EXACT or k <= 0:    # (the scan refuses a NaN query, k 0 too)
         rows, dists = _exact(column, metric, q, k, allow, n)
         return rows, dists, node
-    index = table.vector_indexes[node.field]
-    column = table.index_column(node.field, n)  # (a partial index's rows: its own)
+    column = table.index_column(node.field, n, index)  # (a partial index's rows: its own)
     lists = strategy is Strategy.LISTS
     stats = {} if lists else None
     unlinked = n - index.linked      # the maintainer's work left: the search scans it
@@ -208,13 +209,14 @@ def topk_searcher(node: VectorTopK, table, n: int, mask, allowed: int):
     pass (IVF lists, their widening)."""
     allow = None if allowed == n else mask
     k = min(node.k, allowed)
-    column = table.index_column(node.field, n) if node.expr else table.columns[node.field]
+    index = table.vector_index_of(node.field, node.index)
+    column = table.index_column(node.field, n, index) if node.expr else \
+        table.columns[node.field]
     if node.strategy is Strategy.EXACT or k <= 0:   # (the scan refuses a NaN query, k 0 too)
         arena, norms = column.frozen(n)
         return flat.searcher(node.metric, arena, norms, k, allow)
     if node.strategy is Strategy.GRAPH:
-        return table.vector_indexes[node.field].searcher(table.index_column(node.field, n),
-                                                         k, allow, node.ef, n)
+        return index.searcher(table.index_column(node.field, n, index), k, allow, node.ef, n)
     return None
 
 

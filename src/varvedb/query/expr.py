@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import NotSupportedError, SqlError
 from ..float_order import compare
-from ..schema import brief, from_micros, half_overflow, vector_values
+from ..schema import OBJECT_KINDS, brief, from_micros, half_overflow, vector_values
 from ..sparse import SparseBlock, SparseVector
 from ..text import tsquery
 from ..text.tsvector import tsvectors
@@ -382,6 +382,8 @@ def const_val(value, n: int) -> Val:
         out = np.empty(n, dtype=object)
         out.fill(value)     # one shared str (np.full made a copy of it for every row)
         return Val("unknown", out, nulls, value)
+    if isinstance(value, (bytes, bytearray, memoryview)):     # a bytea parameter
+        return const_like(bytes(value), "bytes", n, nulls)
     if isinstance(value, _dt.datetime):
         from ..schema import to_micros
         return Val("timestamp", np.full(n, to_micros("value", value), np.int64), nulls)
@@ -458,7 +460,7 @@ def _with_holes(kind: str, parsed: list, keep: np.ndarray) -> list:
     if kind == "vector" and len({len(x) for x in parsed}) > 1:
         raise sparse_funcs.mixed_widths()
     filler = np.zeros_like(parsed[0]) if kind == "vector" else \
-        None if kind in ("text", "json", "sparsevec") else _zeros(kind, 1)[0]
+        None if kind in (*OBJECT_KINDS, "sparsevec") else _zeros(kind, 1)[0]
     out = [filler] * len(keep)
     for i, x in zip(np.flatnonzero(keep).tolist(), parsed):
         out[i] = x
@@ -470,7 +472,7 @@ def const_like(value, kind: str, n: int, nulls) -> Val:
         return Val("vector", np.broadcast_to(value, (n, len(value))), nulls)
     if kind == "sparsevec":
         return Val(kind, SparseBlock.broadcast(value, n), nulls)
-    if kind in ("text", "json"):
+    if kind in OBJECT_KINDS:
         out = np.empty(n, dtype=object)
         out[:] = [value] * n
         return Val(kind, out, nulls)
@@ -483,7 +485,7 @@ def _from_python(kind: str, values: list, nulls) -> Val:
         return Val("vector", np.asarray(values, np.bool_ if len(values) and
                                         np.asarray(values[0]).dtype == np.bool_
                                         else np.float32), nulls)
-    if kind in ("text", "json"):
+    if kind in OBJECT_KINDS:
         return Val(kind, object_array(values), nulls)
     if kind == "sparsevec":
         return Val(kind, SparseBlock.of_values(values), nulls)
@@ -612,13 +614,13 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         if len(nulls) and nulls.all():      # (a NULL vector has no dimension to check)
             return Val("vector", np.zeros((len(nulls), 0), np.float32), nulls)
         return Val("vector", _vector_arith(op, a.data, b.data), nulls)
-    if op == "||":
-        if a.kind != "text" or b.kind != "text":
+    if op == "||":      # text's concatenation, and bytea's
+        if a.kind != b.kind or a.kind not in ("text", "bytes"):
             raise SqlError("42883", f"operator does not exist: {a.kind} || {b.kind}")
         out = np.full(len(nulls), None, dtype=object)
         keep = ~nulls
         out[keep] = a.data[keep] + b.data[keep]
-        return Val("text", out, nulls)
+        return Val(a.kind, out, nulls)
     if a.kind not in NUMERIC or b.kind not in NUMERIC:
         raise SqlError("42883", f"operator does not exist: {a.kind} {op} {b.kind}")
     x, y = a.data, b.data
@@ -799,7 +801,7 @@ def _zeros(kind: str, n: int):
         return None
     if kind == "vector":        # a block of n vectors of no dimension (all NULL)
         return np.zeros((n, 0), np.float32)
-    if kind in ("text", "json", "unknown", "array"):
+    if kind in (*OBJECT_KINDS, "unknown", "array"):
         return np.full(n, None, dtype=object)
     if kind == "sparsevec":
         return SparseBlock.of_values([None] * n)
@@ -1859,6 +1861,22 @@ def _text_fn(fn):
     return call
 
 
+def _length(octets: bool):
+    """length() (a text's characters) or octet_length() (its UTF-8 bytes); a bytea's
+    bytes for both."""
+    def call(v: Val) -> Val:
+        if v.kind == "unknown":
+            v = coerce(v, "text")
+        if v.kind == "null":
+            return Val("int", _zeros("int", len(v)), v.nulls)
+        if v.kind not in ("text", "bytes"):
+            raise SqlError("42883", f"function does not exist for {v.kind}")
+        encode = octets and v.kind == "text"
+        return Val("int", np.fromiter((0 if x is None else len(x.encode() if encode else x)
+                                       for x in v.data.tolist()), np.int64, len(v)), v.nulls)
+    return call
+
+
 def _numeric_fn(fn, keep_int: bool):
     def call(v: Val) -> Val:
         if v.kind == "unknown":
@@ -2165,8 +2183,8 @@ FUNCTIONS = {
                                                      for x in v.data], dtype=object), v.nulls)),
     "upper": _text_fn(lambda v: Val("text", np.array([x.upper() if x is not None else None
                                                      for x in v.data], dtype=object), v.nulls)),
-    "length": _text_fn(lambda v: Val("int", np.array([len(x) if x is not None else 0
-                                                     for x in v.data], np.int64), v.nulls)),
+    "length": _length(octets=False),
+    "octet_length": _length(octets=True),
     "abs": _numeric_fn(np.abs, True),
     "round": _round,
     "ceil": _integral(np.ceil),

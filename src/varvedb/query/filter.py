@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import FieldTypeError, FilterError, SqlError, UnknownFieldError
 from ..float_order import WORDS, compare
-from ..schema import Schema, brief, to_micros
+from ..schema import OBJECT_KINDS, Schema, brief, to_micros
 from . import jsonb
 from .text_query import text_query
 
@@ -401,6 +401,9 @@ class Filter:
         if kind == "bool":
             return None if isinstance(value, bool) else \
                 (FilterError, f"{ref.name!r} is bool; cannot compare it with {brief(value)}")
+        if kind == "bytes":
+            return None if isinstance(value, bytes) else \
+                (FilterError, f"{ref.name!r} is bytes; cannot compare it with {brief(value)}")
         if not isinstance(value, (int, float, np.integer, np.floating)) \
                 or isinstance(value, bool):
             return FilterError, f"{ref.name!r} is {kind}; cannot compare it with {brief(value)}"
@@ -491,7 +494,7 @@ class Filter:
             # a bool no number): PostgreSQL has no jsonb < integer to follow
             return self._apply(ref, table, n, lambda x: (k := key(x, True))[0] == want[0]
                                and fn(k, want))
-        if kind in ("text", "json"):
+        if kind in OBJECT_KINDS:
             fn = _PY_OPS[op]
             if kind == "text" and op == "eq" and ref.name != "id":
                 col = table.columns[ref.name]

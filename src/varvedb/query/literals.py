@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import SqlError, VarveError
 from ..schema import to_micros, vector_input
+from ..bytea import bytea_text, parse_bytea
 from ..sparse import SparseVector, text as sparse_text
 from ..kernels import floatfmt
 from . import arrays
@@ -57,6 +58,8 @@ def parse_input(kind: str, text: str):
             return SparseVector(text)
         if kind == "timestamp":
             return parse_timestamp(s)
+        if kind == "bytes":
+            return parse_bytea(text)
     except SqlError:
         raise
     except (ValueError, OverflowError):
@@ -70,7 +73,7 @@ def _not_json(token: str):
 
 _PG_NAMES = {"int": "bigint", "float": "double precision", "bool": "boolean", "text": "text",
              "json": "json", "vector": "vector", "timestamp": "timestamp",
-             "sparsevec": "sparsevec"}
+             "sparsevec": "sparsevec", "bytes": "bytea"}
 
 
 def parse_vector(text: str) -> np.ndarray:
@@ -191,4 +194,6 @@ def value_text(v, kind: str | None = None) -> str | None:
         return json_text(v)
     if isinstance(v, SparseVector):
         return sparse_text(v)
+    if isinstance(v, bytes):
+        return bytea_text(v)
     return str(v)

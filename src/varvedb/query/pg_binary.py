@@ -119,7 +119,7 @@ def _json(data: bytes):
 # results, a binary COPY TO)
 
 KIND_OIDS = {"int": INT8, "float": FLOAT8, "bool": BOOL, "text": TEXT, "json": JSONB,
-             "timestamp": TIMESTAMPTZ, "vector": VECTOR, "sparsevec": SPARSEVEC,
+             "timestamp": TIMESTAMPTZ, "vector": VECTOR, "sparsevec": SPARSEVEC, "bytes": BYTEA,
              # the catalog's columns (catalog.py), which no SQL statement has
              "oid": OID, "name": NAME, "char": CHAR, "int4": INT4,
              "oid[]": ARRAYS[OID], "text[]": ARRAYS[TEXT]}

@@ -159,6 +159,9 @@ class VectorTopK(PlanNode):
     # the field's index expression it ranks by (SQL's `embedding::halfvec(3)`), as
     # written; "": the field's own vectors
     expr: str = ""
+    # the name of the further index of the field it ranks through (Field.more_indexes,
+    # Table.vector_choices); "": the field's own
+    index: str = ""
     query: Any = run_only()     # the query vector
     VOLATILE: ClassVar[tuple[str, ...]] = ("unlinked", "linked")
 
@@ -168,10 +171,13 @@ class VectorTopK(PlanNode):
             del d["unlinked"], d["linked"]
         if not self.expr:
             del d["expr"]
+        if not self.index:
+            del d["index"]
         return d
 
     def describe(self) -> str:
-        what = f"VectorTopK {self.expr or self.field} ({self.metric}) k={self.k}: " \
+        using = f" using {self.index}" if self.index else ""
+        what = f"VectorTopK {self.expr or self.field} ({self.metric}){using} k={self.k}: " \
                f"{_STRATEGY_WORDS[self.strategy]}"
         if self.ef is not None:
             what += f" probes={self.ef}" if self.strategy in LIST_STRATEGIES \

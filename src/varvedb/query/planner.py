@@ -75,14 +75,14 @@ def choose_vector_strategy(index, k: int, allowed: int, n: int, ef: int | None,
 # API wraps them in Project (query/bind.py), SQL in its Limit and Output.
 
 def plan_search(snap, table, field: str, metric: str, q: np.ndarray, k: int, where,
-                ef: int | None, exact: bool, expr: str = "", implied: bool = False
-                ) -> Query:
+                ef: int | None, exact: bool, expr: tuple = (), implies=None) -> Query:
     """VectorTopK(Filter?(Scan)): `where` is a bound filter or None. `expr`: the
-    field's index expression the search ranks by (SQL's), "" the field's vectors;
-    `implied`: the WHERE implies a partial index's predicate (SQL checks it)."""
+    index expression the search ranks by, (schema.HNSW's expr, its text) (SQL's),
+    () the field's vectors; `implies(conditions)`: whether the WHERE implies a
+    partial index's predicate (SQL checks it; None: never)."""
     masks: dict = {}
     top = _vector_leg(snap, table, field, metric, q, k, where, ef, exact, masks,
-                      expr=expr, implied=implied)
+                      expr=expr, implies=implies)
     return Query(top, snap, table, masks)
 
 
@@ -143,22 +143,44 @@ def _allowed(snap, table, nonnull: str | None, where, masks: dict,
 
 
 def _vector_leg(snap, table, field, metric, q, k, where, ef, exact, masks,
-                where_mask=None, expr: str = "", implied: bool = False) -> VectorTopK:
+                where_mask=None, expr: tuple = (), implies=None) -> VectorTopK:
     node, allowed = _allowed(snap, table, field, where, masks, where_mask)
-    index = table.vector_indexes.get(field)
-    # an index over an expression of the field answers only that expression, and
-    # a partial one only a search whose WHERE keeps none of the rows it lacks
-    spec = None if index is None else index.spec
-    unfit = "" if index is None else \
-        "the index is on an expression" if bool(getattr(spec, "expr", None)) != bool(expr) \
-        else "the WHERE does not imply the partial index's predicate" \
-        if getattr(spec, "where", None) and not implied else ""
+    name, index, unfit = _fitting_index(table, field, metric, expr[0] if expr else None,
+                                        implies)
+    if name and index.knob != table.vector_indexes[field].knob:
+        ef = None   # (the width asked is the column's own index's: query/bind.search_width)
     strategy, ef, reason = choose_vector_strategy(None if unfit else index, k, allowed,
                                                   snap.n(table), ef, exact, metric)
     if unfit and not exact:
         reason = unfit
-    return VectorTopK(field, metric, k, strategy, allowed, node, ef, reason, expr=expr,
-                      query=q)
+    return VectorTopK(field, metric, k, strategy, allowed, node, ef, reason,
+                      expr=expr[1] if expr else "", index=name, query=q)
+
+
+def _fitting_index(table, field: str, metric: str, expr, implies) -> tuple:
+    """(name, index, why it does not fit: "" where it does) of the field's vector
+    index a search by `metric` over `expr` (None: the field's vectors) ranks
+    through: the first of its indexes (its own first, Table.vector_choices) built
+    for that metric, over that expression, and not partial unless `implies` its
+    predicate; none fitting, the first over that expression, else its own
+    (planned exact, saying why: an exact scan of an expression reads the
+    expression's values that index keeps)."""
+    own = None
+    for name, index in table.vector_choices(field):
+        spec = index.spec
+        # an index over an expression of the field answers only that expression, and
+        # a partial one only a search whose WHERE keeps none of the rows it lacks
+        unfit = "the index is on an expression" if bool(getattr(spec, "expr", None)) \
+            != bool(expr) else "the index is on another expression" \
+            if getattr(spec, "expr", None) != expr \
+            else "the WHERE does not imply the partial index's predicate" \
+            if getattr(spec, "where", None) and not (implies and implies(spec.where)) else ""
+        if not unfit and index.metric == metric:
+            return name, index, ""
+        if own is None or getattr(spec, "expr", None) == expr \
+                != getattr(own[1].spec, "expr", None):
+            own = (name, index, unfit)
+    return own or ("", None, "")
 
 
 def _text_leg(snap, table, field, text, bound, match, corpus, k, where, pruned, masks,

@@ -26,7 +26,7 @@ from ..query.request import REQUESTS, Count, Find, Search, as_of_from_wire
 from ..schema import (HNSW, ID_END, IVFPQ, ID_MIN, Field, Vector, brief, index_spec_from_dict,
                       is_int)
 from ..tabular import to_arrow
-from ..wire import decode, encode, encode_msgpack
+from ..wire import bytes_from_wire, decode, encode, encode_msgpack
 from . import arrow_size
 from .docs_page import Page
 from .follower import WAIT_STEP, WriterNeeded
@@ -300,14 +300,21 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
             rows = json_body(ctype, raw, list, "POST /collections/{c}/items")
 
             def run(s):
-                return s.collection(p["c"]).insert(rows)
+                coll = s.collection(p["c"])
+                bytes_from_wire(coll.schema, rows)
+                return coll.insert(rows)
 
         return 201, write_call(lambda s: {"ids": run(s)})
 
     def upsert(p, q, ctype, raw):
         rows = json_body(ctype, raw, list, "PUT /collections/{c}/items")
         merge = _flag(q.get("merge"), "merge", True)
-        return 200, write_call(lambda s: {"ids": s.collection(p["c"]).upsert(rows, merge)})
+
+        def go(s):
+            coll = s.collection(p["c"])
+            bytes_from_wire(coll.schema, rows)
+            return {"ids": coll.upsert(rows, merge)}
+        return 200, write_call(go)
 
     def item_route(p, tail: str):
         """An item route's path has nothing after the id but its own `tail`."""
@@ -344,6 +351,7 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
 
         def go(s):
             coll = s.collection(p["c"])
+            bytes_from_wire(coll.schema, [values])
             return {"updated": coll.update(values, ids=[path_id(coll, p["id"])])}
         return 200, write_call(go)
 
@@ -366,8 +374,10 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
                          "update")
 
         def go(s):
-            n = s.collection(p["c"]).update(body.get("set"), where=body.get("where"),
-                                            params=_params(body), ids=body.get("ids"))
+            coll = s.collection(p["c"])
+            bytes_from_wire(coll.schema, [body.get("set")])
+            n = coll.update(body.get("set"), where=body.get("where"), params=_params(body),
+                            ids=body.get("ids"))
             return {"updated": n}
         return 200, write_call(go)
 

@@ -141,6 +141,9 @@ class SetCommand:
     def __init__(self, stmt: ast.VariableSetStmt):
         self.name = (stmt.name or "").lower()
         self.reset = stmt.kind in (VariableSetKind.VAR_RESET, VariableSetKind.VAR_SET_DEFAULT)
+        # PostgreSQL's command tag: SET ... TO DEFAULT is a SET
+        self.tag = "SET" if stmt.kind in (VariableSetKind.VAR_SET_VALUE,
+                                          VariableSetKind.VAR_SET_DEFAULT) else "RESET"
         if stmt.kind == VariableSetKind.VAR_RESET_ALL:
             self.name, self.reset = "all", True
         elif stmt.kind not in (VariableSetKind.VAR_SET_VALUE, VariableSetKind.VAR_RESET,
@@ -158,9 +161,13 @@ class SetCommand:
 
     def run(self, ctx, params) -> SqlResult:
         s = ctx.session
-        tag = "RESET" if self.reset else "SET"
+        tag = self.tag
         if self.name in _IGNORED:
             return SqlResult([], [], tag)
+        if self.name == "bytea_output":     # bytea prints in the hex form only
+            if self.reset or str(self.value).lower() == "hex":
+                return SqlResult([], [], tag)
+            raise NotSupportedError("bytea_output other than 'hex' is not supported")
         if self.name != "all":
             spec = SETTINGS.get(self.name)
             if spec is None:

@@ -26,8 +26,8 @@ from pglast.enums import AlterTableType, ConstrType, ObjectType
 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
-from ..schema import (HNSW, IVFPQ, Field, Schema, SparseVec, Vector,
-                      validate_name)
+from ..schema import (HNSW, IVFPQ, MAX_MORE_INDEXES, UNINDEXED_KINDS, Field, Schema,
+                      SparseVec, Vector, validate_name)
 from .expressions import Scope, convert
 from .index_exprs import index_expr, predicate
 from ..results import SqlResult
@@ -128,10 +128,12 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
             raise NotSupportedError(f'constraint {c.contype.name.removeprefix("CONSTR_")} on '
                                     f'column "{cd.colname}" is not supported')
     if kind == "vector":
-        if not mods:
-            raise SqlError("22023", f'column "{cd.colname}": {tname} needs its dimension, '
-                                    f"as {tname}(n)")
-        dim = mods[0]
+        if not mods and tname != "bit":
+            raise NotSupportedError(
+                f'column "{cd.colname}": a {tname} without a dimension (pgvector\'s rows of '
+                f"any dimension) is not supported: varvedb keeps a column's vectors in one "
+                f"array of one dimension; declare {tname}(n)")
+        dim = mods[0] if mods else 1        # bit alone is bit(1), as in PostgreSQL
         if default is not None:
             raise NotSupportedError("a vector column has no DEFAULT")
         field = Vector(dim, dtype="bit") if tname == "bit" else \
@@ -288,6 +290,8 @@ def index_names(engine) -> dict[str, tuple[str, str]]:
             given = f.vector_index.name if f.vector_index is not None else f.index_name
             if f.vector_index is not None or f.index is not None:
                 out[given or f"{tname}_{name}_idx"] = (tname, name)
+            for spec in f.more_indexes:     # (named: CREATE INDEX named them)
+                out[spec.name] = (tname, name)
     return out
 
 
@@ -322,7 +326,9 @@ class Drop:
             for n in self.names:
                 if n in known:
                     table, field = known[n]
-                    s.collection(table).drop_index(field)
+                    f = ctx.table(table).schema.fields[field]
+                    further = any(spec.name == n for spec in f.more_indexes)
+                    s.collection(table).drop_index(field, n if further else None)
         return SqlResult([], [], "DROP INDEX")
 
 
@@ -554,21 +560,28 @@ class CreateIndex:
                 want, have = SQL_TYPES[self.dtype], SQL_TYPES[dtype]
                 raise SqlError("42804", f'operator class "{self.opclass}" does not accept '
                                         f"data type {have}")
+            name = self.name
+            if name is None and expr is not None and expr[0] != "cast":
+                name = f"{self.table}_{expr[0]}_idx"    # PostgreSQL's: the function's
             if f.vector_index is not None:
-                raise NotSupportedError(f'column "{self.column}" already has a vector index: '
-                                        "varvedb keeps one per vector column")
+                # a further index of the column (Field.more_indexes): named, as
+                # PostgreSQL names a second one, the first of name, name1, name2 ... free
+                base = name or f"{self.table}_{self.column}_idx"
+                taken = index_names(ctx.engine)
+                name = next(n for n in (base, *(f"{base}{i}" for i in range(1, 10 ** 4)))
+                            if n not in taken)
             if self.kind == "hnsw":
-                name = self.name
-                if name is None and expr is not None and expr[0] != "cast":
-                    name = f"{self.table}_{expr[0]}_idx"    # PostgreSQL's: the function's
                 spec = HNSW(**self.options, metric=self.metric, name=name, expr=expr,
                             where=where)
             else:
-                spec = IVFPQ(**self.options, metric=self.metric, name=self.name)
+                spec = IVFPQ(**self.options, metric=self.metric, name=name)
+            if len(f.more_indexes) >= MAX_MORE_INDEXES:
+                raise SqlError("54000", f'column "{self.column}" has {MAX_MORE_INDEXES + 1} '
+                                        "vector indexes, the most it takes")
             with s.writing():
                 s.collection(self.table).create_index(self.column, spec)
             return SqlResult([], [], "CREATE INDEX")
-        if f.kind in ("vector", "json", "bool", "sparsevec"):
+        if f.kind in UNINDEXED_KINDS:
             raise NotSupportedError(f"a {f.kind} column cannot carry a scalar index")
         if self.column in t.indexes:
             if self.if_not_exists:

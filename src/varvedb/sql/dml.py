@@ -170,6 +170,8 @@ def assign_python(kind: str, v):
         return v
     if kind == "json" and t in (dict, list, int, float, bool):
         return v
+    if kind == "bytes" and t is bytes:
+        return v
     return _NO_FAST
 
 
@@ -996,7 +998,8 @@ class _Exact:
 
 # the binary form a column of each kind reads (pgvector's for vectors; an int or a
 # float column takes any width of its family, as the client's types say)
-_BINARY = {"text": "text", "bool": "bool", "timestamp": "timestamptz", "sparsevec": "sparsevec"}
+_BINARY = {"text": "text", "bool": "bool", "timestamp": "timestamptz", "sparsevec": "sparsevec",
+           "bytes": "bytea"}
 
 
 def _receive_column(kind: str, values: list, field=None) -> list:

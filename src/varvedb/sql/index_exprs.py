@@ -166,10 +166,9 @@ def _scalar(fields: dict, name: str) -> bool:
     return f is not None and f.kind in ("int", "float", "bool", "text")
 
 
-def index_texts(field: str, f) -> tuple[str, str]:
-    """(expression, predicate) of field f's vector index as SQL writes them ("": none),
-    for pg_get_indexdef and psql's \\d."""
-    spec = f.vector_index
+def index_texts(field: str, f, spec) -> tuple[str, str]:
+    """(expression, predicate) of field f's vector index `spec` as SQL writes them
+    ("": none), for pg_get_indexdef and psql's \\d."""
     expr, where = getattr(spec, "expr", None), getattr(spec, "where", None)
     return (expr_text(field, expr, f.dim) if expr is not None else "",
             " AND ".join(condition_text(c) for c in where) if where else "")

@@ -21,7 +21,8 @@ from .types import type_of
 
 # a field's kind (and a vector's dtype) -> the type PostgreSQL would give the column
 _FIELD_TYPES = {"int": "int8", "float": "float8", "bool": "bool", "text": "text",
-                "json": "jsonb", "timestamp": "timestamptz", "sparsevec": "sparsevec"}
+                "json": "jsonb", "timestamp": "timestamptz", "sparsevec": "sparsevec",
+                "bytes": "bytea"}
 _VECTOR_TYPES = {"f32": "vector", "f16": "halfvec", "bit": "bit"}
 
 

@@ -191,18 +191,29 @@ def _relations(ctx) -> list[Relation]:
         columns = schema.fields
         for k, (index, field) in enumerate(sorted(by_table.get(tname, ())), 2):
             f = columns[field]
-            method, opclass = _method(f)
+            spec = f.vector_spec(index)
+            method, opclass = _method(f, spec)
             out.append(Relation(oid + k, index, "i", method, oid, False, tname, field, opclass,
-                                _options(f), *index_texts(field, f)))
+                                _options(f, spec), *index_texts(field, f, spec)))
         if _serial(schema):
             out.append(Relation(oid + SEQUENCE_OFFSET, f"{tname}_id_seq", "S", "", oid,
                                 table=tname, column="id"))
     return out
 
 
-def _method(f) -> tuple[str, str]:
-    """An indexed field's access method and operator class."""
-    vx = f.vector_index
+def _index_of(t, r: Relation):
+    """The vector index (the engine's) an index relation is: its column's own or
+    one of its further ones; None: it is no vector index."""
+    f = t.schema.fields.get(r.column)
+    if f is None or f.vector_index is None:
+        return None
+    further = f.vector_spec(r.name) is not f.vector_index
+    return t.vector_index_of(r.column, r.name if further else "")
+
+
+def _method(f, vx) -> tuple[str, str]:
+    """An indexed field's access method and operator class (vx: the vector index's
+    spec, None: its scalar index's)."""
     if vx is None:
         return ("hash" if f.index == "hash" else "btree"), ""
     method = "hnsw" if isinstance(vx, HNSW) else "ivfflat" if vx.pq_m is None else "ivfpq"
@@ -214,11 +225,11 @@ def _method(f) -> tuple[str, str]:
 _OPTIONS = ("m", "ef_construction", "quantize", "pq_m", "lists", "rerank")
 
 
-def _options(f) -> str:
-    """Vector field `f`'s index's parameters as PostgreSQL shows them (`m='8'`): those
-    that differ from their defaults, the quantizer from the one the default picks for
-    this field (which parameters CREATE INDEX named is not kept)."""
-    spec = f.vector_index
+def _options(f, spec) -> str:
+    """Vector field `f`'s index `spec`'s parameters as PostgreSQL shows them
+    (`m='8'`): those that differ from their defaults, the quantizer from the one
+    the default picks for this field (which parameters CREATE INDEX named is not
+    kept)."""
     if spec is None:
         return ""
     defaults = {f.name: f.default for f in fields(spec)}
@@ -307,7 +318,7 @@ class Catalog:
                 parts["text_indexes"] + parts["scalar_indexes"]
         if r.primary:
             return t.id_bytes(), 0
-        ix = t.vector_indexes.get(r.column) or t.indexes.get(r.column)
+        ix = _index_of(t, r) or t.indexes.get(r.column)
         return (0 if ix is None else ix.nbytes()), 0
 
     def relation_size(self, oid: int, fork: str = "main") -> int | None:
@@ -380,7 +391,7 @@ def _pg_stat_progress_create_index(ctx) -> list[Val]:
         if r.kind != "i" or r.method not in ("hnsw", "ivfflat", "ivfpq"):
             continue
         t = ctx.engine.table(r.table)
-        vi = t.vector_indexes.get(r.column)
+        vi = _index_of(t, r)
         total = t.committed_n
         if vi is not None and vi.indexed < total:
             rows.append((r, total, vi.indexed))
@@ -575,7 +586,7 @@ def _columns(ctx, indexes: bool = False) -> list[tuple]:
 
 
 _KIND_TYPES = {"int": "int8", "float": "float8", "bool": "bool", "text": "text",
-               "json": "jsonb", "timestamp": "timestamptz"}
+               "json": "jsonb", "timestamp": "timestamptz", "bytes": "bytea"}
 _VECTOR_TYPES = {"f32": "vector", "f16": "halfvec", "bit": "bit", "int8": "vector"}
 
 
@@ -619,7 +630,7 @@ def _default(f, schema, table: str) -> str | None:
 
 # attstorage of the variable-length types (pgvector's keep their values out of line
 # uncompressed, 'e'); every other type's is plain, 'p'
-_STORAGE = {"text": "x", "varchar": "x", "jsonb": "x", "bit": "x", "vector": "e",
+_STORAGE = {"text": "x", "varchar": "x", "jsonb": "x", "bytea": "x", "bit": "x", "vector": "e",
             "halfvec": "e", "sparsevec": "e"}
 
 

@@ -402,7 +402,7 @@ class Select:
             raise SqlError("42883", f"operator does not exist: "
                                     f"{'bit' if f.dtype == 'bit' else 'vector'} {b.vector_op} "
                                     f"{'bit' if f.dtype != 'bit' else 'vector'}")
-        if expr is not None or getattr(f.vector_index, "where", None):
+        if expr is not None or any(getattr(s, "where", None) for s in f.vector_specs):
             return self._plan_index_expr(ctx, b, snap, table, where, env)
         q = self._query_vector(f, q_expr, env, f"vector {b.vector_op}", null_ok=True)
         if q is None:
@@ -440,28 +440,26 @@ class Select:
         return query
 
     def _plan_index_expr(self, ctx, b, snap, table, where, env) -> "Query | Bound":
-        """The vector top-k of a field whose index is on an expression or partial
-        (sql/index_exprs.py): over the expression's values when the ORDER BY ranks
-        by it, and through a partial index only when the WHERE implies its
+        """The vector top-k of a field with an index on an expression or a partial
+        one (sql/index_exprs.py): over the expression's values when the ORDER BY
+        ranks by it, and through a partial index only when the WHERE implies its
         predicate (else exactly). Not kept (query/prepared.py): planned each time.
         As _plan_vector, the Bound to plan without a top-k where one cannot answer."""
         fname, metric, q_expr = b.vector
         f = table.schema.fields[fname]
-        spec = f.vector_index
-        expr, text = b.vector_expr if b.vector_expr is not None else (None, "")
-        target = f if expr is None else derived_field(f, expr)
+        expr = b.vector_expr
+        target = f if expr is None else derived_field(f, expr[0])
         q = self._query_vector(target, q_expr, env, f"vector {b.vector_op}", null_ok=True)
         if q is None:
             return b.without_top_k(sort=False)
         q = query_vector(target, q)
-        implied = bool(spec.where) and implies(self.where_expr, spec.where,
-                                               table.schema.fields, env)
         limit, offset = self._limit_offset(env)
         k = snap.n(table) if limit is None else limit + offset
         session = ctx.session
         width = search_width(table, fname, None, None, session.settings)
         query = plan_search(snap, table, fname, metric, q, k, where, width, False,
-                            expr=text, implied=implied)
+                            expr=expr or (), implies=lambda conditions: implies(
+                                self.where_expr, conditions, table.schema.fields, env))
         if _reaches_nulls(query, k, snap, table, fname, where):
             return b.without_top_k(sort=True)       # (an expression of NULL is NULL)
         return self._output(b, query, limit, offset, env)
@@ -1037,9 +1035,9 @@ class Bound:
         if expr is None:        # a cast to the column's own type: the column itself
             return Bound._distance_call(E.Op(e.op, (E.Col(fname), b)), table), None
         f = table.schema.fields[fname]
-        spec = f.vector_index
         metric = E.OPERATOR_METRICS[e.op]
-        if getattr(spec, "expr", None) != expr or spec.metric != metric:
+        if not any(getattr(s, "expr", None) == expr and s.metric == metric
+                   for s in f.vector_specs):
             return None, None
         return (fname, metric, b), (expr, expr_text(fname, expr, f.dim))
 

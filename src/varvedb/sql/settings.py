@@ -20,7 +20,7 @@ REPORTED = {"server_version": POSTGRES_VERSION,
             "datestyle": "ISO, MDY", "timezone": "UTC", "intervalstyle": "postgres",
             "search_path": '"$user", public', "max_identifier_length": "63",
             "transaction_isolation": "serializable", "jit": "off",
-            "default_table_access_method": "heap",
+            "default_table_access_method": "heap", "bytea_output": "hex",
             # pgvector's README tunes these: varvedb reads no configuration file, and
             # its rows are the file mapped through the page cache (no buffer pool of
             # its own: shared_buffers SHOWs the memory it may map, storage/memory.py)

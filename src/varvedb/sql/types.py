@@ -28,6 +28,7 @@ TYPE_KINDS = {
     "character varying": "text",
     "json": "json", "jsonb": "json",
     "timestamp": "timestamp", "timestamptz": "timestamp",
+    "bytea": "bytes",
     "vector": "vector", "halfvec": "vector", "bit": "vector", "sparsevec": "sparsevec",
     # an OID shown as its type's, relation's or schema's name (query/pg_types.py,
     # sql/pg_catalog.py): a cast only, never stored
@@ -64,7 +65,7 @@ def type_kind(names: list[str]) -> tuple[str, str]:
 
 
 # PostgreSQL types varvedb does not store (0A000, where any other name is 42704)
-_POSTGRES_ONLY = {"uuid", "bytea", "date", "time", "timetz", "interval", "money", "inet",
+_POSTGRES_ONLY = {"uuid", "date", "time", "timetz", "interval", "money", "inet",
                   "cidr", "macaddr", "point", "line", "box", "polygon", "circle", "xml",
                   "varbit", "tsvector", "tsquery", "int4range"}
 

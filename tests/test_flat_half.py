@@ -1,0 +1,123 @@
+"""The exact scan through a float16 copy of a float32 arena (index/flat.py's searcher
+past HALF_AFTER searches, kernels/scan.py half_top_k): the copy only chooses the
+rows, so the answers are the plain scan's, rows and float64 scores, ties alike, on
+rows float16 holds exactly, rounds coarsely or cannot tell apart.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import varvedb as vv
+from varvedb.engine.columns import norms_of
+from varvedb.index import flat
+from test_fast_lane import _fresh, _oracle
+
+
+def _half_scan(metric, arena, queries, k):
+    """Each query's answer from a searcher whose float16 copy is made at its first
+    search (that one plain) and read by the others, each query's answer from the
+    plain scan, and whether the copy was made (False: a value past float16's range)."""
+    norms = norms_of(arena)
+    made, half = [], flat._half
+
+    def spy(*args):
+        got = half(*args)
+        made.append(got is not None)
+        return got
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(flat, "HALF_AFTER", 1)
+        mp.setattr(flat, "HALF_DIM", 1)
+        mp.setattr(flat, "HALF_MIN", 1)
+        mp.setattr(flat, "_half", spy)
+        top_k = flat.searcher(metric, arena, norms, k, None)
+        top_k(queries[0])
+        got = [top_k(q) for q in queries]
+    want = [flat.search(metric, arena, norms, q, k, None) for q in queries]  # (one search each)
+    return got, want, made
+
+
+def _same_answers(metric, arena, queries, k, made=True):
+    got, want, copied = _half_scan(metric, arena, queries, k)
+    assert copied == [made]
+    for q, (rows, scores), (want_rows, want_scores) in zip(queries, got, want):
+        assert np.array_equal(rows, want_rows) and np.array_equal(scores, want_scores), \
+            (rows, want_rows)
+        best, s = _oracle(metric, arena, q, k, None)
+        assert np.allclose(scores, s[best], rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 400), dim=st.integers(1, 140),
+       k=st.integers(1, 40), metric=st.sampled_from(["l2", "cosine", "dot"]),
+       data=st.sampled_from(["normal", "integers", "far from 0", "below float16", "zeros"]),
+       copies=st.sampled_from([0, 1, 30]))
+def test_the_float16_copys_scan_answers_as_the_plain_scan(seed, n, dim, k, metric, data,
+                                                          copies):
+    """The copy chooses the rows, the arena ranks them: the same rows and scores as the
+    plain scan on rows float16 holds exactly (small integers: ties), rows it rounds
+    coarsely (far from 0), rows that differ only below its resolution, zero rows,
+    and copies of a row past the spare candidates (rank_near on the chosen rows)."""
+    rng = np.random.default_rng(seed)
+    arena = rng.standard_normal((n, dim)).astype(np.float32)
+    if data == "integers":
+        arena = rng.integers(-2, 3, (n, dim)).astype(np.float32)
+    elif data == "far from 0":
+        arena = (1000 + arena * 0.01).astype(np.float32)
+    elif data == "below float16":
+        arena = (arena[:1] + rng.standard_normal((n, dim)) * 1e-5).astype(np.float32)
+    elif data == "zeros":
+        arena[rng.random(n) < 0.3] = 0
+    if copies and n > 1:
+        arena[rng.integers(0, n, min(n, copies))] = arena[0]
+    queries = [arena[0] + rng.standard_normal(dim).astype(np.float32) * 0.01,
+               rng.standard_normal(dim).astype(np.float32), arena[n - 1].copy()]
+    _same_answers(metric, np.ascontiguousarray(arena), queries, k)
+
+
+@pytest.mark.parametrize("metric", ["l2", "dot", "cosine"])
+def test_float32_near_ties_through_the_float16_copy_are_ranked_exactly(metric):
+    """Rows float16 cannot tell apart and float32 scores alike (the near-ties test's
+    rows): the copy chooses them all, and rank_near ranks the chosen rows exactly."""
+    n = 300
+    small = np.linspace(0.9, 0.0, n)
+    arena = np.zeros((n, 3), np.float32)
+    arena[:, 0] = 4096
+    if metric == "l2":
+        arena[:, 1] = small
+        q = np.zeros(3, np.float32)
+    else:
+        arena[:, 1] = small * 1e-4 if metric == "cosine" else -small * 1e-3 + 1e-3
+        q = np.array([1, 1, 0], np.float32)
+    _same_answers(metric, arena, [q, q * 2], 5)
+
+
+def test_a_value_past_float16s_range_keeps_the_plain_scan():
+    rng = np.random.default_rng(4)
+    arena = rng.standard_normal((300, 8)).astype(np.float32)
+    arena[17, 3] = 7e4                  # float16's largest is 65 504
+    _same_answers("l2", arena, [arena[17].copy(), arena[3].copy()], 10, made=False)
+
+
+def test_a_kept_search_repeated_at_one_state_answers_as_a_fresh_bind(monkeypatch):
+    """Past flat.HALF_AFTER searches of one shape the kept lane reads the copy."""
+    made, half = [], flat._half
+
+    def spy(*args):
+        got = half(*args)
+        made.append(got is not None)
+        return got
+    monkeypatch.setattr(flat, "_half", spy)
+    rng = np.random.default_rng(6)
+    db = vv.connect(":memory:")
+    dim = flat.HALF_DIM
+    c = db.create_collection("d", {"v": vv.Vector(dim, metric="l2")})
+    n = -(-flat.HALF_MIN // dim)
+    c.insert_arrays(id=np.arange(n), v=rng.standard_normal((n, dim)).astype(np.float32))
+    queries = rng.standard_normal((2 * flat.HALF_AFTER, dim)).astype(np.float32)
+    for q in queries:
+        got = c.search(q, limit=7, select=[])
+        assert (got.ids, list(got.scores)) == _fresh(c, q, limit=7, select=[])
+    assert made == [True]
+    db.close()
