@@ -59,22 +59,35 @@ def pytest_collection_modifyitems(items) -> None:
 # (its setup, call and teardown) appends a line to FILE: the test, then each
 # kernel and signature. After `varvedb warm` a test should compile nothing that
 # it does not test on purpose: a line there is a specialisation warm missed.
+# PYTEST_CPU_TABLE=FILE: each test's CPU seconds (this process's and its waited-for
+# children's, user + system: setup, call and teardown) are appended to
+# FILE.<worker> as "seconds<TAB>nodeid": where the suite's CPU goes.
+def _cpu() -> float:
+    import resource
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     report = os.environ.get("VARVEDB_TEST_COMPILES")
-    if not report:
-        yield
-        return
-    from varvedb.kernels import compile_log
-    before = compile_log.compilation_count()
+    table = os.environ.get("PYTEST_CPU_TABLE")
+    if report:
+        from varvedb.kernels import compile_log
+        before = compile_log.compilation_count()
+    cpu = _cpu() if table else 0.0
     yield
-    done = compile_log.compilations()[before:]
-    if done:
-        with open(report, "a") as f:
-            f.write(f"{item.nodeid}: {len(done)} compiled, "
-                    f"{sum(c.seconds for c in done):.1f} s\n")
-            for c in done:
-                f.write(f"    {c.seconds:6.2f} s  {c.kernel}({c.signature})\n")
+    if table:
+        with open(f"{table}.{os.environ.get('PYTEST_XDIST_WORKER', 'main')}", "a") as f:
+            f.write(f"{_cpu() - cpu:.3f}\t{item.nodeid}\n")
+    if report:
+        done = compile_log.compilations()[before:]
+        if done:
+            with open(report, "a") as f:
+                f.write(f"{item.nodeid}: {len(done)} compiled, "
+                        f"{sum(c.seconds for c in done):.1f} s\n")
+                for c in done:
+                    f.write(f"    {c.seconds:6.2f} s  {c.kernel}({c.signature})\n")
 
 
 # One local Ray (2 CPUs, no dashboard) for a Ray test file (test_ray.py,
