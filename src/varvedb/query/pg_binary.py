@@ -130,7 +130,7 @@ _INT8_RANGE = (-(1 << 63), (1 << 63) - 1)
 # the catalog's int2vector and oidvector (query/arrays.py's SpaceVector, OidVector)
 SPACE_VECTORS = {"int2vector": 22, "oidvector": 30}
 # an array column's type by its first element's Python type (text[] where none says)
-_ELEMENT_OIDS = {bool: BOOL, int: INT8, float: FLOAT8, str: TEXT}
+_ELEMENT_OIDS = {bool: BOOL, int: INT8, float: FLOAT8, str: TEXT, bytes: BYTEA}
 _ELEMENT_TYPES = {"bool": "bool", "int": "int8", "float": "float8", "text": "text"}
 
 
@@ -138,7 +138,7 @@ def column_oid(kind: str | None, rows: list, i: int, element: str | None = None)
     """The type OID of result column `i` of `kind` (None: unknown, sent as text);
     a vector column is halfvec when its values are float16 and bit when they are
     bool, and an int column numeric when a value is past int64 (an exact sum); an
-    array column is its elements' array type (int8[], text[], ...), or int2vector /
+    array column is its elements' array type (int8[], text[], bytea[], ...), or int2vector /
     oidvector for the catalog's; an array column's, its declared element type's
     (`element`: schema.Field.array_of)."""
     if kind == "array" and element is not None:
