@@ -62,11 +62,15 @@ def test_a_value_that_is_not_bytes_is_a_field_type_error_and_writes_nothing(db, 
 
 
 def test_a_fixed_width_array_and_an_oversized_value_are_refused(db):
+    """(An oversized value is ValueTooLargeError, 54000, through the API and SQL.)"""
     blobs = db.create_collection("blobs", {"b": vv.Bytes()})
     with pytest.raises(vv.FieldTypeError, match="object array"):   # S strips trailing zeros
         blobs.insert_arrays(id=[1], b=np.array([b"a\x00"]))
-    with pytest.raises(vv.FieldTypeError, match="over the limit"):
+    with pytest.raises(vv.ValueTooLargeError, match="over the limit"):
         blobs.insert([{"id": 1, "b": bytes(16 << 20) + b"x"}])
+    with pytest.raises(vv.FieldTypeError) as e:     # a limit of varvedb's: 54000, not 22P02
+        db.sql("INSERT INTO blobs (id, b) VALUES (1, $1)", [bytes(16 << 20) + b"x"])
+    assert e.value.sqlstate == "54000"
     assert blobs.count() == 0
 
 
