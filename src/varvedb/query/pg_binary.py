@@ -138,7 +138,7 @@ def column_oid(kind: str | None, rows: list, i: int, element: str | None = None)
     """The type OID of result column `i` of `kind` (None: unknown, sent as text);
     a vector column is halfvec when its values are float16 and bit when they are
     bool, and an int column numeric when a value is past int64 (an exact sum); an
-    array column is its elements' array type (int8[], text[], bytea[], ...), or int2vector /
+    array column is its elements' array type (int8[], text[], ...), or int2vector /
     oidvector for the catalog's; an array column's, its declared element type's
     (`element`: schema.Field.array_of)."""
     if kind == "array" and element is not None:
