@@ -114,3 +114,42 @@ def test_asyncpg_binary_codec_round_trips_bytea(both, server):
             await conn.close()
     rows, found = asyncio.run(run())
     assert [(r["id"], r["b"]) for r in rows] == list(enumerate(VALUES)) and found == 4
+
+
+def _answers(con, statements, binary: bool) -> list:
+    """Each statement's (result type OID, rows) or its SQLSTATE."""
+    out = []
+    for s in statements:
+        try:
+            cur = con.execute(s, binary=binary)
+            out.append((cur.description[0].type_code, cur.fetchall()))
+        except Exception as e:      # (psycopg's error, with the server's SQLSTATE)
+            out.append(getattr(e, "sqlstate", None) or repr(e))
+            con.rollback()
+    return out
+
+
+def test_arrays_of_bytea_and_hex_input_whitespace_as_postgres(both):
+    """array_agg and ARRAY[] over bytea are bytea[] (OID 1001) of bytes in text and
+    binary results, a subscript of one a bytea, array_to_string and ::text their
+    elements' hex form; hex input takes whitespace between
+    digit pairs only, the same SQLSTATE as PostgreSQL's where it refuses."""
+    for con in both:
+        con.execute(r"INSERT INTO blobs VALUES (1, '\x00ff'), (2, '\x5c'), (3, NULL)")
+        con.commit()
+    statements = ["SELECT array_agg(b ORDER BY id) FROM blobs",
+                  "SELECT ARRAY[b, b] FROM blobs WHERE id = 2",
+                  "SELECT (array_agg(b ORDER BY id))[1] FROM blobs",
+                  "SELECT array_to_string(array_agg(b ORDER BY id), ',') FROM blobs",
+                  "SELECT array_agg(b ORDER BY id)::text FROM blobs",
+                  r"SELECT '\x0 1'::bytea", r"SELECT '\x 01 02 '::bytea",
+                  r"SELECT '\x012'::bytea", r"SELECT '\x01 2 3'::bytea"]
+    for binary in (False, True):
+        got, want = (_answers(con, statements, binary) for con in both)
+        assert got == want, binary
+    assert want[0] == (1001, [([b"\x00\xff", b"\\", None],)])
+    assert want[5:8] == ["22023", (17, [(b"\x01\x02",)]), "22023"]
+    # an untyped literal beside one (PostgreSQL reads it as bytea[]) is refused, not
+    # compared as text
+    assert _answers(both[0], [r"""SELECT array_agg(b) = '{"\\x5c"}' FROM blobs"""],
+                    False) == ["0A000"]

@@ -31,7 +31,7 @@ _ERRORS = (
     "TransactionAbortedError", "LockTimeoutError", "StorageError", "VersionNotFoundError",
     "IndexMaintenanceError", "NotNullViolationError", "CheckViolationError", "SqlError",
     "NotSupportedError",
-    "ValueTooLongError", "QuerySyntaxError", "EmbedderError", "QueryTooLargeError",
+    "ValueTooLongError", "ValueTooLargeError", "QuerySyntaxError", "EmbedderError", "QueryTooLargeError",
     "QueryCanceledError", "BranchError", "MergeConflictError",
     # the server's and its clients' (varvedb serve, vv.Client)
     "AuthenticationError", "RequestError", "RequestTooLargeError", "ResultTooLargeError",
@@ -80,8 +80,8 @@ if TYPE_CHECKING:           # what type checkers and IDEs see; nothing of it run
                          ServerError, ServerUnavailableError, SqlError, StorageError,
                          TransactionAbortedError, TransactionError,
                          TransactionNotFoundError, TransactionRequiredError, UnknownFieldError,
-                         ValueTooLongError, VarveError, VectorRangeError, VersionNotFoundError,
-                         VersionNotReachedError, WriterLockedError)
+                         ValueTooLargeError, ValueTooLongError, VarveError, VectorRangeError,
+                         VersionNotFoundError, VersionNotReachedError, WriterLockedError)
     from .reports import BranchInfo, Changes
     from .results import Hit, Hits, VersionInfo
     from .schema import (HNSW, IVFPQ, Bool, Bytes, Field, Float, Int, Json, SparseVec, Text,

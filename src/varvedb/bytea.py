@@ -8,23 +8,26 @@ import re
 
 from .errors import SqlError
 
-_HEX_SPACE = re.compile(r"[ \t\n\r]")
+# the hex form's digit pairs, whitespace before each and at the end (none inside a pair)
+_HEX_PAIRS = re.compile(r"(?:[ \t\n\r]*[0-9A-Fa-f]{2})*[ \t\n\r]*")
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 _ESCAPE = re.compile(rb"\\(\\|[0-3][0-7][0-7])")
 
 
 def parse_bytea(text: str) -> bytes:
-    r"""bytea's input: the hex form '\x0aff' (digit pairs, whitespace between them),
+    r"""bytea's input: the hex form '\x0aff' (digit pairs, whitespace between pairs),
     or the escape form (a byte '\ooo' in octal, '\\' a backslash, any other
     character its UTF-8 bytes). PostgreSQL's errors: 22023 for a bad hex digit or
     an odd count of them, 22P02 for a backslash that starts no escape."""
     if text[:2] == "\\x":
-        body = _HEX_SPACE.sub("", text[2:])
-        bad = re.search(r"[^0-9A-Fa-f]", body)
-        if bad is not None:
-            raise SqlError("22023", f'invalid hexadecimal digit: "{bad.group()}"')
-        if len(body) % 2:
-            raise SqlError("22023", "invalid hexadecimal data: odd number of digits")
-        return bytes.fromhex(body)
+        end = _HEX_PAIRS.match(text, 2).end()
+        if end < len(text):     # at a digit that starts no pair, or at no digit
+            pair = text[end:end + 2]
+            if pair[0] in _HEX_DIGITS and len(pair) == 1:
+                raise SqlError("22023", "invalid hexadecimal data: odd number of digits")
+            bad = pair[1] if pair[0] in _HEX_DIGITS else pair[0]
+            raise SqlError("22023", f'invalid hexadecimal digit: "{bad}"')
+        return bytes.fromhex(text[2:])
     raw = text.encode("utf-8")
     out, at = bytearray(), 0
     for m in _ESCAPE.finditer(raw):

@@ -65,7 +65,6 @@ import numpy as np
 
 from . import cancel
 from . import errors as E
-from .bytea import bytea_text
 from .query.plan import PlanNode, plan_from_dict
 from .query.request import REQUESTS, RRF_K, WEIGHTS, Count, Find, Search, as_of_to_wire
 from .reports import BranchInfo, Changes, VacuumReport, rows_bar
@@ -75,7 +74,8 @@ from .storage.backup import BackupInfo
 from .schema_inference import creation_data, infer_schema
 from .tabular import frame_columns
 from .storage.verify import Break, VerifyReport
-from .wire import error_from_wire, loads, parse_timestamp, value_from_wire, vector_read_type
+from .wire import (error_from_wire, loads, params_to_wire, parse_timestamp, value_from_wire,
+                   vector_read_type)
 from .wire import encode as _encode
 
 JSON = "application/json"
@@ -340,16 +340,6 @@ def _arrow_available() -> bool:
     return importlib.util.find_spec("pyarrow") is not None
 
 
-def _sql_params(params):
-    """SQL parameters for JSON: a bytes one as bytea's text, which the statement reads
-    where it meets a bytea (JSON's base64 form of bytes would be read as text)."""
-    def one(v):
-        return bytea_text(bytes(v)) if isinstance(v, (bytes, bytearray, memoryview)) else v
-    if isinstance(params, dict):        # psycopg's %(name)s
-        return {k: one(v) for k, v in params.items()}
-    return [one(v) for v in params]
-
-
 # the kinds whose values come back in a form of their own (wire.value_from_wire)
 _TYPED_KINDS = ("vector", "timestamp", "bytes")
 
@@ -567,13 +557,13 @@ class _CollectionVerbs:
     def update(self, set: dict, where: str | None = None, params: list | tuple = (),
                ids: list | None = None) -> Op:
         """Set fields on the live documents matching `where` (or `ids`). Returns the count."""
-        body = _given(set=set, where=where, params=params, ids=ids)
+        body = _given(set=set, where=where, params=params_to_wire(params), ids=ids)
         return _answer((yield _post(f"{self._path}/update", body)))["updated"]
 
     def delete(self, ids: list | None = None, where: str | None = None,
                params: list | tuple = ()) -> Op:
         """Delete live documents by id (a list) or by filter. Returns how many were deleted."""
-        body = _given(ids=ids, where=where, params=params)
+        body = _given(ids=ids, where=where, params=params_to_wire(params))
         return _answer((yield _post(f"{self._path}/delete", body)))["deleted"]
 
     # ---- reads
@@ -919,7 +909,7 @@ class _ClientVerbs:
         """Run SQL in pgvector's dialect on the server; returns a SqlResult. `copy_data`
         (str, UTF-8 bytes or a binary file object) is what a COPY ... FROM STDIN reads;
         a COPY ... TO STDOUT's data comes back in the result's copy_data (bytes)."""
-        body = {"sql": text, "params": _sql_params(params)}
+        body = {"sql": text, "params": params_to_wire(params)}
         if copy_data is not None:
             body["copy_data"] = _copy_text(copy_data)
         resp = yield _post("/sql", body)

@@ -36,6 +36,12 @@ class ValueTooLongError(FieldTypeError):
     sqlstate = "22001"
 
 
+class ValueTooLargeError(FieldTypeError):
+    """A text, json or bytes value is over the 16 MiB a value may be, encoded
+    (SQLSTATE 54000, program_limit_exceeded: a limit of varvedb's, not a wrong type)."""
+    sqlstate = "54000"
+
+
 class DimensionError(VarveError):
     """A vector does not have the dimension its field declares."""
     sqlstate = "22000"

@@ -43,8 +43,8 @@ import msgspec
 import numpy as np
 
 from .errors import (BitLengthError, CheckViolationError, DimensionError, FieldTypeError, NonFiniteVectorError,
-                     NotNullViolationError, OptionError, SchemaError, UnknownFieldError, ValueTooLongError,
-                     VarveError, VectorRangeError)
+                     NotNullViolationError, OptionError, SchemaError, UnknownFieldError, ValueTooLargeError,
+                     ValueTooLongError, VarveError, VectorRangeError)
 from .float_order import compare
 from .storage.format import code_width
 
@@ -1589,9 +1589,9 @@ def _utf8_len(name: str, s: str) -> int:
                              "(a lone surrogate cannot be stored)") from None
 
 
-def _too_large(name: str, kind: str, size: int | None = None) -> FieldTypeError:
+def _too_large(name: str, kind: str, size: int | None = None) -> ValueTooLargeError:
     what = f"of {size:,} bytes " if size else ""
-    return FieldTypeError(f"field {name!r}: a {kind} value {what}is over the limit of "
+    return ValueTooLargeError(f"field {name!r}: a {kind} value {what}is over the limit of "
                           f"{MAX_VALUE_BYTES >> 20} MiB encoded")
 
 

@@ -26,6 +26,7 @@ import msgspec
 import numpy as np
 
 from . import errors as E
+from .bytea import bytea_text
 from .sparse import SparseVector
 
 
@@ -253,6 +254,21 @@ def value_from_wire(kind: str | None, v: Any, dtype: str | None = None) -> Any:
     if kind == "bytes" and isinstance(v, str):
         return base64.b64decode(v)
     return v
+
+
+def params_to_wire(params):
+    """A request's $n parameters (a filter's, an SQL statement's) for JSON: a bytes
+    one as bytea's text ('\\x00ff'), which a filter or a statement reads as bytes
+    where it meets a bytes field or a bytea, as PostgreSQL reads an untyped
+    parameter (JSON's base64 form of bytes would be read as text). Anything but a
+    list, tuple or dict (psycopg's %(name)s) is left to the request's checks."""
+    def one(v):
+        return bytea_text(bytes(v)) if isinstance(v, (bytes, bytearray, memoryview)) else v
+    if isinstance(params, dict):
+        return {k: one(v) for k, v in params.items()}
+    if isinstance(params, (list, tuple)):
+        return [one(v) for v in params]
+    return params
 
 
 def bytes_from_wire(schema, docs: list) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..bytea import bytea_text
 from ..errors import NotSupportedError, SqlError
 from ..sparse import SparseVector
 
@@ -83,6 +84,9 @@ def element_spec(arrays) -> str:
                 return "halfvec" if x.dtype == np.float16 else "vector"
             if isinstance(x, SparseVector):
                 return "sparsevec"
+            if isinstance(x, bytes):
+                raise NotSupportedError("an untyped literal beside an array of bytea is not "
+                                        "supported")
             return {bool: "bool", int: "int", float: "float"}.get(type(x), "text")
     return "text"
 
@@ -179,6 +183,8 @@ def _element_text(x, value_text=str) -> str:
         return "t" if x else "f"
     if isinstance(x, (int, str)):
         return str(x)
+    if isinstance(x, bytes):
+        return bytea_text(x)
     return value_text(x)        # a float's (1000, -0), a vector's, a sparsevec's
 
 

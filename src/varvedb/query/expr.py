@@ -1570,7 +1570,7 @@ def items_val(items: list) -> Val:
     given = [x for x in items if x is not None]
     kinds = {"bool" if isinstance(x, bool) else "int" if isinstance(x, int) else
              "float" if isinstance(x, float) else "unknown" if isinstance(x, str) else
-             "vector" if isinstance(x, np.ndarray) else
+             "bytes" if isinstance(x, bytes) else "vector" if isinstance(x, np.ndarray) else
              "sparsevec" if isinstance(x, SparseVector) else "other" for x in given}
     if kinds == {"vector"} and len({(x.shape, x.dtype) for x in given}) == 1:
         return _from_python("vector", [np.zeros_like(given[0]) if x is None else x

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..bytea import parse_bytea
 from ..errors import FieldTypeError, FilterError, SqlError, UnknownFieldError
 from ..float_order import WORDS, compare
 from ..schema import OBJECT_KINDS, Schema, brief, to_micros
@@ -50,7 +51,9 @@ class Param:
 class Unknown(str):
     """A quoted literal's text, of no type until compared (PostgreSQL's unknown): a
     json value reads it as json (`meta->'a' = '1'` is the number 1), a text field
-    as the text. A parameter's Python value is compared as it is."""
+    as the text. A parameter's Python value is compared as it is (a str with a bytes
+    field as bytea's text, '\\x00ff', either way: how bytes parameters travel over
+    HTTP, wire.params_to_wire)."""
     __slots__ = ()
 
 
@@ -402,7 +405,13 @@ class Filter:
             return None if isinstance(value, bool) else \
                 (FilterError, f"{ref.name!r} is bool; cannot compare it with {brief(value)}")
         if kind == "bytes":
-            return None if isinstance(value, bytes) else \
+            if isinstance(value, str):
+                try:
+                    parse_bytea(value)
+                except SqlError as e:
+                    return FilterError, f"{ref.name!r} is bytes: {e}"
+                return None
+            return None if isinstance(value, _BYTES_LIKE) else \
                 (FilterError, f"{ref.name!r} is bytes; cannot compare it with {brief(value)}")
         if not isinstance(value, (int, float, np.integer, np.floating)) \
                 or isinstance(value, bool):
@@ -494,6 +503,8 @@ class Filter:
             # a bool no number): PostgreSQL has no jsonb < integer to follow
             return self._apply(ref, table, n, lambda x: (k := key(x, True))[0] == want[0]
                                and fn(k, want))
+        if kind == "bytes":     # a str is bytea's text, as SQL reads an untyped value
+            value = parse_bytea(value) if isinstance(value, str) else bytes(value)
         if kind in OBJECT_KINDS:
             fn = _PY_OPS[op]
             if kind == "text" and op == "eq" and ref.name != "id":
@@ -585,6 +596,7 @@ def _safe(fn, x, value) -> bool:
         return False
 
 
+_BYTES_LIKE = (bytes, bytearray, memoryview)
 _PY_OPS = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
            "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
 

@@ -130,7 +130,7 @@ _INT8_RANGE = (-(1 << 63), (1 << 63) - 1)
 # the catalog's int2vector and oidvector (query/arrays.py's SpaceVector, OidVector)
 SPACE_VECTORS = {"int2vector": 22, "oidvector": 30}
 # an array column's type by its first element's Python type (text[] where none says)
-_ELEMENT_OIDS = {bool: BOOL, int: INT8, float: FLOAT8, str: TEXT}
+_ELEMENT_OIDS = {bool: BOOL, int: INT8, float: FLOAT8, str: TEXT, bytes: BYTEA}
 _ELEMENT_TYPES = {"bool": "bool", "int": "int8", "float": "float8", "text": "text"}
 
 

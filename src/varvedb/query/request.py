@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import FieldTypeError, FilterError, OptionError, RequestError
 from ..schema import IVF_LIMITS, MAX_EF, QUERY_METRICS, as_of_micros, brief, is_int
-from ..wire import parse_timestamp
+from ..wire import params_to_wire, parse_timestamp
 
 RRF_K = 60          # reciprocal-rank fusion's k (Cormack et al.'s constant)
 MATCHES = ("all", "any")    # a text query's words side by side: all required, or any
@@ -487,7 +487,8 @@ def _query_block(vectors) -> np.ndarray:
 
 
 def _wire_values(out: dict) -> dict:
-    """JSON-ready values: arrays as lists, tuples as lists, as_of as a number or text."""
+    """JSON-ready values: arrays as lists, tuples as lists, as_of as a number or
+    text, bytes parameters as bytea's text (wire.params_to_wire)."""
     for k, v in out.items():
         if isinstance(v, np.ndarray):
             out[k] = v.tolist()
@@ -497,6 +498,8 @@ def _wire_values(out: dict) -> dict:
             out[k] = v.item()
     if "as_of" in out:
         out["as_of"] = as_of_to_wire(out["as_of"])
+    if "params" in out:
+        out["params"] = params_to_wire(out["params"])
     return out
 
 
