@@ -253,6 +253,33 @@ def test_a_read_only_block_refuses_the_python_apis_writes_too(tmp_path):
         db.close()
 
 
+def test_drop_branch_and_vacuum_are_refused_inside_a_block(tmp_path):
+    """red-team 11 f18b_readonly_api: db.drop_branch() committed inside db.sql("BEGIN
+    READ ONLY") (its own session's commit: the block's 25006 did not see it), and
+    db.vacuum() ran there (PostgreSQL refuses VACUUM in a block). Both are refused
+    in the calling thread's block or transaction, and nothing changes."""
+    db = vv.connect(tmp_path / "r.vv")
+    try:
+        db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
+        db.branch("side")
+        before = db.version
+        for begin in ("BEGIN READ ONLY", "BEGIN", "BEGIN ISOLATION LEVEL REPEATABLE READ"):
+            db.sql(begin)
+            for verb in (lambda: db.drop_branch("side"), db.vacuum):
+                with pytest.raises(vv.TransactionError):
+                    verb()
+            assert db.sql("ROLLBACK").status == "ROLLBACK"
+        with db.transaction():
+            with pytest.raises(vv.TransactionError):     # (was: its own writer lock's wait)
+                db.drop_branch("side")
+        assert db.version == before and [b.name for b in db.branches()] == ["main", "side"]
+        db.drop_branch("side")
+        db.vacuum()
+        assert [b.name for b in db.branches()] == ["main"]
+    finally:
+        db.close()
+
+
 def test_set_in_a_block_is_undone_by_rollback_and_set_local_lasts_to_its_end(
         pg_conn, tmp_path, wire):
     # red-team 9 f04: SET survived ROLLBACK, SET LOCAL survived COMMIT
@@ -277,6 +304,21 @@ def _two_sessions(steps, a, b):
     """Steps of two sessions ("A" or "B", sql), each answered ("ok", rows or None,
     command tag) or ("err", SQLSTATE); `a` and `b` run one and answer (rows, tag)."""
     return [_outcome(a if who == "A" else b, sql) for who, sql in steps]
+
+
+def _two_sessions_on_postgres(pg, pg_conn, setup, steps):
+    """_two_sessions on PostgreSQL: pg_conn (A, after the setup) and another
+    connection (B) to the same schema."""
+    other = pg.psycopg.connect(pg.uri, autocommit=True)
+    try:
+        pg_conn.autocommit = True
+        other.execute("SET search_path TO " + pg_conn.execute("SELECT current_schema()")
+                      .fetchone()[0])
+        for s in setup:
+            pg_conn.execute(s)
+        return _two_sessions(steps, _psycopg_runner(pg_conn), _psycopg_runner(other))
+    finally:
+        other.close()
 
 
 def _psycopg_runner(conn):
@@ -315,16 +357,7 @@ def test_a_repeatable_read_block_takes_the_lock_at_its_first_write(pg, pg_conn, 
              ("A", "SELECT id, a FROM t ORDER BY id"),
              ("A", "COMMIT"),
              ("B", "SELECT id, a FROM t ORDER BY id")]
-    other = pg.psycopg.connect(pg.uri, autocommit=True)
-    try:
-        pg_conn.autocommit = True
-        other.execute("SET search_path TO " + pg_conn.execute("SELECT current_schema()")
-                      .fetchone()[0])
-        for s in setup:
-            pg_conn.execute(s)
-        want = _two_sessions(steps, _psycopg_runner(pg_conn), _psycopg_runner(other))
-    finally:
-        other.close()
+    want = _two_sessions_on_postgres(pg, pg_conn, setup, steps)
     assert want[6] == ("err", "40001") and want[8] == ("ok", (None, "ROLLBACK"))
     assert want[14] == ("ok", ([(1, 10), (2, 30), (3, 3)], "SELECT 3"))
 
@@ -364,6 +397,87 @@ def test_a_repeatable_read_block_is_refused_a_write_after_any_commit(tmp_path):
     b.sql("INSERT INTO t VALUES (3, 3)")        # the refused block holds no lock
     assert db.sql("SELECT id, a FROM t ORDER BY id").rows == [(1, 1), (2, 21), (3, 3)]
     db.close()
+
+
+def test_a_repeatable_read_block_reads_its_version_across_a_vacuum(pg, pg_conn, tmp_path,
+                                                                  wire):
+    # red-team 11 f18b_rr_vacuum: another session's VACUUM (KEEP 1) dropped the version
+    # the block reads (22023 at its next read); PostgreSQL's VACUUM never removes what
+    # an open snapshot sees. The vacuum keeps it, and lets it go at the block's end
+    setup = ["CREATE TABLE t (id int PRIMARY KEY, x int)",
+             "INSERT INTO t SELECT g, g FROM generate_series(1, 10) g"]
+    steps = [("A", "BEGIN ISOLATION LEVEL REPEATABLE READ"),
+             ("A", "SELECT count(*) FROM t"),
+             ("B", "DELETE FROM t WHERE id <= 5"),
+             ("B", "UPDATE t SET x = 0"),
+             ("B", "VACUUM"),
+             ("A", "SELECT count(*), sum(x) FROM t"),
+             ("A", "COMMIT"),
+             ("A", "SELECT count(*), sum(x) FROM t")]
+    want = _two_sessions_on_postgres(pg, pg_conn, setup, steps)
+    assert want[5] == ("ok", ([(10, 55)], "SELECT 1"))
+    ours = [(who, "VACUUM (KEEP 1)" if sql == "VACUUM" else sql) for who, sql in steps]
+
+    db = vv.connect(str(tmp_path / "rr.varve"))
+    for s in setup:
+        db.sql(s)
+    a, b = db.session(), db.session()
+    assert _two_sessions(ours, _sql_runner(a), _sql_runner(b)) == want, "db.sql"
+    newest = db.version
+    assert db.engine.oldest_version() < newest       # the block's version was kept
+    db.vacuum(keep=1)                                # the block ended: nothing holds it
+    assert db.engine.oldest_version() == newest
+    db.close()
+
+    w = wire()
+    for s in setup:
+        w.execute(s)
+    assert _two_sessions(ours, _psycopg_runner(w), _psycopg_runner(wire())) == want, "--pg"
+
+
+def test_a_vacuum_lets_go_of_a_closed_or_dropped_block_and_refuses_what_it_cannot_keep(
+        tmp_path):
+    """A block holds its version to its first write, COMMIT, ROLLBACK or close, or
+    until its session is collected. One that began before the last drop_branch()
+    (whose history a vacuum never keeps) makes the vacuum a TransactionError that
+    leaves the file as it was, the block reading on."""
+    import gc
+    db = vv.connect(str(tmp_path / "p.varve"))
+    try:
+        db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
+        db.sql("INSERT INTO t VALUES (1, 1)")
+        a = db.session()
+        a.sql("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        pinned = db.version
+        db.branch("b")
+        db.drop_branch("b")
+        db.sql("DELETE FROM t")
+        with pytest.raises(vv.TransactionError, match=f"version {pinned}"):
+            db.vacuum(keep=1)
+        assert db.engine.oldest_version() == 1 and db.engine.vacuums == 0
+        assert a.sql("SELECT x FROM t").rows == [(1,)]
+        a.close()                                   # lets go of it
+        db.vacuum(keep=1)
+        assert db.engine.oldest_version() == db.version
+
+        for end in ("dropped", "written"):
+            db.sql("INSERT INTO t VALUES (2, 2)")
+            a = db.session()
+            a.sql("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            assert a.sql("SELECT x FROM t").rows == [(2,)]
+            db.sql("UPDATE t SET x = 3")
+            if end == "dropped":
+                del a
+                gc.collect()
+            else:
+                with pytest.raises(vv.SqlError) as e:    # a commit came since: 40001
+                    a.sql("UPDATE t SET x = 4")
+                assert e.value.sqlstate == "40001"
+            db.vacuum(keep=1)
+            assert db.engine.oldest_version() == db.version, end
+            db.sql("DELETE FROM t")
+    finally:
+        db.close()
 
 
 def _libpq(conn, send) -> list:

@@ -78,6 +78,16 @@ def test_the_hidden_key_of_a_table_without_an_id_column_is_no_column(pg_conn, tm
     assert answers[1] == answers[3] == answers[4] == ("err", "42703")
 
 
+def test_on_conflict_id_of_a_table_without_an_id_column_is_refused(pg_conn, tmp_path):
+    # red-team 11 f18b_hidden_id: ON CONFLICT (id) named the hidden key (PostgreSQL: 42703)
+    answers = answers_as_postgresql(pg_conn, tmp_path, [
+        "CREATE TABLE h (n int)", "INSERT INTO h VALUES (1) ON CONFLICT (id) DO NOTHING",
+        "INSERT INTO h VALUES (2) ON CONFLICT (id) DO UPDATE SET n = 5",
+        "INSERT INTO h VALUES (3) ON CONFLICT DO NOTHING",
+    ], "SELECT n FROM h")
+    assert answers[1] == answers[2] == ("err", "42703")
+
+
 def test_a_column_assigned_twice_is_refused(pg_conn, tmp_path):
     # red-team 9 f15: the last assignment won
     answers = answers_as_postgresql(pg_conn, tmp_path, [

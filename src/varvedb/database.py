@@ -233,10 +233,12 @@ class Database:
     def drop_branch(self, name: str) -> None:
         """Drop branch `name`: it can no longer be read or written and its name is
         free; its rows stay in the file, seen by no one, until a vacuum. The drop
-        is a commit on the branch it forked from."""
+        is a commit on the branch it forked from, made at once: not inside a
+        transaction (TransactionError), SQL's BEGIN block included."""
         b = self.engine.catalog.named(name)
         if b.id == MAIN:
             raise BranchError("main cannot be dropped")
+        self._outside_transaction("drop_branch()")
         if b.id == self.thread_session().branch_id:
             raise BranchError(f"{name!r} is the branch in use: use() another first")
         s = Session(self)          # the drop is a commit on its parent
@@ -304,8 +306,20 @@ class Database:
         `graphs`: "rebuild" (each HNSW graph built again from the kept rows) or
         "repair" (the graph kept, less the dropped nodes, each list that named one
         chosen again from its neighbourhood; see README "History").
-        Returns a VacuumReport (versions kept, rows dropped, bytes before/after)."""
+        Returns a VacuumReport (versions kept, rows dropped, bytes before/after).
+        Not inside a transaction (TransactionError), SQL's BEGIN block included,
+        as PostgreSQL's VACUUM; an open REPEATABLE READ block of another session
+        keeps the version it reads (docs/sql.md)."""
+        self._outside_transaction("vacuum()")
         return self.engine.vacuum(keep, progress, graphs)
+
+    def _outside_transaction(self, verb: str) -> None:
+        """TransactionError where the calling thread's session is in a transaction,
+        SQL's block included (BEGIN's, before its first write too): a verb that
+        commits apart from it (drop_branch's session of its own) or replaces the
+        file (vacuum) would escape the block's ROLLBACK and its READ ONLY."""
+        if self.thread_session().in_transaction:
+            raise TransactionError(f"{verb} inside a transaction: commit or roll back first")
 
     def backup(self, path: str | os.PathLike, progress: bool | None = None) -> BackupInfo:
         """Copy the file, as of its newest durable commit, to `path` (a new file)

@@ -52,9 +52,10 @@ class Session:
         # the block reads one state throughout (REPEATABLE READ, SERIALIZABLE)
         self.sql_snapshot = False
         # such a block's state, while it has not written: the version its BEGIN saw,
-        # which its reads see (snapshot); its first write begins its transaction
-        # (Session.writing), refused (40001) where a commit came since
-        self.sql_version: int | None = None
+        # which its reads see (snapshot) and a vacuum keeps (engine/pins.py); its
+        # first write begins its transaction (Session.writing), refused (40001)
+        # where a commit came since
+        self._sql_version: int | None = None
         # in the block: (the settings at its BEGIN, those its COMMIT keeps), else None
         self.sql_settings = None
         # SQL's SAVEPOINTs in it: (name, frames written then, (the settings then,
@@ -105,12 +106,29 @@ class Session:
             raise ReadOnlyError("cannot execute this statement in a read-only transaction")
         if self.sql_block and self.tx is None:
             self.begin()
-            pinned, self.sql_version = self.sql_version, None
+            pinned = self.unpin()
             if pinned is not None and self.engine.read_version(None, self.branch_id) > pinned:
                 self.rollback()
                 self.sql_failed = True      # the block fails (an API write in it too)
                 raise SqlError("40001", "could not serialize access due to concurrent update")
         return TransactionScope(self, join=True)
+
+    @property
+    def sql_version(self) -> int | None:
+        """The version SQL's REPEATABLE READ block reads (pin()), or None: the newest."""
+        return self._sql_version
+
+    def pin(self) -> None:
+        """Read the newest version from now on, kept by a vacuum until unpin()
+        (SQL's REPEATABLE READ block, from its BEGIN)."""
+        self._sql_version = self.engine.pins.hold(self)
+
+    def unpin(self) -> int | None:
+        """Read the newest version again; returns the version pinned (None: none)."""
+        v, self._sql_version = self._sql_version, None
+        if v is not None:
+            self.engine.pins.release(self)
+        return v
 
     def begin(self, scoped: bool = False) -> None:
         """Open a transaction (the explicit form of `with s.transaction()`).
@@ -285,8 +303,10 @@ class Session:
         return self.engine.read_version(tx, tx.branch if tx else self.branch_id)
 
     def close(self) -> None:
-        """Roll back the open transaction, if any."""
+        """Roll back the open transaction, if any, and let go of the version a
+        REPEATABLE READ block pinned."""
         self.rollback()
+        self.unpin()
 
     def __enter__(self) -> "Session":
         return self

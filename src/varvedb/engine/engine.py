@@ -56,6 +56,7 @@ from ..storage.backup import BackupInfo
 from ..storage.log_reader import LoggedCommit
 from ..storage.log_writer import LogWriter
 from . import checkpoint, frames, merge, vacuum
+from .pins import Pins
 from .branches import HEAD, MAIN, Branch, Catalog, View, main_view
 from .columns import range_error
 from .history import Commit
@@ -160,6 +161,7 @@ class Engine:
         self._until = until
         self._prepare = prepare
         self.retention: vacuum.Retention | None = None   # automatic vacuum, when set
+        self.pins = Pins(self)        # versions open blocks read, which a vacuum keeps
         # read-only connections never link: rows past a checkpoint's graph are scanned
         self.maintainer = None if readonly else Maintainer(self)
         self._shipped = None                   # (file, end, version, chain) last shipped

@@ -59,7 +59,8 @@ PROGRESS_FROM = 100_000  # base rows from which a bar is shown
 
 def oldest_kept(engine, keep) -> int:
     """K for `keep`: None (every version held), a count >= 1 of the newest
-    versions, or an aware datetime (the version visible then, and every later one)."""
+    versions, or an aware datetime (the version visible then, and every later one);
+    never after the oldest version an open block reads (engine/pins.py)."""
     history = engine.history
     if not history:
         return 0
@@ -71,11 +72,27 @@ def oldest_kept(engine, keep) -> int:
             v = resolve(engine, keep, newest)
         except VersionNotFoundError:   # before the history held: every version stays
             v = oldest
-        return max(v, oldest)
-    if not is_int(keep) or keep < 1:
+    elif not is_int(keep) or keep < 1:
         raise OptionError(f"keep is a number of versions >= 1, an aware datetime, or None "
                           f"(keep every version), got {brief(keep)}")
-    return max(oldest, newest - int(keep) + 1)
+    else:
+        v = newest - int(keep) + 1
+    pinned = engine.pins.oldest()
+    if pinned is not None:
+        v = min(v, pinned)
+    return max(v, oldest)
+
+
+def check_pins(engine, k: int) -> None:
+    """TransactionError if an open block reads a version before k (one that began
+    before the last branch drop, or while this vacuum chose k): the vacuum
+    would drop what it reads."""
+    pinned = engine.pins.oldest()
+    if pinned is not None and pinned < k:
+        raise TransactionError(f"vacuum would drop version {pinned}, which an open "
+                               f"REPEATABLE READ block reads (the state of its BEGIN), as "
+                               f"it keeps version {k} on: end that block first; the file "
+                               "is as it was")
 
 
 GRAPHS = ("rebuild", "repair")
@@ -104,6 +121,7 @@ def vacuum(engine, keep, progress: bool | None = None, graphs: str = "rebuild"
         # nothing to replay onto there, so the base is at least the last drop's state
         # (all of them come before it) and the branch's versions go with the older ones.
         k = max(k, max((b.dropped for b in engine.catalog.by_id.values()), default=0))
+        check_pins(engine, k)
         before = engine.log.end     # bytes in use (the file is preallocated past them)
         if k == 0:                 # no commit yet: nothing to keep or drop
             return VacuumReport(0, 0, 0, 0, before, before, time.perf_counter() - t0)
@@ -120,6 +138,7 @@ def vacuum(engine, keep, progress: bool | None = None, graphs: str = "rebuild"
                 fresh.checkpoint()     # links every kept row: the graphs are rebuilt
             finally:
                 fresh.close()
+            check_pins(engine, k)      # a block that began while the file was written
             new = DatabaseFile(tmp)    # its lock, before the file takes the name
         except BaseException as e:
             if not isinstance(e, FileExistsError):     # (O_EXCL: never another's file)

@@ -315,7 +315,7 @@ class TransactionCommand:
         s.sql_failed = False
         s.sql_block = False
         s.sql_read_only = False
-        s.sql_version = None
+        s.unpin()
         s.sql_implicit = False
         rolled_back = self.verb == "ROLLBACK" or failed
         end_settings(s, rolled_back)
@@ -348,14 +348,14 @@ class TransactionCommand:
         it holds the lock nothing else commits, so its writes act on what it reads
         from then on. READ COMMITTED (PostgreSQL's default): each statement reads
         the newest commit. REPEATABLE READ and SERIALIZABLE: every statement reads
-        the state at BEGIN (Session.sql_version), and the first write is refused
+        the state at BEGIN (Session.pin: a vacuum keeps it), and the first write is refused
         (40001) where a commit came since. A block in a transaction the server
         opened over HTTP (`joins`) takes the lock here: it ends when its session's
         transaction does."""
         if joins:
             s.begin()
         elif snapshot:
-            s.sql_version = s.engine.visible
+            s.pin()
         s.sql_block = True
         s.sql_failed = False
         s.sql_snapshot = snapshot

@@ -205,6 +205,7 @@ class Insert:
             self.select = Select(sel)
         self.conflict = None
         oc = stmt.onConflictClause
+        self.on_id = oc is not None and oc.infer is not None   # ON CONFLICT (id)
         if oc is not None:
             if oc.infer is not None:
                 keys = [e.name for e in oc.infer.indexElems or ()]
@@ -237,6 +238,8 @@ class Insert:
                 raise SqlError("42703", f'column "{c}" of relation "{self.table}" does not exist')
         if len(set(columns)) != len(columns):
             raise SqlError("42701", "column specified more than once")
+        if self.on_id and schema.id_hidden:      # a table made with no id column
+            raise SqlError("42703", 'column "id" does not exist')
         if self.conflict is not None and self.conflict[0] == "update":
             _check_unqualified(self.conflict[2], schema)
         env = E.Env(params)
