@@ -59,10 +59,11 @@ demo: $(VENV)/.installed-base
 # beside the warm first: a fresh venv holds no bytecode (--no-compile above), and
 # a first collection compiled the imported modules' (29 s of CPU, a later one 8.5
 # s), which each worker, started together, would compile again.
+# -rs: a skipped test says why in the summary (a skip is never a pass).
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q --collect-only > /dev/null & \
 	$(BIN)/varvedb warm && wait $$!
-	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -q -rs -n 3 --dist loadfile --no-loadscope-reorder
 
 # The fault-injection state machine at twenty times CI's length (about 50 000 steps),
 # the oracle state machines at ten times.
