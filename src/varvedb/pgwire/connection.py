@@ -27,6 +27,7 @@ import logging
 import secrets
 import socket
 import time
+from operator import itemgetter
 
 from pglast.parser import ParseError, scan
 
@@ -77,7 +78,9 @@ class Prepared:
         self.compiled = None          # its compile_text, kept from its first run
         self.described: dict = {}     # _describe's answers, by columns and formats
         self._kind = _UNKNOWN
-        # the (names, kinds) of the columns its Describe announced (None: not described)
+        # the (names, type OIDs) of the columns its Describe announced (None: not
+        # described; an OID None: a column of no type, text to the client): its
+        # executions' rows are sent as those types
         self.columns = None
 
     def kind(self) -> str | None:
@@ -622,16 +625,12 @@ class Connection:
             result = results[-1] if results else None
             if result is None:
                 raise E.SqlError("42601", "the statement is empty")
-            if stmt.columns is not None and _changed(stmt.columns, result):
-                # DDL since its Describe changed its columns: rows that no longer
-                # match what the client decodes them by are refused, as PostgreSQL
-                # refuses them (drivers then prepare the statement again)
-                e = E.SqlError("0A000", "cached plan must not change result type")
-                e.routine = "RevalidateCachedQuery"     # PostgreSQL's: asyncpg's cue
-                raise e
+            announced = None
+            if stmt.columns is not None:
+                announced = _announced(stmt.columns, result)
             if result.columns:
                 portal.columns, portal.encoders, portal.fixed = _describe(
-                    result, portal.formats, portal.stmt.described)
+                    result, portal.formats, portal.stmt.described, announced)
         except E.VarveError as e:
             portal.error = e
             raise
@@ -667,8 +666,10 @@ class Connection:
         if not results or not results[-1].columns:
             stmt.columns = ((), ())
             return M.NO_DATA
-        stmt.columns = (tuple(results[-1].columns), tuple(results[-1].kinds))
-        return _describe(results[-1], [])[0]
+        got = results[-1]
+        stmt.columns = (tuple(got.columns), tuple(
+            [None if kind is None else oid for kind, oid in zip(got.kinds, _oids(got))]))
+        return _describe(got, [])[0]
 
 
 # after a Bind: Describe and Execute of the unnamed portal, then Sync (libpq's
@@ -684,13 +685,14 @@ def _format(formats: list[int], i: int) -> int:
     return formats[0] if len(formats) == 1 else formats[i]
 
 
-def _describe(result, formats: list[int], kept: dict | None = None) -> tuple:
+def _describe(result, formats: list[int], kept: dict | None = None,
+              oids: tuple | None = None) -> tuple:
     """(RowDescription, one encoder a column, FixedRows or None) of a result;
     `kept`: a prepared statement's, which its executions find them in (their
-    columns the same)."""
-    rows = result.rows
-    oids = tuple([column_oid(kind, rows, i, element)
-                  for i, (kind, element) in enumerate(zip(result.kinds, result.elements))])
+    columns the same); `oids`: the column types its statement's Describe announced
+    (_announced), else its own values' (_oids)."""
+    if oids is None:
+        oids = _oids(result)
     key = (tuple(result.columns), tuple(result.kinds), oids, tuple(formats))
     got = kept.get(key) if kept is not None else None
     if got is not None:
@@ -699,7 +701,8 @@ def _describe(result, formats: list[int], kept: dict | None = None) -> tuple:
     for i, (name, kind) in enumerate(zip(result.columns, result.kinds)):
         fmt = _format(formats, i)
         cols.append((name, oids[i], fmt))
-        encoders.append(encoder(oids[i], kind, fmt == 1))
+        # a column announced as text sends any value as its text form (exact)
+        encoders.append(encoder(oids[i], kind, fmt == 1 and oids[i] != TEXT))
         codes.append(fixed_code(oids[i], fmt == 1))
     got = (M.row_description(cols), encoders,
            M.FixedRows(codes) if None not in codes else None)
@@ -710,14 +713,39 @@ def _describe(result, formats: list[int], kept: dict | None = None) -> tuple:
     return got
 
 
-def _changed(columns: tuple, result) -> bool:
-    """Do a result's columns differ from those a Describe announced (names, kinds)?
-    A column described as of no kind (a parameter's, described with NULLs) is
-    text to the client, whatever an execution's values make it."""
-    names, kinds = columns
-    if tuple(result.columns) != names:
-        return True
-    return any(k is not None and k != got for k, got in zip(kinds, result.kinds))
+def _oids(result) -> tuple:
+    """The type OID of each of a result's columns, by its kind and values."""
+    rows = result.rows
+    return tuple([column_oid(kind, rows, i, element)
+                  for i, (kind, element) in enumerate(zip(result.kinds, result.elements))])
+
+
+def _announced(columns: tuple, result) -> tuple:
+    """The column types an execution's rows are sent as: those its statement's
+    Describe announced (`columns`: names, OIDs), which the client decodes them by.
+    A column announced as of no type (None: text) takes any value, as its text
+    form; a result of other names or of another type in a column — DDL since, or
+    a type the NULLs of the Describe did not show — is refused, as PostgreSQL
+    refuses a plan whose result type changed (drivers then prepare the statement
+    again), rather than sent as bytes the client would read as the announced type."""
+    names, announced = columns
+    if tuple(result.columns) != names or any(
+            a is not None and a != got and not _untyped(result, i)
+            for i, (a, got) in enumerate(zip(announced, _oids(result)))):
+        e = E.SqlError("0A000", "cached plan must not change result type")
+        e.routine = "RevalidateCachedQuery"     # PostgreSQL's: asyncpg's cue
+        raise e
+    return tuple([TEXT if a is None else a for a in announced])
+
+
+def _untyped(result, i: int) -> bool:
+    """Does column `i` fit any type: of no kind, or arrays of no element type, its
+    values each NULL or an array without elements?"""
+    kind = result.kinds[i]
+    if kind is not None and (kind != "array" or result.elements[i] is not None):
+        return False
+    return all(v is None or type(v) is list and not v
+               for v in map(itemgetter(i), result.rows))
 
 
 def _data_rows(rows: list, start: int, end: int, encoders, fixed=None) -> list[bytes]:
