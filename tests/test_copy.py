@@ -67,9 +67,11 @@ MALFORMED = [
      "22P04", 3, "missing data"),
     ("csv: invalid UTF-8", b'1,10,one,"[1,2,3]"\n2,20,\xff,"[1,2,3]"\n', "FORMAT csv",
      "22021", 2, "0xff"),
-    ("csv: a field past the csv module's limit",
-     b'1,10,"' + b"a" * 200_000 + b'","[1,2,3]"\n', "FORMAT csv", "22P04", 1,
-     "field larger than field limit"),
+    # a quote inside a field opens a quoted part, as in PostgreSQL (red-team 10
+    # f18_copy_binary: Python's csv took it as a character)
+    ("csv: a quote opened mid-field and never closed",
+     b'1,10,one,"[1,2,3]"\n2,20,t"wo,"[1,2,3]"\n', "FORMAT csv", "22P04", 2,
+     "unterminated CSV quoted field"),
 ]
 
 
@@ -435,6 +437,11 @@ def test_copy_to_stdout_writes_what_postgresql_writes(tmp_path, pg_conn):
     ("FORMAT csv", '1,"",a\n2,,b\n3,"x ""y""",\n4,"a\nb",""\n'),
     ("FORMAT csv, NULL 'N'", '1,N,"N"\n2,"",N\n3,"N,",x\n'),
     ("FORMAT csv, DELIMITER ';'", '1;"";\n2;;""\n'),
+    # red-team 10 f18_copy_binary: quotes read as PostgreSQL reads them, anywhere in a
+    # field, not only at its start (Python's csv stored ' ""' for ' ""')
+    ("FORMAT csv", '1, "",x\n2,a"b,c"d,"e"f"g"\n3,"a""b"" c"," ""\n"\n4,\\.,"\\."\n'),
+    # a field past Python's csv limit (128 KiB): PostgreSQL's has none below the line's
+    pytest.param("FORMAT csv", '1,"' + "a" * 200_000 + '",\n2,"b",""\n', id="a long field"),
 ])
 def test_copy_csv_null_is_the_unquoted_null_string_only(db, pg_conn, options, data):
     # red-team 9 f03: a quoted "" (or a quoted null string) was read as NULL

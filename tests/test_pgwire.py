@@ -532,6 +532,25 @@ def test_describe_of_a_write_names_its_returning_columns_and_runs_nothing(server
         assert [m for m in _read_until_ready(s) if m[0] == b"D"] == before
 
 
+def test_describe_of_a_portal_of_a_write_names_its_returning_columns(server):
+    """Parse, Bind, Describe of the portal, Flush, then Execute and Sync: the Describe
+    answers the RETURNING's RowDescription before the write runs, as PostgreSQL
+    answers (1 2 T D C Z, red-team 10 f18_portal_describe_write: NoData, then a
+    DataRow no RowDescription announced); one without RETURNING NoData."""
+    with _ready_socket(server.pg) as s:
+        for text, want in [("INSERT INTO items (id, tag) VALUES (1001, 5) RETURNING tag", b"T"),
+                           ("INSERT INTO items (id, tag) VALUES (1002, 5)", b"n")]:
+            s.sendall(_parse("", text) + _bind("", "") + _msg(b"D", b"P\0") + _msg(b"H") +
+                      _msg(b"E", b"\0" + struct.pack("!i", 0)) + SYNC)
+            msgs = _read_until_ready(s)
+            rows = [b"D"] if want == b"T" else []
+            assert [m[0] for m in msgs] == [b"1", b"2", want, *rows, b"C", b"Z"], text
+            if want == b"T":
+                assert _row_names(msgs[2][1]) == [b"tag"]
+        s.sendall(_msg(b"Q", b"DELETE FROM items WHERE id > 1000\0"))
+        _read_until_ready(s)
+
+
 def test_scram_refuses_a_wrong_proof_and_accepts_the_right_one():
     import base64
     import hashlib

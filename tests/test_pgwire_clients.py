@@ -15,6 +15,7 @@ import numpy as np
 import psycopg
 import pytest
 import sqlalchemy as sa
+from pgvector import HalfVector
 from pgvector.asyncpg import register_vector as register_vector_asyncpg
 from pgvector.psycopg import register_vector
 
@@ -267,6 +268,43 @@ def test_a_prepared_statement_whose_columns_ddl_changed_is_prepared_again(server
                 await stmt.fetchrow(1)      # a prepared statement of its own: refused
             return first, second
     assert run(go()) == ((1, 7), (1, 1.5))
+
+
+def test_a_prepared_write_returning_whose_columns_ddl_changed_is_prepared_again(server):
+    # red-team 10 f18_returning_after_ddl: an INSERT ... RETURNING * kept by asyncpg
+    # sent 3 columns under its 2-column Describe after ADD COLUMN (ProtocolError), its
+    # row committed; PostgreSQL's 0A000, with the write rolled back, makes asyncpg
+    # prepare it again and retry (a retry of a committed row would be 23505)
+    async def go():
+        async with asyncpg_connection(server) as a, asyncpg_connection(server) as b:
+            await a.execute("CREATE TABLE r18 (id int PRIMARY KEY, x int)")
+            q = "INSERT INTO r18 (id, x) VALUES ($1, $2) RETURNING *"
+            first = tuple(await a.fetchrow(q, 1, 10))
+            await b.execute("ALTER TABLE r18 ADD COLUMN z int DEFAULT 7")
+            second = tuple(await a.fetchrow(q, 2, 20))
+            return first, second, await b.fetchval("SELECT count(*) FROM r18")
+    assert run(go()) == ((1, 10), (2, 20, 7), 2)
+
+
+def test_asyncpg_reads_halfvec_and_bit_a_write_returns_and_a_select_of_no_row(server):
+    # red-team 10 f18_describe_types: the statement's Describe named a halfvec or bit
+    # column vector (its type read off no rows), so pgvector's codecs failed on every
+    # row, after the INSERT had committed
+    async def go():
+        async with asyncpg_connection(server) as conn:
+            await conn.execute("CREATE TABLE d18 (id int PRIMARY KEY, h halfvec(3), b bit(3))")
+            await register_vector_asyncpg(conn)
+            h = await conn.fetchval("INSERT INTO d18 (id, h) VALUES ($1, $2) RETURNING h",
+                                    1, HalfVector([1, 2, 3]))
+            b = await conn.fetchval("INSERT INTO d18 (id, b) VALUES ($1, $2) RETURNING b",
+                                    2, asyncpg.BitString("101"))
+            # (Described with NULL parameters, these find no row)
+            h2 = await conn.fetchval("SELECT h FROM d18 WHERE id = $1", 1)
+            b2 = await conn.fetchval("SELECT b FROM d18 WHERE id = $1", 2)
+            return h, b, h2, b2
+    h, b, h2, b2 = run(go())
+    assert h.to_list() == h2.to_list() == [1.0, 2.0, 3.0]
+    assert b == b2 == asyncpg.BitString("101")
 
 
 # ---- SQLAlchemy ----------------------------------------------------------------------

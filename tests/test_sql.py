@@ -1047,6 +1047,9 @@ PSYCOPG_STATEMENTS = [
     ("SELECT id, '%%s' AS lit FROM items WHERE id = %s", [1]),
     ("SELECT id FROM items ORDER BY embedding <-> %s LIMIT 2", ["[1,1,1]"]),
     ("SELECT id FROM items WHERE id = ANY(%s) ORDER BY id", [[1, 3]]),
+    # red-team 10 f18_list_param_int_array: the list read as a vector, its cast 42846
+    ("SELECT id FROM items WHERE id = ANY(%s::int[]) ORDER BY id", [[1, 3]]),
+    ("SELECT id FROM items WHERE tag = ANY(%s::bigint[]) ORDER BY id", [[2]]),
 ]
 
 

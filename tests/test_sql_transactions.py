@@ -17,6 +17,13 @@ def _outcome(run, step):
         return "err", getattr(e, "sqlstate", type(e).__name__)
 
 
+def _last(cur):
+    """psycopg's cursor at a text's last statement's answer (db.sql's)."""
+    while cur.nextset():
+        pass
+    return cur
+
+
 def _drive(run, steps, read):
     return [_outcome(run, s) for s in steps], sorted(map(tuple, read()))
 
@@ -47,7 +54,7 @@ def same_everywhere(pg_conn, tmp_path, wire, setup, steps, check="SELECT id FROM
     """Run setup and steps on PostgreSQL, db.sql and --pg; each answer and the table
     after must be PostgreSQL's. Returns PostgreSQL's (answers, rows)."""
     def on_pg(s):
-        return pg_conn.execute(s).statusmessage
+        return _last(pg_conn.execute(s)).statusmessage
     pg_conn.autocommit = True
     for s in setup:
         pg_conn.execute(s)
@@ -63,7 +70,7 @@ def same_everywhere(pg_conn, tmp_path, wire, setup, steps, check="SELECT id FROM
     w = wire()
     for s in setup:
         w.execute(s)
-    got = _drive(lambda s: w.execute(s).statusmessage, steps,
+    got = _drive(lambda s: _last(w.execute(s)).statusmessage, steps,
                  lambda: w.execute(check).fetchall())
     assert got == want, "--pg"
     return want
@@ -112,12 +119,83 @@ def test_a_compile_error_over_http_fails_the_block(tmp_path):
         assert c.sql("SELECT id FROM t").rows == []
 
 
+def test_a_text_over_http_is_one_implicit_transaction_and_answers_before_it_commits(
+        tmp_path):
+    # red-team 10 f18_text_rollback over POST /sql; f18_http_copy_binary: a binary COPY
+    # TO answered 0A000 after the server had committed the INSERT before it
+    from server_proc import ServerProcess
+    with ServerProcess(str(tmp_path / "http.varve")) as srv:
+        c = vv.Client(srv.url)
+        c.sql("CREATE TABLE t (id int PRIMARY KEY)")
+        c.sql("INSERT INTO t VALUES (1); ROLLBACK; INSERT INTO t VALUES (2)")
+        with pytest.raises(vv.VarveError) as e:
+            c.sql("INSERT INTO t VALUES (3); COMMIT; INSERT INTO t VALUES (4); SELECT 1/0")
+        assert e.value.sqlstate == "22012"
+        with pytest.raises(vv.VarveError) as e:
+            c.sql("INSERT INTO t VALUES (5); COPY t TO STDOUT (FORMAT binary)")
+        assert e.value.sqlstate == "0A000"
+        assert sorted(c.sql("SELECT id FROM t").rows) == [(2,), (3,)]
+
+
 def test_a_text_of_several_statements_is_one_implicit_transaction(pg_conn, tmp_path, wire):
     # red-team 9 f02: the first INSERT stayed although the text answered 23505
     answers, rows = same_everywhere(pg_conn, tmp_path, wire, T, [
         "INSERT INTO t VALUES (1); INSERT INTO t VALUES (2), (2)",
         "INSERT INTO t VALUES (3); INSERT INTO t VALUES (4)"])
     assert answers[0] == ("err", "23505") and rows == [(3,), (4,)]
+
+
+def test_commit_and_rollback_in_a_text_act_on_its_implicit_transaction(
+        pg_conn, tmp_path, wire):
+    # red-team 10 f18_text_rollback: a text holding BEGIN, COMMIT or ROLLBACK ran
+    # statement by statement, so its ROLLBACK undid nothing before it and a statement
+    # after its COMMIT stayed when a later one failed
+    answers, rows = same_everywhere(pg_conn, tmp_path, wire, T, [
+        "INSERT INTO t VALUES (1); ROLLBACK; INSERT INTO t VALUES (2)",
+        "INSERT INTO t VALUES (3); COMMIT; INSERT INTO t VALUES (4); SELECT 1/0",
+        "INSERT INTO t VALUES (5); BEGIN; INSERT INTO t VALUES (6); SELECT 1/0",
+        "ROLLBACK",
+        "INSERT INTO t VALUES (7); ROLLBACK AND CHAIN; INSERT INTO t VALUES (8)",
+        "INSERT INTO t VALUES (9); COMMIT AND CHAIN",
+        "INSERT INTO t VALUES (10); COMMIT; INSERT INTO t VALUES (11); ROLLBACK"])
+    assert [a[1] for a in answers] == ["INSERT 0 1", "22012", "22012", "ROLLBACK", "25P01",
+                                       "25P01", "ROLLBACK"]
+    assert rows == [(2,), (3,), (10,)]
+
+
+def test_set_in_an_implicit_transaction_is_undone_with_it(pg_conn, tmp_path, wire):
+    # red-team 10 f18_set_implicit, f18_set_local_text: SET in a text that failed stayed,
+    # SET LOCAL in a text was ignored (pgvector's `SET LOCAL hnsw.ef_search = ...;
+    # SELECT ...`), ROLLBACK TO kept the SETs made since its savepoint
+    show = "SHOW ivfflat.probes"
+    answers = []
+    for run in _three_ways(pg_conn, tmp_path, wire):
+        answers.append([_outcome(run, step) for step in [
+            "SET ivfflat.probes = 3", "SET ivfflat.probes = 4; SELECT 1/0", show,
+            "SET LOCAL ivfflat.probes = 7; SHOW ivfflat.probes", show,
+            "SET ivfflat.probes = 5; ROLLBACK", show,
+            "SET ivfflat.probes = 6; COMMIT; SELECT 1/0", show,
+            "BEGIN", "SAVEPOINT a", "SET ivfflat.probes = 8", "SET LOCAL ivfflat.probes = 9",
+            "ROLLBACK TO a", show, "SET ivfflat.probes = 10", "SAVEPOINT b",
+            "SET ivfflat.probes = 11", "ROLLBACK TO b", "RELEASE b", "COMMIT", show]])
+    assert answers[0] == answers[1] == answers[2]
+    assert [a[1] for a in answers[0] if a[1][0] == "show"] == [
+        ("show", "3"), ("show", "7"), ("show", "3"), ("show", "3"), ("show", "6"),
+        ("show", "6"), ("show", "10")]
+
+
+def test_set_in_a_pipeline_that_fails_is_undone_at_its_sync(pg_conn, wire):
+    # red-team 10 f18_set_implicit: the extended protocol's implicit transaction
+    def go(c):
+        c.execute("SET ivfflat.probes = 3")
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            with c.pipeline():
+                c.execute("SET ivfflat.probes = 4")
+                c.execute("SELECT 1/0")
+        return c.execute("SHOW ivfflat.probes").fetchone()[0]
+    pg_conn.autocommit = True
+    pg_conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    assert go(wire()) == go(pg_conn) == "3"
 
 
 def test_a_begin_inside_the_block_changes_nothing(pg_conn, tmp_path, wire):
@@ -348,11 +426,12 @@ def test_a_statement_describe_fails_no_block(pg_conn, wire, text):
 
 def _three_ways(pg_conn, tmp_path, wire):
     """A step runner for PostgreSQL, db.sql and --pg each: ("show", value) for a
-    SHOW, else the command tag."""
+    step that ends in a SHOW, else the command tag."""
     def of(execute):
         def run(step):
             r = execute(step)
-            return ("show", str(r[0][0][0])) if step.startswith("SHOW") else ("ok", r[1])
+            shows = step.split(";")[-1].strip().startswith("SHOW")     # (its last)
+            return ("show", str(r[0][0][0])) if shows else ("ok", r[1])
         return run
     pg_conn.autocommit = True
     pg_conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
@@ -361,7 +440,7 @@ def _three_ways(pg_conn, tmp_path, wire):
 
     def on(conn):
         def execute(step):
-            cur = conn.execute(step)
+            cur = _last(conn.execute(step))
             return (cur.fetchall() if cur.description else None), cur.statusmessage
         return execute
     yield of(on(pg_conn))

@@ -197,7 +197,8 @@ class SqlResult:
     ran, for a SELECT; `kinds` each column's kind where the statement knew it
     (int, float, bool, text, json, timestamp, vector; None where it did not), and
     `elements` an array column's element type where it is a column of arrays
-    ("vector(3)", "float": schema.Field.array_of; None elsewhere).
+    ("vector(3)", "float": schema.Field.array_of), a vector column's type
+    ("vector", "halfvec", "bit"), None elsewhere.
     `copy_data` is what COPY ... TO STDOUT wrote (bytes; None for any other
     statement), and `copy_ends` where each of its rows ends in it (the wire sends
     each row as a CopyData message of its own, as PostgreSQL does). `notice` is

@@ -45,6 +45,9 @@ class Session:
         self.sql_block = False        # a transaction SQL's BEGIN opened
         self.sql_failed = False       # a statement in it failed: 25P02 until ROLLBACK
         self.begin_joins = False      # SQL's BEGIN joins an open transaction (the server's)
+        # the open transaction is SQL's implicit one (a text's of several statements, a
+        # pipeline's up to Sync: sql.begin_implicit), which BEGIN makes the block
+        self.sql_implicit = False
         self.sql_read_only = False    # the block is READ ONLY: its writes are 25006
         # the block reads one state throughout (REPEATABLE READ, SERIALIZABLE)
         self.sql_snapshot = False
@@ -54,7 +57,9 @@ class Session:
         self.sql_version: int | None = None
         # in the block: (the settings at its BEGIN, those its COMMIT keeps), else None
         self.sql_settings = None
-        self.savepoints: list = []    # SQL's SAVEPOINTs in it: (name, frames written then)
+        # SQL's SAVEPOINTs in it: (name, frames written then, (the settings then,
+        # those its COMMIT would keep then))
+        self.savepoints: list = []
         # may it read files of this machine (COPY FROM 'file'; embed() with a spec, or a
         # field made with an embedder, that loads a model from disk)? An embedded caller
         # may; the server's sessions may not (sql/privileges.py, engine/embedding.py)

@@ -15,7 +15,10 @@ with its SQLSTATE and, in the extended protocol, skips the messages up to
 Sync; inside BEGIN the transaction is failed (ReadyForQuery 'E', 25P02) until
 ROLLBACK, as PostgreSQL does. Answers to the extended protocol's messages wait
 for Sync or Flush and go out in one send. Describe of a portal runs no write:
-its answer is settled by the message after it (see _settle). A portal runs at
+its answer is settled by the message after it (see _settle). A prepared
+statement's rows are checked against the columns its Describe announced (a
+write's RETURNING too): DDL since that changes them answers 0A000, and the write
+rolls back with the implicit transaction. A portal runs at
 most once: one whose run failed answers that error again, never reruns. libpq's execution
 of a prepared statement (Bind, Describe and Execute of the unnamed portal,
 Sync: one write) is read as one step (_execution), answered as those messages
@@ -34,10 +37,11 @@ from pglast.parser import ParseError, scan
 from .. import errors as E
 from ..cancel import CancelToken, running
 from ..query.pg_types import to_regtype
-from ..sql import (compile_text, describe_read, describe_write, fail_block, run_compiled,
-                   run_each, run_shaped, shaped)
+from ..sql import (compile_text, describe_read, describe_write, end_implicit, fail_block,
+                   implicit, run_compiled, run_each, run_shaped, shaped)
 from ..sql.settings import REPORTED
 from ..sql.dml import PGCOPY
+from ..results import SqlResult
 from ..sql.params import param_types
 from . import catalog
 from . import messages as M
@@ -140,9 +144,6 @@ class Connection:
         # since when it has waited for the client inside a transaction (None: not
         # waiting, or no transaction open): the server ends it past its timeout
         self.idle_since: float | None = None
-        # a write Executed outside a transaction opened the extended protocol's
-        # implicit one: everything up to the Sync commits together, or not at all
-        self.implicit = False
 
     # ---- the conversation (on the connection's thread) ---------------------------
 
@@ -450,14 +451,19 @@ class Connection:
 
     def _settle(self, out: list[bytes]) -> None:
         """The pending Describe's answer: the columns of the Execute that followed
-        it, else (a Describe never runs a write, as in PostgreSQL) the columns
-        of a SELECT run with the portal's parameters (kept for its Execute), or
-        NoData for any other statement."""
+        it, else (a Describe never runs a write, as in PostgreSQL) a write's
+        RETURNING columns, the columns of a SELECT run with the portal's parameters
+        (kept for its Execute), or NoData for any other statement."""
         portal, at = self.pending, self.pending_at
         self.pending = None
         if portal.result is None:
-            if portal.error is not None or \
-                    portal.stmt.answer is None and portal.stmt.kind() != "select":
+            stmt = portal.stmt
+            if portal.error is None and stmt.answer is None and stmt.kind() == "write":
+                got = self._returning(stmt, portal.params)     # as PostgreSQL: not run
+                out[at] = _describe(got, portal.formats)[0] if got is not None and \
+                    got.columns else M.NO_DATA
+                return
+            if portal.error is not None or stmt.answer is None and stmt.kind() != "select":
                 out[at] = M.NO_DATA
                 return
             try:
@@ -490,8 +496,7 @@ class Connection:
             failed = True
         if self.pending is not None:
             self._settle(out)
-        if self.implicit:
-            self._end_implicit(out, failed)
+        self._end_implicit(out, failed)
         out.append(self._ready())
 
     def _failed(self, e: E.VarveError) -> bytes:
@@ -505,22 +510,11 @@ class Connection:
     def _end_implicit(self, out: list[bytes], failed: bool) -> None:
         """At a Sync: the implicit transaction's writes commit together, or, after an
         error in the pipeline (its answers skipped to here), none of them does."""
-        if not self.implicit:
-            return
-        self.implicit = False
-        s = self.session
-        if s is None:
-            return
-        s.begin_joins = False
-        if not s.in_transaction or s.sql_block:
-            return      # a COMMIT or ROLLBACK ended it, or a BEGIN made it the block
-        if failed:
-            s.rollback()
-            return
-        try:
-            s.commit()
-        except E.VarveError as e:
-            out.append(_error(e))
+        if self.session is not None:
+            try:
+                end_implicit(self.session, failed)
+            except E.VarveError as e:
+                out.append(_error(e))
 
     def execute(self, b: Body) -> list[bytes]:
         name, limit = b.cstr(), b.int32()
@@ -609,17 +603,9 @@ class Connection:
                                       "(a Query message), not the extended one")
         self.token.reason = None        # a statement begins: an older cancel is spent
         stmt = portal.stmt
-        if self.implicit and (not s.in_transaction or s.sql_block):
-            # a COMMIT or ROLLBACK in the pipeline ended it, or a BEGIN made it the
-            # transaction block (SQL's, from then on): no longer the Sync's to end
-            self.implicit = s.begin_joins = False
-        if not self.implicit and not s.in_transaction and stmt.answer is None and \
-                stmt.kind() in ("write", "ddl"):
-            # the implicit transaction, up to the Sync (DDL is transactional too);
-            # SQL's BEGIN, COMMIT and ROLLBACK in the pipeline act on it, as on
-            # PostgreSQL's (begin_joins: sql/commands.py)
-            s.begin()
-            self.implicit = s.begin_joins = True
+        # the implicit transaction, up to the Sync (DDL is transactional too): SQL's
+        # BEGIN, COMMIT and ROLLBACK in the pipeline act on it, as on PostgreSQL's
+        implicit(s, stmt.answer is None and stmt.kind() in ("write", "ddl"))
         try:
             results = stmt.run(s, portal.params)
             result = results[-1] if results else None
@@ -643,13 +629,12 @@ class Connection:
         write by its RETURNING's columns (it is not run), any other statement as
         returning no rows."""
         if stmt.answer is None and stmt.kind() == "write":
-            try:
-                if stmt.compiled is None:
-                    stmt.compiled = compile_text(stmt.text)
-                got = describe_write(self.session, stmt.compiled, [None] * stmt.params)
-            except E.VarveError:
+            got = self._returning(stmt, [None] * stmt.params)
+            if got is None:
                 return M.NO_DATA
-            return M.NO_DATA if got is None or not got.columns else _describe(got, [])[0]
+            # its executions' rows are checked against these (_changed: DDL since)
+            stmt.columns = (tuple(got.columns), tuple(got.kinds))
+            return M.NO_DATA if not got.columns else _describe(got, [])[0]
         if stmt.answer is None and stmt.kind() != "select":
             return M.NO_DATA
         self.token.reason = None
@@ -670,6 +655,18 @@ class Connection:
         stmt.columns = (tuple(got.columns), tuple(
             [None if kind is None else oid for kind, oid in zip(got.kinds, _oids(got))]))
         return _describe(got, [])[0]
+
+    def _returning(self, stmt: Prepared, params):
+        """A write's RETURNING columns as a result without rows (sql.describe_write:
+        the write is not run); a result of no columns where it returns none; None
+        where they cannot be told (its error is its Execute's to answer)."""
+        try:
+            if stmt.compiled is None:
+                stmt.compiled = compile_text(stmt.text)
+            got = describe_write(self.session, stmt.compiled, params)
+        except E.VarveError:
+            return None
+        return got if got is not None else SqlResult([], [], "")
 
 
 # after a Bind: Describe and Execute of the unnamed portal, then Sync (libpq's

@@ -668,7 +668,16 @@ def _vector_arith(op: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _type_name(data: np.ndarray) -> str:
-    return {np.dtype(t): name for name, t in _VECTOR_DTYPES.items()}.get(data.dtype, "vector")
+    return _VECTOR_NAMES.get(data.dtype, "vector")
+
+
+def declared_types(vals) -> list:
+    """Each column's type beyond its kind, as a SqlResult's `elements` holds it: an
+    array column's element type where known, a vector column's own (vector, halfvec
+    or bit: its block's dtype, which a result of no rows keeps too), else None."""
+    return [v.literal if v.kind == "array" else
+            _VECTOR_NAMES.get(v.data.dtype) if v.kind == "vector" and v.data is not None
+            else None for v in vals]
 
 
 _INT64_MIN = np.iinfo(np.int64).min
@@ -1190,6 +1199,7 @@ def _cast(e: Cast, rel: Rel, env: Env) -> Val:
 # A vector value's type is its data's dtype: float32 a vector, float16 a halfvec,
 # bool a bit string (what pgwire sends each as, and how each prints)
 _VECTOR_DTYPES = {"vector": np.float32, "halfvec": np.float16, "bit": np.bool_}
+_VECTOR_NAMES = {np.dtype(t): name for name, t in _VECTOR_DTYPES.items()}
 _VECTOR_TYPES = {t: name for name, t in _VECTOR_DTYPES.items()}
 
 
@@ -1226,6 +1236,12 @@ def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
     if kind == "regclass":
         return _regclass(v, env)
     if kind == "array" and e.vtype is not None:     # ::vector(3)[], ::float8[] ...
+        if v.kind == "vector" and isinstance(e.arg, Param):
+            # a list of numbers as a parameter reads as a vector where nothing says
+            # otherwise (const_val); the cast says it is an array (`= ANY($1::int[])`)
+            value = env.params[e.arg.index - 1]
+            value = value.tolist() if isinstance(value, np.ndarray) else list(value)
+            v = Val("array", object_array([value] * len(v)), v.nulls)
         if v.kind not in ("array", "null", "unknown", "text"):
             raise SqlError("42846", f"cannot cast type {v.kind} to {e.vtype}[]")
         out = [None if nl else array_columns.read(e.vtype, array_columns.stored(e.vtype, x))

@@ -136,8 +136,8 @@ _ELEMENT_TYPES = {"bool": "bool", "int": "int8", "float": "float8", "text": "tex
 
 def column_oid(kind: str | None, rows: list, i: int, element: str | None = None) -> int:
     """The type OID of result column `i` of `kind` (None: unknown, sent as text);
-    a vector column is halfvec when its values are float16 and bit when they are
-    bool, and an int column numeric when a value is past int64 (an exact sum); an
+    a vector column is its declared type (`element`: vector, halfvec or bit), else
+    halfvec when its values are float16 and bit when they are bool; an int column numeric when a value is past int64 (an exact sum); an
     array column is its elements' array type (int8[], text[], ...), or int2vector /
     oidvector for the catalog's; an array column's, its declared element type's
     (`element`: schema.Field.array_of)."""
@@ -146,6 +146,8 @@ def column_oid(kind: str | None, rows: list, i: int, element: str | None = None)
         return ARRAYS[OIDS[vtype or _ELEMENT_TYPES[elem_kind]]]
     if kind == "array":
         return _array_oid(rows, i)
+    if kind == "vector" and element is not None:
+        return OIDS[element]
     oid = KIND_OIDS.get(kind, TEXT)
     if oid == VECTOR:
         for r in rows:

@@ -500,16 +500,16 @@ def table(api, claim_write, transaction_named=None, branch_named=None,
                     r = s.sql(text, params, copy_data)
                 # COPY ... TO STDOUT answers its rows as copy_data
                 cap(len(r.rows) if r.copy_data is None else r.rowcount, "this statement")
+                out = {"columns": r.columns, "kinds": r.kinds, "rows": r.rows,
+                       "status": r.status, "rowcount": r.rowcount}
+                if r.copy_data is not None:     # (binary: 0A000, before anything commits)
+                    out["copy_data"] = r.copy_text()
                 if own_tx:
                     s.commit()
             except BaseException:
                 if own_tx:
                     s.rollback()
                 raise
-            out = {"columns": r.columns, "kinds": r.kinds, "rows": r.rows,
-                   "status": r.status, "rowcount": r.rowcount}
-            if r.copy_data is not None:
-                out["copy_data"] = r.copy_text()
             return out
 
         if tid is None:

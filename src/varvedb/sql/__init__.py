@@ -9,7 +9,8 @@ session's transaction (BEGIN ... COMMIT, which takes the writer lock at the
 block's first write) or, outside one, in a transaction of their own that
 commits when the statement returns (a text of several statements: when its
 last returns, or not at all where one fails — PostgreSQL's implicit
-transaction).
+transaction, which the text's own COMMIT or ROLLBACK ends and its BEGIN makes
+the block).
 
 A text that differs from an earlier one only in its literals (`... WHERE id =
 17`, then `... id = 18`: what the simple query protocol's clients send) runs,
@@ -38,7 +39,7 @@ from . import placeholders, privileges, shapes
 from ..results import SqlResult
 
 __all__ = ["run", "run_each", "run_compiled", "compile_text", "compiled_in", "fail_block",
-           "SqlResult"]
+           "implicit", "end_implicit", "SqlResult"]
 
 _COMMENTS = frozenset(("SQL_COMMENT", "C_COMMENT"))
 _STRINGS = frozenset(("SCONST", "USCONST"))
@@ -339,28 +340,65 @@ def _each(session, compiled: tuple, params, copy_data):
     if params and len(compiled) > 1:
         fail_block(session)
         raise SqlError("42601", "cannot insert multiple commands into a prepared statement")
-    if len(compiled) > 1 and not session.in_transaction and _implicit(compiled):
-        # PostgreSQL's implicit transaction: a text of several statements outside a
-        # block commits whole at its end, or nothing of it where one fails
-        session.begin()
-        try:
-            for c in compiled:
-                yield _run_one(session, c, params, copy_data)
-        except BaseException:
-            session.rollback()
-            raise
-        session.commit()
+    if len(compiled) > 1 and not session.in_transaction:
+        yield from _implicit(session, compiled, params, copy_data)
         return
     for c in compiled:
         yield _run_one(session, c, params, copy_data)
 
 
-def _implicit(compiled: tuple) -> bool:
-    """Does a text of these statements run in one implicit transaction? Where it may
-    write and holds no BEGIN, COMMIT or ROLLBACK of its own (those end it and start a
-    block, in PostgreSQL: here each of its statements runs as it would alone)."""
-    kinds = {c.kind for c in compiled}
-    return bool(kinds & {"write", "ddl"}) and "transaction" not in kinds
+def _implicit(session, compiled: tuple, params, copy_data):
+    """A text of several statements outside a block: PostgreSQL's implicit
+    transaction, which commits whole at the text's end, or nothing of it (its SETs
+    included) where one fails. Its BEGIN makes the transaction the block (open past
+    the text's end), its COMMIT or ROLLBACK ends it, and the statements after that
+    run in the next one."""
+    try:
+        for c in compiled:
+            implicit(session, c.kind in _WRITES)
+            yield _run_one(session, c, params, copy_data)
+    except BaseException:
+        end_implicit(session, failed=True)
+        raise
+    end_implicit(session, failed=False)
+
+
+_WRITES = ("write", "ddl")
+
+
+def implicit(session, writes: bool) -> None:
+    """Go on in SQL's implicit transaction (a text's of several statements, or the
+    extended protocol's up to its Sync), opening one outside a block and any other
+    open transaction. SQL's BEGIN makes it the block, its COMMIT or ROLLBACK ends it
+    (commands.TransactionCommand), its SETs are undone where it fails; end_implicit
+    ends it where nothing did. `writes`: the statement to run may write (DDL
+    included), so its transaction begins here, where it has not: one that only
+    reads and sets takes no writer lock."""
+    if session.sql_block or (session.tx is not None and not session.sql_implicit):
+        return
+    session.sql_implicit = True
+    if writes and session.tx is None:
+        session.begin()
+
+
+def end_implicit(session, failed: bool) -> None:
+    """The implicit transaction's end: it commits, or rolls back (its settings as
+    they were) where a statement in it failed; nothing where none is open (a COMMIT
+    or ROLLBACK ended it, a BEGIN made it the block). A commit's error is raised,
+    the transaction rolled back."""
+    if not session.sql_implicit:
+        return
+    session.sql_implicit = False
+    from .commands import end_settings
+    try:
+        if session.tx is not None and failed:
+            session.rollback()
+        elif session.tx is not None:
+            session.commit()
+    except BaseException:
+        end_settings(session, True)
+        raise
+    end_settings(session, failed)
 
 
 def _params(params):

@@ -173,11 +173,13 @@ class SetCommand:
             if spec is None:
                 raise SqlError("42704", f'unrecognized configuration parameter "{self.name}"')
             value = None if self.reset else _parse(self.name, spec[1], self.value)
-        block = s.sql_settings if s.sql_block else None
+        block = s.sql_settings
+        if block is None and s.sql_implicit:    # the implicit transaction's first SET
+            block = s.sql_settings = (dict(s.settings), dict(s.settings))
         if self.local and block is None:
             return SqlResult([], [], tag)   # PostgreSQL warns: no block for it to last
-        # the session's settings now, and (in a block, for SET without LOCAL) those
-        # its COMMIT keeps
+        # the session's settings now, and (in a block or an implicit transaction,
+        # for SET without LOCAL) those its COMMIT keeps
         for settings in (s.settings,) if self.local or block is None \
                 else (s.settings, block[1]):
             if self.name == "all":
@@ -189,9 +191,10 @@ class SetCommand:
         return SqlResult([], [], tag)
 
 
-def _end_settings(s, rolled_back: bool) -> None:
-    """The session's settings as its block ends: those at its BEGIN where it rolls
-    back, else those its SETs without LOCAL made (SET LOCAL lasts to the end)."""
+def end_settings(s, rolled_back: bool) -> None:
+    """The session's settings as its block (or implicit transaction) ends: those at
+    its start where it rolls back, else those its SETs without LOCAL made (SET LOCAL
+    lasts to the end)."""
     got = s.sql_settings
     s.sql_settings = None
     if got is not None:
@@ -240,7 +243,7 @@ class TransactionCommand:
     a BEGIN inside the block changes nothing (PostgreSQL warns). READ ONLY refuses
     the block's writes (25006); AND CHAIN opens the next block, of the same mode,
     as COMMIT or ROLLBACK ends one. SET in a block is undone by its ROLLBACK, and
-    SET LOCAL's lasts until the block ends (`_end_settings`)."""
+    SET LOCAL's lasts until the block ends (`end_settings`)."""
     kind = "transaction"
 
     def __init__(self, stmt: ast.TransactionStmt):
@@ -280,16 +283,20 @@ class TransactionCommand:
                 return _warned(SqlResult([], [], self.tag or "BEGIN"), "25001",
                                "there is already a transaction in progress")
             s.savepoints = []
-            if s.tx is not None and s.begin_joins:
+            # the implicit transaction's settings so far are the block's
+            settings = s.sql_settings if s.sql_implicit else None
+            if s.tx is not None and (s.begin_joins or s.sql_implicit):
                 s.sql_block = True     # its failed state (sql_failed) stays as it was
             else:
                 if s.tx is not None:
                     raise SqlError("25001", "there is already a transaction in progress")
                 self._open(s, self.snapshot, s.begin_joins)
+            s.sql_implicit = False
             s.sql_read_only = self.read_only
-            s.sql_settings = (dict(s.settings), dict(s.settings))
+            s.sql_settings = settings or (dict(s.settings), dict(s.settings))
             return SqlResult([], [], self.tag or "BEGIN")
-        if s.tx is not None and not s.sql_block and not s.begin_joins:
+        implicit = s.sql_implicit
+        if s.tx is not None and not s.sql_block and not s.begin_joins and not implicit:
             # a Python transaction (db.transaction()): its with block ends it; a
             # COMMIT here would commit half of the block and leave the rest to
             # autocommit, ROLLBACK the same for its undo
@@ -298,19 +305,20 @@ class TransactionCommand:
         s.savepoints = []
         failed, block = s.sql_failed, s.sql_block
         read_only, snapshot = s.sql_read_only, s.sql_snapshot
+        if not block and (s.tx is None or implicit):
+            if self.chain:      # (the implicit transaction is then rolled back whole)
+                raise SqlError("25P01", f"{self.verb} AND CHAIN can only be used in "
+                                        "transaction blocks")
+            if s.tx is None and not implicit:   # PostgreSQL warns and carries on
+                return _warned(SqlResult([], [], self.verb), "25P01",
+                               "there is no transaction in progress")
         s.sql_failed = False
         s.sql_block = False
         s.sql_read_only = False
         s.sql_version = None
-        if not block and s.tx is None:
-            if self.chain:
-                raise SqlError("25P01", f"{self.verb} AND CHAIN can only be used in "
-                                        "transaction blocks")
-            # PostgreSQL warns and carries on
-            return _warned(SqlResult([], [], self.verb), "25P01",
-                           "there is no transaction in progress")
+        s.sql_implicit = False
         rolled_back = self.verb == "ROLLBACK" or failed
-        _end_settings(s, rolled_back)
+        end_settings(s, rolled_back)
         status = "ROLLBACK" if rolled_back else "COMMIT"
         if s.tx is None:
             pass        # a block that wrote nothing took no transaction to end
@@ -324,6 +332,9 @@ class TransactionCommand:
                     raise
                 s.rollback()
                 status = "ROLLBACK"
+        if implicit and not block:      # PostgreSQL ends it, and warns: no BEGIN opened it
+            return _warned(SqlResult([], [], status), "25P01",
+                           "there is no transaction in progress")
         if self.chain:      # the next block, of the same mode
             self._open(s, snapshot, s.begin_joins)
             s.sql_read_only = read_only
@@ -355,13 +366,15 @@ class TransactionCommand:
         step, or a statement that failed before writing, as drivers' nested
         blocks and type lookups do): undoing part of a transaction's writes is
         not supported, and that answers an error and leaves the transaction
-        failed, so its writes can only be rolled back whole."""
+        failed, so its writes can only be rolled back whole. A rollback to a
+        savepoint puts the settings back as they were at it, as PostgreSQL does."""
         if not s.sql_block:
             raise SqlError("25P01", f"{self.verb} can only be used in transaction blocks")
-        names = [n for n, _ in s.savepoints]
+        names = [n for n, _, _ in s.savepoints]
         frames = s.tx.frames if s.tx is not None else 0    # none: it wrote nothing yet
         if self.verb == "SAVEPOINT":
-            s.savepoints.append((self.savepoint, frames))
+            kept = s.sql_settings[1] if s.sql_settings is not None else s.settings
+            s.savepoints.append((self.savepoint, frames, (dict(s.settings), dict(kept))))
             return SqlResult([], [], "SAVEPOINT")
         if self.savepoint not in names:
             s.sql_failed = True
@@ -377,6 +390,11 @@ class TransactionCommand:
                                     "whole transaction back")
         del s.savepoints[at + 1:]
         s.sql_failed = False
+        now, kept = s.savepoints[at][2]     # the settings as they were at the savepoint
+        for settings, then in ((s.settings, now), (s.sql_settings and s.sql_settings[1], kept)):
+            if settings is not None:
+                settings.clear()
+                settings.update(then)
         return SqlResult([], [], "ROLLBACK")
 
 

@@ -84,7 +84,8 @@ def returning_result(items, t, rows: np.ndarray, env, status: str) -> SqlResult:
     vals = [E.evaluate(e, rel, env) for e in exprs]
     out = list(zip(*(v.python() for v in vals))) if vals else [()] * len(rows)
     kinds = [None if v.kind in ("null", "unknown") else v.kind for v in vals]
-    return SqlResult(names, out, status, rowcount=len(rows), kinds=kinds)
+    return SqlResult(names, out, status, rowcount=len(rows), kinds=kinds,
+                     elements=E.declared_types(vals))
 
 
 def returning_columns(impl, ctx, params) -> SqlResult | None:
@@ -624,12 +625,14 @@ class Copy:
             raise SqlError("22023", f"COPY delimiter cannot be {self.delimiter!r}")
         if not isinstance(self.null, str):
             raise SqlError("22023", "COPY null is a string")
-        # a CSV field as written (with its quotes) and the delimiter after it: which
-        # fields of a record were quoted (findall may add an empty one at its end).
-        # Every character but the delimiter outside quotes is taken (a lone quote
-        # too), possessively: no backtracking, whatever the line holds
+        # a CSV field as written (with its quotes) and the delimiter after it (none at
+        # the record's end), of a record whose quotes pair up; possessively: no
+        # backtracking, whatever the line holds
         d = re.escape(self.delimiter)
-        self._csv_field = re.compile(f'((?:"[^"]*(?:"|$)|[^"{d}]+)*+)(?:{d}|$)')
+        self._csv_field = re.compile(f'((?:"[^"]*"|[^"{d}]+)*+)({d}|$)')
+        # a record whose every field is quoted whole or holds no quote
+        field = f'(?:"[^"]*+(?:""[^"]*+)*+"|[^"{d}]*+)'
+        self._csv_simple = re.compile(f'{field}(?:{d}{field})*+')
         self._escape = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|(.)|$)|"
                                   + re.escape(self.delimiter), re.S)
 
@@ -732,42 +735,57 @@ class Copy:
                     return
                 yield n, self._text_fields(line, n)
             return
-        at = [0, 0]     # the line read last; the bytes of the record so far
-        raw: list[str] = []     # the record's lines
-
-        def feed():
-            for n, line in lines:
-                at[0] = n
-                at[1] += len(line)
-                if at[1] > MAX_LINE:
-                    raise SqlError("54000", f"{self._where(n)}: {_TOO_LONG}")
-                raw.append(line)
-                yield line + "\n"
-        reader = csv.reader(feed(), delimiter=self.delimiter)
-        null = self.null
-        # a quoted field that reads as the null string holds this (the empty one
-        # is written "" whatever else its field holds)
-        marker = '""' if null == "" else '"'
-        while True:
-            try:
-                rec = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as e:      # an unclosed quote, a field past csv's limit
-                raise SqlError("22P04", f"{self._where(at[0])}: {e}") from None
-            at[1] = 0
-            rec = rec or [""]
-            # NULL is a field that matches the null string unquoted ("" is the empty
-            # string): csv reads both alike, so a record that may hold a quoted one
-            # is read again for which of its fields were quoted
-            text = raw[0] if len(raw) == 1 else "\n".join(raw)
-            if marker in text and null in rec:
-                rec = [None if v == null and '"' not in f else v
-                       for v, f in zip(rec, self._csv_field.findall(text))]
-            else:
-                rec = [None if v == null else v for v in rec]
+        d, null, raw, size, quotes = self.delimiter, self.null, [], 0, 0
+        box: list[str] = []     # the record Python's csv reads next (one reader for all)
+        reader = csv.reader(iter(box.pop, None), delimiter=d)
+        for n, line in lines:
+            size += len(line)
+            if size > MAX_LINE:
+                raise SqlError("54000", f"{self._where(n)}: {_TOO_LONG}")
+            raw.append(line)
+            quotes += line.count('"')
+            if quotes % 2:      # inside a quoted field ("" counts twice): on to the next line
+                continue
+            text = line if len(raw) == 1 else "\n".join(raw)
             raw.clear()
-            yield at[0], rec
+            size = 0
+            if text.endswith("\r"):
+                text = text[:-1]
+            if '"' not in text:
+                if text == "\\.":          # the end-of-data marker (a quoted one is data)
+                    return
+                yield n, [None if v == null else v for v in text.split(d)]
+            elif self._csv_simple.fullmatch(text):
+                # each quote at a field's ends: Python's csv (C) reads it as PostgreSQL
+                # does, but for which fields were quoted (NULL is an unquoted one) and
+                # a field past its limit (128 KiB), which PostgreSQL takes
+                box.append(text)
+                try:
+                    rec = next(reader)
+                except csv.Error:
+                    rec = None
+                yield n, rec if rec is not None and null not in rec \
+                    else self._csv_fields(text)
+            else:
+                yield n, self._csv_fields(text)
+        if raw:
+            raise SqlError("22P04", f"{self._where(n)}: unterminated CSV quoted field")
+
+    def _csv_fields(self, text: str) -> list:
+        """The fields of a CSV record that holds quotes, read by PostgreSQL's rules: a
+        quote anywhere in a field opens a quoted part, to the next lone quote ("" in
+        it is a quote); what is outside quoted parts is taken as it is, spaces
+        included; NULL is a field that is the null string and holds no quote."""
+        out = []
+        for m in self._csv_field.finditer(text):
+            f = m.group(1)
+            if '"' not in f:
+                out.append(None if f == self.null else f)
+            else:
+                out.append(_QUOTED.sub(_unquoted, f))
+            if not m.group(2):
+                break
+        return out
 
     def _text_fields(self, line: str, n: int) -> list:
         """The fields of a text-format line: cut at the delimiter, backslash escapes
@@ -880,6 +898,13 @@ def _open_regular(filename: str):
     except BaseException:
         os.close(fd)
         raise
+
+
+_QUOTED = re.compile(r'"((?:[^"]|"")*)"')      # a quoted part of a CSV field
+
+
+def _unquoted(m) -> str:
+    return m.group(1).replace('""', '"')
 
 
 def _lines(fh, where):

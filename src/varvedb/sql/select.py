@@ -739,9 +739,8 @@ def result_of(res, names) -> SqlResult:
     cols = [v.python() for v in res.columns]
     rows = list(zip(*cols)) if cols else [() for _ in range(res.count)]
     kinds = [None if v.kind in ("null", "unknown") else v.kind for v in res.columns]
-    elements = [v.literal if v.kind == "array" else None for v in res.columns]
     return SqlResult(list(names), rows, f"SELECT {len(rows)}", plan=res.plan, kinds=kinds,
-                     elements=elements)
+                     elements=E.declared_types(res.columns))
 
 
 def _count_value(e, env, what: str) -> int | None:
