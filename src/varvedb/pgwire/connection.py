@@ -16,9 +16,10 @@ Sync; inside BEGIN the transaction is failed (ReadyForQuery 'E', 25P02) until
 ROLLBACK, as PostgreSQL does. Answers to the extended protocol's messages wait
 for Sync or Flush and go out in one send. Describe of a portal runs no write:
 its answer is settled by the message after it (see _settle). A prepared
-statement's rows are checked against the columns its Describe announced (a
-write's RETURNING too): DDL since that changes them answers 0A000, and the write
-rolls back with the implicit transaction. A portal runs at
+statement's rows are sent as the column types its Describe announced (a write's
+RETURNING too; a column it found no type for, as text): a result of other
+columns or types (DDL since, or values its Describe's NULLs did not show)
+answers 0A000, and a write rolls back with the implicit transaction. A portal runs at
 most once: one whose run failed answers that error again, never reruns. libpq's execution
 of a prepared statement (Bind, Describe and Execute of the unnamed portal,
 Sync: one write) is read as one step (_execution), answered as those messages
@@ -632,8 +633,8 @@ class Connection:
             got = self._returning(stmt, [None] * stmt.params)
             if got is None:
                 return M.NO_DATA
-            # its executions' rows are checked against these (_changed: DDL since)
-            stmt.columns = (tuple(got.columns), tuple(got.kinds))
+            # its executions' rows are checked against these (_announced: DDL since)
+            stmt.columns = _announcing(got)
             return M.NO_DATA if not got.columns else _describe(got, [])[0]
         if stmt.answer is None and stmt.kind() != "select":
             return M.NO_DATA
@@ -651,10 +652,8 @@ class Connection:
         if not results or not results[-1].columns:
             stmt.columns = ((), ())
             return M.NO_DATA
-        got = results[-1]
-        stmt.columns = (tuple(got.columns), tuple(
-            [None if kind is None else oid for kind, oid in zip(got.kinds, _oids(got))]))
-        return _describe(got, [])[0]
+        stmt.columns = _announcing(results[-1])
+        return _describe(results[-1], [])[0]
 
     def _returning(self, stmt: Prepared, params):
         """A write's RETURNING columns as a result without rows (sql.describe_write:
@@ -715,6 +714,14 @@ def _oids(result) -> tuple:
     rows = result.rows
     return tuple([column_oid(kind, rows, i, element)
                   for i, (kind, element) in enumerate(zip(result.kinds, result.elements))])
+
+
+def _announcing(result) -> tuple:
+    """What a statement's Describe announces of a result's columns, kept to send
+    its executions' rows by (_announced): (names, type OIDs), None for a column of
+    no type (text to the client)."""
+    return (tuple(result.columns), tuple(
+        [None if kind is None else oid for kind, oid in zip(result.kinds, _oids(result))]))
 
 
 def _announced(columns: tuple, result) -> tuple:
