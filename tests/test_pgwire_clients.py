@@ -709,8 +709,10 @@ def test_a_null_scalar_subquery_vector_and_the_readme_settings():
 
 # asyncpg prepares (Parse, Describe of the statement: varvedb runs it with NULL
 # parameters) and then asks binary rows by that description: where those NULLs find no
-# row, the description must still hold the column's type (red-team 11 f18b)
-DESCRIBED = [("SELECT array_agg(x) FROM described WHERE x > $1::int", 0),
+# row, or fail (a division by zero), the description must still hold the column's
+# type (red-team 11 f18b)
+DESCRIBED = [("SELECT 10 / coalesce($1::int, 0)", 2),
+             ("SELECT array_agg(x) FROM described WHERE x > $1::int", 0),
              ("SELECT array_agg(v) FROM described WHERE x > $1::int", 0),
              ("SELECT array_agg(s) FROM described WHERE x > $1::int", 0),
              ("SELECT max(x), min(v) FROM described WHERE x > $1::int", 0),
@@ -734,7 +736,7 @@ def test_asyncpg_and_psycopg_binary_read_what_postgresql_gives_after_describing(
             await conn.close()
         return got, want
     got, want = run(both())
-    assert got == want == [([1, 2],), ([1.5, 2.5],), (["a", "b"],), (2, 1.5), (3,)]
+    assert got == want == [(5,), ([1, 2],), ([1.5, 2.5],), (["a", "b"],), (2, 1.5), (3,)]
     with connect(server) as con:
         cur = con.cursor(binary=True)
         assert [cur.execute(q.replace("$1", "%s"), (p,), prepare=True).fetchone()
@@ -754,6 +756,8 @@ def test_a_result_of_another_type_than_the_describe_announced_is_refused(server)
             with pytest.raises(asyncpg.exceptions.InvalidCachedStatementError) as e:
                 await stmt.fetchval(0)      # PostgreSQL's 0A000 "cached plan must not
             assert e.value.sqlstate == "0A000"      # change result type", as asyncpg says it
-            # a column the Describe found no type for is read as its text
-            return await conn.fetchval("SELECT 10 / coalesce($1::int, 0)", 2)
-    assert run(go()) == "5"
+            # a column the Describe found no type for (its NULLs' run and its types
+            # over no rows fail: the WHERE divides by zero) is sent as its text
+            return await conn.fetchval(
+                "SELECT x FROM past WHERE x / coalesce($1::int, 0) > 0 ORDER BY x", 1)
+    assert run(go()) == "1"
