@@ -703,3 +703,61 @@ def test_a_null_scalar_subquery_vector_and_the_readme_settings():
             == [("0.8.6",)]
     finally:
         db.close()
+
+
+# ---- rows sent as the types their statement's Describe announced --------------------
+
+# asyncpg prepares (Parse, Describe of the statement: varvedb runs it with NULL
+# parameters) and then asks binary rows by that description: where those NULLs find no
+# row, or fail (a division by zero), the description must still hold the column's
+# type (red-team 11 f18b)
+DESCRIBED = [("SELECT 10 / coalesce($1::int, 0)", 2),
+             ("SELECT array_agg(x) FROM described WHERE x > $1::int", 0),
+             ("SELECT array_agg(v) FROM described WHERE x > $1::int", 0),
+             ("SELECT array_agg(s) FROM described WHERE x > $1::int", 0),
+             ("SELECT max(x), min(v) FROM described WHERE x > $1::int", 0),
+             ("SELECT nullif($1::int, 0)", 3)]
+
+
+def test_asyncpg_and_psycopg_binary_read_what_postgresql_gives_after_describing(server, pg):
+    async def asyncpg_answers(conn) -> list:
+        await conn.execute("DROP TABLE IF EXISTS described")
+        await conn.execute("CREATE TABLE described (x int, s text, v float8)")
+        await conn.execute("INSERT INTO described VALUES (1, 'a', 1.5), (2, 'b', 2.5)")
+        return [tuple(await conn.fetchrow(q, p)) for q, p in DESCRIBED]
+
+    async def both():
+        async with asyncpg_connection(server) as conn:
+            got = await asyncpg_answers(conn)
+        conn = await asyncpg.connect(pg.uri)
+        try:
+            want = await asyncpg_answers(conn)
+        finally:
+            await conn.close()
+        return got, want
+    got, want = run(both())
+    assert got == want == [(5,), ([1, 2],), ([1.5, 2.5],), (["a", "b"],), (2, 1.5), (3,)]
+    with connect(server) as con:
+        cur = con.cursor(binary=True)
+        assert [cur.execute(q.replace("$1", "%s"), (p,), prepare=True).fetchone()
+                for q, p in DESCRIBED] == want
+
+
+def test_a_result_of_another_type_than_the_describe_announced_is_refused(server):
+    # the statement's NULLs find no row (an int sum); its rows then hold a sum past
+    # int64 (numeric): sent under the int8 description they would read as garbage
+    async def go():
+        async with asyncpg_connection(server) as conn:
+            await conn.execute("CREATE TABLE past (x int, n bigint)")
+            await conn.execute("INSERT INTO past VALUES (1, 9223372036854775807), "
+                               "(2, 9223372036854775807)")
+            stmt = await conn.prepare("SELECT sum(n) FROM past WHERE x > $1::int")
+            assert await stmt.fetchval(3) is None
+            with pytest.raises(asyncpg.exceptions.InvalidCachedStatementError) as e:
+                await stmt.fetchval(0)      # PostgreSQL's 0A000 "cached plan must not
+            assert e.value.sqlstate == "0A000"      # change result type", as asyncpg says it
+            # a column the Describe found no type for (its NULLs' run and its types
+            # over no rows fail: the WHERE divides by zero) is sent as its text
+            return await conn.fetchval(
+                "SELECT x FROM past WHERE x / coalesce($1::int, 0) > 0 ORDER BY x", 1)
+    assert run(go()) == "1"

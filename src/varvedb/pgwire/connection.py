@@ -16,9 +16,10 @@ Sync; inside BEGIN the transaction is failed (ReadyForQuery 'E', 25P02) until
 ROLLBACK, as PostgreSQL does. Answers to the extended protocol's messages wait
 for Sync or Flush and go out in one send. Describe of a portal runs no write:
 its answer is settled by the message after it (see _settle). A prepared
-statement's rows are checked against the columns its Describe announced (a
-write's RETURNING too): DDL since that changes them answers 0A000, and the write
-rolls back with the implicit transaction. A portal runs at
+statement's rows are sent as the column types its Describe announced (a write's
+RETURNING too; a column it found no type for, as text): a result of other
+columns or types (DDL since, or values its Describe's NULLs did not show)
+answers 0A000, and a write rolls back with the implicit transaction. A portal runs at
 most once: one whose run failed answers that error again, never reruns. libpq's execution
 of a prepared statement (Bind, Describe and Execute of the unnamed portal,
 Sync: one write) is read as one step (_execution), answered as those messages
@@ -30,6 +31,7 @@ import logging
 import secrets
 import socket
 import time
+from operator import itemgetter
 
 from pglast.parser import ParseError, scan
 
@@ -81,7 +83,9 @@ class Prepared:
         self.compiled = None          # its compile_text, kept from its first run
         self.described: dict = {}     # _describe's answers, by columns and formats
         self._kind = _UNKNOWN
-        # the (names, kinds) of the columns its Describe announced (None: not described)
+        # the (names, type OIDs) of the columns its Describe announced (None: not
+        # described; an OID None: a column of no type, text to the client): its
+        # executions' rows are sent as those types
         self.columns = None
 
     def kind(self) -> str | None:
@@ -608,16 +612,12 @@ class Connection:
             result = results[-1] if results else None
             if result is None:
                 raise E.SqlError("42601", "the statement is empty")
-            if stmt.columns is not None and _changed(stmt.columns, result):
-                # DDL since its Describe changed its columns: rows that no longer
-                # match what the client decodes them by are refused, as PostgreSQL
-                # refuses them (drivers then prepare the statement again)
-                e = E.SqlError("0A000", "cached plan must not change result type")
-                e.routine = "RevalidateCachedQuery"     # PostgreSQL's: asyncpg's cue
-                raise e
+            announced = None
+            if stmt.columns is not None:
+                announced = _announced(stmt.columns, result)
             if result.columns:
                 portal.columns, portal.encoders, portal.fixed = _describe(
-                    result, portal.formats, portal.stmt.described)
+                    result, portal.formats, portal.stmt.described, announced)
         except E.VarveError as e:
             portal.error = e
             raise
@@ -633,8 +633,8 @@ class Connection:
             got = self._returning(stmt, [None] * stmt.params)
             if got is None:
                 return M.NO_DATA
-            # its executions' rows are checked against these (_changed: DDL since)
-            stmt.columns = (tuple(got.columns), tuple(got.kinds))
+            # its executions' rows are checked against these (_announced: DDL since)
+            stmt.columns = _announcing(got)
             return M.NO_DATA if not got.columns else _describe(got, [])[0]
         if stmt.answer is None and stmt.kind() != "select":
             return M.NO_DATA
@@ -652,7 +652,7 @@ class Connection:
         if not results or not results[-1].columns:
             stmt.columns = ((), ())
             return M.NO_DATA
-        stmt.columns = (tuple(results[-1].columns), tuple(results[-1].kinds))
+        stmt.columns = _announcing(results[-1])
         return _describe(results[-1], [])[0]
 
     def _returning(self, stmt: Prepared, params):
@@ -681,13 +681,14 @@ def _format(formats: list[int], i: int) -> int:
     return formats[0] if len(formats) == 1 else formats[i]
 
 
-def _describe(result, formats: list[int], kept: dict | None = None) -> tuple:
+def _describe(result, formats: list[int], kept: dict | None = None,
+              oids: tuple | None = None) -> tuple:
     """(RowDescription, one encoder a column, FixedRows or None) of a result;
     `kept`: a prepared statement's, which its executions find them in (their
-    columns the same)."""
-    rows = result.rows
-    oids = tuple([column_oid(kind, rows, i, element)
-                  for i, (kind, element) in enumerate(zip(result.kinds, result.elements))])
+    columns the same); `oids`: the column types its statement's Describe announced
+    (_announced), else its own values' (_oids)."""
+    if oids is None:
+        oids = _oids(result)
     key = (tuple(result.columns), tuple(result.kinds), oids, tuple(formats))
     got = kept.get(key) if kept is not None else None
     if got is not None:
@@ -696,7 +697,8 @@ def _describe(result, formats: list[int], kept: dict | None = None) -> tuple:
     for i, (name, kind) in enumerate(zip(result.columns, result.kinds)):
         fmt = _format(formats, i)
         cols.append((name, oids[i], fmt))
-        encoders.append(encoder(oids[i], kind, fmt == 1))
+        # a column announced as text sends any value as its text form (exact)
+        encoders.append(encoder(oids[i], kind, fmt == 1 and oids[i] != TEXT))
         codes.append(fixed_code(oids[i], fmt == 1))
     got = (M.row_description(cols), encoders,
            M.FixedRows(codes) if None not in codes else None)
@@ -707,14 +709,47 @@ def _describe(result, formats: list[int], kept: dict | None = None) -> tuple:
     return got
 
 
-def _changed(columns: tuple, result) -> bool:
-    """Do a result's columns differ from those a Describe announced (names, kinds)?
-    A column described as of no kind (a parameter's, described with NULLs) is
-    text to the client, whatever an execution's values make it."""
-    names, kinds = columns
-    if tuple(result.columns) != names:
-        return True
-    return any(k is not None and k != got for k, got in zip(kinds, result.kinds))
+def _oids(result) -> tuple:
+    """The type OID of each of a result's columns, by its kind and values."""
+    rows = result.rows
+    return tuple([column_oid(kind, rows, i, element)
+                  for i, (kind, element) in enumerate(zip(result.kinds, result.elements))])
+
+
+def _announcing(result) -> tuple:
+    """What a statement's Describe announces of a result's columns, kept to send
+    its executions' rows by (_announced): (names, type OIDs), None for a column of
+    no type (text to the client)."""
+    return (tuple(result.columns), tuple(
+        [None if kind is None else oid for kind, oid in zip(result.kinds, _oids(result))]))
+
+
+def _announced(columns: tuple, result) -> tuple:
+    """The column types an execution's rows are sent as: those its statement's
+    Describe announced (`columns`: names, OIDs), which the client decodes them by.
+    A column announced as of no type (None: text) takes any value, as its text
+    form; a result of other names or of another type in a column — DDL since, or
+    a type the NULLs of the Describe did not show — is refused, as PostgreSQL
+    refuses a plan whose result type changed (drivers then prepare the statement
+    again), rather than sent as bytes the client would read as the announced type."""
+    names, announced = columns
+    if tuple(result.columns) != names or any(
+            a is not None and a != got and not _untyped(result, i)
+            for i, (a, got) in enumerate(zip(announced, _oids(result)))):
+        e = E.SqlError("0A000", "cached plan must not change result type")
+        e.routine = "RevalidateCachedQuery"     # PostgreSQL's: asyncpg's cue
+        raise e
+    return tuple([TEXT if a is None else a for a in announced])
+
+
+def _untyped(result, i: int) -> bool:
+    """Does column `i` fit any type: of no kind, or arrays of no element type, its
+    values each NULL or an array without elements?"""
+    kind = result.kinds[i]
+    if kind is not None and (kind != "array" or result.elements[i] is not None):
+        return False
+    return all(v is None or type(v) is list and not v
+               for v in map(itemgetter(i), result.rows))
 
 
 def _data_rows(rows: list, start: int, end: int, encoders, fixed=None) -> list[bytes]:

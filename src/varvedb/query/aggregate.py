@@ -182,7 +182,10 @@ def _string_agg(v: Val, sep: Val, group: np.ndarray, n_groups: int) -> Val:
 
 def _array_agg(v: Val, group: np.ndarray, n_groups: int) -> Val:
     """array_agg(x) per group: its rows' values in row order, NULLs kept (PostgreSQL's);
-    NULL for a group without rows. An array is a list a row (query/arrays.py)."""
+    NULL for a group without rows. An array is a list a row (query/arrays.py); its
+    element type is its argument's kind where an array column may hold it
+    (schema.Field.array_of), so that groups without rows give its type too (the
+    wire's Describe announces int8[] for array_agg of ints that found no row)."""
     if v.kind == "unknown":
         v = coerce(v, "text")
     values = v.python()
@@ -193,7 +196,10 @@ def _array_agg(v: Val, group: np.ndarray, n_groups: int) -> Val:
         out[g].append(x)
     nulls = np.array([not x for x in out], bool)
     out[nulls] = None
-    return Val("array", out, nulls)
+    return Val("array", out, nulls, v.kind if v.kind in _ELEMENT_KINDS else None)
+
+
+_ELEMENT_KINDS = ("int", "float", "bool", "text")
 
 
 def _int_sums(g: np.ndarray, data: np.ndarray, n_groups: int) -> np.ndarray:

@@ -365,6 +365,8 @@ def _output(node: Output, query: Query) -> Out:
     if cols is not None:        # ids, scores and stored columns of ranked rows: no Rel
         return Out(None, inp.rows, inp.scores, inp.count, _with_input(node, inp.node), cols)
     rel = _rel(inp, query)
+    if query.types_only:            # no value to fail on (a division by zero ...)
+        rel = rel.take(np.zeros(0, np.int64))
     env = query.env
     cols = dict(rel.cols)
     for key, e in zip(keys, node.exprs):

@@ -40,8 +40,11 @@ _WALKS = {"hnsw": Strategy.GRAPH, "ivfpq": Strategy.LISTS}
 class Query:
     """A planned read: its plan, the snapshot and table it reads, and the
     masks planning already evaluated (keyed by node), which the executor reuses,
-    and a kept plan's top-k already answered (`given`, query/prepared.py)."""
-    __slots__ = ("plan", "snapshot", "table", "masks", "env", "analyze", "given")
+    and a kept plan's top-k already answered (`given`, query/prepared.py).
+    `types_only`: its Output evaluates its expressions over no rows, for their
+    types alone (the wire's Describe, where a run of the statement fails)."""
+    __slots__ = ("plan", "snapshot", "table", "masks", "env", "analyze", "given",
+                 "types_only")
 
     def __init__(self, plan: PlanNode, snapshot, table, masks: dict, env=None):
         self.plan = plan
@@ -51,6 +54,7 @@ class Query:
         self.env = env              # expression parameters and subquery values (SQL)
         self.analyze = None         # EXPLAIN ANALYZE: id(node as ran) -> (rows, seconds)
         self.given = None           # id(VectorTopK) -> (rows, scores) its kept search found
+        self.types_only = False
 
 
 def choose_vector_strategy(index, k: int, allowed: int, n: int, ef: int | None,

@@ -299,8 +299,9 @@ def describe_read(session, compiled: tuple, params) -> SqlResult | None:
     wire's Describe of a prepared statement; None where the text is no one SELECT).
     PostgreSQL derives them without running it: here it runs with `params` (the
     NULLs) to learn its columns' types, as a read that fails no transaction block.
-    Where that run fails (a division by zero, ...), the columns are its plan's names,
-    of no type (the client reads them as text), or None where it has no plan; only
+    Where that run fails (a division by zero, ...), the columns are its plan's
+    names and its output's types over no rows (Select.planned: of no type, which
+    the client reads as text, where those fail too), or None where it has no plan; only
     what PostgreSQL's Parse refuses — a name that does not exist, a syntax error
     (SQLSTATE class 42) — is raised."""
     if len(compiled) != 1 or compiled[0].kind != "select":

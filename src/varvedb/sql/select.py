@@ -590,9 +590,17 @@ class Select:
         return result_of(execute(query), _output_columns(query))
 
     def planned(self, ctx, params) -> SqlResult:
-        """Its columns, planned and not run: a result without rows, its columns of
-        no kind (sql.describe_read's answer where a run fails)."""
-        return SqlResult(list(_output_columns(self.plan(ctx, params))), [], "SELECT 0")
+        """Its columns' names and types as a result without rows: its plan run with
+        its output's expressions evaluated over no rows (query.types_only), so that
+        no value can fail them; of no kind where that run fails too (sql's
+        describe_read's answer where a run of the statement fails)."""
+        query = self.plan(ctx, params)
+        names = _output_columns(query)
+        query.types_only = True
+        try:
+            return result_of(execute(query), names)
+        except VarveError:
+            return SqlResult(list(names), [], "SELECT 0")
 
 
 def _output_columns(query: Query) -> tuple:
