@@ -166,21 +166,23 @@ def _fitting_index(table, field: str, metric: str, expr, implies) -> tuple:
     (planned exact, saying why: an exact scan of an expression reads the
     expression's values that index keeps)."""
     own = None
+    f = table.schema.fields[field]
     for name, index in table.vector_choices(field):
-        spec = index.spec
+        # the schema's spec, not the index's copy of CREATE INDEX's: a predicate names
+        # a renamed column by its new name (Table.rename_column)
+        spec = f.vector_spec(name or None)
+        on = getattr(spec, "expr", None)
         # an index over an expression of the field answers only that expression, and
         # a partial one only a search whose WHERE keeps none of the rows it lacks
-        unfit = "the index is on an expression" if bool(getattr(spec, "expr", None)) \
-            != bool(expr) else "the index is on another expression" \
-            if getattr(spec, "expr", None) != expr \
+        unfit = "the index is on an expression" if bool(on) != bool(expr) \
+            else "the index is on another expression" if on != expr \
             else "the WHERE does not imply the partial index's predicate" \
             if getattr(spec, "where", None) and not (implies and implies(spec.where)) else ""
         if not unfit and index.metric == metric:
             return name, index, ""
-        if own is None or getattr(spec, "expr", None) == expr \
-                != getattr(own[1].spec, "expr", None):
-            own = (name, index, unfit)
-    return own or ("", None, "")
+        if own is None or on == expr != own[3]:
+            own = (name, index, unfit, on)
+    return own[:3] if own else ("", None, "")
 
 
 def _text_leg(snap, table, field, text, bound, match, corpus, k, where, pruned, masks,
