@@ -185,6 +185,19 @@ def test_an_hnsw_and_an_ivfflat_index_and_an_expression_beside(tmp_path):
     half = vecs.astype(np.float16).astype(np.float32)
     assert len(set(_ids(db, sql)) & set(_exact(half, q.astype(np.float16), "<=>"))) >= 8
     assert _walks(db, "<->", "")
+    # a width setting reaches a further index of the other kind (red-team 11: it
+    # reached only the column's own kind's): ivfflat.probes the IVF one ...
+    for probes in (1, 7):
+        db.sql(f"SET ivfflat.probes = {probes}")
+        assert f"using e_ivf k=10: IVF lists probes={probes}," in _plan(db, _sql("<#>", q))
+    c = db.collection("items")
+    assert f"using e_ivf k={K}: IVF lists probes=3," in str(
+        c.explain(vector=q, limit=K, metric="dot", probes=3))
+    # ... and hnsw.ef_search a further graph beside an IVF index of the column's own
+    db.sql("DROP INDEX items_embedding_idx")
+    db.sql("SET hnsw.ef_search = 77")
+    assert "using e_half k=10: graph walk ef=77," in _plan(db, sql)
+    assert "k=10: IVF lists probes=7," in _plan(db, _sql("<#>", q))
     db.close()
 
 
