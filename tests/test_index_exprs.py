@@ -234,6 +234,41 @@ def test_catalog_rename_and_a_two_column_btree():
     db.close()
 
 
+def test_a_renamed_predicate_column_and_a_new_one_of_its_old_name(tmp_path):
+    """A partial index WHERE (n = 1), then RENAME n TO m, ADD COLUMN n and UPDATE
+    SET n = 1: a query's WHERE n = 1 (the new column: every row) does not imply
+    the index's predicate, now m = 1, and is scanned exactly, not walked through a
+    graph that lacks the nearest rows (red-team 11: the planner read the predicate
+    CREATE INDEX gave); WHERE m = 1 walks it. An expression index over the renamed
+    vector column still answers its expression."""
+    vecs = _rows(0, 6000)
+    n = np.arange(6000) % 2
+    vecs[n == 1] += 10          # the partial index's rows lie far from the query
+    db = vv.connect(tmp_path / "r.vv")
+    _load(db, vecs, n_mod=2)
+    db.sql("CREATE INDEX part ON items USING hnsw (embedding vector_l2_ops) WHERE (n = 1)")
+    db.sql(f"CREATE INDEX hx ON items USING hnsw ((embedding::halfvec({DIM})) "
+           "halfvec_cosine_ops)")
+    db.sql("ALTER TABLE items RENAME COLUMN n TO m")
+    db.sql("ALTER TABLE items ADD COLUMN n int")
+    db.sql("UPDATE items SET n = 1")
+    db.sql("ALTER TABLE items RENAME COLUMN embedding TO e")
+    db.collection("items").wait_indexed("e")
+    q = _rows(4)[0]
+    sql = f"SELECT id FROM items WHERE n = 1 ORDER BY e <-> '{_lit(q)}' LIMIT {K}"
+    assert "does not imply the partial index's predicate" in _plan(db, sql)
+    assert _ids(db, sql) == _exact_l2(vecs, q)
+    walked = sql.replace("WHERE n = 1", "WHERE m = 1")
+    assert "VectorTopK e (l2) k=10: graph" in _plan(db, walked)
+    assert len(set(_ids(db, walked)) & set(_exact_l2(vecs, q, n == 1))) >= 9
+    half = f"SELECT id FROM items ORDER BY e::halfvec({DIM}) <=> '{_lit(q)}' LIMIT {K}"
+    assert f"e::halfvec({DIM}) (cosine) using hx k=10: graph" in _plan(db, half)
+    h = vecs.astype(np.float16).astype(np.float64)
+    cos = 1 - h @ q / np.linalg.norm(h, axis=1)
+    assert len(set(_ids(db, half)) & set(np.argsort(cos, kind="stable")[:K])) >= 8
+    db.close()
+
+
 def test_partitions_stay_refused_and_say_why():
     db = vv.connect(":memory:")
     with pytest.raises(SqlError) as e:

@@ -113,7 +113,8 @@ def test_dropping_either_keeps_the_other_and_a_rollback_keeps_both(tmp_path):
     # the cosine graph takes the column's place, the same graph (nothing rebuilt)
     assert t.vector_choices("embedding") == [("", graphs[1])]
     f = t.schema.fields["embedding"]
-    assert (f.vector_index.name, f.metric, f.more_indexes) == ("e_cos", "cosine", ())
+    # the column keeps its metric, the graph its own (red-team 11: the field took cosine)
+    assert (f.vector_index.name, f.metric, f.more_indexes) == ("e_cos", "l2", ())
     assert _walks(db, "<=>", "")
     assert "exact scan (index built for cosine)" in _plan(db, _sql("<->", vecs[0]))
     db.sql("CREATE INDEX e_l2 ON items USING hnsw (embedding vector_l2_ops)")
@@ -184,6 +185,19 @@ def test_an_hnsw_and_an_ivfflat_index_and_an_expression_beside(tmp_path):
     half = vecs.astype(np.float16).astype(np.float32)
     assert len(set(_ids(db, sql)) & set(_exact(half, q.astype(np.float16), "<=>"))) >= 8
     assert _walks(db, "<->", "")
+    # a width setting reaches a further index of the other kind (red-team 11: it
+    # reached only the column's own kind's): ivfflat.probes the IVF one ...
+    for probes in (1, 7):
+        db.sql(f"SET ivfflat.probes = {probes}")
+        assert f"using e_ivf k=10: IVF lists probes={probes}," in _plan(db, _sql("<#>", q))
+    c = db.collection("items")
+    assert f"using e_ivf k={K}: IVF lists probes=3," in str(
+        c.explain(vector=q, limit=K, metric="dot", probes=3))
+    # ... and hnsw.ef_search a further graph beside an IVF index of the column's own
+    db.sql("DROP INDEX items_embedding_idx")
+    db.sql("SET hnsw.ef_search = 77")
+    assert "using e_half k=10: graph walk ef=77," in _plan(db, sql)
+    assert "k=10: IVF lists probes=7," in _plan(db, _sql("<#>", q))
     db.close()
 
 
@@ -203,6 +217,36 @@ def test_the_python_api_adds_a_named_one_and_searches_rank_through_it():
     assert len({h.id for h in hits} & set(_exact(vecs, q, "<=>"))) >= 8
     c.drop_index("v", "v_cos")
     assert db.engine.table("docs").vector_choices("v")[1:] == []
+    db.close()
+
+
+def test_dropping_a_fields_own_index_keeps_its_metric_and_the_next_its_own(tmp_path):
+    """drop_index(field) promotes the further cosine graph; the field stays l2, so
+    search() without metric= still ranks by l2 (exactly: no l2 index is left), and
+    the promoted graph stays cosine, after a checkpoint and reopen too (red-team 11:
+    the field took the promoted index's metric, and search() changed its answer)."""
+    path = tmp_path / "m.vv"
+    db = vv.connect(path)
+    c = db.create_collection("t", {"v": vv.Vector(2, metric="l2", index=vv.HNSW(),
+                                                   more_indexes=(vv.HNSW(name="cos",
+                                                                         metric="cosine"),))})
+    c.insert_arrays(v=np.array([[10, 0], [1, 1], [0.5, 0.4], [3, 3.1]], np.float32))
+    q = np.array([1, 0], np.float32)
+    assert [h.id for h in c.search(q, limit=2)] == [3, 2]
+    c.drop_index("v")
+    for step in ("dropped", "reopened"):
+        if step == "reopened":
+            db.checkpoint()
+            db.close()
+            db = vv.connect(path)
+            c = db.collection("t")
+        f = db.engine.table("t").schema.fields["v"]
+        assert (f.metric, f.vector_index.name, f.more_indexes) == ("l2", "cos", ()), step
+        assert [ix.metric for _, ix in db.engine.table("t").vector_choices("v")] == \
+            ["cosine"], step
+        assert [h.id for h in c.search(q, limit=2)] == [3, 2], step
+        assert [h.id for h in c.search(q, limit=2, metric="cosine")] == [1, 3], step
+        assert "index built for cosine" in str(c.explain(vector=q, limit=2)), step
     db.close()
 
 

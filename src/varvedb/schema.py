@@ -97,7 +97,9 @@ class HNSW:
     m: int = 16
     ef_construction: int = 200
     ef_search: int = 100
-    metric: str | None = None     # None: the field's; else the field takes this one (SQL's opclass)
+    # None: the field's; else the graph's own (SQL's opclass), which the field takes
+    # when this index is the first made on it (Table.create_index)
+    metric: str | None = None
     name: str | None = None       # the index's name (SQL's CREATE INDEX name)
     # "int8": the walk reads one byte per dimension and reranks its best
     # candidates exactly from the stored vectors (index/hnsw.py); "pq": it reads

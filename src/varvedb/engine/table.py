@@ -661,8 +661,9 @@ class Table:
     def _keep_vector_indexes(self, field: str, keep: list) -> Field:
         """The field with only the vector indexes of its specs `keep` (in their
         order), each the same index object as before; the first becomes its own
-        index, the field taking its opclass's metric (as create_index gives it).
-        Sets the index map; the caller sets the schema."""
+        index, ranking by its own metric still: the field keeps its metric (what a
+        search that names none ranks by). Sets the index map; the caller sets the
+        schema."""
         f = self.schema.fields[field]
         objects = dict(zip(map(id, f.vector_specs), (ix for _, ix in self.vector_choices(field))))
         kept = [(spec, objects[id(spec)]) for spec in keep]
@@ -675,9 +676,6 @@ class Table:
         by_key[field, ix.kind] = ix
         by_key.update(((field, "@" + spec.name), ix) for spec, ix in rest)
         self._set_indexes(by_key)
-        if first is not f.vector_index and first.metric not in (None, "l1") \
-                and getattr(first, "expr", None) is None:
-            f = replace(f, metric=first.metric)
         return replace(f, vector_index=first, more_indexes=tuple(spec for spec, _ in rest))
 
     def set_check(self, name: str, check: tuple | None) -> None:
@@ -800,14 +798,12 @@ def _born_in(view: View, born: np.ndarray, died: np.ndarray, births: np.ndarray 
 def field_vector_index(name: str, f: Field, spec=None):
     """The empty vector index of a field's spec (None: its own index's): over the
     field's vectors, or over its index expression's (their width, the index's
-    metric). Its own index ranks by the field's metric, a further one by its own."""
-    own = spec is None or spec is f.vector_index
+    metric). Each ranks by its spec's metric, the field's where it names none (a
+    further index promoted to the field's own keeps its own: _keep_vector_indexes)."""
     spec = f.vector_index if spec is None else spec
     expr = getattr(spec, "expr", None)
     if expr is None:
-        metric = "l1" if getattr(spec, "metric", None) == "l1" else \
-            f.metric if own else spec.metric or f.metric
-        return make_vector_index(name, f.width, metric, spec)
+        return make_vector_index(name, f.width, spec.metric or f.metric, spec)
     dtype, dim = index_shape(spec, f.dtype, f.dim)
     return make_vector_index(name, (dim + 7) // 8 if dtype == "bit" else dim, spec.metric,
                              spec)

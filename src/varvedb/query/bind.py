@@ -16,6 +16,7 @@ from __future__ import annotations
 from ..errors import FieldTypeError, SchemaError, UnknownFieldError
 import numpy as np
 
+from ..index.vector_index import HnswVectorIndex, IvfVectorIndex
 from ..schema import check_query_metric, coerce_ids, coerce_query_vector
 from .execute import text_corpus
 from .filter import Filter
@@ -98,20 +99,20 @@ def vector_leg(table, v, settings: dict | None = None) -> tuple:
     metric = f.metric if v.metric is None else v.metric
     if v.metric is not None:
         check_query_metric(f, metric)     # hamming for bit fields, and only for them
-    return field, metric, q, search_width(table, field, v.ef, v.probes, settings)
+    return field, metric, q, search_widths(v.ef, v.probes, settings)
 
 
-def search_width(table, field: str, ef: int | None, probes: int | None,
-                 settings: dict | None = None) -> int | None:
-    """The width the field's index takes: `probes` for IVF lists, else `ef` (the
-    other one does not apply, as pgvector's hnsw.ef_search does not to an
-    ivfflat index); None: the session's setting, else the index's own."""
-    vi = table.vector_indexes.get(field)
-    lists = vi is not None and vi.knob == "probes"
-    width = probes if lists else ef
-    if width is None and settings:
-        width = settings.get(vi.setting if vi is not None else "hnsw.ef_search")
-    return width
+def search_widths(ef: int | None, probes: int | None, settings: dict | None = None) -> dict:
+    """The width a search asks of each kind of vector index, by its knob: a
+    graph's `ef`, the lists an IVF index `probes`; None: the session's setting of
+    that kind (SQL's hnsw.ef_search, ivfflat.probes), else the index's own. The
+    index the search ranks through takes its own kind's (planner._vector_leg), as
+    pgvector's hnsw.ef_search does not reach an ivfflat index."""
+    widths = {}
+    for kind, asked in ((HnswVectorIndex, ef), (IvfVectorIndex, probes)):
+        widths[kind.knob] = asked if asked is not None or not settings \
+            else settings.get(kind.setting)
+    return widths
 
 
 def bind_where(table, where, params):

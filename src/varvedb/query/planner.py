@@ -79,13 +79,14 @@ def choose_vector_strategy(index, k: int, allowed: int, n: int, ef: int | None,
 # API wraps them in Project (query/bind.py), SQL in its Limit and Output.
 
 def plan_search(snap, table, field: str, metric: str, q: np.ndarray, k: int, where,
-                ef: int | None, exact: bool, expr: tuple = (), implies=None) -> Query:
-    """VectorTopK(Filter?(Scan)): `where` is a bound filter or None. `expr`: the
-    index expression the search ranks by, (schema.HNSW's expr, its text) (SQL's),
-    () the field's vectors; `implies(conditions)`: whether the WHERE implies a
-    partial index's predicate (SQL checks it; None: never)."""
+                widths: dict, exact: bool, expr: tuple = (), implies=None) -> Query:
+    """VectorTopK(Filter?(Scan)): `where` is a bound filter or None; `widths` the
+    width asked of each kind of index, by its knob (query/bind.search_widths).
+    `expr`: the index expression the search ranks by, (schema.HNSW's expr, its
+    text) (SQL's), () the field's vectors; `implies(conditions)`: whether the
+    WHERE implies a partial index's predicate (SQL checks it; None: never)."""
     masks: dict = {}
-    top = _vector_leg(snap, table, field, metric, q, k, where, ef, exact, masks,
+    top = _vector_leg(snap, table, field, metric, q, k, where, widths, exact, masks,
                       expr=expr, implies=implies)
     return Query(top, snap, table, masks)
 
@@ -105,12 +106,12 @@ def plan_hybrid(snap, table, text_leg: tuple, vector_leg: tuple, limit: int,
     """Limit(Fusion(TextTopK(...), VectorTopK(...))): each leg finds
     `candidates` rows among those `where` allows; text_leg is (field, text, bound, match,
     corpus) as plan_text takes them,
-    vector_leg (field, metric, q, ef, exact)."""
+    vector_leg (field, metric, q, widths, exact)."""
     masks: dict = {}
     where_mask = _where_mask(snap, table, where)
     text = _text_leg(snap, table, *text_leg, candidates, where, True, masks, where_mask)
-    field, metric, q, ef, exact = vector_leg
-    vector = _vector_leg(snap, table, field, metric, q, candidates, where, ef, exact, masks,
+    field, metric, q, widths, exact = vector_leg
+    vector = _vector_leg(snap, table, field, metric, q, candidates, where, widths, exact, masks,
                          where_mask)
     fused = Fusion(rrf_k, weights, (text, vector))
     return Query(Limit(limit, fused), snap, table, masks)
@@ -146,13 +147,13 @@ def _allowed(snap, table, nonnull: str | None, where, masks: dict,
     return node, allowed
 
 
-def _vector_leg(snap, table, field, metric, q, k, where, ef, exact, masks,
+def _vector_leg(snap, table, field, metric, q, k, where, widths, exact, masks,
                 where_mask=None, expr: tuple = (), implies=None) -> VectorTopK:
     node, allowed = _allowed(snap, table, field, where, masks, where_mask)
     name, index, unfit = _fitting_index(table, field, metric, expr[0] if expr else None,
                                         implies)
-    if name and index.knob != table.vector_indexes[field].knob:
-        ef = None   # (the width asked is the column's own index's: query/bind.search_width)
+    # the width asked of the kind of the index it ranks through (a graph's ef, IVF probes)
+    ef = None if index is None else widths.get(index.knob)
     strategy, ef, reason = choose_vector_strategy(None if unfit else index, k, allowed,
                                                   snap.n(table), ef, exact, metric)
     if unfit and not exact:
@@ -170,21 +171,23 @@ def _fitting_index(table, field: str, metric: str, expr, implies) -> tuple:
     (planned exact, saying why: an exact scan of an expression reads the
     expression's values that index keeps)."""
     own = None
+    f = table.schema.fields[field]
     for name, index in table.vector_choices(field):
-        spec = index.spec
+        # the schema's spec, not the index's copy of CREATE INDEX's: a predicate names
+        # a renamed column by its new name (Table.rename_column)
+        spec = f.vector_spec(name or None)
+        on = getattr(spec, "expr", None)
         # an index over an expression of the field answers only that expression, and
         # a partial one only a search whose WHERE keeps none of the rows it lacks
-        unfit = "the index is on an expression" if bool(getattr(spec, "expr", None)) \
-            != bool(expr) else "the index is on another expression" \
-            if getattr(spec, "expr", None) != expr \
+        unfit = "the index is on an expression" if bool(on) != bool(expr) \
+            else "the index is on another expression" if on != expr \
             else "the WHERE does not imply the partial index's predicate" \
             if getattr(spec, "where", None) and not (implies and implies(spec.where)) else ""
         if not unfit and index.metric == metric:
             return name, index, ""
-        if own is None or getattr(spec, "expr", None) == expr \
-                != getattr(own[1].spec, "expr", None):
-            own = (name, index, unfit)
-    return own or ("", None, "")
+        if own is None or on == expr != own[3]:
+            own = (name, index, unfit, on)
+    return own[:3] if own else ("", None, "")
 
 
 def _text_leg(snap, table, field, text, bound, match, corpus, k, where, pruned, masks,

@@ -36,7 +36,7 @@ from ..query.execute import execute
 from ..query.filter import Filter as GrammarFilter, Refusal, expressed as grammar_expressed
 from ..query.plan import (Aggregate, Derived, Distinct, FunctionScan, Limit, Output,
                           ProjectSet, Sort, VectorTopK, Where, Window)
-from ..query.bind import bind_legs, search_width
+from ..query.bind import bind_legs, search_widths
 from ..query.prepared import keep, query_vector, typed_key
 from ..query.planner import Query, plan_scan, plan_search
 from ..query.aggregate import groups
@@ -456,8 +456,8 @@ class Select:
         limit, offset = self._limit_offset(env)
         k = snap.n(table) if limit is None else limit + offset
         session = ctx.session
-        width = search_width(table, fname, None, None, session.settings)
-        query = plan_search(snap, table, fname, metric, q, k, where, width, False,
+        widths = search_widths(None, None, session.settings)
+        query = plan_search(snap, table, fname, metric, q, k, where, widths, False,
                             expr=expr or (), implies=lambda conditions: implies(
                                 self.where_expr, conditions, table.schema.fields, env))
         if _reaches_nulls(query, k, snap, table, fname, where):
