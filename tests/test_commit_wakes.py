@@ -81,6 +81,10 @@ def test_a_commit_does_not_notify_the_maintainer_in_a_pass(db):
     c.create_index("v", vv.HNSW())
     c.wait_indexed()
     m = db.engine.maintainer
+    deadline = time.monotonic() + HANG
+    while not m.idle:        # the pass that linked them over: its last look for rows
+        assert time.monotonic() < deadline       # would wait on the hold below for ever
+        time.sleep(0.005)
     with m.hold():                       # a pass begun now waits here, in flight
         before = m.passes
         c.insert({"id": 50, "v": rng.standard_normal(dim)})

@@ -90,6 +90,11 @@ class Maintainer:
                 # wait to no purpose, and cost the committer a Condition's Python)
                 self._cond.notify_all()
 
+    @property
+    def idle(self) -> bool:
+        """Does the thread wait for a commit's wake (no pass in flight, no rest)?"""
+        return self._idle
+
     @contextmanager
     def hold(self):
         """No chunk is being linked inside this block (it waits for one in flight)."""
