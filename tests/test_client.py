@@ -1293,7 +1293,10 @@ NOT_REMOTE = {
         "branch id, a kept search's key", "writing": "the engine's transaction scope",
         "begin": "transaction() (or sql('BEGIN'))", "commit": "transaction()'s exit (or "
         "sql('COMMIT'))", "rollback": "an exception in transaction() (or sql('ROLLBACK'))",
-        "in_transaction": "the client's transaction is pinned to a thread, not an object"},
+        "in_transaction": "the client's transaction is pinned to a thread, not an object",
+        "pin": "SQL's REPEATABLE READ block's hold on its version (sql('BEGIN ISOLATION "
+        "LEVEL REPEATABLE READ') over the client)", "unpin": "the same",
+        "sql_version": "the same"},
 }
 ASYNC_NAMES = {"close": "aclose"}     # AsyncClient's coroutine that closes
 
