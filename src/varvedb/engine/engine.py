@@ -480,7 +480,7 @@ class Engine:
             raise SchemaError(f"a collection named {name!r} already exists")
         check_embedders(schema.fields, tx.server_files)
         cid = self.next_cid
-        self._stamp(schema.fields.values())
+        self._stamp(_newer_fields(schema.fields.values()))
         before = (self.log.mark() if self.log is not None else None, tx.frames,
                   tx.rows_changed)
         self.write(tx, frames.CreateCollection(cid, name, schema))
@@ -494,11 +494,13 @@ class Engine:
                 raise
         return t
 
-    def _stamp(self, fields) -> None:
+    def _stamp(self, needed: bool = True) -> None:
         """The header stamped with this format before a frame that holds what an
-        older varvedb cannot read (a bytes field, a further vector index), so
-        that it refuses the file as newer instead of calling it corrupt."""
-        if self.log is not None and any(f.kind == "bytes" or f.more_indexes for f in fields):
+        older varvedb cannot read (a branch, a SET_CHECK, a bytes field, a further
+        vector index: storage/format.py's versions), so that it refuses the file as
+        newer instead of misreading it or calling it corrupt. `needed`: the frame
+        holds such a thing."""
+        if needed and self.log is not None:
             self.log.file.upgrade_header()
 
     def _uncreate(self, tx: "Transaction", t: Table, mark, n_frames: int,
@@ -632,8 +634,7 @@ class Engine:
             spec = fit_index(spec, f.dtype, f.dim)   # before the frame: replay applies it
             check_index_where(spec, t.schema.fields)
             self._check_indexable(t, field, spec, tx.branch)
-        if f is not None and f.vector_index is not None and self.log is not None:
-            self.log.file.upgrade_header()    # a further index: an older varvedb refuses it
+        self._stamp(f is not None and f.vector_index is not None)    # a further index
         if parts is None or self.maintainer is None:
             self.write(tx, frames.CreateIndex(t.cid, field, spec))
             return
@@ -675,7 +676,7 @@ class Engine:
             # the documents so far take its default (or null): it must pass its checks
             check_constraints(Schema({name: field}), {} if field.default is None
                               else {name: field.default_column(1)}, 1, t.name)
-        self._stamp([field])
+        self._stamp(_newer_fields([field]))
         self.write(tx, frames.AddColumn(t.cid, t.n, name, field))
 
     def drop_column(self, tx: "Transaction", t: Table, name: str) -> None:
@@ -724,8 +725,7 @@ class Engine:
                 except CheckViolationError:
                     raise CheckViolationError(f'check constraint "{constraint}" of relation '
                                               f'"{t.name}" is violated by some row') from None
-        if self.log is not None:     # an older varvedb refuses the file, not misreads it
-            self.log.file.upgrade_header()
+        self._stamp()
         for name, f in fields.items():
             self.write(tx, frames.SetCheck(t.cid, name, f.check))
 
@@ -815,8 +815,7 @@ class Engine:
             self.catalog.check_new_name(name)
         except SchemaError as e:
             raise OptionError(str(e)) from None
-        if self.log is not None:
-            self.log.file.upgrade_header()
+        self._stamp()
         bid, parent = self.catalog.next_id, tx.branch
         tx.branch = self.applying_branch = bid
         self.write(tx, frames.BranchOp("create", bid, name, parent, at))
@@ -1562,6 +1561,11 @@ def check_timeout(timeout) -> float:
         raise OptionError(f"a lock timeout is a non-negative number of seconds, "
                           f"not {brief(timeout)}")
     return float(timeout)
+
+
+def _newer_fields(fields) -> bool:
+    """Does any of these fields need file format 5 (a bytes field, a further index)?"""
+    return any(f.kind == "bytes" or f.more_indexes for f in fields)
 
 
 def _check_rows(t: Table, rows) -> None:
