@@ -498,6 +498,27 @@ def test_describe_of_a_statement_names_its_parameters_and_columns(server):
         assert msgs[2][1].count(b"\0") >= 2 and b"id\0" in msgs[2][1]
 
 
+def test_a_catalog_int2vector_column_is_described_as_int2vector_on_no_rows(server):
+    """A prepared statement's Describe runs it with NULL parameters (no rows here),
+    yet announces pg_index.indoption as the int2vector its executions send — not
+    text[] and then 0A000 "cached plan must not change result type" when a row
+    comes (pg8000's SQLAlchemy index reflection, pgvector-python's test_automap)."""
+    q = "SELECT indoption, indkey FROM pg_index WHERE indrelid = $1::regclass"
+    with _ready_socket(server.pg) as s:
+        s.sendall(_parse("ix", q) + _msg(b"D", b"Six\0") + SYNC)
+        msgs = _read_until_ready(s)
+        assert [m[0] for m in msgs] == [b"1", b"t", b"T", b"Z"]
+        body = msgs[2][1]
+        types = [struct.unpack("!i", body[end + 7:end + 11])[0]
+                 for end in (body.index(b"indoption\0") + 9, body.index(b"indkey\0") + 6)]
+        assert types == [22, 22]            # int2vector
+        bind = b"\0ix\0" + struct.pack("!hhi", 0, 1, 5) + b"items" + struct.pack("!h", 0)
+        s.sendall(_msg(b"B", bind) + DESCRIBE_EXECUTE_SYNC)      # (results as text)
+        msgs = _read_until_ready(s)
+        assert [m[0] for m in msgs] == [b"2", b"T", b"D", b"C", b"Z"], msgs
+        assert msgs[2][1] == struct.pack("!hi", 2, 1) + b"0" + struct.pack("!i", 1) + b"1"
+
+
 def _row_names(body: bytes) -> list[bytes]:
     """The column names of a RowDescription's body."""
     (n,), at, names = struct.unpack("!h", body[:2]), 2, []

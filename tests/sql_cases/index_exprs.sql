@@ -40,6 +40,16 @@ CREATE INDEX docs_half ON docs USING hnsw ((embedding::halfvec(4)) halfvec_l2_op
 SELECT indkey::text, indexprs IS NOT NULL, indpred IS NULL FROM pg_index
     WHERE indexrelid = 'docs_half'::regclass;
 -- => [('0', True, True)]
+-- an int2vector's subscripts start at 0, and pg_get_indexdef's column 1 of an
+-- expression index is the expression in parentheses ('' past its columns): what
+-- SQLAlchemy's index reflection reads (pgvector-python's test_automap)
+SELECT c.relname, i.indkey[0], i.indkey[1], generate_subscripts(i.indkey, 1) AS ord,
+       array_upper(i.indkey, 1), array_length(i.indkey, 1),
+       pg_get_indexdef(i.indexrelid, 1, true), pg_get_indexdef(i.indexrelid, 2, true)
+    FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+    WHERE i.indrelid = 'docs'::regclass ORDER BY c.relname;
+-- => [('docs_half', 0, None, 0, 0, 1, '(embedding::halfvec(4))', ''),
+--     ('docs_pkey', 1, None, 0, 0, 1, 'id', '')]
 SELECT id FROM docs ORDER BY embedding::halfvec(4) <-> '[0.3,1.1,2.7,-0.6]' LIMIT 5;
 -- => [(22,), (26,), (9,), (20,), (8,)]
 SELECT id FROM docs ORDER BY embedding::halfvec(4) <-> '[2.1,-0.7,0.2,1.3]'::halfvec LIMIT 4;

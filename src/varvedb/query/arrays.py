@@ -93,7 +93,8 @@ def element_spec(arrays) -> str:
 
 class SpaceVector(list):
     """An int2vector (pg_index.indkey, indoption): a catalog array PostgreSQL writes
-    as its elements separated by spaces, `1 2`, and sends as its own type."""
+    as its elements separated by spaces, `1 2`, and sends as its own type; its
+    subscripts start at 0, as PostgreSQL's do (`indkey[0]`, generate_subscripts)."""
     TYPE = "int2vector"
 
     def text(self) -> str:
@@ -103,6 +104,10 @@ class SpaceVector(list):
 class OidVector(SpaceVector):
     """An oidvector (pg_index.indclass, indcollation)."""
     TYPE = "oidvector"
+
+
+# the catalog's array types by name (an array Val's `literal`: its type on zero rows too)
+SPACE_TYPES = {c.TYPE: c for c in (SpaceVector, OidVector)}
 
 
 # the set-returning functions a select list (sql/select.py's ProjectSet) or FROM may call
@@ -121,7 +126,7 @@ MAX_SERIES = MAX_BUILT_ROWS       # generate_series' rows
 def set_rows(name: str, args: list, n: int) -> list:
     """Each of n rows' values of a set-returning function of a select list, as
     PostgreSQL's: unnest(array) its elements, generate_subscripts(array, dim) its
-    subscripts (1-based, dimension 1: these arrays have one), generate_series(a, b
+    subscripts (from `lower(array)`, dimension 1: these arrays have one), generate_series(a, b
     [, step]) of integers (a range); a NULL argument gives no values. `args`: each
     argument's Python values a row."""
     counts = {"unnest": (1,), "generate_subscripts": (2, 3), "generate_series": (2, 3)}[name]
@@ -136,7 +141,8 @@ def set_rows(name: str, args: list, n: int) -> list:
         elif name == "generate_subscripts":
             arr = _array_arg(name, row[0])
             backwards = len(row) == 3 and row[2]
-            subs = list(range(1, len(arr) + 1)) if row[1] == 1 else []
+            first = lower(arr)
+            subs = list(range(first, first + len(arr))) if row[1] == 1 else []
             out.append(subs[::-1] if backwards else subs)
         else:
             start, stop = row[0], row[1]
@@ -163,10 +169,18 @@ def element_lists(arrays, nulls) -> list:
     return [None if null else arr for arr, null in zip(arrays, nulls.tolist())]
 
 
+def lower(arr: list) -> int:
+    """An array's first subscript: 0 for an int2vector or oidvector, else 1."""
+    return 0 if isinstance(arr, SpaceVector) else 1
+
+
 def element(arrays, nulls, indexes: list) -> list:
-    """array[i] a row: the i-th element (from 1), NULL past either end."""
-    return [None if null or i is None or not 1 <= i <= len(arr) else arr[i - 1]
-            for arr, null, i in zip(arrays, nulls.tolist(), indexes)]
+    """array[i] a row: the element at subscript i (from `lower`), NULL past either end."""
+    out = []
+    for arr, null, i in zip(arrays, nulls.tolist(), indexes):
+        k = None if null or i is None else i - lower(arr)
+        out.append(None if k is None or not 0 <= k < len(arr) else arr[k])
+    return out
 
 
 def text(arr: list, value_text=str) -> str:

@@ -516,7 +516,8 @@ def _array_literal(v: Val, like: Val) -> Val:
     """An untyped literal beside an array, read as that array's type: '{1,2}' beside
     an integer[] (its element type, or its elements'), '1 2' beside an int2vector."""
     data = _array_data(like)
-    space = next((type(x) for x in data if isinstance(x, arrays.SpaceVector)), None)
+    space = arrays.SPACE_TYPES.get(like.literal) or next(
+        (type(x) for x in data if isinstance(x, arrays.SpaceVector)), None)
     spec = like.literal or arrays.element_spec(data)
 
     def read(text):
@@ -1366,13 +1367,15 @@ def _subscript(arr: Val, index: Val) -> Val:
 
 
 def _array_bound(name: str):
-    """array_upper(array, 1) and array_length(array, 1): its last subscript, which
-    is its length as arrays here start at 1 (NULL where it is empty or NULL, or
-    of another dimension: arrays here have one)."""
+    """array_upper(array, 1) and array_length(array, 1): its last subscript (its
+    length, less 1 for an int2vector's from 0) and its length (NULL where it is
+    empty or NULL, or of another dimension: arrays here have one)."""
+    last = name == "array_upper"
+
     def call(arr: Val, dim: Val) -> Val:
         if arr.kind not in ("array", "null"):
             raise SqlError("42883", f"function {name}({arr.kind}, {dim.kind}) does not exist")
-        out = [len(a) if a and d == 1 else None
+        out = [len(a) + (arrays.lower(a) - 1 if last else 0) if a and d == 1 else None
                for a, d in zip(arrays.element_lists(_array_data(arr), arr.nulls),
                                dim.python())]
         return _from_python("int", [0 if x is None else x for x in out],

@@ -140,7 +140,9 @@ def column_oid(kind: str | None, rows: list, i: int, element: str | None = None)
     halfvec when its values are float16 and bit when they are bool; an int column numeric when a value is past int64 (an exact sum); an
     array column is its elements' array type (int8[], text[], ...), or int2vector /
     oidvector for the catalog's; an array column's, its declared element type's
-    (`element`: schema.Field.array_of)."""
+    (`element`: schema.Field.array_of, or int2vector / oidvector: a catalog column's)."""
+    if kind == "array" and element in SPACE_VECTORS:
+        return SPACE_VECTORS[element]
     if kind == "array" and element is not None:
         elem_kind, vtype, _ = array_element(element)
         return ARRAYS[OIDS[vtype or _ELEMENT_TYPES[elem_kind]]]

@@ -265,11 +265,14 @@ class Catalog:
 
     def indexdef(self, oid: int, column: int = 0, pretty=None) -> str | None:
         """pg_get_indexdef(index [, column, pretty]): its definition, or (column
-        1) its one column's."""
+        1) its one key's — an expression's in parentheses, as PostgreSQL's — ('' past
+        its one column, NULL for no index)."""
         r = self._relations().get(oid)
-        if r is None or r.kind != "i" or column not in (0, 1):
+        if r is None or r.kind != "i":
             return None
-        return r.indexdef() if column == 0 else r.column
+        if column == 0:
+            return r.indexdef()
+        return "" if column != 1 else f"({r.expr})" if r.expr else r.column
 
     def setting(self, name: str, missing_ok=False) -> str | None:
         """current_setting(name [, missing_ok]): SHOW's value; an unknown name is 42704
@@ -461,8 +464,9 @@ def _index_column(r: Relation, cols: dict) -> tuple[int, int, int]:
 
 
 def _vectors(rows: list, kind=SpaceVector) -> Val:
-    """A column of int2vectors (or oidvectors)."""
-    return Val("array", object_array([kind(r) for r in rows]), np.zeros(len(rows), bool))
+    """A column of int2vectors (or oidvectors), its type known on zero rows too."""
+    return Val("array", object_array([kind(r) for r in rows]), np.zeros(len(rows), bool),
+               kind.TYPE)
 
 
 @_relation("pg_index", "indexrelid", "indrelid", "indnatts", "indnkeyatts", "indisunique",
