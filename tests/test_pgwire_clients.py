@@ -210,6 +210,37 @@ def test_vector_array_columns_round_trip_through_psycopg_and_asyncpg(server):
     assert [tuple(r) for r in by_asyncpg] == want
 
 
+# a list parameter under an array cast: SQLAlchemy's ARRAY(VECTOR(3)) sends its
+# vectors as text in a list (`%(embeddings)s::VECTOR(3)[]`, pgvector-python's
+# test_vector_array), register_vector a list of numpy vectors
+LIST_CASTS = [("SELECT %s::vector(3)[]", ["[1.0,2.0,3.0]", "[4.0,5.0,6.0]"]),
+              ("SELECT %s::halfvec(3)[]", ["[1.0,2.0,3.0]", "[4.0,5.0,6.0]"]),
+              ("SELECT %s::vector(3)[]", [np.array([1.5, 2, 3]), np.array([4, 5, 6])]),
+              ("SELECT %s::text[]", ["a", "b c"]),
+              ("SELECT %s::float8[]", [1.5, 2.0]),
+              ("SELECT %s::int[]", [1, 2])]
+
+
+def _plain_rows(rows) -> list:
+    return [[[x.tolist() if hasattr(x, "tolist") else x.to_list()
+              if hasattr(x, "to_list") else x for x in v] for v in row] for row in rows]
+
+
+def test_a_list_parameter_cast_to_an_array_type_is_that_array_as_on_postgresql(server, pg):
+    """A list sent as a parameter and cast to an array type (vector(3)[], halfvec(3)[],
+    text[] ...) is that array, as PostgreSQL reads it, through psycopg with and
+    without register_vector, text and binary — not json, whose cast PostgreSQL
+    refuses (42846)."""
+    def answers(conn) -> list:
+        return [_plain_rows(conn.execute(q, (p,), binary=binary).fetchall())
+                for q, p in LIST_CASTS for binary in (False, True)]
+    with pg.connect("list_casts") as want_conn, connect(server) as conn:
+        register_vector(conn)
+        want, got = answers(want_conn), answers(conn)
+    assert got == want
+    assert got[0] == [[[[1, 2, 3], [4, 5, 6]]]]
+
+
 def test_asyncpg_without_a_codec_introspects_the_type_and_reads_text(server):
     async def go():
         async with asyncpg_connection(server) as conn:

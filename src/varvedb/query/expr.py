@@ -1237,10 +1237,11 @@ def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
     if kind == "regclass":
         return _regclass(v, env)
     if kind == "array" and e.vtype is not None:     # ::vector(3)[], ::float8[] ...
-        if v.kind == "vector" and isinstance(e.arg, Param):
-            # a list of numbers as a parameter reads as a vector where nothing says
-            # otherwise (const_val); the cast says it is an array (`= ANY($1::int[])`)
-            value = env.params[e.arg.index - 1]
+        value = env.params[e.arg.index - 1] if isinstance(e.arg, Param) else None
+        if v.kind in ("vector", "json") and isinstance(value, (list, tuple, np.ndarray)):
+            # a list as a parameter reads as a vector (of numbers) or json where nothing
+            # says otherwise (const_val); the cast says it is an array, as the list a
+            # driver sends PostgreSQL is (`= ANY($1::int[])`, `$1::vector(3)[]`)
             value = value.tolist() if isinstance(value, np.ndarray) else list(value)
             v = Val("array", object_array([value] * len(v)), v.nulls)
         if v.kind not in ("array", "null", "unknown", "text"):
