@@ -47,6 +47,16 @@ def test_a_table_without_primary_key_hides_its_id(db):
     assert r.columns == ["x", "y"] and r.rows == [(1, "a"), (2, "b")]
 
 
+def test_a_primary_key_of_two_columns_is_refused_naming_them_and_why(db):
+    """pgvector's README's PRIMARY KEY (model_id, item_id): the engine keys a row by
+    its one id and keeps nothing else unique, so the pair is refused (0A000) with
+    the way to key rows by both, not taken without its uniqueness."""
+    with pytest.raises(vv.NotSupportedError, match=r"\(model_id, item_id\).*one id") as e:
+        db.sql("CREATE TABLE e (model_id bigint, item_id bigint, embedding vector(3), "
+               "PRIMARY KEY (model_id, item_id))")
+    assert e.value.sqlstate == "0A000" and "e" not in db.collections()
+
+
 def test_an_array_column_is_a_json_field_that_keeps_its_element_type(db, tmp_path):
     """vector(3)[] / integer[]: json fields with array_of, kept across a reopen; the
     embedded API's writes are checked against the element type (a vector element is

@@ -233,7 +233,12 @@ class CreateTable:
                     raise NotSupportedError(f"table constraint {el.contype.name} is not supported")
                 keys = [k.sval for k in el.keys]
                 if len(keys) != 1:
-                    raise NotSupportedError("a primary key is one column")
+                    # (nothing else could keep the pair unique honestly: UNIQUE is refused too)
+                    raise NotSupportedError(
+                        f"a primary key of more than one column ({', '.join(keys)}) is not "
+                        f"supported: a row's key is its one id column, which alone is kept "
+                        f"unique; to key rows by several values, make them one id "
+                        f"(id text PRIMARY KEY holding them joined, e.g. '123:456')")
                 pk = keys[0]
                 continue
             if not isinstance(el, ast.ColumnDef):
