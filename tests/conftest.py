@@ -126,6 +126,23 @@ def file_digest(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def restamp(path, version: int) -> None:
+    """The file's header stamped with format `version`, as a varvedb of that format
+    wrote it (what a newer frame must upgrade first)."""
+    from varvedb.storage import format as F
+    with open(path, "r+b") as f:
+        header = F.unpack_header(f.read(F.HEADER_SIZE))
+        f.seek(0)
+        f.write(F.pack_header(header.file_id, header.created_us, version=version))
+
+
+def stamped(path) -> int:
+    """The format version the file's header says."""
+    from varvedb.storage import format as F
+    with open(path, "rb") as f:
+        return F.unpack_header(f.read(F.HEADER_SIZE)).format_version
+
+
 def counts(status: dict) -> dict:
     """index_status's counts (field, linked, unlinked), without its rate and ETA,
     which depend on how fast this machine linked."""

@@ -8,6 +8,7 @@ the schema is the current one for every version; verify() passes after."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime as dt
 
 import numpy as np
@@ -122,13 +123,21 @@ def test_field_dicts_round_trip_and_are_checked_as_untrusted():
     for f in (vv.Int(default=-4, not_null=True), vv.Float(default=0.5), vv.Bool(default=False),
               vv.Text(default="", index="sorted"), vv.Json(default={"a": [1]}),
               vv.Timestamp(default=dt.datetime(1999, 1, 1, tzinfo=UTC)),
-              vv.Vector(4, not_null=True), vv.Int()):
+              vv.Vector(4, not_null=True), vv.Int(),
+              dataclasses.replace(vv.Vector(3), check=(("vector_dims =", 3),))):
         assert vv.Field.from_dict(f.to_dict()) == f
     assert vv.Field.from_dict({"kind": "int"}) == vv.Int()       # written before the keys
     for bad in ({"kind": "int", "default": "1"}, {"kind": "int", "default": True},
                 {"kind": "int", "not_null": 1}, {"kind": "timestamp", "default": 2.5},
                 {"kind": "timestamp", "default": 1 << 62}, {"kind": "text", "default": 3},
                 {"kind": "vector", "dim": 2, "metric": "l2", "dtype": "f32", "default": 1},
+                # a vector field's check is of its dimension only, an int
+                {"kind": "vector", "dim": 2, "metric": "l2", "dtype": "f32", "check": [["=", 2]]},
+                {"kind": "vector", "dim": 2, "metric": "l2", "dtype": "f32",
+                 "check": [["vector_dims =", 2.5]]},
+                {"kind": "vector", "dim": 8, "metric": "hamming", "dtype": "bit",
+                 "check": [["vector_dims =", 8]]},
+                {"kind": "int", "check": [["vector_dims =", 2]]},
                 {"kind": "json", "default": {"k": float("nan")}}):
         with pytest.raises(vv.SchemaError):
             vv.Field.from_dict(bad)

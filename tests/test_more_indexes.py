@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import varvedb as vv
+from conftest import restamp, stamped
 from test_index_exprs import _ids, _lit, _plan
 from varvedb.errors import SchemaError, SqlError
 
@@ -310,18 +311,10 @@ def test_a_further_index_stamps_the_files_format_first(tmp_path):
     db = vv.connect(path)
     db.sql(f"CREATE TABLE items (id bigint PRIMARY KEY, embedding vector({DIM}))")
     db.close()
-    with open(path, "r+b") as f:     # as a format-4 varvedb wrote it
-        header = F.unpack_header(f.read(F.HEADER_SIZE))
-        f.seek(0)
-        f.write(F.pack_header(header.file_id, header.created_us, version=4))
-
-    def stamped():
-        with open(path, "rb") as f:
-            return F.unpack_header(f.read(F.HEADER_SIZE)).format_version
-
+    restamp(path, 4)                # as a format-4 varvedb wrote it
     db = vv.connect(path)
     db.sql("CREATE INDEX ON items USING hnsw (embedding vector_l2_ops)")
-    assert stamped() == 4
+    assert stamped(path) == 4
     db.sql("CREATE INDEX ON items USING hnsw (embedding vector_cosine_ops)")
-    assert stamped() == F.FORMAT_VERSION == 5
+    assert stamped(path) == F.FORMAT_VERSION == 5
     db.close()

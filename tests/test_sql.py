@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import varvedb as vv
-from conftest import file_digest
+from conftest import file_digest, restamp, stamped
 from varvedb.query.plan import Aggregate, Output, Sort, Strategy, VectorTopK
 from varvedb.sql import compile_text
 from varvedb_bench.sql_shapes import items_table as _items
@@ -1186,6 +1186,59 @@ def test_check_constraints_bind_every_write_and_stay_with_the_file(tmp_path):
     db.close()
 
 
+def test_a_check_of_a_vectors_dimension_binds_writes_and_stays_with_the_file(tmp_path):
+    """pgvector's README's CHECK (vector_dims(embedding::vector) = 3): a vector field's
+    check of its dimension, from CREATE TABLE and from ALTER TABLE, holds the Python
+    API's writes too, comes back with the file (its frame and its checkpoint), and a
+    vector_dims check over a bit column or beside another column is still refused."""
+    path = tmp_path / "d.vv"
+    db = vv.connect(path)
+    db.sql("CREATE TABLE a (id bigint PRIMARY KEY, e vector(2) CHECK (vector_dims(e) = 5))")
+    db.sql("CREATE TABLE b (id bigint PRIMARY KEY, e halfvec(2), n int)")
+    db.sql("INSERT INTO b VALUES (1, '[1,2]', 1)")
+    db.sql("ALTER TABLE b ADD CHECK (vector_dims(e::vector) = 2)")
+    with pytest.raises(vv.CheckViolationError):
+        db.sql("ALTER TABLE b ADD CHECK (vector_dims(e) > 2)")
+    with pytest.raises(vv.CheckViolationError) as e:
+        db.collection("a").insert({"id": 1, "e": [1.0, 2.0]})
+    assert e.value.sqlstate == "23514"
+    db.collection("a").insert({"id": 1, "e": None})
+    db.close()
+    for _ in range(2):           # from the log, then from a checkpoint
+        db = vv.connect(path)
+        assert db.engine.table("a").schema.fields["e"].check == (("vector_dims =", 5),)
+        assert db.engine.table("b").schema.fields["e"].check == (("vector_dims =", 2),)
+        with pytest.raises(vv.CheckViolationError):
+            db.sql("UPDATE a SET e = '[3,4]'")
+        db.sql("INSERT INTO b VALUES (2, '[3,4]', 2)")
+        db.checkpoint()
+        db.sql("DELETE FROM b WHERE id = 2")
+        db.close()
+    db = vv.connect(path)
+    for sql in ("CREATE TABLE c (id bigint PRIMARY KEY, e bit(3) CHECK (vector_dims(e) = 3))",
+                "ALTER TABLE b ADD CHECK (vector_dims(e) = n)"):
+        with pytest.raises(vv.SqlError) as e:
+            db.sql(sql)
+        assert e.value.sqlstate == "0A000", sql
+    db.close()
+
+
+def test_a_table_made_with_a_vector_dims_check_stamps_the_files_format_first(tmp_path):
+    """An older (format 4) varvedb cannot read a vector field's check: CREATE TABLE
+    with one stamps the header with this format before its frame, so that such a
+    varvedb refuses the file as newer; a table without one keeps the old stamp."""
+    from varvedb.storage import format as F
+    path = tmp_path / "s.vv"
+    vv.connect(path).close()
+    restamp(path, 4)                # as a format-4 varvedb wrote it
+    db = vv.connect(path)
+    db.sql("CREATE TABLE a (id bigint PRIMARY KEY, e vector(2), n int CHECK (n > 0))")
+    assert stamped(path) == 4
+    db.sql("CREATE TABLE b (id bigint PRIMARY KEY, e vector(2) CHECK (vector_dims(e) = 2))")
+    assert stamped(path) == F.FORMAT_VERSION == 5
+    db.close()
+
+
 _CHECK_OPS = {"=": lambda a, b: a == b, "<>": lambda a, b: a != b, "<": lambda a, b: a < b,
               "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
 
@@ -1238,10 +1291,7 @@ def test_add_check_holds_the_python_api_and_stays_with_the_file(tmp_path):
     db.sql("CREATE TABLE p (id bigint PRIMARY KEY, price float, code text)")
     db.sql("INSERT INTO p VALUES (1, 2.0, 'a'), (2, NULL, 'b')")
     db.close()
-    with open(path, "r+b") as f:     # stamped format 3: upgraded at its first SET_CHECK
-        header = F.unpack_header(f.read(F.HEADER_SIZE))
-        f.seek(0)
-        f.write(F.pack_header(header.file_id, header.created_us, version=3))
+    restamp(path, 3)        # stamped format 3: upgraded at its first SET_CHECK
     db = vv.connect(path)
     before = db.version
     with pytest.raises(vv.CheckViolationError) as e:
@@ -1250,8 +1300,8 @@ def test_add_check_holds_the_python_api_and_stays_with_the_file(tmp_path):
     assert db.version == before and db.engine.table("p").schema.fields["price"].check is None
     assert db.engine.log.file.format_version == 3
     db.sql("ALTER TABLE p ADD CHECK (price > 0 AND code <> 'x')")
-    with open(path, "rb") as f:      # an older varvedb refuses the file, not misreads it
-        assert F.unpack_header(f.read(64)).format_version == F.FORMAT_VERSION >= 4
+    # an older varvedb refuses the file, not misreads it
+    assert stamped(path) == F.FORMAT_VERSION >= 4
     c = db.collection("p")
     for bad in ({"id": 3, "price": -1.0}, {"id": 3, "code": "x"}):
         with pytest.raises(vv.CheckViolationError):

@@ -344,7 +344,9 @@ class Field:
     source: str | None = None         # vector: the text field it embeds
     # int, float, bool, text: a CHECK constraint (SQL's `CHECK (price > 0)`): (op, value)
     # conditions AND-ed (op one of PREDICATE_OPS) that every value written must not
-    # make false (a null makes a comparison unknown, which passes, as in SQL)
+    # make false (a null makes a comparison unknown, which passes, as in SQL); a
+    # vector or halfvec field's: of its dimension (op one of DIMS_OPS, value an int:
+    # pgvector's `CHECK (vector_dims(embedding) = 3)`)
     check: tuple | None = None
     # json: a column of SQL arrays of this element type ("int", "float", "vector(3)",
     # query/arrays.py), each a JSON list; SQL reads and checks it as one
@@ -396,7 +398,7 @@ class Field:
                                   f"such as 'onnx') and source= (a text field), got embed="
                                   f"{brief(self.embed)}, source={brief(self.source)}")
             self._check_fts_options(False)
-            self._check_check()     # (none: a check is a scalar field's)
+            self._check_check()     # (of its dimension: DIMS_OPS)
             object.__setattr__(self, "dim", int(self.dim))
             object.__setattr__(self, "_stored_default", None)
             return
@@ -462,14 +464,18 @@ class Field:
             c = tuple(tuple(x) if isinstance(x, list) else x for x in c)
             object.__setattr__(self, "check", c)
         ok = {"int": (int,), "float": (int, float), "bool": (bool,), "text": (str,)}.get(self.kind)
+        ops = PREDICATE_OPS
+        if self.kind == "vector" and self.dtype != "bit":
+            ok, ops = (int,), DIMS_OPS
         if ok is None or not (isinstance(c, tuple) and 1 <= len(c) <= 16 and all(
-                isinstance(x, tuple) and len(x) == 2 and x[0] in PREDICATE_OPS
+                isinstance(x, tuple) and len(x) == 2 and x[0] in ops
                 and (x[1] is None) == x[0].startswith("is ")
                 and (x[1] is None or (type(x[1]) in ok and not (
                     self.kind in ("int", "float") and type(x[1]) is bool)))
                 for x in c)):
             raise SchemaError(f"a check is (op, value) conditions on an int, float, bool or "
-                              f"text field, got {brief(c)} on a {self.kind} field")
+                              f"text field, or of a vector's dimension ('vector_dims =', 3), "
+                              f"got {brief(c)} on a {self.kind} field")
 
     def _check_fts_options(self, fts: bool) -> None:
         """stem, k1 and b belong to a full-text index, and take sane values."""
@@ -594,8 +600,8 @@ class Field:
                     d.update(k1=self.k1, b=self.b)
             if self.default is not None:    # a timestamp as int microseconds
                 d["default"] = self._stored_default
-            if self.check is not None:
-                d["check"] = [list(x) for x in self.check]
+        if self.check is not None:          # (a vector field's: of its dimension)
+            d["check"] = [list(x) for x in self.check]
         if self.not_null:
             d["not_null"] = True
         return d
@@ -624,9 +630,11 @@ class Field:
                     or dtype not in VECTOR_DTYPES:
                 raise SchemaError(f"a vector field has an int dim, a metric and a dtype, got "
                                   f"{brief(d)}")
-            return Vector(dim, metric=metric, dtype=dtype, index=hnsw, not_null=not_null,
-                          embed=d.get("embed"), source=d.get("source"),
-                          more_indexes=tuple(index_spec_from_dict(x) for x in more))
+            return replace(Vector(dim, metric=metric, dtype=dtype, index=hnsw,
+                                  not_null=not_null, embed=d.get("embed"),
+                                  source=d.get("source"),
+                                  more_indexes=tuple(index_spec_from_dict(x) for x in more)),
+                           check=d.get("check"))
         if kind == SPARSE:
             if d.keys() - {"kind", "dim", "not_null"} or type(d.get("dim")) is not int:
                 raise SchemaError(f"a sparsevec field has an int dim, got {brief(d)}")
@@ -676,6 +684,8 @@ def index_spec_from_dict(d: dict) -> HNSW | IVFPQ:
 
 
 PREDICATE_OPS = ("=", "<>", "<", "<=", ">", ">=", "is null", "is not null")
+# a vector field's check of its dimension: vector_dims(field) <op> value
+DIMS_OPS = tuple(f"vector_dims {op}" for op in PREDICATE_OPS[:6])
 INDEX_EXPRS = ("cast", "binary_quantize", "subvector")
 
 
@@ -1122,6 +1132,9 @@ def check_constraints(schema: Schema, columns: dict, n: int, table: str = "") ->
                 bad = nulls
             elif vals is None:
                 continue
+            elif op in DIMS_OPS:        # every vector of the field has its dimension
+                met = compare(op.split()[1], np.array([schema.fields[name].dim]), value)
+                bad = ~nulls if not bool(met[0]) else np.zeros(n, bool)
             else:
                 v = np.array([value if x is None else x for x in vals], object) \
                     if isinstance(vals, list) else np.asarray(vals)

@@ -73,3 +73,25 @@ SELECT a.attname FROM pg_constraint c
 -- => [('m',), ('n',)]
 SELECT opcname, amname FROM pg_opclass o JOIN pg_am a ON a.oid = o.opcmethod
     WHERE amname IN ('hnsw', 'ivfflat') ORDER BY 2, 1;
+-- a CHECK of a vector's dimension (pgvector's README: ALTER TABLE items ADD CHECK
+-- (vector_dims(embedding::vector) = 3)): every vector of a vector(n) or halfvec(n)
+-- column has n dimensions, so it holds for a row or, where n makes it false, for a
+-- NULL alone; checked against the rows there are when added
+CREATE TABLE dims (id bigint PRIMARY KEY, embedding vector(3), h halfvec(2));
+INSERT INTO dims VALUES (1, '[1,2,3]', NULL), (2, NULL, NULL);
+ALTER TABLE dims ADD CHECK (vector_dims(embedding::vector) = 3);
+ALTER TABLE dims ADD CHECK (vector_dims(embedding) < 3);
+-- !! 23514
+ALTER TABLE dims ADD CHECK (4 = vector_dims(h));
+INSERT INTO dims VALUES (3, '[4,5,6]', NULL);
+INSERT INTO dims VALUES (4, '[4,5,6]', '[1,2]');
+-- !! 23514
+UPDATE dims SET h = '[1,2]' WHERE id = 3;
+-- !! 23514
+CREATE TABLE dims2 (id bigint PRIMARY KEY, e vector(2) CHECK (vector_dims(e) >= 2 AND vector_dims(e) <> 5));
+INSERT INTO dims2 VALUES (1, '[1,2]');
+SELECT id FROM dims ORDER BY id;
+-- => [(1,), (2,), (3,)]
+SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint
+    WHERE conrelid = 'dims2'::regclass AND contype = 'c';
+-- => [('dims2_e_check', 'CHECK (((vector_dims(e) >= 2) AND (vector_dims(e) <> 5)))')]

@@ -1564,8 +1564,10 @@ def check_timeout(timeout) -> float:
 
 
 def _newer_fields(fields) -> bool:
-    """Does any of these fields need file format 5 (a bytes field, a further index)?"""
-    return any(f.kind == "bytes" or f.more_indexes for f in fields)
+    """Does any of these fields need file format 5 (a bytes field, a further index,
+    a vector field's check)?"""
+    return any(f.kind == "bytes" or f.more_indexes or (f.kind == "vector" and f.check)
+               for f in fields)
 
 
 def _check_rows(t: Table, rows) -> None:

@@ -164,16 +164,18 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
 def check_conditions(raw, fields: dict) -> tuple:
     """CHECK `raw` (a pglast expression) as (field, op, value) conditions: an AND of
     conditions each on one int, float, bool or text column (`price > 0 AND price <
-    100`, `code IS NOT NULL`); else 0A000."""
+    100`, `code IS NOT NULL`) or of a vector column's dimension
+    (`vector_dims(embedding) = 3`); else 0A000."""
     e = convert(raw, Scope(set()))
     missing = sorted(c for c in E.columns_of(e) if c not in fields and c != "id")
     if missing:
         raise SqlError("42703", f'column "{missing[0]}" does not exist')
-    conds = predicate(e, fields)
+    conds = predicate(e, fields, dims=True)
     if not conds:
         raise NotSupportedError(
             "a CHECK constraint is supported as an AND of comparisons of int, float, bool "
-            "or text columns with constants (CHECK (price > 0)), or IS [NOT] NULL")
+            "or text columns with constants (CHECK (price > 0)), IS [NOT] NULL, or of a "
+            "vector's dimension (CHECK (vector_dims(embedding) = 3))")
     return conds
 
 

@@ -102,13 +102,16 @@ def derived_field(f, expr: tuple):
     return Vector(dim, dtype=dtype) if dtype == "bit" else Vector(dim, metric="l2", dtype=dtype)
 
 
-def predicate(e, fields: dict, env=None) -> tuple | None:
+def predicate(e, fields: dict, env=None, dims: bool = False) -> tuple | None:
     """A WHERE as HNSW's `where` conditions ((field, op, value), AND-ed), None when
     it is not only such conditions; with `env`, parameters ($n) read as their
-    values (a query's), else only constants (an index's)."""
+    values (a query's), else only constants (an index's); with `dims` (a CHECK's)
+    `vector_dims(field) op n` too, of a vector or halfvec field (schema.DIMS_OPS)."""
     out = []
     for c in _conjuncts(e):
         got = _condition(c, fields, env)
+        if got is None and dims:
+            got = _dims_condition(c, fields)
         if got is None:
             return None
         out.append(got)
@@ -161,6 +164,28 @@ def _condition(c, fields: dict, env):
     return (a.name, op, float(v) if kind == "float" else v)
 
 
+def _dims_condition(c, fields: dict):
+    """`vector_dims(field) op n` (the field or it cast to vector / halfvec without a
+    dimension, pgvector's `vector_dims(embedding::vector) = 3`) as (field,
+    'vector_dims op', n), None when it is not that."""
+    if not (isinstance(c, E.Op) and c.op in _FLIPPED and len(c.args) == 2):
+        return None
+    (a, b), op = c.args, c.op
+    if not isinstance(a, E.Func):
+        a, b, op = b, a, _FLIPPED[op]
+    if not (isinstance(a, E.Func) and a.name == "vector_dims" and len(a.args) == 1
+            and isinstance(b, E.Const) and type(b.value) is int):
+        return None
+    arg = a.args[0]
+    if isinstance(arg, E.Cast) and arg.kind == "vector" and arg.vtype in ("vector", "halfvec") \
+            and arg.dim is None:
+        arg = arg.arg
+    f = fields.get(arg.name) if isinstance(arg, E.Col) else None
+    if f is None or f.kind != "vector" or f.dtype == "bit":
+        return None
+    return (arg.name, f"vector_dims {op}", b.value)
+
+
 def _scalar(fields: dict, name: str) -> bool:
     f = fields.get(name)
     return f is not None and f.kind in ("int", "float", "bool", "text")
@@ -177,6 +202,8 @@ def index_texts(field: str, f, spec) -> tuple[str, str]:
 def condition_text(c) -> str:
     """A (field, op, value) condition (a partial index's, a CHECK's) as SQL writes it."""
     name, op, value = c
+    if op.startswith("vector_dims "):
+        return f"vector_dims({name}) {op[12:]} {value}"
     if value is None:
         return f"{name} {op.upper()}"
     if isinstance(value, str):
