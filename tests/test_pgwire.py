@@ -503,7 +503,7 @@ def test_a_catalog_int2vector_column_is_described_as_int2vector_on_no_rows(serve
     yet announces pg_index.indoption as the int2vector its executions send — not
     text[] and then 0A000 "cached plan must not change result type" when a row
     comes (pg8000's SQLAlchemy index reflection, pgvector-python's test_automap)."""
-    q = "SELECT indoption, indkey FROM pg_index WHERE indrelid = $1::regclass"
+    q = "SELECT indoption, indkey FROM pg_index WHERE indrelid = $1::regclass AND indisprimary"
     with _ready_socket(server.pg) as s:
         s.sendall(_parse("ix", q) + _msg(b"D", b"Six\0") + SYNC)
         msgs = _read_until_ready(s)
