@@ -52,6 +52,10 @@ def metadata() -> sa.MetaData:
     sa.Index("refl_half", t.c.half, postgresql_using="hnsw",
              postgresql_ops={"half": "halfvec_l2_ops"})
     sa.Index("refl_name", t.c.name)
+    # an expression index (pgvector-python's half-precision index): reflected by
+    # pg_get_indexdef(index, ord + 1) over generate_subscripts(indkey), from 0
+    sa.Index("refl_x_half", sa.func.cast(t.c.embedding, HALFVEC(3)).label("embedding"),
+             postgresql_using="hnsw", postgresql_ops={"embedding": "halfvec_l2_ops"})
     return md
 
 
@@ -116,7 +120,9 @@ def test_reflect_and_automap_build_the_table_and_classes(server):
         assert [c.name for c in t.primary_key] == ["id"] and not t.c.name.nullable
         assert {(i.name, tuple(c.name for c in i.columns)) for i in t.indexes} == {
             ("refl_hnsw", ("embedding",)), ("refl_hnsw_l2", ("embedding",)),
-            ("refl_half", ("half",)), ("refl_name", ("name",))}
+            ("refl_half", ("half",)), ("refl_name", ("name",)), ("refl_x_half", ())}
+        x_half = next(i for i in t.indexes if i.name == "refl_x_half")
+        assert [str(x) for x in x_half.expressions] == ["(embedding::halfvec(3))"]
 
         Base = automap_base()
         Base.prepare(autoload_with=engine)
