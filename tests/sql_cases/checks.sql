@@ -88,6 +88,9 @@ INSERT INTO dims VALUES (4, '[4,5,6]', '[1,2]');
 -- !! 23514
 UPDATE dims SET h = '[1,2]' WHERE id = 3;
 -- !! 23514
+-- pgvector has no vector_dims(bit)
+CREATE TABLE dbit (id bigint PRIMARY KEY, b bit(3) CHECK (vector_dims(b) = 3));
+-- !! 42883
 CREATE TABLE dims2 (id bigint PRIMARY KEY, e vector(2) CHECK (vector_dims(e) >= 2 AND vector_dims(e) <> 5));
 INSERT INTO dims2 VALUES (1, '[1,2]');
 SELECT id FROM dims ORDER BY id;

@@ -181,6 +181,8 @@ def _dims_condition(c, fields: dict):
             and arg.dim is None:
         arg = arg.arg
     f = fields.get(arg.name) if isinstance(arg, E.Col) else None
+    if f is not None and f.kind == "vector" and f.dtype == "bit" and arg is a.args[0]:
+        raise SqlError("42883", "function vector_dims(bit) does not exist")   # (PostgreSQL's)
     if f is None or f.kind != "vector" or f.dtype == "bit":
         return None
     return (arg.name, f"vector_dims {op}", b.value)
