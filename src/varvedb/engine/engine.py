@@ -43,7 +43,7 @@ from ..errors import (BranchError, CheckViolationError, ClosedError, CorruptFile
                       IndexMaintenanceError, LockTimeoutError, LogMismatchError, NotFoundError,
                       NotNullViolationError, OptionError,
                       ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
-                      TransactionError, UnknownFieldError, VarveError)
+                      TransactionError, UnknownFieldError, VarveError, VectorRangeError)
 from ..schema import (Field, Schema, brief, check_constraints, check_not_null,
                       UNINDEXED_KINDS, check_index_where, complete_columns, fit_index,
                       further_index, validate_name)
@@ -790,24 +790,34 @@ class Engine:
             then = t.view_mask(view, n)
             now = t.alive_mask(n)
             back = np.flatnonzero(then & ~now)
-            cols = {name: col.take(back) for name, col in t.columns.items()}
-            # a row written before a constraint or an expression index was made may
-            # not fit it: written again, it is held to them as any new row is
-            check_not_null(t.schema, cols, len(back))
-            check_constraints(t.schema, cols, len(back), t.name)
-            t.check_index_values(cols, len(back))
-            plans.append((t, np.flatnonzero(now & ~then), back, cols))
+            plans.append((t, np.flatnonzero(now & ~then), back, self._fitting(t, back)))
         for t, gone, back, cols in plans:
             self.delete(tx, t, gone)
             if len(back):
                 self.append_rows(tx, t, t.id_values(back), cols)
+
+    def _fitting(self, t: Table, rows: np.ndarray) -> dict:
+        """The columns of `rows`, rows of an older version that a branch holds again
+        (a restore writes them again, a branch made at= that version holds them),
+        each held to the schema as any new row is: a row written before a
+        constraint or an expression index was made may not fit it (the checks
+        that made those saw the rows some branch held then, not these).
+        NotNullViolationError, CheckViolationError or VectorRangeError if one
+        does not, before anything is written."""
+        cols = {name: col.take(rows) for name, col in t.columns.items()}
+        check_not_null(t.schema, cols, len(rows))
+        check_constraints(t.schema, cols, len(rows), t.name)
+        t.check_index_values(cols, len(rows))
+        return cols
 
     # ---- branches (branches.py, merge.py) -----------------------------------------
 
     def create_branch(self, tx: "Transaction", name: str, at: int) -> int:
         """Fork `name` from the transaction's branch as of version `at`: the
         transaction, which must hold nothing else, becomes the new branch's first
-        commit. Returns the branch id."""
+        commit. Returns the branch id. A row it would hold that does not fit the
+        schema now (written before a CHECK, NOT NULL or expression index was
+        made) refuses it (_fitting's errors), nothing written."""
         self._check_writing(tx)
         if tx.frames:
             raise TransactionError("a branch is made in a transaction of its own")
@@ -815,6 +825,17 @@ class Engine:
             self.catalog.check_new_name(name)
         except SchemaError as e:
             raise OptionError(str(e)) from None
+        # its rows are those its parent held at `at`: those the parent no longer
+        # holds must fit the schema as it is now, which every branch shares
+        view = self.catalog.view(tx.branch, at)
+        for t in list(self.tables.values()):
+            n = t.n
+            try:
+                self._fitting(t, np.flatnonzero(t.view_mask(view, n) & ~t.alive_mask(n)))
+            except (NotNullViolationError, CheckViolationError, VectorRangeError) as e:
+                raise type(e)(f"branch {name!r} at version {at} would hold a row of "
+                              f"{t.name!r} that its schema, changed since, refuses: "
+                              f"{e}") from None
         self._stamp()
         bid, parent = self.catalog.next_id, tx.branch
         tx.branch = self.applying_branch = bid
