@@ -43,7 +43,7 @@ from ..errors import (BranchError, CheckViolationError, ClosedError, CorruptFile
                       IndexMaintenanceError, LockTimeoutError, LogMismatchError, NotFoundError,
                       NotNullViolationError, OptionError,
                       ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
-                      TransactionError, UnknownFieldError, VarveError, VectorRangeError)
+                      TransactionError, UnknownFieldError, VarveError)
 from ..schema import (Field, Schema, brief, check_constraints, check_not_null,
                       UNINDEXED_KINDS, check_index_where, complete_columns, fit_index,
                       further_index, validate_name)
@@ -102,7 +102,7 @@ _FROZEN = False
 LOADED = ("tables", "names", "history", "catalog", "next_cid", "applying_version",
           "applying_branch", "visible", "written", "_map", "_generation")
 _MAIN_HEAD = main_view(HEAD)     # the view main's writer writes
-_CHECK_CHUNK = 1 << 16   # rows an ADD CHECK reads at a time (bounded memory)
+_CHECK_CHUNK = 1 << 16   # rows an ADD CHECK or a branch at= reads at a time (bounded memory)
 
 
 class Transaction:
@@ -816,8 +816,8 @@ class Engine:
         """Fork `name` from the transaction's branch as of version `at`: the
         transaction, which must hold nothing else, becomes the new branch's first
         commit. Returns the branch id. A row it would hold that does not fit the
-        schema now (written before a CHECK, NOT NULL or expression index was
-        made) refuses it (_fitting's errors), nothing written."""
+        schema now (written before a CHECK or an expression index was made)
+        refuses it (_fitting's errors), nothing written."""
         self._check_writing(tx)
         if tx.frames:
             raise TransactionError("a branch is made in a transaction of its own")
@@ -830,9 +830,11 @@ class Engine:
         view = self.catalog.view(tx.branch, at)
         for t in list(self.tables.values()):
             n = t.n
+            rows = np.flatnonzero(t.view_mask(view, n) & ~t.alive_mask(n))
             try:
-                self._fitting(t, np.flatnonzero(t.view_mask(view, n) & ~t.alive_mask(n)))
-            except (NotNullViolationError, CheckViolationError, VectorRangeError) as e:
+                for start in range(0, len(rows), _CHECK_CHUNK):
+                    self._fitting(t, rows[start:start + _CHECK_CHUNK])
+            except VarveError as e:     # (_fitting's: 23502, 23514, 22003)
                 raise type(e)(f"branch {name!r} at version {at} would hold a row of "
                               f"{t.name!r} that its schema, changed since, refuses: "
                               f"{e}") from None
