@@ -825,8 +825,21 @@ class Engine:
             self.catalog.check_new_name(name)
         except SchemaError as e:
             raise OptionError(str(e)) from None
-        # its rows are those its parent held at `at`: those the parent no longer
-        # holds must fit the schema as it is now, which every branch shares
+        self._check_fork(tx, name, at)
+        self._stamp()
+        bid, parent = self.catalog.next_id, tx.branch
+        tx.branch = self.applying_branch = bid
+        self.write(tx, frames.BranchOp("create", bid, name, parent, at))
+        return bid
+
+    def _check_fork(self, tx: "Transaction", name: str, at: int) -> None:
+        """_fitting's error, naming the branch, where a row that branch `name`
+        forked at `at` would hold does not fit the schema as it is now, which every
+        branch shares: its rows are those its parent held at `at`, and those the
+        parent no longer holds were not read by the checks of a CHECK or an
+        expression index made since (_held: the rows live branches hold)."""
+        if at >= self.read_version(None, tx.branch):
+            return          # the parent's rows as they are: they fit
         view = self.catalog.view(tx.branch, at)
         for t in list(self.tables.values()):
             n = t.n
@@ -838,11 +851,6 @@ class Engine:
                 raise type(e)(f"branch {name!r} at version {at} would hold a row of "
                               f"{t.name!r} that its schema, changed since, refuses: "
                               f"{e}") from None
-        self._stamp()
-        bid, parent = self.catalog.next_id, tx.branch
-        tx.branch = self.applying_branch = bid
-        self.write(tx, frames.BranchOp("create", bid, name, parent, at))
-        return bid
 
     def drop_branch(self, tx: "Transaction", branch: int) -> None:
         """Drop `branch`, a child of the transaction's branch (a commit there): its
