@@ -356,6 +356,37 @@ def test_errors_write_nothing(db, tmp_path):
     assert docs.count() == 1 and db.verify().ok and db.branches()[0].name == "main"
 
 
+def test_a_branch_at_an_older_version_is_held_to_the_schema_made_since(db, tmp_path):
+    """db.branch(name, at=old) holds the rows its parent held at `old`: one that a
+    CHECK or an expression index made since refuses (their checks saw only the
+    rows live branches held) refuses the branch — 23514 / 22003, nothing written,
+    as restore(old) is refused — where it was made and its merge brought the
+    violating row to main (red-team 19)."""
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, v int, e vector(3))")
+    db.sql("INSERT INTO t VALUES (1, -5, '[1,0,0]'), (2, 3, '[1000000,0,0]')")
+    old = db.version
+    db.sql("UPDATE t SET v = 5 WHERE id = 1")
+    db.sql("ALTER TABLE t ADD CONSTRAINT pos CHECK (v > 0)")
+    fits = db.version                        # id 2's vector: past float16, no index yet
+    db.sql("UPDATE t SET e = '[0,1,0]' WHERE id = 2")
+    db.sql("CREATE INDEX h ON t USING hnsw ((e::halfvec(3)) halfvec_l2_ops)")
+    before, path = db.version, tmp_path / "e.varve"
+    size = len(_file_bytes(path))
+    for at, error in ((old, vv.CheckViolationError), (fits, vv.VectorRangeError)):
+        with pytest.raises(error, match=f"branch 'past' at version {at}") as got:
+            db.branch("past", at=at)
+        assert got.value.sqlstate == {vv.CheckViolationError: "23514",
+                                      vv.VectorRangeError: "22003"}[error]
+        assert db.version == before and [b.name for b in db.branches()] == ["main"]
+        assert len(_file_bytes(path)) == size
+    db.sql("INSERT INTO t VALUES (3, 1, '[0,0,1]')")
+    db.branch("now", at=before)              # an older version whose rows fit
+    db.use("now")
+    assert db.sql("SELECT id, v FROM t ORDER BY id").rows == [(1, 5), (2, 3)]
+    db.use("main")
+    assert [b.name for b in db.branches()] == ["main", "now"]
+
+
 def test_a_dropped_branch_stops_its_sessions_and_its_name_is_free(db):
     docs = db.create_collection("docs", {"tag": "int"})
     db.branch("exp")

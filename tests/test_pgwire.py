@@ -949,6 +949,42 @@ def test_sql_begin_commit_and_ddl_in_a_pipeline_act_on_its_implicit_transaction(
         want = _pipelines(c)
     assert got == want == [["id"], [1], "INTRANS", [1], [1, 5]]
 
+def _create_index_then_fail(con) -> list:
+    """CREATE INDEX of each method, then a statement that fails: in one simple-query
+    text, and in one pipeline (up to its Sync); the indexes left after each."""
+    out = []
+    con.execute("CREATE TABLE kinds_undone (id int PRIMARY KEY, x int, s text, e vector(3))")
+    con.execute("INSERT INTO kinds_undone VALUES (1, 1, 'a', '[1,2,3]'), (2, 2, 'b', '[3,2,1]')")
+    simple = psycopg.ClientCursor(con)
+    for using in ("btree (x)", "hash (x)", "hnsw (e vector_l2_ops)",
+                  "ivfflat (e vector_l2_ops) WITH (lists = 1)",
+                  "gin (to_tsvector('english', s))"):
+        ddl = f"CREATE INDEX kinds_i ON kinds_undone USING {using}"
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            simple.execute(f"{ddl}; SELECT 1/0")
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            with con.pipeline():
+                con.execute(ddl)
+                con.execute("SELECT 1/%s::int", [0])
+        out.append(con.execute("SELECT count(*) FROM pg_index WHERE indrelid = "
+                               "'kinds_undone'::regclass").fetchall())     # its pkey's
+    return out
+
+
+def test_create_index_is_undone_with_its_failed_text_or_pipeline(inproc, pg):
+    """CREATE INDEX is DDL in the implicit transaction (a text of several statements,
+    a pipeline up to its Sync), as PostgreSQL's: a statement after it that fails
+    leaves no index, of any method (red-team 19: the index stayed — CREATE INDEX
+    compiled as no DDL, so no transaction was opened for it)."""
+    srv, port = inproc()
+    with psycopg.connect(host="127.0.0.1", port=port, user="me", sslmode="disable",
+                         connect_timeout=600, autocommit=True) as c:
+        got = _create_index_then_fail(c)
+    with pg.connect("kinds_undone") as c:
+        want = _create_index_then_fail(c)
+    assert got == want == [[(1,)]] * 5
+
+
 def test_a_stalled_tls_handshake_is_hung_up_and_tls_clients_are_served(inproc, tmp_path):
     import ssl
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"

@@ -293,6 +293,74 @@ def test_a_statement_rebinds_after_ddl(db):
     assert db.sql("SELECT * FROM t").rows == [(1, "a", 2)]
 
 
+# Every statement class sql's compile_statement functions make, with the kind its
+# Compiled takes (sql.Compiled.kind: what the implicit transaction, READ ONLY and
+# the servers go by): CREATE INDEX of each method is DDL.
+STATEMENT_KINDS = {
+    "INSERT INTO t VALUES (1)": "write", "UPDATE t SET x = 1": "write",
+    "DELETE FROM t": "write", "COPY t FROM STDIN": "write", "COPY t TO STDOUT": "select",
+    "CREATE EXTENSION IF NOT EXISTS vector": "ddl", "ALTER EXTENSION vector UPDATE": "ddl",
+    "CREATE TABLE u (id int PRIMARY KEY)": "ddl", "DROP TABLE t": "ddl",
+    "ALTER TABLE t ADD COLUMN y int": "ddl", "ALTER TABLE t RENAME x TO y": "ddl",
+    "CREATE INDEX i ON t (x)": "ddl", "CREATE INDEX i ON t USING hash (x)": "ddl",
+    "CREATE INDEX i ON t USING hnsw (e vector_cosine_ops)": "ddl",
+    "CREATE INDEX i ON t USING ivfflat (e vector_l2_ops) WITH (lists = 1)": "ddl",
+    "CREATE INDEX i ON t USING ivfpq (e vector_l2_ops) WITH (pq_m = 1)": "ddl",
+    "CREATE INDEX i ON t USING gin (to_tsvector('english', s))": "ddl",
+    "SET hnsw.ef_search = 10": "command", "SHOW hnsw.ef_search": "select",
+    "BEGIN": "transaction", "COMMIT": "transaction", "EXPLAIN SELECT 1": "command",
+    "VACUUM": "command", "ANALYZE": "command", "DEALLOCATE ALL": "command",
+    "DISCARD ALL": "command", "SELECT 1": "select"}
+
+
+def test_every_statement_class_compiles_to_its_kind():
+    """An impl names its statement's kind only on purpose (statement_kind: COPY TO,
+    SHOW read): CREATE INDEX's index method sat in the attribute the kind was taken
+    from, so CREATE INDEX was no DDL — committed alone where its text failed after it,
+    taken in a READ ONLY block (red-team 19). Each class of each module's
+    compile_statement is compiled here, so a new one is too."""
+    import inspect
+    import re
+    from varvedb.sql import commands, ddl, dml
+    made = {}
+    for text, kind in STATEMENT_KINDS.items():
+        c = compile_text(text)[0]
+        assert c.kind == kind, text
+        made.setdefault(type(c.impl).__module__, set()).add(type(c.impl).__name__)
+    for module in (dml, ddl, commands):
+        named = set(re.findall(r"return (\w+)\(", inspect.getsource(module.compile_statement)))
+        assert named and named == made[module.__name__], module.__name__
+
+
+def test_create_index_is_undone_with_its_text_and_refused_read_only(tmp_path):
+    """A text whose statement after CREATE INDEX fails (PostgreSQL's implicit
+    transaction), and a ROLLBACK, leave no index of any method, in the file too;
+    a READ ONLY block refuses it (25006) — red-team 19."""
+    path = tmp_path / "i.varve"
+    db = vv.connect(path)
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, x int, s text, e vector(3))")
+    db.sql("INSERT INTO t VALUES (1, 1, 'a b', '[1,2,3]'), (2, 2, 'c', '[3,2,1]')")
+    made = [t for t in STATEMENT_KINDS if t.startswith("CREATE INDEX")]
+    before = db.sql("SELECT relname FROM pg_class WHERE relkind = 'i' ORDER BY 1").rows
+    for text in made:
+        with pytest.raises(vv.VarveError) as e:
+            db.sql(f"{text}; SELECT 1/0")
+        assert e.value.sqlstate == "22012", text
+        db.sql("BEGIN")
+        db.sql(text)
+        db.sql("ROLLBACK")
+        db.sql("BEGIN READ ONLY")
+        with pytest.raises(vv.ReadOnlyError):
+            db.sql(text)
+        db.sql("ROLLBACK")
+    db.close()
+    db = vv.connect(path)
+    assert db.sql("SELECT relname FROM pg_class WHERE relkind = 'i' ORDER BY 1").rows == before
+    fields = db.collection("t").schema.fields
+    assert not fields["e"].vector_specs and fields["x"].index is None and not fields["s"].fts
+    db.close()
+
+
 # ---- writes ------------------------------------------------------------------------
 
 def test_insert_returning_on_conflict(db):

@@ -102,7 +102,7 @@ _FROZEN = False
 LOADED = ("tables", "names", "history", "catalog", "next_cid", "applying_version",
           "applying_branch", "visible", "written", "_map", "_generation")
 _MAIN_HEAD = main_view(HEAD)     # the view main's writer writes
-_CHECK_CHUNK = 1 << 16   # rows an ADD CHECK reads at a time (bounded memory)
+_CHECK_CHUNK = 1 << 16   # rows an ADD CHECK or a branch at= reads at a time (bounded memory)
 
 
 class Transaction:
@@ -790,24 +790,34 @@ class Engine:
             then = t.view_mask(view, n)
             now = t.alive_mask(n)
             back = np.flatnonzero(then & ~now)
-            cols = {name: col.take(back) for name, col in t.columns.items()}
-            # a row written before a constraint or an expression index was made may
-            # not fit it: written again, it is held to them as any new row is
-            check_not_null(t.schema, cols, len(back))
-            check_constraints(t.schema, cols, len(back), t.name)
-            t.check_index_values(cols, len(back))
-            plans.append((t, np.flatnonzero(now & ~then), back, cols))
+            plans.append((t, np.flatnonzero(now & ~then), back, self._fitting(t, back)))
         for t, gone, back, cols in plans:
             self.delete(tx, t, gone)
             if len(back):
                 self.append_rows(tx, t, t.id_values(back), cols)
+
+    def _fitting(self, t: Table, rows: np.ndarray) -> dict:
+        """The columns of `rows`, rows of an older version that a branch holds again
+        (a restore writes them again, a branch made at= that version holds them),
+        each held to the schema as any new row is: a row written before a
+        constraint or an expression index was made may not fit it (the checks
+        that made those saw the rows some branch held then, not these).
+        NotNullViolationError, CheckViolationError or VectorRangeError if one
+        does not, before anything is written."""
+        cols = {name: col.take(rows) for name, col in t.columns.items()}
+        check_not_null(t.schema, cols, len(rows))
+        check_constraints(t.schema, cols, len(rows), t.name)
+        t.check_index_values(cols, len(rows))
+        return cols
 
     # ---- branches (branches.py, merge.py) -----------------------------------------
 
     def create_branch(self, tx: "Transaction", name: str, at: int) -> int:
         """Fork `name` from the transaction's branch as of version `at`: the
         transaction, which must hold nothing else, becomes the new branch's first
-        commit. Returns the branch id."""
+        commit. Returns the branch id. A row it would hold that does not fit the
+        schema now (written before a CHECK or an expression index was made)
+        refuses it (_fitting's errors), nothing written."""
         self._check_writing(tx)
         if tx.frames:
             raise TransactionError("a branch is made in a transaction of its own")
@@ -815,11 +825,32 @@ class Engine:
             self.catalog.check_new_name(name)
         except SchemaError as e:
             raise OptionError(str(e)) from None
+        self._check_fork(tx, name, at)
         self._stamp()
         bid, parent = self.catalog.next_id, tx.branch
         tx.branch = self.applying_branch = bid
         self.write(tx, frames.BranchOp("create", bid, name, parent, at))
         return bid
+
+    def _check_fork(self, tx: "Transaction", name: str, at: int) -> None:
+        """_fitting's error, naming the branch, where a row that branch `name`
+        forked at `at` would hold does not fit the schema as it is now, which every
+        branch shares: its rows are those its parent held at `at`, and those the
+        parent no longer holds were not read by the checks of a CHECK or an
+        expression index made since (_held: the rows live branches hold)."""
+        if at >= self.read_version(None, tx.branch):
+            return          # the parent's rows as they are: they fit
+        view = self.catalog.view(tx.branch, at)
+        for t in list(self.tables.values()):
+            n = t.n
+            rows = np.flatnonzero(t.view_mask(view, n) & ~t.alive_mask(n))
+            try:
+                for start in range(0, len(rows), _CHECK_CHUNK):
+                    self._fitting(t, rows[start:start + _CHECK_CHUNK])
+            except VarveError as e:     # (_fitting's: 23502, 23514, 22003)
+                raise type(e)(f"branch {name!r} at version {at} would hold a row of "
+                              f"{t.name!r} that its schema, changed since, refuses: "
+                              f"{e}") from None
 
     def drop_branch(self, tx: "Transaction", branch: int) -> None:
         """Drop `branch`, a child of the transaction's branch (a commit there): its

@@ -191,8 +191,11 @@ def _compile_kind(stmt, as_of, text: str) -> Compiled:
         return Compiled("select", select.Select(stmt), as_of, text)
     for module, kind in ((dml, "write"), (ddl, "ddl"), (commands, "command")):
         impl = module.compile_statement(stmt)
-        if impl is not None:        # an impl may name its own kind (COPY TO STDOUT reads)
-            return Compiled(getattr(impl, "kind", kind), impl, as_of, text)
+        if impl is not None:
+            # an impl may name its own (COPY TO STDOUT reads, SHOW answers rows), under
+            # a name no impl holds for anything else: an index's kind once sat in
+            # `kind`, which made CREATE INDEX no DDL (committed alone in a failed text)
+            return Compiled(getattr(impl, "statement_kind", kind), impl, as_of, text)
     raise SqlError("0A000", f"{type(stmt).__name__.removesuffix('Stmt')} statements are not "
                             "supported")
 

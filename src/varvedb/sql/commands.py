@@ -221,7 +221,7 @@ def _parse(name: str, kind: str, value):
 
 
 class ShowCommand:
-    kind = "select"         # a read that answers rows (a client describes it as one)
+    statement_kind = "select"   # a read that answers rows (a client describes it as one)
 
     def __init__(self, name: str):
         self.name = name.lower()
@@ -244,7 +244,7 @@ class TransactionCommand:
     the block's writes (25006); AND CHAIN opens the next block, of the same mode,
     as COMMIT or ROLLBACK ends one. SET in a block is undone by its ROLLBACK, and
     SET LOCAL's lasts until the block ends (`end_settings`)."""
-    kind = "transaction"
+    statement_kind = "transaction"
 
     def __init__(self, stmt: ast.TransactionStmt):
         k = stmt.kind

@@ -582,7 +582,7 @@ class Copy:
 
     def __init__(self, stmt: ast.CopyStmt):
         self.is_from = stmt.is_from
-        self.kind = "write" if self.is_from else "select"
+        self.statement_kind = "write" if self.is_from else "select"
         if stmt.is_program:
             raise NotSupportedError("COPY ... PROGRAM is not supported")
         if not self.is_from and stmt.filename is not None:
