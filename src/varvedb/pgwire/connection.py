@@ -777,11 +777,13 @@ def _render(result) -> list[bytes]:
 
 
 def _tag(result) -> list[bytes]:
-    """A statement's CommandComplete, after its WARNING where it has one."""
+    """A statement's CommandComplete, after its WARNING (its NOTICE: SQLSTATE 00000)
+    where it has one."""
     tag = M.command_complete(result.status)
     if result.notice is None:
         return [tag]
-    return [M.error({"S": "WARNING", "V": "WARNING", "C": result.notice[0],
+    severity = "NOTICE" if result.notice[0] == "00000" else "WARNING"
+    return [M.error({"S": severity, "V": severity, "C": result.notice[0],
                      "M": result.notice[1]}, notice=True), tag]
 
 
