@@ -484,6 +484,10 @@ class Rename:
 
 
 class CreateIndex:
+    """CREATE INDEX. Its index's kind is `index_kind` (hnsw, ivfflat, ivfpq, sorted,
+    hash, fts): `kind` would name the statement's (sql.Compiled.kind, which makes it
+    DDL, in the implicit transaction and refused in a READ ONLY one)."""
+
     def __init__(self, stmt: ast.IndexStmt):
         self.table = stmt.relation.relname
         self.name = stmt.idxname
@@ -500,7 +504,7 @@ class CreateIndex:
             raise NotSupportedError("partial indexes are HNSW's (USING hnsw ... WHERE ...)")
         self.ts_config = None
         if method == "gin":
-            self.kind = "fts"
+            self.index_kind = "fts"
             self.column, self.ts_config = _gin_tsvector(stmt)
             return
         elems = stmt.indexParams
@@ -540,7 +544,7 @@ class CreateIndex:
             if method == "ivfpq" and "pq_m" not in options:
                 raise SqlError("22023", 'an ivfpq index needs the parameter "pq_m" (bytes '
                                         "per row, dividing the dimension)")
-            self.kind = method
+            self.index_kind = method
             self.metric, self.dtype = OPCLASSES[opclass]
             self.opclass = opclass
             if options.get("quantize") == "none":      # the graph walks the vectors
@@ -550,7 +554,7 @@ class CreateIndex:
             if elem.opclass or options:
                 raise NotSupportedError("operator classes and options of scalar indexes are "
                                         "not supported")
-            self.kind = "sorted" if method == "btree" else "hash"
+            self.index_kind = "sorted" if method == "btree" else "hash"
         else:
             raise NotSupportedError(f"index method {method} is not supported")
 
@@ -573,7 +577,7 @@ class CreateIndex:
                     "or text columns with constants (category_id = 123), or IS [NOT] NULL")
         f = t.schema.fields.get(self.column)
         if f is None and self.column == "id" and not t.schema.id_hidden \
-                and self.kind in ("sorted", "hash"):
+                and self.index_kind in ("sorted", "hash"):
             # the id is the primary key, always indexed: nothing to build
             return SqlResult([], [], "CREATE INDEX")
         if f is None:
@@ -583,7 +587,7 @@ class CreateIndex:
                 return SqlResult([], [], "CREATE INDEX")
             raise SqlError("42P07", f'relation "{self.name}" already exists')
         s = ctx.session
-        if self.kind == "fts":
+        if self.index_kind == "fts":
             if f.kind != "text":
                 raise SqlError("42883", f'function to_tsvector(regconfig, {f.kind}) does '
                                         "not exist")
@@ -597,7 +601,7 @@ class CreateIndex:
             with s.writing() as tx:
                 ctx.engine.create_text_index(tx, t, self.column, self.ts_config)
             return SqlResult([], [], "CREATE INDEX")
-        if self.kind in _VECTOR_METHODS:
+        if self.index_kind in _VECTOR_METHODS:
             if f.kind == "sparsevec":
                 raise NotSupportedError(_NO_SPARSE_INDEX)
             if f.kind != "vector":
@@ -617,7 +621,7 @@ class CreateIndex:
                 taken = index_names(ctx.engine)
                 name = next(n for n in (base, *(f"{base}{i}" for i in range(1, 10 ** 4)))
                             if n not in taken)
-            if self.kind == "hnsw":
+            if self.index_kind == "hnsw":
                 spec = HNSW(**self.options, metric=self.metric, name=name, expr=expr,
                             where=where)
             else:
@@ -635,7 +639,7 @@ class CreateIndex:
                 return SqlResult([], [], "CREATE INDEX")
             raise NotSupportedError(f'column "{self.column}" already has an index')
         with s.writing():
-            s.collection(self.table).create_index(self.column, self.kind, name=self.name)
+            s.collection(self.table).create_index(self.column, self.index_kind, name=self.name)
         return SqlResult([], [], "CREATE INDEX")
 
 
