@@ -280,6 +280,32 @@ def test_drop_branch_and_vacuum_are_refused_inside_a_block(tmp_path):
         db.close()
 
 
+def test_vacuum_in_a_text_of_several_statements_is_refused_as_postgresql_does(
+        pg_conn, tmp_path, wire):
+    """A text of several statements runs as one implicit transaction block, so what
+    PostgreSQL refuses inside a block (VACUUM, DISCARD ALL, CREATE INDEX
+    CONCURRENTLY) is 25001 there, and nothing of the text is applied: by db.sql and
+    by the simple query protocol over --pg, as PostgreSQL answers (defect: only an
+    open transaction refused them, so one before the text's first write, or after
+    reads alone, ran; CREATE INDEX CONCURRENTLY ran even inside BEGIN)."""
+    answers = []
+    for run in _three_ways(pg_conn, tmp_path, wire):
+        got = []
+        for step in ["CREATE TABLE nb (id int PRIMARY KEY, x int)",
+                     "INSERT INTO nb VALUES (1, 1); VACUUM", "VACUUM; SELECT 1",
+                     "SELECT 1; DISCARD ALL",
+                     "INSERT INTO nb VALUES (2, 2); CREATE INDEX CONCURRENTLY nb_x ON nb (x)",
+                     "DROP INDEX nb_x", "DELETE FROM nb", "VACUUM", "DROP TABLE nb"]:
+            try:
+                got.append(run(step))
+            except Exception as e:          # (psycopg's errors and varvedb's alike)
+                got.append(("error", e.sqlstate))
+        answers.append(got)
+    assert answers[0] == answers[1] == answers[2]
+    assert answers[0][1:] == [("error", "25001")] * 4 + [
+        ("error", "42704"), ("ok", "DELETE 0"), ("ok", "VACUUM"), ("ok", "DROP TABLE")]
+
+
 def test_set_in_a_block_is_undone_by_rollback_and_set_local_lasts_to_its_end(
         pg_conn, tmp_path, wire):
     # red-team 9 f04: SET survived ROLLBACK, SET LOCAL survived COMMIT

@@ -314,9 +314,12 @@ class Drop:
         self.what = stmt.removeType
         self.names = [o[-1].sval if isinstance(o, tuple) else o.sval for o in stmt.objects]
         self.missing_ok = bool(stmt.missing_ok)
+        self.concurrent = bool(stmt.concurrent)
 
     def run(self, ctx, params) -> SqlResult:
         s, engine = ctx.session, ctx.engine
+        if self.concurrent:
+            ctx.outside_block("DROP INDEX CONCURRENTLY")
         if self.what == ObjectType.OBJECT_EXTENSION:
             raise NotSupportedError("the vector extension is built in; it cannot be dropped")
         if self.what == ObjectType.OBJECT_TABLE:
@@ -492,6 +495,7 @@ class CreateIndex:
         self.table = stmt.relation.relname
         self.name = stmt.idxname
         self.if_not_exists = bool(stmt.if_not_exists)
+        self.concurrent = bool(stmt.concurrent)
         method = (stmt.accessMethod or "btree").lower()
         if stmt.unique:
             raise NotSupportedError("unique indexes are not supported (the id is unique)")
@@ -559,6 +563,8 @@ class CreateIndex:
             raise NotSupportedError(f"index method {method} is not supported")
 
     def run(self, ctx, params) -> SqlResult:
+        if self.concurrent:
+            ctx.outside_block("CREATE INDEX CONCURRENTLY")
         t = ctx.table(self.table)
         expr = where = None
         if self.expr is not None:
