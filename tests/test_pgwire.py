@@ -1029,7 +1029,11 @@ def test_parameters_past_65535_are_refused_and_65535_are_described(server):
             s.sendall(_parse("", f"SELECT ${n}") + SYNC)
             msgs = _read_until_ready(s)
             assert msgs[0][0] == b"E" and b"42P02" in msgs[0][1], msgs
-        s.sendall(_parse("many", "SELECT $65535") + _msg(b"D", b"Smany\0") + SYNC)
+        s.sendall(_parse("many", "SELECT $65535") + SYNC)    # $1 ... $65534: no type
+        msgs = _read_until_ready(s)
+        assert msgs[0][0] == b"E" and b"42P18" in msgs[0][1], msgs
+        s.sendall(_msg(b"P", b"many\0SELECT $65535\0" + struct.pack("!H", 65535)
+                       + struct.pack("!i", 23) * 65535) + _msg(b"D", b"Smany\0") + SYNC)
         msgs = _read_until_ready(s)
         assert [m[0] for m in msgs] == [b"1", b"t", b"T", b"Z"]
         assert struct.unpack_from("!H", msgs[1][1]) == (65535,)

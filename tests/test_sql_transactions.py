@@ -525,6 +525,23 @@ def _libpq(conn, send) -> list:
     return out
 
 
+def test_a_parameter_neither_named_nor_typed_is_42p18_at_parse(pg_conn, wire):
+    """Parse of `SELECT $2::int` leaving $1 untyped (0, or no type given): nothing
+    types $1, and PostgreSQL answers 42P18 at the Parse; one the text names, or the
+    client types, is fine (defect: varvedb typed $1 text, and the Bind of one value
+    was 08P01)."""
+    cases = [(b"SELECT $2::int", [0]), (b"SELECT $2::int", []), (b"SELECT 1", [0]),
+             (b"SELECT $3::int, $1::int", [0]), (b"SELECT $2::int", [23]),
+             (b"SELECT $1", [0]), (b"SELECT $1::int", [0, 23])]
+    answers = []
+    for conn in (pg_conn, wire()):
+        got = []
+        for k, (text, types) in enumerate(cases):
+            got += _libpq(conn, lambda c: c.send_prepare(b"p%d" % k, text, types))
+        answers.append(got)
+    assert answers[0] == answers[1] == [("42P18", [])] * 4 + [(None, [])] * 3
+
+
 def _describe_in_block(conn, prepare: bytes) -> list:
     """In a block that wrote a row: Parse a statement, Describe it (the first error
     of the two ends them), insert a row, COMMIT: what each answered, and the rows."""
