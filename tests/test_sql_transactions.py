@@ -214,6 +214,24 @@ def test_a_begin_inside_the_block_changes_nothing(pg_conn, tmp_path, wire):
     assert notices == [("WARNING", "25001"), ("WARNING", "25P01")]
 
 
+def test_drop_constraint_if_exists_of_none_notices_as_postgresql(pg_conn, wire):
+    """ALTER TABLE DROP CONSTRAINT IF EXISTS of a constraint the table has not goes
+    on with PostgreSQL's NOTICE (SQLSTATE 00000, severity NOTICE, not a WARNING)."""
+    got = []
+    for conn in (pg_conn, wire()):
+        notices = []
+        conn.execute("SET client_min_messages TO notice")
+        conn.add_notice_handler(lambda d: notices.append((d.severity, d.sqlstate,
+                                                          d.message_primary)))
+        conn.execute("CREATE TABLE nc (id int PRIMARY KEY, x int CHECK (x > 0))")
+        conn.execute("ALTER TABLE nc DROP CONSTRAINT IF EXISTS nope")
+        conn.execute("ALTER TABLE nc DROP CONSTRAINT nc_x_check")
+        conn.execute("DROP TABLE nc")
+        got.append(notices)
+    assert got[0] == got[1] == [
+        ("NOTICE", "00000", 'constraint "nope" of relation "nc" does not exist, skipping')]
+
+
 def test_and_chain_opens_the_next_block(pg_conn, tmp_path, wire):
     # red-team 9 f08: AND CHAIN was ignored, so the writes after it committed at once
     answers, rows = same_everywhere(pg_conn, tmp_path, wire, T, [
