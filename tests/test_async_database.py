@@ -144,6 +144,36 @@ def test_sql_begin_holds_its_session_for_the_task_until_commit():
     run(main())
 
 
+def test_vacuum_and_drop_branch_are_refused_inside_the_tasks_transaction(tmp_path):
+    """As the sync verbs are: inside the task's transaction (SQL's BEGIN, `async with
+    db.transaction()`) vacuum() and drop_branch() are TransactionError and change
+    nothing (defect: they ran on a pool thread, whose own session had nothing open,
+    so a vacuum replaced the file and a drop committed inside the block)."""
+    async def main():
+        db = await vv.connect_async(str(tmp_path / "v.varve"))
+        await db.sql("CREATE TABLE t (id int PRIMARY KEY)")
+        await db.branch("side")
+        before = await db.version()
+
+        async def refused():
+            for verb in (lambda: db.drop_branch("side"), db.vacuum):
+                with pytest.raises(vv.TransactionError, match="inside a transaction"):
+                    await verb()
+        for begin in ("BEGIN", "BEGIN READ ONLY"):
+            await db.sql(begin)
+            await refused()
+            assert (await db.sql("ROLLBACK")).status == "ROLLBACK"
+        async with db.transaction():
+            await refused()
+        assert await db.version() == before
+        assert [b.name for b in await db.branches()] == ["main", "side"]
+        await db.drop_branch("side")
+        await db.vacuum()
+        assert [b.name for b in await db.branches()] == ["main"]
+        await db.aclose()
+    run(main())
+
+
 def test_a_task_canceled_inside_its_transaction_changes_nothing():
     async def main():
         db = await vv.connect_async(":memory:", timeout=GUARD)

@@ -270,7 +270,11 @@ DESCRIBED = ["CREATE TABLE docs (id bigserial PRIMARY KEY, embedding vector(3), 
              "f double precision DEFAULT 0.25, g double precision DEFAULT -0.5, "
              "neg bigint DEFAULT -3, big bigint DEFAULT 5000000000, "
              "meta jsonb DEFAULT '{\"a\": [1, \"b\"]}', off boolean DEFAULT false, "
-             "raw bytea DEFAULT '\\x00ff', blob bytea)"]
+             "raw bytea DEFAULT '\\x00ff', blob bytea)",
+             # CHECK constraints under their names, given and PostgreSQL's
+             "CREATE TABLE priced (id bigint PRIMARY KEY, price bigint CONSTRAINT pos "
+             "CHECK (price > 0), code text, CHECK (price < 100 AND code <> 'x'))",
+             "ALTER TABLE priced ADD CHECK (code IS NOT NULL)"]
 
 
 def test_psql_describes_a_table_as_postgres_does(server, pg):
@@ -281,7 +285,8 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
         for s in DESCRIBED:
             conn.execute(s)
     with psycopg.connect(pg.server.get_uri(database="varve_cases"), autocommit=True) as conn:
-        conn.execute("DROP TABLE IF EXISTS public.docs, public.docs_notes, public.docs_keys")
+        conn.execute("DROP TABLE IF EXISTS public.docs, public.docs_notes, public.docs_keys, "
+                     "public.priced")
         for s in DESCRIBED:
             conn.execute(s)
     def both(*args: str) -> tuple:
@@ -325,6 +330,8 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
         got, want = both("-c", "\\d docs_keys")
         assert got == want and "'-0.5'::numeric" in got[1]
         assert re.search(r" raw +\| bytea .*'\\x00ff'::bytea", got[1])
+        got, want = both("-c", "\\d priced")
+        assert got == want and '    "pos" CHECK (price > 0)\n' in got[1]
         got, want = both("-c", "\\dx")     # pgvector, as a pgvector user checks for it
         assert got == want and " vector  | 0.8.6 " in got[1]
         # a relation neither has: psql's own message, from an empty answer
@@ -333,7 +340,8 @@ def test_psql_describes_a_table_as_postgres_does(server, pg):
     finally:
         with psycopg.connect(pg.server.get_uri(database="varve_cases"),
                              autocommit=True) as conn:
-            conn.execute("DROP TABLE public.docs, public.docs_notes, public.docs_keys")
+            conn.execute("DROP TABLE public.docs, public.docs_notes, public.docs_keys, "
+                         "public.priced")
 
 
 def test_psql_lists_databases_roles_types_and_functions(server, pg):
@@ -1078,7 +1086,11 @@ def test_parameters_past_65535_are_refused_and_65535_are_described(server):
             s.sendall(_parse("", f"SELECT ${n}") + SYNC)
             msgs = _read_until_ready(s)
             assert msgs[0][0] == b"E" and b"42P02" in msgs[0][1], msgs
-        s.sendall(_parse("many", "SELECT $65535") + _msg(b"D", b"Smany\0") + SYNC)
+        s.sendall(_parse("many", "SELECT $65535") + SYNC)    # $1 ... $65534: no type
+        msgs = _read_until_ready(s)
+        assert msgs[0][0] == b"E" and b"42P18" in msgs[0][1], msgs
+        s.sendall(_msg(b"P", b"many\0SELECT $65535\0" + struct.pack("!H", 65535)
+                       + struct.pack("!i", 23) * 65535) + _msg(b"D", b"Smany\0") + SYNC)
         msgs = _read_until_ready(s)
         assert [m[0] for m in msgs] == [b"1", b"t", b"T", b"Z"]
         assert struct.unpack_from("!H", msgs[1][1]) == (65535,)

@@ -1242,7 +1242,7 @@ def test_check_constraints_bind_every_write_and_stay_with_the_file(tmp_path):
     c.insert({"id": 1, "price": 1.0, "n": 1})
     db.close()
     db = vv.connect(path)
-    assert db.engine.table("p").schema.fields["price"].check == ((">", 0.0),)
+    assert db.engine.table("p").schema.fields["price"].check == ((">", 0.0, "p_price_check"),)
     with pytest.raises(vv.CheckViolationError):
         db.sql("UPDATE p SET price = -price")
     for sql in ("CREATE TABLE q (id bigint PRIMARY KEY, s text CHECK (s IN ('a', 'b')))",
@@ -1380,7 +1380,8 @@ def test_add_check_holds_the_python_api_and_stays_with_the_file(tmp_path):
     for _ in range(2):          # replayed from the log, then from a checkpoint
         db = vv.connect(path)
         fields = db.engine.table("p").schema.fields
-        assert fields["price"].check == ((">", 0.0),) and fields["code"].check == (("<>", "x"),)
+        assert fields["price"].check == ((">", 0.0, "p_check"),) \
+            and fields["code"].check == (("<>", "x", "p_check"),)
         with pytest.raises(vv.CheckViolationError):
             db.collection("p").insert({"id": 3, "price": 0.0})
         db.checkpoint()
@@ -1414,6 +1415,120 @@ def test_a_schema_change_fits_the_rows_every_branch_holds(db):
         db.sql("ALTER TABLE t ADD CHECK (x < 0)")
     db.drop_branch("b")                           # gone with its rows: nothing to fit
     db.sql("ALTER TABLE t ADD COLUMN z int DEFAULT 2 CHECK (z > 1)")
+
+
+_NAMES = ("SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = "
+          "'t'::regclass AND contype = 'c' ORDER BY conname")
+
+
+def test_check_constraints_keep_their_names_with_the_file(tmp_path):
+    """A CHECK keeps the name CREATE TABLE or ADD CONSTRAINT gave it (or PostgreSQL's,
+    t_y_check) through a reopen, a checkpoint, a vacuum, a backup and on a branch,
+    and every write's error names it, the Python API's too; DROP CONSTRAINT drops it
+    by that name; a file that holds a name is stamped format 6, so an older varvedb
+    refuses it (defect: the names were not kept, a later write named the column's
+    t_x_check, and DROP CONSTRAINT was 0A000)."""
+    from varvedb.storage import format as F
+    path = tmp_path / "n.vv"
+    db = vv.connect(path)
+    db.create_collection("plain", {"n": vv.Field("int", check=((">", 0),))})
+    db.close()
+
+    def stamp(version=None):
+        with open(path, "r+b") as f:
+            header = F.unpack_header(f.read(F.HEADER_SIZE))
+            if version is not None:
+                f.seek(0)
+                f.write(F.pack_header(header.file_id, header.created_us, version=version))
+        return header.format_version
+    stamp(5)        # as a format-5 varvedb wrote it: an unnamed check keeps it 5
+    db = vv.connect(path)
+    db.sql("CREATE TABLE t (id bigint PRIMARY KEY, x int, y int, "
+           "CONSTRAINT pos CHECK (x > 0), CHECK (y > 0))")
+    assert stamp() == F.FORMAT_VERSION == 6
+    db.sql("ALTER TABLE t ADD CONSTRAINT small CHECK (x < 100 AND y < 100)")
+    db.sql("INSERT INTO t VALUES (1, 1, 1)")
+    want = [("pos", "CHECK ((x > 0))"), ("small", "CHECK (((x < 100) AND (y < 100)))"),
+            ("t_y_check", "CHECK ((y > 0))")]
+
+    def same(db):
+        assert db.sql(_NAMES).rows == want
+        for row, name in [("(2, 0, 0)", "pos"), ("(2, 200, 1)", "small"),
+                          ("(2, 1, 0)", "t_y_check")]:
+            with pytest.raises(vv.CheckViolationError,
+                               match=f'relation "t" violates check constraint "{name}"'):
+                db.sql(f"INSERT INTO t VALUES {row}")
+        with pytest.raises(vv.CheckViolationError, match='constraint "small"'):
+            db.collection("t").insert({"id": 2, "x": 5, "y": 500})
+        with pytest.raises(vv.CheckViolationError, match='constraint "plain_n_check"'):
+            db.collection("plain").insert({"id": 1, "n": 0})
+    same(db)
+    db.close()
+    db = vv.connect(path)           # replayed from the log
+    same(db)
+    db.checkpoint()
+    db.close()
+    db = vv.connect(path)           # from the checkpoint
+    same(db)
+    v = db.version
+    db.vacuum()
+    same(db)
+    db.backup(tmp_path / "b.vv")
+    db.branch("b")
+    db.use("b")
+    same(db)
+    db.use("main")
+    db.close()
+    with vv.connect(tmp_path / "b.vv") as b:
+        same(b)
+    db = vv.connect(path)
+    same(db)
+    db.sql("ALTER TABLE t DROP CONSTRAINT small")
+    want = want[:1] + want[2:]
+    db.sql("INSERT INTO t VALUES (2, 200, 1)")
+    assert db.sql(f"SELECT id FROM t ORDER BY id AS OF VERSION {v}").rows == [(1,)]
+    r = db.sql("ALTER TABLE t DROP CONSTRAINT IF EXISTS small")
+    assert r.notice == ("00000", 'constraint "small" of relation "t" does not exist, skipping')
+    with pytest.raises(vv.SqlError) as e:
+        db.sql("ALTER TABLE t DROP CONSTRAINT small")
+    assert e.value.sqlstate == "42704"
+    db.close()
+    db = vv.connect(path)
+    assert db.sql(_NAMES).rows == want
+    db.close()
+
+
+def test_check_constraint_errors_read_as_postgresqls(pg_conn):
+    """The errors a CHECK's name is in read word for word as PostgreSQL's: a write's
+    (the first failing constraint by name), a duplicate's, DROP CONSTRAINT's."""
+    script = ["CREATE TABLE t (id bigint PRIMARY KEY, x int, y int, "
+              "CONSTRAINT pos CHECK (x > 0), CHECK (y > 0), CHECK (x < 100 AND y < 100))",
+              "INSERT INTO t VALUES (1, 0, 0)", "INSERT INTO t VALUES (1, 1, 0)",
+              "INSERT INTO t VALUES (1, 200, 200)", "INSERT INTO t VALUES (1, 1, 1)",
+              "UPDATE t SET y = 0", "ALTER TABLE t ADD CONSTRAINT pos CHECK (x > 1)",
+              "ALTER TABLE t ADD CONSTRAINT t_pkey CHECK (x > 1)",
+              "ALTER TABLE t ADD CONSTRAINT big CHECK (x > 5)",
+              "ALTER TABLE t DROP CONSTRAINT nope",
+              "CREATE TABLE u (x int, CONSTRAINT c CHECK (x > 0), CONSTRAINT c CHECK (x < 9))",
+              "ALTER TABLE t ADD COLUMN z int CONSTRAINT t_y_check CHECK (z > 0)"]
+    db = vv.connect(":memory:")
+    try:
+        for s in script:
+            try:
+                db.sql(s)
+                got = None
+            except vv.SqlError as e:
+                got = (e.sqlstate, str(e))
+            except vv.VarveError as e:
+                got = (e.sqlstate, str(e))
+            try:
+                pg_conn.execute(s)
+                want = None
+            except Exception as e:
+                want = (e.sqlstate, e.diag.message_primary)
+            assert got == want, s
+    finally:
+        db.close()
 
 
 def test_a_restored_row_is_held_to_the_checks_made_since(db):

@@ -214,6 +214,24 @@ def test_a_begin_inside_the_block_changes_nothing(pg_conn, tmp_path, wire):
     assert notices == [("WARNING", "25001"), ("WARNING", "25P01")]
 
 
+def test_drop_constraint_if_exists_of_none_notices_as_postgresql(pg_conn, wire):
+    """ALTER TABLE DROP CONSTRAINT IF EXISTS of a constraint the table has not goes
+    on with PostgreSQL's NOTICE (SQLSTATE 00000, severity NOTICE, not a WARNING)."""
+    got = []
+    for conn in (pg_conn, wire()):
+        notices = []
+        conn.execute("SET client_min_messages TO notice")
+        conn.add_notice_handler(lambda d: notices.append((d.severity, d.sqlstate,
+                                                          d.message_primary)))
+        conn.execute("CREATE TABLE nc (id int PRIMARY KEY, x int CHECK (x > 0))")
+        conn.execute("ALTER TABLE nc DROP CONSTRAINT IF EXISTS nope")
+        conn.execute("ALTER TABLE nc DROP CONSTRAINT nc_x_check")
+        conn.execute("DROP TABLE nc")
+        got.append(notices)
+    assert got[0] == got[1] == [
+        ("NOTICE", "00000", 'constraint "nope" of relation "nc" does not exist, skipping')]
+
+
 def test_and_chain_opens_the_next_block(pg_conn, tmp_path, wire):
     # red-team 9 f08: AND CHAIN was ignored, so the writes after it committed at once
     answers, rows = same_everywhere(pg_conn, tmp_path, wire, T, [
@@ -278,6 +296,32 @@ def test_drop_branch_and_vacuum_are_refused_inside_a_block(tmp_path):
         assert [b.name for b in db.branches()] == ["main"]
     finally:
         db.close()
+
+
+def test_vacuum_in_a_text_of_several_statements_is_refused_as_postgresql_does(
+        pg_conn, tmp_path, wire):
+    """A text of several statements runs as one implicit transaction block, so what
+    PostgreSQL refuses inside a block (VACUUM, DISCARD ALL, CREATE INDEX
+    CONCURRENTLY) is 25001 there, and nothing of the text is applied: by db.sql and
+    by the simple query protocol over --pg, as PostgreSQL answers (defect: only an
+    open transaction refused them, so one before the text's first write, or after
+    reads alone, ran; CREATE INDEX CONCURRENTLY ran even inside BEGIN)."""
+    answers = []
+    for run in _three_ways(pg_conn, tmp_path, wire):
+        got = []
+        for step in ["CREATE TABLE nb (id int PRIMARY KEY, x int)",
+                     "INSERT INTO nb VALUES (1, 1); VACUUM", "VACUUM; SELECT 1",
+                     "SELECT 1; DISCARD ALL",
+                     "INSERT INTO nb VALUES (2, 2); CREATE INDEX CONCURRENTLY nb_x ON nb (x)",
+                     "DROP INDEX nb_x", "DELETE FROM nb", "VACUUM", "DROP TABLE nb"]:
+            try:
+                got.append(run(step))
+            except Exception as e:          # (psycopg's errors and varvedb's alike)
+                got.append(("error", e.sqlstate))
+        answers.append(got)
+    assert answers[0] == answers[1] == answers[2]
+    assert answers[0][1:] == [("error", "25001")] * 4 + [
+        ("error", "42704"), ("ok", "DELETE 0"), ("ok", "VACUUM"), ("ok", "DROP TABLE")]
 
 
 def test_set_in_a_block_is_undone_by_rollback_and_set_local_lasts_to_its_end(
@@ -497,6 +541,23 @@ def _libpq(conn, send) -> list:
         state = r.error_field(psycopg.pq.DiagnosticField.SQLSTATE)
         out.append((state and state.decode(), [r.fname(i).decode() for i in range(r.nfields)]))
     return out
+
+
+def test_a_parameter_neither_named_nor_typed_is_42p18_at_parse(pg_conn, wire):
+    """Parse of `SELECT $2::int` leaving $1 untyped (0, or no type given): nothing
+    types $1, and PostgreSQL answers 42P18 at the Parse; one the text names, or the
+    client types, is fine (defect: varvedb typed $1 text, and the Bind of one value
+    was 08P01)."""
+    cases = [(b"SELECT $2::int", [0]), (b"SELECT $2::int", []), (b"SELECT 1", [0]),
+             (b"SELECT $3::int, $1::int", [0]), (b"SELECT $2::int", [23]),
+             (b"SELECT $1", [0]), (b"SELECT $1::int", [0, 23])]
+    answers = []
+    for conn in (pg_conn, wire()):
+        got = []
+        for k, (text, types) in enumerate(cases):
+            got += _libpq(conn, lambda c: c.send_prepare(b"p%d" % k, text, types))
+        answers.append(got)
+    assert answers[0] == answers[1] == [("42P18", [])] * 4 + [(None, [])] * 3
 
 
 def _describe_in_block(conn, prepare: bytes) -> list:

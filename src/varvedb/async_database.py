@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from . import cancel
 from .collection import Collection
-from .database import Database, connect
+from .database import Database, connect, thread_session_as
 from .errors import ClosedError, OptionError, TransactionError
 from .schema import brief
 from .session import Session
@@ -264,12 +264,17 @@ class AsyncDatabase:
 
 
 def _database_verb(name: str):
-    """Database.<name> as a coroutine (a verb with no session of its own)."""
+    """Database.<name> as a coroutine, run with the task's session as its thread's
+    (a verb refused inside a transaction, vacuum or drop_branch, sees the task's)."""
     method = getattr(Database, name)
+
+    def call(db, lease, args, kwargs):
+        with thread_session_as(db, lease.session):
+            return method(db, *args, **kwargs)
 
     @functools.wraps(method)
     async def verb(self, *args, **kwargs):
-        return await self._run(lambda lease: method(self.db, *args, **kwargs))
+        return await self._run(lambda lease: call(self.db, lease, args, kwargs))
     return verb
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import threading
+from contextlib import contextmanager
 from typing import Iterator
 
 from .collection import Collection
@@ -74,6 +75,24 @@ def verify_file(path, anchor: tuple[int, str] | None = None,
     the one the caller saw before."""
     return verify.verify_file(path, anchor, expect_version,
                               states=checkpoint_breaks)
+
+@contextmanager
+def thread_session_as(db: "Database", session: Session):
+    """While the block lasts, `session` is the calling thread's session of `db`: its
+    verbs (vacuum, drop_branch, ...) see the transaction `session` has open and are
+    refused in it as they are in the thread's own (AsyncDatabase: a task's session,
+    lent to a pool thread)."""
+    local = db._local
+    before = getattr(local, "session", None)
+    local.session = session
+    try:
+        yield
+    finally:
+        if before is None:
+            del local.session
+        else:
+            local.session = before
+
 
 class Database:
     def __init__(self, path, readonly: bool = False, durability: str = "commit",

@@ -345,7 +345,9 @@ class Field:
     # int, float, bool, text: a CHECK constraint (SQL's `CHECK (price > 0)`): (op, value)
     # conditions AND-ed (op one of PREDICATE_OPS) that every value written must not
     # make false (a null makes a comparison unknown, which passes, as in SQL); a
-    # vector or halfvec field's: of its dimension (op one of DIMS_OPS, value an int:
+    # condition (op, value, name) belongs to the constraint of that name (SQL's:
+    # constraint_name), else to the field's own, `{table}_{field}_check`; a vector
+    # or halfvec field's are of its dimension (op one of DIMS_OPS, value an int:
     # pgvector's `CHECK (vector_dims(embedding) = 3)`)
     check: tuple | None = None
     # json: a column of SQL arrays of this element type ("int", "float", "vector(3)",
@@ -455,8 +457,9 @@ class Field:
         object.__setattr__(self, "_stored_default", stored)
 
     def _check_check(self) -> None:
-        """`check` as the field says: (op, value) conditions on an int, float, bool or
-        text field, each value of the field's type (read from a file too)."""
+        """`check` as the field says: (op, value) or (op, value, constraint name)
+        conditions on an int, float, bool or text field, each value of the field's
+        type (read from a file too)."""
         c = self.check
         if c is None:
             return
@@ -468,14 +471,15 @@ class Field:
         if self.kind == "vector" and self.dtype != "bit":
             ok, ops = (int,), DIMS_OPS
         if ok is None or not (isinstance(c, tuple) and 1 <= len(c) <= 16 and all(
-                isinstance(x, tuple) and len(x) == 2 and x[0] in ops
+                isinstance(x, tuple) and len(x) in (2, 3) and x[0] in ops
+                and (len(x) == 2 or isinstance(x[2], str) and 0 < len(x[2]) <= 63)
                 and (x[1] is None) == x[0].startswith("is ")
                 and (x[1] is None or (type(x[1]) in ok and not (
                     self.kind in ("int", "float") and type(x[1]) is bool)))
                 for x in c)):
-            raise SchemaError(f"a check is (op, value) conditions on an int, float, bool or "
-                              f"text field, or of a vector's dimension ('vector_dims =', 3), "
-                              f"got {brief(c)} on a {self.kind} field")
+            raise SchemaError(f"a check is (op, value[, constraint name]) conditions on an "
+                              f"int, float, bool or text field, or of a vector's dimension "
+                              f"('vector_dims =', 3), got {brief(c)} on a {self.kind} field")
 
     def _check_fts_options(self, fts: bool) -> None:
         """stem, k1 and b belong to a full-text index, and take sane values."""
@@ -982,6 +986,20 @@ class Schema:
         """The fields with a check (CHECK constraint)."""
         return tuple(n for n, f in self.fields.items() if f.check is not None)
 
+    def constraints(self, table: str) -> dict[str, list[tuple]]:
+        """The CHECK constraints of the table `table` of this schema: name -> its
+        (field, op, value) conditions (AND-ed), by name (as PostgreSQL checks them)."""
+        out: dict[str, list[tuple]] = {}
+        for name in self.checked:
+            for c in self.fields[name].check:
+                out.setdefault(constraint_name(table, name, c), []).append((name, *c[:2]))
+        return dict(sorted(out.items()))
+
+    def constraint_names(self, table: str) -> set:
+        """The names of the table's constraints: its CHECKs', and its primary key's
+        (`{table}_pkey`) where its id is a column."""
+        return set(self.constraints(table)) | (set() if self.id_hidden else {f"{table}_pkey"})
+
     @cached_property
     def embedded(self) -> tuple:
         """The vector fields embedded from a text field (engine/embedding.py)."""
@@ -1116,6 +1134,7 @@ def check_constraints(schema: Schema, columns: dict, n: int, table: str = "") ->
     but for IS NOT NULL)."""
     if not n:
         return
+    failed = []
     for name in schema.checked:
         col = columns.get(name)
         if col is None:
@@ -1125,7 +1144,8 @@ def check_constraints(schema: Schema, columns: dict, n: int, table: str = "") ->
             if nulls is None:
                 nulls = np.fromiter((v is None for v in vals), bool, len(vals))
             nulls = np.asarray(nulls, bool)
-        for op, value in schema.fields[name].check:
+        for c in schema.fields[name].check:
+            op, value = c[:2]
             if op == "is null":
                 bad = ~nulls
             elif op == "is not null":
@@ -1141,9 +1161,16 @@ def check_constraints(schema: Schema, columns: dict, n: int, table: str = "") ->
                 # in PostgreSQL's float8 order, as SQL's WHERE: NaN > 0 holds
                 bad = ~np.asarray(compare(op, v, value), bool) & ~nulls
             if bad.any():
-                raise CheckViolationError(
-                    f'new row for relation "{table}" violates check constraint '
-                    f'"{table}_{name}_check"')
+                failed.append(constraint_name(table, name, c))
+    if failed:      # the first by name, as PostgreSQL checks them
+        raise CheckViolationError(f'new row for relation "{table}" violates check constraint '
+                                  f'"{min(failed)}"')
+
+
+def constraint_name(table: str, field: str, condition: tuple) -> str:
+    """The name of the CHECK constraint a field's check condition belongs to: the
+    one it carries, else the field's own (PostgreSQL's name for a column's CHECK)."""
+    return condition[2] if len(condition) == 3 else f"{table}_{field}_check"
 
 
 def validate_name(name: str, what: str = "collection") -> str:

@@ -73,3 +73,22 @@ SELECT json_build_object('f', 'NaN'::float8, 'g', 'Infinity'::float8,
 INSERT INTO jb (id, j) SELECT 2, json_build_object('f', 'NaN'::float8);
 SELECT j->>'f' FROM jb WHERE id = 2;
 -- => [('NaN',)]
+
+-- a timestamptz in JSON is ISO 8601, as PostgreSQL's to_json writes it (json_build_object,
+-- to_json, to_jsonb, an array's elements)
+CREATE TABLE jt (id bigint PRIMARY KEY, at timestamptz);
+INSERT INTO jt VALUES (1, '2026-11-30 12:00:00+00'), (2, '2026-11-30 12:00:00.25+00'),
+    (3, '0099-01-02 03:04:05.000001+00'), (4, NULL);
+SELECT id, json_build_object('at', at, 'a', ARRAY[at]) AS j, to_json(at) AS t,
+    to_jsonb(at)::text AS b FROM jt ORDER BY id;
+-- => [(1, {'at': '2026-11-30T12:00:00+00:00', 'a': ['2026-11-30T12:00:00+00:00']},
+--      '2026-11-30T12:00:00+00:00', '"2026-11-30T12:00:00+00:00"'),
+--     (2, {'at': '2026-11-30T12:00:00.25+00:00', 'a': ['2026-11-30T12:00:00.25+00:00']},
+--      '2026-11-30T12:00:00.25+00:00', '"2026-11-30T12:00:00.25+00:00"'),
+--     (3, {'at': '0099-01-02T03:04:05.000001+00:00',
+--          'a': ['0099-01-02T03:04:05.000001+00:00']},
+--      '0099-01-02T03:04:05.000001+00:00', '"0099-01-02T03:04:05.000001+00:00"'),
+--     (4, {'at': None, 'a': [None]}, None, None)]
+SELECT json_build_object('t', '2026-01-01 00:00:00+05'::timestamptz) AS j,
+    to_json(1.5::float8) AS f, to_json('x'::text) AS s, to_json(2) AS i, to_json(true) AS b;
+-- => [({'t': '2025-12-31T19:00:00+00:00'}, 1.5, 'x', 2, True)]

@@ -61,3 +61,14 @@ UPDATE acct SET owner = NULL;
 -- !! 23502
 SELECT owner FROM acct ORDER BY id;
 -- => [('ann',), ('ben',)]
+
+-- CREATE INDEX is DDL: undone with the text of several statements it is in when one
+-- fails (the index is not there: DROP INDEX is 42704), refused in a READ ONLY block
+CREATE INDEX acct_balance ON acct (balance); SELECT 1 / 0;
+-- !! 22012
+DROP INDEX acct_balance;
+-- !! 42704
+BEGIN READ ONLY;
+CREATE INDEX acct_balance ON acct (balance);
+-- !! 25006
+ROLLBACK;

@@ -42,9 +42,9 @@ import numpy as np
 from ..errors import (BranchError, CheckViolationError, ClosedError, CorruptFileError,
                       IndexMaintenanceError, LockTimeoutError, LogMismatchError, NotFoundError,
                       NotNullViolationError, OptionError,
-                      ReadOnlyError, SchemaError, StorageError, TransactionAbortedError,
-                      TransactionError, UnknownFieldError, VarveError)
-from ..schema import (Field, Schema, brief, check_constraints, check_not_null,
+                      ReadOnlyError, SchemaError, SqlError, StorageError,
+                      TransactionAbortedError, TransactionError, UnknownFieldError, VarveError)
+from ..schema import (Field, Schema, brief, check_constraints, check_not_null, constraint_name,
                       UNINDEXED_KINDS, check_index_where, complete_columns, fit_index,
                       further_index, validate_name)
 from .embedding import check_embedders, fill_embedded, unchanged_texts
@@ -680,7 +680,9 @@ class Engine:
         self.write(tx, frames.AddColumn(t.cid, t.n, name, field))
 
     def drop_column(self, tx: "Transaction", t: Table, name: str) -> None:
-        """The field, its values and its indexes are gone, for every version."""
+        """The field, its values and its indexes are gone, for every version, and the
+        CHECK constraints that read it, from the other fields they read too (as
+        PostgreSQL drops them)."""
         self._check_writing(tx)
         self._check_current(t)
         name = _field_of(t, name, "dropped")
@@ -688,6 +690,8 @@ class Engine:
         if filled:
             raise SchemaError(f"{name!r} is the text that vector field {filled[0]!r} embeds; "
                               "drop that field first")
+        self._drop_checks(tx, t, {constraint_name(t.name, name, c)
+                                  for c in t.schema.fields[name].check or ()}, but=name)
         self.write(tx, frames.DropColumn(t.cid, name))
 
     def rename_column(self, tx: "Transaction", t: Table, old: str, new: str) -> None:
@@ -703,20 +707,26 @@ class Engine:
     def add_check(self, tx: "Transaction", t: Table, conditions, constraint: str,
                   validate: bool = True) -> None:
         """CHECK `conditions` ((field, op, value), AND-ed: one field's `check` each)
-        added to the fields' checks (SQL's ALTER TABLE ADD CHECK); with `validate`
-        the rows any branch holds (this transaction's as it leaves them) are checked
-        first, CheckViolationError naming `constraint` if one fails (nothing changed)."""
+        added to the fields' checks as the constraint named `constraint` (SQL's ALTER
+        TABLE ADD CHECK; 42710 where the table has a constraint of that name); with
+        `validate` the rows any branch holds (this transaction's as it leaves them)
+        are checked first, CheckViolationError naming `constraint` if one fails
+        (nothing changed)."""
         self._check_writing(tx)
         self._check_current(t)
+        if constraint in t.schema.constraint_names(t.name):
+            raise SqlError("42710", f'constraint "{constraint}" for relation "{t.name}" '
+                                    "already exists")
         by_field: dict = {}
         for name, op, value in conditions:
-            by_field.setdefault(_field_of(t, name, "checked"), []).append((op, value))
+            by_field.setdefault(_field_of(t, name, "checked"), []).append(
+                (op, value, constraint))
         fields = {name: replace(t.schema.fields[name], check=(
             *(t.schema.fields[name].check or ()), *conds)) for name, conds in by_field.items()}
         if validate:
             rows = np.flatnonzero(self._held(t, tx.branch))
-            only = Schema({name: replace(f, check=tuple(
-                (op, value) for op, value in by_field[name])) for name, f in fields.items()})
+            only = Schema({name: replace(f, check=tuple(by_field[name]))
+                           for name, f in fields.items()})
             for at in range(0, len(rows), _CHECK_CHUNK):
                 part = rows[at:at + _CHECK_CHUNK]
                 try:
@@ -728,6 +738,28 @@ class Engine:
         self._stamp()
         for name, f in fields.items():
             self.write(tx, frames.SetCheck(t.cid, name, f.check))
+
+    def drop_check(self, tx: "Transaction", t: Table, constraint: str) -> None:
+        """The CHECK constraint named `constraint` is gone from the fields it reads
+        (SQL's ALTER TABLE DROP CONSTRAINT): 42704 where the table has none of that
+        name."""
+        self._check_writing(tx)
+        self._check_current(t)
+        if constraint not in t.schema.constraints(t.name):
+            raise SqlError("42704", f'constraint "{constraint}" of relation "{t.name}" '
+                                    "does not exist")
+        self._drop_checks(tx, t, {constraint})
+
+    def _drop_checks(self, tx: "Transaction", t: Table, constraints: set,
+                     but: str | None = None) -> None:
+        """The conditions of the CHECK constraints named `constraints` gone from the
+        fields (but the field `but`)."""
+        for name in t.schema.checked:
+            f = t.schema.fields[name]
+            kept = tuple(c for c in f.check if constraint_name(t.name, name, c) not in constraints)
+            if len(kept) < len(f.check) and name != but:
+                self._stamp()
+                self.write(tx, frames.SetCheck(t.cid, name, kept or None))
 
     def create_scalar_index(self, tx: "Transaction", t: Table, field: str, kind: str,
                             name: str | None = None) -> None:
@@ -1595,10 +1627,10 @@ def check_timeout(timeout) -> float:
 
 
 def _newer_fields(fields) -> bool:
-    """Does any of these fields need file format 5 (a bytes field, a further index,
-    a vector field's check)?"""
+    """Does any of these fields need file format 5 or 6 (a bytes field, a further
+    index, a vector field's check, a check condition that names its constraint)?"""
     return any(f.kind == "bytes" or f.more_indexes or (f.kind == "vector" and f.check)
-               for f in fields)
+               or any(len(c) == 3 for c in f.check or ()) for f in fields)
 
 
 def _check_rows(t: Table, rows) -> None:

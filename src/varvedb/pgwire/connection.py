@@ -394,10 +394,17 @@ class Connection:
         elif len(compile_text(text)) > 1:          # a syntax error answers here
             raise E.SqlError("42601", "cannot insert multiple commands into a prepared "
                                       "statement")
-        n = max(_param_count(text), len(oids))
+        named = _params_named(text)
+        n = max(max(named, default=0), len(oids))
         if n > MAX_PARAMS:      # a Bind could not supply it (PostgreSQL's answer too)
             raise E.SqlError("42P02", f"there is no parameter ${n}")
         if answer is None and (len(oids) < n or 0 in oids):
+            # one the text never names and the client left untyped has no type at all
+            untyped = [i for i in range(1, n + 1) if i not in named
+                       and (i > len(oids) or not oids[i - 1])]
+            if untyped:
+                raise E.SqlError("42P18", "could not determine data type of parameter "
+                                          f"${untyped[0]}")
             oids = self._typed(text, oids, n)
         self._keep(self.statements, name, Prepared(text, oids, n, answer),
                    "prepared statement")
@@ -777,11 +784,13 @@ def _render(result) -> list[bytes]:
 
 
 def _tag(result) -> list[bytes]:
-    """A statement's CommandComplete, after its WARNING where it has one."""
+    """A statement's CommandComplete, after its WARNING (its NOTICE: SQLSTATE 00000)
+    where it has one."""
     tag = M.command_complete(result.status)
     if result.notice is None:
         return [tag]
-    return [M.error({"S": "WARNING", "V": "WARNING", "C": result.notice[0],
+    severity = "NOTICE" if result.notice[0] == "00000" else "WARNING"
+    return [M.error({"S": severity, "V": severity, "C": result.notice[0],
                      "M": result.notice[1]}, notice=True), tag]
 
 
@@ -791,22 +800,22 @@ def _kind(text: str) -> str | None:
     return compiled[0].kind if compiled else None
 
 
-def _param_count(text: str) -> int:
-    """The highest $n the statement names (pglast's scanner: not inside strings or
+def _params_named(text: str) -> set[int]:
+    """The $n the statement names (pglast's scanner: not inside strings or
     comments)."""
     raw = text.encode()
     try:
         tokens = scan(text)
     except ParseError:
-        return 0
-    top = 0
+        return set()
+    named = set()
     for t in tokens:
         if t.name == "PARAM":
             try:
-                top = max(top, int(raw[t.start + 1:t.end + 1]))
+                named.add(int(raw[t.start + 1:t.end + 1]))
             except ValueError:
                 pass
-    return top
+    return named
 
 
 def _error(e: E.VarveError) -> bytes:

@@ -41,7 +41,7 @@ from ..text.tsvector import tsvectors
 from . import (array_columns, arrays, catalog_funcs, jsonb, sparse_funcs, text_funcs,
                tsearch, vector_funcs)
 from .filter import kleene, like_regex
-from .literals import parse_input, value_text
+from .literals import parse_input, timestamp_json, value_text
 
 NUMERIC = ("int", "float")
 
@@ -1425,12 +1425,25 @@ def _json_build_object(*args: Val) -> Val:
     return Val("json", object_array(out), no_nulls(len(out)))
 
 
+def _to_json(v: Val) -> Val:
+    """to_json(value), to_jsonb(value): each row's value as JSON, as _json_value writes
+    it (NULL stays NULL)."""
+    if v.kind == "unknown":
+        v = coerce(v, "text")
+    data = v.python() if v.kind in ("int", "bool", "text", "json", "null") else \
+        [_json_value(x, v.kind) for x in v.python()]
+    return Val("json", object_array(data), v.nulls.copy())
+
+
 def _json_value(x, kind: str):
     """A value as PostgreSQL's to_json writes it: an array as a JSON array of its
     elements', a float that JSON has no number for as its text ("NaN",
-    "Infinity"), what else JSON has no type for as its text form (a vector's)."""
+    "Infinity"), a timestamptz in ISO 8601 (2026-12-01T12:00:00+00:00), what else
+    JSON has no type for as its text form (a vector's)."""
     if x is None or isinstance(x, (bool, int, str)):
         return x
+    if isinstance(x, _dt.datetime):
+        return timestamp_json(x)
     if isinstance(x, float):
         if not math.isfinite(x):
             return value_text(x)
@@ -2183,6 +2196,8 @@ FUNCTIONS = {
     "$array_of": _array_of,
     "json_build_object": _json_build_object,
     "jsonb_build_object": _json_build_object,
+    "to_json": _to_json,
+    "to_jsonb": _to_json,
     "lower": _text_fn(lambda v: Val("text", np.array([x.lower() if x is not None else None
                                                      for x in v.data], dtype=object), v.nulls)),
     "upper": _text_fn(lambda v: Val("text", np.array([x.upper() if x is not None else None

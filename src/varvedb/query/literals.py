@@ -163,6 +163,12 @@ def timestamp_text(d: _dt.datetime) -> str:
     return s + "+00"
 
 
+def timestamp_json(d: _dt.datetime) -> str:
+    """timestamptz as PostgreSQL's to_json writes it (ISO 8601, TimeZone UTC):
+    2026-12-01T12:00:00.25+00:00."""
+    return timestamp_text(d).replace(" ", "T", 1) + ":00"
+
+
 def json_text(v) -> str:
     return json.dumps(v, ensure_ascii=False)
 

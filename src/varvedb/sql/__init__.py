@@ -202,16 +202,24 @@ def _compile_kind(stmt, as_of, text: str) -> Compiled:
 
 class Context:
     """What one statement runs against: its session, and one snapshot for all
-    of its reads (subqueries included), and the caller's copy_data for a COPY
-    FROM STDIN."""
-    __slots__ = ("session", "engine", "as_of", "copy_data", "_snap")
+    of its reads (subqueries included), the caller's copy_data for a COPY
+    FROM STDIN, and whether it is one of a text's several statements."""
+    __slots__ = ("session", "engine", "as_of", "copy_data", "several", "_snap")
 
-    def __init__(self, session, as_of=None, copy_data=None):
+    def __init__(self, session, as_of=None, copy_data=None, several: bool = False):
         self.session = session
         self.copy_data = copy_data
         self.engine = session.engine
         self.as_of = as_of        # (branch name | None, version | datetime | None), or None
+        self.several = several
         self._snap = None
+
+    def outside_block(self, what: str) -> None:
+        """25001 for `what` (VACUUM, ...) where PostgreSQL refuses it in a transaction
+        block: BEGIN's, a Python transaction's, or the implicit one of a text of
+        several statements (which then fails whole: nothing of it is applied)."""
+        if self.session.in_transaction or self.several:
+            raise SqlError("25001", f"{what} cannot run inside a transaction block")
 
     def snapshot(self):
         if self._snap is None:
@@ -348,7 +356,7 @@ def _each(session, compiled: tuple, params, copy_data):
         yield from _implicit(session, compiled, params, copy_data)
         return
     for c in compiled:
-        yield _run_one(session, c, params, copy_data)
+        yield _run_one(session, c, params, copy_data, len(compiled) > 1)
 
 
 def _implicit(session, compiled: tuple, params, copy_data):
@@ -360,7 +368,7 @@ def _implicit(session, compiled: tuple, params, copy_data):
     try:
         for c in compiled:
             implicit(session, c.kind in _WRITES)
-            yield _run_one(session, c, params, copy_data)
+            yield _run_one(session, c, params, copy_data, True)
     except BaseException:
         end_implicit(session, failed=True)
         raise
@@ -413,7 +421,7 @@ def _params(params):
     return params
 
 
-def _run_one(session, c: Compiled, params, copy_data=None) -> SqlResult:
+def _run_one(session, c: Compiled, params, copy_data=None, several: bool = False) -> SqlResult:
     if session.sql_failed and session.in_transaction:
         if not (c.kind == "transaction" and c.impl.ends_transaction):
             raise _aborted()
@@ -425,7 +433,7 @@ def _run_one(session, c: Compiled, params, copy_data=None) -> SqlResult:
         if session.sql_read_only and session.sql_block and c.kind in ("write", "ddl"):
             raise ReadOnlyError("cannot execute this statement in a read-only transaction")
         ctx = Context(session, None if c.as_of is None else _as_of(c, params, session),
-                      copy_data)
+                      copy_data, several)
         return c.impl.run(ctx, params)
     except BaseException as e:      # any failure: a raw one (a defect) must not half-apply
         tx = session.tx

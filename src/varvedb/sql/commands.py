@@ -76,8 +76,7 @@ class DiscardCommand:
     def run(self, ctx, params) -> SqlResult:
         s = ctx.session
         if self.what == "ALL":
-            if s.in_transaction:        # (as VACUUM: BEGIN's, or a Python transaction's)
-                raise SqlError("25001", "DISCARD ALL cannot run inside a transaction block")
+            ctx.outside_block("DISCARD ALL")
             s.settings.clear()
             DeallocateCommand(None).run(ctx, params)
         return SqlResult([], [], f"DISCARD {self.what}")
@@ -131,8 +130,7 @@ class VacuumCommand:
                                         "with its zone")
 
     def run(self, ctx, params) -> SqlResult:
-        if ctx.session.in_transaction:
-            raise SqlError("25001", "VACUUM cannot run inside a transaction block")
+        ctx.outside_block("VACUUM")
         ctx.engine.vacuum(self.keep)
         return SqlResult([], [], "VACUUM")
 

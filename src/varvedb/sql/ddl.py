@@ -7,7 +7,9 @@ serial types have their ids assigned); a table without one gets a hidden,
 assigned id. ALTER TABLE ADD / DROP / RENAME COLUMN change the schema only —
 no row is rewritten. ALTER TABLE ADD [CONSTRAINT name] CHECK (...) [NOT VALID]
 adds the fields' check conditions (the CHECK vocabulary of CREATE TABLE) after
-checking the rows there (unless NOT VALID): 23514 if one fails, nothing changed.
+checking the rows there (unless NOT VALID): 23514 if one fails, nothing changed;
+DROP CONSTRAINT [IF EXISTS] name drops them. A CHECK keeps its name (each
+condition carries it), an unnamed one PostgreSQL's, `{table}_{column}_check`.
 
 Vector indexes: USING hnsw WITH (m, ef_construction, quantize, pq_m), USING
 ivfflat WITH (lists) — vv.IVFPQ without codes — and USING ivfpq WITH (lists,
@@ -97,9 +99,10 @@ class AlterExtension:
         return SqlResult([], [], "ALTER EXTENSION")
 
 
-def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
-    """(field, type name, primary key?, not null?) of a column definition;
-    the field is None for the id column."""
+def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, list]:
+    """(field, type name, primary key?, CHECKs) of a column definition: the field
+    is None for the id column; its CHECK constraints, (name or None, expression),
+    are for `with_checks` to add."""
     kind, tname, mods = type_of(cd.typeName)
     array_of = None
     if cd.typeName.arrayBounds:      # a column of arrays: a json field that knows its type
@@ -123,7 +126,7 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
                 raise NotSupportedError("an array column has no DEFAULT")
             default = _default_value(cd.colname, kind, c.raw_expr)
         elif c.contype == ConstrType.CONSTR_CHECK:
-            checks.append(c.raw_expr)
+            checks.append((c.conname, c.raw_expr))
         elif c.contype != ConstrType.CONSTR_UNIQUE or not primary:   # the key is unique
             raise NotSupportedError(f'constraint {c.contype.name.removeprefix("CONSTR_")} on '
                                     f'column "{cd.colname}" is not supported')
@@ -153,12 +156,10 @@ def column_field(cd: ast.ColumnDef) -> tuple[Field | None, str, bool, bool]:
     if primary:
         if checks:
             raise NotSupportedError("a CHECK constraint on the id column is not supported")
-        return None, tname, True, True
+        return None, tname, True, []
     if not_null or default is not None:
         field = replace(field, not_null=not_null, default=default)
-    for e in checks:
-        field = with_checks({cd.colname: field}, e)[cd.colname]
-    return field, tname, False, not_null
+    return field, tname, False, checks
 
 
 def check_conditions(raw, fields: dict) -> tuple:
@@ -179,13 +180,21 @@ def check_conditions(raw, fields: dict) -> tuple:
     return conds
 
 
-def with_checks(fields: dict, raw) -> dict:
-    """`fields` with CHECK `raw` added to the checks of the fields it reads."""
-    conds = check_conditions(raw, fields)
-    out = dict(fields)
-    for col, op, value in conds:
-        f = out[col]
-        out[col] = replace(f, check=(*(f.check or ()), (op, value)))
+def with_checks(fields: dict, checks, table: str, taken: set) -> dict:
+    """`fields` with the CHECK constraints `checks` ((name or None, pglast
+    expression), in order: one statement's) added to the checks of the fields each
+    reads, each under its name (42710 where one before it in `checks` has it), or
+    one PostgreSQL would choose, none of `taken` (the schema's constraint names)."""
+    out, given = dict(fields), set()
+    for name, raw in checks:
+        conds = check_conditions(raw, out)
+        if name in given:
+            raise SqlError("42710", f'check constraint "{name}" already exists')
+        name = name or _check_name(table, conds, taken | given)
+        given.add(name)
+        for col, op, value in conds:
+            f = out[col]
+            out[col] = replace(f, check=(*(f.check or ()), (op, value, name)))
     return out
 
 
@@ -220,16 +229,17 @@ class CreateTable:
         self.if_not_exists = bool(stmt.if_not_exists)
         self.stmt = stmt
 
-    def schema(self) -> Schema:
+    def schema(self, taken: set) -> Schema:
         """The table's schema, made when the statement runs, never when it is compiled:
         a DEFAULT is evaluated, and a statement runs only once its session may
-        (privileges.py: embed() with a spec loads a model)."""
+        (privileges.py: embed() with a spec loads a model). `taken`: the constraint
+        names in use (an unnamed CHECK's takes none of them)."""
         fields, id_kind, id_type, pk = {}, None, None, None
-        checks = []
+        checks = []         # the columns' and the table's, in order
         for el in self.stmt.tableElts or ():
             if isinstance(el, ast.Constraint):
                 if el.contype == ConstrType.CONSTR_CHECK:
-                    checks.append(el.raw_expr)
+                    checks.append((el.conname, el.raw_expr))
                     continue
                 if el.contype != ConstrType.CONSTR_PRIMARY:
                     raise NotSupportedError(f"table constraint {el.contype.name} is not supported")
@@ -245,7 +255,8 @@ class CreateTable:
                 continue
             if not isinstance(el, ast.ColumnDef):
                 raise NotSupportedError(f"{type(el).__name__} in CREATE TABLE is not supported")
-            field, tname, primary, _ = column_field(el)
+            field, tname, primary, column_checks = column_field(el)
+            checks += column_checks
             name = el.colname
             if name in fields or (name == "id" and id_kind is not None):
                 raise SqlError("42701", f'column "{name}" specified more than once')
@@ -264,8 +275,7 @@ class CreateTable:
             fields[name] = field
         if pk is not None and pk != "id":
             raise NotSupportedError(f'the primary key column must be named "id", not "{pk}"')
-        for e in checks:
-            fields = with_checks(fields, e)
+        fields = with_checks(fields, checks, self.name, taken)
         # pgvector-python's loading example writes `id bigserial` alone: a sequence's
         # values, kept unique here as the collection's id (an explicit duplicate is 23505)
         if id_kind is not None and pk is None and id_type not in SERIAL:
@@ -281,7 +291,7 @@ class CreateTable:
                 return SqlResult([], [], "CREATE TABLE")
             raise SqlError("42P07", f'relation "{self.name}" already exists')
         validate_name(self.name, "table")
-        schema = self.schema()
+        schema = self.schema(constraint_names(ctx.engine))
         with s.writing() as tx:
             ctx.engine.create_collection(tx, self.name, schema)
         return SqlResult([], [], "CREATE TABLE")
@@ -311,9 +321,12 @@ class Drop:
         self.what = stmt.removeType
         self.names = [o[-1].sval if isinstance(o, tuple) else o.sval for o in stmt.objects]
         self.missing_ok = bool(stmt.missing_ok)
+        self.concurrent = bool(stmt.concurrent)
 
     def run(self, ctx, params) -> SqlResult:
         s, engine = ctx.session, ctx.engine
+        if self.concurrent:
+            ctx.outside_block("DROP INDEX CONCURRENTLY")
         if self.what == ObjectType.OBJECT_EXTENSION:
             raise NotSupportedError("the vector extension is built in; it cannot be dropped")
         if self.what == ObjectType.OBJECT_TABLE:
@@ -363,6 +376,8 @@ class AlterTable:
                 # its conditions are read when the statement runs, against the fields
                 self.cmds.append(("check", c.def_.conname, c.def_.raw_expr,
                                   not c.def_.skip_validation))
+            elif c.subtype == AlterTableType.AT_DropConstraint:
+                self.cmds.append(("uncheck", c.name, None, bool(c.missing_ok)))
             elif c.subtype == AlterTableType.AT_AddConstraint:
                 raise NotSupportedError(
                     f"ALTER TABLE ADD {c.def_.contype.name.removeprefix('CONSTR_')} is not "
@@ -376,7 +391,7 @@ class AlterTable:
             if self.missing_ok:
                 return SqlResult([], [], "ALTER TABLE")
             raise SqlError("42P01", f'relation "{self.name}" does not exist')
-        s = ctx.session
+        s, notice = ctx.session, None
         with s.writing() as tx:
             coll = s.collection(self.name)
             for verb, column, column_def, missing_ok in self.cmds:
@@ -384,18 +399,33 @@ class AlterTable:
                 fields = t.schema.fields
                 if verb == "check":      # (column: the name given; missing_ok: validate)
                     conds = check_conditions(column_def, fields)
-                    ctx.engine.add_check(tx, t, conds, column or _check_name(t.name, conds),
-                                         validate=missing_ok)
+                    name = column or _check_name(t.name, conds, constraint_names(ctx.engine))
+                    ctx.engine.add_check(tx, t, conds, name, validate=missing_ok)
+                elif verb == "uncheck":  # (column: the constraint's name)
+                    if column == f"{t.name}_pkey" and not t.schema.id_hidden:
+                        raise NotSupportedError("a table's primary key cannot be dropped (its "
+                                                "id is the collection's)")
+                    if missing_ok and column not in t.schema.constraints(t.name):
+                        notice = ("00000", f'constraint "{column}" of relation "{t.name}" '
+                                           "does not exist, skipping")
+                        continue
+                    ctx.engine.drop_check(tx, t, column)
                 elif verb == "add":
                     if column in fields:
                         if missing_ok:
                             continue
                         raise SqlError("42701", f'column "{column}" of relation "{self.name}" '
                                                 "already exists")
-                    field, _, primary, _ = column_field(column_def)
+                    field, _, primary, checks = column_field(column_def)
                     if primary:
                         raise NotSupportedError("a table's id column cannot be added")
                     validate_name(column, "column")
+                    taken = constraint_names(ctx.engine)
+                    given = {n for n, _ in checks} & t.schema.constraint_names(t.name)
+                    if given:
+                        raise SqlError("42710", f'constraint "{min(given)}" for relation '
+                                                f'"{t.name}" already exists')
+                    field = with_checks({column: field}, checks, t.name, taken)[column]
                     coll.add_field(column, field)       # (its CHECK on the rows so far)
                 elif verb == "storage":
                     if column not in fields and column != "id":
@@ -410,14 +440,34 @@ class AlterTable:
                         raise SqlError("42703", f'column "{column}" of relation "{self.name}" '
                                                 "does not exist")
                     coll.drop_field(column)
-        return SqlResult([], [], "ALTER TABLE")
+        result = SqlResult([], [], "ALTER TABLE")
+        result.notice = notice
+        return result
 
 
-def _check_name(table: str, conds: tuple) -> str:
+def constraint_names(engine) -> set:
+    """The names of every table's constraints (PostgreSQL's namespace of them, which
+    an unnamed CHECK's name avoids)."""
+    return {n for table, cid in engine.names.items()
+            for n in engine.tables[cid].schema.constraint_names(table)}
+
+
+def _check_name(table: str, conds: tuple, taken: set) -> str:
     """PostgreSQL's name for an unnamed CHECK: `{table}_{column}_check` when it reads
-    one column, else `{table}_check`."""
+    one column, else `{table}_check`; `check1`, `check2`, ... where that is taken;
+    the longer of table and column cut until it fits 63 characters (makeObjectName)."""
     columns = {c[0] for c in conds}
-    return f"{table}_{columns.pop()}_check" if len(columns) == 1 else f"{table}_check"
+    parts = [table, columns.pop()] if len(columns) == 1 else [table]
+    label, n = "check", 0
+    while True:
+        room, cut = 63 - len(label) - len(parts), [len(p) for p in parts]
+        while sum(cut) > room:
+            cut[0 if cut[0] > cut[-1] else -1] -= 1     # (the column's when equal)
+        name = "_".join([p[:k] for p, k in zip(parts, cut)] + [label])
+        if name not in taken:
+            return name
+        n += 1
+        label = f"check{n}"
 
 
 class Rename:
@@ -444,10 +494,15 @@ class Rename:
 
 
 class CreateIndex:
+    """CREATE INDEX. Its index's kind is `index_kind` (hnsw, ivfflat, ivfpq, sorted,
+    hash, fts): `kind` would name the statement's (sql.Compiled.kind, which makes it
+    DDL, in the implicit transaction and refused in a READ ONLY one)."""
+
     def __init__(self, stmt: ast.IndexStmt):
         self.table = stmt.relation.relname
         self.name = stmt.idxname
         self.if_not_exists = bool(stmt.if_not_exists)
+        self.concurrent = bool(stmt.concurrent)
         method = (stmt.accessMethod or "btree").lower()
         if stmt.unique:
             raise NotSupportedError("unique indexes are not supported (the id is unique)")
@@ -460,7 +515,7 @@ class CreateIndex:
             raise NotSupportedError("partial indexes are HNSW's (USING hnsw ... WHERE ...)")
         self.ts_config = None
         if method == "gin":
-            self.kind = "fts"
+            self.index_kind = "fts"
             self.column, self.ts_config = _gin_tsvector(stmt)
             return
         elems = stmt.indexParams
@@ -500,7 +555,7 @@ class CreateIndex:
             if method == "ivfpq" and "pq_m" not in options:
                 raise SqlError("22023", 'an ivfpq index needs the parameter "pq_m" (bytes '
                                         "per row, dividing the dimension)")
-            self.kind = method
+            self.index_kind = method
             self.metric, self.dtype = OPCLASSES[opclass]
             self.opclass = opclass
             if options.get("quantize") == "none":      # the graph walks the vectors
@@ -510,11 +565,13 @@ class CreateIndex:
             if elem.opclass or options:
                 raise NotSupportedError("operator classes and options of scalar indexes are "
                                         "not supported")
-            self.kind = "sorted" if method == "btree" else "hash"
+            self.index_kind = "sorted" if method == "btree" else "hash"
         else:
             raise NotSupportedError(f"index method {method} is not supported")
 
     def run(self, ctx, params) -> SqlResult:
+        if self.concurrent:
+            ctx.outside_block("CREATE INDEX CONCURRENTLY")
         t = ctx.table(self.table)
         expr = where = None
         if self.expr is not None:
@@ -533,7 +590,7 @@ class CreateIndex:
                     "or text columns with constants (category_id = 123), or IS [NOT] NULL")
         f = t.schema.fields.get(self.column)
         if f is None and self.column == "id" and not t.schema.id_hidden \
-                and self.kind in ("sorted", "hash"):
+                and self.index_kind in ("sorted", "hash"):
             # the id is the primary key, always indexed: nothing to build
             return SqlResult([], [], "CREATE INDEX")
         if f is None:
@@ -543,7 +600,7 @@ class CreateIndex:
                 return SqlResult([], [], "CREATE INDEX")
             raise SqlError("42P07", f'relation "{self.name}" already exists')
         s = ctx.session
-        if self.kind == "fts":
+        if self.index_kind == "fts":
             if f.kind != "text":
                 raise SqlError("42883", f'function to_tsvector(regconfig, {f.kind}) does '
                                         "not exist")
@@ -557,7 +614,7 @@ class CreateIndex:
             with s.writing() as tx:
                 ctx.engine.create_text_index(tx, t, self.column, self.ts_config)
             return SqlResult([], [], "CREATE INDEX")
-        if self.kind in _VECTOR_METHODS:
+        if self.index_kind in _VECTOR_METHODS:
             if f.kind == "sparsevec":
                 raise NotSupportedError(_NO_SPARSE_INDEX)
             if f.kind != "vector":
@@ -577,7 +634,7 @@ class CreateIndex:
                 taken = index_names(ctx.engine)
                 name = next(n for n in (base, *(f"{base}{i}" for i in range(1, 10 ** 4)))
                             if n not in taken)
-            if self.kind == "hnsw":
+            if self.index_kind == "hnsw":
                 spec = HNSW(**self.options, metric=self.metric, name=name, expr=expr,
                             where=where)
             else:
@@ -595,7 +652,7 @@ class CreateIndex:
                 return SqlResult([], [], "CREATE INDEX")
             raise NotSupportedError(f'column "{self.column}" already has an index')
         with s.writing():
-            s.collection(self.table).create_index(self.column, self.kind, name=self.name)
+            s.collection(self.table).create_index(self.column, self.index_kind, name=self.name)
         return SqlResult([], [], "CREATE INDEX")
 
 

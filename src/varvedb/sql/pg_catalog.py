@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields
+from decimal import Decimal
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from ..query.pg_types import OIDS, PG_CATALOG, PUBLIC, TYPES
 from ..schema import HNSW, array_element, fit_index, index_shape
 from .settings import setting_text
 from .ddl import OPCLASSES, SQL_TYPES, index_names
-from .index_exprs import condition_text, index_texts
+from .index_exprs import index_texts
 
 # fixed-width types' typlen; every other type is variable-length (-1)
 _LENGTHS = {"bool": 1, "char": 1, "int2": 2, "int4": 4, "oid": 4, "float4": 4, "int8": 8,
@@ -299,7 +300,7 @@ class Catalog:
         if r is not None and r.primary:
             return "PRIMARY KEY (id)"
         found = next((c for c in _checks(self.ctx) if c[0] == oid), None)
-        return None if found is None else check_text(found[3], found[5])
+        return None if found is None else check_text(found[4], bool(pretty))
 
     # ---- sizes: the bytes of the arrays a relation holds in memory (a mapped file's
     # pages counted), as pg_relation_size and its kin report a relation's disk pages
@@ -363,9 +364,16 @@ def _pg_class(ctx) -> list[Val]:
             _ints([ACCESS_METHODS[r.method][0] if r.method else 0 for r in rels]),
             _bools([r.kind == "r" for r in rels]),     # a collection: its id key's index
             _texts(["p"] * n), _bools([False] * n), _ints([0] * n), _ints([0] * n),
-            _ints([0] * n), _ints([0] * n), _bools([False] * n), _bools([False] * n),
+            _ints([0] * n), _ints([_relchecks(ctx, r) for r in rels]),
+            _bools([False] * n), _bools([False] * n),
             _bools([False] * n), _bools([False] * n), _texts(["d"] * n), _nulls(n),
             _reloptions(rels), _nulls(n)]     # no access lists: the owner's defaults
+
+
+def _relchecks(ctx, r: Relation) -> int:
+    """pg_class.relchecks: a collection's CHECK constraints (psql's \\d asks for them
+    where it counts some)."""
+    return len(ctx.engine.table(r.name).schema.constraints(r.name)) if r.kind == "r" else 0
 
 
 def _reloptions(rels: list[Relation]) -> Val:
@@ -508,44 +516,69 @@ CONSTRAINT_OFFSET = 999
            "condeferred", "convalidated", "conrelid", "conindid", "confrelid", "conparentid",
            "connoinherit", "conislocal", "coninhcount", "conperiod", "conkey")
 def _pg_constraint(ctx) -> list[Val]:
-    """The id key of each collection that declares one, and each field's CHECK
-    (its conditions AND-ed: one constraint a field, named as a column's CHECK is)."""
-    rows = [(r.table_oid + CONSTRAINT_OFFSET, r.name, "p", r.table_oid, r.oid, 1)
+    """The id key of each collection that declares one, and each CHECK constraint
+    (its conditions AND-ed, under its name; conkey: the columns it reads)."""
+    rows = [(r.table_oid + CONSTRAINT_OFFSET, r.name, "p", r.table_oid, r.oid, [1])
             for r in _relations(ctx) if r.primary]     # the id: column 1
-    rows += [(oid, f"{table}_{field}_check", "c", table_oid, 0, attnum)
-             for oid, table, table_oid, field, attnum, _ in _checks(ctx)]
+    rows += [(oid, name, "c", table_oid, 0, attnums)
+             for oid, name, table_oid, attnums, _ in _checks(ctx)]
     n = len(rows)
     return [_ints([r[0] for r in rows]), _texts([r[1] for r in rows]), _ints([PUBLIC] * n),
             _texts([r[2] for r in rows]), _bools([False] * n), _bools([False] * n),
             _bools([True] * n), _ints([r[3] for r in rows]), _ints([r[4] for r in rows]),
             _ints([0] * n), _ints([0] * n), _bools([True] * n), _bools([True] * n),
             _ints([0] * n), _bools([False] * n),
-            Val("array", object_array([[r[5]] for r in rows]), np.zeros(n, bool))]
+            Val("array", object_array([r[5] for r in rows]), np.zeros(n, bool))]
 
 
-# a field's CHECK constraint's OID: its table's + this + its place among the fields
+# a CHECK constraint's OID: its table's + this + its place among the table's, by name
 CHECK_OFFSET = 500
 
 
 def _checks(ctx) -> list[tuple]:
-    """(OID, table, table OID, field, attnum, conditions) of each field with a check."""
+    """(OID, name, table OID, attnums, (field, op, value) conditions) of each CHECK
+    constraint."""
     out = []
     for tname, cid in sorted(ctx.engine.names.items(), key=lambda kv: kv[1]):
         table_oid = TABLE_OID_BASE + 1000 * cid
         schema = ctx.engine.tables[cid].schema
-        for k, name in enumerate(schema.columns):
-            f = schema.fields.get(name)
-            if f is not None and f.check and k < SEQUENCE_OFFSET - CHECK_OFFSET:
-                out.append((table_oid + CHECK_OFFSET + k, tname, table_oid, name, k + 1,
-                            f.check))
+        attnum = {name: k for k, name in enumerate(schema.columns, 1)}
+        for k, (name, conds) in enumerate(schema.constraints(tname).items()):
+            if k < SEQUENCE_OFFSET - CHECK_OFFSET:
+                out.append((table_oid + CHECK_OFFSET + k, name, table_oid,
+                            sorted({attnum[c[0]] for c in conds}), conds))
     return out
 
 
-def check_text(field: str, conditions) -> str:
-    """pg_get_constraintdef's text of a field's check: CHECK ((n > 0)), its
-    conditions AND-ed."""
-    parts = [f"({condition_text((field, op, value))})" for op, value in conditions]
+def check_text(conditions, pretty: bool = False) -> str:
+    """pg_get_constraintdef's text of a CHECK constraint, its (field, op, value)
+    conditions AND-ed: CHECK ((n > 0)), or pretty (psql's \\d) CHECK (n > 0)."""
+    parts = [f"{name} {op.upper()}" if value is None else
+             f"{name} {op} {_check_constant(value, pretty)}" for name, op, value in conditions]
+    if pretty:
+        return f"CHECK ({' AND '.join(parts)})"
+    parts = [f"({p})" for p in parts]
     return f"CHECK ({parts[0]})" if len(parts) == 1 else f"CHECK (({' AND '.join(parts)}))"
+
+
+def _check_constant(v, pretty: bool) -> str:
+    """A CHECK's constant as PostgreSQL deparses the literal it was written as: text
+    'x'::text, a negative or bigint number quoted and cast, a float column's cast to
+    double precision (from an integer literal where it is whole, else numeric's)."""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'::text"
+    if isinstance(v, float) and not (v.is_integer() and abs(v) < 2 ** 63):
+        text = format(Decimal(repr(v)), "f")
+        inner = text if text[0].isdigit() and "." in text else f"'{text}'::numeric"
+    else:
+        n = int(v)
+        inner = str(n) if 0 <= n < 2 ** 31 else \
+            f"'{n}'::{'integer' if -2 ** 31 <= n < 2 ** 31 else 'bigint'}"
+    if isinstance(v, float):
+        return f"{inner}::double precision" if pretty else f"({inner})::double precision"
+    return inner
 
 
 @_relation("pg_sequence", "seqrelid", "seqtypid", "seqstart", "seqincrement", "seqmax",
