@@ -494,9 +494,9 @@ class Rename:
 
 
 class CreateIndex:
-    """CREATE INDEX. Its index's kind is `index_kind` (hnsw, ivfflat, ivfpq, sorted,
-    hash, fts): `kind` would name the statement's (sql.Compiled.kind, which makes it
-    DDL, in the implicit transaction and refused in a READ ONLY one)."""
+    """CREATE INDEX (a DDL statement: sql.Compiled's kind comes from a class's
+    `statement_kind` only). Its index's kind is `index_kind` (hnsw, ivfflat, ivfpq,
+    sorted, hash, fts)."""
 
     def __init__(self, stmt: ast.IndexStmt):
         self.table = stmt.relation.relname
