@@ -7,7 +7,9 @@ power cut: what was not synced is lost). After every step:
 
 * the writer connection reads exactly the oracle;
 * a fresh read-only open of the file reads exactly the oracle;
-* `verify_file` finds the file whole.
+* `verify_file` finds the file whole
+(the last two once for each state of the file's bytes and the oracles: on the
+same bytes they answer the same).
 
 A failed call must leave the oracle as it was; a crash may keep or lose the
 one commit in flight, and nothing else. A branch ("exp") comes and goes under
@@ -27,6 +29,7 @@ CI runs about 2 000 steps; `make soak` (VARVEDB_SOAK=1) runs twenty times more.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -66,7 +69,7 @@ BAD_COPY_LINES = {
 }
 TALLY = {"steps": 0, "faults_fired": 0, "crashes": 0, "storage_errors": 0, "aborted": 0,
          "kept_in_flight": 0, "vacuums": 0, "openers_refused": 0, "refreshes": 0,
-         "failed_statements": 0}
+         "failed_statements": 0, "unchanged": 0}
 
 
 def _doc(d) -> tuple:
@@ -99,6 +102,7 @@ class FaultMachine(RuleBasedStateMachine):
         self.ro = vv.connect(self.path, readonly=True)   # follows the file by refresh()
         self.cur = "main"
         self.next_bulk = 1000
+        self.checked = None     # (file digest, oracles) the last full check passed with
 
     @property
     def oracle(self) -> dict:
@@ -427,11 +431,21 @@ class FaultMachine(RuleBasedStateMachine):
     def acknowledged_state_is_what_a_fresh_open_sees(self):
         TALLY["steps"] += 1
         assert read_state(self.db) == self.oracle
+        # A fresh open and verify_file read the file alone: on the bytes and against
+        # the oracles the last check passed with, they answer as they did then.
+        # ~60 % of the steps leave both so (a step that failed before it wrote, an
+        # aborted transaction, a refresh): those skip them.
+        with open(self.path, "rb") as f:
+            checked = (hashlib.sha256(f.read()).digest(), repr(self.oracles))
+        if checked == self.checked:
+            TALLY["unchanged"] += 1
+            return
         for name, state in self.oracles.items():
             with vv.connect(self.path, readonly=True, branch=name) as ro:
                 assert read_state(ro) == state, name
         report = vv.verify_file(self.path)
         assert report.ok, report
+        self.checked = checked
 
 
 class _Rollback(Exception):
