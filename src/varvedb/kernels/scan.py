@@ -392,7 +392,7 @@ def half_top_k(arena, norms, half, moved, top, query, metric, k, spare, scores, 
     return count
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=True)   # (a finite query: its sum vectorised)
 def _half_overflows(query, moved, top):
     """Could a float32 score of the copy overflow? Each is at most (|x'| + |q|)**2
     (l2; dot and cosine's |x'||q| and |q|**2 under it too, |x'| <= top + moved),
