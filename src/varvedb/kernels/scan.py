@@ -370,7 +370,8 @@ def half_top_k(arena, norms, half, moved, top, query, metric, k, spare, scores, 
     and ``moved``/``top``, what half_copy returned: the same answer. ``near``
     (int64, one per row) receives the rows chosen; on NEAR_TIES, ``out_rows[0]``
     holds how many (m), and rank_near takes ``scores[:m]`` and ``near[:m]`` as
-    gathered rows."""
+    gathered rows. A query so large that a float32 score of the copy could overflow
+    (_half_overflows) is scanned plainly: every row chosen."""
     if not all_finite(query):
         return -1
     scored = scaled_query(query, metric)
