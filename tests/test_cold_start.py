@@ -130,3 +130,36 @@ def test_numba_runtime_is_linked_from_the_cache_not_compiled():
         f.write(b"not a pickle")
     _python(_FIRST_SEARCH)      # compiled and saved again
     _python(no_compiler + _FIRST_SEARCH)
+
+
+def test_numba_runtime_damaged_machine_code_in_the_cache_is_compiled_again():
+    """The runtime's cached file damaged where it still unpickles (its object code's
+    .text bytes made int3): every new process linked it and died of SIGTRAP. Its
+    payload's sha256 no longer matches, so it is compiled and written again."""
+    import struct
+    where = _python(
+        "from numba.core.registry import cpu_target\n"
+        "from varvedb.kernels import jit, runtime\n"
+        "print(runtime.path(cpu_target.target_context, jit.cache_folder()))\n").strip()
+    _python(_FIRST_SEARCH)
+    with open(where, "rb") as f:
+        data = bytearray(f.read())
+    elf = data.index(b"\x7fELF")        # the object code, as the pickle holds its bytes
+    shoff, = struct.unpack_from("<Q", data, elf + 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, elf + 0x3A)
+    sections = [struct.unpack_from("<IIQQQQ", data, elf + shoff + i * shentsize)
+                for i in range(shnum)]
+    names = sections[shstrndx][4]
+    damaged = 0
+    for name, _, _, _, offset, size in sections:
+        start = elf + names + name
+        if bytes(data[start:data.index(0, start)]) in (b".text", b".ltext") and size:
+            data[elf + offset:elf + offset + size] = b"\xcc" * size
+            damaged += size
+    assert damaged
+    with open(where, "wb") as f:
+        f.write(data)
+    _python(_FIRST_SEARCH)              # (check=True: it ran, and answered right)
+    with open(where, "rb") as f:
+        assert f.read() != bytes(data)  # written again
+    _python(_FIRST_SEARCH)

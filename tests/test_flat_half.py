@@ -121,3 +121,91 @@ def test_a_kept_search_repeated_at_one_state_answers_as_a_fresh_bind(monkeypatch
         assert (got.ids, list(got.scores)) == _fresh(c, q, limit=7, select=[])
     assert made == [True]
     db.close()
+
+
+_FLT_MAX = float(np.finfo(np.float32).max)
+
+
+def test_a_dot_query_whose_copys_score_overflows_answers_as_the_plain_scan():
+    """|q| near float32's largest: float16 rounds row 0 up, and its float32 dot with
+    the copy overflowed (-inf: the k-th score, so the reach, -inf): the copy's scan
+    answered row 0 where the plain scan (and float64) answer row 1."""
+    arena = np.zeros((64, 128), np.float32)
+    arena[0, :2] = [1.00049, 1.0]           # float16: 1.00049 rounds up
+    arena[1, :2] = [1.00048, 1.00048]       # float16: both round down to 1
+    q = np.zeros(128, np.float32)
+    q[:2] = np.float32(_FLT_MAX / 2.000965)
+    _same_answers("dot", arena, [q, q.copy()], 1)
+    assert flat.search("dot", arena, norms_of(arena), q, 1, None)[0].tolist() == [1]
+
+
+def test_a_cosine_query_whose_float32_norm_overflows_finds_its_own_direction():
+    """A finite query whose float32 norm overflows, and a row of 65 500 on its axis
+    (distance 0; float16 rounds it to 65 504, whose dot overflowed): the plain scan
+    (NaN scores) and the copy's (NaN: never within reach) both lost that row."""
+    rng = np.random.default_rng(5)
+    arena = rng.standard_normal((512, 128)).astype(np.float32)
+    for row, value, over in ((7, 65500.0, 65502.0), (9, 65519.0, 65510.0)):
+        a = arena.copy()
+        a[row] = 0
+        a[row, 0] = value
+        q = np.zeros(128, np.float32)
+        q[0] = np.float32(_FLT_MAX / over)
+        _same_answers("cosine", a, [q, -q], 3)
+        rows, scores = flat.search("cosine", a, norms_of(a), q, 3, None)
+        assert rows[0] == row and scores[0] == 0.0
+
+
+@pytest.mark.parametrize("metric", ["dot", "cosine"])
+def test_queries_of_subnormals_and_tiny_elements_are_ranked_as_float64_ranks_them(metric):
+    """Their float32 products (and a cosine query's norm) underflowed: an error that
+    neither the plain scan's bound nor the copy's covered (dot: 9 of 40 subnormal
+    queries were not the float64 top-k)."""
+    rng = np.random.default_rng(7)
+    arena = rng.standard_normal((512, 128)).astype(np.float32)
+    queries = [(rng.integers(-40, 41, 128) * 2.0 ** -149).astype(np.float32)
+               for _ in range(12)]
+    queries += [(rng.standard_normal(128) * s).astype(np.float32) for s in (1e-22, 4e-23)]
+    _same_answers(metric, arena, queries, 10)
+    norms = norms_of(arena)
+    for q in queries:       # (_same_answers' scores agree to 1e-12: any subnormal's do)
+        rows, scores = flat.search(metric, arena, norms, q, 10, None)
+        best, s = _oracle(metric, arena, q, 10, None)
+        assert rows.tolist() == best.tolist()
+        assert np.allclose(scores, s[best], rtol=1e-12, atol=0)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 300), dim=st.integers(1, 140),
+       k=st.integers(1, 20), metric=st.sampled_from(["l2", "cosine", "dot"]),
+       size=st.sampled_from([1e-44, 1e-30, 1e-13, 1e13, 1e19, 1e30, _FLT_MAX]),
+       big_rows=st.booleans())
+def test_huge_and_tiny_queries_through_the_float16_copy(seed, n, dim, k, metric, size,
+                                                        big_rows):
+    """Queries whose largest |element| is `size` (finite), over rows near float16's
+    largest or not: the copy's scan answers as the plain scan, and both as float64."""
+    rng = np.random.default_rng(seed)
+    arena = rng.standard_normal((n, dim)).astype(np.float32)
+    if big_rows:
+        arena = (arena / np.abs(arena).max() * 65500).astype(np.float32)
+    queries = []
+    for v in (rng.standard_normal(dim), arena[n - 1].astype(np.float64)):
+        top = np.abs(v).max()
+        if top > 0:
+            q = (v / top * size).astype(np.float32)
+            if np.isfinite(q).all() and q.any():
+                queries.append(q)
+    if queries:
+        _same_answers(metric, arena, queries, k)
+
+
+def test_an_l2_query_whose_float32_distances_overflow_still_answers_k_rows():
+    """Past float32's range a row's l2 score is inf, which the keep pass's stand-in
+    bound (3e38) left out: a scan of fewer rows than its groups answered none."""
+    rng = np.random.default_rng(0)
+    arena = rng.standard_normal((5, 3)).astype(np.float32)
+    for value in (1e30, -3e38):
+        q = np.full(3, value, np.float32)
+        rows, scores = flat.search("l2", arena, norms_of(arena), q, 4, None)
+        best, s = _oracle("l2", arena, q, 4, None)
+        assert rows.tolist() == best.tolist() and np.allclose(scores, s[best], rtol=1e-12)

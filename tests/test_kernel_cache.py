@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numba
 import numpy as np
+import pytest
 
 import varvedb.kernels.jit as jit
 
@@ -227,3 +228,14 @@ def test_direct_types_the_arguments_once_per_set_of_types():
         assert code(other, 2) == 2 * float(other.sum())
     assert len(typed) == 8 and jit.direct(kernel, np.arange(8.0)[::2], 3) is not f64
     assert len(typed) == 8
+
+
+def test_direct_refuses_an_array_of_the_other_byte_order():
+    # numba's fingerprints do not tell '>f4' from '<f4': after a native call, direct
+    # handed a big-endian array the native code (byte-swapped floats, no error)
+    kernel = jit.njit(readonly=("a",))(_scaled_sum)
+    native = np.arange(4, dtype=np.float32)
+    assert jit.direct(kernel, native, 2)(native, 2) == 12.0
+    swapped = native.astype(native.dtype.newbyteorder())
+    with pytest.raises(TypeError, match="byte order"):
+        jit.direct(kernel, swapped, 2)

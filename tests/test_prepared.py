@@ -182,3 +182,40 @@ def test_sql_reuses_a_statements_plan_only_at_its_state_and_shape():
             c.insert({"id": n + step, "tag": 1, "v": q})       # a commit: a new state
     assert any(k[0] == "sql" for k in c.table.prepared if isinstance(k, tuple))
     db.close()
+
+
+def test_kept_searches_float16_copies_count_in_the_cache_cap_and_memory(monkeypatch):
+    """An exact scan kept and searched past flat.HALF_AFTER times makes a float16
+    copy of the arena (arena bytes / 2): one per kept shape, counted nowhere (64
+    shapes of 32 768 x 128 held 512 MiB under a 64 MiB cap on masks alone)."""
+    import gc
+    import tracemalloc
+    from varvedb.index import flat
+    from varvedb.query import prepared
+    cap = 2 << 20
+    monkeypatch.setattr(prepared, "MAX_PREPARED_BYTES", cap)
+    n, dim = 2048, 128                      # a 1 MiB arena: its copy 512 KiB
+    db = vv.connect(":memory:")
+    c = db.create_collection("d", {"v": vv.Vector(dim, metric="l2")})
+    rng = np.random.default_rng(3)
+    c.insert_arrays(id=np.arange(n), v=rng.standard_normal((n, dim)).astype(np.float32))
+    q = rng.standard_normal(dim).astype(np.float32)
+    for _ in range(flat.HALF_AFTER + 1):    # (the kernels compiled or loaded before)
+        c.search(q, limit=20, exact=True)
+    c.table.prepared.clear()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for limit in range(1, 11):          # 10 shapes, each made its copy
+            for _ in range(flat.HALF_AFTER + 1):
+                c.search(q, limit=limit, exact=True)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    kept = c.table.memory_bytes()["prepared_searches"]
+    assert kept == sum(p.nbytes for p in c.table.prepared.values())
+    assert len(c.table.prepared) * n * dim * 2 <= kept <= cap
+    assert held <= cap + (1 << 20), held     # (not 10 copies: 5 MiB)
+    db.close()

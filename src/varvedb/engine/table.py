@@ -224,15 +224,18 @@ class Table:
 
     def memory_bytes(self) -> dict[str, int]:
         """Bytes of the arrays this table holds, by part (the server's metrics):
-        rows (ids, born, died), columns, vector graphs, text and scalar indexes.
-        Arrays mapped from the file count too (their pages are the OS's to keep)."""
+        rows (ids, born, died), columns, vector graphs, text and scalar indexes,
+        and the searches kept in `prepared` (the most each holds: its mask, its
+        exact scan's scratch and float16 copy). Arrays mapped from the file count
+        too (their pages are the OS's to keep)."""
         rows = _grown_bytes(self) + (_grown_bytes(self.ids)
                                      if isinstance(self.ids, TextColumn) else 0)
         return {"rows": rows, "columns": sum(_grown_bytes(c) for c in self.columns.values()),
                 "vector_indexes": sum(vi.nbytes() for _, vi in self.index_items()
                                       if vi.PREFIX == "vx"),
                 "text_indexes": sum(ix.nbytes() for ix in self.text_indexes.values()),
-                "scalar_indexes": sum(ix.nbytes() for ix in self.indexes.values())}
+                "scalar_indexes": sum(ix.nbytes() for ix in self.indexes.values()),
+                "prepared_searches": sum(p.nbytes for p in list(self.prepared.values()))}
 
     def id_bytes(self) -> int:
         """Bytes of the id column, what a lookup by id reads (SQL's primary key

@@ -33,7 +33,8 @@ _I64, _F64 = np.dtype(np.int64), np.dtype(np.float64)   # (np.empty parses a typ
 # of HALF_DIM dimensions or more and HALF_MIN to HALF_MAX elements reads a float16
 # copy of it first, made at the searcher's HALF_AFTER-th search (a shape searched
 # once a commit never pays for it: the copy costs about 15 scans), one per searcher,
-# kept with it. Measured (the kernel alone, loaded machine, 1 000 rows, top-10):
+# kept with it (counted in the kept searches' byte cap: top_k.nbytes below).
+# Measured (the kernel alone, loaded machine, 1 000 rows, top-10):
 # 13.6 -> 10.4 us at 128 dimensions, 9.3 -> 8.8 at 96; at 64, and at 256 x 128, the
 # pass that gathers the rows chosen costs more than the bytes saved (6.7 -> 7.3,
 # 3.9 -> 4.2).
@@ -124,6 +125,10 @@ def searcher(metric: str, arena: np.ndarray, norms: np.ndarray, k: int,
         if count < 0:
             raise NonFiniteVectorError("query vector holds NaN or inf")
         return rows[:count], dists[:count]
+    # the most it holds besides the arena and the mask (a kept search's share of
+    # query/prepared.py's byte cap): one search's scratch, and the float16 copy it
+    # makes at its HALF_AFTER-th search
+    top_k.nbytes = scored * 4 + near_rows * 8 + (arena.size * 2 if seen == 0 else 0)
     return top_k
 
 

@@ -424,6 +424,39 @@ def all_finite(query):
     return not bad
 
 
+# scaled_query's range for the largest |element| of a dot or cosine query: [2**-40, 2**41)
+_SCALED_LOW = np.uint32((127 - 40) << 23)
+_SCALED_HIGH = np.uint32((127 + 41) << 23)
+
+
+@njit(**_INLINE)
+def scaled_query(query, metric):
+    """``query`` as the float32 scores take it: itself, or for dot and cosine (whose
+    ranking a positive factor leaves as it is) a copy scaled by a power of two when
+    its largest |element| is past 2**40 or under 2**-40: a float32 dot or norm of a
+    larger one overflows (an inf or NaN score, never ranked right), of a smaller one
+    underflows (an error no bound relative to the query covers). The copy's largest
+    |element| is in [1, 2); the exact float64 scores take ``query`` as it is."""
+    if metric != METRIC_DOT and metric != METRIC_COSINE:
+        return query
+    top = np.uint32(0)
+    for j in range(query.shape[0]):
+        top = max(top, _f32_bits(query[j]) & np.uint32(0x7FFFFFFF))
+    if top == 0 or (_SCALED_LOW <= top and top < _SCALED_HIGH):
+        return query
+    power = np.int64(top >> np.uint32(23)) - 127
+    if power == -127:               # subnormal: its highest bit
+        power = -150
+        while top:
+            top >>= np.uint32(1)
+            power += 1
+    factor = 2.0 ** -power
+    out = np.empty_like(query)
+    for j in range(query.shape[0]):
+        out[j] = np.float64(query[j]) * factor
+    return out
+
+
 @njit(**_INLINE)
 def query_norm(query, metric):
     """L2 norm of a float32 query when the metric needs it, else 0 (float32)."""

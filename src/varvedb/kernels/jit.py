@@ -266,11 +266,16 @@ def direct(dispatcher, *args):
     Found again by the arguments' type fingerprints (numba's dispatcher's own
     key, ~0.2 µs an argument): typing the 13 arguments of a flat scan with
     typeof and looking the signature up in the dispatcher took ~240 µs of CPU,
-    against a 30-row scan's ~3 µs, for every one-shot search."""
+    against a 30-row scan's ~3 µs, for every one-shot search.
+
+    An array of the other byte order ('>f4') has the same fingerprint as a native
+    one, and numba compiles no kernel for it: refused (TypeError), never looked up."""
     try:
         key = (dispatcher, *map(compute_fingerprint, args))
     except NotImplementedError:         # a type numba keeps no fingerprint for
         return dispatcher.compile(tuple(dispatcher.typeof_pyval(a) for a in args))
+    if not all([a.dtype.isnative for a in args if type(a) is np.ndarray]):
+        raise TypeError(f"{dispatcher.__name__} takes arrays of the machine's byte order")
     entry = _directs.get(key)
     if entry is None:
         entry = _directs[key] = dispatcher.compile(

@@ -9,7 +9,11 @@ numba's object-code caching on, saved in the kernels' cache folder (numba's
 own serialisation, as numba caches a kernel) and linked by later processes
 (~3 ms). numba still does the rest of its set-up (the C helpers' symbols, its
 statistics switch); a file that cannot be read is compiled and written again,
-and a folder that cannot be written leaves numba's own compilation.
+and a folder that cannot be written leaves numba's own compilation. The file
+is the sha256 of its payload, then the payload (the pickle): machine code
+damaged on disk that still unpickles would be linked and run (SIGTRAP, or
+worse, in every new process), so a payload that does not match is compiled
+and written again too.
 """
 from __future__ import annotations
 
@@ -43,13 +47,20 @@ def path(ctx, folder: str) -> str:
                                 ".nbc")
 
 
+_DIGEST = hashlib.sha256().digest_size     # the file's first bytes: its payload's sha256
+
+
 def _cached(folder: str, ctx):
     """numba's compile_nrt_functions(ctx) (the library of the runtime's functions),
     loaded from the cache, or compiled as numba does and saved there."""
     where = path(ctx, folder)
     try:
         with open(where, "rb") as f:
-            state = pickle.load(f)
+            data = f.read()
+        payload = data[_DIGEST:]
+        if hashlib.sha256(payload).digest() != data[:_DIGEST]:
+            raise ValueError(f"{where}: its payload is not the one written")
+        state = pickle.loads(payload)
     except Exception:          # none yet, or a damaged file: compiled and written again
         pass
     else:
@@ -60,9 +71,10 @@ def _cached(folder: str, ctx):
     library.finalize()
     try:
         tmp = f"{where}.{os.getpid()}.tmp"
+        payload = pickle.dumps(library.serialize_using_object_code(),
+                               protocol=pickle.HIGHEST_PROTOCOL)
         with open(tmp, "wb") as f:
-            pickle.dump(library.serialize_using_object_code(), f,
-                        protocol=pickle.HIGHEST_PROTOCOL)
+            f.write(hashlib.sha256(payload).digest() + payload)
         os.replace(tmp, where)
     except OSError:
         pass                   # a folder this process cannot write: compiled each time

@@ -25,7 +25,8 @@ import numpy as np
 
 from .distance import (METRIC_COSINE, METRIC_DOT, METRIC_HAMMING, METRIC_L1, METRIC_L2,
                        all_finite, as_f32, cosine_from_dot, exact_row_distances, half_bits,
-                       l1_query, query_distance, query_norm, rank_rows, unmanaged)
+                       l1_query, query_distance, query_norm, rank_rows, scaled_query,
+                       unmanaged)
 from .heaps import max_sort, sorted_insert, top_k_push
 from .jit import njit
 
@@ -268,8 +269,14 @@ def _ranked(arena, norms, query, metric, k, spare, allow, use_allow, rows, use_r
     cap = k + spare
     keys = np.empty(cap, np.float32)
     ids = np.empty(cap, np.int64)
-    n = _candidates(arena, norms, query, metric, cap, allow, use_allow, rows, use_rows, scores,
+    scored = scaled_query(query, metric)     # (a huge or tiny dot or cosine query: scaled)
+    n = _candidates(arena, norms, scored, metric, cap, allow, use_allow, rows, use_rows, scores,
                     keys, ids)          # (ascending by key)
+    if n < k and n < _allowed(scores, allow, use_allow, rows, use_rows):
+        # rows whose float32 score overflowed (past _ABOVE: an l2 query or row near
+        # float32's largest) were never kept: every row scored is ranked exactly
+        out_dist[0] = np.inf
+        return NEAR_TIES
     if n > k:
         # a row left out scores above the worst kept; if that is within float32's
         # error of the k-th, its exact score may beat the k-th's (or tie it with a
@@ -277,7 +284,7 @@ def _ranked(arena, norms, query, metric, k, spare, allow, use_allow, rows, use_r
         # of its own so that a first search compiles it only when it needs it.
         # When the (k+1)-th is past that error already, the k best are these k,
         # and only they are rescored (else the spares settle the near-ties).
-        limit = _near(keys[k - 1], arena, norms, query, metric)
+        limit = _near(keys[k - 1], arena, norms, scored, metric)
         if n == cap and keys[n - 1] <= limit:
             out_dist[0] = limit
             return NEAR_TIES
@@ -290,6 +297,17 @@ def _ranked(arena, norms, query, metric, k, spare, allow, use_allow, rows, use_r
         out_rows[i] = ids[i]
         out_dist[i] = exact[i]
     return n
+
+
+@njit(cache=True, nogil=True, readonly=("rows",))
+def _allowed(scores, allow, use_allow, rows, use_rows):
+    # how many rows _candidates scored that are allowed
+    if use_rows or not use_allow:
+        return scores.shape[0]
+    count = 0
+    for i in range(allow.shape[0]):
+        count += allow[i]
+    return count
 
 
 # float32's rounding over a dim-long sum (fastmath may reorder it), with room to spare
@@ -352,15 +370,39 @@ def half_top_k(arena, norms, half, moved, top, query, metric, k, spare, scores, 
     and ``moved``/``top``, what half_copy returned: the same answer. ``near``
     (int64, one per row) receives the rows chosen; on NEAR_TIES, ``out_rows[0]``
     holds how many (m), and rank_near takes ``scores[:m]`` and ``near[:m]`` as
-    gathered rows."""
+    gathered rows. A query so large that a float32 score of the copy could overflow
+    (_half_overflows) is scanned plainly: every row chosen."""
     if not all_finite(query):
         return -1
-    m = _half_near(half, norms, moved, top, query, metric, k, scores, near)
+    scored = scaled_query(query, metric)
+    if _half_overflows(scored, moved, top):
+        # a float32 score of the copy could overflow (inf, NaN: never ranked right):
+        # the plain scan, every row (its rows "chosen" for rank_near: all)
+        for i in range(near.shape[0]):
+            near[i] = i
+        count = _ranked(arena, norms, query, metric, k, spare, _NO_ALLOW, False, near, False,
+                        scores, out_rows, out_dist)
+        if count == NEAR_TIES:
+            out_rows[0] = near.shape[0]
+        return count
+    m = _half_near(half, norms, moved, top, scored, metric, k, scores, near)
     count = _ranked(arena, norms, query, metric, k, spare, _NO_ALLOW, False, near[:m], True,
                     scores[:m], out_rows, out_dist)
     if count == NEAR_TIES:
         out_rows[0] = m
     return count
+
+
+@njit(cache=True, nogil=True, fastmath=True)   # (a finite query: its sum vectorised)
+def _half_overflows(query, moved, top):
+    """Could a float32 score of the copy overflow? Each is at most (|x'| + |q|)**2
+    (l2; dot and cosine's |x'||q| and |q|**2 under it too, |x'| <= top + moved),
+    rounding aside: kept under a quarter of float32's largest."""
+    q_sq = 0.0
+    for j in range(query.shape[0]):
+        q_sq += np.float64(query[j]) * query[j]
+    size = top + moved + np.sqrt(q_sq)
+    return size * size > 0.25 * 3.4028234663852886e38
 
 
 @njit(cache=True, nogil=True, fastmath=True, readonly=("half",))
@@ -404,7 +446,7 @@ def _half_reach(kth, moved, top, query, metric):
         q_sq += np.float64(query[j]) * query[j]
     q = np.sqrt(q_sq) * (1.0 + 1e-9)
     slack = (moved + eps * top) * q
-    return kth + 2.0 * slack + _MARGIN * (top + moved) * q
+    return kth + 2.0 * slack + _MARGIN * (top + moved) * q + 2.0 * query.shape[0] * 1e-37
 
 
 @njit(cache=True, nogil=True)
@@ -412,7 +454,7 @@ def _near(kth, arena, norms, query, metric):
     """The highest float32 score whose row's exact score may still beat or tie the
     k-th's, ``kth``: the float32 error bound of both, doubled. L2 and L1 err
     relative to the score (terms >= 0; + an underflow's), cosine absolute, dot by
-    the largest row norm times the query's; hamming counts exactly."""
+    the largest row norm times the query's (+ an underflow's); hamming counts exactly."""
     if metric == METRIC_HAMMING:
         return kth
     err = 8.0 * (query.shape[0] + 4) * _ULP
@@ -425,7 +467,7 @@ def _near(kth, arena, norms, query, metric):
         top = 0.0
         for i in range(norms.shape[0]):     # masked rows too: a wider bound is still one
             top = max(top, np.float64(norms[i]))
-        return np.float32(kth + err * top * np.sqrt(q_sq) * 1.5)
+        return np.float32(kth + err * top * np.sqrt(q_sq) * 1.5 + query.shape[0] * 1e-37)
     return np.float32(kth * (1.0 + err) + query.shape[0] * 1e-37)
 
 

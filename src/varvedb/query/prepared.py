@@ -28,14 +28,14 @@ from .plan import Project, VectorTopK
 from .planner import Query
 
 MAX_PREPARED = 64       # shapes kept per table; the cache starts over past it
-MAX_PREPARED_BYTES = 64 << 20   # and the masks they hold (a filter's: a byte a row)
+MAX_PREPARED_BYTES = 64 << 20   # and the bytes they hold (masks, scan copies: nbytes)
 
 
 class PreparedSearch:
     """A planned Project(VectorTopK(...)) and the state it was planned at, with
     its top-k bound to everything but the query vector (execute.topk_searcher)."""
     __slots__ = ("state", "query", "node", "mask", "allowed", "n", "fields", "field",
-                 "top_k", "query_shape")
+                 "top_k", "query_shape", "nbytes")
 
     def __init__(self, state, query: Query):
         self.state = state
@@ -48,6 +48,7 @@ class PreparedSearch:
         self.top_k = BoundTopK(node, query.table, self.n, self.mask, self.allowed)
         # the query a kernel takes as it is (query_vector's test, its field's part once)
         self.query_shape = (self.field.dim if self.field.dtype != "bit" else -1,)
+        self.nbytes = self.mask.nbytes + self.top_k.nbytes
 
     @staticmethod
     def fits(query: Query) -> bool:
@@ -96,11 +97,14 @@ class BoundTopK:
     """A planned VectorTopK bound to everything but the query vector
     (`execute.topk_searcher`), bound again whenever its pass falls short (the
     index moved on, a walk short of k), so that the next search finds it fresh."""
-    __slots__ = ("node", "table", "n", "mask", "allowed", "fn")
+    __slots__ = ("node", "table", "n", "mask", "allowed", "fn", "nbytes")
 
     def __init__(self, node: VectorTopK, table, n: int, mask, allowed: int):
         self.node, self.table, self.n, self.mask, self.allowed = node, table, n, mask, allowed
         self.fn = topk_searcher(node, table, n, mask, allowed)
+        # the most its searcher holds besides the arena and the mask (the exact
+        # scan's scratch and float16 copy: index/flat.py), for keep's byte cap
+        self.nbytes = getattr(self.fn, "nbytes", 0)
 
     def search(self, q) -> tuple | None:
         """(rows, scores) of `q` in one pass, or None: run the node in full."""
@@ -150,7 +154,7 @@ class KeptPlan:
     """A planned SQL vector search (Output over its legs) and the state it was
     planned at: the next run asks its VectorTopK's bound top-k for the new
     vector and hands the rows to the kept tree (`with_vector`)."""
-    __slots__ = ("state", "query", "mask", "node", "top_k")
+    __slots__ = ("state", "query", "mask", "node", "top_k", "nbytes")
 
     def __init__(self, state, query: Query):
         self.state = state
@@ -163,6 +167,7 @@ class KeptPlan:
         got = query.masks.get(id(node.input))     # (none: no one-pass top-k)
         self.top_k = None if got is None else BoundTopK(
             node, query.table, query.snapshot.n(query.table), *got)
+        self.nbytes = self.mask.nbytes + (0 if self.top_k is None else self.top_k.nbytes)
 
     def with_vector(self, q, env) -> Query:
         """The kept plan asking for `q` (coerced), with this run's parameters `env`."""
@@ -196,10 +201,12 @@ def keep(cache: dict, key, state, query: Query) -> None:
         kept = KeptPlan(state, query)
     else:
         return
-    if len(cache) >= MAX_PREPARED or kept.mask.nbytes + sum(
-            p.mask.nbytes for p in list(cache.values())) > MAX_PREPARED_BYTES:
+    # (nbytes: the most a kept search holds, its mask, its searcher's scratch and
+    # float16 copy; Table.memory_bytes counts the same)
+    if len(cache) >= MAX_PREPARED or kept.nbytes + sum(
+            p.nbytes for p in list(cache.values())) > MAX_PREPARED_BYTES:
         cache.clear()
-    if kept.mask.nbytes <= MAX_PREPARED_BYTES:
+    if kept.nbytes <= MAX_PREPARED_BYTES:
         cache[key] = kept
 
 
