@@ -577,12 +577,14 @@ class Collection:
             kept = t.prepared.get(key)
         except TypeError:               # an unhashable argument: bound each time
             return None
-        if kept is None:
-            return None
-        if kept.state != (self._session or self._db.thread_session()).read_state():
+        if kept is None or kept.state != (self._session
+                                          or self._db.thread_session()).read_state():
             return None
         rows, scores, plan = kept.run(vector)
-        return self._hits(t, rows, scores, kept.fields, plan)
+        names = kept.fields     # (_hits inlined: this is the hot path)
+        return Hits.of_columns(t.id_values, rows, scores, names,
+                               _field_columns(t, rows, names) if names else _NO_COLUMNS, plan,
+                               t.schema.fields)
 
     def explain(self, verb: str = "search", /, **args) -> PlanNode:
         """The plan `search(**args)` (or `find`, `count`: explain("count", where=...))

@@ -90,8 +90,8 @@ def searcher(metric: str, arena: np.ndarray, norms: np.ndarray, k: int,
         nonlocal half, seen
         # one flavour of query for the kernel: a read-only one compiled apart and
         # scored 1e-14 away from a writable copy of itself (the float64 rescoring)
-        if not (type(q) is np.ndarray and q.dtype is dtype and q.ndim == 1
-                and q.flags.c_contiguous and q.flags.writeable):
+        # (carray: C order, aligned and writable, in one flag)
+        if not (type(q) is np.ndarray and q.dtype is dtype and q.ndim == 1 and q.flags.carray):
             q = np.array(q, dtype=dtype, order="C")
             if q.ndim != 1:
                 raise DimensionError(f"a query vector is one row, got shape {q.shape}")
