@@ -1296,16 +1296,17 @@ def test_a_check_of_a_vectors_dimension_binds_writes_and_stays_with_the_file(tmp
 def test_a_table_made_with_a_vector_dims_check_stamps_the_files_format_first(tmp_path):
     """An older (format 4) varvedb cannot read a vector field's check: CREATE TABLE
     with one stamps the header with this format before its frame, so that such a
-    varvedb refuses the file as newer; a table without one keeps the old stamp."""
+    varvedb refuses the file as newer; a table without a check keeps the old stamp
+    (a SQL CHECK of any field is named, format 6: test_sql's constraint names)."""
     from varvedb.storage import format as F
     path = tmp_path / "s.vv"
     vv.connect(path).close()
     restamp(path, 4)                # as a format-4 varvedb wrote it
     db = vv.connect(path)
-    db.sql("CREATE TABLE a (id bigint PRIMARY KEY, e vector(2), n int CHECK (n > 0))")
+    db.sql("CREATE TABLE a (id bigint PRIMARY KEY, e vector(2), n int)")
     assert stamped(path) == 4
     db.sql("CREATE TABLE b (id bigint PRIMARY KEY, e vector(2) CHECK (vector_dims(e) = 2))")
-    assert stamped(path) == F.FORMAT_VERSION == 5
+    assert stamped(path) == F.FORMAT_VERSION
     db.close()
 
 

@@ -554,7 +554,9 @@ def check_text(conditions, pretty: bool = False) -> str:
     """pg_get_constraintdef's text of a CHECK constraint, its (field, op, value)
     conditions AND-ed: CHECK ((n > 0)), or pretty (psql's \\d) CHECK (n > 0)."""
     parts = [f"{name} {op.upper()}" if value is None else
-             f"{name} {op} {_check_constant(value, pretty)}" for name, op, value in conditions]
+             f"vector_dims({name}) {op.split()[1]} {value}" if op.startswith("vector_dims ")
+             else f"{name} {op} {_check_constant(value, pretty)}"
+             for name, op, value in conditions]
     if pretty:
         return f"CHECK ({' AND '.join(parts)})"
     parts = [f"({p})" for p in parts]
