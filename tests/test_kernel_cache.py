@@ -78,10 +78,21 @@ def test_a_kernel_first_compiled_under_a_fastmath_caller_keeps_its_own_flags():
     assert _fast_flags(outer)     # the check sees fastmath where it is asked for
 
 
+def _four_lanes(terms: list) -> float:
+    """Four interleaved float64 partial sums (lane l: terms l, l+4, ...), the tail
+    into lane 0, then (a0 + a1) + (a2 + a3)."""
+    main = len(terms) - len(terms) % 4
+    lanes = [0.0, 0.0, 0.0, 0.0]
+    for j in range(main):
+        lanes[j % 4] += terms[j]
+    for j in range(main, len(terms)):
+        lanes[0] += terms[j]
+    return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
+
+
 def _fixed_order(x: np.ndarray, q: np.ndarray, metric: int) -> float:
-    """distance.exact_row_distances' score in plain Python: four interleaved float64
-    partial sums (lane l: columns l, l+4, ...), the tail into lane 0, then
-    (a0 + a1) + (a2 + a3)."""
+    """distance.exact_row_distances' score in plain Python: the terms (and a cosine's
+    |row|^2) in four lanes (_four_lanes), the query's norm in one serial sum."""
     from varvedb.kernels import distance as d
     xs, qs = [float(v) for v in x], [float(v) for v in q]
     if metric == d.METRIC_L2:
@@ -90,22 +101,15 @@ def _fixed_order(x: np.ndarray, q: np.ndarray, metric: int) -> float:
         terms = [abs(a - b) for a, b in zip(xs, qs)]
     else:
         terms = [a * b for a, b in zip(xs, qs)]
-    main = len(terms) - len(terms) % 4
-    lanes = [0.0, 0.0, 0.0, 0.0]
-    for j in range(main):
-        lanes[j % 4] += terms[j]
-    for j in range(main, len(terms)):
-        lanes[0] += terms[j]
-    s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
+    s = _four_lanes(terms)
     if metric == d.METRIC_L2:
         return math.sqrt(s)
     if metric in (d.METRIC_L1,):
         return s
     if metric == d.METRIC_DOT:
         return -s
-    xx = qq = 0.0
-    for a, b in zip(xs, qs):
-        xx += a * a
+    xx, qq = _four_lanes([a * a for a in xs]), 0.0     # |row|^2 as the dot is summed
+    for b in qs:
         qq += b * b
     if xx == 0.0 or qq == 0.0:
         return 1.0
