@@ -170,7 +170,8 @@ SENSIBLE = {
 
 FITS = {"update": ["docs", "docs", "notes", "notes"],     # SENSIBLE's, body by body
         "delete": ["docs", "docs", "notes", "notes"],
-        "find": ["docs", "docs", "notes", "notes"]}
+        "find": ["docs", "docs", "notes", "notes"],
+        "search": ["docs", "docs", "notes", "notes", "docs", "docs", "docs"]}
 
 
 def _query(draw, verb: str, body: dict) -> dict:
@@ -417,10 +418,11 @@ def _run(srv, operation, mode, examples: int, checks: list, statuses: list,
 
 
 def _sensible(srv, operation, statuses: list, failures: list) -> None:
-    """An update's or delete's SENSIBLE bodies, each sent to the collection it fits
-    and checked against the document: which examples the derandomized draws make
-    moved with the modules a run imports (the whole suite's draws for POST .../delete
-    paired none of them, the file's alone did)."""
+    """A verb's SENSIBLE bodies (update, delete, find, search), each sent to the
+    collection it fits and checked against the document: which examples the
+    derandomized draws make moved with the modules a run imports (the whole suite's
+    draws for POST .../delete paired none of them, the file's alone did; a fresh
+    clone's for POST .../search, once)."""
     verb = operation.path.rsplit("/", 1)[-1]
     for c, body in zip(FITS.get(verb, ()), SENSIBLE.get(verb, ())):
         case = operation.Case(path_parameters={"c": c}, body=dict(body),
