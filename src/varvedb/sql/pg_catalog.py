@@ -28,7 +28,7 @@ from ..query.pg_types import OIDS, PG_CATALOG, PUBLIC, TYPES
 from ..schema import HNSW, array_element, fit_index, index_shape
 from .settings import setting_text
 from .ddl import OPCLASSES, SQL_TYPES, index_names
-from .index_exprs import index_texts
+from .index_exprs import condition_text, index_texts
 
 # fixed-width types' typlen; every other type is variable-length (-1)
 _LENGTHS = {"bool": 1, "char": 1, "int2": 2, "int4": 4, "oid": 4, "float4": 4, "int8": 8,
@@ -554,7 +554,7 @@ def check_text(conditions, pretty: bool = False) -> str:
     """pg_get_constraintdef's text of a CHECK constraint, its (field, op, value)
     conditions AND-ed: CHECK ((n > 0)), or pretty (psql's \\d) CHECK (n > 0)."""
     parts = [f"{name} {op.upper()}" if value is None else
-             f"vector_dims({name}) {op.split()[1]} {value}" if op.startswith("vector_dims ")
+             condition_text((name, op, value)) if op.startswith("vector_dims ")
              else f"{name} {op} {_check_constant(value, pretty)}"
              for name, op, value in conditions]
     if pretty:
