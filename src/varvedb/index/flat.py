@@ -102,8 +102,8 @@ def searcher(metric: str, arena: np.ndarray, norms: np.ndarray, k: int,
         rows = np.empty(k, _I64)
         dists = np.empty(k, _F64)
         if half is not None:
-            count = half[0](arena, norms, half[1], half[2], half[3], q, code, k, spare,
-                            scores, near, rows, dists)
+            count = half[0](arena, norms, half[1], half[2], half[3], half[4], q, code, k,
+                            spare, scores, near, rows, dists)
             if count == NEAR_TIES:      # (the rows the copy chose: gathered)
                 m = int(rows[0])
                 count = rank_near(arena, q, code, k, np.float32(dists[0]), scores[:m], allow,
@@ -128,21 +128,24 @@ def searcher(metric: str, arena: np.ndarray, norms: np.ndarray, k: int,
     # the most it holds besides the arena and the mask (a kept search's share of
     # query/prepared.py's byte cap): one search's scratch, and the float16 copy it
     # makes at its HALF_AFTER-th search
-    top_k.nbytes = scored * 4 + near_rows * 8 + (arena.size * 2 if seen == 0 else 0)
+    top_k.nbytes = scored * 4 + near_rows * 8 + (
+        arena.size * 2 + (n + arena.shape[1]) * 4 if seen == 0 else 0)
     return top_k
 
 
 def _half(arena, norms, code, q, k, spare, scores, near, rows, dists) -> tuple | None:
-    """(kernel, copy, moved, top): half_top_k bound to these arguments' types, the
-    arena rounded to float16 and half_copy's bounds; None when a value is past
-    float16's range (the copy would hold infinities)."""
+    """(kernel, copy, extra, moved, top): half_top_k bound to these arguments'
+    types, the arena rounded to float16 and half_copy's centre, row sizes and
+    bounds; None when a value is past float16's range (the copy would hold
+    infinities)."""
     copy = np.empty(arena.shape, np.uint16)
-    moved, top = half_copy(arena, code, copy)
+    extra = np.empty(arena.shape[1] + len(arena), np.float32)
+    moved, top = half_copy(arena, code, copy, extra)
     if moved < 0:
         return None
-    kernel = direct(half_top_k, arena, norms, copy, moved, top, q, code, k, spare, scores,
-                    near, rows, dists)
-    return kernel, copy, moved, top
+    kernel = direct(half_top_k, arena, norms, copy, extra, moved, top, q, code, k, spare,
+                    scores, near, rows, dists)
+    return kernel, copy, extra, moved, top
 
 
 def _nothing(q) -> tuple[np.ndarray, np.ndarray]:

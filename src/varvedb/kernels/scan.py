@@ -328,30 +328,59 @@ _NO_ALLOW = np.zeros(1, np.bool_)
 
 
 @njit(cache=True, nogil=True)     # (no fastmath: the bounds' arithmetic as written)
-def half_copy(arena, metric, half):
+def half_copy(arena, metric, half, extra):
     """Fill ``half`` (uint16, the float32 ``arena``'s shape) with its rows rounded to
-    float16 bits; returns (moved, top): the most any row moved, ``|x - x'|`` (l2,
-    dot) or ``|x - x'| / |x|`` (cosine), and the largest ``|x'|`` (x' the rounded
-    row), both rounded up; (-1, 0) when a value is past float16's range."""
+    float16 bits (l2: less ``extra[:dim]``, which receives the rows' mean, rounded to
+    float32; ``extra[dim:]`` receives each rounded row's |x'|^2, rounded to float32:
+    the copy's l2 scores are |x'|^2 + |q'|^2 - 2 x'.q', one product an element);
+    returns (moved, top): the most any row moved, ``|x - c - x'|`` (l2, c the mean),
+    ``|x - x'|`` (dot) or ``|x - x'| / |x|`` (cosine), and the largest ``|x'|`` (x'
+    the rounded row), both rounded up; (-1, 0) when a value is past float16's range."""
+    dim = arena.shape[1]
+    centre = extra[:dim]
+    sq = extra[dim:]
+    for j in range(dim):
+        centre[j] = 0.0
+    if metric == METRIC_L2 and arena.shape[0] > 0:
+        # the mean, so that a copy far from 0 still rounds finely and its scores'
+        # cancellation (|x'|^2 + |q'|^2 against 2 x'.q') stays small
+        for j in range(dim):
+            acc = 0.0
+            for i in range(arena.shape[0]):
+                acc += np.float64(arena[i, j])
+            centre[j] = np.float32(acc / arena.shape[0])
+        wide = False
+        for i in range(arena.shape[0]):
+            for j in range(dim):
+                wide |= abs(np.float64(arena[i, j]) - centre[j]) >= 65504.0
+        if wide:
+            # past float16's range once centred (rows near its largest on both
+            # sides of 0): the copy of the rows as they are
+            for j in range(dim):
+                centre[j] = 0.0
     moved = 0.0
     top = 0.0
     over = np.uint16(0)
     for i in range(arena.shape[0]):
-        for j in range(arena.shape[1]):
-            half[i, j] = half_bits(arena[i, j])
+        for j in range(dim):
+            # (x - c in float64: exact for float32 x and c but past 2**29 apart,
+            # rounded once more to float32 before float16: the gap below measures
+            # the whole move from x - c)
+            half[i, j] = half_bits(np.float32(np.float64(arena[i, j]) - centre[j]))
         gap = 0.0
         size = 0.0
         norm = 0.0
-        for j in range(arena.shape[1]):
+        for j in range(dim):
             bits = half[i, j]
             over |= np.uint16(bits & 0x7C00 == 0x7C00)   # (all ones: infinity)
-            x = np.float64(arena[i, j])
+            x = np.float64(arena[i, j]) - np.float64(centre[j])
             y = np.float64(as_f32(bits))
             gap += (x - y) * (x - y)
             size += y * y
             norm += x * x
         if over:
             return -1.0, 0.0
+        sq[i] = np.float32(size)
         if metric == METRIC_COSINE:
             if norm > 0.0:      # (a zero row rounds to itself)
                 moved = max(moved, np.sqrt(gap / norm))
@@ -363,19 +392,30 @@ def half_copy(arena, metric, half):
 
 
 @njit(cache=True, nogil=True)
-def half_top_k(arena, norms, half, moved, top, query, metric, k, spare, scores, near,
+def half_top_k(arena, norms, half, extra, moved, top, query, metric, k, spare, scores, near,
                out_rows, out_dist):
     """scan_top_k over every row of a float32 ``arena`` (l2, dot or cosine, no
     mask), its rows chosen first on ``half``, the arena rounded to float16 bits,
-    and ``moved``/``top``, what half_copy returned: the same answer. ``near``
-    (int64, one per row) receives the rows chosen; on NEAR_TIES, ``out_rows[0]``
-    holds how many (m), and rank_near takes ``scores[:m]`` and ``near[:m]`` as
-    gathered rows. A query so large that a float32 score of the copy could overflow
-    (_half_overflows) is scanned plainly: every row chosen."""
+    and ``extra``, ``moved``, ``top``, what half_copy filled and returned: the same
+    answer. ``near`` (int64, one per row) receives the rows chosen; on NEAR_TIES,
+    ``out_rows[0]`` holds how many (m), and rank_near takes ``scores[:m]`` and
+    ``near[:m]`` as gathered rows. A query so large that a float32 score of the
+    copy could overflow (_half_overflows) is scanned plainly: every row chosen."""
     if not all_finite(query):
         return -1
     scored = scaled_query(query, metric)
-    if _half_overflows(scored, moved, top):
+    shift = 0.0
+    if metric == METRIC_L2:
+        # the query less the copy's centre, as the copy's rows are; its float32
+        # rounding moves it by at most 2**-23 |q'|, added to what the rows moved
+        dim = query.shape[0]
+        scored = np.empty(dim, np.float32)
+        q_sq = 0.0
+        for j in range(dim):
+            scored[j] = query[j] - extra[j]
+            q_sq += np.float64(scored[j]) * np.float64(scored[j])
+        shift = np.sqrt(q_sq) * 2.0 ** -23 * (1.0 + 1e-9)
+    if not all_finite(scored) or _half_overflows(scored, moved, top):
         # a float32 score of the copy could overflow (inf, NaN: never ranked right):
         # the plain scan, every row (its rows "chosen" for rank_near: all)
         for i in range(near.shape[0]):
@@ -385,7 +425,20 @@ def half_top_k(arena, norms, half, moved, top, query, metric, k, spare, scores, 
         if count == NEAR_TIES:
             out_rows[0] = near.shape[0]
         return count
-    m = _half_near(half, norms, moved, top, scored, metric, k, scores, near)
+    m = _half_near(half, norms, extra[query.shape[0]:], moved + shift, top, scored, metric,
+                   k, scores, near)
+    if m <= 2 * (k + spare):
+        # few rows chosen (at least k: those the reach came from): each ranked
+        # exactly, the arena's float32 stage skipped (what it would settle, the
+        # float64 scores settle: the same rows and scores)
+        chosen = near[:m]
+        exact = np.empty(m, np.float64)
+        rank_rows(arena, chosen, query, metric, exact)
+        count = min(k, m)
+        for i in range(count):
+            out_rows[i] = chosen[i]
+            out_dist[i] = exact[i]
+        return count
     count = _ranked(arena, norms, query, metric, k, spare, _NO_ALLOW, False, near[:m], True,
                     scores[:m], out_rows, out_dist)
     if count == NEAR_TIES:
@@ -406,20 +459,67 @@ def _half_overflows(query, moved, top):
 
 
 @njit(cache=True, nogil=True, fastmath=True, readonly=("half",))
-def _half_near(half, norms, moved, top, query, metric, k, scores, near):
+def _half_near(half, norms, sq, moved, top, query, metric, k, scores, near):
     # every row whose float16 score is within _half_reach of the k-th's, ascending,
     # into near; returns how many
-    keys = np.empty(k, np.float32)
-    ids = np.empty(k, np.int64)
-    bound = _score_all(half, norms, query, metric, k, False, near, False, scores)
-    _keep(scores, _NO_ALLOW, False, near, False, keys, ids, k, bound)
-    reach = _half_reach(keys[k - 1], moved, top, query, metric)
+    if metric == METRIC_L2:
+        _l2_dots(half, sq, query, scores)
+        kth = _bound(scores, k)
+    else:
+        kth = _score_all(half, norms, query, metric, k, False, near, False, scores)
+    if kth >= _ABOVE:       # (no bound from the groups: the k-th itself)
+        keys = np.empty(k, np.float32)
+        ids = np.empty(k, np.int64)
+        _keep(scores, _NO_ALLOW, False, near, False, keys, ids, k, kth)
+        kth = keys[k - 1]
+    # (else _bound's: at least k rows score at most it, so the reach it gives holds
+    # every row the k-th's would, and a few more, which the arena ranks: cheaper
+    # than the keep pass that finds the k-th itself, measured)
+    reach = _half_reach(kth, moved, top, query, metric)
     m = 0
     for i in range(scores.shape[0]):
         if np.float64(scores[i]) <= reach:
             near[m] = i
             m += 1
     return m
+
+
+# The copy's l2 scores as |x'|^2 + |q|^2 - 2 x'.q: one product an element where the
+# difference's square is two operations (a third fewer at 128 dimensions, measured),
+# eight rows a step as _score_blocks; the cancellation this risks is bounded
+# absolutely, by the rows' and the query's sizes, in _half_reach (the copy is
+# centred: half_copy).
+@njit(cache=True, nogil=True, fastmath=True, readonly=("half", "sq"))
+def _l2_dots(half, sq, query, scores):
+    half, sq, query, scores = unmanaged(half), unmanaged(sq), unmanaged(query), \
+        unmanaged(scores)
+    q_sq = np.float32(0.0)
+    for j in range(query.shape[0]):
+        q_sq += query[j] * query[j]
+    n = scores.shape[0]
+    m = n - n % 8
+    for i in range(0, m, 8):
+        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
+        for j in range(query.shape[0]):
+            qj = query[j]
+            a0 += as_f32(half[i, j]) * qj
+            a1 += as_f32(half[i + 1, j]) * qj
+            a2 += as_f32(half[i + 2, j]) * qj
+            a3 += as_f32(half[i + 3, j]) * qj
+            a4 += as_f32(half[i + 4, j]) * qj
+            a5 += as_f32(half[i + 5, j]) * qj
+            a6 += as_f32(half[i + 6, j]) * qj
+            a7 += as_f32(half[i + 7, j]) * qj
+        two = np.float32(2.0)
+        scores[i], scores[i + 1] = sq[i] + q_sq - two * a0, sq[i + 1] + q_sq - two * a1
+        scores[i + 2], scores[i + 3] = sq[i + 2] + q_sq - two * a2, sq[i + 3] + q_sq - two * a3
+        scores[i + 4], scores[i + 5] = sq[i + 4] + q_sq - two * a4, sq[i + 5] + q_sq - two * a5
+        scores[i + 6], scores[i + 7] = sq[i + 6] + q_sq - two * a6, sq[i + 7] + q_sq - two * a7
+    for i in range(m, n):
+        a = np.float32(0.0)
+        for j in range(query.shape[0]):
+            a += as_f32(half[i, j]) * query[j]
+        scores[i] = sq[i] + q_sq - np.float32(2.0) * a
 
 
 @njit(cache=True, nogil=True)
@@ -432,19 +532,24 @@ def _half_reach(kth, moved, top, query, metric):
     keeps the rows left out strictly above float64's rounding."""
     eps = 8.0 * (query.shape[0] + 4) * _ULP
     kth = np.float64(kth)
-    if metric == METRIC_L2:
-        # the k rows kept are within `far` of q; a row left out is farther than
-        # far * (1 + _MARGIN): its float16 distance past that plus `moved`
-        far = np.sqrt(max(kth, 0.0) / (1.0 - eps)) + moved
-        out = far * (1.0 + _MARGIN) + moved
-        return (1.0 + eps) * out * out + query.shape[0] * 1e-37
-    if metric == METRIC_COSINE:
-        slack = moved + 4.0 * eps * (1.0 + moved)
-        return kth + 2.0 * slack + _MARGIN
     q_sq = 0.0
     for j in range(query.shape[0]):
         q_sq += np.float64(query[j]) * query[j]
     q = np.sqrt(q_sq) * (1.0 + 1e-9)
+    if metric == METRIC_L2:
+        # _l2_dots' score of a row x' errs from |x' - q|^2 by at most
+        # (2 dim + 4) 2**-24 (|x'| + |q|)^2 (the dot product's sum, |x'|^2's and
+        # |q|^2's rounding, the two sums'), under `err` (+ an underflow's); the k
+        # rows kept are within `far` of q; a row left out is farther than
+        # far * (1 + _MARGIN): its copy's distance past that plus `moved`
+        size = top + q
+        err = eps * size * size + query.shape[0] * 1e-37
+        far = np.sqrt(max(kth + err, 0.0)) * (1.0 + 1e-12) + moved
+        out = far * (1.0 + _MARGIN) + moved
+        return out * out * (1.0 + 1e-12) + err
+    if metric == METRIC_COSINE:
+        slack = moved + 4.0 * eps * (1.0 + moved)
+        return kth + 2.0 * slack + _MARGIN
     slack = (moved + eps * top) * q
     return kth + 2.0 * slack + _MARGIN * (top + moved) * q + 2.0 * query.shape[0] * 1e-37
 
