@@ -507,7 +507,7 @@ def load_row(arena, row, out):
 
 
 # What _sum4 adds up per element: x*q, (x-q)^2 or |x-q|.
-_PRODUCT, _SQUARED_DIFF, _ABS_DIFF = 0, 1, 2
+_PRODUCT, _SQUARED_DIFF, _ABS_DIFF, _SQUARE = 0, 1, 2, 3   # (_SQUARE: x * x, a row's own)
 
 
 @njit(nogil=True, inline="always")   # no fastmath: part of _sum4's exact sums
@@ -531,44 +531,43 @@ def _widen_lanes(builder, vector, element):
     return builder.fpext(vector, f64x4)
 
 
-@intrinsic
-def _lane_sums(typingctx, arena, r, query, kind):
-    """_sum4's four partial sums over the first ``dim - dim % 4`` columns of row
-    ``r`` (lane l: the terms of columns l, l + 4, ... added in that order), as
-    one <4 x double> accumulator: the same IEEE operations, lane by lane, that
-    four scalar sums make (numba's SLP vectoriser is off: it never packs them)."""
+def _lanes_typed(arena, query) -> bool:
     # four consecutive elements are loaded as one: only C-contiguous rows and queries
     # (another layout is a typing error here, never a strided read past the row)
-    if not (isinstance(kind, types.IntegerLiteral) and isinstance(arena, types.Array)
-            and arena.layout == "C" and _widen(arena.dtype) is not None
-            and isinstance(query, types.Array) and query.layout == "C"
-            and _widen(query.dtype) is not None):
-        return None
-    term = kind.literal_value
+    return (isinstance(arena, types.Array) and arena.layout == "C"
+            and _widen(arena.dtype) is not None and isinstance(query, types.Array)
+            and query.layout == "C" and _widen(query.dtype) is not None)
 
-    def codegen(context, builder, signature, args):
-        arena_t, _, query_t, _ = signature.args
-        rows = context.make_array(arena_t)(context, builder, args[0])
-        vec = context.make_array(query_t)(context, builder, args[2])
-        row = context.cast(builder, args[1], signature.args[1], types.intp)
-        dim = builder.extract_value(vec.shape, 0)
-        main = builder.and_(dim, ir.Constant(dim.type, -4))
-        f64x4 = ir.VectorType(ir.DoubleType(), 4)
-        acc = cgutils.alloca_once_value(builder, ir.Constant(f64x4, [0.0] * 4))
 
-        def load4(array_t, array, indices):
-            pointer = cgutils.get_item_pointer(context, builder, array_t, array, indices,
-                                               wraparound=False)
-            width = context.get_data_type(array_t.dtype)
-            lanes = builder.bitcast(pointer, ir.VectorType(width, 4).as_pointer())
-            return _widen_lanes(builder, builder.load(lanes, align=1), array_t.dtype)
+def _lanes(context, builder, arena_t, query_t, arena, query, rows, sums):
+    """The loop of the lane intrinsics below: for each (i, term) of ``sums``, the
+    four partial sums of ``term`` over arena row ``rows[i]`` and the query (lane l:
+    columns l, l + 4, ... in that order, to ``dim - dim % 4``), each sum its own
+    <4 x double> accumulator, all in one pass; the lanes, sum after sum."""
+    rows_a = context.make_array(arena_t)(context, builder, arena)
+    vec = context.make_array(query_t)(context, builder, query)
+    dim = builder.extract_value(vec.shape, 0)
+    main = builder.and_(dim, ir.Constant(dim.type, -4))
+    f64x4 = ir.VectorType(ir.DoubleType(), 4)
+    accs = [cgutils.alloca_once_value(builder, ir.Constant(f64x4, [0.0] * 4)) for _ in sums]
 
-        with cgutils.for_range_slice(builder, ir.Constant(dim.type, 0), main,
-                                     ir.Constant(dim.type, 4)) as (j, _):
-            x = load4(arena_t, rows, [row, j])
-            q = load4(query_t, vec, [j])
+    def load4(array_t, array, indices):
+        pointer = cgutils.get_item_pointer(context, builder, array_t, array, indices,
+                                           wraparound=False)
+        width = context.get_data_type(array_t.dtype)
+        lanes = builder.bitcast(pointer, ir.VectorType(width, 4).as_pointer())
+        return _widen_lanes(builder, builder.load(lanes, align=1), array_t.dtype)
+
+    with cgutils.for_range_slice(builder, ir.Constant(dim.type, 0), main,
+                                 ir.Constant(dim.type, 4)) as (j, _):
+        q = load4(query_t, vec, [j])
+        xs = [load4(arena_t, rows_a, [row, j]) for row in rows]
+        for acc, (i, term) in zip(accs, sums):
+            x = xs[i]
             if term == _PRODUCT:
                 t = builder.fmul(x, q)
+            elif term == _SQUARE:
+                t = builder.fmul(x, x)
             else:
                 d = builder.fsub(x, q)
                 if term == _SQUARED_DIFF:
@@ -578,12 +577,64 @@ def _lane_sums(typingctx, arena, r, query, kind):
                         builder.module, ir.FunctionType(f64x4, [f64x4]), "llvm.fabs.v4f64")
                     t = builder.call(fabs, [d])
             builder.store(builder.fadd(builder.load(acc), t), acc)
+    lanes = []
+    for acc in accs:
         total = builder.load(acc)
-        lanes = [builder.extract_element(total, ir.Constant(ir.IntType(32), i))
-                 for i in range(4)]
+        lanes += [builder.extract_element(total, ir.Constant(ir.IntType(32), i))
+                  for i in range(4)]
+    return lanes
+
+
+def _intp(context, builder, signature, args, at):
+    return context.cast(builder, args[at], signature.args[at], types.intp)
+
+
+@intrinsic
+def _lane_sums(typingctx, arena, r, query, kind):
+    """_sum4's four partial sums over the first ``dim - dim % 4`` columns of row
+    ``r`` (lane l: the terms of columns l, l + 4, ... added in that order), as
+    one <4 x double> accumulator: the same IEEE operations, lane by lane, that
+    four scalar sums make (numba's SLP vectoriser is off: it never packs them)."""
+    if not (isinstance(kind, types.IntegerLiteral) and _lanes_typed(arena, query)):
+        return None
+    term = kind.literal_value
+
+    def codegen(context, builder, signature, args):
+        lanes = _lanes(context, builder, signature.args[0], signature.args[2], args[0],
+                       args[2], [_intp(context, builder, signature, args, 1)], [(0, term)])
         return context.make_tuple(builder, signature.return_type, lanes)
 
     return types.UniTuple(types.float64, 4)(arena, r, query, kind), codegen
+
+
+@intrinsic
+def _cosine_lanes(typingctx, arena, r, query):
+    """_lane_sums of row ``r`` for x.q (the first four) and for x.x (the last
+    four) in one loop: the same operations in the same order as each alone, both
+    vectorised (|x|^2 was four scalar sums: a cosine's exact score took twice the
+    time at 384 dimensions, measured)."""
+    if not _lanes_typed(arena, query):
+        return None
+
+    def codegen(context, builder, signature, args):
+        lanes = _lanes(context, builder, signature.args[0], signature.args[2], args[0],
+                       args[2], [_intp(context, builder, signature, args, 1)],
+                       [(0, _PRODUCT), (0, _SQUARE)])
+        return context.make_tuple(builder, signature.return_type, lanes)
+
+    return types.UniTuple(types.float64, 8)(arena, r, query), codegen
+
+
+@njit(cache=True, nogil=True)
+def _cosine_sums(arena, r, query):
+    """(x.q, x.x) of row ``r`` in float64, each in _sum4's order, in one pass."""
+    d0, d1, d2, d3, s0, s1, s2, s3 = _cosine_lanes(arena, r, query)
+    dim = query.shape[0]
+    for j in range(dim - dim % 4, dim):
+        x = np.float64(as_f32(arena[r, j]))
+        d0 += x * np.float64(query[j])
+        s0 += x * x
+    return (d0 + d1) + (d2 + d3), (s0 + s1) + (s2 + s3)
 
 
 # No fastmath: float64 sums in a fixed order, so a row's score is the same
@@ -596,25 +647,6 @@ def _sum4(arena, r, query, kind):
     dim = query.shape[0]
     for j in range(dim - dim % 4, dim):
         a0 += _term(np.float64(as_f32(arena[r, j])), np.float64(query[j]), kind)
-    return (a0 + a1) + (a2 + a3)
-
-
-@njit(cache=True, nogil=True)
-def _square4(arena, r):
-    # |row r|^2 in float64 in four partial sums, as _sum4 adds (one serial sum cost
-    # 0.5 us a row at 384 dimensions: each add waits on the last)
-    a0 = a1 = a2 = a3 = 0.0
-    dim = arena.shape[1]
-    for j in range(0, dim - dim % 4, 4):
-        x0, x1 = np.float64(as_f32(arena[r, j])), np.float64(as_f32(arena[r, j + 1]))
-        x2, x3 = np.float64(as_f32(arena[r, j + 2])), np.float64(as_f32(arena[r, j + 3]))
-        a0 += x0 * x0
-        a1 += x1 * x1
-        a2 += x2 * x2
-        a3 += x3 * x3
-    for j in range(dim - dim % 4, dim):
-        x = np.float64(as_f32(arena[r, j]))
-        a0 += x * x
     return (a0 + a1) + (a2 + a3)
 
 
@@ -637,11 +669,10 @@ def exact_row_distances(arena, rows, query, metric, out):
         if metric == METRIC_HAMMING:   # an integer count: exact already
             out[i] = np.float64(hamming_query(arena, r, query))
             continue
-        s = _sum4(arena, r, query, _PRODUCT)
         if metric == METRIC_DOT:
-            out[i] = -s
+            out[i] = -_sum4(arena, r, query, _PRODUCT)
             continue
-        xx = _square4(arena, r)
+        s, xx = _cosine_sums(arena, r, query)
         if xx == 0.0 or q_norm == 0.0:
             out[i] = 1.0
         else:
