@@ -12,6 +12,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import varvedb as vv
 from varvedb.engine.columns import norms_of
 from varvedb.index import flat
+from varvedb.kernels import scan
+from varvedb.kernels.distance import METRIC_CODES
 from test_fast_lane import _fresh, _oracle
 
 
@@ -98,6 +100,28 @@ def test_a_value_past_float16s_range_keeps_the_plain_scan():
     arena = rng.standard_normal((300, 8)).astype(np.float32)
     arena[17, 3] = 7e4                  # float16's largest is 65 504
     _same_answers("l2", arena, [arena[17].copy(), arena[3].copy()], 10, made=False)
+
+
+def test_an_l2_copy_past_float16s_range_once_centred_is_made_as_the_rows_are():
+    """l2 copies are centred on the rows' mean; rows near float16's largest on both
+    sides of 0 would pass its range once centred: the copy is made uncentred."""
+    rng = np.random.default_rng(8)
+    arena = rng.standard_normal((300, 16)).astype(np.float32)
+    arena[::2, 0] = 60000
+    arena[1::2, 0] = -60000
+    _same_answers("l2", arena, [arena[5].copy(), arena[6] + 1, -arena[7]], 10)
+
+
+def test_an_l2_copy_far_from_0_is_centred():
+    """Rows far from 0 but near each other: centred, the copy rounds them finely."""
+    rng = np.random.default_rng(9)
+    arena = (5000 + rng.standard_normal((300, 16))).astype(np.float32)
+    copy = np.empty(arena.shape, np.uint16)
+    extra = np.empty(16 + 300, np.float32)
+    moved, top = scan.half_copy(arena, METRIC_CODES["l2"], copy, extra)
+    assert np.allclose(extra[:16], arena.mean(axis=0), atol=1e-2)
+    assert 0 < moved < 0.01 and top < 10
+    _same_answers("l2", arena, [arena[5].copy(), arena[6] + 0.5], 10)
 
 
 def test_a_kept_search_repeated_at_one_state_answers_as_a_fresh_bind(monkeypatch):
