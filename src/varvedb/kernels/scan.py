@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .distance import (METRIC_COSINE, METRIC_DOT, METRIC_HAMMING, METRIC_L1, METRIC_L2,
-                       all_finite, as_f32, cosine_from_dot, exact_row_distances, half_bits,
-                       l1_query, query_distance, query_norm, rank_rows, scaled_query,
-                       unmanaged)
+from .distance import (METRIC_CODE_L2, METRIC_COSINE, METRIC_DOT, METRIC_HAMMING, METRIC_L1,
+                       METRIC_L2, all_finite, as_f32, cosine_from_dot, exact_row_distances,
+                       half_bits, l1_query, query_distance, query_norm, rank_rows,
+                       scaled_query, unmanaged)
 from .heaps import max_sort, sorted_insert, top_k_push
 from .jit import njit
 
@@ -163,8 +163,9 @@ def _bound(scores, cap):
 # dimensions (and four 25-30% faster than one), 10% at 50.
 @njit(cache=True, nogil=True, fastmath=True)
 def _score_blocks(arena, norms, query, q_norm, metric, scores):
-    """L2, dot or cosine scores of the rows in steps of eight; returns the first
-    row left (fewer than eight remain)."""
+    """L2, dot or cosine scores of the rows in steps of eight (or METRIC_CODE_L2:
+    |x|^2 + |q|^2 - 2 x.q, ``norms`` holding |x|^2 and ``q_norm`` |q|^2); returns
+    the first row left (fewer than eight remain)."""
     # (unmanaged: the inlined cosine_from_dot would count norms at each row)
     arena, norms, query, scores = unmanaged(arena), unmanaged(norms), unmanaged(query), \
         unmanaged(scores)
@@ -209,6 +210,9 @@ def _score_blocks(arena, norms, query, q_norm, metric, scores):
         elif metric == METRIC_COSINE:
             for t in range(i, i + 8):
                 scores[t] = cosine_from_dot(scores[t], norms[t], q_norm)
+        elif metric == METRIC_CODE_L2:     # (_l2_dots': norms |x|^2, q_norm |q|^2)
+            for t in range(i, i + 8):
+                scores[t] = norms[t] + q_norm - np.float32(2.0) * scores[t]
     return m
 
 
@@ -486,36 +490,16 @@ def _half_near(half, norms, sq, moved, top, query, metric, k, scores, near):
 
 # The copy's l2 scores as |x'|^2 + |q|^2 - 2 x'.q: one product an element where the
 # difference's square is two operations (a third fewer at 128 dimensions, measured),
-# eight rows a step as _score_blocks; the cancellation this risks is bounded
+# eight rows a step by _score_blocks; the cancellation this risks is bounded
 # absolutely, by the rows' and the query's sizes, in _half_reach (the copy is
 # centred: half_copy).
 @njit(cache=True, nogil=True, fastmath=True, readonly=("half", "sq"))
 def _l2_dots(half, sq, query, scores):
-    half, sq, query, scores = unmanaged(half), unmanaged(sq), unmanaged(query), \
-        unmanaged(scores)
     q_sq = np.float32(0.0)
     for j in range(query.shape[0]):
         q_sq += query[j] * query[j]
-    n = scores.shape[0]
-    m = n - n % 8
-    for i in range(0, m, 8):
-        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
-        for j in range(query.shape[0]):
-            qj = query[j]
-            a0 += as_f32(half[i, j]) * qj
-            a1 += as_f32(half[i + 1, j]) * qj
-            a2 += as_f32(half[i + 2, j]) * qj
-            a3 += as_f32(half[i + 3, j]) * qj
-            a4 += as_f32(half[i + 4, j]) * qj
-            a5 += as_f32(half[i + 5, j]) * qj
-            a6 += as_f32(half[i + 6, j]) * qj
-            a7 += as_f32(half[i + 7, j]) * qj
-        two = np.float32(2.0)
-        scores[i], scores[i + 1] = sq[i] + q_sq - two * a0, sq[i + 1] + q_sq - two * a1
-        scores[i + 2], scores[i + 3] = sq[i + 2] + q_sq - two * a2, sq[i + 3] + q_sq - two * a3
-        scores[i + 4], scores[i + 5] = sq[i + 4] + q_sq - two * a4, sq[i + 5] + q_sq - two * a5
-        scores[i + 6], scores[i + 7] = sq[i + 6] + q_sq - two * a6, sq[i + 7] + q_sq - two * a7
-    for i in range(m, n):
+    m = _score_blocks(half, sq, query, q_sq, METRIC_CODE_L2, scores)
+    for i in range(m, scores.shape[0]):
         a = np.float32(0.0)
         for j in range(query.shape[0]):
             a += as_f32(half[i, j]) * query[j]
