@@ -324,6 +324,56 @@ def test_vacuum_in_a_text_of_several_statements_is_refused_as_postgresql_does(
         ("error", "42704"), ("ok", "DELETE 0"), ("ok", "VACUUM"), ("ok", "DROP TABLE")]
 
 
+def _pipelined(c, steps) -> list:
+    """A psycopg pipeline of `steps` (up to its Sync) on a fresh table pv: its error
+    (SQLSTATE and message) if any, then the rows it left and the transaction status."""
+    c.execute("DROP TABLE IF EXISTS pv")
+    c.execute("CREATE TABLE pv (id int PRIMARY KEY)")
+    out = []
+    try:
+        with c.pipeline():
+            for step in steps:
+                c.execute(step)
+    except psycopg.Error as e:
+        out.append((e.sqlstate, e.diag.message_primary))
+    if c.info.transaction_status.name != "IDLE":
+        out.append(c.info.transaction_status.name)
+        c.execute("ROLLBACK")
+    out.append(c.execute("SELECT count(*) FROM pv").fetchone()[0])
+    return out
+
+
+_PIPELINES = [
+    ["INSERT INTO pv VALUES (1)", "VACUUM"], ["SELECT 1", "VACUUM"],
+    ["SET ivfflat.probes = 5", "VACUUM"], ["VACUUM", "VACUUM"], ["BEGIN", "VACUUM"],
+    ["INSERT INTO pv VALUES (1)", "DISCARD ALL"],
+    ["SELECT 1", "CREATE INDEX CONCURRENTLY pv_i ON pv (id)"],
+    ["VACUUM"], ["VACUUM", "INSERT INTO pv VALUES (1)"],
+    ["VACUUM", "INSERT INTO pv VALUES (1)", "SELECT 1/0"],
+    ["INSERT INTO pv VALUES (1)", "COMMIT", "VACUUM"], ["SELECT 1", "ROLLBACK", "VACUUM"],
+    ["SELECT 1", "COMMIT", "VACUUM", "INSERT INTO pv VALUES (1)"]]
+
+
+def test_vacuum_after_another_execute_in_a_pipeline_is_refused_as_postgresql_does(
+        pg_conn, wire):
+    """The extended protocol's Executes up to a Sync after the first run in
+    PostgreSQL's implicit transaction block: VACUUM (DISCARD ALL, CREATE INDEX
+    CONCURRENTLY) there answers 25001 and nothing of the pipeline is applied; first
+    in it, or after its COMMIT or ROLLBACK, it runs. Each pipeline answers and
+    leaves as on PostgreSQL (defect: varvedb refused it only after a write, so
+    after a SELECT or SET it ran)."""
+    pg_conn.autocommit = True
+    want = [_pipelined(pg_conn, steps) for steps in _PIPELINES]
+    w = wire()
+    got = [_pipelined(w, steps) for steps in _PIPELINES]
+    assert got == want
+    refused = [("25001", f"{what} cannot run inside a transaction block")
+               for what in ("VACUUM",) * 5 + ("DISCARD ALL", "CREATE INDEX CONCURRENTLY")]
+    assert want == [[r, 0] for r in refused[:4]] + [[refused[4], "INERROR", 0]] + [
+        [r, 0] for r in refused[5:]] + [[0], [1], [("22012", "division by zero"), 0],
+                                        [1], [0], [1]]
+
+
 def test_set_in_a_block_is_undone_by_rollback_and_set_local_lasts_to_its_end(
         pg_conn, tmp_path, wire):
     # red-team 9 f04: SET survived ROLLBACK, SET LOCAL survived COMMIT

@@ -10,7 +10,8 @@ runs one: all of its statements commit, or none where one fails), and the
 extended protocol's writes and DDL run in its implicit transaction up to Sync:
 a pipeline without BEGIN commits at the Sync, or not at all after an error in
 it; a COMMIT in the pipeline commits what ran so far, a BEGIN makes the
-implicit transaction the block. An error answers ErrorResponse
+implicit transaction the block, and what PostgreSQL refuses in a block (VACUUM,
+...) is refused after another Execute in it (25001), as PostgreSQL's. An error answers ErrorResponse
 with its SQLSTATE and, in the extended protocol, skips the messages up to
 Sync; inside BEGIN the transaction is failed (ReadyForQuery 'E', 25P02) until
 ROLLBACK, as PostgreSQL does. Answers to the extended protocol's messages wait
@@ -613,6 +614,9 @@ class Connection:
         stmt = portal.stmt
         # the implicit transaction, up to the Sync (DDL is transactional too): SQL's
         # BEGIN, COMMIT and ROLLBACK in the pipeline act on it, as on PostgreSQL's
+        # an Execute ran before this one in it: PostgreSQL's implicit block, which
+        # VACUUM and the like refuse (25001, sql's Context.outside_block)
+        s.sql_pipelined = s.sql_implicit
         implicit(s, stmt.answer is None and stmt.kind() in ("write", "ddl"))
         try:
             results = stmt.run(s, portal.params)
@@ -628,6 +632,8 @@ class Connection:
         except E.VarveError as e:
             portal.error = e
             raise
+        finally:
+            s.sql_pipelined = False
         portal.result = result
 
     def _statement_rows(self, stmt: Prepared) -> bytes:

@@ -216,9 +216,12 @@ class Context:
 
     def outside_block(self, what: str) -> None:
         """25001 for `what` (VACUUM, ...) where PostgreSQL refuses it in a transaction
-        block: BEGIN's, a Python transaction's, or the implicit one of a text of
-        several statements (which then fails whole: nothing of it is applied)."""
-        if self.session.in_transaction or self.several:
+        block: BEGIN's, a Python transaction's, the implicit one of a text of
+        several statements, or a pipeline's once an Execute ran in it before this
+        one (Session.sql_pipelined): the text or pipeline then fails whole, nothing
+        of it applied."""
+        s = self.session
+        if s.in_transaction or self.several or s.sql_pipelined:
             raise SqlError("25001", f"{what} cannot run inside a transaction block")
 
     def snapshot(self):
