@@ -214,6 +214,35 @@ def test_a_begin_inside_the_block_changes_nothing(pg_conn, tmp_path, wire):
     assert notices == [("WARNING", "25001"), ("WARNING", "25P01")]
 
 
+def test_a_name_past_63_bytes_is_cut_with_a_notice_as_postgresql(pg_conn, wire):
+    """An identifier past 63 bytes is cut to 63 (never inside a character) with
+    PostgreSQL's NOTICE 42622, and the names PostgreSQL makes (a key's, a CHECK's)
+    are cut to fit 63 bytes: the same names and notices as PostgreSQL's (defect: no
+    notice, and a long table's key named past 63 characters)."""
+    table, col = "t" * 62, "c" * 40
+    steps = [f"CREATE TABLE {table} (id int PRIMARY KEY, x int CONSTRAINT {'n' * 70} "
+             f"CHECK (x > 0), {col} int CHECK ({col} > 0), "
+             f"CONSTRAINT \"{'é' * 40}\" CHECK (x < 9), CHECK (x < 99 AND {col} < 99))",
+             f"ALTER TABLE {table} ADD CONSTRAINT {'D' * 64} CHECK (x > 1)",
+             f"ALTER TABLE {table} DROP CONSTRAINT {'d' * 70}"]
+    got = []
+    for conn in (pg_conn, wire()):
+        notices = []
+        conn.execute("SET client_min_messages TO notice")
+        conn.add_notice_handler(lambda d: notices.append((d.severity, d.sqlstate,
+                                                          d.message_primary)))
+        for step in steps:
+            conn.execute(step)
+        names = conn.execute("SELECT conname FROM pg_constraint WHERE conrelid = "
+                             f"'{table}'::regclass AND contype <> 'n' ORDER BY conname")
+        got.append((notices, names.fetchall()))
+    assert got[1] == got[0]
+    notices, names = got[0]
+    assert [n[:2] for n in notices] == [("NOTICE", "42622")] * 4
+    assert names == [("n" * 63,), (f"{'t' * 28}_{'c' * 28}_check",), (f"{'t' * 57}_check",),
+                     (f"{'t' * 58}_pkey",), ("é" * 31,)]
+
+
 def test_drop_constraint_if_exists_of_none_notices_as_postgresql(pg_conn, wire):
     """ALTER TABLE DROP CONSTRAINT IF EXISTS of a constraint the table has not goes
     on with PostgreSQL's NOTICE (SQLSTATE 00000, severity NOTICE, not a WARNING)."""

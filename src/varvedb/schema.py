@@ -998,7 +998,7 @@ class Schema:
     def constraint_names(self, table: str) -> set:
         """The names of the table's constraints: its CHECKs', and its primary key's
         (`{table}_pkey`) where its id is a column."""
-        return set(self.constraints(table)) | (set() if self.id_hidden else {f"{table}_pkey"})
+        return set(self.constraints(table)) | (set() if self.id_hidden else {pkey_name(table)})
 
     @cached_property
     def embedded(self) -> tuple:
@@ -1170,7 +1170,24 @@ def check_constraints(schema: Schema, columns: dict, n: int, table: str = "") ->
 def constraint_name(table: str, field: str, condition: tuple) -> str:
     """The name of the CHECK constraint a field's check condition belongs to: the
     one it carries, else the field's own (PostgreSQL's name for a column's CHECK)."""
-    return condition[2] if len(condition) == 3 else f"{table}_{field}_check"
+    return condition[2] if len(condition) == 3 else object_name(table, field, "check")
+
+
+def pkey_name(table: str) -> str:
+    """The name of a table's primary key, PostgreSQL's: `{table}_pkey`, cut to fit."""
+    return object_name(table, None, "pkey")
+
+
+def object_name(name1: str, name2: str | None, label: str) -> str:
+    """PostgreSQL's makeObjectName: `name1_name2_label` (or `name1_label`), the
+    longer of the two names cut a byte at a time (name2 where they are equal)
+    until it fits an identifier's 63 bytes, never inside a character."""
+    parts = [name1] if name2 is None else [name1, name2]
+    raw = [p.encode() for p in parts]
+    room, cut = 63 - len(label.encode()) - len(parts), [len(r) for r in raw]
+    while sum(cut) > room:
+        cut[0 if cut[0] > cut[-1] else -1] -= 1
+    return "_".join([r[:k].decode(errors="ignore") for r, k in zip(raw, cut)] + [label])
 
 
 def validate_name(name: str, what: str = "collection") -> str:

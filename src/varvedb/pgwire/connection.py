@@ -19,7 +19,7 @@ for Sync or Flush and go out in one send. Describe of a portal runs no write:
 its answer is settled by the message after it (see _settle). A prepared
 statement's rows are sent as the column types its Describe announced (a write's
 RETURNING too; a column it found no type for, as text): a result of other
-columns or types (DDL since, or values its Describe's NULLs did not show)
+columns or types (DDL since, or values its Describe's plan did not show)
 answers 0A000, and a write rolls back with the implicit transaction. A portal runs at
 most once: one whose run failed answers that error again, never reruns. libpq's execution
 of a prepared statement (Bind, Describe and Execute of the unnamed portal,
@@ -638,7 +638,7 @@ class Connection:
 
     def _statement_rows(self, stmt: Prepared) -> bytes:
         """A statement's RowDescription before it runs: a SELECT's columns as
-        describe_read finds them (run with NULL parameters, as a read that fails
+        describe_read finds them (planned with NULL parameters, not run, failing
         no block; what PostgreSQL's Parse refuses is answered as its error), a
         write by its RETURNING's columns (it is not run), any other statement as
         returning no rows."""
@@ -732,9 +732,12 @@ def _oids(result) -> tuple:
 def _announcing(result) -> tuple:
     """What a statement's Describe announces of a result's columns, kept to send
     its executions' rows by (_announced): (names, type OIDs), None for a column of
-    no type (text to the client)."""
+    no type (text to the client) — an array column of no declared element type
+    among no rows too (a Describe's: its elements' type is its values')."""
+    untold = not result.rows
     return (tuple(result.columns), tuple(
-        [None if kind is None else oid for kind, oid in zip(result.kinds, _oids(result))]))
+        [None if kind is None or untold and kind == "array" and element is None else oid
+         for kind, element, oid in zip(result.kinds, result.elements, _oids(result))]))
 
 
 def _announced(columns: tuple, result) -> tuple:
@@ -785,19 +788,27 @@ def _render(result) -> list[bytes]:
     if not result.columns:
         return _tag(result)
     head, encoders, _ = _describe(result, [])
-    return [head, *_data_rows(result.rows, 0, len(result.rows), encoders),
-            M.command_complete(result.status)]
+    return [head, *_data_rows(result.rows, 0, len(result.rows), encoders), *_tag(result)]
 
 
 def _tag(result) -> list[bytes]:
-    """A statement's CommandComplete, after its WARNING (its NOTICE: SQLSTATE 00000)
-    where it has one."""
+    """A statement's CommandComplete, after its WARNINGs and NOTICEs where it has
+    them (SqlResult.notice)."""
     tag = M.command_complete(result.status)
-    if result.notice is None:
+    notice = result.notice
+    if notice is None:
         return [tag]
-    severity = "NOTICE" if result.notice[0] == "00000" else "WARNING"
-    return [M.error({"S": severity, "V": severity, "C": result.notice[0],
-                     "M": result.notice[1]}, notice=True), tag]
+    out = []
+    for sqlstate, message in [notice] if type(notice) is tuple else notice:
+        severity = "NOTICE" if sqlstate in _NOTICES else "WARNING"
+        out.append(M.error({"S": severity, "V": severity, "C": sqlstate, "M": message},
+                           notice=True))
+    return [*out, tag]
+
+
+# the SQLSTATEs PostgreSQL reports as a NOTICE (any other a statement's notice has:
+# a WARNING): DROP ... IF EXISTS of none, an identifier cut to 63 bytes
+_NOTICES = ("00000", "42622")
 
 
 def _kind(text: str) -> str | None:

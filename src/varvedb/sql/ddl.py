@@ -29,7 +29,7 @@ from pglast.enums import AlterTableType, ConstrType, ObjectType
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
 from ..schema import (HNSW, IVFPQ, MAX_MORE_INDEXES, UNINDEXED_KINDS, Field, Schema,
-                      SparseVec, Vector, validate_name)
+                      SparseVec, Vector, object_name, pkey_name, validate_name)
 from .expressions import Scope, convert
 from .index_exprs import index_expr, predicate
 from ..results import SqlResult
@@ -402,7 +402,7 @@ class AlterTable:
                     name = column or _check_name(t.name, conds, constraint_names(ctx.engine))
                     ctx.engine.add_check(tx, t, conds, name, validate=missing_ok)
                 elif verb == "uncheck":  # (column: the constraint's name)
-                    if column == f"{t.name}_pkey" and not t.schema.id_hidden:
+                    if column == pkey_name(t.name) and not t.schema.id_hidden:
                         raise NotSupportedError("a table's primary key cannot be dropped (its "
                                                 "id is the collection's)")
                     if missing_ok and column not in t.schema.constraints(t.name):
@@ -455,15 +455,12 @@ def constraint_names(engine) -> set:
 def _check_name(table: str, conds: tuple, taken: set) -> str:
     """PostgreSQL's name for an unnamed CHECK: `{table}_{column}_check` when it reads
     one column, else `{table}_check`; `check1`, `check2`, ... where that is taken;
-    the longer of table and column cut until it fits 63 characters (makeObjectName)."""
+    cut to fit 63 bytes as PostgreSQL cuts it (schema.object_name)."""
     columns = {c[0] for c in conds}
-    parts = [table, columns.pop()] if len(columns) == 1 else [table]
+    column = columns.pop() if len(columns) == 1 else None
     label, n = "check", 0
     while True:
-        room, cut = 63 - len(label) - len(parts), [len(p) for p in parts]
-        while sum(cut) > room:
-            cut[0 if cut[0] > cut[-1] else -1] -= 1     # (the column's when equal)
-        name = "_".join([p[:k] for p, k in zip(parts, cut)] + [label])
+        name = object_name(table, column, label)
         if name not in taken:
             return name
         n += 1
