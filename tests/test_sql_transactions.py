@@ -243,6 +243,27 @@ def test_a_name_past_63_bytes_is_cut_with_a_notice_as_postgresql(pg_conn, wire):
                      (f"{'t' * 58}_pkey",), ("é" * 31,)]
 
 
+def test_dropping_the_primary_key_says_why_it_cannot(wire):
+    """ALTER TABLE t DROP CONSTRAINT t_pkey (PostgreSQL drops it) is refused 0A000
+    as docs/sql.md says: the id is the key every row is kept by, and a column named
+    id is always the key. The error says so in PostgreSQL's style (a message naming
+    the constraint and table, a DETAIL and a HINT: before, a bare 'cannot be
+    dropped'), and nothing changed."""
+    w = wire()
+    w.execute("CREATE TABLE pk (id int PRIMARY KEY, x int)")
+    w.execute("INSERT INTO pk VALUES (1, 1)")
+    with pytest.raises(psycopg.errors.FeatureNotSupported) as e:
+        w.execute("ALTER TABLE pk DROP CONSTRAINT pk_pkey")
+    d = e.value.diag
+    assert d.message_primary == 'cannot drop constraint "pk_pkey" on table "pk"'
+    assert 'column "id" is the key' in d.message_detail
+    assert "created without a primary key" in d.message_hint
+    assert w.execute("SELECT conname FROM pg_constraint WHERE conrelid = 'pk'::regclass "
+                     "AND contype = 'p'").fetchall() == [("pk_pkey",)]
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        w.execute("INSERT INTO pk VALUES (1, 2)")
+
+
 def test_drop_constraint_if_exists_of_none_notices_as_postgresql(pg_conn, wire):
     """ALTER TABLE DROP CONSTRAINT IF EXISTS of a constraint the table has not goes
     on with PostgreSQL's NOTICE (SQLSTATE 00000, severity NOTICE, not a WARNING)."""

@@ -841,9 +841,10 @@ def _error(e: E.VarveError) -> bytes:
     position = getattr(e, "position", None)
     if position:
         fields["P"] = str(position)
-    routine = getattr(e, "routine", None)
-    if routine:
-        fields["R"] = routine
+    for code, name in (("D", "detail"), ("H", "hint"), ("R", "routine")):
+        got = getattr(e, name, None)
+        if got:
+            fields[code] = got
     return M.error(fields)
 
 

@@ -403,8 +403,7 @@ class AlterTable:
                     ctx.engine.add_check(tx, t, conds, name, validate=missing_ok)
                 elif verb == "uncheck":  # (column: the constraint's name)
                     if column == pkey_name(t.name) and not t.schema.id_hidden:
-                        raise NotSupportedError("a table's primary key cannot be dropped (its "
-                                                "id is the collection's)")
+                        raise _key_kept(column, t.name)
                     if missing_ok and column not in t.schema.constraints(t.name):
                         notice = ("00000", f'constraint "{column}" of relation "{t.name}" '
                                            "does not exist, skipping")
@@ -450,6 +449,18 @@ def constraint_names(engine) -> set:
     an unnamed CHECK's name avoids)."""
     return {n for table, cid in engine.names.items()
             for n in engine.tables[cid].schema.constraint_names(table)}
+
+
+def _key_kept(constraint: str, table: str) -> NotSupportedError:
+    """The refusal of DROP CONSTRAINT of a table's primary key: varvedb keys every
+    row by one id, the key a table was created with (or a hidden one), and a
+    column named id is always the key (docs/sql.md)."""
+    e = NotSupportedError(f'cannot drop constraint "{constraint}" on table "{table}"')
+    e.detail = (f'Its column "id" is the key varvedb keeps each row of "{table}" by; a '
+                "table keeps the key it was created with.")
+    e.hint = ("Copy the rows into a table created without a primary key, their id in a "
+              "column of another name (a column named id is always the key).")
+    return e
 
 
 def _check_name(table: str, conds: tuple, taken: set) -> str:
