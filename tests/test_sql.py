@@ -1563,3 +1563,31 @@ def test_an_int2vector_compares_with_an_untyped_literal(db):
     with pytest.raises(vv.SqlError) as e:
         db.sql("SELECT indkey = 'x' FROM pg_index")
     assert e.value.sqlstate == "22P02"
+
+
+def test_a_constraint_over_several_columns_keeps_its_written_order_in_the_file(tmp_path):
+    """A CHECK over several columns keeps each condition's place (format 7: a
+    format-6 file is stamped first, so an older varvedb refuses it rather than
+    misreading it); pg_get_constraintdef lists them as written after a reopen and
+    a vacuum (defect: in the columns' order, `CHECK (b > 0 AND a > 0)` printed as
+    `(a > 0) AND (b > 0)`)."""
+    from varvedb.storage import format as F
+    path = tmp_path / "o.vv"
+    vv.connect(path).close()
+    restamp(path, 6)
+    db = vv.connect(path)
+    db.sql("CREATE TABLE o (id int PRIMARY KEY, a int, b int)")
+    assert stamped(path) == 6
+    db.sql("ALTER TABLE o ADD CONSTRAINT ba CHECK (b > 0 AND a > 0 AND b < 9)")
+    assert stamped(path) == F.FORMAT_VERSION == 7
+    q = "SELECT pg_get_constraintdef(oid, true) FROM pg_constraint WHERE conname = 'ba'"
+    want = [("CHECK (b > 0 AND a > 0 AND b < 9)",)]
+    assert db.sql(q).rows == want
+    db.close()
+    db = vv.connect(path)
+    assert db.sql(q).rows == want
+    db.vacuum()
+    db.close()
+    db = vv.connect(path)
+    assert db.sql(q).rows == want
+    db.close()

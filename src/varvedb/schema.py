@@ -471,13 +471,15 @@ class Field:
         if self.kind == "vector" and self.dtype != "bit":
             ok, ops = (int,), DIMS_OPS
         if ok is None or not (isinstance(c, tuple) and 1 <= len(c) <= 16 and all(
-                isinstance(x, tuple) and len(x) in (2, 3) and x[0] in ops
+                isinstance(x, tuple) and len(x) in (2, 3, 4) and x[0] in ops
                 and (len(x) == 2 or isinstance(x[2], str) and 0 < len(x[2]) <= 63)
+                and (len(x) < 4 or type(x[3]) is int and 0 <= x[3] < 1 << 16)
                 and (x[1] is None) == x[0].startswith("is ")
                 and (x[1] is None or (type(x[1]) in ok and not (
                     self.kind in ("int", "float") and type(x[1]) is bool)))
                 for x in c)):
-            raise SchemaError(f"a check is (op, value[, constraint name]) conditions on an "
+            raise SchemaError(f"a check is (op, value[, constraint name[, its place in the "
+                              f"constraint]]) conditions on an "
                               f"int, float, bool or text field, or of a vector's dimension "
                               f"('vector_dims =', 3), got {brief(c)} on a {self.kind} field")
 
@@ -988,12 +990,16 @@ class Schema:
 
     def constraints(self, table: str) -> dict[str, list[tuple]]:
         """The CHECK constraints of the table `table` of this schema: name -> its
-        (field, op, value) conditions (AND-ed), by name (as PostgreSQL checks them)."""
+        (field, op, value) conditions (AND-ed) in the order they were written (a
+        condition's place, where a constraint over several fields keeps one; else
+        the fields' order), by name (as PostgreSQL checks them)."""
         out: dict[str, list[tuple]] = {}
         for name in self.checked:
             for c in self.fields[name].check:
-                out.setdefault(constraint_name(table, name, c), []).append((name, *c[:2]))
-        return dict(sorted(out.items()))
+                out.setdefault(constraint_name(table, name, c), []).append(
+                    (c[3] if len(c) == 4 else -1, name, *c[:2]))
+        return {k: [c[1:] for c in sorted(v, key=lambda c: c[0])]
+                for k, v in sorted(out.items())}
 
     def constraint_names(self, table: str) -> set:
         """The names of the table's constraints: its CHECKs', and its primary key's
@@ -1170,7 +1176,7 @@ def check_constraints(schema: Schema, columns: dict, n: int, table: str = "") ->
 def constraint_name(table: str, field: str, condition: tuple) -> str:
     """The name of the CHECK constraint a field's check condition belongs to: the
     one it carries, else the field's own (PostgreSQL's name for a column's CHECK)."""
-    return condition[2] if len(condition) == 3 else object_name(table, field, "check")
+    return condition[2] if len(condition) >= 3 else object_name(table, field, "check")
 
 
 def pkey_name(table: str) -> str:

@@ -192,9 +192,11 @@ def with_checks(fields: dict, checks, table: str, taken: set) -> dict:
             raise SqlError("42710", f'check constraint "{name}" already exists')
         name = name or _check_name(table, conds, taken | given)
         given.add(name)
-        for col, op, value in conds:
+        several = len({c[0] for c in conds}) > 1    # (each keeps its place: as written)
+        for at, (col, op, value) in enumerate(conds):
             f = out[col]
-            out[col] = replace(f, check=(*(f.check or ()), (op, value, name)))
+            out[col] = replace(f, check=(*(f.check or ()), (op, value, name, at) if several
+                                         else (op, value, name)))
     return out
 
 
