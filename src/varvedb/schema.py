@@ -346,7 +346,9 @@ class Field:
     # conditions AND-ed (op one of PREDICATE_OPS) that every value written must not
     # make false (a null makes a comparison unknown, which passes, as in SQL); a
     # condition (op, value, name) belongs to the constraint of that name (SQL's:
-    # constraint_name), else to the field's own, `{table}_{field}_check`; a vector
+    # constraint_name), else to the field's own, `{table}_{field}_check`; one of a
+    # constraint over several fields is (op, value, name, place): its place in the
+    # constraint as written (Schema.constraints lists them so); a vector
     # or halfvec field's are of its dimension (op one of DIMS_OPS, value an int:
     # pgvector's `CHECK (vector_dims(embedding) = 3)`)
     check: tuple | None = None
@@ -457,7 +459,8 @@ class Field:
         object.__setattr__(self, "_stored_default", stored)
 
     def _check_check(self) -> None:
-        """`check` as the field says: (op, value) or (op, value, constraint name)
+        """`check` as the field says: (op, value), (op, value, constraint name) or
+        (op, value, constraint name, its place in the constraint)
         conditions on an int, float, bool or text field, each value of the field's
         type (read from a file too)."""
         c = self.check
