@@ -1243,9 +1243,9 @@ def test_describe_of_a_prepared_select_does_not_run_it(inproc):
         a = await asyncpg.connect(host="127.0.0.1", port=port, user="me", ssl=False)
         try:
             await a.execute("CREATE TABLE dr (id bigint PRIMARY KEY, x int, s text, "
-                            "e vector(3))")
-            await a.execute("INSERT INTO dr VALUES (1, 0, 'a', '[1,2,3]'), "
-                            "(2, 1, 'b', '[3,2,1]')")
+                            "e vector(3), a int[])")
+            await a.execute("INSERT INTO dr VALUES (1, 0, 'a', '[1,2,3]', '{7}'), "
+                            "(2, 1, 'b', '[3,2,1]', NULL)")
             st = await a.prepare("SELECT id, embed(s, 'describe-counting') AS v FROM dr "
                                  "ORDER BY id LIMIT $1")
             described = [(t.name, t.type.name) for t in st.get_attributes()]
@@ -1255,10 +1255,14 @@ def test_describe_of_a_prepared_select_does_not_run_it(inproc):
             failing = [(t.name, t.type.name) for t in fails.get_attributes()]
             with pytest.raises(asyncpg.DivisionByZeroError):
                 await fails.fetch(0)
+            # an int[] column's element: its declared type, with no row to show it
+            first = await a.prepare("SELECT a[1] AS f FROM dr WHERE id = $1")
+            failing.append([(t.name, t.type.name) for t in first.get_attributes()]
+                           + [await first.fetchval(1)])
             return described, before, Counting.calls, [r["id"] for r in rows], failing
         finally:
             await a.close()
     described, before, after, ids, failing = asyncio.run(go())
     assert described == [("id", "int8"), ("v", "vector")]
     assert (before, after, ids) == (0, 1, [1, 2])
-    assert failing == [("id", "int8"), ("q", "int8"), ("e", "vector")]
+    assert failing == [("id", "int8"), ("q", "int8"), ("e", "vector"), [("f", "int8"), 7]]
