@@ -214,6 +214,16 @@ def test_a_begin_inside_the_block_changes_nothing(pg_conn, tmp_path, wire):
     assert notices == [("WARNING", "25001"), ("WARNING", "25P01")]
 
 
+def _noticing(conn) -> list:
+    """The (severity, SQLSTATE, message) of each notice `conn` gets from now on,
+    NOTICEs included."""
+    notices = []
+    conn.execute("SET client_min_messages TO notice")
+    conn.add_notice_handler(lambda d: notices.append((d.severity, d.sqlstate,
+                                                      d.message_primary)))
+    return notices
+
+
 def test_a_name_past_63_bytes_is_cut_with_a_notice_as_postgresql(pg_conn, wire):
     """An identifier past 63 bytes is cut to 63 (never inside a character) with
     PostgreSQL's NOTICE 42622, and the names PostgreSQL makes (a key's, a CHECK's)
@@ -227,10 +237,7 @@ def test_a_name_past_63_bytes_is_cut_with_a_notice_as_postgresql(pg_conn, wire):
              f"ALTER TABLE {table} DROP CONSTRAINT {'d' * 70}"]
     got = []
     for conn in (pg_conn, wire()):
-        notices = []
-        conn.execute("SET client_min_messages TO notice")
-        conn.add_notice_handler(lambda d: notices.append((d.severity, d.sqlstate,
-                                                          d.message_primary)))
+        notices = _noticing(conn)
         for step in steps:
             conn.execute(step)
         names = conn.execute("SELECT conname FROM pg_constraint WHERE conrelid = "
@@ -269,10 +276,7 @@ def test_drop_constraint_if_exists_of_none_notices_as_postgresql(pg_conn, wire):
     on with PostgreSQL's NOTICE (SQLSTATE 00000, severity NOTICE, not a WARNING)."""
     got = []
     for conn in (pg_conn, wire()):
-        notices = []
-        conn.execute("SET client_min_messages TO notice")
-        conn.add_notice_handler(lambda d: notices.append((d.severity, d.sqlstate,
-                                                          d.message_primary)))
+        notices = _noticing(conn)
         conn.execute("CREATE TABLE nc (id int PRIMARY KEY, x int CHECK (x > 0))")
         conn.execute("ALTER TABLE nc DROP CONSTRAINT IF EXISTS nope")
         conn.execute("ALTER TABLE nc DROP CONSTRAINT nc_x_check")
