@@ -1266,3 +1266,16 @@ def test_describe_of_a_prepared_select_does_not_run_it(inproc):
     assert described == [("id", "int8"), ("v", "vector")]
     assert (before, after, ids) == (0, 1, [1, 2])
     assert failing == [("id", "int8"), ("q", "int8"), ("e", "vector"), [("f", "int8"), 7]]
+
+
+def test_a_statement_with_text_of_several_bytes_a_character_before_its_parameters(inproc):
+    """The Parse of a statement finds its $n by the scanner's offsets, which count
+    characters: a literal of several bytes a character before them ('é') made it
+    miss them, and psycopg's every execution of `SELECT 'é', %s` answered 42P18."""
+    srv, port = inproc()
+    with psycopg.connect(host="127.0.0.1", port=port, user="me", sslmode="disable",
+                         connect_timeout=600, autocommit=True) as c:
+        assert c.execute("SELECT 'éé€' AS a, %s AS b, %s AS c", ["x", "y"]).fetchall() == [
+            ("éé€", "x", "y")]
+        assert c.execute("SELECT 'é' AS a, %s AS b", ["z"], prepare=True).fetchall() == [
+            ("é", "z")]

@@ -819,8 +819,7 @@ def _kind(text: str) -> str | None:
 
 def _params_named(text: str) -> set[int]:
     """The $n the statement names (pglast's scanner: not inside strings or
-    comments)."""
-    raw = text.encode()
+    comments; its offsets are characters', not bytes)."""
     try:
         tokens = scan(text)
     except ParseError:
@@ -829,7 +828,7 @@ def _params_named(text: str) -> set[int]:
     for t in tokens:
         if t.name == "PARAM":
             try:
-                named.add(int(raw[t.start + 1:t.end + 1]))
+                named.add(int(text[t.start + 1:t.end + 1]))
             except ValueError:
                 pass
     return named
