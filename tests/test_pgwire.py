@@ -1217,3 +1217,65 @@ def test_a_failing_statement_runs_once_however_its_portal_is_described(inproc, m
         s.sendall(_bind_values("div", b"5") + DESCRIBE_EXECUTE_SYNC)
         assert [m[0] for m in _read_until_ready(s)] == [b"2", b"T", b"D", b"C", b"Z"]
         assert runs == ["SELECT 10 / $1::int"]
+
+
+def test_describe_of_a_prepared_select_does_not_run_it(inproc):
+    """A Describe of a prepared SELECT (asyncpg's prepare) answers its columns
+    without running it, as PostgreSQL's: an embed() in its select list embeds
+    nothing until it is executed (defect: the Describe ran it once with NULL
+    parameters, embedding every row), a SELECT that fails when run describes
+    fine, and the columns' types are the plan's (what the execution sends)."""
+    import asyncio
+    import asyncpg
+    from varvedb.embed import register
+
+    class Counting:
+        dim = 3
+        calls = 0
+
+        def embed(self, texts):
+            Counting.calls += 1
+            return np.ones((len(texts), 3), np.float32)
+    register("describe-counting", Counting())
+    srv, port = inproc()
+
+    async def go():
+        a = await asyncpg.connect(host="127.0.0.1", port=port, user="me", ssl=False)
+        try:
+            await a.execute("CREATE TABLE dr (id bigint PRIMARY KEY, x int, s text, "
+                            "e vector(3), a int[])")
+            await a.execute("INSERT INTO dr VALUES (1, 0, 'a', '[1,2,3]', '{7}'), "
+                            "(2, 1, 'b', '[3,2,1]', NULL)")
+            st = await a.prepare("SELECT id, embed(s, 'describe-counting') AS v FROM dr "
+                                 "ORDER BY id LIMIT $1")
+            described = [(t.name, t.type.name) for t in st.get_attributes()]
+            before = Counting.calls
+            rows = await st.fetch(None)
+            fails = await a.prepare("SELECT id, 10 / x AS q, e FROM dr WHERE id > $1")
+            failing = [(t.name, t.type.name) for t in fails.get_attributes()]
+            with pytest.raises(asyncpg.DivisionByZeroError):
+                await fails.fetch(0)
+            # an int[] column's element: its declared type, with no row to show it
+            first = await a.prepare("SELECT a[1] AS f FROM dr WHERE id = $1")
+            failing.append([(t.name, t.type.name) for t in first.get_attributes()]
+                           + [await first.fetchval(1)])
+            return described, before, Counting.calls, [r["id"] for r in rows], failing
+        finally:
+            await a.close()
+    described, before, after, ids, failing = asyncio.run(go())
+    assert described == [("id", "int8"), ("v", "vector")]
+    assert (before, after, ids) == (0, 1, [1, 2])
+    assert failing == [("id", "int8"), ("q", "int8"), ("e", "vector"), [("f", "int8"), 7]]
+
+
+def test_a_statement_with_text_of_several_bytes_a_character_before_its_parameters(inproc):
+    """The Parse of a statement finds its $n by the scanner's offsets, which count
+    characters: a literal of several bytes a character before them ('é') made it
+    miss them, and psycopg's every execution of `SELECT 'é', %s` answered 42P18."""
+    srv, port = inproc()
+    with psycopg.connect(host="127.0.0.1", port=port, user="me", sslmode="disable",
+                         connect_timeout=600, autocommit=True) as c:
+        assert c.execute("SELECT 'éé€' AS a, %s AS b, %s AS c", ["x", "y"]).fetchall() == [
+            ("éé€", "x", "y")]
+        assert c.execute("SELECT 'é' AS a, %s AS b", ["z"], prepare=True).fetchall() == [
+            ("é", "z")]

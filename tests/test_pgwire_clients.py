@@ -738,8 +738,8 @@ def test_a_null_scalar_subquery_vector_and_the_readme_settings():
 
 # ---- rows sent as the types their statement's Describe announced --------------------
 
-# asyncpg prepares (Parse, Describe of the statement: varvedb runs it with NULL
-# parameters) and then asks binary rows by that description: where those NULLs find no
+# asyncpg prepares (Parse, Describe of the statement: varvedb plans it with NULL
+# parameters, run over no rows) and then asks binary rows by that description: where those NULLs find no
 # row, or fail (a division by zero), the description must still hold the column's
 # type (red-team 11 f18b)
 DESCRIBED = [("SELECT 10 / coalesce($1::int, 0)", 2),
@@ -787,8 +787,8 @@ def test_a_result_of_another_type_than_the_describe_announced_is_refused(server)
             with pytest.raises(asyncpg.exceptions.InvalidCachedStatementError) as e:
                 await stmt.fetchval(0)      # PostgreSQL's 0A000 "cached plan must not
             assert e.value.sqlstate == "0A000"      # change result type", as asyncpg says it
-            # a column the Describe found no type for (its NULLs' run and its types
-            # over no rows fail: the WHERE divides by zero) is sent as its text
+            # a WHERE that divides by zero for the NULLs: the Describe runs no WHERE
+            # (the statement's plan over no rows), so its column's type is told
             return await conn.fetchval(
                 "SELECT x FROM past WHERE x / coalesce($1::int, 0) > 0 ORDER BY x", 1)
-    assert run(go()) == "1"
+    assert run(go()) == 1

@@ -211,7 +211,10 @@ class IndexMaintenanceError(VarveError):
 
 class SqlError(VarveError):
     """An SQL statement that cannot run, with PostgreSQL's SQLSTATE and, for
-    a syntax error, the 1-based character `position` in the statement."""
+    a syntax error, the 1-based character `position` in the statement; `detail`
+    and `hint` where it has them (the wire's DETAIL and HINT fields)."""
+    detail: str | None = None
+    hint: str | None = None
 
     def __init__(self, sqlstate: str, message: str, position: int | None = None):
         super().__init__(message)

@@ -204,7 +204,8 @@ class SqlResult:
     each row as a CopyData message of its own, as PostgreSQL does). `notice` is
     PostgreSQL's WARNING for a statement that ran but changed nothing it was asked
     to, as (SQLSTATE, message) — a BEGIN inside a block, a COMMIT outside one —
-    or its NOTICE (SQLSTATE 00000: DROP CONSTRAINT IF EXISTS of none), else None."""
+    or its NOTICE (SQLSTATE 00000: DROP CONSTRAINT IF EXISTS of none; 42622: an
+    identifier cut to 63 bytes), a list of them where it has several, else None."""
     __slots__ = ("columns", "rows", "status", "rowcount", "plan", "kinds", "copy_data",
                  "elements", "copy_ends", "notice")
 

@@ -346,7 +346,9 @@ class Field:
     # conditions AND-ed (op one of PREDICATE_OPS) that every value written must not
     # make false (a null makes a comparison unknown, which passes, as in SQL); a
     # condition (op, value, name) belongs to the constraint of that name (SQL's:
-    # constraint_name), else to the field's own, `{table}_{field}_check`; a vector
+    # constraint_name), else to the field's own, `{table}_{field}_check`; one of a
+    # constraint over several fields is (op, value, name, place): its place in the
+    # constraint as written (Schema.constraints lists them so); a vector
     # or halfvec field's are of its dimension (op one of DIMS_OPS, value an int:
     # pgvector's `CHECK (vector_dims(embedding) = 3)`)
     check: tuple | None = None
@@ -457,7 +459,8 @@ class Field:
         object.__setattr__(self, "_stored_default", stored)
 
     def _check_check(self) -> None:
-        """`check` as the field says: (op, value) or (op, value, constraint name)
+        """`check` as the field says: (op, value), (op, value, constraint name) or
+        (op, value, constraint name, its place in the constraint)
         conditions on an int, float, bool or text field, each value of the field's
         type (read from a file too)."""
         c = self.check
@@ -471,13 +474,15 @@ class Field:
         if self.kind == "vector" and self.dtype != "bit":
             ok, ops = (int,), DIMS_OPS
         if ok is None or not (isinstance(c, tuple) and 1 <= len(c) <= 16 and all(
-                isinstance(x, tuple) and len(x) in (2, 3) and x[0] in ops
+                isinstance(x, tuple) and len(x) in (2, 3, 4) and x[0] in ops
                 and (len(x) == 2 or isinstance(x[2], str) and 0 < len(x[2]) <= 63)
+                and (len(x) < 4 or type(x[3]) is int and 0 <= x[3] < 1 << 16)
                 and (x[1] is None) == x[0].startswith("is ")
                 and (x[1] is None or (type(x[1]) in ok and not (
                     self.kind in ("int", "float") and type(x[1]) is bool)))
                 for x in c)):
-            raise SchemaError(f"a check is (op, value[, constraint name]) conditions on an "
+            raise SchemaError(f"a check is (op, value[, constraint name[, its place in the "
+                              f"constraint]]) conditions on an "
                               f"int, float, bool or text field, or of a vector's dimension "
                               f"('vector_dims =', 3), got {brief(c)} on a {self.kind} field")
 
@@ -988,17 +993,21 @@ class Schema:
 
     def constraints(self, table: str) -> dict[str, list[tuple]]:
         """The CHECK constraints of the table `table` of this schema: name -> its
-        (field, op, value) conditions (AND-ed), by name (as PostgreSQL checks them)."""
+        (field, op, value) conditions (AND-ed) in the order they were written (a
+        condition's place, where a constraint over several fields keeps one; else
+        the fields' order), by name (as PostgreSQL checks them)."""
         out: dict[str, list[tuple]] = {}
         for name in self.checked:
             for c in self.fields[name].check:
-                out.setdefault(constraint_name(table, name, c), []).append((name, *c[:2]))
-        return dict(sorted(out.items()))
+                out.setdefault(constraint_name(table, name, c), []).append(
+                    (c[3] if len(c) == 4 else -1, name, *c[:2]))
+        return {k: [c[1:] for c in sorted(v, key=lambda c: c[0])]
+                for k, v in sorted(out.items())}
 
     def constraint_names(self, table: str) -> set:
         """The names of the table's constraints: its CHECKs', and its primary key's
         (`{table}_pkey`) where its id is a column."""
-        return set(self.constraints(table)) | (set() if self.id_hidden else {f"{table}_pkey"})
+        return set(self.constraints(table)) | (set() if self.id_hidden else {pkey_name(table)})
 
     @cached_property
     def embedded(self) -> tuple:
@@ -1170,7 +1179,24 @@ def check_constraints(schema: Schema, columns: dict, n: int, table: str = "") ->
 def constraint_name(table: str, field: str, condition: tuple) -> str:
     """The name of the CHECK constraint a field's check condition belongs to: the
     one it carries, else the field's own (PostgreSQL's name for a column's CHECK)."""
-    return condition[2] if len(condition) == 3 else f"{table}_{field}_check"
+    return condition[2] if len(condition) >= 3 else object_name(table, field, "check")
+
+
+def pkey_name(table: str) -> str:
+    """The name of a table's primary key, PostgreSQL's: `{table}_pkey`, cut to fit."""
+    return object_name(table, None, "pkey")
+
+
+def object_name(name1: str, name2: str | None, label: str) -> str:
+    """PostgreSQL's makeObjectName: `name1_name2_label` (or `name1_label`), the
+    longer of the two names cut a byte at a time (name2 where they are equal)
+    until it fits an identifier's 63 bytes, never inside a character."""
+    parts = [name1] if name2 is None else [name1, name2]
+    raw = [p.encode() for p in parts]
+    room, cut = 63 - len(label.encode()) - len(parts), [len(r) for r in raw]
+    while sum(cut) > room:
+        cut[0 if cut[0] > cut[-1] else -1] -= 1
+    return "_".join([r[:k].decode(errors="ignore") for r, k in zip(raw, cut)] + [label])
 
 
 def validate_name(name: str, what: str = "collection") -> str:

@@ -48,6 +48,10 @@ class Session:
         # the open transaction is SQL's implicit one (a text's of several statements, a
         # pipeline's up to Sync: sql.begin_implicit), which BEGIN makes the block
         self.sql_implicit = False
+        # the statement running is an Execute of the extended protocol after another
+        # in the implicit transaction (before the pipeline's Sync, COMMIT or ROLLBACK):
+        # PostgreSQL runs it in an implicit block, which VACUUM & co. refuse (25001)
+        self.sql_pipelined = False
         self.sql_read_only = False    # the block is READ ONLY: its writes are 25006
         # the block reads one state throughout (REPEATABLE READ, SERIALIZABLE)
         self.sql_snapshot = False

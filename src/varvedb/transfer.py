@@ -30,9 +30,13 @@ schema for csv/parquet, the values of the first rows for jsonl), in the commit o
 that chunk's rows, so a refused first chunk leaves no collection behind; an "id"
 column of strings makes text ids. A file with two columns of one name is refused.
 Export writes id and every field (vectors too; json fields as Arrow's json type in
-.parquet; bytes fields as Arrow's binary in .parquet, bytea's hex text `\\x0102` in
-.jsonl and .csv, which an import into a bytes field decodes) in the schema's order,
-as of a version (`as_of`) and filtered (`where`).
+.parquet; bytes fields as Arrow's binary in .parquet, and as bytea's hex text
+`\\x0102` marked as bytes in .jsonl and .csv: a `{"$bytea": "\\x0102"}` object in
+.jsonl, the column named `name::bytea` in .csv's header) in the schema's order,
+as of a version (`as_of`) and filtered (`where`). An import reads the marks back
+as bytes (a collection it makes has bytes fields there; a bytes field of an
+existing one also takes the hex text unmarked, as exports before the marks
+wrote it), so a round trip gives back the bytes, into a new collection too.
 """
 from __future__ import annotations
 
@@ -88,6 +92,8 @@ def _import(db, name, path, vector, dim, progress) -> int:
     done = 0
     try:
         for chunk in chunks:
+            if suffix == ".jsonl":      # (before a collection is made of its types)
+                chunk = _bytes_from_text(coll, chunk)
             if coll is None:     # made and filled in one commit (or the caller's open
                 # transaction): a first chunk refused leaves no empty collection behind
                 with db.thread_session().writing():
@@ -125,14 +131,16 @@ def _export(db, name, path, as_of, where, params) -> int:
                                 json=frozenset(n for n in fields if kinds[n] == "json")), path)
     elif suffix == ".jsonl":
         with open(path, "w", encoding="utf-8") as f:
-            for h in hits:
+            for h in hits:      # (a bytes value marked: {"$bytea": its hex text})
                 f.write(json.dumps({"id": h.id, **{n: _json_value(h.fields[n], kinds[n])
                                                    for n in fields}},
                                    ensure_ascii=False) + "\n")
     else:
         from .query.literals import vector_text
         with open(path, "w", encoding="utf-8", newline="") as f:
-            f.write(_csv_line(["id", *fields]))
+            # a bytes column's header marks it (name::bytea), as a csv's cells cannot
+            f.write(_csv_line(["id", *(n + BYTEA_MARK if kinds[n] == "bytes" else n
+                                       for n in fields)]))
             for h in hits:
                 f.write(_csv_line([str(h.id), *(_csv_value(h.fields[n], kinds[n], vector_text)
                                                 for n in fields)]))
@@ -171,6 +179,7 @@ def _csv_chunks(path: str, vector, dim, kinds: dict) -> Iterator:
     # stays text (its fields' types, not Arrow's guesses), only an empty field is
     # null (not NA, null, nan...), a quoted empty one "" an empty string
     types = {n: _CSV_TYPES[k](pa) for n, k in kinds.items() if k in _CSV_TYPES}
+    types.update((n, pa.string()) for n in _csv_header(path) if n.endswith(BYTEA_MARK))
     if vector:
         types[vector] = pa.string()
     opts = pcsv.ConvertOptions(column_types=types, null_values=[""],
@@ -182,6 +191,7 @@ def _csv_chunks(path: str, vector, dim, kinds: dict) -> Iterator:
                            read_options=pcsv.ReadOptions(block_size=CSV_BLOCK))
     row = 0
     for batch in reader:
+        batch = _marked_bytes(pa, batch)
         if row == 0:
             unique_names(batch.schema.names)
         if vector is not None:
@@ -192,6 +202,13 @@ def _csv_chunks(path: str, vector, dim, kinds: dict) -> Iterator:
         row += batch.num_rows
         if batch.num_rows:
             yield batch
+
+
+def _csv_header(path: str) -> list:
+    """The names of a csv's header (its first record)."""
+    import csv
+    with open(path, encoding="utf-8", newline="") as f:
+        return next(csv.reader(f), [])
 
 
 _CSV_TYPES = {"text": lambda pa: pa.string(), "json": lambda pa: pa.string(),
@@ -218,13 +235,44 @@ def _json_from_text(coll, batch):
 
 
 def _bytes_from_text(coll, rows: list) -> list:
-    """jsonl rows with a bytes field's text (export's hex form, `\\x0102`) decoded."""
-    names = [n for n, f in coll.schema.fields.items() if f.kind == "bytes"]
+    """jsonl rows with their bytes decoded: each `{"$bytea": "\\x0102"}` (export's mark)
+    but in a json field of `coll`, and a bytes field's hex text unmarked (an export
+    of before the mark). `coll`: None where the import makes the collection."""
+    fields = {} if coll is None else coll.schema.fields
+    texts = [n for n, f in fields.items() if f.kind == "bytes"]
     for r in rows:
-        for n in names:
+        for n, v in r.items():
+            if type(v) is dict and len(v) == 1 and BYTES_KEY in v and (
+                    n not in fields or fields[n].kind != "json"):
+                got = v[BYTES_KEY]
+                if not isinstance(got, str):
+                    raise FieldTypeError(f"field {n!r}: a {{{BYTES_KEY!r}: ...}} value holds "
+                                         f"bytea's hex text, got {type(got).__name__}")
+                r[n] = _bytes_of(n, [got])[0]
+        for n in texts:
             if isinstance(r.get(n), str):
                 r[n] = _bytes_of(n, [r[n]])[0]
     return rows
+
+
+BYTES_KEY = "$bytea"        # .jsonl: a bytes value is {"$bytea": "\\x0102"}
+BYTEA_MARK = "::bytea"      # .csv: a bytes column's header is name::bytea
+
+
+def _marked_bytes(pa, batch):
+    """A csv batch with each `name::bytea` column (export's bytes column) decoded
+    from bytea's hex text to Arrow's binary, named `name`."""
+    names = batch.schema.names
+    if not any(n.endswith(BYTEA_MARK) for n in names):
+        return batch
+    columns, out = [], []
+    for n, col in zip(names, batch.columns):
+        if n.endswith(BYTEA_MARK):
+            n = n[:-len(BYTEA_MARK)]
+            col = pa.array(_bytes_of(n, col.to_pylist()), pa.binary())
+        columns.append(col)
+        out.append(n)
+    return pa.RecordBatch.from_arrays(columns, names=out)
 
 
 def _bytes_of(name: str, texts) -> list:
@@ -419,8 +467,6 @@ def _create(db, name: str, chunk, vector, dim):
 def _insert(coll, chunk, suffix: str) -> int:
     if suffix == ".csv":
         chunk = _json_from_text(coll, chunk)
-    elif suffix == ".jsonl":
-        chunk = _bytes_from_text(coll, chunk)
     if isinstance(chunk, dict):              # columns: .npy's block, a csv's decoded
         coll.insert_arrays(**chunk)
         return len(next(iter(chunk.values())))
@@ -439,8 +485,8 @@ def _json_value(v, kind: str):
         return None
     if kind == "sparsevec":     # pgvector's text, which a write takes back
         return str(v)
-    if kind == "bytes":         # bytea's text, which an import takes back
-        return bytea_text(v)
+    if kind == "bytes":         # bytea's text, marked as bytes: an import takes it back
+        return {BYTES_KEY: bytea_text(v)}
     if isinstance(v, np.ndarray):
         return v.tolist()
     if kind == "timestamp":

@@ -47,8 +47,7 @@ ALTER TABLE z ADD COLUMN d int CONSTRAINT z_c_check CHECK (d > 0);
 ALTER TABLE z ADD COLUMN d int CONSTRAINT "Odd Name" CHECK (d > 0), ADD COLUMN e int CHECK (e > 0);
 SELECT conname FROM pg_constraint WHERE conrelid = 'z'::regclass ORDER BY conname;
 -- => [('Odd Name',), ('z_c_check',), ('z_e_check',)]
--- pg_get_constraintdef writes each constant as PostgreSQL deparses its literal (the
--- conditions of several columns in the columns' order: what varvedb keeps)
+-- pg_get_constraintdef writes each constant as PostgreSQL deparses its literal
 CREATE TABLE k (a int, f float, b boolean, t text, CHECK (a > -1), CHECK (f > 0),
     CHECK (f < 1.5), CHECK (f > -2.5), CHECK (b = true), CHECK (t <> 'it''s'),
     CHECK (a > 0 AND f IS NULL AND t <> 'y'), CHECK (f > -1), CHECK (a < 5000000000));
@@ -67,3 +66,22 @@ SELECT conname, pg_get_constraintdef(oid), pg_get_constraintdef(oid, true)
 --     ('k_f_check3', "CHECK ((f > ('-1'::integer)::double precision))",
 --      "CHECK (f > '-1'::integer::double precision)"),
 --     ('k_t_check', "CHECK ((t <> 'it''s'::text))", "CHECK (t <> 'it''s'::text)")]
+-- a constraint over several columns lists its conditions as written (not in the
+-- columns' order), from CREATE TABLE and ALTER TABLE ADD alike
+CREATE TABLE m (a int, b int, c text, CHECK (b > 0 AND a > 0),
+    CONSTRAINT m_mixed CHECK (c <> 'x' AND a < 10 AND b < 10 AND c IS NOT NULL));
+ALTER TABLE m ADD CHECK (b IS NOT NULL AND a < 100 AND b < 100);
+SELECT conname, pg_get_constraintdef(oid), pg_get_constraintdef(oid, true)
+    FROM pg_constraint WHERE conrelid = 'm'::regclass AND contype = 'c' ORDER BY conname;
+-- => [('m_check', 'CHECK (((b > 0) AND (a > 0)))', 'CHECK (b > 0 AND a > 0)'),
+--     ('m_check1', 'CHECK (((b IS NOT NULL) AND (a < 100) AND (b < 100)))',
+--      'CHECK (b IS NOT NULL AND a < 100 AND b < 100)'),
+--     ('m_mixed', "CHECK (((c <> 'x'::text) AND (a < 10) AND (b < 10) AND (c IS NOT NULL)))",
+--      "CHECK (c <> 'x'::text AND a < 10 AND b < 10 AND c IS NOT NULL)")]
+INSERT INTO m VALUES (1, 1, 'x');
+-- !! 23514
+ALTER TABLE m DROP COLUMN c;
+SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint
+    WHERE conrelid = 'm'::regclass AND contype = 'c' ORDER BY conname;
+-- => [('m_check', 'CHECK (((b > 0) AND (a > 0)))'),
+--     ('m_check1', 'CHECK (((b IS NOT NULL) AND (a < 100) AND (b < 100)))')]

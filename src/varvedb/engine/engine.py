@@ -718,9 +718,10 @@ class Engine:
             raise SqlError("42710", f'constraint "{constraint}" for relation "{t.name}" '
                                     "already exists")
         by_field: dict = {}
-        for name, op, value in conditions:
+        several = len({c[0] for c in conditions}) > 1     # (each keeps its place)
+        for at, (name, op, value) in enumerate(conditions):
             by_field.setdefault(_field_of(t, name, "checked"), []).append(
-                (op, value, constraint))
+                (op, value, constraint, at) if several else (op, value, constraint))
         fields = {name: replace(t.schema.fields[name], check=(
             *(t.schema.fields[name].check or ()), *conds)) for name, conds in by_field.items()}
         if validate:
@@ -1627,10 +1628,11 @@ def check_timeout(timeout) -> float:
 
 
 def _newer_fields(fields) -> bool:
-    """Does any of these fields need file format 5 or 6 (a bytes field, a further
-    index, a vector field's check, a check condition that names its constraint)?"""
+    """Does any of these fields need file format 5, 6 or 7 (a bytes field, a further
+    index, a vector field's check, a check condition that names its constraint or
+    holds its place in one)?"""
     return any(f.kind == "bytes" or f.more_indexes or (f.kind == "vector" and f.check)
-               or any(len(c) == 3 for c in f.check or ()) for f in fields)
+               or any(len(c) >= 3 for c in f.check or ()) for f in fields)
 
 
 def _check_rows(t: Table, rows) -> None:

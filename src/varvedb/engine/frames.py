@@ -57,8 +57,9 @@ CREATE_SCALAR_INDEX c: an existing table; field: one of its int, float, text or
 DROP_INDEX          c: an existing table; field: one of its fields that has a
                     vector or scalar index. No arrays.
 SET_CHECK           c: an existing table; name: one of its fields; check: what
-                    `Field.check` accepts for it (a list of [op, value] or [op,
-                    value, constraint name]), or nil (none). No arrays.
+                    `Field.check` accepts for it (a list of [op, value], [op,
+                    value, constraint name] or [op, value, constraint name,
+                    place in it]), or nil (none). No arrays.
 BASE                (only in the first commit of a log: a vacuum's anchor) next_cid:
                     int >= the engine's; tables: a list of {c, log_n, next_int_id},
                     each table once and not mapped yet, log_n >= its n, next_int_id

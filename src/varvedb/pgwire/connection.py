@@ -10,7 +10,8 @@ runs one: all of its statements commit, or none where one fails), and the
 extended protocol's writes and DDL run in its implicit transaction up to Sync:
 a pipeline without BEGIN commits at the Sync, or not at all after an error in
 it; a COMMIT in the pipeline commits what ran so far, a BEGIN makes the
-implicit transaction the block. An error answers ErrorResponse
+implicit transaction the block, and what PostgreSQL refuses in a block (VACUUM,
+...) is refused after another Execute in it (25001), as PostgreSQL's. An error answers ErrorResponse
 with its SQLSTATE and, in the extended protocol, skips the messages up to
 Sync; inside BEGIN the transaction is failed (ReadyForQuery 'E', 25P02) until
 ROLLBACK, as PostgreSQL does. Answers to the extended protocol's messages wait
@@ -18,7 +19,7 @@ for Sync or Flush and go out in one send. Describe of a portal runs no write:
 its answer is settled by the message after it (see _settle). A prepared
 statement's rows are sent as the column types its Describe announced (a write's
 RETURNING too; a column it found no type for, as text): a result of other
-columns or types (DDL since, or values its Describe's NULLs did not show)
+columns or types (DDL since, or values its Describe's plan did not show)
 answers 0A000, and a write rolls back with the implicit transaction. A portal runs at
 most once: one whose run failed answers that error again, never reruns. libpq's execution
 of a prepared statement (Bind, Describe and Execute of the unnamed portal,
@@ -613,6 +614,9 @@ class Connection:
         stmt = portal.stmt
         # the implicit transaction, up to the Sync (DDL is transactional too): SQL's
         # BEGIN, COMMIT and ROLLBACK in the pipeline act on it, as on PostgreSQL's
+        # an Execute ran before this one in it: PostgreSQL's implicit block, which
+        # VACUUM and the like refuse (25001, sql's Context.outside_block)
+        s.sql_pipelined = s.sql_implicit
         implicit(s, stmt.answer is None and stmt.kind() in ("write", "ddl"))
         try:
             results = stmt.run(s, portal.params)
@@ -628,11 +632,13 @@ class Connection:
         except E.VarveError as e:
             portal.error = e
             raise
+        finally:
+            s.sql_pipelined = False
         portal.result = result
 
     def _statement_rows(self, stmt: Prepared) -> bytes:
         """A statement's RowDescription before it runs: a SELECT's columns as
-        describe_read finds them (run with NULL parameters, as a read that fails
+        describe_read finds them (planned with NULL parameters, not run, failing
         no block; what PostgreSQL's Parse refuses is answered as its error), a
         write by its RETURNING's columns (it is not run), any other statement as
         returning no rows."""
@@ -726,9 +732,12 @@ def _oids(result) -> tuple:
 def _announcing(result) -> tuple:
     """What a statement's Describe announces of a result's columns, kept to send
     its executions' rows by (_announced): (names, type OIDs), None for a column of
-    no type (text to the client)."""
+    no type (text to the client) — an array column of no declared element type
+    among no rows too (a Describe's: its elements' type is its values')."""
+    untold = not result.rows
     return (tuple(result.columns), tuple(
-        [None if kind is None else oid for kind, oid in zip(result.kinds, _oids(result))]))
+        [None if kind is None or untold and kind == "array" and element is None else oid
+         for kind, element, oid in zip(result.kinds, result.elements, _oids(result))]))
 
 
 def _announced(columns: tuple, result) -> tuple:
@@ -779,19 +788,27 @@ def _render(result) -> list[bytes]:
     if not result.columns:
         return _tag(result)
     head, encoders, _ = _describe(result, [])
-    return [head, *_data_rows(result.rows, 0, len(result.rows), encoders),
-            M.command_complete(result.status)]
+    return [head, *_data_rows(result.rows, 0, len(result.rows), encoders), *_tag(result)]
 
 
 def _tag(result) -> list[bytes]:
-    """A statement's CommandComplete, after its WARNING (its NOTICE: SQLSTATE 00000)
-    where it has one."""
+    """A statement's CommandComplete, after its WARNINGs and NOTICEs where it has
+    them (SqlResult.notice)."""
     tag = M.command_complete(result.status)
-    if result.notice is None:
+    notice = result.notice
+    if notice is None:
         return [tag]
-    severity = "NOTICE" if result.notice[0] == "00000" else "WARNING"
-    return [M.error({"S": severity, "V": severity, "C": result.notice[0],
-                     "M": result.notice[1]}, notice=True), tag]
+    out = []
+    for sqlstate, message in [notice] if type(notice) is tuple else notice:
+        severity = "NOTICE" if sqlstate in _NOTICES else "WARNING"
+        out.append(M.error({"S": severity, "V": severity, "C": sqlstate, "M": message},
+                           notice=True))
+    return [*out, tag]
+
+
+# the SQLSTATEs PostgreSQL reports as a NOTICE (any other a statement's notice has:
+# a WARNING): DROP ... IF EXISTS of none, an identifier cut to 63 bytes
+_NOTICES = ("00000", "42622")
 
 
 def _kind(text: str) -> str | None:
@@ -802,8 +819,7 @@ def _kind(text: str) -> str | None:
 
 def _params_named(text: str) -> set[int]:
     """The $n the statement names (pglast's scanner: not inside strings or
-    comments)."""
-    raw = text.encode()
+    comments; its offsets are characters', not bytes)."""
     try:
         tokens = scan(text)
     except ParseError:
@@ -812,7 +828,7 @@ def _params_named(text: str) -> set[int]:
     for t in tokens:
         if t.name == "PARAM":
             try:
-                named.add(int(raw[t.start + 1:t.end + 1]))
+                named.add(int(text[t.start + 1:t.end + 1]))
             except ValueError:
                 pass
     return named
@@ -824,9 +840,10 @@ def _error(e: E.VarveError) -> bytes:
     position = getattr(e, "position", None)
     if position:
         fields["P"] = str(position)
-    routine = getattr(e, "routine", None)
-    if routine:
-        fields["R"] = routine
+    for code, name in (("D", "detail"), ("H", "hint"), ("R", "routine")):
+        got = getattr(e, name, None)
+        if got:
+            fields[code] = got
     return M.error(fields)
 
 

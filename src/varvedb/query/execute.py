@@ -81,12 +81,21 @@ def _run(node: PlanNode, query: Query) -> Out:
 
 
 def _scan(node: Scan, query: Query) -> Out:
+    if query.types_only:
+        return _none(node, query)
     got = query.masks.get(id(node))
     mask, count = got if got is not None else query.snapshot.visible(query.table, node.nonnull)
     return Out(mask, None, None, count, node)
 
 
+def _none(node: PlanNode, query: Query) -> Out:
+    """A scan's or filter's Out of no rows (a plan run for its types alone)."""
+    return Out(np.zeros(query.snapshot.n(query.table), bool), None, None, 0, node)
+
+
 def _filter(node: Filter, query: Query) -> Out:
+    if query.types_only:
+        return _none(node, query)
     got = query.masks.get(id(node))
     if got is not None:
         return Out(got[0], None, None, got[1], node)
@@ -235,6 +244,7 @@ def _rel(inp: Out, query: Query) -> Rel:
 
 
 def _derived(node: Derived, query: Query) -> Out:
+    node.inner.types_only = query.types_only    # (planned for this run alone)
     res = execute(node.inner)
     cols = {f"$c{i}": v for i, v in enumerate(res.columns)}
     for name, v in zip(node.columns, res.columns):
@@ -340,6 +350,8 @@ def _set_values(made: list, lens: np.ndarray, counts: np.ndarray, at: np.ndarray
 
 
 def _function_scan(node: FunctionScan, query: Query) -> Out:
+    if query.types_only:
+        return Out(None, None, None, 0, node, _take_cols(node.cols or {}, np.zeros(0, np.int64)))
     return Out(None, None, None, node.rows, node, dict(node.cols or {}))
 
 
@@ -365,7 +377,7 @@ def _output(node: Output, query: Query) -> Out:
     if cols is not None:        # ids, scores and stored columns of ranked rows: no Rel
         return Out(None, inp.rows, inp.scores, inp.count, _with_input(node, inp.node), cols)
     rel = _rel(inp, query)
-    if query.types_only:            # no value to fail on (a division by zero ...)
+    if query.types_only:            # (an aggregate's one row over none, ...)
         rel = rel.take(np.zeros(0, np.int64))
     env = query.env
     cols = dict(rel.cols)

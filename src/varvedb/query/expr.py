@@ -1364,7 +1364,18 @@ def _subscript(arr: Val, index: Val) -> Val:
         index = coerce(index, "int")
     if index.kind not in ("int", "null"):
         raise SqlError("42804", f"array subscript must have type integer, not {index.kind}")
-    return items_val(arrays.element(_array_data(arr), arr.nulls, index.python()))
+    got = items_val(arrays.element(_array_data(arr), arr.nulls, index.python()))
+    if got.kind == "null" and arr.kind == "array" and arr.literal in _SCALAR_FILLERS:
+        # no element given (none there, or no rows: a Describe's): the column's
+        # declared element type (an int[] column's a[1] is an int, as PostgreSQL's)
+        n = len(got.nulls)
+        return _from_python(arr.literal, [_SCALAR_FILLERS[arr.literal]] * n, got.nulls)
+    return got
+
+
+# an array column's element kinds that a NULL element keeps (text's stay untyped, as its
+# elements are), each with a value that fills its place
+_SCALAR_FILLERS = {"int": 0, "float": 0.0, "bool": False}
 
 
 def _array_bound(name: str):

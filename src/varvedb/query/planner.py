@@ -41,8 +41,9 @@ class Query:
     """A planned read: its plan, the snapshot and table it reads, and the
     masks planning already evaluated (keyed by node), which the executor reuses,
     and a kept plan's top-k already answered (`given`, query/prepared.py).
-    `types_only`: its Output evaluates its expressions over no rows, for their
-    types alone (the wire's Describe, where a run of the statement fails)."""
+    `types_only`: it runs over no rows — its scans find none, its function rows
+    and subqueries give none — for its output's types alone (the wire's Describe
+    of a SELECT: sql's describe_read)."""
     __slots__ = ("plan", "snapshot", "table", "masks", "env", "analyze", "given",
                  "types_only")
 

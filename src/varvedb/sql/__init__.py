@@ -48,7 +48,7 @@ _AS_OF_KINDS = {"VERSION_P": "version", "TIMESTAMP": "timestamp"}
 
 class Compiled:
     """One compiled statement: `run(ctx, params)` returns a SqlResult."""
-    __slots__ = ("kind", "impl", "as_of", "text", "files")
+    __slots__ = ("kind", "impl", "as_of", "text", "files", "notices")
 
     def __init__(self, kind: str, impl, as_of, text: str):
         self.kind = kind          # select, write, ddl, command, transaction
@@ -57,6 +57,9 @@ class Compiled:
                                   #  arg | None), or None; an arg is ("$", n) or ("=", value)
         self.text = text
         self.files = ()           # what it reads from the server's files (privileges.py)
+        # the NOTICEs PostgreSQL gives as it parses the text (an identifier cut to 63
+        # bytes), answered with the text's first statement: [(SQLSTATE, message)]
+        self.notices = ()
 
 
 _TOO_DEEP = "statement nested too deeply (stack depth limit exceeded)"
@@ -80,9 +83,42 @@ def compile_text(text: str) -> tuple[Compiled, ...]:
     if as_of is not None and (len(stmts) != 1 or not isinstance(stmts[0].stmt, ast.SelectStmt)):
         raise SqlError("42601", "AS OF applies to one SELECT statement")
     try:
-        return tuple(_compile(raw.stmt, as_of, body) for raw in stmts)
+        compiled = tuple(_compile(raw.stmt, as_of, body) for raw in stmts)
     except RecursionError:      # 'SELECT 1+1+...+1': the compiler walks the tree
         raise SqlError("54001", _TOO_DEEP) from None
+    if compiled and _LONG_WORD.search(body) and not any(
+            isinstance(raw.stmt, (ast.InsertStmt, ast.CopyStmt)) for raw in stmts):
+        compiled[0].notices = _truncated(body)
+    return compiled
+
+
+# an identifier past 63 bytes is a run of 16 characters at least (of 4 bytes at most),
+# or a quoted one; a text without one is not scanned (nor a bulk INSERT's or COPY's)
+_LONG_WORD = re.compile(r'[\w$\x80-\U0010ffff]{16}|"[^"]{16}')
+
+
+def _truncated(text: str) -> tuple:
+    """PostgreSQL's NOTICE 42622 for each identifier of the text past 63 bytes, which
+    its parser (pglast's too) cuts to 63 bytes, never inside a character."""
+    out = []
+    for t in scan(text):        # (its offsets are characters')
+        if t.name != "IDENT" or t.end - t.start < 15:
+            continue
+        word = text[t.start:t.end + 1]
+        if word.startswith('"'):
+            word = word[1:-1].replace('""', '"')
+        elif not word.startswith(("U&", "u&")):
+            word = word.translate(_ASCII_LOWER)
+        else:
+            continue
+        got = word.encode()
+        if len(got) > 63:
+            out.append(("42622", f'identifier "{word}" will be truncated to '
+                                 f'"{got[:63].decode(errors="ignore")}"'))
+    return tuple(out)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
 # A text that holds the clause holds the words AS and OF, AS first, each a word of its
@@ -203,8 +239,11 @@ def _compile_kind(stmt, as_of, text: str) -> Compiled:
 class Context:
     """What one statement runs against: its session, and one snapshot for all
     of its reads (subqueries included), the caller's copy_data for a COPY
-    FROM STDIN, and whether it is one of a text's several statements."""
-    __slots__ = ("session", "engine", "as_of", "copy_data", "several", "_snap")
+    FROM STDIN, whether it is one of a text's several statements, and whether it
+    is planned to be described, not run (`describing`: describe_read's; its
+    subqueries' plans are run over no rows and no plan is kept)."""
+    __slots__ = ("session", "engine", "as_of", "copy_data", "several", "describing",
+                 "_snap")
 
     def __init__(self, session, as_of=None, copy_data=None, several: bool = False):
         self.session = session
@@ -212,13 +251,17 @@ class Context:
         self.engine = session.engine
         self.as_of = as_of        # (branch name | None, version | datetime | None), or None
         self.several = several
+        self.describing = False
         self._snap = None
 
     def outside_block(self, what: str) -> None:
         """25001 for `what` (VACUUM, ...) where PostgreSQL refuses it in a transaction
-        block: BEGIN's, a Python transaction's, or the implicit one of a text of
-        several statements (which then fails whole: nothing of it is applied)."""
-        if self.session.in_transaction or self.several:
+        block: BEGIN's, a Python transaction's, the implicit one of a text of
+        several statements, or a pipeline's once an Execute ran in it before this
+        one (Session.sql_pipelined): the text or pipeline then fails whole, nothing
+        of it applied."""
+        s = self.session
+        if s.in_transaction or self.several or s.sql_pipelined:
             raise SqlError("25001", f"{what} cannot run inside a transaction block")
 
     def snapshot(self):
@@ -306,15 +349,16 @@ def describe_write(session, compiled: tuple, params) -> SqlResult | None:
 
 
 def describe_read(session, compiled: tuple, params) -> SqlResult | None:
-    """The columns a SELECT gives, as a result, to describe it before it is bound (the
-    wire's Describe of a prepared statement; None where the text is no one SELECT).
-    PostgreSQL derives them without running it: here it runs with `params` (the
-    NULLs) to learn its columns' types, as a read that fails no transaction block.
-    Where that run fails (a division by zero, ...), the columns are its plan's
-    names and its output's types over no rows (Select.planned: of no type, which
-    the client reads as text, where those fail too), or None where it has no plan; only
-    what PostgreSQL's Parse refuses — a name that does not exist, a syntax error
-    (SQLSTATE class 42) — is raised."""
+    """The columns a SELECT gives, as a result without rows, to describe it before it
+    is bound (the wire's Describe of a prepared statement; None where the text is no
+    one SELECT). As PostgreSQL, it is not run: it is planned with `params` (the
+    NULLs) and its plan run over no rows (Select.planned: no table's rows read, no
+    output expression evaluated on a value, no plan kept), which gives its
+    columns' names and types; of no type (which the client reads as text) where
+    that fails, None where it cannot be planned. Only what PostgreSQL's Parse
+    refuses — a name that does not exist, a syntax error (SQLSTATE class 42) —
+    is raised. (SHOW and COPY TO, read kinds without a plan, run: they read no
+    table's rows.) It fails no transaction block."""
     if len(compiled) != 1 or compiled[0].kind != "select":
         return None
     c = compiled[0]
@@ -325,16 +369,17 @@ def describe_read(session, compiled: tuple, params) -> SqlResult | None:
         privileges.check(c.files, params)
     try:
         ctx = Context(session, None if c.as_of is None else _as_of(c, params, session))
-        return c.impl.run(ctx, params)
+        planned = getattr(c.impl, "planned", None)
+        if planned is None:
+            return c.impl.run(ctx, params)
+        ctx.describing = True
+        return planned(ctx, params)
     except SqlError as e:
         if e.sqlstate.startswith("42"):
             raise
     except VarveError:
         pass
-    try:
-        return c.impl.planned(Context(session), params)
-    except VarveError:
-        return None
+    return None
 
 
 def shaped(text: str):
@@ -434,7 +479,10 @@ def _run_one(session, c: Compiled, params, copy_data=None, several: bool = False
             raise ReadOnlyError("cannot execute this statement in a read-only transaction")
         ctx = Context(session, None if c.as_of is None else _as_of(c, params, session),
                       copy_data, several)
-        return c.impl.run(ctx, params)
+        result = c.impl.run(ctx, params)
+        if c.notices:       # (the parser's, before the statement's own)
+            result.notice = [*c.notices, *([result.notice] if result.notice else [])]
+        return result
     except BaseException as e:      # any failure: a raw one (a defect) must not half-apply
         tx = session.tx
         if session.sql_block:

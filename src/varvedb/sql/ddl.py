@@ -29,7 +29,7 @@ from pglast.enums import AlterTableType, ConstrType, ObjectType
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
 from ..schema import (HNSW, IVFPQ, MAX_MORE_INDEXES, UNINDEXED_KINDS, Field, Schema,
-                      SparseVec, Vector, validate_name)
+                      SparseVec, Vector, object_name, pkey_name, validate_name)
 from .expressions import Scope, convert
 from .index_exprs import index_expr, predicate
 from ..results import SqlResult
@@ -192,9 +192,11 @@ def with_checks(fields: dict, checks, table: str, taken: set) -> dict:
             raise SqlError("42710", f'check constraint "{name}" already exists')
         name = name or _check_name(table, conds, taken | given)
         given.add(name)
-        for col, op, value in conds:
+        several = len({c[0] for c in conds}) > 1    # (each keeps its place: as written)
+        for at, (col, op, value) in enumerate(conds):
             f = out[col]
-            out[col] = replace(f, check=(*(f.check or ()), (op, value, name)))
+            out[col] = replace(f, check=(*(f.check or ()), (op, value, name, at) if several
+                                         else (op, value, name)))
     return out
 
 
@@ -402,9 +404,8 @@ class AlterTable:
                     name = column or _check_name(t.name, conds, constraint_names(ctx.engine))
                     ctx.engine.add_check(tx, t, conds, name, validate=missing_ok)
                 elif verb == "uncheck":  # (column: the constraint's name)
-                    if column == f"{t.name}_pkey" and not t.schema.id_hidden:
-                        raise NotSupportedError("a table's primary key cannot be dropped (its "
-                                                "id is the collection's)")
+                    if column == pkey_name(t.name) and not t.schema.id_hidden:
+                        raise _key_kept(column, t.name)
                     if missing_ok and column not in t.schema.constraints(t.name):
                         notice = ("00000", f'constraint "{column}" of relation "{t.name}" '
                                            "does not exist, skipping")
@@ -452,18 +453,27 @@ def constraint_names(engine) -> set:
             for n in engine.tables[cid].schema.constraint_names(table)}
 
 
+def _key_kept(constraint: str, table: str) -> NotSupportedError:
+    """The refusal of DROP CONSTRAINT of a table's primary key: varvedb keys every
+    row by one id, the key a table was created with (or a hidden one), and a
+    column named id is always the key (docs/sql.md)."""
+    e = NotSupportedError(f'cannot drop constraint "{constraint}" on table "{table}"')
+    e.detail = (f'Its column "id" is the key varvedb keeps each row of "{table}" by; a '
+                "table keeps the key it was created with.")
+    e.hint = ("Copy the rows into a table created without a primary key, their id in a "
+              "column of another name (a column named id is always the key).")
+    return e
+
+
 def _check_name(table: str, conds: tuple, taken: set) -> str:
     """PostgreSQL's name for an unnamed CHECK: `{table}_{column}_check` when it reads
     one column, else `{table}_check`; `check1`, `check2`, ... where that is taken;
-    the longer of table and column cut until it fits 63 characters (makeObjectName)."""
+    cut to fit 63 bytes as PostgreSQL cuts it (schema.object_name)."""
     columns = {c[0] for c in conds}
-    parts = [table, columns.pop()] if len(columns) == 1 else [table]
+    column = columns.pop() if len(columns) == 1 else None
     label, n = "check", 0
     while True:
-        room, cut = 63 - len(label) - len(parts), [len(p) for p in parts]
-        while sum(cut) > room:
-            cut[0 if cut[0] > cut[-1] else -1] -= 1     # (the column's when equal)
-        name = "_".join([p[:k] for p, k in zip(parts, cut)] + [label])
+        name = object_name(table, column, label)
         if name not in taken:
             return name
         n += 1

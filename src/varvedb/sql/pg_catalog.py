@@ -25,7 +25,7 @@ from ..query.expr import Val, object_array
 from ..query.literals import value_text
 from ..query.pg_procs import OPERATORS, PROCS
 from ..query.pg_types import OIDS, PG_CATALOG, PUBLIC, TYPES
-from ..schema import HNSW, array_element, fit_index, index_shape
+from ..schema import HNSW, array_element, fit_index, index_shape, pkey_name
 from .settings import setting_text
 from .ddl import OPCLASSES, SQL_TYPES, index_names
 from .index_exprs import condition_text, index_texts
@@ -187,7 +187,7 @@ def _relations(ctx) -> list[Relation]:
         out.append(Relation(oid, tname, "r", "heap", oid))
         schema = engine.tables[cid].schema
         if not schema.id_hidden:        # a table declared without a key has none
-            out.append(Relation(oid + 1, f"{tname}_pkey", "i", "btree", oid, True, tname,
+            out.append(Relation(oid + 1, pkey_name(tname), "i", "btree", oid, True, tname,
                                 "id"))
         columns = schema.fields
         for k, (index, field) in enumerate(sorted(by_table.get(tname, ())), 2):

@@ -413,9 +413,10 @@ class Select:
         session = ctx.session
         key = state = None
         skip = -1
-        # (not a correlated subquery's: its WHERE's mask changes with the outer row)
+        # (not a correlated subquery's: its WHERE's mask changes with the outer row;
+        # not one planned to be described: its plan is run over no rows)
         if not self.subqueries and ctx.as_of is None and session.tx is None and snap.final \
-                and not b.windows and not self.outer_refs:
+                and not b.windows and not self.outer_refs and not ctx.describing:
             skip = q_expr.index - 1 if type(q_expr) is E.Param else -1
             key = self._kept_key(session, env.params, skip)
             state = (snap.version, session.branch_id)
@@ -590,10 +591,11 @@ class Select:
         return result_of(execute(query), _output_columns(query))
 
     def planned(self, ctx, params) -> SqlResult:
-        """Its columns' names and types as a result without rows: its plan run with
-        its output's expressions evaluated over no rows (query.types_only), so that
-        no value can fail them; of no kind where that run fails too (sql's
-        describe_read's answer where a run of the statement fails)."""
+        """Its columns' names and types as a result without rows, the statement not
+        run: its plan run over no rows (query.types_only: no table's rows read, no
+        expression evaluated on a value, so that none can fail or cost), of no
+        kind where that fails (sql's describe_read: the wire's Describe)."""
+        ctx.describing = True       # (its subqueries' plans too; no plan kept)
         query = self.plan(ctx, params)
         names = _output_columns(query)
         query.types_only = True
@@ -637,7 +639,9 @@ def subquery_env(subqueries: dict, ctx, params, outer: dict | None = None) -> E.
 
 
 def _column(sub: Select, ctx, params, outer: dict | None = None) -> E.Val:
-    res = execute(sub.plan(ctx, params, outer))
+    query = sub.plan(ctx, params, outer)
+    query.types_only = ctx.describing       # (described, not run: over no rows)
+    res = execute(query)
     if sub.rows_only:
         return E.Val("null", None, np.ones(res.count, bool))
     if len(res.columns) != 1:

@@ -32,8 +32,10 @@ MAGIC = b"VARVEDB\x00"
 # 2: anchor commits and BASE frames (a vacuumed file); 3: branch commits and BRANCH
 # frames; 4: SET_CHECK frames; 5: bytes fields and a field's further vector indexes
 # (its spec's more_indexes, DROP_INDEX naming one); 6: check conditions that name their
-# constraint ([op, value, name]). Older formats are read; a file is written in the newest.
-FORMAT_VERSION = 6
+# constraint ([op, value, name]); 7: check conditions that hold their place in a
+# constraint over several fields ([op, value, name, position]). Older formats are
+# read; a file is written in the newest.
+FORMAT_VERSION = 7
 ALIGN = 64
 HEADER_SIZE = 64
 SLOT_OFFSETS = (1024, 2048)
