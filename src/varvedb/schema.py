@@ -459,7 +459,9 @@ class Field:
     def _check_check(self) -> None:
         """`check` as the field says: (op, value) or (op, value, constraint name)
         conditions on an int, float, bool or text field, each value of the field's
-        type (read from a file too)."""
+        type (an int one a 64-bit integer: the log's encoding holds no other) and
+        each name an identifier of at most 63 characters without NUL (it goes out in
+        --pg's messages, whose fields NUL ends), read from a file too."""
         c = self.check
         if c is None:
             return
@@ -472,14 +474,18 @@ class Field:
             ok, ops = (int,), DIMS_OPS
         if ok is None or not (isinstance(c, tuple) and 1 <= len(c) <= 16 and all(
                 isinstance(x, tuple) and len(x) in (2, 3) and x[0] in ops
-                and (len(x) == 2 or isinstance(x[2], str) and 0 < len(x[2]) <= 63)
+                and (len(x) == 2 or isinstance(x[2], str) and 0 < len(x[2]) <= 63
+                     and "\0" not in x[2])
                 and (x[1] is None) == x[0].startswith("is ")
                 and (x[1] is None or (type(x[1]) in ok and not (
-                    self.kind in ("int", "float") and type(x[1]) is bool)))
+                    self.kind in ("int", "float") and type(x[1]) is bool)
+                    and (type(x[1]) is not int or ID_MIN <= x[1] < ID_END)))
                 for x in c)):
             raise SchemaError(f"a check is (op, value[, constraint name]) conditions on an "
                               f"int, float, bool or text field, or of a vector's dimension "
-                              f"('vector_dims =', 3), got {brief(c)} on a {self.kind} field")
+                              f"('vector_dims =', 3), an integer value of 64 bits, a name "
+                              f"of 1-63 characters without NUL; got {brief(c)} on a "
+                              f"{self.kind} field")
 
     def _check_fts_options(self, fts: bool) -> None:
         """stem, k1 and b belong to a full-text index, and take sane values."""
