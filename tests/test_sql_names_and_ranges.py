@@ -82,3 +82,45 @@ def test_a_value_holding_nul_in_an_error_comes_whole_over_pg(tmp_path):
             assert got.value.diag.sqlstate == "22P02"
             assert "\ufffdCfake\ufffdMspoofed" in got.value.diag.message_primary
             assert con.execute("SELECT 1").fetchall() == [(1,)]
+
+
+def test_an_unnamed_check_keeps_its_name_through_rename_column(tmp_path):
+    """A check without a name (an older file's [op, value], the Python API's (op,
+    value)) is t_x_check; RENAME COLUMN x TO z keeps it t_x_check (PostgreSQL's
+    constraint keeps its name), never merged into a constraint named t_z_check."""
+    path = str(tmp_path / "r.varve")
+    db = vv.connect(path)
+    q = ("SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE contype = 'c' "
+         "ORDER BY 1")
+    try:
+        db.create_collection("t", {"x": replace(vv.Int(), check=((">", 0),)), "w": vv.Int()})
+        db.sql("ALTER TABLE t ADD CONSTRAINT t_z_check CHECK (w > 0)")
+        db.sql("ALTER TABLE t RENAME COLUMN x TO z")
+        assert db.sql(q).rows == [("t_x_check", "CHECK ((z > 0))"),
+                                  ("t_z_check", "CHECK ((w > 0))")]
+        db.sql("ALTER TABLE t DROP CONSTRAINT t_z_check")
+        with pytest.raises(vv.CheckViolationError, match="t_x_check"):
+            db.sql("INSERT INTO t (z, w) VALUES (-1, 1)")
+    finally:
+        db.close()
+    db = vv.connect(path)
+    try:
+        assert db.sql(q).rows == [("t_x_check", "CHECK ((z > 0))")]
+        db.sql("ALTER TABLE t DROP CONSTRAINT t_x_check")
+        db.sql("INSERT INTO t (z, w) VALUES (-1, 1)")
+    finally:
+        db.close()
+
+
+def test_the_key_gives_its_name_to_a_check_everywhere_it_is_named():
+    """pg_class's index and psql's \\d name the key t_pkey1 where a CHECK is t_pkey
+    (pg_constraint's: tests/sql_cases/key_and_check_names.sql)."""
+    db = vv.connect(":memory:")
+    try:
+        db.sql("CREATE TABLE t (id int PRIMARY KEY, x int, CONSTRAINT t_pkey CHECK (x > 0))")
+        assert db.sql("SELECT relname FROM pg_class WHERE relkind = 'i'").rows == [("t_pkey1",)]
+        assert db["t"].schema.key_name("t") == "t_pkey1"
+        db.sql("ALTER TABLE t DROP CONSTRAINT t_pkey")
+        assert db.sql("SELECT conname FROM pg_constraint").rows == [("t_pkey",)]
+    finally:
+        db.close()

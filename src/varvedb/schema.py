@@ -1003,8 +1003,23 @@ class Schema:
 
     def constraint_names(self, table: str) -> set:
         """The names of the table's constraints: its CHECKs', and its primary key's
-        (`{table}_pkey`) where its id is a column."""
-        return set(self.constraints(table)) | (set() if self.id_hidden else {f"{table}_pkey"})
+        (key_name) where its id is a column."""
+        checks = set(self.constraints(table))
+        return checks if self.id_hidden else checks | {self.key_name(table)}
+
+    def key_name(self, table: str) -> str | None:
+        """The name of the table's primary key (its constraint's and its index's),
+        None where its id is hidden: PostgreSQL's `{table}_pkey`, else `{table}_pkey1`,
+        `{table}_pkey2`, ... the first no CHECK of the table has (CREATE TABLE t (id int
+        PRIMARY KEY, CONSTRAINT t_pkey CHECK (...)) names the key t_pkey1). A name
+        made from the CHECKs now: where that CHECK is dropped, the key is t_pkey again
+        (PostgreSQL's keeps the name it was given)."""
+        if self.id_hidden:
+            return None
+        checks, n = self.constraints(table), 0
+        while f"{table}_pkey{n or ''}" in checks:
+            n += 1
+        return f"{table}_pkey{n or ''}"
 
     @cached_property
     def embedded(self) -> tuple:

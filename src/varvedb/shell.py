@@ -403,7 +403,7 @@ def describe_table(db, name: str) -> str | None:
                         title=f'Table "{name}"', footer=False)
     indexes = []
     if not schema.id_hidden:
-        indexes.append(f'"{name}_pkey" PRIMARY KEY (id)')
+        indexes.append(f'"{schema.key_name(name)}" PRIMARY KEY (id)')
     for fname, f in schema.fields.items():
         for spec in f.vector_specs if f.kind == "vector" else ():    # (its own first)
             metric = spec.metric or f.metric

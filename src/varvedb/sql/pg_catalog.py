@@ -9,7 +9,7 @@ other schema: an unqualified pg_type is the catalog's.
 
 Relations' OIDs are stable while the catalog is: a collection's is made from
 its catalog id (TABLE_OID_BASE + 1 000 a collection), its indexes' follow it
-(its id key, `{table}_pkey`, first), so a client may read an OID in one
+(its id key, `{table}_pkey` mostly: Schema.key_name, first), so a client may read an OID in one
 statement and use it in the next, as psql's \d does."""
 from __future__ import annotations
 
@@ -187,8 +187,8 @@ def _relations(ctx) -> list[Relation]:
         out.append(Relation(oid, tname, "r", "heap", oid))
         schema = engine.tables[cid].schema
         if not schema.id_hidden:        # a table declared without a key has none
-            out.append(Relation(oid + 1, f"{tname}_pkey", "i", "btree", oid, True, tname,
-                                "id"))
+            out.append(Relation(oid + 1, schema.key_name(tname), "i", "btree", oid, True,
+                                tname, "id"))
         columns = schema.fields
         for k, (index, field) in enumerate(sorted(by_table.get(tname, ())), 2):
             f = columns[field]
