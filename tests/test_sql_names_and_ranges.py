@@ -124,3 +124,35 @@ def test_the_key_gives_its_name_to_a_check_everywhere_it_is_named():
         assert db.sql("SELECT conname FROM pg_constraint").rows == [("t_pkey",)]
     finally:
         db.close()
+
+
+BIG = 1 << 70
+
+
+@pytest.mark.parametrize("text,params", [
+    ("SELECT %s::bigint[]", [[BIG]]),
+    ("SELECT %s::bigint[]", [[1, -BIG]]),
+    ("SELECT %s::int8[]", [[float(BIG)]]),
+    ("SELECT %s::float8[]", [[10 ** 400]]),
+])
+def test_a_list_parameter_past_its_element_type_is_22003(pg_conn, text, params):
+    """As '{...}'::bigint[] and $1::bigint are, and as PostgreSQL answers; the
+    INSERT into a bigint[] column too (was 22P02)."""
+    with pytest.raises(psycopg.Error) as want:
+        pg_conn.execute(text, params)
+    assert want.value.diag.sqlstate == "22003"
+    db = vv.connect(":memory:")
+    try:
+        with pytest.raises(vv.SqlError) as got:
+            db.sql(text, params)
+        assert got.value.sqlstate == "22003"
+        db.sql("CREATE TABLE t (id int PRIMARY KEY, a bigint[], f float8[])")
+        column = "f" if "float" in text else "a"
+        with pytest.raises(vv.SqlError) as got:
+            db.sql(f"INSERT INTO t (id, {column}) VALUES (1, {text.split()[1]})", params)
+        assert got.value.sqlstate == "22003"
+        assert db.sql("SELECT count(*) FROM t").rows == [(0,)]
+        assert db.sql("SELECT %s::bigint[]", [[(1 << 63) - 1, -(1 << 63)]]).rows == \
+            [([(1 << 63) - 1, -(1 << 63)],)]
+    finally:
+        db.close()

@@ -36,3 +36,10 @@ ALTER TABLE z ADD COLUMN q int CONSTRAINT z_x_check CHECK (x > 0);
 -- !! 42710
 SELECT count(*) FROM pg_attribute WHERE attrelid = 'z'::regclass AND attname = 'q';
 -- => [(0,)]
+-- to_json of an untyped literal: which type's JSON is it? (42804)
+SELECT to_json('abc');
+-- !! 42804
+SELECT to_jsonb('abc');
+-- !! 42804
+SELECT to_json('abc'::text), to_jsonb(1);
+-- => [('abc', 1)]

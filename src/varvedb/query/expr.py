@@ -397,8 +397,12 @@ def const_val(value, n: int) -> Val:
                                              (n, len(value))), nulls)
     if isinstance(value, (list, tuple)) and value and all(
             isinstance(x, (int, float, np.number)) and not isinstance(x, bool) for x in value):
-        a = np.asarray(value, np.float32)
-        return Val("vector", np.broadcast_to(a, (n, len(a))), nulls)
+        try:
+            a = np.asarray(value, np.float32)
+        except OverflowError:   # an int past any float: no vector's, read as json (its
+            a = None            # cast, $1::float8[], says 22003)
+        if a is not None:
+            return Val("vector", np.broadcast_to(a, (n, len(a))), nulls)
     if isinstance(value, (dict, list)):
         out = np.empty(n, dtype=object)
         for i in range(n):
@@ -1427,9 +1431,11 @@ def _json_build_object(*args: Val) -> Val:
 
 def _to_json(v: Val) -> Val:
     """to_json(value), to_jsonb(value): each row's value as JSON, as _json_value writes
-    it (NULL stays NULL)."""
+    it (NULL stays NULL). An untyped literal (to_json('abc')) is 42804, as
+    PostgreSQL cannot tell which type's JSON it would be."""
     if v.kind == "unknown":
-        v = coerce(v, "text")
+        raise SqlError("42804", "could not determine polymorphic type because input has "
+                                "type unknown")
     data = v.python() if v.kind in ("int", "bool", "text", "json", "null") else \
         [_json_value(x, v.kind) for x in v.python()]
     return Val("json", object_array(data), v.nulls.copy())
