@@ -156,3 +156,22 @@ def test_a_list_parameter_past_its_element_type_is_22003(pg_conn, text, params):
             [([(1 << 63) - 1, -(1 << 63)],)]
     finally:
         db.close()
+
+
+def test_a_name_ending_in_a_newline_is_refused():
+    """Every name (a collection's, a field's, an index's) is letters, digits and _
+    to its end: the pattern's $ took a final newline ("t\\n" was a collection)."""
+    db = vv.connect(":memory:")
+    try:
+        with pytest.raises(vv.SchemaError):
+            db.create_collection("t\n", {"x": vv.Int()})
+        with pytest.raises(vv.SchemaError):
+            db.create_collection("t", {"x\n": vv.Int()})
+        c = db.create_collection("t", {"x": vv.Int()})
+        with pytest.raises(vv.SchemaError):
+            c.add_field("y\n", vv.Int())
+        with pytest.raises(vv.SchemaError):
+            c.rename_field("x", "y\n")
+        assert db.collections() == ["t"] and list(c.schema.fields) == ["x"]
+    finally:
+        db.close()

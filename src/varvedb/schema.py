@@ -58,7 +58,7 @@ QUERY_METRICS = METRICS + ("l1",)           # a search may ask any: l1 is answer
 # a vector dtype -> its arena's element type (bit: packed bytes)
 VECTOR_DTYPES = {"f32": np.float32, "f16": np.float16, "int8": np.int8, "bit": np.uint8}
 INT8_MIN, INT8_MAX = -128, 127
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}\Z")   # (\Z: $ would take a final "\n")
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 # A vector that overflows its dtype is refused with NonFiniteVectorError; the
 # cast's own warning would only repeat it. (A filter costs nothing until a
