@@ -41,5 +41,9 @@ SELECT to_json('abc');
 -- !! 42804
 SELECT to_jsonb('abc');
 -- !! 42804
+SELECT to_json(NULL);
+-- !! 42804
+SELECT to_jsonb(NULL::int), to_json(CASE WHEN false THEN 1 END);
+-- => [(None, None)]
 SELECT to_json('abc'::text), to_jsonb(1);
 -- => [('abc', 1)]
