@@ -557,6 +557,10 @@ def test_schema_frames_round_trip_and_refuse_what_no_writer_writes(people):
            (frames.SetCheck, {"c": c, "name": "age", "check": [["~", 0]]}),
            (frames.SetCheck, {"c": c, "name": "age", "check": [[">", 0]] * 17}),
            (frames.SetCheck, {"c": c, "name": "age", "check": 5}),
+           # a name holding NUL would end --pg's message field early (red-team 13's p5);
+           # a value msgpack holds that no int64 is (p11)
+           (frames.SetCheck, {"c": c, "name": "age", "check": [[">", 0, "pos\x00Cfake"]]}),
+           (frames.SetCheck, {"c": c, "name": "age", "check": [[">", (1 << 64) - 1]]}),
            (frames.DropColumn, {"c": c, "name": "age"}, {"x": np.zeros(1)})]
     for cls, meta, *arrays in bad:
         with pytest.raises(CorruptFileError):

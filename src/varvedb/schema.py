@@ -58,7 +58,7 @@ QUERY_METRICS = METRICS + ("l1",)           # a search may ask any: l1 is answer
 # a vector dtype -> its arena's element type (bit: packed bytes)
 VECTOR_DTYPES = {"f32": np.float32, "f16": np.float16, "int8": np.int8, "bit": np.uint8}
 INT8_MIN, INT8_MAX = -128, 127
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}\Z")   # (\Z: $ would take a final "\n")
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 # A vector that overflows its dtype is refused with NonFiniteVectorError; the
 # cast's own warning would only repeat it. (A filter costs nothing until a
@@ -462,7 +462,9 @@ class Field:
         """`check` as the field says: (op, value), (op, value, constraint name) or
         (op, value, constraint name, its place in the constraint)
         conditions on an int, float, bool or text field, each value of the field's
-        type (read from a file too)."""
+        type (an int one a 64-bit integer: the log's encoding holds no other) and
+        each name an identifier of at most 63 characters without NUL (it goes out in
+        --pg's messages, whose fields NUL ends), read from a file too."""
         c = self.check
         if c is None:
             return
@@ -475,16 +477,20 @@ class Field:
             ok, ops = (int,), DIMS_OPS
         if ok is None or not (isinstance(c, tuple) and 1 <= len(c) <= 16 and all(
                 isinstance(x, tuple) and len(x) in (2, 3, 4) and x[0] in ops
-                and (len(x) == 2 or isinstance(x[2], str) and 0 < len(x[2]) <= 63)
+                and (len(x) == 2 or isinstance(x[2], str) and 0 < len(x[2]) <= 63
+                     and "\0" not in x[2])
                 and (len(x) < 4 or type(x[3]) is int and 0 <= x[3] < 1 << 16)
                 and (x[1] is None) == x[0].startswith("is ")
                 and (x[1] is None or (type(x[1]) in ok and not (
-                    self.kind in ("int", "float") and type(x[1]) is bool)))
+                    self.kind in ("int", "float") and type(x[1]) is bool)
+                    and (type(x[1]) is not int or ID_MIN <= x[1] < ID_END)))
                 for x in c)):
             raise SchemaError(f"a check is (op, value[, constraint name[, its place in the "
                               f"constraint]]) conditions on an "
                               f"int, float, bool or text field, or of a vector's dimension "
-                              f"('vector_dims =', 3), got {brief(c)} on a {self.kind} field")
+                              f"('vector_dims =', 3), an integer value of 64 bits, a name "
+                              f"of 1-63 characters without NUL; got {brief(c)} on a "
+                              f"{self.kind} field")
 
     def _check_fts_options(self, fts: bool) -> None:
         """stem, k1 and b belong to a full-text index, and take sane values."""
@@ -1006,8 +1012,23 @@ class Schema:
 
     def constraint_names(self, table: str) -> set:
         """The names of the table's constraints: its CHECKs', and its primary key's
-        (`{table}_pkey`) where its id is a column."""
-        return set(self.constraints(table)) | (set() if self.id_hidden else {pkey_name(table)})
+        (key_name) where its id is a column."""
+        checks = set(self.constraints(table))
+        return checks if self.id_hidden else checks | {self.key_name(table)}
+
+    def key_name(self, table: str) -> str | None:
+        """The name of the table's primary key (its constraint's and its index's),
+        None where its id is hidden: PostgreSQL's `{table}_pkey`, else `{table}_pkey1`,
+        `{table}_pkey2`, ... the first no CHECK of the table has (CREATE TABLE t (id int
+        PRIMARY KEY, CONSTRAINT t_pkey CHECK (...)) names the key t_pkey1). A name
+        made from the CHECKs now: where that CHECK is dropped, the key is t_pkey again
+        (PostgreSQL's keeps the name it was given)."""
+        if self.id_hidden:
+            return None
+        checks, n = self.constraints(table), 0
+        while object_name(table, None, f"pkey{n or ''}") in checks:    # (cut to fit)
+            n += 1
+        return object_name(table, None, f"pkey{n or ''}")
 
     @cached_property
     def embedded(self) -> tuple:
@@ -1180,11 +1201,6 @@ def constraint_name(table: str, field: str, condition: tuple) -> str:
     """The name of the CHECK constraint a field's check condition belongs to: the
     one it carries, else the field's own (PostgreSQL's name for a column's CHECK)."""
     return condition[2] if len(condition) >= 3 else object_name(table, field, "check")
-
-
-def pkey_name(table: str) -> str:
-    """The name of a table's primary key, PostgreSQL's: `{table}_pkey`, cut to fit."""
-    return object_name(table, None, "pkey")
 
 
 def object_name(name1: str, name2: str | None, label: str) -> str:

@@ -26,7 +26,6 @@ import unicodedata
 import numpy as np
 
 from .errors import OptionError, VarveError
-from .schema import pkey_name
 from .query.literals import (float_text, json_text, timestamp_text,  # noqa: F401 (the shell's API)
                              value_text, vector_text)
 
@@ -404,7 +403,7 @@ def describe_table(db, name: str) -> str | None:
                         title=f'Table "{name}"', footer=False)
     indexes = []
     if not schema.id_hidden:
-        indexes.append(f'"{pkey_name(name)}" PRIMARY KEY (id)')
+        indexes.append(f'"{schema.key_name(name)}" PRIMARY KEY (id)')
     for fname, f in schema.fields.items():
         for spec in f.vector_specs if f.kind == "vector" else ():    # (its own first)
             metric = spec.metric or f.metric

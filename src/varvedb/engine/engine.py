@@ -695,13 +695,23 @@ class Engine:
         self.write(tx, frames.DropColumn(t.cid, name))
 
     def rename_column(self, tx: "Transaction", t: Table, old: str, new: str) -> None:
-        """The field (its values and indexes) takes the name `new`, for every version."""
+        """The field (its values and indexes) takes the name `new`, for every version.
+        Its CHECK conditions that carry no name (an older file's, the Python API's
+        (op, value)) are named from the table and field: they take the name they
+        have now first, `{table}_{old}_check`, so that they keep it (PostgreSQL's
+        constraint keeps its name) and never become another constraint's."""
         self._check_writing(tx)
         self._check_current(t)
         old = _field_of(t, old, "renamed")
         validate_name(new, "field")
         if new == "id" or new in t.schema.fields:
             raise SchemaError(f"{t.name!r} already has a field named {new!r}")
+        check = t.schema.fields[old].check or ()
+        pinned = tuple(c if len(c) > 2 or len(constraint_name(t.name, old, c)) > 63
+                       else (*c, constraint_name(t.name, old, c)) for c in check)
+        if pinned != check:
+            self._stamp()
+            self.write(tx, frames.SetCheck(t.cid, old, pinned))
         self.write(tx, frames.RenameColumn(t.cid, old, new))
 
     def add_check(self, tx: "Transaction", t: Table, conditions, constraint: str,

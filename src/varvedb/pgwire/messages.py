@@ -232,6 +232,12 @@ def message(kind: bytes, body: bytes = b"") -> bytes:
 
 
 def cstr(text: str) -> bytes:
+    """A string field of a message: its UTF-8 and the NUL that ends it. A NUL inside
+    (a value's text in an error message, a name the Python API or a file gave)
+    would end the field early and let what follows be read as further fields: it
+    goes out as U+FFFD (PostgreSQL's own text never holds one)."""
+    if "\0" in text:
+        text = text.replace("\0", "\ufffd")
     return text.encode() + b"\0"
 
 

@@ -6,12 +6,19 @@ as its text form. `stored` checks and keeps what SQL writes, `read` gives SQL it
 values (a Python step an element: arrays are small, and no index reads them)."""
 from __future__ import annotations
 
+import math
+import sys
+
 import numpy as np
 
 from ..errors import SqlError
 from ..schema import array_element, array_vector
 from .arrays import split_text
 from .literals import parse_input, value_text
+
+
+_INT_MIN, _INT_END = -(1 << 63), 1 << 63
+_FLOAT_MAX = int(sys.float_info.max)
 
 
 def stored(spec: str, value) -> list | None:
@@ -40,9 +47,13 @@ def stored(spec: str, value) -> list | None:
                 raise SqlError("22000", f"expected {dim} dimensions, not {x.dim}")
             out.append(value_text(x))
         elif kind == "int" and isinstance(x, (int, float)) and not isinstance(x, bool) \
-                and x == int(x):
+                and (isinstance(x, int) or math.isfinite(x) and x == int(x)):
+            if not _INT_MIN <= x < _INT_END:    # (as '{...}'::bigint[] and $1::bigint)
+                raise SqlError("22003", f"{int(x)} is out of range for type bigint")
             out.append(int(x))
         elif kind == "float" and isinstance(x, (int, float)) and not isinstance(x, bool):
+            if isinstance(x, int) and not -_FLOAT_MAX <= x <= _FLOAT_MAX:
+                raise SqlError("22003", f"{str(x)[:40]} is out of range for type double precision")
             out.append(float(x))
         elif (kind == "bool" and isinstance(x, bool)) or (kind == "text" and isinstance(x, str)):
             out.append(x)

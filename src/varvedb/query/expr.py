@@ -397,8 +397,12 @@ def const_val(value, n: int) -> Val:
                                              (n, len(value))), nulls)
     if isinstance(value, (list, tuple)) and value and all(
             isinstance(x, (int, float, np.number)) and not isinstance(x, bool) for x in value):
-        a = np.asarray(value, np.float32)
-        return Val("vector", np.broadcast_to(a, (n, len(a))), nulls)
+        try:
+            a = np.asarray(value, np.float32)
+        except OverflowError:   # an int past any float: no vector's, read as json (its
+            a = None            # cast, $1::float8[], says 22003)
+        if a is not None:
+            return Val("vector", np.broadcast_to(a, (n, len(a))), nulls)
     if isinstance(value, (dict, list)):
         out = np.empty(n, dtype=object)
         for i in range(n):
@@ -942,6 +946,10 @@ def _func(e: Func, rel: Rel, env: Env) -> Val:
     if e.name in SET_FUNCTIONS:     # (a select list's: sql/select.py's ProjectSet)
         raise SqlError("0A000", f"set-returning function {e.name}() is only supported at "
                                 "the top of a select list's expressions")
+    if e.name in _POLYMORPHIC and e.args and isinstance(e.args[0], Const) \
+            and e.args[0].value is None:
+        raise SqlError("42804", "could not determine polymorphic type because input has "
+                                "type unknown")     # (to_json(NULL): PostgreSQL's too)
     args = [evaluate(a, rel, env) for a in e.args]
     fn = FUNCTIONS.get(e.name)
     if fn is None:
@@ -955,6 +963,7 @@ def _func(e: Func, rel: Rel, env: Env) -> Val:
 
 
 _signature = functools.cache(inspect.signature)
+_POLYMORPHIC = frozenset({"to_json", "to_jsonb"})     # (anyelement: a literal NULL is unknown)
 
 
 # ---- full-text (query/text_funcs.py does the work over row numbers) ----------------
@@ -1438,9 +1447,11 @@ def _json_build_object(*args: Val) -> Val:
 
 def _to_json(v: Val) -> Val:
     """to_json(value), to_jsonb(value): each row's value as JSON, as _json_value writes
-    it (NULL stays NULL)."""
+    it (NULL stays NULL). An untyped literal, to_json('abc') (to_json(NULL): _func), is
+    42804, as PostgreSQL cannot tell which type's JSON it would be."""
     if v.kind == "unknown":
-        v = coerce(v, "text")
+        raise SqlError("42804", "could not determine polymorphic type because input has "
+                                "type unknown")
     data = v.python() if v.kind in ("int", "bool", "text", "json", "null") else \
         [_json_value(x, v.kind) for x in v.python()]
     return Val("json", object_array(data), v.nulls.copy())

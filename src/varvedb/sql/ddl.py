@@ -29,7 +29,7 @@ from pglast.enums import AlterTableType, ConstrType, ObjectType
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
 from ..schema import (HNSW, IVFPQ, MAX_MORE_INDEXES, UNINDEXED_KINDS, Field, Schema,
-                      SparseVec, Vector, object_name, pkey_name, validate_name)
+                      SparseVec, Vector, object_name, validate_name)
 from .expressions import Scope, convert
 from .index_exprs import index_expr, predicate
 from ..results import SqlResult
@@ -404,7 +404,7 @@ class AlterTable:
                     name = column or _check_name(t.name, conds, constraint_names(ctx.engine))
                     ctx.engine.add_check(tx, t, conds, name, validate=missing_ok)
                 elif verb == "uncheck":  # (column: the constraint's name)
-                    if column == pkey_name(t.name) and not t.schema.id_hidden:
+                    if column == t.schema.key_name(t.name):     # (None: hidden)
                         raise _key_kept(column, t.name)
                     if missing_ok and column not in t.schema.constraints(t.name):
                         notice = ("00000", f'constraint "{column}" of relation "{t.name}" '
@@ -426,8 +426,20 @@ class AlterTable:
                     if given:
                         raise SqlError("42710", f'constraint "{min(given)}" for relation '
                                                 f'"{t.name}" already exists')
-                    field = with_checks({column: field}, checks, t.name, taken)[column]
+                    # a CHECK that reads only the new column is its field's; one that
+                    # reads another column is added to the table after it (and
+                    # checked on the rows so far), as ALTER TABLE ADD CHECK adds it
+                    whole = {**fields, column: field}
+                    others = [(n, raw) for n, raw in checks if any(
+                        c[0] != column for c in check_conditions(raw, whole))]
+                    field = with_checks({column: field}, [c for c in checks if c not in others],
+                                        t.name, taken)[column]
                     coll.add_field(column, field)       # (its CHECK on the rows so far)
+                    for name, raw in others:
+                        t = ctx.engine.table(self.name)
+                        conds = check_conditions(raw, t.schema.fields)
+                        name = name or _check_name(t.name, conds, constraint_names(ctx.engine))
+                        ctx.engine.add_check(tx, t, conds, name)
                 elif verb == "storage":
                     if column not in fields and column != "id":
                         raise SqlError("42703", f'column "{column}" of relation "{self.name}" '

@@ -9,7 +9,7 @@ other schema: an unqualified pg_type is the catalog's.
 
 Relations' OIDs are stable while the catalog is: a collection's is made from
 its catalog id (TABLE_OID_BASE + 1 000 a collection), its indexes' follow it
-(its id key, `{table}_pkey`, first), so a client may read an OID in one
+(its id key, `{table}_pkey` mostly: Schema.key_name, first), so a client may read an OID in one
 statement and use it in the next, as psql's \d does."""
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from ..query.expr import Val, object_array
 from ..query.literals import value_text
 from ..query.pg_procs import OPERATORS, PROCS
 from ..query.pg_types import OIDS, PG_CATALOG, PUBLIC, TYPES
-from ..schema import HNSW, array_element, fit_index, index_shape, pkey_name
+from ..schema import HNSW, array_element, fit_index, index_shape
 from .settings import setting_text
 from .ddl import OPCLASSES, SQL_TYPES, index_names
 from .index_exprs import condition_text, index_texts
@@ -187,8 +187,8 @@ def _relations(ctx) -> list[Relation]:
         out.append(Relation(oid, tname, "r", "heap", oid))
         schema = engine.tables[cid].schema
         if not schema.id_hidden:        # a table declared without a key has none
-            out.append(Relation(oid + 1, pkey_name(tname), "i", "btree", oid, True, tname,
-                                "id"))
+            out.append(Relation(oid + 1, schema.key_name(tname), "i", "btree", oid, True,
+                                tname, "id"))
         columns = schema.fields
         for k, (index, field) in enumerate(sorted(by_table.get(tname, ())), 2):
             f = columns[field]

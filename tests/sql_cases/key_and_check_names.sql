@@ -1,0 +1,49 @@
+-- The primary key's name gives way to a CHECK of the table that has it: a CHECK named
+-- t_pkey makes the key t_pkey1 (t_pkey2 where that is a CHECK's too), and DROP
+-- CONSTRAINT t_pkey drops the CHECK, not the key.
+-- ADD COLUMN ... CHECK that reads another column adds the column and the CHECK, checked
+-- on the rows so far. (contype 'p' and 'c': PostgreSQL 18 lists NOT NULL ones too.)
+CREATE TABLE t (id int PRIMARY KEY, x int, CONSTRAINT t_pkey CHECK (x > 0));
+SELECT conname, contype FROM pg_constraint WHERE conrelid = 't'::regclass
+    AND contype IN ('p', 'c') ORDER BY conname;
+-- => [('t_pkey', 'c'), ('t_pkey1', 'p')]
+ALTER TABLE t ADD CONSTRAINT t_pkey1 CHECK (x > 1);
+-- !! 42710
+INSERT INTO t VALUES (1, -5);
+-- !! 23514
+ALTER TABLE t DROP CONSTRAINT t_pkey;
+INSERT INTO t VALUES (1, -5);
+CREATE TABLE w (id int PRIMARY KEY, x int CHECK (x > 0), CONSTRAINT w_pkey1 CHECK (x > 1),
+    CONSTRAINT w_pkey CHECK (x > 2));
+SELECT conname, contype FROM pg_constraint WHERE conrelid = 'w'::regclass
+    AND contype IN ('p', 'c') ORDER BY conname;
+-- => [('w_pkey', 'c'), ('w_pkey1', 'c'), ('w_pkey2', 'p'), ('w_x_check', 'c')]
+CREATE TABLE z (id int PRIMARY KEY, x int);
+ALTER TABLE z ADD CONSTRAINT z_pkey CHECK (x > 0);
+-- !! 42710
+INSERT INTO z VALUES (1, 5);
+ALTER TABLE z ADD COLUMN y int CHECK (x > 0);
+ALTER TABLE z ADD COLUMN u int CHECK (x > 0 AND u > 0), ADD COLUMN v int CHECK (v > 0);
+SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'z'::regclass
+    AND contype = 'c' ORDER BY conname;
+-- => [('z_check', 'CHECK (((x > 0) AND (u > 0)))'), ('z_v_check', 'CHECK ((v > 0))'),
+--     ('z_x_check', 'CHECK ((x > 0))')]
+INSERT INTO z (id, x) VALUES (2, -1);
+-- !! 23514
+ALTER TABLE z ADD COLUMN q int CHECK (x > 9);
+-- !! 23514
+ALTER TABLE z ADD COLUMN q int CONSTRAINT z_x_check CHECK (x > 0);
+-- !! 42710
+SELECT count(*) FROM pg_attribute WHERE attrelid = 'z'::regclass AND attname = 'q';
+-- => [(0,)]
+-- to_json of an untyped literal: which type's JSON is it? (42804)
+SELECT to_json('abc');
+-- !! 42804
+SELECT to_jsonb('abc');
+-- !! 42804
+SELECT to_json(NULL);
+-- !! 42804
+SELECT to_jsonb(NULL::int), to_json(CASE WHEN false THEN 1 END);
+-- => [(None, None)]
+SELECT to_json('abc'::text), to_jsonb(1);
+-- => [('abc', 1)]
