@@ -321,18 +321,18 @@ def _unknown(scores, norms, metric, allow, use_allow, rows, use_rows):
     range: inf + -inf, an overflow), or for cosine a scored row's norm infinite
     (its score then 1 - dot / inf: finite, and wrong)? Such a score tells nothing
     of the row's exact one (finite in float64, maybe among the k best): the
-    caller ranks every row exactly. Exponent bits (all_finite), fastmath aside;
-    under a mask, an unscored row's scratch is read and ignored."""
+    caller ranks every row exactly. (No fastmath here: x - x is 0 for finite x
+    alone; under a mask, an unscored row's scratch is read and ignored.)"""
     bad = False
     if use_allow and not use_rows:
         for i in range(scores.shape[0]):
-            bad |= allow[i] & (not all_finite(scores[i:i + 1]))
+            bad |= allow[i] & (scores[i] - scores[i] != 0.0)
     else:
         bad = not all_finite(scores)
     if metric == METRIC_COSINE and not bad:
         if use_rows:
             for i in range(rows.shape[0]):
-                bad |= not all_finite(norms[rows[i]:rows[i] + 1])
+                bad |= norms[rows[i]] - norms[rows[i]] != 0.0
         else:           # (masked rows' too: a wider net still ranks right)
             bad = not all_finite(norms)
     return bad
