@@ -250,8 +250,9 @@ def scan_top_k(arena, norms, query, metric, k, spare, allow, use_allow, rows, us
     row); returns how
     many (fewer than k when fewer rows are allowed), -1 for a non-finite query,
     or NEAR_TIES: rows past the spares score within float32's error of the
-    k-th, so :func:`rank_near` ranks them, given ``scores`` as this call left
-    them and the limit this call left in ``out_dist[0]``.
+    k-th (or a row's float32 score is unknown: :func:`_unknown`, limit inf), so
+    :func:`rank_near` ranks them, given ``scores`` as this call left them and
+    the limit this call left in ``out_dist[0]``.
 
     ``metric`` is any code of ``METRIC_CODES`` (L1 included);
     ``arena`` is float32, or uint16 holding float16 bits; ``norms`` float32 per
@@ -276,9 +277,11 @@ def _ranked(arena, norms, query, metric, k, spare, allow, use_allow, rows, use_r
     scored = scaled_query(query, metric)     # (a huge or tiny dot or cosine query: scaled)
     n = _candidates(arena, norms, scored, metric, cap, allow, use_allow, rows, use_rows, scores,
                     keys, ids)          # (ascending by key)
-    if n < k and n < _allowed(scores, allow, use_allow, rows, use_rows):
-        # rows whose float32 score overflowed (past _ABOVE: an l2 query or row near
-        # float32's largest) were never kept: every row scored is ranked exactly
+    if _unknown(scores, norms, metric, allow, use_allow, rows, use_rows) or \
+            (n < k and n < _allowed(scores, allow, use_allow, rows, use_rows)):
+        # a float32 score that says nothing of the row's exact one (_unknown), or
+        # rows whose score is past _ABOVE (an l2 query or row near float32's
+        # largest), never kept: every row scored is ranked exactly
         out_dist[0] = np.inf
         return NEAR_TIES
     if n > k:
@@ -289,8 +292,10 @@ def _ranked(arena, norms, query, metric, k, spare, allow, use_allow, rows, use_r
         # When the (k+1)-th is past that error already, the k best are these k,
         # and only they are rescored (else the spares settle the near-ties).
         limit = _near(keys[k - 1], arena, norms, scored, metric)
-        if n == cap and keys[n - 1] <= limit:
-            out_dist[0] = limit
+        if (n == cap and keys[n - 1] <= limit) or not limit < np.inf:
+            # (an infinite bound, a row norm past float32's range: no float32
+            # score tells the k best, every row is ranked exactly)
+            out_dist[0] = limit if limit < np.inf else np.inf
             return NEAR_TIES
         if keys[k] > limit:
             n = k
@@ -312,6 +317,29 @@ def _allowed(scores, allow, use_allow, rows, use_rows):
     for i in range(allow.shape[0]):
         count += allow[i]
     return count
+
+
+@njit(cache=True, nogil=True, readonly=("rows",))
+def _unknown(scores, norms, metric, allow, use_allow, rows, use_rows):
+    """Is an allowed row's float32 score NaN or infinite (a sum past float32's
+    range: inf + -inf, an overflow), or for cosine a scored row's norm infinite
+    (its score then 1 - dot / inf: finite, and wrong)? Such a score tells nothing
+    of the row's exact one (finite in float64, maybe among the k best): the
+    caller ranks every row exactly. (No fastmath here: x - x is 0 for finite x
+    alone; under a mask, an unscored row's scratch is read and ignored.)"""
+    bad = False
+    if use_allow and not use_rows:
+        for i in range(scores.shape[0]):
+            bad |= allow[i] & (scores[i] - scores[i] != 0.0)
+    else:
+        bad = not all_finite(scores)
+    if metric == METRIC_COSINE and not bad:
+        if use_rows:
+            for i in range(rows.shape[0]):
+                bad |= norms[rows[i]] - norms[rows[i]] != 0.0
+        else:           # (masked rows' too: a wider net still ranks right)
+            bad = not all_finite(norms)
+    return bad
 
 
 # float32's rounding over a dim-long sum (fastmath may reorder it), with room to spare
@@ -565,17 +593,18 @@ def rank_near(arena, query, metric, k, limit, scores, allow, use_allow, rows, us
               out_rows, out_dist):
     """After scan_top_k answered NEAR_TIES (the same arguments, its ``scores``, and
     ``limit`` = the float32 value it left in ``out_dist[0]``): the k best by (exact
-    score, row) of the allowed rows scoring at most ``limit``; returns how many."""
+    score, row) of the allowed rows scoring at most ``limit`` or NaN (unknown);
+    returns how many."""
     m = 0
     for i in range(scores.shape[0]):
         r = rows[i] if use_rows else i
-        if not (use_allow and not allow[r]) and scores[i] <= limit:
+        if not (use_allow and not allow[r]) and not scores[i] > limit:
             m += 1
     near = np.empty(m, np.int64)
     m = 0
     for i in range(scores.shape[0]):
         r = rows[i] if use_rows else i
-        if not (use_allow and not allow[r]) and scores[i] <= limit:
+        if not (use_allow and not allow[r]) and not scores[i] > limit:
             near[m] = r
             m += 1
     exact = np.empty(m, np.float64)
