@@ -35,6 +35,7 @@ stopping at a hash.
 """
 from __future__ import annotations
 
+import atexit
 import copy
 import hashlib
 import json
@@ -57,6 +58,7 @@ from varvedb.storage import format as F
 from varvedb.storage import record
 
 from conftest import PYTHON, child_env
+from forker import Forker
 
 # ---- taking a file apart and putting it back together, re-sealed -------------------
 
@@ -560,35 +562,58 @@ ADDRESS_FLOOR = 3 << 30      # ~3 GiB: far below what the crafted sizes ask
 ADDRESS_HEADROOM = 1 << 30   # above a normal open's peak (numba, threads, arenas)
 
 
+_FORKER: Forker | None = None
+
+
+def children() -> Forker:
+    """The forker this file's children are forked from (tests/forker.py), started
+    at its first use with their environment: a fresh `python -c CHILD` spent ~1 s
+    of CPU importing numpy, numba and varvedb and loading kernels, once for each
+    of the ~15 tests that open a crafted file in a child. Each child is still a
+    process of its own that opens a valid file first and then limits its own
+    address space (the forker's imports are in its peak, as a fresh child's are)."""
+    global _FORKER
+    if _FORKER is None:
+        env = child_env()
+        env["MALLOC_ARENA_MAX"] = "2"   # threads' malloc arenas are address space too
+        # one numba thread: a crafted file that loses its graph has it rebuilt, and on
+        # a busy machine each parallel launch of a tiny batch costs ~10 ms of wake-ups
+        env["NUMBA_NUM_THREADS"] = "1"
+        _FORKER = Forker(env=env)
+        atexit.register(_FORKER.close)
+    return _FORKER
+
+
 def open_in_children(warm: str, files: list[tuple[int, str]], workers: int = 2,
                      timeout: float = 600, floor: int = ADDRESS_FLOOR,
                      headroom: int = ADDRESS_HEADROOM) -> tuple[dict, list[str]]:
     """{file index: outcomes} for each file, opened in `workers` children; plus problems
     (a child killed by a signal or timed out, naming the file it was on). The timeout
     is a hang guard: a fresh clone's suite at load 15 took a child past 60 s."""
-    env = child_env()
-    env["MALLOC_ARENA_MAX"] = "2"   # threads' malloc arenas are address space too
-    # one numba thread: a crafted file that loses its graph has it rebuilt, and on
-    # a busy machine each parallel launch of a tiny batch costs ~10 ms of wake-ups
-    env["NUMBA_NUM_THREADS"] = "1"
     procs = []
     for k in range(workers):
         todo, mine = f"{warm}.todo{k}.json", f"{warm}.warm{k}"
         with open(todo, "w") as f:
             json.dump(files[k::workers], f)
         shutil.copyfile(warm, mine)   # each child opens its own copy for writing
-        procs.append(subprocess.Popen(
-            [PYTHON, "-c", CHILD, mine, todo, str(floor), str(headroom)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+        out, err = f"{warm}.out{k}", f"{warm}.err{k}"
+        procs.append((children().popen(CHILD, mine, todo, floor, headroom, stdout_path=out,
+                                       stderr_path=err), out, err))
     results, problems = {}, []
-    for p in procs:
+    for p, out_path, err_path in procs:
         try:
-            out, err = p.communicate(timeout=timeout)
+            p.wait(timeout)
             why = None if p.returncode == 0 else f"exit status {p.returncode}"
         except subprocess.TimeoutExpired:
             p.kill()
-            out, err = p.communicate()
+            p.wait(600)
             why = f"timed out after {timeout} s"
+        p.stdout.close()
+        p.stderr.close()
+        with open(out_path) as f:
+            out = f.read()
+        with open(err_path, errors="replace") as f:
+            err = f.read()
         started = None
         for line in out.splitlines():
             msg = json.loads(line)
