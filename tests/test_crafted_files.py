@@ -835,6 +835,28 @@ def test_checkpoint_that_does_not_fit_is_a_lost_shortcut(valid, tmp_path, case):
     assert len(state(path)["docs"]) == len(state(good)["docs"]) + 1
 
 
+@pytest.mark.parametrize("deaths", [[[0]], [{}], [[[[0]]]]], ids=["list", "map", "nested"])
+def test_a_checkpoints_deaths_that_name_no_branch_id_are_refused_by_the_check(valid, tmp_path,
+                                                                             deaths):
+    """A checkpoint table's `deaths` lists the branches whose deaths it holds. An
+    item that is no id (a list, a map) was looked up in the branch catalog's dict
+    as it was: TypeError (unhashable), which load's backstop made a CorruptFileError
+    (the fuzz at `make soak`'s 3000 files found it, a list nested 200 deep). The
+    check refuses it itself; open skips the checkpoint and replays the log."""
+    def edit(meta, blobs):
+        meta["tables"][0]["deaths"] = deaths
+    good = write(tmp_path, valid, "good.varve")
+    path = write(tmp_path, edited_checkpoint(valid, edit))
+    from varvedb.engine import checkpoint
+    with open(path, "rb") as f:
+        raw = f.read()
+    sb = F.unpack_slot(raw[F.SLOT_OFFSETS[1]:F.SLOT_OFFSETS[1] + F.SLOT_SIZE])
+    with pytest.raises(CorruptFileError, match="deaths of unknown branches") as e:
+        checkpoint.load(memoryview(raw), sb.checkpoint_offset, sb)
+    assert e.value.__cause__ is None
+    assert state(path) == state(good)
+
+
 @pytest.mark.parametrize("case", ["link out of range", "level too high", "twin ring",
                                   "links0 shape", "params extent", "params m", "watermark"])
 def test_crafted_graph_in_a_checkpoint_is_rebuilt(valid, tmp_path, case):
