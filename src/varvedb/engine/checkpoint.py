@@ -279,7 +279,9 @@ def _load_table(tm, arrays: dict, mv, ck_offset: int, version: int, catalog: Cat
             raise CorruptFileError(f"checkpoint table {name!r} has rows of unknown branches")
         t.branch_of = Growable(np.int32, data=births)
     deaths = tm.get("deaths", [])
-    if not isinstance(deaths, list) or not all(b in catalog.by_id for b in deaths):
+    # (an item that is no int, a list or a map, is no key of by_id: unhashable)
+    if not isinstance(deaths, list) or not all(type(b) is int and b in catalog.by_id
+                                               for b in deaths):
         raise CorruptFileError(f"checkpoint table {name!r} has deaths of unknown branches")
     for b in deaths:
         rows = array_of(arrays, f"{p}deaths.{b}.rows", "<i8", None)
