@@ -214,9 +214,6 @@ class VarveMachine(RuleBasedStateMachine):
         self.db = None
         self.coll = None
         self.states: list[dict] = []      # states[v]: id -> doc as of version v
-        # the version the invariant last checked every pick at (versions_to_check),
-        # None after a step that changed how the file is read (a reopen, a checkpoint)
-        self.checked_all_at: int | None = None
 
     # ---- setup and bookkeeping --------------------------------------------------------
 
@@ -299,7 +296,6 @@ class VarveMachine(RuleBasedStateMachine):
         self.db.close()
         self.db = vv.connect(self.path, durability=self.durability)
         self.coll = self.db["docs"]
-        self.checked_all_at = None              # read from the file again: every pick
         assert self.db.version == len(self.states) - 1
         assert [(h.version, h.chain) for h in self.db.history()] == history
 
@@ -307,7 +303,6 @@ class VarveMachine(RuleBasedStateMachine):
     def checkpoint(self):
         v = self.db.version
         self.db.checkpoint()
-        self.checked_all_at = None              # read through the checkpoint: every pick
         assert self.db.version == v
 
     @precondition(lambda self: self.db is not None and len(self.states) > 4)
@@ -319,19 +314,7 @@ class VarveMachine(RuleBasedStateMachine):
     # ---- invariants ---------------------------------------------------------------------
 
     def versions_to_check(self) -> list[int]:
-        """The current version, the one before, the empty file's and two others,
-        drawn by the current version. After a step that left the version where it
-        was and the file read as it was (a failed write, an aborted transaction,
-        verify), the current version only (`make soak`: every pick again): the
-        others were checked after the step that made this version, by the same
-        draws against the same states, and what a failed write or an aborted
-        transaction leaves behind (a row, a stamp) is read at the current one.
-        (Every pick after every step: VarveMachine's 100 examples took 34.7 s of
-        CPU against 28.6 s, the same examples, medians of three seeds.)"""
         last = len(self.states) - 1
-        if self.checked_all_at == last and SOAK == 1:
-            return [last]
-        self.checked_all_at = last
         rng = np.random.default_rng(last)
         picks = {last, max(0, last - 1), 0}
         if last > 2:
