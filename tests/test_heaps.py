@@ -162,9 +162,13 @@ def test_sorted_insert_places_after_equal_keys(keys):
 
 
 @SETTINGS
-@given(tied_keys, st.integers(1, 12))
-def test_bounded_insert_keeps_the_first_cap_of_a_stable_sort(keys, cap):
-    keys_a, ids_a = arrays(cap)
+@given(tied_keys, st.integers(1, 12), st.booleans())
+def test_bounded_insert_keeps_the_first_cap_of_a_stable_sort(keys, cap, strided):
+    # strided: every other element of arrays twice as long, which the shift moves
+    # one element at a time (a contiguous array's shift is one memmove)
+    keys_a, ids_a = arrays(2 * cap if strided else cap)
+    if strided:
+        keys_a, ids_a = keys_a[::2], ids_a[::2]
     n, oracle = 0, []
     for d, i in pairs(keys):
         if n == cap and d >= keys_a[n - 1]:

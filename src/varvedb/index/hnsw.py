@@ -204,6 +204,7 @@ class _BuildScratch:
         self.union_i = np.empty((lanes, m0 + _MAX_BATCH), np.int32)
         self.fwd = np.empty((_MAX_BATCH, n_levels, m), np.int32)
         self.twin_of = np.empty(_MAX_BATCH, np.int64)
+        self.tasks = np.zeros(1, np.int64)    # a phase's next task (kernels.claim)
 
     def fits(self, lanes: int, rows: int, n_levels: int) -> bool:
         """Right for ``rows`` and ``n_levels``, with ``lanes`` lanes (0: any number)."""
@@ -503,7 +504,7 @@ class HnswIndex:
                     scratch.generation, scratch.query, scratch.batch_dist, scratch.pool_d,
                     scratch.pool_i, scratch.fresh, scratch.x_d, scratch.x_i, scratch.s_d,
                     scratch.s_i, fwd, twin_of, scratch.over_i, scratch.union_d,
-                    scratch.union_i)
+                    scratch.union_i, scratch.tasks)
             else:
                 self._link_parallel(arena, norms, batch, scratch, fwd, twin_of, n_levels)
             self._n_nodes += size
@@ -513,21 +514,24 @@ class HnswIndex:
                        scratch: _BuildScratch, fwd: np.ndarray, twin_of: np.ndarray,
                        n_levels: int) -> None:
         lanes = scratch.visited.shape[0]
+        scratch.tasks[0] = 0
         _on_lanes(kernels.find_links, lanes,
                   arena, norms, self._metric_code, batch, self._levels, self._links0,
                   self._upper_slot, self._upper_links, self._twins, self._entry, self._top,
                   self.m, self.ef_construction, scratch.visited, scratch.generation,
                   scratch.query, scratch.batch_dist, scratch.pool_d, scratch.pool_i,
                   scratch.fresh, scratch.x_d, scratch.x_i, scratch.s_d, scratch.s_i, fwd,
-                  twin_of)
+                  twin_of, scratch.tasks)
         kernels.join_twins(batch, twin_of, self._levels, fwd, self._twins, self._links0,
                            self._upper_slot, self._upper_links)
         keys, sources, starts = kernels.reverse_edges(batch, self._levels, fwd)
         drops, n_drops = kernels.drop_space(sources, starts, self._links0)
+        scratch.tasks[0] = 0
         _on_lanes(kernels.apply_reverse_edges, lanes,
                   arena, norms, self._metric_code, keys, sources, starts, n_levels,
                   self._links0, self._upper_slot, self._upper_links, scratch.query,
-                  scratch.over_i, scratch.union_d, scratch.union_i, drops, n_drops)
+                  scratch.over_i, scratch.union_d, scratch.union_i, drops, n_drops,
+                  scratch.tasks)
         kernels.keep_in_links(keys, starts, n_levels, drops, n_drops, self._links0,
                               self._upper_slot, self._upper_links)
         self._entry, self._top = kernels.raise_entry(batch, twin_of, self._levels,

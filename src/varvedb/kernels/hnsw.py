@@ -98,11 +98,18 @@ small to pay for waking the threads goes to :func:`link_batch`, which runs the
 same phases on the calling thread in one call (each as one lane of one) and
 builds the same graph.
 
-A lane is one thread's share of a phase (tasks ``lane``, ``lane + lanes``, ...):
-the phase kernels are plain ``nogil`` kernels that do one lane's share, and the
-index runs a phase's lanes on a thread pool (index/hnsw.py), not a ``prange``:
-numba's parallel lowering compiled each of them for tens of seconds, once per
-arena type, for no speed a pool of threads does not give.
+A lane is one thread's share of a phase: the phase kernels are plain ``nogil``
+kernels that do one lane's share, and the index runs a phase's lanes on a
+thread pool (index/hnsw.py), not a ``prange``: numba's parallel lowering
+compiled each of them for tens of seconds, once per arena type, for no speed a
+pool of threads does not give. The lanes of :func:`find_links` and
+:func:`apply_reverse_edges` take their tasks (a new node, a target's group) one
+at a time from a shared counter (:func:`claim`, an atomic add), not in fixed
+slices (``lane``, ``lane + lanes``, ...): a lane that starts late or is
+preempted (a loaded machine) leaves its tasks to the others instead of
+making the whole batch wait on its slice. Which lane does a task changes
+nothing in the graph (a task writes only its own node's lists, ``fwd`` rows or
+group), so the graph still depends only on the seed and the insertion order.
 
 Invariants kept:
 * a list holds nodes only (``levels[id] >= level``), never its owner, never
@@ -114,6 +121,10 @@ Invariants kept:
 """
 
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from varvedb.kernels.jit import njit
 from varvedb.kernels.distance import (
@@ -206,6 +217,28 @@ def draw_levels(rows, seed, m, max_level):
         u = (np.float64(h >> np.uint64(11)) + 0.5) * (1.0 / 2.0**53)
         out[i] = min(np.floor(-np.log(u) / log_m), max_level)
     return out
+
+
+# ---------------------------------------------------------------- task counter
+
+
+@intrinsic
+def claim(typingctx, counter):
+    """The next task of a phase: ``counter[0]`` (int64, 1-D) before adding 1 to
+    it, as one atomic add (LLVM ``atomicrmw add``, sequentially consistent), so
+    lanes that claim at once each get a task of their own."""
+    if not (isinstance(counter, types.Array) and counter.ndim == 1
+            and counter.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        array = context.make_array(signature.args[0])(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(context, builder, signature.args[0], array,
+                                           [context.get_constant(types.intp, 0)],
+                                           wraparound=False)
+        return builder.atomic_rmw("add", pointer, ir.Constant(ir.IntType(64), 1), "seq_cst")
+
+    return types.int64(counter), codegen
 
 
 # ---------------------------------------------------------------- visited set
@@ -662,9 +695,10 @@ def _find_twin(arena, batch, pos, batch_dist, pool_d, pool_i, n_pool):
 @njit(**_JIT)
 def find_links(arena, norms, metric, batch, levels, links0, upper_slot, upper_links, twins,
                entry, top, m, ef, visited, generation, query, batch_dist,
-               pool_d, pool_i, fresh, x_d, x_i, s_d, s_i, fwd, twin_of, lane, lanes):
+               pool_d, pool_i, fresh, x_d, x_i, s_d, s_i, fwd, twin_of, tasks, lane, lanes):
     """Phase 1 of a batch, one lane's share: choose and write the out-links of
-    new nodes ``batch[lane::lanes]``.
+    the new nodes this lane claims from ``tasks`` (:func:`claim`; the caller
+    sets ``tasks[0] = 0`` before the phase's lanes start).
 
     Reads the graph as it stood before the batch (``entry``, ``top``); fills
     ``fwd[pos, level, :m]`` with the links of ``batch[pos]`` (-1 padded) for
@@ -676,7 +710,10 @@ def find_links(arena, norms, metric, batch, levels, links0, upper_slot, upper_li
     seen, row, near_d = visited[lane], query[lane], batch_dist[lane]
     p_d, p_i, new, c_d, c_i, m_d, m_i = (pool_d[lane], pool_i[lane], fresh[lane], x_d[lane],
                                          x_i[lane], s_d[lane], s_i[lane])
-    for pos in range(lane, batch.shape[0], lanes):
+    while True:
+        pos = claim(tasks)
+        if pos >= batch.shape[0]:
+            break
         u = batch[pos]
         level_u = levels[u]
         load_row(arena, u, row)
@@ -903,9 +940,10 @@ def drop_base(starts, g, links0):
 @njit(**_JIT)
 def apply_reverse_edges(arena, norms, metric, keys, sources, starts, n_levels, links0,
                         upper_slot, upper_links, query, over_i, union_d, union_i,
-                        drops, n_drops, lane, lanes):
-    """Phase 2b, one lane's share: add groups ``lane``, ``lane + lanes``, ...
-    their in-links, each to its own target (lanes run at once: no two write one list).
+                        drops, n_drops, tasks, lane, lanes):
+    """Phase 2b, one lane's share: add the groups this lane claims from ``tasks``
+    (:func:`claim`, set to 0 before the phase) their in-links, each to its own
+    target (lanes run at once: no two write one list).
 
     A target whose list is full chooses it again from the old list and the
     newcomers; the ids that choice drops go to group g's part of ``drops``
@@ -913,7 +951,10 @@ def apply_reverse_edges(arena, norms, metric, keys, sources, starts, n_levels, l
     Scratch arrays have one row per lane; this share uses row ``lane``.
     """
     row, over, u_d, u_i = query[lane], over_i[lane], union_d[lane], union_i[lane]
-    for g in range(lane, starts.shape[0] - 1, lanes):
+    while True:
+        g = claim(tasks)
+        if g >= starts.shape[0] - 1:
+            break
         lo = starts[g]
         key = keys[lo]
         base = drop_base(starts, g, links0)
@@ -1037,7 +1078,7 @@ def raise_entry(batch, twin_of, levels, entry, top):
 @njit(**_JIT)
 def link_batch(arena, norms, metric, batch, levels, links0, upper_slot, upper_links, twins,
                entry, top, m, ef, visited, generation, query, batch_dist, pool_d, pool_i,
-               fresh, x_d, x_i, s_d, s_i, fwd, twin_of, over_i, union_d, union_i):
+               fresh, x_d, x_i, s_d, s_i, fwd, twin_of, over_i, union_d, union_i, tasks):
     """A whole batch on the calling thread: both phases, then the entry update.
 
     For batches too small to pay for waking the threads: it runs
@@ -1045,18 +1086,21 @@ def link_batch(arena, norms, metric, batch, levels, links0, upper_slot, upper_li
     :func:`apply_reverse_edges` in turn, each as the one lane of one (their
     results do not depend on the number of lanes), in one call, using lane 0
     of the scratch. ``fwd`` and
-    ``twin_of`` have one row per batch node. Returns the new ``(entry, top)``.
+    ``twin_of`` have one row per batch node; ``tasks`` is the phases' task
+    counter (int64, one element). Returns the new ``(entry, top)``.
     """
+    tasks[0] = 0
     find_links(arena, norms, metric, batch, levels, links0, upper_slot, upper_links, twins,
                entry, top, m, ef, visited, generation, query, batch_dist, pool_d, pool_i,
-               fresh, x_d, x_i, s_d, s_i, fwd, twin_of, 0, 1)
+               fresh, x_d, x_i, s_d, s_i, fwd, twin_of, tasks, 0, 1)
     join_twins(batch, twin_of, levels, fwd, twins, links0, upper_slot, upper_links)
     keys, sources, starts = reverse_edges(batch, levels, fwd)
     n_levels = fwd.shape[1]
     drops, n_drops = drop_space(sources, starts, links0)
+    tasks[0] = 0
     apply_reverse_edges(arena, norms, metric, keys, sources, starts, n_levels, links0,
                         upper_slot, upper_links, query, over_i, union_d, union_i, drops,
-                        n_drops, 0, 1)
+                        n_drops, tasks, 0, 1)
     keep_in_links(keys, starts, n_levels, drops, n_drops, links0, upper_slot, upper_links)
     return raise_entry(batch, twin_of, levels, entry, top)
 
