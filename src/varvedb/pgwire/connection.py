@@ -745,12 +745,15 @@ def _announced(columns: tuple, result) -> tuple:
     refuses a plan whose result type changed (drivers then prepare the statement
     again), rather than sent as bytes the client would read as the announced type."""
     names, announced = columns
-    if tuple(result.columns) != names or any(
+    oids = _oids(result)
+    if tuple(result.columns) != names or oids != announced and any(
             a is not None and a != got and not _untyped(result, i)
-            for i, (a, got) in enumerate(zip(announced, _oids(result)))):
+            for i, (a, got) in enumerate(zip(announced, oids))):
         e = E.SqlError("0A000", "cached plan must not change result type")
         e.routine = "RevalidateCachedQuery"     # PostgreSQL's: asyncpg's cue
         raise e
+    if oids == announced:       # (no None among them: the common case, no new tuple)
+        return oids
     return tuple([TEXT if a is None else a for a in announced])
 
 
