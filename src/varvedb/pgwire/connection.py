@@ -425,7 +425,12 @@ class Connection:
         return out
 
     def bind(self, b: Body) -> bytes:
-        portal, name, formats, values, result_formats = M.bind_fields(b.data)
+        self._bind(b.data)
+        return M.BIND_COMPLETE
+
+    def _bind(self, data: bytes) -> Portal:
+        """A Bind's portal, kept under its name (_execution's, without a Body)."""
+        portal, name, formats, values, result_formats = M.bind_fields(data)
         stmt = self._statement(name)
         n = len(values)
         if n != stmt.params:
@@ -439,9 +444,9 @@ class Connection:
                   for v, oid, code in zip(values, stmt.oids, formats)]
         if portal and portal in self.portals:
             raise E.SqlError("42P03", f'cursor "{portal}" already exists')
-        self._keep(self.portals, portal, Portal(stmt, params, result_formats, len(b.data)),
-                   "portal")
-        return M.BIND_COMPLETE
+        got = Portal(stmt, params, result_formats, len(data))
+        self._keep(self.portals, portal, got, "portal")
+        return got
 
     def describe(self, b: Body) -> bytes:
         what, name = b.take(1), b.cstr()
@@ -491,9 +496,8 @@ class Connection:
             self._settle(out)
         failed = False
         try:
-            out.append(self.bind(Body(bind)))
-            portal = self.portals[""]
-            out.append(b"")             # the Describe's answer, settled below
+            portal = self._bind(bind)
+            out += _BOUND                # BindComplete; the Describe's answer, settled below
             self.pending, self.pending_at = portal, len(out) - 1
             rows = self._run(portal, 0)
             # it ran: the Describe answers its columns (_settle's first case)
@@ -684,6 +688,7 @@ class Connection:
 # after a Bind: Describe and Execute of the unnamed portal, then Sync (libpq's
 # PQsendQueryPrepared; Connection._execution)
 _EXECUTION = M.message(b"D", b"P\0") + M.message(b"E", b"\0" + bytes(4)) + M.message(b"S")
+_BOUND = (M.BIND_COMPLETE, b"")
 _EXTENDED = {b"P": Connection.parse, b"B": Connection.bind, b"D": Connection.describe,
              b"E": Connection.execute, b"C": Connection.close}
 
@@ -749,12 +754,15 @@ def _announced(columns: tuple, result) -> tuple:
     refuses a plan whose result type changed (drivers then prepare the statement
     again), rather than sent as bytes the client would read as the announced type."""
     names, announced = columns
-    if tuple(result.columns) != names or any(
+    oids = _oids(result)
+    if tuple(result.columns) != names or oids != announced and any(
             a is not None and a != got and not _untyped(result, i)
-            for i, (a, got) in enumerate(zip(announced, _oids(result)))):
+            for i, (a, got) in enumerate(zip(announced, oids))):
         e = E.SqlError("0A000", "cached plan must not change result type")
         e.routine = "RevalidateCachedQuery"     # PostgreSQL's: asyncpg's cue
         raise e
+    if oids == announced:       # (no None among them: the common case, no new tuple)
+        return oids
     return tuple([TEXT if a is None else a for a in announced])
 
 

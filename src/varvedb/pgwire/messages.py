@@ -55,6 +55,14 @@ class Reader:
     def _fill(self, n: int) -> None:
         """At least n bytes received and not yet read."""
         have = len(self.data) - self.at
+        if not have:            # all read (a query's wait, mostly): nothing to join
+            chunk = self.sock.recv(max(1 << 16, min(n, 1 << 24)))
+            if not chunk:
+                raise ConnectionError("the client closed the connection")
+            self.data, self.at = chunk, 0
+            if len(chunk) >= n:
+                return
+            have = len(chunk)
         parts = [self.data[self.at:]]
         while have < n:
             chunk = self.sock.recv(max(1 << 16, min(n - have, 1 << 24)))

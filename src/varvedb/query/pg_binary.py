@@ -32,6 +32,8 @@ def receive(data: bytes, oid: int):
     """A value in PostgreSQL's binary form of type `oid` as the Python value db.sql()
     takes; ValueError (or struct.error) where the bytes are not one."""
     n = len(data)
+    if oid == VECTOR and n >= 4:       # a search's query vector: looked at first
+        return _vector(data, n, 4)
     if oid == INT8 and n == 8:
         return _I64.unpack(data)[0]
     if oid == INT4 and n == 4:
@@ -61,12 +63,8 @@ def receive(data: bytes, oid: int):
         return struct.unpack("!I", data)[0]
     if oid in ELEMENTS and n >= 12:
         return _receive_array(data, ELEMENTS[oid])
-    if oid in (VECTOR, HALFVEC) and n >= 4:
-        dim, _ = struct.unpack_from("!hh", data)
-        width = 2 if oid == HALFVEC else 4
-        if dim < 0 or n != 4 + width * dim:
-            raise ValueError(f"{n} bytes for a vector of {dim} dimensions")
-        return np.frombuffer(data, ">f2" if width == 2 else ">f4", dim, 4).astype(np.float32)
+    if oid == HALFVEC and n >= 4:
+        return _vector(data, n, 2)
     if oid == SPARSEVEC and n >= 12:
         dim, nnz, _ = struct.unpack_from("!iii", data)
         if nnz < 0 or n != 12 + 8 * nnz:
@@ -82,6 +80,17 @@ def receive(data: bytes, oid: int):
             raise ValueError(f"{n} bytes for a bit string of {bits} bits")
         return np.unpackbits(np.frombuffer(data, np.uint8, offset=4))[:bits].astype(bool)
     raise ValueError(f"binary input of type OID {oid} is not supported ({n} bytes)")
+
+
+def _vector(data: bytes, n: int, width: int):
+    """A vector's (width 4) or halfvec's (2) binary form as float32."""
+    dim, _ = _VECTOR_HEAD.unpack_from(data)
+    if dim < 0 or n != 4 + width * dim:
+        raise ValueError(f"{n} bytes for a vector of {dim} dimensions")
+    return np.frombuffer(data, ">f4" if width == 4 else ">f2", dim, 4).astype(np.float32)
+
+
+_VECTOR_HEAD = struct.Struct("!hh")
 
 
 def _receive_array(data: bytes, element: int) -> list:

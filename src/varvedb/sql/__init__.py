@@ -446,6 +446,8 @@ def end_implicit(session, failed: bool) -> None:
     if not session.sql_implicit:
         return
     session.sql_implicit = False
+    if session.tx is None and session.sql_settings is None:
+        return              # it only read, and set nothing (a wire query's every Sync)
     from .commands import end_settings
     try:
         if session.tx is not None and failed:
