@@ -17,7 +17,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from .errors import (BranchError, NotFoundError, OptionError, ReadOnlyError, SchemaError,
-                     SqlError, TransactionError)
+                     SqlError, TransactionAbortedError, TransactionError)
 from .schema import Schema, brief, schema_difference, validate_name
 from .schema_inference import creation_data, infer_schema
 
@@ -43,7 +43,8 @@ class Session:
         self._finalizer = None
         self.settings: dict = {}      # SQL's SET (hnsw.ef_search, ...), per session
         self.sql_block = False        # a transaction SQL's BEGIN opened
-        self.sql_failed = False       # a statement in it failed: 25P02 until ROLLBACK
+        # a statement in it failed: 25P02 until ROLLBACK (the sql_failed property)
+        self._sql_failed = False
         self.begin_joins = False      # SQL's BEGIN joins an open transaction (the server's)
         # the open transaction is SQL's implicit one (a text's of several statements, a
         # pipeline's up to Sync: sql.begin_implicit), which BEGIN makes the block
@@ -114,6 +115,31 @@ class Session:
         return TransactionScope(self, join=True)
 
     @property
+    def sql_failed(self) -> bool:
+        """Has a statement in SQL's block failed (25P02 until ROLLBACK)?"""
+        return self._sql_failed
+
+    @sql_failed.setter
+    def sql_failed(self, failed: bool) -> None:
+        """A block that fails with no SAVEPOINT to go back to lets its version go
+        (unpin): only its end runs in it now, as PostgreSQL's aborted transaction
+        ("idle in transaction (aborted)") holds no snapshot and no xmin, so a
+        vacuum meanwhile reclaims what it read. One with a savepoint keeps it, as
+        PostgreSQL's transaction keeps its snapshot across a subtransaction's
+        abort: ROLLBACK TO reads on at the state of its BEGIN."""
+        self._sql_failed = failed
+        if failed and not self.savepoints and self._sql_version is not None:
+            self.unpin()
+
+    def _let_go(self) -> bool:
+        """Is this a REPEATABLE READ block that failed and let its version go? Its
+        reads (the Python API's; SQL's answer 25P02) are refused: the state of its
+        BEGIN is no longer kept, and reading the newest instead would break the
+        block's one state."""
+        return (self._sql_failed and self.sql_block and self.sql_snapshot
+                and self._sql_version is None and self.tx is None)
+
+    @property
     def sql_version(self) -> int | None:
         """The version SQL's REPEATABLE READ block reads (pin()), or None: the newest."""
         return self._sql_version
@@ -175,6 +201,10 @@ class Session:
         tx = self.tx
         if branch is None:
             if as_of is None and tx is None:
+                if self._let_go():
+                    raise TransactionAbortedError(
+                        "current transaction is aborted, commands ignored until end of "
+                        "transaction block")
                 as_of = self.sql_version       # (None: the newest)
             return self.engine.snapshot(as_of, tx=tx,
                                         branch=tx.branch if tx is not None else self.branch_id)
@@ -204,7 +234,7 @@ class Session:
         None in a transaction (its reads see its own writes). A dropped branch
         need not be checked here: the drop is a commit, so the version differs."""
         tx = self._tx
-        if tx is not None and not tx.done:
+        if (tx is not None and not tx.done) or self._let_go():
             return None
         return (self.engine.visible if self.sql_version is None else self.sql_version,
                 self._branch if self._branch is not None else self.db._branch)
