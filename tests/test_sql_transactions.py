@@ -594,6 +594,58 @@ def test_a_failed_repeatable_read_block_lets_its_version_go_unless_a_savepoint_k
         db.close()
 
 
+def test_a_repeatable_read_block_of_another_connection_refuses_once_a_vacuum_dropped_its_state(
+        tmp_path):
+    """Pins are a connection's: a read-only connection (another process's, as the
+    server's read workers are) holding a REPEATABLE READ block pins nothing in the
+    writer's, whose vacuum drops the block's version. The block reads the old
+    file until its connection's refresh() loads the vacuumed one; then it fails
+    with 40001 (retry the block), where it answered 22023 naming a version it was
+    never given, and never reads another version's rows; ROLLBACK ends it and the
+    next block reads the new state."""
+    path = str(tmp_path / "x.varve")
+    w = vv.connect(path)
+    r = vv.connect(path, readonly=True)
+    try:
+        w.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
+        w.sql("INSERT INTO t SELECT g, g FROM generate_series(1, 10) g")
+        w.create_collection("docs", {"n": "int"}).insert({"id": 1, "n": 1})
+        r.refresh()
+        a = r.session()
+        a.sql("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        assert a.sql("SELECT count(*), sum(x) FROM t").rows == [(10, 55)]
+        w.sql("DELETE FROM t WHERE id <= 5")
+        w.sql("UPDATE t SET x = 0")
+        w.vacuum(keep=1)
+        assert a.sql("SELECT count(*), sum(x) FROM t").rows == [(10, 55)]   # the old file
+        r.refresh()
+        with pytest.raises(vv.SqlError) as e:
+            a.sql("SELECT count(*), sum(x) FROM t")
+        assert e.value.sqlstate == "40001" and "vacuum" in str(e.value)
+        with pytest.raises(vv.SqlError) as e:
+            a.sql("SELECT 1")
+        assert e.value.sqlstate == "25P02"              # the block failed
+        a.sql("ROLLBACK")
+        a.sql("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        assert a.sql("SELECT count(*), sum(x) FROM t").rows == [(5, 0)]
+        a.sql("COMMIT")
+
+        b = r.session()                                 # the Python API's read too
+        b.sql("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        assert b.collection("docs").count() == 1
+        w.collection("docs").insert({"id": 2, "n": 2})
+        w.vacuum(keep=1)
+        r.refresh()
+        with pytest.raises(vv.SqlError) as e:
+            b.collection("docs").count()
+        assert e.value.sqlstate == "40001"
+        b.sql("ROLLBACK")
+        assert b.collection("docs").count() == 2
+    finally:
+        r.close()
+        w.close()
+
+
 def _libpq(conn, send) -> list:
     """The results of one libpq request (`send(pgconn)`, psycopg's pq, which its
     Connection never sends for a statement Describe): (SQLSTATE or None, column

@@ -206,6 +206,10 @@ class Session:
                         "current transaction is aborted, commands ignored until end of "
                         "transaction block")
                 as_of = self.sql_version       # (None: the newest)
+                if as_of is not None:
+                    oldest = self.engine.oldest_version()
+                    if as_of < oldest and (as_of > 0 or oldest > 1):   # (0: the empty file)
+                        raise self._snapshot_gone(as_of)
             return self.engine.snapshot(as_of, tx=tx,
                                         branch=tx.branch if tx is not None else self.branch_id)
         bid = self.engine.catalog.named(branch).id
@@ -214,6 +218,20 @@ class Session:
         if as_of is None:
             as_of = self.engine.read_version(tx, bid)
         return self.engine.snapshot(as_of, tx=tx, branch=bid)
+
+    def _snapshot_gone(self, version: int) -> SqlError:
+        """The error of a REPEATABLE READ block whose version is no longer held:
+        a vacuum in another process (whose pins are its own) dropped it, and
+        this connection's refresh() loaded the vacuumed file. The block fails
+        (and lets its version go) and answers 40001, which a client retries, as
+        PostgreSQL answers a serializable transaction that cannot go on; never
+        another version's rows."""
+        self.sql_failed = True
+        return SqlError("40001", f"could not serialize access: the state this REPEATABLE "
+                                 f"READ block reads (version {version}) was dropped by a "
+                                 f"vacuum of another connection to the file (the oldest "
+                                 f"version held is {self.engine.oldest_version()}): roll "
+                                 "back and retry the block")
 
     # ---- branches ------------------------------------------------------------
 

@@ -9,7 +9,8 @@ either; Session.sql_failed); a vacuum keeps the history from the oldest
 version held (vacuum.oldest_kept), as PostgreSQL's VACUUM never removes what
 an open snapshot sees. The holders are held weakly: a session dropped with its
 block open lets its version go. Pins are this connection's: a reader in
-another process holds nothing here.
+another process holds nothing here; its block fails with 40001 once its
+refresh() loads a vacuumed file without its version (Session.snapshot).
 """
 from __future__ import annotations
 
