@@ -201,7 +201,7 @@ class Session:
         tx = self.tx
         if branch is None:
             if as_of is None and tx is None:
-                if self._let_go():
+                if self._sql_failed and self._let_go():
                     raise TransactionAbortedError(
                         "current transaction is aborted, commands ignored until end of "
                         "transaction block")
@@ -252,7 +252,7 @@ class Session:
         None in a transaction (its reads see its own writes). A dropped branch
         need not be checked here: the drop is a commit, so the version differs."""
         tx = self._tx
-        if (tx is not None and not tx.done) or self._let_go():
+        if (tx is not None and not tx.done) or self._sql_failed and self._let_go():
             return None
         return (self.engine.visible if self.sql_version is None else self.sql_version,
                 self._branch if self._branch is not None else self.db._branch)
