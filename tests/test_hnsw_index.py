@@ -1,13 +1,16 @@
 """HnswIndex on its own: recall against exact search, filters, f16 arenas,
 determinism, incremental inserts, persistence and bad input."""
 
+import functools
+
 import numba
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import varvedb as vv
 from conftest import hnsw_arrays_of_format
+from test_fast_lane import _oracle
 from varvedb.index import flat
 from varvedb.index.hnsw import HnswIndex
 
@@ -663,3 +666,54 @@ def test_a_bound_searcher_answers_as_search(base, queries, metric):
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
     with pytest.raises(vv.DimensionError):
         walk(q[None, :])
+
+
+_SCALE_ROWS = 300
+
+
+@functools.lru_cache(maxsize=None)
+def _scale_graphs(metric: str):
+    """(arena, norms, an HNSW graph, an IVF-Flat index) over 300 16-d rows."""
+    from varvedb.index.ivfpq import IvfIndex
+    x = np.random.default_rng(5).standard_normal((_SCALE_ROWS, 16)).astype(np.float32)
+    norms = norms_of(x)
+    graph = HnswIndex(16, metric, m=8, ef_construction=64, seed=1)
+    graph.add(x, norms, np.arange(_SCALE_ROWS))
+    ivf = IvfIndex(16, metric, 8, None, seed=1)
+    ivf.train(x, norms, np.arange(_SCALE_ROWS))
+    ivf.add(x, norms, np.arange(_SCALE_ROWS))
+    return x, norms, graph, ivf
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), metric=st.sampled_from(["dot", "cosine"]),
+       exponent=st.floats(-44.0, np.log10(3e38)), k=st.integers(1, 20))
+def test_a_huge_or_tiny_dot_or_cosine_query_walks_as_exact_search_ranks(seed, metric,
+                                                                        exponent, k):
+    """A dot or cosine query whose largest |element| is 1e-44..3e38: its float32
+    distances overflowed (inf, NaN) or underflowed in the walk, which the exact
+    scan had stopped by scaling the query by a power of two (distance.scaled_query).
+    The walk scales it too (the float64 scores read it as it is), so it walks as
+    the same query scaled into [1, 2) does, row for row, at any ef (a positive
+    factor ranks rows alike); a walk as wide as the graph (ef >= rows), and
+    IVF-Flat probing every list, rank as exact search does (flat.search) and as
+    float64 scores do (numpy)."""
+    x, norms, graph, ivf = _scale_graphs(metric)
+    v = np.random.default_rng(seed).standard_normal(16)
+    q = (v / np.abs(v).max() * 10.0 ** exponent).astype(np.float32)
+    assume(np.isfinite(q).all() and q.any())
+    # the same query scaled by a power of two into [1, 2): exactly, as a float32
+    unit = (q.astype(np.float64) * 2.0 ** (1 - np.frexp(np.abs(q).max())[1])).astype(np.float32)
+    assert 1 <= np.abs(unit).max() < 2
+    for ef in (10, 40):
+        assert graph.search(x, norms, q, k, ef=ef)[0].tolist() == \
+            graph.search(x, norms, unit, k, ef=ef)[0].tolist()
+    want, _ = flat.search(metric, x, norms, q, k, None)
+    best, s = _oracle(metric, x, q, k, None)
+    assert np.allclose(s[want], s[best], rtol=1e-12, atol=0)     # (near-ties either way)
+    for rows, dist in (graph.search(x, norms, q, k, ef=_SCALE_ROWS),
+                       graph.search(x, norms, q, k, ef=_SCALE_ROWS),    # (its kept call)
+                       graph.searcher(x, norms, k, ef=_SCALE_ROWS)(q),
+                       ivf.search(x, norms, q, k, probes=8)):
+        assert rows.tolist() == want.tolist()
+        assert np.allclose(dist, s[rows], rtol=1e-12, atol=0)

@@ -578,3 +578,68 @@ def test_a_partial_predicate_orders_nan_as_postgresql(where, keeps):
     got = [r[0] for r in db.sql(f"SELECT id FROM p WHERE {where} ORDER BY v <-> '[0,0]'").rows]
     assert got == want.tolist()
     db.close()
+
+
+@pytest.mark.parametrize("ddl", ["DROP COLUMN n", "RENAME COLUMN n TO m"])
+def test_drop_column_under_a_partial_index_the_maintainer_is_linking(tmp_path, monkeypatch,
+                                                                     ddl):
+    """A race: the maintainer links a partial index's rows (deriving which meet its
+    predicate) while DROP COLUMN drops the predicate's column and the index with
+    it. Driven by events: the maintainer is stopped inside the derive, the DROP
+    runs (on the old code to its end: the maintainer then read the predicate's
+    column from the table that no longer had it, a KeyError recorded and raised
+    as IndexMaintenanceError by the next index_status or close), then the
+    maintainer goes on (RENAME COLUMN alike: the predicate read by its new name
+    among the old columns, or the old among the new). The DDL now waits for the chunk in flight (the
+    maintainer's hold), and each chunk links only what the table still holds."""
+    import threading
+    from varvedb.engine import columns as C
+    db = vv.connect(tmp_path / "race.vv")
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, n int, embedding vector(4))")
+    db.sql("CREATE INDEX ON t USING hnsw (embedding vector_l2_ops) WHERE (n = 1)")
+    m = db.engine.maintainer
+    entered, go, waiting, dropped = (threading.Event() for _ in range(4))
+    derive = C.DerivedColumn.derive
+
+    def stopped_derive(self, lo, hi):
+        if threading.current_thread().name == "varvedb-maintainer" and not go.is_set():
+            entered.set()
+            assert go.wait(600), "hang guard"
+        return derive(self, lo, hi)
+    monkeypatch.setattr(C.DerivedColumn, "derive", stopped_derive)
+    hold = m.hold
+
+    def watched_hold():
+        if threading.current_thread().name == "dropper":
+            waiting.set()
+        return hold()
+    monkeypatch.setattr(m, "hold", watched_hold)
+
+    rows = ", ".join(f"({i}, {i % 2}, '[{i}, 1, 2, 3]')" for i in range(200))
+    db.sql(f"INSERT INTO t VALUES {rows}")
+    assert entered.wait(600), "hang guard"
+
+    def drop():
+        db.sql(f"ALTER TABLE t {ddl}")
+        dropped.set()
+    t = threading.Thread(target=drop, name="dropper")
+    t.start()
+    guard = 0
+    while not (dropped.is_set() or waiting.is_set()):   # ended, or waits for the chunk
+        assert dropped.wait(0.05) or guard < 12000, "hang guard"
+        guard += 1
+    go.set()
+    t.join(600)
+    assert dropped.is_set()
+    db.sql("INSERT INTO t (id, embedding) VALUES (500, '[0, 0, 0, 0]')")
+    assert m.wait(lambda: m.unlinked() == 0, 600)
+    m.raise_failure()       # nothing failed in the background
+    assert "n" not in db.engine.table("t").schema.fields
+    if ddl.startswith("RENAME"):     # the index follows the column: its rows are n = 1's
+        db.sql("UPDATE t SET m = 1 WHERE id = 500")
+        assert db.sql("SELECT id FROM t WHERE m = 1 ORDER BY embedding <-> '[0, 0, 0, 0]' "
+                      "LIMIT 2").rows == [(500,), (1,)]
+    else:
+        assert db.sql("SELECT id FROM t ORDER BY embedding <-> '[0, 0, 0, 0]' LIMIT 2"
+                      ).rows == [(500,), (0,)]
+    db.close()

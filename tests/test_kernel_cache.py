@@ -57,6 +57,48 @@ def _fast_flags(kernel) -> bool:
                if " fadd " in line or " fmul " in line)
 
 
+def _elf_text(obj: bytes, at: int) -> int:
+    """The offset in `obj` of the first byte of machine code (the first non-empty
+    .text, or .ltext of numba's large code model) of the ELF64 object at `at`."""
+    import struct
+    shoff, = struct.unpack_from("<Q", obj, at + 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", obj, at + 0x3A)
+
+    def section(i):     # (name offset, file offset, size)
+        h = at + shoff + i * shentsize
+        return struct.unpack_from("<I", obj, h)[0], *struct.unpack_from("<QQ", obj, h + 24)
+    names = section(shstrndx)[1]
+    for i in range(shnum):
+        name, offset, size = section(i)
+        if obj[at + names + name:].startswith((b".text", b".ltext")) and size:
+            return at + offset
+    raise AssertionError("no .text section")
+
+
+def test_a_damaged_byte_of_cached_machine_code_that_still_unpickles_is_compiled_again(
+        tmp_path, monkeypatch):
+    """numba's .nbc files carried no checksum: a byte of machine code damaged on
+    disk unpickles as well as a sound one, and the kernel ran it (a cache hit). Each
+    file now carries a SHA-256 of its bytes, checked before they are unpickled: the
+    damaged one is a miss, compiled again and written over."""
+    import pickle
+    _compiled(tmp_path, monkeypatch)
+    nbc, = (tmp_path / "cache").rglob("*_doubled*.nbc")
+    data = bytearray(nbc.read_bytes())
+    code = _elf_text(data, data.index(b"\x7fELF"))
+    data[code] ^= 0xFF
+    nbc.write_bytes(bytes(data))
+    tag = b"varvedb-nbc-sha256\n"
+    body = bytes(data[len(tag) + 32:] if data.startswith(tag) else data)
+    pickle.loads(body)                                  # it still unpickles
+    kernel = jit.njit(cache=True)(_doubled)
+    kernel.compile((numba.int64,))                      # loaded or compiled, not run
+    assert sum(kernel.stats.cache_misses.values()) == 1 and not kernel.stats.cache_hits
+    assert kernel(np.int64(21)) == 42
+    again = _compiled(tmp_path, monkeypatch)            # written over: sound again
+    assert sum(again.cache_hits.values()) == 1 and not again.cache_misses
+
+
 def test_a_kernel_first_compiled_under_a_fastmath_caller_keeps_its_own_flags():
     # numba gives a callee whose options leave fastmath unset its first caller's
     # flags; jit.njit sets them, so the callee's code (and what the disk cache

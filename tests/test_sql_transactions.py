@@ -628,6 +628,128 @@ def test_a_vacuum_lets_go_of_a_closed_or_dropped_block_and_refuses_what_it_canno
         db.close()
 
 
+def test_a_failed_repeatable_read_block_lets_its_version_go_unless_a_savepoint_keeps_it(
+        pg, tmp_path):
+    """PostgreSQL's aborted transaction ("idle in transaction (aborted)") holds no
+    snapshot (its backend_xmin is NULL) unless a savepoint leaves its top
+    transaction alive: a failed block that held its BEGIN's version to ROLLBACK
+    kept a vacuum from reclaiming anything meanwhile. The failed block lets it go
+    (its reads, the Python API's too, are refused: 25P02); one with a savepoint
+    keeps it and reads on after ROLLBACK TO."""
+    def pg_holds(savepoint: bool) -> bool:
+        a = pg.psycopg.connect(pg.uri, autocommit=True)
+        b = pg.psycopg.connect(pg.uri, autocommit=True)
+        try:
+            a.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            a.execute("SELECT 1")
+            if savepoint:
+                a.execute("SAVEPOINT s")
+            with pytest.raises(psycopg.Error):
+                a.execute("SELECT 1 / 0")
+            pid = a.info.backend_pid
+            xmin, = b.execute("SELECT backend_xmin FROM pg_stat_activity WHERE pid = %s",
+                              (pid,)).fetchone()
+            a.execute("ROLLBACK")
+            return xmin is not None
+        finally:
+            a.close()
+            b.close()
+    assert pg_holds(savepoint=False) is False and pg_holds(savepoint=True) is True
+
+    db = vv.connect(str(tmp_path / "f.varve"))
+    try:
+        db.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
+        db.sql("INSERT INTO t VALUES (1, 1)")
+        t = db.create_collection("docs", {"n": "int"})
+        t.insert({"id": 1, "n": 1})
+        a = db.session()
+        a.sql("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        assert a.sql("SELECT x FROM t").rows == [(1,)]
+        with pytest.raises(vv.SqlError) as e:
+            a.sql("SELECT 1 / 0")
+        assert e.value.sqlstate == "22012"
+        db.sql("UPDATE t SET x = 2")
+        db.vacuum(keep=1)                               # reclaims while the block is failed
+        assert db.engine.oldest_version() == db.version
+        with pytest.raises(vv.SqlError) as e:
+            a.sql("SELECT x FROM t")
+        assert e.value.sqlstate == "25P02"
+        with pytest.raises(vv.TransactionAbortedError):  # not the newest state instead
+            a.collection("docs").find()
+        assert a.sql("ROLLBACK").status == "ROLLBACK"   # still ends it cleanly
+        assert a.sql("SELECT x FROM t").rows == [(2,)]
+        assert a.collection("docs").count() == 1
+
+        a.sql("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        assert a.sql("SELECT x FROM t").rows == [(2,)]
+        a.sql("SAVEPOINT s")
+        with pytest.raises(vv.SqlError):
+            a.sql("SELECT 1 / 0")
+        db.sql("UPDATE t SET x = 3")
+        kept = db.version - 1
+        db.vacuum(keep=1)                                # the savepoint keeps it
+        assert db.engine.oldest_version() == kept
+        a.sql("ROLLBACK TO SAVEPOINT s")
+        assert a.sql("SELECT x FROM t").rows == [(2,)]
+        assert a.sql("COMMIT").status == "COMMIT"
+        db.vacuum(keep=1)
+        assert db.engine.oldest_version() == db.version
+    finally:
+        db.close()
+
+
+def test_a_repeatable_read_block_of_another_connection_refuses_once_a_vacuum_dropped_its_state(
+        tmp_path):
+    """Pins are a connection's: a read-only connection (another process's, as the
+    server's read workers are) holding a REPEATABLE READ block pins nothing in the
+    writer's, whose vacuum drops the block's version. The block reads the old
+    file until its connection's refresh() loads the vacuumed one; then it fails
+    with 40001 (retry the block), where it answered 22023 naming a version it was
+    never given, and never reads another version's rows; ROLLBACK ends it and the
+    next block reads the new state."""
+    path = str(tmp_path / "x.varve")
+    w = vv.connect(path)
+    r = vv.connect(path, readonly=True)
+    try:
+        w.sql("CREATE TABLE t (id int PRIMARY KEY, x int)")
+        w.sql("INSERT INTO t SELECT g, g FROM generate_series(1, 10) g")
+        w.create_collection("docs", {"n": "int"}).insert({"id": 1, "n": 1})
+        r.refresh()
+        a = r.session()
+        a.sql("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        assert a.sql("SELECT count(*), sum(x) FROM t").rows == [(10, 55)]
+        w.sql("DELETE FROM t WHERE id <= 5")
+        w.sql("UPDATE t SET x = 0")
+        w.vacuum(keep=1)
+        assert a.sql("SELECT count(*), sum(x) FROM t").rows == [(10, 55)]   # the old file
+        r.refresh()
+        with pytest.raises(vv.SqlError) as e:
+            a.sql("SELECT count(*), sum(x) FROM t")
+        assert e.value.sqlstate == "40001" and "vacuum" in str(e.value)
+        with pytest.raises(vv.SqlError) as e:
+            a.sql("SELECT 1")
+        assert e.value.sqlstate == "25P02"              # the block failed
+        a.sql("ROLLBACK")
+        a.sql("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        assert a.sql("SELECT count(*), sum(x) FROM t").rows == [(5, 0)]
+        a.sql("COMMIT")
+
+        b = r.session()                                 # the Python API's read too
+        b.sql("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        assert b.collection("docs").count() == 1
+        w.collection("docs").insert({"id": 2, "n": 2})
+        w.vacuum(keep=1)
+        r.refresh()
+        with pytest.raises(vv.SqlError) as e:
+            b.collection("docs").count()
+        assert e.value.sqlstate == "40001"
+        b.sql("ROLLBACK")
+        assert b.collection("docs").count() == 2
+    finally:
+        r.close()
+        w.close()
+
+
 def _libpq(conn, send) -> list:
     """The results of one libpq request (`send(pgconn)`, psycopg's pq, which its
     Connection never sends for a statement Describe): (SQLSTATE or None, column

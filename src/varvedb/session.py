@@ -17,7 +17,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from .errors import (BranchError, NotFoundError, OptionError, ReadOnlyError, SchemaError,
-                     SqlError, TransactionError)
+                     SqlError, TransactionAbortedError, TransactionError)
 from .schema import Schema, brief, schema_difference, validate_name
 from .schema_inference import creation_data, infer_schema
 
@@ -43,7 +43,8 @@ class Session:
         self._finalizer = None
         self.settings: dict = {}      # SQL's SET (hnsw.ef_search, ...), per session
         self.sql_block = False        # a transaction SQL's BEGIN opened
-        self.sql_failed = False       # a statement in it failed: 25P02 until ROLLBACK
+        # a statement in it failed: 25P02 until ROLLBACK (the sql_failed property)
+        self._sql_failed = False
         self.begin_joins = False      # SQL's BEGIN joins an open transaction (the server's)
         # the open transaction is SQL's implicit one (a text's of several statements, a
         # pipeline's up to Sync: sql.begin_implicit), which BEGIN makes the block
@@ -118,6 +119,31 @@ class Session:
         return TransactionScope(self, join=True)
 
     @property
+    def sql_failed(self) -> bool:
+        """Has a statement in SQL's block failed (25P02 until ROLLBACK)?"""
+        return self._sql_failed
+
+    @sql_failed.setter
+    def sql_failed(self, failed: bool) -> None:
+        """A block that fails with no SAVEPOINT to go back to lets its version go
+        (unpin): only its end runs in it now, as PostgreSQL's aborted transaction
+        ("idle in transaction (aborted)") holds no snapshot and no xmin, so a
+        vacuum meanwhile reclaims what it read. One with a savepoint keeps it, as
+        PostgreSQL's transaction keeps its snapshot across a subtransaction's
+        abort: ROLLBACK TO reads on at the state of its BEGIN."""
+        self._sql_failed = failed
+        if failed and not self.savepoints and self._sql_version is not None:
+            self.unpin()
+
+    def _let_go(self) -> bool:
+        """Is this a REPEATABLE READ block that failed and let its version go? Its
+        reads (the Python API's; SQL's answer 25P02) are refused: the state of its
+        BEGIN is no longer kept, and reading the newest instead would break the
+        block's one state."""
+        return (self._sql_failed and self.sql_block and self.sql_snapshot
+                and self._sql_version is None and self.tx is None)
+
+    @property
     def sql_version(self) -> int | None:
         """The version SQL's REPEATABLE READ block reads (pin()), or None: the newest."""
         return self._sql_version
@@ -179,7 +205,15 @@ class Session:
         tx = self.tx
         if branch is None:
             if as_of is None and tx is None:
+                if self._sql_failed and self._let_go():
+                    raise TransactionAbortedError(
+                        "current transaction is aborted, commands ignored until end of "
+                        "transaction block")
                 as_of = self.sql_version       # (None: the newest)
+                if as_of is not None:
+                    oldest = self.engine.oldest_version()
+                    if as_of < oldest and (as_of > 0 or oldest > 1):   # (0: the empty file)
+                        raise self._snapshot_gone(as_of)
             return self.engine.snapshot(as_of, tx=tx,
                                         branch=tx.branch if tx is not None else self.branch_id)
         bid = self.engine.catalog.named(branch).id
@@ -188,6 +222,20 @@ class Session:
         if as_of is None:
             as_of = self.engine.read_version(tx, bid)
         return self.engine.snapshot(as_of, tx=tx, branch=bid)
+
+    def _snapshot_gone(self, version: int) -> SqlError:
+        """The error of a REPEATABLE READ block whose version is no longer held:
+        a vacuum in another process (whose pins are its own) dropped it, and
+        this connection's refresh() loaded the vacuumed file. The block fails
+        (and lets its version go) and answers 40001, which a client retries, as
+        PostgreSQL answers a serializable transaction that cannot go on; never
+        another version's rows."""
+        self.sql_failed = True
+        return SqlError("40001", f"could not serialize access: the state this REPEATABLE "
+                                 f"READ block reads (version {version}) was dropped by a "
+                                 f"vacuum of another connection to the file (the oldest "
+                                 f"version held is {self.engine.oldest_version()}): roll "
+                                 "back and retry the block")
 
     # ---- branches ------------------------------------------------------------
 
@@ -208,7 +256,7 @@ class Session:
         None in a transaction (its reads see its own writes). A dropped branch
         need not be checked here: the drop is a commit, so the version differs."""
         tx = self._tx
-        if tx is not None and not tx.done:
+        if (tx is not None and not tx.done) or self._sql_failed and self._let_go():
             return None
         return (self.engine.visible if self.sql_version is None else self.sql_version,
                 self._branch if self._branch is not None else self.db._branch)

@@ -122,6 +122,7 @@ class Transaction:
         self.catalog = None                  # the branches before its first BRANCH frame
         self.done = False
         self.aborted = False       # a write failed: undone in memory, cannot commit
+        self.schema_changed = False    # it wrote a schema change (its undo holds the maintainer)
 
 
 class Engine:
@@ -453,7 +454,15 @@ class Engine:
                     and frame.cid not in tx.tables:
                 self.tables[frame.cid].begin()
                 tx.tables.add(frame.cid)
-            self._apply(frame, tx.version)
+            if isinstance(frame, frames.SCHEMA_CHANGES) and self.maintainer is not None:
+                # no chunk is linked while a table's columns, indexes and schema
+                # change (one after the other): a chunk links against one state, the
+                # old or the new, never an index whose predicate's column is gone
+                tx.schema_changed = True
+                with self.maintainer.hold():
+                    self._apply(frame, tx.version)
+            else:
+                self._apply(frame, tx.version)
         except BaseException:
             self.abort(tx)
             raise
@@ -1096,7 +1105,11 @@ class Engine:
             if self.log is not None:
                 self.log.rollback()
         finally:
-            self._undo_tables(tx)
+            if tx.schema_changed:       # its undo puts columns and indexes back: as write
+                with self.maintainer.hold():
+                    self._undo_tables(tx)
+            else:
+                self._undo_tables(tx)
 
     def _undo_tables(self, tx: Transaction) -> None:
         for cid in tx.tables:

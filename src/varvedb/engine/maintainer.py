@@ -17,7 +17,11 @@ Locks: a chunk is linked holding `hold`, and the tables to link are looked
 up again under it for every chunk. Whoever replaces or discards the engine's
 tables (a reload after a failed sync, close) takes `hold` first, so the
 maintainer never links into a table the engine has replaced, nor touches
-memory after close. The maintainer never takes the engine's writer lock:
+memory after close; so does the writer applying (or undoing) a schema
+change (Engine.write, abort), so a chunk never links a partial index whose
+predicate's column a DROP COLUMN took away meanwhile, or reads a renamed
+column by its old name. `hold` is reentrant: a write under create_index's
+hold takes it again. The maintainer never takes the engine's writer lock:
 order is writer → hold → a graph's own locks.
 
 A failure inside the maintainer loses nothing (the rows stay searchable by
@@ -59,7 +63,7 @@ class Maintainer:
     def __init__(self, engine):
         self.engine = weakref.ref(engine)   # an engine dropped unclosed is still collected
         self._cond = threading.Condition()
-        self._hold = threading.Lock()
+        self._hold = threading.RLock()       # (the writer's DDL may take it inside create_index's)
         self._wanted = False                 # a commit asked for a pass since one began
         self._stopped = False
         self._idle = False                   # the thread waits for a wake (no pass, no rest)

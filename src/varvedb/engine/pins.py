@@ -3,11 +3,14 @@
 A block that reads the state of its BEGIN (SQL's REPEATABLE READ: Session's
 `sql_version`) reads one version across statements, while other sessions
 commit and vacuum. It holds that version here from its BEGIN to its first
-write, COMMIT, ROLLBACK or close; a vacuum keeps the history from the oldest
+write, COMMIT, ROLLBACK, close or failure (a statement in it failed with no
+SAVEPOINT to go back to: PostgreSQL's aborted transaction holds no snapshot
+either; Session.sql_failed); a vacuum keeps the history from the oldest
 version held (vacuum.oldest_kept), as PostgreSQL's VACUUM never removes what
 an open snapshot sees. The holders are held weakly: a session dropped with its
 block open lets its version go. Pins are this connection's: a reader in
-another process holds nothing here.
+another process holds nothing here; its block fails with 40001 once its
+refresh() loads a vacuumed file without its version (Session.snapshot).
 """
 from __future__ import annotations
 

@@ -289,8 +289,11 @@ class IvfIndex:
                 raise NonFiniteVectorError("query vector holds NaN or inf")
             q = query
             if self._metric_code == METRIC_COSINE:
-                qn = float(np.sqrt(np.dot(query, query)))
-                q = query / np.float32(qn) if qn > 0 else query
+                # (its norm in float64: a float32 one of a huge query overflows, of a
+                # tiny one underflows, and the probe would rank no list nearer)
+                q64 = query.astype(np.float64)
+                qn = float(np.sqrt(q64 @ q64))
+                q = (q64 / qn).astype(np.float32) if qn > 0 else query
             lists = np.empty(probes, np.int64)
             base = np.empty(self.lists, np.float32)
             counts[0] = ivf.probe_lists(self.centroids, self._c_sq, q,

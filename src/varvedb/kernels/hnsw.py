@@ -138,6 +138,7 @@ from varvedb.kernels.distance import (
     rank_rows,
     rerank_rows,
     row_distance,
+    scaled_query,
     unmanaged,
 )
 from varvedb.kernels.heaps import (
@@ -512,6 +513,10 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
         return -2
     if not all_finite(query):
         return -1
+    # a huge or tiny dot or cosine query walks scaled by a power of two (its float32
+    # distances would overflow or underflow; the ranking is the same), as exact
+    # search scores it; the float64 scores (rerank_rows, _rank_pool) read `query`
+    walk_query = scaled_query(walk_query, walk_metric)
     # Rows at or past `n_rows` are skipped, so a search that overlaps an add()
     # (which may link rows this caller's arena or mask does not cover yet)
     # stays inside every array it was handed.

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .distance import METRIC_COSINE, METRIC_DOT, all_finite, query_distance, query_norm
+from .distance import (METRIC_COSINE, METRIC_DOT, all_finite, query_distance, query_norm,
+                       scaled_query)
 from .heaps import max_sort, top_k_push
 from .jit import njit
 from .pq import distance_table
@@ -155,7 +156,10 @@ def pq_candidates(lists, n_probed, base, metric, offsets, rows, codes, extra, ta
 def flat_candidates(lists, n_probed, n_lists, arena, norms, query, metric, offsets, rows,
                     tail_rows, tail_lists, n_tail, allow, use_allow, cap, keys, ids):
     """IVF-Flat: the ``cap`` allowed rows of the probed lists nearest ``query``
-    by the walk's float32 distance on the arena; returns (kept, rows scanned)."""
+    by the walk's float32 distance on the arena; returns (kept, rows scanned). A
+    huge or tiny dot or cosine query is measured scaled (scaled_query), as exact
+    search measures it; the caller's float64 ranking reads it as it is."""
+    query = scaled_query(query, metric)
     q_norm = query_norm(query, metric)
     probed = np.zeros(n_lists, np.bool_)
     n = 0

@@ -35,6 +35,14 @@ in ``literal=`` (the walk's ``level == 0`` pruned at compile time).
 The cache is keyed on the source of every module in this package, not only
 the kernel's own file: a kernel's machine code holds the inlined helpers and
 constants of the modules it imports, so a change to any of them must miss.
+
+Each data file (.nbc: the pickled machine code of one specialisation) carries
+a SHA-256 of its bytes, written with them and checked before they are
+unpickled (:func:`_save_checked`, :func:`_load_checked`): a file damaged on
+disk — a flipped byte of machine code unpickles as well as a sound one, and
+would run — is a miss, compiled again and written over, as a file of another
+format (numba's own, without the digest) is. The index (.nbi) holds only
+keys and file names, which numba checks itself (its version, the stamp).
 """
 from __future__ import annotations
 
@@ -42,6 +50,7 @@ import functools
 import hashlib
 import inspect
 import os
+import pickle
 import threading
 from pathlib import Path
 
@@ -96,6 +105,9 @@ class LoadOnlyCache(FunctionCache):
         lock = os.path.join(self._cache_path, f"varvedb-saving-{py_func.__module__}."
                                               f"{py_func.__qualname__}")
         self._cache_file.save = functools.partial(_save_locked, self._cache_file.save, lock)
+        # the machine code's files carry a digest, checked at each load
+        self._cache_file._save_data = functools.partial(_save_checked, self._cache_file)
+        self._cache_file._load_data = functools.partial(_load_checked, self._cache_file)
 
     @property
     def folder(self) -> str:
@@ -116,6 +128,31 @@ class LoadOnlyCache(FunctionCache):
 def _save_locked(save, lock: str, key, data) -> None:
     with compile_lock.saving(lock):
         save(key, data)
+
+
+# a data file's head: this tag, then the SHA-256 of the pickled bytes after it
+_CHECKED = b"varvedb-nbc-sha256\n"
+_HEAD = len(_CHECKED) + 32
+
+
+def _save_checked(cache_file, name: str, data) -> None:
+    """numba's IndexDataCacheFile._save_data, the bytes headed by their digest."""
+    body = cache_file._dump(data)
+    with cache_file._open_for_write(cache_file._data_path(name)) as f:
+        f.write(_CHECKED + hashlib.sha256(body).digest() + body)
+
+
+def _load_checked(cache_file, name: str):
+    """numba's IndexDataCacheFile._load_data, refusing (OSError: numba's load
+    reads it as a miss, and the kernel is compiled again) a file whose bytes do
+    not match their digest, or that has none."""
+    path = cache_file._data_path(name)
+    with open(path, "rb") as f:
+        data = f.read()
+    body = memoryview(data)[_HEAD:]
+    if not data.startswith(_CHECKED) or hashlib.sha256(body).digest() != data[len(_CHECKED):_HEAD]:
+        raise OSError(f"{path}: the cached machine code does not match its digest")
+    return pickle.loads(body)
 
 
 def cache_folder() -> str:
