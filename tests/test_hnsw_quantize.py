@@ -323,3 +323,48 @@ def test_the_bound_int8_walk_answers_as_search(data, metric):
                 assert dists.tolist() == want_dists.tolist()
     pq = built(x[:300], metric, quantize="pq", pq_m=8)    # its query is a table a search
     assert pq.searcher(x[:300], norms[:300], K) is None
+
+
+# a reopened int8 dot graph asked a query near float32's largest value: the codes'
+# float32 dot overflowed (NaN from inf + -inf), and under fastmath a NaN compared
+# "nearer" on every step of greedy_descend, which then circled for ever
+_HUGE_QUERY = r"""
+import sys
+import numpy as np
+import varvedb as vv
+from varvedb.index import flat
+db = vv.connect(sys.argv[1], readonly=True)
+t = db.engine.table("docs")
+ix = t.vector_indexes["embedding"]
+arena, norms = t.columns["embedding"].frozen(ix.linked)
+v = np.random.default_rng(441863).standard_normal(128)
+unit = (v / np.abs(v).max() * 1.5).astype(np.float32)
+for big in (2.5e38, 1.28e38, 3.4e38, 1.9e30):
+    q = (unit.astype(np.float64) / 1.5 * big).astype(np.float32)
+    rows, dist = ix.graph.search(arena, norms, q, 3, ef=100)
+    exact, _ = flat.search("dot", arena, norms, q, 3, None)
+    hits = db.collection("docs").search(vector=q, limit=3)
+    # (scaled, the walk, its rerank and exact search rank as for a unit query)
+    assert list(rows) == list(exact), (big, rows, exact)
+    assert len(hits) == 3
+    print(big, list(rows), flush=True)
+print("done")
+"""
+
+
+def test_a_huge_dot_query_on_a_reopened_int8_graph_returns(tmp_path):
+    import subprocess
+    from conftest import PYTHON, child_env
+    path = str(tmp_path / "huge.varve")
+    db = vv.connect(path)
+    c = db.create_collection("docs", {"embedding": vv.Vector(128, metric="dot",
+                                                             index=vv.HNSW())})
+    x = np.random.default_rng(0).standard_normal((3000, 128)).astype(np.float32)
+    c.insert([{"id": i, "embedding": x[i]} for i in range(3000)])
+    c.wait_indexed("embedding")
+    db.close()
+    # (a child process: the defect hung the walk, uninterruptibly, in machine code)
+    child = subprocess.run([PYTHON, "-c", _HUGE_QUERY, path], env=child_env(),
+                           capture_output=True, text=True, timeout=600)
+    assert child.returncode == 0, child.stderr[-3000:]
+    assert child.stdout.strip().endswith("done")

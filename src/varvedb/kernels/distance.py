@@ -431,13 +431,15 @@ _SCALED_HIGH = np.uint32((127 + 41) << 23)
 
 @njit(**_INLINE)
 def scaled_query(query, metric):
-    """``query`` as the float32 scores take it: itself, or for dot and cosine (whose
-    ranking a positive factor leaves as it is) a copy scaled by a power of two when
+    """``query`` as the float32 scores take it: itself, or for dot, cosine and the
+    int8 codes' dot (``METRIC_CODE_DOT``: an int8 walk's query is the dot query times
+    the codes' step; ranking by any of them a positive factor leaves as it is) a
+    copy scaled by a power of two when
     its largest |element| is past 2**40 or under 2**-40: a float32 dot or norm of a
     larger one overflows (an inf or NaN score, never ranked right), of a smaller one
     underflows (an error no bound relative to the query covers). The copy's largest
     |element| is in [1, 2); the exact float64 scores take ``query`` as it is."""
-    if metric != METRIC_DOT and metric != METRIC_COSINE:
+    if metric != METRIC_DOT and metric != METRIC_COSINE and metric != METRIC_CODE_DOT:
         return query
     top = np.uint32(0)
     for j in range(query.shape[0]):
@@ -703,16 +705,18 @@ def rank_rows(arena, rows, query, metric, out):
 def rerank_rows(arena, norms, query, metric, rows, n, k, scratch_d, out_rows, out_dist):
     """The k best of ``rows[:n]`` by the exact distance from the arena, ranked.
 
-    ``scratch_d`` (>= n entries) receives the exact float32 distances; the
-    pool is reordered in place, its best k first.
+    ``scratch_d`` (>= n entries) receives the exact float32 distances (of a huge
+    or tiny dot or cosine query scaled: scaled_query); the pool is reordered in
+    place, its best k first, and ranked by float64 scores of ``query`` itself.
     """
     arena, norms, query = unmanaged(arena), unmanaged(norms), unmanaged(query)
     rows, scratch_d = unmanaged(rows), unmanaged(scratch_d)
-    q_norm = query_norm(query, metric)
+    scored = scaled_query(query, metric)
+    q_norm = query_norm(scored, metric)
     for j in range(n):
         prefetch_row(arena, rows[j])
     for j in range(n):
-        scratch_d[j] = query_distance(arena, norms, rows[j], query, q_norm, metric)
+        scratch_d[j] = query_distance(arena, norms, rows[j], scored, q_norm, metric)
     count = min(n, k)
     # a selection of the k best: the pool is small (ef) and k smaller
     for j in range(count):

@@ -280,12 +280,19 @@ def _level_list(links0, upper_slot, upper_links, row, level):
 @njit(readonly=("upper_slot", "upper_links"), **_JIT)
 def greedy_descend(arena, norms, query, q_norm, metric, upper_slot, upper_links,
                    node, dist, top, bottom):
-    """Greedy walk (ef = 1) down levels ``top`` .. ``bottom + 1``; returns (node, dist)."""
+    """Greedy walk (ef = 1) down levels ``top`` .. ``bottom + 1``; returns (node, dist).
+
+    Each step of a level moves to a strictly nearer node, so a level takes fewer
+    steps than there are nodes; the walk stops there all the same, because a NaN
+    distance (an overflowed score) under fastmath may compare "nearer" every
+    time, and the walk would then circle between nodes for ever."""
     arena, norms, query = unmanaged(arena), unmanaged(norms), unmanaged(query)
     upper_slot, upper_links = unmanaged(upper_slot), unmanaged(upper_links)
     for level in range(top, bottom, -1):
         improved = True
-        while improved:
+        steps = 0
+        while improved and steps <= upper_slot.shape[0]:
+            steps += 1
             improved = False
             slot = upper_slot[node] + level - 1
             if slot < level - 1 or slot >= upper_links.shape[0]:
