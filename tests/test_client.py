@@ -1296,7 +1296,8 @@ NOT_REMOTE = {
         "in_transaction": "the client's transaction is pinned to a thread, not an object",
         "pin": "SQL's REPEATABLE READ block's hold on its version (sql('BEGIN ISOLATION "
         "LEVEL REPEATABLE READ') over the client)", "unpin": "the same",
-        "sql_version": "the same"},
+        "sql_version": "the same", "sql_failed": "the same (a failed block: sql() "
+        "answers 25P02 over the client)"},
 }
 ASYNC_NAMES = {"close": "aclose"}     # AsyncClient's coroutine that closes
 

@@ -34,6 +34,11 @@ SOURCE_ALLOWED = {
     ("kernels/jit.py", "_source_stamp"),    # the cache's staleness stamp: the whole package's
     ("kernels/jit.py", "_types_active_call"),   # keeps the types a first call's typing made
     ("kernels/jit.py", "_compilation_chain_init_hook"),  # loads extensions: not to load
+    # the cache file's data read and write, headed by our digest (numba's own
+    # helpers for the pickle, the path and the atomic write)
+    ("kernels/jit.py", "_save_data"), ("kernels/jit.py", "_load_data"),
+    ("kernels/jit.py", "_dump"), ("kernels/jit.py", "_open_for_write"),
+    ("kernels/jit.py", "_data_path"),
 }
 # Tests that reach a private of a module they do not test, and why:
 TEST_ALLOWED = {
