@@ -311,7 +311,10 @@ class Collection:
         if ids is not None:
             keys = _id_list(coerce_ids(t.schema, ids))
             rows = t.live_rows(keys)
-            return np.unique(rows[rows >= 0])
+            rows = rows[rows >= 0]
+            # one row is its own sorted set: np.unique's hash table and sort cost a
+            # one-row update or delete ~5 us warm, ~90 us in a cache cold from fsync
+            return rows if len(rows) < 2 else np.unique(rows)
         snap = self.engine.snapshot(None, tx=tx)
         mask, _ = snap.visible(t)
         return np.flatnonzero(mask & Filter(where, t.schema, params).mask(t, snap.n(t)))

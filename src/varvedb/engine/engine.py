@@ -587,7 +587,8 @@ class Engine:
         """New versions of live `rows`: `values` (field -> (values, nulls) of one
         row) set, every other field kept; NotNullViolationError if one of
         `values` is null in a not_null field."""
-        self.rewrite(tx, t, rows, {name: (_repeat(vals, len(rows)), np.repeat(nulls, len(rows)))
+        n = len(rows)
+        self.rewrite(tx, t, rows, {name: (_repeat(vals, n), _repeat(nulls, n))
                                    for name, (vals, nulls) in values.items()})
 
     def rewrite(self, tx: "Transaction", t: Table, rows: np.ndarray, values: dict) -> None:
@@ -1637,6 +1638,8 @@ def _keys(ids) -> list:
 
 
 def _repeat(vals, n: int):
+    if n == 1:      # a one-row update: the coerced value is the row's own (a copy)
+        return vals
     if isinstance(vals, list):
         return vals * n
     return np.repeat(vals, n, axis=0)
@@ -1663,8 +1666,13 @@ def _check_rows(t: Table, rows) -> None:
     as a corrupt frame is refused before it is written (a caller's slip must
     not brick the file)."""
     rows = np.asarray(rows)
-    if rows.ndim != 1 or rows.dtype.kind not in "iu" or len(rows) and (
-            int(rows.min()) < 0 or int(rows.max()) >= t.n):
+    if rows.ndim != 1 or rows.dtype.kind not in "iu":
+        bad = True
+    elif len(rows) == 1:        # a one-row write: no two reductions' set-up
+        bad = not 0 <= rows.item(0) < t.n
+    else:
+        bad = len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= t.n)
+    if bad:
         raise VarveError(f"a write named rows outside [0, {t.n}) of {t.name!r}: refused, "
                          "nothing written")
 
