@@ -196,3 +196,28 @@ def test_a_shutdown_while_a_body_comes_closes_once_it_is_answered(served):
     assert not transport.closed
     protocol.data_received(whole[-5:])
     assert transport.closed and answers(transport.writes[-1])[0][0] == 200
+
+
+def test_a_body_over_the_servers_limit_is_refused_as_the_asgi_way_refuses_it(tmp_path):
+    db = vv.connect(str(tmp_path / "limit.varve"))
+    db.create_collection("docs", {"emb": vv.Vector(4, metric="l2")}).insert_arrays(
+        id=np.arange(4), emb=np.eye(4, dtype=np.float32))
+    app = build_app(db, threads=1, max_body=len(BODY) - 1)
+    loop = asyncio.new_event_loop()
+    try:
+        config = uvicorn_config(app, "warning", host="127.0.0.1", port=0)
+        state = ServerState()
+        protocol = config.http(config=config, server_state=state, app_state={}, _loop=loop)
+        protocol.access_log = False
+        transport = Transport()
+        protocol.connection_made(transport)
+        app.search_seconds[("docs", None, True, 2)] = 0.0     # as if short: inline
+        protocol.data_received(request())
+        settle(loop, state)
+        (status, _, body), = answers(b"".join(transport.writes))
+        assert status == 413 and json.loads(body)["error"]["type"] == "RequestTooLargeError"
+    finally:
+        loop.run_until_complete(asyncio.sleep(0))
+        loop.close()
+        app.state.api.pool.shutdown(wait=True)
+        db.close()

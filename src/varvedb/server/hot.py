@@ -176,14 +176,15 @@ class HotPath:
         """The whole HTTP answer to a `search_target` request (`headers` as
         `serve` reads them, `raw` its body), run here on the event loop; or None
         where it must go the ASGI way (`serve`): where `serve` would not run it
-        inline (the module's docstring), a token not this server's, or a search
+        inline (the module's docstring), a token not this server's, a body over
+        the server's limit (`serve` refuses it, 413), or a search
         that fails (`serve` runs it again and refuses it, typed: a read, so
         nothing is done twice). `default_headers`: uvicorn's (its Date)."""
         api = self.api
         t0 = time.perf_counter()
         if api.token is not None and not api.authorized(_text(headers.get(_AUTH)) or ""):
             return None
-        if _TX in headers or _MIN_VERSION in headers or \
+        if len(raw) > api.max_body or _TX in headers or _MIN_VERSION in headers or \
                 (self.follower is not None and not self.follower.current()):
             return None
         ctype = headers.get(_TYPE)
