@@ -221,3 +221,18 @@ def test_a_body_over_the_servers_limit_is_refused_as_the_asgi_way_refuses_it(tmp
         loop.close()
         app.state.api.pool.shutdown(wait=True)
         db.close()
+
+
+def test_while_writes_are_paused_a_search_waits_the_asgi_way(served):
+    app, loop, state, connect, token = served
+    protocol, transport = connect()
+    protocol.data_received(request(headers=auth(token)))
+    settle(loop, state)
+    n = len(transport.writes)
+    protocol.pause_writing()            # the client reads no answers: flow control
+    short(app)
+    protocol.data_received(request(headers=auth(token)))
+    assert state.tasks and len(transport.writes) == n      # not answered here
+    protocol.resume_writing()
+    settle(loop, state)
+    assert [s for s, _, _ in answers(b"".join(transport.writes[n:]))] == [200]

@@ -81,7 +81,8 @@ class HotHttpTools(CorkedHttpTools):
     `send` twice; for a search of ~60-200 µs that machinery cost as much again
     in the GIL. Here a request whose line is `POST /collections/{c}/search`
     (`hot.search_target`), on a keep-alive HTTP/1.1 connection with no answer
-    under way, is held: its body is gathered as it comes, and when it ends
+    under way and its writes not paused (a client that does not read its
+    answers meets uvicorn's flow control, as before), is held: its body is gathered as it comes, and when it ends
     `hot.answer_now` runs the search on the loop and gives the whole answer,
     written at once in one send(). Whatever answer_now declines (a search it
     would not run inline, a refusal, a bug), and a body over hot.INLINE_BODY,
@@ -103,7 +104,8 @@ class HotHttpTools(CorkedHttpTools):
         parser = self.parser
         if (self.cycle is None or self.cycle.response_complete) and not self.pipeline \
                 and not self.expect_100_continue and self.limit_concurrency is None \
-                and not self.access_log and parser.get_http_version() == "1.1" \
+                and not self.access_log and not self.flow.write_paused \
+                and parser.get_http_version() == "1.1" \
                 and parser.should_keep_alive() and not parser.should_upgrade():
             collection = self.hot.search_target(parser.get_method(), self.url)
             if collection is not None:
