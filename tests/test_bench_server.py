@@ -105,3 +105,24 @@ def test_bench_server_quick_with_c_load_generators(tmp_path):
             assert row["pgvector"]["server_cpu_us_per_query"]["median"] > 0
             assert row["ratio_qps"]["rounds"] == 2
     assert "wrk (wrk_search.lua)" in (tmp_path / "wrk.md").read_text()
+
+
+def test_bench_server_quick_with_wrk_drives_each_worker_count(tmp_path):
+    """--client wrk --workers W: wrk drives each `serve --workers W` side (the
+    workers' sides were driven by http.client, silently, with --client wrk)."""
+    import shutil
+    pytest.importorskip("varvedb.server", reason="`varvedb serve` is not in this tree yet")
+    if shutil.which("wrk") is None:
+        pytest.skip("wrk is not installed (Debian's package wrk)")
+    out = tmp_path / "wrkw.json"
+    args = ["--quick", "--client", "wrk", "--only", "search", "--ladder-rounds", "0",
+            "--no-pg", "--workers", "1", "--threads", "2", "--out", str(out)]
+    res = CliRunner().invoke(bench, ["server", *args])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    report = json.loads(out.read_text())
+    assert report["config"]["load_generators"] == {"varvedb_w1": "wrk"}
+    assert report["recall@10"]["varvedb_w1"] >= 0.9
+    row = report["search"]["threads"]["2"]
+    assert set(row["rounds"]) == {"varvedb_w1"}
+    _sane(row["varvedb_w1"])
+    assert row["varvedb_w1"]["server_cpu_us_per_query"]["median"] > 0

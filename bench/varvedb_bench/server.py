@@ -499,6 +499,17 @@ class PgBench(PgSearch):
                 "client_cpu_us_per_query": cpu / max(n, 1) * 1e6}
 
 
+def _driver(side) -> str:
+    """The load generator of a side: wrk, pgbench, or the Python client it uses."""
+    if isinstance(side, VarveWrk):
+        return "wrk"
+    if isinstance(side, PgBench):
+        return "pgbench"
+    if isinstance(side, PgSearch):
+        return "psycopg"
+    return side.client
+
+
 def _whole(seconds: float) -> int:
     """wrk and pgbench run for whole seconds (at least one)."""
     return max(1, round(seconds))
@@ -1161,7 +1172,10 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
                     shutil.copyfile(path, copy)
                     one = VarveServer(copy, [*serve_args, "--workers", str(w)]).start()
                     more.append(one)
-                side = VarveSearch(one, ds.queries, ef, kind)
+                # with wrk, wrk drives each server too (the first side's server
+                # was stopped above: a VarveWrk kept on it would find no server)
+                side = VarveWrk(one, ds.queries, ef, workdir) if client == "wrk" else \
+                    VarveSearch(one, ds.queries, ef, kind)
                 side.name = f"varvedb_w{w}"
                 sides.insert(i, side)
             report["config"]["varvedb"]["server"] += " --workers " + "|".join(map(str, workers))
@@ -1169,6 +1183,8 @@ def run(rows: int = 100_000, dim: int = 128, queries: int = 1000, rounds: int = 
         if pg is not None:
             sides.append(PgBench(pg, ds.queries, ef, workdir) if client == "wrk" else
                          PgSearch(pg, ds.queries, ef))
+        # what drives each side's load (a side's figures mean that client's cost too)
+        report["config"]["load_generators"] = {s.name: _driver(s) for s in sides}
         recall = {s.name: data.recall(answers(s, queries), truth) for s in sides}
         report["recall@10"] = recall
         echo(f"bench server: recall@10 {recall}")

@@ -24,6 +24,11 @@ newest version and the read names no min_version (catching up takes the
 follower's lock, which its linker holds a chunk at a time, and a min_version
 may wait): the rest goes to the pool. The average keeps a shape whose searches
 turn long (no index, many deleted rows) on the pool.
+
+Such a search may not even reach this ASGI callable: the HTTP protocol
+(corked.HotHttpTools) asks `search_target` of each request line and
+`answer_now` of the whole request, which answers it by the same rule, with the
+same status, headers and bytes, or declines it (None), and then it comes here.
 """
 from __future__ import annotations
 
@@ -48,6 +53,7 @@ AVERAGE = 0.2          # the weight of each search's time in its shape's average
 INLINE_KEYS = frozenset({"vector", "limit", "select", "field", "exact", "ef", "probes"})
 INLINE_BODY = 64 << 10
 _NO_QUERY = QueryParams("")
+_OK = b"HTTP/1.1 200 OK\r\n"
 _JSON = JSON.encode()
 # the request headers the hot routes read, as ASGI gives them (lower case bytes)
 _AUTH, _LENGTH, _TYPE = b"authorization", b"content-length", b"content-type"
@@ -70,6 +76,7 @@ class HotPath:
         self.follower = api.follower
         self.search_seconds: dict[tuple, float] = {}   # a shape's (`shape`), averaged
         self.decoded_search = works[(SEARCH, "POST")].decoded
+        self._defaults: tuple = (None, b"")    # uvicorn's default headers, and as bytes
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/collections/"):
@@ -148,6 +155,61 @@ class HotPath:
                                 (b"x-varve-version", self.version_bytes())]})
         await send({"type": "http.response.body", "body": body})
         api.metrics.observe(template, scope["method"], code, time.perf_counter() - t0)
+
+    # ---- the protocol's own door (corked.HotHttpTools): no ASGI at all ----------
+
+    @staticmethod
+    def search_target(method: bytes, url: bytes) -> str | None:
+        """The collection of a request line's `POST /collections/{c}/search` with
+        nothing more (no query, no escape), or None: the requests that
+        `answer_now` may answer."""
+        if method != b"POST" or not url.startswith(b"/collections/") or \
+                not url.endswith(b"/search"):
+            return None
+        c = url[13:-7]
+        if not c or not c.isascii() or any(x in c for x in (b"/", b"%", b"?", b"#")):
+            return None
+        return c.decode("ascii")
+
+    def answer_now(self, collection: str, headers: dict, raw: bytes,
+                   default_headers: list) -> bytes | None:
+        """The whole HTTP answer to a `search_target` request (`headers` as
+        `serve` reads them, `raw` its body), run here on the event loop; or None
+        where it must go the ASGI way (`serve`): where `serve` would not run it
+        inline (the module's docstring), a token not this server's, a body over
+        the server's limit (`serve` refuses it, 413), or a search
+        that fails (`serve` runs it again and refuses it, typed: a read, so
+        nothing is done twice). `default_headers`: uvicorn's (its Date)."""
+        api = self.api
+        t0 = time.perf_counter()
+        if api.token is not None and not api.authorized(_text(headers.get(_AUTH)) or ""):
+            return None
+        if len(raw) > api.max_body or _TX in headers or _MIN_VERSION in headers or \
+                (self.follower is not None and not self.follower.current()):
+            return None
+        ctype = headers.get(_TYPE)
+        known = shape(collection, JSON if ctype is None else ctype.decode("latin-1"), raw)
+        if known is None or self.search_seconds.get(known[0], INLINE_BELOW) >= INLINE_BELOW:
+            return None
+        job = self.job(None, _text(headers.get(_BRANCH)), _text(headers.get(_ACCEPT)))
+        try:
+            code, payload = api.run_here(job, self.decoded_search, ({"c": collection},
+                                                                    known[1]), None)
+        except Exception:       # noqa: BLE001 - `serve` refuses it (or logs the bug)
+            return None
+        seconds = self.search_seconds.get(known[0], job.seconds)
+        self.search_seconds[known[0]] = seconds + (job.seconds - seconds) * AVERAGE
+        if code != 200:
+            return None
+        media, body = self.media_of(payload)
+        if default_headers is not self._defaults[0]:    # uvicorn's, new each second
+            self._defaults = (default_headers, b"".join(
+                b"%s: %s\r\n" % pair for pair in default_headers))
+        answer = b"".join((_OK, self._defaults[1], b"content-type: ", media,
+                           b"\r\ncontent-length: %d\r\nx-varve-version: " % len(body),
+                           self.version_bytes(), b"\r\n\r\n", body))
+        api.metrics.observe(SEARCH, "POST", 200, time.perf_counter() - t0)
+        return answer
 
     def media_of(self, payload) -> tuple[bytes, bytes]:
         if type(payload) is bytes:      # JSON, the common answer

@@ -1,7 +1,8 @@
 """Starting the server: checks before binding, uvicorn, and a clean stop.
 
 Uvicorn (with uvloop and httptools where installed, httptools' protocol writing
-each answer in one send(): corked.py) runs the Starlette app: on
+each answer in one send() and answering a short single search itself, with no
+ASGI call: corked.py) runs the Starlette app: on
 this kind of machine it answered 1.4x the requests of granian's ASGI mode at 8
 clients and 2x uvicorn's pure-Python h11/asyncio (see the closing note of the
 server issue). On SIGTERM or SIGINT uvicorn stops accepting connections and
@@ -105,8 +106,8 @@ def uvicorn_config(app, log_level: str, **where) -> uvicorn.Config:
     logging.getLogger("varvedb.server").addHandler(logging.StreamHandler(sys.stderr))
     http = "h11"
     if have("httptools"):     # its protocol writing each answer in one send()
-        from .corked import CorkedHttpTools
-        http = CorkedHttpTools
+        from .corked import CorkedHttpTools, HotHttpTools
+        http = HotHttpTools.for_app(app) if hasattr(app, "answer_now") else CorkedHttpTools
     return uvicorn.Config(
         app, log_level=log_level, access_log=False,
         loop="uvloop" if have("uvloop") else "asyncio",
