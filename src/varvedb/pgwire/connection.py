@@ -50,7 +50,7 @@ from . import messages as M
 from .copy import CopyIn
 from .messages import Body, ProtocolViolation, Reader
 from .scram import MECHANISM, AuthFailed, Exchange
-from .types import TEXT, column_oid, decode_param, encoder, fixed_code
+from .types import INT8, TEXT, column_oid, decode_param, encoder, fixed_code
 
 log = logging.getLogger("varvedb.pgwire")
 
@@ -68,7 +68,7 @@ _UNKNOWN = object()        # a Prepared's kind not looked up yet
 
 class Prepared:
     __slots__ = ("text", "oids", "params", "answer", "copy_in", "shaped", "compiled",
-                 "described", "size", "_kind", "columns")
+                 "described", "size", "_kind", "columns", "last")
 
     def __init__(self, text: str, oids: list[int], params: int, answer=None):
         # a type OID a parameter (0: unspecified)
@@ -88,6 +88,9 @@ class Prepared:
         # described; an OID None: a column of no type, text to the client): its
         # executions' rows are sent as those types
         self.columns = None
+        # its last execution's columns as described (_Last): an execution whose
+        # result has that shape again sends its rows so without describing them anew
+        self.last = None
 
     def kind(self) -> str | None:
         """Its statement's kind (sql's Compiled.kind; None: an empty one), found once:
@@ -627,12 +630,19 @@ class Connection:
             result = results[-1] if results else None
             if result is None:
                 raise E.SqlError("42601", "the statement is empty")
-            announced = None
-            if stmt.columns is not None:
-                announced = _announced(stmt.columns, result)
             if result.columns:
-                portal.columns, portal.encoders, portal.fixed = _describe(
-                    result, portal.formats, portal.stmt.described, announced)
+                last = stmt.last
+                if last is not None and last.fits(result, portal.formats, stmt.columns):
+                    portal.columns, portal.encoders, portal.fixed = last.described
+                else:
+                    announced = None
+                    if stmt.columns is not None:
+                        announced = _announced(stmt.columns, result)
+                    got = _describe(result, portal.formats, stmt.described, announced)
+                    portal.columns, portal.encoders, portal.fixed = got
+                    stmt.last = _Last.of(result, portal.formats, stmt.columns, announced, got)
+            elif stmt.columns is not None:
+                _announced(stmt.columns, result)
         except E.VarveError as e:
             portal.error = e
             raise
@@ -725,6 +735,45 @@ def _describe(result, formats: list[int], kept: dict | None = None,
             kept.clear()
         kept[key] = got
     return got
+
+
+class _Last:
+    """A prepared statement's last execution's columns as described (_describe's
+    answer) and what that answer followed from: its result's column names, kinds
+    and elements, the Bind's result formats and the columns its Describe announced.
+    An execution whose result has them again gets the same answer — where no
+    column's type depends on its values but for an int column's (numeric past
+    int64), which `fits` looks at (column_oid); a vector or array column of no
+    declared type is described anew each time (its values' type)."""
+    __slots__ = ("names", "kinds", "elements", "formats", "announced", "ints", "described")
+
+    @classmethod
+    def of(cls, result, formats, columns, announced, described) -> "_Last | None":
+        """The record of a result described as `described` (None: none can be kept —
+        a column whose type its values tell, or one sent as other than its own)."""
+        for kind, element in zip(result.kinds, result.elements):
+            if element is None and kind in ("vector", "array"):
+                return None
+        if columns is not None and announced != columns[1]:
+            return None         # an untyped column sent as text, or NULLs as announced
+        last = cls()
+        last.names, last.kinds, last.elements = result.columns, result.kinds, result.elements
+        last.formats, last.announced, last.described = formats, columns, described
+        last.ints = tuple([i for i, kind in enumerate(result.kinds) if kind == "int"])
+        return last
+
+    def fits(self, result, formats, columns) -> bool:
+        """Is `result` (Bound with `formats`, its statement announcing `columns`)
+        described as this record's was?"""
+        if formats != self.formats or columns is not self.announced \
+                or result.columns != self.names or result.kinds != self.kinds \
+                or result.elements != self.elements:
+            return False
+        rows = result.rows
+        for i in self.ints:
+            if column_oid("int", rows, i) != INT8:
+                return False
+        return True
 
 
 def _oids(result) -> tuple:
