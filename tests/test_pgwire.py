@@ -1279,3 +1279,81 @@ def test_a_statement_with_text_of_several_bytes_a_character_before_its_parameter
             ("éé€", "x", "y")]
         assert c.execute("SELECT 'é' AS a, %s AS b", ["z"], prepare=True).fetchall() == [
             ("é", "z")]
+
+
+# ---- a large result is sent as it is encoded --------------------------------------
+
+class _RecordingSocket:
+    """A client's socket to a Connection run in process: it sends `incoming` (then
+    hangs up) and records each sendall the server makes."""
+
+    def __init__(self, incoming: bytes):
+        self.incoming, self.sends = incoming, []
+
+    def recv(self, n: int) -> bytes:
+        got, self.incoming = self.incoming, b""
+        return got
+
+    def sendall(self, data: bytes) -> None:
+        self.sends.append(bytes(data))
+
+    def close(self) -> None:
+        pass
+
+    def shutdown(self, how) -> None:
+        pass
+
+
+def _messages(data: bytes) -> list[tuple[bytes, bytes]]:
+    out = []
+    while data:
+        n = struct.unpack("!i", data[1:5])[0]
+        out.append((data[:1], data[5:1 + n]))
+        data = data[1 + n:]
+    return out
+
+
+def _served(db, requests: bytes) -> list[bytes]:
+    """The sends of a trusted connection (PgServer in process, no listener) that starts
+    up, then reads `requests`."""
+    from varvedb.pgwire.connection import Connection
+    from varvedb.pgwire.server import PgServer
+    body = struct.pack("!i", 196608) + b"user\0me\0\0"
+    sock = _RecordingSocket(struct.pack("!i", len(body) + 4) + body + requests)
+    Connection(PgServer(db), sock).run()
+    return sock.sends
+
+
+@pytest.mark.parametrize("extended", [False, True])
+def test_a_large_results_rows_are_sent_as_they_are_encoded(tmp_path, extended):
+    # 5 500 rows (ROWS_PER_WRITE 1000 a write): the rows go out in several writes,
+    # each of a bounded size, the first before the statement's CommandComplete — the
+    # server never holds all of their bytes (and their joined copy) at once — and the
+    # stream read whole is the same answer
+    from varvedb.pgwire import connection as C
+    n = 5 * C.ROWS_PER_WRITE + 500
+    db = vv.connect(str(tmp_path / "big.varve"))
+    db.sql("CREATE TABLE big (id bigint PRIMARY KEY, s text)")
+    db.sql("INSERT INTO big SELECT g, g::text FROM generate_series(1, %s) g" % n)
+    text = "SELECT id, s FROM big ORDER BY id"
+    if extended:    # libpq's Parse, Bind, Describe, Execute, Sync; binary results
+        req = (_parse("", text) + _msg(b"B", b"\0\0" + struct.pack("!hhhh", 0, 0, 1, 1))
+               + _msg(b"D", b"P\0") + _msg(b"E", b"\0" + bytes(4)) + SYNC)
+    else:
+        req = _msg(b"Q", text.encode() + b"\0")
+    sends = _served(db, req)
+    db.close()
+    got = _messages(b"".join(sends))
+    kinds = [k for k, _ in got]
+    head = [b"1", b"2", b"T"] if extended else [b"T"]
+    assert kinds[kinds.index(b"Z") + 1:] == head + [b"D"] * n + [b"C", b"Z"]
+    assert got[-2][1] == b"SELECT %d\0" % n
+    ids = [int.from_bytes(body[6:14], "big") if extended else
+           int(body[6:6 + int.from_bytes(body[2:6], "big")])
+           for k, body in got if k == b"D"]
+    assert ids == list(range(1, n + 1))
+    # written as encoded: several writes of rows, the first before the tag
+    with_rows = [s for s in sends if b"D" in {k for k, _ in _messages(s)}]
+    assert len(with_rows) >= n // C.ROWS_PER_WRITE
+    assert b"C" not in {k for k, _ in _messages(with_rows[0])}
+    assert max(map(len, with_rows)) < 2 * len(b"".join(sends)) / (n // C.ROWS_PER_WRITE)

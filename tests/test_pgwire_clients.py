@@ -774,6 +774,26 @@ def test_asyncpg_and_psycopg_binary_read_what_postgresql_gives_after_describing(
                 for q, p in DESCRIBED] == want
 
 
+def test_a_prepared_statements_executions_each_describe_their_own_values(server):
+    # psycopg's prepared executions (no Describe of the statement) are each told their
+    # columns' types: an execution like the one before reuses its description, but an
+    # int sum past int64 is numeric (then int8 again)
+    with connect(server) as con:
+        con.execute("CREATE TABLE past2 (x int, n bigint)")
+        con.execute("INSERT INTO past2 VALUES (1, 9223372036854775807), "
+                    "(2, 9223372036854775807)")
+        cur = con.cursor()          # (numeric's binary output is not sent)
+        q = "SELECT sum(n) FROM past2 WHERE x > %s"
+        got = [cur.execute(q, (x,), prepare=True).fetchone()[0] for x in (1, 1, 0, 1, 0)]
+        assert got == [9223372036854775807] * 2 + [2 * 9223372036854775807,
+                                                  9223372036854775807, 2 * 9223372036854775807]
+        cur = con.cursor(binary=True)
+        assert cur.execute(q, (1,), prepare=True).fetchone()[0] == 9223372036854775807
+        with pytest.raises(psycopg.errors.FeatureNotSupported):     # (not int8's bytes)
+            cur.execute(q, (0,), prepare=True)
+        assert cur.execute(q, (1,), prepare=True).fetchone()[0] == 9223372036854775807
+
+
 def test_a_result_of_another_type_than_the_describe_announced_is_refused(server):
     # the statement's NULLs find no row (an int sum); its rows then hold a sum past
     # int64 (numeric): sent under the int8 description they would read as garbage

@@ -15,7 +15,8 @@ implicit transaction the block, and what PostgreSQL refuses in a block (VACUUM,
 with its SQLSTATE and, in the extended protocol, skips the messages up to
 Sync; inside BEGIN the transaction is failed (ReadyForQuery 'E', 25P02) until
 ROLLBACK, as PostgreSQL does. Answers to the extended protocol's messages wait
-for Sync or Flush and go out in one send. Describe of a portal runs no write:
+for Sync or Flush and go out in one send — but the rows of a result of more
+than ROWS_PER_WRITE, which go out as they are encoded, a write at a time (_stream). Describe of a portal runs no write:
 its answer is settled by the message after it (see _settle). A prepared
 statement's rows are sent as the column types its Describe announced (a write's
 RETURNING too; a column it found no type for, as text): a result of other
@@ -50,7 +51,7 @@ from . import messages as M
 from .copy import CopyIn
 from .messages import Body, ProtocolViolation, Reader
 from .scram import MECHANISM, AuthFailed, Exchange
-from .types import TEXT, column_oid, decode_param, encoder, fixed_code
+from .types import INT8, TEXT, column_oid, decode_param, encoder, fixed_code
 
 log = logging.getLogger("varvedb.pgwire")
 
@@ -68,7 +69,7 @@ _UNKNOWN = object()        # a Prepared's kind not looked up yet
 
 class Prepared:
     __slots__ = ("text", "oids", "params", "answer", "copy_in", "shaped", "compiled",
-                 "described", "size", "_kind", "columns")
+                 "described", "size", "_kind", "columns", "last")
 
     def __init__(self, text: str, oids: list[int], params: int, answer=None):
         # a type OID a parameter (0: unspecified)
@@ -88,6 +89,9 @@ class Prepared:
         # described; an OID None: a column of no type, text to the client): its
         # executions' rows are sent as those types
         self.columns = None
+        # its last execution's columns as described (_Last): an execution whose
+        # result has that shape again sends its rows so without describing them anew
+        self.last = None
 
     def kind(self) -> str | None:
         """Its statement's kind (sql's Compiled.kind; None: an empty one), found once:
@@ -267,7 +271,9 @@ class Connection:
                 if self.skipping:
                     continue
                 try:
-                    got = step(self, Body(body))
+                    # (an Execute's rows go into `out` as they are encoded: _stream)
+                    got = step(self, Body(body)) if kind != b"E" else \
+                        self.execute(Body(body), out)
                 except E.VarveError as e:
                     self.skipping = True
                     got = self._failed(e)
@@ -296,7 +302,11 @@ class Connection:
                 b = Body(body)
                 text = b.cstr()
                 b.end()
-                self._send(out + self._simple(text) + [self._ready()])
+                self._send(out)         # (before a COPY's CopyInResponse, or rows streamed)
+                out = []
+                self._simple(text, out)
+                out.append(self._ready())
+                self._send(out)
                 out = []
             elif kind == b"H":
                 self._send(out)
@@ -351,33 +361,61 @@ class Connection:
 
     # ---- the simple query protocol ------------------------------------------------
 
-    def _simple(self, text: str) -> list[bytes]:
+    def _simple(self, text: str, out: list[bytes]) -> None:
+        """A simple query's answers, into `out` (a large result's rows sent as they
+        are encoded: _stream)."""
         impl = _copy_in_of(text)
         copy = CopyIn(self.reader, self) if impl is not None else None
         if copy is not None:
             self.sock.sendall(M.copy_response(b"G", 0, impl.format == "binary"))
         self.token.reason = None
-        out = self._simple_run(text, copy)
+        self._simple_run(text, copy, out)
         if copy is not None:
             copy.drain()        # a statement that failed early: the rest of its data
-        return out
 
-    def _simple_run(self, text: str, copy_data) -> list[bytes]:
-        out = []
+    def _simple_run(self, text: str, copy_data, out: list[bytes]) -> None:
         ran = False
         answer = catalog.answer_for(text)
         try:
             for result in (answer.run([], self.session) if answer is not None
                            else run_each(self.session, text, copy_data=copy_data)):
                 ran = True
-                out += _render(result)
+                self._render(result, out)
         except E.VarveError as e:
             out.append(_error(e))
             self.skipping = False
-            return out
+            return
         if not ran:
             out.append(M.EMPTY_QUERY)
-        return out
+
+    def _render(self, result, out: list[bytes]) -> None:
+        """A simple query's statement: its rows in text, then its command tag."""
+        if result.copy_data is not None:
+            out += _copy_out(result)
+            return
+        if not result.columns:
+            out += _tag(result)
+            return
+        head, encoders, _ = _describe(result, [])
+        out.append(head)
+        self._stream(out, result.rows, 0, len(result.rows), encoders, None)
+        out += _tag(result)
+
+    def _stream(self, out: list[bytes], rows: list, start: int, end: int, encoders,
+                fixed) -> None:
+        """DataRows of rows[start:end] into `out`. More rows than one write's
+        (ROWS_PER_WRITE) are sent as they are encoded, a write at a time after the
+        answers before them, so that the server holds the bytes of one write, not
+        of the whole result and their joined copy — but where a Describe's answer
+        is still to be settled among them (its place in `out` held), as before."""
+        if end - start <= ROWS_PER_WRITE or self.pending is not None:
+            out += _data_rows(rows, start, end, encoders, fixed)
+            return
+        send = self.sock.sendall
+        for at in range(start, end, ROWS_PER_WRITE):
+            out += _data_rows(rows, at, min(end, at + ROWS_PER_WRITE), encoders, fixed)
+            send(b"".join(out))
+            out.clear()
 
     # ---- the extended query protocol ------------------------------------------------
 
@@ -499,11 +537,7 @@ class Connection:
             portal = self._bind(bind)
             out += _BOUND                # BindComplete; the Describe's answer, settled below
             self.pending, self.pending_at = portal, len(out) - 1
-            rows = self._run(portal, 0)
-            # it ran: the Describe answers its columns (_settle's first case)
-            self.pending = None
-            out[-1] = portal.columns if portal.columns is not None else M.NO_DATA
-            out += rows
+            self._run(portal, 0, out)    # (which settles the Describe once it ran)
         except E.VarveError as e:
             out.append(self._failed(e))
             failed = True
@@ -529,26 +563,37 @@ class Connection:
             except E.VarveError as e:
                 out.append(_error(e))
 
-    def execute(self, b: Body) -> list[bytes]:
+    def execute(self, b: Body, out: list[bytes]) -> list[bytes]:
         name, limit = b.cstr(), b.int32()
         b.end()
-        return self._run(self._portal(name), limit)
+        self._run(self._portal(name), limit, out)
+        return []
 
-    def _run(self, portal: Portal, limit: int) -> list[bytes]:
-        """Execute's answer: the portal's rows (up to `limit`, 0: all) and its tag."""
+    def _run(self, portal: Portal, limit: int, out: list[bytes]) -> None:
+        """Execute's answer into `out`: the portal's rows (up to `limit`, 0: all) and
+        its tag. A Describe of this portal waiting for it (_settle's first case) is
+        answered its columns once it ran, before its rows (which may be sent as
+        they are encoded: _stream)."""
         self._execute(portal)
+        if self.pending is portal:
+            self.pending = None
+            out[self.pending_at] = portal.columns if portal.columns is not None \
+                else M.NO_DATA
         result = portal.result
         if result.copy_data is not None:
-            return _copy_out(result)
+            out += _copy_out(result)
+            return
         rows = result.rows
         end = len(rows) if limit <= 0 else min(len(rows), portal.sent + limit)
-        out = _data_rows(rows, portal.sent, end, portal.encoders, portal.fixed)
+        if end - portal.sent <= ROWS_PER_WRITE:     # (a query's few rows: one write)
+            out += _data_rows(rows, portal.sent, end, portal.encoders, portal.fixed)
+        else:
+            self._stream(out, rows, portal.sent, end, portal.encoders, portal.fixed)
         portal.sent = end
         if result.columns and end < len(rows):
             out.append(M.PORTAL_SUSPENDED)
         else:
             out += _tag(result)
-        return out
 
     def close(self, b: Body) -> bytes:
         what, name = b.take(1), b.cstr()
@@ -627,12 +672,19 @@ class Connection:
             result = results[-1] if results else None
             if result is None:
                 raise E.SqlError("42601", "the statement is empty")
-            announced = None
-            if stmt.columns is not None:
-                announced = _announced(stmt.columns, result)
             if result.columns:
-                portal.columns, portal.encoders, portal.fixed = _describe(
-                    result, portal.formats, portal.stmt.described, announced)
+                last = stmt.last
+                if last is not None and last.fits(result, portal.formats, stmt.columns):
+                    portal.columns, portal.encoders, portal.fixed = last.described
+                else:
+                    announced = None
+                    if stmt.columns is not None:
+                        announced = _announced(stmt.columns, result)
+                    got = _describe(result, portal.formats, stmt.described, announced)
+                    portal.columns, portal.encoders, portal.fixed = got
+                    stmt.last = _Last.of(result, portal.formats, stmt.columns, announced, got)
+            elif stmt.columns is not None:
+                _announced(stmt.columns, result)
         except E.VarveError as e:
             portal.error = e
             raise
@@ -727,6 +779,45 @@ def _describe(result, formats: list[int], kept: dict | None = None,
     return got
 
 
+class _Last:
+    """A prepared statement's last execution's columns as described (_describe's
+    answer) and what that answer followed from: its result's column names, kinds
+    and elements, the Bind's result formats and the columns its Describe announced.
+    An execution whose result has them again gets the same answer — where no
+    column's type depends on its values but for an int column's (numeric past
+    int64), which `fits` looks at (column_oid); a vector or array column of no
+    declared type is described anew each time (its values' type)."""
+    __slots__ = ("names", "kinds", "elements", "formats", "announced", "ints", "described")
+
+    @classmethod
+    def of(cls, result, formats, columns, announced, described) -> "_Last | None":
+        """The record of a result described as `described` (None: none can be kept —
+        a column whose type its values tell, or one sent as other than its own)."""
+        for kind, element in zip(result.kinds, result.elements):
+            if element is None and kind in ("vector", "array"):
+                return None
+        if columns is not None and announced != columns[1]:
+            return None         # an untyped column sent as text, or NULLs as announced
+        last = cls()
+        last.names, last.kinds, last.elements = result.columns, result.kinds, result.elements
+        last.formats, last.announced, last.described = formats, columns, described
+        last.ints = tuple([i for i, kind in enumerate(result.kinds) if kind == "int"])
+        return last
+
+    def fits(self, result, formats, columns) -> bool:
+        """Is `result` (Bound with `formats`, its statement announcing `columns`)
+        described as this record's was?"""
+        if formats != self.formats or columns is not self.announced \
+                or result.columns != self.names or result.kinds != self.kinds \
+                or result.elements != self.elements:
+            return False
+        rows = result.rows
+        for i in self.ints:
+            if column_oid("int", rows, i) != INT8:
+                return False
+        return True
+
+
 def _oids(result) -> tuple:
     """The type OID of each of a result's columns, by its kind and values."""
     rows = result.rows
@@ -787,16 +878,6 @@ def _data_rows(rows: list, start: int, end: int, encoders, fixed=None) -> list[b
         out.append(fixed.rows(chunk, slow) if fixed is not None
                    else b"".join([slow(row) for row in chunk]))
     return out
-
-
-def _render(result) -> list[bytes]:
-    """A simple query's statement: its rows in text, then its command tag."""
-    if result.copy_data is not None:
-        return _copy_out(result)
-    if not result.columns:
-        return _tag(result)
-    head, encoders, _ = _describe(result, [])
-    return [head, *_data_rows(result.rows, 0, len(result.rows), encoders), *_tag(result)]
 
 
 def _tag(result) -> list[bytes]:
