@@ -1276,7 +1276,8 @@ def test_a_check_of_a_vectors_dimension_binds_writes_and_stays_with_the_file(tmp
     for _ in range(2):           # from the log, then from a checkpoint
         db = vv.connect(path)
         checks = [db.engine.table(t).schema.fields["e"].check for t in "ab"]
-        assert checks == [(("vector_dims =", 5, "a_e_check"),), (("vector_dims =", 2, "b_e_check"),)]
+        assert checks == [(("vector_dims =", 5, "a_e_check"),),
+                          (("vector_dims::vector =", 2, "b_e_check"),)]     # (as written)
         with pytest.raises(vv.CheckViolationError):
             db.sql("UPDATE a SET e = '[3,4]'")
         db.sql("INSERT INTO b VALUES (2, '[3,4]', 2)")
@@ -1579,7 +1580,7 @@ def test_a_constraint_over_several_columns_keeps_its_written_order_in_the_file(t
     db.sql("CREATE TABLE o (id int PRIMARY KEY, a int, b int)")
     assert stamped(path) == 6
     db.sql("ALTER TABLE o ADD CONSTRAINT ba CHECK (b > 0 AND a > 0 AND b < 9)")
-    assert stamped(path) == F.FORMAT_VERSION == 7
+    assert stamped(path) == F.FORMAT_VERSION >= 7
     q = "SELECT pg_get_constraintdef(oid, true) FROM pg_constraint WHERE conname = 'ba'"
     want = [("CHECK (b > 0 AND a > 0 AND b < 9)",)]
     assert db.sql(q).rows == want
@@ -1590,4 +1591,36 @@ def test_a_constraint_over_several_columns_keeps_its_written_order_in_the_file(t
     db.close()
     db = vv.connect(path)
     assert db.sql(q).rows == want
+    db.close()
+
+
+def test_a_check_keeps_how_it_was_written_in_the_file(tmp_path):
+    """A CHECK written constant first (`0 < x`) or with vector_dims of a cast column
+    (`vector_dims(h::vector)`) keeps that spelling (format 8: a format-7 file is
+    stamped first) and is shown so after a reopen and a vacuum, as PostgreSQL shows
+    it (defect: `CHECK ((x > 0))`, `vector_dims(h)`); it is enforced as before."""
+    from varvedb.storage import format as F
+    path = tmp_path / "w.vv"
+    vv.connect(path).close()
+    restamp(path, 7)
+    db = vv.connect(path)
+    db.sql("CREATE TABLE p (id int PRIMARY KEY, x int)")
+    assert stamped(path) == 7
+    db.sql("CREATE TABLE w (id int PRIMARY KEY, x int CHECK (0 < x), h halfvec(2) "
+           "CHECK (2 = vector_dims(h::vector)))")
+    assert stamped(path) == F.FORMAT_VERSION >= 8
+    q = "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'w'::regclass " \
+        "AND contype = 'c' ORDER BY conname"
+    want = [("CHECK ((2 = vector_dims((h)::vector)))",), ("CHECK ((0 < x))",)]
+    assert db.sql(q).rows == want
+    for reopen in (False, True):
+        db.close()
+        db = vv.connect(path)
+        assert db.sql(q).rows == want
+        with pytest.raises(vv.CheckViolationError):
+            db.sql("INSERT INTO w (id, x) VALUES (1, 0)")
+        db.sql("INSERT INTO w (id, x, h) VALUES (1, 1, '[1,2]')")
+        db.sql("DELETE FROM w")
+        if not reopen:
+            db.vacuum()
     db.close()

@@ -472,11 +472,13 @@ class Field:
             c = tuple(tuple(x) if isinstance(x, list) else x for x in c)
             object.__setattr__(self, "check", c)
         ok = {"int": (int,), "float": (int, float), "bool": (bool,), "text": (str,)}.get(self.kind)
-        ops = PREDICATE_OPS
-        if self.kind == "vector" and self.dtype != "bit":
-            ok, ops = (int,), DIMS_OPS
+        dims = self.kind == "vector" and self.dtype != "bit"
+        if dims:
+            ok = (int,)
         if ok is None or not (isinstance(c, tuple) and 1 <= len(c) <= 16 and all(
-                isinstance(x, tuple) and len(x) in (2, 3, 4) and x[0] in ops
+                isinstance(x, tuple) and len(x) in (2, 3, 4)
+                and x[0] in PREDICATE_OPS + DIMS_OPS + WRITTEN_OPS
+                and check_op(x[0])[0] in (DIMS_OPS if dims else PREDICATE_OPS)
                 and (len(x) == 2 or isinstance(x[2], str) and 0 < len(x[2]) <= 63
                      and "\0" not in x[2])
                 and (len(x) < 4 or type(x[3]) is int and 0 <= x[3] < 1 << 16)
@@ -701,6 +703,26 @@ def index_spec_from_dict(d: dict) -> HNSW | IVFPQ:
 PREDICATE_OPS = ("=", "<>", "<", "<=", ">", ">=", "is null", "is not null")
 # a vector field's check of its dimension: vector_dims(field) <op> value
 DIMS_OPS = tuple(f"vector_dims {op}" for op in PREDICATE_OPS[:6])
+# a check condition's op as it was written, where that is not the field's op value
+# (what pg_get_constraintdef shows): a comparison written constant first (`0 < price`)
+# is kept as the field's (`price > 0`) followed by " reversed"; a dimension's read
+# through a cast of the field (`vector_dims(e::vector)`) names it, "vector_dims::vector ="
+WRITTEN_OPS = tuple(f"{op} reversed" for op in PREDICATE_OPS[:6] + DIMS_OPS) + tuple(
+    f"vector_dims::{cast} {op}{end}" for cast in ("vector", "halfvec")
+    for op in PREDICATE_OPS[:6] for end in ("", " reversed"))
+
+
+def check_op(op: str) -> tuple[str, str | None, bool]:
+    """A check condition's op (PREDICATE_OPS, DIMS_OPS or WRITTEN_OPS) as (the op it
+    is enforced as, of PREDICATE_OPS or DIMS_OPS; the type its vector_dims casts the
+    field to, None; whether it was written constant first)."""
+    reversed_ = op.endswith(" reversed")
+    op = op.removesuffix(" reversed")
+    cast = None
+    if op.startswith("vector_dims::"):
+        cast, cmp = op[13:].split(" ", 1)
+        op = f"vector_dims {cmp}"
+    return op, cast, reversed_
 INDEX_EXPRS = ("cast", "binary_quantize", "subvector")
 
 
@@ -1175,7 +1197,7 @@ def check_constraints(schema: Schema, columns: dict, n: int, table: str = "") ->
                 nulls = np.fromiter((v is None for v in vals), bool, len(vals))
             nulls = np.asarray(nulls, bool)
         for c in schema.fields[name].check:
-            op, value = c[:2]
+            op, value = check_op(c[0])[0], c[1]
             if op == "is null":
                 bad = ~nulls
             elif op == "is not null":

@@ -98,3 +98,31 @@ SELECT id FROM dims ORDER BY id;
 SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint
     WHERE conrelid = 'dims2'::regclass AND contype = 'c';
 -- => [('dims2_e_check', 'CHECK (((vector_dims(e) >= 2) AND (vector_dims(e) <> 5)))')]
+-- pg_get_constraintdef and psql's \d show a CHECK as it was written: a constant first
+-- stays first, a cast of the column in vector_dims stays (a halfvec's and a vector's)
+CREATE TABLE written (id bigint PRIMARY KEY, h halfvec(3), e vector(3), x int, f float8,
+    t text, CHECK (vector_dims(h::vector) = 3), CHECK (3 = vector_dims(h)),
+    CHECK (2 < vector_dims(e::halfvec)), CHECK (vector_dims(e::vector) <= 3),
+    CHECK (0 < x), CHECK (1.5 <= f), CHECK ('a' <> t), CHECK (-1 < x AND x < 9));
+SELECT conname, pg_get_constraintdef(oid), pg_get_constraintdef(oid, true) FROM pg_constraint
+    WHERE conrelid = 'written'::regclass AND contype = 'c' ORDER BY conname;
+-- => [('written_e_check', 'CHECK ((2 < vector_dims((e)::halfvec)))',
+--      'CHECK (2 < vector_dims(e::halfvec))'),
+--     ('written_e_check1', 'CHECK ((vector_dims((e)::vector) <= 3))',
+--      'CHECK (vector_dims(e::vector) <= 3)'),
+--     ('written_f_check', 'CHECK (((1.5)::double precision <= f))',
+--      'CHECK (1.5::double precision <= f)'),
+--     ('written_h_check', 'CHECK ((vector_dims((h)::vector) = 3))',
+--      'CHECK (vector_dims(h::vector) = 3)'),
+--     ('written_h_check1', 'CHECK ((3 = vector_dims(h)))', 'CHECK (3 = vector_dims(h))'),
+--     ('written_t_check', "CHECK (('a'::text <> t))", "CHECK ('a'::text <> t)"),
+--     ('written_x_check', 'CHECK ((0 < x))', 'CHECK (0 < x)'),
+--     ('written_x_check1', 'CHECK (((\'-1\'::integer < x) AND (x < 9)))',
+--      "CHECK ('-1'::integer < x AND x < 9)")]
+INSERT INTO written (id, x) VALUES (1, 0);
+-- !! 23514
+INSERT INTO written (id, f) VALUES (1, 1.0);
+-- !! 23514
+INSERT INTO written (id, t) VALUES (1, 'a');
+-- !! 23514
+INSERT INTO written (id, x, f, t) VALUES (1, 1, 1.5, 'b');

@@ -25,10 +25,10 @@ from ..query.expr import Val, object_array
 from ..query.literals import value_text
 from ..query.pg_procs import OPERATORS, PROCS
 from ..query.pg_types import OIDS, PG_CATALOG, PUBLIC, TYPES
-from ..schema import HNSW, array_element, fit_index, index_shape
+from ..schema import DIMS_OPS, HNSW, array_element, check_op, fit_index, index_shape
 from .settings import setting_text
 from .ddl import OPCLASSES, SQL_TYPES, index_names
-from .index_exprs import condition_text, index_texts
+from .index_exprs import FLIPPED, index_texts
 
 # fixed-width types' typlen; every other type is variable-length (-1)
 _LENGTHS = {"bool": 1, "char": 1, "int2": 2, "int4": 4, "oid": 4, "float4": 4, "int8": 8,
@@ -552,15 +552,25 @@ def _checks(ctx) -> list[tuple]:
 
 def check_text(conditions, pretty: bool = False) -> str:
     """pg_get_constraintdef's text of a CHECK constraint, its (field, op, value)
-    conditions AND-ed: CHECK ((n > 0)), or pretty (psql's \\d) CHECK (n > 0)."""
-    parts = [f"{name} {op.upper()}" if value is None else
-             condition_text((name, op, value)) if op.startswith("vector_dims ")
-             else f"{name} {op} {_check_constant(value, pretty)}"
-             for name, op, value in conditions]
+    conditions AND-ed: CHECK ((n > 0)), or pretty (psql's \\d) CHECK (n > 0); each as
+    it was written (schema.WRITTEN_OPS: CHECK ((0 < n)), vector_dims((e)::vector))."""
+    parts = [_condition_text(*c, pretty) for c in conditions]
     if pretty:
         return f"CHECK ({' AND '.join(parts)})"
     parts = [f"({p})" for p in parts]
     return f"CHECK ({parts[0]})" if len(parts) == 1 else f"CHECK (({' AND '.join(parts)}))"
+
+
+def _condition_text(name: str, op: str, value, pretty: bool) -> str:
+    """One condition of a CHECK as PostgreSQL deparses it, unparenthesized."""
+    if value is None:
+        return f"{name} {op.upper()}"
+    op, cast, reversed_ = check_op(op)
+    if op in DIMS_OPS:
+        arg = name if cast is None else f"{name}::{cast}" if pretty else f"({name})::{cast}"
+        name, op = f"vector_dims({arg})", op.split()[1]
+    constant = _check_constant(value, pretty)
+    return f"{constant} {FLIPPED[op]} {name}" if reversed_ else f"{name} {op} {constant}"
 
 
 def _check_constant(v, pretty: bool) -> str:
