@@ -1624,3 +1624,29 @@ def test_a_check_keeps_how_it_was_written_in_the_file(tmp_path):
         if not reopen:
             db.vacuum()
     db.close()
+
+
+def test_a_keys_chosen_name_stays_with_the_file(tmp_path):
+    """A primary key named t_pkey1 (a CHECK had t_pkey) keeps that name in the file
+    (format 9: a format-8 file is stamped first) after the CHECK is dropped, a
+    reopen and a vacuum (defect: it was t_pkey again); a key of its default name
+    stores none (no stamp)."""
+    from varvedb.storage import format as F
+    path = tmp_path / "k.vv"
+    vv.connect(path).close()
+    restamp(path, 8)
+    db = vv.connect(path)
+    db.sql("CREATE TABLE p (id int PRIMARY KEY, x int)")
+    assert stamped(path) == 8 and db.engine.table("p").schema.key is None
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, x int, CONSTRAINT t_pkey CHECK (x > 0))")
+    assert stamped(path) == F.FORMAT_VERSION >= 9
+    db.sql("ALTER TABLE t DROP CONSTRAINT t_pkey")
+    q = "SELECT conname FROM pg_constraint WHERE contype = 'p' ORDER BY 1"
+    assert db.sql(q).rows == [("p_pkey",), ("t_pkey1",)]
+    for vacuum in (True, False):
+        db.close()
+        db = vv.connect(path)
+        assert db.sql(q).rows == [("p_pkey",), ("t_pkey1",)]
+        if vacuum:
+            db.vacuum()
+    db.close()

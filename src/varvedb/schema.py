@@ -964,11 +964,14 @@ class Schema:
 
     Two flags come from SQL's CREATE TABLE: `id_hidden` (the table declared no
     primary key, so `*` leaves the id out) and `id_required` (an id column
-    that is not serial: an INSERT must give it, as PostgreSQL requires)."""
+    that is not serial: an INSERT must give it, as PostgreSQL requires); `key`
+    is the name CREATE TABLE chose for its primary key where that is not
+    `{table}_pkey` (another relation or constraint had it: key_name)."""
     fields: dict[str, Field]
     id_kind: str = "int"
     id_hidden: bool = False
     id_required: bool = False
+    key: str | None = None
 
     def __post_init__(self):
         for name, f in self.fields.items():
@@ -1040,17 +1043,14 @@ class Schema:
 
     def key_name(self, table: str) -> str | None:
         """The name of the table's primary key (its constraint's and its index's),
-        None where its id is hidden: PostgreSQL's `{table}_pkey`, else `{table}_pkey1`,
-        `{table}_pkey2`, ... the first no CHECK of the table has (CREATE TABLE t (id int
-        PRIMARY KEY, CONSTRAINT t_pkey CHECK (...)) names the key t_pkey1). A name
-        made from the CHECKs now: where that CHECK is dropped, the key is t_pkey again
-        (PostgreSQL's keeps the name it was given)."""
+        None where its id is hidden: the one CREATE TABLE chose (`key`), else
+        PostgreSQL's `{table}_pkey`. (A table made before `key` was kept: `{table}_pkey1`,
+        `{table}_pkey2`, ... the first no CHECK of the table has.)"""
         if self.id_hidden:
             return None
-        checks, n = self.constraints(table), 0
-        while object_name(table, None, f"pkey{n or ''}") in checks:    # (cut to fit)
-            n += 1
-        return object_name(table, None, f"pkey{n or ''}")
+        if self.key is not None:
+            return self.key
+        return pkey_name(table, self.constraints(table))
 
     @cached_property
     def embedded(self) -> tuple:
@@ -1082,6 +1082,8 @@ class Schema:
             d["id_hidden"] = True
         if self.id_required:
             d["id_required"] = True
+        if self.key is not None:
+            d["key"] = self.key
         return d
 
     @staticmethod
@@ -1099,7 +1101,12 @@ class Schema:
         flags = {k: d.get(k, False) for k in ("id_hidden", "id_required")}
         if not all(isinstance(v, bool) for v in flags.values()):
             raise SchemaError(f"schema flags are bools, got {brief(flags)}")
-        return Schema(fields, d["id"], **flags)
+        key = d.get("key")
+        if key is not None and not (isinstance(key, str) and 0 < len(key.encode()) <= 63
+                                    and "\0" not in key):
+            raise SchemaError(f"a schema's key name is a name of 1-63 bytes without NUL, "
+                              f"got {brief(key)}")
+        return Schema(fields, d["id"], **flags, key=key)
 
     def check_names(self, names, what: str = "row") -> None:
         if self.row_names.issuperset(names):
@@ -1223,6 +1230,15 @@ def constraint_name(table: str, field: str, condition: tuple) -> str:
     """The name of the CHECK constraint a field's check condition belongs to: the
     one it carries, else the field's own (PostgreSQL's name for a column's CHECK)."""
     return condition[2] if len(condition) >= 3 else object_name(table, field, "check")
+
+
+def pkey_name(table: str, taken) -> str:
+    """PostgreSQL's name for a table's primary key (ChooseRelationName): `{table}_pkey`,
+    else `{table}_pkey1`, `{table}_pkey2`, ... the first not in `taken`."""
+    n = 0
+    while object_name(table, None, f"pkey{n or ''}") in taken:    # (cut to fit)
+        n += 1
+    return object_name(table, None, f"pkey{n or ''}")
 
 
 def object_name(name1: str, name2: str | None, label: str) -> str:

@@ -489,7 +489,7 @@ class Engine:
             raise SchemaError(f"a collection named {name!r} already exists")
         check_embedders(schema.fields, tx.server_files)
         cid = self.next_cid
-        self._stamp(_newer_fields(schema.fields.values()))
+        self._stamp(schema.key is not None or _newer_fields(schema.fields.values()))
         before = (self.log.mark() if self.log is not None else None, tx.frames,
                   tx.rows_changed)
         self.write(tx, frames.CreateCollection(cid, name, schema))

@@ -29,7 +29,7 @@ from pglast.enums import AlterTableType, ConstrType, ObjectType
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
 from ..schema import (HNSW, IVFPQ, MAX_MORE_INDEXES, UNINDEXED_KINDS, Field, Schema,
-                      SparseVec, Vector, object_name, validate_name)
+                      SparseVec, Vector, object_name, pkey_name, validate_name)
 from .expressions import Scope, convert
 from .index_exprs import index_expr, predicate
 from ..results import SqlResult
@@ -231,11 +231,12 @@ class CreateTable:
         self.if_not_exists = bool(stmt.if_not_exists)
         self.stmt = stmt
 
-    def schema(self, taken: set) -> Schema:
+    def schema(self, taken: set, relations: set = frozenset()) -> Schema:
         """The table's schema, made when the statement runs, never when it is compiled:
         a DEFAULT is evaluated, and a statement runs only once its session may
         (privileges.py: embed() with a spec loads a model). `taken`: the constraint
-        names in use (an unnamed CHECK's takes none of them)."""
+        names in use (an unnamed CHECK's takes none of them); `relations`: the
+        relations' (its primary key's, an index's, takes none of either)."""
         fields, id_kind, id_type, pk = {}, None, None, None
         checks = []         # the columns' and the table's, in order
         for el in self.stmt.tableElts or ():
@@ -283,17 +284,22 @@ class CreateTable:
         if id_kind is not None and pk is None and id_type not in SERIAL:
             raise NotSupportedError('a column named "id" must be the PRIMARY KEY (or a '
                                     'serial / bigserial, whose values are assigned)')
+        key = None
+        if pk is not None:
+            mine = {c[2] for f in fields.values() for c in f.check or () if len(c) >= 3}
+            key = pkey_name(self.name, taken | relations | mine)
         return Schema(fields, id_kind or "int", id_hidden=id_kind is None,
-                      id_required=id_kind is not None and id_type not in SERIAL)
+                      id_required=id_kind is not None and id_type not in SERIAL,
+                      key=None if key == object_name(self.name, None, "pkey") else key)
 
     def run(self, ctx, params) -> SqlResult:
         s = ctx.session
-        if self.name in ctx.engine.names:
+        if self.name in relation_names(ctx.engine):     # a table's, an index's, a sequence's
             if self.if_not_exists:
                 return SqlResult([], [], "CREATE TABLE")
             raise SqlError("42P07", f'relation "{self.name}" already exists')
         validate_name(self.name, "table")
-        schema = self.schema(constraint_names(ctx.engine))
+        schema = self.schema(constraint_names(ctx.engine), relation_names(ctx.engine))
         with s.writing() as tx:
             ctx.engine.create_collection(tx, self.name, schema)
         return SqlResult([], [], "CREATE TABLE")
@@ -463,6 +469,19 @@ def constraint_names(engine) -> set:
     an unnamed CHECK's name avoids)."""
     return {n for table, cid in engine.names.items()
             for n in engine.tables[cid].schema.constraint_names(table)}
+
+
+def relation_names(engine) -> set:
+    """The names of every table, index (keys' too) and serial id's sequence: PostgreSQL's
+    namespace of relations, which a new index's name avoids."""
+    out = set(engine.names) | set(index_names(engine))
+    for table, cid in engine.names.items():
+        schema = engine.tables[cid].schema
+        if not schema.id_hidden:
+            out.add(schema.key_name(table))
+            if not schema.id_required and schema.id_kind == "int":
+                out.add(f"{table}_id_seq")
+    return out
 
 
 def _key_kept(constraint: str, table: str) -> NotSupportedError:
