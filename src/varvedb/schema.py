@@ -483,14 +483,16 @@ class Field:
                      and "\0" not in x[2])
                 and (len(x) < 4 or type(x[3]) is int and 0 <= x[3] < 1 << 16)
                 and (x[1] is None) == x[0].startswith("is ")
-                and (x[1] is None or (type(x[1]) in ok and not (
-                    self.kind in ("int", "float") and type(x[1]) is bool)
-                    and (type(x[1]) is not int or ID_MIN <= x[1] < ID_END)))
+                and (_wide_constant(x[1]) if check_op(x[0])[3] and self.kind in ("int", "float")
+                     else x[1] is None or (type(x[1]) in ok and not (
+                         self.kind in ("int", "float") and type(x[1]) is bool)
+                         and (type(x[1]) is not int or ID_MIN <= x[1] < ID_END)))
                 for x in c)):
             raise SchemaError(f"a check is (op, value[, constraint name[, its place in the "
                               f"constraint]]) conditions on an "
                               f"int, float, bool or text field, or of a vector's dimension "
-                              f"('vector_dims =', 3), an integer value of 64 bits, a name "
+                              f"('vector_dims =', 3), an integer value of 64 bits (a "
+                              f"wider one an int field's, its digits, op '< numeric'), a name "
                               f"of 1-63 characters without NUL; got {brief(c)} on a "
                               f"{self.kind} field")
 
@@ -706,23 +708,44 @@ DIMS_OPS = tuple(f"vector_dims {op}" for op in PREDICATE_OPS[:6])
 # a check condition's op as it was written, where that is not the field's op value
 # (what pg_get_constraintdef shows): a comparison written constant first (`0 < price`)
 # is kept as the field's (`price > 0`) followed by " reversed"; a dimension's read
-# through a cast of the field (`vector_dims(e::vector)`) names it, "vector_dims::vector ="
-WRITTEN_OPS = tuple(f"{op} reversed" for op in PREDICATE_OPS[:6] + DIMS_OPS) + tuple(
+# through a cast of the field (`vector_dims(e::vector)`) names it, "vector_dims::vector =";
+# an int or float field's compared with an integer wider than 64 bits (`n <
+# 99999999999999999999`, PostgreSQL's numeric) is "< numeric", its value the digits (a str)
+WRITTEN_OPS = tuple(f"{op}{wide}{end}" for op in PREDICATE_OPS[:6]
+                    for wide, end in ((" numeric", ""), (" numeric", " reversed"),
+                                      ("", " reversed"))) + tuple(
+    f"{op} reversed" for op in DIMS_OPS) + tuple(
     f"vector_dims::{cast} {op}{end}" for cast in ("vector", "halfvec")
     for op in PREDICATE_OPS[:6] for end in ("", " reversed"))
 
 
-def check_op(op: str) -> tuple[str, str | None, bool]:
+def check_op(op: str) -> tuple[str, str | None, bool, bool]:
     """A check condition's op (PREDICATE_OPS, DIMS_OPS or WRITTEN_OPS) as (the op it
     is enforced as, of PREDICATE_OPS or DIMS_OPS; the type its vector_dims casts the
-    field to, None; whether it was written constant first)."""
+    field to, None; whether it was written constant first; whether its value is an
+    integer wider than 64 bits, as digits)."""
     reversed_ = op.endswith(" reversed")
     op = op.removesuffix(" reversed")
+    wide = op.endswith(" numeric")
+    op = op.removesuffix(" numeric")
     cast = None
     if op.startswith("vector_dims::"):
         cast, cmp = op[13:].split(" ", 1)
         op = f"vector_dims {cmp}"
-    return op, cast, reversed_
+    return op, cast, reversed_, wide
+
+
+def _wide_constant(v) -> bool:
+    """Is `v` the digits of an integer outside 64 bits (a "numeric" check's value)?"""
+    return isinstance(v, str) and re.fullmatch(r"-?[1-9][0-9]{18,999}", v) is not None \
+        and not ID_MIN <= int(v) < ID_END
+
+
+def wide_comparison(op: str, digits: str) -> bool:
+    """What `x op c` is for every 64-bit integer x, c the integer of `digits`, which
+    is outside 64 bits (above every x, or below every x)."""
+    above = int(digits) > 0
+    return op == "<>" or op in (("<", "<=") if above else (">", ">="))
 INDEX_EXPRS = ("cast", "binary_quantize", "subvector")
 
 
@@ -1204,17 +1227,21 @@ def check_constraints(schema: Schema, columns: dict, n: int, table: str = "") ->
                 nulls = np.fromiter((v is None for v in vals), bool, len(vals))
             nulls = np.asarray(nulls, bool)
         for c in schema.fields[name].check:
-            op, value = check_op(c[0])[0], c[1]
+            (op, _, _, wide), value = check_op(c[0]), c[1]
             if op == "is null":
                 bad = ~nulls
             elif op == "is not null":
                 bad = nulls
             elif vals is None:
                 continue
+            elif wide and schema.fields[name].kind == "int":    # the same for every int64
+                bad = np.zeros(n, bool) if wide_comparison(op, value) else ~nulls
             elif op in DIMS_OPS:        # every vector of the field has its dimension
                 met = compare(op.split()[1], np.array([schema.fields[name].dim]), value)
                 bad = ~nulls if not bool(met[0]) else np.zeros(n, bool)
             else:
+                if wide:                # a float's: as float8, PostgreSQL's cast of it
+                    value = float(int(value))
                 v = np.array([value if x is None else x for x in vals], object) \
                     if isinstance(vals, list) else np.asarray(vals)
                 # in PostgreSQL's float8 order, as SQL's WHERE: NaN > 0 holds

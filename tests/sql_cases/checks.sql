@@ -126,3 +126,36 @@ INSERT INTO written (id, f) VALUES (1, 1.0);
 INSERT INTO written (id, t) VALUES (1, 'a');
 -- !! 23514
 INSERT INTO written (id, x, f, t) VALUES (1, 1, 1.5, 'b');
+-- a constant wider than 64 bits: PostgreSQL compares as numeric (every bigint is below
+-- 99999999999999999999), a float8 column's as float8; shown as PostgreSQL shows it
+CREATE TABLE wide (id bigint PRIMARY KEY, x bigint CHECK (x < 99999999999999999999),
+    y bigint CHECK (y > -99999999999999999999), z bigint CHECK (99999999999999999999 > z),
+    w bigint CHECK (w <> 9223372036854775808), f float8 CHECK (f < 99999999999999999999));
+SELECT conname, pg_get_constraintdef(oid), pg_get_constraintdef(oid, true) FROM pg_constraint
+    WHERE conrelid = 'wide'::regclass AND contype = 'c' ORDER BY conname;
+-- => [('wide_f_check', "CHECK ((f < ('99999999999999999999'::numeric)::double precision))",
+--      "CHECK (f < '99999999999999999999'::numeric::double precision)"),
+--     ('wide_w_check', "CHECK (((w)::numeric <> '9223372036854775808'::numeric))",
+--      "CHECK (w::numeric <> '9223372036854775808'::numeric)"),
+--     ('wide_x_check', "CHECK (((x)::numeric < '99999999999999999999'::numeric))",
+--      "CHECK (x::numeric < '99999999999999999999'::numeric)"),
+--     ('wide_y_check', "CHECK (((y)::numeric > '-99999999999999999999'::numeric))",
+--      "CHECK (y::numeric > '-99999999999999999999'::numeric)"),
+--     ('wide_z_check', "CHECK (('99999999999999999999'::numeric > (z)::numeric))",
+--      "CHECK ('99999999999999999999'::numeric > z::numeric)")]
+INSERT INTO wide VALUES (1, 9223372036854775807, -9223372036854775808, 5, 9223372036854775807,
+    1e19);
+INSERT INTO wide (id, f) VALUES (2, 1e21);
+-- !! 23514
+CREATE TABLE wide2 (id bigint PRIMARY KEY, x bigint CHECK (x > 99999999999999999999),
+    y bigint CHECK (y = -9223372036854775809));
+INSERT INTO wide2 VALUES (1, 5, NULL);
+-- !! 23514
+INSERT INTO wide2 VALUES (1, NULL, 5);
+-- !! 23514
+INSERT INTO wide2 VALUES (1, NULL, NULL);
+ALTER TABLE wide ADD CHECK (x >= 99999999999999999999);
+-- !! 23514
+ALTER TABLE wide ADD CHECK (x <= 99999999999999999999);
+SELECT count(*) FROM pg_constraint WHERE conrelid = 'wide'::regclass AND contype = 'c';
+-- => [(6,)]

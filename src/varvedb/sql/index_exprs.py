@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
-from ..schema import Vector, index_shape
+from ..schema import ID_MIN, ID_END, Vector, index_shape
 
 # a vector type's name -> the dtype its values have
 _DTYPES = {"vector": "f32", "halfvec": "f16", "bit": "bit"}
@@ -143,15 +143,15 @@ def _conjuncts(e) -> list:
 
 def _condition(c, fields: dict, env, written: bool = False):
     """(field, op, value) of a comparison of a scalar field with a constant (with
-    `written`, an op written constant first is "op reversed")."""
+    `written`, a CHECK's, as schema.WRITTEN_OPS keep it: an op written constant first
+    is "op reversed", an int field's with an integer wider than 64 bits "op numeric")."""
     if isinstance(c, E.IsNull) and isinstance(c.arg, E.Col) and _scalar(fields, c.arg.name):
         return (c.arg.name, "is not null" if c.negated else "is null", None)
     if not (isinstance(c, E.Op) and c.op in FLIPPED and len(c.args) == 2):
         return None
-    a, b = c.args
-    op = c.op
+    (a, b), op, end = c.args, c.op, ""
     if not isinstance(a, E.Col):
-        a, b, op = b, a, FLIPPED[op] + (" reversed" if written else "")
+        a, b, op, end = b, a, FLIPPED[op], " reversed" if written else ""
     if not isinstance(a, E.Col) or not _scalar(fields, a.name):
         return None
     if isinstance(b, E.Const):
@@ -164,7 +164,9 @@ def _condition(c, fields: dict, env, written: bool = False):
     ok = {"int": (int,), "float": (int, float), "bool": (bool,), "text": (str,)}[kind]
     if type(v) not in ok or (kind in ("int", "float") and type(v) is bool):
         return None
-    return (a.name, op, float(v) if kind == "float" else v)
+    if written and type(v) is int and not ID_MIN <= v < ID_END:
+        return (a.name, f"{op} numeric{end}", str(v))
+    return (a.name, op + end, float(v) if kind == "float" else v)
 
 
 def _dims_condition(c, fields: dict):
