@@ -41,7 +41,7 @@ from ..text.tsvector import tsvectors
 from . import (array_columns, arrays, catalog_funcs, jsonb, sparse_funcs, text_funcs,
                tsearch, vector_funcs)
 from .filter import kleene, like_regex
-from .literals import parse_input, timestamp_json, value_text
+from .literals import json_text, parse_input, timestamp_json, value_text
 
 NUMERIC = ("int", "float")
 
@@ -891,8 +891,7 @@ def _json_path(a: Val, b: Val, as_text: bool) -> Val:
         elif isinstance(v, list) and isinstance(k, (int, np.integer)) and -len(v) <= k < len(v):
             got = v[k]
         if as_text and got is not None and not isinstance(got, str):
-            got = json.dumps(got, separators=(", ", ": ")) if isinstance(got, (dict, list)) \
-                else ("true" if got is True else "false" if got is False else str(got))
+            got = json_text(got)
         out[i] = got
     nulls = nulls | np.array([x is None for x in out], bool)
     return Val("text" if as_text else "json", out, nulls)
@@ -1469,9 +1468,9 @@ def _json_value(x, kind: str):
     if isinstance(x, float):
         if not math.isfinite(x):
             return value_text(x)
-        # float8's text is JSON's number: 2, not Python's 2.0
-        return int(x) if x.is_integer() and abs(x) < 1e15 and (
-            x or math.copysign(1.0, x) > 0) else x
+        # float8's text read as jsonb's numeric: 2, not Python's 2.0; 0, not -0; 1e+15 as
+        # 1000000000000000 (its shortest digits: 123456789012345680, not ...677)
+        return int(Decimal(repr(x))) if x.is_integer() else x
     if kind == "array" or isinstance(x, list):
         return [_json_value(y, "") for y in x]
     return value_text(x, None if kind == "" else kind)
@@ -1505,7 +1504,7 @@ def _text_of(kind: str, x) -> str | None:
     if kind == "bool":
         return "true" if x else "false"
     if kind == "json":
-        return json.dumps(x, separators=(", ", ": "))
+        return json_text(x)
     return value_text(x, kind)
 
 
