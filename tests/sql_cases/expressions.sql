@@ -174,3 +174,13 @@ SELECT '{"a": 1e-7, "b": "é", "c": [2.5, -2e-5, 1e21]}'::jsonb::text,
     to_jsonb(ARRAY[1e-7::float8, 3]) ->> 0;
 -- => [('{"a": 0.0000001, "b": "é", "c": [2.5, -0.00002, 1000000000000000000000]}',
 --      '0.0000001', '{"b": 0.0000000025, "c": "é"}', '0.0000001')]
+-- a regclass as text is the relation's name (its key's, its index's, a catalog's)
+CREATE TABLE rc (id int PRIMARY KEY, e vector(2));
+CREATE INDEX ON rc USING hnsw (e vector_l2_ops);
+SELECT 'rc'::regclass::text, '"rc"'::regclass::text, 'rc_pkey'::regclass::text,
+    'rc_e_idx'::regclass::text, 'pg_class'::regclass::text, NULL::regclass::text;
+-- => [('rc', 'rc', 'rc_pkey', 'rc_e_idx', 'pg_class', None)]
+SELECT 'rc'::regclass::text = 'rc', ('rc'::regclass)::varchar;
+-- => [(True, 'rc')]
+SELECT 'nope'::regclass::text;
+-- !! 42P01

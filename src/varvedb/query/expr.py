@@ -1277,6 +1277,8 @@ def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
         # other float is a float8, which rounds them to even (2.5::float8::int is 2)
         return Val("int", round_half_away(v.data, even=not _numeric(e.arg)), v.nulls)
     if kind == "text":
+        if isinstance(e.arg, Cast) and e.arg.kind == "regclass" and v.kind == "int":
+            return _regclass(v, env)    # 't'::regclass::text: the name the OID is shown as
         return Val("text", np.array([_text_of(v.kind, x) for x in v.python()], dtype=object),
                    v.nulls)
     if kind in ("int", "float", "bool") and v.kind in ("int", "float", "bool"):
