@@ -34,7 +34,8 @@ import numpy as np
 
 from ..errors import NotSupportedError, SqlError
 from ..float_order import compare
-from ..schema import OBJECT_KINDS, brief, from_micros, half_overflow, vector_values
+from ..schema import (OBJECT_KINDS, array_element, brief, from_micros, half_overflow,
+                      vector_values)
 from ..sparse import SparseBlock, SparseVector
 from ..text import tsquery
 from ..text.tsvector import tsvectors
@@ -1256,7 +1257,7 @@ def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
             raise SqlError("42846", f"cannot cast type {v.kind} to {e.vtype}[]")
         out = [None if nl else array_columns.read(e.vtype, array_columns.stored(e.vtype, x))
                for x, nl in zip(raw_values(v), v.nulls.tolist())]
-        return Val("array", object_array(out), np.asarray(v.nulls, bool))
+        return Val("array", object_array(out), np.asarray(v.nulls, bool), e.vtype)
     if kind == "array":
         if v.kind not in ("array", "null"):
             raise NotSupportedError(f"a cast of {v.kind} to an array type is not supported")
@@ -1364,6 +1365,27 @@ def set_function_rows(f: Func, rel: Rel, env: Env) -> list:
             raise SqlError("42883", f"function {f.name}({v.kind}) does not exist")
         args.append(v.python())
     return arrays.set_rows(f.name, args, rel.n)
+
+
+def set_function_nulls(f: Func, rel: Rel, env: Env, n: int) -> Val:
+    """n NULLs of the type a set-returning call yields, where its arguments tell it
+    without a value (a Describe's rows, none): an int for generate_series of ints and
+    generate_subscripts, unnest's array's declared element type (an array column's,
+    a cast's: $1::int[]); else of no type. Its arguments are evaluated over no row."""
+    args = [evaluate(a, rel.take(np.zeros(0, np.int64)), env) for a in f.args]
+    kind = None
+    if f.name == "generate_subscripts" or f.name == "generate_series" and all(
+            a.kind in ("int", "unknown") for a in args):
+        kind = "int"
+    elif f.name == "unnest" and args and args[0].kind == "array" and args[0].literal:
+        kind, vtype, dim = array_element(args[0].literal)
+        if vtype in _VECTOR_DTYPES and dim is not None:
+            return Val("vector", np.zeros((n, dim), _VECTOR_DTYPES[vtype]), np.ones(n, bool))
+        if kind not in _SCALAR_FILLERS and kind != "text":
+            kind = None
+    if kind is None:
+        return Val("null", None, np.ones(n, bool))
+    return _from_python(kind, [_SCALAR_FILLERS.get(kind)] * n, np.ones(n, bool))
 
 
 def _subscript(arr: Val, index: Val) -> Val:
