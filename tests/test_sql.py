@@ -1490,7 +1490,13 @@ def test_check_constraints_keep_their_names_with_the_file(tmp_path):
     db.sql("INSERT INTO t VALUES (2, 200, 1)")
     assert db.sql(f"SELECT id FROM t ORDER BY id AS OF VERSION {v}").rows == [(1,)]
     r = db.sql("ALTER TABLE t DROP CONSTRAINT IF EXISTS small")
-    assert r.notice == ("00000", 'constraint "small" of relation "t" does not exist, skipping')
+    assert r.notice == [("00000", 'constraint "small" of relation "t" does not exist, skipping')]
+    # a statement's notices are one list, each of them there (the last alone was kept)
+    r = db.sql("ALTER TABLE t DROP CONSTRAINT IF EXISTS small, DROP CONSTRAINT IF EXISTS tiny")
+    assert r.notice == [("00000", f'constraint "{c}" of relation "t" does not exist, skipping')
+                        for c in ("small", "tiny")]
+    assert db.sql("COMMIT").notice == [("25P01", "there is no transaction in progress")]
+    assert db.sql("SELECT 1").notice is None
     with pytest.raises(vv.SqlError) as e:
         db.sql("ALTER TABLE t DROP CONSTRAINT small")
     assert e.value.sqlstate == "42704"

@@ -948,8 +948,7 @@ def _func(e: Func, rel: Rel, env: Env) -> Val:
                                 "the top of a select list's expressions")
     if e.name in _POLYMORPHIC and e.args and isinstance(e.args[0], Const) \
             and e.args[0].value is None:
-        raise SqlError("42804", "could not determine polymorphic type because input has "
-                                "type unknown")     # (to_json(NULL): PostgreSQL's too)
+        raise _untyped_polymorphic()        # (to_json(NULL): PostgreSQL's too)
     args = [evaluate(a, rel, env) for a in e.args]
     fn = FUNCTIONS.get(e.name)
     if fn is None:
@@ -1473,11 +1472,16 @@ def _to_json(v: Val) -> Val:
     it (NULL stays NULL). An untyped literal, to_json('abc') (to_json(NULL): _func), is
     42804, as PostgreSQL cannot tell which type's JSON it would be."""
     if v.kind == "unknown":
-        raise SqlError("42804", "could not determine polymorphic type because input has "
-                                "type unknown")
+        raise _untyped_polymorphic()
     data = v.python() if v.kind in ("int", "bool", "text", "json", "null") else \
         [_json_value(x, v.kind) for x in v.python()]
     return Val("json", object_array(data), v.nulls.copy())
+
+
+def _untyped_polymorphic() -> SqlError:
+    """PostgreSQL's 42804 for a polymorphic function (to_json) given an untyped value."""
+    return SqlError("42804", "could not determine polymorphic type because input has "
+                             "type unknown")
 
 
 def _json_value(x, kind: str):

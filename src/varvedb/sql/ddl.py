@@ -399,7 +399,7 @@ class AlterTable:
             if self.missing_ok:
                 return SqlResult([], [], "ALTER TABLE")
             raise SqlError("42P01", f'relation "{self.name}" does not exist')
-        s, notice = ctx.session, None
+        s, notices = ctx.session, []
         with s.writing() as tx:
             coll = s.collection(self.name)
             for verb, column, column_def, missing_ok in self.cmds:
@@ -413,8 +413,8 @@ class AlterTable:
                     if column == t.schema.key_name(t.name):     # (None: hidden)
                         raise _key_kept(column, t.name)
                     if missing_ok and column not in t.schema.constraints(t.name):
-                        notice = ("00000", f'constraint "{column}" of relation "{t.name}" '
-                                           "does not exist, skipping")
+                        notices.append(("00000", f'constraint "{column}" of relation '
+                                                 f'"{t.name}" does not exist, skipping'))
                         continue
                     ctx.engine.drop_check(tx, t, column)
                 elif verb == "add":
@@ -460,7 +460,7 @@ class AlterTable:
                                                 "does not exist")
                     coll.drop_field(column)
         result = SqlResult([], [], "ALTER TABLE")
-        result.notice = notice
+        result.notice = notices or None
         return result
 
 
