@@ -1656,3 +1656,27 @@ def test_a_keys_chosen_name_stays_with_the_file(tmp_path):
         if vacuum:
             db.vacuum()
     db.close()
+
+
+def test_alter_column_type_keeps_a_columns_type_or_says_how_to_change_it():
+    """ALTER COLUMN ... TYPE that keeps the type a column's values are kept as (int to
+    bigint, text to varchar) changes nothing (sql_cases/ddl.sql: as PostgreSQL's
+    answers); another type, or a USING that computes values, is 0A000 naming the
+    way to do it, and the statement changes nothing (defect: 0A000 "ALTER TABLE
+    AlterColumnType is not supported" for every one)."""
+    db = vv.connect(":memory:")
+    try:
+        db.sql("CREATE TABLE t (id int PRIMARY KEY, x int, v varchar(3), f float8)")
+        db.sql("INSERT INTO t VALUES (1, 5, 'a', 1.5)")
+        db.sql("ALTER TABLE t ALTER COLUMN x TYPE smallint")
+        for alter in ["ALTER COLUMN x TYPE text", "ALTER COLUMN v TYPE text",
+                      "ALTER COLUMN f TYPE int", "ALTER COLUMN x TYPE bigint USING x * 2",
+                      "ALTER COLUMN id TYPE text", "ALTER COLUMN x TYPE int[]",
+                      "ADD COLUMN y int, ALTER COLUMN f TYPE text"]:
+            with pytest.raises(vv.SqlError) as e:
+                db.sql(f"ALTER TABLE t {alter}")
+            assert e.value.sqlstate == "0A000" and "add a column of the new type" in str(e.value)
+        assert db.sql("SELECT * FROM t").rows == [(1, 5, "a", 1.5)]
+        assert db.sql("SELECT * FROM t").columns == ["id", "x", "v", "f"]
+    finally:
+        db.close()

@@ -386,6 +386,12 @@ class AlterTable:
                                   not c.def_.skip_validation))
             elif c.subtype == AlterTableType.AT_DropConstraint:
                 self.cmds.append(("uncheck", c.name, None, bool(c.missing_ok)))
+            elif c.subtype == AlterTableType.AT_AlterColumnType:
+                # (missing_ok: no USING, or one that reads the column as it is)
+                using = c.def_.raw_default
+                self.cmds.append(("type", c.name, c.def_, using is None or (
+                    isinstance(using, ast.ColumnRef) and len(using.fields) == 1
+                    and getattr(using.fields[0], "sval", None) == c.name)))
             elif c.subtype == AlterTableType.AT_AddConstraint:
                 raise NotSupportedError(
                     f"ALTER TABLE ADD {c.def_.contype.name.removeprefix('CONSTR_')} is not "
@@ -417,6 +423,8 @@ class AlterTable:
                                                  f'"{t.name}" does not exist, skipping'))
                         continue
                     ctx.engine.drop_check(tx, t, column)
+                elif verb == "type":
+                    _same_type(t, column, column_def, missing_ok)
                 elif verb == "add":
                     if column in fields:
                         if missing_ok:
@@ -462,6 +470,28 @@ class AlterTable:
         result = SqlResult([], [], "ALTER TABLE")
         result.notice = notices or None
         return result
+
+
+def _same_type(t, column: str, cd: ast.ColumnDef, plain: bool) -> None:
+    """ALTER COLUMN ... TYPE: accepted, changing nothing, where the type is the one the
+    column keeps its values as (int to bigint: varvedb's integers are 64-bit; text to
+    varchar) and no USING computes new values (`plain`); else 0A000, saying how."""
+    if column != "id" and column not in t.schema.fields:
+        raise SqlError("42703", f'column "{column}" of relation "{t.name}" does not exist')
+    kind, tname, _ = type_of(cd.typeName)
+    if column == "id":
+        same = not cd.typeName.arrayBounds and kind == t.schema.id_kind
+    else:
+        new, old = column_field(cd)[0], t.schema.fields[column]
+        same = all(getattr(new, a) == getattr(old, a)
+                   for a in ("kind", "dtype", "dim", "max_length", "array_of"))
+    if not (same and plain):
+        raise NotSupportedError(
+            f'ALTER COLUMN "{column}" TYPE {tname}{"[]" if cd.typeName.arrayBounds else ""} '
+            f"is not supported: a column keeps the type its values are kept as (a change "
+            f"that keeps it, int to bigint or text to varchar, is accepted and changes "
+            f"nothing); add a column of the new type, UPDATE {t.name} SET it to "
+            f'"{column}"::{tname}, drop "{column}" and RENAME the new column to it')
 
 
 def constraint_names(engine) -> set:
