@@ -1572,6 +1572,17 @@ def test_an_int2vector_compares_with_an_untyped_literal(db):
     assert e.value.sqlstate == "22P02"
 
 
+def _at_format(path, version: int, sql: str):
+    """(path, an open database) of a new file stamped as format `version` wrote it,
+    `sql` run on it, which leaves that stamp."""
+    vv.connect(path).close()
+    restamp(path, version)
+    db = vv.connect(path)
+    db.sql(sql)
+    assert stamped(path) == version
+    return path, db
+
+
 def test_a_constraint_over_several_columns_keeps_its_written_order_in_the_file(tmp_path):
     """A CHECK over several columns keeps each condition's place (format 7: a
     format-6 file is stamped first, so an older varvedb refuses it rather than
@@ -1579,12 +1590,7 @@ def test_a_constraint_over_several_columns_keeps_its_written_order_in_the_file(t
     a vacuum (defect: in the columns' order, `CHECK (b > 0 AND a > 0)` printed as
     `(a > 0) AND (b > 0)`)."""
     from varvedb.storage import format as F
-    path = tmp_path / "o.vv"
-    vv.connect(path).close()
-    restamp(path, 6)
-    db = vv.connect(path)
-    db.sql("CREATE TABLE o (id int PRIMARY KEY, a int, b int)")
-    assert stamped(path) == 6
+    path, db = _at_format(tmp_path / "o.vv", 6, "CREATE TABLE o (id int PRIMARY KEY, a int, b int)")
     db.sql("ALTER TABLE o ADD CONSTRAINT ba CHECK (b > 0 AND a > 0 AND b < 9)")
     assert stamped(path) == F.FORMAT_VERSION >= 7
     q = "SELECT pg_get_constraintdef(oid, true) FROM pg_constraint WHERE conname = 'ba'"
@@ -1606,12 +1612,7 @@ def test_a_check_keeps_how_it_was_written_in_the_file(tmp_path):
     stamped first) and is shown so after a reopen and a vacuum, as PostgreSQL shows
     it (defect: `CHECK ((x > 0))`, `vector_dims(h)`); it is enforced as before."""
     from varvedb.storage import format as F
-    path = tmp_path / "w.vv"
-    vv.connect(path).close()
-    restamp(path, 7)
-    db = vv.connect(path)
-    db.sql("CREATE TABLE p (id int PRIMARY KEY, x int)")
-    assert stamped(path) == 7
+    path, db = _at_format(tmp_path / "w.vv", 7, "CREATE TABLE p (id int PRIMARY KEY, x int)")
     db.sql("CREATE TABLE w (id int PRIMARY KEY, x int CHECK (0 < x), h halfvec(2) "
            "CHECK (2 = vector_dims(h::vector)))")
     assert stamped(path) == F.FORMAT_VERSION >= 8
@@ -1638,12 +1639,8 @@ def test_a_keys_chosen_name_stays_with_the_file(tmp_path):
     reopen and a vacuum (defect: it was t_pkey again); a key of its default name
     stores none (no stamp)."""
     from varvedb.storage import format as F
-    path = tmp_path / "k.vv"
-    vv.connect(path).close()
-    restamp(path, 8)
-    db = vv.connect(path)
-    db.sql("CREATE TABLE p (id int PRIMARY KEY, x int)")
-    assert stamped(path) == 8 and db.engine.table("p").schema.key is None
+    path, db = _at_format(tmp_path / "k.vv", 8, "CREATE TABLE p (id int PRIMARY KEY, x int)")
+    assert db.engine.table("p").schema.key is None
     db.sql("CREATE TABLE t (id int PRIMARY KEY, x int, CONSTRAINT t_pkey CHECK (x > 0))")
     assert stamped(path) == F.FORMAT_VERSION >= 9
     db.sql("ALTER TABLE t DROP CONSTRAINT t_pkey")
