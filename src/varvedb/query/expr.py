@@ -1376,6 +1376,9 @@ def set_function_nulls(f: Func, rel: Rel, env: Env, n: int) -> Val:
     if f.name == "generate_subscripts" or f.name == "generate_series" and all(
             a.kind in ("int", "unknown") for a in args):
         kind = "int"
+    elif f.name == "unnest" and args and args[0].kind == "array" \
+            and args[0].literal in ("int2vector", "oidvector"):     # (the catalog's)
+        kind = "int"
     elif f.name == "unnest" and args and args[0].kind == "array" and args[0].literal:
         kind, vtype, dim = array_element(args[0].literal)
         if vtype in _VECTOR_DTYPES and dim is not None:
