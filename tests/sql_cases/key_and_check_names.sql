@@ -77,3 +77,28 @@ SELECT to_jsonb(NULL::int), to_json(CASE WHEN false THEN 1 END);
 -- => [(None, None)]
 SELECT to_json('abc'::text), to_jsonb(1);
 -- => [('abc', 1)]
+-- an index's name is none of the schema's relations either: a default one a table has
+-- takes the next free (ib_e_idx1), a given one a relation has is 42P07
+CREATE TABLE ib (id int PRIMARY KEY, e vector(2), x int, y int);
+CREATE TABLE ib_e_idx (x int);
+CREATE TABLE ib_x_idx (x int);
+CREATE INDEX ON ib USING hnsw (e vector_l2_ops);
+CREATE INDEX ON ib USING hnsw (e vector_cosine_ops);
+CREATE INDEX ON ib (x);
+CREATE INDEX ON ib (y);
+CREATE INDEX ib_pkey ON ib (y);
+-- !! 42P07
+CREATE INDEX ib_x_idx ON ib (y);
+-- !! 42P07
+CREATE INDEX ib_x_idx1 ON ib (y);
+-- !! 42P07
+SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+    WHERE i.indrelid = 'ib'::regclass ORDER BY 1;
+-- => [('ib_e_idx1',), ('ib_e_idx2',), ('ib_pkey',), ('ib_x_idx1',), ('ib_y_idx',)]
+CREATE TABLE ic (id int PRIMARY KEY, e vector(2));
+CREATE INDEX ON ic USING hnsw ((binary_quantize(e)::bit(2)) bit_hamming_ops);
+CREATE TABLE ic_binary_quantize_idx1 (x int);
+CREATE INDEX ON ic USING hnsw ((binary_quantize(e)::bit(2)) bit_hamming_ops);
+SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+    WHERE i.indrelid = 'ic'::regclass ORDER BY 1;
+-- => [('ic_binary_quantize_idx',), ('ic_binary_quantize_idx2',), ('ic_pkey',)]

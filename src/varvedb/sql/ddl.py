@@ -666,7 +666,8 @@ class CreateIndex:
             return SqlResult([], [], "CREATE INDEX")
         if f is None:
             raise SqlError("42703", f'column "{self.column}" does not exist')
-        if self.name is not None and self.name in index_names(ctx.engine):
+        relations = relation_names(ctx.engine)      # (an index's name is none of them)
+        if self.name is not None and self.name in relations:
             if self.if_not_exists:
                 return SqlResult([], [], "CREATE INDEX")
             raise SqlError("42P07", f'relation "{self.name}" already exists')
@@ -695,16 +696,16 @@ class CreateIndex:
                 want, have = SQL_TYPES[self.dtype], SQL_TYPES[dtype]
                 raise SqlError("42804", f'operator class "{self.opclass}" does not accept '
                                         f"data type {have}")
-            name = self.name
-            if name is None and expr is not None and expr[0] != "cast":
-                name = f"{self.table}_{expr[0]}_idx"    # PostgreSQL's: the function's
-            if f.vector_index is not None:
-                # a further index of the column (Field.more_indexes): named, as
-                # PostgreSQL names a second one, the first of name, name1, name2 ... free
-                base = name or f"{self.table}_{self.column}_idx"
-                taken = index_names(ctx.engine)
-                name = next(n for n in (base, *(f"{base}{i}" for i in range(1, 10 ** 4)))
-                            if n not in taken)
+            name, default = self.name, f"{self.table}_{self.column}_idx"
+            if name is None:
+                # as PostgreSQL names it (an expression's: the function's), the first
+                # of name, name1, name2 ... no relation has; a further index of the
+                # column (Field.more_indexes) is named, a first one of the default
+                # name is not (index_names makes it from the table's name)
+                name = _free_name(f"{self.table}_{expr[0]}_idx" if expr is not None
+                                  and expr[0] != "cast" else default, relations)
+                if name == default and f.vector_index is None:
+                    name = None
             if self.index_kind == "hnsw":
                 spec = HNSW(**self.options, metric=self.metric, name=name, expr=expr,
                             where=where)
@@ -722,9 +723,18 @@ class CreateIndex:
             if self.if_not_exists:
                 return SqlResult([], [], "CREATE INDEX")
             raise NotSupportedError(f'column "{self.column}" already has an index')
+        name = self.name
+        if name is None and f"{self.table}_{self.column}_idx" in relations:
+            name = _free_name(f"{self.table}_{self.column}_idx", relations)
         with s.writing():
-            s.collection(self.table).create_index(self.column, self.index_kind, name=self.name)
+            s.collection(self.table).create_index(self.column, self.index_kind, name=name)
         return SqlResult([], [], "CREATE INDEX")
+
+
+def _free_name(base: str, taken: set) -> str:
+    """The first of base, base1, base2 ... not in `taken` (ChooseRelationName's)."""
+    return next(n for n in (base, *(f"{base}{i}" for i in range(1, 10 ** 4)))
+                if n not in taken)
 
 
 def _gin_tsvector(stmt: ast.IndexStmt) -> tuple[str, str]:
