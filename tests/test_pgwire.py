@@ -527,6 +527,33 @@ def test_a_catalog_int2vector_column_is_described_as_int2vector_on_no_rows(serve
         assert msgs[2][1] == struct.pack("!hi", 2, 1) + b"0" + struct.pack("!i", 1) + b"1"
 
 
+def test_describe_of_a_set_returning_call_names_its_element_type(server):
+    """A prepared statement's Describe (no rows) announces unnest(array) as its
+    array's element type, the column's declared one or a cast's, and generate_series
+    of ints as an int, as PostgreSQL does (were of no type: text); its execution's
+    rows are sent as that type."""
+    with connect(server) as conn:
+        conn.execute("CREATE TABLE arr_desc (id bigint PRIMARY KEY, a bigint[], f float8[], "
+                     "s text[], b boolean[], v vector(2)[], h halfvec(2)[])")
+        conn.execute("INSERT INTO arr_desc VALUES (1, '{1,2}', '{1.5}', '{x}', '{t}', "
+                     "ARRAY['[1,2]'::vector(2)], ARRAY['[1,2]'::halfvec(2)])")
+        pc = conn.pgconn
+        for q, want in [("SELECT unnest(a), unnest(f), unnest(s), unnest(b) FROM arr_desc",
+                         [T.INT8, T.FLOAT8, T.TEXT, T.BOOL]),
+                        ("SELECT unnest(v), unnest(h) FROM arr_desc WHERE id = $1",
+                         [T.VECTOR, T.HALFVEC]),
+                        ("SELECT unnest($1::float8[]), generate_series(1, 2)",
+                         [T.FLOAT8, T.INT8])]:
+            assert pc.prepare(b"", q.encode()).status == 1, q
+            got = pc.describe_prepared(b"")
+            assert [got.ftype(i) for i in range(got.nfields)] == want, q
+        cur = conn.execute("SELECT unnest(a), unnest(v) FROM arr_desc", prepare=True)
+        assert [d.type_code for d in cur.description] == [T.INT8, T.VECTOR]
+        assert cur.fetchall() == \
+            [(1, "[1,2]"), (2, None)]
+        conn.execute("DROP TABLE arr_desc")
+
+
 def _row_names(body: bytes) -> list[bytes]:
     """The column names of a RowDescription's body."""
     (n,), at, names = struct.unpack("!h", body[:2]), 2, []

@@ -1276,7 +1276,8 @@ def test_a_check_of_a_vectors_dimension_binds_writes_and_stays_with_the_file(tmp
     for _ in range(2):           # from the log, then from a checkpoint
         db = vv.connect(path)
         checks = [db.engine.table(t).schema.fields["e"].check for t in "ab"]
-        assert checks == [(("vector_dims =", 5, "a_e_check"),), (("vector_dims =", 2, "b_e_check"),)]
+        assert checks == [(("vector_dims =", 5, "a_e_check"),),
+                          (("vector_dims::vector =", 2, "b_e_check"),)]     # (as written)
         with pytest.raises(vv.CheckViolationError):
             db.sql("UPDATE a SET e = '[3,4]'")
         db.sql("INSERT INTO b VALUES (2, '[3,4]', 2)")
@@ -1489,7 +1490,13 @@ def test_check_constraints_keep_their_names_with_the_file(tmp_path):
     db.sql("INSERT INTO t VALUES (2, 200, 1)")
     assert db.sql(f"SELECT id FROM t ORDER BY id AS OF VERSION {v}").rows == [(1,)]
     r = db.sql("ALTER TABLE t DROP CONSTRAINT IF EXISTS small")
-    assert r.notice == ("00000", 'constraint "small" of relation "t" does not exist, skipping')
+    assert r.notice == [("00000", 'constraint "small" of relation "t" does not exist, skipping')]
+    # a statement's notices are one list, each of them there (the last alone was kept)
+    r = db.sql("ALTER TABLE t DROP CONSTRAINT IF EXISTS small, DROP CONSTRAINT IF EXISTS tiny")
+    assert r.notice == [("00000", f'constraint "{c}" of relation "t" does not exist, skipping')
+                        for c in ("small", "tiny")]
+    assert db.sql("COMMIT").notice == [("25P01", "there is no transaction in progress")]
+    assert db.sql("SELECT 1").notice is None
     with pytest.raises(vv.SqlError) as e:
         db.sql("ALTER TABLE t DROP CONSTRAINT small")
     assert e.value.sqlstate == "42704"
@@ -1565,6 +1572,17 @@ def test_an_int2vector_compares_with_an_untyped_literal(db):
     assert e.value.sqlstate == "22P02"
 
 
+def _at_format(path, version: int, sql: str):
+    """(path, an open database) of a new file stamped as format `version` wrote it,
+    `sql` run on it, which leaves that stamp."""
+    vv.connect(path).close()
+    restamp(path, version)
+    db = vv.connect(path)
+    db.sql(sql)
+    assert stamped(path) == version
+    return path, db
+
+
 def test_a_constraint_over_several_columns_keeps_its_written_order_in_the_file(tmp_path):
     """A CHECK over several columns keeps each condition's place (format 7: a
     format-6 file is stamped first, so an older varvedb refuses it rather than
@@ -1572,14 +1590,9 @@ def test_a_constraint_over_several_columns_keeps_its_written_order_in_the_file(t
     a vacuum (defect: in the columns' order, `CHECK (b > 0 AND a > 0)` printed as
     `(a > 0) AND (b > 0)`)."""
     from varvedb.storage import format as F
-    path = tmp_path / "o.vv"
-    vv.connect(path).close()
-    restamp(path, 6)
-    db = vv.connect(path)
-    db.sql("CREATE TABLE o (id int PRIMARY KEY, a int, b int)")
-    assert stamped(path) == 6
+    path, db = _at_format(tmp_path / "o.vv", 6, "CREATE TABLE o (id int PRIMARY KEY, a int, b int)")
     db.sql("ALTER TABLE o ADD CONSTRAINT ba CHECK (b > 0 AND a > 0 AND b < 9)")
-    assert stamped(path) == F.FORMAT_VERSION == 7
+    assert stamped(path) == F.FORMAT_VERSION >= 7
     q = "SELECT pg_get_constraintdef(oid, true) FROM pg_constraint WHERE conname = 'ba'"
     want = [("CHECK (b > 0 AND a > 0 AND b < 9)",)]
     assert db.sql(q).rows == want
@@ -1591,3 +1604,76 @@ def test_a_constraint_over_several_columns_keeps_its_written_order_in_the_file(t
     db = vv.connect(path)
     assert db.sql(q).rows == want
     db.close()
+
+
+def test_a_check_keeps_how_it_was_written_in_the_file(tmp_path):
+    """A CHECK written constant first (`0 < x`) or with vector_dims of a cast column
+    (`vector_dims(h::vector)`) keeps that spelling (format 8: a format-7 file is
+    stamped first) and is shown so after a reopen and a vacuum, as PostgreSQL shows
+    it (defect: `CHECK ((x > 0))`, `vector_dims(h)`); it is enforced as before."""
+    from varvedb.storage import format as F
+    path, db = _at_format(tmp_path / "w.vv", 7, "CREATE TABLE p (id int PRIMARY KEY, x int)")
+    db.sql("CREATE TABLE w (id int PRIMARY KEY, x int CHECK (0 < x), h halfvec(2) "
+           "CHECK (2 = vector_dims(h::vector)))")
+    assert stamped(path) == F.FORMAT_VERSION >= 8
+    q = "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'w'::regclass " \
+        "AND contype = 'c' ORDER BY conname"
+    want = [("CHECK ((2 = vector_dims((h)::vector)))",), ("CHECK ((0 < x))",)]
+    assert db.sql(q).rows == want
+    for reopen in (False, True):
+        db.close()
+        db = vv.connect(path)
+        assert db.sql(q).rows == want
+        with pytest.raises(vv.CheckViolationError):
+            db.sql("INSERT INTO w (id, x) VALUES (1, 0)")
+        db.sql("INSERT INTO w (id, x, h) VALUES (1, 1, '[1,2]')")
+        db.sql("DELETE FROM w")
+        if not reopen:
+            db.vacuum()
+    db.close()
+
+
+def test_a_keys_chosen_name_stays_with_the_file(tmp_path):
+    """A primary key named t_pkey1 (a CHECK had t_pkey) keeps that name in the file
+    (format 9: a format-8 file is stamped first) after the CHECK is dropped, a
+    reopen and a vacuum (defect: it was t_pkey again); a key of its default name
+    stores none (no stamp)."""
+    from varvedb.storage import format as F
+    path, db = _at_format(tmp_path / "k.vv", 8, "CREATE TABLE p (id int PRIMARY KEY, x int)")
+    assert db.engine.table("p").schema.key is None
+    db.sql("CREATE TABLE t (id int PRIMARY KEY, x int, CONSTRAINT t_pkey CHECK (x > 0))")
+    assert stamped(path) == F.FORMAT_VERSION >= 9
+    db.sql("ALTER TABLE t DROP CONSTRAINT t_pkey")
+    q = "SELECT conname FROM pg_constraint WHERE contype = 'p' ORDER BY 1"
+    assert db.sql(q).rows == [("p_pkey",), ("t_pkey1",)]
+    for vacuum in (True, False):
+        db.close()
+        db = vv.connect(path)
+        assert db.sql(q).rows == [("p_pkey",), ("t_pkey1",)]
+        if vacuum:
+            db.vacuum()
+    db.close()
+
+
+def test_alter_column_type_keeps_a_columns_type_or_says_how_to_change_it():
+    """ALTER COLUMN ... TYPE that keeps the type a column's values are kept as (int to
+    bigint, text to varchar) changes nothing (sql_cases/ddl.sql: as PostgreSQL's
+    answers); another type, or a USING that computes values, is 0A000 naming the
+    way to do it, and the statement changes nothing (defect: 0A000 "ALTER TABLE
+    AlterColumnType is not supported" for every one)."""
+    db = vv.connect(":memory:")
+    try:
+        db.sql("CREATE TABLE t (id int PRIMARY KEY, x int, v varchar(3), f float8)")
+        db.sql("INSERT INTO t VALUES (1, 5, 'a', 1.5)")
+        db.sql("ALTER TABLE t ALTER COLUMN x TYPE smallint")
+        for alter in ["ALTER COLUMN x TYPE text", "ALTER COLUMN v TYPE text",
+                      "ALTER COLUMN f TYPE int", "ALTER COLUMN x TYPE bigint USING x * 2",
+                      "ALTER COLUMN id TYPE text", "ALTER COLUMN x TYPE int[]",
+                      "ADD COLUMN y int, ALTER COLUMN f TYPE text"]:
+            with pytest.raises(vv.SqlError) as e:
+                db.sql(f"ALTER TABLE t {alter}")
+            assert e.value.sqlstate == "0A000" and "add a column of the new type" in str(e.value)
+        assert db.sql("SELECT * FROM t").rows == [(1, 5, "a", 1.5)]
+        assert db.sql("SELECT * FROM t").columns == ["id", "x", "v", "f"]
+    finally:
+        db.close()

@@ -203,9 +203,10 @@ class SqlResult:
     statement), and `copy_ends` where each of its rows ends in it (the wire sends
     each row as a CopyData message of its own, as PostgreSQL does). `notice` is
     PostgreSQL's WARNING for a statement that ran but changed nothing it was asked
-    to, as (SQLSTATE, message) — a BEGIN inside a block, a COMMIT outside one —
-    or its NOTICE (SQLSTATE 00000: DROP CONSTRAINT IF EXISTS of none; 42622: an
-    identifier cut to 63 bytes), a list of them where it has several, else None."""
+    to — a BEGIN inside a block, a COMMIT outside one — and its NOTICEs (SQLSTATE
+    00000: DROP CONSTRAINT IF EXISTS of none; 42622: an identifier cut to 63 bytes),
+    a list of (SQLSTATE, message), in the order PostgreSQL sends them; None where
+    it has none."""
     __slots__ = ("columns", "rows", "status", "rowcount", "plan", "kinds", "copy_data",
                  "elements", "copy_ends", "notice")
 

@@ -472,23 +472,27 @@ class Field:
             c = tuple(tuple(x) if isinstance(x, list) else x for x in c)
             object.__setattr__(self, "check", c)
         ok = {"int": (int,), "float": (int, float), "bool": (bool,), "text": (str,)}.get(self.kind)
-        ops = PREDICATE_OPS
-        if self.kind == "vector" and self.dtype != "bit":
-            ok, ops = (int,), DIMS_OPS
+        dims = self.kind == "vector" and self.dtype != "bit"
+        if dims:
+            ok = (int,)
         if ok is None or not (isinstance(c, tuple) and 1 <= len(c) <= 16 and all(
-                isinstance(x, tuple) and len(x) in (2, 3, 4) and x[0] in ops
+                isinstance(x, tuple) and len(x) in (2, 3, 4)
+                and x[0] in PREDICATE_OPS + DIMS_OPS + WRITTEN_OPS
+                and check_op(x[0])[0] in (DIMS_OPS if dims else PREDICATE_OPS)
                 and (len(x) == 2 or isinstance(x[2], str) and 0 < len(x[2]) <= 63
                      and "\0" not in x[2])
                 and (len(x) < 4 or type(x[3]) is int and 0 <= x[3] < 1 << 16)
                 and (x[1] is None) == x[0].startswith("is ")
-                and (x[1] is None or (type(x[1]) in ok and not (
-                    self.kind in ("int", "float") and type(x[1]) is bool)
-                    and (type(x[1]) is not int or ID_MIN <= x[1] < ID_END)))
+                and (_wide_constant(x[1]) if check_op(x[0])[3] and self.kind in ("int", "float")
+                     else x[1] is None or (type(x[1]) in ok and not (
+                         self.kind in ("int", "float") and type(x[1]) is bool)
+                         and (type(x[1]) is not int or ID_MIN <= x[1] < ID_END)))
                 for x in c)):
             raise SchemaError(f"a check is (op, value[, constraint name[, its place in the "
                               f"constraint]]) conditions on an "
                               f"int, float, bool or text field, or of a vector's dimension "
-                              f"('vector_dims =', 3), an integer value of 64 bits, a name "
+                              f"('vector_dims =', 3), an integer value of 64 bits (a "
+                              f"wider one an int field's, its digits, op '< numeric'), a name "
                               f"of 1-63 characters without NUL; got {brief(c)} on a "
                               f"{self.kind} field")
 
@@ -701,6 +705,47 @@ def index_spec_from_dict(d: dict) -> HNSW | IVFPQ:
 PREDICATE_OPS = ("=", "<>", "<", "<=", ">", ">=", "is null", "is not null")
 # a vector field's check of its dimension: vector_dims(field) <op> value
 DIMS_OPS = tuple(f"vector_dims {op}" for op in PREDICATE_OPS[:6])
+# a check condition's op as it was written, where that is not the field's op value
+# (what pg_get_constraintdef shows): a comparison written constant first (`0 < price`)
+# is kept as the field's (`price > 0`) followed by " reversed"; a dimension's read
+# through a cast of the field (`vector_dims(e::vector)`) names it, "vector_dims::vector =";
+# an int or float field's compared with an integer wider than 64 bits (`n <
+# 99999999999999999999`, PostgreSQL's numeric) is "< numeric", its value the digits (a str)
+WRITTEN_OPS = tuple(f"{op}{wide}{end}" for op in PREDICATE_OPS[:6]
+                    for wide, end in ((" numeric", ""), (" numeric", " reversed"),
+                                      ("", " reversed"))) + tuple(
+    f"{op} reversed" for op in DIMS_OPS) + tuple(
+    f"vector_dims::{cast} {op}{end}" for cast in ("vector", "halfvec")
+    for op in PREDICATE_OPS[:6] for end in ("", " reversed"))
+
+
+def check_op(op: str) -> tuple[str, str | None, bool, bool]:
+    """A check condition's op (PREDICATE_OPS, DIMS_OPS or WRITTEN_OPS) as (the op it
+    is enforced as, of PREDICATE_OPS or DIMS_OPS; the type its vector_dims casts the
+    field to, None; whether it was written constant first; whether its value is an
+    integer wider than 64 bits, as digits)."""
+    reversed_ = op.endswith(" reversed")
+    op = op.removesuffix(" reversed")
+    wide = op.endswith(" numeric")
+    op = op.removesuffix(" numeric")
+    cast = None
+    if op.startswith("vector_dims::"):
+        cast, cmp = op[13:].split(" ", 1)
+        op = f"vector_dims {cmp}"
+    return op, cast, reversed_, wide
+
+
+def _wide_constant(v) -> bool:
+    """Is `v` the digits of an integer outside 64 bits (a "numeric" check's value)?"""
+    return isinstance(v, str) and re.fullmatch(r"-?[1-9][0-9]{18,999}", v) is not None \
+        and not ID_MIN <= int(v) < ID_END
+
+
+def wide_comparison(op: str, digits: str) -> bool:
+    """What `x op c` is for every 64-bit integer x, c the integer of `digits`, which
+    is outside 64 bits (above every x, or below every x)."""
+    above = int(digits) > 0
+    return op == "<>" or op in (("<", "<=") if above else (">", ">="))
 INDEX_EXPRS = ("cast", "binary_quantize", "subvector")
 
 
@@ -942,11 +987,14 @@ class Schema:
 
     Two flags come from SQL's CREATE TABLE: `id_hidden` (the table declared no
     primary key, so `*` leaves the id out) and `id_required` (an id column
-    that is not serial: an INSERT must give it, as PostgreSQL requires)."""
+    that is not serial: an INSERT must give it, as PostgreSQL requires); `key`
+    is the name CREATE TABLE chose for its primary key where that is not
+    `{table}_pkey` (another relation or constraint had it: key_name)."""
     fields: dict[str, Field]
     id_kind: str = "int"
     id_hidden: bool = False
     id_required: bool = False
+    key: str | None = None
 
     def __post_init__(self):
         for name, f in self.fields.items():
@@ -1018,17 +1066,14 @@ class Schema:
 
     def key_name(self, table: str) -> str | None:
         """The name of the table's primary key (its constraint's and its index's),
-        None where its id is hidden: PostgreSQL's `{table}_pkey`, else `{table}_pkey1`,
-        `{table}_pkey2`, ... the first no CHECK of the table has (CREATE TABLE t (id int
-        PRIMARY KEY, CONSTRAINT t_pkey CHECK (...)) names the key t_pkey1). A name
-        made from the CHECKs now: where that CHECK is dropped, the key is t_pkey again
-        (PostgreSQL's keeps the name it was given)."""
+        None where its id is hidden: the one CREATE TABLE chose (`key`), else
+        PostgreSQL's `{table}_pkey`. (A table made before `key` was kept: `{table}_pkey1`,
+        `{table}_pkey2`, ... the first no CHECK of the table has.)"""
         if self.id_hidden:
             return None
-        checks, n = self.constraints(table), 0
-        while object_name(table, None, f"pkey{n or ''}") in checks:    # (cut to fit)
-            n += 1
-        return object_name(table, None, f"pkey{n or ''}")
+        if self.key is not None:
+            return self.key
+        return pkey_name(table, self.constraints(table))
 
     @cached_property
     def embedded(self) -> tuple:
@@ -1060,6 +1105,8 @@ class Schema:
             d["id_hidden"] = True
         if self.id_required:
             d["id_required"] = True
+        if self.key is not None:
+            d["key"] = self.key
         return d
 
     @staticmethod
@@ -1077,7 +1124,12 @@ class Schema:
         flags = {k: d.get(k, False) for k in ("id_hidden", "id_required")}
         if not all(isinstance(v, bool) for v in flags.values()):
             raise SchemaError(f"schema flags are bools, got {brief(flags)}")
-        return Schema(fields, d["id"], **flags)
+        key = d.get("key")
+        if key is not None and not (isinstance(key, str) and 0 < len(key.encode()) <= 63
+                                    and "\0" not in key):
+            raise SchemaError(f"a schema's key name is a name of 1-63 bytes without NUL, "
+                              f"got {brief(key)}")
+        return Schema(fields, d["id"], **flags, key=key)
 
     def check_names(self, names, what: str = "row") -> None:
         if self.row_names.issuperset(names):
@@ -1175,17 +1227,21 @@ def check_constraints(schema: Schema, columns: dict, n: int, table: str = "") ->
                 nulls = np.fromiter((v is None for v in vals), bool, len(vals))
             nulls = np.asarray(nulls, bool)
         for c in schema.fields[name].check:
-            op, value = c[:2]
+            (op, _, _, wide), value = check_op(c[0]), c[1]
             if op == "is null":
                 bad = ~nulls
             elif op == "is not null":
                 bad = nulls
             elif vals is None:
                 continue
+            elif wide and schema.fields[name].kind == "int":    # the same for every int64
+                bad = np.zeros(n, bool) if wide_comparison(op, value) else ~nulls
             elif op in DIMS_OPS:        # every vector of the field has its dimension
                 met = compare(op.split()[1], np.array([schema.fields[name].dim]), value)
                 bad = ~nulls if not bool(met[0]) else np.zeros(n, bool)
             else:
+                if wide:                # a float's: as float8, PostgreSQL's cast of it
+                    value = float(int(value))
                 v = np.array([value if x is None else x for x in vals], object) \
                     if isinstance(vals, list) else np.asarray(vals)
                 # in PostgreSQL's float8 order, as SQL's WHERE: NaN > 0 holds
@@ -1201,6 +1257,15 @@ def constraint_name(table: str, field: str, condition: tuple) -> str:
     """The name of the CHECK constraint a field's check condition belongs to: the
     one it carries, else the field's own (PostgreSQL's name for a column's CHECK)."""
     return condition[2] if len(condition) >= 3 else object_name(table, field, "check")
+
+
+def pkey_name(table: str, taken) -> str:
+    """PostgreSQL's name for a table's primary key (ChooseRelationName): `{table}_pkey`,
+    else `{table}_pkey1`, `{table}_pkey2`, ... the first not in `taken`."""
+    n = 0
+    while object_name(table, None, f"pkey{n or ''}") in taken:    # (cut to fit)
+        n += 1
+    return object_name(table, None, f"pkey{n or ''}")
 
 
 def object_name(name1: str, name2: str | None, label: str) -> str:

@@ -98,3 +98,64 @@ SELECT id FROM dims ORDER BY id;
 SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint
     WHERE conrelid = 'dims2'::regclass AND contype = 'c';
 -- => [('dims2_e_check', 'CHECK (((vector_dims(e) >= 2) AND (vector_dims(e) <> 5)))')]
+-- pg_get_constraintdef and psql's \d show a CHECK as it was written: a constant first
+-- stays first, a cast of the column in vector_dims stays (a halfvec's and a vector's)
+CREATE TABLE written (id bigint PRIMARY KEY, h halfvec(3), e vector(3), x int, f float8,
+    t text, CHECK (vector_dims(h::vector) = 3), CHECK (3 = vector_dims(h)),
+    CHECK (2 < vector_dims(e::halfvec)), CHECK (vector_dims(e::vector) <= 3),
+    CHECK (0 < x), CHECK (1.5 <= f), CHECK ('a' <> t), CHECK (-1 < x AND x < 9));
+SELECT conname, pg_get_constraintdef(oid), pg_get_constraintdef(oid, true) FROM pg_constraint
+    WHERE conrelid = 'written'::regclass AND contype = 'c' ORDER BY conname;
+-- => [('written_e_check', 'CHECK ((2 < vector_dims((e)::halfvec)))',
+--      'CHECK (2 < vector_dims(e::halfvec))'),
+--     ('written_e_check1', 'CHECK ((vector_dims((e)::vector) <= 3))',
+--      'CHECK (vector_dims(e::vector) <= 3)'),
+--     ('written_f_check', 'CHECK (((1.5)::double precision <= f))',
+--      'CHECK (1.5::double precision <= f)'),
+--     ('written_h_check', 'CHECK ((vector_dims((h)::vector) = 3))',
+--      'CHECK (vector_dims(h::vector) = 3)'),
+--     ('written_h_check1', 'CHECK ((3 = vector_dims(h)))', 'CHECK (3 = vector_dims(h))'),
+--     ('written_t_check', "CHECK (('a'::text <> t))", "CHECK ('a'::text <> t)"),
+--     ('written_x_check', 'CHECK ((0 < x))', 'CHECK (0 < x)'),
+--     ('written_x_check1', 'CHECK (((\'-1\'::integer < x) AND (x < 9)))',
+--      "CHECK ('-1'::integer < x AND x < 9)")]
+INSERT INTO written (id, x) VALUES (1, 0);
+-- !! 23514
+INSERT INTO written (id, f) VALUES (1, 1.0);
+-- !! 23514
+INSERT INTO written (id, t) VALUES (1, 'a');
+-- !! 23514
+INSERT INTO written (id, x, f, t) VALUES (1, 1, 1.5, 'b');
+-- a constant wider than 64 bits: PostgreSQL compares as numeric (every bigint is below
+-- 99999999999999999999), a float8 column's as float8; shown as PostgreSQL shows it
+CREATE TABLE wide (id bigint PRIMARY KEY, x bigint CHECK (x < 99999999999999999999),
+    y bigint CHECK (y > -99999999999999999999), z bigint CHECK (99999999999999999999 > z),
+    w bigint CHECK (w <> 9223372036854775808), f float8 CHECK (f < 99999999999999999999));
+SELECT conname, pg_get_constraintdef(oid), pg_get_constraintdef(oid, true) FROM pg_constraint
+    WHERE conrelid = 'wide'::regclass AND contype = 'c' ORDER BY conname;
+-- => [('wide_f_check', "CHECK ((f < ('99999999999999999999'::numeric)::double precision))",
+--      "CHECK (f < '99999999999999999999'::numeric::double precision)"),
+--     ('wide_w_check', "CHECK (((w)::numeric <> '9223372036854775808'::numeric))",
+--      "CHECK (w::numeric <> '9223372036854775808'::numeric)"),
+--     ('wide_x_check', "CHECK (((x)::numeric < '99999999999999999999'::numeric))",
+--      "CHECK (x::numeric < '99999999999999999999'::numeric)"),
+--     ('wide_y_check', "CHECK (((y)::numeric > '-99999999999999999999'::numeric))",
+--      "CHECK (y::numeric > '-99999999999999999999'::numeric)"),
+--     ('wide_z_check', "CHECK (('99999999999999999999'::numeric > (z)::numeric))",
+--      "CHECK ('99999999999999999999'::numeric > z::numeric)")]
+INSERT INTO wide VALUES (1, 9223372036854775807, -9223372036854775808, 5, 9223372036854775807,
+    1e19);
+INSERT INTO wide (id, f) VALUES (2, 1e21);
+-- !! 23514
+CREATE TABLE wide2 (id bigint PRIMARY KEY, x bigint CHECK (x > 99999999999999999999),
+    y bigint CHECK (y = -9223372036854775809));
+INSERT INTO wide2 VALUES (1, 5, NULL);
+-- !! 23514
+INSERT INTO wide2 VALUES (1, NULL, 5);
+-- !! 23514
+INSERT INTO wide2 VALUES (1, NULL, NULL);
+ALTER TABLE wide ADD CHECK (x >= 99999999999999999999);
+-- !! 23514
+ALTER TABLE wide ADD CHECK (x <= 99999999999999999999);
+SELECT count(*) FROM pg_constraint WHERE conrelid = 'wide'::regclass AND contype = 'c';
+-- => [(6,)]

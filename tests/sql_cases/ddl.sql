@@ -101,3 +101,14 @@ SELECT * FROM people;
 -- unknown type
 CREATE TABLE bad (id bigint PRIMARY KEY, x notatype);
 -- !! 42704
+-- ALTER COLUMN ... TYPE of the type the column keeps its values as changes nothing
+-- (varvedb's integers are 64-bit: int to bigint; text to varchar); the rows stay
+CREATE TABLE retype (id int PRIMARY KEY, x int, t text, e vector(2));
+INSERT INTO retype VALUES (1, 5, 'a', '[1,2]');
+ALTER TABLE retype ALTER COLUMN x TYPE bigint, ALTER COLUMN t TYPE varchar,
+    ALTER COLUMN e TYPE vector(2), ALTER COLUMN id TYPE bigint;
+ALTER TABLE retype ALTER COLUMN x TYPE bigint USING x;
+SELECT * FROM retype;
+-- => [(1, 5, 'a', [1.0, 2.0])]
+ALTER TABLE retype ALTER COLUMN nope TYPE bigint;
+-- !! 42703

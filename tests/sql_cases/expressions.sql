@@ -161,3 +161,26 @@ SELECT 2.5::float8::int, 0.5::float8::bigint, (-2.5)::float8::int, 2.5::int, (-2
 -- => [(2, 0, -2, 3, -3, 3)]
 SELECT id FROM halves WHERE x::int = 2 ORDER BY id;
 -- => [(2,), (3,)]
+-- jsonb keeps a number as numeric writes it, never in exponent form: a float8's
+-- shortest digits (123456789012345680), -0 as 0; a jsonb's text, ->> and #>> alike
+SELECT to_jsonb(1e-7::float8)::text, to_jsonb(1.5e-5::float8)::text,
+    to_jsonb(123456789012345678::float8)::text, to_jsonb(1e15::float8)::text,
+    to_jsonb(1e20::float8)::text, to_jsonb(-0.0::float8)::text, to_jsonb(0.1::float4)::text,
+    to_jsonb(-1.5e-10::float8)::text;
+-- => [('0.0000001', '0.000015', '123456789012345680', '1000000000000000',
+--      '100000000000000000000', '0', '0.1', '-0.00000000015')]
+SELECT '{"a": 1e-7, "b": "é", "c": [2.5, -2e-5, 1e21]}'::jsonb::text,
+    '{"a": 1e-7}'::jsonb ->> 'a', '{"a": {"b": 2.5e-9, "c": "é"}}'::jsonb ->> 'a',
+    to_jsonb(ARRAY[1e-7::float8, 3]) ->> 0;
+-- => [('{"a": 0.0000001, "b": "é", "c": [2.5, -0.00002, 1000000000000000000000]}',
+--      '0.0000001', '{"b": 0.0000000025, "c": "é"}', '0.0000001')]
+-- a regclass as text is the relation's name (its key's, its index's, a catalog's)
+CREATE TABLE rc (id int PRIMARY KEY, e vector(2));
+CREATE INDEX ON rc USING hnsw (e vector_l2_ops);
+SELECT 'rc'::regclass::text, '"rc"'::regclass::text, 'rc_pkey'::regclass::text,
+    'rc_e_idx'::regclass::text, 'pg_class'::regclass::text, NULL::regclass::text;
+-- => [('rc', 'rc', 'rc_pkey', 'rc_e_idx', 'pg_class', None)]
+SELECT 'rc'::regclass::text = 'rc', ('rc'::regclass)::varchar;
+-- => [(True, 'rc')]
+SELECT 'nope'::regclass::text;
+-- !! 42P01

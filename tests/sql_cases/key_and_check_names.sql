@@ -13,6 +13,36 @@ INSERT INTO t VALUES (1, -5);
 -- !! 23514
 ALTER TABLE t DROP CONSTRAINT t_pkey;
 INSERT INTO t VALUES (1, -5);
+-- the key keeps the name it was given (it was t_pkey again once the CHECK was gone)
+SELECT conname, contype FROM pg_constraint WHERE conrelid = 't'::regclass
+    AND contype IN ('p', 'c') ORDER BY conname;
+-- => [('t_pkey1', 'p')]
+SELECT relname FROM pg_class WHERE relname LIKE 't\_%' AND pg_table_is_visible(oid) ORDER BY 1;
+-- => [('t_pkey1',)]
+-- a key's name is none of the schema's relations and constraints: another table's,
+-- an index's, another table's CHECK; a table's name is no index's either (42P07)
+CREATE TABLE u_pkey (id int PRIMARY KEY);
+CREATE TABLE u (id int PRIMARY KEY);
+CREATE TABLE a (id int PRIMARY KEY, x int CONSTRAINT v_pkey CHECK (x > 0));
+CREATE TABLE v (id int PRIMARY KEY);
+CREATE TABLE b (id int PRIMARY KEY, e vector(2));
+CREATE INDEX k_pkey ON b USING hnsw (e vector_l2_ops);
+CREATE TABLE k (id bigserial PRIMARY KEY, x int);
+SELECT conrelid::regclass::text, conname FROM pg_constraint
+    WHERE contype = 'p' AND pg_table_is_visible(conrelid) AND conname NOT LIKE 'pg\_%' ORDER BY 2;
+-- => [('a', 'a_pkey'), ('b', 'b_pkey'), ('k', 'k_pkey1'), ('t', 't_pkey1'),
+--     ('u', 'u_pkey1'), ('u_pkey', 'u_pkey_pkey'), ('v', 'v_pkey1')]
+ALTER TABLE k ADD CONSTRAINT k_pkey1 CHECK (x > 0);
+-- !! 42710
+CREATE TABLE k_pkey1 (x int);
+-- !! 42P07
+CREATE TABLE b_pkey (x int);
+-- !! 42P07
+CREATE TABLE k_id_seq (x int);
+-- !! 42P07
+CREATE TABLE IF NOT EXISTS k_pkey (x int);
+SELECT relname, relkind FROM pg_class WHERE relname = 'k_pkey' AND pg_table_is_visible(oid);
+-- => [('k_pkey', 'i')]
 CREATE TABLE w (id int PRIMARY KEY, x int CHECK (x > 0), CONSTRAINT w_pkey1 CHECK (x > 1),
     CONSTRAINT w_pkey CHECK (x > 2));
 SELECT conname, contype FROM pg_constraint WHERE conrelid = 'w'::regclass
@@ -47,3 +77,28 @@ SELECT to_jsonb(NULL::int), to_json(CASE WHEN false THEN 1 END);
 -- => [(None, None)]
 SELECT to_json('abc'::text), to_jsonb(1);
 -- => [('abc', 1)]
+-- an index's name is none of the schema's relations either: a default one a table has
+-- takes the next free (ib_e_idx1), a given one a relation has is 42P07
+CREATE TABLE ib (id int PRIMARY KEY, e vector(2), x int, y int);
+CREATE TABLE ib_e_idx (x int);
+CREATE TABLE ib_x_idx (x int);
+CREATE INDEX ON ib USING hnsw (e vector_l2_ops);
+CREATE INDEX ON ib USING hnsw (e vector_cosine_ops);
+CREATE INDEX ON ib (x);
+CREATE INDEX ON ib (y);
+CREATE INDEX ib_pkey ON ib (y);
+-- !! 42P07
+CREATE INDEX ib_x_idx ON ib (y);
+-- !! 42P07
+CREATE INDEX ib_x_idx1 ON ib (y);
+-- !! 42P07
+SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+    WHERE i.indrelid = 'ib'::regclass ORDER BY 1;
+-- => [('ib_e_idx1',), ('ib_e_idx2',), ('ib_pkey',), ('ib_x_idx1',), ('ib_y_idx',)]
+CREATE TABLE ic (id int PRIMARY KEY, e vector(2));
+CREATE INDEX ON ic USING hnsw ((binary_quantize(e)::bit(2)) bit_hamming_ops);
+CREATE TABLE ic_binary_quantize_idx1 (x int);
+CREATE INDEX ON ic USING hnsw ((binary_quantize(e)::bit(2)) bit_hamming_ops);
+SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+    WHERE i.indrelid = 'ic'::regclass ORDER BY 1;
+-- => [('ic_binary_quantize_idx',), ('ic_binary_quantize_idx2',), ('ic_pkey',)]

@@ -46,7 +46,7 @@ from ..errors import (BranchError, CheckViolationError, ClosedError, CorruptFile
                       TransactionAbortedError, TransactionError, UnknownFieldError, VarveError)
 from ..schema import (Field, Schema, brief, check_constraints, check_not_null, constraint_name,
                       UNINDEXED_KINDS, check_index_where, complete_columns, fit_index,
-                      further_index, validate_name)
+                      further_index, validate_name, WRITTEN_OPS)
 from .embedding import check_embedders, fill_embedded, unchanged_texts
 from ..storage import format as F
 from ..reports import rows_bar
@@ -489,7 +489,7 @@ class Engine:
             raise SchemaError(f"a collection named {name!r} already exists")
         check_embedders(schema.fields, tx.server_files)
         cid = self.next_cid
-        self._stamp(_newer_fields(schema.fields.values()))
+        self._stamp(schema.key is not None or _newer_fields(schema.fields.values()))
         before = (self.log.mark() if self.log is not None else None, tx.frames,
                   tx.rows_changed)
         self.write(tx, frames.CreateCollection(cid, name, schema))
@@ -1654,11 +1654,12 @@ def check_timeout(timeout) -> float:
 
 
 def _newer_fields(fields) -> bool:
-    """Does any of these fields need file format 5, 6 or 7 (a bytes field, a further
-    index, a vector field's check, a check condition that names its constraint or
-    holds its place in one)?"""
+    """Does any of these fields need file format 5, 6, 7 or 8 (a bytes field, a further
+    index, a vector field's check, a check condition that names its constraint, holds
+    its place in one or keeps how it was written)?"""
     return any(f.kind == "bytes" or f.more_indexes or (f.kind == "vector" and f.check)
-               or any(len(c) >= 3 for c in f.check or ()) for f in fields)
+               or any(len(c) >= 3 or c[0] in WRITTEN_OPS for c in f.check or ())
+               for f in fields)
 
 
 def _check_rows(t: Table, rows) -> None:

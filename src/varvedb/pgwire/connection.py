@@ -888,7 +888,7 @@ def _tag(result) -> list[bytes]:
     if notice is None:
         return [tag]
     out = []
-    for sqlstate, message in [notice] if type(notice) is tuple else notice:
+    for sqlstate, message in notice:
         severity = "NOTICE" if sqlstate in _NOTICES else "WARNING"
         out.append(M.error({"S": severity, "V": severity, "C": sqlstate, "M": message},
                            notice=True))

@@ -20,7 +20,7 @@ from ..errors import SqlError
 from ..index import flat
 from .aggregate import aggregate, groups as _groups, sort_order
 from .expr import (Col, Rel, Val, col_value, const_val, evaluate, no_nulls,
-                   set_function_rows, truth)
+                   set_function_nulls, set_function_rows, truth)
 from .plan import (Aggregate, Count, Derived, Distinct, Filter, FunctionScan, Fusion, Join,
                    Limit, Lookup, Output, PlanNode, Project, ProjectSet, Rerank, Scan, SetOp,
                    Sort,
@@ -323,7 +323,10 @@ def _project_set(node: ProjectSet, query: Query) -> Out:
     cols = dict(out.cols)
     at = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
     for i, (m, n) in enumerate(zip(made, lens)):
-        cols[f"$s{i}"] = _set_values(m, n[idx], counts, at)
+        got = _set_values(m, n[idx], counts, at)
+        if got.kind == "null":      # no value says its type (a Describe's: no row)
+            got = set_function_nulls(node.exprs[i], rel, query.env, total)
+        cols[f"$s{i}"] = got
     scores = cols.pop("$score", None)
     return Out(None, out.rows, None if scores is None else scores.data, out.n,
                _with_input(node, inp.node), cols)

@@ -34,14 +34,15 @@ import numpy as np
 
 from ..errors import NotSupportedError, SqlError
 from ..float_order import compare
-from ..schema import OBJECT_KINDS, brief, from_micros, half_overflow, vector_values
+from ..schema import (OBJECT_KINDS, array_element, brief, from_micros, half_overflow,
+                      vector_values)
 from ..sparse import SparseBlock, SparseVector
 from ..text import tsquery
 from ..text.tsvector import tsvectors
 from . import (array_columns, arrays, catalog_funcs, jsonb, sparse_funcs, text_funcs,
                tsearch, vector_funcs)
 from .filter import kleene, like_regex
-from .literals import parse_input, timestamp_json, value_text
+from .literals import json_text, parse_input, timestamp_json, value_text
 
 NUMERIC = ("int", "float")
 
@@ -891,8 +892,7 @@ def _json_path(a: Val, b: Val, as_text: bool) -> Val:
         elif isinstance(v, list) and isinstance(k, (int, np.integer)) and -len(v) <= k < len(v):
             got = v[k]
         if as_text and got is not None and not isinstance(got, str):
-            got = json.dumps(got, separators=(", ", ": ")) if isinstance(got, (dict, list)) \
-                else ("true" if got is True else "false" if got is False else str(got))
+            got = json_text(got)
         out[i] = got
     nulls = nulls | np.array([x is None for x in out], bool)
     return Val("text" if as_text else "json", out, nulls)
@@ -948,8 +948,7 @@ def _func(e: Func, rel: Rel, env: Env) -> Val:
                                 "the top of a select list's expressions")
     if e.name in _POLYMORPHIC and e.args and isinstance(e.args[0], Const) \
             and e.args[0].value is None:
-        raise SqlError("42804", "could not determine polymorphic type because input has "
-                                "type unknown")     # (to_json(NULL): PostgreSQL's too)
+        raise _untyped_polymorphic()        # (to_json(NULL): PostgreSQL's too)
     args = [evaluate(a, rel, env) for a in e.args]
     fn = FUNCTIONS.get(e.name)
     if fn is None:
@@ -1257,7 +1256,7 @@ def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
             raise SqlError("42846", f"cannot cast type {v.kind} to {e.vtype}[]")
         out = [None if nl else array_columns.read(e.vtype, array_columns.stored(e.vtype, x))
                for x, nl in zip(raw_values(v), v.nulls.tolist())]
-        return Val("array", object_array(out), np.asarray(v.nulls, bool))
+        return Val("array", object_array(out), np.asarray(v.nulls, bool), e.vtype)
     if kind == "array":
         if v.kind not in ("array", "null"):
             raise NotSupportedError(f"a cast of {v.kind} to an array type is not supported")
@@ -1278,6 +1277,8 @@ def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
         # other float is a float8, which rounds them to even (2.5::float8::int is 2)
         return Val("int", round_half_away(v.data, even=not _numeric(e.arg)), v.nulls)
     if kind == "text":
+        if isinstance(e.arg, Cast) and e.arg.kind == "regclass" and v.kind == "int":
+            return _regclass(v, env)    # 't'::regclass::text: the name the OID is shown as
         return Val("text", np.array([_text_of(v.kind, x) for x in v.python()], dtype=object),
                    v.nulls)
     if kind in ("int", "float", "bool") and v.kind in ("int", "float", "bool"):
@@ -1365,6 +1366,30 @@ def set_function_rows(f: Func, rel: Rel, env: Env) -> list:
     return arrays.set_rows(f.name, args, rel.n)
 
 
+def set_function_nulls(f: Func, rel: Rel, env: Env, n: int) -> Val:
+    """n NULLs of the type a set-returning call yields, where its arguments tell it
+    without a value (a Describe's rows, none): an int for generate_series of ints and
+    generate_subscripts, unnest's array's declared element type (an array column's,
+    a cast's: $1::int[]); else of no type. Its arguments are evaluated over no row."""
+    args = [evaluate(a, rel.take(np.zeros(0, np.int64)), env) for a in f.args]
+    kind = None
+    if f.name == "generate_subscripts" or f.name == "generate_series" and all(
+            a.kind in ("int", "unknown") for a in args):
+        kind = "int"
+    elif f.name == "unnest" and args and args[0].kind == "array" \
+            and args[0].literal in ("int2vector", "oidvector"):     # (the catalog's)
+        kind = "int"
+    elif f.name == "unnest" and args and args[0].kind == "array" and args[0].literal:
+        kind, vtype, dim = array_element(args[0].literal)
+        if vtype in _VECTOR_DTYPES and dim is not None:
+            return Val("vector", np.zeros((n, dim), _VECTOR_DTYPES[vtype]), np.ones(n, bool))
+        if kind not in _SCALAR_FILLERS and kind != "text":
+            kind = None
+    if kind is None:
+        return Val("null", None, np.ones(n, bool))
+    return _from_python(kind, [_SCALAR_FILLERS.get(kind)] * n, np.ones(n, bool))
+
+
 def _subscript(arr: Val, index: Val) -> Val:
     if arr.kind not in ("array", "null"):
         raise SqlError("42804", f"cannot subscript type {arr.kind} because it does not "
@@ -1450,11 +1475,16 @@ def _to_json(v: Val) -> Val:
     it (NULL stays NULL). An untyped literal, to_json('abc') (to_json(NULL): _func), is
     42804, as PostgreSQL cannot tell which type's JSON it would be."""
     if v.kind == "unknown":
-        raise SqlError("42804", "could not determine polymorphic type because input has "
-                                "type unknown")
+        raise _untyped_polymorphic()
     data = v.python() if v.kind in ("int", "bool", "text", "json", "null") else \
         [_json_value(x, v.kind) for x in v.python()]
     return Val("json", object_array(data), v.nulls.copy())
+
+
+def _untyped_polymorphic() -> SqlError:
+    """PostgreSQL's 42804 for a polymorphic function (to_json) given an untyped value."""
+    return SqlError("42804", "could not determine polymorphic type because input has "
+                             "type unknown")
 
 
 def _json_value(x, kind: str):
@@ -1469,9 +1499,9 @@ def _json_value(x, kind: str):
     if isinstance(x, float):
         if not math.isfinite(x):
             return value_text(x)
-        # float8's text is JSON's number: 2, not Python's 2.0
-        return int(x) if x.is_integer() and abs(x) < 1e15 and (
-            x or math.copysign(1.0, x) > 0) else x
+        # float8's text read as jsonb's numeric: 2, not Python's 2.0; 0, not -0; 1e+15 as
+        # 1000000000000000 (its shortest digits: 123456789012345680, not ...677)
+        return int(Decimal(repr(x))) if x.is_integer() else x
     if kind == "array" or isinstance(x, list):
         return [_json_value(y, "") for y in x]
     return value_text(x, None if kind == "" else kind)
@@ -1505,7 +1535,7 @@ def _text_of(kind: str, x) -> str | None:
     if kind == "bool":
         return "true" if x else "false"
     if kind == "json":
-        return json.dumps(x, separators=(", ", ": "))
+        return json_text(x)
     return value_text(x, kind)
 
 

@@ -582,10 +582,8 @@ def _walk(v, path: tuple, as_text: bool):
         else:
             return None
     if as_text and v is not None and not isinstance(v, str):
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        import json
-        return json.dumps(v, separators=(", ", ": ")) if isinstance(v, (dict, list)) else str(v)
+        from .literals import json_text
+        return json_text(v)
     return v
 
 

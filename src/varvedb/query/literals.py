@@ -170,7 +170,25 @@ def timestamp_json(d: _dt.datetime) -> str:
 
 
 def json_text(v) -> str:
-    return json.dumps(v, ensure_ascii=False)
+    """A JSON value as jsonb's text: a float's number written out as numeric's, never in
+    exponent form (0.0000001, 100000000000000000000, as PostgreSQL's jsonb keeps a
+    number), NaN and Infinity as json.dumps writes them."""
+    if not _has_float(v):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, float):
+        return format(Decimal(repr(v)), "f") if math.isfinite(v) else json.dumps(v)
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {json_text(x)}"
+                               for k, x in v.items()) + "}"
+    return "[" + ", ".join(json_text(x) for x in v) + "]"
+
+
+def _has_float(v) -> bool:
+    if isinstance(v, float):
+        return True
+    if isinstance(v, dict):
+        return any(_has_float(x) for x in v.values())
+    return isinstance(v, list) and any(_has_float(x) for x in v)
 
 
 def value_text(v, kind: str | None = None) -> str | None:

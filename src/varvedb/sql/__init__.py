@@ -483,7 +483,7 @@ def _run_one(session, c: Compiled, params, copy_data=None, several: bool = False
                       copy_data, several)
         result = c.impl.run(ctx, params)
         if c.notices:       # (the parser's, before the statement's own)
-            result.notice = [*c.notices, *([result.notice] if result.notice else [])]
+            result.notice = [*c.notices, *(result.notice or ())]
         return result
     except BaseException as e:      # any failure: a raw one (a defect) must not half-apply
         tx = session.tx

@@ -397,7 +397,7 @@ class TransactionCommand:
 
 
 def _warned(result: SqlResult, sqlstate: str, message: str) -> SqlResult:
-    result.notice = (sqlstate, message)
+    result.notice = [(sqlstate, message)]
     return result
 
 

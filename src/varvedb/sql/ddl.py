@@ -29,7 +29,7 @@ from pglast.enums import AlterTableType, ConstrType, ObjectType
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
 from ..schema import (HNSW, IVFPQ, MAX_MORE_INDEXES, UNINDEXED_KINDS, Field, Schema,
-                      SparseVec, Vector, object_name, validate_name)
+                      SparseVec, Vector, object_name, pkey_name, validate_name)
 from .expressions import Scope, convert
 from .index_exprs import index_expr, predicate
 from ..results import SqlResult
@@ -231,11 +231,12 @@ class CreateTable:
         self.if_not_exists = bool(stmt.if_not_exists)
         self.stmt = stmt
 
-    def schema(self, taken: set) -> Schema:
+    def schema(self, taken: set, relations: set = frozenset()) -> Schema:
         """The table's schema, made when the statement runs, never when it is compiled:
         a DEFAULT is evaluated, and a statement runs only once its session may
         (privileges.py: embed() with a spec loads a model). `taken`: the constraint
-        names in use (an unnamed CHECK's takes none of them)."""
+        names in use (an unnamed CHECK's takes none of them); `relations`: the
+        relations' (its primary key's, an index's, takes none of either)."""
         fields, id_kind, id_type, pk = {}, None, None, None
         checks = []         # the columns' and the table's, in order
         for el in self.stmt.tableElts or ():
@@ -283,17 +284,22 @@ class CreateTable:
         if id_kind is not None and pk is None and id_type not in SERIAL:
             raise NotSupportedError('a column named "id" must be the PRIMARY KEY (or a '
                                     'serial / bigserial, whose values are assigned)')
+        key = None
+        if pk is not None:
+            mine = {c[2] for f in fields.values() for c in f.check or () if len(c) >= 3}
+            key = pkey_name(self.name, taken | relations | mine)
         return Schema(fields, id_kind or "int", id_hidden=id_kind is None,
-                      id_required=id_kind is not None and id_type not in SERIAL)
+                      id_required=id_kind is not None and id_type not in SERIAL,
+                      key=None if key == object_name(self.name, None, "pkey") else key)
 
     def run(self, ctx, params) -> SqlResult:
         s = ctx.session
-        if self.name in ctx.engine.names:
+        if self.name in relation_names(ctx.engine):     # a table's, an index's, a sequence's
             if self.if_not_exists:
                 return SqlResult([], [], "CREATE TABLE")
             raise SqlError("42P07", f'relation "{self.name}" already exists')
         validate_name(self.name, "table")
-        schema = self.schema(constraint_names(ctx.engine))
+        schema = self.schema(constraint_names(ctx.engine), relation_names(ctx.engine))
         with s.writing() as tx:
             ctx.engine.create_collection(tx, self.name, schema)
         return SqlResult([], [], "CREATE TABLE")
@@ -380,6 +386,12 @@ class AlterTable:
                                   not c.def_.skip_validation))
             elif c.subtype == AlterTableType.AT_DropConstraint:
                 self.cmds.append(("uncheck", c.name, None, bool(c.missing_ok)))
+            elif c.subtype == AlterTableType.AT_AlterColumnType:
+                # (missing_ok: no USING, or one that reads the column as it is)
+                using = c.def_.raw_default
+                self.cmds.append(("type", c.name, c.def_, using is None or (
+                    isinstance(using, ast.ColumnRef) and len(using.fields) == 1
+                    and getattr(using.fields[0], "sval", None) == c.name)))
             elif c.subtype == AlterTableType.AT_AddConstraint:
                 raise NotSupportedError(
                     f"ALTER TABLE ADD {c.def_.contype.name.removeprefix('CONSTR_')} is not "
@@ -393,7 +405,7 @@ class AlterTable:
             if self.missing_ok:
                 return SqlResult([], [], "ALTER TABLE")
             raise SqlError("42P01", f'relation "{self.name}" does not exist')
-        s, notice = ctx.session, None
+        s, notices = ctx.session, []
         with s.writing() as tx:
             coll = s.collection(self.name)
             for verb, column, column_def, missing_ok in self.cmds:
@@ -407,10 +419,12 @@ class AlterTable:
                     if column == t.schema.key_name(t.name):     # (None: hidden)
                         raise _key_kept(column, t.name)
                     if missing_ok and column not in t.schema.constraints(t.name):
-                        notice = ("00000", f'constraint "{column}" of relation "{t.name}" '
-                                           "does not exist, skipping")
+                        notices.append(("00000", f'constraint "{column}" of relation '
+                                                 f'"{t.name}" does not exist, skipping'))
                         continue
                     ctx.engine.drop_check(tx, t, column)
+                elif verb == "type":
+                    _same_type(t, column, column_def, missing_ok)
                 elif verb == "add":
                     if column in fields:
                         if missing_ok:
@@ -454,8 +468,30 @@ class AlterTable:
                                                 "does not exist")
                     coll.drop_field(column)
         result = SqlResult([], [], "ALTER TABLE")
-        result.notice = notice
+        result.notice = notices or None
         return result
+
+
+def _same_type(t, column: str, cd: ast.ColumnDef, plain: bool) -> None:
+    """ALTER COLUMN ... TYPE: accepted, changing nothing, where the type is the one the
+    column keeps its values as (int to bigint: varvedb's integers are 64-bit; text to
+    varchar) and no USING computes new values (`plain`); else 0A000, saying how."""
+    if column != "id" and column not in t.schema.fields:
+        raise SqlError("42703", f'column "{column}" of relation "{t.name}" does not exist')
+    kind, tname, _ = type_of(cd.typeName)
+    if column == "id":
+        same = not cd.typeName.arrayBounds and kind == t.schema.id_kind
+    else:
+        new, old = column_field(cd)[0], t.schema.fields[column]
+        same = all(getattr(new, a) == getattr(old, a)
+                   for a in ("kind", "dtype", "dim", "max_length", "array_of"))
+    if not (same and plain):
+        raise NotSupportedError(
+            f'ALTER COLUMN "{column}" TYPE {tname}{"[]" if cd.typeName.arrayBounds else ""} '
+            f"is not supported: a column keeps the type its values are kept as (a change "
+            f"that keeps it, int to bigint or text to varchar, is accepted and changes "
+            f"nothing); add a column of the new type, UPDATE {t.name} SET it to "
+            f'"{column}"::{tname}, drop "{column}" and RENAME the new column to it')
 
 
 def constraint_names(engine) -> set:
@@ -463,6 +499,19 @@ def constraint_names(engine) -> set:
     an unnamed CHECK's name avoids)."""
     return {n for table, cid in engine.names.items()
             for n in engine.tables[cid].schema.constraint_names(table)}
+
+
+def relation_names(engine) -> set:
+    """The names of every table, index (keys' too) and serial id's sequence: PostgreSQL's
+    namespace of relations, which a new index's name avoids."""
+    out = set(engine.names) | set(index_names(engine))
+    for table, cid in engine.names.items():
+        schema = engine.tables[cid].schema
+        if not schema.id_hidden:
+            out.add(schema.key_name(table))
+            if not schema.id_required and schema.id_kind == "int":
+                out.add(f"{table}_id_seq")
+    return out
 
 
 def _key_kept(constraint: str, table: str) -> NotSupportedError:
@@ -617,7 +666,8 @@ class CreateIndex:
             return SqlResult([], [], "CREATE INDEX")
         if f is None:
             raise SqlError("42703", f'column "{self.column}" does not exist')
-        if self.name is not None and self.name in index_names(ctx.engine):
+        relations = relation_names(ctx.engine)      # (an index's name is none of them)
+        if self.name is not None and self.name in relations:
             if self.if_not_exists:
                 return SqlResult([], [], "CREATE INDEX")
             raise SqlError("42P07", f'relation "{self.name}" already exists')
@@ -646,16 +696,16 @@ class CreateIndex:
                 want, have = SQL_TYPES[self.dtype], SQL_TYPES[dtype]
                 raise SqlError("42804", f'operator class "{self.opclass}" does not accept '
                                         f"data type {have}")
-            name = self.name
-            if name is None and expr is not None and expr[0] != "cast":
-                name = f"{self.table}_{expr[0]}_idx"    # PostgreSQL's: the function's
-            if f.vector_index is not None:
-                # a further index of the column (Field.more_indexes): named, as
-                # PostgreSQL names a second one, the first of name, name1, name2 ... free
-                base = name or f"{self.table}_{self.column}_idx"
-                taken = index_names(ctx.engine)
-                name = next(n for n in (base, *(f"{base}{i}" for i in range(1, 10 ** 4)))
-                            if n not in taken)
+            name, default = self.name, f"{self.table}_{self.column}_idx"
+            if name is None:
+                # as PostgreSQL names it (an expression's: the function's), the first
+                # of name, name1, name2 ... no relation has; a further index of the
+                # column (Field.more_indexes) is named, a first one of the default
+                # name is not (index_names makes it from the table's name)
+                name = _free_name(f"{self.table}_{expr[0]}_idx" if expr is not None
+                                  and expr[0] != "cast" else default, relations)
+                if name == default and f.vector_index is None:
+                    name = None
             if self.index_kind == "hnsw":
                 spec = HNSW(**self.options, metric=self.metric, name=name, expr=expr,
                             where=where)
@@ -673,9 +723,18 @@ class CreateIndex:
             if self.if_not_exists:
                 return SqlResult([], [], "CREATE INDEX")
             raise NotSupportedError(f'column "{self.column}" already has an index')
+        name = self.name
+        if name is None and f"{self.table}_{self.column}_idx" in relations:
+            name = _free_name(f"{self.table}_{self.column}_idx", relations)
         with s.writing():
-            s.collection(self.table).create_index(self.column, self.index_kind, name=self.name)
+            s.collection(self.table).create_index(self.column, self.index_kind, name=name)
         return SqlResult([], [], "CREATE INDEX")
+
+
+def _free_name(base: str, taken: set) -> str:
+    """The first of base, base1, base2 ... not in `taken` (ChooseRelationName's)."""
+    return next(n for n in (base, *(f"{base}{i}" for i in range(1, 10 ** 4)))
+                if n not in taken)
 
 
 def _gin_tsvector(stmt: ast.IndexStmt) -> tuple[str, str]:

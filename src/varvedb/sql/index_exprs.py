@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from ..errors import NotSupportedError, SqlError
 from ..query import expr as E
-from ..schema import Vector, index_shape
+from ..schema import ID_MIN, ID_END, Vector, index_shape
 
 # a vector type's name -> the dtype its values have
 _DTYPES = {"vector": "f32", "halfvec": "f16", "bit": "bit"}
 _SQL_TYPES = {"f32": "vector", "f16": "halfvec", "bit": "bit"}
-_FLIPPED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+FLIPPED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
 def index_expr(e, fields: dict):
@@ -106,10 +106,11 @@ def predicate(e, fields: dict, env=None, dims: bool = False) -> tuple | None:
     """A WHERE as HNSW's `where` conditions ((field, op, value), AND-ed), None when
     it is not only such conditions; with `env`, parameters ($n) read as their
     values (a query's), else only constants (an index's); with `dims` (a CHECK's)
-    `vector_dims(field) op n` too, of a vector or halfvec field (schema.DIMS_OPS)."""
+    `vector_dims(field) op n` too, of a vector or halfvec field (schema.DIMS_OPS), and
+    each op as it was written (schema.WRITTEN_OPS: `0 < price`, pg_get_constraintdef's)."""
     out = []
     for c in _conjuncts(e):
-        got = _condition(c, fields, env)
+        got = _condition(c, fields, env, written=dims)
         if got is None and dims:
             got = _dims_condition(c, fields)
         if got is None:
@@ -140,15 +141,17 @@ def _conjuncts(e) -> list:
     return [e]
 
 
-def _condition(c, fields: dict, env):
+def _condition(c, fields: dict, env, written: bool = False):
+    """(field, op, value) of a comparison of a scalar field with a constant (with
+    `written`, a CHECK's, as schema.WRITTEN_OPS keep it: an op written constant first
+    is "op reversed", an int field's with an integer wider than 64 bits "op numeric")."""
     if isinstance(c, E.IsNull) and isinstance(c.arg, E.Col) and _scalar(fields, c.arg.name):
         return (c.arg.name, "is not null" if c.negated else "is null", None)
-    if not (isinstance(c, E.Op) and c.op in _FLIPPED and len(c.args) == 2):
+    if not (isinstance(c, E.Op) and c.op in FLIPPED and len(c.args) == 2):
         return None
-    a, b = c.args
-    op = c.op
+    (a, b), op, end = c.args, c.op, ""
     if not isinstance(a, E.Col):
-        a, b, op = b, a, _FLIPPED[op]
+        a, b, op, end = b, a, FLIPPED[op], " reversed" if written else ""
     if not isinstance(a, E.Col) or not _scalar(fields, a.name):
         return None
     if isinstance(b, E.Const):
@@ -161,31 +164,33 @@ def _condition(c, fields: dict, env):
     ok = {"int": (int,), "float": (int, float), "bool": (bool,), "text": (str,)}[kind]
     if type(v) not in ok or (kind in ("int", "float") and type(v) is bool):
         return None
-    return (a.name, op, float(v) if kind == "float" else v)
+    if written and type(v) is int and not ID_MIN <= v < ID_END:
+        return (a.name, f"{op} numeric{end}", str(v))
+    return (a.name, op + end, float(v) if kind == "float" else v)
 
 
 def _dims_condition(c, fields: dict):
     """`vector_dims(field) op n` (the field or it cast to vector / halfvec without a
     dimension, pgvector's `vector_dims(embedding::vector) = 3`) as (field,
     'vector_dims op', n), None when it is not that."""
-    if not (isinstance(c, E.Op) and c.op in _FLIPPED and len(c.args) == 2):
+    if not (isinstance(c, E.Op) and c.op in FLIPPED and len(c.args) == 2):
         return None
-    (a, b), op = c.args, c.op
+    (a, b), op, end = c.args, c.op, ""
     if not isinstance(a, E.Func):
-        a, b, op = b, a, _FLIPPED[op]
+        a, b, op, end = b, a, FLIPPED[op], " reversed"
     if not (isinstance(a, E.Func) and a.name == "vector_dims" and len(a.args) == 1
             and isinstance(b, E.Const) and type(b.value) is int):
         return None
-    arg = a.args[0]
+    arg, cast = a.args[0], " "
     if isinstance(arg, E.Cast) and arg.kind == "vector" and arg.vtype in ("vector", "halfvec") \
             and arg.dim is None:
-        arg = arg.arg
+        arg, cast = arg.arg, f"::{arg.vtype} "
     f = fields.get(arg.name) if isinstance(arg, E.Col) else None
     if f is not None and f.kind == "vector" and f.dtype == "bit" and arg is a.args[0]:
         raise SqlError("42883", "function vector_dims(bit) does not exist")   # (PostgreSQL's)
     if f is None or f.kind != "vector" or f.dtype == "bit":
         return None
-    return (arg.name, f"vector_dims {op}", b.value)
+    return (arg.name, f"vector_dims{cast}{op}{end}", b.value)
 
 
 def _scalar(fields: dict, name: str) -> bool:
@@ -202,10 +207,8 @@ def index_texts(field: str, f, spec) -> tuple[str, str]:
 
 
 def condition_text(c) -> str:
-    """A (field, op, value) condition (a partial index's, a CHECK's) as SQL writes it."""
+    """A (field, op, value) condition of a partial index as SQL writes it."""
     name, op, value = c
-    if op.startswith("vector_dims "):
-        return f"vector_dims({name}) {op[12:]} {value}"
     if value is None:
         return f"{name} {op.upper()}"
     if isinstance(value, str):

@@ -25,10 +25,10 @@ from ..query.expr import Val, object_array
 from ..query.literals import value_text
 from ..query.pg_procs import OPERATORS, PROCS
 from ..query.pg_types import OIDS, PG_CATALOG, PUBLIC, TYPES
-from ..schema import HNSW, array_element, fit_index, index_shape
+from ..schema import DIMS_OPS, HNSW, array_element, check_op, fit_index, index_shape
 from .settings import setting_text
 from .ddl import OPCLASSES, SQL_TYPES, index_names
-from .index_exprs import condition_text, index_texts
+from .index_exprs import FLIPPED, index_texts
 
 # fixed-width types' typlen; every other type is variable-length (-1)
 _LENGTHS = {"bool": 1, "char": 1, "int2": 2, "int4": 4, "oid": 4, "float4": 4, "int8": 8,
@@ -536,8 +536,8 @@ CHECK_OFFSET = 500
 
 
 def _checks(ctx) -> list[tuple]:
-    """(OID, name, table OID, attnums, (field, op, value) conditions) of each CHECK
-    constraint."""
+    """(OID, name, table OID, attnums, (field, op, value, the field's kind) conditions)
+    of each CHECK constraint."""
     out = []
     for tname, cid in sorted(ctx.engine.names.items(), key=lambda kv: kv[1]):
         table_oid = TABLE_OID_BASE + 1000 * cid
@@ -546,21 +546,42 @@ def _checks(ctx) -> list[tuple]:
         for k, (name, conds) in enumerate(schema.constraints(tname).items()):
             if k < SEQUENCE_OFFSET - CHECK_OFFSET:
                 out.append((table_oid + CHECK_OFFSET + k, name, table_oid,
-                            sorted({attnum[c[0]] for c in conds}), conds))
+                            sorted({attnum[c[0]] for c in conds}),
+                            [(*c, schema.fields[c[0]].kind) for c in conds]))
     return out
 
 
 def check_text(conditions, pretty: bool = False) -> str:
-    """pg_get_constraintdef's text of a CHECK constraint, its (field, op, value)
-    conditions AND-ed: CHECK ((n > 0)), or pretty (psql's \\d) CHECK (n > 0)."""
-    parts = [f"{name} {op.upper()}" if value is None else
-             condition_text((name, op, value)) if op.startswith("vector_dims ")
-             else f"{name} {op} {_check_constant(value, pretty)}"
-             for name, op, value in conditions]
+    """pg_get_constraintdef's text of a CHECK constraint, its (field, op, value, kind)
+    conditions AND-ed: CHECK ((n > 0)), or pretty (psql's \\d) CHECK (n > 0); each as
+    it was written (schema.WRITTEN_OPS: CHECK ((0 < n)), vector_dims((e)::vector))."""
+    parts = [_condition_text(*c, pretty) for c in conditions]
     if pretty:
         return f"CHECK ({' AND '.join(parts)})"
     parts = [f"({p})" for p in parts]
     return f"CHECK ({parts[0]})" if len(parts) == 1 else f"CHECK (({' AND '.join(parts)}))"
+
+
+def _condition_text(name: str, op: str, value, kind: str, pretty: bool) -> str:
+    """One condition of a CHECK as PostgreSQL deparses it, unparenthesized."""
+    if value is None:
+        return f"{name} {op.upper()}"
+    op, cast, reversed_, wide = check_op(op)
+    if wide and kind == "int":  # an integer wider than 64 bits: compared as numeric
+        cast = "numeric"
+    if op in DIMS_OPS:
+        name, op = f"vector_dims({name if cast is None else _cast(name, cast, pretty)})", \
+            op.split()[1]
+    elif cast is not None:
+        name = _cast(name, cast, pretty)
+    constant = _check_constant(value, pretty) if not wide else f"'{value}'::numeric" \
+        if kind == "int" else _cast(f"'{value}'::numeric", "double precision", pretty)
+    return f"{constant} {FLIPPED[op]} {name}" if reversed_ else f"{name} {op} {constant}"
+
+
+def _cast(name: str, to: str, pretty: bool) -> str:
+    """A column cast as PostgreSQL deparses it: (x)::numeric, or pretty x::numeric."""
+    return f"{name}::{to}" if pretty else f"({name})::{to}"
 
 
 def _check_constant(v, pretty: bool) -> str:

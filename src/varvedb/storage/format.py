@@ -33,9 +33,12 @@ MAGIC = b"VARVEDB\x00"
 # frames; 4: SET_CHECK frames; 5: bytes fields and a field's further vector indexes
 # (its spec's more_indexes, DROP_INDEX naming one); 6: check conditions that name their
 # constraint ([op, value, name]); 7: check conditions that hold their place in a
-# constraint over several fields ([op, value, name, position]). Older formats are
-# read; a file is written in the newest.
-FORMAT_VERSION = 7
+# constraint over several fields ([op, value, name, position]); 8: check conditions
+# that keep how they were written (schema.WRITTEN_OPS: `0 < price`,
+# `vector_dims(e::vector) = 3`, a constant wider than 64 bits as its digits); 9: a
+# schema's `key`, its primary key's name where that is not `{table}_pkey`. Older
+# formats are read; a file is written in the newest.
+FORMAT_VERSION = 9
 ALIGN = 64
 HEADER_SIZE = 64
 SLOT_OFFSETS = (1024, 2048)
