@@ -43,15 +43,15 @@ _I64, _F64 = np.dtype(np.int64), np.dtype(np.float64)   # (np.empty parses a typ
 # chosen are ranked in float64 at once (kernels/scan.py), 1 000 rows, top-10, the
 # kernel alone interleaved with the plain scan's (medians of 5, loaded machine):
 # 10.8 us against 11.5 at 128 dimensions (l2), 25.6 against 26.4 at 384 (cosine).
-# The copy's l2 pass (kernels/scan.py _l2_dots: 8 rows a step, the dimensions in
-# 8-lane vectors) cost ~6.5 ns a row at 128 dimensions whether its rows sat in L1
-# (96 rows) or L2 (1 000), as a plain float32 row sum does (7.2 ns a row): bound by
-# the work a row, not by the reads; summing the 8 rows' vectors across in one tree
-# (scan.py _dots8) cut it to ~6.1 us a 1 000 rows from 7.3. Tried besides (the pass
-# alone, 1 000 x 128, one process, loaded 2-core machine with AVX-512 FP16, BF16 and
-# VNNI), against the 7.3: 16-lane vectors (the function attribute
-# prefer-vector-width=512) 6-8% faster; bf16 rows by vdpbf16ps (inline asm) 3%;
-# int16 codes, vpmaddwd 20% faster row by row but 1.7x slower 8 rows a step; rows
+# The copy's l2 pass (kernels/scan.py, then by _score_blocks: 8 rows a step, the
+# dimensions in 8-lane vectors) cost ~6.5 ns a row at 128 dimensions whether its rows
+# sat in L1 (96 rows) or L2 (1 000), as a plain float32 row sum does (7.2 ns a row):
+# bound by the work a row, not by the reads; summing the 8 rows' vectors across in
+# one tree (scan.py _dots8, in _half_scores) cut it to ~6.1 us a 1 000 rows from 7.3.
+# Tried besides (the pass alone, 1 000 x 128, one process, loaded 2-core machine with
+# AVX-512 FP16, BF16 and VNNI), against the 7.3: 16-lane vectors (the function
+# attribute prefer-vector-width=512) 6-8% faster; bf16 rows by vdpbf16ps (inline asm)
+# 3%; int16 codes, vpmaddwd 20% faster row by row but 1.7x slower 8 rows a step; rows
 # as lanes (a transposed copy) 5x slower (LLVM vectorises the dimensions' loop, SLP
 # never packs the rows). None of them paid for a new copy format and its bounds.
 _HALF_METRICS = frozenset({"l2", "dot", "cosine"})

@@ -27,7 +27,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .distance import (METRIC_CODE_L2, METRIC_COSINE, METRIC_DOT, METRIC_HAMMING, METRIC_L1,
+from .distance import (METRIC_COSINE, METRIC_DOT, METRIC_HAMMING, METRIC_L1,
                        METRIC_L2, all_finite, as_f32, cosine_from_dot, exact_row_distances,
                        half_bits, l1_query, query_distance, query_norm, rank_rows,
                        scaled_query, unmanaged)
@@ -167,9 +167,8 @@ def _bound(scores, cap):
 # dimensions (and four 25-30% faster than one), 10% at 50.
 @njit(cache=True, nogil=True, fastmath=True)
 def _score_blocks(arena, norms, query, q_norm, metric, scores):
-    """L2, dot or cosine scores of the rows in steps of eight (or METRIC_CODE_L2:
-    |x|^2 + |q|^2 - 2 x.q, ``norms`` holding |x|^2 and ``q_norm`` |q|^2); returns
-    the first row left (fewer than eight remain)."""
+    """L2, dot or cosine scores of the rows in steps of eight; returns the first row
+    left (fewer than eight remain)."""
     # (unmanaged: the inlined cosine_from_dot would count norms at each row)
     arena, norms, query, scores = unmanaged(arena), unmanaged(norms), unmanaged(query), \
         unmanaged(scores)
@@ -214,9 +213,6 @@ def _score_blocks(arena, norms, query, q_norm, metric, scores):
         elif metric == METRIC_COSINE:
             for t in range(i, i + 8):
                 scores[t] = cosine_from_dot(scores[t], norms[t], q_norm)
-        elif metric == METRIC_CODE_L2:     # (_l2_dots': norms |x|^2, q_norm |q|^2)
-            for t in range(i, i + 8):
-                scores[t] = norms[t] + q_norm - np.float32(2.0) * scores[t]
     return m
 
 
@@ -498,11 +494,8 @@ def _half_overflows(query, moved, top):
 def _half_near(half, norms, sq, moved, top, query, metric, k, scores, near):
     # every row whose float16 score is within _half_reach of the k-th's, ascending,
     # into near; returns how many
-    if metric == METRIC_L2:
-        _l2_dots(half, sq, query, scores)
-        kth = _bound(scores, k)
-    else:
-        kth = _score_all(half, norms, query, metric, k, False, near, False, scores)
+    _half_scores(half, norms, sq, query, metric, scores)
+    kth = _bound(scores, k)
     if kth >= _ABOVE:       # (no bound from the groups: the k-th itself)
         keys = np.empty(k, np.float32)
         ids = np.empty(k, np.int64)
@@ -587,32 +580,49 @@ def _dots8(typingctx, half, query, row, out):
     return types.none(half, query, row, out), codegen
 
 
-# The copy's l2 scores as |x'|^2 + |q|^2 - 2 x'.q: one product an element where the
-# difference's square is two operations (a third fewer at 128 dimensions, measured),
-# eight rows a step by _dots8; the cancellation this risks is bounded
-# absolutely, by the rows' and the query's sizes, in _half_reach (the copy is
-# centred: half_copy).
-@njit(cache=True, nogil=True, fastmath=True, readonly=("half", "sq"))
-def _l2_dots(half, sq, query, scores):
+# The copy's scores, eight rows a step by _dots8 (_score_blocks' scores, each row's
+# sum in another order): l2 as |x'|^2 + |q|^2 - 2 x'.q, one product an element where
+# the difference's square is two operations (a third fewer at 128 dimensions,
+# measured), its cancellation bounded absolutely, by the rows' and the query's sizes,
+# in _half_reach (the copy is centred: half_copy); dot -x'.q; cosine from x'.q and
+# the arena's row norms, as _score_blocks.
+@njit(cache=True, nogil=True, fastmath=True, readonly=("half", "norms", "sq"))
+def _half_scores(half, norms, sq, query, metric, scores):
     # (unmanaged: no reference counts around the intrinsic's calls)
-    half, query, scores = unmanaged(half), unmanaged(query), unmanaged(scores)
-    q_sq = np.float32(0.0)
-    for j in range(query.shape[0]):
-        q_sq += query[j] * query[j]
+    half, norms, sq = unmanaged(half), unmanaged(norms), unmanaged(sq)
+    query, scores = unmanaged(query), unmanaged(scores)
+    if metric == METRIC_L2:
+        q_norm = np.float32(0.0)        # (|q|^2)
+        for j in range(query.shape[0]):
+            q_norm += query[j] * query[j]
+    else:
+        q_norm = query_norm(query, metric)
     dim = query.shape[0]
-    m = scores.shape[0] - scores.shape[0] % 8
+    n = scores.shape[0]
+    m = n - n % 8
     for i in range(0, m, 8):
         _dots8(half, query, i, scores)
-    for i in range(m):
-        a = scores[i]
-        for j in range(dim - dim % 8, dim):     # (the columns past the last eight)
-            a += as_f32(half[i, j]) * query[j]
-        scores[i] = sq[i] + q_sq - np.float32(2.0) * a
-    for i in range(m, scores.shape[0]):
+    if dim % 8:
+        for i in range(m):
+            a = scores[i]
+            for j in range(dim - dim % 8, dim):     # (the columns past the last eight)
+                a += as_f32(half[i, j]) * query[j]
+            scores[i] = a
+    for i in range(m, n):
         a = np.float32(0.0)
-        for j in range(query.shape[0]):
+        for j in range(dim):
             a += as_f32(half[i, j]) * query[j]
-        scores[i] = sq[i] + q_sq - np.float32(2.0) * a
+        scores[i] = a
+    # (each loop alone, so that it vectorises across the rows)
+    if metric == METRIC_L2:
+        for i in range(n):
+            scores[i] = sq[i] + q_norm - np.float32(2.0) * scores[i]
+    elif metric == METRIC_DOT:
+        for i in range(n):
+            scores[i] = -scores[i]
+    else:
+        for i in range(n):
+            scores[i] = cosine_from_dot(scores[i], norms[i], q_norm)
 
 
 @njit(cache=True, nogil=True)
@@ -630,7 +640,7 @@ def _half_reach(kth, moved, top, query, metric):
         q_sq += np.float64(query[j]) * query[j]
     q = np.sqrt(q_sq) * (1.0 + 1e-9)
     if metric == METRIC_L2:
-        # _l2_dots' score of a row x' errs from |x' - q|^2 by at most
+        # _half_scores' l2 score of a row x' errs from |x' - q|^2 by at most
         # (2 dim + 4) 2**-24 (|x'| + |q|)^2 (the dot product's sum, |x'|^2's and
         # |q|^2's rounding, the two sums'), under `err` (+ an underflow's); the k
         # rows kept are within `far` of q; a row left out is farther than
