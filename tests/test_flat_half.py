@@ -238,7 +238,7 @@ def test_an_l2_query_whose_float32_distances_overflow_still_answers_k_rows():
 @pytest.mark.parametrize("metric", ["l2", "dot", "cosine"])
 @pytest.mark.parametrize("n, dim", [(8, 8), (1000, 128), (37, 100), (7, 131), (17, 3)])
 def test_the_copys_scores_eight_rows_a_step_are_its_rows_own(n, dim, metric):
-    """_half_scores sums eight rows at a step (scan._dots8: their vectors added across
+    """half_scores sums eight rows at a step (scan._dots8: their vectors added across
     in one tree) and the columns past the last eight and the rows past the last eight
     apart: each row's score is its own float16 row's, row for row (l2 |x'|^2 + |q|^2 -
     2 x'.q, dot -x'.q, cosine 1 - x'.q / (|x| |q|)), within float32's rounding."""
@@ -251,7 +251,7 @@ def test_the_copys_scores_eight_rows_a_step_are_its_rows_own(n, dim, metric):
     sq = (x ** 2).sum(1).astype(np.float32)
     norms = np.sqrt((x ** 2).sum(1)).astype(np.float32)
     scores = np.full(n, np.nan, np.float32)
-    scan._half_scores(half, norms, sq, q, METRIC_CODES[metric], scores)
+    scan.half_scores(half, norms, sq, q, METRIC_CODES[metric], scores)
     size, q_size = np.sqrt((x ** 2).sum(1)), np.sqrt((q64 ** 2).sum())
     if metric == "l2":
         want, scale = sq + (q64 ** 2).sum() - 2.0 * (x @ q64), (size + q_size) ** 2

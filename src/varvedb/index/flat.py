@@ -47,7 +47,7 @@ _I64, _F64 = np.dtype(np.int64), np.dtype(np.float64)   # (np.empty parses a typ
 # dimensions in 8-lane vectors) cost ~6.5 ns a row at 128 dimensions whether its rows
 # sat in L1 (96 rows) or L2 (1 000), as a plain float32 row sum does (7.2 ns a row):
 # bound by the work a row, not by the reads; summing the 8 rows' vectors across in
-# one tree (scan.py _dots8, in _half_scores) cut it to ~6.1 us a 1 000 rows from 7.3.
+# one tree (scan.py _dots8, in half_scores) cut it to ~6.1 us a 1 000 rows from 7.3.
 # Tried besides (the pass alone, 1 000 x 128, one process, loaded 2-core machine with
 # AVX-512 FP16, BF16 and VNNI), against the 7.3: 16-lane vectors (the function
 # attribute prefer-vector-width=512) 6-8% faster; bf16 rows by vdpbf16ps (inline asm)

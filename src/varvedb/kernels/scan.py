@@ -494,7 +494,7 @@ def _half_overflows(query, moved, top):
 def _half_near(half, norms, sq, moved, top, query, metric, k, scores, near):
     # every row whose float16 score is within _half_reach of the k-th's, ascending,
     # into near; returns how many
-    _half_scores(half, norms, sq, query, metric, scores)
+    half_scores(half, norms, sq, query, metric, scores)
     kth = _bound(scores, k)
     if kth >= _ABOVE:       # (no bound from the groups: the k-th itself)
         keys = np.empty(k, np.float32)
@@ -587,7 +587,10 @@ def _dots8(typingctx, half, query, row, out):
 # in _half_reach (the copy is centred: half_copy); dot -x'.q; cosine from x'.q and
 # the arena's row norms, as _score_blocks.
 @njit(cache=True, nogil=True, fastmath=True, readonly=("half", "norms", "sq"))
-def _half_scores(half, norms, sq, query, metric, scores):
+def half_scores(half, norms, sq, query, metric, scores):
+    """The float32 score of each row of the copy ``half`` (float16 bits) for ``query``
+    into ``scores``: l2 (``sq``: each copy row's |x'|^2; ``query`` centred as the
+    copy is), dot or cosine (``norms``: the arena's row norms)."""
     # (unmanaged: no reference counts around the intrinsic's calls)
     half, norms, sq = unmanaged(half), unmanaged(norms), unmanaged(sq)
     query, scores = unmanaged(query), unmanaged(scores)
@@ -640,7 +643,7 @@ def _half_reach(kth, moved, top, query, metric):
         q_sq += np.float64(query[j]) * query[j]
     q = np.sqrt(q_sq) * (1.0 + 1e-9)
     if metric == METRIC_L2:
-        # _half_scores' l2 score of a row x' errs from |x' - q|^2 by at most
+        # half_scores' l2 score of a row x' errs from |x' - q|^2 by at most
         # (2 dim + 4) 2**-24 (|x'| + |q|)^2 (the dot product's sum, |x'|^2's and
         # |q|^2's rounding, the two sums'), under `err` (+ an underflow's); the k
         # rows kept are within `far` of q; a row left out is farther than
