@@ -233,3 +233,30 @@ def test_an_l2_query_whose_float32_distances_overflow_still_answers_k_rows():
         rows, scores = flat.search("l2", arena, norms_of(arena), q, 4, None)
         best, s = _oracle("l2", arena, q, 4, None)
         assert rows.tolist() == best.tolist() and np.allclose(scores, s[best], rtol=1e-12)
+
+
+@pytest.mark.parametrize("metric", ["l2", "dot", "cosine"])
+@pytest.mark.parametrize("n, dim", [(8, 8), (1000, 128), (37, 100), (7, 131), (17, 3)])
+def test_the_copys_scores_eight_rows_a_step_are_its_rows_own(n, dim, metric):
+    """half_scores sums eight rows at a step (scan._dots8: their vectors added across
+    in one tree) and the columns past the last eight and the rows past the last eight
+    apart: each row's score is its own float16 row's, row for row (l2 |x'|^2 + |q|^2 -
+    2 x'.q, dot -x'.q, cosine 1 - x'.q / (|x| |q|)), within float32's rounding."""
+    rng = np.random.default_rng(n * 1000 + dim)
+    rows = rng.standard_normal((n, dim)).astype(np.float16)
+    half = rows.view(np.uint16)
+    x = rows.astype(np.float64)
+    q = rng.standard_normal(dim).astype(np.float32)
+    q64 = q.astype(np.float64)
+    sq = (x ** 2).sum(1).astype(np.float32)
+    norms = np.sqrt((x ** 2).sum(1)).astype(np.float32)
+    scores = np.full(n, np.nan, np.float32)
+    scan.half_scores(half, norms, sq, q, METRIC_CODES[metric], scores)
+    size, q_size = np.sqrt((x ** 2).sum(1)), np.sqrt((q64 ** 2).sum())
+    if metric == "l2":
+        want, scale = sq + (q64 ** 2).sum() - 2.0 * (x @ q64), (size + q_size) ** 2
+    elif metric == "dot":
+        want, scale = -(x @ q64), size * q_size
+    else:
+        want, scale = 1.0 - (x @ q64) / (norms * q_size), np.ones(n)
+    assert np.all(np.abs(scores - want) <= 8 * (dim + 4) * 2.0 ** -24 * scale + 1e-30)

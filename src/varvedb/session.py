@@ -258,7 +258,7 @@ class Session:
         tx = self._tx
         if (tx is not None and not tx.done) or self._sql_failed and self._let_go():
             return None
-        return (self.engine.visible if self.sql_version is None else self.sql_version,
+        return (self.engine.visible if self._sql_version is None else self._sql_version,
                 self._branch if self._branch is not None else self.db._branch)
 
     @property

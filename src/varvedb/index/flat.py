@@ -17,6 +17,8 @@ at 1% of the rows allowed — and the kernel allocates nothing per row.
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ..errors import DimensionError, NonFiniteVectorError
@@ -41,6 +43,17 @@ _I64, _F64 = np.dtype(np.int64), np.dtype(np.float64)   # (np.empty parses a typ
 # chosen are ranked in float64 at once (kernels/scan.py), 1 000 rows, top-10, the
 # kernel alone interleaved with the plain scan's (medians of 5, loaded machine):
 # 10.8 us against 11.5 at 128 dimensions (l2), 25.6 against 26.4 at 384 (cosine).
+# The copy's l2 pass (kernels/scan.py, then by _score_blocks: 8 rows a step, the
+# dimensions in 8-lane vectors) cost ~6.5 ns a row at 128 dimensions whether its rows
+# sat in L1 (96 rows) or L2 (1 000), as a plain float32 row sum does (7.2 ns a row):
+# bound by the work a row, not by the reads; summing the 8 rows' vectors across in
+# one tree (scan.py _dots8, in half_scores) cut it to ~6.1 us a 1 000 rows from 7.3.
+# Tried besides (the pass alone, 1 000 x 128, one process, loaded 2-core machine with
+# AVX-512 FP16, BF16 and VNNI), against the 7.3: 16-lane vectors (the function
+# attribute prefer-vector-width=512) 6-8% faster; bf16 rows by vdpbf16ps (inline asm)
+# 3%; int16 codes, vpmaddwd 20% faster row by row but 1.7x slower 8 rows a step; rows
+# as lanes (a transposed copy) 5x slower (LLVM vectorises the dimensions' loop, SLP
+# never packs the rows). None of them paid for a new copy format and its bounds.
 _HALF_METRICS = frozenset({"l2", "dot", "cosine"})
 HALF_DIM = 96
 HALF_MIN = 1 << 16
@@ -90,7 +103,6 @@ def searcher(metric: str, arena: np.ndarray, norms: np.ndarray, k: int,
     near_rows = n if seen == 0 else 0     # the copy's scratch: the rows it chose
 
     def top_k(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        nonlocal half, seen
         # one flavour of query for the kernel: a read-only one compiled apart and
         # scored 1e-14 away from a writable copy of itself (the float64 rescoring)
         # (carray: C order, aligned and writable, in one flag)
@@ -98,6 +110,11 @@ def searcher(metric: str, arena: np.ndarray, norms: np.ndarray, k: int,
             q = np.array(q, dtype=dtype, order="C")
             if q.ndim != 1:
                 raise DimensionError(f"a query vector is one row, got shape {q.shape}")
+        return checked(q)
+
+    def checked(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        # top_k of a query already of the kernel's flavour (`dtype`, 1-D, carray)
+        nonlocal half, seen
         try:
             scores, near = pool.pop()
         except IndexError:
@@ -105,8 +122,7 @@ def searcher(metric: str, arena: np.ndarray, norms: np.ndarray, k: int,
         rows = np.empty(k, _I64)
         dists = np.empty(k, _F64)
         if half is not None:
-            count = half[0](arena, norms, half[1], half[2], half[3], half[4], q, code, k,
-                            spare, scores, near, rows, dists)
+            count = half(q, code, k, spare, scores, near, rows, dists)
             if count == NEAR_TIES:      # (the rows the copy chose: gathered)
                 m = int(rows[0])
                 count = rank_near(arena, q, code, k, np.float32(dists[0]), scores[:m], allow,
@@ -133,14 +149,17 @@ def searcher(metric: str, arena: np.ndarray, norms: np.ndarray, k: int,
     # makes at its HALF_AFTER-th search
     top_k.nbytes = scored * 4 + near_rows * 8 + (
         arena.size * 2 + (n + arena.shape[1]) * 4 if seen == 0 else 0)
+    # (query/prepared.py's kept search checks its query's flavour itself: it calls
+    # this, one call and one check fewer a search)
+    top_k.checked = checked
     return top_k
 
 
-def _half(arena, norms, code, q, k, spare, scores, near, rows, dists) -> tuple | None:
-    """(kernel, copy, extra, moved, top): half_top_k bound to these arguments'
-    types, the arena rounded to float16 and half_copy's centre, row sizes and
-    bounds; None when a value is past float16's range (the copy would hold
-    infinities)."""
+def _half(arena, norms, code, q, k, spare, scores, near, rows, dists):
+    """half_top_k bound to these arguments' types and to the arena, its norms, the
+    arena rounded to float16 and half_copy's centre, row sizes and bounds (a
+    partial of the query, the metric, k, spare and the scratch and result arrays);
+    None when a value is past float16's range (the copy would hold infinities)."""
     copy = np.empty(arena.shape, np.uint16)
     extra = np.empty(arena.shape[1] + len(arena), np.float32)
     moved, top = half_copy(arena, code, copy, extra)
@@ -148,7 +167,7 @@ def _half(arena, norms, code, q, k, spare, scores, near, rows, dists) -> tuple |
         return None
     kernel = direct(half_top_k, arena, norms, copy, extra, moved, top, q, code, k, spare,
                     scores, near, rows, dists)
-    return kernel, copy, extra, moved, top
+    return partial(kernel, arena, norms, copy, extra, moved, top)
 
 
 def _nothing(q) -> tuple[np.ndarray, np.ndarray]:

@@ -60,18 +60,22 @@ class PreparedSearch:
     def run(self, vector) -> tuple:
         """The top-k of `vector` (any query vector the field takes): (rows, float64
         scores, the plan as it ran); the fields returned are `fields`."""
-        # (query_vector and BoundTopK.search inlined: this is the hot path)
+        # (query_vector and BoundTopK.search inlined: this is the hot path; a query
+        # the kernels take as it is, C order, aligned and writable (carray), goes to
+        # the searcher's unchecked entry)
+        top_k = self.top_k
         if type(vector) is np.ndarray and vector.dtype is _F32 \
-                and vector.shape == self.query_shape and vector.flags.c_contiguous:
+                and vector.shape == self.query_shape and vector.flags.carray:
+            fn = top_k.checked
             q = vector
         else:
+            fn = top_k.fn
             q = query_vector(self.field, vector)
-        fn = self.top_k.fn
         got = None if fn is None else fn(q)
         if got is not None:
             return got[0], got[1], self.query.plan
         if fn is not None:
-            self.top_k.rebind()
+            top_k.rebind()
         query = self.query
         rows, dists, ran = vector_topk(self.node, query.table, self.n, self.mask,
                                        self.allowed, q)
@@ -97,11 +101,11 @@ class BoundTopK:
     """A planned VectorTopK bound to everything but the query vector
     (`execute.topk_searcher`), bound again whenever its pass falls short (the
     index moved on, a walk short of k), so that the next search finds it fresh."""
-    __slots__ = ("node", "table", "n", "mask", "allowed", "fn", "nbytes")
+    __slots__ = ("node", "table", "n", "mask", "allowed", "fn", "checked", "nbytes")
 
     def __init__(self, node: VectorTopK, table, n: int, mask, allowed: int):
         self.node, self.table, self.n, self.mask, self.allowed = node, table, n, mask, allowed
-        self.fn = topk_searcher(node, table, n, mask, allowed)
+        self.rebind()
         # the most its searcher holds besides the arena and the mask (the exact
         # scan's scratch and float16 copy: index/flat.py), for keep's byte cap
         self.nbytes = getattr(self.fn, "nbytes", 0)
@@ -117,8 +121,11 @@ class BoundTopK:
         return got
 
     def rebind(self) -> None:
-        """Bound again after a pass fell short, so that the next search finds it fresh."""
-        self.fn = topk_searcher(self.node, self.table, self.n, self.mask, self.allowed)
+        """Bound again after a pass fell short, so that the next search finds it fresh.
+        `checked`: the searcher for a float32 query of the field's dimension, C
+        order, aligned and writable (index/flat.py's unchecked entry, or `fn`)."""
+        self.fn = fn = topk_searcher(self.node, self.table, self.n, self.mask, self.allowed)
+        self.checked = getattr(fn, "checked", fn)
 
 
 def shape(where, params, limit, select, field, ef, exact, metric, probes) -> tuple:
