@@ -108,6 +108,36 @@ def local_ray():
     ray.shutdown()
 
 
+class lazy_module:
+    """A module imported at its first attribute read, for a test file's heavy
+    imports (pandas, polars, pyarrow, ray, llama-index): every pytest worker
+    collects every file, and each such import cost each worker's collection
+    ~1-2 s of CPU (~3.5 s of its ~7.5 s) whether or not it ran that file.
+    ``pd = lazy_module("pandas")`` then ``pd.DataFrame(...)`` in a test."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("_"):    # pytest's collection asks each module-level object
+            raise AttributeError(attr)      # for its markers (_pytestfixturefunction, ...)
+        import importlib
+        return getattr(importlib.import_module(self._name), attr)
+
+
+def lazy_callables(module: str, *names: str) -> tuple:
+    """Functions (or classes, called) of `module` imported at their first call,
+    as lazy_module's attributes are: ``read_varve, = lazy_callables(...)``."""
+    lazy = lazy_module(module)
+
+    def one(name):
+        def call(*args, **kwargs):
+            return getattr(lazy, name)(*args, **kwargs)
+        call.__name__ = name
+        return call
+    return tuple(one(name) for name in names)
+
+
 @pytest.fixture
 def db_path(tmp_path) -> str:
     return str(tmp_path / "test.varve")

@@ -10,19 +10,21 @@ import contextlib
 import socket
 import struct
 
-import asyncpg
 import numpy as np
 import psycopg
 import pytest
-import sqlalchemy as sa
-from pgvector import HalfVector
-from pgvector.asyncpg import register_vector as register_vector_asyncpg
 from pgvector.psycopg import register_vector
 
 import varvedb as vv
 from varvedb.errors import NotSupportedError, SqlError
 
+from conftest import lazy_callables, lazy_module
 from server_proc import ServerProcess, free_port
+
+# imported by the tests (lazy_module: not at every pytest worker's collection)
+asyncpg, sa = lazy_module("asyncpg"), lazy_module("sqlalchemy")
+register_vector_asyncpg, = lazy_callables("pgvector.asyncpg", "register_vector")
+HalfVector, = lazy_callables("pgvector", "HalfVector")
 
 SETUP = ["CREATE TABLE items (id bigint PRIMARY KEY, tag int, body text, embedding vector(3), "
          "half halfvec(2))",

@@ -10,14 +10,15 @@ json_build_object, pg_opclass, pg_get_serial_sequence, current_setting)."""
 from __future__ import annotations
 
 import pytest
-import sqlalchemy as sa
-from pgvector.sqlalchemy import BIT, HALFVEC, SPARSEVEC, VECTOR
-from sqlalchemy.dialects import postgresql
-from sqlalchemy.dialects.postgresql import JSONB
 
 import varvedb as vv
 
+from conftest import lazy_module
 from server_proc import ServerProcess, free_port
+
+# imported by the tests (lazy_module: not at every pytest worker's collection)
+sa, pgsa = lazy_module("sqlalchemy"), lazy_module("pgvector.sqlalchemy")
+postgresql = lazy_module("sqlalchemy.dialects.postgresql")
 
 SCHEMA = "reflect_case"
 
@@ -36,12 +37,13 @@ def metadata() -> sa.MetaData:
     md = sa.MetaData()
     t = sa.Table("refl_items", md,
                  sa.Column("id", sa.BigInteger, primary_key=True),
-                 sa.Column("embedding", VECTOR(3)), sa.Column("half", HALFVEC(3)),
-                 sa.Column("sparse", SPARSEVEC(3)), sa.Column("bits", BIT(3)),
+                 sa.Column("embedding", pgsa.VECTOR(3)), sa.Column("half", pgsa.HALFVEC(3)),
+                 sa.Column("sparse", pgsa.SPARSEVEC(3)), sa.Column("bits", pgsa.BIT(3)),
                  sa.Column("name", sa.String(20), nullable=False), sa.Column("body", sa.Text),
                  sa.Column("score", sa.Double), sa.Column("ok", sa.Boolean),
-                 sa.Column("meta", JSONB), sa.Column("at", sa.DateTime(timezone=True)),
-                 sa.Column("embeddings", sa.ARRAY(VECTOR(3))),
+                 sa.Column("meta", postgresql.JSONB),
+                 sa.Column("at", sa.DateTime(timezone=True)),
+                 sa.Column("embeddings", sa.ARRAY(pgsa.VECTOR(3))),
                  sa.Column("weights", sa.ARRAY(sa.Double)))
     sa.Index("refl_hnsw", t.c.embedding, postgresql_using="hnsw",
              postgresql_with={"m": 8, "ef_construction": 32},
@@ -54,7 +56,7 @@ def metadata() -> sa.MetaData:
     sa.Index("refl_name", t.c.name)
     # an expression index (pgvector-python's half-precision index): reflected by
     # pg_get_indexdef(index, ord + 1) over generate_subscripts(indkey), from 0
-    sa.Index("refl_x_half", sa.func.cast(t.c.embedding, HALFVEC(3)).label("embedding"),
+    sa.Index("refl_x_half", sa.func.cast(t.c.embedding, pgsa.HALFVEC(3)).label("embedding"),
              postgresql_using="hnsw", postgresql_ops={"embedding": "halfvec_l2_ops"})
     return md
 
@@ -114,8 +116,8 @@ def test_reflect_and_automap_build_the_table_and_classes(server):
         made = metadata().tables["refl_items"]
         assert t.c.keys() == made.c.keys()
         # (a bit(n) column is PostgreSQL's BIT type, as PostgreSQL's reflection gives it)
-        assert [type(c.type) for c in t.c][:5] == [sa.BIGINT, VECTOR, HALFVEC, SPARSEVEC,
-                                                   postgresql.BIT]
+        assert [type(c.type) for c in t.c][:5] == [sa.BIGINT, pgsa.VECTOR, pgsa.HALFVEC,
+                                                   pgsa.SPARSEVEC, postgresql.BIT]
         assert (t.c.embedding.type.dim, t.c.half.type.dim, t.c.name.type.length) == (3, 3, 20)
         assert [c.name for c in t.primary_key] == ["id"] and not t.c.name.nullable
         assert {(i.name, tuple(c.name for c in i.columns)) for i in t.indexes} == {

@@ -11,16 +11,19 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pytest
-import ray
 
 import varvedb as vv
+from conftest import lazy_callables, lazy_module
 from server_proc import ServerProcess
 from test_hnsw_index import clustered, exact_top_k, recall
 from varvedb.errors import (DuplicateIdError, FilterError, NotFoundError, OptionError,
                             VarveError)
-from varvedb.integrations.ray import VarveDatasink, build_index, read_varve
+
+# imported by the tests (lazy_module: not at every pytest worker's collection)
+pa, ray = lazy_module("pyarrow"), lazy_module("ray")
+VarveDatasink, build_index, read_varve = lazy_callables(
+    "varvedb.integrations.ray", "VarveDatasink", "build_index", "read_varve")
 
 ROOT = Path(__file__).resolve().parents[1]
 N, DIM = 3000, 16

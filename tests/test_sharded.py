@@ -19,8 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import ray
-from ray.exceptions import RayActorError
 
 import varvedb as vv
 from test_hnsw_index import recall
@@ -28,7 +26,10 @@ from test_text_deferred import random_doc
 from varvedb.errors import (CorruptFileError, DuplicateIdError, FieldTypeError,
                             NotSupportedError, OptionError, TransactionError,
                             WriterLockedError)
-from varvedb.integrations.sharded import TXNS, ShardedCollection, shard_of
+from conftest import lazy_module
+
+# imported by the tests (lazy_module: not at every pytest worker's collection)
+ray, sharded = lazy_module("ray"), lazy_module("varvedb.integrations.sharded")
 
 pytestmark = pytest.mark.usefixtures("local_ray")
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +56,7 @@ def test_a_sharded_collection_answers_as_one_collection(tmp_path):
     rows = _rows(range(900))
     single = _single(rows)
     folder = tmp_path / "docs.shards"
-    with ShardedCollection.create(folder, "docs", SCHEMA, shards=3) as sc:
+    with sharded.ShardedCollection.create(folder, "docs", SCHEMA, shards=3) as sc:
         sc.insert(rows[:300])               # one write spanning every shard
         sc.insert(rows[300:])
         assert sc.count() == 900 and sc.count("m = 3") == single.count("m = 3")
@@ -103,13 +104,13 @@ def test_a_sharded_collection_answers_as_one_collection(tmp_path):
 
         # refused: a second coordinator, a folder already there
         with pytest.raises(WriterLockedError):
-            ShardedCollection.open(folder)
+            sharded.ShardedCollection.open(folder)
         with pytest.raises(OptionError, match="exists"):
-            ShardedCollection.create(folder, "docs", SCHEMA)
+            sharded.ShardedCollection.create(folder, "docs", SCHEMA)
     for k in range(3):          # every row on the shard its id names
         with vv.connect(str(folder / f"shard-{k:03d}.varve"), readonly=True) as db:
             docs = db.collection("docs").get(select=[])
-            assert len(docs) > 200 and all(shard_of(d["id"], 3) == k for d in docs)
+            assert len(docs) > 200 and all(sharded.shard_of(d["id"], 3) == k for d in docs)
 
 
 TEXT_SCHEMA = {**SCHEMA, "body": vv.Text(fts=True), "vec": vv.Vector(DIM, metric="l2")}
@@ -144,8 +145,8 @@ def test_text_and_hybrid_search_score_as_one_collection(tmp_path):
     single = db.create_collection("docs", TEXT_SCHEMA)
     single.insert(rows + late)
     q = np.random.default_rng(3).standard_normal((3, DIM)).astype(np.float32)
-    with ShardedCollection.create(tmp_path / "t.shards", "docs", TEXT_SCHEMA,
-                                  shards=3) as sc:
+    with sharded.ShardedCollection.create(tmp_path / "t.shards", "docs", TEXT_SCHEMA,
+                                          shards=3) as sc:
         sc.insert(rows)
         sc.wait_indexed("body")
         _hold(sc.actors[0])
@@ -177,25 +178,25 @@ def test_text_and_hybrid_search_score_as_one_collection(tmp_path):
 
 def test_the_ray_module_names_it_too():
     from varvedb.integrations import ray as vray
-    assert vray.ShardedCollection is ShardedCollection
+    assert vray.ShardedCollection is sharded.ShardedCollection
 
 
 def test_an_id_outside_64_bits_is_refused_as_the_embedded_api_refuses_it():
     for bad in (2**63, -2**63 - 1):
         with pytest.raises(FieldTypeError, match="64-bit"):
-            shard_of(bad, 4)
-    assert 0 <= shard_of(2**63 - 1, 4) < 4 and 0 <= shard_of(-2**63, 4) < 4
+            sharded.shard_of(bad, 4)
+    assert 0 <= sharded.shard_of(2**63 - 1, 4) < 4 and 0 <= sharded.shard_of(-2**63, 4) < 4
 
 
 def test_refused_arguments_and_folders(tmp_path):
     with pytest.raises(OptionError):
-        ShardedCollection.create(tmp_path / "a", "docs", SCHEMA, shards=0)
+        sharded.ShardedCollection.create(tmp_path / "a", "docs", SCHEMA, shards=0)
     with pytest.raises(OptionError, match="not a sharded collection"):
-        ShardedCollection.open(tmp_path)
+        sharded.ShardedCollection.open(tmp_path)
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "shards.json").write_text('{"format": 1, "shards": "x"}')
     with pytest.raises(CorruptFileError):
-        ShardedCollection.open(tmp_path / "bad")
+        sharded.ShardedCollection.open(tmp_path / "bad")
 
 
 def _kill(actor) -> None:
@@ -206,7 +207,7 @@ def _kill(actor) -> None:
     while time.monotonic() < deadline:        # a hang guard, not a timing
         try:
             ray.get(actor.version.remote(), timeout=HANG)
-        except RayActorError:
+        except ray.exceptions.RayActorError:
             return
         time.sleep(0.05)
     raise AssertionError("a killed actor still answers")
@@ -221,7 +222,7 @@ def test_a_shard_killed_between_prepare_and_commit(tmp_path):
     with the decision recorded the write is finished (the actor started again, its
     part applied from its side file, once)."""
     folder = tmp_path / "s"
-    sc = ShardedCollection.create(folder, "docs", SCHEMA, shards=2)
+    sc = sharded.ShardedCollection.create(folder, "docs", SCHEMA, shards=2)
     sc.insert(_rows(range(30)))                 # a two-phase write (both shards)
     for txn, decided in (("t1", False), ("t2", True)):
         parts = _parts(sc, _rows(range(100, 160)))
@@ -233,14 +234,14 @@ def test_a_shard_killed_between_prepare_and_commit(tmp_path):
             sc._finish(txn, parts, list(sc.version))
             assert sc.count() == 90
         sc.close()              # undecided: the coordinator ends here
-        sc = ShardedCollection.open(folder)
+        sc = sharded.ShardedCollection.open(folder)
         assert sc.count() == (90 if decided else 30)
         assert (sc.get(130) is not None) == decided
         assert all(os.listdir(f"{p}.2pc") == [] for p in sc.paths)
     # a one-shard write whose process ends: its outcome is not guessed, the shard
     # reopens, and reads see what it holds (the write is sent once the actor is
     # known dead, so it never ran)
-    row = next(r for r in _rows(range(500, 600)) if shard_of(r["id"], 2) == 1)
+    row = next(r for r in _rows(range(500, 600)) if sharded.shard_of(r["id"], 2) == 1)
     _kill(sc.actors[1])
     with pytest.raises(TransactionError, match="may or may not"):
         sc.insert(row)
@@ -250,7 +251,7 @@ def test_a_shard_killed_between_prepare_and_commit(tmp_path):
     sc.close()
     for k in range(2):        # each shard committed each write once (t1 never)
         with vv.connect(str(folder / f"shard-{k:03d}.varve"), readonly=True) as db:
-            assert db.collection(TXNS).count() == 2
+            assert db.collection(sharded.TXNS).count() == 2
 
 
 # a coordinator in its own process: opens the folder (printing what recovery left),
@@ -297,11 +298,11 @@ def test_the_coordinator_killed_between_prepare_and_commit(tmp_path):
     files' locks with them: the next open's shards wait for that); the next open
     commits the write if the decision was recorded, and drops it if not."""
     folder = tmp_path / "s"
-    with ShardedCollection.create(folder, "docs", SCHEMA, shards=2) as sc:
+    with sharded.ShardedCollection.create(folder, "docs", SCHEMA, shards=2) as sc:
         sc.insert(_rows(range(30)))
     assert _coordinator(folder, "t1", 100, decided=True) == 30
     assert _coordinator(folder, "t2", 200, decided=False) == 90      # t1 finished
-    with ShardedCollection.open(folder) as again:
+    with sharded.ShardedCollection.open(folder) as again:
         assert again.count() == 90                                   # t2 dropped
         assert again.get(159) is not None and again.get(200) is None
 
@@ -315,9 +316,9 @@ def test_ids_come_back_in_the_rows_order_and_bad_ids_are_refused_as_one_collecti
     schema = {"id": "text", "n": "int"}
     rows = [{"id": s, "n": k} for k, s in enumerate(["a", "b", "ab", "c", "d", "e", "f"])]
     single = vv.connect(":memory:").create_collection("docs", schema)
-    with ShardedCollection.create(tmp_path / "s", "docs", schema, shards=2) as sc:
+    with sharded.ShardedCollection.create(tmp_path / "s", "docs", schema, shards=2) as sc:
         order = [r["id"] for r in rows]     # interleaved over the shards: grouping reorders
-        assert sorted(order, key=lambda i: shard_of(i, 2)) != order
+        assert sorted(order, key=lambda i: sharded.shard_of(i, 2)) != order
         assert sc.insert(list(reversed(rows))) == single.insert(list(reversed(rows))) \
             == [r["id"] for r in reversed(rows)]
         again = [{"id": r["id"], "n": 0} for r in rows]

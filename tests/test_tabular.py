@@ -9,14 +9,15 @@ import sys
 
 import msgspec
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import varvedb as vv
+from conftest import lazy_module
+
+# imported by the tests that use them (lazy_module: not at every worker's collection)
+pd, pa, pl = lazy_module("pandas"), lazy_module("pyarrow"), lazy_module("polars")
 
 
 def _rows(n=5, dim=3):
