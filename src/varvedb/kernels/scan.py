@@ -26,7 +26,7 @@ import numpy as np
 from .distance import (METRIC_CODE_L2, METRIC_COSINE, METRIC_DOT, METRIC_HAMMING, METRIC_L1,
                        METRIC_L2, all_finite, as_f32, cosine_from_dot, exact_row_distances,
                        half_bits, l1_query, query_distance, query_norm, rank_rows,
-                       scaled_query, unmanaged)
+                       scaled_metric, scaled_query, unmanaged)
 from .heaps import max_sort, sorted_insert, top_k_push
 from .jit import njit
 
@@ -274,9 +274,11 @@ def _ranked(arena, norms, query, metric, k, spare, allow, use_allow, rows, use_r
     cap = k + spare
     keys = np.empty(cap, np.float32)
     ids = np.empty(cap, np.int64)
-    scored = scaled_query(query, metric)     # (a huge or tiny dot or cosine query: scaled)
-    n = _candidates(arena, norms, scored, metric, cap, allow, use_allow, rows, use_rows, scores,
-                    keys, ids)          # (ascending by key)
+    # a huge or tiny dot or cosine query scaled; a huge l2 query and its rows both
+    measure = scaled_metric(query, metric)
+    scored = scaled_query(query, measure)
+    n = _candidates(arena, norms, scored, measure, cap, allow, use_allow, rows, use_rows,
+                    scores, keys, ids)          # (ascending by key)
     if _unknown(scores, norms, metric, allow, use_allow, rows, use_rows) or \
             (n < k and n < _allowed(scores, allow, use_allow, rows, use_rows)):
         # a float32 score that says nothing of the row's exact one (_unknown), or
