@@ -136,3 +136,64 @@ def test_a_huge_or_tiny_dot_or_cosine_query_walks_codes_as_the_same_query_scaled
                 assert searches[name](q, 10).tolist() == searches[name](unit, 10).tolist(), \
                     (name, exponent)
 
+
+def test_a_norm_is_summed_without_overflow_and_stored_finite_where_float32_holds_it():
+    """A row with elements near 1e20 has a norm float32 holds (4e20) but a float32
+    |x|^2 past its largest: norms_of stored inf (with "overflow encountered in
+    vecdot", and the one-row commit's "in dot"); now the float64 norm, rounded, and
+    inf only where the norm itself is past float32's largest (a row of 3e38s)."""
+    import varvedb as vv
+    x = np.ones((5, 4), np.float32)
+    x[1] = 1e20
+    x[2, 0] = -3e19
+    x[3] = 3e38
+    x[4, :2] = [2e38, -2e38]
+    want = np.linalg.norm(x.astype(np.float64), axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = norms_of(x)
+        assert got[3] == np.inf
+        fits = want <= np.finfo(np.float32).max
+        assert np.array_equal(got[fits], want[fits].astype(np.float32))
+        assert np.array_equal(norms_of(x[:3]), got[:3])     # (rows apart: alike)
+        db = vv.connect(":memory:")
+        c = db.create_collection("d", {"v": vv.Vector(4, metric="cosine")})
+        for i, row in enumerate(x):       # one-row commits
+            c.insert({"id": i, "v": row})
+        hits = c.search(x[2], limit=5, exact=True, select=[])
+        assert hits.ids[0] == 2 and abs(hits.scores[0]) < 1e-6
+        db.close()
+
+
+@pytest.mark.parametrize("metric", ["l2", "dot", "cosine"])
+def test_rows_near_float32s_largest_are_built_over_and_found_as_float64_ranks(metric):
+    """Rows of 3e38s (a norm past float32's largest), of two such elements, and of
+    1e20s among gaussian ones: every graph (plain, int8, PQ) and IVF-Flat builds,
+    and a walk as wide as the graph, or a probe of every list, answers as float64
+    scores rank."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((_ROWS, _DIM)).astype(np.float32)
+    x[7], x[8], x[10] = 3e38, -3e38, 1e20
+    x[9, :2] = 3e38
+    norms = norms_of(x)
+    searches = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # (k-means' float32 products of such rows)
+        for quantize, extra in ((None, {}), ("int8", {}), ("pq", {"pq_m": 4})):
+            graph = HnswIndex(_DIM, metric, m=8, ef_construction=64, seed=1,
+                              quantize=quantize, **extra)
+            graph.add(x, norms, np.arange(_ROWS))
+            searches[quantize] = functools.partial(
+                lambda g, q: g.search(x, norms, q, 10, ef=_ROWS), graph)
+        ivf = IvfIndex(_DIM, metric, 4, None, seed=1)
+        ivf.train(x, norms, np.arange(_ROWS))
+        ivf.add(x, norms, np.arange(_ROWS))
+    searches["ivf"] = lambda q: ivf.search(x, norms, q, 10, probes=4)
+    searches["flat"] = lambda q: flat.search(metric, x, norms, q, 10, None)
+    queries = list(rng.standard_normal((4, _DIM)).astype(np.float32)) + [x[7], x[9], x[10]]
+    for q in queries:
+        want, s = _best(metric, x, q, 10)
+        for name, search in searches.items():
+            rows, dists = search(q)
+            assert np.allclose(s[rows], s[want], rtol=1e-9), (name, rows, want)
+            assert np.allclose(dists, s[rows], rtol=1e-9), name

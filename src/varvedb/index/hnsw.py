@@ -579,27 +579,24 @@ class HnswIndex:
     def _widened(block: np.ndarray) -> np.ndarray:
         return (block.view(np.float16) if block.dtype == np.uint16 else block).astype(np.float32)
 
-    def _walk(self, query: np.ndarray, careful: bool = False):
+    def _walk(self, query: np.ndarray):
         """What the walk measures for ``query`` (float32 (dim,) or (q, dim)):
-        (rows, their norms, the query, the metric) — the arena's or the codes'.
-        ``careful``: an int8 walk's query made in float64 and scaled to fit float32
-        (the walk said the float32 one did not: kernels.hnsw.CODE_QUERY_UNFIT)."""
+        (rows, their norms, the query, the metric) — the arena's or the codes'."""
         if self.quantize is None:
             return None
         if self.quantize == "pq":
             return (self._codes, _NO_NORMS, self._pq_table(query), METRIC_CODE_PQ)
-        if careful:
-            return (self._codes, self._code_norms) + self._code_query(query)
         return (self._codes, self._code_norms,
                 code_kernels.scaled_query(query, self._code_step, self._code_width),
                 self._int8_metric())
 
-    def _code_query(self, query: np.ndarray) -> tuple[np.ndarray, int]:
+    def _code_query(self, query: np.ndarray) -> tuple[np.ndarray, int] | None:
         """(the int8 walk's query, its metric) for one query whose float32 form
         ``step q`` overflows or underflows, or whose l2 distances would
         (distance.code_query_fits): ``step q`` in float64, for l2 of a query past
         2**41 (or a form past 2**100) times L2_SCALE with the code norms
-        (METRIC_CODE_L2_SCALED), for dot scaled into [1, 2); then rounded to float32."""
+        (METRIC_CODE_L2_SCALED), for dot scaled into [1, 2); then rounded to float32.
+        None where even that is past float32's range (codes of rows near its largest)."""
         q = np.asarray(query, np.float64) * self._code_step
         metric, top = self._int8_metric(), float(np.abs(q).max())
         if metric == METRIC_CODE_L2:
@@ -608,6 +605,8 @@ class HnswIndex:
                 metric = METRIC_CODE_L2_SCALED
         elif top > 0:       # dot's, scaled by a power of two into [1, 2) (ranks alike)
             q *= 2.0 ** (1 - math.frexp(top)[1])
+        if not np.abs(q).max(initial=0.0) < 2.0 ** 127:
+            return None
         out = np.zeros(self._code_width, np.float32)
         out[:self.dim] = q
         return out, metric
@@ -887,11 +886,13 @@ class HnswIndex:
         graph = self._graph_args or self._graph()
         try:
             count = kernels.search_one(graph, data, pair, params, ws.args, out_rows, out_dist)
+            made = None
             if count == kernels.CODE_QUERY_UNFIT:
                 # the int8 walk's float32 query did not fit: made in float64, scaled
-                codes, code_norms, walk_query, walk_metric = self._walk(query, careful=True)
-                params = params[:1] + (walk_metric,) + params[2:]
-                count = kernels.search_one(graph, data, (query, walk_query), params, ws.args,
+                made = self._code_query(query)
+            if made is not None:
+                params = params[:1] + (made[1],) + params[2:]
+                count = kernels.search_one(graph, data, (query, made[0]), params, ws.args,
                                            out_rows, out_dist)
             if count == kernels.CODE_QUERY_UNFIT:
                 # not even so (codes of rows past float32's range: a step that is not

@@ -34,7 +34,7 @@ import numpy as np
 from ..errors import NonFiniteVectorError
 from ..kernels import ivf, pq
 from ..kernels.distance import (GRAPH_METRIC_CODES, L2_SCALE, METRIC_COSINE, METRIC_DOT,
-                                METRIC_L2, rank_rows, rerank_rows)
+                                METRIC_L2, exact_row_distances, rank_rows, rerank_rows)
 
 _FORMAT = 1
 _P_FORMAT, _P_DIM, _P_METRIC, _P_LISTS, _P_PQ_M, _P_NPROBE, _P_RERANK, _P_SEED = range(8)
@@ -315,6 +315,16 @@ class IvfIndex:
                 lists, int(counts[0]), self.lists, arena, norms, query, self._metric_code,
                 self._offsets, self._rows, self._tail_rows, self._tail_lists, self._n_tail,
                 allow, use_allow, cap, keys, ids)
+            if n == ivf.UNKNOWN_SCORES:
+                # rows near float32's largest scanned: their float32 scores say
+                # nothing, so every row scanned is ranked exactly
+                rows = self._probed_rows(lists[:counts[0]], allow, use_allow)
+                dists = np.empty(len(rows), np.float64)
+                exact_row_distances(arena, rows, query, self._metric_code, dists)
+                order = np.lexsort((rows, dists))[:k]
+                if stats is not None:
+                    stats["lists"], stats["scanned"] = int(counts[0]), int(counts[1])
+                return rows[order], dists[order]
         if n < 0:
             raise NonFiniteVectorError("query vector holds NaN or inf")
         if stats is not None:
@@ -331,6 +341,16 @@ class IvfIndex:
         count = rerank_rows(arena, norms, query, self._metric_code, rows, n, k, keys,
                             out_rows, out_dist)
         return out_rows[:count], out_dist[:count]
+
+    def _probed_rows(self, lists: np.ndarray, allow: np.ndarray, use_allow: bool
+                     ) -> np.ndarray:
+        """The allowed rows of ``lists`` (sealed and tail), ascending."""
+        off = self._offsets
+        parts = [self._rows[off[lst]:off[lst + 1]] for lst in lists.tolist()]
+        t = self._n_tail
+        parts.append(self._tail_rows[:t][np.isin(self._tail_lists[:t], lists)])
+        rows = np.sort(np.concatenate(parts))
+        return rows[allow[rows]] if use_allow else rows
 
     # ---------------------------------------------------------- persistence
 

@@ -41,6 +41,8 @@ from .jit import njit
 from .pq import distance_table
 
 _SENTINEL = np.float32(3.0e38)
+_F32_MAX = 3.4028234663852886e38
+UNKNOWN_SCORES = -2     # flat_candidates: a float32 score may be unknown (inf, NaN)
 
 
 @njit(cache=True, nogil=True, fastmath=True, readonly=("codes", "codebooks", "centre"))
@@ -163,10 +165,12 @@ def flat_candidates(lists, n_probed, n_lists, arena, norms, query, metric, offse
     metric = scaled_metric(query, metric)
     query = scaled_query(query, metric)
     q_norm = query_norm(query, metric)
+    dot = metric == METRIC_DOT or metric == METRIC_COSINE
     probed = np.zeros(n_lists, np.bool_)
     n = 0
     worst = _SENTINEL
     scanned = 0
+    top = np.float32(0.0)       # (dot, cosine: the largest row norm scanned)
     for p in range(n_probed):
         lst = lists[p]
         probed[lst] = True
@@ -175,6 +179,8 @@ def flat_candidates(lists, n_probed, n_lists, arena, norms, query, metric, offse
             if use_allow and not allow[r]:
                 continue
             scanned += 1
+            if dot:
+                top = max(top, norms[r])
             d = query_distance(arena, norms, r, query, q_norm, metric)
             n, worst = _keep(keys, ids, n, cap, worst, d, r)
     for i in range(n_tail):
@@ -182,8 +188,15 @@ def flat_candidates(lists, n_probed, n_lists, arena, norms, query, metric, offse
         if not probed[tail_lists[i]] or (use_allow and not allow[r]):
             continue
         scanned += 1
+        if dot:
+            top = max(top, norms[r])
         d = query_distance(arena, norms, r, query, q_norm, metric)
         n, worst = _keep(keys, ids, n, cap, worst, d, r)
+    if dot and np.float64(top) * query.shape[0] * 4.0 >= _F32_MAX:
+        # a row norm near float32's largest (or past it: inf): its float32 dot with
+        # the query (largest |element| under 2, scaled_query) may overflow, and its
+        # cosine is 1 - dot / inf; the caller ranks every row scanned exactly
+        return UNKNOWN_SCORES, scanned
     return max_sort(keys, ids, n), scanned
 
 
