@@ -1398,6 +1398,9 @@ _NOT_NULL = np.zeros(1, bool)
 _NOT_NULL.flags.writeable = False
 
 
+_TINY: dict[int, np.ndarray] = {}      # _coerce_one's finiteness test, one a width
+
+
 def _coerce_one(name: str, f: Field, v: Any) -> np.ndarray | list | None:
     """The column of a one-row write in the common cases — a Python int, float or
     bool in its own kind, a float vector (array or list of numbers) of the
@@ -1431,11 +1434,15 @@ def _coerce_one(name: str, f: Field, v: Any) -> np.ndarray | list | None:
             return None
         out = v.astype(VECTOR_DTYPES[f.dtype]).reshape(1, f.dim)   # a copy: the row's own
         if f.dtype == "f32":
-            # a finite sum of squares: every value finite (one call, not two); one
-            # that overflows leaves the row to the general path, which decides
+            # a finite dot with 2**-100s: every value finite (one call, not two; an
+            # inf or NaN keeps the sum inf or NaN, and no finite row overflows it,
+            # where a sum of squares of values past 2**64 did, with a RuntimeWarning)
             # (the method: np.dot passes through numpy's Python-level dispatch)
             flat = out[0]
-            return out if math.isfinite(flat.dot(flat)) else None
+            tiny = _TINY.get(f.dim)
+            if tiny is None:
+                tiny = _TINY.setdefault(f.dim, np.full(f.dim, 2.0 ** -100, np.float32))
+            return out if math.isfinite(flat.dot(tiny)) else None
         return out if np.logical_and.reduce(np.isfinite(out), axis=None) else None
     spec = _SCALAR_TYPES.get(k)
     if spec is None or type(v) is not spec[0] or (k == "int" and not ID_MIN <= v < ID_END):

@@ -444,7 +444,7 @@ class VectorColumn:
     def append(self, vectors: np.ndarray, nulls: np.ndarray, file_offset: int | None = None):
         first = self.arena.n
         self.arena.append(vectors)
-        if self._f32 and len(vectors) == 1:
+        if self._f32 and len(vectors) == 1 and max(vectors.max(), -vectors.min()) < _NARROW:
             # a one-row commit's norm without a ufunc's set-up: the same f32 dot
             # as norms_of's vecdot, and a square root correctly rounded to f32
             # either way, so the stored norm is the same bits
@@ -502,13 +502,37 @@ class VectorColumn:
         self.nulls = Growable(np.bool_, data=arrays["nulls"])
 
 
+# A row whose |elements| are all under this has a float32 |x|^2 under float32's
+# largest (dim <= schema.MAX_DIM < 2**16: 2**16 * 2**112 = 2**128): its norm is
+# summed in float32; a larger one's in float64 (_wide_norms).
+_NARROW = 2.0 ** 56
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
 def norms_of(vectors: np.ndarray) -> np.ndarray:
-    """L2 norm of each row, computed in f32 whatever the storage dtype."""
+    """L2 norm of each row, computed in f32 whatever the storage dtype (a row with
+    an element past 2**56, in float64: its float32 |x|^2 may overflow, and a norm
+    that fits float32 is stored as it is; one past float32's largest is inf)."""
     if not len(vectors):
         return np.zeros(0, np.float32)
     # vecdot: one ufunc call (half einsum's cost for a one-row commit); f32 in, f32 out
     v = vectors if vectors.dtype == np.float32 else vectors.astype(np.float32)
+    if max(v.max(), -v.min()) >= _NARROW:
+        return _wide_norms(v)
     return np.sqrt(np.vecdot(v, v))
+
+
+def _wide_norms(v: np.ndarray) -> np.ndarray:
+    """norms_of for rows some of which hold an element past _NARROW: those in float64
+    (no overflow, no RuntimeWarning), the others as norms_of sums them."""
+    wide = np.abs(v).max(axis=1) >= _NARROW
+    out = np.empty(len(v), np.float32)
+    rest = v[~wide]
+    out[~wide] = np.sqrt(np.vecdot(rest, rest))
+    w = v[wide].astype(np.float64)
+    n = np.sqrt(np.vecdot(w, w))
+    out[wide] = np.where(n <= _F32_MAX, n, np.inf)     # (past it: no float32 norm)
+    return out
 
 
 def make_column(field: Field):

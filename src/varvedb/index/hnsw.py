@@ -71,8 +71,9 @@ from varvedb.kernels import codes as code_kernels
 from varvedb.kernels import hnsw as kernels
 from varvedb.kernels import pq as pq_kernels
 from varvedb.kernels.jit import direct
-from varvedb.kernels.distance import (GRAPH_METRIC_CODES, METRIC_CODE_DOT, METRIC_CODE_L2,
-                                      METRIC_CODE_PQ, METRIC_COSINE, METRIC_L2)
+from varvedb.kernels.distance import (GRAPH_METRIC_CODES, L2_SCALE, METRIC_CODE_DOT,
+                                      METRIC_CODE_L2, METRIC_CODE_L2_SCALED, METRIC_CODE_PQ,
+                                      METRIC_COSINE, METRIC_L2)
 
 from ..errors import DimensionError, NonFiniteVectorError
 from ..schema import HNSW_LIMITS, MAX_DIM
@@ -589,6 +590,27 @@ class HnswIndex:
                 code_kernels.scaled_query(query, self._code_step, self._code_width),
                 self._int8_metric())
 
+    def _code_query(self, query: np.ndarray) -> tuple[np.ndarray, int] | None:
+        """(the int8 walk's query, its metric) for one query whose float32 form
+        ``step q`` overflows or underflows, or whose l2 distances would
+        (distance.code_query_fits): ``step q`` in float64, for l2 of a query past
+        2**41 (or a form past 2**100) times L2_SCALE with the code norms
+        (METRIC_CODE_L2_SCALED), for dot scaled into [1, 2); then rounded to float32.
+        None where even that is past float32's range (codes of rows near its largest)."""
+        q = np.asarray(query, np.float64) * self._code_step
+        metric, top = self._int8_metric(), float(np.abs(q).max())
+        if metric == METRIC_CODE_L2:
+            if np.abs(query).max() >= 2.0 ** 41 or top >= 2.0 ** 100:
+                q *= float(L2_SCALE)
+                metric = METRIC_CODE_L2_SCALED
+        elif top > 0:       # dot's, scaled by a power of two into [1, 2) (ranks alike)
+            q *= 2.0 ** (1 - math.frexp(top)[1])
+        if not np.abs(q).max(initial=0.0) < 2.0 ** 127:
+            return None
+        out = np.zeros(self._code_width, np.float32)
+        out[:self.dim] = q
+        return out, metric
+
     def _int8_metric(self) -> int:
         """The metric an int8 walk measures codes by: cosine rows are coded unit
         length, so cosine and dot walk as a dot product."""
@@ -597,13 +619,34 @@ class HnswIndex:
     def _pq_table(self, query: np.ndarray) -> np.ndarray:
         """The walk's query for PQ codes: per query, the flattened (pq_m, 256) table."""
         queries = np.atleast_2d(query).astype(np.float32)
+        l2 = self._metric_code == METRIC_L2
         if self._metric_code == METRIC_COSINE:
-            queries = queries / np.maximum(np.linalg.norm(queries, axis=1), 1e-30)[:, None]
+            # (normalized in float64: a float32 norm of a huge query overflows)
+            wide = queries.astype(np.float64)
+            norm = np.linalg.norm(wide, axis=1)
+            queries = (wide / np.where(norm > 0, norm, 1.0)[:, None]).astype(np.float32)
         out = np.empty((len(queries), self.pq_m, pq_kernels.PQ_CODES), np.float32)
         for q, table in zip(queries, out):
-            pq_kernels.distance_table(self._books_t, q, self._metric_code == METRIC_L2, table)
+            top = float(np.abs(q).max())
+            if l2 and top >= 2.0 ** 41:
+                table[:] = self._l2_table(q)
+                continue
+            if not l2 and top > 0 and not 2.0 ** -40 <= top < 2.0 ** 41:
+                # a huge or tiny dot query's table overflows or underflows in float32: the
+                # query scaled by a power of two (every row's sum scaled alike)
+                q = (q.astype(np.float64) * 2.0 ** (1 - math.frexp(top)[1])
+                     ).astype(np.float32)
+            pq_kernels.distance_table(self._books_t, q, l2, table)
         out = out.reshape(len(queries), -1)
         return out[0] if query.ndim == 1 else out
+
+    def _l2_table(self, q: np.ndarray) -> np.ndarray:
+        """The l2 table of a query past 2**41 (its float32 one overflows): in
+        float64, scaled by a power of two to fit float32 (every sum scaled alike)."""
+        m, dsub = self._books_t.shape[:2]
+        diff = q.astype(np.float64).reshape(m, dsub, 1) - self._books_t
+        table = np.einsum("jtc,jtc->jc", diff, diff)
+        return (table * 2.0 ** (100 - math.frexp(float(table.max()))[1])).astype(np.float32)
 
     def _rerank(self, k: int, ef: int) -> int:
         """How many of a coded walk's best candidates are measured exactly: a few
@@ -748,6 +791,7 @@ class HnswIndex:
         if self.quantize is not None and prefetch.pays(vectors):
             return None
         norms = self._norms(norms, arena.shape[0])
+        asked = (vectors, norms, k, allow, ef)      # (a query whose codes' form is remade)
         allow, use_allow = self._allow(allow)
         ef = max(int(ef) if ef is not None else self.ef_search, k)
         mc, coded = self._metric_code, self.quantize is not None
@@ -758,6 +802,7 @@ class HnswIndex:
             data = (arena, norms, arena, norms, allow)
             params = (mc, mc, 0, ef, k, use_allow, 0)
         step, dim, scaled_width = self._code_step, self.dim, self._code_width if coded else 0
+        risky = coded and code_kernels.step_past_one(step)
         graph = self._graph_args or self._graph()
         cap, width, qdt = self._levels.shape[0], 2 * self.m, self._query_dt
         pool = [(_Workspace(cap, ef, width), np.zeros(scaled_width, np.float32))]
@@ -780,7 +825,11 @@ class HnswIndex:
             except IndexError:
                 ws, scaled = _Workspace(cap, ef, width), np.zeros(scaled_width, np.float32)
             if coded:       # (code_kernels.scaled_query, into this walk's own buffer)
-                np.multiply(query, step, out=scaled[:dim])
+                if risky:   # (an overflow: the walk refuses it, and search() remakes it)
+                    with np.errstate(over="ignore"):
+                        np.multiply(query, step, out=scaled[:dim])
+                else:
+                    np.multiply(query, step, out=scaled[:dim])
             out_rows = np.empty(k, _I64)      # (a dtype object: np.empty parses a type)
             out_dist = np.empty(k, _F64)
             count = search_one(graph, data, (query, scaled if coded else query), params,
@@ -790,6 +839,8 @@ class HnswIndex:
                 return out_rows, out_dist
             if count == -1:
                 raise NonFiniteVectorError("query vector holds NaN or inf")
+            if count == kernels.CODE_QUERY_UNFIT:      # (its codes' form made with care)
+                return self._search(asked[0], asked[1], query, asked[2], asked[3], asked[4])
             if count < 0:
                 raise ValueError("the arguments do not fit the graph")   # checked above: a bug
             return out_rows[:count], out_dist[:count]
@@ -835,6 +886,21 @@ class HnswIndex:
         graph = self._graph_args or self._graph()
         try:
             count = kernels.search_one(graph, data, pair, params, ws.args, out_rows, out_dist)
+            made = None
+            if count == kernels.CODE_QUERY_UNFIT:
+                # the int8 walk's float32 query did not fit: made in float64, scaled
+                made = self._code_query(query)
+            if made is not None:
+                params = params[:1] + (made[1],) + params[2:]
+                count = kernels.search_one(graph, data, (query, made[0]), params, ws.args,
+                                           out_rows, out_dist)
+            if count == kernels.CODE_QUERY_UNFIT:
+                # not even so (codes of rows past float32's range: a step that is not
+                # finite): the graph walked on the rows themselves
+                params = (self._metric_code, self._metric_code, 0) + params[3:]
+                count = kernels.search_one(graph, (arena, norms, arena, norms, allow),
+                                           (query, query), params, ws.args, out_rows,
+                                           out_dist)
             if split and count > 0:
                 rows = out_rows[:count].copy()
                 prefetch.prefetch_rows(vectors, rows)

@@ -33,8 +33,8 @@ import numpy as np
 
 from ..errors import NonFiniteVectorError
 from ..kernels import ivf, pq
-from ..kernels.distance import (GRAPH_METRIC_CODES, METRIC_COSINE, METRIC_DOT, rank_rows,
-                                rerank_rows)
+from ..kernels.distance import (GRAPH_METRIC_CODES, L2_SCALE, METRIC_COSINE, METRIC_DOT,
+                                METRIC_L2, exact_row_distances, rank_rows, rerank_rows)
 
 _FORMAT = 1
 _P_FORMAT, _P_DIM, _P_METRIC, _P_LISTS, _P_PQ_M, _P_NPROBE, _P_RERANK, _P_SEED = range(8)
@@ -294,9 +294,19 @@ class IvfIndex:
                 q64 = query.astype(np.float64)
                 qn = float(np.sqrt(q64 @ q64))
                 q = (q64 / qn).astype(np.float32) if qn > 0 else query
+            c_sq, top = self._c_sq, float(np.abs(q).max())
+            if top >= 2.0 ** 41 or 0 < top < 2.0 ** -40:
+                # a huge or tiny query's float32 probe overflows or underflows: dot's
+                # query scaled by a power of two, a huge l2 one with the centroids'
+                # |c|^2 by L2_SCALE (every list's |c|^2 - 2 q.c scaled alike)
+                if self._metric_code == METRIC_L2 and top >= 2.0 ** 41:
+                    q, c_sq = q * L2_SCALE, c_sq * L2_SCALE
+                elif self._metric_code == METRIC_DOT:
+                    q = (q.astype(np.float64) * 2.0 ** (1 - math.frexp(top)[1])).astype(
+                        np.float32)
             lists = np.empty(probes, np.int64)
             base = np.empty(self.lists, np.float32)
-            counts[0] = ivf.probe_lists(self.centroids, self._c_sq, q,
+            counts[0] = ivf.probe_lists(self.centroids, c_sq, q,
                                         METRIC_DOT if self._metric_code == METRIC_DOT else 0,
                                         probes, lists, base)
             cap = k + max(8, k // 4)     # float32 near-ties settled by the exact ranking
@@ -305,6 +315,16 @@ class IvfIndex:
                 lists, int(counts[0]), self.lists, arena, norms, query, self._metric_code,
                 self._offsets, self._rows, self._tail_rows, self._tail_lists, self._n_tail,
                 allow, use_allow, cap, keys, ids)
+            if n == ivf.UNKNOWN_SCORES:
+                # rows near float32's largest scanned: their float32 scores say
+                # nothing, so every row scanned is ranked exactly
+                rows = self._probed_rows(lists[:counts[0]], allow, use_allow)
+                dists = np.empty(len(rows), np.float64)
+                exact_row_distances(arena, rows, query, self._metric_code, dists)
+                order = np.lexsort((rows, dists))[:k]
+                if stats is not None:
+                    stats["lists"], stats["scanned"] = int(counts[0]), int(counts[1])
+                return rows[order], dists[order]
         if n < 0:
             raise NonFiniteVectorError("query vector holds NaN or inf")
         if stats is not None:
@@ -321,6 +341,16 @@ class IvfIndex:
         count = rerank_rows(arena, norms, query, self._metric_code, rows, n, k, keys,
                             out_rows, out_dist)
         return out_rows[:count], out_dist[:count]
+
+    def _probed_rows(self, lists: np.ndarray, allow: np.ndarray, use_allow: bool
+                     ) -> np.ndarray:
+        """The allowed rows of ``lists`` (sealed and tail), ascending."""
+        off = self._offsets
+        parts = [self._rows[off[lst]:off[lst + 1]] for lst in lists.tolist()]
+        t = self._n_tail
+        parts.append(self._tail_rows[:t][np.isin(self._tail_lists[:t], lists)])
+        rows = np.sort(np.concatenate(parts))
+        return rows[allow[rows]] if use_allow else rows
 
     # ---------------------------------------------------------- persistence
 

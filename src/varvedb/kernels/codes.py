@@ -55,13 +55,30 @@ def fit(sample: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     outside the range are clipped; the exact rerank repairs their order.
     """
     sample = np.asarray(sample, np.float32)
+    if len(sample) and max(sample.max(), -sample.min()) >= 2.0 ** 126:
+        # in float64: a span of values near float32's largest on both sides of 0 is
+        # past it (an infinite step), its 255th part is not
+        lo, hi = np.quantile(sample.astype(np.float64), [0.001, 0.999], axis=0)
+        return (np.ascontiguousarray(lo.astype(np.float32)),
+                np.ascontiguousarray((np.maximum(hi - lo, 1e-30) / 255.0).astype(np.float32)))
     lo, hi = np.quantile(sample, [0.001, 0.999], axis=0).astype(np.float32)
     span = np.maximum(hi - lo, np.float32(1e-30))
     return np.ascontiguousarray(lo), np.ascontiguousarray(span / np.float32(255.0))
 
 
 def scaled_query(query: np.ndarray, step: np.ndarray, width: int) -> np.ndarray:
-    """The query the codes are measured against: ``step * q``, zero-padded to width."""
+    """The query the codes are measured against: ``step * q``, zero-padded to width.
+    With a step past 1 a huge query's overflows (silently: the walk refuses such a
+    query, distance.code_query_fits, and its caller makes it again in float64)."""
     out = np.zeros(query.shape[:-1] + (width,), np.float32)
-    out[..., :step.shape[0]] = query * step
+    if step_past_one(step):
+        with np.errstate(over="ignore"):
+            out[..., :step.shape[0]] = query * step
+    else:
+        out[..., :step.shape[0]] = query * step
     return out
+
+
+def step_past_one(step: np.ndarray) -> bool:
+    """Can ``step * q`` of a finite float32 query overflow (a step past 1)?"""
+    return bool(step.max(initial=0.0) > 1.0)

@@ -73,6 +73,16 @@ METRIC_CODE_DOT = 11   # -x̂·q up to a constant (dot, and cosine on unit rows)
 # m a row), the query the flattened (m, 256) table of the query's part of each
 # sub-centroid's distance; a row's distance is the sum of its m entries.
 METRIC_CODE_PQ = 12
+# l2 of a query whose largest |element| is 2**41 or more (scaled_metric): its float32
+# |x - q|^2 overflows (every row inf, the walk blind), and scaling the query alone
+# changes l2's ranking; scaling both the row and the query by L2_SCALE (a power of
+# two) does not, so the walk measures |x L2_SCALE - q L2_SCALE|^2 (scaled_query
+# gives q L2_SCALE: in [2**-46, 2**41), its square in float32's range). The int8
+# codes' l2 of such a query: L2_SCALE |x̂|² - 2 codes·(q' L2_SCALE) (the caller
+# scales q', index/hnsw.py). Never stored in a file.
+METRIC_L2_SCALED = 13
+METRIC_CODE_L2_SCALED = 14
+L2_SCALE = np.float32(2.0 ** -87)
 
 GRAPH_METRIC_CODES = {"l2": METRIC_L2, "dot": METRIC_DOT, "cosine": METRIC_COSINE,
                       "hamming": METRIC_HAMMING}
@@ -286,7 +296,7 @@ def prefetch_norm(norms, row, metric):
     """Start loading ``norms[row]`` where ``metric`` reads it (cosine, int8 codes
     under l2). A walk that prefetched a row but not its norm waited on the norm
     at every distance (issue 32)."""
-    if metric == METRIC_COSINE or metric == METRIC_CODE_L2:
+    if metric == METRIC_COSINE or metric == METRIC_CODE_L2 or metric == METRIC_CODE_L2_SCALED:
         _prefetch_item(norms, row)
 
 
@@ -303,6 +313,17 @@ def _l2sq_query(arena, row, query):
     acc = np.float32(0.0)
     for j in range(query.shape[0]):
         diff = as_f32(arena[row, j]) - query[j]
+        acc += diff * diff
+    return acc
+
+
+@njit(**_INLINE)
+def _l2sq_scaled(arena, row, query):
+    # METRIC_L2_SCALED: the row scaled as the query was (x L2_SCALE - q L2_SCALE:
+    # the product is rounded before the difference, which cannot overflow)
+    acc = np.float32(0.0)
+    for j in range(query.shape[0]):
+        diff = as_f32(arena[row, j]) * L2_SCALE - query[j]
         acc += diff * diff
     return acc
 
@@ -438,7 +459,13 @@ def scaled_query(query, metric):
     its largest |element| is past 2**40 or under 2**-40: a float32 dot or norm of a
     larger one overflows (an inf or NaN score, never ranked right), of a smaller one
     underflows (an error no bound relative to the query covers). The copy's largest
-    |element| is in [1, 2); the exact float64 scores take ``query`` as it is."""
+    |element| is in [1, 2); the exact float64 scores take ``query`` as it is.
+    ``METRIC_L2_SCALED`` (scaled_metric): the query times L2_SCALE, as its rows are."""
+    if metric == METRIC_L2_SCALED:
+        out = np.empty_like(query)
+        for j in range(query.shape[0]):
+            out[j] = query[j] * L2_SCALE
+        return out
     if metric != METRIC_DOT and metric != METRIC_COSINE and metric != METRIC_CODE_DOT:
         return query
     top = np.uint32(0)
@@ -457,6 +484,45 @@ def scaled_query(query, metric):
     for j in range(query.shape[0]):
         out[j] = np.float64(query[j]) * factor
     return out
+
+
+@njit(**_INLINE)
+def scaled_metric(query, metric):
+    """The metric a float32 walk or scan measures ``query`` by: METRIC_L2_SCALED for
+    an l2 query whose largest |element| is 2**41 or more, else ``metric``."""
+    if metric != METRIC_L2:
+        return metric
+    top = np.uint32(0)
+    for j in range(query.shape[0]):
+        top = max(top, _f32_bits(query[j]) & np.uint32(0x7FFFFFFF))
+    return METRIC_L2_SCALED if top >= _SCALED_HIGH else metric
+
+
+@njit(**_INLINE)
+def _top_bits(query):
+    # the largest |element|'s bits (an infinity's or NaN's past every finite one's)
+    top = np.uint32(0)
+    for j in range(query.shape[0]):
+        top = max(top, _f32_bits(query[j]) & np.uint32(0x7FFFFFFF))
+    return top
+
+
+@njit(**_INLINE)
+def code_query_fits(query, walk_query, walk_metric):
+    """Does an int8 walk's query ``walk_query`` (``step q`` made in float32 by the
+    caller, of the finite ``query``) measure codes as ``query`` would? Not when it
+    is past float32's range (an overflow) or, for METRIC_CODE_DOT, its largest
+    |element| is outside scaled_query's range (under 2**-40 it underflowed: a tiny
+    query's lost its digits, a subnormal one's may be all zeros), nor for
+    METRIC_CODE_L2 when ``query`` is past 2**41 (the l2 distances overflow:
+    METRIC_CODE_L2_SCALED). The caller then makes it again in float64."""
+    if walk_metric == METRIC_CODE_L2:
+        return all_finite(walk_query) and _top_bits(query) < _SCALED_HIGH
+    if walk_metric == METRIC_CODE_DOT:
+        top = _top_bits(walk_query)
+        return (_SCALED_LOW <= top and top < _SCALED_HIGH) or (
+            top == 0 and _top_bits(query) == 0)
+    return True
 
 
 @njit(**_INLINE)
@@ -479,11 +545,15 @@ def query_distance(arena, norms, row, query, q_norm, metric):
         return hamming_query(arena, row, query)
     if metric == METRIC_CODE_PQ:
         return pq_code_sum(arena, row, query)
+    if metric == METRIC_L2_SCALED:
+        return _l2sq_scaled(arena, row, query)
     dot = _dot_query(arena, row, query)
     if metric == METRIC_DOT or metric == METRIC_CODE_DOT:
         return -dot
     if metric == METRIC_CODE_L2:
         return norms[row] - np.float32(2.0) * dot
+    if metric == METRIC_CODE_L2_SCALED:
+        return norms[row] * L2_SCALE - np.float32(2.0) * dot
     return cosine_from_dot(dot, norms[row], q_norm)
 
 
@@ -706,17 +776,19 @@ def rerank_rows(arena, norms, query, metric, rows, n, k, scratch_d, out_rows, ou
     """The k best of ``rows[:n]`` by the exact distance from the arena, ranked.
 
     ``scratch_d`` (>= n entries) receives the exact float32 distances (of a huge
-    or tiny dot or cosine query scaled: scaled_query); the pool is reordered in
+    or tiny dot or cosine query scaled: scaled_query; a huge l2 query's, its rows
+    too: scaled_metric); the pool is reordered in
     place, its best k first, and ranked by float64 scores of ``query`` itself.
     """
     arena, norms, query = unmanaged(arena), unmanaged(norms), unmanaged(query)
     rows, scratch_d = unmanaged(rows), unmanaged(scratch_d)
-    scored = scaled_query(query, metric)
-    q_norm = query_norm(scored, metric)
+    measure = scaled_metric(query, metric)
+    scored = scaled_query(query, measure)
+    q_norm = query_norm(scored, measure)
     for j in range(n):
         prefetch_row(arena, rows[j])
     for j in range(n):
-        scratch_d[j] = query_distance(arena, norms, rows[j], scored, q_norm, metric)
+        scratch_d[j] = query_distance(arena, norms, rows[j], scored, q_norm, measure)
     count = min(n, k)
     # a selection of the k best: the pool is small (ef) and k smaller
     for j in range(count):

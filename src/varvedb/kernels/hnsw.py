@@ -130,6 +130,7 @@ from varvedb.kernels.jit import njit
 from varvedb.kernels.distance import (
     METRIC_COSINE,
     all_finite,
+    code_query_fits,
     load_row,
     prefetch_norm,
     prefetch_row,
@@ -138,6 +139,7 @@ from varvedb.kernels.distance import (
     rank_rows,
     rerank_rows,
     row_distance,
+    scaled_metric,
     scaled_query,
     unmanaged,
 )
@@ -178,6 +180,11 @@ _SEARCH_READS = ("graph", "data")
 # small helpers on the walk's inner loops are inlined at numba's IR level, so
 # that no per-call array passing or reference counting is left in those loops
 _INLINE = dict(_JIT, inline="always")
+
+# search_one's answer when an int8 walk's query (``walk_query``, the codes' form the
+# caller made of the query) does not fit float32's range: the caller makes it again
+# with care (HnswIndex._walk) and walks again
+CODE_QUERY_UNFIT = -3
 
 # fastmath assumes no infinities, so "farther than anything" is a finite value
 FAR = np.float32(3.0e38)
@@ -501,7 +508,9 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
     near-ties the float32 walk ordered either way are cut by (float64 score,
     row), as exact search cuts them.
 
-    Returns -1, having searched nothing, when the query is not finite, and -2
+    Returns -1, having searched nothing, when the query is not finite,
+    CODE_QUERY_UNFIT when an int8 l2 walk's query is past float32's range (made
+    in float32: HnswIndex._walk makes it again, scaled), and -2
     when the arguments do not fit together (the query's length is not the
     arena's width, the mask or the norms cover too few rows, the scratch or
     the output is too small): a caller may pass them unchecked.
@@ -520,10 +529,16 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
         return -2
     if not all_finite(query):
         return -1
+    if not code_query_fits(query, walk_query, walk_metric):
+        # an int8 walk's query q' = step q (float32) overflowed or underflowed, or a
+        # huge l2 query's distances would: the caller makes it in float64, scaled
+        return CODE_QUERY_UNFIT
     # a huge or tiny dot or cosine query walks scaled by a power of two (its float32
     # distances would overflow or underflow; the ranking is the same), as exact
     # search scores it; the float64 scores (rerank_rows, _rank_pool) read `query`
-    walk_query = scaled_query(walk_query, walk_metric)
+    # (a huge l2 query walks with its rows scaled alike: scaled_metric)
+    measure = scaled_metric(walk_query, walk_metric)
+    walk_query = scaled_query(walk_query, measure)
     # Rows at or past `n_rows` are skipped, so a search that overlaps an add()
     # (which may link rows this caller's arena or mask does not cover yet)
     # stays inside every array it was handed.
@@ -533,16 +548,16 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
         n_rows = min(n_rows, allow.shape[0])
     if entry >= n_rows:
         entry, top = _covered_entry(links0, upper_slot, upper_links, entry, top, n_rows)
-    q_norm = query_norm(walk_query, walk_metric)
+    q_norm = query_norm(walk_query, measure)
     stamp = next_stamp(visited, generation, lane)
     visited = visited[:n_rows]
     n = 0
     if entry >= 0:
-        dist = query_distance(walk, walk_norms, entry, walk_query, q_norm, walk_metric)
-        node, dist = greedy_descend(walk, walk_norms, walk_query, q_norm, walk_metric,
+        dist = query_distance(walk, walk_norms, entry, walk_query, q_norm, measure)
+        node, dist = greedy_descend(walk, walk_norms, walk_query, q_norm, measure,
                                     upper_slot, upper_links, entry, dist, top, 0)
         if use_allow:
-            n = filtered_search(walk, walk_norms, walk_query, q_norm, walk_metric, links0,
+            n = filtered_search(walk, walk_norms, walk_query, q_norm, measure, links0,
                                 twins, node, dist, ef, allow, visited, stamp, cand_d, cand_i,
                                 res_d, res_i, fresh)
         else:
@@ -555,7 +570,7 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
                 res_i[n_seeds] = twin | EXPANDED
                 n_seeds += 1
                 twin = ring_next(twins, twin)
-            n = beam_search(walk, walk_norms, walk_query, q_norm, walk_metric, links0,
+            n = beam_search(walk, walk_norms, walk_query, q_norm, measure, links0,
                             upper_slot, upper_links, twins, 0, n_seeds, ef, True, visited,
                             stamp, res_d, res_i, fresh)
     complete = n < ef
@@ -566,7 +581,7 @@ def search_one(graph, data, query_pair, params, ws, out_rows, out_dist):
     if complete:
         # the pool is not full: the walk met every node it can reach, and every
         # one it met is in the pool; the nodes it never reached are measured here
-        n = _sweep(walk, walk_norms, walk_query, q_norm, walk_metric, levels, allow,
+        n = _sweep(walk, walk_norms, walk_query, q_norm, measure, levels, allow,
                    use_allow, visited, stamp, ef, res_d, res_i, n)
     if use_allow:
         max_sort(res_d, res_i, n)      # the filtered walk's pool is a max-heap

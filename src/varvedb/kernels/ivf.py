@@ -35,12 +35,14 @@ from __future__ import annotations
 import numpy as np
 
 from .distance import (METRIC_COSINE, METRIC_DOT, all_finite, query_distance, query_norm,
-                       scaled_query)
+                       scaled_metric, scaled_query)
 from .heaps import max_sort, top_k_push
 from .jit import njit
 from .pq import distance_table
 
 _SENTINEL = np.float32(3.0e38)
+_F32_MAX = 3.4028234663852886e38
+UNKNOWN_SCORES = -2     # flat_candidates: a float32 score may be unknown (inf, NaN)
 
 
 @njit(cache=True, nogil=True, fastmath=True, readonly=("codes", "codebooks", "centre"))
@@ -157,14 +159,18 @@ def flat_candidates(lists, n_probed, n_lists, arena, norms, query, metric, offse
                     tail_rows, tail_lists, n_tail, allow, use_allow, cap, keys, ids):
     """IVF-Flat: the ``cap`` allowed rows of the probed lists nearest ``query``
     by the walk's float32 distance on the arena; returns (kept, rows scanned). A
-    huge or tiny dot or cosine query is measured scaled (scaled_query), as exact
-    search measures it; the caller's float64 ranking reads it as it is."""
+    huge or tiny dot or cosine query is measured scaled (scaled_query), a huge l2
+    query with its rows (scaled_metric), as exact search measures them; the
+    caller's float64 ranking reads it as it is."""
+    metric = scaled_metric(query, metric)
     query = scaled_query(query, metric)
     q_norm = query_norm(query, metric)
+    dot = metric == METRIC_DOT or metric == METRIC_COSINE
     probed = np.zeros(n_lists, np.bool_)
     n = 0
     worst = _SENTINEL
     scanned = 0
+    top = np.float32(0.0)       # (dot, cosine: the largest row norm scanned)
     for p in range(n_probed):
         lst = lists[p]
         probed[lst] = True
@@ -173,6 +179,8 @@ def flat_candidates(lists, n_probed, n_lists, arena, norms, query, metric, offse
             if use_allow and not allow[r]:
                 continue
             scanned += 1
+            if dot:
+                top = max(top, norms[r])
             d = query_distance(arena, norms, r, query, q_norm, metric)
             n, worst = _keep(keys, ids, n, cap, worst, d, r)
     for i in range(n_tail):
@@ -180,8 +188,15 @@ def flat_candidates(lists, n_probed, n_lists, arena, norms, query, metric, offse
         if not probed[tail_lists[i]] or (use_allow and not allow[r]):
             continue
         scanned += 1
+        if dot:
+            top = max(top, norms[r])
         d = query_distance(arena, norms, r, query, q_norm, metric)
         n, worst = _keep(keys, ids, n, cap, worst, d, r)
+    if dot and np.float64(top) * query.shape[0] * 4.0 >= _F32_MAX:
+        # a row norm near float32's largest (or past it: inf): its float32 dot with
+        # the query (largest |element| under 2, scaled_query) may overflow, and its
+        # cosine is 1 - dot / inf; the caller ranks every row scanned exactly
+        return UNKNOWN_SCORES, scanned
     return max_sort(keys, ids, n), scanned
 
 
@@ -198,15 +213,20 @@ def coded_search(centroids, c_sq, codebooks_t, query, metric, probes, offsets, r
     that is not finite; ``stats`` gets (lists probed, rows scanned)."""
     if not all_finite(query):
         return -1
+    # a huge or tiny dot query scaled by a power of two: its float32 probe and table
+    # overflowed or underflowed (every row's distance, base + table sum, scales alike);
+    # cosine's normalized in float64 (a float32 norm of a huge query overflows)
     q = query.copy()
+    if metric == METRIC_DOT:
+        q = scaled_query(q, metric)
     if metric == METRIC_COSINE:
-        norm = np.float32(0.0)
+        norm = 0.0
         for j in range(q.shape[0]):
-            norm += q[j] * q[j]
+            norm += np.float64(q[j]) * np.float64(q[j])
         if norm > 0:
-            norm = np.float32(1.0) / np.sqrt(norm)
+            norm = 1.0 / np.sqrt(norm)
             for j in range(q.shape[0]):
-                q[j] *= norm
+                q[j] = np.float64(query[j]) * norm
     lists = np.empty(probes, np.int64)
     base = np.empty(centroids.shape[0], np.float32)
     n_probed = probe_lists(centroids, c_sq, q, METRIC_DOT if metric == METRIC_DOT else 0,

@@ -30,7 +30,7 @@ from numba.extending import intrinsic
 from .distance import (METRIC_COSINE, METRIC_DOT, METRIC_HAMMING, METRIC_L1,
                        METRIC_L2, all_finite, as_f32, cosine_from_dot, exact_row_distances,
                        half_bits, l1_query, query_distance, query_norm, rank_rows,
-                       scaled_query, unmanaged)
+                       scaled_metric, scaled_query, unmanaged)
 from .heaps import max_sort, sorted_insert, top_k_push
 from .jit import njit
 
@@ -274,9 +274,11 @@ def _ranked(arena, norms, query, metric, k, spare, allow, use_allow, rows, use_r
     cap = k + spare
     keys = np.empty(cap, np.float32)
     ids = np.empty(cap, np.int64)
-    scored = scaled_query(query, metric)     # (a huge or tiny dot or cosine query: scaled)
-    n = _candidates(arena, norms, scored, metric, cap, allow, use_allow, rows, use_rows, scores,
-                    keys, ids)          # (ascending by key)
+    # a huge or tiny dot or cosine query scaled; a huge l2 query and its rows both
+    measure = scaled_metric(query, metric)
+    scored = scaled_query(query, measure)
+    n = _candidates(arena, norms, scored, measure, cap, allow, use_allow, rows, use_rows,
+                    scores, keys, ids)          # (ascending by key)
     if _unknown(scores, norms, metric, allow, use_allow, rows, use_rows) or \
             (n < k and n < _allowed(scores, allow, use_allow, rows, use_rows)):
         # a float32 score that says nothing of the row's exact one (_unknown), or
@@ -323,7 +325,8 @@ def _allowed(scores, allow, use_allow, rows, use_rows):
 def _unknown(scores, norms, metric, allow, use_allow, rows, use_rows):
     """Is an allowed row's float32 score NaN or infinite (a sum past float32's
     range: inf + -inf, an overflow), or for cosine a scored row's norm infinite
-    (its score then 1 - dot / inf: finite, and wrong)? Such a score tells nothing
+    (its score then 1 - dot / inf: finite, and wrong), or past _NORM_SAFE (its
+    product with the query's may be)? Such a score tells nothing
     of the row's exact one (finite in float64, maybe among the k best): the
     caller ranks every row exactly. (No fastmath here: x - x is 0 for finite x
     alone; under a mask, an unscored row's scratch is read and ignored.)"""
@@ -336,10 +339,17 @@ def _unknown(scores, norms, metric, allow, use_allow, rows, use_rows):
     if metric == METRIC_COSINE and not bad:
         if use_rows:
             for i in range(rows.shape[0]):
-                bad |= norms[rows[i]] - norms[rows[i]] != 0.0
+                bad |= not norms[rows[i]] < _NORM_SAFE
         else:           # (masked rows' too: a wider net still ranks right)
-            bad = not all_finite(norms)
+            for i in range(norms.shape[0]):
+                bad |= not norms[i] < _NORM_SAFE
     return bad
+
+
+# A row norm under this times the scaled query's (under 2 sqrt(dim) <= 2**9) stays
+# in float32's range, and so does its dot with that query: a cosine score over a
+# larger norm (finite since columns.norms_of sums it in float64) may be 1 - dot / inf
+_NORM_SAFE = np.float32(2.0 ** 118)
 
 
 # float32's rounding over a dim-long sum (fastmath may reorder it), with room to spare
