@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, example, given, settings, strategies
 import varvedb as vv
 from conftest import hnsw_arrays_of_format
 from test_fast_lane import _oracle
-from varvedb.index import flat
+from varvedb.index import flat, hnsw
 from varvedb.index.hnsw import HnswIndex
 
 DIM = 64
@@ -282,6 +282,22 @@ def test_serial_and_parallel_linking_build_the_same_graph():
     for name in graphs[0]:
         np.testing.assert_array_equal(graphs[0][name], graphs[1][name])
         np.testing.assert_array_equal(graphs[0][name], graphs[2][name])
+
+
+def test_build_lanes_write_no_cache_line_together():
+    # each lane's scratch row is followed by 128 bytes no kernel writes: two lanes
+    # writing one cache line (a walk's pool is shifted on every insert) bounce it
+    # between the cores (issue 32)
+    ef, m, dim = 200, 16, 16
+    scratch = hnsw._BuildScratch(2, 1_000, dim, ef, m, 3)
+    batch = hnsw._MAX_BATCH
+    used = {"pool_d": ef, "pool_i": ef, "fresh": 2 * m, "batch_dist": batch, "x_d": batch,
+            "x_i": batch, "s_d": ef + batch, "s_i": ef + batch, "over_i": batch,
+            "union_d": 2 * m + batch, "union_i": 2 * m + batch}
+    for name, width in used.items():
+        rows = getattr(scratch, name)
+        assert rows.shape[0] == 2 and rows.flags.c_contiguous, name
+        assert rows.strides[0] - width * rows.itemsize >= 128, name
 
 
 def test_build_is_identical_for_the_same_seed_and_any_thread_count():

@@ -178,6 +178,20 @@ class _Workspace:
                      self.res_i, self.fresh, self.exact_i, self.exact_d)
 
 
+# A lane's scratch row ends this many bytes before the next lane's begins: the
+# lanes write their rows at once (a walk's pool is shifted on every insert), and
+# two rows sharing a cache line (or the pair of lines the adjacent-line
+# prefetcher fetches together) bounce it between the cores on every write.
+_LANE_GAP = 128
+
+
+def _lane_rows(lanes: int, width: int, dtype) -> np.ndarray:
+    """``(lanes, width + pad)`` scratch: each lane's row is followed by
+    ``_LANE_GAP`` bytes no kernel touches (the kernels take their sizes from their
+    arguments, not from the row's length)."""
+    return np.empty((lanes, width + _LANE_GAP // np.dtype(dtype).itemsize), dtype)
+
+
 class _BuildScratch:
     """Per-lane scratch of the batch insert, plus the batch buffers.
 
@@ -192,17 +206,17 @@ class _BuildScratch:
         self.visited = np.zeros((lanes, rows), np.uint16)
         self.generation = np.zeros(lanes, np.int64)
         self.query = np.empty((lanes, dim), query_dtype)   # a row's copy: the walk's query
-        self.batch_dist = np.empty((lanes, _MAX_BATCH), np.float32)
-        self.pool_d = np.empty((lanes, ef), np.float32)
-        self.pool_i = np.empty((lanes, ef), np.int32)
-        self.fresh = np.empty((lanes, m0), np.int32)
-        self.x_d = np.empty((lanes, _MAX_BATCH), np.float32)
-        self.x_i = np.empty((lanes, _MAX_BATCH), np.int32)
-        self.s_d = np.empty((lanes, ef + _MAX_BATCH), np.float32)
-        self.s_i = np.empty((lanes, ef + _MAX_BATCH), np.int32)
-        self.over_i = np.empty((lanes, _MAX_BATCH), np.int32)
-        self.union_d = np.empty((lanes, m0 + _MAX_BATCH), np.float32)
-        self.union_i = np.empty((lanes, m0 + _MAX_BATCH), np.int32)
+        self.batch_dist = _lane_rows(lanes, _MAX_BATCH, np.float32)
+        self.pool_d = _lane_rows(lanes, ef, np.float32)
+        self.pool_i = _lane_rows(lanes, ef, np.int32)
+        self.fresh = _lane_rows(lanes, m0, np.int32)
+        self.x_d = _lane_rows(lanes, _MAX_BATCH, np.float32)
+        self.x_i = _lane_rows(lanes, _MAX_BATCH, np.int32)
+        self.s_d = _lane_rows(lanes, ef + _MAX_BATCH, np.float32)
+        self.s_i = _lane_rows(lanes, ef + _MAX_BATCH, np.int32)
+        self.over_i = _lane_rows(lanes, _MAX_BATCH, np.int32)
+        self.union_d = _lane_rows(lanes, m0 + _MAX_BATCH, np.float32)
+        self.union_i = _lane_rows(lanes, m0 + _MAX_BATCH, np.int32)
         self.fwd = np.empty((_MAX_BATCH, n_levels, m), np.int32)
         self.twin_of = np.empty(_MAX_BATCH, np.int64)
         self.tasks = np.zeros(1, np.int64)    # a phase's next task (kernels.claim)
