@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from click.testing import CliRunner
 
@@ -409,3 +409,72 @@ def test_a_bytes_field_round_trips_into_a_new_and_an_existing_collection(tmp_pat
                      for h in coll.find(None, select=["b", "t"]))
         assert got == want, name
     db.close()
+
+
+# json values that look like .jsonl's marks: one-key {"$bytea": ...} and {"$json": ...}
+_mark_keys = st.sampled_from(["$bytea", "$json"]) | st.text(max_size=4)
+_json_marks = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.sampled_from(["\\x0102", "\\x"])
+    | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_mark_keys, inner, max_size=2),
+    max_leaves=6)
+_json_objects = st.dictionaries(_mark_keys, _json_marks, max_size=2)
+_bytes = st.binary(max_size=6) | st.sampled_from([b"\\x0102", b'{"$bytea": "\\\\x01"}'])
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(first=st.fixed_dictionaries({"j": _json_objects, "b": _bytes}),
+       rest=st.lists(st.fixed_dictionaries({"j": st.none() | _json_objects,
+                                            "b": st.none() | _bytes}), max_size=5),
+       more=st.lists(st.none() | _json_marks, max_size=4))
+@example(first={"j": {"$bytea": "\\x0102"}, "b": b"\x01\x02"}, rest=[], more=[])
+@example(first={"j": {"$bytea": 5}, "b": b""}, rest=[], more=[{"$json": {"$bytea": 5}}])
+def test_a_jsonl_round_trip_keeps_json_values_that_look_like_bytes_marks(
+        tmp_path, first, rest, more):
+    """.jsonl marks a bytes value {"$bytea": "\\x0102"}, and wrote a json value as it
+    was: a json field holding {"$bytea": "\\x0102"} came back as bytes, or refused
+    ("field 'j' is json; bytes is not a JSON value"; {"$bytea": 5}: "holds bytea's
+    hex text"), into a collection the import made (defect). A json value that reads
+    as a mark is written escaped ({"$json": ...}) and read back as it was: into the
+    collection made from the data (json values objects there, so it is made with a
+    json field) and into one of the same schema (json values of any shape)."""
+    from varvedb.transfer import export_file, import_file
+    rows = [{"id": k, **r} for k, r in enumerate([first, *rest])]
+    rows += [{"id": len(rows) + k, "j": j, "b": None} for k, j in enumerate(more)]
+    path = str(tmp_path / "out.jsonl")
+    with vv.connect(":memory:") as db:
+        db.create_collection("a", {"j": "json", "b": "bytes"}).insert(rows)
+        want = sorted(db.collection("a").get(), key=lambda r: r["id"])
+        made = [r for r in want if r["id"] <= len(rest)]
+        export_file(db, "a", path, where=f"id <= {len(rest)}")
+        import_file(db, "made", path, progress=False)
+        assert {n: f.kind for n, f in db.collection("made").schema.fields.items()} == {
+            "j": "json", "b": "bytes"}
+        assert sorted(db.collection("made").get(), key=lambda r: r["id"]) == made
+        export_file(db, "a", path)
+        db.create_collection("same", {"j": "json", "b": "bytes"})
+        import_file(db, "same", path, progress=False)
+        assert sorted(db.collection("same").get(), key=lambda r: r["id"]) == want
+
+
+def test_a_jsonl_of_before_the_escape_imports_as_it_did(tmp_path):
+    """A .jsonl exported before json values were escaped reads as it did: {"$bytea":
+    hex} is bytes but in a json field of an existing collection, and a one-key
+    {"$json": v} that escapes no mark is a json value as it stands."""
+    from varvedb.transfer import export_file, import_file
+    path = tmp_path / "old.jsonl"
+    path.write_text('{"id": 1, "j": {"$bytea": "\\\\x0102"}, "k": {"$json": 1}, '
+                    '"b": {"$bytea": "\\\\x0102"}}\n'
+                    '{"id": 2, "j": {"$json": {"a": 1}}, "k": {"$json": [1]}, "b": "\\\\x03"}\n')
+    with vv.connect(":memory:") as db:
+        db.create_collection("old", {"j": "json", "k": "json", "b": "bytes"})
+        import_file(db, "old", str(path), progress=False)
+        assert db.collection("old").get() == [
+            {"id": 1, "j": {"$bytea": "\\x0102"}, "k": {"$json": 1}, "b": b"\x01\x02"},
+            {"id": 2, "j": {"$json": {"a": 1}}, "k": {"$json": [1]}, "b": b"\x03"}]
+        export_file(db, "old", str(tmp_path / "new.jsonl"))     # the first j escaped only
+        assert [json.loads(line) for line in (tmp_path / "new.jsonl").read_text().splitlines()] == [
+            {"id": 1, "j": {"$json": {"$bytea": "\\x0102"}}, "k": {"$json": 1},
+             "b": {"$bytea": "\\x0102"}},
+            {"id": 2, "j": {"$json": {"a": 1}}, "k": {"$json": [1]}, "b": {"$bytea": "\\x03"}}]

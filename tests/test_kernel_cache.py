@@ -285,3 +285,58 @@ def test_direct_refuses_an_array_of_the_other_byte_order():
     swapped = native.astype(native.dtype.newbyteorder())
     with pytest.raises(TypeError, match="byte order"):
         jit.direct(kernel, swapped, 2)
+
+
+_SUM_MODULE = '''
+from varvedb.kernels.jit import njit
+
+
+@njit(cache=True)
+def total(a):
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += a[i]
+    return s
+'''
+
+_SUM_CALLS = '''
+import numpy as np, swapped_sum as k
+print(k.total(np.arange(10, dtype=np.float32)), k.total(np.arange(10, dtype=np.int64) * 2),
+      k.total(np.arange(10, dtype=np.float64) * 3))
+print(sum(k.total.stats.cache_hits.values()), sum(k.total.stats.cache_misses.values()))
+'''
+
+
+def test_two_swapped_data_files_of_a_kernel_are_compiled_again(tmp_path):
+    """Two .nbc files of one kernel swapped on disk (each its own sound bytes and
+    their digest): the digest covered a file's bytes only, so each was loaded for
+    the other's signature, and every later process failed its calls (TypeError:
+    can't unbox array...) and never compiled again. The digest covers the file's
+    name too: each swapped file is a miss, compiled again and written over. In real
+    processes, as a later run finds a cache."""
+    import subprocess
+    import sys
+    from conftest import child_env
+    (tmp_path / "mod").mkdir()
+    (tmp_path / "mod" / "swapped_sum.py").write_text(_SUM_MODULE)
+    env = child_env()
+    env["PYTHONPATH"] = str(tmp_path / "mod") + ":" + env["PYTHONPATH"]
+    env["NUMBA_CACHE_DIR"] = str(tmp_path / "cache")
+
+    def run():
+        r = subprocess.run([sys.executable, "-c", _SUM_CALLS], env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        sums, counts = r.stdout.splitlines()
+        return sums, tuple(map(int, counts.split()))
+
+    sums, counts = run()
+    assert sums == "45.0 90.0 135.0" and counts == (0, 3)
+    files = sorted((tmp_path / "cache").rglob("*swapped_sum*.nbc"))
+    assert len(files) == 3
+    a, b = files[0].read_bytes(), files[1].read_bytes()
+    assert a != b
+    files[0].write_bytes(b)
+    files[1].write_bytes(a)
+    assert run() == (sums, (1, 2))          # the swapped two compiled again
+    assert run() == (sums, (3, 0))          # and written over: all three load

@@ -37,6 +37,12 @@ as of a version (`as_of`) and filtered (`where`). An import reads the marks back
 as bytes (a collection it makes has bytes fields there; a bytes field of an
 existing one also takes the hex text unmarked, as exports before the marks
 wrote it), so a round trip gives back the bytes, into a new collection too.
+A json value that would read as a mark — a one-key object `{"$bytea": ...}`, or
+`{"$json": v}` around such a one (`_escaped`) — is written escaped, inside
+`{"$json": ...}`, and read back unescaped: a json value and a bytes value never
+share a form. (Exports before the escape wrote such json values as they were: an
+existing collection's json field keeps a `{"$bytea": ...}` as JSON, a new
+collection takes it for bytes.)
 """
 from __future__ import annotations
 
@@ -131,7 +137,8 @@ def _export(db, name, path, as_of, where, params) -> int:
                                 json=frozenset(n for n in fields if kinds[n] == "json")), path)
     elif suffix == ".jsonl":
         with open(path, "w", encoding="utf-8") as f:
-            for h in hits:      # (a bytes value marked: {"$bytea": its hex text})
+            for h in hits:      # (a bytes value marked: {"$bytea": its hex text};
+                # a json value that reads as one escaped: {"$json": the value})
                 f.write(json.dumps({"id": h.id, **{n: _json_value(h.fields[n], kinds[n])
                                                    for n in fields}},
                                    ensure_ascii=False) + "\n")
@@ -237,13 +244,17 @@ def _json_from_text(coll, batch):
 def _bytes_from_text(coll, rows: list) -> list:
     """jsonl rows with their bytes decoded: each `{"$bytea": "\\x0102"}` (export's mark)
     but in a json field of `coll`, and a bytes field's hex text unmarked (an export
-    of before the mark). `coll`: None where the import makes the collection."""
+    of before the mark); and each escaped json value (`{"$json": v}`, v `_escaped`)
+    as v. `coll`: None where the import makes the collection."""
     fields = {} if coll is None else coll.schema.fields
     texts = [n for n, f in fields.items() if f.kind == "bytes"]
     for r in rows:
         for n, v in r.items():
-            if type(v) is dict and len(v) == 1 and BYTES_KEY in v and (
-                    n not in fields or fields[n].kind != "json"):
+            if type(v) is not dict or len(v) != 1:
+                continue
+            if JSON_KEY in v and _escaped(v[JSON_KEY]):
+                r[n] = v[JSON_KEY]
+            elif BYTES_KEY in v and (n not in fields or fields[n].kind != "json"):
                 got = v[BYTES_KEY]
                 if not isinstance(got, str):
                     raise FieldTypeError(f"field {n!r}: a {{{BYTES_KEY!r}: ...}} value holds "
@@ -256,7 +267,22 @@ def _bytes_from_text(coll, rows: list) -> list:
 
 
 BYTES_KEY = "$bytea"        # .jsonl: a bytes value is {"$bytea": "\\x0102"}
+JSON_KEY = "$json"          # .jsonl: a json value v that is _escaped is {"$json": v}
 BYTEA_MARK = "::bytea"      # .csv: a bytes column's header is name::bytea
+
+
+def _escaped(v) -> bool:
+    """Whether json value `v` is written escaped in .jsonl, as {"$json": v}: a one-key
+    object that reads as a mark, {"$bytea": ...} or {"$json": w} with w _escaped
+    (so {"$json": 1}, which is no mark, stays as it is, as exports before the
+    escape wrote it)."""
+    while type(v) is dict and len(v) == 1:
+        if BYTES_KEY in v:
+            return True
+        if JSON_KEY not in v:
+            return False
+        v = v[JSON_KEY]
+    return False
 
 
 def _marked_bytes(pa, batch):
@@ -487,6 +513,8 @@ def _json_value(v, kind: str):
         return str(v)
     if kind == "bytes":         # bytea's text, marked as bytes: an import takes it back
         return {BYTES_KEY: bytea_text(v)}
+    if kind == "json" and _escaped(v):      # not a mark: escaped, which an import undoes
+        return {JSON_KEY: v}
     if isinstance(v, np.ndarray):
         return v.tolist()
     if kind == "timestamp":

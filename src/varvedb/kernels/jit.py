@@ -37,12 +37,15 @@ the kernel's own file: a kernel's machine code holds the inlined helpers and
 constants of the modules it imports, so a change to any of them must miss.
 
 Each data file (.nbc: the pickled machine code of one specialisation) carries
-a SHA-256 of its bytes, written with them and checked before they are
-unpickled (:func:`_save_checked`, :func:`_load_checked`): a file damaged on
+a SHA-256 of its name and its bytes, written with them and checked before they
+are unpickled (:func:`_save_checked`, :func:`_load_checked`): a file damaged on
 disk — a flipped byte of machine code unpickles as well as a sound one, and
 would run — is a miss, compiled again and written over, as a file of another
-format (numba's own, without the digest) is. The index (.nbi) holds only
-keys and file names, which numba checks itself (its version, the stamp).
+format (numba's own, without the digest) is, and so is a sound file under
+another entry's name (two of a kernel's files swapped: its code for float64
+arrays loaded for float32 ones failed every later call, never compiled again).
+The index (.nbi) holds only keys and file names, which numba checks itself
+(its version, the stamp).
 """
 from __future__ import annotations
 
@@ -130,27 +133,35 @@ def _save_locked(save, lock: str, key, data) -> None:
         save(key, data)
 
 
-# a data file's head: this tag, then the SHA-256 of the pickled bytes after it
+# a data file's head: this tag, then the SHA-256 of its name and the pickled bytes after it
 _CHECKED = b"varvedb-nbc-sha256\n"
 _HEAD = len(_CHECKED) + 32
+
+
+def _digest(name: str, body) -> bytes:
+    """The digest of data file `name` (the index's name for one key: its identity,
+    which a file's bytes alone do not say) holding `body`."""
+    digest = hashlib.sha256(name.encode() + b"\0")
+    digest.update(body)
+    return digest.digest()
 
 
 def _save_checked(cache_file, name: str, data) -> None:
     """numba's IndexDataCacheFile._save_data, the bytes headed by their digest."""
     body = cache_file._dump(data)
     with cache_file._open_for_write(cache_file._data_path(name)) as f:
-        f.write(_CHECKED + hashlib.sha256(body).digest() + body)
+        f.write(_CHECKED + _digest(name, body) + body)
 
 
 def _load_checked(cache_file, name: str):
     """numba's IndexDataCacheFile._load_data, refusing (OSError: numba's load
-    reads it as a miss, and the kernel is compiled again) a file whose bytes do
-    not match their digest, or that has none."""
+    reads it as a miss, and the kernel is compiled again) a file whose name and
+    bytes do not match their digest, or that has none."""
     path = cache_file._data_path(name)
     with open(path, "rb") as f:
         data = f.read()
     body = memoryview(data)[_HEAD:]
-    if not data.startswith(_CHECKED) or hashlib.sha256(body).digest() != data[len(_CHECKED):_HEAD]:
+    if not data.startswith(_CHECKED) or _digest(name, body) != data[len(_CHECKED):_HEAD]:
         raise OSError(f"{path}: the cached machine code does not match its digest")
     return pickle.loads(body)
 
