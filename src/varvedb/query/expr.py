@@ -574,6 +574,8 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         return _json_path(a, b, op == "->>")
     if op in OPERATORS:
         return _distance(op, a, b)
+    if op == "||":
+        a, b = _textcat_sides(a, b)
     a, b = _unify(a, b)
     nulls = a.nulls | b.nulls
     if a.kind == "null" or b.kind == "null":
@@ -642,6 +644,38 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         out = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
                "%": np.fmod}[op](x, y)
     return Val(a.kind, out, nulls)
+
+
+# kinds with no || of their own: an untyped literal (or NULL) beside one is text
+_NO_CONCAT = ("int", "float", "bool", "timestamp", "sparsevec")
+
+
+def _textcat_sides(a: Val, b: Val) -> tuple[Val, Val]:
+    """The sides of a non-array || as PostgreSQL resolves them: text beside any other
+    type, or an untyped literal (or NULL) beside a type with no || of its own
+    (_NO_CONCAT), is textanycat / anytextcat: the other side as its text output
+    ('row ' || 5 is 'row 5', tx || jsonb_col text); an untyped literal beside jsonb,
+    bytea or a vector is read as that type (_unify), and int || int stays 42883."""
+    def textcat(x: Val, y: Val) -> bool:
+        untyped = ("unknown", "null")
+        return x.kind == "text" and y.kind not in ("text", *untyped) or \
+            x.kind in untyped and y.kind in _NO_CONCAT
+    if textcat(a, b) or textcat(b, a):
+        return _as_text(a), _as_text(b)
+    return a, b
+
+
+def _as_text(v: Val) -> Val:
+    """A column as its text output (what ::text gives); an untyped literal as text,
+    an untyped NULL as a text NULL."""
+    if v.kind == "text":
+        return v
+    if v.kind == "unknown":
+        return Val("text", v.data, v.nulls)
+    if v.kind == "null":
+        return Val("text", np.full(len(v), None, dtype=object), v.nulls)
+    return Val("text", np.array([_text_of(v.kind, x) for x in v.python()], dtype=object),
+               v.nulls)
 
 
 _VECTOR_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "||": None}
@@ -1279,8 +1313,7 @@ def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
     if kind == "text":
         if isinstance(e.arg, Cast) and e.arg.kind == "regclass" and v.kind == "int":
             return _regclass(v, env)    # 't'::regclass::text: the name the OID is shown as
-        return Val("text", np.array([_text_of(v.kind, x) for x in v.python()], dtype=object),
-                   v.nulls)
+        return _as_text(v)
     if kind in ("int", "float", "bool") and v.kind in ("int", "float", "bool"):
         return Val(kind, v.data.astype({"int": np.int64, "float": np.float64, "bool": bool}[kind]),
                    v.nulls)
