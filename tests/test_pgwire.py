@@ -1315,6 +1315,9 @@ UNTYPED_PARAMETERS = [
     ("SELECT $1 || 5", ["a"]), ("SELECT $1 || 5", [None]), ("SELECT $1 || 'x'", [7]),
     ("SELECT 5 || $1", ["a"]), ("SELECT $1 || $2", ["a", 5]), ("SELECT $1 || $2", [5, 6]),
     ("SELECT 'a' || $1", [1.5]), ("SELECT 'a' || $1", [True]),
+    # to_json / to_jsonb of an untyped value (a NULL one too) is 42804, of a typed one its JSON
+    ("SELECT to_json($1)", [None]), ("SELECT to_jsonb($1)", [None]), ("SELECT to_json($1)", ["a"]),
+    ("SELECT to_json($1) FROM (SELECT 1) s WHERE false", [None]), ("SELECT to_jsonb($1)", [5]),
 ]
 
 

@@ -980,8 +980,7 @@ def _func(e: Func, rel: Rel, env: Env) -> Val:
     if e.name in SET_FUNCTIONS:     # (a select list's: sql/select.py's ProjectSet)
         raise SqlError("0A000", f"set-returning function {e.name}() is only supported at "
                                 "the top of a select list's expressions")
-    if e.name in _POLYMORPHIC and e.args and isinstance(e.args[0], Const) \
-            and e.args[0].value is None:
+    if e.name in _POLYMORPHIC and e.args and _untyped_null(e.args[0], env):
         raise _untyped_polymorphic()        # (to_json(NULL): PostgreSQL's too)
     args = [evaluate(a, rel, env) for a in e.args]
     fn = FUNCTIONS.get(e.name)
@@ -997,6 +996,14 @@ def _func(e: Func, rel: Rel, env: Env) -> Val:
 
 _signature = functools.cache(inspect.signature)
 _POLYMORPHIC = frozenset({"to_json", "to_jsonb"})     # (anyelement: a literal NULL is unknown)
+
+
+def _untyped_null(e, env: Env) -> bool:
+    """Is `e` an untyped NULL: the literal, or a parameter whose value is None (which
+    psycopg sends as unknown: to_json($1) with None is 42804 from PostgreSQL too)?"""
+    if isinstance(e, Param):
+        return 1 <= e.index <= len(env.params) and env.params[e.index - 1] is None
+    return isinstance(e, Const) and e.value is None
 
 
 # ---- full-text (query/text_funcs.py does the work over row numbers) ----------------
