@@ -567,6 +567,12 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         return Val(v.kind, -v.data, v.nulls)
     a, b = (evaluate(x, rel, env) for x in e.args)
     if op == "||" and "array" in (a.kind, b.kind):
+        if "unknown" in (a.kind, b.kind):       # an untyped literal: the array's type
+            a, b = _unify(a, b)
+        if a.kind == "array" and b.kind in _ELEMENT_KINDS:
+            return _array_add(a, b, append=True)
+        if b.kind == "array" and a.kind in _ELEMENT_KINDS:
+            return _array_add(b, a, append=False)
         if {a.kind, b.kind} - {"array", "null"}:
             raise SqlError("42883", f"operator does not exist: {a.kind} || {b.kind}")
         return Val("array", *arrays.concat(_array_data(a), a.nulls, _array_data(b), b.nulls))
@@ -644,6 +650,35 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         out = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
                "%": np.fmod}[op](x, y)
     return Val(a.kind, out, nulls)
+
+
+_ELEMENT_KINDS = ("int", "float", "bool", "text")
+
+
+def _array_add(arr: Val, v: Val, append: bool) -> Val:
+    """array || element, element || array (array_append / array_prepend): the value a
+    row added at the end or the start, a NULL one as a NULL element; the element as
+    the array's type (an int beside float8[] a float; a float beside int[] makes
+    float8[], as PostgreSQL's anycompatible), 42883 where they have none in common
+    (text || int[])."""
+    data = _array_data(arr)
+    spec = arr.literal or arrays.element_spec(data)
+    kind = array_element(spec)[0] if arr.literal or any(
+        x for x in data if x) else v.kind     # (no element says: the value's own)
+    if (kind, v.kind) == ("int", "float"):
+        data = object_array([None if x is None else [None if y is None else float(y)
+                                                     for y in x] for x in data])
+        kind, spec = "float", "float"
+    elif (kind, v.kind) == ("float", "int"):
+        v = coerce(v, "float")
+    if kind != v.kind:
+        left, right = ("array", v.kind) if append else (v.kind, "array")
+        raise SqlError("42883", f"operator does not exist: {left} || {right}")
+    out = np.empty(len(data), dtype=object)
+    for i, (x, y, null) in enumerate(zip(data, v.python(), arr.nulls.tolist())):
+        xs = [] if null else list(x)
+        out[i] = xs + [y] if append else [y] + xs
+    return Val("array", out, np.zeros(len(out), bool), spec if arr.literal else arr.literal)
 
 
 # kinds with no || of their own: an untyped literal (or NULL) beside one is text
