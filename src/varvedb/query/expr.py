@@ -582,6 +582,8 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         return _distance(op, a, b)
     if op == "||":
         a, b = _textcat_sides(a, b)
+        if {a.kind, b.kind} & {"tsvector", "tsquery"}:     # (text || either is text's)
+            raise NotSupportedError(f"{a.kind} || {b.kind} is not supported")
     a, b = _unify(a, b)
     nulls = a.nulls | b.nulls
     if a.kind == "null" or b.kind == "null":
