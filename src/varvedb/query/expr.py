@@ -666,7 +666,7 @@ def _array_add(arr: Val, v: Val, append: bool) -> Val:
     data = _array_data(arr)
     spec = arr.literal or arrays.element_spec(data)
     kind = array_element(spec)[0] if arr.literal or any(
-        x for x in data if x) else v.kind     # (no element says: the value's own)
+        x is not None and len(x) for x in data) else v.kind  # (no element says: v's own)
     if (kind, v.kind) == ("int", "float"):
         data = object_array([None if x is None else [None if y is None else float(y)
                                                      for y in x] for x in data])
