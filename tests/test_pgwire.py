@@ -1384,3 +1384,37 @@ def test_a_large_results_rows_are_sent_as_they_are_encoded(tmp_path, extended):
     assert len(with_rows) >= n // C.ROWS_PER_WRITE
     assert b"C" not in {k for k, _ in _messages(with_rows[0])}
     assert max(map(len, with_rows)) < 2 * len(b"".join(sends)) / (n // C.ROWS_PER_WRITE)
+
+
+# Parameters psycopg sends untyped (a str, None: oid 0) or typed (an int: int2 here),
+# beside an operator or function that resolves them: PostgreSQL's answer is the reference
+UNTYPED_PARAMETERS = [
+    # || beside a type with no || of its own is text's (textanycat / anytextcat)
+    ("SELECT $1 || 5", ["a"]), ("SELECT $1 || 5", [None]), ("SELECT $1 || 'x'", [7]),
+    ("SELECT 5 || $1", ["a"]), ("SELECT $1 || $2", ["a", 5]), ("SELECT $1 || $2", [5, 6]),
+    ("SELECT 'a' || $1", [1.5]), ("SELECT 'a' || $1", [True]),
+    # to_json / to_jsonb of an untyped value (a NULL one too) is 42804, of a typed one its JSON
+    ("SELECT to_json($1)", [None]), ("SELECT to_jsonb($1)", [None]), ("SELECT to_json($1)", ["a"]),
+    ("SELECT to_json($1) FROM (SELECT 1) s WHERE false", [None]), ("SELECT to_jsonb($1)", [5]),
+]
+
+
+@pytest.mark.parametrize("text,params", UNTYPED_PARAMETERS)
+def test_untyped_parameters_resolve_as_postgres_resolves_them(server, pg, text, params):
+    """Each statement over the wire, text and binary, against varvedb and PostgreSQL:
+    the same rows and column types, or the same SQLSTATE."""
+    def answers(conn) -> list:
+        out = []
+        for binary in (False, True):
+            cur = psycopg.RawCursor(conn)
+            try:
+                cur.execute(text, params, binary=binary)
+                out.append((cur.fetchall(), [d.type_code for d in cur.description]))
+            except psycopg.Error as e:
+                out.append(e.sqlstate)
+        return out
+    with connect(server) as conn:
+        got = answers(conn)
+    with psycopg.connect(pg.server.get_uri(database="varve_cases"), autocommit=True) as conn:
+        want = answers(conn)
+    assert got == want

@@ -1677,3 +1677,15 @@ def test_alter_column_type_keeps_a_columns_type_or_says_how_to_change_it():
         assert db.sql("SELECT * FROM t").columns == ["id", "x", "v", "f"]
     finally:
         db.close()
+
+
+def test_a_none_parameter_is_an_untyped_null_to_to_json(db):
+    """db.sql()'s None is the untyped NULL psycopg sends: to_json($1) / to_jsonb($1)
+    is 42804 as to_json(NULL) is (PostgreSQL answers a client so), on no row too;
+    a parameter with a value, or a NULL with a type, is that value's JSON."""
+    for text in ("SELECT to_json($1)", "SELECT to_jsonb($1)",
+                 "SELECT to_json($1) FROM (SELECT 1) s WHERE false"):
+        with pytest.raises(vv.SqlError) as e:
+            db.sql(text, [None])
+        assert e.value.sqlstate == "42804"
+    assert db.sql("SELECT to_jsonb($1), to_json($2::text)", [5, None]).rows == [(5, None)]

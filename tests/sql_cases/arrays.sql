@@ -111,3 +111,21 @@ SELECT '{,}'::text[];
 -- !! 22P02
 SELECT '{"",b}'::text[] AS t;
 -- => [(['', 'b'],)]
+-- array || element and element || array (array_append / array_prepend): a NULL array
+-- takes the element, a NULL element is appended; an int beside float8[] is a float, a
+-- float8 beside integer[] makes float8[]; an untyped literal beside an array is an array
+CREATE TABLE app (id bigint PRIMARY KEY, i int, f double precision, tx text, a int[], fa float8[], ta text[]);
+INSERT INTO app VALUES (1, 2, 1.5, 'hi', '{1,2}', '{0.5}', '{a,b}'), (2, NULL, NULL, NULL, NULL, NULL, NULL),
+    (3, 4, 2, 'x', '{}', '{}', '{}');
+SELECT id, a || i, i || a, a || 5, fa || f, fa || i, tx || ta, ta || tx, a || NULL::int, a || f FROM app ORDER BY id;
+-- => [(1, [1, 2, 2], [2, 1, 2], [1, 2, 5], [0.5, 1.5], [0.5, 2.0], ['hi', 'a', 'b'], ['a', 'b', 'hi'], [1, 2, None], [1.0, 2.0, 1.5]),
+--     (2, [None], [None], [5], [None], [None], [None], [None], [None], [None]),
+--     (3, [4], [4], [5], [2.0], [4.0], ['x'], ['x'], [None], [2.0])]
+SELECT '{1}'::int[] || 2, 2 || '{1}'::int[], '{1}'::int[] || '{2}', ARRAY['a'] || 'b'::text;
+-- => [([1, 2], [2, 1], [1, 2], ['a', 'b'])]
+SELECT tx || a FROM app;
+-- !! 42883
+SELECT a || true FROM app;
+-- !! 42883
+SELECT ARRAY['a'] || 'b';
+-- !! 22P02

@@ -24,6 +24,22 @@ SELECT id, name || ' the ' || kind AS title FROM pets WHERE id <= 2 ORDER BY id;
 -- => [(1, 'Rex the dog'), (2, 'Tom the cat')]
 SELECT id, name || NULL FROM pets WHERE id = 1;
 -- => [(1, None)]
+-- || beside a type with no || of its own is text's (anytextcat / textanycat): that side's
+-- text output; an untyped literal beside jsonb or bytea is read as that type, int || int has none
+SELECT 'row ' || 5::bigint, 5 || 'x', 'x' || 1.5, 'x' || true, 'x' || NULL, 'a' || 1 || 2, 'ab' || -3;
+-- => [('row 5', '5x', 'x1.5', 'xtrue', None, 'a12', 'ab-3')]
+SELECT '{1}' || 2, 'x' || '2024-01-02 03:04:05+00'::timestamptz, 'x' || '{1:1}/3'::sparsevec, 'x' || 'NaN'::float8;
+-- => [('{1}2', 'x2024-01-02 03:04:05+00', 'x{1:1}/3', 'xNaN')]
+SELECT id, 'pet ' || id || ': ' || name || ' ' || age, weight || 'kg', name || tags, NULL || age, age || NULL::text
+FROM pets WHERE id IN (2, 3) ORDER BY id;
+-- => [(2, 'pet 2: Tom 5', '4.25kg', 'Tom{"color": "grey"}', None, None),
+--     (3, 'pet 3: Kiki 1', '0.5kg', None, None, None)]
+SELECT 'x' || tags FROM pets WHERE id = 1;
+-- !! 22P02
+SELECT 1 || 2;
+-- !! 42883
+SELECT NULL::int || age FROM pets;
+-- !! 42883
 SELECT id FROM pets WHERE name ILIKE 'r%' OR name ILIKE '%KI';
 -- => [(1,), (3,)]
 SELECT id FROM pets WHERE name NOT ILIKE '%o%';

@@ -90,3 +90,13 @@ SELECT count(*) FROM generate_series(1, 10000000) g;
 -- => [(10000000,)]
 SELECT count(*) FROM generate_series(1, 4000) a, generate_series(1, 3000) b;
 -- !! 54000
+-- tsvector || and tsquery || (an untyped literal beside one: a KeyError was raised);
+-- text beside either is text's concatenation, as PostgreSQL's
+SELECT 'x' || to_tsquery('simple', 'a');
+-- !! 0A000
+SELECT to_tsvector('simple', 'a') || 'b';
+-- !! 0A000
+SELECT to_tsquery('simple', 'a') || to_tsquery('simple', 'b');
+-- !! 0A000
+SELECT 'x'::text || to_tsquery('simple', 'a');
+-- => [("x'a'",)]

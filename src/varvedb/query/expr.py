@@ -567,6 +567,12 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         return Val(v.kind, -v.data, v.nulls)
     a, b = (evaluate(x, rel, env) for x in e.args)
     if op == "||" and "array" in (a.kind, b.kind):
+        if "unknown" in (a.kind, b.kind):       # an untyped literal: the array's type
+            a, b = _unify(a, b)
+        if a.kind == "array" and b.kind in _ELEMENT_KINDS:
+            return _array_add(a, b, append=True)
+        if b.kind == "array" and a.kind in _ELEMENT_KINDS:
+            return _array_add(b, a, append=False)
         if {a.kind, b.kind} - {"array", "null"}:
             raise SqlError("42883", f"operator does not exist: {a.kind} || {b.kind}")
         return Val("array", *arrays.concat(_array_data(a), a.nulls, _array_data(b), b.nulls))
@@ -574,6 +580,10 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         return _json_path(a, b, op == "->>")
     if op in OPERATORS:
         return _distance(op, a, b)
+    if op == "||":
+        a, b = _textcat_sides(a, b)
+        if {a.kind, b.kind} & {"tsvector", "tsquery"}:     # (text || either is text's)
+            raise NotSupportedError(f"{a.kind} || {b.kind} is not supported")
     a, b = _unify(a, b)
     nulls = a.nulls | b.nulls
     if a.kind == "null" or b.kind == "null":
@@ -642,6 +652,67 @@ def _op(e: Op, rel: Rel, env: Env) -> Val:
         out = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
                "%": np.fmod}[op](x, y)
     return Val(a.kind, out, nulls)
+
+
+_ELEMENT_KINDS = ("int", "float", "bool", "text")
+
+
+def _array_add(arr: Val, v: Val, append: bool) -> Val:
+    """array || element, element || array (array_append / array_prepend): the value a
+    row added at the end or the start, a NULL one as a NULL element; the element as
+    the array's type (an int beside float8[] a float; a float beside int[] makes
+    float8[], as PostgreSQL's anycompatible), 42883 where they have none in common
+    (text || int[])."""
+    data = _array_data(arr)
+    spec = arr.literal or arrays.element_spec(data)
+    kind = array_element(spec)[0] if arr.literal or any(
+        x is not None and len(x) for x in data) else v.kind  # (no element says: v's own)
+    if (kind, v.kind) == ("int", "float"):
+        data = object_array([None if x is None else [None if y is None else float(y)
+                                                     for y in x] for x in data])
+        kind, spec = "float", "float"
+    elif (kind, v.kind) == ("float", "int"):
+        v = coerce(v, "float")
+    if kind != v.kind:
+        left, right = ("array", v.kind) if append else (v.kind, "array")
+        raise SqlError("42883", f"operator does not exist: {left} || {right}")
+    out = np.empty(len(data), dtype=object)
+    for i, (x, y, null) in enumerate(zip(data, v.python(), arr.nulls.tolist())):
+        xs = [] if null else list(x)
+        out[i] = xs + [y] if append else [y] + xs
+    return Val("array", out, np.zeros(len(out), bool), spec if arr.literal else arr.literal)
+
+
+# kinds with no || of their own: an untyped literal (or NULL) beside one is text
+_NO_CONCAT = ("int", "float", "bool", "timestamp", "sparsevec")
+
+
+def _textcat_sides(a: Val, b: Val) -> tuple[Val, Val]:
+    """The sides of a non-array || as PostgreSQL resolves them: text beside any other
+    type, or an untyped literal (or NULL) beside a type with no || of its own
+    (_NO_CONCAT), is textanycat / anytextcat: the other side as its text output
+    ('row ' || 5 is 'row 5', tx || jsonb_col text); an untyped literal beside jsonb,
+    bytea or a vector is read as that type (_unify), and int || int stays 42883."""
+    def textcat(x: Val, y: Val) -> bool:
+        untyped = ("unknown", "null")
+        return x.kind == "text" and y.kind not in ("text", *untyped) or \
+            x.kind in untyped and y.kind in _NO_CONCAT
+    if textcat(a, b) or textcat(b, a):
+        return _as_text(a), _as_text(b)
+    return a, b
+
+
+def _as_text(v: Val) -> Val:
+    """A column as its text output (what ::text gives); an untyped literal as text,
+    an untyped NULL as a text NULL."""
+    if v.kind == "text":
+        return v
+    if v.kind == "unknown":
+        return Val("text", v.data, v.nulls)
+    if v.kind == "null":
+        return Val("text", np.full(len(v), None, dtype=object), v.nulls)
+    return Val("text", np.array([_text_of(v.kind, x) for x in v.python()], dtype=object),
+               v.nulls)
 
 
 _VECTOR_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "||": None}
@@ -946,8 +1017,7 @@ def _func(e: Func, rel: Rel, env: Env) -> Val:
     if e.name in SET_FUNCTIONS:     # (a select list's: sql/select.py's ProjectSet)
         raise SqlError("0A000", f"set-returning function {e.name}() is only supported at "
                                 "the top of a select list's expressions")
-    if e.name in _POLYMORPHIC and e.args and isinstance(e.args[0], Const) \
-            and e.args[0].value is None:
+    if e.name in _POLYMORPHIC and e.args and _untyped_null(e.args[0], env):
         raise _untyped_polymorphic()        # (to_json(NULL): PostgreSQL's too)
     args = [evaluate(a, rel, env) for a in e.args]
     fn = FUNCTIONS.get(e.name)
@@ -963,6 +1033,14 @@ def _func(e: Func, rel: Rel, env: Env) -> Val:
 
 _signature = functools.cache(inspect.signature)
 _POLYMORPHIC = frozenset({"to_json", "to_jsonb"})     # (anyelement: a literal NULL is unknown)
+
+
+def _untyped_null(e, env: Env) -> bool:
+    """Is `e` an untyped NULL: the literal, or a parameter whose value is None (which
+    psycopg sends as unknown: to_json($1) with None is 42804 from PostgreSQL too)?"""
+    if isinstance(e, Param):
+        return 1 <= e.index <= len(env.params) and env.params[e.index - 1] is None
+    return isinstance(e, Const) and e.value is None
 
 
 # ---- full-text (query/text_funcs.py does the work over row numbers) ----------------
@@ -1279,8 +1357,7 @@ def _cast_value(e: Cast, rel: Rel, env: Env) -> Val:
     if kind == "text":
         if isinstance(e.arg, Cast) and e.arg.kind == "regclass" and v.kind == "int":
             return _regclass(v, env)    # 't'::regclass::text: the name the OID is shown as
-        return Val("text", np.array([_text_of(v.kind, x) for x in v.python()], dtype=object),
-                   v.nulls)
+        return _as_text(v)
     if kind in ("int", "float", "bool") and v.kind in ("int", "float", "bool"):
         return Val(kind, v.data.astype({"int": np.int64, "float": np.float64, "bool": bool}[kind]),
                    v.nulls)
