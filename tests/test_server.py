@@ -770,6 +770,45 @@ def test_a_request_past_the_timeout_is_504_applies_nothing_and_the_server_goes_o
         assert status == 200 and out["count"] == want
 
 
+def test_metrics_sum_each_process_counts_and_drop_a_dead_ones_busy(tmp_path, monkeypatch):
+    """serve --workers N: each process's counts in a file of its own in the
+    folder, summed at the scrape; a dead process's counts stay, its busy
+    threads leave (metrics.mark_dead); many keys outgrow the first array."""
+    from varvedb.server import metrics as M
+
+    def value(text, name):
+        return sum(float(line.split()[-1]) for line in text.splitlines()
+                   if line.startswith(name))
+    monkeypatch.setenv(M.ENV, str(tmp_path))
+    db = vv.connect(str(tmp_path / "m.varve"))
+    try:
+        one, two = M.Metrics(db), M.Metrics(db)      # two "processes"
+        for i in range(300):        # 300 keys of 18 values: past the first 4096
+            for m in (one, two):
+                m.observe("/r", "GET", 200 + i, 0.0007)
+        one.observe("/r", "GET", 200, 100.0)
+        one.work_started()
+        two.work_started()
+        two.work_canceled()
+        text = one.render()
+        assert value(text, 'varvedb_http_requests_total{method="GET",route="/r",') == 601
+        assert value(text, 'varvedb_http_request_duration_seconds_count{method="GET",'
+                           'route="/r",status="200"}') == 3
+        assert value(text, 'varvedb_http_request_duration_seconds_bucket{le="0.0005",') == 0
+        assert value(text, 'varvedb_http_request_duration_seconds_bucket{le="0.001",') == 600
+        assert value(text, 'varvedb_http_request_duration_seconds_bucket{le="+Inf",') == 601
+        assert value(text, 'varvedb_http_request_duration_seconds_sum{method="GET",'
+                           'route="/r",status="200"}') == pytest.approx(100.0014)
+        assert value(text, "varvedb_pool_threads_busy ") == 2
+        assert value(text, "varvedb_requests_canceled_total ") == 1
+        M.mark_dead(str(tmp_path), os.getpid())       # both "processes" end
+        text = M.Metrics(db).render()
+        assert value(text, 'varvedb_http_requests_total{method="GET",route="/r",') == 601
+        assert value(text, "varvedb_pool_threads_busy ") == 0
+        assert value(text, "varvedb_requests_canceled_total ") == 1
+    finally:
+        db.close()
+
 def test_metrics_count_vacuums_backups_and_unindexed_rows(tmp_path):
     from varvedb.server.metrics import Metrics
 

@@ -270,6 +270,49 @@ def test_metrics_sum_the_workers_requests(served):
     assert counted() == before + 40
 
 
+
+def test_metrics_totals_over_the_workers_equal_the_searches_sent(served):
+    """The hot search path (answered by the protocol itself on a kept
+    connection, or the ASGI way) counts each search once, in whichever worker
+    took it: the requests, the histogram's count and +Inf bucket all rise by
+    the searches sent, and the busy gauge counts the scrape alone."""
+    srv, _, vecs = served
+    workers_answering(srv)
+    labels = 'method="POST",route="/collections/{c}/search",status="200"'
+
+    def figures() -> dict:
+        text = once(srv, "GET", "/metrics")[1]
+        out = {}
+        for line in text.splitlines():
+            if line.startswith("#"):
+                continue
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+        return out
+
+    def search_figures(f: dict) -> tuple:
+        return (f.get(f"varvedb_http_requests_total{{{labels}}}", 0.0),
+                f.get(f"varvedb_http_request_duration_seconds_count{{{labels}}}", 0.0),
+                f.get(f'varvedb_http_request_duration_seconds_bucket{{le="+Inf",{labels}}}',
+                      0.0),
+                f.get(f"varvedb_http_request_duration_seconds_sum{{{labels}}}", 0.0))
+    before = search_figures(figures())
+    kept = Http(srv)
+    try:
+        for i in range(60):
+            body = {"vector": vecs[i].tolist(), "limit": 5}
+            status = (kept("POST", "/collections/docs/search", body) if i % 2 else
+                      once(srv, "POST", "/collections/docs/search", body))[0]
+            assert status == 200
+    finally:
+        kept.close()
+    after = figures()
+    got = search_figures(after)
+    assert got[:3] == (before[0] + 60, before[1] + 60, before[2] + 60)
+    assert got[3] > before[3]
+    assert after["varvedb_pool_threads_busy"] == 1.0
+    assert after["varvedb_requests_canceled_total"] == 0.0
+
 # ---- lifecycle ---------------------------------------------------------------------------
 
 def test_a_worker_killed_under_load_comes_back_and_nothing_is_lost(tmp_path):

@@ -124,7 +124,7 @@ def _run_job(job: Job, work, parts, metrics, follower=None, wanted=None):
     if not job.start():
         raise E.RequestTimeoutError("the request waited past the server's timeout")
     Job.current.job = job
-    metrics.busy.inc()
+    metrics.work_started()
     try:
         if follower is not None:
             follower.catch_up(wanted)
@@ -135,10 +135,10 @@ def _run_job(job: Job, work, parts, metrics, follower=None, wanted=None):
         finally:
             job.seconds = time.perf_counter() - t0
     except E.QueryCanceledError:
-        metrics.canceled.inc()
+        metrics.work_canceled()
         raise
     finally:
-        metrics.busy.dec()
+        metrics.work_ended()
         Job.current.job = None
 
 

@@ -33,8 +33,8 @@ Lifecycle: SIGTERM or SIGINT to the supervisor is passed to the workers first
 the writer (which checkpoints and closes the file). A child that dies is
 started again (a worker, or the writer: the kernel freed its lock); a child
 whose parent dies gets SIGTERM (PR_SET_PDEATHSIG), so none is orphaned.
-Metrics are summed over the processes (prometheus-client's multiprocess
-mode, in the private folder): see docs/server.md.
+Metrics are summed over the processes (each keeps its counts in a mapped
+file of its own in the private folder: metrics.Counts): see docs/server.md.
 """
 from __future__ import annotations
 
@@ -129,7 +129,8 @@ def serve_workers(path: str, workers: int, *, host: str, port: int, token: str |
         port = held.getsockname()[1]
         VersionBoard(os.path.join(folder, "version"), create=True)
         os.mkdir(os.path.join(folder, "metrics"))
-        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": os.path.join(folder, "metrics")}
+        from .metrics import ENV
+        env = {**os.environ, ENV: os.path.join(folder, "metrics")}
         common = {"path": path, "folder": folder, "token": token, "parent": os.getpid(),
                   "options": app_options}
         writer = _Child("writer", {**common, "role": "writer", "pg_port": pg_port,
@@ -178,8 +179,8 @@ def _supervise(writer: _Child, readers: list[_Child], folder: str, where: str, p
 def _restart(child: _Child, folder: str) -> None:
     print(f"varvedb: {child.role} (pid {child.proc.pid}) ended with "
           f"{child.proc.returncode}; starting it again", file=sys.stderr, flush=True)
-    from prometheus_client import multiprocess
-    multiprocess.mark_process_dead(child.proc.pid, os.path.join(folder, "metrics"))
+    from .metrics import mark_dead
+    mark_dead(os.path.join(folder, "metrics"), child.proc.pid)
     if time.monotonic() - child.started < RESTART_PAUSE:
         time.sleep(RESTART_PAUSE)      # a child that dies at start: not a busy loop
     child.restarts += 1
