@@ -33,7 +33,7 @@ import pytest
 schemathesis = pytest.importorskip("schemathesis")
 jsonschema_rs = pytest.importorskip("jsonschema_rs")
 
-from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.errors import Unsatisfiable  # noqa: E402
 from schemathesis.checks import not_a_server_error  # noqa: E402
@@ -392,11 +392,14 @@ OPERATIONS = [(method.upper(), path) for path, item in DOCUMENT["paths"].items()
 
 
 def _run(srv, operation, mode, examples: int, checks: list, statuses: list,
-         failures: list) -> None:
+         failures: list, draw_seed: int | None = None) -> None:
+    """`examples` requests drawn for `operation`, each answer checked; the draws
+    derandomized, or (`draw_seed`) from that fixed seed: another fixed set."""
     strategy = operation.as_strategy(generation_mode=mode)
 
-    @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
-              suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])
+    @settings(max_examples=examples, derandomize=draw_seed is None, database=None,
+              deadline=None, suppress_health_check=list(HealthCheck),
+              phases=[Phase.explicit, Phase.generate])
     @given(case=strategy, data=st.data())
     def examples_of(case, data):
         opened = []
@@ -418,7 +421,7 @@ def _run(srv, operation, mode, examples: int, checks: list, statuses: list,
             for tid in opened:      # an open transaction holds the writer: end it
                 _request(srv, "POST", f"/transactions/{tid}/rollback")
 
-    examples_of()
+    (examples_of if draw_seed is None else seed(draw_seed)(examples_of))()
 
 
 REAL = {"c": "docs", "id": "1"}      # a collection and an id the fixture wrote
@@ -470,6 +473,16 @@ def test_operation_answers_as_documented(server, api_schema, method, path):
     assert positive > 0, "no example ran"
     if not any(200 <= s < 300 for s in statuses):
         _sensible(server, operation, statuses, failures)
+        assert not failures, "\n".join(failures[:5])
+    # A verb with few bodies that reach it (POST /collections, POST .../indexes,
+    # DELETE /branches/{b}: 1-2 of 24 draws) may meet a set of draws that reaches it
+    # never: which set the derandomized draws make moved with the modules a run
+    # imports. Further fixed sets of draws then, each checked alike, until one does.
+    for draw_seed in range(1, 9):
+        if any(200 <= s < 300 for s in statuses):
+            break
+        _run(server, operation, schemathesis.GenerationMode.POSITIVE, POSITIVE_EXAMPLES,
+             CHECKS, statuses, failures, draw_seed=draw_seed)
         assert not failures, "\n".join(failures[:5])
     assert any(200 <= s < 300 for s in statuses), \
         f"no example reached the verb: statuses {sorted(set(statuses))}"
