@@ -704,7 +704,7 @@ class Connection:
                 return M.NO_DATA
             # its executions' rows are checked against these (_announced: DDL since)
             stmt.columns = _announcing(got)
-            return M.NO_DATA if not got.columns else _describe(got, [])[0]
+            return M.NO_DATA if not got.columns else _described(got, stmt.columns)
         if stmt.answer is None and stmt.kind() != "select":
             return M.NO_DATA
         self.token.reason = None
@@ -722,7 +722,7 @@ class Connection:
             stmt.columns = ((), ())
             return M.NO_DATA
         stmt.columns = _announcing(results[-1])
-        return _describe(results[-1], [])[0]
+        return _described(results[-1], stmt.columns)
 
     def _returning(self, stmt: Prepared, params):
         """A write's RETURNING columns as a result without rows (sql.describe_write:
@@ -834,6 +834,14 @@ def _announcing(result) -> tuple:
     return (tuple(result.columns), tuple(
         [None if kind is None or untold and kind == "array" and element is None else oid
          for kind, element, oid in zip(result.kinds, result.elements, _oids(result))]))
+
+
+def _described(result, columns: tuple) -> bytes:
+    """A statement Describe's RowDescription: the columns _announcing kept
+    (`columns`), which its executions' rows are sent as (a column of no type as
+    text), not the types of the result's own values."""
+    return _describe(result, [], None, tuple([TEXT if a is None else a
+                                              for a in columns[1]]))[0]
 
 
 def _announced(columns: tuple, result) -> tuple:
