@@ -86,3 +86,21 @@ def test_a_described_array_column_is_sent_as_the_type_announced(server, pg):
     types = [[t for _, t in cols] for cols, _ in got]
     assert types == [[INT8S], [INT8S], [20, INT8S], [1022, 1009], [INT8S], [INT8S]]
     assert [[n for n, _ in cols] for cols, _ in got] == [[n for n, _ in cols] for cols, _ in want]
+
+
+SCALARS = ["SELECT (SELECT count(*) FROM t) AS n, (SELECT max(a) FROM t) AS m",
+           "SELECT (SELECT f FROM t WHERE id = 1) AS x, (SELECT s FROM t WHERE id = 2) AS y",
+           "SELECT (SELECT a FROM t WHERE id = 5) AS none",
+           "SELECT id, (SELECT max(a) FROM t t2 WHERE t2.id < t.id) AS m FROM t ORDER BY id",
+           "SELECT id, (SELECT f FROM t t2 WHERE t2.id = t.id) AS g FROM t ORDER BY id",
+           "SELECT a + (SELECT max(a) FROM t) AS b FROM t ORDER BY id"]
+
+
+def test_a_described_scalar_subquery_column_is_of_the_subquerys_type(server, pg):
+    """red-team 14 p7: a scalar subquery's column was described as text (the
+    Describe plans it over no rows, whose NULL had no type), so asyncpg read
+    ('2', '3') where PostgreSQL gives (2, 3); correlated ones and floats too."""
+    got, want = _answers(server, pg, "described_scalars", SCALARS)
+    assert [rows for _, rows in got] == [rows for _, rows in want]
+    assert [[t for _, t in cols] for cols, _ in got] == [
+        [20, 20], [701, 25], [20], [20, 20], [20, 701], [20]]

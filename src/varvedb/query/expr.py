@@ -906,11 +906,17 @@ def _outer(e: Outer, rel: Rel, env: Env) -> Val:
 
 
 def _one_row(sub: Val) -> Val:
-    """(SELECT ...)'s value: its one row, or NULL."""
+    """(SELECT ...)'s value: its one row, or a NULL of its column's type (a
+    subquery of no rows, or one planned over none: a Describe's)."""
     if len(sub) > 1:
         raise SqlError("21000", "more than one row returned by a subquery used as an "
                                 "expression")
-    return sub if len(sub) else Val("null", None, np.ones(1, bool))
+    if len(sub):
+        return sub
+    if sub.kind in ("null", "unknown"):
+        return Val("null", None, np.ones(1, bool))
+    got = joined(sub.kind, [sub, Val("null", None, np.ones(1, bool))], "subquery")
+    return Val(got.kind, got.data, got.nulls, sub.literal)
 
 
 def _array_of(sub: Val) -> Val:
