@@ -895,12 +895,17 @@ def _tag(result) -> list[bytes]:
     notice = result.notice
     if notice is None:
         return [tag]
+    return [*_notices(notice), tag]
+
+
+def _notices(notice) -> list[bytes]:
+    """A NoticeResponse for each (SQLSTATE, message): a NOTICE or a WARNING."""
     out = []
     for sqlstate, message in notice:
         severity = "NOTICE" if sqlstate in _NOTICES else "WARNING"
         out.append(M.error({"S": severity, "V": severity, "C": sqlstate, "M": message},
                            notice=True))
-    return [*out, tag]
+    return out
 
 
 # the SQLSTATEs PostgreSQL reports as a NOTICE (any other a statement's notice has:
@@ -941,14 +946,18 @@ def _error(e: E.VarveError) -> bytes:
         got = getattr(e, name, None)
         if got:
             fields[code] = got
-    return M.error(fields)
+    notices = getattr(e, "notices", None)      # (its text's parsing's: sent before it)
+    return M.error(fields) if not notices else b"".join(
+        [*_notices(notices), M.error(fields)])
 
 
 def _copy_out(result) -> list[bytes]:
-    """COPY ... TO STDOUT: CopyOutResponse, its data in CopyData messages (one a row,
-    as PostgreSQL sends them: psycopg's copy.rows() reads a row from each), CopyDone."""
+    """COPY ... TO STDOUT: its NOTICEs, CopyOutResponse, its data in CopyData
+    messages (one a row, as PostgreSQL sends them: psycopg's copy.rows() reads a
+    row from each), CopyDone."""
     data, ends = result.copy_data, result.copy_ends
-    return [M.copy_response(b"H", len(result.columns), data.startswith(PGCOPY)),
+    return [*_notices(result.notice or ()),     # (its parsing's: before the copy)
+            M.copy_response(b"H", len(result.columns), data.startswith(PGCOPY)),
             *(M.copy_data(data[at:end]) for at, end in zip((0, *ends), ends)),
             M.COPY_DONE, M.command_complete(result.status)]
 
