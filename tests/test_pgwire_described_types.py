@@ -104,3 +104,19 @@ def test_a_described_scalar_subquery_column_is_of_the_subquerys_type(server, pg)
     assert [rows for _, rows in got] == [rows for _, rows in want]
     assert [[t for _, t in cols] for cols, _ in got] == [
         [20, 20], [701, 25], [20], [20, 20], [20, 701], [20]]
+
+
+def test_a_parameter_in_a_subquery_is_typed_by_the_subquerys_table(server, pg):
+    """red-team 14 p7b: `(SELECT count(*) FROM t WHERE a > $1)` described $1 as text
+    (the subquery's columns were looked up in the outer FROM, none here), so asyncpg
+    refused an int for it; PostgreSQL types it by t.a (int4; varvedb's int8)."""
+    async def go():
+        conn = await asyncpg.connect(host="127.0.0.1", port=server.pg, user="me",
+                                     database="db", ssl=False)
+        try:
+            st = await conn.prepare("SELECT (SELECT count(*) FROM t WHERE a > $1) AS n, "
+                                    "(SELECT max(f) FROM t t2 WHERE t2.id = $2) AS g")
+            return [p.oid for p in st.get_parameters()], tuple(await st.fetchrow(2, 2))
+        finally:
+            await conn.close()
+    assert run(go()) == ([20, 20], (1, 1.5))
