@@ -250,6 +250,54 @@ def test_a_name_past_63_bytes_is_cut_with_a_notice_as_postgresql(pg_conn, wire):
                      (f"{'t' * 58}_pkey",), ("é" * 31,)]
 
 
+LONG = "a" * 70
+NOTICED = [  # red-team 14 p9: texts whose NOTICE 42622 was dropped
+    f"CREATE TABLE nt (id int PRIMARY KEY, v int)",
+    f"INSERT INTO nt VALUES (1, 2), (2, 3) RETURNING v AS {LONG}",     # (INSERT not scanned)
+    f"INSERT INTO nt SELECT 3, 4 RETURNING v AS {LONG}",
+    f'SELECT 1 AS U&"{LONG}"',                                          # (U& skipped)
+    f'SELECT 1 AS U&"\\0061{"b" * 65}"',
+    f"SELECT 1 AS U&\"!0061!+000062{'é' * 40}\" UESCAPE '!'",
+    f"SELECT {LONG} FROM nt",                  # fails: the notice comes before its error
+    f"SELECT 1 AS b; SELECT 2 AS {LONG}",
+    f"COPY (SELECT 1 AS {LONG}) TO STDOUT"]
+
+
+def _notices_and_errors(conn, texts) -> list:
+    notices = _noticing(conn)
+    for text in texts:
+        try:
+            if text.startswith("COPY"):
+                with conn.cursor().copy(text) as copy:
+                    list(copy)
+            else:
+                conn.execute(text)
+        except psycopg.Error as e:
+            notices.append(("ERROR", e.sqlstate))
+    return [n[:3] for n in notices]
+
+
+def test_a_name_past_63_bytes_notices_in_every_statement_as_postgresql(pg_conn, wire,
+                                                                       tmp_path):
+    """NOTICE 42622 in an INSERT's text (RETURNING ... AS name), a U&"..." name (its
+    escapes read, UESCAPE's too), a statement that then fails (the notice first, then
+    the error), a text of several statements, as PostgreSQL sends them (red-team 14
+    p9: each was dropped); db.sql's result (the last statement's) holds the text's,
+    an error its statement's in `notices`."""
+    got = _notices_and_errors(wire(), NOTICED)
+    want = _notices_and_errors(pg_conn, NOTICED)
+    assert got == want
+    assert [n[1] for n in got].count("42622") == 8 and ("ERROR", "42703") in got
+    db = vv.connect(str(tmp_path / "n.varve"))
+    db.sql(NOTICED[0])
+    assert [n[0] for n in db.sql(NOTICED[1]).notice] == ["42622"]
+    assert [n[0] for n in db.sql(NOTICED[-2]).notice] == ["42622"]
+    with pytest.raises(vv.errors.SqlError) as e:
+        db.sql(NOTICED[-3])
+    assert [n[0] for n in e.value.notices] == ["42622"]
+    db.close()
+
+
 def test_dropping_the_primary_key_says_why_it_cannot(wire):
     """ALTER TABLE t DROP CONSTRAINT t_pkey (PostgreSQL drops it) is refused 0A000
     as docs/sql.md says: the id is the key every row is kept by, and a column named

@@ -704,7 +704,7 @@ class Connection:
                 return M.NO_DATA
             # its executions' rows are checked against these (_announced: DDL since)
             stmt.columns = _announcing(got)
-            return M.NO_DATA if not got.columns else _describe(got, [])[0]
+            return M.NO_DATA if not got.columns else _described(got, stmt.columns)
         if stmt.answer is None and stmt.kind() != "select":
             return M.NO_DATA
         self.token.reason = None
@@ -722,7 +722,7 @@ class Connection:
             stmt.columns = ((), ())
             return M.NO_DATA
         stmt.columns = _announcing(results[-1])
-        return _describe(results[-1], [])[0]
+        return _described(results[-1], stmt.columns)
 
     def _returning(self, stmt: Prepared, params):
         """A write's RETURNING columns as a result without rows (sql.describe_write:
@@ -836,6 +836,14 @@ def _announcing(result) -> tuple:
          for kind, element, oid in zip(result.kinds, result.elements, _oids(result))]))
 
 
+def _described(result, columns: tuple) -> bytes:
+    """A statement Describe's RowDescription: the columns _announcing kept
+    (`columns`), which its executions' rows are sent as (a column of no type as
+    text), not the types of the result's own values."""
+    return _describe(result, [], None, tuple([TEXT if a is None else a
+                                              for a in columns[1]]))[0]
+
+
 def _announced(columns: tuple, result) -> tuple:
     """The column types an execution's rows are sent as: those its statement's
     Describe announced (`columns`: names, OIDs), which the client decodes them by.
@@ -887,12 +895,17 @@ def _tag(result) -> list[bytes]:
     notice = result.notice
     if notice is None:
         return [tag]
+    return [*_notices(notice), tag]
+
+
+def _notices(notice) -> list[bytes]:
+    """A NoticeResponse for each (SQLSTATE, message): a NOTICE or a WARNING."""
     out = []
     for sqlstate, message in notice:
         severity = "NOTICE" if sqlstate in _NOTICES else "WARNING"
         out.append(M.error({"S": severity, "V": severity, "C": sqlstate, "M": message},
                            notice=True))
-    return [*out, tag]
+    return out
 
 
 # the SQLSTATEs PostgreSQL reports as a NOTICE (any other a statement's notice has:
@@ -933,14 +946,18 @@ def _error(e: E.VarveError) -> bytes:
         got = getattr(e, name, None)
         if got:
             fields[code] = got
-    return M.error(fields)
+    notices = getattr(e, "notices", None)      # (its text's parsing's: sent before it)
+    return M.error(fields) if not notices else b"".join(
+        [*_notices(notices), M.error(fields)])
 
 
 def _copy_out(result) -> list[bytes]:
-    """COPY ... TO STDOUT: CopyOutResponse, its data in CopyData messages (one a row,
-    as PostgreSQL sends them: psycopg's copy.rows() reads a row from each), CopyDone."""
+    """COPY ... TO STDOUT: its NOTICEs, CopyOutResponse, its data in CopyData
+    messages (one a row, as PostgreSQL sends them: psycopg's copy.rows() reads a
+    row from each), CopyDone."""
     data, ends = result.copy_data, result.copy_ends
-    return [M.copy_response(b"H", len(result.columns), data.startswith(PGCOPY)),
+    return [*_notices(result.notice or ()),     # (its parsing's: before the copy)
+            M.copy_response(b"H", len(result.columns), data.startswith(PGCOPY)),
             *(M.copy_data(data[at:end]) for at, end in zip((0, *ends), ends)),
             M.COPY_DONE, M.command_complete(result.status)]
 

@@ -977,16 +977,44 @@ def _outer(e: Outer, rel: Rel, env: Env) -> Val:
 
 
 def _one_row(sub: Val) -> Val:
-    """(SELECT ...)'s value: its one row, or NULL."""
+    """(SELECT ...)'s value: its one row, or a NULL of its column's type (a
+    subquery of no rows, or one planned over none: a Describe's)."""
     if len(sub) > 1:
         raise SqlError("21000", "more than one row returned by a subquery used as an "
                                 "expression")
-    return sub if len(sub) else Val("null", None, np.ones(1, bool))
+    if len(sub):
+        return sub
+    if sub.kind in ("null", "unknown"):
+        return Val("null", None, np.ones(1, bool))
+    got = joined(sub.kind, [sub, Val("null", None, np.ones(1, bool))], "subquery")
+    return Val(got.kind, got.data, got.nulls, sub.literal)
 
 
 def _array_of(sub: Val) -> Val:
-    """ARRAY(SELECT ...)'s value: its rows as one array."""
-    return Val("array", object_array([sub.python()]), np.zeros(1, bool))
+    """ARRAY(SELECT ...)'s value: its rows as one array, of its column's element
+    type (array_element_of)."""
+    return Val("array", object_array([sub.python()]), np.zeros(1, bool),
+               array_element_of([sub]))
+
+
+# the element types an array's elements tell, as Val.literal / Field.array_of name them
+_ELEMENT_KINDS = ("int", "float", "bool", "text")
+
+
+def array_element_of(elements: list) -> str | None:
+    """The element type (Val.literal of an array) of an array made of these
+    columns' values, told by their kinds alone (so a Describe, over no rows, tells
+    it too): their one kind of int, float, bool or text (an int column holding
+    values past int64, NULLs, untyped literals or mixed kinds: None, the values'
+    own)."""
+    kinds = {v.kind for v in elements}
+    if len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    if kind not in _ELEMENT_KINDS or kind == "int" and any(
+            v.data is not None and v.data.dtype == object for v in elements):
+        return None
+    return kind
 
 
 def _exists(sub: Val) -> Val:
@@ -1519,7 +1547,7 @@ def _array_of(*elements: Val) -> Val:
     """ARRAY[a, b, ...]: each row's values as one array (untyped ones stay text, cast
     where the array is used)."""
     rows = [list(r) for r in zip(*(raw_values(v) for v in elements))]
-    return Val("array", object_array(rows), no_nulls(len(rows)))
+    return Val("array", object_array(rows), no_nulls(len(rows)), array_element_of(elements))
 
 
 def raw_values(v: Val) -> list:

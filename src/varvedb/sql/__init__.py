@@ -86,36 +86,94 @@ def compile_text(text: str) -> tuple[Compiled, ...]:
         compiled = tuple(_compile(raw.stmt, as_of, body) for raw in stmts)
     except RecursionError:      # 'SELECT 1+1+...+1': the compiler walks the tree
         raise SqlError("54001", _TOO_DEEP) from None
-    if compiled and _LONG_WORD.search(body) and not any(
-            isinstance(raw.stmt, (ast.InsertStmt, ast.CopyStmt)) for raw in stmts):
+    if compiled and _LONG_WORD.search(body) and any(
+            not isinstance(raw.stmt, ast.InsertStmt) or _long_name(raw.stmt)
+            for raw in stmts):
         compiled[0].notices = _truncated(body)
     return compiled
 
 
 # an identifier past 63 bytes is a run of 16 characters at least (of 4 bytes at most),
-# or a quoted one; a text without one is not scanned (nor a bulk INSERT's or COPY's)
+# or a quoted one; a text without one is not scanned, nor one of INSERTs alone whose
+# names (but for their VALUES' rows) are none cut to 63 bytes (a bulk INSERT's text)
 _LONG_WORD = re.compile(r'[\w$\x80-\U0010ffff]{16}|"[^"]{16}')
+
+
+def _long_name(node) -> bool:
+    """Does an INSERT's tree (but for its VALUES' rows, a bulk INSERT's megabytes)
+    hold a name its parser may have cut to 63 bytes (60 bytes at least: the cut is
+    never inside a character), so that its text is scanned for the cut ones? (A
+    string constant as long makes it scanned too: the scan tells them apart.)"""
+    if isinstance(node, str):
+        return len(node) >= 15 and len(node.encode()) >= 60
+    if isinstance(node, (tuple, list)):
+        return any(_long_name(x) for x in node)
+    if not isinstance(node, ast.Node):
+        return False
+    return any(_long_name(getattr(node, name)) for name in type(node).__slots__
+               if name != "valuesLists")
 
 
 def _truncated(text: str) -> tuple:
     """PostgreSQL's NOTICE 42622 for each identifier of the text past 63 bytes, which
-    its parser (pglast's too) cuts to 63 bytes, never inside a character."""
+    its parser (pglast's too) cuts to 63 bytes, never inside a character; a
+    U&"..." one's once its escapes are read (_unicode_word)."""
     out = []
-    for t in scan(text):        # (its offsets are characters')
-        if t.name != "IDENT" or t.end - t.start < 15:
+    tokens = scan(text)         # (its offsets are characters')
+    for i, t in enumerate(tokens):
+        if t.name not in ("IDENT", "UIDENT") or t.end - t.start < 15:
             continue
         word = text[t.start:t.end + 1]
-        if word.startswith('"'):
+        if word.startswith(("U&", "u&")):
+            word = _unicode_word(word[3:-1].replace('""', '"'), text, tokens[i + 1:i + 3])
+            if word is None:
+                continue
+        elif word.startswith('"'):
             word = word[1:-1].replace('""', '"')
-        elif not word.startswith(("U&", "u&")):
-            word = word.translate(_ASCII_LOWER)
         else:
+            word = word.translate(_ASCII_LOWER)
+        try:
+            got = word.encode()
+        except UnicodeEncodeError:      # (a lone surrogate: PostgreSQL's error)
             continue
-        got = word.encode()
         if len(got) > 63:
             out.append(("42622", f'identifier "{word}" will be truncated to '
                                  f'"{got[:63].decode(errors="ignore")}"'))
     return tuple(out)
+
+
+def _unicode_word(body: str, text: str, after) -> str | None:
+    """A U&"..." identifier's name: its escapes (\\XXXX, \\+XXXXXX, \\\\; another
+    escape character where UESCAPE 'c' follows it: `after`, its next tokens) read
+    as PostgreSQL reads them; None where one is not valid (PostgreSQL's error)."""
+    esc = "\\"
+    if len(after) == 2 and after[0].name == "UESCAPE" and after[1].name == "SCONST":
+        esc = text[after[1].start + 1:after[1].end]
+        if len(esc) != 1:
+            return None
+    out, i, n = [], 0, len(body)
+    while i < n:
+        c = body[i]
+        if c != esc:
+            out.append(c)
+            i += 1
+            continue
+        if body[i + 1:i + 2] == esc:
+            out.append(esc)
+            i += 2
+            continue
+        digits = body[i + 2:i + 8] if body[i + 1:i + 2] == "+" else body[i + 1:i + 5]
+        width = 6 if body[i + 1:i + 2] == "+" else 4
+        try:
+            code = int(digits, 16) if len(digits) == width and digits.isascii() \
+                and digits.isalnum() else -1
+        except ValueError:
+            return None
+        if not 0 < code <= 0x10FFFF:
+            return None
+        out.append(chr(code))
+        i += 1 + width + (width == 6)
+    return "".join(out)
 
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
@@ -289,9 +347,16 @@ def run(session, text: str, params=(), copy_data=None) -> SqlResult:
     compiled = compiled_in(session, text)
     if len(compiled) == 1:
         return _run_one(session, compiled[0], params, copy_data)
-    result = SqlResult([], [], "EMPTY")
-    for result in _each(session, compiled, params, copy_data):
-        pass
+    result, notices = SqlResult([], [], "EMPTY"), []
+    try:
+        for result in _each(session, compiled, params, copy_data):
+            notices += result.notice or ()
+    except VarveError as e:     # (the NOTICEs sent before its error)
+        if notices:
+            e.notices = [*notices, *(getattr(e, "notices", None) or ())]
+        raise
+    if notices:     # the text's NOTICEs (its parsing's, with its first statement's)
+        result.notice = notices
     return result
 
 
@@ -471,7 +536,7 @@ def _params(params):
 def _run_one(session, c: Compiled, params, copy_data=None, several: bool = False) -> SqlResult:
     if session.sql_failed and session.in_transaction:
         if not (c.kind == "transaction" and c.impl.ends_transaction):
-            raise _aborted()
+            raise _noticed(_aborted(), c)
     tx = session.tx
     frames = tx.frames if tx is not None else 0
     try:
@@ -495,8 +560,17 @@ def _run_one(session, c: Compiled, params, copy_data=None, several: bool = False
             # transaction is undone and aborted (its commit raises 25P02)
             session.engine.abort(tx)
         if isinstance(e, RecursionError):
-            raise SqlError("54001", "stack depth limit exceeded") from None
+            raise _noticed(SqlError("54001", "stack depth limit exceeded"), c) from None
+        _noticed(e, c)
         raise
+
+
+def _noticed(e: BaseException, c: Compiled) -> BaseException:
+    """A failed statement's error, with the NOTICEs its text's parsing gave
+    (Compiled.notices) in its `notices`: PostgreSQL sends them before the error."""
+    if c.notices and isinstance(e, VarveError) and not getattr(e, "notices", None):
+        e.notices = list(c.notices)
+    return e
 
 
 def _aborted() -> SqlError:

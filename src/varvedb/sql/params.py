@@ -36,7 +36,7 @@ def param_types(engine, text: str) -> dict[int, str]:
         return {}
     stmt = stmts[0].stmt
     out: dict[int, str] = {}
-    _Walk(_tables(engine, stmt), out).visit(stmt)
+    _Walk(_tables(engine, stmt), out, engine, stmt).visit(stmt)
     if isinstance(stmt, ast.InsertStmt):
         _insert(engine, stmt, out)
     return out
@@ -85,8 +85,11 @@ def _field_type(t, name: str) -> str | None:
 
 
 class _Walk:
-    def __init__(self, tables: dict, out: dict):
-        self.tables, self.out = tables, out
+    """Types the $n of a statement's tree (`top`); a subquery's by its own FROM's
+    tables (its unqualified names first, the enclosing levels' by their names)."""
+
+    def __init__(self, tables: dict, out: dict, engine=None, top=None):
+        self.tables, self.out, self.engine, self.top = tables, out, engine, top
 
     def column(self, node) -> str | None:
         if not isinstance(node, ast.ColumnRef):
@@ -122,6 +125,11 @@ class _Walk:
                 for el in node.arg.elements or ():
                     self.param(el, name)
         elif isinstance(node, ast.SelectStmt):
+            if node is not self.top and self.engine is not None and node.fromClause:
+                inner = _tables(self.engine, node)
+                tables = {k: v for k, v in self.tables.items() if k is not None}
+                _Walk({**tables, **inner}, self.out, self.engine, node).visit(node)
+                return
             self.param(node.limitCount, "int8")
             self.param(node.limitOffset, "int8")
         elif isinstance(node, ast.UpdateStmt):

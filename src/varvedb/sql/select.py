@@ -40,7 +40,7 @@ from ..query.bind import bind_legs, search_widths
 from ..query.prepared import keep, query_vector, typed_key
 from ..query.planner import Query, plan_scan, plan_search
 from ..query.aggregate import groups
-from ..query.relations import concat
+from ..query.relations import concat, take_or_null
 from ..query.request import RRF_K, Search, TextLeg, VectorLeg
 from ..schema import brief
 from ..text.tsquery import varvedb_text
@@ -658,9 +658,22 @@ def _correlated(sub: Select, ctx, params, outer: list, fold, n: int) -> E.Val:
     answers = [fold(_column(sub, ctx, params, {name: v.take(np.array([r]))
                                                for name, v in zip(sub.outer_refs, outer)}))
                for r in first.tolist()]
-    if not answers:
-        return E.const_val(None, n)
+    if not answers:     # no outer rows (a Describe's: over none): its type's NULLs
+        return _typed_nulls(sub, ctx, params, outer, fold, n)
     return concat(answers, "subquery").take(group)
+
+
+def _typed_nulls(sub: Select, ctx, params, outer: list, fold, n: int) -> E.Val:
+    """A correlated subquery's answer over no outer rows: NULLs of the type it has
+    (it planned and run once, its outer values NULLs of theirs), so that a
+    Describe announces that type, as PostgreSQL's does; of no type where that
+    fails."""
+    try:
+        one = fold(_column(sub, ctx, params, {name: take_or_null(v, np.array([-1]))
+                                              for name, v in zip(sub.outer_refs, outer)}))
+    except VarveError:
+        return E.const_val(None, n)
+    return take_or_null(one, np.full(n, -1))
 
 
 def with_columns(owner, ctx, make: Callable):
