@@ -13,6 +13,7 @@ test`'s `varvedb warm`) then compiles at its first requests instead of at start.
 """
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import signal
@@ -33,6 +34,23 @@ from varvedb.cli import main
 main(args=sys.argv[1:], prog_name="varvedb")
 """
 START_TIMEOUT = 600.0    # a hang guard: a cold numba cache compiles kernels at open
+
+
+@contextlib.contextmanager
+def pg_server(path: str, setup: tuple | list = ()):
+    """`varvedb serve --pg` over the file at `path` after `setup`'s statements ran
+    there embedded; the ServerProcess's `pg` is the wire's port."""
+    import varvedb as vv
+    db = vv.connect(path)
+    try:
+        for statement in setup:
+            db.sql(statement)
+    finally:
+        db.close()
+    port = free_port()
+    with ServerProcess(path, args=["--pg", str(port)]) as srv:
+        srv.pg = port
+        yield srv
 
 
 def free_port() -> int:

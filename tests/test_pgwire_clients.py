@@ -19,7 +19,7 @@ import varvedb as vv
 from varvedb.errors import NotSupportedError, SqlError
 
 from conftest import lazy_callables, lazy_module
-from server_proc import ServerProcess, free_port
+from server_proc import pg_server
 
 # imported by the tests (lazy_module: not at every pytest worker's collection)
 asyncpg, sa = lazy_module("asyncpg"), lazy_module("sqlalchemy")
@@ -34,14 +34,7 @@ SETUP = ["CREATE TABLE items (id bigint PRIMARY KEY, tag int, body text, embeddi
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("pgc") / "db.varve")
-    db = vv.connect(path)
-    for s in SETUP:
-        db.sql(s)
-    db.close()
-    pg = free_port()
-    with ServerProcess(path, args=["--pg", str(pg)]) as srv:
-        srv.pg = pg
+    with pg_server(str(tmp_path_factory.mktemp("pgc") / "db.varve"), SETUP) as srv:
         yield srv
 
 

@@ -10,9 +10,7 @@ import asyncio
 import asyncpg
 import pytest
 
-import varvedb as vv
-
-from server_proc import ServerProcess, free_port
+from server_proc import pg_server
 
 SETUP = ["CREATE TABLE t (id int PRIMARY KEY, a int, f float8, s text)",
          "INSERT INTO t VALUES (1, 2, 0.5, 'x'), (2, 3, 1.5, 'y')"]
@@ -20,14 +18,7 @@ SETUP = ["CREATE TABLE t (id int PRIMARY KEY, a int, f float8, s text)",
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("pgd") / "db.varve")
-    db = vv.connect(path)
-    for s in SETUP:
-        db.sql(s)
-    db.close()
-    port = free_port()
-    with ServerProcess(path, args=["--pg", str(port)]) as srv:
-        srv.pg = port
+    with pg_server(str(tmp_path_factory.mktemp("pgd") / "db.varve"), SETUP) as srv:
         yield srv
 
 

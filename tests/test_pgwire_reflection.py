@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-import varvedb as vv
-
 from conftest import lazy_module
-from server_proc import ServerProcess, free_port
+from server_proc import pg_server
 
 # imported by the tests (lazy_module: not at every pytest worker's collection)
 sa, pgsa = lazy_module("sqlalchemy"), lazy_module("pgvector.sqlalchemy")
@@ -25,11 +23,7 @@ SCHEMA = "reflect_case"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("reflect") / "db.varve")
-    vv.connect(path).close()
-    pg = free_port()
-    with ServerProcess(path, args=["--pg", str(pg)]) as srv:
-        srv.pg = pg
+    with pg_server(str(tmp_path_factory.mktemp("reflect") / "db.varve")) as srv:
         yield srv
 
 
