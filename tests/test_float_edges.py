@@ -13,27 +13,13 @@ import warnings
 import numpy as np
 import pytest
 
+from test_fast_lane import _oracle
 from varvedb.engine.columns import norms_of
 from varvedb.index import flat
 from varvedb.index.hnsw import HnswIndex
 from varvedb.index.ivfpq import IvfIndex
 
 _ROWS, _DIM = 300, 16
-
-
-def _scores(metric, x, q):
-    a, v = x.astype(np.float64), q.astype(np.float64)
-    if metric == "l2":
-        return np.sqrt(((a - v) ** 2).sum(1))
-    if metric == "dot":     # (a row's products summed alike for every row, as
-        return -(a * v).sum(1)      # test_fast_lane._oracle's: BLAS's a @ v is not)
-    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(v)
-    return np.where(norms == 0, 1.0, 1 - (a * v).sum(1) / np.where(norms == 0, 1, norms))
-
-
-def _best(metric, x, q, k):
-    s = _scores(metric, x, q)
-    return np.lexsort((np.arange(len(x)), s))[:k], s
 
 
 @functools.lru_cache(maxsize=None)
@@ -66,7 +52,7 @@ def _recall(metric, scale, queries, names, k=10):
     x, _, searches = _indexes(metric, scale)
     found = {name: 0 for name in names}
     for q in queries:
-        want, _ = _best(metric, x, q, k)
+        want, _ = _oracle(metric, x, q, k, None)
         for name in names:
             found[name] += len(set(searches[name](q, k).tolist()) & set(want.tolist()))
     return {name: hits / (k * len(queries)) for name, hits in found.items()}
@@ -103,7 +89,7 @@ def test_a_huge_l2_query_walks_row_for_row_as_rows_and_query_scaled_alike():
         for ef in (10, 40):
             assert graph.search(x, norms, q, 10, ef=ef)[0].tolist() == \
                 graph.search(small, norms, q_small, 10, ef=ef)[0].tolist()
-        want, s = _best("l2", x, q, 10)
+        want, s = _oracle("l2", x, q, 10, None)
         rows, dists = graph.search(x, norms, q, 10, ef=_ROWS)
         assert rows.tolist() == want.tolist() and np.allclose(dists, s[rows], rtol=1e-12)
         rows, dists = flat.search("l2", x, norms, q, 10, None)
@@ -192,7 +178,7 @@ def test_rows_near_float32s_largest_are_built_over_and_found_as_float64_ranks(me
     searches["flat"] = lambda q: flat.search(metric, x, norms, q, 10, None)
     queries = list(rng.standard_normal((4, _DIM)).astype(np.float32)) + [x[7], x[9], x[10]]
     for q in queries:
-        want, s = _best(metric, x, q, 10)
+        want, s = _oracle(metric, x, q, 10, None)
         for name, search in searches.items():
             rows, dists = search(q)
             assert np.allclose(s[rows], s[want], rtol=1e-9), (name, rows, want)
